@@ -14,3 +14,9 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod clock;
+pub mod rules;
+pub mod state;
+pub mod symbol;
+pub mod verdict;
+pub mod wire;

@@ -1,0 +1,400 @@
+//! The state rules of SQF v1 section 3, as pure functions of (state, message, time).
+//!
+//! Sequencing ([`SeqTrack`]: baseline, last sequence, lost ticks, duplicates)
+//! is kept apart from what a symbol's quote state does with the outcome
+//! ([`SymbolState`]: suspect, price, liveness). SQF numbers per symbol, so
+//! each symbol owns a `SeqTrack`; a per-stream framing would own one per
+//! stream and feed the outcomes to every symbol of the stream.
+
+/// How a feed publishes, from configuration (never from the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeedKind {
+    /// Every Quote carries the symbol's whole price: a gap loses history but
+    /// the next Quote is a complete state again.
+    Full,
+    /// Quotes are changes on top of earlier state: after a gap (or before the
+    /// first Snapshot) the state is unknown until a Snapshot repairs it.
+    Delta,
+}
+
+/// A price update as the rules see it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Bid price.
+    pub bid: f64,
+    /// Ask price.
+    pub ask: f64,
+    /// When the provider priced it: ns since the Unix epoch, provider clock.
+    pub source_time: u64,
+}
+
+impl Price {
+    /// Valid when bid and ask are finite, > 0, and bid <= ask.
+    #[inline]
+    pub fn is_valid(&self) -> bool {
+        // `>` and `<=` are false for NaN; `is_finite` rules out infinities.
+        self.bid.is_finite() && self.ask.is_finite() && self.bid > 0.0 && self.ask > 0.0 && self.bid <= self.ask
+    }
+}
+
+/// What a sequenced message meant for the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqOutcome {
+    /// At or below the last sequence: already seen (or late): ignore it.
+    Duplicate,
+    /// The first sequence ever seen: baseline set.
+    First,
+    /// The next sequence.
+    InOrder,
+    /// Ahead of the next sequence: this many ticks were lost.
+    Gap(u64),
+}
+
+/// What a heartbeat meant for the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeatOutcome {
+    /// No baseline yet: the heartbeat set it; nothing was lost, nothing is known.
+    First,
+    /// The provider has sent Quotes we never saw: this many.
+    Gap(u64),
+    /// Nothing missing: the stream is alive.
+    Alive,
+}
+
+/// Sequence tracking for one sequence space.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqTrack {
+    /// A sequence has been seen (Quote, Heartbeat or Snapshot).
+    pub baseline: bool,
+    /// Last sequence accepted (meaningful when `baseline`).
+    pub last_seq: u64,
+    /// Ticks the provider sent that never arrived, summed over all gaps.
+    pub ticks_lost: u64,
+    /// Quotes at or below `last_seq`, dropped.
+    pub duplicates: u64,
+}
+
+impl SeqTrack {
+    /// A Quote's sequence (Quote steps 1–3 and 5's `last_seq`).
+    #[inline]
+    pub fn on_sequenced(&mut self, seq: u64) -> SeqOutcome {
+        if !self.baseline {
+            self.baseline = true;
+            self.last_seq = seq;
+            return SeqOutcome::First;
+        }
+        if seq <= self.last_seq {
+            self.duplicates += 1;
+            return SeqOutcome::Duplicate;
+        }
+        // seq > last_seq here, so the subtraction cannot underflow.
+        let lost = seq - self.last_seq - 1;
+        self.last_seq = seq;
+        if lost == 0 {
+            SeqOutcome::InOrder
+        } else {
+            self.ticks_lost = self.ticks_lost.saturating_add(lost);
+            SeqOutcome::Gap(lost)
+        }
+    }
+
+    /// A Heartbeat's `next_expected` (Heartbeat steps 1–2).
+    #[inline]
+    pub fn on_next_expected(&mut self, next_expected: u64) -> BeatOutcome {
+        if !self.baseline {
+            self.baseline = true;
+            self.last_seq = next_expected.saturating_sub(1);
+            return BeatOutcome::First;
+        }
+        if next_expected > self.last_seq && next_expected - self.last_seq > 1 {
+            let lost = next_expected - self.last_seq - 1;
+            self.ticks_lost = self.ticks_lost.saturating_add(lost);
+            self.last_seq = next_expected - 1;
+            BeatOutcome::Gap(lost)
+        } else {
+            BeatOutcome::Alive
+        }
+    }
+
+    /// A Snapshot's sequence: the provider's word on where the stream is.
+    #[inline]
+    pub fn reset(&mut self, last_assigned: u64) {
+        self.baseline = true;
+        self.last_seq = last_assigned;
+    }
+}
+
+/// Everything known about one (feed, symbol).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SymbolState {
+    /// Sequencing.
+    pub seq: SeqTrack,
+    /// The state may be wrong: a gap on a delta feed, a heartbeat that
+    /// revealed lost ticks, or no Snapshot yet on a delta feed.
+    pub suspect: bool,
+    /// The last price message carried an invalid price.
+    pub invalid: bool,
+    /// The last valid price, if any has been stored.
+    pub price: Option<Price>,
+    /// Local arrival time of the last message that proved the symbol alive:
+    /// ns since the Unix epoch, local clock. 0 until then.
+    pub last_alive: u64,
+}
+
+/// What applying a message changed, for counters and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// A Quote at or below the last sequence: nothing but the duplicate counter changed.
+    Duplicate,
+    /// A Quote, Heartbeat or Snapshot that changed the state; `lost` ticks were revealed.
+    Changed {
+        /// Ticks found missing by this message.
+        lost: u64,
+    },
+}
+
+impl SymbolState {
+    /// Quote rule, steps 1–6. `t`: local arrival time, ns since the Unix epoch.
+    #[inline]
+    pub fn on_quote(&mut self, kind: FeedKind, seq: u64, price: Price, t: u64) -> Applied {
+        let lost = match self.seq.on_sequenced(seq) {
+            SeqOutcome::Duplicate => return Applied::Duplicate,
+            SeqOutcome::First => {
+                self.suspect |= kind == FeedKind::Delta;
+                0
+            }
+            SeqOutcome::Gap(lost) => {
+                self.suspect |= kind == FeedKind::Delta;
+                lost
+            }
+            SeqOutcome::InOrder => 0,
+        };
+        if kind == FeedKind::Full {
+            self.suspect = false;
+        }
+        self.last_alive = t;
+        self.store_price(price);
+        Applied::Changed { lost }
+    }
+
+    /// Heartbeat rule, steps 1–3.
+    #[inline]
+    pub fn on_heartbeat(&mut self, next_expected: u64, t: u64) -> Applied {
+        match self.seq.on_next_expected(next_expected) {
+            BeatOutcome::First => {
+                self.suspect = true;
+                Applied::Changed { lost: 0 }
+            }
+            BeatOutcome::Gap(lost) => {
+                self.suspect = true;
+                Applied::Changed { lost }
+            }
+            BeatOutcome::Alive => {
+                self.last_alive = t;
+                Applied::Changed { lost: 0 }
+            }
+        }
+    }
+
+    /// Snapshot rule: always applied.
+    #[inline]
+    pub fn on_snapshot(&mut self, last_assigned: u64, price: Price, t: u64) -> Applied {
+        self.seq.reset(last_assigned);
+        self.suspect = false;
+        self.last_alive = t;
+        self.store_price(price);
+        Applied::Changed { lost: 0 }
+    }
+
+    /// Quote step 6: a valid price is stored, an invalid one only flags.
+    #[inline]
+    fn store_price(&mut self, price: Price) {
+        if price.is_valid() {
+            self.price = Some(price);
+            self.invalid = false;
+        } else {
+            self.invalid = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FeedKind::{Delta, Full};
+
+    fn px(bid: f64, ask: f64, source_time: u64) -> Price {
+        Price { bid, ask, source_time }
+    }
+    const P: Price = Price { bid: 1.0, ask: 1.1, source_time: 100 };
+
+    #[test]
+    fn price_validity() {
+        assert!(px(1.0, 1.0, 0).is_valid(), "bid == ask is valid");
+        assert!(px(1.0, 2.0, 0).is_valid());
+        assert!(!px(2.0, 1.0, 0).is_valid(), "crossed");
+        assert!(!px(0.0, 1.0, 0).is_valid(), "zero bid");
+        assert!(!px(1.0, 0.0, 0).is_valid(), "zero ask");
+        assert!(!px(-1.0, 1.0, 0).is_valid(), "negative");
+        assert!(!px(f64::NAN, 1.0, 0).is_valid());
+        assert!(!px(1.0, f64::NAN, 0).is_valid());
+        assert!(!px(1.0, f64::INFINITY, 0).is_valid());
+        assert!(!px(f64::NEG_INFINITY, 1.0, 0).is_valid());
+        assert!(px(f64::MIN_POSITIVE, f64::MAX, 0).is_valid());
+        assert!(!px(-0.0, 1.0, 0).is_valid());
+    }
+
+    #[test]
+    fn quote_first_sets_baseline_suspect_only_on_delta() {
+        for (kind, suspect) in [(Full, false), (Delta, true)] {
+            let mut s = SymbolState::default();
+            assert_eq!(s.on_quote(kind, 10, P, 5), Applied::Changed { lost: 0 });
+            assert!(s.seq.baseline);
+            assert_eq!(s.seq.last_seq, 10);
+            assert_eq!(s.seq.ticks_lost, 0, "no loss counted before a baseline");
+            assert_eq!(s.suspect, suspect, "{kind:?}");
+            assert_eq!(s.last_alive, 5);
+            assert_eq!(s.price, Some(P));
+        }
+    }
+
+    #[test]
+    fn quote_duplicate_changes_nothing_else() {
+        for kind in [Full, Delta] {
+            let mut s = SymbolState::default();
+            s.on_quote(kind, 10, P, 5);
+            s.invalid = false;
+            let before = s;
+            assert_eq!(s.on_quote(kind, 10, px(2.0, 3.0, 9), 99), Applied::Duplicate);
+            assert_eq!(s.on_quote(kind, 3, px(-2.0, 3.0, 9), 99), Applied::Duplicate);
+            assert_eq!(s.seq.duplicates, 2);
+            s.seq.duplicates = 0;
+            assert_eq!(s, before);
+        }
+    }
+
+    #[test]
+    fn quote_gap_counts_lost_and_suspects_delta_only() {
+        let mut full = SymbolState::default();
+        full.on_quote(Full, 1, P, 1);
+        assert_eq!(full.on_quote(Full, 5, P, 2), Applied::Changed { lost: 3 });
+        assert_eq!(full.seq.ticks_lost, 3);
+        assert!(!full.suspect);
+
+        let mut delta = SymbolState::default();
+        delta.on_snapshot(1, P, 0);
+        assert!(!delta.suspect);
+        delta.on_quote(Delta, 2, P, 1);
+        assert!(!delta.suspect, "in-order delta quote after snapshot");
+        assert_eq!(delta.on_quote(Delta, 5, P, 2), Applied::Changed { lost: 2 });
+        assert!(delta.suspect);
+        assert_eq!(delta.seq.last_seq, 5);
+        delta.on_quote(Delta, 6, P, 3);
+        assert!(delta.suspect, "delta stays suspect until a snapshot");
+    }
+
+    #[test]
+    fn full_feed_quote_clears_suspect_from_heartbeat_gap() {
+        let mut s = SymbolState::default();
+        s.on_quote(Full, 1, P, 1);
+        s.on_heartbeat(5, 2);
+        assert!(s.suspect);
+        s.on_quote(Full, 5, P, 3);
+        assert!(!s.suspect);
+        assert_eq!(s.seq.ticks_lost, 3);
+    }
+
+    #[test]
+    fn invalid_price_flags_and_keeps_stored_price() {
+        let mut s = SymbolState::default();
+        s.on_quote(Full, 1, P, 1);
+        s.on_quote(Full, 2, px(2.0, 1.0, 50), 2);
+        assert!(s.invalid);
+        assert_eq!(s.price, Some(P));
+        assert_eq!(s.last_alive, 2, "an invalid quote still proves liveness");
+        assert_eq!(s.seq.last_seq, 2);
+        s.on_quote(Full, 3, px(2.0, 2.5, 60), 3);
+        assert!(!s.invalid);
+        assert_eq!(s.price, Some(px(2.0, 2.5, 60)));
+    }
+
+    #[test]
+    fn heartbeat_without_baseline() {
+        let mut s = SymbolState::default();
+        s.on_heartbeat(10, 7);
+        assert!(s.seq.baseline && s.suspect);
+        assert_eq!(s.seq.last_seq, 9);
+        assert_eq!(s.last_alive, 0, "nothing else");
+        assert_eq!(s.seq.ticks_lost, 0);
+        let mut z = SymbolState::default();
+        z.on_heartbeat(0, 7);
+        assert_eq!(z.seq.last_seq, 0, "saturating");
+    }
+
+    #[test]
+    fn heartbeat_gap_is_not_liveness() {
+        let mut s = SymbolState::default();
+        s.on_quote(Full, 4, P, 1);
+        assert_eq!(s.on_heartbeat(8, 50), Applied::Changed { lost: 3 });
+        assert_eq!(s.seq.ticks_lost, 3);
+        assert_eq!(s.seq.last_seq, 7);
+        assert!(s.suspect);
+        assert_eq!(s.last_alive, 1, "a heartbeat that reveals a gap does not refresh liveness");
+        // The quote the heartbeat announced is in order now.
+        assert_eq!(s.on_quote(Full, 8, P, 60), Applied::Changed { lost: 0 });
+    }
+
+    #[test]
+    fn heartbeat_in_order_or_behind_is_liveness() {
+        let mut s = SymbolState::default();
+        s.on_quote(Delta, 4, P, 1);
+        s.on_snapshot(4, P, 1);
+        s.on_heartbeat(5, 20);
+        assert_eq!(s.last_alive, 20);
+        assert!(!s.suspect);
+        s.on_heartbeat(3, 30);
+        assert_eq!(s.last_alive, 30, "a heartbeat behind us reveals nothing lost");
+        assert_eq!(s.seq.last_seq, 4);
+        assert_eq!(s.seq.ticks_lost, 0);
+    }
+
+    #[test]
+    fn heartbeat_at_sequence_limits() {
+        let mut s = SymbolState::default();
+        s.on_quote(Full, u64::MAX, P, 1);
+        s.on_heartbeat(u64::MAX, 2);
+        s.on_heartbeat(0, 3);
+        assert_eq!(s.seq.ticks_lost, 0);
+        assert_eq!(s.last_alive, 3);
+        assert_eq!(s.on_quote(Full, u64::MAX, P, 4), Applied::Duplicate);
+    }
+
+    #[test]
+    fn snapshot_resets_even_backwards() {
+        let mut s = SymbolState::default();
+        s.on_quote(Delta, 100, P, 1);
+        s.on_quote(Delta, 105, P, 2);
+        assert!(s.suspect);
+        s.on_snapshot(3, px(5.0, 6.0, 70), 9);
+        assert_eq!(s.seq.last_seq, 3, "provider reset");
+        assert!(!s.suspect);
+        assert_eq!(s.last_alive, 9);
+        assert_eq!(s.seq.ticks_lost, 4, "lost ticks are history, not reset");
+        assert_eq!(s.price, Some(px(5.0, 6.0, 70)));
+        s.on_quote(Delta, 4, P, 10);
+        assert!(!s.suspect);
+        // Snapshot with an invalid price: sequence repaired, price flagged.
+        s.on_snapshot(10, px(0.0, 1.0, 80), 11);
+        assert!(s.invalid && !s.suspect);
+        assert_eq!(s.price, Some(P));
+    }
+
+    #[test]
+    fn snapshot_sets_baseline() {
+        let mut s = SymbolState::default();
+        s.on_snapshot(41, P, 3);
+        assert!(s.seq.baseline);
+        assert_eq!(s.on_quote(Delta, 43, P, 4), Applied::Changed { lost: 1 });
+    }
+}

@@ -1,0 +1,110 @@
+//! (feed, symbol) → slot lookup for the writer: open addressing over integer
+//! keys, so the hot path hashes a `u64`, never a string.
+
+use crate::symbol::Symbol;
+
+/// Marks an empty bucket (no valid symbol has key 0).
+const EMPTY: u64 = 0;
+
+#[derive(Clone, Copy, Default)]
+struct Bucket {
+    /// Symbol key; `EMPTY` when free.
+    symbol: u64,
+    /// Feed id in the high 32 bits, slot in the low 32.
+    tag: u64,
+}
+
+/// Writer-private index from (feed, symbol) to slot number.
+pub struct Index {
+    buckets: Box<[Bucket]>,
+    mask: usize,
+    shift: u32,
+}
+
+impl Index {
+    /// An index for up to `capacity` entries, kept at most half full.
+    pub fn new(capacity: usize) -> Index {
+        let n = (capacity.max(1) * 2).next_power_of_two();
+        Index {
+            buckets: vec![Bucket::default(); n].into_boxed_slice(),
+            mask: n - 1,
+            shift: 64 - n.trailing_zeros(),
+        }
+    }
+
+    /// Bucket where the probe for (feed, symbol) starts. Fibonacci hashing
+    /// of the folded key: the high bits of the product depend on every byte
+    /// of the symbol.
+    #[inline]
+    fn home(&self, feed: u16, key: u64) -> usize {
+        let x = key ^ (key >> 29) ^ ((feed as u64) << 48);
+        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (self.shift & 63)) as usize & self.mask
+    }
+
+    /// The slot of (feed, symbol), if inserted.
+    #[inline]
+    pub fn get(&self, feed: u16, symbol: Symbol) -> Option<u32> {
+        let key = symbol.key();
+        let mut i = self.home(feed, key);
+        loop {
+            let b = self.buckets[i];
+            if b.symbol == EMPTY {
+                return None;
+            }
+            if b.symbol == key && (b.tag >> 32) as u16 == feed {
+                return Some(b.tag as u32);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Records (feed, symbol) → slot. The caller guarantees the key is new
+    /// and that at most `capacity` entries are inserted.
+    #[inline]
+    pub fn insert(&mut self, feed: u16, symbol: Symbol, slot: u32) {
+        let key = symbol.key();
+        let mut i = self.home(feed, key);
+        while self.buckets[i].symbol != EMPTY {
+            i = (i + 1) & self.mask;
+        }
+        self.buckets[i] = Bucket {
+            symbol: key,
+            tag: (feed as u64) << 32 | slot as u64,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_and_get_across_feeds() {
+        let mut ix = Index::new(100);
+        let a = Symbol::parse("EURUSD").unwrap();
+        let b = Symbol::parse("EURJPY").unwrap();
+        assert_eq!(ix.get(0, a), None);
+        ix.insert(0, a, 7);
+        ix.insert(1, a, 8);
+        ix.insert(0, b, 9);
+        assert_eq!(ix.get(0, a), Some(7));
+        assert_eq!(ix.get(1, a), Some(8));
+        assert_eq!(ix.get(0, b), Some(9));
+        assert_eq!(ix.get(1, b), None);
+        assert_eq!(ix.get(2, a), None);
+    }
+
+    #[test]
+    fn full_capacity_with_similar_keys() {
+        let n = 10_000;
+        let mut ix = Index::new(n);
+        let sym = |i: usize| Symbol::parse(&format!("S{i:07}")).unwrap();
+        for i in 0..n {
+            ix.insert((i % 3) as u16, sym(i), i as u32);
+        }
+        for i in 0..n {
+            assert_eq!(ix.get((i % 3) as u16, sym(i)), Some(i as u32));
+            assert_eq!(ix.get((i % 3 + 1) as u16, sym(i)), None);
+        }
+    }
+}

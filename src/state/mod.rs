@@ -1,0 +1,163 @@
+//! The per-(feed, symbol) state table: fixed capacity, one writer, lock-free readers.
+//!
+//! Slots are handed out densely in arrival order and never freed, so slot
+//! numbers are stable handles and `0..len` are exactly the occupied slots.
+
+mod index;
+pub mod slot;
+
+use crate::rules::SymbolState;
+use crate::symbol::Symbol;
+use crate::verdict::Thresholds;
+use index::Index;
+pub use slot::{Record, Slot};
+use std::sync::Arc;
+
+/// Default number of slots when the configuration names none.
+pub const DEFAULT_CAPACITY: usize = 65_536;
+
+/// Slot number: a stable handle for one (feed, symbol).
+pub type SlotId = u32;
+
+/// The table as its single writer sees it.
+pub struct StateTable {
+    slots: Arc<[Slot]>,
+    index: Index,
+    len: usize,
+}
+
+/// What the writer needs to apply a message to a slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Own {
+    /// The rules' state.
+    pub state: SymbolState,
+    /// Thresholds in force for the symbol.
+    pub thresholds: Thresholds,
+}
+
+impl StateTable {
+    /// A table of `capacity` slots (at least 1), all allocated now.
+    pub fn new(capacity: usize) -> StateTable {
+        let capacity = capacity.clamp(1, u32::MAX as usize);
+        StateTable {
+            slots: (0..capacity).map(|_| Slot::default()).collect(),
+            index: Index::new(capacity),
+            len: 0,
+        }
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Occupied slots.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no slot is occupied.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The slot of (feed, symbol), if it has one.
+    #[inline]
+    pub fn find(&self, feed: u16, symbol: Symbol) -> Option<SlotId> {
+        self.index.get(feed, symbol)
+    }
+
+    /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
+    /// `None` when the table is full. The caller has checked [`find`](Self::find).
+    pub fn insert(&mut self, feed: u16, symbol: Symbol, thresholds: Thresholds) -> Option<SlotId> {
+        if self.len == self.slots.len() {
+            return None;
+        }
+        let id = self.len as SlotId;
+        self.slots[self.len].publish(feed, symbol, &SymbolState::default(), thresholds);
+        self.index.insert(feed, symbol, id);
+        self.len += 1;
+        Some(id)
+    }
+
+    /// The writer's copy of a slot's state.
+    #[inline]
+    pub fn own(&self, id: SlotId) -> Own {
+        let r = self.slots[id as usize].load_own();
+        Own {
+            state: r.state,
+            thresholds: r.thresholds,
+        }
+    }
+
+    /// Publishes a slot's new state to readers.
+    #[inline]
+    pub fn publish(&self, id: SlotId, feed: u16, symbol: Symbol, own: &Own) {
+        self.slots[id as usize].publish(feed, symbol, &own.state, own.thresholds);
+    }
+
+    /// A reader handle sharing the slots.
+    pub fn reader(&self) -> TableReader {
+        TableReader {
+            slots: self.slots.clone(),
+        }
+    }
+
+    /// Consistent copies of the occupied slots, in slot order.
+    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.slots[..self.len].iter().map(|s| s.read().0)
+    }
+}
+
+/// Read access to the slots, from any thread.
+#[derive(Clone)]
+pub struct TableReader {
+    slots: Arc<[Slot]>,
+}
+
+impl TableReader {
+    /// A consistent copy of slot `id`, or `None` past the capacity.
+    #[inline]
+    pub fn read(&self, id: SlotId) -> Option<Record> {
+        self.slots.get(id as usize).map(|s| s.read().0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TH: Thresholds = Thresholds { stale_ns: 1, source_ns: 2 };
+
+    #[test]
+    fn insert_until_full() {
+        let mut t = StateTable::new(2);
+        let a = Symbol::parse("A").unwrap();
+        let b = Symbol::parse("B").unwrap();
+        let c = Symbol::parse("C").unwrap();
+        assert_eq!(t.insert(0, a, TH), Some(0));
+        assert_eq!(t.insert(0, b, TH), Some(1));
+        assert_eq!(t.insert(0, c, TH), None);
+        assert_eq!(t.find(0, b), Some(1));
+        assert_eq!(t.find(0, c), None);
+        assert_eq!(t.len(), 2);
+        let recs: Vec<_> = t.records().collect();
+        assert_eq!(recs[1].symbol, Some(b));
+        assert_eq!(recs[1].thresholds, TH);
+    }
+
+    #[test]
+    fn reader_sees_published_state() {
+        let mut t = StateTable::new(4);
+        let a = Symbol::parse("A").unwrap();
+        let id = t.insert(3, a, TH).unwrap();
+        let reader = t.reader();
+        let mut own = t.own(id);
+        own.state.on_heartbeat(10, 5);
+        t.publish(id, 3, a, &own);
+        let r = reader.read(id).unwrap();
+        assert_eq!(r.feed, 3);
+        assert_eq!(r.state.seq.last_seq, 9);
+        assert!(reader.read(4).is_none());
+    }
+}

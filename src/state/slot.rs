@@ -1,0 +1,296 @@
+//! One (feed, symbol) record behind a seqlock: a single writer, any number of
+//! lock-free readers, no read-modify-write atomics.
+//!
+//! Layout (`#[repr(C)]`, 128 bytes, aligned to 128 so no two slots share a
+//! cache line or an adjacent-line prefetch pair):
+//!
+//! | word | field | notes |
+//! |---|---|---|
+//! | stamp | seqlock stamp | odd while a write is in progress; +2 per update, so it also counts changes |
+//! | 0 | symbol | wire bytes as little-endian u64; 0 = empty slot |
+//! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price |
+//! | 2 | last_seq | |
+//! | 3 | bid | f64 bits |
+//! | 4 | ask | f64 bits |
+//! | 5 | source_time | ns since the Unix epoch, provider clock |
+//! | 6 | last_alive | ns since the Unix epoch, local clock |
+//! | 7 | ticks_lost | |
+//! | 8 | duplicates | |
+//! | 9 | stale_ns | stale threshold, ns |
+//! | 10 | source_ns | source threshold, ns |
+//! | 11..15 | reserved | zero |
+
+use crate::rules::{Price, SeqTrack, SymbolState};
+use crate::symbol::Symbol;
+use crate::verdict::Thresholds;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Payload words per slot (the layout's size).
+pub const WORDS: usize = 15;
+/// Payload words in use; the rest are reserved and stay zero.
+const USED: usize = 11;
+
+mod word {
+    pub const SYMBOL: usize = 0;
+    pub const META: usize = 1;
+    pub const LAST_SEQ: usize = 2;
+    pub const BID: usize = 3;
+    pub const ASK: usize = 4;
+    pub const SOURCE_TIME: usize = 5;
+    pub const LAST_ALIVE: usize = 6;
+    pub const TICKS_LOST: usize = 7;
+    pub const DUPLICATES: usize = 8;
+    pub const STALE_NS: usize = 9;
+    pub const SOURCE_NS: usize = 10;
+}
+
+mod meta {
+    pub const FEED_MASK: u64 = 0xffff;
+    pub const BASELINE: u64 = 1 << 16;
+    pub const SUSPECT: u64 = 1 << 17;
+    pub const INVALID: u64 = 1 << 18;
+    pub const HAS_PRICE: u64 = 1 << 19;
+}
+
+/// A seqlock-protected slot.
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct Slot {
+    stamp: AtomicU64,
+    words: [AtomicU64; WORDS],
+}
+
+/// A consistent copy of a slot's contents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Record {
+    /// Which feed (index in configuration order).
+    pub feed: u16,
+    /// The symbol; `None` for an empty slot.
+    pub symbol: Option<Symbol>,
+    /// The rules' state.
+    pub state: SymbolState,
+    /// Thresholds in force for this symbol.
+    pub thresholds: Thresholds,
+    /// Seqlock stamp at the read: even, grows by 2 on every change.
+    pub version: u64,
+}
+
+impl Slot {
+    /// Reads a consistent copy, retrying while a write is in progress.
+    /// Returns the copy and the number of retries.
+    #[inline]
+    pub fn read(&self) -> (Record, u32) {
+        let mut retries = 0u32;
+        loop {
+            if let Some(r) = self.try_read() {
+                return (r, retries);
+            }
+            retries = retries.saturating_add(1);
+            std::hint::spin_loop();
+        }
+    }
+
+    /// One attempt at a consistent copy; `None` if a write overlapped.
+    #[inline]
+    pub fn try_read(&self) -> Option<Record> {
+        // Acquire: pairs with the Release store of the even stamp in
+        // `publish`, so the words written before it are visible below.
+        let s1 = self.stamp.load(Ordering::Acquire);
+        if s1 & 1 == 1 {
+            return None;
+        }
+        let mut w = [0u64; USED];
+        for (dst, src) in w.iter_mut().zip(&self.words) {
+            // Relaxed: ordered by the fences around them.
+            *dst = src.load(Ordering::Relaxed);
+        }
+        // Acquire fence: keeps the word loads above before the stamp re-load
+        // below; pairs with the Release fence after the odd stamp in `publish`,
+        // so if any word came from a newer write, s2 sees that write's stamp.
+        fence(Ordering::Acquire);
+        let s2 = self.stamp.load(Ordering::Relaxed);
+        (s1 == s2).then(|| decode(&w, s1))
+    }
+
+    /// The writer's view of its own slot: no seqlock needed, since only the
+    /// writer stores to it. Must only be called by the writer thread.
+    #[inline]
+    pub fn load_own(&self) -> Record {
+        let mut w = [0u64; USED];
+        for (dst, src) in w.iter_mut().zip(&self.words) {
+            // Relaxed: the writer reads back its own stores.
+            *dst = src.load(Ordering::Relaxed);
+        }
+        decode(&w, self.stamp.load(Ordering::Relaxed))
+    }
+
+    /// Publishes a new state. Single writer only.
+    #[inline]
+    pub fn publish(&self, feed: u16, symbol: Symbol, state: &SymbolState, th: Thresholds) {
+        let w = encode(feed, symbol, state, th);
+        // Relaxed: only this thread writes the stamp.
+        let s = self.stamp.load(Ordering::Relaxed);
+        // Odd stamp: write in progress.
+        self.stamp.store(s.wrapping_add(1), Ordering::Relaxed);
+        // Release fence: the odd stamp is ordered before the word stores
+        // below; pairs with the reader's Acquire fence before its re-load.
+        fence(Ordering::Release);
+        for (dst, src) in self.words.iter().zip(&w) {
+            // Relaxed: published by the Release store of the stamp below.
+            dst.store(*src, Ordering::Relaxed);
+        }
+        // Release: pairs with the reader's Acquire load of the stamp.
+        self.stamp.store(s.wrapping_add(2), Ordering::Release);
+    }
+}
+
+#[inline]
+fn encode(feed: u16, symbol: Symbol, s: &SymbolState, th: Thresholds) -> [u64; USED] {
+    let mut w = [0u64; USED];
+    let mut m = feed as u64;
+    if s.seq.baseline {
+        m |= meta::BASELINE;
+    }
+    if s.suspect {
+        m |= meta::SUSPECT;
+    }
+    if s.invalid {
+        m |= meta::INVALID;
+    }
+    w[word::SYMBOL] = symbol.key();
+    if let Some(p) = s.price {
+        m |= meta::HAS_PRICE;
+        w[word::BID] = p.bid.to_bits();
+        w[word::ASK] = p.ask.to_bits();
+        w[word::SOURCE_TIME] = p.source_time;
+    }
+    w[word::META] = m;
+    w[word::LAST_SEQ] = s.seq.last_seq;
+    w[word::LAST_ALIVE] = s.last_alive;
+    w[word::TICKS_LOST] = s.seq.ticks_lost;
+    w[word::DUPLICATES] = s.seq.duplicates;
+    w[word::STALE_NS] = th.stale_ns;
+    w[word::SOURCE_NS] = th.source_ns;
+    w
+}
+
+#[inline]
+fn decode(w: &[u64; USED], stamp: u64) -> Record {
+    let m = w[word::META];
+    Record {
+        feed: (m & meta::FEED_MASK) as u16,
+        symbol: Symbol::from_key(w[word::SYMBOL]),
+        state: SymbolState {
+            seq: SeqTrack {
+                baseline: m & meta::BASELINE != 0,
+                last_seq: w[word::LAST_SEQ],
+                ticks_lost: w[word::TICKS_LOST],
+                duplicates: w[word::DUPLICATES],
+            },
+            suspect: m & meta::SUSPECT != 0,
+            invalid: m & meta::INVALID != 0,
+            price: (m & meta::HAS_PRICE != 0).then(|| Price {
+                bid: f64::from_bits(w[word::BID]),
+                ask: f64::from_bits(w[word::ASK]),
+                source_time: w[word::SOURCE_TIME],
+            }),
+            last_alive: w[word::LAST_ALIVE],
+        },
+        thresholds: Thresholds {
+            stale_ns: w[word::STALE_NS],
+            source_ns: w[word::SOURCE_NS],
+        },
+        version: stamp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn layout_is_pinned() {
+        assert_eq!(size_of::<Slot>(), 128);
+        assert_eq!(align_of::<Slot>(), 128);
+        assert_eq!(offset_of!(Slot, stamp), 0);
+        assert_eq!(offset_of!(Slot, words), 8);
+    }
+
+    #[test]
+    fn round_trip() {
+        let slot = Slot::default();
+        let sym = Symbol::parse("EURUSD").unwrap();
+        let th = Thresholds { stale_ns: 7, source_ns: 9 };
+        let mut s = SymbolState::default();
+        s.on_quote(crate::rules::FeedKind::Delta, 5, Price { bid: 1.5, ask: 1.75, source_time: 33 }, 44);
+        s.on_heartbeat(9, 50);
+        s.seq.duplicates = 3;
+        s.invalid = true;
+        slot.publish(513, sym, &s, th);
+        let (r, retries) = slot.read();
+        assert_eq!(retries, 0);
+        assert_eq!(r.feed, 513);
+        assert_eq!(r.symbol, Some(sym));
+        assert_eq!(r.state, s);
+        assert_eq!(r.thresholds, th);
+        assert_eq!(r.version, 2);
+        assert_eq!(slot.load_own().state, s);
+        slot.publish(513, sym, &s, th);
+        assert_eq!(slot.read().0.version, 4, "stamp counts changes");
+    }
+
+    #[test]
+    fn empty_slot_reads_as_empty() {
+        let (r, _) = Slot::default().read();
+        assert_eq!(r.symbol, None);
+        assert_eq!(r.state.price, None);
+    }
+
+    /// One writer publishes states whose every field is derived from one
+    /// counter; readers on other threads must never see a mix of two writes.
+    #[test]
+    fn no_torn_reads() {
+        let slot = Arc::new(Slot::default());
+        let sym = Symbol::parse("TORN").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = |i: u64| SymbolState {
+            seq: SeqTrack { baseline: true, last_seq: i, ticks_lost: i * 3, duplicates: i * 5 },
+            suspect: i % 2 == 0,
+            invalid: i % 3 == 0,
+            price: Some(Price { bid: i as f64, ask: i as f64 + 1.0, source_time: i * 7 }),
+            last_alive: i * 11,
+        };
+        let th = |i: u64| Thresholds { stale_ns: i * 13, source_ns: i * 17 };
+        slot.publish(1, sym, &state(0), th(0));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (slot, stop) = (slot.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    let mut last_version = 0;
+                    while !stop.load(Ordering::Relaxed) || reads < 1000 {
+                        let (r, _) = slot.read();
+                        let i = r.state.seq.last_seq;
+                        assert_eq!(r.state, state(i), "torn read at {i}");
+                        assert_eq!(r.thresholds, th(i), "torn read at {i}");
+                        assert_eq!(r.version % 2, 0);
+                        assert!(r.version >= last_version, "versions go forward");
+                        last_version = r.version;
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for i in 1..=300_000u64 {
+            slot.publish(1, sym, &state(i), th(i));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() >= 1000);
+        }
+    }
+}

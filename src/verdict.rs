@@ -1,0 +1,207 @@
+//! The verdict a pre-trade check gets (SQF section 5).
+
+use crate::rules::SymbolState;
+use std::fmt;
+
+/// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Longest silence allowed: `now − last_alive`, ns.
+    pub stale_ns: u64,
+    /// Oldest source time allowed: `now − source_time − offset`, ns.
+    pub source_ns: u64,
+}
+
+/// The reasons a check is rejected, as a bit set. Empty means `ok`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Reasons(u8);
+
+impl Reasons {
+    /// Symbol unknown or no valid price stored yet; when set it is the only reason.
+    pub const NO_QUOTE: Reasons = Reasons(1 << 0);
+    /// No tick nor gap-free heartbeat for longer than the stale threshold.
+    pub const STALE: Reasons = Reasons(1 << 1);
+    /// The stored price is older than the source threshold on the provider's clock.
+    pub const STALE_AT_SOURCE: Reasons = Reasons(1 << 2);
+    /// A gap not yet repaired, or a delta feed still waiting for a snapshot.
+    pub const SUSPECT: Reasons = Reasons(1 << 3);
+    /// The last price message was invalid.
+    pub const INVALID_PRICE: Reasons = Reasons(1 << 4);
+
+    /// Every reason, in the order they are reported.
+    pub const ORDER: [(Reasons, &'static str); 5] = [
+        (Reasons::NO_QUOTE, "no_quote"),
+        (Reasons::STALE, "stale"),
+        (Reasons::STALE_AT_SOURCE, "stale_at_source"),
+        (Reasons::SUSPECT, "suspect"),
+        (Reasons::INVALID_PRICE, "invalid_price"),
+    ];
+
+    /// No reason: `ok`.
+    pub const fn empty() -> Reasons {
+        Reasons(0)
+    }
+
+    /// True when the check passes.
+    #[inline]
+    pub fn is_ok(self) -> bool {
+        self.0 == 0
+    }
+
+    /// True when every reason in `other` is set.
+    #[inline]
+    pub fn contains(self, other: Reasons) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The raw bits (stable: bit i is `ORDER[i]`).
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// From raw bits; unknown bits are dropped.
+    pub fn from_bits(bits: u8) -> Reasons {
+        Reasons(bits & 0x1f)
+    }
+
+    /// Reason names in report order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Reasons::ORDER.into_iter().filter(move |(r, _)| self.contains(*r)).map(|(_, n)| n)
+    }
+}
+
+impl std::ops::BitOr for Reasons {
+    type Output = Reasons;
+    fn bitor(self, rhs: Reasons) -> Reasons {
+        Reasons(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Reasons {
+    fn bitor_assign(&mut self, rhs: Reasons) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for Reasons {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_ok() {
+            return f.write_str("ok");
+        }
+        let mut first = true;
+        for n in self.names() {
+            if !first {
+                f.write_str("|")?;
+            }
+            f.write_str(n)?;
+            first = false;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Reasons {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The verdict for a symbol at local time `now` (ns since the Unix epoch,
+/// local clock). `state` is `None` for a symbol the handler has never seen;
+/// `offset` is the feed's clock offset (local − provider), ns.
+///
+/// Differences are taken in 128 bits, so no time on the wire, however wild,
+/// can wrap around into a fresh-looking value.
+#[inline]
+pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i64, now: u64) -> Reasons {
+    let Some(s) = state else { return Reasons::NO_QUOTE };
+    let Some(price) = s.price else { return Reasons::NO_QUOTE };
+    let now = now as i128;
+    let mut r = Reasons::empty();
+    if now - s.last_alive as i128 > th.stale_ns as i128 {
+        r |= Reasons::STALE;
+    }
+    if now - price.source_time as i128 - offset as i128 > th.source_ns as i128 {
+        r |= Reasons::STALE_AT_SOURCE;
+    }
+    if s.suspect {
+        r |= Reasons::SUSPECT;
+    }
+    if s.invalid {
+        r |= Reasons::INVALID_PRICE;
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{FeedKind, Price};
+
+    const TH: Thresholds = Thresholds { stale_ns: 500, source_ns: 2000 };
+
+    fn fresh(t: u64, source_time: u64) -> SymbolState {
+        let mut s = SymbolState::default();
+        s.on_quote(FeedKind::Full, 1, Price { bid: 1.0, ask: 2.0, source_time }, t);
+        s
+    }
+
+    #[test]
+    fn unknown_or_priceless_is_only_no_quote() {
+        assert_eq!(evaluate(None, TH, 0, 10), Reasons::NO_QUOTE);
+        let mut s = SymbolState::default();
+        s.on_heartbeat(5, 1); // baseline + suspect, no price
+        assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE);
+        let mut s = SymbolState::default();
+        s.on_quote(FeedKind::Delta, 1, Price { bid: 0.0, ask: 1.0, source_time: 0 }, 1);
+        assert!(s.invalid && s.suspect);
+        assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE, "only reason");
+    }
+
+    #[test]
+    fn ok_when_fresh() {
+        let s = fresh(1000, 1000);
+        assert!(evaluate(Some(&s), TH, 0, 1000).is_ok());
+    }
+
+    #[test]
+    fn stale_is_strict() {
+        let s = fresh(1000, 1000);
+        assert!(evaluate(Some(&s), TH, 0, 1500).is_ok());
+        assert_eq!(evaluate(Some(&s), TH, 0, 1501), Reasons::STALE);
+    }
+
+    #[test]
+    fn stale_at_source_uses_offset_and_is_strict() {
+        // Provider clock 300 ns behind local: offset = +300.
+        let s = fresh(1000, 700);
+        let th = Thresholds { stale_ns: 1_000_000, source_ns: 2000 };
+        assert!(evaluate(Some(&s), th, 300, 3000).is_ok(), "3000 − 700 − 300 = 2000, not > 2000");
+        assert_eq!(evaluate(Some(&s), th, 300, 3001), Reasons::STALE_AT_SOURCE);
+        assert_eq!(evaluate(Some(&s), th, 0, 2701), Reasons::STALE_AT_SOURCE, "without offset");
+        assert!(evaluate(Some(&s), th, -300, 2100).is_ok());
+        assert_eq!(evaluate(Some(&s), th, -300, 2401), Reasons::STALE_AT_SOURCE);
+    }
+
+    #[test]
+    fn wild_times_do_not_wrap() {
+        let s = fresh(1000, u64::MAX);
+        assert!(evaluate(Some(&s), TH, 0, 1000).is_ok(), "source time in the future is not stale");
+        let s = fresh(1000, 0);
+        assert!(evaluate(Some(&s), TH, i64::MIN, 1000).contains(Reasons::STALE_AT_SOURCE));
+        assert!(evaluate(Some(&s), TH, i64::MAX, 1000).is_ok());
+        let s = fresh(u64::MAX, 0);
+        assert!(!evaluate(Some(&s), TH, i64::MAX, 0).contains(Reasons::STALE));
+    }
+
+    #[test]
+    fn all_reasons_in_order() {
+        let mut s = fresh(1000, 0);
+        s.suspect = true;
+        s.invalid = true;
+        let r = evaluate(Some(&s), TH, 0, 1_000_000);
+        assert_eq!(r.names().collect::<Vec<_>>(), ["stale", "stale_at_source", "suspect", "invalid_price"]);
+        assert_eq!(format!("{r}"), "stale|stale_at_source|suspect|invalid_price");
+        assert_eq!(format!("{}", Reasons::empty()), "ok");
+    }
+}
