@@ -54,7 +54,11 @@ pub fn signed_diff(a: u64, b: u64) -> i64 {
 impl OffsetEstimator {
     /// An estimator; `queue` is the monotone queue's fixed capacity (>= 2).
     pub fn new(mode: OffsetMode, queue: usize) -> Self {
-        let cap = if matches!(mode, OffsetMode::Auto { .. }) { queue.max(2) } else { 0 };
+        let cap = if matches!(mode, OffsetMode::Auto { .. }) {
+            queue.max(2)
+        } else {
+            0
+        };
         OffsetEstimator {
             mode,
             ring: vec![(0, 0); cap].into_boxed_slice(),
@@ -98,7 +102,9 @@ impl OffsetEstimator {
     /// time seen, so the window never moves backwards).
     #[inline]
     pub fn on_packet(&mut self, arrival: u64, send_time: u64) {
-        let OffsetMode::Auto { window_ns } = self.mode else { return };
+        let OffsetMode::Auto { window_ns } = self.mode else {
+            return;
+        };
         let a = arrival.max(self.latest);
         self.latest = a;
         let v = signed_diff(arrival, send_time);

@@ -14,7 +14,11 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod cli;
 pub mod clock;
+pub mod config;
+pub mod handler;
+pub mod replay;
 pub mod rules;
 pub mod state;
 pub mod symbol;

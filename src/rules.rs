@@ -34,7 +34,11 @@ impl Price {
     #[inline]
     pub fn is_valid(&self) -> bool {
         // `>` and `<=` are false for NaN; `is_finite` rules out infinities.
-        self.bid.is_finite() && self.ask.is_finite() && self.bid > 0.0 && self.ask > 0.0 && self.bid <= self.ask
+        self.bid.is_finite()
+            && self.ask.is_finite()
+            && self.bid > 0.0
+            && self.ask > 0.0
+            && self.bid <= self.ask
     }
 }
 
@@ -225,9 +229,17 @@ mod tests {
     use FeedKind::{Delta, Full};
 
     fn px(bid: f64, ask: f64, source_time: u64) -> Price {
-        Price { bid, ask, source_time }
+        Price {
+            bid,
+            ask,
+            source_time,
+        }
     }
-    const P: Price = Price { bid: 1.0, ask: 1.1, source_time: 100 };
+    const P: Price = Price {
+        bid: 1.0,
+        ask: 1.1,
+        source_time: 100,
+    };
 
     #[test]
     fn price_validity() {
@@ -266,8 +278,14 @@ mod tests {
             s.on_quote(kind, 10, P, 5);
             s.invalid = false;
             let before = s;
-            assert_eq!(s.on_quote(kind, 10, px(2.0, 3.0, 9), 99), Applied::Duplicate);
-            assert_eq!(s.on_quote(kind, 3, px(-2.0, 3.0, 9), 99), Applied::Duplicate);
+            assert_eq!(
+                s.on_quote(kind, 10, px(2.0, 3.0, 9), 99),
+                Applied::Duplicate
+            );
+            assert_eq!(
+                s.on_quote(kind, 3, px(-2.0, 3.0, 9), 99),
+                Applied::Duplicate
+            );
             assert_eq!(s.seq.duplicates, 2);
             s.seq.duplicates = 0;
             assert_eq!(s, before);
@@ -340,7 +358,10 @@ mod tests {
         assert_eq!(s.seq.ticks_lost, 3);
         assert_eq!(s.seq.last_seq, 7);
         assert!(s.suspect);
-        assert_eq!(s.last_alive, 1, "a heartbeat that reveals a gap does not refresh liveness");
+        assert_eq!(
+            s.last_alive, 1,
+            "a heartbeat that reveals a gap does not refresh liveness"
+        );
         // The quote the heartbeat announced is in order now.
         assert_eq!(s.on_quote(Full, 8, P, 60), Applied::Changed { lost: 0 });
     }
@@ -354,7 +375,10 @@ mod tests {
         assert_eq!(s.last_alive, 20);
         assert!(!s.suspect);
         s.on_heartbeat(3, 30);
-        assert_eq!(s.last_alive, 30, "a heartbeat behind us reveals nothing lost");
+        assert_eq!(
+            s.last_alive, 30,
+            "a heartbeat behind us reveals nothing lost"
+        );
         assert_eq!(s.seq.last_seq, 4);
         assert_eq!(s.seq.ticks_lost, 0);
     }

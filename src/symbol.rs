@@ -108,7 +108,10 @@ mod tests {
     fn invalid_symbols() {
         assert!(Symbol::from_wire(*b"        ").is_none(), "all spaces");
         assert!(Symbol::from_wire(*b" EURUSD ").is_none(), "leading space");
-        assert!(Symbol::from_wire(*b"EUR USD ").is_none(), "space before non-space");
+        assert!(
+            Symbol::from_wire(*b"EUR USD ").is_none(),
+            "space before non-space"
+        );
         assert!(Symbol::from_wire(*b"EURUSD\0\0").is_none(), "NUL padding");
         assert!(Symbol::from_wire(*b"EURUSD\x7f ").is_none(), "DEL");
         assert!(Symbol::from_wire(*b"EUR\x80SD  ").is_none(), "non-ASCII");

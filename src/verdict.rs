@@ -66,7 +66,10 @@ impl Reasons {
 
     /// Reason names in report order.
     pub fn names(self) -> impl Iterator<Item = &'static str> {
-        Reasons::ORDER.into_iter().filter(move |(r, _)| self.contains(*r)).map(|(_, n)| n)
+        Reasons::ORDER
+            .into_iter()
+            .filter(move |(r, _)| self.contains(*r))
+            .map(|(_, n)| n)
     }
 }
 
@@ -114,8 +117,12 @@ impl fmt::Display for Reasons {
 /// can wrap around into a fresh-looking value.
 #[inline]
 pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i64, now: u64) -> Reasons {
-    let Some(s) = state else { return Reasons::NO_QUOTE };
-    let Some(price) = s.price else { return Reasons::NO_QUOTE };
+    let Some(s) = state else {
+        return Reasons::NO_QUOTE;
+    };
+    let Some(price) = s.price else {
+        return Reasons::NO_QUOTE;
+    };
     let now = now as i128;
     let mut r = Reasons::empty();
     if now - s.last_alive as i128 > th.stale_ns as i128 {
@@ -138,11 +145,23 @@ mod tests {
     use super::*;
     use crate::rules::{FeedKind, Price};
 
-    const TH: Thresholds = Thresholds { stale_ns: 500, source_ns: 2000 };
+    const TH: Thresholds = Thresholds {
+        stale_ns: 500,
+        source_ns: 2000,
+    };
 
     fn fresh(t: u64, source_time: u64) -> SymbolState {
         let mut s = SymbolState::default();
-        s.on_quote(FeedKind::Full, 1, Price { bid: 1.0, ask: 2.0, source_time }, t);
+        s.on_quote(
+            FeedKind::Full,
+            1,
+            Price {
+                bid: 1.0,
+                ask: 2.0,
+                source_time,
+            },
+            t,
+        );
         s
     }
 
@@ -153,9 +172,22 @@ mod tests {
         s.on_heartbeat(5, 1); // baseline + suspect, no price
         assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE);
         let mut s = SymbolState::default();
-        s.on_quote(FeedKind::Delta, 1, Price { bid: 0.0, ask: 1.0, source_time: 0 }, 1);
+        s.on_quote(
+            FeedKind::Delta,
+            1,
+            Price {
+                bid: 0.0,
+                ask: 1.0,
+                source_time: 0,
+            },
+            1,
+        );
         assert!(s.invalid && s.suspect);
-        assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE, "only reason");
+        assert_eq!(
+            evaluate(Some(&s), TH, 0, 1_000_000),
+            Reasons::NO_QUOTE,
+            "only reason"
+        );
     }
 
     #[test]
@@ -175,10 +207,20 @@ mod tests {
     fn stale_at_source_uses_offset_and_is_strict() {
         // Provider clock 300 ns behind local: offset = +300.
         let s = fresh(1000, 700);
-        let th = Thresholds { stale_ns: 1_000_000, source_ns: 2000 };
-        assert!(evaluate(Some(&s), th, 300, 3000).is_ok(), "3000 − 700 − 300 = 2000, not > 2000");
+        let th = Thresholds {
+            stale_ns: 1_000_000,
+            source_ns: 2000,
+        };
+        assert!(
+            evaluate(Some(&s), th, 300, 3000).is_ok(),
+            "3000 − 700 − 300 = 2000, not > 2000"
+        );
         assert_eq!(evaluate(Some(&s), th, 300, 3001), Reasons::STALE_AT_SOURCE);
-        assert_eq!(evaluate(Some(&s), th, 0, 2701), Reasons::STALE_AT_SOURCE, "without offset");
+        assert_eq!(
+            evaluate(Some(&s), th, 0, 2701),
+            Reasons::STALE_AT_SOURCE,
+            "without offset"
+        );
         assert!(evaluate(Some(&s), th, -300, 2100).is_ok());
         assert_eq!(evaluate(Some(&s), th, -300, 2401), Reasons::STALE_AT_SOURCE);
     }
@@ -186,7 +228,10 @@ mod tests {
     #[test]
     fn wild_times_do_not_wrap() {
         let s = fresh(1000, u64::MAX);
-        assert!(evaluate(Some(&s), TH, 0, 1000).is_ok(), "source time in the future is not stale");
+        assert!(
+            evaluate(Some(&s), TH, 0, 1000).is_ok(),
+            "source time in the future is not stale"
+        );
         let s = fresh(1000, 0);
         assert!(evaluate(Some(&s), TH, i64::MIN, 1000).contains(Reasons::STALE_AT_SOURCE));
         assert!(evaluate(Some(&s), TH, i64::MAX, 1000).is_ok());
@@ -200,8 +245,14 @@ mod tests {
         s.suspect = true;
         s.invalid = true;
         let r = evaluate(Some(&s), TH, 0, 1_000_000);
-        assert_eq!(r.names().collect::<Vec<_>>(), ["stale", "stale_at_source", "suspect", "invalid_price"]);
-        assert_eq!(format!("{r}"), "stale|stale_at_source|suspect|invalid_price");
+        assert_eq!(
+            r.names().collect::<Vec<_>>(),
+            ["stale", "stale_at_source", "suspect", "invalid_price"]
+        );
+        assert_eq!(
+            format!("{r}"),
+            "stale|stale_at_source|suspect|invalid_price"
+        );
         assert_eq!(format!("{}", Reasons::empty()), "ok");
     }
 }

@@ -127,7 +127,10 @@ impl TableReader {
 mod tests {
     use super::*;
 
-    const TH: Thresholds = Thresholds { stale_ns: 1, source_ns: 2 };
+    const TH: Thresholds = Thresholds {
+        stale_ns: 1,
+        source_ns: 2,
+    };
 
     #[test]
     fn insert_until_full() {

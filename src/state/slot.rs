@@ -223,9 +223,21 @@ mod tests {
     fn round_trip() {
         let slot = Slot::default();
         let sym = Symbol::parse("EURUSD").unwrap();
-        let th = Thresholds { stale_ns: 7, source_ns: 9 };
+        let th = Thresholds {
+            stale_ns: 7,
+            source_ns: 9,
+        };
         let mut s = SymbolState::default();
-        s.on_quote(crate::rules::FeedKind::Delta, 5, Price { bid: 1.5, ask: 1.75, source_time: 33 }, 44);
+        s.on_quote(
+            crate::rules::FeedKind::Delta,
+            5,
+            Price {
+                bid: 1.5,
+                ask: 1.75,
+                source_time: 33,
+            },
+            44,
+        );
         s.on_heartbeat(9, 50);
         s.seq.duplicates = 3;
         s.invalid = true;
@@ -257,13 +269,25 @@ mod tests {
         let sym = Symbol::parse("TORN").unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let state = |i: u64| SymbolState {
-            seq: SeqTrack { baseline: true, last_seq: i, ticks_lost: i * 3, duplicates: i * 5 },
-            suspect: i % 2 == 0,
-            invalid: i % 3 == 0,
-            price: Some(Price { bid: i as f64, ask: i as f64 + 1.0, source_time: i * 7 }),
+            seq: SeqTrack {
+                baseline: true,
+                last_seq: i,
+                ticks_lost: i * 3,
+                duplicates: i * 5,
+            },
+            suspect: i.is_multiple_of(2),
+            invalid: i.is_multiple_of(3),
+            price: Some(Price {
+                bid: i as f64,
+                ask: i as f64 + 1.0,
+                source_time: i * 7,
+            }),
             last_alive: i * 11,
         };
-        let th = |i: u64| Thresholds { stale_ns: i * 13, source_ns: i * 17 };
+        let th = |i: u64| Thresholds {
+            stale_ns: i * 13,
+            source_ns: i * 17,
+        };
         slot.publish(1, sym, &state(0), th(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {

@@ -369,16 +369,38 @@ impl PacketBuilder {
     }
 
     /// Appends a Quote.
-    pub fn quote(&mut self, symbol: Symbol, sequence: u64, source_time: u64, bid: f64, ask: f64) -> &mut Self {
+    pub fn quote(
+        &mut self,
+        symbol: Symbol,
+        sequence: u64,
+        source_time: u64,
+        bid: f64,
+        ask: f64,
+    ) -> &mut Self {
         self.price(msg_type::QUOTE, symbol, sequence, source_time, bid, ask)
     }
 
     /// Appends a Snapshot (`sequence`: last sequence assigned for the symbol).
-    pub fn snapshot(&mut self, symbol: Symbol, sequence: u64, source_time: u64, bid: f64, ask: f64) -> &mut Self {
+    pub fn snapshot(
+        &mut self,
+        symbol: Symbol,
+        sequence: u64,
+        source_time: u64,
+        bid: f64,
+        ask: f64,
+    ) -> &mut Self {
         self.price(msg_type::SNAPSHOT, symbol, sequence, source_time, bid, ask)
     }
 
-    fn price(&mut self, code: u8, symbol: Symbol, sequence: u64, source_time: u64, bid: f64, ask: f64) -> &mut Self {
+    fn price(
+        &mut self,
+        code: u8,
+        symbol: Symbol,
+        sequence: u64,
+        source_time: u64,
+        bid: f64,
+        ask: f64,
+    ) -> &mut Self {
         let mut body = [0u8; PRICE_LEN - MESSAGE_HEADER_LEN];
         body[0..8].copy_from_slice(&symbol.to_wire());
         body[12..20].copy_from_slice(&sequence.to_le_bytes());
@@ -472,7 +494,9 @@ mod tests {
         assert_eq!(p.message_count(), 1);
         let msgs: Vec<_> = p.messages().collect();
         assert_eq!(msgs.len(), 1);
-        let Message::Quote(q) = msgs[0] else { panic!("not a quote: {:?}", msgs[0]) };
+        let Message::Quote(q) = msgs[0] else {
+            panic!("not a quote: {:?}", msgs[0])
+        };
         assert_eq!(q.symbol(), sym("EURUSD"));
         assert_eq!(q.sequence(), 7);
         assert_eq!(q.source_time(), 256);
@@ -514,7 +538,10 @@ mod tests {
         }
         match msgs[1] {
             Message::Snapshot(s) => {
-                assert_eq!((s.symbol(), s.sequence(), s.source_time()), (sym("B"), 9, 11));
+                assert_eq!(
+                    (s.symbol(), s.sequence(), s.source_time()),
+                    (sym("B"), 9, 11)
+                );
                 assert_eq!((s.bid(), s.ask()), (1.0, 1.25));
             }
             m => panic!("{m:?}"),
@@ -534,7 +561,9 @@ mod tests {
         b.message(b'Q', &body);
         let bytes = b.finish();
         let p = Packet::new_checked(&bytes[..]).unwrap();
-        let Some(Message::Quote(q)) = p.messages().next() else { panic!() };
+        let Some(Message::Quote(q)) = p.messages().next() else {
+            panic!()
+        };
         assert_eq!((q.sequence(), q.bid(), q.ask()), (3, 1.0, 2.0));
     }
 
@@ -635,7 +664,10 @@ mod tests {
         let mut b = PacketBuilder::new(0);
         b.quote(sym("GOOD"), 1, 1, 1.0, 1.1);
         b.message(b'H', &[b'x'; 10]);
-        assert_eq!(Packet::new_checked(b.finish()).map(|_| ()).unwrap_err(), Reject::TooShortForType);
+        assert_eq!(
+            Packet::new_checked(b.finish()).map(|_| ()).unwrap_err(),
+            Reject::TooShortForType
+        );
     }
 
     proptest::proptest! {

@@ -1,0 +1,688 @@
+//! Capture file formats: a bounded read buffer, record framing for legacy pcap
+//! and pcapng, and timestamp conversion to ns since the Unix epoch.
+//!
+//! Framing (record and block lengths, pcapng length trailers) is checked here
+//! before a whole record is handed to `pcap_parser`'s block parsers, so those
+//! only ever see complete input: a cut file is reported as truncated at the
+//! record that is cut, and corrupt lengths can neither loop nor allocate without
+//! bound.
+
+use std::fmt;
+use std::io::{self, Read};
+
+use pcap_parser::nom;
+use pcap_parser::{OptionCode, PcapError};
+
+use super::link::Link;
+
+/// Initial and usual size of the read buffer (bytes).
+const READ_BUF: usize = 256 * 1024;
+/// Largest record or block accepted (bytes); larger lengths are taken as corruption.
+pub(super) const MAX_BLOCK: usize = 32 * 1024 * 1024;
+/// Most interfaces accepted in one pcapng section (memory bound on hostile files).
+const MAX_INTERFACES: usize = 4096;
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+const LEGACY_HEADER_LEN: usize = 24;
+const LEGACY_RECORD_HEADER_LEN: usize = 16;
+const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+const BOM_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
+const BOM_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
+const IDB_TYPE: u32 = 1;
+const PB_TYPE: u32 = 2;
+const SPB_TYPE: u32 = 3;
+const EPB_TYPE: u32 = 6;
+
+/// Why a capture could not be opened or read on; `offset` is the byte offset
+/// (from the start of the file) of the record or block that broke.
+#[derive(Debug)]
+pub(super) enum Fault {
+    NotCapture,
+    Io { offset: u64, error: io::Error },
+    Truncated { offset: u64, detail: String },
+    Corrupt { offset: u64, detail: String },
+    Unsupported { offset: u64, detail: String },
+}
+
+/// Byte stream with a read buffer that holds at least one whole record.
+struct Input {
+    reader: Box<dyn Read>,
+    buf: Vec<u8>,
+    /// First unconsumed byte in `buf`.
+    start: usize,
+    /// End of the valid bytes in `buf`.
+    end: usize,
+    /// File offset of `buf[start]`.
+    offset: u64,
+}
+
+impl Input {
+    fn new(reader: Box<dyn Read>) -> Input {
+        Input {
+            reader,
+            buf: vec![0; READ_BUF],
+            start: 0,
+            end: 0,
+            offset: 0,
+        }
+    }
+
+    /// Unconsumed bytes in the buffer.
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn available(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Reads until `n` bytes are available; `Ok(false)` when the input ends first.
+    /// The buffer grows only when `n` exceeds it, to at most `n` (callers bound `n`).
+    fn fill(&mut self, n: usize) -> Result<bool, Fault> {
+        while self.available() < n {
+            if self.end == self.buf.len() {
+                if self.start > 0 {
+                    self.buf.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                } else {
+                    // Full of one partial record: grow geometrically, so a lying
+                    // length costs memory only in proportion to the bytes present.
+                    let new_len = n.min(self.buf.len().saturating_mul(2));
+                    self.buf.resize(new_len, 0);
+                }
+                continue;
+            }
+            let space = self.buf.len() - self.end;
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(k) => self.end += k.min(space),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    return Err(Fault::Io {
+                        offset: self.offset + self.available() as u64,
+                        error,
+                    })
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.available());
+        self.start += n;
+        self.offset += n as u64;
+    }
+}
+
+/// Timestamp unit of a pcapng interface, from `if_tsresol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TsUnit {
+    /// 10^-e seconds.
+    Pow10(u32),
+    /// 2^-k seconds.
+    Pow2(u32),
+}
+
+impl TsUnit {
+    fn from_tsresol(tsresol: u8) -> TsUnit {
+        if tsresol & 0x80 == 0 {
+            TsUnit::Pow10(u32::from(tsresol))
+        } else {
+            TsUnit::Pow2(u32::from(tsresol & 0x7f))
+        }
+    }
+
+    /// `ticks` of this unit in ns, rounded down.
+    fn to_ns(self, ticks: u64) -> u128 {
+        let ticks = u128::from(ticks);
+        match self {
+            TsUnit::Pow10(e) if e <= 9 => ticks * 10u128.pow(9 - e),
+            // 10^(e-9) past u128 means less than one ns for any u64 tick count.
+            TsUnit::Pow10(e) => 10u128.checked_pow(e - 9).map_or(0, |d| ticks / d),
+            // ticks < 2^64 and 1e9 < 2^30: the product fits, and k <= 127.
+            TsUnit::Pow2(k) => (ticks * u128::from(NANOS_PER_SEC)) >> k,
+        }
+    }
+}
+
+/// A pcapng interface, as described by its IDB.
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    /// `None` when we do not read the interface's link type.
+    link: Option<Link>,
+    unit: TsUnit,
+    /// `if_tsoffset`: seconds added to every timestamp.
+    offset_secs: i64,
+}
+
+impl Interface {
+    /// Timestamp (ticks since `if_tsoffset`) in ns since the Unix epoch; `None` when
+    /// it falls outside u64.
+    fn time_ns(&self, ticks: u64) -> Option<u64> {
+        // ns < 2^94 and |offset| * 1e9 < 2^93: no overflow in i128.
+        let ns = i128::try_from(self.unit.to_ns(ticks)).ok()?;
+        let offset = i128::from(self.offset_secs) * i128::from(NANOS_PER_SEC);
+        u64::try_from(ns + offset).ok()
+    }
+}
+
+enum Format {
+    Legacy {
+        big_endian: bool,
+        nanos: bool,
+        link: Option<Link>,
+    },
+    PcapNg {
+        /// Byte order of the current section.
+        big_endian: bool,
+        /// Interfaces of the current section, by interface id.
+        interfaces: Vec<Interface>,
+    },
+}
+
+/// One record or block, as far as the reader cares.
+#[derive(Debug)]
+pub(super) enum Record<'a> {
+    /// A packet record: legacy record, EPB or obsolete Packet Block.
+    Packet {
+        /// Capture time, ns since the Unix epoch.
+        time_ns: u64,
+        /// `None` when we do not read the record's link type.
+        link: Option<Link>,
+        /// Length of the packet on the wire (bytes); more than `frame.len()` when cut by snaplen.
+        origlen: u32,
+        /// The captured bytes.
+        frame: &'a [u8],
+    },
+    /// A pcapng Simple Packet Block: no timestamp, so not used.
+    NoTimestamp,
+    /// Any other block (section and interface headers, statistics, name resolution, ...).
+    Other,
+}
+
+/// A capture file being read record by record.
+pub(super) struct CaptureFile {
+    input: Input,
+    format: Format,
+    /// Length of the record last returned, consumed on the next call.
+    pending: usize,
+}
+
+impl CaptureFile {
+    /// Detects the format by magic and reads the file header (legacy) or the first
+    /// Section Header Block (pcapng).
+    pub(super) fn open(reader: Box<dyn Read>) -> Result<CaptureFile, Fault> {
+        let mut input = Input::new(reader);
+        if !input.fill(4)? {
+            return Err(Fault::NotCapture);
+        }
+        let d = input.data();
+        let magic = [d[0], d[1], d[2], d[3]];
+        let (big_endian, nanos) = match magic {
+            SHB_MAGIC => {
+                let mut file = CaptureFile {
+                    input,
+                    format: Format::PcapNg {
+                        big_endian: false,
+                        interfaces: Vec::new(),
+                    },
+                    pending: 0,
+                };
+                // Reads (and checks) the Section Header Block, consumed by the next call.
+                file.next_record()?;
+                return Ok(file);
+            }
+            [0xd4, 0xc3, 0xb2, 0xa1] => (false, false),
+            [0xa1, 0xb2, 0xc3, 0xd4] => (true, false),
+            [0x4d, 0x3c, 0xb2, 0xa1] => (false, true),
+            [0xa1, 0xb2, 0x3c, 0x4d] => (true, true),
+            [0x34, 0xcd, 0xb2, 0xa1] => {
+                return Err(Fault::Unsupported {
+                    offset: 0,
+                    detail: "modified (Kuznetzov) pcap format".into(),
+                })
+            }
+            _ => return Err(Fault::NotCapture),
+        };
+        if !input.fill(LEGACY_HEADER_LEN)? {
+            return Err(Fault::Truncated {
+                offset: 0,
+                detail: format!(
+                    "file header cut short: {} of {LEGACY_HEADER_LEN} bytes",
+                    input.available()
+                ),
+            });
+        }
+        let header = match pcap_parser::parse_pcap_header(&input.data()[..LEGACY_HEADER_LEN]) {
+            Ok((_, header)) => header,
+            Err(e) => {
+                return Err(Fault::Corrupt {
+                    offset: 0,
+                    detail: format!("file header: {}", Problem(&e)),
+                })
+            }
+        };
+        // The low 16 bits are the link type; the upper bits may carry FCS information.
+        let linktype = (header.network.0 as u32) & 0xffff;
+        input.consume(LEGACY_HEADER_LEN);
+        Ok(CaptureFile {
+            input,
+            format: Format::Legacy {
+                big_endian,
+                nanos,
+                link: Link::from_linktype(linktype),
+            },
+            pending: 0,
+        })
+    }
+
+    /// The next record and its byte offset, `Ok(None)` at a clean end of file.
+    ///
+    /// After an error, the reader stays before the broken record: calling again
+    /// reports the same problem (or goes on, if more bytes have arrived).
+    pub(super) fn next_record(&mut self) -> Result<Option<(u64, Record<'_>)>, Fault> {
+        self.input.consume(self.pending);
+        self.pending = 0;
+        let len = match self.format {
+            Format::Legacy { big_endian, .. } => self.frame_legacy(big_endian)?,
+            Format::PcapNg { big_endian, .. } => self.frame_pcapng(big_endian)?,
+        };
+        let Some(len) = len else {
+            return Ok(None);
+        };
+        let offset = self.input.offset;
+        let block = &self.input.data()[..len];
+        let record = match &mut self.format {
+            Format::Legacy {
+                big_endian,
+                nanos,
+                link,
+            } => decode_legacy(block, offset, *big_endian, *nanos, *link)?,
+            Format::PcapNg {
+                big_endian,
+                interfaces,
+            } => decode_pcapng(block, offset, big_endian, interfaces)?,
+        };
+        self.pending = len;
+        Ok(Some((offset, record)))
+    }
+
+    /// Current size of the read buffer (bytes).
+    #[cfg(test)]
+    pub(super) fn buffer_len(&self) -> usize {
+        self.input.buf.len()
+    }
+
+    /// Buffers the next legacy record whole; returns its length (bytes).
+    fn frame_legacy(&mut self, big_endian: bool) -> Result<Option<usize>, Fault> {
+        let offset = self.input.offset;
+        if !self.input.fill(LEGACY_RECORD_HEADER_LEN)? {
+            return match self.input.available() {
+                0 => Ok(None),
+                n => Err(Fault::Truncated {
+                    offset,
+                    detail: format!(
+                        "record header cut short: {n} of {LEGACY_RECORD_HEADER_LEN} bytes"
+                    ),
+                }),
+            };
+        }
+        let caplen = u32_at(self.input.data(), 8, big_endian) as usize;
+        if caplen > MAX_BLOCK {
+            return Err(Fault::Corrupt {
+                offset,
+                detail: format!("record length {caplen} exceeds the {MAX_BLOCK} byte limit"),
+            });
+        }
+        let len = LEGACY_RECORD_HEADER_LEN + caplen;
+        if !self.input.fill(len)? {
+            return Err(cut_short(offset, "record", len, self.input.available()));
+        }
+        Ok(Some(len))
+    }
+
+    /// Buffers the next pcapng block whole and checks its length trailer; returns
+    /// its length (bytes).
+    fn frame_pcapng(&mut self, section_big_endian: bool) -> Result<Option<usize>, Fault> {
+        let offset = self.input.offset;
+        if !self.input.fill(8)? {
+            return match self.input.available() {
+                0 => Ok(None),
+                n => Err(Fault::Truncated {
+                    offset,
+                    detail: format!("block header cut short: {n} of 8 bytes"),
+                }),
+            };
+        }
+        // A Section Header Block carries its own byte order, after its length.
+        let big_endian = if self.input.data()[..4] == SHB_MAGIC {
+            if !self.input.fill(12)? {
+                return Err(cut_short(
+                    offset,
+                    "section header",
+                    12,
+                    self.input.available(),
+                ));
+            }
+            let d = self.input.data();
+            match [d[8], d[9], d[10], d[11]] {
+                BOM_LE => false,
+                BOM_BE => true,
+                _ => {
+                    return Err(Fault::Corrupt {
+                        offset,
+                        detail: "section header with a bad byte-order magic".into(),
+                    })
+                }
+            }
+        } else {
+            section_big_endian
+        };
+        let len = u32_at(self.input.data(), 4, big_endian) as usize;
+        if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK {
+            return Err(Fault::Corrupt {
+                offset,
+                detail: format!("invalid block length {len}"),
+            });
+        }
+        if !self.input.fill(len)? {
+            return Err(cut_short(offset, "block", len, self.input.available()));
+        }
+        let trailer = u32_at(self.input.data(), len - 4, big_endian) as usize;
+        if trailer != len {
+            return Err(Fault::Corrupt {
+                offset,
+                detail: format!("block length {len} but trailing length {trailer}"),
+            });
+        }
+        Ok(Some(len))
+    }
+}
+
+fn decode_legacy(
+    block: &[u8],
+    offset: u64,
+    big_endian: bool,
+    nanos: bool,
+    link: Option<Link>,
+) -> Result<Record<'_>, Fault> {
+    let parsed = if big_endian {
+        pcap_parser::parse_pcap_frame_be(block)
+    } else {
+        pcap_parser::parse_pcap_frame(block)
+    };
+    let rec = parsed.map_err(|e| corrupt(offset, "record", &e))?.1;
+    // Cannot overflow: < 2^32 * 1e9 + 2^32 * 1e3 < 2^64.
+    let frac_ns = if nanos {
+        u64::from(rec.ts_usec)
+    } else {
+        u64::from(rec.ts_usec) * 1_000
+    };
+    Ok(Record::Packet {
+        time_ns: u64::from(rec.ts_sec) * NANOS_PER_SEC + frac_ns,
+        link,
+        origlen: rec.origlen,
+        frame: rec.data,
+    })
+}
+
+fn decode_pcapng<'a>(
+    block: &'a [u8],
+    offset: u64,
+    big_endian: &mut bool,
+    interfaces: &mut Vec<Interface>,
+) -> Result<Record<'a>, Fault> {
+    if block[..4] == SHB_MAGIC {
+        let shb = pcap_parser::parse_sectionheaderblock(block)
+            .map_err(|e| corrupt(offset, "section header", &e))?
+            .1;
+        if shb.major_version != 1 {
+            return Err(Fault::Unsupported {
+                offset,
+                detail: format!("pcapng version {}.{}", shb.major_version, shb.minor_version),
+            });
+        }
+        // A new section: new byte order, interfaces numbered from 0 again.
+        *big_endian = shb.big_endian();
+        interfaces.clear();
+        return Ok(Record::Other);
+    }
+    let be = *big_endian;
+    match u32_at(block, 0, be) {
+        IDB_TYPE => {
+            let idb = if be {
+                pcap_parser::parse_interfacedescriptionblock_be(block)
+            } else {
+                pcap_parser::parse_interfacedescriptionblock_le(block)
+            }
+            .map_err(|e| corrupt(offset, "interface description", &e))?
+            .1;
+            if interfaces.len() >= MAX_INTERFACES {
+                return Err(Fault::Unsupported {
+                    offset,
+                    detail: format!("section with more than {MAX_INTERFACES} interfaces"),
+                });
+            }
+            let mut tsresol = None;
+            let mut tsoffset = None;
+            for option in &idb.options {
+                let value = option.value();
+                match option.code {
+                    OptionCode::EndOfOpt => break,
+                    OptionCode::IfTsresol if option.len == 1 && !value.is_empty() => {
+                        tsresol.get_or_insert(value[0]);
+                    }
+                    OptionCode::IfTsoffset if option.len == 8 && value.len() >= 8 => {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&value[..8]);
+                        let secs = if be {
+                            i64::from_be_bytes(b)
+                        } else {
+                            i64::from_le_bytes(b)
+                        };
+                        tsoffset.get_or_insert(secs);
+                    }
+                    _ => {}
+                }
+            }
+            interfaces.push(Interface {
+                // The IDB link type is 16 bits, so never negative.
+                link: Link::from_linktype(idb.linktype.0 as u32),
+                unit: TsUnit::from_tsresol(tsresol.unwrap_or(6)),
+                offset_secs: tsoffset.unwrap_or(0),
+            });
+            Ok(Record::Other)
+        }
+        EPB_TYPE => {
+            let epb = if be {
+                pcap_parser::parse_enhancedpacketblock_be(block)
+            } else {
+                pcap_parser::parse_enhancedpacketblock_le(block)
+            }
+            .map_err(|e| corrupt(offset, "enhanced packet", &e))?
+            .1;
+            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+            // The data is padded to 32 bits; keep the captured bytes only.
+            let caplen = epb.caplen as usize;
+            let frame = epb.data.get(..caplen).unwrap_or(epb.data);
+            packet(offset, interfaces, epb.if_id, ticks, epb.origlen, frame)
+        }
+        PB_TYPE => {
+            // Obsolete Packet Block: 16-bit interface id, 16-bit drop count, then as an EPB.
+            if block.len() < 32 {
+                return Err(Fault::Corrupt {
+                    offset,
+                    detail: format!("packet block of {} bytes", block.len()),
+                });
+            }
+            let if_id = u32::from(u16_at(block, 8, be));
+            let ticks = (u64::from(u32_at(block, 12, be)) << 32) | u64::from(u32_at(block, 16, be));
+            let caplen = u32_at(block, 20, be) as usize;
+            let origlen = u32_at(block, 24, be);
+            let Some(frame) = block[..block.len() - 4].get(28..28 + caplen) else {
+                return Err(Fault::Corrupt {
+                    offset,
+                    detail: format!("packet block: captured length {caplen} past the block"),
+                });
+            };
+            packet(offset, interfaces, if_id, ticks, origlen, frame)
+        }
+        SPB_TYPE => Ok(Record::NoTimestamp),
+        _ => Ok(Record::Other),
+    }
+}
+
+/// A packet record on interface `if_id` of the current section.
+fn packet<'a>(
+    offset: u64,
+    interfaces: &[Interface],
+    if_id: u32,
+    ticks: u64,
+    origlen: u32,
+    frame: &'a [u8],
+) -> Result<Record<'a>, Fault> {
+    let Some(interface) = interfaces.get(if_id as usize) else {
+        return Err(Fault::Corrupt {
+            offset,
+            detail: format!("packet on undeclared interface {if_id}"),
+        });
+    };
+    let Some(time_ns) = interface.time_ns(ticks) else {
+        return Err(Fault::Corrupt {
+            offset,
+            detail: "timestamp outside 1970..2554".into(),
+        });
+    };
+    Ok(Record::Packet {
+        time_ns,
+        link: interface.link,
+        origlen,
+        frame,
+    })
+}
+
+fn cut_short(offset: u64, what: &str, needed: usize, present: usize) -> Fault {
+    Fault::Truncated {
+        offset,
+        detail: format!("{what} of {needed} bytes cut short, {present} present"),
+    }
+}
+
+fn corrupt(offset: u64, what: &str, e: &nom::Err<PcapError<&[u8]>>) -> Fault {
+    Fault::Corrupt {
+        offset,
+        detail: format!("{what}: {}", Problem(e)),
+    }
+}
+
+/// Short description of a pcap-parser error, without the input bytes it carries.
+struct Problem<'e, 'a>(&'e nom::Err<PcapError<&'a [u8]>>);
+
+impl fmt::Display for Problem<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            nom::Err::Incomplete(_) => f.write_str("fields run past the end of the block"),
+            nom::Err::Error(e) | nom::Err::Failure(e) => match e {
+                PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
+                    write!(f, "invalid content ({kind:?})")
+                }
+                other => write!(f, "{other}"),
+            },
+        }
+    }
+}
+
+/// u32 at `at` in the given byte order; callers have checked `at + 4 <= bytes.len()`.
+fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
+    let b = [bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]];
+    if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    }
+}
+
+/// u16 at `at` in the given byte order; callers have checked `at + 2 <= bytes.len()`.
+fn u16_at(bytes: &[u8], at: usize, big_endian: bool) -> u16 {
+    let b = [bytes[at], bytes[at + 1]];
+    if big_endian {
+        u16::from_be_bytes(b)
+    } else {
+        u16::from_le_bytes(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ts_units() {
+        assert_eq!(TsUnit::from_tsresol(6).to_ns(1_500_000), 1_500_000_000);
+        assert_eq!(TsUnit::from_tsresol(9).to_ns(7), 7);
+        assert_eq!(TsUnit::from_tsresol(0).to_ns(3), 3_000_000_000);
+        assert_eq!(TsUnit::from_tsresol(12).to_ns(1_999), 1);
+        assert_eq!(TsUnit::from_tsresol(127).to_ns(u64::MAX), 0);
+        // 2^-30 s: 2^30 ticks are one second; one tick is 0.93 ns, floored to 0.
+        assert_eq!(
+            TsUnit::from_tsresol(0x80 | 30).to_ns(1 << 30),
+            1_000_000_000
+        );
+        assert_eq!(TsUnit::from_tsresol(0x80 | 30).to_ns(1), 0);
+        assert_eq!(TsUnit::from_tsresol(0x80 | 30).to_ns(2), 1);
+        assert_eq!(TsUnit::from_tsresol(0x80).to_ns(2), 2_000_000_000);
+        assert_eq!(TsUnit::from_tsresol(0xff).to_ns(u64::MAX), 0);
+    }
+
+    #[test]
+    fn interface_offsets() {
+        let i = Interface {
+            link: None,
+            unit: TsUnit::Pow10(9),
+            offset_secs: -2,
+        };
+        assert_eq!(i.time_ns(3_000_000_000), Some(1_000_000_000));
+        assert_eq!(i.time_ns(1_000_000_000), None);
+        let i = Interface {
+            link: None,
+            unit: TsUnit::Pow10(0),
+            offset_secs: 0,
+        };
+        assert_eq!(i.time_ns(18_446_744_073), Some(18_446_744_073_000_000_000));
+        assert_eq!(i.time_ns(18_446_744_074), None);
+    }
+
+    /// Reads one byte per call.
+    struct Trickle(Vec<u8>, usize);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match (self.0.get(self.1), buf.first_mut()) {
+                (Some(&b), Some(slot)) => {
+                    *slot = b;
+                    self.1 += 1;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn input_grows_only_for_a_big_record() {
+        let data: Vec<u8> = (0..READ_BUF * 3).map(|i| i as u8).collect();
+        let mut input = Input::new(Box::new(Trickle(data.clone(), 0)));
+        assert!(input.fill(10).expect("fill"));
+        input.consume(7);
+        assert!(input.fill(READ_BUF + 5).expect("fill"));
+        assert_eq!(input.data()[0], 7);
+        assert_eq!(input.offset, 7);
+        assert!(input.buf.len() <= 2 * READ_BUF);
+        input.consume(READ_BUF + 5);
+        assert!(!input.fill(READ_BUF * 3).expect("fill"));
+        assert_eq!(input.available(), READ_BUF * 3 - READ_BUF - 12);
+        assert_eq!(input.data()[0], data[READ_BUF + 12]);
+    }
+}

@@ -1,0 +1,350 @@
+//! The feed handler: datagrams in, state table updated. One code path for
+//! replay and live: the caller passes each datagram's local arrival time.
+//!
+//! Per datagram: validate the whole packet, feed the clock-offset estimator,
+//! then for each message find the (feed, symbol) slot, apply the rules to the
+//! writer's copy and publish it. No allocation, no lock, no clock read; a
+//! rejected packet costs a counter bump and at most one log line a second.
+
+use crate::clock::OffsetEstimator;
+use crate::config::{Config, FeedConfig};
+use crate::rules::{Applied, FeedKind, Price};
+use crate::state::{Record, SlotId, StateTable, TableReader};
+use crate::symbol::Symbol;
+use crate::verdict::{evaluate, Reasons};
+use crate::wire::{Message, Packet, Reject};
+
+/// Capacity of each feed's clock-offset queue, entries.
+const OFFSET_QUEUE: usize = crate::clock::DEFAULT_QUEUE;
+/// At most one rejected-packet log line per feed per this interval, ns of arrival time.
+const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// Counters of one feed, all lines together. Plain integers: only the
+/// handler's thread writes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedCounters {
+    /// Datagrams routed to the feed.
+    pub packets: u64,
+    /// Of those, rejected whole.
+    pub rejected: u64,
+    /// Rejections by reason, indexed by [`Reject::index`].
+    pub rejected_by_reason: [u64; Reject::ALL.len()],
+    /// Messages in accepted packets, unknown types included.
+    pub messages: u64,
+    /// Quote messages.
+    pub quotes: u64,
+    /// Snapshot messages.
+    pub snapshots: u64,
+    /// Heartbeat messages.
+    pub heartbeats: u64,
+    /// Messages of unknown type, skipped.
+    pub unknown: u64,
+    /// Quotes at or below a symbol's last sequence.
+    pub duplicates: u64,
+    /// Ticks found missing (by Quotes and Heartbeats).
+    pub ticks_lost: u64,
+    /// Messages for a new symbol dropped because the table was full.
+    pub table_full: u64,
+}
+
+/// One feed at run time.
+pub struct Feed {
+    /// Its configuration.
+    pub config: FeedConfig,
+    /// Clock-offset estimate.
+    pub clock: OffsetEstimator,
+    /// Counters.
+    pub counters: FeedCounters,
+    /// Arrival time of the last rejected-packet log line, ns.
+    last_reject_log: Option<u64>,
+    /// Rejections not logged since the last line.
+    reject_log_held: u64,
+}
+
+/// The handler: feeds, their state table, and the rules between them.
+pub struct Handler {
+    table: StateTable,
+    feeds: Vec<Feed>,
+    table_full_logged: bool,
+}
+
+impl Handler {
+    /// A handler for a validated configuration. Allocates everything it will
+    /// ever need now.
+    pub fn new(config: &Config) -> Handler {
+        Handler {
+            table: StateTable::new(config.capacity),
+            feeds: config
+                .feeds
+                .iter()
+                .map(|f| Feed {
+                    config: f.clone(),
+                    clock: OffsetEstimator::new(f.offset, OFFSET_QUEUE),
+                    counters: FeedCounters::default(),
+                    last_reject_log: None,
+                    reject_log_held: 0,
+                })
+                .collect(),
+            table_full_logged: false,
+        }
+    }
+
+    /// The feeds, by id.
+    pub fn feeds(&self) -> &[Feed] {
+        &self.feeds
+    }
+
+    /// The state table.
+    pub fn table(&self) -> &StateTable {
+        &self.table
+    }
+
+    /// A reader sharing the table's slots.
+    pub fn reader(&self) -> TableReader {
+        self.table.reader()
+    }
+
+    /// Applies one datagram routed to `feed`, arrived at `t` (local clock,
+    /// ns since the Unix epoch). Returns why it was rejected, if it was.
+    #[inline]
+    pub fn on_datagram(&mut self, feed: u16, payload: &[u8], t: u64) -> Result<(), Reject> {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
+            return Ok(());
+        };
+        f.counters.packets += 1;
+        let packet = match Packet::new_checked(payload) {
+            Ok(p) => p,
+            Err(reason) => {
+                f.on_reject(reason, t);
+                return Err(reason);
+            }
+        };
+        f.clock.on_packet(t, packet.send_time());
+        f.counters.messages += packet.message_count() as u64;
+        let kind = f.config.kind;
+        for m in packet.messages() {
+            self.apply(feed, kind, m, t);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn apply(&mut self, feed: u16, kind: FeedKind, m: Message<'_>, t: u64) {
+        let (symbol, counter) = match m {
+            Message::Quote(q) => (q.symbol(), Counter::Quote),
+            Message::Snapshot(s) => (s.symbol(), Counter::Snapshot),
+            Message::Heartbeat(h) => (h.symbol(), Counter::Heartbeat),
+            Message::Unknown { .. } => {
+                self.feeds[feed as usize].counters.unknown += 1;
+                return;
+            }
+        };
+        let counters = &mut self.feeds[feed as usize].counters;
+        match counter {
+            Counter::Quote => counters.quotes += 1,
+            Counter::Snapshot => counters.snapshots += 1,
+            Counter::Heartbeat => counters.heartbeats += 1,
+        }
+        let Some(slot) = self.slot_for(feed, symbol) else {
+            return;
+        };
+        let mut own = self.table.own(slot);
+        let applied = match m {
+            Message::Quote(q) => own.state.on_quote(kind, q.sequence(), price(q), t),
+            Message::Snapshot(s) => own.state.on_snapshot(s.sequence(), price(s), t),
+            Message::Heartbeat(h) => own.state.on_heartbeat(h.next_expected(), t),
+            Message::Unknown { .. } => return,
+        };
+        let counters = &mut self.feeds[feed as usize].counters;
+        match applied {
+            Applied::Duplicate => counters.duplicates += 1,
+            Applied::Changed { lost } => counters.ticks_lost += lost,
+        }
+        self.table.publish(slot, feed, symbol, &own);
+    }
+
+    /// The slot of (feed, symbol), creating it on first sight.
+    #[inline]
+    fn slot_for(&mut self, feed: u16, symbol: Symbol) -> Option<SlotId> {
+        if let Some(id) = self.table.find(feed, symbol) {
+            return Some(id);
+        }
+        let f = &mut self.feeds[feed as usize];
+        let th = f.config.thresholds_for(symbol);
+        let id = self.table.insert(feed, symbol, th);
+        if id.is_none() {
+            f.counters.table_full += 1;
+            if !self.table_full_logged {
+                self.table_full_logged = true;
+                tracing::error!(
+                    capacity = self.table.capacity(),
+                    feed = %f.config.name,
+                    %symbol,
+                    "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
+                );
+            }
+        }
+        id
+    }
+
+    /// The verdict for `symbol` of `feed` at local time `now` (ns since the
+    /// Unix epoch). An unknown feed or symbol is `no_quote`.
+    pub fn verdict(&self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
+        let Some(f) = self.feeds.get(feed as usize) else {
+            return Reasons::NO_QUOTE;
+        };
+        let Some(slot) = self.table.find(feed, symbol) else {
+            return Reasons::NO_QUOTE;
+        };
+        let own = self.table.own(slot);
+        evaluate(Some(&own.state), own.thresholds, f.clock.offset(), now)
+    }
+
+    /// Consistent copies of every occupied slot, in slot order.
+    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.table.records()
+    }
+}
+
+enum Counter {
+    Quote,
+    Snapshot,
+    Heartbeat,
+}
+
+#[inline]
+fn price(p: crate::wire::PriceView<'_>) -> Price {
+    Price {
+        bid: p.bid(),
+        ask: p.ask(),
+        source_time: p.source_time(),
+    }
+}
+
+impl Feed {
+    /// Counts a rejected packet and logs at most once per interval, saying
+    /// how many were held back.
+    #[cold]
+    fn on_reject(&mut self, reason: Reject, t: u64) {
+        self.counters.rejected += 1;
+        self.counters.rejected_by_reason[reason.index()] += 1;
+        let due = match self.last_reject_log {
+            None => true,
+            Some(last) => t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS || t < last,
+        };
+        if due {
+            tracing::warn!(
+                feed = %self.config.name,
+                reason = reason.as_str(),
+                held_back = self.reject_log_held,
+                total = self.counters.rejected,
+                "rejected malformed packet"
+            );
+            self.last_reject_log = Some(t);
+            self.reject_log_held = 0;
+        } else {
+            self.reject_log_held += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::PacketBuilder;
+
+    fn config(kind: &str) -> Config {
+        Config::parse(
+            &format!(
+                r#"
+[state]
+capacity = 3
+[[feed]]
+name = "f"
+kind = "{kind}"
+lines = ["127.0.0.1:9000"]
+stale_threshold_ms = 1
+source_threshold_ms = 1
+clock_offset = 0
+"#
+            ),
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn sym(s: &str) -> Symbol {
+        Symbol::parse(s).unwrap()
+    }
+
+    #[test]
+    fn rejected_packet_changes_no_state() {
+        let mut h = Handler::new(&config("full"));
+        let mut b = PacketBuilder::new(0);
+        b.quote(sym("A"), 1, 1, 1.0, 2.0)
+            .heartbeat(sym("B"), 3)
+            .raw(&[0]);
+        assert_eq!(h.on_datagram(0, &b.finish(), 1), Err(Reject::TrailingBytes));
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.packets, c.rejected, c.messages, c.quotes), (1, 1, 0, 0));
+        assert_eq!(c.rejected_by_reason[Reject::TrailingBytes.index()], 1);
+        assert_eq!(h.records().count(), 0);
+        assert_eq!(h.verdict(0, sym("A"), 1), Reasons::NO_QUOTE);
+    }
+
+    #[test]
+    fn counts_messages_and_kinds() {
+        let mut h = Handler::new(&config("delta"));
+        let mut b = PacketBuilder::new(0);
+        b.snapshot(sym("A"), 5, 1, 1.0, 2.0)
+            .quote(sym("A"), 6, 1, 1.0, 2.0)
+            .quote(sym("A"), 6, 1, 1.0, 2.0)
+            .quote(sym("A"), 9, 1, 1.0, 2.0)
+            .heartbeat(sym("A"), 12)
+            .message(b'?', &[]);
+        h.on_datagram(0, &b.finish(), 10).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!(
+            (c.messages, c.quotes, c.snapshots, c.heartbeats, c.unknown),
+            (6, 3, 1, 1, 1)
+        );
+        assert_eq!((c.duplicates, c.ticks_lost), (1, 4));
+        let r = h.records().next().unwrap();
+        assert_eq!(r.state.seq.last_seq, 11);
+        assert!(r.state.suspect);
+    }
+
+    #[test]
+    fn full_table_drops_new_symbols_and_counts() {
+        let mut h = Handler::new(&config("full"));
+        for (i, s) in ["A", "B", "C", "D", "A"].iter().enumerate() {
+            let mut b = PacketBuilder::new(0);
+            b.quote(sym(s), i as u64, 1, 1.0, 2.0);
+            h.on_datagram(0, &b.finish(), 1).unwrap();
+        }
+        assert_eq!(h.feeds()[0].counters.table_full, 1);
+        assert_eq!(h.records().count(), 3);
+        assert_eq!(h.verdict(0, sym("D"), 1), Reasons::NO_QUOTE);
+        assert!(h.verdict(0, sym("A"), 1).is_ok());
+    }
+
+    #[test]
+    fn offset_comes_from_accepted_packets_only() {
+        let mut cfg = config("full");
+        cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
+            window_ns: 1_000_000_000,
+        };
+        let mut h = Handler::new(&cfg);
+        let mut bad = PacketBuilder::new(0).finish();
+        bad[2] = 9;
+        let _ = h.on_datagram(0, &bad, 1_000_000);
+        assert_eq!(h.feeds()[0].clock.offset(), 0);
+        h.on_datagram(0, &PacketBuilder::new(400_000).finish(), 1_000_000)
+            .unwrap();
+        assert_eq!(
+            h.feeds()[0].clock.offset(),
+            600_000,
+            "an empty packet is accepted and counts"
+        );
+    }
+}

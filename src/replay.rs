@@ -1,0 +1,458 @@
+//! Replaying a capture (SQF section 6): capture timestamps are arrival
+//! times, datagrams are routed by destination `ip:port`, and checks are
+//! answered at their own times between packets.
+//!
+//! Ordering: a check at `time_ns` is answered after every datagram whose
+//! arrival is `<= time_ns` and before the first later one, reading the
+//! capture in file order. (Captures are in time order; if one steps back in
+//! time, the check is answered before the first datagram that is later than
+//! it, and datagrams after that are not reconsidered.)
+
+use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
+use crate::config::Config;
+use crate::handler::Handler;
+use crate::symbol::Symbol;
+use crate::verdict::Reasons;
+use crate::wire::Reject;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddrV4;
+use std::path::Path;
+
+/// One check from a checks file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// When to evaluate: ns since the Unix epoch, capture clock.
+    pub time_ns: u64,
+    /// Feed name as written.
+    pub feed: String,
+    /// Symbol as written.
+    pub symbol: String,
+}
+
+/// A checks file that cannot be used: one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ChecksError(String);
+
+/// Reads a checks CSV: header `time_ns,feed,symbol`, rows in any order.
+pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
+    let name = path.display().to_string();
+    let text = std::fs::read(path).map_err(|e| ChecksError(format!("checks {name}: {e}")))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| ChecksError(format!("checks {name}: not UTF-8 text")))?;
+    parse_checks(&text).map_err(|e| ChecksError(format!("checks {name}: {e}")))
+}
+
+/// Parses checks CSV text. Fields may be double-quoted (`""` inside quotes
+/// is a quote); blank lines are skipped; surrounding spaces are trimmed.
+pub fn parse_checks(text: &str) -> Result<Vec<Check>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else {
+        return Err("empty file: expected the header time_ns,feed,symbol".into());
+    };
+    let header = split_csv(header).map_err(|e| format!("line 1: {e}"))?;
+    if header != ["time_ns", "feed", "symbol"] {
+        return Err(format!(
+            "line 1: header must be time_ns,feed,symbol, got {}",
+            header.join(",")
+        ));
+    }
+    let mut checks = Vec::new();
+    for (i, line) in lines {
+        let n = i + 1;
+        let fields = split_csv(line).map_err(|e| format!("line {n}: {e}"))?;
+        let [time, feed, symbol] = <[String; 3]>::try_from(fields).map_err(|f| {
+            format!(
+                "line {n}: expected 3 fields (time_ns,feed,symbol), got {}",
+                f.len()
+            )
+        })?;
+        let time_ns = time
+            .parse::<u64>()
+            .map_err(|_| format!("line {n}: time_ns '{time}' is not an integer of nanoseconds"))?;
+        checks.push(Check {
+            time_ns,
+            feed,
+            symbol,
+        });
+    }
+    Ok(checks)
+}
+
+fn split_csv(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::with_capacity(3);
+    let mut chars = line.trim_end_matches('\r').chars().peekable();
+    loop {
+        while chars.peek() == Some(&' ') {
+            chars.next();
+        }
+        let mut field = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        field.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => field.push(c),
+                    None => return Err("unterminated quoted field".into()),
+                }
+            }
+            while chars.peek() == Some(&' ') {
+                chars.next();
+            }
+            match chars.peek() {
+                None | Some(',') => {}
+                Some(_) => return Err("text after a closing quote".into()),
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                field.push(c);
+                chars.next();
+            }
+            field = field.trim().to_string();
+        }
+        fields.push(field);
+        match chars.next() {
+            Some(',') => continue,
+            _ => return Ok(fields),
+        }
+    }
+}
+
+/// The answer to one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// Reasons; empty means ok.
+    pub reasons: Reasons,
+}
+
+/// What a replay produced.
+pub struct Outcome {
+    /// One answer per check, in input order.
+    pub answers: Vec<Answer>,
+    /// The summary object.
+    pub summary: Summary,
+    /// Set when the capture broke part way; everything before it was replayed.
+    pub capture_error: Option<CaptureError>,
+}
+
+/// The summary file (SQF section 6, plus diagnostics).
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Capture-level counters: what was read and what was not a routable datagram.
+    pub capture: CaptureSummary,
+    /// Per feed, by name.
+    pub feeds: BTreeMap<String, FeedSummary>,
+}
+
+/// Capture-level counters.
+#[derive(Debug, Serialize)]
+pub struct CaptureSummary {
+    /// Frames the reader could not turn into UDP/IPv4 datagrams, by cause.
+    #[serde(flatten)]
+    pub reader: CaptureStats,
+    /// Datagrams whose destination matched no feed's line.
+    pub unrouted: u64,
+}
+
+/// One feed's counters and symbols.
+#[derive(Debug, Serialize)]
+pub struct FeedSummary {
+    /// Datagrams routed to the feed (all lines).
+    pub packets: u64,
+    /// Of those, rejected whole.
+    pub rejected: u64,
+    /// Messages in accepted packets, unknown types included.
+    pub messages: u64,
+    /// Rejections by reason.
+    pub rejected_by_reason: BTreeMap<&'static str, u64>,
+    /// Quotes.
+    pub quotes: u64,
+    /// Snapshots.
+    pub snapshots: u64,
+    /// Heartbeats.
+    pub heartbeats: u64,
+    /// Unknown message types, skipped.
+    pub unknown_messages: u64,
+    /// Duplicate quotes over all symbols.
+    pub duplicates: u64,
+    /// Ticks lost over all symbols.
+    pub ticks_lost: u64,
+    /// Messages dropped because the state table was full.
+    pub table_full_drops: u64,
+    /// Clock offset (local − provider) at the end, ns.
+    pub clock_offset_ns: i64,
+    /// Per symbol, by name.
+    pub symbols: BTreeMap<String, SymbolSummary>,
+}
+
+/// One symbol's final state.
+#[derive(Debug, Serialize)]
+pub struct SymbolSummary {
+    /// Last sequence accepted.
+    pub last_seq: u64,
+    /// Ticks lost.
+    pub ticks_lost: u64,
+    /// Duplicate quotes.
+    pub duplicates: u64,
+    /// Suspect flag.
+    pub suspect: bool,
+    /// Last price message invalid.
+    pub invalid: bool,
+    /// Last valid bid, if any.
+    pub bid: Option<f64>,
+    /// Last valid ask, if any.
+    pub ask: Option<f64>,
+    /// Source time of the last valid price, ns (provider clock).
+    pub source_time: Option<u64>,
+    /// Last arrival that proved the symbol alive, ns (capture clock); 0 if none.
+    pub last_alive: u64,
+}
+
+/// Routes datagrams to feeds by destination.
+pub struct Router {
+    routes: HashMap<SocketAddrV4, u16>,
+}
+
+impl Router {
+    /// Routes every line of every feed.
+    pub fn new(config: &Config) -> Router {
+        let mut routes = HashMap::new();
+        for (id, f) in config.feeds.iter().enumerate() {
+            for l in &f.lines {
+                routes.insert(*l, id as u16);
+            }
+        }
+        Router { routes }
+    }
+
+    /// The feed a datagram to `dst` belongs to.
+    #[inline]
+    pub fn route(&self, dst: SocketAddrV4) -> Option<u16> {
+        self.routes.get(&dst).copied()
+    }
+}
+
+/// Replays `capture` through a fresh handler for `config`, answering `checks`.
+/// `progress` is called now and then with the byte offset reached.
+pub fn replay(
+    config: &Config,
+    capture: &mut CaptureReader,
+    checks: &[Check],
+    mut progress: impl FnMut(u64),
+) -> Outcome {
+    let mut handler = Handler::new(config);
+    let router = Router::new(config);
+    // Resolve each check's feed and symbol once; order them by time, ties in input order.
+    let resolved: Vec<(Option<u16>, Option<Symbol>)> = checks
+        .iter()
+        .map(|c| (config.feed_id(&c.feed), Symbol::parse(&c.symbol)))
+        .collect();
+    let mut order: Vec<usize> = (0..checks.len()).collect();
+    order.sort_by_key(|&i| checks[i].time_ns);
+    let mut answers = vec![
+        Answer {
+            reasons: Reasons::NO_QUOTE
+        };
+        checks.len()
+    ];
+    let mut next = 0usize;
+    let mut unrouted = 0u64;
+    let mut seen = 0u64;
+
+    let answer = |handler: &Handler, i: usize| -> Answer {
+        let reasons = match resolved[i] {
+            (Some(feed), Some(symbol)) => handler.verdict(feed, symbol, checks[i].time_ns),
+            _ => Reasons::NO_QUOTE,
+        };
+        Answer { reasons }
+    };
+
+    let result = capture.for_each(|d: &Datagram<'_>| {
+        while next < order.len() && checks[order[next]].time_ns < d.time_ns {
+            answers[order[next]] = answer(&handler, order[next]);
+            next += 1;
+        }
+        match router.route(d.dst) {
+            Some(feed) => {
+                let _: Result<(), Reject> = handler.on_datagram(feed, d.payload, d.time_ns);
+            }
+            None => unrouted += 1,
+        }
+        seen += 1;
+        if seen.is_multiple_of(8192) {
+            progress(d.offset);
+        }
+    });
+    for &i in &order[next..] {
+        answers[i] = answer(&handler, i);
+    }
+    let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
+    Outcome {
+        answers,
+        summary,
+        capture_error: result.err(),
+    }
+}
+
+fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted: u64) -> Summary {
+    let mut feeds: BTreeMap<String, FeedSummary> = handler
+        .feeds()
+        .iter()
+        .map(|f| {
+            let c = &f.counters;
+            let s = FeedSummary {
+                packets: c.packets,
+                rejected: c.rejected,
+                messages: c.messages,
+                rejected_by_reason: Reject::ALL
+                    .iter()
+                    .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
+                    .collect(),
+                quotes: c.quotes,
+                snapshots: c.snapshots,
+                heartbeats: c.heartbeats,
+                unknown_messages: c.unknown,
+                duplicates: c.duplicates,
+                ticks_lost: c.ticks_lost,
+                table_full_drops: c.table_full,
+                clock_offset_ns: f.clock.offset(),
+                symbols: BTreeMap::new(),
+            };
+            (f.config.name.clone(), s)
+        })
+        .collect();
+    for r in handler.records() {
+        let (Some(symbol), Some(feed)) = (r.symbol, config.feeds.get(r.feed as usize)) else {
+            continue;
+        };
+        let Some(fs) = feeds.get_mut(&feed.name) else {
+            continue;
+        };
+        let s = &r.state;
+        fs.symbols.insert(
+            symbol.to_string(),
+            SymbolSummary {
+                last_seq: s.seq.last_seq,
+                ticks_lost: s.seq.ticks_lost,
+                duplicates: s.seq.duplicates,
+                suspect: s.suspect,
+                invalid: s.invalid,
+                bid: s.price.map(|p| p.bid),
+                ask: s.price.map(|p| p.ask),
+                source_time: s.price.map(|p| p.source_time),
+                last_alive: s.last_alive,
+            },
+        );
+    }
+    Summary {
+        capture: CaptureSummary { reader, unrouted },
+        feeds,
+    }
+}
+
+/// One check result as a JSON line (no trailing newline).
+pub fn answer_json(check: &Check, answer: Answer) -> String {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        time_ns: u64,
+        feed: &'a str,
+        symbol: &'a str,
+        ok: bool,
+        reasons: Vec<&'static str>,
+    }
+    let line = Line {
+        time_ns: check.time_ns,
+        feed: &check.feed,
+        symbol: &check.symbol,
+        ok: answer.reasons.is_ok(),
+        reasons: answer.reasons.names().collect(),
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_csv() {
+        let c = parse_checks("time_ns,feed,symbol\r\n5,lp1,EURUSD\r\n\r\n3, lp1 ,\"X,\"\"Y\"\n")
+            .unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            c[0],
+            Check {
+                time_ns: 5,
+                feed: "lp1".into(),
+                symbol: "EURUSD".into()
+            }
+        );
+        assert_eq!(c[1].feed, "lp1");
+        assert_eq!(c[1].symbol, "X,\"Y");
+        assert!(parse_checks("\u{feff}time_ns,feed,symbol\n")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn checks_csv_errors_name_the_line() {
+        assert!(parse_checks("").unwrap_err().contains("header"));
+        assert!(parse_checks("time,feed,symbol\n")
+            .unwrap_err()
+            .contains("line 1"));
+        assert!(parse_checks("time_ns,feed,symbol\n1,a\n")
+            .unwrap_err()
+            .contains("line 2"));
+        assert!(parse_checks("time_ns,feed,symbol\n1,a,b\n-1,a,b\n")
+            .unwrap_err()
+            .contains("line 3"));
+        assert!(parse_checks("time_ns,feed,symbol\nx,a,b\n")
+            .unwrap_err()
+            .contains("time_ns"));
+        assert!(parse_checks("time_ns,feed,symbol\n1,\"a,b\n")
+            .unwrap_err()
+            .contains("quoted"));
+        assert!(parse_checks("time_ns,feed,symbol\n1,a,b,c\n")
+            .unwrap_err()
+            .contains("3 fields"));
+    }
+
+    #[test]
+    fn json_line_shape() {
+        let c = Check {
+            time_ns: 7,
+            feed: "lp\"1".into(),
+            symbol: "EURUSD".into(),
+        };
+        assert_eq!(
+            answer_json(
+                &c,
+                Answer {
+                    reasons: Reasons::STALE | Reasons::SUSPECT
+                }
+            ),
+            r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":false,"reasons":["stale","suspect"]}"#
+        );
+        assert_eq!(
+            answer_json(
+                &c,
+                Answer {
+                    reasons: Reasons::empty()
+                }
+            ),
+            r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[]}"#
+        );
+    }
+}
