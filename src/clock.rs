@@ -8,11 +8,20 @@
 //! the offset.
 //!
 //! The sliding minimum is a monotone queue: entries with increasing arrival
-//! and strictly increasing value; the front is the minimum. Its capacity is
-//! fixed at start (no allocation per packet). If a pathological stream ever
-//! fills it, the two oldest-but-one entries are merged keeping the *lower*
-//! value for the later time: the estimate can then only be lower than exact,
-//! which makes source ages larger — never a falsely fresh quote.
+//! and strictly increasing value; the front is the minimum. Values are kept in
+//! 128 bits, so no `send_time` however wild can wrap or saturate the estimate.
+//!
+//! Its length is the number of packets in the window that could still become
+//! the minimum: small on a jittery link, but up to every packet in the window
+//! when the provider's clock runs slow and jitter is low. The queue grows (it
+//! starts at [`INITIAL_QUEUE`] entries) up to a cap chosen by the caller:
+//! replay passes no cap and is exact; the live receiver preallocates its cap
+//! so it never allocates. If a stream ever fills the cap, the two oldest
+//! entries are merged keeping the *lower* value for the later time: the
+//! estimate can then only be lower than exact, which makes source ages larger
+//! — never a falsely fresh quote — and [`OffsetEstimator::merges`] counts it.
+
+use std::collections::VecDeque;
 
 /// How a feed's offset is obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,73 +35,62 @@ pub enum OffsetMode {
     },
 }
 
-/// Default capacity of the monotone queue (entries).
-pub const DEFAULT_QUEUE: usize = 4096;
+/// Entries the queue holds before it first grows.
+pub const INITIAL_QUEUE: usize = 4096;
+/// No cap: the queue holds whatever the window needs (replay).
+pub const UNBOUNDED: usize = usize::MAX;
 
 /// One feed's clock-offset estimate.
 #[derive(Debug, Clone)]
 pub struct OffsetEstimator {
     mode: OffsetMode,
-    /// Monotone queue as a ring: (arrival ns, arrival − send_time ns).
-    ring: Box<[(u64, i64)]>,
-    head: usize,
-    len: usize,
+    /// Monotone queue: (arrival ns, arrival − send_time ns).
+    queue: VecDeque<(u64, i128)>,
+    /// Most entries the queue may hold.
+    cap: usize,
     /// Latest arrival fed in, ns; arrivals are made monotone against it.
     latest: u64,
-    offset: i64,
+    offset: i128,
     /// Times the queue was full and two entries were merged.
     merges: u64,
 }
 
-/// `a − b` for u64 ns times, clamped to i64.
-#[inline]
-pub fn signed_diff(a: u64, b: u64) -> i64 {
-    let d = a as i128 - b as i128;
-    d.clamp(i64::MIN as i128, i64::MAX as i128) as i64
-}
-
 impl OffsetEstimator {
-    /// An estimator; `queue` is the monotone queue's fixed capacity (>= 2).
-    pub fn new(mode: OffsetMode, queue: usize) -> Self {
-        let cap = if matches!(mode, OffsetMode::Auto { .. }) {
-            queue.max(2)
-        } else {
-            0
+    /// An estimator whose queue holds at most `cap` entries (at least 2), all
+    /// allocated now so that it never allocates later; or, with
+    /// [`UNBOUNDED`], exact whatever the stream, growing from
+    /// [`INITIAL_QUEUE`] entries as the window needs.
+    pub fn new(mode: OffsetMode, cap: usize) -> Self {
+        let cap = cap.max(2);
+        let initial = match mode {
+            OffsetMode::Fixed(_) => 0,
+            OffsetMode::Auto { .. } if cap == UNBOUNDED => INITIAL_QUEUE,
+            OffsetMode::Auto { .. } => cap,
         };
         OffsetEstimator {
             mode,
-            ring: vec![(0, 0); cap].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            queue: VecDeque::with_capacity(initial),
+            cap,
             latest: 0,
             offset: match mode {
-                OffsetMode::Fixed(v) => v,
+                OffsetMode::Fixed(v) => v as i128,
                 OffsetMode::Auto { .. } => 0,
             },
             merges: 0,
         }
     }
 
-    /// The current estimate, ns (local − provider). 0 in `auto` before the first packet.
+    /// The current estimate, ns (local − provider). 0 in `auto` before the
+    /// first packet. 128 bits: `arrival − send_time` of a corrupt send time
+    /// does not fit 64.
     #[inline]
-    pub fn offset(&self) -> i64 {
+    pub fn offset(&self) -> i128 {
         self.offset
     }
 
     /// Times the bounded queue overflowed (the estimate was kept conservative).
     pub fn merges(&self) -> u64 {
         self.merges
-    }
-
-    #[inline]
-    fn at(&self, i: usize) -> (u64, i64) {
-        self.ring[(self.head + i) % self.ring.len()]
-    }
-
-    #[inline]
-    fn set(&mut self, i: usize, e: (u64, i64)) {
-        let n = self.ring.len();
-        self.ring[(self.head + i) % n] = e;
     }
 
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
@@ -107,29 +105,27 @@ impl OffsetEstimator {
         };
         let a = arrival.max(self.latest);
         self.latest = a;
-        let v = signed_diff(arrival, send_time);
+        let v = arrival as i128 - send_time as i128;
         // Drop from the back every entry not lower than the new one: it can
         // never be the minimum again while the new one is in the window.
-        while self.len > 0 && self.at(self.len - 1).1 >= v {
-            self.len -= 1;
+        while self.queue.back().is_some_and(|&(_, b)| b >= v) {
+            self.queue.pop_back();
         }
-        if self.len == self.ring.len() {
-            // Full: merge entries 0 and 1 into (time of 1, value of 0).
-            let (_, v0) = self.at(0);
-            let (t1, _) = self.at(1);
-            self.head = (self.head + 1) % self.ring.len();
-            self.len -= 1;
-            self.set(0, (t1, v0));
+        if self.queue.len() >= self.cap {
+            // Full: merge the two oldest into (time of the second, value of the first).
+            if let (Some((_, v0)), Some(second)) = (self.queue.pop_front(), self.queue.front_mut())
+            {
+                second.1 = v0;
+            }
             self.merges += 1;
         }
-        self.set(self.len, (a, v));
-        self.len += 1;
-        // Expire from the front: keep a_q > a_p − W.
-        while self.len > 1 && a.saturating_sub(self.at(0).0) >= window_ns {
-            self.head = (self.head + 1) % self.ring.len();
-            self.len -= 1;
+        self.queue.push_back((a, v));
+        // Expire from the front: keep a_q > a_p − W. The newest entry has
+        // a_q = a_p and W > 0, so the queue never empties here.
+        while self.queue.front().is_some_and(|&(t, _)| a - t >= window_ns) {
+            self.queue.pop_front();
         }
-        self.offset = self.at(0).1;
+        self.offset = self.queue.front().map_or(v, |&(_, m)| m);
     }
 }
 
@@ -140,19 +136,19 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     /// Straight from the spec: min over packets with a_p − W < a_q <= a_p.
-    fn brute(packets: &[(u64, u64)], upto: usize, window: u64) -> i64 {
+    fn brute(packets: &[(u64, u64)], upto: usize, window: u64) -> i128 {
         let ap = packets[upto].0;
         packets[..=upto]
             .iter()
             .filter(|(a, _)| ap - a < window)
-            .map(|&(a, s)| signed_diff(a, s))
+            .map(|&(a, s)| a as i128 - s as i128)
             .min()
             .unwrap()
     }
 
     #[test]
     fn fixed_is_constant() {
-        let mut e = OffsetEstimator::new(OffsetMode::Fixed(-250), DEFAULT_QUEUE);
+        let mut e = OffsetEstimator::new(OffsetMode::Fixed(-250), UNBOUNDED);
         assert_eq!(e.offset(), -250);
         e.on_packet(10 * S, 1);
         assert_eq!(e.offset(), -250);
@@ -160,7 +156,7 @@ mod tests {
 
     #[test]
     fn auto_starts_at_zero_and_takes_first_packet() {
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: 60 * S }, DEFAULT_QUEUE);
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: 60 * S }, UNBOUNDED);
         assert_eq!(e.offset(), 0);
         e.on_packet(100 * S, 100 * S - 300);
         assert_eq!(e.offset(), 300);
@@ -169,7 +165,7 @@ mod tests {
     #[test]
     fn window_bounds_are_exclusive_old_inclusive_new() {
         let w = 10 * S;
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, DEFAULT_QUEUE);
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
         e.on_packet(100 * S, 100 * S - 5); // offset 5
         e.on_packet(101 * S, 101 * S - 50); // offset 50
         assert_eq!(e.offset(), 5);
@@ -184,12 +180,35 @@ mod tests {
     }
 
     #[test]
-    fn negative_offsets_and_clamping() {
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: S }, DEFAULT_QUEUE);
+    fn negative_and_huge_offsets_are_exact() {
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: S }, UNBOUNDED);
         e.on_packet(100, 400);
         assert_eq!(e.offset(), -300);
         e.on_packet(101, u64::MAX);
-        assert_eq!(e.offset(), i64::MIN);
+        assert_eq!(e.offset(), 101 - u64::MAX as i128);
+    }
+
+    /// A provider clock that runs slow on a quiet link: every packet's
+    /// `arrival − send_time` is higher than the one before, so every packet
+    /// in the window stays in the queue — more than the initial allocation.
+    #[test]
+    fn rising_offsets_past_the_initial_queue_stay_exact() {
+        let w = 5 * S;
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        let n = 3 * INITIAL_QUEUE as u64;
+        let ms = 1_000_000;
+        for i in 0..n {
+            let a = 1_000 * S + i * w / n;
+            e.on_packet(a, a - ms - i);
+        }
+        assert_eq!(e.offset(), ms as i128);
+        e.on_packet(1_000 * S + w, 1_000 * S + w - 10 * ms);
+        assert_eq!(
+            e.offset(),
+            ms as i128 + 1,
+            "the first packet left the window"
+        );
+        assert_eq!(e.merges(), 0);
     }
 
     proptest::proptest! {
@@ -198,7 +217,7 @@ mod tests {
             steps in proptest::collection::vec((0u64..3_000, 0u64..2_000), 1..300),
             window in 1u64..5_000,
         ) {
-            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, DEFAULT_QUEUE);
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, UNBOUNDED);
             let mut packets = Vec::new();
             let mut a = 1_000_000u64;
             for (gap, delay) in steps {
@@ -215,7 +234,7 @@ mod tests {
             steps in proptest::collection::vec((0u64..100, 0u64..2_000), 1..300),
             window in 1u64..5_000,
         ) {
-            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, 3);
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, 2);
             let mut packets = Vec::new();
             let mut a = 1_000_000u64;
             for (gap, delay) in steps {

@@ -8,14 +8,14 @@
 
 use crate::clock::OffsetEstimator;
 use crate::config::{Config, FeedConfig};
-use crate::rules::{Applied, FeedKind, Price};
-use crate::state::{Record, SlotId, StateTable, TableReader};
+use crate::rules::{Applied, Price};
+use crate::state::{Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
 use crate::wire::{Message, Packet, Reject};
 
-/// Capacity of each feed's clock-offset queue, entries.
-const OFFSET_QUEUE: usize = crate::clock::DEFAULT_QUEUE;
+/// Messages whose memory loads are started together.
+const BATCH: usize = 16;
 /// At most one rejected-packet log line per feed per this interval, ns of arrival time.
 const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -69,9 +69,15 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// A handler for a validated configuration. Allocates everything it will
-    /// ever need now.
+    /// A handler for replay: everything allocated now, except that the
+    /// clock-offset queues may grow with the window to stay exact.
     pub fn new(config: &Config) -> Handler {
+        Handler::with_offset_queue(config, crate::clock::UNBOUNDED)
+    }
+
+    /// A handler whose clock-offset queues hold at most `offset_queue`
+    /// entries each: with a finite cap it never allocates after this call.
+    pub fn with_offset_queue(config: &Config, offset_queue: usize) -> Handler {
         Handler {
             table: StateTable::new(config.capacity),
             feeds: config
@@ -79,7 +85,7 @@ impl Handler {
                 .iter()
                 .map(|f| Feed {
                     config: f.clone(),
-                    clock: OffsetEstimator::new(f.offset, OFFSET_QUEUE),
+                    clock: OffsetEstimator::new(f.offset, offset_queue),
                     counters: FeedCounters::default(),
                     last_reject_log: None,
                     reject_log_held: 0,
@@ -121,51 +127,81 @@ impl Handler {
         };
         f.clock.on_packet(t, packet.send_time());
         f.counters.messages += packet.message_count() as u64;
-        let kind = f.config.kind;
-        for m in packet.messages() {
-            self.apply(feed, kind, m, t);
+        // In batches: first start loading every message's index bucket, then
+        // look the slots up and start loading them, then apply. The memory
+        // waits of a batch overlap instead of queueing one after another.
+        let mut messages = packet.messages();
+        let mut batch = [Pending::EMPTY; BATCH];
+        loop {
+            let (mut n, mut taken) = (0, 0);
+            for m in messages.by_ref().take(BATCH) {
+                taken += 1;
+                let counters = &mut self.feeds[feed as usize].counters;
+                let symbol = match m {
+                    Message::Quote(q) => {
+                        counters.quotes += 1;
+                        q.symbol()
+                    }
+                    Message::Snapshot(s) => {
+                        counters.snapshots += 1;
+                        s.symbol()
+                    }
+                    Message::Heartbeat(h) => {
+                        counters.heartbeats += 1;
+                        h.symbol()
+                    }
+                    Message::Unknown { .. } => {
+                        counters.unknown += 1;
+                        continue;
+                    }
+                };
+                batch[n] = Pending {
+                    message: m,
+                    symbol,
+                    probe: self.table.probe(feed, symbol),
+                    slot: None,
+                };
+                n += 1;
+            }
+            for p in &mut batch[..n] {
+                p.slot = self.table.find_from(p.probe, feed, p.symbol);
+            }
+            for p in &batch[..n] {
+                self.apply(feed, p, t);
+            }
+            if taken < BATCH {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
+    /// Applies one message whose slot lookup is done.
     #[inline]
-    fn apply(&mut self, feed: u16, kind: FeedKind, m: Message<'_>, t: u64) {
-        let (symbol, counter) = match m {
-            Message::Quote(q) => (q.symbol(), Counter::Quote),
-            Message::Snapshot(s) => (s.symbol(), Counter::Snapshot),
-            Message::Heartbeat(h) => (h.symbol(), Counter::Heartbeat),
-            Message::Unknown { .. } => {
-                self.feeds[feed as usize].counters.unknown += 1;
-                return;
-            }
-        };
-        let counters = &mut self.feeds[feed as usize].counters;
-        match counter {
-            Counter::Quote => counters.quotes += 1,
-            Counter::Snapshot => counters.snapshots += 1,
-            Counter::Heartbeat => counters.heartbeats += 1,
-        }
-        let Some(slot) = self.slot_for(feed, symbol) else {
+    fn apply(&mut self, feed: u16, p: &Pending<'_>, t: u64) {
+        let Some(slot) = p.slot.or_else(|| self.new_slot(feed, p.symbol)) else {
             return;
         };
-        let mut own = self.table.own(slot);
-        let applied = match m {
-            Message::Quote(q) => own.state.on_quote(kind, q.sequence(), price(q), t),
-            Message::Snapshot(s) => own.state.on_snapshot(s.sequence(), price(s), t),
-            Message::Heartbeat(h) => own.state.on_heartbeat(h.next_expected(), t),
+        let f = &mut self.feeds[feed as usize];
+        let mut state = self.table.state(slot);
+        let applied = match p.message {
+            Message::Quote(q) => state.on_quote(f.config.kind, q.sequence(), price(q), t),
+            Message::Snapshot(s) => state.on_snapshot(s.sequence(), price(s), t),
+            Message::Heartbeat(h) => state.on_heartbeat(h.next_expected(), t),
             Message::Unknown { .. } => return,
         };
-        let counters = &mut self.feeds[feed as usize].counters;
         match applied {
-            Applied::Duplicate => counters.duplicates += 1,
-            Applied::Changed { lost } => counters.ticks_lost += lost,
+            Applied::Duplicate => f.counters.duplicates += 1,
+            Applied::Changed { lost } => {
+                f.counters.ticks_lost = f.counters.ticks_lost.saturating_add(lost)
+            }
         }
-        self.table.publish(slot, feed, symbol, &own);
+        self.table.publish(slot, feed, &state);
     }
 
-    /// The slot of (feed, symbol), creating it on first sight.
-    #[inline]
-    fn slot_for(&mut self, feed: u16, symbol: Symbol) -> Option<SlotId> {
+    /// A slot for (feed, symbol), seen for the first time (or seen earlier
+    /// in the same batch: looked up again).
+    #[cold]
+    fn new_slot(&mut self, feed: u16, symbol: Symbol) -> Option<SlotId> {
         if let Some(id) = self.table.find(feed, symbol) {
             return Some(id);
         }
@@ -196,8 +232,8 @@ impl Handler {
         let Some(slot) = self.table.find(feed, symbol) else {
             return Reasons::NO_QUOTE;
         };
-        let own = self.table.own(slot);
-        evaluate(Some(&own.state), own.thresholds, f.clock.offset(), now)
+        let r = self.table.record(slot);
+        evaluate(Some(&r.state), r.thresholds, f.clock.offset(), now)
     }
 
     /// Consistent copies of every occupied slot, in slot order.
@@ -206,10 +242,22 @@ impl Handler {
     }
 }
 
-enum Counter {
-    Quote,
-    Snapshot,
-    Heartbeat,
+/// A message of the batch being applied, with its lookup under way.
+#[derive(Clone, Copy)]
+struct Pending<'a> {
+    message: Message<'a>,
+    symbol: Symbol,
+    probe: Probe,
+    slot: Option<SlotId>,
+}
+
+impl Pending<'_> {
+    const EMPTY: Pending<'static> = Pending {
+        message: Message::Unknown { code: 0 },
+        symbol: Symbol::PLACEHOLDER,
+        probe: Probe::NONE,
+        slot: None,
+    };
 }
 
 #[inline]

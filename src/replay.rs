@@ -192,7 +192,7 @@ pub struct FeedSummary {
     /// Messages dropped because the state table was full.
     pub table_full_drops: u64,
     /// Clock offset (local − provider) at the end, ns.
-    pub clock_offset_ns: i64,
+    pub clock_offset_ns: i128,
     /// Per symbol, by name.
     pub symbols: BTreeMap<String, SymbolSummary>,
 }

@@ -17,22 +17,28 @@ pub const SYMBOL_LEN: usize = 8;
 pub struct Symbol(u64);
 
 impl Symbol {
+    /// A valid symbol for filling arrays before use ("?").
+    pub(crate) const PLACEHOLDER: Symbol = Symbol(u64::from_le_bytes(*b"?       "));
+
     /// Validates 8 wire bytes: printable ASCII (`0x21..=0x7E`) right-padded
     /// with spaces, at least one non-space byte, no space before a non-space.
     #[inline]
     pub fn from_wire(bytes: [u8; SYMBOL_LEN]) -> Option<Symbol> {
-        let mut seen_space = false;
-        for &b in &bytes {
-            match b {
-                b' ' => seen_space = true,
-                0x21..=0x7e if !seen_space => {}
-                _ => return None,
-            }
-        }
-        if bytes[0] == b' ' {
-            return None;
-        }
-        Some(Symbol(u64::from_le_bytes(bytes)))
+        // All eight bytes at once (SWAR), with no branch per byte.
+        const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+        const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+        let x = u64::from_le_bytes(bytes);
+        // Any byte below 0x20 (control) or above 0x7e (DEL, non-ASCII)?
+        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let above = (x.wrapping_add(ONES) | x) & HIGH;
+        // High bit of each byte that is not a space (exact per byte: no
+        // carry crosses bytes because the low seven bits are added to 0x7f).
+        let y = x ^ (ONES * 0x20);
+        let non_space = (((y & !HIGH) + !HIGH) | y) & HIGH;
+        // Non-space bytes must be a non-empty prefix: bytes 0..k set, the rest spaces.
+        let fill = (non_space >> 7) * 0xff;
+        let prefix = fill != 0 && fill & fill.wrapping_add(1) == 0;
+        (below | above == 0 && prefix).then_some(Symbol(x))
     }
 
     /// Builds a symbol from wire bytes the caller has already validated with
@@ -116,6 +122,47 @@ mod tests {
         assert!(Symbol::from_wire(*b"EURUSD\x7f ").is_none(), "DEL");
         assert!(Symbol::from_wire(*b"EUR\x80SD  ").is_none(), "non-ASCII");
         assert!(Symbol::from_wire(*b"EURUSD \t").is_none(), "tab");
+    }
+
+    /// The branch-free check against the rule read byte by byte, on every
+    /// byte value in every position and on random words.
+    #[test]
+    fn swar_matches_bytewise_rule() {
+        fn rule(b: [u8; 8]) -> bool {
+            let n = b.iter().position(|&c| c == b' ').unwrap_or(8);
+            n > 0
+                && b[..n].iter().all(|c| (0x21..=0x7e).contains(c))
+                && b[n..].iter().all(|&c| c == b' ')
+        }
+        let mut cases = vec![];
+        for pos in 0..8 {
+            for v in 0..=255u8 {
+                for base in [*b"ABCDEFGH", *b"ABC     ", *b"A       "] {
+                    let mut b = base;
+                    b[pos] = v;
+                    cases.push(b);
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut b = x.to_le_bytes();
+            // Bias towards printable and spaces so valid cases are common.
+            for c in b.iter_mut() {
+                *c = match *c % 4 {
+                    0 => b' ',
+                    1 => *c,
+                    _ => 0x21 + *c % 0x5e,
+                };
+            }
+            cases.push(b);
+        }
+        for b in cases {
+            assert_eq!(Symbol::from_wire(b).is_some(), rule(b), "{b:?}");
+        }
     }
 
     #[test]

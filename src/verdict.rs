@@ -116,7 +116,7 @@ impl fmt::Display for Reasons {
 /// Differences are taken in 128 bits, so no time on the wire, however wild,
 /// can wrap around into a fresh-looking value.
 #[inline]
-pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i64, now: u64) -> Reasons {
+pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i128, now: u64) -> Reasons {
     let Some(s) = state else {
         return Reasons::NO_QUOTE;
     };
@@ -128,7 +128,7 @@ pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i64, now: u
     if now - s.last_alive as i128 > th.stale_ns as i128 {
         r |= Reasons::STALE;
     }
-    if now - price.source_time as i128 - offset as i128 > th.source_ns as i128 {
+    if now - price.source_time as i128 - offset > th.source_ns as i128 {
         r |= Reasons::STALE_AT_SOURCE;
     }
     if s.suspect {
@@ -233,10 +233,15 @@ mod tests {
             "source time in the future is not stale"
         );
         let s = fresh(1000, 0);
-        assert!(evaluate(Some(&s), TH, i64::MIN, 1000).contains(Reasons::STALE_AT_SOURCE));
-        assert!(evaluate(Some(&s), TH, i64::MAX, 1000).is_ok());
+        assert!(evaluate(Some(&s), TH, i64::MIN as i128, 1000).contains(Reasons::STALE_AT_SOURCE));
+        assert!(evaluate(Some(&s), TH, i64::MAX as i128, 1000).is_ok());
         let s = fresh(u64::MAX, 0);
-        assert!(!evaluate(Some(&s), TH, i64::MAX, 0).contains(Reasons::STALE));
+        assert!(!evaluate(Some(&s), TH, i64::MAX as i128, 0).contains(Reasons::STALE));
+        // An offset beyond 64 bits (a send time centuries ahead) stays exact.
+        let s = fresh(1000, u64::MAX - 1_000);
+        let offset = 1000 - (u64::MAX as i128);
+        assert!(evaluate(Some(&s), TH, offset, 1000).is_ok());
+        assert!(evaluate(Some(&s), TH, offset - 3000, 1000).contains(Reasons::STALE_AT_SOURCE));
     }
 
     #[test]

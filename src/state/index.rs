@@ -36,16 +36,28 @@ impl Index {
     /// of the folded key: the high bits of the product depend on every byte
     /// of the symbol.
     #[inline]
-    fn home(&self, feed: u16, key: u64) -> usize {
+    pub fn home(&self, feed: u16, key: u64) -> usize {
         let x = key ^ (key >> 29) ^ ((feed as u64) << 48);
         (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (self.shift & 63)) as usize & self.mask
+    }
+
+    /// Bucket `i` (for prefetching).
+    #[inline]
+    pub fn bucket(&self, i: usize) -> &impl Sized {
+        &self.buckets[i & self.mask]
     }
 
     /// The slot of (feed, symbol), if inserted.
     #[inline]
     pub fn get(&self, feed: u16, symbol: Symbol) -> Option<u32> {
+        self.get_from(self.home(feed, symbol.key()), feed, symbol)
+    }
+
+    /// The slot of (feed, symbol), probing from `home` (from [`Index::home`]).
+    #[inline]
+    pub fn get_from(&self, home: usize, feed: u16, symbol: Symbol) -> Option<u32> {
         let key = symbol.key();
-        let mut i = self.home(feed, key);
+        let mut i = home & self.mask;
         loop {
             let b = self.buckets[i];
             if b.symbol == EMPTY {

@@ -4,6 +4,7 @@
 //! numbers are stable handles and `0..len` are exactly the occupied slots.
 
 mod index;
+mod prefetch;
 pub mod slot;
 
 use crate::rules::SymbolState;
@@ -19,20 +20,20 @@ pub const DEFAULT_CAPACITY: usize = 65_536;
 /// Slot number: a stable handle for one (feed, symbol).
 pub type SlotId = u32;
 
+/// A lookup under way (see [`StateTable::probe`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Probe(usize);
+
+impl Probe {
+    /// A probe of nothing, for filling arrays.
+    pub const NONE: Probe = Probe(0);
+}
+
 /// The table as its single writer sees it.
 pub struct StateTable {
     slots: Arc<[Slot]>,
     index: Index,
     len: usize,
-}
-
-/// What the writer needs to apply a message to a slot.
-#[derive(Debug, Clone, Copy)]
-pub struct Own {
-    /// The rules' state.
-    pub state: SymbolState,
-    /// Thresholds in force for the symbol.
-    pub thresholds: Thresholds,
 }
 
 impl StateTable {
@@ -67,6 +68,27 @@ impl StateTable {
         self.index.get(feed, symbol)
     }
 
+    /// First half of a lookup: hashes (feed, symbol) and starts loading the
+    /// index bucket, so that [`find_from`](Self::find_from) a little later
+    /// does not wait on memory.
+    #[inline]
+    pub fn probe(&self, feed: u16, symbol: Symbol) -> Probe {
+        let home = self.index.home(feed, symbol.key());
+        prefetch::prefetch(self.index.bucket(home));
+        Probe(home)
+    }
+
+    /// Second half of a lookup: the slot of (feed, symbol), whose cache line
+    /// starts loading now.
+    #[inline]
+    pub fn find_from(&self, probe: Probe, feed: u16, symbol: Symbol) -> Option<SlotId> {
+        let id = self.index.get_from(probe.0, feed, symbol)?;
+        if let Some(s) = self.slots.get(id as usize) {
+            prefetch::prefetch(s);
+        }
+        Some(id)
+    }
+
     /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
     /// `None` when the table is full. The caller has checked [`find`](Self::find).
     pub fn insert(&mut self, feed: u16, symbol: Symbol, thresholds: Thresholds) -> Option<SlotId> {
@@ -74,7 +96,7 @@ impl StateTable {
             return None;
         }
         let id = self.len as SlotId;
-        self.slots[self.len].publish(feed, symbol, &SymbolState::default(), thresholds);
+        self.slots[self.len].init(feed, symbol, thresholds);
         self.index.insert(feed, symbol, id);
         self.len += 1;
         Some(id)
@@ -82,18 +104,19 @@ impl StateTable {
 
     /// The writer's copy of a slot's state.
     #[inline]
-    pub fn own(&self, id: SlotId) -> Own {
-        let r = self.slots[id as usize].load_own();
-        Own {
-            state: r.state,
-            thresholds: r.thresholds,
-        }
+    pub fn state(&self, id: SlotId) -> SymbolState {
+        self.slots[id as usize].own_state()
+    }
+
+    /// The writer's copy of a whole slot (identity and thresholds too).
+    pub fn record(&self, id: SlotId) -> Record {
+        self.slots[id as usize].load_own()
     }
 
     /// Publishes a slot's new state to readers.
     #[inline]
-    pub fn publish(&self, id: SlotId, feed: u16, symbol: Symbol, own: &Own) {
-        self.slots[id as usize].publish(feed, symbol, &own.state, own.thresholds);
+    pub fn publish(&self, id: SlotId, feed: u16, state: &SymbolState) {
+        self.slots[id as usize].publish(feed, state);
     }
 
     /// A reader handle sharing the slots.
@@ -155,9 +178,9 @@ mod tests {
         let a = Symbol::parse("A").unwrap();
         let id = t.insert(3, a, TH).unwrap();
         let reader = t.reader();
-        let mut own = t.own(id);
-        own.state.on_heartbeat(10, 5);
-        t.publish(id, 3, a, &own);
+        let mut state = t.state(id);
+        state.on_heartbeat(10, 5);
+        t.publish(id, 3, &state);
         let r = reader.read(id).unwrap();
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);

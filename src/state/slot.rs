@@ -124,28 +124,71 @@ impl Slot {
         decode(&w, self.stamp.load(Ordering::Relaxed))
     }
 
-    /// Publishes a new state. Single writer only.
+    /// Gives an empty slot its identity and a fresh state. Single writer only.
+    pub fn init(&self, feed: u16, symbol: Symbol, th: Thresholds) {
+        let w = encode(feed, symbol, &SymbolState::default(), th);
+        self.write(|| {
+            for (dst, src) in self.words.iter().zip(&w) {
+                // Relaxed: published by the Release store of the stamp in `write`.
+                dst.store(*src, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The writer's view of its own slot's state: no seqlock needed, since
+    /// only the writer stores to it. Writer thread only.
     #[inline]
-    pub fn publish(&self, feed: u16, symbol: Symbol, state: &SymbolState, th: Thresholds) {
-        let w = encode(feed, symbol, state, th);
+    pub fn own_state(&self) -> SymbolState {
+        let mut w = [0u64; USED];
+        for i in STATE_WORDS {
+            // Relaxed: the writer reads back its own stores.
+            w[i] = self.words[i].load(Ordering::Relaxed);
+        }
+        decode_state(&w)
+    }
+
+    /// Publishes a new state; identity and thresholds are left as `init`
+    /// wrote them. Writer thread only.
+    #[inline]
+    pub fn publish(&self, feed: u16, state: &SymbolState) {
+        let w = encode_state(feed, state);
+        self.write(|| {
+            for i in STATE_WORDS {
+                // Relaxed: published by the Release store of the stamp in `write`.
+                self.words[i].store(w[i], Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The seqlock write protocol around `store`.
+    #[inline]
+    fn write(&self, store: impl FnOnce()) {
         // Relaxed: only this thread writes the stamp.
         let s = self.stamp.load(Ordering::Relaxed);
         // Odd stamp: write in progress.
         self.stamp.store(s.wrapping_add(1), Ordering::Relaxed);
-        // Release fence: the odd stamp is ordered before the word stores
-        // below; pairs with the reader's Acquire fence before its re-load.
+        // Release fence: the odd stamp is ordered before the word stores;
+        // pairs with the reader's Acquire fence before its stamp re-load.
         fence(Ordering::Release);
-        for (dst, src) in self.words.iter().zip(&w) {
-            // Relaxed: published by the Release store of the stamp below.
-            dst.store(*src, Ordering::Relaxed);
-        }
+        store();
         // Release: pairs with the reader's Acquire load of the stamp.
         self.stamp.store(s.wrapping_add(2), Ordering::Release);
     }
 }
 
-#[inline]
+/// Words that change after `init`: meta (flags) through duplicates.
+const STATE_WORDS: std::ops::RangeInclusive<usize> = word::META..=word::DUPLICATES;
+
 fn encode(feed: u16, symbol: Symbol, s: &SymbolState, th: Thresholds) -> [u64; USED] {
+    let mut w = encode_state(feed, s);
+    w[word::SYMBOL] = symbol.key();
+    w[word::STALE_NS] = th.stale_ns;
+    w[word::SOURCE_NS] = th.source_ns;
+    w
+}
+
+#[inline]
+fn encode_state(feed: u16, s: &SymbolState) -> [u64; USED] {
     let mut w = [0u64; USED];
     let mut m = feed as u64;
     if s.seq.baseline {
@@ -157,7 +200,6 @@ fn encode(feed: u16, symbol: Symbol, s: &SymbolState, th: Thresholds) -> [u64; U
     if s.invalid {
         m |= meta::INVALID;
     }
-    w[word::SYMBOL] = symbol.key();
     if let Some(p) = s.price {
         m |= meta::HAS_PRICE;
         w[word::BID] = p.bid.to_bits();
@@ -169,38 +211,40 @@ fn encode(feed: u16, symbol: Symbol, s: &SymbolState, th: Thresholds) -> [u64; U
     w[word::LAST_ALIVE] = s.last_alive;
     w[word::TICKS_LOST] = s.seq.ticks_lost;
     w[word::DUPLICATES] = s.seq.duplicates;
-    w[word::STALE_NS] = th.stale_ns;
-    w[word::SOURCE_NS] = th.source_ns;
     w
 }
 
-#[inline]
 fn decode(w: &[u64; USED], stamp: u64) -> Record {
-    let m = w[word::META];
     Record {
-        feed: (m & meta::FEED_MASK) as u16,
+        feed: (w[word::META] & meta::FEED_MASK) as u16,
         symbol: Symbol::from_key(w[word::SYMBOL]),
-        state: SymbolState {
-            seq: SeqTrack {
-                baseline: m & meta::BASELINE != 0,
-                last_seq: w[word::LAST_SEQ],
-                ticks_lost: w[word::TICKS_LOST],
-                duplicates: w[word::DUPLICATES],
-            },
-            suspect: m & meta::SUSPECT != 0,
-            invalid: m & meta::INVALID != 0,
-            price: (m & meta::HAS_PRICE != 0).then(|| Price {
-                bid: f64::from_bits(w[word::BID]),
-                ask: f64::from_bits(w[word::ASK]),
-                source_time: w[word::SOURCE_TIME],
-            }),
-            last_alive: w[word::LAST_ALIVE],
-        },
+        state: decode_state(w),
         thresholds: Thresholds {
             stale_ns: w[word::STALE_NS],
             source_ns: w[word::SOURCE_NS],
         },
         version: stamp,
+    }
+}
+
+#[inline]
+fn decode_state(w: &[u64; USED]) -> SymbolState {
+    let m = w[word::META];
+    SymbolState {
+        seq: SeqTrack {
+            baseline: m & meta::BASELINE != 0,
+            last_seq: w[word::LAST_SEQ],
+            ticks_lost: w[word::TICKS_LOST],
+            duplicates: w[word::DUPLICATES],
+        },
+        suspect: m & meta::SUSPECT != 0,
+        invalid: m & meta::INVALID != 0,
+        price: (m & meta::HAS_PRICE != 0).then(|| Price {
+            bid: f64::from_bits(w[word::BID]),
+            ask: f64::from_bits(w[word::ASK]),
+            source_time: w[word::SOURCE_TIME],
+        }),
+        last_alive: w[word::LAST_ALIVE],
     }
 }
 
@@ -241,17 +285,18 @@ mod tests {
         s.on_heartbeat(9, 50);
         s.seq.duplicates = 3;
         s.invalid = true;
-        slot.publish(513, sym, &s, th);
+        slot.init(513, sym, th);
+        assert_eq!(slot.read().0.version, 2);
+        slot.publish(513, &s);
         let (r, retries) = slot.read();
         assert_eq!(retries, 0);
         assert_eq!(r.feed, 513);
         assert_eq!(r.symbol, Some(sym));
         assert_eq!(r.state, s);
         assert_eq!(r.thresholds, th);
-        assert_eq!(r.version, 2);
+        assert_eq!(r.version, 4, "stamp counts changes");
+        assert_eq!(slot.own_state(), s);
         assert_eq!(slot.load_own().state, s);
-        slot.publish(513, sym, &s, th);
-        assert_eq!(slot.read().0.version, 4, "stamp counts changes");
     }
 
     #[test]
@@ -288,7 +333,7 @@ mod tests {
             stale_ns: i * 13,
             source_ns: i * 17,
         };
-        slot.publish(1, sym, &state(0), th(0));
+        slot.init(1, sym, th(7));
         let readers: Vec<_> = (0..3)
             .map(|_| {
                 let (slot, stop) = (slot.clone(), stop.clone());
@@ -299,7 +344,8 @@ mod tests {
                         let (r, _) = slot.read();
                         let i = r.state.seq.last_seq;
                         assert_eq!(r.state, state(i), "torn read at {i}");
-                        assert_eq!(r.thresholds, th(i), "torn read at {i}");
+                        assert_eq!(r.thresholds, th(7));
+                        assert_eq!(r.symbol, Some(sym));
                         assert_eq!(r.version % 2, 0);
                         assert!(r.version >= last_version, "versions go forward");
                         last_version = r.version;
@@ -310,7 +356,7 @@ mod tests {
             })
             .collect();
         for i in 1..=300_000u64 {
-            slot.publish(1, sym, &state(i), th(i));
+            slot.publish(1, &state(i));
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {

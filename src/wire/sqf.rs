@@ -241,6 +241,18 @@ pub enum Message<'a> {
     },
 }
 
+impl Message<'_> {
+    /// The symbol the message is about; `None` for unknown types.
+    #[inline]
+    pub fn symbol(&self) -> Option<Symbol> {
+        match self {
+            Message::Quote(p) | Message::Snapshot(p) => Some(p.symbol()),
+            Message::Heartbeat(h) => Some(h.symbol()),
+            Message::Unknown { .. } => None,
+        }
+    }
+}
+
 /// Iterator over the messages of a checked packet.
 #[derive(Debug, Clone)]
 pub struct Messages<'a> {

@@ -1,0 +1,479 @@
+//! End-to-end tests of the `tickguard` binary on fixtures and on small
+//! captures built here. One test per thing a user could hit.
+
+use assert_cmd::Command;
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+
+const SCENARIOS: &[&str] = &[
+    "scenario-eth-us",
+    "scenario-vlan-ns",
+    "scenario-sll-ns",
+    "scenario-sll2-us",
+    "scenario-raw-bin30",
+    "scenario-rawip-ns",
+];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+fn capture_of(stem: &str) -> PathBuf {
+    let dir = fixtures();
+    let pcap = dir.join(format!("{stem}.pcap"));
+    if pcap.exists() {
+        pcap
+    } else {
+        dir.join(format!("{stem}.pcapng"))
+    }
+}
+
+fn tickguard() -> Command {
+    Command::cargo_bin("tickguard").expect("binary")
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    summary: Option<String>,
+}
+
+fn replay(capture: &Path, config: &Path, checks: Option<&Path>) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let mut cmd = tickguard();
+    cmd.arg("replay")
+        .arg(capture)
+        .arg("--config")
+        .arg(config)
+        .arg("--summary")
+        .arg(&summary);
+    if let Some(c) = checks {
+        cmd.arg("--checks").arg(c);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr,
+        summary: std::fs::read_to_string(&summary).ok(),
+    }
+}
+
+fn replay_fixture(stem: &str) -> Run {
+    let dir = fixtures();
+    replay(
+        &capture_of(stem),
+        &dir.join("config.toml"),
+        Some(&dir.join("checks.csv")),
+    )
+}
+
+#[test]
+fn every_fixture_reproduces_its_golden_output() {
+    for stem in SCENARIOS {
+        let run = replay_fixture(stem);
+        assert_eq!(run.code, 0, "{stem}: {}", run.stderr);
+        let expected =
+            std::fs::read_to_string(fixtures().join(format!("{stem}.expected.jsonl"))).unwrap();
+        assert!(
+            run.stdout == expected,
+            "{stem}: output differs from its golden file"
+        );
+        let summary =
+            std::fs::read_to_string(fixtures().join(format!("{stem}.summary.json"))).unwrap();
+        assert!(
+            run.summary.as_deref() == Some(&summary[..]),
+            "{stem}: summary differs from its golden file"
+        );
+    }
+}
+
+#[test]
+fn replay_is_deterministic() {
+    let a = replay_fixture("scenario-sll-ns");
+    let b = replay_fixture("scenario-sll-ns");
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(a.summary, b.summary);
+}
+
+#[test]
+fn generator_reproduces_the_committed_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("tickguard-fixtures")
+        .unwrap()
+        .arg(dir.path())
+        .assert()
+        .success();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        let fresh = std::fs::read(entry.path()).unwrap();
+        let committed = std::fs::read(fixtures().join(&name)).unwrap_or_default();
+        assert!(
+            fresh == committed,
+            "fixtures/{} is not what the generator writes",
+            name.to_string_lossy()
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 2 + 3 * SCENARIOS.len());
+}
+
+#[test]
+fn same_answers_across_capture_formats_of_the_same_resolution() {
+    let ns: Vec<_> = ["scenario-vlan-ns", "scenario-sll-ns", "scenario-rawip-ns"]
+        .iter()
+        .map(|s| replay_fixture(s).stdout)
+        .collect();
+    assert!(ns.windows(2).all(|w| w[0] == w[1]), "ns captures disagree");
+    let us: Vec<_> = ["scenario-eth-us", "scenario-sll2-us"]
+        .iter()
+        .map(|s| replay_fixture(s).stdout)
+        .collect();
+    assert!(us[0] == us[1], "µs captures disagree");
+}
+
+const T0: u64 = 1_767_603_600_000_000_000;
+const MS: u64 = 1_000_000;
+
+/// The scenario's story (fixtures/README.md), checked on the replay output.
+#[test]
+fn scenario_verdicts_tell_the_story() {
+    let run = replay_fixture("scenario-vlan-ns");
+    let rows: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |feed: &str, symbol: &str, ms: i64| -> Vec<String> {
+        let t = (T0 as i64 + ms * MS as i64) as u64;
+        let row = rows
+            .iter()
+            .find(|r| r["feed"] == feed && r["symbol"] == symbol && r["time_ns"] == t)
+            .unwrap_or_else(|| panic!("no check {feed} {symbol} at {ms} ms"));
+        assert_eq!(row["ok"], row["reasons"].as_array().unwrap().is_empty());
+        row["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    let none: Vec<String> = vec![];
+    assert_eq!(
+        at("fx", "EURUSD", -50),
+        ["no_quote"],
+        "before the first packet"
+    );
+    assert_eq!(at("fx", "EURUSD", 950), none);
+    assert_eq!(
+        at("fx", "EURUSD", 1550),
+        ["invalid_price"],
+        "crossed quote at 1.5 s"
+    );
+    assert_eq!(at("fx", "EURUSD", 1650), none, "a valid quote clears it");
+    assert_eq!(at("fx", "GBPUSD", 2450), none);
+    assert_eq!(
+        at("fx", "GBPUSD", 2550),
+        ["stale"],
+        "silent from 2.0 s, threshold 500 ms"
+    );
+    assert_eq!(at("fx", "GBPUSD", 3050), none, "ticks again from 3.0 s");
+    assert_eq!(
+        at("fx", "XAUUSD", 4050),
+        ["stale_at_source"],
+        "3 s old prices vs 2.5 s override"
+    );
+    assert_eq!(at("fx", "XAUUSD", 4750), none);
+    assert_eq!(at("fx", "NZDUSD", 3050), ["no_quote"], "never quoted");
+    assert_eq!(at("nofeed", "AAPL", 3050), ["no_quote"], "unknown feed");
+    assert_eq!(
+        at("eq", "AAPL", 450),
+        ["suspect"],
+        "delta feed before its first snapshot"
+    );
+    assert_eq!(at("eq", "AAPL", 1050), none, "snapshot at 1.0 s");
+    assert_eq!(
+        at("eq", "AAPL", 4250),
+        ["suspect"],
+        "both lines lost 4.0–4.2 s"
+    );
+    assert_eq!(at("eq", "AAPL", 5050), none, "repaired by the 5 s snapshot");
+    assert_eq!(at("eq", "ES.H6", 2250), ["invalid_price"], "zero bid");
+    for (feed, symbol) in [("fx", "EURUSD"), ("eq", "MSFT")] {
+        assert!(
+            at(feed, symbol, 6650).contains(&"stale".to_string()),
+            "the feed ended at 6 s"
+        );
+    }
+
+    let s: serde_json::Value = serde_json::from_str(run.summary.as_deref().unwrap()).unwrap();
+    let fx = &s["feeds"]["fx"];
+    assert_eq!(fx["rejected"], 6);
+    for reason in [
+        "bad_magic",
+        "bad_version",
+        "short",
+        "trailing_bytes",
+        "length_overrun",
+        "bad_symbol",
+    ] {
+        assert_eq!(fx["rejected_by_reason"][reason], 1, "{reason}");
+    }
+    assert!(
+        fx["symbols"]["USDJPY"]["ticks_lost"].as_u64().unwrap() >= 3,
+        "heartbeat revealed 3 lost ticks"
+    );
+    assert!(
+        fx["duplicates"].as_u64().unwrap() > 100,
+        "line B duplicates line A"
+    );
+    assert!(fx["unknown_messages"].as_u64().unwrap() > 0);
+    assert_eq!(s["capture"]["unrouted"], 1);
+    assert_eq!(s["capture"]["not_ipv4"], 1);
+    // Provider clock 120 ms behind, plus the smallest network delay (30–300 µs).
+    let off = fx["clock_offset_ns"].as_i64().unwrap();
+    assert!((120_030_000..120_300_000).contains(&off), "{off}");
+    assert_eq!(s["feeds"]["eq"]["clock_offset_ns"], -40_000_000);
+    assert!(
+        s["feeds"]["eq"]["symbols"]["MSFT"]["last_seq"]
+            .as_u64()
+            .unwrap()
+            < 200,
+        "provider reset at 3.2 s"
+    );
+}
+
+/// Writes a small Ethernet pcap (ns) of `(arrival, dst, payload)`.
+fn small_capture(dir: &Path, packets: &[(u64, &str, Vec<u8>)]) -> PathBuf {
+    let path = dir.join("small.pcap");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    for (t, dst, p) in packets {
+        w.write_udp(*t, src, dst.parse().unwrap(), p).unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+const SMALL_CONFIG: &str = r#"
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["239.1.1.1:30001", "239.1.1.2:30002"]
+stale_threshold_ms = 500
+source_threshold_ms = 2000
+clock_offset = 0
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn quote(seq: u64, t: u64) -> Vec<u8> {
+    let mut b = PacketBuilder::new(t);
+    b.quote(Symbol::parse("EURUSD").unwrap(), seq, t, 1.0, 1.1);
+    b.finish()
+}
+
+#[test]
+fn checks_are_answered_after_packets_at_or_before_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let cap = small_capture(
+        dir.path(),
+        &[
+            (t, "239.1.1.1:30001", quote(1, t)),
+            (t + 600 * MS, "239.1.1.2:30002", quote(2, t)),
+        ],
+    );
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let checks = write(
+        dir.path(),
+        "checks.csv",
+        &format!(
+            "time_ns,feed,symbol\n{},lp1,EURUSD\n{},lp1,EURUSD\n{},lp1,EURUSD\n{},lp1,EURUSD\n{},lp1,EURUSD\n",
+            t + 600 * MS, // listed first, answered in input order
+            t - 1,
+            t,
+            t + 500 * MS,
+            t + 500 * MS + 1,
+        ),
+    );
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let reasons: Vec<String> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["reasons"].to_string())
+        .collect();
+    assert_eq!(
+        reasons,
+        [r#"[]"#, r#"["no_quote"]"#, r#"[]"#, r#"[]"#, r#"["stale"]"#],
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn truncated_capture_replays_what_it_can_then_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let packets: Vec<_> = (1..=20)
+        .map(|i| (t + i * MS, "239.1.1.1:30001", quote(i, t)))
+        .collect();
+    let cap = small_capture(dir.path(), &packets);
+    let bytes = std::fs::read(&cap).unwrap();
+    std::fs::write(&cap, &bytes[..bytes.len() - 30]).unwrap();
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let checks = write(
+        dir.path(),
+        "k.csv",
+        &format!("time_ns,feed,symbol\n{},lp1,EURUSD\n", t + 100 * MS),
+    );
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("small.pcap") && run.stderr.contains("byte"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stdout.lines().count(), 1, "checks still answered");
+    let s: serde_json::Value =
+        serde_json::from_str(&run.summary.expect("summary still written")).unwrap();
+    assert_eq!(s["feeds"]["lp1"]["symbols"]["EURUSD"]["last_seq"], 19);
+}
+
+#[test]
+fn bad_packets_inside_a_capture_are_counted_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut garbage = vec![];
+    for n in 0..64u8 {
+        garbage.push((1_000 + n as u64, "239.1.1.1:30001", vec![n; n as usize]));
+    }
+    garbage.push((2_000, "239.1.1.1:30001", quote(1, 2_000)));
+    let cap = small_capture(dir.path(), &garbage);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    let s: serde_json::Value = serde_json::from_str(&run.summary.unwrap()).unwrap();
+    assert_eq!(s["feeds"]["lp1"]["packets"], 65);
+    assert_eq!(s["feeds"]["lp1"]["rejected"], 64);
+    assert_eq!(s["feeds"]["lp1"]["messages"], 1);
+}
+
+/// Runs a replay that must fail before doing anything, with one stderr line.
+fn fails_with(capture: &Path, config: &Path, checks: Option<&Path>, needle: &str) {
+    let run = replay(capture, config, checks);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
+    assert!(
+        run.stderr.contains(needle),
+        "{needle:?} not in {}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn unreadable_inputs_fail_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cap = capture_of("scenario-eth-us");
+    let cfg = write(d, "c.toml", SMALL_CONFIG);
+    let checks = write(d, "k.csv", "time_ns,feed,symbol\n1,lp1,EURUSD\n");
+
+    fails_with(&d.join("missing.pcap"), &cfg, Some(&checks), "missing.pcap");
+    fails_with(
+        &write(d, "garbage.pcap", "hello world, not a capture"),
+        &cfg,
+        Some(&checks),
+        "not a pcap",
+    );
+    fails_with(
+        &write(d, "empty.pcap", ""),
+        &cfg,
+        Some(&checks),
+        "empty.pcap",
+    );
+    fails_with(&cap, &d.join("missing.toml"), Some(&checks), "missing.toml");
+    fails_with(&cap, &cfg, Some(&d.join("missing.csv")), "missing.csv");
+    fails_with(
+        &cap,
+        &cfg,
+        Some(&write(d, "bad.csv", "when,feed,symbol\n")),
+        "header",
+    );
+    fails_with(
+        &cap,
+        &cfg,
+        Some(&write(d, "bad2.csv", "time_ns,feed,symbol\nsoon,lp1,X\n")),
+        "line 2",
+    );
+
+    let unknown_key = write(
+        d,
+        "u.toml",
+        &SMALL_CONFIG.replace("kind", "colour = \"red\"\nkind"),
+    );
+    fails_with(&cap, &unknown_key, Some(&checks), "colour");
+    let zero = write(
+        d,
+        "z.toml",
+        &SMALL_CONFIG.replace("stale_threshold_ms = 500", "stale_threshold_ms = 0"),
+    );
+    fails_with(&cap, &zero, Some(&checks), "stale_threshold_ms");
+    let dup = write(d, "d.toml", &format!("{SMALL_CONFIG}{SMALL_CONFIG}"));
+    fails_with(&cap, &dup, Some(&checks), "duplicate feed name");
+    let shared = write(
+        d,
+        "s.toml",
+        &format!(
+            "{SMALL_CONFIG}{}",
+            SMALL_CONFIG
+                .replace("lp1", "lp2")
+                .replace("239.1.1.1:30001", "239.9.9.9:1")
+        ),
+    );
+    fails_with(&cap, &shared, Some(&checks), "239.1.1.2:30002");
+    // The configuration is judged before the capture is opened.
+    fails_with(
+        &d.join("missing.pcap"),
+        &zero,
+        Some(&checks),
+        "stale_threshold_ms",
+    );
+}
+
+#[test]
+fn header_only_capture_answers_no_quote() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = small_capture(dir.path(), &[]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let checks = write(dir.path(), "k.csv", "time_ns,feed,symbol\n5,lp1,EURUSD\n");
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, "{\"time_ns\":5,\"feed\":\"lp1\",\"symbol\":\"EURUSD\",\"ok\":false,\"reasons\":[\"no_quote\"]}\n");
+}
+
+#[test]
+fn usage_errors_exit_non_zero() {
+    tickguard().assert().failure();
+    tickguard().args(["replay", "x.pcap"]).assert().failure();
+    tickguard().args(["frobnicate"]).assert().failure();
+    tickguard().arg("--help").assert().success();
+}
