@@ -17,6 +17,8 @@ pub struct Cli {
 pub enum Command {
     /// Replay a packet capture and answer checks as the live handler would have.
     Replay(ReplayArgs),
+    /// Publish a simulated SQF feed (to loopback by default).
+    Simulate(SimulateArgs),
 }
 
 /// `tickguard replay`.
@@ -36,4 +38,84 @@ pub struct ReplayArgs {
     /// Never show a progress bar (it is shown only when stderr is a terminal).
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// `tickguard simulate`: a provider publishing SQF.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
+    #[arg(long, default_value = "239.1.1.1:30001")]
+    pub line_a: std::net::SocketAddrV4,
+    /// Destination of line B; omit for a single-line feed.
+    #[arg(long)]
+    pub line_b: Option<std::net::SocketAddrV4>,
+    /// Number of symbols (named SYM00000, SYM00001, ... unless --symbols is given).
+    #[arg(long, default_value_t = 8)]
+    pub symbols: usize,
+    /// Explicit symbol names, comma separated (overrides --symbols).
+    #[arg(long, value_delimiter = ',')]
+    pub names: Vec<String>,
+    /// Quotes per second over all symbols.
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Most quotes packed into one datagram.
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Feed kind: snapshots are sent at start (and periodically) for delta feeds.
+    #[arg(long, value_enum, default_value_t = SimKind::Full)]
+    pub kind: SimKind,
+    /// Percent of datagrams dropped on line A.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_a: f64,
+    /// Percent of datagrams dropped on line B.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_b: f64,
+    /// Percent of datagrams sent twice on a line.
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
+    /// Percent of datagrams held back and sent after the next one.
+    #[arg(long, default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Percent of quotes with an invalid price (crossed, zero or NaN).
+    #[arg(long, default_value_t = 0.0)]
+    pub invalid: f64,
+    /// Heartbeat interval per symbol, ms (0: none).
+    #[arg(long, default_value_t = 250)]
+    pub heartbeat_ms: u64,
+    /// Snapshot interval per symbol, ms (0: only at start for delta feeds).
+    #[arg(long, default_value_t = 0)]
+    pub snapshot_ms: u64,
+    /// Every this many seconds, stop sending entirely for --pause-ms (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub pause_every_s: u64,
+    /// Length of each pause, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub pause_ms: u64,
+    /// After this many seconds, reset the provider: sequences restart at 1 after a snapshot at 0 (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub reset_after_s: u64,
+    /// Provider clock minus local clock, ms (a skewed provider clock).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub clock_skew_ms: i64,
+    /// Stop after this many seconds (0: run until interrupted).
+    #[arg(long, default_value_t = 0.0)]
+    pub duration_s: f64,
+    /// Stop after this many quotes (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Seed of the random choices (loss, prices, ...).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print what was sent (per line: datagrams, dropped, duplicated; quotes, ...) as JSON at the end.
+    #[arg(long)]
+    pub report: bool,
+}
+
+/// Feed kind for the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimKind {
+    /// Full quotes.
+    Full,
+    /// Delta quotes, repaired by snapshots.
+    Delta,
 }

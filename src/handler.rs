@@ -78,8 +78,14 @@ impl Handler {
     /// A handler whose clock-offset queues hold at most `offset_queue`
     /// entries each: with a finite cap it never allocates after this call.
     pub fn with_offset_queue(config: &Config, offset_queue: usize) -> Handler {
+        Handler::with_table(config, StateTable::new(config.capacity), offset_queue)
+    }
+
+    /// A handler over a given table (e.g. one in shared memory), with
+    /// clock-offset queues of at most `offset_queue` entries.
+    pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
         Handler {
-            table: StateTable::new(config.capacity),
+            table,
             feeds: config
                 .feeds
                 .iter()
@@ -126,6 +132,9 @@ impl Handler {
             }
         };
         f.clock.on_packet(t, packet.send_time());
+        if let Some(p) = self.table.publication() {
+            p.publish_offset(feed, f.clock.offset());
+        }
         f.counters.messages += packet.message_count() as u64;
         // In batches: first start loading every message's index bucket, then
         // look the slots up and start loading them, then apply. The memory

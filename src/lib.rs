@@ -44,13 +44,18 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub use reader::{Handle, Health, Reader, Verdict};
+
 pub mod capture;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod handler;
+pub mod reader;
 pub mod replay;
 pub mod rules;
+pub mod shm;
+pub mod simulate;
 pub mod state;
 pub mod symbol;
 pub mod verdict;

@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Replay(args) => run_replay(args),
+        Command::Simulate(args) => tickguard::simulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ mod prefetch;
 pub mod slot;
 
 use crate::rules::SymbolState;
+use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use index::Index;
@@ -29,27 +30,66 @@ impl Probe {
     pub const NONE: Probe = Probe(0);
 }
 
+/// Where the slots live.
+#[derive(Clone)]
+enum Store {
+    /// On this process's heap (replay, tests, embedding).
+    Heap(Arc<[Slot]>),
+    /// In a shared-memory publication other processes read.
+    Shared(Arc<Publication>),
+}
+
+impl Store {
+    #[inline]
+    fn slots(&self) -> &[Slot] {
+        match self {
+            Store::Heap(s) => s,
+            Store::Shared(p) => p.views().slots(),
+        }
+    }
+}
+
 /// The table as its single writer sees it.
 pub struct StateTable {
-    slots: Arc<[Slot]>,
+    store: Store,
     index: Index,
     len: usize,
 }
 
 impl StateTable {
-    /// A table of `capacity` slots (at least 1), all allocated now.
+    /// A table of `capacity` slots (at least 1) on the heap, all allocated now.
     pub fn new(capacity: usize) -> StateTable {
         let capacity = capacity.clamp(1, u32::MAX as usize);
         StateTable {
-            slots: (0..capacity).map(|_| Slot::default()).collect(),
+            store: Store::Heap((0..capacity).map(|_| Slot::default()).collect()),
             index: Index::new(capacity),
             len: 0,
         }
     }
 
+    /// A table whose slots are those of a shared-memory publication; every
+    /// new slot is also entered in its directory.
+    pub fn shared(publication: Arc<Publication>) -> StateTable {
+        let capacity = publication.views().slots().len();
+        StateTable {
+            store: Store::Shared(publication),
+            index: Index::new(capacity),
+            len: 0,
+        }
+    }
+
+    /// The publication the slots live in, if shared.
+    #[inline]
+    pub fn publication(&self) -> Option<&Publication> {
+        match &self.store {
+            Store::Heap(_) => None,
+            Store::Shared(p) => Some(p),
+        }
+    }
+
     /// Number of slots.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.store.slots().len()
     }
 
     /// Occupied slots.
@@ -83,7 +123,7 @@ impl StateTable {
     #[inline]
     pub fn find_from(&self, probe: Probe, feed: u16, symbol: Symbol) -> Option<SlotId> {
         let id = self.index.get_from(probe.0, feed, symbol)?;
-        if let Some(s) = self.slots.get(id as usize) {
+        if let Some(s) = self.store.slots().get(id as usize) {
             prefetch::prefetch(s);
         }
         Some(id)
@@ -92,12 +132,13 @@ impl StateTable {
     /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
     /// `None` when the table is full. The caller has checked [`find`](Self::find).
     pub fn insert(&mut self, feed: u16, symbol: Symbol, thresholds: Thresholds) -> Option<SlotId> {
-        if self.len == self.slots.len() {
-            return None;
-        }
+        let slot = self.store.slots().get(self.len)?;
         let id = self.len as SlotId;
-        self.slots[self.len].init(feed, symbol, thresholds);
+        slot.init(feed, symbol, thresholds);
         self.index.insert(feed, symbol, id);
+        if let Store::Shared(p) = &self.store {
+            p.publish_entry(self.len, feed, symbol.key(), id);
+        }
         self.len += 1;
         Some(id)
     }
@@ -105,44 +146,44 @@ impl StateTable {
     /// The writer's copy of a slot's state.
     #[inline]
     pub fn state(&self, id: SlotId) -> SymbolState {
-        self.slots[id as usize].own_state()
+        self.store.slots()[id as usize].own_state()
     }
 
     /// The writer's copy of a whole slot (identity and thresholds too).
     pub fn record(&self, id: SlotId) -> Record {
-        self.slots[id as usize].load_own()
+        self.store.slots()[id as usize].load_own()
     }
 
     /// Publishes a slot's new state to readers.
     #[inline]
     pub fn publish(&self, id: SlotId, feed: u16, state: &SymbolState) {
-        self.slots[id as usize].publish(feed, state);
+        self.store.slots()[id as usize].publish(feed, state);
     }
 
     /// A reader handle sharing the slots.
     pub fn reader(&self) -> TableReader {
         TableReader {
-            slots: self.slots.clone(),
+            store: self.store.clone(),
         }
     }
 
     /// Consistent copies of the occupied slots, in slot order.
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
-        self.slots[..self.len].iter().map(|s| s.read().0)
+        self.store.slots()[..self.len].iter().map(|s| s.read().0)
     }
 }
 
 /// Read access to the slots, from any thread.
 #[derive(Clone)]
 pub struct TableReader {
-    slots: Arc<[Slot]>,
+    store: Store,
 }
 
 impl TableReader {
     /// A consistent copy of slot `id`, or `None` past the capacity.
     #[inline]
     pub fn read(&self, id: SlotId) -> Option<Record> {
-        self.slots.get(id as usize).map(|s| s.read().0)
+        self.store.slots().get(id as usize).map(|s| s.read().0)
     }
 }
 

@@ -1,0 +1,408 @@
+//! Reading the shared-memory publication from another process: open once,
+//! look a symbol up once into a [`Handle`], then [`Reader::check`] it as
+//! often as needed — no system call, no lock, no allocation per check.
+//!
+//! A dead sidecar must never read as `ok`: a missing or unready file, a
+//! writer whose heartbeat is older than the bound, a writer that closed the
+//! publication, or one replaced by another process all answer `stale`, and
+//! [`Verdict::health`] says which.
+
+#![allow(unsafe_code)]
+
+use crate::rules::FeedKind;
+use crate::shm::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
+use crate::state::slot::Record;
+use crate::symbol::Symbol;
+use crate::verdict::{evaluate, Reasons};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// Default bound on the writer heartbeat's age before the writer counts as dead, ns.
+pub const DEFAULT_DEAD_AFTER_NS: u64 = 100_000_000;
+
+/// Why answers are (or are not) to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// The writer is alive.
+    Ok,
+    /// No publication at the path (or it could not be opened).
+    Missing(String),
+    /// A file that is not a publication of this layout, or not ready yet.
+    BadLayout(String),
+    /// The writer's heartbeat is older than the bound.
+    WriterDead {
+        /// Heartbeat age at the check, ns.
+        age_ns: u64,
+    },
+    /// The writer shut down and closed the publication.
+    WriterClosed,
+    /// Another writer process replaced the one this reader opened.
+    WriterRestarted,
+}
+
+impl Health {
+    /// True when answers can be trusted.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Health::Ok)
+    }
+}
+
+impl std::fmt::Display for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Health::Ok => f.write_str("writer alive"),
+            Health::Missing(e) => write!(f, "no publication: {e}"),
+            Health::BadLayout(e) => write!(f, "unusable publication: {e}"),
+            Health::WriterDead { age_ns } => write!(f, "writer dead: heartbeat {} ms old", age_ns / 1_000_000),
+            Health::WriterClosed => f.write_str("writer closed the publication"),
+            Health::WriterRestarted => f.write_str("writer restarted: reopen"),
+        }
+    }
+}
+
+/// The answer to a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Reasons to reject; empty means ok. Always `stale` when `health` is not ok.
+    pub reasons: Reasons,
+    /// Whether the writer could be trusted.
+    pub health: Health,
+    /// The slot's change counter at the read (even; grows on every change).
+    /// Re-check that it is unchanged just before sending to be sure nothing
+    /// moved in between.
+    pub version: u64,
+}
+
+impl Verdict {
+    fn dead(health: Health) -> Verdict {
+        Verdict {
+            reasons: Reasons::STALE,
+            health,
+            version: 0,
+        }
+    }
+
+    /// True when the order may go.
+    pub fn is_ok(&self) -> bool {
+        self.reasons.is_ok() && self.health.is_ok()
+    }
+}
+
+/// A looked-up (feed, symbol): a slot number and what it must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handle {
+    feed: u16,
+    slot: u32,
+    symbol: Symbol,
+}
+
+impl Handle {
+    /// The feed's id.
+    pub fn feed(&self) -> u16 {
+        self.feed
+    }
+    /// The symbol.
+    pub fn symbol(&self) -> Symbol {
+        self.symbol
+    }
+}
+
+/// One feed as the publication describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedInfo {
+    /// Name from the configuration.
+    pub name: String,
+    /// Full or delta.
+    pub kind: FeedKind,
+}
+
+struct Mapped {
+    // Field order: `views` points into `_map` and is dropped first.
+    views: Views,
+    _map: memmap2::Mmap,
+    pid: u64,
+    start_time_ns: u64,
+    feeds: Vec<FeedInfo>,
+    dev_ino: (u64, u64),
+}
+
+/// A read-only view of a running sidecar's state.
+pub struct Reader {
+    path: PathBuf,
+    dead_after_ns: u64,
+    mapped: Result<Mapped, Health>,
+}
+
+/// The local clock for checks: ns since the Unix epoch (CLOCK_REALTIME,
+/// read through the vDSO, no system call).
+#[inline]
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn map(path: &Path) -> Result<Mapped, Health> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path).map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let meta = file.metadata().map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let len = meta.len() as usize;
+    if len < 4096 {
+        return Err(Health::BadLayout(format!("{}: {len} bytes is too short", path.display())));
+    }
+    // SAFETY: mapped read-only; the writer never truncates the file while it
+    // runs (it creates a new file to restart). Everything read through it is
+    // an atomic, valid for any bit pattern.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    // SAFETY: page-aligned mapping of `len` >= 4096 bytes; only the header
+    // (128 bytes) is read until the shape is checked against `len`.
+    let probe = unsafe { Views::new(map.as_ptr(), Shape::new(0, 0).unwrap_or(NO_SHAPE)) };
+    let h = probe.header();
+    if h.magic.load(Ordering::Relaxed) != MAGIC {
+        return Err(Health::BadLayout(format!("{}: not a tickguard publication", path.display())));
+    }
+    // Acquire: pairs with the writer's Release store of the version, so the
+    // header fields read below are the ones it wrote.
+    let version = h.version.load(Ordering::Acquire);
+    if version != LAYOUT_VERSION {
+        return Err(Health::BadLayout(format!(
+            "{}: layout version {version}, this reader knows {LAYOUT_VERSION} (0: not ready)",
+            path.display()
+        )));
+    }
+    let feeds = h.feed_count.load(Ordering::Relaxed) as usize;
+    let capacity = h.capacity.load(Ordering::Relaxed) as usize;
+    let shape = Shape::new(feeds, capacity).filter(|s| {
+        s.file_len <= len
+            && s.file_len as u64 == h.file_len.load(Ordering::Relaxed)
+            && s.feeds_offset as u64 == h.feeds_offset.load(Ordering::Relaxed)
+            && s.directory_offset as u64 == h.directory_offset.load(Ordering::Relaxed)
+            && s.slots_offset as u64 == h.slots_offset.load(Ordering::Relaxed)
+    });
+    let Some(shape) = shape else {
+        return Err(Health::BadLayout(format!("{}: inconsistent header", path.display())));
+    };
+    // SAFETY: the shape was checked to fit within the mapping.
+    let views = unsafe { Views::new(map.as_ptr(), shape) };
+    let infos = views
+        .feeds()
+        .iter()
+        .map(|b| FeedInfo {
+            name: shm::feed_name(b),
+            kind: if b.kind.load(Ordering::Relaxed) == 1 { FeedKind::Delta } else { FeedKind::Full },
+        })
+        .collect();
+    let h = views.header();
+    Ok(Mapped {
+        pid: h.writer_pid.load(Ordering::Relaxed),
+        start_time_ns: h.start_time_ns.load(Ordering::Relaxed),
+        feeds: infos,
+        dev_ino: (meta.dev(), meta.ino()),
+        views,
+        _map: map,
+    })
+}
+
+const NO_SHAPE: Shape = Shape {
+    feeds: 0,
+    capacity: 0,
+    feeds_offset: 128,
+    directory_offset: 128,
+    slots_offset: 4096,
+    file_len: 4096,
+};
+
+impl Reader {
+    /// Opens the publication at `path` with the default dead-writer bound.
+    /// Never fails: a missing or unusable file gives a reader that answers
+    /// `stale` and says why in [`Reader::health`]; [`Reader::refresh`] tries again.
+    pub fn open(path: impl AsRef<Path>) -> Reader {
+        Reader::open_with(path, DEFAULT_DEAD_AFTER_NS)
+    }
+
+    /// Opens with a bound (ns) on the writer heartbeat's age.
+    pub fn open_with(path: impl AsRef<Path>, dead_after_ns: u64) -> Reader {
+        let path = path.as_ref().to_path_buf();
+        let mapped = map(&path);
+        Reader {
+            path,
+            dead_after_ns,
+            mapped,
+        }
+    }
+
+    /// Re-opens the file if it is a different one than mapped (a restarted
+    /// writer) or was not usable. Makes system calls: call it when a check's
+    /// health is not ok, not before every check. Returns true if it re-mapped.
+    pub fn refresh(&mut self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let current = std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()));
+        let same = match (&self.mapped, current) {
+            (Ok(m), Some(id)) => m.dev_ino == id,
+            _ => false,
+        };
+        if same {
+            return false;
+        }
+        self.mapped = map(&self.path);
+        true
+    }
+
+    /// The writer's health at local time `now` (ns since the Unix epoch).
+    pub fn health(&self, now: u64) -> Health {
+        match &self.mapped {
+            Err(h) => h.clone(),
+            Ok(m) => writer_health(m, now, self.dead_after_ns),
+        }
+    }
+
+    /// The feeds the publication serves, by id.
+    pub fn feeds(&self) -> &[FeedInfo] {
+        match &self.mapped {
+            Ok(m) => &m.feeds,
+            Err(_) => &[],
+        }
+    }
+
+    /// Finds (feed, symbol). `None` if the feed is unknown, the symbol is
+    /// not valid, or the writer has not seen the symbol yet (look it up again
+    /// later). Scans the directory: do it once, not per check.
+    pub fn lookup(&self, feed: &str, symbol: &str) -> Option<Handle> {
+        let m = self.mapped.as_ref().ok()?;
+        let feed = m.feeds.iter().position(|f| f.name == feed)? as u16;
+        let symbol = Symbol::parse(symbol)?;
+        let dir = m.views.directory();
+        // Acquire: pairs with the writer's Release store of directory_len,
+        // so the entries below it are complete.
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        dir[..n].iter().find_map(|e| {
+            let key = e.symbol.load(Ordering::Relaxed);
+            let fs = e.feed_slot.load(Ordering::Relaxed);
+            (key == symbol.key() && (fs >> 32) as u16 == feed).then_some(Handle {
+                feed,
+                slot: fs as u32,
+                symbol,
+            })
+        })
+    }
+
+    /// The verdict for a looked-up symbol at local time `now` (ns since the
+    /// Unix epoch, CLOCK_REALTIME: see [`now_ns`]).
+    #[inline]
+    pub fn check(&self, handle: &Handle, now: u64) -> Verdict {
+        self.check_counting(handle, now).0
+    }
+
+    /// As [`check`](Self::check), also returning how many times a read had to
+    /// be retried because the writer was updating the slot.
+    #[inline]
+    pub fn check_counting(&self, handle: &Handle, now: u64) -> (Verdict, u32) {
+        let m = match &self.mapped {
+            Ok(m) => m,
+            Err(h) => return (Verdict::dead(h.clone()), 0),
+        };
+        let health = writer_health(m, now, self.dead_after_ns);
+        if !health.is_ok() {
+            return (Verdict::dead(health), 0);
+        }
+        let (Some(slot), Some(block)) = (
+            m.views.slots().get(handle.slot as usize),
+            m.views.feeds().get(handle.feed as usize),
+        ) else {
+            return (Verdict::dead(Health::BadLayout("handle from another publication".into())), 0);
+        };
+        let (record, mut retries): (Record, u32) = slot.read();
+        let offset = loop {
+            if let Some(o) = shm::read_offset(block) {
+                break o;
+            }
+            retries += 1;
+            std::hint::spin_loop();
+        };
+        let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
+            Reasons::NO_QUOTE
+        } else {
+            evaluate(Some(&record.state), record.thresholds, offset, now)
+        };
+        (
+            Verdict {
+                reasons,
+                health,
+                version: record.version,
+            },
+            retries,
+        )
+    }
+
+    /// Looks up and checks in one call: `no_quote` for a symbol the writer
+    /// has not seen, `stale` when the writer is not healthy.
+    pub fn check_symbol(&self, feed: &str, symbol: &str, now: u64) -> Verdict {
+        let health = self.health(now);
+        if !health.is_ok() {
+            return Verdict::dead(health);
+        }
+        match self.lookup(feed, symbol) {
+            Some(h) => self.check(&h, now),
+            None => Verdict {
+                reasons: Reasons::NO_QUOTE,
+                health,
+                version: 0,
+            },
+        }
+    }
+
+    /// Every published (feed id, symbol) with a consistent copy of its slot.
+    pub fn records(&self) -> Vec<Record> {
+        let Ok(m) = &self.mapped else { return Vec::new() };
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(m.views.slots().len());
+        m.views.slots()[..n].iter().map(|s| s.read().0).collect()
+    }
+
+    /// A feed's clock offset (local − provider), ns.
+    pub fn offset(&self, feed: u16) -> Option<i128> {
+        let m = self.mapped.as_ref().ok()?;
+        let b = m.views.feeds().get(feed as usize)?;
+        loop {
+            if let Some(o) = shm::read_offset(b) {
+                return Some(o);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// A feed's counter (ids in [`crate::shm::counter`]).
+    pub fn counter(&self, feed: u16, id: usize) -> Option<u64> {
+        let m = self.mapped.as_ref().ok()?;
+        Some(m.views.feeds().get(feed as usize)?.counters.get(id)?.load(Ordering::Relaxed))
+    }
+
+    /// The writer's pid, if mapped.
+    pub fn writer_pid(&self) -> Option<u64> {
+        self.mapped.as_ref().ok().map(|m| m.pid)
+    }
+
+    /// The writer's last heartbeat (ns since the Unix epoch), if mapped.
+    pub fn heartbeat_ns(&self) -> Option<u64> {
+        let m = self.mapped.as_ref().ok()?;
+        Some(m.views.header().heartbeat_ns.load(Ordering::Relaxed))
+    }
+}
+
+#[inline]
+fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
+    let h = m.views.header();
+    // Acquire: pairs with the Release store of `state` on close.
+    if h.state.load(Ordering::Acquire) != STATE_RUNNING {
+        return Health::WriterClosed;
+    }
+    if h.writer_pid.load(Ordering::Relaxed) != m.pid || h.start_time_ns.load(Ordering::Relaxed) != m.start_time_ns {
+        return Health::WriterRestarted;
+    }
+    let beat = h.heartbeat_ns.load(Ordering::Relaxed);
+    let age = now.saturating_sub(beat);
+    if age > dead_after_ns {
+        return Health::WriterDead { age_ns: age };
+    }
+    Health::Ok
+}
