@@ -17,8 +17,66 @@ pub struct Cli {
 pub enum Command {
     /// Replay a packet capture and answer checks as the live handler would have.
     Replay(ReplayArgs),
+    /// Run the live sidecar: receive the feeds, publish verdict state in shared memory.
+    Run(RunArgs),
+    /// Ask a running sidecar whether a symbol may be traded now (exit 0 ok, 1 rejected, 2 error).
+    Check(CheckArgs),
     /// Publish a simulated SQF feed (to loopback by default).
     Simulate(SimulateArgs),
+    /// Simulator and sidecar together on loopback, with a live table of every symbol.
+    Demo(DemoArgs),
+}
+
+/// `tickguard run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Configuration file (TOML).
+    #[arg(long, default_value = "config.toml")]
+    pub config: PathBuf,
+    /// Also write every datagram applied, in order, to this pcap (a diagnostic tap: file I/O on the receive thread).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+}
+
+/// `tickguard check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Feed name, as configured.
+    pub feed: String,
+    /// Symbol, e.g. EURUSD.
+    pub symbol: String,
+    /// Print the verdict as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Shared-memory file of the sidecar (default: the config's, else /dev/shm/tickguard).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Read the shared-memory path and dead-writer bound from this configuration.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
+    #[arg(long)]
+    pub dead_after_ms: Option<u64>,
+}
+
+/// `tickguard demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Symbols to simulate.
+    #[arg(long, default_value_t = 12)]
+    pub symbols: usize,
+    /// Quotes per second over all symbols.
+    #[arg(long, default_value_t = 400.0)]
+    pub rate: f64,
+    /// Stop after this many seconds (0: until Ctrl-C).
+    #[arg(long, default_value_t = 0.0)]
+    pub duration_s: f64,
+    /// Shared-memory file for the demo's sidecar.
+    #[arg(long, default_value = "/dev/shm/tickguard-demo")]
+    pub shm: PathBuf,
+    /// Seed of the simulator.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
 }
 
 /// `tickguard replay`.

@@ -6,6 +6,19 @@
 //! [state]                            # optional
 //! capacity = 65536                   # slots, one per (feed, symbol)
 //!
+//! [sidecar]                          # optional, the live receiver (`tickguard run`)
+//! shm_path = "/dev/shm/tickguard"    # shared-memory publication, created fresh
+//! shm_mode = "0640"
+//! cpu = 1                            # pin the receiver thread (default: not pinned)
+//! idle = "spin"                      # or "yield", "sleep"
+//! idle_sleep_us = 50                 # with idle = "sleep"
+//! rcvbuf_bytes = 8388608             # SO_RCVBUF requested per line
+//! batch = 64                         # datagrams per recvmmsg
+//! heartbeat_ms = 1                   # writer heartbeat period
+//! dead_after_ms = 100                # readers treat an older heartbeat as a dead writer
+//! offset_queue = 65536               # clock-offset window entries per feed, preallocated
+//! interface = "0.0.0.0"              # interface address for multicast joins
+//!
 //! [[feed]]
 //! name = "lp1"
 //! kind = "full"                      # or "delta"
@@ -14,6 +27,7 @@
 //! source_threshold_ms = 2000
 //! clock_offset = "auto"              # or a signed integer of nanoseconds (default "auto")
 //! offset_window_ms = 60000           # used by "auto" (default 60000)
+//! source = "10.0.0.5"                # optional: source-specific multicast join
 //!
 //! [[feed.symbol]]
 //! name = "XAUUSD"
@@ -38,11 +52,70 @@ const NS_PER_MS: u64 = 1_000_000;
 #[error("{0}")]
 pub struct ConfigError(String);
 
+/// What the receiver does when a poll finds nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Idle {
+    /// Poll again at once: lowest latency, one core at 100%.
+    Spin,
+    /// Yield the CPU to other threads, then poll again.
+    Yield,
+    /// Sleep `idle_sleep_us`: for machines without a spare core.
+    Sleep,
+}
+
+/// The live sidecar's settings (`[sidecar]`, every key optional).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SidecarConfig {
+    /// Shared-memory file, created fresh at start.
+    pub shm_path: std::path::PathBuf,
+    /// Its permission bits.
+    pub shm_mode: u32,
+    /// CPU to pin the receiver thread to.
+    pub cpu: Option<usize>,
+    /// Idle strategy.
+    pub idle: Idle,
+    /// Sleep per idle poll with `Idle::Sleep`, µs.
+    pub idle_sleep_us: u64,
+    /// SO_RCVBUF requested per line socket, bytes.
+    pub rcvbuf_bytes: usize,
+    /// Datagrams per `recvmmsg` call.
+    pub batch: usize,
+    /// Writer heartbeat period, ns.
+    pub heartbeat_ns: u64,
+    /// Heartbeat age past which readers treat the writer as dead, ns.
+    pub dead_after_ns: u64,
+    /// Clock-offset queue entries per feed (preallocated).
+    pub offset_queue: usize,
+    /// Interface address multicast groups are joined on.
+    pub interface: std::net::Ipv4Addr,
+}
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        SidecarConfig {
+            shm_path: "/dev/shm/tickguard".into(),
+            shm_mode: 0o640,
+            cpu: None,
+            idle: Idle::Spin,
+            idle_sleep_us: 50,
+            rcvbuf_bytes: 8 << 20,
+            batch: 64,
+            heartbeat_ns: NS_PER_MS,
+            dead_after_ns: 100 * NS_PER_MS,
+            offset_queue: 65_536,
+            interface: std::net::Ipv4Addr::UNSPECIFIED,
+        }
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// State table slots, one per (feed, symbol).
     pub capacity: usize,
+    /// Live sidecar settings.
+    pub sidecar: SidecarConfig,
     /// Feeds, in file order; a feed's id is its position.
     pub feeds: Vec<FeedConfig>,
 }
@@ -56,6 +129,8 @@ pub struct FeedConfig {
     pub kind: FeedKind,
     /// Line A and, optionally, line B: destination `ip:port` of the datagrams.
     pub lines: Vec<SocketAddrV4>,
+    /// Only accept multicast from this sender (source-specific join).
+    pub source: Option<std::net::Ipv4Addr>,
     /// Thresholds for symbols without an override.
     pub thresholds: Thresholds,
     /// How the clock offset is obtained.
@@ -78,6 +153,7 @@ impl FeedConfig {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     state: Option<RawState>,
+    sidecar: Option<RawSidecar>,
     #[serde(default)]
     feed: Vec<RawFeed>,
 }
@@ -88,10 +164,27 @@ struct RawState {
     capacity: Option<i64>,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSidecar {
+    shm_path: Option<String>,
+    shm_mode: Option<String>,
+    cpu: Option<i64>,
+    idle: Option<Idle>,
+    idle_sleep_us: Option<i64>,
+    rcvbuf_bytes: Option<i64>,
+    batch: Option<i64>,
+    heartbeat_ms: Option<i64>,
+    dead_after_ms: Option<i64>,
+    offset_queue: Option<i64>,
+    interface: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFeed {
     name: String,
+    source: Option<String>,
     kind: FeedKind,
     lines: Vec<String>,
     stale_threshold_ms: i64,
@@ -199,6 +292,7 @@ fn resolve(raw: RawConfig) -> Result<Config, String> {
             ))
         }
     };
+    let sidecar = resolve_sidecar(raw.sidecar.unwrap_or_default())?;
     if raw.feed.is_empty() {
         return Err("no [[feed]] table: at least one feed is needed".into());
     }
@@ -225,7 +319,58 @@ fn resolve(raw: RawConfig) -> Result<Config, String> {
         }
         feeds.push(feed);
     }
-    Ok(Config { capacity, feeds })
+    Ok(Config {
+        capacity,
+        sidecar,
+        feeds,
+    })
+}
+
+fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, String> {
+    let d = SidecarConfig::default();
+    let positive = |key: &str, v: Option<i64>, default: u64| -> Result<u64, String> {
+        match v {
+            None => Ok(default),
+            Some(v) if v > 0 => Ok(v as u64),
+            Some(v) => Err(format!("[sidecar] {key} must be a positive integer, got {v}")),
+        }
+    };
+    let shm_mode = match s.shm_mode {
+        None => d.shm_mode,
+        Some(m) => u32::from_str_radix(&m, 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+            .ok_or_else(|| format!("[sidecar] shm_mode must be octal permission bits like \"0640\", got \"{m}\""))?,
+    };
+    let cpu = match s.cpu {
+        None => None,
+        Some(c) if (0..1024).contains(&c) => Some(c as usize),
+        Some(c) => return Err(format!("[sidecar] cpu must be a CPU number, got {c}")),
+    };
+    let interface = match s.interface {
+        None => d.interface,
+        Some(i) => i
+            .parse()
+            .map_err(|_| format!("[sidecar] interface must be an IPv4 address, got '{i}'"))?,
+    };
+    let shm_path = match s.shm_path {
+        None => d.shm_path,
+        Some(p) if !p.is_empty() => p.into(),
+        Some(_) => return Err("[sidecar] shm_path must not be empty".into()),
+    };
+    Ok(SidecarConfig {
+        shm_path,
+        shm_mode,
+        cpu,
+        idle: s.idle.unwrap_or(d.idle),
+        idle_sleep_us: positive("idle_sleep_us", s.idle_sleep_us, d.idle_sleep_us)?,
+        rcvbuf_bytes: positive("rcvbuf_bytes", s.rcvbuf_bytes, d.rcvbuf_bytes as u64)? as usize,
+        batch: positive("batch", s.batch, d.batch as u64)?.min(1024) as usize,
+        heartbeat_ns: positive("heartbeat_ms", s.heartbeat_ms, 1)?.saturating_mul(NS_PER_MS),
+        dead_after_ns: positive("dead_after_ms", s.dead_after_ms, 100)?.saturating_mul(NS_PER_MS),
+        offset_queue: positive("offset_queue", s.offset_queue, d.offset_queue as u64)? as usize,
+        interface,
+    })
 }
 
 fn resolve_feed(f: RawFeed) -> Result<FeedConfig, String> {
@@ -253,6 +398,13 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, String> {
         }
         lines.push(addr);
     }
+    let source = match &f.source {
+        None => None,
+        Some(s) => Some(
+            s.parse::<std::net::Ipv4Addr>()
+                .map_err(|_| ctx(format!("source: '{s}' is not an IPv4 address")))?,
+        ),
+    };
     let thresholds = Thresholds {
         stale_ns: positive_ms("stale_threshold_ms", f.stale_threshold_ms).map_err(ctx)?,
         source_ns: positive_ms("source_threshold_ms", f.source_threshold_ms).map_err(ctx)?,
@@ -292,6 +444,7 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, String> {
         name,
         kind: f.kind,
         lines,
+        source,
         thresholds,
         offset,
         overrides,

@@ -6,16 +6,23 @@ use clap::Parser;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use tickguard::capture::CaptureReader;
-use tickguard::cli::{Cli, Command, ReplayArgs};
+use tickguard::cli::{CheckArgs, Cli, Command, ReplayArgs, RunArgs};
 use tickguard::config::Config;
 use tickguard::replay::{answer_json, load_checks, replay};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let default_log = match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
+    init_logging(default_log);
     let result = match cli.command {
         Command::Replay(args) => run_replay(args),
+        Command::Run(args) => run_sidecar(args),
+        Command::Check(args) => return check(args),
         Command::Simulate(args) => tickguard::simulate::run(&args),
+        Command::Demo(args) => tickguard::demo::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -29,9 +36,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -102,4 +109,73 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+fn run_sidecar(args: RunArgs) -> Result<()> {
+    let config = Config::load(&args.config)?;
+    let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config)?;
+    if let Some(path) = &args.record {
+        sidecar.record(path)?;
+    }
+    let stats = sidecar.run(shutdown);
+    tracing::info!(
+        cycles = stats.cycles,
+        datagrams = stats.datagrams,
+        worst_cycle_us = stats.worst_cycle_ns / 1000,
+        "run ended"
+    );
+    Ok(())
+}
+
+/// `check`: exit 0 when ok, 1 when rejected (a dead or missing sidecar is
+/// rejected as stale), 2 on an error in the question itself.
+fn check(args: CheckArgs) -> ExitCode {
+    match check_inner(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("tickguard: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn check_inner(args: &CheckArgs) -> Result<bool> {
+    let (mut shm, mut dead_after_ms) = (None, 100);
+    if let Some(path) = &args.config {
+        let config = Config::load(path)?;
+        shm = Some(config.sidecar.shm_path.clone());
+        dead_after_ms = config.sidecar.dead_after_ns / 1_000_000;
+    }
+    let shm = args.shm.clone().or(shm).unwrap_or_else(|| "/dev/shm/tickguard".into());
+    let dead_after_ms = args.dead_after_ms.unwrap_or(dead_after_ms);
+    if tickguard::symbol::Symbol::parse(&args.symbol).is_none() {
+        anyhow::bail!("'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)", args.symbol);
+    }
+    let reader = tickguard::Reader::open_with(&shm, dead_after_ms.saturating_mul(1_000_000));
+    let now = tickguard::reader::now_ns();
+    if reader.health(now).is_ok() && !reader.feeds().iter().any(|f| f.name == args.feed) {
+        let known: Vec<_> = reader.feeds().iter().map(|f| f.name.as_str()).collect();
+        anyhow::bail!("no feed '{}' in {} (feeds: {})", args.feed, shm.display(), known.join(", "));
+    }
+    let v = reader.check_symbol(&args.feed, &args.symbol, now);
+    let reasons: Vec<&str> = v.reasons.names().collect();
+    if args.json {
+        let line = serde_json::json!({
+            "time_ns": now,
+            "feed": args.feed,
+            "symbol": args.symbol,
+            "ok": v.is_ok(),
+            "reasons": reasons,
+            "health": v.health.to_string(),
+            "version": v.version,
+        });
+        println!("{line}");
+    } else if v.is_ok() {
+        println!("{} {}: ok", args.feed, args.symbol);
+    } else {
+        println!("{} {}: rejected: {} ({})", args.feed, args.symbol, reasons.join(", "), v.health);
+    }
+    Ok(v.is_ok())
 }

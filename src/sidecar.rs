@@ -1,0 +1,337 @@
+//! The live sidecar: one receiver thread polling every line socket,
+//! applying datagrams through the [`Handler`] into the shared-memory
+//! publication, and keeping the writer heartbeat fresh.
+//!
+//! It is a duty cycle: read the clock once, drain each socket with one
+//! `recvmmsg`, apply, then (every heartbeat period) refresh the heartbeat and
+//! publish counters; when a cycle found nothing, idle as configured. The
+//! clock read is the arrival time only of datagrams the kernel did not
+//! timestamp; normally the kernel's receive timestamp is used. Nothing in
+//! the cycle allocates, locks or logs.
+
+use crate::capture::link::Link;
+use crate::capture::write::{CaptureWriter, Format};
+use crate::config::{Config, Idle};
+use crate::handler::Handler;
+use crate::reader::now_ns;
+use crate::shm::{counter, Publication};
+use crate::state::StateTable;
+use crate::symbol::Symbol;
+use crate::sys::udp::{Batch, LineSocket};
+use crate::verdict::{evaluate, Reasons};
+use crate::wire::Reject;
+use anyhow::Context;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A symbol's verdict changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerdictChange {
+    /// Feed id (configuration order).
+    pub feed: u16,
+    /// The symbol.
+    pub symbol: Symbol,
+    /// Reasons before.
+    pub old: Reasons,
+    /// Reasons now.
+    pub new: Reasons,
+    /// When the change was seen: ns since the Unix epoch, local clock.
+    pub time_ns: u64,
+}
+
+/// Receiver statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Duty cycles run.
+    pub cycles: u64,
+    /// Cycles that received something.
+    pub busy_cycles: u64,
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// Longest cycle, ns.
+    pub worst_cycle_ns: u64,
+    /// Datagrams larger than the receive buffer (dropped).
+    pub oversized: u64,
+    /// Socket errors other than "nothing to read".
+    pub socket_errors: u64,
+    /// Verdict changes not delivered because the subscriber was behind.
+    pub change_drops: u64,
+}
+
+struct Line {
+    feed: u16,
+    socket: LineSocket,
+    kernel_drops: u64,
+}
+
+/// Writes every datagram the receiver applies, in the order applied, with
+/// its arrival time: a capture that `tickguard replay` turns into the same
+/// state. A diagnostic tap: it writes from the receive thread.
+struct Recorder {
+    writer: CaptureWriter<std::io::BufWriter<std::fs::File>>,
+    errors: u64,
+}
+
+struct Changes {
+    tx: Sender<VerdictChange>,
+    last: Vec<Reasons>,
+    cursor: usize,
+}
+
+/// Slots whose verdict is re-evaluated per cycle for subscribers.
+const SWEEP_PER_CYCLE: usize = 256;
+
+/// The sidecar, set up and ready to run.
+pub struct Sidecar {
+    config: Config,
+    handler: Handler,
+    publication: Arc<Publication>,
+    lines: Vec<Line>,
+    batch: Batch,
+    changes: Option<Changes>,
+    recorder: Option<Recorder>,
+    stats: RunStats,
+    last_beat: u64,
+}
+
+impl Sidecar {
+    /// Creates the publication fresh and opens every line. Fails with a
+    /// message naming the file or line that could not be set up.
+    pub fn start(config: &Config) -> anyhow::Result<Sidecar> {
+        let sc = &config.sidecar;
+        let now = now_ns();
+        let publication = Arc::new(
+            Publication::create(&sc.shm_path, sc.shm_mode, config, now, sc.heartbeat_ns)
+                .with_context(|| format!("shared memory {}", sc.shm_path.display()))?,
+        );
+        let table = StateTable::shared(publication.clone());
+        let handler = Handler::with_table(config, table, sc.offset_queue);
+        let mut lines = Vec::new();
+        for (id, f) in config.feeds.iter().enumerate() {
+            for &addr in &f.lines {
+                let socket = LineSocket::open(addr, f.source, sc.interface, sc.rcvbuf_bytes)
+                    .with_context(|| format!("feed '{}': line {addr}", f.name))?;
+                let i = &socket.info;
+                tracing::info!(
+                    feed = %f.name,
+                    line = %addr,
+                    membership = %i.membership,
+                    rcvbuf_bytes = i.rcvbuf,
+                    rcvbuf_requested = sc.rcvbuf_bytes,
+                    kernel_timestamps = i.timestamps,
+                    kernel_drop_counter = i.drop_counter,
+                    "line open"
+                );
+                if !i.timestamps {
+                    tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
+                }
+                lines.push(Line {
+                    feed: id as u16,
+                    socket,
+                    kernel_drops: 0,
+                });
+            }
+        }
+        tracing::info!(
+            shm = %sc.shm_path.display(),
+            capacity = config.capacity,
+            feeds = config.feeds.len(),
+            idle = ?sc.idle,
+            cpu = ?sc.cpu,
+            batch = sc.batch,
+            heartbeat_ms = sc.heartbeat_ns / 1_000_000,
+            "sidecar ready"
+        );
+        publication.ready();
+        Ok(Sidecar {
+            config: config.clone(),
+            handler,
+            publication,
+            lines,
+            batch: Batch::new(sc.batch),
+            changes: None,
+            recorder: None,
+            stats: RunStats::default(),
+            last_beat: now,
+        })
+    }
+
+    /// Records every applied datagram into a pcap (ns, raw IPv4) at `path`,
+    /// in the order applied. For diagnosis and tests: it does file I/O on
+    /// the receive thread.
+    pub fn record(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
+        let file = std::fs::File::create(path).with_context(|| format!("record {}", path.display()))?;
+        let writer = CaptureWriter::new(std::io::BufWriter::new(file), Format::PcapNanos, Link::RawIp)
+            .with_context(|| format!("record {}", path.display()))?;
+        self.recorder = Some(Recorder { writer, errors: 0 });
+        Ok(())
+    }
+
+    /// Subscribes to verdict changes over a bounded channel of `capacity`.
+    /// A subscriber that falls behind misses changes (counted in
+    /// [`RunStats::change_drops`]); the receiver never waits for it.
+    pub fn subscribe(&mut self, capacity: usize) -> Receiver<VerdictChange> {
+        let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
+        self.changes = Some(Changes {
+            tx,
+            last: vec![Reasons::NO_QUOTE; self.config.capacity],
+            cursor: 0,
+        });
+        rx
+    }
+
+    /// The handler (counters, records).
+    pub fn handler(&self) -> &Handler {
+        &self.handler
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> &RunStats {
+        &self.stats
+    }
+
+    /// Pins the calling thread as configured, then runs duty cycles until
+    /// `shutdown` is set; closes the publication on the way out.
+    pub fn run(&mut self, shutdown: &AtomicBool) -> RunStats {
+        if let Some(cpu) = self.config.sidecar.cpu {
+            match crate::sys::pin_to_cpu(cpu) {
+                Ok(()) => tracing::info!(cpu, "receiver pinned"),
+                Err(e) => tracing::warn!(cpu, error = %e, "could not pin the receiver; running unpinned"),
+            }
+        }
+        let idle = self.config.sidecar.idle;
+        let sleep = std::time::Duration::from_micros(self.config.sidecar.idle_sleep_us);
+        while !shutdown.load(Ordering::Relaxed) {
+            let start = now_ns();
+            let work = self.cycle(start);
+            let took = now_ns().saturating_sub(start);
+            self.stats.worst_cycle_ns = self.stats.worst_cycle_ns.max(took);
+            if work == 0 {
+                match idle {
+                    Idle::Spin => std::hint::spin_loop(),
+                    Idle::Yield => std::thread::yield_now(),
+                    Idle::Sleep => std::thread::sleep(sleep),
+                }
+            }
+        }
+        self.publish_counters();
+        if let Some(r) = self.recorder.take() {
+            if let Err(e) = r.writer.finish().and_then(|mut w| std::io::Write::flush(&mut w)) {
+                tracing::error!(error = %e, "finishing the recording");
+            }
+            if r.errors > 0 {
+                tracing::error!(errors = r.errors, "datagrams not recorded");
+            }
+        }
+        self.publication.close();
+        tracing::info!(datagrams = self.stats.datagrams, "sidecar stopped; publication closed");
+        self.stats.clone()
+    }
+
+    /// One duty cycle at local time `now` (ns since the Unix epoch). Returns
+    /// the datagrams received.
+    pub fn cycle(&mut self, now: u64) -> usize {
+        self.stats.cycles += 1;
+        let mut work = 0;
+        for line in &mut self.lines {
+            let n = match self.batch.recv(&line.socket) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.stats.socket_errors += 1;
+                    0
+                }
+            };
+            for i in 0..n {
+                let Some((payload, meta)) = self.batch.get(i) else { break };
+                if meta.truncated {
+                    self.stats.oversized += 1;
+                    continue;
+                }
+                if let Some(d) = meta.drops {
+                    line.kernel_drops = d as u64;
+                }
+                let t = meta.time_ns.unwrap_or(now);
+                if let Some(r) = &mut self.recorder {
+                    let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+                    if r.writer.write_udp(t, src, line.socket.info.addr, payload).is_err() {
+                        r.errors += 1;
+                    }
+                }
+                let _: Result<(), Reject> = self.handler.on_datagram(line.feed, payload, t);
+            }
+            work += n;
+        }
+        self.stats.datagrams += work as u64;
+        if work > 0 {
+            self.stats.busy_cycles += 1;
+        }
+        if now.saturating_sub(self.last_beat) >= self.config.sidecar.heartbeat_ns {
+            self.publication.heartbeat(now);
+            self.publish_counters();
+            self.last_beat = now;
+        }
+        self.sweep(now);
+        work
+    }
+
+    /// Copies the handler's plain counters into the publication.
+    fn publish_counters(&self) {
+        let p = &self.publication;
+        for (id, f) in self.handler.feeds().iter().enumerate() {
+            let id = id as u16;
+            let c = &f.counters;
+            for (k, v) in [
+                (counter::PACKETS, c.packets),
+                (counter::REJECTED, c.rejected),
+                (counter::MESSAGES, c.messages),
+                (counter::QUOTES, c.quotes),
+                (counter::SNAPSHOTS, c.snapshots),
+                (counter::HEARTBEATS, c.heartbeats),
+                (counter::UNKNOWN, c.unknown),
+                (counter::DUPLICATES, c.duplicates),
+                (counter::TICKS_LOST, c.ticks_lost),
+                (counter::TABLE_FULL, c.table_full),
+            ] {
+                p.set_counter(id, k, v);
+            }
+            for (r, v) in c.rejected_by_reason.iter().enumerate() {
+                p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
+            }
+            let drops: u64 = self.lines.iter().filter(|l| l.feed == id).map(|l| l.kernel_drops).sum();
+            p.set_counter(id, counter::KERNEL_DROPS, drops);
+        }
+    }
+
+    /// Re-evaluates a few slots per cycle and tells the subscriber of changes.
+    fn sweep(&mut self, now: u64) {
+        let Some(ch) = &mut self.changes else { return };
+        let table = self.handler.table();
+        let n = table.len();
+        if n == 0 {
+            return;
+        }
+        for _ in 0..SWEEP_PER_CYCLE.min(n) {
+            let id = ch.cursor % n;
+            ch.cursor = (ch.cursor + 1) % n;
+            let r = table.record(id as u32);
+            let Some(symbol) = r.symbol else { continue };
+            let offset = self.handler.feeds().get(r.feed as usize).map_or(0, |f| f.clock.offset());
+            let new = evaluate(Some(&r.state), r.thresholds, offset, now);
+            let old = ch.last[id];
+            if new != old {
+                ch.last[id] = new;
+                let change = VerdictChange {
+                    feed: r.feed,
+                    symbol,
+                    old,
+                    new,
+                    time_ns: now,
+                };
+                if let Err(TrySendError::Full(_)) = ch.tx.try_send(change) {
+                    self.stats.change_drops += 1;
+                }
+            }
+        }
+    }
+}

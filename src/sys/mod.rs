@@ -1,0 +1,47 @@
+//! Everything Linux-specific: UDP sockets and batch receive, CPU pinning,
+//! signals. The rest of the program never sees a `cfg` or a `libc` call.
+
+#![allow(unsafe_code)]
+
+pub mod udp;
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET
+    // bounds-checks `cpu` against the set's size (it does nothing past it,
+    // which sched_setaffinity then reports as EINVAL).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    SHUTDOWN.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set a flag instead of killing the process, and
+/// returns that flag.
+pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        let previous = unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        if previous == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&SHUTDOWN)
+}
