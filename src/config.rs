@@ -332,7 +332,9 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, String> {
         match v {
             None => Ok(default),
             Some(v) if v > 0 => Ok(v as u64),
-            Some(v) => Err(format!("[sidecar] {key} must be a positive integer, got {v}")),
+            Some(v) => Err(format!(
+                "[sidecar] {key} must be a positive integer, got {v}"
+            )),
         }
     };
     let shm_mode = match s.shm_mode {
@@ -340,7 +342,11 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, String> {
         Some(m) => u32::from_str_radix(&m, 8)
             .ok()
             .filter(|m| *m <= 0o777)
-            .ok_or_else(|| format!("[sidecar] shm_mode must be octal permission bits like \"0640\", got \"{m}\""))?,
+            .ok_or_else(|| {
+                format!(
+                    "[sidecar] shm_mode must be octal permission bits like \"0640\", got \"{m}\""
+                )
+            })?,
     };
     let cpu = match s.cpu {
         None => None,

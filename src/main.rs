@@ -148,16 +148,28 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         shm = Some(config.sidecar.shm_path.clone());
         dead_after_ms = config.sidecar.dead_after_ns / 1_000_000;
     }
-    let shm = args.shm.clone().or(shm).unwrap_or_else(|| "/dev/shm/tickguard".into());
+    let shm = args
+        .shm
+        .clone()
+        .or(shm)
+        .unwrap_or_else(|| "/dev/shm/tickguard".into());
     let dead_after_ms = args.dead_after_ms.unwrap_or(dead_after_ms);
     if tickguard::symbol::Symbol::parse(&args.symbol).is_none() {
-        anyhow::bail!("'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)", args.symbol);
+        anyhow::bail!(
+            "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
+            args.symbol
+        );
     }
     let reader = tickguard::Reader::open_with(&shm, dead_after_ms.saturating_mul(1_000_000));
     let now = tickguard::reader::now_ns();
     if reader.health(now).is_ok() && !reader.feeds().iter().any(|f| f.name == args.feed) {
         let known: Vec<_> = reader.feeds().iter().map(|f| f.name.as_str()).collect();
-        anyhow::bail!("no feed '{}' in {} (feeds: {})", args.feed, shm.display(), known.join(", "));
+        anyhow::bail!(
+            "no feed '{}' in {} (feeds: {})",
+            args.feed,
+            shm.display(),
+            known.join(", ")
+        );
     }
     let v = reader.check_symbol(&args.feed, &args.symbol, now);
     let reasons: Vec<&str> = v.reasons.names().collect();
@@ -175,7 +187,13 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     } else if v.is_ok() {
         println!("{} {}: ok", args.feed, args.symbol);
     } else {
-        println!("{} {}: rejected: {} ({})", args.feed, args.symbol, reasons.join(", "), v.health);
+        println!(
+            "{} {}: rejected: {} ({})",
+            args.feed,
+            args.symbol,
+            reasons.join(", "),
+            v.health
+        );
     }
     Ok(v.is_ok())
 }

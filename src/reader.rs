@@ -53,7 +53,9 @@ impl std::fmt::Display for Health {
             Health::Ok => f.write_str("writer alive"),
             Health::Missing(e) => write!(f, "no publication: {e}"),
             Health::BadLayout(e) => write!(f, "unusable publication: {e}"),
-            Health::WriterDead { age_ns } => write!(f, "writer dead: heartbeat {} ms old", age_ns / 1_000_000),
+            Health::WriterDead { age_ns } => {
+                write!(f, "writer dead: heartbeat {} ms old", age_ns / 1_000_000)
+            }
             Health::WriterClosed => f.write_str("writer closed the publication"),
             Health::WriterRestarted => f.write_str("writer restarted: reopen"),
         }
@@ -145,22 +147,32 @@ pub fn now_ns() -> u64 {
 
 fn map(path: &Path) -> Result<Mapped, Health> {
     use std::os::unix::fs::MetadataExt;
-    let file = std::fs::File::open(path).map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
-    let meta = file.metadata().map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
     let len = meta.len() as usize;
     if len < 4096 {
-        return Err(Health::BadLayout(format!("{}: {len} bytes is too short", path.display())));
+        return Err(Health::BadLayout(format!(
+            "{}: {len} bytes is too short",
+            path.display()
+        )));
     }
     // SAFETY: mapped read-only; the writer never truncates the file while it
     // runs (it creates a new file to restart). Everything read through it is
     // an atomic, valid for any bit pattern.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let map = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
     // SAFETY: page-aligned mapping of `len` >= 4096 bytes; only the header
     // (128 bytes) is read until the shape is checked against `len`.
     let probe = unsafe { Views::new(map.as_ptr(), Shape::new(0, 0).unwrap_or(NO_SHAPE)) };
     let h = probe.header();
     if h.magic.load(Ordering::Relaxed) != MAGIC {
-        return Err(Health::BadLayout(format!("{}: not a tickguard publication", path.display())));
+        return Err(Health::BadLayout(format!(
+            "{}: not a tickguard publication",
+            path.display()
+        )));
     }
     // Acquire: pairs with the writer's Release store of the version, so the
     // header fields read below are the ones it wrote.
@@ -181,7 +193,10 @@ fn map(path: &Path) -> Result<Mapped, Health> {
             && s.slots_offset as u64 == h.slots_offset.load(Ordering::Relaxed)
     });
     let Some(shape) = shape else {
-        return Err(Health::BadLayout(format!("{}: inconsistent header", path.display())));
+        return Err(Health::BadLayout(format!(
+            "{}: inconsistent header",
+            path.display()
+        )));
     };
     // SAFETY: the shape was checked to fit within the mapping.
     let views = unsafe { Views::new(map.as_ptr(), shape) };
@@ -190,7 +205,11 @@ fn map(path: &Path) -> Result<Mapped, Health> {
         .iter()
         .map(|b| FeedInfo {
             name: shm::feed_name(b),
-            kind: if b.kind.load(Ordering::Relaxed) == 1 { FeedKind::Delta } else { FeedKind::Full },
+            kind: if b.kind.load(Ordering::Relaxed) == 1 {
+                FeedKind::Delta
+            } else {
+                FeedKind::Full
+            },
         })
         .collect();
     let h = views.header();
@@ -237,7 +256,9 @@ impl Reader {
     /// health is not ok, not before every check. Returns true if it re-mapped.
     pub fn refresh(&mut self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let current = std::fs::metadata(&self.path).ok().map(|m| (m.dev(), m.ino()));
+        let current = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
         let same = match (&self.mapped, current) {
             (Ok(m), Some(id)) => m.dev_ino == id,
             _ => false,
@@ -310,7 +331,10 @@ impl Reader {
             m.views.slots().get(handle.slot as usize),
             m.views.feeds().get(handle.feed as usize),
         ) else {
-            return (Verdict::dead(Health::BadLayout("handle from another publication".into())), 0);
+            return (
+                Verdict::dead(Health::BadLayout("handle from another publication".into())),
+                0,
+            );
         };
         let (record, mut retries): (Record, u32) = slot.read();
         let offset = loop {
@@ -354,8 +378,11 @@ impl Reader {
 
     /// Every published (feed id, symbol) with a consistent copy of its slot.
     pub fn records(&self) -> Vec<Record> {
-        let Ok(m) = &self.mapped else { return Vec::new() };
-        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(m.views.slots().len());
+        let Ok(m) = &self.mapped else {
+            return Vec::new();
+        };
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize)
+            .min(m.views.slots().len());
         m.views.slots()[..n].iter().map(|s| s.read().0).collect()
     }
 
@@ -374,7 +401,14 @@ impl Reader {
     /// A feed's counter (ids in [`crate::shm::counter`]).
     pub fn counter(&self, feed: u16, id: usize) -> Option<u64> {
         let m = self.mapped.as_ref().ok()?;
-        Some(m.views.feeds().get(feed as usize)?.counters.get(id)?.load(Ordering::Relaxed))
+        Some(
+            m.views
+                .feeds()
+                .get(feed as usize)?
+                .counters
+                .get(id)?
+                .load(Ordering::Relaxed),
+        )
     }
 
     /// The writer's pid, if mapped.
@@ -396,7 +430,9 @@ fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     if h.state.load(Ordering::Acquire) != STATE_RUNNING {
         return Health::WriterClosed;
     }
-    if h.writer_pid.load(Ordering::Relaxed) != m.pid || h.start_time_ns.load(Ordering::Relaxed) != m.start_time_ns {
+    if h.writer_pid.load(Ordering::Relaxed) != m.pid
+        || h.start_time_ns.load(Ordering::Relaxed) != m.start_time_ns
+    {
         return Health::WriterRestarted;
     }
     let beat = h.heartbeat_ns.load(Ordering::Relaxed);

@@ -163,8 +163,14 @@ impl Shape {
     pub fn new(feeds: usize, capacity: usize) -> Option<Shape> {
         let feeds_offset = HEADER_LEN;
         let directory_offset = align(feeds_offset.checked_add(feeds.checked_mul(FEED_LEN)?)?, 128);
-        let slots_offset = align(directory_offset.checked_add(capacity.checked_mul(DIR_LEN)?)?, PAGE);
-        let file_len = align(slots_offset.checked_add(capacity.checked_mul(SLOT_LEN)?)?, PAGE);
+        let slots_offset = align(
+            directory_offset.checked_add(capacity.checked_mul(DIR_LEN)?)?,
+            PAGE,
+        );
+        let file_len = align(
+            slots_offset.checked_add(capacity.checked_mul(SLOT_LEN)?)?,
+            PAGE,
+        );
         Some(Shape {
             feeds,
             capacity,
@@ -232,7 +238,10 @@ impl Views {
         // SAFETY: as for `feeds`; slots_offset is page aligned, so each Slot
         // is 128-byte aligned.
         unsafe {
-            std::slice::from_raw_parts(self.base.add(self.shape.slots_offset) as *const Slot, self.shape.capacity)
+            std::slice::from_raw_parts(
+                self.base.add(self.shape.slots_offset) as *const Slot,
+                self.shape.capacity,
+            )
         }
     }
 }
@@ -247,7 +256,9 @@ pub struct Publication {
 
 impl std::fmt::Debug for Publication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Publication").field("path", &self.path).finish()
+        f.debug_struct("Publication")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -260,15 +271,27 @@ impl Publication {
     /// Creates the file fresh at `path` (an old one is removed first) with
     /// permission bits `mode`, sized for `config`, and fills the header and
     /// feed blocks. Readers see it once [`ready`](Self::ready) is called.
-    pub fn create(path: &Path, mode: u32, config: &Config, now_ns: u64, heartbeat_period_ns: u64) -> io::Result<Publication> {
-        let shape = Shape::new(config.feeds.len(), config.capacity)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows"))?;
+    pub fn create(
+        path: &Path,
+        mode: u32,
+        config: &Config,
+        now_ns: u64,
+        heartbeat_period_ns: u64,
+    ) -> io::Result<Publication> {
+        let shape = Shape::new(config.feeds.len(), config.capacity).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
+        })?;
         match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let file = OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)?;
         // The umask may have narrowed the mode: set it exactly.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.set_len(shape.file_len as u64)?;
@@ -287,15 +310,20 @@ impl Publication {
         // Relaxed throughout: published by the Release store of `version` in `ready`.
         h.magic.store(MAGIC, Ordering::Relaxed);
         h.state.store(STATE_RUNNING, Ordering::Relaxed);
-        h.writer_pid.store(std::process::id() as u64, Ordering::Relaxed);
+        h.writer_pid
+            .store(std::process::id() as u64, Ordering::Relaxed);
         h.start_time_ns.store(now_ns, Ordering::Relaxed);
         h.heartbeat_ns.store(now_ns, Ordering::Relaxed);
-        h.heartbeat_period_ns.store(heartbeat_period_ns, Ordering::Relaxed);
+        h.heartbeat_period_ns
+            .store(heartbeat_period_ns, Ordering::Relaxed);
         h.capacity.store(shape.capacity as u64, Ordering::Relaxed);
         h.feed_count.store(shape.feeds as u64, Ordering::Relaxed);
-        h.feeds_offset.store(shape.feeds_offset as u64, Ordering::Relaxed);
-        h.directory_offset.store(shape.directory_offset as u64, Ordering::Relaxed);
-        h.slots_offset.store(shape.slots_offset as u64, Ordering::Relaxed);
+        h.feeds_offset
+            .store(shape.feeds_offset as u64, Ordering::Relaxed);
+        h.directory_offset
+            .store(shape.directory_offset as u64, Ordering::Relaxed);
+        h.slots_offset
+            .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
         for (block, f) in p.views.feeds().iter().zip(&config.feeds) {
             let mut name = [0u8; 64];
@@ -306,9 +334,15 @@ impl Publication {
                 b.copy_from_slice(chunk);
                 w.store(u64::from_le_bytes(b), Ordering::Relaxed);
             }
-            block.kind.store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
-            block.stale_ns.store(f.thresholds.stale_ns, Ordering::Relaxed);
-            block.source_ns.store(f.thresholds.source_ns, Ordering::Relaxed);
+            block
+                .kind
+                .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
+            block
+                .stale_ns
+                .store(f.thresholds.stale_ns, Ordering::Relaxed);
+            block
+                .source_ns
+                .store(f.thresholds.source_ns, Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
@@ -320,20 +354,29 @@ impl Publication {
     pub fn ready(&self) {
         // Release: everything written in `create` happens-before a reader's
         // Acquire load that sees the version.
-        self.views.header().version.store(LAYOUT_VERSION, Ordering::Release);
+        self.views
+            .header()
+            .version
+            .store(LAYOUT_VERSION, Ordering::Release);
     }
 
     /// The writer is alive at `now_ns` (CLOCK_REALTIME ns).
     #[inline]
     pub fn heartbeat(&self, now_ns: u64) {
         // Relaxed: a timestamp on its own; readers compare it with their clock.
-        self.views.header().heartbeat_ns.store(now_ns, Ordering::Relaxed);
+        self.views
+            .header()
+            .heartbeat_ns
+            .store(now_ns, Ordering::Relaxed);
     }
 
     /// Marks a clean shutdown: readers answer `stale` at once.
     pub fn close(&self) {
         // Release: ordered after every slot update this writer made.
-        self.views.header().state.store(STATE_CLOSED, Ordering::Release);
+        self.views
+            .header()
+            .state
+            .store(STATE_CLOSED, Ordering::Release);
     }
 
     /// The file's path.
@@ -348,18 +391,26 @@ impl Publication {
     /// Appends (feed, symbol) → slot to the directory as entry `index`.
     #[inline]
     pub(crate) fn publish_entry(&self, index: usize, feed: u16, symbol: u64, slot: u32) {
-        let Some(e) = self.views.directory().get(index) else { return };
+        let Some(e) = self.views.directory().get(index) else {
+            return;
+        };
         // Relaxed: published by the Release store of directory_len below.
         e.symbol.store(symbol, Ordering::Relaxed);
-        e.feed_slot.store((feed as u64) << 32 | slot as u64, Ordering::Relaxed);
+        e.feed_slot
+            .store((feed as u64) << 32 | slot as u64, Ordering::Relaxed);
         // Release: pairs with the reader's Acquire load of directory_len.
-        self.views.header().directory_len.store(index as u64 + 1, Ordering::Release);
+        self.views
+            .header()
+            .directory_len
+            .store(index as u64 + 1, Ordering::Release);
     }
 
     /// Publishes a feed's clock offset (seqlock over two words).
     #[inline]
     pub fn publish_offset(&self, feed: u16, offset: i128) {
-        let Some(b) = self.views.feeds().get(feed as usize) else { return };
+        let Some(b) = self.views.feeds().get(feed as usize) else {
+            return;
+        };
         let s = b.offset_stamp.load(Ordering::Relaxed);
         if b.offset_lo.load(Ordering::Relaxed) == offset as u64
             && b.offset_hi.load(Ordering::Relaxed) == ((offset >> 64) as u64)
@@ -379,7 +430,12 @@ impl Publication {
     /// Stores counter `id` of `feed` (relaxed: a statistic).
     #[inline]
     pub fn set_counter(&self, feed: u16, id: usize, value: u64) {
-        if let Some(c) = self.views.feeds().get(feed as usize).and_then(|b| b.counters.get(id)) {
+        if let Some(c) = self
+            .views
+            .feeds()
+            .get(feed as usize)
+            .and_then(|b| b.counters.get(id))
+        {
             c.store(value, Ordering::Relaxed);
         }
     }

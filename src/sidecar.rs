@@ -2,12 +2,18 @@
 //! applying datagrams through the [`Handler`] into the shared-memory
 //! publication, and keeping the writer heartbeat fresh.
 //!
-//! It is a duty cycle: read the clock once, drain each socket with one
-//! `recvmmsg`, apply, then (every heartbeat period) refresh the heartbeat and
-//! publish counters; when a cycle found nothing, idle as configured. The
-//! clock read is the arrival time only of datagrams the kernel did not
-//! timestamp; normally the kernel's receive timestamp is used. Nothing in
-//! the cycle allocates, locks or logs.
+//! It is a duty cycle: read the clock once, take one `recvmmsg` batch from
+//! every socket, apply the datagrams of all lines merged in kernel-timestamp
+//! order, then (every heartbeat period) refresh the heartbeat and publish
+//! counters; when a cycle found nothing, idle as configured.
+//!
+//! The merge is the A/B arbitration: line B's copy of a tick that line A
+//! lost is applied before A's later ticks, as it arrived, so the per-symbol
+//! sequence filter sees no gap. Draining one socket and then the other
+//! would report the ticks in between as lost (and make a delta feed suspect).
+//!
+//! The clock read is the arrival time only of datagrams the kernel did not
+//! timestamp. Nothing in the cycle allocates, locks or logs.
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
@@ -63,6 +69,11 @@ struct Line {
     feed: u16,
     socket: LineSocket,
     kernel_drops: u64,
+    /// This line's receive buffers.
+    batch: Batch,
+    /// Datagrams in `batch` from the last receive, and how many are applied.
+    received: usize,
+    next: usize,
 }
 
 /// Writes every datagram the receiver applies, in the order applied, with
@@ -88,7 +99,6 @@ pub struct Sidecar {
     handler: Handler,
     publication: Arc<Publication>,
     lines: Vec<Line>,
-    batch: Batch,
     changes: Option<Changes>,
     recorder: Option<Recorder>,
     stats: RunStats,
@@ -130,6 +140,9 @@ impl Sidecar {
                     feed: id as u16,
                     socket,
                     kernel_drops: 0,
+                    batch: Batch::new(sc.batch),
+                    received: 0,
+                    next: 0,
                 });
             }
         }
@@ -149,7 +162,6 @@ impl Sidecar {
             handler,
             publication,
             lines,
-            batch: Batch::new(sc.batch),
             changes: None,
             recorder: None,
             stats: RunStats::default(),
@@ -161,9 +173,14 @@ impl Sidecar {
     /// in the order applied. For diagnosis and tests: it does file I/O on
     /// the receive thread.
     pub fn record(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
-        let file = std::fs::File::create(path).with_context(|| format!("record {}", path.display()))?;
-        let writer = CaptureWriter::new(std::io::BufWriter::new(file), Format::PcapNanos, Link::RawIp)
-            .with_context(|| format!("record {}", path.display()))?;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("record {}", path.display()))?;
+        let writer = CaptureWriter::new(
+            std::io::BufWriter::new(file),
+            Format::PcapNanos,
+            Link::RawIp,
+        )
+        .with_context(|| format!("record {}", path.display()))?;
         self.recorder = Some(Recorder { writer, errors: 0 });
         Ok(())
     }
@@ -197,7 +214,9 @@ impl Sidecar {
         if let Some(cpu) = self.config.sidecar.cpu {
             match crate::sys::pin_to_cpu(cpu) {
                 Ok(()) => tracing::info!(cpu, "receiver pinned"),
-                Err(e) => tracing::warn!(cpu, error = %e, "could not pin the receiver; running unpinned"),
+                Err(e) => {
+                    tracing::warn!(cpu, error = %e, "could not pin the receiver; running unpinned")
+                }
             }
         }
         let idle = self.config.sidecar.idle;
@@ -217,7 +236,11 @@ impl Sidecar {
         }
         self.publish_counters();
         if let Some(r) = self.recorder.take() {
-            if let Err(e) = r.writer.finish().and_then(|mut w| std::io::Write::flush(&mut w)) {
+            if let Err(e) = r
+                .writer
+                .finish()
+                .and_then(|mut w| std::io::Write::flush(&mut w))
+            {
                 tracing::error!(error = %e, "finishing the recording");
             }
             if r.errors > 0 {
@@ -225,7 +248,10 @@ impl Sidecar {
             }
         }
         self.publication.close();
-        tracing::info!(datagrams = self.stats.datagrams, "sidecar stopped; publication closed");
+        tracing::info!(
+            datagrams = self.stats.datagrams,
+            "sidecar stopped; publication closed"
+        );
         self.stats.clone()
     }
 
@@ -234,33 +260,63 @@ impl Sidecar {
     pub fn cycle(&mut self, now: u64) -> usize {
         self.stats.cycles += 1;
         let mut work = 0;
+        // Receive on every line whose last batch is applied; a line still
+        // holding datagrams keeps them for this cycle's merge.
+        let mut horizon = u64::MAX;
         for line in &mut self.lines {
-            let n = match self.batch.recv(&line.socket) {
-                Ok(n) => n,
-                Err(_) => {
-                    self.stats.socket_errors += 1;
-                    0
+            if line.next >= line.received {
+                line.received = match line.batch.recv(&line.socket) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        self.stats.socket_errors += 1;
+                        0
+                    }
+                };
+                line.next = 0;
+                work += line.received;
+            }
+            // A full batch may have left later datagrams in the kernel: no
+            // other line may be applied past its last one this cycle.
+            if line.received == line.batch.capacity() {
+                if let Some((_, meta)) = line.batch.get(line.received - 1) {
+                    horizon = horizon.min(meta.time_ns.unwrap_or(now));
                 }
-            };
-            for i in 0..n {
-                let Some((payload, meta)) = self.batch.get(i) else { break };
-                if meta.truncated {
-                    self.stats.oversized += 1;
-                    continue;
-                }
-                if let Some(d) = meta.drops {
-                    line.kernel_drops = d as u64;
-                }
-                let t = meta.time_ns.unwrap_or(now);
-                if let Some(r) = &mut self.recorder {
-                    let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
-                    if r.writer.write_udp(t, src, line.socket.info.addr, payload).is_err() {
-                        r.errors += 1;
+            }
+        }
+        // Apply, earliest kernel timestamp first, up to the horizon.
+        loop {
+            let mut pick: Option<(usize, u64)> = None;
+            for (i, line) in self.lines.iter().enumerate() {
+                if let Some((_, meta)) = line.batch.get(line.next) {
+                    let t = meta.time_ns.unwrap_or(now);
+                    if t <= horizon && pick.is_none_or(|(_, best)| t < best) {
+                        pick = Some((i, t));
                     }
                 }
-                let _: Result<(), Reject> = self.handler.on_datagram(line.feed, payload, t);
             }
-            work += n;
+            let Some((i, t)) = pick else { break };
+            let line = &mut self.lines[i];
+            let Some((payload, meta)) = line.batch.get(line.next) else {
+                break;
+            };
+            line.next += 1;
+            if let Some(d) = meta.drops {
+                line.kernel_drops = d as u64;
+            }
+            if meta.truncated {
+                self.stats.oversized += 1;
+                continue;
+            }
+            if let Some(r) = &mut self.recorder {
+                let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+                if r.writer
+                    .write_udp(t, src, line.socket.info.addr, payload)
+                    .is_err()
+                {
+                    r.errors += 1;
+                }
+            }
+            let _: Result<(), Reject> = self.handler.on_datagram(line.feed, payload, t);
         }
         self.stats.datagrams += work as u64;
         if work > 0 {
@@ -298,7 +354,12 @@ impl Sidecar {
             for (r, v) in c.rejected_by_reason.iter().enumerate() {
                 p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
             }
-            let drops: u64 = self.lines.iter().filter(|l| l.feed == id).map(|l| l.kernel_drops).sum();
+            let drops: u64 = self
+                .lines
+                .iter()
+                .filter(|l| l.feed == id)
+                .map(|l| l.kernel_drops)
+                .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
         }
     }
@@ -316,7 +377,11 @@ impl Sidecar {
             ch.cursor = (ch.cursor + 1) % n;
             let r = table.record(id as u32);
             let Some(symbol) = r.symbol else { continue };
-            let offset = self.handler.feeds().get(r.feed as usize).map_or(0, |f| f.clock.offset());
+            let offset = self
+                .handler
+                .feeds()
+                .get(r.feed as usize)
+                .map_or(0, |f| f.clock.offset());
             let new = evaluate(Some(&r.state), r.thresholds, offset, now);
             let old = ch.last[id];
             if new != old {

@@ -16,7 +16,10 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cpu {cpu} out of range"),
+            ));
         }
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
@@ -38,7 +41,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installs a handler that only stores to an atomic.
-        let previous = unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        let previous = unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
         if previous == libc::SIG_ERR {
             return Err(io::Error::last_os_error());
         }

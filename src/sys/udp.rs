@@ -55,7 +55,12 @@ impl LineSocket {
     /// several feeds share a port; `IP_MULTICAST_ALL` is turned off so the
     /// socket gets only its own group. Options the kernel refuses are
     /// reported in [`LineInfo`], not fatal, except the bind and the join.
-    pub fn open(addr: SocketAddrV4, source: Option<Ipv4Addr>, interface: Ipv4Addr, rcvbuf: usize) -> io::Result<LineSocket> {
+    pub fn open(
+        addr: SocketAddrV4,
+        source: Option<Ipv4Addr>,
+        interface: Ipv4Addr,
+        rcvbuf: usize,
+    ) -> io::Result<LineSocket> {
         let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         socket.set_reuse_address(true)?;
         socket.set_nonblocking(true)?;
@@ -151,7 +156,10 @@ impl Batch {
                 h.msg_iovlen = 1;
                 h.msg_control = cmsgs[i * CMSG_SPACE..].as_mut_ptr().cast();
                 h.msg_controllen = CMSG_SPACE;
-                libc::mmsghdr { msg_hdr: h, msg_len: 0 }
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
             })
             .collect();
         Batch {
@@ -201,6 +209,11 @@ impl Batch {
         Ok(n)
     }
 
+    /// Most datagrams one receive takes.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
     /// Datagram `i` of the last receive and what the kernel said of it.
     #[inline]
     pub fn get(&self, i: usize) -> Option<(&[u8], Meta)> {
@@ -245,11 +258,20 @@ mod tests {
 
     #[test]
     fn batch_receives_with_kernel_timestamps_on_loopback() {
-        let line = LineSocket::open("127.0.0.1:0".parse().unwrap(), None, Ipv4Addr::LOCALHOST, 1 << 20);
+        let line = LineSocket::open(
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+            Ipv4Addr::LOCALHOST,
+            1 << 20,
+        );
         // Port 0: bind picks one; read it back.
         let line = line.unwrap();
         let local = line.socket.local_addr().unwrap().as_socket_ipv4().unwrap();
-        assert!(line.info.timestamps && line.info.drop_counter, "{:?}", line.info);
+        assert!(
+            line.info.timestamps && line.info.drop_counter,
+            "{:?}",
+            line.info
+        );
         assert!(line.info.rcvbuf >= 1 << 20, "{:?}", line.info);
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         for i in 0..5u8 {

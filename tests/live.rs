@@ -1,0 +1,349 @@
+//! The live sidecar over real sockets on loopback: `tickguard run` in a
+//! child process, datagrams from this process, verdicts read by other
+//! processes (`tickguard check`) and by `tickguard::Reader`.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tickguard::reader::now_ns;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+use tickguard::{Health, Reader};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
+}
+
+/// A UDP port free right now on 127.0.0.1.
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Sidecar {
+    child: Child,
+    shm: PathBuf,
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.shm);
+    }
+}
+
+fn config(dir: &Path, shm: &Path, kind: &str, ports: (u16, u16), dead_after_ms: u64) -> PathBuf {
+    let text = format!(
+        r#"
+[state]
+capacity = 1024
+[sidecar]
+shm_path = "{}"
+idle = "sleep"
+idle_sleep_us = 100
+heartbeat_ms = 1
+dead_after_ms = {dead_after_ms}
+[[feed]]
+name = "lp1"
+kind = "{kind}"
+lines = ["127.0.0.1:{}", "127.0.0.1:{}"]
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+clock_offset = 0
+"#,
+        shm.display(),
+        ports.0,
+        ports.1
+    );
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Starts `tickguard run` and waits until its own publication answers.
+fn start(config: &Path, shm: &Path, record: Option<&Path>) -> Sidecar {
+    let mut cmd = Command::new(bin());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(r) = record {
+        cmd.arg("--record").arg(r);
+    }
+    let child = cmd.spawn().unwrap();
+    let s = Sidecar {
+        child,
+        shm: shm.to_path_buf(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = Reader::open(shm);
+        if r.health(now_ns()).is_ok() && r.writer_pid() == Some(s.child.id() as u64) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sidecar did not come up: {}",
+            r.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn check(shm: &Path, symbol: &str) -> (i32, serde_json::Value) {
+    check_with(shm, symbol, &[])
+}
+
+fn check_with(shm: &Path, symbol: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let out = Command::new(bin())
+        .args(["check", "lp1", symbol, "--json", "--shm"])
+        .arg(shm)
+        .args(extra)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn sym(s: &str) -> Symbol {
+    Symbol::parse(s).unwrap()
+}
+
+fn shm_path(name: &str) -> PathBuf {
+    PathBuf::from(format!(
+        "/dev/shm/tickguard-test-{name}-{}",
+        std::process::id()
+    ))
+}
+
+/// Waits until the sidecar has taken `packets` datagrams.
+fn wait_packets(shm: &Path, packets: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = Reader::open(shm)
+            .counter(0, tickguard::shm::counter::PACKETS)
+            .unwrap_or(0);
+        if got >= packets {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {got} of {packets} datagrams arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("live");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "delta", ports, 1000);
+    let rec = dir.path().join("received.pcap");
+    let sidecar = start(&cfg, &shm, Some(&rec));
+
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |line: u16, p: &[u8]| {
+        tx.send_to(p, ("127.0.0.1", line)).unwrap();
+    };
+    let now = now_ns();
+    let mut sent = 0u64;
+    // EURUSD: snapshot at 10 then 11..=40 on both lines, line A loses 20..=25 (B fills in).
+    let mut b = PacketBuilder::new(now);
+    b.snapshot(sym("EURUSD"), 10, now, 1.0, 1.1);
+    let p = b.finish();
+    send(ports.0, &p);
+    send(ports.1, &p);
+    sent += 2;
+    for seq in 11..=40u64 {
+        let mut b = PacketBuilder::new(now);
+        b.quote(sym("EURUSD"), seq, now, 1.0, 1.1);
+        let p = b.finish();
+        if !(20..=25).contains(&seq) {
+            send(ports.0, &p);
+            sent += 1;
+        }
+        send(ports.1, &p);
+        sent += 1;
+    }
+    // GBPUSD: quotes 1..=10 with 4..=6 lost on both lines: a delta feed stays suspect.
+    for seq in 1..=10u64 {
+        let mut b = PacketBuilder::new(now);
+        b.quote(sym("GBPUSD"), seq, now, 1.2, 1.3);
+        if !(4..=6).contains(&seq) {
+            let p = b.finish();
+            send(ports.0, &p);
+            sent += 1;
+        }
+    }
+    // USDJPY: a snapshot, then a quote with a crossed price.
+    let mut b = PacketBuilder::new(now);
+    b.snapshot(sym("USDJPY"), 1, now, 149.0, 150.0)
+        .quote(sym("USDJPY"), 2, now, 150.0, 149.0);
+    send(ports.1, &b.finish());
+    sent += 1;
+    // A malformed datagram.
+    send(ports.0, b"SQ\x01\x00 not a packet");
+    sent += 1;
+    wait_packets(&shm, sent);
+
+    // Other processes ask.
+    let (code, v) = check(&shm, "EURUSD");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["ok"], true);
+    let (code, v) = check(&shm, "GBPUSD");
+    assert_eq!(code, 1);
+    assert_eq!(v["reasons"], serde_json::json!(["suspect"]));
+    let (code, v) = check(&shm, "USDJPY");
+    assert_eq!(code, 1);
+    assert_eq!(v["reasons"], serde_json::json!(["invalid_price"]));
+    let (code, v) = check(&shm, "NZDUSD");
+    assert_eq!(code, 1);
+    assert_eq!(v["reasons"], serde_json::json!(["no_quote"]));
+    let (code, _) = check(&shm, "not a symbol");
+    assert_eq!(code, 2);
+
+    // The reader API, with the change counter.
+    let reader = Reader::open(&shm);
+    let h = reader.lookup("lp1", "EURUSD").expect("EURUSD published");
+    let v1 = reader.check(&h, now_ns());
+    assert!(v1.is_ok() && v1.version > 0 && v1.version.is_multiple_of(2));
+    let v2 = reader.check(&h, now_ns());
+    assert_eq!(v1.version, v2.version, "nothing changed in between");
+
+    // Clean shutdown closes the publication: every reader answers stale.
+    let pid = sidecar.child.id() as i32;
+    // SIGTERM, as a service manager would send.
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    let mut sidecar = sidecar;
+    let status = sidecar.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let closed = reader.check(&h, now_ns());
+    assert_eq!(closed.health, Health::WriterClosed);
+    assert_eq!(closed.reasons.names().collect::<Vec<_>>(), ["stale"]);
+    assert_eq!(check(&shm, "EURUSD").0, 1);
+
+    // Replaying what the sidecar received gives the state it published.
+    let live = reader.records();
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut capture = tickguard::capture::CaptureReader::open(&rec).unwrap();
+    let outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
+    assert!(outcome.capture_error.is_none());
+    let fs = &outcome.summary.feeds["lp1"];
+    assert_eq!(fs.packets, sent);
+    assert_eq!(fs.rejected, 1);
+    assert_eq!(live.len(), fs.symbols.len());
+    for r in &live {
+        let name = r.symbol.unwrap().to_string();
+        let s = &fs.symbols[&name];
+        let st = &r.state;
+        assert_eq!(
+            (
+                st.seq.last_seq,
+                st.seq.ticks_lost,
+                st.seq.duplicates,
+                st.suspect,
+                st.invalid,
+                st.last_alive
+            ),
+            (
+                s.last_seq,
+                s.ticks_lost,
+                s.duplicates,
+                s.suspect,
+                s.invalid,
+                s.last_alive
+            ),
+            "{name}"
+        );
+    }
+    let eur = &fs.symbols["EURUSD"];
+    assert_eq!(
+        (eur.last_seq, eur.ticks_lost),
+        (40, 0),
+        "line B filled line A's gap"
+    );
+    assert_eq!(fs.symbols["GBPUSD"].ticks_lost, 3);
+}
+
+#[test]
+fn a_killed_writer_reads_stale_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("kill");
+    let ports = (free_port(), free_port());
+    let bound_ms = 50;
+    let cfg = config(dir.path(), &shm, "full", ports, bound_ms);
+    let mut sidecar = start(&cfg, &shm, None);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut b = PacketBuilder::new(now_ns());
+    b.quote(sym("EURUSD"), 1, now_ns(), 1.0, 1.1);
+    tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+    wait_packets(&shm, 1);
+
+    let readers: Vec<Reader> = (0..3)
+        .map(|_| Reader::open_with(&shm, bound_ms * 1_000_000))
+        .collect();
+    let handles: Vec<_> = readers
+        .iter()
+        .map(|r| r.lookup("lp1", "EURUSD").unwrap())
+        .collect();
+    for (r, h) in readers.iter().zip(&handles) {
+        assert!(r.check(h, now_ns()).is_ok());
+    }
+
+    // SIGKILL: no chance to close the publication.
+    sidecar.child.kill().unwrap();
+    sidecar.child.wait().unwrap();
+    let last_beat = readers[0].heartbeat_ns().unwrap();
+    let bound = bound_ms * 1_000_000;
+    for (r, h) in readers.iter().zip(&handles) {
+        // At the bound the writer still counts as alive; one ns later, dead.
+        assert!(r.check(h, last_beat + bound).is_ok());
+        let v = r.check(h, last_beat + bound + 1);
+        assert_eq!(v.health, Health::WriterDead { age_ns: bound + 1 });
+        assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["stale"]);
+    }
+    // And on the wall clock, for readers in other processes.
+    std::thread::sleep(Duration::from_millis(bound_ms + 20));
+    let (code, v) = check_with(&shm, "EURUSD", &["--dead-after-ms", &bound_ms.to_string()]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["reasons"], serde_json::json!(["stale"]));
+    assert!(v["health"].as_str().unwrap().contains("dead"), "{v}");
+
+    // A new writer replaces the file; an old reader sees the old writer dead,
+    // and after refresh() the new one.
+    let _second = start(&cfg, &shm, None);
+    let mut stale_reader = readers.into_iter().next().unwrap();
+    assert!(!stale_reader.health(now_ns()).is_ok());
+    assert!(stale_reader.refresh());
+    assert!(stale_reader.health(now_ns()).is_ok());
+    assert_eq!(
+        stale_reader
+            .check_symbol("lp1", "EURUSD", now_ns())
+            .reasons
+            .names()
+            .collect::<Vec<_>>(),
+        ["no_quote"]
+    );
+}
+
+#[test]
+fn missing_publication_reads_stale() {
+    let shm = shm_path("missing");
+    let (code, v) = check(&shm, "EURUSD");
+    assert_eq!(code, 1);
+    assert_eq!(v["reasons"], serde_json::json!(["stale"]));
+    let r = Reader::open(&shm);
+    assert!(matches!(r.health(now_ns()), Health::Missing(_)));
+}

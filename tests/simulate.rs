@@ -1,0 +1,225 @@
+//! End-to-end tests of `tickguard simulate`: the real binary publishes on
+//! loopback (unicast, then a multicast group with TTL 0) while a socket here
+//! receives; the datagrams must decode and agree with the printed report.
+//! Every wait is bounded: the command has a timeout, the socket a read timeout.
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+use tickguard::wire::{Message, Packet};
+
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn tickguard() -> Command {
+    let mut cmd = Command::cargo_bin("tickguard").expect("binary");
+    cmd.timeout(COMMAND_TIMEOUT);
+    cmd
+}
+
+/// Everything queued on `socket`, until it has been quiet for 300 ms.
+fn drain(socket: &UdpSocket) -> Vec<Vec<u8>> {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                assert_eq!(from.ip(), std::net::IpAddr::V4(Ipv4Addr::LOCALHOST));
+                got.push(buf[..n].to_vec());
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return got
+            }
+            Err(e) => panic!("receiving: {e}"),
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct Seen {
+    quotes: u64,
+    heartbeats: u64,
+    snapshots: u64,
+    /// Quote sequences per symbol, in arrival order.
+    sequences: BTreeMap<String, Vec<u64>>,
+}
+
+fn decode_all(datagrams: &[Vec<u8>]) -> Seen {
+    let mut seen = Seen::default();
+    for d in datagrams {
+        let p = Packet::new_checked(&d[..]).expect("valid SQF packet");
+        for m in p.messages() {
+            match m {
+                Message::Quote(q) => {
+                    seen.quotes += 1;
+                    assert!(q.bid() > 0.0 && q.bid() < q.ask());
+                    seen.sequences
+                        .entry(q.symbol().to_string())
+                        .or_default()
+                        .push(q.sequence());
+                }
+                Message::Heartbeat(_) => seen.heartbeats += 1,
+                Message::Snapshot(_) => seen.snapshots += 1,
+                Message::Unknown { code } => panic!("unknown message type {code}"),
+            }
+        }
+    }
+    seen
+}
+
+/// Runs the simulator to `dest` with `--count 200 --rate 20000 --report`,
+/// returns the report and what `rx` received.
+fn simulate_to(dest: SocketAddrV4, rx: &UdpSocket) -> (serde_json::Value, Seen, usize) {
+    let out = tickguard()
+        .args(["simulate", "--line-a", &dest.to_string()])
+        .args(["--count", "200", "--rate", "20000", "--report"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON line: {stdout}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let datagrams = drain(rx);
+    let seen = decode_all(&datagrams);
+    (report, seen, datagrams.len())
+}
+
+fn check_against_report(report: &serde_json::Value, seen: &Seen, datagrams: usize) {
+    assert_eq!(report["quotes"], 200);
+    assert_eq!(report["ticks_lost_on_both_lines"], 0);
+    assert_eq!(report["lines"].as_array().unwrap().len(), 1);
+    let line = &report["lines"][0];
+    assert_eq!(line["datagrams_sent"], datagrams as u64);
+    assert_eq!(line["dropped"], 0);
+    assert_eq!(report["datagrams"], datagrams as u64);
+    assert_eq!(seen.quotes, 200);
+    assert_eq!(report["heartbeats"], seen.heartbeats);
+    assert_eq!(report["snapshots"], seen.snapshots);
+    // 8 symbols by default, heartbeats every 250 ms: at least the opening and closing rounds.
+    assert!(seen.heartbeats >= 16, "{seen:?}");
+    let last = report["last_sequence"].as_object().unwrap();
+    assert_eq!(last.len(), 8);
+    assert_eq!(seen.sequences.len(), 8);
+    for (name, seqs) in &seen.sequences {
+        let n = last[name].as_u64().unwrap();
+        assert_eq!(*seqs, (1..=n).collect::<Vec<_>>(), "{name}");
+        assert_eq!(n, 25);
+    }
+}
+
+#[test]
+fn unicast_loopback_datagrams_decode_and_match_the_report() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = local(&rx);
+    let (report, seen, n) = simulate_to(dest, &rx);
+    assert_eq!(report["lines"][0]["destination"], dest.to_string());
+    check_against_report(&report, &seen, n);
+}
+
+/// TTL 0 keeps the datagrams on this host; bound to 127.0.0.1 they leave by
+/// the loopback interface, and the multicast loop delivers them to a member
+/// that joined the group on 127.0.0.1.
+#[test]
+fn multicast_ttl0_loopback_delivers_to_a_local_member() {
+    // A group of our own, so concurrent runs do not hear each other.
+    let pid = std::process::id();
+    let group = Ipv4Addr::new(239, 255, (pid >> 8) as u8, pid as u8);
+    let rx = UdpSocket::bind(SocketAddrV4::new(group, 0)).unwrap();
+    rx.join_multicast_v4(&group, &Ipv4Addr::LOCALHOST)
+        .expect("joining the group on the loopback interface");
+    let dest = SocketAddrV4::new(group, local(&rx).port());
+    let (report, seen, n) = simulate_to(dest, &rx);
+    check_against_report(&report, &seen, n);
+}
+
+#[test]
+fn two_lines_with_loss_report_what_arrived() {
+    let rx_a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx_b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (a, b) = (local(&rx_a), local(&rx_b));
+    let out = tickguard()
+        .args([
+            "simulate",
+            "--line-a",
+            &a.to_string(),
+            "--line-b",
+            &b.to_string(),
+        ])
+        .args(["--count", "300", "--rate", "30000", "--symbols", "3"])
+        .args([
+            "--loss-a", "40", "--loss-b", "40", "--seed", "5", "--report",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    let (da, db) = (drain(&rx_a), drain(&rx_b));
+    assert_eq!(report["lines"][0]["datagrams_sent"], da.len() as u64);
+    assert_eq!(report["lines"][1]["datagrams_sent"], db.len() as u64);
+    let (sa, sb) = (decode_all(&da), decode_all(&db));
+    let mut delivered = std::collections::BTreeSet::new();
+    for s in [&sa, &sb] {
+        for (name, seqs) in &s.sequences {
+            delivered.extend(seqs.iter().map(|q| (name.clone(), *q)));
+        }
+    }
+    let lost = report["ticks_lost_on_both_lines"].as_u64().unwrap();
+    assert!(lost > 0);
+    assert_eq!(300 - delivered.len() as u64, lost);
+}
+
+#[test]
+fn refuses_a_non_loopback_unicast_destination() {
+    let out = tickguard()
+        .args(["simulate", "--line-a", "192.0.2.1:30001", "--count", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("192.0.2.1:30001") && stderr.contains("neither loopback"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn refuses_bad_arguments_with_one_line() {
+    let out = tickguard()
+        .args([
+            "simulate",
+            "--line-a",
+            "127.0.0.1:9",
+            "--names",
+            "NOT VALID",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("not a valid SQF symbol"), "{stderr}");
+}
+
+/// The socket's local address.
+fn local(socket: &UdpSocket) -> SocketAddrV4 {
+    match socket.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        other => panic!("not IPv4: {other}"),
+    }
+}
