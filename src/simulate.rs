@@ -709,6 +709,21 @@ fn clock_ns() -> u64 {
 /// then prints the report as one JSON line when `--report`. A process killed
 /// (or interrupted with SIGINT) just ends: no closing round, no report.
 pub fn run(args: &SimulateArgs) -> Result<()> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let report = publish(args, &never)?;
+    if args.report {
+        let json = serde_json::to_string(&report).context("simulate: encoding the report")?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{json}")
+            .and_then(|()| stdout.flush())
+            .context("simulate: writing the report")?;
+    }
+    Ok(())
+}
+
+/// Publishes as `tickguard simulate` does until `--count`, `--duration-s`
+/// or `stop` is set, sends the closing round, and returns the report.
+pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Result<SimReport> {
     let mut sim = Simulator::new(args)?;
     let mut dests = vec![("A", args.line_a)];
     if let Some(b) = args.line_b {
@@ -744,7 +759,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         let now = clock_ns();
         sim.poll(now, &mut out);
         send(&mut out)?;
-        if sim.done(now) {
+        if sim.done(now) || stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
         if spin {
@@ -755,15 +770,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     }
     sim.finish(clock_ns(), &mut out);
     send(&mut out)?;
-
-    if args.report {
-        let json = serde_json::to_string(sim.report()).context("simulate: encoding the report")?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{json}")
-            .and_then(|()| stdout.flush())
-            .context("simulate: writing the report")?;
-    }
-    Ok(())
+    Ok(sim.report().clone())
 }
 
 #[cfg(test)]

@@ -477,3 +477,39 @@ fn usage_errors_exit_non_zero() {
     tickguard().args(["frobnicate"]).assert().failure();
     tickguard().arg("--help").assert().success();
 }
+
+#[test]
+fn demo_runs_and_shows_every_symbol() {
+    let shm = format!("/dev/shm/tickguard-demo-test-{}", std::process::id());
+    let out = tickguard()
+        .args([
+            "demo",
+            "--duration-s",
+            "2.5",
+            "--symbols",
+            "5",
+            "--rate",
+            "500",
+            "--shm",
+            &shm,
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last_frame = stdout.rsplit("tickguard demo").next().unwrap();
+    for i in 0..5 {
+        assert!(last_frame.contains(&format!("SYM0000{i}")), "{last_frame}");
+    }
+    assert!(last_frame.contains("writer alive"), "{last_frame}");
+    assert!(stdout.contains("demo ended"), "{stdout}");
+    assert!(
+        !std::path::Path::new(&shm).exists(),
+        "the demo removes its shared memory"
+    );
+}
