@@ -38,7 +38,14 @@ pub enum Health {
     WriterClosed,
     /// Another writer process replaced the one this reader opened.
     WriterRestarted,
+    /// A slot or offset stayed mid-update for [`MAX_RETRIES`] reads: the
+    /// writer died while writing it (or is stopped).
+    Busy,
 }
+
+/// Reads of a slot (or offset) in the middle of an update before the
+/// reader gives up and answers `stale` (about a millisecond of spinning).
+pub const MAX_RETRIES: u32 = 1 << 16;
 
 impl Health {
     /// True when answers can be trusted.
@@ -58,6 +65,7 @@ impl std::fmt::Display for Health {
             }
             Health::WriterClosed => f.write_str("writer closed the publication"),
             Health::WriterRestarted => f.write_str("writer restarted: reopen"),
+            Health::Busy => f.write_str("slot never finished updating: writer died mid-write?"),
         }
     }
 }
@@ -336,12 +344,25 @@ impl Reader {
                 0,
             );
         };
-        let (record, mut retries): (Record, u32) = slot.read();
+        let mut retries = 0u32;
+        let record: Record = loop {
+            if let Some(r) = slot.try_read() {
+                break r;
+            }
+            retries += 1;
+            if retries >= MAX_RETRIES {
+                return (Verdict::dead(Health::Busy), retries);
+            }
+            std::hint::spin_loop();
+        };
         let offset = loop {
             if let Some(o) = shm::read_offset(block) {
                 break o;
             }
             retries += 1;
+            if retries >= MAX_RETRIES {
+                return (Verdict::dead(Health::Busy), retries);
+            }
             std::hint::spin_loop();
         };
         let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
@@ -376,26 +397,25 @@ impl Reader {
         }
     }
 
-    /// Every published (feed id, symbol) with a consistent copy of its slot.
+    /// Every published (feed id, symbol) with a consistent copy of its slot
+    /// (a slot left mid-update by a dead writer is skipped).
     pub fn records(&self) -> Vec<Record> {
         let Ok(m) = &self.mapped else {
             return Vec::new();
         };
         let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize)
             .min(m.views.slots().len());
-        m.views.slots()[..n].iter().map(|s| s.read().0).collect()
+        m.views.slots()[..n]
+            .iter()
+            .filter_map(|s| (0..MAX_RETRIES).find_map(|_| s.try_read()))
+            .collect()
     }
 
     /// A feed's clock offset (local − provider), ns.
     pub fn offset(&self, feed: u16) -> Option<i128> {
         let m = self.mapped.as_ref().ok()?;
         let b = m.views.feeds().get(feed as usize)?;
-        loop {
-            if let Some(o) = shm::read_offset(b) {
-                return Some(o);
-            }
-            std::hint::spin_loop();
-        }
+        (0..MAX_RETRIES).find_map(|_| shm::read_offset(b))
     }
 
     /// A feed's counter (ids in [`crate::shm::counter`]).

@@ -1,0 +1,74 @@
+/*
+ * check — one pre-trade check against a running tickguard sidecar, through
+ * the header-only C reader (include/tickguard.h).
+ *
+ *     cc -std=c99 -Wall -Wextra -O2 -Iinclude -o check examples/c/check.c
+ *     ./check /dev/shm/tickguard lp1 EURUSD [DEAD_AFTER_MS]
+ *
+ * Prints "ok" or "rejected: REASON|REASON..." (the Rust reader's names and
+ * order), then "version: N" when a slot was read. Why the writer is not
+ * trusted, if it is not, goes to stderr. DEAD_AFTER_MS bounds the writer
+ * heartbeat's age (default 100).
+ *
+ * Exit status: 0 ok, 1 rejected, 2 usage error.
+ */
+#include "tickguard.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int usage(void) {
+    fprintf(stderr, "usage: check SHM_PATH FEED SYMBOL [DEAD_AFTER_MS]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *path, *feed, *symbol;
+    uint64_t dead_after_ns = TG_DEFAULT_DEAD_AFTER_NS, now, version = 0;
+    uint32_t reasons, health;
+    tg_reader reader;
+    tg_handle handle;
+    char text[64];
+    int err;
+
+    if (argc < 4 || argc > 5) return usage();
+    path = argv[1];
+    feed = argv[2];
+    symbol = argv[3];
+    if (argc == 5) {
+        char *end = NULL;
+        unsigned long long ms;
+        errno = 0;
+        ms = strtoull(argv[4], &end, 10);
+        if (errno != 0 || end == argv[4] || *end != '\0' || argv[4][0] == '-' ||
+            ms > UINT64_MAX / 1000000u) {
+            fprintf(stderr, "check: DEAD_AFTER_MS must be a number of milliseconds, got '%s'\n", argv[4]);
+            return usage();
+        }
+        dead_after_ns = (uint64_t)ms * 1000000u;
+    }
+
+    /* A reader that failed to open still answers: stale. */
+    err = tg_open(&reader, path, dead_after_ns);
+    if (err != 0) fprintf(stderr, "check: %s: %s\n", path, strerror(err));
+
+    now = tg_now_ns();
+    if (tg_lookup(&reader, feed, symbol, &handle) == 0)
+        reasons = tg_check(&reader, &handle, now, &version);
+    else
+        reasons = tg_check_symbol(&reader, feed, symbol, now); /* no_quote, or stale */
+
+    health = tg_health(&reader, now);
+    if (health != TG_HEALTH_OK) fprintf(stderr, "check: %s\n", tg_health_name(health));
+
+    tg_reasons_format(reasons, text, sizeof text);
+    if (reasons == 0)
+        printf("ok\n");
+    else
+        printf("rejected: %s\n", text);
+    if (version != 0) printf("version: %" PRIu64 "\n", version);
+
+    tg_close(&reader);
+    return reasons == 0 ? 0 : 1;
+}

@@ -1,0 +1,65 @@
+//! Measures `Reader::check` from this process against a running sidecar:
+//! `cargo run --release --example check_latency -- SHM FEED SYMBOL [CHECKS]`.
+//!
+//! Each sample times one check including its clock read (the `now` a gateway
+//! passes), with `Instant` around it; prints median, p99, p99.9, max and the
+//! seqlock retry rate. Run it while the writer updates the symbol.
+
+use std::time::Instant;
+use tickguard::reader::now_ns;
+use tickguard::Reader;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: check_latency SHM FEED SYMBOL [CHECKS]");
+        std::process::exit(2);
+    }
+    let n: usize = args
+        .get(4)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let reader = Reader::open(&args[1]);
+    let Some(handle) = reader.lookup(&args[2], &args[3]) else {
+        eprintln!(
+            "{} {} not published ({})",
+            args[2],
+            args[3],
+            reader.health(now_ns())
+        );
+        std::process::exit(2);
+    };
+    // The cost of the timer itself, to report alongside.
+    let mut empty = Vec::with_capacity(10_000);
+    for _ in 0..10_000 {
+        let t0 = Instant::now();
+        empty.push(t0.elapsed().as_nanos() as u64);
+    }
+    empty.sort_unstable();
+    let mut samples = Vec::with_capacity(n);
+    let (mut retries, mut ok, mut versions) = (0u64, 0u64, 0u64);
+    let mut last_version = 0;
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let (v, r) = reader.check_counting(&handle, now_ns());
+        let dt = t0.elapsed().as_nanos() as u64;
+        samples.push(dt);
+        retries += r as u64;
+        ok += v.is_ok() as u64;
+        if v.version != last_version {
+            versions += 1;
+            last_version = v.version;
+        }
+    }
+    samples.sort_unstable();
+    let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+    println!(
+        "{{\"checks\":{n},\"median_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\"max_ns\":{},\"retries\":{retries},\"retry_rate\":{:.6},\"ok\":{ok},\"versions_seen\":{versions},\"timer_median_ns\":{}}}",
+        pct(0.5),
+        pct(0.99),
+        pct(0.999),
+        samples[samples.len() - 1],
+        retries as f64 / n as f64,
+        empty[empty.len() / 2]
+    );
+}

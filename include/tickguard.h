@@ -1,0 +1,686 @@
+/*
+ * tickguard.h — header-only C99 reader of a tickguard sidecar's
+ * shared-memory publication (default /dev/shm/tickguard).
+ *
+ * The C counterpart of the Rust `tickguard::Reader` (src/reader.rs): open
+ * once, look a (feed, symbol) up once into a handle, then check it as often as
+ * needed. A check makes no system call, takes no lock and allocates nothing;
+ * the reader never writes to the mapping (it is mapped PROT_READ).
+ *
+ * Needs: C99 (or C++), GCC or Clang (`__atomic` builtins, `__int128`), POSIX
+ * (open, fstat, mmap, clock_gettime). Nothing to link. Under a strict
+ * `-std=c99`, include this header before any system header (it then asks for
+ * POSIX itself) or define _POSIX_C_SOURCE=200809L.
+ *
+ *     tg_reader r;
+ *     tg_handle h;
+ *     uint64_t version;
+ *     tg_open(&r, "/dev/shm/tickguard", TG_DEFAULT_DEAD_AFTER_NS);
+ *     if (tg_lookup(&r, "lp1", "EURUSD", &h) == 0) {
+ *         uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &version);
+ *         if (reasons == 0) { ... send the order ... }
+ *     }
+ *     tg_close(&r);
+ *
+ * ---------------------------------------------------------------------------
+ * Verdict (SQF v1 section 5): a bit set, 0 means ok.
+ *
+ *   bit  value  name             meaning
+ *   0    1      no_quote         symbol unknown or no valid price yet; alone when set
+ *   1    2      stale            now - last_alive > stale_ns; also: writer not healthy
+ *   2    4      stale_at_source  now - source_time - offset > source_ns (128-bit math)
+ *   3    8      suspect          gap not repaired, or delta feed waiting for a snapshot
+ *   4    16     invalid_price    the last price message was invalid
+ *
+ * A dead sidecar never reads as ok: a missing, unready or malformed file, a
+ * writer that closed the publication, a writer replaced by another process
+ * (pid or start time changed), or a writer heartbeat older than the bound
+ * (`dead_after_ns`) make every answer TG_STALE. tg_health() says which.
+ *
+ * ---------------------------------------------------------------------------
+ * File layout (version 1; every field a little-endian u64 unless noted;
+ * pinned by `layout_is_pinned` in src/shm.rs and src/state/slot.rs):
+ *
+ *   offset              size            section
+ *   0                   128             header
+ *   feeds_offset=128    512 x feeds     feed block per feed, configuration order
+ *   directory_offset    16 x capacity   directory entry per occupied slot
+ *   slots_offset        128 x capacity  slot per (feed, symbol)
+ *
+ *   directory_offset = align(128 + 512 * feeds, 128)
+ *   slots_offset     = align(directory_offset + 16 * capacity, 4096)
+ *   file_len         = align(slots_offset + 128 * capacity, 4096)
+ *
+ * Header:
+ *   0   magic             "TKGUARD1" read as a little-endian u64
+ *   8   version           1; stored last by the writer (Release); 0 = not ready
+ *   16  state             1 running, 2 closed by the writer
+ *   24  writer_pid
+ *   32  start_time_ns     writer start, ns since the Unix epoch (CLOCK_REALTIME)
+ *   40  heartbeat_ns      writer's last sign of life (CLOCK_REALTIME ns)
+ *   48  heartbeat_period_ns
+ *   56  capacity          slots
+ *   64  feed_count
+ *   72  directory_len     entries published (Release after each entry)
+ *   80  feeds_offset
+ *   88  directory_offset
+ *   96  slots_offset
+ *   104 file_len
+ *   112 reserved (2 words)
+ *
+ * Feed block (512 bytes):
+ *   0..64    name, UTF-8, NUL padded
+ *   64       kind: 0 full, 1 delta
+ *   72       stale_ns  (feed default; the slot holds the threshold in force)
+ *   80       source_ns (feed default)
+ *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
+ *   128      offset stamp (seqlock: odd while written)
+ *   136      offset low word   } i128, ns, local clock - provider clock
+ *   144      offset high word  }
+ *   256..512 counters (u64 each)
+ *
+ * Directory entry (16 bytes):
+ *   0   symbol key (the 8 wire bytes, space padded, as a little-endian u64)
+ *   8   feed << 32 | slot
+ *
+ * Slot (128 bytes, 128-aligned):
+ *   0    stamp        seqlock: odd while a write is in progress, +2 per update
+ *   8    symbol       key as above; 0 = empty slot
+ *   16   meta         bits 0..16 feed id, 16 baseline, 17 suspect,
+ *                     18 invalid, 19 has_price
+ *   24   last_seq
+ *   32   bid          f64 bits
+ *   40   ask          f64 bits
+ *   48   source_time  ns since the Unix epoch, provider clock
+ *   56   last_alive   ns since the Unix epoch, local clock
+ *   64   ticks_lost
+ *   72   duplicates
+ *   80   stale_ns     stale threshold in force for this symbol
+ *   88   source_ns    source threshold in force for this symbol
+ *   96..128 reserved
+ *
+ * ---------------------------------------------------------------------------
+ * Memory ordering (mirrors src/reader.rs, src/shm.rs, src/state/slot.rs):
+ *
+ * - version: Acquire load, pairs with the writer's Release store in
+ *   Publication::ready(); everything the writer filled in before (header,
+ *   feed blocks) is then visible and read Relaxed.
+ * - state: Acquire load, pairs with the Release store in Publication::close().
+ * - writer_pid, start_time_ns, heartbeat_ns: Relaxed (plain values).
+ * - directory_len: Acquire load, pairs with the Release store in
+ *   publish_entry(); the entries below it are complete and read Relaxed.
+ * - slot seqlock: stamp Acquire (pairs with the writer's Release store of
+ *   the even stamp), words Relaxed, Acquire fence (pairs with the writer's
+ *   Release fence after the odd stamp), stamp Relaxed; equal even stamps
+ *   mean a consistent copy, otherwise retry.
+ * - feed offset seqlock: the same protocol over (stamp, low, high).
+ *
+ * Threads: after tg_open() a tg_reader is only read, so any number of threads
+ * may call tg_lookup/tg_check/tg_check_symbol/tg_health on it concurrently;
+ * tg_open/tg_refresh/tg_close need exclusive access. A tg_handle is a plain
+ * value valid for the reader (mapping) it was looked up in.
+ *
+ * Differences from the Rust reader: a seqlock read that keeps failing for
+ * TG_MAX_RETRIES attempts (a writer killed in the middle of an update leaves
+ * an odd stamp forever) answers TG_STALE instead of spinning forever.
+ */
+#ifndef TICKGUARD_H
+#define TICKGUARD_H
+
+/* Strict ISO mode (-std=c99) hides POSIX: ask for it, if no feature macro
+ * was chosen. In the default (gnu) modes POSIX is visible already and the
+ * feature macros are left alone. */
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && \
+    !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_BSD_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#if !defined(__GNUC__) && !defined(__clang__)
+#error "tickguard.h needs GCC or Clang (__atomic builtins)"
+#endif
+#if !defined(__SIZEOF_INT128__)
+#error "tickguard.h needs __int128 (a 64-bit GCC or Clang target)"
+#endif
+#if !defined(CLOCK_REALTIME)
+#error "tickguard.h: clock_gettime is not declared; include this header first or define _POSIX_C_SOURCE=200809L"
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tickguard.h: the publication is little-endian and only mapped on little-endian hosts"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reason bits (stable; bit i is the i-th reason in report order). */
+#define TG_NO_QUOTE 1u
+#define TG_STALE 2u
+#define TG_STALE_AT_SOURCE 4u
+#define TG_SUSPECT 8u
+#define TG_INVALID_PRICE 16u
+#define TG_ALL_REASONS 31u
+
+/* Default bound on the writer heartbeat's age, ns (as the Rust reader). */
+#define TG_DEFAULT_DEAD_AFTER_NS 100000000ull
+
+/* Seqlock read attempts before a check gives up and answers TG_STALE. */
+#ifndef TG_MAX_RETRIES
+#define TG_MAX_RETRIES (1u << 20)
+#endif
+
+/* Writer health (tg_health), as the Rust `Health`. */
+#define TG_HEALTH_OK 0u
+#define TG_HEALTH_MISSING 1u          /* no file, or it could not be opened or mapped */
+#define TG_HEALTH_BAD_LAYOUT 2u       /* not a publication of this layout, or not ready */
+#define TG_HEALTH_WRITER_DEAD 3u      /* heartbeat older than dead_after_ns */
+#define TG_HEALTH_WRITER_CLOSED 4u    /* the writer closed the publication */
+#define TG_HEALTH_WRITER_RESTARTED 5u /* another writer process: tg_refresh() */
+
+/* Layout constants (version 1). */
+#define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
+#define TG_LAYOUT_VERSION 1u
+#define TG_STATE_RUNNING 1u
+#define TG_HEADER_LEN 128u
+#define TG_FEED_LEN 512u
+#define TG_DIR_LEN 16u
+#define TG_SLOT_LEN 128u
+#define TG_PAGE 4096u
+
+/* Header word indexes (byte offset / 8). */
+#define TG_H_MAGIC 0
+#define TG_H_VERSION 1
+#define TG_H_STATE 2
+#define TG_H_WRITER_PID 3
+#define TG_H_START_TIME 4
+#define TG_H_HEARTBEAT 5
+#define TG_H_HEARTBEAT_PERIOD 6
+#define TG_H_CAPACITY 7
+#define TG_H_FEED_COUNT 8
+#define TG_H_DIRECTORY_LEN 9
+#define TG_H_FEEDS_OFFSET 10
+#define TG_H_DIRECTORY_OFFSET 11
+#define TG_H_SLOTS_OFFSET 12
+#define TG_H_FILE_LEN 13
+
+/* Feed block word indexes. */
+#define TG_F_NAME 0 /* 8 words */
+#define TG_F_KIND 8
+#define TG_F_OFFSET_STAMP 16
+#define TG_F_OFFSET_LO 17
+#define TG_F_OFFSET_HI 18
+
+/* Slot word indexes (word 0 is the stamp). */
+#define TG_S_STAMP 0
+#define TG_S_SYMBOL 1
+#define TG_S_META 2
+#define TG_S_SOURCE_TIME 6
+#define TG_S_LAST_ALIVE 7
+#define TG_S_STALE_NS 10
+#define TG_S_SOURCE_NS 11
+#define TG_S_USED 12 /* stamp + 11 payload words in use */
+
+/* Slot meta bits. */
+#define TG_META_FEED_MASK 0xffffull
+#define TG_META_SUSPECT (1ull << 17)
+#define TG_META_INVALID (1ull << 18)
+#define TG_META_HAS_PRICE (1ull << 19)
+
+__extension__ typedef __int128 tg_i128;
+__extension__ typedef unsigned __int128 tg_u128;
+
+/* An open publication. Plain struct: put it anywhere; treat fields as private. */
+typedef struct tg_reader {
+    const unsigned char *base; /* the mapping; NULL when not mapped */
+    size_t map_len;            /* bytes mapped */
+    uint64_t dead_after_ns;    /* heartbeat age bound */
+    uint64_t pid;              /* writer pid at open */
+    uint64_t start_time_ns;    /* writer start time at open */
+    uint64_t feed_count;
+    uint64_t capacity;
+    uint64_t feeds_offset;
+    uint64_t directory_offset;
+    uint64_t slots_offset;
+    uint64_t dev, ino; /* the file mapped, for tg_refresh */
+    uint32_t open_health; /* TG_HEALTH_OK when mapped, else why not */
+    int open_error;       /* tg_open's return value */
+} tg_reader;
+
+/* A looked-up (feed, symbol). */
+typedef struct tg_handle {
+    uint32_t feed;   /* feed id (configuration order) */
+    uint32_t slot;   /* slot index */
+    uint64_t symbol; /* symbol key */
+} tg_handle;
+
+/* ------------------------------------------------------------------------ */
+/* Internals. */
+
+static inline uint64_t tg__word(const tg_reader *r, uint64_t byte_offset, uint64_t word) {
+    const uint64_t *p = (const uint64_t *)(const void *)(r->base + byte_offset) + word;
+    /* Relaxed: a plain value, or one ordered by an Acquire elsewhere (see each caller). */
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static inline const uint64_t *tg__ptr(const tg_reader *r, uint64_t byte_offset) {
+    return (const uint64_t *)(const void *)(r->base + byte_offset);
+}
+
+static inline void tg__spin_hint(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static inline uint64_t tg__align(uint64_t n, uint64_t to) {
+    return (n + (to - 1)) / to * to;
+}
+
+/* Symbol::parse: 1 to 8 printable ASCII bytes (0x21..0x7e), no space;
+ * the key is the 8 space-padded bytes as a little-endian u64. 0 = invalid. */
+static inline uint64_t tg__symbol_key(const char *symbol) {
+    uint64_t key = 0;
+    size_t i, n;
+    if (symbol == NULL) return 0;
+    n = strlen(symbol);
+    if (n == 0 || n > 8) return 0;
+    for (i = 0; i < 8; i++) {
+        unsigned char c = i < n ? (unsigned char)symbol[i] : (unsigned char)' ';
+        if (i < n && (c < 0x21 || c > 0x7e)) return 0;
+        key |= (uint64_t)c << (8 * i);
+    }
+    return key;
+}
+
+/* The feed id of `name`, or -1. Names are compared as bytes up to the first
+ * NUL of the 64-byte field (as the Rust reader compares the decoded name). */
+static inline long tg__feed_id(const tg_reader *r, const char *name) {
+    size_t n;
+    uint64_t f;
+    if (name == NULL) return -1;
+    n = strlen(name);
+    if (n > 64) return -1;
+    for (f = 0; f < r->feed_count && f <= 0xffff; f++) {
+        unsigned char bytes[64];
+        size_t w, len = 0;
+        uint64_t block = r->feeds_offset + f * TG_FEED_LEN;
+        for (w = 0; w < 8; w++) {
+            /* Relaxed: written before the version store, published by its
+             * Release, which tg_open's Acquire load of the version saw. */
+            uint64_t v = tg__word(r, block, TG_F_NAME + w);
+            size_t b;
+            for (b = 0; b < 8; b++) bytes[w * 8 + b] = (unsigned char)(v >> (8 * b));
+        }
+        while (len < 64 && bytes[len] != 0) len++;
+        if (len == n && memcmp(bytes, name, n) == 0) return (long)f;
+    }
+    return -1;
+}
+
+static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
+    const uint64_t *h;
+    uint64_t beat, age;
+    if (r == NULL) return TG_HEALTH_MISSING;
+    if (r->base == NULL) return r->open_health;
+    h = tg__ptr(r, 0);
+    /* Acquire: pairs with the writer's Release store of `state` in
+     * Publication::close(), which is ordered after all its slot updates. */
+    if (__atomic_load_n(h + TG_H_STATE, __ATOMIC_ACQUIRE) != TG_STATE_RUNNING) return TG_HEALTH_WRITER_CLOSED;
+    /* Relaxed: identity of the writer, compared with what tg_open saw. */
+    if (__atomic_load_n(h + TG_H_WRITER_PID, __ATOMIC_RELAXED) != r->pid ||
+        __atomic_load_n(h + TG_H_START_TIME, __ATOMIC_RELAXED) != r->start_time_ns)
+        return TG_HEALTH_WRITER_RESTARTED;
+    /* Relaxed: a timestamp on its own (the writer stores it Relaxed). */
+    beat = __atomic_load_n(h + TG_H_HEARTBEAT, __ATOMIC_RELAXED);
+    age = now_ns > beat ? now_ns - beat : 0;
+    if (age > r->dead_after_ns) return TG_HEALTH_WRITER_DEAD;
+    return TG_HEALTH_OK;
+}
+
+/* Reads a feed's clock offset (seqlock); 0 on success, -1 after
+ * TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out) {
+    const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
+    uint32_t tries;
+    for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
+        uint64_t s1, s2, lo, hi;
+        /* Acquire: pairs with the writer's Release store of the even stamp
+         * in Publication::publish_offset(). */
+        s1 = __atomic_load_n(b + TG_F_OFFSET_STAMP, __ATOMIC_ACQUIRE);
+        if ((s1 & 1) == 0) {
+            /* Relaxed: ordered by the Acquire load above and fence below. */
+            lo = __atomic_load_n(b + TG_F_OFFSET_LO, __ATOMIC_RELAXED);
+            hi = __atomic_load_n(b + TG_F_OFFSET_HI, __ATOMIC_RELAXED);
+            /* Acquire fence: keeps the word loads before the stamp re-load;
+             * pairs with the writer's Release fence after the odd stamp. */
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            /* Relaxed: ordered by the fence above. */
+            s2 = __atomic_load_n(b + TG_F_OFFSET_STAMP, __ATOMIC_RELAXED);
+            if (s1 == s2) {
+                *out = (tg_i128)(((tg_u128)hi << 64) | (tg_u128)lo);
+                return 0;
+            }
+        }
+        tg__spin_hint();
+    }
+    return -1;
+}
+
+/* A consistent copy of slot words 0..TG_S_USED (seqlock); 0 on success, -1
+ * after TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG_S_USED]) {
+    const uint64_t *s = tg__ptr(r, r->slots_offset + (uint64_t)slot * TG_SLOT_LEN);
+    uint32_t tries;
+    for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
+        uint64_t s1, s2;
+        int i;
+        /* Acquire: pairs with the writer's Release store of the even stamp
+         * in Slot::write(), so the words it wrote before are visible. */
+        s1 = __atomic_load_n(s + TG_S_STAMP, __ATOMIC_ACQUIRE);
+        if ((s1 & 1) == 0) {
+            w[TG_S_STAMP] = s1;
+            for (i = 1; i < TG_S_USED; i++) {
+                /* Relaxed: ordered by the Acquire load above and fence below. */
+                w[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
+            }
+            /* Acquire fence: keeps the word loads above before the stamp
+             * re-load; pairs with the writer's Release fence after the odd
+             * stamp, so if a word came from a newer write, s2 sees its stamp. */
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            /* Relaxed: ordered by the fence above. */
+            s2 = __atomic_load_n(s + TG_S_STAMP, __ATOMIC_RELAXED);
+            if (s1 == s2) return 0;
+        }
+        tg__spin_hint();
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* API. */
+
+/* CLOCK_REALTIME in ns since the Unix epoch (the clock the writer stamps
+ * with); 0 if the clock cannot be read. */
+static inline uint64_t tg_now_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Opens and maps the publication at `path` read-only. Returns 0, or an
+ * errno value: from open/fstat/mmap (ENOENT, EACCES, ...), EAGAIN when the
+ * writer has not made the file ready yet (version 0), ENOTSUP for another
+ * layout version, EINVAL for a file that is not a consistent publication.
+ * Whatever it returns, `r` is usable afterwards: a reader that failed to
+ * open answers TG_STALE (tg_refresh tries again), and tg_close is safe. */
+static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns) {
+    struct stat st;
+    int fd, err;
+    void *map;
+    const uint64_t *h;
+    uint64_t len, feeds, capacity, dir_off, slots_off, file_len, version;
+
+    memset(r, 0, sizeof *r);
+    r->dead_after_ns = dead_after_ns;
+    r->open_health = TG_HEALTH_MISSING;
+    r->open_error = EINVAL;
+    if (path == NULL) return r->open_error;
+#ifdef O_CLOEXEC
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+#else
+    fd = open(path, O_RDONLY);
+#endif
+    if (fd < 0) return r->open_error = errno;
+    if (fstat(fd, &st) != 0) {
+        err = errno;
+        close(fd);
+        return r->open_error = err;
+    }
+    r->dev = (uint64_t)st.st_dev;
+    r->ino = (uint64_t)st.st_ino;
+    r->open_health = TG_HEALTH_BAD_LAYOUT;
+    if (st.st_size < (off_t)TG_PAGE || (uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return r->open_error = EINVAL;
+    }
+    len = (uint64_t)st.st_size;
+    map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    err = errno;
+    close(fd); /* the mapping keeps the file */
+    if (map == MAP_FAILED) {
+        r->open_health = TG_HEALTH_MISSING;
+        return r->open_error = err;
+    }
+    r->base = (const unsigned char *)map;
+    r->map_len = (size_t)len;
+    h = tg__ptr(r, 0);
+
+    /* Only the header (128 bytes, within the >= 4096 mapped) is read until
+     * the shape is checked against the file size. */
+    /* Relaxed: compared with a constant; the Acquire below orders the rest. */
+    if (__atomic_load_n(h + TG_H_MAGIC, __ATOMIC_RELAXED) != TG_MAGIC) {
+        err = EINVAL;
+        goto fail;
+    }
+    /* Acquire: pairs with the writer's Release store of the version in
+     * Publication::ready(), so the header fields and feed blocks read below
+     * (Relaxed) are the ones it wrote. */
+    version = __atomic_load_n(h + TG_H_VERSION, __ATOMIC_ACQUIRE);
+    if (version != TG_LAYOUT_VERSION) {
+#ifdef ENOTSUP
+        err = version == 0 ? EAGAIN : ENOTSUP;
+#else
+        err = version == 0 ? EAGAIN : EINVAL;
+#endif
+        goto fail;
+    }
+    /* Relaxed (all header loads below): published by the version's Release. */
+    feeds = __atomic_load_n(h + TG_H_FEED_COUNT, __ATOMIC_RELAXED);
+    capacity = __atomic_load_n(h + TG_H_CAPACITY, __ATOMIC_RELAXED);
+    /* Bounds first so the layout formula below cannot overflow. */
+    if (feeds > len / TG_FEED_LEN || capacity > len / TG_SLOT_LEN) {
+        err = EINVAL;
+        goto fail;
+    }
+    dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN, 128);
+    slots_off = tg__align(dir_off + capacity * TG_DIR_LEN, TG_PAGE);
+    file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
+    if (file_len > len || __atomic_load_n(h + TG_H_FILE_LEN, __ATOMIC_RELAXED) != file_len ||
+        __atomic_load_n(h + TG_H_FEEDS_OFFSET, __ATOMIC_RELAXED) != TG_HEADER_LEN ||
+        __atomic_load_n(h + TG_H_DIRECTORY_OFFSET, __ATOMIC_RELAXED) != dir_off ||
+        __atomic_load_n(h + TG_H_SLOTS_OFFSET, __ATOMIC_RELAXED) != slots_off) {
+        err = EINVAL;
+        goto fail;
+    }
+    r->feed_count = feeds;
+    r->capacity = capacity;
+    r->feeds_offset = TG_HEADER_LEN;
+    r->directory_offset = dir_off;
+    r->slots_offset = slots_off;
+    /* Relaxed: the writer's identity, published by the version's Release. */
+    r->pid = __atomic_load_n(h + TG_H_WRITER_PID, __ATOMIC_RELAXED);
+    r->start_time_ns = __atomic_load_n(h + TG_H_START_TIME, __ATOMIC_RELAXED);
+    r->open_health = TG_HEALTH_OK;
+    r->open_error = 0;
+    return 0;
+
+fail:
+    munmap((void *)(uintptr_t)r->base, r->map_len);
+    r->base = NULL;
+    r->map_len = 0;
+    r->open_health = TG_HEALTH_BAD_LAYOUT;
+    return r->open_error = err;
+}
+
+/* Unmaps. The reader then answers TG_STALE; calling it twice is harmless. */
+static inline void tg_close(tg_reader *r) {
+    if (r == NULL) return;
+    if (r->base != NULL) munmap((void *)(uintptr_t)r->base, r->map_len);
+    r->base = NULL;
+    r->map_len = 0;
+    r->open_health = TG_HEALTH_MISSING;
+    r->open_error = EBADF;
+}
+
+/* Re-opens `path` if the file there is not the one mapped (a restarted
+ * writer creates a new file) or the reader is not mapped. Makes system calls:
+ * call it when tg_health is not TG_HEALTH_OK, not before every check. Handles
+ * from before a re-map must be looked up again. Returns 1 if it re-opened
+ * (see tg_health for the outcome), 0 if the mapped file is still current. */
+static inline int tg_refresh(tg_reader *r, const char *path) {
+    struct stat st;
+    uint64_t dead_after_ns = r->dead_after_ns;
+    if (r->base != NULL && path != NULL && stat(path, &st) == 0 && (uint64_t)st.st_dev == r->dev &&
+        (uint64_t)st.st_ino == r->ino)
+        return 0;
+    tg_close(r);
+    tg_open(r, path, dead_after_ns);
+    return 1;
+}
+
+/* The writer's health at local time `now_ns` (CLOCK_REALTIME ns). */
+static inline uint32_t tg_health(const tg_reader *r, uint64_t now_ns) {
+    return tg__writer_health(r, now_ns);
+}
+
+static inline const char *tg_health_name(uint32_t health) {
+    switch (health) {
+    case TG_HEALTH_OK: return "writer alive";
+    case TG_HEALTH_MISSING: return "no publication";
+    case TG_HEALTH_BAD_LAYOUT: return "unusable publication (not ready, or not this layout)";
+    case TG_HEALTH_WRITER_DEAD: return "writer dead: heartbeat too old";
+    case TG_HEALTH_WRITER_CLOSED: return "writer closed the publication";
+    case TG_HEALTH_WRITER_RESTARTED: return "writer restarted: reopen";
+    default: return "unknown";
+    }
+}
+
+/* Finds (feed, symbol): 0 and *out filled, or -1 if the feed is unknown, the
+ * symbol is not valid, or the writer has not seen it yet (look it up again
+ * later). Scans the directory: do it once, not per check. Does not check the
+ * writer's health (tg_check does). */
+static inline int tg_lookup(const tg_reader *r, const char *feed, const char *symbol, tg_handle *out) {
+    long f;
+    uint64_t key, n, i;
+    if (r == NULL || r->base == NULL || out == NULL) return -1;
+    f = tg__feed_id(r, feed);
+    if (f < 0) return -1;
+    key = tg__symbol_key(symbol);
+    if (key == 0) return -1;
+    /* Acquire: pairs with the writer's Release store of directory_len in
+     * Publication::publish_entry(), so the entries below it are complete. */
+    n = __atomic_load_n(tg__ptr(r, 0) + TG_H_DIRECTORY_LEN, __ATOMIC_ACQUIRE);
+    if (n > r->capacity) n = r->capacity;
+    for (i = 0; i < n; i++) {
+        uint64_t e = r->directory_offset + i * TG_DIR_LEN;
+        /* Relaxed (both): ordered by the Acquire load of directory_len. */
+        uint64_t k = tg__word(r, e, 0);
+        uint64_t fs = tg__word(r, e, 1);
+        if (k == key && (uint16_t)(fs >> 32) == (uint16_t)f) {
+            out->feed = (uint32_t)f;
+            out->slot = (uint32_t)fs;
+            out->symbol = key;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The verdict for a looked-up symbol at local time `now_ns` (CLOCK_REALTIME
+ * ns, see tg_now_ns): reason bits, 0 = ok; TG_STALE when the writer is not
+ * healthy. `version_out` (may be NULL) gets the slot's change counter at the
+ * read (even, grows on every change; 0 when no slot was read): re-check that
+ * it is unchanged just before sending to be sure nothing moved in between. */
+static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
+    uint64_t w[TG_S_USED];
+    tg_i128 offset, now;
+    uint32_t reasons = 0;
+    uint64_t meta;
+    if (version_out != NULL) *version_out = 0;
+    if (tg__writer_health(r, now_ns) != TG_HEALTH_OK) return TG_STALE;
+    if (h == NULL || h->slot >= r->capacity || h->feed >= r->feed_count) return TG_STALE; /* not from this reader */
+    if (tg__read_slot(r, h->slot, w) != 0) return TG_STALE;
+    if (tg__read_offset(r, h->feed, &offset) != 0) return TG_STALE;
+    if (version_out != NULL) *version_out = w[TG_S_STAMP];
+    meta = w[TG_S_META];
+    if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
+    /* evaluate() in src/verdict.rs: differences in 128 bits, strict `>`. */
+    if ((meta & TG_META_HAS_PRICE) == 0) return TG_NO_QUOTE;
+    now = (tg_i128)now_ns;
+    if (now - (tg_i128)w[TG_S_LAST_ALIVE] > (tg_i128)w[TG_S_STALE_NS]) reasons |= TG_STALE;
+    if (now - (tg_i128)w[TG_S_SOURCE_TIME] - offset > (tg_i128)w[TG_S_SOURCE_NS]) reasons |= TG_STALE_AT_SOURCE;
+    if (meta & TG_META_SUSPECT) reasons |= TG_SUSPECT;
+    if (meta & TG_META_INVALID) reasons |= TG_INVALID_PRICE;
+    return reasons;
+}
+
+/* Looks up and checks in one call: TG_STALE when the writer is not healthy,
+ * TG_NO_QUOTE for a feed or symbol the writer has not seen. Scans the
+ * directory on every call: prefer tg_lookup once and tg_check. */
+static inline uint32_t tg_check_symbol(const tg_reader *r, const char *feed, const char *symbol, uint64_t now_ns) {
+    tg_handle h;
+    if (tg__writer_health(r, now_ns) != TG_HEALTH_OK) return TG_STALE;
+    if (tg_lookup(r, feed, symbol, &h) != 0) return TG_NO_QUOTE;
+    return tg_check(r, &h, now_ns, NULL);
+}
+
+/* The name of one reason bit ("no_quote", ...); "ok" for 0; "unknown" for
+ * anything else. */
+static inline const char *tg_reason_name(uint32_t bit) {
+    switch (bit) {
+    case 0: return "ok";
+    case TG_NO_QUOTE: return "no_quote";
+    case TG_STALE: return "stale";
+    case TG_STALE_AT_SOURCE: return "stale_at_source";
+    case TG_SUSPECT: return "suspect";
+    case TG_INVALID_PRICE: return "invalid_price";
+    default: return "unknown";
+    }
+}
+
+/* Writes the reasons as the Rust reader displays them ("ok", or names in
+ * report order joined by '|', e.g. "stale|suspect") into buf (always NUL
+ * terminated when len > 0). Returns the length the full text needs; 64
+ * bytes always suffice. */
+static inline size_t tg_reasons_format(uint32_t reasons, char *buf, size_t len) {
+    size_t need = 0;
+    uint32_t bit;
+    const char *parts[6];
+    size_t nparts = 0, i;
+    if (reasons == 0) parts[nparts++] = "ok";
+    for (bit = 1; bit <= TG_INVALID_PRICE; bit <<= 1)
+        if (reasons & bit) parts[nparts++] = tg_reason_name(bit);
+    if ((reasons & ~TG_ALL_REASONS) != 0) parts[nparts++] = "unknown";
+    for (i = 0; i < nparts; i++) {
+        const char *p = parts[i];
+        if (i > 0) {
+            if (need + 1 < len) buf[need] = '|';
+            need++;
+        }
+        while (*p) {
+            if (need + 1 < len) buf[need] = *p;
+            need++;
+            p++;
+        }
+    }
+    if (len > 0) buf[need < len ? need : len - 1] = '\0';
+    return need;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TICKGUARD_H */

@@ -1,0 +1,731 @@
+//! The header-only C reader (`include/tickguard.h`), driven through
+//! `examples/c/check.c` in separate processes, against `tickguard::Reader`
+//! on the same shared-memory publication written in this process.
+//!
+//! Thresholds are tens of seconds and the heartbeat bound minutes, so only
+//! the cases built with arrival or source times in the past are stale.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickguard::config::Config;
+use tickguard::handler::Handler;
+use tickguard::reader::{now_ns, DEFAULT_DEAD_AFTER_NS};
+use tickguard::shm::Publication;
+use tickguard::state::StateTable;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+use tickguard::Reader;
+
+const S: u64 = 1_000_000_000;
+/// Heartbeat bound for every case that is not about a dead writer, ms.
+const LONG_BOUND_MS: u64 = 600_000;
+/// Longest any child process (compiler or check) may run.
+const CHILD_LIMIT: Duration = Duration::from_secs(60);
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A scratch directory on tmpfs if there is one (as in production), removed on drop.
+fn scratch() -> tempfile::TempDir {
+    let prefix = format!("tickguard-ctest-{}-", std::process::id());
+    let mut b = tempfile::Builder::new();
+    b.prefix(&prefix);
+    if Path::new("/dev/shm").is_dir() {
+        if let Ok(d) = b.tempdir_in("/dev/shm") {
+            return d;
+        }
+    }
+    b.tempdir().expect("temp dir")
+}
+
+/// A compiler from `var` (or `default`) that answers `--version`.
+fn compiler(var: &str, default: &str) -> Option<String> {
+    let cc = std::env::var(var)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| default.to_string());
+    let works = Command::new(&cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    works.then_some(cc)
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a command to completion within [`CHILD_LIMIT`], killing it after.
+fn run(cmd: &mut Command) -> Run {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + CHILD_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {CHILD_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    Run {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Compiles examples/c/check.c into `dir`; `None` (test skipped) without a C compiler.
+fn compile_check(dir: &Path) -> Option<PathBuf> {
+    let Some(cc) = compiler("CC", "cc") else {
+        eprintln!("c_reader: no working C compiler (cc or $CC): skipped");
+        return None;
+    };
+    let bin = dir.join("check");
+    let r = run(Command::new(&cc)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .arg(format!("-I{}", crate_dir().join("include").display()))
+        .arg("-o")
+        .arg(&bin)
+        .arg(crate_dir().join("examples/c/check.c")));
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{cc} failed on examples/c/check.c:\n{}",
+        r.stderr
+    );
+    Some(bin)
+}
+
+/// What the C program answered.
+#[derive(Debug)]
+struct CAnswer {
+    code: Option<i32>,
+    /// First line: "ok" or "rejected: a|b".
+    line: String,
+    /// From "version: N", 0 when absent.
+    version: u64,
+    stderr: String,
+}
+
+fn c_check(bin: &Path, shm: &Path, feed: &str, symbol: &str, bound_ms: Option<u64>) -> CAnswer {
+    let mut cmd = Command::new(bin);
+    cmd.arg(shm).arg(feed).arg(symbol);
+    if let Some(ms) = bound_ms {
+        cmd.arg(ms.to_string());
+    }
+    let r = run(&mut cmd);
+    let mut lines = r.stdout.lines();
+    let line = lines.next().unwrap_or_default().to_string();
+    let mut version = 0;
+    for l in lines {
+        let v = l
+            .strip_prefix("version: ")
+            .unwrap_or_else(|| panic!("unexpected output line {l:?} in {:?}", r.stdout));
+        version = v.parse().expect("version number");
+    }
+    CAnswer {
+        code: r.code,
+        line,
+        version,
+        stderr: r.stderr,
+    }
+}
+
+/// What the Rust reader says, in the C program's words: (line, exit code, version).
+fn rust_check(shm: &Path, feed: &str, symbol: &str, bound_ms: Option<u64>) -> (String, i32, u64) {
+    let bound = bound_ms.map_or(DEFAULT_DEAD_AFTER_NS, |ms| ms * 1_000_000);
+    let v = Reader::open_with(shm, bound).check_symbol(feed, symbol, now_ns());
+    if v.is_ok() {
+        ("ok".into(), 0, v.version)
+    } else {
+        (format!("rejected: {}", v.reasons), 1, v.version)
+    }
+}
+
+/// Asserts C and Rust agree on (feed, symbol) and that the answer is `expected`
+/// ("ok" or reason names joined by '|'). Returns the C answer.
+fn same(
+    bin: &Path,
+    shm: &Path,
+    feed: &str,
+    symbol: &str,
+    bound_ms: Option<u64>,
+    expected: &str,
+) -> CAnswer {
+    let c = c_check(bin, shm, feed, symbol, bound_ms);
+    let (line, code, version) = rust_check(shm, feed, symbol, bound_ms);
+    let what = format!("{feed}/{symbol:?} in {}: {c:?}", shm.display());
+    let bound = bound_ms.map_or(DEFAULT_DEAD_AFTER_NS, |ms| ms * 1_000_000);
+    let healthy = Reader::open_with(shm, bound).health(now_ns()).is_ok();
+    assert_eq!(
+        c.stderr.is_empty(),
+        healthy,
+        "C reports an unhealthy writer iff Rust does, {what}"
+    );
+    assert_eq!(c.line, line, "C vs Rust line, {what}");
+    assert_eq!(c.code, Some(code), "C exit code vs Rust, {what}");
+    assert_eq!(c.version, version, "C vs Rust version, {what}");
+    let want = if expected == "ok" {
+        "ok".to_string()
+    } else {
+        format!("rejected: {expected}")
+    };
+    assert_eq!(c.line, want, "expected answer, {what}");
+    c
+}
+
+fn sym(s: &str) -> Symbol {
+    Symbol::parse(s).unwrap()
+}
+
+fn config(shm: &Path) -> Config {
+    let text = format!(
+        r#"
+[state]
+capacity = 64
+
+[sidecar]
+shm_path = '{}'
+
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["239.1.1.1:30001"]
+stale_threshold_ms = 30000
+source_threshold_ms = 30000
+clock_offset = -2000000000   # provider clock 2 s ahead of local
+
+[[feed.symbol]]
+name = "SLOWSYM"
+stale_threshold_ms = 1000000
+source_threshold_ms = 1000000
+
+[[feed]]
+name = "lp2-delta"
+kind = "delta"
+lines = ["239.1.1.2:30002"]
+stale_threshold_ms = 30000
+source_threshold_ms = 30000
+clock_offset = 0
+
+[[feed]]
+name = "wild"
+kind = "full"
+lines = ["239.1.1.3:30003"]
+stale_threshold_ms = 30000
+source_threshold_ms = 30000
+clock_offset = "auto"
+"#,
+        shm.display()
+    );
+    Config::parse(&text, "c_reader.toml").expect("config")
+}
+
+/// Feeds the handler one packet.
+fn feed(
+    h: &mut Handler,
+    feed: u16,
+    t: u64,
+    send_time: u64,
+    build: impl FnOnce(&mut PacketBuilder),
+) {
+    let mut p = PacketBuilder::new(send_time);
+    build(&mut p);
+    h.on_datagram(feed, &p.finish(), t).expect("valid packet");
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+fn put(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn c_reader_agrees_with_rust_reader() {
+    let dir = scratch();
+    let Some(bin) = compile_check(dir.path()) else {
+        return;
+    };
+    let shm = dir.path().join("tickguard");
+    let config = config(&shm);
+    let now = now_ns();
+    let past = now - 120 * S;
+    let p =
+        Arc::new(Publication::create(&shm, 0o640, &config, now, 1_000_000).expect("publication"));
+    let table = StateTable::shared(p.clone());
+    let mut h = Handler::with_table(&config, table, 1024);
+    p.ready();
+    p.heartbeat(now);
+
+    // lp1: full feed, offset −2 s (a fresh source time reads 2 s ahead).
+    feed(&mut h, 0, now, now + 2 * S, |b| {
+        b.quote(sym("EURUSD"), 1, now + 2 * S, 1.0850, 1.0851);
+        b.quote(sym("SRCOLD"), 1, now - 300 * S, 1.0, 1.1);
+        b.quote(sym("BADPX"), 1, now + 2 * S, 1.0, 1.1);
+        b.quote(sym("BADPX"), 2, now + 2 * S, 2.0, 1.0); // bid > ask
+        b.heartbeat(sym("NOPRICE"), 5);
+        b.quote(sym("ONLYBAD"), 1, now + 2 * S, f64::NAN, 1.0);
+    });
+    feed(&mut h, 0, past, past + 2 * S, |b| {
+        b.quote(sym("OLDQ"), 1, past + 2 * S, 1.0, 1.1);
+        b.quote(sym("SLOWSYM"), 1, past + 2 * S, 1.0, 1.1);
+    });
+    // lp2-delta: suspect until a snapshot, and after a gap.
+    feed(&mut h, 1, now, now, |b| {
+        b.quote(sym("EURUSD"), 1, now, 1.0850, 1.0851);
+        b.snapshot(sym("GBPUSD"), 10, now, 1.25, 1.26);
+        b.quote(sym("GBPUSD"), 11, now, 1.25, 1.27);
+        b.snapshot(sym("GAPPY"), 5, now, 1.0, 1.1);
+        b.quote(sym("GAPPY"), 9, now, 1.0, 1.1);
+    });
+    feed(&mut h, 1, past, past, |b| {
+        b.snapshot(sym("ALLBAD"), 1, past, 1.0, 1.1);
+        b.quote(sym("ALLBAD"), 5, past, -1.0, 1.1);
+    });
+    // wild: send times at the end of u64, so the automatic offset
+    // (arrival − send_time) needs more than 64 bits.
+    feed(&mut h, 2, now, u64::MAX, |b| {
+        b.quote(sym("FUTURE"), 1, u64::MAX - S, 1.0, 1.1);
+        b.quote(sym("ZERO"), 1, 0, 1.0, 1.1);
+    });
+    let wild = Reader::open(&shm).offset(2).expect("offset");
+    assert!(wild < i64::MIN as i128, "offset {wild} needs 128 bits");
+
+    let long = Some(LONG_BOUND_MS);
+    let cases: &[(&str, &str, &str)] = &[
+        ("lp1", "EURUSD", "ok"),
+        ("lp1", "SLOWSYM", "ok"),
+        ("lp1", "OLDQ", "stale|stale_at_source"),
+        ("lp1", "SRCOLD", "stale_at_source"),
+        ("lp1", "BADPX", "invalid_price"),
+        ("lp1", "NOPRICE", "no_quote"),
+        ("lp1", "ONLYBAD", "no_quote"),
+        ("lp2-delta", "EURUSD", "suspect"),
+        ("lp2-delta", "GBPUSD", "ok"),
+        ("lp2-delta", "GAPPY", "suspect"),
+        (
+            "lp2-delta",
+            "ALLBAD",
+            "stale|stale_at_source|suspect|invalid_price",
+        ),
+        ("wild", "FUTURE", "ok"),
+        ("wild", "ZERO", "stale_at_source"),
+        // Unknown: symbol, symbol on another feed, feed, invalid names.
+        ("lp1", "NOSUCH", "no_quote"),
+        ("lp1", "GBPUSD", "no_quote"),
+        ("wild", "EURUSD", "no_quote"),
+        ("nofeed", "EURUSD", "no_quote"),
+        ("", "EURUSD", "no_quote"),
+        ("lp1", "", "no_quote"),
+        ("lp1", "EUR USD", "no_quote"),
+        ("lp1", "EURUSD ", "no_quote"),
+        ("lp1", "TOOLONGSYM", "no_quote"),
+        ("lp1", "EURUSD\u{7f}", "no_quote"),
+    ];
+    for &(f, s, expected) in cases {
+        let c = same(&bin, &shm, f, s, long, expected);
+        assert_eq!(c.stderr, "", "{f}/{s}: writer healthy, nothing on stderr");
+        if expected != "no_quote" {
+            assert!(
+                c.version >= 4 && c.version.is_multiple_of(2),
+                "{f}/{s}: version {}",
+                c.version
+            );
+        }
+    }
+    assert_eq!(
+        c_check(&bin, &shm, "lp1", "BADPX", long).version,
+        6,
+        "init + two updates"
+    );
+
+    // A heartbeat older than the bound: a dead writer, whatever the symbol.
+    p.heartbeat(now_ns() - 10 * S);
+    for (f, s) in [
+        ("lp1", "EURUSD"),
+        ("lp1", "NOSUCH"),
+        ("lp2-delta", "GBPUSD"),
+    ] {
+        let c = same(&bin, &shm, f, s, Some(1000), "stale");
+        assert!(c.stderr.contains("writer dead"), "{}", c.stderr);
+        same(&bin, &shm, f, s, None, "stale"); // the default bound, 100 ms
+    }
+    // Alive again.
+    p.heartbeat(now_ns());
+    same(&bin, &shm, "lp1", "EURUSD", long, "ok");
+
+    layout_checks(&bin, dir.path(), &shm);
+
+    // A file that is not ready yet (version not stored).
+    let unready = dir.path().join("unready");
+    let _p2 = Publication::create(&unready, 0o640, &config, now, 1_000_000).expect("publication");
+    let c = same(&bin, &unready, "lp1", "EURUSD", long, "stale");
+    assert!(c.stderr.contains("unusable publication"), "{}", c.stderr);
+
+    // No file at all.
+    let missing = dir.path().join("missing");
+    let c = same(&bin, &missing, "lp1", "EURUSD", long, "stale");
+    assert!(c.stderr.contains("No such file"), "{}", c.stderr);
+
+    // The writer closed the publication.
+    p.close();
+    for (f, s) in [
+        ("lp1", "EURUSD"),
+        ("lp2-delta", "GBPUSD"),
+        ("lp1", "NOSUCH"),
+    ] {
+        let c = same(&bin, &shm, f, s, long, "stale");
+        assert!(c.stderr.contains("closed"), "{}", c.stderr);
+    }
+
+    // Usage errors.
+    assert_eq!(run(&mut Command::new(&bin)).code, Some(2));
+    let bad_bound = run(Command::new(&bin).arg(&shm).args(["lp1", "EURUSD", "soon"]));
+    assert_eq!(bad_bound.code, Some(2), "{}", bad_bound.stderr);
+
+    drop(h);
+    drop(p);
+    std::fs::remove_file(&shm).expect("remove the publication");
+    let path = dir.path().to_path_buf();
+    dir.close().expect("remove the scratch dir");
+    assert!(!path.exists());
+}
+
+/// Copies of the (running, healthy) publication with one thing changed: the
+/// C reader must refuse what the Rust reader refuses and accept what it
+/// accepts, without crashing.
+fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
+    let original = std::fs::read(shm).expect("read publication");
+    let (dir_off, slots_off, cap) = (
+        u64_at(&original, 88) as usize,
+        u64_at(&original, 96) as usize,
+        u64_at(&original, 56),
+    );
+    // lp1/EURUSD's directory entry and slot.
+    let key = sym("EURUSD").key();
+    let entry = (0..cap as usize)
+        .map(|i| dir_off + 16 * i)
+        .find(|&e| u64_at(&original, e) == key && u64_at(&original, e + 8) >> 32 == 0)
+        .expect("lp1/EURUSD in the directory");
+    let slot = slots_off + 128 * (u64_at(&original, entry + 8) as u32 as usize);
+    let feed0 = 128;
+
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("unchanged", Box::new(|_| {}), "ok"),
+        ("bad magic", Box::new(|b| b[0] ^= 1), "stale"),
+        ("version 0", Box::new(|b| put(b, 8, 0)), "stale"),
+        ("version 2", Box::new(|b| put(b, 8, 2)), "stale"),
+        ("closed", Box::new(|b| put(b, 16, 2)), "stale"),
+        (
+            "capacity + 1",
+            Box::new(move |b| put(b, 56, cap + 1)),
+            "stale",
+        ),
+        (
+            "huge capacity",
+            Box::new(|b| put(b, 56, u64::MAX / 2)),
+            "stale",
+        ),
+        (
+            "feed_count + 1",
+            Box::new(|b| {
+                let n = u64_at(b, 64);
+                put(b, 64, n + 1)
+            }),
+            "stale",
+        ),
+        ("feeds_offset", Box::new(|b| put(b, 80, 256)), "stale"),
+        (
+            "directory_offset",
+            Box::new(move |b| put(b, 88, dir_off as u64 + 128)),
+            "stale",
+        ),
+        (
+            "slots_offset",
+            Box::new(move |b| put(b, 96, slots_off as u64 + 4096)),
+            "stale",
+        ),
+        (
+            "file_len",
+            Box::new(|b| {
+                let n = u64_at(b, 104);
+                put(b, 104, n + 4096)
+            }),
+            "stale",
+        ),
+        (
+            "truncated",
+            Box::new(|b| b.truncate(b.len() - 4096)),
+            "stale",
+        ),
+        ("tiny", Box::new(|b| b.truncate(100)), "stale"),
+        ("empty", Box::new(|b| b.clear()), "stale"),
+        (
+            "longer than file_len",
+            Box::new(|b| b.extend_from_slice(&[0; 4096])),
+            "ok",
+        ),
+        (
+            "directory_len huge",
+            Box::new(|b| put(b, 72, u64::MAX)),
+            "ok",
+        ),
+        ("directory_len 0", Box::new(|b| put(b, 72, 0)), "no_quote"),
+        (
+            "entry points past the slots",
+            Box::new(move |b| put(b, entry + 8, cap + 5)),
+            "stale",
+        ),
+        (
+            "slot holds another symbol",
+            Box::new(move |b| put(b, slot + 8, sym("OTHER").key())),
+            "no_quote",
+        ),
+        (
+            "slot holds another feed",
+            Box::new(move |b| {
+                let m = u64_at(b, slot + 16);
+                put(b, slot + 16, m | 1)
+            }),
+            "no_quote",
+        ),
+    ];
+    let copy = dir.join("copy");
+    for (name, edit, expected) in cases {
+        let mut b = original.clone();
+        edit(&mut b);
+        std::fs::write(&copy, &b).unwrap();
+        let c = same(bin, &copy, "lp1", "EURUSD", Some(LONG_BOUND_MS), expected);
+        assert!(
+            expected != "stale" || !c.stderr.is_empty() || name == "entry points past the slots",
+            "{name}: C says why on stderr"
+        );
+    }
+
+    // A directory_len past the directory: the scan for an unknown symbol
+    // stops at the capacity instead of running off the mapping.
+    let mut b = original.clone();
+    put(&mut b, 72, u64::MAX);
+    std::fs::write(&copy, &b).unwrap();
+    same(bin, &copy, "lp1", "NOSUCH", Some(LONG_BOUND_MS), "no_quote");
+
+    // A seqlock stamp left odd (a writer killed mid-update): both readers
+    // give up after a bounded number of reads and answer stale.
+    for (name, at) in [("slot stamp", slot), ("offset stamp", feed0 + 128)] {
+        let mut b = original.clone();
+        let s = u64_at(&b, at);
+        put(&mut b, at, s | 1);
+        std::fs::write(&copy, &b).unwrap();
+        let t = Instant::now();
+        let c = c_check(bin, &copy, "lp1", "EURUSD", Some(LONG_BOUND_MS));
+        assert_eq!(
+            (c.code, c.line.as_str(), c.version),
+            (Some(1), "rejected: stale", 0),
+            "odd {name}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "odd {name}: {:?}",
+            t.elapsed()
+        );
+        let rust = tickguard::Reader::open_with(&copy, LONG_BOUND_MS * 1_000_000);
+        let v = rust.check_symbol("lp1", "EURUSD", tickguard::reader::now_ns());
+        assert_eq!(v.health, tickguard::Health::Busy, "odd {name}");
+        assert_eq!(
+            v.reasons.names().collect::<Vec<_>>(),
+            ["stale"],
+            "odd {name}"
+        );
+    }
+    std::fs::remove_file(&copy).unwrap();
+}
+
+/// The header compiles as C++ (extern "C" guards, casts), and the result runs.
+#[test]
+fn header_compiles_as_cpp() {
+    let Some(cxx) = compiler("CXX", "c++") else {
+        eprintln!("c_reader: no working C++ compiler (c++ or $CXX): skipped");
+        return;
+    };
+    let dir = scratch();
+    let src = dir.path().join("t.cpp");
+    std::fs::write(
+        &src,
+        r#"#include "tickguard.h"
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_open(&r, argc > 1 ? argv[1] : "", TG_DEFAULT_DEAD_AFTER_NS);
+    uint32_t reasons = tg_check_symbol(&r, "lp1", "EURUSD", tg_now_ns());
+    tg_close(&r);
+    return reasons == TG_STALE ? 0 : 1;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.path().join("t");
+    let r = run(Command::new(&cxx)
+        .args([
+            "-std=c++11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O2",
+        ])
+        .arg(format!("-I{}", crate_dir().join("include").display()))
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src));
+    assert_eq!(r.code, Some(0), "{cxx} failed:\n{}", r.stderr);
+    let missing = dir.path().join("missing");
+    let r = run(Command::new(&bin).arg(&missing));
+    assert_eq!(r.code, Some(0), "a missing publication reads as stale");
+}
+
+/// The C seqlock read never returns a mix of two writes: a C process reads
+/// one slot in a loop while this process keeps publishing states whose every
+/// field is derived from the sequence number.
+#[test]
+fn c_slot_reads_are_not_torn() {
+    let Some(cc) = compiler("CC", "cc") else {
+        eprintln!("c_reader: no working C compiler (cc or $CC): skipped");
+        return;
+    };
+    let dir = scratch();
+    let src = dir.path().join("torn.c");
+    std::fs::write(
+        &src,
+        r#"#include "tickguard.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* torn SHM BASE: reads lp1/TORN until 5000 changes were seen or 3 s passed. */
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h;
+    uint64_t w[TG_S_USED], base, last = 0, reads = 0, changes = 0, deadline;
+    (void)argc;
+    base = strtoull(argv[2], NULL, 10);
+    deadline = tg_now_ns() + 3000000000ull;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "TORN", &h) != 0) return 3;
+    while (changes < 5000 && tg_now_ns() < deadline) {
+        uint64_t seq, want_bid, want_ask;
+        double bid, ask;
+        if (tg__read_slot(&r, h.slot, w) != 0) return 4;
+        seq = w[3];
+        bid = (double)seq;
+        ask = (double)(seq + 1);
+        memcpy(&want_bid, &bid, 8);
+        memcpy(&want_ask, &ask, 8);
+        if ((w[TG_S_STAMP] & 1) || w[4] != want_bid || w[5] != want_ask ||
+            w[TG_S_SOURCE_TIME] != 7 * seq || w[TG_S_LAST_ALIVE] != base + seq || seq < last) {
+            printf("torn: stamp %" PRIu64 " seq %" PRIu64 " last %" PRIu64 "\n", w[0], seq, last);
+            return 1;
+        }
+        changes += seq != last;
+        last = seq;
+        reads++;
+    }
+    printf("%" PRIu64 " %" PRIu64 "\n", reads, changes);
+    tg_close(&r);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.path().join("torn");
+    let r = run(Command::new(&cc)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .arg(format!("-I{}", crate_dir().join("include").display()))
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src));
+    assert_eq!(r.code, Some(0), "{cc} failed:\n{}", r.stderr);
+
+    let shm = dir.path().join("tickguard");
+    let config = config(&shm);
+    let base = now_ns();
+    let p =
+        Arc::new(Publication::create(&shm, 0o640, &config, base, 1_000_000).expect("publication"));
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    p.ready();
+    p.heartbeat(base);
+    let torn = sym("TORN");
+    let quote = |h: &mut Handler, seq: u64| {
+        feed(h, 0, base + seq, 7 * seq, |b| {
+            b.quote(torn, seq, 7 * seq, seq as f64, (seq + 1) as f64);
+        })
+    };
+    quote(&mut h, 1);
+
+    let mut child = Command::new(&bin)
+        .arg(&shm)
+        .arg(base.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + CHILD_LIMIT;
+    let mut seq = 1;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("torn reader still running after {CHILD_LIMIT:?}");
+        }
+        for _ in 0..64 {
+            seq += 1;
+            quote(&mut h, seq);
+        }
+    };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "C reader: {out}");
+    let counts: Vec<u64> = out.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    assert!(
+        counts.len() == 2 && counts[1] >= 100,
+        "the reader saw the writer at work: {out} (writer reached {seq})"
+    );
+    eprintln!("torn: reads, changes seen = {out}");
+    drop(h);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
+}
