@@ -347,3 +347,62 @@ fn missing_publication_reads_stale() {
     let r = Reader::open(&shm);
     assert!(matches!(r.health(now_ns()), Health::Missing(_)));
 }
+
+#[test]
+fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("subscribe");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "delta", ports, 1000);
+    let mut config = tickguard::config::Config::load(&cfg).unwrap();
+    config.feeds[0].thresholds.stale_ns = 200_000_000;
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    let changes = sidecar.subscribe(2);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    let mut b = PacketBuilder::new(t);
+    b.quote(sym("EURUSD"), 1, t, 1.0, 1.1);
+    tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sidecar.handler().feeds()[0].counters.packets == 0 {
+        assert!(Instant::now() < deadline);
+        sidecar.cycle(now_ns());
+    }
+    // First quote on a delta feed: no snapshot yet, so suspect.
+    let c = changes.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (c.symbol, c.old, c.new),
+        (
+            sym("EURUSD"),
+            tickguard::verdict::Reasons::NO_QUOTE,
+            tickguard::verdict::Reasons::SUSPECT
+        )
+    );
+    // A snapshot repairs it.
+    let mut b = PacketBuilder::new(t);
+    b.snapshot(sym("EURUSD"), 1, t, 1.0, 1.1);
+    tx.send_to(&b.finish(), ("127.0.0.1", ports.1)).unwrap();
+    let c = loop {
+        sidecar.cycle(now_ns());
+        if let Ok(c) = changes.try_recv() {
+            break c;
+        }
+        assert!(Instant::now() < deadline);
+    };
+    assert!(c.new.is_ok() && c.old == tickguard::verdict::Reasons::SUSPECT);
+    // Time passes: stale, seen at the cycle's time.
+    let later = t + 300_000_000;
+    sidecar.cycle(later);
+    let c = changes.try_recv().unwrap();
+    assert_eq!(
+        (c.new, c.time_ns),
+        (tickguard::verdict::Reasons::STALE, later)
+    );
+    // A subscriber that does not read: the channel (2) fills, the rest are counted.
+    for i in 0..4u64 {
+        sidecar.cycle(if i % 2 == 0 { t } else { later });
+    }
+    assert_eq!(sidecar.stats().change_drops, 2);
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}
