@@ -19,6 +19,14 @@
 //! offset_queue = 65536               # clock-offset window entries per feed, preallocated
 //! interface = "0.0.0.0"              # interface address for multicast joins
 //!
+//! [metrics]                          # optional, Prometheus exporter of `run`
+//! enabled = true
+//! listen = "127.0.0.1:9187"          # GET /metrics
+//! interval_ms = 1000                 # refresh from the receiver's counters
+//!
+//! [log]
+//! format = "plain"                   # or "json"; filter with RUST_LOG
+//!
 //! [[feed]]
 //! name = "lp1"
 //! kind = "full"                      # or "delta"
@@ -109,9 +117,45 @@ impl Default for SidecarConfig {
     }
 }
 
+/// The Prometheus exporter (`[metrics]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MetricsConfig {
+    /// Serve `/metrics` at all.
+    pub enabled: bool,
+    /// Where (127.0.0.1 by default: expose it deliberately).
+    pub listen: std::net::SocketAddr,
+    /// How often the metrics are refreshed from the receiver's counters, ns.
+    pub interval_ns: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            enabled: true,
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 9187)),
+            interval_ns: 1_000 * NS_PER_MS,
+        }
+    }
+}
+
+/// Log line format (`[log] format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Prometheus exporter.
+    pub metrics: MetricsConfig,
+    /// Log format.
+    pub log_format: LogFormat,
     /// State table slots, one per (feed, symbol).
     pub capacity: usize,
     /// Live sidecar settings.
@@ -154,6 +198,8 @@ impl FeedConfig {
 struct RawConfig {
     state: Option<RawState>,
     sidecar: Option<RawSidecar>,
+    metrics: Option<RawMetrics>,
+    log: Option<RawLog>,
     #[serde(default)]
     feed: Vec<RawFeed>,
 }
@@ -162,6 +208,20 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawState {
     capacity: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    enabled: Option<bool>,
+    listen: Option<String>,
+    interval_ms: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLog {
+    format: Option<LogFormat>,
 }
 
 #[derive(Deserialize, Default)]
@@ -293,6 +353,27 @@ fn resolve(raw: RawConfig) -> Result<Config, String> {
         }
     };
     let sidecar = resolve_sidecar(raw.sidecar.unwrap_or_default())?;
+    let m = raw.metrics.unwrap_or_default();
+    let d = MetricsConfig::default();
+    let metrics = MetricsConfig {
+        enabled: m.enabled.unwrap_or(d.enabled),
+        listen: match m.listen {
+            None => d.listen,
+            Some(l) => l
+                .parse()
+                .map_err(|_| format!("[metrics] listen must be ip:port, got '{l}'"))?,
+        },
+        interval_ns: match m.interval_ms {
+            None => d.interval_ns,
+            Some(v) if v > 0 => v as u64 * NS_PER_MS,
+            Some(v) => {
+                return Err(format!(
+                    "[metrics] interval_ms must be a positive integer, got {v}"
+                ))
+            }
+        },
+    };
+    let log_format = raw.log.and_then(|l| l.format).unwrap_or_default();
     if raw.feed.is_empty() {
         return Err("no [[feed]] table: at least one feed is needed".into());
     }
@@ -320,6 +401,8 @@ fn resolve(raw: RawConfig) -> Result<Config, String> {
         feeds.push(feed);
     }
     Ok(Config {
+        metrics,
+        log_format,
         capacity,
         sidecar,
         feeds,

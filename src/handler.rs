@@ -45,6 +45,8 @@ pub struct FeedCounters {
     pub ticks_lost: u64,
     /// Messages for a new symbol dropped because the table was full.
     pub table_full: u64,
+    /// Snapshots that moved a symbol's sequence backwards (provider resets).
+    pub resets: u64,
 }
 
 /// One feed at run time.
@@ -194,7 +196,12 @@ impl Handler {
         let mut state = self.table.state(slot);
         let applied = match p.message {
             Message::Quote(q) => state.on_quote(f.config.kind, q.sequence(), price(q), t),
-            Message::Snapshot(s) => state.on_snapshot(s.sequence(), price(s), t),
+            Message::Snapshot(s) => {
+                if state.seq.baseline && s.sequence() < state.seq.last_seq {
+                    f.counters.resets += 1;
+                }
+                state.on_snapshot(s.sequence(), price(s), t)
+            }
             Message::Heartbeat(h) => state.on_heartbeat(h.next_expected(), t),
             Message::Unknown { .. } => return,
         };

@@ -52,6 +52,7 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod handler;
+pub mod metrics;
 pub mod reader;
 pub mod replay;
 pub mod rules;

@@ -12,11 +12,10 @@ use tickguard::replay::{answer_json, load_checks, replay};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_log = match cli.command {
-        Command::Run(_) => "info",
-        _ => "warn",
-    };
-    init_logging(default_log);
+    // `run` sets up logging once it has read its configuration.
+    if !matches!(cli.command, Command::Run(_)) {
+        init_logging("warn", tickguard::config::LogFormat::Plain);
+    }
     let result = match cli.command {
         Command::Replay(args) => run_replay(args),
         Command::Run(args) => run_sidecar(args),
@@ -36,14 +35,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(default_level: &str) {
+fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        tickguard::config::LogFormat::Plain => {
+            builder.with_ansi(std::io::stderr().is_terminal()).init()
+        }
+        tickguard::config::LogFormat::Json => builder.json().init(),
+    }
 }
 
 /// The error chain on one line.
@@ -112,13 +115,44 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
 }
 
 fn run_sidecar(args: RunArgs) -> Result<()> {
-    let config = Config::load(&args.config)?;
+    let config = match Config::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            init_logging("info", tickguard::config::LogFormat::Plain);
+            return Err(e.into());
+        }
+    };
+    init_logging("info", config.log_format);
+    tracing::info!(
+        config = %args.config.display(),
+        sidecar = %serde_json::to_string(&config.sidecar).unwrap_or_default(),
+        metrics = %serde_json::to_string(&config.metrics).unwrap_or_default(),
+        feeds = %config.feeds.iter().map(|f| format!("{}({:?} {:?} stale {} ms, source {} ms, offset {:?}, {} overrides)",
+            f.name, f.kind, f.lines, f.thresholds.stale_ns / 1_000_000, f.thresholds.source_ns / 1_000_000, f.offset, f.overrides.len())).collect::<Vec<_>>().join("; "),
+        "starting"
+    );
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config)?;
     if let Some(path) = &args.record {
         sidecar.record(path)?;
     }
+    let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let exporter = if config.metrics.enabled {
+        Some(tickguard::metrics::spawn(
+            config.metrics.listen,
+            &config,
+            sidecar.shared_stats(),
+            stop_metrics.clone(),
+            std::time::Duration::from_nanos(config.metrics.interval_ns),
+        )?)
+    } else {
+        None
+    };
     let stats = sidecar.run(shutdown);
+    stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = exporter {
+        let _ = t.join();
+    }
     tracing::info!(
         cycles = stats.cycles,
         datagrams = stats.datagrams,

@@ -27,6 +27,8 @@
 //! | 88 | directory_offset | |
 //! | 96 | slots_offset | |
 //! | 104 | file_len | |
+//! | 112 | worst_cycle_ns | longest receiver duty cycle so far |
+//! | 120 | datagrams | datagrams received so far, all lines |
 //!
 //! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
 //! 1 delta), 72 stale_ns, 80 source_ns (feed defaults), 88 line A, 96 line B
@@ -78,7 +80,10 @@ pub struct Header {
     pub directory_offset: AtomicU64,
     pub slots_offset: AtomicU64,
     pub file_len: AtomicU64,
-    reserved: [AtomicU64; 2],
+    /// Longest receiver duty cycle so far, ns.
+    pub worst_cycle_ns: AtomicU64,
+    /// Datagrams received so far, all lines.
+    pub datagrams: AtomicU64,
 }
 
 /// Counter ids in a [`FeedBlock`]: stable, append-only.
@@ -94,12 +99,24 @@ pub mod counter {
     pub const TICKS_LOST: usize = 8;
     pub const TABLE_FULL: usize = 9;
     pub const KERNEL_DROPS: usize = 10;
+    /// Snapshots that moved a symbol's sequence backwards (provider resets).
+    pub const RESETS: usize = 11;
+    /// Messages in accepted packets, per line: `LINE_MESSAGES + line`.
+    pub const LINE_MESSAGES: usize = 12;
+    /// Rejected packets, per line: `LINE_REJECTED + line`.
+    pub const LINE_REJECTED: usize = 14;
     /// Rejections by reason: `REJECTED_BY_REASON + Reject::index()`.
     pub const REJECTED_BY_REASON: usize = 16;
+    /// Datagrams, per line: `LINE_PACKETS + line` (line 0 = A, 1 = B).
+    pub const LINE_PACKETS: usize = 26;
+    /// Kernel drops (SO_RXQ_OVFL), per line.
+    pub const LINE_KERNEL_DROPS: usize = 28;
+    /// SO_RCVBUF in effect, bytes, per line.
+    pub const LINE_RCVBUF: usize = 30;
     /// Counter slots in a block.
     pub const COUNT: usize = 32;
     /// Names, for tools that print them.
-    pub const NAMES: [(usize, &str); 11] = [
+    pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),
         (REJECTED, "rejected"),
         (MESSAGES, "messages"),
@@ -111,6 +128,7 @@ pub mod counter {
         (TICKS_LOST, "ticks_lost"),
         (TABLE_FULL, "table_full_drops"),
         (KERNEL_DROPS, "kernel_drops"),
+        (RESETS, "resets"),
     ];
 }
 
@@ -368,6 +386,13 @@ impl Publication {
             .header()
             .heartbeat_ns
             .store(now_ns, Ordering::Relaxed);
+    }
+
+    /// Publishes receiver statistics (relaxed: statistics).
+    pub fn set_receiver(&self, worst_cycle_ns: u64, datagrams: u64) {
+        let h = self.views.header();
+        h.worst_cycle_ns.store(worst_cycle_ns, Ordering::Relaxed);
+        h.datagrams.store(datagrams, Ordering::Relaxed);
     }
 
     /// Marks a clean shutdown: readers answer `stale` at once.

@@ -25,10 +25,9 @@ use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
 use crate::verdict::{evaluate, Reasons};
-use crate::wire::Reject;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A symbol's verdict changed.
@@ -63,12 +62,46 @@ pub struct RunStats {
     pub socket_errors: u64,
     /// Verdict changes not delivered because the subscriber was behind.
     pub change_drops: u64,
+    /// Receives by datagrams taken: bucket i counts batches of 2^i to 2^(i+1) − 1
+    /// (the last bucket: 128 and more).
+    pub batch_sizes: [u64; BATCH_BUCKETS],
+}
+
+/// Buckets of [`RunStats::batch_sizes`].
+pub const BATCH_BUCKETS: usize = 8;
+
+/// Receiver statistics shared with other threads of the process (the
+/// metrics exporter): copied from the receiver's plain counters once per
+/// heartbeat, never per packet.
+#[derive(Debug, Default)]
+pub struct SharedStats {
+    /// Duty cycles.
+    pub cycles: AtomicU64,
+    /// Cycles that received something.
+    pub busy_cycles: AtomicU64,
+    /// Datagrams received.
+    pub datagrams: AtomicU64,
+    /// Longest cycle, ns.
+    pub worst_cycle_ns: AtomicU64,
+    /// Oversized datagrams dropped.
+    pub oversized: AtomicU64,
+    /// Socket errors.
+    pub socket_errors: AtomicU64,
+    /// Verdict changes a subscriber missed.
+    pub change_drops: AtomicU64,
+    /// See [`RunStats::batch_sizes`].
+    pub batch_sizes: [AtomicU64; BATCH_BUCKETS],
 }
 
 struct Line {
     feed: u16,
+    /// 0 = line A, 1 = line B.
+    index: usize,
     socket: LineSocket,
     kernel_drops: u64,
+    packets: u64,
+    messages: u64,
+    rejected: u64,
     /// This line's receive buffers.
     batch: Batch,
     /// Datagrams in `batch` from the last receive, and how many are applied.
@@ -102,6 +135,7 @@ pub struct Sidecar {
     changes: Option<Changes>,
     recorder: Option<Recorder>,
     stats: RunStats,
+    shared: Arc<SharedStats>,
     last_beat: u64,
 }
 
@@ -138,8 +172,12 @@ impl Sidecar {
                 }
                 lines.push(Line {
                     feed: id as u16,
+                    index: f.lines.iter().position(|l| *l == addr).unwrap_or(0),
                     socket,
                     kernel_drops: 0,
+                    packets: 0,
+                    messages: 0,
+                    rejected: 0,
                     batch: Batch::new(sc.batch),
                     received: 0,
                     next: 0,
@@ -165,6 +203,7 @@ impl Sidecar {
             changes: None,
             recorder: None,
             stats: RunStats::default(),
+            shared: Arc::new(SharedStats::default()),
             last_beat: now,
         })
     }
@@ -206,6 +245,16 @@ impl Sidecar {
     /// Statistics so far.
     pub fn stats(&self) -> &RunStats {
         &self.stats
+    }
+
+    /// Statistics for other threads, refreshed every heartbeat period.
+    pub fn shared_stats(&self) -> Arc<SharedStats> {
+        self.shared.clone()
+    }
+
+    /// The feeds' configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Pins the calling thread as configured, then runs duty cycles until
@@ -274,6 +323,10 @@ impl Sidecar {
                 };
                 line.next = 0;
                 work += line.received;
+                if line.received > 0 {
+                    let bucket = (usize::BITS - 1 - line.received.leading_zeros()) as usize;
+                    self.stats.batch_sizes[bucket.min(BATCH_BUCKETS - 1)] += 1;
+                }
             }
             // A full batch may have left later datagrams in the kernel: no
             // other line may be applied past its last one this cycle.
@@ -316,7 +369,12 @@ impl Sidecar {
                     r.errors += 1;
                 }
             }
-            let _: Result<(), Reject> = self.handler.on_datagram(line.feed, payload, t);
+            line.packets += 1;
+            match self.handler.on_datagram(line.feed, payload, t) {
+                // Accepted: the count field is valid (bytes 4..6).
+                Ok(()) => line.messages += u16::from_le_bytes([payload[4], payload[5]]) as u64,
+                Err(_) => line.rejected += 1,
+            }
         }
         self.stats.datagrams += work as u64;
         if work > 0 {
@@ -361,6 +419,34 @@ impl Sidecar {
                 .map(|l| l.kernel_drops)
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
+            p.set_counter(id, counter::RESETS, c.resets);
+        }
+        for l in &self.lines {
+            let i = l.index.min(1);
+            p.set_counter(l.feed, counter::LINE_PACKETS + i, l.packets);
+            p.set_counter(l.feed, counter::LINE_MESSAGES + i, l.messages);
+            p.set_counter(l.feed, counter::LINE_REJECTED + i, l.rejected);
+            p.set_counter(l.feed, counter::LINE_KERNEL_DROPS + i, l.kernel_drops);
+            p.set_counter(
+                l.feed,
+                counter::LINE_RCVBUF + i,
+                l.socket.info.rcvbuf as u64,
+            );
+        }
+        let st = &self.stats;
+        p.set_receiver(st.worst_cycle_ns, st.datagrams);
+        let sh = &self.shared;
+        // Relaxed: statistics, read by the exporter thread.
+        sh.cycles.store(st.cycles, Ordering::Relaxed);
+        sh.busy_cycles.store(st.busy_cycles, Ordering::Relaxed);
+        sh.datagrams.store(st.datagrams, Ordering::Relaxed);
+        sh.worst_cycle_ns
+            .store(st.worst_cycle_ns, Ordering::Relaxed);
+        sh.oversized.store(st.oversized, Ordering::Relaxed);
+        sh.socket_errors.store(st.socket_errors, Ordering::Relaxed);
+        sh.change_drops.store(st.change_drops, Ordering::Relaxed);
+        for (a, v) in sh.batch_sizes.iter().zip(&st.batch_sizes) {
+            a.store(*v, Ordering::Relaxed);
         }
     }
 

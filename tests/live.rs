@@ -42,6 +42,8 @@ fn config(dir: &Path, shm: &Path, kind: &str, ports: (u16, u16), dead_after_ms: 
         r#"
 [state]
 capacity = 1024
+[metrics]
+enabled = false
 [sidecar]
 shm_path = "{}"
 idle = "sleep"

@@ -112,6 +112,8 @@ fn multicast_two_lines_with_loss_in_a_namespace() {
             r#"
 [state]
 capacity = 4096
+[metrics]
+enabled = false
 [sidecar]
 shm_path = "{}"
 interface = "127.0.0.1"

@@ -334,6 +334,7 @@ mod tests {
             source_ns: i * 17,
         };
         slot.init(1, sym, th(7));
+        slot.publish(1, &state(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {
                 let (slot, stop) = (slot.clone(), stop.clone());

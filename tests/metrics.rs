@@ -1,0 +1,221 @@
+//! `/metrics` of a running sidecar fed by `tickguard simulate`, checked
+//! against what the simulator says it injected.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
+}
+
+fn free_udp() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_tcp() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scrape(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+/// The value of the sample whose name and labels are exactly `series`.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn metrics_match_what_the_simulator_injected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, http) = (free_udp(), free_udp(), free_tcp());
+    let shm = format!("/dev/shm/tickguard-metrics-{}", std::process::id());
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[metrics]
+listen = "127.0.0.1:{http}"
+interval_ms = 50
+[sidecar]
+shm_path = "{shm}"
+idle = "sleep"
+idle_sleep_us = 50
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+"#
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("run.log");
+    let _run = Killed(
+        Command::new(bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while scrape(http).is_none_or(|t| !t.contains("tickguard_")) {
+        assert!(
+            Instant::now() < deadline,
+            "no /metrics: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let sim = Command::new(bin())
+        .args([
+            "simulate",
+            "--line-a",
+            &format!("127.0.0.1:{a}"),
+            "--line-b",
+            &format!("127.0.0.1:{b}"),
+        ])
+        .args([
+            "--symbols",
+            "10",
+            "--rate",
+            "5000",
+            "--count",
+            "5000",
+            "--loss-a",
+            "10",
+            "--loss-b",
+            "10",
+        ])
+        .args([
+            "--duplicate",
+            "2",
+            "--invalid",
+            "1",
+            "--heartbeat-ms",
+            "50",
+            "--seed",
+            "5",
+            "--report",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&sim.stdout).unwrap();
+    let lines = report["lines"].as_array().unwrap();
+    let sent = |i: usize| lines[i]["datagrams_sent"].as_u64().unwrap() as f64;
+    let lost = report["ticks_lost_on_both_lines"].as_u64().unwrap() as f64;
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = scrape(http).unwrap_or_default();
+        let a_pk = value(&text, r#"tickguard_packets_total{feed="lp1",line="A"}"#).unwrap_or(0.0);
+        let b_pk = value(&text, r#"tickguard_packets_total{feed="lp1",line="B"}"#).unwrap_or(0.0);
+        if a_pk == sent(0) && b_pk == sent(1) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "packets A {a_pk}/{} B {b_pk}/{}",
+            sent(0),
+            sent(1)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        value(&text, r#"tickguard_ticks_lost_total{feed="lp1"}"#),
+        Some(lost),
+        "{text}"
+    );
+    assert!(lost > 0.0);
+    assert_eq!(
+        value(
+            &text,
+            r#"tickguard_kernel_drops_total{feed="lp1",line="A"}"#
+        ),
+        Some(0.0)
+    );
+    assert!(value(&text, r#"tickguard_duplicate_events_total{feed="lp1"}"#).unwrap() > 0.0);
+    assert!(value(&text, r#"tickguard_heartbeats_total{feed="lp1"}"#).unwrap() > 0.0);
+    assert!(
+        value(
+            &text,
+            r#"tickguard_receive_buffer_bytes{feed="lp1",line="B"}"#
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"tickguard_rejected_packets_total{feed="lp1",reason="bad_magic"}"#
+        ),
+        Some(0.0)
+    );
+    let symbols: f64 = ["ok", "no_quote", "stale", "invalid_price"]
+        .iter()
+        .map(|v| {
+            value(
+                &text,
+                &format!(r#"tickguard_symbols{{feed="lp1",verdict="{v}"}}"#),
+            )
+            .unwrap_or(0.0)
+        })
+        .sum();
+    assert!(
+        symbols >= 10.0,
+        "every symbol counted under its verdict: {text}"
+    );
+    assert!(value(&text, "tickguard_receiver_worst_cycle_seconds").is_some());
+    assert!(text.contains("tickguard_receiver_polls_total{result=\"busy\"}"));
+    // The log told of the gap bursts.
+    std::thread::sleep(Duration::from_millis(200));
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("gap burst"), "{log}");
+    assert!(
+        log.contains("line open") && log.contains("starting"),
+        "{log}"
+    );
+    let _ = std::fs::remove_file(&shm);
+}
