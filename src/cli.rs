@@ -21,6 +21,8 @@ pub enum Command {
     Run(RunArgs),
     /// Ask a running sidecar whether a symbol may be traded now (exit 0 ok, 1 rejected, 2 error).
     Check(CheckArgs),
+    /// Show a running sidecar's shared memory: writer health, counters, symbols worst first.
+    Stat(StatArgs),
     /// Publish a simulated SQF feed (to loopback by default).
     Simulate(SimulateArgs),
     /// Simulator and sidecar together on loopback, with a live table of every symbol.
@@ -54,6 +56,26 @@ pub struct CheckArgs {
     /// Read the shared-memory path and dead-writer bound from this configuration.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
+    #[arg(long)]
+    pub dead_after_ms: Option<u64>,
+}
+
+/// `tickguard stat`.
+#[derive(Debug, clap::Args)]
+pub struct StatArgs {
+    /// Shared-memory file of the sidecar (default: the config's, else /dev/shm/tickguard).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Read the shared-memory path and dead-writer bound from this configuration.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print one snapshot and exit (for scripts); otherwise refresh every second until Ctrl-C.
+    #[arg(long)]
+    pub once: bool,
+    /// Evaluate at this time (ns since the Unix epoch) instead of the clock.
+    #[arg(long)]
+    pub now: Option<u64>,
     /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
     #[arg(long)]
     pub dead_after_ms: Option<u64>,
@@ -96,6 +118,23 @@ pub struct ReplayArgs {
     /// Never show a progress bar (it is shown only when stderr is a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// Explain one symbol: stdout carries, instead of the check results, every
+    /// event that changed its verdict, in time order, with its cause (the
+    /// summary is still written).
+    #[arg(long, num_args = 2, value_names = ["FEED", "SYMBOL"])]
+    pub explain: Option<Vec<String>>,
+    /// With --explain: also list the events that did not change the verdict
+    /// but explain it (gaps on a full feed, snapshots, heartbeat gaps, invalid prices).
+    #[arg(long, requires = "explain")]
+    pub explain_all: bool,
+    /// With --explain: print only the verdict at TIME (ns since the Unix epoch,
+    /// or UTC like 2026-01-05T09:00:02.5Z), the event behind each reason, and
+    /// the state then.
+    #[arg(long, value_name = "TIME", requires = "explain", value_parser = crate::explain::parse_time)]
+    pub at: Option<u64>,
+    /// Write an SVG timeline of every symbol's verdict (only FEED's symbols with --explain).
+    #[arg(long, value_name = "FILE.svg")]
+    pub timeline: Option<PathBuf>,
 }
 
 /// `tickguard simulate`: a provider publishing SQF.

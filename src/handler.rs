@@ -252,6 +252,37 @@ impl Handler {
         evaluate(Some(&r.state), r.thresholds, f.clock.offset(), now)
     }
 
+    /// Copies the feeds' counters into the shared-memory publication, if the
+    /// table lives in one (the receiver calls this once per heartbeat).
+    pub fn publish_counters(&self) {
+        use crate::shm::counter;
+        let Some(p) = self.table.publication() else {
+            return;
+        };
+        for (id, f) in self.feeds.iter().enumerate() {
+            let id = id as u16;
+            let c = &f.counters;
+            for (k, v) in [
+                (counter::PACKETS, c.packets),
+                (counter::REJECTED, c.rejected),
+                (counter::MESSAGES, c.messages),
+                (counter::QUOTES, c.quotes),
+                (counter::SNAPSHOTS, c.snapshots),
+                (counter::HEARTBEATS, c.heartbeats),
+                (counter::UNKNOWN, c.unknown),
+                (counter::DUPLICATES, c.duplicates),
+                (counter::TICKS_LOST, c.ticks_lost),
+                (counter::TABLE_FULL, c.table_full),
+                (counter::RESETS, c.resets),
+            ] {
+                p.set_counter(id, k, v);
+            }
+            for (r, v) in c.rejected_by_reason.iter().enumerate() {
+                p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
+            }
+        }
+    }
+
     /// Consistent copies of every occupied slot, in slot order.
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.table.records()

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => run_replay(args),
         Command::Run(args) => run_sidecar(args),
         Command::Check(args) => return check(args),
+        Command::Stat(args) => stat(args),
         Command::Simulate(args) => tickguard::simulate::run(&args),
         Command::Demo(args) => tickguard::demo::run(&args),
     };
@@ -160,6 +161,52 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         "run ended"
     );
     Ok(())
+}
+
+/// The shared-memory path and dead-writer bound (ms) from flags, config, defaults.
+fn shm_target(
+    shm: &Option<std::path::PathBuf>,
+    config: &Option<std::path::PathBuf>,
+    dead_after_ms: Option<u64>,
+) -> Result<(std::path::PathBuf, u64)> {
+    let (mut path, mut bound) = (None, 100);
+    if let Some(c) = config {
+        let config = Config::load(c)?;
+        path = Some(config.sidecar.shm_path.clone());
+        bound = config.sidecar.dead_after_ns / 1_000_000;
+    }
+    let path = shm
+        .clone()
+        .or(path)
+        .unwrap_or_else(|| "/dev/shm/tickguard".into());
+    Ok((path, dead_after_ms.unwrap_or(bound)))
+}
+
+fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
+    let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
+    let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    let mut reader = tickguard::Reader::open_with(&path, bound_ms.saturating_mul(1_000_000));
+    let name = path.display().to_string();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let now = args.now.unwrap_or_else(tickguard::reader::now_ns);
+        if !reader.health(now).is_ok() {
+            reader.refresh();
+        }
+        let frame = tickguard::stat::render(&reader, &name, now);
+        if args.once {
+            write!(out, "{frame}")?;
+            return Ok(out.flush()?);
+        }
+        write!(out, "\x1b[H\x1b[2J{frame}")?;
+        out.flush()?;
+        for _ in 0..10 {
+            if shutdown.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
 }
 
 /// `check`: exit 0 when ok, 1 when rejected (a dead or missing sidecar is

@@ -436,6 +436,17 @@ impl Reader {
         self.mapped.as_ref().ok().map(|m| m.pid)
     }
 
+    /// The writer's start time, worst duty cycle (ns) and datagrams so far, if mapped.
+    pub fn receiver(&self) -> Option<(u64, u64, u64)> {
+        let m = self.mapped.as_ref().ok()?;
+        let h = m.views.header();
+        Some((
+            h.start_time_ns.load(Ordering::Relaxed),
+            h.worst_cycle_ns.load(Ordering::Relaxed),
+            h.datagrams.load(Ordering::Relaxed),
+        ))
+    }
+
     /// The writer's last heartbeat (ns since the Unix epoch), if mapped.
     pub fn heartbeat_ns(&self) -> Option<u64> {
         let m = self.mapped.as_ref().ok()?;

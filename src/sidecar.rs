@@ -392,26 +392,8 @@ impl Sidecar {
     /// Copies the handler's plain counters into the publication.
     fn publish_counters(&self) {
         let p = &self.publication;
-        for (id, f) in self.handler.feeds().iter().enumerate() {
-            let id = id as u16;
-            let c = &f.counters;
-            for (k, v) in [
-                (counter::PACKETS, c.packets),
-                (counter::REJECTED, c.rejected),
-                (counter::MESSAGES, c.messages),
-                (counter::QUOTES, c.quotes),
-                (counter::SNAPSHOTS, c.snapshots),
-                (counter::HEARTBEATS, c.heartbeats),
-                (counter::UNKNOWN, c.unknown),
-                (counter::DUPLICATES, c.duplicates),
-                (counter::TICKS_LOST, c.ticks_lost),
-                (counter::TABLE_FULL, c.table_full),
-            ] {
-                p.set_counter(id, k, v);
-            }
-            for (r, v) in c.rejected_by_reason.iter().enumerate() {
-                p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
-            }
+        self.handler.publish_counters();
+        for id in 0..self.config.feeds.len() as u16 {
             let drops: u64 = self
                 .lines
                 .iter()
@@ -419,7 +401,6 @@ impl Sidecar {
                 .map(|l| l.kernel_drops)
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
-            p.set_counter(id, counter::RESETS, c.resets);
         }
         for l in &self.lines {
             let i = l.index.min(1);
