@@ -1,0 +1,170 @@
+//! The receive → decode → apply → publish path allocates nothing after
+//! start-up: a counting global allocator around the handler and the live
+//! receiver's duty cycle.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tickguard::config::Config;
+use tickguard::handler::Handler;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Only the thread under test counts (the test harness allocates too).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    static MEASURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) && MEASURED.with(|m| m.get()) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) && MEASURED.with(|m| m.get()) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations(f: impl FnOnce()) -> u64 {
+    MEASURED.with(|m| m.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    f();
+    COUNTING.store(false, Ordering::Relaxed);
+    MEASURED.with(|m| m.set(false));
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+fn config(extra: &str, kind: &str, lines: &str) -> Config {
+    Config::parse(
+        &format!(
+            "[state]\ncapacity = 2048\n{extra}\n[[feed]]\nname = \"f\"\nkind = \"{kind}\"\nlines = [{lines}]\n\
+             stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = \"auto\"\noffset_window_ms = 1000\n"
+        ),
+        "t",
+    )
+    .unwrap()
+}
+
+/// Packets touching every rule: in order, gaps, duplicates, heartbeats with
+/// gaps, snapshots going back, invalid prices, unknown types, rejected ones.
+fn traffic(symbols: &[Symbol], rounds: u64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        let mut b = PacketBuilder::new(r * 1_000);
+        for (i, s) in symbols.iter().enumerate() {
+            let seq = r * 3 + (i as u64 % 2);
+            b.quote(*s, seq, r, 1.0, if r % 7 == 0 { 0.5 } else { 1.1 });
+            if r % 5 == 0 {
+                b.heartbeat(*s, seq + 4);
+            }
+            if r % 11 == 0 {
+                b.snapshot(*s, seq / 2, r, 1.0, 1.1);
+            }
+        }
+        b.message(b'Z', &[1, 2, 3]);
+        out.push(b.finish());
+        if r % 13 == 0 {
+            let mut bad = out.last().cloned().unwrap_or_default();
+            bad.push(0);
+            out.push(bad);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_counter_counts() {
+    assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
+}
+
+#[test]
+fn handler_path_allocates_nothing_after_start() {
+    let cfg = config("", "delta", "\"127.0.0.1:9\"");
+    let symbols: Vec<Symbol> = (0..200)
+        .map(|i| Symbol::parse(&format!("S{i}")).unwrap())
+        .collect();
+    let packets = traffic(&symbols, 400);
+    // A finite offset queue: preallocated, as the live receiver uses it.
+    let mut h = Handler::with_offset_queue(&cfg, 4096);
+    // Start-up: first sight of every symbol (slot creation) happens here.
+    for (i, p) in packets.iter().take(2).enumerate() {
+        let _ = h.on_datagram(0, p, i as u64 * 1_000_000);
+    }
+    let n = allocations(|| {
+        for (i, p) in packets.iter().enumerate() {
+            let _ = h.on_datagram(0, p, 2_000_000 + i as u64 * 1_000_000);
+        }
+    });
+    assert!(h.feeds()[0].counters.rejected > 0 && h.feeds()[0].counters.ticks_lost > 0);
+    assert_eq!(n, 0, "allocations on the handler path");
+}
+
+#[test]
+fn live_duty_cycle_allocates_nothing_after_start() {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let shm = format!("/dev/shm/tickguard-alloc-{}", std::process::id());
+    let cfg = config(
+        &format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\noffset_queue = 4096\n"
+        ),
+        "full",
+        &format!("\"127.0.0.1:{port}\""),
+    );
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
+    let _changes = sidecar.subscribe(1 << 16);
+    let symbols: Vec<Symbol> = (0..50)
+        .map(|i| Symbol::parse(&format!("L{i}")).unwrap())
+        .collect();
+    let packets = traffic(&symbols, 300);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Start-up: the first packets create the slots.
+    for p in packets.iter().take(2) {
+        tx.send_to(p, ("127.0.0.1", port)).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sidecar.handler().feeds()[0].counters.packets < 2 {
+        sidecar.cycle(tickguard::reader::now_ns());
+        assert!(std::time::Instant::now() < deadline);
+    }
+    for p in &packets[2..] {
+        tx.send_to(p, ("127.0.0.1", port)).unwrap();
+    }
+    let want = packets.len() as u64;
+    let mut cycles = 0u64;
+    let n = allocations(|| {
+        while sidecar.handler().feeds()[0].counters.packets < want && cycles < 10_000_000 {
+            sidecar.cycle(tickguard::reader::now_ns());
+            cycles += 1;
+        }
+    });
+    assert_eq!(
+        sidecar.handler().feeds()[0].counters.packets,
+        want,
+        "all datagrams received"
+    );
+    assert_eq!(n, 0, "allocations in {cycles} duty cycles");
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}
