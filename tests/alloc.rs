@@ -4,7 +4,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::symbol::Symbol;
@@ -12,28 +11,33 @@ use tickguard::wire::PacketBuilder;
 
 struct Counting;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-/// Only the thread under test counts (the test harness allocates too).
-static COUNTING: AtomicBool = AtomicBool::new(false);
 thread_local! {
+    /// Whether this thread is being measured, and its count: tests run in
+    /// parallel threads, and only the thread under test may count.
     static MEASURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: the allocator may run while thread-locals are torn down.
+    let _ = MEASURED.try_with(|m| {
+        if m.get() {
+            let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
+        }
+    });
 }
 
 // SAFETY: forwards to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) && MEASURED.with(|m| m.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) && MEASURED.with(|m| m.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -43,13 +47,11 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f` on this thread.
 fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(|a| a.get());
     MEASURED.with(|m| m.set(true));
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    COUNTING.store(true, Ordering::Relaxed);
     f();
-    COUNTING.store(false, Ordering::Relaxed);
     MEASURED.with(|m| m.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed) - before
+    ALLOCATIONS.with(|a| a.get()) - before
 }
 
 fn config(extra: &str, kind: &str, lines: &str) -> Config {
