@@ -22,7 +22,7 @@
 //! [metrics]                          # optional, Prometheus exporter of `run`
 //! enabled = true
 //! listen = "127.0.0.1:9187"          # GET /metrics
-//! interval_ms = 1000                 # refresh from the receiver's counters
+//! interval_ms = 250                  # refresh from the receiver's counters (and log feed changes)
 //!
 //! [log]
 //! format = "plain"                   # or "json"; filter with RUST_LOG
@@ -133,7 +133,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             enabled: true,
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 9187)),
-            interval_ns: 1_000 * NS_PER_MS,
+            interval_ns: 250 * NS_PER_MS,
         }
     }
 }

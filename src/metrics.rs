@@ -59,6 +59,8 @@ struct FeedMetrics {
     silence: Gauge,
     last_lost: u64,
     last_resets: u64,
+    /// A gap burst in progress: (first sample that saw it, ns; ticks lost before it).
+    burst: Option<(u64, u64)>,
 }
 
 struct ReceiverMetrics {
@@ -149,6 +151,7 @@ impl Monitor {
                     silence: metrics::gauge!("tickguard_feed_silence_seconds", "feed" => feed.clone()),
                     last_lost: 0,
                     last_resets: 0,
+                    burst: None,
                 }
             })
             .collect();
@@ -265,9 +268,25 @@ impl Monitor {
             if last_alive > 0 {
                 f.silence.set(now.saturating_sub(last_alive) as f64 / 1e9);
             }
+            // A burst of loss is a state: logged when it starts and when a
+            // sample interval passes without new loss.
             let lost = get(counter::TICKS_LOST);
-            if lost > f.last_lost {
-                tracing::warn!(feed = %f.name, lost = lost - f.last_lost, total = lost, "gap burst: ticks lost on both lines");
+            match f.burst {
+                None if lost > f.last_lost => {
+                    tracing::warn!(feed = %f.name, lost = lost - f.last_lost, total = lost, "gap burst started: ticks lost on both lines");
+                    f.burst = Some((now, f.last_lost));
+                }
+                Some((since, before)) if lost == f.last_lost => {
+                    tracing::info!(
+                        feed = %f.name,
+                        lost = lost - before,
+                        lasted_ms = now.saturating_sub(since) / 1_000_000,
+                        total = lost,
+                        "gap burst ended"
+                    );
+                    f.burst = None;
+                }
+                _ => {}
             }
             f.last_lost = lost;
             let resets = get(counter::RESETS);

@@ -212,7 +212,7 @@ source_threshold_ms = 60000
     // The log told of the gap bursts.
     std::thread::sleep(Duration::from_millis(200));
     let log = std::fs::read_to_string(&log).unwrap();
-    assert!(log.contains("gap burst"), "{log}");
+    assert!(log.contains("gap burst started"), "{log}");
     assert!(
         log.contains("line open") && log.contains("starting"),
         "{log}"
