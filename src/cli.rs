@@ -146,6 +146,9 @@ pub struct SimulateArgs {
     /// Destination of line B; omit for a single-line feed.
     #[arg(long)]
     pub line_b: Option<std::net::SocketAddrV4>,
+    /// Send from this loopback address (the source a source-specific join filters on).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub source: std::net::Ipv4Addr,
     /// Number of symbols (named SYM00000, SYM00001, ... unless --symbols is given).
     #[arg(long, default_value_t = 8)]
     pub symbols: usize,

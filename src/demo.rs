@@ -56,6 +56,7 @@ offset_window_ms = 10000
     let sim_args = SimulateArgs {
         line_a,
         line_b: Some(line_b),
+        source: std::net::Ipv4Addr::LOCALHOST,
         symbols: args.symbols.max(1),
         names: Vec::new(),
         rate: args.rate,

@@ -310,10 +310,16 @@ impl Sidecar {
         self.stats.cycles += 1;
         let mut work = 0;
         // Receive on every line whose last batch is applied; a line still
-        // holding datagrams keeps them for this cycle's merge.
-        let mut horizon = u64::MAX;
+        // holding datagrams keeps them for this cycle's merge. Then the
+        // horizon: the time up to which every line's datagrams are all in
+        // hand. A line that was just drained to empty is complete up to
+        // `now` (read before receiving); a line whose batch came back full,
+        // or that still holds datagrams, may have later ones queued in the
+        // kernel, so it is complete only up to the last one in hand.
+        let mut horizon = now;
         for line in &mut self.lines {
-            if line.next >= line.received {
+            let fresh = line.next >= line.received;
+            if fresh {
                 line.received = match line.batch.recv(&line.socket) {
                     Ok(n) => n,
                     Err(_) => {
@@ -328,14 +334,15 @@ impl Sidecar {
                     self.stats.batch_sizes[bucket.min(BATCH_BUCKETS - 1)] += 1;
                 }
             }
-            // A full batch may have left later datagrams in the kernel: no
-            // other line may be applied past its last one this cycle.
-            if line.received == line.batch.capacity() {
-                if let Some((_, meta)) = line.batch.get(line.received - 1) {
+            let maybe_more = !fresh || line.received == line.batch.capacity();
+            if maybe_more {
+                if let Some((_, meta)) = line.batch.get(line.received.saturating_sub(1)) {
                     horizon = horizon.min(meta.time_ns.unwrap_or(now));
                 }
             }
         }
+        // A datagram stamped after `now` arrived during this cycle's
+        // receives; it is applied next cycle, in order.
         // Apply, earliest kernel timestamp first, up to the horizon.
         loop {
             let mut pick: Option<(usize, u64)> = None;

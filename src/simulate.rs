@@ -683,11 +683,14 @@ fn check_destination(which: &str, dest: SocketAddrV4) -> Result<()> {
     Ok(())
 }
 
-fn open_line(which: &str, dest: SocketAddrV4) -> Result<UdpSocket> {
-    let socket = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))
-        .with_context(|| format!("simulate: opening a UDP socket for line {which}"))?;
+fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Result<UdpSocket> {
+    if !source.is_loopback() {
+        bail!("simulate: --source {source} is not a loopback address (127.0.0.0/8)");
+    }
+    let socket = UdpSocket::bind(SocketAddrV4::new(source, 0))
+        .with_context(|| format!("simulate: opening a UDP socket on {source} for line {which}"))?;
     if dest.ip().is_multicast() {
-        // Bound to 127.0.0.1, the datagram leaves by the loopback interface;
+        // Bound to a loopback address, the datagram leaves by the loopback interface;
         // TTL 0 keeps it on this host, the loop delivers it to local members.
         socket
             .set_multicast_loop_v4(true)
@@ -734,7 +737,7 @@ pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Res
     }
     let sockets = dests
         .iter()
-        .map(|&(which, dest)| Ok((which, dest, open_line(which, dest)?)))
+        .map(|&(which, dest)| Ok((which, dest, open_line(which, dest, args.source)?)))
         .collect::<Result<Vec<_>>>()?;
 
     let send = |out: &mut Vec<Outgoing>| -> Result<()> {

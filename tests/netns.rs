@@ -278,3 +278,106 @@ source_threshold_ms = 60000
     }
     let _ = std::fs::remove_file(&shm);
 }
+
+/// A feed with a `source` joins source-specifically: datagrams to its group
+/// from any other sender never reach the handler.
+#[test]
+fn source_specific_join_ignores_spoofed_senders() {
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to create a network namespace");
+        return;
+    }
+    let pid = std::process::id();
+    let ns = Netns::create(&format!("tickguard-ssm-{pid}"));
+    let dir = tempfile::tempdir().unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/tickguard-ssm-{pid}"));
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[metrics]
+enabled = false
+[sidecar]
+shm_path = "{}"
+interface = "127.0.0.1"
+idle = "sleep"
+dead_after_ms = 2000
+[[feed]]
+name = "ssm"
+kind = "full"
+lines = ["232.1.1.1:32001"]
+source = "127.0.0.1"
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+"#,
+            shm.display()
+        ),
+    )
+    .unwrap();
+    let _sidecar = Killed(
+        ns.command(&bin())
+            .arg("run")
+            .arg("--config")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !Reader::open(&shm).health(now_ns()).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "sidecar did not come up in the namespace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let send = |source: &str, names: &str| {
+        let out = ns
+            .command(&bin())
+            .args([
+                "simulate",
+                "--line-a",
+                "232.1.1.1:32001",
+                "--source",
+                source,
+                "--names",
+                names,
+            ])
+            .args(["--rate", "2000", "--count", "200", "--report"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "simulate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out)["lines"][0]["datagrams_sent"].as_u64().unwrap()
+    };
+    let spoofed = send("127.0.0.9", "SPOOF");
+    let real = send("127.0.0.1", "REAL");
+    assert!(spoofed > 0 && real > 0);
+    let reader = Reader::open(&shm);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reader.counter(0, counter::PACKETS).unwrap_or(0) < real {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        reader.counter(0, counter::PACKETS),
+        Some(real),
+        "only the configured source's datagrams"
+    );
+    assert!(reader.lookup("ssm", "REAL").is_some());
+    assert!(
+        reader.lookup("ssm", "SPOOF").is_none(),
+        "the spoofed sender's symbol never arrived"
+    );
+    let _ = std::fs::remove_file(&shm);
+}
