@@ -87,20 +87,85 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         );
         bar
     });
-    let outcome = replay(&config, &mut capture, &checks, |offset| {
+    // --explain FEED SYMBOL: a feed the configuration lacks is an error; a
+    // symbol that is valid but never seen gets one line saying so.
+    let target = match &args.explain {
+        Some(v) => {
+            let (feed, symbol) = (&v[0], &v[1]);
+            let Some(id) = config.feed_id(feed) else {
+                let known: Vec<_> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+                anyhow::bail!(
+                    "--explain: no feed '{feed}' in {} (feeds: {})",
+                    args.config.display(),
+                    known.join(", ")
+                );
+            };
+            let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
+                anyhow::bail!(
+                    "--explain: '{symbol}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)"
+                );
+            };
+            Some((id, sym))
+        }
+        None => None,
+    };
+    // --at is answered by the replay itself, as one more check.
+    let mut checks = checks;
+    if let (Some(at), Some(v)) = (args.at, &args.explain) {
+        checks.push(tickguard::replay::Check {
+            time_ns: at,
+            feed: v[0].clone(),
+            symbol: v[1].clone(),
+        });
+    }
+    let progress = |offset| {
         if let Some(b) = &bar {
             b.set_position(offset);
         }
-    });
+    };
+    let mut forensics = None;
+    let outcome = if target.is_some() || args.timeline.is_some() {
+        let mut f = tickguard::explain::Forensics::new(
+            &config.feeds,
+            target,
+            args.timeline.is_some(),
+            args.at,
+        );
+        let outcome =
+            tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut f);
+        f.finish();
+        forensics = Some(f);
+        outcome
+    } else {
+        replay(&config, &mut capture, &checks, progress)
+    };
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (check, answer) in checks.iter().zip(&outcome.answers) {
-        writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+    match (&forensics, target) {
+        // With --explain, stdout carries only the explanation.
+        (Some(f), Some(_)) => {
+            let text = match (args.at, outcome.answers.last()) {
+                (Some(at), Some(answer)) => f.answer_at(at, answer.reasons),
+                _ => f.explanation(args.explain_all),
+            };
+            out.write_all(text.as_bytes())
+                .context("writing explanation")?;
+        }
+        _ => {
+            for (check, answer) in checks.iter().zip(&outcome.answers) {
+                writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+            }
+        }
     }
     out.flush().context("writing results")?;
+    if let (Some(f), Some(path)) = (&forensics, &args.timeline) {
+        let title = args.capture.display().to_string();
+        std::fs::write(path, f.timeline_svg(&title))
+            .with_context(|| format!("writing timeline {}", path.display()))?;
+    }
 
     if let Some(path) = &args.summary {
         let mut json =

@@ -244,13 +244,55 @@ impl Router {
     }
 }
 
+/// Watches a replay datagram by datagram, e.g. to explain why a verdict
+/// changed ([`crate::explain`]). Both hooks default to doing nothing, and
+/// [`replay`] uses `()`, so a plain replay pays nothing for them.
+///
+/// For each datagram read, in capture order: checks earlier than it are
+/// answered, then [`before`](Observer::before) is called, then a routed
+/// datagram is applied and [`after`](Observer::after) is called.
+pub trait Observer {
+    /// A datagram was read; `feed` is where it is routed (`None`: nowhere).
+    /// The handler has not seen it yet.
+    #[inline]
+    fn before(&mut self, handler: &Handler, feed: Option<u16>, datagram: &Datagram<'_>) {
+        let _ = (handler, feed, datagram);
+    }
+
+    /// A datagram routed to `feed` was applied, with this result.
+    #[inline]
+    fn after(
+        &mut self,
+        handler: &Handler,
+        feed: u16,
+        datagram: &Datagram<'_>,
+        result: Result<(), Reject>,
+    ) {
+        let _ = (handler, feed, datagram, result);
+    }
+}
+
+/// No observer.
+impl Observer for () {}
+
 /// Replays `capture` through a fresh handler for `config`, answering `checks`.
 /// `progress` is called now and then with the byte offset reached.
 pub fn replay(
     config: &Config,
     capture: &mut CaptureReader,
     checks: &[Check],
+    progress: impl FnMut(u64),
+) -> Outcome {
+    replay_with(config, capture, checks, progress, &mut ())
+}
+
+/// [`replay`], telling `observer` about every datagram.
+pub fn replay_with(
+    config: &Config,
+    capture: &mut CaptureReader,
+    checks: &[Check],
     mut progress: impl FnMut(u64),
+    observer: &mut impl Observer,
 ) -> Outcome {
     let mut handler = Handler::new(config);
     let router = Router::new(config);
@@ -284,9 +326,12 @@ pub fn replay(
             answers[order[next]] = answer(&handler, order[next]);
             next += 1;
         }
-        match router.route(d.dst) {
+        let route = router.route(d.dst);
+        observer.before(&handler, route, d);
+        match route {
             Some(feed) => {
-                let _: Result<(), Reject> = handler.on_datagram(feed, d.payload, d.time_ns);
+                let result: Result<(), Reject> = handler.on_datagram(feed, d.payload, d.time_ns);
+                observer.after(&handler, feed, d, result);
             }
             None => unrouted += 1,
         }

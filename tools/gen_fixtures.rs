@@ -2,8 +2,10 @@
 //!
 //! `cargo run --bin tickguard-fixtures -- fixtures` rewrites, byte for byte:
 //! the scenario capture in every capture format the replay reads, the checks
-//! file, the configuration, and the golden outputs (`*.expected.jsonl`,
-//! `*.summary.json`) produced by replaying each capture. The scenario is
+//! file, the configuration, the golden outputs (`*.expected.jsonl`,
+//! `*.summary.json`) produced by replaying each capture, and the golden
+//! `replay --explain` outputs of the µs Ethernet capture (`*.explain-*.txt`,
+//! `*.at-*.txt`). The scenario is
 //! described in `fixtures/README.md`; the same seed always gives the same bytes.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -12,7 +14,8 @@ use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::replay::{answer_json, parse_checks, replay};
+use tickguard::explain::Forensics;
+use tickguard::replay::{answer_json, parse_checks, replay, replay_with, Check};
 use tickguard::symbol::Symbol;
 use tickguard::wire::PacketBuilder;
 
@@ -444,5 +447,80 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(dir.join(format!("{stem}.summary.json")), summary)?;
         println!("{}: {} datagrams", path.display(), sent.len());
     }
+    for &(feed, symbol, all, at_ms) in EXPLAINED {
+        let text = explain(
+            &config,
+            &dir.join(EXPLAINED_CAPTURE),
+            feed,
+            symbol,
+            all,
+            at_ms,
+        )?;
+        std::fs::write(dir.join(explained_file(feed, symbol, all, at_ms)), text)?;
+    }
     Ok(())
+}
+
+/// The capture the `--explain` goldens are made from.
+const EXPLAINED_CAPTURE: &str = "scenario-eth-us.pcap";
+
+/// `replay --explain FEED SYMBOL` goldens: (feed, symbol, `--explain-all`,
+/// `--at` in ms after T0). tests/explain.rs holds the same table.
+const EXPLAINED: &[(&str, &str, bool, Option<u64>)] = &[
+    ("fx", "EURUSD", false, None),
+    ("fx", "GBPUSD", false, None),
+    ("fx", "USDJPY", false, None),
+    ("fx", "XAUUSD", false, None),
+    ("eq", "AAPL", false, None),
+    ("eq", "MSFT", false, None),
+    ("eq", "ES.H6", false, None),
+    ("fx", "EURUSD", true, None),
+    ("eq", "MSFT", true, None),
+    ("fx", "GBPUSD", false, Some(2_600)),
+    ("eq", "AAPL", false, Some(4_500)),
+];
+
+/// The golden's file name, e.g. `scenario-eth-us.explain-all-eq-MSFT.txt`.
+fn explained_file(feed: &str, symbol: &str, all: bool, at_ms: Option<u64>) -> String {
+    let stem = EXPLAINED_CAPTURE
+        .rsplit_once('.')
+        .map_or(EXPLAINED_CAPTURE, |(s, _)| s);
+    match (all, at_ms) {
+        (_, Some(ms)) => format!("{stem}.at-{ms}ms-{feed}-{symbol}.txt"),
+        (true, None) => format!("{stem}.explain-all-{feed}-{symbol}.txt"),
+        (false, None) => format!("{stem}.explain-{feed}-{symbol}.txt"),
+    }
+}
+
+/// What `tickguard replay CAPTURE --config config.toml --explain FEED SYMBOL
+/// [--explain-all] [--at T]` prints.
+fn explain(
+    config: &Config,
+    capture: &Path,
+    feed: &str,
+    symbol: &str,
+    all: bool,
+    at_ms: Option<u64>,
+) -> anyhow::Result<String> {
+    let id = config
+        .feed_id(feed)
+        .ok_or_else(|| anyhow::anyhow!("no feed {feed}"))?;
+    let target = Some((id, sym(symbol)));
+    let at = at_ms.map(|ms| T0 + ms * MS);
+    let checks: Vec<Check> = at
+        .map(|t| Check {
+            time_ns: t,
+            feed: feed.into(),
+            symbol: symbol.into(),
+        })
+        .into_iter()
+        .collect();
+    let mut forensics = Forensics::new(&config.feeds, target, false, at);
+    let mut reader = CaptureReader::open(capture)?;
+    let outcome = replay_with(config, &mut reader, &checks, |_| {}, &mut forensics);
+    forensics.finish();
+    Ok(match (at, outcome.answers.first()) {
+        (Some(t), Some(a)) => forensics.answer_at(t, a.reasons),
+        _ => forensics.explanation(all),
+    })
 }
