@@ -1,0 +1,165 @@
+//! Row 1: messages/s of `tickguard replay` on a generated capture, against
+//! the ceiling of only iterating the same capture's UDP payloads with the
+//! same reader, both from the page cache, in one run.
+
+use anyhow::Context;
+use serde_json::json;
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::capture::CaptureReader;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+
+/// Flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Messages in the capture.
+    #[arg(long, default_value_t = 5_000_000)]
+    messages: u64,
+    /// Symbols they are spread over.
+    #[arg(long, default_value_t = 10_000)]
+    symbols: usize,
+    /// Messages per datagram.
+    #[arg(long, default_value_t = 10)]
+    per_packet: usize,
+    /// Runs of each side; the best is kept (page cache warm after the first).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Also write the capture and config here, and keep them.
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// The tickguard binary to time end to end.
+    #[arg(long, default_value = "target/release/tickguard")]
+    tickguard: PathBuf,
+}
+
+const LINE: &str = "239.1.1.1:30001";
+
+fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
+    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet)?;
+    let symbols: Vec<Symbol> = (0..a.symbols)
+        .map(|i| Symbol::parse(&format!("S{i:07}")).unwrap())
+        .collect();
+    let mut seq = vec![0u64; a.symbols];
+    let src: SocketAddrV4 = "10.0.0.1:4000".parse()?;
+    let dst: SocketAddrV4 = LINE.parse()?;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let t0 = 1_767_603_600_000_000_000u64;
+    let (mut written, mut packets) = (0u64, 0u64);
+    while written < a.messages {
+        let t = t0 + packets * 2_000;
+        let mut b = PacketBuilder::new(t - 50_000);
+        for _ in 0..a.per_packet.min((a.messages - written) as usize) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % a.symbols as u64) as usize;
+            if x % 20 == 0 {
+                b.heartbeat(symbols[k], seq[k] + 1);
+            } else {
+                seq[k] += 1;
+                b.quote(symbols[k], seq[k], t - 60_000, 1.0, 1.0001);
+            }
+            written += 1;
+        }
+        w.write_udp(t, src, dst, &b.finish())?;
+        packets += 1;
+    }
+    w.finish()?;
+    Ok(packets)
+}
+
+fn config(dir: &Path, symbols: usize) -> anyhow::Result<PathBuf> {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[state]\ncapacity = {}\n[[feed]]\nname = \"b\"\nkind = \"full\"\nlines = [\"{LINE}\"]\n\
+             stale_threshold_ms = 500\nsource_threshold_ms = 2000\n",
+            symbols.max(16)
+        ),
+    )?;
+    Ok(path)
+}
+
+/// Reads every datagram and touches its payload: what any replay must do.
+fn ceiling(path: &Path) -> anyhow::Result<(f64, u64)> {
+    let start = Instant::now();
+    let mut reader = CaptureReader::open(path)?;
+    let mut sum = 0u64;
+    reader.for_each(|d| {
+        sum = sum
+            .wrapping_add(d.payload.len() as u64 + d.payload.first().copied().unwrap_or(0) as u64);
+    })?;
+    std::hint::black_box(sum);
+    Ok((start.elapsed().as_secs_f64(), reader.stats().datagrams))
+}
+
+/// `tickguard replay` as a user runs it, with a summary file.
+fn end_to_end(a: &Args, capture: &Path, config: &Path, dir: &Path) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let status = std::process::Command::new(&a.tickguard)
+        .arg("replay")
+        .arg(capture)
+        .arg("--config")
+        .arg(config)
+        .arg("--summary")
+        .arg(dir.join("summary.json"))
+        .arg("--no-progress")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("running {}", a.tickguard.display()))?;
+    anyhow::ensure!(status.success(), "tickguard replay failed: {status}");
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Runs the row.
+pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
+    let dir = tempfile::tempdir()?;
+    let capture = dir.path().join("bench.pcap");
+    let packets = generate(&capture, a)?;
+    let bytes = std::fs::metadata(&capture)?.len();
+    let cfg = config(dir.path(), a.symbols)?;
+    if let Some(keep) = &a.keep {
+        std::fs::create_dir_all(keep)?;
+        std::fs::copy(&capture, keep.join("bench.pcap"))?;
+        std::fs::copy(&cfg, keep.join("config.toml"))?;
+    }
+    let (mut best_ceiling, mut best_replay) = (f64::MAX, f64::MAX);
+    for _ in 0..a.runs.max(1) {
+        let (t, datagrams) = ceiling(&capture)?;
+        anyhow::ensure!(
+            datagrams == packets,
+            "read {datagrams} of {packets} datagrams"
+        );
+        best_ceiling = best_ceiling.min(t);
+        best_replay = best_replay.min(end_to_end(a, &capture, &cfg, dir.path())?);
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json"))?)?;
+    let messages = summary["feeds"]["b"]["messages"].as_u64().unwrap_or(0);
+    anyhow::ensure!(
+        messages == a.messages,
+        "replay applied {messages} of {} messages",
+        a.messages
+    );
+    let rate = |secs: f64| a.messages as f64 / secs;
+    Ok(json!({
+        "row": "replay_throughput",
+        "messages": a.messages,
+        "symbols": a.symbols,
+        "datagrams": packets,
+        "capture_bytes": bytes,
+        "ceiling_seconds": best_ceiling,
+        "replay_seconds": best_replay,
+        "ceiling_messages_per_s": rate(best_ceiling),
+        "replay_messages_per_s": rate(best_replay),
+        "ratio": best_ceiling / best_replay,
+        "target_ratio": 0.7,
+        "target_messages_per_s": 50_000_000u64,
+    }))
+}
