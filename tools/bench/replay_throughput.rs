@@ -58,7 +58,7 @@ fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
             x ^= x >> 7;
             x ^= x << 17;
             let k = (x % a.symbols as u64) as usize;
-            if x % 20 == 0 {
+            if x.is_multiple_of(20) {
                 b.heartbeat(symbols[k], seq[k] + 1);
             } else {
                 seq[k] += 1;
