@@ -7,7 +7,10 @@
 
 use clap::{Parser, Subcommand};
 
+mod all;
+mod check;
 mod decode_apply;
+mod live;
 mod replay_throughput;
 mod tick_to_publish;
 
@@ -29,6 +32,19 @@ enum Row {
     DecodeApply(decode_apply::Args),
     /// Kernel receive timestamp to published slot, at 10% and 80% of a sustained rate.
     TickToPublish(tick_to_publish::Args),
+    /// Live receive: sidecar drain of a pre-filled queue against a bare recvmmsg loop and a naive tokio receiver; paced stream.
+    Live(live::Args),
+    /// Reader::check latency from another process at 1M updates/s and full speed, against a Unix-socket query.
+    CheckLatency(check::LatencyArgs),
+    /// Resident memory of the sidecar with 100,000 symbols in its table.
+    Memory(check::MemoryArgs),
+    /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
+    Soak(check::SoakArgs),
+    /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
+    All(all::Args),
+    /// The verdict server `check-latency` compares against (internal).
+    #[command(hide = true)]
+    UnixServer(check::ServerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,6 +53,12 @@ fn main() -> anyhow::Result<()> {
         Row::ReplayThroughput(a) => replay_throughput::run(&a)?,
         Row::DecodeApply(a) => decode_apply::run(&a)?,
         Row::TickToPublish(a) => tick_to_publish::run(&a)?,
+        Row::Live(a) => live::run(&a)?,
+        Row::CheckLatency(a) => check::latency(&a)?,
+        Row::Memory(a) => check::memory(&a)?,
+        Row::Soak(a) => check::soak(&a)?,
+        Row::UnixServer(a) => check::unix_server(&a)?,
+        Row::All(a) => all::run(&a)?,
     };
     println!("{json}");
     Ok(())

@@ -48,7 +48,9 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let stop_tx = stop.clone();
     let sender = std::thread::spawn(move || -> anyhow::Result<u64> {
         let tx = UdpSocket::bind("127.0.0.1:0")?;
-        let names: Vec<Symbol> = (0..symbols).map(|i| Symbol::parse(&format!("S{i:07}")).unwrap()).collect();
+        let names: Vec<Symbol> = (0..symbols)
+            .map(|i| Symbol::parse(&format!("S{i:07}")).unwrap())
+            .collect();
         let mut seq = vec![0u64; symbols];
         let start = Instant::now();
         let end = start + Duration::from_secs(seconds);
@@ -76,7 +78,9 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
             let _ = hist.record(now_ns().saturating_sub(arrival));
         });
     }
-    let sent = sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
     // Drain what is still queued.
     let drain_until = Instant::now() + Duration::from_millis(200);
     while Instant::now() < drain_until {

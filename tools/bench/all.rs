@@ -1,0 +1,165 @@
+//! `all`: every row, each in its own process (so one row's sockets, threads
+//! and memory never disturb the next), then the table: BENCHMARKS.json and a
+//! Markdown table on stdout.
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to write the JSON.
+    #[arg(long, default_value = "BENCHMARKS.json")]
+    json: PathBuf,
+    /// Seconds of soak.
+    #[arg(long, default_value_t = 60)]
+    soak_seconds: u64,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn machine() -> Value {
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
+    json!({
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "memory_kib": read("/proc/meminfo").lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok()),
+    })
+}
+
+fn row(args: &[&str]) -> anyhow::Result<Value> {
+    let exe = std::env::current_exe()?;
+    eprintln!("== tickguard-bench {}", args.join(" "));
+    let out = std::process::Command::new(&exe)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", exe.display()))?;
+    anyhow::ensure!(out.status.success(), "row {args:?} failed: {}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or("");
+    serde_json::from_str(last).with_context(|| format!("row {args:?} printed no JSON: {text}"))
+}
+
+fn ns(v: &Value) -> String {
+    v.as_f64().map_or("–".into(), |x| {
+        if x >= 100.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.1}")
+        }
+    })
+}
+
+fn rate(v: &Value) -> String {
+    v.as_f64()
+        .map_or("–".into(), |x| format!("{:.2} M", x / 1e6))
+}
+
+/// Runs every row and prints the table.
+pub fn run(a: &Args) -> anyhow::Result<Value> {
+    let soak = a.soak_seconds.to_string();
+    let rows = json!({
+        "machine": machine(),
+        "replay_throughput": row(&["replay-throughput"])?,
+        "decode_apply": row(&["decode-apply"])?,
+        "live": row(&["live"])?,
+        "tick_to_publish": row(&["tick-to-publish"])?,
+        "check_latency": row(&["check-latency"])?,
+        "memory": row(&["memory"])?,
+        "soak": row(&["soak", "--seconds", &soak])?,
+    });
+    std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
+    println!("{}", table(&rows));
+    Ok(json!({"written": a.json}))
+}
+
+/// The Markdown table of a BENCHMARKS.json value.
+pub fn table(r: &Value) -> String {
+    let mut t = String::new();
+    let m = &r["machine"];
+    t.push_str(&format!(
+        "Machine: {} cores, {}, Linux {}.\n\n| row | measured | reference in the same run | ratio | target |\n|---|---|---|---|---|\n",
+        m["cores"], m["cpu"].as_str().unwrap_or("?"), m["kernel"].as_str().unwrap_or("?")
+    ));
+    let rt = &r["replay_throughput"];
+    t.push_str(&format!(
+        "| replay throughput ({} messages, {} symbols) | {} messages/s end to end | {} messages/s only reading the capture | {:.2} | ratio ≥ 0.7, ≥ 50 M/s |\n",
+        rt["messages"], rt["symbols"], rate(&rt["replay_messages_per_s"]), rate(&rt["ceiling_messages_per_s"]), rt["ratio"].as_f64().unwrap_or(0.0)
+    ));
+    for d in r["decode_apply"]["per_message"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        t.push_str(&format!(
+            "| decode + apply, {} symbols | {} ns/message (decode alone {}) | floor {} ns/message | {:.1}× floor | ≤ {} ns |\n",
+            d["symbols"], ns(&d["decode_apply_ns"]), ns(&d["decode_ns"]), ns(&d["floor_ns"]), d["decode_apply_over_floor"].as_f64().unwrap_or(0.0), d["target_ns"]
+        ));
+    }
+    let dr = &r["live"]["drain"];
+    t.push_str(&format!(
+        "| live receive: drain of a pre-filled queue | {} datagrams/s (10 messages each), 0 lost | bare recvmmsg {} /s; naive tokio + Mutex<HashMap> {} /s | {:.2} of bare; {:.1}× naive | ≥ 0.9 of bare |\n",
+        rate(&dr["tickguard_datagrams_per_s"]), rate(&dr["bare_recvmmsg_datagrams_per_s"]), rate(&dr["naive_tokio_datagrams_per_s"]),
+        dr["ratio"].as_f64().unwrap_or(0.0), dr["tickguard_vs_naive"].as_f64().unwrap_or(0.0)
+    ));
+    for p in r["live"]["paced"].as_array().into_iter().flatten() {
+        t.push_str(&format!(
+            "| live receive: paced stream, offered {} /s | received {} of {}, {} kernel drops, {} lost ticks | sender achieved {} /s | | zero loss |\n",
+            p["rate"], p["received"], p["sent"], p["kernel_drops"], p["ticks_lost"], ns(&p["sender_achieved_per_s"])
+        ));
+    }
+    for l in r["tick_to_publish"]["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        t.push_str(&format!(
+            "| tick to publish at {}% ({} datagrams/s) | median {} ns, p99 {} ns, p99.9 {} ns, max {} ns | | | |\n",
+            l["percent_of_sustained"], l["rate_per_s"], l["median_ns"], l["p99_ns"], l["p999_ns"], l["max_ns"]
+        ));
+    }
+    let c = &r["check_latency"];
+    for (name, v) in [
+        ("at 1 M updates/s", &c["at_1m"]),
+        ("writer at full speed", &c["full_speed"]),
+        ("Unix-socket query (reference)", &c["unix_socket"]),
+    ] {
+        t.push_str(&format!(
+            "| check latency, {name} | median {} ns, p99 {} ns, p99.9 {} ns, retries {} | | | median ≤ 45 ns, p99 ≤ 100 ns, retries < 1% |\n",
+            ns(&v["median_ns"]), ns(&v["p99_ns"]), ns(&v["p99_9_ns"]), v["retry_rate"]
+        ));
+    }
+    let mem = &r["memory"];
+    t.push_str(&format!(
+        "| resident memory, {} symbols | {:.1} MB RSS ({:.0} B/symbol; shared memory {:.1} MB) | {:.1} MB before traffic | | |\n",
+        mem["symbols_in_table"],
+        mem["rss_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+        mem["rss_bytes_per_symbol"].as_f64().unwrap_or(0.0),
+        mem["shm_file_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+        mem["before_traffic"]["vm_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+    ));
+    let s = &r["soak"];
+    t.push_str(&format!(
+        "| soak, {} quotes at {} /s, {}% loss per line | RSS {:.2} → {:.2} MB (growth after 5 s: {} KB), kernel drops {}, packets = sent: {}, ticks lost = simulator's: {} | | | flat RSS, 0 drops, counters = simulator |\n",
+        s["quotes_sent"], s["rate"], s["loss_a_pct"],
+        s["rss_samples_bytes"][0].as_f64().unwrap_or(0.0) / 1e6,
+        s["rss_end_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+        s["rss_growth_max_minus_5s_bytes"].as_u64().unwrap_or(0) / 1024,
+        s["kernel_drops"], s["packets_equal_datagrams_sent"], s["ticks_lost_equal"],
+    ));
+    t
+}
