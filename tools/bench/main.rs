@@ -42,6 +42,8 @@ enum Row {
     Soak(check::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
     All(all::Args),
+    /// The Markdown table of an existing BENCHMARKS.json.
+    Table(all::TableArgs),
     /// The verdict server `check-latency` compares against (internal).
     #[command(hide = true)]
     UnixServer(check::ServerArgs),
@@ -59,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         Row::Soak(a) => check::soak(&a)?,
         Row::UnixServer(a) => check::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
+        Row::Table(a) => all::print_table(&a)?,
     };
     println!("{json}");
     Ok(())
