@@ -236,6 +236,36 @@ impl Monitor {
             rm.heartbeat_age.set(now.saturating_sub(beat) as f64 / 1e9);
         }
 
+        // Lines before feeds: the receiver publishes feed counters before
+        // line counters, so once a line's count is seen, the feed counters
+        // read after it include at least the same datagrams.
+        for l in &mut self.lines {
+            let get = |k: usize| r.counter(l.feed, k + l.index.min(1)).unwrap_or(0);
+            let packets = get(counter::LINE_PACKETS);
+            l.packets.absolute(packets);
+            l.messages.absolute(get(counter::LINE_MESSAGES));
+            l.rejected.absolute(get(counter::LINE_REJECTED));
+            let drops = get(counter::LINE_KERNEL_DROPS);
+            l.kernel_drops.absolute(drops);
+            l.rcvbuf.set(get(counter::LINE_RCVBUF) as f64);
+            if drops > l.last_drops {
+                tracing::warn!(feed = %l.name, line = %l.addr, dropped = drops - l.last_drops, "kernel dropped datagrams: receive buffer overflow");
+            }
+            l.last_drops = drops;
+            if packets != l.last_packets {
+                if l.down {
+                    tracing::info!(feed = %l.name, line = %l.addr, "line up");
+                    l.down = false;
+                }
+                l.last_packets = packets;
+                l.last_change_ns = now;
+            } else if !l.down && packets > 0 && now.saturating_sub(l.last_change_ns) > LINE_DOWN_NS
+            {
+                tracing::warn!(feed = %l.name, line = %l.addr, silent_ms = (now - l.last_change_ns) / 1_000_000, "line down");
+                l.down = true;
+            }
+        }
+
         let records = r.records();
         for (id, f) in self.feeds.iter_mut().enumerate() {
             let id = id as u16;
@@ -294,33 +324,6 @@ impl Monitor {
                 tracing::warn!(feed = %f.name, symbols = resets - f.last_resets, "provider reset: sequences went back");
             }
             f.last_resets = resets;
-        }
-
-        for l in &mut self.lines {
-            let get = |k: usize| r.counter(l.feed, k + l.index.min(1)).unwrap_or(0);
-            let packets = get(counter::LINE_PACKETS);
-            l.packets.absolute(packets);
-            l.messages.absolute(get(counter::LINE_MESSAGES));
-            l.rejected.absolute(get(counter::LINE_REJECTED));
-            let drops = get(counter::LINE_KERNEL_DROPS);
-            l.kernel_drops.absolute(drops);
-            l.rcvbuf.set(get(counter::LINE_RCVBUF) as f64);
-            if drops > l.last_drops {
-                tracing::warn!(feed = %l.name, line = %l.addr, dropped = drops - l.last_drops, "kernel dropped datagrams: receive buffer overflow");
-            }
-            l.last_drops = drops;
-            if packets != l.last_packets {
-                if l.down {
-                    tracing::info!(feed = %l.name, line = %l.addr, "line up");
-                    l.down = false;
-                }
-                l.last_packets = packets;
-                l.last_change_ns = now;
-            } else if !l.down && packets > 0 && now.saturating_sub(l.last_change_ns) > LINE_DOWN_NS
-            {
-                tracing::warn!(feed = %l.name, line = %l.addr, silent_ms = (now - l.last_change_ns) / 1_000_000, "line down");
-                l.down = true;
-            }
         }
     }
 }
