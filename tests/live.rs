@@ -2,6 +2,8 @@
 //! child process, datagrams from this process, verdicts read by other
 //! processes (`tickguard check`) and by `tickguard::Reader`.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -238,38 +240,10 @@ fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
 
     // Replaying what the sidecar received gives the state it published.
     let live = reader.records();
-    let config = tickguard::config::Config::load(&cfg).unwrap();
-    let mut capture = tickguard::capture::CaptureReader::open(&rec).unwrap();
-    let outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
-    assert!(outcome.capture_error.is_none());
-    let fs = &outcome.summary.feeds["lp1"];
+    let fs = &common::replay_recording(&cfg, &rec, "lp1");
     assert_eq!(fs.packets, sent);
     assert_eq!(fs.rejected, 1);
-    assert_eq!(live.len(), fs.symbols.len());
-    for r in &live {
-        let name = r.symbol.unwrap().to_string();
-        let s = &fs.symbols[&name];
-        let st = &r.state;
-        assert_eq!(
-            (
-                st.seq.last_seq,
-                st.seq.ticks_lost,
-                st.seq.duplicates,
-                st.suspect,
-                st.invalid,
-                st.last_alive
-            ),
-            (
-                s.last_seq,
-                s.ticks_lost,
-                s.duplicates,
-                s.suspect,
-                s.invalid,
-                s.last_alive
-            ),
-            "{name}"
-        );
-    }
+    common::assert_same_state(&live, fs);
     let eur = &fs.symbols["EURUSD"];
     assert_eq!(
         (eur.last_seq, eur.ticks_lost),

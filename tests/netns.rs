@@ -4,6 +4,8 @@
 //! outside by other processes through the shared memory (the namespace
 //! shares /dev/shm). Needs root and iproute2; CI runs as root.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -44,6 +46,30 @@ impl Netns {
             "ip {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Starts `tickguard run` inside the namespace (recording to `record`
+    /// if given) and waits until its publication answers.
+    fn start_sidecar(&self, cfg: &Path, shm: &Path, record: Option<&Path>) -> Killed {
+        let mut cmd = self.command(&bin());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(r) = record {
+            cmd.arg("--record").arg(r);
+        }
+        let sidecar = Killed(cmd.spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !Reader::open(shm).health(now_ns()).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "sidecar did not come up in the namespace"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sidecar
     }
 
     /// A command run inside the namespace.
@@ -132,26 +158,7 @@ source_threshold_ms = 60000
     )
     .unwrap();
 
-    let sidecar = Killed(
-        ns.command(&bin())
-            .arg("run")
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--record")
-            .arg(&rec)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !Reader::open(&shm).health(now_ns()).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "sidecar did not come up in the namespace"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let sidecar = ns.start_sidecar(&cfg, &shm, Some(&rec));
 
     let sim = ns
         .command(&bin())
@@ -247,35 +254,10 @@ source_threshold_ms = 60000
         .status()
         .unwrap();
     assert!(sidecar.0.wait().unwrap().success());
-    let config = tickguard::config::Config::load(&cfg).unwrap();
-    let mut capture = tickguard::capture::CaptureReader::open(&rec).unwrap();
-    let outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
-    assert!(outcome.capture_error.is_none());
-    let fs = &outcome.summary.feeds["mc"];
+    let fs = &common::replay_recording(&cfg, &rec, "mc");
     assert_eq!(fs.packets, sent);
     assert_eq!(fs.ticks_lost, lost_on_both);
-    for r in &live {
-        let name = r.symbol.unwrap().to_string();
-        let s = &fs.symbols[&name];
-        let st = &r.state;
-        assert_eq!(
-            (
-                st.seq.last_seq,
-                st.seq.ticks_lost,
-                st.seq.duplicates,
-                st.suspect,
-                st.last_alive
-            ),
-            (
-                s.last_seq,
-                s.ticks_lost,
-                s.duplicates,
-                s.suspect,
-                s.last_alive
-            ),
-            "{name}"
-        );
-    }
+    common::assert_same_state(&live, fs);
     let _ = std::fs::remove_file(&shm);
 }
 
@@ -319,24 +301,7 @@ source_threshold_ms = 60000
         ),
     )
     .unwrap();
-    let _sidecar = Killed(
-        ns.command(&bin())
-            .arg("run")
-            .arg("--config")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !Reader::open(&shm).health(now_ns()).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "sidecar did not come up in the namespace"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _sidecar = ns.start_sidecar(&cfg, &shm, None);
     let send = |source: &str, names: &str| {
         let out = ns
             .command(&bin())

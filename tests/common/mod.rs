@@ -1,0 +1,49 @@
+//! Shared by the live-sidecar tests: replaying what a sidecar recorded and
+//! comparing it with what the sidecar published.
+
+use std::path::Path;
+use tickguard::replay::FeedSummary;
+use tickguard::state::Record;
+
+/// Replays the recording `rec` with the configuration at `cfg` and returns
+/// the summary of `feed`.
+pub fn replay_recording(cfg: &Path, rec: &Path, feed: &str) -> FeedSummary {
+    let config = tickguard::config::Config::load(cfg).unwrap();
+    let mut capture = tickguard::capture::CaptureReader::open(rec).unwrap();
+    let mut outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
+    assert!(outcome.capture_error.is_none());
+    outcome
+        .summary
+        .feeds
+        .remove(feed)
+        .expect("feed in the summary")
+}
+
+/// Every symbol the sidecar published has the state the replay rebuilt.
+pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
+    assert_eq!(live.len(), replayed.symbols.len());
+    for r in live {
+        let name = r.symbol.unwrap().to_string();
+        let s = &replayed.symbols[&name];
+        let st = &r.state;
+        assert_eq!(
+            (
+                st.seq.last_seq,
+                st.seq.ticks_lost,
+                st.seq.duplicates,
+                st.suspect,
+                st.invalid,
+                st.last_alive
+            ),
+            (
+                s.last_seq,
+                s.ticks_lost,
+                s.duplicates,
+                s.suspect,
+                s.invalid,
+                s.last_alive
+            ),
+            "{name}"
+        );
+    }
+}
