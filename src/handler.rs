@@ -8,7 +8,7 @@
 
 use crate::clock::OffsetEstimator;
 use crate::config::{Config, FeedConfig};
-use crate::rules::{Applied, Price};
+use crate::rules::{self, Applied, Price, Sequence};
 use crate::state::{Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
@@ -16,6 +16,8 @@ use crate::wire::{Message, Packet, Reject};
 
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
+/// No slot: the table was full.
+const NO_SLOT: SlotId = SlotId::MAX;
 /// At most one rejected-packet log line per feed per this interval, ns of arrival time.
 const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -122,7 +124,12 @@ impl Handler {
     /// ns since the Unix epoch). Returns why it was rejected, if it was.
     #[inline]
     pub fn on_datagram(&mut self, feed: u16, payload: &[u8], t: u64) -> Result<(), Reject> {
-        let Some(f) = self.feeds.get_mut(feed as usize) else {
+        let Handler {
+            table,
+            feeds,
+            table_full_logged,
+        } = self;
+        let Some(f) = feeds.get_mut(feed as usize) else {
             return Ok(());
         };
         f.counters.packets += 1;
@@ -134,109 +141,86 @@ impl Handler {
             }
         };
         f.clock.on_packet(t, packet.send_time());
-        if let Some(p) = self.table.publication() {
+        if let Some(p) = table.publication() {
             p.publish_offset(feed, f.clock.offset());
         }
         f.counters.messages += packet.message_count() as u64;
+        let kind = f.config.kind;
         // In batches: first start loading every message's index bucket, then
-        // look the slots up and start loading them, then apply. The memory
-        // waits of a batch overlap instead of queueing one after another.
+        // look the slots up and start loading them, then apply the rules in
+        // place. The memory waits of a batch overlap instead of queueing.
         let mut messages = packet.messages();
         let mut batch = [Pending::EMPTY; BATCH];
-        loop {
-            let (mut n, mut taken) = (0, 0);
-            for m in messages.by_ref().take(BATCH) {
-                taken += 1;
-                let counters = &mut self.feeds[feed as usize].counters;
-                let symbol = match m {
+        let mut more = true;
+        while more {
+            let mut n = 0;
+            let c = &mut f.counters;
+            while n < BATCH {
+                let Some(message) = messages.next() else {
+                    more = false;
+                    break;
+                };
+                let symbol = match message {
                     Message::Quote(q) => {
-                        counters.quotes += 1;
+                        c.quotes += 1;
                         q.symbol()
                     }
                     Message::Snapshot(s) => {
-                        counters.snapshots += 1;
+                        c.snapshots += 1;
                         s.symbol()
                     }
                     Message::Heartbeat(h) => {
-                        counters.heartbeats += 1;
+                        c.heartbeats += 1;
                         h.symbol()
                     }
                     Message::Unknown { .. } => {
-                        counters.unknown += 1;
+                        c.unknown += 1;
                         continue;
                     }
                 };
                 batch[n] = Pending {
-                    message: m,
+                    message,
                     symbol,
-                    probe: self.table.probe(feed, symbol),
-                    slot: None,
+                    probe: table.probe(feed, symbol),
+                    slot: NO_SLOT,
                 };
                 n += 1;
             }
-            for p in &mut batch[..n] {
-                p.slot = self.table.find_from(p.probe, feed, p.symbol);
+            let batch = &mut batch[..n];
+            for p in batch.iter_mut() {
+                p.slot = match table.find_from(p.probe, feed, p.symbol) {
+                    Some(id) => id,
+                    None => new_slot(table, f, table_full_logged, feed, p.symbol),
+                };
             }
-            for p in &batch[..n] {
-                self.apply(feed, p, t);
-            }
-            if taken < BATCH {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Applies one message whose slot lookup is done.
-    #[inline]
-    fn apply(&mut self, feed: u16, p: &Pending<'_>, t: u64) {
-        let Some(slot) = p.slot.or_else(|| self.new_slot(feed, p.symbol)) else {
-            return;
-        };
-        let f = &mut self.feeds[feed as usize];
-        let mut state = self.table.state(slot);
-        let applied = match p.message {
-            Message::Quote(q) => state.on_quote(f.config.kind, q.sequence(), price(q), t),
-            Message::Snapshot(s) => {
-                if state.seq.baseline && s.sequence() < state.seq.last_seq {
-                    f.counters.resets += 1;
+            let slots = table.slots();
+            let c = &mut f.counters;
+            for p in batch.iter() {
+                let Some(slot) = slots.get(p.slot as usize) else {
+                    continue;
+                };
+                let applied = match p.message {
+                    Message::Quote(q) => {
+                        slot.update(|s| rules::quote(s, kind, q.sequence(), price(q), t))
+                    }
+                    Message::Snapshot(q) => slot.update(|s| {
+                        if s.baseline() && q.sequence() < s.last_seq() {
+                            c.resets += 1;
+                        }
+                        rules::snapshot(s, q.sequence(), price(q), t)
+                    }),
+                    Message::Heartbeat(h) => {
+                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
+                    }
+                    Message::Unknown { .. } => continue,
+                };
+                match applied {
+                    Applied::Duplicate => c.duplicates += 1,
+                    Applied::Changed { lost } => c.ticks_lost = c.ticks_lost.saturating_add(lost),
                 }
-                state.on_snapshot(s.sequence(), price(s), t)
-            }
-            Message::Heartbeat(h) => state.on_heartbeat(h.next_expected(), t),
-            Message::Unknown { .. } => return,
-        };
-        match applied {
-            Applied::Duplicate => f.counters.duplicates += 1,
-            Applied::Changed { lost } => {
-                f.counters.ticks_lost = f.counters.ticks_lost.saturating_add(lost)
             }
         }
-        self.table.publish(slot, feed, &state);
-    }
-
-    /// A slot for (feed, symbol), seen for the first time (or seen earlier
-    /// in the same batch: looked up again).
-    #[cold]
-    fn new_slot(&mut self, feed: u16, symbol: Symbol) -> Option<SlotId> {
-        if let Some(id) = self.table.find(feed, symbol) {
-            return Some(id);
-        }
-        let f = &mut self.feeds[feed as usize];
-        let th = f.config.thresholds_for(symbol);
-        let id = self.table.insert(feed, symbol, th);
-        if id.is_none() {
-            f.counters.table_full += 1;
-            if !self.table_full_logged {
-                self.table_full_logged = true;
-                tracing::error!(
-                    capacity = self.table.capacity(),
-                    feed = %f.config.name,
-                    %symbol,
-                    "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
-                );
-            }
-        }
-        id
+        Ok(())
     }
 
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the
@@ -289,13 +273,40 @@ impl Handler {
     }
 }
 
+/// A slot for (feed, symbol), seen for the first time; `NO_SLOT` (counted,
+/// logged once) when the table is full.
+#[cold]
+fn new_slot(
+    table: &mut StateTable,
+    f: &mut Feed,
+    logged: &mut bool,
+    feed: u16,
+    symbol: Symbol,
+) -> SlotId {
+    let th = f.config.thresholds_for(symbol);
+    if let Some(id) = table.insert(feed, symbol, th) {
+        return id;
+    }
+    f.counters.table_full += 1;
+    if !*logged {
+        *logged = true;
+        tracing::error!(
+            capacity = table.capacity(),
+            feed = %f.config.name,
+            %symbol,
+            "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
+        );
+    }
+    NO_SLOT
+}
+
 /// A message of the batch being applied, with its lookup under way.
 #[derive(Clone, Copy)]
 struct Pending<'a> {
     message: Message<'a>,
     symbol: Symbol,
     probe: Probe,
-    slot: Option<SlotId>,
+    slot: SlotId,
 }
 
 impl Pending<'_> {
@@ -303,7 +314,7 @@ impl Pending<'_> {
         message: Message::Unknown { code: 0 },
         symbol: Symbol::PLACEHOLDER,
         probe: Probe::NONE,
-        slot: None,
+        slot: NO_SLOT,
     };
 }
 

@@ -63,7 +63,64 @@ pub enum BeatOutcome {
     Alive,
 }
 
-/// Sequence tracking for one sequence space.
+/// The sequencing half of a state, wherever it lives: a [`SeqTrack`] value
+/// or a published slot written in place. The rules below are written once
+/// against this and [`RuleState`].
+pub trait Sequence {
+    /// A sequence has been seen (Quote, Heartbeat or Snapshot).
+    fn baseline(&self) -> bool;
+    /// Last sequence accepted (meaningful when [`baseline`](Self::baseline)).
+    fn last_seq(&self) -> u64;
+    /// Sets the baseline and the last sequence.
+    fn set_last_seq(&mut self, seq: u64);
+    /// Adds ticks found missing (saturating).
+    fn add_lost(&mut self, lost: u64);
+    /// Counts a Quote at or below the last sequence.
+    fn add_duplicate(&mut self);
+}
+
+/// A Quote's sequence (Quote steps 1–3 and 5's `last_seq`).
+#[inline(always)]
+pub fn sequenced(s: &mut impl Sequence, seq: u64) -> SeqOutcome {
+    if !s.baseline() {
+        s.set_last_seq(seq);
+        return SeqOutcome::First;
+    }
+    let last = s.last_seq();
+    if seq <= last {
+        s.add_duplicate();
+        return SeqOutcome::Duplicate;
+    }
+    // seq > last here, so the subtraction cannot underflow.
+    let lost = seq - last - 1;
+    s.set_last_seq(seq);
+    if lost == 0 {
+        SeqOutcome::InOrder
+    } else {
+        s.add_lost(lost);
+        SeqOutcome::Gap(lost)
+    }
+}
+
+/// A Heartbeat's `next_expected` (Heartbeat steps 1–2).
+#[inline(always)]
+pub fn next_expected(s: &mut impl Sequence, next_expected: u64) -> BeatOutcome {
+    if !s.baseline() {
+        s.set_last_seq(next_expected.saturating_sub(1));
+        return BeatOutcome::First;
+    }
+    let last = s.last_seq();
+    if next_expected > last && next_expected - last > 1 {
+        let lost = next_expected - last - 1;
+        s.add_lost(lost);
+        s.set_last_seq(next_expected - 1);
+        BeatOutcome::Gap(lost)
+    } else {
+        BeatOutcome::Alive
+    }
+}
+
+/// Sequence tracking for one sequence space, as a plain value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SeqTrack {
     /// A sequence has been seen (Quote, Heartbeat or Snapshot).
@@ -76,54 +133,61 @@ pub struct SeqTrack {
     pub duplicates: u64,
 }
 
+impl Sequence for SeqTrack {
+    #[inline(always)]
+    fn baseline(&self) -> bool {
+        self.baseline
+    }
+    #[inline(always)]
+    fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+    #[inline(always)]
+    fn set_last_seq(&mut self, seq: u64) {
+        self.baseline = true;
+        self.last_seq = seq;
+    }
+    #[inline(always)]
+    fn add_lost(&mut self, lost: u64) {
+        self.ticks_lost = self.ticks_lost.saturating_add(lost);
+    }
+    #[inline(always)]
+    fn add_duplicate(&mut self) {
+        self.duplicates = self.duplicates.saturating_add(1);
+    }
+}
+
 impl SeqTrack {
-    /// A Quote's sequence (Quote steps 1–3 and 5's `last_seq`).
+    /// A Quote's sequence: see [`sequenced`].
     #[inline]
     pub fn on_sequenced(&mut self, seq: u64) -> SeqOutcome {
-        if !self.baseline {
-            self.baseline = true;
-            self.last_seq = seq;
-            return SeqOutcome::First;
-        }
-        if seq <= self.last_seq {
-            self.duplicates += 1;
-            return SeqOutcome::Duplicate;
-        }
-        // seq > last_seq here, so the subtraction cannot underflow.
-        let lost = seq - self.last_seq - 1;
-        self.last_seq = seq;
-        if lost == 0 {
-            SeqOutcome::InOrder
-        } else {
-            self.ticks_lost = self.ticks_lost.saturating_add(lost);
-            SeqOutcome::Gap(lost)
-        }
+        sequenced(self, seq)
     }
 
-    /// A Heartbeat's `next_expected` (Heartbeat steps 1–2).
+    /// A Heartbeat's `next_expected`: see [`next_expected`].
     #[inline]
     pub fn on_next_expected(&mut self, next_expected: u64) -> BeatOutcome {
-        if !self.baseline {
-            self.baseline = true;
-            self.last_seq = next_expected.saturating_sub(1);
-            return BeatOutcome::First;
-        }
-        if next_expected > self.last_seq && next_expected - self.last_seq > 1 {
-            let lost = next_expected - self.last_seq - 1;
-            self.ticks_lost = self.ticks_lost.saturating_add(lost);
-            self.last_seq = next_expected - 1;
-            BeatOutcome::Gap(lost)
-        } else {
-            BeatOutcome::Alive
-        }
+        self::next_expected(self, next_expected)
     }
 
     /// A Snapshot's sequence: the provider's word on where the stream is.
     #[inline]
     pub fn reset(&mut self, last_assigned: u64) {
-        self.baseline = true;
-        self.last_seq = last_assigned;
+        self.set_last_seq(last_assigned);
     }
+}
+
+/// A whole symbol state, wherever it lives: what the Quote, Heartbeat and
+/// Snapshot rules write besides the sequence.
+pub trait RuleState: Sequence {
+    /// Marks the state as possibly wrong, or clears that.
+    fn set_suspect(&mut self, suspect: bool);
+    /// Records local arrival time `t` (ns since the Unix epoch) as proof of liveness.
+    fn set_alive(&mut self, t: u64);
+    /// Stores a valid price and clears the invalid flag.
+    fn set_price(&mut self, price: Price);
+    /// Flags an invalid price, keeping the stored one.
+    fn set_invalid(&mut self);
 }
 
 /// Everything known about one (feed, symbol).
@@ -155,68 +219,132 @@ pub enum Applied {
     },
 }
 
+/// Quote rule, steps 1–6. `t`: local arrival time, ns since the Unix epoch.
+#[inline(always)]
+pub fn quote(s: &mut impl RuleState, kind: FeedKind, seq: u64, price: Price, t: u64) -> Applied {
+    let lost = match sequenced(s, seq) {
+        SeqOutcome::Duplicate => return Applied::Duplicate,
+        SeqOutcome::First => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+            }
+            0
+        }
+        SeqOutcome::Gap(lost) => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+            }
+            lost
+        }
+        SeqOutcome::InOrder => 0,
+    };
+    if kind == FeedKind::Full {
+        s.set_suspect(false);
+    }
+    s.set_alive(t);
+    store_price(s, price);
+    Applied::Changed { lost }
+}
+
+/// Heartbeat rule, steps 1–3.
+#[inline(always)]
+pub fn heartbeat(s: &mut impl RuleState, next_expected: u64, t: u64) -> Applied {
+    match self::next_expected(s, next_expected) {
+        BeatOutcome::First => {
+            s.set_suspect(true);
+            Applied::Changed { lost: 0 }
+        }
+        BeatOutcome::Gap(lost) => {
+            s.set_suspect(true);
+            Applied::Changed { lost }
+        }
+        BeatOutcome::Alive => {
+            s.set_alive(t);
+            Applied::Changed { lost: 0 }
+        }
+    }
+}
+
+/// Snapshot rule: always applied.
+#[inline(always)]
+pub fn snapshot(s: &mut impl RuleState, last_assigned: u64, price: Price, t: u64) -> Applied {
+    s.set_last_seq(last_assigned);
+    s.set_suspect(false);
+    s.set_alive(t);
+    store_price(s, price);
+    Applied::Changed { lost: 0 }
+}
+
+/// Quote step 6: a valid price is stored, an invalid one only flags.
+#[inline(always)]
+fn store_price(s: &mut impl RuleState, price: Price) {
+    if price.is_valid() {
+        s.set_price(price);
+    } else {
+        s.set_invalid();
+    }
+}
+
+impl Sequence for SymbolState {
+    #[inline(always)]
+    fn baseline(&self) -> bool {
+        self.seq.baseline
+    }
+    #[inline(always)]
+    fn last_seq(&self) -> u64 {
+        self.seq.last_seq
+    }
+    #[inline(always)]
+    fn set_last_seq(&mut self, seq: u64) {
+        self.seq.set_last_seq(seq)
+    }
+    #[inline(always)]
+    fn add_lost(&mut self, lost: u64) {
+        self.seq.add_lost(lost)
+    }
+    #[inline(always)]
+    fn add_duplicate(&mut self) {
+        self.seq.add_duplicate()
+    }
+}
+
+impl RuleState for SymbolState {
+    #[inline(always)]
+    fn set_suspect(&mut self, suspect: bool) {
+        self.suspect = suspect;
+    }
+    #[inline(always)]
+    fn set_alive(&mut self, t: u64) {
+        self.last_alive = t;
+    }
+    #[inline(always)]
+    fn set_price(&mut self, price: Price) {
+        self.price = Some(price);
+        self.invalid = false;
+    }
+    #[inline(always)]
+    fn set_invalid(&mut self) {
+        self.invalid = true;
+    }
+}
+
 impl SymbolState {
-    /// Quote rule, steps 1–6. `t`: local arrival time, ns since the Unix epoch.
+    /// Quote rule: see [`quote`].
     #[inline]
     pub fn on_quote(&mut self, kind: FeedKind, seq: u64, price: Price, t: u64) -> Applied {
-        let lost = match self.seq.on_sequenced(seq) {
-            SeqOutcome::Duplicate => return Applied::Duplicate,
-            SeqOutcome::First => {
-                self.suspect |= kind == FeedKind::Delta;
-                0
-            }
-            SeqOutcome::Gap(lost) => {
-                self.suspect |= kind == FeedKind::Delta;
-                lost
-            }
-            SeqOutcome::InOrder => 0,
-        };
-        if kind == FeedKind::Full {
-            self.suspect = false;
-        }
-        self.last_alive = t;
-        self.store_price(price);
-        Applied::Changed { lost }
+        quote(self, kind, seq, price, t)
     }
 
-    /// Heartbeat rule, steps 1–3.
+    /// Heartbeat rule: see [`heartbeat`].
     #[inline]
     pub fn on_heartbeat(&mut self, next_expected: u64, t: u64) -> Applied {
-        match self.seq.on_next_expected(next_expected) {
-            BeatOutcome::First => {
-                self.suspect = true;
-                Applied::Changed { lost: 0 }
-            }
-            BeatOutcome::Gap(lost) => {
-                self.suspect = true;
-                Applied::Changed { lost }
-            }
-            BeatOutcome::Alive => {
-                self.last_alive = t;
-                Applied::Changed { lost: 0 }
-            }
-        }
+        heartbeat(self, next_expected, t)
     }
 
-    /// Snapshot rule: always applied.
+    /// Snapshot rule: see [`snapshot`].
     #[inline]
     pub fn on_snapshot(&mut self, last_assigned: u64, price: Price, t: u64) -> Applied {
-        self.seq.reset(last_assigned);
-        self.suspect = false;
-        self.last_alive = t;
-        self.store_price(price);
-        Applied::Changed { lost: 0 }
-    }
-
-    /// Quote step 6: a valid price is stored, an invalid one only flags.
-    #[inline]
-    fn store_price(&mut self, price: Price) {
-        if price.is_valid() {
-            self.price = Some(price);
-            self.invalid = false;
-        } else {
-            self.invalid = true;
-        }
+        snapshot(self, last_assigned, price, t)
     }
 }
 

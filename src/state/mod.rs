@@ -143,6 +143,12 @@ impl StateTable {
         Some(id)
     }
 
+    /// The slots, for the writer to update in place ([`Slot::update`]).
+    #[inline]
+    pub fn slots(&self) -> &[Slot] {
+        self.store.slots()
+    }
+
     /// The writer's copy of a slot's state.
     #[inline]
     pub fn state(&self, id: SlotId) -> SymbolState {

@@ -20,7 +20,7 @@
 //! | 10 | source_ns | source threshold, ns |
 //! | 11..15 | reserved | zero |
 
-use crate::rules::{Price, SeqTrack, SymbolState};
+use crate::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -160,9 +160,29 @@ impl Slot {
         });
     }
 
+    /// Runs the rules on the slot in place: the stamp goes odd, `rules`
+    /// reads and stores the words directly (no copy of the state in or
+    /// out), then the stamp goes even. Writer thread only.
+    #[inline(always)]
+    pub fn update<R>(&self, rules: impl FnOnce(&mut InPlace<'_>) -> R) -> R {
+        self.write(|| {
+            // Relaxed loads: the writer reads back its own stores.
+            let mut w = InPlace {
+                words: &self.words,
+                meta: self.words[word::META].load(Ordering::Relaxed),
+                last_seq: self.words[word::LAST_SEQ].load(Ordering::Relaxed),
+            };
+            let r = rules(&mut w);
+            // Relaxed: published by the Release store of the stamp in `write`.
+            self.words[word::META].store(w.meta, Ordering::Relaxed);
+            self.words[word::LAST_SEQ].store(w.last_seq, Ordering::Relaxed);
+            r
+        })
+    }
+
     /// The seqlock write protocol around `store`.
-    #[inline]
-    fn write(&self, store: impl FnOnce()) {
+    #[inline(always)]
+    fn write<R>(&self, store: impl FnOnce() -> R) -> R {
         // Relaxed: only this thread writes the stamp.
         let s = self.stamp.load(Ordering::Relaxed);
         // Odd stamp: write in progress.
@@ -170,9 +190,85 @@ impl Slot {
         // Release fence: the odd stamp is ordered before the word stores;
         // pairs with the reader's Acquire fence before its stamp re-load.
         fence(Ordering::Release);
-        store();
+        let r = store();
         // Release: pairs with the reader's Acquire load of the stamp.
         self.stamp.store(s.wrapping_add(2), Ordering::Release);
+        r
+    }
+}
+
+/// A slot open for writing (see [`Slot::update`]): the flags and the last
+/// sequence are held in registers and stored once at the end; every other
+/// word the rules set is stored as it is set.
+pub struct InPlace<'a> {
+    words: &'a [AtomicU64; WORDS],
+    meta: u64,
+    last_seq: u64,
+}
+
+impl InPlace<'_> {
+    /// Adds `n` to a counter word, saturating.
+    #[inline(always)]
+    fn add(&self, i: usize, n: u64) {
+        // Relaxed: single writer, published by the stamp.
+        let w = &self.words[i];
+        w.store(
+            w.load(Ordering::Relaxed).saturating_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Stores one word.
+    #[inline(always)]
+    fn set(&self, i: usize, v: u64) {
+        // Relaxed: published by the Release store of the stamp.
+        self.words[i].store(v, Ordering::Relaxed);
+    }
+}
+
+impl Sequence for InPlace<'_> {
+    #[inline(always)]
+    fn baseline(&self) -> bool {
+        self.meta & meta::BASELINE != 0
+    }
+    #[inline(always)]
+    fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+    #[inline(always)]
+    fn set_last_seq(&mut self, seq: u64) {
+        self.meta |= meta::BASELINE;
+        self.last_seq = seq;
+    }
+    #[inline(always)]
+    fn add_lost(&mut self, lost: u64) {
+        self.add(word::TICKS_LOST, lost);
+    }
+    #[inline(always)]
+    fn add_duplicate(&mut self) {
+        self.add(word::DUPLICATES, 1);
+    }
+}
+
+impl RuleState for InPlace<'_> {
+    #[inline(always)]
+    fn set_suspect(&mut self, suspect: bool) {
+        self.meta = (self.meta & !meta::SUSPECT) | if suspect { meta::SUSPECT } else { 0 };
+    }
+    #[inline(always)]
+    fn set_alive(&mut self, t: u64) {
+        self.set(word::LAST_ALIVE, t);
+    }
+    #[inline(always)]
+    fn set_price(&mut self, price: Price) {
+        self.set(word::BID, price.bid.to_bits());
+        self.set(word::ASK, price.ask.to_bits());
+        self.set(word::SOURCE_TIME, price.source_time);
+        self.meta = (self.meta & !meta::INVALID) | meta::HAS_PRICE;
+    }
+    #[inline(always)]
+    fn set_invalid(&mut self) {
+        self.meta |= meta::INVALID;
     }
 }
 
@@ -254,6 +350,50 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    proptest::proptest! {
+        /// The rules run in place on a slot's words give exactly what they
+        /// give on a plain `SymbolState`, message after message.
+        #[test]
+        fn in_place_rules_match_the_plain_state(
+            steps in proptest::collection::vec(
+                (0u8..3, 0u64..40, proptest::bool::ANY, proptest::bool::ANY, 0u64..1_000),
+                1..200,
+            ),
+        ) {
+            use crate::rules::{self, FeedKind};
+            let slot = Slot::default();
+            slot.init(7, Symbol::parse("EURUSD").unwrap(), Thresholds { stale_ns: 1, source_ns: 2 });
+            let mut plain = SymbolState::default();
+            for (i, &(kind, seq, full, valid, t)) in steps.iter().enumerate() {
+                let feed_kind = if full { FeedKind::Full } else { FeedKind::Delta };
+                let price = Price {
+                    bid: if valid { 1.0 + i as f64 } else { f64::NAN },
+                    ask: 2.0 + i as f64,
+                    source_time: t / 2,
+                };
+                let (a, b) = match kind {
+                    0 => (
+                        rules::quote(&mut plain, feed_kind, seq, price, t),
+                        slot.update(|s| rules::quote(s, feed_kind, seq, price, t)),
+                    ),
+                    1 => (
+                        rules::heartbeat(&mut plain, seq, t),
+                        slot.update(|s| rules::heartbeat(s, seq, t)),
+                    ),
+                    _ => (
+                        rules::snapshot(&mut plain, seq, price, t),
+                        slot.update(|s| rules::snapshot(s, seq, price, t)),
+                    ),
+                };
+                proptest::prop_assert_eq!(a, b);
+                proptest::prop_assert_eq!(slot.own_state(), plain);
+                let r = slot.read().0;
+                proptest::prop_assert_eq!(r.state, plain);
+                proptest::prop_assert_eq!(r.feed, 7);
+            }
+        }
+    }
 
     #[test]
     fn layout_is_pinned() {
