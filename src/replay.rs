@@ -15,7 +15,7 @@ use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use crate::wire::Reject;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 use std::path::Path;
 
@@ -222,26 +222,40 @@ pub struct SymbolSummary {
 
 /// Routes datagrams to feeds by destination.
 pub struct Router {
-    routes: HashMap<SocketAddrV4, u16>,
+    /// (destination as one integer, feed), sorted by destination: a feed
+    /// has one or two lines, so this is a handful of entries searched
+    /// without hashing.
+    routes: Vec<(u64, u16)>,
 }
 
 impl Router {
     /// Routes every line of every feed.
     pub fn new(config: &Config) -> Router {
-        let mut routes = HashMap::new();
-        for (id, f) in config.feeds.iter().enumerate() {
-            for l in &f.lines {
-                routes.insert(*l, id as u16);
-            }
-        }
+        let mut routes: Vec<(u64, u16)> = config
+            .feeds
+            .iter()
+            .enumerate()
+            .flat_map(|(id, f)| f.lines.iter().map(move |l| (route_key(*l), id as u16)))
+            .collect();
+        routes.sort_unstable();
         Router { routes }
     }
 
     /// The feed a datagram to `dst` belongs to.
     #[inline]
     pub fn route(&self, dst: SocketAddrV4) -> Option<u16> {
-        self.routes.get(&dst).copied()
+        let key = route_key(dst);
+        self.routes
+            .binary_search_by_key(&key, |&(k, _)| k)
+            .ok()
+            .map(|i| self.routes[i].1)
     }
+}
+
+/// A destination as one integer: address in the high bits, port in the low 16.
+#[inline]
+fn route_key(a: SocketAddrV4) -> u64 {
+    (u32::from(*a.ip()) as u64) << 16 | a.port() as u64
 }
 
 /// Watches a replay datagram by datagram, e.g. to explain why a verdict
