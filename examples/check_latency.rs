@@ -2,12 +2,12 @@
 //! `cargo run --release --example check_latency -- SHM FEED SYMBOL [CHECKS]`.
 //!
 //! Each sample times one check including its clock read (the `now` a gateway
-//! passes), with `Instant` around it; prints median, p99, p99.9, max and the
-//! seqlock retry rate. Run it while the writer updates the symbol.
+//! passes, from a `WallClock`), with the same clock around it; prints median,
+//! p99, p99.9, max, the timer's own cost and the seqlock retry rate. Run it
+//! while the writer updates the symbol.
 
-use std::time::Instant;
 use tickguard::reader::now_ns;
-use tickguard::Reader;
+use tickguard::{Reader, WallClock};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -29,20 +29,22 @@ fn main() {
         );
         std::process::exit(2);
     };
+    let clock = WallClock::new();
+    std::thread::sleep(std::time::Duration::from_millis(5));
     // The cost of the timer itself, to report alongside.
     let mut empty = Vec::with_capacity(10_000);
     for _ in 0..10_000 {
-        let t0 = Instant::now();
-        empty.push(t0.elapsed().as_nanos() as u64);
+        let t0 = clock.now_ns();
+        empty.push(clock.now_ns().saturating_sub(t0));
     }
     empty.sort_unstable();
     let mut samples = Vec::with_capacity(n);
     let (mut retries, mut ok, mut versions) = (0u64, 0u64, 0u64);
     let mut last_version = 0;
     for _ in 0..n {
-        let t0 = Instant::now();
-        let (v, r) = reader.check_counting(&handle, now_ns());
-        let dt = t0.elapsed().as_nanos() as u64;
+        let t0 = clock.now_ns();
+        let (v, r) = reader.check_counting(&handle, clock.now_ns());
+        let dt = clock.now_ns().saturating_sub(t0);
         samples.push(dt);
         retries += r as u64;
         ok += v.is_ok() as u64;

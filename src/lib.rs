@@ -45,6 +45,7 @@
 #![deny(unsafe_code)]
 
 pub use reader::{Handle, Health, Reader, Verdict};
+pub use wallclock::WallClock;
 
 pub mod capture;
 pub mod cli;
@@ -65,4 +66,5 @@ pub mod state;
 pub mod symbol;
 pub mod sys;
 pub mod verdict;
+pub mod wallclock;
 pub mod wire;

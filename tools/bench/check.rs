@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::reader::now_ns;
 use tickguard::shm::counter;
-use tickguard::{Handle, Reader};
+use tickguard::{Handle, Reader, WallClock};
 
 /// The feed every row configures.
 const FEED: &str = "lp1";
@@ -462,20 +462,25 @@ fn summary(h: &Histogram<u64>) -> Value {
     })
 }
 
-/// The timer's own cost (two `Instant::now()` back to back) and the cost of
-/// `now_ns()` timed the same way, each over `n` samples.
-fn timer_costs(n: u64) -> (Histogram<u64>, Histogram<u64>) {
-    let (mut timer, mut clock) = (histogram(), histogram());
+/// The timer's own cost (two `WallClock` readings back to back) and the
+/// cost of one `WallClock` reading and of one `now_ns()` (clock_gettime)
+/// timed the same way, each over `n` samples.
+fn timer_costs(clock: &WallClock, n: u64) -> [Histogram<u64>; 3] {
+    let [mut timer, mut wall, mut system] = [histogram(), histogram(), histogram()];
     for _ in 0..n {
-        let t0 = Instant::now();
-        let t1 = Instant::now();
-        timer.saturating_record(t1.duration_since(t0).as_nanos() as u64);
-        let t0 = Instant::now();
+        let t0 = clock.now_ns();
+        let t1 = clock.now_ns();
+        timer.saturating_record(t1.saturating_sub(t0));
+        let t0 = clock.now_ns();
+        std::hint::black_box(clock.now_ns());
+        let t1 = clock.now_ns();
+        wall.saturating_record(t1.saturating_sub(t0));
+        let t0 = clock.now_ns();
         std::hint::black_box(now_ns());
-        let t1 = Instant::now();
-        clock.saturating_record(t1.duration_since(t0).as_nanos() as u64);
+        let t1 = clock.now_ns();
+        system.saturating_record(t1.saturating_sub(t0));
     }
-    (timer, clock)
+    [timer, wall, system]
 }
 
 /// Per-call costs without a timer around each call: `n` calls between two
@@ -492,6 +497,17 @@ fn amortized(reader: &Reader, handle: &Handle, n: u32) -> Value {
     }
     let per = |ns: f64| (ns / f64::from(n) * 10.0).round() / 10.0;
     let fixed = now_ns();
+    let wall = WallClock::new();
+    let wallclock = best(|| {
+        for _ in 0..n {
+            std::hint::black_box(wall.now_ns());
+        }
+    });
+    let check_wallclock = best(|| {
+        for _ in 0..n {
+            std::hint::black_box(reader.check_counting(handle, wall.now_ns()));
+        }
+    });
     let instant = best(|| {
         for _ in 0..n {
             std::hint::black_box(Instant::now());
@@ -518,6 +534,8 @@ fn amortized(reader: &Reader, handle: &Handle, n: u32) -> Value {
         "now_ns_ns": per(clock),
         "check_fixed_now_ns": per(check_fixed),
         "check_with_now_ns_ns": per(check_clock),
+        "wallclock_ns": per(wallclock),
+        "check_with_wallclock_ns": per(check_wallclock),
     })
 }
 
@@ -583,11 +601,12 @@ impl CheckRun {
     }
 }
 
-/// Checks `handle` for `secs`, each call timed with `Instant` around
-/// `check_counting(&h, now_ns())`. Runs in slices of 1 ms; between slices
+/// Checks `handle` for `secs`, each call timed with `clock` around
+/// `check_counting(&h, clock.now_ns())` (what a gateway calls). Runs in slices of 1 ms; between slices
 /// `between` is called (false: stop early) and, below 100 % duty, the
 /// thread sleeps.
 fn timed_checks(
+    clock: &WallClock,
     reader: &Reader,
     handle: &Handle,
     secs: f64,
@@ -617,11 +636,10 @@ fn timed_checks(
     'outer: while Instant::now() < end {
         let slice_end = Instant::now() + slice;
         for _ in 0..per_slice_max {
-            let t0 = Instant::now();
-            let (v, r) = reader.check_counting(handle, now_ns());
-            let t1 = Instant::now();
-            run.hist
-                .saturating_record(t1.duration_since(t0).as_nanos() as u64);
+            let t0 = clock.now_ns();
+            let (v, r) = reader.check_counting(handle, clock.now_ns());
+            let t1 = clock.now_ns();
+            run.hist.saturating_record(t1.saturating_sub(t0));
             run.checks += 1;
             run.retries += u64::from(r);
             if r > 0 {
@@ -630,7 +648,7 @@ fn timed_checks(
             }
             run.ok += u64::from(v.is_ok());
             std::hint::black_box(&v);
-            if t1 >= slice_end {
+            if run.checks.is_multiple_of(256) && Instant::now() >= slice_end {
                 break;
             }
         }
@@ -853,9 +871,10 @@ fn loaded_phase(
     let drops_start = reader.counter(0, counter::KERNEL_DROPS).unwrap_or(0);
     // Warm up: the same loop, not recorded.
     let mut killed = false;
-    let _ = timed_checks(&reader, &handle, warm, a.duty_pct, || true);
+    let clock = WallClock::new();
+    let _ = timed_checks(&clock, &reader, &handle, warm, a.duty_pct, || true);
     let mut last_guard = Instant::now();
-    let run = timed_checks(&reader, &handle, a.seconds, a.duty_pct, || {
+    let run = timed_checks(&clock, &reader, &handle, a.seconds, a.duty_pct, || {
         if last_guard.elapsed() >= Duration::from_millis(100) {
             last_guard = Instant::now();
             killed |= sim.guard();
@@ -924,8 +943,9 @@ fn calibrate(
         &sim_args(port, "CALIB", 100_000_000.0, a.full_batch, 30.0, count),
     )?;
     let deadline = Instant::now() + Duration::from_secs(30);
+    let clock = WallClock::new();
     while sim.running() && Instant::now() < deadline {
-        let _ = timed_checks(reader, handle, 0.05, a.duty_pct, || true);
+        let _ = timed_checks(&clock, reader, handle, 0.05, a.duty_pct, || true);
     }
     let (report, wall) = sim.finish(Duration::from_secs(5))?;
     let quotes = report["quotes"].as_u64().unwrap_or(0);
@@ -971,7 +991,11 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
     };
 
     // The timer alone, and the clock read the check is given.
-    let (timer, clock) = timer_costs(1_000_000);
+    let wall = WallClock::new();
+    // Let it measure the counter rate before anything is timed with it.
+    std::thread::sleep(Duration::from_millis(5));
+    let _ = wall.now_ns();
+    let [timer, wall_read, system_read] = timer_costs(&wall, 1_000_000);
 
     // Writer idle: one symbol quoted once.
     let sim = Sim::spawn(
@@ -982,7 +1006,7 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
     )?;
     sim.finish(Duration::from_secs(15))?;
     let (reader, idle_handle) = wait_lookup(&shm, "IDLE")?;
-    let idle = timed_checks(&reader, &idle_handle, 1.0, 100, || true);
+    let idle = timed_checks(&wall, &reader, &idle_handle, 1.0, 100, || true);
     let breakdown = amortized(&reader, &idle_handle, 1_000_000);
 
     let (at_1m, unix) = loaded_phase(
@@ -1017,10 +1041,12 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
     let unix = unix.unwrap_or(Value::Null);
     Ok(json!({
         "row": "check_latency",
-        "timing": "Instant::now() around reader.check_counting(&h, now_ns()), nothing subtracted",
+        "timing": "WallClock::now_ns() around reader.check_counting(&h, clock.now_ns()), nothing subtracted; timer_median_ns is two readings back to back",
         "timer_median_ns": timer.value_at_quantile(0.5),
         "timer": summary(&timer),
-        "now_ns_clock_read": summary(&clock),
+        "wallclock_read": summary(&wall_read),
+        "now_ns_clock_read": summary(&system_read),
+        "wallclock_uses_counter": wall.uses_counter(),
         "idle_writer": idle.json(),
         "untimed_per_call_idle_writer": breakdown,
         "at_1m": at_1m,
