@@ -12,7 +12,8 @@ use crate::rules::{self, Applied, Price, Sequence};
 use crate::state::{Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
-use crate::wire::{Message, Packet, Reject};
+use crate::wire::sqf::msg_type;
+use crate::wire::{Known, Message, Packet, Reject, MAX_MESSAGES};
 
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
@@ -70,6 +71,9 @@ pub struct Handler {
     table: StateTable,
     feeds: Vec<Feed>,
     table_full_logged: bool,
+    /// The messages of the datagram being applied, as the validity walk met
+    /// them: room for the most a datagram can carry, allocated once.
+    pending: Box<[Pending]>,
 }
 
 impl Handler {
@@ -102,6 +106,7 @@ impl Handler {
                 })
                 .collect(),
             table_full_logged: false,
+            pending: vec![Pending::EMPTY; MAX_MESSAGES].into_boxed_slice(),
         }
     }
 
@@ -128,12 +133,32 @@ impl Handler {
             table,
             feeds,
             table_full_logged,
+            pending,
         } = self;
         let Some(f) = feeds.get_mut(feed as usize) else {
             return Ok(());
         };
         f.counters.packets += 1;
-        let packet = match Packet::new_checked(payload) {
+        // One walk validates the whole packet and, for each message, starts
+        // loading its index bucket. Nothing is applied unless all is valid.
+        let mut n = 0;
+        // Quotes, Snapshots and Heartbeats met, by `kind_index`, counted once
+        // the packet is accepted.
+        let mut kinds = [0u64; 4];
+        let visit = |k: Known| {
+            kinds[kind_index(k.code)] += 1;
+            // `n` < MAX_MESSAGES: a packet has at most that many messages.
+            if let Some(p) = pending.get_mut(n) {
+                *p = Pending {
+                    at: k.at as u32,
+                    slot: NO_SLOT,
+                    symbol: k.symbol,
+                    probe: table.probe(feed, k.symbol),
+                };
+                n += 1;
+            }
+        };
+        let packet = match Packet::new_checked_visiting(payload, visit) {
             Ok(p) => p,
             Err(reason) => {
                 f.on_reject(reason, t);
@@ -144,49 +169,17 @@ impl Handler {
         if let Some(p) = table.publication() {
             p.publish_offset(feed, f.clock.offset());
         }
-        f.counters.messages += packet.message_count() as u64;
+        let count = packet.message_count() as u64;
+        f.counters.messages += count;
+        f.counters.unknown += count - n as u64;
+        f.counters.quotes += kinds[kind_index(msg_type::QUOTE)];
+        f.counters.snapshots += kinds[kind_index(msg_type::SNAPSHOT)];
+        f.counters.heartbeats += kinds[kind_index(msg_type::HEARTBEAT)];
         let kind = f.config.kind;
-        // In batches: first start loading every message's index bucket, then
-        // look the slots up and start loading them, then apply the rules in
-        // place. The memory waits of a batch overlap instead of queueing.
-        let mut messages = packet.messages();
-        let mut batch = [Pending::EMPTY; BATCH];
-        let mut more = true;
-        while more {
-            let mut n = 0;
-            let c = &mut f.counters;
-            while n < BATCH {
-                let Some(message) = messages.next() else {
-                    more = false;
-                    break;
-                };
-                let symbol = match message {
-                    Message::Quote(q) => {
-                        c.quotes += 1;
-                        q.symbol()
-                    }
-                    Message::Snapshot(s) => {
-                        c.snapshots += 1;
-                        s.symbol()
-                    }
-                    Message::Heartbeat(h) => {
-                        c.heartbeats += 1;
-                        h.symbol()
-                    }
-                    Message::Unknown { .. } => {
-                        c.unknown += 1;
-                        continue;
-                    }
-                };
-                batch[n] = Pending {
-                    message,
-                    symbol,
-                    probe: table.probe(feed, symbol),
-                    slot: NO_SLOT,
-                };
-                n += 1;
-            }
-            let batch = &mut batch[..n];
+        // In batches: look the slots up and start loading them, then apply
+        // the rules in place. The memory waits of a batch overlap instead of
+        // queueing one after another.
+        for batch in pending[..n].chunks_mut(BATCH) {
             for p in batch.iter_mut() {
                 p.slot = match table.find_from(p.probe, feed, p.symbol) {
                     Some(id) => id,
@@ -199,7 +192,7 @@ impl Handler {
                 let Some(slot) = slots.get(p.slot as usize) else {
                     continue;
                 };
-                let applied = match p.message {
+                let applied = match packet.message_at(p.at as usize) {
                     Message::Quote(q) => {
                         slot.update(|s| rules::quote(s, kind, q.sequence(), price(q), t))
                     }
@@ -273,6 +266,19 @@ impl Handler {
     }
 }
 
+/// A counter index for a Quote, Snapshot or Heartbeat type code: its two
+/// low bits, which differ between the three ('Q' 1, 'S' 3, 'H' 0).
+#[inline(always)]
+const fn kind_index(code: u8) -> usize {
+    (code & 3) as usize
+}
+
+const _: () = assert!(
+    kind_index(msg_type::QUOTE) != kind_index(msg_type::SNAPSHOT)
+        && kind_index(msg_type::QUOTE) != kind_index(msg_type::HEARTBEAT)
+        && kind_index(msg_type::SNAPSHOT) != kind_index(msg_type::HEARTBEAT)
+);
+
 /// A slot for (feed, symbol), seen for the first time; `NO_SLOT` (counted,
 /// logged once) when the table is full.
 #[cold]
@@ -302,19 +308,21 @@ fn new_slot(
 
 /// A message of the batch being applied, with its lookup under way.
 #[derive(Clone, Copy)]
-struct Pending<'a> {
-    message: Message<'a>,
+struct Pending {
+    /// Where the message starts in the datagram, bytes.
+    at: u32,
+    /// Its slot, once looked up.
+    slot: SlotId,
     symbol: Symbol,
     probe: Probe,
-    slot: SlotId,
 }
 
-impl Pending<'_> {
-    const EMPTY: Pending<'static> = Pending {
-        message: Message::Unknown { code: 0 },
+impl Pending {
+    const EMPTY: Pending = Pending {
+        at: 0,
+        slot: NO_SLOT,
         symbol: Symbol::PLACEHOLDER,
         probe: Probe::NONE,
-        slot: NO_SLOT,
     };
 }
 

@@ -14,4 +14,6 @@
 
 pub mod sqf;
 
-pub use sqf::{HeartbeatView, Message, Packet, PacketBuilder, PriceView, Reject};
+pub use sqf::{
+    HeartbeatView, Known, Message, Packet, PacketBuilder, PriceView, Reject, MAX_MESSAGES,
+};

@@ -142,7 +142,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Validates the whole datagram (every rule of "packet validity") and
     /// wraps it. Never panics, never allocates.
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        check(buffer.as_ref())?;
+        check(buffer.as_ref(), |_| {})?;
         Ok(Packet { buffer })
     }
 
@@ -154,6 +154,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .and_then(|s| s.try_into().ok())
             .map(u64::from_le_bytes)
             .unwrap_or(0)
+    }
+
+    /// Validates like [`new_checked`](Self::new_checked) and, in the same
+    /// walk, calls `known` for each Quote, Snapshot and Heartbeat in order.
+    /// The calls come before the verdict on the whole packet: act on them
+    /// only if this returns `Ok`.
+    #[inline]
+    pub fn new_checked_visiting(buffer: T, known: impl FnMut(Known)) -> Result<Packet<T>, Reject> {
+        check(buffer.as_ref(), known)?;
+        Ok(Packet { buffer })
+    }
+
+    /// The message starting `at` bytes into the packet (an offset from
+    /// [`Known::at`]). Any other offset reads whatever bytes are there
+    /// (`Unknown` where they do not fit a message), never a panic.
+    #[inline]
+    pub fn message_at(&self, at: usize) -> Message<'_> {
+        let msg = self.buffer.as_ref().get(at..).unwrap_or(&[]);
+        let code = msg.get(field::TYPE).copied().unwrap_or(0);
+        let m = match code {
+            msg_type::QUOTE => PriceView::new(msg).map(Message::Quote),
+            msg_type::SNAPSHOT => PriceView::new(msg).map(Message::Snapshot),
+            msg_type::HEARTBEAT => HeartbeatView::new(msg).map(Message::Heartbeat),
+            _ => None,
+        };
+        m.unwrap_or(Message::Unknown { code })
     }
 
     /// Number of messages in the packet.
@@ -177,9 +203,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+/// Most messages a packet can carry (`message_count` is a `u16`).
+pub const MAX_MESSAGES: usize = u16::MAX as usize;
+
+/// A Quote, Snapshot or Heartbeat met by the validity walk
+/// ([`Packet::new_checked_visiting`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Known {
+    /// Where the message starts, in bytes from the start of the packet.
+    pub at: usize,
+    /// Its type code (see [`msg_type`]).
+    pub code: u8,
+    /// Its symbol, validated.
+    pub symbol: Symbol,
+}
+
 /// The validity walk: header, then each message's framing, minimum length
-/// and symbol, then no trailing bytes.
-fn check(b: &[u8]) -> Result<(), Reject> {
+/// and symbol, then no trailing bytes. `known` sees every Quote, Snapshot
+/// and Heartbeat, in order.
+#[inline(always)]
+fn check(b: &[u8], mut known: impl FnMut(Known)) -> Result<(), Reject> {
     if b.len() < HEADER_LEN {
         return Err(Reject::Short);
     }
@@ -191,6 +234,7 @@ fn check(b: &[u8]) -> Result<(), Reject> {
     }
     let count = u16_at(b, field::COUNT.start).unwrap_or(0);
     let mut rest = &b[HEADER_LEN..];
+    let mut at = HEADER_LEN;
     for _ in 0..count {
         if rest.len() < MESSAGE_HEADER_LEN {
             return Err(Reject::HeaderOverrun);
@@ -213,11 +257,17 @@ fn check(b: &[u8]) -> Result<(), Reject> {
         if min != 0 {
             let mut s = [0u8; SYMBOL_LEN];
             s.copy_from_slice(&msg[field::SYMBOL]);
-            if Symbol::from_wire(s).is_none() {
+            let Some(symbol) = Symbol::from_wire(s) else {
                 return Err(Reject::BadSymbol);
-            }
+            };
+            known(Known {
+                at,
+                code: msg[field::TYPE],
+                symbol,
+            });
         }
         rest = &rest[len..];
+        at += len;
     }
     if !rest.is_empty() {
         return Err(Reject::TrailingBytes);
@@ -482,6 +532,45 @@ mod tests {
 
     fn sym(s: &str) -> Symbol {
         Symbol::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_walk_visits_known_messages_in_order_and_finds_them_again() {
+        let mut b = PacketBuilder::new(9);
+        b.quote(sym("A"), 1, 2, 1.0, 2.0)
+            .message(b'?', &[1, 2, 3])
+            .heartbeat(sym("B"), 5)
+            .snapshot(sym("C"), 7, 8, 3.0, 4.0);
+        let bytes = b.finish();
+        let mut seen = Vec::new();
+        let p = Packet::new_checked_visiting(&bytes[..], |k| seen.push(k)).unwrap();
+        let codes: Vec<u8> = seen.iter().map(|k| k.code).collect();
+        assert_eq!(codes, b"QHS");
+        let symbols: Vec<Symbol> = seen.iter().map(|k| k.symbol).collect();
+        assert_eq!(symbols, [sym("A"), sym("B"), sym("C")]);
+        assert_eq!(seen[0].at, HEADER_LEN);
+        for (k, m) in seen
+            .iter()
+            .zip(p.messages().filter(|m| m.symbol().is_some()))
+        {
+            assert_eq!(
+                format!("{:?}", p.message_at(k.at)),
+                format!("{m:?}"),
+                "offset {} gives the message the iterator gives",
+                k.at
+            );
+        }
+        // Offsets where no message fits are Unknown, never a panic.
+        for at in [0, 1, 17, bytes.len() - 1, bytes.len(), usize::MAX] {
+            assert!(matches!(p.message_at(at), Message::Unknown { .. }), "{at}");
+        }
+        // A rejected packet: the visits so far happened, the result says no.
+        let mut bad = bytes.clone();
+        bad.push(0);
+        let mut visits = 0;
+        let r = Packet::new_checked_visiting(&bad[..], |_| visits += 1);
+        assert_eq!(r.err(), Some(Reject::TrailingBytes));
+        assert_eq!(visits, 3);
     }
 
     /// A packet with one Quote, written out byte by byte from the spec tables.
