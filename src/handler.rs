@@ -9,7 +9,7 @@
 use crate::clock::OffsetEstimator;
 use crate::config::{Config, FeedConfig};
 use crate::rules::{self, Applied, Price, Sequence};
-use crate::state::{Probe, Record, SlotId, StateTable, TableReader};
+use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
 use crate::wire::sqf::msg_type;
@@ -180,11 +180,24 @@ impl Handler {
         // the rules in place. The memory waits of a batch overlap instead of
         // queueing one after another.
         for batch in pending[..n].chunks_mut(BATCH) {
+            let mut missed = false;
+            let slots = table.slots();
             for p in batch.iter_mut() {
-                p.slot = match table.find_from(p.probe, feed, p.symbol) {
-                    Some(id) => id,
-                    None => new_slot(table, f, table_full_logged, feed, p.symbol),
-                };
+                p.slot = table.find_from(p.probe, feed, p.symbol).unwrap_or(NO_SLOT);
+                match slots.get(p.slot as usize) {
+                    Some(s) => prefetch(s),
+                    None => missed = true,
+                }
+            }
+            if missed {
+                // New symbols get slots in message order (one met twice in a
+                // batch is found the second time).
+                for p in batch.iter_mut().filter(|p| p.slot == NO_SLOT) {
+                    p.slot = match table.find(feed, p.symbol) {
+                        Some(id) => id,
+                        None => new_slot(table, f, table_full_logged, feed, p.symbol),
+                    };
+                }
             }
             let slots = table.slots();
             let c = &mut f.counters;

@@ -212,16 +212,24 @@ source_threshold_ms = 60000
     let _ = std::fs::remove_file(&shm);
 }
 
-/// Symbols of feed lp1 counted under any verdict.
+/// Symbols of feed lp1 counted under any verdict (one with two reasons is
+/// counted under both).
 fn symbols(text: &str) -> f64 {
-    ["ok", "no_quote", "stale", "invalid_price"]
-        .iter()
-        .map(|v| {
-            value(
-                text,
-                &format!(r#"tickguard_symbols{{feed="lp1",verdict="{v}"}}"#),
-            )
-            .unwrap_or(0.0)
-        })
-        .sum()
+    [
+        "ok",
+        "no_quote",
+        "stale",
+        "stale_at_source",
+        "suspect",
+        "invalid_price",
+    ]
+    .iter()
+    .map(|v| {
+        value(
+            text,
+            &format!(r#"tickguard_symbols{{feed="lp1",verdict="{v}"}}"#),
+        )
+        .unwrap_or(0.0)
+    })
+    .sum()
 }

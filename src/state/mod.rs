@@ -5,6 +5,7 @@
 
 mod index;
 mod prefetch;
+pub use prefetch::prefetch;
 pub mod slot;
 
 use crate::rules::SymbolState;
@@ -118,15 +119,11 @@ impl StateTable {
         Probe(home)
     }
 
-    /// Second half of a lookup: the slot of (feed, symbol), whose cache line
-    /// starts loading now.
+    /// Second half of a lookup: the slot of (feed, symbol), if it has one.
+    /// (Start loading it with [`prefetch`] before updating it.)
     #[inline]
     pub fn find_from(&self, probe: Probe, feed: u16, symbol: Symbol) -> Option<SlotId> {
-        let id = self.index.get_from(probe.0, feed, symbol)?;
-        if let Some(s) = self.store.slots().get(id as usize) {
-            prefetch::prefetch(s);
-        }
-        Some(id)
+        self.index.get_from(probe.0, feed, symbol)
     }
 
     /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
