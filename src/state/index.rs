@@ -59,12 +59,13 @@ impl Index {
         let key = symbol.key();
         let mut i = home & self.mask;
         loop {
-            let b = self.buckets[i];
+            let b = self.buckets.get(i)?;
+            // The hit first: it is the common case.
+            if b.symbol == key && b.tag >> 32 == feed as u64 {
+                return Some(b.tag as u32);
+            }
             if b.symbol == EMPTY {
                 return None;
-            }
-            if b.symbol == key && (b.tag >> 32) as u16 == feed {
-                return Some(b.tag as u32);
             }
             i = (i + 1) & self.mask;
         }
