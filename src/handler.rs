@@ -13,6 +13,7 @@ use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
 use crate::wire::sqf::msg_type;
+use crate::wire::sqf::HEARTBEAT_LEN;
 use crate::wire::{Known, Message, Packet, Reject, MAX_MESSAGES};
 
 /// Messages whose memory loads are started together.
@@ -72,8 +73,9 @@ pub struct Handler {
     feeds: Vec<Feed>,
     table_full_logged: bool,
     /// The messages of the datagram being applied, as the validity walk met
-    /// them: room for the most a datagram can carry, allocated once.
-    pending: Box<[Pending]>,
+    /// them: room for the most a UDP datagram can carry, allocated once
+    /// (grown only for a larger capture record, see `on_datagram`).
+    pending: Vec<Pending>,
 }
 
 impl Handler {
@@ -106,7 +108,7 @@ impl Handler {
                 })
                 .collect(),
             table_full_logged: false,
-            pending: vec![Pending::EMPTY; MAX_MESSAGES].into_boxed_slice(),
+            pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
     }
 
@@ -139,6 +141,9 @@ impl Handler {
             return Ok(());
         };
         f.counters.packets += 1;
+        if pending.len() < room_for(payload.len()) {
+            grow(pending, payload.len());
+        }
         // One walk validates the whole packet and, for each message, starts
         // loading its index bucket. Nothing is applied unless all is valid.
         let mut n = 0;
@@ -147,7 +152,7 @@ impl Handler {
         let mut kinds = [0u64; 4];
         let visit = |k: Known| {
             kinds[kind_index(k.code)] += 1;
-            // `n` < MAX_MESSAGES: a packet has at most that many messages.
+            // Always room (`room_for`); `get_mut` only keeps this panic-free.
             if let Some(p) = pending.get_mut(n) {
                 *p = Pending {
                     at: k.at as u32,
@@ -277,6 +282,24 @@ impl Handler {
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.table.records()
     }
+}
+
+/// The largest UDP payload, bytes.
+const UDP_MAX_PAYLOAD: usize = 65_507;
+
+/// Most Quotes, Snapshots and Heartbeats a datagram of `len` bytes can hold:
+/// each takes at least a Heartbeat's length, and a packet counts at most
+/// `MAX_MESSAGES`.
+#[inline]
+fn room_for(len: usize) -> usize {
+    (len / HEARTBEAT_LEN).min(MAX_MESSAGES)
+}
+
+/// Makes room for the messages of a datagram of `len` bytes: only a capture
+/// record larger than any UDP datagram gets here.
+#[cold]
+fn grow(pending: &mut Vec<Pending>, len: usize) {
+    pending.resize(room_for(len), Pending::EMPTY);
 }
 
 /// A counter index for a Quote, Snapshot or Heartbeat type code: its two
@@ -439,6 +462,26 @@ clock_offset = 0
         let r = h.records().next().unwrap();
         assert_eq!(r.state.seq.last_seq, 11);
         assert!(r.state.suspect);
+    }
+
+    #[test]
+    fn a_record_larger_than_any_udp_datagram_is_applied_whole() {
+        let mut h = Handler::new(&config("full"));
+        let mut b = PacketBuilder::new(0);
+        for i in 0..4_000u64 {
+            b.heartbeat(sym(["A", "B", "C"][i as usize % 3]), i + 1);
+        }
+        let bytes = b.finish();
+        assert!(bytes.len() > UDP_MAX_PAYLOAD);
+        h.on_datagram(0, &bytes, 1).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.messages, c.heartbeats), (4_000, 4_000));
+        let last: Vec<u64> = h.records().map(|r| r.state.seq.last_seq).collect();
+        assert_eq!(
+            last,
+            [3_999, 3_997, 3_998],
+            "the last heartbeats were applied"
+        );
     }
 
     #[test]
