@@ -10,6 +10,7 @@
 
 mod file;
 pub mod link;
+mod readahead;
 pub mod write;
 
 use std::fmt;
@@ -168,7 +169,12 @@ impl CaptureReader {
             name: name.clone(),
             io,
         })?;
-        let mut reader = CaptureReader::from_reader(&name, Box::new(f))?;
+        // Read a few chunks ahead on another core where there is one.
+        let input: Box<dyn Read> = match readahead::ReadAhead::start(f) {
+            Ok(r) => Box::new(r),
+            Err(f) => Box::new(f),
+        };
+        let mut reader = CaptureReader::from_reader(&name, input)?;
         reader.len = Some(len);
         Ok(reader)
     }
