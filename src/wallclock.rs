@@ -13,7 +13,7 @@
 //! The counter is used only where it is a sound clock: x86_64 with the
 //! kernel itself timing on it (`current_clocksource` is `tsc`, which the
 //! kernel allows only for a constant, synchronised counter). Anywhere else
-//! every reading is [`now_ns`](crate::reader::now_ns).
+//! every reading is [`now_ns`].
 
 use crate::reader::now_ns;
 use std::cell::Cell;

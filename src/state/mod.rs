@@ -8,7 +8,6 @@ mod prefetch;
 pub use prefetch::prefetch;
 pub mod slot;
 
-use crate::rules::SymbolState;
 use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
@@ -146,21 +145,9 @@ impl StateTable {
         self.store.slots()
     }
 
-    /// The writer's copy of a slot's state.
-    #[inline]
-    pub fn state(&self, id: SlotId) -> SymbolState {
-        self.store.slots()[id as usize].own_state()
-    }
-
     /// The writer's copy of a whole slot (identity and thresholds too).
     pub fn record(&self, id: SlotId) -> Record {
         self.store.slots()[id as usize].load_own()
-    }
-
-    /// Publishes a slot's new state to readers.
-    #[inline]
-    pub fn publish(&self, id: SlotId, feed: u16, state: &SymbolState) {
-        self.store.slots()[id as usize].publish(feed, state);
     }
 
     /// A reader handle sharing the slots.
@@ -222,9 +209,7 @@ mod tests {
         let a = Symbol::parse("A").unwrap();
         let id = t.insert(3, a, TH).unwrap();
         let reader = t.reader();
-        let mut state = t.state(id);
-        state.on_heartbeat(10, 5);
-        t.publish(id, 3, &state);
+        t.slots()[id as usize].update(|s| crate::rules::heartbeat(s, 10, 5));
         let r = reader.read(id).unwrap();
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);

@@ -136,9 +136,9 @@ impl Slot {
     }
 
     /// The writer's view of its own slot's state: no seqlock needed, since
-    /// only the writer stores to it. Writer thread only.
-    #[inline]
-    pub fn own_state(&self) -> SymbolState {
+    /// only the writer stores to it. Writer thread only (tests compare it).
+    #[cfg(test)]
+    fn own_state(&self) -> SymbolState {
         let mut w = [0u64; USED];
         for i in STATE_WORDS {
             // Relaxed: the writer reads back its own stores.
@@ -147,10 +147,11 @@ impl Slot {
         decode_state(&w)
     }
 
-    /// Publishes a new state; identity and thresholds are left as `init`
-    /// wrote them. Writer thread only.
-    #[inline]
-    pub fn publish(&self, feed: u16, state: &SymbolState) {
+    /// Publishes a whole new state; identity and thresholds are left as
+    /// `init` wrote them. Writer thread only (tests write states with it; the
+    /// handler updates in place with [`Slot::update`]).
+    #[cfg(test)]
+    fn publish(&self, feed: u16, state: &SymbolState) {
         let w = encode_state(feed, state);
         self.write(|| {
             for i in STATE_WORDS {
@@ -273,6 +274,7 @@ impl RuleState for InPlace<'_> {
 }
 
 /// Words that change after `init`: meta (flags) through duplicates.
+#[cfg(test)]
 const STATE_WORDS: std::ops::RangeInclusive<usize> = word::META..=word::DUPLICATES;
 
 fn encode(feed: u16, symbol: Symbol, s: &SymbolState, th: Thresholds) -> [u64; USED] {
