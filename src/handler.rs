@@ -1,10 +1,12 @@
 //! The feed handler: datagrams in, state table updated. One code path for
 //! replay and live: the caller passes each datagram's local arrival time.
 //!
-//! Per datagram: validate the whole packet, feed the clock-offset estimator,
-//! then for each message find the (feed, symbol) slot, apply the rules to the
-//! writer's copy and publish it. No allocation, no lock, no clock read; a
-//! rejected packet costs a counter bump and at most one log line a second.
+//! Per datagram: validate the whole packet in one walk that also notes each
+//! message and starts loading its index bucket, feed the clock-offset
+//! estimator, then for each message find the (feed, symbol) slot and apply
+//! the rules in place on it under its seqlock. No allocation, no lock, no
+//! clock read; a rejected packet costs a counter bump and at most one log
+//! line a second.
 
 use crate::clock::OffsetEstimator;
 use crate::config::{Config, FeedConfig};
