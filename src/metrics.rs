@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Label values of the verdict gauge, in report order, with `ok` first.
-const VERDICTS: [&str; 6] = [
+/// Label values of the verdict gauge (`tickguard_symbols`), in report
+/// order, with `ok` first.
+pub const VERDICTS: [&str; 6] = [
     "ok",
     "no_quote",
     "stale",

@@ -215,21 +215,14 @@ source_threshold_ms = 60000
 /// Symbols of feed lp1 counted under any verdict (one with two reasons is
 /// counted under both).
 fn symbols(text: &str) -> f64 {
-    [
-        "ok",
-        "no_quote",
-        "stale",
-        "stale_at_source",
-        "suspect",
-        "invalid_price",
-    ]
-    .iter()
-    .map(|v| {
-        value(
-            text,
-            &format!(r#"tickguard_symbols{{feed="lp1",verdict="{v}"}}"#),
-        )
-        .unwrap_or(0.0)
-    })
-    .sum()
+    tickguard::metrics::VERDICTS
+        .iter()
+        .map(|v| {
+            value(
+                text,
+                &format!(r#"tickguard_symbols{{feed="lp1",verdict="{v}"}}"#),
+            )
+            .unwrap_or(0.0)
+        })
+        .sum()
 }
