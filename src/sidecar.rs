@@ -11,6 +11,9 @@
 //! lost is applied before A's later ticks, as it arrived, so the per-symbol
 //! sequence filter sees no gap. Draining one socket and then the other
 //! would report the ticks in between as lost (and make a delta feed suspect).
+//! The `merge` module says how the order is chosen and why it always makes progress,
+//! whatever the kernel timestamps do. The kernel's drop counter is read from
+//! every batch received, applied or not.
 //!
 //! The clock read is the arrival time only of datagrams the kernel did not
 //! timestamp. Nothing in the cycle allocates, locks or logs.
@@ -29,6 +32,8 @@ use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod merge;
 
 /// A symbol's verdict changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +112,35 @@ struct Line {
     /// Datagrams in `batch` from the last receive, and how many are applied.
     received: usize,
     next: usize,
+    /// This cycle received into `batch` (it held nothing unapplied).
+    fresh: bool,
+    /// The socket's cumulative drop count (SO_RXQ_OVFL) last seen.
+    drops_seen: u32,
+}
+
+impl merge::Queue for Line {
+    #[inline]
+    fn next_arrival(&self) -> Option<u64> {
+        if self.next < self.received {
+            self.batch.arrival_ns(self.next)
+        } else {
+            None
+        }
+    }
+
+    #[inline]
+    fn complete_until(&self, now: u64) -> u64 {
+        // Drained to empty by this cycle's receive, or a short batch: the
+        // kernel held nothing more when `now` was read. A full batch, or
+        // datagrams held over from an earlier cycle: later ones may wait in
+        // the kernel, and they arrived after everything in hand.
+        let maybe_more = !self.fresh || self.received == self.batch.capacity();
+        if maybe_more && self.next < self.received {
+            self.batch.max_arrival_ns()
+        } else {
+            now
+        }
+    }
 }
 
 /// Writes every datagram the receiver applies, in the order applied, with
@@ -181,6 +215,8 @@ impl Sidecar {
                     batch: Batch::new(sc.batch),
                     received: 0,
                     next: 0,
+                    fresh: true,
+                    drops_seen: 0,
                 });
             }
         }
@@ -318,59 +354,39 @@ impl Sidecar {
         self.stats.cycles += 1;
         let mut work = 0;
         // Receive on every line whose last batch is applied; a line still
-        // holding datagrams keeps them for this cycle's merge. Then the
-        // horizon: the time up to which every line's datagrams are all in
-        // hand. A line that was just drained to empty is complete up to
-        // `now` (read before receiving); a line whose batch came back full,
-        // or that still holds datagrams, may have later ones queued in the
-        // kernel, so it is complete only up to the last one in hand.
-        let mut horizon = now;
+        // holding datagrams keeps them for this cycle's merge.
         for line in &mut self.lines {
-            let fresh = line.next >= line.received;
-            if fresh {
-                line.received = match line.batch.recv(&line.socket) {
-                    Ok(n) => n,
-                    Err(_) => {
-                        self.stats.socket_errors += 1;
-                        0
-                    }
-                };
-                line.next = 0;
-                work += line.received;
-                if line.received > 0 {
-                    let bucket = (usize::BITS - 1 - line.received.leading_zeros()) as usize;
-                    self.stats.batch_sizes[bucket.min(BATCH_BUCKETS - 1)] += 1;
-                }
+            line.fresh = line.next >= line.received;
+            if !line.fresh {
+                continue;
             }
-            let maybe_more = !fresh || line.received == line.batch.capacity();
-            if maybe_more {
-                if let Some((_, meta)) = line.batch.get(line.received.saturating_sub(1)) {
-                    horizon = horizon.min(meta.time_ns.unwrap_or(now));
+            line.received = match line.batch.recv(&line.socket, now) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.stats.socket_errors += 1;
+                    0
+                }
+            };
+            line.next = 0;
+            work += line.received;
+            if line.received > 0 {
+                let bucket = (usize::BITS - 1 - line.received.leading_zeros()) as usize;
+                self.stats.batch_sizes[bucket.min(BATCH_BUCKETS - 1)] += 1;
+                // Every batch, applied or not: a flood must show as drops.
+                if let Some(d) = line.batch.drops() {
+                    line.kernel_drops += u64::from(d.wrapping_sub(line.drops_seen));
+                    line.drops_seen = d;
                 }
             }
         }
-        // A datagram stamped after `now` arrived during this cycle's
-        // receives; it is applied next cycle, in order.
-        // Apply, earliest kernel timestamp first, up to the horizon.
-        loop {
-            let mut pick: Option<(usize, u64)> = None;
-            for (i, line) in self.lines.iter().enumerate() {
-                if let Some((_, meta)) = line.batch.get(line.next) {
-                    let t = meta.time_ns.unwrap_or(now);
-                    if t <= horizon && pick.is_none_or(|(_, best)| t < best) {
-                        pick = Some((i, t));
-                    }
-                }
-            }
-            let Some((i, t)) = pick else { break };
+        // Apply, earliest arrival first, up to the horizon (see `merge`).
+        let horizon = merge::horizon(&self.lines, now);
+        while let Some((i, t)) = merge::pick(&self.lines, now, horizon) {
             let line = &mut self.lines[i];
             let Some((payload, meta)) = line.batch.get(line.next) else {
                 break;
             };
             line.next += 1;
-            if let Some(d) = meta.drops {
-                line.kernel_drops = d as u64;
-            }
             if meta.truncated {
                 self.stats.oversized += 1;
                 continue;

@@ -346,3 +346,270 @@ source_threshold_ms = 60000
     );
     let _ = std::fs::remove_file(&shm);
 }
+
+/// Sends garbage to `line` from inside the namespace `ns` (a thread joined to
+/// it), `rate` datagrams per second for `duration`. Multicast leaves on
+/// loopback with TTL 0. Returns the datagrams sent.
+fn flood_line(
+    ns: &str,
+    line: std::net::SocketAddrV4,
+    rate: u64,
+    duration: Duration,
+    seed: u64,
+) -> std::thread::JoinHandle<u64> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).expect("namespace file");
+        // SAFETY: a valid namespace fd; setns changes only this thread's
+        // network namespace, and the thread ends with this function.
+        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_multicast_ttl_v4(0).unwrap();
+        let mut sent = 0u64;
+        // A mix of lengths and of headers: random bytes, and SQF magic with
+        // a lying count, so the decoder's reject paths all run.
+        const BURST: usize = 32;
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ seed;
+        let mut bufs = vec![[0u8; 640]; BURST];
+        let dest = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: line.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*line.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let mut iovs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: 0,
+            })
+            .collect();
+        let start = Instant::now();
+        let mut next = start;
+        let per_ms = (rate / 1000).max(1);
+        while start.elapsed() < duration {
+            let mut left = per_ms as usize;
+            while left > 0 {
+                let n = left.min(BURST);
+                for (b, iov) in bufs.iter_mut().zip(iovs.iter_mut()).take(n) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b[..8].copy_from_slice(&x.to_le_bytes());
+                    if x.is_multiple_of(3) {
+                        b[..4].copy_from_slice(&[0x53, 0x51, 1, 0]);
+                    }
+                    iov.iov_len = 16 + (x % 600) as usize;
+                }
+                let mut hdrs: Vec<libc::mmsghdr> = iovs[..n]
+                    .iter_mut()
+                    .map(|iov| {
+                        // SAFETY: plain data; zeroed is an empty header.
+                        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                        h.msg_name = (&dest as *const libc::sockaddr_in).cast_mut().cast();
+                        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+                        h.msg_iov = iov;
+                        h.msg_iovlen = 1;
+                        libc::mmsghdr {
+                            msg_hdr: h,
+                            msg_len: 0,
+                        }
+                    })
+                    .collect();
+                // SAFETY: every header points at a live iovec, buffer and
+                // address for the duration of the call.
+                let k =
+                    unsafe { libc::sendmmsg(socket.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
+                if k > 0 {
+                    sent += k as u64;
+                }
+                left -= n;
+            }
+            next += Duration::from_millis(1);
+            if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        sent
+    })
+}
+
+/// [`flood_line`] on every line at once; the datagrams sent per line.
+fn flood(ns: &str, lines: &[std::net::SocketAddrV4], rate: u64, duration: Duration) -> Vec<u64> {
+    let senders: Vec<_> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| flood_line(ns, *l, rate, duration, i as u64))
+        .collect();
+    senders.into_iter().map(|s| s.join().unwrap()).collect()
+}
+
+/// The kernel's drop count per local port, from `/proc/net/udp` inside `ns`.
+fn kernel_drops(ns: &Netns, port: u16) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "cat", "/proc/net/udp"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = format!(":{port:04X}");
+    text.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.ends_with(&hex))
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A flood of garbage on both lines beside a valid feed: the receiver keeps
+/// receiving (the valid symbols are `ok` again within a second of the flood
+/// ending), and what the kernel dropped is counted. Five runs, each with a
+/// fresh sidecar: the receiver once went deaf in most runs.
+#[test]
+fn a_flood_of_garbage_does_not_deafen_the_receiver() {
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to create a network namespace");
+        return;
+    }
+    let pid = std::process::id();
+    let name = format!("tickguard-flood-{pid}");
+    let ns = Netns::create(&name);
+    let dir = tempfile::tempdir().unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/tickguard-flood-{pid}"));
+    let cfg = dir.path().join("config.toml");
+    let lines: [std::net::SocketAddrV4; 2] = [
+        "239.78.0.1:31101".parse().unwrap(),
+        "239.78.0.2:31102".parse().unwrap(),
+    ];
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[state]
+capacity = 4096
+[metrics]
+enabled = false
+[sidecar]
+shm_path = "{}"
+interface = "127.0.0.1"
+idle = "yield"
+rcvbuf_bytes = 262144
+dead_after_ms = 2000
+[[feed]]
+name = "fl"
+kind = "full"
+lines = ["{}", "{}"]
+stale_threshold_ms = 300
+source_threshold_ms = 60000
+"#,
+            shm.display(),
+            lines[0],
+            lines[1]
+        ),
+    )
+    .unwrap();
+    const SYMBOLS: usize = 8;
+    const FLOOD: Duration = Duration::from_secs(3);
+    const RATE: u64 = 100_000;
+    for run in 0..5 {
+        let sidecar = ns.start_sidecar(&cfg, &shm, None);
+        // The valid feed: 2,000 quotes/s and heartbeats every 50 ms, for
+        // longer than the flood and the recovery window.
+        let mut sim = Killed(
+            ns.command(&bin())
+                .args(["simulate", "--line-a", &lines[0].to_string()])
+                .args(["--line-b", &lines[1].to_string()])
+                .args(["--symbols", &SYMBOLS.to_string(), "--rate", "2000"])
+                .args(["--heartbeat-ms", "50", "--duration-s", "8", "--seed"])
+                .arg(run.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let reader = Reader::open(&shm);
+        let names: Vec<String> = (0..SYMBOLS).map(|i| format!("SYM{i:05}")).collect();
+        let all_ok = |reader: &Reader| {
+            names.iter().all(|s| {
+                reader
+                    .lookup("fl", s)
+                    .is_some_and(|h| reader.check(&h, now_ns()).is_ok())
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_ok(&reader) {
+            assert!(
+                Instant::now() < deadline,
+                "run {run}: the valid feed never came up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+
+        let sent = flood(&name, &lines, RATE, FLOOD);
+        let ended = Instant::now();
+        for (line, n) in lines.iter().zip(&sent) {
+            let rate = *n as f64 / FLOOD.as_secs_f64();
+            assert!(
+                rate >= 50_000.0,
+                "run {run}: flooded {line} at only {rate:.0}/s"
+            );
+        }
+        // Back to ok within a second of the flood's end.
+        while !all_ok(&reader) {
+            if ended.elapsed() >= Duration::from_secs(1) {
+                let verdicts: Vec<String> = names
+                    .iter()
+                    .map(|s| match reader.lookup("fl", s) {
+                        Some(h) => format!("{s} {:?}", reader.check(&h, now_ns()).reasons),
+                        None => format!("{s} missing"),
+                    })
+                    .collect();
+                panic!(
+                    "run {run}: not ok {:?} after the flood: {verdicts:?}; packets {:?} rejected {:?}",
+                    ended.elapsed(),
+                    reader.counter(0, counter::PACKETS),
+                    reader.counter(0, counter::REJECTED),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let rejected = reader.counter(0, counter::REJECTED).unwrap_or(0);
+        assert!(
+            rejected > 0,
+            "run {run}: the garbage was received and rejected"
+        );
+        // Every drop the kernel counted is published, per line (the count
+        // arrives with the next datagram received; the valid feed goes on).
+        for (i, line) in lines.iter().enumerate() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let kernel = kernel_drops(&ns, line.port());
+                let published = reader
+                    .counter(0, counter::LINE_KERNEL_DROPS + i)
+                    .unwrap_or(0);
+                if published == kernel {
+                    eprintln!("run {run}: {line}: {} flood datagrams, {kernel} dropped by the kernel, rejected {rejected}", sent[i]);
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "run {run}: {line}: kernel dropped {kernel}, published {published}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = sim.0.kill();
+        drop(sidecar);
+        // The next run's start waits for its own publication, not this one.
+        let _ = std::fs::remove_file(&shm);
+    }
+}

@@ -130,6 +130,13 @@ pub struct Batch {
     hdrs: Box<[libc::mmsghdr]>,
     metas: Box<[Meta]>,
     len: usize,
+    /// Arrival time given to datagrams the kernel did not timestamp: the
+    /// caller's clock at the last receive, ns since the Unix epoch.
+    fallback_ns: u64,
+    /// Latest arrival time in the last receive, ns since the Unix epoch.
+    max_arrival_ns: u64,
+    /// The socket's cumulative drop count as the last receive reported it.
+    drops: Option<u32>,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `hdrs` point only into this
@@ -169,13 +176,19 @@ impl Batch {
             hdrs,
             metas: vec![Meta::default(); n].into_boxed_slice(),
             len: 0,
+            fallback_ns: 0,
+            max_arrival_ns: 0,
+            drops: None,
         }
     }
 
     /// Receives what is queued on `socket`, up to the batch size, without
-    /// blocking. Returns how many datagrams arrived (0 when none).
+    /// blocking. Returns how many datagrams arrived (0 when none). `now_ns`
+    /// (ns since the Unix epoch, CLOCK_REALTIME, read before the call) is
+    /// the arrival time of datagrams the kernel did not timestamp.
     #[inline]
-    pub fn recv(&mut self, socket: &LineSocket) -> io::Result<usize> {
+    pub fn recv(&mut self, socket: &LineSocket, now_ns: u64) -> io::Result<usize> {
+        self.fallback_ns = now_ns;
         for h in self.hdrs.iter_mut() {
             // The kernel overwrites these on every call: reset them.
             h.msg_hdr.msg_controllen = CMSG_SPACE;
@@ -202,11 +215,42 @@ impl Batch {
             };
         }
         let n = n as usize;
+        let mut max_arrival = 0;
         for i in 0..n {
-            self.metas[i] = parse_meta(&self.hdrs[i]);
+            let m = parse_meta(&self.hdrs[i]);
+            max_arrival = max_arrival.max(m.time_ns.unwrap_or(now_ns));
+            // The count is cumulative and the same or higher on later
+            // datagrams (modulo 2^32): the last one reported is the latest.
+            if m.drops.is_some() {
+                self.drops = m.drops;
+            }
+            self.metas[i] = m;
         }
+        self.max_arrival_ns = max_arrival;
         self.len = n;
         Ok(n)
+    }
+
+    /// Arrival time of datagram `i` of the last receive: the kernel's
+    /// timestamp, or the clock passed to [`recv`](Self::recv) when there is
+    /// none. ns since the Unix epoch.
+    #[inline]
+    pub fn arrival_ns(&self, i: usize) -> Option<u64> {
+        (i < self.len).then(|| self.metas[i].time_ns.unwrap_or(self.fallback_ns))
+    }
+
+    /// The latest [`arrival_ns`](Self::arrival_ns) of the last receive (0
+    /// when it took nothing). Kernel timestamps of one socket are not always
+    /// in queue order, so this is not always the last datagram's.
+    pub fn max_arrival_ns(&self) -> u64 {
+        self.max_arrival_ns
+    }
+
+    /// The socket's cumulative drop count (SO_RXQ_OVFL, wrapping at 2^32)
+    /// as last reported by any receive; `None` until the kernel reports one
+    /// (it attaches the count only once the socket has dropped).
+    pub fn drops(&self) -> Option<u32> {
+        self.drops
     }
 
     /// Most datagrams one receive takes.
@@ -281,7 +325,7 @@ mod tests {
         let mut got = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.len() < 5 && std::time::Instant::now() < deadline {
-            let n = batch.recv(&line).unwrap();
+            let n = batch.recv(&line, 0).unwrap();
             for i in 0..n {
                 let (bytes, meta) = batch.get(i).unwrap();
                 assert_eq!(bytes.len(), 40);
@@ -290,6 +334,10 @@ mod tests {
             }
         }
         assert_eq!(got, [0, 1, 2, 3, 4]);
-        assert_eq!(batch.recv(&line).unwrap(), 0, "nothing queued: no blocking");
+        assert_eq!(
+            batch.recv(&line, 0).unwrap(),
+            0,
+            "nothing queued: no blocking"
+        );
     }
 }

@@ -393,7 +393,7 @@ impl Rig {
         let deadline = start + STEP_LIMIT;
         let mut got = 0u64;
         while got < n {
-            let k = self.bare_batch.recv(&self.bare)?;
+            let k = self.bare_batch.recv(&self.bare, 0)?;
             if k > 0 {
                 got += k as u64;
                 if let Some((_, m)) = self.bare_batch.get(k - 1) {
