@@ -103,12 +103,22 @@ fn live_records(reader: &Reader) -> std::collections::BTreeMap<String, tickguard
         .collect()
 }
 
-fn is_root() -> bool {
-    Command::new("id")
+/// True as root; otherwise says the test is skipped (and fails under CI,
+/// which runs as root).
+fn can_create_namespaces() -> bool {
+    let root = Command::new("id")
         .arg("-u")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+        .unwrap_or(false);
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to create a network namespace");
+    }
+    root
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -118,12 +128,7 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[test]
 fn multicast_two_lines_with_loss_in_a_namespace() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to create a network namespace");
+    if !can_create_namespaces() {
         return;
     }
     let pid = std::process::id();
@@ -265,12 +270,7 @@ source_threshold_ms = 60000
 /// from any other sender never reach the handler.
 #[test]
 fn source_specific_join_ignores_spoofed_senders() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to create a network namespace");
+    if !can_create_namespaces() {
         return;
     }
     let pid = std::process::id();
@@ -472,12 +472,7 @@ fn kernel_drops(ns: &Netns, port: u16) -> u64 {
 /// fresh sidecar: the receiver once went deaf in most runs.
 #[test]
 fn a_flood_of_garbage_does_not_deafen_the_receiver() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to create a network namespace");
+    if !can_create_namespaces() {
         return;
     }
     let pid = std::process::id();
