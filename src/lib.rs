@@ -55,6 +55,7 @@ pub mod demo;
 pub mod explain;
 pub mod handler;
 pub mod metrics;
+pub mod protocol;
 pub mod reader;
 pub mod replay;
 pub mod rules;

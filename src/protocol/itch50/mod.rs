@@ -1,0 +1,69 @@
+//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64 (`../shared/spec/itch50-v1.md`).
+//!
+//! Two layers, as the venue defines them: [`mold`] frames a UDP datagram
+//! into a session, a sequence and message blocks and knows nothing of ITCH;
+//! [`message`] reads one ITCH message. A datagram is valid as a whole or not
+//! at all ([`mold::Packet::new_checked`] checks both layers in one walk), and
+//! only a checked packet hands out messages, whose getters then cannot fail.
+
+pub mod message;
+pub mod mold;
+
+pub use message::{Body, Message, Side};
+pub use mold::{Packet, PacketBuilder, Session};
+
+/// Why a MoldUDP64 datagram was rejected whole (spec §1, packet validity).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reject {
+    /// Shorter than the 20-byte header.
+    Short,
+    /// A heartbeat (count 0) or end of session (count 0xFFFF) with bytes
+    /// after the header.
+    ControlWithBody,
+    /// A block's 2-byte length runs past the end of the datagram.
+    BlockHeaderOverrun,
+    /// A block runs past the end of the datagram.
+    BlockOverrun,
+    /// A block of length 0.
+    EmptyBlock,
+    /// Bytes left after `count` blocks.
+    TrailingBytes,
+    /// A known message type shorter than its length.
+    TooShortForType,
+    /// A `stock` field that is not printable ASCII, left-justified and
+    /// space-padded, with at least one non-space byte.
+    BadStock,
+}
+
+impl Reject {
+    /// Every reason, in a fixed order (counter arrays are indexed by it).
+    pub const ALL: [Reject; 8] = [
+        Reject::Short,
+        Reject::ControlWithBody,
+        Reject::BlockHeaderOverrun,
+        Reject::BlockOverrun,
+        Reject::EmptyBlock,
+        Reject::TrailingBytes,
+        Reject::TooShortForType,
+        Reject::BadStock,
+    ];
+
+    /// Position in [`Reject::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Stable snake_case name used in counters, logs and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reject::Short => "short",
+            Reject::ControlWithBody => "control_with_body",
+            Reject::BlockHeaderOverrun => "block_header_overrun",
+            Reject::BlockOverrun => "block_overrun",
+            Reject::EmptyBlock => "empty_block",
+            Reject::TrailingBytes => "trailing_bytes",
+            Reject::TooShortForType => "too_short_for_type",
+            Reject::BadStock => "bad_stock",
+        }
+    }
+}
