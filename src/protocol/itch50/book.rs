@@ -1,0 +1,579 @@
+//! Order books built from ITCH order messages (spec §3.3), with the top of
+//! book kept up to date as orders come and go — never a scan per check.
+//!
+//! Orders live in one open-addressing table keyed by order reference
+//! (linear probing, Fibonacci hashing, deletion by backward shift so no
+//! tombstones build up over a day of adds and deletes). A slot is 24 bytes
+//! (reference, book, price, shares, side); the table doubles when it would
+//! be more than 70% full, so a live order costs 34 to 69 bytes. Growth is
+//! the only allocation, amortised over the orders added; size it up front
+//! ([`Books::with_capacity`]) and a day allocates nothing after warm-up.
+//!
+//! Each book keeps, per side, its price levels sorted with the best last
+//! (bids ascending, asks descending): the top of book is the last level,
+//! and an order at or near the top — most of the flow — moves few bytes.
+//! A level holds its total shares and live order count.
+
+use super::message::Side;
+
+/// A price in 1/10,000 dollar (ITCH `Price(4)`).
+pub type Price = u32;
+
+/// Marks an empty slot. A real order with this reference is kept apart.
+const EMPTY: u64 = u64::MAX;
+
+/// One live order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Order {
+    /// The book (symbol) it rests in.
+    pub book: u32,
+    /// Limit price.
+    pub price: Price,
+    /// Shares still open.
+    pub shares: u32,
+    /// Buy or sell.
+    pub side: Side,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    key: u64,
+    order: Order,
+}
+
+const VACANT: Slot = Slot {
+    key: EMPTY,
+    order: Order {
+        book: 0,
+        price: 0,
+        shares: 0,
+        side: Side::Buy,
+    },
+};
+
+/// Live orders by reference.
+#[derive(Debug, Clone)]
+struct Orders {
+    slots: Vec<Slot>,
+    /// `slots.len() - 1` (a power of two minus one).
+    mask: usize,
+    /// log2 of `slots.len()`.
+    bits: u32,
+    len: usize,
+    /// The order whose reference is `EMPTY`, if any.
+    max_ref: Option<Order>,
+}
+
+impl Orders {
+    fn with_capacity(orders: usize) -> Orders {
+        let want = (orders.max(16) * 10 / 7 + 1).next_power_of_two();
+        Orders {
+            slots: vec![VACANT; want],
+            mask: want - 1,
+            bits: want.trailing_zeros(),
+            len: 0,
+            max_ref: None,
+        }
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+    }
+
+    /// Where `key` is, or the empty slot where it would go.
+    #[inline]
+    fn find(&self, key: u64) -> (usize, bool) {
+        let mut i = self.home(key);
+        loop {
+            let k = self.slots[i].key;
+            if k == key {
+                return (i, true);
+            }
+            if k == EMPTY {
+                return (i, false);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    #[inline]
+    fn get(&self, key: u64) -> Option<Order> {
+        if key == EMPTY {
+            return self.max_ref;
+        }
+        let (i, found) = self.find(key);
+        found.then(|| self.slots[i].order)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, key: u64) -> Option<&mut Order> {
+        if key == EMPTY {
+            return self.max_ref.as_mut();
+        }
+        let (i, found) = self.find(key);
+        found.then(move || &mut self.slots[i].order)
+    }
+
+    /// Inserts or replaces; returns the order replaced.
+    #[inline]
+    fn insert(&mut self, key: u64, order: Order) -> Option<Order> {
+        if key == EMPTY {
+            return self.max_ref.replace(order);
+        }
+        let (i, found) = self.find(key);
+        if found {
+            return Some(std::mem::replace(&mut self.slots[i].order, order));
+        }
+        if (self.len + 1) * 10 > self.slots.len() * 7 {
+            self.grow();
+            return self.insert(key, order);
+        }
+        self.slots[i] = Slot { key, order };
+        self.len += 1;
+        None
+    }
+
+    #[inline]
+    fn remove(&mut self, key: u64) -> Option<Order> {
+        if key == EMPTY {
+            return self.max_ref.take();
+        }
+        let (mut i, found) = self.find(key);
+        if !found {
+            return None;
+        }
+        let removed = self.slots[i].order;
+        self.len -= 1;
+        // Backward shift: pull later members of the probe run into the hole
+        // when the hole lies between their home and where they sit.
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let k = self.slots[j].key;
+            if k == EMPTY {
+                break;
+            }
+            let home = self.home(k);
+            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(i) & self.mask) {
+                self.slots[i] = self.slots[j];
+                i = j;
+            }
+        }
+        self.slots[i] = VACANT;
+        Some(removed)
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let n = old.len() * 2;
+        self.slots = vec![VACANT; n];
+        self.mask = n - 1;
+        self.bits = n.trailing_zeros();
+        for s in old.into_iter().filter(|s| s.key != EMPTY) {
+            let (i, _) = self.find(s.key);
+            self.slots[i] = s;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(VACANT);
+        self.len = 0;
+        self.max_ref = None;
+    }
+
+    fn len(&self) -> usize {
+        self.len + self.max_ref.is_some() as usize
+    }
+}
+
+/// One price level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Level {
+    price: Price,
+    orders: u32,
+    shares: u64,
+}
+
+/// One symbol's book.
+#[derive(Debug, Clone, Default)]
+struct Book {
+    /// Ascending: the best (highest) bid last.
+    bids: Vec<Level>,
+    /// Descending: the best (lowest) ask last.
+    asks: Vec<Level>,
+    orders: u64,
+}
+
+impl Book {
+    #[inline]
+    fn side(&mut self, side: Side) -> &mut Vec<Level> {
+        match side {
+            Side::Buy => &mut self.bids,
+            Side::Sell => &mut self.asks,
+        }
+    }
+}
+
+/// Where a price sits in a side sorted best-last: its index, found or not.
+#[inline]
+fn position(levels: &[Level], side: Side, price: Price) -> Result<usize, usize> {
+    match side {
+        Side::Buy => levels.binary_search_by(|l| l.price.cmp(&price)),
+        Side::Sell => levels.binary_search_by(|l| price.cmp(&l.price)),
+    }
+}
+
+/// One side's price levels, best first: (price, shares, orders).
+pub type Depth = Vec<(Price, u64, u32)>;
+
+/// The best price and the shares resting at it, per side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Top {
+    /// Highest buy price and its total shares.
+    pub bid: Option<(Price, u64)>,
+    /// Lowest sell price and its total shares.
+    pub ask: Option<(Price, u64)>,
+}
+
+/// Every symbol's book and the live orders behind them.
+#[derive(Debug, Clone)]
+pub struct Books {
+    orders: Orders,
+    books: Vec<Book>,
+}
+
+impl Books {
+    /// Room for `orders` live orders and `books` symbols before anything
+    /// grows.
+    pub fn with_capacity(orders: usize, books: usize) -> Books {
+        Books {
+            orders: Orders::with_capacity(orders),
+            books: vec![Book::default(); books],
+        }
+    }
+
+    fn book(&mut self, book: u32) -> &mut Book {
+        let i = book as usize;
+        if i >= self.books.len() {
+            self.books.resize_with(i + 1, Book::default);
+        }
+        &mut self.books[i]
+    }
+
+    fn rest(&mut self, o: Order) {
+        let levels = self.book(o.book).side(o.side);
+        match position(levels, o.side, o.price) {
+            Ok(i) => {
+                levels[i].orders += 1;
+                levels[i].shares += o.shares as u64;
+            }
+            Err(i) => levels.insert(
+                i,
+                Level {
+                    price: o.price,
+                    orders: 1,
+                    shares: o.shares as u64,
+                },
+            ),
+        }
+        self.books[o.book as usize].orders += 1;
+    }
+
+    /// Takes `shares` off the order's level; drops the order from it when
+    /// `gone`.
+    fn unrest(&mut self, o: Order, shares: u32, gone: bool) {
+        let book = self.book(o.book);
+        if gone {
+            book.orders -= 1;
+        }
+        let levels = book.side(o.side);
+        if let Ok(i) = position(levels, o.side, o.price) {
+            let l = &mut levels[i];
+            l.shares -= shares as u64;
+            if gone {
+                l.orders -= 1;
+                if l.orders == 0 {
+                    levels.remove(i);
+                }
+            }
+        }
+    }
+
+    /// `A` / `F`: adds an order. An order already live under `order` is
+    /// replaced; returns it (an anomaly).
+    pub fn add(&mut self, order: u64, o: Order) -> Option<Order> {
+        let old = self.orders.insert(order, o);
+        if let Some(old) = old {
+            self.unrest(old, old.shares, true);
+        }
+        self.rest(o);
+        old
+    }
+
+    /// `E`, `C`, `X`: the order's shares decrease by `shares`; at zero or
+    /// below it is removed. Returns the order as it was (`None`: unknown).
+    pub fn reduce(&mut self, order: u64, shares: u32) -> Option<Order> {
+        let live = self.orders.get_mut(order)?;
+        let o = *live;
+        if shares < o.shares {
+            live.shares -= shares;
+            self.unrest(o, shares, false);
+        } else {
+            self.orders.remove(order);
+            self.unrest(o, o.shares, true);
+        }
+        Some(o)
+    }
+
+    /// `D`: removes the order. Returns it (`None`: unknown).
+    pub fn delete(&mut self, order: u64) -> Option<Order> {
+        let o = self.orders.remove(order)?;
+        self.unrest(o, o.shares, true);
+        Some(o)
+    }
+
+    /// `U`: removes `original` and adds `new` with its side and book, the
+    /// new shares and price. Returns the original (`None`: unknown, nothing
+    /// changed) and, second, an order replaced under `new` (an anomaly).
+    pub fn replace(
+        &mut self,
+        original: u64,
+        new: u64,
+        shares: u32,
+        price: Price,
+    ) -> Option<(Order, Option<Order>)> {
+        let o = self.delete(original)?;
+        let replaced = self.add(new, Order { shares, price, ..o });
+        Some((o, replaced))
+    }
+
+    /// The order live under `order`.
+    pub fn order(&self, order: u64) -> Option<Order> {
+        self.orders.get(order)
+    }
+
+    /// The top of `book`: O(1).
+    #[inline]
+    pub fn top(&self, book: u32) -> Top {
+        let Some(b) = self.books.get(book as usize) else {
+            return Top::default();
+        };
+        let best = |levels: &[Level]| levels.last().map(|l| (l.price, l.shares));
+        Top {
+            bid: best(&b.bids),
+            ask: best(&b.asks),
+        }
+    }
+
+    /// Live orders in `book`.
+    pub fn orders_in(&self, book: u32) -> u64 {
+        self.books.get(book as usize).map_or(0, |b| b.orders)
+    }
+
+    /// Live orders in every book.
+    pub fn len(&self) -> usize {
+        self.orders.len()
+    }
+
+    /// True when no order is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops every order and level (a new session), keeping the memory.
+    pub fn clear(&mut self) {
+        self.orders.clear();
+        for b in &mut self.books {
+            b.bids.clear();
+            b.asks.clear();
+            b.orders = 0;
+        }
+    }
+
+    /// Price levels of `book`, best first: (bids, asks), each (price,
+    /// shares, orders). For tests and tools.
+    pub fn depth(&self, book: u32) -> (Depth, Depth) {
+        let Some(b) = self.books.get(book as usize) else {
+            return (Vec::new(), Vec::new());
+        };
+        let list = |levels: &[Level]| {
+            levels
+                .iter()
+                .rev()
+                .map(|l| (l.price, l.shares, l.orders))
+                .collect()
+        };
+        (list(&b.bids), list(&b.asks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn o(book: u32, side: Side, shares: u32, price: Price) -> Order {
+        Order {
+            book,
+            price,
+            shares,
+            side,
+        }
+    }
+
+    #[test]
+    fn top_follows_adds_executions_and_deletes() {
+        let mut b = Books::with_capacity(4, 1);
+        b.add(1, o(0, Side::Buy, 100, 1_000_000));
+        b.add(2, o(0, Side::Buy, 50, 1_000_100));
+        b.add(3, o(0, Side::Sell, 70, 1_000_300));
+        b.add(4, o(0, Side::Sell, 30, 1_000_300));
+        assert_eq!(
+            b.top(0),
+            Top {
+                bid: Some((1_000_100, 50)),
+                ask: Some((1_000_300, 100))
+            }
+        );
+        b.reduce(2, 20);
+        assert_eq!(b.top(0).bid, Some((1_000_100, 30)));
+        b.reduce(2, 40); // more than is left: removed
+        assert_eq!(b.top(0).bid, Some((1_000_000, 100)));
+        assert_eq!(b.order(2), None);
+        b.delete(3);
+        assert_eq!(b.top(0).ask, Some((1_000_300, 30)));
+        let (orig, replaced) = b.replace(4, 9, 10, 999_900).unwrap();
+        assert_eq!((orig.side, replaced), (Side::Sell, None));
+        assert_eq!(
+            b.top(0).ask,
+            Some((999_900, 10)),
+            "a crossed book is kept as is"
+        );
+        assert_eq!(b.orders_in(0), 2);
+        assert_eq!(
+            b.replace(4, 10, 1, 1),
+            None,
+            "unknown original: nothing changes"
+        );
+        assert_eq!(b.orders_in(0), 2);
+        b.clear();
+        assert_eq!(b.top(0), Top::default());
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn an_existing_reference_is_replaced_in_its_own_book() {
+        let mut b = Books::with_capacity(4, 2);
+        b.add(7, o(0, Side::Buy, 100, 10));
+        let old = b.add(7, o(1, Side::Sell, 5, 20));
+        assert_eq!(old, Some(o(0, Side::Buy, 100, 10)));
+        assert_eq!(b.top(0), Top::default());
+        assert_eq!(b.top(1).ask, Some((20, 5)));
+        assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn the_largest_reference_is_an_order_like_any_other() {
+        let mut b = Books::with_capacity(4, 1);
+        b.add(u64::MAX, o(0, Side::Buy, 1, 5));
+        b.add(0, o(0, Side::Buy, 2, 5));
+        assert_eq!(b.top(0).bid, Some((5, 3)));
+        assert_eq!(b.len(), 2);
+        b.delete(u64::MAX);
+        assert_eq!(b.top(0).bid, Some((5, 2)));
+    }
+
+    #[test]
+    fn the_table_grows_and_keeps_every_order() {
+        let mut b = Books::with_capacity(1, 1);
+        for r in 0..10_000u64 {
+            b.add(r * 3, o(0, Side::Buy, 1, (r % 50) as u32));
+        }
+        for r in (0..10_000u64).step_by(2) {
+            assert!(b.delete(r * 3).is_some());
+        }
+        assert_eq!(b.len(), 5_000);
+        for r in 0..10_000u64 {
+            assert_eq!(b.order(r * 3).is_some(), r % 2 == 1, "{r}");
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u64, u32, bool, u32, u32),
+        Reduce(u64, u32),
+        Delete(u64),
+        Replace(u64, u64, u32, u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Few references, books and prices, so that collisions, shared
+        // levels and unknown orders are common.
+        let r = 0u64..40;
+        prop_oneof![
+            (r.clone(), 0u32..3, any::<bool>(), 0u32..200, 95u32..105)
+                .prop_map(|(r, b, s, n, p)| Op::Add(r, b, s, n, p)),
+            (r.clone(), 0u32..150).prop_map(|(r, n)| Op::Reduce(r, n)),
+            r.clone().prop_map(Op::Delete),
+            (r.clone(), r, 0u32..200, 95u32..105).prop_map(|(a, b, n, p)| Op::Replace(a, b, n, p)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The books against a plain map of orders, top of book computed by
+        /// scanning every order.
+        #[test]
+        fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
+            let mut books = Books::with_capacity(2, 1);
+            let mut model: BTreeMap<u64, Order> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Add(r, book, buy, n, p) => {
+                        let ord = o(book, if buy { Side::Buy } else { Side::Sell }, n, p);
+                        prop_assert_eq!(books.add(r, ord), model.insert(r, ord));
+                    }
+                    Op::Reduce(r, n) => {
+                        let want = model.get(&r).copied();
+                        if let Some(m) = model.get_mut(&r) {
+                            if n >= m.shares { model.remove(&r); } else { m.shares -= n; }
+                        }
+                        prop_assert_eq!(books.reduce(r, n), want);
+                    }
+                    Op::Delete(r) => prop_assert_eq!(books.delete(r), model.remove(&r)),
+                    Op::Replace(a, b, n, p) => {
+                        let want = model.remove(&a).map(|orig| {
+                            let replaced = model.insert(b, Order { shares: n, price: p, ..orig });
+                            (orig, replaced)
+                        });
+                        prop_assert_eq!(books.replace(a, b, n, p), want);
+                    }
+                }
+                for book in 0..3u32 {
+                    let side = |s: Side, better: fn(Price, Price) -> bool| {
+                        let mut best: Option<(Price, u64)> = None;
+                        for m in model.values().filter(|m| m.book == book && m.side == s) {
+                            best = match best {
+                                Some((p, q)) if p == m.price => Some((p, q + m.shares as u64)),
+                                Some((p, _)) if better(p, m.price) => best,
+                                _ => Some((m.price, m.shares as u64)),
+                            };
+                        }
+                        best
+                    };
+                    let want = Top {
+                        bid: side(Side::Buy, |have, new| have > new),
+                        ask: side(Side::Sell, |have, new| have < new),
+                    };
+                    prop_assert_eq!(books.top(book), want, "book {}", book);
+                    let live = model.values().filter(|m| m.book == book).count() as u64;
+                    prop_assert_eq!(books.orders_in(book), live);
+                }
+                prop_assert_eq!(books.len(), model.len());
+            }
+        }
+    }
+}
