@@ -2,25 +2,23 @@
 //! book kept up to date as orders come and go — never a scan per check.
 //!
 //! Orders live in one open-addressing table keyed by order reference
-//! (linear probing, Fibonacci hashing, deletion by backward shift so no
-//! tombstones build up over a day of adds and deletes). A slot is 24 bytes
-//! (reference, book, price, shares, side); the table doubles when it would
-//! be more than 70% full, so a live order costs 34 to 69 bytes. Growth is
-//! the only allocation, amortised over the orders added; size it up front
-//! ([`Books::with_capacity`]) and a day allocates nothing after warm-up.
+//! ([`U64Map`]). A slot is 24 bytes (reference; book, price, shares, side);
+//! the table doubles when it would be more than 70% full, so a live order
+//! costs 34 to 69 bytes. Growth is the only allocation, amortised over the
+//! orders added; size it up front ([`Books::with_capacity`]) and a day
+//! allocates nothing after warm-up (price levels aside: a new level may grow
+//! its side's vector, amortised likewise).
 //!
 //! Each book keeps, per side, its price levels sorted with the best last
 //! (bids ascending, asks descending): the top of book is the last level,
 //! and an order at or near the top — most of the flow — moves few bytes.
 //! A level holds its total shares and live order count.
 
+use super::map::U64Map;
 use super::message::Side;
 
 /// A price in 1/10,000 dollar (ITCH `Price(4)`).
 pub type Price = u32;
-
-/// Marks an empty slot. A real order with this reference is kept apart.
-const EMPTY: u64 = u64::MAX;
 
 /// One live order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,157 +33,12 @@ pub struct Order {
     pub side: Side,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    key: u64,
-    order: Order,
-}
-
-const VACANT: Slot = Slot {
-    key: EMPTY,
-    order: Order {
-        book: 0,
-        price: 0,
-        shares: 0,
-        side: Side::Buy,
-    },
+const VACANT: Order = Order {
+    book: 0,
+    price: 0,
+    shares: 0,
+    side: Side::Buy,
 };
-
-/// Live orders by reference.
-#[derive(Debug, Clone)]
-struct Orders {
-    slots: Vec<Slot>,
-    /// `slots.len() - 1` (a power of two minus one).
-    mask: usize,
-    /// log2 of `slots.len()`.
-    bits: u32,
-    len: usize,
-    /// The order whose reference is `EMPTY`, if any.
-    max_ref: Option<Order>,
-}
-
-impl Orders {
-    fn with_capacity(orders: usize) -> Orders {
-        let want = (orders.max(16) * 10 / 7 + 1).next_power_of_two();
-        Orders {
-            slots: vec![VACANT; want],
-            mask: want - 1,
-            bits: want.trailing_zeros(),
-            len: 0,
-            max_ref: None,
-        }
-    }
-
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
-    }
-
-    /// Where `key` is, or the empty slot where it would go.
-    #[inline]
-    fn find(&self, key: u64) -> (usize, bool) {
-        let mut i = self.home(key);
-        loop {
-            let k = self.slots[i].key;
-            if k == key {
-                return (i, true);
-            }
-            if k == EMPTY {
-                return (i, false);
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
-
-    #[inline]
-    fn get(&self, key: u64) -> Option<Order> {
-        if key == EMPTY {
-            return self.max_ref;
-        }
-        let (i, found) = self.find(key);
-        found.then(|| self.slots[i].order)
-    }
-
-    #[inline]
-    fn get_mut(&mut self, key: u64) -> Option<&mut Order> {
-        if key == EMPTY {
-            return self.max_ref.as_mut();
-        }
-        let (i, found) = self.find(key);
-        found.then(move || &mut self.slots[i].order)
-    }
-
-    /// Inserts or replaces; returns the order replaced.
-    #[inline]
-    fn insert(&mut self, key: u64, order: Order) -> Option<Order> {
-        if key == EMPTY {
-            return self.max_ref.replace(order);
-        }
-        let (i, found) = self.find(key);
-        if found {
-            return Some(std::mem::replace(&mut self.slots[i].order, order));
-        }
-        if (self.len + 1) * 10 > self.slots.len() * 7 {
-            self.grow();
-            return self.insert(key, order);
-        }
-        self.slots[i] = Slot { key, order };
-        self.len += 1;
-        None
-    }
-
-    #[inline]
-    fn remove(&mut self, key: u64) -> Option<Order> {
-        if key == EMPTY {
-            return self.max_ref.take();
-        }
-        let (mut i, found) = self.find(key);
-        if !found {
-            return None;
-        }
-        let removed = self.slots[i].order;
-        self.len -= 1;
-        // Backward shift: pull later members of the probe run into the hole
-        // when the hole lies between their home and where they sit.
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let k = self.slots[j].key;
-            if k == EMPTY {
-                break;
-            }
-            let home = self.home(k);
-            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(i) & self.mask) {
-                self.slots[i] = self.slots[j];
-                i = j;
-            }
-        }
-        self.slots[i] = VACANT;
-        Some(removed)
-    }
-
-    fn grow(&mut self) {
-        let old = std::mem::take(&mut self.slots);
-        let n = old.len() * 2;
-        self.slots = vec![VACANT; n];
-        self.mask = n - 1;
-        self.bits = n.trailing_zeros();
-        for s in old.into_iter().filter(|s| s.key != EMPTY) {
-            let (i, _) = self.find(s.key);
-            self.slots[i] = s;
-        }
-    }
-
-    fn clear(&mut self) {
-        self.slots.fill(VACANT);
-        self.len = 0;
-        self.max_ref = None;
-    }
-
-    fn len(&self) -> usize {
-        self.len + self.max_ref.is_some() as usize
-    }
-}
 
 /// One price level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,7 +92,7 @@ pub struct Top {
 /// Every symbol's book and the live orders behind them.
 #[derive(Debug, Clone)]
 pub struct Books {
-    orders: Orders,
+    orders: U64Map<Order>,
     books: Vec<Book>,
 }
 
@@ -248,7 +101,7 @@ impl Books {
     /// grows.
     pub fn with_capacity(orders: usize, books: usize) -> Books {
         Books {
-            orders: Orders::with_capacity(orders),
+            orders: U64Map::with_capacity(orders, VACANT),
             books: vec![Book::default(); books],
         }
     }
@@ -483,21 +336,6 @@ mod tests {
         assert_eq!(b.len(), 2);
         b.delete(u64::MAX);
         assert_eq!(b.top(0).bid, Some((5, 2)));
-    }
-
-    #[test]
-    fn the_table_grows_and_keeps_every_order() {
-        let mut b = Books::with_capacity(1, 1);
-        for r in 0..10_000u64 {
-            b.add(r * 3, o(0, Side::Buy, 1, (r % 50) as u32));
-        }
-        for r in (0..10_000u64).step_by(2) {
-            assert!(b.delete(r * 3).is_some());
-        }
-        assert_eq!(b.len(), 5_000);
-        for r in 0..10_000u64 {
-            assert_eq!(b.order(r * 3).is_some(), r % 2 == 1, "{r}");
-        }
     }
 
     #[derive(Debug, Clone)]

@@ -1,0 +1,230 @@
+//! A map from `u64` keys (order references, sequence numbers) to small
+//! `Copy` values: open addressing with linear probing, Fibonacci hashing,
+//! deletion by backward shift (no tombstones build up over a day of inserts
+//! and removals). It doubles when it would be more than 70% full: the only
+//! allocation, amortised over the inserts; sized up front it allocates
+//! nothing after warm-up.
+
+/// Marks an empty slot. A real entry with this key is kept apart.
+const EMPTY: u64 = u64::MAX;
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct U64Map<V: Copy> {
+    keys: Vec<u64>,
+    values: Vec<V>,
+    /// `keys.len() - 1` (a power of two minus one).
+    mask: usize,
+    /// log2 of `keys.len()`.
+    bits: u32,
+    len: usize,
+    /// The entry whose key is `EMPTY`, if any.
+    max_key: Option<V>,
+    /// What fills empty value slots.
+    vacant: V,
+}
+
+impl<V: Copy> U64Map<V> {
+    /// Room for `n` entries before the first growth; `vacant` fills unused
+    /// value slots (any value).
+    pub fn with_capacity(n: usize, vacant: V) -> U64Map<V> {
+        let want = (n.max(8) * 10 / 7 + 1).next_power_of_two();
+        U64Map {
+            keys: vec![EMPTY; want],
+            values: vec![vacant; want],
+            mask: want - 1,
+            bits: want.trailing_zeros(),
+            len: 0,
+            max_key: None,
+            vacant,
+        }
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+    }
+
+    /// Where `key` is, or the empty slot where it would go.
+    #[inline]
+    fn find(&self, key: u64) -> (usize, bool) {
+        let mut i = self.home(key);
+        loop {
+            let k = self.keys[i];
+            if k == key {
+                return (i, true);
+            }
+            if k == EMPTY {
+                return (i, false);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The value under `key`.
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<V> {
+        if key == EMPTY {
+            return self.max_key;
+        }
+        let (i, found) = self.find(key);
+        found.then(|| self.values[i])
+    }
+
+    /// True when `key` is present.
+    #[inline]
+    pub fn contains(&self, key: u64) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The value under `key`, to change in place.
+    #[inline]
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        if key == EMPTY {
+            return self.max_key.as_mut();
+        }
+        let (i, found) = self.find(key);
+        found.then(move || &mut self.values[i])
+    }
+
+    /// Inserts or replaces; returns the value replaced.
+    #[inline]
+    pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
+        if key == EMPTY {
+            return self.max_key.replace(value);
+        }
+        let (i, found) = self.find(key);
+        if found {
+            return Some(std::mem::replace(&mut self.values[i], value));
+        }
+        if (self.len + 1) * 10 > self.keys.len() * 7 {
+            self.grow();
+            return self.insert(key, value);
+        }
+        self.keys[i] = key;
+        self.values[i] = value;
+        self.len += 1;
+        None
+    }
+
+    /// Removes `key`; returns its value.
+    #[inline]
+    pub fn remove(&mut self, key: u64) -> Option<V> {
+        if key == EMPTY {
+            return self.max_key.take();
+        }
+        let (mut i, found) = self.find(key);
+        if !found {
+            return None;
+        }
+        let removed = self.values[i];
+        self.len -= 1;
+        // Backward shift: pull later members of the probe run into the hole
+        // when the hole lies between their home and where they sit.
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let k = self.keys[j];
+            if k == EMPTY {
+                break;
+            }
+            let home = self.home(k);
+            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(i) & self.mask) {
+                self.keys[i] = k;
+                self.values[i] = self.values[j];
+                i = j;
+            }
+        }
+        self.keys[i] = EMPTY;
+        Some(removed)
+    }
+
+    fn grow(&mut self) {
+        let keys = std::mem::take(&mut self.keys);
+        let values = std::mem::take(&mut self.values);
+        let n = keys.len() * 2;
+        self.keys = vec![EMPTY; n];
+        self.values = vec![self.vacant; n];
+        self.mask = n - 1;
+        self.bits = n.trailing_zeros();
+        for (k, v) in keys.into_iter().zip(values).filter(|(k, _)| *k != EMPTY) {
+            let (i, _) = self.find(k);
+            self.keys[i] = k;
+            self.values[i] = v;
+        }
+    }
+
+    /// Removes every entry, keeping the memory.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            self.keys.fill(EMPTY);
+        }
+        self.len = 0;
+        self.max_key = None;
+    }
+
+    /// Entries.
+    pub fn len(&self) -> usize {
+        self.len + self.max_key.is_some() as usize
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of one slot (key and value), for memory accounting.
+    pub const SLOT_BYTES: usize = 8 + std::mem::size_of::<V>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn grows_and_keeps_every_entry() {
+        let mut m = U64Map::with_capacity(1, 0u32);
+        for k in 0..10_000u64 {
+            assert_eq!(m.insert(k * 3, k as u32), None);
+        }
+        for k in (0..10_000u64).step_by(2) {
+            assert_eq!(m.remove(k * 3), Some(k as u32));
+        }
+        assert_eq!(m.len(), 5_000);
+        for k in 0..10_000u64 {
+            assert_eq!(m.get(k * 3), (k % 2 == 1).then_some(k as u32), "{k}");
+        }
+        m.insert(u64::MAX, 7);
+        assert_eq!((m.get(u64::MAX), m.len()), (Some(7), 5_001));
+        m.clear();
+        assert!(m.is_empty() && m.get(3).is_none() && m.get(u64::MAX).is_none());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Against std's map, with few keys so that probe runs collide and
+        /// backward shifts happen often.
+        #[test]
+        fn matches_a_hash_map(ops in proptest::collection::vec((0u8..3, 0u64..64, any::<u16>()), 0..400)) {
+            let mut m = U64Map::with_capacity(4, 0u16);
+            let mut model = HashMap::new();
+            for (op, k, v) in ops {
+                let k = if k == 63 { u64::MAX } else { k << 20 };
+                match op {
+                    0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
+                    1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
+                    _ => {
+                        if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
+                        if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }
+                    }
+                }
+                prop_assert_eq!(m.len(), model.len());
+                for probe in (0..64u64).map(|k| if k == 63 { u64::MAX } else { k << 20 }) {
+                    prop_assert_eq!(m.get(probe), model.get(&probe).copied());
+                }
+            }
+        }
+    }
+}
