@@ -10,6 +10,7 @@ pub mod book;
 pub mod map;
 pub mod message;
 pub mod mold;
+pub mod sequencer;
 
 pub use message::{Body, Message, Side};
 pub use mold::{Packet, PacketBuilder, Session};

@@ -1,0 +1,646 @@
+//! Sequencing of one MoldUDP64 stream (spec §3.1–3.2): sessions, hold-back
+//! in sequence order, gaps with deadlines, fills from any line or the
+//! recovery channel, expiry and give-up. Messages come out, through the
+//! caller's `apply`, strictly in sequence order: a book is only ever built
+//! that way.
+//!
+//! Time is passed in (ns since the Unix epoch, local clock). The time a gap
+//! opens is clamped to the latest time this stream has seen, so deadlines
+//! never decrease from one gap to the next and expiry gives up a prefix of
+//! the open gaps, lowest first, as the spec orders.
+//!
+//! Memory is bounded: at most `max_held` messages are held after a packet
+//! (plus one packet's worth while it is applied), each in a 64-byte record
+//! (a known ITCH message is at most 50 bytes; of an unknown type only the
+//! first 63 bytes are kept, enough for its header); at most [`MAX_GAPS`]
+//! gaps are open (beyond, the lowest is given up, as for `max_held`); the
+//! last [`PAST_SESSIONS`] sessions are remembered to recognise late packets
+//! of an earlier session. Stores grow on demand, amortised, and are kept
+//! across sessions: no allocation per message after warm-up.
+
+use super::map::U64Map;
+use super::message::Message;
+use super::mold::{Kind, Packet, Session};
+use std::collections::VecDeque;
+
+/// Most gaps open at once; one more gives up the lowest.
+pub const MAX_GAPS: usize = 65_536;
+/// Earlier sessions remembered per stream.
+pub const PAST_SESSIONS: usize = 64;
+/// Bytes of one held record: a length byte and up to 63 message bytes.
+const RECORD: usize = 64;
+
+/// The stream's settings (spec §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// A gap open longer than this is given up, ns.
+    pub gap_timeout_ns: u64,
+    /// Most messages held after a packet before the lowest gap is given up.
+    pub max_held: usize,
+    /// A first packet beyond `1 + join_gap_max` is a mid-session join.
+    pub join_gap_max: u64,
+}
+
+/// The stream's counters (they carry on across sessions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Blocks in accepted data packets of the current session, duplicates included.
+    pub messages: u64,
+    /// Accepted heartbeats of the current session.
+    pub heartbeats: u64,
+    /// Messages given up: missing when their gap expired or was given up.
+    pub ticks_lost: u64,
+    /// Messages received again, below `next` or already held.
+    pub duplicates: u64,
+    /// Messages that filled a gap.
+    pub recovered: u64,
+    /// New sessions after the first.
+    pub session_changes: u64,
+    /// Packets of an earlier session.
+    pub stale_session: u64,
+    /// Gaps given up (expired, or for room).
+    pub gaps_given_up: u64,
+}
+
+/// What one packet did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// A new session began: the caller drops books and symbols first.
+    pub new_session: bool,
+    /// A packet of an earlier session: nothing else happened.
+    pub stale_session: bool,
+    /// Proof of life: set `last_alive` to the packet's time (and, for a
+    /// heartbeat, raise the source watermark).
+    pub alive: bool,
+    /// An end-of-session packet: the feed's hours are now closed.
+    pub end_of_session: bool,
+    /// The gap this packet revealed, `[lo, hi)`.
+    pub gap: Option<(u64, u64)>,
+    /// Messages applied.
+    pub applied: u32,
+    /// Messages that filled a gap.
+    pub fills: u32,
+    /// Duplicates dropped.
+    pub duplicates: u32,
+    /// Gaps given up for room (`max_held`, [`MAX_GAPS`]).
+    pub given_up: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Gap {
+    lo: u64,
+    hi: u64,
+    /// Sequences in `lo..hi` not received yet.
+    missing: u64,
+    /// Given up when an event comes strictly after this, ns.
+    deadline: u64,
+    /// Sequences received into the gap, ascending.
+    filled: Vec<u64>,
+    /// The gap a session's first packet revealed: given up, the stream
+    /// counts as joined and its messages are not lost ticks.
+    first: bool,
+}
+
+/// Held messages: records by sequence.
+#[derive(Debug, Clone)]
+struct Held {
+    index: U64Map<u32>,
+    records: Vec<[u8; RECORD]>,
+    free: Vec<u32>,
+}
+
+impl Held {
+    fn new(capacity: usize) -> Held {
+        Held {
+            index: U64Map::with_capacity(capacity, 0),
+            records: Vec::with_capacity(capacity),
+            free: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn put(&mut self, q: u64, bytes: &[u8]) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.records.push([0; RECORD]);
+                (self.records.len() - 1) as u32
+            }
+        };
+        let r = &mut self.records[slot as usize];
+        let n = bytes.len().min(RECORD - 1);
+        r[0] = n as u8;
+        r[1..1 + n].copy_from_slice(&bytes[..n]);
+        self.index.insert(q, slot);
+    }
+
+    /// Takes `q` out and hands its bytes to `f`.
+    #[inline]
+    fn take(&mut self, q: u64, f: impl FnOnce(&[u8])) -> bool {
+        let Some(slot) = self.index.remove(q) else {
+            return false;
+        };
+        let r = &self.records[slot as usize];
+        f(&r[1..1 + r[0] as usize]);
+        self.free.push(slot);
+        true
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.free.clear();
+        self.free.extend((0..self.records.len() as u32).rev());
+    }
+}
+
+/// One stream's sequencing state.
+#[derive(Debug, Clone)]
+pub struct Sequencer {
+    settings: Settings,
+    session: Option<Session>,
+    past: VecDeque<Session>,
+    /// The next sequence to apply; `None` before the session's first packet.
+    next: Option<u64>,
+    /// One past the highest sequence received (or revealed by a heartbeat).
+    high: u64,
+    /// Open gaps, ascending and disjoint.
+    gaps: VecDeque<Gap>,
+    /// Emptied `filled` vectors, for reuse.
+    pool: Vec<Vec<u64>>,
+    held: Held,
+    joined: bool,
+    gave_up: bool,
+    latest_t: u64,
+    counters: Counters,
+}
+
+impl Sequencer {
+    /// A stream before its first packet.
+    pub fn new(settings: Settings) -> Sequencer {
+        Sequencer {
+            settings,
+            session: None,
+            past: VecDeque::with_capacity(PAST_SESSIONS),
+            next: None,
+            high: 0,
+            gaps: VecDeque::new(),
+            pool: Vec::new(),
+            held: Held::new(settings.max_held.min(1 << 16)),
+            joined: false,
+            gave_up: false,
+            latest_t: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The session, `None` before any packet.
+    pub fn session(&self) -> Option<Session> {
+        self.session
+    }
+
+    /// The next sequence to apply, `None` before the session's first packet.
+    pub fn next(&self) -> Option<u64> {
+        self.next
+    }
+
+    /// Gaps open now.
+    pub fn gaps_open(&self) -> usize {
+        self.gaps.len()
+    }
+
+    /// The open gaps, lowest first: `[lo, hi)`, still missing, deadline (ns).
+    pub fn gaps(&self) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
+        self.gaps
+            .iter()
+            .map(|g| (g.lo, g.hi, g.missing, g.deadline))
+    }
+
+    /// Messages held now.
+    pub fn held(&self) -> usize {
+        self.held.index.len()
+    }
+
+    /// The stream joined mid-session (or gave up its session's first gap).
+    pub fn joined(&self) -> bool {
+        self.joined
+    }
+
+    /// A gap is open, one was given up, or the stream joined mid-session:
+    /// the books cannot be trusted.
+    pub fn suspect(&self) -> bool {
+        !self.gaps.is_empty() || self.gave_up || self.joined
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Gives up every open gap whose deadline is strictly before `t`, lowest
+    /// first, applying what each unblocks. Call before every datagram routed
+    /// to the stream (rejected ones too) and before every check. Returns the
+    /// gaps given up.
+    pub fn expire(&mut self, t: u64, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+        let mut n = 0;
+        while self.gaps.front().is_some_and(|g| g.deadline < t) {
+            self.give_up_lowest(apply);
+            n += 1;
+        }
+        n
+    }
+
+    /// One accepted packet (any line, or the recovery channel) at `t`.
+    pub fn on_packet<T: AsRef<[u8]>>(
+        &mut self,
+        packet: &Packet<T>,
+        t: u64,
+        apply: &mut impl FnMut(u64, Message<'_>),
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        let t = t.max(self.latest_t);
+        self.latest_t = t;
+        let s = packet.session();
+        match self.session {
+            Some(cur) if cur == s => {}
+            Some(cur) => {
+                if self.past.contains(&s) {
+                    self.counters.stale_session += 1;
+                    out.stale_session = true;
+                    return out;
+                }
+                if self.past.len() == PAST_SESSIONS {
+                    self.past.pop_front();
+                }
+                self.past.push_back(cur);
+                self.reset();
+                self.session = Some(s);
+                self.counters.session_changes += 1;
+                out.new_session = true;
+            }
+            None => self.session = Some(s),
+        }
+        let start = packet.sequence();
+        let first_packet = self.next.is_none();
+        if first_packet {
+            let first = if start > self.settings.join_gap_max.saturating_add(1) {
+                self.joined = true;
+                start
+            } else {
+                1
+            };
+            self.next = Some(first);
+            self.high = first;
+        }
+        // Every kind reveals a gap up to its sequence.
+        if start > self.high {
+            out.gap = Some((self.high, start));
+            self.open_gap(self.high, start, t, first_packet);
+            self.high = start;
+        }
+        match packet.kind() {
+            Kind::Heartbeat => {
+                self.counters.heartbeats += 1;
+                out.alive = out.gap.is_none() && self.gaps.is_empty();
+            }
+            Kind::EndOfSession => out.end_of_session = true,
+            Kind::Data(n) => {
+                self.counters.messages += n as u64;
+                let mut fresh = false;
+                for (q, m) in packet.messages() {
+                    match self.receive(q, m, apply) {
+                        Received::Duplicate => {
+                            self.counters.duplicates += 1;
+                            out.duplicates += 1;
+                        }
+                        Received::Fill => {
+                            self.counters.recovered += 1;
+                            out.fills += 1;
+                            fresh = true;
+                        }
+                        Received::Held => fresh = true,
+                        Received::Applied => {
+                            out.applied += 1;
+                            fresh = true;
+                        }
+                    }
+                }
+                out.applied += self.drain(apply);
+                while self.held.index.len() > self.settings.max_held && !self.gaps.is_empty() {
+                    out.applied += self.give_up_lowest(apply);
+                    out.given_up += 1;
+                }
+                out.alive = fresh;
+            }
+        }
+        while self.gaps.len() > MAX_GAPS {
+            out.applied += self.give_up_lowest(apply);
+            out.given_up += 1;
+        }
+        out
+    }
+
+    fn open_gap(&mut self, lo: u64, hi: u64, t: u64, first: bool) {
+        let mut filled = self.pool.pop().unwrap_or_default();
+        filled.clear();
+        self.gaps.push_back(Gap {
+            lo,
+            hi,
+            missing: hi - lo,
+            deadline: t.saturating_add(self.settings.gap_timeout_ns),
+            filled,
+            first,
+        });
+    }
+
+    #[inline]
+    fn receive(
+        &mut self,
+        q: u64,
+        m: Message<'_>,
+        apply: &mut impl FnMut(u64, Message<'_>),
+    ) -> Received {
+        let next = self.next.unwrap_or(1);
+        if q < next || self.held.index.contains(q) {
+            return Received::Duplicate;
+        }
+        if self.gaps.is_empty() && q == next {
+            // In order with nothing held: applied straight from the packet.
+            apply(q, m);
+            self.next = Some(q + 1);
+            self.high = self.high.max(q + 1);
+            return Received::Applied;
+        }
+        let i = self.gaps.partition_point(|g| g.hi <= q);
+        if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= q) {
+            let at = g.filled.partition_point(|&f| f < q);
+            g.filled.insert(at, q);
+            g.missing -= 1;
+            self.held.put(q, m.bytes());
+            if g.missing == 0 {
+                if let Some(g) = self.gaps.remove(i) {
+                    self.pool.push(g.filled);
+                }
+            }
+            return Received::Fill;
+        }
+        self.held.put(q, m.bytes());
+        self.high = self.high.max(q.saturating_add(1));
+        Received::Held
+    }
+
+    /// Applies held messages from `next` while they are there.
+    #[inline]
+    fn drain(&mut self, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+        let Some(mut next) = self.next else { return 0 };
+        let mut n = 0;
+        while self.held.take(next, |b| apply(next, Message::new(b))) {
+            next += 1;
+            n += 1;
+        }
+        self.next = Some(next);
+        n
+    }
+
+    /// Gives up the lowest open gap: its missing messages are lost (or, for
+    /// a session's first gap, the stream counts as joined), what it holds
+    /// is applied in order, and `next` steps over it.
+    fn give_up_lowest(&mut self, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+        let Some(mut g) = self.gaps.pop_front() else {
+            return 0;
+        };
+        self.counters.gaps_given_up += 1;
+        if g.first {
+            self.joined = true;
+        } else {
+            self.counters.ticks_lost += g.missing;
+            self.gave_up = true;
+        }
+        let mut n = 0;
+        let next = self.next.unwrap_or(g.lo);
+        for &f in g.filled.iter().filter(|&&f| f >= next) {
+            if self.held.take(f, |b| apply(f, Message::new(b))) {
+                n += 1;
+            }
+        }
+        self.next = Some(next.max(g.hi));
+        g.filled.clear();
+        self.pool.push(g.filled);
+        n + self.drain(apply)
+    }
+
+    fn reset(&mut self) {
+        self.next = None;
+        self.high = 0;
+        while let Some(g) = self.gaps.pop_front() {
+            self.pool.push(g.filled);
+        }
+        self.held.clear();
+        self.joined = false;
+        self.gave_up = false;
+    }
+}
+
+enum Received {
+    Duplicate,
+    Fill,
+    Held,
+    Applied,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::message::encode;
+    use super::super::mold::PacketBuilder;
+    use super::*;
+
+    const S1: Session = Session(*b"SESSION001");
+    const S2: Session = Session(*b"SESSION002");
+    const MS: u64 = 1_000_000;
+
+    fn settings() -> Settings {
+        Settings {
+            gap_timeout_ns: 5 * MS,
+            max_held: 1_000,
+            join_gap_max: 10_000,
+        }
+    }
+
+    /// A data packet of `n` messages from `first`; each message is an
+    /// Order Delete whose reference is its sequence, so what is applied
+    /// can be checked against the sequence it was applied under.
+    fn data(session: Session, first: u64, n: u64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(session, first);
+        for q in first..first + n {
+            b.message(&encode::delete(0, q, q));
+        }
+        b.finish()
+    }
+
+    struct Run {
+        seq: Sequencer,
+        applied: Vec<u64>,
+    }
+
+    impl Run {
+        fn new(settings: Settings) -> Run {
+            Run {
+                seq: Sequencer::new(settings),
+                applied: Vec::new(),
+            }
+        }
+
+        fn packet(&mut self, bytes: &[u8], t: u64) -> Outcome {
+            let applied = &mut self.applied;
+            let mut apply = |q: u64, m: Message<'_>| {
+                assert!(matches!(m.body(), super::super::Body::Delete { order } if order == q));
+                applied.push(q);
+            };
+            self.seq.expire(t, &mut apply);
+            let p = Packet::new_checked(bytes).expect("valid packet");
+            self.seq.on_packet(&p, t, &mut apply)
+        }
+
+        fn expire(&mut self, t: u64) -> u32 {
+            let applied = &mut self.applied;
+            self.seq.expire(t, &mut |q, _| applied.push(q))
+        }
+    }
+
+    #[test]
+    fn in_order_messages_are_applied_at_once() {
+        let mut r = Run::new(settings());
+        let o = r.packet(&data(S1, 1, 3), 10);
+        assert_eq!((o.applied, o.alive, o.gap), (3, true, None));
+        r.packet(&data(S1, 4, 2), 11);
+        assert_eq!(r.applied, [1, 2, 3, 4, 5]);
+        assert!(!r.seq.suspect());
+        assert_eq!(r.seq.next(), Some(6));
+        assert_eq!(r.seq.counters().messages, 5);
+    }
+
+    #[test]
+    fn a_line_b_copy_fills_the_gap_in_time() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 2), 0);
+        // Line A lost 3..5; 5..7 is held.
+        let o = r.packet(&data(S1, 5, 2), MS);
+        assert_eq!(o.gap, Some((3, 5)));
+        assert!(r.seq.suspect());
+        assert_eq!(r.applied, [1, 2]);
+        // Line B: 1..3 again (duplicates), then 3..5 exactly at the deadline.
+        let o = r.packet(&data(S1, 1, 2), 2 * MS);
+        assert_eq!(o.duplicates, 2);
+        assert!(!o.alive, "only duplicates: no proof of life");
+        let o = r.packet(&data(S1, 3, 2), 6 * MS);
+        assert_eq!((o.fills, o.applied), (2, 4));
+        assert_eq!(r.applied, [1, 2, 3, 4, 5, 6]);
+        assert!(!r.seq.suspect());
+        let c = r.seq.counters();
+        assert_eq!((c.recovered, c.ticks_lost, c.duplicates), (2, 0, 2));
+    }
+
+    #[test]
+    fn an_expired_gap_is_lost_for_good() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 2), 0);
+        r.packet(&data(S1, 6, 2), MS); // gap [3, 6), deadline 6 ms
+                                       // A partial fill: 4 only.
+        r.packet(&data(S1, 4, 1), 2 * MS);
+        assert_eq!(r.expire(6 * MS), 0, "not strictly after the deadline");
+        assert_eq!(r.expire(6 * MS + 1), 1);
+        assert_eq!(r.applied, [1, 2, 4, 6, 7]);
+        assert_eq!(r.seq.counters().ticks_lost, 2);
+        assert_eq!(r.seq.next(), Some(8));
+        assert!(
+            r.seq.suspect(),
+            "given up: suspect until the session changes"
+        );
+        // A late copy of a lost message is a duplicate.
+        let o = r.packet(&data(S1, 3, 1), 7 * MS);
+        assert_eq!(o.duplicates, 1);
+        assert_eq!(r.applied.len(), 5);
+    }
+
+    #[test]
+    fn heartbeats_reveal_gaps_and_prove_life_only_without_one() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 0);
+        let o = r.packet(&PacketBuilder::heartbeat(S1, 2), MS);
+        assert!(o.alive);
+        let o = r.packet(&PacketBuilder::heartbeat(S1, 4), 2 * MS);
+        assert_eq!((o.gap, o.alive), (Some((2, 4)), false));
+        let o = r.packet(&PacketBuilder::heartbeat(S1, 4), 3 * MS);
+        assert!(!o.alive, "a gap is open");
+        assert_eq!(r.seq.counters().heartbeats, 3);
+        let o = r.packet(&data(S1, 2, 2), 4 * MS);
+        assert_eq!((o.fills, o.applied, o.alive), (2, 2, true));
+        assert!(!r.seq.suspect());
+        let o = r.packet(&PacketBuilder::end_of_session(S1, 4), 5 * MS);
+        assert!(o.end_of_session && !o.alive);
+    }
+
+    #[test]
+    fn the_first_gap_of_a_session_given_up_is_a_join_not_a_loss() {
+        let mut r = Run::new(settings());
+        let o = r.packet(&data(S1, 100, 1), 0);
+        assert_eq!(o.gap, Some((1, 100)));
+        assert!(!r.seq.joined());
+        r.expire(10 * MS);
+        assert!(r.seq.joined() && r.seq.suspect());
+        assert_eq!(r.seq.counters().ticks_lost, 0);
+        assert_eq!(r.applied, [100]);
+    }
+
+    #[test]
+    fn a_first_gap_filled_in_time_is_no_join() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 3, 1), 0);
+        r.packet(&data(S1, 1, 2), MS);
+        assert_eq!(r.applied, [1, 2, 3]);
+        assert!(!r.seq.suspect() && !r.seq.joined());
+    }
+
+    #[test]
+    fn a_later_first_packet_is_a_mid_session_join() {
+        let mut r = Run::new(settings());
+        let o = r.packet(&data(S1, 10_002, 2), 0);
+        assert_eq!((o.gap, o.applied), (None, 2));
+        assert!(r.seq.joined() && r.seq.suspect());
+        assert_eq!(r.seq.next(), Some(10_004));
+        // Just inside the bound: a gap from 1.
+        let mut r = Run::new(settings());
+        assert_eq!(r.packet(&data(S1, 10_001, 1), 0).gap, Some((1, 10_001)));
+    }
+
+    #[test]
+    fn a_new_session_starts_over_and_an_old_one_is_ignored() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 0);
+        r.packet(&data(S1, 5, 1), 1); // a gap: suspect
+        let o = r.packet(&data(S2, 1, 2), 2);
+        assert!(o.new_session);
+        assert!(!r.seq.suspect());
+        assert_eq!(r.seq.session(), Some(S2));
+        let o = r.packet(&data(S1, 6, 1), 3);
+        assert!(o.stale_session && o.applied == 0);
+        let c = r.seq.counters();
+        assert_eq!((c.session_changes, c.stale_session, c.messages), (1, 1, 4));
+        assert_eq!(r.applied, [1, 1, 2]);
+    }
+
+    #[test]
+    fn too_many_held_messages_give_up_the_lowest_gap() {
+        let mut r = Run::new(Settings {
+            max_held: 4,
+            ..settings()
+        });
+        r.packet(&data(S1, 1, 1), 0);
+        r.packet(&data(S1, 3, 3), 1); // gap [2, 3), 3 held
+        assert_eq!(r.seq.held(), 3);
+        let o = r.packet(&data(S1, 7, 2), 2); // gap [6, 7), 5 held > 4
+        assert_eq!(o.given_up, 1);
+        assert_eq!(r.applied, [1, 3, 4, 5]);
+        assert_eq!(r.seq.held(), 2);
+        assert_eq!(r.seq.counters().ticks_lost, 1);
+        assert_eq!(r.seq.gaps_open(), 1);
+    }
+}
