@@ -198,7 +198,9 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         "starting"
     );
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
-    let mut sidecar = tickguard::sidecar::Sidecar::start(&config)?;
+    // Everything that can fail comes before the publication is touched:
+    // the writer lock, the line sockets, the recording, the metrics listener.
+    let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
     if let Some(path) = &args.record {
         sidecar.record(path)?;
     }
@@ -214,6 +216,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     } else {
         None
     };
+    sidecar.publish()?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = exporter {
