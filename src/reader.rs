@@ -67,8 +67,7 @@ impl From<u64> for ReaderOptions {
 impl ReaderOptions {
     /// The expected owner's uid.
     pub fn owner_uid(&self) -> u32 {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        self.owner.unwrap_or_else(|| unsafe { libc::geteuid() })
+        self.owner.unwrap_or_else(crate::sys::file::effective_uid)
     }
 }
 
@@ -253,16 +252,15 @@ fn read_header(file: &std::fs::File, path: &Path) -> Result<[u64; 16], Health> {
 /// the open), owned by `owner` or root, not writable by group or others.
 /// Checks are on the opened descriptor (fstat), not the path.
 fn open_trusted(path: &Path, owner: u32) -> Result<(std::fs::File, std::fs::Metadata), Health> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
     let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Health::Untrusted(format!("{shown}: a symbolic link")),
-            _ => Health::Missing(format!("{shown}: {e}")),
-        })?;
+    let file = crate::sys::file::open_read(path).map_err(|e| {
+        if crate::sys::file::is_symlink_error(&e) {
+            Health::Untrusted(format!("{shown}: a symbolic link"))
+        } else {
+            Health::Missing(format!("{shown}: {e}"))
+        }
+    })?;
     let meta = file
         .metadata()
         .map_err(|e| Health::Missing(format!("{shown}: {e}")))?;

@@ -59,10 +59,9 @@ use crate::config::Config;
 use crate::rules::FeedKind;
 use crate::state::slot::Slot;
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
@@ -320,23 +319,14 @@ fn refuse(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, msg)
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+use crate::sys::file::{effective_uid as euid, try_lock_exclusive};
 
 impl WriterLock {
     /// Takes the lock of `shm_path`, or says which pid holds it. Refuses a
     /// lock file that is a symbolic link or owned by another user.
     pub fn acquire(shm_path: &Path) -> io::Result<WriterLock> {
         let path = lock_path(shm_path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(&path)
+        let file = crate::sys::file::open_or_create(&path, 0o644)
             .map_err(|e| io::Error::new(e.kind(), format!("lock {}: {e}", path.display())))?;
         let meta = file.metadata()?;
         if !meta.file_type().is_file() || meta.uid() != euid() {
@@ -347,15 +337,9 @@ impl WriterLock {
                 meta.uid()
             )));
         }
-        // SAFETY: flock on a descriptor this function owns; no memory involved.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("lock {}: {e}", path.display()),
-                ));
-            }
+        let locked = try_lock_exclusive(&file)
+            .map_err(|e| io::Error::new(e.kind(), format!("lock {}: {e}", path.display())))?;
+        if !locked {
             let mut text = String::new();
             let _ = (&file).take(32).read_to_string(&mut text);
             return Err(io::Error::new(
@@ -398,11 +382,7 @@ fn check_replaceable(path: &Path) -> io::Result<()> {
         return Err(not_ours("is not a regular file"));
     }
     let mut magic = [0u8; 8];
-    let read = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .and_then(|f| f.read_exact_at(&mut magic, 0));
+    let read = crate::sys::file::open_read(path).and_then(|f| f.read_exact_at(&mut magic, 0));
     if read.is_err() || u64::from_le_bytes(magic) != MAGIC {
         return Err(not_ours(
             "is not a tickguard publication (no TKGUARD1 magic)",
@@ -490,14 +470,8 @@ impl Publication {
         let staging = path.with_file_name(staged);
         // A leftover of an earlier writer of this path with the same pid.
         let _ = std::fs::remove_file(&staging);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&staging)?;
-        let (map, dev_ino) = match Publication::reserve(file, shape, mode) {
+        let file = crate::sys::file::create_new(&staging, mode)?;
+        let (map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&staging);
@@ -561,19 +535,24 @@ impl Publication {
     }
 
     /// Sets the staged file's mode exactly, reserves its blocks and maps it.
-    fn reserve(file: File, shape: Shape, mode: u32) -> io::Result<(memmap2::MmapMut, (u64, u64))> {
+    fn reserve_and_map(
+        file: File,
+        shape: Shape,
+        mode: u32,
+    ) -> io::Result<(memmap2::MmapMut, (u64, u64))> {
         // The umask may have narrowed the mode: set it exactly.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        // SAFETY: plain system call on a descriptor owned by `file`.
-        let err =
-            unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, shape.file_len as libc::off_t) };
-        if err != 0 {
-            let e = io::Error::from_raw_os_error(err);
+        if let Err(e) = crate::sys::file::reserve(&file, shape.file_len as u64) {
             return Err(io::Error::new(
                 e.kind(),
                 format!(
-                    "reserving {:.1} MB for the file: {e}",
-                    shape.file_len as f64 / 1e6
+                    "reserving {:.1} MB for the file: {e}{}",
+                    shape.file_len as f64 / 1e6,
+                    if e.kind() == io::ErrorKind::StorageFull {
+                        " (the filesystem holding it is too small or full; [state] capacity sets the size)"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
