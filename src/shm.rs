@@ -301,11 +301,27 @@ impl Drop for Publication {
 
 /// An exclusive claim on a publication path for the writer's life: an
 /// `flock` on `<path>.lock`, released when the process ends however it
-/// ends. The file holds the holder's pid (it stays after the writer).
+/// ends. The file holds the holder's pid; a writer that ends normally
+/// removes it (one killed leaves it, unlocked and harmless).
 #[derive(Debug)]
 pub struct WriterLock {
     shm_path: PathBuf,
+    lock_path: PathBuf,
+    dev_ino: (u64, u64),
+    // Closed after `drop` removed the file: the lock is held until then.
     _file: File,
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        // Still locked here; a writer that opened this file meanwhile sees it
+        // gone once it has the lock, and retakes it on a new file.
+        if let Ok(m) = std::fs::symlink_metadata(&self.lock_path) {
+            if (m.dev(), m.ino()) == self.dev_ino {
+                let _ = std::fs::remove_file(&self.lock_path);
+            }
+        }
+    }
 }
 
 /// `<path>.lock`.
@@ -326,37 +342,45 @@ impl WriterLock {
     /// lock file that is a symbolic link or owned by another user.
     pub fn acquire(shm_path: &Path) -> io::Result<WriterLock> {
         let path = lock_path(shm_path);
-        let file = crate::sys::file::open_or_create(&path, 0o644)
-            .map_err(|e| io::Error::new(e.kind(), format!("lock {}: {e}", path.display())))?;
-        let meta = file.metadata()?;
-        if !meta.file_type().is_file() || meta.uid() != euid() {
-            return Err(refuse(format!(
-                "lock {} is not a regular file of this user (uid {}, owner uid {}): remove it",
-                path.display(),
-                euid(),
-                meta.uid()
-            )));
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {}: {e}", path.display()));
+        // A writer that ends removes its lock file while still holding it: a
+        // lock taken on a file no longer at the path is retaken on the new one.
+        loop {
+            let file = crate::sys::file::open_or_create(&path, 0o644).map_err(fail)?;
+            let meta = file.metadata()?;
+            if !meta.file_type().is_file() || meta.uid() != euid() {
+                return Err(refuse(format!(
+                    "lock {} is not a regular file of this user (uid {}, owner uid {}): remove it",
+                    path.display(),
+                    euid(),
+                    meta.uid()
+                )));
+            }
+            if !try_lock_exclusive(&file).map_err(fail)? {
+                let mut text = String::new();
+                let _ = (&file).take(32).read_to_string(&mut text);
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "in use by another writer, pid {} (it holds {}): one writer per path",
+                        text.trim(),
+                        path.display()
+                    ),
+                ));
+            }
+            let here = std::fs::symlink_metadata(&path).ok();
+            if here.map(|m| (m.dev(), m.ino())) != Some((meta.dev(), meta.ino())) {
+                continue;
+            }
+            file.set_len(0)?;
+            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+            return Ok(WriterLock {
+                shm_path: shm_path.to_path_buf(),
+                lock_path: path,
+                dev_ino: (meta.dev(), meta.ino()),
+                _file: file,
+            });
         }
-        let locked = try_lock_exclusive(&file)
-            .map_err(|e| io::Error::new(e.kind(), format!("lock {}: {e}", path.display())))?;
-        if !locked {
-            let mut text = String::new();
-            let _ = (&file).take(32).read_to_string(&mut text);
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!(
-                    "in use by another writer, pid {} (it holds {}): one writer per path",
-                    text.trim(),
-                    path.display()
-                ),
-            ));
-        }
-        file.set_len(0)?;
-        file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
-        Ok(WriterLock {
-            shm_path: shm_path.to_path_buf(),
-            _file: file,
-        })
     }
 
     /// The publication path this lock guards.
