@@ -615,7 +615,9 @@ impl Publication {
         Ok(())
     }
 
-    /// Makes the file visible to readers: stores the layout version last.
+    /// Stores the layout version last: readers of the file at the path
+    /// accept it from then on (see [`publish`](Self::publish) for a file
+    /// built with [`build`](Self::build)).
     pub fn ready(&self) {
         // Release: everything written in `create` happens-before a reader's
         // Acquire load that sees the version.
