@@ -785,6 +785,18 @@ int main(int argc, char **argv) {
     dir.close().expect("remove the scratch dir");
 }
 
+/// (case, contents, uid to give the file to, mode, expected owner, answer,
+/// a word of the health both readers give).
+type TrustCase<'a> = (
+    &'a str,
+    &'a [u8],
+    Option<u32>,
+    u32,
+    Option<u32>,
+    &'a str,
+    &'a str,
+);
+
 /// A file someone else could have written, or a writer clock in the
 /// reader's future, is refused by both readers alike: `stale`, and a health
 /// that says why. The forged file is the attack: an unprivileged user creates
@@ -829,8 +841,7 @@ fn readers_refuse_files_they_cannot_trust() {
 
     const NOBODY: u32 = 65534;
     let long = Some(LONG_BOUND_MS);
-    // (case, contents, owner uid to chown to, mode, expected owner, answer, health word)
-    let cases: Vec<(&str, &[u8], Option<u32>, u32, Option<u32>, &str, &str)> = vec![
+    let cases: Vec<TrustCase> = vec![
         ("honest copy", &original, None, 0o640, None, "ok", ""),
         ("owner only", &original, None, 0o600, None, "ok", ""),
         (
