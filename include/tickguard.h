@@ -8,7 +8,7 @@
  * the reader never writes to the mapping (it is mapped PROT_READ).
  *
  * Needs: C99 (or C++), GCC or Clang (`__atomic` builtins, `__int128`), POSIX
- * (open, fstat, mmap, clock_gettime). Nothing to link. Under a strict
+ * (open, fstat, pread, mmap, geteuid, clock_gettime). Nothing to link. Under a strict
  * `-std=c99`, include this header before any system header (it then asks for
  * POSIX itself) or define _POSIX_C_SOURCE=200809L.
  *
@@ -16,6 +16,8 @@
  *     tg_handle h;
  *     uint64_t version;
  *     tg_open(&r, "/dev/shm/tickguard", TG_DEFAULT_DEAD_AFTER_NS);
+ *     (or tg_open_owned(&r, path, TG_DEFAULT_DEAD_AFTER_NS, writer_uid) when
+ *     the sidecar runs as another user than the reader)
  *     if (tg_lookup(&r, "lp1", "EURUSD", &h) == 0) {
  *         uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &version);
  *         if (reasons == 0) { ... send the order ... }
@@ -36,6 +38,26 @@
  * writer that closed the publication, a writer replaced by another process
  * (pid or start time changed), or a writer heartbeat older than the bound
  * (`dead_after_ns`) make every answer TG_STALE. tg_health() says which.
+ *
+ * Nor does a file someone else made. What a reader must do, and this one
+ * does at open (tg_open, tg_refresh), never per check:
+ *
+ * - open with O_NOFOLLOW (a symbolic link is refused) and O_NONBLOCK (a FIFO
+ *   planted at the path does not block), then check the opened descriptor
+ *   (fstat), not the path: a regular file, owned by the expected user (the
+ *   reader's effective uid unless tg_open_owned names another) or root, not
+ *   writable by group or others (mode & 022 == 0). Anyone else could forge
+ *   it, or truncate it under the mapping. Otherwise: TG_HEALTH_UNTRUSTED.
+ * - read the header with pread and check the file is at least `file_len`
+ *   long before mapping; map `file_len` bytes, never more. Touching a mapped
+ *   page past the end of a file is SIGBUS, which kills the reader.
+ * - treat a heartbeat or start time more than TG_MAX_AHEAD_NS ahead of its
+ *   own clock as untrustworthy (a forged file or a clock stepped back):
+ *   TG_HEALTH_WRITER_AHEAD.
+ *
+ * Only the owner (or root) can then truncate the file; the sidecar never
+ * does. A reader that maps a file which is later truncated by them still
+ * gets SIGBUS: that is why ownership and mode are checked.
  *
  * ---------------------------------------------------------------------------
  * File layout (version 1; every field a little-endian u64 unless noted;
@@ -186,6 +208,14 @@ extern "C" {
 #define TG_HEALTH_WRITER_DEAD 3u      /* heartbeat older than dead_after_ns */
 #define TG_HEALTH_WRITER_CLOSED 4u    /* the writer closed the publication */
 #define TG_HEALTH_WRITER_RESTARTED 5u /* another writer process: tg_refresh() */
+#define TG_HEALTH_UNTRUSTED 6u        /* symlink, not a regular file, wrong owner, or group/other writable */
+#define TG_HEALTH_WRITER_AHEAD 7u     /* heartbeat or start time ahead of this clock by > TG_MAX_AHEAD_NS */
+
+/* How far the writer's heartbeat or start time may be ahead of the reader's
+ * clock (a reader preempted between reading its clock and checking), ns. */
+#ifndef TG_MAX_AHEAD_NS
+#define TG_MAX_AHEAD_NS 100000000ull
+#endif
 
 /* Layout constants (version 1). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
@@ -244,6 +274,7 @@ typedef struct tg_reader {
     const unsigned char *base; /* the mapping; NULL when not mapped */
     size_t map_len;            /* bytes mapped */
     uint64_t dead_after_ns;    /* heartbeat age bound */
+    uint64_t owner;            /* uid that must own the file (root always accepted) */
     uint64_t pid;              /* writer pid at open */
     uint64_t start_time_ns;    /* writer start time at open */
     uint64_t feed_count;
@@ -331,7 +362,7 @@ static inline long tg__feed_id(const tg_reader *r, const char *name) {
 
 static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
     const uint64_t *h;
-    uint64_t beat, age;
+    uint64_t beat, age, latest;
     if (r == NULL) return TG_HEALTH_MISSING;
     if (r->base == NULL) return r->open_health;
     h = tg__ptr(r, 0);
@@ -344,6 +375,8 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
         return TG_HEALTH_WRITER_RESTARTED;
     /* Relaxed: a timestamp on its own (the writer stores it Relaxed). */
     beat = __atomic_load_n(h + TG_H_HEARTBEAT, __ATOMIC_RELAXED);
+    latest = beat > r->start_time_ns ? beat : r->start_time_ns;
+    if (latest > now_ns && latest - now_ns > TG_MAX_AHEAD_NS) return TG_HEALTH_WRITER_AHEAD;
     age = now_ns > beat ? now_ns - beat : 0;
     if (age > r->dead_after_ns) return TG_HEALTH_WRITER_DEAD;
     return TG_HEALTH_OK;
@@ -419,30 +452,38 @@ static inline uint64_t tg_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Opens and maps the publication at `path` read-only. Returns 0, or an
- * errno value: from open/fstat/mmap (ENOENT, EACCES, ...), EAGAIN when the
- * writer has not made the file ready yet (version 0), ENOTSUP for another
- * layout version, EINVAL for a file that is not a consistent publication.
- * Whatever it returns, `r` is usable afterwards: a reader that failed to
- * open answers TG_STALE (tg_refresh tries again), and tg_close is safe. */
-static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns) {
+/* Opens and maps the publication at `path` read-only, trusting only a file
+ * owned by uid `owner` or root (see above). Returns 0, or an errno value:
+ * from open/fstat/mmap (ENOENT, EACCES, ...), ELOOP for a symbolic link,
+ * EPERM for a file that is not a regular file, has another owner or is
+ * writable by group or others, EAGAIN when the writer has not made the file
+ * ready yet (version 0), ENOTSUP for another layout version, EINVAL for a
+ * file that is not a consistent publication or is shorter than its header
+ * says. Whatever it returns, `r` is usable afterwards: a reader that failed
+ * to open answers TG_STALE (tg_refresh tries again), and tg_close is safe. */
+static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_after_ns, uid_t owner) {
     struct stat st;
     int fd, err;
     void *map;
     const uint64_t *h;
+    uint64_t hw[16];
+    unsigned char bytes[TG_HEADER_LEN];
     uint64_t len, feeds, capacity, dir_off, slots_off, file_len, version;
+    size_t i;
+    ssize_t got;
 
     memset(r, 0, sizeof *r);
     r->dead_after_ns = dead_after_ns;
+    r->owner = (uint64_t)owner;
     r->open_health = TG_HEALTH_MISSING;
     r->open_error = EINVAL;
     if (path == NULL) return r->open_error;
-#ifdef O_CLOEXEC
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-#else
-    fd = open(path, O_RDONLY);
-#endif
-    if (fd < 0) return r->open_error = errno;
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        err = errno;
+        if (err == ELOOP) r->open_health = TG_HEALTH_UNTRUSTED;
+        return r->open_error = err;
+    }
     if (fstat(fd, &st) != 0) {
         err = errno;
         close(fd);
@@ -450,13 +491,40 @@ static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns
     }
     r->dev = (uint64_t)st.st_dev;
     r->ino = (uint64_t)st.st_ino;
+    if (!S_ISREG(st.st_mode) || (st.st_uid != owner && st.st_uid != 0) || (st.st_mode & 022) != 0) {
+        close(fd);
+        r->open_health = TG_HEALTH_UNTRUSTED;
+        return r->open_error = EPERM;
+    }
     r->open_health = TG_HEALTH_BAD_LAYOUT;
-    if (st.st_size < (off_t)TG_PAGE || (uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+    /* The header, read before mapping: the file must be as long as it says. */
+    got = pread(fd, bytes, sizeof bytes, 0);
+    if (got != (ssize_t)sizeof bytes) {
         close(fd);
         return r->open_error = EINVAL;
     }
+    for (i = 0; i < 16; i++) {
+        size_t b;
+        hw[i] = 0;
+        for (b = 0; b < 8; b++) hw[i] |= (uint64_t)bytes[i * 8 + b] << (8 * b);
+    }
     len = (uint64_t)st.st_size;
-    map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    feeds = hw[TG_H_FEED_COUNT];
+    capacity = hw[TG_H_CAPACITY];
+    /* Bounds first so the layout formula below cannot overflow. */
+    if (hw[TG_H_MAGIC] != TG_MAGIC || feeds > len / TG_FEED_LEN || capacity > len / TG_SLOT_LEN ||
+        len > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return r->open_error = EINVAL;
+    }
+    dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN, 128);
+    slots_off = tg__align(dir_off + capacity * TG_DIR_LEN, TG_PAGE);
+    file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
+    if (file_len > len || hw[TG_H_FILE_LEN] != file_len) {
+        close(fd);
+        return r->open_error = EINVAL;
+    }
+    map = mmap(NULL, (size_t)file_len, PROT_READ, MAP_SHARED, fd, 0);
     err = errno;
     close(fd); /* the mapping keeps the file */
     if (map == MAP_FAILED) {
@@ -464,16 +532,11 @@ static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns
         return r->open_error = err;
     }
     r->base = (const unsigned char *)map;
-    r->map_len = (size_t)len;
+    r->map_len = (size_t)file_len;
     h = tg__ptr(r, 0);
 
-    /* Only the header (128 bytes, within the >= 4096 mapped) is read until
-     * the shape is checked against the file size. */
-    /* Relaxed: compared with a constant; the Acquire below orders the rest. */
-    if (__atomic_load_n(h + TG_H_MAGIC, __ATOMIC_RELAXED) != TG_MAGIC) {
-        err = EINVAL;
-        goto fail;
-    }
+    /* The mapping holds the same file: only the header is read until its
+     * words are checked against the shape read above. */
     /* Acquire: pairs with the writer's Release store of the version in
      * Publication::ready(), so the header fields and feed blocks read below
      * (Relaxed) are the ones it wrote. */
@@ -487,17 +550,10 @@ static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns
         goto fail;
     }
     /* Relaxed (all header loads below): published by the version's Release. */
-    feeds = __atomic_load_n(h + TG_H_FEED_COUNT, __ATOMIC_RELAXED);
-    capacity = __atomic_load_n(h + TG_H_CAPACITY, __ATOMIC_RELAXED);
-    /* Bounds first so the layout formula below cannot overflow. */
-    if (feeds > len / TG_FEED_LEN || capacity > len / TG_SLOT_LEN) {
-        err = EINVAL;
-        goto fail;
-    }
-    dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN, 128);
-    slots_off = tg__align(dir_off + capacity * TG_DIR_LEN, TG_PAGE);
-    file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
-    if (file_len > len || __atomic_load_n(h + TG_H_FILE_LEN, __ATOMIC_RELAXED) != file_len ||
+    if (__atomic_load_n(h + TG_H_MAGIC, __ATOMIC_RELAXED) != TG_MAGIC ||
+        __atomic_load_n(h + TG_H_FEED_COUNT, __ATOMIC_RELAXED) != feeds ||
+        __atomic_load_n(h + TG_H_CAPACITY, __ATOMIC_RELAXED) != capacity ||
+        __atomic_load_n(h + TG_H_FILE_LEN, __ATOMIC_RELAXED) != file_len ||
         __atomic_load_n(h + TG_H_FEEDS_OFFSET, __ATOMIC_RELAXED) != TG_HEADER_LEN ||
         __atomic_load_n(h + TG_H_DIRECTORY_OFFSET, __ATOMIC_RELAXED) != dir_off ||
         __atomic_load_n(h + TG_H_SLOTS_OFFSET, __ATOMIC_RELAXED) != slots_off) {
@@ -524,6 +580,11 @@ fail:
     return r->open_error = err;
 }
 
+/* tg_open_owned with the reader's effective uid as the expected owner. */
+static inline int tg_open(tg_reader *r, const char *path, uint64_t dead_after_ns) {
+    return tg_open_owned(r, path, dead_after_ns, geteuid());
+}
+
 /* Unmaps. The reader then answers TG_STALE; calling it twice is harmless. */
 static inline void tg_close(tg_reader *r) {
     if (r == NULL) return;
@@ -542,11 +603,12 @@ static inline void tg_close(tg_reader *r) {
 static inline int tg_refresh(tg_reader *r, const char *path) {
     struct stat st;
     uint64_t dead_after_ns = r->dead_after_ns;
-    if (r->base != NULL && path != NULL && stat(path, &st) == 0 && (uint64_t)st.st_dev == r->dev &&
+    uid_t owner = (uid_t)r->owner;
+    if (r->base != NULL && path != NULL && lstat(path, &st) == 0 && (uint64_t)st.st_dev == r->dev &&
         (uint64_t)st.st_ino == r->ino)
         return 0;
     tg_close(r);
-    tg_open(r, path, dead_after_ns);
+    tg_open_owned(r, path, dead_after_ns, owner);
     return 1;
 }
 
@@ -563,6 +625,8 @@ static inline const char *tg_health_name(uint32_t health) {
     case TG_HEALTH_WRITER_DEAD: return "writer dead: heartbeat too old";
     case TG_HEALTH_WRITER_CLOSED: return "writer closed the publication";
     case TG_HEALTH_WRITER_RESTARTED: return "writer restarted: reopen";
+    case TG_HEALTH_UNTRUSTED: return "untrusted publication (symlink, not a regular file, wrong owner, or writable by group or others)";
+    case TG_HEALTH_WRITER_AHEAD: return "writer time ahead of this clock: forged, or the clock stepped back";
     default: return "unknown";
     }
 }

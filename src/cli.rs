@@ -19,7 +19,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Run the live sidecar: receive the feeds, publish verdict state in shared memory.
     Run(RunArgs),
-    /// Ask a running sidecar whether a symbol may be traded now (exit 0 ok, 1 rejected, 2 error).
+    /// Ask a running sidecar whether a symbol may be traded now (exit 0 ok, 1 rejected, 2 error or no usable publication).
     Check(CheckArgs),
     /// Show a running sidecar's shared memory: writer health, counters, symbols worst first.
     Stat(StatArgs),
@@ -59,6 +59,9 @@ pub struct CheckArgs {
     /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
     #[arg(long)]
     pub dead_after_ms: Option<u64>,
+    /// User that must own the shared memory (name or uid; default: this user, or root).
+    #[arg(long, value_name = "UID|NAME")]
+    pub owner: Option<String>,
 }
 
 /// `tickguard stat`.
@@ -79,6 +82,9 @@ pub struct StatArgs {
     /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
     #[arg(long)]
     pub dead_after_ms: Option<u64>,
+    /// User that must own the shared memory (name or uid; default: this user, or root).
+    #[arg(long, value_name = "UID|NAME")]
+    pub owner: Option<String>,
 }
 
 /// `tickguard demo`.

@@ -83,6 +83,8 @@ offset_window_ms = 10000
     let shutdown = crate::sys::shutdown_on_signals().context("installing signal handlers")?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut sidecar = Sidecar::start(&config)?;
+    // Held to the end: the path's writer lock lives as long as the publication.
+    let publication = sidecar.publication();
     let sidecar_stop = stop.clone();
     let rx = std::thread::Builder::new()
         .name("tickguard-rx".into())
@@ -127,7 +129,9 @@ offset_window_ms = 10000
     let stats = rx
         .join()
         .map_err(|_| anyhow::anyhow!("demo: receiver thread panicked"))?;
-    let _ = std::fs::remove_file(&args.shm);
+    // Only the demo's own file, still under its lock.
+    let _ = publication.remove();
+    drop(publication);
     result?;
     let report = published?;
     writeln!(

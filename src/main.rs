@@ -198,7 +198,9 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         "starting"
     );
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
-    let mut sidecar = tickguard::sidecar::Sidecar::start(&config)?;
+    // Everything that can fail comes before the publication is touched:
+    // the writer lock, the line sockets, the recording, the metrics listener.
+    let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
     if let Some(path) = &args.record {
         sidecar.record(path)?;
     }
@@ -214,6 +216,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     } else {
         None
     };
+    sidecar.publish()?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = exporter {
@@ -247,16 +250,35 @@ fn shm_target(
     Ok((path, dead_after_ms.unwrap_or(bound)))
 }
 
+/// Reader options from `--dead-after-ms` (resolved) and `--owner UID|NAME`.
+fn reader_options(
+    bound_ms: u64,
+    owner: &Option<String>,
+) -> Result<tickguard::reader::ReaderOptions> {
+    Ok(tickguard::reader::ReaderOptions {
+        dead_after_ns: bound_ms.saturating_mul(1_000_000),
+        owner: owner
+            .as_deref()
+            .map(tickguard::sys::file::user_id)
+            .transpose()?,
+    })
+}
+
 fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
     let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
+    let options = reader_options(bound_ms, &args.owner)?;
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
-    let mut reader = tickguard::Reader::open_with(&path, bound_ms.saturating_mul(1_000_000));
+    let mut reader = tickguard::Reader::open_with(&path, options);
     let name = path.display().to_string();
     let mut out = std::io::stdout().lock();
     loop {
         let now = args.now.unwrap_or_else(tickguard::reader::now_ns);
         if !reader.health(now).is_ok() {
             reader.refresh();
+        }
+        let health = reader.health(now);
+        if args.once && health.is_unusable() {
+            anyhow::bail!("{health}");
         }
         let frame = tickguard::stat::render(&reader, &name, now);
         if args.once {
@@ -274,8 +296,9 @@ fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
     }
 }
 
-/// `check`: exit 0 when ok, 1 when rejected (a dead or missing sidecar is
-/// rejected as stale), 2 on an error in the question itself.
+/// `check`: exit 0 when ok, 1 when rejected (a dead or closed writer is
+/// rejected as stale), 2 on an error in the question itself or when there
+/// is no usable publication (missing, unusable or untrusted file).
 fn check(args: CheckArgs) -> ExitCode {
     match check_inner(&args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -306,9 +329,13 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             args.symbol
         );
     }
-    let reader = tickguard::Reader::open_with(&shm, dead_after_ms.saturating_mul(1_000_000));
+    let reader = tickguard::Reader::open_with(&shm, reader_options(dead_after_ms, &args.owner)?);
     let now = tickguard::reader::now_ns();
-    if reader.health(now).is_ok() && !reader.feeds().iter().any(|f| f.name == args.feed) {
+    let health = reader.health(now);
+    if health.is_unusable() {
+        anyhow::bail!("{health}");
+    }
+    if health.is_ok() && !reader.feeds().iter().any(|f| f.name == args.feed) {
         let known: Vec<_> = reader.feeds().iter().map(|f| f.name.as_str()).collect();
         anyhow::bail!(
             "no feed '{}' in {} (feeds: {})",

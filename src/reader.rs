@@ -6,6 +6,15 @@
 //! writer whose heartbeat is older than the bound, a writer that closed the
 //! publication, or one replaced by another process all answer `stale`, and
 //! [`Verdict::health`] says which.
+//!
+//! Nor must a file anyone else made: the reader opens the path without
+//! following a symbolic link and, on the opened file, requires a regular
+//! file owned by the expected user ([`ReaderOptions::owner`]; this
+//! process's effective uid by default) or root, not writable by group or
+//! others, and at least as long as its header says (checked before mapping:
+//! nothing past the end is ever touched). A writer heartbeat or start time
+//! more than [`MAX_AHEAD_NS`] ahead of the reader's clock answers `stale`
+//! too. These checks happen at open and [`Reader::refresh`], not per check.
 
 #![allow(unsafe_code)]
 
@@ -20,6 +29,48 @@ use std::sync::atomic::Ordering;
 /// Default bound on the writer heartbeat's age before the writer counts as dead, ns.
 pub const DEFAULT_DEAD_AFTER_NS: u64 = 100_000_000;
 
+/// How far the writer's heartbeat or start time may be ahead of the
+/// reader's clock (a reader preempted between reading its clock and
+/// checking), ns. Further ahead is a forged file or a clock stepped back:
+/// `stale`.
+pub const MAX_AHEAD_NS: u64 = 100_000_000;
+
+/// How a [`Reader`] opens: `Reader::open_with(path, options)`; a plain `u64`
+/// converts into the default options with that dead-writer bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Bound on the writer heartbeat's age, ns.
+    pub dead_after_ns: u64,
+    /// The uid that must own the file (root is always accepted); `None`:
+    /// this process's effective uid.
+    pub owner: Option<u32>,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> ReaderOptions {
+        ReaderOptions {
+            dead_after_ns: DEFAULT_DEAD_AFTER_NS,
+            owner: None,
+        }
+    }
+}
+
+impl From<u64> for ReaderOptions {
+    fn from(dead_after_ns: u64) -> ReaderOptions {
+        ReaderOptions {
+            dead_after_ns,
+            ..ReaderOptions::default()
+        }
+    }
+}
+
+impl ReaderOptions {
+    /// The expected owner's uid.
+    pub fn owner_uid(&self) -> u32 {
+        self.owner.unwrap_or_else(crate::sys::file::effective_uid)
+    }
+}
+
 /// Why answers are (or are not) to be trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
@@ -29,6 +80,16 @@ pub enum Health {
     Missing(String),
     /// A file that is not a publication of this layout, or not ready yet.
     BadLayout(String),
+    /// A file that cannot be trusted: a symbolic link, not a regular file,
+    /// owned by another user than the expected one or root, or writable by
+    /// group or others.
+    Untrusted(String),
+    /// The writer's heartbeat or start time is more than [`MAX_AHEAD_NS`]
+    /// ahead of the reader's clock: a forged file, or the clock stepped back.
+    WriterAhead {
+        /// How far ahead, ns.
+        ahead_ns: u64,
+    },
     /// The writer's heartbeat is older than the bound.
     WriterDead {
         /// Heartbeat age at the check, ns.
@@ -52,6 +113,17 @@ impl Health {
     pub fn is_ok(&self) -> bool {
         matches!(self, Health::Ok)
     }
+
+    /// True when there is no usable publication at the path at all
+    /// (missing, not a publication of this layout or not ready, or not
+    /// trusted) — an error for `check` and `stat` (exit 2), where the other
+    /// unhealthy states are a verdict on a real publication (`stale`).
+    pub fn is_unusable(&self) -> bool {
+        matches!(
+            self,
+            Health::Missing(_) | Health::BadLayout(_) | Health::Untrusted(_)
+        )
+    }
 }
 
 impl std::fmt::Display for Health {
@@ -60,6 +132,12 @@ impl std::fmt::Display for Health {
             Health::Ok => f.write_str("writer alive"),
             Health::Missing(e) => write!(f, "no publication: {e}"),
             Health::BadLayout(e) => write!(f, "unusable publication: {e}"),
+            Health::Untrusted(e) => write!(f, "untrusted publication: {e}"),
+            Health::WriterAhead { ahead_ns } => write!(
+                f,
+                "writer time {} ms ahead of this clock: forged, or the clock stepped back",
+                ahead_ns / 1_000_000
+            ),
             Health::WriterDead { age_ns } => {
                 write!(f, "writer dead: heartbeat {} ms old", age_ns / 1_000_000)
             }
@@ -140,6 +218,7 @@ struct Mapped {
 pub struct Reader {
     path: PathBuf,
     dead_after_ns: u64,
+    owner: u32,
     mapped: Result<Mapped, Health>,
 }
 
@@ -153,35 +232,90 @@ pub fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn map(path: &Path) -> Result<Mapped, Health> {
+/// The header words a reader needs before mapping, read with `pread`.
+fn read_header(file: &std::fs::File, path: &Path) -> Result<[u64; 16], Health> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = [0u8; 128];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(|_| Health::BadLayout(format!("{}: too short for a header", path.display())))?;
+    let mut words = [0u64; 16];
+    for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(b);
+        *w = u64::from_le_bytes(le);
+    }
+    Ok(words)
+}
+
+/// Opens `path` for reading and checks it can be trusted: not a symbolic
+/// link (O_NOFOLLOW), a regular file (O_NONBLOCK: a FIFO does not block
+/// the open), owned by `owner` or root, not writable by group or others.
+/// Checks are on the opened descriptor (fstat), not the path.
+fn open_trusted(path: &Path, owner: u32) -> Result<(std::fs::File, std::fs::Metadata), Health> {
     use std::os::unix::fs::MetadataExt;
-    let file = std::fs::File::open(path)
-        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let shown = path.display();
+    let file = crate::sys::file::open_read(path).map_err(|e| {
+        if crate::sys::file::is_symlink_error(&e) {
+            Health::Untrusted(format!("{shown}: a symbolic link"))
+        } else {
+            Health::Missing(format!("{shown}: {e}"))
+        }
+    })?;
     let meta = file
         .metadata()
-        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
-    let len = meta.len() as usize;
-    if len < 4096 {
-        return Err(Health::BadLayout(format!(
-            "{}: {len} bytes is too short",
-            path.display()
+        .map_err(|e| Health::Missing(format!("{shown}: {e}")))?;
+    if !meta.file_type().is_file() {
+        return Err(Health::Untrusted(format!("{shown}: not a regular file")));
+    }
+    if meta.uid() != owner && meta.uid() != 0 {
+        return Err(Health::Untrusted(format!(
+            "{shown}: owned by uid {}, expected uid {owner} or root",
+            meta.uid()
         )));
     }
-    // SAFETY: mapped read-only; the writer never truncates the file while it
-    // runs (it creates a new file to restart). Everything read through it is
-    // an atomic, valid for any bit pattern.
-    let map = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
-    // SAFETY: page-aligned mapping of `len` >= 4096 bytes; only the header
-    // (128 bytes) is read until the shape is checked against `len`.
-    let probe = unsafe { Views::new(map.as_ptr(), Shape::new(0, 0).unwrap_or(NO_SHAPE)) };
-    let h = probe.header();
-    if h.magic.load(Ordering::Relaxed) != MAGIC {
+    if meta.mode() & 0o022 != 0 {
+        return Err(Health::Untrusted(format!(
+            "{shown}: mode {:04o} lets group or others write it",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok((file, meta))
+}
+
+fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
+    use std::os::unix::fs::MetadataExt;
+    let (file, meta) = open_trusted(path, owner)?;
+    let len = meta.len();
+    // The length the header claims, checked against the file before mapping.
+    let w = read_header(&file, path)?;
+    if w[0] != MAGIC {
         return Err(Health::BadLayout(format!(
             "{}: not a tickguard publication",
             path.display()
         )));
     }
+    let claimed = Shape::new(w[8] as usize, w[7] as usize)
+        .filter(|s| s.file_len as u64 == w[13])
+        .map(|s| s.file_len);
+    let Some(map_len) = claimed.filter(|&n| n as u64 <= len) else {
+        return Err(Health::BadLayout(format!(
+            "{}: {len} bytes, header says {} (truncated or inconsistent)",
+            path.display(),
+            w[13]
+        )));
+    };
+    // SAFETY: mapped read-only, `map_len` bytes, all within the file as it
+    // is now; the file is owned by the expected user or root and writable by
+    // no one else, and its writer never truncates it. Everything read
+    // through it is an atomic, valid for any bit pattern.
+    let map = unsafe { memmap2::MmapOptions::new().len(map_len).map(&file) }
+        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    let len = map_len;
+    // SAFETY: page-aligned mapping of `len` >= 4096 bytes (every shape is at
+    // least a page); only the header (128 bytes) is read until the shape is
+    // checked against `len`.
+    let probe = unsafe { Views::new(map.as_ptr(), Shape::new(0, 0).unwrap_or(NO_SHAPE)) };
+    let h = probe.header();
     // Acquire: pairs with the writer's Release store of the version, so the
     // header fields read below are the ones it wrote.
     let version = h.version.load(Ordering::Acquire);
@@ -245,16 +379,20 @@ impl Reader {
     /// Never fails: a missing or unusable file gives a reader that answers
     /// `stale` and says why in [`Reader::health`]; [`Reader::refresh`] tries again.
     pub fn open(path: impl AsRef<Path>) -> Reader {
-        Reader::open_with(path, DEFAULT_DEAD_AFTER_NS)
+        Reader::open_with(path, ReaderOptions::default())
     }
 
-    /// Opens with a bound (ns) on the writer heartbeat's age.
-    pub fn open_with(path: impl AsRef<Path>, dead_after_ns: u64) -> Reader {
+    /// Opens with [`ReaderOptions`], or a bound (ns) on the writer
+    /// heartbeat's age and the default owner.
+    pub fn open_with(path: impl AsRef<Path>, options: impl Into<ReaderOptions>) -> Reader {
+        let options = options.into();
         let path = path.as_ref().to_path_buf();
-        let mapped = map(&path);
+        let owner = options.owner_uid();
+        let mapped = map(&path, owner);
         Reader {
             path,
-            dead_after_ns,
+            dead_after_ns: options.dead_after_ns,
+            owner,
             mapped,
         }
     }
@@ -264,7 +402,7 @@ impl Reader {
     /// health is not ok, not before every check. Returns true if it re-mapped.
     pub fn refresh(&mut self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let current = std::fs::metadata(&self.path)
+        let current = std::fs::symlink_metadata(&self.path)
             .ok()
             .map(|m| (m.dev(), m.ino()));
         let same = match (&self.mapped, current) {
@@ -274,7 +412,7 @@ impl Reader {
         if same {
             return false;
         }
-        self.mapped = map(&self.path);
+        self.mapped = map(&self.path, self.owner);
         true
     }
 
@@ -467,6 +605,12 @@ fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
         return Health::WriterRestarted;
     }
     let beat = h.heartbeat_ns.load(Ordering::Relaxed);
+    let latest = beat.max(m.start_time_ns);
+    if latest > now.saturating_add(MAX_AHEAD_NS) {
+        return Health::WriterAhead {
+            ahead_ns: latest - now,
+        };
+    }
     let age = now.saturating_sub(beat);
     if age > dead_after_ns {
         return Health::WriterDead { age_ns: age };

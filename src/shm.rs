@@ -38,21 +38,32 @@
 //!
 //! DirEntry (16 bytes): 0 symbol key, 8 `feed << 32 | slot`.
 //!
-//! The writer creates the file fresh, fills everything, then stores
-//! `version` last. A reader refuses a file whose magic or version differ and
-//! treats a stale `heartbeat_ns`, a `closed` state or a different
-//! pid/start time as a dead writer: every answer is then `stale`.
+//! One writer per path: it holds an exclusive `flock` on `<path>.lock`
+//! ([`WriterLock`], which also holds its pid) for its whole life. It builds
+//! the file under a temporary name in the same directory (blocks reserved
+//! with `posix_fallocate`, so a full filesystem is a start-up error rather
+//! than a SIGBUS later), fills everything, stores `version` last and only
+//! then renames the file over `path`. It never replaces a file at `path`
+//! that is not a tickguard publication.
+//!
+//! A reader refuses a file it cannot trust (not a regular file, owned by
+//! another user than the expected one or root, writable by group or
+//! others), one whose magic or version differ or whose length is shorter
+//! than its header says; and treats a stale `heartbeat_ns`, a writer time
+//! in its future, a `closed` state or a different pid/start time as a dead
+//! writer: every answer is then `stale`.
 
 #![allow(unsafe_code)]
 
 use crate::config::Config;
 use crate::rules::FeedKind;
 use crate::state::slot::Slot;
-use std::fs::OpenOptions;
-use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// "TKGUARD1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TKGUARD1");
@@ -264,12 +275,151 @@ impl Views {
     }
 }
 
-/// The writer's side: owns the file and its read-write mapping.
+/// The writer's side: owns the file, its read-write mapping and the
+/// writer lock of its path.
 pub struct Publication {
     path: PathBuf,
+    /// Where the file is built before [`publish`](Self::publish) renames it to `path`.
+    staging: PathBuf,
+    /// Renamed into place (a file not yet published is removed on drop).
+    published: AtomicBool,
+    /// (device, inode) of the file, to remove it only while it is still ours.
+    dev_ino: (u64, u64),
     // Field order: `views` points into `map` and is dropped first.
     views: Views,
     _map: memmap2::MmapMut,
+    _lock: WriterLock,
+}
+
+impl Drop for Publication {
+    fn drop(&mut self) {
+        if !self.published.load(Ordering::Relaxed) {
+            let _ = std::fs::remove_file(&self.staging);
+        }
+    }
+}
+
+/// An exclusive claim on a publication path for the writer's life: an
+/// `flock` on `<path>.lock`, released when the process ends however it
+/// ends. The file holds the holder's pid; a writer that ends normally
+/// removes it (one killed leaves it, unlocked and harmless).
+#[derive(Debug)]
+pub struct WriterLock {
+    shm_path: PathBuf,
+    lock_path: PathBuf,
+    dev_ino: (u64, u64),
+    // Closed after `drop` removed the file: the lock is held until then.
+    _file: File,
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        // Still locked here; a writer that opened this file meanwhile sees it
+        // gone once it has the lock, and retakes it on a new file.
+        if let Ok(m) = std::fs::symlink_metadata(&self.lock_path) {
+            if (m.dev(), m.ino()) == self.dev_ino {
+                let _ = std::fs::remove_file(&self.lock_path);
+            }
+        }
+    }
+}
+
+/// `<path>.lock`.
+pub fn lock_path(shm_path: &Path) -> PathBuf {
+    let mut s = OsString::from(shm_path.as_os_str());
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+fn refuse(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, msg)
+}
+
+use crate::sys::file::{effective_uid as euid, try_lock_exclusive};
+
+impl WriterLock {
+    /// Takes the lock of `shm_path`, or says which pid holds it. Refuses a
+    /// lock file that is a symbolic link or owned by another user.
+    pub fn acquire(shm_path: &Path) -> io::Result<WriterLock> {
+        let path = lock_path(shm_path);
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {}: {e}", path.display()));
+        // A writer that ends removes its lock file while still holding it: a
+        // lock taken on a file no longer at the path is retaken on the new one.
+        loop {
+            let file = crate::sys::file::open_or_create(&path, 0o644).map_err(fail)?;
+            let meta = file.metadata()?;
+            if !meta.file_type().is_file() || meta.uid() != euid() {
+                return Err(refuse(format!(
+                    "lock {} is not a regular file of this user (uid {}, owner uid {}): remove it",
+                    path.display(),
+                    euid(),
+                    meta.uid()
+                )));
+            }
+            if !try_lock_exclusive(&file).map_err(fail)? {
+                let mut text = String::new();
+                let _ = (&file).take(32).read_to_string(&mut text);
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "in use by another writer, pid {} (it holds {}): one writer per path",
+                        text.trim(),
+                        path.display()
+                    ),
+                ));
+            }
+            let here = std::fs::symlink_metadata(&path).ok();
+            if here.map(|m| (m.dev(), m.ino())) != Some((meta.dev(), meta.ino())) {
+                continue;
+            }
+            file.set_len(0)?;
+            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+            return Ok(WriterLock {
+                shm_path: shm_path.to_path_buf(),
+                lock_path: path,
+                dev_ino: (meta.dev(), meta.ino()),
+                _file: file,
+            });
+        }
+    }
+
+    /// The publication path this lock guards.
+    pub fn shm_path(&self) -> &Path {
+        &self.shm_path
+    }
+}
+
+/// Errors unless a file at `path` may be replaced: nothing there, or a
+/// tickguard publication (magic) this user may replace.
+fn check_replaceable(path: &Path) -> io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let not_ours = |what: &str| {
+        refuse(format!(
+            "the existing file {what}: refusing to replace it (remove it, or choose another [sidecar] shm_path)"
+        ))
+    };
+    if !meta.file_type().is_file() {
+        return Err(not_ours("is not a regular file"));
+    }
+    let mut magic = [0u8; 8];
+    let read = crate::sys::file::open_read(path).and_then(|f| f.read_exact_at(&mut magic, 0));
+    if read.is_err() || u64::from_le_bytes(magic) != MAGIC {
+        return Err(not_ours(
+            "is not a tickguard publication (no TKGUARD1 magic)",
+        ));
+    }
+    if meta.uid() != euid() && euid() != 0 {
+        return Err(not_ours(&format!(
+            "is owned by uid {}, not this user (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Publication {
@@ -286,11 +436,36 @@ pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
 }
 
 impl Publication {
-    /// Creates the file fresh at `path` (an old one is removed first) with
-    /// permission bits `mode`, sized for `config`, and fills the header and
-    /// feed blocks. Readers see it once [`ready`](Self::ready) is called.
+    /// Creates the file at `path` with permission bits `mode`, sized for
+    /// `config`, and fills the header and feed blocks: [`build`](Self::build)
+    /// then renamed into place at once. Readers see it once
+    /// [`ready`](Self::ready) is called. Takes the path's [`WriterLock`].
     pub fn create(
         path: &Path,
+        mode: u32,
+        config: &Config,
+        now_ns: u64,
+        heartbeat_period_ns: u64,
+    ) -> io::Result<Publication> {
+        let p = Publication::build(
+            WriterLock::acquire(path)?,
+            mode,
+            config,
+            now_ns,
+            heartbeat_period_ns,
+        )?;
+        p.rename_into_place()?;
+        Ok(p)
+    }
+
+    /// Builds the publication for `lock`'s path under a temporary name in
+    /// the same directory, its blocks reserved (a full filesystem fails
+    /// here, not with a SIGBUS later), nothing at the path touched yet:
+    /// [`publish`](Self::publish) makes it visible. Refuses a `mode` that
+    /// lets group or others write (readers would refuse the file) and a
+    /// file at the path that is not a tickguard publication.
+    pub fn build(
+        lock: WriterLock,
         mode: u32,
         config: &Config,
         now_ns: u64,
@@ -299,30 +474,45 @@ impl Publication {
         let shape = Shape::new(config.feeds.len(), config.capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
-        match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        if mode & 0o022 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("[sidecar] shm_mode {mode:04o} lets group or others write the publication, which readers refuse: use at most 0644"),
+            ));
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)?;
-        // The umask may have narrowed the mode: set it exactly.
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        file.set_len(shape.file_len as u64)?;
-        // SAFETY: the file was just created by this process and is not
-        // truncated while mapped; other processes only map it read-only.
-        let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+        let path = lock.shm_path().to_path_buf();
+        check_replaceable(&path)?;
+        let name = path.file_name().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared memory path has no file name",
+            )
+        })?;
+        let mut staged = OsString::from(".");
+        staged.push(name);
+        staged.push(format!(".{}.tmp", std::process::id()));
+        let staging = path.with_file_name(staged);
+        // A leftover of an earlier writer of this path with the same pid.
+        let _ = std::fs::remove_file(&staging);
+        let file = crate::sys::file::create_new(&staging, mode)?;
+        let (map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&staging);
+                return Err(e);
+            }
+        };
         // SAFETY: the mapping is page aligned, `file_len` long, and owned by
         // the returned Publication next to the views.
         let views = unsafe { Views::new(map.as_ptr(), shape) };
         let p = Publication {
-            path: path.to_path_buf(),
+            path,
+            staging,
+            published: AtomicBool::new(false),
+            dev_ino,
             views,
             _map: map,
+            _lock: lock,
         };
         let h = p.views.header();
         // Relaxed throughout: published by the Release store of `version` in `ready`.
@@ -368,7 +558,66 @@ impl Publication {
         Ok(p)
     }
 
-    /// Makes the file visible to readers: stores the layout version last.
+    /// Sets the staged file's mode exactly, reserves its blocks and maps it.
+    fn reserve_and_map(
+        file: File,
+        shape: Shape,
+        mode: u32,
+    ) -> io::Result<(memmap2::MmapMut, (u64, u64))> {
+        // The umask may have narrowed the mode: set it exactly.
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        if let Err(e) = crate::sys::file::reserve(&file, shape.file_len as u64) {
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "reserving {:.1} MB for the file: {e}{}",
+                    shape.file_len as f64 / 1e6,
+                    if e.kind() == io::ErrorKind::StorageFull {
+                        " (the filesystem holding it is too small or full; [state] capacity sets the size)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let meta = file.metadata()?;
+        // SAFETY: the file was just created by this process with its blocks
+        // reserved; only its owner could truncate it, and this writer never does.
+        let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+        Ok((map, (meta.dev(), meta.ino())))
+    }
+
+    /// Makes the publication visible: stores the layout version, then
+    /// renames the built file over the path (replacing only a tickguard
+    /// publication). Idempotent.
+    pub fn publish(&self) -> io::Result<()> {
+        self.ready();
+        self.rename_into_place()
+    }
+
+    fn rename_into_place(&self) -> io::Result<()> {
+        if self.published.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        check_replaceable(&self.path)?;
+        std::fs::rename(&self.staging, &self.path)?;
+        self.published.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes the file at the path if it is still this publication (for a
+    /// writer that should leave nothing behind, like the demo).
+    pub fn remove(&self) -> io::Result<()> {
+        let here = std::fs::symlink_metadata(&self.path)?;
+        if (here.dev(), here.ino()) == self.dev_ino {
+            std::fs::remove_file(&self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Stores the layout version last: readers of the file at the path
+    /// accept it from then on (see [`publish`](Self::publish) for a file
+    /// built with [`build`](Self::build)).
     pub fn ready(&self) {
         // Release: everything written in `create` happens-before a reader's
         // Acquire load that sees the version.

@@ -23,7 +23,7 @@ use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
 use crate::reader::now_ns;
-use crate::shm::{counter, Publication};
+use crate::shm::{counter, Publication, WriterLock};
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
@@ -174,17 +174,23 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Creates the publication fresh and opens every line. Fails with a
-    /// message naming the file or line that could not be set up.
+    /// [`prepare`](Self::prepare)s, then [`publish`](Self::publish)es.
     pub fn start(config: &Config) -> anyhow::Result<Sidecar> {
+        let mut sidecar = Sidecar::prepare(config)?;
+        sidecar.publish()?;
+        Ok(sidecar)
+    }
+
+    /// Takes the publication path's writer lock, opens every line, then
+    /// builds the publication under a temporary name: the file at
+    /// `shm_path` is not touched until [`publish`](Self::publish), so a
+    /// start that fails leaves a running writer's publication (or any other
+    /// file) as it was. Fails with a message naming the file or line that
+    /// could not be set up.
+    pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
         let sc = &config.sidecar;
-        let now = now_ns();
-        let publication = Arc::new(
-            Publication::create(&sc.shm_path, sc.shm_mode, config, now, sc.heartbeat_ns)
-                .with_context(|| format!("shared memory {}", sc.shm_path.display()))?,
-        );
-        let table = StateTable::shared(publication.clone());
-        let handler = Handler::with_table(config, table, sc.offset_queue);
+        let shm = || format!("shared memory {}", sc.shm_path.display());
+        let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
         let mut lines = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
             for &addr in &f.lines {
@@ -220,17 +226,13 @@ impl Sidecar {
                 });
             }
         }
-        tracing::info!(
-            shm = %sc.shm_path.display(),
-            capacity = config.capacity,
-            feeds = config.feeds.len(),
-            idle = ?sc.idle,
-            cpu = ?sc.cpu,
-            batch = sc.batch,
-            heartbeat_ms = sc.heartbeat_ns / 1_000_000,
-            "sidecar ready"
+        let now = now_ns();
+        let publication = Arc::new(
+            Publication::build(lock, sc.shm_mode, config, now, sc.heartbeat_ns)
+                .with_context(shm)?,
         );
-        publication.ready();
+        let table = StateTable::shared(publication.clone());
+        let handler = Handler::with_table(config, table, sc.offset_queue);
         Ok(Sidecar {
             config: config.clone(),
             handler,
@@ -242,6 +244,35 @@ impl Sidecar {
             shared: Arc::new(SharedStats::default()),
             last_beat: now,
         })
+    }
+
+    /// Makes the prepared publication visible: stores its layout version
+    /// and renames it over `shm_path` (replacing only a tickguard
+    /// publication). Call it right before [`run`](Self::run).
+    pub fn publish(&mut self) -> anyhow::Result<()> {
+        let sc = &self.config.sidecar;
+        let now = now_ns();
+        self.publication.heartbeat(now);
+        self.last_beat = now;
+        self.publication
+            .publish()
+            .with_context(|| format!("shared memory {}", sc.shm_path.display()))?;
+        tracing::info!(
+            shm = %sc.shm_path.display(),
+            capacity = self.config.capacity,
+            feeds = self.config.feeds.len(),
+            idle = ?sc.idle,
+            cpu = ?sc.cpu,
+            batch = sc.batch,
+            heartbeat_ms = sc.heartbeat_ns / 1_000_000,
+            "sidecar ready"
+        );
+        Ok(())
+    }
+
+    /// The publication (it holds the path's writer lock while alive).
+    pub fn publication(&self) -> Arc<Publication> {
+        self.publication.clone()
     }
 
     /// Records every applied datagram into a pcap (ns, raw IPv4) at `path`,

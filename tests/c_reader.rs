@@ -6,13 +6,14 @@
 //! the cases built with arrival or source times in the past are stale.
 
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
-use tickguard::reader::{now_ns, DEFAULT_DEAD_AFTER_NS};
+use tickguard::reader::{now_ns, ReaderOptions, DEFAULT_DEAD_AFTER_NS};
 use tickguard::shm::Publication;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
@@ -134,10 +135,26 @@ struct CAnswer {
 }
 
 fn c_check(bin: &Path, shm: &Path, feed: &str, symbol: &str, bound_ms: Option<u64>) -> CAnswer {
+    c_check_owned(bin, shm, feed, symbol, bound_ms, None)
+}
+
+/// As [`c_check`], naming the uid that must own the file (needs a bound).
+fn c_check_owned(
+    bin: &Path,
+    shm: &Path,
+    feed: &str,
+    symbol: &str,
+    bound_ms: Option<u64>,
+    owner: Option<u32>,
+) -> CAnswer {
     let mut cmd = Command::new(bin);
     cmd.arg(shm).arg(feed).arg(symbol);
     if let Some(ms) = bound_ms {
         cmd.arg(ms.to_string());
+    }
+    if let Some(uid) = owner {
+        assert!(bound_ms.is_some(), "the owner comes after the bound");
+        cmd.arg(uid.to_string());
     }
     let r = run(&mut cmd);
     let mut lines = r.stdout.lines();
@@ -157,10 +174,22 @@ fn c_check(bin: &Path, shm: &Path, feed: &str, symbol: &str, bound_ms: Option<u6
     }
 }
 
+fn options(bound_ms: Option<u64>, owner: Option<u32>) -> ReaderOptions {
+    ReaderOptions {
+        dead_after_ns: bound_ms.map_or(DEFAULT_DEAD_AFTER_NS, |ms| ms * 1_000_000),
+        owner,
+    }
+}
+
 /// What the Rust reader says, in the C program's words: (line, exit code, version).
-fn rust_check(shm: &Path, feed: &str, symbol: &str, bound_ms: Option<u64>) -> (String, i32, u64) {
-    let bound = bound_ms.map_or(DEFAULT_DEAD_AFTER_NS, |ms| ms * 1_000_000);
-    let v = Reader::open_with(shm, bound).check_symbol(feed, symbol, now_ns());
+fn rust_check(
+    shm: &Path,
+    feed: &str,
+    symbol: &str,
+    bound_ms: Option<u64>,
+    owner: Option<u32>,
+) -> (String, i32, u64) {
+    let v = Reader::open_with(shm, options(bound_ms, owner)).check_symbol(feed, symbol, now_ns());
     if v.is_ok() {
         ("ok".into(), 0, v.version)
     } else {
@@ -178,11 +207,25 @@ fn same(
     bound_ms: Option<u64>,
     expected: &str,
 ) -> CAnswer {
-    let c = c_check(bin, shm, feed, symbol, bound_ms);
-    let (line, code, version) = rust_check(shm, feed, symbol, bound_ms);
+    same_owned(bin, shm, feed, symbol, bound_ms, None, expected)
+}
+
+/// As [`same`], with the uid that must own the file (`None`: this user).
+fn same_owned(
+    bin: &Path,
+    shm: &Path,
+    feed: &str,
+    symbol: &str,
+    bound_ms: Option<u64>,
+    owner: Option<u32>,
+    expected: &str,
+) -> CAnswer {
+    let c = c_check_owned(bin, shm, feed, symbol, bound_ms, owner);
+    let (line, code, version) = rust_check(shm, feed, symbol, bound_ms, owner);
     let what = format!("{feed}/{symbol:?} in {}: {c:?}", shm.display());
-    let bound = bound_ms.map_or(DEFAULT_DEAD_AFTER_NS, |ms| ms * 1_000_000);
-    let healthy = Reader::open_with(shm, bound).health(now_ns()).is_ok();
+    let healthy = Reader::open_with(shm, options(bound_ms, owner))
+        .health(now_ns())
+        .is_ok();
     assert_eq!(
         c.stderr.is_empty(),
         healthy,
@@ -419,6 +462,24 @@ fn c_reader_agrees_with_rust_reader() {
     assert!(!path.exists());
 }
 
+/// Byte offsets of lp1/EURUSD's directory entry and slot in a publication.
+fn eurusd(file: &[u8]) -> (usize, usize) {
+    let (dir_off, slots_off, cap) = (
+        u64_at(file, 88) as usize,
+        u64_at(file, 96) as usize,
+        u64_at(file, 56) as usize,
+    );
+    let key = sym("EURUSD").key();
+    let entry = (0..cap)
+        .map(|i| dir_off + 16 * i)
+        .find(|&e| u64_at(file, e) == key && u64_at(file, e + 8) >> 32 == 0)
+        .expect("lp1/EURUSD in the directory");
+    (
+        entry,
+        slots_off + 128 * (u64_at(file, entry + 8) as u32 as usize),
+    )
+}
+
 /// Copies of the (running, healthy) publication with one thing changed: the
 /// C reader must refuse what the Rust reader refuses and accept what it
 /// accepts, without crashing.
@@ -429,13 +490,7 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         u64_at(&original, 96) as usize,
         u64_at(&original, 56),
     );
-    // lp1/EURUSD's directory entry and slot.
-    let key = sym("EURUSD").key();
-    let entry = (0..cap as usize)
-        .map(|i| dir_off + 16 * i)
-        .find(|&e| u64_at(&original, e) == key && u64_at(&original, e + 8) >> 32 == 0)
-        .expect("lp1/EURUSD in the directory");
-    let slot = slots_off + 128 * (u64_at(&original, entry + 8) as u32 as usize);
+    let (entry, slot) = eurusd(&original);
     let feed0 = 128;
 
     type Edit = Box<dyn Fn(&mut Vec<u8>)>;
@@ -728,4 +783,204 @@ int main(int argc, char **argv) {
     drop(h);
     drop(p);
     dir.close().expect("remove the scratch dir");
+}
+
+/// (case, contents, uid to give the file to, mode, expected owner, answer,
+/// a word of the health both readers give).
+type TrustCase<'a> = (
+    &'a str,
+    &'a [u8],
+    Option<u32>,
+    u32,
+    Option<u32>,
+    &'a str,
+    &'a str,
+);
+
+/// A file someone else could have written, or a writer clock in the
+/// reader's future, is refused by both readers alike: `stale`, and a health
+/// that says why. The forged file is the attack: an unprivileged user creates
+/// the path first with a heartbeat, last-alive and source time of 2^63.
+#[test]
+fn readers_refuse_files_they_cannot_trust() {
+    let dir = scratch();
+    let Some(bin) = compile_check(dir.path()) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("c_reader: the other-owner cases need root: skipped");
+    }
+    let shm = dir.path().join("tickguard");
+    let config = config(&shm);
+    let now = now_ns();
+    let p =
+        Arc::new(Publication::create(&shm, 0o640, &config, now, 1_000_000).expect("publication"));
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    p.ready();
+    p.heartbeat(now);
+    feed(&mut h, 0, now, now + 2 * S, |b| {
+        b.quote(sym("EURUSD"), 1, now + 2 * S, 1.0850, 1.0851);
+    });
+    let original = std::fs::read(&shm).expect("read publication");
+    let (_, slot) = eurusd(&original);
+    let mut forged = original.clone();
+    for at in [40, slot + 48, slot + 56] {
+        put(&mut forged, at, 1 << 63);
+    }
+    put(&mut forged, slot + 32, 0.5f64.to_bits());
+    let mut started_later = original.clone();
+    put(&mut started_later, 32, now + 10 * S);
+    let mut just_ahead = original.clone();
+    put(&mut just_ahead, 40, now_ns() + 50_000_000);
+
+    const NOBODY: u32 = 65534;
+    let long = Some(LONG_BOUND_MS);
+    let cases: Vec<TrustCase> = vec![
+        ("honest copy", &original, None, 0o640, None, "ok", ""),
+        ("owner only", &original, None, 0o600, None, "ok", ""),
+        (
+            "forged, heartbeat 2^63",
+            &forged,
+            None,
+            0o640,
+            None,
+            "stale",
+            "ahead",
+        ),
+        (
+            "start time in the future",
+            &started_later,
+            None,
+            0o640,
+            None,
+            "stale",
+            "ahead",
+        ),
+        (
+            "heartbeat 50 ms ahead",
+            &just_ahead,
+            None,
+            0o640,
+            None,
+            "ok",
+            "",
+        ),
+        (
+            "group-writable",
+            &original,
+            None,
+            0o660,
+            None,
+            "stale",
+            "untrusted",
+        ),
+        (
+            "others-writable",
+            &original,
+            None,
+            0o642,
+            None,
+            "stale",
+            "untrusted",
+        ),
+        (
+            "forged by another user",
+            &forged,
+            Some(NOBODY),
+            0o644,
+            None,
+            "stale",
+            "untrusted",
+        ),
+        (
+            "another owner",
+            &original,
+            Some(NOBODY),
+            0o640,
+            None,
+            "stale",
+            "untrusted",
+        ),
+        (
+            "another owner, named",
+            &original,
+            Some(NOBODY),
+            0o640,
+            Some(NOBODY),
+            "ok",
+            "",
+        ),
+        (
+            "named owner, ours is not it",
+            &original,
+            None,
+            0o640,
+            Some(NOBODY),
+            "ok",
+            "",
+        ),
+        (
+            "named owner, group-writable",
+            &original,
+            Some(NOBODY),
+            0o664,
+            Some(NOBODY),
+            "stale",
+            "untrusted",
+        ),
+    ];
+    for (i, (name, bytes, chown, mode, owner, expected, word)) in cases.into_iter().enumerate() {
+        if chown.is_some() && !root {
+            continue;
+        }
+        let copy = dir.path().join(format!("case{i}"));
+        std::fs::write(&copy, bytes).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = chown {
+            std::os::unix::fs::chown(&copy, Some(uid), None).unwrap();
+        }
+        let c = same_owned(&bin, &copy, "lp1", "EURUSD", long, owner, expected);
+        let health = Reader::open_with(&copy, options(long, owner)).health(now_ns());
+        assert!(
+            c.stderr.contains(word) && health.to_string().contains(word),
+            "{name}: C said {:?}, Rust {health}",
+            c.stderr
+        );
+        // An untrusted file is no publication at all; a writer ahead is a verdict.
+        assert_eq!(
+            health.is_unusable(),
+            word == "untrusted",
+            "{name}: {health}"
+        );
+    }
+
+    // Not a regular file: a symbolic link to a good copy, a directory, and a
+    // FIFO (which must not block the open).
+    let good = dir.path().join("good");
+    std::fs::write(&good, &original).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let sub = dir.path().join("subdir");
+    std::fs::create_dir(&sub).unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = run(Command::new("mkfifo").arg(&fifo));
+    assert_eq!(made.code, Some(0), "mkfifo: {}", made.stderr);
+    for path in [&link, &sub, &fifo] {
+        let c = same(&bin, path, "lp1", "EURUSD", long, "stale");
+        let health = Reader::open(path).health(now_ns());
+        assert!(
+            c.stderr.contains("untrusted") && matches!(health, tickguard::Health::Untrusted(_)),
+            "{}: C said {:?}, Rust {health}",
+            path.display(),
+            c.stderr
+        );
+    }
+    drop(h);
+    drop(p);
 }

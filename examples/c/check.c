@@ -3,12 +3,13 @@
  * the header-only C reader (include/tickguard.h).
  *
  *     cc -std=c99 -Wall -Wextra -O2 -Iinclude -o check examples/c/check.c
- *     ./check /dev/shm/tickguard lp1 EURUSD [DEAD_AFTER_MS]
+ *     ./check /dev/shm/tickguard lp1 EURUSD [DEAD_AFTER_MS [OWNER_UID]]
  *
  * Prints "ok" or "rejected: REASON|REASON..." (the Rust reader's names and
  * order), then "version: N" when a slot was read. Why the writer is not
  * trusted, if it is not, goes to stderr. DEAD_AFTER_MS bounds the writer
- * heartbeat's age (default 100).
+ * heartbeat's age (default 100). OWNER_UID is the user that must own the
+ * file (default: this user; root is always accepted).
  *
  * Exit status: 0 ok, 1 rejected, 2 usage error.
  */
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 
 static int usage(void) {
-    fprintf(stderr, "usage: check SHM_PATH FEED SYMBOL [DEAD_AFTER_MS]\n");
+    fprintf(stderr, "usage: check SHM_PATH FEED SYMBOL [DEAD_AFTER_MS [OWNER_UID]]\n");
     return 2;
 }
 
@@ -31,8 +32,9 @@ int main(int argc, char **argv) {
     tg_handle handle;
     char text[64];
     int err;
+    uid_t owner = geteuid();
 
-    if (argc < 4 || argc > 5) return usage();
+    if (argc < 4 || argc > 6) return usage();
     path = argv[1];
     feed = argv[2];
     symbol = argv[3];
@@ -48,9 +50,20 @@ int main(int argc, char **argv) {
         }
         dead_after_ns = (uint64_t)ms * 1000000u;
     }
+    if (argc == 6) {
+        char *end = NULL;
+        unsigned long uid;
+        errno = 0;
+        uid = strtoul(argv[5], &end, 10);
+        if (errno != 0 || end == argv[5] || *end != '\0' || argv[5][0] == '-' || uid != (unsigned long)(uid_t)uid) {
+            fprintf(stderr, "check: OWNER_UID must be a uid, got '%s'\n", argv[5]);
+            return usage();
+        }
+        owner = (uid_t)uid;
+    }
 
     /* A reader that failed to open still answers: stale. */
-    err = tg_open(&reader, path, dead_after_ns);
+    err = tg_open_owned(&reader, path, dead_after_ns, owner);
     if (err != 0) fprintf(stderr, "check: %s: %s\n", path, strerror(err));
 
     now = tg_now_ns();

@@ -3,6 +3,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod file;
 pub mod udp;
 
 use std::io;

@@ -1,0 +1,463 @@
+//! One writer per publication path, and a start that fails leaves the file
+//! at the path alone: `tickguard run` (and `demo`) in child processes against
+//! a live or a closed publication, a file that is not one, and a filesystem
+//! too small for it. Also `check` and `stat` on what is not a usable
+//! publication.
+
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tickguard::reader::now_ns;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+use tickguard::Reader;
+
+/// Longest a `tickguard` child expected to fail at start may run.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A scratch directory under /dev/shm (where publications live), removed on drop.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tickguard-pub-{}-", std::process::id()))
+        .tempdir_in("/dev/shm")
+        .expect("scratch dir in /dev/shm")
+}
+
+/// A configuration at `dir/name.toml` publishing to `shm`, receiving on two
+/// loopback ports; `sidecar` and `metrics` are extra lines for those tables.
+fn config(dir: &Path, name: &str, shm: &Path, sidecar: &str, metrics: &str) -> PathBuf {
+    let text = format!(
+        r#"
+[state]
+capacity = 1024
+[metrics]
+{metrics}
+[sidecar]
+shm_path = "{}"
+idle = "sleep"
+idle_sleep_us = 100
+dead_after_ms = 1000
+{sidecar}
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["127.0.0.1:{}", "127.0.0.1:{}"]
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+clock_offset = 0
+"#,
+        shm.display(),
+        free_port(),
+        free_port()
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const NO_METRICS: &str = "enabled = false";
+
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `tickguard run` and waits until its own publication answers.
+fn start(config: &Path, shm: &Path) -> Running {
+    let child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let r = Running { child };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let reader = Reader::open(shm);
+        if reader.health(now_ns()).is_ok() && reader.writer_pid() == Some(r.child.id() as u64) {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sidecar did not come up: {}",
+            reader.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command expected to end by itself within [`START_LIMIT`].
+fn finish(cmd: &mut Command) -> Output {
+    let mut child = cmd
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + START_LIMIT;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} still running after {START_LIMIT:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `tickguard run --config CONFIG`, expected to refuse: exit 2 and one
+/// line on stderr, returned.
+fn refused_run(config: &Path) -> String {
+    refused(Command::new(bin()).args(["run", "--config"]).arg(config))
+}
+
+fn refused(cmd: &mut Command) -> String {
+    let out = finish(cmd);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    err
+}
+
+/// Sends one quote for `symbol` to the configuration's first line.
+fn quote(config: &Path, symbol: &str) {
+    let c = tickguard::config::Config::load(config).unwrap();
+    let t = now_ns();
+    let mut b = PacketBuilder::new(t);
+    b.quote(Symbol::parse(symbol).unwrap(), 1, t, 1.0, 1.1);
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(&b.finish(), c.feeds[0].lines[0])
+        .unwrap();
+}
+
+/// `tickguard check lp1 SYMBOL --shm SHM [extra]`: (exit code, stdout, stderr).
+fn check(shm: &Path, symbol: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = finish(
+        Command::new(bin())
+            .args(["check", "lp1", symbol, "--json", "--shm"])
+            .arg(shm)
+            .args(extra),
+    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until `check` answers ok for `symbol` (the quote has arrived).
+fn wait_ok(shm: &Path, symbol: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while check(shm, symbol, &[]).0 != Some(0) {
+        assert!(Instant::now() < deadline, "{symbol} never ok");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The file at `shm` as it is: (inode, bytes).
+fn snapshot(shm: &Path) -> (u64, Vec<u8>) {
+    (
+        std::fs::metadata(shm).unwrap().ino(),
+        std::fs::read(shm).unwrap(),
+    )
+}
+
+/// Names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_second_writer_on_a_live_path_refuses_and_the_first_stays_ok() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let first_cfg = config(dir.path(), "first", &shm, "", NO_METRICS);
+    let first = start(&first_cfg, &shm);
+    let pid = first.child.id();
+    quote(&first_cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let reader = Reader::open(&shm);
+    let eurusd = reader.lookup("lp1", "EURUSD").unwrap();
+    let inode = std::fs::metadata(&shm).unwrap().ino();
+
+    // The same configuration; one whose metrics port is taken; one with a
+    // line that cannot be bound; the demo on the same path.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let busy_metrics = config(
+        dir.path(),
+        "busy-metrics",
+        &shm,
+        "",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let bad_line = dir.path().join("bad-line.toml");
+    std::fs::write(
+        &bad_line,
+        std::fs::read_to_string(&first_cfg)
+            .unwrap()
+            .replacen("127.0.0.1:", "10.255.255.1:", 1),
+    )
+    .unwrap();
+    for cfg in [&first_cfg, &busy_metrics, &bad_line] {
+        let err = refused_run(cfg);
+        assert!(
+            err.contains(&format!("pid {pid}")) && err.contains("tickguard.lock"),
+            "{}: {err}",
+            cfg.display()
+        );
+    }
+    let err = refused(
+        Command::new(bin())
+            .args(["demo", "--duration-s", "1", "--shm"])
+            .arg(&shm),
+    );
+    assert!(err.contains(&format!("pid {pid}")), "demo: {err}");
+
+    // The first writer's file is the one at the path, and its readers stay ok.
+    assert_eq!(std::fs::metadata(&shm).unwrap().ino(), inode);
+    assert!(reader.check(&eurusd, now_ns()).is_ok());
+    let (code, out, err) = check(&shm, "EURUSD", &[]);
+    assert_eq!(code, Some(0), "{out} {err}");
+    assert_eq!(Reader::open(&shm).writer_pid(), Some(pid as u64));
+    assert_eq!(names(dir.path()).len(), 5, "{:?}", names(dir.path()));
+    drop(first);
+}
+
+#[test]
+fn a_start_that_fails_leaves_the_previous_publication_untouched() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "first", &shm, "", NO_METRICS);
+    let mut first = start(&cfg, &shm);
+    // SIGTERM: the publication is closed and stays, as after any clean stop.
+    let term = Command::new("kill")
+        .arg("-TERM")
+        .arg(first.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(first.child.wait().unwrap().success());
+    let before = snapshot(&shm);
+    let files = names(dir.path());
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let busy_metrics = config(
+        dir.path(),
+        "busy-metrics",
+        &shm,
+        "",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    );
+    let err = refused_run(&busy_metrics);
+    assert!(err.contains(&port.to_string()), "{err}");
+    assert!(
+        snapshot(&shm) == before,
+        "metrics port in use: file changed"
+    );
+
+    let bad_interface = config(
+        dir.path(),
+        "bad-interface",
+        &shm,
+        "interface = \"10.255.255.1\"",
+        NO_METRICS,
+    );
+    std::fs::write(
+        &bad_interface,
+        std::fs::read_to_string(&bad_interface)
+            .unwrap()
+            .replace("127.0.0.1:", "239.255.7.1:"),
+    )
+    .unwrap();
+    let err = refused_run(&bad_interface);
+    assert!(err.contains("239.255.7.1"), "{err}");
+    assert!(snapshot(&shm) == before, "bad interface: file changed");
+    // Nothing left behind (no half-built file) but the new configurations.
+    assert_eq!(names(dir.path()).len(), files.len() + 2);
+
+    // A start that succeeds replaces the closed publication.
+    let second = start(&cfg, &shm);
+    assert_ne!(snapshot(&shm).0, before.0);
+    drop(second);
+}
+
+#[test]
+fn a_file_that_is_not_a_publication_is_never_replaced() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    std::fs::write(&shm, "someone's data\n").unwrap();
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let err = refused_run(&cfg);
+    assert!(err.contains("not a tickguard publication"), "{err}");
+    let err = refused(
+        Command::new(bin())
+            .args(["demo", "--duration-s", "1", "--shm"])
+            .arg(&shm),
+    );
+    assert!(err.contains("not a tickguard publication"), "{err}");
+    assert_eq!(std::fs::read(&shm).unwrap(), b"someone's data\n");
+
+    // Nor a directory.
+    std::fs::remove_file(&shm).unwrap();
+    std::fs::create_dir(&shm).unwrap();
+    let err = refused_run(&cfg);
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(shm.is_dir());
+}
+
+/// A filesystem too small for the publication is a start-up error, not a
+/// SIGBUS once the sidecar runs: a 1 MiB tmpfs in a private mount namespace.
+#[test]
+fn a_filesystem_too_small_is_a_clear_start_up_error() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to mount a tmpfs in a private mount namespace");
+        return;
+    }
+    let dir = scratch();
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let shm = small.join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("capacity = 1024", "capacity = 65536");
+    std::fs::write(&cfg, text).unwrap();
+    let out = finish(
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "sh",
+                "-c",
+                "mount -t tmpfs -o size=1m none \"$1\" && exec \"$2\" run --config \"$3\"",
+                "sh",
+            ])
+            .arg(&small)
+            .arg(bin())
+            .arg(&cfg),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&shm.display().to_string()) && err.contains("No space left"),
+        "{err}"
+    );
+    // The tmpfs was private: nothing was written here.
+    assert_eq!(names(&small), Vec::<String>::new());
+}
+
+#[test]
+fn check_and_stat_exit_2_without_a_usable_publication() {
+    let dir = scratch();
+    let missing = dir.path().join("missing");
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![7u8; 8192]).unwrap();
+    let writable = dir.path().join("writable");
+    std::fs::write(&writable, vec![0u8; 8192]).unwrap();
+    std::fs::set_permissions(
+        &writable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    for (path, word) in [
+        (&missing, "no publication"),
+        (&garbage, "not a tickguard publication"),
+        (&writable, "untrusted"),
+    ] {
+        let (code, out, err) = check(path, "EURUSD", &[]);
+        assert_eq!(code, Some(2), "{}: {out} {err}", path.display());
+        assert!(out.is_empty() && err.lines().count() == 1, "{out} {err}");
+        assert!(err.contains(word), "{err}");
+        let err = refused(
+            Command::new(bin())
+                .args(["stat", "--once", "--shm"])
+                .arg(path),
+        );
+        assert!(err.contains(word), "{err}");
+    }
+}
+
+/// The expected owner: by default this user or root; `--owner` names
+/// another, by uid or name.
+#[test]
+fn check_trusts_the_named_owner() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to give a file to another user");
+        return;
+    }
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let config = tickguard::config::Config::load(&c).unwrap();
+    let p = tickguard::shm::Publication::create(&shm, 0o640, &config, now_ns(), 1_000_000).unwrap();
+    p.ready();
+    std::os::unix::fs::chown(&shm, Some(65534), None).unwrap();
+    p.heartbeat(now_ns());
+    let (code, _, err) = check(&shm, "EURUSD", &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("owned by uid 65534"), "{err}");
+    for owner in ["65534", "nobody"] {
+        p.heartbeat(now_ns());
+        let (code, out, err) = check(
+            &shm,
+            "EURUSD",
+            &["--owner", owner, "--dead-after-ms", "600000"],
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).expect(&err);
+        assert_eq!(code, Some(1), "{out} {err}");
+        assert_eq!(v["reasons"], serde_json::json!(["no_quote"]), "{v}");
+        assert_eq!(v["health"], "writer alive", "{v}");
+    }
+    let (code, _, err) = check(&shm, "EURUSD", &["--owner", "no-such-user-here"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no user 'no-such-user-here'"), "{err}");
+    // A closed publication is a verdict: stale, exit 1.
+    p.close();
+    let (code, out, _) = check(&shm, "EURUSD", &["--owner", "nobody"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("closed"), "{out}");
+}
