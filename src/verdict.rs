@@ -25,16 +25,24 @@ impl Reasons {
     pub const STALE_AT_SOURCE: Reasons = Reasons(1 << 2);
     /// A gap not yet repaired, or a delta feed still waiting for a snapshot.
     pub const SUSPECT: Reasons = Reasons(1 << 3);
-    /// The last price message was invalid.
+    /// The last price message was invalid (SQF), or the book is crossed.
     pub const INVALID_PRICE: Reasons = Reasons(1 << 4);
+    /// Trading in the instrument is halted, paused or quotation-only (an
+    /// exchange feed's trading state; SQF never sets it).
+    pub const HALTED: Reasons = Reasons(1 << 5);
+    /// The market is closed: outside the feed's trading hours, or after its
+    /// end of session (an exchange feed's; SQF never sets it).
+    pub const CLOSED: Reasons = Reasons(1 << 6);
 
     /// Every reason, in the order they are reported.
-    pub const ORDER: [(Reasons, &'static str); 5] = [
+    pub const ORDER: [(Reasons, &'static str); 7] = [
         (Reasons::NO_QUOTE, "no_quote"),
         (Reasons::STALE, "stale"),
         (Reasons::STALE_AT_SOURCE, "stale_at_source"),
         (Reasons::SUSPECT, "suspect"),
         (Reasons::INVALID_PRICE, "invalid_price"),
+        (Reasons::HALTED, "halted"),
+        (Reasons::CLOSED, "closed"),
     ];
 
     /// No reason: `ok`.
@@ -61,7 +69,7 @@ impl Reasons {
 
     /// From raw bits; unknown bits are dropped.
     pub fn from_bits(bits: u8) -> Reasons {
-        Reasons(bits & 0x1f)
+        Reasons(bits & 0x7f)
     }
 
     /// Reason names in report order.

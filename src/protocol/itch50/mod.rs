@@ -7,6 +7,7 @@
 //! only a checked packet hands out messages, whose getters then cannot fail.
 
 pub mod book;
+pub mod feed;
 pub mod map;
 pub mod message;
 pub mod mold;

@@ -197,6 +197,12 @@ impl Sequencer {
         self.session
     }
 
+    /// True for a session this stream had before its current one (a
+    /// packet of it is a late copy: counted, otherwise ignored).
+    pub fn is_past(&self, session: Session) -> bool {
+        self.past.contains(&session)
+    }
+
     /// The next sequence to apply, `None` before the session's first packet.
     pub fn next(&self) -> Option<u64> {
         self.next
