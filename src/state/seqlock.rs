@@ -8,12 +8,14 @@
 //! progress and grows by 2 per write, so it also counts changes. The layout
 //! is one `u64` (`include/tickguard.h` repeats the protocol for C).
 //!
-//! Under `--cfg loom` the stamp and fences are loom's, and a model checks
-//! writer against reader (`tools/test` runs it).
+//! Built with `--cfg tickguard_loom`, the stamp and fences are loom's and a
+//! model checks writer against reader (`tools/test` runs it). The cfg is not
+//! the usual `loom`: that one also switches tokio's `net` module off, which
+//! `hyper-util` (under `metrics-exporter-prometheus`) needs.
 
-#[cfg(loom)]
+#[cfg(tickguard_loom)]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(tickguard_loom))]
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// A seqlock stamp: odd while a write is in progress, +2 per write.
@@ -94,7 +96,7 @@ impl SeqLock {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(tickguard_loom)))]
 mod tests {
     use super::*;
     use std::mem::{align_of, size_of};
@@ -122,7 +124,7 @@ mod tests {
 /// Writer against reader over two words that must always agree, every
 /// interleaving and every value the memory model allows a load to see, up
 /// to a preemption bound (`LOOM_MAX_PREEMPTIONS`, 3 unless set).
-#[cfg(all(test, loom))]
+#[cfg(all(test, tickguard_loom))]
 mod loom_model {
     use super::*;
     use loom::sync::Arc;
