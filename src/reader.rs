@@ -108,6 +108,22 @@ pub enum Health {
 /// reader gives up and answers `stale` (about a millisecond of spinning).
 pub const MAX_RETRIES: u32 = 1 << 16;
 
+/// Repeats a seqlock read `attempt` while it overlaps a write, counting the
+/// failed attempts in `retries`; `None` once they reach [`MAX_RETRIES`].
+#[inline(always)]
+fn retry<T>(retries: &mut u32, mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
+    loop {
+        if let Some(v) = attempt() {
+            return Some(v);
+        }
+        *retries += 1;
+        if *retries >= MAX_RETRIES {
+            return None;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 impl Health {
     /// True when answers can be trusted.
     pub fn is_ok(&self) -> bool {
@@ -483,25 +499,11 @@ impl Reader {
             );
         };
         let mut retries = 0u32;
-        let record: Record = loop {
-            if let Some(r) = slot.try_read() {
-                break r;
-            }
-            retries += 1;
-            if retries >= MAX_RETRIES {
-                return (Verdict::dead(Health::Busy), retries);
-            }
-            std::hint::spin_loop();
+        let Some(record) = retry(&mut retries, || slot.try_read()) else {
+            return (Verdict::dead(Health::Busy), retries);
         };
-        let offset = loop {
-            if let Some(o) = shm::read_offset(block) {
-                break o;
-            }
-            retries += 1;
-            if retries >= MAX_RETRIES {
-                return (Verdict::dead(Health::Busy), retries);
-            }
-            std::hint::spin_loop();
+        let Some(offset) = retry(&mut retries, || shm::read_offset(block)) else {
+            return (Verdict::dead(Health::Busy), retries);
         };
         let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
             Reasons::NO_QUOTE

@@ -57,13 +57,14 @@
 
 use crate::config::Config;
 use crate::rules::FeedKind;
+use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// "TKGUARD1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TKGUARD1");
@@ -152,7 +153,7 @@ pub struct FeedBlock {
     pub source_ns: AtomicU64,
     pub lines: [AtomicU64; 2],
     reserved0: [AtomicU64; 3],
-    pub offset_stamp: AtomicU64,
+    pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
     reserved1: [AtomicU64; 13],
@@ -685,20 +686,16 @@ impl Publication {
         let Some(b) = self.views.feeds().get(feed as usize) else {
             return;
         };
-        let s = b.offset_stamp.load(Ordering::Relaxed);
-        if b.offset_lo.load(Ordering::Relaxed) == offset as u64
-            && b.offset_hi.load(Ordering::Relaxed) == ((offset >> 64) as u64)
-        {
+        let (lo, hi) = (offset as u64, (offset >> 64) as u64);
+        // Relaxed: the writer reads back its own stores.
+        if b.offset_lo.load(Ordering::Relaxed) == lo && b.offset_hi.load(Ordering::Relaxed) == hi {
             return;
         }
-        b.offset_stamp.store(s.wrapping_add(1), Ordering::Relaxed);
-        // Release fence: orders the odd stamp before the words (pairs with
-        // the reader's Acquire fence).
-        fence(Ordering::Release);
-        b.offset_lo.store(offset as u64, Ordering::Relaxed);
-        b.offset_hi.store((offset >> 64) as u64, Ordering::Relaxed);
-        // Release: pairs with the reader's Acquire load of the stamp.
-        b.offset_stamp.store(s.wrapping_add(2), Ordering::Release);
+        b.offset_stamp.write(|| {
+            // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
+            b.offset_lo.store(lo, Ordering::Relaxed);
+            b.offset_hi.store(hi, Ordering::Relaxed);
+        });
     }
 
     /// Stores counter `id` of `feed` (relaxed: a statistic).
@@ -717,16 +714,14 @@ impl Publication {
 
 /// Reads a feed block's clock offset; `None` while a write is in progress.
 pub(crate) fn read_offset(b: &FeedBlock) -> Option<i128> {
-    // Acquire: pairs with the Release store of the even stamp.
-    let s1 = b.offset_stamp.load(Ordering::Acquire);
-    if s1 & 1 == 1 {
-        return None;
-    }
-    let lo = b.offset_lo.load(Ordering::Relaxed);
-    let hi = b.offset_hi.load(Ordering::Relaxed);
-    // Acquire fence: the word loads stay before the stamp re-load.
-    fence(Ordering::Acquire);
-    (b.offset_stamp.load(Ordering::Relaxed) == s1).then_some(((hi as i128) << 64) | lo as i128)
+    let ((lo, hi), _) = b.offset_stamp.try_read(|| {
+        // Relaxed: ordered by the seqlock's stamp and fences.
+        (
+            b.offset_lo.load(Ordering::Relaxed),
+            b.offset_hi.load(Ordering::Relaxed),
+        )
+    })?;
+    Some(((hi as i128) << 64) | lo as i128)
 }
 
 /// A feed block's name.

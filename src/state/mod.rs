@@ -6,6 +6,7 @@
 mod index;
 mod prefetch;
 pub use prefetch::prefetch;
+pub mod seqlock;
 pub mod slot;
 
 use crate::shm::Publication;

@@ -20,10 +20,11 @@
 //! | 10 | source_ns | source threshold, ns |
 //! | 11..15 | reserved | zero |
 
+use super::seqlock::SeqLock;
 use crate::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Payload words per slot (the layout's size).
 pub const WORDS: usize = 15;
@@ -56,7 +57,7 @@ mod meta {
 #[repr(C, align(128))]
 #[derive(Default)]
 pub struct Slot {
-    stamp: AtomicU64,
+    stamp: SeqLock,
     words: [AtomicU64; WORDS],
 }
 
@@ -80,56 +81,42 @@ impl Slot {
     /// Returns the copy and the number of retries.
     #[inline]
     pub fn read(&self) -> (Record, u32) {
-        let mut retries = 0u32;
-        loop {
-            if let Some(r) = self.try_read() {
-                return (r, retries);
-            }
-            retries = retries.saturating_add(1);
-            std::hint::spin_loop();
-        }
+        let (w, stamp, retries) = self.stamp.read(|| self.load_words());
+        (decode(&w, stamp), retries)
     }
 
     /// One attempt at a consistent copy; `None` if a write overlapped.
     #[inline]
     pub fn try_read(&self) -> Option<Record> {
-        // Acquire: pairs with the Release store of the even stamp in
-        // `publish`, so the words written before it are visible below.
-        let s1 = self.stamp.load(Ordering::Acquire);
-        if s1 & 1 == 1 {
-            return None;
-        }
-        let mut w = [0u64; USED];
-        for (dst, src) in w.iter_mut().zip(&self.words) {
-            // Relaxed: ordered by the fences around them.
-            *dst = src.load(Ordering::Relaxed);
-        }
-        // Acquire fence: keeps the word loads above before the stamp re-load
-        // below; pairs with the Release fence after the odd stamp in `publish`,
-        // so if any word came from a newer write, s2 sees that write's stamp.
-        fence(Ordering::Acquire);
-        let s2 = self.stamp.load(Ordering::Relaxed);
-        (s1 == s2).then(|| decode(&w, s1))
+        let (w, stamp) = self.stamp.try_read(|| self.load_words())?;
+        Some(decode(&w, stamp))
     }
 
     /// The writer's view of its own slot: no seqlock needed, since only the
     /// writer stores to it. Must only be called by the writer thread.
     #[inline]
     pub fn load_own(&self) -> Record {
+        decode(&self.load_words(), self.stamp.writer_stamp())
+    }
+
+    /// The words in use, each loaded on its own.
+    #[inline(always)]
+    fn load_words(&self) -> [u64; USED] {
         let mut w = [0u64; USED];
         for (dst, src) in w.iter_mut().zip(&self.words) {
-            // Relaxed: the writer reads back its own stores.
+            // Relaxed: inside a read, ordered by the seqlock's stamp and
+            // fences; in `load_own`, the writer reads back its own stores.
             *dst = src.load(Ordering::Relaxed);
         }
-        decode(&w, self.stamp.load(Ordering::Relaxed))
+        w
     }
 
     /// Gives an empty slot its identity and a fresh state. Single writer only.
     pub fn init(&self, feed: u16, symbol: Symbol, th: Thresholds) {
         let w = encode(feed, symbol, &SymbolState::default(), th);
-        self.write(|| {
+        self.stamp.write(|| {
             for (dst, src) in self.words.iter().zip(&w) {
-                // Relaxed: published by the Release store of the stamp in `write`.
+                // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
                 dst.store(*src, Ordering::Relaxed);
             }
         });
@@ -153,9 +140,9 @@ impl Slot {
     #[cfg(test)]
     fn publish(&self, feed: u16, state: &SymbolState) {
         let w = encode_state(feed, state);
-        self.write(|| {
+        self.stamp.write(|| {
             for i in STATE_WORDS {
-                // Relaxed: published by the Release store of the stamp in `write`.
+                // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
                 self.words[i].store(w[i], Ordering::Relaxed);
             }
         });
@@ -166,7 +153,7 @@ impl Slot {
     /// out), then the stamp goes even. Writer thread only.
     #[inline(always)]
     pub fn update<R>(&self, rules: impl FnOnce(&mut InPlace<'_>) -> R) -> R {
-        self.write(|| {
+        self.stamp.write(|| {
             // Relaxed loads: the writer reads back its own stores.
             let mut w = InPlace {
                 words: &self.words,
@@ -174,27 +161,11 @@ impl Slot {
                 last_seq: self.words[word::LAST_SEQ].load(Ordering::Relaxed),
             };
             let r = rules(&mut w);
-            // Relaxed: published by the Release store of the stamp in `write`.
+            // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
             self.words[word::META].store(w.meta, Ordering::Relaxed);
             self.words[word::LAST_SEQ].store(w.last_seq, Ordering::Relaxed);
             r
         })
-    }
-
-    /// The seqlock write protocol around `store`.
-    #[inline(always)]
-    fn write<R>(&self, store: impl FnOnce() -> R) -> R {
-        // Relaxed: only this thread writes the stamp.
-        let s = self.stamp.load(Ordering::Relaxed);
-        // Odd stamp: write in progress.
-        self.stamp.store(s.wrapping_add(1), Ordering::Relaxed);
-        // Release fence: the odd stamp is ordered before the word stores;
-        // pairs with the reader's Acquire fence before its stamp re-load.
-        fence(Ordering::Release);
-        let r = store();
-        // Release: pairs with the reader's Acquire load of the stamp.
-        self.stamp.store(s.wrapping_add(2), Ordering::Release);
-        r
     }
 }
 
@@ -505,5 +476,79 @@ mod tests {
         for r in readers {
             assert!(r.join().unwrap() >= 1000);
         }
+    }
+
+    /// The real write path: one writer thread runs the rules in place
+    /// (`Slot::update`) over quotes, snapshots and heartbeats with gaps,
+    /// duplicates and invalid prices; readers on other threads check every
+    /// copy against the state the same messages give on a plain
+    /// `SymbolState` after as many updates as its stamp counts, so a copy
+    /// mixing two updates' words never passes.
+    #[test]
+    fn no_torn_reads_through_update() {
+        use crate::rules::{self, FeedKind};
+        const UPDATES: usize = 200_000;
+        /// Update `k`: a heartbeat, a snapshot or a quote; sequences with
+        /// gaps and duplicates, every 13th price invalid.
+        fn step(s: &mut impl RuleState, k: u64) {
+            let seq = k + k / 7 - k / 11;
+            let price = Price {
+                bid: if k.is_multiple_of(13) {
+                    f64::NAN
+                } else {
+                    k as f64
+                },
+                ask: k as f64 + 0.5,
+                source_time: k * 3,
+            };
+            match k % 10 {
+                0 => rules::heartbeat(s, seq, k * 5),
+                1 => rules::snapshot(s, seq, price, k * 5),
+                _ => rules::quote(s, FeedKind::Delta, seq, price, k * 5),
+            };
+        }
+        let mut plain = SymbolState::default();
+        let mut expected = vec![plain];
+        for k in 1..=UPDATES as u64 {
+            step(&mut plain, k);
+            expected.push(plain);
+        }
+        let distinct = expected.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(distinct > UPDATES / 2, "the messages change the state");
+
+        let slot = Arc::new(Slot::default());
+        let sym = Symbol::parse("TORN").unwrap();
+        let th = Thresholds {
+            stale_ns: 3,
+            source_ns: 4,
+        };
+        slot.init(2, sym, th);
+        let base = slot.load_own().version;
+        let expected = Arc::new(expected);
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (slot, stop, expected) = (slot.clone(), stop.clone(), expected.clone());
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    while !stop.load(Ordering::Relaxed) || reads < 1000 {
+                        let (r, _) = slot.read();
+                        let k = ((r.version - base) / 2) as usize;
+                        assert_eq!(r.state, expected[k], "torn read after {k} updates");
+                        assert_eq!((r.feed, r.symbol, r.thresholds), (2, Some(sym), th));
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for k in 1..=UPDATES as u64 {
+            slot.update(|s| step(s, k));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() >= 1000);
+        }
+        assert_eq!(slot.load_own().state, expected[UPDATES]);
     }
 }

@@ -8,10 +8,13 @@
 use clap::{Parser, Subcommand};
 
 mod all;
-mod check;
+mod check_latency;
 mod decode_apply;
+mod harness;
 mod live;
+mod memory;
 mod replay_throughput;
+mod soak;
 mod tick_to_publish;
 
 #[derive(Parser)]
@@ -35,18 +38,18 @@ enum Row {
     /// Live receive: sidecar drain of a pre-filled queue against a bare recvmmsg loop and a naive tokio receiver; paced stream.
     Live(live::Args),
     /// Reader::check latency from another process at 1M updates/s and full speed, against a Unix-socket query.
-    CheckLatency(check::LatencyArgs),
+    CheckLatency(check_latency::LatencyArgs),
     /// Resident memory of the sidecar with 100,000 symbols in its table.
-    Memory(check::MemoryArgs),
+    Memory(memory::MemoryArgs),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
-    Soak(check::SoakArgs),
+    Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
     All(all::Args),
     /// The Markdown table of an existing BENCHMARKS.json.
     Table(all::TableArgs),
     /// The verdict server `check-latency` compares against (internal).
     #[command(hide = true)]
-    UnixServer(check::ServerArgs),
+    UnixServer(check_latency::ServerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -56,10 +59,10 @@ fn main() -> anyhow::Result<()> {
         Row::DecodeApply(a) => decode_apply::run(&a)?,
         Row::TickToPublish(a) => tick_to_publish::run(&a)?,
         Row::Live(a) => live::run(&a)?,
-        Row::CheckLatency(a) => check::latency(&a)?,
-        Row::Memory(a) => check::memory(&a)?,
-        Row::Soak(a) => check::soak(&a)?,
-        Row::UnixServer(a) => check::unix_server(&a)?,
+        Row::CheckLatency(a) => check_latency::latency(&a)?,
+        Row::Memory(a) => memory::memory(&a)?,
+        Row::Soak(a) => soak::soak(&a)?,
+        Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,
     };
