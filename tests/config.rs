@@ -221,3 +221,35 @@ fn readme_lists_every_range() {
         assert!(readme.contains(&row), "README lacks the row {row}");
     }
 }
+
+/// A file that never ends, one too large, or one that is not text: one line
+/// naming the file, promptly.
+#[test]
+fn endless_large_or_binary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let large = dir.path().join("large.toml");
+    std::fs::write(&large, "# padding\n".repeat(200_000)).unwrap();
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(&binary, b"[state]\ncapacity = 1\xff\xfe\n").unwrap();
+    let cases = [
+        (Path::new("/dev/zero"), "larger than 1048576 bytes"),
+        (large.as_path(), "larger than 1048576 bytes"),
+        (binary.as_path(), "not UTF-8"),
+    ];
+    for (path, what) in cases {
+        let out = Command::cargo_bin("tickguard")
+            .unwrap()
+            .args(["run", "--config"])
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        assert_eq!(err.matches('\n').count(), 1, "{err:?}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(what),
+            "{err}"
+        );
+    }
+}
