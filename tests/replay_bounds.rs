@@ -60,6 +60,8 @@ fn rising_delay_replays_in_bounded_memory() {
     });
     let cfg = config(dir.path());
     let summary = dir.path().join("summary.json");
+    // Reaped by wait4 below, which also reports its peak memory.
+    #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .arg("replay")
         .arg(&cap)
