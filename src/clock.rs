@@ -12,14 +12,24 @@
 //! 128 bits, so no `send_time` however wild can wrap or saturate the estimate.
 //!
 //! Its length is the number of packets in the window that could still become
-//! the minimum: small on a jittery link, but up to every packet in the window
-//! when the provider's clock runs slow and jitter is low. The queue grows (it
-//! starts at [`INITIAL_QUEUE`] entries) up to a cap chosen by the caller:
-//! replay passes no cap and is exact; the live receiver preallocates its cap
-//! so it never allocates. If a stream ever fills the cap, the two oldest
-//! entries are merged keeping the *lower* value for the later time: the
-//! estimate can then only be lower than exact, which makes source ages larger
-//! — never a falsely fresh quote — and [`OffsetEstimator::merges`] counts it.
+//! the minimum: small on a jittery link, but every packet in the window when
+//! `arrival − send_time` keeps rising (a provider clock that runs slow, a
+//! delay that builds up). Each of those packets is needed: once the older
+//! ones leave the window, each becomes the minimum in turn, and an exact
+//! estimate cannot forget any of them. What is bounded is their cost and
+//! their number: both columns only ever rise along the queue, so an entry is
+//! stored as the two differences from the one before it, as LEB128 varints
+//! (3 bytes for packets a microsecond apart whose delay rises by a few ns;
+//! 20 at most, against 32 for the entry itself), and the window is at most
+//! an hour (`offset_window_ms`).
+//!
+//! The queue grows (it starts at [`INITIAL_QUEUE`] entries) up to a cap chosen
+//! by the caller: replay passes no cap and is exact; the live receiver
+//! preallocates its cap so it never allocates. If a stream ever fills the
+//! cap, the two oldest entries are merged keeping the *lower* value for the
+//! later time: the estimate can then only be lower than exact, which makes
+//! source ages larger — never a falsely fresh quote — and
+//! [`OffsetEstimator::merges`] counts it.
 
 use std::collections::VecDeque;
 
@@ -40,12 +50,165 @@ pub const INITIAL_QUEUE: usize = 4096;
 /// No cap: the queue holds whatever the window needs (replay).
 pub const UNBOUNDED: usize = usize::MAX;
 
+/// Most bytes one queued entry takes: two varints of at most 70 bits.
+pub const ENTRY_MAX_BYTES: usize = 20;
+
+/// The monotone queue of (arrival ns, arrival − send_time ns): arrivals
+/// non-decreasing and values strictly increasing from front to back, so
+/// each entry after the front is stored as its two differences from the
+/// entry before it, LEB128-coded (an arrival difference fits 64 bits, a
+/// value difference 65: both within [`ENTRY_MAX_BYTES`]).
+#[derive(Debug, Clone)]
+struct Queue {
+    front: (u64, i128),
+    back: (u64, i128),
+    len: usize,
+    /// For each entry after the front: varint(arrival − previous arrival),
+    /// then varint(value − previous value).
+    deltas: VecDeque<u8>,
+}
+
+impl Queue {
+    fn with_capacity(entries: usize) -> Queue {
+        Queue {
+            front: (0, 0),
+            back: (0, 0),
+            len: 0,
+            deltas: VecDeque::with_capacity(entries.saturating_mul(ENTRY_MAX_BYTES)),
+        }
+    }
+
+    #[inline]
+    fn front(&self) -> Option<(u64, i128)> {
+        (self.len > 0).then_some(self.front)
+    }
+
+    #[inline]
+    fn back(&self) -> Option<(u64, i128)> {
+        (self.len > 0).then_some(self.back)
+    }
+
+    /// Appends an entry with an arrival not below and a value above the back's.
+    #[inline]
+    fn push_back(&mut self, e: (u64, i128)) {
+        if self.len == 0 {
+            self.front = e;
+        } else {
+            put(&mut self.deltas, u128::from(e.0 - self.back.0));
+            put(&mut self.deltas, (e.1 - self.back.1) as u128);
+        }
+        self.back = e;
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop_back(&mut self) {
+        if self.len > 1 {
+            let dv = take_back(&mut self.deltas);
+            let da = take_back(&mut self.deltas);
+            self.back = (self.back.0 - da as u64, self.back.1 - dv as i128);
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    /// Removes the front; the next entry becomes the front.
+    #[inline]
+    fn pop_front(&mut self) -> (u64, u128) {
+        let mut d = (0, 0);
+        if self.len > 1 {
+            d = (
+                take_front(&mut self.deltas) as u64,
+                take_front(&mut self.deltas),
+            );
+            self.front = (self.front.0 + d.0, self.front.1 + d.1 as i128);
+        }
+        self.len = self.len.saturating_sub(1);
+        d
+    }
+
+    /// Merges the two oldest entries (at least two) into one at the time of
+    /// the second with the value of the first.
+    fn merge_front(&mut self) {
+        let v0 = self.front.1;
+        let (_, dv1) = self.pop_front();
+        self.front.1 = v0;
+        if self.len == 1 {
+            self.back.1 = v0;
+        } else {
+            // The next entry's value difference now counts from v0.
+            let da = take_front(&mut self.deltas);
+            let dv = take_front(&mut self.deltas) + dv1;
+            put_front(&mut self.deltas, dv);
+            put_front(&mut self.deltas, da);
+        }
+    }
+
+    /// Bytes the entries after the front take.
+    fn bytes(&self) -> usize {
+        self.deltas.len()
+    }
+}
+
+/// Appends `x` as a LEB128 varint: 7 bits a byte, low bits first, the high
+/// bit set on every byte but the last.
+#[inline]
+fn put(q: &mut VecDeque<u8>, mut x: u128) {
+    while x >= 0x80 {
+        q.push_back(x as u8 | 0x80);
+        x >>= 7;
+    }
+    q.push_back(x as u8);
+}
+
+/// Prepends `x` as a LEB128 varint.
+fn put_front(q: &mut VecDeque<u8>, x: u128) {
+    let mut bytes = [0u8; ENTRY_MAX_BYTES];
+    let mut n = 0;
+    let mut x = x;
+    while x >= 0x80 {
+        bytes[n] = x as u8 | 0x80;
+        x >>= 7;
+        n += 1;
+    }
+    bytes[n] = x as u8;
+    for &b in bytes[..=n].iter().rev() {
+        q.push_front(b);
+    }
+}
+
+/// Removes and decodes the first varint.
+#[inline]
+fn take_front(q: &mut VecDeque<u8>) -> u128 {
+    let (mut x, mut shift) = (0u128, 0);
+    while let Some(b) = q.pop_front() {
+        x |= u128::from(b & 0x7f) << shift;
+        shift += 7;
+        if b < 0x80 {
+            break;
+        }
+    }
+    x
+}
+
+/// Removes and decodes the last varint: its last byte has the high bit
+/// clear, the bytes before it in the same varint have it set, and the byte
+/// before those ends the previous varint.
+#[inline]
+fn take_back(q: &mut VecDeque<u8>) -> u128 {
+    let mut x = u128::from(q.pop_back().unwrap_or(0));
+    while let Some(&b) = q.back().filter(|&&b| b >= 0x80) {
+        q.pop_back();
+        x = x << 7 | u128::from(b & 0x7f);
+    }
+    x
+}
+
 /// One feed's clock-offset estimate.
 #[derive(Debug, Clone)]
 pub struct OffsetEstimator {
     mode: OffsetMode,
     /// Monotone queue: (arrival ns, arrival − send_time ns).
-    queue: VecDeque<(u64, i128)>,
+    queue: Queue,
     /// Most entries the queue may hold.
     cap: usize,
     /// Latest arrival fed in, ns; arrivals are made monotone against it.
@@ -69,7 +232,7 @@ impl OffsetEstimator {
         };
         OffsetEstimator {
             mode,
-            queue: VecDeque::with_capacity(initial),
+            queue: Queue::with_capacity(initial),
             cap,
             latest: 0,
             offset: match mode {
@@ -93,6 +256,11 @@ impl OffsetEstimator {
         self.merges
     }
 
+    /// Entries in the window's queue, and the bytes they take beyond the first.
+    pub fn queued(&self) -> (usize, usize) {
+        (self.queue.len, self.queue.bytes())
+    }
+
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
     ///
     /// Arrival times are expected in order (they are, live; a capture whose
@@ -108,24 +276,21 @@ impl OffsetEstimator {
         let v = arrival as i128 - send_time as i128;
         // Drop from the back every entry not lower than the new one: it can
         // never be the minimum again while the new one is in the window.
-        while self.queue.back().is_some_and(|&(_, b)| b >= v) {
+        while self.queue.back().is_some_and(|(_, b)| b >= v) {
             self.queue.pop_back();
         }
-        if self.queue.len() >= self.cap {
+        if self.queue.len >= self.cap {
             // Full: merge the two oldest into (time of the second, value of the first).
-            if let (Some((_, v0)), Some(second)) = (self.queue.pop_front(), self.queue.front_mut())
-            {
-                second.1 = v0;
-            }
+            self.queue.merge_front();
             self.merges += 1;
         }
         self.queue.push_back((a, v));
         // Expire from the front: keep a_q > a_p − W. The newest entry has
         // a_q = a_p and W > 0, so the queue never empties here.
-        while self.queue.front().is_some_and(|&(t, _)| a - t >= window_ns) {
+        while self.queue.front().is_some_and(|(t, _)| a - t >= window_ns) {
             self.queue.pop_front();
         }
-        self.offset = self.queue.front().map_or(v, |&(_, m)| m);
+        self.offset = self.queue.front().map_or(v, |(_, m)| m);
     }
 }
 
@@ -211,7 +376,79 @@ mod tests {
         assert_eq!(e.merges(), 0);
     }
 
+    /// The queue of a rising delay keeps every packet (all are needed), at
+    /// three bytes each for packets a microsecond apart.
+    #[test]
+    fn rising_offsets_cost_a_few_bytes_per_packet() {
+        let mut e = OffsetEstimator::new(
+            OffsetMode::Auto {
+                window_ns: 3600 * S,
+            },
+            UNBOUNDED,
+        );
+        let n = 100_000u64;
+        for i in 0..n {
+            let a = 1_000 * S + i * 1_000;
+            e.on_packet(a, a - 1_000_000 - i);
+        }
+        let (entries, bytes) = e.queued();
+        assert_eq!(entries as u64, n);
+        assert!(bytes <= 3 * entries, "{bytes} bytes for {entries} entries");
+        assert_eq!(e.offset(), 1_000_000);
+    }
+
+    /// Both ends of the value range, and merges of entries whose difference
+    /// needs all 65 bits.
+    #[test]
+    fn extreme_values_survive_the_coding_and_merges() {
+        for cap in [2, 3, UNBOUNDED] {
+            let mut e = OffsetEstimator::new(
+                OffsetMode::Auto {
+                    window_ns: u64::MAX,
+                },
+                cap,
+            );
+            e.on_packet(0, u64::MAX);
+            e.on_packet(1, 1 << 40);
+            e.on_packet(u64::MAX - 1, 0);
+            e.on_packet(u64::MAX - 1, 1);
+            assert_eq!(e.offset(), -(u64::MAX as i128), "cap {cap}");
+            // The first packet leaves the window; the second is the minimum
+            // unless a merge gave its time the first one's value.
+            e.on_packet(u64::MAX, 0);
+            let second = 1 - (1i128 << 40);
+            assert!(e.offset() <= second, "cap {cap}");
+            assert_eq!(e.offset() == second, cap == UNBOUNDED, "cap {cap}");
+        }
+    }
+
     proptest::proptest! {
+        /// Any arrival gaps and send times: exact without a cap; with a
+        /// cap of 2 to 5 entries, never above exact.
+        #[test]
+        fn wild_times_against_brute_force(
+            steps in proptest::collection::vec((0u64..1 << 40, proptest::num::u64::ANY), 1..200),
+            window in 1u64..1 << 42,
+            cap in 1usize..6,
+        ) {
+            let cap = if cap == 1 { UNBOUNDED } else { cap };
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
+            let mut packets = Vec::new();
+            let mut a = 0u64;
+            for (gap, send) in steps {
+                a = a.saturating_add(gap);
+                packets.push((a, send));
+                e.on_packet(a, send);
+                let exact = brute(&packets, packets.len() - 1, window);
+                if cap == UNBOUNDED {
+                    proptest::prop_assert_eq!(e.offset(), exact);
+                } else {
+                    proptest::prop_assert!(e.offset() <= exact);
+                    proptest::prop_assert!(e.queued().0 <= cap);
+                }
+            }
+        }
+
         #[test]
         fn matches_brute_force(
             steps in proptest::collection::vec((0u64..3_000, 0u64..2_000), 1..300),

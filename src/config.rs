@@ -1,6 +1,11 @@
 //! Configuration: parsed from TOML into plain structs, then validated into a
 //! resolved [`Config`]. Nothing is opened until validation has passed, and
 //! every error is one line that names the file, the line and the key.
+//! Every integer key has a [`Range`] (all in [`RANGES`]; README's
+//! Configuration section lists them with the reasons for their bounds),
+//! `dead_after_ms` is at least [`DEAD_AFTER_HEARTBEATS`] × `heartbeat_ms`, a
+//! feed name is at most [`FEED_NAME_MAX`] printable ASCII bytes, and values
+//! echoed in errors are escaped and cut.
 //!
 //! ```toml
 //! [state]                            # optional
@@ -193,6 +198,9 @@ impl FeedConfig {
     }
 }
 
+/// A value with where it stood in the file (byte offsets), for error lines.
+type Sp<T> = toml::Spanned<T>;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -207,15 +215,15 @@ struct RawConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawState {
-    capacity: Option<i64>,
+    capacity: Option<Sp<i64>>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawMetrics {
     enabled: Option<bool>,
-    listen: Option<String>,
-    interval_ms: Option<i64>,
+    listen: Option<Sp<String>>,
+    interval_ms: Option<Sp<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -227,30 +235,30 @@ struct RawLog {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawSidecar {
-    shm_path: Option<String>,
-    shm_mode: Option<String>,
-    cpu: Option<i64>,
+    shm_path: Option<Sp<String>>,
+    shm_mode: Option<Sp<String>>,
+    cpu: Option<Sp<i64>>,
     idle: Option<Idle>,
-    idle_sleep_us: Option<i64>,
-    rcvbuf_bytes: Option<i64>,
-    batch: Option<i64>,
-    heartbeat_ms: Option<i64>,
-    dead_after_ms: Option<i64>,
-    offset_queue: Option<i64>,
-    interface: Option<String>,
+    idle_sleep_us: Option<Sp<i64>>,
+    rcvbuf_bytes: Option<Sp<i64>>,
+    batch: Option<Sp<i64>>,
+    heartbeat_ms: Option<Sp<i64>>,
+    dead_after_ms: Option<Sp<i64>>,
+    offset_queue: Option<Sp<i64>>,
+    interface: Option<Sp<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFeed {
-    name: String,
-    source: Option<String>,
+    name: Sp<String>,
+    source: Option<Sp<String>>,
     kind: FeedKind,
-    lines: Vec<String>,
-    stale_threshold_ms: i64,
-    source_threshold_ms: i64,
-    clock_offset: Option<RawOffset>,
-    offset_window_ms: Option<i64>,
+    lines: Sp<Vec<String>>,
+    stale_threshold_ms: Sp<i64>,
+    source_threshold_ms: Sp<i64>,
+    clock_offset: Option<Sp<RawOffset>>,
+    offset_window_ms: Option<Sp<i64>>,
     #[serde(default)]
     symbol: Vec<RawSymbol>,
 }
@@ -258,9 +266,9 @@ struct RawFeed {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSymbol {
-    name: String,
-    stale_threshold_ms: Option<i64>,
-    source_threshold_ms: Option<i64>,
+    name: Sp<String>,
+    stale_threshold_ms: Option<Sp<i64>>,
+    source_threshold_ms: Option<Sp<i64>>,
 }
 
 /// `"auto"` or a signed integer of nanoseconds.
@@ -292,12 +300,287 @@ impl<'de> Deserialize<'de> for RawOffset {
     }
 }
 
+/// The accepted values of one integer key, both ends inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// The table the key is in, as written in the file (`[sidecar]`, `[[feed]]`).
+    pub table: &'static str,
+    /// The key.
+    pub key: &'static str,
+    /// Least accepted value.
+    pub min: i64,
+    /// Greatest accepted value.
+    pub max: i64,
+    /// The default, where the key is optional.
+    pub default: Option<i64>,
+    /// Unit of the value.
+    pub unit: &'static str,
+}
+
+/// `[state] capacity`: up to 16 Mi slots (2 GiB of 128-byte slots, far
+/// above any venue's symbol count; 2^32 would allocate 512 GiB).
+pub const CAPACITY: Range = Range {
+    table: "[state]",
+    key: "capacity",
+    min: 1,
+    max: 1 << 24,
+    default: Some(DEFAULT_CAPACITY as i64),
+    unit: "slots",
+};
+/// `[sidecar] cpu`: a CPU number the affinity mask can hold.
+pub const CPU: Range = Range {
+    table: "[sidecar]",
+    key: "cpu",
+    min: 0,
+    max: 1023,
+    default: None,
+    unit: "CPU number",
+};
+/// `[sidecar] idle_sleep_us`: at most 10 ms, so that a signal is seen promptly.
+pub const IDLE_SLEEP_US: Range = Range {
+    table: "[sidecar]",
+    key: "idle_sleep_us",
+    min: 1,
+    max: 10_000,
+    default: Some(50),
+    unit: "µs",
+};
+/// `[sidecar] rcvbuf_bytes`: SO_RCVBUF requested per line (the kernel caps
+/// it at `net.core.rmem_max`); 1 GiB keeps the kernel's doubled value in an `int`.
+pub const RCVBUF_BYTES: Range = Range {
+    table: "[sidecar]",
+    key: "rcvbuf_bytes",
+    min: 4096,
+    max: 1 << 30,
+    default: Some(8 << 20),
+    unit: "bytes",
+};
+/// `[sidecar] batch`: datagrams per `recvmmsg` (the kernel's UIO_MAXIOV).
+pub const BATCH: Range = Range {
+    table: "[sidecar]",
+    key: "batch",
+    min: 1,
+    max: 1024,
+    default: Some(64),
+    unit: "datagrams",
+};
+/// `[sidecar] heartbeat_ms`: the writer heartbeat period.
+pub const HEARTBEAT_MS: Range = Range {
+    table: "[sidecar]",
+    key: "heartbeat_ms",
+    min: 1,
+    max: 1000,
+    default: Some(1),
+    unit: "ms",
+};
+/// `[sidecar] dead_after_ms`: also at least [`DEAD_AFTER_HEARTBEATS`] heartbeats.
+pub const DEAD_AFTER_MS: Range = Range {
+    table: "[sidecar]",
+    key: "dead_after_ms",
+    min: 3,
+    max: 60_000,
+    default: Some(100),
+    unit: "ms",
+};
+/// `[sidecar] offset_queue`: clock-offset entries per feed, preallocated
+/// (at most 20 bytes each: 20 MiB per feed at the top of the range).
+pub const OFFSET_QUEUE: Range = Range {
+    table: "[sidecar]",
+    key: "offset_queue",
+    min: 2,
+    max: 1 << 20,
+    default: Some(65_536),
+    unit: "entries",
+};
+/// `[metrics] interval_ms`: metrics refresh period.
+pub const INTERVAL_MS: Range = Range {
+    table: "[metrics]",
+    key: "interval_ms",
+    min: 10,
+    max: 60_000,
+    default: Some(250),
+    unit: "ms",
+};
+/// `stale_threshold_ms` of a feed or symbol: up to a day.
+pub const STALE_THRESHOLD_MS: Range = Range {
+    table: "[[feed]], [[feed.symbol]]",
+    key: "stale_threshold_ms",
+    min: 1,
+    max: 86_400_000,
+    default: None,
+    unit: "ms",
+};
+/// `source_threshold_ms` of a feed or symbol: up to a day.
+pub const SOURCE_THRESHOLD_MS: Range = Range {
+    table: "[[feed]], [[feed.symbol]]",
+    key: "source_threshold_ms",
+    min: 1,
+    max: 86_400_000,
+    default: None,
+    unit: "ms",
+};
+/// A fixed `clock_offset`: at most a day either way.
+pub const CLOCK_OFFSET: Range = Range {
+    table: "[[feed]]",
+    key: "clock_offset",
+    min: -86_400_000_000_000,
+    max: 86_400_000_000_000,
+    default: None,
+    unit: "ns",
+};
+/// `offset_window_ms`: up to an hour, which bounds replay's offset queue.
+pub const OFFSET_WINDOW_MS: Range = Range {
+    table: "[[feed]]",
+    key: "offset_window_ms",
+    min: 1,
+    max: 3_600_000,
+    default: Some(60_000),
+    unit: "ms",
+};
+
+/// Every integer key's range, in file order (the README's table lists them).
+pub const RANGES: &[Range] = &[
+    CAPACITY,
+    CPU,
+    IDLE_SLEEP_US,
+    RCVBUF_BYTES,
+    BATCH,
+    HEARTBEAT_MS,
+    DEAD_AFTER_MS,
+    OFFSET_QUEUE,
+    INTERVAL_MS,
+    STALE_THRESHOLD_MS,
+    SOURCE_THRESHOLD_MS,
+    CLOCK_OFFSET,
+    OFFSET_WINDOW_MS,
+];
+
+/// `dead_after_ms` must be at least this many heartbeat periods: with fewer,
+/// a reader that looks just before a heartbeat lands sees a live writer as
+/// dead (at 1×, most of the time).
+pub const DEAD_AFTER_HEARTBEATS: u64 = 3;
+
+/// Bytes of a feed name: what the shared memory's feed block holds.
+pub const FEED_NAME_MAX: usize = 64;
+
+/// Bytes read from a configuration file at most.
+pub const FILE_MAX: u64 = 1 << 20;
+
+/// Characters of a value, or of a line of the file, echoed in an error.
+const ECHO_MAX: usize = 48;
+/// Characters of a whole error line.
+const ERROR_MAX: usize = 400;
+
+impl Range {
+    /// `v` if it is in range, else a problem at its line.
+    fn check(&self, v: &Sp<i64>) -> Result<i64, Problem> {
+        let x = *v.get_ref();
+        if (self.min..=self.max).contains(&x) {
+            return Ok(x);
+        }
+        let table = if self.table.starts_with("[[") {
+            String::new()
+        } else {
+            format!("{} ", self.table)
+        };
+        Err(Problem::at(
+            v,
+            format!(
+                "{table}{} = {x} is out of range: {} to {} {}",
+                self.key, self.min, self.max, self.unit
+            ),
+        ))
+    }
+
+    /// `v` checked, or the default when absent.
+    fn or_default(&self, v: &Option<Sp<i64>>) -> Result<u64, Problem> {
+        match v {
+            Some(v) => self.check(v).map(|x| x as u64),
+            None => Ok(self.default.unwrap_or(self.min) as u64),
+        }
+    }
+}
+
+/// A problem found while resolving: a message and where in the file.
+struct Problem {
+    /// Byte offset in the file, when known.
+    at: Option<usize>,
+    msg: String,
+}
+
+impl Problem {
+    fn at<T>(v: &Sp<T>, msg: String) -> Problem {
+        Problem {
+            at: Some(v.span().start),
+            msg,
+        }
+    }
+
+    fn anywhere(msg: String) -> Problem {
+        Problem { at: None, msg }
+    }
+
+    /// The same problem with `prefix: ` before its message.
+    fn within(self, prefix: &str) -> Problem {
+        Problem {
+            at: self.at,
+            msg: format!("{prefix}: {}", self.msg),
+        }
+    }
+}
+
+/// `s` for an error line: quoted, control characters escaped, cut after
+/// [`ECHO_MAX`] characters.
+fn echo(s: &str) -> String {
+    let mut out = String::from("'");
+    for (i, c) in s.chars().enumerate() {
+        if i == ECHO_MAX {
+            out.push_str(&format!("… ({} bytes)", s.len()));
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out.push('\'');
+    out
+}
+
+/// `s` made safe for one line on a terminal: every control character
+/// escaped, cut after `max` characters.
+pub fn one_line(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max));
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Config {
-    /// Reads and validates a configuration file.
+    /// Reads and validates a configuration file (at most [`FILE_MAX`] bytes).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        use std::io::Read;
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("config {name}: {e}")))?;
+        let fail = |e: String| ConfigError(one_line(&format!("config {name}: {e}"), ERROR_MAX));
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(FILE_MAX + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > FILE_MAX {
+            return Err(fail(format!("larger than {FILE_MAX} bytes")));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            fail(format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
         Config::parse(&text, &name)
     }
 
@@ -305,7 +588,7 @@ impl Config {
     pub fn parse(text: &str, name: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError(toml_error(name, text, &e)))?;
-        resolve(raw).map_err(|e| ConfigError(format!("config {name}: {e}")))
+        resolve(raw).map_err(|p| ConfigError(located(name, text, p.at, &p.msg)))
     }
 
     /// The id (position) of the feed called `name`.
@@ -317,85 +600,90 @@ impl Config {
     }
 }
 
+/// The error line: file, line number of byte offset `at`, message.
+fn located(name: &str, text: &str, at: Option<usize>, msg: &str) -> String {
+    let line = match at {
+        Some(at) => {
+            let at = at.min(text.len());
+            let line_no = text.as_bytes()[..at]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            format!("config {name}: line {line_no}: {msg}")
+        }
+        None => format!("config {name}: {msg}"),
+    };
+    one_line(&line, ERROR_MAX)
+}
+
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().replace('\n', " ");
     match e.span() {
         Some(span) => {
             let at = span.start.min(text.len());
-            let line_no = text[..at].matches('\n').count() + 1;
-            let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
-            format!("config {name}: line {line_no}: `{line}`: {msg}")
+            let line_no = text.as_bytes()[..at]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            let line = text.split('\n').nth(line_no).unwrap_or("").trim();
+            located(name, text, Some(at), &format!("{}: {msg}", echo(line)))
         }
-        None => format!("config {name}: {msg}"),
+        None => located(name, text, None, &msg),
     }
 }
 
-fn positive_ms(key: &str, v: i64) -> Result<u64, String> {
-    if v <= 0 {
-        return Err(format!(
-            "{key} must be a positive integer of milliseconds, got {v}"
-        ));
-    }
-    (v as u64)
-        .checked_mul(NS_PER_MS)
-        .ok_or_else(|| format!("{key} = {v} is too large"))
-}
-
-fn resolve(raw: RawConfig) -> Result<Config, String> {
-    let capacity = match raw.state.and_then(|s| s.capacity) {
+fn resolve(raw: RawConfig) -> Result<Config, Problem> {
+    let capacity = match raw.state.map(|s| s.capacity) {
+        Some(c) => CAPACITY.or_default(&c)? as usize,
         None => DEFAULT_CAPACITY,
-        Some(c) if c > 0 && c <= u32::MAX as i64 => c as usize,
-        Some(c) => {
-            return Err(format!(
-                "[state] capacity must be a positive integer below 2^32, got {c}"
-            ))
-        }
     };
     let sidecar = resolve_sidecar(raw.sidecar.unwrap_or_default())?;
     let m = raw.metrics.unwrap_or_default();
     let d = MetricsConfig::default();
     let metrics = MetricsConfig {
         enabled: m.enabled.unwrap_or(d.enabled),
-        listen: match m.listen {
+        listen: match &m.listen {
             None => d.listen,
-            Some(l) => l
-                .parse()
-                .map_err(|_| format!("[metrics] listen must be ip:port, got '{l}'"))?,
+            Some(l) => parsed(l, "[metrics] listen must be ip:port")?,
         },
-        interval_ns: match m.interval_ms {
-            None => d.interval_ns,
-            Some(v) if v > 0 => v as u64 * NS_PER_MS,
-            Some(v) => {
-                return Err(format!(
-                    "[metrics] interval_ms must be a positive integer, got {v}"
-                ))
-            }
-        },
+        interval_ns: INTERVAL_MS.or_default(&m.interval_ms)? * NS_PER_MS,
     };
     let log_format = raw.log.and_then(|l| l.format).unwrap_or_default();
     if raw.feed.is_empty() {
-        return Err("no [[feed]] table: at least one feed is needed".into());
+        return Err(Problem::anywhere(
+            "no [[feed]] table: at least one feed is needed".into(),
+        ));
     }
     if raw.feed.len() > u16::MAX as usize {
-        return Err(format!(
+        return Err(Problem::anywhere(format!(
             "{} feeds: at most {} are supported",
             raw.feed.len(),
             u16::MAX
-        ));
+        )));
     }
     let mut feeds: Vec<FeedConfig> = Vec::with_capacity(raw.feed.len());
     for f in raw.feed {
+        let name_at = f.name.span().start;
+        let lines_at = f.lines.span().start;
         let feed = resolve_feed(f)?;
         if feeds.iter().any(|g| g.name == feed.name) {
-            return Err(format!("feed '{}': duplicate feed name", feed.name));
+            return Err(Problem {
+                at: Some(name_at),
+                msg: format!("feed {}: duplicate feed name", echo(&feed.name)),
+            });
         }
         for line in &feed.lines {
             if let Some(g) = feeds.iter().find(|g| g.lines.contains(line)) {
-                return Err(format!(
-                    "feed '{}': line {line} is already used by feed '{}'",
-                    feed.name, g.name
-                ));
+                return Err(Problem {
+                    at: Some(lines_at),
+                    msg: format!(
+                        "feed {}: line {line} is already used by feed {}",
+                        echo(&feed.name),
+                        echo(&g.name)
+                    ),
+                });
             }
         }
         feeds.push(feed);
@@ -409,120 +697,168 @@ fn resolve(raw: RawConfig) -> Result<Config, String> {
     })
 }
 
-fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, String> {
+fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     let d = SidecarConfig::default();
-    let positive = |key: &str, v: Option<i64>, default: u64| -> Result<u64, String> {
-        match v {
-            None => Ok(default),
-            Some(v) if v > 0 => Ok(v as u64),
-            Some(v) => Err(format!(
-                "[sidecar] {key} must be a positive integer, got {v}"
-            )),
-        }
-    };
-    let shm_mode = match s.shm_mode {
+    let shm_mode = match &s.shm_mode {
         None => d.shm_mode,
-        Some(m) => u32::from_str_radix(&m, 8)
+        Some(m) => u32::from_str_radix(m.get_ref(), 8)
             .ok()
             .filter(|m| *m <= 0o777)
             .ok_or_else(|| {
-                format!(
-                    "[sidecar] shm_mode must be octal permission bits like \"0640\", got \"{m}\""
+                Problem::at(
+                    m,
+                    format!(
+                        "[sidecar] shm_mode must be octal permission bits like \"0640\", got {}",
+                        echo(m.get_ref())
+                    ),
                 )
             })?,
     };
-    let cpu = match s.cpu {
+    let cpu = match &s.cpu {
         None => None,
-        Some(c) if (0..1024).contains(&c) => Some(c as usize),
-        Some(c) => return Err(format!("[sidecar] cpu must be a CPU number, got {c}")),
+        Some(c) => Some(CPU.check(c)? as usize),
     };
-    let interface = match s.interface {
+    let interface = match &s.interface {
         None => d.interface,
-        Some(i) => i
-            .parse()
-            .map_err(|_| format!("[sidecar] interface must be an IPv4 address, got '{i}'"))?,
+        Some(i) => parsed(i, "[sidecar] interface must be an IPv4 address")?,
     };
-    let shm_path = match s.shm_path {
+    let shm_path = match &s.shm_path {
         None => d.shm_path,
-        Some(p) if !p.is_empty() => p.into(),
-        Some(_) => return Err("[sidecar] shm_path must not be empty".into()),
+        Some(p) if !p.get_ref().is_empty() && !p.get_ref().contains('\0') => p.get_ref().into(),
+        Some(p) => {
+            return Err(Problem::at(
+                p,
+                "[sidecar] shm_path must be a non-empty path without NUL bytes".into(),
+            ))
+        }
     };
+    let heartbeat_ms = HEARTBEAT_MS.or_default(&s.heartbeat_ms)?;
+    let dead_after_ms = DEAD_AFTER_MS.or_default(&s.dead_after_ms)?;
+    if dead_after_ms < DEAD_AFTER_HEARTBEATS * heartbeat_ms {
+        let at = s.dead_after_ms.as_ref().or(s.heartbeat_ms.as_ref());
+        return Err(Problem {
+            at: at.map(|v| v.span().start),
+            msg: format!(
+                "[sidecar] dead_after_ms = {dead_after_ms}{} must be at least \
+                 {DEAD_AFTER_HEARTBEATS} × heartbeat_ms = {}: readers would see a live writer as dead",
+                if s.dead_after_ms.is_none() { " (the default)" } else { "" },
+                DEAD_AFTER_HEARTBEATS * heartbeat_ms
+            ),
+        });
+    }
     Ok(SidecarConfig {
         shm_path,
         shm_mode,
         cpu,
         idle: s.idle.unwrap_or(d.idle),
-        idle_sleep_us: positive("idle_sleep_us", s.idle_sleep_us, d.idle_sleep_us)?,
-        rcvbuf_bytes: positive("rcvbuf_bytes", s.rcvbuf_bytes, d.rcvbuf_bytes as u64)? as usize,
-        batch: positive("batch", s.batch, d.batch as u64)?.min(1024) as usize,
-        heartbeat_ns: positive("heartbeat_ms", s.heartbeat_ms, 1)?.saturating_mul(NS_PER_MS),
-        dead_after_ns: positive("dead_after_ms", s.dead_after_ms, 100)?.saturating_mul(NS_PER_MS),
-        offset_queue: positive("offset_queue", s.offset_queue, d.offset_queue as u64)? as usize,
+        idle_sleep_us: IDLE_SLEEP_US.or_default(&s.idle_sleep_us)?,
+        rcvbuf_bytes: RCVBUF_BYTES.or_default(&s.rcvbuf_bytes)? as usize,
+        batch: BATCH.or_default(&s.batch)? as usize,
+        heartbeat_ns: heartbeat_ms * NS_PER_MS,
+        dead_after_ns: dead_after_ms * NS_PER_MS,
+        offset_queue: OFFSET_QUEUE.or_default(&s.offset_queue)? as usize,
         interface,
     })
 }
 
-fn resolve_feed(f: RawFeed) -> Result<FeedConfig, String> {
-    let name = f.name;
-    let ctx = |e: String| format!("feed '{name}': {e}");
-    if name.trim().is_empty() {
-        return Err("feed name must not be empty".into());
+/// `v` parsed, or a problem saying it `must` be something else.
+fn parsed<T: std::str::FromStr>(v: &Sp<String>, must: &str) -> Result<T, Problem> {
+    v.get_ref()
+        .parse()
+        .map_err(|_| Problem::at(v, format!("{must}, got {}", echo(v.get_ref()))))
+}
+
+/// A feed name fits the shared memory and prints as it is.
+fn valid_feed_name(name: &str) -> bool {
+    (1..=FEED_NAME_MAX).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// `v` in `range`, in ns.
+fn ms_to_ns(range: &Range, v: &Sp<i64>) -> Result<u64, Problem> {
+    Ok(range.check(v)? as u64 * NS_PER_MS)
+}
+
+fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
+    if !valid_feed_name(f.name.get_ref()) {
+        return Err(Problem::at(
+            &f.name,
+            format!(
+                "feed name {} must be 1 to {FEED_NAME_MAX} printable ASCII characters, no spaces",
+                echo(f.name.get_ref())
+            ),
+        ));
     }
-    if f.lines.is_empty() || f.lines.len() > 2 {
-        return Err(ctx(format!(
-            "lines must list 1 or 2 ip:port (line A, optional line B), got {}",
-            f.lines.len()
-        )));
+    let name = f.name.get_ref().clone();
+    let ctx = format!("feed {}", echo(&name));
+    let err = |v: &Sp<Vec<String>>, msg: String| Problem::at(v, msg).within(&ctx);
+    if f.lines.get_ref().is_empty() || f.lines.get_ref().len() > 2 {
+        return Err(err(
+            &f.lines,
+            format!(
+                "lines must list 1 or 2 ip:port (line A, optional line B), got {}",
+                f.lines.get_ref().len()
+            ),
+        ));
     }
     let mut lines = Vec::with_capacity(2);
-    for l in &f.lines {
-        let addr: SocketAddrV4 = l
-            .parse()
-            .map_err(|_| ctx(format!("lines: '{l}' is not an IPv4 ip:port")))?;
+    for l in f.lines.get_ref() {
+        let addr: SocketAddrV4 = l.parse().map_err(|_| {
+            err(
+                &f.lines,
+                format!("lines: {} is not an IPv4 ip:port", echo(l)),
+            )
+        })?;
         if addr.port() == 0 {
-            return Err(ctx(format!("lines: '{l}' has port 0")));
+            return Err(err(&f.lines, format!("lines: {} has port 0", echo(l))));
         }
         if lines.contains(&addr) {
-            return Err(ctx(format!("lines: '{l}' is listed twice")));
+            return Err(err(&f.lines, format!("lines: {} is listed twice", echo(l))));
         }
         lines.push(addr);
     }
     let source = match &f.source {
         None => None,
-        Some(s) => Some(
-            s.parse::<std::net::Ipv4Addr>()
-                .map_err(|_| ctx(format!("source: '{s}' is not an IPv4 address")))?,
-        ),
+        Some(s) => Some(parsed(s, "source must be an IPv4 address").map_err(|p| p.within(&ctx))?),
     };
+    let in_feed = |p: Problem| p.within(&ctx);
     let thresholds = Thresholds {
-        stale_ns: positive_ms("stale_threshold_ms", f.stale_threshold_ms).map_err(ctx)?,
-        source_ns: positive_ms("source_threshold_ms", f.source_threshold_ms).map_err(ctx)?,
+        stale_ns: ms_to_ns(&STALE_THRESHOLD_MS, &f.stale_threshold_ms).map_err(in_feed)?,
+        source_ns: ms_to_ns(&SOURCE_THRESHOLD_MS, &f.source_threshold_ms).map_err(in_feed)?,
     };
-    let window_ns =
-        positive_ms("offset_window_ms", f.offset_window_ms.unwrap_or(60_000)).map_err(ctx)?;
-    let offset = match f.clock_offset.unwrap_or(RawOffset::Auto) {
-        RawOffset::Auto => OffsetMode::Auto { window_ns },
-        RawOffset::Fixed(ns) => OffsetMode::Fixed(ns),
+    let window_ns = OFFSET_WINDOW_MS
+        .or_default(&f.offset_window_ms)
+        .map_err(in_feed)?
+        * NS_PER_MS;
+    let offset = match &f.clock_offset {
+        None => OffsetMode::Auto { window_ns },
+        Some(o) => match o.get_ref() {
+            RawOffset::Auto => OffsetMode::Auto { window_ns },
+            RawOffset::Fixed(ns) => {
+                let v = Sp::new(o.span(), *ns);
+                OffsetMode::Fixed(CLOCK_OFFSET.check(&v).map_err(in_feed)?)
+            }
+        },
     };
     let mut overrides: Vec<(Symbol, Thresholds)> = Vec::with_capacity(f.symbol.len());
-    for s in f.symbol {
-        let sym = Symbol::parse(&s.name).ok_or_else(|| {
-            ctx(format!(
-                "symbol '{}': not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
-                s.name
+    for s in &f.symbol {
+        let shown = echo(s.name.get_ref());
+        let sctx = |p: Problem| p.within(&format!("{ctx}: symbol {shown}"));
+        let sym = Symbol::parse(s.name.get_ref()).ok_or_else(|| {
+            sctx(Problem::at(
+                &s.name,
+                "not a valid symbol (1 to 8 printable ASCII characters, no spaces)".into(),
             ))
         })?;
         if overrides.iter().any(|(o, _)| *o == sym) {
-            return Err(ctx(format!("symbol '{}': listed twice", s.name)));
+            return Err(sctx(Problem::at(&s.name, "listed twice".into())));
         }
-        let sctx = |e: String| ctx(format!("symbol '{}': {e}", s.name));
         let th = Thresholds {
-            stale_ns: match s.stale_threshold_ms {
-                Some(v) => positive_ms("stale_threshold_ms", v).map_err(sctx)?,
+            stale_ns: match &s.stale_threshold_ms {
+                Some(v) => ms_to_ns(&STALE_THRESHOLD_MS, v).map_err(sctx)?,
                 None => thresholds.stale_ns,
             },
-            source_ns: match s.source_threshold_ms {
-                Some(v) => positive_ms("source_threshold_ms", v).map_err(sctx)?,
+            source_ns: match &s.source_threshold_ms {
+                Some(v) => ms_to_ns(&SOURCE_THRESHOLD_MS, v).map_err(sctx)?,
                 None => thresholds.source_ns,
             },
         };

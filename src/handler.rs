@@ -382,7 +382,9 @@ impl Feed {
         self.counters.rejected_by_reason[reason.index()] += 1;
         let due = match self.last_reject_log {
             None => true,
-            Some(last) => t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS || t < last,
+            // A time behind the last line's (a capture stepping back) counts
+            // as that time: not due, like any other within the interval.
+            Some(last) => t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS,
         };
         if due {
             tracing::warn!(

@@ -30,9 +30,31 @@ fn main() -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("tickguard: {}", one_line(&e));
+            report(&e);
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints an error as one line on stderr; a stderr that cannot be written
+/// (full, closed, a vanished pipe) loses the line but never panics.
+fn report(e: &anyhow::Error) {
+    let _ = writeln!(std::io::stderr(), "tickguard: {}", one_line(e));
+}
+
+/// Stderr for log lines: a failed write (EPIPE, ENOSPC, EBADF, ...) drops
+/// the line and reports success, so that logging never stops the program.
+struct LossyStderr;
+
+impl Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 
@@ -41,7 +63,8 @@ fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| LossyStderr)
+        .log_internal_errors(false);
     match format {
         tickguard::config::LogFormat::Plain => {
             builder.with_ansi(std::io::stderr().is_terminal()).init()
@@ -50,7 +73,7 @@ fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
     }
 }
 
-/// The error chain on one line.
+/// The error chain on one line, control characters escaped, at most 1000 characters.
 fn one_line(e: &anyhow::Error) -> String {
     let mut s = String::new();
     for (i, cause) in e.chain().enumerate() {
@@ -59,7 +82,7 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         s.push_str(&cause.to_string().replace('\n', " "));
     }
-    s
+    tickguard::config::one_line(&s, 1000)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -304,7 +327,7 @@ fn check(args: CheckArgs) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("tickguard: {}", one_line(&e));
+            report(&e);
             ExitCode::from(2)
         }
     }

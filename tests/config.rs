@@ -1,0 +1,255 @@
+//! Bad configurations through the real binary: every one ends with exit
+//! status 2 and exactly one printable line on stderr naming the line and the
+//! key, before anything is opened.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use tickguard::config::{Range, RANGES};
+
+const FEED: &str = r#"[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["127.0.0.1:30001"]
+stale_threshold_ms = 500
+source_threshold_ms = 2000
+"#;
+
+fn capture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenario-eth-us.pcap")
+}
+
+/// Runs `tickguard ARGS --config FILE` on `text` and returns (status, stderr).
+fn fails(dir: &Path, text: &str, args: &[&str]) -> (Option<i32>, String) {
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let out = Command::cargo_bin("tickguard")
+        .unwrap()
+        .args(args)
+        .arg("--config")
+        .arg(&cfg)
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// A configuration with `sidecar` and `metrics` keys in their tables (the
+/// shared memory in `dir`, the exporter off), then `rest`.
+fn config_text(dir: &Path, sidecar: &str, metrics: &str, rest: &str) -> String {
+    format!(
+        "[sidecar]\nshm_path = \"{}\"\n{sidecar}[metrics]\nenabled = false\n{metrics}{rest}",
+        dir.join("shm").display()
+    )
+}
+
+/// The configuration fails `replay` and `run` alike: exit 2, one short
+/// printable line naming `key` and the line of the file where `at` first
+/// occurs, and `run` creates no shared memory.
+fn rejected(sidecar: &str, metrics: &str, rest: &str, at: &str, key: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), sidecar, metrics, rest);
+    let line = 1 + text[..text.find(at).expect("marker")].matches('\n').count();
+    let cap = capture();
+    for args in [&["run"][..], &["replay", cap.to_str().unwrap()][..]] {
+        let (code, err) = fails(dir.path(), &text, args);
+        assert_eq!(code, Some(2), "{args:?} {key}: {err}");
+        assert_eq!(err.matches('\n').count(), 1, "{args:?} one line: {err:?}");
+        assert!(err.ends_with('\n'), "{err:?}");
+        assert!(
+            err.trim_end().chars().all(|c| !c.is_control()),
+            "control characters echoed: {err:?}"
+        );
+        assert!(err.chars().count() < 500, "{} characters", err.len());
+        assert!(err.contains(&format!("line {line}:")), "line {line}: {err}");
+        assert!(err.contains(key), "{key}: {err}");
+        assert!(
+            !dir.path().join("shm").exists(),
+            "{args:?} opened the shared memory"
+        );
+    }
+}
+
+#[test]
+fn capacity_beyond_16m_slots() {
+    for v in ["4294967295", "16777217", "0"] {
+        let rest = format!("[state]\ncapacity = {v}\n{FEED}");
+        rejected("", "", &rest, "capacity", "capacity");
+    }
+}
+
+#[test]
+fn offset_queue_that_would_overflow_or_exhaust_memory() {
+    for v in ["9223372036854775807", "4294967296", "1"] {
+        let key = format!("offset_queue = {v}\n");
+        rejected(&key, "", FEED, "offset_queue", "offset_queue");
+    }
+}
+
+#[test]
+fn idle_sleep_that_would_ignore_signals() {
+    let keys = "idle = \"sleep\"\nidle_sleep_us = 9223372036854775807\n";
+    rejected(keys, "", FEED, "idle_sleep_us", "idle_sleep_us");
+}
+
+#[test]
+fn interval_that_would_overflow() {
+    let keys = "interval_ms = 18446744073710\n";
+    rejected("", keys, FEED, "interval_ms", "interval_ms");
+}
+
+#[test]
+fn dead_after_below_three_heartbeats() {
+    let keys = "heartbeat_ms = 10\ndead_after_ms = 29\n";
+    rejected(keys, "", FEED, "dead_after_ms", "dead_after_ms");
+    // The default dead_after_ms (100) against a slow heartbeat: the line of heartbeat_ms.
+    rejected(
+        "heartbeat_ms = 40\n",
+        "",
+        FEED,
+        "heartbeat_ms",
+        "heartbeat_ms",
+    );
+}
+
+#[test]
+fn thresholds_window_and_fixed_offset_out_of_range() {
+    let window = format!("{FEED}offset_window_ms = 3600001\n");
+    rejected("", "", &window, "offset_window_ms", "offset_window_ms");
+    let offset = format!("{FEED}clock_offset = 9223372036854775807\n");
+    rejected("", "", &offset, "clock_offset", "clock_offset");
+    let stale = FEED.replace("= 500", "= 86400001");
+    rejected("", "", &stale, "stale_threshold_ms", "stale_threshold_ms");
+    let symbol = format!("{FEED}[[feed.symbol]]\nname = \"XAU\"\nsource_threshold_ms = 0\n");
+    rejected(
+        "",
+        "",
+        &symbol,
+        "source_threshold_ms = 0",
+        "source_threshold_ms",
+    );
+}
+
+#[test]
+fn feed_names_the_shared_memory_cannot_hold() {
+    let long = FEED.replace("lp1", &"a".repeat(65));
+    rejected("", "", &long, "name =", "feed name");
+    // Two names equal in their first 64 bytes would collide there.
+    let a = FEED.replace("lp1", &format!("{}1", "b".repeat(64)));
+    let b = FEED
+        .replace("lp1", &format!("{}2", "b".repeat(64)))
+        .replace("30001", "30002");
+    rejected("", "", &format!("{a}{b}"), "name =", "feed name");
+    rejected("", "", &FEED.replace("lp1", "lp 1"), "name =", "feed name");
+}
+
+#[test]
+fn control_bytes_and_huge_values_are_escaped_and_cut() {
+    let escaped = FEED.replace("lp1", "a\\u0000b\\u001b[2Jc");
+    rejected("", "", &escaped, "name =", "feed name");
+    let raw = FEED.replace("lp1", "a\u{1b}[2J");
+    rejected("", "", &raw, "name =", "line");
+    let kind = FEED.replace("\"full\"", "\"\\u0000\\u0007\"");
+    rejected("", "", &kind, "kind =", "kind");
+    let huge = "x".repeat(100_000);
+    rejected("", "", &FEED.replace("lp1", &huge), "name =", "feed name");
+    let capacity = format!("[state]\ncapacity = \"{huge}\"\n{FEED}");
+    rejected("", "", &capacity, "capacity", "capacity");
+    let lines = FEED.replace("127.0.0.1:30001", &huge);
+    rejected("", "", &lines, "lines", "lines");
+}
+
+/// Every integer key accepts both ends of its range and refuses one past
+/// either, naming the key and its line.
+#[test]
+fn every_range_is_enforced_at_both_ends() {
+    for r in RANGES {
+        for (v, ok) in [
+            (r.min, true),
+            (r.max, true),
+            (r.min - 1, false),
+            (r.max + 1, false),
+        ] {
+            let text = with_key(r, v);
+            let parsed = tickguard::config::Config::parse(&text, "t.toml");
+            match (ok, parsed) {
+                (true, Ok(_)) => {}
+                (false, Err(e)) => {
+                    let e = e.to_string();
+                    assert!(e.contains(r.key) && e.contains("line "), "{e}");
+                    assert!(e.contains(&format!("{} to {}", r.min, r.max)), "{e}");
+                }
+                (ok, got) => panic!("{} = {v}: expected ok={ok}, got {got:?}", r.key),
+            }
+        }
+    }
+}
+
+/// A configuration with `key = v` in the range's table.
+fn with_key(r: &Range, v: i64) -> String {
+    if r.table.starts_with("[[") {
+        let prefix = format!("{} = ", r.key);
+        let feed: String = FEED
+            .lines()
+            .filter(|l| !l.starts_with(&prefix))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        return format!("{feed}{prefix}{v}\n");
+    }
+    // Keep the cross-key rule out of the way of the key under test.
+    let other = match r.key {
+        "heartbeat_ms" => "dead_after_ms = 60000\n",
+        "dead_after_ms" => "heartbeat_ms = 1\n",
+        _ => "",
+    };
+    format!("{}\n{} = {v}\n{other}{FEED}", r.table, r.key)
+}
+
+/// README's Configuration section lists every integer key with its range.
+#[test]
+fn readme_lists_every_range() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for r in RANGES {
+        let default = r.default.map_or("—".to_string(), |d| d.to_string());
+        let row = format!(
+            "| `{}` | {} | {} to {} {} | {default} |",
+            r.key, r.table, r.min, r.max, r.unit
+        );
+        assert!(readme.contains(&row), "README lacks the row {row}");
+    }
+}
+
+/// A file that never ends, one too large, or one that is not text: one line
+/// naming the file, promptly.
+#[test]
+fn endless_large_or_binary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let large = dir.path().join("large.toml");
+    std::fs::write(&large, "# padding\n".repeat(200_000)).unwrap();
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(&binary, b"[state]\ncapacity = 1\xff\xfe\n").unwrap();
+    let cases = [
+        (Path::new("/dev/zero"), "larger than 1048576 bytes"),
+        (large.as_path(), "larger than 1048576 bytes"),
+        (binary.as_path(), "not UTF-8"),
+    ];
+    for (path, what) in cases {
+        let out = Command::cargo_bin("tickguard")
+            .unwrap()
+            .args(["run", "--config"])
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        assert_eq!(err.matches('\n').count(), 1, "{err:?}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(what),
+            "{err}"
+        );
+    }
+}

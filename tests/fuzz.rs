@@ -1,0 +1,384 @@
+//! Seeded mutation fuzzing of the two inputs a user hands over: capture
+//! bytes (through the replay library path, with and without forensics) and
+//! configuration text. Each test runs a fixed number of inputs from a fixed
+//! seed, so a failure names the input that reproduces it; a watchdog turns a
+//! hang into a failure. `TICKGUARD_FUZZ_INPUTS` and `TICKGUARD_FUZZ_SEED`
+//! run more, or others.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tickguard::capture::CaptureReader;
+use tickguard::config::Config;
+use tickguard::replay::Check;
+
+/// xorshift64*: a deterministic stream from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in 0..n (n > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+fn inputs() -> usize {
+    env_or("TICKGUARD_FUZZ_INPUTS", 10_000)
+}
+
+fn seed() -> u64 {
+    env_or("TICKGUARD_FUZZ_SEED", 0x7ac4_9a2d) as u64
+}
+
+fn env_or(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `one(i)` for every input on a thread of its own; fails naming the
+/// input when one panics, or when the whole run takes over `limit`.
+fn fuzz(name: &str, limit: Duration, one: impl Fn(usize) + Send + Sync + 'static) {
+    let n = inputs();
+    let current = Arc::new(AtomicUsize::new(0));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let at = current.clone();
+    let worker = std::thread::spawn(move || {
+        for i in 0..n {
+            at.store(i, Ordering::Relaxed);
+            one(i);
+        }
+        let _ = done_tx.send(());
+    });
+    match done_rx.recv_timeout(limit) {
+        Ok(()) => worker.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let i = current.load(Ordering::Relaxed);
+            panic!("{name}: input {i} of seed {:#x} panicked", seed());
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            let i = current.load(Ordering::Relaxed);
+            panic!(
+                "{name}: input {i} of seed {:#x} still running after {limit:?}",
+                seed()
+            );
+        }
+    }
+}
+
+/// Byte-level mutations: flips, interesting values, cuts, repeats, inserts.
+fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(8) {
+        let len = data.len().max(1);
+        match rng.below(7) {
+            0 if !data.is_empty() => {
+                let at = rng.below(data.len());
+                data[at] ^= 1 << rng.below(8);
+            }
+            1 if !data.is_empty() => {
+                let at = rng.below(data.len());
+                data[at] = *rng.pick(&[0, 0xff, 0x7f, 0x80, 1, 0xfe]);
+            }
+            2 => data.truncate(rng.below(len)),
+            3 if data.len() >= 4 => {
+                // A 16- or 32-bit field set to an extreme: lengths, counts, times.
+                let at = rng.below(data.len() - 3);
+                let v: u32 = *rng.pick(&[0, 1, 0xffff, 0xffff_ffff, 0x8000_0000, 0x7fff_ffff]);
+                data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            4 if !data.is_empty() => {
+                let from = rng.below(data.len());
+                let to = (from + 1 + rng.below(64)).min(data.len());
+                let chunk = data[from..to].to_vec();
+                let at = rng.below(data.len());
+                data.splice(at..at, chunk);
+            }
+            5 => {
+                let at = rng.below(len).min(data.len());
+                let junk: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+                data.splice(at..at, junk);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Capture bytes: a committed fixture (its first few KiB, so every input
+/// stays cheap) mutated, or random bytes behind a capture magic, or random
+/// bytes alone.
+fn capture_input(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
+    match rng.below(10) {
+        0 => (0..rng.below(4096)).map(|_| rng.next() as u8).collect(),
+        1 => {
+            let magic: [u8; 4] = *rng.pick(&[
+                [0xd4, 0xc3, 0xb2, 0xa1],
+                [0x4d, 0x3c, 0xb2, 0xa1],
+                [0xa1, 0xb2, 0xc3, 0xd4],
+                [0x0a, 0x0d, 0x0d, 0x0a],
+            ]);
+            let mut d = magic.to_vec();
+            d.extend((0..rng.below(4096)).map(|_| rng.next() as u8));
+            d
+        }
+        _ => {
+            let source = rng.pick(corpus);
+            let keep = (256 + rng.below(8192)).min(source.len());
+            let mut d = source[..keep].to_vec();
+            mutate(rng, &mut d);
+            d
+        }
+    }
+}
+
+#[test]
+fn replay_survives_mutated_and_random_captures() {
+    let dir = fixtures();
+    let corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(corpus.len() >= 6, "the fixture captures");
+    let config = Config::load(&dir.join("config.toml")).unwrap();
+    let checks: Vec<Check> = [0, 1_767_603_600_000_000_000, u64::MAX]
+        .iter()
+        .map(|&time_ns| Check {
+            time_ns,
+            feed: "fx".into(),
+            symbol: "EURUSD".into(),
+        })
+        .collect();
+    let seed = seed();
+    fuzz("replay", Duration::from_secs(300), move |i| {
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let bytes = capture_input(&mut rng, &corpus);
+        let Ok(mut capture) = CaptureReader::from_reader("fuzz", Box::new(Cursor::new(bytes)))
+        else {
+            return;
+        };
+        if i % 8 == 0 {
+            // The forensics observer too: one symbol's history and the timeline.
+            let target = config
+                .feed_id("fx")
+                .zip(tickguard::symbol::Symbol::parse("EURUSD"));
+            let mut f =
+                tickguard::explain::Forensics::new(&config.feeds, target, true, Some(u64::MAX / 2));
+            let out =
+                tickguard::replay::replay_with(&config, &mut capture, &checks, |_| {}, &mut f);
+            f.finish();
+            let _ = f.explanation(true);
+            let _ = f.timeline_svg("fuzz");
+            if let Some(a) = out.answers.last() {
+                let _ = f.answer_at(u64::MAX / 2, a.reasons);
+            }
+        } else {
+            let out = tickguard::replay::replay(&config, &mut capture, &checks, |_| {});
+            assert_eq!(out.answers.len(), checks.len());
+            let _ = serde_json::to_string(&out.summary).unwrap();
+        }
+    });
+}
+
+/// Values that have broken parsers: extremes, wrong types, control bytes,
+/// long strings, deep nesting.
+const VALUES: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "3",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "4294967296",
+    "18446744073710",
+    "1e400",
+    "nan",
+    "-inf",
+    "1.5",
+    "true",
+    "\"\"",
+    "\"auto\"",
+    "\"0640\"",
+    "\"999\"",
+    "\"\\u0000\\u001b[2J\"",
+    "\"239.1.1.1:30001\"",
+    "\"127.0.0.1\"",
+    "[]",
+    "[\"239.1.1.1:1\", \"239.1.1.1:1\"]",
+    "[\"239.1.1.9:1\", \"239.1.1.8:2\", \"239.1.1.7:3\"]",
+    "{ a = 1 }",
+    "1979-05-27T07:32:00Z",
+];
+
+const KEYS: &[&str] = &[
+    "capacity",
+    "shm_path",
+    "shm_mode",
+    "cpu",
+    "idle",
+    "idle_sleep_us",
+    "rcvbuf_bytes",
+    "batch",
+    "heartbeat_ms",
+    "dead_after_ms",
+    "offset_queue",
+    "interface",
+    "enabled",
+    "listen",
+    "interval_ms",
+    "format",
+    "name",
+    "kind",
+    "lines",
+    "stale_threshold_ms",
+    "source_threshold_ms",
+    "clock_offset",
+    "offset_window_ms",
+    "source",
+    "colour",
+];
+
+const TABLES: &[&str] = &[
+    "[state]",
+    "[sidecar]",
+    "[metrics]",
+    "[log]",
+    "[[feed]]",
+    "[[feed.symbol]]",
+    "[feed]",
+    "[[state]]",
+];
+
+/// Configuration text: a valid file with lines mutated (values swapped for
+/// hostile ones, lines dropped, repeated or swapped), the same bytes
+/// mutated, or random TOML-ish lines from the keys and values above.
+fn config_input(rng: &mut Rng, corpus: &[String]) -> String {
+    let mut lines: Vec<String> = rng.pick(corpus).lines().map(String::from).collect();
+    match rng.below(16) {
+        0 | 1 => {
+            let mut d = lines.join("\n").into_bytes();
+            mutate(rng, &mut d);
+            return String::from_utf8_lossy(&d).into_owned();
+        }
+        4..=6 => {
+            lines.clear();
+            for _ in 0..rng.below(30) {
+                lines.push(match rng.below(4) {
+                    0 => rng.pick(TABLES).to_string(),
+                    _ => format!("{} = {}", rng.pick(KEYS), rng.pick(VALUES)),
+                });
+            }
+        }
+        2 => {
+            let depth = *rng.pick(&[2, 64, 200, 3000, 100_000]);
+            lines.push(format!("x = {}{}", "[".repeat(depth), "]".repeat(depth)));
+        }
+        3 => {
+            let long = "y".repeat(*rng.pick(&[65, 1000, 70_000]));
+            let at = rng.below(lines.len().max(1)).min(lines.len());
+            lines.insert(at, format!("name = \"{long}\""));
+        }
+        _ => {}
+    }
+    for _ in 0..rng.below(6) {
+        if lines.is_empty() {
+            break;
+        }
+        let at = rng.below(lines.len());
+        match rng.below(4) {
+            0 => {
+                if let Some((key, _)) = lines[at].split_once(" = ") {
+                    lines[at] = format!("{key} = {}", rng.pick(VALUES));
+                }
+            }
+            1 => {
+                lines.remove(at);
+            }
+            2 => {
+                let l = lines[at].clone();
+                lines.insert(rng.below(lines.len()), l);
+            }
+            _ => {
+                let other = rng.below(lines.len());
+                lines.swap(at, other);
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn config_parser_survives_mutated_and_random_text() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus: Vec<String> = [root.join("config.toml"), fixtures().join("config.toml")]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    for c in &corpus {
+        Config::parse(c, "corpus").expect("the corpus is valid");
+    }
+    let seed = seed();
+    fuzz("config", Duration::from_secs(300), move |i| {
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let text = config_input(&mut rng, &corpus);
+        match Config::parse(&text, "fuzz.toml") {
+            Ok(c) => accepted_config_is_in_range(&c),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.starts_with("config fuzz.toml: "), "{e}");
+                assert!(!e.chars().any(char::is_control), "{e:?}");
+                assert!(e.chars().count() <= 400, "{} characters", e.len());
+            }
+        }
+    });
+}
+
+/// What an accepted configuration promises, whatever the text was.
+fn accepted_config_is_in_range(c: &Config) {
+    use tickguard::config::*;
+    let within = |r: &Range, v: u64| (r.min as u64..=r.max as u64).contains(&v);
+    let s = &c.sidecar;
+    assert!(within(&CAPACITY, c.capacity as u64));
+    assert!(within(&IDLE_SLEEP_US, s.idle_sleep_us));
+    assert!(within(&RCVBUF_BYTES, s.rcvbuf_bytes as u64));
+    assert!(within(&BATCH, s.batch as u64));
+    assert!(within(&OFFSET_QUEUE, s.offset_queue as u64));
+    assert!(within(&HEARTBEAT_MS, s.heartbeat_ns / 1_000_000));
+    assert!(s.dead_after_ns >= DEAD_AFTER_HEARTBEATS * s.heartbeat_ns);
+    assert!(within(&INTERVAL_MS, c.metrics.interval_ns / 1_000_000));
+    for f in &c.feeds {
+        assert!((1..=FEED_NAME_MAX).contains(&f.name.len()), "{:?}", f.name);
+        assert!(f.name.bytes().all(|b| b.is_ascii_graphic()), "{:?}", f.name);
+        for t in std::iter::once(&f.thresholds).chain(f.overrides.iter().map(|(_, t)| t)) {
+            assert!(within(&STALE_THRESHOLD_MS, t.stale_ns / 1_000_000));
+            assert!(within(&SOURCE_THRESHOLD_MS, t.source_ns / 1_000_000));
+        }
+        match f.offset {
+            tickguard::clock::OffsetMode::Auto { window_ns } => {
+                assert!(within(&OFFSET_WINDOW_MS, window_ns / 1_000_000))
+            }
+            tickguard::clock::OffsetMode::Fixed(ns) => {
+                assert!((CLOCK_OFFSET.min..=CLOCK_OFFSET.max).contains(&ns))
+            }
+        }
+    }
+}

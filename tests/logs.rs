@@ -1,0 +1,143 @@
+//! Logging that cannot take the sidecar down: `tickguard run` with its
+//! stderr on a full device, or closed, keeps receiving, answers checks and
+//! stops cleanly on SIGTERM.
+
+use std::net::UdpSocket;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tickguard::reader::now_ns;
+use tickguard::symbol::Symbol;
+use tickguard::wire::PacketBuilder;
+use tickguard::Reader;
+
+/// Runs the sidecar with `stderr`, logging at `debug`, makes it log (start,
+/// line open, a rejected packet), checks a quote through the shared memory,
+/// then stops it with SIGTERM and expects exit status 0.
+fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("shm");
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
+             dead_after_ms = 1000\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
+             lines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 60000\n\
+             source_threshold_ms = 60000\nclock_offset = 0\n",
+            shm.display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickguard"));
+    cmd.args(["run", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(stderr);
+    if close_stderr {
+        // SAFETY: only the async-signal-safe close(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(2);
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let up = wait_for(&shm, |r| r.writer_pid() == Some(pid as u64));
+    assert!(up, "{name}: the sidecar did not come up");
+
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.send_to(b"not an SQF packet", ("127.0.0.1", port))
+        .unwrap();
+    let mut b = PacketBuilder::new(now_ns());
+    b.quote(Symbol::parse("EURUSD").unwrap(), 1, now_ns(), 1.0, 1.1);
+    tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+    let ok = wait_for(&shm, |r| r.check_symbol("lp1", "EURUSD", now_ns()).is_ok());
+    assert!(ok, "{name}: the quote was not published");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{name}: the sidecar died"
+    );
+
+    // SAFETY: signals the child this test started and still owns.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{name}: no exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{name}: {status}");
+}
+
+/// Polls the publication at `shm` until `cond` holds on a healthy writer (20 s at most).
+fn wait_for(shm: &Path, cond: impl Fn(&Reader) -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let r = Reader::open(shm);
+        if r.health(now_ns()).is_ok() && cond(&r) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn run_with_stderr_on_a_full_device() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    survives("/dev/full", Stdio::from(full), false);
+}
+
+/// `| tee` ended by Ctrl-C: every write to stderr fails with EPIPE.
+#[test]
+fn run_with_stderr_on_a_pipe_nobody_reads() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    survives("broken pipe", Stdio::from(writer), false);
+}
+
+/// The runtime puts /dev/null on a closed descriptor 2 before `main`, so no
+/// file opened later takes its number and receives log lines.
+#[test]
+fn run_with_stderr_closed() {
+    survives("closed", Stdio::inherit(), true);
+}
+
+/// An error that cannot be printed still ends in exit status 2, not a panic.
+#[test]
+fn an_error_on_a_full_stderr_exits_2() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args([
+            "replay",
+            "/nonexistent.pcap",
+            "--config",
+            "/nonexistent.toml",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(full))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}
