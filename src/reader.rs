@@ -425,8 +425,7 @@ impl Reader {
             m.views
                 .feeds()
                 .get(feed as usize)?
-                .counters
-                .get(id)?
+                .counter(id)?
                 .load(Ordering::Relaxed),
         )
     }

@@ -222,20 +222,25 @@ pub struct SymbolSummary {
 
 /// Routes datagrams to feeds by destination.
 pub struct Router {
-    /// (destination as one integer, feed), sorted by destination: a feed
-    /// has one or two lines, so this is a handful of entries searched
+    /// (destination as one integer, feed, line), sorted by destination: a
+    /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
-    routes: Vec<(u64, u16)>,
+    routes: Vec<(u64, u16, u8)>,
 }
 
 impl Router {
     /// Routes every line of every feed.
     pub fn new(config: &Config) -> Router {
-        let mut routes: Vec<(u64, u16)> = config
+        let mut routes: Vec<(u64, u16, u8)> = config
             .feeds
             .iter()
             .enumerate()
-            .flat_map(|(id, f)| f.lines.iter().map(move |l| (route_key(*l), id as u16)))
+            .flat_map(|(id, f)| {
+                f.lines
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, l)| (route_key(*l), id as u16, i as u8))
+            })
             .collect();
         routes.sort_unstable();
         Router { routes }
@@ -244,11 +249,17 @@ impl Router {
     /// The feed a datagram to `dst` belongs to.
     #[inline]
     pub fn route(&self, dst: SocketAddrV4) -> Option<u16> {
+        self.route_line(dst).map(|(feed, _)| feed)
+    }
+
+    /// The feed and the line (0 = A, 1 = B) a datagram to `dst` belongs to.
+    #[inline]
+    pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
         let key = route_key(dst);
         self.routes
-            .binary_search_by_key(&key, |&(k, _)| k)
+            .binary_search_by_key(&key, |&(k, ..)| k)
             .ok()
-            .map(|i| self.routes[i].1)
+            .map(|i| (self.routes[i].1, self.routes[i].2 as usize))
     }
 }
 
@@ -340,11 +351,12 @@ pub fn replay_with(
             answers[order[next]] = answer(&handler, order[next]);
             next += 1;
         }
-        let route = router.route(d.dst);
-        observer.before(&handler, route, d);
+        let route = router.route_line(d.dst);
+        observer.before(&handler, route.map(|(feed, _)| feed), d);
         match route {
-            Some(feed) => {
-                let result: Result<(), Reject> = handler.on_datagram(feed, d.payload, d.time_ns);
+            Some((feed, line)) => {
+                let result: Result<(), Reject> =
+                    handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&handler, feed, d, result);
             }
             None => unrouted += 1,
