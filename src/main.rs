@@ -252,19 +252,37 @@ fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     let mut reader = tickguard::Reader::open_with(&path, bound_ms.saturating_mul(1_000_000));
     let name = path.display().to_string();
+    let filter = tickguard::stat::Filter {
+        feed: args.feed.clone(),
+        not_ok: args.not_ok,
+        top: args.top.map(|n| n as usize),
+    };
     let mut out = std::io::stdout().lock();
     loop {
         let now = args.now.unwrap_or_else(tickguard::reader::now_ns);
         if !reader.health(now).is_ok() {
             reader.refresh();
         }
-        let frame = tickguard::stat::render(&reader, &name, now);
-        if args.once {
-            write!(out, "{frame}")?;
-            return Ok(out.flush()?);
+        let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
+            .map_err(anyhow::Error::msg)?;
+        if args.json {
+            writeln!(out, "{}", snap.json())?;
+        } else if args.once {
+            write!(out, "{}", snap.text().full())?;
+        } else {
+            // The live view fits the terminal: header and worst rows stay.
+            let frame = match tickguard::sys::terminal_size() {
+                Some((rows, cols)) => {
+                    tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows, cols })
+                }
+                None => snap.text().full(),
+            };
+            write!(out, "\x1b[H\x1b[2J{frame}")?;
         }
-        write!(out, "\x1b[H\x1b[2J{frame}")?;
         out.flush()?;
+        if args.once {
+            return Ok(());
+        }
         for _ in 0..10 {
             if shutdown.load(std::sync::atomic::Ordering::Relaxed) {
                 return Ok(());
