@@ -508,6 +508,14 @@ fn demo_runs_and_shows_every_symbol() {
         assert!(last_frame.contains(&format!("SYM0000{i}")), "{last_frame}");
     }
     assert!(last_frame.contains("writer alive"), "{last_frame}");
+    // Line B's copies of line A's ticks are not "duplicates": those are the
+    // few datagrams the simulator sent twice on one line.
+    let count = |label: &str| -> u64 {
+        let at = last_frame.find(&format!("  {label} ")).expect(label) + label.len() + 3;
+        last_frame[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let (duplicates, copies) = (count("duplicates"), count("line copies"));
+    assert!(copies > 100 && duplicates * 10 < copies, "{last_frame}");
     assert!(stdout.contains("demo ended"), "{stdout}");
     assert!(
         !std::path::Path::new(&shm).exists(),
