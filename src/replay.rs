@@ -433,6 +433,80 @@ fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted:
     }
 }
 
+/// A feed counts as "all rejected" in a replay when at least this share of
+/// its packets, in percent, were rejected (a few stray datagrams of the
+/// right shape do not hide a capture of another protocol).
+pub const MOSTLY_REJECTED_PERCENT: u64 = 99;
+
+/// One warning line per feed that had packets and had at least
+/// [`MOSTLY_REJECTED_PERCENT`] of them rejected, naming its top reason
+/// (e.g. a MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?").
+pub fn rejected_feed_warnings(summary: &Summary) -> Vec<String> {
+    summary
+        .feeds
+        .iter()
+        .filter(|(_, f)| f.packets > 0 && f.rejected * 100 >= f.packets * MOSTLY_REJECTED_PERCENT)
+        .map(|(name, f)| {
+            let counts: Vec<u64> = Reject::ALL
+                .iter()
+                .map(|r| f.rejected_by_reason.get(r.as_str()).copied().unwrap_or(0))
+                .collect();
+            let top = crate::handler::top_reason(&counts);
+            format!(
+                "feed '{name}': {} of {} packets rejected, mostly {}{}",
+                f.rejected,
+                f.packets,
+                top.map_or("?", |r| r.as_str()),
+                top.map_or("", crate::handler::reject_hint)
+            )
+        })
+        .collect()
+}
+
+/// Most warnings printed about checks; the rest are counted in one more line.
+pub const CHECK_WARNINGS_CAP: usize = 10;
+
+/// Warning lines about checks that can only be answered `no_quote`
+/// because they name a feed `config` lacks or a string that is not a valid
+/// symbol: one per check (rows numbered from 1 after the header) up to
+/// [`CHECK_WARNINGS_CAP`], then one line counting the rest.
+pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> Vec<String> {
+    let feeds: Vec<&str> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+    let mut lines = Vec::new();
+    let mut more = 0usize;
+    for (i, c) in checks.iter().enumerate() {
+        let problem = if config.feed_id(&c.feed).is_none() {
+            format!(
+                "no feed '{}' in {config_name} (feeds: {})",
+                c.feed,
+                feeds.join(", ")
+            )
+        } else if Symbol::parse(&c.symbol).is_none() {
+            format!(
+                "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
+                c.symbol
+            )
+        } else {
+            continue;
+        };
+        if lines.len() < CHECK_WARNINGS_CAP {
+            lines.push(format!(
+                "check {} (time_ns {}): {problem}: answered no_quote",
+                i + 1,
+                c.time_ns
+            ));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        lines.push(format!(
+            "{more} more checks naming an unknown feed or an invalid symbol"
+        ));
+    }
+    lines
+}
+
 /// One check result as a JSON line (no trailing newline).
 pub fn answer_json(check: &Check, answer: Answer) -> String {
     #[derive(Serialize)]
