@@ -18,6 +18,11 @@ use crate::wire::sqf::msg_type;
 use crate::wire::sqf::HEARTBEAT_LEN;
 use crate::wire::{Known, Message, Packet, Reject, MAX_MESSAGES};
 
+/// In a slot's two bits of `Handler::last_line`: its sequence was last
+/// applied from line B.
+const FROM_B: u64 = 1;
+/// ... and the other line's copy of that sequence has come.
+const COPY_SEEN: u64 = 2;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -161,10 +166,16 @@ pub struct Handler {
     table: StateTable,
     feeds: Vec<Feed>,
     table_full_logged: bool,
-    /// Per slot, one bit: the line its sequence was last applied from (set:
-    /// line B). A duplicate quote from the other line is a line copy. One
-    /// bit per slot (8 KiB for 65,536) stays in cache; a per-feed window of
-    /// datagram hashes would instead hash every byte of every datagram.
+    /// Per slot, two bits (32 slots a word): [`FROM_B`], the line its
+    /// sequence was last applied from, and [`COPY_SEEN`], the other line's
+    /// copy of that sequence has come. A duplicate quote is a line copy when
+    /// it comes on the other line, and is either the other line's first copy
+    /// of the last sequence or a sequence before it (a lagging line); the
+    /// rest came twice on the same line. 16 KiB for 65,536 slots stays in
+    /// cache, and a message costs one read-modify-write of a word in it; a
+    /// per-feed window of datagram hashes would instead hash every byte of
+    /// every datagram. Blind spot: a lagging line's own repeat of an older
+    /// sequence counts as a line copy.
     last_line: Vec<u64>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
@@ -188,7 +199,7 @@ impl Handler {
     /// A handler over a given table (e.g. one in shared memory), with
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
-        let last_line = vec![0; table.capacity().div_ceil(64)];
+        let last_line = vec![0; table.capacity().div_ceil(32)];
         Handler {
             table,
             feeds: config
@@ -325,9 +336,15 @@ impl Handler {
                     continue;
                 };
                 // Quotes and Snapshots carry a sequence: they set the line.
+                // A duplicate Quote's sequence is the last one when `latest`.
+                let mut latest = false;
                 let (applied, sequenced) = match packet.message_at(p.at as usize) {
                     Message::Quote(q) => (
-                        slot.update(|s| rules::quote(s, kind, q.sequence(), price(q), t)),
+                        slot.update(|s| {
+                            let a = rules::quote(s, kind, q.sequence(), price(q), t);
+                            latest = q.sequence() == s.last_seq();
+                            a
+                        }),
                         true,
                     ),
                     Message::Snapshot(q) => (
@@ -345,19 +362,24 @@ impl Handler {
                     ),
                     Message::Unknown { .. } => continue,
                 };
-                let Some(word) = last_line.get_mut(p.slot as usize / 64) else {
+                let Some(word) = last_line.get_mut(p.slot as usize / 32) else {
                     continue;
                 };
-                let bit = 1u64 << (p.slot % 64);
+                let shift = p.slot % 32 * 2;
+                let bits = *word >> shift & 3;
                 match applied {
                     Applied::Duplicate => {
                         c.duplicates += 1;
-                        c.line_copies += (*word & bit != 0) as u64 ^ on_b;
+                        let other_line = bits & FROM_B != on_b;
+                        if other_line && !(latest && bits & COPY_SEEN != 0) {
+                            c.line_copies += 1;
+                            *word |= (latest as u64 * COPY_SEEN) << shift;
+                        }
                     }
                     Applied::Changed { lost } => {
                         c.ticks_lost = c.ticks_lost.saturating_add(lost);
                         if sequenced {
-                            *word = (*word & !bit) | (bit * on_b);
+                            *word = (*word & !(3 << shift)) | on_b << shift;
                         }
                     }
                 }
@@ -712,17 +734,27 @@ clock_offset = 0
             }
         }
         let c = &h.feeds()[0].counters;
-        // A's second copies of seq 5 and 10 (2 symbols) are the 4 same-line
-        // duplicates; B's second copies, like its first, are copies of a
-        // sequence line A applied (one bit per slot remembers only that).
-        assert_eq!((c.duplicates, c.line_copies), (28, 24));
-        // A heartbeat on B does not make B's later copy look like A's.
-        let mut hb = PacketBuilder::new(0);
-        hb.heartbeat(sym("A"), 11);
-        h.on_datagram_line(0, 1, &hb.finish(), 11).unwrap();
-        h.on_datagram_line(0, 1, &two_quotes(10), 11).unwrap();
+        // Each line's second copy of seq 5 and 10, 2 symbols each: 8.
+        assert_eq!((c.duplicates, c.line_copies), (28, 20));
+        // A line lagging by two: its copies are line copies, and its repeat
+        // of the last sequence a duplicate.
+        for d in [two_quotes(11), two_quotes(12)] {
+            h.on_datagram_line(0, 0, &d, 12).unwrap();
+        }
+        for seq in [11, 12, 12] {
+            h.on_datagram_line(0, 1, &two_quotes(seq), 13).unwrap();
+        }
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.line_copies), (30, 26));
+        assert_eq!((c.duplicates, c.line_copies), (34, 24));
+        // A heartbeat on B carries no sequence: B's copy of A's tick after
+        // it is still a line copy.
+        h.on_datagram_line(0, 0, &two_quotes(13), 14).unwrap();
+        let mut hb = PacketBuilder::new(0);
+        hb.heartbeat(sym("A"), 14).heartbeat(sym("B"), 14);
+        h.on_datagram_line(0, 1, &hb.finish(), 14).unwrap();
+        h.on_datagram_line(0, 1, &two_quotes(13), 14).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (36, 26));
     }
 
     #[test]

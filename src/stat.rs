@@ -284,7 +284,7 @@ impl Snapshot {
             if let Some((since, packets, reason)) = f.all_rejected() {
                 let _ = write!(
                     s,
-                    "  EVERY PACKET REJECTED for {:.1} s ({packets} in a row, mostly {}{})",
+                    "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",
                     now.saturating_sub(since) as f64 / 1e9,
                     reason.map_or("?", |r| r.as_str()),
                     reason.map_or("", reject_hint),
