@@ -85,6 +85,18 @@ pub struct StatArgs {
     /// User that must own the shared memory (name or uid; default: this user, or root).
     #[arg(long, value_name = "UID|NAME")]
     pub owner: Option<String>,
+    /// Print each snapshot as one JSON document (one line): health, writer, feeds with counters, symbols.
+    #[arg(long)]
+    pub json: bool,
+    /// Only this feed: its counters and its symbols.
+    #[arg(long, value_name = "NAME")]
+    pub feed: Option<String>,
+    /// Only symbols whose verdict is not ok.
+    #[arg(long)]
+    pub not_ok: bool,
+    /// Only the N worst symbols, 1 to 1,000,000 (after --feed and --not-ok).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub top: Option<u32>,
 }
 
 /// `tickguard demo`.

@@ -148,13 +148,14 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
     let offset_ms = reader.offset(0).unwrap_or(0) as f64 / 1e6;
     let mut s = format!(
         "tickguard demo — feed '{FEED}' (delta, lines A+B on loopback) — {:.0} s — {}\n\
-         packets {}  rejected {}  ticks lost {}  duplicates {}  kernel drops {}  clock offset {:+.3} ms\n\n",
+         packets {}  rejected {}  ticks lost {}  duplicates {}  line copies {}  kernel drops {}  clock offset {:+.3} ms\n\n",
         elapsed_ns as f64 / 1e9,
         reader.health(now),
         c(counter::PACKETS),
         c(counter::REJECTED),
         c(counter::TICKS_LOST),
-        c(counter::DUPLICATES),
+        c(counter::DUPLICATES).saturating_sub(c(counter::LINE_COPIES)),
+        c(counter::LINE_COPIES),
         c(counter::KERNEL_DROPS),
         offset_ms,
     );

@@ -949,6 +949,12 @@ impl Forensics {
         self.origin
     }
 
+    /// The capture's latest arrival, if any datagram was read: an `--at`
+    /// later than this is past the capture's end.
+    pub fn last_arrival(&self) -> Option<u64> {
+        self.origin.map(|_| self.span.1)
+    }
+
     /// The events kept for the target, in capture order; `None` if it was never seen.
     pub fn events(&self) -> Option<&[Event]> {
         let (feed, symbol) = self.target?;

@@ -18,12 +18,24 @@ use crate::wire::sqf::msg_type;
 use crate::wire::sqf::HEARTBEAT_LEN;
 use crate::wire::{Known, Message, Packet, Reject, MAX_MESSAGES};
 
+/// In a slot's two bits of `Handler::last_line`: its sequence was last
+/// applied from line B.
+const FROM_B: u64 = 1;
+/// ... and the other line's copy of that sequence has come.
+const COPY_SEEN: u64 = 2;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
 const NO_SLOT: SlotId = SlotId::MAX;
 /// At most one rejected-packet log line per feed per this interval, ns of arrival time.
 const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
+/// While a feed has every packet rejected, the warning repeats at most this
+/// often, ns of arrival time.
+const ALL_REJECTED_LOG_INTERVAL_NS: u64 = 10_000_000_000;
+/// Rejected packets in a row that make a feed "all rejected"...
+pub const ALL_REJECTED_MIN_PACKETS: u64 = 32;
+/// ... or a run of at least two this long, first to last, ns (a slow feed).
+pub const ALL_REJECTED_MIN_NS: u64 = 1_000_000_000;
 
 /// Counters of one feed, all lines together. Plain integers: only the
 /// handler's thread writes them.
@@ -47,6 +59,10 @@ pub struct FeedCounters {
     pub unknown: u64,
     /// Quotes at or below a symbol's last sequence.
     pub duplicates: u64,
+    /// Of `duplicates`, those on one line whose symbol's sequence was last
+    /// applied from the other line: the copies A/B arbitration exists to
+    /// drop. The rest came twice on the same line.
+    pub line_copies: u64,
     /// Ticks found missing (by Quotes and Heartbeats).
     pub ticks_lost: u64,
     /// Messages for a new symbol dropped because the table was full.
@@ -67,6 +83,82 @@ pub struct Feed {
     last_reject_log: Option<u64>,
     /// Rejections not logged since the last line.
     reject_log_held: u64,
+    /// The packets rejected in a row up to now.
+    run: RejectRun,
+}
+
+/// Packets of one feed rejected in a row. Kept on the rejected (cold) path
+/// only: an accepted packet ends the run without touching it, because the
+/// run remembers the feed's packet count at its last rejection.
+#[derive(Debug, Clone, Default)]
+pub struct RejectRun {
+    /// Arrival time of the first and of the last rejection, ns.
+    first_ns: u64,
+    last_ns: u64,
+    /// Rejections in the run.
+    packets: u64,
+    /// The feed's packet count at the last rejection.
+    at_packet: u64,
+    by_reason: [u64; Reject::ALL.len()],
+    /// Arrival time of the last "every packet rejected" warning, ns.
+    warned_ns: Option<u64>,
+}
+
+/// A feed all of whose packets are rejected, for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllRejected {
+    /// Arrival time of the first packet of the run, ns since the Unix epoch.
+    pub since_ns: u64,
+    /// Packets rejected in a row.
+    pub packets: u64,
+    /// The most frequent reason in the run.
+    pub top: Reject,
+}
+
+impl RejectRun {
+    /// Some while the feed's latest packets, `feed_packets` of them so far,
+    /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row, or
+    /// two or more over [`ALL_REJECTED_MIN_NS`]. Ends with the first
+    /// accepted packet.
+    pub fn all_rejected(&self, feed_packets: u64) -> Option<AllRejected> {
+        let ongoing = self.packets > 0 && self.at_packet == feed_packets;
+        let long = self.packets >= ALL_REJECTED_MIN_PACKETS
+            || (self.packets >= 2
+                && self.last_ns.saturating_sub(self.first_ns) >= ALL_REJECTED_MIN_NS);
+        (ongoing && long).then(|| AllRejected {
+            since_ns: self.first_ns,
+            packets: self.packets,
+            top: top_reason(&self.by_reason).unwrap_or(Reject::Magic),
+        })
+    }
+}
+
+/// The reason counted most in `by_reason` (indexed by [`Reject::index`]);
+/// the first in [`Reject::ALL`] on a tie, `None` when all are 0.
+pub fn top_reason(by_reason: &[u64]) -> Option<Reject> {
+    let mut top: Option<(Reject, u64)> = None;
+    for (r, &n) in Reject::ALL.iter().zip(by_reason) {
+        if n > 0 && top.is_none_or(|(_, m)| n > m) {
+            top = Some((*r, n));
+        }
+    }
+    top.map(|(r, _)| r)
+}
+
+/// A hint after a reject reason that means the packets are not SQF at all
+/// (another protocol on the group, e.g. ITCH over MoldUDP64): " (not SQF?)".
+pub fn reject_hint(r: Reject) -> &'static str {
+    match r {
+        Reject::Short | Reject::Magic | Reject::Version => " (not SQF?)",
+        _ => "",
+    }
+}
+
+impl Feed {
+    /// Some while every packet of the feed is rejected (see [`RejectRun::all_rejected`]).
+    pub fn all_rejected(&self) -> Option<AllRejected> {
+        self.run.all_rejected(self.counters.packets)
+    }
 }
 
 /// The handler: feeds, their state table, and the rules between them.
@@ -74,6 +166,17 @@ pub struct Handler {
     table: StateTable,
     feeds: Vec<Feed>,
     table_full_logged: bool,
+    /// Per slot, two bits (32 slots a word): [`FROM_B`], the line its
+    /// sequence was last applied from, and [`COPY_SEEN`], the other line's
+    /// copy of that sequence has come. A duplicate quote is a line copy when
+    /// it comes on the other line, and is either the other line's first copy
+    /// of the last sequence or a sequence before it (a lagging line); the
+    /// rest came twice on the same line. 16 KiB for 65,536 slots stays in
+    /// cache, and a message costs one read-modify-write of a word in it; a
+    /// per-feed window of datagram hashes would instead hash every byte of
+    /// every datagram. Blind spot: a lagging line's own repeat of an older
+    /// sequence counts as a line copy.
+    last_line: Vec<u64>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
     /// (grown only for a larger capture record, see `on_datagram`).
@@ -96,6 +199,7 @@ impl Handler {
     /// A handler over a given table (e.g. one in shared memory), with
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
+        let last_line = vec![0; table.capacity().div_ceil(32)];
         Handler {
             table,
             feeds: config
@@ -107,9 +211,11 @@ impl Handler {
                     counters: FeedCounters::default(),
                     last_reject_log: None,
                     reject_log_held: 0,
+                    run: RejectRun::default(),
                 })
                 .collect(),
             table_full_logged: false,
+            last_line,
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
     }
@@ -130,15 +236,32 @@ impl Handler {
     }
 
     /// Applies one datagram routed to `feed`, arrived at `t` (local clock,
-    /// ns since the Unix epoch). Returns why it was rejected, if it was.
+    /// ns since the Unix epoch), as if on line A. Returns why it was
+    /// rejected, if it was.
     #[inline]
     pub fn on_datagram(&mut self, feed: u16, payload: &[u8], t: u64) -> Result<(), Reject> {
+        self.on_datagram_line(feed, 0, payload, t)
+    }
+
+    /// [`on_datagram`](Self::on_datagram) for a datagram that came on `line`
+    /// of the feed (0 = A, 1 = B): a duplicate quote whose sequence was last
+    /// applied from the other line counts as a line copy.
+    #[inline]
+    pub fn on_datagram_line(
+        &mut self,
+        feed: u16,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Reject> {
         let Handler {
             table,
             feeds,
             table_full_logged,
+            last_line,
             pending,
         } = self;
+        let on_b = (line != 0) as u64;
         let Some(f) = feeds.get_mut(feed as usize) else {
             return Ok(());
         };
@@ -212,24 +335,53 @@ impl Handler {
                 let Some(slot) = slots.get(p.slot as usize) else {
                     continue;
                 };
-                let applied = match packet.message_at(p.at as usize) {
-                    Message::Quote(q) => {
-                        slot.update(|s| rules::quote(s, kind, q.sequence(), price(q), t))
-                    }
-                    Message::Snapshot(q) => slot.update(|s| {
-                        if s.baseline() && q.sequence() < s.last_seq() {
-                            c.resets += 1;
-                        }
-                        rules::snapshot(s, q.sequence(), price(q), t)
-                    }),
-                    Message::Heartbeat(h) => {
-                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
-                    }
+                // Quotes and Snapshots carry a sequence: they set the line.
+                // A duplicate Quote's sequence is the last one when `latest`.
+                let mut latest = false;
+                let (applied, sequenced) = match packet.message_at(p.at as usize) {
+                    Message::Quote(q) => (
+                        slot.update(|s| {
+                            let a = rules::quote(s, kind, q.sequence(), price(q), t);
+                            latest = q.sequence() == s.last_seq();
+                            a
+                        }),
+                        true,
+                    ),
+                    Message::Snapshot(q) => (
+                        slot.update(|s| {
+                            if s.baseline() && q.sequence() < s.last_seq() {
+                                c.resets += 1;
+                            }
+                            rules::snapshot(s, q.sequence(), price(q), t)
+                        }),
+                        true,
+                    ),
+                    Message::Heartbeat(h) => (
+                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t)),
+                        false,
+                    ),
                     Message::Unknown { .. } => continue,
                 };
+                let Some(word) = last_line.get_mut(p.slot as usize / 32) else {
+                    continue;
+                };
+                let shift = p.slot % 32 * 2;
+                let bits = *word >> shift & 3;
                 match applied {
-                    Applied::Duplicate => c.duplicates += 1,
-                    Applied::Changed { lost } => c.ticks_lost = c.ticks_lost.saturating_add(lost),
+                    Applied::Duplicate => {
+                        c.duplicates += 1;
+                        let other_line = bits & FROM_B != on_b;
+                        if other_line && !(latest && bits & COPY_SEEN != 0) {
+                            c.line_copies += 1;
+                            *word |= (latest as u64 * COPY_SEEN) << shift;
+                        }
+                    }
+                    Applied::Changed { lost } => {
+                        c.ticks_lost = c.ticks_lost.saturating_add(lost);
+                        if sequenced {
+                            *word = (*word & !(3 << shift)) | on_b << shift;
+                        }
+                    }
                 }
             }
         }
@@ -271,12 +423,29 @@ impl Handler {
                 (counter::TICKS_LOST, c.ticks_lost),
                 (counter::TABLE_FULL, c.table_full),
                 (counter::RESETS, c.resets),
+                (counter::LINE_COPIES, c.line_copies),
             ] {
                 p.set_counter(id, k, v);
             }
             for (r, v) in c.rejected_by_reason.iter().enumerate() {
                 p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
             }
+            let all = f.all_rejected();
+            p.set_counter(
+                id,
+                counter::ALL_REJECTED_SINCE,
+                all.map_or(0, |a| a.since_ns),
+            );
+            p.set_counter(
+                id,
+                counter::ALL_REJECTED_PACKETS,
+                all.map_or(0, |a| a.packets),
+            );
+            p.set_counter(
+                id,
+                counter::ALL_REJECTED_REASON,
+                all.map_or(0, |a| a.top.index() as u64 + 1),
+            );
         }
     }
 
@@ -399,6 +568,35 @@ impl Feed {
         } else {
             self.reject_log_held += 1;
         }
+        let run = &mut self.run;
+        if run.packets == 0 || run.at_packet + 1 != self.counters.packets {
+            *run = RejectRun {
+                first_ns: t,
+                warned_ns: run.warned_ns,
+                ..RejectRun::default()
+            };
+        }
+        run.packets += 1;
+        run.last_ns = t;
+        run.at_packet = self.counters.packets;
+        run.by_reason[reason.index()] += 1;
+        if let Some(all) = self.all_rejected() {
+            let due = self
+                .run
+                .warned_ns
+                .is_none_or(|w| t.saturating_sub(w) >= ALL_REJECTED_LOG_INTERVAL_NS || t < w);
+            if due {
+                self.run.warned_ns = Some(t);
+                tracing::warn!(
+                    feed = %self.config.name,
+                    reason = all.top.as_str(),
+                    packets = all.packets,
+                    for_s = t.saturating_sub(all.since_ns) / 1_000_000_000,
+                    "every packet of the feed is rejected{}",
+                    reject_hint(all.top)
+                );
+            }
+        }
     }
 }
 
@@ -500,6 +698,136 @@ clock_offset = 0
         assert_eq!(h.records().count(), 3);
         assert_eq!(h.verdict(0, sym("D"), 1), Reasons::NO_QUOTE);
         assert!(h.verdict(0, sym("A"), 1).is_ok());
+    }
+
+    /// Quotes for A and B, seq `seq`, in one datagram.
+    fn two_quotes(seq: u64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(0);
+        b.quote(sym("A"), seq, 1, 1.0, 2.0)
+            .quote(sym("B"), seq, 1, 1.0, 2.0);
+        b.finish()
+    }
+
+    #[test]
+    fn line_b_copies_of_everything_are_line_copies_not_duplicates() {
+        let mut h = Handler::new(&config("full"));
+        for seq in 1..=100 {
+            let d = two_quotes(seq);
+            // B is sometimes ahead of A, sometimes behind.
+            let lines = if seq % 3 == 0 { [1, 0] } else { [0, 1] };
+            for line in lines {
+                h.on_datagram_line(0, line, &d, seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (200, 200, 0));
+    }
+
+    #[test]
+    fn a_datagram_twice_on_the_same_line_is_a_duplicate() {
+        let mut h = Handler::new(&config("full"));
+        for seq in 1..=10 {
+            let d = two_quotes(seq);
+            h.on_datagram_line(0, 0, &d, seq).unwrap();
+            h.on_datagram_line(0, 1, &d, seq).unwrap();
+            if seq % 5 == 0 {
+                h.on_datagram_line(0, 0, &d, seq).unwrap();
+                h.on_datagram_line(0, 1, &d, seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        // Each line's second copy of seq 5 and 10, 2 symbols each: 8.
+        assert_eq!((c.duplicates, c.line_copies), (28, 20));
+        // A line lagging by two: its copies are line copies, and its repeat
+        // of the last sequence a duplicate.
+        for d in [two_quotes(11), two_quotes(12)] {
+            h.on_datagram_line(0, 0, &d, 12).unwrap();
+        }
+        for seq in [11, 12, 12] {
+            h.on_datagram_line(0, 1, &two_quotes(seq), 13).unwrap();
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (34, 24));
+        // A heartbeat on B carries no sequence: B's copy of A's tick after
+        // it is still a line copy.
+        h.on_datagram_line(0, 0, &two_quotes(13), 14).unwrap();
+        let mut hb = PacketBuilder::new(0);
+        hb.heartbeat(sym("A"), 14).heartbeat(sym("B"), 14);
+        h.on_datagram_line(0, 1, &hb.finish(), 14).unwrap();
+        h.on_datagram_line(0, 1, &two_quotes(13), 14).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (36, 26));
+    }
+
+    #[test]
+    fn every_packet_rejected_is_a_state_that_an_accepted_packet_ends() {
+        let mut h = Handler::new(&config("full"));
+        let bad = b"MOLDUDP64 session".to_vec();
+        for i in 0..ALL_REJECTED_MIN_PACKETS - 1 {
+            let _ = h.on_datagram(0, &bad, 1_000 + i);
+        }
+        assert_eq!(h.feeds()[0].all_rejected(), None, "not yet");
+        let _ = h.on_datagram(0, &bad, 5_000);
+        let all = h.feeds()[0].all_rejected().unwrap();
+        assert_eq!(
+            (all.since_ns, all.packets, all.top),
+            (1_000, 32, Reject::Magic)
+        );
+        h.on_datagram(0, &two_quotes(1), 6_000).unwrap();
+        assert_eq!(h.feeds()[0].all_rejected(), None);
+        // A slow feed: two rejections a second apart, nothing in between.
+        let _ = h.on_datagram(0, &bad, 7_000);
+        assert_eq!(h.feeds()[0].all_rejected(), None);
+        let _ = h.on_datagram(0, &bad, 7_000 + ALL_REJECTED_MIN_NS);
+        assert_eq!(h.feeds()[0].all_rejected().unwrap().packets, 2);
+    }
+
+    /// A log sink for one test.
+    #[derive(Clone, Default)]
+    struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_every_packet_rejected_warning_repeats_every_10_s_while_it_lasts() {
+        let log = Log::default();
+        let sink = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let s = 1_000_000_000u64;
+        tracing::subscriber::with_default(subscriber, || {
+            let mut h = Handler::new(&config("full"));
+            // One bad packet every 100 ms for 25 s: a run of 1 s by the
+            // 11th, warned then (1 s), at 11 s and at 21 s.
+            for i in 0..250 {
+                let _ = h.on_datagram(0, b"MOLDUDP64 session", i * s / 10);
+            }
+            // Accepted: over. Bad again: a new run, still rate-limited.
+            h.on_datagram(0, &two_quotes(1), 25 * s).unwrap();
+            for i in 0..40 {
+                let _ = h.on_datagram(0, b"MOLDUDP64 session", 25 * s + i);
+            }
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("every packet of the feed is rejected (not SQF?)"))
+            .collect();
+        assert_eq!(warnings.len(), 3, "{text}");
+        assert!(warnings
+            .iter()
+            .all(|l| l.contains("feed=f") && l.contains("reason=\"bad_magic\"")));
+        assert!(warnings[2].contains("packets=211 for_s=21"), "{text}");
     }
 
     #[test]

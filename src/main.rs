@@ -91,14 +91,49 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
+/// A warning on stderr: one line, never an error.
+fn warn(line: &str) {
+    eprintln!("tickguard: warning: {line}");
+}
+
+/// An output file can be written where it is named: its directory exists
+/// and it is not itself a directory. Checked before any work.
+fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.is_dir() {
+        anyhow::bail!("{flag} {}: is a directory", path.display());
+    }
+    Ok(())
+}
+
 fn run_replay(args: ReplayArgs) -> Result<()> {
     // Validate everything before reading the capture.
+    for (flag, path) in [("--summary", &args.summary), ("--timeline", &args.timeline)] {
+        if let Some(path) = path {
+            check_output(flag, path)?;
+        }
+    }
     let config = Config::load(&args.config)?;
     let checks = match &args.checks {
         Some(path) => load_checks(path)?,
         None => Vec::new(),
     };
     let mut capture = CaptureReader::open(&args.capture)?;
+    for line in
+        tickguard::replay::check_warnings(&config, &args.config.display().to_string(), &checks)
+    {
+        warn(&line);
+    }
 
     let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(capture.len().unwrap_or(0));
@@ -164,6 +199,24 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     };
     if let Some(b) = &bar {
         b.finish_and_clear();
+    }
+    for line in tickguard::replay::rejected_feed_warnings(&outcome.summary) {
+        warn(&line);
+    }
+    if let (Some(at), Some(f)) = (args.at, &forensics) {
+        match f.last_arrival() {
+            Some(last) if at > last => warn(&format!(
+                "--at {} is {:.3} ms after the capture's last datagram ({}): the answer assumes nothing arrived after it",
+                tickguard::explain::iso(at),
+                (at - last) as f64 / 1e6,
+                tickguard::explain::iso(last)
+            )),
+            None => warn(&format!(
+                "--at {}: the capture holds no datagram",
+                tickguard::explain::iso(at)
+            )),
+            Some(_) => {}
+        }
     }
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -293,6 +346,11 @@ fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     let mut reader = tickguard::Reader::open_with(&path, options);
     let name = path.display().to_string();
+    let filter = tickguard::stat::Filter {
+        feed: args.feed.clone(),
+        not_ok: args.not_ok,
+        top: args.top.map(|n| n as usize),
+    };
     let mut out = std::io::stdout().lock();
     loop {
         let now = args.now.unwrap_or_else(tickguard::reader::now_ns);
@@ -303,13 +361,26 @@ fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
         if args.once && health.is_unusable() {
             anyhow::bail!("{health}");
         }
-        let frame = tickguard::stat::render(&reader, &name, now);
-        if args.once {
-            write!(out, "{frame}")?;
-            return Ok(out.flush()?);
+        let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
+            .map_err(anyhow::Error::msg)?;
+        if args.json {
+            writeln!(out, "{}", snap.json())?;
+        } else if args.once {
+            write!(out, "{}", snap.text().full())?;
+        } else {
+            // The live view fits the terminal: header and worst rows stay.
+            let frame = match tickguard::sys::terminal_size() {
+                Some((rows, cols)) => {
+                    tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows, cols })
+                }
+                None => snap.text().full(),
+            };
+            write!(out, "\x1b[H\x1b[2J{frame}")?;
         }
-        write!(out, "\x1b[H\x1b[2J{frame}")?;
         out.flush()?;
+        if args.once {
+            return Ok(());
+        }
         for _ in 0..10 {
             if shutdown.load(std::sync::atomic::Ordering::Relaxed) {
                 return Ok(());

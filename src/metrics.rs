@@ -58,6 +58,10 @@ struct FeedMetrics {
     verdicts: Vec<Gauge>,
     offset: Gauge,
     silence: Gauge,
+    /// Duplicates that came twice on the same line (line copies excluded).
+    duplicates: Counter,
+    line_copies: Counter,
+    all_rejected: Gauge,
     last_lost: u64,
     last_resets: u64,
     /// A gap burst in progress: (first sample that saw it, ns; ticks lost before it).
@@ -129,7 +133,6 @@ impl Monitor {
                         (counter::HEARTBEATS, c("tickguard_heartbeats_total")),
                         (counter::UNKNOWN, c("tickguard_unknown_messages_total")),
                         (counter::TICKS_LOST, c("tickguard_ticks_lost_total")),
-                        (counter::DUPLICATES, c("tickguard_duplicate_events_total")),
                         (counter::RESETS, c("tickguard_provider_resets_total")),
                         (counter::TABLE_FULL, c("tickguard_table_full_drops_total")),
                     ],
@@ -150,6 +153,9 @@ impl Monitor {
                         .collect(),
                     offset: metrics::gauge!("tickguard_clock_offset_seconds", "feed" => feed.clone()),
                     silence: metrics::gauge!("tickguard_feed_silence_seconds", "feed" => feed.clone()),
+                    duplicates: c("tickguard_duplicate_events_total"),
+                    line_copies: c("tickguard_line_copies_total"),
+                    all_rejected: metrics::gauge!("tickguard_feed_all_rejected", "feed" => feed.clone()),
                     last_lost: 0,
                     last_resets: 0,
                     burst: None,
@@ -277,6 +283,12 @@ impl Monitor {
             for (k, c) in &f.rejected {
                 c.absolute(get(*k));
             }
+            let copies = get(counter::LINE_COPIES);
+            f.line_copies.absolute(copies);
+            f.duplicates
+                .absolute(get(counter::DUPLICATES).saturating_sub(copies));
+            let all_rejected = get(counter::ALL_REJECTED_SINCE) != 0;
+            f.all_rejected.set(all_rejected as u8 as f64);
             let offset = r.offset(id).unwrap_or(0);
             f.offset.set(offset as f64 / 1e9);
             let mut by = [0u64; VERDICTS.len()];

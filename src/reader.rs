@@ -142,6 +142,23 @@ impl Health {
     }
 }
 
+impl Health {
+    /// A short, stable name (the `health` field of `stat --json`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Health::Ok => "ok",
+            Health::Missing(_) => "missing",
+            Health::BadLayout(_) => "bad_layout",
+            Health::Untrusted(_) => "untrusted",
+            Health::WriterDead { .. } => "writer_dead",
+            Health::WriterAhead { .. } => "writer_ahead",
+            Health::WriterClosed => "writer_closed",
+            Health::WriterRestarted => "writer_restarted",
+            Health::Busy => "busy",
+        }
+    }
+}
+
 impl std::fmt::Display for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -565,8 +582,7 @@ impl Reader {
             m.views
                 .feeds()
                 .get(feed as usize)?
-                .counters
-                .get(id)?
+                .counter(id)?
                 .load(Ordering::Relaxed),
         )
     }

@@ -222,20 +222,25 @@ pub struct SymbolSummary {
 
 /// Routes datagrams to feeds by destination.
 pub struct Router {
-    /// (destination as one integer, feed), sorted by destination: a feed
-    /// has one or two lines, so this is a handful of entries searched
+    /// (destination as one integer, feed, line), sorted by destination: a
+    /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
-    routes: Vec<(u64, u16)>,
+    routes: Vec<(u64, u16, u8)>,
 }
 
 impl Router {
     /// Routes every line of every feed.
     pub fn new(config: &Config) -> Router {
-        let mut routes: Vec<(u64, u16)> = config
+        let mut routes: Vec<(u64, u16, u8)> = config
             .feeds
             .iter()
             .enumerate()
-            .flat_map(|(id, f)| f.lines.iter().map(move |l| (route_key(*l), id as u16)))
+            .flat_map(|(id, f)| {
+                f.lines
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, l)| (route_key(*l), id as u16, i as u8))
+            })
             .collect();
         routes.sort_unstable();
         Router { routes }
@@ -244,11 +249,17 @@ impl Router {
     /// The feed a datagram to `dst` belongs to.
     #[inline]
     pub fn route(&self, dst: SocketAddrV4) -> Option<u16> {
+        self.route_line(dst).map(|(feed, _)| feed)
+    }
+
+    /// The feed and the line (0 = A, 1 = B) a datagram to `dst` belongs to.
+    #[inline]
+    pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
         let key = route_key(dst);
         self.routes
-            .binary_search_by_key(&key, |&(k, _)| k)
+            .binary_search_by_key(&key, |&(k, ..)| k)
             .ok()
-            .map(|i| self.routes[i].1)
+            .map(|i| (self.routes[i].1, self.routes[i].2 as usize))
     }
 }
 
@@ -340,11 +351,12 @@ pub fn replay_with(
             answers[order[next]] = answer(&handler, order[next]);
             next += 1;
         }
-        let route = router.route(d.dst);
-        observer.before(&handler, route, d);
+        let route = router.route_line(d.dst);
+        observer.before(&handler, route.map(|(feed, _)| feed), d);
         match route {
-            Some(feed) => {
-                let result: Result<(), Reject> = handler.on_datagram(feed, d.payload, d.time_ns);
+            Some((feed, line)) => {
+                let result: Result<(), Reject> =
+                    handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&handler, feed, d, result);
             }
             None => unrouted += 1,
@@ -419,6 +431,80 @@ fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted:
         capture: CaptureSummary { reader, unrouted },
         feeds,
     }
+}
+
+/// A feed counts as "all rejected" in a replay when at least this share of
+/// its packets, in percent, were rejected (a few stray datagrams of the
+/// right shape do not hide a capture of another protocol).
+pub const MOSTLY_REJECTED_PERCENT: u64 = 99;
+
+/// One warning line per feed that had packets and had at least
+/// [`MOSTLY_REJECTED_PERCENT`] of them rejected, naming its top reason
+/// (e.g. a MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?").
+pub fn rejected_feed_warnings(summary: &Summary) -> Vec<String> {
+    summary
+        .feeds
+        .iter()
+        .filter(|(_, f)| f.packets > 0 && f.rejected * 100 >= f.packets * MOSTLY_REJECTED_PERCENT)
+        .map(|(name, f)| {
+            let counts: Vec<u64> = Reject::ALL
+                .iter()
+                .map(|r| f.rejected_by_reason.get(r.as_str()).copied().unwrap_or(0))
+                .collect();
+            let top = crate::handler::top_reason(&counts);
+            format!(
+                "feed '{name}': {} of {} packets rejected, mostly {}{}",
+                f.rejected,
+                f.packets,
+                top.map_or("?", |r| r.as_str()),
+                top.map_or("", crate::handler::reject_hint)
+            )
+        })
+        .collect()
+}
+
+/// Most warnings printed about checks; the rest are counted in one more line.
+pub const CHECK_WARNINGS_CAP: usize = 10;
+
+/// Warning lines about checks that can only be answered `no_quote`
+/// because they name a feed `config` lacks or a string that is not a valid
+/// symbol: one per check (rows numbered from 1 after the header) up to
+/// [`CHECK_WARNINGS_CAP`], then one line counting the rest.
+pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> Vec<String> {
+    let feeds: Vec<&str> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+    let mut lines = Vec::new();
+    let mut more = 0usize;
+    for (i, c) in checks.iter().enumerate() {
+        let problem = if config.feed_id(&c.feed).is_none() {
+            format!(
+                "no feed '{}' in {config_name} (feeds: {})",
+                c.feed,
+                feeds.join(", ")
+            )
+        } else if Symbol::parse(&c.symbol).is_none() {
+            format!(
+                "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
+                c.symbol
+            )
+        } else {
+            continue;
+        };
+        if lines.len() < CHECK_WARNINGS_CAP {
+            lines.push(format!(
+                "check {} (time_ns {}): {problem}: answered no_quote",
+                i + 1,
+                c.time_ns
+            ));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        lines.push(format!(
+            "{more} more checks naming an unknown feed or an invalid symbol"
+        ));
+    }
+    lines
 }
 
 /// One check result as a JSON line (no trailing newline).

@@ -33,8 +33,9 @@
 //! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
 //! 1 delta), 72 stale_ns, 80 source_ns (feed defaults), 88 line A, 96 line B
 //! (`ipv4 << 16 | port`, 0 = none), 128 offset stamp (seqlock), 136 offset
-//! low word, 144 offset high word (i128, ns, local − provider), 256..512
-//! counters (u64 each, ids in [`counter`]).
+//! low word, 144 offset high word (i128, ns, local − provider), 152..256
+//! counters 32..45 (appended ids, in words the block had reserved), 256..512
+//! counters 0..32 (u64 each, ids in [`counter`]).
 //!
 //! DirEntry (16 bytes): 0 symbol key, 8 `feed << 32 | slot`.
 //!
@@ -125,8 +126,22 @@ pub mod counter {
     pub const LINE_KERNEL_DROPS: usize = 28;
     /// SO_RCVBUF in effect, bytes, per line.
     pub const LINE_RCVBUF: usize = 30;
-    /// Counter slots in a block.
+    /// Counter slots at 256..512 of a block (ids below this).
     pub const COUNT: usize = 32;
+    /// Of `DUPLICATES`, the quotes whose sequence was last applied from the
+    /// other line: line B's copy of a tick line A delivered (or A's of B's).
+    /// `DUPLICATES - LINE_COPIES` came twice on the same line.
+    pub const LINE_COPIES: usize = 32;
+    /// While every packet of the feed is rejected (see
+    /// `handler::RejectRun::all_rejected`): arrival time of the first of
+    /// them, ns since the Unix epoch; 0 otherwise.
+    pub const ALL_REJECTED_SINCE: usize = 33;
+    /// Packets rejected in a row so far while `ALL_REJECTED_SINCE` is set.
+    pub const ALL_REJECTED_PACKETS: usize = 34;
+    /// The most frequent reject reason of that run: `Reject::index() + 1`; 0 none.
+    pub const ALL_REJECTED_REASON: usize = 35;
+    /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
+    pub const MORE: usize = 13;
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),
@@ -156,8 +171,20 @@ pub struct FeedBlock {
     pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
-    reserved1: [AtomicU64; 13],
+    /// Counters `counter::COUNT..`; use [`FeedBlock::counter`].
+    pub more_counters: [AtomicU64; counter::MORE],
     pub counters: [AtomicU64; counter::COUNT],
+}
+
+impl FeedBlock {
+    /// Counter `id` (ids in [`counter`]), wherever in the block it lives.
+    #[inline]
+    pub fn counter(&self, id: usize) -> Option<&AtomicU64> {
+        match id.checked_sub(counter::COUNT) {
+            None => self.counters.get(id),
+            Some(more) => self.more_counters.get(more),
+        }
+    }
 }
 
 /// One directory entry.
@@ -705,7 +732,7 @@ impl Publication {
             .views
             .feeds()
             .get(feed as usize)
-            .and_then(|b| b.counters.get(id))
+            .and_then(|b| b.counter(id))
         {
             c.store(value, Ordering::Relaxed);
         }
@@ -750,6 +777,7 @@ mod tests {
         assert_eq!(offset_of!(FeedBlock, kind), 64);
         assert_eq!(offset_of!(FeedBlock, lines), 88);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
+        assert_eq!(offset_of!(FeedBlock, more_counters), 152);
         assert_eq!(offset_of!(FeedBlock, counters), 256);
         assert_eq!(size_of::<DirEntry>(), 16);
         assert_eq!(align_of::<Slot>(), 128);

@@ -432,7 +432,10 @@ impl Sidecar {
                 }
             }
             line.packets += 1;
-            match self.handler.on_datagram(line.feed, payload, t) {
+            match self
+                .handler
+                .on_datagram_line(line.feed, line.index, payload, t)
+            {
                 // Accepted: the count field is valid (bytes 4..6).
                 Ok(()) => line.messages += u16::from_le_bytes([payload[4], payload[5]]) as u64,
                 Err(_) => line.rejected += 1,

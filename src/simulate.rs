@@ -707,13 +707,13 @@ fn clock_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs `tickguard simulate`: publishes until `--count` quotes or
-/// `--duration-s` seconds (neither: until killed), sends the closing round,
-/// then prints the report as one JSON line when `--report`. A process killed
-/// (or interrupted with SIGINT) just ends: no closing round, no report.
+/// Runs `tickguard simulate`: publishes until `--count` quotes,
+/// `--duration-s` seconds, or SIGINT/SIGTERM (Ctrl-C), sends the closing
+/// round, then prints the report as one JSON line when `--report` and exits
+/// 0. Only SIGKILL ends it without a report.
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    let never = std::sync::atomic::AtomicBool::new(false);
-    let report = publish(args, &never)?;
+    let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
+    let report = publish(args, stop)?;
     if args.report {
         let json = serde_json::to_string(&report).context("simulate: encoding the report")?;
         let mut stdout = std::io::stdout().lock();

@@ -508,9 +508,173 @@ fn demo_runs_and_shows_every_symbol() {
         assert!(last_frame.contains(&format!("SYM0000{i}")), "{last_frame}");
     }
     assert!(last_frame.contains("writer alive"), "{last_frame}");
+    // Line B's copies of line A's ticks are not "duplicates": those are the
+    // few datagrams the simulator sent twice on one line.
+    let count = |label: &str| -> u64 {
+        let at = last_frame.find(&format!("  {label} ")).expect(label) + label.len() + 3;
+        last_frame[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let (duplicates, copies) = (count("duplicates"), count("line copies"));
+    assert!(copies > 100 && duplicates * 10 < copies, "{last_frame}");
     assert!(stdout.contains("demo ended"), "{stdout}");
     assert!(
         !std::path::Path::new(&shm).exists(),
         "the demo removes its shared memory"
     );
+}
+
+/// A MoldUDP64 datagram (session, sequence, count, one ITCH-like block):
+/// what lands on an SQF feed when the wrong capture is replayed.
+fn moldudp64(seq: u64) -> Vec<u8> {
+    let mut d = b"SESSION001".to_vec();
+    d.extend_from_slice(&seq.to_be_bytes());
+    d.extend_from_slice(&1u16.to_be_bytes());
+    d.extend_from_slice(&12u16.to_be_bytes());
+    d.extend_from_slice(b"A\0\x01\0\0\0\0\0\0\0\0\0");
+    d
+}
+
+#[test]
+fn replay_warns_when_every_packet_of_a_feed_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let packets: Vec<_> = (0..50)
+        .map(|i| (t + i * MS, "239.1.1.1:30001", moldudp64(i)))
+        .collect();
+    let cap = small_capture(dir.path(), &packets);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l
+            == "tickguard: warning: feed 'lp1': 50 of 50 packets rejected, mostly bad_magic (not SQF?)"),
+        "{}",
+        run.stderr
+    );
+    // A capture with a few bad packets among good ones is not flagged.
+    let mut mixed: Vec<_> = (1..=20)
+        .map(|i| (t + i * MS, "239.1.1.1:30001", quote(i, t)))
+        .collect();
+    mixed.push((t + 30 * MS, "239.1.1.1:30001", moldudp64(1)));
+    let cap = small_capture(dir.path(), &mixed);
+    let run = replay(&cap, &cfg, None);
+    assert!(!run.stderr.contains("packets rejected"), "{}", run.stderr);
+}
+
+#[test]
+fn replay_warns_about_checks_naming_an_unknown_feed_or_an_invalid_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", quote(1, t))]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let mut rows = String::from("time_ns,feed,symbol\n");
+    rows.push_str(&format!(
+        "{t},lp1,EURUSD\n{t},lp2,EURUSD\n{t},lp1,TOO LONG SYMBOL\n"
+    ));
+    for _ in 0..12 {
+        rows.push_str(&format!("{t},fx,EURUSD\n"));
+    }
+    let checks = write(dir.path(), "k.csv", &rows);
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 15, "every check still answered");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 11, "capped: {}", run.stderr);
+    assert_eq!(
+        lines[0],
+        format!(
+            "tickguard: warning: check 2 (time_ns {t}): no feed 'lp2' in {} (feeds: lp1): answered no_quote",
+            cfg.display()
+        )
+    );
+    assert!(
+        lines[1].contains("check 3 ")
+            && lines[1].contains("'TOO LONG SYMBOL' is not a valid symbol")
+    );
+    assert_eq!(
+        lines[10],
+        "tickguard: warning: 4 more checks naming an unknown feed or an invalid symbol"
+    );
+    // Good checks, no warning.
+    let good = write(
+        dir.path(),
+        "g.csv",
+        &format!("time_ns,feed,symbol\n{t},lp1,EURUSD\n"),
+    );
+    assert_eq!(replay(&cap, &cfg, Some(&good)).stderr, "");
+}
+
+#[test]
+fn replay_output_paths_are_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = write(d, "c.toml", SMALL_CONFIG);
+    let missing = d.join("no-such-dir");
+    for (flag, path, needle) in [
+        ("--summary", missing.join("s.json"), "does not exist"),
+        ("--timeline", missing.join("t.svg"), "does not exist"),
+        ("--summary", d.to_path_buf(), "is a directory"),
+    ] {
+        // The capture does not exist either: the output path is judged first.
+        let out = tickguard()
+            .arg("replay")
+            .arg(d.join("missing.pcap"))
+            .arg("--config")
+            .arg(&cfg)
+            .arg(flag)
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(needle) && !stderr.contains("missing.pcap"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn explain_at_past_the_capture_end_warns_and_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let cap = small_capture(
+        dir.path(),
+        &[
+            (t, "239.1.1.1:30001", quote(1, t)),
+            (t + 1_000 * MS, "239.1.1.1:30001", quote(2, t + 1_000 * MS)),
+        ],
+    );
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let at = |ns: u64| {
+        let out = tickguard()
+            .arg("replay")
+            .arg(&cap)
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--explain", "lp1", "EURUSD", "--at", &ns.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (stdout, stderr) = at(t + 3_000 * MS);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("tickguard: warning: --at 1970-01-01T00:00:13")
+            && stderr
+                .contains("is 2000.000 ms after the capture's last datagram (1970-01-01T00:00:11"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("lp1 EURUSD at") && stdout.contains("stale"),
+        "{stdout}"
+    );
+    let (stdout, stderr) = at(t + 100 * MS);
+    assert_eq!(stderr, "");
+    assert!(stdout.contains("lp1 EURUSD at"), "{stdout}");
 }

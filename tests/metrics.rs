@@ -56,11 +56,28 @@ fn value(text: &str, series: &str) -> Option<f64> {
     })
 }
 
-#[test]
-fn metrics_match_what_the_simulator_injected() {
+/// A `tickguard run` with two unicast loopback lines and metrics, up and
+/// serving `/metrics`; its log goes to `log`.
+struct Sidecar {
+    _run: Killed,
+    a: u16,
+    b: u16,
+    http: u16,
+    log: PathBuf,
+    shm: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.shm);
+    }
+}
+
+fn start(name: &str) -> Sidecar {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, http) = (free_udp(), free_udp(), free_tcp());
-    let shm = format!("/dev/shm/tickguard-metrics-{}", std::process::id());
+    let shm = format!("/dev/shm/tickguard-{name}-{}", std::process::id());
     let cfg = dir.path().join("config.toml");
     std::fs::write(
         &cfg,
@@ -84,7 +101,7 @@ source_threshold_ms = 60000
     )
     .unwrap();
     let log = dir.path().join("run.log");
-    let _run = Killed(
+    let run = Killed(
         Command::new(bin())
             .args(["run", "--config"])
             .arg(&cfg)
@@ -103,7 +120,21 @@ source_threshold_ms = 60000
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    Sidecar {
+        _run: run,
+        a,
+        b,
+        http,
+        log,
+        shm,
+        _dir: dir,
+    }
+}
 
+#[test]
+fn metrics_match_what_the_simulator_injected() {
+    let sidecar = start("metrics");
+    let (a, b, http, log) = (sidecar.a, sidecar.b, sidecar.http, &sidecar.log);
     let sim = Command::new(bin())
         .args([
             "simulate",
@@ -178,7 +209,16 @@ source_threshold_ms = 60000
         ),
         Some(0.0)
     );
-    assert!(value(&text, r#"tickguard_duplicate_events_total{feed="lp1"}"#).unwrap() > 0.0);
+    // Line B repeats every tick of line A: those copies are counted apart
+    // from the datagrams the simulator sent twice on one line.
+    let same_line = value(&text, r#"tickguard_duplicate_events_total{feed="lp1"}"#).unwrap();
+    let copies = value(&text, r#"tickguard_line_copies_total{feed="lp1"}"#).unwrap();
+    assert!(same_line > 0.0, "{text}");
+    assert!(copies > 10.0 * same_line, "{text}");
+    assert_eq!(
+        value(&text, r#"tickguard_feed_all_rejected{feed="lp1"}"#),
+        Some(0.0)
+    );
     assert!(value(&text, r#"tickguard_heartbeats_total{feed="lp1"}"#).unwrap() > 0.0);
     assert!(
         value(
@@ -203,13 +243,62 @@ source_threshold_ms = 60000
     assert!(text.contains("tickguard_receiver_polls_total{result=\"busy\"}"));
     // The log told of the gap bursts.
     std::thread::sleep(Duration::from_millis(200));
-    let log = std::fs::read_to_string(&log).unwrap();
+    let log = std::fs::read_to_string(log).unwrap();
     assert!(log.contains("gap burst started"), "{log}");
     assert!(
         log.contains("line open") && log.contains("starting"),
         "{log}"
     );
-    let _ = std::fs::remove_file(&shm);
+}
+
+/// A feed whose every packet is rejected (here: not SQF at all) is loud:
+/// a gauge and a warning naming the feed and the reason.
+#[test]
+fn a_feed_whose_every_packet_is_rejected_is_flagged_and_warned() {
+    let sidecar = start("all-rejected");
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sent = 0;
+    let text = loop {
+        // A MoldUDP64 header (session, sequence, count) and nothing SQF.
+        if sent < 1_000 {
+            tx.send_to(
+                b"SESSION001\0\0\0\0\0\0\0\x01\0\x01",
+                ("127.0.0.1", sidecar.a),
+            )
+            .unwrap();
+            sent += 1;
+        }
+        let text = scrape(sidecar.http).unwrap_or_default();
+        if value(&text, r#"tickguard_feed_all_rejected{feed="lp1"}"#) == Some(1.0) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "never flagged: {text}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        value(
+            &text,
+            r#"tickguard_rejected_packets_total{feed="lp1",reason="bad_magic"}"#
+        )
+        .unwrap()
+            >= 32.0
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(&sidecar.log).unwrap();
+        let warned = log.lines().any(|l| {
+            l.contains("WARN")
+                && l.contains("every packet of the feed is rejected (not SQF?)")
+                && l.contains("feed=lp1")
+                && l.contains("reason=\"bad_magic\"")
+        });
+        if warned {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no warning: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Symbols of feed lp1 counted under any verdict (one with two reasons is

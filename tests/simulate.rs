@@ -223,3 +223,56 @@ fn local(socket: &UdpSocket) -> SocketAddrV4 {
         other => panic!("not IPv4: {other}"),
     }
 }
+
+/// Ctrl-C (SIGINT) or SIGTERM stops sending; the report of what was sent
+/// is still printed, and the exit status is 0.
+#[test]
+fn report_is_printed_on_sigint_and_sigterm() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(["simulate", "--line-a", &local(&rx).to_string()])
+            .args(["--rate", "2000", "--symbols", "4", "--report"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Quotes are flowing (so the handlers are in place).
+        let mut buf = [0u8; 65536];
+        let mut before = 0;
+        loop {
+            let n = rx.recv(&mut buf).expect("the simulator sends");
+            before += 1;
+            if decode_all(&[buf[..n].to_vec()]).quotes > 0 {
+                break;
+            }
+        }
+        // SAFETY: sends a signal to the child this test spawned.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let deadline = std::time::Instant::now() + COMMAND_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("simulate did not stop on signal {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let report: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert!(report["quotes"].as_u64().unwrap() > 0, "{text}");
+        // Everything sent arrived here, before the signal and after.
+        let sent = report["lines"][0]["datagrams_sent"].as_u64().unwrap();
+        assert_eq!(sent, drain(&rx).len() as u64 + before, "{text}");
+    }
+}

@@ -29,8 +29,8 @@ fn publish(shm: &Path, capture: &Path, until: u64) -> Arc<Publication> {
     reader
         .for_each(|d| {
             if d.time_ns <= until {
-                if let Some(feed) = router.route(d.dst) {
-                    let _ = h.on_datagram(feed, d.payload, d.time_ns);
+                if let Some((feed, line)) = router.route_line(d.dst) {
+                    let _ = h.on_datagram_line(feed, line, d.payload, d.time_ns);
                 }
             }
         })
@@ -127,4 +127,255 @@ fn stat_of_a_dead_writer_says_so() {
         text.contains("ok 0"),
         "a dead writer makes every symbol stale: {text}"
     );
+}
+
+/// A publication of three feeds at `T0 + 1 s`: `lp1` with 2,000 symbols on
+/// lines A and B, B repeating every datagram of A (and delivering every
+/// tenth first); `lp2` on one line, a few datagrams arriving twice, stale by
+/// then; `lp3` receiving only datagrams that are not SQF.
+fn three_feeds(shm: &Path) -> Arc<Publication> {
+    let config = Config::parse(
+        r#"
+[state]
+capacity = 4096
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["239.1.1.1:30001", "239.1.1.2:30002"]
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+clock_offset = 0
+[[feed]]
+name = "lp2"
+kind = "full"
+lines = ["239.1.1.3:30003"]
+stale_threshold_ms = 100
+source_threshold_ms = 60000
+clock_offset = 0
+[[feed]]
+name = "lp3"
+kind = "full"
+lines = ["239.1.1.4:30004"]
+stale_threshold_ms = 100
+source_threshold_ms = 60000
+clock_offset = 0
+"#,
+        "stat-test.toml",
+    )
+    .unwrap();
+    let p = Arc::new(Publication::create(shm, 0o640, &config, T0, 1_000_000).unwrap());
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 4096);
+    let sym = |i: usize| tickguard::symbol::Symbol::parse(&format!("S{i:05}")).unwrap();
+    let mut t = T0;
+    for round in 0..2u64 {
+        for chunk in 0..200 {
+            let mut b = tickguard::wire::PacketBuilder::new(t);
+            for i in chunk * 10..chunk * 10 + 10 {
+                b.quote(sym(i), round + 1, t, 1.0, 1.5);
+            }
+            let d = b.finish();
+            let lines = if chunk % 10 == 0 { [1, 0] } else { [0, 1] };
+            for line in lines {
+                t += 1_000;
+                h.on_datagram_line(0, line, &d, t).unwrap();
+            }
+        }
+    }
+    for seq in 1..=20u64 {
+        let mut b = tickguard::wire::PacketBuilder::new(t);
+        b.quote(sym(seq as usize % 4), seq, t, 1.0, 1.5);
+        let d = b.finish();
+        let copies = if seq % 5 == 0 { 2 } else { 1 };
+        for _ in 0..copies {
+            t += 1_000;
+            h.on_datagram_line(1, 0, &d, t).unwrap();
+        }
+    }
+    for _ in 0..40 {
+        t += 1_000;
+        let _ = h.on_datagram_line(2, 0, b"SESSION001\0\0\0\0\0\0\0\x01\0\x01", t);
+    }
+    h.publish_counters();
+    p.heartbeat(T0 + 1_000 * MS);
+    p.ready();
+    p
+}
+
+fn stat_args(shm: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["stat", "--once", "--dead-after-ms", "1000", "--now"])
+        .arg((T0 + 1_000 * MS).to_string())
+        .arg("--shm")
+        .arg(shm)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stat_json(shm: &Path, args: &[&str]) -> serde_json::Value {
+    let out = stat_args(shm, &[&["--json"], args].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "one document, one line: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn temp_shm(name: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/tickguard-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn stat_json_tells_line_copies_from_duplicates_and_flags_a_rejected_feed() {
+    let shm = temp_shm("stat-json");
+    let _p = three_feeds(&shm);
+    let doc = stat_json(&shm, &[]);
+    let _ = std::fs::remove_file(&shm);
+    assert_eq!(doc["health"], "ok");
+    assert_eq!(doc["writer"]["pid"], std::process::id());
+    let feeds = doc["feeds"].as_array().unwrap();
+    let names: Vec<&str> = feeds.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["lp1", "lp2", "lp3"]);
+    // lp1: line B repeats every one of A's 4,000 quotes (and A repeats the
+    // ones B delivered first): all 4,000 duplicates are line copies.
+    assert_eq!(feeds[0]["duplicates"], 4_000);
+    assert_eq!(feeds[0]["line_copies"], 4_000);
+    assert_eq!(feeds[0]["same_line_duplicates"], 0);
+    assert_eq!(feeds[0]["ticks_lost"], 0);
+    assert_eq!(feeds[0]["all_rejected"], serde_json::Value::Null);
+    // lp2: four datagrams came twice on its only line.
+    assert_eq!(feeds[1]["same_line_duplicates"], 4);
+    assert_eq!(feeds[1]["line_copies"], 0);
+    // lp3: nothing but rejected packets.
+    assert_eq!(feeds[2]["rejected_by_reason"]["bad_magic"], 40);
+    assert_eq!(feeds[2]["all_rejected"]["packets"], 40);
+    assert_eq!(feeds[2]["all_rejected"]["reason"], "bad_magic");
+    let symbols = doc["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 2_004);
+    assert_eq!(symbols[0]["feed"], "lp2", "worst (stale) first");
+    assert_eq!(symbols[0]["reasons"][0], "stale");
+    assert_eq!(feeds[1]["symbols"]["stale"], 4);
+    assert_eq!(feeds[0]["symbols"]["ok"], 2_000);
+}
+
+#[test]
+fn stat_filters_feed_not_ok_and_top() {
+    let shm = temp_shm("stat-filters");
+    let _p = three_feeds(&shm);
+    let feed = stat_json(&shm, &["--feed", "lp1"]);
+    let not_ok = stat_json(&shm, &["--not-ok"]);
+    let top = stat_json(&shm, &["--top", "3"]);
+    let text = String::from_utf8(stat_args(&shm, &["--feed", "lp2"]).stdout).unwrap();
+    let unknown = stat_args(&shm, &["--feed", "nope"]);
+    let zero = stat_args(&shm, &["--top", "0"]);
+    let _ = std::fs::remove_file(&shm);
+
+    assert_eq!(feed["feeds"].as_array().unwrap().len(), 1);
+    let symbols = feed["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 2_000);
+    assert!(symbols.iter().all(|s| s["feed"] == "lp1"));
+
+    let symbols = not_ok["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 4);
+    assert!(symbols.iter().all(|s| s["ok"] == false));
+
+    let symbols = top["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 3);
+    assert_eq!(top["symbols_left_out"], 2_001);
+    assert_eq!(symbols[0]["reasons"][0], "stale");
+
+    assert!(
+        text.contains("feed lp2 (full)") && !text.contains("feed lp1"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("lp2 ")).count(),
+        4,
+        "{text}"
+    );
+
+    assert_eq!(unknown.status.code(), Some(2));
+    let err = String::from_utf8(unknown.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no feed 'nope'") && err.contains("lp1, lp2, lp3"),
+        "{err}"
+    );
+    assert_eq!(zero.status.code(), Some(2));
+}
+
+#[test]
+fn stat_text_shows_line_copies_and_a_feed_whose_every_packet_is_rejected() {
+    let shm = temp_shm("stat-text");
+    let _p = three_feeds(&shm);
+    let text = String::from_utf8(stat_args(&shm, &[]).stdout).unwrap();
+    let _ = std::fs::remove_file(&shm);
+    let feed_line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("feed {name} ")))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    assert!(
+        feed_line("lp1").contains("duplicates 0 same line, 4000 line copies"),
+        "{text}"
+    );
+    assert!(!feed_line("lp1").contains("REJECTED"), "{text}");
+    assert!(
+        feed_line("lp2").contains("duplicates 4 same line, 0 line copies"),
+        "{text}"
+    );
+    assert!(
+        feed_line("lp3").contains("EVERY PACKET REJECTED")
+            && feed_line("lp3").contains("mostly bad_magic (not SQF?)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_live_view_of_2000_symbols_fits_40_rows() {
+    let shm = temp_shm("stat-fit");
+    let _p = three_feeds(&shm);
+    let reader = tickguard::Reader::open_with(&shm, 1_000 * MS);
+    let now = T0 + 1_000 * MS;
+    let filter = tickguard::stat::Filter::default();
+    let snap = tickguard::stat::Snapshot::read(&reader, "SHM", now, &filter).unwrap();
+    let size = tickguard::stat::Size {
+        rows: 40,
+        cols: 100,
+    };
+    let text = tickguard::stat::fit(&snap.text(), size);
+    let tiny = tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows: 5, cols: 60 });
+    let _ = std::fs::remove_file(&shm);
+
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 40, "{text}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(lines[0].starts_with("tickguard stat"), "{text}");
+    assert!(lines.iter().any(|l| l.starts_with("feed lp3")), "{text}");
+    // The worst rows stay: lp2's four stale symbols come first.
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("feed ") && l.contains("symbol"));
+    let first = header.unwrap() + 1;
+    assert!(
+        lines[first..first + 4]
+            .iter()
+            .all(|l| l.starts_with("lp2 ")),
+        "{text}"
+    );
+    let shown = lines.len() - first - 1;
+    assert_eq!(
+        lines[39],
+        format!(
+            "... {} more symbols not shown (a taller terminal, --feed, --not-ok, --top)",
+            2_004 - shown
+        )
+    );
+    let tiny: Vec<&str> = tiny.lines().collect();
+    assert_eq!(tiny.len(), 5, "{tiny:?}");
+    assert!(tiny[4].starts_with("... "), "{tiny:?}");
 }

@@ -54,3 +54,30 @@ pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
     }
     Ok(&SHUTDOWN)
 }
+
+/// The terminal's size as (rows, columns): `$LINES` and `$COLUMNS` when both
+/// are set to positive numbers, else the TIOCGWINSZ ioctl on stdout; `None`
+/// when stdout is not a terminal.
+pub fn terminal_size() -> Option<(usize, usize)> {
+    let env = |k: &str| {
+        std::env::var(k)
+            .ok()?
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0)
+    };
+    if let (Some(rows), Some(cols)) = (env("LINES"), env("COLUMNS")) {
+        return Some((rows, cols));
+    }
+    // SAFETY: winsize is plain data; TIOCGWINSZ only writes into it, and
+    // fails harmlessly when fd 1 is not a terminal.
+    let ws = unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) != 0 {
+            return None;
+        }
+        ws
+    };
+    (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row as usize, ws.ws_col as usize))
+}
