@@ -15,8 +15,8 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::sqf::{Message, Packet, PacketBuilder};
 use tickguard::symbol::Symbol;
-use tickguard::wire::{Message, Packet, PacketBuilder};
 
 const MESSAGES: usize = 1_000_000;
 const PER_PACKET: usize = 10;

@@ -341,8 +341,8 @@ mod tests {
     use super::*;
     use tickguard::config::Config;
     use tickguard::handler::Handler;
+    use tickguard::protocol::sqf::PacketBuilder;
     use tickguard::symbol::Symbol;
-    use tickguard::wire::PacketBuilder;
 
     /// A tiny sequence with gaps, a duplicate, a revealing heartbeat, an
     /// invalid price and a snapshot: the same counts as tickguard's handler.

@@ -3,8 +3,8 @@
 
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 fn main() {
     let n: usize = std::env::args()

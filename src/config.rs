@@ -49,7 +49,7 @@
 //! ```
 
 use crate::clock::OffsetMode;
-use crate::rules::FeedKind;
+use crate::protocol::sqf::rules::FeedKind;
 use crate::state::DEFAULT_CAPACITY;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;

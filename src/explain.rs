@@ -49,11 +49,11 @@
 use crate::capture::Datagram;
 use crate::config::FeedConfig;
 use crate::handler::Handler;
+use crate::protocol::sqf::rules::{FeedKind, Price, SymbolState};
+use crate::protocol::sqf::{Message, Packet, PriceView, Reject};
 use crate::replay::Observer;
-use crate::rules::{FeedKind, Price, SymbolState};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons, Thresholds};
-use crate::wire::{Message, Packet, PriceView, Reject};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;

@@ -10,13 +10,13 @@
 
 use crate::clock::OffsetEstimator;
 use crate::config::{Config, FeedConfig};
-use crate::rules::{self, Applied, Price, Sequence};
+use crate::protocol::sqf::rules::{self, Applied, Price, Sequence};
+use crate::protocol::sqf::wire::msg_type;
+use crate::protocol::sqf::wire::HEARTBEAT_LEN;
+use crate::protocol::sqf::{Known, Message, Packet, Reject, MAX_MESSAGES};
 use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
-use crate::wire::sqf::msg_type;
-use crate::wire::sqf::HEARTBEAT_LEN;
-use crate::wire::{Known, Message, Packet, Reject, MAX_MESSAGES};
 
 /// In a slot's two bits of `Handler::last_line`: its sequence was last
 /// applied from line B.
@@ -534,7 +534,7 @@ impl Pending {
 }
 
 #[inline]
-fn price(p: crate::wire::PriceView<'_>) -> Price {
+fn price(p: crate::protocol::sqf::PriceView<'_>) -> Price {
     Price {
         bid: p.bid(),
         ask: p.ask(),
@@ -603,7 +603,7 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::PacketBuilder;
+    use crate::protocol::sqf::PacketBuilder;
 
     fn config(kind: &str) -> Config {
         Config::parse(

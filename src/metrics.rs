@@ -11,11 +11,11 @@
 //! (seconds, bytes).
 
 use crate::config::Config;
+use crate::protocol::sqf::Reject;
 use crate::reader::{now_ns, Reader};
 use crate::shm::counter;
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
 use crate::verdict::{evaluate, Reasons};
-use crate::wire::Reject;
 use metrics::{Counter, Gauge};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

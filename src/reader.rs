@@ -18,7 +18,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::rules::FeedKind;
+use crate::protocol::sqf::rules::FeedKind;
 use crate::shm::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
 use crate::state::slot::Record;
 use crate::symbol::Symbol;

@@ -11,9 +11,9 @@
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::Config;
 use crate::handler::Handler;
+use crate::protocol::sqf::Reject;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
-use crate::wire::Reject;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;

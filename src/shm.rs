@@ -57,7 +57,7 @@
 #![allow(unsafe_code)]
 
 use crate::config::Config;
-use crate::rules::FeedKind;
+use crate::protocol::sqf::rules::FeedKind;
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
 use std::ffi::OsString;

@@ -70,8 +70,8 @@
 //! other interface. Any other destination is refused before a socket opens.
 
 use crate::cli::{SimKind, SimulateArgs};
+use crate::protocol::sqf::PacketBuilder;
 use crate::symbol::Symbol;
-use crate::wire::PacketBuilder;
 use anyhow::{bail, Context, Result};
 use serde::{Serialize, Serializer};
 use std::io::Write;
@@ -782,8 +782,8 @@ mod tests {
     use crate::cli::{Cli, Command};
     use crate::config::Config;
     use crate::handler::Handler;
-    use crate::rules::Price;
-    use crate::wire::{Message, Packet};
+    use crate::protocol::sqf::rules::Price;
+    use crate::protocol::sqf::{Message, Packet};
     use clap::Parser;
     use std::collections::{BTreeMap, BTreeSet};
 

@@ -7,13 +7,13 @@
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
 use crate::handler::reject_hint;
+use crate::protocol::sqf::rules::FeedKind;
+use crate::protocol::sqf::Reject;
 use crate::reader::{Health, Reader};
-use crate::rules::FeedKind;
 use crate::shm::counter;
 use crate::state::Record;
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
-use crate::wire::Reject;
 use serde_json::{json, Value};
 use std::fmt::Write;
 

@@ -1,6 +1,6 @@
 //! The verdict a pre-trade check gets (SQF section 5).
 
-use crate::rules::SymbolState;
+use crate::protocol::sqf::rules::SymbolState;
 use std::fmt;
 
 /// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
@@ -151,7 +151,7 @@ pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i128, now: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{FeedKind, Price};
+    use crate::protocol::sqf::rules::{FeedKind, Price};
 
     const TH: Thresholds = Thresholds {
         stale_ns: 500,

@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 struct Counting;
 

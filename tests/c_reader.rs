@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::{now_ns, ReaderOptions, DEFAULT_DEAD_AFTER_NS};
 use tickguard::shm::Publication;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 use tickguard::Reader;
 
 const S: u64 = 1_000_000_000;

@@ -6,8 +6,8 @@ use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 const SCENARIOS: &[&str] = &[
     "scenario-eth-us",

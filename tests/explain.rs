@@ -10,10 +10,10 @@ use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
 use tickguard::explain::{parse_time, Event, Forensics};
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::replay::{replay, replay_with, Check};
 use tickguard::symbol::Symbol;
 use tickguard::verdict::Reasons;
-use tickguard::wire::PacketBuilder;
 
 const T0: u64 = 1_767_603_600_000_000_000;
 const MS: u64 = 1_000_000;

@@ -7,9 +7,9 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::now_ns;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 use tickguard::Reader;
 
 /// Runs the sidecar with `stderr`, logging at `debug`, makes it log (start,

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 const MS: u64 = 1_000_000;
 /// Local arrival time of the first step: a realistic epoch in ns.

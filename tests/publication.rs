@@ -9,9 +9,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::now_ns;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 use tickguard::Reader;
 
 /// Longest a `tickguard` child expected to fail at start may run.

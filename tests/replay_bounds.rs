@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
-use tickguard::wire::PacketBuilder;
+use tickguard::protocol::sqf::PacketBuilder;
 
 const LINE: &str = "239.1.1.1:30001";
 

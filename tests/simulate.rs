@@ -7,7 +7,7 @@ use assert_cmd::Command;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
-use tickguard::wire::{Message, Packet};
+use tickguard::protocol::sqf::{Message, Packet};
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 

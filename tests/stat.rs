@@ -169,7 +169,7 @@ clock_offset = 0
     let mut t = T0;
     for round in 0..2u64 {
         for chunk in 0..200 {
-            let mut b = tickguard::wire::PacketBuilder::new(t);
+            let mut b = tickguard::protocol::sqf::PacketBuilder::new(t);
             for i in chunk * 10..chunk * 10 + 10 {
                 b.quote(sym(i), round + 1, t, 1.0, 1.5);
             }
@@ -182,7 +182,7 @@ clock_offset = 0
         }
     }
     for seq in 1..=20u64 {
-        let mut b = tickguard::wire::PacketBuilder::new(t);
+        let mut b = tickguard::protocol::sqf::PacketBuilder::new(t);
         b.quote(sym(seq as usize % 4), seq, t, 1.0, 1.5);
         let d = b.finish();
         let copies = if seq % 5 == 0 { 2 } else { 1 };

@@ -15,9 +15,9 @@ use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
 use tickguard::explain::Forensics;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::replay::{answer_json, parse_checks, replay, replay_with, Check};
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 const SEED: u64 = 0x5146_2d76_312d_6669; // "SQF-v1-fi"
 /// 2026-01-05 09:00:00 UTC, ns since the Unix epoch (local clock).

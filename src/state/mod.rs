@@ -210,7 +210,7 @@ mod tests {
         let a = Symbol::parse("A").unwrap();
         let id = t.insert(3, a, TH).unwrap();
         let reader = t.reader();
-        t.slots()[id as usize].update(|s| crate::rules::heartbeat(s, 10, 5));
+        t.slots()[id as usize].update(|s| crate::protocol::sqf::rules::heartbeat(s, 10, 5));
         let r = reader.read(id).unwrap();
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);

@@ -21,7 +21,7 @@
 //! | 11..15 | reserved | zero |
 
 use super::seqlock::SeqLock;
-use crate::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
+use crate::protocol::sqf::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -334,7 +334,7 @@ mod tests {
                 1..200,
             ),
         ) {
-            use crate::rules::{self, FeedKind};
+            use crate::protocol::sqf::rules::{self, FeedKind};
             let slot = Slot::default();
             slot.init(7, Symbol::parse("EURUSD").unwrap(), Thresholds { stale_ns: 1, source_ns: 2 });
             let mut plain = SymbolState::default();
@@ -386,7 +386,7 @@ mod tests {
         };
         let mut s = SymbolState::default();
         s.on_quote(
-            crate::rules::FeedKind::Delta,
+            crate::protocol::sqf::rules::FeedKind::Delta,
             5,
             Price {
                 bid: 1.5,
@@ -486,7 +486,7 @@ mod tests {
     /// mixing two updates' words never passes.
     #[test]
     fn no_torn_reads_through_update() {
-        use crate::rules::{self, FeedKind};
+        use crate::protocol::sqf::rules::{self, FeedKind};
         const UPDATES: usize = 200_000;
         /// Update `k`: a heartbeat, a snapshot or a quote; sequences with
         /// gaps and duplicates, every 13th price invalid.

@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::now_ns;
 use tickguard::shm::counter;
 use tickguard::sidecar::Sidecar;
 use tickguard::symbol::Symbol;
 use tickguard::sys::udp::{Batch, LineSocket};
-use tickguard::wire::PacketBuilder;
 
 #[path = "../../benches/naive_tokio.rs"]
 mod naive_tokio;

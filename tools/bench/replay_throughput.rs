@@ -10,8 +10,8 @@ use std::time::Instant;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 /// Flags.
 #[derive(clap::Args)]

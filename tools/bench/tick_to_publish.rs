@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
+use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::now_ns;
 use tickguard::sidecar::Sidecar;
 use tickguard::symbol::Symbol;
-use tickguard::wire::PacketBuilder;
 
 /// Flags.
 #[derive(clap::Args)]
