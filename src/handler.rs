@@ -18,11 +18,11 @@ use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
 
-/// In a slot's two bits of `Handler::last_line`: its sequence was last
-/// applied from line B.
-const FROM_B: u64 = 1;
+/// In a slot's byte of `Handler::last_line`: its sequence was last applied
+/// from line B.
+const FROM_B: u8 = 1;
 /// ... and the other line's copy of that sequence has come.
-const COPY_SEEN: u64 = 2;
+const COPY_SEEN: u8 = 2;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -166,17 +166,17 @@ pub struct Handler {
     table: StateTable,
     feeds: Vec<Feed>,
     table_full_logged: bool,
-    /// Per slot, two bits (32 slots a word): [`FROM_B`], the line its
-    /// sequence was last applied from, and [`COPY_SEEN`], the other line's
-    /// copy of that sequence has come. A duplicate quote is a line copy when
-    /// it comes on the other line, and is either the other line's first copy
-    /// of the last sequence or a sequence before it (a lagging line); the
-    /// rest came twice on the same line. 16 KiB for 65,536 slots stays in
-    /// cache, and a message costs one read-modify-write of a word in it; a
-    /// per-feed window of datagram hashes would instead hash every byte of
-    /// every datagram. Blind spot: a lagging line's own repeat of an older
+    /// Per slot, one byte: [`FROM_B`], the line its sequence was last
+    /// applied from, and [`COPY_SEEN`], the other line's copy of that
+    /// sequence has come. A duplicate quote is a line copy when it comes on
+    /// the other line, and is either the other line's first copy of the
+    /// last sequence or a sequence before it (a lagging line); the rest came
+    /// twice on the same line. An applied Quote or Snapshot costs one byte
+    /// store (64 KiB for 65,536 slots, beside 8 MiB of slots): about 10
+    /// instructions a message in all; a per-feed window of datagram hashes
+    /// would instead hash every byte of every datagram. Blind spot: a lagging line's own repeat of an older
     /// sequence counts as a line copy.
-    last_line: Vec<u64>,
+    last_line: Vec<u8>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
     /// (grown only for a larger capture record, see `on_datagram`).
@@ -199,7 +199,7 @@ impl Handler {
     /// A handler over a given table (e.g. one in shared memory), with
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
-        let last_line = vec![0; table.capacity().div_ceil(32)];
+        let last_line = vec![0; table.capacity()];
         Handler {
             table,
             feeds: config
@@ -261,7 +261,7 @@ impl Handler {
             last_line,
             pending,
         } = self;
-        let on_b = (line != 0) as u64;
+        let on_b = (line != 0) as u8;
         let Some(f) = feeds.get_mut(feed as usize) else {
             return Ok(());
         };
@@ -336,52 +336,42 @@ impl Handler {
                     continue;
                 };
                 // Quotes and Snapshots carry a sequence: they set the line.
-                // A duplicate Quote's sequence is the last one when `latest`.
-                let mut latest = false;
-                let (applied, sequenced) = match packet.message_at(p.at as usize) {
-                    Message::Quote(q) => (
-                        slot.update(|s| {
+                let applied = match packet.message_at(p.at as usize) {
+                    Message::Quote(q) => {
+                        // With a duplicate: whether its sequence is the last one.
+                        let (applied, latest) = slot.update(|s| {
                             let a = rules::quote(s, kind, q.sequence(), price(q), t);
-                            latest = q.sequence() == s.last_seq();
-                            a
-                        }),
-                        true,
-                    ),
-                    Message::Snapshot(q) => (
+                            (a, q.sequence() == s.last_seq())
+                        });
+                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                            match applied {
+                                Applied::Changed { .. } => *bits = on_b,
+                                Applied::Duplicate => {
+                                    c.line_copies += line_copy(bits, on_b, latest) as u64
+                                }
+                            }
+                        }
+                        applied
+                    }
+                    Message::Snapshot(q) => {
+                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                            *bits = on_b;
+                        }
                         slot.update(|s| {
                             if s.baseline() && q.sequence() < s.last_seq() {
                                 c.resets += 1;
                             }
                             rules::snapshot(s, q.sequence(), price(q), t)
-                        }),
-                        true,
-                    ),
-                    Message::Heartbeat(h) => (
-                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t)),
-                        false,
-                    ),
+                        })
+                    }
+                    Message::Heartbeat(h) => {
+                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
+                    }
                     Message::Unknown { .. } => continue,
                 };
-                let Some(word) = last_line.get_mut(p.slot as usize / 32) else {
-                    continue;
-                };
-                let shift = p.slot % 32 * 2;
-                let bits = *word >> shift & 3;
                 match applied {
-                    Applied::Duplicate => {
-                        c.duplicates += 1;
-                        let other_line = bits & FROM_B != on_b;
-                        if other_line && !(latest && bits & COPY_SEEN != 0) {
-                            c.line_copies += 1;
-                            *word |= (latest as u64 * COPY_SEEN) << shift;
-                        }
-                    }
-                    Applied::Changed { lost } => {
-                        c.ticks_lost = c.ticks_lost.saturating_add(lost);
-                        if sequenced {
-                            *word = (*word & !(3 << shift)) | on_b << shift;
-                        }
-                    }
+                    Applied::Duplicate => c.duplicates += 1,
+                    Applied::Changed { lost } => c.ticks_lost = c.ticks_lost.saturating_add(lost),
                 }
             }
         }
@@ -453,6 +443,20 @@ impl Handler {
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
         self.table.records()
     }
+}
+
+/// Whether a duplicate quote that came on line `on_b` (1: B) is a line
+/// copy, given its slot's `bits` (see `Handler::last_line`, updated here) and
+/// whether its sequence is the symbol's last one. Not cold: with two lines,
+/// about every other quote is a duplicate.
+#[inline]
+fn line_copy(bits: &mut u8, on_b: u8, latest: bool) -> bool {
+    let b = *bits;
+    if b & FROM_B == on_b || (latest && b & COPY_SEEN != 0) {
+        return false;
+    }
+    *bits = b | (latest as u8 * COPY_SEEN);
+    true
 }
 
 /// The largest UDP payload, bytes.

@@ -276,13 +276,14 @@ fn a_feed_whose_every_packet_is_rejected_is_flagged_and_warned() {
         assert!(Instant::now() < deadline, "never flagged: {text}");
         std::thread::sleep(Duration::from_millis(5));
     };
+    // At least 32 in a row, or two over a second on a loaded machine.
     assert!(
         value(
             &text,
             r#"tickguard_rejected_packets_total{feed="lp1",reason="bad_magic"}"#
         )
         .unwrap()
-            >= 32.0
+            >= 2.0
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
