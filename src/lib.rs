@@ -1,19 +1,22 @@
-//! tickguard: an SQF market-data feed handler.
+//! tickguard: a market-data feed handler that tells a pre-trade check
+//! whether a price can be trusted.
 //!
 //! Data flows one way through the modules:
 //!
 //! ```text
-//! capture (pcap file)  ─┐
-//!                       ├─> wire (decode SQF) ─> feed (rules) ─> state (slot table) ─> verdict
-//! socket (live, later) ─┘
+//! capture (pcap/pcapng) ─┐                                    ┌─> state (seqlock slots, /dev/shm) ─> Reader
+//!                        ├─> protocol (decode, rules) ─> handler ┤
+//! sockets (recvmmsg) ────┘                                    └─> verdict
 //! ```
 //!
-//! I/O lives at the edges (`capture`, `replay`, the binary); `wire`, `feed`,
-//! `state` and `verdict` are pure logic that is handed the time instead of
-//! reading a clock, so replay and live produce the same answers.
+//! I/O lives at the edges (`capture`, `sys`, `replay`, `sidecar`, the
+//! binary); `protocol`, `handler`, `state` and `verdict` are pure logic that
+//! is handed the time instead of reading a clock, so replay and live produce
+//! the same answers. Each protocol lives in its own folder under
+//! [`protocol`].
 //!
 //! ```
-//! use tickguard::{config::Config, handler::Handler, symbol::Symbol, wire::PacketBuilder};
+//! use tickguard::{config::Config, handler::Handler, protocol::sqf::PacketBuilder, symbol::Symbol};
 //!
 //! let config = Config::parse(
 //!     r#"
