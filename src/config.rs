@@ -174,8 +174,12 @@ pub struct Config {
 pub struct FeedConfig {
     /// Unique name.
     pub name: String,
-    /// Full or delta.
+    /// The protocol the feed speaks.
+    pub protocol: Protocol,
+    /// Full or delta (SQF's `kind`; an ITCH feed is delta by nature).
     pub kind: FeedKind,
+    /// The ITCH settings, for an `itch50` feed.
+    pub itch: Option<ItchConfig>,
     /// Line A and, optionally, line B: destination `ip:port` of the datagrams.
     pub lines: Vec<SocketAddrV4>,
     /// Only accept multicast from this sender (source-specific join).
@@ -186,6 +190,44 @@ pub struct FeedConfig {
     pub offset: OffsetMode,
     /// Per-symbol thresholds, sorted by symbol key.
     pub overrides: Vec<(Symbol, Thresholds)>,
+}
+
+/// The protocol a feed speaks (`protocol`, "sqf" when absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// SQF v1 (`../shared/spec/sqf-v1.md`).
+    Sqf,
+    /// Nasdaq TotalView-ITCH 5.0 over MoldUDP64 (`../shared/spec/itch50-v1.md`).
+    Itch50,
+}
+
+impl Protocol {
+    /// The name as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Sqf => "sqf",
+            Protocol::Itch50 => "itch50",
+        }
+    }
+}
+
+/// An `itch50` feed's settings (spec itch50 §6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItchConfig {
+    /// IANA time zone of the exchange (midnight of the session date).
+    pub timezone: String,
+    /// A gap open longer than this is given up, ns.
+    pub gap_timeout_ns: u64,
+    /// The re-request server, if any.
+    pub recovery: Option<SocketAddrV4>,
+    /// Where recovery answers arrive (`0.0.0.0:P`: any address, port P;
+    /// port 0: none in replay, an ephemeral port live).
+    pub recovery_listen: SocketAddrV4,
+    /// Most messages held back after a packet.
+    pub max_held: usize,
+    /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
+    pub join_gap_max: u64,
 }
 
 impl FeedConfig {
@@ -252,8 +294,15 @@ struct RawSidecar {
 #[serde(deny_unknown_fields)]
 struct RawFeed {
     name: Sp<String>,
+    protocol: Option<Sp<Protocol>>,
     source: Option<Sp<String>>,
-    kind: FeedKind,
+    kind: Option<Sp<FeedKind>>,
+    timezone: Option<Sp<String>>,
+    gap_timeout_ms: Option<Sp<i64>>,
+    recovery: Option<Sp<String>>,
+    recovery_listen: Option<Sp<String>>,
+    max_held: Option<Sp<i64>>,
+    join_gap_max: Option<Sp<i64>>,
     lines: Sp<Vec<String>>,
     stale_threshold_ms: Sp<i64>,
     source_threshold_ms: Sp<i64>,
@@ -438,6 +487,38 @@ pub const OFFSET_WINDOW_MS: Range = Range {
     unit: "ms",
 };
 
+/// `[[feed]] gap_timeout_ms` (itch50): default 5 without a recovery server
+/// (line B's copy may still come), 1,000 with one; at most an hour.
+pub const GAP_TIMEOUT_MS: Range = Range {
+    table: "[[feed]]",
+    key: "gap_timeout_ms",
+    min: 1,
+    max: 3_600_000,
+    default: None,
+    unit: "ms",
+};
+
+/// `[[feed]] max_held` (itch50): messages held back; a record is 64 bytes,
+/// so the most (16 Mi) holds 1 GiB.
+pub const MAX_HELD: Range = Range {
+    table: "[[feed]]",
+    key: "max_held",
+    min: 1,
+    max: 16_777_216,
+    default: Some(1_000_000),
+    unit: "messages",
+};
+
+/// `[[feed]] join_gap_max` (itch50).
+pub const JOIN_GAP_MAX: Range = Range {
+    table: "[[feed]]",
+    key: "join_gap_max",
+    min: 0,
+    max: 1 << 40,
+    default: Some(10_000),
+    unit: "messages",
+};
+
 /// Every integer key's range, in file order (the README's table lists them).
 pub const RANGES: &[Range] = &[
     CAPACITY,
@@ -453,6 +534,9 @@ pub const RANGES: &[Range] = &[
     SOURCE_THRESHOLD_MS,
     CLOCK_OFFSET,
     OFFSET_WINDOW_MS,
+    GAP_TIMEOUT_MS,
+    MAX_HELD,
+    JOIN_GAP_MAX,
 ];
 
 /// `dead_after_ms` must be at least this many heartbeat periods: with fewer,
@@ -865,14 +949,115 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
         overrides.push((sym, th));
     }
     overrides.sort_by_key(|(s, _)| *s);
+    let protocol = f.protocol.as_ref().map_or(Protocol::Sqf, |p| *p.get_ref());
+    let (kind, itch) = match protocol {
+        Protocol::Sqf => {
+            let itch_only = [
+                f.timezone.as_ref().map(|v| ("timezone", v.span().start)),
+                f.gap_timeout_ms
+                    .as_ref()
+                    .map(|v| ("gap_timeout_ms", v.span().start)),
+                f.recovery.as_ref().map(|v| ("recovery", v.span().start)),
+                f.recovery_listen
+                    .as_ref()
+                    .map(|v| ("recovery_listen", v.span().start)),
+                f.max_held.as_ref().map(|v| ("max_held", v.span().start)),
+                f.join_gap_max
+                    .as_ref()
+                    .map(|v| ("join_gap_max", v.span().start)),
+            ];
+            if let Some((key, at)) = itch_only.into_iter().flatten().next() {
+                return Err(in_feed(Problem {
+                    at: Some(at),
+                    msg: format!("{key} applies only to protocol \"itch50\""),
+                }));
+            }
+            let Some(kind) = &f.kind else {
+                return Err(in_feed(Problem::at(
+                    &f.name,
+                    "missing key kind (\"full\" or \"delta\")".into(),
+                )));
+            };
+            (*kind.get_ref(), None)
+        }
+        Protocol::Itch50 => {
+            if let Some(k) = &f.kind {
+                return Err(in_feed(Problem::at(
+                    k,
+                    "kind does not apply to protocol \"itch50\" (ITCH is a delta feed by nature)"
+                        .into(),
+                )));
+            }
+            (FeedKind::Delta, Some(resolve_itch(&f).map_err(in_feed)?))
+        }
+    };
     Ok(FeedConfig {
         name,
-        kind: f.kind,
+        protocol,
+        kind,
+        itch,
         lines,
         source,
         thresholds,
         offset,
         overrides,
+    })
+}
+
+/// The itch50 keys of a feed.
+fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
+    let timezone = match &f.timezone {
+        None => "America/New_York".to_string(),
+        Some(z) => {
+            if jiff::tz::db().get(z.get_ref()).is_err() {
+                return Err(Problem::at(
+                    z,
+                    format!(
+                        "timezone {} is not an IANA time zone name",
+                        echo(z.get_ref())
+                    ),
+                ));
+            }
+            z.get_ref().clone()
+        }
+    };
+    let addr = |v: &Sp<String>, key: &str| -> Result<SocketAddrV4, Problem> {
+        v.get_ref().parse().map_err(|_| {
+            Problem::at(
+                v,
+                format!("{key}: {} is not an IPv4 ip:port", echo(v.get_ref())),
+            )
+        })
+    };
+    let recovery = match &f.recovery {
+        None => None,
+        Some(r) => {
+            let a = addr(r, "recovery")?;
+            if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
+                return Err(Problem::at(
+                    r,
+                    format!("recovery: {a} must be a unicast address with a port"),
+                ));
+            }
+            Some(a)
+        }
+    };
+    let recovery_listen = match &f.recovery_listen {
+        None => SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+        Some(r) => addr(r, "recovery_listen")?,
+    };
+    let gap_timeout_ms = match &f.gap_timeout_ms {
+        Some(v) => GAP_TIMEOUT_MS.check(v)? as u64,
+        None if recovery.is_some() => 1_000,
+        None => 5,
+    };
+    Ok(ItchConfig {
+        timezone,
+        gap_timeout_ns: gap_timeout_ms * NS_PER_MS,
+        recovery,
+        recovery_listen,
+        max_held: MAX_HELD.or_default(&f.max_held)? as usize,
+        join_gap_max: JOIN_GAP_MAX.or_default(&f.join_gap_max)?,
     })
 }
 

@@ -50,7 +50,7 @@ use crate::capture::Datagram;
 use crate::config::FeedConfig;
 use crate::handler::Handler;
 use crate::protocol::sqf::rules::{FeedKind, Price, SymbolState};
-use crate::protocol::sqf::{Message, Packet, PriceView, Reject};
+use crate::protocol::sqf::{Message, Packet, PriceView};
 use crate::replay::Observer;
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons, Thresholds};
@@ -1120,7 +1120,7 @@ impl Observer for Forensics {
         handler: &Handler,
         feed: u16,
         d: &Datagram<'_>,
-        result: Result<(), Reject>,
+        result: Result<(), crate::protocol::Rejected>,
     ) {
         // A rejected packet changes nothing but counters.
         if result.is_err() || self.scope == Scope::Nothing {

@@ -9,11 +9,14 @@
 //! line a second.
 
 use crate::clock::OffsetEstimator;
+use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};
+use crate::protocol::itch50;
 use crate::protocol::sqf::rules::{self, Applied, Price, Sequence};
 use crate::protocol::sqf::wire::msg_type;
 use crate::protocol::sqf::wire::HEARTBEAT_LEN;
-use crate::protocol::sqf::{Known, Message, Packet, Reject, MAX_MESSAGES};
+use crate::protocol::sqf::{Known, Message, Packet, MAX_MESSAGES};
+use crate::protocol::{Rejected, MAX_REJECT_REASONS};
 use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
@@ -45,8 +48,8 @@ pub struct FeedCounters {
     pub packets: u64,
     /// Of those, rejected whole.
     pub rejected: u64,
-    /// Rejections by reason, indexed by [`Reject::index`].
-    pub rejected_by_reason: [u64; Reject::ALL.len()],
+    /// Rejections by reason, indexed by [`Rejected::index`] in the feed's protocol.
+    pub rejected_by_reason: [u64; MAX_REJECT_REASONS],
     /// Messages in accepted packets, unknown types included.
     pub messages: u64,
     /// Quote messages.
@@ -85,6 +88,43 @@ pub struct Feed {
     reject_log_held: u64,
     /// The packets rejected in a row up to now.
     run: RejectRun,
+    /// What decodes the feed's datagrams and keeps its state.
+    engine: Engine,
+}
+
+/// What decodes a feed's datagrams and keeps its state, by protocol:
+/// chosen once per feed, matched once per datagram (no dynamic call).
+#[derive(Debug)]
+enum Engine {
+    /// SQF: per-symbol state in the handler's state table.
+    Sqf,
+    /// ITCH 5.0 over MoldUDP64: the feed keeps its stream, books and
+    /// symbols itself (spec itch50 §3).
+    Itch50(Box<itch50::feed::Feed>),
+}
+
+impl Engine {
+    fn new(f: &FeedConfig, offset_queue: usize) -> Engine {
+        match (&f.protocol, &f.itch) {
+            (Protocol::Itch50, Some(c)) => {
+                let timezone = jiff::tz::db()
+                    .get(&c.timezone)
+                    .unwrap_or(jiff::tz::TimeZone::UTC);
+                Engine::Itch50(Box::new(itch50::feed::Feed::new(itch50::feed::Settings {
+                    sequencing: itch50::sequencer::Settings {
+                        gap_timeout_ns: c.gap_timeout_ns,
+                        max_held: c.max_held,
+                        join_gap_max: c.join_gap_max,
+                    },
+                    timezone,
+                    offset: f.offset,
+                    offset_queue,
+                    orders: 1 << 16,
+                })))
+            }
+            _ => Engine::Sqf,
+        }
+    }
 }
 
 /// Packets of one feed rejected in a row. Kept on the rejected (cold) path
@@ -99,7 +139,7 @@ pub struct RejectRun {
     packets: u64,
     /// The feed's packet count at the last rejection.
     at_packet: u64,
-    by_reason: [u64; Reject::ALL.len()],
+    by_reason: [u64; MAX_REJECT_REASONS],
     /// Arrival time of the last "every packet rejected" warning, ns.
     warned_ns: Option<u64>,
 }
@@ -112,7 +152,7 @@ pub struct AllRejected {
     /// Packets rejected in a row.
     pub packets: u64,
     /// The most frequent reason in the run.
-    pub top: Reject,
+    pub top: Rejected,
 }
 
 impl RejectRun {
@@ -120,44 +160,41 @@ impl RejectRun {
     /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row, or
     /// two or more over [`ALL_REJECTED_MIN_NS`]. Ends with the first
     /// accepted packet.
-    pub fn all_rejected(&self, feed_packets: u64) -> Option<AllRejected> {
+    pub fn all_rejected(&self, protocol: Protocol, feed_packets: u64) -> Option<AllRejected> {
         let ongoing = self.packets > 0 && self.at_packet == feed_packets;
         let long = self.packets >= ALL_REJECTED_MIN_PACKETS
             || (self.packets >= 2
                 && self.last_ns.saturating_sub(self.first_ns) >= ALL_REJECTED_MIN_NS);
-        (ongoing && long).then(|| AllRejected {
+        if !(ongoing && long) {
+            return None;
+        }
+        Some(AllRejected {
             since_ns: self.first_ns,
             packets: self.packets,
-            top: top_reason(&self.by_reason).unwrap_or(Reject::Magic),
+            top: top_reason(protocol, &self.by_reason)
+                .or_else(|| Rejected::from_index(protocol, 0))?,
         })
     }
 }
 
-/// The reason counted most in `by_reason` (indexed by [`Reject::index`]);
-/// the first in [`Reject::ALL`] on a tie, `None` when all are 0.
-pub fn top_reason(by_reason: &[u64]) -> Option<Reject> {
-    let mut top: Option<(Reject, u64)> = None;
-    for (r, &n) in Reject::ALL.iter().zip(by_reason) {
+/// The reason counted most in `by_reason` (indexed by [`Rejected::index`]
+/// in `protocol`); the first in its list on a tie, `None` when all are 0.
+pub fn top_reason(protocol: Protocol, by_reason: &[u64]) -> Option<Rejected> {
+    let mut top: Option<(Rejected, u64)> = None;
+    for r in crate::protocol::reasons(protocol) {
+        let n = by_reason.get(r.index()).copied().unwrap_or(0);
         if n > 0 && top.is_none_or(|(_, m)| n > m) {
-            top = Some((*r, n));
+            top = Some((r, n));
         }
     }
     top.map(|(r, _)| r)
 }
 
-/// A hint after a reject reason that means the packets are not SQF at all
-/// (another protocol on the group, e.g. ITCH over MoldUDP64): " (not SQF?)".
-pub fn reject_hint(r: Reject) -> &'static str {
-    match r {
-        Reject::Short | Reject::Magic | Reject::Version => " (not SQF?)",
-        _ => "",
-    }
-}
-
 impl Feed {
     /// Some while every packet of the feed is rejected (see [`RejectRun::all_rejected`]).
     pub fn all_rejected(&self) -> Option<AllRejected> {
-        self.run.all_rejected(self.counters.packets)
+        self.run
+            .all_rejected(self.config.protocol, self.counters.packets)
     }
 }
 
@@ -212,6 +249,7 @@ impl Handler {
                     last_reject_log: None,
                     reject_log_held: 0,
                     run: RejectRun::default(),
+                    engine: Engine::new(f, offset_queue),
                 })
                 .collect(),
             table_full_logged: false,
@@ -239,7 +277,7 @@ impl Handler {
     /// ns since the Unix epoch), as if on line A. Returns why it was
     /// rejected, if it was.
     #[inline]
-    pub fn on_datagram(&mut self, feed: u16, payload: &[u8], t: u64) -> Result<(), Reject> {
+    pub fn on_datagram(&mut self, feed: u16, payload: &[u8], t: u64) -> Result<(), Rejected> {
         self.on_datagram_line(feed, 0, payload, t)
     }
 
@@ -253,7 +291,7 @@ impl Handler {
         line: usize,
         payload: &[u8],
         t: u64,
-    ) -> Result<(), Reject> {
+    ) -> Result<(), Rejected> {
         let Handler {
             table,
             feeds,
@@ -266,6 +304,9 @@ impl Handler {
             return Ok(());
         };
         f.counters.packets += 1;
+        if let Engine::Itch50(_) = f.engine {
+            return f.on_itch(payload, t);
+        }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
         }
@@ -291,8 +332,8 @@ impl Handler {
         let packet = match Packet::new_checked_visiting(payload, visit) {
             Ok(p) => p,
             Err(reason) => {
-                f.on_reject(reason, t);
-                return Err(reason);
+                f.on_reject(reason.into(), t);
+                return Err(reason.into());
             }
         };
         f.clock.on_packet(t, packet.send_time());
@@ -384,11 +425,29 @@ impl Handler {
         let Some(f) = self.feeds.get(feed as usize) else {
             return Reasons::NO_QUOTE;
         };
+        if let Engine::Itch50(it) = &f.engine {
+            return it.verdict(symbol, f.config.thresholds_for(symbol), now);
+        }
         let Some(slot) = self.table.find(feed, symbol) else {
             return Reasons::NO_QUOTE;
         };
         let r = self.table.record(slot);
         evaluate(Some(&r.state), r.thresholds, f.clock.offset(), now)
+    }
+
+    /// Brings `feed` up to a check at `now` (ns since the Unix epoch, local
+    /// clock): an ITCH feed gives up the gaps whose deadline is strictly
+    /// before it (spec itch50 §3.2). Call before [`verdict`](Self::verdict).
+    pub fn before_check(&mut self, feed: u16, now: u64) {
+        if let Some(Feed {
+            engine: Engine::Itch50(it),
+            counters,
+            ..
+        }) = self.feeds.get_mut(feed as usize)
+        {
+            it.expire(now);
+            copy_itch_counters(it, counters);
+        }
     }
 
     /// Copies the feeds' counters into the shared-memory publication, if the
@@ -546,11 +605,42 @@ fn price(p: crate::protocol::sqf::PriceView<'_>) -> Price {
     }
 }
 
+/// The stream's counters of an ITCH feed, in the handler's per-feed form.
+fn copy_itch_counters(it: &itch50::feed::Feed, c: &mut FeedCounters) {
+    let s = it.sequencer().counters();
+    c.messages = s.messages;
+    c.heartbeats = s.heartbeats;
+    c.duplicates = s.duplicates;
+    c.ticks_lost = s.ticks_lost;
+}
+
 impl Feed {
+    /// The ITCH feed, for an `itch50` feed.
+    pub fn itch(&self) -> Option<&itch50::feed::Feed> {
+        match &self.engine {
+            Engine::Itch50(it) => Some(it),
+            Engine::Sqf => None,
+        }
+    }
+
+    /// One datagram of an ITCH feed (its packet already counted).
+    #[cold]
+    fn on_itch(&mut self, payload: &[u8], t: u64) -> Result<(), Rejected> {
+        let Engine::Itch50(it) = &mut self.engine else {
+            return Ok(());
+        };
+        let result = it.on_datagram(payload, t).map(|_| ());
+        copy_itch_counters(it, &mut self.counters);
+        result.map_err(|r| {
+            self.on_reject(r.into(), t);
+            r.into()
+        })
+    }
+
     /// Counts a rejected packet and logs at most once per interval, saying
     /// how many were held back.
     #[cold]
-    fn on_reject(&mut self, reason: Reject, t: u64) {
+    fn on_reject(&mut self, reason: Rejected, t: u64) {
         self.counters.rejected += 1;
         self.counters.rejected_by_reason[reason.index()] += 1;
         let due = match self.last_reject_log {
@@ -597,7 +687,7 @@ impl Feed {
                     packets = all.packets,
                     for_s = t.saturating_sub(all.since_ns) / 1_000_000_000,
                     "every packet of the feed is rejected{}",
-                    reject_hint(all.top)
+                    all.top.hint()
                 );
             }
         }
@@ -607,7 +697,7 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::sqf::PacketBuilder;
+    use crate::protocol::sqf::{PacketBuilder, Reject};
 
     fn config(kind: &str) -> Config {
         Config::parse(
@@ -640,7 +730,7 @@ clock_offset = 0
         b.quote(sym("A"), 1, 1, 1.0, 2.0)
             .heartbeat(sym("B"), 3)
             .raw(&[0]);
-        assert_eq!(h.on_datagram(0, &b.finish(), 1), Err(Reject::TrailingBytes));
+        assert_eq!(h.on_datagram(0, &b.finish(), 1), Err(Reject::TrailingBytes.into()));
         let c = &h.feeds()[0].counters;
         assert_eq!((c.packets, c.rejected, c.messages, c.quotes), (1, 1, 0, 0));
         assert_eq!(c.rejected_by_reason[Reject::TrailingBytes.index()], 1);
@@ -775,7 +865,7 @@ clock_offset = 0
         let all = h.feeds()[0].all_rejected().unwrap();
         assert_eq!(
             (all.since_ns, all.packets, all.top),
-            (1_000, 32, Reject::Magic)
+            (1_000, 32, Rejected::Sqf(Reject::Magic))
         );
         h.on_datagram(0, &two_quotes(1), 6_000).unwrap();
         assert_eq!(h.feeds()[0].all_rejected(), None);

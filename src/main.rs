@@ -200,7 +200,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    for line in tickguard::replay::rejected_feed_warnings(&outcome.summary) {
+    for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
         warn(&line);
     }
     if let (Some(at), Some(f)) = (args.at, &forensics) {

@@ -10,8 +10,10 @@
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::Config;
+use crate::config::Protocol;
 use crate::handler::Handler;
-use crate::protocol::sqf::Reject;
+use crate::protocol::itch50;
+use crate::protocol::Rejected;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use serde::Serialize;
@@ -148,12 +150,177 @@ pub struct Outcome {
 }
 
 /// The summary file (SQF section 6, plus diagnostics).
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct Summary {
     /// Capture-level counters: what was read and what was not a routable datagram.
     pub capture: CaptureSummary,
-    /// Per feed, by name.
+    /// Per SQF feed, by name.
     pub feeds: BTreeMap<String, FeedSummary>,
+    /// Per ITCH feed, by name (written among `feeds`).
+    pub itch: BTreeMap<String, ItchFeedSummary>,
+}
+
+impl Serialize for Summary {
+    /// `{"capture": …, "feeds": {name: …}}`, every feed by name whatever
+    /// its protocol.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum AnyFeed<'a> {
+            Sqf(&'a FeedSummary),
+            Itch50(&'a ItchFeedSummary),
+        }
+        let mut feeds: BTreeMap<&str, AnyFeed<'_>> = BTreeMap::new();
+        for (name, f) in &self.feeds {
+            feeds.insert(name, AnyFeed::Sqf(f));
+        }
+        for (name, f) in &self.itch {
+            feeds.insert(name, AnyFeed::Itch50(f));
+        }
+        let mut st = s.serialize_struct("Summary", 2)?;
+        st.serialize_field("capture", &self.capture)?;
+        st.serialize_field("feeds", &feeds)?;
+        st.end()
+    }
+}
+
+/// An ITCH feed at the end (spec itch50 §5).
+#[derive(Debug, Serialize)]
+pub struct ItchFeedSummary {
+    /// Datagrams routed to the feed from its lines and recovery channel.
+    pub packets: u64,
+    /// Of those, rejected whole.
+    pub rejected: u64,
+    /// Rejections by reason.
+    pub rejected_by_reason: BTreeMap<&'static str, u64>,
+    /// Blocks in accepted data packets of the current session at their
+    /// arrival, duplicates included.
+    pub messages: u64,
+    /// The session's 10 bytes (escaped where not printable); null before any packet.
+    pub session: Option<String>,
+    /// The next sequence to apply; null before any packet.
+    pub next: Option<u64>,
+    /// Messages given up.
+    pub ticks_lost: u64,
+    /// Messages received again.
+    pub duplicates: u64,
+    /// Messages that filled a gap.
+    pub recovered: u64,
+    /// Gaps open at the end.
+    pub gaps_open: u64,
+    /// A gap open or given up, or a mid-session join.
+    pub suspect: bool,
+    /// Joined mid-session (or gave up the session's first gap).
+    pub joined: bool,
+    /// "open" or "closed".
+    pub hours: &'static str,
+    /// Accepted heartbeats (count 0), all lines.
+    pub heartbeats: u64,
+    /// New sessions after the first.
+    pub session_changes: u64,
+    /// Packets of an earlier session.
+    pub stale_session: u64,
+    /// References to orders not live.
+    pub unknown_orders: u64,
+    /// Adds on a live reference (and adds with no valid side).
+    pub anomalies: u64,
+    /// Applied messages by type letter.
+    pub messages_by_type: BTreeMap<String, u64>,
+    /// Per symbol, by stock.
+    pub symbols: BTreeMap<String, ItchSymbolSummary>,
+}
+
+/// One ITCH symbol at the end (spec itch50 §5).
+#[derive(Debug, Serialize)]
+pub struct ItchSymbolSummary {
+    /// The locate code that last mapped to it.
+    pub locate: u16,
+    /// Best bid, 1/10,000 dollar (absent: no buy order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bid: Option<u32>,
+    /// Shares at the best bid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bid_size: Option<u64>,
+    /// Best ask, 1/10,000 dollar (absent: no sell order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<u32>,
+    /// Shares at the best ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_size: Option<u64>,
+    /// Live orders.
+    pub orders: u64,
+    /// The last trading state letter; null before any `H`.
+    pub trading_state: Option<String>,
+    /// The last message's raw 48-bit timestamp.
+    pub last_timestamp: Option<u64>,
+}
+
+impl ItchFeedSummary {
+    fn new(c: &crate::handler::FeedCounters, protocol: Protocol, it: &itch50::feed::Feed) -> Self {
+        let seq = it.sequencer();
+        let sc = seq.counters();
+        let mc = it.counters();
+        ItchFeedSummary {
+            packets: c.packets,
+            rejected: c.rejected,
+            rejected_by_reason: by_reason(c, protocol),
+            messages: sc.messages,
+            session: it.session().map(|s| s.display()),
+            next: seq.next(),
+            ticks_lost: sc.ticks_lost,
+            duplicates: sc.duplicates,
+            recovered: sc.recovered,
+            gaps_open: seq.gaps_open() as u64,
+            suspect: seq.suspect(),
+            joined: seq.joined(),
+            hours: match it.hours() {
+                itch50::feed::Hours::Open => "open",
+                itch50::feed::Hours::Closed => "closed",
+            },
+            heartbeats: sc.heartbeats,
+            session_changes: sc.session_changes,
+            stale_session: sc.stale_session,
+            unknown_orders: mc.unknown_orders,
+            anomalies: mc.anomalies,
+            messages_by_type: mc
+                .by_type
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(code, n)| {
+                    let letter = (code as u8).escape_ascii().to_string();
+                    (letter, *n)
+                })
+                .collect(),
+            symbols: it
+                .symbols()
+                .map(|(s, top, orders)| {
+                    (
+                        s.stock.to_string(),
+                        ItchSymbolSummary {
+                            locate: s.locate,
+                            bid: top.bid.map(|b| b.0),
+                            bid_size: top.bid.map(|b| b.1),
+                            ask: top.ask.map(|a| a.0),
+                            ask_size: top.ask.map(|a| a.1),
+                            orders,
+                            trading_state: (s.trading_state != 0)
+                                .then(|| (s.trading_state).escape_ascii().to_string()),
+                            last_timestamp: s.last_timestamp,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Rejections by reason name, every reason of the protocol listed.
+fn by_reason(c: &crate::handler::FeedCounters, protocol: Protocol) -> BTreeMap<&'static str, u64> {
+    crate::protocol::reasons(protocol)
+        .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
+        .collect()
 }
 
 /// Capture-level counters.
@@ -226,7 +393,13 @@ pub struct Router {
     /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
     routes: Vec<(u64, u16, u8)>,
+    /// ITCH recovery channels: (`recovery_listen`, feed); an unspecified
+    /// address matches any address with the port, port 0 matches nothing.
+    recovery: Vec<(SocketAddrV4, u16)>,
 }
+
+/// The line index a recovery-channel datagram is applied under.
+pub const RECOVERY_LINE: usize = 2;
 
 impl Router {
     /// Routes every line of every feed.
@@ -243,7 +416,14 @@ impl Router {
             })
             .collect();
         routes.sort_unstable();
-        Router { routes }
+        let recovery = config
+            .feeds
+            .iter()
+            .enumerate()
+            .filter_map(|(id, f)| Some((f.itch.as_ref()?.recovery_listen, id as u16)))
+            .filter(|(listen, _)| listen.port() != 0)
+            .collect();
+        Router { routes, recovery }
     }
 
     /// The feed a datagram to `dst` belongs to.
@@ -252,14 +432,27 @@ impl Router {
         self.route_line(dst).map(|(feed, _)| feed)
     }
 
-    /// The feed and the line (0 = A, 1 = B) a datagram to `dst` belongs to.
+    /// The feed and the line (0 = A, 1 = B, [`RECOVERY_LINE`] for an ITCH
+    /// feed's recovery channel) a datagram to `dst` belongs to. A line
+    /// address wins over a recovery channel.
     #[inline]
     pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
         let key = route_key(dst);
-        self.routes
-            .binary_search_by_key(&key, |&(k, ..)| k)
-            .ok()
-            .map(|i| (self.routes[i].1, self.routes[i].2 as usize))
+        match self.routes.binary_search_by_key(&key, |&(k, ..)| k) {
+            Ok(i) => Some((self.routes[i].1, self.routes[i].2 as usize)),
+            Err(_) if self.recovery.is_empty() => None,
+            Err(_) => self.recovery(dst),
+        }
+    }
+
+    #[cold]
+    fn recovery(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
+        self.recovery
+            .iter()
+            .find(|(l, _)| {
+                l.port() == dst.port() && (l.ip().is_unspecified() || l.ip() == dst.ip())
+            })
+            .map(|&(_, feed)| (feed, RECOVERY_LINE))
     }
 }
 
@@ -291,7 +484,7 @@ pub trait Observer {
         handler: &Handler,
         feed: u16,
         datagram: &Datagram<'_>,
-        result: Result<(), Reject>,
+        result: Result<(), Rejected>,
     ) {
         let _ = (handler, feed, datagram, result);
     }
@@ -338,9 +531,12 @@ pub fn replay_with(
     let mut unrouted = 0u64;
     let mut seen = 0u64;
 
-    let answer = |handler: &Handler, i: usize| -> Answer {
+    let answer = |handler: &mut Handler, i: usize| -> Answer {
         let reasons = match resolved[i] {
-            (Some(feed), Some(symbol)) => handler.verdict(feed, symbol, checks[i].time_ns),
+            (Some(feed), Some(symbol)) => {
+                handler.before_check(feed, checks[i].time_ns);
+                handler.verdict(feed, symbol, checks[i].time_ns)
+            }
             _ => Reasons::NO_QUOTE,
         };
         Answer { reasons }
@@ -348,14 +544,14 @@ pub fn replay_with(
 
     let result = capture.for_each(|d: &Datagram<'_>| {
         while next < order.len() && checks[order[next]].time_ns < d.time_ns {
-            answers[order[next]] = answer(&handler, order[next]);
+            answers[order[next]] = answer(&mut handler, order[next]);
             next += 1;
         }
         let route = router.route_line(d.dst);
         observer.before(&handler, route.map(|(feed, _)| feed), d);
         match route {
             Some((feed, line)) => {
-                let result: Result<(), Reject> =
+                let result: Result<(), Rejected> =
                     handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&handler, feed, d, result);
             }
@@ -367,7 +563,7 @@ pub fn replay_with(
         }
     });
     for &i in &order[next..] {
-        answers[i] = answer(&handler, i);
+        answers[i] = answer(&mut handler, i);
     }
     let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
     Outcome {
@@ -378,19 +574,26 @@ pub fn replay_with(
 }
 
 fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted: u64) -> Summary {
+    let itch: BTreeMap<String, ItchFeedSummary> = handler
+        .feeds()
+        .iter()
+        .filter_map(|f| {
+            let it = f.itch()?;
+            let s = ItchFeedSummary::new(&f.counters, f.config.protocol, it);
+            Some((f.config.name.clone(), s))
+        })
+        .collect();
     let mut feeds: BTreeMap<String, FeedSummary> = handler
         .feeds()
         .iter()
+        .filter(|f| f.itch().is_none())
         .map(|f| {
             let c = &f.counters;
             let s = FeedSummary {
                 packets: c.packets,
                 rejected: c.rejected,
                 messages: c.messages,
-                rejected_by_reason: Reject::ALL
-                    .iter()
-                    .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
-                    .collect(),
+                rejected_by_reason: by_reason(c, f.config.protocol),
                 quotes: c.quotes,
                 snapshots: c.snapshots,
                 heartbeats: c.heartbeats,
@@ -430,6 +633,7 @@ fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted:
     Summary {
         capture: CaptureSummary { reader, unrouted },
         feeds,
+        itch,
     }
 }
 
@@ -441,24 +645,32 @@ pub const MOSTLY_REJECTED_PERCENT: u64 = 99;
 /// One warning line per feed that had packets and had at least
 /// [`MOSTLY_REJECTED_PERCENT`] of them rejected, naming its top reason
 /// (e.g. a MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?").
-pub fn rejected_feed_warnings(summary: &Summary) -> Vec<String> {
-    summary
+pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String> {
+    let counts = |name: &str| -> Option<(u64, u64, &BTreeMap<&'static str, u64>)> {
+        match (summary.feeds.get(name), summary.itch.get(name)) {
+            (Some(f), _) => Some((f.packets, f.rejected, &f.rejected_by_reason)),
+            (_, Some(f)) => Some((f.packets, f.rejected, &f.rejected_by_reason)),
+            _ => None,
+        }
+    };
+    config
         .feeds
         .iter()
-        .filter(|(_, f)| f.packets > 0 && f.rejected * 100 >= f.packets * MOSTLY_REJECTED_PERCENT)
-        .map(|(name, f)| {
-            let counts: Vec<u64> = Reject::ALL
-                .iter()
-                .map(|r| f.rejected_by_reason.get(r.as_str()).copied().unwrap_or(0))
+        .filter_map(|feed| {
+            let (packets, rejected, by_name) = counts(&feed.name)?;
+            if packets == 0 || rejected * 100 < packets * MOSTLY_REJECTED_PERCENT {
+                return None;
+            }
+            let by_index: Vec<u64> = crate::protocol::reasons(feed.protocol)
+                .map(|r| by_name.get(r.as_str()).copied().unwrap_or(0))
                 .collect();
-            let top = crate::handler::top_reason(&counts);
-            format!(
-                "feed '{name}': {} of {} packets rejected, mostly {}{}",
-                f.rejected,
-                f.packets,
+            let top = crate::handler::top_reason(feed.protocol, &by_index);
+            Some(format!(
+                "feed '{}': {rejected} of {packets} packets rejected, mostly {}{}",
+                feed.name,
                 top.map_or("?", |r| r.as_str()),
-                top.map_or("", crate::handler::reject_hint)
-            )
+                top.map_or("", |r| r.hint())
+            ))
         })
         .collect()
 }

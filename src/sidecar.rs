@@ -188,6 +188,17 @@ impl Sidecar {
     /// file) as it was. Fails with a message naming the file or line that
     /// could not be set up.
     pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
+        if let Some(f) = config
+            .feeds
+            .iter()
+            .find(|f| f.protocol != crate::config::Protocol::Sqf)
+        {
+            anyhow::bail!(
+                "feed '{}': protocol {} is replayed (`tickguard replay`) but not yet received live",
+                f.name,
+                f.protocol.as_str()
+            );
+        }
         let sc = &config.sidecar;
         let shm = || format!("shared memory {}", sc.shm_path.display());
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;

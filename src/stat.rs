@@ -6,7 +6,6 @@
 //! cut to the terminal by [`fit`]) or as one JSON document
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
-use crate::handler::reject_hint;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::protocol::sqf::Reject;
 use crate::reader::{Health, Reader};
@@ -274,7 +273,7 @@ impl Snapshot {
                     "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",
                     now.saturating_sub(since) as f64 / 1e9,
                     reason.map_or("?", |r| r.as_str()),
-                    reason.map_or("", reject_hint),
+                    reason.map_or("", |r| crate::protocol::Rejected::Sqf(r).hint()),
                 );
             }
             let _ = writeln!(

@@ -1,0 +1,317 @@
+//! Replaying a capture of an ITCH 5.0 feed over MoldUDP64 (spec itch50):
+//! two lines, a gap filled by line B, a gap filled by the recovery channel,
+//! a gap given up, a malformed packet, a halt and the end of the session;
+//! checks answered at their times, the summary's itch50 keys.
+
+use std::net::SocketAddrV4;
+use std::path::Path;
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::config::Config;
+use tickguard::protocol::itch50::message::encode;
+use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+use tickguard::replay::{replay, Check};
+use tickguard::symbol::Symbol;
+
+const S1: Session = Session(*b"20260105XA");
+const MS: u64 = 1_000_000;
+/// 2026-01-05 09:30:00 in New York.
+const T0: u64 = 1_767_623_400_000_000_000;
+/// 09:30 as ns since midnight, exchange time.
+const OPEN: u64 = 34_200_000_000_000;
+
+const CONFIG: &str = r#"
+[[feed]]
+name = "nasdaq"
+protocol = "itch50"
+lines = ["239.2.1.1:26477", "239.2.1.2:26477"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+clock_offset = 0
+gap_timeout_ms = 5
+recovery_listen = "0.0.0.0:18001"
+"#;
+
+fn a() -> SocketAddrV4 {
+    "239.2.1.1:26477".parse().unwrap()
+}
+fn b() -> SocketAddrV4 {
+    "239.2.1.2:26477".parse().unwrap()
+}
+fn recovery() -> SocketAddrV4 {
+    "127.0.0.1:18001".parse().unwrap()
+}
+
+fn packet(first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = PacketBuilder::new(S1, first);
+    for m in messages {
+        p.message(m);
+    }
+    p.finish()
+}
+
+/// The session, as (time offset, destination, datagram).
+fn session() -> Vec<(u64, SocketAddrV4, Vec<u8>)> {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let p1 = packet(
+        1,
+        &[
+            encode::stock_directory(7, OPEN - 10, aapl),
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
+        ],
+    );
+    let p2 = packet(4, &[encode::executed(7, OPEN + 1, 1, 40, 1)]);
+    let p3 = packet(
+        5,
+        &[encode::add_order(
+            7,
+            OPEN + 2,
+            3,
+            Side::Buy,
+            50,
+            aapl,
+            1_900_500,
+            None,
+        )],
+    );
+    let p4 = packet(6, &[encode::delete(7, OPEN + 3, 2)]);
+    let p5 = packet(7, &[encode::replace(7, OPEN + 4, 3, 4, 60, 1_900_600)]);
+    let p6 = packet(
+        8,
+        &[encode::add_order(
+            7,
+            OPEN + 5,
+            5,
+            Side::Sell,
+            10,
+            aapl,
+            1_902_000,
+            None,
+        )],
+    );
+    let p7 = packet(9, &[encode::trading_action(7, OPEN + 6, aapl, b'H')]);
+    vec![
+        (0, a(), p1.clone()),
+        (MS / 2, b(), p1),
+        // Line A lost p2: gap [4, 5) at 1 ms, filled by line B at 2 ms.
+        (MS, a(), p3.clone()),
+        (2 * MS, b(), p2),
+        (2 * MS + MS / 2, b(), p3),
+        // Both lines lost p4: gap [6, 7) at 4 ms, filled by the recovery
+        // channel at 6 ms (deadline 9 ms).
+        (4 * MS, a(), p5),
+        (6 * MS, recovery(), p4),
+        // A malformed datagram on line A: counted, nothing applied.
+        (7 * MS, a(), b"too short".to_vec()),
+        // p6 is late everywhere: gap [8, 9) at 10 ms, given up after 15 ms,
+        // so p6 at 40 ms is a duplicate.
+        (10 * MS, a(), p7),
+        (30 * MS, a(), PacketBuilder::heartbeat(S1, 10)),
+        (40 * MS, a(), p6),
+        (50 * MS, a(), PacketBuilder::end_of_session(S1, 10)),
+    ]
+}
+
+fn write_capture(path: &Path) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let src: SocketAddrV4 = "10.9.9.9:5000".parse().unwrap();
+    for (dt, dst, bytes) in session() {
+        w.write_udp(T0 + dt, src, dst, &bytes).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn check(dt: u64) -> Check {
+    Check {
+        time_ns: T0 + dt,
+        feed: "nasdaq".into(),
+        symbol: "AAPL".into(),
+    }
+}
+
+#[test]
+fn an_itch_capture_replays_with_gaps_fills_halts_and_the_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("itch.pcap");
+    write_capture(&cap);
+    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    let checks = [
+        check(MS / 2),      // a book, no gap: ok
+        check(MS + MS / 2), // gap [4, 5) open: suspect
+        check(3 * MS),      // filled by line B
+        check(5 * MS),      // gap [6, 7) open
+        check(6 * MS + 1),  // filled by the recovery channel
+        check(12 * MS),     // gap [8, 9) open; the halt behind it is held
+        check(16 * MS),     // the gap given up: suspect for good
+        check(60 * MS),     // closed
+        check(9_000 * MS),  // and stale by now
+    ];
+    let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+    let outcome = replay(&config, &mut capture, &checks, |_| {});
+    assert!(outcome.capture_error.is_none());
+    let got: Vec<Vec<&str>> = outcome
+        .answers
+        .iter()
+        .map(|a| a.reasons.names().collect())
+        .collect();
+    let want: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["suspect"],
+        vec![],
+        vec!["suspect"],
+        vec![],
+        vec!["suspect"],
+        vec!["suspect", "halted"],
+        vec!["suspect", "halted", "closed"],
+        vec!["stale", "stale_at_source", "suspect", "halted", "closed"],
+    ];
+    assert_eq!(got, want);
+
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    for (key, value) in [
+        ("packets", 12),
+        ("rejected", 1),
+        ("messages", 13),
+        ("ticks_lost", 1),
+        ("duplicates", 5),
+        ("recovered", 2),
+        ("gaps_open", 0),
+        ("heartbeats", 1),
+        ("session_changes", 0),
+        ("stale_session", 0),
+        ("unknown_orders", 0),
+        ("anomalies", 0),
+        ("next", 10),
+    ] {
+        assert_eq!(f[key], value, "{key}: {f}");
+    }
+    assert_eq!(f["session"], "20260105XA");
+    assert_eq!(f["suspect"], true);
+    assert_eq!(f["joined"], false);
+    assert_eq!(f["hours"], "closed");
+    assert_eq!(f["rejected_by_reason"]["short"], 1);
+    assert_eq!(f["messages_by_type"]["A"], 3);
+    assert_eq!(f["messages_by_type"]["U"], 1);
+    let aapl = &f["symbols"]["AAPL"];
+    assert_eq!(aapl["locate"], 7);
+    assert_eq!(aapl["bid"], 1_900_600, "order 3 replaced by order 4");
+    assert_eq!(aapl["bid_size"], 60);
+    assert!(
+        aapl.get("ask").is_none(),
+        "order 2 deleted, order 5 lost: {aapl}"
+    );
+    assert_eq!(aapl["orders"], 2, "orders 1 (60 left) and 4");
+    assert_eq!(aapl["trading_state"], "H");
+    assert_eq!(aapl["last_timestamp"], OPEN + 6);
+}
+
+#[test]
+fn the_binary_replays_an_itch_capture_and_writes_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("itch.pcap");
+    write_capture(&cap);
+    let cfg = dir.path().join("itch.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let checks = dir.path().join("checks.csv");
+    std::fs::write(
+        &checks,
+        format!("time_ns,feed,symbol\n{},nasdaq,AAPL\n", T0 + MS / 2),
+    )
+    .unwrap();
+    let summary = dir.path().join("summary.json");
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(&cap)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--checks")
+        .arg(&checks)
+        .arg("--summary")
+        .arg(&summary)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["ok"], true, "{line}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(
+        s["feeds"]["nasdaq"]["symbols"]["AAPL"]["trading_state"],
+        "H"
+    );
+}
+
+#[test]
+fn run_refuses_an_itch_feed_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("itch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n{CONFIG}",
+            dir.path().join("pub").display()
+        ),
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("protocol itch50") && err.contains("not yet received live"),
+        "{err}"
+    );
+}
+
+#[test]
+fn itch_keys_are_checked() {
+    let bad = [
+        (
+            CONFIG.replace("protocol = \"itch50\"\n", ""),
+            "applies only to protocol",
+        ),
+        (
+            CONFIG.replace("gap_timeout_ms = 5", "kind = \"full\""),
+            "kind does not apply",
+        ),
+        (
+            CONFIG.replace("gap_timeout_ms = 5", "timezone = \"Mars/Olympus\""),
+            "not an IANA time zone",
+        ),
+        (
+            CONFIG.replace("gap_timeout_ms = 5", "gap_timeout_ms = 0"),
+            "out of range",
+        ),
+        (
+            CONFIG.replace("gap_timeout_ms = 5", "recovery = \"239.1.1.1:5\""),
+            "unicast",
+        ),
+        (CONFIG.replace("itch50", "mdp3"), "protocol"),
+    ];
+    for (text, want) in bad {
+        let err = Config::parse(&text, "itch.toml").unwrap_err().to_string();
+        assert!(err.contains(want), "{want}: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+    let c = Config::parse(CONFIG, "itch.toml").unwrap();
+    let itch = c.feeds[0].itch.as_ref().unwrap();
+    assert_eq!(itch.gap_timeout_ns, 5 * MS);
+    assert_eq!((itch.max_held, itch.join_gap_max), (1_000_000, 10_000));
+    assert_eq!(itch.timezone, "America/New_York");
+    let with_server = CONFIG.replace("gap_timeout_ms = 5", "recovery = \"127.0.0.1:18000\"");
+    let c = Config::parse(&with_server, "itch.toml").unwrap();
+    assert_eq!(c.feeds[0].itch.as_ref().unwrap().gap_timeout_ns, 1_000 * MS);
+}
