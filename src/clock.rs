@@ -476,6 +476,28 @@ mod tests {
         }
     }
 
+    /// Feeds `packets` (arrival, send time) to an estimator with `cap` and
+    /// compares every estimate with the brute force: equal without a cap,
+    /// never above it with one.
+    fn against_brute(
+        packets: &[(u64, u64)],
+        window: u64,
+        cap: usize,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
+        for (i, &(a, send)) in packets.iter().enumerate() {
+            e.on_packet(a, send);
+            let exact = brute(packets, i, window);
+            if cap == UNBOUNDED {
+                proptest::prop_assert_eq!(e.offset(), exact);
+            } else {
+                proptest::prop_assert!(e.offset() <= exact);
+                proptest::prop_assert!(e.queued().0 <= cap);
+            }
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         /// Any arrival gaps and send times: exact without a cap; with a
         /// cap of 2 to 5 entries, never above exact.
@@ -486,21 +508,15 @@ mod tests {
             cap in 1usize..6,
         ) {
             let cap = if cap == 1 { UNBOUNDED } else { cap };
-            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
-            let mut packets = Vec::new();
             let mut a = 0u64;
-            for (gap, send) in steps {
-                a = a.saturating_add(gap);
-                packets.push((a, send));
-                e.on_packet(a, send);
-                let exact = brute(&packets, packets.len() - 1, window);
-                if cap == UNBOUNDED {
-                    proptest::prop_assert_eq!(e.offset(), exact);
-                } else {
-                    proptest::prop_assert!(e.offset() <= exact);
-                    proptest::prop_assert!(e.queued().0 <= cap);
-                }
-            }
+            let packets: Vec<(u64, u64)> = steps
+                .into_iter()
+                .map(|(gap, send)| {
+                    a = a.saturating_add(gap);
+                    (a, send)
+                })
+                .collect();
+            against_brute(&packets, window, cap)?;
         }
 
         /// Mostly rising delays with a sudden drop now and then: long queues
@@ -512,22 +528,17 @@ mod tests {
             window in 1u64..200_000,
             cap in proptest::sample::select(vec![UNBOUNDED, 2, 3, TAIL + 1, 100]),
         ) {
-            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
-            let mut packets = Vec::new();
             let mut a = 1_000_000u64;
-            for (i, (gap, coin, drop)) in steps.into_iter().enumerate() {
-                a += gap;
-                let delay = 10_000 + 2 * i as u64 - if coin == 0 { drop } else { 0 };
-                packets.push((a, a - delay));
-                e.on_packet(a, a - delay);
-                let exact = brute(&packets, packets.len() - 1, window);
-                if cap == UNBOUNDED {
-                    proptest::prop_assert_eq!(e.offset(), exact);
-                } else {
-                    proptest::prop_assert!(e.offset() <= exact);
-                    proptest::prop_assert!(e.queued().0 <= cap);
-                }
-            }
+            let packets: Vec<(u64, u64)> = steps
+                .into_iter()
+                .enumerate()
+                .map(|(i, (gap, coin, drop))| {
+                    a += gap;
+                    let delay = 10_000 + 2 * i as u64 - if coin == 0 { drop } else { 0 };
+                    (a, a - delay)
+                })
+                .collect();
+            against_brute(&packets, window, cap)?;
         }
 
         #[test]
