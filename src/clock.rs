@@ -21,7 +21,9 @@
 //! stored as the two differences from the one before it, as LEB128 varints
 //! (3 bytes for packets a microsecond apart whose delay rises by a few ns;
 //! 20 at most, against 32 for the entry itself), and the window is at most
-//! an hour (`offset_window_ms`).
+//! an hour (`offset_window_ms`). The newest few entries stay whole, so a
+//! short queue — the usual one — never pays for the coding; a bounded
+//! (live) queue keeps every entry whole, 32 bytes each, preallocated.
 //!
 //! The queue grows (it starts at [`INITIAL_QUEUE`] entries) up to a cap chosen
 //! by the caller: replay passes no cap and is exact; the live receiver
@@ -53,13 +55,98 @@ pub const UNBOUNDED: usize = usize::MAX;
 /// Most bytes one queued entry takes: two varints of at most 70 bits.
 pub const ENTRY_MAX_BYTES: usize = 20;
 
-/// The monotone queue of (arrival ns, arrival − send_time ns): arrivals
-/// non-decreasing and values strictly increasing from front to back, so
-/// each entry after the front is stored as its two differences from the
-/// entry before it, LEB128-coded (an arrival difference fits 64 bits, a
-/// value difference 65: both within [`ENTRY_MAX_BYTES`]).
+/// Entries kept whole at the back of the queue, where a packet's pops and
+/// push happen: a short queue (a jittery link) never pays for the coding.
+const TAIL: usize = 32;
+
+/// The monotone queue of (arrival ns, arrival − send_time ns), oldest
+/// first. Unbounded (replay): the newest [`TAIL`] entries whole, the older
+/// ones [`Packed`]. Bounded (live): every entry whole in a preallocated
+/// tail, so the receive path never codes and its merges stay cheap.
 #[derive(Debug, Clone)]
 struct Queue {
+    packed: Packed,
+    tail: VecDeque<(u64, i128)>,
+    /// Entries the tail holds before its oldest moves to `packed`.
+    tail_max: usize,
+    len: usize,
+}
+
+impl Queue {
+    /// A queue with room for `entries` now; `pack` for the unbounded one.
+    fn with_capacity(entries: usize, pack: bool) -> Queue {
+        let tail_max = if pack { TAIL } else { usize::MAX };
+        Queue {
+            packed: Packed::with_capacity(if pack { entries } else { 0 }),
+            tail: VecDeque::with_capacity(entries.min(tail_max.saturating_add(1))),
+            tail_max,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn front(&self) -> Option<(u64, i128)> {
+        self.packed.front().or_else(|| self.tail.front().copied())
+    }
+
+    #[inline]
+    fn back(&self) -> Option<(u64, i128)> {
+        self.tail.back().copied().or_else(|| self.packed.back())
+    }
+
+    #[inline]
+    fn push_back(&mut self, e: (u64, i128)) {
+        self.tail.push_back(e);
+        if self.tail.len() > self.tail_max {
+            if let Some(old) = self.tail.pop_front() {
+                self.packed.push_back(old);
+            }
+        }
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop_back(&mut self) {
+        if self.tail.pop_back().is_none() {
+            self.packed.pop_back();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    #[inline]
+    fn pop_front(&mut self) {
+        if self.packed.len > 0 {
+            self.packed.pop_front();
+        } else {
+            self.tail.pop_front();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    /// Merges the two oldest entries (at least two) into one at the time of
+    /// the second with the value of the first. Only a bounded queue merges,
+    /// and it keeps every entry in the tail.
+    fn merge_front(&mut self) {
+        debug_assert_eq!(self.packed.len, 0);
+        if let (Some((_, v0)), Some(second)) = (self.tail.pop_front(), self.tail.front_mut()) {
+            second.1 = v0;
+            self.len -= 1;
+        }
+    }
+
+    /// Bytes the packed entries take beyond their first.
+    fn bytes(&self) -> usize {
+        self.packed.bytes()
+    }
+}
+
+/// The older part of the queue: arrivals non-decreasing and values
+/// strictly increasing from front to back, so each entry after the front is
+/// stored as its two differences from the entry before it, LEB128-coded (an
+/// arrival difference fits 64 bits, a value difference 65: both within
+/// [`ENTRY_MAX_BYTES`]).
+#[derive(Debug, Clone)]
+struct Packed {
     front: (u64, i128),
     back: (u64, i128),
     len: usize,
@@ -68,9 +155,9 @@ struct Queue {
     deltas: VecDeque<u8>,
 }
 
-impl Queue {
-    fn with_capacity(entries: usize) -> Queue {
-        Queue {
+impl Packed {
+    fn with_capacity(entries: usize) -> Packed {
+        Packed {
             front: (0, 0),
             back: (0, 0),
             len: 0,
@@ -126,23 +213,6 @@ impl Queue {
         d
     }
 
-    /// Merges the two oldest entries (at least two) into one at the time of
-    /// the second with the value of the first.
-    fn merge_front(&mut self) {
-        let v0 = self.front.1;
-        let (_, dv1) = self.pop_front();
-        self.front.1 = v0;
-        if self.len == 1 {
-            self.back.1 = v0;
-        } else {
-            // The next entry's value difference now counts from v0.
-            let da = take_front(&mut self.deltas);
-            let dv = take_front(&mut self.deltas) + dv1;
-            put_front(&mut self.deltas, dv);
-            put_front(&mut self.deltas, da);
-        }
-    }
-
     /// Bytes the entries after the front take.
     fn bytes(&self) -> usize {
         self.deltas.len()
@@ -158,22 +228,6 @@ fn put(q: &mut VecDeque<u8>, mut x: u128) {
         x >>= 7;
     }
     q.push_back(x as u8);
-}
-
-/// Prepends `x` as a LEB128 varint.
-fn put_front(q: &mut VecDeque<u8>, x: u128) {
-    let mut bytes = [0u8; ENTRY_MAX_BYTES];
-    let mut n = 0;
-    let mut x = x;
-    while x >= 0x80 {
-        bytes[n] = x as u8 | 0x80;
-        x >>= 7;
-        n += 1;
-    }
-    bytes[n] = x as u8;
-    for &b in bytes[..=n].iter().rev() {
-        q.push_front(b);
-    }
 }
 
 /// Removes and decodes the first varint.
@@ -232,7 +286,7 @@ impl OffsetEstimator {
         };
         OffsetEstimator {
             mode,
-            queue: Queue::with_capacity(initial),
+            queue: Queue::with_capacity(initial, cap == UNBOUNDED),
             cap,
             latest: 0,
             offset: match mode {
@@ -422,6 +476,28 @@ mod tests {
         }
     }
 
+    /// Feeds `packets` (arrival, send time) to an estimator with `cap` and
+    /// compares every estimate with the brute force: equal without a cap,
+    /// never above it with one.
+    fn against_brute(
+        packets: &[(u64, u64)],
+        window: u64,
+        cap: usize,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
+        for (i, &(a, send)) in packets.iter().enumerate() {
+            e.on_packet(a, send);
+            let exact = brute(packets, i, window);
+            if cap == UNBOUNDED {
+                proptest::prop_assert_eq!(e.offset(), exact);
+            } else {
+                proptest::prop_assert!(e.offset() <= exact);
+                proptest::prop_assert!(e.queued().0 <= cap);
+            }
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         /// Any arrival gaps and send times: exact without a cap; with a
         /// cap of 2 to 5 entries, never above exact.
@@ -432,21 +508,37 @@ mod tests {
             cap in 1usize..6,
         ) {
             let cap = if cap == 1 { UNBOUNDED } else { cap };
-            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: window }, cap);
-            let mut packets = Vec::new();
             let mut a = 0u64;
-            for (gap, send) in steps {
-                a = a.saturating_add(gap);
-                packets.push((a, send));
-                e.on_packet(a, send);
-                let exact = brute(&packets, packets.len() - 1, window);
-                if cap == UNBOUNDED {
-                    proptest::prop_assert_eq!(e.offset(), exact);
-                } else {
-                    proptest::prop_assert!(e.offset() <= exact);
-                    proptest::prop_assert!(e.queued().0 <= cap);
-                }
-            }
+            let packets: Vec<(u64, u64)> = steps
+                .into_iter()
+                .map(|(gap, send)| {
+                    a = a.saturating_add(gap);
+                    (a, send)
+                })
+                .collect();
+            against_brute(&packets, window, cap)?;
+        }
+
+        /// Mostly rising delays with a sudden drop now and then: long queues
+        /// that cross from the whole tail into the packed part and back
+        /// (pops) when unbounded, and merges under caps.
+        #[test]
+        fn rising_delays_against_brute_force(
+            steps in proptest::collection::vec((0u64..1000, 0u32..10, 0u64..2000), 1..300),
+            window in 1u64..200_000,
+            cap in proptest::sample::select(vec![UNBOUNDED, 2, 3, TAIL + 1, 100]),
+        ) {
+            let mut a = 1_000_000u64;
+            let packets: Vec<(u64, u64)> = steps
+                .into_iter()
+                .enumerate()
+                .map(|(i, (gap, coin, drop))| {
+                    a += gap;
+                    let delay = 10_000 + 2 * i as u64 - if coin == 0 { drop } else { 0 };
+                    (a, a - delay)
+                })
+                .collect();
+            against_brute(&packets, window, cap)?;
         }
 
         #[test]

@@ -432,7 +432,7 @@ pub const DEAD_AFTER_MS: Range = Range {
     unit: "ms",
 };
 /// `[sidecar] offset_queue`: clock-offset entries per feed, preallocated
-/// (at most 20 bytes each: 20 MiB per feed at the top of the range).
+/// (32 bytes each: 32 MiB per feed at the top of the range).
 pub const OFFSET_QUEUE: Range = Range {
     table: "[sidecar]",
     key: "offset_queue",

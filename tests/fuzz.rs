@@ -289,11 +289,12 @@ fn config_input(rng: &mut Rng, corpus: &[String]) -> String {
             }
         }
         2 => {
-            let depth = *rng.pick(&[2, 64, 200, 3000, 100_000]);
+            let deep = if rng.below(64) == 0 { 100_000 } else { 3000 };
+            let depth = *rng.pick(&[2, 64, 200, deep]);
             lines.push(format!("x = {}{}", "[".repeat(depth), "]".repeat(depth)));
         }
         3 => {
-            let long = "y".repeat(*rng.pick(&[65, 1000, 70_000]));
+            let long = "y".repeat(*rng.pick(&[65, 1000, 20_000]));
             let at = rng.below(lines.len().max(1)).min(lines.len());
             lines.insert(at, format!("name = \"{long}\""));
         }
