@@ -490,7 +490,7 @@ pub const OFFSET_WINDOW_MS: Range = Range {
 /// `[[feed]] gap_timeout_ms` (itch50): default 5 without a recovery server
 /// (line B's copy may still come), 1,000 with one; at most an hour.
 pub const GAP_TIMEOUT_MS: Range = Range {
-    table: "[[feed]]",
+    table: "[[feed]] itch50",
     key: "gap_timeout_ms",
     min: 1,
     max: 3_600_000,
@@ -501,7 +501,7 @@ pub const GAP_TIMEOUT_MS: Range = Range {
 /// `[[feed]] max_held` (itch50): messages held back; a record is 64 bytes,
 /// so the most (16 Mi) holds 1 GiB.
 pub const MAX_HELD: Range = Range {
-    table: "[[feed]]",
+    table: "[[feed]] itch50",
     key: "max_held",
     min: 1,
     max: 16_777_216,
@@ -511,7 +511,7 @@ pub const MAX_HELD: Range = Range {
 
 /// `[[feed]] join_gap_max` (itch50).
 pub const JOIN_GAP_MAX: Range = Range {
-    table: "[[feed]]",
+    table: "[[feed]] itch50",
     key: "join_gap_max",
     min: 0,
     max: 1 << 40,

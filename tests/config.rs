@@ -191,7 +191,11 @@ fn every_range_is_enforced_at_both_ends() {
 fn with_key(r: &Range, v: i64) -> String {
     if r.table.starts_with("[[") {
         let prefix = format!("{} = ", r.key);
-        let feed: String = FEED
+        let feed = match r.table.ends_with("itch50") {
+            true => FEED.replace("kind = \"full\"", "protocol = \"itch50\""),
+            false => FEED.to_string(),
+        };
+        let feed: String = feed
             .lines()
             .filter(|l| !l.starts_with(&prefix))
             .map(|l| format!("{l}\n"))
