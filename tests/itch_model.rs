@@ -284,7 +284,6 @@ impl Model {
             (count == 0 || count == 0xFFFF) && d.len() > 20
         };
         if rejected {
-            self.latest = self.latest.max(t);
             return Err(());
         }
         let session: [u8; 10] = d[..10].try_into().unwrap();
@@ -820,59 +819,62 @@ enum Op {
     /// lost, 8 delivered twice (both lines), 9 delivered out of order
     /// after the next one.
     Send {
-        dt: u64,
+        dt: i64,
         msgs: Vec<(Msg, u64)>,
         fate: u8,
     },
     /// A late copy of a packet sent `back` packets ago (any session).
     Resend {
-        dt: u64,
+        dt: i64,
         back: usize,
     },
     /// A recovery answer: `take` messages of the current session from
     /// `back` messages before the exchange's next.
     Recover {
-        dt: u64,
+        dt: i64,
         back: u64,
         take: u64,
     },
     Heartbeat {
-        dt: u64,
+        dt: i64,
     },
     EndOfSession {
-        dt: u64,
+        dt: i64,
     },
     /// The exchange starts a new session numbered from `start`.
     NewSession {
-        dt: u64,
+        dt: i64,
         start: u64,
     },
     /// A datagram rejected whole.
     Garbage {
-        dt: u64,
+        dt: i64,
         short: bool,
     },
     /// A check: expire, then compare verdicts.
     Check {
-        dt: u64,
+        dt: i64,
     },
 }
 
-fn dt() -> impl Strategy<Value = u64> {
-    prop_oneof![2 => Just(0u64), 6 => 1u64..=3, 1 => 4u64..=12]
+/// Steps of time before an operation; with `back`, sometimes a step back
+/// (a capture whose timestamps step back).
+fn dt(back: bool) -> impl Strategy<Value = i64> {
+    let back = if back { 1 } else { 0 };
+    prop_oneof![2 => Just(0i64), 6 => 1i64..=3, 1 => 4i64..=12, back => -3i64..=-1]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op(back: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
-        30 => (dt(), prop::collection::vec((msg(), 0u64..=2), 1..=4), 0u8..=9)
+        30 => (dt(back), prop::collection::vec((msg(), 0u64..=2), 1..=4), 0u8..=9)
             .prop_map(|(dt, msgs, fate)| Op::Send { dt, msgs, fate }),
-        5 => (dt(), 0usize..12).prop_map(|(dt, back)| Op::Resend { dt, back }),
-        5 => (dt(), 1u64..=12, 1u64..=6).prop_map(|(dt, back, take)| Op::Recover { dt, back, take }),
-        4 => dt().prop_map(|dt| Op::Heartbeat { dt }),
-        1 => dt().prop_map(|dt| Op::EndOfSession { dt }),
-        1 => (dt(), prop_oneof![2 => Just(1u64), 1 => 0u64..=30]).prop_map(|(dt, start)| Op::NewSession { dt, start }),
-        1 => (dt(), any::<bool>()).prop_map(|(dt, short)| Op::Garbage { dt, short }),
-        8 => dt().prop_map(|dt| Op::Check { dt }),
+        5 => (dt(back), 0usize..12).prop_map(|(dt, back)| Op::Resend { dt, back }),
+        5 => (dt(back), 1u64..=12, 1u64..=6).prop_map(|(dt, back, take)| Op::Recover { dt, back, take }),
+        4 => dt(back).prop_map(|dt| Op::Heartbeat { dt }),
+        1 => dt(back).prop_map(|dt| Op::EndOfSession { dt }),
+        1 => (dt(back), prop_oneof![2 => Just(1u64), 1 => 0u64..=30]).prop_map(|(dt, start)| Op::NewSession { dt, start }),
+        1 => (dt(back), any::<bool>()).prop_map(|(dt, short)| Op::Garbage { dt, short }),
+        8 => dt(back).prop_map(|dt| Op::Check { dt }),
     ]
 }
 
@@ -984,7 +986,8 @@ fn compare(model: &Model, feed: &Feed, th: Thresholds, now: u64) -> Result<(), S
     Ok(())
 }
 
-fn run(setup: &Setup, ops: &[Op]) -> Result<(), String> {
+/// Runs `ops` on the model and the feed side by side; the model at the end.
+fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
     let mut model = Model::new(setup);
     let mut feed = Feed::new(feed::Settings {
         sequencing: sequencer::Settings {
@@ -1022,7 +1025,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<(), String> {
             | Op::Garbage { dt, .. }
             | Op::Check { dt } => *dt,
         };
-        t += dt * STEP;
+        t = t.checked_add_signed(dt * STEP as i64).unwrap();
         match op {
             Op::Send { msgs, fate, .. } => {
                 let mut p = PacketBuilder::new(ex.session, ex.next());
@@ -1092,26 +1095,62 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<(), String> {
                 return Err(format!("step {step}: accepted: got {got}, model {want}"));
             }
         }
-        compare(&model, &feed, th, t)
-            .map_err(|e| format!("step {step} ({op:?}) at t0+{}: {e}", t - setup.t0()))?;
+        compare(&model, &feed, th, t).map_err(|e| {
+            format!(
+                "step {step} ({op:?}) at t0+{}: {e}",
+                t as i128 - setup.t0() as i128
+            )
+        })?;
     }
-    Ok(())
+    Ok(model)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
-    fn feed_matches_model(setup in setup(false), ops in prop::collection::vec(op(), 1..=160)) {
+    fn feed_matches_model(setup in setup(false), ops in prop::collection::vec(op(true), 1..=160)) {
         if let Err(e) = run(&setup, &ops) {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }
     }
 
     #[test]
-    fn feed_matches_model_with_auto_offset(setup in setup(true), ops in prop::collection::vec(op(), 1..=160)) {
+    fn feed_matches_model_with_auto_offset(setup in setup(true), ops in prop::collection::vec(op(false), 1..=160)) {
         if let Err(e) = run(&setup, &ops) {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }
     }
+}
+
+/// 66 sessions, then a late packet of the second (64 sessions back: still
+/// remembered, stale) and of the first (65 back: forgotten, a new session).
+#[test]
+fn past_sessions_are_remembered_64_back() {
+    let setup = Setup {
+        ny: false,
+        start: 0,
+        gap_timeout: STEP,
+        max_held: 16,
+        join_gap_max: 10,
+        window: None,
+        stale_ns: STEP,
+        source_ns: STEP,
+        first_seq: 1,
+    };
+    let send = Op::Send {
+        dt: 1,
+        msgs: vec![(Msg::System { code: b'Q' }, 0)],
+        fate: 0,
+    };
+    let mut ops = vec![send.clone()];
+    for _ in 1..66 {
+        ops.extend([Op::NewSession { dt: 1, start: 1 }, send.clone()]);
+    }
+    ops.extend([
+        Op::Resend { dt: 1, back: 64 },
+        Op::Resend { dt: 1, back: 65 },
+    ]);
+    let model = run(&setup, &ops).unwrap();
+    assert_eq!((model.stale_session, model.session_changes), (1, 66));
 }
