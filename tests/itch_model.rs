@@ -4,24 +4,43 @@
 //! `tickguard::protocol::itch50::feed::Feed` on random streams.
 //!
 //! The model decodes the datagram bytes itself and keeps plain maps: held
-//! messages by sequence, open gaps in a vector, orders by reference (order
-//! references are unique across a feed, as in ITCH 5.0), symbols by stock.
-//! Top of book is a scan over the orders; the clock offset is a brute-force
-//! minimum over every sample. Where the spec is silent it follows the
-//! decisions the implementation documents: a gap's opening time is clamped
-//! to the latest time seen, 64 past sessions are remembered, an add with a
-//! side other than `B`/`S` is an anomaly and adds nothing, a message with
-//! locate 0 only counts by type (a System Event still changes hours), and
-//! the offset's send time is the source time of the packet's last message
-//! with a timestamp.
+//! messages by sequence, open gaps in a vector, orders by reference, symbols
+//! by stock. Top of book is a scan over the orders; the clock offset is a
+//! brute-force minimum over every sample.
+//!
+//! Where the spec is silent it follows the decisions the implementation
+//! documents: a gap's opening time is clamped to the latest arrival of an
+//! accepted packet (a stale session's included, a rejected datagram's not),
+//! 64 past sessions are remembered, an add with a side other than `B`/`S`
+//! is an anomaly and adds nothing, a message with locate 0 only counts by
+//! type (a System Event still changes hours), and the offset's send time is
+//! the source time of the packet's last message with a timestamp. Its own
+//! readings of the text:
+//!
+//! - Order references are unique across the feed (as in ITCH 5.0): `E`, `C`,
+//!   `X`, `D` and `U` find the order by reference whatever their locate, and
+//!   an add on a reference live in another symbol's book moves it (an
+//!   anomaly). A message's symbol is the one its locate maps to, even when
+//!   its `stock` field names another.
+//! - An add (or a replace) with 0 shares leaves a live order of 0 shares;
+//!   only an execution or a cancel removes an order "at 0 or below".
+//! - A reference to an unknown order still updates the symbol's
+//!   `last_timestamp`; an unknown type never does.
+//! - The watermark rises after each run of applied messages: the packet's,
+//!   then each gap given up. With timestamps that fall as sequences rise
+//!   (which ITCH does not send) the implementation keeps only the last
+//!   message of the whole datagram or check, so the generator's timestamps
+//!   never fall within a session.
 //!
 //! The generator plays an exchange on two lines: packets lost, duplicated,
-//! re-sent later (within and beyond the gap timeout) and answered by a
-//! recovery channel with other groupings; heartbeats, end of session,
-//! session changes with late packets of the old session, mid-session
-//! joins, a small `max_held`, and small order-reference and price ranges so
-//! that collisions, crossed books and unknown orders happen. After every
-//! step every observable is compared.
+//! swapped, re-sent later (within and beyond the gap timeout) and answered
+//! by a recovery channel with other groupings; heartbeats, end of session,
+//! session changes with late packets of the old session, mid-session joins,
+//! a small `max_held`, and small order-reference and price ranges so that
+//! collisions, crossed books and unknown orders happen; arrival times
+//! sometimes step back (not with `auto` offset: the estimator's handling of
+//! that is not modelled). After every step every observable is compared,
+//! and the verdict of each stock (one never on the wire) at that time.
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
