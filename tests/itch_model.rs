@@ -113,6 +113,9 @@ impl MGap {
     }
 }
 
+/// A side's best price and the shares at it.
+type Best = Option<(u32, u64)>;
+
 #[derive(Clone, Debug)]
 struct MOrder {
     stock: Symbol,
@@ -470,11 +473,7 @@ impl Model {
                     None => self.unknown_orders += 1,
                 }
             }
-            b'D' => {
-                if self.orders.remove(&order()).is_none() {
-                    self.unknown_orders += 1;
-                }
-            }
+            b'D' => self.unknown_orders += self.orders.remove(&order()).is_none() as u64,
             b'U' => match self.orders.remove(&order()) {
                 Some(o) => {
                     let n = MOrder {
@@ -502,7 +501,7 @@ impl Model {
     }
 
     /// Top of book and live orders of `stock`, by a scan.
-    fn book(&self, stock: Symbol) -> (Option<(u32, u64)>, Option<(u32, u64)>, u64) {
+    fn book(&self, stock: Symbol) -> (Best, Best, u64) {
         let mine: Vec<&MOrder> = self.orders.values().filter(|o| o.stock == stock).collect();
         let best = |buy: bool| {
             let side = mine.iter().filter(|o| o.buy == buy);
