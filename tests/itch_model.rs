@@ -230,10 +230,15 @@ impl Model {
                     last = Some(self.midnight + be(&m[5..11]) as i128);
                 }
                 self.apply(&m);
-            } else if next >= over {
+                // Nothing follows the last sequence: `next` stays there.
+                self.next = Some(next.saturating_add(1));
+            } else if next < over {
+                // Over the missing sequences, to the next held one.
+                let to = self.held.range(next..).next().map_or(over, |(&q, _)| q);
+                self.next = Some(to.min(over));
+            } else {
                 break;
             }
-            self.next = Some(next + 1);
         }
         self.raise_watermark(last);
     }
@@ -244,7 +249,7 @@ impl Model {
         if g.first {
             self.joined = true;
         } else {
-            self.ticks_lost += g.missing();
+            self.ticks_lost = self.ticks_lost.saturating_add(g.missing());
         }
         self.given_up = true;
         self.pump(g.hi);
@@ -326,7 +331,7 @@ impl Model {
         }
         let first = self.next.is_none();
         if first {
-            if s <= 1 + self.join_gap_max {
+            if s <= self.join_gap_max.saturating_add(1) {
                 self.next = Some(1);
                 self.high = 1;
             } else {
@@ -358,7 +363,7 @@ impl Model {
                 let mut alive = false;
                 let mut send = None;
                 for (i, m) in blocks.into_iter().enumerate() {
-                    let q = s + i as u64;
+                    let q = s.wrapping_add(i as u64);
                     if m.len() >= 11 {
                         send = Some(self.midnight + be(&m[5..11]) as i128);
                     }
@@ -371,7 +376,7 @@ impl Model {
                         g.filled.insert(q);
                         self.recovered += 1;
                     } else {
-                        self.high = self.high.max(q + 1);
+                        self.high = self.high.max(q.saturating_add(1));
                     }
                     self.held.insert(q, m);
                     self.gaps.retain(|g| g.missing() > 0);
@@ -878,6 +883,11 @@ enum Op {
     Check {
         dt: i64,
     },
+    /// These bytes (not generated: for fixed cases).
+    Datagram {
+        dt: i64,
+        bytes: Vec<u8>,
+    },
 }
 
 /// Steps of time before an operation, sometimes back (a capture whose
@@ -894,7 +904,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (dt(), 1u64..=12, 1u64..=6).prop_map(|(dt, back, take)| Op::Recover { dt, back, take }),
         4 => dt().prop_map(|dt| Op::Heartbeat { dt }),
         1 => dt().prop_map(|dt| Op::EndOfSession { dt }),
-        1 => (dt(), prop_oneof![2 => Just(1u64), 1 => 0u64..=30]).prop_map(|(dt, start)| Op::NewSession { dt, start }),
+        1 => (dt(), prop_oneof![8 => Just(1u64), 4 => 0u64..=30, 1 => (u64::MAX - 6)..=u64::MAX, 1 => Just(1 << 63)]).prop_map(|(dt, start)| Op::NewSession { dt, start }),
         1 => (dt(), any::<bool>()).prop_map(|(dt, short)| Op::Garbage { dt, short }),
         8 => dt().prop_map(|dt| Op::Check { dt }),
     ]
@@ -931,7 +941,7 @@ impl Exchange {
     }
 
     fn next(&self) -> u64 {
-        self.start + self.log.len() as u64
+        self.start.wrapping_add(self.log.len() as u64)
     }
 }
 
@@ -1045,7 +1055,8 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
             | Op::EndOfSession { dt }
             | Op::NewSession { dt, .. }
             | Op::Garbage { dt, .. }
-            | Op::Check { dt } => *dt,
+            | Op::Check { dt }
+            | Op::Datagram { dt, .. } => *dt,
         };
         t = t.checked_add_signed(dt * STEP as i64).unwrap();
         match op {
@@ -1084,7 +1095,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 let from = ex.log.len().saturating_sub(*back as usize);
                 let to = (from + *take as usize).min(ex.log.len());
                 if from < to {
-                    let mut p = PacketBuilder::new(ex.session, ex.start + from as u64);
+                    let mut p = PacketBuilder::new(ex.session, ex.start.wrapping_add(from as u64));
                     for m in &ex.log[from..to] {
                         p.message(m);
                     }
@@ -1105,6 +1116,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 }
                 deliver.push(d);
             }
+            Op::Datagram { bytes, .. } => deliver.push(bytes.clone()),
             Op::Check { .. } => {
                 model.expire(t);
                 feed.expire(t);
@@ -1149,17 +1161,7 @@ proptest! {
 /// remembered, stale) and of the first (65 back: forgotten, a new session).
 #[test]
 fn past_sessions_are_remembered_64_back() {
-    let setup = Setup {
-        ny: false,
-        start: 0,
-        gap_timeout: STEP,
-        max_held: 16,
-        join_gap_max: 10,
-        window: None,
-        stale_ns: STEP,
-        source_ns: STEP,
-        first_seq: 1,
-    };
+    let setup = fixed_setup();
     let send = Op::Send {
         dt: 1,
         msgs: vec![(Msg::System { code: b'Q' }, 0)],
@@ -1175,4 +1177,68 @@ fn past_sessions_are_remembered_64_back() {
     ]);
     let model = run(&setup, &ops).unwrap();
     assert_eq!((model.stale_session, model.session_changes), (1, 66));
+}
+
+/// A data packet of `n` System Events `Q` (no effect) from `seq`.
+fn quiet(session: &[u8; 10], seq: u64, n: usize) -> Vec<u8> {
+    let mut p = PacketBuilder::new(Session(*session), seq);
+    for _ in 0..n {
+        p.message(&encode::system_event(0, b'Q'));
+    }
+    p.finish()
+}
+
+fn fixed_setup() -> Setup {
+    Setup {
+        ny: false,
+        start: 0,
+        gap_timeout: STEP,
+        max_held: 16,
+        join_gap_max: 10,
+        window: None,
+        stale_ns: STEP,
+        source_ns: STEP,
+        first_seq: 1,
+    }
+}
+
+/// A stream joined at the last sequences applies them in order and stays
+/// on the last one (the sequencer panicked in a debug build, and wrapped
+/// `next` to 0 in a release build, after applying sequence `u64::MAX`).
+#[test]
+fn last_sequence_applied_in_order_does_not_overflow() {
+    let ops = [
+        Op::Datagram {
+            dt: 1,
+            bytes: quiet(b"SESSMAX001", u64::MAX - 1, 2),
+        },
+        Op::Datagram {
+            dt: 1,
+            bytes: PacketBuilder::heartbeat(Session(*b"SESSMAX001"), u64::MAX),
+        },
+    ];
+    let model = run(&fixed_setup(), &ops).unwrap();
+    assert_eq!(model.next, Some(u64::MAX));
+}
+
+/// The last sequence released by a gap given up, and `ticks_lost` past
+/// `u64::MAX` over two sessions: it saturates (both overflowed).
+#[test]
+fn last_sequence_after_a_gap_and_ticks_lost_saturate() {
+    let mut ops = Vec::new();
+    for s in [b"SESSMAX001", b"SESSMAX002"] {
+        ops.extend([
+            Op::Datagram {
+                dt: 1,
+                bytes: quiet(s, 1, 1),
+            },
+            Op::Datagram {
+                dt: 1,
+                bytes: quiet(s, u64::MAX, 1),
+            },
+            Op::Check { dt: 3 },
+        ]);
+    }
+    let model = run(&fixed_setup(), &ops).unwrap();
+    assert_eq!(model.ticks_lost, u64::MAX);
 }
