@@ -16,7 +16,10 @@
 //! type (a System Event still changes hours), and the offset's send time is
 //! the source time of the packet's last message with a timestamp; with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
-//! the window, its sample being its own arrival − send time. Its own
+//! the window, its sample being its own arrival − send time; message
+//! sequences within a packet wrap past `u64::MAX`, and once the last
+//! sequence is applied `next` stays on it (so a later copy of it is applied
+//! again) and `ticks_lost` saturates. Its own
 //! readings of the text:
 //!
 //! - Order references are unique across the feed (as in ITCH 5.0): `E`, `C`,
