@@ -41,6 +41,8 @@
 //! swapped, re-sent later (within and beyond the gap timeout) and answered
 //! by a recovery channel with other groupings; heartbeats, end of session,
 //! session changes with late packets of the old session, mid-session joins,
+//! sessions that reach the last sequence (and then give way to a new one:
+//! timestamps rise with sequences, which a wrapped session would break),
 //! a small `max_held`, and small order-reference and price ranges so that
 //! collisions, crossed books and unknown orders happen; arrival times
 //! sometimes step back. After every step every observable is compared,
@@ -1064,6 +1066,12 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
         t = t.checked_add_signed(dt * STEP as i64).unwrap();
         match op {
             Op::Send { msgs, fate, .. } => {
+                // A session's sequences never wrap: past `u64::MAX` the
+                // exchange starts a new session.
+                let last = ex.log.len() as u64 + msgs.len() as u64 - 1;
+                if ex.start.checked_add(last).is_none() {
+                    ex.new_session(1, midnight(&setup.tz(), t));
+                }
                 let mut p = PacketBuilder::new(ex.session, ex.next());
                 for (m, latency) in msgs {
                     // Exchange timestamps never step back within a session.
