@@ -32,10 +32,11 @@
 //! - A reference to an unknown order still updates the symbol's
 //!   `last_timestamp`; an unknown type never does.
 //! - The watermark rises after each run of applied messages: the packet's,
-//!   then each gap given up. With timestamps that fall as sequences rise
-//!   (which ITCH does not send) the implementation keeps only the last
-//!   message of the whole datagram or check, so the generator's timestamps
-//!   never fall within a session.
+//!   then each gap given up (by expiry or for room). The implementation
+//!   takes the last message of the whole expiry, and of the packet with its
+//!   give-ups for room. The two differ only when timestamps fall as
+//!   sequences rise (which ITCH does not send), so the generator's
+//!   timestamps never fall within a session.
 //!
 //! The generator plays an exchange on two lines: packets lost, duplicated,
 //! swapped, re-sent later (within and beyond the gap timeout) and answered
