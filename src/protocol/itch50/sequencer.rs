@@ -7,7 +7,9 @@
 //! Time is passed in (ns since the Unix epoch, local clock). The time a gap
 //! opens is clamped to the latest time this stream has seen, so deadlines
 //! never decrease from one gap to the next and expiry gives up a prefix of
-//! the open gaps, lowest first, as the spec orders.
+//! the open gaps, lowest first, as the spec orders. The last sequence,
+//! `u64::MAX`, has no successor: once it is applied `next` stays on it, and
+//! `ticks_lost` saturates.
 //!
 //! Memory is bounded: at most `max_held` messages are held after a packet
 //! (plus one packet's worth while it is applied), each in a 64-byte record
@@ -371,8 +373,8 @@ impl Sequencer {
         if self.gaps.is_empty() && q == next {
             // In order with nothing held: applied straight from the packet.
             apply(q, m);
-            self.next = Some(q + 1);
-            self.high = self.high.max(q + 1);
+            self.next = Some(q.saturating_add(1));
+            self.high = self.high.max(q.saturating_add(1));
             return Received::Applied;
         }
         let i = self.gaps.partition_point(|g| g.hi <= q);
@@ -399,7 +401,8 @@ impl Sequencer {
         let Some(mut next) = self.next else { return 0 };
         let mut n = 0;
         while self.held.take(next, |b| apply(next, Message::new(b))) {
-            next += 1;
+            // The last sequence has no successor: `next` stays on it.
+            next = next.saturating_add(1);
             n += 1;
         }
         self.next = Some(next);
@@ -417,7 +420,7 @@ impl Sequencer {
         if g.first {
             self.joined = true;
         } else {
-            self.counters.ticks_lost += g.missing;
+            self.counters.ticks_lost = self.counters.ticks_lost.saturating_add(g.missing);
             self.gave_up = true;
         }
         let mut n = 0;
