@@ -6,6 +6,7 @@
 //! at all ([`mold::Packet::new_checked`] checks both layers in one walk), and
 //! only a checked packet hands out messages, whose getters then cannot fail.
 
+pub mod binfile;
 pub mod book;
 pub mod feed;
 pub mod map;
