@@ -13,6 +13,7 @@ pub mod map;
 pub mod message;
 pub mod mold;
 pub mod sequencer;
+pub mod synth;
 
 pub use message::{Body, Message, Side};
 pub use mold::{Packet, PacketBuilder, Session};
