@@ -6,12 +6,14 @@
 //! at all ([`mold::Packet::new_checked`] checks both layers in one walk), and
 //! only a checked packet hands out messages, whose getters then cannot fail.
 
+pub mod binfile;
 pub mod book;
 pub mod feed;
 pub mod map;
 pub mod message;
 pub mod mold;
 pub mod sequencer;
+pub mod synth;
 
 pub use message::{Body, Message, Side};
 pub use mold::{Packet, PacketBuilder, Session};

@@ -1,0 +1,333 @@
+//! Nasdaq's historical BinaryFILE format (spec §5): ITCH messages, each
+//! preceded by a u16 big-endian length, plain or gzip (recognised by the
+//! magic bytes `1f 8b`).
+//!
+//! [`BinFile`] streams the file through a `BufReader` into one reusable
+//! record buffer: a multi-GB file is never held in memory, and no record
+//! allocates. Validating a record is the caller's business (a zero-length
+//! record is a record, not a reader error). Byte offsets in errors count the
+//! uncompressed stream, so they mean the same in a plain file and its `.gz`.
+
+use flate2::read::MultiGzDecoder;
+use std::fs::File;
+use std::io::{self, BufReader, Cursor, Read};
+use std::path::Path;
+
+/// The two bytes that start a gzip member.
+pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// Read-ahead of the file (and of the decompressed stream), bytes.
+const BUFFER: usize = 256 * 1024;
+
+/// Why a BinaryFILE could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened or read, or its gzip stream is corrupt.
+    #[error("read error at byte {offset} of the uncompressed stream: {io}")]
+    Io { offset: u64, io: io::Error },
+    /// The file ends one byte into a record's 2-byte length.
+    #[error("truncated record at byte {offset} of the uncompressed stream: 1 of 2 length bytes")]
+    TruncatedLength { offset: u64 },
+    /// The file ends inside a record's body.
+    #[error(
+        "truncated record at byte {offset} of the uncompressed stream: \
+         {available} of {len} bytes after the length"
+    )]
+    TruncatedBody {
+        offset: u64,
+        len: u16,
+        available: u16,
+    },
+}
+
+/// A streaming BinaryFILE reader over any byte source.
+pub struct BinFile<R: Read> {
+    input: R,
+    /// Bytes of the uncompressed stream consumed so far.
+    offset: u64,
+    /// Index of the next record (0-based).
+    index: u64,
+    /// The current record; its capacity (65,535) is allocated once.
+    record: Vec<u8>,
+    /// Set after an error or the end: nothing more is read.
+    done: bool,
+}
+
+/// The reader [`BinFile::open`] returns: plain or gzip behind one type.
+pub type FileReader = BinFile<BufReader<Box<dyn Read + Send>>>;
+
+impl FileReader {
+    /// Opens `path`, plain or gzip (told by its first two bytes).
+    pub fn open(path: &Path) -> Result<FileReader, Error> {
+        let file = File::open(path).map_err(|io| Error::Io { offset: 0, io })?;
+        BinFile::detect(file).map_err(|io| Error::Io { offset: 0, io })
+    }
+}
+
+impl BinFile<BufReader<Box<dyn Read + Send>>> {
+    /// Reads the first bytes of `source` to tell gzip from plain, then
+    /// streams the rest (decompressing when it is gzip).
+    pub fn detect<S: Read + Send + 'static>(mut source: S) -> io::Result<FileReader> {
+        let mut magic = [0u8; 2];
+        let got = read_full(&mut source, &mut magic)?;
+        let raw =
+            BufReader::with_capacity(BUFFER, Cursor::new(magic[..got].to_vec()).chain(source));
+        let input: Box<dyn Read + Send> = if magic[..got] == GZIP_MAGIC {
+            Box::new(MultiGzDecoder::new(raw))
+        } else {
+            Box::new(raw)
+        };
+        Ok(BinFile::new(BufReader::with_capacity(BUFFER, input)))
+    }
+}
+
+impl<R: Read> BinFile<R> {
+    /// A reader of an uncompressed BinaryFILE stream (buffer `input` yourself).
+    pub fn new(input: R) -> BinFile<R> {
+        BinFile {
+            input,
+            offset: 0,
+            index: 0,
+            record: Vec::with_capacity(usize::from(u16::MAX)),
+            done: false,
+        }
+    }
+
+    /// The next record: its index (0-based) and bytes, `None` at a clean
+    /// end of file. After an error (or the end) it returns `None`.
+    pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let start = self.offset;
+        let mut len = [0u8; 2];
+        let got = self.read(&mut len, start)?;
+        match got {
+            0 => {
+                self.done = true;
+                return Ok(None);
+            }
+            1 => {
+                self.done = true;
+                return Err(Error::TruncatedLength { offset: start });
+            }
+            _ => {}
+        }
+        let len = u16::from_be_bytes(len);
+        // Within the capacity reserved in `new`: no allocation.
+        self.record.resize(usize::from(len), 0);
+        let mut record = std::mem::take(&mut self.record);
+        let got = self.read(&mut record, start);
+        self.record = record;
+        let got = got?;
+        if got < usize::from(len) {
+            self.done = true;
+            return Err(Error::TruncatedBody {
+                offset: start,
+                len,
+                available: got as u16,
+            });
+        }
+        let index = self.index;
+        self.index += 1;
+        Ok(Some((index, &self.record)))
+    }
+
+    /// Bytes of the uncompressed stream read so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Fills `buf` as far as the input allows; errors name the offset of the
+    /// record being read (`start`).
+    fn read(&mut self, buf: &mut [u8], start: u64) -> Result<usize, Error> {
+        match read_full(&mut self.input, buf) {
+            Ok(n) => {
+                self.offset += n as u64;
+                Ok(n)
+            }
+            Err(io) => {
+                self.done = true;
+                Err(Error::Io { offset: start, io })
+            }
+        }
+    }
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_full<R: Read>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Writes one record (length, then bytes): for generators and tests.
+pub fn write_record<W: io::Write>(out: &mut W, record: &[u8]) -> io::Result<()> {
+    let len = u16::try_from(record.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "record over 65,535 bytes"))?;
+    out.write_all(&len.to_be_bytes())?;
+    out.write_all(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::itch50::message::{check, encode};
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+    use std::io::Write;
+
+    fn file_of(records: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            write_record(&mut out, r).unwrap();
+        }
+        out
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut z = GzEncoder::new(Vec::new(), Compression::default());
+        z.write_all(bytes).unwrap();
+        z.finish().unwrap()
+    }
+
+    /// Every record (index, bytes) and the final error, if any.
+    fn read_all(bytes: Vec<u8>) -> (Vec<(u64, Vec<u8>)>, Option<Error>) {
+        let mut r = BinFile::detect(Cursor::new(bytes)).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match r.next_record() {
+                Ok(Some((i, rec))) => out.push((i, rec.to_vec())),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    fn sample() -> Vec<Vec<u8>> {
+        vec![
+            encode::system_event(1_000, b'O'),
+            encode::delete(7, 2_000, 42),
+            vec![b'Z'; 300],
+        ]
+    }
+
+    #[test]
+    fn plain_and_gzip_yield_the_same_records() {
+        let recs = sample();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let plain = file_of(&refs);
+        let expected: Vec<(u64, Vec<u8>)> = recs
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, r)| (i as u64, r))
+            .collect();
+        let (got, err) = read_all(plain.clone());
+        assert!(err.is_none());
+        assert_eq!(got, expected);
+        let (got, err) = read_all(gzip(&plain));
+        assert!(err.is_none());
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn concatenated_gzip_members_read_as_one_stream() {
+        let recs = sample();
+        let mut two = gzip(&file_of(&[&recs[0]]));
+        two.extend(gzip(&file_of(&[&recs[1]])));
+        let (got, err) = read_all(two);
+        assert!(err.is_none());
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].1, recs[1]);
+    }
+
+    #[test]
+    fn empty_file_has_no_records() {
+        let (got, err) = read_all(Vec::new());
+        assert!(got.is_empty() && err.is_none());
+        let (got, err) = read_all(gzip(&[]));
+        assert!(got.is_empty() && err.is_none());
+    }
+
+    #[test]
+    fn truncated_length_names_its_offset_after_the_records_before_it() {
+        let recs = sample();
+        let mut bytes = file_of(&[&recs[0], &recs[1]]);
+        let offset = bytes.len() as u64;
+        bytes.push(0);
+        for b in [bytes.clone(), gzip(&bytes)] {
+            let (got, err) = read_all(b);
+            assert_eq!(got.len(), 2);
+            match err {
+                Some(e @ Error::TruncatedLength { .. }) => {
+                    assert!(e.to_string().contains(&format!("byte {offset} ")), "{e}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_body_names_its_offset() {
+        let recs = sample();
+        let mut bytes = file_of(&[&recs[0], &recs[2]]);
+        bytes.truncate(bytes.len() - 1);
+        let (got, err) = read_all(bytes);
+        assert_eq!(got.len(), 1);
+        match err {
+            Some(Error::TruncatedBody {
+                offset,
+                len,
+                available,
+            }) => {
+                assert_eq!((offset, len, available), (14, 300, 299))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn zero_length_record_is_a_record_that_fails_validation() {
+        let recs = sample();
+        let (got, err) = read_all(file_of(&[&[], &recs[1]]));
+        assert!(err.is_none());
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], (0, Vec::new()));
+        assert!(check(&got[0].1).is_err());
+        assert_eq!(check(&got[1].1), Ok(()));
+    }
+
+    #[test]
+    fn corrupt_gzip_is_an_error_not_a_panic() {
+        let mut bytes = gzip(&file_of(&[&sample()[2]]));
+        let n = bytes.len();
+        bytes[n / 2] ^= 0xff;
+        bytes.truncate(n - 4);
+        let (_, err) = read_all(bytes);
+        assert!(err.is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048), gz in proptest::bool::ANY) {
+            let mut input = bytes;
+            if gz {
+                input.splice(0..0, GZIP_MAGIC);
+            }
+            let mut r = BinFile::detect(Cursor::new(input)).unwrap();
+            let mut n = 0;
+            while let Ok(Some(_)) = r.next_record() {
+                n += 1;
+                proptest::prop_assert!(n <= 2048);
+            }
+            proptest::prop_assert!(matches!(r.next_record(), Ok(None)));
+        }
+    }
+}
