@@ -153,6 +153,18 @@ pub struct ReplayArgs {
     /// Write an SVG timeline of every symbol's verdict (only FEED's symbols with --explain).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
+    /// Read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed (needs --date).
+    #[arg(long, value_name = "NAME", requires = "date", conflicts_with_all = ["explain", "timeline"])]
+    pub feed: Option<String>,
+    /// The BinaryFILE's session date (with --feed): source times count from its midnight in the feed's time zone.
+    #[arg(long, value_name = "YYYY-MM-DD", requires = "feed", value_parser = parse_date)]
+    pub date: Option<jiff::civil::Date>,
+}
+
+/// A date as YYYY-MM-DD.
+fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
+    s.parse::<jiff::civil::Date>()
+        .map_err(|_| format!("'{s}' is not a date (YYYY-MM-DD)"))
 }
 
 /// `tickguard simulate`: a provider publishing SQF.

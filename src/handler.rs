@@ -450,6 +450,36 @@ impl Handler {
         }
     }
 
+    /// Starts a BinaryFILE replay into ITCH feed `feed`, for the session on
+    /// `date`. False when `feed` is not an ITCH feed.
+    pub fn start_file(&mut self, feed: u16, date: jiff::civil::Date) -> bool {
+        match self.feeds.get_mut(feed as usize).map(|f| &mut f.engine) {
+            Some(Engine::Itch50(it)) => {
+                it.start_file(date);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The time record would be applied at in ITCH feed `feed` (its source
+    /// time), `None` when it fails validation.
+    pub fn file_record_time(&self, feed: u16, record: &[u8]) -> Option<u64> {
+        self.feeds.get(feed as usize)?.itch()?.record_time(record)
+    }
+
+    /// Record `index` (0-based) of a BinaryFILE for ITCH feed `feed`: its
+    /// source time when it was valid and applied (spec itch50 §5).
+    pub fn on_file_record(&mut self, feed: u16, index: u64, record: &[u8]) -> Option<u64> {
+        let f = self.feeds.get_mut(feed as usize)?;
+        let Engine::Itch50(it) = &mut f.engine else {
+            return None;
+        };
+        let t = it.on_file_record(index, record);
+        copy_itch_counters(it, &mut f.counters);
+        t
+    }
+
     /// Copies the feeds' counters into the shared-memory publication, if the
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {
@@ -730,7 +760,10 @@ clock_offset = 0
         b.quote(sym("A"), 1, 1, 1.0, 2.0)
             .heartbeat(sym("B"), 3)
             .raw(&[0]);
-        assert_eq!(h.on_datagram(0, &b.finish(), 1), Err(Reject::TrailingBytes.into()));
+        assert_eq!(
+            h.on_datagram(0, &b.finish(), 1),
+            Err(Reject::TrailingBytes.into())
+        );
         let c = &h.feeds()[0].counters;
         assert_eq!((c.packets, c.rejected, c.messages, c.quotes), (1, 1, 0, 0));
         assert_eq!(c.rejected_by_reason[Reject::TrailingBytes.index()], 1);

@@ -128,12 +128,18 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         Some(path) => load_checks(path)?,
         None => Vec::new(),
     };
-    let mut capture = CaptureReader::open(&args.capture)?;
     for line in
         tickguard::replay::check_warnings(&config, &args.config.display().to_string(), &checks)
     {
         warn(&line);
     }
+    if let (Some(feed), Some(date)) = (&args.feed, args.date) {
+        let outcome =
+            tickguard::replay::replay_file(&config, feed, date, &args.capture, &checks, |_| {})
+                .map_err(anyhow::Error::msg)?;
+        return finish_replay(&args, &checks, outcome);
+    }
+    let mut capture = CaptureReader::open(&args.capture)?;
 
     let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(capture.len().unwrap_or(0));
@@ -243,6 +249,25 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             .with_context(|| format!("writing timeline {}", path.display()))?;
     }
 
+    write_summary(&args, outcome)
+}
+
+/// The end of a BinaryFILE replay: results on stdout, then as any replay.
+fn finish_replay(
+    args: &ReplayArgs,
+    checks: &[tickguard::replay::Check],
+    outcome: tickguard::replay::Outcome,
+) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (check, answer) in checks.iter().zip(&outcome.answers) {
+        writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+    }
+    out.flush().context("writing results")?;
+    write_summary(args, outcome)
+}
+
+/// Writes `--summary`, then fails if the input broke part way.
+fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Result<()> {
     if let Some(path) = &args.summary {
         let mut json =
             serde_json::to_string_pretty(&outcome.summary).context("encoding summary")?;

@@ -315,3 +315,132 @@ fn itch_keys_are_checked() {
     let c = Config::parse(&with_server, "itch.toml").unwrap();
     assert_eq!(c.feeds[0].itch.as_ref().unwrap().gap_timeout_ns, 1_000 * MS);
 }
+
+fn itch_fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/itch")
+}
+
+/// `replay INPUT --config fixtures/itch/config.toml --checks … --summary …`
+/// with `extra` arguments: (exit code, stdout, stderr, summary).
+fn replay_itch(input: &str, extra: &[&str]) -> (i32, String, String, Option<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let f = itch_fixtures();
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(f.join(input))
+        .arg("--config")
+        .arg(f.join("config.toml"))
+        .arg("--checks")
+        .arg(f.join("checks.csv"))
+        .arg("--summary")
+        .arg(&summary)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        std::fs::read_to_string(&summary).ok(),
+    )
+}
+
+/// The committed ITCH sessions (two lines, loss, reordering, line-B delay,
+/// duplicates, malformed packets, recovery answers, a session change; a
+/// mid-session join; the BinaryFILE plain and gzip) replay to their golden
+/// results and summaries, byte for byte.
+#[test]
+fn every_itch_fixture_reproduces_its_golden_output() {
+    let file = ["--feed", "nasdaq", "--date", "2026-01-05"];
+    for (input, extra, stem) in [
+        ("session.pcap", &[][..], "session"),
+        ("join.pcap", &[][..], "join"),
+        ("session.itch", &file[..], "session.itch"),
+        ("session.itch.gz", &file[..], "session.itch"),
+    ] {
+        let (code, stdout, stderr, summary) = replay_itch(input, extra);
+        assert_eq!(code, 0, "{input}: {stderr}");
+        let f = itch_fixtures();
+        let expected = std::fs::read_to_string(f.join(format!("{stem}.expected.jsonl"))).unwrap();
+        assert!(
+            stdout == expected,
+            "{input}: results differ from {stem}.expected.jsonl"
+        );
+        let want = std::fs::read_to_string(f.join(format!("{stem}.summary.json"))).unwrap();
+        assert!(
+            summary.as_deref() == Some(&want[..]),
+            "{input}: summary differs from {stem}.summary.json"
+        );
+    }
+}
+
+/// A BinaryFILE cut inside its last record: everything before it is
+/// replayed and summarised, then exit 2 naming the byte offset.
+#[test]
+fn a_truncated_binary_file_is_replayed_up_to_the_break() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(itch_fixtures().join("session.itch")).unwrap();
+    let cut = dir.path().join("cut.itch");
+    std::fs::write(&cut, &whole[..whole.len() - 3]).unwrap();
+    let (code, _, stderr, summary) = replay_itch(
+        cut.to_str().unwrap(),
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("truncated at byte"), "{stderr}");
+    let s: serde_json::Value = serde_json::from_str(&summary.expect("summary written")).unwrap();
+    assert_eq!(
+        s["feeds"]["nasdaq"]["messages"], 1627,
+        "every record but the cut one"
+    );
+    assert_eq!(s["feeds"]["nasdaq"]["invalid_records"], 0);
+    assert_eq!(s["feeds"]["nasdaq"]["session"], serde_json::Value::Null);
+    // --feed needs an itch50 feed and --date.
+    let (code, _, stderr, _) =
+        replay_itch("session.itch", &["--feed", "nope", "--date", "2026-01-05"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no feed 'nope'"), "{stderr}");
+    let (code, _, stderr, _) = replay_itch("session.itch", &["--feed", "nasdaq"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// A record that fails validation counts in `messages` and
+/// `invalid_records` only, and its sequence is stepped over with no gap.
+#[test]
+fn invalid_binary_file_records_are_counted_and_stepped_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.itch");
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let mut bytes = Vec::new();
+    for record in [
+        encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+        b"A\x00".to_vec(), // shorter than the header
+        encode::add_order(7, OPEN + 1, 2, Side::Sell, 100, aapl, 1_900_100, None)[..30].to_vec(),
+        encode::add_order(7, OPEN + 2, 3, Side::Sell, 100, aapl, 1_900_200, None),
+    ] {
+        bytes.extend_from_slice(&(record.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(&record);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, _, stderr, summary) = replay_itch(
+        path.to_str().unwrap(),
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let s: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
+    let f = &s["feeds"]["nasdaq"];
+    assert_eq!(
+        (f["messages"].as_u64(), f["invalid_records"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert_eq!(
+        (f["next"].as_u64(), f["ticks_lost"].as_u64()),
+        (Some(5), Some(0))
+    );
+    assert_eq!(f["suspect"], false);
+    assert_eq!(f["symbols"]["AAPL"]["ask"], 1_900_200);
+    assert_eq!(f["symbols"]["AAPL"]["orders"], 2);
+}

@@ -346,6 +346,24 @@ impl Sequencer {
         out
     }
 
+    /// Record `q` of a BinaryFILE (spec §5: record `i` has sequence
+    /// `i + 1`; the file has no gaps and no sessions): counted in
+    /// `messages`; applied when it is a valid message, stepped over with no
+    /// gap otherwise.
+    pub fn on_file_record(
+        &mut self,
+        q: u64,
+        m: Option<Message<'_>>,
+        apply: &mut impl FnMut(u64, Message<'_>),
+    ) {
+        self.counters.messages += 1;
+        if let Some(m) = m {
+            apply(q, m);
+        }
+        self.next = Some(q.saturating_add(1));
+        self.high = q.saturating_add(1);
+    }
+
     fn open_gap(&mut self, lo: u64, hi: u64, t: u64, first: bool) {
         let mut filled = self.pool.pop().unwrap_or_default();
         filled.clear();
