@@ -134,3 +134,21 @@ fn join_capture_joins_session_one_mid_session() {
     assert_eq!(run.counters.session_changes, 1);
     assert!(!run.seq.joined(), "session 2 is followed from its start");
 }
+
+#[test]
+fn both_sessions_send_heartbeats_when_idle() {
+    let mut by_session = [0u32; 2];
+    let mut reader = CaptureReader::open(&dir().join("session.pcap")).unwrap();
+    reader
+        .for_each(|d| {
+            if let Ok(p) = Packet::new_checked(d.payload) {
+                if p.count() == 0 {
+                    by_session[usize::from(p.session().0 == *b"2026010502")] += 1;
+                }
+            }
+        })
+        .unwrap();
+    // 09:30:05 and 06 in session 1, about 12.6 and 13.6 in session 2, on
+    // two lines less what they lose.
+    assert!(by_session.iter().all(|&n| n >= 2), "{by_session:?}");
+}

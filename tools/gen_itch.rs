@@ -263,10 +263,10 @@ fn scenario() -> (Vec<Timed>, Vec<Sent>) {
     let p2 = packetize(&s2, SESSION_2);
     send_session(&mut w, &p2, SESSION_2, &mut |_, _, _| false);
     w.line_b(at(10.7), &last.bytes);
-    // Idle after the flow of session 2: heartbeats until 09:30:12.5.
+    // Idle after the flow of session 2: heartbeats until 09:30:14.
     let end2 = p2.last().expect("session 2 has packets");
     let mut t = end2.send + SECOND;
-    while t <= at(12.5) {
+    while t <= at(14.0) {
         w.both(t, &PacketBuilder::heartbeat(SESSION_2, end2.next));
         t += SECOND;
     }
@@ -275,12 +275,12 @@ fn scenario() -> (Vec<Timed>, Vec<Sent>) {
     (s1, sent)
 }
 
-/// Checks every 250 ms from 1.25 s before market hours to 12.5 s after,
+/// Checks every 250 ms from 1.25 s before market hours to 14 s after,
 /// for each stock and one unknown symbol.
 fn checks() -> String {
     let mut out = String::from("time_ns,feed,symbol\n");
     let start = MIDNIGHT + MARKET_OPEN - 1_250 * MS;
-    for k in 0..=55u64 {
+    for k in 0..=61u64 {
         for s in SESSION_STOCKS.iter().chain(&["ZZZZ"]) {
             out.push_str(&format!("{},nasdaq,{s}\n", start + k * 250 * MS));
         }

@@ -46,9 +46,9 @@ pub struct Settings {
 /// The stream's counters (they carry on across sessions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Blocks in accepted data packets of the current session, duplicates included.
+    /// Blocks in accepted data packets (of the session current at their arrival, not of an earlier one), duplicates included; all sessions.
     pub messages: u64,
-    /// Accepted heartbeats of the current session.
+    /// Accepted heartbeats (count 0; end of session not counted), all sessions.
     pub heartbeats: u64,
     /// Messages given up: missing when their gap expired or was given up.
     pub ticks_lost: u64,
