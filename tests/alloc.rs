@@ -203,7 +203,7 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
 
     // BinaryFILE records.
     let mut f = feed::Feed::new(settings.clone());
-    let mut pass = |f: &mut feed::Feed| {
+    let pass = |f: &mut feed::Feed| {
         f.start_file(date);
         for (i, r) in records.iter().enumerate() {
             f.on_file_record(i as u64, r);
