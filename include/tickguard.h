@@ -93,8 +93,7 @@
  * Feed block (512 bytes):
  *   0..64    name, UTF-8, NUL padded
  *   64       kind: 0 full, 1 delta
- *   72       stale_ns  (feed default; the slot holds the threshold in force)
- *   80       source_ns (feed default)
+ *   72, 80   reserved, zero (each slot holds the thresholds in force)
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
  *   128      offset stamp (seqlock: odd while written)
  *   136      offset low word   } i128, ns, local clock - provider clock

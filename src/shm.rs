@@ -31,7 +31,7 @@
 //! | 120 | datagrams | datagrams received so far, all lines |
 //!
 //! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
-//! 1 delta), 72 stale_ns, 80 source_ns (feed defaults), 88 line A, 96 line B
+//! 1 delta), 72 and 80 reserved (zero), 88 line A, 96 line B
 //! (`ipv4 << 16 | port`, 0 = none), 128 offset stamp (seqlock), 136 offset
 //! low word, 144 offset high word (i128, ns, local − provider), 152..256
 //! counters 32..45 (appended ids, in words the block had reserved), 256..512
@@ -56,7 +56,6 @@
 
 #![allow(unsafe_code)]
 
-use crate::config::Config;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
@@ -164,10 +163,11 @@ pub mod counter {
 pub struct FeedBlock {
     pub name: [AtomicU64; 8],
     pub kind: AtomicU64,
-    pub stale_ns: AtomicU64,
-    pub source_ns: AtomicU64,
+    /// Words 72 and 80: reserved, zero (once the feed's default thresholds,
+    /// which no reader used: each slot holds the thresholds in force).
+    reserved0: [AtomicU64; 2],
     pub lines: [AtomicU64; 2],
-    reserved0: [AtomicU64; 3],
+    reserved1: [AtomicU64; 3],
     pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
@@ -458,6 +458,17 @@ impl std::fmt::Debug for Publication {
     }
 }
 
+/// What the publication shows of one feed, in its feed block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedInfo {
+    /// Feed name (the first 64 bytes are stored).
+    pub name: String,
+    /// Full or delta.
+    pub kind: FeedKind,
+    /// Line A, then line B if any.
+    pub lines: Vec<std::net::SocketAddrV4>,
+}
+
 /// Packs a line for the feed block.
 pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
     (u32::from(*l.ip()) as u64) << 16 | l.port() as u64
@@ -465,20 +476,22 @@ pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
 
 impl Publication {
     /// Creates the file at `path` with permission bits `mode`, sized for
-    /// `config`, and fills the header and feed blocks: [`build`](Self::build)
+    /// `capacity` slots and `feeds`, and fills the header and feed blocks: [`build`](Self::build)
     /// then renamed into place at once. Readers see it once
     /// [`ready`](Self::ready) is called. Takes the path's [`WriterLock`].
     pub fn create(
         path: &Path,
         mode: u32,
-        config: &Config,
+        capacity: usize,
+        feeds: &[FeedInfo],
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
         let p = Publication::build(
             WriterLock::acquire(path)?,
             mode,
-            config,
+            capacity,
+            feeds,
             now_ns,
             heartbeat_period_ns,
         )?;
@@ -495,11 +508,12 @@ impl Publication {
     pub fn build(
         lock: WriterLock,
         mode: u32,
-        config: &Config,
+        capacity: usize,
+        feeds: &[FeedInfo],
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
-        let shape = Shape::new(config.feeds.len(), config.capacity).ok_or_else(|| {
+        let shape = Shape::new(feeds.len(), capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
         if mode & 0o022 != 0 {
@@ -561,7 +575,7 @@ impl Publication {
         h.slots_offset
             .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
-        for (block, f) in p.views.feeds().iter().zip(&config.feeds) {
+        for (block, f) in p.views.feeds().iter().zip(feeds) {
             let mut name = [0u8; 64];
             let n = f.name.len().min(64);
             name[..n].copy_from_slice(&f.name.as_bytes()[..n]);
@@ -573,12 +587,6 @@ impl Publication {
             block
                 .kind
                 .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
-            block
-                .stale_ns
-                .store(f.thresholds.stale_ns, Ordering::Relaxed);
-            block
-                .source_ns
-                .store(f.thresholds.source_ns, Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
@@ -787,5 +795,35 @@ mod tests {
         assert_eq!(s.slots_offset % PAGE, 0);
         assert!(s.slots_offset >= s.directory_offset + 1600);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
+    }
+
+    /// The feed block holds name, kind and lines; words 72, 80 and 104..128
+    /// stay zero until a writer uses them (104: the counters stamp).
+    #[test]
+    fn feed_block_reserved_words_are_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [FeedInfo {
+            name: "lp1".into(),
+            kind: FeedKind::Delta,
+            lines: vec![line],
+        }];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        p.ready();
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |at: usize| {
+            let at = 128 + at;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
+        assert_eq!(word(64), 1);
+        assert_eq!(word(72), 0);
+        assert_eq!(word(80), 0);
+        assert_eq!(word(88), pack_line(line));
+        assert_eq!(word(96), 0);
+        for at in [104, 112, 120] {
+            assert_eq!(word(at), 0, "word {at}");
+        }
     }
 }

@@ -23,7 +23,7 @@ use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
 use crate::reader::now_ns;
-use crate::shm::{counter, Publication, WriterLock};
+use crate::shm::{counter, FeedInfo, Publication, WriterLock};
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
@@ -70,6 +70,19 @@ pub struct RunStats {
     /// Receives by datagrams taken: bucket i counts batches of 2^i to 2^(i+1) − 1
     /// (the last bucket: 128 and more).
     pub batch_sizes: [u64; BATCH_BUCKETS],
+}
+
+/// The feed blocks a publication for `config` shows, in configuration order.
+pub fn publication_feeds(config: &Config) -> Vec<FeedInfo> {
+    config
+        .feeds
+        .iter()
+        .map(|f| FeedInfo {
+            name: f.name.clone(),
+            kind: f.kind,
+            lines: f.lines.clone(),
+        })
+        .collect()
 }
 
 /// Buckets of [`RunStats::batch_sizes`].
@@ -228,8 +241,15 @@ impl Sidecar {
         }
         let now = now_ns();
         let publication = Arc::new(
-            Publication::build(lock, sc.shm_mode, config, now, sc.heartbeat_ns)
-                .with_context(shm)?,
+            Publication::build(
+                lock,
+                sc.shm_mode,
+                config.capacity,
+                &publication_feeds(config),
+                now,
+                sc.heartbeat_ns,
+            )
+            .with_context(shm)?,
         );
         let table = StateTable::shared(publication.clone());
         let handler = Handler::with_table(config, table, sc.offset_queue);
