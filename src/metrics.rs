@@ -12,9 +12,10 @@
 
 use crate::config::Config;
 use crate::protocol::sqf::Reject;
-use crate::reader::{now_ns, Reader};
+use crate::reader::Reader;
 use crate::shm::counter;
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
+use crate::time::now_ns;
 use crate::verdict::{evaluate, Reasons};
 use metrics::{Counter, Gauge};
 use std::net::SocketAddr;

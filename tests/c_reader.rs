@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::{now_ns, ReaderOptions, DEFAULT_DEAD_AFTER_NS};
+use tickguard::reader::{ReaderOptions, DEFAULT_DEAD_AFTER_NS};
 use tickguard::shm::Publication;
 use tickguard::sidecar::publication_feeds;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 const S: u64 = 1_000_000_000;
@@ -631,7 +632,7 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
             t.elapsed()
         );
         let rust = tickguard::Reader::open_with(&copy, LONG_BOUND_MS * 1_000_000);
-        let v = rust.check_symbol("lp1", "EURUSD", tickguard::reader::now_ns());
+        let v = rust.check_symbol("lp1", "EURUSD", tickguard::time::now_ns());
         assert_eq!(v.health, tickguard::Health::Busy, "odd {name}");
         assert_eq!(
             v.reasons.names().collect::<Vec<_>>(),

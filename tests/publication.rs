@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
 use tickguard::sidecar::publication_feeds;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 /// Longest a `tickguard` child expected to fail at start may run.
