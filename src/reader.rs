@@ -558,6 +558,16 @@ impl Reader {
             .collect()
     }
 
+    /// Every counter of a feed (index = id in [`crate::shm::counter`]), as
+    /// the writer published them together at one heartbeat; `None` if not
+    /// mapped, no such feed, or the writer stayed mid-update for
+    /// [`MAX_RETRIES`] reads.
+    pub fn counters(&self, feed: u16) -> Option<[u64; shm::counter::COUNT + shm::counter::MORE]> {
+        let m = self.mapped.as_ref().ok()?;
+        let b = m.views.feeds().get(feed as usize)?;
+        (0..MAX_RETRIES).find_map(|_| shm::read_counters(b))
+    }
+
     /// A feed's clock offset (local − provider), ns.
     pub fn offset(&self, feed: u16) -> Option<i128> {
         let m = self.mapped.as_ref().ok()?;

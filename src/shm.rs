@@ -32,7 +32,9 @@
 //!
 //! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
 //! 1 delta), 72 and 80 reserved (zero), 88 line A, 96 line B
-//! (`ipv4 << 16 | port`, 0 = none), 128 offset stamp (seqlock), 136 offset
+//! (`ipv4 << 16 | port`, 0 = none), 104 counters stamp (seqlock over every
+//! counter of the block: odd while the writer stores a heartbeat's set, +2
+//! per set), 112 and 120 reserved (zero), 128 offset stamp (seqlock), 136 offset
 //! low word, 144 offset high word (i128, ns, local − provider), 152..256
 //! counters 32..45 (appended ids, in words the block had reserved), 256..512
 //! counters 0..32 (u64 each, ids in [`counter`]).
@@ -167,7 +169,10 @@ pub struct FeedBlock {
     /// which no reader used: each slot holds the thresholds in force).
     reserved0: [AtomicU64; 2],
     pub lines: [AtomicU64; 2],
-    reserved1: [AtomicU64; 3],
+    /// Word 104: seqlock stamp of the counters, +2 per heartbeat's set
+    /// (see [`Publication::write_counters`]).
+    pub counters_stamp: SeqLock,
+    reserved1: [AtomicU64; 2],
     pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
@@ -735,6 +740,13 @@ impl Publication {
 
     /// Stores counter `id` of `feed` (relaxed: a statistic).
     #[inline]
+    /// Runs `store` (which sets counters with [`set_counter`](Self::set_counter))
+    /// as one write of every feed's counters: a reader of a feed's
+    /// [`read_counters`] copy sees all of a set or none of it.
+    pub fn write_counters(&self, store: impl FnOnce()) {
+        write_all(self.views.feeds(), store);
+    }
+
     pub fn set_counter(&self, feed: u16, id: usize, value: u64) {
         if let Some(c) = self
             .views
@@ -745,6 +757,24 @@ impl Publication {
             c.store(value, Ordering::Relaxed);
         }
     }
+}
+
+/// Runs `store` inside the counters seqlock of every block in `blocks`.
+fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
+    match blocks.split_first() {
+        None => store(),
+        Some((b, rest)) => b.counters_stamp.write(|| write_all(rest, store)),
+    }
+}
+
+/// Every counter of a feed block (index = counter id), or `None` while a
+/// write is in progress.
+pub(crate) fn read_counters(b: &FeedBlock) -> Option<[u64; counter::COUNT + counter::MORE]> {
+    let (c, _) = b.counters_stamp.try_read(|| {
+        // Relaxed: ordered by the seqlock's stamp and fences.
+        std::array::from_fn(|id| b.counter(id).map_or(0, |c| c.load(Ordering::Relaxed)))
+    })?;
+    Some(c)
 }
 
 /// Reads a feed block's clock offset; `None` while a write is in progress.
@@ -784,6 +814,7 @@ mod tests {
         assert_eq!(size_of::<FeedBlock>(), 512);
         assert_eq!(offset_of!(FeedBlock, kind), 64);
         assert_eq!(offset_of!(FeedBlock, lines), 88);
+        assert_eq!(offset_of!(FeedBlock, counters_stamp), 104);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
         assert_eq!(offset_of!(FeedBlock, more_counters), 152);
         assert_eq!(offset_of!(FeedBlock, counters), 256);
@@ -798,7 +829,7 @@ mod tests {
     }
 
     /// The feed block holds name, kind and lines; words 72, 80 and 104..128
-    /// stay zero until a writer uses them (104: the counters stamp).
+    /// and 112..128 stay zero; 104 is the counters stamp, even at rest.
     #[test]
     fn feed_block_reserved_words_are_zero() {
         let dir = tempfile::tempdir().unwrap();
@@ -822,8 +853,63 @@ mod tests {
         assert_eq!(word(80), 0);
         assert_eq!(word(88), pack_line(line));
         assert_eq!(word(96), 0);
-        for at in [104, 112, 120] {
+        assert_eq!(word(104), 0);
+        p.write_counters(|| p.set_counter(0, counter::PACKETS, 5));
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |at: usize| {
+            let at = 128 + at;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(104), 2);
+        assert_eq!(word(256 + 8 * counter::PACKETS), 5);
+        for at in [112, 120] {
             assert_eq!(word(at), 0, "word {at}");
         }
+    }
+
+    /// A heartbeat's counters are one set: a copy never holds a line's
+    /// packets ahead of its feed's, whatever order the writer stores them in
+    /// (here the line first, the order that would show the feed behind).
+    #[test]
+    fn counters_are_read_as_one_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feeds = [FeedInfo {
+            name: "lp1".into(),
+            kind: FeedKind::Full,
+            lines: vec!["127.0.0.1:30001".parse().unwrap()],
+        }];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        const SETS: u64 = 200_000;
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for n in 1..=SETS {
+                    p.write_counters(|| {
+                        p.set_counter(0, counter::LINE_PACKETS, n);
+                        p.set_counter(0, counter::PACKETS, n);
+                    });
+                }
+                done.store(true, Ordering::Relaxed);
+            });
+            let block = &p.views().feeds()[0];
+            let (mut copies, mut last) = (0u64, 0);
+            while !done.load(Ordering::Relaxed) || copies == 0 {
+                if let Some(c) = read_counters(block) {
+                    assert_eq!(
+                        c[counter::PACKETS],
+                        c[counter::LINE_PACKETS],
+                        "{copies} copies"
+                    );
+                    assert!(c[counter::PACKETS] >= last);
+                    last = c[counter::PACKETS];
+                    copies += 1;
+                }
+            }
+        });
+        assert_eq!(
+            read_counters(&p.views().feeds()[0]).unwrap()[counter::PACKETS],
+            SETS
+        );
     }
 }
