@@ -6,7 +6,7 @@
 //! p99, p99.9, max, the timer's own cost and the seqlock retry rate. Run it
 //! while the writer updates the symbol.
 
-use tickguard::reader::now_ns;
+use tickguard::time::now_ns;
 use tickguard::{Reader, WallClock};
 
 fn main() {

@@ -93,9 +93,11 @@
  * Feed block (512 bytes):
  *   0..64    name, UTF-8, NUL padded
  *   64       kind: 0 full, 1 delta
- *   72       stale_ns  (feed default; the slot holds the threshold in force)
- *   80       source_ns (feed default)
+ *   72, 80   reserved, zero (each slot holds the thresholds in force)
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
+ *   104      counters stamp (seqlock over every counter of the block: odd
+ *            while the writer stores one heartbeat's set, +2 per set)
+ *   112, 120 reserved, zero
  *   128      offset stamp (seqlock: odd while written)
  *   136      offset low word   } i128, ns, local clock - provider clock
  *   144      offset high word  }

@@ -50,13 +50,15 @@
 
 use crate::clock::OffsetMode;
 use crate::protocol::sqf::rules::FeedKind;
-use crate::state::DEFAULT_CAPACITY;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddrV4;
 use std::path::Path;
+
+/// Default number of slots when the configuration names none.
+pub const DEFAULT_CAPACITY: usize = 65_536;
 
 const NS_PER_MS: u64 = 1_000_000;
 

@@ -7,11 +7,12 @@
 //! 12 s and a reset after 20 s, so gaps, `suspect`, `stale` and recovery all
 //! show within a minute.
 
-use crate::cli::{DemoArgs, SimKind, SimulateArgs};
 use crate::config::Config;
-use crate::reader::{now_ns, Reader};
+use crate::reader::Reader;
 use crate::shm::counter;
 use crate::sidecar::Sidecar;
+use crate::simulate::SimKind;
+use crate::time::now_ns;
 use crate::verdict::{evaluate, Reasons};
 use anyhow::Context;
 use std::io::{IsTerminal, Write};
@@ -22,12 +23,27 @@ use std::time::Duration;
 
 const FEED: &str = "demo";
 
+/// What `tickguard demo` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Symbols to simulate (at least 1 is used).
+    pub symbols: usize,
+    /// Quotes per second over all symbols, finite and above 0.
+    pub rate: f64,
+    /// Stop after this many seconds (0: until Ctrl-C).
+    pub duration_s: f64,
+    /// Shared-memory file for the demo's sidecar.
+    pub shm: std::path::PathBuf,
+    /// Seed of the simulator.
+    pub seed: u64,
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Runs the demo until Ctrl-C or `--duration-s`.
-pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
+pub fn run(args: &Params) -> anyhow::Result<()> {
     let (a, b) = (free_port()?, free_port()?);
     let line_a = SocketAddrV4::new([127, 0, 0, 1].into(), a);
     let line_b = SocketAddrV4::new([127, 0, 0, 1].into(), b);
@@ -53,7 +69,7 @@ offset_window_ms = 10000
         ),
         "demo",
     )?;
-    let sim_args = SimulateArgs {
+    let sim_args = crate::simulate::Params {
         line_a,
         line_b: Some(line_b),
         source: std::net::Ipv4Addr::LOCALHOST,

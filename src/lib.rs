@@ -48,10 +48,9 @@
 #![deny(unsafe_code)]
 
 pub use reader::{Handle, Health, Reader, Verdict};
-pub use wallclock::WallClock;
+pub use time::WallClock;
 
 pub mod capture;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
@@ -68,5 +67,5 @@ pub mod stat;
 pub mod state;
 pub mod symbol;
 pub mod sys;
+pub mod time;
 pub mod verdict;
-pub mod wallclock;

@@ -1,12 +1,15 @@
 //! The `tickguard` binary: flags → resolved configuration → run. Every
 //! failure ends in one line on stderr and exit status 2.
 
+#[path = "main/cli.rs"]
+mod cli;
+
 use anyhow::{Context, Result};
 use clap::Parser;
+use cli::{CheckArgs, Cli, Command, ReplayArgs, RunArgs};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use tickguard::capture::CaptureReader;
-use tickguard::cli::{CheckArgs, Cli, Command, ReplayArgs, RunArgs};
 use tickguard::config::Config;
 use tickguard::replay::{answer_json, load_checks, replay};
 
@@ -21,8 +24,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run_sidecar(args),
         Command::Check(args) => return check(args),
         Command::Stat(args) => stat(args),
-        Command::Simulate(args) => tickguard::simulate::run(&args),
-        Command::Demo(args) => tickguard::demo::run(&args),
+        Command::Simulate(args) => tickguard::simulate::run(&args.params()),
+        Command::Demo(args) => tickguard::demo::run(&args.params()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -365,7 +368,7 @@ fn reader_options(
     })
 }
 
-fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
+fn stat(args: cli::StatArgs) -> Result<()> {
     let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
     let options = reader_options(bound_ms, &args.owner)?;
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
@@ -378,7 +381,7 @@ fn stat(args: tickguard::cli::StatArgs) -> Result<()> {
     };
     let mut out = std::io::stdout().lock();
     loop {
-        let now = args.now.unwrap_or_else(tickguard::reader::now_ns);
+        let now = args.now.unwrap_or_else(tickguard::time::now_ns);
         if !reader.health(now).is_ok() {
             reader.refresh();
         }
@@ -449,7 +452,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         );
     }
     let reader = tickguard::Reader::open_with(&shm, reader_options(dead_after_ms, &args.owner)?);
-    let now = tickguard::reader::now_ns();
+    let now = tickguard::time::now_ns();
     let health = reader.health(now);
     if health.is_unusable() {
         anyhow::bail!("{health}");

@@ -2,19 +2,22 @@
 //!
 //! The receiver never touches the registry: it keeps plain counters and
 //! copies them, once per heartbeat, into the shared memory (per feed and per
-//! line) and into [`SharedStats`] (receiver). This thread reads both every
-//! `interval`, sets the metrics, and logs one line per change of a feed's
-//! state: a burst of lost ticks, a provider reset, a line going silent or
-//! coming back, kernel drops.
+//! line, one set under each feed block's counters stamp) and into
+//! [`SharedStats`] (receiver, one set under its stamp). This thread reads a
+//! consistent copy of each every `interval`, sets the metrics, and logs one
+//! line per change of a feed's state: a burst of lost ticks, a provider reset, a line going silent or
+//! coming back, kernel drops, socket errors (with the last error; the
+//! receive thread only counts them).
 //!
 //! Names follow Prometheus conventions: `_total` counters, base units
 //! (seconds, bytes).
 
 use crate::config::Config;
 use crate::protocol::sqf::Reject;
-use crate::reader::{now_ns, Reader};
+use crate::reader::Reader;
 use crate::shm::counter;
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
+use crate::time::now_ns;
 use crate::verdict::{evaluate, Reasons};
 use metrics::{Counter, Gauge};
 use std::net::SocketAddr;
@@ -77,6 +80,8 @@ struct ReceiverMetrics {
     change_drops: Counter,
     oversized: Counter,
     socket_errors: Counter,
+    /// Socket errors already logged.
+    last_socket_errors: u64,
     heartbeat_age: Gauge,
 }
 
@@ -114,6 +119,8 @@ pub struct Monitor {
     feeds: Vec<FeedMetrics>,
     lines: Vec<LineMetrics>,
     receiver: ReceiverMetrics,
+    /// Each feed's counters as last read (one consistent set per feed).
+    counters: Vec<Option<[u64; counter::COUNT + counter::MORE]>>,
 }
 
 impl Monitor {
@@ -204,6 +211,7 @@ impl Monitor {
             change_drops: metrics::counter!("tickguard_verdict_change_drops_total"),
             oversized: metrics::counter!("tickguard_oversized_datagrams_total"),
             socket_errors: metrics::counter!("tickguard_socket_errors_total"),
+            last_socket_errors: 0,
             heartbeat_age: metrics::gauge!("tickguard_writer_heartbeat_age_seconds"),
         };
         Monitor {
@@ -212,6 +220,7 @@ impl Monitor {
             feeds,
             lines,
             receiver,
+            counters: Vec::new(),
         }
     }
 
@@ -221,33 +230,47 @@ impl Monitor {
             self.reader.refresh();
         }
         let r = &self.reader;
-        let s = &self.shared;
-        let rm = &self.receiver;
-        // Relaxed: statistics written by the receiver once per heartbeat.
-        let cycles = s.cycles.load(Ordering::Relaxed);
-        let busy = s.busy_cycles.load(Ordering::Relaxed);
-        rm.cycles_busy.absolute(busy);
-        rm.cycles_idle.absolute(cycles.saturating_sub(busy));
-        rm.datagrams.absolute(s.datagrams.load(Ordering::Relaxed));
-        rm.worst_cycle
-            .set(s.worst_cycle_ns.load(Ordering::Relaxed) as f64 / 1e9);
+        // One consistent set each: the receiver's statistics, and every
+        // feed's counters (feed and line counters of one heartbeat).
+        let s = self.shared.load();
+        let rm = &mut self.receiver;
+        rm.cycles_busy.absolute(s.busy_cycles);
+        rm.cycles_idle
+            .absolute(s.cycles.saturating_sub(s.busy_cycles));
+        rm.datagrams.absolute(s.datagrams);
+        rm.worst_cycle.set(s.worst_cycle_ns as f64 / 1e9);
         for (c, a) in rm.batches.iter().zip(&s.batch_sizes) {
-            c.absolute(a.load(Ordering::Relaxed));
+            c.absolute(*a);
         }
-        rm.change_drops
-            .absolute(s.change_drops.load(Ordering::Relaxed));
-        rm.oversized.absolute(s.oversized.load(Ordering::Relaxed));
-        rm.socket_errors
-            .absolute(s.socket_errors.load(Ordering::Relaxed));
+        rm.change_drops.absolute(s.change_drops);
+        rm.oversized.absolute(s.oversized);
+        rm.socket_errors.absolute(s.socket_errors);
+        if s.socket_errors > rm.last_socket_errors {
+            tracing::warn!(
+                new = s.socket_errors - rm.last_socket_errors,
+                total = s.socket_errors,
+                last_error = %std::io::Error::from_raw_os_error(s.last_socket_errno),
+                "socket errors on the receive thread"
+            );
+        }
+        rm.last_socket_errors = s.socket_errors;
         if let Some(beat) = r.heartbeat_ns() {
             rm.heartbeat_age.set(now.saturating_sub(beat) as f64 / 1e9);
         }
 
-        // Lines before feeds: the receiver publishes feed counters before
-        // line counters, so once a line's count is seen, the feed counters
-        // read after it include at least the same datagrams.
+        self.counters.clear();
+        self.counters
+            .extend((0..self.feeds.len() as u16).map(|id| r.counters(id)));
+        let counters = &self.counters;
+        let get = |feed: u16, k: usize| {
+            counters
+                .get(feed as usize)
+                .copied()
+                .flatten()
+                .map_or(0, |c| c[k])
+        };
         for l in &mut self.lines {
-            let get = |k: usize| r.counter(l.feed, k + l.index.min(1)).unwrap_or(0);
+            let get = |k: usize| get(l.feed, k + l.index.min(1));
             let packets = get(counter::LINE_PACKETS);
             l.packets.absolute(packets);
             l.messages.absolute(get(counter::LINE_MESSAGES));
@@ -276,7 +299,7 @@ impl Monitor {
         let records = r.records();
         for (id, f) in self.feeds.iter_mut().enumerate() {
             let id = id as u16;
-            let get = |k: usize| r.counter(id, k).unwrap_or(0);
+            let get = |k: usize| get(id, k);
             for (k, c) in &f.counters {
                 c.absolute(get(*k));
             }
@@ -338,5 +361,77 @@ impl Monitor {
             }
             f.last_resets = resets;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sidecar::RunStats;
+    use std::sync::Mutex;
+
+    /// Log output of `f`, as plain text.
+    fn logs_of(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let out = buf.0.lock().unwrap().clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The receive thread only counts socket errors; the metrics thread logs
+    /// each change of the count, once, with the last error.
+    #[test]
+    fn socket_errors_are_logged_once_per_change_with_the_last_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
+                 lines = [\"127.0.0.1:30001\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\nclock_offset = 0\n",
+                dir.path().join("shm").display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let shared = Arc::new(SharedStats::default());
+        let mut m = Monitor::new(&config, shared.clone());
+        let t = 1_767_603_600_000_000_000;
+        assert!(!logs_of(|| m.sample(t)).contains("socket errors"));
+        let mut st = RunStats {
+            socket_errors: 3,
+            last_socket_errno: libc::ECONNREFUSED,
+            ..RunStats::default()
+        };
+        shared.store(&st);
+        let log = logs_of(|| m.sample(t + 1));
+        assert!(log.contains("socket errors on the receive thread"), "{log}");
+        assert!(log.contains("new=3 total=3"), "{log}");
+        assert!(
+            log.contains("last_error=Connection refused (os error 111)"),
+            "{log}"
+        );
+        assert!(!logs_of(|| m.sample(t + 2)).contains("socket errors"));
+        st.socket_errors = 4;
+        st.last_socket_errno = libc::ENOBUFS;
+        shared.store(&st);
+        let log = logs_of(|| m.sample(t + 3));
+        assert!(log.contains("new=1 total=4"), "{log}");
+        assert!(log.contains("No buffer space available"), "{log}");
     }
 }

@@ -255,16 +255,6 @@ pub struct Reader {
     mapped: Result<Mapped, Health>,
 }
 
-/// The local clock for checks: ns since the Unix epoch (CLOCK_REALTIME,
-/// read through the vDSO, no system call).
-#[inline]
-pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 /// The header words a reader needs before mapping, read with `pread`.
 fn read_header(file: &std::fs::File, path: &Path) -> Result<[u64; 16], Health> {
     use std::os::unix::fs::FileExt;
@@ -488,7 +478,7 @@ impl Reader {
     }
 
     /// The verdict for a looked-up symbol at local time `now` (ns since the
-    /// Unix epoch, CLOCK_REALTIME: see [`now_ns`]).
+    /// Unix epoch, CLOCK_REALTIME: see [`crate::time::now_ns`]).
     #[inline]
     pub fn check(&self, handle: &Handle, now: u64) -> Verdict {
         self.check_counting(handle, now).0
@@ -566,6 +556,16 @@ impl Reader {
             .iter()
             .filter_map(|s| (0..MAX_RETRIES).find_map(|_| s.try_read()))
             .collect()
+    }
+
+    /// Every counter of a feed (index = id in [`crate::shm::counter`]), as
+    /// the writer published them together at one heartbeat; `None` if not
+    /// mapped, no such feed, or the writer stayed mid-update for
+    /// [`MAX_RETRIES`] reads.
+    pub fn counters(&self, feed: u16) -> Option<[u64; shm::counter::COUNT + shm::counter::MORE]> {
+        let m = self.mapped.as_ref().ok()?;
+        let b = m.views.feeds().get(feed as usize)?;
+        (0..MAX_RETRIES).find_map(|_| shm::read_counters(b))
     }
 
     /// A feed's clock offset (local − provider), ns.

@@ -31,8 +31,10 @@
 //! | 120 | datagrams | datagrams received so far, all lines |
 //!
 //! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
-//! 1 delta), 72 stale_ns, 80 source_ns (feed defaults), 88 line A, 96 line B
-//! (`ipv4 << 16 | port`, 0 = none), 128 offset stamp (seqlock), 136 offset
+//! 1 delta), 72 and 80 reserved (zero), 88 line A, 96 line B
+//! (`ipv4 << 16 | port`, 0 = none), 104 counters stamp (seqlock over every
+//! counter of the block: odd while the writer stores a heartbeat's set, +2
+//! per set), 112 and 120 reserved (zero), 128 offset stamp (seqlock), 136 offset
 //! low word, 144 offset high word (i128, ns, local − provider), 152..256
 //! counters 32..45 (appended ids, in words the block had reserved), 256..512
 //! counters 0..32 (u64 each, ids in [`counter`]).
@@ -56,7 +58,6 @@
 
 #![allow(unsafe_code)]
 
-use crate::config::Config;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
@@ -164,10 +165,14 @@ pub mod counter {
 pub struct FeedBlock {
     pub name: [AtomicU64; 8],
     pub kind: AtomicU64,
-    pub stale_ns: AtomicU64,
-    pub source_ns: AtomicU64,
+    /// Words 72 and 80: reserved, zero (once the feed's default thresholds,
+    /// which no reader used: each slot holds the thresholds in force).
+    reserved0: [AtomicU64; 2],
     pub lines: [AtomicU64; 2],
-    reserved0: [AtomicU64; 3],
+    /// Word 104: seqlock stamp of the counters, +2 per heartbeat's set
+    /// (see [`Publication::write_counters`]).
+    pub counters_stamp: SeqLock,
+    reserved1: [AtomicU64; 2],
     pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
@@ -458,6 +463,17 @@ impl std::fmt::Debug for Publication {
     }
 }
 
+/// What the publication shows of one feed, in its feed block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedInfo {
+    /// Feed name (the first 64 bytes are stored).
+    pub name: String,
+    /// Full or delta.
+    pub kind: FeedKind,
+    /// Line A, then line B if any.
+    pub lines: Vec<std::net::SocketAddrV4>,
+}
+
 /// Packs a line for the feed block.
 pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
     (u32::from(*l.ip()) as u64) << 16 | l.port() as u64
@@ -465,20 +481,22 @@ pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
 
 impl Publication {
     /// Creates the file at `path` with permission bits `mode`, sized for
-    /// `config`, and fills the header and feed blocks: [`build`](Self::build)
+    /// `capacity` slots and `feeds`, and fills the header and feed blocks: [`build`](Self::build)
     /// then renamed into place at once. Readers see it once
     /// [`ready`](Self::ready) is called. Takes the path's [`WriterLock`].
     pub fn create(
         path: &Path,
         mode: u32,
-        config: &Config,
+        capacity: usize,
+        feeds: &[FeedInfo],
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
         let p = Publication::build(
             WriterLock::acquire(path)?,
             mode,
-            config,
+            capacity,
+            feeds,
             now_ns,
             heartbeat_period_ns,
         )?;
@@ -495,11 +513,12 @@ impl Publication {
     pub fn build(
         lock: WriterLock,
         mode: u32,
-        config: &Config,
+        capacity: usize,
+        feeds: &[FeedInfo],
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
-        let shape = Shape::new(config.feeds.len(), config.capacity).ok_or_else(|| {
+        let shape = Shape::new(feeds.len(), capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
         if mode & 0o022 != 0 {
@@ -561,7 +580,7 @@ impl Publication {
         h.slots_offset
             .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
-        for (block, f) in p.views.feeds().iter().zip(&config.feeds) {
+        for (block, f) in p.views.feeds().iter().zip(feeds) {
             let mut name = [0u8; 64];
             let n = f.name.len().min(64);
             name[..n].copy_from_slice(&f.name.as_bytes()[..n]);
@@ -573,12 +592,6 @@ impl Publication {
             block
                 .kind
                 .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
-            block
-                .stale_ns
-                .store(f.thresholds.stale_ns, Ordering::Relaxed);
-            block
-                .source_ns
-                .store(f.thresholds.source_ns, Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
@@ -727,6 +740,13 @@ impl Publication {
 
     /// Stores counter `id` of `feed` (relaxed: a statistic).
     #[inline]
+    /// Runs `store` (which sets counters with [`set_counter`](Self::set_counter))
+    /// as one write of every feed's counters: a reader of a feed's
+    /// [`read_counters`] copy sees all of a set or none of it.
+    pub fn write_counters(&self, store: impl FnOnce()) {
+        write_all(self.views.feeds(), store);
+    }
+
     pub fn set_counter(&self, feed: u16, id: usize, value: u64) {
         if let Some(c) = self
             .views
@@ -737,6 +757,24 @@ impl Publication {
             c.store(value, Ordering::Relaxed);
         }
     }
+}
+
+/// Runs `store` inside the counters seqlock of every block in `blocks`.
+fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
+    match blocks.split_first() {
+        None => store(),
+        Some((b, rest)) => b.counters_stamp.write(|| write_all(rest, store)),
+    }
+}
+
+/// Every counter of a feed block (index = counter id), or `None` while a
+/// write is in progress.
+pub(crate) fn read_counters(b: &FeedBlock) -> Option<[u64; counter::COUNT + counter::MORE]> {
+    let (c, _) = b.counters_stamp.try_read(|| {
+        // Relaxed: ordered by the seqlock's stamp and fences.
+        std::array::from_fn(|id| b.counter(id).map_or(0, |c| c.load(Ordering::Relaxed)))
+    })?;
+    Some(c)
 }
 
 /// Reads a feed block's clock offset; `None` while a write is in progress.
@@ -776,6 +814,7 @@ mod tests {
         assert_eq!(size_of::<FeedBlock>(), 512);
         assert_eq!(offset_of!(FeedBlock, kind), 64);
         assert_eq!(offset_of!(FeedBlock, lines), 88);
+        assert_eq!(offset_of!(FeedBlock, counters_stamp), 104);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
         assert_eq!(offset_of!(FeedBlock, more_counters), 152);
         assert_eq!(offset_of!(FeedBlock, counters), 256);
@@ -787,5 +826,90 @@ mod tests {
         assert_eq!(s.slots_offset % PAGE, 0);
         assert!(s.slots_offset >= s.directory_offset + 1600);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
+    }
+
+    /// The feed block holds name, kind and lines; words 72, 80 and 104..128
+    /// and 112..128 stay zero; 104 is the counters stamp, even at rest.
+    #[test]
+    fn feed_block_reserved_words_are_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [FeedInfo {
+            name: "lp1".into(),
+            kind: FeedKind::Delta,
+            lines: vec![line],
+        }];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        p.ready();
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |at: usize| {
+            let at = 128 + at;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
+        assert_eq!(word(64), 1);
+        assert_eq!(word(72), 0);
+        assert_eq!(word(80), 0);
+        assert_eq!(word(88), pack_line(line));
+        assert_eq!(word(96), 0);
+        assert_eq!(word(104), 0);
+        p.write_counters(|| p.set_counter(0, counter::PACKETS, 5));
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |at: usize| {
+            let at = 128 + at;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(104), 2);
+        assert_eq!(word(256 + 8 * counter::PACKETS), 5);
+        for at in [112, 120] {
+            assert_eq!(word(at), 0, "word {at}");
+        }
+    }
+
+    /// A heartbeat's counters are one set: a copy never holds a line's
+    /// packets ahead of its feed's, whatever order the writer stores them in
+    /// (here the line first, the order that would show the feed behind).
+    #[test]
+    fn counters_are_read_as_one_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feeds = [FeedInfo {
+            name: "lp1".into(),
+            kind: FeedKind::Full,
+            lines: vec!["127.0.0.1:30001".parse().unwrap()],
+        }];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        const SETS: u64 = 200_000;
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for n in 1..=SETS {
+                    p.write_counters(|| {
+                        p.set_counter(0, counter::LINE_PACKETS, n);
+                        p.set_counter(0, counter::PACKETS, n);
+                    });
+                }
+                done.store(true, Ordering::Relaxed);
+            });
+            let block = &p.views().feeds()[0];
+            let (mut copies, mut last) = (0u64, 0);
+            while !done.load(Ordering::Relaxed) || copies == 0 {
+                if let Some(c) = read_counters(block) {
+                    assert_eq!(
+                        c[counter::PACKETS],
+                        c[counter::LINE_PACKETS],
+                        "{copies} copies"
+                    );
+                    assert!(c[counter::PACKETS] >= last);
+                    last = c[counter::PACKETS];
+                    copies += 1;
+                }
+            }
+        });
+        assert_eq!(
+            read_counters(&p.views().feeds()[0]).unwrap()[counter::PACKETS],
+            SETS
+        );
     }
 }

@@ -22,11 +22,12 @@ use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
-use crate::reader::now_ns;
-use crate::shm::{counter, Publication, WriterLock};
+use crate::shm::{counter, FeedInfo, Publication, WriterLock};
+use crate::state::seqlock::SeqLock;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
+use crate::time::now_ns;
 use crate::verdict::{evaluate, Reasons};
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -65,6 +66,8 @@ pub struct RunStats {
     pub oversized: u64,
     /// Socket errors other than "nothing to read".
     pub socket_errors: u64,
+    /// OS error number of the last of them (0: none yet, or not an OS error).
+    pub last_socket_errno: i32,
     /// Verdict changes not delivered because the subscriber was behind.
     pub change_drops: u64,
     /// Receives by datagrams taken: bucket i counts batches of 2^i to 2^(i+1) − 1
@@ -72,14 +75,79 @@ pub struct RunStats {
     pub batch_sizes: [u64; BATCH_BUCKETS],
 }
 
+impl std::fmt::Debug for SharedStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.load().fmt(f)
+    }
+}
+
+impl SharedStats {
+    /// Publishes `st` as one set. Receiver thread only.
+    pub fn store(&self, st: &RunStats) {
+        self.stamp.write(|| {
+            // Relaxed: ordered by the seqlock's stamp and fences.
+            self.cycles.store(st.cycles, Ordering::Relaxed);
+            self.busy_cycles.store(st.busy_cycles, Ordering::Relaxed);
+            self.datagrams.store(st.datagrams, Ordering::Relaxed);
+            self.worst_cycle_ns
+                .store(st.worst_cycle_ns, Ordering::Relaxed);
+            self.oversized.store(st.oversized, Ordering::Relaxed);
+            self.socket_errors
+                .store(st.socket_errors, Ordering::Relaxed);
+            self.last_socket_errno
+                .store(st.last_socket_errno as u32 as u64, Ordering::Relaxed);
+            self.change_drops.store(st.change_drops, Ordering::Relaxed);
+            for (a, v) in self.batch_sizes.iter().zip(&st.batch_sizes) {
+                a.store(*v, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// The last set published (waits out a store in progress).
+    pub fn load(&self) -> RunStats {
+        let (st, _, _) = self.stamp.read(|| {
+            // Relaxed: ordered by the seqlock's stamp and fences.
+            let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            RunStats {
+                cycles: get(&self.cycles),
+                busy_cycles: get(&self.busy_cycles),
+                datagrams: get(&self.datagrams),
+                worst_cycle_ns: get(&self.worst_cycle_ns),
+                oversized: get(&self.oversized),
+                socket_errors: get(&self.socket_errors),
+                last_socket_errno: get(&self.last_socket_errno) as u32 as i32,
+                change_drops: get(&self.change_drops),
+                batch_sizes: std::array::from_fn(|i| get(&self.batch_sizes[i])),
+            }
+        });
+        st
+    }
+}
+
+/// The feed blocks a publication for `config` shows, in configuration order.
+pub fn publication_feeds(config: &Config) -> Vec<FeedInfo> {
+    config
+        .feeds
+        .iter()
+        .map(|f| FeedInfo {
+            name: f.name.clone(),
+            kind: f.kind,
+            lines: f.lines.clone(),
+        })
+        .collect()
+}
+
 /// Buckets of [`RunStats::batch_sizes`].
 pub const BATCH_BUCKETS: usize = 8;
 
 /// Receiver statistics shared with other threads of the process (the
 /// metrics exporter): copied from the receiver's plain counters once per
-/// heartbeat, never per packet.
-#[derive(Debug, Default)]
+/// heartbeat, never per packet, as one set under a seqlock: use
+/// [`SharedStats::store`] and [`SharedStats::load`].
+#[derive(Default)]
 pub struct SharedStats {
+    /// Seqlock stamp over every word below.
+    stamp: SeqLock,
     /// Duty cycles.
     pub cycles: AtomicU64,
     /// Cycles that received something.
@@ -92,6 +160,8 @@ pub struct SharedStats {
     pub oversized: AtomicU64,
     /// Socket errors.
     pub socket_errors: AtomicU64,
+    /// See [`RunStats::last_socket_errno`] (an `i32` stored as `u64`).
+    pub last_socket_errno: AtomicU64,
     /// Verdict changes a subscriber missed.
     pub change_drops: AtomicU64,
     /// See [`RunStats::batch_sizes`].
@@ -218,6 +288,9 @@ impl Sidecar {
                     kernel_drop_counter = i.drop_counter,
                     "line open"
                 );
+                if let Some(line) = i.rcvbuf_shortfall() {
+                    tracing::warn!(feed = %f.name, "{line}");
+                }
                 if !i.timestamps {
                     tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
                 }
@@ -239,8 +312,15 @@ impl Sidecar {
         }
         let now = now_ns();
         let publication = Arc::new(
-            Publication::build(lock, sc.shm_mode, config, now, sc.heartbeat_ns)
-                .with_context(shm)?,
+            Publication::build(
+                lock,
+                sc.shm_mode,
+                config.capacity,
+                &publication_feeds(config),
+                now,
+                sc.heartbeat_ns,
+            )
+            .with_context(shm)?,
         );
         let table = StateTable::shared(publication.clone());
         let handler = Handler::with_table(config, table, sc.offset_queue);
@@ -404,8 +484,10 @@ impl Sidecar {
             }
             line.received = match line.batch.recv(&line.socket, now) {
                 Ok(n) => n,
-                Err(_) => {
+                Err(e) => {
+                    // Counted here, logged by the metrics thread.
                     self.stats.socket_errors += 1;
+                    self.stats.last_socket_errno = e.raw_os_error().unwrap_or(0);
                     0
                 }
             };
@@ -466,8 +548,18 @@ impl Sidecar {
         work
     }
 
-    /// Copies the handler's plain counters into the publication.
+    /// Copies the handler's plain counters into the publication, every
+    /// feed's and line's as one set (see [`Publication::write_counters`]).
     fn publish_counters(&self) {
+        let p = &self.publication;
+        p.write_counters(|| self.publish_feed_counters());
+        let st = &self.stats;
+        p.set_receiver(st.worst_cycle_ns, st.datagrams);
+        self.shared.store(st);
+    }
+
+    /// Feed and line counters; inside [`Publication::write_counters`].
+    fn publish_feed_counters(&self) {
         let p = &self.publication;
         self.handler.publish_counters();
         for id in 0..self.config.feeds.len() as u16 {
@@ -490,21 +582,6 @@ impl Sidecar {
                 counter::LINE_RCVBUF + i,
                 l.socket.info.rcvbuf as u64,
             );
-        }
-        let st = &self.stats;
-        p.set_receiver(st.worst_cycle_ns, st.datagrams);
-        let sh = &self.shared;
-        // Relaxed: statistics, read by the exporter thread.
-        sh.cycles.store(st.cycles, Ordering::Relaxed);
-        sh.busy_cycles.store(st.busy_cycles, Ordering::Relaxed);
-        sh.datagrams.store(st.datagrams, Ordering::Relaxed);
-        sh.worst_cycle_ns
-            .store(st.worst_cycle_ns, Ordering::Relaxed);
-        sh.oversized.store(st.oversized, Ordering::Relaxed);
-        sh.socket_errors.store(st.socket_errors, Ordering::Relaxed);
-        sh.change_drops.store(st.change_drops, Ordering::Relaxed);
-        for (a, v) in sh.batch_sizes.iter().zip(&st.batch_sizes) {
-            a.store(*v, Ordering::Relaxed);
         }
     }
 

@@ -69,14 +69,13 @@
 //! members that joined the group on 127.0.0.1; TTL 0 keeps it off every
 //! other interface. Any other destination is refused before a socket opens.
 
-use crate::cli::{SimKind, SimulateArgs};
 use crate::protocol::sqf::PacketBuilder;
 use crate::symbol::Symbol;
 use anyhow::{bail, Context, Result};
 use serde::{Serialize, Serializer};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
@@ -211,6 +210,97 @@ enum Control {
     Snapshot,
 }
 
+/// What `tickguard simulate` publishes (the binary fills it from its flags,
+/// whose names the errors use). [`Params::default`] holds the flags' defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
+    pub line_a: SocketAddrV4,
+    /// Destination of line B; `None` for a single-line feed.
+    pub line_b: Option<SocketAddrV4>,
+    /// Send from this loopback address (the source a source-specific join filters on).
+    pub source: Ipv4Addr,
+    /// Number of symbols (named SYM00000, SYM00001, ... unless `names` is given), 1 to 100,000.
+    pub symbols: usize,
+    /// Explicit symbol names (override `symbols`).
+    pub names: Vec<String>,
+    /// Quotes per second over all symbols, finite and above 0.
+    pub rate: f64,
+    /// Most quotes packed into one datagram, 1 to 100.
+    pub batch: usize,
+    /// Feed kind: snapshots are sent at start (and periodically) for delta feeds.
+    pub kind: SimKind,
+    /// Percent of datagrams dropped on line A, 0 to 100.
+    pub loss_a: f64,
+    /// Percent of datagrams dropped on line B, 0 to 100.
+    pub loss_b: f64,
+    /// Percent of datagrams sent twice on a line, 0 to 100.
+    pub duplicate: f64,
+    /// Percent of datagrams held back and sent after the next one, 0 to 100.
+    pub reorder: f64,
+    /// Percent of quotes with an invalid price (crossed, zero or NaN), 0 to 100.
+    pub invalid: f64,
+    /// Heartbeat interval per symbol, ms (0: none).
+    pub heartbeat_ms: u64,
+    /// Snapshot interval per symbol, ms (0: only at start for delta feeds).
+    pub snapshot_ms: u64,
+    /// Every this many seconds, stop sending entirely for `pause_ms` (0: never).
+    pub pause_every_s: u64,
+    /// Length of each pause, ms (shorter than the period).
+    pub pause_ms: u64,
+    /// After this many seconds, reset the provider (0: never).
+    pub reset_after_s: u64,
+    /// Provider clock minus local clock, ms.
+    pub clock_skew_ms: i64,
+    /// Stop after this many seconds (0: run until interrupted).
+    pub duration_s: f64,
+    /// Stop after this many quotes (0: no limit).
+    pub count: u64,
+    /// Seed of the random choices (loss, prices, ...).
+    pub seed: u64,
+    /// Print the report as JSON at the end.
+    pub report: bool,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            line_a: SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 30001),
+            line_b: None,
+            source: Ipv4Addr::LOCALHOST,
+            symbols: 8,
+            names: Vec::new(),
+            rate: 1000.0,
+            batch: 8,
+            kind: SimKind::Full,
+            loss_a: 0.0,
+            loss_b: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            invalid: 0.0,
+            heartbeat_ms: 250,
+            snapshot_ms: 0,
+            pause_every_s: 0,
+            pause_ms: 1000,
+            reset_after_s: 0,
+            clock_skew_ms: 0,
+            duration_s: 0.0,
+            count: 0,
+            seed: 1,
+            report: false,
+        }
+    }
+}
+
+/// Feed kind for the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimKind {
+    /// Full quotes.
+    Full,
+    /// Delta quotes, repaired by snapshots.
+    Delta,
+}
+
 /// The provider: a deterministic, I/O-free generator of SQF datagrams.
 #[derive(Debug, Clone)]
 pub struct Simulator {
@@ -249,7 +339,7 @@ pub struct Simulator {
 impl Simulator {
     /// Validates the arguments and builds the provider. Nothing is sent
     /// before the first [`Simulator::poll`].
-    pub fn new(args: &SimulateArgs) -> Result<Simulator> {
+    pub fn new(args: &Params) -> Result<Simulator> {
         let names: Vec<String> = if args.names.is_empty() {
             if args.symbols == 0 {
                 bail!("simulate: --symbols must be at least 1");
@@ -700,18 +790,11 @@ fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Result<UdpSoc
     Ok(socket)
 }
 
-fn clock_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// Runs `tickguard simulate`: publishes until `--count` quotes,
 /// `--duration-s` seconds, or SIGINT/SIGTERM (Ctrl-C), sends the closing
 /// round, then prints the report as one JSON line when `--report` and exits
 /// 0. Only SIGKILL ends it without a report.
-pub fn run(args: &SimulateArgs) -> Result<()> {
+pub fn run(args: &Params) -> Result<()> {
     let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
     let report = publish(args, stop)?;
     if args.report {
@@ -726,7 +809,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// Publishes as `tickguard simulate` does until `--count`, `--duration-s`
 /// or `stop` is set, sends the closing round, and returns the report.
-pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Result<SimReport> {
+pub fn publish(args: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<SimReport> {
     let mut sim = Simulator::new(args)?;
     let mut dests = vec![("A", args.line_a)];
     if let Some(b) = args.line_b {
@@ -759,7 +842,7 @@ pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Res
     let spin = args.rate / args.batch as f64 > SPIN_DATAGRAM_RATE;
     let mut out = Vec::new();
     loop {
-        let now = clock_ns();
+        let now = crate::time::now_ns();
         sim.poll(now, &mut out);
         send(&mut out)?;
         if sim.done(now) || stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -771,7 +854,7 @@ pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Res
             std::thread::sleep(POLL_SLEEP);
         }
     }
-    sim.finish(clock_ns(), &mut out);
+    sim.finish(crate::time::now_ns(), &mut out);
     send(&mut out)?;
     Ok(sim.report().clone())
 }
@@ -779,12 +862,10 @@ pub fn publish(args: &SimulateArgs, stop: &std::sync::atomic::AtomicBool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
     use crate::config::Config;
     use crate::handler::Handler;
     use crate::protocol::sqf::rules::Price;
     use crate::protocol::sqf::{Message, Packet};
-    use clap::Parser;
     use std::collections::{BTreeMap, BTreeSet};
 
     /// Local time of the first poll: a realistic epoch in ns.
@@ -793,15 +874,46 @@ mod tests {
     const LINE_A: &str = "127.0.0.1:39001";
     const LINE_B: &str = "127.0.0.1:39002";
 
-    fn args(flags: &[&str]) -> SimulateArgs {
-        let argv = ["tickguard", "simulate", "--line-a", LINE_A]
-            .iter()
-            .chain(flags)
-            .copied();
-        match Cli::try_parse_from(argv).unwrap().command {
-            Command::Simulate(a) => a,
-            other => panic!("{other:?}"),
+    /// Parameters as `tickguard simulate --line-a LINE_A FLAGS...` gives
+    /// them (flags as `--name value` or `--name=value`).
+    fn args(flags: &[&str]) -> Params {
+        let mut p = Params {
+            line_a: LINE_A.parse().unwrap(),
+            ..Params::default()
+        };
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            let (name, value) = match flag.split_once('=') {
+                Some((n, v)) => (n, v),
+                None => (*flag, *it.next().expect("a value")),
+            };
+            let f = |v: &str| v.parse::<f64>().unwrap();
+            let u = |v: &str| v.parse::<u64>().unwrap();
+            match name {
+                "--line-b" => p.line_b = Some(value.parse().unwrap()),
+                "--symbols" => p.symbols = value.parse().unwrap(),
+                "--names" => p.names = value.split(',').map(String::from).collect(),
+                "--rate" => p.rate = f(value),
+                "--batch" => p.batch = value.parse().unwrap(),
+                "--kind" if value == "delta" => p.kind = SimKind::Delta,
+                "--kind" if value == "full" => p.kind = SimKind::Full,
+                "--loss-a" => p.loss_a = f(value),
+                "--loss-b" => p.loss_b = f(value),
+                "--duplicate" => p.duplicate = f(value),
+                "--reorder" => p.reorder = f(value),
+                "--invalid" => p.invalid = f(value),
+                "--heartbeat-ms" => p.heartbeat_ms = u(value),
+                "--snapshot-ms" => p.snapshot_ms = u(value),
+                "--pause-every-s" => p.pause_every_s = u(value),
+                "--pause-ms" => p.pause_ms = u(value),
+                "--reset-after-s" => p.reset_after_s = u(value),
+                "--clock-skew-ms" => p.clock_skew_ms = value.parse().unwrap(),
+                "--count" => p.count = u(value),
+                "--seed" => p.seed = u(value),
+                other => panic!("flag {other} not handled here"),
+            }
         }
+        p
     }
 
     fn sim(flags: &[&str]) -> Simulator {

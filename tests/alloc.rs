@@ -147,7 +147,7 @@ fn live_duty_cycle_allocates_nothing_after_start() {
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while sidecar.handler().feeds()[0].counters.packets < 2 {
-        sidecar.cycle(tickguard::reader::now_ns());
+        sidecar.cycle(tickguard::time::now_ns());
         assert!(std::time::Instant::now() < deadline);
     }
     for p in &packets[2..] {
@@ -157,7 +157,7 @@ fn live_duty_cycle_allocates_nothing_after_start() {
     let mut cycles = 0u64;
     let n = allocations(|| {
         while sidecar.handler().feeds()[0].counters.packets < want && cycles < 10_000_000 {
-            sidecar.cycle(tickguard::reader::now_ns());
+            sidecar.cycle(tickguard::time::now_ns());
             cycles += 1;
         }
     });

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::{now_ns, ReaderOptions, DEFAULT_DEAD_AFTER_NS};
+use tickguard::reader::{ReaderOptions, DEFAULT_DEAD_AFTER_NS};
 use tickguard::shm::Publication;
+use tickguard::sidecar::publication_feeds;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 const S: u64 = 1_000_000_000;
@@ -321,8 +323,17 @@ fn c_reader_agrees_with_rust_reader() {
     let config = config(&shm);
     let now = now_ns();
     let past = now - 120 * S;
-    let p =
-        Arc::new(Publication::create(&shm, 0o640, &config, now, 1_000_000).expect("publication"));
+    let p = Arc::new(
+        Publication::create(
+            &shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            now,
+            1_000_000,
+        )
+        .expect("publication"),
+    );
     let table = StateTable::shared(p.clone());
     let mut h = Handler::with_table(&config, table, 1024);
     p.ready();
@@ -429,7 +440,15 @@ fn c_reader_agrees_with_rust_reader() {
 
     // A file that is not ready yet (version not stored).
     let unready = dir.path().join("unready");
-    let _p2 = Publication::create(&unready, 0o640, &config, now, 1_000_000).expect("publication");
+    let _p2 = Publication::create(
+        &unready,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now,
+        1_000_000,
+    )
+    .expect("publication");
     let c = same(&bin, &unready, "lp1", "EURUSD", long, "stale");
     assert!(c.stderr.contains("unusable publication"), "{}", c.stderr);
 
@@ -613,7 +632,7 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
             t.elapsed()
         );
         let rust = tickguard::Reader::open_with(&copy, LONG_BOUND_MS * 1_000_000);
-        let v = rust.check_symbol("lp1", "EURUSD", tickguard::reader::now_ns());
+        let v = rust.check_symbol("lp1", "EURUSD", tickguard::time::now_ns());
         assert_eq!(v.health, tickguard::Health::Busy, "odd {name}");
         assert_eq!(
             v.reasons.names().collect::<Vec<_>>(),
@@ -730,8 +749,17 @@ int main(int argc, char **argv) {
     let shm = dir.path().join("tickguard");
     let config = config(&shm);
     let base = now_ns();
-    let p =
-        Arc::new(Publication::create(&shm, 0o640, &config, base, 1_000_000).expect("publication"));
+    let p = Arc::new(
+        Publication::create(
+            &shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            base,
+            1_000_000,
+        )
+        .expect("publication"),
+    );
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
     p.heartbeat(base);
@@ -819,8 +847,17 @@ fn readers_refuse_files_they_cannot_trust() {
     let shm = dir.path().join("tickguard");
     let config = config(&shm);
     let now = now_ns();
-    let p =
-        Arc::new(Publication::create(&shm, 0o640, &config, now, 1_000_000).expect("publication"));
+    let p = Arc::new(
+        Publication::create(
+            &shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            now,
+            1_000_000,
+        )
+        .expect("publication"),
+    );
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
     p.heartbeat(now);

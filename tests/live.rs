@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::{Health, Reader};
 
 fn bin() -> PathBuf {

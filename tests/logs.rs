@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 /// Runs the sidecar with `stderr`, logging at `debug`, makes it log (start,

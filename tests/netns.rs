@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use tickguard::reader::now_ns;
 use tickguard::shm::counter;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 fn bin() -> PathBuf {

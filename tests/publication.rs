@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
+use tickguard::sidecar::publication_feeds;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 /// Longest a `tickguard` child expected to fail at start may run.
@@ -433,7 +434,15 @@ fn check_trusts_the_named_owner() {
     let shm = dir.path().join("tickguard");
     let c = config(dir.path(), "c", &shm, "", NO_METRICS);
     let config = tickguard::config::Config::load(&c).unwrap();
-    let p = tickguard::shm::Publication::create(&shm, 0o640, &config, now_ns(), 1_000_000).unwrap();
+    let p = tickguard::shm::Publication::create(
+        &shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now_ns(),
+        1_000_000,
+    )
+    .unwrap();
     p.ready();
     std::os::unix::fs::chown(&shm, Some(65534), None).unwrap();
     p.heartbeat(now_ns());

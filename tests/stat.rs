@@ -9,6 +9,7 @@ use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::replay::Router;
 use tickguard::shm::Publication;
+use tickguard::sidecar::publication_feeds;
 use tickguard::state::StateTable;
 
 const T0: u64 = 1_767_603_600_000_000_000;
@@ -22,7 +23,17 @@ fn fixtures() -> PathBuf {
 /// (ns), as a sidecar would have published it then.
 fn publish(shm: &Path, capture: &Path, until: u64) -> Arc<Publication> {
     let config = Config::load(&fixtures().join("config.toml")).unwrap();
-    let p = Arc::new(Publication::create(shm, 0o640, &config, T0 - 1_000 * MS, 1_000_000).unwrap());
+    let p = Arc::new(
+        Publication::create(
+            shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            T0 - 1_000 * MS,
+            1_000_000,
+        )
+        .unwrap(),
+    );
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 4096);
     let router = Router::new(&config);
     let mut reader = CaptureReader::open(capture).unwrap();
@@ -163,7 +174,17 @@ clock_offset = 0
         "stat-test.toml",
     )
     .unwrap();
-    let p = Arc::new(Publication::create(shm, 0o640, &config, T0, 1_000_000).unwrap());
+    let p = Arc::new(
+        Publication::create(
+            shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            T0,
+            1_000_000,
+        )
+        .unwrap(),
+    );
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 4096);
     let sym = |i: usize| tickguard::symbol::Symbol::parse(&format!("S{i:05}")).unwrap();
     let mut t = T0;

@@ -16,9 +16,6 @@ use index::Index;
 pub use slot::{Record, Slot};
 use std::sync::Arc;
 
-/// Default number of slots when the configuration names none.
-pub const DEFAULT_CAPACITY: usize = 65_536;
-
 /// Slot number: a stable handle for one (feed, symbol).
 pub type SlotId = u32;
 

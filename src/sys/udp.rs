@@ -18,6 +18,10 @@ pub struct LineInfo {
     pub membership: String,
     /// SO_RCVBUF in effect, bytes (the kernel doubles the request and caps it).
     pub rcvbuf: usize,
+    /// SO_RCVBUF requested, bytes.
+    pub rcvbuf_requested: usize,
+    /// Why the kernel refused to set SO_RCVBUF at all, if it did.
+    pub rcvbuf_error: Option<String>,
     /// Kernel receive timestamps (SO_TIMESTAMPNS) enabled.
     pub timestamps: bool,
     /// Kernel drop counter (SO_RXQ_OVFL) enabled.
@@ -49,6 +53,28 @@ fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> 
     }
 }
 
+impl LineInfo {
+    /// One line saying that the receive buffer is smaller than requested
+    /// (refused, or capped by `net.core.rmem_max`: Linux reports twice the
+    /// size it accepted), with what was granted; `None` when it was granted.
+    pub fn rcvbuf_shortfall(&self) -> Option<String> {
+        let (asked, got) = (self.rcvbuf_requested, self.rcvbuf);
+        if let Some(e) = &self.rcvbuf_error {
+            return Some(format!(
+                "line {}: SO_RCVBUF of {asked} bytes refused ({e}); the kernel granted {got} bytes",
+                self.addr
+            ));
+        }
+        (got < asked.saturating_mul(2)).then(|| {
+            format!(
+                "line {}: SO_RCVBUF of {asked} bytes capped: the kernel granted {got} bytes \
+                 (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
+                self.addr
+            )
+        })
+    }
+}
+
 impl LineSocket {
     /// Opens a line: a multicast address is joined on `interface` (from
     /// `source` only, when given), a unicast one is bound. SO_REUSEADDR lets
@@ -64,7 +90,11 @@ impl LineSocket {
         let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         socket.set_reuse_address(true)?;
         socket.set_nonblocking(true)?;
-        let _ = socket.set_recv_buffer_size(rcvbuf);
+        let rcvbuf_requested = rcvbuf;
+        let rcvbuf_error = socket
+            .set_recv_buffer_size(rcvbuf)
+            .err()
+            .map(|e| e.to_string());
         let rcvbuf = socket.recv_buffer_size().unwrap_or(0);
         let fd = socket.as_raw_fd();
         let timestamps = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok();
@@ -93,6 +123,8 @@ impl LineSocket {
                 addr,
                 membership,
                 rcvbuf,
+                rcvbuf_requested,
+                rcvbuf_error,
                 timestamps,
                 drop_counter,
             },
@@ -339,5 +371,46 @@ mod tests {
             0,
             "nothing queued: no blocking"
         );
+    }
+
+    /// A request above `net.core.rmem_max` is capped by the kernel (root
+    /// too: only SO_RCVBUFFORCE passes the cap), and says so in one line
+    /// with what was granted; a granted request says nothing.
+    #[test]
+    fn a_capped_receive_buffer_is_reported_with_what_was_granted() {
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let asked = 1 << 30;
+        if rmem_max >= asked {
+            eprintln!("skipped: net.core.rmem_max {rmem_max} admits {asked}");
+            return;
+        }
+        let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        let line = LineSocket::open(addr, None, Ipv4Addr::LOCALHOST, asked).unwrap();
+        let msg = line
+            .info
+            .rcvbuf_shortfall()
+            .expect("a capped buffer is reported");
+        assert_eq!(
+            msg,
+            format!(
+                "line 127.0.0.1:0: SO_RCVBUF of {asked} bytes capped: the kernel granted {} bytes \
+                 (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
+                line.info.rcvbuf
+            )
+        );
+        let small = LineSocket::open(addr, None, Ipv4Addr::LOCALHOST, 4096).unwrap();
+        assert_eq!(small.info.rcvbuf_shortfall(), None, "{:?}", small.info);
+        let refused = LineInfo {
+            rcvbuf_error: Some("Operation not permitted (os error 1)".into()),
+            ..small.info
+        };
+        assert!(refused
+            .rcvbuf_shortfall()
+            .unwrap()
+            .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the kernel granted"));
     }
 }

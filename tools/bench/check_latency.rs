@@ -14,8 +14,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tickguard::reader::now_ns;
 use tickguard::shm::counter;
+use tickguard::time::now_ns;
 use tickguard::{Handle, Reader, WallClock};
 
 // ---------------------------------------------------------------- flags

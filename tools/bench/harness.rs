@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tickguard::reader::now_ns;
 use tickguard::shm::counter;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 /// The feed every row configures.

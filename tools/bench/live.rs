@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
 use tickguard::shm::counter;
 use tickguard::sidecar::Sidecar;
 use tickguard::symbol::Symbol;
 use tickguard::sys::udp::{Batch, LineSocket};
+use tickguard::time::now_ns;
 
 #[path = "../../benches/naive_tokio.rs"]
 mod naive_tokio;

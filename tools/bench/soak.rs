@@ -9,7 +9,7 @@ use anyhow::ensure;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tickguard::reader::now_ns;
+use tickguard::time::now_ns;
 use tickguard::Reader;
 
 /// Flags of `soak`.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::reader::now_ns;
 use tickguard::sidecar::Sidecar;
 use tickguard::symbol::Symbol;
+use tickguard::time::now_ns;
 
 /// Flags.
 #[derive(clap::Args)]

@@ -15,7 +15,7 @@
 //! kernel allows only for a constant, synchronised counter). Anywhere else
 //! every reading is [`now_ns`].
 
-use crate::reader::now_ns;
+use super::now_ns;
 use std::cell::Cell;
 
 /// Re-anchor on CLOCK_REALTIME after this long, ns.

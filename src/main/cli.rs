@@ -1,4 +1,5 @@
-//! Command-line flags, parsed into plain structs; `main` resolves them.
+//! Command-line flags (clap lives in the binary only); `main` resolves
+//! them into the library's plain parameters.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -148,7 +149,7 @@ pub struct ReplayArgs {
     /// With --explain: print only the verdict at TIME (ns since the Unix epoch,
     /// or UTC like 2026-01-05T09:00:02.5Z), the event behind each reason, and
     /// the state then.
-    #[arg(long, value_name = "TIME", requires = "explain", value_parser = crate::explain::parse_time)]
+    #[arg(long, value_name = "TIME", requires = "explain", value_parser = tickguard::time::parse_time)]
     pub at: Option<u64>,
     /// Write an SVG timeline of every symbol's verdict (only FEED's symbols with --explain).
     #[arg(long, value_name = "FILE.svg")]
@@ -248,4 +249,57 @@ pub enum SimKind {
     Full,
     /// Delta quotes, repaired by snapshots.
     Delta,
+}
+
+impl From<SimKind> for tickguard::simulate::SimKind {
+    fn from(k: SimKind) -> Self {
+        match k {
+            SimKind::Full => tickguard::simulate::SimKind::Full,
+            SimKind::Delta => tickguard::simulate::SimKind::Delta,
+        }
+    }
+}
+
+impl SimulateArgs {
+    /// The simulator's parameters.
+    pub fn params(&self) -> tickguard::simulate::Params {
+        tickguard::simulate::Params {
+            line_a: self.line_a,
+            line_b: self.line_b,
+            source: self.source,
+            symbols: self.symbols,
+            names: self.names.clone(),
+            rate: self.rate,
+            batch: self.batch,
+            kind: self.kind.into(),
+            loss_a: self.loss_a,
+            loss_b: self.loss_b,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            invalid: self.invalid,
+            heartbeat_ms: self.heartbeat_ms,
+            snapshot_ms: self.snapshot_ms,
+            pause_every_s: self.pause_every_s,
+            pause_ms: self.pause_ms,
+            reset_after_s: self.reset_after_s,
+            clock_skew_ms: self.clock_skew_ms,
+            duration_s: self.duration_s,
+            count: self.count,
+            seed: self.seed,
+            report: self.report,
+        }
+    }
+}
+
+impl DemoArgs {
+    /// The demo's parameters.
+    pub fn params(&self) -> tickguard::demo::Params {
+        tickguard::demo::Params {
+            symbols: self.symbols,
+            rate: self.rate,
+            duration_s: self.duration_s,
+            shm: self.shm.clone(),
+            seed: self.seed,
+        }
+    }
 }
