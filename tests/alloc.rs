@@ -232,7 +232,7 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
     let day2 = packets(b"DAY0000002");
     let mut f = feed::Feed::new(settings);
     let t0 = 1_767_600_000_000_000_000u64;
-    let mut replay = |f: &mut feed::Feed, day: &[Vec<u8>]| {
+    let replay = |f: &mut feed::Feed, day: &[Vec<u8>]| {
         for (k, p) in day.iter().enumerate() {
             f.on_datagram(p, t0 + k as u64 * 1_000).unwrap();
         }
