@@ -8,8 +8,7 @@ use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Scope, Step};
 use crate::capture::Datagram;
 use crate::handler::Handler;
 use crate::protocol::sqf::rules::{
-    self, BeatOutcome, FeedKind, Price, PriceCheck, QuoteOutcome, SeqOutcome, SnapStep, Suspect,
-    SymbolState,
+    self, BeatOutcome, FeedKind, Price, PriceCheck, QuoteOutcome, SnapStep, Suspect, SymbolState,
 };
 use crate::protocol::sqf::{Message, Packet, PriceView, Reject};
 use crate::replay::Observer;
@@ -160,25 +159,23 @@ impl Tracker {
                 let step = match rules::quote_outcome(&mut s, self.kind, seq, price, a) {
                     QuoteOutcome::Duplicate => Step::Duplicate { last },
                     QuoteOutcome::Applied {
-                        seq: outcome,
+                        lost,
+                        first,
                         suspect,
                         price: check,
                     } => {
                         price_message = Some((price, check));
                         cleared = suspect == Suspect::Cleared;
-                        match outcome {
-                            SeqOutcome::First => {
-                                if suspect == Suspect::Set {
-                                    notes.push(Note::NoSnapshotYet);
-                                }
-                                Step::First
+                        if first {
+                            if suspect == Suspect::Set {
+                                notes.push(Note::NoSnapshotYet);
                             }
-                            SeqOutcome::InOrder => Step::InOrder,
-                            SeqOutcome::Gap(lost) => {
-                                mark = Some((MarkKind::Gap, last, seq, lost));
-                                Step::Gap { last, lost }
-                            }
-                            SeqOutcome::Duplicate => Step::Duplicate { last },
+                            Step::First
+                        } else if lost > 0 {
+                            mark = Some((MarkKind::Gap, last, seq, lost));
+                            Step::Gap { last, lost }
+                        } else {
+                            Step::InOrder
                         }
                     }
                 };

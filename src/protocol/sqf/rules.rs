@@ -261,9 +261,11 @@ pub enum QuoteOutcome {
     Duplicate,
     /// Applied.
     Applied {
-        /// Its sequence: [`SeqOutcome::First`], [`InOrder`](SeqOutcome::InOrder)
-        /// or [`Gap`](SeqOutcome::Gap) (never `Duplicate`).
-        seq: SeqOutcome,
+        /// Ticks found missing: the quote was ahead of the next sequence
+        /// (a gap) when > 0, the next sequence when 0 and not `first`.
+        lost: u64,
+        /// The first sequence seen: baseline set (`lost` is 0).
+        first: bool,
         /// Set on a delta feed's first quote or gap, cleared on a full feed, else kept.
         suspect: Suspect,
         /// Its price.
@@ -277,11 +279,7 @@ impl QuoteOutcome {
     pub fn applied(self) -> Applied {
         match self {
             QuoteOutcome::Duplicate => Applied::Duplicate,
-            QuoteOutcome::Applied {
-                seq: SeqOutcome::Gap(lost),
-                ..
-            } => Applied::Changed { lost },
-            QuoteOutcome::Applied { .. } => Applied::Changed { lost: 0 },
+            QuoteOutcome::Applied { lost, .. } => Applied::Changed { lost },
         }
     }
 }
@@ -343,21 +341,33 @@ pub fn quote_outcome(
     price: Price,
     t: u64,
 ) -> QuoteOutcome {
-    let step = sequenced(s, seq);
-    let suspect = match (step, kind) {
-        (SeqOutcome::Duplicate, _) => return QuoteOutcome::Duplicate,
-        (SeqOutcome::First | SeqOutcome::Gap(_), FeedKind::Delta) => Suspect::Set,
-        (SeqOutcome::InOrder, FeedKind::Delta) => Suspect::Kept,
-        (_, FeedKind::Full) => Suspect::Cleared,
+    let mut suspect = Suspect::Kept;
+    let (lost, first) = match sequenced(s, seq) {
+        SeqOutcome::Duplicate => return QuoteOutcome::Duplicate,
+        SeqOutcome::First => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+                suspect = Suspect::Set;
+            }
+            (0, true)
+        }
+        SeqOutcome::Gap(lost) => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+                suspect = Suspect::Set;
+            }
+            (lost, false)
+        }
+        SeqOutcome::InOrder => (0, false),
     };
-    match suspect {
-        Suspect::Set => s.set_suspect(true),
-        Suspect::Cleared => s.set_suspect(false),
-        Suspect::Kept => {}
+    if kind == FeedKind::Full {
+        s.set_suspect(false);
+        suspect = Suspect::Cleared;
     }
     s.set_alive(t);
     QuoteOutcome::Applied {
-        seq: step,
+        lost,
+        first,
         suspect,
         price: store_price(s, price),
     }
@@ -678,10 +688,18 @@ mod tests {
     fn outcomes_say_what_the_rules_did() {
         let mut s = SymbolState::default();
         let q = |s: &mut SymbolState, kind, seq, p| quote_outcome(s, kind, seq, p, 1);
-        let applied = |seq, suspect, price| QuoteOutcome::Applied {
-            seq,
-            suspect,
-            price,
+        let applied = |seq, suspect, price| {
+            let (lost, first) = match seq {
+                SeqOutcome::First => (0, true),
+                SeqOutcome::Gap(lost) => (lost, false),
+                _ => (0, false),
+            };
+            QuoteOutcome::Applied {
+                lost,
+                first,
+                suspect,
+                price,
+            }
         };
         use PriceCheck::{Invalid, Valid};
         assert_eq!(
@@ -731,13 +749,10 @@ mod tests {
     fn outcomes_reduce_to_what_the_handler_counts() {
         use PriceCheck::Valid;
         assert_eq!(QuoteOutcome::Duplicate.applied(), Applied::Duplicate);
-        for (seq, lost) in [
-            (SeqOutcome::First, 0),
-            (SeqOutcome::InOrder, 0),
-            (SeqOutcome::Gap(4), 4),
-        ] {
+        for (lost, first) in [(0, true), (0, false), (4, false)] {
             let o = QuoteOutcome::Applied {
-                seq,
+                lost,
+                first,
                 suspect: Suspect::Kept,
                 price: Valid,
             };
