@@ -219,69 +219,206 @@ pub enum Applied {
     },
 }
 
+/// What a rule did to the suspect flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suspect {
+    /// Left as it was.
+    Kept,
+    /// Set (it may have been set already).
+    Set,
+    /// Cleared (it may have been clear already).
+    Cleared,
+}
+
+/// What a price message's price was (Quote step 6, Snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceCheck {
+    /// Valid: stored, invalid flag cleared.
+    Valid,
+    /// Invalid: flagged, the stored price kept.
+    Invalid,
+}
+
+/// Where a Snapshot's sequence stood against the last sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapStep {
+    /// No sequence seen before: baseline set.
+    First,
+    /// Equal to the last sequence: the routine snapshot.
+    InStep,
+    /// Ahead of the last sequence: the sequence moves forward, nothing counted lost.
+    Ahead,
+    /// Behind the last sequence: a provider reset.
+    Reset,
+}
+
+/// Everything the Quote rule did, in one small `Copy` value: what replay
+/// forensics read instead of working it out again. The handler counts the
+/// coarser [`Applied`] ([`QuoteOutcome::applied`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuoteOutcome {
+    /// At or below the last sequence: only the duplicate counter changed.
+    Duplicate,
+    /// Applied.
+    Applied {
+        /// Ticks found missing: the quote was ahead of the next sequence
+        /// (a gap) when > 0, the next sequence when 0 and not `first`.
+        lost: u64,
+        /// The first sequence seen: baseline set (`lost` is 0).
+        first: bool,
+        /// Set on a delta feed's first quote or gap, cleared on a full feed, else kept.
+        suspect: Suspect,
+        /// Its price.
+        price: PriceCheck,
+    },
+}
+
+impl QuoteOutcome {
+    /// The part the handler counts.
+    #[inline(always)]
+    pub fn applied(self) -> Applied {
+        match self {
+            QuoteOutcome::Duplicate => Applied::Duplicate,
+            QuoteOutcome::Applied { lost, .. } => Applied::Changed { lost },
+        }
+    }
+}
+
+impl BeatOutcome {
+    /// The part the handler counts. `First` and `Gap` set suspect, `Alive`
+    /// proves liveness.
+    #[inline(always)]
+    pub fn applied(self) -> Applied {
+        match self {
+            BeatOutcome::Gap(lost) => Applied::Changed { lost },
+            BeatOutcome::First | BeatOutcome::Alive => Applied::Changed { lost: 0 },
+        }
+    }
+}
+
+/// Everything the Snapshot rule did: the sequence set to its own, suspect
+/// cleared, liveness, and its price stored or flagged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapOutcome {
+    /// Its sequence against the last one.
+    pub step: SnapStep,
+    /// Its price.
+    pub price: PriceCheck,
+}
+
+impl SnapOutcome {
+    /// The part the handler counts: a snapshot reveals no lost ticks.
+    #[inline(always)]
+    pub fn applied(self) -> Applied {
+        Applied::Changed { lost: 0 }
+    }
+}
+
 /// Quote rule, steps 1–6. `t`: local arrival time, ns since the Unix epoch.
 #[inline(always)]
 pub fn quote(s: &mut impl RuleState, kind: FeedKind, seq: u64, price: Price, t: u64) -> Applied {
-    let lost = match sequenced(s, seq) {
-        SeqOutcome::Duplicate => return Applied::Duplicate,
-        SeqOutcome::First => {
-            if kind == FeedKind::Delta {
-                s.set_suspect(true);
-            }
-            0
-        }
-        SeqOutcome::Gap(lost) => {
-            if kind == FeedKind::Delta {
-                s.set_suspect(true);
-            }
-            lost
-        }
-        SeqOutcome::InOrder => 0,
-    };
-    if kind == FeedKind::Full {
-        s.set_suspect(false);
-    }
-    s.set_alive(t);
-    store_price(s, price);
-    Applied::Changed { lost }
+    quote_outcome(s, kind, seq, price, t).applied()
 }
 
 /// Heartbeat rule, steps 1–3.
 #[inline(always)]
 pub fn heartbeat(s: &mut impl RuleState, next_expected: u64, t: u64) -> Applied {
-    match self::next_expected(s, next_expected) {
-        BeatOutcome::First => {
-            s.set_suspect(true);
-            Applied::Changed { lost: 0 }
-        }
-        BeatOutcome::Gap(lost) => {
-            s.set_suspect(true);
-            Applied::Changed { lost }
-        }
-        BeatOutcome::Alive => {
-            s.set_alive(t);
-            Applied::Changed { lost: 0 }
-        }
-    }
+    heartbeat_outcome(s, next_expected, t).applied()
 }
 
 /// Snapshot rule: always applied.
 #[inline(always)]
 pub fn snapshot(s: &mut impl RuleState, last_assigned: u64, price: Price, t: u64) -> Applied {
+    snapshot_outcome(s, last_assigned, price, t).applied()
+}
+
+/// Quote rule, steps 1–6, with its whole outcome.
+#[inline(always)]
+pub fn quote_outcome(
+    s: &mut impl RuleState,
+    kind: FeedKind,
+    seq: u64,
+    price: Price,
+    t: u64,
+) -> QuoteOutcome {
+    let mut suspect = Suspect::Kept;
+    let (lost, first) = match sequenced(s, seq) {
+        SeqOutcome::Duplicate => return QuoteOutcome::Duplicate,
+        SeqOutcome::First => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+                suspect = Suspect::Set;
+            }
+            (0, true)
+        }
+        SeqOutcome::Gap(lost) => {
+            if kind == FeedKind::Delta {
+                s.set_suspect(true);
+                suspect = Suspect::Set;
+            }
+            (lost, false)
+        }
+        SeqOutcome::InOrder => (0, false),
+    };
+    if kind == FeedKind::Full {
+        s.set_suspect(false);
+        suspect = Suspect::Cleared;
+    }
+    s.set_alive(t);
+    QuoteOutcome::Applied {
+        lost,
+        first,
+        suspect,
+        price: store_price(s, price),
+    }
+}
+
+/// Heartbeat rule, steps 1–3, with its whole outcome.
+#[inline(always)]
+pub fn heartbeat_outcome(s: &mut impl RuleState, next_expected: u64, t: u64) -> BeatOutcome {
+    let beat = self::next_expected(s, next_expected);
+    match beat {
+        BeatOutcome::First | BeatOutcome::Gap(_) => s.set_suspect(true),
+        BeatOutcome::Alive => s.set_alive(t),
+    }
+    beat
+}
+
+/// Snapshot rule, with its whole outcome.
+#[inline(always)]
+pub fn snapshot_outcome(
+    s: &mut impl RuleState,
+    last_assigned: u64,
+    price: Price,
+    t: u64,
+) -> SnapOutcome {
+    let step = if !s.baseline() {
+        SnapStep::First
+    } else {
+        match last_assigned.cmp(&s.last_seq()) {
+            std::cmp::Ordering::Equal => SnapStep::InStep,
+            std::cmp::Ordering::Greater => SnapStep::Ahead,
+            std::cmp::Ordering::Less => SnapStep::Reset,
+        }
+    };
     s.set_last_seq(last_assigned);
     s.set_suspect(false);
     s.set_alive(t);
-    store_price(s, price);
-    Applied::Changed { lost: 0 }
+    SnapOutcome {
+        step,
+        price: store_price(s, price),
+    }
 }
 
 /// Quote step 6: a valid price is stored, an invalid one only flags.
 #[inline(always)]
-fn store_price(s: &mut impl RuleState, price: Price) {
+fn store_price(s: &mut impl RuleState, price: Price) -> PriceCheck {
     if price.is_valid() {
         s.set_price(price);
+        PriceCheck::Valid
     } else {
         s.set_invalid();
+        PriceCheck::Invalid
     }
 }
 
@@ -545,5 +682,84 @@ mod tests {
         s.on_snapshot(41, P, 3);
         assert!(s.seq.baseline);
         assert_eq!(s.on_quote(Delta, 43, P, 4), Applied::Changed { lost: 1 });
+    }
+
+    #[test]
+    fn outcomes_say_what_the_rules_did() {
+        let mut s = SymbolState::default();
+        let q = |s: &mut SymbolState, kind, seq, p| quote_outcome(s, kind, seq, p, 1);
+        let applied = |seq, suspect, price| {
+            let (lost, first) = match seq {
+                SeqOutcome::First => (0, true),
+                SeqOutcome::Gap(lost) => (lost, false),
+                _ => (0, false),
+            };
+            QuoteOutcome::Applied {
+                lost,
+                first,
+                suspect,
+                price,
+            }
+        };
+        use PriceCheck::{Invalid, Valid};
+        assert_eq!(
+            q(&mut s, Delta, 5, P),
+            applied(SeqOutcome::First, Suspect::Set, Valid)
+        );
+        assert_eq!(
+            q(&mut s, Delta, 6, px(2.0, 1.0, 0)),
+            applied(SeqOutcome::InOrder, Suspect::Kept, Invalid)
+        );
+        assert_eq!(
+            q(&mut s, Delta, 9, P),
+            applied(SeqOutcome::Gap(2), Suspect::Set, Valid)
+        );
+        assert_eq!(q(&mut s, Delta, 9, P), QuoteOutcome::Duplicate);
+        assert_eq!(
+            q(&mut s, Full, 10, P),
+            applied(SeqOutcome::InOrder, Suspect::Cleared, Valid)
+        );
+        assert_eq!(heartbeat_outcome(&mut s, 14, 2), BeatOutcome::Gap(3));
+        assert_eq!(heartbeat_outcome(&mut s, 14, 2), BeatOutcome::Alive);
+        let snap = |s: &mut SymbolState, seq, p| snapshot_outcome(s, seq, p, 3);
+        assert_eq!(
+            snap(&mut s, 13, P),
+            SnapOutcome {
+                step: SnapStep::InStep,
+                price: Valid
+            }
+        );
+        assert_eq!(snap(&mut s, 20, P).step, SnapStep::Ahead);
+        assert_eq!(
+            snap(&mut s, 2, px(0.0, 1.0, 0)),
+            SnapOutcome {
+                step: SnapStep::Reset,
+                price: Invalid
+            }
+        );
+        let mut fresh = SymbolState::default();
+        assert_eq!(snap(&mut fresh, 7, P).step, SnapStep::First);
+        assert_eq!(
+            heartbeat_outcome(&mut SymbolState::default(), 3, 1),
+            BeatOutcome::First
+        );
+    }
+
+    #[test]
+    fn outcomes_reduce_to_what_the_handler_counts() {
+        use PriceCheck::Valid;
+        assert_eq!(QuoteOutcome::Duplicate.applied(), Applied::Duplicate);
+        for (lost, first) in [(0, true), (0, false), (4, false)] {
+            let o = QuoteOutcome::Applied {
+                lost,
+                first,
+                suspect: Suspect::Kept,
+                price: Valid,
+            };
+            assert_eq!(o.applied(), Applied::Changed { lost });
+        }
+        assert_eq!(BeatOutcome::Gap(3).applied(), Applied::Changed { lost: 3 });
+        assert_eq!(BeatOutcome::First.applied(), Applied::Changed { lost: 0 });
+        assert_eq!(BeatOutcome::Alive.applied(), Applied::Changed { lost: 0 });
     }
 }

@@ -1,0 +1,348 @@
+//! The `--explain`, `--explain-all` and `--at` text.
+
+use super::{iso, AtState, BeatStep, Cause, Event, Forensics, Note, Step};
+use crate::protocol::sqf::rules::FeedKind;
+use crate::symbol::Symbol;
+use crate::verdict::Reasons;
+use std::fmt::Write as _;
+
+impl Event {
+    /// The event as one line of `--explain` output (no newline); `origin`
+    /// is the capture's first arrival, for relative times.
+    pub fn render(&self, origin: u64) -> String {
+        let mut s = format!(
+            "{}  {:>15}  {}",
+            iso(self.time),
+            rel(self.time, origin),
+            describe(self, origin)
+        );
+        if let Some(l) = self.line {
+            let _ = write!(s, ", line {l}");
+        }
+        if self.changed() {
+            let _ = write!(s, "   {} -> {}", self.before, self.after);
+        } else {
+            let _ = write!(s, "   {} (unchanged)", self.after);
+        }
+        s
+    }
+}
+
+impl Forensics {
+    /// The `--explain` text: a header line (`# …`), then one event per
+    /// line: every event that changed the target's verdict, and with `all`
+    /// also those that did not but explain it (gaps on a full feed,
+    /// snapshots, heartbeat gaps, invalid prices, …). A symbol never seen
+    /// gets one line saying so.
+    pub fn explanation(&self, all: bool) -> String {
+        let Some((feed, symbol)) = self.target else {
+            return String::new();
+        };
+        let f = &self.feeds[feed as usize];
+        let Some(events) = self.events() else {
+            return format!(
+                "{} {symbol}: never seen in this capture: every check answers no_quote\n",
+                f.config.name
+            );
+        };
+        let origin = self.origin.unwrap_or(0);
+        let mut out = self.header(feed, symbol);
+        for e in events.iter().filter(|e| all || e.changed()) {
+            out.push_str(&e.render(origin));
+            out.push('\n');
+        }
+        out
+    }
+
+    fn header(&self, feed: u16, symbol: Symbol) -> String {
+        let f = &self.feeds[feed as usize];
+        let th = self
+            .index
+            .get(&(feed, symbol))
+            .map_or(f.config.thresholds_for(symbol), |&i| self.trackers[i].th);
+        let kind = match f.config.kind {
+            FeedKind::Full => "full",
+            FeedKind::Delta => "delta",
+        };
+        let offset = match f.config.offset {
+            crate::clock::OffsetMode::Fixed(v) => format!("fixed {}", dur(v as i128)),
+            crate::clock::OffsetMode::Auto { window_ns } => {
+                format!("auto over {}", dur(window_ns as i128))
+            }
+        };
+        format!(
+            "# {} {symbol}: {kind} feed, stale after {} of silence, stale_at_source after {} of source age, clock offset {offset}; times from the capture's first datagram at {}\n",
+            f.config.name,
+            dur(th.stale_ns as i128),
+            dur(th.source_ns as i128),
+            iso(self.origin.unwrap_or(0)),
+        )
+    }
+
+    /// The `--at` text: the verdict at `time` (the replay's own answer,
+    /// `answer`), the event that set each reason (or, when ok, the event
+    /// since which it is ok), and the state in force.
+    pub fn answer_at(&self, time: u64, answer: Reasons) -> String {
+        let Some((feed, symbol)) = self.target else {
+            return String::new();
+        };
+        let name = &self.feeds[feed as usize].config.name;
+        let origin = self.origin.unwrap_or(time);
+        let mut out = format!(
+            "{name} {symbol} at {} ({}): {answer}\n",
+            iso(time),
+            rel(time, origin).trim_start()
+        );
+        let events: Vec<&Event> = self
+            .events()
+            .unwrap_or(&[])
+            .iter()
+            .filter(|e| e.time <= time)
+            .collect();
+        let derived = events.last().map_or(Reasons::NO_QUOTE, |e| e.after);
+        let Some(last) = events.last() else {
+            let first = self
+                .index
+                .get(&(feed, symbol))
+                .map(|&i| self.trackers[i].first_seen);
+            match first {
+                Some(t) => {
+                    let _ = writeln!(
+                        out,
+                        "  no_quote: not seen yet (first seen at {}, {})",
+                        iso(t),
+                        rel(t, origin).trim_start()
+                    );
+                }
+                None => out.push_str("  no_quote: never seen in this capture\n"),
+            }
+            return out;
+        };
+        if answer.is_ok() {
+            if let Some(e) = events.iter().rev().find(|e| e.changed()) {
+                let _ = writeln!(out, "  ok since        {}", e.render(origin));
+                if !std::ptr::eq(*e, *last) {
+                    let _ = writeln!(out, "  latest event    {}", last.render(origin));
+                }
+            }
+        } else {
+            for (bit, reason) in Reasons::ORDER {
+                if !answer.contains(bit) {
+                    continue;
+                }
+                let cause = events
+                    .iter()
+                    .rev()
+                    .find(|e| e.after.contains(bit) && !e.before.contains(bit));
+                match cause {
+                    Some(e) => {
+                        let _ = writeln!(out, "  {reason:<15} {}", e.render(origin));
+                    }
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "  {reason:<15} since the symbol was first seen (no valid price stored yet); last event: {}",
+                            last.render(origin)
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(a) = &self.at_state {
+            out.push_str(&state_line(a, time, origin));
+        }
+        if derived != answer {
+            let _ = writeln!(
+                out,
+                "  note: the events imply {derived}, the replay answered {answer}"
+            );
+        }
+        out
+    }
+}
+
+fn describe(e: &Event, origin: u64) -> String {
+    let mut s = match e.cause {
+        Cause::Quote { seq, step } => match step {
+            Step::First => format!("first quote seq {seq}"),
+            Step::InOrder => format!("quote seq {seq}"),
+            Step::Gap { last, lost } => format!("gap: {} lost (seq {last} -> {seq})", ticks(lost)),
+            Step::Duplicate { last } => {
+                format!("duplicate quote seq {seq} (last seq {last}), ignored")
+            }
+        },
+        Cause::Heartbeat {
+            next_expected,
+            step,
+        } => match step {
+            BeatStep::First => format!(
+                "first heartbeat (next expected {next_expected}): sequence baseline, suspect, no price yet"
+            ),
+            BeatStep::Gap { last, lost } => format!(
+                "heartbeat reveals a gap: {} lost (last seq {last}, next expected {next_expected})",
+                ticks(lost)
+            ),
+            BeatStep::Alive => format!("heartbeat (next expected {next_expected})"),
+        },
+        Cause::Snapshot { seq, last } => match last {
+            None => format!("first snapshot seq {seq}"),
+            Some(l) if seq < l => format!("provider reset: seq {l} -> {seq} (snapshot)"),
+            Some(l) if seq > l => format!("snapshot seq {seq} (last seq {l})"),
+            Some(_) => format!("snapshot seq {seq}"),
+        },
+        Cause::Silence {
+            last_alive,
+            threshold_ns,
+        } => format!(
+            "silence: no tick nor gap-free heartbeat since {}, over the {} stale threshold",
+            rel(last_alive, origin),
+            dur(threshold_ns as i128)
+        ),
+        Cause::SourceAge {
+            source_time,
+            offset,
+            threshold_ns,
+        } => format!(
+            "source age: price made at {} (source time + clock offset {}) is now older than the {} source threshold",
+            rel_i(source_time as i128 + offset, origin),
+            dur(offset),
+            dur(threshold_ns as i128)
+        ),
+        Cause::Offset { from, to } => format!("clock offset {} -> {}", dur(from), dur(to)),
+        Cause::TableFull => "state table full: message for this new symbol dropped".to_string(),
+        Cause::Reconciled => "state differs from the handler's: adopted the handler's".to_string(),
+    };
+    for n in &e.notes {
+        s.push_str("; ");
+        match *n {
+            Note::NoSnapshotYet => s.push_str("delta feed: suspect until a snapshot"),
+            Note::FirstPrice { bid, ask } => {
+                let _ = write!(s, "first valid price (bid {bid}, ask {ask})");
+            }
+            Note::InvalidPrice { bid, ask } => {
+                let _ = write!(s, "invalid price (bid {bid}, ask {ask})");
+            }
+            Note::StillInvalid { bid, ask } => {
+                let _ = write!(s, "price still invalid (bid {bid}, ask {ask})");
+            }
+            Note::ValidAgain => s.push_str("valid price again"),
+            Note::RepairsSuspect => s.push_str("repairs suspect"),
+            Note::ClearsSuspect => s.push_str("full feed: clears suspect"),
+            Note::EndsSilence { silent_ns } => {
+                let _ = write!(s, "ends {} of silence", dur(silent_ns as i128));
+            }
+            Note::NotLiveness => s.push_str("not liveness"),
+            Note::SourceOld {
+                age_ns,
+                threshold_ns,
+            } => {
+                let _ = write!(
+                    s,
+                    "source time already {} old (threshold {})",
+                    dur(age_ns),
+                    dur(threshold_ns as i128)
+                );
+            }
+            Note::SourceFresh => s.push_str("fresh source time"),
+            Note::SourceAgeNow {
+                age_ns,
+                threshold_ns,
+            } => {
+                let _ = write!(
+                    s,
+                    "source age now {} (threshold {})",
+                    dur(age_ns),
+                    dur(threshold_ns as i128)
+                );
+            }
+        }
+    }
+    s
+}
+
+pub(super) fn ticks(n: u64) -> String {
+    if n == 1 {
+        "1 tick".to_string()
+    } else {
+        format!("{n} ticks")
+    }
+}
+
+fn state_line(a: &AtState, time: u64, origin: u64) -> String {
+    let Some(s) = a.state else {
+        return "  state: none (no message applied yet)\n".to_string();
+    };
+    let mut out = format!(
+        "  state: last seq {}, {} lost, {} duplicates, suspect {}, invalid {}",
+        s.seq.last_seq,
+        ticks(s.seq.ticks_lost),
+        s.seq.duplicates,
+        s.suspect,
+        s.invalid
+    );
+    if s.last_alive != 0 {
+        let _ = write!(
+            out,
+            ", last alive {} ({} before; stale after {})",
+            rel(s.last_alive, origin),
+            dur(time as i128 - s.last_alive as i128),
+            dur(a.th.stale_ns as i128)
+        );
+    }
+    match s.price {
+        Some(p) => {
+            let _ = write!(
+                out,
+                ", price bid {} ask {}, source age {} at clock offset {} (stale_at_source after {})",
+                p.bid,
+                p.ask,
+                dur(time as i128 - p.source_time as i128 - a.offset),
+                dur(a.offset),
+                dur(a.th.source_ns as i128)
+            );
+        }
+        None => out.push_str(", no valid price"),
+    }
+    out.push('\n');
+    out
+}
+
+/// `+1234.567890 ms` since `origin` (negative before it).
+pub(super) fn rel(t: u64, origin: u64) -> String {
+    rel_i(t as i128, origin)
+}
+
+fn rel_i(t: i128, origin: u64) -> String {
+    let d = t - origin as i128;
+    let sign = if d < 0 { '-' } else { '+' };
+    let d = d.unsigned_abs();
+    format!("{sign}{}.{:06} ms", d / 1_000_000, d % 1_000_000)
+}
+
+/// A duration in ms, as short as exact: `500 ms`, `120.03 ms`, `-40 ms`.
+pub(super) fn dur(ns: i128) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let n = ns.unsigned_abs();
+    let (ms, frac) = (n / 1_000_000, n % 1_000_000);
+    if frac == 0 {
+        format!("{sign}{ms} ms")
+    } else {
+        let f = format!("{frac:06}");
+        format!("{sign}{ms}.{} ms", f.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_relative_times() {
+        assert_eq!(dur(500_000_000), "500 ms");
+        assert_eq!(dur(120_030_000), "120.03 ms");
+        assert_eq!(dur(-40_000_000), "-40 ms");
+        assert_eq!(dur(1), "0.000001 ms");
+        assert_eq!(rel(1_234_567_890 + 7, 7), "+1234.567890 ms");
+        assert_eq!(rel(5, 7), "-0.000002 ms");
+    }
+}

@@ -1,0 +1,159 @@
+//! Replay forensics against the handler on random SQF streams: the state
+//! `--explain` derives from the rules' outcomes equals the handler's slot
+//! after every datagram (no `reconciled` event), and the verdict its events
+//! imply is the replay's answer at every check.
+
+use proptest::prelude::*;
+use std::io::Cursor;
+use std::net::SocketAddrV4;
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::capture::CaptureReader;
+use tickguard::config::Config;
+use tickguard::explain::{Cause, Forensics};
+use tickguard::protocol::sqf::PacketBuilder;
+use tickguard::replay::{replay_with, Check};
+use tickguard::symbol::Symbol;
+use tickguard::verdict::Reasons;
+
+const T0: u64 = 1_767_603_600_000_000_000;
+const US: u64 = 1_000;
+
+/// A delta feed with a fixed offset, a full feed with an `auto` one; short
+/// thresholds so that silence and source age cross them; a table smaller
+/// than the symbols so that some are dropped.
+const CONFIG: &str = r#"
+[state]
+capacity = 6
+
+[[feed]]
+name = "d"
+kind = "delta"
+lines = ["239.1.1.1:1000", "239.1.1.2:1000"]
+stale_threshold_ms = 2
+source_threshold_ms = 3
+clock_offset = 0
+
+[[feed]]
+name = "f"
+kind = "full"
+lines = ["239.1.1.3:1000"]
+stale_threshold_ms = 2
+source_threshold_ms = 3
+clock_offset = "auto"
+offset_window_ms = 4
+"#;
+
+const LINES: [&str; 3] = ["239.1.1.1:1000", "239.1.1.2:1000", "239.1.1.3:1000"];
+const SYMBOLS: [&str; 4] = ["A", "B", "C", "D"];
+
+/// One message: (kind 0..=3: quote, quote, heartbeat, snapshot; symbol;
+/// sequence; price choice; source delay in µs).
+type Msg = (u8, usize, u64, u8, u64);
+
+fn message() -> impl Strategy<Value = Msg> {
+    (
+        0u8..4,
+        0..SYMBOLS.len(),
+        prop_oneof![8 => 0u64..24, 1 => Just(u64::MAX), 1 => any::<u64>()],
+        0u8..6,
+        0u64..5000,
+    )
+}
+
+/// Packets: (µs since the previous one, line, messages).
+fn stream() -> impl Strategy<Value = Vec<(u64, usize, Vec<Msg>)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![1 => Just(0u64), 4 => 0u64..3000],
+            0..LINES.len(),
+            prop::collection::vec(message(), 1..4),
+        ),
+        1..40,
+    )
+}
+
+fn capture(stream: &[(u64, usize, Vec<Msg>)]) -> (Vec<u8>, Vec<u64>) {
+    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::Ethernet).unwrap();
+    let mut t = T0;
+    let mut times = vec![];
+    for (dt, line, msgs) in stream {
+        t += dt * US;
+        times.push(t);
+        let mut b = PacketBuilder::new(t);
+        for &(kind, s, seq, px, delay) in msgs {
+            let symbol = Symbol::parse(SYMBOLS[s]).unwrap();
+            let source = t.saturating_sub(delay * US);
+            let (bid, ask) = match px {
+                0 => (f64::NAN, 1.0),
+                1 => (2.0, 1.0),
+                2 => (0.0, 1.0),
+                _ => (1.0 + px as f64, 1.5 + px as f64),
+            };
+            match kind {
+                0 | 1 => b.quote(symbol, seq, source, bid, ask),
+                2 => b.heartbeat(symbol, seq),
+                _ => b.snapshot(symbol, seq, source, bid, ask),
+            };
+        }
+        w.write_udp(t, src, LINES[*line].parse().unwrap(), &b.finish())
+            .unwrap();
+    }
+    (w.finish().unwrap(), times)
+}
+
+fn reader(bytes: &[u8]) -> CaptureReader {
+    CaptureReader::from_reader("random", Box::new(Cursor::new(bytes.to_vec()))).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn explain_follows_the_handler_on_random_streams(stream in stream()) {
+        let config = Config::parse(CONFIG, "agree.toml").unwrap();
+        let (bytes, times) = capture(&stream);
+        let end = *times.last().unwrap();
+        // Around every arrival, and past the end where only time moves.
+        let mut at: Vec<u64> = times.iter().flat_map(|&t| [t - 1, t, t + 1]).collect();
+        at.extend((1..=12).map(|k| end + k * 500 * US));
+        for feed in ["d", "f"] {
+            let id = config.feed_id(feed).unwrap();
+            for name in SYMBOLS {
+                let symbol = Symbol::parse(name).unwrap();
+                let checks: Vec<Check> = at
+                    .iter()
+                    .map(|&time_ns| Check { time_ns, feed: feed.into(), symbol: name.into() })
+                    .collect();
+                let mut f = Forensics::new(&config.feeds, Some((id, symbol)), false, None);
+                let out = replay_with(&config, &mut reader(&bytes), &checks, |_| {}, &mut f);
+                prop_assert!(out.capture_error.is_none());
+                f.finish();
+                let events = f.events().unwrap_or(&[]);
+                let reconciled: Vec<_> = events
+                    .iter()
+                    .filter(|e| e.cause == Cause::Reconciled)
+                    .collect();
+                prop_assert!(
+                    reconciled.is_empty(),
+                    "{feed} {name}: explain's state left the handler's: {reconciled:#?}"
+                );
+                for (c, a) in checks.iter().zip(&out.answers) {
+                    let implied = events
+                        .iter()
+                        .rfind(|e| e.time <= c.time_ns)
+                        .map_or(Reasons::NO_QUOTE, |e| e.after);
+                    prop_assert_eq!(
+                        a.reasons,
+                        implied,
+                        "{} {} at {} µs",
+                        feed,
+                        name,
+                        (c.time_ns as i128 - T0 as i128) / 1000
+                    );
+                }
+            }
+        }
+    }
+}
