@@ -183,14 +183,17 @@ fn metrics_match_what_the_simulator_injected() {
         let text = scrape(http).unwrap_or_default();
         let a_pk = value(&text, r#"tickguard_packets_total{feed="lp1",line="A"}"#).unwrap_or(0.0);
         let b_pk = value(&text, r#"tickguard_packets_total{feed="lp1",line="B"}"#).unwrap_or(0.0);
+        let ticks_lost = value(&text, r#"tickguard_ticks_lost_total{feed="lp1"}"#);
         // The gauges of one monitor cycle are set one after another, so a
-        // scrape can fall between them: wait for the symbol gauges too.
-        if a_pk == sent(0) && b_pk == sent(1) && symbols(&text) >= 10.0 {
+        // scrape can fall between them: wait for the symbol gauges and the
+        // feed's lost ticks of the same cycle too.
+        if a_pk == sent(0) && b_pk == sent(1) && symbols(&text) >= 10.0 && ticks_lost == Some(lost)
+        {
             break text;
         }
         assert!(
             Instant::now() < deadline,
-            "packets A {a_pk}/{} B {b_pk}/{}",
+            "packets A {a_pk}/{} B {b_pk}/{}, ticks lost {ticks_lost:?}/{lost}",
             sent(0),
             sent(1)
         );
