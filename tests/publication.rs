@@ -470,3 +470,51 @@ fn check_trusts_the_named_owner() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("closed"), "{out}");
 }
+
+/// Another user cannot truncate a running publication (which would SIGBUS
+/// the writer and every reader): the file is the writer's, mode 0640, in a
+/// directory anyone may enter.
+#[test]
+fn another_user_cannot_truncate_the_publication() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to act as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let running = start(&cfg, &shm);
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let len = std::fs::metadata(&shm).unwrap().len();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "truncate",
+            "-s",
+            "0",
+        ])
+        .arg(&shm)
+        .output()
+        .expect("setpriv (util-linux)");
+    assert!(!out.status.success(), "truncate as uid 65534 succeeded");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&shm).unwrap().len(), len);
+    wait_ok(&shm, "EURUSD");
+    drop(running);
+}
