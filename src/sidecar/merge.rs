@@ -15,13 +15,32 @@
 //!
 //! - a line's horizon is the *latest* arrival it holds, not its last one, so
 //!   every datagram it holds is at or before its own horizon;
-//! - arrivals are clamped to `now` (nothing arrived after the clock read
-//!   that precedes the receive), and so is the horizon.
+//! - the horizon is at most `now`, the clock read before the receives: a
+//!   datagram stamped after it arrived during this cycle's receives, while
+//!   another line's earlier copy may still be on its way into the kernel, so
+//!   it waits for the next cycle — unless it is more than [`AHEAD_NS`] ahead,
+//!   which only a clock stepped back explains: then it counts as arriving
+//!   at `now`.
 //!
-//! Then the line with the lowest horizon can apply everything it holds:
-//! every cycle empties at least one line that holds datagrams, and a line is
-//! never starved by one datagram stamped later than its neighbours.
+//! Then the line with the lowest horizon can apply everything it holds
+//! stamped up to `now`: a line is never starved by one datagram stamped
+//! later than its neighbours, and nothing waits longer than [`AHEAD_NS`].
 //! Within a line, datagrams are applied in queue order.
+
+/// Furthest a kernel timestamp may be ahead of the receiver's clock before
+/// it counts as a clock step and the datagram as arriving at `now`, ns.
+pub(crate) const AHEAD_NS: u64 = 1_000_000;
+
+/// The arrival the merge orders by: `t`, or `now` when `t` is more than
+/// [`AHEAD_NS`] ahead of it.
+#[inline]
+fn key(t: u64, now: u64) -> u64 {
+    if t > now.saturating_add(AHEAD_NS) {
+        now
+    } else {
+        t
+    }
+}
 
 /// One line's received datagrams, as the merge sees them.
 pub(crate) trait Queue {
@@ -41,18 +60,19 @@ pub(crate) trait Queue {
 pub(crate) fn horizon<Q: Queue>(lines: &[Q], now: u64) -> u64 {
     lines
         .iter()
-        .fold(now, |h, line| h.min(line.complete_until(now)))
+        .fold(now, |h, line| h.min(key(line.complete_until(now), now)))
 }
 
 /// The line whose next datagram arrived first among those at or before
-/// `horizon` (the first line on a tie), and that datagram's arrival clamped
-/// to `now`; `None` when no line has one.
+/// `horizon` (the first line on a tie), and that datagram's arrival (`now`
+/// for one stamped more than [`AHEAD_NS`] ahead); `None` when no line has
+/// one.
 #[inline]
 pub(crate) fn pick<Q: Queue>(lines: &[Q], now: u64, horizon: u64) -> Option<(usize, u64)> {
     let mut pick: Option<(usize, u64)> = None;
     for (i, line) in lines.iter().enumerate() {
         if let Some(t) = line.next_arrival() {
-            let t = t.min(now);
+            let t = key(t, now);
             if t <= horizon && pick.is_none_or(|(_, best)| t < best) {
                 pick = Some((i, t));
             }
@@ -123,8 +143,8 @@ mod tests {
     /// Runs the receiver's cycle until every line is drained: per cycle the
     /// kernel queues `per_cycle` more datagrams on each line, then every
     /// line receives, then the merge applies. Returns the applied
-    /// (line, index, time) in order, or `None` if a cycle with datagrams
-    /// pending applied nothing for 3 cycles in a row.
+    /// (line, index, time) in order, or `None` if cycles with datagrams
+    /// pending applied nothing 8 times in a row.
     fn run(
         lines: &mut [TestLine],
         per_cycle: usize,
@@ -152,7 +172,7 @@ mod tests {
                 return Some(out);
             }
             idle = if out.len() == before { idle + 1 } else { 0 };
-            if idle >= 3 {
+            if idle >= 8 {
                 return None;
             }
         }
@@ -182,15 +202,34 @@ mod tests {
     }
 
     #[test]
-    fn arrivals_ahead_of_the_clock_are_applied_at_the_clock() {
+    fn arrivals_far_ahead_of_the_clock_are_applied_at_the_clock() {
         // The clock stepped back below every stamp: applied anyway, at `now`.
+        let far = 100 + AHEAD_NS + 1;
         let mut lines = [
-            TestLine::new(vec![500, 600], 8),
-            TestLine::new(vec![550], 8),
+            TestLine::new(vec![far, far + 100], 8),
+            TestLine::new(vec![far + 50], 8),
         ];
         let out = run(&mut lines, 2, |_| 100).expect("no stall");
         assert_eq!(out.len(), 3);
         assert!(out.iter().all(|o| o.2 == 100));
+    }
+
+    #[test]
+    fn a_datagram_stamped_after_the_clock_waits_for_the_other_line() {
+        // Cycle 0 (clock 100): line A holds its tick stamped 105, received
+        // after the clock was read; line B's copy of the earlier tick (102)
+        // reaches the kernel only after B's receive. A's 105 must wait, or
+        // B's 102 would come after it (a false gap on a full feed).
+        let mut lines = [TestLine::new(vec![105], 8), TestLine::new(vec![102], 8)];
+        lines[0].queued = 1;
+        lines[0].receive();
+        lines[1].receive();
+        let h = horizon(&lines, 100);
+        assert_eq!(pick(&lines, 100, h), None, "105 waits past clock 100");
+        lines[1].queued = 1;
+        lines[1].receive();
+        let h = horizon(&lines, 110);
+        assert_eq!(pick(&lines, 110, h), Some((1, 102)));
     }
 
     #[test]
@@ -223,7 +262,7 @@ mod tests {
             clock in 0u64..250,
         ) {
             let mut lines = [TestLine::new(a.clone(), cap_a), TestLine::new(b.clone(), cap_b)];
-            let out = run(&mut lines, per_cycle, |c| clock + c).expect("stalled");
+            let out = run(&mut lines, per_cycle, |c| clock + 50 * c).expect("stalled");
             prop_assert_eq!(out.len(), a.len() + b.len());
             for line in 0..2 {
                 let idx: Vec<usize> = out.iter().filter(|o| o.0 == line).map(|o| o.1).collect();
