@@ -508,6 +508,75 @@ pub fn replay(
     replay_with(config, capture, checks, progress, &mut ())
 }
 
+/// Checks waiting for their time: resolved once, answered in time order
+/// (ties in input order), each after everything that arrived at or before
+/// it and before anything later.
+struct Pending<'a> {
+    checks: &'a [Check],
+    resolved: Vec<(Option<u16>, Option<Symbol>)>,
+    /// Check indices by time.
+    order: Vec<usize>,
+    /// How many of `order` are answered.
+    next: usize,
+    answers: Vec<Answer>,
+}
+
+impl<'a> Pending<'a> {
+    fn new(config: &Config, checks: &'a [Check]) -> Pending<'a> {
+        let mut order: Vec<usize> = (0..checks.len()).collect();
+        order.sort_by_key(|&i| checks[i].time_ns);
+        Pending {
+            checks,
+            resolved: checks
+                .iter()
+                .map(|c| (config.feed_id(&c.feed), Symbol::parse(&c.symbol)))
+                .collect(),
+            order,
+            next: 0,
+            answers: vec![
+                Answer {
+                    reasons: Reasons::NO_QUOTE
+                };
+                checks.len()
+            ],
+        }
+    }
+
+    /// Answers every check earlier than `t` (ns, the input's clock).
+    #[inline]
+    fn answer_before(&mut self, handler: &mut Handler, t: u64) {
+        while let Some(&i) = self.order.get(self.next) {
+            if self.checks[i].time_ns >= t {
+                break;
+            }
+            self.answer(handler, i);
+            self.next += 1;
+        }
+    }
+
+    fn answer(&mut self, handler: &mut Handler, i: usize) {
+        let at = self.checks[i].time_ns;
+        let reasons = match self.resolved[i] {
+            (Some(feed), Some(symbol)) => {
+                handler.before_check(feed, at);
+                handler.verdict(feed, symbol, at)
+            }
+            _ => Reasons::NO_QUOTE,
+        };
+        self.answers[i] = Answer { reasons };
+    }
+
+    /// Answers the rest (after the input's end) and returns every answer,
+    /// in input order.
+    fn finish(mut self, handler: &mut Handler) -> Vec<Answer> {
+        while let Some(&i) = self.order.get(self.next) {
+            self.answer(handler, i);
+            self.next += 1;
+        }
+        self.answers
+    }
+}
+
 /// [`replay`], telling `observer` about every datagram.
 pub fn replay_with(
     config: &Config,
@@ -518,39 +587,12 @@ pub fn replay_with(
 ) -> Outcome {
     let mut handler = Handler::new(config);
     let router = Router::new(config);
-    // Resolve each check's feed and symbol once; order them by time, ties in input order.
-    let resolved: Vec<(Option<u16>, Option<Symbol>)> = checks
-        .iter()
-        .map(|c| (config.feed_id(&c.feed), Symbol::parse(&c.symbol)))
-        .collect();
-    let mut order: Vec<usize> = (0..checks.len()).collect();
-    order.sort_by_key(|&i| checks[i].time_ns);
-    let mut answers = vec![
-        Answer {
-            reasons: Reasons::NO_QUOTE
-        };
-        checks.len()
-    ];
-    let mut next = 0usize;
+    let mut pending = Pending::new(config, checks);
     let mut unrouted = 0u64;
     let mut seen = 0u64;
 
-    let answer = |handler: &mut Handler, i: usize| -> Answer {
-        let reasons = match resolved[i] {
-            (Some(feed), Some(symbol)) => {
-                handler.before_check(feed, checks[i].time_ns);
-                handler.verdict(feed, symbol, checks[i].time_ns)
-            }
-            _ => Reasons::NO_QUOTE,
-        };
-        Answer { reasons }
-    };
-
     let result = capture.for_each(|d: &Datagram<'_>| {
-        while next < order.len() && checks[order[next]].time_ns < d.time_ns {
-            answers[order[next]] = answer(&mut handler, order[next]);
-            next += 1;
-        }
+        pending.answer_before(&mut handler, d.time_ns);
         let route = router.route_line(d.dst);
         observer.before(&handler, route.map(|(feed, _)| feed), d);
         match route {
@@ -566,9 +608,7 @@ pub fn replay_with(
             progress(d.offset);
         }
     });
-    for &i in &order[next..] {
-        answers[i] = answer(&mut handler, i);
-    }
+    let answers = pending.finish(&mut handler);
     let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
     Outcome {
         answers,
@@ -606,29 +646,7 @@ pub fn replay_file(
     let mut file = BinFile::open(path).map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
     handler.start_file(id, date);
-    let resolved: Vec<(Option<u16>, Option<Symbol>)> = checks
-        .iter()
-        .map(|c| (config.feed_id(&c.feed), Symbol::parse(&c.symbol)))
-        .collect();
-    let mut order: Vec<usize> = (0..checks.len()).collect();
-    order.sort_by_key(|&i| checks[i].time_ns);
-    let mut answers = vec![
-        Answer {
-            reasons: Reasons::NO_QUOTE
-        };
-        checks.len()
-    ];
-    let mut next = 0usize;
-    let answer = |handler: &mut Handler, i: usize| -> Answer {
-        let reasons = match resolved[i] {
-            (Some(feed), Some(symbol)) => {
-                handler.before_check(feed, checks[i].time_ns);
-                handler.verdict(feed, symbol, checks[i].time_ns)
-            }
-            _ => Reasons::NO_QUOTE,
-        };
-        Answer { reasons }
-    };
+    let mut pending = Pending::new(&config, checks);
     let mut index = 0u64;
     let error = loop {
         let record = match file.next_record() {
@@ -640,10 +658,7 @@ pub fn replay_file(
         // validation changes no time.
         let time = handler.file_record_time(id, record);
         if let Some(t) = time {
-            while next < order.len() && checks[order[next]].time_ns < t {
-                answers[order[next]] = answer(&mut handler, order[next]);
-                next += 1;
-            }
+            pending.answer_before(&mut handler, t);
         }
         handler.on_file_record(id, index, record);
         index += 1;
@@ -651,9 +666,7 @@ pub fn replay_file(
             progress(file.offset());
         }
     };
-    for &i in &order[next..] {
-        answers[i] = answer(&mut handler, i);
-    }
+    let answers = pending.finish(&mut handler);
     let mut summary = summarize(&config, &handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (
         summary.itch.get_mut(feed),

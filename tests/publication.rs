@@ -31,6 +31,21 @@ fn free_port() -> u16 {
 }
 
 /// A scratch directory under /dev/shm (where publications live), removed on drop.
+/// True as root; otherwise says the test is skipped because it needs root
+/// `to` do something (and fails under CI, which runs as root).
+fn root(to: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
+        eprintln!("skipped: needs root to {to}");
+    }
+    root
+}
+
 fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("tickguard-pub-{}-", std::process::id()))
@@ -344,13 +359,7 @@ fn a_file_that_is_not_a_publication_is_never_replaced() {
 /// SIGBUS once the sidecar runs: a 1 MiB tmpfs in a private mount namespace.
 #[test]
 fn a_filesystem_too_small_is_a_clear_start_up_error() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to mount a tmpfs in a private mount namespace");
+    if !root("mount a tmpfs in a private mount namespace") {
         return;
     }
     let dir = scratch();
@@ -421,13 +430,7 @@ fn check_and_stat_exit_2_without_a_usable_publication() {
 /// another, by uid or name.
 #[test]
 fn check_trusts_the_named_owner() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to give a file to another user");
+    if !root("give a file to another user") {
         return;
     }
     let dir = scratch();
@@ -476,13 +479,7 @@ fn check_trusts_the_named_owner() {
 /// directory anyone may enter.
 #[test]
 fn another_user_cannot_truncate_the_publication() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to act as another user");
+    if !root("act as another user") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
