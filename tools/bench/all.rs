@@ -96,6 +96,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "check_latency": row(&["check-latency"])?,
         "memory": row(&["memory"])?,
         "soak": row(&["soak", "--seconds", &soak])?,
+        "itch_apply": row(&["itch-apply"])?,
         "itch_binfile": row(&["itch-binfile"])?,
         "itch_capture": row(&["itch-capture"])?,
         "itch_memory": row(&["itch-memory"])?,
@@ -215,6 +216,17 @@ fn itch_rows(r: &Value, t: &mut String) {
         t.push_str(&format!(
             "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s | {} messages/s only walking the records | {:.2} | ≥ 30 M/s ({}) |\n",
             b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), rate(&b["walk_messages_per_s"]), b["ratio"].as_f64().unwrap_or(0.0), met(b)
+        ));
+    }
+    for d in r["itch_apply"]["per_message"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        t.push_str(&format!(
+            "| ITCH decode + apply with books, {} stocks | {} ns/message | | | |\n",
+            d["stocks"],
+            ns(&d["decode_apply_ns"])
         ));
     }
     let c = &r["itch_capture"];
