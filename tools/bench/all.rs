@@ -96,6 +96,10 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "check_latency": row(&["check-latency"])?,
         "memory": row(&["memory"])?,
         "soak": row(&["soak", "--seconds", &soak])?,
+        "itch_apply": row(&["itch-apply"])?,
+        "itch_binfile": row(&["itch-binfile"])?,
+        "itch_capture": row(&["itch-capture"])?,
+        "itch_memory": row(&["itch-memory"])?,
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
@@ -194,5 +198,52 @@ pub fn table(r: &Value) -> String {
         s["rss_growth_max_minus_5s_bytes"].as_u64().unwrap_or(0) / 1024,
         s["kernel_drops"], s["packets_equal_datagrams_sent"], s["ticks_lost_equal"],
     ));
+    itch_rows(r, &mut t);
     t
+}
+
+/// The ITCH rows, when the JSON has them.
+fn itch_rows(r: &Value, t: &mut String) {
+    let met = |v: &Value| {
+        if v["target_met"] == true {
+            "met"
+        } else {
+            "missed"
+        }
+    };
+    let b = &r["itch_binfile"];
+    if b.is_object() {
+        t.push_str(&format!(
+            "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s | {} messages/s only walking the records | {:.2} | ≥ 30 M/s ({}) |\n",
+            b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), rate(&b["walk_messages_per_s"]), b["ratio"].as_f64().unwrap_or(0.0), met(b)
+        ));
+    }
+    for d in r["itch_apply"]["per_message"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        t.push_str(&format!(
+            "| ITCH decode + apply with books, {} stocks | {} ns/message | | | |\n",
+            d["stocks"],
+            ns(&d["decode_apply_ns"])
+        ));
+    }
+    let c = &r["itch_capture"];
+    if c.is_object() {
+        t.push_str(&format!(
+            "| ITCH MoldUDP64 capture replay ({} messages, {} stocks, 2 lines, {}–{} messages/packet) | {} messages/s end to end | {} messages/s only reading the capture | {:.2} | ≥ 20 M/s ({}) |\n",
+            c["messages"], c["stocks"], c["messages_per_packet"][0], c["messages_per_packet"][1],
+            rate(&c["replay_messages_per_s"]), rate(&c["floor_messages_per_s"]), c["ratio"].as_f64().unwrap_or(0.0), met(c)
+        ));
+    }
+    let m = &r["itch_memory"];
+    if m.is_object() {
+        t.push_str(&format!(
+            "| ITCH memory after the BinaryFILE replay ({} messages, {} stocks) | {:.1} MB max RSS, {} live orders ({:.0} B/order of RSS) | books: 24-byte slots ≤ 70% full = {:.0}–{:.0} B/order | | |\n",
+            m["messages"], m["stocks"], m["max_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6, m["live_orders_at_end"],
+            m["max_rss_bytes_per_live_order"].as_f64().unwrap_or(0.0),
+            m["book_bytes_per_live_order_min"].as_f64().unwrap_or(0.0), m["book_bytes_per_live_order_max"].as_f64().unwrap_or(0.0)
+        ));
+    }
 }

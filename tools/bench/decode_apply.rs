@@ -15,17 +15,23 @@ pub struct Args {
 
 /// Median ns per message of one benchmark (each iteration is 1,000,000 messages).
 fn median_ns(dir: &Path, bench: &str, symbols: u32) -> anyhow::Result<f64> {
+    group_median_ns(dir, "per_1M_messages", bench, symbols)
+}
+
+/// [`median_ns`] in criterion group `group`.
+pub(crate) fn group_median_ns(
+    dir: &Path,
+    group: &str,
+    bench: &str,
+    symbols: u32,
+) -> anyhow::Result<f64> {
     let path = dir
-        .join("per_1M_messages")
+        .join(group)
         .join(bench)
         .join(symbols.to_string())
         .join("new/estimates.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {e} (run `cargo bench --bench decode_apply` first)",
-            path.display()
-        )
-    })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e} (run `cargo bench` first)", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)?;
     let ns_per_iter = v["median"]["point_estimate"]
         .as_f64()

@@ -11,6 +11,10 @@ mod all;
 mod check_latency;
 mod decode_apply;
 mod harness;
+mod itch_apply;
+mod itch_binfile;
+mod itch_capture;
+mod itch_memory;
 mod live;
 mod memory;
 mod replay_throughput;
@@ -41,6 +45,14 @@ enum Row {
     CheckLatency(check_latency::LatencyArgs),
     /// Resident memory of the sidecar with 100,000 symbols in its table.
     Memory(memory::MemoryArgs),
+    /// ITCH decode + apply ns/message from the itch_apply criterion bench.
+    ItchApply(itch_apply::Args),
+    /// ITCH BinaryFILE day replayed with order books, against walking its records.
+    ItchBinfile(itch_binfile::Args),
+    /// ITCH MoldUDP64 capture (two lines) replayed, against reading the capture.
+    ItchCapture(itch_capture::Args),
+    /// Peak RSS and live orders at the end of the ITCH BinaryFILE replay.
+    ItchMemory(itch_binfile::Args),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
     Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
@@ -62,6 +74,10 @@ fn main() -> anyhow::Result<()> {
         Row::CheckLatency(a) => check_latency::latency(&a)?,
         Row::Memory(a) => memory::memory(&a)?,
         Row::Soak(a) => soak::soak(&a)?,
+        Row::ItchApply(a) => itch_apply::run(&a)?,
+        Row::ItchBinfile(a) => itch_binfile::run(&a)?,
+        Row::ItchCapture(a) => itch_capture::run(&a)?,
+        Row::ItchMemory(a) => itch_memory::run(&a)?,
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,

@@ -87,7 +87,7 @@ fn config(dir: &Path, symbols: usize) -> anyhow::Result<PathBuf> {
 }
 
 /// Reads every datagram and touches its payload: what any replay must do.
-fn ceiling(path: &Path) -> anyhow::Result<(f64, u64)> {
+pub(crate) fn ceiling(path: &Path) -> anyhow::Result<(f64, u64)> {
     let start = Instant::now();
     let mut reader = CaptureReader::open(path)?;
     let mut sum = 0u64;

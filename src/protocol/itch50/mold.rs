@@ -271,6 +271,11 @@ impl PacketBuilder {
         self
     }
 
+    /// Message blocks so far.
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+
     /// Bytes so far, header included.
     pub fn len(&self) -> usize {
         self.buf.len()

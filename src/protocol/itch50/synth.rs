@@ -576,6 +576,40 @@ pub fn synthetic_day<W: Write>(out: W, messages: u64, stocks: usize, seed: u64) 
     Ok(n)
 }
 
+/// Packs the records of BinaryFILE `day` into MoldUDP64 data packets of
+/// `min..=max` messages each (sizes drawn with `seed`; 1 ≤ `min` ≤ `max`),
+/// sequences from 1 in `session`, and hands each to `f` with the timestamp
+/// of its last message (ns since midnight). Returns the messages packed.
+pub fn mold_packets<R: io::Read>(
+    day: R,
+    session: super::Session,
+    (min, max): (usize, usize),
+    seed: u64,
+    mut f: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut file = super::binfile::BinFile::new(day);
+    let mut rng = Rng(seed);
+    let min = min.max(1);
+    let span = (max.max(min) - min + 1) as u64;
+    let mut size = || min + rng.below(span) as usize;
+    let mut packet = super::PacketBuilder::new(session, 1);
+    let (mut n, mut target, mut last) = (0u64, size(), 0u64);
+    while let Some((_, record)) = file.next_record().map_err(io::Error::other)? {
+        last = super::Message::new(record).timestamp().unwrap_or(last);
+        packet.message(record);
+        n += 1;
+        if usize::from(packet.count()) == target {
+            let full = std::mem::replace(&mut packet, super::PacketBuilder::new(session, n + 1));
+            f(last, &full.finish())?;
+            target = size();
+        }
+    }
+    if !packet.is_empty() {
+        f(last, &packet.finish())?;
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::binfile::BinFile;
@@ -688,5 +722,32 @@ mod tests {
         let low = (0..10_000).filter(|_| z.sample(&mut rng) < 10).count();
         // H(10)/H(100) ≈ 0.56.
         assert!((5_000..6_200).contains(&low), "{low}");
+    }
+
+    #[test]
+    fn mold_packets_carry_the_day_in_order() {
+        let mut day = Vec::new();
+        let n = synthetic_day(&mut day, 3_000, 50, 9).unwrap();
+        let session = super::super::Session(*b"BENCH00001");
+        let mut next = 1u64;
+        let (mut blocks, mut sizes) = (Vec::new(), Vec::new());
+        let packed = mold_packets(Cursor::new(&day), session, (10, 30), 4, |_, p| {
+            let p = super::super::Packet::new_checked(p).unwrap();
+            assert_eq!(p.sequence(), next);
+            next += u64::from(p.count());
+            sizes.push(p.count());
+            blocks.extend(p.messages().map(|(_, m)| m.bytes().to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((packed, next - 1), (n, n));
+        let last = sizes.pop().unwrap();
+        assert!((1..=30).contains(&last));
+        assert!(sizes.iter().all(|c| (10..=30).contains(c)));
+        assert!(sizes.iter().any(|&c| c != sizes[0]), "sizes vary");
+        let mut r = BinFile::new(Cursor::new(day));
+        for b in &blocks {
+            assert_eq!(r.next_record().unwrap().unwrap().1, b.as_slice());
+        }
     }
 }

@@ -1,0 +1,111 @@
+//! The `itch-binfile` row: messages/s of replaying a synthetic Nasdaq
+//! BinaryFILE day with full order books (`replay_file`), against the floor
+//! of only walking its records with the same `BinFile` reader, both from
+//! the page cache, in one run.
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tickguard::config::Config;
+use tickguard::protocol::itch50::binfile::BinFile;
+use tickguard::protocol::itch50::synth::synthetic_day;
+use tickguard::replay::ItchFeedSummary;
+
+/// Flags shared by `itch-binfile` and `itch-memory`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Messages in the synthetic day.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub messages: u64,
+    /// Stocks in its directory (1 to 65,535).
+    #[arg(long, default_value_t = 8_000)]
+    pub stocks: usize,
+}
+
+/// The one itch50 feed the ITCH rows replay into.
+pub const CONFIG: &str =
+    "[state]\ncapacity = 65536\n[[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\n\
+    lines = [\"239.2.1.1:26477\", \"239.2.1.2:26477\"]\nstale_threshold_ms = 1500\n\
+    source_threshold_ms = 2000\nclock_offset = 0\n";
+
+/// The session date of the synthetic day.
+pub const DATE: jiff::civil::Date = jiff::civil::date(2026, 1, 5);
+
+/// Seed of the synthetic day.
+pub const SEED: u64 = 20_260_105;
+
+/// Writes the synthetic day to `path`; returns its record count.
+pub fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
+    let file = std::fs::File::create(path)?;
+    Ok(synthetic_day(file, a.messages, a.stocks, SEED)?)
+}
+
+/// Reads every record and touches its type byte: what any replay must do.
+fn walk(path: &Path) -> anyhow::Result<(f64, u64)> {
+    let start = Instant::now();
+    let mut file = BinFile::open(path)?;
+    let (mut n, mut sum) = (0u64, 0u64);
+    while let Some((_, record)) = file.next_record()? {
+        sum = sum.wrapping_add(u64::from(record.first().copied().unwrap_or(0)));
+        n += 1;
+    }
+    std::hint::black_box(sum);
+    Ok((start.elapsed().as_secs_f64(), n))
+}
+
+/// The full replay with books; returns its seconds and the feed's summary.
+pub fn replay(path: &Path) -> anyhow::Result<(f64, ItchFeedSummary)> {
+    let config = Config::parse(CONFIG, "itch-bench")?;
+    let start = Instant::now();
+    let outcome = tickguard::replay::replay_file(&config, "nasdaq", DATE, path, &[], |_| {})
+        .map_err(anyhow::Error::msg)?;
+    let secs = start.elapsed().as_secs_f64();
+    anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
+    let mut itch = outcome.summary.itch;
+    let feed = itch
+        .remove("nasdaq")
+        .context("no itch50 feed in the summary")?;
+    Ok((secs, feed))
+}
+
+/// Live orders at the end of a replay: the sum over the feed's symbols.
+pub fn live_orders(feed: &ItchFeedSummary) -> u64 {
+    feed.symbols.values().map(|s| s.orders).sum()
+}
+
+/// A temporary directory holding the generated day.
+pub fn day(a: &Args) -> anyhow::Result<(tempfile::TempDir, PathBuf, u64)> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("day.itch");
+    let n = generate(&path, a)?;
+    Ok((dir, path, n))
+}
+
+/// Runs the row.
+pub fn run(a: &Args) -> anyhow::Result<Value> {
+    let (_dir, path, messages) = day(a)?;
+    let bytes = std::fs::metadata(&path)?.len();
+    let (walk_s, walked) = walk(&path)?;
+    anyhow::ensure!(walked == messages, "walked {walked} of {messages} records");
+    let (replay_s, feed) = replay(&path)?;
+    let invalid = feed.invalid_records.unwrap_or(0);
+    anyhow::ensure!(invalid == 0, "{invalid} records failed validation");
+    let rate = |secs: f64| messages as f64 / secs;
+    let target = 30_000_000u64;
+    Ok(json!({
+        "row": "itch_binfile",
+        "messages": messages,
+        "stocks": a.stocks,
+        "file_bytes": bytes,
+        "walk_seconds": walk_s,
+        "replay_seconds": replay_s,
+        "walk_messages_per_s": rate(walk_s),
+        "replay_messages_per_s": rate(replay_s),
+        "ratio": walk_s / replay_s,
+        "live_orders_at_end": live_orders(&feed),
+        "unknown_orders": feed.unknown_orders,
+        "target_messages_per_s": target,
+        "target_met": rate(replay_s) >= target as f64,
+    }))
+}

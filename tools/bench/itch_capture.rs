@@ -1,0 +1,113 @@
+//! The `itch-capture` row: messages/s of replaying a MoldUDP64 capture of a
+//! synthetic ITCH day (two lines, both carrying every packet) through
+//! `replay`, against the floor of only reading the same capture with the
+//! same reader, both from the page cache, in one run.
+
+use crate::itch_binfile::{self, CONFIG, DATE, SEED};
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::net::SocketAddrV4;
+use std::path::Path;
+use std::time::Instant;
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::capture::CaptureReader;
+use tickguard::config::Config;
+use tickguard::protocol::itch50::synth::mold_packets;
+use tickguard::protocol::itch50::Session;
+
+/// Flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Messages in the synthetic day.
+    #[arg(long, default_value_t = 5_000_000)]
+    messages: u64,
+    /// Stocks in its directory (1 to 65,535).
+    #[arg(long, default_value_t = 8_000)]
+    stocks: usize,
+}
+
+/// Fewest and most messages per packet.
+const PER_PACKET: (usize, usize) = (10, 30);
+
+/// Line B's copy of a packet arrives this long after line A's, ns.
+const LINE_B_LAG_NS: u64 = 20_000;
+
+/// Writes the capture of the day at `day`; returns (messages, packets per line).
+fn generate(day: &Path, capture: &Path, config: &Config) -> anyhow::Result<(u64, u64)> {
+    let midnight = DATE.in_tz("America/New_York")?.timestamp().as_nanosecond();
+    let midnight = u64::try_from(midnight)?;
+    let lines = &config.feeds[0].lines;
+    let src: SocketAddrV4 = "10.0.0.1:4000".parse()?;
+    let out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(capture)?);
+    let mut w = CaptureWriter::new(out, Format::PcapNanos, Link::Ethernet)?;
+    let input = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(day)?);
+    let (mut packets, mut last) = (0u64, 0u64);
+    let session = Session(*b"20260105BN");
+    let messages = mold_packets(input, session, PER_PACKET, SEED, |ts, p| {
+        // Keep capture time monotonic (the synthetic day jitters within a step).
+        last = last.max(midnight + ts);
+        w.write_udp(last, src, lines[0], p)?;
+        w.write_udp(last + LINE_B_LAG_NS, src, lines[1], p)?;
+        packets += 1;
+        Ok(())
+    })?;
+    w.finish()?;
+    Ok((messages, packets))
+}
+
+/// Runs the row.
+pub fn run(a: &Args) -> anyhow::Result<Value> {
+    let (dir, day, _) = itch_binfile::day(&itch_binfile::Args {
+        messages: a.messages,
+        stocks: a.stocks,
+    })?;
+    let config = Config::parse(CONFIG, "itch-bench")?;
+    let capture = dir.path().join("day.pcap");
+    let (messages, packets) = generate(&day, &capture, &config)?;
+    std::fs::remove_file(&day)?;
+    let bytes = std::fs::metadata(&capture)?.len();
+    let (floor_s, datagrams) = crate::replay_throughput::ceiling(&capture)?;
+    anyhow::ensure!(
+        datagrams == 2 * packets,
+        "read {datagrams} of {} datagrams",
+        2 * packets
+    );
+    let mut reader = CaptureReader::open(&capture)?;
+    let start = Instant::now();
+    let outcome = tickguard::replay::replay(&config, &mut reader, &[], |_| {});
+    let replay_s = start.elapsed().as_secs_f64();
+    anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
+    let feed = outcome
+        .summary
+        .itch
+        .get("nasdaq")
+        .context("no itch50 feed in the summary")?;
+    anyhow::ensure!(
+        feed.next == Some(messages + 1) && feed.ticks_lost == 0 && feed.rejected == 0,
+        "replay did not apply the whole day: next {:?}, lost {}, rejected {}",
+        feed.next,
+        feed.ticks_lost,
+        feed.rejected
+    );
+    let rate = |secs: f64| messages as f64 / secs;
+    let target = 20_000_000u64;
+    Ok(json!({
+        "row": "itch_capture",
+        "messages": messages,
+        "stocks": a.stocks,
+        "packets_per_line": packets,
+        "datagrams": datagrams,
+        "messages_per_packet": [PER_PACKET.0, PER_PACKET.1],
+        "capture_bytes": bytes,
+        "floor_seconds": floor_s,
+        "replay_seconds": replay_s,
+        "floor_messages_per_s": rate(floor_s),
+        "replay_messages_per_s": rate(replay_s),
+        "ratio": floor_s / replay_s,
+        "duplicates": feed.duplicates,
+        "live_orders_at_end": itch_binfile::live_orders(feed),
+        "target_messages_per_s": target,
+        "target_met": rate(replay_s) >= target as f64,
+    }))
+}
