@@ -706,7 +706,7 @@ fn c_slot_reads_are_not_torn() {
 int main(int argc, char **argv) {
     tg_reader r;
     tg_handle h;
-    uint64_t w[TG_S_USED], base, last = 0, reads = 0, changes = 0, deadline;
+    uint64_t w[TG_S_USED], base, last = 0, reads = 0, changes = 0, busy = 0, deadline;
     (void)argc;
     base = strtoull(argv[2], NULL, 10);
     deadline = tg_now_ns() + 3000000000ull;
@@ -715,7 +715,9 @@ int main(int argc, char **argv) {
     while (changes < 5000 && tg_now_ns() < deadline) {
         uint64_t seq, want_bid, want_ask;
         double bid, ask;
-        if (tg__read_slot(&r, h.slot, w) != 0) return 4;
+        /* Gave up on a slot left odd too long (the writer preempted mid-write
+           on a loaded machine): the fail-closed path, not a torn read. */
+        if (tg__read_slot(&r, h.slot, w) != 0) { busy++; continue; }
         seq = w[3];
         bid = (double)seq;
         ask = (double)(seq + 1);
@@ -730,7 +732,7 @@ int main(int argc, char **argv) {
         last = seq;
         reads++;
     }
-    printf("%" PRIu64 " %" PRIu64 "\n", reads, changes);
+    printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", reads, changes, busy);
     tg_close(&r);
     return 0;
 }
@@ -804,7 +806,7 @@ int main(int argc, char **argv) {
     assert_eq!(status.code(), Some(0), "C reader: {out}");
     let counts: Vec<u64> = out.split_whitespace().map(|n| n.parse().unwrap()).collect();
     assert!(
-        counts.len() == 2 && counts[1] >= 100,
+        counts.len() == 3 && counts[1] >= 100,
         "the reader saw the writer at work: {out} (writer reached {seq})"
     );
     eprintln!("torn: reads, changes seen = {out}");
