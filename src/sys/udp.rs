@@ -162,11 +162,11 @@ pub struct Batch {
     hdrs: Box<[libc::mmsghdr]>,
     metas: Box<[Meta]>,
     len: usize,
-    /// Arrival time given to datagrams the kernel did not timestamp: the
-    /// caller's clock at the last receive, ns since the Unix epoch.
-    fallback_ns: u64,
-    /// Latest arrival time in the last receive, ns since the Unix epoch.
-    max_arrival_ns: u64,
+    /// Arrival of each datagram of the last receive, made non-decreasing
+    /// in queue order across receives (see [`arrival_ns`](Self::arrival_ns)).
+    arrivals: Box<[u64]>,
+    /// The latest arrival handed out so far, ns since the Unix epoch.
+    last_arrival_ns: u64,
     /// The socket's cumulative drop count as the last receive reported it.
     drops: Option<u32>,
 }
@@ -208,8 +208,8 @@ impl Batch {
             hdrs,
             metas: vec![Meta::default(); n].into_boxed_slice(),
             len: 0,
-            fallback_ns: 0,
-            max_arrival_ns: 0,
+            arrivals: vec![0; n].into_boxed_slice(),
+            last_arrival_ns: 0,
             drops: None,
         }
     }
@@ -220,7 +220,6 @@ impl Batch {
     /// the arrival time of datagrams the kernel did not timestamp.
     #[inline]
     pub fn recv(&mut self, socket: &LineSocket, now_ns: u64) -> io::Result<usize> {
-        self.fallback_ns = now_ns;
         for h in self.hdrs.iter_mut() {
             // The kernel overwrites these on every call: reset them.
             h.msg_hdr.msg_controllen = CMSG_SPACE;
@@ -247,10 +246,11 @@ impl Batch {
             };
         }
         let n = n as usize;
-        let mut max_arrival = 0;
+        let mut arrival = self.last_arrival_ns;
         for i in 0..n {
             let m = parse_meta(&self.hdrs[i]);
-            max_arrival = max_arrival.max(m.time_ns.unwrap_or(now_ns));
+            arrival = arrival.max(m.time_ns.unwrap_or(now_ns));
+            self.arrivals[i] = arrival;
             // The count is cumulative and the same or higher on later
             // datagrams (modulo 2^32): the last one reported is the latest.
             if m.drops.is_some() {
@@ -258,24 +258,27 @@ impl Batch {
             }
             self.metas[i] = m;
         }
-        self.max_arrival_ns = max_arrival;
+        self.last_arrival_ns = arrival;
         self.len = n;
         Ok(n)
     }
 
-    /// Arrival time of datagram `i` of the last receive: the kernel's
-    /// timestamp, or the clock passed to [`recv`](Self::recv) when there is
-    /// none. ns since the Unix epoch.
+    /// Arrival time of datagram `i` of the last receive, ns since the Unix
+    /// epoch: the kernel's timestamp (or, without one, the clock passed to
+    /// [`recv`](Self::recv)), raised to the latest arrival before it on
+    /// this socket. Kernel timestamps of one socket are not always in queue
+    /// order (each is taken on the CPU that received the packet); raised,
+    /// they are, so the last datagram in hand is the latest and everything
+    /// still queued in the kernel arrives at or after it.
     #[inline]
     pub fn arrival_ns(&self, i: usize) -> Option<u64> {
-        (i < self.len).then(|| self.metas[i].time_ns.unwrap_or(self.fallback_ns))
+        (i < self.len).then(|| self.arrivals[i])
     }
 
-    /// The latest [`arrival_ns`](Self::arrival_ns) of the last receive (0
-    /// when it took nothing). Kernel timestamps of one socket are not always
-    /// in queue order, so this is not always the last datagram's.
+    /// The latest [`arrival_ns`](Self::arrival_ns) so far: the last
+    /// datagram's of the last receive that took any.
     pub fn max_arrival_ns(&self) -> u64 {
-        self.max_arrival_ns
+        self.last_arrival_ns
     }
 
     /// The socket's cumulative drop count (SO_RXQ_OVFL, wrapping at 2^32)
