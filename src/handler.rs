@@ -84,6 +84,8 @@ pub struct Feed {
     pub counters: FeedCounters,
     /// Arrival time of the last rejected-packet log line, ns.
     last_reject_log: Option<u64>,
+    /// Arrival time of the last A/B mismatch logged (ITCH), ns.
+    last_mismatch_log: Option<u64>,
     /// Rejections not logged since the last line.
     reject_log_held: u64,
     /// The packets rejected in a row up to now.
@@ -247,6 +249,7 @@ impl Handler {
                     clock: OffsetEstimator::new(f.offset, offset_queue),
                     counters: FeedCounters::default(),
                     last_reject_log: None,
+                    last_mismatch_log: None,
                     reject_log_held: 0,
                     run: RejectRun::default(),
                     engine: Engine::new(f, offset_queue),
@@ -305,7 +308,7 @@ impl Handler {
         };
         f.counters.packets += 1;
         if let Engine::Itch50(_) = f.engine {
-            return f.on_itch(payload, t);
+            return f.on_itch(line, payload, t);
         }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
@@ -417,6 +420,28 @@ impl Handler {
             }
         }
         Ok(())
+    }
+
+    /// Messages in `payload`, a datagram of `feed` the handler accepted
+    /// (for per-line counters); 0 for an unknown feed.
+    pub fn messages_in(&self, feed: u16, payload: &[u8]) -> u64 {
+        match self.feeds.get(feed as usize).map(|f| &f.engine) {
+            Some(Engine::Sqf) => crate::protocol::sqf::wire::message_count(payload) as u64,
+            Some(Engine::Itch50(_)) => itch50::mold::message_count(payload) as u64,
+            None => 0,
+        }
+    }
+
+    /// Once per receive cycle at local time `now` (ns since the Unix
+    /// epoch): exchange feeds give up the gaps whose deadline is strictly
+    /// before it, as before a check (spec itch50 §3.2). SQF feeds have
+    /// nothing to do.
+    pub fn upkeep(&mut self, now: u64) {
+        for id in 0..self.feeds.len() {
+            if let Engine::Itch50(_) = self.feeds[id].engine {
+                self.before_check(id as u16, now);
+            }
+        }
     }
 
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the
@@ -655,16 +680,41 @@ impl Feed {
 
     /// One datagram of an ITCH feed (its packet already counted).
     #[cold]
-    fn on_itch(&mut self, payload: &[u8], t: u64) -> Result<(), Rejected> {
+    fn on_itch(&mut self, line: usize, payload: &[u8], t: u64) -> Result<(), Rejected> {
         let Engine::Itch50(it) = &mut self.engine else {
             return Ok(());
         };
-        let result = it.on_datagram(payload, t).map(|_| ());
+        let result = it.on_datagram_line(payload, line, t).map(|(_, mismatch)| {
+            if mismatch {
+                self.line_mismatch(t);
+            }
+        });
+        let Engine::Itch50(it) = &mut self.engine else {
+            return Ok(());
+        };
         copy_itch_counters(it, &mut self.counters);
         result.map_err(|r| {
             self.on_reject(r.into(), t);
             r.into()
         })
+    }
+
+    /// Logs (at most once per interval) that line A's and line B's copies
+    /// of a packet differed; the feed counts them.
+    #[cold]
+    fn line_mismatch(&mut self, t: u64) {
+        let due = self
+            .last_mismatch_log
+            .is_none_or(|last| t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS || t < last);
+        if due {
+            let total = self.itch().map_or(0, |it| it.line_check().mismatches());
+            tracing::warn!(
+                feed = %self.config.name,
+                total,
+                "line A and line B carried different messages under the same sequence: the venue or the network corrupted one"
+            );
+            self.last_mismatch_log = Some(t);
+        }
     }
 
     /// Counts a rejected packet and logs at most once per interval, saying

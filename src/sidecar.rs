@@ -22,6 +22,7 @@ use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
+use crate::replay::RECOVERY_LINE;
 use crate::shm::{counter, FeedInfo, Publication, WriterLock};
 use crate::state::seqlock::SeqLock;
 use crate::state::StateTable;
@@ -170,7 +171,8 @@ pub struct SharedStats {
 
 struct Line {
     feed: u16,
-    /// 0 = line A, 1 = line B.
+    /// 0 = line A, 1 = line B, [`RECOVERY_LINE`] an ITCH feed's recovery
+    /// channel (answers to its re-requests).
     index: usize,
     socket: LineSocket,
     kernel_drops: u64,
@@ -186,6 +188,25 @@ struct Line {
     fresh: bool,
     /// The socket's cumulative drop count (SO_RXQ_OVFL) last seen.
     drops_seen: u32,
+}
+
+impl Line {
+    fn new(feed: u16, index: usize, socket: LineSocket, batch: usize) -> Line {
+        Line {
+            feed,
+            index,
+            socket,
+            kernel_drops: 0,
+            packets: 0,
+            messages: 0,
+            rejected: 0,
+            batch: Batch::new(batch),
+            received: 0,
+            next: 0,
+            fresh: true,
+            drops_seen: 0,
+        }
+    }
 }
 
 impl merge::Queue for Line {
@@ -258,17 +279,6 @@ impl Sidecar {
     /// file) as it was. Fails with a message naming the file or line that
     /// could not be set up.
     pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
-        if let Some(f) = config
-            .feeds
-            .iter()
-            .find(|f| f.protocol != crate::config::Protocol::Sqf)
-        {
-            anyhow::bail!(
-                "feed '{}': protocol {} is replayed (`tickguard replay`) but not yet received live",
-                f.name,
-                f.protocol.as_str()
-            );
-        }
         let sc = &config.sidecar;
         let shm = || format!("shared memory {}", sc.shm_path.display());
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
@@ -294,20 +304,24 @@ impl Sidecar {
                 if !i.timestamps {
                     tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
                 }
-                lines.push(Line {
-                    feed: id as u16,
-                    index: f.lines.iter().position(|l| *l == addr).unwrap_or(0),
+                lines.push(Line::new(
+                    id as u16,
+                    f.lines.iter().position(|l| *l == addr).unwrap_or(0),
                     socket,
-                    kernel_drops: 0,
-                    packets: 0,
-                    messages: 0,
-                    rejected: 0,
-                    batch: Batch::new(sc.batch),
-                    received: 0,
-                    next: 0,
-                    fresh: true,
-                    drops_seen: 0,
-                });
+                    sc.batch,
+                ));
+            }
+            if let Some(server) = f.itch.as_ref().and_then(|c| c.recovery) {
+                let listen = f.itch.as_ref().map_or(server, |c| c.recovery_listen);
+                let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
+                    .with_context(|| format!("feed '{}': recovery_listen {listen}", f.name))?;
+                tracing::info!(
+                    feed = %f.name,
+                    server = %server,
+                    listen = %socket.info.addr,
+                    "recovery channel open"
+                );
+                lines.push(Line::new(id as u16, RECOVERY_LINE, socket, sc.batch));
             }
         }
         let now = now_ns();
@@ -529,12 +543,14 @@ impl Sidecar {
                 .handler
                 .on_datagram_line(line.feed, line.index, payload, t)
             {
-                // Accepted: the count field is valid (bytes 4..6).
-                Ok(()) => line.messages += u16::from_le_bytes([payload[4], payload[5]]) as u64,
+                Ok(()) => line.messages += self.handler.messages_in(line.feed, payload),
                 Err(_) => line.rejected += 1,
             }
             applied(t);
         }
+        // Exchange feeds: gaps past their deadline given up at the loop's
+        // clock, whether or not anything arrived (spec itch50 §3.2).
+        self.handler.upkeep(now);
         self.stats.datagrams += work as u64;
         if work > 0 {
             self.stats.busy_cycles += 1;
@@ -571,8 +587,8 @@ impl Sidecar {
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
         }
-        for l in &self.lines {
-            let i = l.index.min(1);
+        for l in self.lines.iter().filter(|l| l.index < RECOVERY_LINE) {
+            let i = l.index;
             p.set_counter(l.feed, counter::LINE_PACKETS + i, l.packets);
             p.set_counter(l.feed, counter::LINE_MESSAGES + i, l.messages);
             p.set_counter(l.feed, counter::LINE_REJECTED + i, l.rejected);

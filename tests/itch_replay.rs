@@ -250,33 +250,6 @@ fn the_binary_replays_an_itch_capture_and_writes_the_summary() {
 }
 
 #[test]
-fn run_refuses_an_itch_feed_with_one_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("itch.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n{CONFIG}",
-            dir.path().join("pub").display()
-        ),
-    )
-    .unwrap();
-    let out = assert_cmd::Command::cargo_bin("tickguard")
-        .unwrap()
-        .arg("run")
-        .arg("--config")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("protocol itch50") && err.contains("not yet received live"),
-        "{err}"
-    );
-}
-
-#[test]
 fn itch_keys_are_checked() {
     let bad = [
         (

@@ -76,6 +76,12 @@ impl LineInfo {
 }
 
 impl LineSocket {
+    /// Sends one datagram to `to` without blocking (a re-request from the
+    /// recovery channel's socket). `WouldBlock` when the send buffer is full.
+    pub fn send_to(&self, payload: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        self.socket.send_to(payload, &to.into())
+    }
+
     /// Opens a line: a multicast address is joined on `interface` (from
     /// `source` only, when given), a unicast one is bound. SO_REUSEADDR lets
     /// several feeds share a port; `IP_MULTICAST_ALL` is turned off so the
@@ -116,6 +122,11 @@ impl LineSocket {
         } else {
             socket.bind(&addr.into())?;
             format!("bound {addr}")
+        };
+        // Port 0 asked for an ephemeral port: the line is where it landed.
+        let addr = match socket.local_addr().ok().and_then(|a| a.as_socket_ipv4()) {
+            Some(bound) if addr.port() == 0 => bound,
+            _ => addr,
         };
         Ok(LineSocket {
             socket,

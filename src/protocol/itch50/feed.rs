@@ -9,6 +9,7 @@
 //! session's first packet.
 
 use super::book::{Books, Order, Top};
+use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{msg_type, Body, Message, Side};
 use super::mold::{Kind, Packet, Session};
@@ -108,6 +109,13 @@ struct State {
     midnight: i128,
     /// Source time of the last message applied by the current call, epoch ns.
     last_source: Option<i128>,
+    /// Symbols whose book top or trading state a message may have changed
+    /// since the last [`Feed::drain_touched`], each once; kept only while
+    /// `tracking` (a live feed publishes them).
+    touched: Vec<u32>,
+    /// Per symbol: listed in `touched`.
+    is_touched: Vec<bool>,
+    tracking: bool,
 }
 
 impl State {
@@ -117,6 +125,25 @@ impl State {
         self.by_stock.clear();
         self.locates.fill(NONE);
         self.hours = Hours::Open;
+        self.touched.clear();
+        self.is_touched.clear();
+    }
+
+    /// Notes that symbol `sym` may have changed (a no-op unless tracking).
+    #[inline]
+    fn touch(&mut self, sym: u32) {
+        if !self.tracking || sym == NONE {
+            return;
+        }
+        let i = sym as usize;
+        if i >= self.is_touched.len() {
+            // Amortised: grows with the session's symbols, not per message.
+            self.is_touched.resize(i + 1, false);
+        }
+        if !self.is_touched[i] {
+            self.is_touched[i] = true;
+            self.touched.push(sym);
+        }
     }
 
     fn symbol(&mut self, stock: Symbol, locate: u16) -> u32 {
@@ -182,8 +209,9 @@ impl State {
                         shares,
                         side,
                     };
-                    if self.books.add(order, o).is_some() {
+                    if let Some(old) = self.books.add(order, o) {
                         self.counters.anomalies += 1;
+                        self.touch(old.book);
                     }
                 }
                 None => self.counters.anomalies += 1,
@@ -191,10 +219,18 @@ impl State {
             Body::Executed { order, shares, .. }
             | Body::ExecutedWithPrice { order, shares, .. }
             | Body::Cancel { order, shares } => {
-                self.counters.unknown_orders += self.books.reduce(order, shares).is_none() as u64;
+                let o = self.books.reduce(order, shares);
+                self.counters.unknown_orders += o.is_none() as u64;
+                if let Some(o) = o {
+                    self.touch(o.book);
+                }
             }
             Body::Delete { order } => {
-                self.counters.unknown_orders += self.books.delete(order).is_none() as u64;
+                let o = self.books.delete(order);
+                self.counters.unknown_orders += o.is_none() as u64;
+                if let Some(o) = o {
+                    self.touch(o.book);
+                }
             }
             Body::Replace {
                 original,
@@ -203,8 +239,13 @@ impl State {
                 price,
             } => match self.books.replace(original, new, shares, price) {
                 None => self.counters.unknown_orders += 1,
-                Some((_, Some(_))) => self.counters.anomalies += 1,
-                Some((_, None)) => {}
+                Some((o, replaced)) => {
+                    self.counters.anomalies += replaced.is_some() as u64;
+                    self.touch(o.book);
+                    if let Some(r) = replaced {
+                        self.touch(r.book);
+                    }
+                }
             },
             Body::TradingAction { state, .. } if sym != NONE => {
                 self.symbols[sym as usize].trading_state = state;
@@ -216,6 +257,7 @@ impl State {
         }
         if sym != NONE {
             self.symbols[sym as usize].last_timestamp = m.timestamp();
+            self.touch(sym);
         }
     }
 }
@@ -231,6 +273,8 @@ pub struct Feed {
     last_alive: Option<u64>,
     /// Latest source time known to be complete, epoch ns.
     watermark: Option<i128>,
+    /// Line A's and line B's copies of each packet compared.
+    lines: LineCheck,
 }
 
 impl Feed {
@@ -247,10 +291,14 @@ impl Feed {
                 counters: Counters::default(),
                 midnight: 0,
                 last_source: None,
+                touched: Vec::with_capacity(1024),
+                is_touched: Vec::with_capacity(1024),
+                tracking: false,
             },
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             last_alive: None,
             watermark: None,
+            lines: LineCheck::default(),
             settings,
         }
     }
@@ -273,6 +321,27 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         Ok(self.on_packet(&packet, t))
+    }
+
+    /// [`on_datagram`](Self::on_datagram) for a datagram that came on
+    /// `line` (0 = A, 1 = B, 2 = the recovery channel): a data packet's
+    /// second copy on the other line is also compared with the first
+    /// ([`LineCheck`]). Returns whether it differed, with the outcome.
+    pub fn on_datagram_line(
+        &mut self,
+        payload: &[u8],
+        line: usize,
+        t: u64,
+    ) -> Result<(Outcome, bool), Reject> {
+        self.expire(t);
+        let packet = Packet::new_checked(payload)?;
+        let mismatch = self.lines.on_packet(line, &packet);
+        Ok((self.on_packet(&packet, t), mismatch))
+    }
+
+    /// The A/B content check's findings.
+    pub fn line_check(&self) -> &LineCheck {
+        &self.lines
     }
 
     fn on_packet(&mut self, p: &Packet<&[u8]>, t: u64) -> Outcome {
@@ -423,6 +492,33 @@ impl Feed {
                 self.state.books.orders_in(i),
             )
         })
+    }
+
+    /// Keeps (or stops keeping) the list of symbols messages change, for
+    /// [`drain_touched`](Self::drain_touched). Off by default (replay).
+    pub fn track_touched(&mut self, on: bool) {
+        self.state.tracking = on;
+        self.state.touched.clear();
+        self.state.is_touched.clear();
+    }
+
+    /// Calls `f` with each symbol that messages may have changed since the
+    /// last call (its index in [`symbols`](Self::symbols), state, top of
+    /// book and live orders), each once, and forgets them. A new session
+    /// forgets the old session's symbols without calling `f`.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top)) {
+        let State {
+            touched,
+            is_touched,
+            symbols,
+            books,
+            ..
+        } = &mut self.state;
+        for &i in touched.iter() {
+            is_touched[i as usize] = false;
+            f(i, &symbols[i as usize], books.top(i));
+        }
+        touched.clear();
     }
 
     /// The stream's sequencing.

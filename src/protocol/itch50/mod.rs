@@ -9,6 +9,7 @@
 pub mod binfile;
 pub mod book;
 pub mod feed;
+pub mod linecheck;
 pub mod map;
 pub mod message;
 pub mod mold;

@@ -26,6 +26,16 @@ pub const END_OF_SESSION: u16 = 0xFFFF;
 /// Most message blocks a data packet can carry.
 pub const MAX_BLOCKS: u16 = 0xFFFE;
 
+/// Message blocks in a datagram by its header's count: 0 for a heartbeat,
+/// an end of session or a datagram too short to have a count. Meaningful
+/// for a datagram that passed [`Packet::new_checked`].
+pub fn message_count(datagram: &[u8]) -> u16 {
+    match be_u16(datagram, field::COUNT.start).unwrap_or(0) {
+        END_OF_SESSION => 0,
+        n => n,
+    }
+}
+
 /// A session: 10 raw bytes (usually ASCII, e.g. a trading day's name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Session(pub [u8; SESSION_LEN]);
@@ -99,6 +109,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .get(field::SEQUENCE)
             .and_then(|s| s.try_into().ok())
             .map_or(0, u64::from_be_bytes)
+    }
+
+    /// The whole datagram.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
     }
 
     /// The raw count field.

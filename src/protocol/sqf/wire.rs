@@ -37,6 +37,12 @@ mod field {
 
 /// The two magic bytes, "SQ".
 pub const MAGIC: [u8; 2] = *b"SQ";
+
+/// Messages in a datagram by its header's count (0 when too short to have
+/// one). Meaningful for a datagram that passed [`Packet::new_checked`].
+pub fn message_count(datagram: &[u8]) -> u16 {
+    u16_at(datagram, field::COUNT.start).unwrap_or(0)
+}
 /// The only version this decoder reads.
 pub const VERSION: u8 = 1;
 /// Length of the packet header, in bytes.

@@ -1,0 +1,222 @@
+//! The A/B content check: the copy of a data packet that arrives second
+//! (same session, sequence and count, on the other line) must carry the
+//! same messages as the first. Lines that disagree mean the venue or the
+//! network corrupted one of them; the sequencer cannot see it (it keeps
+//! whichever copy came first), so it is checked here.
+//!
+//! A window of the last [`WINDOW`] packets' fingerprints, indexed by
+//! sequence: fixed memory, one hash of the blocks per data packet, no
+//! allocation after construction. A copy arriving more than a window's
+//! worth of packets after the first is not compared (counted as nothing).
+
+use super::mold::{Kind, Packet, Session};
+
+/// Packets remembered, by sequence (a power of two).
+pub const WINDOW: usize = 4096;
+
+/// One remembered packet.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    /// Sequence of the first message; 0 = empty.
+    sequence: u64,
+    session: Session,
+    count: u16,
+    /// The line it came on (0 = A, 1 = B); 2 once compared.
+    line: u8,
+    /// Fingerprint of the message blocks.
+    hash: u64,
+}
+
+/// The check's window and its findings.
+pub struct LineCheck {
+    entries: Box<[Entry]>,
+    /// Second copies compared.
+    compared: u64,
+    /// Second copies whose messages differ from the first's.
+    mismatches: u64,
+}
+
+impl Default for LineCheck {
+    fn default() -> LineCheck {
+        LineCheck {
+            entries: vec![Entry::default(); WINDOW].into_boxed_slice(),
+            compared: 0,
+            mismatches: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for LineCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineCheck")
+            .field("compared", &self.compared)
+            .field("mismatches", &self.mismatches)
+            .finish()
+    }
+}
+
+impl Clone for LineCheck {
+    fn clone(&self) -> LineCheck {
+        LineCheck {
+            entries: self.entries.clone(),
+            compared: self.compared,
+            mismatches: self.mismatches,
+        }
+    }
+}
+
+impl LineCheck {
+    /// A valid packet that came on `line` (0 = A, 1 = B; others, such as
+    /// the recovery channel, are not checked). True when it is the second
+    /// copy of a packet and its messages differ from the first copy's.
+    #[inline]
+    pub fn on_packet(&mut self, line: usize, p: &Packet<&[u8]>) -> bool {
+        let Kind::Data(count) = p.kind() else {
+            return false;
+        };
+        if line > 1 {
+            return false;
+        }
+        let sequence = p.sequence();
+        let session = p.session();
+        let hash = fingerprint(p.as_bytes().get(super::mold::HEADER_LEN..).unwrap_or(&[]));
+        let e = &mut self.entries[sequence as usize & (WINDOW - 1)];
+        if e.sequence == sequence && e.session == session && e.count == count && e.line <= 1 {
+            if e.line == line as u8 {
+                // The same line twice: a duplicate, not a second copy.
+                return false;
+            }
+            e.line = 2;
+            self.compared += 1;
+            if e.hash != hash {
+                self.mismatches += 1;
+                return true;
+            }
+            return false;
+        }
+        *e = Entry {
+            sequence,
+            session,
+            count,
+            line: line as u8,
+            hash,
+        };
+        false
+    }
+
+    /// Second copies compared so far.
+    pub fn compared(&self) -> u64 {
+        self.compared
+    }
+
+    /// Second copies that differed from the first so far.
+    pub fn mismatches(&self) -> u64 {
+        self.mismatches
+    }
+
+    /// Forgets every packet (a new session).
+    pub fn clear(&mut self) {
+        self.entries.fill(Entry::default());
+    }
+}
+
+/// A 64-bit fingerprint of `bytes`: eight bytes a step, multiply and
+/// rotate (not cryptographic: it catches corruption, not an adversary who
+/// controls both lines).
+#[inline]
+fn fingerprint(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = bytes.len() as u64 ^ K;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    (h ^ u64::from_le_bytes(tail)).wrapping_mul(K) ^ (h >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::itch50::mold::PacketBuilder;
+
+    fn packet(seq: u64, messages: &[&[u8]]) -> Vec<u8> {
+        let mut b = PacketBuilder::new(Session(*b"SESSION001"), seq);
+        for m in messages {
+            b.message(m);
+        }
+        b.finish()
+    }
+
+    fn check(c: &mut LineCheck, line: usize, bytes: &[u8]) -> bool {
+        c.on_packet(line, &Packet::new_checked(bytes).unwrap())
+    }
+
+    #[test]
+    fn identical_copies_agree_and_a_changed_byte_is_a_mismatch() {
+        let mut c = LineCheck::default();
+        let a = packet(5, &[b"Sabcdefghijk", b"Sxyz0123456789"]);
+        assert!(!check(&mut c, 0, &a));
+        assert!(!check(&mut c, 1, &a));
+        assert_eq!((c.compared(), c.mismatches()), (1, 0));
+        // A third copy is not compared again.
+        assert!(!check(&mut c, 1, &a));
+        assert_eq!(c.compared(), 1);
+
+        let b = packet(7, &[b"Sabcdefghijk", b"Sxyz0123456789"]);
+        let mut b2 = b.clone();
+        let last = b2.len() - 1;
+        b2[last] ^= 1;
+        assert!(!check(&mut c, 1, &b));
+        assert!(check(&mut c, 0, &b2));
+        assert_eq!((c.compared(), c.mismatches()), (2, 1));
+    }
+
+    #[test]
+    fn same_line_repeats_recovery_and_control_packets_are_not_compared() {
+        let mut c = LineCheck::default();
+        let a = packet(9, &[b"Sabcdefghijk"]);
+        let mut other = a.clone();
+        let last = other.len() - 1;
+        other[last] ^= 0x20;
+        assert!(!check(&mut c, 0, &a));
+        assert!(!check(&mut c, 0, &other), "same line: a duplicate");
+        assert!(
+            !check(&mut c, 2, &other),
+            "recovery channel: not a line copy"
+        );
+        let hb = PacketBuilder::new(Session(*b"SESSION001"), 10).finish();
+        assert!(!check(&mut c, 0, &hb));
+        assert!(!check(&mut c, 1, &hb));
+        assert_eq!(c.compared(), 0);
+    }
+
+    #[test]
+    fn a_different_count_or_session_is_another_packet() {
+        let mut c = LineCheck::default();
+        let a = packet(3, &[b"Sabcdefghijk"]);
+        let two = packet(3, &[b"Sabcdefghijk", b"Sabcdefghijk"]);
+        assert!(!check(&mut c, 0, &a));
+        assert!(!check(&mut c, 1, &two));
+        let mut b = PacketBuilder::new(Session(*b"SESSION002"), 3);
+        b.message(b"Sabcdefghijq");
+        assert!(!check(&mut c, 0, &b.finish()));
+        assert_eq!(c.mismatches(), 0);
+    }
+
+    #[test]
+    fn fingerprints_differ_for_every_single_bit_flip() {
+        let base: Vec<u8> = (0..37u8).collect();
+        let h = fingerprint(&base);
+        for i in 0..base.len() {
+            for bit in 0..8 {
+                let mut b = base.clone();
+                b[i] ^= 1 << bit;
+                assert_ne!(fingerprint(&b), h, "byte {i} bit {bit}");
+            }
+        }
+        assert_ne!(fingerprint(&base[..36]), h);
+    }
+}
