@@ -21,18 +21,27 @@
  *     if (tg_lookup(&r, "lp1", "EURUSD", &h) == 0) {
  *         uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &version);
  *         if (reasons == 0) { ... send the order ... }
+ *         (tg_read_quote(&r, &h, &q) gives the book top, prices exact)
  *     }
  *     tg_close(&r);
  *
  * ---------------------------------------------------------------------------
- * Verdict (SQF v1 section 5): a bit set, 0 means ok.
+ * Verdict (SQF v1 section 5, ITCH v1 section 4): a bit set, 0 means ok.
+ * The same for every protocol: the feed extension (per feed) counts with
+ * the slot (per symbol).
  *
  *   bit  value  name             meaning
- *   0    1      no_quote         symbol unknown or no valid price yet; alone when set
- *   1    2      stale            now - last_alive > stale_ns; also: writer not healthy
- *   2    4      stale_at_source  now - source_time - offset > source_ns (128-bit math)
- *   3    8      suspect          gap not repaired, or delta feed waiting for a snapshot
- *   4    16     invalid_price    the last price message was invalid
+ *   0    1      no_quote         symbol unknown, or neither a bid nor an ask
+ *                                (SQF: no valid price yet); alone when set
+ *   1    2      stale            now - max(slot last_alive, feed last_alive) > stale_ns;
+ *                                also: writer not healthy
+ *   2    4      stale_at_source  now - max(slot source_time, feed source_watermark)
+ *                                - offset > source_ns (128-bit math)
+ *   3    8      suspect          slot or feed suspect: gap not repaired, or a
+ *                                delta feed waiting for a snapshot
+ *   4    16     invalid_price    the last price message was invalid, or the book is crossed
+ *   5    32     halted           trading in the instrument halted (slot; never SQF)
+ *   6    64     closed           the market is closed (feed; never SQF)
  *
  * A dead sidecar never reads as ok: a missing, unready or malformed file, a
  * writer that closed the publication, a writer replaced by another process
@@ -60,22 +69,24 @@
  * gets SIGBUS: that is why ownership and mode are checked.
  *
  * ---------------------------------------------------------------------------
- * File layout (version 1; every field a little-endian u64 unless noted;
- * pinned by `layout_is_pinned` in src/shm.rs and src/state/slot.rs):
+ * File layout (version 2; every field a little-endian u64 unless noted;
+ * pinned by `layout_is_pinned` in src/shm.rs and src/state/slot.rs). A
+ * file of any other version is refused (TG_HEALTH_BAD_LAYOUT, ENOTSUP;
+ * tg_reader.found_version says which):
  *
  *   offset              size            section
  *   0                   128             header
- *   feeds_offset=128    512 x feeds     feed block per feed, configuration order
- *   directory_offset    16 x capacity   directory entry per occupied slot
+ *   feeds_offset=128    1024 x feeds    feed block per feed, configuration order
+ *   directory_offset    48 x capacity   directory entry per occupied slot
  *   slots_offset        128 x capacity  slot per (feed, symbol)
  *
- *   directory_offset = align(128 + 512 * feeds, 128)
- *   slots_offset     = align(directory_offset + 16 * capacity, 4096)
+ *   directory_offset = align(128 + 1024 * feeds, 128)
+ *   slots_offset     = align(directory_offset + 48 * capacity, 4096)
  *   file_len         = align(slots_offset + 128 * capacity, 4096)
  *
  * Header:
  *   0   magic             "TKGUARD1" read as a little-endian u64
- *   8   version           1; stored last by the writer (Release); 0 = not ready
+ *   8   version           2; stored last by the writer (Release); 0 = not ready
  *   16  state             1 running, 2 closed by the writer
  *   24  writer_pid
  *   32  start_time_ns     writer start, ns since the Unix epoch (CLOCK_REALTIME)
@@ -90,10 +101,11 @@
  *   104 file_len
  *   112 reserved (2 words)
  *
- * Feed block (512 bytes):
+ * Feed block (1024 bytes):
  *   0..64    name, UTF-8, NUL padded
  *   64       kind: 0 full, 1 delta
- *   72, 80   reserved, zero (each slot holds the thresholds in force)
+ *   72       protocol: 0 sqf, 1 itch50
+ *   80       reserved, zero (each slot holds the thresholds in force)
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
  *   104      counters stamp (seqlock over every counter of the block: odd
  *            while the writer stores one heartbeat's set, +2 per set)
@@ -101,27 +113,40 @@
  *   128      offset stamp (seqlock: odd while written)
  *   136      offset low word   } i128, ns, local clock - provider clock
  *   144      offset high word  }
- *   256..512 counters (u64 each)
+ *   152..256 counters 32..45
+ *   256..512 counters 0..32 (u64 each)
+ *   feed extension (SQF leaves it zero):
+ *   512      state stamp (seqlock over 520..544: odd while written)
+ *   520      flags: bit 0 suspect, 1 closed, 2 joined
+ *   528      last_alive        ns since the Unix epoch, local clock; 0 = none
+ *   536      source_watermark  ns since the Unix epoch, provider clock; 0 = none
+ *   544..1024 counters 64..124 (under the counters stamp; src/shm.rs `counter`)
  *
- * Directory entry (16 bytes):
- *   0   symbol key (the 8 wire bytes, space padded, as a little-endian u64)
+ * Directory entry (48 bytes):
+ *   0   key (SQF, ITCH: the 8 symbol bytes, space padded, as a little-endian u64)
  *   8   feed << 32 | slot
+ *   16..48 name, UTF-8, NUL padded (SQF, ITCH: the symbol without its
+ *       trailing spaces); tg_lookup compares these words
  *
  * Slot (128 bytes, 128-aligned):
  *   0    stamp        seqlock: odd while a write is in progress, +2 per update
  *   8    symbol       key as above; 0 = empty slot
  *   16   meta         bits 0..16 feed id, 16 baseline, 17 suspect,
- *                     18 invalid, 19 has_price
+ *                     18 invalid, 19 has_price, 20 halted, 21 has_bid,
+ *                     22 has_ask, 24..32 price format (0 f64 bits,
+ *                     1 decimal: i64 mantissa), 32..40 decimal exponent (i8)
  *   24   last_seq
- *   32   bid          f64 bits
- *   40   ask          f64 bits
- *   48   source_time  ns since the Unix epoch, provider clock
- *   56   last_alive   ns since the Unix epoch, local clock
+ *   32   bid          f64 bits, or the decimal's i64 mantissa
+ *   40   ask          as bid
+ *   48   source_time  ns since the Unix epoch, provider clock; 0 = none
+ *   56   last_alive   ns since the Unix epoch, local clock; 0 = none
  *   64   ticks_lost
  *   72   duplicates
  *   80   stale_ns     stale threshold in force for this symbol
  *   88   source_ns    source threshold in force for this symbol
- *   96..128 reserved
+ *   96   bid_size     0 = unknown
+ *   104  ask_size     0 = unknown
+ *   112..128 reserved
  *
  * ---------------------------------------------------------------------------
  * Memory ordering (mirrors src/reader.rs, src/shm.rs, src/state/slot.rs):
@@ -137,7 +162,8 @@
  *   the even stamp), words Relaxed, Acquire fence (pairs with the writer's
  *   Release fence after the odd stamp), stamp Relaxed; equal even stamps
  *   mean a consistent copy, otherwise retry.
- * - feed offset seqlock: the same protocol over (stamp, low, high).
+ * - feed offset seqlock: the same protocol over (stamp, low, high); the
+ *   feed extension's state stamp over (flags, last_alive, source_watermark).
  *
  * Threads: after tg_open() a tg_reader is only read, so any number of threads
  * may call tg_lookup/tg_check/tg_check_symbol/tg_health on it concurrently;
@@ -163,6 +189,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -193,7 +220,9 @@ extern "C" {
 #define TG_STALE_AT_SOURCE 4u
 #define TG_SUSPECT 8u
 #define TG_INVALID_PRICE 16u
-#define TG_ALL_REASONS 31u
+#define TG_HALTED 32u
+#define TG_CLOSED 64u
+#define TG_ALL_REASONS 127u
 
 /* Default bound on the writer heartbeat's age, ns (as the Rust reader). */
 #define TG_DEFAULT_DEAD_AFTER_NS 100000000ull
@@ -219,13 +248,14 @@ extern "C" {
 #define TG_MAX_AHEAD_NS 100000000ull
 #endif
 
-/* Layout constants (version 1). */
+/* Layout constants (version 2). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
-#define TG_LAYOUT_VERSION 1u
+#define TG_LAYOUT_VERSION 2u
 #define TG_STATE_RUNNING 1u
 #define TG_HEADER_LEN 128u
-#define TG_FEED_LEN 512u
-#define TG_DIR_LEN 16u
+#define TG_FEED_LEN 1024u
+#define TG_DIR_LEN 48u
+#define TG_NAME_LEN 32u /* directory entry name, bytes */
 #define TG_SLOT_LEN 128u
 #define TG_PAGE 4096u
 
@@ -248,25 +278,58 @@ extern "C" {
 /* Feed block word indexes. */
 #define TG_F_NAME 0 /* 8 words */
 #define TG_F_KIND 8
+#define TG_F_PROTOCOL 9
 #define TG_F_OFFSET_STAMP 16
 #define TG_F_OFFSET_LO 17
 #define TG_F_OFFSET_HI 18
+#define TG_F_STATE_STAMP 64
+#define TG_F_FLAGS 65
+#define TG_F_LAST_ALIVE 66
+#define TG_F_SOURCE_WATERMARK 67
+#define TG_F_EXT_COUNTERS 68 /* counter ids 64.. */
+
+/* Feed flags (TG_F_FLAGS). */
+#define TG_FEED_SUSPECT 1ull
+#define TG_FEED_CLOSED 2ull
+#define TG_FEED_JOINED 4ull
+
+/* Directory entry word indexes. */
+#define TG_D_KEY 0
+#define TG_D_FEED_SLOT 1
+#define TG_D_NAME 2 /* 4 words */
 
 /* Slot word indexes (word 0 is the stamp). */
 #define TG_S_STAMP 0
 #define TG_S_SYMBOL 1
 #define TG_S_META 2
+#define TG_S_LAST_SEQ 3
+#define TG_S_BID 4
+#define TG_S_ASK 5
 #define TG_S_SOURCE_TIME 6
 #define TG_S_LAST_ALIVE 7
+#define TG_S_TICKS_LOST 8
+#define TG_S_DUPLICATES 9
 #define TG_S_STALE_NS 10
 #define TG_S_SOURCE_NS 11
-#define TG_S_USED 12 /* stamp + 11 payload words in use */
+#define TG_S_BID_SIZE 12
+#define TG_S_ASK_SIZE 13
+#define TG_S_USED 14 /* stamp + 13 payload words in use */
 
 /* Slot meta bits. */
 #define TG_META_FEED_MASK 0xffffull
+#define TG_META_BASELINE (1ull << 16)
 #define TG_META_SUSPECT (1ull << 17)
 #define TG_META_INVALID (1ull << 18)
 #define TG_META_HAS_PRICE (1ull << 19)
+#define TG_META_HALTED (1ull << 20)
+#define TG_META_HAS_BID (1ull << 21)
+#define TG_META_HAS_ASK (1ull << 22)
+#define TG_META_FORMAT_SHIFT 24 /* 8 bits: TG_PRICE_F64 or TG_PRICE_DECIMAL */
+#define TG_META_EXPONENT_SHIFT 32 /* 8 bits: the decimal exponent, an int8_t */
+
+/* Price formats. */
+#define TG_PRICE_F64 0u
+#define TG_PRICE_DECIMAL 1u
 
 __extension__ typedef __int128 tg_i128;
 __extension__ typedef unsigned __int128 tg_u128;
@@ -287,7 +350,28 @@ typedef struct tg_reader {
     uint64_t dev, ino; /* the file mapped, for tg_refresh */
     uint32_t open_health; /* TG_HEALTH_OK when mapped, else why not */
     int open_error;       /* tg_open's return value */
+    uint64_t found_version; /* the layout version the file had (ENOTSUP: not TG_LAYOUT_VERSION) */
 } tg_reader;
+
+/* A price exactly as published: format TG_PRICE_F64 (`value`), or
+ * TG_PRICE_DECIMAL (`mantissa` x 10^`exponent`, exactly; `value` then the
+ * nearest double). */
+typedef struct tg_price {
+    uint32_t format;
+    int32_t exponent;
+    int64_t mantissa;
+    double value;
+} tg_price;
+
+/* A slot's book top (tg_read_quote). Sizes 0 when unknown (SQF has none). */
+typedef struct tg_quote {
+    int has_bid, has_ask;
+    tg_price bid, ask;
+    uint64_t bid_size, ask_size;
+    int halted;
+    uint64_t last_seq;
+    uint64_t version; /* the slot's change counter at the read */
+} tg_quote;
 
 /* A looked-up (feed, symbol). */
 typedef struct tg_handle {
@@ -337,6 +421,20 @@ static inline uint64_t tg__symbol_key(const char *symbol) {
     return key;
 }
 
+/* Symbol::from_key: the key of a valid symbol (1 to 8 printable bytes,
+ * space padded, no space inside). */
+static inline int tg__symbol_key_valid(uint64_t key) {
+    char name[9];
+    int i, n = 0;
+    for (i = 0; i < 8; i++) {
+        unsigned char c = (unsigned char)(key >> (8 * i));
+        if (c == ' ') break;
+        name[n++] = (char)c;
+    }
+    name[n] = '\0';
+    return n > 0 && tg__symbol_key(name) == key;
+}
+
 /* The feed id of `name`, or -1. Names are compared as bytes up to the first
  * NUL of the 64-byte field (as the Rust reader compares the decoded name). */
 static inline long tg__feed_id(const tg_reader *r, const char *name) {
@@ -384,63 +482,60 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
     return TG_HEALTH_OK;
 }
 
-/* Reads a feed's clock offset (seqlock); 0 on success, -1 after
- * TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out) {
-    const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
-    uint32_t tries;
-    for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
-        uint64_t s1, s2, lo, hi;
-        /* Acquire: pairs with the writer's Release store of the even stamp
-         * in Publication::publish_offset(). */
-        s1 = __atomic_load_n(b + TG_F_OFFSET_STAMP, __ATOMIC_ACQUIRE);
-        if ((s1 & 1) == 0) {
-            /* Relaxed: ordered by the Acquire load above and fence below. */
-            lo = __atomic_load_n(b + TG_F_OFFSET_LO, __ATOMIC_RELAXED);
-            hi = __atomic_load_n(b + TG_F_OFFSET_HI, __ATOMIC_RELAXED);
-            /* Acquire fence: keeps the word loads before the stamp re-load;
-             * pairs with the writer's Release fence after the odd stamp. */
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            /* Relaxed: ordered by the fence above. */
-            s2 = __atomic_load_n(b + TG_F_OFFSET_STAMP, __ATOMIC_RELAXED);
-            if (s1 == s2) {
-                *out = (tg_i128)(((tg_u128)hi << 64) | (tg_u128)lo);
-                return 0;
-            }
-        }
-        tg__spin_hint();
-    }
-    return -1;
-}
-
-/* A consistent copy of slot words 0..TG_S_USED (seqlock); 0 on success, -1
- * after TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG_S_USED]) {
-    const uint64_t *s = tg__ptr(r, r->slots_offset + (uint64_t)slot * TG_SLOT_LEN);
+/* One seqlock read: `stamp`, then the `n` words from `words` into `out`, then
+ * the stamp again, retried while a write is in progress. Returns the even
+ * stamp of a consistent copy, or 1 (odd: no copy) after TG_MAX_RETRIES
+ * inconsistent attempts. The writer side is `SeqLock::write` in
+ * src/state/seqlock.rs (slots, the feed offset, the feed extension). */
+static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *words, int n, uint64_t *out) {
     uint32_t tries;
     for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
         uint64_t s1, s2;
         int i;
         /* Acquire: pairs with the writer's Release store of the even stamp
-         * in Slot::write(), so the words it wrote before are visible. */
-        s1 = __atomic_load_n(s + TG_S_STAMP, __ATOMIC_ACQUIRE);
+         * in SeqLock::write(), so the words it wrote before are visible. */
+        s1 = __atomic_load_n(stamp, __ATOMIC_ACQUIRE);
         if ((s1 & 1) == 0) {
-            w[TG_S_STAMP] = s1;
-            for (i = 1; i < TG_S_USED; i++) {
+            for (i = 0; i < n; i++) {
                 /* Relaxed: ordered by the Acquire load above and fence below. */
-                w[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
+                out[i] = __atomic_load_n(words + i, __ATOMIC_RELAXED);
             }
             /* Acquire fence: keeps the word loads above before the stamp
              * re-load; pairs with the writer's Release fence after the odd
              * stamp, so if a word came from a newer write, s2 sees its stamp. */
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             /* Relaxed: ordered by the fence above. */
-            s2 = __atomic_load_n(s + TG_S_STAMP, __ATOMIC_RELAXED);
-            if (s1 == s2) return 0;
+            s2 = __atomic_load_n(stamp, __ATOMIC_RELAXED);
+            if (s1 == s2) return s1;
         }
         tg__spin_hint();
     }
-    return -1;
+    return 1;
+}
+
+/* Reads a feed's clock offset (seqlock); 0 on success, -1 after
+ * TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out) {
+    const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
+    uint64_t w[2];
+    if (tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w) & 1) return -1;
+    *out = (tg_i128)(((tg_u128)w[1] << 64) | (tg_u128)w[0]);
+    return 0;
+}
+
+/* Reads a feed's status (the feed extension, seqlock): flags, last_alive,
+ * source_watermark; 0 on success, -1 after TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_feed_status(const tg_reader *r, uint32_t feed, uint64_t out[3]) {
+    const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
+    return tg__seqlock_read(b + TG_F_STATE_STAMP, b + TG_F_FLAGS, 3, out) & 1 ? -1 : 0;
+}
+
+/* A consistent copy of slot words 0..TG_S_USED (seqlock; word 0 the even
+ * stamp); 0 on success, -1 after TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG_S_USED]) {
+    const uint64_t *s = tg__ptr(r, r->slots_offset + (uint64_t)slot * TG_SLOT_LEN);
+    w[TG_S_STAMP] = tg__seqlock_read(s + TG_S_STAMP, s + 1, TG_S_USED - 1, w + 1);
+    return w[TG_S_STAMP] & 1 ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -513,6 +608,16 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
     len = (uint64_t)st.st_size;
     feeds = hw[TG_H_FEED_COUNT];
     capacity = hw[TG_H_CAPACITY];
+    r->found_version = hw[TG_H_VERSION];
+    /* The version before the shape: another layout's shape differs. */
+    if (hw[TG_H_MAGIC] == TG_MAGIC && hw[TG_H_VERSION] != TG_LAYOUT_VERSION) {
+        close(fd);
+#ifdef ENOTSUP
+        return r->open_error = hw[TG_H_VERSION] == 0 ? EAGAIN : ENOTSUP;
+#else
+        return r->open_error = hw[TG_H_VERSION] == 0 ? EAGAIN : EINVAL;
+#endif
+    }
     /* Bounds first so the layout formula below cannot overflow. */
     if (hw[TG_H_MAGIC] != TG_MAGIC || feeds > len / TG_FEED_LEN || capacity > len / TG_SLOT_LEN ||
         len > (uint64_t)SIZE_MAX) {
@@ -543,6 +648,7 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
      * Publication::ready(), so the header fields and feed blocks read below
      * (Relaxed) are the ones it wrote. */
     version = __atomic_load_n(h + TG_H_VERSION, __ATOMIC_ACQUIRE);
+    r->found_version = version;
     if (version != TG_LAYOUT_VERSION) {
 #ifdef ENOTSUP
         err = version == 0 ? EAGAIN : ENOTSUP;
@@ -639,26 +745,32 @@ static inline const char *tg_health_name(uint32_t health) {
  * writer's health (tg_check does). */
 static inline int tg_lookup(const tg_reader *r, const char *feed, const char *symbol, tg_handle *out) {
     long f;
-    uint64_t key, n, i;
-    if (r == NULL || r->base == NULL || out == NULL) return -1;
+    uint64_t n, i, name[TG_NAME_LEN / 8];
+    size_t len, b;
+    if (r == NULL || r->base == NULL || out == NULL || symbol == NULL) return -1;
     f = tg__feed_id(r, feed);
     if (f < 0) return -1;
-    key = tg__symbol_key(symbol);
-    if (key == 0) return -1;
+    /* The name as the directory holds it: NUL padded words. */
+    len = strlen(symbol);
+    if (len == 0 || len > TG_NAME_LEN) return -1;
+    memset(name, 0, sizeof name);
+    for (b = 0; b < len; b++) name[b / 8] |= (uint64_t)(unsigned char)symbol[b] << (8 * (b % 8));
     /* Acquire: pairs with the writer's Release store of directory_len in
      * Publication::publish_entry(), so the entries below it are complete. */
     n = __atomic_load_n(tg__ptr(r, 0) + TG_H_DIRECTORY_LEN, __ATOMIC_ACQUIRE);
     if (n > r->capacity) n = r->capacity;
     for (i = 0; i < n; i++) {
         uint64_t e = r->directory_offset + i * TG_DIR_LEN;
-        /* Relaxed (both): ordered by the Acquire load of directory_len. */
-        uint64_t k = tg__word(r, e, 0);
-        uint64_t fs = tg__word(r, e, 1);
-        if (k == key && (uint16_t)(fs >> 32) == (uint16_t)f) {
+        /* Relaxed (all): ordered by the Acquire load of directory_len. */
+        uint64_t fs = tg__word(r, e, TG_D_FEED_SLOT);
+        if ((uint16_t)(fs >> 32) == (uint16_t)f && tg__word(r, e, TG_D_NAME) == name[0] &&
+            tg__word(r, e, TG_D_NAME + 1) == name[1] && tg__word(r, e, TG_D_NAME + 2) == name[2] &&
+            tg__word(r, e, TG_D_NAME + 3) == name[3]) {
             out->feed = (uint32_t)f;
             out->slot = (uint32_t)fs;
-            out->symbol = key;
-            return 0;
+            out->symbol = tg__word(r, e, TG_D_KEY);
+            /* As the Rust reader: a key that is not a symbol has no handle yet. */
+            return tg__symbol_key_valid(out->symbol) ? 0 : -1;
         }
     }
     return -1;
@@ -670,7 +782,7 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
  * read (even, grows on every change; 0 when no slot was read): re-check that
  * it is unchanged just before sending to be sure nothing moved in between. */
 static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
-    uint64_t w[TG_S_USED];
+    uint64_t w[TG_S_USED], feed[3], alive, source;
     tg_i128 offset, now;
     uint32_t reasons = 0;
     uint64_t meta;
@@ -679,17 +791,111 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if (h == NULL || h->slot >= r->capacity || h->feed >= r->feed_count) return TG_STALE; /* not from this reader */
     if (tg__read_slot(r, h->slot, w) != 0) return TG_STALE;
     if (tg__read_offset(r, h->feed, &offset) != 0) return TG_STALE;
+    if (tg__read_feed_status(r, h->feed, feed) != 0) return TG_STALE;
     if (version_out != NULL) *version_out = w[TG_S_STAMP];
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
-    /* evaluate() in src/verdict.rs: differences in 128 bits, strict `>`. */
-    if ((meta & TG_META_HAS_PRICE) == 0) return TG_NO_QUOTE;
+    /* state::verdict() in src/state/mod.rs: differences in 128 bits, strict `>`. */
+    if ((meta & (TG_META_HAS_BID | TG_META_HAS_ASK)) == 0) return TG_NO_QUOTE;
     now = (tg_i128)now_ns;
-    if (now - (tg_i128)w[TG_S_LAST_ALIVE] > (tg_i128)w[TG_S_STALE_NS]) reasons |= TG_STALE;
-    if (now - (tg_i128)w[TG_S_SOURCE_TIME] - offset > (tg_i128)w[TG_S_SOURCE_NS]) reasons |= TG_STALE_AT_SOURCE;
-    if (meta & TG_META_SUSPECT) reasons |= TG_SUSPECT;
+    alive = w[TG_S_LAST_ALIVE] > feed[1] ? w[TG_S_LAST_ALIVE] : feed[1];
+    source = w[TG_S_SOURCE_TIME] > feed[2] ? w[TG_S_SOURCE_TIME] : feed[2];
+    if (now - (tg_i128)alive > (tg_i128)w[TG_S_STALE_NS]) reasons |= TG_STALE;
+    if (now - (tg_i128)source - offset > (tg_i128)w[TG_S_SOURCE_NS]) reasons |= TG_STALE_AT_SOURCE;
+    if ((meta & TG_META_SUSPECT) || (feed[0] & TG_FEED_SUSPECT)) reasons |= TG_SUSPECT;
     if (meta & TG_META_INVALID) reasons |= TG_INVALID_PRICE;
+    if (meta & TG_META_HALTED) reasons |= TG_HALTED;
+    if (feed[0] & TG_FEED_CLOSED) reasons |= TG_CLOSED;
     return reasons;
+}
+
+/* A price word as `meta`'s format says. */
+static inline tg_price tg__price(uint64_t meta, uint64_t word) {
+    tg_price p;
+    memset(&p, 0, sizeof p);
+    p.format = (uint32_t)((meta >> TG_META_FORMAT_SHIFT) & 0xff);
+    if (p.format == TG_PRICE_DECIMAL) {
+        int32_t e;
+        double scale = 1.0;
+        p.mantissa = (int64_t)word;
+        p.exponent = (int8_t)(uint8_t)(meta >> TG_META_EXPONENT_SHIFT);
+        for (e = p.exponent < 0 ? -p.exponent : p.exponent; e > 0; e--) scale *= 10.0;
+        p.value = p.exponent < 0 ? (double)p.mantissa / scale : (double)p.mantissa * scale;
+    } else {
+        memcpy(&p.value, &word, sizeof p.value);
+    }
+    return p;
+}
+
+/* The book top of a looked-up symbol, exactly as published (one consistent
+ * read of its slot): 0, or -1 when the reader is not mapped, the handle is not
+ * from it, the slot holds another (feed, symbol), or it stayed mid-update.
+ * Does not check the writer's health (tg_check does). */
+static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote *out) {
+    uint64_t w[TG_S_USED], meta;
+    if (r == NULL || r->base == NULL || h == NULL || out == NULL) return -1;
+    if (h->slot >= r->capacity || h->feed >= r->feed_count) return -1;
+    if (tg__read_slot(r, h->slot, w) != 0) return -1;
+    meta = w[TG_S_META];
+    if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return -1;
+    memset(out, 0, sizeof *out);
+    out->has_bid = (meta & TG_META_HAS_BID) != 0;
+    out->has_ask = (meta & TG_META_HAS_ASK) != 0;
+    if (out->has_bid) {
+        out->bid = tg__price(meta, w[TG_S_BID]);
+        out->bid_size = w[TG_S_BID_SIZE];
+    }
+    if (out->has_ask) {
+        out->ask = tg__price(meta, w[TG_S_ASK]);
+        out->ask_size = w[TG_S_ASK_SIZE];
+    }
+    out->halted = (meta & TG_META_HALTED) != 0;
+    out->last_seq = w[TG_S_LAST_SEQ];
+    out->version = w[TG_S_STAMP];
+    return 0;
+}
+
+/* Writes a price as the Rust `Price` displays it into buf (NUL terminated
+ * when len > 0): a decimal exactly, without trailing zeros after the point
+ * (mantissa 1234500, exponent -4: "123.45"); a double with "%.17g" (reads
+ * back to the same double; Rust prints the shortest such text). Returns the
+ * length the full text needs; TG_PRICE_TEXT_LEN bytes always suffice. */
+#define TG_PRICE_TEXT_LEN 160
+static inline size_t tg_price_format(const tg_price *p, char *buf, size_t len) {
+    char digits[136], text[TG_PRICE_TEXT_LEN];
+    size_t n = 0, nd = 0, i;
+    uint64_t m;
+    int point;
+    if (p->format != TG_PRICE_DECIMAL) {
+        int k = snprintf(text, sizeof text, "%.17g", p->value);
+        n = k < 0 ? 0 : (size_t)k;
+    } else {
+        m = p->mantissa < 0 ? (uint64_t)0 - (uint64_t)p->mantissa : (uint64_t)p->mantissa;
+        do {
+            digits[nd++] = (char)('0' + m % 10);
+            m /= 10;
+        } while (m != 0); /* least significant first */
+        if (p->mantissa < 0) text[n++] = '-';
+        if (p->exponent >= 0) {
+            for (i = nd; i > 0; i--) text[n++] = digits[i - 1];
+            if (p->mantissa != 0)
+                for (i = 0; i < (size_t)p->exponent; i++) text[n++] = '0';
+        } else {
+            point = -p->exponent;
+            while (nd <= (size_t)point) digits[nd++] = '0'; /* at least one integer digit */
+            for (i = nd; i > (size_t)point; i--) text[n++] = digits[i - 1];
+            for (i = 0; i < (size_t)point && digits[i] == '0'; i++) {
+            } /* trailing zeros of the fraction */
+            if (i < (size_t)point) {
+                size_t last = i;
+                text[n++] = '.';
+                for (i = (size_t)point; i > last; i--) text[n++] = digits[i - 1];
+            }
+        }
+    }
+    for (i = 0; i < n && i + 1 < len; i++) buf[i] = text[i];
+    if (len > 0) buf[n < len ? n : len - 1] = '\0';
+    return n;
 }
 
 /* Looks up and checks in one call: TG_STALE when the writer is not healthy,
@@ -712,6 +918,8 @@ static inline const char *tg_reason_name(uint32_t bit) {
     case TG_STALE_AT_SOURCE: return "stale_at_source";
     case TG_SUSPECT: return "suspect";
     case TG_INVALID_PRICE: return "invalid_price";
+    case TG_HALTED: return "halted";
+    case TG_CLOSED: return "closed";
     default: return "unknown";
     }
 }
@@ -723,10 +931,10 @@ static inline const char *tg_reason_name(uint32_t bit) {
 static inline size_t tg_reasons_format(uint32_t reasons, char *buf, size_t len) {
     size_t need = 0;
     uint32_t bit;
-    const char *parts[6];
+    const char *parts[9];
     size_t nparts = 0, i;
     if (reasons == 0) parts[nparts++] = "ok";
-    for (bit = 1; bit <= TG_INVALID_PRICE; bit <<= 1)
+    for (bit = 1; bit <= TG_CLOSED; bit <<= 1)
         if (reasons & bit) parts[nparts++] = tg_reason_name(bit);
     if ((reasons & ~TG_ALL_REASONS) != 0) parts[nparts++] = "unknown";
     for (i = 0; i < nparts; i++) {

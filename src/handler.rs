@@ -232,7 +232,11 @@ impl Handler {
     /// A handler whose clock-offset queues hold at most `offset_queue`
     /// entries each: with a finite cap it never allocates after this call.
     pub fn with_offset_queue(config: &Config, offset_queue: usize) -> Handler {
-        Handler::with_table(config, StateTable::new(config.capacity), offset_queue)
+        Handler::with_table(
+            config,
+            StateTable::with_feeds(config.capacity, config.feeds.len()),
+            offset_queue,
+        )
     }
 
     /// A handler over a given table (e.g. one in shared memory), with

@@ -120,7 +120,7 @@ pub struct Monitor {
     lines: Vec<LineMetrics>,
     receiver: ReceiverMetrics,
     /// Each feed's counters as last read (one consistent set per feed).
-    counters: Vec<Option<[u64; counter::COUNT + counter::MORE]>>,
+    counters: Vec<Option<[u64; counter::ALL]>>,
 }
 
 impl Monitor {

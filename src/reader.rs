@@ -18,11 +18,13 @@
 
 #![allow(unsafe_code)]
 
+use crate::config::Protocol;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::shm::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
-use crate::state::slot::Record;
+pub use crate::state::slot::{Record, Side};
+pub use crate::state::{FeedStatus, Price};
 use crate::symbol::Symbol;
-use crate::verdict::{evaluate, Reasons};
+use crate::verdict::Reasons;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -235,6 +237,8 @@ pub struct FeedInfo {
     pub name: String,
     /// Full or delta.
     pub kind: FeedKind,
+    /// The protocol it speaks; `None` for a code this build does not know.
+    pub protocol: Option<Protocol>,
 }
 
 struct Mapped {
@@ -317,6 +321,8 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
             path.display()
         )));
     }
+    // The version before the shape: another layout's shape differs.
+    version_known(w[1], path)?;
     let claimed = Shape::new(w[8] as usize, w[7] as usize)
         .filter(|s| s.file_len as u64 == w[13])
         .map(|s| s.file_len);
@@ -341,13 +347,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     let h = probe.header();
     // Acquire: pairs with the writer's Release store of the version, so the
     // header fields read below are the ones it wrote.
-    let version = h.version.load(Ordering::Acquire);
-    if version != LAYOUT_VERSION {
-        return Err(Health::BadLayout(format!(
-            "{}: layout version {version}, this reader knows {LAYOUT_VERSION} (0: not ready)",
-            path.display()
-        )));
-    }
+    version_known(h.version.load(Ordering::Acquire), path)?;
     let feeds = h.feed_count.load(Ordering::Relaxed) as usize;
     let capacity = h.capacity.load(Ordering::Relaxed) as usize;
     let shape = Shape::new(feeds, capacity).filter(|s| {
@@ -375,6 +375,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
             } else {
                 FeedKind::Full
             },
+            protocol: shm::protocol_of(b.protocol.load(Ordering::Relaxed)),
         })
         .collect();
     let h = views.header();
@@ -386,6 +387,22 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
         views,
         _map: map,
     })
+}
+
+/// A file of another layout version (or one not ready, version 0) is
+/// `BadLayout`, saying which version it has and which this reader expects.
+fn version_known(version: u64, path: &Path) -> Result<(), Health> {
+    match version {
+        LAYOUT_VERSION => Ok(()),
+        0 => Err(Health::BadLayout(format!(
+            "{}: not ready (layout version 0)",
+            path.display()
+        ))),
+        v => Err(Health::BadLayout(format!(
+            "{}: layout version {v}, expected {LAYOUT_VERSION}",
+            path.display()
+        ))),
+    }
 }
 
 const NO_SHAPE: Shape = Shape {
@@ -455,24 +472,34 @@ impl Reader {
         }
     }
 
-    /// Finds (feed, symbol). `None` if the feed is unknown, the symbol is
-    /// not valid, or the writer has not seen the symbol yet (look it up again
-    /// later). Scans the directory: do it once, not per check.
+    /// Finds (feed, instrument) by name: the directory entry of that feed
+    /// whose name words equal `symbol`'s. `None` if the feed is unknown, no
+    /// entry has that name (the writer has not seen it yet: look it up
+    /// again later), or its key is not a symbol. Scans the directory: do it
+    /// once, not per check.
     pub fn lookup(&self, feed: &str, symbol: &str) -> Option<Handle> {
         let m = self.mapped.as_ref().ok()?;
         let feed = m.feeds.iter().position(|f| f.name == feed)? as u16;
-        let symbol = Symbol::parse(symbol)?;
+        let name = shm::name_words(symbol.as_bytes()).filter(|w| w[0] != 0)?;
         let dir = m.views.directory();
         // Acquire: pairs with the writer's Release store of directory_len,
         // so the entries below it are complete.
         let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
         dir[..n].iter().find_map(|e| {
-            let key = e.symbol.load(Ordering::Relaxed);
+            // Relaxed (all): ordered by the Acquire load of directory_len.
             let fs = e.feed_slot.load(Ordering::Relaxed);
-            (key == symbol.key() && (fs >> 32) as u16 == feed).then_some(Handle {
+            if (fs >> 32) as u16 != feed
+                || e.name
+                    .iter()
+                    .zip(name)
+                    .any(|(w, v)| w.load(Ordering::Relaxed) != v)
+            {
+                return None;
+            }
+            Some(Handle {
                 feed,
                 slot: fs as u32,
-                symbol,
+                symbol: Symbol::from_key(e.key.load(Ordering::Relaxed))?,
             })
         })
     }
@@ -512,10 +539,13 @@ impl Reader {
         let Some(offset) = retry(&mut retries, || shm::read_offset(block)) else {
             return (Verdict::dead(Health::Busy), retries);
         };
+        let Some(status) = retry(&mut retries, || block.status.try_read()) else {
+            return (Verdict::dead(Health::Busy), retries);
+        };
         let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
             Reasons::NO_QUOTE
         } else {
-            evaluate(Some(&record.state), record.thresholds, offset, now)
+            crate::state::verdict(&record, &status, offset, now)
         };
         (
             Verdict {
@@ -562,10 +592,29 @@ impl Reader {
     /// the writer published them together at one heartbeat; `None` if not
     /// mapped, no such feed, or the writer stayed mid-update for
     /// [`MAX_RETRIES`] reads.
-    pub fn counters(&self, feed: u16) -> Option<[u64; shm::counter::COUNT + shm::counter::MORE]> {
+    pub fn counters(&self, feed: u16) -> Option<[u64; shm::counter::ALL]> {
         let m = self.mapped.as_ref().ok()?;
         let b = m.views.feeds().get(feed as usize)?;
         (0..MAX_RETRIES).find_map(|_| shm::read_counters(b))
+    }
+
+    /// A feed's status (its feed extension); `None` if not mapped, no such
+    /// feed, or the writer stayed mid-update for [`MAX_RETRIES`] reads.
+    pub fn feed_status(&self, feed: u16) -> Option<FeedStatus> {
+        let m = self.mapped.as_ref().ok()?;
+        let b = m.views.feeds().get(feed as usize)?;
+        (0..MAX_RETRIES).find_map(|_| b.status.try_read())
+    }
+
+    /// A consistent copy of a looked-up symbol's slot (its exact prices and
+    /// sizes: [`Record::bid`], [`Record::ask`]); `None` if not mapped, the
+    /// slot holds another (feed, symbol), or it stayed mid-update.
+    pub fn record(&self, handle: &Handle) -> Option<Record> {
+        let m = self.mapped.as_ref().ok()?;
+        let slot = m.views.slots().get(handle.slot as usize)?;
+        (0..MAX_RETRIES)
+            .find_map(|_| slot.try_read())
+            .filter(|r| r.symbol == Some(handle.symbol) && r.feed == handle.feed)
     }
 
     /// A feed's clock offset (local − provider), ns.

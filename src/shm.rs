@@ -4,8 +4,8 @@
 //! ```text
 //! offset            size               section
 //! 0                 128                Header
-//! FEEDS (=128)      512 × feeds        FeedBlock per feed, in configuration order
-//! DIRECTORY         16 × capacity      DirEntry per occupied slot, in insertion order
+//! FEEDS (=128)      1024 × feeds       FeedBlock per feed, in configuration order
+//! DIRECTORY         48 × capacity      DirEntry per occupied slot, in insertion order
 //! SLOTS (4096-al.)  128 × capacity     Slot (see `state::slot`), one per (feed, symbol)
 //! ```
 //!
@@ -30,16 +30,28 @@
 //! | 112 | worst_cycle_ns | longest receiver duty cycle so far |
 //! | 120 | datagrams | datagrams received so far, all lines |
 //!
-//! FeedBlock (512 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
-//! 1 delta), 72 and 80 reserved (zero), 88 line A, 96 line B
+//! FeedBlock (1024 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
+//! 1 delta), 72 protocol (0 sqf, 1 itch50), 80 reserved (zero), 88 line A, 96 line B
 //! (`ipv4 << 16 | port`, 0 = none), 104 counters stamp (seqlock over every
 //! counter of the block: odd while the writer stores a heartbeat's set, +2
 //! per set), 112 and 120 reserved (zero), 128 offset stamp (seqlock), 136 offset
 //! low word, 144 offset high word (i128, ns, local − provider), 152..256
 //! counters 32..45 (appended ids, in words the block had reserved), 256..512
-//! counters 0..32 (u64 each, ids in [`counter`]).
+//! counters 0..32 (u64 each, ids in [`counter`]). The feed extension, for
+//! protocols that keep state per feed (SQF leaves it zero):
 //!
-//! DirEntry (16 bytes): 0 symbol key, 8 `feed << 32 | slot`.
+//! | offset | field | notes |
+//! |---|---|---|
+//! | 512 | state_stamp | seqlock over 520..544: odd while written, +2 per write |
+//! | 520 | flags | bit 0 suspect, 1 closed, 2 joined |
+//! | 528 | last_alive | ns since the Unix epoch, local clock; 0 = none |
+//! | 536 | source_watermark | ns since the Unix epoch, provider clock; 0 = none |
+//! | 544..1024 | counters 64..124 | [`counter::EXT`] on, under the counters stamp |
+//!
+//! DirEntry (48 bytes): 0 key (SQF and ITCH: the 8 symbol bytes as a
+//! little-endian u64), 8 `feed << 32 | slot`, 16..48 name (UTF-8, NUL
+//! padded; SQF and ITCH: the symbol without its trailing spaces). Readers
+//! look an instrument up by its name.
 //!
 //! One writer per path: it holds an exclusive `flock` on `<path>.lock`
 //! ([`WriterLock`], which also holds its pid) for its whole life. It builds
@@ -58,9 +70,11 @@
 
 #![allow(unsafe_code)]
 
+use crate::config::Protocol;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
+use crate::state::{FeedStatus, FeedStatusWords};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
@@ -71,7 +85,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// "TKGUARD1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TKGUARD1");
 /// Layout version of this file format.
-pub const LAYOUT_VERSION: u64 = 1;
+pub const LAYOUT_VERSION: u64 = 2;
 /// `state`: the writer is running.
 pub const STATE_RUNNING: u64 = 1;
 /// `state`: the writer closed the publication on a clean shutdown.
@@ -143,6 +157,68 @@ pub mod counter {
     pub const ALL_REJECTED_REASON: usize = 35;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
+    /// First id of the feed extension's counters (bytes 544..1024), written
+    /// by protocols that sequence a whole feed (ITCH).
+    pub const EXT: usize = 64;
+    /// Counter slots in the feed extension (ids `EXT..EXT + EXT_COUNT`).
+    pub const EXT_COUNT: usize = 60;
+    /// One past the highest counter id: the length of a full copy.
+    pub const ALL: usize = EXT + EXT_COUNT;
+    /// The next sequence number to apply; 0 unset.
+    pub const NEXT: usize = EXT;
+    /// The highest sequence number seen.
+    pub const HIGH: usize = EXT + 1;
+    /// Messages held back behind a gap.
+    pub const HELD: usize = EXT + 2;
+    /// Gaps not yet filled.
+    pub const GAPS_OPEN: usize = EXT + 3;
+    /// Messages recovered by re-request.
+    pub const RECOVERED: usize = EXT + 4;
+    /// Session changes.
+    pub const SESSION_CHANGES: usize = EXT + 5;
+    /// Packets of a session no longer current.
+    pub const STALE_SESSION: usize = EXT + 6;
+    /// Messages naming an order the book does not know.
+    pub const UNKNOWN_ORDERS: usize = EXT + 7;
+    /// Messages the book could not apply consistently.
+    pub const ANOMALIES: usize = EXT + 8;
+    /// Re-requests sent.
+    pub const REQUESTS_SENT: usize = EXT + 9;
+    /// Gaps given up after their deadline.
+    pub const GAPS_EXPIRED: usize = EXT + 10;
+    /// Sequence numbers whose content differed between lines A and B.
+    pub const LINE_MISMATCHES: usize = EXT + 11;
+    /// The session's 10 bytes, NUL padded: bytes 0..8 as a little-endian word…
+    pub const SESSION_LO: usize = EXT + 12;
+    /// … and bytes 8..10.
+    pub const SESSION_HI: usize = EXT + 13;
+    /// BinaryFILE records that were not valid messages.
+    pub const INVALID_RECORDS: usize = EXT + 14;
+    /// Names of the extension counters tools print (protocols other than SQF only).
+    pub const EXT_NAMES: [(usize, &str); 13] = [
+        (NEXT, "next"),
+        (HIGH, "high"),
+        (HELD, "held"),
+        (GAPS_OPEN, "gaps_open"),
+        (RECOVERED, "recovered"),
+        (SESSION_CHANGES, "session_changes"),
+        (STALE_SESSION, "stale_session"),
+        (UNKNOWN_ORDERS, "unknown_orders"),
+        (ANOMALIES, "anomalies"),
+        (REQUESTS_SENT, "requests_sent"),
+        (GAPS_EXPIRED, "gaps_expired"),
+        (LINE_MISMATCHES, "line_mismatches"),
+        (INVALID_RECORDS, "invalid_records"),
+    ];
+    /// The session as text from the two session words (NULs and trailing
+    /// spaces dropped); empty when unset.
+    pub fn session(lo: u64, hi: u64) -> String {
+        let mut b = [0u8; 10];
+        b[..8].copy_from_slice(&lo.to_le_bytes());
+        b[8..].copy_from_slice(&hi.to_le_bytes()[..2]);
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).trim_end().to_string()
+    }
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),
@@ -165,9 +241,11 @@ pub mod counter {
 pub struct FeedBlock {
     pub name: [AtomicU64; 8],
     pub kind: AtomicU64,
-    /// Words 72 and 80: reserved, zero (once the feed's default thresholds,
-    /// which no reader used: each slot holds the thresholds in force).
-    reserved0: [AtomicU64; 2],
+    /// Word 72: the feed's protocol (0 sqf, 1 itch50).
+    pub protocol: AtomicU64,
+    /// Word 80: reserved, zero (once a default threshold, which no reader
+    /// used: each slot holds the thresholds in force).
+    reserved0: AtomicU64,
     pub lines: [AtomicU64; 2],
     /// Word 104: seqlock stamp of the counters, +2 per heartbeat's set
     /// (see [`Publication::write_counters`]).
@@ -179,24 +257,69 @@ pub struct FeedBlock {
     /// Counters `counter::COUNT..`; use [`FeedBlock::counter`].
     pub more_counters: [AtomicU64; counter::MORE],
     pub counters: [AtomicU64; counter::COUNT],
+    /// Bytes 512..544: the feed's status (see [`crate::state::FeedStatus`]).
+    pub status: FeedStatusWords,
+    /// Counters `counter::EXT..`; use [`FeedBlock::counter`].
+    pub ext_counters: [AtomicU64; counter::EXT_COUNT],
 }
 
 impl FeedBlock {
     /// Counter `id` (ids in [`counter`]), wherever in the block it lives.
     #[inline]
     pub fn counter(&self, id: usize) -> Option<&AtomicU64> {
-        match id.checked_sub(counter::COUNT) {
-            None => self.counters.get(id),
-            Some(more) => self.more_counters.get(more),
+        if id >= counter::EXT {
+            self.ext_counters.get(id - counter::EXT)
+        } else if id >= counter::COUNT {
+            self.more_counters.get(id - counter::COUNT)
+        } else {
+            self.counters.get(id)
         }
     }
 }
 
+/// The protocol code of word 72.
+pub fn protocol_code(p: Protocol) -> u64 {
+    match p {
+        Protocol::Sqf => 0,
+        Protocol::Itch50 => 1,
+    }
+}
+
+/// The protocol of a word-72 code; `None` for a code this build does not know.
+pub fn protocol_of(code: u64) -> Option<Protocol> {
+    match code {
+        0 => Some(Protocol::Sqf),
+        1 => Some(Protocol::Itch50),
+        _ => None,
+    }
+}
+
+/// Bytes of a directory entry's name.
+pub const NAME_LEN: usize = 32;
+
 /// One directory entry.
 #[repr(C)]
 pub struct DirEntry {
-    pub symbol: AtomicU64,
+    /// The instrument's key (SQF, ITCH: the symbol's 8 bytes).
+    pub key: AtomicU64,
     pub feed_slot: AtomicU64,
+    /// The instrument's name, UTF-8, NUL padded.
+    pub name: [AtomicU64; NAME_LEN / 8],
+}
+
+/// A name as directory name words (NUL padded); `None` when longer than
+/// [`NAME_LEN`] or holding a NUL (no entry could match it).
+pub fn name_words(name: &[u8]) -> Option<[u64; NAME_LEN / 8]> {
+    if name.len() > NAME_LEN || name.contains(&0) {
+        return None;
+    }
+    let mut bytes = [0u8; NAME_LEN];
+    bytes[..name.len()].copy_from_slice(name);
+    Some(std::array::from_fn(|i| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        u64::from_le_bytes(w)
+    }))
 }
 
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
@@ -472,6 +595,8 @@ pub struct FeedInfo {
     pub kind: FeedKind,
     /// Line A, then line B if any.
     pub lines: Vec<std::net::SocketAddrV4>,
+    /// The protocol the feed speaks.
+    pub protocol: Protocol,
 }
 
 /// Packs a line for the feed block.
@@ -592,6 +717,9 @@ impl Publication {
             block
                 .kind
                 .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
+            block
+                .protocol
+                .store(protocol_code(f.protocol), Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
@@ -703,16 +831,21 @@ impl Publication {
         &self.views
     }
 
-    /// Appends (feed, symbol) → slot to the directory as entry `index`.
+    /// Appends (feed, key, name) → slot to the directory as entry `index`
+    /// (a name longer than [`NAME_LEN`] is cut there).
     #[inline]
-    pub(crate) fn publish_entry(&self, index: usize, feed: u16, symbol: u64, slot: u32) {
+    pub(crate) fn publish_entry(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: u32) {
         let Some(e) = self.views.directory().get(index) else {
             return;
         };
+        let name = name_words(&name[..name.len().min(NAME_LEN)]).unwrap_or_default();
         // Relaxed: published by the Release store of directory_len below.
-        e.symbol.store(symbol, Ordering::Relaxed);
+        e.key.store(key, Ordering::Relaxed);
         e.feed_slot
             .store((feed as u64) << 32 | slot as u64, Ordering::Relaxed);
+        for (w, v) in e.name.iter().zip(name) {
+            w.store(v, Ordering::Relaxed);
+        }
         // Release: pairs with the reader's Acquire load of directory_len.
         self.views
             .header()
@@ -738,8 +871,14 @@ impl Publication {
         });
     }
 
-    /// Stores counter `id` of `feed` (relaxed: a statistic).
-    #[inline]
+    /// Publishes `feed`'s status in its feed extension (seqlock; see
+    /// [`crate::state::StateTable::set_feed_status`]).
+    pub fn set_feed_status(&self, feed: u16, s: &FeedStatus) {
+        if let Some(b) = self.views.feeds().get(feed as usize) {
+            b.status.write(s);
+        }
+    }
+
     /// Runs `store` (which sets counters with [`set_counter`](Self::set_counter))
     /// as one write of every feed's counters: a reader of a feed's
     /// [`read_counters`] copy sees all of a set or none of it.
@@ -747,6 +886,8 @@ impl Publication {
         write_all(self.views.feeds(), store);
     }
 
+    /// Stores counter `id` of `feed` (relaxed: a statistic).
+    #[inline]
     pub fn set_counter(&self, feed: u16, id: usize, value: u64) {
         if let Some(c) = self
             .views
@@ -769,7 +910,7 @@ fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
 
 /// Every counter of a feed block (index = counter id), or `None` while a
 /// write is in progress.
-pub(crate) fn read_counters(b: &FeedBlock) -> Option<[u64; counter::COUNT + counter::MORE]> {
+pub(crate) fn read_counters(b: &FeedBlock) -> Option<[u64; counter::ALL]> {
     let (c, _) = b.counters_stamp.try_read(|| {
         // Relaxed: ordered by the seqlock's stamp and fences.
         std::array::from_fn(|id| b.counter(id).map_or(0, |c| c.load(Ordering::Relaxed)))
@@ -806,30 +947,148 @@ mod tests {
 
     #[test]
     fn layout_is_pinned() {
+        assert_eq!(LAYOUT_VERSION, 2);
         assert_eq!(size_of::<Header>(), 128);
         assert_eq!(offset_of!(Header, version), 8);
         assert_eq!(offset_of!(Header, heartbeat_ns), 40);
         assert_eq!(offset_of!(Header, directory_len), 72);
         assert_eq!(offset_of!(Header, file_len), 104);
-        assert_eq!(size_of::<FeedBlock>(), 512);
+        assert_eq!(size_of::<FeedBlock>(), 1024);
         assert_eq!(offset_of!(FeedBlock, kind), 64);
+        assert_eq!(offset_of!(FeedBlock, protocol), 72);
         assert_eq!(offset_of!(FeedBlock, lines), 88);
         assert_eq!(offset_of!(FeedBlock, counters_stamp), 104);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
         assert_eq!(offset_of!(FeedBlock, more_counters), 152);
         assert_eq!(offset_of!(FeedBlock, counters), 256);
-        assert_eq!(size_of::<DirEntry>(), 16);
+        assert_eq!(offset_of!(FeedBlock, status), 512);
+        let status = 512;
+        assert_eq!(status + offset_of!(FeedStatusWords, stamp), 512);
+        assert_eq!(status + offset_of!(FeedStatusWords, flags), 520);
+        assert_eq!(status + offset_of!(FeedStatusWords, last_alive), 528);
+        assert_eq!(status + offset_of!(FeedStatusWords, source_watermark), 536);
+        assert_eq!(offset_of!(FeedBlock, ext_counters), 544);
+        use crate::state::feed_flag;
+        assert_eq!(
+            (feed_flag::SUSPECT, feed_flag::CLOSED, feed_flag::JOINED),
+            (1, 2, 4)
+        );
+        assert_eq!(size_of::<DirEntry>(), 48);
+        assert_eq!(offset_of!(DirEntry, key), 0);
+        assert_eq!(offset_of!(DirEntry, feed_slot), 8);
+        assert_eq!(offset_of!(DirEntry, name), 16);
         assert_eq!(align_of::<Slot>(), 128);
+        assert_eq!(
+            (
+                protocol_code(Protocol::Sqf),
+                protocol_code(Protocol::Itch50)
+            ),
+            (0, 1)
+        );
         let s = Shape::new(2, 100).unwrap();
         assert_eq!(s.feeds_offset, 128);
-        assert_eq!(s.directory_offset, 128 + 1024);
+        assert_eq!(s.directory_offset, 128 + 2048);
         assert_eq!(s.slots_offset % PAGE, 0);
-        assert!(s.slots_offset >= s.directory_offset + 1600);
+        assert!(s.slots_offset >= s.directory_offset + 4800);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
     }
 
-    /// The feed block holds name, kind and lines; words 72, 80 and 104..128
-    /// and 112..128 stay zero; 104 is the counters stamp, even at rest.
+    /// Every counter id, and where each lives in the block.
+    #[test]
+    fn counter_ids_are_pinned() {
+        use counter::*;
+        let ids = [
+            PACKETS,
+            REJECTED,
+            MESSAGES,
+            QUOTES,
+            SNAPSHOTS,
+            HEARTBEATS,
+            UNKNOWN,
+            DUPLICATES,
+            TICKS_LOST,
+            TABLE_FULL,
+            KERNEL_DROPS,
+            RESETS,
+            LINE_MESSAGES,
+            LINE_REJECTED,
+            REJECTED_BY_REASON,
+            LINE_PACKETS,
+            LINE_KERNEL_DROPS,
+            LINE_RCVBUF,
+            LINE_COPIES,
+            ALL_REJECTED_SINCE,
+            ALL_REJECTED_PACKETS,
+            ALL_REJECTED_REASON,
+        ];
+        assert_eq!(
+            ids,
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35]
+        );
+        let ext = [
+            NEXT,
+            HIGH,
+            HELD,
+            GAPS_OPEN,
+            RECOVERED,
+            SESSION_CHANGES,
+            STALE_SESSION,
+            UNKNOWN_ORDERS,
+            ANOMALIES,
+            REQUESTS_SENT,
+            GAPS_EXPIRED,
+            LINE_MISMATCHES,
+            SESSION_LO,
+            SESSION_HI,
+            INVALID_RECORDS,
+        ];
+        assert_eq!(ext, std::array::from_fn(|i| 64 + i));
+        assert_eq!((EXT, EXT_COUNT, ALL), (64, 60, 124));
+        let block: FeedBlock = unsafe_zeroed_block();
+        let base = &block as *const FeedBlock as usize;
+        let at = |id: usize| {
+            block
+                .counter(id)
+                .map(|c| c as *const AtomicU64 as usize - base)
+        };
+        assert_eq!(at(PACKETS), Some(256));
+        assert_eq!(at(LINE_RCVBUF + 1), Some(256 + 8 * 31));
+        assert_eq!(at(LINE_COPIES), Some(152));
+        assert_eq!(at(COUNT + MORE - 1), Some(248));
+        assert_eq!(at(COUNT + MORE), None);
+        assert_eq!(at(NEXT), Some(544));
+        assert_eq!(at(INVALID_RECORDS), Some(544 + 8 * 14));
+        assert_eq!(at(ALL - 1), Some(1016));
+        assert_eq!(at(ALL), None);
+        assert_eq!(
+            session(u64::from_le_bytes(*b"000000AB"), 0x4443),
+            "000000ABCD"
+        );
+        assert_eq!(session(u64::from_le_bytes(*b"S1\0\0\0\0\0\0"), 0), "S1");
+        assert_eq!(session(0, 0), "");
+    }
+
+    /// A block of zero words (every field is an atomic or a seqlock stamp).
+    fn unsafe_zeroed_block() -> FeedBlock {
+        // SAFETY: FeedBlock is repr(C) of AtomicU64s (SeqLock is a
+        // transparent AtomicU64), for which all-zero bytes are valid.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// Names become NUL-padded words; too long or holding a NUL, none.
+    #[test]
+    fn directory_names() {
+        let w = name_words(b"EURUSD").unwrap();
+        assert_eq!(w, [u64::from_le_bytes(*b"EURUSD\0\0"), 0, 0, 0]);
+        let long = [b'x'; 32];
+        assert_eq!(name_words(&long).unwrap()[3], u64::from_le_bytes([b'x'; 8]));
+        assert_eq!(name_words(&[b'x'; 33]), None);
+        assert_eq!(name_words(b"A\0"), None);
+    }
+
+    /// The feed block holds name, kind, protocol and lines; word 80 and
+    /// 112..128 stay zero; 104 is the counters stamp, even at rest; the feed
+    /// extension is zero until a status or an extension counter is written.
     #[test]
     fn feed_block_reserved_words_are_zero() {
         let dir = tempfile::tempdir().unwrap();
@@ -839,6 +1098,7 @@ mod tests {
             name: "lp1".into(),
             kind: FeedKind::Delta,
             lines: vec![line],
+            protocol: Protocol::Itch50,
         }];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         p.ready();
@@ -849,8 +1109,11 @@ mod tests {
         };
         assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
         assert_eq!(word(64), 1);
-        assert_eq!(word(72), 0);
+        assert_eq!(word(72), 1);
         assert_eq!(word(80), 0);
+        for at in (512..1024).step_by(8) {
+            assert_eq!(word(at), 0, "word {at}");
+        }
         assert_eq!(word(88), pack_line(line));
         assert_eq!(word(96), 0);
         assert_eq!(word(104), 0);
@@ -865,6 +1128,33 @@ mod tests {
         for at in [112, 120] {
             assert_eq!(word(at), 0, "word {at}");
         }
+        p.write_counters(|| {
+            p.set_counter(0, counter::GAPS_OPEN, 3);
+            p.set_counter(0, counter::INVALID_RECORDS, 9);
+        });
+        let s = FeedStatus {
+            suspect: true,
+            closed: false,
+            joined: true,
+            last_alive: 11,
+            source_watermark: 12,
+        };
+        p.set_feed_status(0, &s);
+        p.set_feed_status(0, &s);
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |at: usize| {
+            let at = 128 + at;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(104), 4);
+        assert_eq!(word(544 + 8 * 3), 3);
+        assert_eq!(word(544 + 8 * 14), 9);
+        assert_eq!(
+            [word(512), word(520), word(528), word(536)],
+            [2, 0b101, 11, 12],
+            "one write: an unchanged status is not written again"
+        );
+        assert_eq!(p.views().feeds()[0].status.try_read(), Some(s));
     }
 
     /// A heartbeat's counters are one set: a copy never holds a line's
@@ -878,6 +1168,7 @@ mod tests {
             name: "lp1".into(),
             kind: FeedKind::Full,
             lines: vec!["127.0.0.1:30001".parse().unwrap()],
+            protocol: Protocol::Sqf,
         }];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;

@@ -134,6 +134,7 @@ pub fn publication_feeds(config: &Config) -> Vec<FeedInfo> {
             name: f.name.clone(),
             kind: f.kind,
             lines: f.lines.clone(),
+            protocol: f.protocol,
         })
         .collect()
 }

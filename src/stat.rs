@@ -71,7 +71,7 @@ struct Writer {
 struct FeedView {
     name: String,
     kind: FeedKind,
-    counters: [u64; counter::COUNT + counter::MORE],
+    counters: [u64; counter::ALL],
     offset: i128,
     /// ok, then each reason of `Reasons::ORDER`.
     tally: [usize; 6],
@@ -173,7 +173,7 @@ impl Snapshot {
             let mut view = FeedView {
                 name: f.name.clone(),
                 kind: f.kind,
-                counters: [0; counter::COUNT + counter::MORE],
+                counters: [0; counter::ALL],
                 offset: reader.offset(id).unwrap_or(0),
                 tally: [0; 6],
             };

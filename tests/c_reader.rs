@@ -133,6 +133,8 @@ struct CAnswer {
     line: String,
     /// From "version: N", 0 when absent.
     version: u64,
+    /// The book top lines ("bid: PRICE SIZE", "ask: PRICE SIZE", "halted").
+    quote: Vec<String>,
     stderr: String,
 }
 
@@ -162,7 +164,12 @@ fn c_check_owned(
     let mut lines = r.stdout.lines();
     let line = lines.next().unwrap_or_default().to_string();
     let mut version = 0;
+    let mut quote = Vec::new();
     for l in lines {
+        if l.starts_with("bid: ") || l.starts_with("ask: ") || l == "halted" {
+            quote.push(l.to_string());
+            continue;
+        }
         let v = l
             .strip_prefix("version: ")
             .unwrap_or_else(|| panic!("unexpected output line {l:?} in {:?}", r.stdout));
@@ -172,6 +179,7 @@ fn c_check_owned(
         code: r.code,
         line,
         version,
+        quote,
         stderr: r.stderr,
     }
 }
@@ -490,7 +498,7 @@ fn eurusd(file: &[u8]) -> (usize, usize) {
     );
     let key = sym("EURUSD").key();
     let entry = (0..cap)
-        .map(|i| dir_off + 16 * i)
+        .map(|i| dir_off + 48 * i)
         .find(|&e| u64_at(file, e) == key && u64_at(file, e + 8) >> 32 == 0)
         .expect("lp1/EURUSD in the directory");
     (
@@ -517,7 +525,8 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         ("unchanged", Box::new(|_| {}), "ok"),
         ("bad magic", Box::new(|b| b[0] ^= 1), "stale"),
         ("version 0", Box::new(|b| put(b, 8, 0)), "stale"),
-        ("version 2", Box::new(|b| put(b, 8, 2)), "stale"),
+        ("version 1", Box::new(|b| put(b, 8, 1)), "stale"),
+        ("version 3", Box::new(|b| put(b, 8, 3)), "stale"),
         ("closed", Box::new(|b| put(b, 16, 2)), "stale"),
         (
             "capacity + 1",
@@ -614,7 +623,11 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
 
     // A seqlock stamp left odd (a writer killed mid-update): both readers
     // give up after a bounded number of reads and answer stale.
-    for (name, at) in [("slot stamp", slot), ("offset stamp", feed0 + 128)] {
+    for (name, at) in [
+        ("slot stamp", slot),
+        ("offset stamp", feed0 + 128),
+        ("feed state stamp", feed0 + 512),
+    ] {
         let mut b = original.clone();
         let s = u64_at(&b, at);
         put(&mut b, at, s | 1);
@@ -641,6 +654,242 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         );
     }
     std::fs::remove_file(&copy).unwrap();
+}
+
+/// The book top the Rust reader reads, in the C program's words.
+fn rust_quote(shm: &Path, feed: &str, symbol: &str) -> Vec<String> {
+    let r = Reader::open_with(shm, options(Some(LONG_BOUND_MS), None));
+    let Some(rec) = r.lookup(feed, symbol).and_then(|h| r.record(&h)) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for (name, side) in [("bid", rec.bid), ("ask", rec.ask)] {
+        if let Some(s) = side {
+            lines.push(format!("{name}: {} {}", s.price, s.size));
+        }
+    }
+    if rec.halted {
+        lines.push("halted".into());
+    }
+    lines
+}
+
+/// An exchange feed's publication: decimal prices with sizes, one-sided
+/// books, halted symbols, and the feed's own suspect, closed, liveness and
+/// source watermark. C and Rust agree case by case on the verdict and on
+/// the book top, prices exact.
+#[test]
+fn c_reader_agrees_on_exchange_feeds() {
+    use tickguard::config::Protocol;
+    use tickguard::protocol::sqf::rules::FeedKind;
+    use tickguard::shm::FeedInfo;
+    use tickguard::state::{FeedStatus, Level, Top};
+    use tickguard::verdict::Thresholds;
+    let dir = scratch();
+    let Some(bin) = compile_check(dir.path()) else {
+        return;
+    };
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let feed_info = |name: &str, port: u16| FeedInfo {
+        name: name.into(),
+        kind: FeedKind::Delta,
+        lines: vec![format!("239.1.1.1:{port}").parse().unwrap()],
+        protocol: Protocol::Itch50,
+    };
+    let feeds = [
+        feed_info("itch", 30001),
+        feed_info("itch-shut", 30002),
+        feed_info("itch-gap", 30003),
+    ];
+    let p = Arc::new(Publication::create(&shm, 0o640, 64, &feeds, now, 1_000_000).unwrap());
+    let mut table = StateTable::shared(p.clone());
+    p.ready();
+    p.heartbeat(now);
+    let th = Thresholds {
+        stale_ns: 30 * S,
+        source_ns: 30 * S,
+    };
+    let level = |price, size| Some(Level { price, size });
+    let top = |bid, ask| Top {
+        bid,
+        ask,
+        exponent: -4,
+        last_seq: 7,
+        ..Top::default()
+    };
+    let mut put_top = |feed: u16, name: &str, t: Top| {
+        let id = table.insert(feed, sym(name), th).unwrap();
+        table.slots()[id as usize].write_top(&t);
+    };
+    put_top(0, "AAPL", top(level(1_234_500, 300), level(1_235_000, 100)));
+    put_top(0, "BIDONLY", top(level(995_000, 10), None));
+    put_top(0, "ASKONLY", top(None, level(-5, 0)));
+    put_top(0, "EMPTY", top(None, None));
+    put_top(
+        0,
+        "HALTED",
+        Top {
+            halted: true,
+            ..top(level(1, 1), level(2, 1))
+        },
+    );
+    put_top(
+        0,
+        "CROSSED",
+        Top {
+            invalid: true,
+            ..top(level(20_000, 5), level(10_000, 5))
+        },
+    );
+    put_top(
+        0,
+        "OWNSRC",
+        Top {
+            source_time: now - 100 * S,
+            ..top(level(10_000, 1), None)
+        },
+    );
+    put_top(1, "MSFT", top(level(4_000_000, 2), level(4_000_100, 3)));
+    put_top(2, "MSFT", top(level(4_000_000, 2), level(4_000_100, 3)));
+    let alive = FeedStatus {
+        joined: true,
+        last_alive: now,
+        source_watermark: now,
+        ..FeedStatus::default()
+    };
+    table.set_feed_status(0, &alive);
+    table.set_feed_status(
+        1,
+        &FeedStatus {
+            closed: true,
+            ..alive
+        },
+    );
+    // Silent and behind at the source for two minutes, with a gap open.
+    table.set_feed_status(
+        2,
+        &FeedStatus {
+            suspect: true,
+            last_alive: now - 120 * S,
+            source_watermark: now - 120 * S,
+            joined: true,
+            closed: false,
+        },
+    );
+    let long = Some(LONG_BOUND_MS);
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        ("itch", "AAPL", "ok", &["bid: 123.45 300", "ask: 123.5 100"]),
+        ("itch", "BIDONLY", "ok", &["bid: 99.5 10"]),
+        ("itch", "ASKONLY", "ok", &["ask: -0.0005 0"]),
+        ("itch", "EMPTY", "no_quote", &[]),
+        (
+            "itch",
+            "HALTED",
+            "halted",
+            &["bid: 0.0001 1", "ask: 0.0002 1", "halted"],
+        ),
+        (
+            "itch",
+            "CROSSED",
+            "invalid_price",
+            &["bid: 2 5", "ask: 1 5"],
+        ),
+        // The feed's watermark is later than the symbol's own source time.
+        ("itch", "OWNSRC", "ok", &["bid: 1 1"]),
+        (
+            "itch-shut",
+            "MSFT",
+            "closed",
+            &["bid: 400 2", "ask: 400.01 3"],
+        ),
+        (
+            "itch-gap",
+            "MSFT",
+            "stale|stale_at_source|suspect",
+            &["bid: 400 2", "ask: 400.01 3"],
+        ),
+        ("itch", "MSFT", "no_quote", &[]),
+    ];
+    for &(f, s, expected, quote) in cases {
+        let c = same(&bin, &shm, f, s, long, expected);
+        assert_eq!(c.stderr, "", "{f}/{s}");
+        assert_eq!(c.quote, quote, "C book top, {f}/{s}");
+        assert_eq!(rust_quote(&shm, f, s), quote, "Rust book top, {f}/{s}");
+    }
+    // The feed's liveness is what keeps these symbols fresh: without it,
+    // stale and stale at the source.
+    table.set_feed_status(0, &FeedStatus::default());
+    same(&bin, &shm, "itch", "AAPL", long, "stale|stale_at_source");
+    same(&bin, &shm, "itch", "OWNSRC", long, "stale|stale_at_source");
+    drop(table);
+    drop(p);
+}
+
+/// Header words of a hand-made publication of layout `version` with the
+/// shape that layout had: (feed block, directory entry) bytes.
+fn hand_made(version: u64, feed_len: usize, dir_len: usize) -> Vec<u8> {
+    let (feeds, cap) = (1usize, 16usize);
+    let align = |n: usize, to: usize| n.div_ceil(to) * to;
+    let dir_off = align(128 + feed_len * feeds, 128);
+    let slots_off = align(dir_off + dir_len * cap, 4096);
+    let file_len = align(slots_off + 128 * cap, 4096);
+    let mut b = vec![0u8; file_len];
+    let now = now_ns();
+    let words = [
+        u64::from_le_bytes(*b"TKGUARD1"),
+        version,
+        1,
+        std::process::id() as u64,
+        now,
+        now,
+        1_000_000,
+        cap as u64,
+        feeds as u64,
+        0,
+        128,
+        dir_off as u64,
+        slots_off as u64,
+        file_len as u64,
+    ];
+    for (i, w) in words.iter().enumerate() {
+        put(&mut b, 8 * i, *w);
+    }
+    b[128..131].copy_from_slice(b"lp1");
+    b
+}
+
+/// A file of layout version 1 (as an older writer made it) or 3 (a newer
+/// one) is refused by both readers, saying which version it has and which
+/// they expect; `check` exits 2.
+#[test]
+fn readers_refuse_other_layout_versions() {
+    let dir = scratch();
+    let Some(bin) = compile_check(dir.path()) else {
+        return;
+    };
+    for (version, file) in [(1, hand_made(1, 512, 16)), (3, hand_made(3, 1024, 48))] {
+        let path = dir.path().join(format!("v{version}"));
+        std::fs::write(&path, &file).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let c = same(&bin, &path, "lp1", "EURUSD", Some(LONG_BOUND_MS), "stale");
+        let text = format!("layout version {version}, expected 2");
+        assert!(c.stderr.contains(&text), "C: {}", c.stderr);
+        let health = Reader::open(&path).health(now_ns());
+        assert_eq!(health.name(), "bad_layout", "{health}");
+        assert!(health.to_string().contains(&text), "Rust: {health}");
+        let out = run(Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(["check", "lp1", "EURUSD", "--shm"])
+            .arg(&path));
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert_eq!(
+            out.stderr.trim(),
+            format!(
+                "tickguard: unusable publication: {}: {text}",
+                path.display()
+            )
+        );
+    }
 }
 
 /// The header compiles as C++ (extern "C" guards, casts), and the result runs.

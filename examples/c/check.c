@@ -6,7 +6,10 @@
  *     ./check /dev/shm/tickguard lp1 EURUSD [DEAD_AFTER_MS [OWNER_UID]]
  *
  * Prints "ok" or "rejected: REASON|REASON..." (the Rust reader's names and
- * order), then "version: N" when a slot was read. Why the writer is not
+ * order), then "version: N" when a slot was read, then the book top as
+ * published: "bid: PRICE SIZE" and "ask: PRICE SIZE" for each side there is
+ * (prices exact, sizes 0 when unknown) and "halted" when trading is halted.
+ * Why the writer is not
  * trusted, if it is not, goes to stderr. DEAD_AFTER_MS bounds the writer
  * heartbeat's age (default 100). OWNER_UID is the user that must own the
  * file (default: this user; root is always accepted).
@@ -30,7 +33,9 @@ int main(int argc, char **argv) {
     uint32_t reasons, health;
     tg_reader reader;
     tg_handle handle;
-    char text[64];
+    tg_quote quote;
+    int have_quote = 0;
+    char text[64], price[TG_PRICE_TEXT_LEN];
     int err;
     uid_t owner = geteuid();
 
@@ -64,12 +69,17 @@ int main(int argc, char **argv) {
 
     /* A reader that failed to open still answers: stale. */
     err = tg_open_owned(&reader, path, dead_after_ns, owner);
-    if (err != 0) fprintf(stderr, "check: %s: %s\n", path, strerror(err));
+    if (err == ENOTSUP)
+        fprintf(stderr, "check: %s: layout version %" PRIu64 ", expected %u\n", path, reader.found_version,
+                TG_LAYOUT_VERSION);
+    else if (err != 0)
+        fprintf(stderr, "check: %s: %s\n", path, strerror(err));
 
     now = tg_now_ns();
-    if (tg_lookup(&reader, feed, symbol, &handle) == 0)
+    if (tg_lookup(&reader, feed, symbol, &handle) == 0) {
         reasons = tg_check(&reader, &handle, now, &version);
-    else
+        have_quote = version != 0 && tg_read_quote(&reader, &handle, &quote) == 0;
+    } else
         reasons = tg_check_symbol(&reader, feed, symbol, now); /* no_quote, or stale */
 
     health = tg_health(&reader, now);
@@ -81,6 +91,15 @@ int main(int argc, char **argv) {
     else
         printf("rejected: %s\n", text);
     if (version != 0) printf("version: %" PRIu64 "\n", version);
+    if (have_quote && quote.has_bid) {
+        tg_price_format(&quote.bid, price, sizeof price);
+        printf("bid: %s %" PRIu64 "\n", price, quote.bid_size);
+    }
+    if (have_quote && quote.has_ask) {
+        tg_price_format(&quote.ask, price, sizeof price);
+        printf("ask: %s %" PRIu64 "\n", price, quote.ask_size);
+    }
+    if (have_quote && quote.halted) printf("halted\n");
 
     tg_close(&reader);
     return reasons == 0 ? 0 : 1;

@@ -6,15 +6,156 @@
 mod index;
 mod prefetch;
 pub use prefetch::prefetch;
+pub mod price;
 pub mod seqlock;
 pub mod slot;
 
 use crate::shm::Publication;
 use crate::symbol::Symbol;
-use crate::verdict::Thresholds;
+use crate::verdict::{Reasons, Thresholds};
 use index::Index;
-pub use slot::{Record, Slot};
+pub use price::Price;
+use seqlock::SeqLock;
+pub use slot::{Level, Record, Side, Slot, Top};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// What an exchange feed keeps per feed rather than per symbol (ITCH:
+/// liveness, source watermark, suspect while a gap is open, trading hours).
+/// SQF leaves it all zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FeedStatus {
+    /// Every symbol of the feed is suspect (a gap open, a session not joined).
+    pub suspect: bool,
+    /// The market is closed: every symbol answers `closed`.
+    pub closed: bool,
+    /// The feed's session is joined (informational).
+    pub joined: bool,
+    /// Last sign of life of the feed, ns since the Unix epoch (local clock); 0 = none.
+    pub last_alive: u64,
+    /// Latest source time seen on the feed, ns since the Unix epoch
+    /// (provider clock); 0 = none.
+    pub source_watermark: u64,
+}
+
+/// Bits of [`FeedStatusWords::flags`].
+pub mod feed_flag {
+    pub const SUSPECT: u64 = 1 << 0;
+    pub const CLOSED: u64 = 1 << 1;
+    pub const JOINED: u64 = 1 << 2;
+}
+
+/// A [`FeedStatus`] behind its seqlock: bytes 512..544 of a publication's
+/// feed block (`state_stamp`, `flags`, `last_alive`, `source_watermark`),
+/// and the heap table's copy.
+#[repr(C)]
+#[derive(Default)]
+pub struct FeedStatusWords {
+    /// Odd while written, +2 per write.
+    pub stamp: SeqLock,
+    /// [`feed_flag`] bits.
+    pub flags: AtomicU64,
+    pub last_alive: AtomicU64,
+    pub source_watermark: AtomicU64,
+}
+
+impl FeedStatusWords {
+    /// Stores `s` as one write (skipped when nothing changed). Single writer only.
+    pub fn write(&self, s: &FeedStatus) {
+        let flags = [
+            (s.suspect, feed_flag::SUSPECT),
+            (s.closed, feed_flag::CLOSED),
+            (s.joined, feed_flag::JOINED),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit);
+        let words = [
+            (&self.flags, flags),
+            (&self.last_alive, s.last_alive),
+            (&self.source_watermark, s.source_watermark),
+        ];
+        // Relaxed: the writer reads back its own stores.
+        if words.iter().all(|(w, v)| w.load(Ordering::Relaxed) == *v) {
+            return;
+        }
+        self.stamp.write(|| {
+            for (w, v) in words {
+                // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
+                w.store(v, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// One attempt at a consistent copy; `None` if a write overlapped.
+    #[inline]
+    pub fn try_read(&self) -> Option<FeedStatus> {
+        let ([flags, last_alive, source_watermark], _) = self.stamp.try_read(|| {
+            // Relaxed: ordered by the seqlock's stamp and fences.
+            [
+                self.flags.load(Ordering::Relaxed),
+                self.last_alive.load(Ordering::Relaxed),
+                self.source_watermark.load(Ordering::Relaxed),
+            ]
+        })?;
+        Some(FeedStatus {
+            suspect: flags & feed_flag::SUSPECT != 0,
+            closed: flags & feed_flag::CLOSED != 0,
+            joined: flags & feed_flag::JOINED != 0,
+            last_alive,
+            source_watermark,
+        })
+    }
+
+    /// A consistent copy, retrying while a write is in progress.
+    fn read(&self) -> FeedStatus {
+        loop {
+            if let Some(s) = self.try_read() {
+                return s;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The verdict for a slot's record, whatever the protocol (the same in
+/// process, in the Rust `Reader` and in `tickguard.h`): liveness and source
+/// time are the later of the symbol's and the feed's, suspect either's,
+/// closed the feed's, halted and invalid the symbol's; `no_quote` (alone)
+/// when the book has neither side. `offset` is the feed's clock offset
+/// (local − provider), ns; `now` local ns since the Unix epoch. Differences
+/// in 128 bits, comparisons strict, as [`crate::verdict::evaluate`], which
+/// it equals for SQF (whose feed status stays zero).
+#[inline]
+pub fn verdict(r: &Record, feed: &FeedStatus, offset: i128, now: u64) -> Reasons {
+    if r.no_quote() {
+        return Reasons::NO_QUOTE;
+    }
+    let s = &r.state;
+    let now = now as i128;
+    let alive = s.last_alive.max(feed.last_alive) as i128;
+    let source = s
+        .price
+        .map_or(0, |p| p.source_time)
+        .max(feed.source_watermark) as i128;
+    let mut reasons = Reasons::empty();
+    for (on, reason) in [
+        (now - alive > r.thresholds.stale_ns as i128, Reasons::STALE),
+        (
+            now - source - offset > r.thresholds.source_ns as i128,
+            Reasons::STALE_AT_SOURCE,
+        ),
+        (s.suspect || feed.suspect, Reasons::SUSPECT),
+        (s.invalid, Reasons::INVALID_PRICE),
+        (r.halted, Reasons::HALTED),
+        (feed.closed, Reasons::CLOSED),
+    ] {
+        if on {
+            reasons |= reason;
+        }
+    }
+    reasons
+}
 
 /// Slot number: a stable handle for one (feed, symbol).
 pub type SlotId = u32;
@@ -31,8 +172,9 @@ impl Probe {
 /// Where the slots live.
 #[derive(Clone)]
 enum Store {
-    /// On this process's heap (replay, tests, embedding).
-    Heap(Arc<[Slot]>),
+    /// On this process's heap (replay, tests, embedding): slots, and each
+    /// feed's status.
+    Heap(Arc<[Slot]>, Arc<[FeedStatusWords]>),
     /// In a shared-memory publication other processes read.
     Shared(Arc<Publication>),
 }
@@ -41,8 +183,16 @@ impl Store {
     #[inline]
     fn slots(&self) -> &[Slot] {
         match self {
-            Store::Heap(s) => s,
+            Store::Heap(s, _) => s,
             Store::Shared(p) => p.views().slots(),
+        }
+    }
+
+    #[inline]
+    fn feed_status(&self, feed: u16) -> Option<&FeedStatusWords> {
+        match self {
+            Store::Heap(_, f) => f.get(feed as usize),
+            Store::Shared(p) => p.views().feeds().get(feed as usize).map(|b| &b.status),
         }
     }
 }
@@ -55,11 +205,21 @@ pub struct StateTable {
 }
 
 impl StateTable {
-    /// A table of `capacity` slots (at least 1) on the heap, all allocated now.
+    /// A table of `capacity` slots (at least 1) on the heap, all allocated
+    /// now, without feed status (see [`with_feeds`](Self::with_feeds)).
     pub fn new(capacity: usize) -> StateTable {
+        StateTable::with_feeds(capacity, 0)
+    }
+
+    /// A table of `capacity` slots (at least 1) on the heap, and the status
+    /// of `feeds` feeds, all allocated now.
+    pub fn with_feeds(capacity: usize, feeds: usize) -> StateTable {
         let capacity = capacity.clamp(1, u32::MAX as usize);
+        let status = (0..feeds.min(1 << 16))
+            .map(|_| FeedStatusWords::default())
+            .collect();
         StateTable {
-            store: Store::Heap((0..capacity).map(|_| Slot::default()).collect()),
+            store: Store::Heap((0..capacity).map(|_| Slot::default()).collect(), status),
             index: Index::new(capacity),
             len: 0,
         }
@@ -80,9 +240,32 @@ impl StateTable {
     #[inline]
     pub fn publication(&self) -> Option<&Publication> {
         match &self.store {
-            Store::Heap(_) => None,
+            Store::Heap(..) => None,
             Store::Shared(p) => Some(p),
         }
+    }
+
+    /// Publishes `feed`'s status (in the publication's feed extension, under
+    /// its seqlock, or the heap table's copy); an unknown feed is ignored.
+    /// Single writer only; a status equal to the last one costs no write.
+    pub fn set_feed_status(&self, feed: u16, s: &FeedStatus) {
+        if let Some(w) = self.store.feed_status(feed) {
+            w.write(s);
+        }
+    }
+
+    /// `feed`'s status as last set (all zero for an unknown feed).
+    pub fn feed_status(&self, feed: u16) -> FeedStatus {
+        self.store
+            .feed_status(feed)
+            .map_or(FeedStatus::default(), |w| w.read())
+    }
+
+    /// The verdict for slot `id` at local time `now` ([`verdict`], with
+    /// the feed's status), `offset` the feed's clock offset, ns.
+    pub fn check(&self, id: SlotId, offset: i128, now: u64) -> Reasons {
+        let r = self.record(id);
+        verdict(&r, &self.feed_status(r.feed), offset, now)
     }
 
     /// Number of slots.
@@ -131,7 +314,10 @@ impl StateTable {
         slot.init(feed, symbol, thresholds);
         self.index.insert(feed, symbol, id);
         if let Store::Shared(p) = &self.store {
-            p.publish_entry(self.len, feed, symbol.key(), id);
+            // The name: the symbol's bytes without their space padding.
+            let wire = symbol.to_wire();
+            let n = wire.iter().position(|&b| b == b' ').unwrap_or(wire.len());
+            p.publish_entry(self.len, feed, symbol.key(), &wire[..n], id);
         }
         self.len += 1;
         Some(id)
@@ -173,6 +359,13 @@ impl TableReader {
     pub fn read(&self, id: SlotId) -> Option<Record> {
         self.store.slots().get(id as usize).map(|s| s.read().0)
     }
+
+    /// `feed`'s status (all zero for an unknown feed).
+    pub fn feed_status(&self, feed: u16) -> FeedStatus {
+        self.store
+            .feed_status(feed)
+            .map_or(FeedStatus::default(), |w| w.read())
+    }
 }
 
 #[cfg(test)]
@@ -212,5 +405,73 @@ mod tests {
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);
         assert!(reader.read(4).is_none());
+    }
+
+    /// The protocol-neutral verdict: the feed's liveness, watermark,
+    /// suspect and closed count with the slot's; halted and one-sided books
+    /// from the slot; equal to `evaluate` when the feed status is zero.
+    #[test]
+    fn verdict_combines_slot_and_feed() {
+        use crate::protocol::sqf::rules::{self, FeedKind, Price as SqfPrice};
+        let mut t = StateTable::with_feeds(4, 2);
+        let th = Thresholds {
+            stale_ns: 100,
+            source_ns: 100,
+        };
+        let a = t.insert(1, Symbol::parse("A").unwrap(), th).unwrap();
+        let b = t.insert(1, Symbol::parse("B").unwrap(), th).unwrap();
+        let check = |t: &StateTable, id| t.check(id, 0, 1_000);
+        assert_eq!(check(&t, a), Reasons::NO_QUOTE);
+        // An SQF slot: the same as `evaluate`, at every time.
+        let p = SqfPrice {
+            bid: 1.0,
+            ask: 2.0,
+            source_time: 950,
+        };
+        t.slots()[a as usize].update(|s| rules::quote(s, FeedKind::Full, 1, p, 920));
+        for now in [900, 1_000, 1_021, 1_051, 2_000] {
+            let r = t.record(a);
+            let want = crate::verdict::evaluate(Some(&r.state), th, 0, now);
+            assert_eq!(t.check(a, 0, now), want, "at {now}");
+        }
+        // An exchange slot: no liveness or source time of its own.
+        let top = Top {
+            ask: Some(Level { price: 5, size: 1 }),
+            exponent: -4,
+            halted: true,
+            ..Top::default()
+        };
+        t.slots()[b as usize].write_top(&top);
+        assert_eq!(
+            check(&t, b),
+            Reasons::STALE | Reasons::STALE_AT_SOURCE | Reasons::HALTED
+        );
+        let status = FeedStatus {
+            suspect: true,
+            closed: true,
+            joined: true,
+            last_alive: 990,
+            source_watermark: 995,
+        };
+        t.set_feed_status(1, &status);
+        assert_eq!(t.feed_status(1), status);
+        assert_eq!(t.reader().feed_status(1), status);
+        assert_eq!(
+            check(&t, b),
+            Reasons::SUSPECT | Reasons::HALTED | Reasons::CLOSED
+        );
+        // The feed's liveness also keeps the SQF-style slot alive; a slot's
+        // own later times win over the feed's.
+        assert_eq!(t.check(a, 0, 1_050), Reasons::SUSPECT | Reasons::CLOSED);
+        // Unknown feeds: ignored, zero.
+        t.set_feed_status(2, &status);
+        assert_eq!(t.feed_status(2), FeedStatus::default());
+        assert_eq!(StateTable::new(1).feed_status(0), FeedStatus::default());
+        // No side at all: no_quote alone, whatever the feed says.
+        t.slots()[b as usize].write_top(&Top {
+            halted: true,
+            ..Top::default()
+        });
+        assert_eq!(check(&t, b), Reasons::NO_QUOTE);
     }
 }

@@ -8,18 +8,24 @@
 //! |---|---|---|
 //! | stamp | seqlock stamp | odd while a write is in progress; +2 per update, so it also counts changes |
 //! | 0 | symbol | wire bytes as little-endian u64; 0 = empty slot |
-//! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price |
+//! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price, 20 halted, 21 has_bid, 22 has_ask, 24..32 price_format (0 f64 bits, 1 decimal), 32..40 decimal exponent (i8) |
 //! | 2 | last_seq | |
-//! | 3 | bid | f64 bits |
-//! | 4 | ask | f64 bits |
-//! | 5 | source_time | ns since the Unix epoch, provider clock |
-//! | 6 | last_alive | ns since the Unix epoch, local clock |
+//! | 3 | bid | f64 bits, or the decimal's i64 mantissa |
+//! | 4 | ask | as bid |
+//! | 5 | source_time | ns since the Unix epoch, provider clock; 0 = none |
+//! | 6 | last_alive | ns since the Unix epoch, local clock; 0 = none |
 //! | 7 | ticks_lost | |
 //! | 8 | duplicates | |
 //! | 9 | stale_ns | stale threshold, ns |
 //! | 10 | source_ns | source threshold, ns |
-//! | 11..15 | reserved | zero |
+//! | 11 | bid_size | u64, 0 = unknown |
+//! | 12 | ask_size | u64, 0 = unknown |
+//! | 13, 14 | reserved | zero |
+//!
+//! SQF sets has_price, has_bid and has_ask together (format 0, sizes 0); an
+//! exchange feed publishes its book top with [`Slot::write_top`] (format 1).
 
+use super::price::Price as Exact;
 use super::seqlock::SeqLock;
 use crate::protocol::sqf::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use crate::symbol::Symbol;
@@ -29,9 +35,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Payload words per slot (the layout's size).
 pub const WORDS: usize = 15;
 /// Payload words in use; the rest are reserved and stay zero.
-const USED: usize = 11;
+const USED: usize = 13;
 
-mod word {
+/// Word and bit positions, pinned by `layout_is_pinned` (and repeated in
+/// `include/tickguard.h`).
+pub mod word {
     pub const SYMBOL: usize = 0;
     pub const META: usize = 1;
     pub const LAST_SEQ: usize = 2;
@@ -43,14 +51,74 @@ mod word {
     pub const DUPLICATES: usize = 8;
     pub const STALE_NS: usize = 9;
     pub const SOURCE_NS: usize = 10;
+    pub const BID_SIZE: usize = 11;
+    pub const ASK_SIZE: usize = 12;
 }
 
-mod meta {
+/// Bits of the `meta` word.
+pub mod meta {
     pub const FEED_MASK: u64 = 0xffff;
     pub const BASELINE: u64 = 1 << 16;
     pub const SUSPECT: u64 = 1 << 17;
     pub const INVALID: u64 = 1 << 18;
     pub const HAS_PRICE: u64 = 1 << 19;
+    pub const HALTED: u64 = 1 << 20;
+    pub const HAS_BID: u64 = 1 << 21;
+    pub const HAS_ASK: u64 = 1 << 22;
+    /// Bits 24..32: how bid and ask are stored.
+    pub const PRICE_FORMAT_SHIFT: u32 = 24;
+    pub const PRICE_FORMAT_MASK: u64 = 0xff << PRICE_FORMAT_SHIFT;
+    /// Bits 32..40: the decimal exponent, an `i8`.
+    pub const EXPONENT_SHIFT: u32 = 32;
+    pub const EXPONENT_MASK: u64 = 0xff << EXPONENT_SHIFT;
+    /// `price_format`: f64 bits.
+    pub const FORMAT_F64: u64 = 0;
+    /// `price_format`: an i64 mantissa scaled by the exponent.
+    pub const FORMAT_DECIMAL: u64 = 1;
+    /// Every bit [`Slot::write_top`] sets (the rest of meta it keeps).
+    pub const TOP: u64 = BASELINE
+        | INVALID
+        | HAS_PRICE
+        | HALTED
+        | HAS_BID
+        | HAS_ASK
+        | PRICE_FORMAT_MASK
+        | EXPONENT_MASK;
+}
+
+/// One side of a book top a protocol maintains itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    /// Price mantissa, scaled by [`Top::exponent`].
+    pub price: i64,
+    /// Size, in the protocol's unit; 0 unknown.
+    pub size: u64,
+}
+
+/// A book top as an exchange feed publishes it ([`Slot::write_top`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Top {
+    pub bid: Option<Level>,
+    pub ask: Option<Level>,
+    /// Decimal exponent of the prices (ITCH −4).
+    pub exponent: i8,
+    /// Trading halted, paused or quotation-only.
+    pub halted: bool,
+    /// The book is crossed (or the price otherwise unusable).
+    pub invalid: bool,
+    /// Stream sequence of the last message applied to the symbol.
+    pub last_seq: u64,
+    /// Source time of the symbol's last change, ns since the Unix epoch
+    /// (provider clock); 0 = none (ITCH keeps source time per feed).
+    pub source_time: u64,
+}
+
+/// One side of a published quote, exactly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Side {
+    pub price: Exact,
+    /// 0 when unknown (SQF carries no sizes).
+    pub size: u64,
 }
 
 /// A seqlock-protected slot.
@@ -74,6 +142,20 @@ pub struct Record {
     pub thresholds: Thresholds,
     /// Seqlock stamp at the read: even, grows by 2 on every change.
     pub version: u64,
+    /// The bid as published, exactly; `None` when the book has none.
+    pub bid: Option<Side>,
+    /// The ask, as `bid`.
+    pub ask: Option<Side>,
+    /// Trading in the instrument is halted (never set by SQF).
+    pub halted: bool,
+}
+
+impl Record {
+    /// Neither side has a price: the verdict is `no_quote` (for SQF the
+    /// same as no valid price stored).
+    pub fn no_quote(&self) -> bool {
+        self.bid.is_none() && self.ask.is_none()
+    }
 }
 
 impl Slot {
@@ -167,6 +249,48 @@ impl Slot {
             r
         })
     }
+
+    /// Publishes a book top (decimal prices) in one seqlocked write; the
+    /// symbol, feed, suspect bit, last_alive, thresholds and counters words
+    /// are kept. Single writer only.
+    #[inline]
+    pub fn write_top(&self, top: &Top) {
+        // Relaxed: the writer reads back its own store.
+        let kept = self.words[word::META].load(Ordering::Relaxed) & !meta::TOP;
+        let mut m = kept
+            | meta::BASELINE
+            | meta::FORMAT_DECIMAL << meta::PRICE_FORMAT_SHIFT
+            | (top.exponent as u8 as u64) << meta::EXPONENT_SHIFT;
+        let side = |l: Option<Level>, bit: u64, m: &mut u64| match l {
+            Some(l) => {
+                *m |= bit | meta::HAS_PRICE;
+                (l.price as u64, l.size)
+            }
+            None => (0, 0),
+        };
+        let (bid, bid_size) = side(top.bid, meta::HAS_BID, &mut m);
+        let (ask, ask_size) = side(top.ask, meta::HAS_ASK, &mut m);
+        if top.halted {
+            m |= meta::HALTED;
+        }
+        if top.invalid {
+            m |= meta::INVALID;
+        }
+        self.stamp.write(|| {
+            for (i, v) in [
+                (word::META, m),
+                (word::LAST_SEQ, top.last_seq),
+                (word::BID, bid),
+                (word::ASK, ask),
+                (word::SOURCE_TIME, top.source_time),
+                (word::BID_SIZE, bid_size),
+                (word::ASK_SIZE, ask_size),
+            ] {
+                // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
+                self.words[i].store(v, Ordering::Relaxed);
+            }
+        });
+    }
 }
 
 /// A slot open for writing (see [`Slot::update`]): the flags and the last
@@ -236,13 +360,16 @@ impl RuleState for InPlace<'_> {
         self.set(word::BID, price.bid.to_bits());
         self.set(word::ASK, price.ask.to_bits());
         self.set(word::SOURCE_TIME, price.source_time);
-        self.meta = (self.meta & !meta::INVALID) | meta::HAS_PRICE;
+        self.meta = (self.meta & !meta::INVALID) | SQF_PRICE;
     }
     #[inline(always)]
     fn set_invalid(&mut self) {
         self.meta |= meta::INVALID;
     }
 }
+
+/// The meta bits SQF sets with every valid price: has_price and both sides.
+const SQF_PRICE: u64 = meta::HAS_PRICE | meta::HAS_BID | meta::HAS_ASK;
 
 /// Words that change after `init`: meta (flags) through duplicates.
 #[cfg(test)]
@@ -270,7 +397,7 @@ fn encode_state(feed: u16, s: &SymbolState) -> [u64; USED] {
         m |= meta::INVALID;
     }
     if let Some(p) = s.price {
-        m |= meta::HAS_PRICE;
+        m |= SQF_PRICE;
         w[word::BID] = p.bid.to_bits();
         w[word::ASK] = p.ask.to_bits();
         w[word::SOURCE_TIME] = p.source_time;
@@ -284,7 +411,17 @@ fn encode_state(feed: u16, s: &SymbolState) -> [u64; USED] {
 }
 
 fn decode(w: &[u64; USED], stamp: u64) -> Record {
+    let m = w[word::META];
+    let side = |bit: u64, price: usize, size: usize| {
+        (m & bit != 0).then(|| Side {
+            price: exact(m, w[price]),
+            size: w[size],
+        })
+    };
     Record {
+        bid: side(meta::HAS_BID, word::BID, word::BID_SIZE),
+        ask: side(meta::HAS_ASK, word::ASK, word::ASK_SIZE),
+        halted: m & meta::HALTED != 0,
         feed: (w[word::META] & meta::FEED_MASK) as u16,
         symbol: Symbol::from_key(w[word::SYMBOL]),
         state: decode_state(w),
@@ -293,6 +430,30 @@ fn decode(w: &[u64; USED], stamp: u64) -> Record {
             source_ns: w[word::SOURCE_NS],
         },
         version: stamp,
+    }
+}
+
+/// A bid or ask word as `meta`'s price format says.
+#[inline]
+fn exact(m: u64, v: u64) -> Exact {
+    if (m & meta::PRICE_FORMAT_MASK) >> meta::PRICE_FORMAT_SHIFT == meta::FORMAT_DECIMAL {
+        Exact::Decimal {
+            mantissa: v as i64,
+            exponent: ((m & meta::EXPONENT_MASK) >> meta::EXPONENT_SHIFT) as u8 as i8,
+        }
+    } else {
+        Exact::F64(f64::from_bits(v))
+    }
+}
+
+/// A side as the SQF state shows it: the price as an `f64`, NaN when the
+/// book has no such side.
+#[inline]
+fn as_f64(m: u64, has: u64, v: u64) -> f64 {
+    if m & has != 0 {
+        exact(m, v).as_f64()
+    } else {
+        f64::NAN
     }
 }
 
@@ -309,8 +470,8 @@ fn decode_state(w: &[u64; USED]) -> SymbolState {
         suspect: m & meta::SUSPECT != 0,
         invalid: m & meta::INVALID != 0,
         price: (m & meta::HAS_PRICE != 0).then(|| Price {
-            bid: f64::from_bits(w[word::BID]),
-            ask: f64::from_bits(w[word::ASK]),
+            bid: as_f64(m, meta::HAS_BID, w[word::BID]),
+            ask: as_f64(m, meta::HAS_ASK, w[word::ASK]),
             source_time: w[word::SOURCE_TIME],
         }),
         last_alive: w[word::LAST_ALIVE],
@@ -374,6 +535,150 @@ mod tests {
         assert_eq!(align_of::<Slot>(), 128);
         assert_eq!(offset_of!(Slot, stamp), 0);
         assert_eq!(offset_of!(Slot, words), 8);
+        let words = [
+            word::SYMBOL,
+            word::META,
+            word::LAST_SEQ,
+            word::BID,
+            word::ASK,
+            word::SOURCE_TIME,
+            word::LAST_ALIVE,
+            word::TICKS_LOST,
+            word::DUPLICATES,
+            word::STALE_NS,
+            word::SOURCE_NS,
+            word::BID_SIZE,
+            word::ASK_SIZE,
+        ];
+        assert_eq!(words, std::array::from_fn(|i| i));
+        assert_eq!((USED, WORDS), (13, 15));
+        let bits = [
+            meta::BASELINE,
+            meta::SUSPECT,
+            meta::INVALID,
+            meta::HAS_PRICE,
+            meta::HALTED,
+            meta::HAS_BID,
+            meta::HAS_ASK,
+        ];
+        assert_eq!(bits, std::array::from_fn(|i| 1 << (16 + i)));
+        assert_eq!(meta::FEED_MASK, 0xffff);
+        assert_eq!(meta::PRICE_FORMAT_MASK, 0xff << 24);
+        assert_eq!(meta::EXPONENT_MASK, 0xff << 32);
+        assert_eq!((meta::FORMAT_F64, meta::FORMAT_DECIMAL), (0, 1));
+    }
+
+    /// SQF prices set has_bid and has_ask with has_price, format 0; an
+    /// invalid price keeps the last good one.
+    #[test]
+    fn sqf_sets_both_sides() {
+        use crate::protocol::sqf::rules::{self, FeedKind};
+        let slot = Slot::default();
+        slot.init(
+            1,
+            Symbol::parse("EURUSD").unwrap(),
+            Thresholds {
+                stale_ns: 1,
+                source_ns: 2,
+            },
+        );
+        assert!(slot.read().0.no_quote());
+        let price = Price {
+            bid: 1.5,
+            ask: 1.75,
+            source_time: 3,
+        };
+        slot.update(|s| rules::quote(s, FeedKind::Full, 1, price, 4));
+        let r = slot.read().0;
+        let side = |p: f64| {
+            Some(Side {
+                price: Exact::F64(p),
+                size: 0,
+            })
+        };
+        assert_eq!((r.bid, r.ask, r.halted), (side(1.5), side(1.75), false));
+        // Relaxed: this thread wrote it.
+        let m = slot.words[word::META].load(Ordering::Relaxed);
+        assert_eq!(
+            m & (meta::HAS_PRICE | meta::HAS_BID | meta::HAS_ASK),
+            meta::HAS_PRICE | meta::HAS_BID | meta::HAS_ASK
+        );
+        assert_eq!(
+            m & (meta::PRICE_FORMAT_MASK | meta::EXPONENT_MASK | meta::HALTED),
+            0
+        );
+        assert_eq!(r.state.price, Some(price));
+    }
+
+    /// `write_top` publishes decimal prices, sizes, halted and invalid in
+    /// one write, keeping identity, thresholds, liveness and counters.
+    #[test]
+    fn write_top_keeps_identity_and_counters() {
+        use crate::protocol::sqf::rules::{self, FeedKind};
+        let slot = Slot::default();
+        let sym = Symbol::parse("AAPL").unwrap();
+        let th = Thresholds {
+            stale_ns: 5,
+            source_ns: 6,
+        };
+        slot.init(3, sym, th);
+        // Counters and liveness from earlier messages stay.
+        let p = Price {
+            bid: 1.0,
+            ask: 2.0,
+            source_time: 1,
+        };
+        slot.update(|s| rules::quote(s, FeedKind::Full, 1, p, 70));
+        slot.update(|s| rules::quote(s, FeedKind::Full, 4, p, 71));
+        let top = Top {
+            bid: Some(Level {
+                price: 1_234_500,
+                size: 300,
+            }),
+            ask: None,
+            exponent: -4,
+            halted: true,
+            invalid: false,
+            last_seq: 99,
+            source_time: 42,
+        };
+        slot.write_top(&top);
+        let r = slot.read().0;
+        assert_eq!((r.feed, r.symbol, r.thresholds), (3, Some(sym), th));
+        let bid = r.bid.unwrap();
+        assert_eq!(
+            bid.price,
+            Exact::Decimal {
+                mantissa: 1_234_500,
+                exponent: -4
+            }
+        );
+        assert_eq!(bid.price.to_string(), "123.45");
+        assert_eq!(bid.size, 300);
+        assert_eq!(r.ask, None);
+        assert!(r.halted && !r.state.invalid && !r.no_quote());
+        assert_eq!(r.state.seq.last_seq, 99);
+        assert_eq!(r.state.seq.ticks_lost, 2);
+        assert_eq!(r.state.last_alive, 71);
+        let sp = r.state.price.unwrap();
+        assert_eq!((sp.bid, sp.source_time), (123.45, 42));
+        assert!(sp.ask.is_nan());
+        // Negative mantissas and the other side; halted cleared; crossed.
+        slot.write_top(&Top {
+            bid: None,
+            ask: Some(Level { price: -5, size: 0 }),
+            exponent: -2,
+            invalid: true,
+            ..Top::default()
+        });
+        let r = slot.read().0;
+        assert_eq!(r.bid, None);
+        assert_eq!(r.ask.unwrap().price.to_string(), "-0.05");
+        assert!(!r.halted && r.state.invalid);
+        assert_eq!((r.feed, r.symbol), (3, Some(sym)));
+        slot.write_top(&Top::default());
+        assert!(slot.read().0.no_quote());
+        assert_eq!(slot.read().0.state.price, None);
     }
 
     #[test]
