@@ -92,6 +92,9 @@ pub struct Feed {
     run: RejectRun,
     /// What decodes the feed's datagrams and keeps its state.
     engine: Engine,
+    /// An exchange feed's writer into a shared table (`None` when the
+    /// table is the handler's own, as in replay).
+    publisher: Option<Box<itch50::publish::Publisher>>,
 }
 
 /// What decodes a feed's datagrams and keeps its state, by protocol:
@@ -243,7 +246,8 @@ impl Handler {
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
         let last_line = vec![0; table.capacity()];
-        Handler {
+        let shared = table.publication().is_some();
+        let mut handler = Handler {
             table,
             feeds: config
                 .feeds
@@ -257,12 +261,24 @@ impl Handler {
                     reject_log_held: 0,
                     run: RejectRun::default(),
                     engine: Engine::new(f, offset_queue),
+                    publisher: None,
                 })
                 .collect(),
             table_full_logged: false,
             last_line,
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
+        };
+        if shared {
+            // Exchange feeds publish what their messages change (SQF writes
+            // its slots as it applies).
+            for f in &mut handler.feeds {
+                if let Engine::Itch50(it) = &mut f.engine {
+                    it.track_touched(true);
+                    f.publisher = Some(Box::default());
+                }
+            }
         }
+        handler
     }
 
     /// The feeds, by id.
@@ -312,7 +328,9 @@ impl Handler {
         };
         f.counters.packets += 1;
         if let Engine::Itch50(_) = f.engine {
-            return f.on_itch(line, payload, t);
+            let result = f.on_itch(line, payload, t);
+            f.publish(feed, table);
+            return result;
         }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
@@ -426,6 +444,19 @@ impl Handler {
         Ok(())
     }
 
+    /// `feed`'s clock offset (local − provider), ns: the estimate its
+    /// protocol keeps; 0 for an unknown feed.
+    pub fn offset(&self, feed: u16) -> i128 {
+        match self.feeds.get(feed as usize) {
+            Some(Feed {
+                engine: Engine::Itch50(it),
+                ..
+            }) => it.offset(),
+            Some(f) => f.clock.offset(),
+            None => 0,
+        }
+    }
+
     /// Messages in `payload`, a datagram of `feed` the handler accepted
     /// (for per-line counters); 0 for an unknown feed.
     pub fn messages_in(&self, feed: u16, payload: &[u8]) -> u64 {
@@ -468,14 +499,13 @@ impl Handler {
     /// clock): an ITCH feed gives up the gaps whose deadline is strictly
     /// before it (spec itch50 §3.2). Call before [`verdict`](Self::verdict).
     pub fn before_check(&mut self, feed: u16, now: u64) {
-        if let Some(Feed {
-            engine: Engine::Itch50(it),
-            counters,
-            ..
-        }) = self.feeds.get_mut(feed as usize)
-        {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
+            return;
+        };
+        if let Engine::Itch50(it) = &mut f.engine {
             it.expire(now);
-            copy_itch_counters(it, counters);
+            copy_itch_counters(it, &mut f.counters);
+            f.publish(feed, &mut self.table);
         }
     }
 
@@ -680,6 +710,23 @@ impl Feed {
             Engine::Itch50(it) => Some(it),
             Engine::Sqf => None,
         }
+    }
+
+    /// Writes what an exchange feed's messages changed into the shared
+    /// table (nothing for SQF, or without a publisher).
+    #[inline]
+    fn publish(&mut self, id: u16, table: &mut StateTable) {
+        let Feed {
+            engine: Engine::Itch50(it),
+            publisher: Some(p),
+            config,
+            ..
+        } = self
+        else {
+            return;
+        };
+        p.publish(id, it, table, |s| config.thresholds_for(s));
+        self.counters.table_full = p.table_full;
     }
 
     /// One datagram of an ITCH feed (its packet already counted).

@@ -29,7 +29,8 @@ use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
 use crate::time::now_ns;
-use crate::verdict::{evaluate, Reasons};
+use crate::state::verdict;
+use crate::verdict::Reasons;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -615,12 +616,8 @@ impl Sidecar {
             ch.cursor = (ch.cursor + 1) % n;
             let r = table.record(id as u32);
             let Some(symbol) = r.symbol else { continue };
-            let offset = self
-                .handler
-                .feeds()
-                .get(r.feed as usize)
-                .map_or(0, |f| f.clock.offset());
-            let new = evaluate(Some(&r.state), r.thresholds, offset, now);
+            let offset = self.handler.offset(r.feed);
+            let new = verdict(&r, &table.feed_status(r.feed), offset, now);
             let old = ch.last[id];
             if new != old {
                 ch.last[id] = new;

@@ -13,6 +13,7 @@ pub mod linecheck;
 pub mod map;
 pub mod message;
 pub mod mold;
+pub mod publish;
 pub mod sequencer;
 pub mod synth;
 
