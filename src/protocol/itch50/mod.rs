@@ -12,6 +12,7 @@ pub mod feed;
 pub mod map;
 pub mod message;
 pub mod mold;
+pub mod recovery;
 pub mod sequencer;
 pub mod synth;
 
