@@ -922,3 +922,317 @@ pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Venue
     }
     Ok(venue.report())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::itch50::mold::Kind;
+    use crate::protocol::itch50::Packet;
+
+    /// 2026-01-05 09:30:00 in New York.
+    const T0: u64 = 1_767_623_400_000_000_000;
+    const MS: u64 = NS_PER_MS;
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_000);
+
+    fn params(f: impl FnOnce(&mut Params)) -> Params {
+        let mut p = Params {
+            line_a: "127.0.0.1:39101".parse().unwrap(),
+            line_b: Some("127.0.0.1:39102".parse().unwrap()),
+            recovery: Some("127.0.0.1:39103".parse().unwrap()),
+            rate: 2000.0,
+            count: 3000,
+            heartbeat_ms: 5,
+            ..Params::default()
+        };
+        f(&mut p);
+        p
+    }
+
+    /// Polls every `step` from T0 until done, then finishes; datagrams with their times.
+    fn drive(v: &mut Venue, step: u64) -> Vec<(u64, Outgoing)> {
+        let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), T0);
+        loop {
+            v.poll(t, &mut out);
+            sent.extend(out.drain(..).map(|o| (t, o)));
+            if v.done(t) {
+                break;
+            }
+            t += step;
+        }
+        v.finish(t, &mut out);
+        sent.extend(out.drain(..).map(|o| (t, o)));
+        sent
+    }
+
+    /// Per line: every message by sequence, and the packets' (kind, sequence) in order.
+    type Seen = (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>);
+
+    fn per_line(sent: &[(u64, Outgoing)], line: usize) -> Seen {
+        let (mut msgs, mut packets) = (BTreeMap::new(), Vec::new());
+        for (_, o) in sent.iter().filter(|(_, o)| o.line == line) {
+            let p = Packet::new_checked(&o.payload[..]).expect("valid MoldUDP64");
+            assert_eq!(p.session(), Session(*b"TGSIM00001"));
+            assert!(o.payload.len() <= MAX_DATAGRAM);
+            packets.push((p.kind(), p.sequence()));
+            for (q, m) in p.messages() {
+                msgs.insert(q, m.bytes().to_vec());
+            }
+        }
+        (msgs, packets)
+    }
+
+    #[test]
+    fn sequences_contiguous_apart_from_the_loss_and_the_end_last() {
+        let mut v = Venue::new(&params(|p| {
+            p.loss_a = 20.0;
+            p.loss_b = 20.0;
+            p.halt_every_s = 1;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let r = v.report();
+        let next = v.next_sequence();
+        assert_eq!(r.messages, next - 1);
+        assert_eq!(r.order_flow, 3000);
+        assert!(r.halts >= 1);
+        let (a, b) = (per_line(&sent, 0), per_line(&sent, 1));
+        for (i, (msgs, packets)) in [&a, &b].into_iter().enumerate() {
+            assert_eq!(*packets.last().unwrap(), (Kind::EndOfSession, next));
+            let missing = (1..next).filter(|q| !msgs.contains_key(q)).count() as u64;
+            assert_eq!(missing, r.lines[i].messages_dropped, "line {i}");
+            // Data packets in sequence order on a line without reordering.
+            let data: Vec<u64> = packets
+                .iter()
+                .filter(|p| matches!(p.0, Kind::Data(_)))
+                .map(|p| p.1)
+                .collect();
+            assert!(data.windows(2).all(|w| w[0] < w[1]));
+        }
+        let both = (1..next)
+            .filter(|q| !a.0.contains_key(q) && !b.0.contains_key(q))
+            .count() as u64;
+        assert!(both > 0);
+        assert_eq!(both, r.lost_on_both_lines);
+        // The same message on both lines is the same bytes.
+        for (q, m) in &a.0 {
+            if let Some(other) = b.0.get(q) {
+                assert_eq!(m, other);
+            }
+        }
+        // Same seed, same datagrams.
+        let mut again = Venue::new(&params(|p| {
+            p.loss_a = 20.0;
+            p.loss_b = 20.0;
+            p.halt_every_s = 1;
+        }))
+        .unwrap();
+        assert_eq!(drive(&mut again, MS), sent);
+    }
+
+    #[test]
+    fn heartbeats_when_idle_carry_the_next_sequence() {
+        let mut v = Venue::new(&params(|p| {
+            p.rate = 50.0;
+            p.count = 20;
+            p.line_b = None;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let (_, packets) = per_line(&sent, 0);
+        let mut next = 1;
+        let mut beats = 0;
+        let mut idle_since = T0;
+        for ((t, _), (kind, seq)) in sent.iter().zip(&packets) {
+            match kind {
+                Kind::Data(n) => {
+                    assert_eq!(*seq, next);
+                    next += u64::from(*n);
+                }
+                Kind::Heartbeat => {
+                    beats += 1;
+                    assert_eq!(*seq, next);
+                    assert!(t - idle_since >= 5 * MS, "a heartbeat only when idle");
+                }
+                Kind::EndOfSession => assert_eq!(*seq, next),
+            }
+            idle_since = *t;
+        }
+        // A message every 20 ms: three heartbeats between two, 400 ms in all.
+        assert!((60..=80).contains(&beats), "{beats}");
+        assert_eq!(beats, v.report().heartbeats);
+    }
+
+    fn request(session: &[u8; 10], sequence: u64, count: u16) -> [u8; 20] {
+        Request {
+            session: Session(*session),
+            sequence,
+            count,
+        }
+        .encode()
+    }
+
+    #[test]
+    fn the_server_answers_from_history_to_the_requester() {
+        let mut v = Venue::new(&params(|p| {
+            p.line_b = None;
+            p.history = 1000;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let (msgs, _) = per_line(&sent, 0);
+        let next = v.next_sequence();
+        let now = T0 + 10_000 * MS;
+        let mut answers = Vec::new();
+        // From a retained sequence: at most the count asked.
+        v.on_request(&request(b"TGSIM00001", next - 500, 5), CLIENT, now);
+        // More than one datagram holds: as many as fit.
+        v.on_request(&request(b"TGSIM00001", next - 900, 500), CLIENT, now);
+        // Near the end: what there is.
+        v.on_request(&request(b"TGSIM00001", next - 2, 64), CLIENT, now);
+        v.answers(now, &mut answers);
+        assert_eq!(answers.len(), 3);
+        let got: Vec<(u64, Vec<Vec<u8>>)> = answers
+            .iter()
+            .map(|(to, bytes)| {
+                assert_eq!(*to, CLIENT);
+                assert!(bytes.len() <= MAX_DATAGRAM);
+                let p = Packet::new_checked(&bytes[..]).unwrap();
+                let m = p.messages().map(|(_, m)| m.bytes().to_vec()).collect();
+                (p.sequence(), m)
+            })
+            .collect();
+        assert_eq!(got[0].1.len(), 5);
+        assert!(got[1].1.len() > 20 && got[1].1.len() < 500);
+        assert_eq!(got[2].1.len(), 2);
+        for (first, m) in &got {
+            for (k, bytes) in m.iter().enumerate() {
+                assert_eq!(Some(bytes), msgs.get(&(first + k as u64)), "byte-equal");
+            }
+        }
+        // Not retained, not sent yet, count 0, another session, not 20 bytes.
+        for bad in [
+            request(b"TGSIM00001", next - 1001, 1).to_vec(),
+            request(b"TGSIM00001", next, 1).to_vec(),
+            request(b"TGSIM00001", next - 1, 0).to_vec(),
+            request(b"OTHER00001", next - 1, 1).to_vec(),
+            b"short".to_vec(),
+        ] {
+            v.on_request(&bad, CLIENT, now);
+        }
+        v.answers(now, &mut answers);
+        assert_eq!(answers.len(), 3);
+        let s = v.report().server.unwrap();
+        assert_eq!(
+            (
+                s.requests_received,
+                s.requests_answered,
+                s.requests_unanswerable,
+                s.requests_dropped
+            ),
+            (8, 3, 5, 0)
+        );
+        assert_eq!(
+            s.messages_resent,
+            got.iter().map(|g| g.1.len() as u64).sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn slow_and_dropping_servers_and_none() {
+        let mut v = Venue::new(&params(|p| {
+            p.answer_delay_ms = 40;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        let mut answers = Vec::new();
+        let now = T0 + 5_000 * MS;
+        v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        v.answers(now + 40 * MS - 1, &mut answers);
+        assert!(answers.is_empty() && v.answers_pending());
+        v.answers(now + 40 * MS, &mut answers);
+        assert_eq!(answers.len(), 1);
+
+        let mut v = Venue::new(&params(|p| {
+            p.request_drop = 50.0;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        for _ in 0..400 {
+            v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        }
+        v.answers(now, &mut answers);
+        let s = v.report().server.unwrap();
+        assert_eq!(s.requests_dropped + s.requests_answered, 400);
+        assert!((140..260).contains(&s.requests_dropped), "{s:?}");
+
+        let mut v = Venue::new(&params(|p| {
+            p.recovery = None;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        answers.clear();
+        v.answers(now, &mut answers);
+        assert!(answers.is_empty() && v.report().server.is_none());
+    }
+
+    #[test]
+    fn books_follow_the_flow_and_halts() {
+        let mut v = Venue::new(&params(|p| {
+            p.halt_every_s = 1;
+            p.count = 3000;
+            p.rate = 2000.0;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        let r = v.report();
+        assert_eq!(r.books.len(), 8);
+        // At 1.0 s the first stock was halted for 0.5 s; at 1.5 s it trades again.
+        assert!(r.books.values().all(|b| b.trading_state == "T"), "{r:?}");
+        assert!(r.books.values().any(|b| b.orders > 0));
+        for b in r.books.values() {
+            if let (Some(bid), Some(ask)) = (b.bid, b.ask) {
+                assert!(bid < ask, "no add crosses");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_one_clear_error() {
+        let cases: Vec<(Params, &str)> = vec![
+            (params(|p| p.symbols = 0), "--symbols"),
+            (params(|p| p.symbols = 65_536), "--symbols"),
+            (
+                params(|p| p.names = vec!["A B".into()]),
+                "not a valid ITCH stock",
+            ),
+            (params(|p| p.names = vec!["A".into(), "A".into()]), "twice"),
+            (params(|p| p.session = "ELEVENCHARS".into()), "--session"),
+            (params(|p| p.session = String::new()), "--session"),
+            (params(|p| p.loss_a = 101.0), "--loss-a"),
+            (params(|p| p.request_drop = -1.0), "--request-drop"),
+            (params(|p| p.rate = 0.0), "--rate"),
+            (params(|p| p.batch = 65), "--batch"),
+            (params(|p| p.heartbeat_ms = 60_001), "--heartbeat-ms"),
+            (params(|p| p.answer_delay_ms = 60_001), "--answer-delay-ms"),
+            (params(|p| p.linger_ms = 600_001), "--linger-ms"),
+            (params(|p| p.history = 0), "--history"),
+            (params(|p| p.timezone = "Mars/Base".into()), "time zone"),
+            (
+                params(|p| {
+                    p.pause_every_s = 1;
+                    p.pause_ms = 1000;
+                }),
+                "--pause-ms",
+            ),
+            (params(|p| p.line_b = Some(p.line_a)), "same destination"),
+        ];
+        for (p, needle) in cases {
+            let e = Venue::new(&p).unwrap_err().to_string();
+            assert!(e.contains(needle) && !e.contains('\n'), "{needle}: {e}");
+        }
+    }
+}

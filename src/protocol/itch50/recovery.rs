@@ -166,7 +166,9 @@ mod tests {
         assert_eq!(poll(&mut r, 0, &g), [(10, 10)]);
         assert!(poll(&mut r, 9 * MS, &g).is_empty(), "within the interval");
         assert_eq!(poll(&mut r, 10 * MS, &g), [(10, 10)], "interval passed");
-        assert_eq!(poll(&mut r, 25 * MS, &g), [], "still covered");
+        assert!(poll(&mut r, 19 * MS, &g).is_empty(), "covered again");
+        assert_eq!(poll(&mut r, 25 * MS, &g), [(10, 10)], "at the deadline");
+        assert!(poll(&mut r, 26 * MS, &g).is_empty(), "past the deadline");
         let mut r = Requester::new(64, 10 * MS, 100);
         assert_eq!(poll(&mut r, 25 * MS, &g), [(10, 10)], "at the deadline");
         assert!(poll(&mut r, 40 * MS, &g).is_empty(), "past the deadline");
