@@ -418,6 +418,7 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         (vec!["--line-a=10.0.0.1:5000".into()], "neither loopback"),
         (vec!["--session=ELEVENCHARS".into()], "--session"),
         (vec!["--request-drop=101".into()], "--request-drop"),
+        (vec!["--kind=delta".into()], "--protocol sqf only"),
     ];
     for (args, needle) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
@@ -430,4 +431,14 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+    let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["simulate", "--line-a=127.0.0.1:9", "--linger-ms=5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--linger-ms applies to --protocol itch50 only"),
+        "{err}"
+    );
 }

@@ -337,12 +337,47 @@ impl SimulateArgs {
     /// Runs the simulator of `--protocol`.
     pub fn run(&self) -> anyhow::Result<()> {
         match self.protocol {
-            SimProtocol::Sqf if self.config.is_some() || self.recovery.is_some() => {
-                anyhow::bail!("simulate: --config and --recovery apply to --protocol itch50 only")
+            SimProtocol::Sqf => {
+                if let Some(flag) = self.itch_only_flag() {
+                    anyhow::bail!("simulate: {flag} applies to --protocol itch50 only");
+                }
+                tickguard::simulate::run(&self.params())
             }
-            SimProtocol::Sqf => tickguard::simulate::run(&self.params()),
-            SimProtocol::Itch50 => tickguard::simulate::itch50::run(&self.itch_params()?),
+            SimProtocol::Itch50 => {
+                if let Some(flag) = self.sqf_only_flag() {
+                    anyhow::bail!("simulate: {flag} applies to --protocol sqf only");
+                }
+                tickguard::simulate::itch50::run(&self.itch_params()?)
+            }
         }
+    }
+
+    /// The first ITCH venue flag given a value other than its default.
+    fn itch_only_flag(&self) -> Option<&'static str> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--recovery", self.recovery.is_some()),
+            ("--no-recovery-server", self.no_recovery_server),
+            ("--session", self.session != "TGSIM00001"),
+            ("--halt-every-s", self.halt_every_s != 0),
+            ("--history", self.history != 1_000_000),
+            ("--answer-delay-ms", self.answer_delay_ms != 0),
+            ("--request-drop", self.request_drop != 0.0),
+            ("--linger-ms", self.linger_ms != 0),
+        ];
+        given.into_iter().find(|g| g.1).map(|g| g.0)
+    }
+
+    /// The first SQF-only flag given a value other than its default.
+    fn sqf_only_flag(&self) -> Option<&'static str> {
+        let given = [
+            ("--kind", self.kind != SimKind::Full),
+            ("--invalid", self.invalid != 0.0),
+            ("--snapshot-ms", self.snapshot_ms != 0),
+            ("--reset-after-s", self.reset_after_s != 0),
+            ("--clock-skew-ms", self.clock_skew_ms != 0),
+        ];
+        given.into_iter().find(|g| g.1).map(|g| g.0)
     }
 
     /// The ITCH venue's parameters; with `--config`, its feed's lines,
