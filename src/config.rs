@@ -230,6 +230,10 @@ pub struct ItchConfig {
     pub max_held: usize,
     /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
     pub join_gap_max: u64,
+    /// Most messages one re-request asks for.
+    pub request_max: u16,
+    /// The same missing sequence is re-requested at most this often, ns.
+    pub request_interval_ns: u64,
 }
 
 impl FeedConfig {
@@ -305,6 +309,8 @@ struct RawFeed {
     recovery_listen: Option<Sp<String>>,
     max_held: Option<Sp<i64>>,
     join_gap_max: Option<Sp<i64>>,
+    request_max: Option<Sp<i64>>,
+    request_interval_ms: Option<Sp<i64>>,
     lines: Sp<Vec<String>>,
     stale_threshold_ms: Sp<i64>,
     source_threshold_ms: Sp<i64>,
@@ -521,6 +527,29 @@ pub const JOIN_GAP_MAX: Range = Range {
     unit: "messages",
 };
 
+/// `[[feed]] request_max` (itch50): messages one re-request asks for; the
+/// request's count is a u16, and 64 typical messages (about 30 bytes each)
+/// fill one answer datagram.
+pub const REQUEST_MAX: Range = Range {
+    table: "[[feed]] itch50",
+    key: "request_max",
+    min: 1,
+    max: 65_535,
+    default: Some(64),
+    unit: "messages",
+};
+
+/// `[[feed]] request_interval_ms` (itch50): a missing sequence is asked for
+/// again at most this often; at most a minute.
+pub const REQUEST_INTERVAL_MS: Range = Range {
+    table: "[[feed]] itch50",
+    key: "request_interval_ms",
+    min: 1,
+    max: 60_000,
+    default: Some(10),
+    unit: "ms",
+};
+
 /// Every integer key's range, in file order (the README's table lists them).
 pub const RANGES: &[Range] = &[
     CAPACITY,
@@ -539,6 +568,8 @@ pub const RANGES: &[Range] = &[
     GAP_TIMEOUT_MS,
     MAX_HELD,
     JOIN_GAP_MAX,
+    REQUEST_MAX,
+    REQUEST_INTERVAL_MS,
 ];
 
 /// `dead_after_ms` must be at least this many heartbeat periods: with fewer,
@@ -967,6 +998,12 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
                 f.join_gap_max
                     .as_ref()
                     .map(|v| ("join_gap_max", v.span().start)),
+                f.request_max
+                    .as_ref()
+                    .map(|v| ("request_max", v.span().start)),
+                f.request_interval_ms
+                    .as_ref()
+                    .map(|v| ("request_interval_ms", v.span().start)),
             ];
             if let Some((key, at)) = itch_only.into_iter().flatten().next() {
                 return Err(in_feed(Problem {
@@ -1060,6 +1097,8 @@ fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
         recovery_listen,
         max_held: MAX_HELD.or_default(&f.max_held)? as usize,
         join_gap_max: JOIN_GAP_MAX.or_default(&f.join_gap_max)?,
+        request_max: REQUEST_MAX.or_default(&f.request_max)? as u16,
+        request_interval_ns: REQUEST_INTERVAL_MS.or_default(&f.request_interval_ms)? * NS_PER_MS,
     })
 }
 

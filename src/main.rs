@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_sidecar(args),
         Command::Check(args) => return check(args),
         Command::Stat(args) => stat(args),
-        Command::Simulate(args) => tickguard::simulate::run(&args.params()),
+        Command::Simulate(args) => args.run(),
         Command::Demo(args) => tickguard::demo::run(&args.params()),
     };
     match result {

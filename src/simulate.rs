@@ -69,6 +69,8 @@
 //! members that joined the group on 127.0.0.1; TTL 0 keeps it off every
 //! other interface. Any other destination is refused before a socket opens.
 
+pub mod itch50;
+
 use crate::protocol::sqf::PacketBuilder;
 use crate::symbol::Symbol;
 use anyhow::{bail, Context, Result};
@@ -90,7 +92,7 @@ const HALF_SPREAD: f64 = 1e-4;
 /// Largest relative move of the mid per quote.
 const STEP: f64 = 1e-4;
 /// Pacing sleep between polls.
-const POLL_SLEEP: Duration = Duration::from_micros(200);
+pub(crate) const POLL_SLEEP: Duration = Duration::from_micros(200);
 /// Above this many datagrams per second, the pacing loop yields instead of sleeping.
 const SPIN_DATAGRAM_RATE: f64 = 20_000.0;
 
@@ -151,17 +153,17 @@ fn pairs_as_map<S: Serializer>(pairs: &[(String, u64)], s: S) -> Result<S::Ok, S
 
 /// splitmix64: small, fast, and good enough for simulated choices.
 #[derive(Debug, Clone)]
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
     /// An independent stream `stream` of the generator seeded with `seed`.
-    fn new(seed: u64, stream: u64) -> SplitMix64 {
+    pub(crate) fn new(seed: u64, stream: u64) -> SplitMix64 {
         let mut g = SplitMix64(seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03));
         g.next_u64();
         g
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -175,7 +177,7 @@ impl SplitMix64 {
     }
 
     /// True with probability `percent` / 100 (always for 100, never for 0).
-    fn percent(&mut self, percent: f64) -> bool {
+    pub(crate) fn percent(&mut self, percent: f64) -> bool {
         self.unit() * 100.0 < percent
     }
 }
@@ -196,12 +198,24 @@ impl SymbolState {
     }
 }
 
+/// One line's effects: its loss, its own PRNG and the datagram it holds back.
 #[derive(Debug, Clone)]
-struct Line {
+pub(crate) struct Line {
     loss: f64,
     rng: SplitMix64,
     /// A datagram held back, and how many copies to send of it.
     held: Option<(Vec<u8>, u32)>,
+}
+
+impl Line {
+    /// Line `i` (0 = A) dropping `loss` percent, its draws from stream `2 + i` of `seed`.
+    pub(crate) fn new(i: usize, loss: f64, seed: u64) -> Line {
+        Line {
+            loss,
+            rng: SplitMix64::new(seed, 2 + i as u64),
+            held: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,11 +446,7 @@ impl Simulator {
         let lines: Vec<Line> = dests
             .iter()
             .enumerate()
-            .map(|(i, &(_, loss))| Line {
-                loss,
-                rng: SplitMix64::new(args.seed, 2 + i as u64),
-                held: None,
-            })
+            .map(|(i, &(_, loss))| Line::new(i, loss, args.seed))
             .collect();
         let report = SimReport {
             lines: dests
@@ -562,11 +572,7 @@ impl Simulator {
         if !self.opened {
             self.open(now, out);
         }
-        for (i, line) in self.lines.iter_mut().enumerate() {
-            if let Some((payload, copies)) = line.held.take() {
-                push_copies(i, payload, copies, &mut self.report.lines[i], out);
-            }
-        }
+        flush_held(&mut self.lines, &mut self.report.lines, out);
         if self.heartbeat_ns > 0 {
             self.control_round(Control::Heartbeat, now, true, out);
         }
@@ -690,45 +696,75 @@ impl Simulator {
     /// once held back).
     fn emit(&mut self, payload: Vec<u8>, session: bool, out: &mut Vec<Outgoing>) -> bool {
         self.report.datagrams += 1;
-        let mut delivered = false;
-        for (i, line) in self.lines.iter_mut().enumerate() {
-            let stats = &mut self.report.lines[i];
-            let copies = if session {
-                if line.loss >= 100.0 {
-                    stats.dropped += 1;
-                    continue;
-                }
-                1
-            } else {
-                let drop = line.rng.percent(line.loss);
-                let dup = line.rng.percent(self.duplicate);
-                let hold = line.rng.percent(self.reorder);
-                if drop {
-                    stats.dropped += 1;
-                    continue;
-                }
-                let copies = if dup {
-                    stats.duplicated += 1;
-                    2
-                } else {
-                    1
-                };
-                if hold && line.held.is_none() {
-                    stats.reordered += 1;
-                    line.held = Some((payload.clone(), copies));
-                    delivered = true;
-                    continue;
-                }
-                copies
-            };
-            delivered = true;
-            push_copies(i, payload.clone(), copies, stats, out);
-            if let Some((held, copies)) = line.held.take() {
-                push_copies(i, held, copies, stats, out);
-            }
-        }
-        delivered
+        offer(
+            &mut self.lines,
+            &mut self.report.lines,
+            (self.duplicate, self.reorder),
+            payload,
+            session,
+            out,
+        )
     }
+}
+
+/// Sends every held-back datagram.
+pub(crate) fn flush_held(lines: &mut [Line], stats: &mut [LineReport], out: &mut Vec<Outgoing>) {
+    for (i, line) in lines.iter_mut().enumerate() {
+        if let Some((payload, copies)) = line.held.take() {
+            push_copies(i, payload, copies, &mut stats[i], out);
+        }
+    }
+}
+
+/// Offers a datagram to every line, applying the line effects
+/// (`duplicate`, `reorder` percent) unless it is a session message. True
+/// when at least one line sends it (now or once held back).
+pub(crate) fn offer(
+    lines: &mut [Line],
+    stats: &mut [LineReport],
+    (duplicate, reorder): (f64, f64),
+    payload: Vec<u8>,
+    session: bool,
+    out: &mut Vec<Outgoing>,
+) -> bool {
+    let mut delivered = false;
+    for (i, line) in lines.iter_mut().enumerate() {
+        let stats = &mut stats[i];
+        let copies = if session {
+            if line.loss >= 100.0 {
+                stats.dropped += 1;
+                continue;
+            }
+            1
+        } else {
+            let drop = line.rng.percent(line.loss);
+            let dup = line.rng.percent(duplicate);
+            let hold = line.rng.percent(reorder);
+            if drop {
+                stats.dropped += 1;
+                continue;
+            }
+            let copies = if dup {
+                stats.duplicated += 1;
+                2
+            } else {
+                1
+            };
+            if hold && line.held.is_none() {
+                stats.reordered += 1;
+                line.held = Some((payload.clone(), copies));
+                delivered = true;
+                continue;
+            }
+            copies
+        };
+        delivered = true;
+        push_copies(i, payload.clone(), copies, stats, out);
+        if let Some((held, copies)) = line.held.take() {
+            push_copies(i, held, copies, stats, out);
+        }
+    }
+    delivered
 }
 
 fn push_copies(
@@ -750,7 +786,7 @@ fn push_copies(
 
 /// The next round after one due at `prev`, at elapsed time `e`: on the grid,
 /// unless the grid fell behind (a pause, a late poll), then one interval from now.
-fn next_due(prev: u64, interval: u64, e: u64) -> u64 {
+pub(crate) fn next_due(prev: u64, interval: u64, e: u64) -> u64 {
     let next = prev.saturating_add(interval);
     if next <= e {
         e.saturating_add(interval)
@@ -760,7 +796,7 @@ fn next_due(prev: u64, interval: u64, e: u64) -> u64 {
 }
 
 /// Refuses any destination but loopback unicast and multicast (sent with TTL 0).
-fn check_destination(which: &str, dest: SocketAddrV4) -> Result<()> {
+pub(crate) fn check_destination(which: &str, dest: SocketAddrV4) -> Result<()> {
     let ip = *dest.ip();
     if dest.port() == 0 {
         bail!("simulate: line {which} destination {dest} has port 0");
@@ -773,7 +809,7 @@ fn check_destination(which: &str, dest: SocketAddrV4) -> Result<()> {
     Ok(())
 }
 
-fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Result<UdpSocket> {
+pub(crate) fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Result<UdpSocket> {
     if !source.is_loopback() {
         bail!("simulate: --source {source} is not a loopback address (127.0.0.0/8)");
     }

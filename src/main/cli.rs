@@ -24,7 +24,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Show a running sidecar's shared memory: writer health, counters, symbols worst first.
     Stat(StatArgs),
-    /// Publish a simulated SQF feed (to loopback by default).
+    /// Publish a simulated SQF feed, or an ITCH 5.0 venue with a re-request server (to loopback by default).
     Simulate(SimulateArgs),
     /// Simulator and sidecar together on loopback, with a live table of every symbol.
     Demo(DemoArgs),
@@ -168,9 +168,42 @@ fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
         .map_err(|_| format!("'{s}' is not a date (YYYY-MM-DD)"))
 }
 
-/// `tickguard simulate`: a provider publishing SQF.
+/// `tickguard simulate`: a provider publishing SQF, or an ITCH venue.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
+    /// Protocol to publish.
+    #[arg(long, value_enum, default_value_t = SimProtocol::Sqf)]
+    pub protocol: SimProtocol,
+    /// itch50: take the lines, `recovery` and `timezone` from this configuration's itch50 feed.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// itch50, with --config: the feed (default: the configuration's only itch50 feed).
+    #[arg(long, requires = "config")]
+    pub feed: Option<String>,
+    /// itch50: address of the re-request server (loopback; the config's `recovery` with --config).
+    #[arg(long)]
+    pub recovery: Option<std::net::SocketAddrV4>,
+    /// itch50: no re-request server, even when the configuration names one.
+    #[arg(long)]
+    pub no_recovery_server: bool,
+    /// itch50: the MoldUDP64 session, 1 to 10 printable ASCII characters.
+    #[arg(long, default_value = "TGSIM00001")]
+    pub session: String,
+    /// itch50: halt a stock every this many seconds, for half of it (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub halt_every_s: u64,
+    /// itch50: messages the re-request server keeps, 1 to 10,000,000.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub history: usize,
+    /// itch50: delay each re-request answer by this many ms, 0 to 60,000.
+    #[arg(long, default_value_t = 0)]
+    pub answer_delay_ms: u64,
+    /// itch50: percent of re-requests dropped unanswered, 0 to 100.
+    #[arg(long, default_value_t = 0.0)]
+    pub request_drop: f64,
+    /// itch50: keep answering re-requests this long after the end of session, ms, 0 to 600,000.
+    #[arg(long, default_value_t = 0)]
+    pub linger_ms: u64,
     /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
     #[arg(long, default_value = "239.1.1.1:30001")]
     pub line_a: std::net::SocketAddrV4,
@@ -210,9 +243,9 @@ pub struct SimulateArgs {
     /// Percent of quotes with an invalid price (crossed, zero or NaN).
     #[arg(long, default_value_t = 0.0)]
     pub invalid: f64,
-    /// Heartbeat interval per symbol, ms (0: none).
-    #[arg(long, default_value_t = 250)]
-    pub heartbeat_ms: u64,
+    /// Heartbeat interval per symbol, ms (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000).
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
     /// Snapshot interval per symbol, ms (0: only at start for delta feeds).
     #[arg(long, default_value_t = 0)]
     pub snapshot_ms: u64,
@@ -240,6 +273,15 @@ pub struct SimulateArgs {
     /// Print what was sent (per line: datagrams, dropped, duplicated; quotes, ...) as JSON at the end.
     #[arg(long)]
     pub report: bool,
+}
+
+/// Protocol of the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimProtocol {
+    /// SQF quotes.
+    Sqf,
+    /// ITCH 5.0 over MoldUDP64, with a re-request server.
+    Itch50,
 }
 
 /// Feed kind for the simulator.
@@ -277,7 +319,7 @@ impl SimulateArgs {
             duplicate: self.duplicate,
             reorder: self.reorder,
             invalid: self.invalid,
-            heartbeat_ms: self.heartbeat_ms,
+            heartbeat_ms: self.heartbeat_ms.unwrap_or(250),
             snapshot_ms: self.snapshot_ms,
             pause_every_s: self.pause_every_s,
             pause_ms: self.pause_ms,
@@ -288,6 +330,117 @@ impl SimulateArgs {
             seed: self.seed,
             report: self.report,
         }
+    }
+}
+
+impl SimulateArgs {
+    /// Runs the simulator of `--protocol`.
+    pub fn run(&self) -> anyhow::Result<()> {
+        match self.protocol {
+            SimProtocol::Sqf => {
+                if let Some(flag) = self.itch_only_flag() {
+                    anyhow::bail!("simulate: {flag} applies to --protocol itch50 only");
+                }
+                tickguard::simulate::run(&self.params())
+            }
+            SimProtocol::Itch50 => {
+                if let Some(flag) = self.sqf_only_flag() {
+                    anyhow::bail!("simulate: {flag} applies to --protocol sqf only");
+                }
+                tickguard::simulate::itch50::run(&self.itch_params()?)
+            }
+        }
+    }
+
+    /// The first ITCH venue flag given a value other than its default.
+    fn itch_only_flag(&self) -> Option<&'static str> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--recovery", self.recovery.is_some()),
+            ("--no-recovery-server", self.no_recovery_server),
+            ("--session", self.session != "TGSIM00001"),
+            ("--halt-every-s", self.halt_every_s != 0),
+            ("--history", self.history != 1_000_000),
+            ("--answer-delay-ms", self.answer_delay_ms != 0),
+            ("--request-drop", self.request_drop != 0.0),
+            ("--linger-ms", self.linger_ms != 0),
+        ];
+        given.into_iter().find(|g| g.1).map(|g| g.0)
+    }
+
+    /// The first SQF-only flag given a value other than its default.
+    fn sqf_only_flag(&self) -> Option<&'static str> {
+        let given = [
+            ("--kind", self.kind != SimKind::Full),
+            ("--invalid", self.invalid != 0.0),
+            ("--snapshot-ms", self.snapshot_ms != 0),
+            ("--reset-after-s", self.reset_after_s != 0),
+            ("--clock-skew-ms", self.clock_skew_ms != 0),
+        ];
+        given.into_iter().find(|g| g.1).map(|g| g.0)
+    }
+
+    /// The ITCH venue's parameters; with `--config`, its feed's lines,
+    /// recovery and time zone.
+    pub fn itch_params(&self) -> anyhow::Result<tickguard::simulate::itch50::Params> {
+        let mut p = tickguard::simulate::itch50::Params {
+            line_a: self.line_a,
+            line_b: self.line_b,
+            source: self.source,
+            recovery: self.recovery,
+            session: self.session.clone(),
+            symbols: self.symbols,
+            names: self.names.clone(),
+            rate: self.rate,
+            batch: self.batch,
+            loss_a: self.loss_a,
+            loss_b: self.loss_b,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            heartbeat_ms: self.heartbeat_ms.unwrap_or(1000),
+            pause_every_s: self.pause_every_s,
+            pause_ms: self.pause_ms,
+            halt_every_s: self.halt_every_s,
+            history: self.history,
+            answer_delay_ms: self.answer_delay_ms,
+            request_drop: self.request_drop,
+            linger_ms: self.linger_ms,
+            duration_s: self.duration_s,
+            count: self.count,
+            seed: self.seed,
+            report: self.report,
+            ..Default::default()
+        };
+        if let Some(path) = &self.config {
+            let config = tickguard::config::Config::load(path)?;
+            let itch: Vec<_> = config
+                .feeds
+                .iter()
+                .filter(|f| f.itch.is_some())
+                .filter(|f| self.feed.as_ref().is_none_or(|n| *n == f.name))
+                .collect();
+            let feed = match (itch.as_slice(), &self.feed) {
+                ([f], _) => *f,
+                ([], Some(name)) => anyhow::bail!(
+                    "simulate: {}: no itch50 feed named '{name}'",
+                    path.display()
+                ),
+                ([], None) => anyhow::bail!("simulate: {}: no itch50 feed", path.display()),
+                (_, _) => anyhow::bail!(
+                    "simulate: {}: several itch50 feeds, choose one with --feed",
+                    path.display()
+                ),
+            };
+            let settings = feed.itch.as_ref().expect("an itch50 feed");
+            p.line_a = feed.lines[0];
+            p.line_b = feed.lines.get(1).copied();
+            p.recovery = settings.recovery;
+            p.timezone = settings.timezone.clone();
+        }
+        if self.no_recovery_server {
+            p.recovery = None;
+        }
+        Ok(p)
     }
 }
 

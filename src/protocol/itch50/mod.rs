@@ -14,6 +14,7 @@ pub mod map;
 pub mod message;
 pub mod mold;
 pub mod publish;
+pub mod recovery;
 pub mod sequencer;
 pub mod synth;
 

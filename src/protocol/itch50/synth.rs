@@ -159,6 +159,27 @@ impl Flow {
             .map(move |s| encode::trading_action(s.locate, timestamp, s.symbol, state))
     }
 
+    /// Stock `i`'s top of book as the flow holds it: best bid and best ask
+    /// (price in `Price(4)`, shares at that price), and its live orders.
+    pub fn top(&self, i: usize) -> (Option<(u32, u64)>, Option<(u32, u64)>, u64) {
+        let orders = &self.stocks[i].orders;
+        let best = |side: Side, better: fn(u32, u32) -> bool| {
+            orders
+                .iter()
+                .filter(|o| o.side == side)
+                .fold(None, |best: Option<(u32, u64)>, o| match best {
+                    Some((p, n)) if p == o.price => Some((p, n + u64::from(o.shares))),
+                    Some((p, _)) if !better(o.price, p) => best,
+                    _ => Some((o.price, u64::from(o.shares))),
+                })
+        };
+        (
+            best(Side::Buy, |a, b| a > b),
+            best(Side::Sell, |a, b| a < b),
+            orders.len() as u64,
+        )
+    }
+
     /// One order-flow message for stock `i` at `timestamp`.
     pub fn event(&mut self, i: usize, timestamp: u64) -> Vec<u8> {
         if self.rng.chance(50) {
@@ -713,6 +734,37 @@ mod tests {
         let types = replay_book(file);
         assert_eq!(types[&b'S'], 6);
         assert_eq!(types[&b'h'], 4);
+    }
+
+    #[test]
+    fn top_is_the_best_price_and_its_shares() {
+        let names = [symbol("AAPL")];
+        let mut f = Flow::new(5, &names, 50);
+        for k in 0..500 {
+            f.event(0, k);
+        }
+        let o = &f.stocks[0].orders;
+        let (bid, ask, n) = f.top(0);
+        assert_eq!(n, o.len() as u64);
+        let best_bid = o
+            .iter()
+            .filter(|o| o.side == Side::Buy)
+            .map(|o| o.price)
+            .max();
+        let size = |p: u32, side| {
+            o.iter()
+                .filter(|o| o.side == side && o.price == p)
+                .map(|o| u64::from(o.shares))
+                .sum()
+        };
+        assert_eq!(bid, best_bid.map(|p| (p, size(p, Side::Buy))));
+        let best_ask = o
+            .iter()
+            .filter(|o| o.side == Side::Sell)
+            .map(|o| o.price)
+            .min();
+        assert_eq!(ask, best_ask.map(|p| (p, size(p, Side::Sell))));
+        assert!(bid.is_some() && ask.is_some() && bid.unwrap().0 < ask.unwrap().0);
     }
 
     #[test]

@@ -1,0 +1,292 @@
+//! The re-request client's logic (spec itch50 §1 re-request, §3.2): which
+//! MoldUDP64 requests to send for the feed's open gaps at a given time.
+//! Pure: no socket, the time is passed in, and [`Requester::poll`] allocates
+//! nothing (its table is sized at construction).
+//!
+//! Rules, per call with the missing ranges of the open gaps and `now`:
+//!
+//! - a range whose deadline is strictly before `now` is not asked for (the
+//!   gap is given up at the next event; a range at its deadline still is);
+//! - each request asks for at most `request_max` consecutive sequences, all
+//!   inside one missing range: never beyond it, never a filled sequence;
+//! - a sequence is asked for at most once per `request_interval`: a request
+//!   sent less than that long ago covers it, and the next request starts
+//!   after it; once the interval has passed it is asked for again, and so
+//!   on until the deadline;
+//! - at most `in_flight` requests are remembered per interval; when the
+//!   table is full the call stops and the rest waits for a later call (a
+//!   gap of a million messages is not asked for in one burst).
+
+use super::mold::Request;
+use super::Session;
+
+/// Requests remembered per interval by [`Requester::from_config`]: 1,024
+/// requests of 64 messages cover 65,536 missing messages per interval.
+pub const IN_FLIGHT: usize = 1024;
+
+/// Sequences `lo..hi` are missing, and their gap is given up after `deadline` (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Missing {
+    /// First missing sequence.
+    pub lo: u64,
+    /// One past the last missing sequence.
+    pub hi: u64,
+    /// The gap's deadline, ns (local time).
+    pub deadline: u64,
+}
+
+/// A request sent: sequences `lo..hi` at `at` (ns).
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    lo: u64,
+    hi: u64,
+    at: u64,
+}
+
+/// Decides the re-requests of one feed.
+#[derive(Debug, Clone)]
+pub struct Requester {
+    max: u64,
+    interval: u64,
+    capacity: usize,
+    /// Requests sent less than `interval` ago, in sending order.
+    recent: Vec<Sent>,
+}
+
+impl Requester {
+    /// At most `request_max` messages a request (1 to 65,535; 0 counts as
+    /// 1), a sequence at most once per `interval_ns`, at most `in_flight`
+    /// (at least 1) requests per interval.
+    pub fn new(request_max: u16, interval_ns: u64, in_flight: usize) -> Requester {
+        let capacity = in_flight.max(1);
+        Requester {
+            max: u64::from(request_max.max(1)),
+            interval: interval_ns,
+            capacity,
+            recent: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// The feed's `request_max` and `request_interval_ms`, [`IN_FLIGHT`] requests per interval.
+    pub fn from_config(c: &crate::config::ItchConfig) -> Requester {
+        Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT)
+    }
+
+    /// Hands `send` the requests due at `now` (ns) for `session`, given
+    /// its missing ranges (disjoint, any order). Returns how many.
+    pub fn poll(
+        &mut self,
+        session: Session,
+        now: u64,
+        missing: impl IntoIterator<Item = Missing>,
+        mut send: impl FnMut(Request),
+    ) -> usize {
+        let interval = self.interval;
+        self.recent
+            .retain(|s| s.at.saturating_add(interval) > now || s.at > now);
+        let mut sent = 0;
+        for m in missing {
+            if m.deadline < now {
+                continue;
+            }
+            let mut a = m.lo;
+            while a < m.hi {
+                if let Some(s) = self.recent.iter().find(|s| s.lo <= a && a < s.hi) {
+                    a = s.hi;
+                    continue;
+                }
+                if self.recent.len() == self.capacity {
+                    return sent;
+                }
+                // Up to the range's end, the most a request holds, and the
+                // next recent request above `a`.
+                let mut end = m.hi.min(a.saturating_add(self.max));
+                for s in &self.recent {
+                    if s.lo > a && s.lo < end {
+                        end = s.lo;
+                    }
+                }
+                send(Request {
+                    session,
+                    sequence: a,
+                    // end - a ≤ max ≤ 65,535.
+                    count: (end - a) as u16,
+                });
+                self.recent.push(Sent {
+                    lo: a,
+                    hi: end,
+                    at: now,
+                });
+                sent += 1;
+                a = end;
+            }
+        }
+        sent
+    }
+
+    /// Forgets every request (a new session: its sequences are new).
+    pub fn reset(&mut self) {
+        self.recent.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: Session = Session(*b"TESTSESS01");
+    const MS: u64 = 1_000_000;
+
+    fn poll(r: &mut Requester, now: u64, missing: &[Missing]) -> Vec<(u64, u16)> {
+        let mut out = Vec::new();
+        let n = r.poll(S, now, missing.iter().copied(), |q| {
+            assert_eq!(q.session, S);
+            out.push((q.sequence, q.count));
+        });
+        assert_eq!(n, out.len());
+        out
+    }
+
+    fn gap(lo: u64, hi: u64, deadline: u64) -> Missing {
+        Missing { lo, hi, deadline }
+    }
+
+    #[test]
+    fn splits_to_the_maximum_and_stays_inside_the_range() {
+        let mut r = Requester::new(64, 10 * MS, 100);
+        let got = poll(&mut r, 0, &[gap(100, 250, 1000 * MS), gap(300, 301, 5)]);
+        assert_eq!(got, [(100, 64), (164, 64), (228, 22), (300, 1)]);
+    }
+
+    #[test]
+    fn rate_limited_then_resent_until_the_deadline() {
+        let mut r = Requester::new(64, 10 * MS, 100);
+        let g = [gap(10, 20, 25 * MS)];
+        assert_eq!(poll(&mut r, 0, &g), [(10, 10)]);
+        assert!(poll(&mut r, 9 * MS, &g).is_empty(), "within the interval");
+        assert_eq!(poll(&mut r, 10 * MS, &g), [(10, 10)], "interval passed");
+        assert!(poll(&mut r, 19 * MS, &g).is_empty(), "covered again");
+        assert_eq!(poll(&mut r, 25 * MS, &g), [(10, 10)], "at the deadline");
+        assert!(poll(&mut r, 26 * MS, &g).is_empty(), "past the deadline");
+        let mut r = Requester::new(64, 10 * MS, 100);
+        assert_eq!(poll(&mut r, 25 * MS, &g), [(10, 10)], "at the deadline");
+        assert!(poll(&mut r, 40 * MS, &g).is_empty(), "past the deadline");
+    }
+
+    #[test]
+    fn a_fill_splits_the_range_and_nothing_filled_is_asked() {
+        let mut r = Requester::new(4, 10 * MS, 100);
+        assert_eq!(poll(&mut r, 0, &[gap(1, 9, MS * 100)]), [(1, 4), (5, 4)]);
+        // 3..6 filled; the rest is still covered by the requests at 0.
+        let left = [gap(1, 3, MS * 100), gap(6, 9, MS * 100)];
+        assert!(poll(&mut r, 5 * MS, &left).is_empty());
+        assert_eq!(poll(&mut r, 10 * MS, &left), [(1, 2), (6, 3)]);
+        // A new gap next to a recent request starts after it.
+        assert_eq!(poll(&mut r, 11 * MS, &[gap(8, 12, MS * 100)]), [(9, 3)]);
+    }
+
+    #[test]
+    fn a_full_table_defers_the_rest() {
+        let mut r = Requester::new(10, 10 * MS, 3);
+        let g = [gap(0, 100, 1000 * MS)];
+        assert_eq!(poll(&mut r, 0, &g), [(0, 10), (10, 10), (20, 10)]);
+        assert!(poll(&mut r, MS, &g).is_empty());
+        assert_eq!(poll(&mut r, 10 * MS, &g), [(0, 10), (10, 10), (20, 10)]);
+        r.reset();
+        assert_eq!(poll(&mut r, 11 * MS, &g).len(), 3);
+    }
+
+    /// A random run: disjoint gaps with deadlines, polls at increasing
+    /// times, sequences filled at random between polls.
+    #[derive(Debug, Clone)]
+    struct Run {
+        max: u16,
+        interval: u64,
+        gaps: Vec<(u64, u64, u64)>,
+        steps: Vec<(u64, Vec<u64>)>,
+    }
+
+    fn run() -> impl Strategy<Value = Run> {
+        (
+            1u16..20,
+            1u64..50,
+            prop::collection::vec((1u64..40, 0u64..20, 0u64..200), 1..6),
+            prop::collection::vec((0u64..15, prop::collection::vec(0u64..300, 0..10)), 1..40),
+        )
+            .prop_map(|(max, interval, raw, steps)| {
+                let mut gaps = Vec::new();
+                let mut lo = 1;
+                for (len, space, deadline) in raw {
+                    gaps.push((lo, lo + len, deadline));
+                    lo += len + space;
+                }
+                let mut t = 0;
+                let steps = steps
+                    .into_iter()
+                    .map(|(dt, fills)| {
+                        t += dt;
+                        (t, fills)
+                    })
+                    .collect();
+                Run {
+                    max,
+                    interval,
+                    gaps,
+                    steps,
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn requests_cover_every_missing_sequence_within_limits(run in run()) {
+            let mut r = Requester::new(run.max, run.interval, 10_000);
+            let mut filled = std::collections::BTreeSet::new();
+            let deadline_of = |q: u64| run.gaps.iter().find(|g| g.0 <= q && q < g.1).map(|g| g.2);
+            // Last time each sequence was asked for.
+            let mut asked: std::collections::BTreeMap<u64, u64> = Default::default();
+            for (now, fills) in &run.steps {
+                let now = *now;
+                // The missing ranges now: each gap minus what was filled.
+                let mut missing = Vec::new();
+                for &(lo, hi, deadline) in &run.gaps {
+                    let mut q = lo;
+                    while q < hi {
+                        if filled.contains(&q) { q += 1; continue; }
+                        let start = q;
+                        while q < hi && !filled.contains(&q) { q += 1; }
+                        missing.push(Missing { lo: start, hi: q, deadline });
+                    }
+                }
+                let mut reqs = Vec::new();
+                r.poll(S, now, missing.iter().copied(), |q| reqs.push(q));
+                for q in &reqs {
+                    prop_assert!(q.count >= 1 && q.count <= run.max, "{q:?}");
+                    let (a, b) = (q.sequence, q.sequence + u64::from(q.count));
+                    // Inside one missing range, whose gap is not past its deadline.
+                    let inside = missing.iter().any(|m| m.lo <= a && b <= m.hi);
+                    prop_assert!(inside, "{q:?} outside {missing:?}");
+                    prop_assert!(deadline_of(a).unwrap() >= now);
+                    for s in a..b {
+                        if let Some(&at) = asked.get(&s) {
+                            prop_assert!(now >= at + run.interval, "{s} asked at {at} and {now}");
+                        }
+                        asked.insert(s, now);
+                    }
+                }
+                // Every missing sequence of a live gap has been asked for
+                // within the last interval (by this poll or a recent one).
+                for m in &missing {
+                    if m.deadline < now { continue; }
+                    for s in m.lo..m.hi {
+                        let at = asked.get(&s).copied();
+                        prop_assert!(at.is_some_and(|at| at + run.interval > now || at == now), "{s} not asked by {now}");
+                    }
+                }
+                filled.extend(fills.iter().copied());
+            }
+        }
+    }
+}

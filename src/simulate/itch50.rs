@@ -1,0 +1,1238 @@
+//! A simulated ITCH 5.0 venue over MoldUDP64 (`simulate --protocol itch50`),
+//! with a re-request server.
+//!
+//! Two layers, as for SQF:
+//!
+//! - [`Venue`]: pure and deterministic (seeded, no clock, no socket).
+//!   [`Venue::poll`] is handed the local time and appends the datagrams due
+//!   by then, each tagged with its line; [`Venue::on_request`] takes a
+//!   re-request and [`Venue::answers`] hands out the answers due;
+//!   [`Venue::report`] says exactly what it did, its own books included.
+//! - [`run`]: one UDP socket per line bound to the loopback `--source`, a
+//!   socket bound to the feed's `recovery` address (loopback only) when the
+//!   server is on, a pacing loop, and the report as one JSON line.
+//!
+//! # What the venue publishes (one session, sequences from 1)
+//!
+//! - **Opening**: System Event `O`, a Stock Directory (`R`) and a Trading
+//!   Action `T` (`H`) per stock (locates 1, 2, …), then System Events `S`
+//!   and `Q`.
+//! - **Order flow**: `rate` messages per second as
+//!   [`crate::protocol::itch50::synth::Flow`] makes them (adds, deletes,
+//!   replaces, executions, cancels, trades, imbalances; no add crosses the
+//!   book), stocks drawn by Zipf rank; due as for SQF (active time × rate,
+//!   capped by `count`), packed up to `batch` messages and
+//!   [`MAX_DATAGRAM`] bytes a packet.
+//! - **Halts**: every `halt_every_s` seconds of active time, the next stock
+//!   in turn is halted (`H` `H`) for half that period, then trades again
+//!   (`H` `T`); a halted stock gets no order flow.
+//! - **Heartbeats**: when nothing was sent for `heartbeat_ms`, a heartbeat
+//!   (count 0, the next sequence).
+//! - **End**: System Events `M`, `E`, `C`, then an end of session (count
+//!   `0xFFFF`).
+//! - **Pauses**: during `[k × pause_every_s, k × pause_every_s + pause_ms)`
+//!   nothing is sent, not even heartbeats (the re-request server still
+//!   answers); no order flow is owed for that time.
+//! - Message timestamps are the local time since midnight in `timezone` of
+//!   the first poll's date.
+//!
+//! # Line effects
+//!
+//! As the SQF simulator's (its [`super::offer`]): per line, loss, duplicates
+//! and holding a datagram back behind the next, drawn from that line's own
+//! PRNG. Every datagram is subject to them but the end of session, which
+//! goes to every line whose loss is below 100 %. The messages of a data
+//! packet dropped on every line are counted in `lost_on_both_lines`: the
+//! messages a receiver can only get from the re-request server.
+//!
+//! # The re-request server
+//!
+//! Keeps the last `history` messages. A request (20 bytes: session,
+//! sequence, count) for this session whose sequence is retained and already
+//! sent is answered by one data packet from that sequence, with at most
+//! `count` messages and as many as fit [`MAX_DATAGRAM`] bytes, sent back to
+//! the request's source `answer_delay_ms` later. `request_drop` percent of
+//! requests are dropped unanswered (its own PRNG); a request that is not 20
+//! bytes, names another session, a count of 0, or a sequence not retained
+//! or not sent yet is counted as unanswerable.
+
+use super::{check_destination, flush_held, offer, open_line, Line, LineReport, Outgoing};
+use super::{SplitMix64, NS_PER_MS, NS_PER_S, POLL_SLEEP};
+use crate::protocol::itch50::message::encode;
+use crate::protocol::itch50::mold::Request;
+use crate::protocol::itch50::synth::{Flow, Rng, Zipf};
+use crate::protocol::itch50::{PacketBuilder, Session};
+use crate::symbol::Symbol;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+
+/// Largest datagram the venue sends: a 1,500-byte Ethernet MTU less the
+/// IPv4 and UDP headers.
+pub const MAX_DATAGRAM: usize = 1472;
+/// Most order-flow messages packed into one packet.
+pub const MAX_BATCH: usize = 64;
+/// Most stocks: locates are u16, 0 reserved.
+pub const MAX_STOCKS: usize = 65_535;
+/// Most messages the re-request server keeps.
+pub const MAX_HISTORY: usize = 10_000_000;
+/// Longest answer delay, ms.
+pub const MAX_ANSWER_DELAY_MS: u64 = 60_000;
+/// Longest heartbeat interval, ms.
+pub const MAX_HEARTBEAT_MS: u64 = 60_000;
+/// Longest time the server keeps answering after the end of session, ms.
+pub const MAX_LINGER_MS: u64 = 600_000;
+/// Live orders a stock holds at most (above it adds turn into deletes).
+const MAX_ORDERS: usize = 200;
+
+/// What `tickguard simulate --protocol itch50` publishes; [`Params::default`]
+/// holds the flags' defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Destination of line A (loopback, or multicast sent with TTL 0).
+    pub line_a: SocketAddrV4,
+    /// Destination of line B; `None` for one line.
+    pub line_b: Option<SocketAddrV4>,
+    /// Send from this loopback address.
+    pub source: Ipv4Addr,
+    /// The re-request server's address (loopback); `None`: no server.
+    pub recovery: Option<SocketAddrV4>,
+    /// The session, 1 to 10 printable ASCII characters (space-padded).
+    pub session: String,
+    /// Number of stocks (SYM00000, … unless `names`), 1 to 65,535.
+    pub symbols: usize,
+    /// Explicit stock names (override `symbols`).
+    pub names: Vec<String>,
+    /// Order-flow messages per second, finite and above 0.
+    pub rate: f64,
+    /// Most messages a packet, 1 to 64.
+    pub batch: usize,
+    /// Percent of datagrams dropped on line A, 0 to 100.
+    pub loss_a: f64,
+    /// Percent of datagrams dropped on line B, 0 to 100.
+    pub loss_b: f64,
+    /// Percent of datagrams sent twice on a line, 0 to 100.
+    pub duplicate: f64,
+    /// Percent of datagrams held back and sent after the next, 0 to 100.
+    pub reorder: f64,
+    /// Heartbeat after this long without a datagram, ms, 0 (none) to 60,000.
+    pub heartbeat_ms: u64,
+    /// Every this many seconds, send nothing for `pause_ms` (0: never).
+    pub pause_every_s: u64,
+    /// Length of each pause, ms (shorter than the period).
+    pub pause_ms: u64,
+    /// Halt a stock every this many seconds, for half of it (0: never).
+    pub halt_every_s: u64,
+    /// Messages the re-request server keeps, 1 to 10,000,000.
+    pub history: usize,
+    /// Delay of each answer, ms, 0 to 60,000.
+    pub answer_delay_ms: u64,
+    /// Percent of requests dropped unanswered, 0 to 100.
+    pub request_drop: f64,
+    /// After the end of session, keep answering requests this long, ms, 0 to 600,000.
+    pub linger_ms: u64,
+    /// IANA time zone of message timestamps.
+    pub timezone: String,
+    /// Stop after this many seconds (0: until interrupted).
+    pub duration_s: f64,
+    /// Stop after this many order-flow messages (0: no limit).
+    pub count: u64,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Print the report as JSON at the end.
+    pub report: bool,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            line_a: SocketAddrV4::new(Ipv4Addr::new(239, 2, 1, 1), 26477),
+            line_b: None,
+            source: Ipv4Addr::LOCALHOST,
+            recovery: None,
+            session: "TGSIM00001".into(),
+            symbols: 8,
+            names: Vec::new(),
+            rate: 1000.0,
+            batch: 8,
+            loss_a: 0.0,
+            loss_b: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            heartbeat_ms: 1000,
+            pause_every_s: 0,
+            pause_ms: 1000,
+            halt_every_s: 0,
+            history: 1_000_000,
+            answer_delay_ms: 0,
+            request_drop: 0.0,
+            linger_ms: 0,
+            timezone: "America/New_York".into(),
+            duration_s: 0.0,
+            count: 0,
+            seed: 1,
+            report: false,
+        }
+    }
+}
+
+/// What one line carried.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ItchLineReport {
+    /// Datagrams: sent, dropped, duplicated, reordered (as for SQF).
+    #[serde(flatten)]
+    pub datagrams: LineReport,
+    /// Messages in the data packets this line dropped.
+    pub messages_dropped: u64,
+}
+
+/// The re-request server's counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ServerReport {
+    /// Where it listens.
+    pub listen: String,
+    /// Requests received.
+    pub requests_received: u64,
+    /// Requests answered (an answer sent).
+    pub requests_answered: u64,
+    /// Requests dropped on purpose (`request_drop`).
+    pub requests_dropped: u64,
+    /// Requests that could not be answered (malformed, another session,
+    /// count 0, a sequence not retained or not sent yet).
+    pub requests_unanswerable: u64,
+    /// Messages in the answers.
+    pub messages_resent: u64,
+}
+
+/// One stock's top of book at the end, as the replay summary shows an ITCH symbol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BookReport {
+    /// Its locate code.
+    pub locate: u16,
+    /// Best bid, 1/10,000 dollar (absent: no buy order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bid: Option<u32>,
+    /// Shares at the best bid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bid_size: Option<u64>,
+    /// Best ask, 1/10,000 dollar (absent: no sell order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<u32>,
+    /// Shares at the best ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_size: Option<u64>,
+    /// Live orders.
+    pub orders: u64,
+    /// The last trading state sent (`T` or `H`).
+    pub trading_state: String,
+}
+
+/// Exactly what the venue did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VenueReport {
+    /// Always `"itch50"`.
+    pub protocol: &'static str,
+    /// The session, as sent.
+    pub session: String,
+    /// Per line, A first.
+    pub lines: Vec<ItchLineReport>,
+    /// Distinct datagrams generated (before line effects).
+    pub datagrams: u64,
+    /// Messages sent (sequences used).
+    pub messages: u64,
+    /// Order-flow messages among them.
+    pub order_flow: u64,
+    /// Heartbeats generated.
+    pub heartbeats: u64,
+    /// Halts (`H` `H`) sent.
+    pub halts: u64,
+    /// Messages whose data packet every line dropped.
+    pub lost_on_both_lines: u64,
+    /// True once the end of session is sent.
+    pub ended: bool,
+    /// The re-request server, if on.
+    pub server: Option<ServerReport>,
+    /// Per stock, at the time of the report.
+    pub books: BTreeMap<String, BookReport>,
+}
+
+/// The venue's re-request server state.
+#[derive(Debug, Clone)]
+struct Server {
+    delay_ns: u64,
+    drop: f64,
+    rng: SplitMix64,
+    /// Answers waiting for their time: due (ns), destination, datagram.
+    queue: VecDeque<(u64, SocketAddrV4, Vec<u8>)>,
+}
+
+/// The venue: a deterministic, I/O-free ITCH session generator and re-request server.
+#[derive(Debug, Clone)]
+pub struct Venue {
+    session: Session,
+    flow: Flow,
+    zipf: Zipf,
+    rng: Rng,
+    lines: Vec<Line>,
+    rate: f64,
+    batch: usize,
+    effects: (f64, f64),
+    heartbeat_ns: u64,
+    pause_every_ns: u64,
+    pause_ns: u64,
+    halt_every_ns: u64,
+    duration_ns: u64,
+    count: u64,
+    tz: jiff::tz::TimeZone,
+    /// Epoch ns of midnight of the session's date (set at the first poll).
+    midnight: i128,
+    start: Option<u64>,
+    last_now: u64,
+    opened: bool,
+    finished: bool,
+    /// Elapsed time of the last datagram (heartbeats count from it).
+    last_sent: u64,
+    /// Sequence of the next message.
+    next_seq: u64,
+    /// Retained messages, the first with sequence `history_first`.
+    history: VecDeque<Vec<u8>>,
+    history_first: u64,
+    history_max: usize,
+    /// Trading state per stock.
+    states: Vec<u8>,
+    /// The halted stock and the elapsed time it resumes at.
+    halted: Option<(usize, u64)>,
+    next_halt: u64,
+    halt_turn: usize,
+    /// Messages waiting to be packed.
+    pending: Vec<Vec<u8>>,
+    server: Option<Server>,
+    report: VenueReport,
+}
+
+impl Venue {
+    /// Validates the parameters (errors name the flag) and builds the
+    /// venue. Nothing is sent before the first [`Venue::poll`].
+    pub fn new(p: &Params) -> Result<Venue> {
+        let names: Vec<String> = if p.names.is_empty() {
+            if !(1..=MAX_STOCKS).contains(&p.symbols) {
+                bail!(
+                    "simulate: --symbols must be from 1 to {MAX_STOCKS} for itch50 (locates are 16-bit), got {}",
+                    p.symbols
+                );
+            }
+            (0..p.symbols).map(|i| format!("SYM{i:05}")).collect()
+        } else {
+            p.names.clone()
+        };
+        if names.len() > MAX_STOCKS {
+            bail!("simulate: at most {MAX_STOCKS} --names for itch50");
+        }
+        let mut symbols = Vec::with_capacity(names.len());
+        for name in &names {
+            let Some(s) = Symbol::parse(name) else {
+                bail!("simulate: stock {name:?} is not a valid ITCH stock (1 to 8 printable ASCII characters, no spaces)");
+            };
+            if symbols.contains(&s) {
+                bail!("simulate: stock {name:?} is given twice");
+            }
+            symbols.push(s);
+        }
+        let session = parse_session(&p.session)?;
+        for (flag, v) in [
+            ("--loss-a", p.loss_a),
+            ("--loss-b", p.loss_b),
+            ("--duplicate", p.duplicate),
+            ("--reorder", p.reorder),
+            ("--request-drop", p.request_drop),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                bail!("simulate: {flag} must be a percentage from 0 to 100, got {v}");
+            }
+        }
+        if !(p.rate.is_finite() && p.rate > 0.0) {
+            bail!(
+                "simulate: --rate must be a positive number of messages per second, got {}",
+                p.rate
+            );
+        }
+        if !(1..=MAX_BATCH).contains(&p.batch) {
+            bail!(
+                "simulate: --batch must be from 1 to {MAX_BATCH} for itch50, got {}",
+                p.batch
+            );
+        }
+        if !(p.duration_s.is_finite() && p.duration_s >= 0.0) {
+            bail!(
+                "simulate: --duration-s must be a number of seconds >= 0, got {}",
+                p.duration_s
+            );
+        }
+        for (flag, v, max) in [
+            ("--heartbeat-ms", p.heartbeat_ms, MAX_HEARTBEAT_MS),
+            ("--answer-delay-ms", p.answer_delay_ms, MAX_ANSWER_DELAY_MS),
+            ("--linger-ms", p.linger_ms, MAX_LINGER_MS),
+        ] {
+            if v > max {
+                bail!("simulate: {flag} must be from 0 to {max}, got {v}");
+            }
+        }
+        if !(1..=MAX_HISTORY).contains(&p.history) {
+            bail!(
+                "simulate: --history must be from 1 to {MAX_HISTORY} messages, got {}",
+                p.history
+            );
+        }
+        let pause_every_ns = p.pause_every_s.saturating_mul(NS_PER_S);
+        let pause_ns = p.pause_ms.saturating_mul(NS_PER_MS);
+        if pause_every_ns > 0 && pause_ns >= pause_every_ns {
+            bail!(
+                "simulate: --pause-ms {} must be shorter than --pause-every-s {}",
+                p.pause_ms,
+                p.pause_every_s
+            );
+        }
+        let tz = jiff::tz::TimeZone::get(&p.timezone).map_err(|_| {
+            anyhow::anyhow!(
+                "simulate: time zone {:?} is not an IANA time zone name",
+                p.timezone
+            )
+        })?;
+        let mut dests = vec![(p.line_a, p.loss_a)];
+        if let Some(b) = p.line_b {
+            if b == p.line_a {
+                bail!("simulate: line B {b} is the same destination as line A");
+            }
+            dests.push((b, p.loss_b));
+        }
+        let lines = dests
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, loss))| Line::new(i, loss, p.seed))
+            .collect();
+        let server = p.recovery.map(|_| Server {
+            delay_ns: p.answer_delay_ms * NS_PER_MS,
+            drop: p.request_drop,
+            rng: SplitMix64::new(p.seed, 9),
+            queue: VecDeque::new(),
+        });
+        let report = VenueReport {
+            protocol: "itch50",
+            session: session.display(),
+            lines: dests
+                .iter()
+                .enumerate()
+                .map(|(i, (dest, _))| ItchLineReport {
+                    datagrams: LineReport {
+                        line: ["A", "B"][i].to_string(),
+                        destination: dest.to_string(),
+                        ..LineReport::default()
+                    },
+                    messages_dropped: 0,
+                })
+                .collect(),
+            server: p.recovery.map(|r| ServerReport {
+                listen: r.to_string(),
+                ..ServerReport::default()
+            }),
+            ..VenueReport::default()
+        };
+        let halt_every_ns = p.halt_every_s.saturating_mul(NS_PER_S);
+        Ok(Venue {
+            session,
+            flow: Flow::new(p.seed, &symbols, MAX_ORDERS),
+            zipf: Zipf::new(symbols.len()),
+            rng: Rng(p.seed ^ 0x7e4e_0e00),
+            lines,
+            rate: p.rate,
+            batch: p.batch,
+            effects: (p.duplicate, p.reorder),
+            heartbeat_ns: p.heartbeat_ms * NS_PER_MS,
+            pause_every_ns,
+            pause_ns,
+            halt_every_ns,
+            // `as` saturates: a huge duration is "very long".
+            duration_ns: (p.duration_s * NS_PER_S as f64) as u64,
+            count: p.count,
+            tz,
+            midnight: 0,
+            start: None,
+            last_now: 0,
+            opened: false,
+            finished: false,
+            last_sent: 0,
+            next_seq: 1,
+            history: VecDeque::new(),
+            history_first: 1,
+            history_max: p.history,
+            states: vec![0; symbols.len()],
+            halted: None,
+            next_halt: halt_every_ns,
+            halt_turn: 0,
+            pending: Vec::new(),
+            server,
+            report,
+        })
+    }
+
+    /// The session.
+    pub fn session(&self) -> Session {
+        self.session
+    }
+
+    /// Everything done so far, with the books as they are now.
+    pub fn report(&self) -> VenueReport {
+        let mut r = self.report.clone();
+        r.books = self.books();
+        r
+    }
+
+    /// The sequence of the next message.
+    pub fn next_sequence(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// True once [`Venue::finish`] ran, `count` order-flow messages were
+    /// sent, or `duration_s` has elapsed at `now_ns` since the first poll.
+    pub fn done(&self, now_ns: u64) -> bool {
+        self.finished
+            || (self.count > 0 && self.report.order_flow >= self.count)
+            || (self.duration_ns > 0
+                && self
+                    .start
+                    .is_some_and(|s| now_ns.saturating_sub(s) >= self.duration_ns))
+    }
+
+    /// Appends to `out` the datagrams due at local time `now_ns` (ns since
+    /// the Unix epoch). The first call is the start; an earlier time than
+    /// a previous one counts as that one. Nothing after [`Venue::finish`].
+    pub fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        if self.finished {
+            return;
+        }
+        let now = self.advance(now_ns);
+        let e = now - self.start.unwrap_or(now);
+        if !self.opened {
+            self.open(now, out);
+        }
+        if self.in_pause(e) {
+            return;
+        }
+        let ts = self.timestamp(now);
+        if self.halt_every_ns > 0 {
+            if let Some((i, resume)) = self.halted {
+                if e >= resume {
+                    self.halted = None;
+                    self.trading_action(i, ts, b'T');
+                }
+            }
+            if self.halted.is_none() && e >= self.next_halt {
+                let i = self.halt_turn % self.states.len();
+                self.halt_turn += 1;
+                self.next_halt = super::next_due(self.next_halt, self.halt_every_ns, e);
+                // One stock never halts for good: with a single stock, it trades between halts.
+                self.halted = Some((i, e + self.halt_every_ns / 2));
+                self.trading_action(i, ts, b'H');
+                self.report.halts += 1;
+            }
+        }
+        let due = self.flow_due(e);
+        while self.report.order_flow < due {
+            let mut i = self.zipf.sample(&mut self.rng);
+            if let Some((h, _)) = self.halted {
+                if i == h && self.states.len() > 1 {
+                    i = (i + 1) % self.states.len();
+                } else if i == h {
+                    break;
+                }
+            }
+            let m = self.flow.event(i, ts);
+            self.pending.push(m);
+            self.report.order_flow += 1;
+        }
+        self.flush(out);
+        if self.heartbeat_ns > 0 && e.saturating_sub(self.last_sent) >= self.heartbeat_ns {
+            let hb = PacketBuilder::heartbeat(self.session, self.next_seq);
+            self.report.heartbeats += 1;
+            self.emit(hb, 0, false, out);
+            self.last_sent = e;
+        }
+    }
+
+    /// Ends the session at `now_ns`: the held-back datagrams, System Events
+    /// `M`, `E`, `C`, then the end of session on every line that is up.
+    /// Later polls send nothing; the server keeps answering.
+    pub fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        if self.finished {
+            return;
+        }
+        let now = self.advance(now_ns);
+        if !self.opened {
+            self.open(now, out);
+        }
+        let ts = self.timestamp(now);
+        for code in [b'M', b'E', b'C'] {
+            self.pending.push(encode::system_event(ts, code));
+        }
+        self.flush(out);
+        let mut stats: Vec<LineReport> = self
+            .report
+            .lines
+            .iter()
+            .map(|l| l.datagrams.clone())
+            .collect();
+        flush_held(&mut self.lines, &mut stats, out);
+        let end = PacketBuilder::end_of_session(self.session, self.next_seq);
+        self.report.datagrams += 1;
+        offer(&mut self.lines, &mut stats, self.effects, end, true, out);
+        for (l, s) in self.report.lines.iter_mut().zip(stats) {
+            l.datagrams = s;
+        }
+        self.report.ended = true;
+        self.finished = true;
+    }
+
+    /// Takes a re-request datagram from `from` at local time `now_ns`.
+    pub fn on_request(&mut self, bytes: &[u8], from: SocketAddrV4, now_ns: u64) {
+        let Some(server) = self.server.as_mut() else {
+            return;
+        };
+        let Some(counts) = self.report.server.as_mut() else {
+            return;
+        };
+        counts.requests_received += 1;
+        if server.rng.percent(server.drop) {
+            counts.requests_dropped += 1;
+            return;
+        }
+        let answer = Request::decode(bytes).and_then(|r| {
+            let first = self.history_first;
+            let end = self.next_seq;
+            if r.session != self.session || r.count == 0 || r.sequence < first || r.sequence >= end
+            {
+                return None;
+            }
+            let mut p = PacketBuilder::new(self.session, r.sequence);
+            let from = (r.sequence - first) as usize;
+            for m in self.history.iter().skip(from).take(usize::from(r.count)) {
+                if p.len() + 2 + m.len() > MAX_DATAGRAM {
+                    break;
+                }
+                p.message(m);
+            }
+            Some(p)
+        });
+        match answer {
+            Some(p) => {
+                counts.messages_resent += u64::from(p.count());
+                server
+                    .queue
+                    .push_back((now_ns.saturating_add(server.delay_ns), from, p.finish()));
+            }
+            None => counts.requests_unanswerable += 1,
+        }
+    }
+
+    /// Appends to `out` the answers due at `now_ns`: (destination, datagram).
+    pub fn answers(&mut self, now_ns: u64, out: &mut Vec<(SocketAddrV4, Vec<u8>)>) {
+        let Some(server) = self.server.as_mut() else {
+            return;
+        };
+        while server.queue.front().is_some_and(|a| a.0 <= now_ns) {
+            if let Some((_, to, bytes)) = server.queue.pop_front() {
+                out.push((to, bytes));
+                if let Some(c) = self.report.server.as_mut() {
+                    c.requests_answered += 1;
+                }
+            }
+        }
+    }
+
+    /// True while answers wait for their time.
+    pub fn answers_pending(&self) -> bool {
+        self.server.as_ref().is_some_and(|s| !s.queue.is_empty())
+    }
+
+    fn advance(&mut self, now_ns: u64) -> u64 {
+        let now = now_ns.max(self.last_now);
+        self.last_now = now;
+        if self.start.is_none() {
+            self.start = Some(now);
+            self.midnight = crate::protocol::itch50::feed::midnight(&self.tz, now);
+        }
+        now
+    }
+
+    /// ns since the session date's midnight (u48 in the message).
+    fn timestamp(&self, now: u64) -> u64 {
+        (now as i128 - self.midnight).clamp(0, (1i128 << 48) - 1) as u64
+    }
+
+    fn in_pause(&self, e: u64) -> bool {
+        self.pause_every_ns > 0
+            && self.pause_ns > 0
+            && e >= self.pause_every_ns
+            && e % self.pause_every_ns < self.pause_ns
+    }
+
+    /// Order flow owed by elapsed time `e`: active time × rate, capped by `count`.
+    fn flow_due(&self, e: u64) -> u64 {
+        let paused = if self.pause_every_ns == 0 || self.pause_ns == 0 {
+            0
+        } else {
+            let k = e / self.pause_every_ns;
+            k.saturating_sub(1) * self.pause_ns
+                + if k == 0 {
+                    0
+                } else {
+                    (e - k * self.pause_every_ns).min(self.pause_ns)
+                }
+        };
+        let due = ((e - paused) as f64 * self.rate / NS_PER_S as f64) as u64;
+        if self.count > 0 {
+            due.min(self.count)
+        } else {
+            due
+        }
+    }
+
+    fn open(&mut self, now: u64, out: &mut Vec<Outgoing>) {
+        self.opened = true;
+        let ts = self.timestamp(now);
+        self.pending.push(encode::system_event(ts, b'O'));
+        let directory: Vec<Vec<u8>> = self.flow.directory(ts).collect();
+        self.pending.extend(directory);
+        for i in 0..self.states.len() {
+            self.trading_action(i, ts, b'T');
+        }
+        self.pending.push(encode::system_event(ts, b'S'));
+        self.pending.push(encode::system_event(ts, b'Q'));
+        self.flush(out);
+    }
+
+    fn trading_action(&mut self, i: usize, ts: u64, state: u8) {
+        let s = &self.flow.stocks[i];
+        self.pending
+            .push(encode::trading_action(s.locate, ts, s.symbol, state));
+        self.states[i] = state;
+    }
+
+    /// Packs the pending messages into data packets and emits them.
+    fn flush(&mut self, out: &mut Vec<Outgoing>) {
+        let pending = std::mem::take(&mut self.pending);
+        let mut packet = PacketBuilder::new(self.session, self.next_seq);
+        for m in pending {
+            let full = usize::from(packet.count()) >= self.batch
+                || packet.len() + 2 + m.len() > MAX_DATAGRAM;
+            if full && !packet.is_empty() {
+                self.send_packet(packet, out);
+                packet = PacketBuilder::new(self.session, self.next_seq);
+            }
+            packet.message(&m);
+            self.next_seq += 1;
+            self.history.push_back(m);
+            if self.history.len() > self.history_max {
+                self.history.pop_front();
+                self.history_first += 1;
+            }
+        }
+        if !packet.is_empty() {
+            self.send_packet(packet, out);
+        }
+    }
+
+    fn send_packet(&mut self, packet: PacketBuilder, out: &mut Vec<Outgoing>) {
+        let n = u64::from(packet.count());
+        self.report.messages += n;
+        self.emit(packet.finish(), n, false, out);
+        self.last_sent = self.last_now - self.start.unwrap_or(self.last_now);
+    }
+
+    /// Offers a datagram of `messages` messages to the lines; counts what
+    /// each line dropped and what every line dropped.
+    fn emit(&mut self, payload: Vec<u8>, messages: u64, session: bool, out: &mut Vec<Outgoing>) {
+        self.report.datagrams += 1;
+        let mut stats: Vec<LineReport> = self
+            .report
+            .lines
+            .iter()
+            .map(|l| l.datagrams.clone())
+            .collect();
+        let delivered = offer(
+            &mut self.lines,
+            &mut stats,
+            self.effects,
+            payload,
+            session,
+            out,
+        );
+        for (l, s) in self.report.lines.iter_mut().zip(stats) {
+            if s.dropped > l.datagrams.dropped {
+                l.messages_dropped += messages;
+            }
+            l.datagrams = s;
+        }
+        if !delivered {
+            self.report.lost_on_both_lines += messages;
+        }
+    }
+
+    fn books(&self) -> BTreeMap<String, BookReport> {
+        self.flow
+            .stocks
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (bid, ask, orders) = self.flow.top(i);
+                (
+                    s.symbol.to_string(),
+                    BookReport {
+                        locate: s.locate,
+                        bid: bid.map(|b| b.0),
+                        bid_size: bid.map(|b| b.1),
+                        ask: ask.map(|a| a.0),
+                        ask_size: ask.map(|a| a.1),
+                        orders,
+                        trading_state: char::from(self.states[i]).to_string(),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// A session name: 1 to 10 printable ASCII characters, right-padded with spaces.
+fn parse_session(s: &str) -> Result<Session> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 10 || !b.iter().all(|c| (0x20..=0x7e).contains(c)) {
+        bail!("simulate: --session {s:?} must be 1 to 10 printable ASCII characters");
+    }
+    let mut out = [b' '; 10];
+    out[..b.len()].copy_from_slice(b);
+    Ok(Session(out))
+}
+
+/// Runs `tickguard simulate --protocol itch50`: publishes until `--count`,
+/// `--duration-s` or SIGINT/SIGTERM, ends the session, keeps answering
+/// re-requests for `--linger-ms`, then prints the report when `--report`.
+pub fn run(p: &Params) -> Result<()> {
+    let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
+    let report = publish(p, stop)?;
+    if p.report {
+        let json = serde_json::to_string(&report).context("simulate: encoding the report")?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{json}")
+            .and_then(|()| stdout.flush())
+            .context("simulate: writing the report")?;
+    }
+    Ok(())
+}
+
+/// Publishes as [`run`] does until done or `stop`, and returns the report.
+pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<VenueReport> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut venue = Venue::new(p)?;
+    let mut dests = vec![("A", p.line_a)];
+    if let Some(b) = p.line_b {
+        dests.push(("B", b));
+    }
+    for &(which, dest) in &dests {
+        check_destination(which, dest)?;
+    }
+    let server = match p.recovery {
+        None => None,
+        Some(addr) => {
+            if !addr.ip().is_loopback() || addr.port() == 0 {
+                bail!("simulate: recovery {addr} must be a loopback address (127.0.0.0/8) with a port: the re-request server listens on loopback only");
+            }
+            let s = UdpSocket::bind(addr)
+                .with_context(|| format!("simulate: re-request server on {addr}"))?;
+            s.set_nonblocking(true)
+                .context("simulate: re-request server socket")?;
+            Some(s)
+        }
+    };
+    let sockets = dests
+        .iter()
+        .map(|&(which, dest)| Ok((which, dest, open_line(which, dest, p.source)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let send = |out: &mut Vec<Outgoing>| -> Result<()> {
+        for o in out.drain(..) {
+            let (which, dest, socket) = &sockets[o.line];
+            match socket.send_to(&o.payload, dest) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("simulate: sending on line {which} to {dest}"))
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut buf = vec![0u8; 2048];
+    let mut answers = Vec::new();
+    // Serves the requests waiting on the server socket, then sends the answers due.
+    let mut serve = |venue: &mut Venue, now: u64| -> Result<()> {
+        let Some(socket) = &server else {
+            return Ok(());
+        };
+        // Bounded per call, so a flood of requests cannot stall the feed.
+        for _ in 0..256 {
+            match socket.recv_from(&mut buf) {
+                Ok((n, std::net::SocketAddr::V4(from))) => venue.on_request(&buf[..n], from, now),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // An ICMP error from an earlier answer's destination: nothing to do.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e).context("simulate: receiving re-requests"),
+            }
+        }
+        venue.answers(now, &mut answers);
+        for (to, bytes) in answers.drain(..) {
+            // The requester may be gone: its loss, not the venue's.
+            let _ = socket.send_to(&bytes, to);
+        }
+        Ok(())
+    };
+    let mut out = Vec::new();
+    loop {
+        let now = crate::time::now_ns();
+        venue.poll(now, &mut out);
+        send(&mut out)?;
+        serve(&mut venue, now)?;
+        if venue.done(now) || stop.load(Relaxed) {
+            break;
+        }
+        std::thread::sleep(POLL_SLEEP);
+    }
+    venue.finish(crate::time::now_ns(), &mut out);
+    send(&mut out)?;
+    let end = crate::time::now_ns().saturating_add(p.linger_ms * NS_PER_MS);
+    loop {
+        let now = crate::time::now_ns();
+        serve(&mut venue, now)?;
+        if (now >= end && !venue.answers_pending()) || stop.load(Relaxed) {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    Ok(venue.report())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::itch50::mold::Kind;
+    use crate::protocol::itch50::Packet;
+
+    /// 2026-01-05 09:30:00 in New York.
+    const T0: u64 = 1_767_623_400_000_000_000;
+    const MS: u64 = NS_PER_MS;
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_000);
+
+    fn params(f: impl FnOnce(&mut Params)) -> Params {
+        let mut p = Params {
+            line_a: "127.0.0.1:39101".parse().unwrap(),
+            line_b: Some("127.0.0.1:39102".parse().unwrap()),
+            recovery: Some("127.0.0.1:39103".parse().unwrap()),
+            rate: 2000.0,
+            count: 3000,
+            heartbeat_ms: 5,
+            ..Params::default()
+        };
+        f(&mut p);
+        p
+    }
+
+    /// Polls every `step` from T0 until done, then finishes; datagrams with their times.
+    fn drive(v: &mut Venue, step: u64) -> Vec<(u64, Outgoing)> {
+        let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), T0);
+        loop {
+            v.poll(t, &mut out);
+            sent.extend(out.drain(..).map(|o| (t, o)));
+            if v.done(t) {
+                break;
+            }
+            t += step;
+        }
+        v.finish(t, &mut out);
+        sent.extend(out.drain(..).map(|o| (t, o)));
+        sent
+    }
+
+    /// Per line: every message by sequence, and the packets' (kind, sequence) in order.
+    type Seen = (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>);
+
+    fn per_line(sent: &[(u64, Outgoing)], line: usize) -> Seen {
+        let (mut msgs, mut packets) = (BTreeMap::new(), Vec::new());
+        for (_, o) in sent.iter().filter(|(_, o)| o.line == line) {
+            let p = Packet::new_checked(&o.payload[..]).expect("valid MoldUDP64");
+            assert_eq!(p.session(), Session(*b"TGSIM00001"));
+            assert!(o.payload.len() <= MAX_DATAGRAM);
+            packets.push((p.kind(), p.sequence()));
+            for (q, m) in p.messages() {
+                msgs.insert(q, m.bytes().to_vec());
+            }
+        }
+        (msgs, packets)
+    }
+
+    #[test]
+    fn sequences_contiguous_apart_from_the_loss_and_the_end_last() {
+        let mut v = Venue::new(&params(|p| {
+            p.loss_a = 20.0;
+            p.loss_b = 20.0;
+            p.halt_every_s = 1;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let r = v.report();
+        let next = v.next_sequence();
+        assert_eq!(r.messages, next - 1);
+        assert_eq!(r.order_flow, 3000);
+        assert!(r.halts >= 1);
+        let (a, b) = (per_line(&sent, 0), per_line(&sent, 1));
+        for (i, (msgs, packets)) in [&a, &b].into_iter().enumerate() {
+            assert_eq!(*packets.last().unwrap(), (Kind::EndOfSession, next));
+            let missing = (1..next).filter(|q| !msgs.contains_key(q)).count() as u64;
+            assert_eq!(missing, r.lines[i].messages_dropped, "line {i}");
+            // Data packets in sequence order on a line without reordering.
+            let data: Vec<u64> = packets
+                .iter()
+                .filter(|p| matches!(p.0, Kind::Data(_)))
+                .map(|p| p.1)
+                .collect();
+            assert!(data.windows(2).all(|w| w[0] < w[1]));
+        }
+        let both = (1..next)
+            .filter(|q| !a.0.contains_key(q) && !b.0.contains_key(q))
+            .count() as u64;
+        assert!(both > 0);
+        assert_eq!(both, r.lost_on_both_lines);
+        // The same message on both lines is the same bytes.
+        for (q, m) in &a.0 {
+            if let Some(other) = b.0.get(q) {
+                assert_eq!(m, other);
+            }
+        }
+        // Same seed, same datagrams.
+        let mut again = Venue::new(&params(|p| {
+            p.loss_a = 20.0;
+            p.loss_b = 20.0;
+            p.halt_every_s = 1;
+        }))
+        .unwrap();
+        assert_eq!(drive(&mut again, MS), sent);
+    }
+
+    #[test]
+    fn heartbeats_when_idle_carry_the_next_sequence() {
+        let mut v = Venue::new(&params(|p| {
+            p.rate = 50.0;
+            p.count = 20;
+            p.line_b = None;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let (_, packets) = per_line(&sent, 0);
+        let mut next = 1;
+        let mut beats = 0;
+        let mut idle_since = T0;
+        for ((t, _), (kind, seq)) in sent.iter().zip(&packets) {
+            match kind {
+                Kind::Data(n) => {
+                    assert_eq!(*seq, next);
+                    next += u64::from(*n);
+                }
+                Kind::Heartbeat => {
+                    beats += 1;
+                    assert_eq!(*seq, next);
+                    assert!(t - idle_since >= 5 * MS, "a heartbeat only when idle");
+                }
+                Kind::EndOfSession => assert_eq!(*seq, next),
+            }
+            idle_since = *t;
+        }
+        // A message every 20 ms: three heartbeats between two, 400 ms in all.
+        assert!((60..=80).contains(&beats), "{beats}");
+        assert_eq!(beats, v.report().heartbeats);
+    }
+
+    fn request(session: &[u8; 10], sequence: u64, count: u16) -> [u8; 20] {
+        Request {
+            session: Session(*session),
+            sequence,
+            count,
+        }
+        .encode()
+    }
+
+    #[test]
+    fn the_server_answers_from_history_to_the_requester() {
+        let mut v = Venue::new(&params(|p| {
+            p.line_b = None;
+            p.history = 1000;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let (msgs, _) = per_line(&sent, 0);
+        let next = v.next_sequence();
+        let now = T0 + 10_000 * MS;
+        let mut answers = Vec::new();
+        // From a retained sequence: at most the count asked.
+        v.on_request(&request(b"TGSIM00001", next - 500, 5), CLIENT, now);
+        // More than one datagram holds: as many as fit.
+        v.on_request(&request(b"TGSIM00001", next - 900, 500), CLIENT, now);
+        // Near the end: what there is.
+        v.on_request(&request(b"TGSIM00001", next - 2, 64), CLIENT, now);
+        v.answers(now, &mut answers);
+        assert_eq!(answers.len(), 3);
+        let got: Vec<(u64, Vec<Vec<u8>>)> = answers
+            .iter()
+            .map(|(to, bytes)| {
+                assert_eq!(*to, CLIENT);
+                assert!(bytes.len() <= MAX_DATAGRAM);
+                let p = Packet::new_checked(&bytes[..]).unwrap();
+                let m = p.messages().map(|(_, m)| m.bytes().to_vec()).collect();
+                (p.sequence(), m)
+            })
+            .collect();
+        assert_eq!(got[0].1.len(), 5);
+        assert!(got[1].1.len() > 20 && got[1].1.len() < 500);
+        assert_eq!(got[2].1.len(), 2);
+        for (first, m) in &got {
+            for (k, bytes) in m.iter().enumerate() {
+                assert_eq!(Some(bytes), msgs.get(&(first + k as u64)), "byte-equal");
+            }
+        }
+        // Not retained, not sent yet, count 0, another session, not 20 bytes.
+        for bad in [
+            request(b"TGSIM00001", next - 1001, 1).to_vec(),
+            request(b"TGSIM00001", next, 1).to_vec(),
+            request(b"TGSIM00001", next - 1, 0).to_vec(),
+            request(b"OTHER00001", next - 1, 1).to_vec(),
+            b"short".to_vec(),
+        ] {
+            v.on_request(&bad, CLIENT, now);
+        }
+        v.answers(now, &mut answers);
+        assert_eq!(answers.len(), 3);
+        let s = v.report().server.unwrap();
+        assert_eq!(
+            (
+                s.requests_received,
+                s.requests_answered,
+                s.requests_unanswerable,
+                s.requests_dropped
+            ),
+            (8, 3, 5, 0)
+        );
+        assert_eq!(
+            s.messages_resent,
+            got.iter().map(|g| g.1.len() as u64).sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn slow_and_dropping_servers_and_none() {
+        let mut v = Venue::new(&params(|p| {
+            p.answer_delay_ms = 40;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        let mut answers = Vec::new();
+        let now = T0 + 5_000 * MS;
+        v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        v.answers(now + 40 * MS - 1, &mut answers);
+        assert!(answers.is_empty() && v.answers_pending());
+        v.answers(now + 40 * MS, &mut answers);
+        assert_eq!(answers.len(), 1);
+
+        let mut v = Venue::new(&params(|p| {
+            p.request_drop = 50.0;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        for _ in 0..400 {
+            v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        }
+        v.answers(now, &mut answers);
+        let s = v.report().server.unwrap();
+        assert_eq!(s.requests_dropped + s.requests_answered, 400);
+        assert!((140..260).contains(&s.requests_dropped), "{s:?}");
+
+        let mut v = Venue::new(&params(|p| {
+            p.recovery = None;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        answers.clear();
+        v.answers(now, &mut answers);
+        assert!(answers.is_empty() && v.report().server.is_none());
+    }
+
+    #[test]
+    fn books_follow_the_flow_and_halts() {
+        let mut v = Venue::new(&params(|p| {
+            p.halt_every_s = 1;
+            p.count = 3000;
+            p.rate = 2000.0;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        let r = v.report();
+        assert_eq!(r.books.len(), 8);
+        // At 1.0 s the first stock was halted for 0.5 s; at 1.5 s it trades again.
+        assert!(r.books.values().all(|b| b.trading_state == "T"), "{r:?}");
+        assert!(r.books.values().any(|b| b.orders > 0));
+        for b in r.books.values() {
+            if let (Some(bid), Some(ask)) = (b.bid, b.ask) {
+                assert!(bid < ask, "no add crosses");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_one_clear_error() {
+        let cases: Vec<(Params, &str)> = vec![
+            (params(|p| p.symbols = 0), "--symbols"),
+            (params(|p| p.symbols = 65_536), "--symbols"),
+            (
+                params(|p| p.names = vec!["A B".into()]),
+                "not a valid ITCH stock",
+            ),
+            (params(|p| p.names = vec!["A".into(), "A".into()]), "twice"),
+            (params(|p| p.session = "ELEVENCHARS".into()), "--session"),
+            (params(|p| p.session = String::new()), "--session"),
+            (params(|p| p.loss_a = 101.0), "--loss-a"),
+            (params(|p| p.request_drop = -1.0), "--request-drop"),
+            (params(|p| p.rate = 0.0), "--rate"),
+            (params(|p| p.batch = 65), "--batch"),
+            (params(|p| p.heartbeat_ms = 60_001), "--heartbeat-ms"),
+            (params(|p| p.answer_delay_ms = 60_001), "--answer-delay-ms"),
+            (params(|p| p.linger_ms = 600_001), "--linger-ms"),
+            (params(|p| p.history = 0), "--history"),
+            (params(|p| p.timezone = "Mars/Base".into()), "time zone"),
+            (
+                params(|p| {
+                    p.pause_every_s = 1;
+                    p.pause_ms = 1000;
+                }),
+                "--pause-ms",
+            ),
+            (params(|p| p.line_b = Some(p.line_a)), "same destination"),
+        ];
+        for (p, needle) in cases {
+            let e = Venue::new(&p).unwrap_err().to_string();
+            assert!(e.contains(needle) && !e.contains('\n'), "{needle}: {e}");
+        }
+    }
+}
