@@ -584,6 +584,33 @@ impl Handler {
                 counter::ALL_REJECTED_REASON,
                 all.map_or(0, |a| a.top.index() as u64 + 1),
             );
+            if let Some(it) = f.itch() {
+                let q = it.sequencer();
+                let s = q.counters();
+                let session = it.session().map_or([0; 10], |s| s.0);
+                let mut lo = [0u8; 8];
+                let mut hi = [0u8; 8];
+                lo.copy_from_slice(&session[..8]);
+                hi[..2].copy_from_slice(&session[8..]);
+                for (k, v) in [
+                    (counter::NEXT, q.next().unwrap_or(0)),
+                    (counter::HIGH, q.high()),
+                    (counter::HELD, q.held() as u64),
+                    (counter::GAPS_OPEN, q.gaps_open() as u64),
+                    (counter::RECOVERED, s.recovered),
+                    (counter::SESSION_CHANGES, s.session_changes),
+                    (counter::STALE_SESSION, s.stale_session),
+                    (counter::UNKNOWN_ORDERS, it.counters().unknown_orders),
+                    (counter::ANOMALIES, it.counters().anomalies),
+                    (counter::GAPS_EXPIRED, s.gaps_given_up),
+                    (counter::LINE_MISMATCHES, it.line_check().mismatches()),
+                    (counter::SESSION_LO, u64::from_le_bytes(lo)),
+                    (counter::SESSION_HI, u64::from_le_bytes(hi)),
+                    (counter::INVALID_RECORDS, it.counters().invalid_records),
+                ] {
+                    p.set_counter(id, k, v);
+                }
+            }
         }
     }
 

@@ -194,6 +194,14 @@ pub mod counter {
     pub const SESSION_HI: usize = EXT + 13;
     /// BinaryFILE records that were not valid messages.
     pub const INVALID_RECORDS: usize = EXT + 14;
+    /// Gaps filled by their deadline, by the time from the packet that
+    /// revealed the gap to its last fill: `RECOVERY_LATENCY + i` counts
+    /// those up to 16 µs × 2^i (the last bucket, those above), live only.
+    pub const RECOVERY_LATENCY: usize = EXT + 16;
+    /// Buckets of `RECOVERY_LATENCY`.
+    pub const RECOVERY_BUCKETS: usize = 16;
+    /// Re-requests that could not be sent (a full socket buffer, no route).
+    pub const REQUEST_ERRORS: usize = EXT + 32;
     /// Names of the extension counters tools print (protocols other than SQF only).
     pub const EXT_NAMES: [(usize, &str); 13] = [
         (NEXT, "next"),

@@ -22,14 +22,15 @@ use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
+use crate::protocol::itch50::recovery::Requester;
 use crate::replay::RECOVERY_LINE;
 use crate::shm::{counter, FeedInfo, Publication, WriterLock};
 use crate::state::seqlock::SeqLock;
+use crate::state::verdict;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::sys::udp::{Batch, LineSocket};
 use crate::time::now_ns;
-use crate::state::verdict;
 use crate::verdict::Reasons;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -37,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod merge;
+mod recovery;
 
 /// A symbol's verdict changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +261,8 @@ pub struct Sidecar {
     handler: Handler,
     publication: Arc<Publication>,
     lines: Vec<Line>,
+    /// Re-request clients of exchange feeds with a recovery server.
+    recoveries: Vec<recovery::Recovery>,
     changes: Option<Changes>,
     recorder: Option<Recorder>,
     stats: RunStats,
@@ -285,6 +289,7 @@ impl Sidecar {
         let shm = || format!("shared memory {}", sc.shm_path.display());
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
         let mut lines = Vec::new();
+        let mut recoveries = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
             for &addr in &f.lines {
                 let socket = LineSocket::open(addr, f.source, sc.interface, sc.rcvbuf_bytes)
@@ -323,6 +328,15 @@ impl Sidecar {
                     listen = %socket.info.addr,
                     "recovery channel open"
                 );
+                if let Some(c) = &f.itch {
+                    recoveries.push(recovery::Recovery::new(
+                        id as u16,
+                        lines.len(),
+                        server,
+                        Requester::from_config(c),
+                        c.gap_timeout_ns,
+                    ));
+                }
                 lines.push(Line::new(id as u16, RECOVERY_LINE, socket, sc.batch));
             }
         }
@@ -345,6 +359,7 @@ impl Sidecar {
             handler,
             publication,
             lines,
+            recoveries,
             changes: None,
             recorder: None,
             stats: RunStats::default(),
@@ -553,6 +568,7 @@ impl Sidecar {
         // Exchange feeds: gaps past their deadline given up at the loop's
         // clock, whether or not anything arrived (spec itch50 §3.2).
         self.handler.upkeep(now);
+        self.request_gaps(now);
         self.stats.datagrams += work as u64;
         if work > 0 {
             self.stats.busy_cycles += 1;
@@ -564,6 +580,27 @@ impl Sidecar {
         }
         self.sweep(now);
         work
+    }
+
+    /// Sends the re-requests due for exchange feeds' open gaps, after the
+    /// cycle's data is applied.
+    fn request_gaps(&mut self, now: u64) {
+        for r in &mut self.recoveries {
+            let Some(it) = self.handler.feeds()[r.feed as usize].itch() else {
+                continue;
+            };
+            let interval = self.config.feeds[r.feed as usize]
+                .itch
+                .as_ref()
+                .map_or(0, |c| c.request_interval_ns);
+            r.poll(
+                it.sequencer(),
+                it.session(),
+                &self.lines[r.line].socket,
+                interval,
+                now,
+            );
+        }
     }
 
     /// Copies the handler's plain counters into the publication, every
@@ -588,6 +625,13 @@ impl Sidecar {
                 .map(|l| l.kernel_drops)
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
+        }
+        for r in &self.recoveries {
+            p.set_counter(r.feed, counter::REQUESTS_SENT, r.sent);
+            p.set_counter(r.feed, counter::REQUEST_ERRORS, r.send_errors);
+            for (i, n) in r.latency.iter().enumerate() {
+                p.set_counter(r.feed, counter::RECOVERY_LATENCY + i, *n);
+            }
         }
         for l in self.lines.iter().filter(|l| l.index < RECOVERY_LINE) {
             let i = l.index;

@@ -608,3 +608,384 @@ source_threshold_ms = 60000
         let _ = std::fs::remove_file(&shm);
     }
 }
+
+/// An ITCH venue (`simulate --protocol itch50`) and `run` in a namespace:
+/// the config both read, with the recovery channel on a fixed port so a
+/// recording replays its answers.
+fn itch_config(dir: &Path, shm: &Path, gap_timeout_ms: u64) -> PathBuf {
+    let cfg = dir.join("itch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[state]
+capacity = 4096
+[metrics]
+enabled = false
+[sidecar]
+shm_path = "{}"
+interface = "127.0.0.1"
+idle = "sleep"
+idle_sleep_us = 50
+dead_after_ms = 1000
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.77.1.1:31101", "239.77.1.2:31102"]
+recovery = "127.0.0.1:31199"
+recovery_listen = "0.0.0.0:31198"
+gap_timeout_ms = {gap_timeout_ms}
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+"#,
+            shm.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// `tickguard simulate --protocol itch50` inside `ns` with `args`, started.
+fn itch_venue(ns: &Netns, cfg: &Path, args: &[&str]) -> Child {
+    ns.command(&bin())
+        .args(["simulate", "--protocol", "itch50", "--config"])
+        .arg(cfg)
+        .args(["--symbols", "12", "--report"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(venue: Child) -> serde_json::Value {
+    let out = venue.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "simulate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
+/// Waits until the publication's counters say the venue's last datagram
+/// (its end of session) is in and no gap is open.
+fn wait_settled(reader: &Reader, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = |id| reader.counter(0, id).unwrap_or(0);
+        let closed = reader.feed_status(0).is_some_and(|s| s.closed);
+        if closed && c(counter::GAPS_OPEN) == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: closed {closed}, gaps open {}",
+            c(counter::GAPS_OPEN)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `check nq SYMBOL --json` from another process: (exit code, reasons).
+fn check_reasons(shm: &Path, symbol: &str) -> (Option<i32>, Vec<String>) {
+    let out = Command::new(bin())
+        .args(["check", "nq", symbol, "--json", "--shm"])
+        .arg(shm)
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let reasons = v["reasons"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| Some(r.as_str()?.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    (out.status.code(), reasons)
+}
+
+/// The published top of book of every symbol: name → (bid, bid size, ask,
+/// ask size, halted), prices in 1/10,000 as the venue reports them.
+fn published_books(reader: &Reader) -> std::collections::BTreeMap<String, serde_json::Value> {
+    use tickguard::state::price::Price;
+    let side = |s: Option<tickguard::state::slot::Side>| match s {
+        Some(s) => match s.price {
+            Price::Decimal {
+                mantissa,
+                exponent: -4,
+            } => (Some(mantissa), Some(s.size)),
+            other => panic!("ITCH prices are 1/10,000 decimals: {other:?}"),
+        },
+        None => (None, None),
+    };
+    reader
+        .records()
+        .into_iter()
+        .filter_map(|r| {
+            let (bid, bid_size) = side(r.bid);
+            let (ask, ask_size) = side(r.ask);
+            Some((
+                r.symbol?.to_string(),
+                serde_json::json!({"bid": bid, "bid_size": bid_size, "ask": ask,
+                    "ask_size": ask_size, "halted": r.halted}),
+            ))
+        })
+        .collect()
+}
+
+/// The venue's books (report or replay summary) in `published_books`' form.
+fn venue_books(books: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+    books
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, b)| {
+            let halted = matches!(b["trading_state"].as_str(), Some("H" | "P" | "Q"));
+            (
+                name.clone(),
+                serde_json::json!({"bid": b["bid"], "bid_size": b["bid_size"], "ask": b["ask"],
+                    "ask_size": b["ask_size"], "halted": halted}),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let pid = std::process::id();
+    let ns = Netns::create(&format!("tickguard-itch-{pid}"));
+    let dir = tempfile::tempdir().unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-{pid}"));
+    let rec = dir.path().join("received.pcap");
+    let cfg = itch_config(dir.path(), &shm, 1000);
+    let sidecar = ns.start_sidecar(&cfg, &shm, Some(&rec));
+    let venue = itch_venue(
+        &ns,
+        &cfg,
+        &[
+            "--count",
+            "20000",
+            "--rate",
+            "10000",
+            "--loss-a",
+            "5",
+            "--loss-b",
+            "5",
+            "--halt-every-s",
+            "1",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "7",
+        ],
+    );
+    // While the venue runs: every symbol answers `ok` once its gaps are
+    // filled (sampled), and a halted stock answers `halted`.
+    let reader = Reader::open(&shm);
+    let (mut ok_after_recovery, mut halted_seen) = (false, false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !reader.feed_status(0).is_some_and(|s| s.closed) && Instant::now() < deadline {
+        let recovered = reader.counter(0, counter::RECOVERED).unwrap_or(0) > 0;
+        for s in ["SYM00000", "SYM00001", "SYM00002", "SYM00003"] {
+            if let Some(h) = reader.lookup("nq", s) {
+                let v = reader.check(&h, now_ns());
+                ok_after_recovery |= recovered && v.is_ok();
+                halted_seen |= v.reasons.contains(tickguard::verdict::Reasons::HALTED);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let report = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    let lost_on_both = report["lost_on_both_lines"].as_u64().unwrap();
+    assert!(
+        lost_on_both > 0,
+        "5% loss per line loses some on both: {report}"
+    );
+    let c = |id| reader.counter(0, id).unwrap_or(0);
+    assert_eq!(c(counter::TICKS_LOST), 0, "every gap recovered: {report}");
+    assert_eq!(c(counter::GAPS_EXPIRED), 0);
+    assert!(
+        c(counter::RECOVERED) >= lost_on_both,
+        "{} recovered",
+        c(counter::RECOVERED)
+    );
+    assert!(c(counter::REQUESTS_SENT) > 0);
+    assert!(report["server"]["requests_answered"].as_u64().unwrap() > 0);
+    assert_eq!(
+        c(counter::LINE_MISMATCHES),
+        0,
+        "the lines carry the same packets"
+    );
+    let buckets: u64 = (0..counter::RECOVERY_BUCKETS)
+        .map(|i| c(counter::RECOVERY_LATENCY + i))
+        .sum();
+    assert!(buckets > 0, "fill latencies counted");
+    assert!(ok_after_recovery, "a symbol answered ok after a recovery");
+    assert!(halted_seen, "a halt read `halted`");
+    assert!(!reader.feed_status(0).unwrap().suspect);
+
+    // The published books are the venue's own.
+    assert_eq!(published_books(&reader), venue_books(&report["books"]));
+    // From another process: the end of session makes every symbol
+    // `closed`, with nothing else wrong (a halted stock also `halted`).
+    for (name, b) in venue_books(&report["books"]) {
+        let (code, reasons) = check_reasons(&shm, &name);
+        let mut want = vec!["closed".to_string()];
+        if b["halted"] == true {
+            want.insert(0, "halted".into());
+        }
+        if b["bid"].is_null() && b["ask"].is_null() {
+            want = vec!["no_quote".into()];
+        }
+        assert_eq!((code, reasons), (Some(1), want), "{name}");
+    }
+
+    // A clean stop; the recording replays to the same books.
+    let mut sidecar = sidecar;
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(sidecar.0.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sidecar.0.wait().unwrap().success());
+    let summary = dir.path().join("summary.json");
+    let out = Command::new(bin())
+        .args(["replay"])
+        .arg(&rec)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--summary")
+        .arg(&summary)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let feed = &s["feeds"]["nq"];
+    assert_eq!(feed["ticks_lost"], 0, "{feed}");
+    assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
+    let _ = std::fs::remove_file(&shm);
+}
+
+#[test]
+fn itch_without_a_server_gaps_expire_and_the_feed_reads_suspect_then_stale_when_killed() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let pid = std::process::id();
+    let ns = Netns::create(&format!("tickguard-itch-absent-{pid}"));
+    let dir = tempfile::tempdir().unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-absent-{pid}"));
+    let cfg = itch_config(dir.path(), &shm, 50);
+    let sidecar = ns.start_sidecar(&cfg, &shm, None);
+    let report = finish(itch_venue(
+        &ns,
+        &cfg,
+        &[
+            "--count",
+            "10000",
+            "--rate",
+            "10000",
+            "--loss-a",
+            "5",
+            "--loss-b",
+            "5",
+            "--no-recovery-server",
+            "--seed",
+            "3",
+        ],
+    ));
+    let reader = Reader::open(&shm);
+    wait_settled(&reader, "gaps expire");
+    let lost_on_both = report["lost_on_both_lines"].as_u64().unwrap();
+    assert!(lost_on_both > 0, "{report}");
+    let c = |id| reader.counter(0, id).unwrap_or(0);
+    assert_eq!(
+        c(counter::TICKS_LOST),
+        lost_on_both,
+        "lost what neither line carried"
+    );
+    assert!(c(counter::GAPS_EXPIRED) > 0);
+    assert_eq!(c(counter::RECOVERED), 0);
+    assert!(c(counter::REQUESTS_SENT) > 0, "asked an absent server");
+    assert!(reader.feed_status(0).unwrap().suspect);
+    let (code, reasons) = check_reasons(&shm, "SYM00000");
+    assert_eq!(code, Some(1));
+    assert!(reasons.contains(&"suspect".to_string()), "{reasons:?}");
+
+    // SIGKILL: no clean close; readers answer `stale` once the heartbeat
+    // is older than dead_after_ms.
+    let mut sidecar = sidecar;
+    sidecar.0.kill().unwrap();
+    sidecar.0.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    let (code, reasons) = check_reasons(&shm, "SYM00000");
+    assert_eq!((code, reasons), (Some(1), vec!["stale".to_string()]));
+    let _ = std::fs::remove_file(&shm);
+}
+
+#[test]
+fn itch_a_server_slower_than_the_gap_timeout_answers_after_expiry_as_duplicates() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let pid = std::process::id();
+    let ns = Netns::create(&format!("tickguard-itch-slow-{pid}"));
+    let dir = tempfile::tempdir().unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-slow-{pid}"));
+    let cfg = itch_config(dir.path(), &shm, 100);
+    let _sidecar = ns.start_sidecar(&cfg, &shm, None);
+    let report = finish(itch_venue(
+        &ns,
+        &cfg,
+        &[
+            "--count",
+            "8000",
+            "--rate",
+            "8000",
+            "--loss-a",
+            "5",
+            "--loss-b",
+            "5",
+            "--answer-delay-ms",
+            "400",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "5",
+        ],
+    ));
+    let reader = Reader::open(&shm);
+    wait_settled(&reader, "gaps expire");
+    let lost_on_both = report["lost_on_both_lines"].as_u64().unwrap();
+    let resent = report["server"]["messages_resent"].as_u64().unwrap();
+    assert!(lost_on_both > 0 && resent > 0, "{report}");
+    let c = |id| reader.counter(0, id).unwrap_or(0);
+    assert_eq!(c(counter::TICKS_LOST), lost_on_both);
+    assert_eq!(
+        c(counter::RECOVERED),
+        0,
+        "every answer came after its deadline"
+    );
+    // Every answer arrived (the venue lingered) and changed nothing: its
+    // messages were below `next`, counted as duplicates.
+    let line_packets: u64 = report["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["datagrams_sent"].as_u64().unwrap())
+        .sum();
+    let answers = report["server"]["requests_answered"].as_u64().unwrap();
+    assert_eq!(c(counter::PACKETS), line_packets + answers);
+    assert!(c(counter::DUPLICATES) >= resent);
+    let _ = std::fs::remove_file(&shm);
+}

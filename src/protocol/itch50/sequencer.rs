@@ -222,6 +222,26 @@ impl Sequencer {
             .map(|g| (g.lo, g.hi, g.missing, g.deadline))
     }
 
+    /// One past the highest sequence received (0 before any packet).
+    pub fn high(&self) -> u64 {
+        self.high
+    }
+
+    /// Calls `f(lo, hi, deadline)` for each run `lo..hi` of sequences the
+    /// open gaps still miss, lowest first, with its gap's deadline (ns);
+    /// stops once `f` returns false.
+    pub fn missing(&self, mut f: impl FnMut(u64, u64, u64) -> bool) {
+        for g in &self.gaps {
+            let mut lo = g.lo;
+            for &q in g.filled.iter().chain(std::iter::once(&g.hi)) {
+                if q > lo && !f(lo, q, g.deadline) {
+                    return;
+                }
+                lo = lo.max(q + 1);
+            }
+        }
+    }
+
     /// Messages held now.
     pub fn held(&self) -> usize {
         self.held.index.len()

@@ -1,0 +1,183 @@
+//! Re-requests for an exchange feed's open gaps (spec itch50 §3.2), sent
+//! from the socket its answers come back to, and the time each gap took to
+//! fill.
+//!
+//! Polled once per receive cycle, after the cycle's datagrams are applied,
+//! so a request never delays applying data that is already in hand. Which
+//! requests are due is [`Requester`]'s (pure) business; this side only
+//! collects the missing ranges (bounded: [`RANGES`] per poll) and sends.
+//! No allocation after construction.
+
+use crate::protocol::itch50::mold::Session;
+use crate::protocol::itch50::recovery::{Missing, Requester};
+use crate::protocol::itch50::sequencer::Sequencer;
+use crate::shm::counter::RECOVERY_BUCKETS;
+use crate::sys::udp::LineSocket;
+use std::net::SocketAddrV4;
+
+/// Missing ranges handed to the requester per poll; the rest waits.
+pub(crate) const RANGES: usize = 256;
+
+/// Open gaps whose opening time is remembered for the fill latency.
+const TRACKED: usize = 64;
+
+/// Upper bound of latency bucket `i`, ns: 16 µs × 2^i (the last is open).
+pub const fn bucket_bound_ns(i: usize) -> u64 {
+    16_000 << i
+}
+
+/// The bucket a fill latency of `ns` counts in.
+fn bucket(ns: u64) -> usize {
+    (0..RECOVERY_BUCKETS - 1)
+        .find(|&i| ns <= bucket_bound_ns(i))
+        .unwrap_or(RECOVERY_BUCKETS - 1)
+}
+
+/// One feed's re-request client.
+pub(crate) struct Recovery {
+    /// The feed, by id.
+    pub feed: u16,
+    /// Its recovery channel among the sidecar's lines.
+    pub line: usize,
+    server: SocketAddrV4,
+    requester: Requester,
+    gap_timeout_ns: u64,
+    ranges: Vec<Missing>,
+    session: Option<Session>,
+    /// What the last poll saw: the stream's `high`, open gaps, gaps given up.
+    seen: (u64, usize, u64),
+    /// Next time to poll even if nothing changed (re-sends), ns.
+    next_poll: u64,
+    /// Open gaps: (lo, opened at ns).
+    open: Vec<(u64, u64)>,
+    /// Requests sent, and sends that failed.
+    pub sent: u64,
+    pub send_errors: u64,
+    /// Gaps filled in time, by fill latency ([`bucket_bound_ns`]).
+    pub latency: [u64; RECOVERY_BUCKETS],
+}
+
+impl Recovery {
+    pub(crate) fn new(
+        feed: u16,
+        line: usize,
+        server: SocketAddrV4,
+        requester: Requester,
+        gap_timeout_ns: u64,
+    ) -> Recovery {
+        Recovery {
+            feed,
+            line,
+            server,
+            requester,
+            gap_timeout_ns,
+            ranges: Vec::with_capacity(RANGES),
+            session: None,
+            seen: (0, 0, 0),
+            next_poll: 0,
+            open: Vec::with_capacity(TRACKED),
+            sent: 0,
+            send_errors: 0,
+            latency: [0; RECOVERY_BUCKETS],
+        }
+    }
+
+    /// Sends the requests due at `now` (ns since the Unix epoch) for the
+    /// stream's open gaps from `socket`, and notes gaps that closed.
+    /// Returns the requests sent.
+    pub(crate) fn poll(
+        &mut self,
+        seq: &Sequencer,
+        session: Option<Session>,
+        socket: &LineSocket,
+        interval_ns: u64,
+        now: u64,
+    ) -> usize {
+        if session != self.session {
+            self.session = session;
+            self.requester.reset();
+            self.open.clear();
+        }
+        let seen = (seq.high(), seq.gaps_open(), seq.counters().gaps_given_up);
+        let changed = seen != self.seen;
+        let given_up = seen.2 != self.seen.2;
+        self.seen = seen;
+        if changed {
+            self.track(seq, given_up, now);
+        }
+        let Some(session) = session else { return 0 };
+        if seen.1 == 0 || (!changed && now < self.next_poll) {
+            return 0;
+        }
+        // Re-sends fall due one interval after a request: look again at a
+        // quarter of it.
+        self.next_poll = now.saturating_add((interval_ns / 4).max(1));
+        self.ranges.clear();
+        let ranges = &mut self.ranges;
+        seq.missing(|lo, hi, deadline| {
+            ranges.push(Missing { lo, hi, deadline });
+            ranges.len() < RANGES
+        });
+        let Recovery {
+            server,
+            requester,
+            ranges,
+            sent,
+            send_errors,
+            ..
+        } = self;
+        requester.poll(session, now, ranges.iter().copied(), |r| {
+            match socket.send_to(&r.encode(), *server) {
+                Ok(_) => *sent += 1,
+                Err(_) => *send_errors += 1,
+            }
+        })
+    }
+
+    /// Follows the open gaps: a gap no longer open that was not given up
+    /// was filled, and its latency (from the arrival of the packet that
+    /// revealed it, its deadline less the timeout) is counted.
+    fn track(&mut self, seq: &Sequencer, given_up: bool, now: u64) {
+        let timeout = self.gap_timeout_ns;
+        let mut i = 0;
+        while i < self.open.len() {
+            let (lo, opened) = self.open[i];
+            if seq.gaps().any(|(glo, ..)| glo == lo) {
+                i += 1;
+                continue;
+            }
+            // Gone: filled, unless gaps were given up since the last look
+            // (then it may have been one of them, and is not counted).
+            if !given_up {
+                self.latency[bucket(now.saturating_sub(opened))] += 1;
+            }
+            self.open.swap_remove(i);
+        }
+        for (lo, _, _, deadline) in seq.gaps() {
+            if self.open.len() == TRACKED {
+                break;
+            }
+            if !self.open.iter().any(|&(l, _)| l == lo) {
+                self.open.push((lo, deadline.saturating_sub(timeout)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_double_from_16_us_and_the_last_is_open() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(16_000), 0);
+        assert_eq!(bucket(16_001), 1);
+        assert_eq!(bucket(32_000), 1);
+        assert_eq!(bucket(u64::MAX), RECOVERY_BUCKETS - 1);
+        assert_eq!(
+            bucket(bucket_bound_ns(RECOVERY_BUCKETS - 2) + 1),
+            RECOVERY_BUCKETS - 1
+        );
+    }
+}
