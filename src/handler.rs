@@ -86,6 +86,8 @@ pub struct Feed {
     last_reject_log: Option<u64>,
     /// Arrival time of the last A/B mismatch logged (ITCH), ns.
     last_mismatch_log: Option<u64>,
+    /// The end of the current session is logged (ITCH).
+    session_ended: bool,
     /// Rejections not logged since the last line.
     reject_log_held: u64,
     /// The packets rejected in a row up to now.
@@ -258,6 +260,7 @@ impl Handler {
                     counters: FeedCounters::default(),
                     last_reject_log: None,
                     last_mismatch_log: None,
+                    session_ended: false,
                     reject_log_held: 0,
                     run: RejectRun::default(),
                     engine: Engine::new(f, offset_queue),
@@ -762,11 +765,16 @@ impl Feed {
         let Engine::Itch50(it) = &mut self.engine else {
             return Ok(());
         };
-        let result = it.on_datagram_line(payload, line, t).map(|(_, mismatch)| {
-            if mismatch {
-                self.line_mismatch(t);
-            }
-        });
+        let result = it
+            .on_datagram_line(payload, line, t)
+            .map(|(out, mismatch)| {
+                if mismatch {
+                    self.line_mismatch(t);
+                }
+                if out.new_session || (out.end_of_session && !self.session_ended) {
+                    self.session_event(out.new_session);
+                }
+            });
         let Engine::Itch50(it) = &mut self.engine else {
             return Ok(());
         };
@@ -775,6 +783,19 @@ impl Feed {
             self.on_reject(r.into(), t);
             r.into()
         })
+    }
+
+    /// Logs a new session or an end of session (once each per session).
+    #[cold]
+    fn session_event(&mut self, new: bool) {
+        self.session_ended = !new;
+        let Some(it) = self.itch() else { return };
+        let session = it.session().map(|s| s.display()).unwrap_or_default();
+        if new {
+            tracing::info!(feed = %self.config.name, %session, "new session: books start empty");
+        } else {
+            tracing::info!(feed = %self.config.name, %session, "end of session: the market is closed");
+        }
     }
 
     /// Logs (at most once per interval) that line A's and line B's copies

@@ -678,3 +678,48 @@ fn explain_at_past_the_capture_end_warns_and_still_answers() {
     assert_eq!(stderr, "");
     assert!(stdout.contains("lp1 EURUSD at"), "{stdout}");
 }
+
+#[test]
+fn itch_demo_shows_books_and_the_close() {
+    let shm = format!("/dev/shm/tickguard-demo-itch-test-{}", std::process::id());
+    let out = tickguard()
+        .args([
+            "demo",
+            "--protocol",
+            "itch50",
+            "--duration-s",
+            "7",
+            "--symbols",
+            "4",
+            "--rate",
+            "400",
+            "--shm",
+            &shm,
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last_frame = stdout.rsplit("tickguard demo").next().unwrap();
+    assert!(last_frame.contains("ITCH 5.0"), "{last_frame}");
+    for i in 0..4 {
+        let row = last_frame
+            .lines()
+            .find(|l| l.starts_with(&format!("SYM0000{i}")))
+            .unwrap_or_else(|| panic!("{last_frame}"));
+        // Sizes and exact prices on both sides, or an empty book.
+        assert!(row.contains(" × ") || row.contains("no_quote"), "{row}");
+        assert!(row.contains("closed") || row.contains("no_quote"), "{row}");
+    }
+    assert!(last_frame.contains("session TGSIM00001"), "{last_frame}");
+    assert!(stdout.contains("demo ended"), "{stdout}");
+    assert!(
+        !std::path::Path::new(&shm).exists(),
+        "the demo removes its file"
+    );
+}

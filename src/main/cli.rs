@@ -118,6 +118,10 @@ pub struct DemoArgs {
     /// Seed of the simulator.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// The simulated feed: `sqf` (a provider with snapshots) or `itch50`
+    /// (an ITCH venue with a re-request server).
+    #[arg(long, default_value = "sqf", value_parser = ["sqf", "itch50"])]
+    pub protocol: String,
 }
 
 /// `tickguard replay`.
@@ -453,6 +457,11 @@ impl DemoArgs {
             duration_s: self.duration_s,
             shm: self.shm.clone(),
             seed: self.seed,
+            protocol: if self.protocol == "itch50" {
+                tickguard::config::Protocol::Itch50
+            } else {
+                tickguard::config::Protocol::Sqf
+            },
         }
     }
 }

@@ -5,7 +5,10 @@
 //! The simulated provider runs a delta feed on two lines with loss on both,
 //! duplicates, reordering, invalid prices, periodic snapshots, a pause every
 //! 12 s and a reset after 20 s, so gaps, `suspect`, `stale` and recovery all
-//! show within a minute.
+//! show within a minute. With `--protocol itch50` it is an ITCH venue
+//! instead ([`itch50`]).
+
+mod itch50;
 
 use crate::config::Config;
 use crate::reader::Reader;
@@ -36,14 +39,19 @@ pub struct Params {
     pub shm: std::path::PathBuf,
     /// Seed of the simulator.
     pub seed: u64,
+    /// The simulated feed's protocol.
+    pub protocol: crate::config::Protocol,
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Runs the demo until Ctrl-C or `--duration-s`.
 pub fn run(args: &Params) -> anyhow::Result<()> {
+    if args.protocol == crate::config::Protocol::Itch50 {
+        return itch50::run(args);
+    }
     let (a, b) = (free_port()?, free_port()?);
     let line_a = SocketAddrV4::new([127, 0, 0, 1].into(), a);
     let line_b = SocketAddrV4::new([127, 0, 0, 1].into(), b);
