@@ -790,7 +790,7 @@ impl Feed {
     fn session_event(&mut self, new: bool) {
         self.session_ended = !new;
         let Some(it) = self.itch() else { return };
-        let session = it.session().map(|s| s.display()).unwrap_or_default();
+        let session = it.session().unwrap_or_default();
         if new {
             tracing::info!(feed = %self.config.name, %session, "new session: books start empty");
         } else {

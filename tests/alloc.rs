@@ -242,3 +242,85 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
     assert_eq!(allocations(|| replay(&mut f, &day2)), 0, "MoldUDP64 path");
     assert_eq!(f.sequencer().counters().ticks_lost, 0);
 }
+
+/// The live ITCH duty cycle — receive, sequence, books, publishing the
+/// touched symbols and the feed status, re-requests for the open gaps —
+/// allocates nothing once a first session has grown its stores: a second
+/// session of the same shape, with gaps filled by late packets while
+/// re-requests go out, allocates nothing.
+#[test]
+fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
+    use tickguard::protocol::itch50::{binfile::BinFile, mold, Session};
+    let line = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let shm = format!("/dev/shm/tickguard-alloc-itch-{}", std::process::id());
+    let cfg = Config::parse(
+        &format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\noffset_queue = 4096\n\
+             rcvbuf_bytes = 33554432\n\
+             [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
+             recovery = \"{}\"\ngap_timeout_ms = 60000\nrequest_interval_ms = 1\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+            server.local_addr().unwrap()
+        ),
+        "test",
+    )
+    .unwrap();
+    let mut day = Vec::new();
+    tickguard::protocol::itch50::synth::synthetic_day(&mut day, 20_000, 100, 7).unwrap();
+    let mut records = Vec::new();
+    let mut file = BinFile::new(std::io::Cursor::new(day));
+    while let Some((_, r)) = file.next_record().unwrap() {
+        records.push(r.to_vec());
+    }
+    // Packets of 10 messages; every 25th arrives one packet late.
+    let packets = |session: &[u8; 10]| -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = records
+            .chunks(10)
+            .enumerate()
+            .map(|(k, chunk)| {
+                let mut b = mold::PacketBuilder::new(Session(*session), k as u64 * 10 + 1);
+                for r in chunk {
+                    b.message(r);
+                }
+                b.finish()
+            })
+            .collect();
+        for k in (0..out.len() - 1).step_by(25) {
+            out.swap(k, k + 1);
+        }
+        out
+    };
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut session = |sidecar: &mut tickguard::sidecar::Sidecar, day: &[Vec<u8>]| -> u64 {
+        let start = sidecar.handler().feeds()[0].counters.packets;
+        for p in day {
+            tx.send_to(p, line).unwrap();
+        }
+        let want = start + day.len() as u64;
+        let mut cycles = 0u64;
+        let n = allocations(|| {
+            while sidecar.handler().feeds()[0].counters.packets < want && cycles < 10_000_000 {
+                sidecar.cycle(tickguard::time::now_ns());
+                cycles += 1;
+            }
+        });
+        assert_eq!(sidecar.handler().feeds()[0].counters.packets, want);
+        n
+    };
+    session(&mut sidecar, &packets(b"DAY0000001"));
+    let n = session(&mut sidecar, &packets(b"DAY0000002"));
+    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    assert!(it.sequencer().counters().recovered > 0, "gaps were filled");
+    assert_eq!(it.sequencer().counters().ticks_lost, 0);
+    let mut buf = [0u8; 64];
+    server.set_nonblocking(true).unwrap();
+    assert!(server.recv(&mut buf).is_ok(), "re-requests went out");
+    assert_eq!(n, 0, "allocations in the second session's duty cycles");
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}

@@ -43,11 +43,17 @@ pub struct Session(pub [u8; SESSION_LEN]);
 impl Session {
     /// The bytes as text: printable ASCII as is, any other byte as `\xNN`.
     pub fn display(&self) -> String {
-        self.0
-            .iter()
-            .flat_map(|&b| std::ascii::escape_default(b))
-            .map(char::from)
-            .collect()
+        self.to_string()
+    }
+}
+
+/// As [`Session::display`], written without allocating.
+impl std::fmt::Display for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in self.0.iter().flat_map(|&b| std::ascii::escape_default(b)) {
+            std::fmt::Write::write_char(f, char::from(c))?;
+        }
+        Ok(())
     }
 }
 
