@@ -468,7 +468,18 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     }
     let v = reader.check_symbol(&args.feed, &args.symbol, now);
     let reasons: Vec<&str> = v.reasons.names().collect();
+    // The book top as published (prices exact), when the writer is healthy.
+    let record = v
+        .health
+        .is_ok()
+        .then(|| reader.lookup(&args.feed, &args.symbol))
+        .flatten()
+        .and_then(|h| reader.record(&h));
+    let sides = record.map_or([None, None], |r| [r.bid, r.ask]);
     if args.json {
+        let side = |s: Option<tickguard::reader::Side>| {
+            s.map(|s| serde_json::json!({ "price": s.price.to_string(), "size": (s.size != 0).then_some(s.size) }))
+        };
         let line = serde_json::json!({
             "time_ns": now,
             "feed": args.feed,
@@ -477,9 +488,13 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             "reasons": reasons,
             "health": v.health.to_string(),
             "version": v.version,
+            "bid": side(sides[0]),
+            "ask": side(sides[1]),
         });
         println!("{line}");
-    } else if v.is_ok() {
+        return Ok(v.is_ok());
+    }
+    if v.is_ok() {
         println!("{} {}: ok", args.feed, args.symbol);
     } else {
         println!(
@@ -489,6 +504,20 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             reasons.join(", "),
             v.health
         );
+    }
+    let quote: Vec<String> = ["bid", "ask"]
+        .iter()
+        .zip(sides)
+        .filter_map(|(name, s)| {
+            let s = s?;
+            Some(match s.size {
+                0 => format!("{name} {}", s.price),
+                n => format!("{name} {} × {n}", s.price),
+            })
+        })
+        .collect();
+    if !quote.is_empty() {
+        println!("  {}", quote.join("  "));
     }
     Ok(v.is_ok())
 }

@@ -12,13 +12,13 @@
 //! Names follow Prometheus conventions: `_total` counters, base units
 //! (seconds, bytes).
 
-use crate::config::Config;
+use crate::config::{Config, Protocol};
 use crate::protocol::sqf::Reject;
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
 use crate::time::now_ns;
-use crate::verdict::{evaluate, Reasons};
+use crate::verdict::Reasons;
 use metrics::{Counter, Gauge};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,14 +26,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Label values of the verdict gauge (`tickguard_symbols`), in report
-/// order, with `ok` first.
-pub const VERDICTS: [&str; 6] = [
+/// order, with `ok` first (`halted` and `closed` stay 0 on SQF feeds).
+pub const VERDICTS: [&str; 8] = [
     "ok",
     "no_quote",
     "stale",
     "stale_at_source",
     "suspect",
     "invalid_price",
+    "halted",
+    "closed",
 ];
 /// A line silent for this long (while its feed was flowing) is logged as down, ns.
 const LINE_DOWN_NS: u64 = 1_000_000_000;
@@ -65,10 +67,76 @@ struct FeedMetrics {
     duplicates: Counter,
     line_copies: Counter,
     all_rejected: Gauge,
+    /// Feeds of protocols other than SQF: the feed's status and extension counters.
+    exchange: Option<ExchangeMetrics>,
     last_lost: u64,
     last_resets: u64,
     /// A gap burst in progress: (first sample that saw it, ns; ticks lost before it).
     burst: Option<(u64, u64)>,
+}
+
+/// A feed's status flags and extension counters (SQF has none: not registered).
+struct ExchangeMetrics {
+    suspect: Gauge,
+    closed: Gauge,
+    joined: Gauge,
+    /// Gauges: (counter id, gauge).
+    levels: Vec<(usize, Gauge)>,
+    /// Counters: (counter id, counter).
+    totals: Vec<(usize, Counter)>,
+}
+
+impl ExchangeMetrics {
+    fn new(feed: &str) -> ExchangeMetrics {
+        let g = |name: &'static str| metrics::gauge!(name, "feed" => feed.to_string());
+        let c = |name: &'static str| metrics::counter!(name, "feed" => feed.to_string());
+        ExchangeMetrics {
+            suspect: g("tickguard_feed_suspect"),
+            closed: g("tickguard_feed_closed"),
+            joined: g("tickguard_feed_joined"),
+            levels: vec![
+                (counter::NEXT, g("tickguard_feed_next_sequence")),
+                (counter::HIGH, g("tickguard_feed_high_sequence")),
+                (counter::HELD, g("tickguard_feed_held_messages")),
+                (counter::GAPS_OPEN, g("tickguard_feed_gaps_open")),
+            ],
+            totals: vec![
+                (
+                    counter::RECOVERED,
+                    c("tickguard_feed_recovered_messages_total"),
+                ),
+                (
+                    counter::SESSION_CHANGES,
+                    c("tickguard_feed_session_changes_total"),
+                ),
+                (
+                    counter::STALE_SESSION,
+                    c("tickguard_feed_stale_session_packets_total"),
+                ),
+                (
+                    counter::UNKNOWN_ORDERS,
+                    c("tickguard_feed_unknown_orders_total"),
+                ),
+                (counter::ANOMALIES, c("tickguard_feed_anomalies_total")),
+                (
+                    counter::REQUESTS_SENT,
+                    c("tickguard_feed_requests_sent_total"),
+                ),
+                (
+                    counter::GAPS_EXPIRED,
+                    c("tickguard_feed_gaps_expired_total"),
+                ),
+                (
+                    counter::LINE_MISMATCHES,
+                    c("tickguard_feed_line_mismatches_total"),
+                ),
+                (
+                    counter::INVALID_RECORDS,
+                    c("tickguard_feed_invalid_records_total"),
+                ),
+            ],
+        }
+    }
 }
 
 struct ReceiverMetrics {
@@ -163,6 +231,7 @@ impl Monitor {
                     duplicates: c("tickguard_duplicate_events_total"),
                     line_copies: c("tickguard_line_copies_total"),
                     all_rejected: metrics::gauge!("tickguard_feed_all_rejected", "feed" => feed.clone()),
+                    exchange: (f.protocol != Protocol::Sqf).then(|| ExchangeMetrics::new(&feed)),
                     last_lost: 0,
                     last_resets: 0,
                     burst: None,
@@ -314,11 +383,24 @@ impl Monitor {
             f.all_rejected.set(all_rejected as u8 as f64);
             let offset = r.offset(id).unwrap_or(0);
             f.offset.set(offset as f64 / 1e9);
+            let status = r.feed_status(id).unwrap_or_default();
+            if let Some(x) = &f.exchange {
+                let flag = |on: bool| on as u8 as f64;
+                x.suspect.set(flag(status.suspect));
+                x.closed.set(flag(status.closed));
+                x.joined.set(flag(status.joined));
+                for (k, g) in &x.levels {
+                    g.set(get(*k) as f64);
+                }
+                for (k, c) in &x.totals {
+                    c.absolute(get(*k));
+                }
+            }
             let mut by = [0u64; VERDICTS.len()];
-            let mut last_alive = 0u64;
+            let mut last_alive = status.last_alive;
             for rec in records.iter().filter(|rec| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
-                let reasons = evaluate(Some(&rec.state), rec.thresholds, offset, now);
+                let reasons = crate::state::verdict(rec, &status, offset, now);
                 if reasons.is_ok() {
                     by[0] += 1;
                 }
@@ -433,5 +515,90 @@ mod tests {
         let log = logs_of(|| m.sample(t + 3));
         assert!(log.contains("new=1 total=4"), "{log}");
         assert!(log.contains("No buffer space available"), "{log}");
+    }
+
+    /// Halted and closed are verdict labels of every feed; an exchange feed
+    /// also gets its status flags and extension counters, an SQF feed none.
+    #[test]
+    fn exchange_feeds_get_status_and_extension_metrics() {
+        use crate::protocol::sqf::rules::FeedKind;
+        use crate::shm::{FeedInfo, Publication};
+        use crate::state::{FeedStatus, Level, StateTable, Top};
+        let dir = tempfile::tempdir().unwrap();
+        let shm = dir.path().join("shm");
+        let config = Config::parse(
+            &format!(
+                "[sidecar]\nshm_path = \"{}\"\n\
+                 [[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"127.0.0.1:30001\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n\
+                 [[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:30002\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n",
+                shm.display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let t = 1_767_603_600_000_000_000;
+        let feeds: Vec<FeedInfo> = config
+            .feeds
+            .iter()
+            .map(|f| FeedInfo {
+                name: f.name.clone(),
+                kind: FeedKind::Delta,
+                lines: f.lines.clone(),
+                protocol: f.protocol,
+            })
+            .collect();
+        let p = Arc::new(Publication::create(&shm, 0o600, 8, &feeds, t, 1_000_000).unwrap());
+        let mut table = StateTable::shared(p.clone());
+        let th = crate::verdict::Thresholds {
+            stale_ns: 500_000_000,
+            source_ns: 2_000_000_000,
+        };
+        let id = table
+            .insert(1, crate::symbol::Symbol::parse("AAPL").unwrap(), th)
+            .unwrap();
+        table.slots()[id as usize].write_top(&Top {
+            bid: Some(Level { price: 1, size: 1 }),
+            halted: true,
+            ..Top::default()
+        });
+        let status = FeedStatus {
+            closed: true,
+            joined: true,
+            last_alive: t,
+            source_watermark: t,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(1, &status);
+        p.write_counters(|| p.set_counter(1, counter::GAPS_OPEN, 4));
+        p.ready();
+        p.heartbeat(t);
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+            m.sample(t + 1);
+        });
+        let text = handle.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 1"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 1"#,
+            r#"tickguard_symbols{feed="lp1",verdict="closed"} 0"#,
+            r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
+            r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_gaps_open{feed="nasdaq"} 4"#,
+            r#"tickguard_feed_line_mismatches_total{feed="nasdaq"} 0"#,
+        ] {
+            assert!(has(line), "{line} in:\n{text}");
+        }
+        assert!(
+            !text.contains(r#"tickguard_feed_closed{feed="lp1"}"#)
+                && !text.contains(r#"tickguard_feed_gaps_open{feed="lp1"}"#),
+            "{text}"
+        );
+        drop(table);
     }
 }

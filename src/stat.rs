@@ -6,13 +6,14 @@
 //! cut to the terminal by [`fit`]) or as one JSON document
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
+use crate::config::Protocol;
 use crate::protocol::sqf::rules::FeedKind;
 use crate::protocol::sqf::Reject;
 use crate::reader::{Health, Reader};
 use crate::shm::counter;
-use crate::state::Record;
+use crate::state::{FeedStatus, Record, Side};
 use crate::symbol::Symbol;
-use crate::verdict::{evaluate, Reasons};
+use crate::verdict::Reasons;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -37,13 +38,15 @@ pub struct Size {
 }
 
 /// How bad a verdict is, for sorting: silence first, then source age,
-/// suspect, invalid price, no quote.
+/// suspect, invalid price, halted, closed, no quote.
 fn severity(r: Reasons) -> u32 {
     [
-        (Reasons::STALE, 16),
-        (Reasons::STALE_AT_SOURCE, 8),
-        (Reasons::SUSPECT, 4),
-        (Reasons::INVALID_PRICE, 2),
+        (Reasons::STALE, 64),
+        (Reasons::STALE_AT_SOURCE, 32),
+        (Reasons::SUSPECT, 16),
+        (Reasons::INVALID_PRICE, 8),
+        (Reasons::HALTED, 4),
+        (Reasons::CLOSED, 2),
         (Reasons::NO_QUOTE, 1),
     ]
     .iter()
@@ -71,13 +74,56 @@ struct Writer {
 struct FeedView {
     name: String,
     kind: FeedKind,
+    /// `None`: a protocol code this build does not know.
+    protocol: Option<Protocol>,
+    status: FeedStatus,
     counters: [u64; counter::ALL],
     offset: i128,
     /// ok, then each reason of `Reasons::ORDER`.
-    tally: [usize; 6],
+    tally: [usize; 1 + Reasons::ORDER.len()],
 }
 
 impl FeedView {
+    /// SQF: shown exactly as before exchange feeds existed (no feed flags,
+    /// no extension counters, no halted or closed tallies: all zero).
+    fn is_sqf(&self) -> bool {
+        self.protocol == Some(Protocol::Sqf)
+    }
+
+    /// Verdict labels shown for this feed, in report order with `ok` first.
+    fn verdicts(&self) -> &'static [&'static str] {
+        let all = &crate::metrics::VERDICTS;
+        if self.is_sqf() {
+            &all[..all.len() - 2]
+        } else {
+            all
+        }
+    }
+
+    /// The set flags' names, comma separated ("-" for none).
+    fn flags(&self) -> String {
+        let s = self.status;
+        let on: Vec<&str> = [
+            (s.suspect, "suspect"),
+            (s.closed, "closed"),
+            (s.joined, "joined"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+        if on.is_empty() {
+            "-".into()
+        } else {
+            on.join(",")
+        }
+    }
+
+    /// The session from the extension counters.
+    fn session(&self) -> String {
+        counter::session(self.c(counter::SESSION_LO), self.c(counter::SESSION_HI))
+    }
+
     fn c(&self, id: usize) -> u64 {
         self.counters.get(id).copied().unwrap_or(0)
     }
@@ -106,6 +152,45 @@ struct Row {
     reasons: Reasons,
     record: Record,
     offset: i128,
+    /// The feed's status at the read (liveness and source time count with the slot's).
+    status: FeedStatus,
+}
+
+impl Row {
+    /// Last sign of life, the symbol's or its feed's; 0 none.
+    fn last_alive(&self) -> u64 {
+        self.record.state.last_alive.max(self.status.last_alive)
+    }
+
+    /// Source age at `now` (ns, on the provider's clock through the offset):
+    /// the later of the symbol's source time and the feed's watermark.
+    fn source_age(&self, now: u64) -> Option<i128> {
+        let source = self
+            .record
+            .state
+            .price
+            .map(|p| p.source_time)?
+            .max(self.status.source_watermark);
+        Some(now as i128 - source as i128 - self.offset)
+    }
+}
+
+/// A side as `stat` shows it: an f64 price without size as before
+/// (`{:.6}`); an exact price otherwise, with its size when known: bid
+/// `size×price`, ask `price×size`.
+fn side_text(side: Option<Side>, bid: bool) -> String {
+    let Some(s) = side else {
+        return "-".into();
+    };
+    let price = match s.price {
+        crate::state::Price::F64(v) => format!("{v:.6}"),
+        exact => exact.to_string(),
+    };
+    match (s.size, bid) {
+        (0, _) => price,
+        (n, true) => format!("{n}×{price}"),
+        (n, false) => format!("{price}×{n}"),
+    }
 }
 
 /// One read of the publication at local time `now`, filtered.
@@ -173,9 +258,11 @@ impl Snapshot {
             let mut view = FeedView {
                 name: f.name.clone(),
                 kind: f.kind,
+                protocol: f.protocol,
+                status: reader.feed_status(id).unwrap_or_default(),
                 counters: [0; counter::ALL],
                 offset: reader.offset(id).unwrap_or(0),
-                tally: [0; 6],
+                tally: [0; 1 + Reasons::ORDER.len()],
             };
             for (k, v) in view.counters.iter_mut().enumerate() {
                 *v = reader.counter(id, k).unwrap_or(0);
@@ -183,7 +270,7 @@ impl Snapshot {
             for r in records.iter().filter(|r| r.feed == id) {
                 let Some(symbol) = r.symbol else { continue };
                 let reasons = if healthy {
-                    evaluate(Some(&r.state), r.thresholds, view.offset, now)
+                    crate::state::verdict(r, &view.status, view.offset, now)
                 } else {
                     Reasons::STALE
                 };
@@ -204,6 +291,7 @@ impl Snapshot {
                     reasons,
                     record: *r,
                     offset: view.offset,
+                    status: view.status,
                 });
             }
             snap.feeds.push(view);
@@ -286,6 +374,25 @@ impl Snapshot {
                 c(counter::LINE_RCVBUF + 1),
                 ms(f.offset),
             );
+            if !f.is_sqf() {
+                let _ = writeln!(
+                    s,
+                    "  protocol {}  flags {}  next {}  held {}  gaps open {}  recovered {}  requests {}  gaps expired {}  line mismatches {}  session {}",
+                    f.protocol.map_or("unknown", |p| p.as_str()),
+                    f.flags(),
+                    c(counter::NEXT),
+                    c(counter::HELD),
+                    c(counter::GAPS_OPEN),
+                    c(counter::RECOVERED),
+                    c(counter::REQUESTS_SENT),
+                    c(counter::GAPS_EXPIRED),
+                    c(counter::LINE_MISMATCHES),
+                    match f.session() {
+                        s if s.is_empty() => "-".into(),
+                        s => s,
+                    },
+                );
+            }
             let rejected: Vec<String> = Reject::ALL
                 .iter()
                 .filter_map(|r| {
@@ -296,12 +403,13 @@ impl Snapshot {
             if !rejected.is_empty() {
                 let _ = writeln!(s, "  rejected by reason: {}", rejected.join(", "));
             }
-            let t = f.tally;
-            let _ = writeln!(
-                s,
-                "  symbols: ok {}  no_quote {}  stale {}  stale_at_source {}  suspect {}  invalid_price {}",
-                t[0], t[1], t[2], t[3], t[4], t[5]
-            );
+            let tally: Vec<String> = f
+                .verdicts()
+                .iter()
+                .zip(f.tally)
+                .map(|(v, n)| format!("{v} {n}"))
+                .collect();
+            let _ = writeln!(s, "  symbols: {}", tally.join("  "));
         }
         let _ = writeln!(
             s,
@@ -353,14 +461,23 @@ impl Snapshot {
                         )
                     })
                     .collect();
-                let verdicts: serde_json::Map<String, Value> = crate::metrics::VERDICTS
+                let verdicts: serde_json::Map<String, Value> = f
+                    .verdicts()
                     .iter()
                     .zip(f.tally)
                     .map(|(v, n)| (v.to_string(), json!(n)))
                     .collect();
-                json!({
+                let mut doc = json!({
                     "name": f.name,
                     "kind": if f.kind == FeedKind::Full { "full" } else { "delta" },
+                    "protocol": f.protocol.map(|p| p.as_str()),
+                    "flags": {
+                        "suspect": f.status.suspect,
+                        "closed": f.status.closed,
+                        "joined": f.status.joined,
+                    },
+                    "last_alive_ns": (f.status.last_alive != 0).then_some(f.status.last_alive),
+                    "source_watermark_ns": (f.status.source_watermark != 0).then_some(f.status.source_watermark),
                     "packets": c(counter::PACKETS),
                     "packets_by_line": by_line(counter::LINE_PACKETS),
                     "messages": c(counter::MESSAGES),
@@ -388,7 +505,16 @@ impl Snapshot {
                     "rcvbuf_bytes_by_line": by_line(counter::LINE_RCVBUF),
                     "clock_offset_ns": f.offset as i64,
                     "symbols": verdicts,
-                })
+                });
+                if !f.is_sqf() {
+                    let mut ext: serde_json::Map<String, Value> = counter::EXT_NAMES
+                        .iter()
+                        .map(|(id, name)| (name.to_string(), json!(c(*id))))
+                        .collect();
+                    ext.insert("session".into(), json!(f.session()));
+                    doc["exchange"] = Value::Object(ext);
+                }
+                doc
             })
             .collect();
         let symbols: Vec<Value> = self
@@ -396,18 +522,24 @@ impl Snapshot {
             .iter()
             .map(|r| {
                 let st = &r.record.state;
+                let (bid, ask) = (r.record.bid, r.record.ask);
+                let size = |s: Option<Side>| s.map(|s| s.size).filter(|&n| n != 0);
                 json!({
                     "feed": r.feed,
                     "symbol": r.symbol.to_string(),
                     "ok": r.reasons.is_ok(),
                     "reasons": r.reasons.names().collect::<Vec<_>>(),
-                    "bid": st.price.map(|p| p.bid),
-                    "ask": st.price.map(|p| p.ask),
+                    "bid": bid.map(|s| s.price.as_f64()),
+                    "ask": ask.map(|s| s.price.as_f64()),
+                    "bid_exact": bid.map(|s| s.price.to_string()),
+                    "ask_exact": ask.map(|s| s.price.to_string()),
+                    "bid_size": size(bid),
+                    "ask_size": size(ask),
                     "last_seq": st.seq.last_seq,
                     "ticks_lost": st.seq.ticks_lost,
                     "duplicates": st.seq.duplicates,
-                    "silence_ns": (st.last_alive != 0).then(|| now.saturating_sub(st.last_alive)),
-                    "source_age_ns": st.price.map(|p| (now as i128 - p.source_time as i128 - r.offset) as i64),
+                    "silence_ns": (r.last_alive() != 0).then(|| now.saturating_sub(r.last_alive())),
+                    "source_age_ns": r.source_age(now).map(|a| a as i64),
                 })
             })
             .collect();
@@ -426,14 +558,11 @@ impl Snapshot {
 
 fn row_text(r: &Row, now: u64) -> String {
     let st = &r.record.state;
-    let (bid, ask, age) = match st.price {
-        Some(p) => (
-            format!("{:.6}", p.bid),
-            format!("{:.6}", p.ask),
-            ms(now as i128 - p.source_time as i128 - r.offset),
-        ),
-        None => ("-".into(), "-".into(), "-".into()),
-    };
+    let (bid, ask) = (
+        side_text(r.record.bid, true),
+        side_text(r.record.ask, false),
+    );
+    let age = r.source_age(now).map_or("-".into(), ms);
     format!(
         "{:<10} {:<9} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
         r.feed,
@@ -448,10 +577,10 @@ fn row_text(r: &Row, now: u64) -> String {
         st.seq.last_seq,
         st.seq.ticks_lost,
         st.seq.duplicates,
-        if st.last_alive == 0 {
+        if r.last_alive() == 0 {
             "-".into()
         } else {
-            ms(now as i128 - st.last_alive as i128)
+            ms(now as i128 - r.last_alive() as i128)
         },
         age
     )
@@ -533,5 +662,161 @@ pub fn render(reader: &Reader, path: &str, now: u64) -> String {
     match Snapshot::read(reader, path, now, &Filter::default()) {
         Ok(s) => s.text().full(),
         Err(e) => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::sqf::rules::{self, Price as SqfPrice};
+    use crate::shm::{FeedInfo, Publication};
+    use crate::state::{FeedStatus, Level, StateTable, Top};
+    use crate::verdict::Thresholds;
+    use std::sync::Arc;
+
+    const NOW: u64 = 1_767_603_600_000_000_000;
+    const S: u64 = 1_000_000_000;
+
+    /// A publication with an SQF feed and an ITCH feed: decimal prices with
+    /// sizes, one halted symbol, the feed closed, suspect and joined, some
+    /// extension counters. Returns the publication (kept alive) and its path.
+    fn exchange_publication(dir: &std::path::Path) -> (Arc<Publication>, String) {
+        let path = dir.join("tickguard");
+        let info = |name: &str, protocol| FeedInfo {
+            name: name.into(),
+            kind: FeedKind::Delta,
+            lines: vec!["239.1.1.1:30001".parse().unwrap()],
+            protocol,
+        };
+        let feeds = [info("lp1", Protocol::Sqf), info("nasdaq", Protocol::Itch50)];
+        let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());
+        let mut t = StateTable::shared(p.clone());
+        let th = Thresholds {
+            stale_ns: 30 * S,
+            source_ns: 30 * S,
+        };
+        let sym = |s| Symbol::parse(s).unwrap();
+        let id = t.insert(0, sym("EURUSD"), th).unwrap();
+        let px = SqfPrice {
+            bid: 1.085,
+            ask: 1.0851,
+            source_time: NOW,
+        };
+        t.slots()[id as usize].update(|s| rules::snapshot(s, 1, px, NOW));
+        let top = Top {
+            bid: Some(Level {
+                price: 1_234_500,
+                size: 300,
+            }),
+            ask: Some(Level {
+                price: 1_235_000,
+                size: 100,
+            }),
+            exponent: -4,
+            last_seq: 9,
+            ..Top::default()
+        };
+        let id = t.insert(1, sym("AAPL"), th).unwrap();
+        t.slots()[id as usize].write_top(&top);
+        let id = t.insert(1, sym("HALTD"), th).unwrap();
+        t.slots()[id as usize].write_top(&Top {
+            halted: true,
+            ask: None,
+            ..top
+        });
+        t.set_feed_status(
+            1,
+            &FeedStatus {
+                suspect: true,
+                closed: true,
+                joined: true,
+                last_alive: NOW,
+                source_watermark: NOW,
+            },
+        );
+        p.write_counters(|| {
+            p.set_counter(1, counter::NEXT, 101);
+            p.set_counter(1, counter::HELD, 3);
+            p.set_counter(1, counter::GAPS_OPEN, 1);
+            p.set_counter(1, counter::LINE_MISMATCHES, 2);
+            p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
+            p.set_counter(
+                1,
+                counter::SESSION_HI,
+                u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
+            );
+        });
+        p.ready();
+        p.heartbeat(NOW);
+        let shown = path.display().to_string();
+        (p, shown)
+    }
+
+    /// An exchange feed shows its flags, extension counters, halted and
+    /// closed tallies and sized exact prices; the SQF feed beside it shows
+    /// none of that, in text and in JSON.
+    #[test]
+    fn stat_shows_exchange_feeds_and_leaves_sqf_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_p, path) = exchange_publication(dir.path());
+        let reader = Reader::open(&path);
+        let at = NOW + 50_000_000;
+        let snap = Snapshot::read(&reader, &path, at, &Filter::default()).unwrap();
+        let text = snap.text().full();
+        let block = |name: &str| -> String {
+            text.split("\nfeed ")
+                .find(|b| b.starts_with(name))
+                .unwrap_or_else(|| panic!("no block {name}: {text}"))
+                .lines()
+                .take_while(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let lp1 = block("lp1");
+        assert!(
+            !lp1.contains("protocol") && !lp1.contains("halted"),
+            "{lp1}"
+        );
+        assert!(lp1.ends_with("suspect 0  invalid_price 0"), "{lp1}");
+        let nasdaq = block("nasdaq");
+        assert!(
+            nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
+            "{nasdaq}"
+        );
+        assert!(
+            nasdaq.ends_with("suspect 2  invalid_price 0  halted 1  closed 2"),
+            "{nasdaq}"
+        );
+        let row = |s: &str| text.lines().find(|l| l.contains(s)).unwrap().to_string();
+        let aapl = row("AAPL");
+        assert!(
+            aapl.contains("suspect,closed")
+                && aapl.contains("300×123.45")
+                && aapl.contains("123.5×100"),
+            "{aapl}"
+        );
+        assert!(row("HALTD").contains("suspect,halted,closed"), "{text}");
+        assert!(row("EURUSD").contains("1.085000"), "{text}");
+
+        let doc = snap.json();
+        let feeds = doc["feeds"].as_array().unwrap();
+        assert_eq!(feeds[0]["protocol"], "sqf");
+        assert_eq!(feeds[0].get("exchange"), None);
+        assert_eq!(feeds[0]["symbols"].get("halted"), None);
+        assert_eq!(feeds[1]["flags"]["closed"], true);
+        assert_eq!(feeds[1]["exchange"]["gaps_open"], 1);
+        assert_eq!(feeds[1]["exchange"]["session"], "000000ABCD");
+        assert_eq!(feeds[1]["symbols"]["closed"], 2);
+        assert_eq!(feeds[1]["symbols"]["halted"], 1);
+        let sym = doc["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["symbol"] == "AAPL")
+            .unwrap();
+        assert_eq!(sym["bid_exact"], "123.45");
+        assert_eq!(sym["bid_size"], 300);
+        assert_eq!(sym["ask"], 123.5);
+        assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");
     }
 }

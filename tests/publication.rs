@@ -515,3 +515,87 @@ fn another_user_cannot_truncate_the_publication() {
     wait_ok(&shm, "EURUSD");
     drop(running);
 }
+
+/// `check` on an exchange feed: the reasons include `halted` and `closed`,
+/// the book top is printed with exact prices and sizes, in text and JSON.
+#[test]
+fn check_prints_exchange_reasons_and_exact_prices() {
+    use tickguard::config::Protocol;
+    use tickguard::protocol::sqf::rules::FeedKind;
+    use tickguard::shm::{FeedInfo, Publication};
+    use tickguard::state::{FeedStatus, Level, StateTable, Top};
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let feeds = [FeedInfo {
+        name: "nasdaq".into(),
+        kind: FeedKind::Delta,
+        lines: vec!["239.1.1.1:30001".parse().unwrap()],
+        protocol: Protocol::Itch50,
+    }];
+    let p = Publication::create(&shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
+    let p = std::sync::Arc::new(p);
+    let mut table = StateTable::shared(p.clone());
+    let th = tickguard::verdict::Thresholds {
+        stale_ns: 600_000_000_000,
+        source_ns: 600_000_000_000,
+    };
+    let id = table.insert(0, Symbol::parse("AAPL").unwrap(), th).unwrap();
+    table.slots()[id as usize].write_top(&Top {
+        bid: Some(Level {
+            price: 1_234_500,
+            size: 300,
+        }),
+        ask: Some(Level {
+            price: 1_235_000,
+            size: 0,
+        }),
+        exponent: -4,
+        halted: true,
+        ..Top::default()
+    });
+    table.set_feed_status(
+        0,
+        &FeedStatus {
+            closed: true,
+            last_alive: now,
+            source_watermark: now,
+            ..FeedStatus::default()
+        },
+    );
+    p.ready();
+    p.heartbeat(now);
+    let run = |json: bool| {
+        let mut cmd = Command::new(bin());
+        cmd.args([
+            "check",
+            "nasdaq",
+            "AAPL",
+            "--dead-after-ms",
+            "600000",
+            "--shm",
+        ])
+        .arg(&shm);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = finish(&mut cmd);
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        run(false),
+        "nasdaq AAPL: rejected: halted, closed (writer alive)\n  bid 123.45 × 300  ask 123.5\n"
+    );
+    let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["reasons"], serde_json::json!(["halted", "closed"]));
+    assert_eq!(
+        v["bid"],
+        serde_json::json!({"price": "123.45", "size": 300})
+    );
+    assert_eq!(
+        v["ask"],
+        serde_json::json!({"price": "123.5", "size": null})
+    );
+    drop(table);
+}
