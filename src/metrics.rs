@@ -84,6 +84,10 @@ struct ExchangeMetrics {
     levels: Vec<(usize, Gauge)>,
     /// Counters: (counter id, counter).
     totals: Vec<(usize, Counter)>,
+    /// Gap fill latency as a Prometheus histogram: cumulative
+    /// `_bucket{le}` counters (the last `+Inf`) and `_count`.
+    recovery_buckets: Vec<Counter>,
+    recovery_count: Counter,
 }
 
 impl ExchangeMetrics {
@@ -134,7 +138,29 @@ impl ExchangeMetrics {
                     counter::INVALID_RECORDS,
                     c("tickguard_feed_invalid_records_total"),
                 ),
+                (
+                    counter::REQUEST_ERRORS,
+                    c("tickguard_feed_request_errors_total"),
+                ),
             ],
+            recovery_buckets: (0..counter::RECOVERY_BUCKETS)
+                .map(|i| {
+                    let le = if i + 1 == counter::RECOVERY_BUCKETS {
+                        "+Inf".to_string()
+                    } else {
+                        format!(
+                            "{}",
+                            crate::sidecar::recovery_bucket_bound_ns(i) as f64 / 1e9
+                        )
+                    };
+                    metrics::counter!(
+                        "tickguard_feed_recovery_latency_seconds_bucket",
+                        "feed" => feed.to_string(),
+                        "le" => le
+                    )
+                })
+                .collect(),
+            recovery_count: c("tickguard_feed_recovery_latency_seconds_count"),
         }
     }
 }
@@ -395,6 +421,12 @@ impl Monitor {
                 for (k, c) in &x.totals {
                     c.absolute(get(*k));
                 }
+                let mut below = 0;
+                for (i, c) in x.recovery_buckets.iter().enumerate() {
+                    below += get(counter::RECOVERY_LATENCY + i);
+                    c.absolute(below);
+                }
+                x.recovery_count.absolute(below);
             }
             let mut by = [0u64; VERDICTS.len()];
             let mut last_alive = status.last_alive;
@@ -571,7 +603,11 @@ mod tests {
             ..FeedStatus::default()
         };
         table.set_feed_status(1, &status);
-        p.write_counters(|| p.set_counter(1, counter::GAPS_OPEN, 4));
+        p.write_counters(|| {
+            p.set_counter(1, counter::GAPS_OPEN, 4);
+            p.set_counter(1, counter::RECOVERY_LATENCY, 2);
+            p.set_counter(1, counter::RECOVERY_LATENCY + 3, 1);
+        });
         p.ready();
         p.heartbeat(t);
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
@@ -591,6 +627,11 @@ mod tests {
             r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
             r#"tickguard_feed_gaps_open{feed="nasdaq"} 4"#,
             r#"tickguard_feed_line_mismatches_total{feed="nasdaq"} 0"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000016"} 2"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000064"} 2"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000128"} 3"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="+Inf"} 3"#,
+            r#"tickguard_feed_recovery_latency_seconds_count{feed="nasdaq"} 3"#,
         ] {
             assert!(has(line), "{line} in:\n{text}");
         }

@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 mod merge;
 mod recovery;
+pub use recovery::bucket_bound_ns as recovery_bucket_bound_ns;
 
 /// A symbol's verdict changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
