@@ -172,7 +172,8 @@ fn replay(config: &Config, got: &mut [Got]) -> serde_json::Value {
     serde_json::to_value(&outcome.summary).unwrap()["feeds"]["venue"].clone()
 }
 
-/// The replayed books equal the venue's: top of book, sizes, orders, trading state.
+/// The replayed books equal the venue's: top of book, sizes, orders,
+/// trading state, last timestamp.
 fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
     let books = report["books"].as_object().unwrap();
     let symbols = feed["symbols"].as_object().unwrap();
@@ -188,6 +189,7 @@ fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
             "ask_size",
             "orders",
             "trading_state",
+            "last_timestamp",
         ] {
             assert_eq!(got[key], want[key], "{name} {key}: {got} vs {want}");
         }
