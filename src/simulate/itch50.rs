@@ -255,6 +255,10 @@ pub struct Venue {
     zipf: Zipf,
     rng: Rng,
     lines: Vec<Line>,
+    /// Datagrams per line.
+    line_stats: Vec<LineReport>,
+    /// Messages in the data packets each line dropped.
+    messages_dropped: Vec<u64>,
     pacing: Pacing,
     batch: usize,
     effects: (f64, f64),
@@ -372,13 +376,6 @@ impl Venue {
         let report = VenueReport {
             protocol: "itch50",
             session: session.display(),
-            lines: line_reports
-                .into_iter()
-                .map(|datagrams| ItchLineReport {
-                    datagrams,
-                    messages_dropped: 0,
-                })
-                .collect(),
             server: p.recovery.map(|r| ServerReport {
                 listen: r.to_string(),
                 ..ServerReport::default()
@@ -391,7 +388,9 @@ impl Venue {
             flow: Flow::new(p.seed, &symbols, MAX_ORDERS),
             zipf: Zipf::new(symbols.len()),
             rng: Rng(p.seed ^ 0x7e4e_0e00),
+            messages_dropped: vec![0; lines.len()],
             lines,
+            line_stats: line_reports,
             pacing,
             batch: p.batch,
             effects: (p.duplicate, p.reorder),
@@ -427,6 +426,15 @@ impl Venue {
     /// Everything done so far, with the books as they are now.
     pub fn report(&self) -> VenueReport {
         let mut r = self.report.clone();
+        r.lines = self
+            .line_stats
+            .iter()
+            .zip(&self.messages_dropped)
+            .map(|(l, &m)| ItchLineReport {
+                datagrams: l.clone(),
+                messages_dropped: m,
+            })
+            .collect();
         r.books = self.books();
         r
     }
@@ -515,19 +523,9 @@ impl Venue {
             self.pending.push(encode::system_event(ts, code));
         }
         self.flush(out);
-        let mut stats: Vec<LineReport> = self
-            .report
-            .lines
-            .iter()
-            .map(|l| l.datagrams.clone())
-            .collect();
-        flush_held(&mut self.lines, &mut stats, out);
+        flush_held(&mut self.lines, &mut self.line_stats, out);
         let end = PacketBuilder::end_of_session(self.session, self.next_seq);
-        self.report.datagrams += 1;
-        offer(&mut self.lines, &mut stats, self.effects, end, true, out);
-        for (l, s) in self.report.lines.iter_mut().zip(stats) {
-            l.datagrams = s;
-        }
+        self.emit(end, 0, true, out);
         self.report.ended = true;
         self.finished = true;
     }
@@ -665,25 +663,24 @@ impl Venue {
     /// each line dropped and what every line dropped.
     fn emit(&mut self, payload: Vec<u8>, messages: u64, session: bool, out: &mut Vec<Outgoing>) {
         self.report.datagrams += 1;
-        let mut stats: Vec<LineReport> = self
-            .report
-            .lines
-            .iter()
-            .map(|l| l.datagrams.clone())
-            .collect();
+        let before: Vec<u64> = self.line_stats.iter().map(|l| l.dropped).collect();
         let delivered = offer(
             &mut self.lines,
-            &mut stats,
+            &mut self.line_stats,
             self.effects,
             payload,
             session,
             out,
         );
-        for (l, s) in self.report.lines.iter_mut().zip(stats) {
-            if s.dropped > l.datagrams.dropped {
-                l.messages_dropped += messages;
+        for ((l, b), m) in self
+            .line_stats
+            .iter()
+            .zip(before)
+            .zip(&mut self.messages_dropped)
+        {
+            if l.dropped > b {
+                *m += messages;
             }
-            l.datagrams = s;
         }
         if !delivered {
             self.report.lost_on_both_lines += messages;
