@@ -552,7 +552,7 @@ impl Venue {
             }
             let mut p = PacketBuilder::new(self.session, r.sequence);
             let from = (r.sequence - first) as usize;
-            for m in self.history.iter().skip(from).take(usize::from(r.count)) {
+            for m in self.history.range(from..).take(usize::from(r.count)) {
                 if p.len() + 2 + m.len() > MAX_DATAGRAM {
                     break;
                 }
