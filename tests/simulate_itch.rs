@@ -279,7 +279,7 @@ fn losses_on_both_lines_are_recovered_from_the_server_and_replay_to_the_venues_b
         "--count=2000".into(),
         "--batch=4".into(),
         "--history=100000".into(),
-        "--linger-ms=3000".into(),
+        "--linger-ms=5000".into(),
         "--seed=11".into(),
     ]);
     let mut got = receive_lines(&[(&ra, a), (&rb, b)]);
