@@ -1,4 +1,6 @@
-//! A provider simulator: publishes SQF on one or two lines.
+//! A provider simulator: publishes SQF on one or two lines ([`itch50`]:
+//! an ITCH 5.0 venue with a re-request server, sharing the pacing and the
+//! line effects below).
 //!
 //! Two layers, so that the live demo and the tests share one generator:
 //!

@@ -38,7 +38,7 @@
 //!
 //! # Line effects
 //!
-//! As the SQF simulator's (its [`super::offer`]): per line, loss, duplicates
+//! As the SQF simulator's (the same code): per line, loss, duplicates
 //! and holding a datagram back behind the next, drawn from that line's own
 //! PRNG. Every datagram is subject to them but the end of session, which
 //! goes to every line whose loss is below 100 %. The messages of a data
