@@ -1165,6 +1165,29 @@ source_threshold_ms = 5000
     }
 
     #[test]
+    fn re_request_keys_default_and_apply_to_itch50_only() {
+        let itch = "[[feed]]\nname = \"n\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:4000\"]\nstale_threshold_ms = 1\nsource_threshold_ms = 1\n";
+        let c = Config::parse(itch, "t.toml").unwrap();
+        let i = c.feeds[0].itch.as_ref().unwrap();
+        assert_eq!((i.request_max, i.request_interval_ns), (64, 10_000_000));
+        let c = Config::parse(
+            &format!("{itch}request_max = 65535\nrequest_interval_ms = 60000\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let i = c.feeds[0].itch.as_ref().unwrap();
+        assert_eq!(
+            (i.request_max, i.request_interval_ns),
+            (65_535, 60_000_000_000)
+        );
+        let sqf = itch.replace("protocol = \"itch50\"", "kind = \"full\"");
+        for key in ["request_max = 8", "request_interval_ms = 5"] {
+            let e = err(&format!("{sqf}{key}\n"));
+            assert!(e.contains("applies only to protocol \"itch50\""), "{e}");
+        }
+    }
+
+    #[test]
     fn fixed_offset_partial_override_and_capacity() {
         let text = r#"
 [state]

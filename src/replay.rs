@@ -235,7 +235,7 @@ pub struct ItchFeedSummary {
 }
 
 /// One ITCH symbol at the end (spec itch50 §5).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ItchSymbolSummary {
     /// The locate code that last mapped to it.
     pub locate: u16,

@@ -1,4 +1,6 @@
-//! A provider simulator: publishes SQF on one or two lines.
+//! A provider simulator: publishes SQF on one or two lines ([`itch50`]:
+//! an ITCH 5.0 venue with a re-request server, sharing the pacing and the
+//! line effects below).
 //!
 //! Two layers, so that the live demo and the tests share one generator:
 //!
@@ -321,19 +323,15 @@ pub struct Simulator {
     kind: SimKind,
     symbols: Vec<SymbolState>,
     lines: Vec<Line>,
-    rate: f64,
+    pacing: Pacing,
     batch: usize,
     duplicate: f64,
     reorder: f64,
     invalid: f64,
     heartbeat_ns: u64,
     snapshot_ns: u64,
-    pause_every_ns: u64,
-    pause_ns: u64,
     reset_ns: u64,
     skew_ns: i64,
-    duration_ns: u64,
-    count: u64,
     price_rng: SplitMix64,
     /// Local time of the first poll.
     start: Option<u64>,
@@ -391,43 +389,23 @@ impl Simulator {
         if symbols.is_empty() {
             bail!("simulate: at least one symbol is needed");
         }
-        for (flag, v) in [
+        check_percents(&[
             ("--loss-a", args.loss_a),
             ("--loss-b", args.loss_b),
             ("--duplicate", args.duplicate),
             ("--reorder", args.reorder),
             ("--invalid", args.invalid),
-        ] {
-            if !(0.0..=100.0).contains(&v) {
-                bail!("simulate: {flag} must be a percentage from 0 to 100, got {v}");
-            }
-        }
-        if !(args.rate.is_finite() && args.rate > 0.0) {
-            bail!(
-                "simulate: --rate must be a positive number of quotes per second, got {}",
-                args.rate
-            );
-        }
+        ])?;
+        let pacing = Pacing::new(
+            (args.rate, "quotes"),
+            args.duration_s,
+            (args.pause_every_s, args.pause_ms),
+            args.count,
+        )?;
         if !(1..=MAX_BATCH).contains(&args.batch) {
             bail!(
                 "simulate: --batch must be from 1 to {MAX_BATCH}, got {}",
                 args.batch
-            );
-        }
-        if !(args.duration_s.is_finite() && args.duration_s >= 0.0) {
-            bail!(
-                "simulate: --duration-s must be a number of seconds >= 0, got {}",
-                args.duration_s
-            );
-        }
-        let pause_every_ns = args.pause_every_s.saturating_mul(NS_PER_S);
-        let pause_ns = args.pause_ms.saturating_mul(NS_PER_MS);
-        if pause_every_ns > 0 && pause_ns >= pause_every_ns {
-            bail!(
-                "simulate: --pause-ms {} must be shorter than --pause-every-s {} (in ms: {})",
-                args.pause_ms,
-                args.pause_every_s,
-                args.pause_every_s.saturating_mul(1000)
             );
         }
         let Some(skew_ns) = args.clock_skew_ms.checked_mul(NS_PER_MS as i64) else {
@@ -436,28 +414,13 @@ impl Simulator {
                 args.clock_skew_ms
             );
         };
-        let mut dests = vec![(args.line_a, args.loss_a)];
-        if let Some(b) = args.line_b {
-            if b == args.line_a {
-                bail!("simulate: line B {b} is the same destination as line A");
-            }
-            dests.push((b, args.loss_b));
-        }
-        let lines: Vec<Line> = dests
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, loss))| Line::new(i, loss, args.seed))
-            .collect();
+        let (lines, line_reports) = lines(
+            (args.line_a, args.loss_a),
+            args.line_b.map(|b| (b, args.loss_b)),
+            args.seed,
+        )?;
         let report = SimReport {
-            lines: dests
-                .iter()
-                .enumerate()
-                .map(|(i, (dest, _))| LineReport {
-                    line: ["A", "B"][i].to_string(),
-                    destination: dest.to_string(),
-                    ..LineReport::default()
-                })
-                .collect(),
+            lines: line_reports,
             last_sequence: names.iter().map(|n| (n.clone(), 0)).collect(),
             ..SimReport::default()
         };
@@ -467,20 +430,15 @@ impl Simulator {
             kind: args.kind,
             symbols,
             lines,
-            rate: args.rate,
+            pacing,
             batch: args.batch,
             duplicate: args.duplicate,
             reorder: args.reorder,
             invalid: args.invalid,
             heartbeat_ns,
             snapshot_ns,
-            pause_every_ns,
-            pause_ns,
             reset_ns: args.reset_after_s.saturating_mul(NS_PER_S),
             skew_ns,
-            // `as` saturates: a huge duration is "very long", not an error.
-            duration_ns: (args.duration_s * NS_PER_S as f64) as u64,
-            count: args.count,
             price_rng,
             start: None,
             last_now: 0,
@@ -512,12 +470,7 @@ impl Simulator {
     /// True once [`Simulator::finish`] ran, `count` quotes were generated,
     /// or `duration_s` has elapsed at local time `now_ns` since the first poll.
     pub fn done(&self, now_ns: u64) -> bool {
-        self.finished
-            || (self.count > 0 && self.report.quotes >= self.count)
-            || (self.duration_ns > 0
-                && self
-                    .start
-                    .is_some_and(|s| now_ns.saturating_sub(s) >= self.duration_ns))
+        self.finished || self.pacing.done(self.report.quotes, self.start, now_ns)
     }
 
     /// Appends to `out` the datagrams due at local time `now_ns` (ns since
@@ -532,7 +485,7 @@ impl Simulator {
         if !self.opened {
             self.open(now, out);
         }
-        if self.in_pause(e) {
+        if self.pacing.in_pause(e) {
             return;
         }
         if self.reset_ns > 0 && !self.reset_done && e >= self.reset_ns {
@@ -550,7 +503,7 @@ impl Simulator {
             self.next_snapshot = next_due(self.next_snapshot, self.snapshot_ns, e);
             self.control_round(Control::Snapshot, now, false, out);
         }
-        let due = self.quotes_due(e);
+        let due = self.pacing.due(e);
         while self.report.quotes < due {
             let n = (due - self.report.quotes).min(self.batch as u64) as usize;
             self.quote_datagram(n, now, out);
@@ -602,38 +555,6 @@ impl Simulator {
     /// The provider's clock at local time `now`.
     fn provider_time(&self, now: u64) -> u64 {
         (now as i128 + self.skew_ns as i128).clamp(0, u64::MAX as i128) as u64
-    }
-
-    fn in_pause(&self, e: u64) -> bool {
-        self.pause_every_ns > 0
-            && self.pause_ns > 0
-            && e >= self.pause_every_ns
-            && e % self.pause_every_ns < self.pause_ns
-    }
-
-    /// Time spent paused in `[0, e)`.
-    fn paused_before(&self, e: u64) -> u64 {
-        if self.pause_every_ns == 0 || self.pause_ns == 0 {
-            return 0;
-        }
-        let k = e / self.pause_every_ns;
-        if k == 0 {
-            return 0;
-        }
-        // pause_ns < pause_every_ns, so this stays below e.
-        (k - 1) * self.pause_ns + (e - k * self.pause_every_ns).min(self.pause_ns)
-    }
-
-    /// Quotes owed by elapsed time `e`: active time × rate, capped by `count`.
-    fn quotes_due(&self, e: u64) -> u64 {
-        let active = e - self.paused_before(e);
-        // `as` saturates and floors.
-        let due = (active as f64 * self.rate / NS_PER_S as f64) as u64;
-        if self.count > 0 {
-            due.min(self.count)
-        } else {
-            due
-        }
     }
 
     fn quote_datagram(&mut self, n: usize, now: u64, out: &mut Vec<Outgoing>) {
@@ -767,6 +688,128 @@ pub(crate) fn offer(
     delivered
 }
 
+/// Rate, pauses and stop conditions, as both simulators pace themselves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pacing {
+    rate: f64,
+    pause_every_ns: u64,
+    pause_ns: u64,
+    duration_ns: u64,
+    count: u64,
+}
+
+impl Pacing {
+    /// `(rate, what)`: `what` per second, finite and above 0; `duration_s`
+    /// ≥ 0 (0: no limit); `(pause_every_s, pause_ms)`, the pause shorter than
+    /// its period; `count` (0: no limit). Errors name the flag.
+    pub(crate) fn new(
+        (rate, what): (f64, &str),
+        duration_s: f64,
+        (pause_every_s, pause_ms): (u64, u64),
+        count: u64,
+    ) -> Result<Pacing> {
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("simulate: --rate must be a positive number of {what} per second, got {rate}");
+        }
+        if !(duration_s.is_finite() && duration_s >= 0.0) {
+            bail!("simulate: --duration-s must be a number of seconds >= 0, got {duration_s}");
+        }
+        let pause_every_ns = pause_every_s.saturating_mul(NS_PER_S);
+        let pause_ns = pause_ms.saturating_mul(NS_PER_MS);
+        if pause_every_ns > 0 && pause_ns >= pause_every_ns {
+            bail!(
+                "simulate: --pause-ms {pause_ms} must be shorter than --pause-every-s {pause_every_s} (in ms: {})",
+                pause_every_s.saturating_mul(1000)
+            );
+        }
+        Ok(Pacing {
+            rate,
+            pause_every_ns,
+            pause_ns,
+            // `as` saturates: a huge duration is "very long", not an error.
+            duration_ns: (duration_s * NS_PER_S as f64) as u64,
+            count,
+        })
+    }
+
+    /// True inside a pause, at elapsed time `e`.
+    pub(crate) fn in_pause(&self, e: u64) -> bool {
+        self.pause_every_ns > 0
+            && self.pause_ns > 0
+            && e >= self.pause_every_ns
+            && e % self.pause_every_ns < self.pause_ns
+    }
+
+    /// Time spent paused in `[0, e)`.
+    fn paused_before(&self, e: u64) -> u64 {
+        if self.pause_every_ns == 0 || self.pause_ns == 0 {
+            return 0;
+        }
+        let k = e / self.pause_every_ns;
+        if k == 0 {
+            return 0;
+        }
+        // pause_ns < pause_every_ns, so this stays below e.
+        (k - 1) * self.pause_ns + (e - k * self.pause_every_ns).min(self.pause_ns)
+    }
+
+    /// Items owed by elapsed time `e`: active time × rate, capped by `count`.
+    pub(crate) fn due(&self, e: u64) -> u64 {
+        let active = e - self.paused_before(e);
+        // `as` saturates and floors.
+        let due = (active as f64 * self.rate / NS_PER_S as f64) as u64;
+        if self.count > 0 {
+            due.min(self.count)
+        } else {
+            due
+        }
+    }
+
+    /// True once `sent` reached `count`, or the duration has elapsed at
+    /// `now` since `start`.
+    pub(crate) fn done(&self, sent: u64, start: Option<u64>, now: u64) -> bool {
+        (self.count > 0 && sent >= self.count)
+            || (self.duration_ns > 0
+                && start.is_some_and(|s| now.saturating_sub(s) >= self.duration_ns))
+    }
+}
+
+/// Each `(flag, value)` must be a percentage from 0 to 100.
+pub(crate) fn check_percents(flags: &[(&str, f64)]) -> Result<()> {
+    for &(flag, v) in flags {
+        if !(0.0..=100.0).contains(&v) {
+            bail!("simulate: {flag} must be a percentage from 0 to 100, got {v}");
+        }
+    }
+    Ok(())
+}
+
+/// Line A and, optionally, line B (destination, loss percent): their
+/// effects, with draws from `seed`, and their empty reports.
+pub(crate) fn lines(
+    a: (SocketAddrV4, f64),
+    b: Option<(SocketAddrV4, f64)>,
+    seed: u64,
+) -> Result<(Vec<Line>, Vec<LineReport>)> {
+    if let Some((b, _)) = b {
+        if b == a.0 {
+            bail!("simulate: line B {b} is the same destination as line A");
+        }
+    }
+    Ok(std::iter::once(a)
+        .chain(b)
+        .enumerate()
+        .map(|(i, (dest, loss))| {
+            let report = LineReport {
+                line: ["A", "B"][i].to_string(),
+                destination: dest.to_string(),
+                ..LineReport::default()
+            };
+            (Line::new(i, loss, seed), report)
+        })
+        .unzip())
+}
+
 fn push_copies(
     line: usize,
     payload: Vec<u8>,
@@ -834,34 +877,48 @@ pub fn run(args: &Params) -> Result<()> {
     let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
     let report = publish(args, stop)?;
     if args.report {
-        let json = serde_json::to_string(&report).context("simulate: encoding the report")?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{json}")
-            .and_then(|()| stdout.flush())
-            .context("simulate: writing the report")?;
+        print_report(&report)?;
     }
     Ok(())
 }
 
-/// Publishes as `tickguard simulate` does until `--count`, `--duration-s`
-/// or `stop` is set, sends the closing round, and returns the report.
-pub fn publish(args: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<SimReport> {
-    let mut sim = Simulator::new(args)?;
-    let mut dests = vec![("A", args.line_a)];
-    if let Some(b) = args.line_b {
-        dests.push(("B", b));
-    }
-    for &(which, dest) in &dests {
-        check_destination(which, dest)?;
-    }
-    let sockets = dests
-        .iter()
-        .map(|&(which, dest)| Ok((which, dest, open_line(which, dest, args.source)?)))
-        .collect::<Result<Vec<_>>>()?;
+/// Prints `report` as one JSON line on stdout.
+pub(crate) fn print_report(report: &impl Serialize) -> Result<()> {
+    let json = serde_json::to_string(report).context("simulate: encoding the report")?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{json}")
+        .and_then(|()| stdout.flush())
+        .context("simulate: writing the report")
+}
 
-    let send = |out: &mut Vec<Outgoing>| -> Result<()> {
+/// One socket per line, each sending to its destination.
+pub(crate) struct LineSockets(Vec<(&'static str, SocketAddrV4, UdpSocket)>);
+
+impl LineSockets {
+    /// Checks the destinations (loopback or multicast) and opens a socket
+    /// per line on the loopback `source`.
+    pub(crate) fn open(
+        line_a: SocketAddrV4,
+        line_b: Option<SocketAddrV4>,
+        source: Ipv4Addr,
+    ) -> Result<LineSockets> {
+        let dests: Vec<_> = std::iter::once(("A", line_a))
+            .chain(line_b.map(|b| ("B", b)))
+            .collect();
+        for &(which, dest) in &dests {
+            check_destination(which, dest)?;
+        }
+        dests
+            .into_iter()
+            .map(|(which, dest)| Ok((which, dest, open_line(which, dest, source)?)))
+            .collect::<Result<Vec<_>>>()
+            .map(LineSockets)
+    }
+
+    /// Sends (and empties) `out`.
+    pub(crate) fn send(&self, out: &mut Vec<Outgoing>) -> Result<()> {
         for o in out.drain(..) {
-            let (which, dest, socket) = &sockets[o.line];
+            let (which, dest, socket) = &self.0[o.line];
             match socket.send_to(&o.payload, dest) {
                 Ok(_) => {}
                 // Nobody listening on a unicast port: that is the receiver's business.
@@ -873,7 +930,15 @@ pub fn publish(args: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Si
             }
         }
         Ok(())
-    };
+    }
+}
+
+/// Publishes as `tickguard simulate` does until `--count`, `--duration-s`
+/// or `stop` is set, sends the closing round, and returns the report.
+pub fn publish(args: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<SimReport> {
+    let mut sim = Simulator::new(args)?;
+    let sockets = LineSockets::open(args.line_a, args.line_b, args.source)?;
+    let send = |out: &mut Vec<Outgoing>| sockets.send(out);
 
     let spin = args.rate / args.batch as f64 > SPIN_DATAGRAM_RATE;
     let mut out = Vec::new();

@@ -324,3 +324,44 @@ fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
     drop(sidecar);
     let _ = std::fs::remove_file(&shm);
 }
+
+/// The re-request client's decisions allocate nothing once built: many
+/// gaps, fills, a full table, expiry and re-sending.
+#[test]
+fn recovery_requests_allocate_nothing() {
+    use tickguard::protocol::itch50::recovery::{Missing, Requester};
+    use tickguard::protocol::itch50::Session;
+    const MS: u64 = 1_000_000;
+    let session = Session(*b"ALLOC00001");
+    let mut requester = Requester::new(64, 10 * MS, 256);
+    let mut gaps = [Missing {
+        lo: 0,
+        hi: 0,
+        deadline: 0,
+    }; 8];
+    for (i, g) in gaps.iter_mut().enumerate() {
+        let lo = 1 + i as u64 * 10_000;
+        *g = Missing {
+            lo,
+            hi: lo + 100 + 1_000 * i as u64,
+            deadline: 500 * MS,
+        };
+    }
+    let mut sent = 0u64;
+    let n = allocations(|| {
+        for step in 0..1_000u64 {
+            // Fills shrink the gaps from below now and then.
+            if step % 50 == 0 {
+                for g in gaps.iter_mut().filter(|g| g.lo < g.hi) {
+                    g.lo += 1;
+                }
+            }
+            let n = requester.poll(session, step * MS, gaps.iter().copied(), |r| {
+                sent += u64::from(r.count);
+            });
+            std::hint::black_box(n);
+        }
+    });
+    assert!(sent > 0);
+    assert_eq!(n, 0, "allocations while deciding re-requests");
+}

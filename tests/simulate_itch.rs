@@ -108,8 +108,11 @@ fn receive_lines(lines: &[(&UdpSocket, SocketAddrV4)]) -> Vec<Got> {
     })
 }
 
-/// Messages by sequence, and (kind, sequence) per packet, of one destination.
-fn line(got: &[Got], dest: SocketAddrV4) -> (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>) {
+/// What one line carried: messages by sequence, and (kind, sequence) per packet.
+type Line = (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>);
+
+/// What was sent to `dest`.
+fn line(got: &[Got], dest: SocketAddrV4) -> Line {
     let (mut msgs, mut packets) = (BTreeMap::new(), Vec::new());
     for (_, _, bytes) in got.iter().filter(|g| g.1 == dest) {
         let p = Packet::new_checked(&bytes[..]).unwrap();
@@ -172,7 +175,8 @@ fn replay(config: &Config, got: &mut [Got]) -> serde_json::Value {
     serde_json::to_value(&outcome.summary).unwrap()["feeds"]["venue"].clone()
 }
 
-/// The replayed books equal the venue's: top of book, sizes, orders, trading state.
+/// The replayed books equal the venue's: top of book, sizes, orders,
+/// trading state, last timestamp.
 fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
     let books = report["books"].as_object().unwrap();
     let symbols = feed["symbols"].as_object().unwrap();
@@ -188,6 +192,7 @@ fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
             "ask_size",
             "orders",
             "trading_state",
+            "last_timestamp",
         ] {
             assert_eq!(got[key], want[key], "{name} {key}: {got} vs {want}");
         }
@@ -197,10 +202,7 @@ fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
 
 /// Per line: valid packets in sequence order, the line's missing messages
 /// exactly what the report says it dropped, the end of session last.
-fn check_lines(
-    report: &serde_json::Value,
-    lines: &[&(BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>)],
-) -> u64 {
+fn check_lines(report: &serde_json::Value, lines: &[&Line]) -> u64 {
     let next = report["messages"].as_u64().unwrap() + 1;
     for (i, (msgs, packets)) in lines.iter().enumerate() {
         assert_eq!(*packets.last().unwrap(), (Kind::EndOfSession, next));
@@ -277,7 +279,7 @@ fn losses_on_both_lines_are_recovered_from_the_server_and_replay_to_the_venues_b
         "--count=2000".into(),
         "--batch=4".into(),
         "--history=100000".into(),
-        "--linger-ms=3000".into(),
+        "--linger-ms=5000".into(),
         "--seed=11".into(),
     ]);
     let mut got = receive_lines(&[(&ra, a), (&rb, b)]);

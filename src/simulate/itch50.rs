@@ -38,7 +38,7 @@
 //!
 //! # Line effects
 //!
-//! As the SQF simulator's (its [`super::offer`]): per line, loss, duplicates
+//! As the SQF simulator's (the same code): per line, loss, duplicates
 //! and holding a datagram back behind the next, drawn from that line's own
 //! PRNG. Every datagram is subject to them but the end of session, which
 //! goes to every line whose loss is below 100 %. The messages of a data
@@ -56,17 +56,17 @@
 //! bytes, names another session, a count of 0, or a sequence not retained
 //! or not sent yet is counted as unanswerable.
 
-use super::{check_destination, flush_held, offer, open_line, Line, LineReport, Outgoing};
-use super::{SplitMix64, NS_PER_MS, NS_PER_S, POLL_SLEEP};
+use super::{check_percents, flush_held, lines, offer, print_report, Line, LineReport};
+use super::{LineSockets, Outgoing, Pacing, SplitMix64, NS_PER_MS, NS_PER_S, POLL_SLEEP};
 use crate::protocol::itch50::message::encode;
 use crate::protocol::itch50::mold::Request;
 use crate::protocol::itch50::synth::{Flow, Rng, Zipf};
 use crate::protocol::itch50::{PacketBuilder, Session};
+use crate::replay::ItchSymbolSummary;
 use crate::symbol::Symbol;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
@@ -207,29 +207,6 @@ pub struct ServerReport {
     pub messages_resent: u64,
 }
 
-/// One stock's top of book at the end, as the replay summary shows an ITCH symbol.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BookReport {
-    /// Its locate code.
-    pub locate: u16,
-    /// Best bid, 1/10,000 dollar (absent: no buy order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bid: Option<u32>,
-    /// Shares at the best bid.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bid_size: Option<u64>,
-    /// Best ask, 1/10,000 dollar (absent: no sell order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask: Option<u32>,
-    /// Shares at the best ask.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask_size: Option<u64>,
-    /// Live orders.
-    pub orders: u64,
-    /// The last trading state sent (`T` or `H`).
-    pub trading_state: String,
-}
-
 /// Exactly what the venue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct VenueReport {
@@ -255,8 +232,9 @@ pub struct VenueReport {
     pub ended: bool,
     /// The re-request server, if on.
     pub server: Option<ServerReport>,
-    /// Per stock, at the time of the report.
-    pub books: BTreeMap<String, BookReport>,
+    /// Per stock, at the time of the report, as the replay summary shows
+    /// an ITCH symbol (`last_timestamp`: of the last message naming it).
+    pub books: BTreeMap<String, ItchSymbolSummary>,
 }
 
 /// The venue's re-request server state.
@@ -277,15 +255,15 @@ pub struct Venue {
     zipf: Zipf,
     rng: Rng,
     lines: Vec<Line>,
-    rate: f64,
+    /// Datagrams per line.
+    line_stats: Vec<LineReport>,
+    /// Messages in the data packets each line dropped.
+    messages_dropped: Vec<u64>,
+    pacing: Pacing,
     batch: usize,
     effects: (f64, f64),
     heartbeat_ns: u64,
-    pause_every_ns: u64,
-    pause_ns: u64,
     halt_every_ns: u64,
-    duration_ns: u64,
-    count: u64,
     tz: jiff::tz::TimeZone,
     /// Epoch ns of midnight of the session's date (set at the first poll).
     midnight: i128,
@@ -303,6 +281,8 @@ pub struct Venue {
     history_max: usize,
     /// Trading state per stock.
     states: Vec<u8>,
+    /// Timestamp of the last message naming each stock.
+    last_ts: Vec<u64>,
     /// The halted stock and the elapsed time it resumes at.
     halted: Option<(usize, u64)>,
     next_halt: u64,
@@ -342,33 +322,23 @@ impl Venue {
             symbols.push(s);
         }
         let session = parse_session(&p.session)?;
-        for (flag, v) in [
+        check_percents(&[
             ("--loss-a", p.loss_a),
             ("--loss-b", p.loss_b),
             ("--duplicate", p.duplicate),
             ("--reorder", p.reorder),
             ("--request-drop", p.request_drop),
-        ] {
-            if !(0.0..=100.0).contains(&v) {
-                bail!("simulate: {flag} must be a percentage from 0 to 100, got {v}");
-            }
-        }
-        if !(p.rate.is_finite() && p.rate > 0.0) {
-            bail!(
-                "simulate: --rate must be a positive number of messages per second, got {}",
-                p.rate
-            );
-        }
+        ])?;
+        let pacing = Pacing::new(
+            (p.rate, "messages"),
+            p.duration_s,
+            (p.pause_every_s, p.pause_ms),
+            p.count,
+        )?;
         if !(1..=MAX_BATCH).contains(&p.batch) {
             bail!(
                 "simulate: --batch must be from 1 to {MAX_BATCH} for itch50, got {}",
                 p.batch
-            );
-        }
-        if !(p.duration_s.is_finite() && p.duration_s >= 0.0) {
-            bail!(
-                "simulate: --duration-s must be a number of seconds >= 0, got {}",
-                p.duration_s
             );
         }
         for (flag, v, max) in [
@@ -386,33 +356,17 @@ impl Venue {
                 p.history
             );
         }
-        let pause_every_ns = p.pause_every_s.saturating_mul(NS_PER_S);
-        let pause_ns = p.pause_ms.saturating_mul(NS_PER_MS);
-        if pause_every_ns > 0 && pause_ns >= pause_every_ns {
-            bail!(
-                "simulate: --pause-ms {} must be shorter than --pause-every-s {}",
-                p.pause_ms,
-                p.pause_every_s
-            );
-        }
         let tz = jiff::tz::TimeZone::get(&p.timezone).map_err(|_| {
             anyhow::anyhow!(
                 "simulate: time zone {:?} is not an IANA time zone name",
                 p.timezone
             )
         })?;
-        let mut dests = vec![(p.line_a, p.loss_a)];
-        if let Some(b) = p.line_b {
-            if b == p.line_a {
-                bail!("simulate: line B {b} is the same destination as line A");
-            }
-            dests.push((b, p.loss_b));
-        }
-        let lines = dests
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, loss))| Line::new(i, loss, p.seed))
-            .collect();
+        let (lines, line_reports) = lines(
+            (p.line_a, p.loss_a),
+            p.line_b.map(|b| (b, p.loss_b)),
+            p.seed,
+        )?;
         let server = p.recovery.map(|_| Server {
             delay_ns: p.answer_delay_ms * NS_PER_MS,
             drop: p.request_drop,
@@ -422,18 +376,6 @@ impl Venue {
         let report = VenueReport {
             protocol: "itch50",
             session: session.display(),
-            lines: dests
-                .iter()
-                .enumerate()
-                .map(|(i, (dest, _))| ItchLineReport {
-                    datagrams: LineReport {
-                        line: ["A", "B"][i].to_string(),
-                        destination: dest.to_string(),
-                        ..LineReport::default()
-                    },
-                    messages_dropped: 0,
-                })
-                .collect(),
             server: p.recovery.map(|r| ServerReport {
                 listen: r.to_string(),
                 ..ServerReport::default()
@@ -446,17 +388,14 @@ impl Venue {
             flow: Flow::new(p.seed, &symbols, MAX_ORDERS),
             zipf: Zipf::new(symbols.len()),
             rng: Rng(p.seed ^ 0x7e4e_0e00),
+            messages_dropped: vec![0; lines.len()],
             lines,
-            rate: p.rate,
+            line_stats: line_reports,
+            pacing,
             batch: p.batch,
             effects: (p.duplicate, p.reorder),
             heartbeat_ns: p.heartbeat_ms * NS_PER_MS,
-            pause_every_ns,
-            pause_ns,
             halt_every_ns,
-            // `as` saturates: a huge duration is "very long".
-            duration_ns: (p.duration_s * NS_PER_S as f64) as u64,
-            count: p.count,
             tz,
             midnight: 0,
             start: None,
@@ -469,6 +408,7 @@ impl Venue {
             history_first: 1,
             history_max: p.history,
             states: vec![0; symbols.len()],
+            last_ts: vec![0; symbols.len()],
             halted: None,
             next_halt: halt_every_ns,
             halt_turn: 0,
@@ -486,6 +426,15 @@ impl Venue {
     /// Everything done so far, with the books as they are now.
     pub fn report(&self) -> VenueReport {
         let mut r = self.report.clone();
+        r.lines = self
+            .line_stats
+            .iter()
+            .zip(&self.messages_dropped)
+            .map(|(l, &m)| ItchLineReport {
+                datagrams: l.clone(),
+                messages_dropped: m,
+            })
+            .collect();
         r.books = self.books();
         r
     }
@@ -498,12 +447,7 @@ impl Venue {
     /// True once [`Venue::finish`] ran, `count` order-flow messages were
     /// sent, or `duration_s` has elapsed at `now_ns` since the first poll.
     pub fn done(&self, now_ns: u64) -> bool {
-        self.finished
-            || (self.count > 0 && self.report.order_flow >= self.count)
-            || (self.duration_ns > 0
-                && self
-                    .start
-                    .is_some_and(|s| now_ns.saturating_sub(s) >= self.duration_ns))
+        self.finished || self.pacing.done(self.report.order_flow, self.start, now_ns)
     }
 
     /// Appends to `out` the datagrams due at local time `now_ns` (ns since
@@ -518,7 +462,7 @@ impl Venue {
         if !self.opened {
             self.open(now, out);
         }
-        if self.in_pause(e) {
+        if self.pacing.in_pause(e) {
             return;
         }
         let ts = self.timestamp(now);
@@ -539,7 +483,7 @@ impl Venue {
                 self.report.halts += 1;
             }
         }
-        let due = self.flow_due(e);
+        let due = self.pacing.due(e);
         while self.report.order_flow < due {
             let mut i = self.zipf.sample(&mut self.rng);
             if let Some((h, _)) = self.halted {
@@ -551,6 +495,7 @@ impl Venue {
             }
             let m = self.flow.event(i, ts);
             self.pending.push(m);
+            self.last_ts[i] = ts;
             self.report.order_flow += 1;
         }
         self.flush(out);
@@ -578,19 +523,9 @@ impl Venue {
             self.pending.push(encode::system_event(ts, code));
         }
         self.flush(out);
-        let mut stats: Vec<LineReport> = self
-            .report
-            .lines
-            .iter()
-            .map(|l| l.datagrams.clone())
-            .collect();
-        flush_held(&mut self.lines, &mut stats, out);
+        flush_held(&mut self.lines, &mut self.line_stats, out);
         let end = PacketBuilder::end_of_session(self.session, self.next_seq);
-        self.report.datagrams += 1;
-        offer(&mut self.lines, &mut stats, self.effects, end, true, out);
-        for (l, s) in self.report.lines.iter_mut().zip(stats) {
-            l.datagrams = s;
-        }
+        self.emit(end, 0, true, out);
         self.report.ended = true;
         self.finished = true;
     }
@@ -617,7 +552,7 @@ impl Venue {
             }
             let mut p = PacketBuilder::new(self.session, r.sequence);
             let from = (r.sequence - first) as usize;
-            for m in self.history.iter().skip(from).take(usize::from(r.count)) {
+            for m in self.history.range(from..).take(usize::from(r.count)) {
                 if p.len() + 2 + m.len() > MAX_DATAGRAM {
                     break;
                 }
@@ -671,34 +606,6 @@ impl Venue {
         (now as i128 - self.midnight).clamp(0, (1i128 << 48) - 1) as u64
     }
 
-    fn in_pause(&self, e: u64) -> bool {
-        self.pause_every_ns > 0
-            && self.pause_ns > 0
-            && e >= self.pause_every_ns
-            && e % self.pause_every_ns < self.pause_ns
-    }
-
-    /// Order flow owed by elapsed time `e`: active time × rate, capped by `count`.
-    fn flow_due(&self, e: u64) -> u64 {
-        let paused = if self.pause_every_ns == 0 || self.pause_ns == 0 {
-            0
-        } else {
-            let k = e / self.pause_every_ns;
-            k.saturating_sub(1) * self.pause_ns
-                + if k == 0 {
-                    0
-                } else {
-                    (e - k * self.pause_every_ns).min(self.pause_ns)
-                }
-        };
-        let due = ((e - paused) as f64 * self.rate / NS_PER_S as f64) as u64;
-        if self.count > 0 {
-            due.min(self.count)
-        } else {
-            due
-        }
-    }
-
     fn open(&mut self, now: u64, out: &mut Vec<Outgoing>) {
         self.opened = true;
         let ts = self.timestamp(now);
@@ -718,6 +625,7 @@ impl Venue {
         self.pending
             .push(encode::trading_action(s.locate, ts, s.symbol, state));
         self.states[i] = state;
+        self.last_ts[i] = ts;
     }
 
     /// Packs the pending messages into data packets and emits them.
@@ -755,32 +663,31 @@ impl Venue {
     /// each line dropped and what every line dropped.
     fn emit(&mut self, payload: Vec<u8>, messages: u64, session: bool, out: &mut Vec<Outgoing>) {
         self.report.datagrams += 1;
-        let mut stats: Vec<LineReport> = self
-            .report
-            .lines
-            .iter()
-            .map(|l| l.datagrams.clone())
-            .collect();
+        let before: Vec<u64> = self.line_stats.iter().map(|l| l.dropped).collect();
         let delivered = offer(
             &mut self.lines,
-            &mut stats,
+            &mut self.line_stats,
             self.effects,
             payload,
             session,
             out,
         );
-        for (l, s) in self.report.lines.iter_mut().zip(stats) {
-            if s.dropped > l.datagrams.dropped {
-                l.messages_dropped += messages;
+        for ((l, b), m) in self
+            .line_stats
+            .iter()
+            .zip(before)
+            .zip(&mut self.messages_dropped)
+        {
+            if l.dropped > b {
+                *m += messages;
             }
-            l.datagrams = s;
         }
         if !delivered {
             self.report.lost_on_both_lines += messages;
         }
     }
 
-    fn books(&self) -> BTreeMap<String, BookReport> {
+    fn books(&self) -> BTreeMap<String, ItchSymbolSummary> {
         self.flow
             .stocks
             .iter()
@@ -789,14 +696,16 @@ impl Venue {
                 let (bid, ask, orders) = self.flow.top(i);
                 (
                     s.symbol.to_string(),
-                    BookReport {
+                    ItchSymbolSummary {
                         locate: s.locate,
                         bid: bid.map(|b| b.0),
                         bid_size: bid.map(|b| b.1),
                         ask: ask.map(|a| a.0),
                         ask_size: ask.map(|a| a.1),
                         orders,
-                        trading_state: char::from(self.states[i]).to_string(),
+                        trading_state: (self.states[i] != 0)
+                            .then(|| char::from(self.states[i]).to_string()),
+                        last_timestamp: self.opened.then_some(self.last_ts[i]),
                     },
                 )
             })
@@ -822,11 +731,7 @@ pub fn run(p: &Params) -> Result<()> {
     let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
     let report = publish(p, stop)?;
     if p.report {
-        let json = serde_json::to_string(&report).context("simulate: encoding the report")?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{json}")
-            .and_then(|()| stdout.flush())
-            .context("simulate: writing the report")?;
+        print_report(&report)?;
     }
     Ok(())
 }
@@ -835,13 +740,6 @@ pub fn run(p: &Params) -> Result<()> {
 pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<VenueReport> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut venue = Venue::new(p)?;
-    let mut dests = vec![("A", p.line_a)];
-    if let Some(b) = p.line_b {
-        dests.push(("B", b));
-    }
-    for &(which, dest) in &dests {
-        check_destination(which, dest)?;
-    }
     let server = match p.recovery {
         None => None,
         Some(addr) => {
@@ -855,24 +753,8 @@ pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Venue
             Some(s)
         }
     };
-    let sockets = dests
-        .iter()
-        .map(|&(which, dest)| Ok((which, dest, open_line(which, dest, p.source)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let send = |out: &mut Vec<Outgoing>| -> Result<()> {
-        for o in out.drain(..) {
-            let (which, dest, socket) = &sockets[o.line];
-            match socket.send_to(&o.payload, dest) {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-                Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("simulate: sending on line {which} to {dest}"))
-                }
-            }
-        }
-        Ok(())
-    };
+    let sockets = LineSockets::open(p.line_a, p.line_b, p.source)?;
+    let send = |out: &mut Vec<Outgoing>| sockets.send(out);
     let mut buf = vec![0u8; 2048];
     let mut answers = Vec::new();
     // Serves the requests waiting on the server socket, then sends the answers due.
@@ -983,12 +865,14 @@ mod tests {
 
     #[test]
     fn sequences_contiguous_apart_from_the_loss_and_the_end_last() {
-        let mut v = Venue::new(&params(|p| {
-            p.loss_a = 20.0;
-            p.loss_b = 20.0;
-            p.halt_every_s = 1;
-        }))
-        .unwrap();
+        let lossy = || {
+            params(|p| {
+                p.loss_a = 20.0;
+                p.loss_b = 20.0;
+                p.halt_every_s = 1;
+            })
+        };
+        let mut v = Venue::new(&lossy()).unwrap();
         let sent = drive(&mut v, MS);
         let r = v.report();
         let next = v.next_sequence();
@@ -1020,12 +904,7 @@ mod tests {
             }
         }
         // Same seed, same datagrams.
-        let mut again = Venue::new(&params(|p| {
-            p.loss_a = 20.0;
-            p.loss_b = 20.0;
-            p.halt_every_s = 1;
-        }))
-        .unwrap();
+        let mut again = Venue::new(&lossy()).unwrap();
         assert_eq!(drive(&mut again, MS), sent);
     }
 
@@ -1191,7 +1070,12 @@ mod tests {
         let r = v.report();
         assert_eq!(r.books.len(), 8);
         // At 1.0 s the first stock was halted for 0.5 s; at 1.5 s it trades again.
-        assert!(r.books.values().all(|b| b.trading_state == "T"), "{r:?}");
+        assert!(
+            r.books
+                .values()
+                .all(|b| b.trading_state.as_deref() == Some("T")),
+            "{r:?}"
+        );
         assert!(r.books.values().any(|b| b.orders > 0));
         for b in r.books.values() {
             if let (Some(bid), Some(ask)) = (b.bid, b.ask) {

@@ -98,6 +98,9 @@ struct Live {
     price: u32,
 }
 
+/// A side's best price (`Price(4)`) and the shares at it; `None` when the side is empty.
+pub type Level = Option<(u32, u64)>;
+
 /// One stock of the simulated book.
 #[derive(Debug, Clone)]
 pub struct Stock {
@@ -161,13 +164,13 @@ impl Flow {
 
     /// Stock `i`'s top of book as the flow holds it: best bid and best ask
     /// (price in `Price(4)`, shares at that price), and its live orders.
-    pub fn top(&self, i: usize) -> (Option<(u32, u64)>, Option<(u32, u64)>, u64) {
+    pub fn top(&self, i: usize) -> (Level, Level, u64) {
         let orders = &self.stocks[i].orders;
         let best = |side: Side, better: fn(u32, u32) -> bool| {
             orders
                 .iter()
                 .filter(|o| o.side == side)
-                .fold(None, |best: Option<(u32, u64)>, o| match best {
+                .fold(None, |best: Level, o| match best {
                     Some((p, n)) if p == o.price => Some((p, n + u64::from(o.shares))),
                     Some((p, _)) if !better(o.price, p) => best,
                     _ => Some((o.price, u64::from(o.shares))),
