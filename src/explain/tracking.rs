@@ -73,14 +73,16 @@ impl Tracker {
             ),
         ];
         crossings.sort_by_key(|c| c.0);
+        // Both thresholds may cross in the same nanosecond: each gets its
+        // event, the second's verdict having both bits.
+        let from = self.t;
         for (c, bit) in crossings {
-            if c <= self.t as i128 || c > to as i128 || self.verdict.contains(bit) {
+            if c <= from as i128 || c > to as i128 || self.verdict.contains(bit) {
                 continue;
             }
             let t = c as u64;
             let before = self.verdict;
-            let after = self.verdict_at(t);
-            debug_assert_eq!(after, before | bit);
+            let after = before | bit;
             self.t = t;
             let cause = if bit == Reasons::STALE {
                 Cause::Silence {
@@ -104,6 +106,7 @@ impl Tracker {
             };
             self.emit(origin, e, true);
         }
+        debug_assert_eq!(self.verdict, self.verdict_at(self.t));
     }
 
     /// Brings the tracker to arrival time `a`: crossings up to and including `a`.
