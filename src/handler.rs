@@ -331,9 +331,7 @@ impl Handler {
         };
         f.counters.packets += 1;
         if let Engine::Itch50(_) = f.engine {
-            let result = f.on_itch(line, payload, t);
-            f.publish(feed, table);
-            return result;
+            return f.on_itch(feed, line, payload, t, table);
         }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
@@ -744,7 +742,6 @@ impl Feed {
 
     /// Writes what an exchange feed's messages changed into the shared
     /// table (nothing for SQF, or without a publisher).
-    #[inline]
     fn publish(&mut self, id: u16, table: &mut StateTable) {
         let Feed {
             engine: Engine::Itch50(it),
@@ -761,7 +758,21 @@ impl Feed {
 
     /// One datagram of an ITCH feed (its packet already counted).
     #[cold]
-    fn on_itch(&mut self, line: usize, payload: &[u8], t: u64) -> Result<(), Rejected> {
+    fn on_itch(
+        &mut self,
+        id: u16,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+        table: &mut StateTable,
+    ) -> Result<(), Rejected> {
+        let result = self.apply_itch(line, payload, t);
+        self.publish(id, table);
+        result
+    }
+
+    /// [`on_itch`](Self::on_itch) before publishing.
+    fn apply_itch(&mut self, line: usize, payload: &[u8], t: u64) -> Result<(), Rejected> {
         let Engine::Itch50(it) = &mut self.engine else {
             return Ok(());
         };
