@@ -263,6 +263,11 @@ impl Handler {
         &self.feeds
     }
 
+    /// The feeds, by id, to watch one (`--explain`).
+    pub fn feeds_mut(&mut self) -> &mut [Feed] {
+        &mut self.feeds
+    }
+
     /// The state table.
     pub fn table(&self) -> &StateTable {
         &self.table
@@ -648,6 +653,14 @@ impl Feed {
     /// The ITCH feed, for an `itch50` feed.
     pub fn itch(&self) -> Option<&itch50::feed::Feed> {
         match &self.engine {
+            Engine::Itch50(it) => Some(it),
+            Engine::Sqf => None,
+        }
+    }
+
+    /// The ITCH feed, for an `itch50` feed, to watch it (`--explain`).
+    pub fn itch_mut(&mut self) -> Option<&mut itch50::feed::Feed> {
+        match &mut self.engine {
             Engine::Itch50(it) => Some(it),
             Engine::Sqf => None,
         }
