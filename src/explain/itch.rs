@@ -289,9 +289,10 @@ impl ItchExplain {
         }
         // Sessions and joins first, then gaps, then the messages in order.
         events.sort_by_key(|e| match e {
-            Event::NewSession { .. } | Event::Joined { .. } => 0,
-            Event::GapOpened { .. } | Event::GapFilled { .. } | Event::GapGivenUp { .. } => 1,
-            _ => 2,
+            Event::NewSession { .. } => 0,
+            Event::Joined { .. } => 1,
+            Event::GapOpened { .. } | Event::GapFilled { .. } | Event::GapGivenUp { .. } => 2,
+            _ => 3,
         });
         let offset_change = (offset != self.offset).then_some((self.offset, offset));
         self.offset = offset;
@@ -407,10 +408,11 @@ impl ItchExplain {
             "the capture's first datagram"
         };
         format!(
-            "# {} {}: itch50 feed, stale after {} without a packet proving the feed alive, stale_at_source after {} of source age, gaps given up after {}; times from {first} at {}\n",
+            "# {} {}: itch50 feed, stale after {} without a {} proving the feed alive, stale_at_source after {} of source age, gaps given up after {}; times from {first} at {}\n",
             self.name,
             self.symbol,
             dur(self.th.stale_ns as i128),
+            if self.file { "record" } else { "packet" },
             dur(self.th.source_ns as i128),
             dur(self.gap_timeout_ns as i128),
             iso(self.origin.unwrap_or(0)),
@@ -444,6 +446,7 @@ impl ItchExplain {
 
     fn describe(&self, s: &Step, origin: u64) -> String {
         let mut parts: Vec<String> = Vec::new();
+        let ends_stale = s.before.contains(Reasons::STALE) && !s.after.contains(Reasons::STALE);
         match s.trigger {
             Trigger::Datagram {
                 dst,
@@ -452,19 +455,27 @@ impl ItchExplain {
                 rejected,
             } => {
                 let mut p = match packet {
-                    Some((info, outcome)) => packet_text(&info, &outcome),
+                    Some((info, outcome)) => packet_text(&info, &outcome, ends_stale),
                     None => format!("rejected packet ({})", rejected.unwrap_or("?")),
                 };
                 let _ = write!(p, " on {} {dst}", self.line_name(line));
                 parts.push(p);
             }
-            Trigger::Record { index } => parts.push(format!("record {index} (seq {})", index + 1)),
+            Trigger::Record { index } => {
+                let alive = if ends_stale {
+                    " (proves the feed alive)"
+                } else {
+                    ""
+                };
+                parts.push(format!("record {index} (seq {}){alive}", index + 1))
+            }
             Trigger::Deadline => {}
             Trigger::Silence {
                 last_alive,
                 threshold_ns,
             } => parts.push(format!(
-                "silence: no packet proving the feed alive since {}, over the {} stale threshold",
+                "silence: no {} proving the feed alive since {}, over the {} stale threshold",
+                if self.file { "record" } else { "packet" },
                 rel(last_alive, origin),
                 dur(threshold_ns as i128)
             )),
@@ -479,7 +490,9 @@ impl ItchExplain {
                 dur(threshold_ns as i128)
             )),
         }
-        if let Some((from, to)) = s.offset {
+        let source_moved = s.before.contains(Reasons::STALE_AT_SOURCE)
+            != s.after.contains(Reasons::STALE_AT_SOURCE);
+        if let (Some((from, to)), true) = (s.offset, source_moved) {
             parts.push(format!("clock offset {} -> {}", dur(from), dur(to)));
         }
         for e in &s.events {
@@ -642,7 +655,8 @@ fn seqs(lo: u64, hi: u64) -> String {
     }
 }
 
-fn packet_text(p: &PacketInfo, o: &Outcome) -> String {
+/// A packet and what it did; `ends_stale`: say that it proved the feed alive.
+fn packet_text(p: &PacketInfo, o: &Outcome, ends_stale: bool) -> String {
     let session = p.session.display();
     let mut s = match p.count {
         0 => format!("heartbeat session {session} next seq {}", p.sequence),
@@ -654,7 +668,7 @@ fn packet_text(p: &PacketInfo, o: &Outcome) -> String {
     };
     if o.stale_session {
         s.push_str(" (an earlier session's: ignored)");
-    } else if o.alive {
+    } else if o.alive && ends_stale {
         s.push_str(" (proves the feed alive)");
     } else if p.count != 0 && p.count != 0xFFFF && o.duplicates == p.count as u32 {
         s.push_str(" (all duplicates)");
@@ -664,7 +678,7 @@ fn packet_text(p: &PacketInfo, o: &Outcome) -> String {
 
 fn event_text(e: &Event, origin: u64) -> String {
     match *e {
-        Event::Packet { packet, outcome } => packet_text(&packet, &outcome),
+        Event::Packet { packet, outcome } => packet_text(&packet, &outcome, false),
         Event::GapOpened { lo, hi, deadline } => format!(
             "gap opened: {} missing ({}), given up after {}",
             seqs(lo, hi),
@@ -730,10 +744,14 @@ fn event_text(e: &Event, origin: u64) -> String {
                 b'T' => "trading",
                 _ => "unknown state",
             };
+            let reason = reason.escape_ascii().to_string();
+            let reason = match reason.trim_end() {
+                "" => "no reason".to_string(),
+                r => format!("reason '{r}'"),
+            };
             format!(
-                "trading action {} ({what}), reason '{}' at {}",
+                "trading action {} ({what}), {reason}, at {}",
                 state.escape_ascii(),
-                reason.escape_ascii().to_string().trim_end(),
                 clock(timestamp)
             )
         }
