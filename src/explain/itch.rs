@@ -407,14 +407,19 @@ impl ItchExplain {
         } else {
             "the capture's first datagram"
         };
+        // A BinaryFILE has no gaps: its records are sequences 1, 2, 3, …
+        let gaps = if self.file {
+            String::new()
+        } else {
+            format!(", gaps given up after {}", dur(self.gap_timeout_ns as i128))
+        };
         format!(
-            "# {} {}: itch50 feed, stale after {} without a {} proving the feed alive, stale_at_source after {} of source age, gaps given up after {}; times from {first} at {}\n",
+            "# {} {}: itch50 feed, stale after {} without a {} proving the feed alive, stale_at_source after {} of source age{gaps}; times from {first} at {}\n",
             self.name,
             self.symbol,
             dur(self.th.stale_ns as i128),
             if self.file { "record" } else { "packet" },
             dur(self.th.source_ns as i128),
-            dur(self.gap_timeout_ns as i128),
             iso(self.origin.unwrap_or(0)),
         )
     }
