@@ -289,6 +289,11 @@ impl Handler {
         &self.feeds
     }
 
+    /// The feeds, by id, to watch one (`--explain`).
+    pub fn feeds_mut(&mut self) -> &mut [Feed] {
+        &mut self.feeds
+    }
+
     /// The state table.
     pub fn table(&self) -> &StateTable {
         &self.table
@@ -754,6 +759,14 @@ impl Feed {
         };
         p.publish(id, it, table, |s| config.thresholds_for(s));
         self.counters.table_full = p.table_full;
+    }
+
+    /// The ITCH feed, for an `itch50` feed, to watch it (`--explain`).
+    pub fn itch_mut(&mut self) -> Option<&mut itch50::feed::Feed> {
+        match &mut self.engine {
+            Engine::Itch50(it) => Some(it),
+            Engine::Sqf => None,
+        }
     }
 
     /// One datagram of an ITCH feed (its packet already counted).

@@ -136,46 +136,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     {
         warn(&line);
     }
-    if let (Some(feed), Some(date)) = (&args.feed, args.date) {
-        let outcome =
-            tickguard::replay::replay_file(&config, feed, date, &args.capture, &checks, |_| {})
-                .map_err(anyhow::Error::msg)?;
-        return finish_replay(&args, &checks, outcome);
-    }
-    let mut capture = CaptureReader::open(&args.capture)?;
-
-    let bar = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new(capture.len().unwrap_or(0));
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    // --explain FEED SYMBOL: a feed the configuration lacks is an error; a
-    // symbol that is valid but never seen gets one line saying so.
-    let target = match &args.explain {
-        Some(v) => {
-            let (feed, symbol) = (&v[0], &v[1]);
-            let Some(id) = config.feed_id(feed) else {
-                let known: Vec<_> = config.feeds.iter().map(|f| f.name.as_str()).collect();
-                anyhow::bail!(
-                    "--explain: no feed '{feed}' in {} (feeds: {})",
-                    args.config.display(),
-                    known.join(", ")
-                );
-            };
-            let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
-                anyhow::bail!(
-                    "--explain: '{symbol}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)"
-                );
-            };
-            Some((id, sym))
-        }
-        None => None,
-    };
+    let target = explain_target(&config, &args)?;
     // --at is answered by the replay itself, as one more check.
     let mut checks = checks;
     if let (Some(at), Some(v)) = (args.at, &args.explain) {
@@ -185,11 +146,82 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             symbol: v[1].clone(),
         });
     }
-    let progress = |offset| {
-        if let Some(b) = &bar {
-            b.set_position(offset);
+    let itch_target = target.filter(|&(id, _)| {
+        config.feeds[id as usize].protocol == tickguard::config::Protocol::Itch50
+    });
+    if let (Some((id, _)), Some(_)) = (itch_target, &args.timeline) {
+        anyhow::bail!(
+            "--timeline draws SQF feeds only: '{}' is an itch50 feed (drop --timeline, or --explain an SQF feed)",
+            config.feeds[id as usize].name
+        );
+    }
+    if let (Some(feed), Some(date)) = (&args.feed, args.date) {
+        let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
+        let bar = progress_bar(&args, total);
+        let progress = |p| show_progress(&bar, p);
+        let Some((id, symbol)) = itch_target else {
+            if target.is_some() {
+                anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
+            }
+            let outcome = tickguard::replay::replay_file(
+                &config,
+                feed,
+                date,
+                &args.capture,
+                &checks,
+                progress,
+            )
+            .map_err(anyhow::Error::msg)?;
+            clear_progress(&bar);
+            return finish_replay(&args, &checks, outcome);
+        };
+        if config.feed_id(feed) != Some(id) {
+            anyhow::bail!(
+                "--explain: feed '{}' is not the BinaryFILE's --feed '{feed}'",
+                config.feeds[id as usize].name
+            );
         }
-    };
+        let mut x =
+            tickguard::explain::ItchExplain::new(id, &config.feeds[id as usize], symbol, args.at);
+        let outcome = tickguard::replay::replay_file_with(
+            &config,
+            feed,
+            date,
+            &args.capture,
+            &checks,
+            progress,
+            &mut x,
+        )
+        .map_err(anyhow::Error::msg)?;
+        clear_progress(&bar);
+        warn_at_after_end(&args, x.last_arrival());
+        let text = match (args.at, outcome.answers.last()) {
+            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
+            _ => x.explanation(args.explain_all),
+        };
+        write_explanation(&text)?;
+        return write_summary(&args, outcome);
+    }
+    let mut capture = CaptureReader::open(&args.capture)?;
+    let bar = progress_bar(&args, capture.len().unwrap_or(0));
+    let progress = |p| show_progress(&bar, p);
+    if let Some((id, symbol)) = itch_target {
+        let mut x =
+            tickguard::explain::ItchExplain::new(id, &config.feeds[id as usize], symbol, args.at);
+        let outcome =
+            tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut x);
+        clear_progress(&bar);
+        for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
+            warn(&line);
+        }
+        warn_at_after_end(&args, x.last_arrival());
+        let text = match (args.at, outcome.answers.last()) {
+            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
+            _ => x.explanation(args.explain_all),
+        };
+        write_explanation(&text)?;
+        return write_summary(&args, outcome);
+    }
     let mut forensics = None;
     let outcome = if target.is_some() || args.timeline.is_some() {
         let mut f = tickguard::explain::Forensics::new(
@@ -206,26 +238,12 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     } else {
         replay(&config, &mut capture, &checks, progress)
     };
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    clear_progress(&bar);
     for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
         warn(&line);
     }
-    if let (Some(at), Some(f)) = (args.at, &forensics) {
-        match f.last_arrival() {
-            Some(last) if at > last => warn(&format!(
-                "--at {} is {:.3} ms after the capture's last datagram ({}): the answer assumes nothing arrived after it",
-                tickguard::explain::iso(at),
-                (at - last) as f64 / 1e6,
-                tickguard::explain::iso(last)
-            )),
-            None => warn(&format!(
-                "--at {}: the capture holds no datagram",
-                tickguard::explain::iso(at)
-            )),
-            Some(_) => {}
-        }
+    if let Some(f) = &forensics {
+        warn_at_after_end(&args, f.last_arrival());
     }
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -253,6 +271,92 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     }
 
     write_summary(&args, outcome)
+}
+
+/// `--explain FEED SYMBOL`, resolved: a feed the configuration lacks is an
+/// error; a symbol that is valid but never seen gets one line saying so.
+fn explain_target(
+    config: &Config,
+    args: &ReplayArgs,
+) -> Result<Option<(u16, tickguard::symbol::Symbol)>> {
+    let Some(v) = &args.explain else {
+        return Ok(None);
+    };
+    let (feed, symbol) = (&v[0], &v[1]);
+    let Some(id) = config.feed_id(feed) else {
+        let known: Vec<_> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+        anyhow::bail!(
+            "--explain: no feed '{feed}' in {} (feeds: {})",
+            args.config.display(),
+            known.join(", ")
+        );
+    };
+    let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
+        anyhow::bail!(
+            "--explain: '{symbol}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)"
+        );
+    };
+    Ok(Some((id, sym)))
+}
+
+/// The replay's progress bar on stderr: only when stderr is a terminal and
+/// `--no-progress` is not given. `total` is the input file's size in bytes.
+fn progress_bar(args: &ReplayArgs, total: u64) -> Option<indicatif::ProgressBar> {
+    (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    })
+}
+
+/// Moves the bar to `p`: bytes of the file read, and messages per second.
+fn show_progress(bar: &Option<indicatif::ProgressBar>, p: tickguard::replay::Progress) {
+    if let Some(b) = bar {
+        b.set_position(p.bytes);
+        let secs = b.elapsed().as_secs_f64();
+        if secs > 0.0 {
+            b.set_message(format!("{:.0} msg/s", p.messages as f64 / secs));
+        }
+    }
+}
+
+fn clear_progress(bar: &Option<indicatif::ProgressBar>) {
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+/// Warns when `--at` is after the input's last arrival (or there was none).
+fn warn_at_after_end(args: &ReplayArgs, last: Option<u64>) {
+    let Some(at) = args.at else {
+        return;
+    };
+    match last {
+        Some(last) if at > last => warn(&format!(
+            "--at {} is {:.3} ms after the capture's last datagram ({}): the answer assumes nothing arrived after it",
+            tickguard::explain::iso(at),
+            (at - last) as f64 / 1e6,
+            tickguard::explain::iso(last)
+        )),
+        None => warn(&format!(
+            "--at {}: the capture holds no datagram",
+            tickguard::explain::iso(at)
+        )),
+        Some(_) => {}
+    }
+}
+
+/// With --explain, stdout carries only the explanation.
+fn write_explanation(text: &str) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    out.write_all(text.as_bytes())
+        .context("writing explanation")?;
+    out.flush().context("writing explanation")
 }
 
 /// The end of a BinaryFILE replay: results on stdout, then as any replay.

@@ -472,12 +472,18 @@ fn route_key(a: SocketAddrV4) -> u64 {
 ///
 /// For each datagram read, in capture order: checks earlier than it are
 /// answered, then [`before`](Observer::before) is called, then a routed
-/// datagram is applied and [`after`](Observer::after) is called.
+/// datagram is applied and [`after`](Observer::after) is called. A
+/// BinaryFILE replay calls [`before_record`](Observer::before_record) and
+/// [`after_record`](Observer::after_record) the same way, and every check
+/// calls [`before_check`](Observer::before_check) first. The handler is
+/// lent mutably so that an observer can watch a feed
+/// ([`itch50::feed::Feed::watch`]) and bring it up to a time as a check
+/// would ([`Handler::before_check`]); it must change nothing else.
 pub trait Observer {
     /// A datagram was read; `feed` is where it is routed (`None`: nowhere).
     /// The handler has not seen it yet.
     #[inline]
-    fn before(&mut self, handler: &Handler, feed: Option<u16>, datagram: &Datagram<'_>) {
+    fn before(&mut self, handler: &mut Handler, feed: Option<u16>, datagram: &Datagram<'_>) {
         let _ = (handler, feed, datagram);
     }
 
@@ -485,25 +491,74 @@ pub trait Observer {
     #[inline]
     fn after(
         &mut self,
-        handler: &Handler,
+        handler: &mut Handler,
         feed: u16,
         datagram: &Datagram<'_>,
         result: Result<(), Rejected>,
     ) {
         let _ = (handler, feed, datagram, result);
     }
+
+    /// A check of `feed` at `at` (ns) is about to be answered.
+    #[inline]
+    fn before_check(&mut self, handler: &mut Handler, feed: u16, at: u64) {
+        let _ = (handler, feed, at);
+    }
+
+    /// BinaryFILE record `index` for `feed` is about to be applied at
+    /// `time` (its source time; `None`: it fails validation).
+    #[inline]
+    fn before_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
+        let _ = (handler, feed, index, time);
+    }
+
+    /// BinaryFILE record `index` for `feed` was applied (or stepped over).
+    #[inline]
+    fn after_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
+        let _ = (handler, feed, index, time);
+    }
+
+    /// The input ended and every check was answered.
+    #[inline]
+    fn end(&mut self, handler: &mut Handler) {
+        let _ = handler;
+    }
 }
 
 /// No observer.
 impl Observer for () {}
 
+/// How far a replay has come, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the input file read (of a gzip file, compressed bytes).
+    pub bytes: u64,
+    /// Messages read so far, all feeds (a BinaryFILE's records).
+    pub messages: u64,
+}
+
+/// A reader that counts the bytes read through it (shared with the caller).
+struct CountingReader<R> {
+    inner: R,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
 /// Replays `capture` through a fresh handler for `config`, answering `checks`.
-/// `progress` is called now and then with the byte offset reached.
+/// `progress` is called now and then with how far it has come.
 pub fn replay(
     config: &Config,
     capture: &mut CaptureReader,
     checks: &[Check],
-    progress: impl FnMut(u64),
+    progress: impl FnMut(Progress),
 ) -> Outcome {
     replay_with(config, capture, checks, progress, &mut ())
 }
@@ -544,20 +599,21 @@ impl<'a> Pending<'a> {
 
     /// Answers every check earlier than `t` (ns, the input's clock).
     #[inline]
-    fn answer_before(&mut self, handler: &mut Handler, t: u64) {
+    fn answer_before(&mut self, handler: &mut Handler, t: u64, observer: &mut impl Observer) {
         while let Some(&i) = self.order.get(self.next) {
             if self.checks[i].time_ns >= t {
                 break;
             }
-            self.answer(handler, i);
+            self.answer(handler, i, observer);
             self.next += 1;
         }
     }
 
-    fn answer(&mut self, handler: &mut Handler, i: usize) {
+    fn answer(&mut self, handler: &mut Handler, i: usize, observer: &mut impl Observer) {
         let at = self.checks[i].time_ns;
         let reasons = match self.resolved[i] {
             (Some(feed), Some(symbol)) => {
+                observer.before_check(handler, feed, at);
                 handler.before_check(feed, at);
                 handler.verdict(feed, symbol, at)
             }
@@ -568,9 +624,9 @@ impl<'a> Pending<'a> {
 
     /// Answers the rest (after the input's end) and returns every answer,
     /// in input order.
-    fn finish(mut self, handler: &mut Handler) -> Vec<Answer> {
+    fn finish(mut self, handler: &mut Handler, observer: &mut impl Observer) -> Vec<Answer> {
         while let Some(&i) = self.order.get(self.next) {
-            self.answer(handler, i);
+            self.answer(handler, i, observer);
             self.next += 1;
         }
         self.answers
@@ -582,7 +638,7 @@ pub fn replay_with(
     config: &Config,
     capture: &mut CaptureReader,
     checks: &[Check],
-    mut progress: impl FnMut(u64),
+    mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Outcome {
     let mut handler = Handler::new(config);
@@ -592,23 +648,28 @@ pub fn replay_with(
     let mut seen = 0u64;
 
     let result = capture.for_each(|d: &Datagram<'_>| {
-        pending.answer_before(&mut handler, d.time_ns);
+        pending.answer_before(&mut handler, d.time_ns, observer);
         let route = router.route_line(d.dst);
-        observer.before(&handler, route.map(|(feed, _)| feed), d);
+        observer.before(&mut handler, route.map(|(feed, _)| feed), d);
         match route {
             Some((feed, line)) => {
                 let result: Result<(), Rejected> =
                     handler.on_datagram_line(feed, line, d.payload, d.time_ns);
-                observer.after(&handler, feed, d, result);
+                observer.after(&mut handler, feed, d, result);
             }
             None => unrouted += 1,
         }
         seen += 1;
         if seen.is_multiple_of(8192) {
-            progress(d.offset);
+            let messages = handler.feeds().iter().map(|f| f.counters.messages).sum();
+            progress(Progress {
+                bytes: d.offset,
+                messages,
+            });
         }
     });
-    let answers = pending.finish(&mut handler);
+    let answers = pending.finish(&mut handler, observer);
+    observer.end(&mut handler);
     let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
     Outcome {
         answers,
@@ -629,7 +690,22 @@ pub fn replay_file(
     date: jiff::civil::Date,
     path: &Path,
     checks: &[Check],
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(Progress),
+) -> Result<Outcome, String> {
+    replay_file_with(config, feed, date, path, checks, progress, &mut ())
+}
+
+/// [`replay_file`], telling `observer` about every record. `progress` is
+/// called now and then with the bytes of the file read so far (of a gzip
+/// file, compressed bytes).
+pub fn replay_file_with(
+    config: &Config,
+    feed: &str,
+    date: jiff::civil::Date,
+    path: &Path,
+    checks: &[Check],
+    mut progress: impl FnMut(Progress),
+    observer: &mut impl Observer,
 ) -> Result<Outcome, String> {
     use crate::protocol::itch50::binfile::{BinFile, Error};
     let Some(id) = config.feed_id(feed) else {
@@ -643,7 +719,17 @@ pub fn replay_file(
     let mut config = config.clone();
     config.feeds[id as usize].offset = crate::clock::OffsetMode::Fixed(0);
     let name = path.display().to_string();
-    let mut file = BinFile::open(path).map_err(|e| format!("BinaryFILE {name}: {e}"))?;
+    // Progress counts the file's own bytes (compressed ones for gzip).
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut file = std::fs::File::open(path)
+        .and_then(|f| {
+            BinFile::detect(CountingReader {
+                inner: f,
+                read: read.clone(),
+            })
+        })
+        .map_err(|io| Error::Io { offset: 0, io })
+        .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
     handler.start_file(id, date);
     let mut pending = Pending::new(&config, checks);
@@ -658,15 +744,21 @@ pub fn replay_file(
         // validation changes no time.
         let time = handler.file_record_time(id, record);
         if let Some(t) = time {
-            pending.answer_before(&mut handler, t);
+            pending.answer_before(&mut handler, t, observer);
         }
+        observer.before_record(&mut handler, id, index, time);
         handler.on_file_record(id, index, record);
+        observer.after_record(&mut handler, id, index, time);
         index += 1;
         if index.is_multiple_of(65_536) {
-            progress(file.offset());
+            progress(Progress {
+                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
+                messages: index,
+            });
         }
     };
-    let answers = pending.finish(&mut handler);
+    let answers = pending.finish(&mut handler, observer);
+    observer.end(&mut handler);
     let mut summary = summarize(&config, &handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (
         summary.itch.get_mut(feed),

@@ -1,6 +1,10 @@
 //! Replay forensics: `replay --explain FEED SYMBOL` (golden outputs on the
 //! shipped scenario, the story it tells, agreement with every check the
-//! replay answers, exact threshold crossings), `--at`, and `--timeline`.
+//! replay answers, exact threshold crossings), `--at`, and `--timeline`;
+//! the same for ITCH feeds in `explain/itch.rs`.
+
+#[path = "explain/itch.rs"]
+mod itch;
 
 use assert_cmd::Command;
 use std::net::SocketAddrV4;

@@ -56,9 +56,12 @@
 //! verdicts are evaluated at the latest time seen so far, as the clock-offset
 //! estimator does.
 
+mod itch;
 mod svg;
 mod text;
 mod tracking;
+
+pub use itch::{ItchExplain, Step as ItchStep, Trigger};
 
 use crate::config::FeedConfig;
 use crate::protocol::sqf::rules::SymbolState;

@@ -312,7 +312,7 @@ pub(super) fn rel(t: u64, origin: u64) -> String {
     rel_i(t as i128, origin)
 }
 
-fn rel_i(t: i128, origin: u64) -> String {
+pub(super) fn rel_i(t: i128, origin: u64) -> String {
     let d = t - origin as i128;
     let sign = if d < 0 { '-' } else { '+' };
     let d = d.unsigned_abs();

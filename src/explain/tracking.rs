@@ -396,7 +396,7 @@ impl Forensics {
 }
 
 impl Observer for Forensics {
-    fn before(&mut self, _handler: &Handler, _feed: Option<u16>, d: &Datagram<'_>) {
+    fn before(&mut self, _handler: &mut Handler, _feed: Option<u16>, d: &Datagram<'_>) {
         if self.origin.is_none() {
             self.origin = Some(d.time_ns);
         }
@@ -410,7 +410,7 @@ impl Observer for Forensics {
 
     fn after(
         &mut self,
-        handler: &Handler,
+        handler: &mut Handler,
         feed: u16,
         d: &Datagram<'_>,
         result: Result<(), crate::protocol::Rejected>,

@@ -155,11 +155,16 @@ pub struct ReplayArgs {
     /// the state then.
     #[arg(long, value_name = "TIME", requires = "explain", value_parser = tickguard::time::parse_time)]
     pub at: Option<u64>,
-    /// Write an SVG timeline of every symbol's verdict (only FEED's symbols with --explain).
+    /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
     /// Read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed (needs --date).
-    #[arg(long, value_name = "NAME", requires = "date", conflicts_with_all = ["explain", "timeline"])]
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "date",
+        conflicts_with = "timeline"
+    )]
     pub feed: Option<String>,
     /// The BinaryFILE's session date (with --feed): source times count from its midnight in the feed's time zone.
     #[arg(long, value_name = "YYYY-MM-DD", requires = "feed", value_parser = parse_date)]

@@ -411,11 +411,14 @@ mod tests {
         assert_eq!(
             msg,
             format!(
-                "line 127.0.0.1:0: SO_RCVBUF of {asked} bytes capped: the kernel granted {} bytes \
+                "line {}: SO_RCVBUF of {asked} bytes capped: the kernel granted {} bytes \
                  (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
+                line.info.addr,
                 line.info.rcvbuf
             )
         );
+        // Port 0 asked for an ephemeral port: the line names the one bound.
+        assert_ne!(line.info.addr.port(), 0);
         let small = LineSocket::open(addr, None, Ipv4Addr::LOCALHOST, 4096).unwrap();
         assert_eq!(small.info.rcvbuf_shortfall(), None, "{:?}", small.info);
         let refused = LineInfo {

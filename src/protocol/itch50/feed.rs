@@ -9,6 +9,7 @@
 //! session's first packet.
 
 use super::book::{Books, Order, Top};
+use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{msg_type, Body, Message, Side};
@@ -116,6 +117,8 @@ struct State {
     /// Per symbol: listed in `touched`.
     is_touched: Vec<bool>,
     tracking: bool,
+    /// What `--explain` records ([`Feed::watch`]), else `None`.
+    log: Option<Box<Log>>,
 }
 
 impl State {
@@ -168,6 +171,9 @@ impl State {
 
     /// Applies one message in sequence order (spec §3.3).
     fn apply(&mut self, m: Message<'_>) {
+        if self.log.is_some() {
+            return self.apply_logged(m);
+        }
         let code = m.code();
         self.counters.by_type[code as usize] += 1;
         if let Some(ts) = m.timestamp() {
@@ -262,6 +268,106 @@ impl State {
     }
 }
 
+impl State {
+    /// [`apply`](Self::apply), recording what it did to the log: system
+    /// events, and the watched symbol's halts and the order messages that
+    /// crossed, uncrossed, emptied or first filled its book.
+    #[cold]
+    fn apply_logged(&mut self, m: Message<'_>) {
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        let book = |s: &State| log.watch.and_then(|w| s.by_stock.get(w.key()));
+        let before = book(self).map(|i| self.books.top(i));
+        let body = m.body();
+        let reference = match body {
+            Body::Executed { order, .. }
+            | Body::ExecutedWithPrice { order, .. }
+            | Body::Cancel { order, .. }
+            | Body::Delete { order } => Some(order),
+            Body::Replace { original, .. } => Some(original),
+            _ => None,
+        };
+        let was = reference.and_then(|r| self.books.order(r));
+        self.apply(m);
+        let timestamp = m.timestamp().unwrap_or(0);
+        let watched = |stock: Symbol| Some(stock) == log.watch;
+        let e = match body {
+            Body::SystemEvent { code } => Some(Event::SystemEvent { code, timestamp }),
+            Body::TradingAction {
+                stock,
+                state,
+                reason,
+            } if watched(stock) => Some(Event::TradingAction {
+                stock,
+                state,
+                reason,
+                timestamp,
+            }),
+            Body::OperationalHalt {
+                stock,
+                market,
+                action,
+            } if watched(stock) => Some(Event::OperationalHalt {
+                stock,
+                market,
+                action,
+                timestamp,
+            }),
+            _ => None,
+        };
+        log.events.extend(e);
+        if let (Some(i), Some(stock)) = (book(self), log.watch) {
+            let before = before.unwrap_or_default();
+            let after = self.books.top(i);
+            let moved = event::crossed(&before) != event::crossed(&after)
+                || event::empty(&before) != event::empty(&after);
+            let order = match body {
+                Body::AddOrder {
+                    order,
+                    shares,
+                    price,
+                    ..
+                }
+                | Body::Replace {
+                    new: order,
+                    shares,
+                    price,
+                    ..
+                }
+                | Body::ExecutedWithPrice {
+                    order,
+                    shares,
+                    price,
+                    ..
+                } => Some((order, shares, Some(price))),
+                Body::Executed { order, shares, .. } | Body::Cancel { order, shares } => {
+                    Some((order, shares, None))
+                }
+                Body::Delete { order } => Some((order, 0, None)),
+                _ => None,
+            };
+            if let (true, Some((order, shares, price))) = (moved, order) {
+                let change = OrderChange {
+                    code: m.code(),
+                    order,
+                    resting: self.books.order(order).or(was),
+                    shares,
+                    price,
+                };
+                log.events.push(Event::Book {
+                    stock,
+                    change,
+                    before,
+                    after,
+                    timestamp,
+                });
+            }
+        }
+        self.log = Some(log);
+    }
+}
+
 /// One ITCH feed.
 #[derive(Debug, Clone)]
 pub struct Feed {
@@ -294,6 +400,7 @@ impl Feed {
                 touched: Vec::with_capacity(1024),
                 is_touched: Vec::with_capacity(1024),
                 tracking: false,
+                log: None,
             },
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             last_alive: None,
@@ -352,6 +459,9 @@ impl Feed {
             Some(_) => !self.seq.is_past(session),
         };
         if new {
+            if let Some(log) = &mut self.state.log {
+                log.events.push(Event::NewSession { session });
+            }
             self.state.clear();
             self.state.midnight = midnight(&self.settings.timezone, t);
         }
@@ -365,6 +475,17 @@ impl Feed {
         let Feed { seq, state, .. } = self;
         state.last_source = None;
         let out = seq.on_packet(p, t, &mut |_, m| state.apply(m));
+        if let Some(log) = &mut state.log {
+            let packet = PacketInfo {
+                session,
+                sequence: p.sequence(),
+                count: p.count(),
+            };
+            log.events.push(Event::Packet {
+                packet,
+                outcome: out,
+            });
+        }
         if out.stale_session {
             return out;
         }
@@ -519,6 +640,26 @@ impl Feed {
             f(i, &symbols[i as usize], books.top(i));
         }
         touched.clear();
+    }
+
+    /// Starts recording what the feed does ([`event`]): the stream's gaps,
+    /// sessions, packets and system events, and `stock`'s halts and the
+    /// order messages that cross, uncross, empty or first fill its book.
+    pub fn watch(&mut self, stock: Symbol) {
+        self.state.log = Some(Box::new(Log {
+            watch: Some(stock),
+            events: Vec::new(),
+        }));
+        self.seq.record(true);
+    }
+
+    /// Moves the events recorded since the last call to the end of `into`:
+    /// the stream's gap events first, then the rest in order.
+    pub fn take_events(&mut self, into: &mut Vec<Event>) {
+        self.seq.take_events(into);
+        if let Some(log) = &mut self.state.log {
+            into.append(&mut log.events);
+        }
     }
 
     /// The stream's sequencing.

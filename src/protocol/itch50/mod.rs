@@ -8,6 +8,7 @@
 
 pub mod binfile;
 pub mod book;
+pub mod event;
 pub mod feed;
 pub mod linecheck;
 pub mod map;

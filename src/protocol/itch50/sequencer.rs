@@ -20,6 +20,7 @@
 //! of an earlier session. Stores grow on demand, amortised, and are kept
 //! across sessions: no allocation per message after warm-up.
 
+use super::event::Event;
 use super::map::U64Map;
 use super::message::Message;
 use super::mold::{Kind, Packet, Session};
@@ -173,6 +174,8 @@ pub struct Sequencer {
     gave_up: bool,
     latest_t: u64,
     counters: Counters,
+    /// Gap events recorded for `--explain` ([`Sequencer::record`]), else `None`.
+    log: Option<Vec<Event>>,
 }
 
 impl Sequencer {
@@ -191,6 +194,7 @@ impl Sequencer {
             gave_up: false,
             latest_t: 0,
             counters: Counters::default(),
+            log: None,
         }
     }
 
@@ -263,6 +267,26 @@ impl Sequencer {
         &self.counters
     }
 
+    /// Starts (or stops) recording gap events: opened, filled, given up,
+    /// joined. They are taken with [`take_events`](Self::take_events).
+    pub fn record(&mut self, on: bool) {
+        self.log = on.then(Vec::new);
+    }
+
+    /// Moves the gap events recorded so far to the end of `into`.
+    pub fn take_events(&mut self, into: &mut Vec<Event>) {
+        if let Some(log) = &mut self.log {
+            into.append(log);
+        }
+    }
+
+    #[cold]
+    fn note(&mut self, e: Event) {
+        if let Some(log) = &mut self.log {
+            log.push(e);
+        }
+    }
+
     /// Gives up every open gap whose deadline is strictly before `t`, lowest
     /// first, applying what each unblocks. Call before every datagram routed
     /// to the stream (rejected ones too) and before every check. Returns the
@@ -270,7 +294,7 @@ impl Sequencer {
     pub fn expire(&mut self, t: u64, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
         let mut n = 0;
         while self.gaps.front().is_some_and(|g| g.deadline < t) {
-            self.give_up_lowest(apply);
+            self.give_up_lowest(false, apply);
             n += 1;
         }
         n
@@ -311,6 +335,9 @@ impl Sequencer {
         if first_packet {
             let first = if start > self.settings.join_gap_max.saturating_add(1) {
                 self.joined = true;
+                if self.log.is_some() {
+                    self.note(Event::Joined { first: start });
+                }
                 start
             } else {
                 1
@@ -353,14 +380,14 @@ impl Sequencer {
                 }
                 out.applied += self.drain(apply);
                 while self.held.index.len() > self.settings.max_held && !self.gaps.is_empty() {
-                    out.applied += self.give_up_lowest(apply);
+                    out.applied += self.give_up_lowest(true, apply);
                     out.given_up += 1;
                 }
                 out.alive = fresh;
             }
         }
         while self.gaps.len() > MAX_GAPS {
-            out.applied += self.give_up_lowest(apply);
+            out.applied += self.give_up_lowest(true, apply);
             out.given_up += 1;
         }
         out
@@ -387,14 +414,18 @@ impl Sequencer {
     fn open_gap(&mut self, lo: u64, hi: u64, t: u64, first: bool) {
         let mut filled = self.pool.pop().unwrap_or_default();
         filled.clear();
+        let deadline = t.saturating_add(self.settings.gap_timeout_ns);
         self.gaps.push_back(Gap {
             lo,
             hi,
             missing: hi - lo,
-            deadline: t.saturating_add(self.settings.gap_timeout_ns),
+            deadline,
             filled,
             first,
         });
+        if self.log.is_some() {
+            self.note(Event::GapOpened { lo, hi, deadline });
+        }
     }
 
     #[inline]
@@ -423,6 +454,9 @@ impl Sequencer {
             self.held.put(q, m.bytes());
             if g.missing == 0 {
                 if let Some(g) = self.gaps.remove(i) {
+                    if self.log.is_some() {
+                        self.note(Event::GapFilled { lo: g.lo, hi: g.hi });
+                    }
                     self.pool.push(g.filled);
                 }
             }
@@ -449,11 +483,22 @@ impl Sequencer {
 
     /// Gives up the lowest open gap: its missing messages are lost (or, for
     /// a session's first gap, the stream counts as joined), what it holds
-    /// is applied in order, and `next` steps over it.
-    fn give_up_lowest(&mut self, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+    /// is applied in order, and `next` steps over it. `room`: given up to
+    /// make room, not by time (for the event log).
+    fn give_up_lowest(&mut self, room: bool, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
         let Some(mut g) = self.gaps.pop_front() else {
             return 0;
         };
+        if self.log.is_some() {
+            self.note(Event::GapGivenUp {
+                lo: g.lo,
+                hi: g.hi,
+                missing: g.missing,
+                deadline: g.deadline,
+                first: g.first,
+                room,
+            });
+        }
         self.counters.gaps_given_up += 1;
         if g.first {
             self.joined = true;

@@ -1,0 +1,823 @@
+//! `--explain FEED SYMBOL` for an ITCH feed: the symbol's verdict changes
+//! over a MoldUDP64 capture or a BinaryFILE replay, each with its cause.
+//!
+//! [`ItchExplain`] is a [`replay::Observer`](crate::replay::Observer). It
+//! asks the feed to [`watch`](crate::protocol::itch50::feed::Feed::watch)
+//! the symbol, so the feed itself reports what it did as it applied each
+//! packet or record ([`event`](crate::protocol::itch50::event): gaps opened,
+//! filled, given up; joins and sessions; system events; the symbol's halts
+//! and the order messages that crossed, uncrossed, emptied or first filled
+//! its book). Every verdict shown is the feed's own
+//! ([`Handler::verdict`]), read after each step; nothing is decoded twice.
+//!
+//! Between two packets of the feed only time moves, and the verdict can
+//! change only at these instants, each taken in time order:
+//!
+//! - a gap's deadline + 1 ns: a check then gives the gap up (spec itch50
+//!   §3.2), so the observer gives it up there, as a check would
+//!   ([`Handler::before_check`]), and reads what it unblocked;
+//! - `last_alive + stale_threshold + 1` (stale) and
+//!   `source_watermark + offset + source_threshold + 1` (stale_at_source),
+//!   the first nanoseconds where the strict comparisons of spec itch50 §4
+//!   hold.
+//!
+//! A check at `T` therefore answers the verdict after the last step at or
+//! before `T` (`no_quote` before the first); a test holds this against the
+//! replay's own answers on the fixtures.
+
+use super::iso;
+use super::text::{dur, rel, rel_i, ticks};
+use crate::capture::Datagram;
+use crate::config::FeedConfig;
+use crate::handler::Handler;
+use crate::protocol::itch50::book::{Price, Top};
+use crate::protocol::itch50::event::{crossed, empty, Event, PacketInfo};
+use crate::protocol::itch50::message::Side;
+use crate::protocol::itch50::sequencer::Outcome;
+use crate::protocol::Rejected;
+use crate::replay::{Observer, RECOVERY_LINE};
+use crate::symbol::Symbol;
+use crate::verdict::{Reasons, Thresholds};
+use std::fmt::Write as _;
+use std::net::SocketAddrV4;
+
+/// What made a step happen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Trigger {
+    /// A datagram of the feed, on `line` (0 = A, 1 = B, 2 = recovery).
+    Datagram {
+        /// Its destination.
+        dst: SocketAddrV4,
+        /// Line index.
+        line: usize,
+        /// Its header and what it did, when accepted.
+        packet: Option<(PacketInfo, Outcome)>,
+        /// Why it was rejected, if it was.
+        rejected: Option<&'static str>,
+    },
+    /// A BinaryFILE record (`index` is 0-based; its sequence is `index + 1`).
+    Record {
+        /// The record's index.
+        index: u64,
+    },
+    /// A gap's deadline passed: given up at its first nanosecond after.
+    Deadline,
+    /// No proof of life for longer than the stale threshold.
+    Silence {
+        /// Last arrival that proved the feed alive, ns.
+        last_alive: u64,
+        /// Stale threshold, ns.
+        threshold_ns: u64,
+    },
+    /// The latest complete source time is older than the source threshold.
+    SourceAge {
+        /// Source watermark, ns since the Unix epoch (exchange clock).
+        watermark: i128,
+        /// Clock offset in force, ns.
+        offset: i128,
+        /// Source threshold, ns.
+        threshold_ns: u64,
+    },
+}
+
+/// One moment of the symbol's history: what happened and the feed's verdict
+/// before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// When, ns since the Unix epoch (local clock).
+    pub time: u64,
+    /// What made it happen.
+    pub trigger: Trigger,
+    /// What the feed reported doing (packet headers are in the trigger).
+    pub events: Vec<Event>,
+    /// The clock offset before and after, when it changed at this step, ns.
+    pub offset: Option<(i128, i128)>,
+    /// The feed's verdict before.
+    pub before: Reasons,
+    /// The feed's verdict after.
+    pub after: Reasons,
+}
+
+impl Step {
+    /// True when the verdict changed.
+    pub fn changed(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+/// The feed's state at `--at`, read from the feed itself.
+#[derive(Debug, Clone)]
+struct AtState {
+    line: String,
+}
+
+/// The replay observer behind `--explain` on an ITCH feed.
+pub struct ItchExplain {
+    feed: u16,
+    name: String,
+    lines: Vec<SocketAddrV4>,
+    gap_timeout_ns: u64,
+    symbol: Symbol,
+    th: Thresholds,
+    at: Option<u64>,
+    at_state: Option<AtState>,
+    watching: bool,
+    /// Everything up to this time is accounted for, ns.
+    t: u64,
+    verdict: Reasons,
+    offset: i128,
+    origin: Option<u64>,
+    last_arrival: Option<u64>,
+    file: bool,
+    scratch: Vec<Event>,
+    steps: Vec<Step>,
+}
+
+impl ItchExplain {
+    /// An observer for `symbol` of feed `id` (its configuration `feed`);
+    /// `at` keeps the feed's state at that time for [`answer_at`](Self::answer_at).
+    pub fn new(id: u16, feed: &FeedConfig, symbol: Symbol, at: Option<u64>) -> ItchExplain {
+        ItchExplain {
+            feed: id,
+            name: feed.name.clone(),
+            lines: feed.lines.clone(),
+            gap_timeout_ns: feed.itch.as_ref().map_or(0, |c| c.gap_timeout_ns),
+            symbol,
+            th: feed.thresholds_for(symbol),
+            at,
+            at_state: None,
+            watching: false,
+            t: 0,
+            verdict: Reasons::NO_QUOTE,
+            offset: 0,
+            origin: None,
+            last_arrival: None,
+            file: false,
+            scratch: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// Every step kept: those that changed the verdict, and those with an
+    /// event that explains it (gaps, sessions, system events, the symbol's
+    /// halts and book crossings), in time order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The input's first arrival (the origin of relative times), if any.
+    pub fn origin(&self) -> Option<u64> {
+        self.origin
+    }
+
+    /// The input's latest arrival, if any.
+    pub fn last_arrival(&self) -> Option<u64> {
+        self.last_arrival
+    }
+
+    /// The verdict the steps imply at `t`: the last step's at or before it.
+    pub fn verdict_at(&self, t: u64) -> Reasons {
+        let i = self.steps.partition_point(|s| s.time <= t);
+        self.steps[..i]
+            .iter()
+            .rev()
+            .find(|s| s.changed())
+            .map_or(Reasons::NO_QUOTE, |s| s.after)
+    }
+
+    fn watch(&mut self, handler: &mut Handler) {
+        if self.watching {
+            return;
+        }
+        self.watching = true;
+        if let Some(it) = handler
+            .feeds_mut()
+            .get_mut(self.feed as usize)
+            .and_then(|f| f.itch_mut())
+        {
+            it.watch(self.symbol);
+            self.offset = it.offset();
+        }
+    }
+
+    /// The next threshold crossing in `(self.t, to]`, with its trigger.
+    fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
+        let it = handler.feeds().get(self.feed as usize)?.itch()?;
+        let mut next: Option<(u64, Trigger)> = None;
+        let mut consider = |c: i128, trigger: Trigger| {
+            if c > self.t as i128 && c <= to as i128 && next.is_none_or(|(n, _)| (c as u64) < n) {
+                next = Some((c as u64, trigger));
+            }
+        };
+        if let Some(a) = it.last_alive() {
+            consider(
+                a as i128 + self.th.stale_ns as i128 + 1,
+                Trigger::Silence {
+                    last_alive: a,
+                    threshold_ns: self.th.stale_ns,
+                },
+            );
+        }
+        if let Some(w) = it.source_watermark() {
+            let offset = it.offset();
+            consider(
+                w + offset + self.th.source_ns as i128 + 1,
+                Trigger::SourceAge {
+                    watermark: w,
+                    offset,
+                    threshold_ns: self.th.source_ns,
+                },
+            );
+        }
+        next
+    }
+
+    /// Brings the history up to `to` (inclusive): every gap deadline and
+    /// threshold crossing up to it, in time order.
+    fn advance(&mut self, handler: &mut Handler, to: u64) {
+        loop {
+            let Some(it) = handler
+                .feeds()
+                .get(self.feed as usize)
+                .and_then(|f| f.itch())
+            else {
+                return;
+            };
+            let deadline = it
+                .sequencer()
+                .gaps()
+                .next()
+                .map(|(.., deadline)| deadline.saturating_add(1))
+                .filter(|&e| e <= to);
+            let crossing = self.crossing(handler, to);
+            match (deadline, crossing) {
+                (Some(e), c) if c.is_none_or(|(c, _)| e <= c) => {
+                    let e = e.max(self.t);
+                    handler.before_check(self.feed, e);
+                    self.step(handler, e, Trigger::Deadline);
+                }
+                (_, Some((c, trigger))) => self.step(handler, c, trigger),
+                _ => return,
+            }
+        }
+    }
+
+    /// Reads what the feed did and its verdict at `time`, and keeps the
+    /// step if the verdict changed or an event explains it.
+    fn step(&mut self, handler: &mut Handler, time: u64, mut trigger: Trigger) {
+        self.t = self.t.max(time);
+        let Some(it) = handler
+            .feeds_mut()
+            .get_mut(self.feed as usize)
+            .and_then(|f| f.itch_mut())
+        else {
+            return;
+        };
+        self.scratch.clear();
+        it.take_events(&mut self.scratch);
+        let offset = it.offset();
+        let after = handler.verdict(self.feed, self.symbol, self.t);
+        let mut events = Vec::new();
+        for e in self.scratch.drain(..) {
+            match (e, &mut trigger) {
+                (Event::Packet { packet, outcome }, Trigger::Datagram { packet: p, .. }) => {
+                    *p = Some((packet, outcome));
+                }
+                (Event::Packet { .. }, _) => {}
+                (e, _) => events.push(e),
+            }
+        }
+        // Sessions and joins first, then gaps, then the messages in order.
+        events.sort_by_key(|e| match e {
+            Event::NewSession { .. } => 0,
+            Event::Joined { .. } => 1,
+            Event::GapOpened { .. } | Event::GapFilled { .. } | Event::GapGivenUp { .. } => 2,
+            _ => 3,
+        });
+        let offset_change = (offset != self.offset).then_some((self.offset, offset));
+        self.offset = offset;
+        let before = self.verdict;
+        self.verdict = after;
+        if before != after || !events.is_empty() {
+            self.steps.push(Step {
+                time: self.t,
+                trigger,
+                events,
+                offset: offset_change,
+                before,
+                after,
+            });
+        }
+    }
+
+    fn keep_at_state(&mut self, handler: &Handler) {
+        let (Some(at), None) = (self.at, &self.at_state) else {
+            return;
+        };
+        let Some(it) = handler
+            .feeds()
+            .get(self.feed as usize)
+            .and_then(|f| f.itch())
+        else {
+            return;
+        };
+        let origin = self.origin.unwrap_or(at);
+        let seq = it.sequencer();
+        let mut line = format!(
+            "  state: session {}, next seq {}, {} gaps open, suspect {}, joined {}, hours {}",
+            it.session().map_or("none".into(), |s| s.display()),
+            seq.next().map_or("none".into(), |n| n.to_string()),
+            seq.gaps_open(),
+            seq.suspect(),
+            seq.joined(),
+            match it.hours() {
+                crate::protocol::itch50::feed::Hours::Open => "open",
+                crate::protocol::itch50::feed::Hours::Closed => "closed",
+            }
+        );
+        if let Some(a) = it.last_alive() {
+            let _ = write!(
+                line,
+                ", last alive {} ({} before; stale after {})",
+                rel(a, origin),
+                dur(at as i128 - a as i128),
+                dur(self.th.stale_ns as i128)
+            );
+        }
+        if let Some(w) = it.source_watermark() {
+            let _ = write!(
+                line,
+                ", source age {} at clock offset {} (stale_at_source after {})",
+                dur(at as i128 - w - it.offset()),
+                dur(it.offset()),
+                dur(self.th.source_ns as i128)
+            );
+        }
+        match it.symbol(self.symbol) {
+            Some((s, top, orders)) => {
+                let _ = write!(line, ", book {} ({orders} orders)", top_text(&top));
+                if s.trading_state != 0 {
+                    let _ = write!(line, ", trading state {}", char::from(s.trading_state));
+                }
+                if s.operational_halt {
+                    line.push_str(", operational halt");
+                }
+            }
+            None => line.push_str(", symbol not in the session"),
+        }
+        line.push('\n');
+        self.at_state = Some(AtState { line });
+    }
+
+    /// The `--explain` text: a header line (`# …`), then one step per line:
+    /// every step that changed the verdict, and with `all` also those that
+    /// did not but explain it. A symbol never in a session gets one line.
+    pub fn explanation(&self, all: bool) -> String {
+        let origin = self.origin.unwrap_or(0);
+        let mut out = self.header();
+        let mut any = false;
+        for s in self.steps.iter().filter(|s| all || s.changed()) {
+            out.push_str(&self.render(s, origin));
+            out.push('\n');
+            any = true;
+        }
+        if !any && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
+            let _ = writeln!(
+                out,
+                "{} {}: never quoted in this {}: every check answers no_quote",
+                self.name,
+                self.symbol,
+                self.input()
+            );
+        }
+        out
+    }
+
+    fn input(&self) -> &'static str {
+        if self.file {
+            "file"
+        } else {
+            "capture"
+        }
+    }
+
+    fn header(&self) -> String {
+        let first = if self.file {
+            "the file's first record"
+        } else {
+            "the capture's first datagram"
+        };
+        // A BinaryFILE has no gaps: its records are sequences 1, 2, 3, …
+        let gaps = if self.file {
+            String::new()
+        } else {
+            format!(", gaps given up after {}", dur(self.gap_timeout_ns as i128))
+        };
+        format!(
+            "# {} {}: itch50 feed, stale after {} without a {} proving the feed alive, stale_at_source after {} of source age{gaps}; times from {first} at {}\n",
+            self.name,
+            self.symbol,
+            dur(self.th.stale_ns as i128),
+            if self.file { "record" } else { "packet" },
+            dur(self.th.source_ns as i128),
+            iso(self.origin.unwrap_or(0)),
+        )
+    }
+
+    /// One step as a line of `--explain` output (no newline).
+    pub fn render(&self, s: &Step, origin: u64) -> String {
+        let mut out = format!(
+            "{}  {:>15}  {}",
+            iso(s.time),
+            rel(s.time, origin),
+            self.describe(s, origin)
+        );
+        if s.changed() {
+            let _ = write!(out, "   {} -> {}", s.before, s.after);
+        } else {
+            let _ = write!(out, "   {} (unchanged)", s.after);
+        }
+        out
+    }
+
+    fn line_name(&self, line: usize) -> &'static str {
+        match line {
+            0 => "line A",
+            1 => "line B",
+            RECOVERY_LINE => "recovery channel",
+            _ => "line ?",
+        }
+    }
+
+    fn describe(&self, s: &Step, origin: u64) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let ends_stale = s.before.contains(Reasons::STALE) && !s.after.contains(Reasons::STALE);
+        match s.trigger {
+            Trigger::Datagram {
+                dst,
+                line,
+                packet,
+                rejected,
+            } => {
+                let mut p = match packet {
+                    Some((info, outcome)) => packet_text(&info, &outcome, ends_stale),
+                    None => format!("rejected packet ({})", rejected.unwrap_or("?")),
+                };
+                let _ = write!(p, " on {} {dst}", self.line_name(line));
+                parts.push(p);
+            }
+            Trigger::Record { index } => {
+                let alive = if ends_stale {
+                    " (proves the feed alive)"
+                } else {
+                    ""
+                };
+                parts.push(format!("record {index} (seq {}){alive}", index + 1))
+            }
+            Trigger::Deadline => {}
+            Trigger::Silence {
+                last_alive,
+                threshold_ns,
+            } => parts.push(format!(
+                "silence: no {} proving the feed alive since {}, over the {} stale threshold",
+                if self.file { "record" } else { "packet" },
+                rel(last_alive, origin),
+                dur(threshold_ns as i128)
+            )),
+            Trigger::SourceAge {
+                watermark,
+                offset,
+                threshold_ns,
+            } => parts.push(format!(
+                "source age: the feed's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
+                rel_i(watermark + offset, origin),
+                dur(offset),
+                dur(threshold_ns as i128)
+            )),
+        }
+        let source_moved = s.before.contains(Reasons::STALE_AT_SOURCE)
+            != s.after.contains(Reasons::STALE_AT_SOURCE);
+        if let (Some((from, to)), true) = (s.offset, source_moved) {
+            parts.push(format!("clock offset {} -> {}", dur(from), dur(to)));
+        }
+        for e in &s.events {
+            parts.push(event_text(e, origin));
+        }
+        parts.join("; ")
+    }
+
+    /// The `--at` text: the verdict at `time` (the replay's own answer,
+    /// `answer`), the step that set each reason (or, when ok, the step
+    /// since which it is ok), and the feed's state then.
+    pub fn answer_at(&self, time: u64, answer: Reasons) -> String {
+        let origin = self.origin.unwrap_or(time);
+        let mut out = format!(
+            "{} {} at {} ({}): {answer}\n",
+            self.name,
+            self.symbol,
+            iso(time),
+            rel(time, origin).trim_start()
+        );
+        let steps: Vec<&Step> = self.steps.iter().filter(|s| s.time <= time).collect();
+        if answer.is_ok() {
+            if let Some(s) = steps.iter().rev().find(|s| s.changed()) {
+                let _ = writeln!(out, "  ok since        {}", self.render(s, origin));
+            }
+        } else {
+            for (bit, reason) in Reasons::ORDER {
+                if !answer.contains(bit) {
+                    continue;
+                }
+                match steps
+                    .iter()
+                    .rev()
+                    .find(|s| s.after.contains(bit) && !s.before.contains(bit))
+                {
+                    Some(s) => {
+                        let _ = writeln!(out, "  {reason:<15} {}", self.render(s, origin));
+                    }
+                    None => {
+                        let _ = writeln!(out, "  {reason:<15} since the start");
+                    }
+                }
+            }
+        }
+        if let Some(a) = &self.at_state {
+            out.push_str(&a.line);
+        }
+        let derived = self.verdict_at(time);
+        if derived != answer {
+            let _ = writeln!(
+                out,
+                "  note: the steps imply {derived}, the replay answered {answer}"
+            );
+        }
+        out
+    }
+}
+
+impl Observer for ItchExplain {
+    fn before(&mut self, handler: &mut Handler, feed: Option<u16>, d: &Datagram<'_>) {
+        self.origin.get_or_insert(d.time_ns);
+        self.last_arrival = Some(self.last_arrival.map_or(d.time_ns, |l| l.max(d.time_ns)));
+        if feed == Some(self.feed) {
+            self.watch(handler);
+            self.advance(handler, d.time_ns);
+        }
+    }
+
+    fn after(
+        &mut self,
+        handler: &mut Handler,
+        feed: u16,
+        d: &Datagram<'_>,
+        result: Result<(), Rejected>,
+    ) {
+        if feed != self.feed {
+            return;
+        }
+        let line = match self.lines.iter().position(|l| *l == d.dst) {
+            Some(i) => i,
+            None => RECOVERY_LINE,
+        };
+        let trigger = Trigger::Datagram {
+            dst: d.dst,
+            line,
+            packet: None,
+            rejected: result.err().map(|r| r.as_str()),
+        };
+        self.step(handler, d.time_ns, trigger);
+    }
+
+    fn before_check(&mut self, handler: &mut Handler, feed: u16, at: u64) {
+        if feed != self.feed {
+            return;
+        }
+        self.watch(handler);
+        self.advance(handler, at);
+        if self.at == Some(at) {
+            self.keep_at_state(handler);
+        }
+    }
+
+    fn before_record(&mut self, handler: &mut Handler, feed: u16, _index: u64, time: Option<u64>) {
+        if feed != self.feed {
+            return;
+        }
+        self.file = true;
+        self.watch(handler);
+        if let Some(t) = time {
+            self.origin.get_or_insert(t);
+            self.last_arrival = Some(self.last_arrival.map_or(t, |l| l.max(t)));
+            self.advance(handler, t);
+        }
+    }
+
+    fn after_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
+        if let (true, Some(t)) = (feed == self.feed, time) {
+            self.step(handler, t, Trigger::Record { index });
+        }
+    }
+
+    /// The end: the gaps still open are given up at their deadlines and the
+    /// threshold crossings still to come are listed (checks after the end
+    /// see them).
+    fn end(&mut self, handler: &mut Handler) {
+        if self.watching {
+            self.advance(handler, u64::MAX);
+        }
+    }
+}
+
+/// A price in 1/10,000 dollar as dollars: `190.0600`.
+fn price(p: Price) -> String {
+    format!("{}.{:04}", p / 10_000, p % 10_000)
+}
+
+fn top_text(t: &Top) -> String {
+    let side =
+        |s: Option<(Price, u64)>| s.map_or("none".into(), |(p, n)| format!("{} x {n}", price(p)));
+    format!("bid {}, ask {}", side(t.bid), side(t.ask))
+}
+
+/// A timestamp in ns since midnight as `09:30:00.000000123`.
+fn clock(ts: u64) -> String {
+    let s = ts / 1_000_000_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:09}",
+        s / 3600,
+        s % 3600 / 60,
+        s % 60,
+        ts % 1_000_000_000
+    )
+}
+
+fn seqs(lo: u64, hi: u64) -> String {
+    if hi == lo + 1 {
+        format!("seq {lo}")
+    } else {
+        format!("seq {lo}..{}", hi - 1)
+    }
+}
+
+/// A packet and what it did; `ends_stale`: say that it proved the feed alive.
+fn packet_text(p: &PacketInfo, o: &Outcome, ends_stale: bool) -> String {
+    let session = p.session.display();
+    let mut s = match p.count {
+        0 => format!("heartbeat session {session} next seq {}", p.sequence),
+        0xFFFF => format!(
+            "end of session {session} at seq {}: hours closed",
+            p.sequence
+        ),
+        n => format!("packet session {session} seq {} count {n}", p.sequence),
+    };
+    if o.stale_session {
+        s.push_str(" (an earlier session's: ignored)");
+    } else if o.alive && ends_stale {
+        s.push_str(" (proves the feed alive)");
+    } else if p.count != 0 && p.count != 0xFFFF && o.duplicates == p.count as u32 {
+        s.push_str(" (all duplicates)");
+    }
+    s
+}
+
+fn event_text(e: &Event, origin: u64) -> String {
+    match *e {
+        Event::Packet { packet, outcome } => packet_text(&packet, &outcome, false),
+        Event::GapOpened { lo, hi, deadline } => format!(
+            "gap opened: {} missing ({}), given up after {}",
+            seqs(lo, hi),
+            ticks(hi - lo),
+            rel(deadline, origin)
+        ),
+        Event::GapFilled { lo, hi } => format!("gap {} filled", seqs(lo, hi)),
+        Event::GapGivenUp {
+            lo,
+            hi,
+            missing,
+            deadline,
+            first,
+            room,
+        } => {
+            let why = if room {
+                "given up for room (max_held)".to_string()
+            } else {
+                format!("expired (deadline {})", rel(deadline, origin))
+            };
+            if first {
+                format!(
+                    "the session's first gap {} {why}: joined mid-session",
+                    seqs(lo, hi)
+                )
+            } else {
+                format!("gap {} {why}: {} lost", seqs(lo, hi), ticks(missing))
+            }
+        }
+        Event::Joined { first } => {
+            format!("mid-session join: the session's first packet starts at seq {first}")
+        }
+        Event::NewSession { session } => format!(
+            "session {} begins: books and symbols start empty",
+            session.display()
+        ),
+        Event::SystemEvent { code, timestamp } => {
+            let what = match code {
+                b'O' => "start of messages: hours closed",
+                b'S' => "start of system hours: hours open",
+                b'Q' => "start of market hours",
+                b'M' => "end of market hours",
+                b'E' => "end of system hours: hours closed",
+                b'C' => "end of messages: hours closed",
+                _ => "unknown code",
+            };
+            format!(
+                "system event {} ({what}) at {}",
+                code.escape_ascii(),
+                clock(timestamp)
+            )
+        }
+        Event::TradingAction {
+            state,
+            reason,
+            timestamp,
+            ..
+        } => {
+            let what = match state {
+                b'H' => "halted",
+                b'P' => "paused",
+                b'Q' => "quotation only",
+                b'T' => "trading",
+                _ => "unknown state",
+            };
+            let reason = reason.escape_ascii().to_string();
+            let reason = match reason.trim_end() {
+                "" => "no reason".to_string(),
+                r => format!("reason '{r}'"),
+            };
+            format!(
+                "trading action {} ({what}), {reason}, at {}",
+                state.escape_ascii(),
+                clock(timestamp)
+            )
+        }
+        Event::OperationalHalt {
+            market,
+            action,
+            timestamp,
+            ..
+        } => format!(
+            "operational halt on market {}: {} at {}",
+            market.escape_ascii(),
+            match action {
+                b'H' => "halted",
+                b'T' => "resumed",
+                _ => "unknown action",
+            },
+            clock(timestamp)
+        ),
+        Event::Book {
+            change,
+            before,
+            after,
+            timestamp,
+            ..
+        } => {
+            let what = match change.code {
+                b'A' | b'F' => "add",
+                b'U' => "replace to",
+                b'E' | b'C' => "execution of",
+                b'X' => "cancel of",
+                b'D' => "delete of",
+                _ => "message on",
+            };
+            let mut s = format!("{what} order {}", change.order);
+            if let Some(o) = change.resting {
+                let side = match o.side {
+                    Side::Buy => "buy",
+                    Side::Sell => "sell",
+                };
+                let _ = write!(s, " ({side}");
+                if change.shares > 0 {
+                    let _ = write!(s, " {}", change.shares);
+                }
+                let _ = write!(s, " @ {})", price(change.price.unwrap_or(o.price)));
+            }
+            let effect = if crossed(&after) && !crossed(&before) {
+                "crossed the book"
+            } else if crossed(&before) && !crossed(&after) {
+                "uncrossed the book"
+            } else if empty(&after) {
+                "emptied the book"
+            } else {
+                "first order in the book"
+            };
+            let _ = write!(
+                s,
+                " at {}: {effect}, now {}",
+                clock(timestamp),
+                top_text(&after)
+            );
+            s
+        }
+    }
+}

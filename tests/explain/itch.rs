@@ -1,0 +1,366 @@
+//! `replay --explain FEED SYMBOL` on ITCH feeds: the verdict the steps imply
+//! equals the feed's own answer at every change and every check of the
+//! fixtures (captures and BinaryFILE), golden outputs, and the causes a
+//! crafted capture shows (a gap given up at its deadline unblocking a halt,
+//! an order crossing the book, a session change, a mid-session join).
+//!
+//! Goldens: `TICKGUARD_BLESS=1 cargo nextest run --test explain itch`
+//! rewrites them.
+
+use super::tickguard;
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::capture::CaptureReader;
+use tickguard::config::Config;
+use tickguard::explain::ItchExplain;
+use tickguard::protocol::itch50::message::encode;
+use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+use tickguard::replay::{replay, replay_file, replay_file_with, replay_with, Check, Outcome};
+use tickguard::symbol::Symbol;
+use tickguard::verdict::Reasons;
+
+const SYMBOLS: [&str; 9] = [
+    "AAPL", "MSFT", "NVDA", "AMZN", "GOOGL", "META", "QQQ", "TSLA", "ZZZZ",
+];
+const DATE: &str = "2026-01-05";
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/itch")
+}
+
+fn config() -> Config {
+    Config::load(&dir().join("config.toml")).unwrap()
+}
+
+fn sym(s: &str) -> Symbol {
+    Symbol::parse(s).unwrap()
+}
+
+fn checks(symbol: &str, times: impl IntoIterator<Item = u64>) -> Vec<Check> {
+    times
+        .into_iter()
+        .map(|t| Check {
+            time_ns: t,
+            feed: "nasdaq".into(),
+            symbol: symbol.into(),
+        })
+        .collect()
+}
+
+/// The fixture checks' times.
+fn fixture_times() -> Vec<u64> {
+    let text = std::fs::read_to_string(dir().join("checks.csv")).unwrap();
+    let mut t: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next()?.parse().ok())
+        .collect();
+    t.dedup();
+    t
+}
+
+/// Replays `input` (a capture, or a BinaryFILE when its name has `.itch`)
+/// with `observer`.
+fn run(
+    config: &Config,
+    input: &str,
+    checks: &[Check],
+    observer: Option<&mut ItchExplain>,
+) -> Outcome {
+    let path = dir().join(input);
+    if input.contains(".itch") {
+        let date = DATE.parse().unwrap();
+        return match observer {
+            Some(x) => replay_file_with(config, "nasdaq", date, &path, checks, |_| {}, x),
+            None => replay_file(config, "nasdaq", date, &path, checks, |_| {}),
+        }
+        .unwrap();
+    }
+    let mut reader = CaptureReader::open(&path).unwrap();
+    match observer {
+        Some(x) => replay_with(config, &mut reader, checks, |_| {}, x),
+        None => replay(config, &mut reader, checks, |_| {}),
+    }
+}
+
+fn explainer(config: &Config, symbol: &str) -> ItchExplain {
+    ItchExplain::new(0, &config.feeds[0], sym(symbol), None)
+}
+
+/// For every fixture and symbol: the verdict the steps imply equals the
+/// replay's own answer at each step, a nanosecond either side, and every
+/// fixture check; and watching the feed changes none of the replay's
+/// answers or its summary.
+#[test]
+fn explanation_agrees_with_the_feeds_own_verdict_at_every_change() {
+    let config = config();
+    for input in [
+        "session.pcap",
+        "join.pcap",
+        "session.itch",
+        "session.itch.gz",
+    ] {
+        for symbol in SYMBOLS {
+            let mut x = explainer(&config, symbol);
+            let fixture = checks(symbol, fixture_times());
+            let watched = run(&config, input, &fixture, Some(&mut x));
+            let plain = run(&config, input, &fixture, None);
+            assert_eq!(watched.answers, plain.answers, "{input} {symbol}");
+            assert_eq!(
+                serde_json::to_string(&watched.summary).unwrap(),
+                serde_json::to_string(&plain.summary).unwrap(),
+                "{input} {symbol}: watching changed the summary"
+            );
+            let mut times: Vec<u64> = x
+                .steps()
+                .iter()
+                .flat_map(|s| [s.time.saturating_sub(1), s.time, s.time.saturating_add(1)])
+                .chain(fixture_times())
+                .collect();
+            times.sort_unstable();
+            times.dedup();
+            let answers = run(&config, input, &checks(symbol, times.clone()), None).answers;
+            for (t, a) in times.iter().zip(&answers) {
+                assert_eq!(
+                    x.verdict_at(*t),
+                    a.reasons,
+                    "{input} {symbol} at {t}: the steps imply {}, the feed answered {}",
+                    x.verdict_at(*t),
+                    a.reasons
+                );
+            }
+            if symbol != "ZZZZ" {
+                assert!(
+                    x.steps().iter().filter(|s| s.changed()).count() > 2,
+                    "{input} {symbol}"
+                );
+            }
+        }
+    }
+}
+
+fn p(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+/// `replay INPUT --config fixtures/itch/config.toml [BinaryFILE flags] --explain nasdaq SYMBOL extra…`.
+fn explain(input: &str, symbol: &str, extra: &[&str]) -> super::Run {
+    let mut args = vec![
+        "replay".to_string(),
+        p(&dir().join(input)),
+        "--config".into(),
+        p(&dir().join("config.toml")),
+    ];
+    if input.contains(".itch") {
+        args.extend(["--feed", "nasdaq", "--date", DATE].map(String::from));
+    }
+    args.extend(["--explain", "nasdaq", symbol].map(String::from));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    tickguard(&args)
+}
+
+/// Golden outputs: (input, symbol, extra flags, golden file).
+const GOLDEN: &[(&str, &str, &[&str], &str)] = &[
+    ("session.pcap", "NVDA", &[], "session.explain-NVDA.txt"),
+    (
+        "join.pcap",
+        "AMZN",
+        &["--explain-all"],
+        "join.explain-all-AMZN.txt",
+    ),
+    (
+        "session.itch.gz",
+        "TSLA",
+        &[],
+        "session.itch.explain-TSLA.txt",
+    ),
+    (
+        "session.pcap",
+        "NVDA",
+        &["--at", "2026-01-05T14:30:07.2Z"],
+        "session.at-NVDA.txt",
+    ),
+];
+
+#[test]
+fn explanations_match_their_goldens() {
+    let bless = std::env::var_os("TICKGUARD_BLESS").is_some();
+    for (input, symbol, extra, golden) in GOLDEN {
+        let out = explain(input, symbol, extra);
+        assert_eq!(out.code, 0, "{input} {symbol}: {}", out.stderr);
+        let path = dir().join(golden);
+        if bless {
+            std::fs::write(&path, &out.stdout).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            out.stdout == want,
+            "fixtures/itch/{golden} differs from the output:\n{}",
+            out.stdout
+        );
+    }
+}
+
+/// The plain and gzip BinaryFILE explain the same; no progress bar on a pipe.
+#[test]
+fn binaryfile_plain_and_gzip_explain_alike_without_a_progress_bar() {
+    let plain = explain("session.itch", "NVDA", &[]);
+    let gz = explain("session.itch.gz", "NVDA", &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!(plain.stdout, gz.stdout);
+    assert!(plain.stdout.contains("record "), "{}", plain.stdout);
+    for run in [&plain, &gz] {
+        assert!(run.stderr.is_empty(), "stderr: {}", run.stderr);
+    }
+}
+
+#[test]
+fn explain_errors_are_one_line() {
+    let r = explain("session.itch", "NVDA", &["--timeline", "/tmp/x.svg"]);
+    assert_eq!(r.code, 2);
+    let r = explain("session.pcap", "NVDA", &["--timeline", "/tmp/x.svg"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("--timeline draws SQF feeds only"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    let r = explain("session.pcap", "NOSUCH", &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("never quoted"), "{}", r.stdout);
+}
+
+const MS: u64 = 1_000_000;
+/// 2026-01-05 14:30:00 UTC: 09:30 in New York.
+const T0: u64 = 1_767_623_400_000_000_000;
+const OPEN: u64 = 34_200_000_000_000;
+const A: &str = "239.2.1.1:26477";
+const S1: Session = Session(*b"2026010501");
+const S2: Session = Session(*b"2026010502");
+
+fn packet(session: Session, first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = PacketBuilder::new(session, first);
+    for m in messages {
+        b.message(m);
+    }
+    b.finish()
+}
+
+fn write_capture(path: &Path, packets: &[(u64, Vec<u8>)]) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    for (t, p) in packets {
+        w.write_udp(*t, src, A.parse().unwrap(), p).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// A gap whose deadline passes with a halt held behind it: the halt is
+/// applied at the deadline's next nanosecond, long before the next packet,
+/// and explain says so then; an order that crosses the book names itself
+/// and the top; a new session and a mid-session join start over.
+#[test]
+fn crafted_capture_shows_each_cause_at_its_time() {
+    let x = sym("XYZ");
+    let packets = vec![
+        (
+            T0,
+            packet(
+                S1,
+                1,
+                &[
+                    encode::stock_directory(5, OPEN, x),
+                    encode::add_order(5, OPEN + 1, 1, Side::Buy, 100, x, 100_000, None),
+                    encode::add_order(5, OPEN + 2, 2, Side::Sell, 50, x, 101_000, None),
+                ],
+            ),
+        ),
+        // 4 is lost; 5 (a halt) is held behind the gap.
+        (
+            T0 + MS,
+            packet(S1, 5, &[encode::trading_action(5, OPEN + 3, x, b'H')]),
+        ),
+        // 1 s later (far past the 100 ms timeout): a crossing buy.
+        (
+            T0 + 1000 * MS,
+            packet(
+                S1,
+                6,
+                &[encode::add_order(
+                    5,
+                    OPEN + 4,
+                    3,
+                    Side::Buy,
+                    10,
+                    x,
+                    102_000,
+                    None,
+                )],
+            ),
+        ),
+        // A new session, joined mid-way (beyond join_gap_max = 500).
+        (
+            T0 + 1200 * MS,
+            packet(
+                S2,
+                900,
+                &[
+                    encode::stock_directory(5, OPEN + 5, x),
+                    encode::add_order(5, OPEN + 6, 1, Side::Buy, 100, x, 100_000, None),
+                ],
+            ),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("crafted.pcap");
+    write_capture(&cap, &packets);
+    let config = config();
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    replay_with(&config, &mut reader, &[], |_| {}, &mut xp);
+    let text = xp.explanation(true);
+    let deadline = T0 + MS + 100 * MS;
+    // The gap opened by packet 5, given up at deadline + 1 with the halt.
+    let given_up = xp
+        .steps()
+        .iter()
+        .find(|s| s.time == deadline + 1)
+        .unwrap_or_else(|| panic!("no step at the deadline:\n{text}"));
+    assert_eq!(given_up.before, Reasons::SUSPECT, "{text}");
+    assert_eq!(given_up.after, Reasons::SUSPECT | Reasons::HALTED, "{text}");
+    assert!(
+        text.contains("gap opened: seq 4 missing (1 tick)"),
+        "{text}"
+    );
+    assert!(text.contains("gap seq 4 expired"), "{text}");
+    assert!(
+        text.contains("1 tick lost; trading action H (halted)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "add order 3 (buy 10 @ 10.2000) at 09:30:00.000000004: crossed the book, now bid 10.2000 x 10, ask 10.1000 x 50"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("session 2026010502 begins: books and symbols start empty; mid-session join: the session's first packet starts at seq 900"),
+        "{text}"
+    );
+    // The verdict at each instant is the replay's own.
+    let times: Vec<u64> = xp
+        .steps()
+        .iter()
+        .flat_map(|s| [s.time - 1, s.time, s.time + 1])
+        .collect();
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let out = replay(&config, &mut reader, &checks("XYZ", times.clone()), |_| {});
+    for (t, a) in times.iter().zip(&out.answers) {
+        assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
+    }
+}
