@@ -296,7 +296,7 @@ fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
     };
     let mut sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut session = |sidecar: &mut tickguard::sidecar::Sidecar, day: &[Vec<u8>]| -> u64 {
+    let session = |sidecar: &mut tickguard::sidecar::Sidecar, day: &[Vec<u8>]| -> u64 {
         let start = sidecar.handler().feeds()[0].counters.packets;
         for p in day {
             tx.send_to(p, line).unwrap();
