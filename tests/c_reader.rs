@@ -829,7 +829,9 @@ fn c_reader_agrees_on_exchange_feeds() {
 /// Header words of a hand-made publication of layout `version` with the
 /// shape that layout had: (feed block, directory entry) bytes.
 fn hand_made(version: u64, feed_len: usize, dir_len: usize) -> Vec<u8> {
-    let (feeds, cap) = (1usize, 16usize);
+    // Enough slots that layout 1's file length differs from layout 2's
+    // for the same header: a reader must look at the version first.
+    let (feeds, cap) = (1usize, 256usize);
     let align = |n: usize, to: usize| n.div_ceil(to) * to;
     let dir_off = align(128 + feed_len * feeds, 128);
     let slots_off = align(dir_off + dir_len * cap, 4096);

@@ -410,6 +410,7 @@ fn encode_state(feed: u16, s: &SymbolState) -> [u64; USED] {
     w
 }
 
+#[inline]
 fn decode(w: &[u64; USED], stamp: u64) -> Record {
     let m = w[word::META];
     let side = |bit: u64, price: usize, size: usize| {
