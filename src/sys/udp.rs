@@ -413,8 +413,7 @@ mod tests {
             format!(
                 "line {}: SO_RCVBUF of {asked} bytes capped: the kernel granted {} bytes \
                  (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
-                line.info.addr,
-                line.info.rcvbuf
+                line.info.addr, line.info.rcvbuf
             )
         );
         // Port 0 asked for an ephemeral port: the line names the one bound.
