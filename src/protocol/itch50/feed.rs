@@ -287,7 +287,7 @@ impl Feed {
             self.state.midnight = midnight(&self.settings.timezone, t);
         }
         if let (Kind::Data(_), false) = (p.kind(), !new && self.seq.is_past(session)) {
-            if let Some(ts) = p.messages().filter_map(|(_, m)| m.timestamp()).last() {
+            if let Some(ts) = p.last_timestamp() {
                 let send = self.state.midnight + ts as i128;
                 self.clock
                     .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
