@@ -542,6 +542,12 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// True while a check is still to be answered.
+    #[inline]
+    fn waiting(&self) -> bool {
+        self.next < self.order.len()
+    }
+
     /// Answers every check earlier than `t` (ns, the input's clock).
     #[inline]
     fn answer_before(&mut self, handler: &mut Handler, t: u64) {
@@ -655,10 +661,12 @@ pub fn replay_file(
             Err(e) => break Some(e),
         };
         // Checks before this record's time come first; a record that fails
-        // validation changes no time.
-        let time = handler.file_record_time(id, record);
-        if let Some(t) = time {
-            pending.answer_before(&mut handler, t);
+        // validation changes no time. With no check left, the record's
+        // time is not needed here.
+        if pending.waiting() {
+            if let Some(t) = handler.file_record_time(id, record) {
+                pending.answer_before(&mut handler, t);
+            }
         }
         handler.on_file_record(id, index, record);
         index += 1;

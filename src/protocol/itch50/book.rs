@@ -1,13 +1,17 @@
 //! Order books built from ITCH order messages (spec §3.3), with the top of
 //! book kept up to date as orders come and go — never a scan per check.
 //!
-//! Orders live in one open-addressing table keyed by order reference
-//! ([`U64Map`]). A slot is 24 bytes (reference; book, price, shares, side);
-//! the table doubles when it would be more than 70% full, so a live order
-//! costs 34 to 69 bytes. Growth is the only allocation, amortised over the
-//! orders added; size it up front ([`Books::with_capacity`]) and a day
-//! allocates nothing after warm-up (price levels aside: a new level may grow
-//! its side's vector, amortised likewise).
+//! Orders live in a [`WindowMap`] keyed by order reference. References rise
+//! through a day, so the newest [`ORDER_WINDOW`] of them sit in a ring of
+//! 16-byte slots indexed by the reference itself (4 MiB, allocated once):
+//! adding, finding and deleting a recent order is one indexed access. Orders
+//! older than the window (a quiet stock's resting orders) move to an
+//! open-addressing table ([`super::map::U64Map`], 24-byte slots, doubling
+//! when more than 70% full: 34 to 69 bytes per order there). Its growth is
+//! the only allocation, amortised over the orders added; size it up front
+//! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
+//! (price levels aside: a new level may grow its side's vector, amortised
+//! likewise).
 //!
 //! Each book keeps, per side, its price levels sorted with the best last
 //! (bids ascending, asks descending): the top of book is the last level,
@@ -376,8 +380,8 @@ mod tests {
         /// scanning every order.
         #[test]
         fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
-            // A window of 64 references that the references below slide.
-            let mut books = Books::with_window(2, 1, 64);
+            // A window of 128 references that the references below slide.
+            let mut books = Books::with_window(2, 1, 128);
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             for op in ops {
                 match op {

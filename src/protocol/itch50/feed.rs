@@ -161,8 +161,8 @@ impl State {
         // The directory always maps; a message with a stock maps a locate
         // not mapped yet.
         let mut sym = self.locates[locate as usize];
-        if let Some(stock) = m.stock() {
-            if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+        if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+            if let Some(stock) = m.stock() {
                 sym = self.symbol(stock, locate);
                 self.locates[locate as usize] = sym;
             }

@@ -183,7 +183,8 @@ impl<V: Copy> U64Map<V> {
 /// indexed access to add, find or remove), every other key in a [`U64Map`]
 /// (the overflow).
 ///
-/// A key above the window slides it up to end at that key; live entries
+/// A key above the window slides it up to hold that key (in steps of 64
+/// keys, so a slide comes once per 64 rising keys); live entries
 /// that fall below it move to the overflow (amortised over the keys the
 /// window passes, and bounded by one scan of per-64-slot counts when a key
 /// jumps far ahead). A key below the window goes to the overflow. The ring
@@ -288,11 +289,13 @@ impl<V: Copy> WindowMap<V> {
         old
     }
 
-    /// Moves the window up so that it ends at `key` (above it), moving the
-    /// live entries it leaves behind to the overflow.
+    /// Moves the window up, a whole number of 64-slot chunks, so that it
+    /// holds `key` (above it), moving the live entries it leaves behind to
+    /// the overflow.
     #[cold]
     fn slide(&mut self, key: u64) {
-        let base = key - self.mask;
+        // No overflow: `key - mask <= u64::MAX - mask` and `mask >= 63`.
+        let base = (key - self.mask).next_multiple_of(CHUNK as u64);
         // Keys base..new leave the window; past a whole window, all do.
         let leaving = (base - self.base).min(self.mask + 1);
         let mut k = self.base;
@@ -363,29 +366,30 @@ mod tests {
 
     #[test]
     fn a_window_slides_up_and_keeps_what_it_leaves() {
-        let mut m = WindowMap::new(64, 4, 0u32);
+        let mut m = WindowMap::new(128, 4, 0u32);
         for k in 0..64u64 {
             assert_eq!(m.insert(k, k as u32), None);
         }
         assert_eq!(m.in_ring, 64);
-        // Slides by 10: keys 0..10 move to the overflow.
+        // Slides by a chunk of 64: keys 0..64 move to the overflow.
+        m.insert(140, 140);
+        assert_eq!((m.base, m.in_ring, m.overflow.len()), (64, 1, 64));
         m.insert(73, 73);
-        assert_eq!((m.base, m.in_ring, m.overflow.len()), (10, 55, 10));
-        // A far jump moves every live entry out, skipping empty chunks.
+        // A far jump moves every live entry out.
         m.insert(1 << 40, 1);
-        assert_eq!((m.in_ring, m.overflow.len()), (1, 65));
+        assert_eq!((m.in_ring, m.overflow.len()), (1, 66));
         // Below the window: the overflow; the largest key is a key.
         m.insert(5, 55);
         m.insert(u64::MAX, 9);
-        for k in (0..64u64).chain([73]) {
+        for k in (0..64u64).chain([73, 140]) {
             let want = if k == 5 { 55 } else { k as u32 };
             assert_eq!(m.get(k), Some(want), "{k}");
         }
         assert_eq!(m.get(1 << 40), Some(1));
         assert_eq!(m.get(u64::MAX), Some(9));
-        assert_eq!((m.in_ring, m.len()), (1, 67), "u64::MAX slid the window");
+        assert_eq!((m.in_ring, m.len()), (1, 68), "u64::MAX slid the window");
         assert_eq!(m.remove(1 << 40), Some(1));
-        assert_eq!(m.len(), 66);
+        assert_eq!(m.len(), 67);
         m.clear();
         assert!(m.is_empty() && m.get(5).is_none() && m.get(u64::MAX).is_none());
     }
@@ -393,11 +397,11 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// Against std's map: keys that mostly rise (a window of 64 slides
+        /// Against std's map: keys that mostly rise (a window of 128 slides
         /// often), now and then far ahead, below the window, or the largest.
         #[test]
         fn a_window_map_matches_a_hash_map(ops in proptest::collection::vec((0u8..3, 0u64..200, any::<u16>()), 0..400)) {
-            let mut m = WindowMap::new(64, 4, 0u16);
+            let mut m = WindowMap::new(128, 4, 0u16);
             let mut model = HashMap::new();
             let mut top = 0u64;
             for (op, k, v) in ops {
