@@ -302,7 +302,7 @@ impl<V: Copy> WindowMap<V> {
         let end = self.base + leaving;
         while k < end && self.in_ring > 0 {
             let i = self.slot(k);
-            if i % CHUNK == 0 && self.chunks[i / CHUNK] == 0 && end - k >= CHUNK as u64 {
+            if i.is_multiple_of(CHUNK) && self.chunks[i / CHUNK] == 0 && end - k >= CHUNK as u64 {
                 k += CHUNK as u64;
                 continue;
             }
