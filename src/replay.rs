@@ -505,8 +505,17 @@ pub trait Observer {
         let _ = (handler, feed, at);
     }
 
+    /// True when [`before_record`](Self::before_record) and
+    /// [`after_record`](Self::after_record) need each record's time (it
+    /// costs a second look at the record, so replay computes it only then).
+    #[inline]
+    fn wants_record_times(&self) -> bool {
+        false
+    }
+
     /// BinaryFILE record `index` for `feed` is about to be applied at
-    /// `time` (its source time; `None`: it fails validation).
+    /// `time` (its source time; `None`: it fails validation, or no check
+    /// waits and [`wants_record_times`](Self::wants_record_times) is false).
     #[inline]
     fn before_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
         let _ = (handler, feed, index, time);
@@ -595,6 +604,12 @@ impl<'a> Pending<'a> {
                 checks.len()
             ],
         }
+    }
+
+    /// True while a check is still to be answered.
+    #[inline]
+    fn waiting(&self) -> bool {
+        self.next < self.order.len()
     }
 
     /// Answers every check earlier than `t` (ns, the input's clock).
@@ -741,8 +756,13 @@ pub fn replay_file_with(
             Err(e) => break Some(e),
         };
         // Checks before this record's time come first; a record that fails
-        // validation changes no time.
-        let time = handler.file_record_time(id, record);
+        // validation changes no time. With no check waiting and no
+        // observer of records, the record's time is not needed here.
+        let time = if pending.waiting() || observer.wants_record_times() {
+            handler.file_record_time(id, record)
+        } else {
+            None
+        };
         if let Some(t) = time {
             pending.answer_before(&mut handler, t, observer);
         }

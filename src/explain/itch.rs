@@ -600,6 +600,10 @@ impl Observer for ItchExplain {
         }
     }
 
+    fn wants_record_times(&self) -> bool {
+        true
+    }
+
     fn before_record(&mut self, handler: &mut Handler, feed: u16, _index: u64, time: Option<u64>) {
         if feed != self.feed {
             return;

@@ -240,9 +240,10 @@ fn itch_rows(r: &Value, t: &mut String) {
     let m = &r["itch_memory"];
     if m.is_object() {
         t.push_str(&format!(
-            "| ITCH memory after the BinaryFILE replay ({} messages, {} stocks) | {:.1} MB max RSS, {} live orders ({:.0} B/order of RSS) | books: 24-byte slots ≤ 70% full = {:.0}–{:.0} B/order | | |\n",
+            "| ITCH memory after the BinaryFILE replay ({} messages, {} stocks) | {:.1} MB max RSS, {} live orders ({:.0} B/order of RSS) | books: {:.1} MB window of recent orders, then 24-byte slots ≤ 70% full = {:.0}–{:.0} B/order | | |\n",
             m["messages"], m["stocks"], m["max_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6, m["live_orders_at_end"],
             m["max_rss_bytes_per_live_order"].as_f64().unwrap_or(0.0),
+            m["order_window_bytes"].as_f64().unwrap_or(0.0) / 1e6,
             m["book_bytes_per_live_order_min"].as_f64().unwrap_or(0.0), m["book_bytes_per_live_order_max"].as_f64().unwrap_or(0.0)
         ));
     }

@@ -1,8 +1,11 @@
 //! The `itch-memory` row: this process's peak resident memory at the end of
-//! the `itch-binfile` replay, and the live orders the books then hold.
+//! the `itch-binfile` replay, and the live orders the books then hold (the
+//! books' dense window of order references is a fixed 4 MiB; orders older
+//! than it sit in 24-byte slots of a table at most 70% full).
 
 use crate::itch_binfile::{day, live_orders, replay, Args};
 use serde_json::{json, Value};
+use tickguard::protocol::itch50::book::{Order, ORDER_WINDOW};
 
 /// This process's peak resident set (getrusage `ru_maxrss`), bytes.
 fn max_rss_bytes() -> u64 {
@@ -32,6 +35,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "max_rss_bytes_before_replay": before,
         "max_rss_bytes": rss,
         "live_orders_at_end": orders,
+        "order_window_bytes": ORDER_WINDOW * std::mem::size_of::<Option<Order>>(),
         "book_slot_bytes": 24,
         "book_bytes_per_live_order_min": 24.0 / 0.7,
         "book_bytes_per_live_order_max": 2.0 * 24.0 / 0.7,

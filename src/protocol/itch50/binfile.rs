@@ -2,11 +2,14 @@
 //! preceded by a u16 big-endian length, plain or gzip (recognised by the
 //! magic bytes `1f 8b`).
 //!
-//! [`BinFile`] streams the file through a `BufReader` into one reusable
-//! record buffer: a multi-GB file is never held in memory, and no record
-//! allocates. Validating a record is the caller's business (a zero-length
-//! record is a record, not a reader error). Byte offsets in errors count the
-//! uncompressed stream, so they mean the same in a plain file and its `.gz`.
+//! [`BinFile`] streams the file through its own read-ahead buffer and hands
+//! out each record as a slice of it: a multi-GB file is never held in
+//! memory, no record is copied or allocates, and a record costs one bounds
+//! check on the buffer (a record that straddles the buffer's end moves the
+//! unread tail to its front before the next big read). Validating a record
+//! is the caller's business (a zero-length record is a record, not a reader
+//! error). Byte offsets in errors count the uncompressed stream, so they
+//! mean the same in a plain file and its `.gz`.
 
 use flate2::read::MultiGzDecoder;
 use std::fs::File;
@@ -15,7 +18,8 @@ use std::path::Path;
 
 /// The two bytes that start a gzip member.
 pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-/// Read-ahead of the file (and of the decompressed stream), bytes.
+/// Read-ahead of the records (and of the compressed stream), bytes: at
+/// least one largest record (2 + 65,535 bytes).
 const BUFFER: usize = 256 * 1024;
 
 /// Why a BinaryFILE could not be read to its end.
@@ -42,18 +46,21 @@ pub enum Error {
 /// A streaming BinaryFILE reader over any byte source.
 pub struct BinFile<R: Read> {
     input: R,
+    /// Read-ahead ([`BUFFER`] bytes, allocated once); `buf[pos..end]` is
+    /// read and not yet handed out.
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
     /// Bytes of the uncompressed stream consumed so far.
     offset: u64,
     /// Index of the next record (0-based).
     index: u64,
-    /// The current record; its capacity (65,535) is allocated once.
-    record: Vec<u8>,
     /// Set after an error or the end: nothing more is read.
     done: bool,
 }
 
 /// The reader [`BinFile::open`] returns: plain or gzip behind one type.
-pub type FileReader = BinFile<BufReader<Box<dyn Read + Send>>>;
+pub type FileReader = BinFile<Box<dyn Read + Send>>;
 
 impl FileReader {
     /// Opens `path`, plain or gzip (told by its first two bytes).
@@ -63,73 +70,79 @@ impl FileReader {
     }
 }
 
-impl BinFile<BufReader<Box<dyn Read + Send>>> {
+impl BinFile<Box<dyn Read + Send>> {
     /// Reads the first bytes of `source` to tell gzip from plain, then
     /// streams the rest (decompressing when it is gzip).
     pub fn detect<S: Read + Send + 'static>(mut source: S) -> io::Result<FileReader> {
         let mut magic = [0u8; 2];
         let got = read_full(&mut source, &mut magic)?;
-        let raw =
-            BufReader::with_capacity(BUFFER, Cursor::new(magic[..got].to_vec()).chain(source));
+        let raw = Cursor::new(magic[..got].to_vec()).chain(source);
         let input: Box<dyn Read + Send> = if magic[..got] == GZIP_MAGIC {
-            Box::new(MultiGzDecoder::new(raw))
+            Box::new(MultiGzDecoder::new(BufReader::with_capacity(BUFFER, raw)))
         } else {
             Box::new(raw)
         };
-        Ok(BinFile::new(BufReader::with_capacity(BUFFER, input)))
+        Ok(BinFile::new(input))
     }
 }
 
 impl<R: Read> BinFile<R> {
-    /// A reader of an uncompressed BinaryFILE stream (buffer `input` yourself).
+    /// A reader of an uncompressed BinaryFILE stream (it buffers `input`
+    /// itself, in big reads).
     pub fn new(input: R) -> BinFile<R> {
         BinFile {
             input,
+            buf: vec![0; BUFFER].into_boxed_slice(),
+            pos: 0,
+            end: 0,
             offset: 0,
             index: 0,
-            record: Vec::with_capacity(usize::from(u16::MAX)),
             done: false,
         }
     }
 
     /// The next record: its index (0-based) and bytes, `None` at a clean
     /// end of file. After an error (or the end) it returns `None`.
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, Error> {
         if self.done {
             return Ok(None);
         }
         let start = self.offset;
-        let mut len = [0u8; 2];
-        let got = self.read(&mut len, start)?;
-        match got {
-            0 => {
+        if self.end - self.pos < 2 {
+            self.fill(2, start)?;
+        }
+        let pos = self.pos;
+        let len = match self.buf.get(pos..self.end) {
+            Some([a, b, ..]) => u16::from_be_bytes([*a, *b]),
+            Some([]) | None => {
                 self.done = true;
                 return Ok(None);
             }
-            1 => {
+            Some([_]) => {
                 self.done = true;
                 return Err(Error::TruncatedLength { offset: start });
             }
-            _ => {}
+        };
+        let need = 2 + usize::from(len);
+        if self.end - pos < need {
+            self.fill(need, start)?;
+            let available = self.end - self.pos;
+            if available < need {
+                self.done = true;
+                return Err(Error::TruncatedBody {
+                    offset: start,
+                    len,
+                    available: (available - 2) as u16,
+                });
+            }
         }
-        let len = u16::from_be_bytes(len);
-        // Within the capacity reserved in `new`: no allocation.
-        self.record.resize(usize::from(len), 0);
-        let mut record = std::mem::take(&mut self.record);
-        let got = self.read(&mut record, start);
-        self.record = record;
-        let got = got?;
-        if got < usize::from(len) {
-            self.done = true;
-            return Err(Error::TruncatedBody {
-                offset: start,
-                len,
-                available: got as u16,
-            });
-        }
+        let at = self.pos;
+        self.pos = at + need;
+        self.offset += need as u64;
         let index = self.index;
         self.index += 1;
-        Ok(Some((index, &self.record)))
+        Ok(Some((index, &self.buf[at + 2..at + need])))
     }
 
     /// Bytes of the uncompressed stream read so far.
@@ -137,19 +150,27 @@ impl<R: Read> BinFile<R> {
         self.offset
     }
 
-    /// Fills `buf` as far as the input allows; errors name the offset of the
-    /// record being read (`start`).
-    fn read(&mut self, buf: &mut [u8], start: u64) -> Result<usize, Error> {
-        match read_full(&mut self.input, buf) {
-            Ok(n) => {
-                self.offset += n as u64;
-                Ok(n)
-            }
-            Err(io) => {
-                self.done = true;
-                Err(Error::Io { offset: start, io })
+    /// Makes `want` (at most [`BUFFER`]) bytes available from `pos`, as far
+    /// as the input allows: the unread tail moves to the front, then big
+    /// reads fill the buffer. Errors name the offset of the record being
+    /// read (`start`).
+    #[cold]
+    fn fill(&mut self, want: usize, start: u64) -> Result<(), Error> {
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        while self.end < want {
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => break,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(io) => {
+                    self.done = true;
+                    return Err(Error::Io { offset: start, io });
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -235,6 +256,48 @@ mod tests {
         let (got, err) = read_all(gzip(&plain));
         assert!(err.is_none());
         assert_eq!(got, expected);
+    }
+
+    /// Hands out at most `step` bytes per read, cycling 1..=step.
+    struct Trickle {
+        bytes: Cursor<Vec<u8>>,
+        step: usize,
+        n: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.n = self.n % self.step + 1;
+            let k = buf.len().min(self.n);
+            self.bytes.read(&mut buf[..k])
+        }
+    }
+
+    #[test]
+    fn records_straddling_the_read_ahead_come_out_whole() {
+        // Lengths 0 to the largest, over several buffers' worth.
+        let recs: Vec<Vec<u8>> = (0..40usize)
+            .map(|i| {
+                let len = if i % 7 == 3 { 65_535 } else { i * 997 % 40_000 };
+                (0..len).map(|k| (k + i) as u8).collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let bytes = file_of(&refs);
+        assert!(bytes.len() > 3 * BUFFER);
+        for step in [usize::MAX, 4_099, 1] {
+            let mut r = BinFile::new(Trickle {
+                bytes: Cursor::new(bytes.clone()),
+                step,
+                n: 0,
+            });
+            for (i, want) in recs.iter().enumerate() {
+                let (index, got) = r.next_record().unwrap().unwrap();
+                assert_eq!((index, got), (i as u64, want.as_slice()), "step {step}");
+            }
+            assert!(r.next_record().unwrap().is_none());
+            assert_eq!(r.offset(), bytes.len() as u64);
+        }
     }
 
     #[test]

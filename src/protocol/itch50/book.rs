@@ -1,20 +1,24 @@
 //! Order books built from ITCH order messages (spec §3.3), with the top of
 //! book kept up to date as orders come and go — never a scan per check.
 //!
-//! Orders live in one open-addressing table keyed by order reference
-//! ([`U64Map`]). A slot is 24 bytes (reference; book, price, shares, side);
-//! the table doubles when it would be more than 70% full, so a live order
-//! costs 34 to 69 bytes. Growth is the only allocation, amortised over the
-//! orders added; size it up front ([`Books::with_capacity`]) and a day
-//! allocates nothing after warm-up (price levels aside: a new level may grow
-//! its side's vector, amortised likewise).
+//! Orders live in a [`WindowMap`] keyed by order reference. References rise
+//! through a day, so the newest [`ORDER_WINDOW`] of them sit in a ring of
+//! 16-byte slots indexed by the reference itself (4 MiB, allocated once):
+//! adding, finding and deleting a recent order is one indexed access. Orders
+//! older than the window (a quiet stock's resting orders) move to an
+//! open-addressing table ([`super::map::U64Map`], 24-byte slots, doubling
+//! when more than 70% full: 34 to 69 bytes per order there). Its growth is
+//! the only allocation, amortised over the orders added; size it up front
+//! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
+//! (price levels aside: a new level may grow its side's vector, amortised
+//! likewise).
 //!
 //! Each book keeps, per side, its price levels sorted with the best last
 //! (bids ascending, asks descending): the top of book is the last level,
 //! and an order at or near the top — most of the flow — moves few bytes.
 //! A level holds its total shares and live order count.
 
-use super::map::U64Map;
+use super::map::WindowMap;
 use super::message::Side;
 
 /// A price in 1/10,000 dollar (ITCH `Price(4)`).
@@ -92,16 +96,26 @@ pub struct Top {
 /// Every symbol's book and the live orders behind them.
 #[derive(Debug, Clone)]
 pub struct Books {
-    orders: U64Map<Order>,
+    orders: WindowMap<Order>,
     books: Vec<Book>,
 }
+
+/// References in the order store's dense window ([`WindowMap`]): 16 bytes
+/// each, 4 MiB.
+pub const ORDER_WINDOW: usize = 1 << 18;
 
 impl Books {
     /// Room for `orders` live orders and `books` symbols before anything
     /// grows.
     pub fn with_capacity(orders: usize, books: usize) -> Books {
+        Books::with_window(orders, books, ORDER_WINDOW)
+    }
+
+    /// [`with_capacity`](Self::with_capacity) with a dense window of
+    /// `window` references (rounded up to a power of two, at least 64).
+    pub fn with_window(orders: usize, books: usize, window: usize) -> Books {
         Books {
-            orders: U64Map::with_capacity(orders, VACANT),
+            orders: WindowMap::new(window, orders, VACANT),
             books: vec![Book::default(); books],
         }
     }
@@ -349,7 +363,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         // Few references, books and prices, so that collisions, shared
         // levels and unknown orders are common.
-        let r = 0u64..40;
+        let r = (0u64..40).prop_map(|r| r * 5);
         prop_oneof![
             (r.clone(), 0u32..3, any::<bool>(), 0u32..200, 95u32..105)
                 .prop_map(|(r, b, s, n, p)| Op::Add(r, b, s, n, p)),
@@ -366,7 +380,8 @@ mod tests {
         /// scanning every order.
         #[test]
         fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
-            let mut books = Books::with_capacity(2, 1);
+            // A window of 128 references that the references below slide.
+            let mut books = Books::with_window(2, 1, 128);
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             for op in ops {
                 match op {

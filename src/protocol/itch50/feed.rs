@@ -194,8 +194,8 @@ impl State {
         // The directory always maps; a message with a stock maps a locate
         // not mapped yet.
         let mut sym = self.locates[locate as usize];
-        if let Some(stock) = m.stock() {
-            if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+        if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+            if let Some(stock) = m.stock() {
                 sym = self.symbol(stock, locate);
                 self.locates[locate as usize] = sym;
             }
@@ -466,7 +466,7 @@ impl Feed {
             self.state.midnight = midnight(&self.settings.timezone, t);
         }
         if let (Kind::Data(_), false) = (p.kind(), !new && self.seq.is_past(session)) {
-            if let Some(ts) = p.messages().filter_map(|(_, m)| m.timestamp()).last() {
+            if let Some(ts) = p.last_timestamp() {
                 let send = self.state.midnight + ts as i128;
                 self.clock
                     .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);

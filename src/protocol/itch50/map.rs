@@ -177,6 +177,168 @@ impl<V: Copy> U64Map<V> {
     pub const SLOT_BYTES: usize = 8 + std::mem::size_of::<V>();
 }
 
+/// A map from `u64` keys that mostly rise, such as a day's order
+/// references, to small `Copy` values: the keys of a sliding window of
+/// `window` consecutive keys live in a ring indexed by the key itself (one
+/// indexed access to add, find or remove), every other key in a [`U64Map`]
+/// (the overflow).
+///
+/// A key above the window slides it up to hold that key (in steps of 64
+/// keys, so a slide comes once per 64 rising keys); live entries
+/// that fall below it move to the overflow (amortised over the keys the
+/// window passes, and bounded by one scan of per-64-slot counts when a key
+/// jumps far ahead). A key below the window goes to the overflow. The ring
+/// is allocated once (`window` × `size_of::<Option<V>>()` bytes); the
+/// overflow grows as a [`U64Map`] does.
+#[derive(Debug, Clone)]
+pub struct WindowMap<V: Copy> {
+    ring: Box<[Option<V>]>,
+    /// Live entries per 64 ring slots, to skip empty stretches when the
+    /// window slides.
+    chunks: Box<[u8]>,
+    /// `ring.len() - 1` (a power of two minus one).
+    mask: u64,
+    /// The lowest key of the window: it holds `base..base + ring.len()`.
+    base: u64,
+    /// Live entries in the ring.
+    in_ring: usize,
+    overflow: U64Map<V>,
+}
+
+/// Ring slots per live count in [`WindowMap::chunks`].
+const CHUNK: usize = 64;
+
+impl<V: Copy> WindowMap<V> {
+    /// A window of `window` keys (rounded up to a power of two, at least
+    /// 64) starting at 0, and room for `overflow` entries outside it
+    /// before the overflow grows; `vacant` fills its unused slots.
+    pub fn new(window: usize, overflow: usize, vacant: V) -> WindowMap<V> {
+        let n = window.max(CHUNK).next_power_of_two();
+        WindowMap {
+            ring: vec![None; n].into_boxed_slice(),
+            chunks: vec![0; n / CHUNK].into_boxed_slice(),
+            mask: n as u64 - 1,
+            base: 0,
+            in_ring: 0,
+            overflow: U64Map::with_capacity(overflow, vacant),
+        }
+    }
+
+    /// True when `key` is in the window.
+    #[inline]
+    fn in_window(&self, key: u64) -> bool {
+        key.wrapping_sub(self.base) <= self.mask
+    }
+
+    #[inline]
+    fn slot(&self, key: u64) -> usize {
+        (key & self.mask) as usize
+    }
+
+    /// The value under `key`.
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<V> {
+        if self.in_window(key) {
+            self.ring[self.slot(key)]
+        } else {
+            self.overflow.get(key)
+        }
+    }
+
+    /// The value under `key`, to change in place.
+    #[inline]
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        if self.in_window(key) {
+            let i = self.slot(key);
+            self.ring[i].as_mut()
+        } else {
+            self.overflow.get_mut(key)
+        }
+    }
+
+    /// Inserts or replaces; returns the value replaced.
+    #[inline]
+    pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
+        if !self.in_window(key) {
+            if key < self.base {
+                return self.overflow.insert(key, value);
+            }
+            self.slide(key);
+        }
+        let i = self.slot(key);
+        let old = self.ring[i].replace(value);
+        if old.is_none() {
+            self.in_ring += 1;
+            self.chunks[i / CHUNK] += 1;
+        }
+        old
+    }
+
+    /// Removes `key`; returns its value.
+    #[inline]
+    pub fn remove(&mut self, key: u64) -> Option<V> {
+        if !self.in_window(key) {
+            return self.overflow.remove(key);
+        }
+        let i = self.slot(key);
+        let old = self.ring[i].take();
+        if old.is_some() {
+            self.in_ring -= 1;
+            self.chunks[i / CHUNK] -= 1;
+        }
+        old
+    }
+
+    /// Moves the window up, a whole number of 64-slot chunks, so that it
+    /// holds `key` (above it), moving the live entries it leaves behind to
+    /// the overflow.
+    #[cold]
+    fn slide(&mut self, key: u64) {
+        // No overflow: `key - mask <= u64::MAX - mask` and `mask >= 63`.
+        let base = (key - self.mask).next_multiple_of(CHUNK as u64);
+        // Keys base..new leave the window; past a whole window, all do.
+        let leaving = (base - self.base).min(self.mask + 1);
+        let mut k = self.base;
+        let end = self.base + leaving;
+        while k < end && self.in_ring > 0 {
+            let i = self.slot(k);
+            if i.is_multiple_of(CHUNK) && self.chunks[i / CHUNK] == 0 && end - k >= CHUNK as u64 {
+                k += CHUNK as u64;
+                continue;
+            }
+            if let Some(v) = self.ring[i].take() {
+                self.in_ring -= 1;
+                self.chunks[i / CHUNK] -= 1;
+                self.overflow.insert(k, v);
+            }
+            k += 1;
+        }
+        self.base = base;
+    }
+
+    /// Removes every entry, keeping the memory; the window starts at 0
+    /// again.
+    pub fn clear(&mut self) {
+        if self.in_ring > 0 {
+            self.ring.fill(None);
+            self.chunks.fill(0);
+        }
+        self.in_ring = 0;
+        self.base = 0;
+        self.overflow.clear();
+    }
+
+    /// Entries.
+    pub fn len(&self) -> usize {
+        self.in_ring + self.overflow.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,8 +364,69 @@ mod tests {
         assert!(m.is_empty() && m.get(3).is_none() && m.get(u64::MAX).is_none());
     }
 
+    #[test]
+    fn a_window_slides_up_and_keeps_what_it_leaves() {
+        let mut m = WindowMap::new(128, 4, 0u32);
+        for k in 0..64u64 {
+            assert_eq!(m.insert(k, k as u32), None);
+        }
+        assert_eq!(m.in_ring, 64);
+        // Slides by a chunk of 64: keys 0..64 move to the overflow.
+        m.insert(140, 140);
+        assert_eq!((m.base, m.in_ring, m.overflow.len()), (64, 1, 64));
+        m.insert(73, 73);
+        // A far jump moves every live entry out.
+        m.insert(1 << 40, 1);
+        assert_eq!((m.in_ring, m.overflow.len()), (1, 66));
+        // Below the window: the overflow; the largest key is a key.
+        m.insert(5, 55);
+        m.insert(u64::MAX, 9);
+        for k in (0..64u64).chain([73, 140]) {
+            let want = if k == 5 { 55 } else { k as u32 };
+            assert_eq!(m.get(k), Some(want), "{k}");
+        }
+        assert_eq!(m.get(1 << 40), Some(1));
+        assert_eq!(m.get(u64::MAX), Some(9));
+        assert_eq!((m.in_ring, m.len()), (1, 68), "u64::MAX slid the window");
+        assert_eq!(m.remove(1 << 40), Some(1));
+        assert_eq!(m.len(), 67);
+        m.clear();
+        assert!(m.is_empty() && m.get(5).is_none() && m.get(u64::MAX).is_none());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Against std's map: keys that mostly rise (a window of 128 slides
+        /// often), now and then far ahead, below the window, or the largest.
+        #[test]
+        fn a_window_map_matches_a_hash_map(ops in proptest::collection::vec((0u8..3, 0u64..200, any::<u16>()), 0..400)) {
+            let mut m = WindowMap::new(128, 4, 0u16);
+            let mut model = HashMap::new();
+            let mut top = 0u64;
+            for (op, k, v) in ops {
+                let k = match k {
+                    199 => u64::MAX,
+                    190.. => top + (k << 20),
+                    100.. => top.saturating_sub(k - 100),
+                    _ => { top += k / 20; top }
+                };
+                match op {
+                    0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
+                    1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
+                    _ => {
+                        if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
+                        if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }
+                    }
+                }
+                prop_assert_eq!(m.len(), model.len());
+                prop_assert_eq!(m.in_ring, m.ring.iter().flatten().count());
+                for (key, want) in &model {
+                    prop_assert_eq!(m.get(*key), Some(*want));
+                }
+            }
+        }
+
         /// Against std's map, with few keys so that probe runs collide and
         /// backward shifts happen often.
         #[test]

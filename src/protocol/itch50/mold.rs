@@ -85,6 +85,9 @@ fn be_u16(b: &[u8], at: usize) -> Option<u16> {
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
+    /// Offset of the last block that carries a timestamp (its message
+    /// starts here), 0 for none: found by the validity walk.
+    last_timed: usize,
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -92,8 +95,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// and wraps it. Never panics, never allocates.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        check(buffer.as_ref())?;
-        Ok(Packet { buffer })
+        let last_timed = check(buffer.as_ref())?;
+        Ok(Packet { buffer, last_timed })
     }
 
     /// The session.
@@ -139,6 +142,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The timestamp of the last message that has one (any message but an
+    /// unknown type shorter than the 11-byte header): ns since midnight.
+    /// O(1): the validity walk found it.
+    #[inline]
+    pub fn last_timestamp(&self) -> Option<u64> {
+        match self.last_timed {
+            0 => None,
+            at => Message::new(self.buffer.as_ref().get(at..)?).timestamp(),
+        }
+    }
+
     /// The messages with their sequences, in order (none for a heartbeat or
     /// an end of session). Sequences wrap rather than overflow.
     #[inline]
@@ -161,17 +175,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// The validity walk of spec §1: header, then each block's framing and
-/// message, then no trailing bytes.
+/// message, then no trailing bytes. Returns where the last message with a
+/// timestamp starts (0: none).
 #[inline]
-fn check(b: &[u8]) -> Result<(), Reject> {
+fn check(b: &[u8]) -> Result<usize, Reject> {
     if b.len() < HEADER_LEN {
         return Err(Reject::Short);
     }
     let count = be_u16(b, field::COUNT.start).unwrap_or(0);
     let mut rest = &b[HEADER_LEN..];
+    let mut last_timed = 0;
     if count == HEARTBEAT || count == END_OF_SESSION {
         return if rest.is_empty() {
-            Ok(())
+            Ok(0)
         } else {
             Err(Reject::ControlWithBody)
         };
@@ -188,12 +204,15 @@ fn check(b: &[u8]) -> Result<(), Reject> {
             return Err(Reject::BlockOverrun);
         };
         message::check(block)?;
+        if len >= message::HEADER_LEN {
+            last_timed = b.len() - rest.len() + 2;
+        }
         rest = &rest[2 + len..];
     }
     if !rest.is_empty() {
         return Err(Reject::TrailingBytes);
     }
-    Ok(())
+    Ok(last_timed)
 }
 
 /// Iterator over the (sequence, message) pairs of a checked packet.
@@ -369,6 +388,7 @@ mod tests {
         assert_eq!(m[1].0, 6);
         assert_eq!(m[1].1.body(), Body::Unknown { code: b'z' });
         assert_eq!(m[1].1.timestamp(), None);
+        assert_eq!(p.last_timestamp(), Some(1), "the last message with one");
     }
 
     #[test]
@@ -472,6 +492,8 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
             if let Ok(p) = Packet::new_checked(&bytes) {
                 let n = p.messages().inspect(|(_, m)| { let _ = m.body(); }).count();
+                let last = p.messages().filter_map(|(_, m)| m.timestamp()).last();
+                proptest::prop_assert_eq!(p.last_timestamp(), last);
                 match p.kind() {
                     Kind::Data(c) => proptest::prop_assert_eq!(n, c as usize),
                     _ => proptest::prop_assert_eq!(n, 0),

@@ -436,15 +436,16 @@ impl Sequencer {
         apply: &mut impl FnMut(u64, Message<'_>),
     ) -> Received {
         let next = self.next.unwrap_or(1);
-        if q < next || self.held.index.contains(q) {
-            return Received::Duplicate;
-        }
-        if self.gaps.is_empty() && q == next {
-            // In order with nothing held: applied straight from the packet.
+        if q == next && self.gaps.is_empty() {
+            // In order with no gap open, so nothing held (held messages lie
+            // above a gap): applied straight from the packet.
             apply(q, m);
             self.next = Some(q.saturating_add(1));
             self.high = self.high.max(q.saturating_add(1));
             return Received::Applied;
+        }
+        if q < next || self.held.index.contains(q) {
+            return Received::Duplicate;
         }
         let i = self.gaps.partition_point(|g| g.hi <= q);
         if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= q) {

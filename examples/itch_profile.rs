@@ -1,0 +1,79 @@
+//! Replays a synthetic ITCH day once, for profilers that count instructions:
+//!
+//!     itch_profile gen  DAY MESSAGES STOCKS   # write the day (BinaryFILE)
+//!     itch_profile file DAY                   # replay_file into one feed
+//!     itch_profile mold DAY                   # its MoldUDP64 packets through Feed::on_datagram
+//!
+//! e.g. `valgrind --tool=callgrind target/release/examples/itch_profile file /tmp/day.itch`.
+//! `mold` packs the packets in memory before it replays them (10–30
+//! messages each, one line).
+
+use std::path::Path;
+use tickguard::clock::OffsetMode;
+use tickguard::config::Config;
+use tickguard::protocol::itch50::feed::{Feed, Settings};
+use tickguard::protocol::itch50::sequencer;
+use tickguard::protocol::itch50::synth::{mold_packets, synthetic_day};
+use tickguard::protocol::itch50::Session;
+
+/// 2026-01-05 00:00 in New York, ns since the Unix epoch.
+const MIDNIGHT: u64 = 1_767_589_200_000_000_000;
+const CONFIG: &str =
+    "[state]\ncapacity = 65536\n[[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\n\
+    lines = [\"239.2.1.1:26477\", \"239.2.1.2:26477\"]\nstale_threshold_ms = 1500\n\
+    source_threshold_ms = 2000\nclock_offset = 0\n";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let usage = "usage: itch_profile gen DAY MESSAGES STOCKS | file DAY | mold DAY";
+    let (Some(mode), Some(day)) = (arg(0), arg(1)) else {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    };
+    let day = Path::new(day);
+    match mode {
+        "gen" => {
+            let n = arg(2).and_then(|a| a.parse().ok()).unwrap_or(3_000_000);
+            let stocks = arg(3).and_then(|a| a.parse().ok()).unwrap_or(8_000);
+            let out = std::io::BufWriter::new(std::fs::File::create(day).expect("create"));
+            synthetic_day(out, n, stocks, 20_260_105).expect("generate");
+        }
+        "file" => {
+            let config = Config::parse(CONFIG, "profile").expect("config");
+            let date = jiff::civil::date(2026, 1, 5);
+            let out = tickguard::replay::replay_file(&config, "nasdaq", date, day, &[], |_| {})
+                .expect("replay");
+            let feed = &out.summary.itch["nasdaq"];
+            println!("next {:?}, unknown {}", feed.next, feed.unknown_orders);
+        }
+        "mold" => {
+            let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));
+            let mut packets = Vec::new();
+            mold_packets(input, Session(*b"20260105BN"), (10, 30), 7, |t, p| {
+                packets.push((MIDNIGHT + t, p.to_vec()));
+                Ok(())
+            })
+            .expect("packets");
+            let mut f = Feed::new(Settings {
+                sequencing: sequencer::Settings {
+                    gap_timeout_ns: 5_000_000,
+                    max_held: 100_000,
+                    join_gap_max: 10_000,
+                },
+                timezone: jiff::tz::db().get("America/New_York").expect("zone"),
+                offset: OffsetMode::Fixed(0),
+                offset_queue: 16,
+                orders: 1 << 16,
+            });
+            for (t, p) in &packets {
+                let _ = f.on_datagram(p, *t);
+            }
+            println!("next {:?}", f.sequencer().next());
+        }
+        _ => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    }
+}
