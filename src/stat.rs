@@ -90,6 +90,12 @@ impl FeedView {
         self.protocol == Some(Protocol::Sqf)
     }
 
+    /// The feed's reject reasons, in counter order (SQF's for a protocol
+    /// this build does not know).
+    fn reject_reasons(&self) -> impl Iterator<Item = crate::protocol::Rejected> {
+        crate::protocol::reasons(self.protocol.unwrap_or(Protocol::Sqf))
+    }
+
     /// Verdict labels shown for this feed, in report order with `ok` first.
     fn verdicts(&self) -> &'static [&'static str] {
         let all = &crate::metrics::VERDICTS;
@@ -336,25 +342,45 @@ impl Snapshot {
         );
         for f in &self.feeds {
             let c = |k| f.c(k);
-            let _ = write!(
-                s,
-                "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} same line, {} line copies  heartbeats {}  snapshots {}  resets {}  unknown {}  table full {}",
-                f.name,
-                if f.kind == FeedKind::Full { "full" } else { "delta" },
-                c(counter::PACKETS),
-                c(counter::LINE_PACKETS),
-                c(counter::LINE_PACKETS + 1),
-                c(counter::MESSAGES),
-                c(counter::REJECTED),
-                c(counter::TICKS_LOST),
-                f.same_line_duplicates(),
-                c(counter::LINE_COPIES),
-                c(counter::HEARTBEATS),
-                c(counter::SNAPSHOTS),
-                c(counter::RESETS),
-                c(counter::UNKNOWN),
-                c(counter::TABLE_FULL),
-            );
+            if f.is_sqf() {
+                let _ = write!(
+                    s,
+                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} same line, {} line copies  heartbeats {}  snapshots {}  resets {}  unknown {}  table full {}",
+                    f.name,
+                    if f.kind == FeedKind::Full { "full" } else { "delta" },
+                    c(counter::PACKETS),
+                    c(counter::LINE_PACKETS),
+                    c(counter::LINE_PACKETS + 1),
+                    c(counter::MESSAGES),
+                    c(counter::REJECTED),
+                    c(counter::TICKS_LOST),
+                    f.same_line_duplicates(),
+                    c(counter::LINE_COPIES),
+                    c(counter::HEARTBEATS),
+                    c(counter::SNAPSHOTS),
+                    c(counter::RESETS),
+                    c(counter::UNKNOWN),
+                    c(counter::TABLE_FULL),
+                );
+            } else {
+                // A stream's duplicates include every second-line copy;
+                // snapshots, resets and line copies are SQF's.
+                let _ = write!(
+                    s,
+                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {}  heartbeats {}  table full {}",
+                    f.name,
+                    f.protocol.map_or("unknown", |p| p.as_str()),
+                    c(counter::PACKETS),
+                    c(counter::LINE_PACKETS),
+                    c(counter::LINE_PACKETS + 1),
+                    c(counter::MESSAGES),
+                    c(counter::REJECTED),
+                    c(counter::TICKS_LOST),
+                    c(counter::DUPLICATES),
+                    c(counter::HEARTBEATS),
+                    c(counter::TABLE_FULL),
+                );
+            }
             if let Some((since, packets, reason)) = f.all_rejected() {
                 let _ = write!(
                     s,
@@ -393,8 +419,8 @@ impl Snapshot {
                     },
                 );
             }
-            let rejected: Vec<String> = Reject::ALL
-                .iter()
+            let rejected: Vec<String> = f
+                .reject_reasons()
                 .filter_map(|r| {
                     let n = c(counter::REJECTED_BY_REASON + r.index());
                     (n > 0).then(|| format!("{} {n}", r.as_str()))
@@ -452,8 +478,8 @@ impl Snapshot {
             .map(|f| {
                 let c = |k| f.c(k);
                 let by_line = |k: usize| json!([c(k), c(k + 1)]);
-                let rejected_by_reason: serde_json::Map<String, Value> = Reject::ALL
-                    .iter()
+                let rejected_by_reason: serde_json::Map<String, Value> = f
+                    .reject_reasons()
                     .map(|r| {
                         (
                             r.as_str().to_string(),
@@ -739,6 +765,10 @@ mod tests {
             p.set_counter(1, counter::HELD, 3);
             p.set_counter(1, counter::GAPS_OPEN, 1);
             p.set_counter(1, counter::LINE_MISMATCHES, 2);
+            p.set_counter(1, counter::REJECTED, 1);
+            let bad_stock =
+                crate::protocol::Rejected::from(crate::protocol::itch50::Reject::BadStock);
+            p.set_counter(1, counter::REJECTED_BY_REASON + bad_stock.index(), 1);
             p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
             p.set_counter(
                 1,
@@ -780,6 +810,14 @@ mod tests {
         assert!(lp1.ends_with("suspect 0  invalid_price 0"), "{lp1}");
         let nasdaq = block("nasdaq");
         assert!(
+            nasdaq.starts_with("nasdaq (itch50)") && !nasdaq.contains("line copies"),
+            "{nasdaq}"
+        );
+        assert!(
+            nasdaq.contains("rejected by reason: bad_stock 1"),
+            "ITCH's reasons by their names: {nasdaq}"
+        );
+        assert!(
             nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
             "{nasdaq}"
         );
@@ -805,6 +843,7 @@ mod tests {
         assert_eq!(feeds[0]["symbols"].get("halted"), None);
         assert_eq!(feeds[1]["flags"]["closed"], true);
         assert_eq!(feeds[1]["exchange"]["gaps_open"], 1);
+        assert_eq!(feeds[1]["rejected_by_reason"]["bad_stock"], 1);
         assert_eq!(feeds[1]["exchange"]["session"], "000000ABCD");
         assert_eq!(feeds[1]["symbols"]["closed"], 2);
         assert_eq!(feeds[1]["symbols"]["halted"], 1);
