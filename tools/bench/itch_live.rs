@@ -24,8 +24,9 @@ use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::protocol::itch50::mold::{message_count, Request};
 use tickguard::protocol::itch50::synth::{mold_packets, synthetic_day};
-use tickguard::protocol::itch50::Session;
+use tickguard::protocol::itch50::{PacketBuilder, Session};
 use tickguard::sidecar::Sidecar;
+use tickguard::simulate::itch50::MAX_DATAGRAM;
 use tickguard::sys::udp::{Batch, LineSocket};
 use tickguard::time::now_ns;
 
@@ -273,10 +274,10 @@ pub struct RecoveryArgs {
     #[arg(long, default_value_t = 3_000)]
     gaps: usize,
     /// One packet in this many is dropped on both lines (2 to 1,000).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 10)]
     drop_every: usize,
     /// Packets sent per second, each on both lines.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 5_000)]
     rate: u64,
     /// Stocks in the synthetic day's directory.
     #[arg(long, default_value_t = 1_000)]
@@ -300,12 +301,24 @@ struct GapTimes {
 /// The server's receipts: (requested sequence, clock read after `recv`).
 type Receipts = Mutex<Vec<(u64, u64)>>;
 
-/// Answers each request with the packet starting at its sequence, at once,
-/// until `stop`. Returns (answered, unanswerable).
+/// The message blocks of a MoldUDP64 data packet built here, in order.
+fn blocks(packet: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = packet.get(20..).unwrap_or(&[]);
+    std::iter::from_fn(move || {
+        let len = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
+        let block = rest.get(2..2 + len)?;
+        rest = &rest[2 + len..];
+        Some(block)
+    })
+}
+
+/// Answers each request at once, as the venue's server does, with one data
+/// packet from its sequence: at most its count of `messages` (sequence 1
+/// first) and what fits 1,472 bytes; until `stop`. Returns (answered,
+/// unanswerable).
 fn serve(
     socket: &UdpSocket,
-    packets: &[Vec<u8>],
-    starts: &[u64],
+    messages: &[&[u8]],
     receipts: &Receipts,
     stop: &AtomicBool,
 ) -> anyhow::Result<(u64, u64)> {
@@ -325,13 +338,20 @@ fn serve(
         if let Ok(mut v) = receipts.lock() {
             v.push((r.sequence, t));
         }
-        match starts.binary_search(&r.sequence) {
-            Ok(i) => {
-                socket.send_to(&packets[i], from)?;
-                answered += 1;
-            }
-            Err(_) => unanswerable += 1,
+        let first = usize::try_from(r.sequence).unwrap_or(0);
+        if r.session != SESSION || r.count == 0 || first == 0 || first > messages.len() {
+            unanswerable += 1;
+            continue;
         }
+        let mut p = PacketBuilder::new(SESSION, r.sequence);
+        for m in messages[first - 1..].iter().take(usize::from(r.count)) {
+            if p.len() + 2 + m.len() > MAX_DATAGRAM {
+                break;
+            }
+            p.message(m);
+        }
+        socket.send_to(&p.finish(), from)?;
+        answered += 1;
     }
     Ok((answered, unanswerable))
 }
@@ -348,21 +368,27 @@ fn send_paced(
 ) -> anyhow::Result<u64> {
     let dsts = [sockaddr(loopback(lines[0])), sockaddr(loopback(lines[1]))];
     let start = Instant::now();
-    let mut n = 0u64;
-    for (i, p) in packets.iter().enumerate() {
-        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
-        while Instant::now() < due {
-            std::hint::spin_loop();
-        }
+    let (mut n, mut i) = (0u64, 0usize);
+    // What is due is sent, then the thread sleeps: the receive thread and
+    // the server keep the CPU time they need.
+    while i < packets.len() {
         ensure!(start.elapsed() < STEP_LIMIT, "the sender did not finish");
-        if !drop(i) {
-            send_all(tx, std::slice::from_ref(p), &dsts)?;
-            n += 1;
+        let due = ((start.elapsed().as_secs_f64() * rate as f64) as usize).min(packets.len());
+        while i < due {
+            if !drop(i) {
+                send_all(tx, std::slice::from_ref(&packets[i]), &dsts)?;
+                n += 1;
+            }
+            i += 1;
+            sent.store(i as u64, Ordering::Release);
         }
-        sent.store(i as u64 + 1, Ordering::Release);
+        std::thread::sleep(Duration::from_micros(200));
     }
     Ok(n)
 }
+
+/// SO_RCVBUF of the recovery row's line sockets, bytes.
+const RCVBUF: usize = 32 << 20;
 
 /// ns `b − a`, recorded.
 fn record(h: &mut Histogram<u64>, a: u64, b: u64) {
@@ -389,12 +415,15 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
         "/dev/shm/tickguard-bench-itch-recovery-{}",
         std::process::id()
     ));
-    let config = config(&shm.0, [ports[0], ports[1]], 4 << 20, Some(ports[2]))?;
+    let config = config(&shm.0, [ports[0], ports[1]], RCVBUF, Some(ports[2]))?;
     let timeout = config.feeds[0]
         .itch
         .as_ref()
         .map_or(0, |c| c.gap_timeout_ns);
+    let rmem = RmemMax::raise(RCVBUF, true);
     let mut sidecar = Sidecar::start(&config)?;
+    drop(rmem);
+    let drops0 = drops([ports[0], ports[1]])?;
     // The opening (directory, trading actions) is never dropped.
     let warm = 200usize;
     let count = warm + a.gaps * a.drop_every;
@@ -417,11 +446,15 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
     let [mut apply, mut tail_sending, mut tail_other] = [histogram(), histogram(), histogram()];
     let (mut cycles, mut sending_cycles, mut requests_without_data) = (0u64, 0u64, 0u64);
     let (sent, served) = std::thread::scope(|s| -> anyhow::Result<_> {
-        let server_thread = s.spawn(|| serve(&server, &all, &starts, &receipts, &stop));
+        let messages: Vec<&[u8]> = all.iter().flat_map(|p| blocks(p)).collect();
+        let (receipts, stop) = (&receipts, &stop);
+        let server_thread = s.spawn(move || serve(&server, &messages, receipts, stop));
         let sender =
             s.spawn(|| send_paced(&tx, &all, [ports[0], ports[1]], a.rate, dropped, &progress));
         let start = Instant::now();
         let mut requests = sidecar.requests_sent();
+        let mut sender_done = None;
+        let last_start = starts[starts.len() - 1];
         loop {
             let t0 = now_ns();
             let (mut first, mut last) = (0u64, 0u64);
@@ -480,17 +513,23 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
                     gaps[k].sent.get_or_insert(t1);
                 }
             }
-            let done = progress.load(Ordering::Acquire) == all.len() as u64;
-            if done && open.is_empty() && sidecar.handler().feeds()[0].counters.packets > 0 {
-                let next = seq.next().unwrap_or(0);
-                if next >= starts[starts.len() - 1] {
+            // Done when everything is sent and applied, or (lost in the
+            // kernel: counted below) nothing more came for a second.
+            if progress.load(Ordering::Acquire) == all.len() as u64 && open.is_empty() {
+                let at = *sender_done.get_or_insert_with(Instant::now);
+                if seq.next().unwrap_or(0) > last_start || at.elapsed() > Duration::from_secs(1) {
                     break;
                 }
             }
             ensure!(
                 start.elapsed() < STEP_LIMIT * 2,
-                "the run did not settle: {} gaps open",
-                open.len()
+                "the run did not settle: {} gaps open, next {:?} of {}, {} given up, {} of {} packets sent",
+                open.len(),
+                seq.next(),
+                starts[starts.len() - 1],
+                seq.counters().gaps_given_up,
+                progress.load(Ordering::Acquire),
+                all.len()
             );
         }
         stop.store(true, Ordering::Release);
@@ -548,6 +587,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
         "server_answered": served.0,
         "server_unanswerable": served.1,
         "sidecar_packets": c.packets,
+        "kernel_drops": drops([ports[0], ports[1]])? - drops0,
         "legs": {
             "seen_to_sent": summary(&seen_sent),
             "sent_to_server_received": summary(&sent_server),
