@@ -460,7 +460,8 @@ fn unix_round_trips(
 // ---------------------------------------------------------------- check-latency
 
 /// `simulate` flags feeding `name` alone on one line; `itch`: an ITCH venue
-/// (its `--count` counts order-flow messages, `--batch` is at most 64).
+/// in session `name` (its `--count` counts order-flow messages, `--batch`
+/// is at most 64).
 pub(crate) fn sim_args(
     itch: bool,
     port: u16,
@@ -470,10 +471,15 @@ pub(crate) fn sim_args(
     secs: f64,
     count: u64,
 ) -> Vec<String> {
-    let protocol = ["--protocol", if itch { "itch50" } else { "sqf" }];
+    let mut protocol = vec!["--protocol".to_string()];
+    if itch {
+        // Each venue run is a session of its own (its sequences start at 1).
+        protocol.extend(["itch50".into(), "--session".into(), name.into()]);
+    } else {
+        protocol.push("sqf".into());
+    }
     let batch = if itch { batch.min(64) } else { batch };
     protocol
-        .map(String::from)
         .into_iter()
         .chain([
             "--line-a".to_string(),
