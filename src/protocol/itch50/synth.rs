@@ -161,6 +161,7 @@ impl Flow {
 
     /// Stock `i`'s top of book as the flow holds it: best bid and best ask
     /// (price in `Price(4)`, shares at that price), and its live orders.
+    #[allow(clippy::type_complexity)] // (bid, ask, live orders), each side (price, size)
     pub fn top(&self, i: usize) -> (Option<(u32, u64)>, Option<(u32, u64)>, u64) {
         let orders = &self.stocks[i].orders;
         let best = |side: Side, better: fn(u32, u32) -> bool| {
