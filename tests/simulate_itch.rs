@@ -108,8 +108,11 @@ fn receive_lines(lines: &[(&UdpSocket, SocketAddrV4)]) -> Vec<Got> {
     })
 }
 
+/// One destination's messages by sequence, and (kind, sequence) per packet.
+type Line = (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>);
+
 /// Messages by sequence, and (kind, sequence) per packet, of one destination.
-fn line(got: &[Got], dest: SocketAddrV4) -> (BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>) {
+fn line(got: &[Got], dest: SocketAddrV4) -> Line {
     let (mut msgs, mut packets) = (BTreeMap::new(), Vec::new());
     for (_, _, bytes) in got.iter().filter(|g| g.1 == dest) {
         let p = Packet::new_checked(&bytes[..]).unwrap();
@@ -197,10 +200,7 @@ fn assert_books_equal(feed: &serde_json::Value, report: &serde_json::Value) {
 
 /// Per line: valid packets in sequence order, the line's missing messages
 /// exactly what the report says it dropped, the end of session last.
-fn check_lines(
-    report: &serde_json::Value,
-    lines: &[&(BTreeMap<u64, Vec<u8>>, Vec<(Kind, u64)>)],
-) -> u64 {
+fn check_lines(report: &serde_json::Value, lines: &[&Line]) -> u64 {
     let next = report["messages"].as_u64().unwrap() + 1;
     for (i, (msgs, packets)) in lines.iter().enumerate() {
         assert_eq!(*packets.last().unwrap(), (Kind::EndOfSession, next));
