@@ -442,6 +442,12 @@ impl Sidecar {
         self.shared.clone()
     }
 
+    /// Re-requests sent so far, every feed's recovery channel together
+    /// (send errors not included).
+    pub fn requests_sent(&self) -> u64 {
+        self.recoveries.iter().map(|r| r.sent).sum()
+    }
+
     /// The feeds' configuration.
     pub fn config(&self) -> &Config {
         &self.config

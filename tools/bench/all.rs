@@ -100,6 +100,9 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "itch_binfile": row(&["itch-binfile"])?,
         "itch_capture": row(&["itch-capture"])?,
         "itch_memory": row(&["itch-memory"])?,
+        "itch_live_drain": row(&["itch-live-drain"])?,
+        "itch_recovery_latency": row(&["itch-recovery-latency"])?,
+        "itch_check_latency": row(&["itch-check-latency"])?,
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
@@ -199,7 +202,57 @@ pub fn table(r: &Value) -> String {
         s["kernel_drops"], s["packets_equal_datagrams_sent"], s["ticks_lost_equal"],
     ));
     itch_rows(r, &mut t);
+    itch_live_rows(r, &mut t);
     t
+}
+
+/// Median and p99 of a latency summary, µs.
+fn median_p99_us(v: &Value) -> String {
+    let us = |k: &str| v[k].as_f64().unwrap_or(0.0) / 1e3;
+    format!("{:.1} / {:.1} µs", us("median_ns"), us("p99_ns"))
+}
+
+/// The ITCH live rows, when the JSON has them.
+fn itch_live_rows(r: &Value, t: &mut String) {
+    let d = &r["itch_live_drain"];
+    if d.is_object() {
+        t.push_str(&format!(
+            "| ITCH live receive: drain of two pre-filled line queues ({} stocks, {:.1} messages/packet) | {} datagrams/s, {} messages/s (each line's copy counted) | bare recvmmsg {} datagrams/s, {} messages/s | {:.2} of bare | |\n",
+            d["stocks"], d["messages_per_packet"].as_f64().unwrap_or(0.0),
+            rate(&d["tickguard_datagrams_per_s"]), rate(&d["tickguard_messages_per_s"]),
+            rate(&d["bare_recvmmsg_datagrams_per_s"]), rate(&d["bare_recvmmsg_messages_per_s"]),
+            d["ratio"].as_f64().unwrap_or(0.0)
+        ));
+    }
+    let g = &r["itch_recovery_latency"];
+    if g.is_object() {
+        let l = &g["legs"];
+        let rt = &g["receive_thread"];
+        t.push_str(&format!(
+            "| ITCH re-requests on loopback ({} gaps filled of {}, {} given up; median / p99) | gap seen → request sent {}; sent → filled {}; seen → filled {} | receive thread after a cycle's data is applied: {} in cycles that sent, {} in others; receive + apply {} | | |\n",
+            l["seen_to_filled"]["samples"], g["gaps_made"], g["gaps_given_up"],
+            median_p99_us(&l["seen_to_sent"]), median_p99_us(&l["sent_to_filled"]), median_p99_us(&l["seen_to_filled"]),
+            median_p99_us(&rt["after_apply_sending"]), median_p99_us(&rt["after_apply_not_sending"]), median_p99_us(&rt["apply"])
+        ));
+    }
+    let c = &r["itch_check_latency"];
+    if c.is_object() {
+        let timer = c["timer_median_ns"].as_f64().unwrap_or(0.0);
+        for (name, k) in [
+            ("first phase", "at_1m"),
+            ("writer at full speed", "full_speed"),
+        ] {
+            let (i, q) = (&c["itch"][k], &c["sqf"][k]);
+            let net = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0) - timer;
+            t.push_str(&format!(
+                "| ITCH check latency from another process, {name} ({:.2} M slot updates/s, {} messages/packet) | median {:.0} ns, p99 {:.0} ns, p99.9 {:.0} ns net of the timer's {timer:.0} ns; {:.4}% retried | SQF in the same run ({:.2} M slot updates/s): {:.0} / {:.0} / {:.0} ns; {:.4}% retried | | |\n",
+                i["slot_updates_per_s"].as_f64().unwrap_or(0.0) / 1e6, i["batch"],
+                net(i, "median_ns"), net(i, "p99_ns"), net(i, "p99_9_ns"), i["checks_retried_pct"].as_f64().unwrap_or(0.0),
+                q["slot_updates_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                net(q, "median_ns"), net(q, "p99_ns"), net(q, "p99_9_ns"), q["checks_retried_pct"].as_f64().unwrap_or(0.0),
+            ));
+        }
+    }
 }
 
 /// The ITCH rows, when the JSON has them.

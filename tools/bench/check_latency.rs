@@ -25,42 +25,42 @@ use tickguard::{Handle, Reader, WallClock};
 pub struct LatencyArgs {
     /// The tickguard binary (sidecar and simulator).
     #[arg(long, default_value = "target/release/tickguard")]
-    tickguard: PathBuf,
+    pub(crate) tickguard: PathBuf,
     /// Target update rate of the first phase, quotes/s on the one symbol.
     #[arg(long, default_value_t = 1_000_000.0)]
-    rate: f64,
+    pub(crate) rate: f64,
     /// Quotes per datagram in the 1M/s phase.
     #[arg(long, default_value_t = 10)]
-    batch: usize,
+    pub(crate) batch: usize,
     /// Quotes per datagram in the full-speed phase (100 is the simulator's most).
     #[arg(long, default_value_t = 100)]
-    full_batch: usize,
+    pub(crate) full_batch: usize,
     /// Rate of the full-speed phase, quotes/s (0: what a calibration burst of
     /// the simulator sustains here, with this process checking meanwhile).
     #[arg(long, default_value_t = 0.0)]
-    full_rate: f64,
+    pub(crate) full_rate: f64,
     /// Seconds of timed checks per phase.
     #[arg(long, default_value_t = 5.0)]
-    seconds: f64,
+    pub(crate) seconds: f64,
     /// Seconds of Unix-socket round trips (during the 1M/s phase).
     #[arg(long, default_value_t = 4.0)]
-    unix_seconds: f64,
+    pub(crate) unix_seconds: f64,
     /// Receiver idle strategy: spin, yield or sleep.
     #[arg(long, default_value = "spin")]
-    idle: String,
+    pub(crate) idle: String,
     /// CPU the sidecar's receiver thread is pinned to.
     #[arg(long, default_value_t = 1)]
-    sidecar_cpu: usize,
+    pub(crate) sidecar_cpu: usize,
     /// CPU this process's checking thread is pinned to.
     #[arg(long, default_value_t = 0)]
-    reader_cpu: usize,
+    pub(crate) reader_cpu: usize,
     /// Pin nothing.
     #[arg(long)]
-    no_pin: bool,
+    pub(crate) no_pin: bool,
     /// Percent of the time the checking thread spends checking (in 1 ms
     /// slices; the rest it sleeps, leaving the CPU to the simulator).
     #[arg(long, default_value_t = 50)]
-    duty_pct: u32,
+    pub(crate) duty_pct: u32,
 }
 
 /// Flags of the hidden `unix-server` row.
@@ -77,11 +77,11 @@ pub struct ServerArgs {
 
 // ---------------------------------------------------------------- histograms
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
 }
 
-fn summary(h: &Histogram<u64>) -> Value {
+pub(crate) fn summary(h: &Histogram<u64>) -> Value {
     json!({
         "samples": h.len(),
         "min_ns": h.min(),
@@ -98,7 +98,7 @@ fn summary(h: &Histogram<u64>) -> Value {
 /// The timer's own cost (two `WallClock` readings back to back) and the
 /// cost of one `WallClock` reading and of one `now_ns()` (clock_gettime)
 /// timed the same way, each over `n` samples.
-fn timer_costs(clock: &WallClock, n: u64) -> [Histogram<u64>; 3] {
+pub(crate) fn timer_costs(clock: &WallClock, n: u64) -> [Histogram<u64>; 3] {
     let [mut timer, mut wall, mut system] = [histogram(), histogram(), histogram()];
     for _ in 0..n {
         let t0 = clock.now_ns();
@@ -299,7 +299,7 @@ fn timed_checks(
 }
 
 /// Waits (at most 10 s) until the writer has published `symbol`.
-fn wait_lookup(shm: &Path, symbol: &str) -> anyhow::Result<(Reader, Handle)> {
+pub(crate) fn wait_lookup(shm: &Path, symbol: &str) -> anyhow::Result<(Reader, Handle)> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let reader = Reader::open(shm);
@@ -459,28 +459,51 @@ fn unix_round_trips(
 
 // ---------------------------------------------------------------- check-latency
 
-fn sim_args(port: u16, name: &str, rate: f64, batch: usize, secs: f64, count: u64) -> Vec<String> {
-    [
-        "--line-a".to_string(),
-        format!("127.0.0.1:{port}"),
-        "--names".into(),
-        name.into(),
-        "--rate".into(),
-        format!("{rate}"),
-        "--batch".into(),
-        batch.to_string(),
-        "--duration-s".into(),
-        format!("{secs}"),
-        "--count".into(),
-        count.to_string(),
-    ]
-    .into()
+/// `simulate` flags feeding `name` alone on one line; `itch`: an ITCH venue
+/// in session `name` (its `--count` counts order-flow messages, `--batch`
+/// is at most 64).
+pub(crate) fn sim_args(
+    itch: bool,
+    port: u16,
+    name: &str,
+    rate: f64,
+    batch: usize,
+    secs: f64,
+    count: u64,
+) -> Vec<String> {
+    let mut protocol = vec!["--protocol".to_string()];
+    if itch {
+        // Each venue run is a session of its own (its sequences start at 1).
+        protocol.extend(["itch50".into(), "--session".into(), name.into()]);
+    } else {
+        protocol.push("sqf".into());
+    }
+    let batch = if itch { batch.min(64) } else { batch };
+    protocol
+        .into_iter()
+        .chain([
+            "--line-a".to_string(),
+            format!("127.0.0.1:{port}"),
+            "--names".into(),
+            name.into(),
+            "--rate".into(),
+            format!("{rate}"),
+            "--batch".into(),
+            batch.to_string(),
+            "--duration-s".into(),
+            format!("{secs}"),
+            "--count".into(),
+            count.to_string(),
+        ])
+        .collect()
 }
 
-/// One loaded phase: a simulator feeding `name` at `rate`, timed checks
-/// from this process meanwhile, then (optionally) Unix-socket round trips.
+/// One loaded phase: a simulator (an ITCH venue if `itch`) feeding `name`
+/// at `rate`, timed checks from this process meanwhile, then (optionally)
+/// Unix-socket round trips.
 #[allow(clippy::too_many_arguments)]
-fn loaded_phase(
+pub(crate) fn loaded_phase(
+    itch: bool,
     a: &LatencyArgs,
     dir: &Path,
     shm: &Path,
@@ -498,7 +521,7 @@ fn loaded_phase(
         &a.tickguard,
         dir,
         name,
-        &sim_args(port, name, rate, batch, sim_s, count),
+        &sim_args(itch, port, name, rate, batch, sim_s, count),
     )?;
     let (reader, handle) = wait_lookup(shm, name)?;
     let drops_start = reader.counter(0, counter::KERNEL_DROPS).unwrap_or(0);
@@ -538,7 +561,7 @@ fn loaded_phase(
     };
     let (report, sim_wall) = sim.finish(Duration::from_secs_f64(sim_s + 30.0))?;
     let drops_end = reader.counter(0, counter::KERNEL_DROPS).unwrap_or(0);
-    let quotes = report["quotes"].as_u64().unwrap_or(0);
+    let quotes = sent_messages(&report);
     let mut v = run.json();
     let o = v.as_object_mut().expect("object");
     o.insert("symbol".into(), json!(name));
@@ -559,9 +582,19 @@ fn loaded_phase(
     Ok((v, unix_json))
 }
 
+/// Quotes (SQF) or order-flow messages (ITCH) a simulator report says it sent.
+fn sent_messages(report: &Value) -> u64 {
+    report["quotes"]
+        .as_u64()
+        .or(report["order_flow"].as_u64())
+        .unwrap_or(0)
+}
+
 /// What the simulator sustains at `batch` here, quotes/s, while this thread
 /// keeps checking: a burst of `count` quotes at a rate it cannot reach.
-fn calibrate(
+pub(crate) fn calibrate(
+    itch: bool,
+    batch: usize,
     a: &LatencyArgs,
     dir: &Path,
     port: u16,
@@ -573,7 +606,7 @@ fn calibrate(
         &a.tickguard,
         dir,
         "CALIB",
-        &sim_args(port, "CALIB", 100_000_000.0, a.full_batch, 30.0, count),
+        &sim_args(itch, port, "CALIB", 100_000_000.0, batch, 30.0, count),
     )?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let clock = WallClock::new();
@@ -581,7 +614,7 @@ fn calibrate(
         let _ = timed_checks(&clock, reader, handle, 0.05, a.duty_pct, || true);
     }
     let (report, wall) = sim.finish(Duration::from_secs(5))?;
-    let quotes = report["quotes"].as_u64().unwrap_or(0);
+    let quotes = sent_messages(&report);
     ensure!(quotes > 0, "calibration burst sent nothing");
     Ok(quotes as f64 / wall)
 }
@@ -635,7 +668,7 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
         &a.tickguard,
         dir.path(),
         "IDLE",
-        &sim_args(port, "IDLE", 1_000.0, 1, 5.0, 10),
+        &sim_args(false, port, "IDLE", 1_000.0, 1, 5.0, 10),
     )?;
     sim.finish(Duration::from_secs(15))?;
     let (reader, idle_handle) = wait_lookup(&shm, "IDLE")?;
@@ -643,6 +676,7 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
     let breakdown = amortized(&reader, &idle_handle, 1_000_000);
 
     let (at_1m, unix) = loaded_phase(
+        false,
         a,
         dir.path(),
         &shm,
@@ -655,9 +689,21 @@ pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
     let (full_rate, calibrated) = if a.full_rate > 0.0 {
         (a.full_rate, false)
     } else {
-        (calibrate(a, dir.path(), port, &reader, &idle_handle)?, true)
+        (
+            calibrate(
+                false,
+                a.full_batch,
+                a,
+                dir.path(),
+                port,
+                &reader,
+                &idle_handle,
+            )?,
+            true,
+        )
     };
     let (full, _) = loaded_phase(
+        false,
         a,
         dir.path(),
         &shm,

@@ -1,6 +1,8 @@
 //! What the rows measured against a live `tickguard run` fed by `tickguard
 //! simulate` on loopback share (`check-latency`, `memory`, `soak`): the two
-//! child processes, their files and the sidecar's counters and memory.
+//! child processes, their files and the sidecar's counters and memory; and
+//! what the in-process receive rows share (`live`, `itch-live-drain`,
+//! `itch-recovery-latency`): loopback senders, ports and queue accounting.
 //!
 //! Every child is killed (by its own handle) and every file removed when a
 //! row ends, also on error. Every loop is bounded in count and time.
@@ -8,6 +10,8 @@
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,6 +114,17 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
 }
 
 pub(crate) fn start_sidecar(bin: &Path, dir: &Path, spec: &SidecarSpec) -> anyhow::Result<Sidecar> {
+    start_sidecar_with(bin, dir, spec, "kind = \"full\"")
+}
+
+/// [`start_sidecar`] with `feed_keys` (e.g. `protocol = "itch50"`) in the
+/// feed's table instead of SQF's `kind = "full"`.
+pub(crate) fn start_sidecar_with(
+    bin: &Path,
+    dir: &Path,
+    spec: &SidecarSpec,
+    feed_keys: &str,
+) -> anyhow::Result<Sidecar> {
     ensure!(
         ["spin", "yield", "sleep"].contains(&spec.idle),
         "--idle must be spin, yield or sleep, not {:?}",
@@ -125,7 +140,7 @@ pub(crate) fn start_sidecar(bin: &Path, dir: &Path, spec: &SidecarSpec) -> anyho
     let text = format!(
         "[state]\ncapacity = {}\n\n[metrics]\nenabled = false\n\n[sidecar]\nshm_path = \"{}\"\n\
          idle = \"{}\"\nidle_sleep_us = 50\nheartbeat_ms = 1\ndead_after_ms = 100\n{cpu}\n\
-         [[feed]]\nname = \"{FEED}\"\nkind = \"full\"\nlines = [{}]\nstale_threshold_ms = {}\n\
+         [[feed]]\nname = \"{FEED}\"\n{feed_keys}\nlines = [{}]\nstale_threshold_ms = {}\n\
          source_threshold_ms = {}\nclock_offset = \"auto\"\n",
         spec.capacity,
         shm.display(),
@@ -301,4 +316,163 @@ pub(crate) fn counters(reader: &Reader) -> Value {
         );
     }
     Value::Object(m)
+}
+
+// ---------------------------------------------------------------- loopback sockets
+
+/// `a` as the C socket address `sendmmsg` takes.
+pub(crate) fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// Sends every datagram to every destination (datagram-major) with
+/// `sendmmsg`. Loopback unicast only: the destinations are 127.0.0.1.
+pub(crate) fn send_all(
+    tx: &UdpSocket,
+    datagrams: &[Vec<u8>],
+    dsts: &[libc::sockaddr_in],
+) -> anyhow::Result<()> {
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(datagrams.len() * dsts.len());
+    for d in datagrams {
+        for _ in dsts {
+            iov.push(libc::iovec {
+                iov_base: d.as_ptr() as *mut libc::c_void,
+                iov_len: d.len(),
+            });
+        }
+    }
+    let mut hdrs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .enumerate()
+        .map(|(i, v)| {
+            // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+            h.msg_name = (&dsts[i % dsts.len()] as *const libc::sockaddr_in)
+                .cast_mut()
+                .cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_iov = v;
+            h.msg_iovlen = 1;
+            libc::mmsghdr {
+                msg_hdr: h,
+                msg_len: 0,
+            }
+        })
+        .collect();
+    let mut done = 0;
+    while done < hdrs.len() {
+        let rest = &mut hdrs[done..];
+        // SAFETY: every header points at a live sockaddr_in and a live
+        // iovec over a live buffer; the kernel only reads them.
+        let n = unsafe { libc::sendmmsg(tx.as_raw_fd(), rest.as_mut_ptr(), rest.len() as u32, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e).context("sendmmsg");
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// A loopback socket's receive queue as the kernel accounts it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Queue {
+    /// Bytes charged to the receive buffer (skb truesize).
+    pub(crate) rx_bytes: u64,
+    /// Datagrams dropped for want of room.
+    pub(crate) drops: u64,
+}
+
+/// Reads `/proc/net/udp` for the socket bound to 127.0.0.1:`port`.
+pub(crate) fn proc_udp(port: u16) -> anyhow::Result<Queue> {
+    let text = std::fs::read_to_string("/proc/net/udp")?;
+    let local = format!("0100007F:{port:04X}");
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 13 || f[1] != local {
+            continue;
+        }
+        let rx = f[4].split(':').nth(1).unwrap_or("0");
+        return Ok(Queue {
+            rx_bytes: u64::from_str_radix(rx, 16)?,
+            drops: f[f.len() - 1].parse()?,
+        });
+    }
+    anyhow::bail!("no UDP socket on 127.0.0.1:{port} in /proc/net/udp")
+}
+
+/// The cap on SO_RCVBUF.
+pub(crate) const RMEM_MAX: &str = "/proc/sys/net/core/rmem_max";
+
+/// Raises net.core.rmem_max (as root, when asked) while sockets are
+/// opened; the old value is written back on drop.
+pub(crate) struct RmemMax {
+    pub(crate) original: u64,
+    pub(crate) raised_to: Option<u64>,
+}
+
+impl RmemMax {
+    pub(crate) fn raise(want: usize, allowed: bool) -> RmemMax {
+        let original = std::fs::read_to_string(RMEM_MAX)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let mut r = RmemMax {
+            original,
+            raised_to: None,
+        };
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if allowed
+            && root
+            && original < want as u64
+            && std::fs::write(RMEM_MAX, want.to_string()).is_ok()
+        {
+            r.raised_to = Some(want as u64);
+        }
+        r
+    }
+}
+
+impl Drop for RmemMax {
+    fn drop(&mut self) {
+        if self.raised_to.is_some() {
+            if let Err(e) = std::fs::write(RMEM_MAX, self.original.to_string()) {
+                eprintln!(
+                    "could not restore net.core.rmem_max to {}: {e}",
+                    self.original
+                );
+            }
+        }
+    }
+}
+
+/// `N` distinct UDP ports free right now on 127.0.0.1.
+pub(crate) fn distinct_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    let keep: Vec<UdpSocket> = (0..N)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    let mut ports = [0u16; N];
+    for (p, s) in ports.iter_mut().zip(&keep) {
+        *p = s.local_addr()?.port();
+    }
+    drop(keep);
+    Ok(ports)
+}
+
+/// The median of `v` (the upper one of an even count); `v` not empty.
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
 }

@@ -14,6 +14,8 @@ mod harness;
 mod itch_apply;
 mod itch_binfile;
 mod itch_capture;
+mod itch_check;
+mod itch_live;
 mod itch_memory;
 mod live;
 mod memory;
@@ -53,6 +55,12 @@ enum Row {
     ItchCapture(itch_capture::Args),
     /// Peak RSS and live orders at the end of the ITCH BinaryFILE replay.
     ItchMemory(itch_binfile::Args),
+    /// ITCH live: sidecar drain of pre-filled line queues against a bare recvmmsg loop.
+    ItchLiveDrain(itch_live::DrainArgs),
+    /// ITCH live: gap seen → re-request sent → filled on loopback, and the receive thread's cost.
+    ItchRecoveryLatency(itch_live::RecoveryArgs),
+    /// Reader::check on an ITCH symbol from another process, next to an SQF symbol in the same run.
+    ItchCheckLatency(check_latency::LatencyArgs),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
     Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
@@ -78,6 +86,9 @@ fn main() -> anyhow::Result<()> {
         Row::ItchBinfile(a) => itch_binfile::run(&a)?,
         Row::ItchCapture(a) => itch_capture::run(&a)?,
         Row::ItchMemory(a) => itch_memory::run(&a)?,
+        Row::ItchLiveDrain(a) => itch_live::drain(&a)?,
+        Row::ItchRecoveryLatency(a) => itch_live::recovery(&a)?,
+        Row::ItchCheckLatency(a) => itch_check::run(&a)?,
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,
