@@ -8,16 +8,11 @@ use super::{free_port, Params};
 use crate::config::Config;
 use crate::reader::Reader;
 use crate::shm::counter;
-use crate::sidecar::Sidecar;
 use crate::state::slot::Side;
-use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 const FEED: &str = "nasdaq";
 
@@ -82,73 +77,27 @@ source_threshold_ms = 2000
         ..crate::simulate::itch50::Params::default()
     };
     crate::simulate::itch50::Venue::new(&venue).context("demo: venue")?;
+    let args_forever = args.duration_s <= 0.0;
 
-    let shutdown = crate::sys::shutdown_on_signals().context("installing signal handlers")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut sidecar = Sidecar::start(&config)?;
-    // Held to the end: the path's writer lock lives as long as the publication.
-    let publication = sidecar.publication();
-    let sidecar_stop = stop.clone();
-    let rx = std::thread::Builder::new()
-        .name("tickguard-rx".into())
-        .spawn(move || sidecar.run(&sidecar_stop))?;
-    let venue_stop = stop.clone();
-    let venue_thread = std::thread::Builder::new()
-        .name("venue".into())
-        .spawn(move || crate::simulate::itch50::publish(&venue, &venue_stop))?;
-
-    let tty = std::io::stdout().is_terminal();
-    let started = now_ns();
-    let deadline = (args.duration_s > 0.0).then(|| started + (args.duration_s * 1e9) as u64);
-    let mut out = std::io::stdout().lock();
-    if tty {
-        write!(out, "\x1b[?25l")?; // hide the cursor
-    }
-    let result = (|| -> anyhow::Result<()> {
-        let reader = Reader::open(&args.shm);
-        let mut closed_at = None;
-        loop {
-            let now = now_ns();
-            let closed = reader.feed_status(0).is_some_and(|s| s.closed);
-            if closed && closed_at.is_none() {
-                closed_at = Some(now);
+    let mut closed_at = None;
+    let (report, stats) = super::show(
+        &config,
+        args,
+        "venue",
+        move |stop| crate::simulate::itch50::publish(&venue, &stop),
+        render,
+        move |reader, now| {
+            // Until Ctrl-C: the session, then a few seconds of the close.
+            if reader.feed_status(0).is_some_and(|s| s.closed) {
+                closed_at.get_or_insert(now);
             }
-            let shown_closed =
-                closed_at.is_some_and(|c| now.saturating_sub(c) >= (AFTER_CLOSE_S * 1e9) as u64);
-            if shutdown.load(Ordering::Relaxed)
-                || deadline.is_some_and(|d| now >= d)
-                || (deadline.is_none() && shown_closed)
-            {
-                return Ok(());
-            }
-            let frame = render(&reader, now, now.saturating_sub(started), tty);
-            if tty {
-                write!(out, "\x1b[H\x1b[2J{frame}")?;
-            } else {
-                writeln!(out, "{frame}")?;
-            }
-            out.flush()?;
-            std::thread::sleep(Duration::from_millis(if tty { 250 } else { 1000 }));
-        }
-    })();
-    if tty {
-        write!(out, "\x1b[?25h")?;
-        out.flush()?;
-    }
-    stop.store(true, Ordering::Relaxed);
-    let report = venue_thread
-        .join()
-        .map_err(|_| anyhow::anyhow!("demo: venue thread panicked"))?;
-    let stats = rx
-        .join()
-        .map_err(|_| anyhow::anyhow!("demo: receiver thread panicked"))?;
-    // Only the demo's own file, still under its lock.
-    let _ = publication.remove();
-    drop(publication);
-    result?;
+            args_forever
+                && closed_at.is_some_and(|c| now.saturating_sub(c) >= (AFTER_CLOSE_S * 1e9) as u64)
+        },
+    )?;
     let report = report?;
     writeln!(
-        out,
+        std::io::stdout().lock(),
         "demo ended: the venue sent {} messages in {} datagrams ({} lost on both lines), receiver took {} datagrams in {} cycles",
         report.messages, report.datagrams, report.lost_on_both_lines, stats.datagrams, stats.cycles
     )?;

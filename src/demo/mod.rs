@@ -104,19 +104,49 @@ offset_window_ms = 10000
     };
     crate::simulate::Simulator::new(&sim_args).context("demo: simulator")?;
 
+    let (report, stats) = show(
+        &config,
+        args,
+        "provider",
+        move |stop| crate::simulate::publish(&sim_args, &stop),
+        render,
+        |_, _| false,
+    )?;
+    let report = report?;
+    writeln!(
+        std::io::stdout().lock(),
+        "demo ended: provider sent {} quotes in {} datagrams, receiver took {} datagrams in {} cycles",
+        report.quotes, report.datagrams, stats.datagrams, stats.cycles
+    )?;
+    Ok(())
+}
+
+/// Runs `config`'s sidecar and a `source` thread (`provide`, stopped by its
+/// flag) and shows `render`'s frame of the publication, refreshed, until
+/// Ctrl-C, `args.duration_s` or `done(reader, now)`; then stops both and
+/// removes the demo's file. Returns what the source returned and the
+/// receiver's statistics.
+fn show<R: Send + 'static>(
+    config: &Config,
+    args: &Params,
+    source: &str,
+    provide: impl FnOnce(Arc<AtomicBool>) -> R + Send + 'static,
+    render: fn(&Reader, u64, u64, bool) -> String,
+    mut done: impl FnMut(&Reader, u64) -> bool,
+) -> anyhow::Result<(R, crate::sidecar::RunStats)> {
     let shutdown = crate::sys::shutdown_on_signals().context("installing signal handlers")?;
     let stop = Arc::new(AtomicBool::new(false));
-    let mut sidecar = Sidecar::start(&config)?;
+    let mut sidecar = Sidecar::start(config)?;
     // Held to the end: the path's writer lock lives as long as the publication.
     let publication = sidecar.publication();
     let sidecar_stop = stop.clone();
     let rx = std::thread::Builder::new()
         .name("tickguard-rx".into())
         .spawn(move || sidecar.run(&sidecar_stop))?;
-    let sim_stop = stop.clone();
+    let source_stop = stop.clone();
     let provider = std::thread::Builder::new()
-        .name("provider".into())
-        .spawn(move || crate::simulate::publish(&sim_args, &sim_stop))?;
+        .name(source.into())
+        .spawn(move || provide(source_stop))?;
 
     let tty = std::io::stdout().is_terminal();
     let started = now_ns();
@@ -129,7 +159,10 @@ offset_window_ms = 10000
         let reader = Reader::open(&args.shm);
         loop {
             let now = now_ns();
-            if shutdown.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+            if shutdown.load(Ordering::Relaxed)
+                || deadline.is_some_and(|d| now >= d)
+                || done(&reader, now)
+            {
                 return Ok(());
             }
             let frame = render(&reader, now, now.saturating_sub(started), tty);
@@ -147,9 +180,9 @@ offset_window_ms = 10000
         out.flush()?;
     }
     stop.store(true, Ordering::Relaxed);
-    let published = provider
+    let provided = provider
         .join()
-        .map_err(|_| anyhow::anyhow!("demo: provider thread panicked"))?;
+        .map_err(|_| anyhow::anyhow!("demo: {source} thread panicked"))?;
     let stats = rx
         .join()
         .map_err(|_| anyhow::anyhow!("demo: receiver thread panicked"))?;
@@ -157,13 +190,7 @@ offset_window_ms = 10000
     let _ = publication.remove();
     drop(publication);
     result?;
-    let report = published?;
-    writeln!(
-        out,
-        "demo ended: provider sent {} quotes in {} datagrams, receiver took {} datagrams in {} cycles",
-        report.quotes, report.datagrams, stats.datagrams, stats.cycles
-    )?;
-    Ok(())
+    Ok((provided, stats))
 }
 
 /// One screen: feed counters, then one row per symbol, worst first.
