@@ -4,7 +4,7 @@
 //! the shared memory: gaps open and fill, a stock halts every 10 s, a pause
 //! shows `stale`, and at the end of the session every symbol reads `closed`.
 
-use super::{free_port, Params};
+use super::{free_port, verdict_cell, Params};
 use crate::config::Config;
 use crate::reader::Reader;
 use crate::shm::counter;
@@ -160,19 +160,9 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
         .collect();
     rows.sort_by_cached_key(|(sym, _, _)| sym.to_string());
     for (sym, r, reasons) in rows {
-        let verdict = if reasons.is_ok() {
-            "ok".to_string()
-        } else {
-            format!("REJECT {reasons}")
-        };
-        let (on, off) = match (color, reasons.is_ok(), reasons.contains(Reasons::STALE)) {
-            (false, ..) => ("", ""),
-            (true, true, _) => ("\x1b[32m", "\x1b[0m"),
-            (true, false, true) => ("\x1b[31m", "\x1b[0m"),
-            (true, false, false) => ("\x1b[33m", "\x1b[0m"),
-        };
+        let verdict = verdict_cell(reasons, color);
         s.push_str(&format!(
-            "{:<9} {:>20} {:>20}  {on}{verdict}{off}\n",
+            "{:<9} {:>20} {:>20}  {verdict}\n",
             sym.to_string(),
             side(r.bid, true),
             side(r.ask, false),

@@ -193,6 +193,23 @@ fn show<R: Send + 'static>(
     Ok((provided, stats))
 }
 
+/// A verdict as the demo shows it: `ok` or `REJECT reasons`, green, red
+/// (stale) or yellow on a terminal.
+fn verdict_cell(reasons: Reasons, color: bool) -> String {
+    let text = if reasons.is_ok() {
+        "ok".to_string()
+    } else {
+        format!("REJECT {reasons}")
+    };
+    let on = match (color, reasons.is_ok(), reasons.contains(Reasons::STALE)) {
+        (false, ..) => return text,
+        (true, true, _) => "\x1b[32m",
+        (true, false, true) => "\x1b[31m",
+        (true, false, false) => "\x1b[33m",
+    };
+    format!("{on}{text}\x1b[0m")
+}
+
 /// One screen: feed counters, then one row per symbol, worst first.
 fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
     let c = |id| reader.counter(0, id).unwrap_or(0);
@@ -248,19 +265,9 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
             None => ("-".into(), "-".into(), "-".into()),
         };
         let silence = format!("{:.0} ms", now.saturating_sub(st.last_alive) as f64 / 1e6);
-        let verdict = if reasons.is_ok() {
-            "ok".to_string()
-        } else {
-            format!("REJECT {reasons}")
-        };
-        let (on, off) = match (color, reasons.is_ok(), reasons.contains(Reasons::STALE)) {
-            (false, ..) => ("", ""),
-            (true, true, _) => ("\x1b[32m", "\x1b[0m"),
-            (true, false, true) => ("\x1b[31m", "\x1b[0m"),
-            (true, false, false) => ("\x1b[33m", "\x1b[0m"),
-        };
+        let verdict = verdict_cell(reasons, color);
         s.push_str(&format!(
-            "{:<9} {:>11} {:>11} {:>8} {:>6} {:>9} {:>10}  {on}{verdict}{off}\n",
+            "{:<9} {:>11} {:>11} {:>8} {:>6} {:>9} {:>10}  {verdict}\n",
             sym.to_string(),
             bid,
             ask,
