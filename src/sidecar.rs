@@ -321,8 +321,13 @@ impl Sidecar {
             }
             if let Some(server) = f.itch.as_ref().and_then(|c| c.recovery) {
                 let listen = f.itch.as_ref().map_or(server, |c| c.recovery_listen);
-                let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
+                let mut socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
                     .with_context(|| format!("feed '{}': recovery_listen {listen}", f.name))?;
+                // Answers are taken from the server only: a forged answer
+                // would fill a gap with whatever its sender chose.
+                socket
+                    .connect(server)
+                    .with_context(|| format!("feed '{}': recovery {server}", f.name))?;
                 tracing::info!(
                     feed = %f.name,
                     server = %server,

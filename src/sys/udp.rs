@@ -76,6 +76,19 @@ impl LineInfo {
 }
 
 impl LineSocket {
+    /// Connects the socket to `peer`: from then on the kernel hands it
+    /// only datagrams from `peer` (a recovery channel takes answers from
+    /// its server alone, not from whoever else can reach the port).
+    pub fn connect(&mut self, peer: SocketAddrV4) -> io::Result<()> {
+        self.socket.connect(&peer.into())?;
+        if let Some(local) = self.socket.local_addr()?.as_socket_ipv4() {
+            if self.info.addr.ip().is_unspecified() || self.info.addr.port() == 0 {
+                self.info.addr = local;
+            }
+        }
+        Ok(())
+    }
+
     /// Sends one datagram to `to` without blocking (a re-request from the
     /// recovery channel's socket). `WouldBlock` when the send buffer is full.
     pub fn send_to(&self, payload: &[u8], to: SocketAddrV4) -> io::Result<usize> {

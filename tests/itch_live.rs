@@ -1,0 +1,105 @@
+//! The live ITCH receiver on loopback, driven cycle by cycle: the recovery
+//! channel takes answers from the configured server only.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+use tickguard::config::Config;
+use tickguard::protocol::itch50::mold::{PacketBuilder, Request};
+use tickguard::protocol::itch50::{message, Session};
+use tickguard::sidecar::Sidecar;
+use tickguard::time::now_ns;
+
+const SESSION: Session = Session(*b"LIVE000001");
+
+/// A System Event message (`S`, code `Q`): 12 bytes, locate 0.
+fn system_event(code: u8) -> Vec<u8> {
+    let m = vec![b'S', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, code];
+    assert_eq!(message::check(&m), Ok(()));
+    m
+}
+
+fn packet(seq: u64, code: u8) -> Vec<u8> {
+    let mut b = PacketBuilder::new(SESSION, seq);
+    b.message(&system_event(code));
+    b.finish()
+}
+
+fn port(s: &UdpSocket) -> SocketAddr {
+    s.local_addr().unwrap()
+}
+
+/// Runs the sidecar's cycles until `done` or 10 s.
+fn cycle_until(sidecar: &mut Sidecar, mut done: impl FnMut(&Sidecar) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(sidecar) {
+        assert!(Instant::now() < deadline, "timed out");
+        sidecar.cycle(now_ns());
+    }
+}
+
+#[test]
+fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
+    let line = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let listen = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let shm = format!("/dev/shm/tickguard-itch-live-{}", std::process::id());
+    let cfg = Config::parse(
+        &format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\n\
+             [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
+             recovery = \"{}\"\nrecovery_listen = \"{listen}\"\ngap_timeout_ms = 60000\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+            port(&server)
+        ),
+        "test",
+    )
+    .unwrap();
+    let mut sidecar = Sidecar::start(&cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Sequence 1, then 3: a gap at 2, asked for.
+    tx.send_to(&packet(1, b'O'), line).unwrap();
+    tx.send_to(&packet(3, b'Q'), line).unwrap();
+    let gaps = |s: &Sidecar| {
+        s.handler().feeds()[0]
+            .itch()
+            .unwrap()
+            .sequencer()
+            .gaps_open()
+    };
+    cycle_until(&mut sidecar, |s| {
+        s.handler().feeds()[0].counters.packets == 2
+    });
+    assert_eq!(gaps(&sidecar), 1);
+    let mut buf = [0u8; 64];
+    server
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (n, from) = server.recv_from(&mut buf).unwrap();
+    let request = Request::decode(&buf[..n]).expect("a re-request");
+    assert_eq!(
+        (request.session, request.sequence, request.count),
+        (SESSION, 2, 1)
+    );
+
+    // A forged answer from anyone else to the recovery port: not taken.
+    let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    forger.send_to(&packet(2, b'S'), listen).unwrap();
+    for _ in 0..1000 {
+        sidecar.cycle(now_ns());
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..1000 {
+        sidecar.cycle(now_ns());
+    }
+    assert_eq!(gaps(&sidecar), 1, "the forged answer filled nothing");
+    assert_eq!(sidecar.handler().feeds()[0].counters.packets, 2);
+
+    // The server's answer fills the gap.
+    server.send_to(&packet(2, b'S'), from).unwrap();
+    cycle_until(&mut sidecar, |s| gaps(s) == 0);
+    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    assert_eq!(it.sequencer().counters().recovered, 1);
+    assert_eq!(it.sequencer().next(), Some(4));
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}
