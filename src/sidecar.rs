@@ -341,6 +341,7 @@ impl Sidecar {
                         server,
                         Requester::from_config(c),
                         c.gap_timeout_ns,
+                        c.request_interval_ns,
                     ));
                 }
                 lines.push(Line::new(id as u16, RECOVERY_LINE, socket, sc.batch));
@@ -601,15 +602,10 @@ impl Sidecar {
             let Some(it) = self.handler.feeds()[r.feed as usize].itch() else {
                 continue;
             };
-            let interval = self.config.feeds[r.feed as usize]
-                .itch
-                .as_ref()
-                .map_or(0, |c| c.request_interval_ns);
             r.poll(
                 it.sequencer(),
                 it.session(),
                 &self.lines[r.line].socket,
-                interval,
                 now,
             );
         }

@@ -42,6 +42,8 @@ pub(crate) struct Recovery {
     server: SocketAddrV4,
     requester: Requester,
     gap_timeout_ns: u64,
+    /// `request_interval_ms`, ns: re-sends fall due this long after a request.
+    interval_ns: u64,
     ranges: Vec<Missing>,
     session: Option<Session>,
     /// What the last poll saw: the stream's `high`, open gaps, gaps given up.
@@ -64,6 +66,7 @@ impl Recovery {
         server: SocketAddrV4,
         requester: Requester,
         gap_timeout_ns: u64,
+        interval_ns: u64,
     ) -> Recovery {
         Recovery {
             feed,
@@ -71,6 +74,7 @@ impl Recovery {
             server,
             requester,
             gap_timeout_ns,
+            interval_ns,
             ranges: Vec::with_capacity(RANGES),
             session: None,
             seen: (0, 0, 0),
@@ -90,7 +94,6 @@ impl Recovery {
         seq: &Sequencer,
         session: Option<Session>,
         socket: &LineSocket,
-        interval_ns: u64,
         now: u64,
     ) -> usize {
         if session != self.session {
@@ -111,7 +114,7 @@ impl Recovery {
         }
         // Re-sends fall due one interval after a request: look again at a
         // quarter of it.
-        self.next_poll = now.saturating_add((interval_ns / 4).max(1));
+        self.next_poll = now.saturating_add((self.interval_ns / 4).max(1));
         self.ranges.clear();
         let ranges = &mut self.ranges;
         seq.missing(|lo, hi, deadline| {
