@@ -6,7 +6,8 @@
 //!
 //! e.g. `valgrind --tool=callgrind target/release/examples/itch_profile file /tmp/day.itch`.
 //! `mold` packs the packets in memory before it replays them (10–30
-//! messages each, one line).
+//! messages each, one line). Both print the replay's own wall time to
+//! stderr.
 
 use std::path::Path;
 use tickguard::clock::OffsetMode;
@@ -42,8 +43,10 @@ fn main() {
         "file" => {
             let config = Config::parse(CONFIG, "profile").expect("config");
             let date = jiff::civil::date(2026, 1, 5);
+            let start = std::time::Instant::now();
             let out = tickguard::replay::replay_file(&config, "nasdaq", date, day, &[], |_| {})
                 .expect("replay");
+            eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
             let feed = &out.summary.itch["nasdaq"];
             println!("next {:?}, unknown {}", feed.next, feed.unknown_orders);
         }
@@ -66,9 +69,11 @@ fn main() {
                 offset_queue: 16,
                 orders: 1 << 16,
             });
+            let start = std::time::Instant::now();
             for (t, p) in &packets {
                 let _ = f.on_datagram(p, *t);
             }
+            eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
             println!("next {:?}", f.sequencer().next());
         }
         _ => {

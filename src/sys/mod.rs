@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod file;
+pub mod memory;
 pub mod udp;
 
 use std::io;

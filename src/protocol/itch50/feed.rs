@@ -269,6 +269,54 @@ impl State {
 }
 
 impl State {
+    /// Starts loading what message `bytes` will touch when it is applied, a
+    /// few messages from now, so that the cache misses of consecutive
+    /// messages overlap. `far`: the first stage (the named order's slot and
+    /// the book's entry); else the second (the book's best levels, whose
+    /// address the entry holds). Any bytes are safe here: a message that is
+    /// short or unchecked prefetches something harmless or nothing.
+    /// [`prefetch`](Self::prefetch)es a run of messages about to be
+    /// applied, both stages: every message's first, then every message's
+    /// second, so that the loads of each stage overlap.
+    #[inline]
+    fn prefetch_all<'a>(&self, messages: impl Iterator<Item = &'a [u8]> + Clone) {
+        for m in messages.clone() {
+            self.prefetch(m, true);
+        }
+        for m in messages {
+            self.prefetch(m, false);
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, bytes: &[u8], far: bool) {
+        let (Some(&code), Some(locate)) = (bytes.first(), bytes.get(1..3)) else {
+            return;
+        };
+        let sym = self.locates[usize::from(u16::from_be_bytes([locate[0], locate[1]]))];
+        if sym == NONE {
+            return;
+        }
+        if !far {
+            self.books.prefetch_levels(sym);
+            return;
+        }
+        if let (
+            msg_type::ADD_ORDER
+            | msg_type::ADD_ORDER_MPID
+            | msg_type::EXECUTED
+            | msg_type::EXECUTED_WITH_PRICE
+            | msg_type::CANCEL
+            | msg_type::DELETE
+            | msg_type::REPLACE,
+            Some(order),
+        ) = (code, bytes.get(11..19))
+        {
+            let order = u64::from_be_bytes(order.try_into().unwrap_or([0; 8]));
+            self.books.prefetch_order(order, sym);
+        }
+    }
+
     /// [`apply`](Self::apply), recording what it did to the log: system
     /// events, and the watched symbol's halts and the order messages that
     /// crossed, uncrossed, emptied or first filled its book.
@@ -473,6 +521,12 @@ impl Feed {
             }
         }
         let Feed { seq, state, .. } = self;
+        // A packet that carries news (not line B's copy of one applied):
+        // its messages' memory is fetched together before any is applied.
+        let end = p.sequence().saturating_add(u64::from(p.count()));
+        if matches!(p.kind(), Kind::Data(_)) && seq.next().is_none_or(|next| end > next) {
+            state.prefetch_all(p.messages().map(|(_, m)| m.bytes()));
+        }
         state.last_source = None;
         let out = seq.on_packet(p, t, &mut |_, m| state.apply(m));
         if let Some(log) = &mut state.log {

@@ -5,6 +5,8 @@
 //! allocation, amortised over the inserts; sized up front it allocates
 //! nothing after warm-up.
 
+use crate::sys::memory::{huge_vec, prefetch};
+
 /// Marks an empty slot. A real entry with this key is kept apart.
 const EMPTY: u64 = u64::MAX;
 
@@ -30,8 +32,8 @@ impl<V: Copy> U64Map<V> {
     pub fn with_capacity(n: usize, vacant: V) -> U64Map<V> {
         let want = (n.max(8) * 10 / 7 + 1).next_power_of_two();
         U64Map {
-            keys: vec![EMPTY; want],
-            values: vec![vacant; want],
+            keys: huge_vec(want, EMPTY),
+            values: huge_vec(want, vacant),
             mask: want - 1,
             bits: want.trailing_zeros(),
             len: 0,
@@ -59,6 +61,15 @@ impl<V: Copy> U64Map<V> {
             }
             i = (i + 1) & self.mask;
         }
+    }
+
+    /// Starts loading the slots where `key` would be found (its home), so
+    /// that a later access does not wait on memory.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        let i = self.home(key);
+        prefetch(&self.keys[i]);
+        prefetch(&self.values[i]);
     }
 
     /// The value under `key`.
@@ -143,8 +154,8 @@ impl<V: Copy> U64Map<V> {
         let keys = std::mem::take(&mut self.keys);
         let values = std::mem::take(&mut self.values);
         let n = keys.len() * 2;
-        self.keys = vec![EMPTY; n];
-        self.values = vec![self.vacant; n];
+        self.keys = huge_vec(n, EMPTY);
+        self.values = huge_vec(n, self.vacant);
         self.mask = n - 1;
         self.bits = n.trailing_zeros();
         for (k, v) in keys.into_iter().zip(values).filter(|(k, _)| *k != EMPTY) {
@@ -215,7 +226,7 @@ impl<V: Copy> WindowMap<V> {
     pub fn new(window: usize, overflow: usize, vacant: V) -> WindowMap<V> {
         let n = window.max(CHUNK).next_power_of_two();
         WindowMap {
-            ring: vec![None; n].into_boxed_slice(),
+            ring: crate::sys::memory::huge_vec(n, None).into_boxed_slice(),
             chunks: vec![0; n / CHUNK].into_boxed_slice(),
             mask: n as u64 - 1,
             base: 0,
@@ -233,6 +244,17 @@ impl<V: Copy> WindowMap<V> {
     #[inline]
     fn slot(&self, key: u64) -> usize {
         (key & self.mask) as usize
+    }
+
+    /// Starts loading the slot of `key` (its ring slot, or its home in
+    /// the overflow), so that a later access does not wait on memory.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        if self.in_window(key) {
+            prefetch(&self.ring[self.slot(key)]);
+        } else {
+            self.overflow.prefetch(key);
+        }
     }
 
     /// The value under `key`.
