@@ -12,7 +12,7 @@ use super::book::{Books, Order, Top};
 use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
-use super::message::{msg_type, Body, Message, Side};
+use super::message::{fixed, msg_type, Body, Message, Side};
 use super::mold::{Kind, Packet, Session};
 use super::sequencer::{self, Outcome, Sequencer};
 use super::Reject;
@@ -95,6 +95,8 @@ impl SymbolState {
 
 /// No symbol: an unmapped locate.
 const NONE: u32 = u32::MAX;
+/// No timestamp (they are 48-bit).
+const NO_TIME: u64 = u64::MAX;
 
 /// Everything a message changes, apart from the sequencing.
 #[derive(Debug, Clone)]
@@ -108,8 +110,10 @@ struct State {
     counters: Counters,
     /// Epoch ns of the session date's midnight in the feed's zone.
     midnight: i128,
-    /// Source time of the last message applied by the current call, epoch ns.
-    last_source: Option<i128>,
+    /// Raw timestamp (ns since `midnight`) of the last message applied by
+    /// the current call, [`NO_TIME`] before any: its source time is worked
+    /// out once per call, by [`Feed::raise_watermark`].
+    last_ts: u64,
     /// Symbols whose book top or trading state a message may have changed
     /// since the last [`Feed::drain_touched`], each once; kept only while
     /// `tracking` (a live feed publishes them).
@@ -169,15 +173,110 @@ impl State {
         i
     }
 
-    /// Applies one message in sequence order (spec §3.3).
+    /// Applies one message in sequence order (spec §3.3). The order
+    /// messages, nearly all of a day, read their few fields straight from
+    /// the bytes ([`fixed`]); the rest are decoded whole ([`Body`]).
+    #[inline]
     fn apply(&mut self, m: Message<'_>) {
         if self.log.is_some() {
             return self.apply_logged(m);
         }
         let code = m.code();
         self.counters.by_type[code as usize] += 1;
+        match code {
+            msg_type::ADD_ORDER | msg_type::ADD_ORDER_MPID => {
+                if let Some(b) = m.fixed::<36>() {
+                    let Some(sym) = self.order_symbol(b) else {
+                        return;
+                    };
+                    if sym != NONE {
+                        let side = b[19];
+                        let (shares, price) = (fixed::u32::<20, 36>(b), fixed::u32::<32, 36>(b));
+                        self.add_order(sym, fixed::u64::<11, 36>(b), side, shares, price);
+                    }
+                    return self.applied(sym, b);
+                }
+            }
+            msg_type::EXECUTED | msg_type::EXECUTED_WITH_PRICE | msg_type::CANCEL => {
+                // The order and the shares lie at the same offsets in the three.
+                if let Some(b) = m.fixed::<23>() {
+                    let Some(sym) = self.order_symbol(b) else {
+                        return;
+                    };
+                    self.reduce(fixed::u64::<11, 23>(b), fixed::u32::<19, 23>(b));
+                    return self.applied(sym, b);
+                }
+            }
+            msg_type::DELETE => {
+                if let Some(b) = m.fixed::<19>() {
+                    let Some(sym) = self.order_symbol(b) else {
+                        return;
+                    };
+                    self.delete(fixed::u64::<11, 19>(b));
+                    return self.applied(sym, b);
+                }
+            }
+            msg_type::REPLACE => {
+                if let Some(b) = m.fixed::<35>() {
+                    let Some(sym) = self.order_symbol(b) else {
+                        return;
+                    };
+                    let (original, new) = (fixed::u64::<11, 35>(b), fixed::u64::<19, 35>(b));
+                    let (shares, price) = (fixed::u32::<27, 35>(b), fixed::u32::<31, 35>(b));
+                    self.replace(original, new, shares, price);
+                    return self.applied(sym, b);
+                }
+            }
+            _ => {}
+        }
+        self.apply_decoded(m);
+    }
+
+    /// Notes the time of an order message `b` (its type's length or
+    /// longer) and returns its symbol: its locate's, mapped from its stock
+    /// (Add Order) when not mapped yet, else `NONE`. `None` for locate 0: the
+    /// message changes nothing more.
+    #[inline]
+    fn order_symbol<const N: usize>(&mut self, b: &[u8; N]) -> Option<u32> {
+        self.last_ts = fixed::u48::<5, N>(b);
+        let locate = fixed::u16::<1, N>(b);
+        if locate == 0 {
+            return None;
+        }
+        let sym = self.locates[locate as usize];
+        if sym != NONE {
+            return Some(sym);
+        }
+        Some(self.map_locate(Message::new(b), locate))
+    }
+
+    /// After an order message `b` of symbol `sym`: the symbol's last
+    /// timestamp, and its change noted.
+    #[inline]
+    fn applied<const N: usize>(&mut self, sym: u32, b: &[u8; N]) {
+        if sym != NONE {
+            self.symbols[sym as usize].last_timestamp = Some(fixed::u48::<5, N>(b));
+            self.touch(sym);
+        }
+    }
+
+    /// Maps `locate` to `m`'s stock when it has one; the symbol, `NONE`
+    /// without a stock.
+    #[cold]
+    fn map_locate(&mut self, m: Message<'_>, locate: u16) -> u32 {
+        let Some(stock) = m.stock() else {
+            return NONE;
+        };
+        let sym = self.symbol(stock, locate);
+        self.locates[locate as usize] = sym;
+        sym
+    }
+
+    /// Applies a message of any type, decoded whole (after its type was
+    /// counted).
+    fn apply_decoded(&mut self, m: Message<'_>) {
         if let Some(ts) = m.timestamp() {
-            self.last_source = Some(self.midnight + ts as i128);
+            self.last_ts = ts;
         }
         let locate = m.locate();
         let body = m.body();
@@ -194,7 +293,7 @@ impl State {
         // The directory always maps; a message with a stock maps a locate
         // not mapped yet.
         let mut sym = self.locates[locate as usize];
-        if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+        if m.code() == msg_type::STOCK_DIRECTORY || sym == NONE {
             if let Some(stock) = m.stock() {
                 sym = self.symbol(stock, locate);
                 self.locates[locate as usize] = sym;
@@ -207,52 +306,17 @@ impl State {
                 shares,
                 price,
                 ..
-            } if sym != NONE => match Side::from_code(side) {
-                Some(side) => {
-                    let o = Order {
-                        book: sym,
-                        price,
-                        shares,
-                        side,
-                    };
-                    if let Some(old) = self.books.add(order, o) {
-                        self.counters.anomalies += 1;
-                        self.touch(old.book);
-                    }
-                }
-                None => self.counters.anomalies += 1,
-            },
+            } if sym != NONE => self.add_order(sym, order, side, shares, price),
             Body::Executed { order, shares, .. }
             | Body::ExecutedWithPrice { order, shares, .. }
-            | Body::Cancel { order, shares } => {
-                let o = self.books.reduce(order, shares);
-                self.counters.unknown_orders += o.is_none() as u64;
-                if let Some(o) = o {
-                    self.touch(o.book);
-                }
-            }
-            Body::Delete { order } => {
-                let o = self.books.delete(order);
-                self.counters.unknown_orders += o.is_none() as u64;
-                if let Some(o) = o {
-                    self.touch(o.book);
-                }
-            }
+            | Body::Cancel { order, shares } => self.reduce(order, shares),
+            Body::Delete { order } => self.delete(order),
             Body::Replace {
                 original,
                 new,
                 shares,
                 price,
-            } => match self.books.replace(original, new, shares, price) {
-                None => self.counters.unknown_orders += 1,
-                Some((o, replaced)) => {
-                    self.counters.anomalies += replaced.is_some() as u64;
-                    self.touch(o.book);
-                    if let Some(r) = replaced {
-                        self.touch(r.book);
-                    }
-                }
-            },
+            } => self.replace(original, new, shares, price),
             Body::TradingAction { state, .. } if sym != NONE => {
                 self.symbols[sym as usize].trading_state = state;
             }
@@ -264,6 +328,61 @@ impl State {
         if sym != NONE {
             self.symbols[sym as usize].last_timestamp = m.timestamp();
             self.touch(sym);
+        }
+    }
+
+    /// Add Order (`A`, `F`) to the book of symbol `sym`.
+    #[inline]
+    fn add_order(&mut self, sym: u32, order: u64, side: u8, shares: u32, price: u32) {
+        match Side::from_code(side) {
+            Some(side) => {
+                let o = Order {
+                    book: sym,
+                    price,
+                    shares,
+                    side,
+                };
+                if let Some(old) = self.books.add(order, o) {
+                    self.counters.anomalies += 1;
+                    self.touch(old.book);
+                }
+            }
+            None => self.counters.anomalies += 1,
+        }
+    }
+
+    /// Executed (`E`, `C`) or Cancel (`X`): `shares` fewer.
+    #[inline]
+    fn reduce(&mut self, order: u64, shares: u32) {
+        let o = self.books.reduce(order, shares);
+        self.counters.unknown_orders += o.is_none() as u64;
+        if let Some(o) = o {
+            self.touch(o.book);
+        }
+    }
+
+    /// Delete (`D`).
+    #[inline]
+    fn delete(&mut self, order: u64) {
+        let o = self.books.delete(order);
+        self.counters.unknown_orders += o.is_none() as u64;
+        if let Some(o) = o {
+            self.touch(o.book);
+        }
+    }
+
+    /// Replace (`U`).
+    #[inline]
+    fn replace(&mut self, original: u64, new: u64, shares: u32, price: u32) {
+        match self.books.replace(original, new, shares, price) {
+            None => self.counters.unknown_orders += 1,
+            Some((o, replaced)) => {
+                self.counters.anomalies += replaced.is_some() as u64;
+                self.touch(o.book);
+                if let Some(r) = replaced {
+                    self.touch(r.book);
+                }
+            }
         }
     }
 }
@@ -396,7 +515,7 @@ impl Feed {
                 hours: Hours::Open,
                 counters: Counters::default(),
                 midnight: 0,
-                last_source: None,
+                last_ts: NO_TIME,
                 touched: Vec::with_capacity(1024),
                 is_touched: Vec::with_capacity(1024),
                 tracking: false,
@@ -415,7 +534,7 @@ impl Feed {
     /// [`on_datagram`](Self::on_datagram); call it before every check.
     pub fn expire(&mut self, t: u64) {
         let Feed { seq, state, .. } = self;
-        state.last_source = None;
+        state.last_ts = NO_TIME;
         if seq.expire(t, &mut |_, m| state.apply(m)) > 0 {
             self.raise_watermark();
         }
@@ -473,7 +592,7 @@ impl Feed {
             }
         }
         let Feed { seq, state, .. } = self;
-        state.last_source = None;
+        state.last_ts = NO_TIME;
         let out = seq.on_packet(p, t, &mut |_, m| state.apply(m));
         if let Some(log) = &mut state.log {
             let packet = PacketInfo {
@@ -528,7 +647,7 @@ impl Feed {
             return None;
         };
         let m = Message::new(record);
-        state.last_source = None;
+        state.last_ts = NO_TIME;
         seq.on_file_record(q, Some(m), &mut |_, m| state.apply(m));
         self.raise_watermark();
         self.last_alive = Some(t);
@@ -547,7 +666,9 @@ impl Feed {
     }
 
     fn raise_watermark(&mut self) {
-        if let Some(s) = self.state.last_source.take() {
+        let ts = std::mem::replace(&mut self.state.last_ts, NO_TIME);
+        if ts != NO_TIME {
+            let s = self.state.midnight + ts as i128;
             self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
         }
     }
