@@ -12,7 +12,7 @@ use super::book::{Books, Order, Top};
 use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
-use super::message::{fixed, msg_type, Body, Message, Side};
+use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
 use super::mold::{Kind, Packet, Session};
 use super::sequencer::{self, Outcome, Sequencer};
 use super::Reject;
@@ -194,7 +194,7 @@ impl State {
                         let (shares, price) = (fixed::u32::<20, 36>(b), fixed::u32::<32, 36>(b));
                         self.add_order(sym, fixed::u64::<11, 36>(b), side, shares, price);
                     }
-                    return self.applied(sym, b);
+                    return self.applied(sym);
                 }
             }
             msg_type::EXECUTED | msg_type::EXECUTED_WITH_PRICE | msg_type::CANCEL => {
@@ -204,7 +204,7 @@ impl State {
                         return;
                     };
                     self.reduce(fixed::u64::<11, 23>(b), fixed::u32::<19, 23>(b));
-                    return self.applied(sym, b);
+                    return self.applied(sym);
                 }
             }
             msg_type::DELETE => {
@@ -213,7 +213,7 @@ impl State {
                         return;
                     };
                     self.delete(fixed::u64::<11, 19>(b));
-                    return self.applied(sym, b);
+                    return self.applied(sym);
                 }
             }
             msg_type::REPLACE => {
@@ -224,7 +224,7 @@ impl State {
                     let (original, new) = (fixed::u64::<11, 35>(b), fixed::u64::<19, 35>(b));
                     let (shares, price) = (fixed::u32::<27, 35>(b), fixed::u32::<31, 35>(b));
                     self.replace(original, new, shares, price);
-                    return self.applied(sym, b);
+                    return self.applied(sym);
                 }
             }
             _ => {}
@@ -250,12 +250,13 @@ impl State {
         Some(self.map_locate(Message::new(b), locate))
     }
 
-    /// After an order message `b` of symbol `sym`: the symbol's last
-    /// timestamp, and its change noted.
+    /// After an order message of symbol `sym`: the symbol's last timestamp
+    /// (the message's, noted by [`order_symbol`](Self::order_symbol)), and
+    /// its change noted.
     #[inline]
-    fn applied<const N: usize>(&mut self, sym: u32, b: &[u8; N]) {
+    fn applied(&mut self, sym: u32) {
         if sym != NONE {
-            self.symbols[sym as usize].last_timestamp = Some(fixed::u48::<5, N>(b));
+            self.symbols[sym as usize].last_timestamp = Some(self.last_ts);
             self.touch(sym);
         }
     }
@@ -638,39 +639,54 @@ impl Feed {
     /// Unix epoch. An invalid one (shorter than the 11-byte header, or
     /// failing a message check) is counted and stepped over: `None`.
     pub fn on_file_record(&mut self, index: u64, record: &[u8]) -> Option<u64> {
-        let time = self.record_time(record);
-        let Feed { seq, state, .. } = self;
-        let q = index.saturating_add(1);
-        let Some(t) = time else {
-            state.counters.invalid_records += 1;
-            seq.on_file_record(q, None, &mut |_, _| {});
-            return None;
-        };
-        let m = Message::new(record);
-        state.last_ts = NO_TIME;
-        seq.on_file_record(q, Some(m), &mut |_, m| state.apply(m));
-        self.raise_watermark();
-        self.last_alive = Some(t);
-        Some(t)
+        let mut batch = self.file_batch();
+        batch.record(index, record);
+        let ts = batch.last;
+        drop(batch);
+        ts.map(|ts| self.source_time(ts))
+    }
+
+    /// Applies BinaryFILE records back to back, each as
+    /// [`on_file_record`](Self::on_file_record) would: the sequencer's
+    /// position, the source watermark and the last proof of life are
+    /// brought up to date once, when the batch is dropped (nothing can read
+    /// the feed in between).
+    pub fn file_batch(&mut self) -> FileBatch<'_> {
+        FileBatch {
+            feed: self,
+            records: 0,
+            last_q: 0,
+            last: None,
+            max_ts: 0,
+        }
     }
 
     /// A BinaryFILE record's source time (its arrival), ns since the Unix
     /// epoch; `None` when it is shorter than the 11-byte header or fails a
     /// message check.
     pub fn record_time(&self, record: &[u8]) -> Option<u64> {
-        if record.len() < super::message::HEADER_LEN || super::message::check(record).is_err() {
-            return None;
-        }
-        let ts = Message::new(record).timestamp()?;
-        Some((self.state.midnight + ts as i128).clamp(0, u64::MAX as i128) as u64)
+        file_timestamp(record).map(|ts| self.source_time(ts))
     }
 
+    /// Epoch ns of raw timestamp `ts` (ns since the session's midnight),
+    /// clamped to `u64`.
+    fn source_time(&self, ts: u64) -> u64 {
+        (self.state.midnight + ts as i128).clamp(0, u64::MAX as i128) as u64
+    }
+
+    /// Raises the watermark to the last message's source time, if the call
+    /// applied one.
     fn raise_watermark(&mut self) {
         let ts = std::mem::replace(&mut self.state.last_ts, NO_TIME);
         if ts != NO_TIME {
-            let s = self.state.midnight + ts as i128;
-            self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
+            self.raise_watermark_to(ts);
         }
+    }
+
+    /// Raises the watermark to raw timestamp `ts`'s source time.
+    fn raise_watermark_to(&mut self, ts: u64) {
+        let s = self.state.midnight + ts as i128;
+        self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
     }
 
     /// The verdict for `stock` at `now` (ns since the Unix epoch, local
@@ -819,6 +835,63 @@ impl Feed {
     }
 }
 
+/// BinaryFILE records applied back to back ([`Feed::file_batch`]).
+pub struct FileBatch<'a> {
+    feed: &'a mut Feed,
+    /// Records seen, valid or not.
+    records: u64,
+    /// The sequence of the last record seen.
+    last_q: u64,
+    /// The raw timestamp of the last valid record.
+    last: Option<u64>,
+    /// The highest raw timestamp of a valid record (0 before any).
+    max_ts: u64,
+}
+
+impl FileBatch<'_> {
+    /// Record `index` (0-based) of the file: applied when valid, counted
+    /// and stepped over otherwise (see [`Feed::on_file_record`]).
+    #[inline]
+    pub fn record(&mut self, index: u64, record: &[u8]) {
+        self.records += 1;
+        self.last_q = index.saturating_add(1);
+        let Some(ts) = file_timestamp(record) else {
+            self.feed.state.counters.invalid_records += 1;
+            return;
+        };
+        self.feed.state.apply(Message::new(record));
+        self.last = Some(ts);
+        self.max_ts = self.max_ts.max(ts);
+    }
+}
+
+impl Drop for FileBatch<'_> {
+    /// What each record would have done after it, done once: the
+    /// sequencer's counts and position, the watermark, the proof of life.
+    fn drop(&mut self) {
+        let f = &mut *self.feed;
+        f.state.last_ts = NO_TIME;
+        if self.records > 0 {
+            f.seq.on_file_records(self.last_q, self.records);
+        }
+        if let Some(ts) = self.last {
+            f.raise_watermark_to(self.max_ts);
+            f.last_alive = Some(f.source_time(ts));
+        }
+    }
+}
+
+/// A BinaryFILE record's raw timestamp (ns since midnight); `None` when it
+/// is shorter than the 11-byte header or fails a message check.
+#[inline]
+fn file_timestamp(record: &[u8]) -> Option<u64> {
+    if super::message::check(record).is_err() {
+        return None;
+    }
+    let header = Message::new(record).fixed::<HEADER_LEN>()?;
+    Some(fixed::u48::<5, HEADER_LEN>(header))
+}
+
 /// Epoch ns of midnight, in `tz`, of the date there at `t` (epoch ns).
 pub fn midnight(tz: &jiff::tz::TimeZone, t: u64) -> i128 {
     let at = jiff::Timestamp::from_nanosecond(t as i128).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
@@ -872,6 +945,78 @@ mod tests {
             b.message(m);
         }
         b.finish()
+    }
+
+    /// Everything a reader of the feed can see.
+    fn seen(f: &Feed) -> String {
+        let q = f.sequencer();
+        let symbols: Vec<_> = f.symbols().collect();
+        format!(
+            "{:?} {:?} {} {:?} {:?} {:?} {:?} {symbols:?}",
+            q.counters(),
+            q.next(),
+            q.high(),
+            f.counters(),
+            f.source_watermark(),
+            f.last_alive(),
+            f.hours(),
+        )
+    }
+
+    #[test]
+    fn a_file_batch_leaves_what_record_by_record_leaves() {
+        let mut day = Vec::new();
+        super::super::synth::synthetic_day(&mut day, 20_000, 40, 7).unwrap();
+        let mut reader = super::super::binfile::BinFile::new(day.as_slice());
+        let mut records = Vec::new();
+        while let Some((_, r)) = reader.next_record().unwrap() {
+            records.push(r.to_vec());
+        }
+        // Invalid records, an unknown type shorter than a header, and a
+        // message earlier than the ones before it.
+        let mut bad_stock = encode::add_order(3, OPEN, 9, Side::Buy, 1, sym("X"), 1, None);
+        bad_stock[24] = b' ';
+        let late = encode::delete(1, 5, 1);
+        for (at, r) in [
+            (10, Vec::new()),
+            (500, encode::delete(1, OPEN, 2)[..18].to_vec()),
+            (900, bad_stock),
+            (901, b"z".to_vec()),
+            (5_000, late.clone()),
+        ] {
+            records.insert(at, r);
+        }
+        records.push(late);
+        let date = jiff::civil::date(2026, 1, 5);
+        let mut one = feed();
+        one.start_file(date);
+        let mut times = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            times.push(one.on_file_record(i as u64, r));
+        }
+        assert_eq!(one.counters().invalid_records, 4);
+        for cuts in [
+            vec![records.len()],
+            vec![1, 2, 901, 902, 7_000, records.len()],
+        ] {
+            let mut batched = feed();
+            batched.start_file(date);
+            let mut from = 0;
+            for to in cuts {
+                let mut batch = batched.file_batch();
+                for (i, r) in records.iter().enumerate().take(to).skip(from) {
+                    batch.record(i as u64, r);
+                }
+                drop(batch);
+                assert_eq!(
+                    batched.last_alive(),
+                    times[..to].iter().rev().find_map(|t| *t)
+                );
+                from = to;
+            }
+            assert_eq!(seen(&batched), seen(&one));
+        }
+        assert_eq!(one.record_time(&records[1]), times[1]);
     }
 
     #[test]

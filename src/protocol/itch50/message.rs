@@ -144,7 +144,7 @@ pub mod fixed {
     #[inline(always)]
     pub fn u48<const AT: usize, const N: usize>(b: &[u8; N]) -> u64 {
         let [a, b, c, d, e, f] = array::<AT, 6, N>(b);
-        u64::from_be_bytes([0, 0, a, b, c, d, e, f])
+        (u16::from_be_bytes([a, b]) as u64) << 32 | u32::from_be_bytes([c, d, e, f]) as u64
     }
 
     /// The `u64` at `AT`.

@@ -393,22 +393,14 @@ impl Sequencer {
         out
     }
 
-    /// Record `q` of a BinaryFILE (spec §5: record `i` has sequence
-    /// `i + 1`; the file has no gaps and no sessions): counted in
-    /// `messages`; applied when it is a valid message, stepped over with no
-    /// gap otherwise.
-    pub fn on_file_record(
-        &mut self,
-        q: u64,
-        m: Option<Message<'_>>,
-        apply: &mut impl FnMut(u64, Message<'_>),
-    ) {
-        self.counters.messages += 1;
-        if let Some(m) = m {
-            apply(q, m);
-        }
-        self.next = Some(q.saturating_add(1));
-        self.high = q.saturating_add(1);
+    /// `n` records of a BinaryFILE, the last of sequence `last` (spec §5:
+    /// record `i` has sequence `i + 1`; the file has no gaps and no
+    /// sessions), the valid ones already applied in order by the caller:
+    /// counted in `messages`, and `next` steps past `last`.
+    pub fn on_file_records(&mut self, last: u64, n: u64) {
+        self.counters.messages += n;
+        self.next = Some(last.saturating_add(1));
+        self.high = last.saturating_add(1);
     }
 
     fn open_gap(&mut self, lo: u64, hi: u64, t: u64, first: bool) {
