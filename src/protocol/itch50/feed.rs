@@ -14,7 +14,7 @@ use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
 use super::mold::{Kind, Packet, Session};
-use super::sequencer::{self, Outcome, Sequencer};
+use super::sequencer::{self, Apply, Outcome, Sequencer};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;
@@ -93,6 +93,8 @@ impl SymbolState {
     }
 }
 
+/// Locate codes (u16).
+const LOCATES: usize = 1 << 16;
 /// No symbol: an unmapped locate.
 const NONE: u32 = u32::MAX;
 /// No timestamp (they are 48-bit).
@@ -105,7 +107,7 @@ struct State {
     symbols: Vec<SymbolState>,
     by_stock: U64Map<u32>,
     /// Symbol index by locate code.
-    locates: Box<[u32]>,
+    locates: Box<[u32; LOCATES]>,
     hours: Hours,
     counters: Counters,
     /// Epoch ns of the session date's midnight in the feed's zone.
@@ -137,7 +139,7 @@ impl State {
     }
 
     /// Notes that symbol `sym` may have changed (a no-op unless tracking).
-    #[inline]
+    #[inline(always)]
     fn touch(&mut self, sym: u32) {
         if !self.tracking || sym == NONE {
             return;
@@ -176,7 +178,7 @@ impl State {
     /// Applies one message in sequence order (spec §3.3). The order
     /// messages, nearly all of a day, read their few fields straight from
     /// the bytes ([`fixed`]); the rest are decoded whole ([`Body`]).
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, m: Message<'_>) {
         if self.log.is_some() {
             return self.apply_logged(m);
@@ -236,7 +238,7 @@ impl State {
     /// longer) and returns its symbol: its locate's, mapped from its stock
     /// (Add Order) when not mapped yet, else `NONE`. `None` for locate 0: the
     /// message changes nothing more.
-    #[inline]
+    #[inline(always)]
     fn order_symbol<const N: usize>(&mut self, b: &[u8; N]) -> Option<u32> {
         self.last_ts = fixed::u48::<5, N>(b);
         let locate = fixed::u16::<1, N>(b);
@@ -253,7 +255,7 @@ impl State {
     /// After an order message of symbol `sym`: the symbol's last timestamp
     /// (the message's, noted by [`order_symbol`](Self::order_symbol)), and
     /// its change noted.
-    #[inline]
+    #[inline(always)]
     fn applied(&mut self, sym: u32) {
         if sym != NONE {
             self.symbols[sym as usize].last_timestamp = Some(self.last_ts);
@@ -333,7 +335,7 @@ impl State {
     }
 
     /// Add Order (`A`, `F`) to the book of symbol `sym`.
-    #[inline]
+    #[inline(always)]
     fn add_order(&mut self, sym: u32, order: u64, side: u8, shares: u32, price: u32) {
         match Side::from_code(side) {
             Some(side) => {
@@ -353,7 +355,7 @@ impl State {
     }
 
     /// Executed (`E`, `C`) or Cancel (`X`): `shares` fewer.
-    #[inline]
+    #[inline(always)]
     fn reduce(&mut self, order: u64, shares: u32) {
         let o = self.books.reduce(order, shares);
         self.counters.unknown_orders += o.is_none() as u64;
@@ -363,7 +365,7 @@ impl State {
     }
 
     /// Delete (`D`).
-    #[inline]
+    #[inline(always)]
     fn delete(&mut self, order: u64) {
         let o = self.books.delete(order);
         self.counters.unknown_orders += o.is_none() as u64;
@@ -373,7 +375,7 @@ impl State {
     }
 
     /// Replace (`U`).
-    #[inline]
+    #[inline(always)]
     fn replace(&mut self, original: u64, new: u64, shares: u32, price: u32) {
         match self.books.replace(original, new, shares, price) {
             None => self.counters.unknown_orders += 1,
@@ -385,6 +387,14 @@ impl State {
                 }
             }
         }
+    }
+}
+
+/// The sequencer hands the state each message in sequence order.
+impl Apply for State {
+    #[inline(always)]
+    fn apply(&mut self, _: u64, m: Message<'_>) {
+        State::apply(self, m)
     }
 }
 
@@ -512,7 +522,7 @@ impl Feed {
                 books: Books::with_capacity(settings.orders, 1024),
                 symbols: Vec::with_capacity(1024),
                 by_stock: U64Map::with_capacity(1024, NONE),
-                locates: vec![NONE; 1 << 16].into_boxed_slice(),
+                locates: Box::new([NONE; LOCATES]),
                 hours: Hours::Open,
                 counters: Counters::default(),
                 midnight: 0,
@@ -536,7 +546,7 @@ impl Feed {
     pub fn expire(&mut self, t: u64) {
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
-        if seq.expire(t, &mut |_, m| state.apply(m)) > 0 {
+        if seq.expire_into(t, state) > 0 {
             self.raise_watermark();
         }
     }
@@ -594,7 +604,7 @@ impl Feed {
         }
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
-        let out = seq.on_packet(p, t, &mut |_, m| state.apply(m));
+        let out = seq.on_packet_into(p, t, state);
         if let Some(log) = &mut state.log {
             let packet = PacketInfo {
                 session,
@@ -639,11 +649,8 @@ impl Feed {
     /// Unix epoch. An invalid one (shorter than the 11-byte header, or
     /// failing a message check) is counted and stepped over: `None`.
     pub fn on_file_record(&mut self, index: u64, record: &[u8]) -> Option<u64> {
-        let mut batch = self.file_batch();
-        batch.record(index, record);
-        let ts = batch.last;
-        drop(batch);
-        ts.map(|ts| self.source_time(ts))
+        let valid = self.file_batch().record(index, record);
+        valid.then_some(self.last_alive).flatten()
     }
 
     /// Applies BinaryFILE records back to back, each as
@@ -652,11 +659,11 @@ impl Feed {
     /// brought up to date once, when the batch is dropped (nothing can read
     /// the feed in between).
     pub fn file_batch(&mut self) -> FileBatch<'_> {
+        self.state.last_ts = NO_TIME;
         FileBatch {
             feed: self,
             records: 0,
-            last_q: 0,
-            last: None,
+            last_index: 0,
             max_ts: 0,
         }
     }
@@ -840,28 +847,29 @@ pub struct FileBatch<'a> {
     feed: &'a mut Feed,
     /// Records seen, valid or not.
     records: u64,
-    /// The sequence of the last record seen.
-    last_q: u64,
-    /// The raw timestamp of the last valid record.
-    last: Option<u64>,
-    /// The highest raw timestamp of a valid record (0 before any).
+    /// The index of the last record seen.
+    last_index: u64,
+    /// The highest raw timestamp of a valid record (0 before any); the
+    /// last one's is the state's `last_ts`.
     max_ts: u64,
 }
 
 impl FileBatch<'_> {
     /// Record `index` (0-based) of the file: applied when valid, counted
-    /// and stepped over otherwise (see [`Feed::on_file_record`]).
+    /// and stepped over otherwise (see [`Feed::on_file_record`]). True when
+    /// it was valid.
     #[inline]
-    pub fn record(&mut self, index: u64, record: &[u8]) {
+    pub fn record(&mut self, index: u64, record: &[u8]) -> bool {
         self.records += 1;
-        self.last_q = index.saturating_add(1);
+        self.last_index = index;
         let Some(ts) = file_timestamp(record) else {
             self.feed.state.counters.invalid_records += 1;
-            return;
+            return false;
         };
+        // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
-        self.last = Some(ts);
         self.max_ts = self.max_ts.max(ts);
+        true
     }
 }
 
@@ -870,13 +878,14 @@ impl Drop for FileBatch<'_> {
     /// sequencer's counts and position, the watermark, the proof of life.
     fn drop(&mut self) {
         let f = &mut *self.feed;
-        f.state.last_ts = NO_TIME;
         if self.records > 0 {
-            f.seq.on_file_records(self.last_q, self.records);
+            let q = self.last_index.saturating_add(1);
+            f.seq.on_file_records(q, self.records);
         }
-        if let Some(ts) = self.last {
+        let last = std::mem::replace(&mut f.state.last_ts, NO_TIME);
+        if last != NO_TIME {
             f.raise_watermark_to(self.max_ts);
-            f.last_alive = Some(f.source_time(ts));
+            f.last_alive = Some(f.source_time(last));
         }
     }
 }
