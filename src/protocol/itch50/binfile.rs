@@ -413,9 +413,12 @@ mod tests {
         assert!(err.is_some());
     }
 
+    /// Records read: (index, bytes).
+    type Records = Vec<(u64, Vec<u8>)>;
+
     /// Every record, the final error (as text) and the offset reached, read
     /// by `for_each_record` from `bytes` handed out by `step`s.
-    fn walk_all(bytes: Vec<u8>, step: usize) -> (Vec<(u64, Vec<u8>)>, Option<String>, u64) {
+    fn walk_all(bytes: Vec<u8>, step: usize) -> (Records, Option<String>, u64) {
         let mut r = BinFile::new(Trickle {
             bytes: Cursor::new(bytes),
             step,
