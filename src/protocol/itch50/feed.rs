@@ -177,7 +177,9 @@ impl State {
 
     /// Applies one message in sequence order (spec §3.3). The order
     /// messages, nearly all of a day, read their few fields straight from
-    /// the bytes ([`fixed`]); the rest are decoded whole ([`Body`]).
+    /// the bytes ([`fixed`]), and the types that change no state only their
+    /// header; the rest (system events, the directory, trading actions and
+    /// operational halts) are decoded whole ([`Body`]).
     #[inline(always)]
     fn apply(&mut self, m: Message<'_>) {
         if self.log.is_some() {
@@ -188,7 +190,7 @@ impl State {
         match code {
             msg_type::ADD_ORDER | msg_type::ADD_ORDER_MPID => {
                 if let Some(b) = m.fixed::<36>() {
-                    let Some(sym) = self.order_symbol(b) else {
+                    let Some(sym) = self.message_symbol(m, b) else {
                         return;
                     };
                     if sym != NONE {
@@ -202,7 +204,7 @@ impl State {
             msg_type::EXECUTED | msg_type::EXECUTED_WITH_PRICE | msg_type::CANCEL => {
                 // The order and the shares lie at the same offsets in the three.
                 if let Some(b) = m.fixed::<23>() {
-                    let Some(sym) = self.order_symbol(b) else {
+                    let Some(sym) = self.message_symbol(m, b) else {
                         return;
                     };
                     self.reduce(fixed::u64::<11, 23>(b), fixed::u32::<19, 23>(b));
@@ -211,7 +213,7 @@ impl State {
             }
             msg_type::DELETE => {
                 if let Some(b) = m.fixed::<19>() {
-                    let Some(sym) = self.order_symbol(b) else {
+                    let Some(sym) = self.message_symbol(m, b) else {
                         return;
                     };
                     self.delete(fixed::u64::<11, 19>(b));
@@ -220,7 +222,7 @@ impl State {
             }
             msg_type::REPLACE => {
                 if let Some(b) = m.fixed::<35>() {
-                    let Some(sym) = self.order_symbol(b) else {
+                    let Some(sym) = self.message_symbol(m, b) else {
                         return;
                     };
                     let (original, new) = (fixed::u64::<11, 35>(b), fixed::u64::<19, 35>(b));
@@ -229,17 +231,37 @@ impl State {
                     return self.applied(sym);
                 }
             }
+            msg_type::TRADE
+            | msg_type::CROSS_TRADE
+            | msg_type::BROKEN_TRADE
+            | msg_type::NOII
+            | msg_type::RETAIL_INTEREST
+            | msg_type::PRICE_DISCOVERY
+            | msg_type::REG_SHO
+            | msg_type::PARTICIPANT_POSITION
+            | msg_type::MWCB_DECLINE
+            | msg_type::MWCB_STATUS
+            | msg_type::IPO_QUOTING
+            | msg_type::LULD_COLLAR => {
+                // Nothing changes but the symbol's time (and a first mapping).
+                if let Some(b) = m.fixed::<HEADER_LEN>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    return self.applied(sym);
+                }
+            }
             _ => {}
         }
         self.apply_decoded(m);
     }
 
-    /// Notes the time of an order message `b` (its type's length or
-    /// longer) and returns its symbol: its locate's, mapped from its stock
-    /// (Add Order) when not mapped yet, else `NONE`. `None` for locate 0: the
-    /// message changes nothing more.
+    /// Notes the time of message `m`, whose first `N` bytes are `b`, and
+    /// returns its symbol: its locate's, mapped from its stock when not
+    /// mapped yet (a type with a stock), else `NONE`. `None` for locate 0:
+    /// the message changes nothing more.
     #[inline(always)]
-    fn order_symbol<const N: usize>(&mut self, b: &[u8; N]) -> Option<u32> {
+    fn message_symbol<const N: usize>(&mut self, m: Message<'_>, b: &[u8; N]) -> Option<u32> {
         self.last_ts = fixed::u48::<5, N>(b);
         let locate = fixed::u16::<1, N>(b);
         if locate == 0 {
@@ -249,11 +271,11 @@ impl State {
         if sym != NONE {
             return Some(sym);
         }
-        Some(self.map_locate(Message::new(b), locate))
+        Some(self.map_locate(m, locate))
     }
 
-    /// After an order message of symbol `sym`: the symbol's last timestamp
-    /// (the message's, noted by [`order_symbol`](Self::order_symbol)), and
+    /// After a message of symbol `sym`: the symbol's last timestamp (the
+    /// message's, noted by [`message_symbol`](Self::message_symbol)), and
     /// its change noted.
     #[inline(always)]
     fn applied(&mut self, sym: u32) {
