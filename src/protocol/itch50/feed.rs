@@ -412,6 +412,29 @@ impl State {
     }
 }
 
+impl State {
+    /// [`file_timestamp`], where an Add Order whose stock field holds the
+    /// stock its locate maps to passes without the symbol check: that stock
+    /// passed it when it was mapped.
+    #[inline(always)]
+    fn record_timestamp(&self, record: &[u8]) -> Option<u64> {
+        if let Some(b) = record.first_chunk::<36>() {
+            if b[0] == msg_type::ADD_ORDER {
+                let sym = self.locates[fixed::u16::<1, 36>(b) as usize];
+                let stock = u64::from_le_bytes(fixed::array::<24, 8, 36>(b));
+                if self
+                    .symbols
+                    .get(sym as usize)
+                    .is_some_and(|s| s.stock.key() == stock)
+                {
+                    return Some(fixed::u48::<5, 36>(b));
+                }
+            }
+        }
+        file_timestamp(record)
+    }
+}
+
 /// The sequencer hands the state each message in sequence order.
 impl Apply for State {
     #[inline(always)]
@@ -884,7 +907,7 @@ impl FileBatch<'_> {
     pub fn record(&mut self, index: u64, record: &[u8]) -> bool {
         self.records += 1;
         self.last_index = index;
-        let Some(ts) = file_timestamp(record) else {
+        let Some(ts) = self.feed.state.record_timestamp(record) else {
             self.feed.state.counters.invalid_records += 1;
             return false;
         };
@@ -1048,6 +1071,67 @@ mod tests {
             assert_eq!(seen(&batched), seen(&one));
         }
         assert_eq!(one.record_time(&records[1]), times[1]);
+    }
+
+    /// A feed with locate 7 mapped to AAPL by a BinaryFILE record.
+    fn aapl_on_7() -> Feed {
+        let mut f = feed();
+        f.start_file(jiff::civil::date(2026, 1, 5));
+        f.on_file_record(0, &encode::stock_directory(7, OPEN, sym("AAPL")));
+        f
+    }
+
+    #[test]
+    fn an_add_order_on_its_mapped_stock_is_valid_as_the_message_check_says() {
+        let f = aapl_on_7();
+        let add = |locate, stock: &[u8; 8]| {
+            let mut m = encode::add_order(locate, OPEN, 1, Side::Buy, 1, sym("X"), 1, None);
+            m[24..32].copy_from_slice(stock);
+            m
+        };
+        let mut longer = add(7, b"AAPL    ");
+        longer.extend_from_slice(b"more");
+        let mut mpid = encode::add_order(7, OPEN, 1, Side::Buy, 1, sym("AAPL"), 1, Some(*b"MPID"));
+        let cases = [
+            (add(7, b"AAPL    "), true),
+            (longer, true),
+            (add(7, b"MSFT    "), true),
+            (add(9, b"AAPL    "), true),
+            (add(0, b"AAPL    "), true),
+            (add(7, b"AA PL   "), false),
+            (add(7, b"AAPL\0\0\0\0"), false),
+            (add(7, b"AAPL    ")[..35].to_vec(), false),
+            (mpid.clone(), true),
+            (
+                {
+                    mpid.truncate(39);
+                    mpid
+                },
+                false,
+            ),
+        ];
+        for (r, valid) in cases {
+            assert_eq!(file_timestamp(&r).is_some(), valid, "{r:?}");
+            assert_eq!(f.state.record_timestamp(&r), file_timestamp(&r), "{r:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn record_timestamp_agrees_with_the_message_check(
+            changes in proptest::collection::vec((0usize..40, proptest::num::u8::ANY), 0..4),
+            len in 0usize..40,
+        ) {
+            let f = aapl_on_7();
+            let mut r = encode::add_order(7, OPEN, 1, Side::Buy, 1, sym("AAPL"), 1, None);
+            r.resize(len.max(1), b' ');
+            for (at, byte) in changes {
+                if let Some(b) = r.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            proptest::prop_assert_eq!(f.state.record_timestamp(&r), file_timestamp(&r));
+        }
     }
 
     #[test]
