@@ -545,6 +545,24 @@ impl Handler {
         t
     }
 
+    /// Applies BinaryFILE records to ITCH feed `feed` back to back: `f`
+    /// hands them to the batch ([`itch50::feed::FileBatch::record`]), and
+    /// the feed's counters are copied once at the end. `None` (and `f` not
+    /// called) when `feed` is not an ITCH feed.
+    pub fn file_batch<R>(
+        &mut self,
+        feed: u16,
+        f: impl FnOnce(&mut itch50::feed::FileBatch<'_>) -> R,
+    ) -> Option<R> {
+        let fd = self.feeds.get_mut(feed as usize)?;
+        let Engine::Itch50(it) = &mut fd.engine else {
+            return None;
+        };
+        let r = f(&mut it.file_batch());
+        copy_itch_counters(it, &mut fd.counters);
+        Some(r)
+    }
+
     /// Copies the feeds' counters into the shared-memory publication, if the
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {

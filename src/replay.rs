@@ -506,16 +506,19 @@ pub trait Observer {
     }
 
     /// True when [`before_record`](Self::before_record) and
-    /// [`after_record`](Self::after_record) need each record's time (it
-    /// costs a second look at the record, so replay computes it only then).
+    /// [`after_record`](Self::after_record) are wanted, with each record's
+    /// time (it costs a second look at the record, so replay computes it
+    /// only then). False: once no check waits either, replay applies the
+    /// rest of the file in batches, without calling them.
     #[inline]
     fn wants_record_times(&self) -> bool {
         false
     }
 
     /// BinaryFILE record `index` for `feed` is about to be applied at
-    /// `time` (its source time; `None`: it fails validation, or no check
-    /// waits and [`wants_record_times`](Self::wants_record_times) is false).
+    /// `time` (its source time; `None`: it fails validation, or
+    /// [`wants_record_times`](Self::wants_record_times) is false, when this
+    /// is called only while a check waits).
     #[inline]
     fn before_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
         let _ = (handler, feed, index, time);
@@ -710,7 +713,8 @@ pub fn replay_file(
     replay_file_with(config, feed, date, path, checks, progress, &mut ())
 }
 
-/// [`replay_file`], telling `observer` about every record. `progress` is
+/// [`replay_file`], telling `observer` about every record (while a check
+/// waits, or always if it [wants record times](Observer::wants_record_times)). `progress` is
 /// called now and then with the bytes of the file read so far (of a gzip
 /// file, compressed bytes).
 pub fn replay_file_with(
@@ -750,6 +754,24 @@ pub fn replay_file_with(
     let mut pending = Pending::new(&config, checks);
     let mut index = 0u64;
     let error = loop {
+        if !pending.waiting() && !observer.wants_record_times() {
+            // Nothing reads the feed between records any more: the rest of
+            // the file in one batch.
+            let rest = handler.file_batch(id, |batch| {
+                file.for_each_record(|index, record| {
+                    batch.record(index, record);
+                    if (index + 1).is_multiple_of(65_536) {
+                        progress(Progress {
+                            bytes: read.load(std::sync::atomic::Ordering::Relaxed),
+                            messages: index + 1,
+                        });
+                    }
+                })
+            });
+            if let Some(rest) = rest {
+                break rest.err();
+            }
+        }
         let record = match file.next_record() {
             Ok(Some((_, record))) => record,
             Ok(None) => break None,

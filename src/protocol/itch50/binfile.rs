@@ -105,6 +105,47 @@ impl<R: Read> BinFile<R> {
     /// end of file. After an error (or the end) it returns `None`.
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, Error> {
+        let Some(need) = self.ready()? else {
+            return Ok(None);
+        };
+        let at = self.pos;
+        self.pos = at + need;
+        self.offset += need as u64;
+        let index = self.index;
+        self.index += 1;
+        Ok(Some((index, &self.buf[at + 2..at + need])))
+    }
+
+    /// Hands `f` every record left (index, bytes), as
+    /// [`next_record`](Self::next_record) would one by one, up to the end
+    /// of the file or the first error: the records already in the buffer
+    /// are walked with no refill check.
+    pub fn for_each_record(&mut self, mut f: impl FnMut(u64, &[u8])) -> Result<(), Error> {
+        while self.ready()?.is_some() {
+            let mut rest = self.buf.get(self.pos..self.end).unwrap_or(&[]);
+            let mut index = self.index;
+            while let Some((len, tail)) = rest.split_first_chunk::<2>() {
+                let len = usize::from(u16::from_be_bytes(*len));
+                let Some((record, tail)) = tail.split_at_checked(len) else {
+                    break;
+                };
+                f(index, record);
+                index += 1;
+                rest = tail;
+            }
+            let walked = self.end - self.pos - rest.len();
+            self.pos += walked;
+            self.offset += walked as u64;
+            self.index = index;
+        }
+        Ok(())
+    }
+
+    /// Makes the next record whole in the buffer, from `pos`: its length
+    /// with the 2-byte prefix, `None` at a clean end of file (or after an
+    /// error or the end).
+    #[inline]
+    fn ready(&mut self) -> Result<Option<usize>, Error> {
         if self.done {
             return Ok(None);
         }
@@ -137,12 +178,7 @@ impl<R: Read> BinFile<R> {
                 });
             }
         }
-        let at = self.pos;
-        self.pos = at + need;
-        self.offset += need as u64;
-        let index = self.index;
-        self.index += 1;
-        Ok(Some((index, &self.buf[at + 2..at + need])))
+        Ok(Some(need))
     }
 
     /// Bytes of the uncompressed stream read so far.
@@ -377,7 +413,64 @@ mod tests {
         assert!(err.is_some());
     }
 
+    /// Records read: (index, bytes).
+    type Records = Vec<(u64, Vec<u8>)>;
+
+    /// Every record, the final error (as text) and the offset reached, read
+    /// by `for_each_record` from `bytes` handed out by `step`s.
+    fn walk_all(bytes: Vec<u8>, step: usize) -> (Records, Option<String>, u64) {
+        let mut r = BinFile::new(Trickle {
+            bytes: Cursor::new(bytes),
+            step,
+            n: 0,
+        });
+        let mut out = Vec::new();
+        let result = r.for_each_record(|i, rec| out.push((i, rec.to_vec())));
+        (out, result.err().map(|e| e.to_string()), r.offset())
+    }
+
+    #[test]
+    fn walking_the_buffer_agrees_with_next_record() {
+        // Lengths 0 to the largest, over several buffers' worth, then a
+        // truncated body and a truncated length.
+        let recs: Vec<Vec<u8>> = (0..40usize)
+            .map(|i| {
+                let len = if i % 7 == 3 { 65_535 } else { i * 997 % 40_000 };
+                (0..len).map(|k| (k * 3 + i) as u8).collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let whole = file_of(&refs);
+        let mut short_body = whole.clone();
+        short_body.truncate(whole.len() - 1);
+        let mut short_length = whole.clone();
+        short_length.push(7);
+        for bytes in [whole, short_body, short_length] {
+            let (want, err) = read_all(bytes.clone());
+            let want_err = err.map(|e| e.to_string());
+            for step in [usize::MAX, 4_099, 1] {
+                let (got, got_err, offset) = walk_all(bytes.clone(), step);
+                assert_eq!(got.len(), want.len(), "step {step}");
+                assert!(got == want, "step {step}");
+                assert_eq!(got_err, want_err, "step {step}");
+                let consumed: usize = want.iter().map(|(_, r)| 2 + r.len()).sum();
+                assert_eq!(offset, consumed as u64, "step {step}");
+            }
+        }
+    }
+
     proptest::proptest! {
+        #[test]
+        fn walking_arbitrary_bytes_agrees_with_next_record(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..4096),
+            step in 1usize..64,
+        ) {
+            let (want, err) = read_all(bytes.clone());
+            let (got, got_err, _) = walk_all(bytes, step);
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(got_err, err.map(|e| e.to_string()));
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048), gz in proptest::bool::ANY) {
             let mut input = bytes;

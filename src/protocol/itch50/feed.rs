@@ -12,9 +12,9 @@ use super::book::{Books, Order, Top};
 use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
-use super::message::{msg_type, Body, Message, Side};
+use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
 use super::mold::{Kind, Packet, Session};
-use super::sequencer::{self, Outcome, Sequencer};
+use super::sequencer::{self, Apply, Outcome, Sequencer};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;
@@ -93,8 +93,12 @@ impl SymbolState {
     }
 }
 
+/// Locate codes (u16).
+const LOCATES: usize = 1 << 16;
 /// No symbol: an unmapped locate.
 const NONE: u32 = u32::MAX;
+/// No timestamp (they are 48-bit).
+const NO_TIME: u64 = u64::MAX;
 
 /// Everything a message changes, apart from the sequencing.
 #[derive(Debug, Clone)]
@@ -103,13 +107,15 @@ struct State {
     symbols: Vec<SymbolState>,
     by_stock: U64Map<u32>,
     /// Symbol index by locate code.
-    locates: Box<[u32]>,
+    locates: Box<[u32; LOCATES]>,
     hours: Hours,
     counters: Counters,
     /// Epoch ns of the session date's midnight in the feed's zone.
     midnight: i128,
-    /// Source time of the last message applied by the current call, epoch ns.
-    last_source: Option<i128>,
+    /// Raw timestamp (ns since `midnight`) of the last message applied by
+    /// the current call, [`NO_TIME`] before any: its source time is worked
+    /// out once per call, by [`Feed::raise_watermark`].
+    last_ts: u64,
     /// Symbols whose book top or trading state a message may have changed
     /// since the last [`Feed::drain_touched`], each once; kept only while
     /// `tracking` (a live feed publishes them).
@@ -133,7 +139,7 @@ impl State {
     }
 
     /// Notes that symbol `sym` may have changed (a no-op unless tracking).
-    #[inline]
+    #[inline(always)]
     fn touch(&mut self, sym: u32) {
         if !self.tracking || sym == NONE {
             return;
@@ -169,15 +175,133 @@ impl State {
         i
     }
 
-    /// Applies one message in sequence order (spec §3.3).
+    /// Applies one message in sequence order (spec §3.3). The order
+    /// messages, nearly all of a day, read their few fields straight from
+    /// the bytes ([`fixed`]), and the types that change no state only their
+    /// header; the rest (system events, the directory, trading actions and
+    /// operational halts) are decoded whole ([`Body`]).
+    #[inline(always)]
     fn apply(&mut self, m: Message<'_>) {
         if self.log.is_some() {
             return self.apply_logged(m);
         }
         let code = m.code();
         self.counters.by_type[code as usize] += 1;
+        match code {
+            msg_type::ADD_ORDER | msg_type::ADD_ORDER_MPID => {
+                if let Some(b) = m.fixed::<36>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    if sym != NONE {
+                        let side = b[19];
+                        let (shares, price) = (fixed::u32::<20, 36>(b), fixed::u32::<32, 36>(b));
+                        self.add_order(sym, fixed::u64::<11, 36>(b), side, shares, price);
+                    }
+                    return self.applied(sym);
+                }
+            }
+            msg_type::EXECUTED | msg_type::EXECUTED_WITH_PRICE | msg_type::CANCEL => {
+                // The order and the shares lie at the same offsets in the three.
+                if let Some(b) = m.fixed::<23>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    self.reduce(fixed::u64::<11, 23>(b), fixed::u32::<19, 23>(b));
+                    return self.applied(sym);
+                }
+            }
+            msg_type::DELETE => {
+                if let Some(b) = m.fixed::<19>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    self.delete(fixed::u64::<11, 19>(b));
+                    return self.applied(sym);
+                }
+            }
+            msg_type::REPLACE => {
+                if let Some(b) = m.fixed::<35>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    let (original, new) = (fixed::u64::<11, 35>(b), fixed::u64::<19, 35>(b));
+                    let (shares, price) = (fixed::u32::<27, 35>(b), fixed::u32::<31, 35>(b));
+                    self.replace(original, new, shares, price);
+                    return self.applied(sym);
+                }
+            }
+            msg_type::TRADE
+            | msg_type::CROSS_TRADE
+            | msg_type::BROKEN_TRADE
+            | msg_type::NOII
+            | msg_type::RETAIL_INTEREST
+            | msg_type::PRICE_DISCOVERY
+            | msg_type::REG_SHO
+            | msg_type::PARTICIPANT_POSITION
+            | msg_type::MWCB_DECLINE
+            | msg_type::MWCB_STATUS
+            | msg_type::IPO_QUOTING
+            | msg_type::LULD_COLLAR => {
+                // Nothing changes but the symbol's time (and a first mapping).
+                if let Some(b) = m.fixed::<HEADER_LEN>() {
+                    let Some(sym) = self.message_symbol(m, b) else {
+                        return;
+                    };
+                    return self.applied(sym);
+                }
+            }
+            _ => {}
+        }
+        self.apply_decoded(m);
+    }
+
+    /// Notes the time of message `m`, whose first `N` bytes are `b`, and
+    /// returns its symbol: its locate's, mapped from its stock when not
+    /// mapped yet (a type with a stock), else `NONE`. `None` for locate 0:
+    /// the message changes nothing more.
+    #[inline(always)]
+    fn message_symbol<const N: usize>(&mut self, m: Message<'_>, b: &[u8; N]) -> Option<u32> {
+        self.last_ts = fixed::u48::<5, N>(b);
+        let locate = fixed::u16::<1, N>(b);
+        if locate == 0 {
+            return None;
+        }
+        let sym = self.locates[locate as usize];
+        if sym != NONE {
+            return Some(sym);
+        }
+        Some(self.map_locate(m, locate))
+    }
+
+    /// After a message of symbol `sym`: the symbol's last timestamp (the
+    /// message's, noted by [`message_symbol`](Self::message_symbol)), and
+    /// its change noted.
+    #[inline(always)]
+    fn applied(&mut self, sym: u32) {
+        if sym != NONE {
+            self.symbols[sym as usize].last_timestamp = Some(self.last_ts);
+            self.touch(sym);
+        }
+    }
+
+    /// Maps `locate` to `m`'s stock when it has one; the symbol, `NONE`
+    /// without a stock.
+    #[cold]
+    fn map_locate(&mut self, m: Message<'_>, locate: u16) -> u32 {
+        let Some(stock) = m.stock() else {
+            return NONE;
+        };
+        let sym = self.symbol(stock, locate);
+        self.locates[locate as usize] = sym;
+        sym
+    }
+
+    /// Applies a message of any type, decoded whole (after its type was
+    /// counted).
+    fn apply_decoded(&mut self, m: Message<'_>) {
         if let Some(ts) = m.timestamp() {
-            self.last_source = Some(self.midnight + ts as i128);
+            self.last_ts = ts;
         }
         let locate = m.locate();
         let body = m.body();
@@ -194,7 +318,7 @@ impl State {
         // The directory always maps; a message with a stock maps a locate
         // not mapped yet.
         let mut sym = self.locates[locate as usize];
-        if code == msg_type::STOCK_DIRECTORY || sym == NONE {
+        if m.code() == msg_type::STOCK_DIRECTORY || sym == NONE {
             if let Some(stock) = m.stock() {
                 sym = self.symbol(stock, locate);
                 self.locates[locate as usize] = sym;
@@ -207,52 +331,17 @@ impl State {
                 shares,
                 price,
                 ..
-            } if sym != NONE => match Side::from_code(side) {
-                Some(side) => {
-                    let o = Order {
-                        book: sym,
-                        price,
-                        shares,
-                        side,
-                    };
-                    if let Some(old) = self.books.add(order, o) {
-                        self.counters.anomalies += 1;
-                        self.touch(old.book);
-                    }
-                }
-                None => self.counters.anomalies += 1,
-            },
+            } if sym != NONE => self.add_order(sym, order, side, shares, price),
             Body::Executed { order, shares, .. }
             | Body::ExecutedWithPrice { order, shares, .. }
-            | Body::Cancel { order, shares } => {
-                let o = self.books.reduce(order, shares);
-                self.counters.unknown_orders += o.is_none() as u64;
-                if let Some(o) = o {
-                    self.touch(o.book);
-                }
-            }
-            Body::Delete { order } => {
-                let o = self.books.delete(order);
-                self.counters.unknown_orders += o.is_none() as u64;
-                if let Some(o) = o {
-                    self.touch(o.book);
-                }
-            }
+            | Body::Cancel { order, shares } => self.reduce(order, shares),
+            Body::Delete { order } => self.delete(order),
             Body::Replace {
                 original,
                 new,
                 shares,
                 price,
-            } => match self.books.replace(original, new, shares, price) {
-                None => self.counters.unknown_orders += 1,
-                Some((o, replaced)) => {
-                    self.counters.anomalies += replaced.is_some() as u64;
-                    self.touch(o.book);
-                    if let Some(r) = replaced {
-                        self.touch(r.book);
-                    }
-                }
-            },
+            } => self.replace(original, new, shares, price),
             Body::TradingAction { state, .. } if sym != NONE => {
                 self.symbols[sym as usize].trading_state = state;
             }
@@ -265,6 +354,92 @@ impl State {
             self.symbols[sym as usize].last_timestamp = m.timestamp();
             self.touch(sym);
         }
+    }
+
+    /// Add Order (`A`, `F`) to the book of symbol `sym`.
+    #[inline(always)]
+    fn add_order(&mut self, sym: u32, order: u64, side: u8, shares: u32, price: u32) {
+        match Side::from_code(side) {
+            Some(side) => {
+                let o = Order {
+                    book: sym,
+                    price,
+                    shares,
+                    side,
+                };
+                if let Some(old) = self.books.add(order, o) {
+                    self.counters.anomalies += 1;
+                    self.touch(old.book);
+                }
+            }
+            None => self.counters.anomalies += 1,
+        }
+    }
+
+    /// Executed (`E`, `C`) or Cancel (`X`): `shares` fewer.
+    #[inline(always)]
+    fn reduce(&mut self, order: u64, shares: u32) {
+        let o = self.books.reduce(order, shares);
+        self.counters.unknown_orders += o.is_none() as u64;
+        if let Some(o) = o {
+            self.touch(o.book);
+        }
+    }
+
+    /// Delete (`D`).
+    #[inline(always)]
+    fn delete(&mut self, order: u64) {
+        let o = self.books.delete(order);
+        self.counters.unknown_orders += o.is_none() as u64;
+        if let Some(o) = o {
+            self.touch(o.book);
+        }
+    }
+
+    /// Replace (`U`).
+    #[inline(always)]
+    fn replace(&mut self, original: u64, new: u64, shares: u32, price: u32) {
+        match self.books.replace(original, new, shares, price) {
+            None => self.counters.unknown_orders += 1,
+            Some((o, replaced)) => {
+                self.counters.anomalies += replaced.is_some() as u64;
+                self.touch(o.book);
+                if let Some(r) = replaced {
+                    self.touch(r.book);
+                }
+            }
+        }
+    }
+}
+
+impl State {
+    /// [`file_timestamp`], where an Add Order whose stock field holds the
+    /// stock its locate maps to passes without the symbol check: that stock
+    /// passed it when it was mapped.
+    #[inline(always)]
+    fn record_timestamp(&self, record: &[u8]) -> Option<u64> {
+        if let Some(b) = record.first_chunk::<36>() {
+            if b[0] == msg_type::ADD_ORDER {
+                let sym = self.locates[fixed::u16::<1, 36>(b) as usize];
+                let stock = u64::from_le_bytes(fixed::array::<24, 8, 36>(b));
+                if self
+                    .symbols
+                    .get(sym as usize)
+                    .is_some_and(|s| s.stock.key() == stock)
+                {
+                    return Some(fixed::u48::<5, 36>(b));
+                }
+            }
+        }
+        file_timestamp(record)
+    }
+}
+
+/// The sequencer hands the state each message in sequence order.
+impl Apply for State {
+    #[inline(always)]
+    fn apply(&mut self, _: u64, m: Message<'_>) {
+        State::apply(self, m)
     }
 }
 
@@ -440,11 +615,11 @@ impl Feed {
                 books: Books::with_capacity(settings.orders, 1024),
                 symbols: Vec::with_capacity(1024),
                 by_stock: U64Map::with_capacity(1024, NONE),
-                locates: vec![NONE; 1 << 16].into_boxed_slice(),
+                locates: Box::new([NONE; LOCATES]),
                 hours: Hours::Open,
                 counters: Counters::default(),
                 midnight: 0,
-                last_source: None,
+                last_ts: NO_TIME,
                 touched: Vec::with_capacity(1024),
                 is_touched: Vec::with_capacity(1024),
                 tracking: false,
@@ -463,8 +638,8 @@ impl Feed {
     /// [`on_datagram`](Self::on_datagram); call it before every check.
     pub fn expire(&mut self, t: u64) {
         let Feed { seq, state, .. } = self;
-        state.last_source = None;
-        if seq.expire(t, &mut |_, m| state.apply(m)) > 0 {
+        state.last_ts = NO_TIME;
+        if seq.expire_into(t, state) > 0 {
             self.raise_watermark();
         }
     }
@@ -527,8 +702,8 @@ impl Feed {
         if matches!(p.kind(), Kind::Data(_)) && seq.next().is_none_or(|next| end > next) {
             state.prefetch_all(p.messages().map(|(_, m)| m.bytes()));
         }
-        state.last_source = None;
-        let out = seq.on_packet(p, t, &mut |_, m| state.apply(m));
+        state.last_ts = NO_TIME;
+        let out = seq.on_packet_into(p, t, state);
         if let Some(log) = &mut state.log {
             let packet = PacketInfo {
                 session,
@@ -573,37 +748,51 @@ impl Feed {
     /// Unix epoch. An invalid one (shorter than the 11-byte header, or
     /// failing a message check) is counted and stepped over: `None`.
     pub fn on_file_record(&mut self, index: u64, record: &[u8]) -> Option<u64> {
-        let time = self.record_time(record);
-        let Feed { seq, state, .. } = self;
-        let q = index.saturating_add(1);
-        let Some(t) = time else {
-            state.counters.invalid_records += 1;
-            seq.on_file_record(q, None, &mut |_, _| {});
-            return None;
-        };
-        let m = Message::new(record);
-        state.last_source = None;
-        seq.on_file_record(q, Some(m), &mut |_, m| state.apply(m));
-        self.raise_watermark();
-        self.last_alive = Some(t);
-        Some(t)
+        let valid = self.file_batch().record(index, record);
+        valid.then_some(self.last_alive).flatten()
+    }
+
+    /// Applies BinaryFILE records back to back, each as
+    /// [`on_file_record`](Self::on_file_record) would: the sequencer's
+    /// position, the source watermark and the last proof of life are
+    /// brought up to date once, when the batch is dropped (nothing can read
+    /// the feed in between).
+    pub fn file_batch(&mut self) -> FileBatch<'_> {
+        self.state.last_ts = NO_TIME;
+        FileBatch {
+            feed: self,
+            records: 0,
+            last_index: 0,
+            max_ts: 0,
+        }
     }
 
     /// A BinaryFILE record's source time (its arrival), ns since the Unix
     /// epoch; `None` when it is shorter than the 11-byte header or fails a
     /// message check.
     pub fn record_time(&self, record: &[u8]) -> Option<u64> {
-        if record.len() < super::message::HEADER_LEN || super::message::check(record).is_err() {
-            return None;
-        }
-        let ts = Message::new(record).timestamp()?;
-        Some((self.state.midnight + ts as i128).clamp(0, u64::MAX as i128) as u64)
+        file_timestamp(record).map(|ts| self.source_time(ts))
     }
 
+    /// Epoch ns of raw timestamp `ts` (ns since the session's midnight),
+    /// clamped to `u64`.
+    fn source_time(&self, ts: u64) -> u64 {
+        (self.state.midnight + ts as i128).clamp(0, u64::MAX as i128) as u64
+    }
+
+    /// Raises the watermark to the last message's source time, if the call
+    /// applied one.
     fn raise_watermark(&mut self) {
-        if let Some(s) = self.state.last_source.take() {
-            self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
+        let ts = std::mem::replace(&mut self.state.last_ts, NO_TIME);
+        if ts != NO_TIME {
+            self.raise_watermark_to(ts);
         }
+    }
+
+    /// Raises the watermark to raw timestamp `ts`'s source time.
+    fn raise_watermark_to(&mut self, ts: u64) {
+        let s = self.state.midnight + ts as i128;
+        self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
     }
 
     /// The verdict for `stock` at `now` (ns since the Unix epoch, local
@@ -752,6 +941,65 @@ impl Feed {
     }
 }
 
+/// BinaryFILE records applied back to back ([`Feed::file_batch`]).
+pub struct FileBatch<'a> {
+    feed: &'a mut Feed,
+    /// Records seen, valid or not.
+    records: u64,
+    /// The index of the last record seen.
+    last_index: u64,
+    /// The highest raw timestamp of a valid record (0 before any); the
+    /// last one's is the state's `last_ts`.
+    max_ts: u64,
+}
+
+impl FileBatch<'_> {
+    /// Record `index` (0-based) of the file: applied when valid, counted
+    /// and stepped over otherwise (see [`Feed::on_file_record`]). True when
+    /// it was valid.
+    #[inline]
+    pub fn record(&mut self, index: u64, record: &[u8]) -> bool {
+        self.records += 1;
+        self.last_index = index;
+        let Some(ts) = self.feed.state.record_timestamp(record) else {
+            self.feed.state.counters.invalid_records += 1;
+            return false;
+        };
+        // Sets the state's `last_ts` to `ts`.
+        self.feed.state.apply(Message::new(record));
+        self.max_ts = self.max_ts.max(ts);
+        true
+    }
+}
+
+impl Drop for FileBatch<'_> {
+    /// What each record would have done after it, done once: the
+    /// sequencer's counts and position, the watermark, the proof of life.
+    fn drop(&mut self) {
+        let f = &mut *self.feed;
+        if self.records > 0 {
+            let q = self.last_index.saturating_add(1);
+            f.seq.on_file_records(q, self.records);
+        }
+        let last = std::mem::replace(&mut f.state.last_ts, NO_TIME);
+        if last != NO_TIME {
+            f.raise_watermark_to(self.max_ts);
+            f.last_alive = Some(f.source_time(last));
+        }
+    }
+}
+
+/// A BinaryFILE record's raw timestamp (ns since midnight); `None` when it
+/// is shorter than the 11-byte header or fails a message check.
+#[inline]
+fn file_timestamp(record: &[u8]) -> Option<u64> {
+    if super::message::check(record).is_err() {
+        return None;
+    }
+    let header = Message::new(record).fixed::<HEADER_LEN>()?;
+    Some(fixed::u48::<5, HEADER_LEN>(header))
+}
+
 /// Epoch ns of midnight, in `tz`, of the date there at `t` (epoch ns).
 pub fn midnight(tz: &jiff::tz::TimeZone, t: u64) -> i128 {
     let at = jiff::Timestamp::from_nanosecond(t as i128).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
@@ -805,6 +1053,139 @@ mod tests {
             b.message(m);
         }
         b.finish()
+    }
+
+    /// Everything a reader of the feed can see.
+    fn seen(f: &Feed) -> String {
+        let q = f.sequencer();
+        let symbols: Vec<_> = f.symbols().collect();
+        format!(
+            "{:?} {:?} {} {:?} {:?} {:?} {:?} {symbols:?}",
+            q.counters(),
+            q.next(),
+            q.high(),
+            f.counters(),
+            f.source_watermark(),
+            f.last_alive(),
+            f.hours(),
+        )
+    }
+
+    #[test]
+    fn a_file_batch_leaves_what_record_by_record_leaves() {
+        let mut day = Vec::new();
+        super::super::synth::synthetic_day(&mut day, 20_000, 40, 7).unwrap();
+        let mut reader = super::super::binfile::BinFile::new(day.as_slice());
+        let mut records = Vec::new();
+        while let Some((_, r)) = reader.next_record().unwrap() {
+            records.push(r.to_vec());
+        }
+        // Invalid records, an unknown type shorter than a header, and a
+        // message earlier than the ones before it.
+        let mut bad_stock = encode::add_order(3, OPEN, 9, Side::Buy, 1, sym("X"), 1, None);
+        bad_stock[24] = b' ';
+        let late = encode::delete(1, 5, 1);
+        for (at, r) in [
+            (10, Vec::new()),
+            (500, encode::delete(1, OPEN, 2)[..18].to_vec()),
+            (900, bad_stock),
+            (901, b"z".to_vec()),
+            (5_000, late.clone()),
+        ] {
+            records.insert(at, r);
+        }
+        records.push(late);
+        let date = jiff::civil::date(2026, 1, 5);
+        let mut one = feed();
+        one.start_file(date);
+        let mut times = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            times.push(one.on_file_record(i as u64, r));
+        }
+        assert_eq!(one.counters().invalid_records, 4);
+        for cuts in [
+            vec![records.len()],
+            vec![1, 2, 901, 902, 7_000, records.len()],
+        ] {
+            let mut batched = feed();
+            batched.start_file(date);
+            let mut from = 0;
+            for to in cuts {
+                let mut batch = batched.file_batch();
+                for (i, r) in records.iter().enumerate().take(to).skip(from) {
+                    batch.record(i as u64, r);
+                }
+                drop(batch);
+                assert_eq!(
+                    batched.last_alive(),
+                    times[..to].iter().rev().find_map(|t| *t)
+                );
+                from = to;
+            }
+            assert_eq!(seen(&batched), seen(&one));
+        }
+        assert_eq!(one.record_time(&records[1]), times[1]);
+    }
+
+    /// A feed with locate 7 mapped to AAPL by a BinaryFILE record.
+    fn aapl_on_7() -> Feed {
+        let mut f = feed();
+        f.start_file(jiff::civil::date(2026, 1, 5));
+        f.on_file_record(0, &encode::stock_directory(7, OPEN, sym("AAPL")));
+        f
+    }
+
+    #[test]
+    fn an_add_order_on_its_mapped_stock_is_valid_as_the_message_check_says() {
+        let f = aapl_on_7();
+        let add = |locate, stock: &[u8; 8]| {
+            let mut m = encode::add_order(locate, OPEN, 1, Side::Buy, 1, sym("X"), 1, None);
+            m[24..32].copy_from_slice(stock);
+            m
+        };
+        let mut longer = add(7, b"AAPL    ");
+        longer.extend_from_slice(b"more");
+        let mut mpid = encode::add_order(7, OPEN, 1, Side::Buy, 1, sym("AAPL"), 1, Some(*b"MPID"));
+        let cases = [
+            (add(7, b"AAPL    "), true),
+            (longer, true),
+            (add(7, b"MSFT    "), true),
+            (add(9, b"AAPL    "), true),
+            (add(0, b"AAPL    "), true),
+            (add(7, b"AA PL   "), false),
+            (add(7, b"AAPL\0\0\0\0"), false),
+            (add(7, b"AAPL    ")[..35].to_vec(), false),
+            (mpid.clone(), true),
+            (
+                {
+                    mpid.truncate(39);
+                    mpid
+                },
+                false,
+            ),
+        ];
+        for (r, valid) in cases {
+            assert_eq!(file_timestamp(&r).is_some(), valid, "{r:?}");
+            assert_eq!(f.state.record_timestamp(&r), file_timestamp(&r), "{r:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn record_timestamp_agrees_with_the_message_check(
+            changes in proptest::collection::vec((0usize..40, proptest::num::u8::ANY), 0..4),
+            len in 0usize..40,
+        ) {
+            let f = aapl_on_7();
+            let mut r = encode::add_order(7, OPEN, 1, Side::Buy, 1, sym("AAPL"), 1, None);
+            r.resize(len.max(1), b' ');
+            for (at, byte) in changes {
+                if let Some(b) = r.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            proptest::prop_assert_eq!(f.state.record_timestamp(&r), file_timestamp(&r));
+        }
     }
 
     #[test]

@@ -124,6 +124,45 @@ pub fn check(block: &[u8]) -> Result<(), Reject> {
     Ok(())
 }
 
+/// Big-endian fields at fixed offsets of a block known to be at least `N`
+/// bytes long ([`Message::fixed`]): each range is checked when compiling,
+/// so a read is one load, with no bounds check and no way to fail.
+pub mod fixed {
+    /// The `u16` at `AT`.
+    #[inline(always)]
+    pub fn u16<const AT: usize, const N: usize>(b: &[u8; N]) -> u16 {
+        u16::from_be_bytes(array::<AT, 2, N>(b))
+    }
+
+    /// The `u32` at `AT`.
+    #[inline(always)]
+    pub fn u32<const AT: usize, const N: usize>(b: &[u8; N]) -> u32 {
+        u32::from_be_bytes(array::<AT, 4, N>(b))
+    }
+
+    /// The 48-bit integer at `AT` (a timestamp).
+    #[inline(always)]
+    pub fn u48<const AT: usize, const N: usize>(b: &[u8; N]) -> u64 {
+        let [a, b, c, d, e, f] = array::<AT, 6, N>(b);
+        (u16::from_be_bytes([a, b]) as u64) << 32 | u32::from_be_bytes([c, d, e, f]) as u64
+    }
+
+    /// The `u64` at `AT`.
+    #[inline(always)]
+    pub fn u64<const AT: usize, const N: usize>(b: &[u8; N]) -> u64 {
+        u64::from_be_bytes(array::<AT, 8, N>(b))
+    }
+
+    /// The `W` bytes at `AT`.
+    #[inline(always)]
+    pub fn array<const AT: usize, const W: usize, const N: usize>(b: &[u8; N]) -> [u8; W] {
+        const { assert!(AT + W <= N) };
+        let mut out = [0u8; W];
+        out.copy_from_slice(&b[AT..AT + W]);
+        out
+    }
+}
+
 #[inline]
 fn be<const N: usize>(b: &[u8], at: usize) -> u64 {
     match b.get(at..at + N) {
@@ -192,6 +231,14 @@ impl<'a> Message<'a> {
     #[inline]
     pub fn new(bytes: &'a [u8]) -> Message<'a> {
         Message { bytes }
+    }
+
+    /// The first `N` bytes as an array for [`fixed`]'s readers; `None`
+    /// when the block is shorter (never for a checked message of a type at
+    /// least `N` bytes long).
+    #[inline]
+    pub fn fixed<const N: usize>(&self) -> Option<&'a [u8; N]> {
+        self.bytes.first_chunk()
     }
 
     /// The message's bytes (the whole block, extra bytes included).

@@ -234,9 +234,9 @@ impl<'a> Iterator for Messages<'a> {
         self.left -= 1;
         // The packet was checked, so each step succeeds; the `?`s keep the
         // iterator panic-free by construction.
-        let len = be_u16(self.rest, 0)? as usize;
-        let block = self.rest.get(2..2 + len)?;
-        self.rest = self.rest.get(2 + len..)?;
+        let (len, rest) = self.rest.split_first_chunk::<2>()?;
+        let (block, rest) = rest.split_at_checked(u16::from_be_bytes(*len) as usize)?;
+        self.rest = rest;
         let q = self.sequence;
         self.sequence = q.wrapping_add(1);
         Some((q, Message::new(block)))

@@ -33,6 +33,21 @@ pub const PAST_SESSIONS: usize = 64;
 /// Bytes of one held record: a length byte and up to 63 message bytes.
 const RECORD: usize = 64;
 
+/// What the messages come out to, in sequence order: `apply(q, m)` for
+/// message `m` of sequence `q`. A closure is one; the feed's state is
+/// another, inlined into the sequencer's loops.
+pub trait Apply {
+    /// Message `m`, of sequence `q`.
+    fn apply(&mut self, q: u64, m: Message<'_>);
+}
+
+impl<F: FnMut(u64, Message<'_>)> Apply for F {
+    #[inline(always)]
+    fn apply(&mut self, q: u64, m: Message<'_>) {
+        self(q, m)
+    }
+}
+
 /// The stream's settings (spec §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -292,6 +307,11 @@ impl Sequencer {
     /// to the stream (rejected ones too) and before every check. Returns the
     /// gaps given up.
     pub fn expire(&mut self, t: u64, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+        self.expire_into(t, apply)
+    }
+
+    /// [`expire`](Self::expire), applying to any [`Apply`].
+    pub fn expire_into(&mut self, t: u64, apply: &mut impl Apply) -> u32 {
         let mut n = 0;
         while self.gaps.front().is_some_and(|g| g.deadline < t) {
             self.give_up_lowest(false, apply);
@@ -306,6 +326,16 @@ impl Sequencer {
         packet: &Packet<T>,
         t: u64,
         apply: &mut impl FnMut(u64, Message<'_>),
+    ) -> Outcome {
+        self.on_packet_into(packet, t, apply)
+    }
+
+    /// [`on_packet`](Self::on_packet), applying to any [`Apply`].
+    pub fn on_packet_into<T: AsRef<[u8]>>(
+        &mut self,
+        packet: &Packet<T>,
+        t: u64,
+        apply: &mut impl Apply,
     ) -> Outcome {
         let mut out = Outcome::default();
         let t = t.max(self.latest_t);
@@ -359,25 +389,20 @@ impl Sequencer {
             Kind::EndOfSession => out.end_of_session = true,
             Kind::Data(n) => {
                 self.counters.messages += n as u64;
-                let mut fresh = false;
-                for (q, m) in packet.messages() {
-                    match self.receive(q, m, apply) {
-                        Received::Duplicate => {
-                            self.counters.duplicates += 1;
-                            out.duplicates += 1;
+                let fresh = match start.checked_add(n as u64) {
+                    Some(end) if self.in_order(start) => {
+                        // Every message applied straight from the packet,
+                        // as `receive` would one by one.
+                        for (q, m) in packet.messages() {
+                            apply.apply(q, m);
                         }
-                        Received::Fill => {
-                            self.counters.recovered += 1;
-                            out.fills += 1;
-                            fresh = true;
-                        }
-                        Received::Held => fresh = true,
-                        Received::Applied => {
-                            out.applied += 1;
-                            fresh = true;
-                        }
+                        self.next = Some(end);
+                        self.high = self.high.max(end);
+                        out.applied += n as u32;
+                        true
                     }
-                }
+                    _ => self.receive_each(packet, apply, &mut out),
+                };
                 out.applied += self.drain(apply);
                 while self.held.index.len() > self.settings.max_held && !self.gaps.is_empty() {
                     out.applied += self.give_up_lowest(true, apply);
@@ -393,22 +418,14 @@ impl Sequencer {
         out
     }
 
-    /// Record `q` of a BinaryFILE (spec §5: record `i` has sequence
-    /// `i + 1`; the file has no gaps and no sessions): counted in
-    /// `messages`; applied when it is a valid message, stepped over with no
-    /// gap otherwise.
-    pub fn on_file_record(
-        &mut self,
-        q: u64,
-        m: Option<Message<'_>>,
-        apply: &mut impl FnMut(u64, Message<'_>),
-    ) {
-        self.counters.messages += 1;
-        if let Some(m) = m {
-            apply(q, m);
-        }
-        self.next = Some(q.saturating_add(1));
-        self.high = q.saturating_add(1);
+    /// `n` records of a BinaryFILE, the last of sequence `last` (spec §5:
+    /// record `i` has sequence `i + 1`; the file has no gaps and no
+    /// sessions), the valid ones already applied in order by the caller:
+    /// counted in `messages`, and `next` steps past `last`.
+    pub fn on_file_records(&mut self, last: u64, n: u64) {
+        self.counters.messages += n;
+        self.next = Some(last.saturating_add(1));
+        self.high = last.saturating_add(1);
     }
 
     fn open_gap(&mut self, lo: u64, hi: u64, t: u64, first: bool) {
@@ -428,18 +445,50 @@ impl Sequencer {
         }
     }
 
-    #[inline]
-    fn receive(
+    /// Each message of a data packet through [`receive`](Self::receive),
+    /// counted in `out`; true when any was new.
+    fn receive_each<T: AsRef<[u8]>>(
         &mut self,
-        q: u64,
-        m: Message<'_>,
-        apply: &mut impl FnMut(u64, Message<'_>),
-    ) -> Received {
+        packet: &Packet<T>,
+        apply: &mut impl Apply,
+        out: &mut Outcome,
+    ) -> bool {
+        let mut fresh = false;
+        for (q, m) in packet.messages() {
+            match self.receive(q, m, apply) {
+                Received::Duplicate => {
+                    self.counters.duplicates += 1;
+                    out.duplicates += 1;
+                }
+                Received::Fill => {
+                    self.counters.recovered += 1;
+                    out.fills += 1;
+                    fresh = true;
+                }
+                Received::Held => fresh = true,
+                Received::Applied => {
+                    out.applied += 1;
+                    fresh = true;
+                }
+            }
+        }
+        fresh
+    }
+
+    /// True when a packet from `start` is next in order with no gap open
+    /// (so nothing is held: held messages lie above a gap).
+    #[inline]
+    fn in_order(&self, start: u64) -> bool {
+        start == self.next.unwrap_or(1) && self.gaps.is_empty()
+    }
+
+    #[inline]
+    fn receive(&mut self, q: u64, m: Message<'_>, apply: &mut impl Apply) -> Received {
         let next = self.next.unwrap_or(1);
         if q == next && self.gaps.is_empty() {
             // In order with no gap open, so nothing held (held messages lie
             // above a gap): applied straight from the packet.
-            apply(q, m);
+            apply.apply(q, m);
             self.next = Some(q.saturating_add(1));
             self.high = self.high.max(q.saturating_add(1));
             return Received::Applied;
@@ -470,10 +519,10 @@ impl Sequencer {
 
     /// Applies held messages from `next` while they are there.
     #[inline]
-    fn drain(&mut self, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+    fn drain(&mut self, apply: &mut impl Apply) -> u32 {
         let Some(mut next) = self.next else { return 0 };
         let mut n = 0;
-        while self.held.take(next, |b| apply(next, Message::new(b))) {
+        while self.held.take(next, |b| apply.apply(next, Message::new(b))) {
             // The last sequence has no successor: `next` stays on it.
             next = next.saturating_add(1);
             n += 1;
@@ -486,7 +535,7 @@ impl Sequencer {
     /// a session's first gap, the stream counts as joined), what it holds
     /// is applied in order, and `next` steps over it. `room`: given up to
     /// make room, not by time (for the event log).
-    fn give_up_lowest(&mut self, room: bool, apply: &mut impl FnMut(u64, Message<'_>)) -> u32 {
+    fn give_up_lowest(&mut self, room: bool, apply: &mut impl Apply) -> u32 {
         let Some(mut g) = self.gaps.pop_front() else {
             return 0;
         };
@@ -510,7 +559,7 @@ impl Sequencer {
         let mut n = 0;
         let next = self.next.unwrap_or(g.lo);
         for &f in g.filled.iter().filter(|&&f| f >= next) {
-            if self.held.take(f, |b| apply(f, Message::new(b))) {
+            if self.held.take(f, |b| apply.apply(f, Message::new(b))) {
                 n += 1;
             }
         }
