@@ -726,7 +726,7 @@ pub fn replay_file_with(
     mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Result<Outcome, String> {
-    use crate::protocol::itch50::binfile::{BinFile, Error};
+    use crate::protocol::itch50::binfile::{BinFile, Error, Step};
     let Some(id) = config.feed_id(feed) else {
         return Err(format!("--feed: no feed '{feed}' in the configuration"));
     };
@@ -758,7 +758,12 @@ pub fn replay_file_with(
             // Nothing reads the feed between records any more: the rest of
             // the file in one batch.
             let rest = handler.file_batch(id, |batch| {
-                file.for_each_record(|index, record| {
+                file.for_each_record_ahead(|step| {
+                    let (index, record) = match step {
+                        Step::Far(record) => return batch.prefetch(record, true),
+                        Step::Near(record) => return batch.prefetch(record, false),
+                        Step::Record(index, record) => (index, record),
+                    };
                     batch.record(index, record);
                     if (index + 1).is_multiple_of(65_536) {
                         progress(Progress {

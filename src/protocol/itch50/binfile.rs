@@ -86,6 +86,41 @@ impl BinFile<Box<dyn Read + Send>> {
     }
 }
 
+/// How far ahead, in records, [`BinFile::for_each_record_ahead`] shows a
+/// record first: far enough that a prefetch issued then has arrived when
+/// the record is applied, near enough that it is still in cache.
+pub const LEAD: usize = 16;
+
+/// One step of [`BinFile::for_each_record_ahead`].
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    /// A record [`LEAD`] records ahead of its turn.
+    Far(&'a [u8]),
+    /// A record [`LEAD`]` / 2` records ahead of its turn.
+    Near(&'a [u8]),
+    /// A record's turn: its index (0-based) and bytes.
+    Record(u64, &'a [u8]),
+}
+
+/// The first whole record of `bytes` (length-prefixed) and what follows it.
+#[inline]
+fn split_record(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, tail) = bytes.split_first_chunk::<2>()?;
+    tail.split_at_checked(usize::from(u16::from_be_bytes(*len)))
+}
+
+/// Shows `f` the first whole record of `bytes`, if any; returns the rest.
+#[inline]
+fn ahead<'a>(bytes: &'a [u8], f: &mut impl FnMut(&'a [u8])) -> &'a [u8] {
+    match split_record(bytes) {
+        Some((record, tail)) => {
+            f(record);
+            tail
+        }
+        None => bytes,
+    }
+}
+
 impl<R: Read> BinFile<R> {
     /// A reader of an uncompressed BinaryFILE stream (it buffers `input`
     /// itself, in big reads).
@@ -121,17 +156,36 @@ impl<R: Read> BinFile<R> {
     /// of the file or the first error: the records already in the buffer
     /// are walked with no refill check.
     pub fn for_each_record(&mut self, mut f: impl FnMut(u64, &[u8])) -> Result<(), Error> {
+        self.for_each_record_ahead(|step| {
+            if let Step::Record(index, record) = step {
+                f(index, record);
+            }
+        })
+    }
+
+    /// [`for_each_record`](Self::for_each_record), also showing `f` each
+    /// record before its turn: [`Step::Far`] [`LEAD`] records ahead, then
+    /// [`Step::Near`] half as far ahead, so that it can prefetch what the
+    /// record will touch (a record near the end of the buffered bytes is
+    /// shown late or not at all; every record comes as [`Step::Record`]
+    /// once, in order).
+    pub fn for_each_record_ahead(&mut self, mut f: impl FnMut(Step<'_>)) -> Result<(), Error> {
         while self.ready()?.is_some() {
             let mut rest = self.buf.get(self.pos..self.end).unwrap_or(&[]);
+            let (mut far, mut near) = (rest, rest);
+            for _ in 0..LEAD {
+                far = ahead(far, &mut |r| f(Step::Far(r)));
+            }
+            for _ in 0..LEAD / 2 {
+                near = ahead(near, &mut |r| f(Step::Near(r)));
+            }
             let mut index = self.index;
-            while let Some((len, tail)) = rest.split_first_chunk::<2>() {
-                let len = usize::from(u16::from_be_bytes(*len));
-                let Some((record, tail)) = tail.split_at_checked(len) else {
-                    break;
-                };
-                f(index, record);
+            while let Some((record, tail)) = split_record(rest) {
+                f(Step::Record(index, record));
                 index += 1;
                 rest = tail;
+                far = ahead(far, &mut |r| f(Step::Far(r)));
+                near = ahead(near, &mut |r| f(Step::Near(r)));
             }
             let walked = self.end - self.pos - rest.len();
             self.pos += walked;
@@ -456,6 +510,45 @@ mod tests {
                 let consumed: usize = want.iter().map(|(_, r)| 2 + r.len()).sum();
                 assert_eq!(offset, consumed as u64, "step {step}");
             }
+        }
+    }
+
+    #[test]
+    fn looking_ahead_shows_each_record_in_order_before_its_turn() {
+        // Distinct records (each starts with its own index), over several
+        // reads so that look-ahead stops at each buffer's end.
+        let recs: Vec<Vec<u8>> = (0..3_000u32)
+            .map(|i| {
+                let mut r = i.to_be_bytes().to_vec();
+                r.resize(4 + (i as usize * 13) % 300, 0xaa);
+                r
+            })
+            .collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let mut file = BinFile::new(Trickle {
+            bytes: Cursor::new(file_of(&refs)),
+            step: 100_003,
+            n: 0,
+        });
+        let id = |r: &[u8]| u32::from_be_bytes(r[..4].try_into().unwrap()) as usize;
+        let (mut far, mut near, mut turns) = (Vec::new(), Vec::new(), Vec::new());
+        file.for_each_record_ahead(|step| match step {
+            Step::Far(r) => far.push((id(r), turns.len())),
+            Step::Near(r) => near.push((id(r), turns.len())),
+            Step::Record(i, r) => {
+                assert_eq!(i as usize, id(r));
+                turns.push(id(r));
+            }
+        })
+        .unwrap();
+        assert_eq!(turns, (0..recs.len()).collect::<Vec<_>>());
+        for (shown, lead) in [(&far, LEAD), (&near, LEAD / 2)] {
+            // In order, each at most once, never after its turn, never
+            // further ahead than the lead.
+            assert!(shown.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(shown.iter().all(|&(r, at)| r >= at && r - at <= lead));
+            // Only records at a buffer's start go unseen.
+            assert!(shown.len() * 10 > recs.len() * 9, "{}", shown.len());
         }
     }
 

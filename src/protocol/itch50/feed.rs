@@ -954,6 +954,14 @@ pub struct FileBatch<'a> {
 }
 
 impl FileBatch<'_> {
+    /// Starts loading what `record`, a few records from its turn, will
+    /// touch (see [`super::binfile::Step`]): `far` the first stage, else
+    /// the second.
+    #[inline]
+    pub fn prefetch(&self, record: &[u8], far: bool) {
+        self.feed.state.prefetch(record, far);
+    }
+
     /// Record `index` (0-based) of the file: applied when valid, counted
     /// and stepped over otherwise (see [`Feed::on_file_record`]). True when
     /// it was valid.
@@ -1300,6 +1308,35 @@ mod tests {
         assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
+    }
+
+    proptest::proptest! {
+        // Each case builds a feed (its 16 MiB order window): few cases.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Prefetching reads whatever bytes it is shown (a record not yet
+        /// validated) without a panic, and changes nothing.
+        #[test]
+        fn prefetching_any_bytes_is_harmless(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+            code in proptest::sample::select(b"AFECXDUSR".to_vec()),
+            locate in 0u16..3,
+        ) {
+            let mut f = feed();
+            let dir = encode::stock_directory(1, 0, sym("AAPL"));
+            let add = encode::add_order(1, 1, 7, Side::Buy, 100, sym("AAPL"), 1_000_000, None);
+            f.on_datagram(&packet(1, &[dir, add]), T0).unwrap();
+            let before = (f.symbols().collect::<Vec<_>>(), f.state.books.len());
+            let mut m = bytes;
+            if m.len() >= 3 {
+                m[0] = code;
+                m[1..3].copy_from_slice(&locate.to_be_bytes());
+            }
+            for far in [true, false] {
+                f.state.prefetch(&m, far);
+            }
+            proptest::prop_assert_eq!((f.symbols().collect::<Vec<_>>(), f.state.books.len()), before);
+        }
     }
 
     #[test]
