@@ -126,15 +126,31 @@ impl LineCheck {
 #[inline]
 fn fingerprint(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = bytes.len() as u64 ^ K;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    // Four independent lanes, one word each per 32 bytes, so that the
+    // multiplies of a packet overlap instead of forming one chain.
+    let mut h = [
+        bytes.len() as u64 ^ K,
+        K,
+        K.rotate_left(17),
+        K.rotate_left(43),
+    ];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (lane, w) in h.iter_mut().zip(b.chunks_exact(8)) {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            *lane = (*lane ^ w).wrapping_mul(K).rotate_left(29);
+        }
     }
-    let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    (h ^ u64::from_le_bytes(tail)).wrapping_mul(K) ^ (h >> 31)
+    let mut tail = [0u8; 32];
+    tail[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+    for (lane, w) in h.iter_mut().zip(tail.chunks_exact(8)) {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        *lane = (*lane ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    let h = h.iter().fold(0u64, |acc, &lane| {
+        (acc ^ lane).wrapping_mul(K).rotate_left(31)
+    });
+    h ^ (h >> 29)
 }
 
 #[cfg(test)]
