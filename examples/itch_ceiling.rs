@@ -1,0 +1,216 @@
+//! What any order book can reach on a BinaryFILE day on this machine: the
+//! least work that still builds every book, with none of a feed handler's
+//! duties (no validation, sequencing, counters, time, halts or symbols).
+//!
+//!     itch_ceiling DAY     # a day written by `itch_profile gen DAY N STOCKS`
+//!
+//! The whole file is read into memory first; then, each timed on its own:
+//! - `walk`: every record's type byte (the floor of any replay);
+//! - `orders`: the order store alone, a flat array indexed by the
+//!   reference on huge pages (no window, no overflow: only possible here,
+//!   where references stay below the file's record count);
+//! - `books`: the order store plus price levels per book and side, a vector
+//!   sorted best-last searched from the top (as `itch50::book`), with the
+//!   same two-stage prefetch 16 and 8 records ahead.
+//!
+//! Comparing `books` with `tickguard-bench itch-binfile` in the same run
+//! says how much of the replay's time is the feed handler's and how much
+//! any book pays for memory on this machine.
+
+use std::time::Instant;
+use tickguard::sys::memory::{huge_vec, prefetch};
+
+#[derive(Clone, Copy, Default)]
+struct Order {
+    book: u16,
+    sell: bool,
+    price: u32,
+    shares: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Level {
+    price: u32,
+    orders: u32,
+    shares: u64,
+}
+
+/// Bids and asks, each sorted with the best level last.
+type Book = [Vec<Level>; 2];
+
+fn be(m: &[u8], at: usize, n: usize) -> u64 {
+    m[at..at + n].iter().fold(0, |v, &b| v << 8 | u64::from(b))
+}
+
+/// Record offsets of `data` (a BinaryFILE), in order.
+fn records(data: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + 2 <= data.len() {
+        let len = usize::from(u16::from_be_bytes([data[pos], data[pos + 1]]));
+        if pos + 2 + len > data.len() {
+            break;
+        }
+        out.push((pos + 2, len));
+        pos += 2 + len;
+    }
+    out
+}
+
+/// Whether level price `p` is better than `price` on a side.
+fn better(sell: bool, p: u32, price: u32) -> bool {
+    if sell {
+        p < price
+    } else {
+        p > price
+    }
+}
+
+fn rest(books: &mut [Book], o: &Order) {
+    let levels = &mut books[usize::from(o.book)][usize::from(o.sell)];
+    let mut i = levels.len();
+    while i > 0 && better(o.sell, levels[i - 1].price, o.price) {
+        i -= 1;
+    }
+    match levels.get_mut(i.wrapping_sub(1)) {
+        Some(l) if l.price == o.price => {
+            l.orders += 1;
+            l.shares += u64::from(o.shares);
+        }
+        _ => levels.insert(
+            i,
+            Level {
+                price: o.price,
+                orders: 1,
+                shares: u64::from(o.shares),
+            },
+        ),
+    }
+}
+
+fn unrest(books: &mut [Book], o: &Order, shares: u32, gone: bool) {
+    let levels = &mut books[usize::from(o.book)][usize::from(o.sell)];
+    if let Some(i) = levels.iter().rposition(|l| l.price == o.price) {
+        levels[i].shares -= u64::from(shares);
+        if gone {
+            levels[i].orders -= 1;
+            if levels[i].orders == 0 {
+                levels.remove(i);
+            }
+        }
+    }
+}
+
+/// Applies every record to `orders` (and, with `books`, the price levels).
+fn replay(
+    data: &[u8],
+    recs: &[(usize, usize)],
+    orders: &mut [Order],
+    mut books: Option<&mut [Book]>,
+) {
+    let msg = |k: usize| &data[recs[k].0..recs[k].0 + recs[k].1];
+    let reference = |m: &[u8]| match m[0] {
+        b'A' | b'F' | b'E' | b'C' | b'X' | b'D' | b'U' if m.len() >= 19 => {
+            Some(be(m, 11, 8) as usize)
+        }
+        _ => None,
+    };
+    for k in 0..recs.len() {
+        if let Some(books) = books.as_deref() {
+            if let Some(m) = recs.get(k + 16).map(|_| msg(k + 16)) {
+                if let Some(r) = reference(m) {
+                    prefetch(&orders[r.min(orders.len() - 1)]);
+                }
+                prefetch(&books[be(m, 1, 2) as usize]);
+            }
+            if let Some(m) = recs.get(k + 8).map(|_| msg(k + 8)) {
+                for side in &books[be(m, 1, 2) as usize] {
+                    if let Some(top) = side.last() {
+                        prefetch(top);
+                    }
+                }
+            }
+        }
+        let m = msg(k);
+        let Some(r) = reference(m) else { continue };
+        let mut change = |o: Order, shares: u32, gone: bool, add: Option<Order>| {
+            if let Some(b) = books.as_deref_mut() {
+                if shares > 0 || gone {
+                    unrest(b, &o, shares, gone);
+                }
+                if let Some(n) = add {
+                    rest(b, &n);
+                }
+            } else {
+                std::hint::black_box((o, add));
+            }
+        };
+        match m[0] {
+            b'A' | b'F' => {
+                let o = Order {
+                    book: be(m, 1, 2) as u16,
+                    sell: m[19] == b'S',
+                    shares: be(m, 20, 4) as u32,
+                    price: be(m, 32, 4) as u32,
+                };
+                orders[r] = o;
+                change(o, 0, false, Some(o));
+            }
+            b'D' => change(orders[r], orders[r].shares, true, None),
+            b'E' | b'C' | b'X' => {
+                let o = orders[r];
+                let shares = be(m, 19, 4) as u32;
+                if shares >= o.shares {
+                    change(o, o.shares, true, None);
+                } else {
+                    orders[r].shares -= shares;
+                    change(o, shares, false, None);
+                }
+            }
+            b'U' => {
+                let o = orders[r];
+                let new = Order {
+                    shares: be(m, 27, 4) as u32,
+                    price: be(m, 31, 4) as u32,
+                    ..o
+                };
+                orders[be(m, 19, 8) as usize] = new;
+                change(o, o.shares, true, Some(new));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn main() {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: itch_ceiling DAY");
+        std::process::exit(2);
+    };
+    let data = std::fs::read(&path).expect("read the day");
+    let recs = records(&data);
+    let n = recs.len() as f64;
+    let rate = |s: f64| n / s / 1e6;
+
+    let start = Instant::now();
+    let sum: u64 = recs.iter().map(|&(at, _)| u64::from(data[at])).sum();
+    std::hint::black_box(sum);
+    let walk = start.elapsed().as_secs_f64();
+
+    // References in a synthetic day stay below its record count.
+    let mut orders = huge_vec(recs.len() + 1, Order::default());
+    let start = Instant::now();
+    replay(&data, &recs, &mut orders, None);
+    let alone = start.elapsed().as_secs_f64();
+
+    let mut orders = huge_vec(recs.len() + 1, Order::default());
+    let mut books: Vec<Book> = vec![Book::default(); 1 << 16];
+    let start = Instant::now();
+    replay(&data, &recs, &mut orders, Some(&mut books));
+    let full = start.elapsed().as_secs_f64();
+
+    println!("{} records", recs.len());
+    println!("walk    {walk:.3} s  {:.1} M/s", rate(walk));
+    println!("orders  {alone:.3} s  {:.1} M/s", rate(alone));
+    println!("books   {full:.3} s  {:.1} M/s", rate(full));
+}
