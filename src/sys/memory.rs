@@ -6,16 +6,20 @@
 /// Tables smaller than this stay on ordinary pages.
 const HUGE: usize = 2 << 20;
 
-/// A vector of `n` copies of `value`, its memory advised onto transparent
-/// huge pages (`MADV_HUGEPAGE`) before it is first touched when it spans at
-/// least one whole 2 MiB page. The advice is only that: where the kernel
+/// A vector of `n` copies of `value`, the whole 2 MiB pages of its memory
+/// advised onto transparent huge pages (`MADV_HUGEPAGE`) before this call
+/// writes them, when it is at least 2 MiB (memory the allocator reuses may
+/// already be backed; the advice then applies as the kernel collapses it). The advice is only that: where the kernel
 /// has huge pages disabled, or the call fails, the vector is the same, on
 /// ordinary pages.
 pub fn huge_vec<T: Clone>(n: usize, value: T) -> Vec<T> {
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
     let big = bytes >= HUGE;
-    // A big table gets one huge page more than it needs, so that all of it
-    // can lie on whole huge pages wherever the allocator puts it.
+    // The advice covers the whole 2 MiB pages inside the allocation: the
+    // head up to the first 2 MiB boundary stays on ordinary pages (the
+    // allocator picks the start), and one huge page of slack at the end
+    // lets the table's tail reach a whole huge page too. Keep the vector's
+    // capacity: shrinking it reallocates.
     let slack = if big {
         HUGE / std::mem::size_of::<T>().max(1)
     } else {

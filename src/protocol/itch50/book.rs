@@ -22,10 +22,11 @@
 //!
 //! Memory, not instructions, bounds a day's replay: a message names an
 //! order and a book that are rarely both in cache. A batch of messages
-//! (a MoldUDP64 packet, a run of BinaryFILE records) therefore first
-//! prefetches every message's order slot and book entry, then every book's
-//! best levels ([`Books::prefetch_order`], [`Books::prefetch_levels`]), and
-//! only then applies them, so the misses overlap instead of queueing.
+//! (a MoldUDP64 packet, a run of BinaryFILE records) therefore prefetches
+//! each message's order slot and book entry, then its book's best levels
+//! ([`Books::prefetch_order`], [`Books::prefetch_levels`]), before the
+//! message is applied — a packet in two passes over its messages, a file
+//! 16 and 8 records ahead — so the misses overlap instead of queueing.
 
 use super::map::WindowMap;
 use super::message::Side;
@@ -82,31 +83,43 @@ impl Book {
     }
 }
 
+/// Levels [`position`] walks from the top before it searches the rest.
+const WALK: usize = 8;
+
 /// Where a price sits in a side sorted best-last: its index, found or not
-/// (the index it would be inserted at). The search walks from the best end:
-/// most orders rest at or near the top, so it usually stops within the
-/// level's own cache line, where a binary search would chain a load per
-/// halving through the side.
+/// (the index it would be inserted at). The search walks the [`WALK`] best
+/// levels first: most orders rest at or near the top, so it usually stops
+/// within the level's own cache line, where a binary search would chain a
+/// load per halving through the side. Deeper than that (a side of many
+/// levels, flow far from the top) it is a binary search over the rest, so
+/// no side costs more than `WALK` plus a logarithm.
 #[inline]
 fn position(levels: &[Level], side: Side, price: Price) -> Result<usize, usize> {
-    let mut i = levels.len();
     // Levels better than `price` lie above it: a bid is better when higher,
     // an ask when lower.
     let better = |p: Price| match side {
         Side::Buy => p > price,
         Side::Sell => p < price,
     };
-    while i > 0 {
+    let mut i = levels.len();
+    let stop = i.saturating_sub(WALK);
+    while i > stop {
         let p = levels[i - 1].price;
         if p == price {
             return Ok(i - 1);
         }
         if !better(p) {
-            break;
+            return Err(i);
         }
         i -= 1;
     }
-    Err(i)
+    // Every level from `i` up is better; the rest is sorted worst-first.
+    let rest = &levels[..i];
+    let at = rest.partition_point(|l| !better(l.price) && l.price != price);
+    match rest.get(at) {
+        Some(l) if l.price == price => Ok(at),
+        _ => Err(at),
+    }
 }
 
 /// One side's price levels, best first: (price, shares, orders).
@@ -382,6 +395,37 @@ mod tests {
         b.clear();
         assert_eq!(b.top(0), Top::default());
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_deep_side_is_searched_past_the_walk() {
+        // 40 levels a side, orders at every depth: the walk of the best
+        // few and the binary search below it must agree.
+        let mut b = Books::with_capacity(200, 1);
+        for k in 0..40u32 {
+            b.add(u64::from(k), o(0, Side::Buy, 1, 1_000 + 10 * k));
+            b.add(u64::from(100 + k), o(0, Side::Sell, 1, 2_000 + 10 * k));
+        }
+        for (r, side, price) in [
+            (60, Side::Buy, 1_005),
+            (61, Side::Sell, 2_005),
+            (62, Side::Buy, 1_000),
+            (63, Side::Sell, 2_390),
+        ] {
+            b.add(r, o(0, side, 2, price));
+        }
+        let (bids, asks) = b.depth(0);
+        assert_eq!((bids.len(), asks.len()), (41, 41));
+        assert!(bids.windows(2).all(|w| w[0].0 > w[1].0));
+        assert!(asks.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(bids.last(), Some(&(1_000, 3, 2)));
+        assert_eq!(asks.last(), Some(&(2_390, 3, 2)));
+        // Deep levels leave when their last order goes.
+        b.delete(0);
+        b.delete(62);
+        b.delete(60);
+        assert_eq!(b.depth(0).0.len(), 39);
+        assert_eq!(b.top(0).bid, Some((1_390, 1)));
     }
 
     #[test]

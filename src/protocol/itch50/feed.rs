@@ -444,12 +444,6 @@ impl Apply for State {
 }
 
 impl State {
-    /// Starts loading what message `bytes` will touch when it is applied, a
-    /// few messages from now, so that the cache misses of consecutive
-    /// messages overlap. `far`: the first stage (the named order's slot and
-    /// the book's entry); else the second (the book's best levels, whose
-    /// address the entry holds). Any bytes are safe here: a message that is
-    /// short or unchecked prefetches something harmless or nothing.
     /// [`prefetch`](Self::prefetch)es a run of messages about to be
     /// applied, both stages: every message's first, then every message's
     /// second, so that the loads of each stage overlap.
@@ -463,6 +457,12 @@ impl State {
         }
     }
 
+    /// Starts loading what message `bytes` will touch when it is applied, a
+    /// few messages from now, so that the cache misses of consecutive
+    /// messages overlap. `far`: the first stage (the named order's slot and
+    /// the book's entry); else the second (the book's best levels, whose
+    /// address the entry holds). Any bytes are safe here: a message that is
+    /// short or unchecked prefetches something harmless or nothing.
     #[inline]
     fn prefetch(&self, bytes: &[u8], far: bool) {
         let (Some(&code), Some(locate)) = (bytes.first(), bytes.get(1..3)) else {

@@ -120,8 +120,8 @@ impl LineCheck {
     }
 }
 
-/// A 64-bit fingerprint of `bytes`: eight bytes a step, multiply and
-/// rotate (not cryptographic: it catches corruption, not an adversary who
+/// A 64-bit fingerprint of `bytes`: four lanes of eight bytes a step,
+/// multiply and rotate, folded together (not cryptographic: it catches corruption, not an adversary who
 /// controls both lines).
 #[inline]
 fn fingerprint(bytes: &[u8]) -> u64 {

@@ -203,7 +203,9 @@ impl<V: Copy> U64Map<V> {
 /// overflow grows as a [`U64Map`] does.
 #[derive(Debug, Clone)]
 pub struct WindowMap<V: Copy> {
-    ring: Box<[Option<V>]>,
+    /// Kept a `Vec`: shrinking it to a boxed slice would reallocate it
+    /// off its huge pages.
+    ring: Vec<Option<V>>,
     /// Live entries per 64 ring slots, to skip empty stretches when the
     /// window slides.
     chunks: Box<[u8]>,
@@ -226,7 +228,7 @@ impl<V: Copy> WindowMap<V> {
     pub fn new(window: usize, overflow: usize, vacant: V) -> WindowMap<V> {
         let n = window.max(CHUNK).next_power_of_two();
         WindowMap {
-            ring: crate::sys::memory::huge_vec(n, None).into_boxed_slice(),
+            ring: huge_vec(n, None),
             chunks: vec![0; n / CHUNK].into_boxed_slice(),
             mask: n as u64 - 1,
             base: 0,
