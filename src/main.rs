@@ -194,13 +194,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         )
         .map_err(anyhow::Error::msg)?;
         clear_progress(&bar);
-        warn_at_after_end(&args, x.last_arrival());
-        let text = match (args.at, outcome.answers.last()) {
-            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
-            _ => x.explanation(args.explain_all),
-        };
-        write_explanation(&text)?;
-        return write_summary(&args, outcome);
+        return finish_itch_explain(&args, &x, outcome);
     }
     let mut capture = CaptureReader::open(&args.capture)?;
     let bar = progress_bar(&args, capture.len().unwrap_or(0));
@@ -214,13 +208,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
             warn(&line);
         }
-        warn_at_after_end(&args, x.last_arrival());
-        let text = match (args.at, outcome.answers.last()) {
-            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
-            _ => x.explanation(args.explain_all),
-        };
-        write_explanation(&text)?;
-        return write_summary(&args, outcome);
+        return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
     let outcome = if target.is_some() || args.timeline.is_some() {
@@ -323,6 +311,23 @@ fn show_progress(bar: &Option<indicatif::ProgressBar>, p: tickguard::replay::Pro
             b.set_message(format!("{:.0} msg/s", p.messages as f64 / secs));
         }
     }
+}
+
+/// The end of an ITCH `--explain` replay (capture or BinaryFILE): the
+/// warning for an `--at` past the end, the explanation (or the answer at
+/// `--at`), then the summary.
+fn finish_itch_explain(
+    args: &ReplayArgs,
+    x: &tickguard::explain::ItchExplain,
+    outcome: tickguard::replay::Outcome,
+) -> Result<()> {
+    warn_at_after_end(args, x.last_arrival());
+    let text = match (args.at, outcome.answers.last()) {
+        (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
+        _ => x.explanation(args.explain_all),
+    };
+    write_explanation(&text)?;
+    write_summary(args, outcome)
 }
 
 fn clear_progress(bar: &Option<indicatif::ProgressBar>) {
