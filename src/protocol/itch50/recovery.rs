@@ -49,7 +49,11 @@ pub struct Requester {
     max: u64,
     interval: u64,
     capacity: usize,
-    /// Requests sent less than `interval` ago, in sending order.
+    /// Requests sent less than `interval` ago, sorted by `lo`. They never
+    /// overlap (a request starts where none covers and ends before the
+    /// next one), so the one covering a sequence, and the next one above
+    /// it, are found by a binary search: a huge gap walked against a full
+    /// table costs a logarithm a request, not a scan of the table.
     recent: Vec<Sent>,
 }
 
@@ -91,7 +95,14 @@ impl Requester {
             }
             let mut a = m.lo;
             while a < m.hi {
-                if let Some(s) = self.recent.iter().find(|s| s.lo <= a && a < s.hi) {
+                // Requests from `i` on start above `a`; the one before may
+                // cover it.
+                let i = self.recent.partition_point(|s| s.lo <= a);
+                if let Some(s) = i
+                    .checked_sub(1)
+                    .map(|k| self.recent[k])
+                    .filter(|s| a < s.hi)
+                {
                     a = s.hi;
                     continue;
                 }
@@ -101,10 +112,8 @@ impl Requester {
                 // Up to the range's end, the most a request holds, and the
                 // next recent request above `a`.
                 let mut end = m.hi.min(a.saturating_add(self.max));
-                for s in &self.recent {
-                    if s.lo > a && s.lo < end {
-                        end = s.lo;
-                    }
+                if let Some(next) = self.recent.get(i) {
+                    end = end.min(next.lo);
                 }
                 send(Request {
                     session,
@@ -112,11 +121,14 @@ impl Requester {
                     // end - a ≤ max ≤ 65,535.
                     count: (end - a) as u16,
                 });
-                self.recent.push(Sent {
-                    lo: a,
-                    hi: end,
-                    at: now,
-                });
+                self.recent.insert(
+                    i,
+                    Sent {
+                        lo: a,
+                        hi: end,
+                        at: now,
+                    },
+                );
                 sent += 1;
                 a = end;
             }
@@ -238,6 +250,44 @@ mod tests {
             })
     }
 
+    /// The requester as first written: requests kept in sending order,
+    /// each lookup a scan of them. The sorted table must decide the same.
+    fn scanned(
+        (max, interval, capacity): (u64, u64, usize),
+        recent: &mut Vec<Sent>,
+        now: u64,
+        missing: &[Missing],
+    ) -> Vec<(u64, u16)> {
+        recent.retain(|s| s.at.saturating_add(interval) > now || s.at > now);
+        let mut out = Vec::new();
+        for m in missing.iter().filter(|m| m.deadline >= now) {
+            let mut a = m.lo;
+            while a < m.hi {
+                if let Some(s) = recent.iter().find(|s| s.lo <= a && a < s.hi) {
+                    a = s.hi;
+                    continue;
+                }
+                if recent.len() == capacity {
+                    return out;
+                }
+                let mut end = m.hi.min(a.saturating_add(max));
+                for s in recent.iter() {
+                    if s.lo > a && s.lo < end {
+                        end = s.lo;
+                    }
+                }
+                out.push((a, (end - a) as u16));
+                recent.push(Sent {
+                    lo: a,
+                    hi: end,
+                    at: now,
+                });
+                a = end;
+            }
+        }
+        out
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
         #[test]
@@ -286,6 +336,43 @@ mod tests {
                     }
                 }
                 filled.extend(fills.iter().copied());
+            }
+        }
+
+        /// The same requests, in the same order, as the scanning version:
+        /// each poll draws its own missing ranges (so a range may span a
+        /// request still recent above one that expired), in any order, with
+        /// a table that fills up.
+        #[test]
+        fn the_sorted_table_decides_as_a_scan_does(
+            max in 1u16..6,
+            interval in 1u64..20,
+            capacity in 1usize..12,
+            steps in prop::collection::vec(
+                (0u64..12, prop::collection::vec((0u64..4, 1u64..12, 0u64..3), 0..6), any::<bool>()),
+                1..30,
+            ),
+        ) {
+            let mut r = Requester::new(max, interval, capacity);
+            let mut model = Vec::new();
+            let mut now = 0;
+            for (dt, ranges, reverse) in steps {
+                now += dt;
+                let mut missing = Vec::new();
+                let mut lo = 1;
+                for (space, len, late) in ranges {
+                    lo += space;
+                    // Now and then a range already past its deadline.
+                    let deadline = if late == 0 { now.saturating_sub(1) } else { now + 100 };
+                    missing.push(Missing { lo, hi: lo + len, deadline });
+                    lo += len;
+                }
+                if reverse {
+                    missing.reverse();
+                }
+                let got = poll(&mut r, now, &missing);
+                let want = scanned((u64::from(max), interval, capacity), &mut model, now, &missing);
+                prop_assert_eq!(got, want);
             }
         }
     }
