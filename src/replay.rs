@@ -713,6 +713,33 @@ pub fn replay_file(
     replay_file_with(config, feed, date, path, checks, progress, &mut ())
 }
 
+/// A BinaryFILE batch fed record by record, prefetching ahead, with
+/// `progress` told the records applied every 65,536.
+struct Batch<'b, 'f, P> {
+    batch: &'b mut crate::protocol::itch50::feed::FileBatch<'f>,
+    progress: P,
+}
+
+impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_, P> {
+    #[inline(always)]
+    fn far(&mut self, record: &[u8]) {
+        self.batch.prefetch(record, true)
+    }
+
+    #[inline(always)]
+    fn near(&mut self, record: &[u8]) {
+        self.batch.prefetch(record, false)
+    }
+
+    #[inline(always)]
+    fn record(&mut self, index: u64, record: &[u8]) {
+        self.batch.record(index, record);
+        if (index + 1).is_multiple_of(65_536) {
+            (self.progress)(index + 1);
+        }
+    }
+}
+
 /// [`replay_file`], telling `observer` about every record (while a check
 /// waits, or always if it [wants record times](Observer::wants_record_times)). `progress` is
 /// called now and then with the bytes of the file read so far (of a gzip
@@ -726,7 +753,7 @@ pub fn replay_file_with(
     mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Result<Outcome, String> {
-    use crate::protocol::itch50::binfile::{BinFile, Error, Step};
+    use crate::protocol::itch50::binfile::{BinFile, Error};
     let Some(id) = config.feed_id(feed) else {
         return Err(format!("--feed: no feed '{feed}' in the configuration"));
     };
@@ -758,19 +785,14 @@ pub fn replay_file_with(
             // Nothing reads the feed between records any more: the rest of
             // the file in one batch.
             let rest = handler.file_batch(id, |batch| {
-                file.for_each_record_ahead(|step| {
-                    let (index, record) = match step {
-                        Step::Far(record) => return batch.prefetch(record, true),
-                        Step::Near(record) => return batch.prefetch(record, false),
-                        Step::Record(index, record) => (index, record),
-                    };
-                    batch.record(index, record);
-                    if (index + 1).is_multiple_of(65_536) {
+                file.for_each_record_ahead(Batch {
+                    batch,
+                    progress: |messages| {
                         progress(Progress {
                             bytes: read.load(std::sync::atomic::Ordering::Relaxed),
-                            messages: index + 1,
-                        });
-                    }
+                            messages,
+                        })
+                    },
                 })
             });
             if let Some(rest) = rest {

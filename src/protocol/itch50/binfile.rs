@@ -91,15 +91,18 @@ impl BinFile<Box<dyn Read + Send>> {
 /// the record is applied, near enough that it is still in cache.
 pub const LEAD: usize = 16;
 
-/// One step of [`BinFile::for_each_record_ahead`].
-#[derive(Debug, Clone, Copy)]
-pub enum Step<'a> {
+/// What [`BinFile::for_each_record_ahead`] shows each record to: once
+/// [`LEAD`] records ahead of its turn, once half as far, then at its turn.
+/// Three methods rather than one closure told which step it is, so that
+/// each is inlined where it is called: one closure for all three stays a
+/// call, with its prologue, three times a record.
+pub trait Lookahead {
     /// A record [`LEAD`] records ahead of its turn.
-    Far(&'a [u8]),
+    fn far(&mut self, record: &[u8]);
     /// A record [`LEAD`]` / 2` records ahead of its turn.
-    Near(&'a [u8]),
+    fn near(&mut self, record: &[u8]);
     /// A record's turn: its index (0-based) and bytes.
-    Record(u64, &'a [u8]),
+    fn record(&mut self, index: u64, record: &[u8]);
 }
 
 /// The first whole record of `bytes` (length-prefixed) and what follows it.
@@ -109,9 +112,10 @@ fn split_record(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     tail.split_at_checked(usize::from(u16::from_be_bytes(*len)))
 }
 
-/// Shows `f` the first whole record of `bytes`, if any; returns the rest.
-#[inline]
-fn ahead<'a>(bytes: &'a [u8], f: &mut impl FnMut(&'a [u8])) -> &'a [u8] {
+/// The rest of `bytes` after its first whole record, which goes to `f`
+/// (`bytes` itself when there is none).
+#[inline(always)]
+fn ahead<'a>(bytes: &'a [u8], f: impl FnOnce(&'a [u8])) -> &'a [u8] {
     match split_record(bytes) {
         Some((record, tail)) => {
             f(record);
@@ -156,36 +160,44 @@ impl<R: Read> BinFile<R> {
     /// of the file or the first error: the records already in the buffer
     /// are walked with no refill check.
     pub fn for_each_record(&mut self, mut f: impl FnMut(u64, &[u8])) -> Result<(), Error> {
-        self.for_each_record_ahead(|step| {
-            if let Step::Record(index, record) = step {
-                f(index, record);
+        /// Only the records' turns.
+        struct Turns<F>(F);
+        impl<F: FnMut(u64, &[u8])> Lookahead for Turns<F> {
+            #[inline]
+            fn far(&mut self, _: &[u8]) {}
+            #[inline]
+            fn near(&mut self, _: &[u8]) {}
+            #[inline(always)]
+            fn record(&mut self, index: u64, record: &[u8]) {
+                (self.0)(index, record)
             }
-        })
+        }
+        self.for_each_record_ahead(Turns(&mut f))
     }
 
-    /// [`for_each_record`](Self::for_each_record), also showing `f` each
-    /// record before its turn: [`Step::Far`] [`LEAD`] records ahead, then
-    /// [`Step::Near`] half as far ahead, so that it can prefetch what the
-    /// record will touch (a record near the end of the buffered bytes is
-    /// shown late or not at all; every record comes as [`Step::Record`]
-    /// once, in order).
-    pub fn for_each_record_ahead(&mut self, mut f: impl FnMut(Step<'_>)) -> Result<(), Error> {
+    /// [`for_each_record`](Self::for_each_record), also showing `l` each
+    /// record before its turn: [`Lookahead::far`] [`LEAD`] records ahead,
+    /// then [`Lookahead::near`] half as far ahead, so that it can prefetch
+    /// what the record will touch (a record near the end of the buffered
+    /// bytes is shown late or not at all; every record comes to
+    /// [`Lookahead::record`] once, in order).
+    pub fn for_each_record_ahead(&mut self, mut l: impl Lookahead) -> Result<(), Error> {
         while self.ready()?.is_some() {
             let mut rest = self.buf.get(self.pos..self.end).unwrap_or(&[]);
             let (mut far, mut near) = (rest, rest);
             for _ in 0..LEAD {
-                far = ahead(far, &mut |r| f(Step::Far(r)));
+                far = ahead(far, |r| l.far(r));
             }
             for _ in 0..LEAD / 2 {
-                near = ahead(near, &mut |r| f(Step::Near(r)));
+                near = ahead(near, |r| l.near(r));
             }
             let mut index = self.index;
             while let Some((record, tail)) = split_record(rest) {
-                f(Step::Record(index, record));
+                l.record(index, record);
                 index += 1;
                 rest = tail;
-                far = ahead(far, &mut |r| f(Step::Far(r)));
-                near = ahead(near, &mut |r| f(Step::Near(r)));
+                far = ahead(far, |r| l.far(r));
+                near = ahead(near, |r| l.near(r));
             }
             let walked = self.end - self.pos - rest.len();
             self.pos += walked;
@@ -530,17 +542,32 @@ mod tests {
             step: 100_003,
             n: 0,
         });
-        let id = |r: &[u8]| u32::from_be_bytes(r[..4].try_into().unwrap()) as usize;
-        let (mut far, mut near, mut turns) = (Vec::new(), Vec::new(), Vec::new());
-        file.for_each_record_ahead(|step| match step {
-            Step::Far(r) => far.push((id(r), turns.len())),
-            Step::Near(r) => near.push((id(r), turns.len())),
-            Step::Record(i, r) => {
-                assert_eq!(i as usize, id(r));
-                turns.push(id(r));
+        /// Each record seen ahead with the turns taken by then, and the
+        /// turns.
+        #[derive(Default)]
+        struct Seen {
+            far: Vec<(usize, usize)>,
+            near: Vec<(usize, usize)>,
+            turns: Vec<usize>,
+        }
+        fn id(r: &[u8]) -> usize {
+            u32::from_be_bytes(r[..4].try_into().unwrap()) as usize
+        }
+        impl Lookahead for &mut Seen {
+            fn far(&mut self, r: &[u8]) {
+                self.far.push((id(r), self.turns.len()));
             }
-        })
-        .unwrap();
+            fn near(&mut self, r: &[u8]) {
+                self.near.push((id(r), self.turns.len()));
+            }
+            fn record(&mut self, i: u64, r: &[u8]) {
+                assert_eq!(i as usize, id(r));
+                self.turns.push(id(r));
+            }
+        }
+        let mut seen = Seen::default();
+        file.for_each_record_ahead(&mut seen).unwrap();
+        let Seen { far, near, turns } = seen;
         assert_eq!(turns, (0..recs.len()).collect::<Vec<_>>());
         for (shown, lead) in [(&far, LEAD), (&near, LEAD / 2)] {
             // In order, each at most once, never after its turn, never

@@ -63,8 +63,10 @@ struct Level {
     shares: u64,
 }
 
-/// One symbol's book.
+/// One symbol's book: one cache line (a prefetch of its entry brings all
+/// of it).
 #[derive(Debug, Clone, Default)]
+#[repr(align(64))]
 struct Book {
     /// Ascending: the best (highest) bid last.
     bids: Vec<Level>,
@@ -269,14 +271,20 @@ impl Books {
         }
     }
 
-    /// Starts loading `book`'s best levels, where most of the flow lands
-    /// (the second stage, once the book's entry is in cache).
+    /// Starts loading `book`'s best levels, where most of the flow lands:
+    /// the lines holding the [`WALK`] best of each side, which a search
+    /// reads first (the second stage, once the book's entry is in cache).
     #[inline]
     pub fn prefetch_levels(&self, book: u32) {
         if let Some(b) = self.books.get(book as usize) {
             for side in [&b.bids, &b.asks] {
-                if let Some(top) = side.last() {
-                    prefetch(top);
+                // Four 16-byte levels a line: no line of the best eight is
+                // without one of the first, fifth and eighth best.
+                let n = side.len();
+                for from_top in [1, 5, WALK] {
+                    if let Some(l) = side.get(n.wrapping_sub(from_top)) {
+                        prefetch(l);
+                    }
                 }
             }
         }

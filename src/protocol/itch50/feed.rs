@@ -18,6 +18,7 @@ use super::sequencer::{self, Apply, Outcome, Sequencer};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;
+use crate::sys::memory::prefetch;
 use crate::verdict::{Reasons, Thresholds};
 
 /// A feed's settings (spec §6).
@@ -475,6 +476,10 @@ impl State {
         if !far {
             self.books.prefetch_levels(sym);
             return;
+        }
+        // Every message with a symbol notes its time there.
+        if let Some(s) = self.symbols.get(sym as usize) {
+            prefetch(s);
         }
         if let (
             msg_type::ADD_ORDER
@@ -955,7 +960,7 @@ pub struct FileBatch<'a> {
 
 impl FileBatch<'_> {
     /// Starts loading what `record`, a few records from its turn, will
-    /// touch (see [`super::binfile::Step`]): `far` the first stage, else
+    /// touch (see [`super::binfile::Lookahead`]): `far` the first stage, else
     /// the second.
     #[inline]
     pub fn prefetch(&self, record: &[u8], far: bool) {
