@@ -11,7 +11,8 @@
 //!   where references stay below the file's record count);
 //! - `books`: the order store plus price levels per book and side, a vector
 //!   sorted best-last searched from the top (as `itch50::book`), with the
-//!   same two-stage prefetch 16 and 8 records ahead.
+//!   same two-stage prefetch 16 and 8 records ahead (the order's slot and
+//!   the book's entry, then each side's best level).
 //!
 //! Comparing `books` with `tickguard-bench itch-binfile` in the same run
 //! bounds what the feed handler's own work costs: the full replay also
@@ -42,8 +43,10 @@ struct Level {
     shares: u64,
 }
 
-/// Bids and asks, each sorted with the best level last.
-type Book = [Vec<Level>; 2];
+/// Bids and asks, each sorted with the best level last; one cache line.
+#[derive(Clone, Default)]
+#[repr(align(64))]
+struct Book([Vec<Level>; 2]);
 
 fn be(m: &[u8], at: usize, n: usize) -> u64 {
     m[at..at + n].iter().fold(0, |v, &b| v << 8 | u64::from(b))
@@ -74,7 +77,7 @@ fn better(sell: bool, p: u32, price: u32) -> bool {
 }
 
 fn rest(books: &mut [Book], o: &Order) {
-    let levels = &mut books[usize::from(o.book)][usize::from(o.sell)];
+    let levels = &mut books[usize::from(o.book)].0[usize::from(o.sell)];
     let mut i = levels.len();
     while i > 0 && better(o.sell, levels[i - 1].price, o.price) {
         i -= 1;
@@ -96,7 +99,7 @@ fn rest(books: &mut [Book], o: &Order) {
 }
 
 fn unrest(books: &mut [Book], o: &Order, shares: u32, gone: bool) {
-    let levels = &mut books[usize::from(o.book)][usize::from(o.sell)];
+    let levels = &mut books[usize::from(o.book)].0[usize::from(o.sell)];
     if let Some(i) = levels.iter().rposition(|l| l.price == o.price) {
         levels[i].shares -= u64::from(shares);
         if gone {
@@ -141,7 +144,7 @@ fn replay(
                 prefetch(&books[locate(m)]);
             }
             if let Some(m) = recs.get(k + 8).map(|_| msg(k + 8)) {
-                for side in &books[locate(m)] {
+                for side in &books[locate(m)].0 {
                     if let Some(top) = side.last() {
                         prefetch(top);
                     }
