@@ -234,6 +234,8 @@ pub struct ItchConfig {
     pub request_max: u16,
     /// The same missing sequence is re-requested at most this often, ns.
     pub request_interval_ns: u64,
+    /// Most re-requests a second, over every gap.
+    pub request_rate: u32,
 }
 
 impl FeedConfig {
@@ -311,6 +313,7 @@ struct RawFeed {
     join_gap_max: Option<Sp<i64>>,
     request_max: Option<Sp<i64>>,
     request_interval_ms: Option<Sp<i64>>,
+    request_rate: Option<Sp<i64>>,
     lines: Sp<Vec<String>>,
     stale_threshold_ms: Sp<i64>,
     source_threshold_ms: Sp<i64>,
@@ -550,6 +553,20 @@ pub const REQUEST_INTERVAL_MS: Range = Range {
     unit: "ms",
 };
 
+/// `[[feed]] request_rate` (itch50): re-requests a second the feed sends in
+/// all, over every open gap, in bursts of at most a hundredth of that (at
+/// least one). 10,000 requests of 64 messages ask for 640,000 messages a
+/// second, more than a busy feed carries; a venue's server that takes less
+/// is told so here.
+pub const REQUEST_RATE: Range = Range {
+    table: "[[feed]] itch50",
+    key: "request_rate",
+    min: 1,
+    max: 100_000,
+    default: Some(10_000),
+    unit: "requests/s",
+};
+
 /// Every integer key's range, in file order (the README's table lists them).
 pub const RANGES: &[Range] = &[
     CAPACITY,
@@ -570,6 +587,7 @@ pub const RANGES: &[Range] = &[
     JOIN_GAP_MAX,
     REQUEST_MAX,
     REQUEST_INTERVAL_MS,
+    REQUEST_RATE,
 ];
 
 /// `dead_after_ms` must be at least this many heartbeat periods: with fewer,
@@ -662,19 +680,28 @@ fn echo(s: &str) -> String {
 }
 
 /// `s` made safe for one line on a terminal: every control character
-/// escaped, cut after `max` characters.
+/// escaped, at most `max` characters (the last an ellipsis when cut).
 pub fn one_line(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max));
-    for (i, c) in s.chars().enumerate() {
-        if i == max {
+    let mut len = 0;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        let piece: String = match c.is_control() {
+            true => c.escape_default().collect(),
+            false => c.into(),
+        };
+        let n = piece.chars().count();
+        // The last piece may take the room the ellipsis would.
+        let room = match chars.peek() {
+            Some(_) => max.saturating_sub(1),
+            None => max,
+        };
+        if len + n > room {
             out.push('…');
             break;
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        out.push_str(&piece);
+        len += n;
     }
     out
 }
@@ -1004,6 +1031,9 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
                 f.request_interval_ms
                     .as_ref()
                     .map(|v| ("request_interval_ms", v.span().start)),
+                f.request_rate
+                    .as_ref()
+                    .map(|v| ("request_rate", v.span().start)),
             ];
             if let Some((key, at)) = itch_only.into_iter().flatten().next() {
                 return Err(in_feed(Problem {
@@ -1099,6 +1129,7 @@ fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
         join_gap_max: JOIN_GAP_MAX.or_default(&f.join_gap_max)?,
         request_max: REQUEST_MAX.or_default(&f.request_max)? as u16,
         request_interval_ns: REQUEST_INTERVAL_MS.or_default(&f.request_interval_ms)? * NS_PER_MS,
+        request_rate: REQUEST_RATE.or_default(&f.request_rate)? as u32,
     })
 }
 
@@ -1170,18 +1201,24 @@ source_threshold_ms = 5000
         let c = Config::parse(itch, "t.toml").unwrap();
         let i = c.feeds[0].itch.as_ref().unwrap();
         assert_eq!((i.request_max, i.request_interval_ns), (64, 10_000_000));
+        assert_eq!(i.request_rate, 10_000);
         let c = Config::parse(
-            &format!("{itch}request_max = 65535\nrequest_interval_ms = 60000\n"),
+            &format!("{itch}request_max = 65535\nrequest_interval_ms = 60000\nrequest_rate = 1\n"),
             "t.toml",
         )
         .unwrap();
         let i = c.feeds[0].itch.as_ref().unwrap();
+        assert_eq!(i.request_rate, 1);
         assert_eq!(
             (i.request_max, i.request_interval_ns),
             (65_535, 60_000_000_000)
         );
         let sqf = itch.replace("protocol = \"itch50\"", "kind = \"full\"");
-        for key in ["request_max = 8", "request_interval_ms = 5"] {
+        for key in [
+            "request_max = 8",
+            "request_interval_ms = 5",
+            "request_rate = 9",
+        ] {
             let e = err(&format!("{sqf}{key}\n"));
             assert!(e.contains("applies only to protocol \"itch50\""), "{e}");
         }
@@ -1215,6 +1252,19 @@ source_threshold_ms = 9
                 source_ns: 9_000_000
             }
         );
+    }
+
+    #[test]
+    fn one_line_never_exceeds_its_length() {
+        assert_eq!(one_line("abc", 3), "abc");
+        assert_eq!(one_line("abcd", 3), "ab…");
+        assert_eq!(one_line("a\nb", 4), "a\\nb");
+        assert_eq!(one_line("a\nb", 3), "a…", "an escape is not split");
+        for text in ["x".repeat(500), "\u{1}".repeat(500), "é\t".repeat(300)] {
+            for max in [1, 2, 7, 400] {
+                assert!(one_line(&text, max).chars().count() <= max);
+            }
+        }
     }
 
     #[test]

@@ -142,6 +142,10 @@ impl ExchangeMetrics {
                     counter::REQUEST_ERRORS,
                     c("tickguard_feed_request_errors_total"),
                 ),
+                (
+                    counter::REQUESTS_DEFERRED,
+                    c("tickguard_feed_requests_deferred_total"),
+                ),
             ],
             recovery_buckets: (0..counter::RECOVERY_BUCKETS)
                 .map(|i| {

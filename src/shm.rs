@@ -202,8 +202,11 @@ pub mod counter {
     pub const RECOVERY_BUCKETS: usize = 16;
     /// Re-requests that could not be sent (a full socket buffer, no route).
     pub const REQUEST_ERRORS: usize = EXT + 32;
+    /// Times the feed's `request_rate` held re-requests back for a later
+    /// cycle.
+    pub const REQUESTS_DEFERRED: usize = EXT + 33;
     /// Names of the extension counters tools print (protocols other than SQF only).
-    pub const EXT_NAMES: [(usize, &str); 13] = [
+    pub const EXT_NAMES: [(usize, &str); 15] = [
         (NEXT, "next"),
         (HIGH, "high"),
         (HELD, "held"),
@@ -217,6 +220,8 @@ pub mod counter {
         (GAPS_EXPIRED, "gaps_expired"),
         (LINE_MISMATCHES, "line_mismatches"),
         (INVALID_RECORDS, "invalid_records"),
+        (REQUEST_ERRORS, "request_errors"),
+        (REQUESTS_DEFERRED, "requests_deferred"),
     ];
     /// The session as text from the two session words (NULs and trailing
     /// spaces dropped); empty when unset.

@@ -637,6 +637,7 @@ impl Sidecar {
         for r in &self.recoveries {
             p.set_counter(r.feed, counter::REQUESTS_SENT, r.sent);
             p.set_counter(r.feed, counter::REQUEST_ERRORS, r.send_errors);
+            p.set_counter(r.feed, counter::REQUESTS_DEFERRED, r.deferred());
             for (i, n) in r.latency.iter().enumerate() {
                 p.set_counter(r.feed, counter::RECOVERY_LATENCY + i, *n);
             }

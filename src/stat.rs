@@ -403,7 +403,7 @@ impl Snapshot {
             if !f.is_sqf() {
                 let _ = writeln!(
                     s,
-                    "  protocol {}  flags {}  next {}  held {}  gaps open {}  recovered {}  requests {}  gaps expired {}  line mismatches {}  session {}",
+                    "  protocol {}  flags {}  next {}  held {}  gaps open {}  recovered {}  requests {}  deferred {}  gaps expired {}  line mismatches {}  session {}",
                     f.protocol.map_or("unknown", |p| p.as_str()),
                     f.flags(),
                     c(counter::NEXT),
@@ -411,6 +411,7 @@ impl Snapshot {
                     c(counter::GAPS_OPEN),
                     c(counter::RECOVERED),
                     c(counter::REQUESTS_SENT),
+                    c(counter::REQUESTS_DEFERRED),
                     c(counter::GAPS_EXPIRED),
                     c(counter::LINE_MISMATCHES),
                     match f.session() {
@@ -818,7 +819,7 @@ mod tests {
             "ITCH's reasons by their names: {nasdaq}"
         );
         assert!(
-            nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
+            nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  deferred 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
             "{nasdaq}"
         );
         assert!(

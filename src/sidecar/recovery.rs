@@ -137,6 +137,11 @@ impl Recovery {
         })
     }
 
+    /// Times the rate held requests back for a later poll.
+    pub(crate) fn deferred(&self) -> u64 {
+        self.requester.deferred()
+    }
+
     /// Follows the open gaps: a gap no longer open that was not given up
     /// was filled, and its latency (from the arrival of the packet that
     /// revealed it, its deadline less the timeout) is counted.

@@ -15,7 +15,13 @@
 //!   on until the deadline;
 //! - at most `in_flight` requests are remembered per interval; when the
 //!   table is full the call stops and the rest waits for a later call (a
-//!   gap of a million messages is not asked for in one burst).
+//!   gap of a million messages is not asked for in one burst);
+//! - at most `rate` requests a second leave in all, however many gaps are
+//!   open (a token bucket holding at most a hundredth of a second's worth,
+//!   at least one): when the credit runs out the call stops, the rest waits
+//!   and counts in [`Requester::deferred`]. One forged packet naming a far
+//!   sequence opens a gap of millions; without this cap the venue's server
+//!   would be asked for all of it every interval.
 
 use super::mold::Request;
 use super::Session;
@@ -23,6 +29,9 @@ use super::Session;
 /// Requests remembered per interval by [`Requester::from_config`]: 1,024
 /// requests of 64 messages cover 65,536 missing messages per interval.
 pub const IN_FLIGHT: usize = 1024;
+
+/// ns in a second: the token bucket's unit of account.
+const SECOND: u64 = 1_000_000_000;
 
 /// Sequences `lo..hi` are missing, and their gap is given up after `deadline` (ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +64,16 @@ pub struct Requester {
     /// it, are found by a binary search: a huge gap walked against a full
     /// table costs a logarithm a request, not a scan of the table.
     recent: Vec<Sent>,
+    /// One request's cost in credit (ns of time: a second over the rate).
+    cost: u64,
+    /// Credit, in ns of time: one earned per ns, at most `burst`.
+    credit: u64,
+    /// The most credit kept: a hundredth of a second, at least one request.
+    burst: u64,
+    /// When credit was last earned, ns; `None` before the first poll.
+    earned_at: Option<u64>,
+    /// Polls that stopped for want of credit.
+    deferred: u64,
 }
 
 impl Requester {
@@ -68,12 +87,35 @@ impl Requester {
             interval: interval_ns,
             capacity,
             recent: Vec::with_capacity(capacity),
+            cost: 0,
+            credit: 0,
+            burst: 0,
+            earned_at: None,
+            deferred: 0,
         }
+        .with_rate(u32::MAX)
     }
 
-    /// The feed's `request_max` and `request_interval_ms`, [`IN_FLIGHT`] requests per interval.
+    /// At most `per_second` requests a second in all (1 to 1,000,000,000;
+    /// 0 counts as 1), in bursts of at most a hundredth of that (at least
+    /// one). [`new`](Self::new) allows 1,000,000,000, which no poll reaches.
+    pub fn with_rate(mut self, per_second: u32) -> Requester {
+        self.cost = SECOND / u64::from(per_second.clamp(1, 1_000_000_000));
+        self.burst = (SECOND / 100).max(self.cost);
+        self.credit = self.burst;
+        self
+    }
+
+    /// The feed's `request_max`, `request_interval_ms` and `request_rate`,
+    /// [`IN_FLIGHT`] requests per interval.
     pub fn from_config(c: &crate::config::ItchConfig) -> Requester {
-        Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT)
+        Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT).with_rate(c.request_rate)
+    }
+
+    /// Polls that stopped because the rate's credit ran out (requests due
+    /// that waited for a later poll).
+    pub fn deferred(&self) -> u64 {
+        self.deferred
     }
 
     /// Hands `send` the requests due at `now` (ns) for `session`, given
@@ -88,6 +130,12 @@ impl Requester {
         let interval = self.interval;
         self.recent
             .retain(|s| s.at.saturating_add(interval) > now || s.at > now);
+        // Credit earned since the last poll (none for time going back).
+        if let Some(at) = self.earned_at {
+            let earned = now.saturating_sub(at);
+            self.credit = self.credit.saturating_add(earned).min(self.burst);
+        }
+        self.earned_at = Some(self.earned_at.map_or(now, |at| at.max(now)));
         let mut sent = 0;
         for m in missing {
             if m.deadline < now {
@@ -109,6 +157,11 @@ impl Requester {
                 if self.recent.len() == self.capacity {
                     return sent;
                 }
+                if self.credit < self.cost {
+                    self.deferred += 1;
+                    return sent;
+                }
+                self.credit -= self.cost;
                 // Up to the range's end, the most a request holds, and the
                 // next recent request above `a`.
                 let mut end = m.hi.min(a.saturating_add(self.max));
@@ -136,7 +189,8 @@ impl Requester {
         sent
     }
 
-    /// Forgets every request (a new session: its sequences are new).
+    /// Forgets every request (a new session: its sequences are new). The
+    /// rate's credit stays: a new session does not buy a burst.
     pub fn reset(&mut self) {
         self.recent.clear();
     }
@@ -207,6 +261,59 @@ mod tests {
         assert_eq!(poll(&mut r, 10 * MS, &g), [(0, 10), (10, 10), (20, 10)]);
         r.reset();
         assert_eq!(poll(&mut r, 11 * MS, &g).len(), 3);
+    }
+
+    #[test]
+    fn the_rate_caps_requests_across_every_gap() {
+        // 1,000 a second: a burst of ten (a hundredth of a second's worth),
+        // then one a millisecond, whichever gap they are for.
+        let mut r = Requester::new(1, 1_000 * MS, 1_000).with_rate(1_000);
+        let g = [gap(0, 100, 10_000 * MS), gap(200, 300, 10_000 * MS)];
+        let burst: Vec<_> = (0..10).map(|q| (q, 1)).collect();
+        assert_eq!(poll(&mut r, 0, &g), burst);
+        assert_eq!(r.deferred(), 1, "the eleventh waits");
+        assert!(poll(&mut r, MS / 2, &g).is_empty(), "half a request earned");
+        assert_eq!(poll(&mut r, 3 * MS, &g), [(10, 1), (11, 1), (12, 1)]);
+        // A quiet spell earns a burst at most; a new session buys nothing.
+        r.reset();
+        assert_eq!(poll(&mut r, 900 * MS, &g).len(), 10);
+        assert!(poll(&mut r, 900 * MS, &g).is_empty());
+        assert_eq!(r.deferred(), 5);
+        // Time going back earns nothing and breaks nothing.
+        assert!(poll(&mut r, 500 * MS, &g).is_empty());
+        assert_eq!(poll(&mut r, 901 * MS, &g).len(), 1);
+        // A rate below a hundred a second still sends one at a time.
+        let mut r = Requester::new(1, 1_000 * MS, 1_000).with_rate(2);
+        assert_eq!(poll(&mut r, 0, &g), [(0, 1)]);
+        assert!(poll(&mut r, 499 * MS, &g).is_empty());
+        assert_eq!(poll(&mut r, 500 * MS, &g), [(1, 1)]);
+    }
+
+    proptest! {
+        /// However the polls fall and whatever is missing, no more than a
+        /// burst plus the rate times the elapsed time ever leaves.
+        #[test]
+        fn no_more_than_the_rate_ever_leaves(
+            rate in 1u32..5_000,
+            polls in prop::collection::vec(0u64..5 * MS, 1..60),
+            gaps in prop::collection::vec((0u64..1_000, 1u64..200), 1..8),
+        ) {
+            let mut r = Requester::new(4, 2 * MS, 64).with_rate(rate);
+            let cost = SECOND / u64::from(rate);
+            let burst = (SECOND / 100 / cost).max(1);
+            let missing: Vec<Missing> = gaps
+                .iter()
+                .map(|&(k, len)| gap(k * 1_000, k * 1_000 + len, u64::MAX))
+                .collect();
+            let (mut now, mut sent) = (0, 0u64);
+            for step in polls {
+                now += step;
+                sent += poll(&mut r, now, &missing).len() as u64;
+                // Credit is counted in whole ns: the burst and the time
+                // earned may each leave a part of a request over.
+                prop_assert!(sent <= burst + now / cost + 1, "{sent} by {now} ns");
+            }
+        }
     }
 
     /// A random run: disjoint gaps with deadlines, polls at increasing
