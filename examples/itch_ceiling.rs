@@ -20,6 +20,13 @@
 //! so the ratio flatters the ceiling, not the replay. `orders` runs without
 //! the prefetch, so `books − orders` is not the levels' own cost.
 //!
+//! Then the machine's memory on its own, over 16 MiB on huge pages (the
+//! order window's size): `chase`, loads that each wait for the one before
+//! (the latency of one miss), and `lines`, independent loads of random
+//! lines prefetched 16 ahead (how many misses the core keeps in flight).
+//! A day's message misses on one to a few lines; `lines` over that bounds
+//! any book here.
+//!
 //! For synthetic days: a record shorter than its type, or one that names a
 //! reference outside the array, or names an order no longer live is
 //! skipped (a real day's references need the feed's order store).
@@ -209,6 +216,48 @@ fn replay(
     }
 }
 
+/// Random line loads over `mib` MiB: (ns a dependent load, M independent
+/// prefetched loads a second).
+fn memory(mib: usize) -> (f64, f64) {
+    const LINE: usize = 8; // u64s a 64-byte line
+    let lines = (mib << 20) / 64;
+    let mut mem = huge_vec(lines * LINE, 0u64);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as usize % lines
+    };
+    // A random cycle through every line: each load names the next.
+    let mut order: Vec<usize> = (0..lines).collect();
+    for i in (1..lines).rev() {
+        order.swap(i, next() % (i + 1));
+    }
+    for w in 0..lines {
+        mem[order[w] * LINE] = order[(w + 1) % lines] as u64;
+    }
+    let n = 4 * lines.min(1 << 20);
+    let start = Instant::now();
+    let mut at = order[0];
+    for _ in 0..n {
+        at = mem[at * LINE] as usize;
+    }
+    std::hint::black_box(at);
+    let chase = start.elapsed().as_secs_f64() / n as f64 * 1e9;
+    let picks: Vec<usize> = (0..n).map(|_| next()).collect();
+    let start = Instant::now();
+    for k in 0..n {
+        if let Some(&ahead) = picks.get(k + 16) {
+            prefetch(&mem[ahead * LINE]);
+        }
+        mem[picks[k] * LINE + 1] += 1;
+    }
+    std::hint::black_box(&mem);
+    let loads = n as f64 / start.elapsed().as_secs_f64() / 1e6;
+    (chase, loads)
+}
+
 fn main() {
     let Some(path) = std::env::args().nth(1) else {
         eprintln!("usage: itch_ceiling DAY");
@@ -242,4 +291,7 @@ fn main() {
     println!("walk    {walk:.3} s  {:.1} M/s", rate(walk));
     println!("orders  {alone:.3} s  {:.1} M/s", rate(alone));
     println!("books   {full:.3} s  {:.1} M/s", rate(full));
+    let (chase, lines) = memory(16);
+    println!("chase   {chase:.1} ns a dependent load (16 MiB)");
+    println!("lines   {lines:.1} M random lines/s, prefetched 16 ahead (16 MiB)");
 }
