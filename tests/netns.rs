@@ -95,6 +95,32 @@ impl Drop for Killed {
     }
 }
 
+/// One test's namespace, scratch directory and shared-memory path, all
+/// named `tickguard-{what}-{pid}`; the shared memory is removed when the
+/// test ends, passed or not.
+struct Scene {
+    ns: Netns,
+    dir: tempfile::TempDir,
+    shm: PathBuf,
+}
+
+impl Scene {
+    fn new(what: &str) -> Scene {
+        let pid = std::process::id();
+        Scene {
+            ns: Netns::create(&format!("tickguard-{what}-{pid}")),
+            dir: tempfile::tempdir().unwrap(),
+            shm: PathBuf::from(format!("/dev/shm/tickguard-{what}-{pid}")),
+        }
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.shm);
+    }
+}
+
 fn live_records(reader: &Reader) -> std::collections::BTreeMap<String, tickguard::state::Record> {
     reader
         .records()
@@ -131,10 +157,7 @@ fn multicast_two_lines_with_loss_in_a_namespace() {
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let ns = Netns::create(&format!("tickguard-test-{pid}"));
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-netns-{pid}"));
+    let Scene { ns, dir, shm } = &Scene::new("netns");
     let rec = dir.path().join("received.pcap");
     let cfg = dir.path().join("config.toml");
     std::fs::write(
@@ -163,7 +186,7 @@ source_threshold_ms = 60000
     )
     .unwrap();
 
-    let sidecar = ns.start_sidecar(&cfg, &shm, Some(&rec));
+    let sidecar = ns.start_sidecar(&cfg, shm, Some(&rec));
 
     let sim = ns
         .command(&bin())
@@ -209,7 +232,7 @@ source_threshold_ms = 60000
         "5% loss per line over 20,000 quotes loses some on both"
     );
 
-    let reader = Reader::open(&shm);
+    let reader = Reader::open(shm);
     let deadline = Instant::now() + Duration::from_secs(20);
     while reader.counter(0, counter::PACKETS).unwrap_or(0) < sent {
         assert!(
@@ -240,7 +263,7 @@ source_threshold_ms = 60000
     for (symbol, seq) in last {
         let out = Command::new(bin())
             .args(["check", "mc", symbol, "--json", "--shm"])
-            .arg(&shm)
+            .arg(shm)
             .output()
             .unwrap();
         let v = json(&out);
@@ -263,7 +286,6 @@ source_threshold_ms = 60000
     assert_eq!(fs.packets, sent);
     assert_eq!(fs.ticks_lost, lost_on_both);
     common::assert_same_state(&live, fs);
-    let _ = std::fs::remove_file(&shm);
 }
 
 /// A feed with a `source` joins source-specifically: datagrams to its group
@@ -273,10 +295,7 @@ fn source_specific_join_ignores_spoofed_senders() {
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let ns = Netns::create(&format!("tickguard-ssm-{pid}"));
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-ssm-{pid}"));
+    let Scene { ns, dir, shm } = &Scene::new("ssm");
     let cfg = dir.path().join("config.toml");
     std::fs::write(
         &cfg,
@@ -301,7 +320,7 @@ source_threshold_ms = 60000
         ),
     )
     .unwrap();
-    let _sidecar = ns.start_sidecar(&cfg, &shm, None);
+    let _sidecar = ns.start_sidecar(&cfg, shm, None);
     let send = |source: &str, names: &str| {
         let out = ns
             .command(&bin())
@@ -327,7 +346,7 @@ source_threshold_ms = 60000
     let spoofed = send("127.0.0.9", "SPOOF");
     let real = send("127.0.0.1", "REAL");
     assert!(spoofed > 0 && real > 0);
-    let reader = Reader::open(&shm);
+    let reader = Reader::open(shm);
     let deadline = Instant::now() + Duration::from_secs(20);
     while reader.counter(0, counter::PACKETS).unwrap_or(0) < real {
         assert!(Instant::now() < deadline);
@@ -344,7 +363,6 @@ source_threshold_ms = 60000
         reader.lookup("ssm", "SPOOF").is_none(),
         "the spoofed sender's symbol never arrived"
     );
-    let _ = std::fs::remove_file(&shm);
 }
 
 /// Sends garbage to `line` from inside the namespace `ns` (a thread joined to
@@ -475,11 +493,8 @@ fn a_flood_of_garbage_does_not_deafen_the_receiver() {
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let name = format!("tickguard-flood-{pid}");
-    let ns = Netns::create(&name);
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-flood-{pid}"));
+    let Scene { ns, dir, shm } = &Scene::new("flood");
+    let name = &ns.0;
     let cfg = dir.path().join("config.toml");
     let lines: [std::net::SocketAddrV4; 2] = [
         "239.78.0.1:31101".parse().unwrap(),
@@ -516,7 +531,7 @@ source_threshold_ms = 60000
     const FLOOD: Duration = Duration::from_secs(3);
     const RATE: u64 = 100_000;
     for run in 0..5 {
-        let sidecar = ns.start_sidecar(&cfg, &shm, None);
+        let sidecar = ns.start_sidecar(&cfg, shm, None);
         // The valid feed: 2,000 quotes/s and heartbeats every 50 ms, for
         // longer than the flood and the recovery window.
         let mut sim = Killed(
@@ -531,7 +546,7 @@ source_threshold_ms = 60000
                 .spawn()
                 .unwrap(),
         );
-        let reader = Reader::open(&shm);
+        let reader = Reader::open(shm);
         let names: Vec<String> = (0..SYMBOLS).map(|i| format!("SYM{i:05}")).collect();
         let all_ok = |reader: &Reader| {
             names.iter().all(|s| {
@@ -549,7 +564,7 @@ source_threshold_ms = 60000
             std::thread::sleep(Duration::from_millis(20));
         }
 
-        let sent = flood(&name, &lines, RATE, FLOOD);
+        let sent = flood(name, &lines, RATE, FLOOD);
         let ended = Instant::now();
         for (line, n) in lines.iter().zip(&sent) {
             let rate = *n as f64 / FLOOD.as_secs_f64();
@@ -587,7 +602,7 @@ source_threshold_ms = 60000
         for (i, line) in lines.iter().enumerate() {
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
-                let kernel = kernel_drops(&ns, line.port());
+                let kernel = kernel_drops(ns, line.port());
                 let published = reader
                     .counter(0, counter::LINE_KERNEL_DROPS + i)
                     .unwrap_or(0);
@@ -605,7 +620,7 @@ source_threshold_ms = 60000
         let _ = sim.0.kill();
         drop(sidecar);
         // The next run's start waits for its own publication, not this one.
-        let _ = std::fs::remove_file(&shm);
+        let _ = std::fs::remove_file(shm);
     }
 }
 
@@ -757,15 +772,12 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let ns = Netns::create(&format!("tickguard-itch-{pid}"));
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-{pid}"));
+    let Scene { ns, dir, shm } = &Scene::new("itch");
     let rec = dir.path().join("received.pcap");
-    let cfg = itch_config(dir.path(), &shm, 1000);
-    let sidecar = ns.start_sidecar(&cfg, &shm, Some(&rec));
+    let cfg = itch_config(dir.path(), shm, 1000);
+    let sidecar = ns.start_sidecar(&cfg, shm, Some(&rec));
     let venue = itch_venue(
-        &ns,
+        ns,
         &cfg,
         &[
             "--count",
@@ -786,7 +798,7 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
     );
     // While the venue runs: every symbol answers `ok` once its gaps are
     // filled (sampled), and a halted stock answers `halted`.
-    let reader = Reader::open(&shm);
+    let reader = Reader::open(shm);
     let (mut ok_after_recovery, mut halted_seen) = (false, false);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !reader.feed_status(0).is_some_and(|s| s.closed) && Instant::now() < deadline {
@@ -835,7 +847,7 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
     // From another process: the end of session makes every symbol
     // `closed`, with nothing else wrong (a halted stock also `halted`).
     for (name, b) in venue_books(&report["books"]) {
-        let (code, reasons) = check_reasons(&shm, &name);
+        let (code, reasons) = check_reasons(shm, &name);
         let mut want = vec!["closed".to_string()];
         if b["halted"] == true {
             want.insert(0, "halted".into());
@@ -873,7 +885,6 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
     let feed = &s["feeds"]["nq"];
     assert_eq!(feed["ticks_lost"], 0, "{feed}");
     assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
-    let _ = std::fs::remove_file(&shm);
 }
 
 #[test]
@@ -881,14 +892,11 @@ fn itch_without_a_server_gaps_expire_and_the_feed_reads_suspect_then_stale_when_
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let ns = Netns::create(&format!("tickguard-itch-absent-{pid}"));
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-absent-{pid}"));
-    let cfg = itch_config(dir.path(), &shm, 50);
-    let sidecar = ns.start_sidecar(&cfg, &shm, None);
+    let Scene { ns, dir, shm } = &Scene::new("itch-absent");
+    let cfg = itch_config(dir.path(), shm, 50);
+    let sidecar = ns.start_sidecar(&cfg, shm, None);
     let report = finish(itch_venue(
-        &ns,
+        ns,
         &cfg,
         &[
             "--count",
@@ -904,7 +912,7 @@ fn itch_without_a_server_gaps_expire_and_the_feed_reads_suspect_then_stale_when_
             "3",
         ],
     ));
-    let reader = Reader::open(&shm);
+    let reader = Reader::open(shm);
     wait_settled(&reader, "gaps expire");
     let lost_on_both = report["lost_on_both_lines"].as_u64().unwrap();
     assert!(lost_on_both > 0, "{report}");
@@ -918,7 +926,7 @@ fn itch_without_a_server_gaps_expire_and_the_feed_reads_suspect_then_stale_when_
     assert_eq!(c(counter::RECOVERED), 0);
     assert!(c(counter::REQUESTS_SENT) > 0, "asked an absent server");
     assert!(reader.feed_status(0).unwrap().suspect);
-    let (code, reasons) = check_reasons(&shm, "SYM00000");
+    let (code, reasons) = check_reasons(shm, "SYM00000");
     assert_eq!(code, Some(1));
     assert!(reasons.contains(&"suspect".to_string()), "{reasons:?}");
 
@@ -928,9 +936,8 @@ fn itch_without_a_server_gaps_expire_and_the_feed_reads_suspect_then_stale_when_
     sidecar.0.kill().unwrap();
     sidecar.0.wait().unwrap();
     std::thread::sleep(Duration::from_millis(1300));
-    let (code, reasons) = check_reasons(&shm, "SYM00000");
+    let (code, reasons) = check_reasons(shm, "SYM00000");
     assert_eq!((code, reasons), (Some(1), vec!["stale".to_string()]));
-    let _ = std::fs::remove_file(&shm);
 }
 
 #[test]
@@ -938,14 +945,11 @@ fn itch_a_server_slower_than_the_gap_timeout_answers_after_expiry_as_duplicates(
     if !can_create_namespaces() {
         return;
     }
-    let pid = std::process::id();
-    let ns = Netns::create(&format!("tickguard-itch-slow-{pid}"));
-    let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/tickguard-itch-slow-{pid}"));
-    let cfg = itch_config(dir.path(), &shm, 100);
-    let _sidecar = ns.start_sidecar(&cfg, &shm, None);
+    let Scene { ns, dir, shm } = &Scene::new("itch-slow");
+    let cfg = itch_config(dir.path(), shm, 100);
+    let _sidecar = ns.start_sidecar(&cfg, shm, None);
     let report = finish(itch_venue(
-        &ns,
+        ns,
         &cfg,
         &[
             "--count",
@@ -964,7 +968,7 @@ fn itch_a_server_slower_than_the_gap_timeout_answers_after_expiry_as_duplicates(
             "5",
         ],
     ));
-    let reader = Reader::open(&shm);
+    let reader = Reader::open(shm);
     wait_settled(&reader, "gaps expire");
     let lost_on_both = report["lost_on_both_lines"].as_u64().unwrap();
     let resent = report["server"]["messages_resent"].as_u64().unwrap();
@@ -987,5 +991,4 @@ fn itch_a_server_slower_than_the_gap_timeout_answers_after_expiry_as_duplicates(
     let answers = report["server"]["requests_answered"].as_u64().unwrap();
     assert_eq!(c(counter::PACKETS), line_packets + answers);
     assert!(c(counter::DUPLICATES) >= resent);
-    let _ = std::fs::remove_file(&shm);
 }
