@@ -20,12 +20,14 @@
 //! so the ratio flatters the ceiling, not the replay. `orders` runs without
 //! the prefetch, so `books − orders` is not the levels' own cost.
 //!
-//! Then the machine's memory on its own, over 16 MiB on huge pages (the
-//! order window's size): `chase`, loads that each wait for the one before
-//! (the latency of one miss), and `lines`, independent loads of random
-//! lines prefetched 16 ahead (how many misses the core keeps in flight).
-//! A day's message misses on one to a few lines; `lines` over that bounds
-//! any book here.
+//! Then the machine's memory on its own, over 16 MiB advised onto huge
+//! pages (the order window's size; within the L3 a machine may report, but
+//! that is shared with whatever else runs on it): `chase`, loads that each
+//! wait for the one before (the latency of one miss), and `lines`,
+//! independent read-modify-writes of random lines, each prefetched 16
+//! ahead (how many misses the core keeps in flight, written back as a
+//! book's are). A day's message misses on one to a few lines; `lines` over
+//! that bounds any book here.
 //!
 //! For synthetic days: a record shorter than its type, or one that names a
 //! reference outside the array, or names an order no longer live is
@@ -216,8 +218,8 @@ fn replay(
     }
 }
 
-/// Random line loads over `mib` MiB: (ns a dependent load, M independent
-/// prefetched loads a second).
+/// Random lines over `mib` MiB: (ns a dependent load, M independent
+/// prefetched read-modify-writes a second).
 fn memory(mib: usize) -> (f64, f64) {
     const LINE: usize = 8; // u64s a 64-byte line
     let lines = (mib << 20) / 64;
@@ -293,5 +295,5 @@ fn main() {
     println!("books   {full:.3} s  {:.1} M/s", rate(full));
     let (chase, lines) = memory(16);
     println!("chase   {chase:.1} ns a dependent load (16 MiB)");
-    println!("lines   {lines:.1} M random lines/s, prefetched 16 ahead (16 MiB)");
+    println!("lines   {lines:.1} M random lines/s read and written, prefetched 16 ahead (16 MiB)");
 }

@@ -683,6 +683,9 @@ fn echo(s: &str) -> String {
 /// escaped, at most `max` characters (the last an ellipsis when cut).
 pub fn one_line(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max));
+    if max == 0 {
+        return out;
+    }
     let mut len = 0;
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -1261,7 +1264,7 @@ source_threshold_ms = 9
         assert_eq!(one_line("a\nb", 4), "a\\nb");
         assert_eq!(one_line("a\nb", 3), "a…", "an escape is not split");
         for text in ["x".repeat(500), "\u{1}".repeat(500), "é\t".repeat(300)] {
-            for max in [1, 2, 7, 400] {
+            for max in [0, 1, 2, 7, 400] {
                 assert!(one_line(&text, max).chars().count() <= max);
             }
         }

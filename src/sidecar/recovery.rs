@@ -18,6 +18,9 @@ use std::net::SocketAddrV4;
 /// Missing ranges handed to the requester per poll; the rest waits.
 pub(crate) const RANGES: usize = 256;
 
+/// After the rate held requests back, the soonest next look, ns.
+const DEFERRED_POLL_NS: u64 = 1_000_000;
+
 /// Open gaps whose opening time is remembered for the fill latency.
 const TRACKED: usize = 64;
 
@@ -129,12 +132,22 @@ impl Recovery {
             send_errors,
             ..
         } = self;
-        requester.poll(session, now, ranges.iter().copied(), |r| {
+        let deferred = requester.deferred();
+        let n = requester.poll(session, now, ranges.iter().copied(), |r| {
             match socket.send_to(&r.encode(), *server) {
                 Ok(_) => *sent += 1,
                 Err(_) => *send_errors += 1,
             }
-        })
+        });
+        if requester.deferred() != deferred {
+            // Held back by the rate: look again once a request's credit is
+            // earned (a millisecond at least, so that a high rate is not
+            // polled for every request), not a quarter interval later (up to
+            // 15 s, past most deadlines).
+            let credit = now.saturating_add(requester.credit_in().max(DEFERRED_POLL_NS));
+            self.next_poll = self.next_poll.min(credit);
+        }
+        n
     }
 
     /// Times the rate held requests back for a later poll.

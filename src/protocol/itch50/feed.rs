@@ -460,8 +460,8 @@ impl State {
 
     /// Starts loading what message `bytes` will touch when it is applied, a
     /// few messages from now, so that the cache misses of consecutive
-    /// messages overlap. `far`: the first stage (the named order's slot and
-    /// the book's entry); else the second (the book's best levels, whose
+    /// messages overlap. `far`: the first stage (the named order's slot, the
+    /// symbol's and the book's entries); else the second (the book's best levels, whose
     /// address the entry holds). Any bytes are safe here: a message that is
     /// short or unchecked prefetches something harmless or nothing.
     #[inline]

@@ -118,6 +118,12 @@ impl Requester {
         self.deferred
     }
 
+    /// ns from the last poll until one request's credit is earned (0: it
+    /// is there now): when a poll that was held back is worth repeating.
+    pub fn credit_in(&self) -> u64 {
+        self.cost.saturating_sub(self.credit)
+    }
+
     /// Hands `send` the requests due at `now` (ns) for `session`, given
     /// its missing ranges (disjoint, any order). Returns how many.
     pub fn poll(
@@ -272,7 +278,9 @@ mod tests {
         let burst: Vec<_> = (0..10).map(|q| (q, 1)).collect();
         assert_eq!(poll(&mut r, 0, &g), burst);
         assert_eq!(r.deferred(), 1, "the eleventh waits");
+        assert_eq!(r.credit_in(), MS);
         assert!(poll(&mut r, MS / 2, &g).is_empty(), "half a request earned");
+        assert_eq!(r.credit_in(), MS / 2);
         assert_eq!(poll(&mut r, 3 * MS, &g), [(10, 1), (11, 1), (12, 1)]);
         // A quiet spell earns a burst at most; a new session buys nothing.
         r.reset();
