@@ -20,14 +20,15 @@
 //! so the ratio flatters the ceiling, not the replay. `orders` runs without
 //! the prefetch, so `books − orders` is not the levels' own cost.
 //!
-//! Then the machine's memory on its own, over 16 MiB advised onto huge
-//! pages (the order window's size; within the L3 a machine may report, but
-//! that is shared with whatever else runs on it): `chase`, loads that each
-//! wait for the one before (the latency of one miss), and `lines`,
-//! independent read-modify-writes of random lines, each prefetched 16
-//! ahead (how many misses the core keeps in flight, written back as a
-//! book's are). A day's message misses on one to a few lines; `lines` over
-//! that bounds any book here.
+//! Then the machine's memory on its own, over 1 to 64 MiB advised onto
+//! huge pages (the order window is 16 MiB): `chase`, loads that each wait
+//! for the one before (the latency of one miss), and `lines`, independent
+//! read-modify-writes of random lines, each prefetched 16 ahead (how many
+//! misses the core keeps in flight, written back as a book's are). Where
+//! `chase` jumps is the cache this process really gets, which on a shared
+//! or virtual machine can be far less than the L3 it reports. A day's
+//! message misses on one to a few lines; `lines` over that bounds any book
+//! here.
 //!
 //! For synthetic days: a record shorter than its type, or one that names a
 //! reference outside the array, or names an order no longer live is
@@ -293,7 +294,9 @@ fn main() {
     println!("walk    {walk:.3} s  {:.1} M/s", rate(walk));
     println!("orders  {alone:.3} s  {:.1} M/s", rate(alone));
     println!("books   {full:.3} s  {:.1} M/s", rate(full));
-    let (chase, lines) = memory(16);
-    println!("chase   {chase:.1} ns a dependent load (16 MiB)");
-    println!("lines   {lines:.1} M random lines/s read and written, prefetched 16 ahead (16 MiB)");
+    println!("memory  ns a dependent load (chase), M random lines/s prefetched (lines)");
+    for mib in [1, 2, 4, 8, 16, 32, 64] {
+        let (chase, lines) = memory(mib);
+        println!("{mib:>4} MiB  chase {chase:6.1} ns  lines {lines:6.1} M/s");
+    }
 }

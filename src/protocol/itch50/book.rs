@@ -146,7 +146,8 @@ pub struct Books {
 /// References in the order store's dense window ([`WindowMap`]): 16 bytes
 /// each, 16 MiB. On the synthetic day 99.9% of the references that
 /// executions, cancels, deletes and replaces name fall inside it (95% in
-/// 2^18); doubling it again measured no faster.
+/// 2^18); doubling it again measured 3-12% faster here, within the
+/// runs' spread, for 16 MiB more a feed (BENCHMARKS.md).
 pub const ORDER_WINDOW: usize = 1 << 20;
 
 impl Books {
