@@ -1,5 +1,5 @@
 //! Decode and decode+apply over a generated in-memory stream of 1,000,000
-//! messages, at 10,000 and 100,000 symbols.
+//! messages, at 1,000, 10,000 and 100,000 symbols.
 //!
 //! Every timed iteration processes exactly 1,000,000 messages, so the time
 //! criterion prints per iteration in ms is the cost per message in ns.

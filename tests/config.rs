@@ -226,6 +226,51 @@ fn readme_lists_every_range() {
     }
 }
 
+/// Every TOML block of the README is a configuration `run` accepts.
+#[test]
+fn readme_configurations_are_valid() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 3, "the README's configurations");
+    for (i, b) in blocks.iter().enumerate() {
+        if let Err(e) = tickguard::config::Config::parse(b, "README.md") {
+            panic!("README's TOML block {}: {e}", i + 1);
+        }
+    }
+}
+
+/// The root `config.toml` and `itch.toml` work as shipped for `run` against
+/// `simulate` on one machine: valid, every group joined on the loopback
+/// interface, an ITCH feed's re-request server on loopback (where
+/// `simulate` serves it), and their metrics on different ports, so both can
+/// run at once.
+#[test]
+fn shipped_configurations_stay_on_this_machine() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let load = |name: &str| tickguard::config::Config::load(&root.join(name)).unwrap();
+    let (sqf, itch) = (load("config.toml"), load("itch.toml"));
+    for c in [&sqf, &itch] {
+        assert!(
+            c.sidecar.interface.is_loopback(),
+            "{:?}",
+            c.sidecar.interface
+        );
+        for f in &c.feeds {
+            assert!(f.lines.iter().all(|l| l.ip().is_multicast()), "{}", f.name);
+        }
+    }
+    let feed = itch.feeds[0].itch.as_ref().expect("an itch50 feed");
+    assert!(feed.recovery.is_some_and(|r| r.ip().is_loopback()));
+    assert!(feed.recovery_listen.ip().is_loopback());
+    assert_ne!(sqf.metrics.listen, itch.metrics.listen);
+    assert_ne!(sqf.sidecar.shm_path, itch.sidecar.shm_path);
+}
+
 /// A file that never ends, one too large, or one that is not text: one line
 /// naming the file, promptly.
 #[test]

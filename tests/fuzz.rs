@@ -330,10 +330,14 @@ fn config_input(rng: &mut Rng, corpus: &[String]) -> String {
 #[test]
 fn config_parser_survives_mutated_and_random_text() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let corpus: Vec<String> = [root.join("config.toml"), fixtures().join("config.toml")]
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
+    let corpus: Vec<String> = [
+        root.join("config.toml"),
+        root.join("itch.toml"),
+        fixtures().join("config.toml"),
+    ]
+    .iter()
+    .map(|p| std::fs::read_to_string(p).unwrap())
+    .collect();
     for c in &corpus {
         Config::parse(c, "corpus").expect("the corpus is valid");
     }

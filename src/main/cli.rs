@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-/// SQF feed handler: per-symbol freshness verdicts for pre-trade checks.
+/// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64): per-symbol freshness verdicts for pre-trade checks.
 #[derive(Debug, Parser)]
 #[command(name = "tickguard", version, about)]
 pub struct Cli {
