@@ -8,7 +8,7 @@
 
 use crate::config::Protocol;
 use crate::protocol::sqf::rules::FeedKind;
-use crate::protocol::sqf::Reject;
+use crate::protocol::Rejected;
 use crate::reader::{Health, Reader};
 use crate::shm::counter;
 use crate::state::{FeedStatus, Record, Side};
@@ -140,12 +140,13 @@ impl FeedView {
             .saturating_sub(self.c(counter::LINE_COPIES))
     }
 
-    /// (since ns, packets, top reason) while every packet is rejected.
-    fn all_rejected(&self) -> Option<(u64, u64, Option<Reject>)> {
+    /// (since ns, packets, top reason in the feed's protocol) while every
+    /// packet is rejected.
+    fn all_rejected(&self) -> Option<(u64, u64, Option<Rejected>)> {
         let since = self.c(counter::ALL_REJECTED_SINCE);
         let reason = (self.c(counter::ALL_REJECTED_REASON) as usize)
             .checked_sub(1)
-            .and_then(|i| Reject::ALL.get(i).copied());
+            .and_then(|i| Rejected::from_index(self.protocol.unwrap_or(Protocol::Sqf), i));
         (since != 0).then(|| (since, self.c(counter::ALL_REJECTED_PACKETS), reason))
     }
 }
@@ -387,7 +388,7 @@ impl Snapshot {
                     "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",
                     now.saturating_sub(since) as f64 / 1e9,
                     reason.map_or("?", |r| r.as_str()),
-                    reason.map_or("", |r| crate::protocol::Rejected::Sqf(r).hint()),
+                    reason.map_or("", |r| r.hint()),
                 );
             }
             let _ = writeln!(
@@ -770,6 +771,12 @@ mod tests {
             let bad_stock =
                 crate::protocol::Rejected::from(crate::protocol::itch50::Reject::BadStock);
             p.set_counter(1, counter::REJECTED_BY_REASON + bad_stock.index(), 1);
+            // Every packet rejected, mostly too short for MoldUDP64 (the
+            // first ITCH reason, whose index is SQF's `short` too).
+            let short = crate::protocol::Rejected::from(crate::protocol::itch50::Reject::Short);
+            p.set_counter(1, counter::ALL_REJECTED_SINCE, NOW - 2_000_000_000);
+            p.set_counter(1, counter::ALL_REJECTED_PACKETS, 40);
+            p.set_counter(1, counter::ALL_REJECTED_REASON, short.index() as u64 + 1);
             p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
             p.set_counter(
                 1,
@@ -819,6 +826,10 @@ mod tests {
             "ITCH's reasons by their names: {nasdaq}"
         );
         assert!(
+            nasdaq.contains("40 in a row, mostly short (not MoldUDP64?)"),
+            "an ITCH feed's reason and hint, not SQF's: {nasdaq}"
+        );
+        assert!(
             nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  deferred 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
             "{nasdaq}"
         );
@@ -845,6 +856,8 @@ mod tests {
         assert_eq!(feeds[1]["flags"]["closed"], true);
         assert_eq!(feeds[1]["exchange"]["gaps_open"], 1);
         assert_eq!(feeds[1]["rejected_by_reason"]["bad_stock"], 1);
+        assert_eq!(feeds[1]["all_rejected"]["reason"], "short");
+        assert_eq!(feeds[1]["all_rejected"]["packets"], 40);
         assert_eq!(feeds[1]["exchange"]["session"], "000000ABCD");
         assert_eq!(feeds[1]["symbols"]["closed"], 2);
         assert_eq!(feeds[1]["symbols"]["halted"], 1);

@@ -222,6 +222,9 @@ const VALUES: &[&str] = &[
     "\"\\u0000\\u001b[2J\"",
     "\"239.1.1.1:30001\"",
     "\"127.0.0.1\"",
+    "\"itch50\"",
+    "\"Europe/Nowhere\"",
+    "\"0.0.0.0:18000\"",
     "[]",
     "[\"239.1.1.1:1\", \"239.1.1.1:1\"]",
     "[\"239.1.1.9:1\", \"239.1.1.8:2\", \"239.1.1.7:3\"]",
@@ -254,6 +257,16 @@ const KEYS: &[&str] = &[
     "clock_offset",
     "offset_window_ms",
     "source",
+    "protocol",
+    "timezone",
+    "recovery",
+    "recovery_listen",
+    "gap_timeout_ms",
+    "max_held",
+    "join_gap_max",
+    "request_max",
+    "request_interval_ms",
+    "request_rate",
     "colour",
 ];
 
@@ -384,6 +397,22 @@ fn accepted_config_is_in_range(c: &Config) {
             tickguard::clock::OffsetMode::Fixed(ns) => {
                 assert!((CLOCK_OFFSET.min..=CLOCK_OFFSET.max).contains(&ns))
             }
+        }
+        assert_eq!(f.itch.is_some(), f.protocol == Protocol::Itch50);
+        if let Some(i) = &f.itch {
+            assert!(within(&GAP_TIMEOUT_MS, i.gap_timeout_ns / 1_000_000));
+            assert!(i.gap_timeout_ns % 1_000_000 == 0);
+            assert!(within(&MAX_HELD, i.max_held as u64));
+            assert!(within(&JOIN_GAP_MAX, i.join_gap_max));
+            assert!(within(&REQUEST_MAX, u64::from(i.request_max)));
+            assert!(within(
+                &REQUEST_INTERVAL_MS,
+                i.request_interval_ns / 1_000_000
+            ));
+            assert!(within(&REQUEST_RATE, u64::from(i.request_rate)));
+            assert!(i.recovery.is_none_or(|r| r.port() != 0
+                && !r.ip().is_unspecified()
+                && !r.ip().is_multicast()));
         }
     }
 }
