@@ -751,6 +751,7 @@ fn copy_itch_counters(it: &itch50::feed::Feed, c: &mut FeedCounters) {
     c.messages = s.messages;
     c.heartbeats = s.heartbeats;
     c.duplicates = s.duplicates;
+    c.line_copies = it.line_check().copied_messages();
     c.ticks_lost = s.ticks_lost;
 }
 
@@ -1039,6 +1040,47 @@ clock_offset = 0
         }
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (200, 200, 0));
+    }
+
+    /// An ITCH feed's duplicates split as SQF's do: the other line's copy
+    /// of a packet is a line copy, a packet twice on one line is not.
+    #[test]
+    fn itch_line_copies_are_the_other_lines_copies() {
+        use crate::protocol::itch50::message::encode;
+        use crate::protocol::itch50::mold::PacketBuilder;
+        use crate::protocol::itch50::Session;
+        let config = Config::parse(
+            r#"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.9.9.1:9000", "239.9.9.2:9000"]
+stale_threshold_ms = 1000
+source_threshold_ms = 1000
+"#,
+            "t",
+        )
+        .unwrap();
+        let mut h = Handler::new(&config);
+        let packet = |seq: u64| {
+            let mut b = PacketBuilder::new(Session(*b"SESSION001"), seq);
+            b.message(&encode::system_event(seq, b'Q'));
+            b.message(&encode::system_event(seq + 1, b'Q'));
+            b.finish()
+        };
+        for seq in (1..=20).step_by(2) {
+            // B is sometimes ahead of A, sometimes behind.
+            let lines = if seq % 3 == 0 { [1, 0] } else { [0, 1] };
+            for line in lines {
+                h.on_datagram_line(0, line, &packet(seq), seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (20, 20, 0));
+        // The same packet again on line A: duplicates, not line copies.
+        h.on_datagram_line(0, 0, &packet(19), 30).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (22, 20));
     }
 
     #[test]

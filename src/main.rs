@@ -406,8 +406,15 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         config = %args.config.display(),
         sidecar = %serde_json::to_string(&config.sidecar).unwrap_or_default(),
         metrics = %serde_json::to_string(&config.metrics).unwrap_or_default(),
-        feeds = %config.feeds.iter().map(|f| format!("{}({:?} {:?} stale {} ms, source {} ms, offset {:?}, {} overrides)",
-            f.name, f.kind, f.lines, f.thresholds.stale_ns / 1_000_000, f.thresholds.source_ns / 1_000_000, f.offset, f.overrides.len())).collect::<Vec<_>>().join("; "),
+        feeds = %config.feeds.iter().map(|f| {
+            // SQF's kind; an exchange feed has none to show.
+            let kind = match f.protocol {
+                tickguard::config::Protocol::Sqf => format!(" {:?}", f.kind),
+                _ => String::new(),
+            };
+            format!("{}({}{kind} {:?} stale {} ms, source {} ms, offset {:?}, {} overrides)",
+                f.name, f.protocol.as_str(), f.lines, f.thresholds.stale_ns / 1_000_000, f.thresholds.source_ns / 1_000_000, f.offset, f.overrides.len())
+        }).collect::<Vec<_>>().join("; "),
         "starting"
     );
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;

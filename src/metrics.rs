@@ -13,7 +13,6 @@
 //! (seconds, bytes).
 
 use crate::config::{Config, Protocol};
-use crate::protocol::sqf::Reject;
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
@@ -232,17 +231,26 @@ impl Monitor {
                 let c = |name: &'static str| metrics::counter!(name, "feed" => feed.clone());
                 FeedMetrics {
                     name: feed.clone(),
-                    counters: vec![
-                        (counter::QUOTES, c("tickguard_quotes_total")),
-                        (counter::SNAPSHOTS, c("tickguard_snapshots_total")),
-                        (counter::HEARTBEATS, c("tickguard_heartbeats_total")),
-                        (counter::UNKNOWN, c("tickguard_unknown_messages_total")),
-                        (counter::TICKS_LOST, c("tickguard_ticks_lost_total")),
-                        (counter::RESETS, c("tickguard_provider_resets_total")),
-                        (counter::TABLE_FULL, c("tickguard_table_full_drops_total")),
-                    ],
-                    rejected: Reject::ALL
-                        .iter()
+                    counters: {
+                        let mut v = vec![
+                            (counter::HEARTBEATS, c("tickguard_heartbeats_total")),
+                            (counter::TICKS_LOST, c("tickguard_ticks_lost_total")),
+                            (counter::TABLE_FULL, c("tickguard_table_full_drops_total")),
+                        ];
+                        // SQF's message kinds: an exchange feed counts its
+                        // own (`exchange`), and these would stay 0.
+                        if f.protocol == Protocol::Sqf {
+                            v.extend([
+                                (counter::QUOTES, c("tickguard_quotes_total")),
+                                (counter::SNAPSHOTS, c("tickguard_snapshots_total")),
+                                (counter::UNKNOWN, c("tickguard_unknown_messages_total")),
+                                (counter::RESETS, c("tickguard_provider_resets_total")),
+                            ]);
+                        }
+                        v
+                    },
+                    // The reasons of the feed's own protocol, by their names.
+                    rejected: crate::protocol::reasons(f.protocol)
                         .map(|r| {
                             let c = metrics::counter!(
                                 "tickguard_rejected_packets_total",

@@ -161,9 +161,19 @@ struct Row {
     offset: i128,
     /// The feed's status at the read (liveness and source time count with the slot's).
     status: FeedStatus,
+    /// The symbol counts its own lost ticks and duplicates (SQF); an
+    /// exchange stream counts them per feed only.
+    own_counts: bool,
 }
 
 impl Row {
+    /// The symbol's (lost ticks, duplicates), `None` where the feed counts
+    /// them only for its whole stream.
+    fn counts(&self) -> Option<(u64, u64)> {
+        let seq = &self.record.state.seq;
+        self.own_counts.then_some((seq.ticks_lost, seq.duplicates))
+    }
+
     /// Last sign of life, the symbol's or its feed's; 0 none.
     fn last_alive(&self) -> u64 {
         self.record.state.last_alive.max(self.status.last_alive)
@@ -299,6 +309,7 @@ impl Snapshot {
                     record: *r,
                     offset: view.offset,
                     status: view.status,
+                    own_counts: view.is_sqf(),
                 });
             }
             snap.feeds.push(view);
@@ -364,11 +375,11 @@ impl Snapshot {
                     c(counter::TABLE_FULL),
                 );
             } else {
-                // A stream's duplicates include every second-line copy;
-                // snapshots, resets and line copies are SQF's.
+                // A stream's duplicates include every second-line copy,
+                // shown apart; snapshots and resets are SQF's.
                 let _ = write!(
                     s,
-                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {}  heartbeats {}  table full {}",
+                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} ({} line copies)  heartbeats {}  table full {}",
                     f.name,
                     f.protocol.map_or("unknown", |p| p.as_str()),
                     c(counter::PACKETS),
@@ -378,6 +389,7 @@ impl Snapshot {
                     c(counter::REJECTED),
                     c(counter::TICKS_LOST),
                     c(counter::DUPLICATES),
+                    c(counter::LINE_COPIES),
                     c(counter::HEARTBEATS),
                     c(counter::TABLE_FULL),
                 );
@@ -480,6 +492,8 @@ impl Snapshot {
             .map(|f| {
                 let c = |k| f.c(k);
                 let by_line = |k: usize| json!([c(k), c(k + 1)]);
+                // SQF's message kinds and resets: null on an exchange feed.
+                let sqf_only = |k| f.is_sqf().then(|| c(k));
                 let rejected_by_reason: serde_json::Map<String, Value> = f
                     .reject_reasons()
                     .map(|r| {
@@ -497,7 +511,7 @@ impl Snapshot {
                     .collect();
                 let mut doc = json!({
                     "name": f.name,
-                    "kind": if f.kind == FeedKind::Full { "full" } else { "delta" },
+                    "kind": f.is_sqf().then_some(if f.kind == FeedKind::Full { "full" } else { "delta" }),
                     "protocol": f.protocol.map(|p| p.as_str()),
                     "flags": {
                         "suspect": f.status.suspect,
@@ -518,15 +532,15 @@ impl Snapshot {
                         "packets": packets,
                         "reason": reason.map(|r| r.as_str()),
                     })),
-                    "quotes": c(counter::QUOTES),
-                    "snapshots": c(counter::SNAPSHOTS),
+                    "quotes": sqf_only(counter::QUOTES),
+                    "snapshots": sqf_only(counter::SNAPSHOTS),
                     "heartbeats": c(counter::HEARTBEATS),
-                    "unknown_messages": c(counter::UNKNOWN),
+                    "unknown_messages": sqf_only(counter::UNKNOWN),
                     "ticks_lost": c(counter::TICKS_LOST),
                     "duplicates": c(counter::DUPLICATES),
                     "same_line_duplicates": f.same_line_duplicates(),
                     "line_copies": c(counter::LINE_COPIES),
-                    "resets": c(counter::RESETS),
+                    "resets": sqf_only(counter::RESETS),
                     "table_full_drops": c(counter::TABLE_FULL),
                     "kernel_drops": c(counter::KERNEL_DROPS),
                     "kernel_drops_by_line": by_line(counter::LINE_KERNEL_DROPS),
@@ -564,8 +578,8 @@ impl Snapshot {
                     "bid_size": size(bid),
                     "ask_size": size(ask),
                     "last_seq": st.seq.last_seq,
-                    "ticks_lost": st.seq.ticks_lost,
-                    "duplicates": st.seq.duplicates,
+                    "ticks_lost": r.counts().map(|c| c.0),
+                    "duplicates": r.counts().map(|c| c.1),
                     "silence_ns": (r.last_alive() != 0).then(|| now.saturating_sub(r.last_alive())),
                     "source_age_ns": r.source_age(now).map(|a| a as i64),
                 })
@@ -603,8 +617,8 @@ fn row_text(r: &Row, now: u64) -> String {
         bid,
         ask,
         st.seq.last_seq,
-        st.seq.ticks_lost,
-        st.seq.duplicates,
+        r.counts().map_or("-".into(), |c| c.0.to_string()),
+        r.counts().map_or("-".into(), |c| c.1.to_string()),
         if r.last_alive() == 0 {
             "-".into()
         } else {
@@ -767,6 +781,8 @@ mod tests {
             p.set_counter(1, counter::HELD, 3);
             p.set_counter(1, counter::GAPS_OPEN, 1);
             p.set_counter(1, counter::LINE_MISMATCHES, 2);
+            p.set_counter(1, counter::DUPLICATES, 7);
+            p.set_counter(1, counter::LINE_COPIES, 5);
             p.set_counter(1, counter::REJECTED, 1);
             let bad_stock =
                 crate::protocol::Rejected::from(crate::protocol::itch50::Reject::BadStock);
@@ -818,7 +834,9 @@ mod tests {
         assert!(lp1.ends_with("suspect 0  invalid_price 0"), "{lp1}");
         let nasdaq = block("nasdaq");
         assert!(
-            nasdaq.starts_with("nasdaq (itch50)") && !nasdaq.contains("line copies"),
+            nasdaq.starts_with("nasdaq (itch50)")
+                && nasdaq.contains("duplicates 7 (5 line copies)")
+                && !nasdaq.contains("same line"),
             "{nasdaq}"
         );
         assert!(
@@ -851,25 +869,48 @@ mod tests {
         let doc = snap.json();
         let feeds = doc["feeds"].as_array().unwrap();
         assert_eq!(feeds[0]["protocol"], "sqf");
+        assert_eq!(
+            (&feeds[0]["kind"], &feeds[1]["kind"]),
+            (&json!("delta"), &json!(null))
+        );
+        assert!(feeds[0]["quotes"].is_u64() && feeds[1]["quotes"].is_null());
         assert_eq!(feeds[0].get("exchange"), None);
         assert_eq!(feeds[0]["symbols"].get("halted"), None);
         assert_eq!(feeds[1]["flags"]["closed"], true);
         assert_eq!(feeds[1]["exchange"]["gaps_open"], 1);
         assert_eq!(feeds[1]["rejected_by_reason"]["bad_stock"], 1);
         assert_eq!(feeds[1]["all_rejected"]["reason"], "short");
+        assert_eq!(feeds[1]["line_copies"], 5);
+        assert_eq!(feeds[1]["same_line_duplicates"], 2);
         assert_eq!(feeds[1]["all_rejected"]["packets"], 40);
         assert_eq!(feeds[1]["exchange"]["session"], "000000ABCD");
         assert_eq!(feeds[1]["symbols"]["closed"], 2);
         assert_eq!(feeds[1]["symbols"]["halted"], 1);
-        let sym = doc["symbols"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["symbol"] == "AAPL")
-            .unwrap();
+        let symbol = |name: &str| {
+            doc["symbols"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["symbol"] == name)
+                .unwrap()
+        };
+        let sym = symbol("AAPL");
         assert_eq!(sym["bid_exact"], "123.45");
         assert_eq!(sym["bid_size"], 300);
         assert_eq!(sym["ask"], 123.5);
         assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");
+        // Lost ticks and duplicates are the stream's, not the symbol's.
+        assert_eq!(
+            (&sym["ticks_lost"], &sym["duplicates"]),
+            (&json!(null), &json!(null))
+        );
+        let sqf = symbol("EURUSD");
+        assert!(
+            sqf["ticks_lost"].is_u64() && sqf["duplicates"].is_u64(),
+            "{sqf}"
+        );
+        // Last seq 9, then no lost or dups cells of its own.
+        let cells = format!("{:>10} {:>7} {:>8}", 9, "-", "-");
+        assert!(row("AAPL").contains(&cells), "{}", row("AAPL"));
     }
 }

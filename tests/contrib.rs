@@ -96,15 +96,19 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 }
 
 /// Label values used in matchers must be ones the sidecar exports: string
-/// literals of `src/metrics.rs`, or reject reasons of `src/protocol/sqf/wire.rs`.
+/// literals of `src/metrics.rs`, or reject reasons of a protocol
+/// (`src/protocol/sqf/wire.rs`, `src/protocol/itch50/mod.rs`).
 fn assert_label_values_exist(what: &str, promql: &str) {
     for label in ["verdict", "result", "line", "reason"] {
         for value in label_values(promql, label) {
             let known = match label {
                 // `Reject::as_str` names the reasons.
-                "reason" => {
-                    include_str!("../src/protocol/sqf/wire.rs").contains(&format!("\"{value}\""))
-                }
+                "reason" => [
+                    include_str!("../src/protocol/sqf/wire.rs"),
+                    include_str!("../src/protocol/itch50/mod.rs"),
+                ]
+                .iter()
+                .any(|src| src.contains(&format!("\"{value}\""))),
                 _ => METRICS_RS.contains(&format!("\"{value}\"")),
             };
             assert!(

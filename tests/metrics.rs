@@ -75,6 +75,11 @@ impl Drop for Sidecar {
 }
 
 fn start(name: &str) -> Sidecar {
+    start_feed(name, "kind = \"full\"")
+}
+
+/// [`start`] with feed lp1's protocol keys given (`kind`, or `protocol`).
+fn start_feed(name: &str, protocol: &str) -> Sidecar {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, http) = (free_udp(), free_udp(), free_tcp());
     let shm = format!("/dev/shm/tickguard-{name}-{}", std::process::id());
@@ -92,7 +97,7 @@ idle = "sleep"
 idle_sleep_us = 50
 [[feed]]
 name = "lp1"
-kind = "full"
+{protocol}
 lines = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
 stale_threshold_ms = 60000
 source_threshold_ms = 60000
@@ -303,6 +308,37 @@ fn a_feed_whose_every_packet_is_rejected_is_flagged_and_warned() {
         assert!(Instant::now() < deadline, "no warning: {log}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// An ITCH feed's rejected packets are counted under ITCH's reasons, and
+/// SQF's message kinds are not exported for it.
+#[test]
+fn an_itch_feeds_reject_reasons_are_its_own() {
+    let sidecar = start_feed("itch-reasons", "protocol = \"itch50\"");
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A MoldUDP64 heartbeat (count 0) that carries bytes after its header.
+    let mut packet = b"SESSION001\0\0\0\0\0\0\0\x01\0\0".to_vec();
+    packet.extend_from_slice(b"\0\x03abc");
+    let series = r#"tickguard_rejected_packets_total{feed="lp1",reason="control_with_body"}"#;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        tx.send_to(&packet, ("127.0.0.1", sidecar.a)).unwrap();
+        let text = scrape(sidecar.http).unwrap_or_default();
+        if value(&text, series).is_some_and(|v| v >= 1.0) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "not counted: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let reasons: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tickguard_rejected_packets_total{"))
+        .filter_map(|l| l.split("reason=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(reasons.contains(&"bad_stock"), "{reasons:?}");
+    assert!(!reasons.contains(&"bad_magic"), "SQF's names: {reasons:?}");
+    assert!(!text.contains("tickguard_quotes_total"), "{text}");
+    assert!(text.contains(r#"tickguard_heartbeats_total{feed="lp1"}"#));
 }
 
 /// Symbols of feed lp1 counted under any verdict (one with two reasons is

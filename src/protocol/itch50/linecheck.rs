@@ -32,6 +32,9 @@ pub struct LineCheck {
     entries: Box<[Entry]>,
     /// Second copies compared.
     compared: u64,
+    /// Messages those second copies carried: every one a duplicate the
+    /// sequencer counted (the other line's copy), not a repeat on one line.
+    copied: u64,
     /// Second copies whose messages differ from the first's.
     mismatches: u64,
 }
@@ -41,6 +44,7 @@ impl Default for LineCheck {
         LineCheck {
             entries: vec![Entry::default(); WINDOW].into_boxed_slice(),
             compared: 0,
+            copied: 0,
             mismatches: 0,
         }
     }
@@ -50,6 +54,7 @@ impl std::fmt::Debug for LineCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LineCheck")
             .field("compared", &self.compared)
+            .field("copied", &self.copied)
             .field("mismatches", &self.mismatches)
             .finish()
     }
@@ -60,6 +65,7 @@ impl Clone for LineCheck {
         LineCheck {
             entries: self.entries.clone(),
             compared: self.compared,
+            copied: self.copied,
             mismatches: self.mismatches,
         }
     }
@@ -88,6 +94,7 @@ impl LineCheck {
             }
             e.line = 2;
             self.compared += 1;
+            self.copied += u64::from(count);
             if e.hash != hash {
                 self.mismatches += 1;
                 return true;
@@ -107,6 +114,13 @@ impl LineCheck {
     /// Second copies compared so far.
     pub fn compared(&self) -> u64 {
         self.compared
+    }
+
+    /// Messages in the second copies compared so far: the other line's
+    /// copies (a copy arriving more than [`WINDOW`] packets after the first
+    /// is not counted).
+    pub fn copied_messages(&self) -> u64 {
+        self.copied
     }
 
     /// Second copies that differed from the first so far.
@@ -177,9 +191,10 @@ mod tests {
         assert!(!check(&mut c, 0, &a));
         assert!(!check(&mut c, 1, &a));
         assert_eq!((c.compared(), c.mismatches()), (1, 0));
+        assert_eq!(c.copied_messages(), 2, "the second copy's two messages");
         // A third copy is not compared again.
         assert!(!check(&mut c, 1, &a));
-        assert_eq!(c.compared(), 1);
+        assert_eq!((c.compared(), c.copied_messages()), (1, 2));
 
         let b = packet(7, &[b"Sabcdefghijk", b"Sxyz0123456789"]);
         let mut b2 = b.clone();
@@ -188,6 +203,7 @@ mod tests {
         assert!(!check(&mut c, 1, &b));
         assert!(check(&mut c, 0, &b2));
         assert_eq!((c.compared(), c.mismatches()), (2, 1));
+        assert_eq!(c.copied_messages(), 4, "a differing copy is a copy too");
     }
 
     #[test]
@@ -206,7 +222,7 @@ mod tests {
         let hb = PacketBuilder::new(Session(*b"SESSION001"), 10).finish();
         assert!(!check(&mut c, 0, &hb));
         assert!(!check(&mut c, 1, &hb));
-        assert_eq!(c.compared(), 0);
+        assert_eq!((c.compared(), c.copied_messages()), (0, 0));
     }
 
     #[test]
