@@ -1062,12 +1062,13 @@ source_threshold_ms = 1000
         )
         .unwrap();
         let mut h = Handler::new(&config);
-        let packet = |seq: u64| {
-            let mut b = PacketBuilder::new(Session(*b"SESSION001"), seq);
+        let packet_of = |session: [u8; 10], seq: u64| {
+            let mut b = PacketBuilder::new(Session(session), seq);
             b.message(&encode::system_event(seq, b'Q'));
             b.message(&encode::system_event(seq + 1, b'Q'));
             b.finish()
         };
+        let packet = |seq: u64| packet_of(*b"SESSION001", seq);
         for seq in (1..=20).step_by(2) {
             // B is sometimes ahead of A, sometimes behind.
             let lines = if seq % 3 == 0 { [1, 0] } else { [0, 1] };
@@ -1079,6 +1080,15 @@ source_threshold_ms = 1000
         assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (20, 20, 0));
         // The same packet again on line A: duplicates, not line copies.
         h.on_datagram_line(0, 0, &packet(19), 30).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (22, 20));
+        // A new session on A; then B's late copy of the old session's
+        // packet has no effect but its count (spec §3.1).
+        let old = packet_of(*b"SESSION001", 21);
+        h.on_datagram_line(0, 0, &old, 31).unwrap();
+        h.on_datagram_line(0, 0, &packet_of(*b"SESSION002", 1), 32)
+            .unwrap();
+        h.on_datagram_line(0, 1, &old, 33).unwrap();
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies), (22, 20));
     }

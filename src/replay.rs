@@ -292,7 +292,8 @@ impl ItchFeedSummary {
                 .enumerate()
                 .filter(|(_, n)| **n > 0)
                 .map(|(code, n)| {
-                    let letter = (code as u8).escape_ascii().to_string();
+                    let mut letter = String::new();
+                    let _ = crate::protocol::itch50::mold::write_byte(&mut letter, code as u8);
                     (letter, *n)
                 })
                 .collect(),

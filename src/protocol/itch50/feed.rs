@@ -670,7 +670,12 @@ impl Feed {
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
-        let mismatch = self.lines.on_packet(line, &packet);
+        // A packet of an earlier session has no effect but its count
+        // (spec §3.1): not compared, not a line copy.
+        let session = packet.session();
+        let stale =
+            self.seq.session().is_some_and(|cur| cur != session) && self.seq.is_past(session);
+        let mismatch = !stale && self.lines.on_packet(line, &packet);
         Ok((self.on_packet(&packet, t), mismatch))
     }
 

@@ -828,6 +828,46 @@ mod tests {
         assert_eq!(check(&d), Ok(()));
     }
 
+    /// The table of spec §2, written out by letter (not from the
+    /// constants it checks): type, length, offset of `stock`.
+    #[test]
+    fn the_layout_is_the_specs_table() {
+        let spec: [(u8, usize, Option<usize>); 23] = [
+            (b'S', 12, None),
+            (b'R', 39, Some(11)),
+            (b'H', 25, Some(11)),
+            (b'Y', 20, Some(11)),
+            (b'L', 26, Some(15)),
+            (b'V', 35, None),
+            (b'W', 12, None),
+            (b'K', 28, Some(11)),
+            (b'J', 35, Some(11)),
+            (b'h', 21, Some(11)),
+            (b'A', 36, Some(24)),
+            (b'F', 40, Some(24)),
+            (b'E', 31, None),
+            (b'C', 36, None),
+            (b'X', 23, None),
+            (b'D', 19, None),
+            (b'U', 35, None),
+            (b'P', 44, Some(24)),
+            (b'Q', 40, Some(19)),
+            (b'B', 19, None),
+            (b'I', 50, Some(28)),
+            (b'N', 20, Some(11)),
+            (b'O', 48, Some(11)),
+        ];
+        assert_eq!(layout::TYPES, spec);
+        // One `L` by hand: its stock is after the 4-byte MPID.
+        let mut l = vec![0u8; 26];
+        l[0] = b'L';
+        l[11..15].copy_from_slice(b"AB  ");
+        l[15..23].copy_from_slice(b"MSFT    ");
+        assert_eq!(check(&l), Ok(()));
+        let stock = Message::new(&l).stock().map(|s| s.to_string());
+        assert_eq!(stock, Some("MSFT".into()));
+    }
+
     #[test]
     fn every_known_type_is_checked_for_length_and_stock() {
         for (code, len, stock) in layout::TYPES {

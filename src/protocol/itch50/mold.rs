@@ -50,10 +50,17 @@ impl Session {
 /// As [`Session::display`], written without allocating.
 impl std::fmt::Display for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for c in self.0.iter().flat_map(|&b| std::ascii::escape_default(b)) {
-            std::fmt::Write::write_char(f, char::from(c))?;
-        }
-        Ok(())
+        self.0.iter().try_for_each(|&b| write_byte(f, b))
+    }
+}
+
+/// Byte `b` as text: printable ASCII (space to `~`) as is, any other
+/// byte as `\xNN` (lower-case hex).
+pub fn write_byte(f: &mut impl std::fmt::Write, b: u8) -> std::fmt::Result {
+    if b == b' ' || b.is_ascii_graphic() {
+        f.write_char(char::from(b))
+    } else {
+        write!(f, "\\x{b:02x}")
     }
 }
 
@@ -359,6 +366,14 @@ mod tests {
     use super::super::message::{encode, Body, Side};
     use super::*;
     use crate::symbol::Symbol;
+
+    /// "The 10 bytes as a string": printable ASCII as is (quotes and
+    /// backslash included), any other byte as `\xNN`.
+    #[test]
+    fn a_session_shows_its_printable_bytes_as_they_are() {
+        assert_eq!(Session(*b"a'b\"c\\d\x01 g").display(), "a'b\"c\\d\\x01 g");
+        assert_eq!(Session(*b"20260105BN").to_string(), "20260105BN");
+    }
 
     const SESSION: Session = Session(*b"000123456A");
 

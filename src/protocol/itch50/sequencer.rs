@@ -112,11 +112,83 @@ struct Gap {
     missing: u64,
     /// Given up when an event comes strictly after this, ns.
     deadline: u64,
-    /// Sequences received into the gap, ascending.
-    filled: Vec<u64>,
+    /// Sequences received into the gap.
+    filled: Filled,
     /// The gap a session's first packet revealed: given up, the stream
     /// counts as joined and its messages are not lost ticks.
     first: bool,
+}
+
+/// The sequences received into a gap, in any order, read back ascending.
+///
+/// Line B and recovery answers fill a gap mostly in ascending order, which
+/// is a push. Fills in any other order (answers to requests in flight
+/// together, or a hostile sender filling a huge gap from its top down) go
+/// to a short sorted `recent` list, merged into `main` once it holds more
+/// than about √`main`: an insert costs O(√n) at worst, not the O(n) of one
+/// sorted vector, and both vectors are reused from gap to gap.
+#[derive(Debug, Clone, Default)]
+struct Filled {
+    /// Ascending.
+    main: Vec<u64>,
+    /// Ascending; merged into `main` when longer than [`Filled::recent_max`].
+    recent: Vec<u64>,
+}
+
+impl Filled {
+    /// Adds `q`, not present yet.
+    #[inline]
+    fn insert(&mut self, q: u64) {
+        if self.recent.is_empty() && self.main.last().is_none_or(|&l| l < q) {
+            self.main.push(q);
+            return;
+        }
+        let at = self.recent.partition_point(|&f| f < q);
+        self.recent.insert(at, q);
+        if self.recent.len() > self.recent_max() {
+            self.merge();
+        }
+    }
+
+    /// The longest `recent` may grow: about √`main`, at least 64.
+    fn recent_max(&self) -> usize {
+        (self.main.len().isqrt() * 2).max(64)
+    }
+
+    /// Moves `recent` into `main`, from the back: O(n), in place.
+    fn merge(&mut self) {
+        let (m, r) = (self.main.len(), self.recent.len());
+        self.main.resize(m + r, 0);
+        let (mut i, mut j) = (m, r);
+        for k in (0..m + r).rev() {
+            if j == 0 {
+                break;
+            }
+            if i > 0 && self.main[i - 1] > self.recent[j - 1] {
+                self.main[k] = self.main[i - 1];
+                i -= 1;
+            } else {
+                self.main[k] = self.recent[j - 1];
+                j -= 1;
+            }
+        }
+        self.recent.clear();
+    }
+
+    /// Every sequence, ascending.
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let (mut a, mut b) = (self.main.iter().peekable(), self.recent.iter().peekable());
+        std::iter::from_fn(move || match (a.peek(), b.peek()) {
+            (Some(&&x), Some(&&y)) if y < x => b.next().copied(),
+            (Some(_), _) => a.next().copied(),
+            (None, _) => b.next().copied(),
+        })
+    }
+
+    fn clear(&mut self) {
+        self.main.clear();
+        self.recent.clear();
+    }
 }
 
 /// Held messages: records by sequence.
@@ -182,8 +254,8 @@ pub struct Sequencer {
     high: u64,
     /// Open gaps, ascending and disjoint.
     gaps: VecDeque<Gap>,
-    /// Emptied `filled` vectors, for reuse.
-    pool: Vec<Vec<u64>>,
+    /// Emptied gaps' `filled`, for reuse.
+    pool: Vec<Filled>,
     held: Held,
     joined: bool,
     gave_up: bool,
@@ -252,11 +324,11 @@ impl Sequencer {
     pub fn missing(&self, mut f: impl FnMut(u64, u64, u64) -> bool) {
         for g in &self.gaps {
             let mut lo = g.lo;
-            for &q in g.filled.iter().chain(std::iter::once(&g.hi)) {
+            for q in g.filled.iter().chain(std::iter::once(g.hi)) {
                 if q > lo && !f(lo, q, g.deadline) {
                     return;
                 }
-                lo = lo.max(q + 1);
+                lo = lo.max(q.saturating_add(1));
             }
         }
     }
@@ -498,8 +570,7 @@ impl Sequencer {
         }
         let i = self.gaps.partition_point(|g| g.hi <= q);
         if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= q) {
-            let at = g.filled.partition_point(|&f| f < q);
-            g.filled.insert(at, q);
+            g.filled.insert(q);
             g.missing -= 1;
             self.held.put(q, m.bytes());
             if g.missing == 0 {
@@ -558,7 +629,7 @@ impl Sequencer {
         }
         let mut n = 0;
         let next = self.next.unwrap_or(g.lo);
-        for &f in g.filled.iter().filter(|&&f| f >= next) {
+        for f in g.filled.iter().filter(|&f| f >= next) {
             if self.held.take(f, |b| apply.apply(f, Message::new(b))) {
                 n += 1;
             }
@@ -593,6 +664,65 @@ mod tests {
     use super::super::message::encode;
     use super::super::mold::PacketBuilder;
     use super::*;
+
+    proptest::proptest! {
+        /// Any order of inserts reads back ascending, merged or not.
+        #[test]
+        fn filled_reads_back_ascending(
+            qs in proptest::collection::btree_set(0u64..5_000, 0..3_000),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut order: Vec<u64> = qs.iter().copied().collect();
+            // A deterministic shuffle, runs of ascending and descending.
+            let mut x = seed | 1;
+            for i in (1..order.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 4 != 0 {
+                    order.swap(i, (x % (i as u64 + 1)) as usize);
+                }
+            }
+            let mut f = Filled::default();
+            for &q in &order {
+                f.insert(q);
+            }
+            proptest::prop_assert!(f.iter().eq(qs.iter().copied()));
+            proptest::prop_assert!(f.recent.len() <= f.recent_max());
+        }
+    }
+
+    /// A huge gap filled from its top down, one sequence at a time (the
+    /// worst order for one sorted vector: every insert at the front), stays
+    /// in order, with `recent` bounded by about √n.
+    #[test]
+    fn a_gap_filled_from_the_top_down_stays_in_order() {
+        let mut f = Filled::default();
+        let n = 200_000u64;
+        for q in (0..n).rev() {
+            f.insert(q);
+            assert!(f.recent.len() <= f.recent_max());
+        }
+        assert!(f.iter().eq(0..n));
+        f.clear();
+        assert_eq!(f.iter().count(), 0);
+    }
+
+    /// `missing` with a gap up to the last sequence (a heartbeat naming
+    /// it): no overflow past it.
+    #[test]
+    fn a_gap_up_to_the_last_sequence_reports_its_missing_runs() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 1);
+        r.packet(&data(S1, 100, 1), 2);
+        r.packet(&PacketBuilder::heartbeat(S1, u64::MAX), 3);
+        let mut out = Vec::new();
+        r.seq.missing(|lo, hi, _| {
+            out.push((lo, hi));
+            true
+        });
+        assert_eq!(out, [(2, 100), (101, u64::MAX)]);
+    }
 
     const S1: Session = Session(*b"SESSION001");
     const S2: Session = Session(*b"SESSION002");
