@@ -86,6 +86,8 @@ pub struct Feed {
     last_reject_log: Option<u64>,
     /// Arrival time of the last A/B mismatch logged (ITCH), ns.
     last_mismatch_log: Option<u64>,
+    /// When the last new-session line was logged (receive time, ns).
+    last_session_log: Option<u64>,
     /// The end of the current session is logged (ITCH).
     session_ended: bool,
     /// Rejections not logged since the last line.
@@ -260,6 +262,7 @@ impl Handler {
                     counters: FeedCounters::default(),
                     last_reject_log: None,
                     last_mismatch_log: None,
+                    last_session_log: None,
                     session_ended: false,
                     reject_log_held: 0,
                     run: RejectRun::default(),
@@ -815,7 +818,7 @@ impl Feed {
                     self.line_mismatch(t);
                 }
                 if out.new_session || (out.end_of_session && !self.session_ended) {
-                    self.session_event(out.new_session);
+                    self.session_event(out.new_session, t);
                 }
             });
         let Engine::Itch50(it) = &mut self.engine else {
@@ -828,14 +831,24 @@ impl Feed {
         })
     }
 
-    /// Logs a new session or an end of session (once each per session).
+    /// Logs a new session or an end of session (once each per session;
+    /// new sessions at most once per interval: packets naming a new session
+    /// each, forged or not, must not flood the log).
     #[cold]
-    fn session_event(&mut self, new: bool) {
+    fn session_event(&mut self, new: bool, t: u64) {
         self.session_ended = !new;
         let Some(it) = self.itch() else { return };
         let session = it.session().unwrap_or_default();
+        let changes = it.sequencer().counters().session_changes;
         if new {
-            tracing::info!(feed = %self.config.name, %session, "new session: books start empty");
+            let due = self
+                .last_session_log
+                .is_none_or(|last| t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS || t < last);
+            if !due {
+                return;
+            }
+            self.last_session_log = Some(t);
+            tracing::info!(feed = %self.config.name, %session, changes, "new session: books start empty");
         } else {
             tracing::info!(feed = %self.config.name, %session, "end of session: the market is closed");
         }

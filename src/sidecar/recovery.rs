@@ -163,7 +163,7 @@ impl Recovery {
         let mut i = 0;
         while i < self.open.len() {
             let (lo, opened) = self.open[i];
-            if seq.gaps().any(|(glo, ..)| glo == lo) {
+            if seq.has_gap_at(lo) {
                 i += 1;
                 continue;
             }

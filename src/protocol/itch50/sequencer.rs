@@ -313,6 +313,11 @@ impl Sequencer {
             .map(|g| (g.lo, g.hi, g.missing, g.deadline))
     }
 
+    /// Whether an open gap starts at `lo`: O(log gaps).
+    pub fn has_gap_at(&self, lo: u64) -> bool {
+        self.gaps.binary_search_by_key(&lo, |g| g.lo).is_ok()
+    }
+
     /// One past the highest sequence received (0 before any packet).
     pub fn high(&self) -> u64 {
         self.high
@@ -722,6 +727,8 @@ mod tests {
             true
         });
         assert_eq!(out, [(2, 100), (101, u64::MAX)]);
+        assert!(r.seq.has_gap_at(2) && r.seq.has_gap_at(101));
+        assert!(!r.seq.has_gap_at(1) && !r.seq.has_gap_at(100) && !r.seq.has_gap_at(3));
     }
 
     const S1: Session = Session(*b"SESSION001");
