@@ -1072,6 +1072,57 @@ mod tests {
             .contains("3 fields"));
     }
 
+    /// A router for one itch50 feed on line 239.2.1.1:26477 with this
+    /// `recovery_listen`.
+    fn itch_router(listen: &str) -> Router {
+        let text = format!(
+            r#"
+[[feed]]
+name = "nasdaq"
+protocol = "itch50"
+lines = ["239.2.1.1:26477"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+recovery_listen = "{listen}"
+"#
+        );
+        Router::new(&Config::parse(&text, "itch.toml").unwrap())
+    }
+
+    fn at(a: &str) -> SocketAddrV4 {
+        a.parse().unwrap()
+    }
+
+    /// "port 0 matches nothing" (spec itch50 §3.2).
+    #[test]
+    fn a_recovery_listen_on_port_0_matches_nothing() {
+        let r = itch_router("0.0.0.0:0");
+        assert_eq!(r.route_line(at("10.0.0.9:0")), None);
+        assert_eq!(r.route_line(at("0.0.0.0:0")), None);
+    }
+
+    /// "`0.0.0.0:P` matches any address with port `P` [...] and a datagram
+    /// that matches a line address goes to that line" (spec itch50 §3.2).
+    #[test]
+    fn an_unspecified_recovery_listen_matches_any_address_but_a_line_wins() {
+        let r = itch_router("0.0.0.0:26477");
+        assert_eq!(r.route_line(at("239.2.1.1:26477")), Some((0, 0)));
+        assert_eq!(r.route_line(at("10.0.0.9:26477")), Some((0, RECOVERY_LINE)));
+        assert_eq!(r.route_line(at("10.0.0.9:26478")), None);
+    }
+
+    /// "datagrams addressed to `recovery_listen` are that channel" (spec
+    /// itch50 §3.2): a specific address matches only itself.
+    #[test]
+    fn a_specific_recovery_listen_matches_only_its_own_address() {
+        let r = itch_router("127.0.0.1:18001");
+        assert_eq!(r.route_line(at("10.0.0.1:18001")), None);
+        assert_eq!(
+            r.route_line(at("127.0.0.1:18001")),
+            Some((0, RECOVERY_LINE))
+        );
+    }
+
     #[test]
     fn json_line_shape() {
         let c = Check {

@@ -114,20 +114,45 @@ fn session() -> Vec<(u64, SocketAddrV4, Vec<u8>)> {
 }
 
 fn write_capture(path: &Path) {
+    write_datagrams(path, session());
+}
+
+/// A capture of `datagrams`, as (time offset from `T0`, destination, bytes).
+fn write_datagrams(path: &Path, datagrams: Vec<(u64, SocketAddrV4, Vec<u8>)>) {
     let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
     let src: SocketAddrV4 = "10.9.9.9:5000".parse().unwrap();
-    for (dt, dst, bytes) in session() {
+    for (dt, dst, bytes) in datagrams {
         w.write_udp(T0 + dt, src, dst, &bytes).unwrap();
     }
     w.finish().unwrap();
 }
 
+/// Replays `datagrams` with the configuration `config`, answering `checks`.
+fn replay_datagrams(
+    config: &str,
+    datagrams: Vec<(u64, SocketAddrV4, Vec<u8>)>,
+    checks: &[Check],
+) -> tickguard::replay::Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("itch.pcap");
+    write_datagrams(&cap, datagrams);
+    let config = Config::parse(config, "itch.toml").unwrap();
+    let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+    let outcome = replay(&config, &mut capture, checks, |_| {});
+    assert!(outcome.capture_error.is_none());
+    outcome
+}
+
 fn check(dt: u64) -> Check {
+    check_of(dt, "AAPL")
+}
+
+fn check_of(dt: u64, symbol: &str) -> Check {
     Check {
         time_ns: T0 + dt,
         feed: "nasdaq".into(),
-        symbol: "AAPL".into(),
+        symbol: symbol.into(),
     }
 }
 
@@ -206,6 +231,52 @@ fn an_itch_capture_replays_with_gaps_fills_halts_and_the_close() {
     assert_eq!(aapl["orders"], 2, "orders 1 (60 left) and 4");
     assert_eq!(aapl["trading_state"], "H");
     assert_eq!(aapl["last_timestamp"], OPEN + 6);
+}
+
+/// "The summary is taken after the last datagram and the last check:
+/// nothing expires at the end" (spec itch50 §3.2).
+#[test]
+fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let p1 = packet(1, &[encode::stock_directory(7, OPEN, aapl)]);
+    let p3 = packet(3, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    // Seq 1, then seq 3: a gap at 2 whose 5 ms deadline the capture never reaches.
+    let outcome = replay_datagrams(CONFIG, vec![(0, a(), p1), (MS, a(), p3)], &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(f["gaps_open"], 1, "{f}");
+    assert_eq!(f["ticks_lost"], 0, "{f}");
+    assert_eq!(f["suspect"], true, "{f}");
+}
+
+/// "Per-symbol overrides work as in sqf-v1 §7" (spec itch50 §6).
+#[test]
+fn a_per_symbol_stale_threshold_applies_to_its_stock_only() {
+    let config = format!("{CONFIG}\n[[feed.symbol]]\nname = \"MSFT\"\nstale_threshold_ms = 1\n");
+    let (aapl, msft) = (
+        Symbol::parse("AAPL").unwrap(),
+        Symbol::parse("MSFT").unwrap(),
+    );
+    let p1 = packet(
+        1,
+        &[
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+            encode::add_order(8, OPEN, 2, Side::Buy, 100, msft, 4_000_000, None),
+        ],
+    );
+    // The feed's last proof of life is at 0; liveness is per feed.
+    let checks = [
+        check_of(MS, "MSFT"),     // exactly the threshold: not yet stale
+        check_of(5 * MS, "MSFT"), // past MSFT's 1 ms
+        check_of(5 * MS, "AAPL"), // well within the feed's 1,500 ms
+    ];
+    let outcome = replay_datagrams(&config, vec![(0, a(), p1)], &checks);
+    let got: Vec<Vec<&str>> = outcome
+        .answers
+        .iter()
+        .map(|a| a.reasons.names().collect())
+        .collect();
+    assert_eq!(got, [vec![], vec!["stale"], vec![]]);
 }
 
 #[test]
@@ -296,6 +367,15 @@ fn itch_fixtures() -> std::path::PathBuf {
 /// `replay INPUT --config fixtures/itch/config.toml --checks … --summary …`
 /// with `extra` arguments: (exit code, stdout, stderr, summary).
 fn replay_itch(input: &str, extra: &[&str]) -> (i32, String, String, Option<String>) {
+    replay_itch_with(&itch_fixtures().join("config.toml"), input, extra)
+}
+
+/// [`replay_itch`] with the configuration at `config`.
+fn replay_itch_with(
+    config: &Path,
+    input: &str,
+    extra: &[&str],
+) -> (i32, String, String, Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     let f = itch_fixtures();
@@ -304,7 +384,7 @@ fn replay_itch(input: &str, extra: &[&str]) -> (i32, String, String, Option<Stri
         .arg("replay")
         .arg(f.join(input))
         .arg("--config")
-        .arg(f.join("config.toml"))
+        .arg(config)
         .arg("--checks")
         .arg(f.join("checks.csv"))
         .arg("--summary")
@@ -347,6 +427,27 @@ fn every_itch_fixture_reproduces_its_golden_output() {
             "{input}: summary differs from {stem}.summary.json"
         );
     }
+}
+
+/// "the offset is 0 whatever the config says" (spec itch50 §5).
+#[test]
+fn a_binary_file_replay_ignores_the_configured_clock_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(itch_fixtures().join("config.toml")).unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, format!("{text}clock_offset = 1000000000\n")).unwrap();
+    let (code, stdout, stderr, _) = replay_itch_with(
+        &cfg,
+        "session.itch",
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let expected =
+        std::fs::read_to_string(itch_fixtures().join("session.itch.expected.jsonl")).unwrap();
+    assert!(
+        stdout == expected,
+        "results differ from session.itch.expected.jsonl"
+    );
 }
 
 /// A BinaryFILE cut inside its last record: everything before it is
