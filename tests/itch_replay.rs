@@ -8,9 +8,11 @@ use std::path::Path;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::config::Config;
+use tickguard::handler::Handler;
+use tickguard::protocol::itch50::binfile::BinFile;
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
-use tickguard::replay::{replay, Check};
+use tickguard::replay::{load_checks, replay, replay_file, replay_file_with, Check, Observer};
 use tickguard::symbol::Symbol;
 
 const S1: Session = Session(*b"20260105XA");
@@ -249,21 +251,21 @@ fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
     assert_eq!(f["suspect"], true, "{f}");
 }
 
+/// A bid for AAPL (locate 7, order 1) and one for MSFT (locate 8, order 2)
+/// at the open.
+fn aapl_and_msft_bids() -> [Vec<u8>; 2] {
+    let bid = |locate, order, stock: &str, price| {
+        let stock = Symbol::parse(stock).unwrap();
+        encode::add_order(locate, OPEN, order, Side::Buy, 100, stock, price, None)
+    };
+    [bid(7, 1, "AAPL", 1_900_000), bid(8, 2, "MSFT", 4_000_000)]
+}
+
 /// "Per-symbol overrides work as in sqf-v1 §7" (spec itch50 §6).
 #[test]
 fn a_per_symbol_stale_threshold_applies_to_its_stock_only() {
     let config = format!("{CONFIG}\n[[feed.symbol]]\nname = \"MSFT\"\nstale_threshold_ms = 1\n");
-    let (aapl, msft) = (
-        Symbol::parse("AAPL").unwrap(),
-        Symbol::parse("MSFT").unwrap(),
-    );
-    let p1 = packet(
-        1,
-        &[
-            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
-            encode::add_order(8, OPEN, 2, Side::Buy, 100, msft, 4_000_000, None),
-        ],
-    );
+    let p1 = packet(1, &aapl_and_msft_bids());
     // The feed's last proof of life is at 0; liveness is per feed.
     let checks = [
         check_of(MS, "MSFT"),     // exactly the threshold: not yet stale
@@ -450,21 +452,61 @@ fn a_binary_file_replay_ignores_the_configured_clock_offset() {
     );
 }
 
-/// A BinaryFILE cut inside its last record: everything before it is
-/// replayed and summarised, then exit 2 naming the byte offset.
+/// "A truncated last record makes the file unreadable: results so far are
+/// written, and the exit is non-zero with a message naming the byte offset"
+/// (spec itch50 §5).
 #[test]
 fn a_truncated_binary_file_is_replayed_up_to_the_break() {
     let dir = tempfile::tempdir().unwrap();
     let whole = std::fs::read(itch_fixtures().join("session.itch")).unwrap();
     let cut = dir.path().join("cut.itch");
     std::fs::write(&cut, &whole[..whole.len() - 3]).unwrap();
-    let (code, _, stderr, summary) = replay_itch(
+    let (code, stdout, stderr, summary) = replay_itch(
         cut.to_str().unwrap(),
         &["--feed", "nasdaq", "--date", "2026-01-05"],
     );
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("truncated at byte"), "{stderr}");
+    // "results so far are written" (spec itch50 §5): one line per check, in
+    // input order. A check before the cut record's time reads as in the
+    // whole file's golden results; every line reads as in a replay of the
+    // file without that record.
+    let mut r = BinFile::open(&itch_fixtures().join("session.itch")).unwrap();
+    let mut last = Vec::new();
+    while let Some((_, rec)) = r.next_record().unwrap() {
+        last = rec.to_vec();
+    }
+    let ts = u64::from_be_bytes([0, 0, last[5], last[6], last[7], last[8], last[9], last[10]]);
+    let break_ns = T0 - OPEN + ts;
+    let checks = load_checks(&itch_fixtures().join("checks.csv")).unwrap();
+    let golden =
+        std::fs::read_to_string(itch_fixtures().join("session.itch.expected.jsonl")).unwrap();
+    let (lines, golden): (Vec<&str>, Vec<&str>) =
+        (stdout.lines().collect(), golden.lines().collect());
+    assert_eq!(lines.len(), checks.len(), "one line per check");
+    let before: Vec<usize> = (0..checks.len())
+        .filter(|&i| checks[i].time_ns < break_ns)
+        .collect();
+    assert!(
+        !before.is_empty() && before.len() < checks.len(),
+        "{}",
+        before.len()
+    );
+    for &i in &before {
+        assert_eq!(lines[i], golden[i], "check {i}, before the break");
+    }
+    let clean = dir.path().join("clean.itch");
+    std::fs::write(&clean, &whole[..whole.len() - 2 - last.len()]).unwrap();
+    let (clean_code, clean_stdout, stderr, _) = replay_itch(
+        clean.to_str().unwrap(),
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(clean_code, 0, "{stderr}");
+    assert!(
+        stdout == clean_stdout,
+        "results differ from the file without the cut record"
+    );
     let s: serde_json::Value = serde_json::from_str(&summary.expect("summary written")).unwrap();
     assert_eq!(
         s["feeds"]["nasdaq"]["messages"], 1627,
@@ -488,16 +530,12 @@ fn invalid_binary_file_records_are_counted_and_stepped_over() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.itch");
     let aapl = Symbol::parse("AAPL").unwrap();
-    let mut bytes = Vec::new();
-    for record in [
+    let bytes = binfile(&[
         encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
         b"A\x00".to_vec(), // shorter than the header
         encode::add_order(7, OPEN + 1, 2, Side::Sell, 100, aapl, 1_900_100, None)[..30].to_vec(),
         encode::add_order(7, OPEN + 2, 3, Side::Sell, 100, aapl, 1_900_200, None),
-    ] {
-        bytes.extend_from_slice(&(record.len() as u16).to_be_bytes());
-        bytes.extend_from_slice(&record);
-    }
+    ]);
     std::fs::write(&path, &bytes).unwrap();
     let (code, _, stderr, summary) = replay_itch(
         path.to_str().unwrap(),
@@ -517,4 +555,77 @@ fn invalid_binary_file_records_are_counted_and_stepped_over() {
     assert_eq!(f["suspect"], false);
     assert_eq!(f["symbols"]["AAPL"]["ask"], 1_900_200);
     assert_eq!(f["symbols"]["AAPL"]["orders"], 2);
+}
+
+/// A BinaryFILE of `records`, each preceded by its u16 big-endian length.
+fn binfile(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for record in records {
+        bytes.extend_from_slice(&(record.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(record);
+    }
+    bytes
+}
+
+/// The feed's last proof of life and source watermark at the end of a replay.
+#[derive(Default)]
+struct TimesAtEnd(Option<(Option<u64>, Option<i128>)>);
+
+impl Observer for TimesAtEnd {
+    fn end(&mut self, handler: &mut Handler) {
+        let it = handler.feeds()[0].itch().unwrap();
+        self.0 = Some((it.last_alive(), it.source_watermark()));
+    }
+}
+
+/// "its sequence is stepped over with no gap and no change of time" (spec
+/// itch50 §5): an invalid record 1 s after a valid one moves neither
+/// liveness nor the source watermark, record by record (a check waits) or
+/// in a batch (none does).
+#[test]
+fn an_invalid_binary_file_record_changes_no_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("late.itch");
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let mut late = encode::add_order(7, OPEN + 1_000 * MS, 2, Side::Sell, 1, aapl, 1, None);
+    late[24] = 0x01; // not a printable stock
+    assert!(tickguard::protocol::itch50::message::check(&late).is_err());
+    let valid = encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None);
+    std::fs::write(&path, binfile(&[valid, late])).unwrap();
+    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    let date = jiff::civil::date(2026, 1, 5);
+    // 2.5 s after the valid record: past both thresholds (1.5 s, 2 s); 1.5 s
+    // after the invalid one's header time: within both.
+    let outcome =
+        replay_file(&config, "nasdaq", date, &path, &[check(2_500 * MS)], |_| {}).unwrap();
+    let got: Vec<&str> = outcome.answers[0].reasons.names().collect();
+    assert_eq!(got, ["stale", "stale_at_source"]);
+    let mut at_end = TimesAtEnd::default();
+    replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut at_end).unwrap();
+    assert_eq!(at_end.0, Some((Some(T0), Some(T0 as i128))));
+}
+
+/// "`trading_state` (one letter, null before any `H`)", "`session` (…, null
+/// before any packet), `next` (null before any packet)" (spec itch50 §5).
+#[test]
+fn summary_nulls_before_any_halt_and_before_any_packet() {
+    let config = format!(
+        "{CONFIG}\n[[feed]]\nname = \"quiet\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.3:26477\"]\nstale_threshold_ms = 1500\nsource_threshold_ms = 2000\n"
+    );
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let mut messages = aapl_and_msft_bids().to_vec();
+    messages.push(encode::trading_action(7, OPEN, aapl, b'T'));
+    let p1 = packet(1, &messages);
+    let outcome = replay_datagrams(&config, vec![(0, a(), p1)], &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let null = Some(&serde_json::Value::Null);
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(f["symbols"]["AAPL"]["trading_state"], "T", "{f}");
+    assert_eq!(f["symbols"]["MSFT"].get("trading_state"), null, "{f}");
+    let q = &json["feeds"]["quiet"];
+    assert_eq!((q.get("next"), q.get("session")), (null, null), "{q}");
+    assert_eq!(
+        (f["next"].as_u64(), f["session"].as_str()),
+        (Some(4), Some("20260105XA"))
+    );
 }

@@ -1,0 +1,181 @@
+//! What a live ITCH handler publishes in shared memory reads, through the
+//! `Reader`, as the verdict the handler gives in process (spec itch50 §4).
+
+use std::sync::Arc;
+use tickguard::config::Config;
+use tickguard::handler::Handler;
+use tickguard::protocol::itch50::message::encode;
+use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+use tickguard::shm::Publication;
+use tickguard::sidecar::publication_feeds;
+use tickguard::state::StateTable;
+use tickguard::symbol::Symbol;
+use tickguard::verdict::Reasons;
+use tickguard::Reader;
+
+const S1: Session = Session(*b"20260105XA");
+const S2: Session = Session(*b"20260105XB");
+const MS: u64 = 1_000_000;
+/// 2026-01-05 09:30:00 in New York.
+const T0: u64 = 1_767_623_400_000_000_000;
+/// 09:30 as ns since midnight, exchange time.
+const OPEN: u64 = 34_200_000_000_000;
+
+const CONFIG: &str = r#"
+[state]
+capacity = 16
+
+[[feed]]
+name = "nasdaq"
+protocol = "itch50"
+lines = ["239.2.1.1:26477"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+gap_timeout_ms = 5
+"#;
+
+fn packet(session: Session, first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = PacketBuilder::new(session, first);
+    for m in messages {
+        p.message(m);
+    }
+    p.finish()
+}
+
+/// "For (feed, symbol) at local time `now`, reasons in this order" (spec
+/// itch50 §4): read from the publication after each datagram as in process.
+#[test]
+fn published_itch_verdicts_equal_the_handlers() {
+    let dir = tempfile::Builder::new()
+        .prefix("tickguard-itch-pub-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let shm = dir.path().join("tickguard");
+    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    let feeds = publication_feeds(&config);
+    let p = Arc::new(Publication::create(&shm, 0o640, 16, &feeds, T0, MS).unwrap());
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    p.ready();
+    let reader = Reader::open(&shm);
+    let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
+    // (ms after T0 the messages were sent, datagram); each arrives 1 ms later.
+    let ts = |ms: u64| OPEN + ms * MS;
+    let steps: Vec<(u64, Vec<u8>)> = vec![
+        (
+            0,
+            packet(
+                S1,
+                1,
+                &[
+                    encode::stock_directory(7, ts(0), aapl),
+                    encode::add_order(7, ts(0), 1, Side::Buy, 100, aapl, 1_900_000, None),
+                    encode::add_order(7, ts(0), 2, Side::Sell, 100, aapl, 1_901_000, None),
+                    encode::add_order(8, ts(0), 3, Side::Buy, 100, msft, 4_000_000, None),
+                ],
+            ),
+        ),
+        (
+            10,
+            packet(S1, 5, &[encode::trading_action(7, ts(10), aapl, b'H')]),
+        ),
+        // Sequence 6 is late: a gap, then filled by the resume.
+        (
+            20,
+            packet(
+                S1,
+                7,
+                &[encode::add_order(
+                    8,
+                    ts(20),
+                    4,
+                    Side::Sell,
+                    100,
+                    msft,
+                    4_001_000,
+                    None,
+                )],
+            ),
+        ),
+        (
+            22,
+            packet(S1, 6, &[encode::trading_action(7, ts(15), aapl, b'T')]),
+        ),
+        // MSFT crossed.
+        (
+            30,
+            packet(
+                S1,
+                8,
+                &[encode::add_order(
+                    8,
+                    ts(30),
+                    5,
+                    Side::Buy,
+                    100,
+                    msft,
+                    4_002_000,
+                    None,
+                )],
+            ),
+        ),
+        // Sequence 9 never comes: given up at the upkeep at 50 ms.
+        (40, packet(S1, 10, &[encode::delete(8, ts(40), 5)])),
+        (3_000, PacketBuilder::heartbeat(S1, 11)),
+        (3_010, PacketBuilder::end_of_session(S1, 11)),
+        // A new session: the old books are gone.
+        (
+            5_000,
+            packet(
+                S2,
+                1,
+                &[encode::add_order(
+                    3,
+                    ts(5_000),
+                    1,
+                    Side::Buy,
+                    100,
+                    msft,
+                    4_000_000,
+                    None,
+                )],
+            ),
+        ),
+    ];
+    // Adds, a halt, a resume, a gap filled, a gap given up, the end of
+    // session, a new session ("books, symbols, gaps and held messages are
+    // dropped", §3.1): each stock compared at the arrival and 2.5 s later.
+    let mut seen = Reasons::empty();
+    let mut ok = 0;
+    let mut compare = |h: &mut Handler, t: u64| {
+        for now in [t, t + 2_500 * MS] {
+            p.heartbeat(now);
+            for stock in ["AAPL", "MSFT", "NVDA"] {
+                let want = h.verdict(0, Symbol::parse(stock).unwrap(), now);
+                let got = reader.check_symbol("nasdaq", stock, now);
+                assert!(got.health.is_ok(), "{:?}", got.health);
+                assert_eq!(got.reasons, want, "{stock} at T0 + {} ns", now - T0);
+                seen |= want;
+                ok += want.is_ok() as u32;
+            }
+        }
+    };
+    for (ms, datagram) in steps {
+        let t = T0 + (ms + 1) * MS;
+        let _ = h.on_datagram(0, &datagram, t);
+        h.before_check(0, t);
+        compare(&mut h, t);
+        if ms == 40 {
+            h.upkeep(T0 + 50 * MS);
+            compare(&mut h, T0 + 50 * MS);
+        }
+    }
+    // Every reason, and ok, was compared at least once.
+    assert_eq!(seen.bits(), 0x7f, "{seen:?}");
+    assert!(ok > 0);
+    // After the new session the old session's AAPL reads no_quote, the
+    // new MSFT ok.
+    let t = T0 + 5_001 * MS;
+    p.heartbeat(t);
+    let verdicts = ["AAPL", "MSFT"].map(|s| reader.check_symbol("nasdaq", s, t).reasons);
+    assert_eq!(verdicts, [Reasons::NO_QUOTE, Reasons::empty()]);
+}
