@@ -185,6 +185,51 @@ impl Filled {
         })
     }
 
+    /// The runs `[lo, hi)` of consecutive sequences, ascending and
+    /// disjoint (adjacent runs joined). A run of `main` is crossed in
+    /// O(log n) (a binary search for where it stops), so walking k runs
+    /// costs O(k log n + √n), not O(n).
+    fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut i = 0;
+        let mut main = std::iter::from_fn(move || {
+            let rest = self.main.get(i..).filter(|r| !r.is_empty())?;
+            // `rest[k] - k` is non-decreasing (sequences strictly rise)
+            // and equals `rest[0]` exactly while the run goes on.
+            let (mut lo, mut hi) = (1, rest.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if rest[mid] - mid as u64 == rest[0] {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            i += lo;
+            Some((rest[0], rest[lo - 1].saturating_add(1)))
+        })
+        .peekable();
+        let mut recent = self
+            .recent
+            .iter()
+            .map(|&q| (q, q.saturating_add(1)))
+            .peekable();
+        let mut next = move || match (main.peek(), recent.peek()) {
+            (Some(&a), Some(&b)) if b.0 < a.0 => recent.next(),
+            (Some(_), _) => main.next(),
+            (None, _) => recent.next(),
+        };
+        let mut pending = next();
+        std::iter::from_fn(move || {
+            let (lo, mut hi) = pending?;
+            pending = next();
+            while let Some((_, h)) = pending.filter(|&(l, _)| l <= hi) {
+                hi = hi.max(h);
+                pending = next();
+            }
+            Some((lo, hi))
+        })
+    }
+
     fn clear(&mut self) {
         self.main.clear();
         self.recent.clear();
@@ -329,11 +374,11 @@ impl Sequencer {
     pub fn missing(&self, mut f: impl FnMut(u64, u64, u64) -> bool) {
         for g in &self.gaps {
             let mut lo = g.lo;
-            for q in g.filled.iter().chain(std::iter::once(g.hi)) {
-                if q > lo && !f(lo, q, g.deadline) {
+            for (start, end) in g.filled.runs().chain(std::iter::once((g.hi, g.hi))) {
+                if start > lo && !f(lo, start, g.deadline) {
                     return;
                 }
-                lo = lo.max(q.saturating_add(1));
+                lo = lo.max(end);
             }
         }
     }
@@ -694,6 +739,15 @@ mod tests {
             }
             proptest::prop_assert!(f.iter().eq(qs.iter().copied()));
             proptest::prop_assert!(f.recent.len() <= f.recent_max());
+            // Its runs are the set's maximal runs of consecutive sequences.
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            for &q in &qs {
+                match runs.last_mut() {
+                    Some(r) if r.1 == q => r.1 = q + 1,
+                    _ => runs.push((q, q + 1)),
+                }
+            }
+            proptest::prop_assert_eq!(f.runs().collect::<Vec<_>>(), runs);
         }
     }
 
@@ -709,6 +763,7 @@ mod tests {
             assert!(f.recent.len() <= f.recent_max());
         }
         assert!(f.iter().eq(0..n));
+        assert_eq!(f.runs().collect::<Vec<_>>(), [(0, n)]);
         f.clear();
         assert_eq!(f.iter().count(), 0);
     }
@@ -721,12 +776,15 @@ mod tests {
         r.packet(&data(S1, 1, 1), 1);
         r.packet(&data(S1, 100, 1), 2);
         r.packet(&PacketBuilder::heartbeat(S1, u64::MAX), 3);
+        // Fills in the first gap, out of order: 60..63, then 50..53.
+        r.packet(&data(S1, 60, 3), 4);
+        r.packet(&data(S1, 50, 3), 4);
         let mut out = Vec::new();
         r.seq.missing(|lo, hi, _| {
             out.push((lo, hi));
             true
         });
-        assert_eq!(out, [(2, 100), (101, u64::MAX)]);
+        assert_eq!(out, [(2, 50), (53, 60), (63, 100), (101, u64::MAX)]);
         assert!(r.seq.has_gap_at(2) && r.seq.has_gap_at(101));
         assert!(!r.seq.has_gap_at(1) && !r.seq.has_gap_at(100) && !r.seq.has_gap_at(3));
     }
