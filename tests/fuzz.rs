@@ -562,3 +562,44 @@ fn itch_feed_survives_mutated_and_forged_datagrams() {
         "rejected, recovered, sessions, given up: {reached:?}"
     );
 }
+
+#[test]
+fn binary_file_replay_survives_mutated_files() {
+    let dir = fixtures().join("itch");
+    let corpus: Vec<Vec<u8>> = ["session.itch", "session.itch.gz"]
+        .iter()
+        .map(|n| std::fs::read(dir.join(n)).unwrap())
+        .collect();
+    let config = Config::load(&dir.join("config.toml")).unwrap();
+    let date = jiff::civil::date(2026, 1, 5);
+    let checks: Vec<Check> = [0, 1_767_623_400_000_000_000, u64::MAX]
+        .iter()
+        .map(|&time_ns| Check {
+            time_ns,
+            feed: "nasdaq".into(),
+            symbol: "AAPL".into(),
+        })
+        .collect();
+    let scratch = tempfile::tempdir().unwrap();
+    let seed = seed();
+    // A twentieth of the inputs: each replay sets a feed up (its 16 MiB
+    // order window) and reads a file.
+    fuzz_n(
+        "binfile",
+        inputs() / 20,
+        Duration::from_secs(300),
+        move |i| {
+            let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut bytes = rng.pick(&corpus).clone();
+            mutate(&mut rng, &mut bytes);
+            let path = scratch.path().join("day.itch");
+            std::fs::write(&path, &bytes).unwrap();
+            let out =
+                tickguard::replay::replay_file(&config, "nasdaq", date, &path, &checks, |_| {});
+            if let Ok(out) = out {
+                assert_eq!(out.answers.len(), checks.len());
+                let _ = serde_json::to_string(&out.summary).unwrap();
+            }
+        },
+    );
+}
