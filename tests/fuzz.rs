@@ -153,6 +153,18 @@ fn capture_input(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
     }
 }
 
+/// Checks of `feed` `symbol` at time 0, at `mid` and at the end of time.
+fn edge_checks(feed: &str, symbol: &str, mid: u64) -> Vec<Check> {
+    [0, mid, u64::MAX]
+        .iter()
+        .map(|&time_ns| Check {
+            time_ns,
+            feed: feed.into(),
+            symbol: symbol.into(),
+        })
+        .collect()
+}
+
 #[test]
 fn replay_survives_mutated_and_random_captures() {
     let dir = fixtures();
@@ -164,14 +176,7 @@ fn replay_survives_mutated_and_random_captures() {
         .collect();
     assert!(corpus.len() >= 6, "the fixture captures");
     let config = Config::load(&dir.join("config.toml")).unwrap();
-    let checks: Vec<Check> = [0, 1_767_603_600_000_000_000, u64::MAX]
-        .iter()
-        .map(|&time_ns| Check {
-            time_ns,
-            feed: "fx".into(),
-            symbol: "EURUSD".into(),
-        })
-        .collect();
+    let checks = edge_checks("fx", "EURUSD", 1_767_603_600_000_000_000);
     let seed = seed();
     fuzz("replay", Duration::from_secs(300), move |i| {
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -572,14 +577,7 @@ fn binary_file_replay_survives_mutated_files() {
         .collect();
     let config = Config::load(&dir.join("config.toml")).unwrap();
     let date = jiff::civil::date(2026, 1, 5);
-    let checks: Vec<Check> = [0, 1_767_623_400_000_000_000, u64::MAX]
-        .iter()
-        .map(|&time_ns| Check {
-            time_ns,
-            feed: "nasdaq".into(),
-            symbol: "AAPL".into(),
-        })
-        .collect();
+    let checks = edge_checks("nasdaq", "AAPL", 1_767_623_400_000_000_000);
     let scratch = tempfile::tempdir().unwrap();
     let seed = seed();
     // A twentieth of the inputs: each replay sets a feed up (its 16 MiB
