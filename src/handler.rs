@@ -64,7 +64,9 @@ pub struct FeedCounters {
     pub duplicates: u64,
     /// Of `duplicates`, those on one line whose symbol's sequence was last
     /// applied from the other line: the copies A/B arbitration exists to
-    /// drop. The rest came twice on the same line.
+    /// drop. The rest came twice on the same line. ITCH: the messages of
+    /// the other line's copy of a packet, as the A/B content check pairs
+    /// them.
     pub line_copies: u64,
     /// Ticks found missing (by Quotes and Heartbeats).
     pub ticks_lost: u64,
@@ -86,8 +88,10 @@ pub struct Feed {
     last_reject_log: Option<u64>,
     /// Arrival time of the last A/B mismatch logged (ITCH), ns.
     last_mismatch_log: Option<u64>,
-    /// When the last new-session line was logged (receive time, ns).
+    /// When the last session line was logged (receive time, ns).
     last_session_log: Option<u64>,
+    /// The session whose start was logged and whose end is not yet.
+    logged_session: Option<itch50::Session>,
     /// The end of the current session is logged (ITCH).
     session_ended: bool,
     /// Rejections not logged since the last line.
@@ -263,6 +267,7 @@ impl Handler {
                     last_reject_log: None,
                     last_mismatch_log: None,
                     last_session_log: None,
+                    logged_session: None,
                     session_ended: false,
                     reject_log_held: 0,
                     run: RejectRun::default(),
@@ -831,25 +836,30 @@ impl Feed {
         })
     }
 
-    /// Logs a new session or an end of session (once each per session;
-    /// new sessions at most once per interval: packets naming a new session
-    /// each, forged or not, must not flood the log).
+    /// Logs a new session or an end of session, once each per session
+    /// and at most one line per interval, but for the end of a session
+    /// whose start was logged: packets naming a new session each (forged
+    /// or not), with or without an end, must not flood the log.
     #[cold]
     fn session_event(&mut self, new: bool, t: u64) {
         self.session_ended = !new;
         let Some(it) = self.itch() else { return };
         let session = it.session().unwrap_or_default();
         let changes = it.sequencer().counters().session_changes;
-        if new {
-            let due = self
+        let paired = !new && self.logged_session == Some(session);
+        let due = paired
+            || self
                 .last_session_log
                 .is_none_or(|last| t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS || t < last);
-            if !due {
-                return;
-            }
-            self.last_session_log = Some(t);
+        if !due {
+            return;
+        }
+        self.last_session_log = Some(t);
+        if new {
+            self.logged_session = Some(session);
             tracing::info!(feed = %self.config.name, %session, changes, "new session: books start empty");
         } else {
+            self.logged_session = None;
             tracing::info!(feed = %self.config.name, %session, "end of session: the market is closed");
         }
     }
@@ -1091,10 +1101,12 @@ source_threshold_ms = 1000
         }
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (20, 20, 0));
-        // The same packet again on line A: duplicates, not line copies.
+        // The same packet again on line A, then on B: duplicates, not line
+        // copies.
         h.on_datagram_line(0, 0, &packet(19), 30).unwrap();
+        h.on_datagram_line(0, 1, &packet(19), 30).unwrap();
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.line_copies), (22, 20));
+        assert_eq!((c.duplicates, c.line_copies), (24, 20));
         // A new session on A; then B's late copy of the old session's
         // packet has no effect but its count (spec §3.1).
         let old = packet_of(*b"SESSION001", 21);
@@ -1103,7 +1115,7 @@ source_threshold_ms = 1000
             .unwrap();
         h.on_datagram_line(0, 1, &old, 33).unwrap();
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.line_copies), (22, 20));
+        assert_eq!((c.duplicates, c.line_copies), (24, 20));
     }
 
     #[test]

@@ -291,11 +291,7 @@ impl ItchFeedSummary {
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| **n > 0)
-                .map(|(code, n)| {
-                    let mut letter = String::new();
-                    let _ = crate::protocol::itch50::mold::write_byte(&mut letter, code as u8);
-                    (letter, *n)
-                })
+                .map(|(code, n)| (letter(code as u8), *n))
                 .collect(),
             invalid_records: None,
             symbols: it
@@ -310,8 +306,7 @@ impl ItchFeedSummary {
                             ask: top.ask.map(|a| a.0),
                             ask_size: top.ask.map(|a| a.1),
                             orders,
-                            trading_state: (s.trading_state != 0)
-                                .then(|| (s.trading_state).escape_ascii().to_string()),
+                            trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
                             last_timestamp: s.last_timestamp,
                         },
                     )
@@ -401,6 +396,14 @@ pub struct Router {
     /// ITCH recovery channels: (`recovery_listen`, feed); an unspecified
     /// address matches any address with the port, port 0 matches nothing.
     recovery: Vec<(SocketAddrV4, u16)>,
+}
+
+/// An ITCH letter (a type or a trading state) as summary text: printable
+/// as is, any other byte as `\xNN`.
+fn letter(b: u8) -> String {
+    let mut text = String::new();
+    let _ = crate::protocol::itch50::mold::write_byte(&mut text, b);
+    text
 }
 
 /// The line index a recovery-channel datagram is applied under.

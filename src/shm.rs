@@ -145,7 +145,8 @@ pub mod counter {
     pub const COUNT: usize = 32;
     /// Of `DUPLICATES`, the quotes whose sequence was last applied from the
     /// other line: line B's copy of a tick line A delivered (or A's of B's).
-    /// `DUPLICATES - LINE_COPIES` came twice on the same line.
+    /// `DUPLICATES - LINE_COPIES` came twice on the same line. ITCH: the
+    /// messages of the other line's copy of a packet.
     pub const LINE_COPIES: usize = 32;
     /// While every packet of the feed is rejected (see
     /// `handler::RejectRun::all_rejected`): arrival time of the first of

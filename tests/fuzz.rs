@@ -550,16 +550,20 @@ fn itch_feed_survives_mutated_and_forged_datagrams() {
         for (r, v) in seen.iter().zip(now) {
             r.fetch_max(v as usize, Ordering::Relaxed);
         }
-        // What a re-request poll would ask: ascending, disjoint runs.
-        let mut last = None;
+        // What a re-request poll would ask: ascending, disjoint runs, as
+        // many sequences in all as the gaps count missing.
+        let (mut last, mut total) = (None, 0u128);
         it.sequencer().missing(|lo, hi, _| {
             assert!(
                 lo < hi && last.is_none_or(|l| l <= lo),
                 "{last:?} {lo} {hi}"
             );
             last = Some(hi);
+            total += u128::from(hi - lo);
             true
         });
+        let counted: u128 = it.sequencer().gaps().map(|g| u128::from(g.2)).sum();
+        assert_eq!(total, counted, "missing runs against the gaps' counts");
     });
     let reached: Vec<usize> = reached.iter().map(|r| r.load(Ordering::Relaxed)).collect();
     assert!(

@@ -341,19 +341,22 @@ fn an_itch_feeds_reject_reasons_are_its_own() {
     assert!(text.contains(r#"tickguard_heartbeats_total{feed="lp1"}"#));
 }
 
-/// Packets naming a new session each (forged or not) are counted, and
-/// logged at most once a second.
+/// Packets naming a new session each (forged or not), each followed by an
+/// end of session, are counted, and logged at most a line a second (two
+/// when a logged session's end pairs with it).
 #[test]
 fn a_flood_of_new_sessions_is_counted_not_logged_each() {
     let sidecar = start_feed("itch-sessions", "protocol = \"itch50\"");
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let start = Instant::now();
     for i in 0..200u32 {
-        // A heartbeat of session "FORGED" + i, sequence 1.
-        let mut p = format!("FORGED{i:04}").into_bytes();
-        p.extend_from_slice(&1u64.to_be_bytes());
-        p.extend_from_slice(&0u16.to_be_bytes());
-        tx.send_to(&p, ("127.0.0.1", sidecar.a)).unwrap();
+        // A heartbeat of session "FORGED" + i, sequence 1, then its end.
+        for count in [0u16, 0xffff] {
+            let mut p = format!("FORGED{i:04}").into_bytes();
+            p.extend_from_slice(&1u64.to_be_bytes());
+            p.extend_from_slice(&count.to_be_bytes());
+            tx.send_to(&p, ("127.0.0.1", sidecar.a)).unwrap();
+        }
     }
     let series = r#"tickguard_feed_session_changes_total{feed="lp1"}"#;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -363,10 +366,11 @@ fn a_flood_of_new_sessions_is_counted_not_logged_each() {
     }
     let seconds = start.elapsed().as_secs() + 1;
     let log = std::fs::read_to_string(&sidecar.log).unwrap();
-    let lines = log.matches("new session: books start empty").count() as u64;
+    let starts = log.matches("new session: books start empty").count() as u64;
+    let ends = log.matches("end of session: the market is closed").count() as u64;
     assert!(
-        (1..=seconds + 1).contains(&lines),
-        "{lines} lines in {seconds} s: {log}"
+        (1..=2 * (seconds + 1)).contains(&(starts + ends)),
+        "{starts} starts and {ends} ends logged in {seconds} s: {log}"
     );
 }
 

@@ -87,9 +87,10 @@ impl LineCheck {
         let session = p.session();
         let hash = fingerprint(p.as_bytes().get(super::mold::HEADER_LEN..).unwrap_or(&[]));
         let e = &mut self.entries[sequence as usize & (WINDOW - 1)];
-        if e.sequence == sequence && e.session == session && e.count == count && e.line <= 1 {
-            if e.line == line as u8 {
-                // The same line twice: a duplicate, not a second copy.
+        if e.sequence == sequence && e.session == session && e.count == count {
+            if e.line == line as u8 || e.line == 2 {
+                // The same line twice, or a third copy: a duplicate, not a
+                // second copy (and the entry stays compared).
                 return false;
             }
             e.line = 2;
@@ -192,8 +193,9 @@ mod tests {
         assert!(!check(&mut c, 1, &a));
         assert_eq!((c.compared(), c.mismatches()), (1, 0));
         assert_eq!(c.copied_messages(), 2, "the second copy's two messages");
-        // A third copy is not compared again.
+        // A third and a fourth copy (each line again) are not compared again.
         assert!(!check(&mut c, 1, &a));
+        assert!(!check(&mut c, 0, &a));
         assert_eq!((c.compared(), c.copied_messages()), (1, 2));
 
         let b = packet(7, &[b"Sabcdefghijk", b"Sxyz0123456789"]);

@@ -125,7 +125,8 @@ struct Gap {
 /// is a push. Fills in any other order (answers to requests in flight
 /// together, or a hostile sender filling a huge gap from its top down) go
 /// to a short sorted `recent` list, merged into `main` once it holds more
-/// than about √`main`: an insert costs O(√n) at worst, not the O(n) of one
+/// than about √`main`: an insert costs O(√n) amortised (the one that
+/// merges, O(n), comes once every 2√n or so), not the O(n) each of one
 /// sorted vector, and both vectors are reused from gap to gap.
 #[derive(Debug, Clone, Default)]
 struct Filled {
