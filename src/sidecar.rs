@@ -292,6 +292,14 @@ impl Sidecar {
         let mut lines = Vec::new();
         let mut recoveries = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
+            if f.source.is_none() && f.lines.iter().any(|l| l.ip().is_multicast()) {
+                // Neither protocol authenticates its datagrams: only the
+                // network can keep a forger off the group.
+                tracing::warn!(
+                    feed = %f.name,
+                    "groups joined from any source: whoever can reach a group can forge this feed's packets; set `source` for a source-specific join"
+                );
+            }
             for &addr in &f.lines {
                 let socket = LineSocket::open(addr, f.source, sc.interface, sc.rcvbuf_bytes)
                     .with_context(|| format!("feed '{}': line {addr}", f.name))?;

@@ -141,3 +141,50 @@ fn an_error_on_a_full_stderr_exits_2() {
         .unwrap();
     assert_eq!(status.code(), Some(2));
 }
+
+/// A feed that joins its multicast groups from any source is warned about
+/// at start (neither protocol authenticates its datagrams); one with a
+/// `source` is not.
+#[test]
+fn any_source_multicast_is_warned_about_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("shm");
+    let cfg = dir.path().join("config.toml");
+    let feed = |name: &str, group: u8, source: &str| {
+        format!(
+            "[[feed]]\nname = \"{name}\"\nkind = \"full\"\nlines = [\"239.255.77.{group}:31977\"]\n\
+             stale_threshold_ms = 60000\nsource_threshold_ms = 60000\n{source}\n"
+        )
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\ninterface = \"127.0.0.1\"\n\
+             idle = \"sleep\"\ndead_after_ms = 1000\n{}{}",
+            shm.display(),
+            feed("open", 1, ""),
+            feed("pinned", 2, "source = \"127.0.0.1\"")
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("run.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.id() as u64));
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(up, "the sidecar did not come up: {text}");
+    let warned = |feed: &str| {
+        text.lines()
+            .any(|l| l.contains("WARN") && l.contains("joined from any source") && l.contains(feed))
+    };
+    assert!(warned("feed=open"), "{text}");
+    assert!(!warned("feed=pinned"), "{text}");
+}
