@@ -8,6 +8,8 @@
 //! sequence: fixed memory, one hash of the blocks per data packet, no
 //! allocation after construction. A copy arriving more than a window's
 //! worth of packets after the first is not compared (counted as nothing).
+//! Entries carry their session, so a new session needs no clearing: an
+//! old entry never matches a new session's packet.
 
 use super::mold::{Kind, Packet, Session};
 
@@ -127,11 +129,6 @@ impl LineCheck {
     /// Second copies that differed from the first so far.
     pub fn mismatches(&self) -> u64 {
         self.mismatches
-    }
-
-    /// Forgets every packet (a new session).
-    pub fn clear(&mut self) {
-        self.entries.fill(Entry::default());
     }
 }
 
