@@ -93,7 +93,13 @@ impl FeedView {
     /// The feed's reject reasons, in counter order (SQF's for a protocol
     /// this build does not know).
     fn reject_reasons(&self) -> impl Iterator<Item = crate::protocol::Rejected> {
-        crate::protocol::reasons(self.protocol.unwrap_or(Protocol::Sqf))
+        crate::protocol::reasons(self.reasons_protocol())
+    }
+
+    /// The protocol whose reject reasons the feed's counters index (SQF's
+    /// for a protocol this build does not know).
+    fn reasons_protocol(&self) -> Protocol {
+        self.protocol.unwrap_or(Protocol::Sqf)
     }
 
     /// Verdict labels shown for this feed, in report order with `ok` first.
@@ -146,7 +152,7 @@ impl FeedView {
         let since = self.c(counter::ALL_REJECTED_SINCE);
         let reason = (self.c(counter::ALL_REJECTED_REASON) as usize)
             .checked_sub(1)
-            .and_then(|i| Rejected::from_index(self.protocol.unwrap_or(Protocol::Sqf), i));
+            .and_then(|i| Rejected::from_index(self.reasons_protocol(), i));
         (since != 0).then(|| (since, self.c(counter::ALL_REJECTED_PACKETS), reason))
     }
 }

@@ -670,15 +670,13 @@ impl Feed {
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
+        let out = self.on_packet(&packet, t);
         // A packet of an earlier session has no effect but its count
         // (spec §3.1): not compared, not a line copy. Nor is one that
         // starts a session (the check's entries may hold a session too old
         // to be remembered, with the same name).
-        let session = packet.session();
-        let stale =
-            self.seq.session().is_some_and(|cur| cur != session) && self.seq.is_past(session);
-        let out = self.on_packet(&packet, t);
-        let mismatch = !stale && !out.new_session && self.lines.on_packet(line, &packet);
+        let mismatch =
+            !out.stale_session && !out.new_session && self.lines.on_packet(line, &packet);
         Ok((out, mismatch))
     }
 

@@ -178,12 +178,7 @@ impl Filled {
 
     /// Every sequence, ascending.
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        let (mut a, mut b) = (self.main.iter().peekable(), self.recent.iter().peekable());
-        std::iter::from_fn(move || match (a.peek(), b.peek()) {
-            (Some(&&x), Some(&&y)) if y < x => b.next().copied(),
-            (Some(_), _) => a.next().copied(),
-            (None, _) => b.next().copied(),
-        })
+        self.runs().flat_map(|(lo, hi)| lo..hi)
     }
 
     /// The runs `[lo, hi)` of consecutive sequences, ascending and
