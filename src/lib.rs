@@ -58,6 +58,7 @@ pub mod explain;
 pub mod handler;
 pub mod metrics;
 pub mod protocol;
+mod readahead;
 pub mod reader;
 pub mod replay;
 pub mod shm;

@@ -10,7 +10,6 @@
 
 mod file;
 pub mod link;
-mod readahead;
 pub mod write;
 
 use std::fmt;
@@ -170,7 +169,7 @@ impl CaptureReader {
             io,
         })?;
         // Read a few chunks ahead on another core where there is one.
-        let input: Box<dyn Read> = match readahead::ReadAhead::start(f) {
+        let input: Box<dyn Read> = match crate::readahead::ReadAhead::start(f, "capture-read") {
             Ok(r) => Box::new(r),
             Err(f) => Box::new(f),
         };

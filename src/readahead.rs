@@ -1,17 +1,17 @@
-//! Reading a capture file a few chunks ahead on another thread, so that the
-//! kernel's copying of the page cache runs beside the replay instead of
-//! inside it.
+//! Reading a file a few chunks ahead on another thread, so that the
+//! kernel's copying of the page cache (and, for a gzip BinaryFILE, the
+//! decompression) runs beside the replay instead of inside it.
 //!
 //! The thread reads fixed-size chunks into a small ring of buffers that the
 //! consumer hands back once copied out (no allocation after the first few
-//! chunks, memory bounded by the ring). At the end of the file, or on a read
-//! error, the thread hands the file itself back and ends: later reads go to
-//! the file directly, so a capture that grows after its end, or an error
+//! chunks, memory bounded by the ring). At the end of the source, or on a
+//! read error, the thread hands the source itself back and ends: later reads
+//! go to it directly, so a capture that grows after its end, or an error
 //! that clears, reads on as it would without the thread.
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use std::fs::File;
 use std::io::{self, Read};
+use std::sync::{Arc, Mutex};
 
 /// Bytes per chunk.
 const CHUNK: usize = 1 << 20;
@@ -19,45 +19,50 @@ const CHUNK: usize = 1 << 20;
 const RING: usize = 4;
 
 /// What the reading thread sends.
-enum Msg {
-    /// The next bytes of the file.
+enum Msg<R> {
+    /// The next bytes of the source.
     Data(Vec<u8>),
-    /// The end of the file (with the error that ended it, if any); the file
-    /// comes back to the consumer.
-    End(File, Option<io::Error>),
+    /// The end of the source (with the error that ended it, if any); the
+    /// source comes back to the consumer.
+    End(R, Option<io::Error>),
 }
 
-/// A file read ahead on a background thread; see the module documentation.
-pub(super) struct ReadAhead {
-    chunks: Receiver<Msg>,
+/// A source read ahead on a background thread; see the module
+/// documentation.
+pub(crate) struct ReadAhead<R> {
+    chunks: Receiver<Msg<R>>,
     spare: Sender<Vec<u8>>,
     current: Vec<u8>,
     at: usize,
-    /// The file, once the thread has handed it back.
-    file: Option<File>,
+    /// The source, once the thread has handed it back.
+    file: Option<R>,
 }
 
-impl ReadAhead {
-    /// Starts reading `file` on a new thread; `None` (the caller reads the
-    /// file itself) when the machine has a single CPU or no thread can be
-    /// started.
-    pub(super) fn start(file: File) -> Result<ReadAhead, File> {
+impl<R: Read + Send + 'static> ReadAhead<R> {
+    /// Starts reading `source` on a new thread named `name`; `Err(source)`
+    /// (the caller reads it itself) when the machine has a single CPU or no
+    /// thread can be started.
+    pub(crate) fn start(source: R, name: &str) -> Result<ReadAhead<R>, R> {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-            return Err(file);
+            return Err(source);
         }
         let (chunk_tx, chunks) = bounded(RING);
         let (spare, spare_rx) = bounded(RING + 1);
         for _ in 0..RING {
             let _ = spare.send(Vec::with_capacity(CHUNK));
         }
-        // The file moves into the thread; if the thread cannot start, the
-        // closure (and the file) is dropped, so open a second handle first.
-        let Ok(again) = file.try_clone() else {
-            return Err(file);
-        };
+        // The source goes to the thread through a slot it empties: if the
+        // thread cannot start, the source is still there to give back.
+        let slot = Arc::new(Mutex::new(Some(source)));
+        let theirs = Arc::clone(&slot);
         let started = std::thread::Builder::new()
-            .name("capture-read".into())
-            .spawn(move || read_chunks(file, chunk_tx, spare_rx));
+            .name(name.into())
+            .spawn(move || {
+                let taken = theirs.lock().map(|mut s| s.take());
+                if let Ok(Some(source)) = taken {
+                    read_chunks(source, chunk_tx, spare_rx);
+                }
+            });
         match started {
             Ok(_) => Ok(ReadAhead {
                 chunks,
@@ -66,14 +71,20 @@ impl ReadAhead {
                 at: 0,
                 file: None,
             }),
-            Err(_) => Err(again),
+            Err(_) => match slot.lock().map(|mut s| s.take()) {
+                Ok(Some(source)) => Err(source),
+                // The closure never ran, so the source is in the slot; a
+                // poisoned lock cannot happen (nothing panics holding it).
+                _ => unreachable!("the source is in its slot when the thread did not start"),
+            },
         }
     }
 }
 
-/// The reading thread: fills spare buffers until the end of the file or an
-/// error, then hands the file back. Stops early when the consumer is gone.
-fn read_chunks(mut file: File, chunks: Sender<Msg>, spare: Receiver<Vec<u8>>) {
+/// The reading thread: fills spare buffers until the end of the source or
+/// an error, then hands the source back. Stops early when the consumer is
+/// gone.
+fn read_chunks<R: Read>(mut file: R, chunks: Sender<Msg<R>>, spare: Receiver<Vec<u8>>) {
     loop {
         let Ok(mut buf) = spare.recv() else {
             return;
@@ -106,7 +117,7 @@ fn read_chunks(mut file: File, chunks: Sender<Msg>, spare: Receiver<Vec<u8>>) {
     }
 }
 
-impl Read for ReadAhead {
+impl<R: Read> Read for ReadAhead<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         loop {
             if self.at < self.current.len() {
@@ -142,6 +153,7 @@ impl Read for ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::{Seek, Write};
 
     #[test]
@@ -151,7 +163,7 @@ mod tests {
             .map(|i| (i * 7 + i / 251) as u8)
             .collect();
         tmp.write_all(&data).unwrap();
-        let Ok(mut r) = ReadAhead::start(File::open(tmp.path()).unwrap()) else {
+        let Ok(mut r) = ReadAhead::start(File::open(tmp.path()).unwrap(), "test") else {
             return; // one CPU: the caller reads the file itself
         };
         let mut got = Vec::new();
@@ -179,7 +191,7 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![1u8; CHUNK * (RING + 3)]).unwrap();
         f.rewind().unwrap();
-        if let Ok(mut r) = ReadAhead::start(f) {
+        if let Ok(mut r) = ReadAhead::start(f, "test") {
             let mut b = [0u8; 10];
             assert_eq!(r.read(&mut b).unwrap(), 10);
             drop(r);
