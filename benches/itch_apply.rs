@@ -48,6 +48,7 @@ fn feed() -> Feed {
         offset: OffsetMode::Fixed(0),
         offset_queue: 16,
         orders: 1 << 16,
+        max_orders: 1 << 24,
     })
 }
 

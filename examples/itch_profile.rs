@@ -68,6 +68,7 @@ fn main() {
                 offset: OffsetMode::Fixed(0),
                 offset_queue: 16,
                 orders: 1 << 16,
+                max_orders: 1 << 24,
             });
             let start = std::time::Instant::now();
             for (t, p) in &packets {

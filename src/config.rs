@@ -228,6 +228,9 @@ pub struct ItchConfig {
     pub recovery_listen: SocketAddrV4,
     /// Most messages held back after a packet.
     pub max_held: usize,
+    /// Most live orders the feed's books hold; an add beyond is refused and
+    /// the feed is `suspect` until the session changes.
+    pub max_orders: usize,
     /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
     pub join_gap_max: u64,
     /// Most messages one re-request asks for.
@@ -310,6 +313,7 @@ struct RawFeed {
     recovery: Option<Sp<String>>,
     recovery_listen: Option<Sp<String>>,
     max_held: Option<Sp<i64>>,
+    max_orders: Option<Sp<i64>>,
     join_gap_max: Option<Sp<i64>>,
     request_max: Option<Sp<i64>>,
     request_interval_ms: Option<Sp<i64>>,
@@ -520,6 +524,21 @@ pub const MAX_HELD: Range = Range {
     unit: "messages",
 };
 
+/// `[[feed]] max_orders` (itch50): live orders the feed's books hold. A
+/// real day peaks at a few million; the order table beyond the fixed
+/// window takes 34 to 69 bytes an order, so the default bounds it near
+/// 1.1 GiB and the most near 9 GiB. An add beyond is refused, counted
+/// (`orders_refused`) and makes the feed `suspect` until the session
+/// changes: memory stays bounded when a venue or an injector never deletes.
+pub const MAX_ORDERS: Range = Range {
+    table: "[[feed]] itch50",
+    key: "max_orders",
+    min: 1,
+    max: 1 << 27,
+    default: Some(1 << 24),
+    unit: "orders",
+};
+
 /// `[[feed]] join_gap_max` (itch50).
 pub const JOIN_GAP_MAX: Range = Range {
     table: "[[feed]] itch50",
@@ -584,6 +603,7 @@ pub const RANGES: &[Range] = &[
     OFFSET_WINDOW_MS,
     GAP_TIMEOUT_MS,
     MAX_HELD,
+    MAX_ORDERS,
     JOIN_GAP_MAX,
     REQUEST_MAX,
     REQUEST_INTERVAL_MS,
@@ -1025,6 +1045,9 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
                     .as_ref()
                     .map(|v| ("recovery_listen", v.span().start)),
                 f.max_held.as_ref().map(|v| ("max_held", v.span().start)),
+                f.max_orders
+                    .as_ref()
+                    .map(|v| ("max_orders", v.span().start)),
                 f.join_gap_max
                     .as_ref()
                     .map(|v| ("join_gap_max", v.span().start)),
@@ -1129,6 +1152,7 @@ fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
         recovery,
         recovery_listen,
         max_held: MAX_HELD.or_default(&f.max_held)? as usize,
+        max_orders: MAX_ORDERS.or_default(&f.max_orders)? as usize,
         join_gap_max: JOIN_GAP_MAX.or_default(&f.join_gap_max)?,
         request_max: REQUEST_MAX.or_default(&f.request_max)? as u16,
         request_interval_ns: REQUEST_INTERVAL_MS.or_default(&f.request_interval_ms)? * NS_PER_MS,

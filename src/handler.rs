@@ -133,6 +133,7 @@ impl Engine {
                     offset: f.offset,
                     offset_queue,
                     orders: 1 << 16,
+                    max_orders: c.max_orders,
                 })))
             }
             _ => Engine::Sqf,
@@ -639,6 +640,7 @@ impl Handler {
                     (counter::SESSION_LO, u64::from_le_bytes(lo)),
                     (counter::SESSION_HI, u64::from_le_bytes(hi)),
                     (counter::INVALID_RECORDS, it.counters().invalid_records),
+                    (counter::ORDERS_REFUSED, it.counters().orders_refused),
                 ] {
                     p.set_counter(id, k, v);
                 }

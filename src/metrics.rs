@@ -138,6 +138,10 @@ impl ExchangeMetrics {
                     c("tickguard_feed_invalid_records_total"),
                 ),
                 (
+                    counter::ORDERS_REFUSED,
+                    c("tickguard_feed_orders_refused_total"),
+                ),
+                (
                     counter::REQUEST_ERRORS,
                     c("tickguard_feed_request_errors_total"),
                 ),

@@ -225,6 +225,8 @@ pub struct ItchFeedSummary {
     pub unknown_orders: u64,
     /// Adds on a live reference (and adds with no valid side).
     pub anomalies: u64,
+    /// Adds refused because the books held `max_orders` live orders.
+    pub orders_refused: u64,
     /// Applied messages by type letter.
     pub messages_by_type: BTreeMap<String, u64>,
     /// BinaryFILE records that failed validation (only in a BinaryFILE replay).
@@ -275,7 +277,7 @@ impl ItchFeedSummary {
             duplicates: sc.duplicates,
             recovered: sc.recovered,
             gaps_open: seq.gaps_open() as u64,
-            suspect: seq.suspect(),
+            suspect: it.suspect(),
             joined: seq.joined(),
             hours: match it.hours() {
                 itch50::feed::Hours::Open => "open",
@@ -286,6 +288,7 @@ impl ItchFeedSummary {
             stale_session: sc.stale_session,
             unknown_orders: mc.unknown_orders,
             anomalies: mc.anomalies,
+            orders_refused: mc.orders_refused,
             messages_by_type: mc
                 .by_type
                 .iter()

@@ -195,6 +195,8 @@ pub mod counter {
     pub const SESSION_HI: usize = EXT + 13;
     /// BinaryFILE records that were not valid messages.
     pub const INVALID_RECORDS: usize = EXT + 14;
+    /// Adds the books refused because they held `max_orders` live orders.
+    pub const ORDERS_REFUSED: usize = EXT + 15;
     /// Gaps filled by their deadline, by the time from the packet that
     /// revealed the gap to its last fill: `RECOVERY_LATENCY + i` counts
     /// those up to 16 µs × 2^i (the last bucket, those above), live only.
@@ -207,7 +209,7 @@ pub mod counter {
     /// cycle.
     pub const REQUESTS_DEFERRED: usize = EXT + 33;
     /// Names of the extension counters tools print (protocols other than SQF only).
-    pub const EXT_NAMES: [(usize, &str); 15] = [
+    pub const EXT_NAMES: [(usize, &str); 16] = [
         (NEXT, "next"),
         (HIGH, "high"),
         (HELD, "held"),
@@ -221,6 +223,7 @@ pub mod counter {
         (GAPS_EXPIRED, "gaps_expired"),
         (LINE_MISMATCHES, "line_mismatches"),
         (INVALID_RECORDS, "invalid_records"),
+        (ORDERS_REFUSED, "orders_refused"),
         (REQUEST_ERRORS, "request_errors"),
         (REQUESTS_DEFERRED, "requests_deferred"),
     ];
@@ -1055,6 +1058,7 @@ mod tests {
             SESSION_LO,
             SESSION_HI,
             INVALID_RECORDS,
+            ORDERS_REFUSED,
         ];
         assert_eq!(ext, std::array::from_fn(|i| 64 + i));
         assert_eq!((EXT, EXT_COUNT, ALL), (64, 60, 124));

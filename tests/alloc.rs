@@ -198,6 +198,7 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
         },
         offset_queue: 4096,
         orders: 16,
+        max_orders: 1 << 24,
     };
     let date = jiff::civil::date(2026, 1, 5);
 

@@ -136,6 +136,7 @@ struct Model {
     tz: TimeZone,
     gap_timeout: u64,
     max_held: usize,
+    max_orders: usize,
     join_gap_max: u64,
     offset_mode: OffsetMode,
 
@@ -148,6 +149,8 @@ struct Model {
     gaps: Vec<MGap>,
     given_up: bool,
     joined: bool,
+    /// An add was refused this session for room (`max_orders`).
+    refused: bool,
     last_alive: Option<u64>,
     watermark: Option<i128>,
     open: bool,
@@ -164,6 +167,7 @@ struct Model {
     stale_session: u64,
     unknown_orders: u64,
     anomalies: u64,
+    orders_refused: u64,
     by_type: BTreeMap<u8, u64>,
 
     locates: BTreeMap<u16, Symbol>,
@@ -177,6 +181,7 @@ impl Model {
             tz: setup.tz(),
             gap_timeout: setup.gap_timeout,
             max_held: setup.max_held,
+            max_orders: setup.max_orders,
             join_gap_max: setup.join_gap_max,
             offset_mode: setup.offset_mode(),
             session: None,
@@ -188,6 +193,7 @@ impl Model {
             gaps: Vec::new(),
             given_up: false,
             joined: false,
+            refused: false,
             last_alive: None,
             watermark: None,
             open: true,
@@ -206,6 +212,7 @@ impl Model {
             stale_session: 0,
             unknown_orders: 0,
             anomalies: 0,
+            orders_refused: 0,
             by_type: BTreeMap::new(),
             locates: BTreeMap::new(),
             symbols: BTreeMap::new(),
@@ -213,8 +220,14 @@ impl Model {
         }
     }
 
-    fn suspect(&self) -> bool {
+    /// The stream's own suspicion (spec §3.2).
+    fn stream_suspect(&self) -> bool {
         !self.gaps.is_empty() || self.given_up || self.joined
+    }
+
+    /// The feed's: the stream's, or an add refused for room this session.
+    fn suspect(&self) -> bool {
+        self.stream_suspect() || self.refused
     }
 
     /// Raises the watermark to the source time of the last message of a run
@@ -304,6 +317,7 @@ impl Model {
         self.gaps.clear();
         self.given_up = false;
         self.joined = false;
+        self.refused = false;
         self.open = true;
         self.locates.clear();
         self.symbols.clear();
@@ -470,7 +484,12 @@ impl Model {
                             shares: be(&m[20..24]) as u32,
                             price: be(&m[32..36]) as u32,
                         };
-                        if self.orders.insert(order(), o).is_some() {
+                        if !self.orders.contains_key(&order())
+                            && self.orders.len() >= self.max_orders
+                        {
+                            self.orders_refused += 1;
+                            self.refused = true;
+                        } else if self.orders.insert(order(), o).is_some() {
                             self.anomalies += 1;
                         }
                     }
@@ -583,6 +602,8 @@ impl Model {
 #[derive(Clone, Debug)]
 struct Setup {
     ny: bool,
+    /// Most live orders (small ones refuse adds often).
+    max_orders: usize,
     /// Start time: 0 mid-day, 1 just before midnight UTC, 2 just before
     /// midnight in New York.
     start: u8,
@@ -642,19 +663,23 @@ fn setup(auto: bool) -> impl Strategy<Value = Setup> {
             0u64..=12,
             0u64..=16,
             prop_oneof![3 => Just(1u64), 1 => 0u64..=20],
+            prop_oneof![3 => Just(1usize << 24), 1 => 1usize..=8],
         ),
     )
         .prop_map(
-            |((ny, start, gt, max_held, join_gap_max), window, (st, so, first_seq))| Setup {
-                ny,
-                start,
-                gap_timeout: gt * STEP,
-                max_held,
-                join_gap_max,
-                window,
-                stale_ns: st * STEP,
-                source_ns: so * STEP,
-                first_seq,
+            |((ny, start, gt, max_held, join_gap_max), window, (st, so, first_seq, max_orders))| {
+                Setup {
+                    ny,
+                    max_orders,
+                    start,
+                    gap_timeout: gt * STEP,
+                    max_held,
+                    join_gap_max,
+                    window,
+                    stale_ns: st * STEP,
+                    source_ns: so * STEP,
+                    first_seq,
+                }
             },
         )
 }
@@ -976,13 +1001,15 @@ fn compare(model: &Model, feed: &Feed, th: Thresholds, now: u64) -> Result<(), S
     let fc = feed.counters();
     same("unknown_orders", fc.unknown_orders, model.unknown_orders)?;
     same("anomalies", fc.anomalies, model.anomalies)?;
+    same("orders_refused", fc.orders_refused, model.orders_refused)?;
     let by_type: BTreeMap<u8, u64> = (0..=255u8)
         .filter(|&b| fc.by_type[b as usize] > 0)
         .map(|b| (b, fc.by_type[b as usize]))
         .collect();
     same("by_type", &by_type, &model.by_type)?;
     same("gaps_open", seq.gaps_open(), model.gaps.len())?;
-    same("suspect", seq.suspect(), model.suspect())?;
+    same("stream suspect", seq.suspect(), model.stream_suspect())?;
+    same("suspect", feed.suspect(), model.suspect())?;
     same("joined", seq.joined(), model.joined)?;
     same("hours open", feed.hours() == Hours::Open, model.open)?;
     same("next", seq.next(), model.next)?;
@@ -1037,6 +1064,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
         offset: setup.offset_mode(),
         offset_queue: UNBOUNDED,
         orders: 16,
+        max_orders: setup.max_orders,
     });
     let th = setup.th();
     let mut t = setup.t0();
@@ -1203,6 +1231,7 @@ fn quiet(session: &[u8; 10], seq: u64, n: usize) -> Vec<u8> {
 fn fixed_setup() -> Setup {
     Setup {
         ny: false,
+        max_orders: 1 << 24,
         start: 0,
         gap_timeout: STEP,
         max_held: 16,

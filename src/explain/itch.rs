@@ -324,12 +324,17 @@ impl ItchExplain {
         let origin = self.origin.unwrap_or(at);
         let seq = it.sequencer();
         let mut line = format!(
-            "  state: session {}, next seq {}, {} gaps open, suspect {}, joined {}, hours {}",
+            "  state: session {}, next seq {}, {} gaps open, suspect {}, joined {}{}, hours {}",
             it.session().map_or("none".into(), |s| s.display()),
             seq.next().map_or("none".into(), |n| n.to_string()),
             seq.gaps_open(),
-            seq.suspect(),
+            it.suspect(),
             seq.joined(),
+            if it.orders_refused() {
+                ", orders refused (max_orders)"
+            } else {
+                ""
+            },
             match it.hours() {
                 crate::protocol::itch50::feed::Hours::Open => "open",
                 crate::protocol::itch50::feed::Hours::Closed => "closed",
@@ -720,6 +725,10 @@ fn event_text(e: &Event, origin: u64) -> String {
         Event::Joined { first } => {
             format!("mid-session join: the session's first packet starts at seq {first}")
         }
+        Event::OrdersRefused { order, live } => format!(
+            "order {order} refused: the books hold {live} live orders (max_orders); \
+             the feed is suspect until the session changes"
+        ),
         Event::NewSession { session } => format!(
             "session {} begins: books and symbols start empty",
             session.display()

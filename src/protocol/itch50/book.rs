@@ -12,7 +12,10 @@
 //! the only allocation, amortised over the orders added; size it up front
 //! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
 //! (price levels aside: a new level may grow its side's vector, amortised
-//! likewise).
+//! likewise). The live orders are capped ([`Books::set_max_orders`]): an
+//! add beyond the cap is refused, so neither a venue that never deletes
+//! nor an injector can grow the store without bound (and each level holds
+//! a live order, so the levels are bounded with it).
 //!
 //! Each book keeps, per side, its price levels sorted with the best last
 //! (bids ascending, asks descending): the top of book is the last level,
@@ -141,7 +144,14 @@ pub struct Top {
 pub struct Books {
     orders: WindowMap<Order>,
     books: Vec<Book>,
+    /// Most live orders; an add of a new reference beyond is refused.
+    max_orders: usize,
 }
+
+/// [`Books::add`] refused a new order: the books hold their most live
+/// orders already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
 
 /// References in the order store's dense window ([`WindowMap`]): 16 bytes
 /// each, 16 MiB. On the synthetic day 99.9% of the references that
@@ -163,7 +173,15 @@ impl Books {
         Books {
             orders: WindowMap::new(window, orders, VACANT),
             books: vec![Book::default(); books],
+            max_orders: usize::MAX,
         }
+    }
+
+    /// Caps the live orders at `max` (none by default): an add of a new
+    /// reference with `max` orders live is refused ([`Full`]). Orders live
+    /// beyond a lowered cap stay.
+    pub fn set_max_orders(&mut self, max: usize) {
+        self.max_orders = max;
     }
 
     fn book(&mut self, book: u32) -> &mut Book {
@@ -214,8 +232,19 @@ impl Books {
     }
 
     /// `A` / `F`: adds an order. An order already live under `order` is
-    /// replaced; returns it (an anomaly).
-    pub fn add(&mut self, order: u64, o: Order) -> Option<Order> {
+    /// replaced; returns it (an anomaly). With the most orders live
+    /// ([`set_max_orders`](Self::set_max_orders)), a new reference is
+    /// refused and nothing changes.
+    #[inline]
+    pub fn add(&mut self, order: u64, o: Order) -> Result<Option<Order>, Full> {
+        if self.orders.len() >= self.max_orders && self.orders.get(order).is_none() {
+            return Err(Full);
+        }
+        Ok(self.put(order, o))
+    }
+
+    /// [`add`](Self::add) without the cap.
+    fn put(&mut self, order: u64, o: Order) -> Option<Order> {
         let old = self.orders.insert(order, o);
         if let Some(old) = old {
             self.unrest(old, old.shares, true);
@@ -257,7 +286,8 @@ impl Books {
         price: Price,
     ) -> Option<(Order, Option<Order>)> {
         let o = self.delete(original)?;
-        let replaced = self.add(new, Order { shares, price, ..o });
+        // One order out, one in: the cap cannot refuse it.
+        let replaced = self.put(new, Order { shares, price, ..o });
         Some((o, replaced))
     }
 
@@ -365,10 +395,10 @@ mod tests {
     #[test]
     fn top_follows_adds_executions_and_deletes() {
         let mut b = Books::with_capacity(4, 1);
-        b.add(1, o(0, Side::Buy, 100, 1_000_000));
-        b.add(2, o(0, Side::Buy, 50, 1_000_100));
-        b.add(3, o(0, Side::Sell, 70, 1_000_300));
-        b.add(4, o(0, Side::Sell, 30, 1_000_300));
+        b.add(1, o(0, Side::Buy, 100, 1_000_000)).unwrap();
+        b.add(2, o(0, Side::Buy, 50, 1_000_100)).unwrap();
+        b.add(3, o(0, Side::Sell, 70, 1_000_300)).unwrap();
+        b.add(4, o(0, Side::Sell, 30, 1_000_300)).unwrap();
         assert_eq!(
             b.top(0),
             Top {
@@ -408,8 +438,10 @@ mod tests {
         // few and the binary search below it must agree.
         let mut b = Books::with_capacity(200, 1);
         for k in 0..40u32 {
-            b.add(u64::from(k), o(0, Side::Buy, 1, 1_000 + 10 * k));
-            b.add(u64::from(100 + k), o(0, Side::Sell, 1, 2_000 + 10 * k));
+            b.add(u64::from(k), o(0, Side::Buy, 1, 1_000 + 10 * k))
+                .unwrap();
+            b.add(u64::from(100 + k), o(0, Side::Sell, 1, 2_000 + 10 * k))
+                .unwrap();
         }
         for (r, side, price) in [
             (60, Side::Buy, 1_005),
@@ -417,7 +449,7 @@ mod tests {
             (62, Side::Buy, 1_000),
             (63, Side::Sell, 2_390),
         ] {
-            b.add(r, o(0, side, 2, price));
+            b.add(r, o(0, side, 2, price)).unwrap();
         }
         let (bids, asks) = b.depth(0);
         assert_eq!((bids.len(), asks.len()), (41, 41));
@@ -436,8 +468,8 @@ mod tests {
     #[test]
     fn an_existing_reference_is_replaced_in_its_own_book() {
         let mut b = Books::with_capacity(4, 2);
-        b.add(7, o(0, Side::Buy, 100, 10));
-        let old = b.add(7, o(1, Side::Sell, 5, 20));
+        b.add(7, o(0, Side::Buy, 100, 10)).unwrap();
+        let old = b.add(7, o(1, Side::Sell, 5, 20)).unwrap();
         assert_eq!(old, Some(o(0, Side::Buy, 100, 10)));
         assert_eq!(b.top(0), Top::default());
         assert_eq!(b.top(1).ask, Some((20, 5)));
@@ -447,12 +479,38 @@ mod tests {
     #[test]
     fn the_largest_reference_is_an_order_like_any_other() {
         let mut b = Books::with_capacity(4, 1);
-        b.add(u64::MAX, o(0, Side::Buy, 1, 5));
-        b.add(0, o(0, Side::Buy, 2, 5));
+        b.add(u64::MAX, o(0, Side::Buy, 1, 5)).unwrap();
+        b.add(0, o(0, Side::Buy, 2, 5)).unwrap();
         assert_eq!(b.top(0).bid, Some((5, 3)));
         assert_eq!(b.len(), 2);
         b.delete(u64::MAX);
         assert_eq!(b.top(0).bid, Some((5, 2)));
+    }
+
+    #[test]
+    fn a_full_store_refuses_new_references_only() {
+        let mut b = Books::with_capacity(4, 1);
+        b.set_max_orders(2);
+        b.add(1, o(0, Side::Buy, 100, 10)).unwrap();
+        b.add(2, o(0, Side::Sell, 100, 20)).unwrap();
+        assert_eq!(b.add(3, o(0, Side::Buy, 5, 11)), Err(Full));
+        assert_eq!(
+            b.top(0).bid,
+            Some((10, 100)),
+            "a refused add changes nothing"
+        );
+        assert_eq!(b.len(), 2);
+        // A live reference again, and a replace (one out, one in): allowed.
+        assert_eq!(
+            b.add(1, o(0, Side::Buy, 50, 12)),
+            Ok(Some(o(0, Side::Buy, 100, 10)))
+        );
+        assert!(b.replace(2, 9, 7, 19).is_some());
+        assert_eq!(b.top(0).ask, Some((19, 7)));
+        // Room again once an order goes.
+        b.delete(9);
+        assert_eq!(b.add(3, o(0, Side::Buy, 5, 11)), Ok(None));
+        assert_eq!(b.top(0).bid, Some((12, 50)));
     }
 
     #[derive(Debug, Clone)]
@@ -476,6 +534,9 @@ mod tests {
         ]
     }
 
+    /// The proptest's cap on live orders.
+    const MAX: usize = 12;
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -483,14 +544,21 @@ mod tests {
         /// scanning every order.
         #[test]
         fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
-            // A window of 128 references that the references below slide.
+            // A window of 128 references that the references below slide,
+            // and room for 12 orders, so that adds are refused now and then.
             let mut books = Books::with_window(2, 1, 128);
+            books.set_max_orders(MAX);
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             for op in ops {
                 match op {
                     Op::Add(r, book, buy, n, p) => {
                         let ord = o(book, if buy { Side::Buy } else { Side::Sell }, n, p);
-                        prop_assert_eq!(books.add(r, ord), model.insert(r, ord));
+                        let want = if model.len() >= MAX && !model.contains_key(&r) {
+                            Err(Full)
+                        } else {
+                            Ok(model.insert(r, ord))
+                        };
+                        prop_assert_eq!(books.add(r, ord), want);
                     }
                     Op::Reduce(r, n) => {
                         let want = model.get(&r).copied();

@@ -81,6 +81,14 @@ pub enum Event {
         /// The packet's first sequence.
         first: u64,
     },
+    /// The books held `max_orders` live orders and refused an add: the
+    /// first this session (the feed is suspect from here to its end).
+    OrdersRefused {
+        /// The refused order's reference.
+        order: u64,
+        /// Live orders at the time.
+        live: u64,
+    },
     /// A new session began: books and symbols were dropped.
     NewSession {
         /// The new session.

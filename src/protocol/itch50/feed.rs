@@ -8,7 +8,7 @@
 //! timestamp; the session date is the zone's date at the arrival of the
 //! session's first packet.
 
-use super::book::{Books, Order, Top};
+use super::book::{Books, Full, Order, Top};
 use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
@@ -34,6 +34,10 @@ pub struct Settings {
     pub offset_queue: usize,
     /// Live orders to make room for up front.
     pub orders: usize,
+    /// Most live orders (`max_orders`): an add beyond is refused, counted
+    /// and makes the feed [`suspect`](Feed::suspect) until the session
+    /// changes.
+    pub max_orders: usize,
 }
 
 /// Trading hours, from system events and the end of session.
@@ -57,6 +61,8 @@ pub struct Counters {
     /// An add (or a replace's new reference) on a live reference, or an
     /// add with a side that is neither `B` nor `S`.
     pub anomalies: u64,
+    /// Adds refused because the books held `max_orders` live orders.
+    pub orders_refused: u64,
     /// Applied messages by type letter.
     pub by_type: [u64; 256],
 }
@@ -67,6 +73,7 @@ impl Default for Counters {
             unknown_orders: 0,
             invalid_records: 0,
             anomalies: 0,
+            orders_refused: 0,
             by_type: [0; 256],
         }
     }
@@ -110,6 +117,9 @@ struct State {
     /// Symbol index by locate code.
     locates: Box<[u32; LOCATES]>,
     hours: Hours,
+    /// An add was refused this session (`max_orders`): the books miss an
+    /// order, so the feed is suspect until the session changes.
+    refused: bool,
     counters: Counters,
     /// Epoch ns of the session date's midnight in the feed's zone.
     midnight: i128,
@@ -135,6 +145,7 @@ impl State {
         self.by_stock.clear();
         self.locates.fill(NONE);
         self.hours = Hours::Open;
+        self.refused = false;
         self.touched.clear();
         self.is_touched.clear();
     }
@@ -368,13 +379,25 @@ impl State {
                     shares,
                     side,
                 };
-                if let Some(old) = self.books.add(order, o) {
-                    self.counters.anomalies += 1;
-                    self.touch(old.book);
+                match self.books.add(order, o) {
+                    Ok(None) => {}
+                    Ok(Some(old)) => {
+                        self.counters.anomalies += 1;
+                        self.touch(old.book);
+                    }
+                    Err(Full) => self.refuse(),
                 }
             }
             None => self.counters.anomalies += 1,
         }
+    }
+
+    /// An add refused for room: counted, and the feed suspect from here
+    /// to the session's end (the first refusal is an event).
+    #[cold]
+    fn refuse(&mut self) {
+        self.counters.orders_refused += 1;
+        self.refused = true;
     }
 
     /// Executed (`E`, `C`) or Cancel (`X`): `shares` fewer.
@@ -517,7 +540,14 @@ impl State {
             _ => None,
         };
         let was = reference.and_then(|r| self.books.order(r));
+        let refused = self.refused;
         self.apply(m);
+        if let (false, true, Body::AddOrder { order, .. }) = (refused, self.refused, body) {
+            log.events.push(Event::OrdersRefused {
+                order,
+                live: self.books.len() as u64,
+            });
+        }
         let timestamp = m.timestamp().unwrap_or(0);
         let watched = |stock: Symbol| Some(stock) == log.watch;
         let e = match body {
@@ -617,11 +647,16 @@ impl Feed {
         Feed {
             seq: Sequencer::new(settings.sequencing),
             state: State {
-                books: Books::with_capacity(settings.orders, 1024),
+                books: {
+                    let mut b = Books::with_capacity(settings.orders, 1024);
+                    b.set_max_orders(settings.max_orders);
+                    b
+                },
                 symbols: Vec::with_capacity(1024),
                 by_stock: U64Map::with_capacity(1024, NONE),
                 locates: Box::new([NONE; LOCATES]),
                 hours: Hours::Open,
+                refused: false,
                 counters: Counters::default(),
                 midnight: 0,
                 last_ts: NO_TIME,
@@ -831,7 +866,7 @@ impl Feed {
         {
             r |= Reasons::STALE_AT_SOURCE;
         }
-        if self.seq.suspect() {
+        if self.suspect() {
             r |= Reasons::SUSPECT;
         }
         if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
@@ -919,6 +954,19 @@ impl Feed {
     /// The stream's sequencing.
     pub fn sequencer(&self) -> &Sequencer {
         &self.seq
+    }
+
+    /// The feed's books cannot be trusted: the stream is suspect (a gap
+    /// open or given up, or a mid-session join; spec §3.2), or an add was
+    /// refused this session for room (`max_orders`).
+    pub fn suspect(&self) -> bool {
+        self.seq.suspect() || self.state.refused
+    }
+
+    /// An add was refused this session because the books held
+    /// `max_orders` live orders.
+    pub fn orders_refused(&self) -> bool {
+        self.state.refused
     }
 
     /// What the messages meant.
@@ -1052,6 +1100,7 @@ mod tests {
             offset: OffsetMode::Fixed(0),
             offset_queue: 16,
             orders: 16,
+            max_orders: 1 << 24,
         })
     }
 
@@ -1319,6 +1368,60 @@ mod tests {
         assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
+    }
+
+    #[test]
+    fn an_add_refused_for_room_makes_the_feed_suspect_until_the_session_changes() {
+        let mut f = Feed::new(Settings {
+            max_orders: 2,
+            ..feed().settings
+        });
+        let aapl = sym("AAPL");
+        f.watch(aapl);
+        let add = |order: u64, price: u32| {
+            encode::add_order(7, OPEN, order, Side::Buy, 100, aapl, price, None)
+        };
+        f.on_datagram(&packet(1, &[add(1, 10), add(2, 11)]), T0)
+            .unwrap();
+        assert_eq!(f.verdict(aapl, th(), T0), Reasons::empty());
+        // Two live: the third and fourth are refused, the books unchanged.
+        f.on_datagram(&packet(3, &[add(3, 12), add(4, 13)]), T0 + MS)
+            .unwrap();
+        assert_eq!(f.counters().orders_refused, 2);
+        assert!(f.suspect() && f.orders_refused() && !f.sequencer().suspect());
+        assert_eq!(f.verdict(aapl, th(), T0 + MS), Reasons::SUSPECT);
+        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        let mut events = Vec::new();
+        f.take_events(&mut events);
+        let refused: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, Event::OrdersRefused { .. }))
+            .collect();
+        assert_eq!(
+            refused,
+            [&Event::OrdersRefused { order: 3, live: 2 }],
+            "the first refusal of the session is the event"
+        );
+        // Room again, but an order is missing: still suspect.
+        f.on_datagram(
+            &packet(5, &[encode::delete(7, OPEN, 1), add(5, 9)]),
+            T0 + 2 * MS,
+        )
+        .unwrap();
+        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        assert_eq!(f.verdict(aapl, th(), T0 + 2 * MS), Reasons::SUSPECT);
+        // A new session starts with empty books: trusted again.
+        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
+        b.message(&add(1, 10));
+        let t = T0 + 86_400_000 * MS;
+        f.on_datagram(&b.finish(), t).unwrap();
+        assert!(!f.suspect());
+        assert_eq!(f.verdict(aapl, th(), t), Reasons::empty());
+        assert_eq!(
+            f.counters().orders_refused,
+            2,
+            "counters run across sessions"
+        );
     }
 
     proptest::proptest! {

@@ -88,7 +88,7 @@ impl Publisher {
             table.slots()[slots[i] as usize].write_top(&slot_top(&top, s.halted(), last_seq));
         });
         let status = FeedStatus {
-            suspect: it.sequencer().suspect(),
+            suspect: it.suspect(),
             closed: it.hours() == Hours::Closed,
             joined: it.sequencer().joined(),
             last_alive: it.last_alive().unwrap_or(0),
