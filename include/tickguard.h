@@ -117,7 +117,7 @@
  *   256..512 counters 0..32 (u64 each)
  *   feed extension (SQF leaves it zero):
  *   512      state stamp (seqlock over 520..544: odd while written)
- *   520      flags: bit 0 suspect, 1 closed, 2 joined
+ *   520      flags: bit 0 suspect, 1 closed, 2 joined, 3 orders refused
  *   528      last_alive        ns since the Unix epoch, local clock; 0 = none
  *   536      source_watermark  ns since the Unix epoch, provider clock; 0 = none
  *   544..1024 counters 64..124 (under the counters stamp; src/shm.rs `counter`)
@@ -292,6 +292,7 @@ extern "C" {
 #define TG_FEED_SUSPECT 1ull
 #define TG_FEED_CLOSED 2ull
 #define TG_FEED_JOINED 4ull
+#define TG_FEED_ORDERS_REFUSED 8ull /* max_orders reached this session */
 
 /* Directory entry word indexes. */
 #define TG_D_KEY 0

@@ -79,6 +79,7 @@ struct ExchangeMetrics {
     suspect: Gauge,
     closed: Gauge,
     joined: Gauge,
+    orders_refused: Gauge,
     /// Gauges: (counter id, gauge).
     levels: Vec<(usize, Gauge)>,
     /// Counters: (counter id, counter).
@@ -97,6 +98,7 @@ impl ExchangeMetrics {
             suspect: g("tickguard_feed_suspect"),
             closed: g("tickguard_feed_closed"),
             joined: g("tickguard_feed_joined"),
+            orders_refused: g("tickguard_feed_orders_refused"),
             levels: vec![
                 (counter::NEXT, g("tickguard_feed_next_sequence")),
                 (counter::HIGH, g("tickguard_feed_high_sequence")),
@@ -431,6 +433,7 @@ impl Monitor {
                 x.suspect.set(flag(status.suspect));
                 x.closed.set(flag(status.closed));
                 x.joined.set(flag(status.joined));
+                x.orders_refused.set(flag(status.orders_refused));
                 for (k, g) in &x.levels {
                     g.set(get(*k) as f64);
                 }
@@ -614,6 +617,7 @@ mod tests {
         let status = FeedStatus {
             closed: true,
             joined: true,
+            orders_refused: true,
             last_alive: t,
             source_watermark: t,
             ..FeedStatus::default()
@@ -641,6 +645,7 @@ mod tests {
             r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
             r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
             r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_orders_refused{feed="nasdaq"} 1"#,
             r#"tickguard_feed_gaps_open{feed="nasdaq"} 4"#,
             r#"tickguard_feed_line_mismatches_total{feed="nasdaq"} 0"#,
             r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000016"} 2"#,

@@ -36,6 +36,9 @@ pub(crate) struct ReadAhead<R> {
     at: usize,
     /// The source, once the thread has handed it back.
     file: Option<R>,
+    /// The thread, joined if it ends without handing the source back (it
+    /// panicked: the panic goes on here, as if read in place).
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<R: Read + Send + 'static> ReadAhead<R> {
@@ -64,12 +67,13 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
                 }
             });
         match started {
-            Ok(_) => Ok(ReadAhead {
+            Ok(thread) => Ok(ReadAhead {
                 chunks,
                 spare,
                 current: Vec::new(),
                 at: 0,
                 file: None,
+                thread: Some(thread),
             }),
             Err(_) => match slot.lock().map(|mut s| s.take()) {
                 Ok(Some(source)) => Err(source),
@@ -142,9 +146,16 @@ impl<R: Read> Read for ReadAhead<R> {
                         return Err(e);
                     }
                 }
-                // The thread ended without handing the file back: cannot
-                // happen (it sends `End` before ending), read as the end.
-                Err(_) => return Ok(0),
+                // The thread ended without handing the source back: the
+                // source panicked (a decoder's bug, say). Go on with that
+                // panic here, where reading in place would have raised it,
+                // rather than take it for the end of the data.
+                Err(_) => {
+                    if let Some(Err(panic)) = self.thread.take().map(|t| t.join()) {
+                        std::panic::resume_unwind(panic);
+                    }
+                    return Err(io::Error::other("the read-ahead thread ended early"));
+                }
             }
         }
     }
@@ -184,6 +195,33 @@ mod tests {
         let n = r.read(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"more");
         assert_eq!(r.read(&mut buf).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_panic_of_the_source_goes_on_in_the_reader() {
+        /// Reads one byte, then panics.
+        struct Bad(bool);
+        impl Read for Bad {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                assert!(!self.0, "the source's own panic");
+                self.0 = true;
+                out[0] = 7;
+                Ok(1)
+            }
+        }
+        let Ok(mut r) = ReadAhead::start(Bad(false), "test") else {
+            return; // one CPU: the caller reads the source itself
+        };
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut b = [0u8; 4];
+            while r.read(&mut b).unwrap() > 0 {}
+        }));
+        let panic = caught.expect_err("a panic, not an end of file");
+        let message = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or(panic.downcast_ref::<String>().map(String::as_str));
+        assert_eq!(message, Some("the source's own panic"));
     }
 
     #[test]

@@ -43,7 +43,7 @@
 //! | offset | field | notes |
 //! |---|---|---|
 //! | 512 | state_stamp | seqlock over 520..544: odd while written, +2 per write |
-//! | 520 | flags | bit 0 suspect, 1 closed, 2 joined |
+//! | 520 | flags | bit 0 suspect, 1 closed, 2 joined, 3 orders refused |
 //! | 528 | last_alive | ns since the Unix epoch, local clock; 0 = none |
 //! | 536 | source_watermark | ns since the Unix epoch, provider clock; 0 = none |
 //! | 544..1024 | counters 64..124 | [`counter::EXT`] on, under the counters stamp |
@@ -1154,6 +1154,7 @@ mod tests {
             suspect: true,
             closed: false,
             joined: true,
+            orders_refused: true,
             last_alive: 11,
             source_watermark: 12,
         };
@@ -1169,7 +1170,7 @@ mod tests {
         assert_eq!(word(544 + 8 * 14), 9);
         assert_eq!(
             [word(512), word(520), word(528), word(536)],
-            [2, 0b101, 11, 12],
+            [2, 0b1101, 11, 12],
             "one write: an unchanged status is not written again"
         );
         assert_eq!(p.views().feeds()[0].status.try_read(), Some(s));

@@ -119,6 +119,7 @@ impl FeedView {
             (s.suspect, "suspect"),
             (s.closed, "closed"),
             (s.joined, "joined"),
+            (s.orders_refused, "orders_refused"),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -523,6 +524,7 @@ impl Snapshot {
                         "suspect": f.status.suspect,
                         "closed": f.status.closed,
                         "joined": f.status.joined,
+                        "orders_refused": f.status.orders_refused,
                     },
                     "last_alive_ns": (f.status.last_alive != 0).then_some(f.status.last_alive),
                     "source_watermark_ns": (f.status.source_watermark != 0).then_some(f.status.source_watermark),
@@ -778,6 +780,7 @@ mod tests {
                 suspect: true,
                 closed: true,
                 joined: true,
+                orders_refused: true,
                 last_alive: NOW,
                 source_watermark: NOW,
             },
@@ -854,7 +857,7 @@ mod tests {
             "an ITCH feed's reason and hint, not SQF's: {nasdaq}"
         );
         assert!(
-            nasdaq.contains("protocol itch50  flags suspect,closed,joined  next 101  held 3  gaps open 1  recovered 0  requests 0  deferred 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
+            nasdaq.contains("protocol itch50  flags suspect,closed,joined,orders_refused  next 101  held 3  gaps open 1  recovered 0  requests 0  deferred 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
             "{nasdaq}"
         );
         assert!(

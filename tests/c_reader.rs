@@ -775,6 +775,7 @@ fn c_reader_agrees_on_exchange_feeds() {
             source_watermark: now - 120 * S,
             joined: true,
             closed: false,
+            orders_refused: false,
         },
     );
     let long = Some(LONG_BOUND_MS);

@@ -356,6 +356,7 @@ fn itch_keys_are_checked() {
     let itch = c.feeds[0].itch.as_ref().unwrap();
     assert_eq!(itch.gap_timeout_ns, 5 * MS);
     assert_eq!((itch.max_held, itch.join_gap_max), (1_000_000, 10_000));
+    assert_eq!(itch.max_orders, 1 << 24);
     assert_eq!(itch.timezone, "America/New_York");
     let with_server = CONFIG.replace("gap_timeout_ms = 5", "recovery = \"127.0.0.1:18000\"");
     let c = Config::parse(&with_server, "itch.toml").unwrap();

@@ -25,12 +25,16 @@ use std::sync::Arc;
 /// SQF leaves it all zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FeedStatus {
-    /// Every symbol of the feed is suspect (a gap open, a session not joined).
+    /// Every symbol of the feed is suspect (a gap open or given up, a
+    /// mid-session join, or orders refused for room this session).
     pub suspect: bool,
     /// The market is closed: every symbol answers `closed`.
     pub closed: bool,
     /// The feed's session is joined (informational).
     pub joined: bool,
+    /// The books refused an add for room (`max_orders`) this session: one
+    /// reason for `suspect`, which lasts until the session changes.
+    pub orders_refused: bool,
     /// Last sign of life of the feed, ns since the Unix epoch (local clock); 0 = none.
     pub last_alive: u64,
     /// Latest source time seen on the feed, ns since the Unix epoch
@@ -43,6 +47,7 @@ pub mod feed_flag {
     pub const SUSPECT: u64 = 1 << 0;
     pub const CLOSED: u64 = 1 << 1;
     pub const JOINED: u64 = 1 << 2;
+    pub const ORDERS_REFUSED: u64 = 1 << 3;
 }
 
 /// A [`FeedStatus`] behind its seqlock: bytes 512..544 of a publication's
@@ -66,6 +71,7 @@ impl FeedStatusWords {
             (s.suspect, feed_flag::SUSPECT),
             (s.closed, feed_flag::CLOSED),
             (s.joined, feed_flag::JOINED),
+            (s.orders_refused, feed_flag::ORDERS_REFUSED),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -102,6 +108,7 @@ impl FeedStatusWords {
             suspect: flags & feed_flag::SUSPECT != 0,
             closed: flags & feed_flag::CLOSED != 0,
             joined: flags & feed_flag::JOINED != 0,
+            orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
             last_alive,
             source_watermark,
         })
@@ -450,6 +457,7 @@ mod tests {
             suspect: true,
             closed: true,
             joined: true,
+            orders_refused: true,
             last_alive: 990,
             source_watermark: 995,
         };

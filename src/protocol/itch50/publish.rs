@@ -91,6 +91,7 @@ impl Publisher {
             suspect: it.suspect(),
             closed: it.hours() == Hours::Closed,
             joined: it.sequencer().joined(),
+            orders_refused: it.orders_refused(),
             last_alive: it.last_alive().unwrap_or(0),
             source_watermark: it
                 .source_watermark()
