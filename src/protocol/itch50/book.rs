@@ -12,16 +12,21 @@
 //! the only allocation, amortised over the orders added; size it up front
 //! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
 //! (price levels aside: a new level may grow its side's vector, amortised
-//! likewise). The live orders are capped ([`Books::set_max_orders`]): an
+//! likewise, or on a side deeper than [`NEAR`] levels add a node to its
+//! far map). The live orders are capped ([`Books::set_max_orders`]): an
 //! add beyond the cap is refused, so neither a venue that never deletes
 //! nor an injector can grow the store without bound (and each level holds
 //! a live order, so the levels are bounded with it).
 //!
-//! Each book keeps, per side, its price levels sorted with the best last
-//! (bids ascending, asks descending): the top of book is the last level,
-//! and an order at or near the top — most of the flow — moves few bytes.
-//! A level holds its total shares and live order count; a level is found by
-//! walking from the top.
+//! Each book keeps, per side, its [`NEAR`] best price levels in a vector
+//! sorted with the best last (bids ascending, asks descending): the top of
+//! book is the last level, and an order at or near the top — most of the
+//! flow — moves few bytes. A level holds its total shares and live order
+//! count; a level is found by walking from the top. Levels worse than those
+//! (a side deeper than any real book's, or one an injector builds) wait in
+//! an ordered map of their own, and the best of them moves up when a near
+//! level empties: no message costs more than a move of the near vector
+//! (16 KiB) and a logarithm, however deep a side grows.
 //!
 //! Memory, not instructions, bounds a day's replay: a message names an
 //! order and a book that are rarely both in cache. A batch of messages
@@ -34,6 +39,7 @@
 use super::map::WindowMap;
 use super::message::Side;
 use crate::sys::memory::prefetch;
+use std::collections::BTreeMap;
 
 /// A price in 1/10,000 dollar (ITCH `Price(4)`).
 pub type Price = u32;
@@ -66,26 +72,54 @@ struct Level {
     shares: u64,
 }
 
+/// Levels a side keeps in its sorted vector (16 bytes each); worse ones
+/// wait in its far map.
+pub const NEAR: usize = 1024;
+
+/// Levels worse than a side's [`NEAR`] best, by price: bids, asks.
+type Far = [BTreeMap<Price, Level>; 2];
+
 /// One symbol's book: one cache line (a prefetch of its entry brings all
 /// of it).
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 struct Book {
-    /// Ascending: the best (highest) bid last.
+    /// Ascending: the best (highest) bid last. At most the near limit;
+    /// while `far` holds bids, exactly that many, each better than those.
     bids: Vec<Level>,
-    /// Descending: the best (lowest) ask last.
+    /// Descending: the best (lowest) ask last; likewise.
     asks: Vec<Level>,
     orders: u64,
+    /// The levels beyond the near ones, made on the first.
+    far: Option<Box<Far>>,
 }
 
 impl Book {
+    /// A side's near levels and its far ones (`None`: none yet).
     #[inline]
-    fn side(&mut self, side: Side) -> &mut Vec<Level> {
+    fn side(&mut self, side: Side) -> (&mut Vec<Level>, Option<&mut BTreeMap<Price, Level>>) {
+        let far = self.far.as_deref_mut();
         match side {
-            Side::Buy => &mut self.bids,
-            Side::Sell => &mut self.asks,
+            Side::Buy => (&mut self.bids, far.map(|f| &mut f[0])),
+            Side::Sell => (&mut self.asks, far.map(|f| &mut f[1])),
         }
     }
+
+    /// The far map of `side`, made if need be.
+    fn far(&mut self, side: Side) -> &mut BTreeMap<Price, Level> {
+        let far = self.far.get_or_insert_with(Box::default);
+        &mut far[usize::from(side == Side::Sell)]
+    }
+}
+
+/// The best of a side's far levels, taken out: the highest bid, the lowest
+/// ask.
+fn pop_best(far: &mut BTreeMap<Price, Level>, side: Side) -> Option<Level> {
+    match side {
+        Side::Buy => far.pop_last(),
+        Side::Sell => far.pop_first(),
+    }
+    .map(|(_, l)| l)
 }
 
 /// Levels [`position`] walks from the top before it searches the rest.
@@ -146,6 +180,8 @@ pub struct Books {
     books: Vec<Book>,
     /// Most live orders; an add of a new reference beyond is refused.
     max_orders: usize,
+    /// Levels a side keeps near ([`NEAR`]; smaller in tests).
+    near: usize,
 }
 
 /// [`Books::add`] refused a new order: the books hold their most live
@@ -174,6 +210,7 @@ impl Books {
             orders: WindowMap::new(window, orders, VACANT),
             books: vec![Book::default(); books],
             max_orders: usize::MAX,
+            near: NEAR,
         }
     }
 
@@ -193,22 +230,39 @@ impl Books {
     }
 
     fn rest(&mut self, o: Order) {
-        let levels = self.book(o.book).side(o.side);
+        let near = self.near;
+        let book = self.book(o.book);
+        book.orders += 1;
+        let (levels, _) = book.side(o.side);
+        let new = Level {
+            price: o.price,
+            orders: 1,
+            shares: o.shares as u64,
+        };
         match position(levels, o.side, o.price) {
             Ok(i) => {
                 levels[i].orders += 1;
                 levels[i].shares += o.shares as u64;
             }
-            Err(i) => levels.insert(
-                i,
-                Level {
-                    price: o.price,
-                    orders: 1,
-                    shares: o.shares as u64,
-                },
-            ),
+            // Worse than every near level of a full side: a far one.
+            Err(0) if levels.len() >= near => {
+                let l = book.far(o.side).entry(o.price).or_insert(Level {
+                    orders: 0,
+                    shares: 0,
+                    ..new
+                });
+                l.orders += 1;
+                l.shares += o.shares as u64;
+            }
+            Err(i) => {
+                levels.insert(i, new);
+                if levels.len() > near {
+                    // The worst near level goes far.
+                    let worst = levels.remove(0);
+                    book.far(o.side).insert(worst.price, worst);
+                }
+            }
         }
-        self.books[o.book as usize].orders += 1;
     }
 
     /// Takes `shares` off the order's level; drops the order from it when
@@ -218,14 +272,28 @@ impl Books {
         if gone {
             book.orders -= 1;
         }
-        let levels = book.side(o.side);
-        if let Ok(i) = position(levels, o.side, o.price) {
-            let l = &mut levels[i];
+        let (levels, far) = book.side(o.side);
+        let take = |l: &mut Level| {
             l.shares -= shares as u64;
-            if gone {
-                l.orders -= 1;
-                if l.orders == 0 {
+            l.orders -= gone as u32;
+            l.orders == 0
+        };
+        match position(levels, o.side, o.price) {
+            Ok(i) => {
+                if take(&mut levels[i]) {
                     levels.remove(i);
+                    // The best far level, if any, is now a near one: the
+                    // worst of them, at the front.
+                    if let Some(up) = far.and_then(|f| pop_best(f, o.side)) {
+                        levels.insert(0, up);
+                    }
+                }
+            }
+            Err(_) => {
+                if let Some(far) = far {
+                    if far.get_mut(&o.price).is_some_and(take) {
+                        far.remove(&o.price);
+                    }
                 }
             }
         }
@@ -357,6 +425,7 @@ impl Books {
             b.bids.clear();
             b.asks.clear();
             b.orders = 0;
+            b.far = None;
         }
     }
 
@@ -366,14 +435,17 @@ impl Books {
         let Some(b) = self.books.get(book as usize) else {
             return (Vec::new(), Vec::new());
         };
-        let list = |levels: &[Level]| {
-            levels
-                .iter()
-                .rev()
-                .map(|l| (l.price, l.shares, l.orders))
-                .collect()
-        };
-        (list(&b.bids), list(&b.asks))
+        let row = |l: &Level| (l.price, l.shares, l.orders);
+        let far = |i: usize| b.far.as_deref().map(|f| &f[i]);
+        let bids = b.bids.iter().rev().map(row);
+        let asks = b.asks.iter().rev().map(row);
+        // Far levels after the near ones, best first.
+        let far_bids = far(0).into_iter().flat_map(|f| f.values().rev().map(row));
+        let far_asks = far(1).into_iter().flat_map(|f| f.values().map(row));
+        (
+            bids.chain(far_bids).collect(),
+            asks.chain(far_asks).collect(),
+        )
     }
 }
 
@@ -466,6 +538,37 @@ mod tests {
     }
 
     #[test]
+    fn a_side_deeper_than_its_near_levels_keeps_the_rest_far() {
+        // 3 near levels; 10 bid prices added worst-first and best-first.
+        let mut b = Books::with_capacity(64, 1);
+        b.near = 3;
+        for k in 0..10u32 {
+            b.add(u64::from(k), o(0, Side::Buy, 1, 100 + k)).unwrap();
+            b.add(u64::from(20 + k), o(0, Side::Sell, 1, 300 - k))
+                .unwrap();
+        }
+        for k in 0..10u32 {
+            b.add(u64::from(40 + k), o(0, Side::Buy, 2, 100 + k))
+                .unwrap();
+        }
+        let (bids, asks) = b.depth(0);
+        let want_bids: Depth = (0..10u32).rev().map(|k| (100 + k, 3, 2)).collect();
+        let want_asks: Depth = (0..10u32).rev().map(|k| (300 - k, 1, 1)).collect();
+        assert_eq!((bids, asks), (want_bids, want_asks));
+        assert_eq!(b.books[0].bids.len(), 3, "near levels stay at the limit");
+        // Emptying the top brings the best far level near, and the top
+        // walks down the whole side.
+        for k in (0..10u32).rev() {
+            assert_eq!(b.top(0).bid, Some((100 + k, 3)));
+            b.delete(u64::from(k));
+            b.delete(u64::from(40 + k));
+        }
+        assert_eq!(b.top(0).bid, None);
+        assert!(b.books[0].far.as_ref().is_some_and(|f| f[0].is_empty()));
+        assert_eq!(b.top(0).ask, Some((291, 1)));
+    }
+
+    #[test]
     fn an_existing_reference_is_replaced_in_its_own_book() {
         let mut b = Books::with_capacity(4, 2);
         b.add(7, o(0, Side::Buy, 100, 10)).unwrap();
@@ -545,9 +648,11 @@ mod tests {
         #[test]
         fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
             // A window of 128 references that the references below slide,
-            // and room for 12 orders, so that adds are refused now and then.
+            // room for 12 orders, so that adds are refused now and then, and
+            // two near levels a side, so that most levels come and go far.
             let mut books = Books::with_window(2, 1, 128);
             books.set_max_orders(MAX);
+            books.near = 2;
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             for op in ops {
                 match op {
@@ -593,6 +698,20 @@ mod tests {
                         ask: side(Side::Sell, |have, new| have < new),
                     };
                     prop_assert_eq!(books.top(book), want, "book {}", book);
+                    // Every level, best first.
+                    let depth = |s: Side| {
+                        let mut levels: BTreeMap<Price, (u64, u32)> = BTreeMap::new();
+                        for m in model.values().filter(|m| m.book == book && m.side == s) {
+                            let l = levels.entry(m.price).or_default();
+                            *l = (l.0 + m.shares as u64, l.1 + 1);
+                        }
+                        let rows = levels.into_iter().map(|(p, (q, n))| (p, q, n));
+                        match s {
+                            Side::Buy => rows.rev().collect::<Depth>(),
+                            Side::Sell => rows.collect(),
+                        }
+                    };
+                    prop_assert_eq!(books.depth(book), (depth(Side::Buy), depth(Side::Sell)));
                     let live = model.values().filter(|m| m.book == book).count() as u64;
                     prop_assert_eq!(books.orders_in(book), live);
                 }
