@@ -12,6 +12,7 @@
 //! old entry never matches a new session's packet.
 
 use super::mold::{Kind, Packet, Session};
+use crate::sys::memory::prefetch;
 
 /// Packets remembered, by sequence (a power of two).
 pub const WINDOW: usize = 4096;
@@ -74,6 +75,13 @@ impl Clone for LineCheck {
 }
 
 impl LineCheck {
+    /// Starts loading the entry `p` will be checked against, so that the
+    /// check, after the packet is applied, does not wait on memory.
+    #[inline]
+    pub fn prefetch(&self, p: &Packet<&[u8]>) {
+        prefetch(&self.entries[p.sequence() as usize & (WINDOW - 1)]);
+    }
+
     /// A valid packet that came on `line` (0 = A, 1 = B; others, such as
     /// the recovery channel, are not checked). True when it is the second
     /// copy of a packet and its messages differ from the first copy's.
