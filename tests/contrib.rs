@@ -8,6 +8,8 @@
 //! External validators run when present and are skipped (with a note) when
 //! not: `promtool` (on PATH or `$PROMTOOL`) checks and unit-tests the rules,
 //! python3 with PyYAML parses the YAML, `systemd-analyze verify` the unit.
+//! With `TICKGUARD_REQUIRE_VALIDATORS=1` (set by `.ci/run`, which installs
+//! them) a missing validator fails its test instead.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -378,6 +380,13 @@ fn alert_rules_use_only_exported_metrics() {
     }
 }
 
+/// A validator is missing: a note, or a failure where one is required.
+fn skip(missing: &str) {
+    let required = std::env::var_os("TICKGUARD_REQUIRE_VALIDATORS").is_some_and(|v| v == "1");
+    assert!(!required, "TICKGUARD_REQUIRE_VALIDATORS=1 but {missing}");
+    eprintln!("skipped: {missing}");
+}
+
 fn tool_available(program: &str, arg: &str) -> bool {
     Command::new(program)
         .arg(arg)
@@ -388,8 +397,7 @@ fn tool_available(program: &str, arg: &str) -> bool {
 #[test]
 fn yaml_files_parse_with_pyyaml_when_available() {
     if !python_has_yaml() {
-        eprintln!("skipped: python3 with PyYAML not available");
-        return;
+        return skip("python3 with PyYAML not available");
     }
     for file in [
         "prometheus/tickguard-alerts.yml",
@@ -432,8 +440,7 @@ fn promtool() -> Option<PathBuf> {
 #[test]
 fn promtool_checks_and_unit_tests_the_rules_when_available() {
     let Some(promtool) = promtool() else {
-        eprintln!("skipped: promtool not found (PATH or $PROMTOOL)");
-        return;
+        return skip("promtool not found (PATH or $PROMTOOL)");
     };
     for args in [
         ["check", "rules", "tickguard-alerts.yml"],
@@ -541,8 +548,7 @@ fn systemd_unit_keeps_what_the_sidecar_needs() {
 #[test]
 fn systemd_analyze_verifies_the_unit_when_available() {
     if !tool_available("systemd-analyze", "--version") {
-        eprintln!("skipped: systemd-analyze not available");
-        return;
+        return skip("systemd-analyze not available");
     }
     // Verify against the binary just built: verify insists that ExecStart exists.
     let dir = tempfile::tempdir().unwrap();
