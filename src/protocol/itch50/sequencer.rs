@@ -524,6 +524,14 @@ impl Sequencer {
                         out.applied += n as u32;
                         true
                     }
+                    Some(end) if end <= self.next.unwrap_or(1) => {
+                        // Every message below `next` (line B's copy of a
+                        // packet applied from line A): each a duplicate, as
+                        // `receive` would count it, without the walk.
+                        self.counters.duplicates += n as u64;
+                        out.duplicates += u32::from(n);
+                        false
+                    }
                     _ => self.receive_each(packet, apply, &mut out),
                 };
                 out.applied += self.drain(apply);
