@@ -250,6 +250,15 @@ impl Slot {
         })
     }
 
+    /// Starts loading both of the slot's cache lines, so that a write a
+    /// little later does not wait on memory (a writer touching many slots
+    /// at once loads them together).
+    #[inline]
+    pub fn prefetch(&self) {
+        crate::sys::memory::prefetch(&self.stamp);
+        crate::sys::memory::prefetch(&self.words[WORDS - 1]);
+    }
+
     /// Publishes a book top (decimal prices) in one seqlocked write; the
     /// symbol, feed, suspect bit, last_alive, thresholds and counters words
     /// are kept. Single writer only.

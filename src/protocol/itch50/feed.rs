@@ -913,6 +913,12 @@ impl Feed {
         self.state.is_touched.clear();
     }
 
+    /// The symbols [`drain_touched`](Self::drain_touched) would call back
+    /// now, in its order (their indices in [`symbols`](Self::symbols)).
+    pub fn touched(&self) -> &[u32] {
+        &self.state.touched
+    }
+
     /// Calls `f` with each symbol that messages may have changed since the
     /// last call (its index in [`symbols`](Self::symbols), state, top of
     /// book and live orders), each once, and forgets them. A new session

@@ -64,6 +64,13 @@ impl Publisher {
             table_full,
             ..
         } = self;
+        // A datagram touches a score of symbols whose slots are rarely in
+        // cache: load them together before writing any.
+        for &i in it.touched() {
+            if let Some(&id) = slots.get(i as usize).filter(|&&id| id != NO_SLOT) {
+                table.slots()[id as usize].prefetch();
+            }
+        }
         it.drain_touched(|i, s, top| {
             let i = i as usize;
             if i >= slots.len() {
