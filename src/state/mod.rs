@@ -4,8 +4,7 @@
 //! numbers are stable handles and `0..len` are exactly the occupied slots.
 
 mod index;
-mod prefetch;
-pub use prefetch::prefetch;
+pub use crate::sys::memory::prefetch;
 pub mod price;
 pub mod seqlock;
 pub mod slot;
@@ -302,7 +301,7 @@ impl StateTable {
     #[inline]
     pub fn probe(&self, feed: u16, symbol: Symbol) -> Probe {
         let home = self.index.home(feed, symbol.key());
-        prefetch::prefetch(self.index.bucket(home));
+        prefetch(self.index.bucket(home));
         Probe(home)
     }
 

@@ -255,8 +255,8 @@ impl Slot {
     /// at once loads them together).
     #[inline]
     pub fn prefetch(&self) {
-        crate::sys::memory::prefetch(&self.stamp);
-        crate::sys::memory::prefetch(&self.words[WORDS - 1]);
+        super::prefetch(&self.stamp);
+        super::prefetch(&self.words[WORDS - 1]);
     }
 
     /// Publishes a book top (decimal prices) in one seqlocked write; the
