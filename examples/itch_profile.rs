@@ -3,6 +3,8 @@
 //!     itch_profile gen  DAY MESSAGES STOCKS   # write the day (BinaryFILE)
 //!     itch_profile file DAY                   # replay_file into one feed
 //!     itch_profile mold DAY                   # its MoldUDP64 packets through Feed::on_datagram
+//!     itch_profile pcap DAY CAPTURE           # write its two-line capture (as itch-capture)
+//!     itch_profile capture CAPTURE            # replay that capture (tickguard::replay::replay)
 //!
 //! e.g. `valgrind --tool=callgrind target/release/examples/itch_profile file /tmp/day.itch`.
 //! `mold` packs the packets in memory before it replays them (10–30
@@ -14,7 +16,7 @@ use tickguard::clock::OffsetMode;
 use tickguard::config::Config;
 use tickguard::protocol::itch50::feed::{Feed, Settings};
 use tickguard::protocol::itch50::sequencer;
-use tickguard::protocol::itch50::synth::{mold_packets, synthetic_day};
+use tickguard::protocol::itch50::synth::{mold_packets, synthetic_day, two_line_capture};
 use tickguard::protocol::itch50::Session;
 
 /// 2026-01-05 00:00 in New York, ns since the Unix epoch.
@@ -27,7 +29,8 @@ const CONFIG: &str =
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str);
-    let usage = "usage: itch_profile gen DAY MESSAGES STOCKS | file DAY | mold DAY";
+    let usage = "usage: itch_profile gen DAY MESSAGES STOCKS | file DAY | mold DAY \
+        | pcap DAY CAPTURE | capture CAPTURE";
     let (Some(mode), Some(day)) = (arg(0), arg(1)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -49,6 +52,24 @@ fn main() {
             eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
             let feed = &out.summary.itch["nasdaq"];
             println!("next {:?}, unknown {}", feed.next, feed.unknown_orders);
+        }
+        "pcap" => {
+            let config = Config::parse(CONFIG, "profile").expect("config");
+            let lines = &config.feeds[0].lines;
+            let out = arg(2).expect("a capture path");
+            let out = std::io::BufWriter::new(std::fs::File::create(out).expect("create"));
+            let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));
+            two_line_capture(input, out, MIDNIGHT, [lines[0], lines[1]], 20_260_105)
+                .expect("capture");
+        }
+        "capture" => {
+            let config = Config::parse(CONFIG, "profile").expect("config");
+            let mut reader = tickguard::capture::CaptureReader::open(day).expect("open");
+            let start = std::time::Instant::now();
+            let out = tickguard::replay::replay(&config, &mut reader, &[], |_| {});
+            eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
+            let feed = &out.summary.itch["nasdaq"];
+            println!("next {:?}, duplicates {}", feed.next, feed.duplicates);
         }
         "mold" => {
             let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));

@@ -6,15 +6,11 @@
 use crate::itch_binfile::{self, CONFIG, DATE, SEED};
 use anyhow::Context;
 use serde_json::{json, Value};
-use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Instant;
-use tickguard::capture::link::Link;
-use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::protocol::itch50::synth::mold_packets;
-use tickguard::protocol::itch50::Session;
+use tickguard::protocol::itch50::synth::{two_line_capture, CAPTURE_PER_PACKET};
 
 /// Flags.
 #[derive(clap::Args)]
@@ -27,33 +23,19 @@ pub struct Args {
     stocks: usize,
 }
 
-/// Fewest and most messages per packet.
-const PER_PACKET: (usize, usize) = (10, 30);
-
-/// Line B's copy of a packet arrives this long after line A's, ns.
-const LINE_B_LAG_NS: u64 = 20_000;
-
 /// Writes the capture of the day at `day`; returns (messages, packets per line).
 fn generate(day: &Path, capture: &Path, config: &Config) -> anyhow::Result<(u64, u64)> {
     let midnight = DATE.in_tz("America/New_York")?.timestamp().as_nanosecond();
-    let midnight = u64::try_from(midnight)?;
     let lines = &config.feeds[0].lines;
-    let src: SocketAddrV4 = "10.0.0.1:4000".parse()?;
     let out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(capture)?);
-    let mut w = CaptureWriter::new(out, Format::PcapNanos, Link::Ethernet)?;
     let input = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(day)?);
-    let (mut packets, mut last) = (0u64, 0u64);
-    let session = Session(*b"20260105BN");
-    let messages = mold_packets(input, session, PER_PACKET, SEED, |ts, p| {
-        // Keep capture time monotonic (the synthetic day jitters within a step).
-        last = last.max(midnight + ts);
-        w.write_udp(last, src, lines[0], p)?;
-        w.write_udp(last + LINE_B_LAG_NS, src, lines[1], p)?;
-        packets += 1;
-        Ok(())
-    })?;
-    w.finish()?;
-    Ok((messages, packets))
+    Ok(two_line_capture(
+        input,
+        out,
+        u64::try_from(midnight)?,
+        [lines[0], lines[1]],
+        SEED,
+    )?)
 }
 
 /// Runs the row.
@@ -98,7 +80,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "stocks": a.stocks,
         "packets_per_line": packets,
         "datagrams": datagrams,
-        "messages_per_packet": [PER_PACKET.0, PER_PACKET.1],
+        "messages_per_packet": [CAPTURE_PER_PACKET.0, CAPTURE_PER_PACKET.1],
         "capture_bytes": bytes,
         "floor_seconds": floor_s,
         "replay_seconds": replay_s,

@@ -600,6 +600,45 @@ pub fn synthetic_day<W: Write>(out: W, messages: u64, stocks: usize, seed: u64) 
     Ok(n)
 }
 
+/// Fewest and most messages per packet of [`two_line_capture`].
+pub const CAPTURE_PER_PACKET: (usize, usize) = (10, 30);
+
+/// Line B's copy of a packet in [`two_line_capture`] arrives this long
+/// after line A's, ns.
+pub const CAPTURE_LINE_B_LAG_NS: u64 = 20_000;
+
+/// Writes a pcap (ns, Ethernet) of BinaryFILE `day` as two lines carry it
+/// to `out`: its records packed into MoldUDP64 packets of
+/// [`CAPTURE_PER_PACKET`] messages (sizes drawn with `seed`, session
+/// `20260105BN`), each sent from 10.0.0.1:4000 to `lines[0]` at `midnight`
+/// (ns since the Unix epoch) plus its last message's time (kept from going
+/// back), and to `lines[1]` [`CAPTURE_LINE_B_LAG_NS`] later. Returns the
+/// messages and the packets a line.
+pub fn two_line_capture<R: io::Read, W: io::Write>(
+    day: R,
+    out: W,
+    midnight: u64,
+    lines: [std::net::SocketAddrV4; 2],
+    seed: u64,
+) -> io::Result<(u64, u64)> {
+    use crate::capture::link::Link;
+    use crate::capture::write::{CaptureWriter, Format};
+    let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 1), 4000);
+    let mut w = CaptureWriter::new(out, Format::PcapNanos, Link::Ethernet)?;
+    let (mut packets, mut last) = (0u64, 0u64);
+    let session = super::Session(*b"20260105BN");
+    let messages = mold_packets(day, session, CAPTURE_PER_PACKET, seed, |ts, p| {
+        // The synthetic day's times jitter within a step.
+        last = last.max(midnight + ts);
+        w.write_udp(last, src, lines[0], p)?;
+        w.write_udp(last + CAPTURE_LINE_B_LAG_NS, src, lines[1], p)?;
+        packets += 1;
+        Ok(())
+    })?;
+    w.finish()?;
+    Ok((messages, packets))
+}
+
 /// Packs the records of BinaryFILE `day` into MoldUDP64 data packets of
 /// `min..=max` messages each (sizes drawn with `seed`; 1 ≤ `min` ≤ `max`),
 /// sequences from 1 in `session`, and hands each to `f` with the timestamp
