@@ -9,7 +9,8 @@
 //!
 //! The merge is the A/B arbitration: line B's copy of a tick that line A
 //! lost is applied before A's later ticks, as it arrived, so the per-symbol
-//! sequence filter sees no gap. Draining one socket and then the other
+//! sequence filter sees no gap (as far as the kernel's stamps and queues
+//! agree: see `merge` for the one case they don't). Draining one socket and then the other
 //! would report the ticks in between as lost (and make a delta feed suspect).
 //! The `merge` module says how the order is chosen and why it always makes progress,
 //! whatever the kernel timestamps do. The kernel's drop counter is read from

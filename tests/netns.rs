@@ -255,12 +255,13 @@ source_threshold_ms = 60000
     // over, but can queue it to its socket later (its receive processing
     // deferred while both cores are busy), so a line's copy stamped before
     // the other line's next tick can miss the cycle that applies that tick,
-    // and the tick counts as lost (seen once in CI, 8 of 20,000). Losses are
-    // never hidden; the late ones stay a handful.
+    // and the tick counts as lost (seen once in CI, 8 of 20,000; the limit
+    // is in `sidecar/merge.rs`). Losses are never hidden; the late ones stay
+    // a few (at most 0.2% of the ticks, five times the excess seen).
     let ticks_lost = reader.counter(0, counter::TICKS_LOST).unwrap_or(0);
     assert!(
-        (lost_on_both..=lost_on_both + 100).contains(&ticks_lost),
-        "lost {ticks_lost}: what neither line carried ({lost_on_both}), at most 0.5% more late"
+        (lost_on_both..=lost_on_both + 40).contains(&ticks_lost),
+        "lost {ticks_lost}: what neither line carried ({lost_on_both}), at most 40 more late"
     );
 
     // Every symbol, from another process: ok (a full feed, heartbeats after the last loss).

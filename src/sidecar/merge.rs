@@ -26,6 +26,17 @@
 //! stamped up to `now`: a line is never starved by one datagram stamped
 //! later than its neighbours, and nothing waits longer than [`AHEAD_NS`].
 //! Within a line, datagrams are applied in queue order.
+//!
+//! What the merge cannot see: a datagram the kernel stamped before `now`
+//! but had not yet queued to its socket when that socket was read (its
+//! receive processing deferred, as on a machine whose cores are all busy).
+//! Its line then looks complete up to `now`, and the other line's later
+//! datagrams are applied first. An SQF feed, which by its spec has no
+//! hold-back, counts the ticks in between as lost (and a delta feed turns
+//! suspect) and the late copy as a duplicate; an ITCH feed holds the later
+//! messages and the late copy fills the gap. Holding every datagram back a
+//! margin would close this at the cost of that margin's latency on every
+//! tick, so it is not done; losses are over-counted, never hidden.
 
 /// Furthest a kernel timestamp may be ahead of the receiver's clock before
 /// it counts as a clock step and the datagram as arriving at `now`, ns.

@@ -705,7 +705,7 @@ impl Feed {
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
-        self.lines.prefetch(&packet);
+        self.lines.prefetch(line, &packet);
         let out = self.on_packet(&packet, t);
         // A packet of an earlier session has no effect but its count
         // (spec §3.1): not compared, not a line copy. Nor is one that

@@ -75,11 +75,14 @@ impl Clone for LineCheck {
 }
 
 impl LineCheck {
-    /// Starts loading the entry `p` will be checked against, so that the
-    /// check, after the packet is applied, does not wait on memory.
+    /// Starts loading the entry a data packet that came on `line` will be
+    /// checked against, so that the check, after the packet is applied,
+    /// does not wait on memory (nothing for packets never checked).
     #[inline]
-    pub fn prefetch(&self, p: &Packet<&[u8]>) {
-        prefetch(&self.entries[p.sequence() as usize & (WINDOW - 1)]);
+    pub fn prefetch(&self, line: usize, p: &Packet<&[u8]>) {
+        if line <= 1 && matches!(p.kind(), Kind::Data(_)) {
+            prefetch(&self.entries[p.sequence() as usize & (WINDOW - 1)]);
+        }
     }
 
     /// A valid packet that came on `line` (0 = A, 1 = B; others, such as
