@@ -13,7 +13,8 @@
 //!   records ahead: what any book that keeps its orders by reference can
 //!   reach here at best, before a single price level;
 //! - `books`: the order store plus price levels per book and side, a vector
-//!   sorted best-last searched from the top (as `itch50::book`), with the
+//!   sorted best-last (as `itch50::book`) whose best 8 levels are compared
+//!   without a branch on the outcome, then binary-searched, with the
 //!   same two-stage prefetch 16 and 8 records ahead (the order's slot and
 //!   the book's entry, then each side's best level).
 //!
@@ -80,21 +81,35 @@ fn records(data: &[u8]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Whether level price `p` is better than `price` on a side.
-fn better(sell: bool, p: u32, price: u32) -> bool {
-    if sell {
-        p < price
+/// Where `price` goes in a side sorted best-last: the index above every
+/// level not better than it. The best 8 are compared all together, with no
+/// branch on the outcome (a walk that stops at the price mispredicts its
+/// exit: 8-10% slower here); deeper, a binary search.
+#[inline]
+fn position(levels: &[Level], sell: bool, price: u32) -> usize {
+    const TOP: usize = 8;
+    let n = levels.len();
+    let Some(last) = n.checked_sub(1) else {
+        return 0;
+    };
+    // Flipping every bit reverses the order: one comparison for both sides.
+    let flip = if sell { u32::MAX } else { 0 };
+    let key = price ^ flip;
+    let mut better = 0;
+    for k in 0..TOP {
+        let i = n.wrapping_sub(TOP - k);
+        better += usize::from((i < n) & (levels[i.min(last)].price ^ flip > key));
+    }
+    if better < TOP {
+        n - better
     } else {
-        p > price
+        levels[..n - TOP].partition_point(|l| l.price ^ flip <= key)
     }
 }
 
 fn rest(books: &mut [Book], o: &Order) {
     let levels = &mut books[usize::from(o.book)].0[usize::from(o.sell)];
-    let mut i = levels.len();
-    while i > 0 && better(o.sell, levels[i - 1].price, o.price) {
-        i -= 1;
-    }
+    let i = position(levels, o.sell, o.price);
     match levels.get_mut(i.wrapping_sub(1)) {
         Some(l) if l.price == o.price => {
             l.orders += 1;
@@ -113,7 +128,8 @@ fn rest(books: &mut [Book], o: &Order) {
 
 fn unrest(books: &mut [Book], o: &Order, shares: u32, gone: bool) {
     let levels = &mut books[usize::from(o.book)].0[usize::from(o.sell)];
-    if let Some(i) = levels.iter().rposition(|l| l.price == o.price) {
+    let i = position(levels, o.sell, o.price).wrapping_sub(1);
+    if levels.get(i).is_some_and(|l| l.price == o.price) {
         levels[i].shares -= u64::from(shares);
         if gone {
             levels[i].orders -= 1;
