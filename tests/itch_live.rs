@@ -37,35 +37,40 @@ fn cycle_until(sidecar: &mut Sidecar, mut done: impl FnMut(&Sidecar) -> bool) {
     }
 }
 
-#[test]
-fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
+fn gaps(s: &Sidecar) -> usize {
+    s.handler().feeds()[0]
+        .itch()
+        .unwrap()
+        .sequencer()
+        .gaps_open()
+}
+
+/// A sidecar with one ITCH feed on a loopback line, re-requesting from
+/// `server` (its `recovery_listen`: `listen`, or the default), which has
+/// seen sequence 1, then 3; and the server's re-request for 2, with the
+/// address it came from.
+fn with_a_gap_asked_for(
+    server: &UdpSocket,
+    listen: Option<SocketAddr>,
+    shm: &str,
+) -> (Sidecar, SocketAddr) {
     let line = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
-    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let listen = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
-    let shm = format!("/dev/shm/tickguard-itch-live-{}", std::process::id());
+    let listen = listen.map_or(String::new(), |l| format!("recovery_listen = \"{l}\"\n"));
     let cfg = Config::parse(
         &format!(
             "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\n\
              [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
-             recovery = \"{}\"\nrecovery_listen = \"{listen}\"\ngap_timeout_ms = 60000\n\
+             recovery = \"{}\"\n{listen}gap_timeout_ms = 60000\n\
              stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
-            port(&server)
+            port(server)
         ),
         "test",
     )
     .unwrap();
     let mut sidecar = Sidecar::start(&cfg).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    // Sequence 1, then 3: a gap at 2, asked for.
     tx.send_to(&packet(1, b'O'), line).unwrap();
     tx.send_to(&packet(3, b'Q'), line).unwrap();
-    let gaps = |s: &Sidecar| {
-        s.handler().feeds()[0]
-            .itch()
-            .unwrap()
-            .sequencer()
-            .gaps_open()
-    };
     cycle_until(&mut sidecar, |s| {
         s.handler().feeds()[0].counters.packets == 2
     });
@@ -80,6 +85,16 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
         (request.session, request.sequence, request.count),
         (SESSION, 2, 1)
     );
+    (sidecar, from)
+}
+
+#[test]
+fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let listen = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let shm = format!("/dev/shm/tickguard-itch-live-{}", std::process::id());
+    let (mut sidecar, from) = with_a_gap_asked_for(&server, Some(listen), &shm);
+    assert_eq!(from, listen);
 
     // A forged answer from anyone else to the recovery port: not taken.
     let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -100,6 +115,20 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     let it = sidecar.handler().feeds()[0].itch().unwrap();
     assert_eq!(it.sequencer().counters().recovered, 1);
     assert_eq!(it.sequencer().next(), Some(4));
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}
+
+#[test]
+fn without_recovery_listen_requests_go_from_an_ephemeral_port_that_takes_the_answer() {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let shm = format!("/dev/shm/tickguard-itch-live-eph-{}", std::process::id());
+    let (mut sidecar, from) = with_a_gap_asked_for(&server, None, &shm);
+    assert_ne!(from.port(), 0);
+    server.send_to(&packet(2, b'S'), from).unwrap();
+    cycle_until(&mut sidecar, |s| gaps(s) == 0);
+    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    assert_eq!(it.sequencer().counters().recovered, 1);
     drop(sidecar);
     let _ = std::fs::remove_file(&shm);
 }

@@ -11,7 +11,7 @@
 //! Where the spec is silent it follows the decisions the implementation
 //! documents: a gap's opening time is clamped to the latest arrival of an
 //! accepted packet (a stale session's included, a rejected datagram's not),
-//! 64 past sessions are remembered, an add with a side other than `B`/`S`
+//! 4,096 past sessions are remembered, an add with a side other than `B`/`S`
 //! is an anomaly and adds nothing, a message with locate 0 only counts by
 //! type (a System Event still changes hours), and the offset's send time is
 //! the source time of the packet's last message with a timestamp; with
@@ -67,7 +67,7 @@ const STEP: u64 = 500_000;
 /// Stocks the generator uses; the last is never on the wire.
 const STOCKS: [&str; 4] = ["AAA", "BB", "C", "ZZZZ"];
 /// Past sessions remembered (the implementation's documented choice).
-const PAST_SESSIONS: usize = 64;
+const PAST_SESSIONS: usize = 4096;
 
 // ---------------------------------------------------------------------------
 // The model
@@ -1207,26 +1207,38 @@ proptest! {
     }
 }
 
-/// 66 sessions, then a late packet of the second (64 sessions back: still
-/// remembered, stale) and of the first (65 back: forgotten, a new session).
+/// 4,098 sessions, then a late packet of the second (4,096 sessions back:
+/// still remembered, stale) and of the first (4,097 back: forgotten, a new
+/// session).
 #[test]
-fn past_sessions_are_remembered_64_back() {
+fn past_sessions_are_remembered_4096_back() {
+    assert_eq!(PAST_SESSIONS, sequencer::PAST_SESSIONS);
     let setup = fixed_setup();
     let send = Op::Send {
         dt: 1,
         msgs: vec![(Msg::System { code: b'Q' }, 0)],
         fate: 0,
     };
+    let sessions = PAST_SESSIONS + 2;
     let mut ops = vec![send.clone()];
-    for _ in 1..66 {
+    for _ in 1..sessions {
         ops.extend([Op::NewSession { dt: 1, start: 1 }, send.clone()]);
     }
     ops.extend([
-        Op::Resend { dt: 1, back: 64 },
-        Op::Resend { dt: 1, back: 65 },
+        Op::Resend {
+            dt: 1,
+            back: PAST_SESSIONS,
+        },
+        Op::Resend {
+            dt: 1,
+            back: PAST_SESSIONS + 1,
+        },
     ]);
     let model = run(&setup, &ops).unwrap();
-    assert_eq!((model.stale_session, model.session_changes), (1, 66));
+    assert_eq!(
+        (model.stale_session, model.session_changes),
+        (1, sessions as u64)
+    );
 }
 
 /// A data packet of `n` System Events `Q` (no effect) from `seq`.

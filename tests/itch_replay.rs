@@ -360,7 +360,13 @@ fn itch_keys_are_checked() {
     assert_eq!(itch.timezone, "America/New_York");
     let with_server = CONFIG.replace("gap_timeout_ms = 5", "recovery = \"127.0.0.1:18000\"");
     let c = Config::parse(&with_server, "itch.toml").unwrap();
-    assert_eq!(c.feeds[0].itch.as_ref().unwrap().gap_timeout_ns, 1_000 * MS);
+    let itch = c.feeds[0].itch.as_ref().unwrap();
+    assert_eq!(itch.gap_timeout_ns, 1_000 * MS);
+    assert_eq!(itch.recovery_listen, "0.0.0.0:18001".parse().unwrap());
+    // Without recovery_listen: any local address, an ephemeral port.
+    let c = Config::parse(&with_server.replace("recovery_listen", "#"), "itch.toml").unwrap();
+    let itch = c.feeds[0].itch.as_ref().unwrap();
+    assert_eq!(itch.recovery_listen, "0.0.0.0:0".parse().unwrap());
 }
 
 fn itch_fixtures() -> std::path::PathBuf {

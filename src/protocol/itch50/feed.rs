@@ -723,10 +723,15 @@ impl Feed {
 
     fn on_packet(&mut self, p: &Packet<&[u8]>, t: u64) -> Outcome {
         let session = p.session();
-        let new = match self.seq.session() {
-            None => true,
-            Some(cur) if cur == session => false,
-            Some(_) => !self.seq.is_past(session),
+        // A session other than the current one is looked up once: the
+        // current session's packets (nearly all) need no look-up.
+        let (new, stale) = match self.seq.session() {
+            None => (true, false),
+            Some(cur) if cur == session => (false, false),
+            Some(_) => {
+                let past = self.seq.is_past(session);
+                (!past, past)
+            }
         };
         if new {
             if let Some(log) = &mut self.state.log {
@@ -735,7 +740,7 @@ impl Feed {
             self.state.clear();
             self.state.midnight = midnight(&self.settings.timezone, t);
         }
-        if let (Kind::Data(_), false) = (p.kind(), !new && self.seq.is_past(session)) {
+        if let (Kind::Data(_), false) = (p.kind(), stale) {
             if let Some(ts) = p.last_timestamp() {
                 let send = self.state.midnight + ts as i128;
                 self.clock
@@ -1375,6 +1380,45 @@ mod tests {
         assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
+    }
+
+    #[test]
+    fn an_earlier_sessions_packets_change_nothing_but_their_count() {
+        // Spec §3.1: a packet of an earlier session counts in `packets` and
+        // `stale_session` only: its end of session does not close, its
+        // heartbeat does not count or prove the feed alive, its data is not
+        // applied.
+        let mut f = feed();
+        let aapl = sym("AAPL");
+        f.on_datagram(
+            &packet(
+                1,
+                &[encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1, None)],
+            ),
+            T0,
+        )
+        .unwrap();
+        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
+        b.message(&encode::add_order(7, OPEN, 1, Side::Sell, 5, aapl, 9, None));
+        f.on_datagram(&b.finish(), T0 + MS).unwrap();
+        let before = seen(&f);
+        let late = [
+            PacketBuilder::end_of_session(S1, 2),
+            PacketBuilder::heartbeat(S1, 2),
+            packet(2, &[encode::delete(7, OPEN + 1, 1)]),
+            packet(3, &[encode::system_event(OPEN + 2, b'C')]),
+        ];
+        for (k, p) in late.iter().enumerate() {
+            f.on_datagram(p, T0 + (2 + k as u64) * MS).unwrap();
+        }
+        let q = f.sequencer().counters();
+        assert_eq!((q.stale_session, q.heartbeats, q.messages), (4, 0, 2));
+        assert_eq!(f.hours(), Hours::Open);
+        assert_eq!(f.last_alive(), Some(T0 + MS));
+        assert_eq!(f.verdict(aapl, th(), T0 + 6 * MS), Reasons::empty());
+        // Everything else as it was: the same view with the count put back.
+        let after = seen(&f).replace("stale_session: 4", "stale_session: 0");
+        assert_eq!(after, before);
     }
 
     #[test]

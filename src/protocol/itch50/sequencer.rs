@@ -24,12 +24,13 @@ use super::event::Event;
 use super::map::U64Map;
 use super::message::Message;
 use super::mold::{Kind, Packet, Session};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 /// Most gaps open at once; one more gives up the lowest.
 pub const MAX_GAPS: usize = 65_536;
-/// Earlier sessions remembered per stream.
-pub const PAST_SESSIONS: usize = 64;
+/// Earlier sessions remembered per stream: over fifteen years of one
+/// session a trading day, in about 100 KiB.
+pub const PAST_SESSIONS: usize = 4096;
 /// Bytes of one held record: a length byte and up to 63 message bytes.
 const RECORD: usize = 64;
 
@@ -288,12 +289,38 @@ impl Held {
     }
 }
 
+/// The sessions a stream had before its current one, the last
+/// [`PAST_SESSIONS`] of them: in arrival order, to forget the oldest, and
+/// in a set, so that a packet of a session other than the current one is
+/// looked up at once (a flood of them costs a hash each, not a scan).
+/// Grows, amortised, only when the session changes.
+#[derive(Debug, Clone, Default)]
+struct Past {
+    order: VecDeque<Session>,
+    set: HashSet<Session>,
+}
+
+impl Past {
+    /// `s` is now an earlier session; the oldest goes when there are more
+    /// than [`PAST_SESSIONS`].
+    fn push(&mut self, s: Session) {
+        if self.set.insert(s) {
+            self.order.push_back(s);
+        }
+        if self.order.len() > PAST_SESSIONS {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
 /// One stream's sequencing state.
 #[derive(Debug, Clone)]
 pub struct Sequencer {
     settings: Settings,
     session: Option<Session>,
-    past: VecDeque<Session>,
+    past: Past,
     /// The next sequence to apply; `None` before the session's first packet.
     next: Option<u64>,
     /// One past the highest sequence received (or revealed by a heartbeat).
@@ -317,7 +344,7 @@ impl Sequencer {
         Sequencer {
             settings,
             session: None,
-            past: VecDeque::with_capacity(PAST_SESSIONS),
+            past: Past::default(),
             next: None,
             high: 0,
             gaps: VecDeque::new(),
@@ -339,7 +366,7 @@ impl Sequencer {
     /// True for a session this stream had before its current one (a
     /// packet of it is a late copy: counted, otherwise ignored).
     pub fn is_past(&self, session: Session) -> bool {
-        self.past.contains(&session)
+        self.past.set.contains(&session)
     }
 
     /// The next sequence to apply, `None` before the session's first packet.
@@ -467,15 +494,12 @@ impl Sequencer {
         match self.session {
             Some(cur) if cur == s => {}
             Some(cur) => {
-                if self.past.contains(&s) {
+                if self.is_past(s) {
                     self.counters.stale_session += 1;
                     out.stale_session = true;
                     return out;
                 }
-                if self.past.len() == PAST_SESSIONS {
-                    self.past.pop_front();
-                }
-                self.past.push_back(cur);
+                self.past.push(cur);
                 self.reset();
                 self.session = Some(s);
                 self.counters.session_changes += 1;
@@ -971,6 +995,29 @@ mod tests {
         let c = r.seq.counters();
         assert_eq!((c.session_changes, c.stale_session, c.messages), (1, 1, 4));
         assert_eq!(r.applied, [1, 1, 2]);
+    }
+
+    #[test]
+    fn more_than_max_gaps_open_give_up_the_lowest() {
+        let mut r = Run::new(Settings {
+            max_held: 1 << 20,
+            ..settings()
+        });
+        r.packet(&data(S1, 1, 1), 0);
+        // Every other sequence: each packet opens a one-message gap.
+        let gaps = MAX_GAPS as u64;
+        for k in 1..=gaps {
+            r.packet(&data(S1, 2 * k + 1, 1), k);
+        }
+        assert_eq!(r.seq.gaps_open(), MAX_GAPS);
+        assert_eq!(r.seq.counters().ticks_lost, 0);
+        let o = r.packet(&data(S1, 2 * gaps + 3, 1), gaps + 1);
+        assert_eq!(o.given_up, 1);
+        assert_eq!(r.seq.gaps_open(), MAX_GAPS);
+        let c = r.seq.counters();
+        assert_eq!((c.ticks_lost, c.gaps_given_up), (1, 1));
+        assert_eq!(r.applied, [1, 3], "the lowest gap's held message");
+        assert!(r.seq.suspect());
     }
 
     #[test]
