@@ -94,9 +94,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
-/// A warning on stderr: one line, never an error.
+/// A warning on stderr: one line, never an error (a stderr that cannot be
+/// written loses it, as [`report`] does).
 fn warn(line: &str) {
-    eprintln!("tickguard: warning: {line}");
+    let _ = writeln!(std::io::stderr(), "tickguard: warning: {line}");
 }
 
 /// An output file can be written where it is named: its directory exists
@@ -607,20 +608,20 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             "bid": side(sides[0]),
             "ask": side(sides[1]),
         });
-        println!("{line}");
+        print_answer(&format!("{line}\n"))?;
         return Ok(v.is_ok());
     }
-    if v.is_ok() {
-        println!("{} {}: ok", args.feed, args.symbol);
+    let mut out = if v.is_ok() {
+        format!("{} {}: ok\n", args.feed, args.symbol)
     } else {
-        println!(
-            "{} {}: rejected: {} ({})",
+        format!(
+            "{} {}: rejected: {} ({})\n",
             args.feed,
             args.symbol,
             reasons.join(", "),
             v.health
-        );
-    }
+        )
+    };
     let quote: Vec<String> = ["bid", "ask"]
         .iter()
         .zip(sides)
@@ -633,7 +634,17 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         })
         .collect();
     if !quote.is_empty() {
-        println!("  {}", quote.join("  "));
+        out.push_str(&format!("  {}\n", quote.join("  ")));
     }
+    print_answer(&out)?;
     Ok(v.is_ok())
+}
+
+/// `check`'s answer on stdout: a stdout that cannot take it (full, closed)
+/// is an error like any other, not a panic.
+fn print_answer(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing the answer to stdout")
 }

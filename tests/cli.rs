@@ -477,6 +477,21 @@ fn usage_errors_exit_non_zero() {
     tickguard().args(["replay", "x.pcap"]).assert().failure();
     tickguard().args(["frobnicate"]).assert().failure();
     tickguard().arg("--help").assert().success();
+    // The configuration's range of dead_after_ms, 3 to 60000.
+    for (cmd, ms) in [("check", "0"), ("check", "60001"), ("stat", "2")] {
+        let args = match cmd {
+            "check" => vec![cmd, "lp1", "EURUSD"],
+            _ => vec![cmd, "--once"],
+        };
+        let out = tickguard()
+            .args(args)
+            .args(["--shm", "/nonexistent", "--dead-after-ms", ms])
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd} {ms}: {err}");
+        assert!(err.contains("3..=60000"), "{cmd} {ms}: {err}");
+    }
 }
 
 #[test]

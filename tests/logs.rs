@@ -99,11 +99,7 @@ fn wait_for(shm: &Path, cond: impl Fn(&Reader) -> bool) -> bool {
 
 #[test]
 fn run_with_stderr_on_a_full_device() {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    survives("/dev/full", Stdio::from(full), false);
+    survives("/dev/full", full(), false);
 }
 
 /// `| tee` ended by Ctrl-C: every write to stderr fails with EPIPE.
@@ -124,10 +120,6 @@ fn run_with_stderr_closed() {
 /// An error that cannot be printed still ends in exit status 2, not a panic.
 #[test]
 fn an_error_on_a_full_stderr_exits_2() {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
     let status = Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .args([
             "replay",
@@ -136,10 +128,81 @@ fn an_error_on_a_full_stderr_exits_2() {
             "/nonexistent.toml",
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::from(full))
+        .stderr(full())
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(2));
+}
+
+fn full() -> Stdio {
+    Stdio::from(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    )
+}
+
+/// Warnings that cannot be printed are lost, not a panic: the replay still
+/// writes its results and exits 0.
+#[test]
+fn a_replay_that_warns_on_a_full_stderr_still_finishes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    // The fixture's checks name an unknown feed: a warning each.
+    let status = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .arg("replay")
+        .arg(root.join("scenario-eth-us.pcap"))
+        .arg("--config")
+        .arg(root.join("config.toml"))
+        .arg("--checks")
+        .arg(root.join("checks.csv"))
+        .arg("--summary")
+        .arg(&summary)
+        .stdout(Stdio::null())
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(std::fs::read_to_string(&summary)
+        .unwrap()
+        .contains("\"feeds\""));
+}
+
+/// `check` with a stdout that cannot take its answer: one line, exit 2.
+#[test]
+fn check_on_a_full_stdout_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("shm");
+    let line = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = tickguard::config::Config::parse(
+        &format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n\
+             [[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"{line}\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+            shm.display()
+        ),
+        "test",
+    )
+    .unwrap();
+    let sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
+    for json in [false, true] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(["check", "lp1", "EURUSD", "--shm"])
+            .arg(&shm)
+            .args(json.then_some("--json"))
+            .stdout(full())
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("stdout") && err.lines().count() == 1, "{err}");
+    }
+    drop(sidecar);
 }
 
 /// A feed that joins its multicast groups from any source is warned about

@@ -57,8 +57,8 @@ pub struct CheckArgs {
     /// Read the shared-memory path and dead-writer bound from this configuration.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
-    #[arg(long)]
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100).
+    #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).
     #[arg(long, value_name = "UID|NAME")]
@@ -80,8 +80,8 @@ pub struct StatArgs {
     /// Evaluate at this time (ns since the Unix epoch) instead of the clock.
     #[arg(long)]
     pub now: Option<u64>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms (default: the config's, else 100).
-    #[arg(long)]
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100).
+    #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).
     #[arg(long, value_name = "UID|NAME")]
@@ -469,4 +469,10 @@ impl DemoArgs {
             },
         }
     }
+}
+
+/// `--dead-after-ms`: the range of the configuration's `dead_after_ms`.
+fn dead_after_ms() -> clap::builder::RangedU64ValueParser {
+    use tickguard::config::DEAD_AFTER_MS;
+    clap::value_parser!(u64).range(DEAD_AFTER_MS.min as u64..=DEAD_AFTER_MS.max as u64)
 }
