@@ -38,12 +38,64 @@ pub struct Check {
 pub struct ChecksError(String);
 
 /// Reads a checks CSV: header `time_ns,feed,symbol`, rows in any order.
+/// The file is read whole, at most [`CHECKS_MAX_BYTES`], and only once its
+/// first [`CHECKS_HEAD_BYTES`] hold the header: a capture or `/dev/zero`
+/// named by mistake is refused at once, not read into memory.
 pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
+    use std::io::Read;
     let name = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| ChecksError(format!("checks {name}: {e}")))?;
-    let text = String::from_utf8(text)
-        .map_err(|_| ChecksError(format!("checks {name}: not UTF-8 text")))?;
-    parse_checks(&text).map_err(|e| ChecksError(format!("checks {name}: {e}")))
+    let fail = |e: String| ChecksError(format!("checks {name}: {e}"));
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let mut input = file.take(CHECKS_MAX_BYTES + 1);
+    let mut bytes = Vec::new();
+    (&mut input)
+        .take(CHECKS_HEAD_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 == CHECKS_HEAD_BYTES {
+        // More may follow: the header must be whole already.
+        let head = String::from_utf8_lossy(&bytes);
+        let head = head.strip_prefix('\u{feff}').unwrap_or(&head);
+        match head.split_inclusive('\n').find(|l| !l.trim().is_empty()) {
+            Some(line) if line.ends_with('\n') => header(line).map_err(fail)?,
+            _ => {
+                return Err(fail(format!(
+                    "line 1: no header time_ns,feed,symbol in the first {} KiB",
+                    CHECKS_HEAD_BYTES >> 10
+                )))
+            }
+        }
+        input
+            .read_to_end(&mut bytes)
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > CHECKS_MAX_BYTES {
+            return Err(fail(format!(
+                "larger than {} MiB (the checks are held in memory)",
+                CHECKS_MAX_BYTES >> 20
+            )));
+        }
+    }
+    let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".into()))?;
+    parse_checks(&text).map_err(fail)
+}
+
+/// Largest checks file: 256 MiB, about eight million checks, held in
+/// memory (with their answers) while a replay answers them.
+pub const CHECKS_MAX_BYTES: u64 = 256 << 20;
+
+/// Bytes of a checks file read before its header is checked.
+pub const CHECKS_HEAD_BYTES: u64 = 64 << 10;
+
+/// Line 1 of a checks file: the header.
+fn header(line: &str) -> Result<(), String> {
+    let header = split_csv(line.trim_end_matches('\n')).map_err(|e| format!("line 1: {e}"))?;
+    if header != ["time_ns", "feed", "symbol"] {
+        return Err(format!(
+            "line 1: header must be time_ns,feed,symbol, got {}",
+            header.join(",")
+        ));
+    }
+    Ok(())
 }
 
 /// Parses checks CSV text. Fields may be double-quoted (`""` inside quotes
@@ -54,16 +106,10 @@ pub fn parse_checks(text: &str) -> Result<Vec<Check>, String> {
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, header)) = lines.next() else {
+    let Some((_, first)) = lines.next() else {
         return Err("empty file: expected the header time_ns,feed,symbol".into());
     };
-    let header = split_csv(header).map_err(|e| format!("line 1: {e}"))?;
-    if header != ["time_ns", "feed", "symbol"] {
-        return Err(format!(
-            "line 1: header must be time_ns,feed,symbol, got {}",
-            header.join(",")
-        ));
-    }
+    header(first)?;
     let mut checks = Vec::new();
     for (i, line) in lines {
         let n = i + 1;

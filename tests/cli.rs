@@ -425,6 +425,22 @@ fn unreadable_inputs_fail_with_one_line() {
         Some(&write(d, "bad2.csv", "time_ns,feed,symbol\nsoon,lp1,X\n")),
         "line 2",
     );
+    // Not read whole: an endless file, a capture named by mistake, one
+    // beyond the limit.
+    let head = tickguard::replay::CHECKS_HEAD_BYTES as usize;
+    fails_with(&cap, &cfg, Some(Path::new("/dev/zero")), "no header");
+    fails_with(&cap, &cfg, Some(&cap), "header must be");
+    let mut big = String::from("time_ns,feed,symbol\n");
+    big.push_str(&"\n".repeat(head));
+    big.push_str("5,lp1,EURUSD\n");
+    let big = write(d, "big.csv", &big);
+    std::fs::File::options()
+        .append(true)
+        .open(&big)
+        .unwrap()
+        .set_len(tickguard::replay::CHECKS_MAX_BYTES + 1)
+        .unwrap();
+    fails_with(&cap, &cfg, Some(&big), "larger than 256 MiB");
 
     let unknown_key = write(
         d,

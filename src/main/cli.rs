@@ -166,15 +166,23 @@ pub struct ReplayArgs {
         conflicts_with = "timeline"
     )]
     pub feed: Option<String>,
-    /// The BinaryFILE's session date (with --feed): source times count from its midnight in the feed's time zone.
+    /// The BinaryFILE's session date (with --feed), 1970-01-02 to 2554-07-17: source times count from its midnight in the feed's time zone.
     #[arg(long, value_name = "YYYY-MM-DD", requires = "feed", value_parser = parse_date)]
     pub date: Option<jiff::civil::Date>,
 }
 
-/// A date as YYYY-MM-DD.
+/// A session date as YYYY-MM-DD, one whose times (its midnight in any time
+/// zone, plus a timestamp's 2^48 ns) are ns since the Unix epoch in a u64.
 fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
-    s.parse::<jiff::civil::Date>()
-        .map_err(|_| format!("'{s}' is not a date (YYYY-MM-DD)"))
+    use jiff::civil::date;
+    let d = s
+        .parse::<jiff::civil::Date>()
+        .map_err(|_| format!("'{s}' is not a date (YYYY-MM-DD)"))?;
+    let (first, last) = (date(1970, 1, 2), date(2554, 7, 17));
+    if d < first || d > last {
+        return Err(format!("{s} is out of range: {first} to {last}"));
+    }
+    Ok(d)
 }
 
 /// `tickguard simulate`: a provider publishing SQF, or an ITCH venue.
