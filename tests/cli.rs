@@ -493,6 +493,20 @@ fn usage_errors_exit_non_zero() {
     tickguard().args(["replay", "x.pcap"]).assert().failure();
     tickguard().args(["frobnicate"]).assert().failure();
     tickguard().arg("--help").assert().success();
+    // A session date whose times fit in u64 ns since the epoch.
+    for date in ["1970-01-01", "2554-07-18", "9999-12-31"] {
+        let out = tickguard()
+            .args(["replay", "x.itch", "--config", "c.toml", "--feed", "n"])
+            .args(["--date", date])
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{date}: {err}");
+        assert!(
+            err.contains("out of range: 1970-01-02 to 2554-07-17"),
+            "{err}"
+        );
+    }
     // The configuration's range of dead_after_ms, 3 to 60000.
     for (cmd, ms) in [("check", "0"), ("check", "60001"), ("stat", "2")] {
         let args = match cmd {
