@@ -174,6 +174,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             )
             .map_err(anyhow::Error::msg)?;
             clear_progress(&bar);
+            warn_input(&config, &outcome);
             return finish_replay(&args, &checks, outcome);
         };
         if config.feed_id(feed) != Some(id) {
@@ -195,6 +196,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         )
         .map_err(anyhow::Error::msg)?;
         clear_progress(&bar);
+        warn_input(&config, &outcome);
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut capture = CaptureReader::open(&args.capture)?;
@@ -206,9 +208,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         let outcome =
             tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut x);
         clear_progress(&bar);
-        for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
-            warn(&line);
-        }
+        warn_input(&config, &outcome);
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
@@ -228,9 +228,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         replay(&config, &mut capture, &checks, progress)
     };
     clear_progress(&bar);
-    for line in tickguard::replay::rejected_feed_warnings(&config, &outcome.summary) {
-        warn(&line);
-    }
+    warn_input(&config, &outcome);
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());
     }
@@ -377,6 +375,13 @@ fn finish_replay(
     }
     out.flush().context("writing results")?;
     write_summary(args, outcome)
+}
+
+/// Warns about an input that gave the feeds nothing to use.
+fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome) {
+    for line in tickguard::replay::input_warnings(config, &outcome.summary) {
+        warn(&line);
+    }
 }
 
 /// Writes `--summary`, then fails if the input broke part way.

@@ -1013,6 +1013,60 @@ pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String>
         .collect()
 }
 
+/// Warning lines about a replay whose input gave its feeds nothing to use
+/// (the replay still succeeds and writes its results; a tired operator
+/// must not take its `no_quote` answers for the market's):
+/// [`rejected_feed_warnings`]; a capture none of whose records is a
+/// UDP/IPv4 datagram, or none of whose datagrams is addressed to a feed's
+/// line; a BinaryFILE with no record, or no valid one.
+pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
+    let mut lines = rejected_feed_warnings(config, summary);
+    let c = &summary.capture;
+    let r = &c.reader;
+    if r.records > 0 && r.datagrams == 0 {
+        let causes = [
+            ("unsupported_link", r.unsupported_link),
+            ("not_ipv4", r.not_ipv4),
+            ("not_udp", r.not_udp),
+            ("ip_fragments", r.ip_fragments),
+            ("truncated", r.truncated),
+            ("malformed", r.malformed),
+        ];
+        let (cause, n) = causes
+            .iter()
+            .max_by_key(|c| c.1)
+            .copied()
+            .unwrap_or(("", 0));
+        lines.push(format!(
+            "none of the capture's {} records is a UDP/IPv4 datagram (mostly {cause}: {n})",
+            r.records
+        ));
+    } else if r.datagrams > 0 && c.unrouted == r.datagrams {
+        let all: Vec<String> = config
+            .feeds
+            .iter()
+            .flat_map(|f| f.lines.iter().map(|l| l.to_string()))
+            .collect();
+        lines.push(format!(
+            "none of the capture's {} datagrams is addressed to a feed's line ({})",
+            r.datagrams,
+            all.join(", ")
+        ));
+    }
+    for (name, f) in &summary.itch {
+        match f.invalid_records {
+            Some(_) if f.messages == 0 => {
+                lines.push(format!("feed '{name}': the BinaryFILE holds no records"))
+            }
+            Some(n) if n == f.messages => lines.push(format!(
+                "feed '{name}': all {n} records of the BinaryFILE are invalid (not ITCH 5.0 messages?)"
+            )),
+            _ => {}
+        }
+    }
+    lines
+}
+
 /// Most warnings printed about checks; the rest are counted in one more line.
 pub const CHECK_WARNINGS_CAP: usize = 10;
 

@@ -606,6 +606,81 @@ fn replay_warns_when_every_packet_of_a_feed_is_rejected() {
     assert!(!run.stderr.contains("packets rejected"), "{}", run.stderr);
 }
 
+/// An input that gives the feeds nothing to use still replays (exit 0),
+/// with one warning line saying why.
+#[test]
+fn replay_warns_when_the_input_gives_the_feeds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = write(d, "c.toml", SMALL_CONFIG);
+    let t = 10 * 1_000_000_000u64;
+    let warned = |run: &Run, want: &str| {
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let w: Vec<_> = run
+            .stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .collect();
+        assert_eq!(w, [format!("tickguard: warning: {want}")], "{}", run.stderr);
+    };
+    // Datagrams for another group.
+    let cap = small_capture(
+        d,
+        &[
+            (t, "239.9.9.9:1", quote(1, t)),
+            (t + 1, "239.9.9.9:1", quote(2, t)),
+        ],
+    );
+    warned(
+        &replay(&cap, &cfg, None),
+        "none of the capture's 2 datagrams is addressed to a feed's line (239.1.1.1:30001, 239.1.1.2:30002)",
+    );
+    // Records of a link type the reader does not read (0xffff).
+    let mut pcap = Vec::new();
+    for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65_535, 0xffff] {
+        pcap.extend_from_slice(&w.to_le_bytes());
+    }
+    for _ in 0..3 {
+        for w in [1u32, 0, 4, 4] {
+            pcap.extend_from_slice(&w.to_le_bytes());
+        }
+        pcap.extend_from_slice(b"abcd");
+    }
+    let cap = d.join("link.pcap");
+    std::fs::write(&cap, pcap).unwrap();
+    warned(
+        &replay(&cap, &cfg, None),
+        "none of the capture's 3 records is a UDP/IPv4 datagram (mostly unsupported_link: 3)",
+    );
+    // A BinaryFILE with no valid record, and an empty one.
+    let itch = fixtures().join("itch/config.toml");
+    for (bytes, want) in [
+        (
+            vec![0u8; 1000],
+            "feed 'nasdaq': all 500 records of the BinaryFILE are invalid (not ITCH 5.0 messages?)",
+        ),
+        (Vec::new(), "feed 'nasdaq': the BinaryFILE holds no records"),
+    ] {
+        let file = d.join("day.itch");
+        std::fs::write(&file, bytes).unwrap();
+        let out = tickguard()
+            .arg("replay")
+            .arg(&file)
+            .arg("--config")
+            .arg(&itch)
+            .args(["--feed", "nasdaq", "--date", "2026-01-05"])
+            .output()
+            .unwrap();
+        let run = Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+            summary: None,
+        };
+        warned(&run, want);
+    }
+}
+
 #[test]
 fn replay_warns_about_checks_naming_an_unknown_feed_or_an_invalid_symbol() {
     let dir = tempfile::tempdir().unwrap();
