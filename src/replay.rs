@@ -821,13 +821,13 @@ pub fn replay_file_with(
     // Progress counts the file's own bytes (compressed ones for gzip).
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut file = std::fs::File::open(path)
+        .map_err(|io| Error::Io { offset: 0, io })
         .and_then(|f| {
             BinFile::detect(CountingReader {
                 inner: f,
                 read: read.clone(),
             })
         })
-        .map_err(|io| Error::Io { offset: 0, io })
         .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
     handler.start_file(id, date);
@@ -893,6 +893,12 @@ pub fn replay_file_with(
             name: name.clone(),
             offset,
             io,
+        },
+        // Told by the first bytes, before any record: not here.
+        e @ Error::Capture => CaptureError::Read {
+            name: name.clone(),
+            offset: 0,
+            io: std::io::Error::other(e.to_string()),
         },
         Error::TruncatedLength { offset } | Error::TruncatedBody { offset, .. } => {
             CaptureError::Truncated {

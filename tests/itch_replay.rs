@@ -528,6 +528,16 @@ fn a_truncated_binary_file_is_replayed_up_to_the_break() {
     assert!(stderr.contains("no feed 'nope'"), "{stderr}");
     let (code, _, stderr, _) = replay_itch("session.itch", &["--feed", "nasdaq"]);
     assert_eq!(code, 2, "{stderr}");
+    // A capture named as a BinaryFILE: said so, not read as records.
+    let (code, _, stderr, _) = replay_itch(
+        "session.pcap",
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("a packet capture (pcap or pcapng), not a BinaryFILE"),
+        "{stderr}"
+    );
 }
 
 /// A record that fails validation counts in `messages` and
@@ -562,6 +572,12 @@ fn invalid_binary_file_records_are_counted_and_stepped_over() {
     assert_eq!(f["suspect"], false);
     assert_eq!(f["symbols"]["AAPL"]["ask"], 1_900_200);
     assert_eq!(f["symbols"]["AAPL"]["orders"], 2);
+    // Nowhere else: not by type, not as an unknown order or an anomaly.
+    assert_eq!(f["messages_by_type"], serde_json::json!({ "A": 2 }));
+    assert_eq!(
+        (f["unknown_orders"].as_u64(), f["anomalies"].as_u64()),
+        (Some(0), Some(0))
+    );
 }
 
 /// A BinaryFILE of `records`, each preceded by its u16 big-endian length.

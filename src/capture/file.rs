@@ -26,6 +26,21 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 const LEGACY_HEADER_LEN: usize = 24;
 const LEGACY_RECORD_HEADER_LEN: usize = 16;
 const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// True when a file starting with `magic` is a capture this reader knows
+/// (pcapng, or legacy pcap of either byte order and resolution, modified
+/// pcap included): what a BinaryFILE replay refuses.
+pub fn is_capture_magic(magic: [u8; 4]) -> bool {
+    matches!(
+        magic,
+        SHB_MAGIC
+            | [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d]
+            | [0x34, 0xcd, 0xb2, 0xa1]
+    )
+}
 const BOM_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
 const BOM_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
 const IDB_TYPE: u32 = 1;

@@ -9,6 +9,7 @@
 //! stream with a [`CaptureError`] naming the byte offset.
 
 mod file;
+pub use file::is_capture_magic;
 pub mod link;
 pub mod write;
 

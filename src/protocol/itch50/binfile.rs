@@ -34,6 +34,11 @@ pub enum Error {
     /// The file could not be opened or read, or its gzip stream is corrupt.
     #[error("read error at byte {offset} of the uncompressed stream: {io}")]
     Io { offset: u64, io: io::Error },
+    /// The file is a packet capture, named with `--feed` by mistake.
+    #[error(
+        "a packet capture (pcap or pcapng), not a BinaryFILE: replay it without --feed and --date"
+    )]
+    Capture,
     /// The file ends one byte into a record's 2-byte length.
     #[error("truncated record at byte {offset} of the uncompressed stream: 1 of 2 length bytes")]
     TruncatedLength { offset: u64 },
@@ -72,18 +77,22 @@ impl FileReader {
     /// Opens `path`, plain or gzip (told by its first two bytes).
     pub fn open(path: &Path) -> Result<FileReader, Error> {
         let file = File::open(path).map_err(|io| Error::Io { offset: 0, io })?;
-        BinFile::detect(file).map_err(|io| Error::Io { offset: 0, io })
+        BinFile::detect(file)
     }
 }
 
 impl BinFile<Box<dyn Read + Send>> {
-    /// Reads the first bytes of `source` to tell gzip from plain, then
-    /// streams the rest (decompressing when it is gzip).
-    pub fn detect<S: Read + Send + 'static>(mut source: S) -> io::Result<FileReader> {
-        let mut magic = [0u8; 2];
-        let got = read_full(&mut source, &mut magic)?;
+    /// Reads the first bytes of `source` to tell gzip from plain (and a
+    /// packet capture, refused), then streams the rest (decompressing when
+    /// it is gzip).
+    pub fn detect<S: Read + Send + 'static>(mut source: S) -> Result<FileReader, Error> {
+        let mut magic = [0u8; 4];
+        let got = read_full(&mut source, &mut magic).map_err(|io| Error::Io { offset: 0, io })?;
+        if got == magic.len() && crate::capture::is_capture_magic(magic) {
+            return Err(Error::Capture);
+        }
         let raw = Cursor::new(magic[..got].to_vec()).chain(source);
-        let input: Box<dyn Read + Send> = if magic[..got] == GZIP_MAGIC {
+        let input: Box<dyn Read + Send> = if magic[..got].starts_with(&GZIP_MAGIC) {
             Box::new(MultiGzDecoder::new(BufReader::with_capacity(BUFFER, raw)))
         } else {
             Box::new(raw)
@@ -464,6 +473,24 @@ mod tests {
     }
 
     #[test]
+    fn a_capture_is_refused_by_its_magic() {
+        for magic in [[0xd4, 0xc3, 0xb2, 0xa1], [0x0a, 0x0d, 0x0d, 0x0a]] {
+            let mut bytes = magic.to_vec();
+            bytes.extend_from_slice(&[0; 40]);
+            assert!(matches!(
+                BinFile::detect(Cursor::new(bytes)),
+                Err(Error::Capture)
+            ));
+        }
+        // The same bytes further in are records like any other.
+        let mut r = BinFile::detect(Cursor::new(vec![0, 4, 0xd4, 0xc3, 0xb2, 0xa1])).unwrap();
+        assert_eq!(
+            r.next_record().unwrap().map(|(_, b)| b.to_vec()),
+            Some(vec![0xd4, 0xc3, 0xb2, 0xa1])
+        );
+    }
+
+    #[test]
     fn empty_file_has_no_records() {
         let (got, err) = read_all(Vec::new());
         assert!(got.is_empty() && err.is_none());
@@ -659,7 +686,15 @@ mod tests {
             if gz {
                 input.splice(0..0, GZIP_MAGIC);
             }
-            let mut r = BinFile::detect(Cursor::new(input)).unwrap();
+            let mut r = match BinFile::detect(Cursor::new(input.clone())) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Only a capture's magic is refused up front.
+                    proptest::prop_assert!(matches!(e, Error::Capture));
+                    proptest::prop_assert!(crate::capture::is_capture_magic(input[..4].try_into().unwrap()));
+                    return Ok(());
+                }
+            };
             let mut n = 0;
             while let Ok(Some(_)) = r.next_record() {
                 n += 1;
