@@ -853,6 +853,34 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
                 });
             }
         }
+        // A recovery channel takes what is addressed to it: no other
+        // feed's line, nor another channel, may be.
+        for g in &feeds {
+            let clash = |a: &FeedConfig, b: &FeedConfig| {
+                let listen = a.itch.as_ref()?.recovery_listen;
+                let line = b.lines.iter().find(|&&l| listen_takes(listen, l));
+                let other = b
+                    .itch
+                    .as_ref()
+                    .map(|c| c.recovery_listen)
+                    .filter(|&l| listen_takes(listen, l) || listen_takes(l, listen));
+                line.or(other.as_ref()).map(|&to| (listen, to))
+            };
+            let found = clash(&feed, g)
+                .map(|(listen, to)| (&feed.name, listen, &g.name, to))
+                .or_else(|| clash(g, &feed).map(|(listen, to)| (&g.name, listen, &feed.name, to)));
+            if let Some((a, listen, b, to)) = found {
+                return Err(Problem {
+                    at: Some(lines_at),
+                    msg: format!(
+                        "feed {}: recovery_listen {listen} would take datagrams addressed to \
+                         {to} of feed {}",
+                        echo(a),
+                        echo(b)
+                    ),
+                });
+            }
+        }
         feeds.push(feed);
     }
     Ok(Config {
@@ -862,6 +890,15 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         sidecar,
         feeds,
     })
+}
+
+/// True when a recovery channel bound to `listen` takes datagrams addressed
+/// to `dst` (spec itch50 §3.2): `0.0.0.0:P` any address with port `P`, port
+/// 0 none.
+pub fn listen_takes(listen: SocketAddrV4, dst: SocketAddrV4) -> bool {
+    listen.port() != 0
+        && listen.port() == dst.port()
+        && (listen.ip().is_unspecified() || listen.ip() == dst.ip())
 }
 
 fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
@@ -985,7 +1022,18 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
     }
     let source = match &f.source {
         None => None,
-        Some(s) => Some(parsed(s, "source must be an IPv4 address").map_err(|p| p.within(&ctx))?),
+        Some(s) => {
+            let ip: std::net::Ipv4Addr =
+                parsed(s, "source must be an IPv4 address").map_err(|p| p.within(&ctx))?;
+            if ip.is_multicast() || ip.is_broadcast() || ip.is_unspecified() {
+                return Err(Problem::at(
+                    s,
+                    format!("source: {ip} must be the unicast address of the sender"),
+                )
+                .within(&ctx));
+            }
+            Some(ip)
+        }
     };
     let in_feed = |p: Problem| p.within(&ctx);
     let thresholds = Thresholds {
@@ -1139,7 +1187,16 @@ fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
     };
     let recovery_listen = match &f.recovery_listen {
         None => SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
-        Some(r) => addr(r, "recovery_listen")?,
+        Some(r) => {
+            let a = addr(r, "recovery_listen")?;
+            if a.ip().is_multicast() || a.ip().is_broadcast() {
+                return Err(Problem::at(
+                    r,
+                    format!("recovery_listen: {a} must be a local unicast address or 0.0.0.0"),
+                ));
+            }
+            a
+        }
     };
     let gap_timeout_ms = match &f.gap_timeout_ms {
         Some(v) => GAP_TIMEOUT_MS.check(v)? as u64,
@@ -1362,6 +1419,65 @@ source_threshold_ms = 9
             Config::parse(&same_port_other_ip, "t").unwrap().feeds.len(),
             2
         );
+    }
+
+    #[test]
+    fn recovery_channels_take_no_other_feeds_datagrams() {
+        let itch = |name: &str, line: &str, listen: &str| {
+            format!(
+                "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 500\n\
+                 recovery_listen = \"{listen}\"\n"
+            )
+        };
+        let ok = format!(
+            "{}{}",
+            itch("a", "239.2.1.1:26477", "0.0.0.0:18001"),
+            itch("b", "239.2.1.2:26478", "0.0.0.0:18002")
+        );
+        assert_eq!(Config::parse(&ok, "t").unwrap().feeds.len(), 2);
+        for (text, want) in [
+            // a's channel would take b's line, either order of the feeds.
+            (
+                format!("{}{}", itch("a", "239.2.1.1:26477", "0.0.0.0:26478"), itch("b", "239.2.1.2:26478", "0.0.0.0:0")),
+                "feed 'a': recovery_listen 0.0.0.0:26478 would take datagrams addressed to 239.2.1.2:26478 of feed 'b'",
+            ),
+            (
+                format!("{}{}", itch("b", "239.2.1.2:26478", "0.0.0.0:0"), itch("a", "239.2.1.1:26477", "0.0.0.0:26478")),
+                "feed 'a': recovery_listen 0.0.0.0:26478 would take datagrams addressed to 239.2.1.2:26478 of feed 'b'",
+            ),
+            // Two channels on one port.
+            (
+                format!("{}{}", itch("a", "239.2.1.1:26477", "127.0.0.1:18001"), itch("b", "239.2.1.2:26478", "0.0.0.0:18001")),
+                "recovery_listen",
+            ),
+            (itch("a", "239.2.1.1:26477", "239.2.1.1:26477"), "must be a local unicast address"),
+        ] {
+            let e = err(&text);
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        // A channel on another address of the same port takes nothing of b's.
+        let apart = format!(
+            "{}{}",
+            itch("a", "239.2.1.1:26477", "127.0.0.1:26478"),
+            itch("b", "239.2.1.2:26478", "0.0.0.0:0")
+        );
+        assert_eq!(Config::parse(&apart, "t").unwrap().feeds.len(), 2);
+    }
+
+    #[test]
+    fn a_source_is_a_unicast_sender() {
+        for ip in ["239.1.1.1", "255.255.255.255", "0.0.0.0"] {
+            let text = SPEC_EXAMPLE.replace(
+                "name = \"lp1\"",
+                &format!("name = \"lp1\"\nsource = \"{ip}\""),
+            );
+            let e = err(&text);
+            assert!(
+                e.contains(&format!("source: {ip} must be the unicast address")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -506,9 +506,7 @@ impl Router {
     fn recovery(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
         self.recovery
             .iter()
-            .find(|(l, _)| {
-                l.port() == dst.port() && (l.ip().is_unspecified() || l.ip() == dst.ip())
-            })
+            .find(|&&(l, _)| crate::config::listen_takes(l, dst))
             .map(|&(_, feed)| (feed, RECOVERY_LINE))
     }
 }
