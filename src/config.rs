@@ -795,7 +795,21 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
                 .filter(|&&b| b == b'\n')
                 .count();
             let line = text.split('\n').nth(line_no).unwrap_or("").trim();
-            located(name, text, Some(at), &format!("{}: {msg}", echo(line)))
+            // A number TOML cannot hold (2^63 and up) or a value of the wrong
+            // type for an integer setting: say what it accepts.
+            let key = line.split('=').next().unwrap_or("").trim();
+            let accepts = RANGES
+                .iter()
+                .find(|r| r.key == key)
+                .map_or(String::new(), |r| {
+                    format!(" ({key} is {} to {} {})", r.min, r.max, r.unit)
+                });
+            located(
+                name,
+                text,
+                Some(at),
+                &format!("{}: {msg}{accepts}", echo(line)),
+            )
         }
         None => located(name, text, None, &msg),
     }
@@ -1463,6 +1477,16 @@ source_threshold_ms = 9
             itch("b", "239.2.1.2:26478", "0.0.0.0:0")
         );
         assert_eq!(Config::parse(&apart, "t").unwrap().feeds.len(), 2);
+    }
+
+    #[test]
+    fn a_number_toml_cannot_hold_names_the_range() {
+        let text = format!("[sidecar]\nbatch = 18446744073709551615\n{SPEC_EXAMPLE}");
+        let e = err(&text);
+        assert!(
+            e.contains("line 2") && e.contains("(batch is 1 to 1024 datagrams)"),
+            "{e}"
+        );
     }
 
     #[test]
