@@ -450,9 +450,7 @@ pub struct Router {
 /// An ITCH letter (a type or a trading state) as summary text: printable
 /// as is, any other byte as `\xNN`.
 fn letter(b: u8) -> String {
-    let mut text = String::new();
-    let _ = crate::protocol::itch50::mold::write_byte(&mut text, b);
-    text
+    crate::shm::printable(&[b])
 }
 
 /// The line index a recovery-channel datagram is applied under.

@@ -227,14 +227,15 @@ pub mod counter {
         (REQUEST_ERRORS, "request_errors"),
         (REQUESTS_DEFERRED, "requests_deferred"),
     ];
-    /// The session as text from the two session words (NULs and trailing
-    /// spaces dropped); empty when unset.
+    /// The session as text from the two session words (up to the first
+    /// NUL, trailing spaces dropped, [`printable`](super::printable): the bytes came off the
+    /// network); empty when unset.
     pub fn session(lo: u64, hi: u64) -> String {
         let mut b = [0u8; 10];
         b[..8].copy_from_slice(&lo.to_le_bytes());
         b[8..].copy_from_slice(&hi.to_le_bytes()[..2]);
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        String::from_utf8_lossy(&b[..end]).trim_end().to_string()
+        super::printable(b[..end].trim_ascii_end())
     }
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
@@ -947,20 +948,45 @@ pub(crate) fn read_offset(b: &FeedBlock) -> Option<i128> {
     Some(((hi as i128) << 64) | lo as i128)
 }
 
-/// A feed block's name.
+/// A feed block's name ([`printable`]: a forged file's name must not
+/// drive a terminal).
 pub(crate) fn feed_name(b: &FeedBlock) -> String {
     let mut bytes = Vec::with_capacity(64);
     for w in &b.name {
         bytes.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
     let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    printable(&bytes[..end])
+}
+
+/// Text from bytes read out of the publication, as a session is written
+/// ([`write_byte`](crate::protocol::itch50::mold::write_byte)): a control
+/// character or escape sequence printed raw would drive the reader's
+/// terminal.
+pub fn printable(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        let _ = crate::protocol::itch50::mold::write_byte(&mut out, b);
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn a_session_off_the_network_prints_without_driving_a_terminal() {
+        let b = *b"\x1b[2J\x07ok\n  ";
+        let lo = u64::from_le_bytes(b[..8].try_into().unwrap());
+        let hi = u64::from(u16::from_le_bytes([b[8], b[9]]));
+        assert_eq!(counter::session(lo, hi), "\\x1b[2J\\x07ok");
+        assert_eq!(
+            counter::session(u64::from_le_bytes(*b"20260105"), 0),
+            "20260105"
+        );
+    }
 
     #[test]
     fn layout_is_pinned() {
