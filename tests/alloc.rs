@@ -366,3 +366,36 @@ fn recovery_requests_allocate_nothing() {
     assert!(sent > 0);
     assert_eq!(n, 0, "allocations while deciding re-requests");
 }
+
+/// Session changes allocate nothing, however many: the earlier sessions'
+/// memory is made with the stream, and forgetting the oldest past
+/// [`sequencer::PAST_SESSIONS`] reuses it.
+#[test]
+fn many_session_changes_allocate_nothing() {
+    use tickguard::protocol::itch50::mold::{Packet, PacketBuilder, Session};
+    use tickguard::protocol::itch50::sequencer::{self, Sequencer, Settings};
+    let mut seq = Sequencer::new(Settings {
+        gap_timeout_ns: 1_000_000,
+        max_held: 16,
+        join_gap_max: 10,
+    });
+    let n = 3 * sequencer::PAST_SESSIONS;
+    let packets: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            PacketBuilder::heartbeat(
+                Session(*format!("S{i:09}").as_bytes().first_chunk().unwrap()),
+                1,
+            )
+        })
+        .collect();
+    let mut apply = |_: u64, _: tickguard::protocol::itch50::message::Message<'_>| {};
+    let mut changes = 0;
+    let allocated = allocations(|| {
+        for (i, p) in packets.iter().enumerate() {
+            let p = Packet::new_checked(p.as_slice()).unwrap();
+            changes += u64::from(seq.on_packet(&p, i as u64, &mut apply).new_session);
+        }
+    });
+    assert_eq!(changes, n as u64 - 1);
+    assert_eq!(allocated, 0);
+}

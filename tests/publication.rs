@@ -457,7 +457,7 @@ fn check_trusts_the_named_owner() {
         let (code, out, err) = check(
             &shm,
             "EURUSD",
-            &["--owner", owner, "--dead-after-ms", "600000"],
+            &["--owner", owner, "--dead-after-ms", "60000"],
         );
         let v: serde_json::Value = serde_json::from_str(&out).expect(&err);
         assert_eq!(code, Some(1), "{out} {err}");
@@ -572,7 +572,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
             "nasdaq",
             "AAPL",
             "--dead-after-ms",
-            "600000",
+            "60000",
             "--shm",
         ])
         .arg(&shm);

@@ -14,10 +14,15 @@ use tickguard::protocol::sqf::PacketBuilder;
 const LINE: &str = "239.1.1.1:30001";
 
 fn config(dir: &Path) -> PathBuf {
+    config_of(dir, "kind = \"full\"\noffset_window_ms = 3600000")
+}
+
+/// [`config`] with `protocol` (its kind or protocol line, and its own keys).
+fn config_of(dir: &Path, protocol: &str) -> PathBuf {
     let path = dir.join("config.toml");
     let text = format!(
-        "[state]\ncapacity = 16\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"{LINE}\"]\n\
-         stale_threshold_ms = 500\nsource_threshold_ms = 2000\noffset_window_ms = 3600000\n"
+        "[state]\ncapacity = 16\n[[feed]]\nname = \"lp1\"\n{protocol}\nlines = [\"{LINE}\"]\n\
+         stale_threshold_ms = 500\nsource_threshold_ms = 2000\n"
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -103,24 +108,30 @@ fn wait_with_rusage(pid: u32) -> (i32, i64) {
 }
 
 /// 10,000 malformed datagrams, each a millisecond before the one before it:
-/// the rejected-packet log stays at one line per second of capture time.
+/// the rejected-packet log stays at one line per second of capture time,
+/// on an SQF feed and on an ITCH one.
 #[test]
 fn a_capture_stepping_back_logs_a_handful_of_lines() {
     let dir = tempfile::tempdir().unwrap();
     let n = 10_000;
     let cap = capture(dir.path(), n, |i| (T0 - i * 1_000_000, b"garbage".to_vec()));
-    let out = Command::cargo_bin("tickguard")
-        .unwrap()
-        .arg("replay")
-        .arg(&cap)
-        .arg("--config")
-        .arg(config(dir.path()))
-        .env("RUST_LOG", "warn")
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines = stderr.matches("rejected malformed packet").count();
-    assert!((1..=5).contains(&lines), "{lines} log lines");
+    for protocol in [
+        "kind = \"full\"\noffset_window_ms = 3600000",
+        "protocol = \"itch50\"",
+    ] {
+        let out = Command::cargo_bin("tickguard")
+            .unwrap()
+            .arg("replay")
+            .arg(&cap)
+            .arg("--config")
+            .arg(config_of(dir.path(), protocol))
+            .env("RUST_LOG", "warn")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines = stderr.matches("rejected malformed packet").count();
+        assert!((1..=5).contains(&lines), "{protocol}: {lines} log lines");
+    }
 }

@@ -1383,6 +1383,61 @@ mod tests {
     }
 
     #[test]
+    fn every_type_with_a_stock_maps_an_unmapped_locate_and_the_rest_none() {
+        // Spec §2's stock offsets, restated here (not the decoder's table):
+        // (type, length, stock at).
+        let with_stock = [
+            (b'H', 25, 11),
+            (b'Y', 20, 11),
+            (b'L', 26, 15),
+            (b'K', 28, 11),
+            (b'J', 35, 11),
+            (b'h', 21, 11),
+            (b'P', 44, 24),
+            (b'Q', 40, 19),
+            (b'I', 50, 28),
+            (b'N', 20, 11),
+            (b'O', 48, 11),
+        ];
+        let xyz = sym("XYZ");
+        let message = |code: u8, len: usize, at: Option<usize>| {
+            let mut m = vec![0u8; len];
+            m[0] = code;
+            m[1..3].copy_from_slice(&9u16.to_be_bytes());
+            m[5..11].copy_from_slice(&(OPEN + 7).to_be_bytes()[2..]);
+            if let Some(at) = at {
+                m[at..at + 8].copy_from_slice(b"XYZ     ");
+            }
+            m
+        };
+        for (code, len, at) in with_stock {
+            let mut f = feed();
+            f.on_datagram(&packet(1, &[message(code, len, Some(at))]), T0)
+                .unwrap();
+            let (s, _, _) = f
+                .symbol(xyz)
+                .unwrap_or_else(|| panic!("{}: locate 9 not mapped", code as char));
+            assert_eq!(
+                (s.locate, s.last_timestamp),
+                (9, Some(OPEN + 7)),
+                "{}",
+                code as char
+            );
+            // Mapped: an add on locate 9 naming another stock goes to XYZ.
+            let add = encode::add_order(9, OPEN + 8, 1, Side::Buy, 5, sym("ABC"), 100, None);
+            f.on_datagram(&packet(2, &[add]), T0).unwrap();
+            assert_eq!(f.symbol(xyz).map(|(.., n)| n), Some(1), "{}", code as char);
+        }
+        // Types without a stock map nothing.
+        for (code, len) in [(b'V', 35), (b'W', 12), (b'B', 19)] {
+            let mut f = feed();
+            f.on_datagram(&packet(1, &[message(code, len, None)]), T0)
+                .unwrap();
+            assert_eq!(f.symbols().count(), 0, "{}", code as char);
+        }
+    }
+
+    #[test]
     fn an_earlier_sessions_packets_change_nothing_but_their_count() {
         // Spec §3.1: a packet of an earlier session counts in `packets` and
         // `stale_session` only: its end of session does not close, its

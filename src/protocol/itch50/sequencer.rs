@@ -29,7 +29,7 @@ use std::collections::{HashSet, VecDeque};
 /// Most gaps open at once; one more gives up the lowest.
 pub const MAX_GAPS: usize = 65_536;
 /// Earlier sessions remembered per stream: over fifteen years of one
-/// session a trading day, in about 100 KiB.
+/// session a trading day.
 pub const PAST_SESSIONS: usize = 4096;
 /// Bytes of one held record: a length byte and up to 63 message bytes.
 const RECORD: usize = 64;
@@ -293,11 +293,22 @@ impl Held {
 /// [`PAST_SESSIONS`] of them: in arrival order, to forget the oldest, and
 /// in a set, so that a packet of a session other than the current one is
 /// looked up at once (a flood of them costs a hash each, not a scan).
-/// Grows, amortised, only when the session changes.
-#[derive(Debug, Clone, Default)]
+/// Allocated whole with the stream (about 220 KiB: the set at twice its
+/// most entries, so that forgetting and adding rehashes in place), so a
+/// session change allocates nothing.
+#[derive(Debug, Clone)]
 struct Past {
     order: VecDeque<Session>,
     set: HashSet<Session>,
+}
+
+impl Default for Past {
+    fn default() -> Past {
+        Past {
+            order: VecDeque::with_capacity(PAST_SESSIONS + 1),
+            set: HashSet::with_capacity(2 * PAST_SESSIONS),
+        }
+    }
 }
 
 impl Past {
