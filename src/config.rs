@@ -798,12 +798,19 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
             // A number TOML cannot hold (2^63 and up) or a value of the wrong
             // type for an integer setting: say what it accepts.
             let key = line.split('=').next().unwrap_or("").trim();
-            let accepts = RANGES
-                .iter()
-                .find(|r| r.key == key)
-                .map_or(String::new(), |r| {
-                    format!(" ({key} is {} to {} {})", r.min, r.max, r.unit)
-                });
+            let about_value = msg.contains("number") || msg.contains("invalid type");
+            let accepts =
+                RANGES
+                    .iter()
+                    .find(|r| r.key == key && about_value)
+                    .map_or(String::new(), |r| {
+                        let auto = if r.key == CLOCK_OFFSET.key {
+                            " or \"auto\""
+                        } else {
+                            ""
+                        };
+                        format!(" ({key} is {} to {} {}{auto})", r.min, r.max, r.unit)
+                    });
             located(
                 name,
                 text,
@@ -848,6 +855,7 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
     for f in raw.feed {
         let name_at = f.name.span().start;
         let lines_at = f.lines.span().start;
+        let listen_at = f.recovery_listen.as_ref().map(|l| l.span().start);
         let feed = resolve_feed(f)?;
         if feeds.iter().any(|g| g.name == feed.name) {
             return Err(Problem {
@@ -867,30 +875,22 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
                 });
             }
         }
-        // A recovery channel takes what is addressed to it: no other
-        // feed's line, nor another channel, may be.
-        for g in &feeds {
-            let clash = |a: &FeedConfig, b: &FeedConfig| {
-                let listen = a.itch.as_ref()?.recovery_listen;
-                let line = b.lines.iter().find(|&&l| listen_takes(listen, l));
-                let other = b
-                    .itch
-                    .as_ref()
-                    .map(|c| c.recovery_listen)
-                    .filter(|&l| listen_takes(listen, l) || listen_takes(l, listen));
-                line.or(other.as_ref()).map(|&to| (listen, to))
-            };
-            let found = clash(&feed, g)
-                .map(|(listen, to)| (&feed.name, listen, &g.name, to))
-                .or_else(|| clash(g, &feed).map(|(listen, to)| (&g.name, listen, &feed.name, to)));
-            if let Some((a, listen, b, to)) = found {
+        // Two recovery channels that could take the same datagram: a
+        // replay could not tell whose it is. (A channel may share a line's
+        // port: a line's address is routed first, and live the channel's
+        // socket takes its server's datagrams only.)
+        if let Some(listen) = feed.itch.as_ref().map(|c| c.recovery_listen) {
+            let other = feeds.iter().find_map(|g| {
+                let l = g.itch.as_ref()?.recovery_listen;
+                (listen_takes(listen, l) || listen_takes(l, listen)).then_some((g, l))
+            });
+            if let Some((g, l)) = other {
                 return Err(Problem {
-                    at: Some(lines_at),
+                    at: listen_at,
                     msg: format!(
-                        "feed {}: recovery_listen {listen} would take datagrams addressed to \
-                         {to} of feed {}",
-                        echo(a),
-                        echo(b)
+                        "feed {}: recovery_listen {listen} overlaps feed {}'s recovery_listen {l}",
+                        echo(&feed.name),
+                        echo(&g.name)
                     ),
                 });
             }
@@ -1436,7 +1436,7 @@ source_threshold_ms = 9
     }
 
     #[test]
-    fn recovery_channels_take_no_other_feeds_datagrams() {
+    fn recovery_channels_do_not_overlap() {
         let itch = |name: &str, line: &str, listen: &str| {
             format!(
                 "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
@@ -1444,39 +1444,32 @@ source_threshold_ms = 9
                  recovery_listen = \"{listen}\"\n"
             )
         };
-        let ok = format!(
-            "{}{}",
-            itch("a", "239.2.1.1:26477", "0.0.0.0:18001"),
-            itch("b", "239.2.1.2:26478", "0.0.0.0:18002")
+        let two = |la: &str, lb: &str| {
+            format!(
+                "{}{}",
+                itch("a", "239.2.1.1:26477", la),
+                itch("b", "239.2.1.2:26478", lb)
+            )
+        };
+        // Two channels on one port: refused at the later one's key.
+        let e = err(&two("127.0.0.1:18001", "0.0.0.0:18001"));
+        assert!(
+            e.contains("line 14: feed 'b': recovery_listen 0.0.0.0:18001 overlaps feed 'a''s recovery_listen 127.0.0.1:18001"),
+            "{e}"
         );
-        assert_eq!(Config::parse(&ok, "t").unwrap().feeds.len(), 2);
-        for (text, want) in [
-            // a's channel would take b's line, either order of the feeds.
-            (
-                format!("{}{}", itch("a", "239.2.1.1:26477", "0.0.0.0:26478"), itch("b", "239.2.1.2:26478", "0.0.0.0:0")),
-                "feed 'a': recovery_listen 0.0.0.0:26478 would take datagrams addressed to 239.2.1.2:26478 of feed 'b'",
-            ),
-            (
-                format!("{}{}", itch("b", "239.2.1.2:26478", "0.0.0.0:0"), itch("a", "239.2.1.1:26477", "0.0.0.0:26478")),
-                "feed 'a': recovery_listen 0.0.0.0:26478 would take datagrams addressed to 239.2.1.2:26478 of feed 'b'",
-            ),
-            // Two channels on one port.
-            (
-                format!("{}{}", itch("a", "239.2.1.1:26477", "127.0.0.1:18001"), itch("b", "239.2.1.2:26478", "0.0.0.0:18001")),
-                "recovery_listen",
-            ),
-            (itch("a", "239.2.1.1:26477", "239.2.1.1:26477"), "must be a local unicast address"),
+        let e = err(&itch("a", "239.2.1.1:26477", "239.2.1.1:26477"));
+        assert!(e.contains("must be a local unicast address"), "{e}");
+        // Other ports, two addresses of one port, ephemeral ports, and a
+        // channel on another feed's line port (its line is routed first).
+        for (la, lb) in [
+            ("0.0.0.0:18001", "0.0.0.0:18002"),
+            ("127.0.0.1:18001", "127.0.0.2:18001"),
+            ("0.0.0.0:0", "0.0.0.0:0"),
+            ("0.0.0.0:26478", "0.0.0.0:0"),
         ] {
-            let e = err(&text);
-            assert!(e.contains(want), "{want}: {e}");
+            let feeds = Config::parse(&two(la, lb), "t").map(|c| c.feeds.len());
+            assert_eq!(feeds.ok(), Some(2), "{la} {lb}");
         }
-        // A channel on another address of the same port takes nothing of b's.
-        let apart = format!(
-            "{}{}",
-            itch("a", "239.2.1.1:26477", "127.0.0.1:26478"),
-            itch("b", "239.2.1.2:26478", "0.0.0.0:0")
-        );
-        assert_eq!(Config::parse(&apart, "t").unwrap().feeds.len(), 2);
     }
 
     #[test]
@@ -1487,6 +1480,14 @@ source_threshold_ms = 9
             e.contains("line 2") && e.contains("(batch is 1 to 1024 datagrams)"),
             "{e}"
         );
+        let e = err(&SPEC_EXAMPLE.replace(
+            "clock_offset = \"auto\"",
+            "clock_offset = 99999999999999999999",
+        ));
+        assert!(e.contains("to 86400000000000 ns or \"auto\")"), "{e}");
+        // Not for an error that is not about the value.
+        let e = err(&format!("[sidecar]\nbatch = 8\nbatch = 9\n{SPEC_EXAMPLE}"));
+        assert!(!e.contains("batch is"), "{e}");
     }
 
     #[test]

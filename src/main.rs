@@ -513,10 +513,10 @@ fn stat(args: cli::StatArgs) -> Result<()> {
         }
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
             .map_err(anyhow::Error::msg)?;
-        if args.json {
-            writeln!(out, "{}", snap.json())?;
+        let written = if args.json {
+            writeln!(out, "{}", snap.json())
         } else if args.once {
-            write!(out, "{}", snap.text().full())?;
+            write!(out, "{}", snap.text().full())
         } else {
             // The live view fits the terminal: header and worst rows stay.
             let frame = match tickguard::sys::terminal_size() {
@@ -525,9 +525,11 @@ fn stat(args: cli::StatArgs) -> Result<()> {
                 }
                 None => snap.text().full(),
             };
-            write!(out, "\x1b[H\x1b[2J{frame}")?;
-        }
-        out.flush()?;
+            write!(out, "\x1b[H\x1b[2J{frame}")
+        };
+        written
+            .and_then(|()| out.flush())
+            .context("writing to stdout")?;
         if args.once {
             return Ok(());
         }

@@ -46,6 +46,19 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
     let name = path.display().to_string();
     let fail = |e: String| ChecksError(format!("checks {name}: {e}"));
     let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let too_large = || {
+        fail(format!(
+            "larger than {} MiB (the checks are held in memory)",
+            CHECKS_MAX_BYTES >> 20
+        ))
+    };
+    // A file says its size; a pipe or a device is cut off at the limit.
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > CHECKS_MAX_BYTES)
+    {
+        return Err(too_large());
+    }
     let mut input = file.take(CHECKS_MAX_BYTES + 1);
     let mut bytes = Vec::new();
     (&mut input)
@@ -69,10 +82,7 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
             .read_to_end(&mut bytes)
             .map_err(|e| fail(e.to_string()))?;
         if bytes.len() as u64 > CHECKS_MAX_BYTES {
-            return Err(fail(format!(
-                "larger than {} MiB (the checks are held in memory)",
-                CHECKS_MAX_BYTES >> 20
-            )));
+            return Err(too_large());
         }
     }
     let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".into()))?;
@@ -1049,11 +1059,17 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             .iter()
             .flat_map(|f| f.lines.iter().map(|l| l.to_string()))
             .collect();
+        let more = match all.len().saturating_sub(CHECK_WARNINGS_CAP) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         lines.push(format!(
-            "none of the capture's {} datagrams is addressed to a feed's line ({})",
+            "none of the capture's {} datagrams is addressed to a feed's line ({}{more})",
             r.datagrams,
-            all.join(", ")
+            all[..all.len().min(CHECK_WARNINGS_CAP)].join(", ")
         ));
+    } else if r.records == 0 && summary.itch.values().all(|f| f.invalid_records.is_none()) {
+        lines.push("the capture holds no packets".into());
     }
     for (name, f) in &summary.itch {
         match f.invalid_records {

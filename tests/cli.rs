@@ -485,6 +485,10 @@ fn header_only_capture_answers_no_quote() {
     let run = replay(&cap, &cfg, Some(&checks));
     assert_eq!(run.code, 0);
     assert_eq!(run.stdout, "{\"time_ns\":5,\"feed\":\"lp1\",\"symbol\":\"EURUSD\",\"ok\":false,\"reasons\":[\"no_quote\"]}\n");
+    assert_eq!(
+        run.stderr,
+        "tickguard: warning: the capture holds no packets\n"
+    );
 }
 
 #[test]

@@ -170,9 +170,10 @@ fn a_replay_that_warns_on_a_full_stderr_still_finishes() {
         .contains("\"feeds\""));
 }
 
-/// `check` with a stdout that cannot take its answer: one line, exit 2.
+/// `check` and `stat` with a stdout that cannot take their answer: one
+/// line naming stdout, exit 2.
 #[test]
-fn check_on_a_full_stdout_is_an_error_not_a_panic() {
+fn check_and_stat_on_a_full_stdout_are_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let shm = dir.path().join("shm");
     let line = UdpSocket::bind("127.0.0.1:0")
@@ -190,11 +191,17 @@ fn check_on_a_full_stdout_is_an_error_not_a_panic() {
     )
     .unwrap();
     let sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
-    for json in [false, true] {
+    let commands: [&[&str]; 4] = [
+        &["check", "lp1", "EURUSD"],
+        &["check", "lp1", "EURUSD", "--json"],
+        &["stat", "--once"],
+        &["stat", "--once", "--json"],
+    ];
+    for args in commands {
         let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-            .args(["check", "lp1", "EURUSD", "--shm"])
+            .args(args)
+            .arg("--shm")
             .arg(&shm)
-            .args(json.then_some("--json"))
             .stdout(full())
             .output()
             .unwrap();

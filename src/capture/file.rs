@@ -27,19 +27,25 @@ const LEGACY_HEADER_LEN: usize = 24;
 const LEGACY_RECORD_HEADER_LEN: usize = 16;
 const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
-/// True when a file starting with `magic` is a capture this reader knows
-/// (pcapng, or legacy pcap of either byte order and resolution, modified
-/// pcap included): what a BinaryFILE replay refuses.
+/// Legacy pcap's magic as its first four bytes: (bytes, big-endian,
+/// nanosecond timestamps).
+const PCAP_MAGICS: [([u8; 4], bool, bool); 4] = [
+    ([0xd4, 0xc3, 0xb2, 0xa1], false, false),
+    ([0xa1, 0xb2, 0xc3, 0xd4], true, false),
+    ([0x4d, 0x3c, 0xb2, 0xa1], false, true),
+    ([0xa1, 0xb2, 0x3c, 0x4d], true, true),
+];
+
+/// The modified (Kuznetzov) pcap format's magic: recognised, not read.
+const MODIFIED_PCAP_MAGIC: [u8; 4] = [0x34, 0xcd, 0xb2, 0xa1];
+
+/// True when a file starting with `magic` is a packet capture (pcapng, or
+/// legacy pcap of either byte order and resolution, modified pcap
+/// included): what a BinaryFILE replay refuses.
 pub fn is_capture_magic(magic: [u8; 4]) -> bool {
-    matches!(
-        magic,
-        SHB_MAGIC
-            | [0xd4, 0xc3, 0xb2, 0xa1]
-            | [0xa1, 0xb2, 0xc3, 0xd4]
-            | [0x4d, 0x3c, 0xb2, 0xa1]
-            | [0xa1, 0xb2, 0x3c, 0x4d]
-            | [0x34, 0xcd, 0xb2, 0xa1]
-    )
+    magic == SHB_MAGIC
+        || magic == MODIFIED_PCAP_MAGIC
+        || PCAP_MAGICS.iter().any(|&(m, ..)| m == magic)
 }
 const BOM_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
 const BOM_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
@@ -235,8 +241,10 @@ impl CaptureFile {
         }
         let d = input.data();
         let magic = [d[0], d[1], d[2], d[3]];
-        let (big_endian, nanos) = match magic {
-            SHB_MAGIC => {
+        let legacy = PCAP_MAGICS.iter().find(|&&(m, ..)| m == magic);
+        let (big_endian, nanos) = match (magic, legacy) {
+            (_, Some(&(_, big_endian, nanos))) => (big_endian, nanos),
+            (SHB_MAGIC, _) => {
                 let mut file = CaptureFile {
                     input,
                     format: Format::PcapNg {
@@ -249,11 +257,7 @@ impl CaptureFile {
                 file.next_record()?;
                 return Ok(file);
             }
-            [0xd4, 0xc3, 0xb2, 0xa1] => (false, false),
-            [0xa1, 0xb2, 0xc3, 0xd4] => (true, false),
-            [0x4d, 0x3c, 0xb2, 0xa1] => (false, true),
-            [0xa1, 0xb2, 0x3c, 0x4d] => (true, true),
-            [0x34, 0xcd, 0xb2, 0xa1] => {
+            (MODIFIED_PCAP_MAGIC, _) => {
                 return Err(Fault::Unsupported {
                     offset: 0,
                     detail: "modified (Kuznetzov) pcap format".into(),

@@ -1385,7 +1385,8 @@ mod tests {
     #[test]
     fn every_type_with_a_stock_maps_an_unmapped_locate_and_the_rest_none() {
         // Spec §2's stock offsets, restated here (not the decoder's table):
-        // (type, length, stock at).
+        // (type, length, stock at). An add maps its locate in
+        // `staleness_suspect_and_unknown_orders`.
         let with_stock = [
             (b'H', 25, 11),
             (b'Y', 20, 11),

@@ -296,10 +296,20 @@ impl Held {
 /// Allocated whole with the stream (about 220 KiB: the set at twice its
 /// most entries, so that forgetting and adding rehashes in place), so a
 /// session change allocates nothing.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Past {
     order: VecDeque<Session>,
     set: HashSet<Session>,
+}
+
+/// A copy with the same room (a derived clone would trim the order's).
+impl Clone for Past {
+    fn clone(&self) -> Past {
+        let mut copy = Past::default();
+        copy.order.extend(self.order.iter().copied());
+        copy.set.extend(self.set.iter().copied());
+        copy
+    }
 }
 
 impl Default for Past {
