@@ -1362,21 +1362,22 @@ mod tests {
         assert_eq!(f.verdict(sym("NOPE"), th(), T0), Reasons::NO_QUOTE);
     }
 
+    /// A feed given an AAPL buy order in session `S1` at `T0`, then, at
+    /// `t`, a packet of the next session carrying `m`.
+    fn after_a_new_session(m: Vec<u8>, t: u64) -> Feed {
+        let mut f = feed();
+        let add = encode::add_order(7, OPEN, 1, Side::Buy, 100, sym("AAPL"), 1, None);
+        f.on_datagram(&packet(1, &[add]), T0).unwrap();
+        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
+        b.message(&m);
+        f.on_datagram(&b.finish(), t).unwrap();
+        f
+    }
+
     #[test]
     fn a_new_session_drops_books_and_symbols() {
-        let mut f = feed();
         let aapl = sym("AAPL");
-        f.on_datagram(
-            &packet(
-                1,
-                &[encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1, None)],
-            ),
-            T0,
-        )
-        .unwrap();
-        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
-        b.message(&encode::system_event(1, b'O'));
-        f.on_datagram(&b.finish(), T0 + 86_400_000 * MS).unwrap();
+        let f = after_a_new_session(encode::system_event(1, b'O'), T0 + 86_400_000 * MS);
         assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
@@ -1444,19 +1445,9 @@ mod tests {
         // `stale_session` only: its end of session does not close, its
         // heartbeat does not count or prove the feed alive, its data is not
         // applied.
-        let mut f = feed();
         let aapl = sym("AAPL");
-        f.on_datagram(
-            &packet(
-                1,
-                &[encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1, None)],
-            ),
-            T0,
-        )
-        .unwrap();
-        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
-        b.message(&encode::add_order(7, OPEN, 1, Side::Sell, 5, aapl, 9, None));
-        f.on_datagram(&b.finish(), T0 + MS).unwrap();
+        let ask = encode::add_order(7, OPEN, 1, Side::Sell, 5, aapl, 9, None);
+        let mut f = after_a_new_session(ask, T0 + MS);
         let before = seen(&f);
         let late = [
             PacketBuilder::end_of_session(S1, 2),
