@@ -14,7 +14,10 @@ use tickguard::config::Config;
 use tickguard::replay::{answer_json, load_checks, replay};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(&e),
+    };
     // `run` sets up logging once it has read its configuration.
     if !matches!(cli.command, Command::Run(_)) {
         init_logging("warn", tickguard::config::LogFormat::Plain);
@@ -34,6 +37,40 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             report(&e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A command line clap refused, or asked for help or the version: help and
+/// the version on stdout (exit 0, or 2 when stdout cannot take them), the
+/// bare `tickguard` help on stderr (exit 2), any other problem as one line
+/// (exit 2), like every other failure.
+fn usage(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let mut out = std::io::stdout().lock();
+            match write!(out, "{}", e.render()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(io) => {
+                    report(&anyhow::Error::new(io).context("writing to stdout"));
+                    ExitCode::from(2)
+                }
+            }
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = write!(std::io::stderr(), "{}", e.render());
+            ExitCode::from(2)
+        }
+        _ => {
+            // clap's message up to its usage and hint, on one line.
+            let text = e.render().to_string();
+            let first = text.split("\n\n").next().unwrap_or("");
+            let words: Vec<&str> = first.split_whitespace().collect();
+            let line = words.join(" ");
+            let line = line.strip_prefix("error: ").unwrap_or(&line);
+            report(&anyhow::anyhow!("{line} (see --help)"));
             ExitCode::from(2)
         }
     }

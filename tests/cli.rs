@@ -497,6 +497,31 @@ fn usage_errors_exit_non_zero() {
     tickguard().args(["replay", "x.pcap"]).assert().failure();
     tickguard().args(["frobnicate"]).assert().failure();
     tickguard().arg("--help").assert().success();
+    // One line naming the problem, exit 2.
+    for (args, want) in [
+        (&["replay", "x.pcap"][..], "--config <CONFIG>"),
+        (&["frobnicate"][..], "unrecognized subcommand 'frobnicate'"),
+    ] {
+        let out = tickguard().args(args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("tickguard: ") && err.contains(want),
+            "{err}"
+        );
+    }
+    // Help on a stdout that cannot take it: an error, not a success.
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .arg("--help")
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
     // A session date whose times fit in u64 ns since the epoch.
     for date in ["1970-01-01", "2554-07-18", "9999-12-31"] {
         let out = tickguard()
