@@ -784,6 +784,21 @@ fn located(name: &str, text: &str, at: Option<usize>, msg: &str) -> String {
     one_line(&line, ERROR_MAX)
 }
 
+/// The names a setting of type `T` takes, as serde lists them when given
+/// one it does not know (`` `spin`, `yield`, `sleep` ``).
+fn variants<T: serde::de::DeserializeOwned>() -> Option<String> {
+    #[derive(Deserialize)]
+    struct Probe<T> {
+        #[allow(dead_code)]
+        v: T,
+    }
+    let e = toml::from_str::<Probe<T>>("v = \"\"").err()?;
+    // "expected one of `a`, `b`, `c`", or "expected `a` or `b`".
+    let (_, names) = e.message().split_once(", expected ")?;
+    let names = names.strip_prefix("one of ").unwrap_or(names);
+    Some(names.trim().to_string())
+}
+
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().replace('\n', " ");
@@ -811,6 +826,16 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
                         };
                         format!(" ({key} is {} to {} {}{auto})", r.min, r.max, r.unit)
                     });
+            // A setting of named values given something else: name them.
+            let names = match key {
+                _ if !msg.contains("wanted string") => None,
+                "idle" => variants::<Idle>(),
+                "format" => variants::<LogFormat>(),
+                "protocol" => variants::<Protocol>(),
+                "kind" => variants::<FeedKind>(),
+                _ => None,
+            };
+            let accepts = names.map_or(accepts, |n| format!(" ({key} is {n})"));
             located(
                 name,
                 text,
@@ -1488,6 +1513,13 @@ source_threshold_ms = 9
         // Not for an error that is not about the value.
         let e = err(&format!("[sidecar]\nbatch = 8\nbatch = 9\n{SPEC_EXAMPLE}"));
         assert!(!e.contains("batch is"), "{e}");
+    }
+
+    #[test]
+    fn a_named_setting_given_a_number_names_its_values() {
+        let text = format!("[sidecar]\nidle = 3\n{SPEC_EXAMPLE}");
+        let e = err(&text);
+        assert!(e.contains("(idle is `spin`, `yield`, `sleep`)"), "{e}");
     }
 
     #[test]

@@ -72,8 +72,13 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
         2 => 28,
         _ => return Err(bad()),
     };
-    if y < 1970 || d == 0 || d > days_in_month || h > 23 || mi > 59 || se > 59 {
+    if d == 0 || d > days_in_month || h > 23 || mi > 59 || se > 59 {
         return Err(bad());
+    }
+    let out_of_range =
+        || format!("'{s}' is out of range: 1970-01-01T00:00:00Z to 2554-07-21T23:34:33.709551615Z");
+    if y < 1970 {
+        return Err(out_of_range());
     }
     let nanos = match frac {
         None => 0,
@@ -86,7 +91,7 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
     let secs = days * 86_400 + u64::from(h) * 3600 + u64::from(mi) * 60 + u64::from(se);
     secs.checked_mul(1_000_000_000)
         .and_then(|n| n.checked_add(nanos))
-        .ok_or_else(bad)
+        .ok_or_else(out_of_range)
 }
 
 #[cfg(test)]
@@ -121,6 +126,16 @@ mod tests {
             "99999999999999999999",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
+        }
+        // Well formed but outside u64 ns since the epoch: said so.
+        assert_eq!(parse_time("2554-07-21T23:34:33.709551615Z"), Ok(u64::MAX));
+        for far in [
+            "1969-12-31T23:59:59Z",
+            "2554-07-21T23:34:34Z",
+            "9999-12-31T23:59:59Z",
+        ] {
+            let e = parse_time(far).unwrap_err();
+            assert!(e.contains("is out of range"), "{far}: {e}");
         }
     }
 }
