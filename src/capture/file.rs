@@ -283,6 +283,17 @@ impl CaptureFile {
                 })
             }
         };
+        // Version 2.x is the only one there is (2.4 since 1998): anything
+        // else is not a capture this reader can trust to be laid out as one.
+        if header.version_major != 2 {
+            return Err(Fault::Unsupported {
+                offset: 0,
+                detail: format!(
+                    "pcap version {}.{}",
+                    header.version_major, header.version_minor
+                ),
+            });
+        }
         // The low 16 bits are the link type; the upper bits may carry FCS information.
         let linktype = (header.network.0 as u32) & 0xffff;
         input.consume(LEGACY_HEADER_LEN);

@@ -707,6 +707,16 @@ fn not_a_capture() {
         matches!(err, CaptureError::Corrupt { offset: 0, .. }),
         "{err}"
     );
+    // Legacy pcap version 9.4 (the file is otherwise whole).
+    let mut bytes = write_sample(Format::PcapNanos, Link::Ethernet, None);
+    bytes[4] = 9;
+    let err =
+        CaptureReader::from_reader("x.pcap", Box::new(Cursor::new(bytes))).expect_err("version 9");
+    assert!(
+        matches!(err, CaptureError::Unsupported { offset: 0, .. })
+            && err.to_string().contains("pcap version 9.4"),
+        "{err}"
+    );
     // pcapng version 2.
     let mut bytes = shb(false);
     bytes[12] = 2;
