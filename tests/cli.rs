@@ -553,6 +553,30 @@ fn usage_errors_exit_non_zero() {
     }
 }
 
+/// A demo whose stdout cannot take its table stops, stops its threads and
+/// removes its publication, and says why in one line: exit 2.
+#[test]
+fn demo_on_a_full_stdout_stops_with_one_line() {
+    let shm = format!("/dev/shm/tickguard-demo-full-{}", std::process::id());
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["demo", "--duration-s", "5", "--shm", &shm])
+        .env("RUST_LOG", "error")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "tickguard: writing to stdout: No space left on device (os error 28)\n"
+    );
+    assert!(!Path::new(&shm).exists());
+}
+
 #[test]
 fn demo_runs_and_shows_every_symbol() {
     let shm = format!("/dev/shm/tickguard-demo-test-{}", std::process::id());

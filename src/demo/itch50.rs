@@ -100,7 +100,8 @@ source_threshold_ms = 2000
         std::io::stdout().lock(),
         "demo ended: the venue sent {} messages in {} datagrams ({} lost on both lines), receiver took {} datagrams in {} cycles",
         report.messages, report.datagrams, report.lost_on_both_lines, stats.datagrams, stats.cycles
-    )?;
+    )
+    .context("writing to stdout")?;
     Ok(())
 }
 

@@ -117,7 +117,8 @@ offset_window_ms = 10000
         std::io::stdout().lock(),
         "demo ended: provider sent {} quotes in {} datagrams, receiver took {} datagrams in {} cycles",
         report.quotes, report.datagrams, stats.datagrams, stats.cycles
-    )?;
+    )
+    .context("writing to stdout")?;
     Ok(())
 }
 
@@ -153,7 +154,7 @@ fn show<R: Send + 'static>(
     let deadline = (args.duration_s > 0.0).then(|| started + (args.duration_s * 1e9) as u64);
     let mut out = std::io::stdout().lock();
     if tty {
-        write!(out, "\x1b[?25l")?; // hide the cursor
+        write!(out, "\x1b[?25l").context("writing to stdout")?; // hide the cursor
     }
     let result = (|| -> anyhow::Result<()> {
         let reader = Reader::open(&args.shm);
@@ -166,18 +167,20 @@ fn show<R: Send + 'static>(
                 return Ok(());
             }
             let frame = render(&reader, now, now.saturating_sub(started), tty);
-            if tty {
-                write!(out, "\x1b[H\x1b[2J{frame}")?;
+            let written = if tty {
+                write!(out, "\x1b[H\x1b[2J{frame}")
             } else {
-                writeln!(out, "{frame}")?;
-            }
-            out.flush()?;
+                writeln!(out, "{frame}")
+            };
+            written
+                .and_then(|()| out.flush())
+                .context("writing to stdout")?;
             std::thread::sleep(Duration::from_millis(if tty { 250 } else { 1000 }));
         }
     })();
     if tty {
-        write!(out, "\x1b[?25h")?;
-        out.flush()?;
+        // Best effort: the threads are stopped whatever stdout does.
+        let _ = write!(out, "\x1b[?25h").and_then(|()| out.flush());
     }
     stop.store(true, Ordering::Relaxed);
     let provided = provider
