@@ -1520,6 +1520,16 @@ source_threshold_ms = 9
         let text = format!("[sidecar]\nidle = 3\n{SPEC_EXAMPLE}");
         let e = err(&text);
         assert!(e.contains("(idle is `spin`, `yield`, `sleep`)"), "{e}");
+        let e = err(&format!("[log]\nformat = 3\n{SPEC_EXAMPLE}"));
+        assert!(e.contains("(format is `plain` or `json`)"), "{e}");
+        let e = err(&SPEC_EXAMPLE.replace("name = \"lp1\"", "name = \"lp1\"\nprotocol = 1"));
+        assert!(e.contains("(protocol is `sqf` or `itch50`)"), "{e}");
+        let kind = SPEC_EXAMPLE
+            .lines()
+            .find(|l| l.starts_with("kind"))
+            .unwrap();
+        let e = err(&SPEC_EXAMPLE.replace(kind, "kind = 2"));
+        assert!(e.contains("(kind is `full` or `delta`)"), "{e}");
     }
 
     #[test]

@@ -50,9 +50,11 @@ fn usage(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let mut out = std::io::stdout().lock();
-            match write!(out, "{}", e.render()).and_then(|()| out.flush()) {
+            // Styled on a terminal, as clap prints it; a reader that stops
+            // early (`| head`) is no failure.
+            match e.print().and_then(|()| std::io::stdout().flush()) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(io) if io.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(io) => {
                     report(&anyhow::Error::new(io).context("writing to stdout"));
                     ExitCode::from(2)
@@ -60,15 +62,20 @@ fn usage(e: &clap::Error) -> ExitCode {
             }
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = write!(std::io::stderr(), "{}", e.render());
+            let _ = e.print();
             ExitCode::from(2)
         }
         _ => {
-            // clap's message up to its usage and hint, on one line.
+            // clap's message, and its tip if it has one ("a similar
+            // subcommand exists"), without its usage and hint, on one line.
             let text = e.render().to_string();
-            let first = text.split("\n\n").next().unwrap_or("");
-            let words: Vec<&str> = first.split_whitespace().collect();
-            let line = words.join(" ");
+            let kept: Vec<String> = text
+                .split("\n\n")
+                .enumerate()
+                .filter(|(i, p)| *i == 0 || p.trim_start().starts_with("tip:"))
+                .map(|(_, p)| p.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect();
+            let line = kept.join("; ");
             let line = line.strip_prefix("error: ").unwrap_or(&line);
             report(&anyhow::anyhow!("{line} (see --help)"));
             ExitCode::from(2)

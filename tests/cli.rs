@@ -497,10 +497,28 @@ fn usage_errors_exit_non_zero() {
     tickguard().args(["replay", "x.pcap"]).assert().failure();
     tickguard().args(["frobnicate"]).assert().failure();
     tickguard().arg("--help").assert().success();
-    // One line naming the problem, exit 2.
+    // Bare: the help, on stderr, exit 2.
+    let out = tickguard().output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("Usage: tickguard <COMMAND>") && out.stdout.is_empty(),
+        "{err}"
+    );
+    // Help and version on stdout, exit 0.
+    for args in [&["--version"][..], &["replay", "--help"][..]] {
+        let out = tickguard().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
+    }
+    // One line naming the problem (and clap's tip, when it has one), exit 2.
     for (args, want) in [
         (&["replay", "x.pcap"][..], "--config <CONFIG>"),
         (&["frobnicate"][..], "unrecognized subcommand 'frobnicate'"),
+        (
+            &["replya"][..],
+            "unrecognized subcommand 'replya'; tip: a similar subcommand exists: 'replay'",
+        ),
     ] {
         let out = tickguard().args(args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();

@@ -283,9 +283,9 @@ impl CaptureFile {
                 })
             }
         };
-        // Version 2.x is the only one there is (2.4 since 1998): anything
-        // else is not a capture this reader can trust to be laid out as one.
-        if header.version_major != 2 {
+        // 2.4 since 1998, 2.3 before it: the record layout read here.
+        // Older ones swap a record's two lengths, and nothing else is pcap.
+        if header.version_major != 2 || !(3..=4).contains(&header.version_minor) {
             return Err(Fault::Unsupported {
                 offset: 0,
                 detail: format!(

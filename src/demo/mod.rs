@@ -154,7 +154,8 @@ fn show<R: Send + 'static>(
     let deadline = (args.duration_s > 0.0).then(|| started + (args.duration_s * 1e9) as u64);
     let mut out = std::io::stdout().lock();
     if tty {
-        write!(out, "\x1b[?25l").context("writing to stdout")?; // hide the cursor
+        // Best effort, as restoring it below: the threads run already.
+        let _ = write!(out, "\x1b[?25l"); // hide the cursor
     }
     let result = (|| -> anyhow::Result<()> {
         let reader = Reader::open(&args.shm);
