@@ -799,6 +799,32 @@ fn variants<T: serde::de::DeserializeOwned>() -> Option<String> {
     Some(names.trim().to_string())
 }
 
+/// What setting `key` takes, when TOML's error `msg` is about its value: a
+/// number TOML cannot hold (2^63 and up) or one of the wrong type for an
+/// integer setting (its range), or anything but a name for a setting of
+/// named values (the names).
+fn takes(key: &str, msg: &str) -> Option<String> {
+    if msg.contains("wanted string") {
+        return match key {
+            "idle" => variants::<Idle>(),
+            "format" => variants::<LogFormat>(),
+            "protocol" => variants::<Protocol>(),
+            "kind" => variants::<FeedKind>(),
+            _ => None,
+        };
+    }
+    if !(msg.contains("number") || msg.contains("invalid type")) {
+        return None;
+    }
+    let r = RANGES.iter().find(|r| r.key == key)?;
+    let auto = if r.key == CLOCK_OFFSET.key {
+        " or \"auto\""
+    } else {
+        ""
+    };
+    Some(format!("{} to {} {}{auto}", r.min, r.max, r.unit))
+}
+
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().replace('\n', " ");
@@ -810,32 +836,8 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
                 .filter(|&&b| b == b'\n')
                 .count();
             let line = text.split('\n').nth(line_no).unwrap_or("").trim();
-            // A number TOML cannot hold (2^63 and up) or a value of the wrong
-            // type for an integer setting: say what it accepts.
             let key = line.split('=').next().unwrap_or("").trim();
-            let about_value = msg.contains("number") || msg.contains("invalid type");
-            let accepts =
-                RANGES
-                    .iter()
-                    .find(|r| r.key == key && about_value)
-                    .map_or(String::new(), |r| {
-                        let auto = if r.key == CLOCK_OFFSET.key {
-                            " or \"auto\""
-                        } else {
-                            ""
-                        };
-                        format!(" ({key} is {} to {} {}{auto})", r.min, r.max, r.unit)
-                    });
-            // A setting of named values given something else: name them.
-            let names = match key {
-                _ if !msg.contains("wanted string") => None,
-                "idle" => variants::<Idle>(),
-                "format" => variants::<LogFormat>(),
-                "protocol" => variants::<Protocol>(),
-                "kind" => variants::<FeedKind>(),
-                _ => None,
-            };
-            let accepts = names.map_or(accepts, |n| format!(" ({key} is {n})"));
+            let accepts = takes(key, &msg).map_or(String::new(), |t| format!(" ({key} is {t})"));
             located(
                 name,
                 text,

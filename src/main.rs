@@ -545,7 +545,6 @@ fn stat(args: cli::StatArgs) -> Result<()> {
         not_ok: args.not_ok,
         top: args.top.map(|n| n as usize),
     };
-    let mut out = std::io::stdout().lock();
     loop {
         let now = args.now.unwrap_or_else(tickguard::time::now_ns);
         if !reader.health(now).is_ok() {
@@ -557,10 +556,10 @@ fn stat(args: cli::StatArgs) -> Result<()> {
         }
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
             .map_err(anyhow::Error::msg)?;
-        let written = if args.json {
-            writeln!(out, "{}", snap.json())
+        let text = if args.json {
+            format!("{}\n", snap.json())
         } else if args.once {
-            write!(out, "{}", snap.text().full())
+            snap.text().full()
         } else {
             // The live view fits the terminal: header and worst rows stay.
             let frame = match tickguard::sys::terminal_size() {
@@ -569,11 +568,9 @@ fn stat(args: cli::StatArgs) -> Result<()> {
                 }
                 None => snap.text().full(),
             };
-            write!(out, "\x1b[H\x1b[2J{frame}")
+            format!("\x1b[H\x1b[2J{frame}")
         };
-        written
-            .and_then(|()| out.flush())
-            .context("writing to stdout")?;
+        to_stdout(&text)?;
         if args.once {
             return Ok(());
         }
@@ -659,7 +656,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             "bid": side(sides[0]),
             "ask": side(sides[1]),
         });
-        print_answer(&format!("{line}\n"))?;
+        to_stdout(&format!("{line}\n"))?;
         return Ok(v.is_ok());
     }
     let mut out = if v.is_ok() {
@@ -687,15 +684,15 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     if !quote.is_empty() {
         out.push_str(&format!("  {}\n", quote.join("  ")));
     }
-    print_answer(&out)?;
+    to_stdout(&out)?;
     Ok(v.is_ok())
 }
 
-/// `check`'s answer on stdout: a stdout that cannot take it (full, closed)
-/// is an error like any other, not a panic.
-fn print_answer(text: &str) -> Result<()> {
+/// `text` on stdout, flushed: a stdout that cannot take it (full, closed)
+/// is an error like any other, naming stdout, not a panic.
+fn to_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .context("writing the answer to stdout")
+        .context("writing to stdout")
 }
