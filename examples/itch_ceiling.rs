@@ -16,7 +16,11 @@
 //!   sorted best-last (as `itch50::book`) whose best 8 levels are compared
 //!   without a branch on the outcome, then binary-searched, with the
 //!   same two-stage prefetch 16 and 8 records ahead (the order's slot and
-//!   the book's entry, then each side's best level).
+//!   the book's entry, then each side's best level);
+//! - `split`: `books` in two threads, as a replay runs them
+//!   (`itch50::levels`): this one keeps the order store and queues each
+//!   record's level changes in batches; a second applies them, prefetching
+//!   ahead in its batch. It checks that its books equal `books`'.
 //!
 //! Comparing `books` with `tickguard-bench itch-binfile` in the same run
 //! bounds what the feed handler's own work costs: the full replay also
@@ -140,13 +144,158 @@ fn unrest(books: &mut [Book], o: &Order, shares: u32, gone: bool) {
     }
 }
 
-/// Applies every record to `orders` (and, with `books`, the price levels).
+/// Where [`replay`] sends each record's change to the levels.
+trait Sink {
+    /// Starts loading what record `m`, `ahead` records from its turn, will
+    /// touch in the levels (16: the first stage, 8: the second).
+    fn prefetch(&self, _m: &[u8], _ahead: usize) {}
+    /// `shares` leave order `o` (`gone`: with its last), then `add` rests.
+    fn change(&mut self, o: Order, shares: u32, gone: bool, add: Option<Order>);
+}
+
+/// No levels: the order store alone.
+struct NoLevels;
+
+impl Sink for NoLevels {
+    fn change(&mut self, o: Order, _: u32, _: bool, add: Option<Order>) {
+        std::hint::black_box((o, add));
+    }
+}
+
+fn locate(m: &[u8]) -> usize {
+    if m.len() >= 3 {
+        be(m, 1, 2) as usize
+    } else {
+        0
+    }
+}
+
+/// Levels applied in place, each book's entry and best levels prefetched.
+impl Sink for &mut [Book] {
+    fn prefetch(&self, m: &[u8], ahead: usize) {
+        let book = &self[locate(m)];
+        if ahead > 8 {
+            prefetch(book);
+        } else {
+            for side in &book.0 {
+                if let Some(top) = side.last() {
+                    prefetch(top);
+                }
+            }
+        }
+    }
+
+    fn change(&mut self, o: Order, shares: u32, gone: bool, add: Option<Order>) {
+        if shares > 0 || gone {
+            unrest(self, &o, shares, gone);
+        }
+        if let Some(n) = add {
+            rest(self, &n);
+        }
+    }
+}
+
+/// One change of a book's levels, as the order store resolves a record
+/// (`split`): the order, and the shares that leave it (`gone`: with its
+/// last) or, `rest`, that it brings.
+#[derive(Clone, Copy)]
+struct Delta {
+    o: Order,
+    shares: u32,
+    gone: bool,
+    rest: bool,
+}
+
+/// Changes a batch of `split` holds.
+const BATCH: usize = 2048;
+
+/// Changes queued in batches for a second thread that keeps the levels.
+struct Queue {
+    batch: Vec<Delta>,
+    to: crossbeam_channel::Sender<Vec<Delta>>,
+    spare: crossbeam_channel::Receiver<Vec<Delta>>,
+}
+
+impl Sink for Queue {
+    fn change(&mut self, o: Order, shares: u32, gone: bool, add: Option<Order>) {
+        if shares > 0 || gone {
+            let rest = false;
+            self.batch.push(Delta {
+                o,
+                shares,
+                gone,
+                rest,
+            });
+        }
+        if let Some(o) = add {
+            let (shares, gone, rest) = (o.shares, false, true);
+            self.batch.push(Delta {
+                o,
+                shares,
+                gone,
+                rest,
+            });
+        }
+        if self.batch.len() >= BATCH {
+            let next = self.spare.recv().expect("level thread");
+            let full = std::mem::replace(&mut self.batch, next);
+            self.to.send(full).expect("level thread");
+        }
+    }
+}
+
+/// `books` in two threads: this one keeps the order store and queues each
+/// record's changes; a second applies them to the levels, prefetching
+/// each change's book 16 changes ahead and its best levels 8 ahead.
+fn split(data: &[u8], recs: &[(usize, usize)], orders: &mut [Order], mut books: &mut [Book]) {
+    const BATCHES: usize = 8;
+    let (to, rx) = crossbeam_channel::bounded::<Vec<Delta>>(BATCHES);
+    let (back, spare) = crossbeam_channel::bounded::<Vec<Delta>>(BATCHES);
+    for _ in 1..BATCHES {
+        back.send(Vec::with_capacity(BATCH)).expect("room");
+    }
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for mut batch in rx.iter() {
+                for (k, d) in batch.iter().enumerate() {
+                    if let Some(a) = batch.get(k + 16) {
+                        prefetch(&books[usize::from(a.o.book)]);
+                    }
+                    if let Some(a) = batch.get(k + 8) {
+                        if let Some(top) =
+                            books[usize::from(a.o.book)].0[usize::from(a.o.sell)].last()
+                        {
+                            prefetch(top);
+                        }
+                    }
+                    match d.rest {
+                        true => books.change(d.o, 0, false, Some(d.o)),
+                        false => books.change(d.o, d.shares, d.gone, None),
+                    }
+                }
+                batch.clear();
+                let _ = back.send(batch);
+            }
+        });
+        let mut queue = Queue {
+            batch: Vec::with_capacity(BATCH),
+            to,
+            spare,
+        };
+        replay(data, recs, orders, true, &mut queue);
+        let Queue { batch, to, .. } = queue;
+        to.send(batch).expect("level thread");
+    });
+}
+
+/// Applies every record to `orders`, and their changes to `levels`; with
+/// `ahead`, each record's order slot is prefetched 16 records ahead.
 fn replay(
     data: &[u8],
     recs: &[(usize, usize)],
     orders: &mut [Order],
-    mut books: Option<&mut [Book]>,
     ahead: bool,
+    levels: &mut impl Sink,
 ) {
     let msg = |k: usize| &data[recs[k].0..recs[k].0 + recs[k].1];
     let orders_len = orders.len();
@@ -158,50 +307,22 @@ fn replay(
         }
         _ => None,
     };
-    let locate = |m: &[u8]| {
-        if m.len() >= 3 {
-            be(m, 1, 2) as usize
-        } else {
-            0
-        }
-    };
     for k in 0..recs.len() {
-        if ahead && books.is_none() {
-            if let Some(r) = recs.get(k + 16).and_then(|_| reference(msg(k + 16))) {
-                prefetch(&orders[r]);
-            }
-        }
-        if let Some(books) = books.as_deref() {
+        if ahead {
             if let Some(m) = recs.get(k + 16).map(|_| msg(k + 16)) {
                 if let Some(r) = reference(m) {
                     prefetch(&orders[r]);
                 }
-                prefetch(&books[locate(m)]);
+                levels.prefetch(m, 16);
             }
             if let Some(m) = recs.get(k + 8).map(|_| msg(k + 8)) {
-                for side in &books[locate(m)].0 {
-                    if let Some(top) = side.last() {
-                        prefetch(top);
-                    }
-                }
+                levels.prefetch(m, 8);
             }
         }
         let m = msg(k);
         let Some(r) = reference(m) else { continue };
         // An order fully executed or deleted is gone: nothing more to take.
         let live = orders[r].shares > 0;
-        let mut change = |o: Order, shares: u32, gone: bool, add: Option<Order>| {
-            if let Some(b) = books.as_deref_mut() {
-                if shares > 0 || gone {
-                    unrest(b, &o, shares, gone);
-                }
-                if let Some(n) = add {
-                    rest(b, &n);
-                }
-            } else {
-                std::hint::black_box((o, add));
-            }
-        };
         match m[0] {
             b'A' | b'F' => {
                 let o = Order {
@@ -211,21 +332,21 @@ fn replay(
                     price: be(m, 32, 4) as u32,
                 };
                 orders[r] = o;
-                change(o, 0, false, Some(o));
+                levels.change(o, 0, false, Some(o));
             }
             b'D' if live => {
-                change(orders[r], orders[r].shares, true, None);
+                levels.change(orders[r], orders[r].shares, true, None);
                 orders[r].shares = 0;
             }
             b'E' | b'C' | b'X' if live => {
                 let o = orders[r];
                 let shares = be(m, 19, 4) as u32;
                 if shares >= o.shares {
-                    change(o, o.shares, true, None);
+                    levels.change(o, o.shares, true, None);
                     orders[r].shares = 0;
                 } else {
                     orders[r].shares -= shares;
-                    change(o, shares, false, None);
+                    levels.change(o, shares, false, None);
                 }
             }
             b'U' if live && (be(m, 19, 8) as usize) < orders.len() => {
@@ -237,7 +358,7 @@ fn replay(
                     ..o
                 };
                 orders[be(m, 19, 8) as usize] = new;
-                change(o, o.shares, true, Some(new));
+                levels.change(o, o.shares, true, Some(new));
             }
             _ => {}
         }
@@ -302,23 +423,31 @@ fn main() {
     let walk = start.elapsed().as_secs_f64();
 
     // References in a synthetic day stay below its record count.
-    let mut orders = huge_vec(recs.len() + 1, Order::default());
-    let start = Instant::now();
-    replay(&data, &recs, &mut orders, None, false);
-    let alone = start.elapsed().as_secs_f64();
-    std::hint::black_box(&orders);
-
-    let mut orders = huge_vec(recs.len() + 1, Order::default());
-    let start = Instant::now();
-    replay(&data, &recs, &mut orders, None, true);
-    let ahead = start.elapsed().as_secs_f64();
-    std::hint::black_box(&orders);
-
-    let mut orders = huge_vec(recs.len() + 1, Order::default());
+    let fresh = || huge_vec(recs.len() + 1, Order::default());
+    let timed = |run: &mut dyn FnMut()| {
+        let start = Instant::now();
+        run();
+        start.elapsed().as_secs_f64()
+    };
+    let mut orders = fresh();
+    let alone = timed(&mut || replay(&data, &recs, &mut orders, false, &mut NoLevels));
+    let mut orders = fresh();
+    let ahead = timed(&mut || replay(&data, &recs, &mut orders, true, &mut NoLevels));
+    let mut orders = fresh();
     let mut books: Vec<Book> = vec![Book::default(); 1 << 16];
-    let start = Instant::now();
-    replay(&data, &recs, &mut orders, Some(&mut books), true);
-    let full = start.elapsed().as_secs_f64();
+    let full = timed(&mut || replay(&data, &recs, &mut orders, true, &mut books.as_mut_slice()));
+    let mut orders = fresh();
+    let mut split_books: Vec<Book> = vec![Book::default(); 1 << 16];
+    let two = timed(&mut || split(&data, &recs, &mut orders, &mut split_books));
+    let same = books.iter().zip(&split_books).all(|(a, b)| {
+        (0..2).all(|s| {
+            a.0[s].len() == b.0[s].len()
+                && a.0[s]
+                    .iter()
+                    .zip(&b.0[s])
+                    .all(|(x, y)| (x.price, x.shares, x.orders) == (y.price, y.shares, y.orders))
+        })
+    });
     std::hint::black_box((&orders, &books));
 
     println!("{} records", recs.len());
@@ -329,6 +458,10 @@ fn main() {
         rate(ahead)
     );
     println!("books   {full:.3} s  {:.1} M/s", rate(full));
+    println!(
+        "split   {two:.3} s  {:.1} M/s  (levels on a second thread; same books: {same})",
+        rate(two)
+    );
     println!("memory  ns a dependent load (chase), M random lines/s prefetched (lines)");
     for mib in [1, 2, 4, 8, 16, 32, 64] {
         let (chase, lines) = memory(mib);

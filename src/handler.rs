@@ -519,8 +519,33 @@ impl Handler {
         };
         if let Engine::Itch50(it) = &mut f.engine {
             it.expire(now);
+            it.settle();
             copy_itch_counters(it, &mut f.counters);
             f.publish(feed, &mut self.table);
+        }
+    }
+
+    /// Applies every ITCH feed's book levels on a second thread (`on`; a
+    /// replay, where nothing reads a book between checks), or on the
+    /// calling thread again ([`itch50::feed::Feed::pipeline_books`]).
+    /// [`before_check`](Self::before_check) and [`settle`](Self::settle)
+    /// make the books readable.
+    pub fn pipeline_books(&mut self, on: bool) {
+        for f in &mut self.feeds {
+            if let Engine::Itch50(it) = &mut f.engine {
+                it.pipeline_books(on);
+            }
+        }
+    }
+
+    /// Makes every feed's books readable (see
+    /// [`pipeline_books`](Self::pipeline_books)): before reading the feeds
+    /// other than through a check, as a summary does.
+    pub fn settle(&mut self) {
+        for f in &mut self.feeds {
+            if let Engine::Itch50(it) = &mut f.engine {
+                it.settle();
+            }
         }
     }
 

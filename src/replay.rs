@@ -719,6 +719,7 @@ pub fn replay_with(
     observer: &mut impl Observer,
 ) -> Outcome {
     let mut handler = Handler::new(config);
+    handler.pipeline_books(true);
     let router = Router::new(config);
     let mut pending = Pending::new(config, checks);
     let mut unrouted = 0u64;
@@ -746,6 +747,7 @@ pub fn replay_with(
         }
     });
     let answers = pending.finish(&mut handler, observer);
+    handler.settle();
     observer.end(&mut handler);
     let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
     Outcome {
@@ -836,6 +838,7 @@ pub fn replay_file_with(
         })
         .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
+    handler.pipeline_books(true);
     handler.start_file(id, date);
     let mut pending = Pending::new(&config, checks);
     let mut index = 0u64;
@@ -886,6 +889,7 @@ pub fn replay_file_with(
         }
     };
     let answers = pending.finish(&mut handler, observer);
+    handler.settle();
     observer.end(&mut handler);
     let mut summary = summarize(&config, &handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (

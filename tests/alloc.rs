@@ -4,6 +4,8 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::protocol::sqf::PacketBuilder;
@@ -18,7 +20,25 @@ thread_local! {
     static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// While set, every thread's allocations count in [`EVERY_THREAD`] too:
+/// for a feed whose book levels are applied on a thread of their own.
+static COUNT_EVERY_THREAD: AtomicBool = AtomicBool::new(false);
+static EVERY_THREAD: AtomicU64 = AtomicU64::new(0);
+
+/// Held by every test of this file for its whole run, so that no other
+/// test's thread allocates while [`COUNT_EVERY_THREAD`] is set, whichever
+/// harness runs them (nextest runs one test a process; `cargo test`, one
+/// a thread).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn count() {
+    if COUNT_EVERY_THREAD.load(Ordering::Relaxed) {
+        EVERY_THREAD.fetch_add(1, Ordering::Relaxed);
+    }
     // `try_with`: the allocator may run while thread-locals are torn down.
     let _ = MEASURED.try_with(|m| {
         if m.get() {
@@ -52,6 +72,15 @@ fn allocations(f: impl FnOnce()) -> u64 {
     f();
     MEASURED.with(|m| m.set(false));
     ALLOCATIONS.with(|a| a.get()) - before
+}
+
+/// Allocations made by `f`, on any thread.
+fn allocations_on_any_thread(f: impl FnOnce()) -> u64 {
+    let before = EVERY_THREAD.load(Ordering::Relaxed);
+    COUNT_EVERY_THREAD.store(true, Ordering::SeqCst);
+    f();
+    COUNT_EVERY_THREAD.store(false, Ordering::SeqCst);
+    EVERY_THREAD.load(Ordering::Relaxed) - before
 }
 
 fn config(extra: &str, kind: &str, lines: &str) -> Config {
@@ -94,11 +123,13 @@ fn traffic(symbols: &[Symbol], rounds: u64) -> Vec<Vec<u8>> {
 
 #[test]
 fn the_counter_counts() {
+    let _serial = serial();
     assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
 }
 
 #[test]
 fn handler_path_allocates_nothing_after_start() {
+    let _serial = serial();
     let cfg = config("", "delta", "\"127.0.0.1:9\"");
     let symbols: Vec<Symbol> = (0..200)
         .map(|i| Symbol::parse(&format!("S{i}")).unwrap())
@@ -121,6 +152,7 @@ fn handler_path_allocates_nothing_after_start() {
 
 #[test]
 fn live_duty_cycle_allocates_nothing_after_start() {
+    let _serial = serial();
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -178,6 +210,24 @@ fn live_duty_cycle_allocates_nothing_after_start() {
 /// with a gap filled late.
 #[test]
 fn the_itch_path_allocates_nothing_after_warm_up() {
+    let _serial = serial();
+    itch_path(false);
+}
+
+/// The same with the books' levels applied on a thread of their own (as a
+/// replay does), counting that thread's allocations too: the batches of
+/// level changes are reused, and the levels allocate no more there.
+#[test]
+fn the_pipelined_itch_path_allocates_nothing_after_warm_up() {
+    let _serial = serial();
+    itch_path(true);
+}
+
+fn itch_path(pipelined: bool) {
+    let measure = |f: &mut dyn FnMut()| match pipelined {
+        false => allocations(f),
+        true => allocations_on_any_thread(f),
+    };
     use tickguard::protocol::itch50::{binfile::BinFile, feed, mold, sequencer, Session};
     let mut day = Vec::new();
     tickguard::protocol::itch50::synth::synthetic_day(&mut day, 60_000, 300, 7).unwrap();
@@ -204,14 +254,16 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
 
     // BinaryFILE records.
     let mut f = feed::Feed::new(settings.clone());
+    f.pipeline_books(pipelined);
     let pass = |f: &mut feed::Feed| {
         f.start_file(date);
         for (i, r) in records.iter().enumerate() {
             f.on_file_record(i as u64, r);
         }
+        f.settle();
     };
     pass(&mut f);
-    assert_eq!(allocations(|| pass(&mut f)), 0, "BinaryFILE path");
+    assert_eq!(measure(&mut || pass(&mut f)), 0, "BinaryFILE path");
 
     // Packets of 10 messages; every 50th packet arrives one packet late,
     // so the one after it is held behind a gap until it comes.
@@ -232,15 +284,17 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
     let day1 = packets(b"DAY0000001");
     let day2 = packets(b"DAY0000002");
     let mut f = feed::Feed::new(settings);
+    f.pipeline_books(pipelined);
     let t0 = 1_767_600_000_000_000_000u64;
     let replay = |f: &mut feed::Feed, day: &[Vec<u8>]| {
         for (k, p) in day.iter().enumerate() {
             f.on_datagram(p, t0 + k as u64 * 1_000).unwrap();
         }
+        f.settle();
     };
     replay(&mut f, &day1);
     assert!(f.sequencer().counters().recovered > 0, "gaps were filled");
-    assert_eq!(allocations(|| replay(&mut f, &day2)), 0, "MoldUDP64 path");
+    assert_eq!(measure(&mut || replay(&mut f, &day2)), 0, "MoldUDP64 path");
     assert_eq!(f.sequencer().counters().ticks_lost, 0);
 }
 
@@ -251,6 +305,7 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
 /// re-requests go out, allocates nothing.
 #[test]
 fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
+    let _serial = serial();
     use tickguard::protocol::itch50::{binfile::BinFile, mold, Session};
     let line = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -330,6 +385,7 @@ fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
 /// gaps, fills, a full table, expiry and re-sending.
 #[test]
 fn recovery_requests_allocate_nothing() {
+    let _serial = serial();
     use tickguard::protocol::itch50::recovery::{Missing, Requester};
     use tickguard::protocol::itch50::Session;
     const MS: u64 = 1_000_000;
@@ -372,6 +428,7 @@ fn recovery_requests_allocate_nothing() {
 /// [`sequencer::PAST_SESSIONS`] reuses it.
 #[test]
 fn many_session_changes_allocate_nothing() {
+    let _serial = serial();
     use tickguard::protocol::itch50::mold::{Packet, PacketBuilder, Session};
     use tickguard::protocol::itch50::sequencer::{self, Sequencer, Settings};
     let mut seq = Sequencer::new(Settings {

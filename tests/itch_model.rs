@@ -1050,6 +1050,13 @@ fn compare(model: &Model, feed: &Feed, th: Thresholds, now: u64) -> Result<(), S
 
 /// Runs `ops` on the model and the feed side by side; the model at the end.
 fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
+    run_with(setup, ops, false)
+}
+
+/// [`run`], the feed's book levels applied on their own thread
+/// (`pipelined`, as a replay does) and compared only at checks and at the
+/// end, so that changes pile up on that thread between reads.
+fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String> {
     let mut model = Model::new(setup);
     let mut feed = Feed::new(feed::Settings {
         sequencing: sequencer::Settings {
@@ -1063,6 +1070,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
         orders: 16,
         max_orders: setup.max_orders,
     });
+    feed.pipeline_books(pipelined);
     let th = setup.th();
     let mut t = setup.t0();
     let mut ex = Exchange {
@@ -1166,6 +1174,12 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 return Err(format!("step {step}: accepted: got {got}, model {want}"));
             }
         }
+        if pipelined {
+            if !matches!(op, Op::Check { .. }) && step + 1 < ops.len() {
+                continue;
+            }
+            feed.settle();
+        }
         compare(&model, &feed, th, t).map_err(|e| {
             format!(
                 "step {step} ({op:?}) at t0+{}: {e}",
@@ -1195,6 +1209,14 @@ proptest! {
         ops in prop::collection::vec(op(), 1..=160),
     ) {
         if let Err(e) = run(&setup, &ops) {
+            prop_assert!(false, "{}\nsetup: {:?}", e, setup);
+        }
+    }
+
+    /// The same with the books' levels on their own thread (a replay).
+    #[test]
+    fn pipelined_feed_matches_model(setup in setup(false), ops in prop::collection::vec(op(), 1..=160)) {
+        if let Err(e) = run_with(&setup, &ops, true) {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }
     }

@@ -35,7 +35,20 @@
 //! ([`Books::prefetch_order`], [`Books::prefetch_levels`]), before the
 //! message is applied — a packet in two passes over its messages, a file
 //! 16 and 8 records ahead — so the misses overlap instead of queueing.
+//!
+//! The orders and the levels are two halves that meet in one direction
+//! only: the order store turns each message into [`Change`]s of the levels
+//! (this order rests, that one takes shares off its level), and nothing the
+//! levels do feeds back into the store. A replay therefore can hand the
+//! levels to a second thread ([`Books::pipeline`], [`super::levels`]): this
+//! thread keeps the orders and queues their changes, the other applies them
+//! in batches, each half with its own cache and its own misses in flight.
+//! The levels come back ([`Books::settle`]) whenever something reads them —
+//! a check, the summary — so every read sees exactly what applying each
+//! change in place would have left. A live feed keeps both halves on its
+//! receive thread: it publishes tops as it applies.
 
+use super::levels::LevelThread;
 use super::map::WindowMap;
 use super::message::Side;
 use crate::sys::memory::prefetch;
@@ -173,15 +186,252 @@ pub struct Top {
     pub ask: Option<(Price, u64)>,
 }
 
-/// Every symbol's book and the live orders behind them.
-#[derive(Debug, Clone)]
-pub struct Books {
-    orders: WindowMap<Order>,
+/// What a [`Change`] does to its level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An order rests: its shares join its price's level (made if new).
+    Rest,
+    /// Shares leave an order that stays live.
+    Take,
+    /// An order leaves with its last shares: its level loses an order
+    /// (and goes when that was its last).
+    Remove,
+    /// A new session: every book empties.
+    Clear,
+}
+
+/// One change the order store makes to the levels: 16 bytes, so that a
+/// batch of them moves between threads in few lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The book (symbol).
+    pub book: u32,
+    /// The level's price.
+    pub price: Price,
+    /// Shares resting (`Rest`) or leaving (`Take`, `Remove`).
+    pub shares: u32,
+    /// The side.
+    pub side: Side,
+    /// What it does.
+    pub kind: Kind,
+}
+
+impl Change {
+    fn of(o: Order, shares: u32, kind: Kind) -> Change {
+        Change {
+            book: o.book,
+            price: o.price,
+            shares,
+            side: o.side,
+            kind,
+        }
+    }
+}
+
+/// A run of changes ([`Levels::apply_all`]) loads each change's book entry
+/// this many changes ahead…
+const ENTRY_AHEAD: usize = 16;
+/// …and its best levels this many.
+const TOP_AHEAD: usize = 8;
+
+/// Every book's price levels, apart from the orders behind them.
+#[derive(Debug)]
+pub struct Levels {
     books: Vec<Book>,
-    /// Most live orders; an add of a new reference beyond is refused.
-    max_orders: usize,
     /// Levels a side keeps near ([`NEAR`]; smaller in tests).
     near: usize,
+}
+
+impl Default for Levels {
+    fn default() -> Levels {
+        Levels {
+            books: Vec::new(),
+            near: NEAR,
+        }
+    }
+}
+
+impl Levels {
+    fn book(&mut self, book: u32) -> &mut Book {
+        let i = book as usize;
+        if i >= self.books.len() {
+            self.books.resize_with(i + 1, Book::default);
+        }
+        &mut self.books[i]
+    }
+
+    /// Applies one change.
+    #[inline(always)]
+    pub fn apply(&mut self, c: Change) {
+        match c.kind {
+            Kind::Rest => self.rest(c),
+            Kind::Take => self.unrest(c, false),
+            Kind::Remove => self.unrest(c, true),
+            Kind::Clear => self.clear(),
+        }
+    }
+
+    /// Applies a run of changes in order, each book's entry and best
+    /// levels loaded a few changes ahead (as a batch of messages does).
+    pub fn apply_all(&mut self, changes: &[Change]) {
+        for (k, &c) in changes.iter().enumerate() {
+            if let Some(a) = changes.get(k + ENTRY_AHEAD) {
+                self.prefetch_entry(a.book);
+            }
+            if let Some(a) = changes.get(k + TOP_AHEAD) {
+                self.prefetch_top(a.book);
+            }
+            self.apply(c);
+        }
+    }
+
+    fn rest(&mut self, c: Change) {
+        let near = self.near;
+        let book = self.book(c.book);
+        book.orders += 1;
+        let (levels, _) = book.side(c.side);
+        let new = Level {
+            price: c.price,
+            orders: 1,
+            shares: c.shares as u64,
+        };
+        match position(levels, c.side, c.price) {
+            Ok(i) => {
+                levels[i].orders += 1;
+                levels[i].shares += c.shares as u64;
+            }
+            // Worse than every near level of a full side: a far one.
+            Err(0) if levels.len() >= near => {
+                let l = book.far(c.side).entry(c.price).or_insert(Level {
+                    orders: 0,
+                    shares: 0,
+                    ..new
+                });
+                l.orders += 1;
+                l.shares += c.shares as u64;
+            }
+            Err(i) => {
+                levels.insert(i, new);
+                if levels.len() > near {
+                    // The worst near level goes far.
+                    let worst = levels.remove(0);
+                    book.far(c.side).insert(worst.price, worst);
+                }
+            }
+        }
+    }
+
+    /// Takes the change's shares off its level; drops an order from it
+    /// when `gone`.
+    fn unrest(&mut self, c: Change, gone: bool) {
+        let book = self.book(c.book);
+        if gone {
+            book.orders -= 1;
+        }
+        let (levels, far) = book.side(c.side);
+        let take = |l: &mut Level| {
+            l.shares -= c.shares as u64;
+            l.orders -= gone as u32;
+            l.orders == 0
+        };
+        match position(levels, c.side, c.price) {
+            Ok(i) => {
+                if take(&mut levels[i]) {
+                    levels.remove(i);
+                    // The best far level, if any, is now a near one: the
+                    // worst of them, at the front.
+                    if let Some(up) = far.and_then(|f| pop_best(f, c.side)) {
+                        levels.insert(0, up);
+                    }
+                }
+            }
+            Err(_) => {
+                if let Some(far) = far {
+                    if far.get_mut(&c.price).is_some_and(take) {
+                        far.remove(&c.price);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Empties every book, keeping the memory.
+    fn clear(&mut self) {
+        for b in &mut self.books {
+            b.bids.clear();
+            b.asks.clear();
+            b.orders = 0;
+            b.far = None;
+        }
+    }
+
+    /// Starts loading `book`'s entry.
+    #[inline]
+    fn prefetch_entry(&self, book: u32) {
+        if let Some(b) = self.books.get(book as usize) {
+            prefetch(b);
+        }
+    }
+
+    /// Starts loading `book`'s best level on each side, where most of the
+    /// flow lands (once the book's entry is in cache). Also loading the
+    /// lines of the seven next best measured no faster here, and slower in
+    /// `examples/itch_ceiling.rs`.
+    #[inline]
+    fn prefetch_top(&self, book: u32) {
+        if let Some(b) = self.books.get(book as usize) {
+            for side in [&b.bids, &b.asks] {
+                if let Some(top) = side.last() {
+                    prefetch(top);
+                }
+            }
+        }
+    }
+
+    fn top(&self, book: u32) -> Top {
+        let Some(b) = self.books.get(book as usize) else {
+            return Top::default();
+        };
+        let best = |levels: &[Level]| levels.last().map(|l| (l.price, l.shares));
+        Top {
+            bid: best(&b.bids),
+            ask: best(&b.asks),
+        }
+    }
+
+    fn orders_in(&self, book: u32) -> u64 {
+        self.books.get(book as usize).map_or(0, |b| b.orders)
+    }
+
+    fn depth(&self, book: u32) -> (Depth, Depth) {
+        let Some(b) = self.books.get(book as usize) else {
+            return (Vec::new(), Vec::new());
+        };
+        let row = |l: &Level| (l.price, l.shares, l.orders);
+        let far = |i: usize| b.far.as_deref().map(|f| &f[i]);
+        let bids = b.bids.iter().rev().map(row);
+        let asks = b.asks.iter().rev().map(row);
+        // Far levels after the near ones, best first.
+        let far_bids = far(0).into_iter().flat_map(|f| f.values().rev().map(row));
+        let far_asks = far(1).into_iter().flat_map(|f| f.values().map(row));
+        (
+            bids.chain(far_bids).collect(),
+            asks.chain(far_asks).collect(),
+        )
+    }
+}
+
+/// Every symbol's book and the live orders behind them.
+#[derive(Debug)]
+pub struct Books {
+    orders: WindowMap<Order>,
+    /// Most live orders; an add of a new reference beyond is refused.
+    max_orders: usize,
+    /// The levels, while this thread holds them: always, unless `thread`
+    /// has them (then an empty stand-in that is never read).
+    levels: Levels,
+    /// The thread the levels are applied on, in a pipelined replay.
+    thread: Option<LevelThread>,
 }
 
 /// [`Books::add`] refused a new order: the books hold their most live
@@ -208,9 +458,12 @@ impl Books {
     pub fn with_window(orders: usize, books: usize, window: usize) -> Books {
         Books {
             orders: WindowMap::new(window, orders, VACANT),
-            books: vec![Book::default(); books],
             max_orders: usize::MAX,
-            near: NEAR,
+            levels: Levels {
+                books: vec![Book::default(); books],
+                near: NEAR,
+            },
+            thread: None,
         }
     }
 
@@ -221,80 +474,56 @@ impl Books {
         self.max_orders = max;
     }
 
-    fn book(&mut self, book: u32) -> &mut Book {
-        let i = book as usize;
-        if i >= self.books.len() {
-            self.books.resize_with(i + 1, Book::default);
-        }
-        &mut self.books[i]
-    }
-
-    fn rest(&mut self, o: Order) {
-        let near = self.near;
-        let book = self.book(o.book);
-        book.orders += 1;
-        let (levels, _) = book.side(o.side);
-        let new = Level {
-            price: o.price,
-            orders: 1,
-            shares: o.shares as u64,
-        };
-        match position(levels, o.side, o.price) {
-            Ok(i) => {
-                levels[i].orders += 1;
-                levels[i].shares += o.shares as u64;
-            }
-            // Worse than every near level of a full side: a far one.
-            Err(0) if levels.len() >= near => {
-                let l = book.far(o.side).entry(o.price).or_insert(Level {
-                    orders: 0,
-                    shares: 0,
-                    ..new
-                });
-                l.orders += 1;
-                l.shares += o.shares as u64;
-            }
-            Err(i) => {
-                levels.insert(i, new);
-                if levels.len() > near {
-                    // The worst near level goes far.
-                    let worst = levels.remove(0);
-                    book.far(o.side).insert(worst.price, worst);
+    /// Applies `c` to the levels, here or on their thread.
+    #[inline(always)]
+    fn change(&mut self, c: Change) {
+        match &mut self.thread {
+            None => self.levels.apply(c),
+            Some(t) => {
+                if !t.away() {
+                    t.give(std::mem::take(&mut self.levels));
                 }
+                t.push(c);
             }
         }
     }
 
-    /// Takes `shares` off the order's level; drops the order from it when
-    /// `gone`.
-    fn unrest(&mut self, o: Order, shares: u32, gone: bool) {
-        let book = self.book(o.book);
-        if gone {
-            book.orders -= 1;
+    /// The levels, to read: here (a pipelined replay must
+    /// [`settle`](Self::settle) first).
+    #[inline]
+    fn levels(&self) -> &Levels {
+        assert!(
+            self.thread.as_ref().is_none_or(|t| !t.away()),
+            "book levels read while on their thread: settle first"
+        );
+        &self.levels
+    }
+
+    /// Applies the levels on a second thread from now on (`on`), or here
+    /// again. While on, changes queue to that thread, and nothing may read
+    /// the levels (tops, depth, orders in a book) without a
+    /// [`settle`](Self::settle) first. Stays off where the thread cannot
+    /// help or start: a machine with one core, or no thread to spare.
+    pub fn pipeline(&mut self, on: bool) {
+        if on && self.thread.is_none() {
+            self.thread = LevelThread::start();
+        } else if !on {
+            self.settle();
+            self.thread = None;
         }
-        let (levels, far) = book.side(o.side);
-        let take = |l: &mut Level| {
-            l.shares -= shares as u64;
-            l.orders -= gone as u32;
-            l.orders == 0
-        };
-        match position(levels, o.side, o.price) {
-            Ok(i) => {
-                if take(&mut levels[i]) {
-                    levels.remove(i);
-                    // The best far level, if any, is now a near one: the
-                    // worst of them, at the front.
-                    if let Some(up) = far.and_then(|f| pop_best(f, o.side)) {
-                        levels.insert(0, up);
-                    }
-                }
-            }
-            Err(_) => {
-                if let Some(far) = far {
-                    if far.get_mut(&o.price).is_some_and(take) {
-                        far.remove(&o.price);
-                    }
-                }
+    }
+
+    /// True while the levels are applied on a second thread.
+    pub fn pipelined(&self) -> bool {
+        self.thread.is_some()
+    }
+
+    /// Brings the levels back from their thread, every queued change
+    /// applied, so that they can be read (a no-op when they are here).
+    pub fn settle(&mut self) {
+        if let Some(t) = &mut self.thread {
+            if t.away() {
+                self.levels = t.take_back();
             }
         }
     }
@@ -315,9 +544,9 @@ impl Books {
     fn put(&mut self, order: u64, o: Order) -> Option<Order> {
         let old = self.orders.insert(order, o);
         if let Some(old) = old {
-            self.unrest(old, old.shares, true);
+            self.change(Change::of(old, old.shares, Kind::Remove));
         }
-        self.rest(o);
+        self.change(Change::of(o, o.shares, Kind::Rest));
         old
     }
 
@@ -328,10 +557,10 @@ impl Books {
         let o = *live;
         if shares < o.shares {
             live.shares -= shares;
-            self.unrest(o, shares, false);
+            self.change(Change::of(o, shares, Kind::Take));
         } else {
             self.orders.remove(order);
-            self.unrest(o, o.shares, true);
+            self.change(Change::of(o, o.shares, Kind::Remove));
         }
         Some(o)
     }
@@ -339,7 +568,7 @@ impl Books {
     /// `D`: removes the order. Returns it (`None`: unknown).
     pub fn delete(&mut self, order: u64) -> Option<Order> {
         let o = self.orders.remove(order)?;
-        self.unrest(o, o.shares, true);
+        self.change(Change::of(o, o.shares, Kind::Remove));
         Some(o)
     }
 
@@ -360,28 +589,23 @@ impl Books {
     }
 
     /// Starts loading what a message naming `order` in `book` will touch
-    /// first: the order's slot and the book's own entry (the first stage of
-    /// a batch's prefetch, some messages ahead).
+    /// first: the order's slot and, with the levels on this thread, the
+    /// book's own entry (the first stage of a batch's prefetch, some
+    /// messages ahead; a level thread loads its books itself).
     #[inline]
     pub fn prefetch_order(&self, order: u64, book: u32) {
         self.orders.prefetch(order);
-        if let Some(b) = self.books.get(book as usize) {
-            prefetch(b);
+        if self.thread.is_none() {
+            self.levels.prefetch_entry(book);
         }
     }
 
-    /// Starts loading `book`'s best level on each side, where most of the
-    /// flow lands (the second stage, once the book's entry is in cache).
-    /// Also loading the lines of the seven next best measured no faster
-    /// here, and slower in `examples/itch_ceiling.rs`.
+    /// Starts loading `book`'s best level on each side (the second stage,
+    /// once the book's entry is in cache), with the levels on this thread.
     #[inline]
     pub fn prefetch_levels(&self, book: u32) {
-        if let Some(b) = self.books.get(book as usize) {
-            for side in [&b.bids, &b.asks] {
-                if let Some(top) = side.last() {
-                    prefetch(top);
-                }
-            }
+        if self.thread.is_none() {
+            self.levels.prefetch_top(book);
         }
     }
 
@@ -393,19 +617,12 @@ impl Books {
     /// The top of `book`: O(1).
     #[inline]
     pub fn top(&self, book: u32) -> Top {
-        let Some(b) = self.books.get(book as usize) else {
-            return Top::default();
-        };
-        let best = |levels: &[Level]| levels.last().map(|l| (l.price, l.shares));
-        Top {
-            bid: best(&b.bids),
-            ask: best(&b.asks),
-        }
+        self.levels().top(book)
     }
 
     /// Live orders in `book`.
     pub fn orders_in(&self, book: u32) -> u64 {
-        self.books.get(book as usize).map_or(0, |b| b.orders)
+        self.levels().orders_in(book)
     }
 
     /// Live orders in every book.
@@ -421,31 +638,19 @@ impl Books {
     /// Drops every order and level (a new session), keeping the memory.
     pub fn clear(&mut self) {
         self.orders.clear();
-        for b in &mut self.books {
-            b.bids.clear();
-            b.asks.clear();
-            b.orders = 0;
-            b.far = None;
-        }
+        self.change(Change {
+            book: 0,
+            price: 0,
+            shares: 0,
+            side: Side::Buy,
+            kind: Kind::Clear,
+        });
     }
 
     /// Price levels of `book`, best first: (bids, asks), each (price,
     /// shares, orders). For tests and tools.
     pub fn depth(&self, book: u32) -> (Depth, Depth) {
-        let Some(b) = self.books.get(book as usize) else {
-            return (Vec::new(), Vec::new());
-        };
-        let row = |l: &Level| (l.price, l.shares, l.orders);
-        let far = |i: usize| b.far.as_deref().map(|f| &f[i]);
-        let bids = b.bids.iter().rev().map(row);
-        let asks = b.asks.iter().rev().map(row);
-        // Far levels after the near ones, best first.
-        let far_bids = far(0).into_iter().flat_map(|f| f.values().rev().map(row));
-        let far_asks = far(1).into_iter().flat_map(|f| f.values().map(row));
-        (
-            bids.chain(far_bids).collect(),
-            asks.chain(far_asks).collect(),
-        )
+        self.levels().depth(book)
     }
 }
 
@@ -541,7 +746,7 @@ mod tests {
     fn a_side_deeper_than_its_near_levels_keeps_the_rest_far() {
         // 3 near levels; 10 bid prices added worst-first and best-first.
         let mut b = Books::with_capacity(64, 1);
-        b.near = 3;
+        b.levels.near = 3;
         for k in 0..10u32 {
             b.add(u64::from(k), o(0, Side::Buy, 1, 100 + k)).unwrap();
             b.add(u64::from(20 + k), o(0, Side::Sell, 1, 300 - k))
@@ -555,7 +760,11 @@ mod tests {
         let want_bids: Depth = (0..10u32).rev().map(|k| (100 + k, 3, 2)).collect();
         let want_asks: Depth = (0..10u32).rev().map(|k| (300 - k, 1, 1)).collect();
         assert_eq!((bids, asks), (want_bids, want_asks));
-        assert_eq!(b.books[0].bids.len(), 3, "near levels stay at the limit");
+        assert_eq!(
+            b.levels.books[0].bids.len(),
+            3,
+            "near levels stay at the limit"
+        );
         // Emptying the top brings the best far level near, and the top
         // walks down the whole side.
         for k in (0..10u32).rev() {
@@ -564,7 +773,10 @@ mod tests {
             b.delete(u64::from(40 + k));
         }
         assert_eq!(b.top(0).bid, None);
-        assert!(b.books[0].far.as_ref().is_some_and(|f| f[0].is_empty()));
+        assert!(b.levels.books[0]
+            .far
+            .as_ref()
+            .is_some_and(|f| f[0].is_empty()));
         assert_eq!(b.top(0).ask, Some((291, 1)));
     }
 
@@ -616,6 +828,37 @@ mod tests {
         assert_eq!(b.top(0).bid, Some((12, 50)));
     }
 
+    #[test]
+    fn pipelined_levels_are_read_only_after_a_settle() {
+        let mut b = Books::with_capacity(4, 1);
+        b.pipeline(true);
+        b.add(1, o(0, Side::Buy, 100, 10)).unwrap();
+        b.add(2, o(0, Side::Sell, 50, 12)).unwrap();
+        if b.pipelined() {
+            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.top(0)));
+            assert!(read.is_err(), "a read before settling is refused");
+        }
+        b.settle();
+        assert_eq!(b.top(0).bid, Some((10, 100)));
+        // A new session empties the books on the level thread too.
+        b.clear();
+        b.add(3, o(0, Side::Sell, 7, 13)).unwrap();
+        b.settle();
+        assert_eq!(
+            b.top(0),
+            Top {
+                bid: None,
+                ask: Some((13, 7))
+            }
+        );
+        assert_eq!(b.orders_in(0), 1);
+        // Off again: the levels are here, with every change applied.
+        b.delete(3);
+        b.pipeline(false);
+        assert!(!b.pipelined());
+        assert_eq!(b.top(0), Top::default());
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Add(u64, u32, bool, u32, u32),
@@ -644,17 +887,24 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// The books against a plain map of orders, top of book computed by
-        /// scanning every order.
+        /// scanning every order: with the levels on this thread, and on
+        /// their own (pipelined), read after every `every` messages.
         #[test]
-        fn books_match_a_plain_model(ops in proptest::collection::vec(op(), 0..200)) {
+        fn books_match_a_plain_model(
+            ops in proptest::collection::vec(op(), 0..200),
+            pipelined in any::<bool>(),
+            every in 1usize..40,
+        ) {
             // A window of 128 references that the references below slide,
             // room for 12 orders, so that adds are refused now and then, and
             // two near levels a side, so that most levels come and go far.
             let mut books = Books::with_window(2, 1, 128);
             books.set_max_orders(MAX);
-            books.near = 2;
+            books.levels.near = 2;
+            books.pipeline(pipelined);
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
-            for op in ops {
+            let n = ops.len();
+            for (k, op) in ops.into_iter().enumerate() {
                 match op {
                     Op::Add(r, book, buy, n, p) => {
                         let ord = o(book, if buy { Side::Buy } else { Side::Sell }, n, p);
@@ -681,6 +931,11 @@ mod tests {
                         prop_assert_eq!(books.replace(a, b, n, p), want);
                     }
                 }
+                prop_assert_eq!(books.len(), model.len());
+                if (k + 1) % every != 0 && k + 1 != n {
+                    continue;
+                }
+                books.settle();
                 for book in 0..3u32 {
                     let side = |s: Side, better: fn(Price, Price) -> bool| {
                         let mut best: Option<(Price, u64)> = None;
@@ -715,7 +970,6 @@ mod tests {
                     let live = model.values().filter(|m| m.book == book).count() as u64;
                     prop_assert_eq!(books.orders_in(book), live);
                 }
-                prop_assert_eq!(books.len(), model.len());
             }
         }
     }

@@ -109,7 +109,7 @@ const NONE: u32 = u32::MAX;
 const NO_TIME: u64 = u64::MAX;
 
 /// Everything a message changes, apart from the sequencing.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct State {
     books: Books,
     symbols: Vec<SymbolState>,
@@ -627,7 +627,7 @@ impl State {
 }
 
 /// One ITCH feed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Feed {
     settings: Settings,
     seq: Sequencer,
@@ -848,7 +848,8 @@ impl Feed {
     }
 
     /// The verdict for `stock` at `now` (ns since the Unix epoch, local
-    /// clock), reasons in spec §4 order. Expire gaps up to `now` first.
+    /// clock), reasons in spec §4 order. Expire gaps up to `now` first (and
+    /// [settle](Self::settle) pipelined books).
     pub fn verdict(&self, stock: Symbol, th: Thresholds, now: u64) -> Reasons {
         let Some(i) = self.state.by_stock.get(stock.key()) else {
             return Reasons::NO_QUOTE;
@@ -910,9 +911,30 @@ impl Feed {
         })
     }
 
+    /// Applies the books' price levels on a second thread from now on
+    /// (`on`; a replay), or on the calling thread again ([`Books::pipeline`]).
+    /// Between the two, anything that reads a top of book — a verdict, a
+    /// symbol — must [`settle`](Self::settle) first. Stays off for a feed
+    /// that reads its tops as it applies: one that tracks touched symbols
+    /// (a live feed, publishing) or is watched (`--explain`).
+    pub fn pipeline_books(&mut self, on: bool) {
+        let reads_as_it_goes = self.state.tracking || self.state.log.is_some();
+        self.state.books.pipeline(on && !reads_as_it_goes);
+    }
+
+    /// Makes the books readable: every level change queued on their thread
+    /// applied (a no-op unless [pipelined](Self::pipeline_books)).
+    pub fn settle(&mut self) {
+        self.state.books.settle();
+    }
+
     /// Keeps (or stops keeping) the list of symbols messages change, for
     /// [`drain_touched`](Self::drain_touched). Off by default (replay).
+    /// Tracking applies the books on the calling thread.
     pub fn track_touched(&mut self, on: bool) {
+        if on {
+            self.state.books.pipeline(false);
+        }
         self.state.tracking = on;
         self.state.touched.clear();
         self.state.is_touched.clear();
@@ -946,7 +968,9 @@ impl Feed {
     /// Starts recording what the feed does ([`event`]): the stream's gaps,
     /// sessions, packets and system events, and `stock`'s halts and the
     /// order messages that cross, uncross, empty or first fill its book.
+    /// Watching applies the books on the calling thread.
     pub fn watch(&mut self, stock: Symbol) {
+        self.state.books.pipeline(false);
         self.state.log = Some(Box::new(Log {
             watch: Some(stock),
             events: Vec::new(),
