@@ -792,6 +792,10 @@ impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_
         self.batch.prefetch(record, false)
     }
 
+    fn wants_near(&self) -> bool {
+        self.batch.two_stage()
+    }
+
     #[inline(always)]
     fn record(&mut self, index: u64, record: &[u8]) {
         self.batch.record(index, record);

@@ -122,6 +122,11 @@ pub trait Lookahead {
     fn far(&mut self, record: &[u8]);
     /// A record [`LEAD`]` / 2` records ahead of its turn.
     fn near(&mut self, record: &[u8]);
+    /// True when [`near`](Self::near) is wanted at all (checked once a
+    /// buffer's run of records; false saves walking the records twice).
+    fn wants_near(&self) -> bool {
+        true
+    }
     /// A record's turn: its index (0-based) and bytes.
     fn record(&mut self, index: u64, record: &[u8]);
 }
@@ -209,16 +214,25 @@ impl<R: Read> BinFile<R> {
             for _ in 0..LEAD {
                 far = ahead(far, |r| l.far(r));
             }
-            for _ in 0..LEAD / 2 {
-                near = ahead(near, |r| l.near(r));
-            }
             let mut index = self.index;
-            while let Some((record, tail)) = split_record(rest) {
-                l.record(index, record);
-                index += 1;
-                rest = tail;
-                far = ahead(far, |r| l.far(r));
-                near = ahead(near, |r| l.near(r));
+            if l.wants_near() {
+                for _ in 0..LEAD / 2 {
+                    near = ahead(near, |r| l.near(r));
+                }
+                while let Some((record, tail)) = split_record(rest) {
+                    l.record(index, record);
+                    index += 1;
+                    rest = tail;
+                    far = ahead(far, |r| l.far(r));
+                    near = ahead(near, |r| l.near(r));
+                }
+            } else {
+                while let Some((record, tail)) = split_record(rest) {
+                    l.record(index, record);
+                    index += 1;
+                    rest = tail;
+                    far = ahead(far, |r| l.far(r));
+                }
             }
             let walked = self.end - self.pos - rest.len();
             self.pos += walked;

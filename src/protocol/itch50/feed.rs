@@ -476,8 +476,12 @@ impl State {
         for m in messages.clone() {
             self.prefetch(m, true);
         }
-        for m in messages {
-            self.prefetch(m, false);
+        // The second stage loads only levels, which a level thread loads
+        // itself.
+        if !self.books.pipelined() {
+            for m in messages {
+                self.prefetch(m, false);
+            }
         }
     }
 
@@ -1055,6 +1059,12 @@ impl FileBatch<'_> {
     #[inline]
     pub fn prefetch(&self, record: &[u8], far: bool) {
         self.feed.state.prefetch(record, far);
+    }
+
+    /// False when the second prefetch stage loads nothing: the books'
+    /// levels are on their own thread, which loads them itself.
+    pub fn two_stage(&self) -> bool {
+        !self.feed.state.books.pipelined()
     }
 
     /// Record `index` (0-based) of the file: applied when valid, counted

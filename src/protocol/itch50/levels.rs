@@ -3,16 +3,23 @@
 //!
 //! The feed's thread fills a batch of [`Change`]s and sends it whole; the
 //! level thread applies it ([`Levels::apply_all`], prefetching ahead) and
-//! sends the emptied batch back for reuse, so nothing is allocated per
-//! batch and at most [`BATCHES`] are in flight: a feed thread that runs
-//! ahead waits for a free one. The [`Levels`] themselves move by value —
-//! to the thread before the first change, back on [`LevelThread::take_back`]
-//! — so one thread at a time owns them, without a lock.
+//! sends the emptied batch back for reuse, so at most [`BATCHES`] are in
+//! flight and a feed thread that runs ahead waits for a free one. The
+//! [`Levels`] themselves move by value — to the thread before the first
+//! change, back on [`LevelThread::take_back`] — so one thread at a time
+//! owns them.
+//!
+//! The two threads meet in [`Mailbox`]es: a queue with room for all that
+//! can ever be in it, made once, behind a mutex taken once a batch (2,048
+//! messages' changes), so that the handoff allocates nothing, ever — a
+//! channel that allocates the first time a thread waits on it would
+//! allocate in the middle of a replay.
 //!
 //! [`Books::pipeline`]: super::book::Books::pipeline
 
 use super::book::{Change, Levels};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 /// Changes a batch holds (16 bytes each: 32 KiB).
@@ -22,6 +29,7 @@ const BATCH: usize = 2048;
 const BATCHES: usize = 8;
 
 /// What the feed's thread sends the level thread.
+#[derive(Debug)]
 enum ToLevels {
     /// The levels, to apply changes to from now on.
     Take(Levels),
@@ -33,15 +41,82 @@ enum ToLevels {
     Stop,
 }
 
+/// A queue between two threads with room for everything that can ever be
+/// in it (so [`put`](Mailbox::put) never grows it), and a flag for a side
+/// that is gone.
+#[derive(Debug)]
+struct Mailbox<T> {
+    queue: Mutex<(VecDeque<T>, bool)>,
+    ready: Condvar,
+}
+
+impl<T> Mailbox<T> {
+    fn new(room: usize) -> Arc<Mailbox<T>> {
+        Arc::new(Mailbox {
+            queue: Mutex::new((VecDeque::with_capacity(room), false)),
+            ready: Condvar::new(),
+        })
+    }
+
+    /// The queue and the closed flag; a side that panicked holding the lock
+    /// left them whole (each change is a single push or pop).
+    fn lock(&self) -> MutexGuard<'_, (VecDeque<T>, bool)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn put(&self, item: T) {
+        let mut q = self.lock();
+        debug_assert!(q.0.len() < q.0.capacity(), "a mailbox outgrew its room");
+        q.0.push_back(item);
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    /// The next item, waiting for one; `None` once the other side is gone
+    /// and the queue empty.
+    fn take(&self) -> Option<T> {
+        let mut q = self.lock();
+        loop {
+            if let Some(item) = q.0.pop_front() {
+                return Some(item);
+            }
+            if q.1 {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The other side is gone: a waiting [`take`](Self::take) returns.
+    fn close(&self) {
+        self.lock().1 = true;
+        self.ready.notify_all();
+    }
+}
+
+/// Closes the level thread's outgoing mailboxes when it ends, however it
+/// ends (a panic included), so that the feed's thread never waits forever.
+struct Closer {
+    spare: Arc<Mailbox<Vec<Change>>>,
+    back: Arc<Mailbox<Levels>>,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.spare.close();
+        self.back.close();
+    }
+}
+
 /// The feed's end of a level thread.
 #[derive(Debug)]
 pub struct LevelThread {
     /// Changes not sent yet.
     batch: Vec<Change>,
-    to: Sender<ToLevels>,
+    to: Arc<Mailbox<ToLevels>>,
     /// Emptied batches.
-    spare: Receiver<Vec<Change>>,
-    back: Receiver<Levels>,
+    spare: Arc<Mailbox<Vec<Change>>>,
+    back: Arc<Mailbox<Levels>>,
     /// The thread holds the levels.
     away: bool,
     handle: Option<JoinHandle<()>>,
@@ -54,15 +129,21 @@ impl LevelThread {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             return None;
         }
-        let (to, rx) = bounded(BATCHES + 2);
-        let (spare_tx, spare) = bounded(BATCHES);
-        let (back_tx, back) = bounded(1);
+        // Every batch, the levels, a return and a stop at most.
+        let to = Mailbox::new(BATCHES + 3);
+        let spare = Mailbox::new(BATCHES);
+        let back = Mailbox::new(1);
         for _ in 1..BATCHES {
-            spare_tx.send(Vec::with_capacity(BATCH)).ok()?;
+            spare.put(Vec::with_capacity(BATCH));
         }
+        let closer = Closer {
+            spare: spare.clone(),
+            back: back.clone(),
+        };
+        let rx = to.clone();
         let handle = std::thread::Builder::new()
             .name("tickguard-levels".into())
-            .spawn(move || run(rx, spare_tx, back_tx))
+            .spawn(move || run(&rx, closer))
             .ok()?;
         Some(LevelThread {
             batch: Vec::with_capacity(BATCH),
@@ -82,7 +163,7 @@ impl LevelThread {
 
     /// Hands the levels to the thread.
     pub fn give(&mut self, levels: Levels) {
-        self.send(ToLevels::Take(levels));
+        self.to.put(ToLevels::Take(levels));
         self.away = true;
     }
 
@@ -100,11 +181,8 @@ impl LevelThread {
     #[cold]
     fn flush(&mut self) {
         let full = std::mem::take(&mut self.batch);
-        self.send(ToLevels::Changes(full));
-        self.batch = self
-            .spare
-            .recv()
-            .expect("the book levels' thread ended early");
+        self.to.put(ToLevels::Changes(full));
+        self.batch = self.spare.take().expect(ENDED);
     }
 
     /// The levels back, every change pushed so far applied.
@@ -112,50 +190,37 @@ impl LevelThread {
         if !self.batch.is_empty() {
             self.flush();
         }
-        self.send(ToLevels::Return);
+        self.to.put(ToLevels::Return);
         self.away = false;
-        self.back
-            .recv()
-            .expect("the book levels' thread ended early")
-    }
-
-    fn send(&self, m: ToLevels) {
-        // The thread ends only on `Stop` (or by panicking, a bug, which
-        // this carries over).
-        self.to
-            .send(m)
-            .expect("the book levels' thread ended early");
+        self.back.take().expect(ENDED)
     }
 }
 
+/// The level thread ends only when told to (or by panicking, a bug, which
+/// the feed's thread carries over with this).
+const ENDED: &str = "the book levels' thread ended early";
+
 impl Drop for LevelThread {
     fn drop(&mut self) {
-        let _ = self.to.send(ToLevels::Stop);
+        self.to.put(ToLevels::Stop);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
     }
 }
 
-/// The level thread: applies what it is sent, in order, until `Stop` or
-/// until the feed's end is gone.
-fn run(rx: Receiver<ToLevels>, spare: Sender<Vec<Change>>, back: Sender<Levels>) {
+/// The level thread: applies what it is sent, in order, until `Stop`.
+fn run(rx: &Mailbox<ToLevels>, out: Closer) {
     let mut levels = Levels::default();
-    for m in rx.iter() {
+    while let Some(m) = rx.take() {
         match m {
             ToLevels::Take(l) => levels = l,
             ToLevels::Changes(mut batch) => {
                 levels.apply_all(&batch);
                 batch.clear();
-                if spare.send(batch).is_err() {
-                    return;
-                }
+                out.spare.put(batch);
             }
-            ToLevels::Return => {
-                if back.send(std::mem::take(&mut levels)).is_err() {
-                    return;
-                }
-            }
+            ToLevels::Return => out.back.put(std::mem::take(&mut levels)),
             ToLevels::Stop => return,
         }
     }
