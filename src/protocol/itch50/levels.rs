@@ -225,3 +225,49 @@ fn run(rx: &Mailbox<ToLevels>, out: Closer) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mailbox_keeps_order_and_a_closed_one_wakes_its_taker() {
+        let m = Mailbox::new(4);
+        m.put(1);
+        m.put(2);
+        assert_eq!((m.take(), m.take()), (Some(1), Some(2)));
+        // A taker waiting on an empty mailbox returns once the other side
+        // is gone, instead of waiting forever.
+        let waiting = {
+            let m = m.clone();
+            std::thread::spawn(move || m.take())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        m.close();
+        assert_eq!(waiting.join().unwrap(), None);
+        // What was put before the close is still taken.
+        m.put(3);
+        assert_eq!((m.take(), m.take()), (Some(3), None));
+    }
+
+    #[test]
+    fn a_level_thread_that_panics_fails_the_feed_thread_instead_of_hanging() {
+        let Some(mut t) = LevelThread::start() else {
+            return; // one core: no thread to test
+        };
+        // A change to a book whose level does not exist underflows its
+        // share count: in a debug build the level thread panics.
+        t.give(Levels::default());
+        t.push(Change {
+            book: 0,
+            price: 1,
+            shares: 5,
+            side: super::super::Side::Buy,
+            kind: super::super::book::Kind::Remove,
+        });
+        let back = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.take_back()));
+        if cfg!(debug_assertions) {
+            assert!(back.is_err(), "the feed's thread is told, not left waiting");
+        }
+    }
+}
