@@ -27,6 +27,10 @@ const BATCH: usize = 2048;
 /// Batches in flight between the two threads, the one being filled
 /// included.
 const BATCHES: usize = 8;
+/// Batches queued before a waiting level thread is woken (fewer than
+/// `BATCHES`, so that the feed's thread never runs out of free batches
+/// with the level thread asleep).
+const WAKE_AT: usize = BATCHES / 2;
 
 /// What the feed's thread sends the level thread.
 #[derive(Debug)]
@@ -46,30 +50,58 @@ enum ToLevels {
 /// that is gone.
 #[derive(Debug)]
 struct Mailbox<T> {
-    queue: Mutex<(VecDeque<T>, bool)>,
+    queue: Mutex<Queue<T>>,
     ready: Condvar,
+}
+
+#[derive(Debug)]
+struct Queue<T> {
+    items: VecDeque<T>,
+    /// The other side is gone.
+    closed: bool,
+    /// A taker waits for an item.
+    waiting: bool,
 }
 
 impl<T> Mailbox<T> {
     fn new(room: usize) -> Arc<Mailbox<T>> {
         Arc::new(Mailbox {
-            queue: Mutex::new((VecDeque::with_capacity(room), false)),
+            queue: Mutex::new(Queue {
+                items: VecDeque::with_capacity(room),
+                closed: false,
+                waiting: false,
+            }),
             ready: Condvar::new(),
         })
     }
 
-    /// The queue and the closed flag; a side that panicked holding the lock
-    /// left them whole (each change is a single push or pop).
-    fn lock(&self) -> MutexGuard<'_, (VecDeque<T>, bool)> {
+    /// The queue; a side that panicked holding the lock left it whole
+    /// (each change is a single push, pop or flag).
+    fn lock(&self) -> MutexGuard<'_, Queue<T>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Queues `item`, waking a waiting taker.
     fn put(&self, item: T) {
+        self.put_waking_at(item, 1);
+    }
+
+    /// Queues `item`, waking a waiting taker only once `wake_at` items are
+    /// queued: a taker faster than its giver then wakes once for that
+    /// many, not for each (waking a thread costs the giver a system call
+    /// and the taker a trip through the scheduler).
+    fn put_waking_at(&self, item: T, wake_at: usize) {
         let mut q = self.lock();
-        debug_assert!(q.0.len() < q.0.capacity(), "a mailbox outgrew its room");
-        q.0.push_back(item);
+        debug_assert!(
+            q.items.len() < q.items.capacity(),
+            "a mailbox outgrew its room"
+        );
+        q.items.push_back(item);
+        let wake = q.waiting && q.items.len() >= wake_at;
         drop(q);
-        self.ready.notify_one();
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
     /// The next item, waiting for one; `None` once the other side is gone
@@ -77,19 +109,21 @@ impl<T> Mailbox<T> {
     fn take(&self) -> Option<T> {
         let mut q = self.lock();
         loop {
-            if let Some(item) = q.0.pop_front() {
+            if let Some(item) = q.items.pop_front() {
                 return Some(item);
             }
-            if q.1 {
+            if q.closed {
                 return None;
             }
+            q.waiting = true;
             q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.waiting = false;
         }
     }
 
     /// The other side is gone: a waiting [`take`](Self::take) returns.
     fn close(&self) {
-        self.lock().1 = true;
+        self.lock().closed = true;
         self.ready.notify_all();
     }
 }
@@ -181,7 +215,7 @@ impl LevelThread {
     #[cold]
     fn flush(&mut self) {
         let full = std::mem::take(&mut self.batch);
-        self.to.put(ToLevels::Changes(full));
+        self.to.put_waking_at(ToLevels::Changes(full), WAKE_AT);
         self.batch = self.spare.take().expect(ENDED);
     }
 
