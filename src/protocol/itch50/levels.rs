@@ -176,7 +176,7 @@ impl LevelThread {
         };
         let rx = to.clone();
         let handle = std::thread::Builder::new()
-            .name("tickguard-levels".into())
+            .name("book-levels".into())
             .spawn(move || run(&rx, closer))
             .ok()?;
         Some(LevelThread {
