@@ -594,6 +594,16 @@ pub trait Observer {
     fn end(&mut self, handler: &mut Handler) {
         let _ = handler;
     }
+
+    /// True to keep every ITCH feed's book levels on the replay's own
+    /// thread; false (the default) lets the replay apply them on a second
+    /// thread ([`Handler::pipeline_books`]), which changes no result. An
+    /// observer that reads books between datagrams or records wants them
+    /// here; so does a measurement of what the second thread gains.
+    #[inline]
+    fn books_on_one_thread(&self) -> bool {
+        false
+    }
 }
 
 /// No observer.
@@ -719,7 +729,7 @@ pub fn replay_with(
     observer: &mut impl Observer,
 ) -> Outcome {
     let mut handler = Handler::new(config);
-    handler.pipeline_books(true);
+    handler.pipeline_books(!observer.books_on_one_thread());
     let router = Router::new(config);
     let mut pending = Pending::new(config, checks);
     let mut unrouted = 0u64;
@@ -842,7 +852,7 @@ pub fn replay_file_with(
         })
         .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
-    handler.pipeline_books(true);
+    handler.pipeline_books(!observer.books_on_one_thread());
     handler.start_file(id, date);
     let mut pending = Pending::new(&config, checks);
     let mut index = 0u64;

@@ -652,3 +652,52 @@ fn summary_nulls_before_any_halt_and_before_any_packet() {
         (Some(4), Some("20260105XA"))
     );
 }
+
+/// Keeps the books' price levels on the replay's own thread.
+struct OneThread;
+
+impl Observer for OneThread {
+    fn books_on_one_thread(&self) -> bool {
+        true
+    }
+}
+
+/// A replay applies the books' price levels on a second thread; with them
+/// on its own thread the committed ITCH fixtures give the same answers and
+/// the same summary, from a capture and from a BinaryFILE.
+#[test]
+fn the_books_on_one_thread_or_two_replay_alike() {
+    use tickguard::capture::CaptureReader;
+    let f = itch_fixtures();
+    let config = Config::load(&f.join("config.toml")).unwrap();
+    let checks = load_checks(&f.join("checks.csv")).unwrap();
+    let same = |two: tickguard::replay::Outcome, one: tickguard::replay::Outcome, what: &str| {
+        assert_eq!(two.answers, one.answers, "{what}: answers");
+        assert_eq!(
+            serde_json::to_string(&two.summary).unwrap(),
+            serde_json::to_string(&one.summary).unwrap(),
+            "{what}: summary"
+        );
+    };
+    for input in ["session.pcap", "join.pcap"] {
+        let open = || CaptureReader::open(&f.join(input)).unwrap();
+        let two = replay(&config, &mut open(), &checks, |_| {});
+        let one =
+            tickguard::replay::replay_with(&config, &mut open(), &checks, |_| {}, &mut OneThread);
+        same(two, one, input);
+    }
+    let date = jiff::civil::date(2026, 1, 5);
+    let path = f.join("session.itch");
+    let two = replay_file(&config, "nasdaq", date, &path, &checks, |_| {}).unwrap();
+    let one = replay_file_with(
+        &config,
+        "nasdaq",
+        date,
+        &path,
+        &checks,
+        |_| {},
+        &mut OneThread,
+    )
+    .unwrap();
+    same(two, one, "session.itch");
+}

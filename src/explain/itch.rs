@@ -609,6 +609,11 @@ impl Observer for ItchExplain {
         true
     }
 
+    /// The watched feed's top is read after every datagram or record.
+    fn books_on_one_thread(&self) -> bool {
+        true
+    }
+
     fn before_record(&mut self, handler: &mut Handler, feed: u16, _index: u64, time: Option<u64>) {
         if feed != self.feed {
             return;

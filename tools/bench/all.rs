@@ -257,6 +257,22 @@ fn itch_live_rows(r: &Value, t: &mut String) {
 
 /// The ITCH rows, when the JSON has them.
 fn itch_rows(r: &Value, t: &mut String) {
+    // The same replay with its book levels on its own thread, in the same
+    // run, and what the second thread gains (nothing for a row written
+    // before the reference was).
+    let one_thread = |v: &Value| {
+        match (
+        v["replay_messages_per_s"].as_f64(),
+        v["one_thread_messages_per_s"].as_f64(),
+    ) {
+        (Some(two), Some(one)) if one > 0.0 => format!(
+            "; {} messages/s with the book levels on the replay's thread too (the second thread: {:.2}×)",
+            rate(&v["one_thread_messages_per_s"]),
+            two / one
+        ),
+        _ => String::new(),
+    }
+    };
     let met = |v: &Value| {
         if v["target_met"] == true {
             "met"
@@ -267,8 +283,8 @@ fn itch_rows(r: &Value, t: &mut String) {
     let b = &r["itch_binfile"];
     if b.is_object() {
         t.push_str(&format!(
-            "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s | {} messages/s only walking the records | {:.2} | ≥ 30 M/s ({}) |\n",
-            b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), rate(&b["walk_messages_per_s"]), b["ratio"].as_f64().unwrap_or(0.0), met(b)
+            "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s | {} messages/s only walking the records{} | {:.2} | ≥ 30 M/s ({}) |\n",
+            b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), rate(&b["walk_messages_per_s"]), one_thread(b), b["ratio"].as_f64().unwrap_or(0.0), met(b)
         ));
     }
     for d in r["itch_apply"]["per_message"]
@@ -285,9 +301,9 @@ fn itch_rows(r: &Value, t: &mut String) {
     let c = &r["itch_capture"];
     if c.is_object() {
         t.push_str(&format!(
-            "| ITCH MoldUDP64 capture replay ({} messages, {} stocks, 2 lines, {}–{} messages/packet) | {} messages/s end to end | {} messages/s only reading the capture | {:.2} | ≥ 20 M/s ({}) |\n",
+            "| ITCH MoldUDP64 capture replay ({} messages, {} stocks, 2 lines, {}–{} messages/packet) | {} messages/s end to end | {} messages/s only reading the capture{} | {:.2} | ≥ 20 M/s ({}) |\n",
             c["messages"], c["stocks"], c["messages_per_packet"][0], c["messages_per_packet"][1],
-            rate(&c["replay_messages_per_s"]), rate(&c["floor_messages_per_s"]), c["ratio"].as_f64().unwrap_or(0.0), met(c)
+            rate(&c["replay_messages_per_s"]), rate(&c["floor_messages_per_s"]), one_thread(c), c["ratio"].as_f64().unwrap_or(0.0), met(c)
         ));
     }
     let m = &r["itch_memory"];

@@ -1,7 +1,8 @@
 //! The `itch-binfile` row: messages/s of replaying a synthetic Nasdaq
 //! BinaryFILE day with full order books (`replay_file`), against the floor
-//! of only walking its records with the same `BinFile` reader, both from
-//! the page cache, in one run.
+//! of only walking its records with the same `BinFile` reader and against
+//! the same replay with its book levels on its own thread, all from the
+//! page cache, in one run.
 
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -54,12 +55,34 @@ fn walk(path: &Path) -> anyhow::Result<(f64, u64)> {
     Ok((start.elapsed().as_secs_f64(), n))
 }
 
-/// The full replay with books; returns its seconds and the feed's summary.
-pub fn replay(path: &Path) -> anyhow::Result<(f64, ItchFeedSummary)> {
+/// Keeps the books' price levels on the replay's own thread: the replay as
+/// it was before they moved to a second one, a reference in the same run.
+pub struct OneThread;
+
+impl tickguard::replay::Observer for OneThread {
+    fn books_on_one_thread(&self) -> bool {
+        true
+    }
+}
+
+/// The full replay with books (`one_thread`: its levels on its own
+/// thread too); returns its seconds and the feed's summary.
+pub fn replay(path: &Path, one_thread: bool) -> anyhow::Result<(f64, ItchFeedSummary)> {
     let config = Config::parse(CONFIG, "itch-bench")?;
     let start = Instant::now();
-    let outcome = tickguard::replay::replay_file(&config, "nasdaq", DATE, path, &[], |_| {})
-        .map_err(anyhow::Error::msg)?;
+    let outcome = match one_thread {
+        false => tickguard::replay::replay_file(&config, "nasdaq", DATE, path, &[], |_| {}),
+        true => tickguard::replay::replay_file_with(
+            &config,
+            "nasdaq",
+            DATE,
+            path,
+            &[],
+            |_| {},
+            &mut OneThread,
+        ),
+    }
+    .map_err(anyhow::Error::msg)?;
     let secs = start.elapsed().as_secs_f64();
     anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
     let mut itch = outcome.summary.itch;
@@ -88,7 +111,12 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     let bytes = std::fs::metadata(&path)?.len();
     let (walk_s, walked) = walk(&path)?;
     anyhow::ensure!(walked == messages, "walked {walked} of {messages} records");
-    let (replay_s, feed) = replay(&path)?;
+    let (one_s, one) = replay(&path, true)?;
+    let (replay_s, feed) = replay(&path, false)?;
+    anyhow::ensure!(
+        serde_json::to_value(&one)? == serde_json::to_value(&feed)?,
+        "the two replays' summaries differ"
+    );
     let invalid = feed.invalid_records.unwrap_or(0);
     anyhow::ensure!(invalid == 0, "{invalid} records failed validation");
     let rate = |secs: f64| messages as f64 / secs;
@@ -103,6 +131,8 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "walk_messages_per_s": rate(walk_s),
         "replay_messages_per_s": rate(replay_s),
         "ratio": walk_s / replay_s,
+        "one_thread_seconds": one_s,
+        "one_thread_messages_per_s": rate(one_s),
         "live_orders_at_end": live_orders(&feed),
         "unknown_orders": feed.unknown_orders,
         "target_messages_per_s": target,

@@ -55,11 +55,27 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "read {datagrams} of {} datagrams",
         2 * packets
     );
+    // The replay with its book levels on its own thread too first, as a
+    // reference in the same run, then as a user runs it.
+    let mut reader = CaptureReader::open(&capture)?;
+    let start = Instant::now();
+    let one = tickguard::replay::replay_with(
+        &config,
+        &mut reader,
+        &[],
+        |_| {},
+        &mut itch_binfile::OneThread,
+    );
+    let one_s = start.elapsed().as_secs_f64();
     let mut reader = CaptureReader::open(&capture)?;
     let start = Instant::now();
     let outcome = tickguard::replay::replay(&config, &mut reader, &[], |_| {});
     let replay_s = start.elapsed().as_secs_f64();
     anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
+    anyhow::ensure!(
+        serde_json::to_value(&one.summary.itch)? == serde_json::to_value(&outcome.summary.itch)?,
+        "the two replays' summaries differ"
+    );
     let feed = outcome
         .summary
         .itch
@@ -87,6 +103,8 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "floor_messages_per_s": rate(floor_s),
         "replay_messages_per_s": rate(replay_s),
         "ratio": floor_s / replay_s,
+        "one_thread_seconds": one_s,
+        "one_thread_messages_per_s": rate(one_s),
         "duplicates": feed.duplicates,
         "live_orders_at_end": itch_binfile::live_orders(feed),
         "target_messages_per_s": target,

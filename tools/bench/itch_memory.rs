@@ -24,7 +24,7 @@ fn max_rss_bytes() -> u64 {
 pub fn run(a: &Args) -> anyhow::Result<Value> {
     let (_dir, path, messages) = day(a)?;
     let before = max_rss_bytes();
-    let (secs, feed) = replay(&path)?;
+    let (secs, feed) = replay(&path, false)?;
     let rss = max_rss_bytes();
     let orders = live_orders(&feed);
     Ok(json!({
