@@ -598,8 +598,10 @@ pub trait Observer {
     /// True to keep every ITCH feed's book levels on the replay's own
     /// thread; false (the default) lets the replay apply them on a second
     /// thread ([`Handler::pipeline_books`]), which changes no result. An
-    /// observer that reads books between datagrams or records wants them
-    /// here; so does a measurement of what the second thread gains.
+    /// observer that reads books in any of its hooks (between datagrams or
+    /// records, or in [`before_check`](Self::before_check), which comes
+    /// before the handler settles them) wants them here; so does a
+    /// measurement of what the second thread gains.
     #[inline]
     fn books_on_one_thread(&self) -> bool {
         false

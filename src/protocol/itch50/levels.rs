@@ -225,8 +225,9 @@ impl LevelThread {
             self.flush();
         }
         self.to.put(ToLevels::Return);
+        let levels = self.back.take().expect(ENDED);
         self.away = false;
-        self.back.take().expect(ENDED)
+        levels
     }
 }
 
