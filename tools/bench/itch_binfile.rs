@@ -55,13 +55,14 @@ fn walk(path: &Path) -> anyhow::Result<(f64, u64)> {
     Ok((start.elapsed().as_secs_f64(), n))
 }
 
-/// Keeps the books' price levels on the replay's own thread: the replay as
-/// it was before they moved to a second one, a reference in the same run.
-pub struct OneThread;
+/// With `true`, keeps the books' price levels on the replay's own thread:
+/// the replay as it was before they moved to a second one, a reference in
+/// the same run; with `false`, the replay as a user runs it.
+pub struct OneThread(pub bool);
 
 impl tickguard::replay::Observer for OneThread {
     fn books_on_one_thread(&self) -> bool {
-        true
+        self.0
     }
 }
 
@@ -70,18 +71,16 @@ impl tickguard::replay::Observer for OneThread {
 pub fn replay(path: &Path, one_thread: bool) -> anyhow::Result<(f64, ItchFeedSummary)> {
     let config = Config::parse(CONFIG, "itch-bench")?;
     let start = Instant::now();
-    let outcome = match one_thread {
-        false => tickguard::replay::replay_file(&config, "nasdaq", DATE, path, &[], |_| {}),
-        true => tickguard::replay::replay_file_with(
-            &config,
-            "nasdaq",
-            DATE,
-            path,
-            &[],
-            |_| {},
-            &mut OneThread,
-        ),
-    }
+    let mut observer = OneThread(one_thread);
+    let outcome = tickguard::replay::replay_file_with(
+        &config,
+        "nasdaq",
+        DATE,
+        path,
+        &[],
+        |_| {},
+        &mut observer,
+    )
     .map_err(anyhow::Error::msg)?;
     let secs = start.elapsed().as_secs_f64();
     anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");

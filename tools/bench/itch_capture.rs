@@ -57,20 +57,16 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     );
     // The replay with its book levels on its own thread too first, as a
     // reference in the same run, then as a user runs it.
-    let mut reader = CaptureReader::open(&capture)?;
-    let start = Instant::now();
-    let one = tickguard::replay::replay_with(
-        &config,
-        &mut reader,
-        &[],
-        |_| {},
-        &mut itch_binfile::OneThread,
-    );
-    let one_s = start.elapsed().as_secs_f64();
-    let mut reader = CaptureReader::open(&capture)?;
-    let start = Instant::now();
-    let outcome = tickguard::replay::replay(&config, &mut reader, &[], |_| {});
-    let replay_s = start.elapsed().as_secs_f64();
+    let timed = |one_thread: bool| -> anyhow::Result<_> {
+        let mut reader = CaptureReader::open(&capture)?;
+        let mut observer = itch_binfile::OneThread(one_thread);
+        let start = Instant::now();
+        let outcome =
+            tickguard::replay::replay_with(&config, &mut reader, &[], |_| {}, &mut observer);
+        Ok((start.elapsed().as_secs_f64(), outcome))
+    };
+    let (one_s, one) = timed(true)?;
+    let (replay_s, outcome) = timed(false)?;
     anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
     anyhow::ensure!(
         serde_json::to_value(&one.summary.itch)? == serde_json::to_value(&outcome.summary.itch)?,

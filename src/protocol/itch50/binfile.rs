@@ -214,24 +214,20 @@ impl<R: Read> BinFile<R> {
             for _ in 0..LEAD {
                 far = ahead(far, |r| l.far(r));
             }
-            let mut index = self.index;
-            if l.wants_near() {
+            let two = l.wants_near();
+            if two {
                 for _ in 0..LEAD / 2 {
                     near = ahead(near, |r| l.near(r));
                 }
-                while let Some((record, tail)) = split_record(rest) {
-                    l.record(index, record);
-                    index += 1;
-                    rest = tail;
-                    far = ahead(far, |r| l.far(r));
+            }
+            let mut index = self.index;
+            while let Some((record, tail)) = split_record(rest) {
+                l.record(index, record);
+                index += 1;
+                rest = tail;
+                far = ahead(far, |r| l.far(r));
+                if two {
                     near = ahead(near, |r| l.near(r));
-                }
-            } else {
-                while let Some((record, tail)) = split_record(rest) {
-                    l.record(index, record);
-                    index += 1;
-                    rest = tail;
-                    far = ahead(far, |r| l.far(r));
                 }
             }
             let walked = self.end - self.pos - rest.len();

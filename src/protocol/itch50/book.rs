@@ -428,7 +428,8 @@ pub struct Books {
     /// Most live orders; an add of a new reference beyond is refused.
     max_orders: usize,
     /// The levels, while this thread holds them: always, unless `thread`
-    /// has them (then an empty stand-in that is never read).
+    /// has them (then an empty stand-in: never read, and with no book to
+    /// prefetch).
     levels: Levels,
     /// The thread the levels are applied on, in a pipelined replay.
     thread: Option<LevelThread>,
@@ -589,24 +590,22 @@ impl Books {
     }
 
     /// Starts loading what a message naming `order` in `book` will touch
-    /// first: the order's slot and, with the levels on this thread, the
-    /// book's own entry (the first stage of a batch's prefetch, some
-    /// messages ahead; a level thread loads its books itself).
+    /// first: the order's slot and the book's own entry (the first stage of
+    /// a batch's prefetch, some messages ahead). With the levels on their
+    /// thread, which loads its books itself, the stand-in here has no book
+    /// to load.
     #[inline]
     pub fn prefetch_order(&self, order: u64, book: u32) {
         self.orders.prefetch(order);
-        if self.thread.is_none() {
-            self.levels.prefetch_entry(book);
-        }
+        self.levels.prefetch_entry(book);
     }
 
     /// Starts loading `book`'s best level on each side (the second stage,
-    /// once the book's entry is in cache), with the levels on this thread.
+    /// once the book's entry is in cache); nothing with the levels on their
+    /// thread.
     #[inline]
     pub fn prefetch_levels(&self, book: u32) {
-        if self.thread.is_none() {
-            self.levels.prefetch_top(book);
-        }
+        self.levels.prefetch_top(book);
     }
 
     /// The order live under `order`.

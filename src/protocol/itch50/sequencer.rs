@@ -302,16 +302,6 @@ struct Past {
     set: HashSet<Session>,
 }
 
-/// A copy with the same room (a derived clone would trim the order's).
-impl Clone for Past {
-    fn clone(&self) -> Past {
-        let mut copy = Past::default();
-        copy.order.extend(self.order.iter().copied());
-        copy.set.extend(self.set.iter().copied());
-        copy
-    }
-}
-
 impl Default for Past {
     fn default() -> Past {
         Past {
@@ -337,7 +327,7 @@ impl Past {
 }
 
 /// One stream's sequencing state.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Sequencer {
     settings: Settings,
     session: Option<Session>,
