@@ -14,9 +14,8 @@ use pcap_parser::nom;
 use pcap_parser::{OptionCode, PcapError};
 
 use super::link::Link;
+use crate::readahead::Stream;
 
-/// Initial and usual size of the read buffer (bytes).
-const READ_BUF: usize = 256 * 1024;
 /// Largest record or block accepted (bytes); larger lengths are taken as corruption.
 pub(super) const MAX_BLOCK: usize = 32 * 1024 * 1024;
 /// Most interfaces accepted in one pcapng section (memory bound on hostile files).
@@ -65,76 +64,15 @@ pub(super) enum Fault {
     Unsupported { offset: u64, detail: String },
 }
 
-/// Byte stream with a read buffer that holds at least one whole record.
-struct Input {
-    reader: Box<dyn Read>,
-    buf: Vec<u8>,
-    /// First unconsumed byte in `buf`.
-    start: usize,
-    /// End of the valid bytes in `buf`.
-    end: usize,
-    /// File offset of `buf[start]`.
-    offset: u64,
-}
+/// The bytes of a capture, handed out in place.
+type Input = Stream<Box<dyn Read>>;
 
-impl Input {
-    fn new(reader: Box<dyn Read>) -> Input {
-        Input {
-            reader,
-            buf: vec![0; READ_BUF],
-            start: 0,
-            end: 0,
-            offset: 0,
-        }
-    }
-
-    /// Unconsumed bytes in the buffer.
-    fn data(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
-    }
-
-    fn available(&self) -> usize {
-        self.end - self.start
-    }
-
-    /// Reads until `n` bytes are available; `Ok(false)` when the input ends first.
-    /// The buffer grows only when `n` exceeds it, to at most `n` (callers bound `n`).
-    fn fill(&mut self, n: usize) -> Result<bool, Fault> {
-        while self.available() < n {
-            if self.end == self.buf.len() {
-                if self.start > 0 {
-                    self.buf.copy_within(self.start..self.end, 0);
-                    self.end -= self.start;
-                    self.start = 0;
-                } else {
-                    // Full of one partial record: grow geometrically, so a lying
-                    // length costs memory only in proportion to the bytes present.
-                    let new_len = n.min(self.buf.len().saturating_mul(2));
-                    self.buf.resize(new_len, 0);
-                }
-                continue;
-            }
-            let space = self.buf.len() - self.end;
-            match self.reader.read(&mut self.buf[self.end..]) {
-                Ok(0) => return Ok(false),
-                Ok(k) => self.end += k.min(space),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => {
-                    return Err(Fault::Io {
-                        offset: self.offset + self.available() as u64,
-                        error,
-                    })
-                }
-            }
-        }
-        Ok(true)
-    }
-
-    fn consume(&mut self, n: usize) {
-        let n = n.min(self.available());
-        self.start += n;
-        self.offset += n as u64;
-    }
+/// `input.fill(n)`, a read error named at the offset where reading stopped.
+fn fill(input: &mut Input, n: usize) -> Result<bool, Fault> {
+    input.fill(n).map_err(|error| Fault::Io {
+        offset: input.offset() + input.data().len() as u64,
+        error,
+    })
 }
 
 /// Timestamp unit of a pcapng interface, from `if_tsresol`.
@@ -234,9 +172,8 @@ pub(super) struct CaptureFile {
 impl CaptureFile {
     /// Detects the format by magic and reads the file header (legacy) or the first
     /// Section Header Block (pcapng).
-    pub(super) fn open(reader: Box<dyn Read>) -> Result<CaptureFile, Fault> {
-        let mut input = Input::new(reader);
-        if !input.fill(4)? {
+    pub(super) fn open(mut input: Input) -> Result<CaptureFile, Fault> {
+        if !fill(&mut input, 4)? {
             return Err(Fault::NotCapture);
         }
         let d = input.data();
@@ -265,12 +202,12 @@ impl CaptureFile {
             }
             _ => return Err(Fault::NotCapture),
         };
-        if !input.fill(LEGACY_HEADER_LEN)? {
+        if !fill(&mut input, LEGACY_HEADER_LEN)? {
             return Err(Fault::Truncated {
                 offset: 0,
                 detail: format!(
                     "file header cut short: {} of {LEGACY_HEADER_LEN} bytes",
-                    input.available()
+                    input.data().len()
                 ),
             });
         }
@@ -322,7 +259,7 @@ impl CaptureFile {
         let Some(len) = len else {
             return Ok(None);
         };
-        let offset = self.input.offset;
+        let offset = self.input.offset();
         let block = &self.input.data()[..len];
         let record = match &mut self.format {
             Format::Legacy {
@@ -342,14 +279,14 @@ impl CaptureFile {
     /// Current size of the read buffer (bytes).
     #[cfg(test)]
     pub(super) fn buffer_len(&self) -> usize {
-        self.input.buf.len()
+        self.input.buffered()
     }
 
     /// Buffers the next legacy record whole; returns its length (bytes).
     fn frame_legacy(&mut self, big_endian: bool) -> Result<Option<usize>, Fault> {
-        let offset = self.input.offset;
-        if !self.input.fill(LEGACY_RECORD_HEADER_LEN)? {
-            return match self.input.available() {
+        let offset = self.input.offset();
+        if !fill(&mut self.input, LEGACY_RECORD_HEADER_LEN)? {
+            return match self.input.data().len() {
                 0 => Ok(None),
                 n => Err(Fault::Truncated {
                     offset,
@@ -367,8 +304,8 @@ impl CaptureFile {
             });
         }
         let len = LEGACY_RECORD_HEADER_LEN + caplen;
-        if !self.input.fill(len)? {
-            return Err(cut_short(offset, "record", len, self.input.available()));
+        if !fill(&mut self.input, len)? {
+            return Err(cut_short(offset, "record", len, self.input.data().len()));
         }
         Ok(Some(len))
     }
@@ -376,9 +313,9 @@ impl CaptureFile {
     /// Buffers the next pcapng block whole and checks its length trailer; returns
     /// its length (bytes).
     fn frame_pcapng(&mut self, section_big_endian: bool) -> Result<Option<usize>, Fault> {
-        let offset = self.input.offset;
-        if !self.input.fill(8)? {
-            return match self.input.available() {
+        let offset = self.input.offset();
+        if !fill(&mut self.input, 8)? {
+            return match self.input.data().len() {
                 0 => Ok(None),
                 n => Err(Fault::Truncated {
                     offset,
@@ -388,12 +325,12 @@ impl CaptureFile {
         }
         // A Section Header Block carries its own byte order, after its length.
         let big_endian = if self.input.data()[..4] == SHB_MAGIC {
-            if !self.input.fill(12)? {
+            if !fill(&mut self.input, 12)? {
                 return Err(cut_short(
                     offset,
                     "section header",
                     12,
-                    self.input.available(),
+                    self.input.data().len(),
                 ));
             }
             let d = self.input.data();
@@ -417,8 +354,8 @@ impl CaptureFile {
                 detail: format!("invalid block length {len}"),
             });
         }
-        if !self.input.fill(len)? {
-            return Err(cut_short(offset, "block", len, self.input.available()));
+        if !fill(&mut self.input, len)? {
+            return Err(cut_short(offset, "block", len, self.input.data().len()));
         }
         let trailer = u32_at(self.input.data(), len - 4, big_endian) as usize;
         if trailer != len {
@@ -682,37 +619,5 @@ mod tests {
         };
         assert_eq!(i.time_ns(18_446_744_073), Some(18_446_744_073_000_000_000));
         assert_eq!(i.time_ns(18_446_744_074), None);
-    }
-
-    /// Reads one byte per call.
-    struct Trickle(Vec<u8>, usize);
-
-    impl Read for Trickle {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            match (self.0.get(self.1), buf.first_mut()) {
-                (Some(&b), Some(slot)) => {
-                    *slot = b;
-                    self.1 += 1;
-                    Ok(1)
-                }
-                _ => Ok(0),
-            }
-        }
-    }
-
-    #[test]
-    fn input_grows_only_for_a_big_record() {
-        let data: Vec<u8> = (0..READ_BUF * 3).map(|i| i as u8).collect();
-        let mut input = Input::new(Box::new(Trickle(data.clone(), 0)));
-        assert!(input.fill(10).expect("fill"));
-        input.consume(7);
-        assert!(input.fill(READ_BUF + 5).expect("fill"));
-        assert_eq!(input.data()[0], 7);
-        assert_eq!(input.offset, 7);
-        assert!(input.buf.len() <= 2 * READ_BUF);
-        input.consume(READ_BUF + 5);
-        assert!(!input.fill(READ_BUF * 3).expect("fill"));
-        assert_eq!(input.available(), READ_BUF * 3 - READ_BUF - 12);
-        assert_eq!(input.data()[0], data[READ_BUF + 12]);
     }
 }

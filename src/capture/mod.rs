@@ -18,6 +18,7 @@ use std::io::{self, Read};
 use std::net::SocketAddrV4;
 use std::path::Path;
 
+use crate::readahead::Stream;
 use file::{CaptureFile, Fault, Record};
 use link::Parsed;
 
@@ -170,18 +171,21 @@ impl CaptureReader {
             io,
         })?;
         // Read a few chunks ahead on another core where there is one.
-        let input: Box<dyn Read> = match crate::readahead::ReadAhead::start(f, "capture-read") {
-            Ok(r) => Box::new(r),
-            Err(f) => Box::new(f),
-        };
-        let mut reader = CaptureReader::from_reader(&name, input)?;
+        let input = Stream::ahead(Box::new(f), "capture-read")
+            .unwrap_or_else(|f| Stream::direct(f as Box<dyn Read>));
+        let mut reader = CaptureReader::with_input(&name, input)?;
         reader.len = Some(len);
         Ok(reader)
     }
 
     /// Same, from any reader (tests use in-memory bytes); `name` is used in error messages.
     pub fn from_reader(name: &str, r: Box<dyn Read>) -> Result<CaptureReader, CaptureError> {
-        let file = CaptureFile::open(r).map_err(|fault| CaptureError::from_fault(name, fault))?;
+        CaptureReader::with_input(name, Stream::direct(r))
+    }
+
+    fn with_input(name: &str, input: Stream<Box<dyn Read>>) -> Result<CaptureReader, CaptureError> {
+        let file =
+            CaptureFile::open(input).map_err(|fault| CaptureError::from_fault(name, fault))?;
         Ok(CaptureReader {
             name: name.to_owned(),
             len: None,

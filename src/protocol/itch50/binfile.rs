@@ -2,21 +2,20 @@
 //! preceded by a u16 big-endian length, plain or gzip (recognised by the
 //! magic bytes `1f 8b`).
 //!
-//! [`BinFile`] streams the file through its own read-ahead buffer and hands
-//! out each record as a slice of it: a multi-GB file is never held in
-//! memory, no record is copied or allocates, and a record costs one bounds
-//! check on the buffer (a record that straddles the buffer's end moves the
-//! unread tail to its front before the next big read). Validating a record
-//! is the caller's business (a zero-length record is a record, not a reader
-//! error). Byte offsets in errors count the uncompressed stream, so they
-//! mean the same in a plain file and its `.gz`.
+//! [`BinFile`] streams the file and hands out each record as a slice of
+//! the bytes read (`crate::readahead::Stream`): a multi-GB file is never
+//! held in memory, no record allocates, and only a record that straddles
+//! two chunks of the read is copied. Validating a record is the caller's
+//! business (a zero-length record is a record, not a reader error). Byte
+//! offsets in errors count the uncompressed stream, so they mean the same
+//! in a plain file and its `.gz`.
 //!
 //! [`BinFile::detect`] (and so [`BinFile::open`]) also reads the file, and
 //! decompresses a gzip one, a few megabytes ahead on another thread where
 //! the machine has a second CPU (`crate::readahead`): a gzip day replays
 //! 1.7× as fast when its inflating runs beside the books (BENCHMARKS.md).
 
-use crate::readahead::ReadAhead;
+use crate::readahead::{Boxed, Stream};
 use flate2::read::MultiGzDecoder;
 use std::fs::File;
 use std::io::{self, BufReader, Cursor, Read};
@@ -24,8 +23,7 @@ use std::path::Path;
 
 /// The two bytes that start a gzip member.
 pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-/// Read-ahead of the records (and of the compressed stream), bytes: at
-/// least one largest record (2 + 65,535 bytes).
+/// Read buffer of a gzip file's compressed bytes.
 const BUFFER: usize = 256 * 1024;
 
 /// Why a BinaryFILE could not be read to its end.
@@ -56,14 +54,7 @@ pub enum Error {
 
 /// A streaming BinaryFILE reader over any byte source.
 pub struct BinFile<R: Read> {
-    input: R,
-    /// Read-ahead ([`BUFFER`] bytes, allocated once); `buf[pos..end]` is
-    /// read and not yet handed out.
-    buf: Box<[u8]>,
-    pos: usize,
-    end: usize,
-    /// Bytes of the uncompressed stream consumed so far.
-    offset: u64,
+    input: Stream<R>,
     /// Index of the next record (0-based).
     index: u64,
     /// Set after an error or the end: nothing more is read.
@@ -71,7 +62,7 @@ pub struct BinFile<R: Read> {
 }
 
 /// The reader [`BinFile::open`] returns: plain or gzip behind one type.
-pub type FileReader = BinFile<Box<dyn Read + Send>>;
+pub type FileReader = BinFile<Boxed>;
 
 impl FileReader {
     /// Opens `path`, plain or gzip (told by its first two bytes).
@@ -81,7 +72,7 @@ impl FileReader {
     }
 }
 
-impl BinFile<Box<dyn Read + Send>> {
+impl BinFile<Boxed> {
     /// Reads the first bytes of `source` to tell gzip from plain (and a
     /// packet capture, refused), then streams the rest (decompressing when
     /// it is gzip).
@@ -92,18 +83,16 @@ impl BinFile<Box<dyn Read + Send>> {
             return Err(Error::Capture);
         }
         let raw = Cursor::new(magic[..got].to_vec()).chain(source);
-        let input: Box<dyn Read + Send> = if magic[..got].starts_with(&GZIP_MAGIC) {
+        let input: Boxed = if magic[..got].starts_with(&GZIP_MAGIC) {
             Box::new(MultiGzDecoder::new(BufReader::with_capacity(BUFFER, raw)))
         } else {
             Box::new(raw)
         };
         // Read (and decompress) a few chunks ahead on another core where
         // there is one.
-        let input: Box<dyn Read + Send> = match ReadAhead::start(input, "binfile-read") {
-            Ok(r) => Box::new(r),
-            Err(input) => input,
-        };
-        Ok(BinFile::new(input))
+        Ok(BinFile::over(
+            Stream::ahead(input, "binfile-read").unwrap_or_else(Stream::direct),
+        ))
     }
 }
 
@@ -152,15 +141,14 @@ fn ahead<'a>(bytes: &'a [u8], f: impl FnOnce(&'a [u8])) -> &'a [u8] {
 }
 
 impl<R: Read> BinFile<R> {
-    /// A reader of an uncompressed BinaryFILE stream (it buffers `input`
-    /// itself, in big reads).
+    /// A reader of an uncompressed BinaryFILE stream, read in place.
     pub fn new(input: R) -> BinFile<R> {
+        BinFile::over(Stream::direct(input))
+    }
+
+    fn over(input: Stream<R>) -> BinFile<R> {
         BinFile {
             input,
-            buf: vec![0; BUFFER].into_boxed_slice(),
-            pos: 0,
-            end: 0,
-            offset: 0,
             index: 0,
             done: false,
         }
@@ -173,12 +161,9 @@ impl<R: Read> BinFile<R> {
         let Some(need) = self.ready()? else {
             return Ok(None);
         };
-        let at = self.pos;
-        self.pos = at + need;
-        self.offset += need as u64;
         let index = self.index;
         self.index += 1;
-        Ok(Some((index, &self.buf[at + 2..at + need])))
+        Ok(Some((index, &self.input.take(need)[2..])))
     }
 
     /// Hands `f` every record left (index, bytes), as
@@ -209,7 +194,8 @@ impl<R: Read> BinFile<R> {
     /// once, in order).
     pub fn for_each_record_ahead(&mut self, mut l: impl Lookahead) -> Result<(), Error> {
         while self.ready()?.is_some() {
-            let mut rest = self.buf.get(self.pos..self.end).unwrap_or(&[]);
+            let mut rest = self.input.data();
+            let held = rest.len();
             let (mut far, mut near) = (rest, rest);
             for _ in 0..LEAD {
                 far = ahead(far, |r| l.far(r));
@@ -230,80 +216,61 @@ impl<R: Read> BinFile<R> {
                     near = ahead(near, |r| l.near(r));
                 }
             }
-            let walked = self.end - self.pos - rest.len();
-            self.pos += walked;
-            self.offset += walked as u64;
+            let walked = held - rest.len();
+            self.input.consume(walked);
             self.index = index;
         }
         Ok(())
     }
 
-    /// Makes the next record whole in the buffer, from `pos`: its length
-    /// with the 2-byte prefix, `None` at a clean end of file (or after an
-    /// error or the end).
+    /// Makes the next record whole in the input: its length with the
+    /// 2-byte prefix, `None` at a clean end of file (or after an error or
+    /// the end).
     #[inline]
     fn ready(&mut self) -> Result<Option<usize>, Error> {
         if self.done {
             return Ok(None);
         }
-        let start = self.offset;
-        if self.end - self.pos < 2 {
-            self.fill(2, start)?;
-        }
-        let pos = self.pos;
-        let len = match self.buf.get(pos..self.end) {
-            Some([a, b, ..]) => u16::from_be_bytes([*a, *b]),
-            Some([]) | None => {
+        let start = self.input.offset();
+        let len = match self.fill(2, start)? {
+            [a, b, ..] => u16::from_be_bytes([*a, *b]),
+            [] => {
                 self.done = true;
                 return Ok(None);
             }
-            Some([_]) => {
+            [_] => {
                 self.done = true;
                 return Err(Error::TruncatedLength { offset: start });
             }
         };
         let need = 2 + usize::from(len);
-        if self.end - pos < need {
-            self.fill(need, start)?;
-            let available = self.end - self.pos;
-            if available < need {
-                self.done = true;
-                return Err(Error::TruncatedBody {
-                    offset: start,
-                    len,
-                    available: (available - 2) as u16,
-                });
-            }
+        let available = self.fill(need, start)?.len();
+        if available < need {
+            self.done = true;
+            return Err(Error::TruncatedBody {
+                offset: start,
+                len,
+                available: (available - 2) as u16,
+            });
         }
         Ok(Some(need))
     }
 
-    /// Bytes of the uncompressed stream read so far.
-    pub fn offset(&self) -> u64 {
-        self.offset
+    /// The bytes available once `want` are, or all there are where the
+    /// input ends first. Errors name the offset of the record being read
+    /// (`start`).
+    #[inline]
+    fn fill(&mut self, want: usize, start: u64) -> Result<&[u8], Error> {
+        if let Err(io) = self.input.fill(want) {
+            self.done = true;
+            return Err(Error::Io { offset: start, io });
+        }
+        Ok(self.input.data())
     }
 
-    /// Makes `want` (at most [`BUFFER`]) bytes available from `pos`, as far
-    /// as the input allows: the unread tail moves to the front, then big
-    /// reads fill the buffer. Errors name the offset of the record being
-    /// read (`start`).
-    #[cold]
-    fn fill(&mut self, want: usize, start: u64) -> Result<(), Error> {
-        self.buf.copy_within(self.pos..self.end, 0);
-        self.end -= self.pos;
-        self.pos = 0;
-        while self.end < want {
-            match self.input.read(&mut self.buf[self.end..]) {
-                Ok(0) => break,
-                Ok(n) => self.end += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(io) => {
-                    self.done = true;
-                    return Err(Error::Io { offset: start, io });
-                }
-            }
-        }
-        Ok(())
+    /// Bytes of the uncompressed stream read so far.
+    pub fn offset(&self) -> u64 {
+        self.input.offset()
     }
 }
 
@@ -333,6 +300,7 @@ pub fn write_record<W: io::Write>(out: &mut W, record: &[u8]) -> io::Result<()> 
 mod tests {
     use super::*;
     use crate::protocol::itch50::message::{check, encode};
+    use crate::readahead::tests::Trickle;
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use std::io::Write;
@@ -389,21 +357,6 @@ mod tests {
         let (got, err) = read_all(gzip(&plain));
         assert!(err.is_none());
         assert_eq!(got, expected);
-    }
-
-    /// Hands out at most `step` bytes per read, cycling 1..=step.
-    struct Trickle {
-        bytes: Cursor<Vec<u8>>,
-        step: usize,
-        n: usize,
-    }
-
-    impl Read for Trickle {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            self.n = self.n % self.step + 1;
-            let k = buf.len().min(self.n);
-            self.bytes.read(&mut buf[..k])
-        }
     }
 
     #[test]
