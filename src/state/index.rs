@@ -2,6 +2,7 @@
 //! keys, so the hot path hashes a `u64`, never a string.
 
 use crate::symbol::Symbol;
+use crate::sys::memory::{zeroed_box, Zeroable};
 
 /// Marks an empty bucket (no valid symbol has key 0).
 const EMPTY: u64 = 0;
@@ -13,6 +14,11 @@ struct Bucket {
     /// Feed id in the high 32 bits, slot in the low 32.
     tag: u64,
 }
+
+// SAFETY: two `u64`s, for which zero bytes are valid: 0, the default (and
+// an empty bucket, `EMPTY` being 0). Nothing to drop.
+#[allow(unsafe_code)]
+unsafe impl Zeroable for Bucket {}
 
 /// Writer-private index from (feed, symbol) to slot number.
 pub struct Index {
@@ -26,7 +32,9 @@ impl Index {
     pub fn new(capacity: usize) -> Index {
         let n = (capacity.max(1) * 2).next_power_of_two();
         Index {
-            buckets: vec![Bucket::default(); n].into_boxed_slice(),
+            // Zeroed memory: a big index's pages are mapped only as
+            // entries land in them.
+            buckets: zeroed_box(n),
             mask: n - 1,
             shift: 64 - n.trailing_zeros(),
         }

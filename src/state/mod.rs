@@ -175,12 +175,31 @@ impl Probe {
     pub const NONE: Probe = Probe(0);
 }
 
+/// A heap table's slots: on fresh pages, which the kernel maps as they are
+/// first written, so slots never used cost nothing (a table sized for
+/// thousands of SQF symbols in a replay of ITCH alone, say).
+#[cfg(not(tickguard_loom))]
+type HeapSlots = crate::sys::memory::Pages<Slot>;
+/// Under loom the atomics are loom's, not zero bytes: built one by one.
+#[cfg(tickguard_loom)]
+type HeapSlots = Box<[Slot]>;
+
+#[cfg(not(tickguard_loom))]
+fn heap_slots(n: usize) -> HeapSlots {
+    crate::sys::memory::Pages::new(n)
+}
+
+#[cfg(tickguard_loom)]
+fn heap_slots(n: usize) -> HeapSlots {
+    (0..n).map(|_| Slot::default()).collect()
+}
+
 /// Where the slots live.
 #[derive(Clone)]
 enum Store {
     /// On this process's heap (replay, tests, embedding): slots, and each
     /// feed's status.
-    Heap(Arc<[Slot]>, Arc<[FeedStatusWords]>),
+    Heap(Arc<HeapSlots>, Arc<[FeedStatusWords]>),
     /// In a shared-memory publication other processes read.
     Shared(Arc<Publication>),
 }
@@ -225,7 +244,7 @@ impl StateTable {
             .map(|_| FeedStatusWords::default())
             .collect();
         StateTable {
-            store: Store::Heap((0..capacity).map(|_| Slot::default()).collect(), status),
+            store: Store::Heap(Arc::new(heap_slots(capacity)), status),
             index: Index::new(capacity),
             len: 0,
         }

@@ -129,6 +129,13 @@ pub struct Slot {
     words: [AtomicU64; WORDS],
 }
 
+// SAFETY: a slot is a stamp and words, every one an `AtomicU64` (the std
+// one outside loom builds), for which zero bytes are the value 0: the
+// default. Nothing in it needs a drop.
+#[cfg(not(tickguard_loom))]
+#[allow(unsafe_code)]
+unsafe impl crate::sys::memory::Zeroable for Slot {}
+
 /// A consistent copy of a slot's contents.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Record {

@@ -45,6 +45,77 @@ pub fn huge_vec<T: Clone>(n: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A type whose all-zero bytes are a valid value, the same as its
+/// default, and which needs no drop: [`Pages`] makes its values so.
+///
+/// # Safety
+///
+/// Implement only for types of which both hold.
+pub unsafe trait Zeroable: Default {}
+
+/// `n` default values from zeroed memory, which the allocator takes fresh
+/// from the kernel for a big slice, untouched until used.
+pub fn zeroed_box<T: Zeroable>(n: usize) -> Box<[T]> {
+    let layout = std::alloc::Layout::array::<T>(n).expect("a table that fits the address space");
+    if layout.size() == 0 {
+        return (0..n).map(|_| T::default()).collect();
+    }
+    // SAFETY: the layout has a non-zero size. The memory is zeroed, which
+    // `Zeroable` promises is `n` valid `T`s, and comes from the global
+    // allocator with exactly the layout a `Box<[T]>` of `n` frees with.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n))
+    }
+}
+
+/// A fixed slice of default values on fresh anonymous pages: the kernel
+/// maps each page, zeroed, when it is first touched, so the part of a big
+/// table that is never used costs neither memory nor the time to clear it
+/// (a replay of ITCH alone never touches the SQF state table, say).
+pub struct Pages<T> {
+    map: memmap2::MmapMut,
+    len: usize,
+    _values: std::marker::PhantomData<T>,
+}
+
+impl<T: Zeroable> Pages<T> {
+    /// `len` values, each `T::default()`. Fails like an allocation (a
+    /// process abort naming the size) when no memory can be mapped.
+    pub fn new(len: usize) -> Pages<T> {
+        const { assert!(std::mem::align_of::<T>() <= 4096 && !std::mem::needs_drop::<T>()) };
+        let layout =
+            std::alloc::Layout::array::<T>(len).expect("a table that fits the address space");
+        match memmap2::MmapMut::map_anon(layout.size().max(1)) {
+            Ok(map) => Pages {
+                map,
+                len,
+                _values: std::marker::PhantomData,
+            },
+            Err(_) => std::alloc::handle_alloc_error(layout),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Pages<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: the map holds `len * size_of::<T>()` bytes, page-aligned
+        // (so aligned for `T`, at most 4,096-aligned by `new`'s check), and
+        // lives as long as `self`. Its bytes were zero, which `Zeroable`
+        // promises is a valid `T`, and are changed since only through the
+        // shared references handed out here, that is, through `T`'s own
+        // interior mutability (atomics). The pointer is the mapping's own,
+        // not one derived from a reference to its bytes.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<T>(), self.len) }
+    }
+}
+
 /// Asks the CPU to start loading the cache line holding `value` (into all
 /// cache levels) and returns at once: the batch loops call it a few
 /// messages ahead, so that the loads of several messages overlap instead of
@@ -72,5 +143,30 @@ mod tests {
         assert!(v.iter().all(|&x| x == 7));
         assert_eq!(super::huge_vec(5, 1u8), vec![1u8; 5]);
         assert!(super::huge_vec(0, 1u64).is_empty());
+    }
+
+    #[test]
+    fn zeroed_tables_hold_default_values_and_keep_what_is_written() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        #[derive(Default)]
+        struct Word(AtomicU64);
+        // SAFETY: an AtomicU64 of zero bytes is 0, its default; no drop.
+        unsafe impl super::Zeroable for Word {}
+        let p = super::Pages::<Word>::new(3 << 20);
+        assert_eq!(p.len(), 3 << 20);
+        assert!(p
+            .iter()
+            .step_by(4096)
+            .all(|w| w.0.load(Ordering::Relaxed) == 0));
+        p[12_345].0.store(7, Ordering::Relaxed);
+        assert_eq!(p[12_345].0.load(Ordering::Relaxed), 7);
+        assert!(super::Pages::<Word>::new(0).is_empty());
+        let b = super::zeroed_box::<Word>(1 << 20);
+        assert_eq!(b.len(), 1 << 20);
+        assert!(b
+            .iter()
+            .step_by(511)
+            .all(|w| w.0.load(Ordering::Relaxed) == 0));
+        assert!(super::zeroed_box::<Word>(0).is_empty());
     }
 }
