@@ -22,6 +22,33 @@ pub struct Args {
     /// Stocks in its directory (1 to 65,535).
     #[arg(long, default_value_t = 8_000)]
     pub stocks: usize,
+    /// Runs of each replay, interleaved (1 to any; `itch-memory` makes
+    /// one): the best of each is the row's figure, as in the
+    /// replay-throughput row, and every run is recorded.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+}
+
+/// The timed runs of one side of a row: seconds, each and the least.
+#[derive(Default)]
+pub struct Runs(Vec<f64>);
+
+impl Runs {
+    /// Records a run of `secs` seconds.
+    pub fn add(&mut self, secs: f64) {
+        self.0.push(secs);
+    }
+
+    /// The quickest run's seconds: the least disturbed by the machine's
+    /// other work.
+    pub fn best(&self) -> f64 {
+        self.0.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Every run's rate for `messages`, messages/s, in run order.
+    pub fn rates(&self, messages: u64) -> Vec<f64> {
+        self.0.iter().map(|s| messages as f64 / s).collect()
+    }
 }
 
 /// The one itch50 feed the ITCH rows replay into.
@@ -96,6 +123,36 @@ pub fn live_orders(feed: &ItchFeedSummary) -> u64 {
     feed.symbols.values().map(|s| s.orders).sum()
 }
 
+/// A row's three sides timed `runs` times (at least once), interleaved: its
+/// floor, the replay with the book levels on its own thread too, and the
+/// replay as a user runs it, whose summaries (as `json` writes them) must
+/// be equal every time. Returns each side's runs and the last replay.
+pub fn interleaved<T>(
+    runs: usize,
+    mut floor: impl FnMut() -> anyhow::Result<f64>,
+    mut replay: impl FnMut(bool) -> anyhow::Result<(f64, T)>,
+    json: impl Fn(&T) -> anyhow::Result<Value>,
+) -> anyhow::Result<(Runs, Runs, Runs, T)> {
+    let (mut floors, mut ones, mut replays) = (Runs::default(), Runs::default(), Runs::default());
+    let mut round = || -> anyhow::Result<T> {
+        floors.add(floor()?);
+        let (one_s, one) = replay(true)?;
+        let (replay_s, last) = replay(false)?;
+        anyhow::ensure!(
+            json(&one)? == json(&last)?,
+            "the two replays' summaries differ"
+        );
+        ones.add(one_s);
+        replays.add(replay_s);
+        Ok(last)
+    };
+    let mut last = round()?;
+    for _ in 1..runs {
+        last = round()?;
+    }
+    Ok((floors, ones, replays, last))
+}
+
 /// A temporary directory holding the generated day.
 pub fn day(a: &Args) -> anyhow::Result<(tempfile::TempDir, PathBuf, u64)> {
     let dir = tempfile::tempdir()?;
@@ -108,30 +165,36 @@ pub fn day(a: &Args) -> anyhow::Result<(tempfile::TempDir, PathBuf, u64)> {
 pub fn run(a: &Args) -> anyhow::Result<Value> {
     let (_dir, path, messages) = day(a)?;
     let bytes = std::fs::metadata(&path)?.len();
-    let (walk_s, walked) = walk(&path)?;
-    anyhow::ensure!(walked == messages, "walked {walked} of {messages} records");
-    let (one_s, one) = replay(&path, true)?;
-    let (replay_s, feed) = replay(&path, false)?;
-    anyhow::ensure!(
-        serde_json::to_value(&one)? == serde_json::to_value(&feed)?,
-        "the two replays' summaries differ"
-    );
+    let (walks, ones, replays, feed) = interleaved(
+        a.runs,
+        || {
+            let (walk_s, walked) = walk(&path)?;
+            anyhow::ensure!(walked == messages, "walked {walked} of {messages} records");
+            Ok(walk_s)
+        },
+        |one_thread| replay(&path, one_thread),
+        |feed| Ok(serde_json::to_value(feed)?),
+    )?;
     let invalid = feed.invalid_records.unwrap_or(0);
     anyhow::ensure!(invalid == 0, "{invalid} records failed validation");
     let rate = |secs: f64| messages as f64 / secs;
     let target = 30_000_000u64;
+    let (walk_s, one_s, replay_s) = (walks.best(), ones.best(), replays.best());
     Ok(json!({
         "row": "itch_binfile",
         "messages": messages,
         "stocks": a.stocks,
         "file_bytes": bytes,
+        "runs": a.runs.max(1),
         "walk_seconds": walk_s,
         "replay_seconds": replay_s,
         "walk_messages_per_s": rate(walk_s),
         "replay_messages_per_s": rate(replay_s),
+        "replay_messages_per_s_each": replays.rates(messages),
         "ratio": walk_s / replay_s,
         "one_thread_seconds": one_s,
         "one_thread_messages_per_s": rate(one_s),
+        "one_thread_messages_per_s_each": ones.rates(messages),
         "live_orders_at_end": live_orders(&feed),
         "unknown_orders": feed.unknown_orders,
         "target_messages_per_s": target,
