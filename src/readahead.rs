@@ -427,6 +427,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_lying_length_costs_only_the_bytes_present() {
+        // A forged record length of 32 MiB near the end of a short file:
+        // the spill holds what there is, not what was claimed.
+        let data = vec![5u8; 1_000];
+        let mut s = Stream::direct(Trickle {
+            bytes: Cursor::new(data),
+            step: 300,
+            n: 0,
+        });
+        assert!(!s.fill(32 << 20).unwrap());
+        assert_eq!(s.data().len(), 1_000);
+        assert!(s.buffered() < DIRECT + 4_096, "{}", s.buffered());
+    }
+
+    #[test]
     fn an_error_keeps_the_bytes_before_it() {
         /// Three bytes, then an error, then three more.
         struct Flaky(u8);
