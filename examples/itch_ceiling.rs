@@ -2,7 +2,8 @@
 //! least work that still builds every book, with none of a feed handler's
 //! duties (no validation, sequencing, counters, time, halts or symbols).
 //!
-//!     itch_ceiling DAY     # a day written by `itch_profile gen DAY N STOCKS`
+//!     itch_ceiling DAY          # a day written by `itch_profile gen DAY N STOCKS`
+//!     itch_ceiling DAY --json   # the passes only, as one JSON object (M/s)
 //!
 //! The whole file is read into memory first; then, each timed on its own:
 //! - `walk`: every record's type byte (the floor of any replay);
@@ -408,11 +409,16 @@ fn memory(mib: usize) -> (f64, f64) {
 }
 
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: itch_ceiling DAY");
-        std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (path, json) = match args.as_slice() {
+        [path] => (path, false),
+        [path, flag] if flag == "--json" => (path, true),
+        _ => {
+            eprintln!("usage: itch_ceiling DAY [--json]");
+            std::process::exit(2);
+        }
     };
-    let data = std::fs::read(&path).expect("read the day");
+    let data = std::fs::read(path).expect("read the day");
     let recs = records(&data);
     let n = recs.len() as f64;
     let rate = |s: f64| n / s / 1e6;
@@ -450,6 +456,23 @@ fn main() {
     });
     std::hint::black_box((&orders, &books));
 
+    if json {
+        // For `tickguard-bench itch-binfile`, which runs this beside the
+        // replay in each of its rounds.
+        println!(
+            "{}",
+            serde_json::json!({
+                "records": recs.len(),
+                "walk": rate(walk),
+                "orders": rate(alone),
+                "orders_ahead": rate(ahead),
+                "books": rate(full),
+                "split": rate(two),
+                "same_books": same,
+            })
+        );
+        return;
+    }
     println!("{} records", recs.len());
     println!("walk    {walk:.3} s  {:.1} M/s", rate(walk));
     println!("orders  {alone:.3} s  {:.1} M/s", rate(alone));

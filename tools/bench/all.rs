@@ -291,9 +291,18 @@ fn itch_rows(r: &Value, t: &mut String) {
     };
     let b = &r["itch_binfile"];
     if b.is_object() {
+        // What any book reaches on the same day in the same run (rows
+        // written before the ceiling ran beside them have none).
+        let ceiling = match b["ratio_to_ceiling_split"].as_f64() {
+            Some(x) => format!(
+                "; `itch_ceiling`'s two-thread book {} messages/s (the replay at {x:.2} of it)",
+                rate(&b["ceiling_split_messages_per_s"])
+            ),
+            None => String::new(),
+        };
         t.push_str(&format!(
-            "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s{} | {} messages/s only walking the records{} | {:.2} | ≥ 30 M/s ({}) |\n",
-            b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), each(b), rate(&b["walk_messages_per_s"]), one_thread(b), b["ratio"].as_f64().unwrap_or(0.0), met(b)
+            "| ITCH BinaryFILE replay with books ({} messages, {} stocks) | {} messages/s{} | {} messages/s only walking the records{}{} | {:.2} | ≥ 30 M/s ({}) |\n",
+            b["messages"], b["stocks"], rate(&b["replay_messages_per_s"]), each(b), rate(&b["walk_messages_per_s"]), one_thread(b), ceiling, b["ratio"].as_f64().unwrap_or(0.0), met(b)
         ));
     }
     for d in r["itch_apply"]["per_message"]

@@ -1,8 +1,11 @@
 //! The `itch-binfile` row: messages/s of replaying a synthetic Nasdaq
 //! BinaryFILE day with full order books (`replay_file`), against the floor
-//! of only walking its records with the same `BinFile` reader and against
-//! the same replay with its book levels on its own thread, all from the
-//! page cache, in one run.
+//! of only walking its records with the same `BinFile` reader, against the
+//! same replay with its book levels on its own thread, and against what
+//! any book reaches on the same day (`examples/itch_ceiling.rs`: its
+//! `split` pass keeps orders and levels in two threads as the replay does,
+//! with none of a feed handler's other work), all from the page cache, in
+//! one run.
 
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -22,11 +25,22 @@ pub struct Args {
     /// Stocks in its directory (1 to 65,535).
     #[arg(long, default_value_t = 8_000)]
     pub stocks: usize,
-    /// Runs of each replay, interleaved (1 to any; `itch-memory` makes
-    /// one): the best of each is the row's figure, as in the
-    /// replay-throughput row, and every run is recorded.
+}
+
+/// Flags of `itch-binfile`.
+#[derive(clap::Args)]
+pub struct RowArgs {
+    #[command(flatten)]
+    pub day: Args,
+    /// Rounds of the row's runs, interleaved (1 to any): the best of each
+    /// side is the row's figure, as in the replay-throughput row, and
+    /// every run is recorded.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// `itch_ceiling`, run on the same day in each round (`tools/bench/run`
+    /// builds it); where it is missing the row goes without it.
+    #[arg(long, default_value = "target/release/examples/itch_ceiling")]
+    pub ceiling: PathBuf,
 }
 
 /// The timed runs of one side of a row: seconds, each and the least.
@@ -161,15 +175,38 @@ pub fn day(a: &Args) -> anyhow::Result<(tempfile::TempDir, PathBuf, u64)> {
     Ok((dir, path, n))
 }
 
+/// `itch_ceiling`'s passes over the day at `day` (M messages/s, as it
+/// prints them), `None` where `bin` is not there.
+fn ceiling(bin: &Path, day: &Path) -> anyhow::Result<Option<Value>> {
+    if !bin.exists() {
+        return Ok(None);
+    }
+    let out = std::process::Command::new(bin)
+        .arg(day)
+        .arg("--json")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    anyhow::ensure!(out.status.success(), "{}: {}", bin.display(), out.status);
+    let passes: Value = serde_json::from_slice(&out.stdout)?;
+    anyhow::ensure!(
+        passes["same_books"] == true,
+        "the ceiling's two-thread books differ from its one-thread books"
+    );
+    Ok(Some(passes))
+}
+
 /// Runs the row.
-pub fn run(a: &Args) -> anyhow::Result<Value> {
-    let (_dir, path, messages) = day(a)?;
+pub fn run(a: &RowArgs) -> anyhow::Result<Value> {
+    let (_dir, path, messages) = day(&a.day)?;
     let bytes = std::fs::metadata(&path)?.len();
+    let mut ceilings = Vec::new();
     let (walks, ones, replays, feed) = interleaved(
         a.runs,
         || {
             let (walk_s, walked) = walk(&path)?;
             anyhow::ensure!(walked == messages, "walked {walked} of {messages} records");
+            ceilings.extend(ceiling(&a.ceiling, &path)?);
             Ok(walk_s)
         },
         |one_thread| replay(&path, one_thread),
@@ -180,10 +217,18 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     let rate = |secs: f64| messages as f64 / secs;
     let target = 30_000_000u64;
     let (walk_s, one_s, replay_s) = (walks.best(), ones.best(), replays.best());
+    // The ceiling's quickest runs, messages/s.
+    let best = |pass: &str| {
+        let rates = ceilings.iter().filter_map(|c| c[pass].as_f64());
+        rates
+            .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
+            .map(|r| r * 1e6)
+    };
+    let split = best("split");
     Ok(json!({
         "row": "itch_binfile",
         "messages": messages,
-        "stocks": a.stocks,
+        "stocks": a.day.stocks,
         "file_bytes": bytes,
         "runs": a.runs.max(1),
         "walk_seconds": walk_s,
@@ -195,6 +240,10 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "one_thread_seconds": one_s,
         "one_thread_messages_per_s": rate(one_s),
         "one_thread_messages_per_s_each": ones.rates(messages),
+        "ceiling_split_messages_per_s": split,
+        "ceiling_books_messages_per_s": best("books"),
+        "ceiling_split_messages_per_s_each": ceilings.iter().map(|c| c["split"].as_f64().map(|r| r * 1e6)).collect::<Vec<_>>(),
+        "ratio_to_ceiling_split": split.map(|c| rate(replay_s) / c),
         "live_orders_at_end": live_orders(&feed),
         "unknown_orders": feed.unknown_orders,
         "target_messages_per_s": target,

@@ -47,7 +47,6 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     let (dir, day, _) = itch_binfile::day(&itch_binfile::Args {
         messages: a.messages,
         stocks: a.stocks,
-        runs: 1,
     })?;
     let config = Config::parse(CONFIG, "itch-bench")?;
     let capture = dir.path().join("day.pcap");

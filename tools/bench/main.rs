@@ -50,7 +50,7 @@ enum Row {
     /// ITCH decode + apply ns/message from the itch_apply criterion bench.
     ItchApply(itch_apply::Args),
     /// ITCH BinaryFILE day replayed with order books, against walking its records.
-    ItchBinfile(itch_binfile::Args),
+    ItchBinfile(itch_binfile::RowArgs),
     /// ITCH MoldUDP64 capture (two lines) replayed, against reading the capture.
     ItchCapture(itch_capture::Args),
     /// Peak RSS and live orders at the end of the ITCH BinaryFILE replay.
