@@ -258,15 +258,19 @@ impl<R: Read> Stream<R> {
         self.gather(n)
     }
 
-    /// Passes over `n` bytes (at most those available).
+    /// Passes over `n` bytes: at most those [`data`](Self::data) shows,
+    /// which while a straddling record is gathered are the gathered bytes
+    /// alone (so pass over no more than a [`fill`](Self::fill) made
+    /// available).
     #[inline]
     pub(crate) fn consume(&mut self, n: usize) {
         self.take(n);
     }
 
-    /// Passes over `n` bytes (at most those available) and returns them.
+    /// [`consume`](Self::consume), returning the bytes passed over.
     #[inline]
     pub(crate) fn take(&mut self, n: usize) -> &[u8] {
+        debug_assert!(n <= self.data().len(), "passing over bytes not shown");
         let n = n.min(self.data().len());
         self.offset += n as u64;
         if self.from < self.spill.len() {

@@ -28,13 +28,30 @@ pub struct Index {
 }
 
 impl Index {
-    /// An index for up to `capacity` entries, kept at most half full.
+    /// An index for up to `capacity` entries, kept at most half full,
+    /// every page of it written now: a live writer's first insert into a
+    /// page then costs no page fault.
     pub fn new(capacity: usize) -> Index {
-        let n = (capacity.max(1) * 2).next_power_of_two();
+        let n = Index::buckets(capacity);
+        Index::over(vec![Bucket::default(); n].into_boxed_slice())
+    }
+
+    /// [`new`](Self::new) on zeroed memory whose pages the kernel maps as
+    /// entries first land in them (a replay's table, whose capacity is
+    /// mostly unused).
+    pub fn untouched(capacity: usize) -> Index {
+        Index::over(zeroed_box(Index::buckets(capacity)))
+    }
+
+    /// Buckets for `capacity` entries: a power of two, at least twice it.
+    fn buckets(capacity: usize) -> usize {
+        (capacity.max(1) * 2).next_power_of_two()
+    }
+
+    fn over(buckets: Box<[Bucket]>) -> Index {
+        let n = buckets.len();
         Index {
-            // Zeroed memory: a big index's pages are mapped only as
-            // entries land in them.
-            buckets: zeroed_box(n),
+            buckets,
             mask: n - 1,
             shift: 64 - n.trailing_zeros(),
         }
@@ -101,18 +118,19 @@ mod tests {
 
     #[test]
     fn insert_and_get_across_feeds() {
-        let mut ix = Index::new(100);
-        let a = Symbol::parse("EURUSD").unwrap();
-        let b = Symbol::parse("EURJPY").unwrap();
-        assert_eq!(ix.get(0, a), None);
-        ix.insert(0, a, 7);
-        ix.insert(1, a, 8);
-        ix.insert(0, b, 9);
-        assert_eq!(ix.get(0, a), Some(7));
-        assert_eq!(ix.get(1, a), Some(8));
-        assert_eq!(ix.get(0, b), Some(9));
-        assert_eq!(ix.get(1, b), None);
-        assert_eq!(ix.get(2, a), None);
+        for mut ix in [Index::new(100), Index::untouched(100)] {
+            let a = Symbol::parse("EURUSD").unwrap();
+            let b = Symbol::parse("EURJPY").unwrap();
+            assert_eq!(ix.get(0, a), None);
+            ix.insert(0, a, 7);
+            ix.insert(1, a, 8);
+            ix.insert(0, b, 9);
+            assert_eq!(ix.get(0, a), Some(7));
+            assert_eq!(ix.get(1, a), Some(8));
+            assert_eq!(ix.get(0, b), Some(9));
+            assert_eq!(ix.get(1, b), None);
+            assert_eq!(ix.get(2, a), None);
+        }
     }
 
     #[test]

@@ -230,14 +230,17 @@ pub struct StateTable {
 }
 
 impl StateTable {
-    /// A table of `capacity` slots (at least 1) on the heap, all allocated
-    /// now, without feed status (see [`with_feeds`](Self::with_feeds)).
+    /// A table of `capacity` slots (at least 1) on the heap, without feed
+    /// status (see [`with_feeds`](Self::with_feeds)).
     pub fn new(capacity: usize) -> StateTable {
         StateTable::with_feeds(capacity, 0)
     }
 
     /// A table of `capacity` slots (at least 1) on the heap, and the status
-    /// of `feeds` feeds, all allocated now.
+    /// of `feeds` feeds, all allocated now on zeroed pages that the kernel
+    /// maps as they are first written (a replay's table, mostly unused:
+    /// the first write into each page takes a page fault, so a live writer
+    /// uses [`shared`](Self::shared), whose memory is written up front).
     pub fn with_feeds(capacity: usize, feeds: usize) -> StateTable {
         let capacity = capacity.clamp(1, u32::MAX as usize);
         let status = (0..feeds.min(1 << 16))
@@ -245,7 +248,7 @@ impl StateTable {
             .collect();
         StateTable {
             store: Store::Heap(Arc::new(heap_slots(capacity)), status),
-            index: Index::new(capacity),
+            index: Index::untouched(capacity),
             len: 0,
         }
     }

@@ -1,7 +1,9 @@
-//! Large, long-lived tables (order stores, price levels) on transparent huge
-//! pages: a random access into a table of many megabytes then costs one
-//! TLB entry per 2 MiB instead of one per 4 KiB, which matters most under
-//! virtualisation, where a TLB miss walks two page tables.
+//! Large, long-lived tables: on transparent huge pages (order stores, price
+//! levels), where a random access into a table of many megabytes then
+//! costs one TLB entry per 2 MiB instead of one per 4 KiB, which matters
+//! most under virtualisation, where a TLB miss walks two page tables; or on
+//! zeroed pages the kernel maps only as they are first written (a replay's
+//! state table, mostly unused), which cost nothing until then.
 
 /// Tables smaller than this stay on ordinary pages.
 const HUGE: usize = 2 << 20;
