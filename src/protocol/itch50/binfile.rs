@@ -158,8 +158,13 @@ impl<R: Read> BinFile<R> {
     /// end of file. After an error (or the end) it returns `None`.
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, Error> {
-        let Some(need) = self.ready()? else {
-            return Ok(None);
+        // A record whole in the bytes at hand needs no more.
+        let need = match split_record(self.input.data()) {
+            Some((record, _)) if !self.done => 2 + record.len(),
+            _ => match self.ready()? {
+                Some(need) => need,
+                None => return Ok(None),
+            },
         };
         let index = self.index;
         self.index += 1;
