@@ -7,6 +7,7 @@
 //! with none of a feed handler's other work), all from the page cache, in
 //! one run.
 
+use crate::replay_throughput::Runs;
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -41,28 +42,6 @@ pub struct RowArgs {
     /// builds it); where it is missing the row goes without it.
     #[arg(long, default_value = "target/release/examples/itch_ceiling")]
     pub ceiling: PathBuf,
-}
-
-/// The timed runs of one side of a row: seconds, each and the least.
-#[derive(Default)]
-pub struct Runs(Vec<f64>);
-
-impl Runs {
-    /// Records a run of `secs` seconds.
-    pub fn add(&mut self, secs: f64) {
-        self.0.push(secs);
-    }
-
-    /// The quickest run's seconds: the least disturbed by the machine's
-    /// other work.
-    pub fn best(&self) -> f64 {
-        self.0.iter().copied().fold(f64::INFINITY, f64::min)
-    }
-
-    /// Every run's rate for `messages`, messages/s, in run order.
-    pub fn rates(&self, messages: u64) -> Vec<f64> {
-        self.0.iter().map(|s| messages as f64 / s).collect()
-    }
 }
 
 /// The one itch50 feed the ITCH rows replay into.

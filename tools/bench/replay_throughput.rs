@@ -36,6 +36,28 @@ pub struct Args {
     tickguard: PathBuf,
 }
 
+/// The timed runs of one side of a row: seconds, each and the least.
+#[derive(Default)]
+pub struct Runs(Vec<f64>);
+
+impl Runs {
+    /// Records a run of `secs` seconds.
+    pub fn add(&mut self, secs: f64) {
+        self.0.push(secs);
+    }
+
+    /// The quickest run's seconds: the least disturbed by the machine's
+    /// other work.
+    pub fn best(&self) -> f64 {
+        self.0.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Every run's rate for `messages`, messages/s, in run order.
+    pub fn rates(&self, messages: u64) -> Vec<f64> {
+        self.0.iter().map(|s| messages as f64 / s).collect()
+    }
+}
+
 const LINE: &str = "239.1.1.1:30001";
 
 fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
@@ -129,16 +151,17 @@ pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
         std::fs::copy(&capture, keep.join("bench.pcap"))?;
         std::fs::copy(&cfg, keep.join("config.toml"))?;
     }
-    let (mut best_ceiling, mut best_replay) = (f64::MAX, f64::MAX);
+    let (mut ceilings, mut replays) = (Runs::default(), Runs::default());
     for _ in 0..a.runs.max(1) {
         let (t, datagrams) = ceiling(&capture)?;
         anyhow::ensure!(
             datagrams == packets,
             "read {datagrams} of {packets} datagrams"
         );
-        best_ceiling = best_ceiling.min(t);
-        best_replay = best_replay.min(end_to_end(a, &capture, &cfg, dir.path())?);
+        ceilings.add(t);
+        replays.add(end_to_end(a, &capture, &cfg, dir.path())?);
     }
+    let (best_ceiling, best_replay) = (ceilings.best(), replays.best());
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("summary.json"))?)?;
     let messages = summary["feeds"]["b"]["messages"].as_u64().unwrap_or(0);
