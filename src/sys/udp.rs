@@ -61,15 +61,19 @@ impl LineInfo {
         let (asked, got) = (self.rcvbuf_requested, self.rcvbuf);
         if let Some(e) = &self.rcvbuf_error {
             return Some(format!(
-                "line {}: SO_RCVBUF of {asked} bytes refused ({e}); the kernel granted {got} bytes",
-                self.addr
+                "line {}: SO_RCVBUF of {asked} bytes refused ({e}); the receive buffer stays \
+                 at {} bytes (SO_RCVBUF reads {got}: Linux doubles what it accepts)",
+                self.addr,
+                got / 2
             ));
         }
         (got < asked.saturating_mul(2)).then(|| {
             format!(
-                "line {}: SO_RCVBUF of {asked} bytes capped: the kernel granted {got} bytes \
-                 (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
-                self.addr
+                "line {}: receive buffer capped at {} of the {asked} bytes asked \
+                 (SO_RCVBUF reads {got}: Linux doubles what it accepts); \
+                 raise net.core.rmem_max to at least {asked}",
+                self.addr,
+                got / 2
             )
         })
     }
@@ -424,9 +428,12 @@ mod tests {
         assert_eq!(
             msg,
             format!(
-                "line {}: SO_RCVBUF of {asked} bytes capped: the kernel granted {} bytes \
-                 (twice the size it accepted); raise net.core.rmem_max to at least {asked}",
-                line.info.addr, line.info.rcvbuf
+                "line {}: receive buffer capped at {} of the {asked} bytes asked \
+                 (SO_RCVBUF reads {}: Linux doubles what it accepts); \
+                 raise net.core.rmem_max to at least {asked}",
+                line.info.addr,
+                line.info.rcvbuf / 2,
+                line.info.rcvbuf
             )
         );
         // Port 0 asked for an ephemeral port: the line names the one bound.
@@ -440,6 +447,6 @@ mod tests {
         assert!(refused
             .rcvbuf_shortfall()
             .unwrap()
-            .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the kernel granted"));
+            .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the receive buffer stays at"));
     }
 }
