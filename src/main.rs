@@ -437,7 +437,7 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
         std::fs::write(path, json)
             .with_context(|| format!("writing summary {}", path.display()))?;
     }
-    match outcome.capture_error {
+    match outcome.input_error {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }

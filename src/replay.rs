@@ -201,8 +201,23 @@ pub struct Outcome {
     pub answers: Vec<Answer>,
     /// The summary object.
     pub summary: Summary,
-    /// Set when the capture broke part way; everything before it was replayed.
-    pub capture_error: Option<CaptureError>,
+    /// Set when the input broke part way; everything before it was replayed.
+    pub input_error: Option<InputError>,
+}
+
+/// A replay's input that broke part way: one line naming the file, the
+/// byte offset and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A packet capture.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// A BinaryFILE (offsets in its uncompressed stream).
+    #[error("BinaryFILE {name}: {error}")]
+    BinaryFile {
+        name: String,
+        error: itch50::binfile::Error,
+    },
 }
 
 /// The summary file (SQF section 6, plus diagnostics).
@@ -765,7 +780,7 @@ pub fn replay_with(
     Outcome {
         answers,
         summary,
-        capture_error: result.err(),
+        input_error: result.err().map(InputError::Capture),
     }
 }
 
@@ -774,7 +789,7 @@ pub fn replay_with(
 /// sequence `i + 1`, a valid record arrives at its own source time, the
 /// offset is 0, and checks are answered between records as between
 /// datagrams. A file that ends inside a record is replayed up to it, and
-/// the outcome's `capture_error` names the byte offset.
+/// the outcome's `input_error` names the byte offset.
 pub fn replay_file(
     config: &Config,
     feed: &str,
@@ -914,32 +929,11 @@ pub fn replay_file_with(
     ) {
         s.invalid_records = Some(it.counters().invalid_records);
     }
-    let capture_error = error.map(|e| match e {
-        Error::Io { offset, io } => CaptureError::Read {
-            name: name.clone(),
-            offset,
-            io,
-        },
-        // Told by the first bytes, before any record: not here.
-        e @ Error::Capture => CaptureError::Read {
-            name: name.clone(),
-            offset: 0,
-            io: std::io::Error::other(e.to_string()),
-        },
-        Error::TruncatedLength { offset } | Error::TruncatedBody { offset, .. } => {
-            CaptureError::Truncated {
-                name: name.clone(),
-                offset,
-                detail:
-                    "the BinaryFILE ends inside this record (offset in the uncompressed stream)"
-                        .into(),
-            }
-        }
-    });
+    let input_error = error.map(|error| InputError::BinaryFile { name, error });
     Ok(Outcome {
         answers,
         summary,
-        capture_error,
+        input_error,
     })
 }
 

@@ -408,7 +408,7 @@ fn assert_events_are_exact(
     let mut f = Forensics::new(&config.feeds, Some((id, sym)), false, None);
     let mut reader = CaptureReader::open(capture).unwrap();
     let outcome = replay_with(config, &mut reader, &[], |_| {}, &mut f);
-    assert!(outcome.capture_error.is_none());
+    assert!(outcome.input_error.is_none());
     f.finish();
     let events = f.events().unwrap_or(&[]).to_vec();
     assert!(events.windows(2).all(|w| w[0].time <= w[1].time));

@@ -149,7 +149,7 @@ fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
                 .collect();
             let mut f = Forensics::new(&config.feeds, Some((id, symbol)), false, None);
             let out = replay_with(&config, &mut reader(&bytes), &checks, |_| {}, &mut f);
-            prop_assert!(out.capture_error.is_none());
+            prop_assert!(out.input_error.is_none());
             f.finish();
             let events = f.events().unwrap_or(&[]);
             let reconciled: Vec<_> = events

@@ -171,7 +171,7 @@ fn replay(config: &Config, got: &mut [Got]) -> serde_json::Value {
     w.finish().unwrap();
     let mut capture = CaptureReader::open(&path).unwrap();
     let outcome = tickguard::replay::replay(config, &mut capture, &[], |_| {});
-    assert!(outcome.capture_error.is_none());
+    assert!(outcome.input_error.is_none());
     serde_json::to_value(&outcome.summary).unwrap()["feeds"]["venue"].clone()
 }
 

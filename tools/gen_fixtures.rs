@@ -433,7 +433,7 @@ fn main() -> anyhow::Result<()> {
         write_capture(&path, v, &sent)?;
         let mut reader = CaptureReader::open(&path)?;
         let outcome = replay(&config, &mut reader, &checks, |_| {});
-        if let Some(e) = outcome.capture_error {
+        if let Some(e) = outcome.input_error {
             anyhow::bail!("{e}");
         }
         let stem = v.file.rsplit_once('.').map(|(s, _)| s).unwrap_or(v.file);

@@ -11,7 +11,7 @@ pub fn replay_recording(cfg: &Path, rec: &Path, feed: &str) -> FeedSummary {
     let config = tickguard::config::Config::load(cfg).unwrap();
     let mut capture = tickguard::capture::CaptureReader::open(rec).unwrap();
     let mut outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
-    assert!(outcome.capture_error.is_none());
+    assert!(outcome.input_error.is_none());
     outcome
         .summary
         .feeds

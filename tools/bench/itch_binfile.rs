@@ -103,7 +103,7 @@ pub fn replay(path: &Path, one_thread: bool) -> anyhow::Result<(f64, ItchFeedSum
     )
     .map_err(anyhow::Error::msg)?;
     let secs = start.elapsed().as_secs_f64();
-    anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
+    anyhow::ensure!(outcome.input_error.is_none(), "replay stopped early");
     let mut itch = outcome.summary.itch;
     let feed = itch
         .remove("nasdaq")

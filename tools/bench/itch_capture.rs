@@ -78,7 +78,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         },
         |one_thread| {
             let (secs, outcome) = timed(one_thread)?;
-            anyhow::ensure!(outcome.capture_error.is_none(), "replay stopped early");
+            anyhow::ensure!(outcome.input_error.is_none(), "replay stopped early");
             Ok((secs, outcome))
         },
         |outcome| Ok(serde_json::to_value(&outcome.summary.itch)?),

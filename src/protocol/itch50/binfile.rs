@@ -1,6 +1,6 @@
 //! Nasdaq's historical BinaryFILE format (spec §5): ITCH messages, each
 //! preceded by a u16 big-endian length, plain or gzip (recognised by the
-//! magic bytes `1f 8b`).
+//! magic bytes `1f 8b`; one member or several, zero padding after the last).
 //!
 //! [`BinFile`] streams the file and hands out each record as a slice of
 //! the bytes read (`crate::readahead::Stream`): a multi-GB file is never
@@ -16,9 +16,9 @@
 //! 1.7× as fast when its inflating runs beside the books (BENCHMARKS.md).
 
 use crate::readahead::{Boxed, Stream};
-use flate2::read::MultiGzDecoder;
+use flate2::bufread::GzDecoder;
 use std::fs::File;
-use std::io::{self, BufReader, Cursor, Read};
+use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
 /// The two bytes that start a gzip member.
@@ -40,6 +40,13 @@ pub enum Error {
     /// The file ends one byte into a record's 2-byte length.
     #[error("truncated record at byte {offset} of the uncompressed stream: 1 of 2 length bytes")]
     TruncatedLength { offset: u64 },
+    /// Bytes follow the gzip stream's last member that are neither
+    /// another member nor zero padding: every record before them was read.
+    #[error(
+        "the gzip stream ends at byte {at} of the file and the bytes after it are not gzip \
+         (reading the record at byte {offset} of the uncompressed stream)"
+    )]
+    NotGzip { offset: u64, at: u64 },
     /// The file ends inside a record's body.
     #[error(
         "truncated record at byte {offset} of the uncompressed stream: \
@@ -84,7 +91,7 @@ impl BinFile<Boxed> {
         }
         let raw = Cursor::new(magic[..got].to_vec()).chain(source);
         let input: Boxed = if magic[..got].starts_with(&GZIP_MAGIC) {
-            Box::new(MultiGzDecoder::new(BufReader::with_capacity(BUFFER, raw)))
+            Box::new(Members::new(raw))
         } else {
             Box::new(raw)
         };
@@ -268,7 +275,12 @@ impl<R: Read> BinFile<R> {
     fn fill(&mut self, want: usize, start: u64) -> Result<&[u8], Error> {
         if let Err(io) = self.input.fill(want) {
             self.done = true;
-            return Err(Error::Io { offset: start, io });
+            return Err(
+                match io.get_ref().and_then(|e| e.downcast_ref::<NotGzip>()) {
+                    Some(&NotGzip { at }) => Error::NotGzip { offset: start, at },
+                    None => Error::Io { offset: start, io },
+                },
+            );
         }
         Ok(self.input.data())
     }
@@ -276,6 +288,100 @@ impl<R: Read> BinFile<R> {
     /// Bytes of the uncompressed stream read so far.
     pub fn offset(&self) -> u64 {
         self.input.offset()
+    }
+}
+
+/// A gzip file's members one after another (RFC 1952 §2.2: a gzip file
+/// is a series of members), decompressed as one stream. After a member,
+/// the input ends, or another member starts, or zero padding runs to the
+/// end (read as the end, as `gzip -d` does); anything else is a
+/// [`NotGzip`] error naming the byte where the last member ended.
+enum Members<R: Read> {
+    /// Inflating a member (boxed: the other states are a word).
+    Member(Box<GzDecoder<BufReader<Counted<R>>>>),
+    /// The input has ended.
+    End,
+    /// Bytes that are not gzip follow the member that ended at this offset.
+    NotGzip(u64),
+}
+
+/// Bytes after a gzip file's last member that are not gzip; `at` is the
+/// file offset where that member ended.
+#[derive(Debug, thiserror::Error)]
+#[error("bytes after the gzip member ending at byte {at} of the file are not gzip")]
+struct NotGzip {
+    at: u64,
+}
+
+/// A reader that counts the bytes it has handed out.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read> Members<R> {
+    fn new(raw: R) -> Members<R> {
+        let input = BufReader::with_capacity(
+            BUFFER,
+            Counted {
+                inner: raw,
+                read: 0,
+            },
+        );
+        Members::Member(Box::new(GzDecoder::new(input)))
+    }
+
+    /// What follows a member that has ended.
+    fn after(mut input: BufReader<Counted<R>>) -> io::Result<Members<R>> {
+        let at = input.get_ref().read - input.buffer().len() as u64;
+        let mut padding = false;
+        loop {
+            let rest = input.fill_buf()?;
+            let Some(&first) = rest.first() else {
+                return Ok(Members::End);
+            };
+            // A member's first byte; its decoder checks the rest.
+            if first == GZIP_MAGIC[0] && !padding {
+                return Ok(Members::Member(Box::new(GzDecoder::new(input))));
+            }
+            if rest.iter().any(|&b| b != 0) {
+                return Ok(Members::NotGzip(at));
+            }
+            padding = true;
+            let n = rest.len();
+            input.consume(n);
+        }
+    }
+}
+
+impl<R: Read> Read for Members<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self {
+                Members::Member(member) => {
+                    let n = member.read(buf)?;
+                    if n > 0 || buf.is_empty() {
+                        return Ok(n);
+                    }
+                }
+                Members::End => return Ok(0),
+                &mut Members::NotGzip(at) => {
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, NotGzip { at }))
+                }
+            }
+            // The member has ended.
+            if let Members::Member(ended) = std::mem::replace(self, Members::End) {
+                *self = Members::after(ended.into_inner())?;
+            }
+        }
     }
 }
 
@@ -326,7 +432,12 @@ mod tests {
 
     /// Every record (index, bytes) and the final error, if any.
     fn read_all(bytes: Vec<u8>) -> (Vec<(u64, Vec<u8>)>, Option<Error>) {
-        let mut r = BinFile::detect(Cursor::new(bytes)).unwrap();
+        read_all_from(Cursor::new(bytes))
+    }
+
+    /// [`read_all`] of what `source` reads.
+    fn read_all_from<S: Read + Send + 'static>(source: S) -> (Records, Option<Error>) {
+        let mut r = BinFile::detect(source).unwrap();
         let mut out = Vec::new();
         loop {
             match r.next_record() {
@@ -438,6 +549,71 @@ mod tests {
         assert!(err.is_none());
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].1, recs[1]);
+    }
+
+    /// [`read_all`] of `bytes` handed out in reads of 1 to `step` bytes.
+    fn read_trickled(bytes: Vec<u8>, step: usize) -> (Records, Option<Error>) {
+        read_all_from(Trickle {
+            bytes: Cursor::new(bytes),
+            step,
+            n: 0,
+        })
+    }
+
+    #[test]
+    fn bytes_after_the_last_gzip_member_are_named_where_the_member_ends() {
+        let recs = sample();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let plain = file_of(&refs);
+        let member = gzip(&plain);
+        let zeros = vec![0u8; 3000];
+        let mut two = member.clone();
+        two.extend(gzip(&plain));
+        for step in [1, 7, 1 << 20] {
+            // Zero padding after the last member is the end (as `gzip -d`).
+            let (got, err) = read_trickled([&member[..], &zeros].concat(), step);
+            assert!(err.is_none(), "step {step}: {err:?}");
+            assert_eq!(got.len(), recs.len(), "step {step}");
+            // Anything else names the member's end, after every record.
+            for tail in [&b"junk"[..], &[0, 0, 0, 9], &[0x1f], &[0; 3000], &member] {
+                let bytes = [&member[..], &zeros[..2], tail].concat();
+                let (got, err) = read_trickled(bytes, step);
+                assert_eq!(got.len(), recs.len(), "step {step}");
+                if tail.iter().all(|&b| b == 0) {
+                    assert!(err.is_none(), "step {step}: {err:?}");
+                    continue;
+                }
+                // A member after padding is not read: a file with a hole in it.
+                let Some(Error::NotGzip { offset, at }) = err else {
+                    panic!("step {step}, tail {tail:?}: {err:?}");
+                };
+                assert_eq!(
+                    (offset, at),
+                    (plain.len() as u64, member.len() as u64),
+                    "step {step}"
+                );
+            }
+            // Right after a member, junk, or a lone first magic byte, is not gzip either.
+            for tail in [&b"junk"[..], &[GZIP_MAGIC[0]]] {
+                let (got, err) = read_trickled([&member[..], tail].concat(), step);
+                assert_eq!(got.len(), recs.len(), "step {step}");
+                assert!(err.is_some(), "step {step}: {tail:?}");
+            }
+            let (got, err) = read_trickled(two.clone(), step);
+            assert!(err.is_none(), "step {step}: {err:?}");
+            assert_eq!(got.len(), 2 * recs.len(), "step {step}");
+        }
+        let bytes = [&member[..], b"junk"].concat();
+        let (_, err) = read_all(bytes);
+        assert_eq!(
+            err.unwrap().to_string(),
+            format!(
+                "the gzip stream ends at byte {} of the file and the bytes after it are not \
+                 gzip (reading the record at byte {} of the uncompressed stream)",
+                member.len(),
+                plain.len()
+            )
+        );
     }
 
     #[test]
