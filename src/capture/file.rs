@@ -603,6 +603,36 @@ mod tests {
         assert_eq!(TsUnit::from_tsresol(0xff).to_ns(u64::MAX), 0);
     }
 
+    /// A legacy record's sub-second field is added as it stands, a second
+    /// or more included (README, `tickguard replay`).
+    #[test]
+    fn a_sub_second_field_of_a_second_or_more_is_added_as_it_stands() {
+        for (nanos, frac, ns) in [
+            (false, 999_999, 999_999_000),
+            (false, 1_000_000, 1_000_000_000),
+            (false, u32::MAX, u64::from(u32::MAX) * 1_000),
+            (true, 1_000_000_000, 1_000_000_000),
+            (true, u32::MAX, u64::from(u32::MAX)),
+        ] {
+            for big_endian in [false, true] {
+                let word = |v: u32| {
+                    if big_endian {
+                        v.to_be_bytes()
+                    } else {
+                        v.to_le_bytes()
+                    }
+                };
+                let block = [word(7), word(frac), word(4), word(4), [1, 2, 3, 4]].concat();
+                let Ok(Record::Packet { time_ns, frame, .. }) =
+                    decode_legacy(&block, 24, big_endian, nanos, None)
+                else {
+                    panic!("frac {frac}: not a packet");
+                };
+                assert_eq!((time_ns, frame), (7_000_000_000 + ns, &[1, 2, 3, 4][..]));
+            }
+        }
+    }
+
     #[test]
     fn interface_offsets() {
         let i = Interface {
