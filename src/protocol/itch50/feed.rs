@@ -14,7 +14,7 @@ use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
 use super::mold::{Kind, Packet, Session};
-use super::sequencer::{self, Apply, Outcome, Sequencer};
+use super::sequencer::{self, Apply, Outcome, Sequencer, SessionOf};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;
@@ -727,17 +727,9 @@ impl Feed {
 
     fn on_packet(&mut self, p: &Packet<&[u8]>, t: u64) -> Outcome {
         let session = p.session();
-        // A session other than the current one is looked up once: the
-        // current session's packets (nearly all) need no look-up.
-        let (new, stale) = match self.seq.session() {
-            None => (true, false),
-            Some(cur) if cur == session => (false, false),
-            Some(_) => {
-                let past = self.seq.is_past(session);
-                (!past, past)
-            }
-        };
-        if new {
+        let of = self.seq.classify(session);
+        let stale = of == SessionOf::Past;
+        if matches!(of, SessionOf::First | SessionOf::Next) {
             if let Some(log) = &mut self.state.log {
                 log.events.push(Event::NewSession { session });
             }
@@ -759,7 +751,7 @@ impl Feed {
             state.prefetch_all(p.messages().map(|(_, m)| m.bytes()));
         }
         state.last_ts = NO_TIME;
-        let out = seq.on_packet_into(p, t, state);
+        let out = seq.on_packet_of(p, of, t, state);
         if let Some(log) = &mut state.log {
             let packet = PacketInfo {
                 session,

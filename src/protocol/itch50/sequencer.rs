@@ -81,6 +81,19 @@ pub struct Counters {
     pub gaps_given_up: u64,
 }
 
+/// A packet's session against a stream's ([`Sequencer::classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionOf {
+    /// The stream has had no packet yet: the packet starts its first session.
+    First,
+    /// The stream's current session.
+    Current,
+    /// A session the stream has not had: the packet starts it (spec §3.1).
+    Next,
+    /// A session the stream had before its current one.
+    Past,
+}
+
 /// What one packet did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -374,10 +387,17 @@ impl Sequencer {
         self.session
     }
 
-    /// True for a session this stream had before its current one (a
-    /// packet of it is a late copy: counted, otherwise ignored).
-    pub fn is_past(&self, session: Session) -> bool {
-        self.past.set.contains(&session)
+    /// How a packet of `session` stands against this stream's sessions:
+    /// the current one's packets (nearly all) need no look-up.
+    pub fn classify(&self, session: Session) -> SessionOf {
+        match self.session {
+            None => SessionOf::First,
+            Some(cur) if cur == session => SessionOf::Current,
+            // A session this stream had before its current one: a packet
+            // of it is a late copy, counted, otherwise ignored.
+            Some(_) if self.past.set.contains(&session) => SessionOf::Past,
+            Some(_) => SessionOf::Next,
+        }
     }
 
     /// The next sequence to apply, `None` before the session's first packet.
@@ -498,25 +518,39 @@ impl Sequencer {
         t: u64,
         apply: &mut impl Apply,
     ) -> Outcome {
+        let of = self.classify(packet.session());
+        self.on_packet_of(packet, of, t, apply)
+    }
+
+    /// [`on_packet_into`](Self::on_packet_into) for a packet whose session
+    /// the caller has classified (`of`, from [`classify`](Self::classify)
+    /// since this stream's last packet).
+    pub fn on_packet_of<T: AsRef<[u8]>>(
+        &mut self,
+        packet: &Packet<T>,
+        of: SessionOf,
+        t: u64,
+        apply: &mut impl Apply,
+    ) -> Outcome {
+        debug_assert_eq!(of, self.classify(packet.session()));
         let mut out = Outcome::default();
         let t = t.max(self.latest_t);
         self.latest_t = t;
-        let s = packet.session();
-        match self.session {
-            Some(cur) if cur == s => {}
-            Some(cur) => {
-                if self.is_past(s) {
-                    self.counters.stale_session += 1;
-                    out.stale_session = true;
-                    return out;
-                }
+        match (of, self.session) {
+            (SessionOf::Current, _) => {}
+            (SessionOf::Past, _) => {
+                self.counters.stale_session += 1;
+                out.stale_session = true;
+                return out;
+            }
+            (SessionOf::Next, Some(cur)) => {
                 self.past.push(cur);
                 self.reset();
-                self.session = Some(s);
+                self.session = Some(packet.session());
                 self.counters.session_changes += 1;
                 out.new_session = true;
             }
-            None => self.session = Some(s),
+            (SessionOf::First | SessionOf::Next, _) => self.session = Some(packet.session()),
         }
         let start = packet.sequence();
         let first_packet = self.next.is_none();
