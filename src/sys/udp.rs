@@ -56,15 +56,26 @@ fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> 
 impl LineInfo {
     /// One line saying that the receive buffer is smaller than requested
     /// (refused, or capped by `net.core.rmem_max`: Linux reports twice the
-    /// size it accepted), with what was granted; `None` when it was granted.
+    /// size it accepted) or of unknown size, with what was granted; `None`
+    /// when it was granted.
     pub fn rcvbuf_shortfall(&self) -> Option<String> {
         let (asked, got) = (self.rcvbuf_requested, self.rcvbuf);
         if let Some(e) = &self.rcvbuf_error {
+            // Nothing accepted: what SO_RCVBUF reads is the default as it
+            // stands (net.core.rmem_default), not doubled.
+            let keeps = match got {
+                0 => "a receive buffer of unknown size".to_string(),
+                _ => format!("the default receive buffer, {got} bytes"),
+            };
             return Some(format!(
-                "line {}: SO_RCVBUF of {asked} bytes refused ({e}); the receive buffer stays \
-                 at {} bytes (SO_RCVBUF reads {got}: Linux doubles what it accepts)",
-                self.addr,
-                got / 2
+                "line {}: SO_RCVBUF of {asked} bytes refused ({e}); the socket keeps {keeps}",
+                self.addr
+            ));
+        }
+        if got == 0 {
+            return Some(format!(
+                "line {}: SO_RCVBUF of {asked} bytes set, but its size could not be read back",
+                self.addr
             ));
         }
         (got < asked.saturating_mul(2)).then(|| {
@@ -444,9 +455,26 @@ mod tests {
             rcvbuf_error: Some("Operation not permitted (os error 1)".into()),
             ..small.info
         };
+        let unknown = LineInfo {
+            rcvbuf: 0,
+            ..refused.clone()
+        };
+        assert!(unknown
+            .rcvbuf_shortfall()
+            .unwrap()
+            .ends_with("the socket keeps a receive buffer of unknown size"));
+        let unread = LineInfo {
+            rcvbuf: 0,
+            rcvbuf_error: None,
+            ..refused.clone()
+        };
+        assert!(unread
+            .rcvbuf_shortfall()
+            .unwrap()
+            .ends_with("SO_RCVBUF of 4096 bytes set, but its size could not be read back"));
         assert!(refused
             .rcvbuf_shortfall()
             .unwrap()
-            .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the receive buffer stays at"));
+            .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the socket keeps the default receive buffer, "));
     }
 }

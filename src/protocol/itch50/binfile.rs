@@ -19,6 +19,7 @@ use crate::readahead::{Boxed, Stream};
 use flate2::bufread::GzDecoder;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::Path;
 
 /// The two bytes that start a gzip member.
@@ -40,8 +41,9 @@ pub enum Error {
     /// The file ends one byte into a record's 2-byte length.
     #[error("truncated record at byte {offset} of the uncompressed stream: 1 of 2 length bytes")]
     TruncatedLength { offset: u64 },
-    /// Bytes follow the gzip stream's last member that are neither
-    /// another member nor zero padding: every record before them was read.
+    /// Bytes follow the gzip stream's last member that are neither another
+    /// member nor zero padding to the end (a member after padding is such
+    /// bytes too): every record before them was read.
     #[error(
         "the gzip stream ends at byte {at} of the file and the bytes after it are not gzip \
          (reading the record at byte {offset} of the uncompressed stream)"
@@ -294,16 +296,33 @@ impl<R: Read> BinFile<R> {
 /// A gzip file's members one after another (RFC 1952 §2.2: a gzip file
 /// is a series of members), decompressed as one stream. After a member,
 /// the input ends, or another member starts, or zero padding runs to the
-/// end (read as the end, as `gzip -d` does); anything else is a
-/// [`NotGzip`] error naming the byte where the last member ended.
+/// end (read as the end, as `gzip -d` does); anything else, a member after
+/// zero padding included, is a [`NotGzip`] error naming the byte where the
+/// last member ended.
 enum Members<R: Read> {
-    /// Inflating a member (boxed: the other states are a word).
-    Member(Box<GzDecoder<BufReader<Counted<R>>>>),
+    /// Inflating a member (boxed: the other states are a few words).
+    Member(Box<GzDecoder<Input<R>>>),
+    /// After the member that ended at file offset `at`; `padding` once
+    /// zeros have been skipped.
+    Between {
+        input: Box<Input<R>>,
+        at: u64,
+        padding: bool,
+    },
     /// The input has ended.
     End,
     /// Bytes that are not gzip follow the member that ended at this offset.
     NotGzip(u64),
+    /// An error other than [`Interrupted`](io::ErrorKind::Interrupted)
+    /// was returned: reading on is an error too, never a clean end.
+    Failed,
 }
+
+/// The compressed bytes, counted.
+type Input<R> = BufReader<Counted<R>>;
+
+/// What [`Members::step`] leads to.
+type Step<R> = ControlFlow<(Members<R>, io::Result<usize>), Members<R>>;
 
 /// Bytes after a gzip file's last member that are not gzip; `at` is the
 /// file offset where that member ended.
@@ -339,25 +358,78 @@ impl<R: Read> Members<R> {
         Members::Member(Box::new(GzDecoder::new(input)))
     }
 
-    /// What follows a member that has ended.
-    fn after(mut input: BufReader<Counted<R>>) -> io::Result<Members<R>> {
-        let at = input.get_ref().read - input.buffer().len() as u64;
-        let mut padding = false;
-        loop {
-            let rest = input.fill_buf()?;
-            let Some(&first) = rest.first() else {
-                return Ok(Members::End);
-            };
-            // A member's first byte; its decoder checks the rest.
-            if first == GZIP_MAGIC[0] && !padding {
-                return Ok(Members::Member(Box::new(GzDecoder::new(input))));
+    /// One step of reading into `buf` from `self` (taken): `Continue` with
+    /// the next state, or `Break` with the state to keep and what `read`
+    /// returns now.
+    fn step(self, buf: &mut [u8]) -> Step<R> {
+        match self {
+            Members::Member(mut member) => match member.read(buf) {
+                Ok(0) if !buf.is_empty() => {
+                    let input = member.into_inner();
+                    let at = input.get_ref().read - input.buffer().len() as u64;
+                    Continue(Members::Between {
+                        input: Box::new(input),
+                        at,
+                        padding: false,
+                    })
+                }
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                    Break((Members::Failed, Err(e)))
+                }
+                read => Break((Members::Member(member), read)),
+            },
+            Members::Between {
+                mut input,
+                at,
+                padding,
+            } => {
+                let (first, zeros) = match input.fill_buf() {
+                    Ok(rest) => (rest.first().copied(), rest.iter().all(|&b| b == 0)),
+                    Err(e) => return Break((Members::Between { input, at, padding }, Err(e))),
+                };
+                Continue(match first {
+                    None => Members::End,
+                    Some(b) if b == GZIP_MAGIC[0] && !padding => {
+                        let mut member = Box::new(GzDecoder::new(*input));
+                        if member.header().is_none() {
+                            // The header's error, which reading returns.
+                            match member.read(&mut []) {
+                                // Not a header, or cut short: not a member.
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof
+                                    ) =>
+                                {
+                                    return Continue(Members::NotGzip(at));
+                                }
+                                Err(e) => return Break((Members::Failed, Err(e))),
+                                Ok(_) => {}
+                            }
+                        }
+                        Members::Member(member)
+                    }
+                    Some(_) if !zeros => Members::NotGzip(at),
+                    Some(_) => {
+                        let n = input.buffer().len();
+                        input.consume(n);
+                        Members::Between {
+                            input,
+                            at,
+                            padding: true,
+                        }
+                    }
+                })
             }
-            if rest.iter().any(|&b| b != 0) {
-                return Ok(Members::NotGzip(at));
-            }
-            padding = true;
-            let n = rest.len();
-            input.consume(n);
+            Members::End => Break((Members::End, Ok(0))),
+            Members::NotGzip(at) => Break((
+                Members::NotGzip(at),
+                Err(io::Error::new(io::ErrorKind::InvalidData, NotGzip { at })),
+            )),
+            Members::Failed => Break((
+                Members::Failed,
+                Err(io::Error::other("the gzip stream failed before")),
+            )),
         }
     }
 }
@@ -365,21 +437,12 @@ impl<R: Read> Members<R> {
 impl<R: Read> Read for Members<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match self {
-                Members::Member(member) => {
-                    let n = member.read(buf)?;
-                    if n > 0 || buf.is_empty() {
-                        return Ok(n);
-                    }
+            match std::mem::replace(self, Members::Failed).step(buf) {
+                Continue(next) => *self = next,
+                Break((keep, read)) => {
+                    *self = keep;
+                    return read;
                 }
-                Members::End => return Ok(0),
-                &mut Members::NotGzip(at) => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, NotGzip { at }))
-                }
-            }
-            // The member has ended.
-            if let Members::Member(ended) = std::mem::replace(self, Members::End) {
-                *self = Members::after(ended.into_inner())?;
             }
         }
     }
@@ -593,11 +656,21 @@ mod tests {
                     "step {step}"
                 );
             }
-            // Right after a member, junk, or a lone first magic byte, is not gzip either.
-            for tail in [&b"junk"[..], &[GZIP_MAGIC[0]]] {
+            // Right after a member: junk, a header's first bytes, a bad header.
+            for tail in [
+                &b"junk"[..],
+                &[0x1f],
+                &GZIP_MAGIC,
+                &[0x1f, 0x8b, 9, 0],
+                &[0x1f, 0],
+            ] {
                 let (got, err) = read_trickled([&member[..], tail].concat(), step);
                 assert_eq!(got.len(), recs.len(), "step {step}");
-                assert!(err.is_some(), "step {step}: {tail:?}");
+                let Some(Error::NotGzip { offset, at }) = err else {
+                    panic!("step {step}, tail {tail:?}: {err:?}");
+                };
+                let want = (plain.len() as u64, member.len() as u64);
+                assert_eq!((offset, at), want, "step {step}");
             }
             let (got, err) = read_trickled(two.clone(), step);
             assert!(err.is_none(), "step {step}: {err:?}");
@@ -614,6 +687,45 @@ mod tests {
                 plain.len()
             )
         );
+    }
+
+    /// A source that is interrupted before every other read.
+    struct Interrupting<R> {
+        inner: R,
+        calls: u64,
+    }
+
+    impl<R: Read> Read for Interrupting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 2 == 1 {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            self.inner.read(buf)
+        }
+    }
+
+    #[test]
+    fn interrupted_reads_lose_nothing_at_member_boundaries() {
+        let recs = sample();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let member = gzip(&file_of(&refs));
+        let bytes = [&member[..], &member, &[0; 100], b"x"].concat();
+        for step in [1, 3, 1 << 20] {
+            let (got, err) = read_all_from(Interrupting {
+                inner: Trickle {
+                    bytes: Cursor::new(bytes.clone()),
+                    step,
+                    n: 0,
+                },
+                calls: 0,
+            });
+            assert_eq!(got.len(), 2 * recs.len(), "step {step}");
+            let Some(Error::NotGzip { at, .. }) = err else {
+                panic!("step {step}: {err:?}");
+            };
+            assert_eq!(at, 2 * member.len() as u64, "step {step}");
+        }
     }
 
     #[test]

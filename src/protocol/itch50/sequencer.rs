@@ -524,7 +524,8 @@ impl Sequencer {
 
     /// [`on_packet_into`](Self::on_packet_into) for a packet whose session
     /// the caller has classified (`of`, from [`classify`](Self::classify)
-    /// since this stream's last packet).
+    /// since this stream's last packet), so that the past sessions are
+    /// looked up once.
     pub fn on_packet_of<T: AsRef<[u8]>>(
         &mut self,
         packet: &Packet<T>,
@@ -536,21 +537,24 @@ impl Sequencer {
         let mut out = Outcome::default();
         let t = t.max(self.latest_t);
         self.latest_t = t;
-        match (of, self.session) {
-            (SessionOf::Current, _) => {}
-            (SessionOf::Past, _) => {
+        // `of` only tells a past session from a new one: the stream's own
+        // state decides the rest.
+        let s = packet.session();
+        match self.session {
+            Some(cur) if cur == s => {}
+            Some(_) if of == SessionOf::Past => {
                 self.counters.stale_session += 1;
                 out.stale_session = true;
                 return out;
             }
-            (SessionOf::Next, Some(cur)) => {
+            Some(cur) => {
                 self.past.push(cur);
                 self.reset();
-                self.session = Some(packet.session());
+                self.session = Some(s);
                 self.counters.session_changes += 1;
                 out.new_session = true;
             }
-            (SessionOf::First | SessionOf::Next, _) => self.session = Some(packet.session()),
+            None => self.session = Some(s),
         }
         let start = packet.sequence();
         let first_packet = self.next.is_none();
