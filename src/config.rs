@@ -49,7 +49,7 @@
 //! ```
 
 use crate::clock::OffsetMode;
-use crate::protocol::sqf::rules::FeedKind;
+use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use serde::Deserialize;

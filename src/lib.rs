@@ -54,6 +54,7 @@ pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod engine;
 pub mod explain;
 pub mod handler;
 pub mod metrics;

@@ -572,8 +572,8 @@ mod tests {
     /// also gets its status flags and extension counters, an SQF feed none.
     #[test]
     fn exchange_feeds_get_status_and_extension_metrics() {
-        use crate::protocol::sqf::rules::FeedKind;
         use crate::shm::{FeedInfo, Publication};
+        use crate::state::FeedKind;
         use crate::state::{FeedStatus, Level, StateTable, Top};
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("shm");

@@ -19,9 +19,9 @@
 #![allow(unsafe_code)]
 
 use crate::config::Protocol;
-use crate::protocol::sqf::rules::FeedKind;
 use crate::shm::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
 pub use crate::state::slot::{Record, Side};
+use crate::state::FeedKind;
 pub use crate::state::{FeedStatus, Price};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;

@@ -965,7 +965,7 @@ fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted:
                 duplicates: c.duplicates,
                 ticks_lost: c.ticks_lost,
                 table_full_drops: c.table_full,
-                clock_offset_ns: f.clock.offset(),
+                clock_offset_ns: f.offset(),
                 symbols: BTreeMap::new(),
             };
             (f.config.name.clone(), s)

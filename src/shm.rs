@@ -71,9 +71,9 @@
 #![allow(unsafe_code)]
 
 use crate::config::Protocol;
-use crate::protocol::sqf::rules::FeedKind;
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
+use crate::state::FeedKind;
 use crate::state::{FeedStatus, FeedStatusWords};
 use std::ffi::OsString;
 use std::fs::File;

@@ -7,10 +7,10 @@
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
 use crate::config::Protocol;
-use crate::protocol::sqf::rules::FeedKind;
 use crate::protocol::Rejected;
 use crate::reader::{Health, Reader};
 use crate::shm::counter;
+use crate::state::FeedKind;
 use crate::state::{FeedStatus, Record, Side};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;

@@ -1,6 +1,6 @@
 //! The verdict a pre-trade check gets (SQF section 5).
 
-use crate::protocol::sqf::rules::SymbolState;
+use crate::state::SymbolState;
 use std::fmt;
 
 /// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
@@ -151,46 +151,48 @@ pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i128, now: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::sqf::rules::{FeedKind, Price};
+    use crate::state::quote::{Price, SeqTrack};
 
     const TH: Thresholds = Thresholds {
         stale_ns: 500,
         source_ns: 2000,
     };
 
+    /// A valid price from `source_time` (provider clock), alive at `t`.
     fn fresh(t: u64, source_time: u64) -> SymbolState {
-        let mut s = SymbolState::default();
-        s.on_quote(
-            FeedKind::Full,
-            1,
-            Price {
+        SymbolState {
+            seq: SeqTrack {
+                baseline: true,
+                last_seq: 1,
+                ..SeqTrack::default()
+            },
+            price: Some(Price {
                 bid: 1.0,
                 ask: 2.0,
                 source_time,
-            },
-            t,
-        );
-        s
+            }),
+            last_alive: t,
+            ..SymbolState::default()
+        }
     }
 
     #[test]
     fn unknown_or_priceless_is_only_no_quote() {
         assert_eq!(evaluate(None, TH, 0, 10), Reasons::NO_QUOTE);
-        let mut s = SymbolState::default();
-        s.on_heartbeat(5, 1); // baseline + suspect, no price
-        assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE);
-        let mut s = SymbolState::default();
-        s.on_quote(
-            FeedKind::Delta,
-            1,
-            Price {
-                bid: 0.0,
-                ask: 1.0,
-                source_time: 0,
+        // A baseline, suspect, no price (a first heartbeat).
+        let mut s = SymbolState {
+            seq: SeqTrack {
+                baseline: true,
+                last_seq: 4,
+                ..SeqTrack::default()
             },
-            1,
-        );
-        assert!(s.invalid && s.suspect);
+            suspect: true,
+            last_alive: 1,
+            ..SymbolState::default()
+        };
+        assert_eq!(evaluate(Some(&s), TH, 0, 1_000_000), Reasons::NO_QUOTE);
+        // An invalid first price on a delta feed.
+        s.invalid = true;
         assert_eq!(
             evaluate(Some(&s), TH, 0, 1_000_000),
             Reasons::NO_QUOTE,

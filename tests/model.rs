@@ -782,7 +782,7 @@ fn check_offsets(mf: &ModelFeed, sym: &str, t: u64) -> Vec<u64> {
 fn compare(h: &Handler, m: &[ModelFeed; 2], t: u64) -> Result<(), String> {
     for (f, mf) in m.iter().enumerate() {
         let feed = &h.feeds()[f];
-        let got = feed.clock.offset();
+        let got = feed.offset();
         if got != mf.offset {
             return Err(format!(
                 "feed {f}: offset: handler {got}, model {}",
@@ -1310,17 +1310,17 @@ fn auto_offset_is_a_sliding_window_minimum() {
         ..fixed_setup()
     };
     let mut p = Pair::new(&setup);
-    assert_eq!(p.h.feeds()[0].clock.offset(), 0);
+    assert_eq!(p.h.feeds()[0].offset(), 0);
     // a − send: 3 ms, then 1 ms, then 4 ms.
     p.send(0, &quote(T0 - 3 * MS, "A", 1), T0);
     p.send(0, &quote(T0 + MS, "A", 2), T0 + 2 * MS);
-    assert_eq!(p.h.feeds()[0].clock.offset(), MS as i128);
+    assert_eq!(p.h.feeds()[0].offset(), MS as i128);
     p.send(0, &quote(T0 + 2 * MS, "A", 3), T0 + 6 * MS);
     // T0 + 2 ms is still inside (T0 + 1 ms, T0 + 6 ms].
-    assert_eq!(p.h.feeds()[0].clock.offset(), MS as i128);
+    assert_eq!(p.h.feeds()[0].offset(), MS as i128);
     // At T0 + 7 ms it has left the window; the 4 ms packet remains, plus a 5 ms one.
     p.send(0, &quote(T0 + 2 * MS, "A", 4), T0 + 7 * MS);
-    assert_eq!(p.h.feeds()[0].clock.offset(), 4 * MS as i128);
+    assert_eq!(p.h.feeds()[0].offset(), 4 * MS as i128);
     // Source age 1 ms on the provider clock = now − source_time − offset.
     assert_eq!(p.reasons(0, "A", T0 + 10 * MS), Vec::<&str>::new());
     assert_eq!(
@@ -1441,7 +1441,7 @@ fn offset_window_minimum_expires_after_many_rising_samples() {
     // not above the 1 ms threshold.
     b.quote(sym("A"), 1, send - 1, 1.0, 1.5);
     h.on_datagram(0, &b.finish(), a).unwrap();
-    assert_eq!(h.feeds()[0].clock.offset(), (MS + 1) as i128);
+    assert_eq!(h.feeds()[0].offset(), (MS + 1) as i128);
     let got: Vec<_> = h.verdict(0, sym("A"), a).names().collect();
     assert_eq!(got, Vec::<&str>::new());
 }

@@ -64,7 +64,7 @@ mod tracking;
 pub use itch::{ItchExplain, Step as ItchStep, Trigger};
 
 use crate::config::FeedConfig;
-use crate::protocol::sqf::rules::SymbolState;
+use crate::state::SymbolState;
 use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
 use std::collections::HashMap;

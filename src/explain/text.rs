@@ -1,7 +1,7 @@
 //! The `--explain`, `--explain-all` and `--at` text.
 
 use super::{iso, AtState, BeatStep, Cause, Event, Forensics, Note, Step};
-use crate::protocol::sqf::rules::FeedKind;
+use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use std::fmt::Write as _;

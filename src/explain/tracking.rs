@@ -424,7 +424,7 @@ impl Observer for Forensics {
         let Some(hf) = handler.feeds().get(feed as usize) else {
             return;
         };
-        let offset = hf.clock.offset();
+        let offset = hf.offset();
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return;
         };

@@ -4,18 +4,166 @@
 //!
 //! - [`sqf`]: SQF v1, the Simple Quote Feed.
 //! - [`itch50`]: Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
+//!
+//! This file is the registry: the one place that lists them. Each
+//! protocol's feed engine implements [`FeedEngine`]; [`Engine`] holds one of
+//! them per feed and forwards every call through an exhaustive `match`, so a
+//! new protocol that is not wired everywhere does not compile.
 
 pub mod itch50;
 pub mod sqf;
 
 pub use crate::config::Protocol;
-
-/// Most reject reasons any protocol has (counter arrays are this long).
-pub const MAX_REJECT_REASONS: usize = 9;
+pub use crate::engine::MAX_REJECT_REASONS;
+use crate::engine::{Cx, FeedEngine, Reason, View};
+use crate::shm::Publication;
+use crate::symbol::Symbol;
+use crate::verdict::Reasons;
 
 const _: () = assert!(
     sqf::Reject::ALL.len() <= MAX_REJECT_REASONS && itch50::Reject::ALL.len() <= MAX_REJECT_REASONS
 );
+
+/// A feed's engine, by protocol: chosen once per feed from its
+/// configuration, matched once per datagram (no dynamic call). SQF's is
+/// held inline (a few hundred bytes, read on every datagram); ITCH's, which
+/// owns large tables of its own, behind a box.
+#[allow(clippy::large_enum_variant)]
+pub enum Engine {
+    /// SQF: per-symbol state in the handler's state table.
+    Sqf(sqf::feed::Feed),
+    /// ITCH 5.0 over MoldUDP64: the feed keeps its stream, books and
+    /// symbols itself (spec itch50 §3).
+    Itch50(Box<itch50::engine::Engine>),
+}
+
+/// Forwards `$call` to the engine inside `$engine`, whatever its protocol.
+macro_rules! each {
+    ($engine:expr, $e:ident => $call:expr) => {
+        match $engine {
+            Engine::Sqf($e) => $call,
+            Engine::Itch50($e) => $call,
+        }
+    };
+}
+
+impl Engine {
+    /// The engine for feed `config` over a table of `capacity` slots, with
+    /// clock-offset queues of at most `offset_queue` entries; `shared`: the
+    /// table lives in shared memory.
+    pub fn new(
+        config: &crate::config::FeedConfig,
+        capacity: usize,
+        offset_queue: usize,
+        shared: bool,
+    ) -> Engine {
+        match config.protocol {
+            Protocol::Sqf => Engine::Sqf(sqf::feed::Feed::new(
+                config.kind,
+                crate::clock::OffsetEstimator::new(config.offset, offset_queue),
+                capacity,
+            )),
+            Protocol::Itch50 => {
+                let c = config
+                    .itch
+                    .as_ref()
+                    .expect("the configuration gives every itch50 feed its settings");
+                Engine::Itch50(Box::new(itch50::engine::Engine::new(
+                    c,
+                    config.offset,
+                    offset_queue,
+                    shared,
+                )))
+            }
+        }
+    }
+
+    /// See [`FeedEngine::on_datagram`].
+    #[inline]
+    pub fn on_datagram(
+        &mut self,
+        cx: Cx<'_>,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Rejected> {
+        match self {
+            Engine::Sqf(e) => e.on_datagram(cx, line, payload, t).map_err(Rejected::Sqf),
+            Engine::Itch50(e) => e
+                .on_datagram(cx, line, payload, t)
+                .map_err(Rejected::Itch50),
+        }
+    }
+
+    /// See [`FeedEngine::messages_in`].
+    pub fn messages_in(&self, payload: &[u8]) -> u64 {
+        each!(self, e => e.messages_in(payload))
+    }
+
+    /// See [`FeedEngine::offset`].
+    pub fn offset(&self) -> i128 {
+        each!(self, e => e.offset())
+    }
+
+    /// See [`FeedEngine::catch_up`].
+    pub fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
+        each!(self, e => e.catch_up(cx, now))
+    }
+
+    /// See [`FeedEngine::verdict`].
+    pub fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+        each!(self, e => e.verdict(cx, symbol, now))
+    }
+
+    /// See [`FeedEngine::write_counters`].
+    pub fn write_counters(&self, p: &Publication, id: u16) {
+        each!(self, e => e.write_counters(p, id))
+    }
+
+    /// See [`FeedEngine::pipeline`].
+    pub fn pipeline(&mut self, on: bool) {
+        each!(self, e => e.pipeline(on))
+    }
+
+    /// See [`FeedEngine::settle`].
+    pub fn settle(&mut self) {
+        each!(self, e => e.settle())
+    }
+
+    /// The ITCH feed, for an `itch50` feed.
+    pub fn itch(&self) -> Option<&itch50::feed::Feed> {
+        match self {
+            Engine::Itch50(e) => Some(e.feed()),
+            Engine::Sqf(_) => None,
+        }
+    }
+
+    /// The ITCH feed, for an `itch50` feed, to watch it (`--explain`).
+    pub fn itch_mut(&mut self) -> Option<&mut itch50::feed::Feed> {
+        match self {
+            Engine::Itch50(e) => Some(e.feed_mut()),
+            Engine::Sqf(_) => None,
+        }
+    }
+
+    /// The ITCH engine, for an `itch50` feed (BinaryFILE replay).
+    pub fn itch_engine_mut(&mut self) -> Option<&mut itch50::engine::Engine> {
+        match self {
+            Engine::Itch50(e) => Some(e),
+            Engine::Sqf(_) => None,
+        }
+    }
+}
+
+/// Evaluates `$call` with the reason inside `$rejected`, whatever its protocol.
+macro_rules! each_reason {
+    ($rejected:expr, $r:ident => $call:expr) => {
+        match $rejected {
+            Rejected::Sqf($r) => $call,
+            Rejected::Itch50($r) => $call,
+        }
+    };
+}
 
 /// Why a datagram was rejected whole, in the protocol of its feed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,37 +177,29 @@ pub enum Rejected {
 impl Rejected {
     /// Position in its protocol's list of reasons ([`reasons`]).
     pub fn index(self) -> usize {
-        match self {
-            Rejected::Sqf(r) => r.index(),
-            Rejected::Itch50(r) => r.index(),
-        }
+        each_reason!(self, r => Reason::index(r))
     }
 
     /// Stable snake_case name, as counted and logged.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Rejected::Sqf(r) => r.as_str(),
-            Rejected::Itch50(r) => r.as_str(),
-        }
-    }
-
-    /// The reason at `index` of `protocol`'s list.
-    pub fn from_index(protocol: Protocol, index: usize) -> Option<Rejected> {
-        match protocol {
-            Protocol::Sqf => sqf::Reject::ALL.get(index).map(|r| Rejected::Sqf(*r)),
-            Protocol::Itch50 => itch50::Reject::ALL.get(index).map(|r| Rejected::Itch50(*r)),
-        }
+        each_reason!(self, r => Reason::as_str(r))
     }
 
     /// A hint after a reason that means the packets are not of the feed's
     /// protocol at all (another protocol on the group): " (not SQF?)".
     pub fn hint(self) -> &'static str {
-        match self {
-            Rejected::Sqf(sqf::Reject::Short | sqf::Reject::Magic | sqf::Reject::Version) => {
-                " (not SQF?)"
-            }
-            Rejected::Itch50(itch50::Reject::Short) => " (not MoldUDP64?)",
-            _ => "",
+        each_reason!(self, r => Reason::hint(r))
+    }
+
+    /// The reason at `index` of `protocol`'s list.
+    pub fn from_index(protocol: Protocol, index: usize) -> Option<Rejected> {
+        match protocol {
+            Protocol::Sqf => <sqf::Reject as Reason>::ALL
+                .get(index)
+                .map(|r| Rejected::Sqf(*r)),
+            Protocol::Itch50 => <itch50::Reject as Reason>::ALL
+                .get(index)
+                .map(|r| Rejected::Itch50(*r)),
         }
     }
 }

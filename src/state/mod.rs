@@ -6,6 +6,7 @@
 mod index;
 pub use crate::sys::memory::prefetch;
 pub mod price;
+pub mod quote;
 pub mod seqlock;
 pub mod slot;
 
@@ -14,6 +15,7 @@ use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
 use index::Index;
 pub use price::Price;
+pub use quote::{FeedKind, SeqTrack, SymbolState};
 use seqlock::SeqLock;
 pub use slot::{Level, Record, Side, Slot, Top};
 use std::sync::atomic::{AtomicU64, Ordering};

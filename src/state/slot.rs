@@ -26,8 +26,8 @@
 //! exchange feed publishes its book top with [`Slot::write_top`] (format 1).
 
 use super::price::Price as Exact;
+use super::quote::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use super::seqlock::SeqLock;
-use crate::protocol::sqf::rules::{Price, RuleState, SeqTrack, Sequence, SymbolState};
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -502,42 +502,70 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
+    /// One write through the [`Sequence`] and [`RuleState`] interface.
+    #[derive(Debug, Clone, Copy)]
+    enum Op {
+        LastSeq(u64),
+        Lost(u64),
+        Duplicate,
+        Suspect(bool),
+        Alive(u64),
+        Price(u64),
+        Invalid,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..40).prop_map(Op::LastSeq),
+            prop_oneof![0u64..5, Just(u64::MAX)].prop_map(Op::Lost),
+            Just(Op::Duplicate),
+            any::<bool>().prop_map(Op::Suspect),
+            (0u64..1_000).prop_map(Op::Alive),
+            (0u64..1_000).prop_map(Op::Price),
+            Just(Op::Invalid),
+        ]
+    }
+
+    fn apply(s: &mut impl RuleState, op: Op, i: usize) {
+        match op {
+            Op::LastSeq(q) => s.set_last_seq(q),
+            Op::Lost(n) => s.add_lost(n),
+            Op::Duplicate => s.add_duplicate(),
+            Op::Suspect(on) => s.set_suspect(on),
+            Op::Alive(t) => s.set_alive(t),
+            // The rules store valid prices only (an invalid one is `Invalid`).
+            Op::Price(t) => s.set_price(Price {
+                bid: 1.0 + i as f64,
+                ask: 2.0 + i as f64,
+                source_time: t / 2,
+            }),
+            Op::Invalid => s.set_invalid(),
+        }
+    }
+
     proptest::proptest! {
-        /// The rules run in place on a slot's words give exactly what they
-        /// give on a plain `SymbolState`, message after message.
+        /// Every write of the rules' interface, made in place on a slot's
+        /// words, gives exactly what it gives on a plain `SymbolState`,
+        /// write after write (one update per write, and several in one).
         #[test]
-        fn in_place_rules_match_the_plain_state(
-            steps in proptest::collection::vec(
-                (0u8..3, 0u64..40, proptest::bool::ANY, proptest::bool::ANY, 0u64..1_000),
-                1..200,
-            ),
+        fn in_place_writes_match_the_plain_state(
+            steps in proptest::collection::vec((op(), 1usize..4), 1..200),
         ) {
-            use crate::protocol::sqf::rules::{self, FeedKind};
             let slot = Slot::default();
             slot.init(7, Symbol::parse("EURUSD").unwrap(), Thresholds { stale_ns: 1, source_ns: 2 });
             let mut plain = SymbolState::default();
-            for (i, &(kind, seq, full, valid, t)) in steps.iter().enumerate() {
-                let feed_kind = if full { FeedKind::Full } else { FeedKind::Delta };
-                let price = Price {
-                    bid: if valid { 1.0 + i as f64 } else { f64::NAN },
-                    ask: 2.0 + i as f64,
-                    source_time: t / 2,
-                };
-                let (a, b) = match kind {
-                    0 => (
-                        rules::quote(&mut plain, feed_kind, seq, price, t),
-                        slot.update(|s| rules::quote(s, feed_kind, seq, price, t)),
-                    ),
-                    1 => (
-                        rules::heartbeat(&mut plain, seq, t),
-                        slot.update(|s| rules::heartbeat(s, seq, t)),
-                    ),
-                    _ => (
-                        rules::snapshot(&mut plain, seq, price, t),
-                        slot.update(|s| rules::snapshot(s, seq, price, t)),
-                    ),
-                };
-                proptest::prop_assert_eq!(a, b);
+            for (i, &(op, n)) in steps.iter().enumerate() {
+                for _ in 0..n {
+                    apply(&mut plain, op, i);
+                }
+                let read_back = slot.update(|s| {
+                    for _ in 0..n {
+                        apply(s, op, i);
+                    }
+                    (s.baseline(), s.last_seq())
+                });
+                proptest::prop_assert_eq!(read_back, (plain.seq.baseline, plain.seq.last_seq));
                 proptest::prop_assert_eq!(slot.own_state(), plain);
                 let r = slot.read().0;
                 proptest::prop_assert_eq!(r.state, plain);
@@ -585,11 +613,9 @@ mod tests {
         assert_eq!((meta::FORMAT_F64, meta::FORMAT_DECIMAL), (0, 1));
     }
 
-    /// SQF prices set has_bid and has_ask with has_price, format 0; an
-    /// invalid price keeps the last good one.
+    /// A float price sets has_bid and has_ask with has_price, format 0.
     #[test]
-    fn sqf_sets_both_sides() {
-        use crate::protocol::sqf::rules::{self, FeedKind};
+    fn a_float_price_sets_both_sides() {
         let slot = Slot::default();
         slot.init(
             1,
@@ -605,7 +631,11 @@ mod tests {
             ask: 1.75,
             source_time: 3,
         };
-        slot.update(|s| rules::quote(s, FeedKind::Full, 1, price, 4));
+        slot.update(|s| {
+            s.set_last_seq(1);
+            s.set_price(price);
+            s.set_alive(4);
+        });
         let r = slot.read().0;
         let side = |p: f64| {
             Some(Side {
@@ -631,7 +661,6 @@ mod tests {
     /// one write, keeping identity, thresholds, liveness and counters.
     #[test]
     fn write_top_keeps_identity_and_counters() {
-        use crate::protocol::sqf::rules::{self, FeedKind};
         let slot = Slot::default();
         let sym = Symbol::parse("AAPL").unwrap();
         let th = Thresholds {
@@ -645,8 +674,17 @@ mod tests {
             ask: 2.0,
             source_time: 1,
         };
-        slot.update(|s| rules::quote(s, FeedKind::Full, 1, p, 70));
-        slot.update(|s| rules::quote(s, FeedKind::Full, 4, p, 71));
+        slot.update(|s| {
+            s.set_last_seq(1);
+            s.set_price(p);
+            s.set_alive(70);
+        });
+        slot.update(|s| {
+            s.set_last_seq(4);
+            s.add_lost(2);
+            s.set_price(p);
+            s.set_alive(71);
+        });
         let top = Top {
             bid: Some(Level {
                 price: 1_234_500,
@@ -706,18 +744,23 @@ mod tests {
             stale_ns: 7,
             source_ns: 9,
         };
-        let mut s = SymbolState::default();
-        s.on_quote(
-            crate::protocol::sqf::rules::FeedKind::Delta,
-            5,
-            Price {
+        let s = SymbolState {
+            seq: SeqTrack {
+                baseline: true,
+                last_seq: 8,
+                ticks_lost: 3,
+                duplicates: 0,
+            },
+            suspect: true,
+            invalid: false,
+            price: Some(Price {
                 bid: 1.5,
                 ask: 1.75,
                 source_time: 33,
-            },
-            44,
-        );
-        s.on_heartbeat(9, 50);
+            }),
+            last_alive: 50,
+        };
+        let mut s = s;
         s.seq.duplicates = 3;
         s.invalid = true;
         slot.init(513, sym, th);
@@ -808,7 +851,6 @@ mod tests {
     /// mixing two updates' words never passes.
     #[test]
     fn no_torn_reads_through_update() {
-        use crate::protocol::sqf::rules::{self, FeedKind};
         const UPDATES: usize = 200_000;
         /// Update `k`: a heartbeat, a snapshot or a quote; sequences with
         /// gaps and duplicates, every 13th price invalid.
@@ -823,10 +865,26 @@ mod tests {
                 ask: k as f64 + 0.5,
                 source_time: k * 3,
             };
+            s.set_alive(k * 5);
             match k % 10 {
-                0 => rules::heartbeat(s, seq, k * 5),
-                1 => rules::snapshot(s, seq, price, k * 5),
-                _ => rules::quote(s, FeedKind::Delta, seq, price, k * 5),
+                0 => {
+                    s.add_lost(seq % 3);
+                    s.set_suspect(true);
+                }
+                1 => {
+                    s.set_last_seq(seq);
+                    s.set_suspect(false);
+                    s.set_price(price);
+                }
+                2 => s.add_duplicate(),
+                _ if price.is_valid() => {
+                    s.set_last_seq(seq);
+                    s.set_price(price);
+                }
+                _ => {
+                    s.set_last_seq(seq);
+                    s.set_invalid();
+                }
             };
         }
         let mut plain = SymbolState::default();

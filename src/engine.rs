@@ -1,0 +1,142 @@
+//! What every protocol's feed engine implements, and what the handler hands
+//! it. A feed engine owns a feed's protocol state (its sequence, books,
+//! clock-offset estimate); the handler owns what is the same for every
+//! protocol (routing, packet counters, rejected-packet runs and their logs).
+//!
+//! The engines are listed once, in [`crate::protocol::Engine`], and called
+//! through an exhaustive `match` there: no dynamic call per datagram.
+
+use crate::config::FeedConfig;
+use crate::shm::Publication;
+use crate::state::StateTable;
+use crate::symbol::Symbol;
+use crate::verdict::Reasons;
+
+/// Most reject reasons any protocol has (counter arrays are this long).
+pub const MAX_REJECT_REASONS: usize = 9;
+
+/// Why a protocol rejected a datagram whole: one of a fixed list, counted
+/// by position.
+pub trait Reason: Copy + 'static {
+    /// Every reason, in counter order.
+    const ALL: &'static [Self];
+    /// Position in [`ALL`](Self::ALL).
+    fn index(self) -> usize;
+    /// Stable snake_case name, as counted and logged.
+    fn as_str(self) -> &'static str;
+    /// Appended to a warning when the reason means the packets are not of
+    /// this protocol at all (another protocol on the group), e.g.
+    /// `" (not SQF?)"`; empty otherwise.
+    fn hint(self) -> &'static str {
+        ""
+    }
+}
+
+/// Counters of one feed, all lines together. Plain integers: only the
+/// handler's thread writes them. The handler counts packets and
+/// rejections; the feed's engine counts the rest (what it does not count
+/// stays 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedCounters {
+    /// Datagrams routed to the feed.
+    pub packets: u64,
+    /// Of those, rejected whole.
+    pub rejected: u64,
+    /// Rejections by reason, indexed by the reason's position in the feed's
+    /// protocol's list ([`Reason::index`]).
+    pub rejected_by_reason: [u64; MAX_REJECT_REASONS],
+    /// Messages in accepted packets, unknown types included.
+    pub messages: u64,
+    /// Quote messages.
+    pub quotes: u64,
+    /// Snapshot messages.
+    pub snapshots: u64,
+    /// Heartbeat messages.
+    pub heartbeats: u64,
+    /// Messages of unknown type, skipped.
+    pub unknown: u64,
+    /// Quotes at or below a symbol's last sequence.
+    pub duplicates: u64,
+    /// Of `duplicates`, those on one line whose symbol's sequence was last
+    /// applied from the other line: the copies A/B arbitration exists to
+    /// drop. The rest came twice on the same line. ITCH: the messages of
+    /// the other line's copy of a packet, as the A/B content check pairs
+    /// them.
+    pub line_copies: u64,
+    /// Ticks found missing (by Quotes and Heartbeats).
+    pub ticks_lost: u64,
+    /// Messages for a new symbol dropped because the table was full.
+    pub table_full: u64,
+    /// Snapshots that moved a symbol's sequence backwards (provider resets).
+    pub resets: u64,
+}
+
+/// A feed as its engine sees it on each call: its id, its configuration,
+/// its counters and the state table.
+pub struct Cx<'a> {
+    /// The feed's id (its position in the configuration).
+    pub id: u16,
+    /// Its configuration.
+    pub config: &'a FeedConfig,
+    /// Its counters.
+    pub counters: &'a mut FeedCounters,
+    /// The table every feed's symbols are published in.
+    pub table: &'a mut StateTable,
+}
+
+/// A feed's protocol engine. Every method is handed the time (ns since the
+/// Unix epoch, local clock) rather than reading a clock, so replay and live
+/// run the same code.
+pub trait FeedEngine {
+    /// Why a datagram is rejected whole.
+    type Reject: Reason;
+
+    /// Applies one datagram that came on `line` (0 = A, 1 = B) at `t`.
+    /// A rejected datagram changes no state; the handler counts and logs it.
+    fn on_datagram(
+        &mut self,
+        cx: Cx<'_>,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Self::Reject>;
+
+    /// Messages in `payload`, a datagram this engine accepted (per-line
+    /// counters).
+    fn messages_in(&self, payload: &[u8]) -> u64;
+
+    /// The feed's clock offset (local − provider), ns.
+    fn offset(&self) -> i128;
+
+    /// Brings the feed up to `now`: deadlines strictly before it expire,
+    /// and what changed is published. Called before each check and once
+    /// per receive cycle.
+    fn catch_up(&mut self, cx: Cx<'_>, now: u64);
+
+    /// The verdict for `symbol` at `now`.
+    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons;
+
+    /// Writes what only this protocol counts into the publication's feed
+    /// extension (once per heartbeat of the writer).
+    fn write_counters(&self, publication: &Publication, id: u16);
+
+    /// Lets the engine apply part of its work on a second thread (`on`),
+    /// for a replay where nothing reads the feed between checks; or all of
+    /// it on the calling thread again. Results never depend on it.
+    fn pipeline(&mut self, _on: bool) {}
+
+    /// Waits for work handed to a second thread ([`pipeline`](Self::pipeline))
+    /// to be done, so the feed can be read other than through a check.
+    fn settle(&mut self) {}
+}
+
+/// A feed as its engine sees it when asked for a verdict: read-only.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    /// The feed's id.
+    pub id: u16,
+    /// Its configuration.
+    pub config: &'a FeedConfig,
+    /// The state table.
+    pub table: &'a StateTable,
+}

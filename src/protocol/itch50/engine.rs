@@ -1,0 +1,344 @@
+//! An ITCH 5.0 feed as the handler drives it: the feed's own stream, books
+//! and symbols ([`feed::Feed`]), what it publishes into the shared table
+//! ([`Publisher`]), and the logs it owes operators (a new session, an end
+//! of session, lines that disagree), each rate-limited.
+
+use super::feed::{self, FileBatch, Settings};
+use super::publish::Publisher;
+use super::{mold, sequencer, Reject};
+use crate::clock::OffsetMode;
+use crate::config::{FeedConfig, ItchConfig};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::shm::{counter, Publication};
+use crate::state::StateTable;
+use crate::symbol::Symbol;
+use crate::verdict::Reasons;
+
+/// At most one session or mismatch log line per feed per this interval, ns
+/// of arrival time.
+const LOG_INTERVAL_NS: u64 = 1_000_000_000;
+
+impl Reason for Reject {
+    const ALL: &'static [Reject] = &Reject::ALL;
+    fn index(self) -> usize {
+        Reject::index(self)
+    }
+    fn as_str(self) -> &'static str {
+        Reject::as_str(self)
+    }
+    fn hint(self) -> &'static str {
+        match self {
+            Reject::Short => " (not MoldUDP64?)",
+            _ => "",
+        }
+    }
+}
+
+/// One ITCH feed's engine.
+#[derive(Debug)]
+pub struct Engine {
+    /// The stream, books and symbols.
+    feed: feed::Feed,
+    /// The writer into a shared table (`None` when the table is the
+    /// handler's own, as in replay).
+    publisher: Option<Box<Publisher>>,
+    /// Arrival time of the last A/B mismatch logged, ns.
+    last_mismatch_log: Option<u64>,
+    /// When the last session line was logged (receive time, ns).
+    last_session_log: Option<u64>,
+    /// The session whose start was logged and whose end is not yet.
+    logged_session: Option<mold::Session>,
+    /// The end of the current session is logged.
+    session_ended: bool,
+}
+
+impl Engine {
+    /// An engine for an `itch50` feed with settings `c`, its clock offset
+    /// by `offset`, offset queues of at most `offset_queue` entries;
+    /// `shared`: the table lives in shared memory, so what the messages
+    /// change is published after each datagram.
+    pub fn new(c: &ItchConfig, offset: OffsetMode, offset_queue: usize, shared: bool) -> Engine {
+        let timezone = jiff::tz::db()
+            .get(&c.timezone)
+            .unwrap_or(jiff::tz::TimeZone::UTC);
+        let mut feed = feed::Feed::new(Settings {
+            sequencing: sequencer::Settings {
+                gap_timeout_ns: c.gap_timeout_ns,
+                max_held: c.max_held,
+                join_gap_max: c.join_gap_max,
+            },
+            timezone,
+            offset,
+            offset_queue,
+            orders: 1 << 16,
+            max_orders: c.max_orders,
+        });
+        let publisher = shared.then(|| {
+            feed.track_touched(true);
+            Box::default()
+        });
+        Engine {
+            feed,
+            publisher,
+            last_mismatch_log: None,
+            last_session_log: None,
+            logged_session: None,
+            session_ended: false,
+        }
+    }
+
+    /// The feed's stream, books and symbols.
+    pub fn feed(&self) -> &feed::Feed {
+        &self.feed
+    }
+
+    /// The same, to watch it (`--explain`) or replay a BinaryFILE into it.
+    pub fn feed_mut(&mut self) -> &mut feed::Feed {
+        &mut self.feed
+    }
+
+    /// Applies BinaryFILE records back to back: `f` hands them to the batch
+    /// ([`FileBatch::record`]), and the counters are copied once at the end.
+    pub fn file_batch<R>(
+        &mut self,
+        counters: &mut FeedCounters,
+        f: impl FnOnce(&mut FileBatch<'_>) -> R,
+    ) -> R {
+        let r = f(&mut self.feed.file_batch());
+        copy_counters(&self.feed, counters);
+        r
+    }
+
+    /// Record `index` (0-based) of a BinaryFILE: its source time when it
+    /// was valid and applied (spec itch50 §5).
+    pub fn on_file_record(
+        &mut self,
+        counters: &mut FeedCounters,
+        index: u64,
+        record: &[u8],
+    ) -> Option<u64> {
+        let t = self.feed.on_file_record(index, record);
+        copy_counters(&self.feed, counters);
+        t
+    }
+
+    /// Writes what the messages changed into the shared table (nothing
+    /// without a publisher).
+    fn publish(
+        &mut self,
+        id: u16,
+        config: &FeedConfig,
+        c: &mut FeedCounters,
+        table: &mut StateTable,
+    ) {
+        let Some(p) = &mut self.publisher else {
+            return;
+        };
+        p.publish(id, &mut self.feed, table, |s| config.thresholds_for(s));
+        c.table_full = p.table_full;
+    }
+
+    /// Logs a new session or an end of session, once each per session
+    /// and at most one line per interval, but for the end of a session
+    /// whose start was logged: packets naming a new session each (forged
+    /// or not), with or without an end, must not flood the log.
+    #[cold]
+    fn session_event(&mut self, name: &str, new: bool, t: u64) {
+        self.session_ended = !new;
+        let session = self.feed.session().unwrap_or_default();
+        let changes = self.feed.sequencer().counters().session_changes;
+        let paired = !new && self.logged_session == Some(session);
+        let due = paired
+            || self
+                .last_session_log
+                .is_none_or(|last| t.saturating_sub(last) >= LOG_INTERVAL_NS || t < last);
+        if !due {
+            return;
+        }
+        self.last_session_log = Some(t);
+        if new {
+            self.logged_session = Some(session);
+            tracing::info!(feed = %name, %session, changes, "new session: books start empty");
+        } else {
+            self.logged_session = None;
+            tracing::info!(feed = %name, %session, "end of session: the market is closed");
+        }
+    }
+
+    /// Logs (at most once per interval) that line A's and line B's copies
+    /// of a packet differed; the feed counts them.
+    #[cold]
+    fn line_mismatch(&mut self, name: &str, t: u64) {
+        let due = self
+            .last_mismatch_log
+            .is_none_or(|last| t.saturating_sub(last) >= LOG_INTERVAL_NS || t < last);
+        if due {
+            let total = self.feed.line_check().mismatches();
+            tracing::warn!(
+                feed = %name,
+                total,
+                "line A and line B carried different messages under the same sequence: the venue or the network corrupted one"
+            );
+            self.last_mismatch_log = Some(t);
+        }
+    }
+}
+
+impl FeedEngine for Engine {
+    type Reject = Reject;
+
+    #[inline]
+    fn on_datagram(
+        &mut self,
+        cx: Cx<'_>,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Reject> {
+        let result = self
+            .feed
+            .on_datagram_line(payload, line, t)
+            .map(|(out, mismatch)| {
+                if mismatch {
+                    self.line_mismatch(&cx.config.name, t);
+                }
+                if out.new_session || (out.end_of_session && !self.session_ended) {
+                    self.session_event(&cx.config.name, out.new_session, t);
+                }
+            });
+        copy_counters(&self.feed, cx.counters);
+        self.publish(cx.id, cx.config, cx.counters, cx.table);
+        result
+    }
+
+    fn messages_in(&self, payload: &[u8]) -> u64 {
+        mold::message_count(payload) as u64
+    }
+
+    fn offset(&self) -> i128 {
+        self.feed.offset()
+    }
+
+    /// Gives up the gaps whose deadline is strictly before `now` (spec
+    /// itch50 §3.2) and publishes what that changed.
+    fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
+        self.feed.expire(now);
+        self.feed.settle();
+        copy_counters(&self.feed, cx.counters);
+        self.publish(cx.id, cx.config, cx.counters, cx.table);
+    }
+
+    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+        self.feed
+            .verdict(symbol, cx.config.thresholds_for(symbol), now)
+    }
+
+    /// Applies the books' price levels on a second thread
+    /// ([`feed::Feed::pipeline_books`]).
+    fn pipeline(&mut self, on: bool) {
+        self.feed.pipeline_books(on);
+    }
+
+    fn settle(&mut self) {
+        self.feed.settle();
+    }
+
+    fn write_counters(&self, p: &Publication, id: u16) {
+        let it = &self.feed;
+        let q = it.sequencer();
+        let s = q.counters();
+        let session = it.session().map_or([0; 10], |s| s.0);
+        let mut lo = [0u8; 8];
+        let mut hi = [0u8; 8];
+        lo.copy_from_slice(&session[..8]);
+        hi[..2].copy_from_slice(&session[8..]);
+        for (k, v) in [
+            (counter::NEXT, q.next().unwrap_or(0)),
+            (counter::HIGH, q.high()),
+            (counter::HELD, q.held() as u64),
+            (counter::GAPS_OPEN, q.gaps_open() as u64),
+            (counter::RECOVERED, s.recovered),
+            (counter::SESSION_CHANGES, s.session_changes),
+            (counter::STALE_SESSION, s.stale_session),
+            (counter::UNKNOWN_ORDERS, it.counters().unknown_orders),
+            (counter::ANOMALIES, it.counters().anomalies),
+            (counter::GAPS_EXPIRED, s.gaps_given_up),
+            (counter::LINE_MISMATCHES, it.line_check().mismatches()),
+            (counter::SESSION_LO, u64::from_le_bytes(lo)),
+            (counter::SESSION_HI, u64::from_le_bytes(hi)),
+            (counter::INVALID_RECORDS, it.counters().invalid_records),
+            (counter::ORDERS_REFUSED, it.counters().orders_refused),
+        ] {
+            p.set_counter(id, k, v);
+        }
+    }
+}
+
+/// The stream's counters of the feed, in the handler's per-feed form.
+fn copy_counters(it: &feed::Feed, c: &mut FeedCounters) {
+    let s = it.sequencer().counters();
+    c.messages = s.messages;
+    c.heartbeats = s.heartbeats;
+    c.duplicates = s.duplicates;
+    c.line_copies = it.line_check().copied_messages();
+    c.ticks_lost = s.ticks_lost;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::handler::Handler;
+    use crate::protocol::itch50::message::encode;
+    use crate::protocol::itch50::mold::PacketBuilder;
+    use crate::protocol::itch50::Session;
+
+    /// An ITCH feed's duplicates split as SQF's do: the other line's copy
+    /// of a packet is a line copy, a packet twice on one line is not.
+    #[test]
+    fn itch_line_copies_are_the_other_lines_copies() {
+        let config = Config::parse(
+            r#"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.9.9.1:9000", "239.9.9.2:9000"]
+stale_threshold_ms = 1000
+source_threshold_ms = 1000
+"#,
+            "t",
+        )
+        .unwrap();
+        let mut h = Handler::new(&config);
+        let packet_of = |session: [u8; 10], seq: u64| {
+            let mut b = PacketBuilder::new(Session(session), seq);
+            b.message(&encode::system_event(seq, b'Q'));
+            b.message(&encode::system_event(seq + 1, b'Q'));
+            b.finish()
+        };
+        let packet = |seq: u64| packet_of(*b"SESSION001", seq);
+        for seq in (1..=20).step_by(2) {
+            // B is sometimes ahead of A, sometimes behind.
+            let lines = if seq % 3 == 0 { [1, 0] } else { [0, 1] };
+            for line in lines {
+                h.on_datagram_line(0, line, &packet(seq), seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (20, 20, 0));
+        // The same packet again on line A, then on B: duplicates, not line
+        // copies.
+        h.on_datagram_line(0, 0, &packet(19), 30).unwrap();
+        h.on_datagram_line(0, 1, &packet(19), 30).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (24, 20));
+        // A new session on A; then B's late copy of the old session's
+        // packet has no effect but its count (spec §3.1).
+        let old = packet_of(*b"SESSION001", 21);
+        h.on_datagram_line(0, 0, &old, 31).unwrap();
+        h.on_datagram_line(0, 0, &packet_of(*b"SESSION002", 1), 32)
+            .unwrap();
+        h.on_datagram_line(0, 1, &old, 33).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (24, 20));
+    }
+}

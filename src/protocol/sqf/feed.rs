@@ -1,0 +1,607 @@
+//! An SQF feed: per-symbol state in the handler's state table, written in
+//! place by the rules as each datagram is applied.
+//!
+//! Per datagram: validate the whole packet in one walk that also notes each
+//! message and starts loading its index bucket, feed the clock-offset
+//! estimator, then for each message find the (feed, symbol) slot and apply
+//! the rules in place on it under its seqlock. No allocation, no lock, no
+//! clock read.
+
+use super::rules::{self, Applied, FeedKind, Price, Sequence};
+use super::wire::{msg_type, HEARTBEAT_LEN};
+use super::{Known, Message, Packet, Reject, MAX_MESSAGES};
+use crate::clock::OffsetEstimator;
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::shm::Publication;
+use crate::state::{prefetch, Probe, SlotId, StateTable};
+use crate::symbol::Symbol;
+use crate::verdict::{evaluate, Reasons};
+
+/// In a slot's byte of `Feed::last_line`: its sequence was last applied
+/// from line B.
+const FROM_B: u8 = 1;
+/// ... and the other line's copy of that sequence has come.
+const COPY_SEEN: u8 = 2;
+/// Messages whose memory loads are started together.
+const BATCH: usize = 16;
+/// No slot: the table was full.
+const NO_SLOT: SlotId = SlotId::MAX;
+/// The largest UDP payload, bytes.
+pub(crate) const UDP_MAX_PAYLOAD: usize = 65_507;
+
+impl Reason for Reject {
+    const ALL: &'static [Reject] = &Reject::ALL;
+    fn index(self) -> usize {
+        Reject::index(self)
+    }
+    fn as_str(self) -> &'static str {
+        Reject::as_str(self)
+    }
+    fn hint(self) -> &'static str {
+        match self {
+            Reject::Short | Reject::Magic | Reject::Version => " (not SQF?)",
+            _ => "",
+        }
+    }
+}
+
+/// One SQF feed's engine.
+pub struct Feed {
+    /// Full or delta, from configuration.
+    kind: FeedKind,
+    /// Clock-offset estimate, from each accepted packet's send time.
+    clock: OffsetEstimator,
+    /// Whether the table-full error was logged (once per feed).
+    table_full_logged: bool,
+    /// Per slot of the table, one byte: [`FROM_B`], the line its sequence
+    /// was last applied from, and [`COPY_SEEN`], the other line's copy of
+    /// that sequence has come. A duplicate quote is a line copy when it
+    /// comes on the other line, and is either the other line's first copy
+    /// of the last sequence or a sequence before it (a lagging line); the
+    /// rest came twice on the same line. An applied Quote or Snapshot costs
+    /// one byte store (64 KiB for 65,536 slots, beside 8 MiB of slots):
+    /// about 10 instructions a message in all; a window of datagram hashes
+    /// would instead hash every byte of every datagram. Blind spot: a
+    /// lagging line's own repeat of an older sequence counts as a line copy.
+    last_line: Vec<u8>,
+    /// The messages of the datagram being applied, as the validity walk met
+    /// them: room for the most a UDP datagram can carry, allocated once
+    /// (grown only for a larger capture record, see `on_datagram`).
+    pending: Vec<Pending>,
+}
+
+impl Feed {
+    /// A feed of `kind` over a table of `capacity` slots, its clock-offset
+    /// estimator in `clock`. Everything is allocated now.
+    pub fn new(kind: FeedKind, clock: OffsetEstimator, capacity: usize) -> Feed {
+        Feed {
+            kind,
+            clock,
+            table_full_logged: false,
+            last_line: vec![0; capacity],
+            pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
+        }
+    }
+}
+
+impl FeedEngine for Feed {
+    type Reject = Reject;
+
+    #[inline]
+    fn on_datagram(
+        &mut self,
+        cx: Cx<'_>,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Reject> {
+        let Cx {
+            id: feed,
+            config,
+            counters: c,
+            table,
+        } = cx;
+        let Feed {
+            kind,
+            clock,
+            table_full_logged,
+            last_line,
+            pending,
+        } = self;
+        let on_b = (line != 0) as u8;
+        if pending.len() < room_for(payload.len()) {
+            grow(pending, payload.len());
+        }
+        // One walk validates the whole packet and, for each message, starts
+        // loading its index bucket. Nothing is applied unless all is valid.
+        let mut n = 0;
+        // Quotes, Snapshots and Heartbeats met, by `kind_index`, counted once
+        // the packet is accepted.
+        let mut kinds = [0u64; 4];
+        let visit = |k: Known| {
+            kinds[kind_index(k.code)] += 1;
+            // Always room (`room_for`); `get_mut` only keeps this panic-free.
+            if let Some(p) = pending.get_mut(n) {
+                *p = Pending {
+                    at: k.at as u32,
+                    slot: NO_SLOT,
+                    symbol: k.symbol,
+                    probe: table.probe(feed, k.symbol),
+                };
+                n += 1;
+            }
+        };
+        let packet = Packet::new_checked_visiting(payload, visit)?;
+        clock.on_packet(t, packet.send_time());
+        if let Some(p) = table.publication() {
+            p.publish_offset(feed, clock.offset());
+        }
+        let count = packet.message_count() as u64;
+        c.messages += count;
+        c.unknown += count - n as u64;
+        c.quotes += kinds[kind_index(msg_type::QUOTE)];
+        c.snapshots += kinds[kind_index(msg_type::SNAPSHOT)];
+        c.heartbeats += kinds[kind_index(msg_type::HEARTBEAT)];
+        let kind = *kind;
+        // In batches: look the slots up and start loading them, then apply
+        // the rules in place. The memory waits of a batch overlap instead of
+        // queueing one after another.
+        for batch in pending[..n].chunks_mut(BATCH) {
+            let mut missed = false;
+            let slots = table.slots();
+            for p in batch.iter_mut() {
+                p.slot = table.find_from(p.probe, feed, p.symbol).unwrap_or(NO_SLOT);
+                match slots.get(p.slot as usize) {
+                    Some(s) => prefetch(s),
+                    None => missed = true,
+                }
+            }
+            if missed {
+                // New symbols get slots in message order (one met twice in a
+                // batch is found the second time).
+                for p in batch.iter_mut().filter(|p| p.slot == NO_SLOT) {
+                    p.slot = match table.find(feed, p.symbol) {
+                        Some(id) => id,
+                        None => {
+                            let th = config.thresholds_for(p.symbol);
+                            new_slot(
+                                table,
+                                c,
+                                table_full_logged,
+                                feed,
+                                &config.name,
+                                p.symbol,
+                                th,
+                            )
+                        }
+                    };
+                }
+            }
+            let slots = table.slots();
+            for p in batch.iter() {
+                let Some(slot) = slots.get(p.slot as usize) else {
+                    continue;
+                };
+                // Quotes and Snapshots carry a sequence: they set the line.
+                let applied = match packet.message_at(p.at as usize) {
+                    Message::Quote(q) => {
+                        // With a duplicate: whether its sequence is the last one.
+                        let (applied, latest) = slot.update(|s| {
+                            let a = rules::quote(s, kind, q.sequence(), price(q), t);
+                            (a, q.sequence() == s.last_seq())
+                        });
+                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                            match applied {
+                                Applied::Changed { .. } => *bits = on_b,
+                                Applied::Duplicate => {
+                                    c.line_copies += line_copy(bits, on_b, latest) as u64
+                                }
+                            }
+                        }
+                        applied
+                    }
+                    Message::Snapshot(q) => {
+                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                            *bits = on_b;
+                        }
+                        slot.update(|s| {
+                            if s.baseline() && q.sequence() < s.last_seq() {
+                                c.resets += 1;
+                            }
+                            rules::snapshot(s, q.sequence(), price(q), t)
+                        })
+                    }
+                    Message::Heartbeat(h) => {
+                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
+                    }
+                    Message::Unknown { .. } => continue,
+                };
+                match applied {
+                    Applied::Duplicate => c.duplicates += 1,
+                    Applied::Changed { lost } => c.ticks_lost = c.ticks_lost.saturating_add(lost),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn messages_in(&self, payload: &[u8]) -> u64 {
+        super::wire::message_count(payload) as u64
+    }
+
+    fn offset(&self) -> i128 {
+        self.clock.offset()
+    }
+
+    /// SQF has no deadlines: every slot is written as it is applied.
+    fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
+
+    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+        let Some(slot) = cx.table.find(cx.id, symbol) else {
+            return Reasons::NO_QUOTE;
+        };
+        let r = cx.table.record(slot);
+        evaluate(Some(&r.state), r.thresholds, self.clock.offset(), now)
+    }
+
+    /// SQF counts nothing beyond the common counters.
+    fn write_counters(&self, _: &Publication, _: u16) {}
+}
+
+/// Whether a duplicate quote that came on line `on_b` (1: B) is a line
+/// copy, given its slot's `bits` (see `Feed::last_line`, updated here) and
+/// whether its sequence is the symbol's last one. Not cold: with two lines,
+/// about every other quote is a duplicate.
+#[inline]
+fn line_copy(bits: &mut u8, on_b: u8, latest: bool) -> bool {
+    let b = *bits;
+    if b & FROM_B == on_b || (latest && b & COPY_SEEN != 0) {
+        return false;
+    }
+    *bits = b | (latest as u8 * COPY_SEEN);
+    true
+}
+
+/// Most Quotes, Snapshots and Heartbeats a datagram of `len` bytes can hold:
+/// each takes at least a Heartbeat's length, and a packet counts at most
+/// `MAX_MESSAGES`.
+#[inline]
+fn room_for(len: usize) -> usize {
+    (len / HEARTBEAT_LEN).min(MAX_MESSAGES)
+}
+
+/// Makes room for the messages of a datagram of `len` bytes: only a capture
+/// record larger than any UDP datagram gets here.
+#[cold]
+fn grow(pending: &mut Vec<Pending>, len: usize) {
+    pending.resize(room_for(len), Pending::EMPTY);
+}
+
+/// A counter index for a Quote, Snapshot or Heartbeat type code: its two
+/// low bits, which differ between the three ('Q' 1, 'S' 3, 'H' 0).
+#[inline(always)]
+const fn kind_index(code: u8) -> usize {
+    (code & 3) as usize
+}
+
+const _: () = assert!(
+    kind_index(msg_type::QUOTE) != kind_index(msg_type::SNAPSHOT)
+        && kind_index(msg_type::QUOTE) != kind_index(msg_type::HEARTBEAT)
+        && kind_index(msg_type::SNAPSHOT) != kind_index(msg_type::HEARTBEAT)
+);
+
+/// A slot for (feed, symbol), seen for the first time; `NO_SLOT` (counted,
+/// logged once per feed) when the table is full.
+#[cold]
+fn new_slot(
+    table: &mut StateTable,
+    c: &mut FeedCounters,
+    logged: &mut bool,
+    feed: u16,
+    name: &str,
+    symbol: Symbol,
+    th: crate::verdict::Thresholds,
+) -> SlotId {
+    if let Some(id) = table.insert(feed, symbol, th) {
+        return id;
+    }
+    c.table_full += 1;
+    if !*logged {
+        *logged = true;
+        tracing::error!(
+            capacity = table.capacity(),
+            feed = %name,
+            %symbol,
+            "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
+        );
+    }
+    NO_SLOT
+}
+
+/// A message of the batch being applied, with its lookup under way.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// Where the message starts in the datagram, bytes.
+    at: u32,
+    /// Its slot, once looked up.
+    slot: SlotId,
+    symbol: Symbol,
+    probe: Probe,
+}
+
+impl Pending {
+    const EMPTY: Pending = Pending {
+        at: 0,
+        slot: NO_SLOT,
+        symbol: Symbol::PLACEHOLDER,
+        probe: Probe::NONE,
+    };
+}
+
+#[inline]
+fn price(p: super::PriceView<'_>) -> Price {
+    Price {
+        bid: p.bid(),
+        ask: p.ask(),
+        source_time: p.source_time(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UDP_MAX_PAYLOAD;
+    use crate::config::Config;
+    use crate::handler::{Handler, ALL_REJECTED_MIN_NS, ALL_REJECTED_MIN_PACKETS};
+    use crate::protocol::sqf::{PacketBuilder, Reject};
+    use crate::protocol::Rejected;
+    use crate::symbol::Symbol;
+    use crate::verdict::Reasons;
+
+    fn config(kind: &str) -> Config {
+        Config::parse(
+            &format!(
+                r#"
+[state]
+capacity = 3
+[[feed]]
+name = "f"
+kind = "{kind}"
+lines = ["127.0.0.1:9000"]
+stale_threshold_ms = 1
+source_threshold_ms = 1
+clock_offset = 0
+"#
+            ),
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn sym(s: &str) -> Symbol {
+        Symbol::parse(s).unwrap()
+    }
+
+    #[test]
+    fn rejected_packet_changes_no_state() {
+        let mut h = Handler::new(&config("full"));
+        let mut b = PacketBuilder::new(0);
+        b.quote(sym("A"), 1, 1, 1.0, 2.0)
+            .heartbeat(sym("B"), 3)
+            .raw(&[0]);
+        assert_eq!(
+            h.on_datagram(0, &b.finish(), 1),
+            Err(Reject::TrailingBytes.into())
+        );
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.packets, c.rejected, c.messages, c.quotes), (1, 1, 0, 0));
+        assert_eq!(c.rejected_by_reason[Reject::TrailingBytes.index()], 1);
+        assert_eq!(h.records().count(), 0);
+        assert_eq!(h.verdict(0, sym("A"), 1), Reasons::NO_QUOTE);
+    }
+
+    #[test]
+    fn counts_messages_and_kinds() {
+        let mut h = Handler::new(&config("delta"));
+        let mut b = PacketBuilder::new(0);
+        b.snapshot(sym("A"), 5, 1, 1.0, 2.0)
+            .quote(sym("A"), 6, 1, 1.0, 2.0)
+            .quote(sym("A"), 6, 1, 1.0, 2.0)
+            .quote(sym("A"), 9, 1, 1.0, 2.0)
+            .heartbeat(sym("A"), 12)
+            .message(b'?', &[]);
+        h.on_datagram(0, &b.finish(), 10).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!(
+            (c.messages, c.quotes, c.snapshots, c.heartbeats, c.unknown),
+            (6, 3, 1, 1, 1)
+        );
+        assert_eq!((c.duplicates, c.ticks_lost), (1, 4));
+        let r = h.records().next().unwrap();
+        assert_eq!(r.state.seq.last_seq, 11);
+        assert!(r.state.suspect);
+    }
+
+    #[test]
+    fn a_record_larger_than_any_udp_datagram_is_applied_whole() {
+        let mut h = Handler::new(&config("full"));
+        let mut b = PacketBuilder::new(0);
+        for i in 0..4_000u64 {
+            b.heartbeat(sym(["A", "B", "C"][i as usize % 3]), i + 1);
+        }
+        let bytes = b.finish();
+        assert!(bytes.len() > UDP_MAX_PAYLOAD);
+        h.on_datagram(0, &bytes, 1).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.messages, c.heartbeats), (4_000, 4_000));
+        let last: Vec<u64> = h.records().map(|r| r.state.seq.last_seq).collect();
+        assert_eq!(
+            last,
+            [3_999, 3_997, 3_998],
+            "the last heartbeats were applied"
+        );
+    }
+
+    #[test]
+    fn full_table_drops_new_symbols_and_counts() {
+        let mut h = Handler::new(&config("full"));
+        for (i, s) in ["A", "B", "C", "D", "A"].iter().enumerate() {
+            let mut b = PacketBuilder::new(0);
+            b.quote(sym(s), i as u64, 1, 1.0, 2.0);
+            h.on_datagram(0, &b.finish(), 1).unwrap();
+        }
+        assert_eq!(h.feeds()[0].counters.table_full, 1);
+        assert_eq!(h.records().count(), 3);
+        assert_eq!(h.verdict(0, sym("D"), 1), Reasons::NO_QUOTE);
+        assert!(h.verdict(0, sym("A"), 1).is_ok());
+    }
+
+    /// Quotes for A and B, seq `seq`, in one datagram.
+    fn two_quotes(seq: u64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(0);
+        b.quote(sym("A"), seq, 1, 1.0, 2.0)
+            .quote(sym("B"), seq, 1, 1.0, 2.0);
+        b.finish()
+    }
+
+    #[test]
+    fn line_b_copies_of_everything_are_line_copies_not_duplicates() {
+        let mut h = Handler::new(&config("full"));
+        for seq in 1..=100 {
+            let d = two_quotes(seq);
+            // B is sometimes ahead of A, sometimes behind.
+            let lines = if seq % 3 == 0 { [1, 0] } else { [0, 1] };
+            for line in lines {
+                h.on_datagram_line(0, line, &d, seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (200, 200, 0));
+    }
+
+    #[test]
+    fn a_datagram_twice_on_the_same_line_is_a_duplicate() {
+        let mut h = Handler::new(&config("full"));
+        for seq in 1..=10 {
+            let d = two_quotes(seq);
+            h.on_datagram_line(0, 0, &d, seq).unwrap();
+            h.on_datagram_line(0, 1, &d, seq).unwrap();
+            if seq % 5 == 0 {
+                h.on_datagram_line(0, 0, &d, seq).unwrap();
+                h.on_datagram_line(0, 1, &d, seq).unwrap();
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        // Each line's second copy of seq 5 and 10, 2 symbols each: 8.
+        assert_eq!((c.duplicates, c.line_copies), (28, 20));
+        // A line lagging by two: its copies are line copies, and its repeat
+        // of the last sequence a duplicate.
+        for d in [two_quotes(11), two_quotes(12)] {
+            h.on_datagram_line(0, 0, &d, 12).unwrap();
+        }
+        for seq in [11, 12, 12] {
+            h.on_datagram_line(0, 1, &two_quotes(seq), 13).unwrap();
+        }
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (34, 24));
+        // A heartbeat on B carries no sequence: B's copy of A's tick after
+        // it is still a line copy.
+        h.on_datagram_line(0, 0, &two_quotes(13), 14).unwrap();
+        let mut hb = PacketBuilder::new(0);
+        hb.heartbeat(sym("A"), 14).heartbeat(sym("B"), 14);
+        h.on_datagram_line(0, 1, &hb.finish(), 14).unwrap();
+        h.on_datagram_line(0, 1, &two_quotes(13), 14).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (36, 26));
+    }
+
+    #[test]
+    fn every_packet_rejected_is_a_state_that_an_accepted_packet_ends() {
+        let mut h = Handler::new(&config("full"));
+        let bad = b"MOLDUDP64 session".to_vec();
+        for i in 0..ALL_REJECTED_MIN_PACKETS - 1 {
+            let _ = h.on_datagram(0, &bad, 1_000 + i);
+        }
+        assert_eq!(h.feeds()[0].all_rejected(), None, "not yet");
+        let _ = h.on_datagram(0, &bad, 5_000);
+        let all = h.feeds()[0].all_rejected().unwrap();
+        assert_eq!(
+            (all.since_ns, all.packets, all.top),
+            (1_000, 32, Rejected::Sqf(Reject::Magic))
+        );
+        h.on_datagram(0, &two_quotes(1), 6_000).unwrap();
+        assert_eq!(h.feeds()[0].all_rejected(), None);
+        // A slow feed: two rejections a second apart, nothing in between.
+        let _ = h.on_datagram(0, &bad, 7_000);
+        assert_eq!(h.feeds()[0].all_rejected(), None);
+        let _ = h.on_datagram(0, &bad, 7_000 + ALL_REJECTED_MIN_NS);
+        assert_eq!(h.feeds()[0].all_rejected().unwrap().packets, 2);
+    }
+
+    /// A log sink for one test.
+    #[derive(Clone, Default)]
+    struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_every_packet_rejected_warning_repeats_every_10_s_while_it_lasts() {
+        let log = Log::default();
+        let sink = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let s = 1_000_000_000u64;
+        tracing::subscriber::with_default(subscriber, || {
+            let mut h = Handler::new(&config("full"));
+            // One bad packet every 100 ms for 25 s: a run of 1 s by the
+            // 11th, warned then (1 s), at 11 s and at 21 s.
+            for i in 0..250 {
+                let _ = h.on_datagram(0, b"MOLDUDP64 session", i * s / 10);
+            }
+            // Accepted: over. Bad again: a new run, still rate-limited.
+            h.on_datagram(0, &two_quotes(1), 25 * s).unwrap();
+            for i in 0..40 {
+                let _ = h.on_datagram(0, b"MOLDUDP64 session", 25 * s + i);
+            }
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("every packet of the feed is rejected (not SQF?)"))
+            .collect();
+        assert_eq!(warnings.len(), 3, "{text}");
+        assert!(warnings
+            .iter()
+            .all(|l| l.contains("feed=f") && l.contains("reason=\"bad_magic\"")));
+        assert!(warnings[2].contains("packets=211 for_s=21"), "{text}");
+    }
+
+    #[test]
+    fn offset_comes_from_accepted_packets_only() {
+        let mut cfg = config("full");
+        cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
+            window_ns: 1_000_000_000,
+        };
+        let mut h = Handler::new(&cfg);
+        let mut bad = PacketBuilder::new(0).finish();
+        bad[2] = 9;
+        let _ = h.on_datagram(0, &bad, 1_000_000);
+        assert_eq!(h.feeds()[0].offset(), 0);
+        h.on_datagram(0, &PacketBuilder::new(400_000).finish(), 1_000_000)
+            .unwrap();
+        assert_eq!(
+            h.feeds()[0].offset(),
+            600_000,
+            "an empty packet is accepted and counts"
+        );
+    }
+}
