@@ -11,6 +11,7 @@ use crate::shm::Publication;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
+use std::net::SocketAddrV4;
 
 /// Most reject reasons any protocol has (counter arrays are this long).
 pub const MAX_REJECT_REASONS: usize = 9;
@@ -71,6 +72,25 @@ pub struct FeedCounters {
     pub resets: u64,
 }
 
+/// The line index under which what a feed's [`Channel`] receives is
+/// applied (lines A and B are 0 and 1).
+pub const RECOVERY_LINE: usize = 2;
+
+/// A unicast exchange with a server that a protocol keeps besides its
+/// lines (ITCH: re-requests for gaps). With a server, the sidecar opens a
+/// socket bound to `listen` and connected to `server`, so that only the
+/// server's datagrams are taken; they are applied as line
+/// [`RECOVERY_LINE`] of the feed, as a replay applies what a capture holds
+/// for `listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channel {
+    /// Where requests go (none: answers are only replayed).
+    pub server: Option<SocketAddrV4>,
+    /// Where answers arrive (`0.0.0.0:P`: any address, port P; port 0: an
+    /// ephemeral port live, none in replay).
+    pub listen: SocketAddrV4,
+}
+
 /// A feed as its engine sees it on each call: its id, its configuration,
 /// its counters and the state table.
 pub struct Cx<'a> {
@@ -119,6 +139,19 @@ pub trait FeedEngine {
     /// Writes what only this protocol counts into the publication's feed
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
+
+    /// Hands the requests due at `now` on the feed's [`Channel`] to `send`
+    /// (the bytes of one datagram to the server; true when it went out).
+    /// Called once per receive cycle, after the cycle's datagrams are
+    /// applied. Returns the requests handed out.
+    fn poll_requests(&mut self, _now: u64, _send: impl FnMut(&[u8]) -> bool) -> usize {
+        0
+    }
+
+    /// Requests sent on the feed's channel so far (send errors not included).
+    fn requests_sent(&self) -> u64 {
+        0
+    }
 
     /// Lets the engine apply part of its work on a second thread (`on`),
     /// for a replay where nothing reads the feed between checks; or all of

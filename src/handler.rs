@@ -354,6 +354,14 @@ impl Handler {
         Some(fd.engine.itch_engine_mut()?.file_batch(&mut fd.counters, f))
     }
 
+    /// Hands the requests due at `now` on `feed`'s channel to `send` (see
+    /// [`FeedEngine::poll_requests`](crate::engine::FeedEngine::poll_requests)).
+    pub fn poll_requests(&mut self, feed: u16, now: u64, send: impl FnMut(&[u8]) -> bool) -> usize {
+        self.feeds
+            .get_mut(feed as usize)
+            .map_or(0, |f| f.engine.poll_requests(now, send))
+    }
+
     /// Copies the feeds' counters into the shared-memory publication, if the
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {

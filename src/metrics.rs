@@ -159,7 +159,7 @@ impl ExchangeMetrics {
                     } else {
                         format!(
                             "{}",
-                            crate::sidecar::recovery_bucket_bound_ns(i) as f64 / 1e9
+                            crate::shm::counter::recovery_bucket_bound_ns(i) as f64 / 1e9
                         )
                     };
                     metrics::counter!(

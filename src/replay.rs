@@ -478,8 +478,7 @@ fn letter(b: u8) -> String {
     crate::shm::printable(&[b])
 }
 
-/// The line index a recovery-channel datagram is applied under.
-pub const RECOVERY_LINE: usize = 2;
+pub use crate::engine::RECOVERY_LINE;
 
 impl Router {
     /// Routes every line of every feed.
@@ -500,7 +499,7 @@ impl Router {
             .feeds
             .iter()
             .enumerate()
-            .filter_map(|(id, f)| Some((f.itch.as_ref()?.recovery_listen, id as u16)))
+            .filter_map(|(id, f)| Some((crate::protocol::channel(f)?.listen, id as u16)))
             .filter(|(listen, _)| listen.port() != 0)
             .collect();
         Router { routes, recovery }

@@ -203,6 +203,12 @@ pub mod counter {
     pub const RECOVERY_LATENCY: usize = EXT + 16;
     /// Buckets of `RECOVERY_LATENCY`.
     pub const RECOVERY_BUCKETS: usize = 16;
+
+    /// Upper bound of `RECOVERY_LATENCY` bucket `i`, ns: 16 µs × 2^i (the
+    /// last is open).
+    pub const fn recovery_bucket_bound_ns(i: usize) -> u64 {
+        16_000 << i
+    }
     /// Re-requests that could not be sent (a full socket buffer, no route).
     pub const REQUEST_ERRORS: usize = EXT + 32;
     /// Times the feed's `request_rate` held re-requests back for a later

@@ -22,9 +22,8 @@
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
 use crate::config::{Config, Idle};
+use crate::engine::RECOVERY_LINE;
 use crate::handler::Handler;
-use crate::protocol::itch50::recovery::Requester;
-use crate::replay::RECOVERY_LINE;
 use crate::shm::{counter, FeedInfo, Publication, WriterLock};
 use crate::state::seqlock::SeqLock;
 use crate::state::verdict;
@@ -35,12 +34,11 @@ use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod merge;
-mod recovery;
-pub use recovery::bucket_bound_ns as recovery_bucket_bound_ns;
 
 /// A symbol's verdict changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,8 +261,9 @@ pub struct Sidecar {
     handler: Handler,
     publication: Arc<Publication>,
     lines: Vec<Line>,
-    /// Re-request clients of exchange feeds with a recovery server.
-    recoveries: Vec<recovery::Recovery>,
+    /// Feeds with a unicast channel: (feed, its channel's index in
+    /// `lines`, the server).
+    channels: Vec<(u16, usize, SocketAddrV4)>,
     changes: Option<Changes>,
     recorder: Option<Recorder>,
     stats: RunStats,
@@ -291,7 +290,7 @@ impl Sidecar {
         let shm = || format!("shared memory {}", sc.shm_path.display());
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
         let mut lines = Vec::new();
-        let mut recoveries = Vec::new();
+        let mut channels = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
             if f.source.is_none() && f.lines.iter().any(|l| l.ip().is_multicast()) {
                 // Neither protocol authenticates its datagrams: only the
@@ -328,8 +327,9 @@ impl Sidecar {
                     sc.batch,
                 ));
             }
-            if let Some(server) = f.itch.as_ref().and_then(|c| c.recovery) {
-                let listen = f.itch.as_ref().map_or(server, |c| c.recovery_listen);
+            if let Some((server, listen)) =
+                crate::protocol::channel(f).and_then(|c| Some((c.server?, c.listen)))
+            {
                 let mut socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
                     .with_context(|| format!("feed '{}': recovery_listen {listen}", f.name))?;
                 // Answers are taken from the server only: a forged answer
@@ -343,16 +343,7 @@ impl Sidecar {
                     listen = %socket.info.addr,
                     "recovery channel open"
                 );
-                if let Some(c) = &f.itch {
-                    recoveries.push(recovery::Recovery::new(
-                        id as u16,
-                        lines.len(),
-                        server,
-                        Requester::from_config(c),
-                        c.gap_timeout_ns,
-                        c.request_interval_ns,
-                    ));
-                }
+                channels.push((id as u16, lines.len(), server));
                 lines.push(Line::new(id as u16, RECOVERY_LINE, socket, sc.batch));
             }
         }
@@ -375,7 +366,7 @@ impl Sidecar {
             handler,
             publication,
             lines,
-            recoveries,
+            channels,
             changes: None,
             recorder: None,
             stats: RunStats::default(),
@@ -460,7 +451,11 @@ impl Sidecar {
     /// Re-requests sent so far, every feed's recovery channel together
     /// (send errors not included).
     pub fn requests_sent(&self) -> u64 {
-        self.recoveries.iter().map(|r| r.sent).sum()
+        self.handler
+            .feeds()
+            .iter()
+            .map(|f| f.engine().requests_sent())
+            .sum()
     }
 
     /// The feeds' configuration.
@@ -604,19 +599,13 @@ impl Sidecar {
         work
     }
 
-    /// Sends the re-requests due for exchange feeds' open gaps, after the
-    /// cycle's data is applied.
+    /// Sends the requests due on the feeds' channels (re-requests for
+    /// open gaps), after the cycle's data is applied.
     fn request_gaps(&mut self, now: u64) {
-        for r in &mut self.recoveries {
-            let Some(it) = self.handler.feeds()[r.feed as usize].itch() else {
-                continue;
-            };
-            r.poll(
-                it.sequencer(),
-                it.session(),
-                &self.lines[r.line].socket,
-                now,
-            );
+        for &(feed, line, server) in &self.channels {
+            let socket = &self.lines[line].socket;
+            self.handler
+                .poll_requests(feed, now, |b| socket.send_to(b, server).is_ok());
         }
     }
 
@@ -642,14 +631,6 @@ impl Sidecar {
                 .map(|l| l.kernel_drops)
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
-        }
-        for r in &self.recoveries {
-            p.set_counter(r.feed, counter::REQUESTS_SENT, r.sent);
-            p.set_counter(r.feed, counter::REQUEST_ERRORS, r.send_errors);
-            p.set_counter(r.feed, counter::REQUESTS_DEFERRED, r.deferred());
-            for (i, n) in r.latency.iter().enumerate() {
-                p.set_counter(r.feed, counter::RECOVERY_LATENCY + i, *n);
-            }
         }
         for l in self.lines.iter().filter(|l| l.index < RECOVERY_LINE) {
             let i = l.index;

@@ -13,9 +13,10 @@
 pub mod itch50;
 pub mod sqf;
 
+use crate::config::FeedConfig;
 pub use crate::config::Protocol;
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Cx, FeedEngine, Reason, View};
+use crate::engine::{Channel, Cx, FeedEngine, Reason, View};
 use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -51,12 +52,7 @@ impl Engine {
     /// The engine for feed `config` over a table of `capacity` slots, with
     /// clock-offset queues of at most `offset_queue` entries; `shared`: the
     /// table lives in shared memory.
-    pub fn new(
-        config: &crate::config::FeedConfig,
-        capacity: usize,
-        offset_queue: usize,
-        shared: bool,
-    ) -> Engine {
+    pub fn new(config: &FeedConfig, capacity: usize, offset_queue: usize, shared: bool) -> Engine {
         match config.protocol {
             Protocol::Sqf => Engine::Sqf(sqf::feed::Feed::new(
                 config.kind,
@@ -120,6 +116,16 @@ impl Engine {
         each!(self, e => e.write_counters(p, id))
     }
 
+    /// See [`FeedEngine::poll_requests`].
+    pub fn poll_requests(&mut self, now: u64, send: impl FnMut(&[u8]) -> bool) -> usize {
+        each!(self, e => e.poll_requests(now, send))
+    }
+
+    /// See [`FeedEngine::requests_sent`].
+    pub fn requests_sent(&self) -> u64 {
+        each!(self, e => e.requests_sent())
+    }
+
     /// See [`FeedEngine::pipeline`].
     pub fn pipeline(&mut self, on: bool) {
         each!(self, e => e.pipeline(on))
@@ -163,6 +169,16 @@ macro_rules! each_reason {
             Rejected::Itch50($r) => $call,
         }
     };
+}
+
+/// The unicast channel feed `config` needs besides its lines, if any
+/// (known before any engine is built, so that every socket is opened
+/// first).
+pub fn channel(config: &FeedConfig) -> Option<Channel> {
+    match config.protocol {
+        Protocol::Sqf => None,
+        Protocol::Itch50 => config.itch.as_ref().map(itch50::engine::channel),
+    }
 }
 
 /// Why a datagram was rejected whole, in the protocol of its feed.

@@ -3,12 +3,14 @@
 //! ([`Publisher`]), and the logs it owes operators (a new session, an end
 //! of session, lines that disagree), each rate-limited.
 
+use super::client::Client;
 use super::feed::{self, FileBatch, Settings};
 use super::publish::Publisher;
+use super::recovery::Requester;
 use super::{mold, sequencer, Reject};
 use crate::clock::OffsetMode;
 use crate::config::{FeedConfig, ItchConfig};
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::engine::{Channel, Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::{counter, Publication};
 use crate::state::StateTable;
 use crate::symbol::Symbol;
@@ -50,6 +52,17 @@ pub struct Engine {
     logged_session: Option<mold::Session>,
     /// The end of the current session is logged.
     session_ended: bool,
+    /// The re-request client, with a recovery server.
+    client: Option<Client>,
+}
+
+/// The recovery channel of a feed with settings `c`: its server, if it
+/// has one, and where answers arrive.
+pub fn channel(c: &ItchConfig) -> Channel {
+    Channel {
+        server: c.recovery,
+        listen: c.recovery_listen,
+    }
 }
 
 impl Engine {
@@ -84,6 +97,13 @@ impl Engine {
             last_session_log: None,
             logged_session: None,
             session_ended: false,
+            client: c.recovery.map(|_| {
+                Client::new(
+                    Requester::from_config(c),
+                    c.gap_timeout_ns,
+                    c.request_interval_ns,
+                )
+            }),
         }
     }
 
@@ -243,6 +263,17 @@ impl FeedEngine for Engine {
         self.feed.settle();
     }
 
+    fn poll_requests(&mut self, now: u64, send: impl FnMut(&[u8]) -> bool) -> usize {
+        let Some(client) = &mut self.client else {
+            return 0;
+        };
+        client.poll(self.feed.sequencer(), self.feed.session(), now, send)
+    }
+
+    fn requests_sent(&self) -> u64 {
+        self.client.as_ref().map_or(0, |c| c.sent)
+    }
+
     fn write_counters(&self, p: &Publication, id: u16) {
         let it = &self.feed;
         let q = it.sequencer();
@@ -270,6 +301,14 @@ impl FeedEngine for Engine {
             (counter::ORDERS_REFUSED, it.counters().orders_refused),
         ] {
             p.set_counter(id, k, v);
+        }
+        if let Some(r) = &self.client {
+            p.set_counter(id, counter::REQUESTS_SENT, r.sent);
+            p.set_counter(id, counter::REQUEST_ERRORS, r.send_errors);
+            p.set_counter(id, counter::REQUESTS_DEFERRED, r.deferred());
+            for (i, n) in r.latency.iter().enumerate() {
+                p.set_counter(id, counter::RECOVERY_LATENCY + i, *n);
+            }
         }
     }
 }

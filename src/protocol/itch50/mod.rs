@@ -8,6 +8,7 @@
 
 pub mod binfile;
 pub mod book;
+pub mod client;
 pub mod engine;
 pub mod event;
 pub mod feed;

@@ -1,19 +1,19 @@
-//! Re-requests for an exchange feed's open gaps (spec itch50 §3.2), sent
-//! from the socket its answers come back to, and the time each gap took to
-//! fill.
+//! The re-request client of a feed with a recovery server (spec itch50
+//! §3.2): which requests are due for the stream's open gaps, and the time
+//! each gap took to fill. The bytes go to whatever `send` the caller gives
+//! (the sidecar's socket connected to the server, whose answers come back
+//! as the feed's recovery line).
 //!
 //! Polled once per receive cycle, after the cycle's datagrams are applied,
 //! so a request never delays applying data that is already in hand. Which
-//! requests are due is [`Requester`]'s (pure) business; this side only
-//! collects the missing ranges (bounded: [`RANGES`] per poll) and sends.
+//! requests are due is [`Requester`]'s business; this side only collects
+//! the missing ranges (bounded: [`RANGES`] per poll) and hands them out.
 //! No allocation after construction.
 
-use crate::protocol::itch50::mold::Session;
-use crate::protocol::itch50::recovery::{Missing, Requester};
-use crate::protocol::itch50::sequencer::Sequencer;
-use crate::shm::counter::RECOVERY_BUCKETS;
-use crate::sys::udp::LineSocket;
-use std::net::SocketAddrV4;
+use super::mold::Session;
+use super::recovery::{Missing, Requester};
+use super::sequencer::Sequencer;
+use crate::shm::counter::{recovery_bucket_bound_ns as bucket_bound_ns, RECOVERY_BUCKETS};
 
 /// Missing ranges handed to the requester per poll; the rest waits.
 pub(crate) const RANGES: usize = 256;
@@ -24,11 +24,6 @@ const DEFERRED_POLL_NS: u64 = 1_000_000;
 /// Open gaps whose opening time is remembered for the fill latency.
 const TRACKED: usize = 64;
 
-/// Upper bound of latency bucket `i`, ns: 16 µs × 2^i (the last is open).
-pub const fn bucket_bound_ns(i: usize) -> u64 {
-    16_000 << i
-}
-
 /// The bucket a fill latency of `ns` counts in.
 fn bucket(ns: u64) -> usize {
     (0..RECOVERY_BUCKETS - 1)
@@ -37,12 +32,8 @@ fn bucket(ns: u64) -> usize {
 }
 
 /// One feed's re-request client.
-pub(crate) struct Recovery {
-    /// The feed, by id.
-    pub feed: u16,
-    /// Its recovery channel among the sidecar's lines.
-    pub line: usize,
-    server: SocketAddrV4,
+#[derive(Debug)]
+pub struct Client {
     requester: Requester,
     gap_timeout_ns: u64,
     /// `request_interval_ms`, ns: re-sends fall due this long after a request.
@@ -62,19 +53,11 @@ pub(crate) struct Recovery {
     pub latency: [u64; RECOVERY_BUCKETS],
 }
 
-impl Recovery {
-    pub(crate) fn new(
-        feed: u16,
-        line: usize,
-        server: SocketAddrV4,
-        requester: Requester,
-        gap_timeout_ns: u64,
-        interval_ns: u64,
-    ) -> Recovery {
-        Recovery {
-            feed,
-            line,
-            server,
+impl Client {
+    /// A client asking with `requester`, for gaps given up after
+    /// `gap_timeout_ns`, re-sending after `interval_ns`.
+    pub fn new(requester: Requester, gap_timeout_ns: u64, interval_ns: u64) -> Client {
+        Client {
             requester,
             gap_timeout_ns,
             interval_ns,
@@ -89,15 +72,15 @@ impl Recovery {
         }
     }
 
-    /// Sends the requests due at `now` (ns since the Unix epoch) for the
-    /// stream's open gaps from `socket`, and notes gaps that closed.
-    /// Returns the requests sent.
-    pub(crate) fn poll(
+    /// Hands the requests due at `now` (ns since the Unix epoch) for the
+    /// stream's open gaps to `send` (true when it went out), and notes gaps
+    /// that closed. Returns the requests handed out.
+    pub fn poll(
         &mut self,
         seq: &Sequencer,
         session: Option<Session>,
-        socket: &LineSocket,
         now: u64,
+        mut send: impl FnMut(&[u8]) -> bool,
     ) -> usize {
         if session != self.session {
             self.session = session;
@@ -124,8 +107,7 @@ impl Recovery {
             ranges.push(Missing { lo, hi, deadline });
             ranges.len() < RANGES
         });
-        let Recovery {
-            server,
+        let Client {
             requester,
             ranges,
             sent,
@@ -134,9 +116,10 @@ impl Recovery {
         } = self;
         let deferred = requester.deferred();
         let n = requester.poll(session, now, ranges.iter().copied(), |r| {
-            match socket.send_to(&r.encode(), *server) {
-                Ok(_) => *sent += 1,
-                Err(_) => *send_errors += 1,
+            if send(&r.encode()) {
+                *sent += 1;
+            } else {
+                *send_errors += 1;
             }
         });
         if requester.deferred() != deferred {
@@ -151,7 +134,7 @@ impl Recovery {
     }
 
     /// Times the rate held requests back for a later poll.
-    pub(crate) fn deferred(&self) -> u64 {
+    pub fn deferred(&self) -> u64 {
         self.requester.deferred()
     }
 
