@@ -18,8 +18,9 @@
 //! `auto`, an arrival that steps back counts as at the latest arrival for
 //! the window, its sample being its own arrival − send time; message
 //! sequences within a packet wrap past `u64::MAX`, and once the last
-//! sequence is applied `next` stays on it (so a later copy of it is applied
-//! again) and `ticks_lost` saturates. Its own
+//! sequence is applied `next` stays on it, every later message of the
+//! session is a duplicate (the last sequence is applied once, however many
+//! copies come) and `ticks_lost` saturates. Its own
 //! readings of the text:
 //!
 //! - Order references are unique across the feed (as in ITCH 5.0): `E`, `C`,
@@ -144,6 +145,8 @@ struct Model {
     past: Vec<[u8; 10]>,
     midnight: i128,
     next: Option<u64>,
+    /// The last sequence, `u64::MAX`, was applied this session.
+    ended: bool,
     high: u64,
     held: BTreeMap<u64, Vec<u8>>,
     gaps: Vec<MGap>,
@@ -188,6 +191,7 @@ impl Model {
             past: Vec::new(),
             midnight: 0,
             next: None,
+            ended: false,
             high: 0,
             held: BTreeMap::new(),
             gaps: Vec::new(),
@@ -244,6 +248,9 @@ impl Model {
         let mut last = None;
         loop {
             let next = self.next.unwrap();
+            if self.ended {
+                break;
+            }
             if let Some(m) = self.held.remove(&next) {
                 if m.len() >= 11 {
                     last = Some(self.midnight + be(&m[5..11]) as i128);
@@ -251,6 +258,7 @@ impl Model {
                 self.apply(&m);
                 // Nothing follows the last sequence: `next` stays there.
                 self.next = Some(next.saturating_add(1));
+                self.ended = next == u64::MAX;
             } else if next < over {
                 // Over the missing sequences, to the next held one.
                 let to = self.held.range(next..).next().map_or(over, |(&q, _)| q);
@@ -312,6 +320,7 @@ impl Model {
             self.past.remove(0);
         }
         self.next = None;
+        self.ended = false;
         self.high = 0;
         self.held.clear();
         self.gaps.clear();
@@ -387,7 +396,7 @@ impl Model {
                     if m.len() >= 11 {
                         send = Some(self.midnight + be(&m[5..11]) as i128);
                     }
-                    if q < self.next.unwrap() || self.held.contains_key(&q) {
+                    if q < self.next.unwrap() || self.ended || self.held.contains_key(&q) {
                         self.duplicates += 1;
                         continue;
                     }
@@ -1304,6 +1313,27 @@ fn last_sequence_applied_in_order_does_not_overflow() {
     ];
     let model = run(&fixed_setup(), &ops).unwrap();
     assert_eq!(model.next, Some(u64::MAX));
+}
+
+/// The last sequence, `u64::MAX`, comes four times (lines A and B, a
+/// recovery answer, a repeat): applied once, the rest duplicates, in the
+/// model and the feed alike.
+#[test]
+fn last_sequence_is_applied_once_however_many_copies_come() {
+    let mut ops = vec![Op::Datagram {
+        dt: 1,
+        bytes: quiet(b"SESSMAX001", u64::MAX - 1, 2),
+    }];
+    for _ in 0..3 {
+        ops.push(Op::Datagram {
+            dt: 1,
+            bytes: quiet(b"SESSMAX001", u64::MAX, 1),
+        });
+    }
+    ops.push(Op::Check { dt: 3 });
+    let model = run(&fixed_setup(), &ops).unwrap();
+    assert_eq!(model.next, Some(u64::MAX));
+    assert_eq!(model.duplicates, 3);
 }
 
 /// The last sequence released by a gap given up, and `ticks_lost` past

@@ -8,8 +8,9 @@
 //! opens is clamped to the latest time this stream has seen, so deadlines
 //! never decrease from one gap to the next and expiry gives up a prefix of
 //! the open gaps, lowest first, as the spec orders. The last sequence,
-//! `u64::MAX`, has no successor: once it is applied `next` stays on it, and
-//! `ticks_lost` saturates.
+//! `u64::MAX`, has no successor: once it is applied `next` stays on it, the
+//! stream is ended (every later message of the session is a duplicate,
+//! however many copies come) and `ticks_lost` saturates.
 //!
 //! Memory is bounded: at most `max_held` messages are held after a packet
 //! (plus one packet's worth while it is applied), each in a 64-byte record
@@ -349,6 +350,9 @@ pub struct Sequencer {
     next: Option<u64>,
     /// One past the highest sequence received (or revealed by a heartbeat).
     high: u64,
+    /// The last sequence, `u64::MAX`, has been applied: `next` cannot move
+    /// past it, so this is what tells its copies from it.
+    ended: bool,
     /// Open gaps, ascending and disjoint.
     gaps: VecDeque<Gap>,
     /// Emptied gaps' `filled`, for reuse.
@@ -371,6 +375,7 @@ impl Sequencer {
             past: Past::default(),
             next: None,
             high: 0,
+            ended: false,
             gaps: VecDeque::new(),
             pool: Vec::new(),
             held: Held::new(settings.max_held.min(1 << 16)),
@@ -683,21 +688,22 @@ impl Sequencer {
     /// (so nothing is held: held messages lie above a gap).
     #[inline]
     fn in_order(&self, start: u64) -> bool {
-        start == self.next.unwrap_or(1) && self.gaps.is_empty()
+        start == self.next.unwrap_or(1) && self.gaps.is_empty() && !self.ended
     }
 
     #[inline]
     fn receive(&mut self, q: u64, m: Message<'_>, apply: &mut impl Apply) -> Received {
         let next = self.next.unwrap_or(1);
-        if q == next && self.gaps.is_empty() {
+        if q == next && self.gaps.is_empty() && !self.ended {
             // In order with no gap open, so nothing held (held messages lie
             // above a gap): applied straight from the packet.
             apply.apply(q, m);
             self.next = Some(q.saturating_add(1));
+            self.ended = q == u64::MAX;
             self.high = self.high.max(q.saturating_add(1));
             return Received::Applied;
         }
-        if q < next || self.held.index.contains(q) {
+        if q < next || self.ended || self.held.index.contains(q) {
             return Received::Duplicate;
         }
         let i = self.gaps.partition_point(|g| g.hi <= q);
@@ -725,10 +731,13 @@ impl Sequencer {
     fn drain(&mut self, apply: &mut impl Apply) -> u32 {
         let Some(mut next) = self.next else { return 0 };
         let mut n = 0;
-        while self.held.take(next, |b| apply.apply(next, Message::new(b))) {
-            // The last sequence has no successor: `next` stays on it.
-            next = next.saturating_add(1);
+        while !self.ended && self.held.take(next, |b| apply.apply(next, Message::new(b))) {
             n += 1;
+            match next.checked_add(1) {
+                Some(q) => next = q,
+                // The last sequence has no successor: `next` stays on it.
+                None => self.ended = true,
+            }
         }
         self.next = Some(next);
         n
@@ -775,6 +784,7 @@ impl Sequencer {
     fn reset(&mut self) {
         self.next = None;
         self.high = 0;
+        self.ended = false;
         while let Some(g) = self.gaps.pop_front() {
             self.pool.push(g.filled);
         }
@@ -869,6 +879,58 @@ mod tests {
         assert_eq!(out, [(2, 50), (53, 60), (63, 100), (101, u64::MAX)]);
         assert!(r.seq.has_gap_at(2) && r.seq.has_gap_at(101));
         assert!(!r.seq.has_gap_at(1) && !r.seq.has_gap_at(100) && !r.seq.has_gap_at(3));
+    }
+
+    /// The last sequence, `u64::MAX`, is applied once, however many copies
+    /// come (lines A and B, a recovery answer, the same packet again), in
+    /// order or filled from behind a gap; the copies are duplicates.
+    #[test]
+    fn the_last_sequence_is_applied_once() {
+        let last = |first: u64| {
+            let mut b = PacketBuilder::new(S1, first);
+            for q in first..=u64::MAX {
+                b.message(&encode::delete(0, q, q));
+            }
+            b.finish()
+        };
+        // In order.
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 1);
+        r.packet(&PacketBuilder::heartbeat(S1, u64::MAX - 1), 2);
+        r.packet(&data(S1, 2, 1), 3);
+        assert_eq!(r.seq.gaps_open(), 1);
+        r.packet(&data(S1, u64::MAX - 2, 1), 3);
+        // The gap 3..MAX-2 is given up; MAX-2 applied, then MAX-1 and MAX.
+        r.expire(u64::MAX);
+        r.packet(&last(u64::MAX - 1), 4);
+        let dups = r.seq.counters().duplicates;
+        for t in 5..9 {
+            r.packet(&last(u64::MAX - 1), t);
+            r.packet(&last(u64::MAX), t);
+        }
+        assert_eq!(r.applied.iter().filter(|&&q| q == u64::MAX).count(), 1);
+        assert_eq!(r.applied.iter().filter(|&&q| q == u64::MAX - 1).count(), 1);
+        assert_eq!(r.seq.counters().duplicates, dups + 4 * 3);
+        assert_eq!(r.seq.next(), Some(u64::MAX));
+        // Held behind a gap, then drained when the gap fills.
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 1);
+        r.packet(&PacketBuilder::heartbeat(S1, u64::MAX - 2), 2);
+        r.expire(u64::MAX);
+        r.packet(&last(u64::MAX - 1), 3);
+        r.packet(&last(u64::MAX), 3);
+        assert!(!r.applied.contains(&u64::MAX));
+        r.packet(&data(S1, u64::MAX - 2, 1), 4);
+        r.packet(&last(u64::MAX - 1), 5);
+        r.packet(&last(u64::MAX), 5);
+        assert_eq!(r.applied.iter().filter(|&&q| q == u64::MAX).count(), 1);
+        assert_eq!(
+            r.applied.iter().rev().take(3).copied().collect::<Vec<_>>(),
+            [u64::MAX, u64::MAX - 1, u64::MAX - 2]
+        );
+        // A new session starts over.
+        r.packet(&data(S2, 1, 1), 6);
+        assert_eq!(r.seq.next(), Some(2));
     }
 
     const S1: Session = Session(*b"SESSION001");
