@@ -10,6 +10,7 @@ pub mod binfile;
 pub mod book;
 pub mod event;
 pub mod feed;
+pub mod ladder;
 pub mod levels;
 pub mod linecheck;
 pub mod map;
