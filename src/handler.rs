@@ -17,9 +17,11 @@ use crate::protocol::sqf::wire::msg_type;
 use crate::protocol::sqf::wire::HEARTBEAT_LEN;
 use crate::protocol::sqf::{Known, Message, Packet, MAX_MESSAGES};
 use crate::protocol::{Rejected, MAX_REJECT_REASONS};
+use crate::shm::Publication;
 use crate::state::{prefetch, Probe, Record, SlotId, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
+use std::sync::Arc;
 
 /// In a slot's byte of `Handler::last_line`: its sequence was last applied
 /// from line B.
@@ -215,6 +217,9 @@ impl Feed {
 /// The handler: feeds, their state table, and the rules between them.
 pub struct Handler {
     table: StateTable,
+    /// The publication the table lives in, if shared: each feed's clock
+    /// offset and counters are written there too.
+    publication: Option<Arc<Publication>>,
     feeds: Vec<Feed>,
     table_full_logged: bool,
     /// Per slot, one byte: [`FROM_B`], the line its sequence was last
@@ -255,9 +260,11 @@ impl Handler {
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
         let last_line = vec![0; table.capacity()];
-        let shared = table.publication().is_some();
+        let publication = Publication::of(&table);
+        let shared = publication.is_some();
         let mut handler = Handler {
             table,
+            publication,
             feeds: config
                 .feeds
                 .iter()
@@ -334,6 +341,7 @@ impl Handler {
     ) -> Result<(), Rejected> {
         let Handler {
             table,
+            publication,
             feeds,
             table_full_logged,
             last_line,
@@ -345,7 +353,7 @@ impl Handler {
         };
         f.counters.packets += 1;
         if let Engine::Itch50(_) = f.engine {
-            return f.on_itch(feed, line, payload, t, table);
+            return f.on_itch(feed, line, payload, t, table, publication.as_deref());
         }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
@@ -377,7 +385,7 @@ impl Handler {
             }
         };
         f.clock.on_packet(t, packet.send_time());
-        if let Some(p) = table.publication() {
+        if let Some(p) = publication {
             p.publish_offset(feed, f.clock.offset());
         }
         let count = packet.message_count() as u64;
@@ -521,7 +529,7 @@ impl Handler {
             it.expire(now);
             it.settle();
             copy_itch_counters(it, &mut f.counters);
-            f.publish(feed, &mut self.table);
+            f.publish(feed, &mut self.table, self.publication.as_deref());
         }
     }
 
@@ -601,7 +609,7 @@ impl Handler {
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {
         use crate::shm::counter;
-        let Some(p) = self.table.publication() else {
+        let Some(p) = self.publication.as_deref() else {
             return;
         };
         for (id, f) in self.feeds.iter().enumerate() {
@@ -800,8 +808,9 @@ impl Feed {
     }
 
     /// Writes what an exchange feed's messages changed into the shared
-    /// table (nothing for SQF, or without a publisher).
-    fn publish(&mut self, id: u16, table: &mut StateTable) {
+    /// table, and its clock offset into `publication` (nothing for SQF, or
+    /// without a publisher).
+    fn publish(&mut self, id: u16, table: &mut StateTable, publication: Option<&Publication>) {
         let Feed {
             engine: Engine::Itch50(it),
             publisher: Some(p),
@@ -811,6 +820,10 @@ impl Feed {
         else {
             return;
         };
+        if let Some(pb) = publication {
+            // Unchanged offsets cost a compare, not a write.
+            pb.publish_offset(id, it.offset());
+        }
         p.publish(id, it, table, |s| config.thresholds_for(s));
         self.counters.table_full = p.table_full;
     }
@@ -832,9 +845,10 @@ impl Feed {
         payload: &[u8],
         t: u64,
         table: &mut StateTable,
+        publication: Option<&Publication>,
     ) -> Result<(), Rejected> {
         let result = self.apply_itch(line, payload, t);
-        self.publish(id, table);
+        self.publish(id, table, publication);
         result
     }
 
