@@ -102,6 +102,9 @@ pub struct Cx<'a> {
     pub counters: &'a mut FeedCounters,
     /// The table every feed's symbols are published in.
     pub table: &'a mut StateTable,
+    /// The publication the table lives in, if shared (the clock offset and
+    /// counters are written there too).
+    pub publication: Option<&'a Publication>,
 }
 
 /// A feed's protocol engine. Every method is handed the time (ns since the

@@ -12,9 +12,11 @@ use crate::config::{Config, FeedConfig};
 use crate::engine::{Cx, View};
 pub use crate::engine::{FeedCounters, MAX_REJECT_REASONS};
 use crate::protocol::{Engine, Rejected};
+use crate::shm::Publication;
 use crate::state::{Record, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
+use std::sync::Arc;
 
 /// At most one rejected-packet log line per feed per this interval, ns of arrival time.
 const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
@@ -142,6 +144,9 @@ impl Feed {
 /// The handler: feeds, their state table, and the rules between them.
 pub struct Handler {
     table: StateTable,
+    /// The publication the table lives in, if shared: each feed's clock
+    /// offset and counters are written there too.
+    publication: Option<Arc<Publication>>,
     feeds: Vec<Feed>,
 }
 
@@ -165,9 +170,11 @@ impl Handler {
     /// A handler over a given table (e.g. one in shared memory), with
     /// clock-offset queues of at most `offset_queue` entries.
     pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
-        let shared = table.publication().is_some();
+        let publication = Publication::of(&table);
+        let shared = publication.is_some();
         let capacity = table.capacity();
         Handler {
+            publication,
             feeds: config
                 .feeds
                 .iter()
@@ -232,6 +239,7 @@ impl Handler {
             config: &f.config,
             counters: &mut f.counters,
             table: &mut self.table,
+            publication: self.publication.as_deref(),
         };
         let result = f.engine.on_datagram(cx, line, payload, t);
         if let Err(reason) = result {
@@ -291,6 +299,7 @@ impl Handler {
             config: &f.config,
             counters: &mut f.counters,
             table: &mut self.table,
+            publication: self.publication.as_deref(),
         };
         f.engine.catch_up(cx, now);
     }
@@ -366,7 +375,7 @@ impl Handler {
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {
         use crate::shm::counter;
-        let Some(p) = self.table.publication() else {
+        let Some(p) = self.publication.as_deref() else {
             return;
         };
         for (id, f) in self.feeds.iter().enumerate() {

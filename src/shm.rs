@@ -71,16 +71,19 @@
 #![allow(unsafe_code)]
 
 use crate::config::Protocol;
+use crate::state::region::{Owner, Region};
 use crate::state::seqlock::SeqLock;
 use crate::state::slot::Slot;
 use crate::state::FeedKind;
-use crate::state::{FeedStatus, FeedStatusWords};
+use crate::state::{FeedStatus, FeedStatusWords, SlotId, StateTable};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// "TKGUARD1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TKGUARD1");
@@ -851,14 +854,10 @@ impl Publication {
         &self.path
     }
 
-    pub(crate) fn views(&self) -> &Views {
-        &self.views
-    }
-
     /// Appends (feed, key, name) → slot to the directory as entry `index`
     /// (a name longer than [`NAME_LEN`] is cut there).
     #[inline]
-    pub(crate) fn publish_entry(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: u32) {
+    fn publish_entry(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: u32) {
         let Some(e) = self.views.directory().get(index) else {
             return;
         };
@@ -920,6 +919,47 @@ impl Publication {
             .and_then(|b| b.counter(id))
         {
             c.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Publication {
+    /// The publication a table lives in, if it lives in one
+    /// ([`StateTable::shared`]).
+    pub fn of(table: &StateTable) -> Option<Arc<Publication>> {
+        let owner: Arc<dyn std::any::Any + Send + Sync> = table.owner()?.clone();
+        owner.downcast().ok()
+    }
+}
+
+impl Owner for Publication {
+    fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId) {
+        self.publish_entry(index, feed, key, name, slot);
+    }
+}
+
+/// A table's memory in the publication: its slots, and the status words of
+/// each feed block.
+impl From<Arc<Publication>> for Region {
+    fn from(p: Arc<Publication>) -> Region {
+        let views = &p.views;
+        let (slots, feeds) = (views.slots(), views.feeds());
+        let status = feeds
+            .first()
+            .map_or(NonNull::dangling(), |b| NonNull::from(&b.status));
+        // SAFETY: the slots and the feed blocks lie in the publication's
+        // mapping, which `p` (kept by the region) holds for its whole life
+        // and never moves; the status words of feed `f` are a field of block
+        // `f`, `size_of::<FeedBlock>()` bytes after those of block `f - 1`,
+        // in the one mapping; all of it is atomics, only ever shared.
+        unsafe {
+            Region::new(
+                p.clone(),
+                slots,
+                status,
+                feeds.len(),
+                std::mem::size_of::<FeedBlock>(),
+            )
         }
     }
 }
@@ -1205,7 +1245,59 @@ mod tests {
             [2, 0b1101, 11, 12],
             "one write: an unchanged status is not written again"
         );
-        assert_eq!(p.views().feeds()[0].status.try_read(), Some(s));
+        assert_eq!(p.views.feeds()[0].status.try_read(), Some(s));
+    }
+
+    /// A table on the publication's region writes its slots, each feed's
+    /// status and the directory in the file; the publication is found from
+    /// the table, and from no heap table.
+    #[test]
+    fn a_shared_table_lives_in_the_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feed = |name: &str| FeedInfo {
+            name: name.into(),
+            kind: FeedKind::Full,
+            lines: vec!["239.1.1.1:30001".parse().unwrap()],
+            protocol: Protocol::Sqf,
+        };
+        let p = Arc::new(
+            Publication::create(&path, 0o600, 4, &[feed("a"), feed("b")], 1, 1_000_000).unwrap(),
+        );
+        let mut table = StateTable::shared(p.clone());
+        assert!(Publication::of(&table).is_some_and(|q| Arc::ptr_eq(&q, &p)));
+        assert!(Publication::of(&StateTable::new(4)).is_none());
+        assert_eq!(table.capacity(), 4);
+        assert!(std::ptr::eq(table.slots(), p.views.slots()));
+        let symbol = crate::symbol::Symbol::parse("EURUSD").unwrap();
+        let id = table
+            .insert(
+                1,
+                symbol,
+                crate::verdict::Thresholds {
+                    stale_ns: 1,
+                    source_ns: 1,
+                },
+            )
+            .unwrap();
+        let e = &p.views.directory()[0];
+        assert_eq!(e.feed_slot.load(Ordering::Relaxed), 1 << 32 | id as u64);
+        assert_eq!(e.key.load(Ordering::Relaxed), symbol.key());
+        assert_eq!(p.views.header().directory_len.load(Ordering::Relaxed), 1);
+        let s = FeedStatus {
+            suspect: true,
+            last_alive: 7,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(1, &s);
+        table.set_feed_status(2, &s);
+        assert_eq!(p.views.feeds()[1].status.try_read(), Some(s));
+        assert_eq!(
+            p.views.feeds()[0].status.try_read(),
+            Some(FeedStatus::default())
+        );
+        assert_eq!(table.feed_status(1), s);
+        assert_eq!(table.feed_status(2), FeedStatus::default());
     }
 
     /// A heartbeat's counters are one set: a copy never holds a line's
@@ -1234,7 +1326,7 @@ mod tests {
                 }
                 done.store(true, Ordering::Relaxed);
             });
-            let block = &p.views().feeds()[0];
+            let block = &p.views.feeds()[0];
             let (mut copies, mut last) = (0u64, 0);
             while !done.load(Ordering::Relaxed) || copies == 0 {
                 if let Some(c) = read_counters(block) {
@@ -1250,7 +1342,7 @@ mod tests {
             }
         });
         assert_eq!(
-            read_counters(&p.views().feeds()[0]).unwrap()[counter::PACKETS],
+            read_counters(&p.views.feeds()[0]).unwrap()[counter::PACKETS],
             SETS
         );
     }

@@ -56,6 +56,7 @@
 //! verdicts are evaluated at the latest time seen so far, as the clock-offset
 //! estimator does.
 
+mod band;
 mod itch;
 mod svg;
 mod text;

@@ -3,7 +3,7 @@
 //! symbol's state with the rules' outcome-returning functions, and records
 //! what each outcome did to the verdict.
 
-use super::svg::{Band, Mark, MarkKind};
+use super::band::{Band, Mark, MarkKind};
 use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Scope, Step};
 use crate::capture::Datagram;
 use crate::handler::Handler;

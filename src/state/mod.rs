@@ -7,15 +7,16 @@ mod index;
 pub use crate::sys::memory::prefetch;
 pub mod price;
 pub mod quote;
+pub mod region;
 pub mod seqlock;
 pub mod slot;
 
-use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
 use index::Index;
 pub use price::Price;
 pub use quote::{FeedKind, SeqTrack, SymbolState};
+use region::{Owner, Region};
 use seqlock::SeqLock;
 pub use slot::{Level, Record, Side, Slot, Top};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,8 +203,9 @@ enum Store {
     /// On this process's heap (replay, tests, embedding): slots, and each
     /// feed's status.
     Heap(Arc<HeapSlots>, Arc<[FeedStatusWords]>),
-    /// In a shared-memory publication other processes read.
-    Shared(Arc<Publication>),
+    /// In memory another module owns: a shared-memory publication other
+    /// processes read.
+    Shared(Region),
 }
 
 impl Store {
@@ -211,7 +213,7 @@ impl Store {
     fn slots(&self) -> &[Slot] {
         match self {
             Store::Heap(s, _) => s,
-            Store::Shared(p) => p.views().slots(),
+            Store::Shared(r) => r.slots(),
         }
     }
 
@@ -219,7 +221,7 @@ impl Store {
     fn feed_status(&self, feed: u16) -> Option<&FeedStatusWords> {
         match self {
             Store::Heap(_, f) => f.get(feed as usize),
-            Store::Shared(p) => p.views().feeds().get(feed as usize).map(|b| &b.status),
+            Store::Shared(r) => r.feed_status(feed),
         }
     }
 }
@@ -255,23 +257,25 @@ impl StateTable {
         }
     }
 
-    /// A table whose slots are those of a shared-memory publication; every
-    /// new slot is also entered in its directory.
-    pub fn shared(publication: Arc<Publication>) -> StateTable {
-        let capacity = publication.views().slots().len();
+    /// A table whose slots are those of a region another module owns (a
+    /// shared-memory publication, `Arc<Publication>`); every new slot is
+    /// also entered in the owner's directory.
+    pub fn shared(region: impl Into<Region>) -> StateTable {
+        let region = region.into();
+        let capacity = region.slots().len();
         StateTable {
-            store: Store::Shared(publication),
+            store: Store::Shared(region),
             index: Index::new(capacity),
             len: 0,
         }
     }
 
-    /// The publication the slots live in, if shared.
-    #[inline]
-    pub fn publication(&self) -> Option<&Publication> {
+    /// The owner of the memory the slots live in, if shared (the
+    /// publication: `Publication::of` finds it).
+    pub fn owner(&self) -> Option<&Arc<dyn Owner>> {
         match &self.store {
             Store::Heap(..) => None,
-            Store::Shared(p) => Some(p),
+            Store::Shared(r) => Some(r.owner()),
         }
     }
 
@@ -343,11 +347,11 @@ impl StateTable {
         let id = self.len as SlotId;
         slot.init(feed, symbol, thresholds);
         self.index.insert(feed, symbol, id);
-        if let Store::Shared(p) = &self.store {
+        if let Store::Shared(r) = &self.store {
             // The name: the symbol's bytes without their space padding.
             let wire = symbol.to_wire();
             let n = wire.iter().position(|&b| b == b' ').unwrap_or(wire.len());
-            p.publish_entry(self.len, feed, symbol.key(), &wire[..n], id);
+            r.enter(self.len, feed, symbol.key(), &wire[..n], id);
         }
         self.len += 1;
         Some(id)

@@ -9,10 +9,9 @@ use super::publish::Publisher;
 use super::recovery::Requester;
 use super::{mold, sequencer, Reject};
 use crate::clock::OffsetMode;
-use crate::config::{FeedConfig, ItchConfig};
+use crate::config::ItchConfig;
 use crate::engine::{Channel, Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::{counter, Publication};
-use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 
@@ -142,20 +141,21 @@ impl Engine {
         t
     }
 
-    /// Writes what the messages changed into the shared table (nothing
-    /// without a publisher).
-    fn publish(
-        &mut self,
-        id: u16,
-        config: &FeedConfig,
-        c: &mut FeedCounters,
-        table: &mut StateTable,
-    ) {
+    /// Writes what the messages changed into the shared table, and the
+    /// clock offset into the publication (nothing without a publisher).
+    fn publish(&mut self, cx: Cx<'_>) {
         let Some(p) = &mut self.publisher else {
             return;
         };
-        p.publish(id, &mut self.feed, table, |s| config.thresholds_for(s));
-        c.table_full = p.table_full;
+        if let Some(pb) = cx.publication {
+            // Unchanged offsets cost a compare, not a write.
+            pb.publish_offset(cx.id, self.feed.offset());
+        }
+        let config = cx.config;
+        p.publish(cx.id, &mut self.feed, cx.table, |s| {
+            config.thresholds_for(s)
+        });
+        cx.counters.table_full = p.table_full;
     }
 
     /// Logs a new session or an end of session, once each per session
@@ -227,7 +227,7 @@ impl FeedEngine for Engine {
                 }
             });
         copy_counters(&self.feed, cx.counters);
-        self.publish(cx.id, cx.config, cx.counters, cx.table);
+        self.publish(cx);
         result
     }
 
@@ -245,7 +245,7 @@ impl FeedEngine for Engine {
         self.feed.expire(now);
         self.feed.settle();
         copy_counters(&self.feed, cx.counters);
-        self.publish(cx.id, cx.config, cx.counters, cx.table);
+        self.publish(cx);
     }
 
     fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {

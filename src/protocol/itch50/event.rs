@@ -1,12 +1,37 @@
-//! What an ITCH feed did, reported as it applies: the events behind
-//! `replay --explain` for ITCH feeds. Nothing is recorded unless a log is
-//! attached ([`Feed::watch`](super::feed::Feed::watch)); the plain path
-//! pays one untaken branch per message.
+//! What an ITCH feed did, reported as it applies: each packet's
+//! [`Outcome`] (which the sequencer returns, and the feed acts on), and the
+//! events behind `replay --explain` for ITCH feeds. Nothing is recorded
+//! unless a log is attached ([`Feed::watch`](super::feed::Feed::watch)); the
+//! plain path pays one untaken branch per message.
 
 use super::book::{Order, Price, Top};
 use super::mold::Session;
-use super::sequencer::Outcome;
 use crate::symbol::Symbol;
+
+/// What one packet did to the stream (the sequencer's answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// A new session began: the caller drops books and symbols first.
+    pub new_session: bool,
+    /// A packet of an earlier session: nothing else happened.
+    pub stale_session: bool,
+    /// Proof of life: set `last_alive` to the packet's time (and, for a
+    /// heartbeat, raise the source watermark).
+    pub alive: bool,
+    /// An end-of-session packet: the feed's hours are now closed.
+    pub end_of_session: bool,
+    /// The gap this packet revealed, `[lo, hi)`.
+    pub gap: Option<(u64, u64)>,
+    /// Messages applied.
+    pub applied: u32,
+    /// Messages that filled a gap.
+    pub fills: u32,
+    /// Duplicates dropped.
+    pub duplicates: u32,
+    /// Gaps given up for room (`max_held`,
+    /// [`MAX_GAPS`](super::sequencer::MAX_GAPS)).
+    pub given_up: u32,
+}
 
 /// A MoldUDP64 packet as the feed read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,12 +9,12 @@
 //! session's first packet.
 
 use super::book::{Books, Full, Order, Top};
-use super::event::{self, Event, Log, OrderChange, PacketInfo};
+use super::event::{self, Event, Log, OrderChange, Outcome, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
 use super::mold::{Kind, Packet, Session};
-use super::sequencer::{self, Apply, Outcome, Sequencer, SessionOf};
+use super::sequencer::{self, Apply, Sequencer, SessionOf};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;

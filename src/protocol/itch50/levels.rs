@@ -17,7 +17,7 @@
 //!
 //! [`Books::pipeline`]: super::book::Books::pipeline
 
-use super::book::{Change, Levels};
+use super::ladder::{Change, Levels};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -298,7 +298,7 @@ mod tests {
             price: 1,
             shares: 5,
             side: super::super::Side::Buy,
-            kind: super::super::book::Kind::Remove,
+            kind: super::super::ladder::Kind::Remove,
         });
         let back = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.take_back()));
         if cfg!(debug_assertions) {

@@ -12,6 +12,7 @@ pub mod client;
 pub mod engine;
 pub mod event;
 pub mod feed;
+pub mod ladder;
 pub mod levels;
 pub mod linecheck;
 pub mod map;

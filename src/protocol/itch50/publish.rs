@@ -104,10 +104,6 @@ impl Publisher {
                 .source_watermark()
                 .map_or(0, |w| w.clamp(0, u64::MAX as i128) as u64),
         };
-        if let Some(p) = table.publication() {
-            // Unchanged offsets cost a compare, not a write.
-            p.publish_offset(feed, it.offset());
-        }
         if self.status != Some(status) {
             table.set_feed_status(feed, &status);
             self.status = Some(status);

@@ -21,7 +21,7 @@
 //! of an earlier session. Stores grow on demand, amortised, and are kept
 //! across sessions: no allocation per message after warm-up.
 
-use super::event::Event;
+use super::event::{Event, Outcome};
 use super::map::U64Map;
 use super::message::Message;
 use super::mold::{Kind, Packet, Session};
@@ -93,30 +93,6 @@ pub enum SessionOf {
     Next,
     /// A session the stream had before its current one.
     Past,
-}
-
-/// What one packet did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Outcome {
-    /// A new session began: the caller drops books and symbols first.
-    pub new_session: bool,
-    /// A packet of an earlier session: nothing else happened.
-    pub stale_session: bool,
-    /// Proof of life: set `last_alive` to the packet's time (and, for a
-    /// heartbeat, raise the source watermark).
-    pub alive: bool,
-    /// An end-of-session packet: the feed's hours are now closed.
-    pub end_of_session: bool,
-    /// The gap this packet revealed, `[lo, hi)`.
-    pub gap: Option<(u64, u64)>,
-    /// Messages applied.
-    pub applied: u32,
-    /// Messages that filled a gap.
-    pub fills: u32,
-    /// Duplicates dropped.
-    pub duplicates: u32,
-    /// Gaps given up for room (`max_held`, [`MAX_GAPS`]).
-    pub given_up: u32,
 }
 
 #[derive(Debug, Clone)]

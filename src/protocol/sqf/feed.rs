@@ -100,6 +100,7 @@ impl FeedEngine for Feed {
             config,
             counters: c,
             table,
+            publication,
         } = cx;
         let Feed {
             kind,
@@ -133,7 +134,7 @@ impl FeedEngine for Feed {
         };
         let packet = Packet::new_checked_visiting(payload, visit)?;
         clock.on_packet(t, packet.send_time());
-        if let Some(p) = table.publication() {
+        if let Some(p) = publication {
             p.publish_offset(feed, clock.offset());
         }
         let count = packet.message_count() as u64;
