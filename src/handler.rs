@@ -70,7 +70,8 @@ pub struct FeedCounters {
     pub line_copies: u64,
     /// Ticks found missing (by Quotes and Heartbeats).
     pub ticks_lost: u64,
-    /// Messages for a new symbol dropped because the table was full.
+    /// Messages for a new symbol dropped because the table was full; an
+    /// exchange feed counts the symbols refused a slot, each once.
     pub table_full: u64,
     /// Snapshots that moved a symbol's sequence backwards (provider resets).
     pub resets: u64,
