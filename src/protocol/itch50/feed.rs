@@ -133,6 +133,11 @@ struct State {
     touched: Vec<u32>,
     /// Per symbol: listed in `touched`.
     is_touched: Vec<bool>,
+    /// Per symbol: the stream sequence of the last message that named or
+    /// changed it (kept while `tracking`, as `touched`).
+    last_seq: Vec<u64>,
+    /// The stream sequence of the message being applied.
+    seq: u64,
     tracking: bool,
     /// What `--explain` records ([`Feed::watch`]), else `None`.
     log: Option<Box<Log>>,
@@ -148,9 +153,11 @@ impl State {
         self.refused = false;
         self.touched.clear();
         self.is_touched.clear();
+        self.last_seq.clear();
     }
 
-    /// Notes that symbol `sym` may have changed (a no-op unless tracking).
+    /// Notes that symbol `sym` may have changed, by the message being
+    /// applied (a no-op unless tracking).
     #[inline(always)]
     fn touch(&mut self, sym: u32) {
         if !self.tracking || sym == NONE {
@@ -160,7 +167,9 @@ impl State {
         if i >= self.is_touched.len() {
             // Amortised: grows with the session's symbols, not per message.
             self.is_touched.resize(i + 1, false);
+            self.last_seq.resize(i + 1, 0);
         }
+        self.last_seq[i] = self.seq;
         if !self.is_touched[i] {
             self.is_touched[i] = true;
             self.touched.push(sym);
@@ -462,7 +471,8 @@ impl State {
 /// The sequencer hands the state each message in sequence order.
 impl Apply for State {
     #[inline(always)]
-    fn apply(&mut self, _: u64, m: Message<'_>) {
+    fn apply(&mut self, seq: u64, m: Message<'_>) {
+        self.seq = seq;
         State::apply(self, m)
     }
 }
@@ -666,6 +676,8 @@ impl Feed {
                 last_ts: NO_TIME,
                 touched: Vec::with_capacity(1024),
                 is_touched: Vec::with_capacity(1024),
+                last_seq: Vec::with_capacity(1024),
+                seq: 0,
                 tracking: false,
                 log: None,
             },
@@ -934,6 +946,7 @@ impl Feed {
         self.state.tracking = on;
         self.state.touched.clear();
         self.state.is_touched.clear();
+        self.state.last_seq.clear();
     }
 
     /// The symbols [`drain_touched`](Self::drain_touched) would call back
@@ -944,19 +957,21 @@ impl Feed {
 
     /// Calls `f` with each symbol that messages may have changed since the
     /// last call (its index in [`symbols`](Self::symbols), state, top of
-    /// book and live orders), each once, and forgets them. A new session
-    /// forgets the old session's symbols without calling `f`.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top)) {
+    /// book, and the stream sequence of the last message that named or
+    /// changed it), each once, and forgets them. A new session forgets the
+    /// old session's symbols without calling `f`.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top, u64)) {
         let State {
             touched,
             is_touched,
+            last_seq,
             symbols,
             books,
             ..
         } = &mut self.state;
         for &i in touched.iter() {
             is_touched[i as usize] = false;
-            f(i, &symbols[i as usize], books.top(i));
+            f(i, &symbols[i as usize], books.top(i), last_seq[i as usize]);
         }
         touched.clear();
     }
@@ -1070,6 +1085,7 @@ impl FileBatch<'_> {
             self.feed.state.counters.invalid_records += 1;
             return false;
         };
+        self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
         self.max_ts = self.max_ts.max(ts);

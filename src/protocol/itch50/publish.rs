@@ -70,7 +70,6 @@ impl Publisher {
                 table.slots()[id as usize].write_top(&empty);
             }
         }
-        let last_seq = it.sequencer().next().map_or(0, |n| n.saturating_sub(1));
         let Publisher {
             slots,
             written,
@@ -85,7 +84,7 @@ impl Publisher {
                 table.slots()[id as usize].prefetch();
             }
         }
-        it.drain_touched(|i, s, top| {
+        it.drain_touched(|i, s, top, last_seq| {
             let i = i as usize;
             if i >= slots.len() {
                 slots.resize(i + 1, NO_SLOT);
@@ -289,5 +288,38 @@ mod tests {
             );
         }
         assert_eq!(p.table_full, 3);
+    }
+
+    /// A slot's `last_seq` is the stream sequence of the last message that
+    /// named or changed its symbol, not the stream's position.
+    #[test]
+    fn each_symbol_publishes_its_own_last_message() {
+        let mut f = feed();
+        let mut p = Publisher::default();
+        let mut table = StateTable::with_feeds(4, 1);
+        let [aapl, msft] = ["AAPL", "MSFT"].map(sym);
+        let s = b"20260105XA";
+        let first = [
+            encode::stock_directory(1, OPEN, aapl), // 1
+            encode::stock_directory(2, OPEN, msft), // 2
+            encode::add_order(1, OPEN, 1, Side::Buy, 100, aapl, 1_000_000, None), // 3
+            encode::add_order(2, OPEN, 2, Side::Buy, 100, msft, 2_000_000, None), // 4
+            encode::add_order(1, OPEN, 3, Side::Sell, 100, aapl, 1_000_100, None), // 5
+        ];
+        step(&mut f, &mut p, &mut table, &packet(s, 1, &first), T0);
+        let last = |table: &StateTable, stock| {
+            let id = table.find(0, stock).unwrap();
+            table.record(id).state.seq.last_seq
+        };
+        assert_eq!((last(&table, aapl), last(&table, msft)), (5, 4));
+        // MSFT's order executed (6), then a trade naming AAPL (7), then a
+        // system event naming neither (8).
+        let second = [
+            encode::executed(2, OPEN, 2, 10, 1),
+            encode::trade(1, OPEN, 9, Side::Buy, 5, aapl, 1_000_050, 4),
+            encode::system_event(OPEN, b'Q'),
+        ];
+        step(&mut f, &mut p, &mut table, &packet(s, 6, &second), T0 + 1);
+        assert_eq!((last(&table, aapl), last(&table, msft)), (7, 6));
     }
 }
