@@ -1085,11 +1085,37 @@ impl FileBatch<'_> {
             self.feed.state.counters.invalid_records += 1;
             return false;
         };
+        self.apply(index, record, ts);
+        true
+    }
+
+    /// [`record`](Self::record), unless the record is valid and its source
+    /// time is later than `until` (ns since the Unix epoch): then nothing
+    /// is done, and the result is `None` (a check at `until` comes first).
+    #[inline]
+    pub fn record_until(&mut self, index: u64, record: &[u8], until: u64) -> Option<bool> {
+        let Some(ts) = self.feed.state.record_timestamp(record) else {
+            self.records += 1;
+            self.last_index = index;
+            self.feed.state.counters.invalid_records += 1;
+            return Some(false);
+        };
+        if self.feed.source_time(ts) > until {
+            return None;
+        }
+        self.records += 1;
+        self.last_index = index;
+        self.apply(index, record, ts);
+        Some(true)
+    }
+
+    /// Applies valid record `index`, whose raw timestamp is `ts`.
+    #[inline(always)]
+    fn apply(&mut self, index: u64, record: &[u8], ts: u64) {
         self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
         self.max_ts = self.max_ts.max(ts);
-        true
     }
 }
 
