@@ -497,12 +497,13 @@ impl Handler {
 
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the
     /// Unix epoch). An unknown feed or symbol is `no_quote`.
-    pub fn verdict(&self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
-        let Some(f) = self.feeds.get(feed as usize) else {
+    pub fn verdict(&mut self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
             return Reasons::NO_QUOTE;
         };
-        if let Engine::Itch50(it) = &f.engine {
-            return it.verdict(symbol, f.config.thresholds_for(symbol), now);
+        if let Engine::Itch50(it) = &mut f.engine {
+            let th = f.config.thresholds_for(symbol);
+            return it.settled().verdict(symbol, th, now);
         }
         let Some(slot) = self.table.find(feed, symbol) else {
             return Reasons::NO_QUOTE;

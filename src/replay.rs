@@ -333,7 +333,31 @@ pub struct ItchSymbolSummary {
 }
 
 impl ItchFeedSummary {
-    fn new(c: &crate::handler::FeedCounters, protocol: Protocol, it: &itch50::feed::Feed) -> Self {
+    fn new(
+        c: &crate::handler::FeedCounters,
+        protocol: Protocol,
+        it: &mut itch50::feed::Feed,
+    ) -> Self {
+        // The books first: settled, every change applied.
+        let symbols = it
+            .settled()
+            .symbols()
+            .map(|(s, top, orders)| {
+                (
+                    s.stock.to_string(),
+                    ItchSymbolSummary {
+                        locate: s.locate,
+                        bid: top.bid.map(|b| b.0),
+                        bid_size: top.bid.map(|b| b.1),
+                        ask: top.ask.map(|a| a.0),
+                        ask_size: top.ask.map(|a| a.1),
+                        orders,
+                        trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
+                        last_timestamp: s.last_timestamp,
+                    },
+                )
+            })
+            .collect();
         let seq = it.sequencer();
         let sc = seq.counters();
         let mc = it.counters();
@@ -368,24 +392,7 @@ impl ItchFeedSummary {
                 .map(|(code, n)| (letter(code as u8), *n))
                 .collect(),
             invalid_records: None,
-            symbols: it
-                .symbols()
-                .map(|(s, top, orders)| {
-                    (
-                        s.stock.to_string(),
-                        ItchSymbolSummary {
-                            locate: s.locate,
-                            bid: top.bid.map(|b| b.0),
-                            bid_size: top.bid.map(|b| b.1),
-                            ask: top.ask.map(|a| a.0),
-                            ask_size: top.ask.map(|a| a.1),
-                            orders,
-                            trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
-                            last_timestamp: s.last_timestamp,
-                        },
-                    )
-                })
-                .collect(),
+            symbols,
         }
     }
 }
@@ -782,7 +789,7 @@ pub fn replay_with(
     let answers = pending.finish(&mut handler, observer);
     handler.settle();
     observer.end(&mut handler);
-    let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
+    let summary = summarize(config, &mut handler, capture.stats().clone(), unrouted);
     Outcome {
         answers,
         summary,
@@ -946,7 +953,7 @@ pub fn replay_file_with(
     let answers = pending.finish(&mut handler, observer);
     handler.settle();
     observer.end(&mut handler);
-    let mut summary = summarize(&config, &handler, CaptureStats::default(), 0);
+    let mut summary = summarize(&config, &mut handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (
         summary.itch.get_mut(feed),
         handler.feeds()[id as usize].itch(),
@@ -961,14 +968,20 @@ pub fn replay_file_with(
     })
 }
 
-fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted: u64) -> Summary {
+fn summarize(
+    config: &Config,
+    handler: &mut Handler,
+    reader: CaptureStats,
+    unrouted: u64,
+) -> Summary {
     let itch: BTreeMap<String, ItchFeedSummary> = handler
-        .feeds()
-        .iter()
+        .feeds_mut()
+        .iter_mut()
         .filter_map(|f| {
-            let it = f.itch()?;
-            let s = ItchFeedSummary::new(&f.counters, f.config.protocol, it);
-            Some((f.config.name.clone(), s))
+            let (name, protocol, counters) =
+                (f.config.name.clone(), f.config.protocol, f.counters.clone());
+            let s = ItchFeedSummary::new(&counters, protocol, f.itch_mut()?);
+            Some((name, s))
         })
         .collect();
     let mut feeds: BTreeMap<String, FeedSummary> = handler

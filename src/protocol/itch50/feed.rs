@@ -8,7 +8,7 @@
 //! timestamp; the session date is the zone's date at the arrival of the
 //! session's first packet.
 
-use super::book::{Books, Full, Order, Top};
+use super::book::{Books, Full, Levels, Order, Top};
 use super::event::{self, Event, Log, OrderChange, PacketInfo};
 use super::linecheck::LineCheck;
 use super::map::U64Map;
@@ -543,7 +543,7 @@ impl State {
             return;
         };
         let book = |s: &State| log.watch.and_then(|w| s.by_stock.get(w.key()));
-        let before = book(self).map(|i| self.books.top(i));
+        let before = book(self).map(|i| self.books.settled().top(i));
         let body = m.body();
         let reference = match body {
             Body::Executed { order, .. }
@@ -591,7 +591,7 @@ impl State {
         log.events.extend(e);
         if let (Some(i), Some(stock)) = (book(self), log.watch) {
             let before = before.unwrap_or_default();
-            let after = self.books.top(i);
+            let after = self.books.settled().top(i);
             let moved = event::crossed(&before) != event::crossed(&after)
                 || event::empty(&before) != event::empty(&after);
             let order = match body {
@@ -855,82 +855,81 @@ impl Feed {
         self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
     }
 
-    /// The verdict for `stock` at `now` (ns since the Unix epoch, local
-    /// clock), reasons in spec §4 order. Expire gaps up to `now` first (and
-    /// [settle](Self::settle) pipelined books).
-    pub fn verdict(&self, stock: Symbol, th: Thresholds, now: u64) -> Reasons {
-        let Some(i) = self.state.by_stock.get(stock.key()) else {
-            return Reasons::NO_QUOTE;
-        };
-        let top = self.state.books.top(i);
-        if top.bid.is_none() && top.ask.is_none() {
-            return Reasons::NO_QUOTE;
+    /// The feed, to read its books (verdicts, symbols, tops): every change
+    /// queued on the books' thread applied first
+    /// ([`pipeline_books`](Self::pipeline_books)). The only way to read
+    /// them, so that reading books not yet settled does not compile, and
+    /// nothing can apply a message while the view lives:
+    ///
+    /// ```compile_fail,E0599
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &Feed, stock: Symbol) {
+    ///     let _ = feed.symbol(stock); // no: only `settled` reads books
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0499
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
+    ///     let settled = feed.settled();
+    ///     let _ = feed.on_datagram(datagram, t); // no: the view borrows the feed
+    ///     let _ = settled.symbol(stock);
+    /// }
+    /// ```
+    ///
+    /// ```
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
+    ///     let _ = feed.on_datagram(datagram, t);
+    ///     let _ = feed.settled().symbol(stock);
+    /// }
+    /// ```
+    pub fn settled(&mut self) -> Settled<'_> {
+        let Feed {
+            seq,
+            state,
+            clock,
+            last_alive,
+            watermark,
+            ..
+        } = self;
+        let State {
+            books,
+            symbols,
+            by_stock,
+            hours,
+            refused,
+            ..
+        } = state;
+        Settled {
+            levels: books.settled(),
+            symbols,
+            by_stock,
+            seq,
+            clock,
+            hours: *hours,
+            refused: *refused,
+            last_alive: *last_alive,
+            watermark: *watermark,
         }
-        let mut r = Reasons::empty();
-        let now = now as i128;
-        if self
-            .last_alive
-            .is_none_or(|a| now - a as i128 > th.stale_ns as i128)
-        {
-            r |= Reasons::STALE;
-        }
-        let offset = self.clock.offset();
-        if self
-            .watermark
-            .is_none_or(|w| now - w - offset > th.source_ns as i128)
-        {
-            r |= Reasons::STALE_AT_SOURCE;
-        }
-        if self.suspect() {
-            r |= Reasons::SUSPECT;
-        }
-        if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
-            if bid > ask {
-                r |= Reasons::INVALID_PRICE;
-            }
-        }
-        if self.state.symbols[i as usize].halted() {
-            r |= Reasons::HALTED;
-        }
-        if self.state.hours == Hours::Closed {
-            r |= Reasons::CLOSED;
-        }
-        r
-    }
-
-    /// The symbol's state and top of book.
-    pub fn symbol(&self, stock: Symbol) -> Option<(SymbolState, Top, u64)> {
-        let i = self.state.by_stock.get(stock.key())?;
-        Some((
-            self.state.symbols[i as usize],
-            self.state.books.top(i),
-            self.state.books.orders_in(i),
-        ))
-    }
-
-    /// Every symbol of the session, in order of first appearance.
-    pub fn symbols(&self) -> impl Iterator<Item = (SymbolState, Top, u64)> + '_ {
-        (0..self.state.symbols.len() as u32).map(|i| {
-            (
-                self.state.symbols[i as usize],
-                self.state.books.top(i),
-                self.state.books.orders_in(i),
-            )
-        })
     }
 
     /// Applies the books' price levels on a second thread from now on
     /// (`on`; a replay), or on the calling thread again ([`Books::pipeline`]).
-    /// Between the two, anything that reads a top of book — a verdict, a
-    /// symbol — must [`settle`](Self::settle) first. Stays off for a feed
-    /// that reads its tops as it applies: one that tracks touched symbols
-    /// (a live feed, publishing) or is watched (`--explain`).
+    /// Between the two, the books are read through
+    /// [`settled`](Self::settled), which brings the levels back. Stays off
+    /// for a feed that reads its tops as it applies: one that tracks
+    /// touched symbols (a live feed, publishing) or is watched
+    /// (`--explain`).
     pub fn pipeline_books(&mut self, on: bool) {
         let reads_as_it_goes = self.state.tracking || self.state.log.is_some();
         self.state.books.pipeline(on && !reads_as_it_goes);
     }
 
-    /// Makes the books readable: every level change queued on their thread
+    /// Brings the books' levels back from their thread, every change
     /// applied (a no-op unless [pipelined](Self::pipeline_books)).
     pub fn settle(&mut self) {
         self.state.books.settle();
@@ -950,13 +949,13 @@ impl Feed {
     }
 
     /// The symbols [`drain_touched`](Self::drain_touched) would call back
-    /// now, in its order (their indices in [`symbols`](Self::symbols)).
+    /// now, in its order (their indices in [`Settled::symbols`]).
     pub fn touched(&self) -> &[u32] {
         &self.state.touched
     }
 
     /// Calls `f` with each symbol that messages may have changed since the
-    /// last call (its index in [`symbols`](Self::symbols), state, top of
+    /// last call (its index in [`Settled::symbols`], state, top of
     /// book, and the stream sequence of the last message that named or
     /// changed it), each once, and forgets them. A new session forgets the
     /// old session's symbols without calling `f`.
@@ -969,9 +968,11 @@ impl Feed {
             books,
             ..
         } = &mut self.state;
+        // Tracking keeps the levels on this thread: settled already.
+        let levels = books.settled();
         for &i in touched.iter() {
             is_touched[i as usize] = false;
-            f(i, &symbols[i as usize], books.top(i), last_seq[i as usize]);
+            f(i, &symbols[i as usize], levels.top(i), last_seq[i as usize]);
         }
         touched.clear();
     }
@@ -1044,6 +1045,86 @@ impl Feed {
     /// The clock offset (local − exchange), ns.
     pub fn offset(&self) -> i128 {
         self.clock.offset()
+    }
+}
+
+/// An ITCH feed whose books can be read ([`Feed::settled`]): every level
+/// change applied, and no message applied while it lives.
+#[derive(Debug)]
+pub struct Settled<'a> {
+    levels: &'a Levels,
+    symbols: &'a [SymbolState],
+    by_stock: &'a U64Map<u32>,
+    seq: &'a Sequencer,
+    clock: &'a OffsetEstimator,
+    hours: Hours,
+    refused: bool,
+    last_alive: Option<u64>,
+    watermark: Option<i128>,
+}
+
+impl<'a> Settled<'a> {
+    /// The verdict for `stock` at `now` (ns since the Unix epoch, local
+    /// clock), reasons in spec §4 order. Expire gaps up to `now` first.
+    pub fn verdict(&self, stock: Symbol, th: Thresholds, now: u64) -> Reasons {
+        let Some(i) = self.by_stock.get(stock.key()) else {
+            return Reasons::NO_QUOTE;
+        };
+        let top = self.levels.top(i);
+
+        if top.bid.is_none() && top.ask.is_none() {
+            return Reasons::NO_QUOTE;
+        }
+        let mut r = Reasons::empty();
+        let now = now as i128;
+        if self
+            .last_alive
+            .is_none_or(|a| now - a as i128 > th.stale_ns as i128)
+        {
+            r |= Reasons::STALE;
+        }
+        let offset = self.clock.offset();
+        if self
+            .watermark
+            .is_none_or(|w| now - w - offset > th.source_ns as i128)
+        {
+            r |= Reasons::STALE_AT_SOURCE;
+        }
+        // As Feed::suspect.
+        if self.seq.suspect() || self.refused {
+            r |= Reasons::SUSPECT;
+        }
+        if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
+            if bid > ask {
+                r |= Reasons::INVALID_PRICE;
+            }
+        }
+        if self.symbols[i as usize].halted() {
+            r |= Reasons::HALTED;
+        }
+        if self.hours == Hours::Closed {
+            r |= Reasons::CLOSED;
+        }
+        r
+    }
+
+    /// The symbol's state and top of book.
+    pub fn symbol(&self, stock: Symbol) -> Option<(SymbolState, Top, u64)> {
+        let i = self.by_stock.get(stock.key())?;
+        Some((
+            self.symbols[i as usize],
+            self.levels.top(i),
+            self.levels.orders_in(i),
+        ))
+    }
+
+    /// Every symbol of the session, in order of first appearance (its
+    /// index there is the one [`Feed::touched`] gives), with its top of
+    /// book and live orders.
+    pub fn symbols(&self) -> impl Iterator<Item = (SymbolState, Top, u64)> + 'a {
+        let (symbols, levels) = (self.symbols, self.levels);
+        (0..symbols.len() as u32)
+            .map(move |i| (symbols[i as usize], levels.top(i), levels.orders_in(i)))
     }
 }
 
@@ -1204,9 +1285,9 @@ mod tests {
     }
 
     /// Everything a reader of the feed can see.
-    fn seen(f: &Feed) -> String {
+    fn seen(f: &mut Feed) -> String {
+        let symbols: Vec<_> = f.settled().symbols().collect();
         let q = f.sequencer();
-        let symbols: Vec<_> = f.symbols().collect();
         format!(
             "{:?} {:?} {} {:?} {:?} {:?} {:?} {symbols:?}",
             q.counters(),
@@ -1270,7 +1351,7 @@ mod tests {
                 );
                 from = to;
             }
-            assert_eq!(seen(&batched), seen(&one));
+            assert_eq!(seen(&mut batched), seen(&mut one));
         }
         assert_eq!(one.record_time(&records[1]), times[1]);
     }
@@ -1357,8 +1438,8 @@ mod tests {
             encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
         ];
         f.on_datagram(&packet(1, &msgs), T0).unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::empty());
-        let (s, top, orders) = f.symbol(aapl).unwrap();
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
+        let (s, top, orders) = f.settled().symbol(aapl).unwrap();
         assert_eq!((s.locate, orders), (7, 2));
         assert_eq!(top.bid, Some((1_900_000, 100)));
         assert_eq!(top.ask, Some((1_901_000, 200)));
@@ -1368,19 +1449,25 @@ mod tests {
             T0 + 1,
         )
         .unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0 + 1), Reasons::INVALID_PRICE);
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 1),
+            Reasons::INVALID_PRICE
+        );
         f.on_datagram(
             &packet(6, &[encode::trading_action(7, OPEN + 2, aapl, b'H')]),
             T0 + 2,
         )
         .unwrap();
         assert_eq!(
-            f.verdict(aapl, th(), T0 + 2),
+            f.settled().verdict(aapl, th(), T0 + 2),
             Reasons::INVALID_PRICE | Reasons::HALTED
         );
         f.on_datagram(&PacketBuilder::end_of_session(S1, 7), T0 + 3)
             .unwrap();
-        assert!(f.verdict(aapl, th(), T0 + 3).contains(Reasons::CLOSED));
+        assert!(f
+            .settled()
+            .verdict(aapl, th(), T0 + 3)
+            .contains(Reasons::CLOSED));
         assert_eq!(f.counters().by_type[b'A' as usize], 2);
     }
 
@@ -1405,29 +1492,49 @@ mod tests {
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict(msft, th(), T0 + 1_500 * MS), Reasons::empty());
-        assert_eq!(f.verdict(msft, th(), T0 + 1_500 * MS + 1), Reasons::STALE);
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 1_500 * MS),
+            Reasons::empty()
+        );
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 1_500 * MS + 1),
+            Reasons::STALE
+        );
         // A gap: suspect until filled.
         f.on_datagram(&packet(3, &[encode::delete(3, OPEN + 2, 77)]), T0 + MS)
             .unwrap();
-        assert!(f.verdict(msft, th(), T0 + MS).contains(Reasons::SUSPECT));
+        assert!(f
+            .settled()
+            .verdict(msft, th(), T0 + MS)
+            .contains(Reasons::SUSPECT));
         f.on_datagram(
             &packet(2, &[encode::cancel(3, OPEN + 1, 9, 4)]),
             T0 + 2 * MS,
         )
         .unwrap();
-        assert_eq!(f.verdict(msft, th(), T0 + 2 * MS), Reasons::empty());
-        assert_eq!(f.symbol(msft).unwrap().1.ask, Some((4_000_000, 6)));
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 2 * MS),
+            Reasons::empty()
+        );
+        assert_eq!(
+            f.settled().symbol(msft).unwrap().1.ask,
+            Some((4_000_000, 6))
+        );
         assert_eq!(f.counters().unknown_orders, 1);
         // The source clock: 2 s after the last message's source time.
         assert_eq!(f.source_watermark(), Some((T0 + 2) as i128));
         assert!(!f
+            .settled()
             .verdict(msft, th(), T0 + 2_000 * MS + 2)
             .contains(Reasons::STALE_AT_SOURCE));
         assert!(f
+            .settled()
             .verdict(msft, th(), T0 + 2_000 * MS + 3)
             .contains(Reasons::STALE_AT_SOURCE));
-        assert_eq!(f.verdict(sym("NOPE"), th(), T0), Reasons::NO_QUOTE);
+        assert_eq!(
+            f.settled().verdict(sym("NOPE"), th(), T0),
+            Reasons::NO_QUOTE
+        );
     }
 
     /// A feed given an AAPL buy order in session `S1` at `T0`, then, at
@@ -1445,8 +1552,8 @@ mod tests {
     #[test]
     fn a_new_session_drops_books_and_symbols() {
         let aapl = sym("AAPL");
-        let f = after_a_new_session(encode::system_event(1, b'O'), T0 + 86_400_000 * MS);
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
+        let mut f = after_a_new_session(encode::system_event(1, b'O'), T0 + 86_400_000 * MS);
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
     }
@@ -1485,6 +1592,7 @@ mod tests {
             f.on_datagram(&packet(1, &[message(code, len, Some(at))]), T0)
                 .unwrap();
             let (s, _, _) = f
+                .settled()
                 .symbol(xyz)
                 .unwrap_or_else(|| panic!("{}: locate 9 not mapped", code as char));
             assert_eq!(
@@ -1496,14 +1604,19 @@ mod tests {
             // Mapped: an add on locate 9 naming another stock goes to XYZ.
             let add = encode::add_order(9, OPEN + 8, 1, Side::Buy, 5, sym("ABC"), 100, None);
             f.on_datagram(&packet(2, &[add]), T0).unwrap();
-            assert_eq!(f.symbol(xyz).map(|(.., n)| n), Some(1), "{}", code as char);
+            assert_eq!(
+                f.settled().symbol(xyz).map(|(.., n)| n),
+                Some(1),
+                "{}",
+                code as char
+            );
         }
         // Types without a stock map nothing.
         for (code, len) in [(b'V', 35), (b'W', 12), (b'B', 19)] {
             let mut f = feed();
             f.on_datagram(&packet(1, &[message(code, len, None)]), T0)
                 .unwrap();
-            assert_eq!(f.symbols().count(), 0, "{}", code as char);
+            assert_eq!(f.settled().symbols().count(), 0, "{}", code as char);
         }
     }
 
@@ -1516,7 +1629,7 @@ mod tests {
         let aapl = sym("AAPL");
         let ask = encode::add_order(7, OPEN, 1, Side::Sell, 5, aapl, 9, None);
         let mut f = after_a_new_session(ask, T0 + MS);
-        let before = seen(&f);
+        let before = seen(&mut f);
         let late = [
             PacketBuilder::end_of_session(S1, 2),
             PacketBuilder::heartbeat(S1, 2),
@@ -1530,9 +1643,12 @@ mod tests {
         assert_eq!((q.stale_session, q.heartbeats, q.messages), (4, 0, 2));
         assert_eq!(f.hours(), Hours::Open);
         assert_eq!(f.last_alive(), Some(T0 + MS));
-        assert_eq!(f.verdict(aapl, th(), T0 + 6 * MS), Reasons::empty());
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 6 * MS),
+            Reasons::empty()
+        );
         // Everything else as it was: the same view with the count put back.
-        let after = seen(&f).replace("stale_session: 4", "stale_session: 0");
+        let after = seen(&mut f).replace("stale_session: 4", "stale_session: 0");
         assert_eq!(after, before);
     }
 
@@ -1549,14 +1665,14 @@ mod tests {
         };
         f.on_datagram(&packet(1, &[add(1, 10), add(2, 11)]), T0)
             .unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::empty());
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
         // Two live: the third and fourth are refused, the books unchanged.
         f.on_datagram(&packet(3, &[add(3, 12), add(4, 13)]), T0 + MS)
             .unwrap();
         assert_eq!(f.counters().orders_refused, 2);
         assert!(f.suspect() && f.orders_refused() && !f.sequencer().suspect());
-        assert_eq!(f.verdict(aapl, th(), T0 + MS), Reasons::SUSPECT);
-        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), Reasons::SUSPECT);
+        assert_eq!(f.settled().symbol(aapl).unwrap().1.bid, Some((11, 100)));
         let mut events = Vec::new();
         f.take_events(&mut events);
         let refused: Vec<_> = events
@@ -1574,15 +1690,18 @@ mod tests {
             T0 + 2 * MS,
         )
         .unwrap();
-        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
-        assert_eq!(f.verdict(aapl, th(), T0 + 2 * MS), Reasons::SUSPECT);
+        assert_eq!(f.settled().symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 2 * MS),
+            Reasons::SUSPECT
+        );
         // A new session starts with empty books: trusted again.
         let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
         b.message(&add(1, 10));
         let t = T0 + 86_400_000 * MS;
         f.on_datagram(&b.finish(), t).unwrap();
         assert!(!f.suspect());
-        assert_eq!(f.verdict(aapl, th(), t), Reasons::empty());
+        assert_eq!(f.settled().verdict(aapl, th(), t), Reasons::empty());
         assert_eq!(
             f.counters().orders_refused,
             2,
@@ -1606,7 +1725,7 @@ mod tests {
             let dir = encode::stock_directory(1, 0, sym("AAPL"));
             let add = encode::add_order(1, 1, 7, Side::Buy, 100, sym("AAPL"), 1_000_000, None);
             f.on_datagram(&packet(1, &[dir, add]), T0).unwrap();
-            let before = (f.symbols().collect::<Vec<_>>(), f.state.books.len());
+            let before = (f.settled().symbols().collect::<Vec<_>>(), f.state.books.len());
             let mut m = bytes;
             if m.len() >= 3 {
                 m[0] = code;
@@ -1615,7 +1734,7 @@ mod tests {
             for far in [true, false] {
                 f.state.prefetch(&m, far);
             }
-            proptest::prop_assert_eq!((f.symbols().collect::<Vec<_>>(), f.state.books.len()), before);
+            proptest::prop_assert_eq!((f.settled().symbols().collect::<Vec<_>>(), f.state.books.len()), before);
         }
     }
 
