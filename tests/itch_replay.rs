@@ -413,6 +413,13 @@ fn replay_itch_with(
 /// duplicates, malformed packets, recovery answers, a session change; a
 /// mid-session join; the BinaryFILE plain and gzip) replay to their golden
 /// results and summaries, byte for byte.
+///
+/// A change detector, not a proof: the goldens are this code's own replay
+/// output (fixtures/README.md), so this flags any change of output and says
+/// nothing of whether it is right. The proof of correctness is
+/// `tests/itch_model.rs` (an independent model of the ITCH spec run side by
+/// side with the feed) and the expectations written by hand here, e.g.
+/// [`an_itch_capture_replays_with_gaps_fills_halts_and_the_close`].
 #[test]
 fn every_itch_fixture_reproduces_its_golden_output() {
     let file = ["--feed", "nasdaq", "--date", "2026-01-05"];

@@ -510,6 +510,16 @@ impl Books {
         }
     }
 
+    /// [`pipeline`](Self::pipeline)`(true)` whatever the cores, so that
+    /// tests run the level thread on any machine.
+    #[cfg(test)]
+    fn pipeline_anyway(&mut self) {
+        if self.thread.is_none() {
+            self.thread = LevelThread::spawn();
+        }
+        assert!(self.pipelined(), "no level thread");
+    }
+
     /// True while the levels are applied on a second thread.
     pub fn pipelined(&self) -> bool {
         self.thread.is_some()
@@ -847,7 +857,7 @@ mod tests {
     #[test]
     fn pipelined_levels_read_settled_have_every_change_applied() {
         let mut b = Books::with_capacity(4, 1);
-        b.pipeline(true);
+        b.pipeline_anyway();
         b.add(1, o(0, Side::Buy, 100, 10)).unwrap();
         b.add(2, o(0, Side::Sell, 50, 12)).unwrap();
         assert_eq!(b.settled().top(0).bid, Some((10, 100)));
@@ -911,7 +921,9 @@ mod tests {
             let mut books = Books::with_window(2, 1, 128);
             books.set_max_orders(MAX);
             books.levels.near = 2;
-            books.pipeline(pipelined);
+            if pipelined {
+                books.pipeline_anyway();
+            }
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             let n = ops.len();
             for (k, op) in ops.into_iter().enumerate() {
