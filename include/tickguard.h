@@ -135,7 +135,10 @@
  *                     18 invalid, 19 has_price, 20 halted, 21 has_bid,
  *                     22 has_ask, 24..32 price format (0 f64 bits,
  *                     1 decimal: i64 mantissa), 32..40 decimal exponent (i8)
- *   24   last_seq
+ *   24   last_seq     SQF: the symbol's last applied sequence; an exchange
+ *                     feed: the stream sequence of the last message that
+ *                     named the symbol or changed its book (not the
+ *                     stream's position); 0 = none
  *   32   bid          f64 bits, or the decimal's i64 mantissa
  *   40   ask          as bid
  *   48   source_time  ns since the Unix epoch, provider clock; 0 = none
@@ -370,7 +373,7 @@ typedef struct tg_quote {
     tg_price bid, ask;
     uint64_t bid_size, ask_size;
     int halted;
-    uint64_t last_seq;
+    uint64_t last_seq; /* the symbol's last message's sequence (see the slot layout) */
     uint64_t version; /* the slot's change counter at the read */
 } tg_quote;
 

@@ -66,7 +66,8 @@ pub struct FeedCounters {
     pub line_copies: u64,
     /// Ticks found missing (by Quotes and Heartbeats).
     pub ticks_lost: u64,
-    /// Messages for a new symbol dropped because the table was full.
+    /// Messages for a new symbol dropped because the table was full; an
+    /// exchange feed counts the symbols refused a slot, each once.
     pub table_full: u64,
     /// Snapshots that moved a symbol's sequence backwards (provider resets).
     pub resets: u64,
@@ -136,8 +137,9 @@ pub trait FeedEngine {
     /// per receive cycle.
     fn catch_up(&mut self, cx: Cx<'_>, now: u64);
 
-    /// The verdict for `symbol` at `now`.
-    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons;
+    /// The verdict for `symbol` at `now` (`&mut`: work handed to a second
+    /// thread is settled first, see [`settle`](Self::settle)).
+    fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons;
 
     /// Writes what only this protocol counts into the publication's feed
     /// extension (once per heartbeat of the writer).

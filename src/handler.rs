@@ -274,8 +274,8 @@ impl Handler {
 
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the
     /// Unix epoch). An unknown feed or symbol is `no_quote`.
-    pub fn verdict(&self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
-        let Some(f) = self.feeds.get(feed as usize) else {
+    pub fn verdict(&mut self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
             return Reasons::NO_QUOTE;
         };
         let view = View {

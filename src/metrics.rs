@@ -241,7 +241,14 @@ impl Monitor {
                         let mut v = vec![
                             (counter::HEARTBEATS, c("tickguard_heartbeats_total")),
                             (counter::TICKS_LOST, c("tickguard_ticks_lost_total")),
-                            (counter::TABLE_FULL, c("tickguard_table_full_drops_total")),
+                            // SQF drops the messages of a symbol with no
+                            // slot; an exchange feed counts each symbol
+                            // refused a slot once.
+                            if f.protocol == Protocol::Sqf {
+                                (counter::TABLE_FULL, c("tickguard_table_full_drops_total"))
+                            } else {
+                                (counter::TABLE_FULL, c("tickguard_table_full_symbols_total"))
+                            },
                         ];
                         // SQF's message kinds: an exchange feed counts its
                         // own (`exchange`), and these would stay 0.

@@ -333,7 +333,31 @@ pub struct ItchSymbolSummary {
 }
 
 impl ItchFeedSummary {
-    fn new(c: &crate::handler::FeedCounters, protocol: Protocol, it: &itch50::feed::Feed) -> Self {
+    fn new(
+        c: &crate::handler::FeedCounters,
+        protocol: Protocol,
+        it: &mut itch50::feed::Feed,
+    ) -> Self {
+        // The books first: settled, every change applied.
+        let symbols = it
+            .settled()
+            .symbols()
+            .map(|(s, top, orders)| {
+                (
+                    s.stock.to_string(),
+                    ItchSymbolSummary {
+                        locate: s.locate,
+                        bid: top.bid.map(|b| b.0),
+                        bid_size: top.bid.map(|b| b.1),
+                        ask: top.ask.map(|a| a.0),
+                        ask_size: top.ask.map(|a| a.1),
+                        orders,
+                        trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
+                        last_timestamp: s.last_timestamp,
+                    },
+                )
+            })
+            .collect();
         let seq = it.sequencer();
         let sc = seq.counters();
         let mc = it.counters();
@@ -368,24 +392,7 @@ impl ItchFeedSummary {
                 .map(|(code, n)| (letter(code as u8), *n))
                 .collect(),
             invalid_records: None,
-            symbols: it
-                .symbols()
-                .map(|(s, top, orders)| {
-                    (
-                        s.stock.to_string(),
-                        ItchSymbolSummary {
-                            locate: s.locate,
-                            bid: top.bid.map(|b| b.0),
-                            bid_size: top.bid.map(|b| b.1),
-                            ask: top.ask.map(|a| a.0),
-                            ask_size: top.ask.map(|a| a.1),
-                            orders,
-                            trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
-                            last_timestamp: s.last_timestamp,
-                        },
-                    )
-                })
-                .collect(),
+            symbols,
         }
     }
 }
@@ -580,18 +587,18 @@ pub trait Observer {
 
     /// True when [`before_record`](Self::before_record) and
     /// [`after_record`](Self::after_record) are wanted, with each record's
-    /// time (it costs a second look at the record, so replay computes it
-    /// only then). False: once no check waits either, replay applies the
-    /// rest of the file in batches, without calling them.
+    /// time, for every record (which then go one by one). False: replay
+    /// applies the records in batches, up to the next check's time, and
+    /// calls them only for the record at which a batch stopped for a check.
     #[inline]
     fn wants_record_times(&self) -> bool {
         false
     }
 
     /// BinaryFILE record `index` for `feed` is about to be applied at
-    /// `time` (its source time; `None`: it fails validation, or
-    /// [`wants_record_times`](Self::wants_record_times) is false, when this
-    /// is called only while a check waits).
+    /// `time` (its source time; `None`: it fails validation). Without
+    /// [`wants_record_times`](Self::wants_record_times), called only for a
+    /// record later than a waiting check (answered just before it).
     #[inline]
     fn before_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
         let _ = (handler, feed, index, time);
@@ -700,6 +707,12 @@ impl<'a> Pending<'a> {
         self.next < self.order.len()
     }
 
+    /// The time of the next check to answer (ns, the input's clock).
+    #[inline]
+    fn next_time(&self) -> Option<u64> {
+        self.order.get(self.next).map(|&i| self.checks[i].time_ns)
+    }
+
     /// Answers every check earlier than `t` (ns, the input's clock).
     #[inline]
     fn answer_before(&mut self, handler: &mut Handler, t: u64, observer: &mut impl Observer) {
@@ -775,7 +788,7 @@ pub fn replay_with(
     let answers = pending.finish(&mut handler, observer);
     handler.settle();
     observer.end(&mut handler);
-    let summary = summarize(config, &handler, capture.stats().clone(), unrouted);
+    let summary = summarize(config, &mut handler, capture.stats().clone(), unrouted);
     Outcome {
         answers,
         summary,
@@ -801,9 +814,11 @@ pub fn replay_file(
 }
 
 /// A BinaryFILE batch fed record by record, prefetching ahead, with
-/// `progress` told the records applied every 65,536.
+/// `progress` told the records applied every 65,536; it stops before the
+/// first valid record later than `until` (the next check's time), if any.
 struct Batch<'b, 'f, P> {
     batch: &'b mut crate::protocol::itch50::feed::FileBatch<'f>,
+    until: Option<u64>,
     progress: P,
 }
 
@@ -823,18 +838,28 @@ impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_
     }
 
     #[inline(always)]
-    fn record(&mut self, index: u64, record: &[u8]) {
-        self.batch.record(index, record);
+    fn record(&mut self, index: u64, record: &[u8]) -> bool {
+        match self.until {
+            None => {
+                self.batch.record(index, record);
+            }
+            Some(until) => {
+                if self.batch.record_until(index, record, until).is_none() {
+                    return false;
+                }
+            }
+        }
         if (index + 1).is_multiple_of(65_536) {
             (self.progress)(index + 1);
         }
+        true
     }
 }
 
-/// [`replay_file`], telling `observer` about every record (while a check
-/// waits, or always if it [wants record times](Observer::wants_record_times)). `progress` is
-/// called now and then with the bytes of the file read so far (of a gzip
-/// file, compressed bytes).
+/// [`replay_file`], telling `observer` about every record if it [wants
+/// record times](Observer::wants_record_times), else about those at which
+/// a check is answered. `progress` is called now and then with the bytes of
+/// the file read so far (of a gzip file, compressed bytes).
 pub fn replay_file_with(
     config: &Config,
     feed: &str,
@@ -871,14 +896,17 @@ pub fn replay_file_with(
     handler.pipeline_books(!observer.books_on_one_thread());
     handler.start_file(id, date);
     let mut pending = Pending::new(&config, checks);
-    let mut index = 0u64;
     let error = loop {
-        if !pending.waiting() && !observer.wants_record_times() {
-            // Nothing reads the feed between records any more: the rest of
-            // the file in one batch.
+        if !observer.wants_record_times() {
+            // Nothing reads the feed between checks: the records up to the
+            // next check's time (the rest of the file when none waits) in
+            // one batch, which stops before the first record later than
+            // the check; that one comes below, after the check.
+            let until = pending.next_time();
             let rest = handler.file_batch(id, |batch| {
                 file.for_each_record_ahead(Batch {
                     batch,
+                    until,
                     progress: |messages| {
                         progress(Progress {
                             bytes: read.load(std::sync::atomic::Ordering::Relaxed),
@@ -887,18 +915,21 @@ pub fn replay_file_with(
                     },
                 })
             });
-            if let Some(rest) = rest {
-                break rest.err();
+            match rest {
+                Some(Ok(true)) => break None,
+                Some(Err(e)) => break Some(e),
+                Some(Ok(false)) | None => {}
             }
         }
-        let record = match file.next_record() {
-            Ok(Some((_, record))) => record,
+        // The index the file counts: batches move it too.
+        let (index, record) = match file.next_record() {
+            Ok(Some(next)) => next,
             Ok(None) => break None,
             Err(e) => break Some(e),
         };
         // Checks before this record's time come first; a record that fails
-        // validation changes no time. With no check waiting and no
-        // observer of records, the record's time is not needed here.
+        // validation changes no time. With no check waiting, the record's
+        // time is needed here only by an observer of records.
         let time = if pending.waiting() || observer.wants_record_times() {
             handler.file_record_time(id, record)
         } else {
@@ -910,18 +941,18 @@ pub fn replay_file_with(
         observer.before_record(&mut handler, id, index, time);
         handler.on_file_record(id, index, record);
         observer.after_record(&mut handler, id, index, time);
-        index += 1;
-        if index.is_multiple_of(65_536) {
+        let done = index + 1;
+        if done.is_multiple_of(65_536) {
             progress(Progress {
                 bytes: read.load(std::sync::atomic::Ordering::Relaxed),
-                messages: index,
+                messages: done,
             });
         }
     };
     let answers = pending.finish(&mut handler, observer);
     handler.settle();
     observer.end(&mut handler);
-    let mut summary = summarize(&config, &handler, CaptureStats::default(), 0);
+    let mut summary = summarize(&config, &mut handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (
         summary.itch.get_mut(feed),
         handler.feeds()[id as usize].itch(),
@@ -936,14 +967,20 @@ pub fn replay_file_with(
     })
 }
 
-fn summarize(config: &Config, handler: &Handler, reader: CaptureStats, unrouted: u64) -> Summary {
+fn summarize(
+    config: &Config,
+    handler: &mut Handler,
+    reader: CaptureStats,
+    unrouted: u64,
+) -> Summary {
     let itch: BTreeMap<String, ItchFeedSummary> = handler
-        .feeds()
-        .iter()
+        .feeds_mut()
+        .iter_mut()
         .filter_map(|f| {
-            let it = f.itch()?;
-            let s = ItchFeedSummary::new(&f.counters, f.config.protocol, it);
-            Some((f.config.name.clone(), s))
+            let (name, protocol, counters) =
+                (f.config.name.clone(), f.config.protocol, f.counters.clone());
+            let s = ItchFeedSummary::new(&counters, protocol, f.itch_mut()?);
+            Some((name, s))
         })
         .collect();
     let mut feeds: BTreeMap<String, FeedSummary> = handler

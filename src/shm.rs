@@ -128,6 +128,9 @@ pub mod counter {
     pub const UNKNOWN: usize = 6;
     pub const DUPLICATES: usize = 7;
     pub const TICKS_LOST: usize = 8;
+    /// The state table was full: SQF counts the messages dropped for
+    /// symbols with no slot, an exchange feed the symbols refused a slot
+    /// (each once).
     pub const TABLE_FULL: usize = 9;
     pub const KERNEL_DROPS: usize = 10;
     /// Snapshots that moved a symbol's sequence backwards (provider resets).

@@ -386,7 +386,7 @@ impl Snapshot {
                 // shown apart; snapshots and resets are SQF's.
                 let _ = write!(
                     s,
-                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} ({} line copies)  heartbeats {}  table full {}",
+                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} ({} line copies)  heartbeats {}  symbols refused (table full) {}",
                     f.name,
                     f.protocol.map_or("unknown", |p| p.as_str()),
                     c(counter::PACKETS),
@@ -549,7 +549,10 @@ impl Snapshot {
                     "same_line_duplicates": f.same_line_duplicates(),
                     "line_copies": c(counter::LINE_COPIES),
                     "resets": sqf_only(counter::RESETS),
-                    "table_full_drops": c(counter::TABLE_FULL),
+                    // SQF counts the messages dropped, an exchange feed
+                    // the symbols refused a slot (each once).
+                    "table_full_drops": sqf_only(counter::TABLE_FULL),
+                    "table_full_symbols": (!f.is_sqf()).then(|| c(counter::TABLE_FULL)),
                     "kernel_drops": c(counter::KERNEL_DROPS),
                     "kernel_drops_by_line": by_line(counter::LINE_KERNEL_DROPS),
                     "rcvbuf_bytes_by_line": by_line(counter::LINE_RCVBUF),

@@ -76,6 +76,13 @@ fn replay_fixture(stem: &str) -> Run {
     )
 }
 
+/// A change detector, not a proof: the goldens are this code's own output
+/// (`tools/gen_fixtures.rs` replays each capture to write them), so this
+/// flags any change of output, intended or not, and says nothing of
+/// whether the output is right. The proof of correctness is
+/// `tests/model.rs` (an independent model of the SQF spec run side by side
+/// with the handler) and the story checked by hand in
+/// [`scenario_verdicts_tell_the_story`].
 #[test]
 fn every_fixture_reproduces_its_golden_output() {
     for stem in SCENARIOS {
@@ -104,6 +111,8 @@ fn replay_is_deterministic() {
     assert_eq!(a.summary, b.summary);
 }
 
+/// A change detector of the generator and of the goldens it writes with
+/// the replay (see [`every_fixture_reproduces_its_golden_output`]).
 #[test]
 fn generator_reproduces_the_committed_fixtures() {
     let dir = tempfile::tempdir().unwrap();

@@ -102,6 +102,12 @@ fn explain(capture: &str, feed: &str, symbol: &str, extra: &[&str]) -> Run {
     tickguard(&args)
 }
 
+/// A change detector, not a proof: the goldens are this code's own output
+/// (written by `tools/gen_fixtures.rs`). What proves the explanations
+/// right is [`explanation_agrees_with_every_check_of_the_fixtures`],
+/// `tests/explain_agrees.rs` (the state and verdict they imply equal the
+/// handler's on random streams) and the story checked by hand in
+/// [`explanations_tell_the_scenarios_story`].
 #[test]
 fn explanations_match_their_goldens() {
     for &(feed, symbol, all, at_ms) in EXPLAINED {

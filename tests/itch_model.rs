@@ -994,7 +994,7 @@ fn same<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(
     }
 }
 
-fn compare(model: &Model, feed: &Feed, th: Thresholds, now: u64) -> Result<(), String> {
+fn compare(model: &Model, feed: &mut Feed, th: Thresholds, now: u64) -> Result<(), String> {
     let seq = feed.sequencer();
     let c = seq.counters();
     same("messages", c.messages, model.messages)?;
@@ -1023,6 +1023,8 @@ fn compare(model: &Model, feed: &Feed, th: Thresholds, now: u64) -> Result<(), S
     same("last_alive", feed.last_alive(), model.last_alive)?;
     same("source_watermark", feed.source_watermark(), model.watermark)?;
     same("offset", feed.offset(), model.offset)?;
+    // The books, every change applied.
+    let feed = feed.settled();
     let mut got: Vec<_> = feed
         .symbols()
         .map(|(s, top, n)| (s.stock.key(), s, top.bid, top.ask, n))
@@ -1189,7 +1191,7 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
             }
             feed.settle();
         }
-        compare(&model, &feed, th, t).map_err(|e| {
+        compare(&model, &mut feed, th, t).map_err(|e| {
             format!(
                 "step {step} ({op:?}) at t0+{}: {e}",
                 t as i128 - setup.t0() as i128

@@ -413,6 +413,13 @@ fn replay_itch_with(
 /// duplicates, malformed packets, recovery answers, a session change; a
 /// mid-session join; the BinaryFILE plain and gzip) replay to their golden
 /// results and summaries, byte for byte.
+///
+/// A change detector, not a proof: the goldens are this code's own replay
+/// output (fixtures/README.md), so this flags any change of output and says
+/// nothing of whether it is right. The proof of correctness is
+/// `tests/itch_model.rs` (an independent model of the ITCH spec run side by
+/// side with the feed) and the expectations written by hand here, e.g.
+/// [`an_itch_capture_replays_with_gaps_fills_halts_and_the_close`].
 #[test]
 fn every_itch_fixture_reproduces_its_golden_output() {
     let file = ["--feed", "nasdaq", "--date", "2026-01-05"];
@@ -617,8 +624,8 @@ impl Observer for TimesAtEnd {
 
 /// "its sequence is stepped over with no gap and no change of time" (spec
 /// itch50 §5): an invalid record 1 s after a valid one moves neither
-/// liveness nor the source watermark, record by record (a check waits) or
-/// in a batch (none does).
+/// liveness nor the source watermark, record by record (an observer of
+/// every record) or in batches (up to a check, and after it).
 #[test]
 fn an_invalid_binary_file_record_changes_no_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -633,10 +640,16 @@ fn an_invalid_binary_file_record_changes_no_time() {
     let date = jiff::civil::date(2026, 1, 5);
     // 2.5 s after the valid record: past both thresholds (1.5 s, 2 s); 1.5 s
     // after the invalid one's header time: within both.
-    let outcome =
-        replay_file(&config, "nasdaq", date, &path, &[check(2_500 * MS)], |_| {}).unwrap();
-    let got: Vec<&str> = outcome.answers[0].reasons.names().collect();
-    assert_eq!(got, ["stale", "stale_at_source"]);
+    for all in [true, false] {
+        let mut o = OneByOne {
+            all,
+            ..OneByOne::default()
+        };
+        let checks = [check(2_500 * MS)];
+        let outcome = replay_file_with(&config, "nasdaq", date, &path, &checks, |_| {}, &mut o);
+        let got: Vec<&str> = outcome.unwrap().answers[0].reasons.names().collect();
+        assert_eq!(got, ["stale", "stale_at_source"], "one by one: {all}");
+    }
     let mut at_end = TimesAtEnd::default();
     replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut at_end).unwrap();
     assert_eq!(at_end.0, Some((Some(T0), Some(T0 as i128))));
@@ -714,4 +727,104 @@ fn the_books_on_one_thread_or_two_replay_alike() {
     )
     .unwrap();
     same(two, one, "session.itch");
+}
+
+/// Counts the BinaryFILE records a replay applies one by one (the hooks
+/// it calls only there), keeping their times when it wants them all.
+#[derive(Default)]
+struct OneByOne {
+    /// Wants every record's time: every record goes one by one.
+    all: bool,
+    records: u64,
+    times: Vec<Option<u64>>,
+}
+
+impl Observer for OneByOne {
+    fn wants_record_times(&self) -> bool {
+        self.all
+    }
+
+    fn before_record(&mut self, _: &mut Handler, _: u16, _: u64, time: Option<u64>) {
+        self.records += 1;
+        self.times.push(time);
+    }
+}
+
+/// A BinaryFILE replay applies the records between checks in batches and
+/// stops only at each check's time: a check after the last record sends
+/// no record down the one-by-one path, checks inside the file one each at
+/// most, and the answers and summary are those of a replay that applies
+/// every record one by one.
+#[test]
+fn a_binary_file_replay_stops_only_at_each_checks_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("day.itch");
+    let mut day = Vec::new();
+    tickguard::protocol::itch50::synth::synthetic_day(&mut day, 200_000, 40, 11).unwrap();
+    std::fs::write(&path, &day).unwrap();
+    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    let date = jiff::civil::date(2026, 1, 5);
+    let replay = |checks: &[Check], o: &mut OneByOne| {
+        let out = replay_file_with(&config, "nasdaq", date, &path, checks, |_| {}, o).unwrap();
+        assert!(out.input_error.is_none());
+        (out.answers, serde_json::to_string(&out.summary).unwrap())
+    };
+    // Every record one by one, with its time.
+    let mut all = OneByOne {
+        all: true,
+        ..OneByOne::default()
+    };
+    let (_, summary) = replay(&[], &mut all);
+    let times: Vec<u64> = all.times.iter().flatten().copied().collect();
+    assert!(times.len() > 150_000, "{}", times.len());
+    let last = *times.iter().max().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let stocks: Vec<String> = json["feeds"]["nasdaq"]["symbols"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .take(3)
+        .cloned()
+        .collect();
+    let at = |time_ns: u64, k: usize| Check {
+        time_ns,
+        feed: "nasdaq".into(),
+        symbol: stocks[k % stocks.len()].clone(),
+    };
+    // One check after the last record: no record one by one.
+    let mut late = OneByOne::default();
+    let (answers, s) = replay(&[at(last + 1, 0)], &mut late);
+    assert_eq!(
+        late.records, 0,
+        "records applied one by one for a late check"
+    );
+    assert_eq!(s, summary);
+    let mut forced = OneByOne {
+        all: true,
+        ..OneByOne::default()
+    };
+    assert_eq!(replay(&[at(last + 1, 0)], &mut forced).0, answers);
+    // Checks inside the file: at a record's time, 1 ns before one, two at
+    // the same time, in no order; at most one record each one by one.
+    let inside: Vec<Check> = [
+        times[times.len() / 2],
+        times[1_000] - 1,
+        times[100_000],
+        times[100_000],
+        times[5],
+        times[0] - 1,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(k, &t)| at(t, k))
+    .collect();
+    let mut some = OneByOne::default();
+    let (answers, s) = replay(&inside, &mut some);
+    assert!(some.records <= inside.len() as u64, "{}", some.records);
+    assert_eq!(s, summary);
+    let mut forced = OneByOne {
+        all: true,
+        ..OneByOne::default()
+    };
+    assert_eq!(replay(&inside, &mut forced).0, answers);
 }

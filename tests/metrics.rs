@@ -311,7 +311,8 @@ fn a_feed_whose_every_packet_is_rejected_is_flagged_and_warned() {
 }
 
 /// An ITCH feed's rejected packets are counted under ITCH's reasons, and
-/// SQF's message kinds are not exported for it.
+/// SQF's message kinds are not exported for it (nor SQF's count of
+/// messages dropped for a full table: it counts the symbols refused).
 #[test]
 fn an_itch_feeds_reject_reasons_are_its_own() {
     let sidecar = start_feed("itch-reasons", "protocol = \"itch50\"");
@@ -339,6 +340,9 @@ fn an_itch_feeds_reject_reasons_are_its_own() {
     assert!(!reasons.contains(&"bad_magic"), "SQF's names: {reasons:?}");
     assert!(!text.contains("tickguard_quotes_total"), "{text}");
     assert!(text.contains(r#"tickguard_heartbeats_total{feed="lp1"}"#));
+    // A full table: symbols refused, not messages dropped.
+    assert!(text.contains(r#"tickguard_table_full_symbols_total{feed="lp1"}"#));
+    assert!(!text.contains("tickguard_table_full_drops_total"), "{text}");
 }
 
 /// Packets naming a new session each (forged or not), each followed by an

@@ -779,10 +779,9 @@ fn check_offsets(mf: &ModelFeed, sym: &str, t: u64) -> Vec<u64> {
 }
 
 /// Everything the handler and the model must agree on, after a step at `t`.
-fn compare(h: &Handler, m: &[ModelFeed; 2], t: u64) -> Result<(), String> {
+fn compare(h: &mut Handler, m: &[ModelFeed; 2], t: u64) -> Result<(), String> {
     for (f, mf) in m.iter().enumerate() {
-        let feed = &h.feeds()[f];
-        let got = feed.offset();
+        let got = h.feeds()[f].offset();
         if got != mf.offset {
             return Err(format!(
                 "feed {f}: offset: handler {got}, model {}",
@@ -813,7 +812,7 @@ fn compare(h: &Handler, m: &[ModelFeed; 2], t: u64) -> Result<(), String> {
                 }
             }
         }
-        let c = &feed.counters;
+        let c = &h.feeds()[f].counters;
         let got = ModelCounters {
             packets: c.packets,
             rejected: c.rejected,
@@ -878,7 +877,7 @@ fn run_case(setup: &Setup, steps: &[Step]) -> Result<(), String> {
     let cfg = Config::parse(&setup.toml(), "t").map_err(|e| e.to_string())?;
     let mut h = Handler::new(&cfg);
     let mut m = setup.models();
-    compare(&h, &m, T0).map_err(|e| format!("before any packet: {e}"))?;
+    compare(&mut h, &m, T0).map_err(|e| format!("before any packet: {e}"))?;
     let mut t = T0;
     for (i, step) in steps.iter().enumerate() {
         t += step.dt_ms * MS;
@@ -899,7 +898,7 @@ fn run_case(setup: &Setup, steps: &[Step]) -> Result<(), String> {
                 ctx()
             ));
         }
-        compare(&h, &m, t).map_err(|e| format!("{}: {e}", ctx()))?;
+        compare(&mut h, &m, t).map_err(|e| format!("{}: {e}", ctx()))?;
     }
     Ok(())
 }
@@ -1097,11 +1096,11 @@ impl Pair {
         let want = self.m[feed as usize].on_datagram(bytes, t);
         let got = self.h.on_datagram(feed, bytes, t).is_ok();
         assert_eq!(got, want, "accept/reject");
-        compare(&self.h, &self.m, t).unwrap();
+        compare(&mut self.h, &self.m, t).unwrap();
         got
     }
 
-    fn reasons(&self, feed: u16, sym: &str, now: u64) -> Vec<&'static str> {
+    fn reasons(&mut self, feed: u16, sym: &str, now: u64) -> Vec<&'static str> {
         let got: Vec<_> = self
             .h
             .verdict(feed, Symbol::parse(sym).unwrap(), now)

@@ -78,6 +78,12 @@ fn stat(shm: &Path, now: u64) -> String {
         .replace(&shm.display().to_string(), "SHM")
 }
 
+/// A change detector, not a proof: the golden is this code's own output
+/// (`TICKGUARD_BLESS=1` writes it). The counters and verdicts it shows are
+/// proven elsewhere: `tests/model.rs` for the handler's state,
+/// `tests/c_reader.rs` for what is read from the publication (the C and
+/// the Rust reader agree on it); the other tests here check the view by
+/// hand.
 #[test]
 fn stat_once_matches_its_golden_output() {
     let shm = PathBuf::from(format!(

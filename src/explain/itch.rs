@@ -309,14 +309,14 @@ impl ItchExplain {
         }
     }
 
-    fn keep_at_state(&mut self, handler: &Handler) {
+    fn keep_at_state(&mut self, handler: &mut Handler) {
         let (Some(at), None) = (self.at, &self.at_state) else {
             return;
         };
         let Some(it) = handler
-            .feeds()
-            .get(self.feed as usize)
-            .and_then(|f| f.itch())
+            .feeds_mut()
+            .get_mut(self.feed as usize)
+            .and_then(|f| f.itch_mut())
         else {
             return;
         };
@@ -357,7 +357,7 @@ impl ItchExplain {
                 dur(self.th.source_ns as i128)
             );
         }
-        match it.symbol(self.symbol) {
+        match it.settled().symbol(self.symbol) {
             Some((s, top, orders)) => {
                 let _ = write!(line, ", book {} ({orders} orders)", top_text(&top));
                 if s.trading_state != 0 {

@@ -107,7 +107,7 @@ impl Engine {
     }
 
     /// See [`FeedEngine::verdict`].
-    pub fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+    pub fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
         each!(self, e => e.verdict(cx, symbol, now))
     }
 

@@ -185,6 +185,11 @@ const GOLDEN: &[(&str, &str, &[&str], &str)] = &[
     ),
 ];
 
+/// A change detector, not a proof: the goldens are this code's own output
+/// (`TICKGUARD_BLESS=1` writes them). What proves the explanations right
+/// is the agreement of the verdict their steps imply with the feed's own
+/// answer at every change and check (this file), and `tests/itch_model.rs`
+/// for the feed.
 #[test]
 fn explanations_match_their_goldens() {
     let bless = std::env::var_os("TICKGUARD_BLESS").is_some();

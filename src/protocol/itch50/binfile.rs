@@ -125,8 +125,9 @@ pub trait Lookahead {
     fn wants_near(&self) -> bool {
         true
     }
-    /// A record's turn: its index (0-based) and bytes.
-    fn record(&mut self, index: u64, record: &[u8]);
+    /// A record's turn: its index (0-based) and bytes. True when it was
+    /// taken; false stops the walk before it (it stays the next record).
+    fn record(&mut self, index: u64, record: &[u8]) -> bool;
 }
 
 /// The first whole record of `bytes` (length-prefixed) and what follows it.
@@ -193,11 +194,12 @@ impl<R: Read> BinFile<R> {
             #[inline]
             fn near(&mut self, _: &[u8]) {}
             #[inline(always)]
-            fn record(&mut self, index: u64, record: &[u8]) {
-                (self.0)(index, record)
+            fn record(&mut self, index: u64, record: &[u8]) -> bool {
+                (self.0)(index, record);
+                true
             }
         }
-        self.for_each_record_ahead(Turns(&mut f))
+        self.for_each_record_ahead(Turns(&mut f)).map(|_| ())
     }
 
     /// [`for_each_record`](Self::for_each_record), also showing `l` each
@@ -205,8 +207,10 @@ impl<R: Read> BinFile<R> {
     /// then [`Lookahead::near`] half as far ahead, so that it can prefetch
     /// what the record will touch (a record near the start of the buffered
     /// bytes is shown less far ahead; every record comes to each method
-    /// once, in order).
-    pub fn for_each_record_ahead(&mut self, mut l: impl Lookahead) -> Result<(), Error> {
+    /// once, in order). True at the end of the file; false when `l` did not
+    /// take a record ([`Lookahead::record`]): the walk stopped before it,
+    /// and it is the next record read (a later walk shows it ahead again).
+    pub fn for_each_record_ahead(&mut self, mut l: impl Lookahead) -> Result<bool, Error> {
         while self.ready()?.is_some() {
             let mut rest = self.input.data();
             let held = rest.len();
@@ -221,8 +225,12 @@ impl<R: Read> BinFile<R> {
                 }
             }
             let mut index = self.index;
+            let mut stopped = false;
             while let Some((record, tail)) = split_record(rest) {
-                l.record(index, record);
+                if !l.record(index, record) {
+                    stopped = true;
+                    break;
+                }
                 index += 1;
                 rest = tail;
                 far = ahead(far, |r| l.far(r));
@@ -233,8 +241,11 @@ impl<R: Read> BinFile<R> {
             let walked = held - rest.len();
             self.input.consume(walked);
             self.index = index;
+            if stopped {
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Makes the next record whole in the input: its length with the
@@ -889,9 +900,10 @@ mod tests {
             fn near(&mut self, r: &[u8]) {
                 self.near.push((id(r), self.turns.len()));
             }
-            fn record(&mut self, i: u64, r: &[u8]) {
+            fn record(&mut self, i: u64, r: &[u8]) -> bool {
                 assert_eq!(i as usize, id(r));
                 self.turns.push(id(r));
+                true
             }
         }
         let trickle = Trickle {

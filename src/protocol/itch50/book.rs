@@ -43,9 +43,10 @@
 //! levels to a second thread ([`Books::pipeline`], [`super::levels`]): this
 //! thread keeps the orders and queues their changes, the other applies them
 //! in batches, each half with its own cache and its own misses in flight.
-//! The levels come back ([`Books::settle`]) whenever something reads them —
-//! a check, the summary — so every read sees exactly what applying each
-//! change in place would have left. A live feed keeps both halves on its
+//! The levels are read only through [`Books::settled`], which brings them
+//! back first (a check, the summary), so every read sees exactly what
+//! applying each change in place would have left: a read of levels still
+//! on their thread does not compile. A live feed keeps both halves on its
 //! receive thread: it publishes tops as it applies.
 
 use super::ladder::{Change, Kind, Levels};
@@ -94,8 +95,8 @@ pub struct Books {
     /// Most live orders; an add of a new reference beyond is refused.
     max_orders: usize,
     /// The levels, while this thread holds them: always, unless `thread`
-    /// has them (then an empty stand-in: never read, and with no book to
-    /// prefetch).
+    /// has them (then an empty stand-in, with no book to prefetch; only
+    /// [`settled`](Books::settled) hands them out to be read).
     levels: Levels,
     /// The thread the levels are applied on, in a pipelined replay.
     thread: Option<LevelThread>,
@@ -152,22 +153,12 @@ impl Books {
         }
     }
 
-    /// The levels, to read: here (a pipelined replay must
-    /// [`settle`](Self::settle) first).
-    #[inline]
-    fn levels(&self) -> &Levels {
-        assert!(
-            self.thread.as_ref().is_none_or(|t| !t.away()),
-            "book levels read while on their thread: settle first"
-        );
-        &self.levels
-    }
-
     /// Applies the levels on a second thread from now on (`on`), or here
-    /// again. While on, changes queue to that thread, and nothing may read
-    /// the levels (tops, depth, orders in a book) without a
-    /// [`settle`](Self::settle) first. Stays off where the thread cannot
-    /// help or start: a machine with one core, or no thread to spare.
+    /// again. While on, changes queue to that thread; the levels (tops,
+    /// depth, orders in a book) are read through
+    /// [`settled`](Self::settled), which brings them back. Stays off where
+    /// the thread cannot help or start: a machine with one core, or no
+    /// thread to spare.
     pub fn pipeline(&mut self, on: bool) {
         if on && self.thread.is_none() {
             self.thread = LevelThread::start();
@@ -177,19 +168,67 @@ impl Books {
         }
     }
 
+    /// [`pipeline`](Self::pipeline)`(true)` whatever the cores, so that
+    /// tests run the level thread on any machine.
+    #[cfg(test)]
+    fn pipeline_anyway(&mut self) {
+        if self.thread.is_none() {
+            self.thread = LevelThread::spawn();
+        }
+        assert!(self.pipelined(), "no level thread");
+    }
+
     /// True while the levels are applied on a second thread.
     pub fn pipelined(&self) -> bool {
         self.thread.is_some()
     }
 
     /// Brings the levels back from their thread, every queued change
-    /// applied, so that they can be read (a no-op when they are here).
+    /// applied (a no-op when they are here).
     pub fn settle(&mut self) {
         if let Some(t) = &mut self.thread {
             if t.away() {
                 self.levels = t.take_back();
             }
         }
+    }
+
+    /// The levels, to read (tops, depth, orders in a book), every change
+    /// applied: [`settle`](Self::settle)d first. The only way to read them,
+    /// so that a read of levels still on their thread does not compile:
+    ///
+    /// ```compile_fail,E0599
+    /// # use tickguard::protocol::itch50::book::Books;
+    /// let books = Books::with_capacity(4, 1);
+    /// let top = books.top(0); // no: only `settled` reads the levels
+    /// ```
+    ///
+    /// and, since the borrow it returns lasts as long as what is read, no
+    /// change can come between:
+    ///
+    /// ```compile_fail,E0499
+    /// # use tickguard::protocol::itch50::book::{Books, Order};
+    /// # use tickguard::protocol::itch50::Side;
+    /// let mut books = Books::with_capacity(4, 1);
+    /// let levels = books.settled();
+    /// let o = Order { book: 0, price: 10, shares: 1, side: Side::Buy };
+    /// books.add(1, o).unwrap(); // no: the levels are borrowed
+    /// let top = levels.top(0);
+    /// ```
+    ///
+    /// ```
+    /// # use tickguard::protocol::itch50::book::{Books, Order};
+    /// # use tickguard::protocol::itch50::Side;
+    /// let mut books = Books::with_capacity(4, 1);
+    /// books.pipeline(true);
+    /// let o = Order { book: 0, price: 10, shares: 1, side: Side::Buy };
+    /// books.add(1, o).unwrap();
+    /// assert_eq!(books.settled().top(0).bid, Some((10, 1)));
+    /// ```
+    #[inline]
+    pub fn settled(&mut self) -> &Levels {
+        self.settle();
+        &self.levels
     }
 
     /// `A` / `F`: adds an order. An order already live under `order` is
@@ -276,17 +315,6 @@ impl Books {
         self.orders.get(order)
     }
 
-    /// The top of `book`: O(1).
-    #[inline]
-    pub fn top(&self, book: u32) -> Top {
-        self.levels().top(book)
-    }
-
-    /// Live orders in `book`.
-    pub fn orders_in(&self, book: u32) -> u64 {
-        self.levels().orders_in(book)
-    }
-
     /// Live orders in every book.
     pub fn len(&self) -> usize {
         self.orders.len()
@@ -307,12 +335,6 @@ impl Books {
             side: Side::Buy,
             kind: Kind::Clear,
         });
-    }
-
-    /// Price levels of `book`, best first: (bids, asks), each (price,
-    /// shares, orders). For tests and tools.
-    pub fn depth(&self, book: u32) -> (Depth, Depth) {
-        self.levels().depth(book)
     }
 }
 
@@ -339,35 +361,35 @@ mod tests {
         b.add(3, o(0, Side::Sell, 70, 1_000_300)).unwrap();
         b.add(4, o(0, Side::Sell, 30, 1_000_300)).unwrap();
         assert_eq!(
-            b.top(0),
+            b.settled().top(0),
             Top {
                 bid: Some((1_000_100, 50)),
                 ask: Some((1_000_300, 100))
             }
         );
         b.reduce(2, 20);
-        assert_eq!(b.top(0).bid, Some((1_000_100, 30)));
+        assert_eq!(b.settled().top(0).bid, Some((1_000_100, 30)));
         b.reduce(2, 40); // more than is left: removed
-        assert_eq!(b.top(0).bid, Some((1_000_000, 100)));
+        assert_eq!(b.settled().top(0).bid, Some((1_000_000, 100)));
         assert_eq!(b.order(2), None);
         b.delete(3);
-        assert_eq!(b.top(0).ask, Some((1_000_300, 30)));
+        assert_eq!(b.settled().top(0).ask, Some((1_000_300, 30)));
         let (orig, replaced) = b.replace(4, 9, 10, 999_900).unwrap();
         assert_eq!((orig.side, replaced), (Side::Sell, None));
         assert_eq!(
-            b.top(0).ask,
+            b.settled().top(0).ask,
             Some((999_900, 10)),
             "a crossed book is kept as is"
         );
-        assert_eq!(b.orders_in(0), 2);
+        assert_eq!(b.settled().orders_in(0), 2);
         assert_eq!(
             b.replace(4, 10, 1, 1),
             None,
             "unknown original: nothing changes"
         );
-        assert_eq!(b.orders_in(0), 2);
+        assert_eq!(b.settled().orders_in(0), 2);
         b.clear();
-        assert_eq!(b.top(0), Top::default());
+        assert_eq!(b.settled().top(0), Top::default());
         assert!(b.is_empty());
     }
 
@@ -390,7 +412,7 @@ mod tests {
         ] {
             b.add(r, o(0, side, 2, price)).unwrap();
         }
-        let (bids, asks) = b.depth(0);
+        let (bids, asks) = b.settled().depth(0);
         assert_eq!((bids.len(), asks.len()), (41, 41));
         assert!(bids.windows(2).all(|w| w[0].0 > w[1].0));
         assert!(asks.windows(2).all(|w| w[0].0 < w[1].0));
@@ -400,8 +422,8 @@ mod tests {
         b.delete(0);
         b.delete(62);
         b.delete(60);
-        assert_eq!(b.depth(0).0.len(), 39);
-        assert_eq!(b.top(0).bid, Some((1_390, 1)));
+        assert_eq!(b.settled().depth(0).0.len(), 39);
+        assert_eq!(b.settled().top(0).bid, Some((1_390, 1)));
     }
 
     #[test]
@@ -418,7 +440,7 @@ mod tests {
             b.add(u64::from(40 + k), o(0, Side::Buy, 2, 100 + k))
                 .unwrap();
         }
-        let (bids, asks) = b.depth(0);
+        let (bids, asks) = b.settled().depth(0);
         let want_bids: Depth = (0..10u32).rev().map(|k| (100 + k, 3, 2)).collect();
         let want_asks: Depth = (0..10u32).rev().map(|k| (300 - k, 1, 1)).collect();
         assert_eq!((bids, asks), (want_bids, want_asks));
@@ -426,13 +448,13 @@ mod tests {
         // Emptying the top brings the best far level near, and the top
         // walks down the whole side.
         for k in (0..10u32).rev() {
-            assert_eq!(b.top(0).bid, Some((100 + k, 3)));
+            assert_eq!(b.settled().top(0).bid, Some((100 + k, 3)));
             b.delete(u64::from(k));
             b.delete(u64::from(40 + k));
         }
-        assert_eq!(b.top(0).bid, None);
+        assert_eq!(b.settled().top(0).bid, None);
         assert_eq!(b.levels.far_bids(0), Some(0));
-        assert_eq!(b.top(0).ask, Some((291, 1)));
+        assert_eq!(b.settled().top(0).ask, Some((291, 1)));
     }
 
     #[test]
@@ -441,8 +463,8 @@ mod tests {
         b.add(7, o(0, Side::Buy, 100, 10)).unwrap();
         let old = b.add(7, o(1, Side::Sell, 5, 20)).unwrap();
         assert_eq!(old, Some(o(0, Side::Buy, 100, 10)));
-        assert_eq!(b.top(0), Top::default());
-        assert_eq!(b.top(1).ask, Some((20, 5)));
+        assert_eq!(b.settled().top(0), Top::default());
+        assert_eq!(b.settled().top(1).ask, Some((20, 5)));
         assert_eq!(b.len(), 1);
     }
 
@@ -451,10 +473,10 @@ mod tests {
         let mut b = Books::with_capacity(4, 1);
         b.add(u64::MAX, o(0, Side::Buy, 1, 5)).unwrap();
         b.add(0, o(0, Side::Buy, 2, 5)).unwrap();
-        assert_eq!(b.top(0).bid, Some((5, 3)));
+        assert_eq!(b.settled().top(0).bid, Some((5, 3)));
         assert_eq!(b.len(), 2);
         b.delete(u64::MAX);
-        assert_eq!(b.top(0).bid, Some((5, 2)));
+        assert_eq!(b.settled().top(0).bid, Some((5, 2)));
     }
 
     #[test]
@@ -465,7 +487,7 @@ mod tests {
         b.add(2, o(0, Side::Sell, 100, 20)).unwrap();
         assert_eq!(b.add(3, o(0, Side::Buy, 5, 11)), Err(Full));
         assert_eq!(
-            b.top(0).bid,
+            b.settled().top(0).bid,
             Some((10, 100)),
             "a refused add changes nothing"
         );
@@ -476,42 +498,36 @@ mod tests {
             Ok(Some(o(0, Side::Buy, 100, 10)))
         );
         assert!(b.replace(2, 9, 7, 19).is_some());
-        assert_eq!(b.top(0).ask, Some((19, 7)));
+        assert_eq!(b.settled().top(0).ask, Some((19, 7)));
         // Room again once an order goes.
         b.delete(9);
         assert_eq!(b.add(3, o(0, Side::Buy, 5, 11)), Ok(None));
-        assert_eq!(b.top(0).bid, Some((12, 50)));
+        assert_eq!(b.settled().top(0).bid, Some((12, 50)));
     }
 
     #[test]
-    fn pipelined_levels_are_read_only_after_a_settle() {
+    fn pipelined_levels_read_settled_have_every_change_applied() {
         let mut b = Books::with_capacity(4, 1);
-        b.pipeline(true);
+        b.pipeline_anyway();
         b.add(1, o(0, Side::Buy, 100, 10)).unwrap();
         b.add(2, o(0, Side::Sell, 50, 12)).unwrap();
-        if b.pipelined() {
-            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.top(0)));
-            assert!(read.is_err(), "a read before settling is refused");
-        }
-        b.settle();
-        assert_eq!(b.top(0).bid, Some((10, 100)));
+        assert_eq!(b.settled().top(0).bid, Some((10, 100)));
         // A new session empties the books on the level thread too.
         b.clear();
         b.add(3, o(0, Side::Sell, 7, 13)).unwrap();
-        b.settle();
         assert_eq!(
-            b.top(0),
+            b.settled().top(0),
             Top {
                 bid: None,
                 ask: Some((13, 7))
             }
         );
-        assert_eq!(b.orders_in(0), 1);
+        assert_eq!(b.settled().orders_in(0), 1);
         // Off again: the levels are here, with every change applied.
         b.delete(3);
         b.pipeline(false);
         assert!(!b.pipelined());
-        assert_eq!(b.top(0), Top::default());
+        assert_eq!(b.settled().top(0), Top::default());
     }
 
     #[derive(Debug, Clone)]
@@ -556,7 +572,9 @@ mod tests {
             let mut books = Books::with_window(2, 1, 128);
             books.set_max_orders(MAX);
             books.levels.set_near(2);
-            books.pipeline(pipelined);
+            if pipelined {
+                books.pipeline_anyway();
+            }
             let mut model: BTreeMap<u64, Order> = BTreeMap::new();
             let n = ops.len();
             for (k, op) in ops.into_iter().enumerate() {
@@ -590,7 +608,6 @@ mod tests {
                 if (k + 1) % every != 0 && k + 1 != n {
                     continue;
                 }
-                books.settle();
                 for book in 0..3u32 {
                     let side = |s: Side, better: fn(Price, Price) -> bool| {
                         let mut best: Option<(Price, u64)> = None;
@@ -607,7 +624,7 @@ mod tests {
                         bid: side(Side::Buy, |have, new| have > new),
                         ask: side(Side::Sell, |have, new| have < new),
                     };
-                    prop_assert_eq!(books.top(book), want, "book {}", book);
+                    prop_assert_eq!(books.settled().top(book), want, "book {}", book);
                     // Every level, best first.
                     let depth = |s: Side| {
                         let mut levels: BTreeMap<Price, (u64, u32)> = BTreeMap::new();
@@ -621,9 +638,9 @@ mod tests {
                             Side::Sell => rows.collect(),
                         }
                     };
-                    prop_assert_eq!(books.depth(book), (depth(Side::Buy), depth(Side::Sell)));
+                    prop_assert_eq!(books.settled().depth(book), (depth(Side::Buy), depth(Side::Sell)));
                     let live = model.values().filter(|m| m.book == book).count() as u64;
-                    prop_assert_eq!(books.orders_in(book), live);
+                    prop_assert_eq!(books.settled().orders_in(book), live);
                 }
             }
         }

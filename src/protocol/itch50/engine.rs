@@ -248,9 +248,9 @@ impl FeedEngine for Engine {
         self.publish(cx);
     }
 
-    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
-        self.feed
-            .verdict(symbol, cx.config.thresholds_for(symbol), now)
+    fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+        let th = cx.config.thresholds_for(symbol);
+        self.feed.settled().verdict(symbol, th, now)
     }
 
     /// Applies the books' price levels on a second thread

@@ -10,6 +10,7 @@
 
 use super::book::{Books, Full, Order, Top};
 use super::event::{self, Event, Log, OrderChange, Outcome, PacketInfo};
+use super::ladder::Levels;
 use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
@@ -133,6 +134,11 @@ struct State {
     touched: Vec<u32>,
     /// Per symbol: listed in `touched`.
     is_touched: Vec<bool>,
+    /// Per symbol: the stream sequence of the last message that named or
+    /// changed it (kept while `tracking`, as `touched`).
+    last_seq: Vec<u64>,
+    /// The stream sequence of the message being applied.
+    seq: u64,
     tracking: bool,
     /// What `--explain` records ([`Feed::watch`]), else `None`.
     log: Option<Box<Log>>,
@@ -148,9 +154,11 @@ impl State {
         self.refused = false;
         self.touched.clear();
         self.is_touched.clear();
+        self.last_seq.clear();
     }
 
-    /// Notes that symbol `sym` may have changed (a no-op unless tracking).
+    /// Notes that symbol `sym` may have changed, by the message being
+    /// applied (a no-op unless tracking).
     #[inline(always)]
     fn touch(&mut self, sym: u32) {
         if !self.tracking || sym == NONE {
@@ -160,7 +168,9 @@ impl State {
         if i >= self.is_touched.len() {
             // Amortised: grows with the session's symbols, not per message.
             self.is_touched.resize(i + 1, false);
+            self.last_seq.resize(i + 1, 0);
         }
+        self.last_seq[i] = self.seq;
         if !self.is_touched[i] {
             self.is_touched[i] = true;
             self.touched.push(sym);
@@ -462,7 +472,8 @@ impl State {
 /// The sequencer hands the state each message in sequence order.
 impl Apply for State {
     #[inline(always)]
-    fn apply(&mut self, _: u64, m: Message<'_>) {
+    fn apply(&mut self, seq: u64, m: Message<'_>) {
+        self.seq = seq;
         State::apply(self, m)
     }
 }
@@ -533,7 +544,7 @@ impl State {
             return;
         };
         let book = |s: &State| log.watch.and_then(|w| s.by_stock.get(w.key()));
-        let before = book(self).map(|i| self.books.top(i));
+        let before = book(self).map(|i| self.books.settled().top(i));
         let body = m.body();
         let reference = match body {
             Body::Executed { order, .. }
@@ -581,7 +592,7 @@ impl State {
         log.events.extend(e);
         if let (Some(i), Some(stock)) = (book(self), log.watch) {
             let before = before.unwrap_or_default();
-            let after = self.books.top(i);
+            let after = self.books.settled().top(i);
             let moved = event::crossed(&before) != event::crossed(&after)
                 || event::empty(&before) != event::empty(&after);
             let order = match body {
@@ -666,6 +677,8 @@ impl Feed {
                 last_ts: NO_TIME,
                 touched: Vec::with_capacity(1024),
                 is_touched: Vec::with_capacity(1024),
+                last_seq: Vec::with_capacity(1024),
+                seq: 0,
                 tracking: false,
                 log: None,
             },
@@ -843,82 +856,81 @@ impl Feed {
         self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
     }
 
-    /// The verdict for `stock` at `now` (ns since the Unix epoch, local
-    /// clock), reasons in spec §4 order. Expire gaps up to `now` first (and
-    /// [settle](Self::settle) pipelined books).
-    pub fn verdict(&self, stock: Symbol, th: Thresholds, now: u64) -> Reasons {
-        let Some(i) = self.state.by_stock.get(stock.key()) else {
-            return Reasons::NO_QUOTE;
-        };
-        let top = self.state.books.top(i);
-        if top.bid.is_none() && top.ask.is_none() {
-            return Reasons::NO_QUOTE;
+    /// The feed, to read its books (verdicts, symbols, tops): every change
+    /// queued on the books' thread applied first
+    /// ([`pipeline_books`](Self::pipeline_books)). The only way to read
+    /// them, so that reading books not yet settled does not compile, and
+    /// nothing can apply a message while the view lives:
+    ///
+    /// ```compile_fail,E0599
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &Feed, stock: Symbol) {
+    ///     let _ = feed.symbol(stock); // no: only `settled` reads books
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0499
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
+    ///     let settled = feed.settled();
+    ///     let _ = feed.on_datagram(datagram, t); // no: the view borrows the feed
+    ///     let _ = settled.symbol(stock);
+    /// }
+    /// ```
+    ///
+    /// ```
+    /// # use tickguard::protocol::itch50::feed::Feed;
+    /// # use tickguard::symbol::Symbol;
+    /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
+    ///     let _ = feed.on_datagram(datagram, t);
+    ///     let _ = feed.settled().symbol(stock);
+    /// }
+    /// ```
+    pub fn settled(&mut self) -> Settled<'_> {
+        let Feed {
+            seq,
+            state,
+            clock,
+            last_alive,
+            watermark,
+            ..
+        } = self;
+        let State {
+            books,
+            symbols,
+            by_stock,
+            hours,
+            refused,
+            ..
+        } = state;
+        Settled {
+            levels: books.settled(),
+            symbols,
+            by_stock,
+            seq,
+            clock,
+            hours: *hours,
+            refused: *refused,
+            last_alive: *last_alive,
+            watermark: *watermark,
         }
-        let mut r = Reasons::empty();
-        let now = now as i128;
-        if self
-            .last_alive
-            .is_none_or(|a| now - a as i128 > th.stale_ns as i128)
-        {
-            r |= Reasons::STALE;
-        }
-        let offset = self.clock.offset();
-        if self
-            .watermark
-            .is_none_or(|w| now - w - offset > th.source_ns as i128)
-        {
-            r |= Reasons::STALE_AT_SOURCE;
-        }
-        if self.suspect() {
-            r |= Reasons::SUSPECT;
-        }
-        if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
-            if bid > ask {
-                r |= Reasons::INVALID_PRICE;
-            }
-        }
-        if self.state.symbols[i as usize].halted() {
-            r |= Reasons::HALTED;
-        }
-        if self.state.hours == Hours::Closed {
-            r |= Reasons::CLOSED;
-        }
-        r
-    }
-
-    /// The symbol's state and top of book.
-    pub fn symbol(&self, stock: Symbol) -> Option<(SymbolState, Top, u64)> {
-        let i = self.state.by_stock.get(stock.key())?;
-        Some((
-            self.state.symbols[i as usize],
-            self.state.books.top(i),
-            self.state.books.orders_in(i),
-        ))
-    }
-
-    /// Every symbol of the session, in order of first appearance.
-    pub fn symbols(&self) -> impl Iterator<Item = (SymbolState, Top, u64)> + '_ {
-        (0..self.state.symbols.len() as u32).map(|i| {
-            (
-                self.state.symbols[i as usize],
-                self.state.books.top(i),
-                self.state.books.orders_in(i),
-            )
-        })
     }
 
     /// Applies the books' price levels on a second thread from now on
     /// (`on`; a replay), or on the calling thread again ([`Books::pipeline`]).
-    /// Between the two, anything that reads a top of book — a verdict, a
-    /// symbol — must [`settle`](Self::settle) first. Stays off for a feed
-    /// that reads its tops as it applies: one that tracks touched symbols
-    /// (a live feed, publishing) or is watched (`--explain`).
+    /// Between the two, the books are read through
+    /// [`settled`](Self::settled), which brings the levels back. Stays off
+    /// for a feed that reads its tops as it applies: one that tracks
+    /// touched symbols (a live feed, publishing) or is watched
+    /// (`--explain`).
     pub fn pipeline_books(&mut self, on: bool) {
         let reads_as_it_goes = self.state.tracking || self.state.log.is_some();
         self.state.books.pipeline(on && !reads_as_it_goes);
     }
 
-    /// Makes the books readable: every level change queued on their thread
+    /// Brings the books' levels back from their thread, every change
     /// applied (a no-op unless [pipelined](Self::pipeline_books)).
     pub fn settle(&mut self) {
         self.state.books.settle();
@@ -934,29 +946,34 @@ impl Feed {
         self.state.tracking = on;
         self.state.touched.clear();
         self.state.is_touched.clear();
+        self.state.last_seq.clear();
     }
 
     /// The symbols [`drain_touched`](Self::drain_touched) would call back
-    /// now, in its order (their indices in [`symbols`](Self::symbols)).
+    /// now, in its order (their indices in [`Settled::symbols`]).
     pub fn touched(&self) -> &[u32] {
         &self.state.touched
     }
 
     /// Calls `f` with each symbol that messages may have changed since the
-    /// last call (its index in [`symbols`](Self::symbols), state, top of
-    /// book and live orders), each once, and forgets them. A new session
-    /// forgets the old session's symbols without calling `f`.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top)) {
+    /// last call (its index in [`Settled::symbols`], state, top of
+    /// book, and the stream sequence of the last message that named or
+    /// changed it), each once, and forgets them. A new session forgets the
+    /// old session's symbols without calling `f`.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top, u64)) {
         let State {
             touched,
             is_touched,
+            last_seq,
             symbols,
             books,
             ..
         } = &mut self.state;
+        // Tracking keeps the levels on this thread: settled already.
+        let levels = books.settled();
         for &i in touched.iter() {
             is_touched[i as usize] = false;
-            f(i, &symbols[i as usize], books.top(i));
+            f(i, &symbols[i as usize], levels.top(i), last_seq[i as usize]);
         }
         touched.clear();
     }
@@ -1032,6 +1049,86 @@ impl Feed {
     }
 }
 
+/// An ITCH feed whose books can be read ([`Feed::settled`]): every level
+/// change applied, and no message applied while it lives.
+#[derive(Debug)]
+pub struct Settled<'a> {
+    levels: &'a Levels,
+    symbols: &'a [SymbolState],
+    by_stock: &'a U64Map<u32>,
+    seq: &'a Sequencer,
+    clock: &'a OffsetEstimator,
+    hours: Hours,
+    refused: bool,
+    last_alive: Option<u64>,
+    watermark: Option<i128>,
+}
+
+impl<'a> Settled<'a> {
+    /// The verdict for `stock` at `now` (ns since the Unix epoch, local
+    /// clock), reasons in spec §4 order. Expire gaps up to `now` first.
+    pub fn verdict(&self, stock: Symbol, th: Thresholds, now: u64) -> Reasons {
+        let Some(i) = self.by_stock.get(stock.key()) else {
+            return Reasons::NO_QUOTE;
+        };
+        let top = self.levels.top(i);
+
+        if top.bid.is_none() && top.ask.is_none() {
+            return Reasons::NO_QUOTE;
+        }
+        let mut r = Reasons::empty();
+        let now = now as i128;
+        if self
+            .last_alive
+            .is_none_or(|a| now - a as i128 > th.stale_ns as i128)
+        {
+            r |= Reasons::STALE;
+        }
+        let offset = self.clock.offset();
+        if self
+            .watermark
+            .is_none_or(|w| now - w - offset > th.source_ns as i128)
+        {
+            r |= Reasons::STALE_AT_SOURCE;
+        }
+        // As Feed::suspect.
+        if self.seq.suspect() || self.refused {
+            r |= Reasons::SUSPECT;
+        }
+        if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
+            if bid > ask {
+                r |= Reasons::INVALID_PRICE;
+            }
+        }
+        if self.symbols[i as usize].halted() {
+            r |= Reasons::HALTED;
+        }
+        if self.hours == Hours::Closed {
+            r |= Reasons::CLOSED;
+        }
+        r
+    }
+
+    /// The symbol's state and top of book.
+    pub fn symbol(&self, stock: Symbol) -> Option<(SymbolState, Top, u64)> {
+        let i = self.by_stock.get(stock.key())?;
+        Some((
+            self.symbols[i as usize],
+            self.levels.top(i),
+            self.levels.orders_in(i),
+        ))
+    }
+
+    /// Every symbol of the session, in order of first appearance (its
+    /// index there is the one [`Feed::touched`] gives), with its top of
+    /// book and live orders.
+    pub fn symbols(&self) -> impl Iterator<Item = (SymbolState, Top, u64)> + 'a {
+        let (symbols, levels) = (self.symbols, self.levels);
+        (0..symbols.len() as u32)
+            .map(move |i| (symbols[i as usize], levels.top(i), levels.orders_in(i)))
+    }
+}
+
 /// BinaryFILE records applied back to back ([`Feed::file_batch`]).
 pub struct FileBatch<'a> {
     feed: &'a mut Feed,
@@ -1070,10 +1167,37 @@ impl FileBatch<'_> {
             self.feed.state.counters.invalid_records += 1;
             return false;
         };
+        self.apply(index, record, ts);
+        true
+    }
+
+    /// [`record`](Self::record), unless the record is valid and its source
+    /// time is later than `until` (ns since the Unix epoch): then nothing
+    /// is done, and the result is `None` (a check at `until` comes first).
+    #[inline]
+    pub fn record_until(&mut self, index: u64, record: &[u8], until: u64) -> Option<bool> {
+        let Some(ts) = self.feed.state.record_timestamp(record) else {
+            self.records += 1;
+            self.last_index = index;
+            self.feed.state.counters.invalid_records += 1;
+            return Some(false);
+        };
+        if self.feed.source_time(ts) > until {
+            return None;
+        }
+        self.records += 1;
+        self.last_index = index;
+        self.apply(index, record, ts);
+        Some(true)
+    }
+
+    /// Applies valid record `index`, whose raw timestamp is `ts`.
+    #[inline(always)]
+    fn apply(&mut self, index: u64, record: &[u8], ts: u64) {
+        self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
         self.max_ts = self.max_ts.max(ts);
-        true
     }
 }
 
@@ -1162,9 +1286,9 @@ mod tests {
     }
 
     /// Everything a reader of the feed can see.
-    fn seen(f: &Feed) -> String {
+    fn seen(f: &mut Feed) -> String {
+        let symbols: Vec<_> = f.settled().symbols().collect();
         let q = f.sequencer();
-        let symbols: Vec<_> = f.symbols().collect();
         format!(
             "{:?} {:?} {} {:?} {:?} {:?} {:?} {symbols:?}",
             q.counters(),
@@ -1228,7 +1352,7 @@ mod tests {
                 );
                 from = to;
             }
-            assert_eq!(seen(&batched), seen(&one));
+            assert_eq!(seen(&mut batched), seen(&mut one));
         }
         assert_eq!(one.record_time(&records[1]), times[1]);
     }
@@ -1315,8 +1439,8 @@ mod tests {
             encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
         ];
         f.on_datagram(&packet(1, &msgs), T0).unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::empty());
-        let (s, top, orders) = f.symbol(aapl).unwrap();
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
+        let (s, top, orders) = f.settled().symbol(aapl).unwrap();
         assert_eq!((s.locate, orders), (7, 2));
         assert_eq!(top.bid, Some((1_900_000, 100)));
         assert_eq!(top.ask, Some((1_901_000, 200)));
@@ -1326,19 +1450,25 @@ mod tests {
             T0 + 1,
         )
         .unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0 + 1), Reasons::INVALID_PRICE);
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 1),
+            Reasons::INVALID_PRICE
+        );
         f.on_datagram(
             &packet(6, &[encode::trading_action(7, OPEN + 2, aapl, b'H')]),
             T0 + 2,
         )
         .unwrap();
         assert_eq!(
-            f.verdict(aapl, th(), T0 + 2),
+            f.settled().verdict(aapl, th(), T0 + 2),
             Reasons::INVALID_PRICE | Reasons::HALTED
         );
         f.on_datagram(&PacketBuilder::end_of_session(S1, 7), T0 + 3)
             .unwrap();
-        assert!(f.verdict(aapl, th(), T0 + 3).contains(Reasons::CLOSED));
+        assert!(f
+            .settled()
+            .verdict(aapl, th(), T0 + 3)
+            .contains(Reasons::CLOSED));
         assert_eq!(f.counters().by_type[b'A' as usize], 2);
     }
 
@@ -1363,29 +1493,49 @@ mod tests {
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict(msft, th(), T0 + 1_500 * MS), Reasons::empty());
-        assert_eq!(f.verdict(msft, th(), T0 + 1_500 * MS + 1), Reasons::STALE);
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 1_500 * MS),
+            Reasons::empty()
+        );
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 1_500 * MS + 1),
+            Reasons::STALE
+        );
         // A gap: suspect until filled.
         f.on_datagram(&packet(3, &[encode::delete(3, OPEN + 2, 77)]), T0 + MS)
             .unwrap();
-        assert!(f.verdict(msft, th(), T0 + MS).contains(Reasons::SUSPECT));
+        assert!(f
+            .settled()
+            .verdict(msft, th(), T0 + MS)
+            .contains(Reasons::SUSPECT));
         f.on_datagram(
             &packet(2, &[encode::cancel(3, OPEN + 1, 9, 4)]),
             T0 + 2 * MS,
         )
         .unwrap();
-        assert_eq!(f.verdict(msft, th(), T0 + 2 * MS), Reasons::empty());
-        assert_eq!(f.symbol(msft).unwrap().1.ask, Some((4_000_000, 6)));
+        assert_eq!(
+            f.settled().verdict(msft, th(), T0 + 2 * MS),
+            Reasons::empty()
+        );
+        assert_eq!(
+            f.settled().symbol(msft).unwrap().1.ask,
+            Some((4_000_000, 6))
+        );
         assert_eq!(f.counters().unknown_orders, 1);
         // The source clock: 2 s after the last message's source time.
         assert_eq!(f.source_watermark(), Some((T0 + 2) as i128));
         assert!(!f
+            .settled()
             .verdict(msft, th(), T0 + 2_000 * MS + 2)
             .contains(Reasons::STALE_AT_SOURCE));
         assert!(f
+            .settled()
             .verdict(msft, th(), T0 + 2_000 * MS + 3)
             .contains(Reasons::STALE_AT_SOURCE));
-        assert_eq!(f.verdict(sym("NOPE"), th(), T0), Reasons::NO_QUOTE);
+        assert_eq!(
+            f.settled().verdict(sym("NOPE"), th(), T0),
+            Reasons::NO_QUOTE
+        );
     }
 
     /// A feed given an AAPL buy order in session `S1` at `T0`, then, at
@@ -1403,8 +1553,8 @@ mod tests {
     #[test]
     fn a_new_session_drops_books_and_symbols() {
         let aapl = sym("AAPL");
-        let f = after_a_new_session(encode::system_event(1, b'O'), T0 + 86_400_000 * MS);
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::NO_QUOTE);
+        let mut f = after_a_new_session(encode::system_event(1, b'O'), T0 + 86_400_000 * MS);
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::NO_QUOTE);
         assert_eq!(f.sequencer().counters().session_changes, 1);
         assert_eq!(f.hours(), Hours::Closed);
     }
@@ -1443,6 +1593,7 @@ mod tests {
             f.on_datagram(&packet(1, &[message(code, len, Some(at))]), T0)
                 .unwrap();
             let (s, _, _) = f
+                .settled()
                 .symbol(xyz)
                 .unwrap_or_else(|| panic!("{}: locate 9 not mapped", code as char));
             assert_eq!(
@@ -1454,14 +1605,19 @@ mod tests {
             // Mapped: an add on locate 9 naming another stock goes to XYZ.
             let add = encode::add_order(9, OPEN + 8, 1, Side::Buy, 5, sym("ABC"), 100, None);
             f.on_datagram(&packet(2, &[add]), T0).unwrap();
-            assert_eq!(f.symbol(xyz).map(|(.., n)| n), Some(1), "{}", code as char);
+            assert_eq!(
+                f.settled().symbol(xyz).map(|(.., n)| n),
+                Some(1),
+                "{}",
+                code as char
+            );
         }
         // Types without a stock map nothing.
         for (code, len) in [(b'V', 35), (b'W', 12), (b'B', 19)] {
             let mut f = feed();
             f.on_datagram(&packet(1, &[message(code, len, None)]), T0)
                 .unwrap();
-            assert_eq!(f.symbols().count(), 0, "{}", code as char);
+            assert_eq!(f.settled().symbols().count(), 0, "{}", code as char);
         }
     }
 
@@ -1474,7 +1630,7 @@ mod tests {
         let aapl = sym("AAPL");
         let ask = encode::add_order(7, OPEN, 1, Side::Sell, 5, aapl, 9, None);
         let mut f = after_a_new_session(ask, T0 + MS);
-        let before = seen(&f);
+        let before = seen(&mut f);
         let late = [
             PacketBuilder::end_of_session(S1, 2),
             PacketBuilder::heartbeat(S1, 2),
@@ -1488,9 +1644,12 @@ mod tests {
         assert_eq!((q.stale_session, q.heartbeats, q.messages), (4, 0, 2));
         assert_eq!(f.hours(), Hours::Open);
         assert_eq!(f.last_alive(), Some(T0 + MS));
-        assert_eq!(f.verdict(aapl, th(), T0 + 6 * MS), Reasons::empty());
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 6 * MS),
+            Reasons::empty()
+        );
         // Everything else as it was: the same view with the count put back.
-        let after = seen(&f).replace("stale_session: 4", "stale_session: 0");
+        let after = seen(&mut f).replace("stale_session: 4", "stale_session: 0");
         assert_eq!(after, before);
     }
 
@@ -1507,14 +1666,14 @@ mod tests {
         };
         f.on_datagram(&packet(1, &[add(1, 10), add(2, 11)]), T0)
             .unwrap();
-        assert_eq!(f.verdict(aapl, th(), T0), Reasons::empty());
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
         // Two live: the third and fourth are refused, the books unchanged.
         f.on_datagram(&packet(3, &[add(3, 12), add(4, 13)]), T0 + MS)
             .unwrap();
         assert_eq!(f.counters().orders_refused, 2);
         assert!(f.suspect() && f.orders_refused() && !f.sequencer().suspect());
-        assert_eq!(f.verdict(aapl, th(), T0 + MS), Reasons::SUSPECT);
-        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), Reasons::SUSPECT);
+        assert_eq!(f.settled().symbol(aapl).unwrap().1.bid, Some((11, 100)));
         let mut events = Vec::new();
         f.take_events(&mut events);
         let refused: Vec<_> = events
@@ -1532,15 +1691,18 @@ mod tests {
             T0 + 2 * MS,
         )
         .unwrap();
-        assert_eq!(f.symbol(aapl).unwrap().1.bid, Some((11, 100)));
-        assert_eq!(f.verdict(aapl, th(), T0 + 2 * MS), Reasons::SUSPECT);
+        assert_eq!(f.settled().symbol(aapl).unwrap().1.bid, Some((11, 100)));
+        assert_eq!(
+            f.settled().verdict(aapl, th(), T0 + 2 * MS),
+            Reasons::SUSPECT
+        );
         // A new session starts with empty books: trusted again.
         let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
         b.message(&add(1, 10));
         let t = T0 + 86_400_000 * MS;
         f.on_datagram(&b.finish(), t).unwrap();
         assert!(!f.suspect());
-        assert_eq!(f.verdict(aapl, th(), t), Reasons::empty());
+        assert_eq!(f.settled().verdict(aapl, th(), t), Reasons::empty());
         assert_eq!(
             f.counters().orders_refused,
             2,
@@ -1564,7 +1726,7 @@ mod tests {
             let dir = encode::stock_directory(1, 0, sym("AAPL"));
             let add = encode::add_order(1, 1, 7, Side::Buy, 100, sym("AAPL"), 1_000_000, None);
             f.on_datagram(&packet(1, &[dir, add]), T0).unwrap();
-            let before = (f.symbols().collect::<Vec<_>>(), f.state.books.len());
+            let before = (f.settled().symbols().collect::<Vec<_>>(), f.state.books.len());
             let mut m = bytes;
             if m.len() >= 3 {
                 m[0] = code;
@@ -1573,7 +1735,7 @@ mod tests {
             for far in [true, false] {
                 f.state.prefetch(&m, far);
             }
-            proptest::prop_assert_eq!((f.symbols().collect::<Vec<_>>(), f.state.books.len()), before);
+            proptest::prop_assert_eq!((f.settled().symbols().collect::<Vec<_>>(), f.state.books.len()), before);
         }
     }
 

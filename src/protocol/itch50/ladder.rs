@@ -321,7 +321,9 @@ impl Levels {
         }
     }
 
-    pub(super) fn top(&self, book: u32) -> Top {
+    /// The top of `book`: O(1).
+    #[inline]
+    pub fn top(&self, book: u32) -> Top {
         let Some(b) = self.books.get(book as usize) else {
             return Top::default();
         };
@@ -332,11 +334,14 @@ impl Levels {
         }
     }
 
-    pub(super) fn orders_in(&self, book: u32) -> u64 {
+    /// Live orders in `book`.
+    pub fn orders_in(&self, book: u32) -> u64 {
         self.books.get(book as usize).map_or(0, |b| b.orders)
     }
 
-    pub(super) fn depth(&self, book: u32) -> (Depth, Depth) {
+    /// Price levels of `book`, best first: (bids, asks), each (price,
+    /// shares, orders). For tests and tools.
+    pub fn depth(&self, book: u32) -> (Depth, Depth) {
         let Some(b) = self.books.get(book as usize) else {
             return (Vec::new(), Vec::new());
         };

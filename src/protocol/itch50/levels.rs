@@ -43,6 +43,10 @@ enum ToLevels {
     Return,
     /// End the thread.
     Stop,
+    /// Panic, as a bug on the level thread would (tests only: a bug shows
+    /// as a panic only in a debug build, or not at all).
+    #[cfg(test)]
+    Crash,
 }
 
 /// A queue between two threads with room for everything that can ever be
@@ -163,6 +167,12 @@ impl LevelThread {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             return None;
         }
+        LevelThread::spawn()
+    }
+
+    /// Starts the thread whatever the cores (tests run it on one core
+    /// too); `None` when no thread can be made.
+    pub(super) fn spawn() -> Option<LevelThread> {
         // Every batch, the levels, a return and a stop at most.
         let to = Mailbox::new(BATCHES + 3);
         let spare = Mailbox::new(BATCHES);
@@ -229,6 +239,12 @@ impl LevelThread {
         self.away = false;
         levels
     }
+
+    /// Makes the thread panic (see [`ToLevels::Crash`]).
+    #[cfg(test)]
+    fn crash(&mut self) {
+        self.to.put(ToLevels::Crash);
+    }
 }
 
 /// The level thread ends only when told to (or by panicking, a bug, which
@@ -257,6 +273,8 @@ fn run(rx: &Mailbox<ToLevels>, out: Closer) {
             }
             ToLevels::Return => out.back.put(std::mem::take(&mut levels)),
             ToLevels::Stop => return,
+            #[cfg(test)]
+            ToLevels::Crash => panic!("the level thread crashes, as a test asks"),
         }
     }
 }
@@ -285,24 +303,21 @@ mod tests {
         assert_eq!((m.take(), m.take()), (Some(3), None));
     }
 
+    /// Runs on any machine (one core too) and in any build: the thread
+    /// is started whatever the cores, and made to panic on purpose.
     #[test]
     fn a_level_thread_that_panics_fails_the_feed_thread_instead_of_hanging() {
-        let Some(mut t) = LevelThread::start() else {
-            return; // one core: no thread to test
-        };
-        // A change to a book whose level does not exist underflows its
-        // share count: in a debug build the level thread panics.
+        let mut t = LevelThread::spawn().expect("a thread");
         t.give(Levels::default());
         t.push(Change {
             book: 0,
             price: 1,
             shares: 5,
             side: super::super::Side::Buy,
-            kind: super::super::ladder::Kind::Remove,
+            kind: super::super::ladder::Kind::Rest,
         });
+        t.crash();
         let back = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.take_back()));
-        if cfg!(debug_assertions) {
-            assert!(back.is_err(), "the feed's thread is told, not left waiting");
-        }
+        assert!(back.is_err(), "the feed's thread is told, not left waiting");
     }
 }

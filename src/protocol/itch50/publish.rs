@@ -18,8 +18,17 @@ use crate::verdict::Thresholds;
 /// Prices are integers in 1/10,000 (spec itch50 §2).
 pub const PRICE_EXPONENT: i8 = -4;
 
-/// No slot (the table was full when the symbol first appeared).
+/// No slot looked up yet for the symbol in this session.
 const NO_SLOT: SlotId = SlotId::MAX;
+/// The table was full when the symbol was looked up this session: not
+/// looked up again until the session changes (a full table stays full:
+/// slots are never freed).
+const REFUSED: SlotId = SlotId::MAX - 1;
+
+/// Most refused symbols remembered across sessions (a session's locate
+/// codes); past that, a symbol refused in a later session again counts
+/// again.
+const MAX_REMEMBERED: usize = 1 << 16;
 
 /// What one ITCH feed has written into the table.
 #[derive(Debug, Default)]
@@ -32,8 +41,12 @@ pub struct Publisher {
     sessions: u64,
     /// The status last written.
     status: Option<FeedStatus>,
-    /// Symbols that found the table full.
+    /// Symbols refused a slot because the table was full, each counted
+    /// once however many messages it gets (remembered across sessions, up
+    /// to 65,536 symbols).
     pub table_full: u64,
+    /// The symbols counted in `table_full` (made on the first refusal).
+    refused: std::collections::HashSet<Symbol>,
 }
 
 impl Publisher {
@@ -57,40 +70,39 @@ impl Publisher {
                 table.slots()[id as usize].write_top(&empty);
             }
         }
-        let last_seq = it.sequencer().next().map_or(0, |n| n.saturating_sub(1));
         let Publisher {
             slots,
             written,
             table_full,
+            refused,
             ..
         } = self;
         // A datagram touches a score of symbols whose slots are rarely in
         // cache: load them together before writing any.
         for &i in it.touched() {
-            if let Some(&id) = slots.get(i as usize).filter(|&&id| id != NO_SLOT) {
+            if let Some(&id) = slots.get(i as usize).filter(|&&id| id < REFUSED) {
                 table.slots()[id as usize].prefetch();
             }
         }
-        it.drain_touched(|i, s, top| {
+        it.drain_touched(|i, s, top, last_seq| {
             let i = i as usize;
             if i >= slots.len() {
                 slots.resize(i + 1, NO_SLOT);
             }
             if slots[i] == NO_SLOT {
-                let id = match table.find(feed, s.stock) {
+                slots[i] = match table.find(feed, s.stock) {
                     Some(id) => id,
                     None => match table.insert(feed, s.stock, thresholds(s.stock)) {
                         Some(id) => {
                             written.push(id);
                             id
                         }
-                        None => {
-                            *table_full += 1;
-                            return;
-                        }
+                        None => refuse(refused, table_full, s.stock),
                     },
                 };
-                slots[i] = id;
+            }
+            if slots[i] == REFUSED {
+                return;
             }
             table.slots()[slots[i] as usize].write_top(&slot_top(&top, s.halted(), last_seq));
         });
@@ -111,6 +123,23 @@ impl Publisher {
     }
 }
 
+/// `stock` found the table full: counted the first time (see
+/// [`Publisher::table_full`]). Returns [`REFUSED`].
+#[cold]
+fn refuse(
+    refused: &mut std::collections::HashSet<Symbol>,
+    count: &mut u64,
+    stock: Symbol,
+) -> SlotId {
+    if !refused.contains(&stock) {
+        *count += 1;
+        if refused.len() < MAX_REMEMBERED {
+            refused.insert(stock);
+        }
+    }
+    REFUSED
+}
+
 /// A book's top as a slot holds it.
 fn slot_top(top: &Top, halted: bool, last_seq: u64) -> SlotTop {
     let level = |l: Option<(u32, u64)>| {
@@ -129,5 +158,164 @@ fn slot_top(top: &Top, halted: bool, last_seq: u64) -> SlotTop {
         halted,
         last_seq,
         source_time: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::feed::Settings;
+    use super::super::message::encode;
+    use super::super::mold::{PacketBuilder, Session};
+    use super::super::{sequencer, Side};
+    use super::*;
+    use crate::clock::OffsetMode;
+
+    const MS: u64 = 1_000_000;
+    /// 2026-01-05 14:30:00 UTC = 09:30 in New York.
+    const T0: u64 = 1_767_623_400_000_000_000;
+    /// 09:30 as ns since midnight.
+    const OPEN: u64 = 34_200_000_000_000;
+
+    fn feed() -> Feed {
+        let mut f = Feed::new(Settings {
+            sequencing: sequencer::Settings {
+                gap_timeout_ns: 5 * MS,
+                max_held: 1000,
+                join_gap_max: 10_000,
+            },
+            timezone: jiff::tz::db().get("America/New_York").unwrap(),
+            offset: OffsetMode::Fixed(0),
+            offset_queue: 16,
+            orders: 16,
+            max_orders: 1 << 20,
+        });
+        // A live feed lists what its messages change.
+        f.track_touched(true);
+        f
+    }
+
+    fn sym(s: &str) -> Symbol {
+        Symbol::parse(s).unwrap()
+    }
+
+    fn th(_: Symbol) -> Thresholds {
+        Thresholds {
+            stale_ns: 1_500 * MS,
+            source_ns: 2_000 * MS,
+        }
+    }
+
+    fn packet(session: &[u8; 10], first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = PacketBuilder::new(Session(*session), first);
+        for m in messages {
+            b.message(m);
+        }
+        b.finish()
+    }
+
+    /// One datagram applied and published.
+    fn step(f: &mut Feed, p: &mut Publisher, table: &mut StateTable, datagram: &[u8], t: u64) {
+        f.on_datagram(datagram, t).unwrap();
+        p.publish(0, f, table, th);
+    }
+
+    /// `table_full` counts the symbols that found the table full, each
+    /// once, however many messages they get, in this session or the next.
+    #[test]
+    fn table_full_counts_each_symbol_refused_once() {
+        let mut f = feed();
+        let mut p = Publisher::default();
+        let mut table = StateTable::with_feeds(2, 1);
+        let stocks = ["AAPL", "MSFT", "NVDA", "TSLA"].map(sym);
+        let directory: Vec<Vec<u8>> = (1..)
+            .zip(stocks)
+            .map(|(locate, s)| encode::stock_directory(locate, OPEN, s))
+            .collect();
+        step(
+            &mut f,
+            &mut p,
+            &mut table,
+            &packet(b"20260105XA", 1, &directory),
+            T0,
+        );
+        assert_eq!((table.len(), p.table_full), (2, 2), "two of four placed");
+        // Many updates to the unplaced symbols, one datagram each.
+        for i in 0..50u64 {
+            let add = encode::add_order(
+                3 + (i % 2) as u16,
+                OPEN,
+                i + 1,
+                Side::Buy,
+                100,
+                stocks[2 + (i % 2) as usize],
+                1_000_000,
+                None,
+            );
+            step(
+                &mut f,
+                &mut p,
+                &mut table,
+                &packet(b"20260105XA", 5 + i, &[add]),
+                T0 + i,
+            );
+        }
+        assert_eq!(p.table_full, 2, "each refused symbol counts once");
+        // A new session: the same symbols are refused again, not counted
+        // again; a new one is.
+        let mut again = directory.clone();
+        again.push(encode::stock_directory(5, OPEN, sym("QQQ")));
+        step(
+            &mut f,
+            &mut p,
+            &mut table,
+            &packet(b"20260105XB", 1, &again),
+            T0 + MS,
+        );
+        assert_eq!(p.table_full, 3);
+        for i in 0..10u64 {
+            let add =
+                encode::add_order(3, OPEN, i + 1, Side::Sell, 100, stocks[2], 1_000_000, None);
+            step(
+                &mut f,
+                &mut p,
+                &mut table,
+                &packet(b"20260105XB", 6 + i, &[add]),
+                T0 + MS + i,
+            );
+        }
+        assert_eq!(p.table_full, 3);
+    }
+
+    /// A slot's `last_seq` is the stream sequence of the last message that
+    /// named or changed its symbol, not the stream's position.
+    #[test]
+    fn each_symbol_publishes_its_own_last_message() {
+        let mut f = feed();
+        let mut p = Publisher::default();
+        let mut table = StateTable::with_feeds(4, 1);
+        let [aapl, msft] = ["AAPL", "MSFT"].map(sym);
+        let s = b"20260105XA";
+        let first = [
+            encode::stock_directory(1, OPEN, aapl), // 1
+            encode::stock_directory(2, OPEN, msft), // 2
+            encode::add_order(1, OPEN, 1, Side::Buy, 100, aapl, 1_000_000, None), // 3
+            encode::add_order(2, OPEN, 2, Side::Buy, 100, msft, 2_000_000, None), // 4
+            encode::add_order(1, OPEN, 3, Side::Sell, 100, aapl, 1_000_100, None), // 5
+        ];
+        step(&mut f, &mut p, &mut table, &packet(s, 1, &first), T0);
+        let last = |table: &StateTable, stock| {
+            let id = table.find(0, stock).unwrap();
+            table.record(id).state.seq.last_seq
+        };
+        assert_eq!((last(&table, aapl), last(&table, msft)), (5, 4));
+        // MSFT's order executed (6), then a trade naming AAPL (7), then a
+        // system event naming neither (8).
+        let second = [
+            encode::executed(2, OPEN, 2, 10, 1),
+            encode::trade(1, OPEN, 9, Side::Buy, 5, aapl, 1_000_050, 4),
+            encode::system_event(OPEN, b'Q'),
+        ];
+        step(&mut f, &mut p, &mut table, &packet(s, 6, &second), T0 + 1);
+        assert_eq!((last(&table, aapl), last(&table, msft)), (7, 6));
     }
 }

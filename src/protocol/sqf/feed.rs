@@ -237,7 +237,7 @@ impl FeedEngine for Feed {
     /// SQF has no deadlines: every slot is written as it is applied.
     fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
 
-    fn verdict(&self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+    fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
         let Some(slot) = cx.table.find(cx.id, symbol) else {
             return Reasons::NO_QUOTE;
         };
