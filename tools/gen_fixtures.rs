@@ -465,7 +465,7 @@ fn main() -> anyhow::Result<()> {
 const EXPLAINED_CAPTURE: &str = "scenario-eth-us.pcap";
 
 /// `replay --explain FEED SYMBOL` goldens: (feed, symbol, `--explain-all`,
-/// `--at` in ms after T0). tests/explain.rs holds the same table.
+/// `--at` in ms after T0). tests/it/explain.rs holds the same table.
 const EXPLAINED: &[(&str, &str, bool, Option<u64>)] = &[
     ("fx", "EURUSD", false, None),
     ("fx", "GBPUSD", false, None),

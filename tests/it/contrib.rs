@@ -15,14 +15,14 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const METRICS_RS: &str = include_str!("../src/metrics.rs");
-const DASHBOARD: &str = include_str!("../contrib/grafana/tickguard-dashboard.json");
-const ALERTS: &str = include_str!("../contrib/prometheus/tickguard-alerts.yml");
-const ALERT_TESTS: &str = include_str!("../contrib/prometheus/tickguard-alerts.test.yml");
-const UNIT: &str = include_str!("../contrib/systemd/tickguard.service");
-const SYSUSERS: &str = include_str!("../contrib/systemd/tickguard.sysusers");
-const SYSCTL: &str = include_str!("../contrib/systemd/99-tickguard.conf");
-const CONTRIB_README: &str = include_str!("../contrib/README.md");
+const METRICS_RS: &str = include_str!("../../src/metrics.rs");
+const DASHBOARD: &str = include_str!("../../contrib/grafana/tickguard-dashboard.json");
+const ALERTS: &str = include_str!("../../contrib/prometheus/tickguard-alerts.yml");
+const ALERT_TESTS: &str = include_str!("../../contrib/prometheus/tickguard-alerts.test.yml");
+const UNIT: &str = include_str!("../../contrib/systemd/tickguard.service");
+const SYSUSERS: &str = include_str!("../../contrib/systemd/tickguard.sysusers");
+const SYSCTL: &str = include_str!("../../contrib/systemd/99-tickguard.conf");
+const CONTRIB_README: &str = include_str!("../../contrib/README.md");
 
 fn contrib(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -106,8 +106,8 @@ fn assert_label_values_exist(what: &str, promql: &str) {
             let known = match label {
                 // `Reject::as_str` names the reasons.
                 "reason" => [
-                    include_str!("../src/protocol/sqf/wire.rs"),
-                    include_str!("../src/protocol/itch50/mod.rs"),
+                    include_str!("../../src/protocol/sqf/wire.rs"),
+                    include_str!("../../src/protocol/itch50/mod.rs"),
                 ]
                 .iter()
                 .any(|src| src.contains(&format!("\"{value}\""))),
@@ -531,7 +531,7 @@ fn systemd_unit_keeps_what_the_sidecar_needs() {
     assert!(UNIT.contains("net.core.rmem_max"));
     assert!(SYSCTL.lines().any(|l| l.starts_with("net.core.rmem_max")));
     // The config keys the unit and README talk about exist.
-    let config_rs = include_str!("../src/config.rs");
+    let config_rs = include_str!("../../src/config.rs");
     for key in ["shm_mode", "shm_path", "cpu", "rcvbuf_bytes", "listen"] {
         assert!(
             config_rs.contains(&format!("//! {key} =")),

@@ -4,7 +4,7 @@
 //! crafted capture shows (a gap given up at its deadline unblocking a halt,
 //! an order crossing the book, a session change, a mid-session join).
 //!
-//! Goldens: `TICKGUARD_BLESS=1 cargo nextest run --test explain itch`
+//! Goldens: `TICKGUARD_BLESS=1 cargo nextest run --test it explain::itch::`
 //! rewrites them.
 
 use super::tickguard;

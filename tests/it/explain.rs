@@ -3,7 +3,6 @@
 //! replay answers, exact threshold crossings), `--at`, and `--timeline`;
 //! the same for ITCH feeds in `explain/itch.rs`.
 
-#[path = "explain/itch.rs"]
 mod itch;
 
 use assert_cmd::Command;

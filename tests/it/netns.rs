@@ -4,7 +4,7 @@
 //! outside by other processes through the shared memory (the namespace
 //! shares /dev/shm). Needs root and iproute2; CI runs as root.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

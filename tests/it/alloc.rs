@@ -1,6 +1,13 @@
 //! The receive → decode → apply → publish path allocates nothing after
 //! start-up: a counting global allocator around the handler and the live
 //! receiver's duty cycle.
+//!
+//! The allocator is the whole test binary's: every other test's
+//! allocations go through it too, so it counts only on the thread under
+//! measurement (a thread-local flag that thread sets), at the cost of a
+//! relaxed load and a thread-local read per allocation elsewhere. A test
+//! that must count the threads the code under test starts as well runs in
+//! a process of its own ([`alone`]), where no other test allocates.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
@@ -21,15 +28,18 @@ thread_local! {
 }
 
 /// While set, every thread's allocations count in [`EVERY_THREAD`] too:
-/// for a feed whose book levels are applied on a thread of their own.
+/// for a feed whose book levels are applied on a thread of their own. Set
+/// only in a process that runs one test ([`alone`]).
 static COUNT_EVERY_THREAD: AtomicBool = AtomicBool::new(false);
 static EVERY_THREAD: AtomicU64 = AtomicU64::new(0);
 
-/// Held by every test of this file for its whole run, so that no other
-/// test's thread allocates while [`COUNT_EVERY_THREAD`] is set, whichever
-/// harness runs them (nextest runs one test a process; `cargo test`, one
-/// a thread).
+/// Held by every test of this module for its whole run: one measurement at
+/// a time, whichever harness runs them (nextest runs one test a process;
+/// `cargo test`, one a thread).
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Names the one test a child process of [`alone`] runs.
+const ALONE: &str = "TICKGUARD_ALLOC_ALONE";
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -74,13 +84,45 @@ fn allocations(f: impl FnOnce()) -> u64 {
     ALLOCATIONS.with(|a| a.get()) - before
 }
 
-/// Allocations made by `f`, on any thread.
+/// Allocations made by `f`, on any thread. Only in a process of [`alone`]:
+/// elsewhere the other tests' threads would count too.
 fn allocations_on_any_thread(f: impl FnOnce()) -> u64 {
+    assert!(
+        std::env::var_os(ALONE).is_some(),
+        "counting every thread's allocations needs a process of its own (alone)"
+    );
     let before = EVERY_THREAD.load(Ordering::Relaxed);
     COUNT_EVERY_THREAD.store(true, Ordering::SeqCst);
     f();
     COUNT_EVERY_THREAD.store(false, Ordering::SeqCst);
     EVERY_THREAD.load(Ordering::Relaxed) - before
+}
+
+/// Whether the test `name` (of this module) runs here, alone in its
+/// process. Called in the harness's process, it runs `name` in a child
+/// process of this test binary that runs no other test, demands that it
+/// ran there and passed, and returns false; in that child it returns true.
+fn alone(name: &str) -> bool {
+    // The harness's name of the test: the module path without the crate.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let test = format!("{module}::{name}");
+    if std::env::var(ALONE).as_deref() == Ok(test.as_str()) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE, &test)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed;"),
+        "{test} in a process of its own: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    false
 }
 
 fn config(extra: &str, kind: &str, lines: &str) -> Config {
@@ -125,6 +167,39 @@ fn traffic(symbols: &[Symbol], rounds: u64) -> Vec<Vec<u8>> {
 fn the_counter_counts() {
     let _serial = serial();
     assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
+}
+
+/// Another thread's allocations, as another test's in the same process,
+/// do not count: a thread allocating all along while this one measures
+/// code that allocates nothing.
+#[test]
+fn other_threads_allocations_do_not_count() {
+    let _serial = serial();
+    let stop = AtomicBool::new(false);
+    let made = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                drop(std::hint::black_box(vec![1u8; 10]));
+                made.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let waited = |n: u64| {
+            while made.load(Ordering::Relaxed) < n {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the other thread allocates"
+                );
+                std::thread::yield_now();
+            }
+        };
+        waited(1);
+        let from = made.load(Ordering::Relaxed);
+        let n = allocations(|| waited(from + 10_000));
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(n, 0, "allocations counted while another thread made 10,000");
+    });
 }
 
 #[test]
@@ -216,9 +291,13 @@ fn the_itch_path_allocates_nothing_after_warm_up() {
 
 /// The same with the books' levels applied on a thread of their own (as a
 /// replay does), counting that thread's allocations too: the batches of
-/// level changes are reused, and the levels allocate no more there.
+/// level changes are reused, and the levels allocate no more there. In a
+/// process of its own, so that no other test's thread counts.
 #[test]
 fn the_pipelined_itch_path_allocates_nothing_after_warm_up() {
+    if !alone("the_pipelined_itch_path_allocates_nothing_after_warm_up") {
+        return;
+    }
     let _serial = serial();
     itch_path(true);
 }

@@ -2,7 +2,7 @@
 //! child process, datagrams from this process, verdicts read by other
 //! processes (`tickguard check`) and by `tickguard::Reader`.
 
-mod common;
+use crate::common;
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
