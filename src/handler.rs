@@ -124,16 +124,6 @@ impl Feed {
         &mut self.engine
     }
 
-    /// The ITCH feed, for an `itch50` feed.
-    pub fn itch(&self) -> Option<&crate::protocol::itch50::feed::Feed> {
-        self.engine.itch()
-    }
-
-    /// The ITCH feed, for an `itch50` feed, to watch it (`--explain`).
-    pub fn itch_mut(&mut self) -> Option<&mut crate::protocol::itch50::feed::Feed> {
-        self.engine.itch_mut()
-    }
-
     /// The feed's clock offset (local − provider), ns: the estimate its
     /// protocol keeps.
     pub fn offset(&self) -> i128 {
@@ -322,45 +312,11 @@ impl Handler {
         }
     }
 
-    /// Starts a BinaryFILE replay into ITCH feed `feed`, for the session on
-    /// `date`. False when `feed` is not an ITCH feed.
-    pub fn start_file(&mut self, feed: u16, date: jiff::civil::Date) -> bool {
-        match self.feeds.get_mut(feed as usize).and_then(|f| f.itch_mut()) {
-            Some(it) => {
-                it.start_file(date);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The time record would be applied at in ITCH feed `feed` (its source
-    /// time), `None` when it fails validation.
-    pub fn file_record_time(&self, feed: u16, record: &[u8]) -> Option<u64> {
-        self.feeds.get(feed as usize)?.itch()?.record_time(record)
-    }
-
-    /// Record `index` (0-based) of a BinaryFILE for ITCH feed `feed`: its
-    /// source time when it was valid and applied (spec itch50 §5).
-    pub fn on_file_record(&mut self, feed: u16, index: u64, record: &[u8]) -> Option<u64> {
+    /// `feed`'s engine and counters, to drive it other than by datagrams
+    /// (a venue's historical file).
+    pub fn engine_mut(&mut self, feed: u16) -> Option<(&mut Engine, &mut FeedCounters)> {
         let f = self.feeds.get_mut(feed as usize)?;
-        f.engine
-            .itch_engine_mut()?
-            .on_file_record(&mut f.counters, index, record)
-    }
-
-    /// Applies BinaryFILE records to ITCH feed `feed` back to back: `f`
-    /// hands them to the batch
-    /// ([`FileBatch::record`](crate::protocol::itch50::feed::FileBatch::record)),
-    /// and the feed's counters are copied once at the end. `None` (and `f`
-    /// not called) when `feed` is not an ITCH feed.
-    pub fn file_batch<R>(
-        &mut self,
-        feed: u16,
-        f: impl FnOnce(&mut crate::protocol::itch50::feed::FileBatch<'_>) -> R,
-    ) -> Option<R> {
-        let fd = self.feeds.get_mut(feed as usize)?;
-        Some(fd.engine.itch_engine_mut()?.file_batch(&mut fd.counters, f))
+        Some((&mut f.engine, &mut f.counters))
     }
 
     /// Hands the requests due at `now` on `feed`'s channel to `send` (see

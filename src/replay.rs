@@ -796,6 +796,18 @@ pub fn replay_with(
     }
 }
 
+/// The ITCH engine of feed `id`, with the feed's counters.
+fn itch_engine(
+    handler: &mut Handler,
+    id: u16,
+) -> Option<(
+    &mut itch50::engine::Engine,
+    &mut crate::handler::FeedCounters,
+)> {
+    let (e, counters) = handler.engine_mut(id)?;
+    Some((e.itch_engine_mut()?, counters))
+}
+
 /// Replays a Nasdaq BinaryFILE (plain or gzip) into the itch50 feed
 /// `feed` for the session on `date` (spec itch50 §5): record `i` is
 /// sequence `i + 1`, a valid record arrives at its own source time, the
@@ -894,7 +906,9 @@ pub fn replay_file_with(
         .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
     let mut handler = Handler::new(&config);
     handler.pipeline_books(!observer.books_on_one_thread());
-    handler.start_file(id, date);
+    if let Some((e, _)) = itch_engine(&mut handler, id) {
+        e.feed_mut().start_file(date);
+    }
     let mut pending = Pending::new(&config, checks);
     let error = loop {
         if !observer.wants_record_times() {
@@ -903,16 +917,18 @@ pub fn replay_file_with(
             // one batch, which stops before the first record later than
             // the check; that one comes below, after the check.
             let until = pending.next_time();
-            let rest = handler.file_batch(id, |batch| {
-                file.for_each_record_ahead(Batch {
-                    batch,
-                    until,
-                    progress: |messages| {
-                        progress(Progress {
-                            bytes: read.load(std::sync::atomic::Ordering::Relaxed),
-                            messages,
-                        })
-                    },
+            let rest = itch_engine(&mut handler, id).map(|(e, counters)| {
+                e.file_batch(counters, |batch| {
+                    file.for_each_record_ahead(Batch {
+                        batch,
+                        until,
+                        progress: |messages| {
+                            progress(Progress {
+                                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
+                                messages,
+                            })
+                        },
+                    })
                 })
             });
             match rest {
@@ -931,7 +947,10 @@ pub fn replay_file_with(
         // validation changes no time. With no check waiting, the record's
         // time is needed here only by an observer of records.
         let time = if pending.waiting() || observer.wants_record_times() {
-            handler.file_record_time(id, record)
+            handler.feeds()[id as usize]
+                .engine()
+                .itch()
+                .and_then(|it| it.record_time(record))
         } else {
             None
         };
@@ -939,7 +958,9 @@ pub fn replay_file_with(
             pending.answer_before(&mut handler, t, observer);
         }
         observer.before_record(&mut handler, id, index, time);
-        handler.on_file_record(id, index, record);
+        if let Some((e, counters)) = itch_engine(&mut handler, id) {
+            e.on_file_record(counters, index, record);
+        }
         observer.after_record(&mut handler, id, index, time);
         let done = index + 1;
         if done.is_multiple_of(65_536) {
@@ -955,7 +976,7 @@ pub fn replay_file_with(
     let mut summary = summarize(&config, &mut handler, CaptureStats::default(), 0);
     if let (Some(s), Some(it)) = (
         summary.itch.get_mut(feed),
-        handler.feeds()[id as usize].itch(),
+        handler.feeds()[id as usize].engine().itch(),
     ) {
         s.invalid_records = Some(it.counters().invalid_records);
     }
@@ -979,14 +1000,14 @@ fn summarize(
         .filter_map(|f| {
             let (name, protocol, counters) =
                 (f.config.name.clone(), f.config.protocol, f.counters.clone());
-            let s = ItchFeedSummary::new(&counters, protocol, f.itch_mut()?);
+            let s = ItchFeedSummary::new(&counters, protocol, f.engine_mut().itch_mut()?);
             Some((name, s))
         })
         .collect();
     let mut feeds: BTreeMap<String, FeedSummary> = handler
         .feeds()
         .iter()
-        .filter(|f| f.itch().is_none())
+        .filter(|f| f.engine().itch().is_none())
         .map(|f| {
             let c = &f.counters;
             let s = FeedSummary {

@@ -307,21 +307,15 @@ impl FeedBlock {
     }
 }
 
-/// The protocol code of word 72.
+/// The protocol code of word 72 ([`Protocol::code`]).
 pub fn protocol_code(p: Protocol) -> u64 {
-    match p {
-        Protocol::Sqf => 0,
-        Protocol::Itch50 => 1,
-    }
+    p.code()
 }
 
-/// The protocol of a word-72 code; `None` for a code this build does not know.
+/// The protocol of a word-72 code; `None` for a code this build does not
+/// know ([`Protocol::from_code`]).
 pub fn protocol_of(code: u64) -> Option<Protocol> {
-    match code {
-        0 => Some(Protocol::Sqf),
-        1 => Some(Protocol::Itch50),
-        _ => None,
-    }
+    Protocol::from_code(code)
 }
 
 /// Bytes of a directory entry's name.
@@ -1070,13 +1064,6 @@ mod tests {
         assert_eq!(offset_of!(DirEntry, feed_slot), 8);
         assert_eq!(offset_of!(DirEntry, name), 16);
         assert_eq!(align_of::<Slot>(), 128);
-        assert_eq!(
-            (
-                protocol_code(Protocol::Sqf),
-                protocol_code(Protocol::Itch50)
-            ),
-            (0, 1)
-        );
         let s = Shape::new(2, 100).unwrap();
         assert_eq!(s.feeds_offset, 128);
         assert_eq!(s.directory_offset, 128 + 2048);

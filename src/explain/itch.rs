@@ -192,7 +192,7 @@ impl ItchExplain {
         if let Some(it) = handler
             .feeds_mut()
             .get_mut(self.feed as usize)
-            .and_then(|f| f.itch_mut())
+            .and_then(|f| f.engine_mut().itch_mut())
         {
             it.watch(self.symbol);
             self.offset = it.offset();
@@ -201,7 +201,7 @@ impl ItchExplain {
 
     /// The next threshold crossing in `(self.t, to]`, with its trigger.
     fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
-        let it = handler.feeds().get(self.feed as usize)?.itch()?;
+        let it = handler.feeds().get(self.feed as usize)?.engine().itch()?;
         let mut next: Option<(u64, Trigger)> = None;
         let mut consider = |c: i128, trigger: Trigger| {
             if c > self.t as i128 && c <= to as i128 && next.is_none_or(|(n, _)| (c as u64) < n) {
@@ -238,7 +238,7 @@ impl ItchExplain {
             let Some(it) = handler
                 .feeds()
                 .get(self.feed as usize)
-                .and_then(|f| f.itch())
+                .and_then(|f| f.engine().itch())
             else {
                 return;
             };
@@ -268,7 +268,7 @@ impl ItchExplain {
         let Some(it) = handler
             .feeds_mut()
             .get_mut(self.feed as usize)
-            .and_then(|f| f.itch_mut())
+            .and_then(|f| f.engine_mut().itch_mut())
         else {
             return;
         };
@@ -316,7 +316,7 @@ impl ItchExplain {
         let Some(it) = handler
             .feeds_mut()
             .get_mut(self.feed as usize)
-            .and_then(|f| f.itch_mut())
+            .and_then(|f| f.engine_mut().itch_mut())
         else {
             return;
         };

@@ -405,6 +405,7 @@ impl TableReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quote::{RuleState, Sequence};
 
     const TH: Thresholds = Thresholds {
         stale_ns: 1,
@@ -434,7 +435,12 @@ mod tests {
         let a = Symbol::parse("A").unwrap();
         let id = t.insert(3, a, TH).unwrap();
         let reader = t.reader();
-        t.slots()[id as usize].update(|s| crate::protocol::sqf::rules::heartbeat(s, 10, 5));
+        // What a first heartbeat naming sequence 10 leaves.
+        t.slots()[id as usize].update(|s| {
+            s.set_last_seq(9);
+            s.set_suspect(true);
+            s.set_alive(5);
+        });
         let r = reader.read(id).unwrap();
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);
@@ -446,7 +452,7 @@ mod tests {
     /// from the slot; equal to `evaluate` when the feed status is zero.
     #[test]
     fn verdict_combines_slot_and_feed() {
-        use crate::protocol::sqf::rules::{self, FeedKind, Price as SqfPrice};
+        use quote::Price as QuotePrice;
         let mut t = StateTable::with_feeds(4, 2);
         let th = Thresholds {
             stale_ns: 100,
@@ -456,13 +462,18 @@ mod tests {
         let b = t.insert(1, Symbol::parse("B").unwrap(), th).unwrap();
         let check = |t: &StateTable, id| t.check(id, 0, 1_000);
         assert_eq!(check(&t, a), Reasons::NO_QUOTE);
-        // An SQF slot: the same as `evaluate`, at every time.
-        let p = SqfPrice {
+        // A slot of per-symbol state (a first full quote): the same as
+        // `evaluate`, at every time.
+        let p = QuotePrice {
             bid: 1.0,
             ask: 2.0,
             source_time: 950,
         };
-        t.slots()[a as usize].update(|s| rules::quote(s, FeedKind::Full, 1, p, 920));
+        t.slots()[a as usize].update(|s| {
+            s.set_last_seq(1);
+            s.set_price(p);
+            s.set_alive(920);
+        });
         for now in [900, 1_000, 1_021, 1_051, 2_000] {
             let r = t.record(a);
             let want = crate::verdict::evaluate(Some(&r.state), th, 0, now);

@@ -449,7 +449,7 @@ fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
     };
     session(&mut sidecar, &packets(b"DAY0000001"));
     let n = session(&mut sidecar, &packets(b"DAY0000002"));
-    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    let it = sidecar.handler().feeds()[0].engine().itch().unwrap();
     assert!(it.sequencer().counters().recovered > 0, "gaps were filled");
     assert_eq!(it.sequencer().counters().ticks_lost, 0);
     let mut buf = [0u8; 64];

@@ -541,7 +541,7 @@ fn itch_feed_survives_mutated_and_forged_datagrams() {
                 }
             }
         }
-        let it = h.feeds()[0].itch().expect("an itch50 feed");
+        let it = h.feeds()[0].engine().itch().expect("an itch50 feed");
         let c = it.sequencer().counters();
         let now = [
             h.feeds()[0].counters.rejected,

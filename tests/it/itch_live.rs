@@ -39,6 +39,7 @@ fn cycle_until(sidecar: &mut Sidecar, mut done: impl FnMut(&Sidecar) -> bool) {
 
 fn gaps(s: &Sidecar) -> usize {
     s.handler().feeds()[0]
+        .engine()
         .itch()
         .unwrap()
         .sequencer()
@@ -112,7 +113,7 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     // The server's answer fills the gap.
     server.send_to(&packet(2, b'S'), from).unwrap();
     cycle_until(&mut sidecar, |s| gaps(s) == 0);
-    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    let it = sidecar.handler().feeds()[0].engine().itch().unwrap();
     assert_eq!(it.sequencer().counters().recovered, 1);
     assert_eq!(it.sequencer().next(), Some(4));
     drop(sidecar);
@@ -127,7 +128,7 @@ fn without_recovery_listen_requests_go_from_an_ephemeral_port_that_takes_the_ans
     assert_ne!(from.port(), 0);
     server.send_to(&packet(2, b'S'), from).unwrap();
     cycle_until(&mut sidecar, |s| gaps(s) == 0);
-    let it = sidecar.handler().feeds()[0].itch().unwrap();
+    let it = sidecar.handler().feeds()[0].engine().itch().unwrap();
     assert_eq!(it.sequencer().counters().recovered, 1);
     drop(sidecar);
     let _ = std::fs::remove_file(&shm);

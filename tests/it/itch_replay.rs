@@ -617,7 +617,7 @@ struct TimesAtEnd(Option<(Option<u64>, Option<i128>)>);
 
 impl Observer for TimesAtEnd {
     fn end(&mut self, handler: &mut Handler) {
-        let it = handler.feeds()[0].itch().unwrap();
+        let it = handler.feeds()[0].engine().itch().unwrap();
         self.0 = Some((it.last_alive(), it.source_watermark()));
     }
 }

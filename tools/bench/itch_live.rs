@@ -232,7 +232,7 @@ pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
         }
     }
     let feed = &sidecar.handler().feeds()[0];
-    let it = feed.itch().context("not an itch50 feed")?;
+    let it = feed.engine().itch().context("not an itch50 feed")?;
     let seq = it.sequencer();
     let c = feed.counters.clone();
     let datagrams = 2.0 * n as f64;
@@ -485,6 +485,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
             }
             sending_cycles += u64::from(sending);
             let seq = sidecar.handler().feeds()[0]
+                .engine()
                 .itch()
                 .context("not an itch50 feed")?
                 .sequencer();
@@ -570,6 +571,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
     let expected = (0..all.len()).filter(|&i| dropped(i)).count();
     let c = &sidecar.handler().feeds()[0].counters;
     let given_up = sidecar.handler().feeds()[0]
+        .engine()
         .itch()
         .map_or(0, |it| it.sequencer().counters().gaps_given_up);
     Ok(json!({
