@@ -105,6 +105,9 @@ pub struct Feed {
     /// An exchange feed's writer into a shared table (`None` when the
     /// table is the handler's own, as in replay).
     publisher: Option<Box<itch50::publish::Publisher>>,
+    /// The publication an exchange feed with a publisher writes its clock
+    /// offset to.
+    publication: Option<Arc<Publication>>,
 }
 
 /// What decodes a feed's datagrams and keeps its state, by protocol:
@@ -281,6 +284,7 @@ impl Handler {
                     run: RejectRun::default(),
                     engine: Engine::new(f, offset_queue),
                     publisher: None,
+                    publication: None,
                 })
                 .collect(),
             table_full_logged: false,
@@ -294,6 +298,7 @@ impl Handler {
                 if let Engine::Itch50(it) = &mut f.engine {
                     it.track_touched(true);
                     f.publisher = Some(Box::default());
+                    f.publication = handler.publication.clone();
                 }
             }
         }
@@ -341,11 +346,11 @@ impl Handler {
     ) -> Result<(), Rejected> {
         let Handler {
             table,
-            publication,
             feeds,
             table_full_logged,
             last_line,
             pending,
+            ..
         } = self;
         let on_b = (line != 0) as u8;
         let Some(f) = feeds.get_mut(feed as usize) else {
@@ -353,7 +358,7 @@ impl Handler {
         };
         f.counters.packets += 1;
         if let Engine::Itch50(_) = f.engine {
-            return f.on_itch(feed, line, payload, t, table, publication.as_deref());
+            return f.on_itch(feed, line, payload, t, table);
         }
         if pending.len() < room_for(payload.len()) {
             grow(pending, payload.len());
@@ -385,7 +390,7 @@ impl Handler {
             }
         };
         f.clock.on_packet(t, packet.send_time());
-        if let Some(p) = publication {
+        if let Some(p) = &self.publication {
             p.publish_offset(feed, f.clock.offset());
         }
         let count = packet.message_count() as u64;
@@ -529,7 +534,7 @@ impl Handler {
             it.expire(now);
             it.settle();
             copy_itch_counters(it, &mut f.counters);
-            f.publish(feed, &mut self.table, self.publication.as_deref());
+            f.publish(feed, &mut self.table);
         }
     }
 
@@ -808,12 +813,13 @@ impl Feed {
     }
 
     /// Writes what an exchange feed's messages changed into the shared
-    /// table, and its clock offset into `publication` (nothing for SQF, or
-    /// without a publisher).
-    fn publish(&mut self, id: u16, table: &mut StateTable, publication: Option<&Publication>) {
+    /// table, and its clock offset into the publication (nothing for SQF,
+    /// or without a publisher).
+    fn publish(&mut self, id: u16, table: &mut StateTable) {
         let Feed {
             engine: Engine::Itch50(it),
             publisher: Some(p),
+            publication,
             config,
             ..
         } = self
@@ -845,10 +851,9 @@ impl Feed {
         payload: &[u8],
         t: u64,
         table: &mut StateTable,
-        publication: Option<&Publication>,
     ) -> Result<(), Rejected> {
         let result = self.apply_itch(line, payload, t);
-        self.publish(id, table, publication);
+        self.publish(id, table);
         result
     }
 
