@@ -1201,23 +1201,14 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
     Ok(model)
 }
 
-/// The failures proptest recorded for this module
-/// (`tests/proptest-regressions/itch_model.txt`, where proptest looks for the
-/// file of a source under `tests/it/`) are found, so that they run first
-/// every time.
+/// The failures proptest recorded for this module are found, so that they
+/// run first every time.
 #[test]
 fn recorded_failures_are_found() {
-    let recorded = include_str!("../proptest-regressions/itch_model.txt")
-        .lines()
-        .filter(|l| l.starts_with("cc "))
-        .count();
-    let found = ProptestConfig::default()
-        .failure_persistence
-        .expect("failures persisted by default")
-        .load_persisted_failures2(Some(file!()))
-        .len();
-    assert!(recorded > 0);
-    assert_eq!(found, recorded, "recorded failures found by proptest");
+    crate::common::assert_recorded_failures_found(
+        include_str!("../proptest-regressions/itch_model.txt"),
+        file!(),
+    );
 }
 
 proptest! {

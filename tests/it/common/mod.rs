@@ -1,5 +1,6 @@
-//! Shared by the live-sidecar tests: replaying what a sidecar recorded and
-//! comparing it with what the sidecar published.
+//! Shared by the integration tests: replaying what a sidecar recorded and
+//! comparing it with what the sidecar published; checking that proptest
+//! finds a module's recorded failures.
 
 use std::path::Path;
 use tickguard::replay::FeedSummary;
@@ -46,4 +47,19 @@ pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
             "{name}"
         );
     }
+}
+
+/// Proptest finds every failure recorded in `recorded` (the text of the
+/// module's file in `tests/proptest-regressions/`, where proptest looks for
+/// the file of a source under `tests/it/`) for the module at `source`
+/// (`file!()`), so that they run first every time.
+pub fn assert_recorded_failures_found(recorded: &str, source: &'static str) {
+    let recorded = recorded.lines().filter(|l| l.starts_with("cc ")).count();
+    let found = proptest::test_runner::Config::default()
+        .failure_persistence
+        .expect("failures persisted by default")
+        .load_persisted_failures2(Some(source))
+        .len();
+    assert!(recorded > 0);
+    assert_eq!(found, recorded, "recorded failures found by proptest");
 }
