@@ -375,7 +375,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
             } else {
                 FeedKind::Full
             },
-            protocol: shm::protocol_of(b.protocol.load(Ordering::Relaxed)),
+            protocol: crate::config::Protocol::from_code(b.protocol.load(Ordering::Relaxed)),
         })
         .collect();
     let h = views.header();

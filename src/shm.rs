@@ -307,17 +307,6 @@ impl FeedBlock {
     }
 }
 
-/// The protocol code of word 72 ([`Protocol::code`]).
-pub fn protocol_code(p: Protocol) -> u64 {
-    p.code()
-}
-
-/// The protocol of a word-72 code; `None` for a code this build does not
-/// know ([`Protocol::from_code`]).
-pub fn protocol_of(code: u64) -> Option<Protocol> {
-    Protocol::from_code(code)
-}
-
 /// Bytes of a directory entry's name.
 pub const NAME_LEN: usize = 32;
 
@@ -741,9 +730,7 @@ impl Publication {
             block
                 .kind
                 .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
-            block
-                .protocol
-                .store(protocol_code(f.protocol), Ordering::Relaxed);
+            block.protocol.store(f.protocol.code(), Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
