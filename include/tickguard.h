@@ -2,7 +2,7 @@
  * tickguard.h — header-only C99 reader of a tickguard sidecar's
  * shared-memory publication (default /dev/shm/tickguard).
  *
- * The C counterpart of the Rust `tickguard::Reader` (src/reader.rs): open
+ * The C counterpart of the Rust `tickguard_reader::Reader` (crates/reader/src/reader.rs): open
  * once, look a (feed, symbol) up once into a handle, then check it as often as
  * needed. A check makes no system call, takes no lock and allocates nothing;
  * the reader never writes to the mapping (it is mapped PROT_READ).
@@ -70,7 +70,7 @@
  *
  * ---------------------------------------------------------------------------
  * File layout (version 2; every field a little-endian u64 unless noted;
- * pinned by `layout_is_pinned` in src/shm.rs and src/state/slot.rs). A
+ * pinned by `layout_is_pinned` in crates/reader/src/layout.rs and slot.rs). A
  * file of any other version is refused (TG_HEALTH_BAD_LAYOUT, ENOTSUP;
  * tg_reader.found_version says which):
  *
@@ -104,7 +104,7 @@
  * Feed block (1024 bytes):
  *   0..64    name, UTF-8, NUL padded
  *   64       kind: 0 full, 1 delta
- *   72       protocol: 0 sqf, 1 itch50
+ *   72       protocol: its name (ASCII, NUL padded: "sqf", "itch50")
  *   80       reserved, zero (each slot holds the thresholds in force)
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
  *   104      counters stamp (seqlock over every counter of the block: odd
@@ -120,7 +120,7 @@
  *   520      flags: bit 0 suspect, 1 closed, 2 joined, 3 orders refused
  *   528      last_alive        ns since the Unix epoch, local clock; 0 = none
  *   536      source_watermark  ns since the Unix epoch, provider clock; 0 = none
- *   544..1024 counters 64..124 (under the counters stamp; src/shm.rs `counter`)
+ *   544..1024 counters 64..124 (under the counters stamp; layout.rs `counter`)
  *
  * Directory entry (48 bytes):
  *   0   key (SQF, ITCH: the 8 symbol bytes, space padded, as a little-endian u64)
@@ -152,7 +152,7 @@
  *   112..128 reserved
  *
  * ---------------------------------------------------------------------------
- * Memory ordering (mirrors src/reader.rs, src/shm.rs, src/state/slot.rs):
+ * Memory ordering (mirrors crates/reader/src/reader.rs, layout.rs, slot.rs):
  *
  * - version: Acquire load, pairs with the writer's Release store in
  *   Publication::ready(); everything the writer filled in before (header,
@@ -253,7 +253,7 @@ extern "C" {
 
 /* Layout constants (version 2). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
-#define TG_LAYOUT_VERSION 2u
+#define TG_LAYOUT_VERSION 3u
 #define TG_STATE_RUNNING 1u
 #define TG_HEADER_LEN 128u
 #define TG_FEED_LEN 1024u
@@ -490,7 +490,7 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
  * the stamp again, retried while a write is in progress. Returns the even
  * stamp of a consistent copy, or 1 (odd: no copy) after TG_MAX_RETRIES
  * inconsistent attempts. The writer side is `SeqLock::write` in
- * src/state/seqlock.rs (slots, the feed offset, the feed extension). */
+ * crates/reader/src/seqlock.rs (slots, the feed offset, the feed extension). */
 static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *words, int n, uint64_t *out) {
     uint32_t tries;
     for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
@@ -799,7 +799,7 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if (version_out != NULL) *version_out = w[TG_S_STAMP];
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
-    /* state::verdict() in src/state/mod.rs: differences in 128 bits, strict `>`. */
+    /* status::verdict() in crates/reader/src/status.rs: differences in 128 bits, strict `>`. */
     if ((meta & (TG_META_HAS_BID | TG_META_HAS_ASK)) == 0) return TG_NO_QUOTE;
     now = (tg_i128)now_ns;
     alive = w[TG_S_LAST_ALIVE] > feed[1] ? w[TG_S_LAST_ALIVE] : feed[1];

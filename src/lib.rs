@@ -1,19 +1,19 @@
 //! tickguard: a market-data feed handler that tells a pre-trade check
 //! whether a price can be trusted.
 //!
-//! Data flows one way through the modules:
+//! Three crates, each above the one before:
 //!
-//! ```text
-//! capture (pcap/pcapng) ─┐                                    ┌─> state (seqlock slots, /dev/shm) ─> Reader
-//!                        ├─> protocol (decode, rules) ─> handler ┤
-//! sockets (recvmmsg) ────┘                                    └─> verdict
-//! ```
+//! - `tickguard-reader` (`crates/reader`): the read side a gateway links —
+//!   the publication's layout, the seqlock, the verdict, [`Reader`];
+//! - `tickguard-engine` (`crates/engine`): protocols, state, the handler,
+//!   the publication's writer, capture reading and replay;
+//! - this crate: the programs — the live receive loop ([`sidecar`]),
+//!   `stat`, the Prometheus exporter ([`metrics`]), `demo`, `simulate`,
+//!   `explain` and the command line.
 //!
-//! I/O lives at the edges (`capture`, `sys`, `replay`, `sidecar`, the
-//! binary); `protocol`, `handler`, `state` and `verdict` are pure logic that
-//! is handed the time instead of reading a clock, so replay and live produce
-//! the same answers. Each protocol lives in its own folder under
-//! [`protocol`].
+//! The engine's and reader's modules are re-exported here under the paths
+//! they have in their own crates, so `tickguard::config`,
+//! `tickguard::handler` and the rest name the same items everywhere.
 //!
 //! ```
 //! use tickguard::{config::Config, handler::Handler, protocol::sqf::PacketBuilder, symbol::Symbol};
@@ -47,27 +47,15 @@
 //! ```
 #![deny(unsafe_code)]
 
-pub use reader::{Handle, Health, Reader, Verdict};
-pub use time::WallClock;
+pub use tickguard_engine::{
+    capture, clock, config, engine, handler, protocol, reader, replay, shm, state, symbol, sys,
+    time, verdict,
+};
+pub use tickguard_reader::{Handle, Health, Reader, Verdict, WallClock};
 
-pub mod capture;
-pub mod clock;
-pub mod config;
 pub mod demo;
-pub mod engine;
 pub mod explain;
-pub mod handler;
 pub mod metrics;
-pub mod protocol;
-mod readahead;
-pub mod reader;
-pub mod replay;
-pub mod shm;
 pub mod sidecar;
 pub mod simulate;
 pub mod stat;
-pub mod state;
-pub mod symbol;
-pub mod sys;
-pub mod time;
-pub mod verdict;

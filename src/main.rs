@@ -3,6 +3,8 @@
 
 #[path = "main/cli.rs"]
 mod cli;
+#[path = "main/user.rs"]
+mod user;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -527,10 +529,7 @@ fn reader_options(
 ) -> Result<tickguard::reader::ReaderOptions> {
     Ok(tickguard::reader::ReaderOptions {
         dead_after_ns: bound_ms.saturating_mul(1_000_000),
-        owner: owner
-            .as_deref()
-            .map(tickguard::sys::file::user_id)
-            .transpose()?,
+        owner: owner.as_deref().map(user::user_id).transpose()?,
     })
 }
 

@@ -282,7 +282,7 @@ impl Snapshot {
             let mut view = FeedView {
                 name: f.name.clone(),
                 kind: f.kind,
-                protocol: f.protocol,
+                protocol: Protocol::ALL.into_iter().find(|p| p.as_str() == f.protocol),
                 status: reader.feed_status(id).unwrap_or_default(),
                 counters: [0; counter::ALL],
                 offset: reader.offset(id).unwrap_or(0),

@@ -537,8 +537,8 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         ("unchanged", Box::new(|_| {}), "ok"),
         ("bad magic", Box::new(|b| b[0] ^= 1), "stale"),
         ("version 0", Box::new(|b| put(b, 8, 0)), "stale"),
-        ("version 1", Box::new(|b| put(b, 8, 1)), "stale"),
-        ("version 3", Box::new(|b| put(b, 8, 3)), "stale"),
+        ("version 2", Box::new(|b| put(b, 8, 2)), "stale"),
+        ("version 4", Box::new(|b| put(b, 8, 4)), "stale"),
         ("closed", Box::new(|b| put(b, 16, 2)), "stale"),
         (
             "capacity + 1",
@@ -883,12 +883,16 @@ fn readers_refuse_other_layout_versions() {
     let Some(bin) = compile_check(dir.path()) else {
         return;
     };
-    for (version, file) in [(1, hand_made(1, 512, 16)), (3, hand_made(3, 1024, 48))] {
+    for (version, file) in [
+        (1, hand_made(1, 512, 16)),
+        (2, hand_made(2, 1024, 48)),
+        (4, hand_made(4, 1024, 48)),
+    ] {
         let path = dir.path().join(format!("v{version}"));
         std::fs::write(&path, &file).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         let c = same(&bin, &path, "lp1", "EURUSD", Some(LONG_BOUND_MS), "stale");
-        let text = format!("layout version {version}, expected 2");
+        let text = format!("layout version {version}, expected 3");
         assert!(c.stderr.contains(&text), "C: {}", c.stderr);
         let health = Reader::open(&path).health(now_ns());
         assert_eq!(health.name(), "bad_layout", "{health}");

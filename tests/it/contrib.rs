@@ -99,15 +99,15 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 
 /// Label values used in matchers must be ones the sidecar exports: string
 /// literals of `src/metrics.rs`, or reject reasons of a protocol
-/// (`src/protocol/sqf/wire.rs`, `src/protocol/itch50/mod.rs`).
+/// (`crates/engine/src/protocol/sqf/wire.rs`, `.../itch50/mod.rs`).
 fn assert_label_values_exist(what: &str, promql: &str) {
     for label in ["verdict", "result", "line", "reason"] {
         for value in label_values(promql, label) {
             let known = match label {
                 // `Reject::as_str` names the reasons.
                 "reason" => [
-                    include_str!("../../src/protocol/sqf/wire.rs"),
-                    include_str!("../../src/protocol/itch50/mod.rs"),
+                    include_str!("../../crates/engine/src/protocol/sqf/wire.rs"),
+                    include_str!("../../crates/engine/src/protocol/itch50/mod.rs"),
                 ]
                 .iter()
                 .any(|src| src.contains(&format!("\"{value}\""))),
@@ -531,7 +531,7 @@ fn systemd_unit_keeps_what_the_sidecar_needs() {
     assert!(UNIT.contains("net.core.rmem_max"));
     assert!(SYSCTL.lines().any(|l| l.starts_with("net.core.rmem_max")));
     // The config keys the unit and README talk about exist.
-    let config_rs = include_str!("../../src/config.rs");
+    let config_rs = include_str!("../../crates/engine/src/config.rs");
     for key in ["shm_mode", "shm_path", "cpu", "rcvbuf_bytes", "listen"] {
         assert!(
             config_rs.contains(&format!("//! {key} =")),

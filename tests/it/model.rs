@@ -1353,7 +1353,7 @@ fn sequences_at_the_top_of_u64() {
 /// Found by this model: a valid datagram whose gaps add up
 /// to more than `u64::MAX` lost ticks on one feed panics the handler
 /// ("attempt to add with overflow" at the per-feed `ticks_lost` counter,
-/// src/handler.rs `counters.ticks_lost += lost`) in builds with overflow
+/// crates/engine/src/handler.rs `counters.ticks_lost += lost`) in builds with overflow
 /// checks, and wraps the counter silently in release builds. Spec §3 only says
 /// `ticks_lost += q.sequence - last_seq - 1`; §2 says bad input must never
 /// crash the handler, and a careful handler does not crash on a *valid* one
@@ -1412,7 +1412,7 @@ fn offset_beyond_i64_must_not_read_fresh() {
 
 /// Found by this model: §4 says the auto offset is the
 /// minimum over the packets of the last `W`; the handler's sliding minimum has
-/// a fixed capacity of 4096 entries (see the `src/clock.rs` module docs) and,
+/// a fixed capacity of 4096 entries (see the `crates/engine/src/clock.rs` module docs) and,
 /// once full, merges entries keeping the lower value. 4096 packets inside one
 /// window whose `arrival − send_time` rises each time (a provider clock running
 /// slow against ours, on a low-jitter link — at the default W = 60 s that is

@@ -1,6 +1,6 @@
 //! The verdict a pre-trade check gets (SQF section 5).
 
-use crate::state::SymbolState;
+use crate::quote::SymbolState;
 use std::fmt;
 
 /// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
@@ -151,7 +151,7 @@ pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i128, now: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::quote::{Price, SeqTrack};
+    use crate::quote::{Price, SeqTrack};
 
     const TH: Thresholds = Thresholds {
         stale_ns: 500,

@@ -5,11 +5,9 @@
 
 mod index;
 pub use crate::sys::memory::prefetch;
-pub mod price;
-pub mod quote;
 pub mod region;
-pub mod seqlock;
-pub mod slot;
+pub use tickguard_reader::status::{feed_flag, verdict, FeedStatus, FeedStatusWords};
+pub use tickguard_reader::{price, quote, seqlock, slot};
 
 use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
@@ -17,154 +15,15 @@ use index::Index;
 pub use price::Price;
 pub use quote::{FeedKind, SeqTrack, SymbolState};
 use region::{Owner, Region};
-use seqlock::SeqLock;
 pub use slot::{Level, Record, Side, Slot, Top};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// What an exchange feed keeps per feed rather than per symbol (ITCH:
-/// liveness, source watermark, suspect while a gap is open, trading hours).
-/// SQF leaves it all zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FeedStatus {
-    /// Every symbol of the feed is suspect (a gap open or given up, a
-    /// mid-session join, or orders refused for room this session).
-    pub suspect: bool,
-    /// The market is closed: every symbol answers `closed`.
-    pub closed: bool,
-    /// The feed's session is joined (informational).
-    pub joined: bool,
-    /// The books refused an add for room (`max_orders`) this session: one
-    /// reason for `suspect`, which lasts until the session changes.
-    pub orders_refused: bool,
-    /// Last sign of life of the feed, ns since the Unix epoch (local clock); 0 = none.
-    pub last_alive: u64,
-    /// Latest source time seen on the feed, ns since the Unix epoch
-    /// (provider clock); 0 = none.
-    pub source_watermark: u64,
-}
-
-/// Bits of [`FeedStatusWords::flags`].
-pub mod feed_flag {
-    pub const SUSPECT: u64 = 1 << 0;
-    pub const CLOSED: u64 = 1 << 1;
-    pub const JOINED: u64 = 1 << 2;
-    pub const ORDERS_REFUSED: u64 = 1 << 3;
-}
-
-/// A [`FeedStatus`] behind its seqlock: bytes 512..544 of a publication's
-/// feed block (`state_stamp`, `flags`, `last_alive`, `source_watermark`),
-/// and the heap table's copy.
-#[repr(C)]
-#[derive(Default)]
-pub struct FeedStatusWords {
-    /// Odd while written, +2 per write.
-    pub stamp: SeqLock,
-    /// [`feed_flag`] bits.
-    pub flags: AtomicU64,
-    pub last_alive: AtomicU64,
-    pub source_watermark: AtomicU64,
-}
-
-impl FeedStatusWords {
-    /// Stores `s` as one write (skipped when nothing changed). Single writer only.
-    pub fn write(&self, s: &FeedStatus) {
-        let flags = [
-            (s.suspect, feed_flag::SUSPECT),
-            (s.closed, feed_flag::CLOSED),
-            (s.joined, feed_flag::JOINED),
-            (s.orders_refused, feed_flag::ORDERS_REFUSED),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |f, (_, bit)| f | bit);
-        let words = [
-            (&self.flags, flags),
-            (&self.last_alive, s.last_alive),
-            (&self.source_watermark, s.source_watermark),
-        ];
-        // Relaxed: the writer reads back its own stores.
-        if words.iter().all(|(w, v)| w.load(Ordering::Relaxed) == *v) {
-            return;
-        }
-        self.stamp.write(|| {
-            for (w, v) in words {
-                // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
-                w.store(v, Ordering::Relaxed);
-            }
-        });
-    }
-
-    /// One attempt at a consistent copy; `None` if a write overlapped.
-    #[inline]
-    pub fn try_read(&self) -> Option<FeedStatus> {
-        let ([flags, last_alive, source_watermark], _) = self.stamp.try_read(|| {
-            // Relaxed: ordered by the seqlock's stamp and fences.
-            [
-                self.flags.load(Ordering::Relaxed),
-                self.last_alive.load(Ordering::Relaxed),
-                self.source_watermark.load(Ordering::Relaxed),
-            ]
-        })?;
-        Some(FeedStatus {
-            suspect: flags & feed_flag::SUSPECT != 0,
-            closed: flags & feed_flag::CLOSED != 0,
-            joined: flags & feed_flag::JOINED != 0,
-            orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
-            last_alive,
-            source_watermark,
-        })
-    }
-
-    /// A consistent copy, retrying while a write is in progress.
-    fn read(&self) -> FeedStatus {
-        loop {
-            if let Some(s) = self.try_read() {
-                return s;
-            }
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// The verdict for a slot's record, whatever the protocol (the same in
-/// process, in the Rust `Reader` and in `tickguard.h`): liveness and source
-/// time are the later of the symbol's and the feed's, suspect either's,
-/// closed the feed's, halted and invalid the symbol's; `no_quote` (alone)
-/// when the book has neither side. `offset` is the feed's clock offset
-/// (local − provider), ns; `now` local ns since the Unix epoch. Differences
-/// in 128 bits, comparisons strict, as [`crate::verdict::evaluate`], which
-/// it equals for SQF (whose feed status stays zero).
-#[inline]
-pub fn verdict(r: &Record, feed: &FeedStatus, offset: i128, now: u64) -> Reasons {
-    if r.no_quote() {
-        return Reasons::NO_QUOTE;
-    }
-    let s = &r.state;
-    let now = now as i128;
-    let alive = s.last_alive.max(feed.last_alive) as i128;
-    let source = s
-        .price
-        .map_or(0, |p| p.source_time)
-        .max(feed.source_watermark) as i128;
-    let mut reasons = Reasons::empty();
-    for (on, reason) in [
-        (now - alive > r.thresholds.stale_ns as i128, Reasons::STALE),
-        (
-            now - source - offset > r.thresholds.source_ns as i128,
-            Reasons::STALE_AT_SOURCE,
-        ),
-        (s.suspect || feed.suspect, Reasons::SUSPECT),
-        (s.invalid, Reasons::INVALID_PRICE),
-        (r.halted, Reasons::HALTED),
-        (feed.closed, Reasons::CLOSED),
-    ] {
-        if on {
-            reasons |= reason;
-        }
-    }
-    reasons
-}
+// SAFETY: a slot is a stamp and words, every one an `AtomicU64`, for
+// which zero bytes are the value 0: the default. Nothing in it needs a
+// drop. (The engine is never built with the reader's loom model, whose
+// atomics are not zero bytes.)
+#[allow(unsafe_code)]
+unsafe impl crate::sys::memory::Zeroable for Slot {}
 
 /// Slot number: a stable handle for one (feed, symbol).
 pub type SlotId = u32;
@@ -181,20 +40,10 @@ impl Probe {
 /// A heap table's slots: on fresh pages, which the kernel maps as they are
 /// first written, so slots never used cost nothing (a table sized for
 /// thousands of SQF symbols in a replay of ITCH alone, say).
-#[cfg(not(tickguard_loom))]
 type HeapSlots = crate::sys::memory::Pages<Slot>;
-/// Under loom the atomics are loom's, not zero bytes: built one by one.
-#[cfg(tickguard_loom)]
-type HeapSlots = Box<[Slot]>;
 
-#[cfg(not(tickguard_loom))]
 fn heap_slots(n: usize) -> HeapSlots {
     crate::sys::memory::Pages::new(n)
-}
-
-#[cfg(tickguard_loom)]
-fn heap_slots(n: usize) -> HeapSlots {
-    (0..n).map(|_| Slot::default()).collect()
 }
 
 /// Where the slots live.

@@ -7,8 +7,7 @@
 //! place.
 
 /// How a feed publishes, from configuration (never from the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeedKind {
     /// Every Quote carries the symbol's whole price: a gap loses history but
     /// the next Quote is a complete state again.

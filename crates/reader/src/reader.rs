@@ -18,11 +18,11 @@
 
 #![allow(unsafe_code)]
 
-use crate::config::Protocol;
-use crate::shm::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
-pub use crate::state::slot::{Record, Side};
-use crate::state::FeedKind;
-pub use crate::state::{FeedStatus, Price};
+use crate::layout::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
+pub use crate::price::Price;
+use crate::quote::FeedKind;
+pub use crate::slot::{Record, Side};
+pub use crate::status::FeedStatus;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use std::path::{Path, PathBuf};
@@ -69,7 +69,7 @@ impl From<u64> for ReaderOptions {
 impl ReaderOptions {
     /// The expected owner's uid.
     pub fn owner_uid(&self) -> u32 {
-        self.owner.unwrap_or_else(crate::sys::file::effective_uid)
+        self.owner.unwrap_or_else(crate::file::effective_uid)
     }
 }
 
@@ -237,8 +237,9 @@ pub struct FeedInfo {
     pub name: String,
     /// Full or delta.
     pub kind: FeedKind,
-    /// The protocol it speaks; `None` for a code this build does not know.
-    pub protocol: Option<Protocol>,
+    /// The name of the protocol it speaks (`sqf`, `itch50`, ...), as the
+    /// writer published it.
+    pub protocol: String,
 }
 
 struct Mapped {
@@ -281,8 +282,8 @@ fn read_header(file: &std::fs::File, path: &Path) -> Result<[u64; 16], Health> {
 fn open_trusted(path: &Path, owner: u32) -> Result<(std::fs::File, std::fs::Metadata), Health> {
     use std::os::unix::fs::MetadataExt;
     let shown = path.display();
-    let file = crate::sys::file::open_read(path).map_err(|e| {
-        if crate::sys::file::is_symlink_error(&e) {
+    let file = crate::file::open_read(path).map_err(|e| {
+        if crate::file::is_symlink_error(&e) {
             Health::Untrusted(format!("{shown}: a symbolic link"))
         } else {
             Health::Missing(format!("{shown}: {e}"))
@@ -369,13 +370,13 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
         .feeds()
         .iter()
         .map(|b| FeedInfo {
-            name: shm::feed_name(b),
+            name: layout::feed_name(b),
             kind: if b.kind.load(Ordering::Relaxed) == 1 {
                 FeedKind::Delta
             } else {
                 FeedKind::Full
             },
-            protocol: crate::config::Protocol::from_code(b.protocol.load(Ordering::Relaxed)),
+            protocol: layout::protocol_name(b),
         })
         .collect();
     let h = views.header();
@@ -480,7 +481,7 @@ impl Reader {
     pub fn lookup(&self, feed: &str, symbol: &str) -> Option<Handle> {
         let m = self.mapped.as_ref().ok()?;
         let feed = m.feeds.iter().position(|f| f.name == feed)? as u16;
-        let name = shm::name_words(symbol.as_bytes()).filter(|w| w[0] != 0)?;
+        let name = layout::name_words(symbol.as_bytes()).filter(|w| w[0] != 0)?;
         let dir = m.views.directory();
         // Acquire: pairs with the writer's Release store of directory_len,
         // so the entries below it are complete.
@@ -505,7 +506,7 @@ impl Reader {
     }
 
     /// The verdict for a looked-up symbol at local time `now` (ns since the
-    /// Unix epoch, CLOCK_REALTIME: see [`crate::time::now_ns`]).
+    /// Unix epoch, CLOCK_REALTIME: see [`crate::clock::now_ns`]).
     #[inline]
     pub fn check(&self, handle: &Handle, now: u64) -> Verdict {
         self.check_counting(handle, now).0
@@ -536,7 +537,7 @@ impl Reader {
         let Some(record) = retry(&mut retries, || slot.try_read()) else {
             return (Verdict::dead(Health::Busy), retries);
         };
-        let Some(offset) = retry(&mut retries, || shm::read_offset(block)) else {
+        let Some(offset) = retry(&mut retries, || layout::read_offset(block)) else {
             return (Verdict::dead(Health::Busy), retries);
         };
         let Some(status) = retry(&mut retries, || block.status.try_read()) else {
@@ -545,7 +546,7 @@ impl Reader {
         let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
             Reasons::NO_QUOTE
         } else {
-            crate::state::verdict(&record, &status, offset, now)
+            crate::status::verdict(&record, &status, offset, now)
         };
         (
             Verdict {
@@ -588,14 +589,14 @@ impl Reader {
             .collect()
     }
 
-    /// Every counter of a feed (index = id in [`crate::shm::counter`]), as
+    /// Every counter of a feed (index = id in [`crate::layout::counter`]), as
     /// the writer published them together at one heartbeat; `None` if not
     /// mapped, no such feed, or the writer stayed mid-update for
     /// [`MAX_RETRIES`] reads.
-    pub fn counters(&self, feed: u16) -> Option<[u64; shm::counter::ALL]> {
+    pub fn counters(&self, feed: u16) -> Option<[u64; layout::counter::ALL]> {
         let m = self.mapped.as_ref().ok()?;
         let b = m.views.feeds().get(feed as usize)?;
-        (0..MAX_RETRIES).find_map(|_| shm::read_counters(b))
+        (0..MAX_RETRIES).find_map(|_| layout::read_counters(b))
     }
 
     /// A feed's status (its feed extension); `None` if not mapped, no such
@@ -621,10 +622,10 @@ impl Reader {
     pub fn offset(&self, feed: u16) -> Option<i128> {
         let m = self.mapped.as_ref().ok()?;
         let b = m.views.feeds().get(feed as usize)?;
-        (0..MAX_RETRIES).find_map(|_| shm::read_offset(b))
+        (0..MAX_RETRIES).find_map(|_| layout::read_offset(b))
     }
 
-    /// A feed's counter (ids in [`crate::shm::counter`]).
+    /// A feed's counter (ids in [`crate::layout::counter`]).
     pub fn counter(&self, feed: u16, id: usize) -> Option<u64> {
         let m = self.mapped.as_ref().ok()?;
         Some(

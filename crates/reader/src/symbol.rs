@@ -18,7 +18,7 @@ pub struct Symbol(u64);
 
 impl Symbol {
     /// A valid symbol for filling arrays before use ("?").
-    pub(crate) const PLACEHOLDER: Symbol = Symbol(u64::from_le_bytes(*b"?       "));
+    pub const PLACEHOLDER: Symbol = Symbol(u64::from_le_bytes(*b"?       "));
 
     /// Validates 8 wire bytes: printable ASCII (`0x21..=0x7E`) right-padded
     /// with spaces, at least one non-space byte, no space before a non-space.
@@ -44,7 +44,7 @@ impl Symbol {
     /// Builds a symbol from wire bytes the caller has already validated with
     /// [`Symbol::from_wire`] (the decoder checks whole packets first).
     #[inline]
-    pub(crate) fn from_checked(bytes: [u8; SYMBOL_LEN]) -> Symbol {
+    pub fn from_checked(bytes: [u8; SYMBOL_LEN]) -> Symbol {
         debug_assert!(Symbol::from_wire(bytes).is_some());
         Symbol(u64::from_le_bytes(bytes))
     }

@@ -3,7 +3,7 @@
 
 #![allow(unsafe_code)]
 
-pub mod file;
+pub use tickguard_reader::file;
 pub mod memory;
 pub mod udp;
 

@@ -318,13 +318,30 @@ struct RawSidecar {
     interface: Option<Sp<String>>,
 }
 
+/// `kind` as written: [`FeedKind`]'s names.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Full,
+    Delta,
+}
+
+impl From<Kind> for FeedKind {
+    fn from(k: Kind) -> FeedKind {
+        match k {
+            Kind::Full => FeedKind::Full,
+            Kind::Delta => FeedKind::Delta,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFeed {
     name: Sp<String>,
     protocol: Option<Sp<Protocol>>,
     source: Option<Sp<String>>,
-    kind: Option<Sp<FeedKind>>,
+    kind: Option<Sp<Kind>>,
     timezone: Option<Sp<String>>,
     gap_timeout_ms: Option<Sp<i64>>,
     recovery: Option<Sp<String>>,
@@ -826,7 +843,7 @@ fn takes(key: &str, msg: &str) -> Option<String> {
             "idle" => variants::<Idle>(),
             "format" => variants::<LogFormat>(),
             "protocol" => variants::<Protocol>(),
-            "kind" => variants::<FeedKind>(),
+            "kind" => variants::<Kind>(),
             _ => None,
         };
     }
@@ -1179,7 +1196,7 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
                     "missing key kind (\"full\" or \"delta\")".into(),
                 )));
             };
-            (*kind.get_ref(), None)
+            (FeedKind::from(*kind.get_ref()), None)
         }
         Protocol::Itch50 => {
             if let Some(k) = &f.kind {

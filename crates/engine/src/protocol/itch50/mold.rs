@@ -54,15 +54,7 @@ impl std::fmt::Display for Session {
     }
 }
 
-/// Byte `b` as text: printable ASCII (space to `~`) as is, any other
-/// byte as `\xNN` (lower-case hex).
-pub fn write_byte(f: &mut impl std::fmt::Write, b: u8) -> std::fmt::Result {
-    if b == b' ' || b.is_ascii_graphic() {
-        f.write_char(char::from(b))
-    } else {
-        write!(f, "\\x{b:02x}")
-    }
-}
+pub use tickguard_reader::layout::write_byte;
 
 /// What a packet is, by its count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,22 +3,10 @@
 //! reads a clock: the edges read one here and pass the time in, in ns since
 //! the Unix epoch.
 
-mod wallclock;
-
-pub use wallclock::WallClock;
-
-/// The local clock for checks: ns since the Unix epoch (CLOCK_REALTIME,
-/// read through the vDSO, no system call).
-#[inline]
-pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
+pub use tickguard_reader::clock::{now_ns, WallClock};
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);

@@ -9,9 +9,9 @@
 //! is one `u64` (`include/tickguard.h` repeats the protocol for C).
 //!
 //! Built with `--cfg tickguard_loom`, the stamp and fences are loom's and a
-//! model checks writer against reader (`tools/test` runs it). The cfg is not
-//! the usual `loom`: that one also switches tokio's `net` module off, which
-//! `hyper-util` (under `metrics-exporter-prometheus`) needs.
+//! model checks writer against reader (`tools/test` runs it on this crate
+//! alone). The cfg is not the usual `loom`, which other crates of the
+//! workspace's dependency tree (tokio) read too.
 
 #[cfg(tickguard_loom)]
 use loom::sync::atomic::{fence, AtomicU64, Ordering};

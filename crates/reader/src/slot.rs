@@ -25,9 +25,9 @@
 //! SQF sets has_price, has_bid and has_ask together (format 0, sizes 0); an
 //! exchange feed publishes its book top with [`Slot::write_top`] (format 1).
 
-use super::price::Price as Exact;
-use super::quote::{Price, RuleState, SeqTrack, Sequence, SymbolState};
-use super::seqlock::SeqLock;
+use crate::price::Price as Exact;
+use crate::quote::{Price, RuleState, SeqTrack, Sequence, SymbolState};
+use crate::seqlock::SeqLock;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -131,13 +131,6 @@ pub struct Slot {
     stamp: SeqLock,
     words: [AtomicU64; WORDS],
 }
-
-// SAFETY: a slot is a stamp and words, every one an `AtomicU64` (the std
-// one outside loom builds), for which zero bytes are the value 0: the
-// default. Nothing in it needs a drop.
-#[cfg(not(tickguard_loom))]
-#[allow(unsafe_code)]
-unsafe impl crate::sys::memory::Zeroable for Slot {}
 
 /// A consistent copy of a slot's contents.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -265,8 +258,8 @@ impl Slot {
     /// at once loads them together).
     #[inline]
     pub fn prefetch(&self) {
-        super::prefetch(&self.stamp);
-        super::prefetch(&self.words[WORDS - 1]);
+        crate::memory::prefetch(&self.stamp);
+        crate::memory::prefetch(&self.words[WORDS - 1]);
     }
 
     /// Publishes a book top (decimal prices) in one seqlocked write; the

@@ -1,0 +1,40 @@
+//! The read side of a tickguard publication, for the process that asks
+//! before an order leaves: map the file the feed handler writes (under
+//! `/dev/shm`), look an instrument up once, then ask for its verdict —
+//! `ok`, or the reasons it must not be traded on — in tens of nanoseconds,
+//! without a system call.
+//!
+//! ```no_run
+//! use tickguard_reader::Reader;
+//!
+//! let reader = Reader::open("/dev/shm/tickguard")?;
+//! let handle = reader.lookup("EURUSD").expect("published");
+//! let verdict = reader.check(handle);
+//! if !verdict.is_ok() {
+//!     eprintln!("refusing: {verdict}");
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The crate holds what a reader needs and nothing else: the layout the
+//! writer and readers share ([`layout`]), the seqlock that keeps a copy
+//! consistent ([`seqlock`]), a slot's record ([`slot`]), the feed status
+//! and the verdict function every reader uses ([`status::verdict`]), and
+//! [`Reader`]. It depends on `libc` and `memmap2` only.
+#![deny(unsafe_code)]
+
+pub mod clock;
+pub mod file;
+pub mod layout;
+pub mod memory;
+pub mod price;
+pub mod quote;
+pub mod reader;
+pub mod seqlock;
+pub mod slot;
+pub mod status;
+pub mod symbol;
+pub mod verdict;
+
+pub use clock::WallClock;
+pub use reader::{FeedInfo, Handle, Health, Reader, Verdict};
