@@ -47,10 +47,11 @@ fn main() {
             let config = Config::parse(CONFIG, "profile").expect("config");
             let date = jiff::civil::date(2026, 1, 5);
             let start = std::time::Instant::now();
-            let out = tickguard::replay::replay_file(&config, "nasdaq", date, day, &[], |_| {})
-                .expect("replay");
+            let out =
+                tickguard::replay::itch50::replay_file(&config, "nasdaq", date, day, &[], |_| {})
+                    .expect("replay");
             eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
-            let feed = &out.summary.itch["nasdaq"];
+            let feed = itch(&out.summary);
             println!("next {:?}, unknown {}", feed.next, feed.unknown_orders);
         }
         "pcap" => {
@@ -68,7 +69,7 @@ fn main() {
             let start = std::time::Instant::now();
             let out = tickguard::replay::replay(&config, &mut reader, &[], |_| {});
             eprintln!("replayed in {:.3} s", start.elapsed().as_secs_f64());
-            let feed = &out.summary.itch["nasdaq"];
+            let feed = itch(&out.summary);
             println!("next {:?}, duplicates {}", feed.next, feed.duplicates);
         }
         "mold" => {
@@ -102,5 +103,15 @@ fn main() {
             eprintln!("{usage}");
             std::process::exit(2);
         }
+    }
+}
+
+/// The summary of the `nasdaq` feed.
+fn itch(
+    summary: &tickguard::replay::Summary,
+) -> &tickguard::protocol::itch50::summary::FeedSummary {
+    match summary.feeds.get("nasdaq") {
+        Some(tickguard::replay::FeedSummary::Itch50(f)) => f,
+        _ => panic!("no itch50 feed 'nasdaq' in the summary"),
     }
 }

@@ -210,7 +210,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             if target.is_some() {
                 anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
             }
-            let outcome = tickguard::replay::replay_file(
+            let outcome = tickguard::replay::itch50::replay_file(
                 &config,
                 feed,
                 date,
@@ -231,7 +231,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         }
         let mut x =
             tickguard::explain::ItchExplain::new(id, &config.feeds[id as usize], symbol, args.at);
-        let outcome = tickguard::replay::replay_file_with(
+        let outcome = tickguard::replay::itch50::replay_file_with(
             &config,
             feed,
             date,

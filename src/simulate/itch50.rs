@@ -60,9 +60,9 @@ use super::{check_percents, flush_held, lines, offer, print_report, Line, LineRe
 use super::{LineSockets, Outgoing, Pacing, SplitMix64, NS_PER_MS, NS_PER_S, POLL_SLEEP};
 use crate::protocol::itch50::message::encode;
 use crate::protocol::itch50::mold::Request;
+use crate::protocol::itch50::summary::SymbolSummary as ItchSymbolSummary;
 use crate::protocol::itch50::synth::{Flow, Rng, Zipf};
 use crate::protocol::itch50::{PacketBuilder, Session};
-use crate::replay::ItchSymbolSummary;
 use crate::symbol::Symbol;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;

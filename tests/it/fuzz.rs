@@ -598,8 +598,14 @@ fn binary_file_replay_survives_mutated_files() {
             mutate(&mut rng, &mut bytes);
             let path = scratch.path().join("day.itch");
             std::fs::write(&path, &bytes).unwrap();
-            let out =
-                tickguard::replay::replay_file(&config, "nasdaq", date, &path, &checks, |_| {});
+            let out = tickguard::replay::itch50::replay_file(
+                &config,
+                "nasdaq",
+                date,
+                &path,
+                &checks,
+                |_| {},
+            );
             if let Ok(out) = out {
                 assert_eq!(out.answers.len(), checks.len());
                 let _ = serde_json::to_string(&out.summary).unwrap();

@@ -12,7 +12,8 @@ use tickguard::handler::Handler;
 use tickguard::protocol::itch50::binfile::BinFile;
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
-use tickguard::replay::{load_checks, replay, replay_file, replay_file_with, Check, Observer};
+use tickguard::replay::itch50::{replay_file, replay_file_with};
+use tickguard::replay::{load_checks, replay, Check, Observer};
 use tickguard::symbol::Symbol;
 
 const S1: Session = Session(*b"20260105XA");

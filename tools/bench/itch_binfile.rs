@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tickguard::config::Config;
 use tickguard::protocol::itch50::binfile::BinFile;
+use tickguard::protocol::itch50::summary::FeedSummary as ItchFeedSummary;
 use tickguard::protocol::itch50::synth::synthetic_day;
-use tickguard::replay::ItchFeedSummary;
 
 /// Flags shared by `itch-binfile` and `itch-memory`.
 #[derive(clap::Args)]
@@ -92,7 +92,7 @@ pub fn replay(path: &Path, one_thread: bool) -> anyhow::Result<(f64, ItchFeedSum
     let config = Config::parse(CONFIG, "itch-bench")?;
     let start = Instant::now();
     let mut observer = OneThread(one_thread);
-    let outcome = tickguard::replay::replay_file_with(
+    let outcome = tickguard::replay::itch50::replay_file_with(
         &config,
         "nasdaq",
         DATE,
@@ -104,11 +104,15 @@ pub fn replay(path: &Path, one_thread: bool) -> anyhow::Result<(f64, ItchFeedSum
     .map_err(anyhow::Error::msg)?;
     let secs = start.elapsed().as_secs_f64();
     anyhow::ensure!(outcome.input_error.is_none(), "replay stopped early");
-    let mut itch = outcome.summary.itch;
-    let feed = itch
-        .remove("nasdaq")
-        .context("no itch50 feed in the summary")?;
-    Ok((secs, feed))
+    match outcome
+        .summary
+        .feeds
+        .into_iter()
+        .find(|(n, _)| n == "nasdaq")
+    {
+        Some((_, tickguard::replay::FeedSummary::Itch50(feed))) => Ok((secs, feed)),
+        _ => anyhow::bail!("no itch50 feed in the summary"),
+    }
 }
 
 /// Live orders at the end of a replay: the sum over the feed's symbols.

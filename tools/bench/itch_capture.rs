@@ -4,7 +4,6 @@
 //! same reader, both from the page cache, in one run.
 
 use crate::itch_binfile::{self, CONFIG, DATE, SEED};
-use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
@@ -81,13 +80,12 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
             anyhow::ensure!(outcome.input_error.is_none(), "replay stopped early");
             Ok((secs, outcome))
         },
-        |outcome| Ok(serde_json::to_value(&outcome.summary.itch)?),
+        |outcome| Ok(serde_json::to_value(&outcome.summary.feeds)?),
     )?;
-    let feed = outcome
-        .summary
-        .itch
-        .get("nasdaq")
-        .context("no itch50 feed in the summary")?;
+    let Some(tickguard::replay::FeedSummary::Itch50(feed)) = outcome.summary.feeds.get("nasdaq")
+    else {
+        anyhow::bail!("no itch50 feed in the summary");
+    };
     anyhow::ensure!(
         feed.next == Some(messages + 1) && feed.ticks_lost == 0 && feed.rejected == 0,
         "replay did not apply the whole day: next {:?}, lost {}, rejected {}",

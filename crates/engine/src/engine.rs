@@ -11,6 +11,7 @@ use crate::shm::Publication;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
+use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 
 /// Most reject reasons any protocol has (counter arrays are this long).
@@ -115,6 +116,10 @@ pub trait FeedEngine {
     /// Why a datagram is rejected whole.
     type Reject: Reason;
 
+    /// What a replay reports of the feed at its end, written under the
+    /// feed's name in the summary file.
+    type Summary: serde::Serialize;
+
     /// Applies one datagram that came on `line` (0 = A, 1 = B) at `t`.
     /// A rejected datagram changes no state; the handler counts and logs it.
     fn on_datagram(
@@ -141,6 +146,10 @@ pub trait FeedEngine {
     /// thread is settled first, see [`settle`](Self::settle)).
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons;
 
+    /// The feed's summary at the end of a replay; `counters` are the
+    /// feed's (settled first, as for a verdict).
+    fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Self::Summary;
+
     /// Writes what only this protocol counts into the publication's feed
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
@@ -166,6 +175,15 @@ pub trait FeedEngine {
     /// Waits for work handed to a second thread ([`pipeline`](Self::pipeline))
     /// to be done, so the feed can be read other than through a check.
     fn settle(&mut self) {}
+}
+
+/// Rejections by reason name, every reason of `R` listed (0 included), as
+/// summaries report them.
+pub fn rejected_by_reason<R: Reason>(c: &FeedCounters) -> BTreeMap<&'static str, u64> {
+    R::ALL
+        .iter()
+        .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
+        .collect()
 }
 
 /// A feed as its engine sees it when asked for a verdict: read-only.

@@ -11,11 +11,12 @@ use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};
 use crate::engine::{Cx, View};
 pub use crate::engine::{FeedCounters, MAX_REJECT_REASONS};
-use crate::protocol::{Engine, Rejected};
+use crate::protocol::{Engine, Rejected, Summary};
 use crate::shm::Publication;
 use crate::state::{Record, StateTable, TableReader};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// At most one rejected-packet log line per feed per this interval, ns of arrival time.
@@ -260,6 +261,24 @@ impl Handler {
         for id in 0..self.feeds.len() {
             self.before_check(id as u16, now);
         }
+    }
+
+    /// Each feed's summary, by name, as a replay reports it at its end
+    /// ([`crate::engine::FeedEngine::summary`]).
+    pub fn summaries(&mut self) -> BTreeMap<String, Summary> {
+        self.feeds
+            .iter_mut()
+            .enumerate()
+            .map(|(id, f)| {
+                let view = View {
+                    id: id as u16,
+                    config: &f.config,
+                    table: &self.table,
+                };
+                let s = f.engine.summary(view, &f.counters);
+                (f.config.name.clone(), s)
+            })
+            .collect()
     }
 
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the

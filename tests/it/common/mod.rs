@@ -3,7 +3,7 @@
 //! finds a module's recorded failures.
 
 use std::path::Path;
-use tickguard::replay::FeedSummary;
+use tickguard::protocol::sqf::summary::FeedSummary;
 use tickguard::state::Record;
 
 /// Replays the recording `rec` with the configuration at `cfg` and returns
@@ -13,11 +13,10 @@ pub fn replay_recording(cfg: &Path, rec: &Path, feed: &str) -> FeedSummary {
     let mut capture = tickguard::capture::CaptureReader::open(rec).unwrap();
     let mut outcome = tickguard::replay::replay(&config, &mut capture, &[], |_| {});
     assert!(outcome.input_error.is_none());
-    outcome
-        .summary
-        .feeds
-        .remove(feed)
-        .expect("feed in the summary")
+    match outcome.summary.feeds.remove(feed) {
+        Some(tickguard::replay::FeedSummary::Sqf(s)) => s,
+        other => panic!("no SQF feed '{feed}' in the summary: {other:?}"),
+    }
 }
 
 /// Every symbol the sidecar published has the state the replay rebuilt.

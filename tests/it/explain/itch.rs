@@ -17,7 +17,8 @@ use tickguard::config::Config;
 use tickguard::explain::ItchExplain;
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
-use tickguard::replay::{replay, replay_file, replay_file_with, replay_with, Check, Outcome};
+use tickguard::replay::itch50::{replay_file, replay_file_with};
+use tickguard::replay::{replay, replay_with, Check, Outcome};
 use tickguard::symbol::Symbol;
 use tickguard::verdict::Reasons;
 

@@ -16,7 +16,7 @@ pub mod sqf;
 use crate::config::FeedConfig;
 pub use crate::config::Protocol;
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Channel, Cx, FeedEngine, Reason, View};
+use crate::engine::{Channel, Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -36,6 +36,62 @@ pub enum Engine {
     /// ITCH 5.0 over MoldUDP64: the feed keeps its stream, books and
     /// symbols itself (spec itch50 §3).
     Itch50(Box<itch50::engine::Engine>),
+}
+
+/// A feed's summary at the end of a replay, by protocol: each written as
+/// its protocol's object, under the feed's name.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum Summary {
+    /// SQF (SQF section 6).
+    Sqf(sqf::summary::FeedSummary),
+    /// ITCH (spec itch50 §5).
+    Itch50(itch50::summary::FeedSummary),
+}
+
+impl Summary {
+    /// Datagrams routed to the feed, and of those rejected whole.
+    pub fn packets(&self) -> (u64, u64) {
+        match self {
+            Summary::Sqf(s) => (s.packets, s.rejected),
+            Summary::Itch50(s) => (s.packets, s.rejected),
+        }
+    }
+
+    /// Rejections by reason name.
+    pub fn rejected_by_reason(&self) -> &std::collections::BTreeMap<&'static str, u64> {
+        match self {
+            Summary::Sqf(s) => &s.rejected_by_reason,
+            Summary::Itch50(s) => &s.rejected_by_reason,
+        }
+    }
+
+    /// For a feed replayed from a venue's file rather than a capture: what
+    /// the file held.
+    pub fn file_records(&self) -> Option<FileRecords> {
+        match self {
+            Summary::Sqf(_) => None,
+            Summary::Itch50(s) => s.invalid_records.map(|invalid| FileRecords {
+                format: "BinaryFILE",
+                records: s.messages,
+                invalid,
+                hint: " (not ITCH 5.0 messages?)",
+            }),
+        }
+    }
+}
+
+/// The records of a venue's file a feed was replayed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileRecords {
+    /// The file's format, as warnings name it.
+    pub format: &'static str,
+    /// Records read.
+    pub records: u64,
+    /// Of those, the ones that were not valid messages.
+    pub invalid: u64,
+    /// Appended to the warning when every record is invalid.
+    pub hint: &'static str,
 }
 
 /// Forwards `$call` to the engine inside `$engine`, whatever its protocol.
@@ -109,6 +165,14 @@ impl Engine {
     /// See [`FeedEngine::verdict`].
     pub fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
         each!(self, e => e.verdict(cx, symbol, now))
+    }
+
+    /// See [`FeedEngine::summary`].
+    pub fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Summary {
+        match self {
+            Engine::Sqf(e) => Summary::Sqf(e.summary(cx, counters)),
+            Engine::Itch50(e) => Summary::Itch50(e.summary(cx, counters)),
+        }
     }
 
     /// See [`FeedEngine::write_counters`].

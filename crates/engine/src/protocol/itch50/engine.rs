@@ -206,6 +206,7 @@ impl Engine {
 
 impl FeedEngine for Engine {
     type Reject = Reject;
+    type Summary = super::summary::FeedSummary;
 
     #[inline]
     fn on_datagram(
@@ -246,6 +247,10 @@ impl FeedEngine for Engine {
         self.feed.settle();
         copy_counters(&self.feed, cx.counters);
         self.publish(cx);
+    }
+
+    fn summary(&mut self, _: View<'_>, counters: &FeedCounters) -> Self::Summary {
+        super::summary::FeedSummary::new(counters, &mut self.feed)
     }
 
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {

@@ -21,6 +21,7 @@ pub mod mold;
 pub mod publish;
 pub mod recovery;
 pub mod sequencer;
+pub mod summary;
 pub mod synth;
 
 pub use message::{Body, Message, Side};

@@ -86,6 +86,7 @@ impl Feed {
 
 impl FeedEngine for Feed {
     type Reject = Reject;
+    type Summary = super::summary::FeedSummary;
 
     #[inline]
     fn on_datagram(
@@ -236,6 +237,10 @@ impl FeedEngine for Feed {
 
     /// SQF has no deadlines: every slot is written as it is applied.
     fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
+
+    fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Self::Summary {
+        super::summary::FeedSummary::new(cx, counters, self.clock.offset())
+    }
 
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
         let Some(slot) = cx.table.find(cx.id, symbol) else {

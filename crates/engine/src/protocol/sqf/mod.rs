@@ -7,6 +7,7 @@
 
 pub mod feed;
 pub mod rules;
+pub mod summary;
 pub mod wire;
 
 pub use wire::{

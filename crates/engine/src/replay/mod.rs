@@ -10,9 +10,7 @@
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::Config;
-use crate::config::Protocol;
 use crate::handler::Handler;
-use crate::protocol::itch50;
 use crate::protocol::Rejected;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -20,6 +18,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 use std::path::Path;
+
+pub mod itch50;
 
 /// One check from a checks file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,197 +212,29 @@ pub enum InputError {
     /// A packet capture.
     #[error(transparent)]
     Capture(#[from] CaptureError),
-    /// A BinaryFILE (offsets in its uncompressed stream).
-    #[error("BinaryFILE {name}: {error}")]
-    BinaryFile {
+    /// A venue's file (offsets in its uncompressed stream).
+    #[error("{format} {name}: {error}")]
+    File {
+        /// The file's format (`BinaryFILE`).
+        format: &'static str,
+        /// The file's path.
         name: String,
-        error: itch50::binfile::Error,
+        /// What is wrong, and where.
+        error: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
-/// The summary file (SQF section 6, plus diagnostics).
-#[derive(Debug)]
+/// The summary file (SQF section 6, plus diagnostics): `{"capture": …,
+/// "feeds": {name: …}}`, each feed as its protocol reports it.
+#[derive(Debug, Serialize)]
 pub struct Summary {
     /// Capture-level counters: what was read and what was not a routable datagram.
     pub capture: CaptureSummary,
-    /// Per SQF feed, by name.
+    /// Per feed, by name.
     pub feeds: BTreeMap<String, FeedSummary>,
-    /// Per ITCH feed, by name (written among `feeds`).
-    pub itch: BTreeMap<String, ItchFeedSummary>,
 }
 
-impl Serialize for Summary {
-    /// `{"capture": …, "feeds": {name: …}}`, every feed by name whatever
-    /// its protocol.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        #[derive(Serialize)]
-        #[serde(untagged)]
-        enum AnyFeed<'a> {
-            Sqf(&'a FeedSummary),
-            Itch50(&'a ItchFeedSummary),
-        }
-        let mut feeds: BTreeMap<&str, AnyFeed<'_>> = BTreeMap::new();
-        for (name, f) in &self.feeds {
-            feeds.insert(name, AnyFeed::Sqf(f));
-        }
-        for (name, f) in &self.itch {
-            feeds.insert(name, AnyFeed::Itch50(f));
-        }
-        let mut st = s.serialize_struct("Summary", 2)?;
-        st.serialize_field("capture", &self.capture)?;
-        st.serialize_field("feeds", &feeds)?;
-        st.end()
-    }
-}
-
-/// An ITCH feed at the end (spec itch50 §5).
-#[derive(Debug, Serialize)]
-pub struct ItchFeedSummary {
-    /// Datagrams routed to the feed from its lines and recovery channel.
-    pub packets: u64,
-    /// Of those, rejected whole.
-    pub rejected: u64,
-    /// Rejections by reason.
-    pub rejected_by_reason: BTreeMap<&'static str, u64>,
-    /// Blocks in accepted data packets of the current session at their
-    /// arrival, duplicates included.
-    pub messages: u64,
-    /// The session's 10 bytes (escaped where not printable); null before any packet.
-    pub session: Option<String>,
-    /// The next sequence to apply; null before any packet.
-    pub next: Option<u64>,
-    /// Messages given up.
-    pub ticks_lost: u64,
-    /// Messages received again.
-    pub duplicates: u64,
-    /// Messages that filled a gap.
-    pub recovered: u64,
-    /// Gaps open at the end.
-    pub gaps_open: u64,
-    /// A gap open or given up, or a mid-session join.
-    pub suspect: bool,
-    /// Joined mid-session (or gave up the session's first gap).
-    pub joined: bool,
-    /// "open" or "closed".
-    pub hours: &'static str,
-    /// Accepted heartbeats (count 0), all lines.
-    pub heartbeats: u64,
-    /// New sessions after the first.
-    pub session_changes: u64,
-    /// Packets of an earlier session.
-    pub stale_session: u64,
-    /// References to orders not live.
-    pub unknown_orders: u64,
-    /// Adds on a live reference (and adds with no valid side).
-    pub anomalies: u64,
-    /// Adds refused because the books held `max_orders` live orders.
-    pub orders_refused: u64,
-    /// Applied messages by type letter.
-    pub messages_by_type: BTreeMap<String, u64>,
-    /// BinaryFILE records that failed validation (only in a BinaryFILE replay).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub invalid_records: Option<u64>,
-    /// Per symbol, by stock.
-    pub symbols: BTreeMap<String, ItchSymbolSummary>,
-}
-
-/// One ITCH symbol at the end (spec itch50 §5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ItchSymbolSummary {
-    /// The locate code that last mapped to it.
-    pub locate: u16,
-    /// Best bid, 1/10,000 dollar (absent: no buy order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bid: Option<u32>,
-    /// Shares at the best bid.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bid_size: Option<u64>,
-    /// Best ask, 1/10,000 dollar (absent: no sell order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask: Option<u32>,
-    /// Shares at the best ask.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask_size: Option<u64>,
-    /// Live orders.
-    pub orders: u64,
-    /// The last trading state letter; null before any `H`.
-    pub trading_state: Option<String>,
-    /// The last message's raw 48-bit timestamp.
-    pub last_timestamp: Option<u64>,
-}
-
-impl ItchFeedSummary {
-    fn new(
-        c: &crate::handler::FeedCounters,
-        protocol: Protocol,
-        it: &mut itch50::feed::Feed,
-    ) -> Self {
-        // The books first: settled, every change applied.
-        let symbols = it
-            .settled()
-            .symbols()
-            .map(|(s, top, orders)| {
-                (
-                    s.stock.to_string(),
-                    ItchSymbolSummary {
-                        locate: s.locate,
-                        bid: top.bid.map(|b| b.0),
-                        bid_size: top.bid.map(|b| b.1),
-                        ask: top.ask.map(|a| a.0),
-                        ask_size: top.ask.map(|a| a.1),
-                        orders,
-                        trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
-                        last_timestamp: s.last_timestamp,
-                    },
-                )
-            })
-            .collect();
-        let seq = it.sequencer();
-        let sc = seq.counters();
-        let mc = it.counters();
-        ItchFeedSummary {
-            packets: c.packets,
-            rejected: c.rejected,
-            rejected_by_reason: by_reason(c, protocol),
-            messages: sc.messages,
-            session: it.session().map(|s| s.display()),
-            next: seq.next(),
-            ticks_lost: sc.ticks_lost,
-            duplicates: sc.duplicates,
-            recovered: sc.recovered,
-            gaps_open: seq.gaps_open() as u64,
-            suspect: it.suspect(),
-            joined: seq.joined(),
-            hours: match it.hours() {
-                itch50::feed::Hours::Open => "open",
-                itch50::feed::Hours::Closed => "closed",
-            },
-            heartbeats: sc.heartbeats,
-            session_changes: sc.session_changes,
-            stale_session: sc.stale_session,
-            unknown_orders: mc.unknown_orders,
-            anomalies: mc.anomalies,
-            orders_refused: mc.orders_refused,
-            messages_by_type: mc
-                .by_type
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(code, n)| (letter(code as u8), *n))
-                .collect(),
-            invalid_records: None,
-            symbols,
-        }
-    }
-}
-
-/// Rejections by reason name, every reason of the protocol listed.
-fn by_reason(c: &crate::handler::FeedCounters, protocol: Protocol) -> BTreeMap<&'static str, u64> {
-    crate::protocol::reasons(protocol)
-        .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
-        .collect()
-}
+pub use crate::protocol::Summary as FeedSummary;
 
 /// Capture-level counters.
 #[derive(Debug, Serialize)]
@@ -414,60 +246,6 @@ pub struct CaptureSummary {
     pub unrouted: u64,
 }
 
-/// One feed's counters and symbols.
-#[derive(Debug, Serialize)]
-pub struct FeedSummary {
-    /// Datagrams routed to the feed (all lines).
-    pub packets: u64,
-    /// Of those, rejected whole.
-    pub rejected: u64,
-    /// Messages in accepted packets, unknown types included.
-    pub messages: u64,
-    /// Rejections by reason.
-    pub rejected_by_reason: BTreeMap<&'static str, u64>,
-    /// Quotes.
-    pub quotes: u64,
-    /// Snapshots.
-    pub snapshots: u64,
-    /// Heartbeats.
-    pub heartbeats: u64,
-    /// Unknown message types, skipped.
-    pub unknown_messages: u64,
-    /// Duplicate quotes over all symbols.
-    pub duplicates: u64,
-    /// Ticks lost over all symbols.
-    pub ticks_lost: u64,
-    /// Messages dropped because the state table was full.
-    pub table_full_drops: u64,
-    /// Clock offset (local − provider) at the end, ns.
-    pub clock_offset_ns: i128,
-    /// Per symbol, by name.
-    pub symbols: BTreeMap<String, SymbolSummary>,
-}
-
-/// One symbol's final state.
-#[derive(Debug, Serialize)]
-pub struct SymbolSummary {
-    /// Last sequence accepted.
-    pub last_seq: u64,
-    /// Ticks lost.
-    pub ticks_lost: u64,
-    /// Duplicate quotes.
-    pub duplicates: u64,
-    /// Suspect flag.
-    pub suspect: bool,
-    /// Last price message invalid.
-    pub invalid: bool,
-    /// Last valid bid, if any.
-    pub bid: Option<f64>,
-    /// Last valid ask, if any.
-    pub ask: Option<f64>,
-    /// Source time of the last valid price, ns (provider clock).
-    pub source_time: Option<u64>,
-    /// Last arrival that proved the symbol alive, ns (capture clock); 0 if none.
-    pub last_alive: u64,
-}
-
 /// Routes datagrams to feeds by destination.
 pub struct Router {
     /// (destination as one integer, feed, line), sorted by destination: a
@@ -477,12 +255,6 @@ pub struct Router {
     /// ITCH recovery channels: (`recovery_listen`, feed); an unspecified
     /// address matches any address with the port, port 0 matches nothing.
     recovery: Vec<(SocketAddrV4, u16)>,
-}
-
-/// An ITCH letter (a type or a trading state) as summary text: printable
-/// as is, any other byte as `\xNN`.
-fn letter(b: u8) -> String {
-    crate::shm::printable(&[b])
 }
 
 pub use crate::engine::RECOVERY_LINE;
@@ -788,7 +560,7 @@ pub fn replay_with(
     let answers = pending.finish(&mut handler, observer);
     handler.settle();
     observer.end(&mut handler);
-    let summary = summarize(config, &mut handler, capture.stats().clone(), unrouted);
+    let summary = summarize(&mut handler, capture.stats().clone(), unrouted);
     Outcome {
         answers,
         summary,
@@ -796,265 +568,10 @@ pub fn replay_with(
     }
 }
 
-/// The ITCH engine of feed `id`, with the feed's counters.
-fn itch_engine(
-    handler: &mut Handler,
-    id: u16,
-) -> Option<(
-    &mut itch50::engine::Engine,
-    &mut crate::handler::FeedCounters,
-)> {
-    let (e, counters) = handler.engine_mut(id)?;
-    Some((e.itch_engine_mut()?, counters))
-}
-
-/// Replays a Nasdaq BinaryFILE (plain or gzip) into the itch50 feed
-/// `feed` for the session on `date` (spec itch50 §5): record `i` is
-/// sequence `i + 1`, a valid record arrives at its own source time, the
-/// offset is 0, and checks are answered between records as between
-/// datagrams. A file that ends inside a record is replayed up to it, and
-/// the outcome's `input_error` names the byte offset.
-pub fn replay_file(
-    config: &Config,
-    feed: &str,
-    date: jiff::civil::Date,
-    path: &Path,
-    checks: &[Check],
-    progress: impl FnMut(Progress),
-) -> Result<Outcome, String> {
-    replay_file_with(config, feed, date, path, checks, progress, &mut ())
-}
-
-/// A BinaryFILE batch fed record by record, prefetching ahead, with
-/// `progress` told the records applied every 65,536; it stops before the
-/// first valid record later than `until` (the next check's time), if any.
-struct Batch<'b, 'f, P> {
-    batch: &'b mut crate::protocol::itch50::feed::FileBatch<'f>,
-    until: Option<u64>,
-    progress: P,
-}
-
-impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_, P> {
-    #[inline(always)]
-    fn far(&mut self, record: &[u8]) {
-        self.batch.prefetch(record, true)
-    }
-
-    #[inline(always)]
-    fn near(&mut self, record: &[u8]) {
-        self.batch.prefetch(record, false)
-    }
-
-    fn wants_near(&self) -> bool {
-        self.batch.two_stage()
-    }
-
-    #[inline(always)]
-    fn record(&mut self, index: u64, record: &[u8]) -> bool {
-        match self.until {
-            None => {
-                self.batch.record(index, record);
-            }
-            Some(until) => {
-                if self.batch.record_until(index, record, until).is_none() {
-                    return false;
-                }
-            }
-        }
-        if (index + 1).is_multiple_of(65_536) {
-            (self.progress)(index + 1);
-        }
-        true
-    }
-}
-
-/// [`replay_file`], telling `observer` about every record if it [wants
-/// record times](Observer::wants_record_times), else about those at which
-/// a check is answered. `progress` is called now and then with the bytes of
-/// the file read so far (of a gzip file, compressed bytes).
-pub fn replay_file_with(
-    config: &Config,
-    feed: &str,
-    date: jiff::civil::Date,
-    path: &Path,
-    checks: &[Check],
-    mut progress: impl FnMut(Progress),
-    observer: &mut impl Observer,
-) -> Result<Outcome, String> {
-    use crate::protocol::itch50::binfile::{BinFile, Error};
-    let Some(id) = config.feed_id(feed) else {
-        return Err(format!("--feed: no feed '{feed}' in the configuration"));
-    };
-    if config.feeds[id as usize].protocol != Protocol::Itch50 {
-        return Err(format!("--feed: feed '{feed}' is not an itch50 feed"));
-    }
-    // The file's times are the exchange's own: no offset, whatever the
-    // configuration says.
-    let mut config = config.clone();
-    config.feeds[id as usize].offset = crate::clock::OffsetMode::Fixed(0);
-    let name = path.display().to_string();
-    // Progress counts the file's own bytes (compressed ones for gzip).
-    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut file = std::fs::File::open(path)
-        .map_err(|io| Error::Io { offset: 0, io })
-        .and_then(|f| {
-            BinFile::detect(CountingReader {
-                inner: f,
-                read: read.clone(),
-            })
-        })
-        .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
-    let mut handler = Handler::new(&config);
-    handler.pipeline_books(!observer.books_on_one_thread());
-    if let Some((e, _)) = itch_engine(&mut handler, id) {
-        e.feed_mut().start_file(date);
-    }
-    let mut pending = Pending::new(&config, checks);
-    let error = loop {
-        if !observer.wants_record_times() {
-            // Nothing reads the feed between checks: the records up to the
-            // next check's time (the rest of the file when none waits) in
-            // one batch, which stops before the first record later than
-            // the check; that one comes below, after the check.
-            let until = pending.next_time();
-            let rest = itch_engine(&mut handler, id).map(|(e, counters)| {
-                e.file_batch(counters, |batch| {
-                    file.for_each_record_ahead(Batch {
-                        batch,
-                        until,
-                        progress: |messages| {
-                            progress(Progress {
-                                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
-                                messages,
-                            })
-                        },
-                    })
-                })
-            });
-            match rest {
-                Some(Ok(true)) => break None,
-                Some(Err(e)) => break Some(e),
-                Some(Ok(false)) | None => {}
-            }
-        }
-        // The index the file counts: batches move it too.
-        let (index, record) = match file.next_record() {
-            Ok(Some(next)) => next,
-            Ok(None) => break None,
-            Err(e) => break Some(e),
-        };
-        // Checks before this record's time come first; a record that fails
-        // validation changes no time. With no check waiting, the record's
-        // time is needed here only by an observer of records.
-        let time = if pending.waiting() || observer.wants_record_times() {
-            handler.feeds()[id as usize]
-                .engine()
-                .itch()
-                .and_then(|it| it.record_time(record))
-        } else {
-            None
-        };
-        if let Some(t) = time {
-            pending.answer_before(&mut handler, t, observer);
-        }
-        observer.before_record(&mut handler, id, index, time);
-        if let Some((e, counters)) = itch_engine(&mut handler, id) {
-            e.on_file_record(counters, index, record);
-        }
-        observer.after_record(&mut handler, id, index, time);
-        let done = index + 1;
-        if done.is_multiple_of(65_536) {
-            progress(Progress {
-                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
-                messages: done,
-            });
-        }
-    };
-    let answers = pending.finish(&mut handler, observer);
-    handler.settle();
-    observer.end(&mut handler);
-    let mut summary = summarize(&config, &mut handler, CaptureStats::default(), 0);
-    if let (Some(s), Some(it)) = (
-        summary.itch.get_mut(feed),
-        handler.feeds()[id as usize].engine().itch(),
-    ) {
-        s.invalid_records = Some(it.counters().invalid_records);
-    }
-    let input_error = error.map(|error| InputError::BinaryFile { name, error });
-    Ok(Outcome {
-        answers,
-        summary,
-        input_error,
-    })
-}
-
-fn summarize(
-    config: &Config,
-    handler: &mut Handler,
-    reader: CaptureStats,
-    unrouted: u64,
-) -> Summary {
-    let itch: BTreeMap<String, ItchFeedSummary> = handler
-        .feeds_mut()
-        .iter_mut()
-        .filter_map(|f| {
-            let (name, protocol, counters) =
-                (f.config.name.clone(), f.config.protocol, f.counters.clone());
-            let s = ItchFeedSummary::new(&counters, protocol, f.engine_mut().itch_mut()?);
-            Some((name, s))
-        })
-        .collect();
-    let mut feeds: BTreeMap<String, FeedSummary> = handler
-        .feeds()
-        .iter()
-        .filter(|f| f.engine().itch().is_none())
-        .map(|f| {
-            let c = &f.counters;
-            let s = FeedSummary {
-                packets: c.packets,
-                rejected: c.rejected,
-                messages: c.messages,
-                rejected_by_reason: by_reason(c, f.config.protocol),
-                quotes: c.quotes,
-                snapshots: c.snapshots,
-                heartbeats: c.heartbeats,
-                unknown_messages: c.unknown,
-                duplicates: c.duplicates,
-                ticks_lost: c.ticks_lost,
-                table_full_drops: c.table_full,
-                clock_offset_ns: f.offset(),
-                symbols: BTreeMap::new(),
-            };
-            (f.config.name.clone(), s)
-        })
-        .collect();
-    for r in handler.records() {
-        let (Some(symbol), Some(feed)) = (r.symbol, config.feeds.get(r.feed as usize)) else {
-            continue;
-        };
-        let Some(fs) = feeds.get_mut(&feed.name) else {
-            continue;
-        };
-        let s = &r.state;
-        fs.symbols.insert(
-            symbol.to_string(),
-            SymbolSummary {
-                last_seq: s.seq.last_seq,
-                ticks_lost: s.seq.ticks_lost,
-                duplicates: s.seq.duplicates,
-                suspect: s.suspect,
-                invalid: s.invalid,
-                bid: s.price.map(|p| p.bid),
-                ask: s.price.map(|p| p.ask),
-                source_time: s.price.map(|p| p.source_time),
-                last_alive: s.last_alive,
-            },
-        );
-    }
+fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summary {
     Summary {
         capture: CaptureSummary { reader, unrouted },
-        feeds,
-        itch,
+        feeds: handler.summaries(),
     }
 }
 
@@ -1068,11 +585,9 @@ pub const MOSTLY_REJECTED_PERCENT: u64 = 99;
 /// (e.g. a MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?").
 pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let counts = |name: &str| -> Option<(u64, u64, &BTreeMap<&'static str, u64>)> {
-        match (summary.feeds.get(name), summary.itch.get(name)) {
-            (Some(f), _) => Some((f.packets, f.rejected, &f.rejected_by_reason)),
-            (_, Some(f)) => Some((f.packets, f.rejected, &f.rejected_by_reason)),
-            _ => None,
-        }
+        let f = summary.feeds.get(name)?;
+        let (packets, rejected) = f.packets();
+        Some((packets, rejected, f.rejected_by_reason()))
     };
     config
         .feeds
@@ -1139,16 +654,17 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             r.datagrams,
             all[..all.len().min(CHECK_WARNINGS_CAP)].join(", ")
         ));
-    } else if r.records == 0 && summary.itch.values().all(|f| f.invalid_records.is_none()) {
+    } else if r.records == 0 && summary.feeds.values().all(|f| f.file_records().is_none()) {
         lines.push("the capture holds no packets".into());
     }
-    for (name, f) in &summary.itch {
-        match f.invalid_records {
-            Some(_) if f.messages == 0 => {
-                lines.push(format!("feed '{name}': the BinaryFILE holds no records"))
+    for (name, f) in &summary.feeds {
+        match f.file_records() {
+            Some(r) if r.records == 0 => {
+                lines.push(format!("feed '{name}': the {} holds no records", r.format))
             }
-            Some(n) if n == f.messages => lines.push(format!(
-                "feed '{name}': all {n} records of the BinaryFILE are invalid (not ITCH 5.0 messages?)"
+            Some(r) if r.invalid == r.records => lines.push(format!(
+                "feed '{name}': all {} records of the {} are invalid{}",
+                r.invalid, r.format, r.hint
             )),
             _ => {}
         }

@@ -1,0 +1,207 @@
+//! Replaying a Nasdaq BinaryFILE (plain or gzip) into an itch50 feed: the
+//! venue's own file of a day's messages rather than a capture of them.
+
+use super::{
+    summarize, Check, CountingReader, FeedSummary, InputError, Observer, Outcome, Pending, Progress,
+};
+use crate::capture::CaptureStats;
+use crate::config::{Config, Protocol};
+use crate::handler::Handler;
+use crate::protocol::itch50;
+use std::path::Path;
+
+/// The ITCH engine of feed `id`, with the feed's counters.
+fn itch_engine(
+    handler: &mut Handler,
+    id: u16,
+) -> Option<(
+    &mut itch50::engine::Engine,
+    &mut crate::handler::FeedCounters,
+)> {
+    let (e, counters) = handler.engine_mut(id)?;
+    Some((e.itch_engine_mut()?, counters))
+}
+
+/// Replays a Nasdaq BinaryFILE (plain or gzip) into the itch50 feed
+/// `feed` for the session on `date` (spec itch50 §5): record `i` is
+/// sequence `i + 1`, a valid record arrives at its own source time, the
+/// offset is 0, and checks are answered between records as between
+/// datagrams. A file that ends inside a record is replayed up to it, and
+/// the outcome's `input_error` names the byte offset.
+pub fn replay_file(
+    config: &Config,
+    feed: &str,
+    date: jiff::civil::Date,
+    path: &Path,
+    checks: &[Check],
+    progress: impl FnMut(Progress),
+) -> Result<Outcome, String> {
+    replay_file_with(config, feed, date, path, checks, progress, &mut ())
+}
+
+/// A BinaryFILE batch fed record by record, prefetching ahead, with
+/// `progress` told the records applied every 65,536; it stops before the
+/// first valid record later than `until` (the next check's time), if any.
+struct Batch<'b, 'f, P> {
+    batch: &'b mut crate::protocol::itch50::feed::FileBatch<'f>,
+    until: Option<u64>,
+    progress: P,
+}
+
+impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_, P> {
+    #[inline(always)]
+    fn far(&mut self, record: &[u8]) {
+        self.batch.prefetch(record, true)
+    }
+
+    #[inline(always)]
+    fn near(&mut self, record: &[u8]) {
+        self.batch.prefetch(record, false)
+    }
+
+    fn wants_near(&self) -> bool {
+        self.batch.two_stage()
+    }
+
+    #[inline(always)]
+    fn record(&mut self, index: u64, record: &[u8]) -> bool {
+        match self.until {
+            None => {
+                self.batch.record(index, record);
+            }
+            Some(until) => {
+                if self.batch.record_until(index, record, until).is_none() {
+                    return false;
+                }
+            }
+        }
+        if (index + 1).is_multiple_of(65_536) {
+            (self.progress)(index + 1);
+        }
+        true
+    }
+}
+
+/// [`replay_file`], telling `observer` about every record if it [wants
+/// record times](Observer::wants_record_times), else about those at which
+/// a check is answered. `progress` is called now and then with the bytes of
+/// the file read so far (of a gzip file, compressed bytes).
+pub fn replay_file_with(
+    config: &Config,
+    feed: &str,
+    date: jiff::civil::Date,
+    path: &Path,
+    checks: &[Check],
+    mut progress: impl FnMut(Progress),
+    observer: &mut impl Observer,
+) -> Result<Outcome, String> {
+    use crate::protocol::itch50::binfile::{BinFile, Error};
+    let Some(id) = config.feed_id(feed) else {
+        return Err(format!("--feed: no feed '{feed}' in the configuration"));
+    };
+    if config.feeds[id as usize].protocol != Protocol::Itch50 {
+        return Err(format!("--feed: feed '{feed}' is not an itch50 feed"));
+    }
+    // The file's times are the exchange's own: no offset, whatever the
+    // configuration says.
+    let mut config = config.clone();
+    config.feeds[id as usize].offset = crate::clock::OffsetMode::Fixed(0);
+    let name = path.display().to_string();
+    // Progress counts the file's own bytes (compressed ones for gzip).
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut file = std::fs::File::open(path)
+        .map_err(|io| Error::Io { offset: 0, io })
+        .and_then(|f| {
+            BinFile::detect(CountingReader {
+                inner: f,
+                read: read.clone(),
+            })
+        })
+        .map_err(|e| format!("BinaryFILE {name}: {e}"))?;
+    let mut handler = Handler::new(&config);
+    handler.pipeline_books(!observer.books_on_one_thread());
+    if let Some((e, _)) = itch_engine(&mut handler, id) {
+        e.feed_mut().start_file(date);
+    }
+    let mut pending = Pending::new(&config, checks);
+    let error = loop {
+        if !observer.wants_record_times() {
+            // Nothing reads the feed between checks: the records up to the
+            // next check's time (the rest of the file when none waits) in
+            // one batch, which stops before the first record later than
+            // the check; that one comes below, after the check.
+            let until = pending.next_time();
+            let rest = itch_engine(&mut handler, id).map(|(e, counters)| {
+                e.file_batch(counters, |batch| {
+                    file.for_each_record_ahead(Batch {
+                        batch,
+                        until,
+                        progress: |messages| {
+                            progress(Progress {
+                                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
+                                messages,
+                            })
+                        },
+                    })
+                })
+            });
+            match rest {
+                Some(Ok(true)) => break None,
+                Some(Err(e)) => break Some(e),
+                Some(Ok(false)) | None => {}
+            }
+        }
+        // The index the file counts: batches move it too.
+        let (index, record) = match file.next_record() {
+            Ok(Some(next)) => next,
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        };
+        // Checks before this record's time come first; a record that fails
+        // validation changes no time. With no check waiting, the record's
+        // time is needed here only by an observer of records.
+        let time = if pending.waiting() || observer.wants_record_times() {
+            handler.feeds()[id as usize]
+                .engine()
+                .itch()
+                .and_then(|it| it.record_time(record))
+        } else {
+            None
+        };
+        if let Some(t) = time {
+            pending.answer_before(&mut handler, t, observer);
+        }
+        observer.before_record(&mut handler, id, index, time);
+        if let Some((e, counters)) = itch_engine(&mut handler, id) {
+            e.on_file_record(counters, index, record);
+        }
+        observer.after_record(&mut handler, id, index, time);
+        let done = index + 1;
+        if done.is_multiple_of(65_536) {
+            progress(Progress {
+                bytes: read.load(std::sync::atomic::Ordering::Relaxed),
+                messages: done,
+            });
+        }
+    };
+    let answers = pending.finish(&mut handler, observer);
+    handler.settle();
+    observer.end(&mut handler);
+    let mut summary = summarize(&mut handler, CaptureStats::default(), 0);
+    if let (Some(FeedSummary::Itch50(s)), Some(it)) = (
+        summary.feeds.get_mut(feed),
+        handler.feeds()[id as usize].engine().itch(),
+    ) {
+        s.invalid_records = Some(it.counters().invalid_records);
+    }
+    let input_error = error.map(|error| InputError::File {
+        format: "BinaryFILE",
+        name,
+        error: Box::new(error),
+    });
+    Ok(Outcome {
+        answers,
+        summary,
+        input_error,
+    })
+}
