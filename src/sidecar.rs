@@ -21,8 +21,8 @@
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
+use crate::config::services::{line_index, Receive, COPIES};
 use crate::config::{Config, Idle};
-use crate::engine::RECOVERY_LINE;
 use crate::handler::Handler;
 use crate::shm::{counter, FeedInfo, Publication, WriterLock};
 use crate::state::seqlock::SeqLock;
@@ -175,8 +175,8 @@ pub struct SharedStats {
 
 struct Line {
     feed: u16,
-    /// 0 = line A, 1 = line B, [`RECOVERY_LINE`] an ITCH feed's recovery
-    /// channel (answers to its re-requests).
+    /// 0 = line A, 1 = line B of the feed's `lines`; its protocol's other
+    /// services after them ([`line_index`]).
     index: usize,
     socket: LineSocket,
     kernel_drops: u64,
@@ -271,6 +271,36 @@ pub struct Sidecar {
     last_beat: u64,
 }
 
+/// Line `addr` of feed `name` open (joined from `source` if set), with the
+/// log lines an operator needs about it.
+fn open_line(
+    name: &str,
+    addr: SocketAddrV4,
+    source: Option<std::net::Ipv4Addr>,
+    sc: &crate::config::SidecarConfig,
+) -> anyhow::Result<LineSocket> {
+    let socket = LineSocket::open(addr, source, sc.interface, sc.rcvbuf_bytes)
+        .with_context(|| format!("feed '{name}': line {addr}"))?;
+    let i = &socket.info;
+    tracing::info!(
+        feed = %name,
+        line = %addr,
+        membership = %i.membership,
+        rcvbuf_bytes = i.rcvbuf,
+        rcvbuf_requested = sc.rcvbuf_bytes,
+        kernel_timestamps = i.timestamps,
+        kernel_drop_counter = i.drop_counter,
+        "line open"
+    );
+    if let Some(line) = i.rcvbuf_shortfall() {
+        tracing::warn!(feed = %name, "{line}");
+    }
+    if !i.timestamps {
+        tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
+    }
+    Ok(socket)
+}
+
 impl Sidecar {
     /// [`prepare`](Self::prepare)s, then [`publish`](Self::publish)es.
     pub fn start(config: &Config) -> anyhow::Result<Sidecar> {
@@ -300,51 +330,38 @@ impl Sidecar {
                     "groups joined from any source: whoever can reach a group can forge this feed's packets; set `source` for a source-specific join"
                 );
             }
-            for &addr in &f.lines {
-                let socket = LineSocket::open(addr, f.source, sc.interface, sc.rcvbuf_bytes)
-                    .with_context(|| format!("feed '{}': line {addr}", f.name))?;
-                let i = &socket.info;
-                tracing::info!(
-                    feed = %f.name,
-                    line = %addr,
-                    membership = %i.membership,
-                    rcvbuf_bytes = i.rcvbuf,
-                    rcvbuf_requested = sc.rcvbuf_bytes,
-                    kernel_timestamps = i.timestamps,
-                    kernel_drop_counter = i.drop_counter,
-                    "line open"
-                );
-                if let Some(line) = i.rcvbuf_shortfall() {
-                    tracing::warn!(feed = %f.name, "{line}");
+            for (s, service) in f.services().iter().enumerate() {
+                let key = service.key;
+                match &service.receive {
+                    Receive::Lines(addrs) => {
+                        for (copy, &addr) in addrs.iter().enumerate() {
+                            let socket = open_line(&f.name, addr, f.source, sc)?;
+                            lines.push(Line::new(id as u16, line_index(s, copy), socket, sc.batch));
+                        }
+                    }
+                    Receive::Channel(c) => {
+                        let (Some(server), listen) = (c.server, c.listen) else {
+                            continue;
+                        };
+                        let mut socket =
+                            LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
+                                .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
+                        // Answers are taken from the server only: a forged
+                        // answer would fill a gap with whatever its sender chose.
+                        socket.connect(server).with_context(|| {
+                            format!("feed '{}': {key} {listen}: server {server}", f.name)
+                        })?;
+                        tracing::info!(
+                            feed = %f.name,
+                            service = key,
+                            server = %server,
+                            listen = %socket.info.addr,
+                            "channel open"
+                        );
+                        channels.push((id as u16, lines.len(), server));
+                        lines.push(Line::new(id as u16, line_index(s, 0), socket, sc.batch));
+                    }
                 }
-                if !i.timestamps {
-                    tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
-                }
-                lines.push(Line::new(
-                    id as u16,
-                    f.lines.iter().position(|l| *l == addr).unwrap_or(0),
-                    socket,
-                    sc.batch,
-                ));
-            }
-            if let Some((server, listen)) =
-                crate::protocol::channel(f).and_then(|c| Some((c.server?, c.listen)))
-            {
-                let mut socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
-                    .with_context(|| format!("feed '{}': recovery_listen {listen}", f.name))?;
-                // Answers are taken from the server only: a forged answer
-                // would fill a gap with whatever its sender chose.
-                socket
-                    .connect(server)
-                    .with_context(|| format!("feed '{}': recovery {server}", f.name))?;
-                tracing::info!(
-                    feed = %f.name,
-                    server = %server,
-                    listen = %socket.info.addr,
-                    "recovery channel open"
-                );
-                channels.push((id as u16, lines.len(), server));
-                lines.push(Line::new(id as u16, RECOVERY_LINE, socket, sc.batch));
             }
         }
         let now = now_ns();
@@ -632,7 +649,8 @@ impl Sidecar {
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
         }
-        for l in self.lines.iter().filter(|l| l.index < RECOVERY_LINE) {
+        // The publication counts the feed's `lines` (A and B) one by one.
+        for l in self.lines.iter().filter(|l| l.index < COPIES) {
             let i = l.index;
             p.set_counter(l.feed, counter::LINE_PACKETS + i, l.packets);
             p.set_counter(l.feed, counter::LINE_MESSAGES + i, l.messages);

@@ -28,13 +28,14 @@
 use super::iso;
 use super::text::{dur, rel, rel_i, ticks};
 use crate::capture::Datagram;
-use crate::config::FeedConfig;
+use crate::config::{FeedConfig, ProtocolSettings};
 use crate::handler::Handler;
 use crate::protocol::itch50::book::{Price, Top};
+use crate::protocol::itch50::config::RECOVERY_LINE;
 use crate::protocol::itch50::event::{crossed, empty, Event, Outcome, PacketInfo};
 use crate::protocol::itch50::message::Side;
 use crate::protocol::Rejected;
-use crate::replay::{Observer, RECOVERY_LINE};
+use crate::replay::Observer;
 use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
 use std::fmt::Write as _;
@@ -140,7 +141,10 @@ impl ItchExplain {
             feed: id,
             name: feed.name.clone(),
             lines: feed.lines.clone(),
-            gap_timeout_ns: feed.itch.as_ref().map_or(0, |c| c.gap_timeout_ns),
+            gap_timeout_ns: match &feed.settings {
+                ProtocolSettings::Itch50(c) => c.gap_timeout_ns,
+                ProtocolSettings::Sqf(_) => 0,
+            },
             symbol,
             th: feed.thresholds_for(symbol),
             at,

@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use tickguard::config::ProtocolSettings;
 
 /// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64): per-symbol freshness verdicts for pre-trade checks.
 #[derive(Debug, Parser)]
@@ -433,10 +434,13 @@ impl SimulateArgs {
             let itch: Vec<_> = config
                 .feeds
                 .iter()
-                .filter(|f| f.itch.is_some())
-                .filter(|f| self.feed.as_ref().is_none_or(|n| *n == f.name))
+                .filter_map(|f| match &f.settings {
+                    ProtocolSettings::Itch50(c) => Some((f, c)),
+                    ProtocolSettings::Sqf(_) => None,
+                })
+                .filter(|(f, _)| self.feed.as_ref().is_none_or(|n| *n == f.name))
                 .collect();
-            let feed = match (itch.as_slice(), &self.feed) {
+            let (feed, settings) = match (itch.as_slice(), &self.feed) {
                 ([f], _) => *f,
                 ([], Some(name)) => anyhow::bail!(
                     "simulate: {}: no itch50 feed named '{name}'",
@@ -448,7 +452,6 @@ impl SimulateArgs {
                     path.display()
                 ),
             };
-            let settings = feed.itch.as_ref().expect("an itch50 feed");
             p.line_a = feed.lines[0];
             p.line_b = feed.lines.get(1).copied();
             p.recovery = settings.recovery;

@@ -384,6 +384,7 @@ fn config_parser_survives_mutated_and_random_text() {
 /// What an accepted configuration promises, whatever the text was.
 fn accepted_config_is_in_range(c: &Config) {
     use tickguard::config::*;
+    use tickguard::protocol::itch50::config::*;
     let within = |r: &Range, v: u64| (r.min as u64..=r.max as u64).contains(&v);
     let s = &c.sidecar;
     assert!(within(&CAPACITY, c.capacity as u64));
@@ -409,8 +410,12 @@ fn accepted_config_is_in_range(c: &Config) {
                 assert!((CLOCK_OFFSET.min..=CLOCK_OFFSET.max).contains(&ns))
             }
         }
-        assert_eq!(f.itch.is_some(), f.protocol == Protocol::Itch50);
-        if let Some(i) = &f.itch {
+        let itch = match &f.settings {
+            ProtocolSettings::Itch50(c) => Some(c),
+            ProtocolSettings::Sqf(_) => None,
+        };
+        assert_eq!(itch.is_some(), f.protocol == Protocol::Itch50);
+        if let Some(i) = itch {
             assert!(within(&GAP_TIMEOUT_MS, i.gap_timeout_ns / 1_000_000));
             assert!(i.gap_timeout_ns % 1_000_000 == 0);
             assert!(within(&MAX_HELD, i.max_held as u64));
@@ -447,7 +452,7 @@ fn itch_streams() -> Vec<Vec<Arrival>> {
                     let line = match (d.dst.ip().octets(), d.dst.port()) {
                         ([239, 2, 1, 1], 26477) => 0,
                         ([239, 2, 1, 2], 26477) => 1,
-                        (_, 17000) => tickguard::replay::RECOVERY_LINE,
+                        (_, 17000) => tickguard::protocol::itch50::config::RECOVERY_LINE,
                         _ => return,
                     };
                     out.push((line, d.time_ns, d.payload.to_vec()));

@@ -354,19 +354,19 @@ fn itch_keys_are_checked() {
         assert!(!err.contains('\n'), "one line: {err}");
     }
     let c = Config::parse(CONFIG, "itch.toml").unwrap();
-    let itch = c.feeds[0].itch.as_ref().unwrap();
+    let itch = crate::common::itch(&c.feeds[0]);
     assert_eq!(itch.gap_timeout_ns, 5 * MS);
     assert_eq!((itch.max_held, itch.join_gap_max), (1_000_000, 10_000));
     assert_eq!(itch.max_orders, 1 << 24);
     assert_eq!(itch.timezone, "America/New_York");
     let with_server = CONFIG.replace("gap_timeout_ms = 5", "recovery = \"127.0.0.1:18000\"");
     let c = Config::parse(&with_server, "itch.toml").unwrap();
-    let itch = c.feeds[0].itch.as_ref().unwrap();
+    let itch = crate::common::itch(&c.feeds[0]);
     assert_eq!(itch.gap_timeout_ns, 1_000 * MS);
     assert_eq!(itch.recovery_listen, "0.0.0.0:18001".parse().unwrap());
     // Without recovery_listen: any local address, an ephemeral port.
     let c = Config::parse(&with_server.replace("recovery_listen", "#"), "itch.toml").unwrap();
-    let itch = c.feeds[0].itch.as_ref().unwrap();
+    let itch = crate::common::itch(&c.feeds[0]);
     assert_eq!(itch.recovery_listen, "0.0.0.0:0".parse().unwrap());
 }
 

@@ -21,7 +21,7 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tickguard::config::Config;
+use tickguard::config::{Config, ProtocolSettings};
 use tickguard::protocol::itch50::mold::{message_count, Request};
 use tickguard::protocol::itch50::synth::{mold_packets, synthetic_day};
 use tickguard::protocol::itch50::{PacketBuilder, Session};
@@ -416,10 +416,10 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
         std::process::id()
     ));
     let config = config(&shm.0, [ports[0], ports[1]], RCVBUF, Some(ports[2]))?;
-    let timeout = config.feeds[0]
-        .itch
-        .as_ref()
-        .map_or(0, |c| c.gap_timeout_ns);
+    let timeout = match &config.feeds[0].settings {
+        ProtocolSettings::Itch50(c) => c.gap_timeout_ns,
+        ProtocolSettings::Sqf(_) => 0,
+    };
     let rmem = RmemMax::raise(RCVBUF, true);
     let mut sidecar = Sidecar::start(&config)?;
     drop(rmem);

@@ -1,11 +1,18 @@
 //! Configuration: parsed from TOML into plain structs, then validated into a
 //! resolved [`Config`]. Nothing is opened until validation has passed, and
 //! every error is one line that names the file, the line and the key.
-//! Every integer key has a [`Range`] (all in [`RANGES`]; README's
+//! Every integer key has a [`Range`] (all in [`ranges`]; README's
 //! Configuration section lists them with the reasons for their bounds),
 //! `dead_after_ms` is at least [`DEAD_AFTER_HEARTBEATS`] × `heartbeat_ms`, a
 //! feed name is at most [`FEED_NAME_MAX`] printable ASCII bytes, and values
 //! echoed in errors are escaped and cut.
+//!
+//! This file reads the tables every configuration has and the keys every
+//! feed has (below). The rest of a `[[feed]]` table belongs to the feed's
+//! protocol: [`Protocol`] is the switch, and each protocol's folder reads
+//! its own keys ([`keys::FeedProtocol`], `protocol::<name>::config`) and
+//! declares the services its feed receives on ([`services`]); a key no
+//! protocol of the feed takes is refused with one line.
 //!
 //! ```toml
 //! [state]                            # optional
@@ -34,6 +41,7 @@
 //!
 //! [[feed]]
 //! name = "lp1"
+//! protocol = "sqf"                   # the default; its own keys (here `kind`) follow
 //! kind = "full"                      # or "delta"
 //! lines = ["239.1.1.1:30001", "239.1.1.2:30002"]
 //! stale_threshold_ms = 500
@@ -48,19 +56,25 @@
 //! source_threshold_ms = 5000
 //! ```
 
+pub mod keys;
+pub mod services;
+
 use crate::clock::OffsetMode;
+use crate::protocol::itch50::config::ItchConfig;
+use crate::protocol::sqf::config::SqfConfig;
 use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
+pub use keys::Range;
+use keys::{echo, variants, FeedKeys, FeedProtocol, Problem, Sp, NS_PER_MS};
 use serde::Deserialize;
+use services::{listen_takes, Receive, Service};
 use std::fmt;
 use std::net::SocketAddrV4;
 use std::path::Path;
 
 /// Default number of slots when the configuration names none.
 pub const DEFAULT_CAPACITY: usize = 65_536;
-
-const NS_PER_MS: u64 = 1_000_000;
 
 /// A configuration problem: one line, naming the file and the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -176,12 +190,12 @@ pub struct Config {
 pub struct FeedConfig {
     /// Unique name.
     pub name: String,
-    /// The protocol the feed speaks.
+    /// The protocol the feed speaks (the variant of `settings`).
     pub protocol: Protocol,
-    /// Full or delta (SQF's `kind`; an ITCH feed is delta by nature).
+    /// Full or delta, as the protocol says ([`FeedProtocol::kind`]).
     pub kind: FeedKind,
-    /// The ITCH settings, for an `itch50` feed.
-    pub itch: Option<ItchConfig>,
+    /// The protocol's own settings, read by its code.
+    pub settings: ProtocolSettings,
     /// Line A and, optionally, line B: destination `ip:port` of the datagrams.
     pub lines: Vec<SocketAddrV4>,
     /// Only accept multicast from this sender (source-specific join).
@@ -231,34 +245,81 @@ impl Protocol {
     }
 }
 
-/// An `itch50` feed's settings (spec itch50 §6).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ItchConfig {
-    /// IANA time zone of the exchange (midnight of the session date).
-    pub timezone: String,
-    /// A gap open longer than this is given up, ns.
-    pub gap_timeout_ns: u64,
-    /// The re-request server, if any.
-    pub recovery: Option<SocketAddrV4>,
-    /// Where recovery answers arrive (`0.0.0.0:P`: any address, port P;
-    /// port 0: none in replay, an ephemeral port live).
-    pub recovery_listen: SocketAddrV4,
-    /// Most messages held back after a packet.
-    pub max_held: usize,
-    /// Most live orders the feed's books hold; an add beyond is refused and
-    /// the feed is `suspect` until the session changes.
-    pub max_orders: usize,
-    /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
-    pub join_gap_max: u64,
-    /// Most messages one re-request asks for.
-    pub request_max: u16,
-    /// The same missing sequence is re-requested at most this often, ns.
-    pub request_interval_ns: u64,
-    /// Most re-requests a second, over every gap.
-    pub request_rate: u32,
+/// A feed's protocol settings, one variant per [`Protocol`], each read by
+/// the protocol's own code (`protocol::<name>::config`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtocolSettings {
+    /// An `sqf` feed's.
+    Sqf(SqfConfig),
+    /// An `itch50` feed's.
+    Itch50(ItchConfig),
+}
+
+/// Evaluates `$call` with the settings inside `$settings`, whatever their protocol.
+macro_rules! each_settings {
+    ($settings:expr, $s:ident => $call:expr) => {
+        match $settings {
+            ProtocolSettings::Sqf($s) => $call,
+            ProtocolSettings::Itch50($s) => $call,
+        }
+    };
+}
+
+/// Evaluates `$e` with `$T` the settings type of `$protocol`.
+macro_rules! each_protocol {
+    ($protocol:expr, $T:ident => $e:expr) => {
+        match $protocol {
+            Protocol::Sqf => {
+                type $T = SqfConfig;
+                $e
+            }
+            Protocol::Itch50 => {
+                type $T = ItchConfig;
+                $e
+            }
+        }
+    };
+}
+
+impl Protocol {
+    /// The feed keys this protocol takes ([`FeedProtocol::KEYS`]).
+    pub fn keys(self) -> &'static [&'static str] {
+        each_protocol!(self, T => T::KEYS)
+    }
+
+    /// Its integer keys' ranges ([`FeedProtocol::RANGES`]).
+    pub fn ranges(self) -> &'static [Range] {
+        each_protocol!(self, T => T::RANGES)
+    }
+
+    /// Keys of other protocols it refuses with a reason ([`FeedProtocol::REFUSED`]).
+    fn refused(self) -> &'static [(&'static str, &'static str)] {
+        each_protocol!(self, T => T::REFUSED)
+    }
+
+    /// Its settings, read from `keys` by its own code.
+    fn resolve(self, keys: &mut FeedKeys) -> Result<ProtocolSettings, Problem> {
+        Ok(match self {
+            Protocol::Sqf => ProtocolSettings::Sqf(SqfConfig::resolve(keys)?),
+            Protocol::Itch50 => ProtocolSettings::Itch50(ItchConfig::resolve(keys)?),
+        })
+    }
+}
+
+impl ProtocolSettings {
+    /// Full or delta ([`FeedProtocol::kind`]).
+    pub fn kind(&self) -> FeedKind {
+        each_settings!(self, s => s.kind())
+    }
 }
 
 impl FeedConfig {
+    /// The services the feed receives on, as its protocol declares them
+    /// ([`FeedProtocol::services`]); the first is its `lines`.
+    pub fn services(&self) -> Vec<Service> {
+        each_settings!(&self.settings, s => s.services(&self.lines))
+    }
+
     /// Thresholds in force for `symbol`.
     pub fn thresholds_for(&self, symbol: Symbol) -> Thresholds {
         match self.overrides.binary_search_by_key(&symbol, |(s, _)| *s) {
@@ -267,9 +328,6 @@ impl FeedConfig {
         }
     }
 }
-
-/// A value with where it stood in the file (byte offsets), for error lines.
-type Sp<T> = toml::Spanned<T>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -318,47 +376,87 @@ struct RawSidecar {
     interface: Option<Sp<String>>,
 }
 
-/// `kind` as written: [`FeedKind`]'s names.
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum Kind {
-    Full,
-    Delta,
-}
-
-impl From<Kind> for FeedKind {
-    fn from(k: Kind) -> FeedKind {
-        match k {
-            Kind::Full => FeedKind::Full,
-            Kind::Delta => FeedKind::Delta,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A `[[feed]]` table: the keys every feed has, and the rest for its
+/// protocol.
 struct RawFeed {
     name: Sp<String>,
     protocol: Option<Sp<Protocol>>,
     source: Option<Sp<String>>,
-    kind: Option<Sp<Kind>>,
-    timezone: Option<Sp<String>>,
-    gap_timeout_ms: Option<Sp<i64>>,
-    recovery: Option<Sp<String>>,
-    recovery_listen: Option<Sp<String>>,
-    max_held: Option<Sp<i64>>,
-    max_orders: Option<Sp<i64>>,
-    join_gap_max: Option<Sp<i64>>,
-    request_max: Option<Sp<i64>>,
-    request_interval_ms: Option<Sp<i64>>,
-    request_rate: Option<Sp<i64>>,
     lines: Sp<Vec<String>>,
     stale_threshold_ms: Sp<i64>,
     source_threshold_ms: Sp<i64>,
     clock_offset: Option<Sp<RawOffset>>,
     offset_window_ms: Option<Sp<i64>>,
-    #[serde(default)]
     symbol: Vec<RawSymbol>,
+    /// Every other key, in file order.
+    rest: Vec<(String, Sp<toml::Value>)>,
+}
+
+/// The keys every feed has, in the order they are listed when a key is
+/// unknown.
+const FEED_KEYS: &[&str] = &[
+    "name",
+    "protocol",
+    "source",
+    "lines",
+    "stale_threshold_ms",
+    "source_threshold_ms",
+    "clock_offset",
+    "offset_window_ms",
+    "symbol",
+];
+
+impl<'de> Deserialize<'de> for RawFeed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawFeed;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a [[feed]] table")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<RawFeed, A::Error> {
+                use serde::de::Error;
+                let (mut name, mut protocol, mut source, mut lines) = (None, None, None, None);
+                let (mut stale, mut src, mut offset, mut window) = (None, None, None, None);
+                let (mut symbol, mut rest) = (Vec::new(), Vec::new());
+                while let Some(key) = m.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(m.next_value()?),
+                        "protocol" => protocol = Some(m.next_value()?),
+                        "source" => source = Some(m.next_value()?),
+                        "lines" => lines = Some(m.next_value()?),
+                        "stale_threshold_ms" => stale = Some(m.next_value()?),
+                        "source_threshold_ms" => src = Some(m.next_value()?),
+                        "clock_offset" => offset = Some(m.next_value()?),
+                        "offset_window_ms" => window = Some(m.next_value()?),
+                        "symbol" => symbol = m.next_value()?,
+                        _ => {
+                            let value = m.next_value()?;
+                            rest.push((key, value));
+                        }
+                    }
+                }
+                Ok(RawFeed {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    lines: lines.ok_or_else(|| A::Error::missing_field("lines"))?,
+                    stale_threshold_ms: stale
+                        .ok_or_else(|| A::Error::missing_field("stale_threshold_ms"))?,
+                    source_threshold_ms: src
+                        .ok_or_else(|| A::Error::missing_field("source_threshold_ms"))?,
+                    protocol,
+                    source,
+                    clock_offset: offset,
+                    offset_window_ms: window,
+                    symbol,
+                    rest,
+                })
+            }
+        }
+        d.deserialize_struct("RawFeed", FEED_KEYS, V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -396,23 +494,6 @@ impl<'de> Deserialize<'de> for RawOffset {
         }
         d.deserialize_any(V)
     }
-}
-
-/// The accepted values of one integer key, both ends inclusive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
-    /// The table the key is in, as written in the file (`[sidecar]`, `[[feed]]`).
-    pub table: &'static str,
-    /// The key.
-    pub key: &'static str,
-    /// Least accepted value.
-    pub min: i64,
-    /// Greatest accepted value.
-    pub max: i64,
-    /// The default, where the key is optional.
-    pub default: Option<i64>,
-    /// Unit of the value.
-    pub unit: &'static str,
 }
 
 /// `[state] capacity`: up to 16 Mi slots (2 GiB of 128-byte slots, far
@@ -536,92 +617,9 @@ pub const OFFSET_WINDOW_MS: Range = Range {
     unit: "ms",
 };
 
-/// `[[feed]] gap_timeout_ms` (itch50): default 5 without a recovery server
-/// (line B's copy may still come), 1,000 with one; at most an hour.
-pub const GAP_TIMEOUT_MS: Range = Range {
-    table: "[[feed]] itch50",
-    key: "gap_timeout_ms",
-    min: 1,
-    max: 3_600_000,
-    default: None,
-    unit: "ms",
-};
-
-/// `[[feed]] max_held` (itch50): messages held back; a record is 64 bytes,
-/// so the most (16 Mi) holds 1 GiB.
-pub const MAX_HELD: Range = Range {
-    table: "[[feed]] itch50",
-    key: "max_held",
-    min: 1,
-    max: 16_777_216,
-    default: Some(1_000_000),
-    unit: "messages",
-};
-
-/// `[[feed]] max_orders` (itch50): live orders the feed's books hold. A
-/// real day peaks at a few million; the order table beyond the fixed
-/// window takes 34 to 69 bytes an order, so the default bounds it near
-/// 1.1 GiB and the most near 9 GiB. An add beyond is refused, counted
-/// (`orders_refused`) and makes the feed `suspect` until the session
-/// changes: memory stays bounded when a venue or an injector never deletes.
-pub const MAX_ORDERS: Range = Range {
-    table: "[[feed]] itch50",
-    key: "max_orders",
-    min: 1,
-    max: 1 << 27,
-    default: Some(1 << 24),
-    unit: "orders",
-};
-
-/// `[[feed]] join_gap_max` (itch50).
-pub const JOIN_GAP_MAX: Range = Range {
-    table: "[[feed]] itch50",
-    key: "join_gap_max",
-    min: 0,
-    max: 1 << 40,
-    default: Some(10_000),
-    unit: "messages",
-};
-
-/// `[[feed]] request_max` (itch50): messages one re-request asks for; the
-/// request's count is a u16, and 64 typical messages (about 30 bytes each)
-/// fill one answer datagram.
-pub const REQUEST_MAX: Range = Range {
-    table: "[[feed]] itch50",
-    key: "request_max",
-    min: 1,
-    max: 65_535,
-    default: Some(64),
-    unit: "messages",
-};
-
-/// `[[feed]] request_interval_ms` (itch50): a missing sequence is asked for
-/// again at most this often; at most a minute.
-pub const REQUEST_INTERVAL_MS: Range = Range {
-    table: "[[feed]] itch50",
-    key: "request_interval_ms",
-    min: 1,
-    max: 60_000,
-    default: Some(10),
-    unit: "ms",
-};
-
-/// `[[feed]] request_rate` (itch50): re-requests a second the feed sends in
-/// all, over every open gap, in bursts of at most a hundredth of that (at
-/// least one). 10,000 requests of 64 messages ask for 640,000 messages a
-/// second, more than a busy feed carries; a venue's server that takes less
-/// is told so here.
-pub const REQUEST_RATE: Range = Range {
-    table: "[[feed]] itch50",
-    key: "request_rate",
-    min: 1,
-    max: 100_000,
-    default: Some(10_000),
-    unit: "requests/s",
-};
-
-/// Every integer key's range, in file order (the README's table lists them).
-pub const RANGES: &[Range] = &[
+/// The ranges of the integer keys this file reads, in file order; each
+/// protocol's are [`Protocol::ranges`], and [`ranges`] lists them all.
+pub const SHARED_RANGES: &[Range] = &[
     CAPACITY,
     CPU,
     IDLE_SLEEP_US,
@@ -635,14 +633,15 @@ pub const RANGES: &[Range] = &[
     SOURCE_THRESHOLD_MS,
     CLOCK_OFFSET,
     OFFSET_WINDOW_MS,
-    GAP_TIMEOUT_MS,
-    MAX_HELD,
-    MAX_ORDERS,
-    JOIN_GAP_MAX,
-    REQUEST_MAX,
-    REQUEST_INTERVAL_MS,
-    REQUEST_RATE,
 ];
+
+/// Every integer key's range: this file's, then each protocol's (the
+/// README's table lists them).
+pub fn ranges() -> impl Iterator<Item = &'static Range> {
+    SHARED_RANGES
+        .iter()
+        .chain(Protocol::ALL.into_iter().flat_map(|p| p.ranges()))
+}
 
 /// `dead_after_ms` must be at least this many heartbeat periods: with fewer,
 /// a reader that looks just before a heartbeat lands sees a live writer as
@@ -655,83 +654,8 @@ pub const FEED_NAME_MAX: usize = 64;
 /// Bytes read from a configuration file at most.
 pub const FILE_MAX: u64 = 1 << 20;
 
-/// Characters of a value, or of a line of the file, echoed in an error.
-const ECHO_MAX: usize = 48;
 /// Characters of a whole error line.
 const ERROR_MAX: usize = 400;
-
-impl Range {
-    /// `v` if it is in range, else a problem at its line.
-    fn check(&self, v: &Sp<i64>) -> Result<i64, Problem> {
-        let x = *v.get_ref();
-        if (self.min..=self.max).contains(&x) {
-            return Ok(x);
-        }
-        let table = if self.table.starts_with("[[") {
-            String::new()
-        } else {
-            format!("{} ", self.table)
-        };
-        Err(Problem::at(
-            v,
-            format!(
-                "{table}{} = {x} is out of range: {} to {} {}",
-                self.key, self.min, self.max, self.unit
-            ),
-        ))
-    }
-
-    /// `v` checked, or the default when absent.
-    fn or_default(&self, v: &Option<Sp<i64>>) -> Result<u64, Problem> {
-        match v {
-            Some(v) => self.check(v).map(|x| x as u64),
-            None => Ok(self.default.unwrap_or(self.min) as u64),
-        }
-    }
-}
-
-/// A problem found while resolving: a message and where in the file.
-struct Problem {
-    /// Byte offset in the file, when known.
-    at: Option<usize>,
-    msg: String,
-}
-
-impl Problem {
-    fn at<T>(v: &Sp<T>, msg: String) -> Problem {
-        Problem {
-            at: Some(v.span().start),
-            msg,
-        }
-    }
-
-    fn anywhere(msg: String) -> Problem {
-        Problem { at: None, msg }
-    }
-
-    /// The same problem with `prefix: ` before its message.
-    fn within(self, prefix: &str) -> Problem {
-        Problem {
-            at: self.at,
-            msg: format!("{prefix}: {}", self.msg),
-        }
-    }
-}
-
-/// `s` for an error line: quoted, control characters escaped, cut after
-/// [`ECHO_MAX`] characters.
-fn echo(s: &str) -> String {
-    let mut out = String::from("'");
-    for (i, c) in s.chars().enumerate() {
-        if i == ECHO_MAX {
-            out.push_str(&format!("… ({} bytes)", s.len()));
-            break;
-        }
-        out.extend(c.escape_debug());
-    }
-    out.push('\'');
-    out
-}
 
 /// `s` made safe for one line on a terminal: every control character
 /// escaped, at most `max` characters (the last an ellipsis when cut).
@@ -789,7 +713,12 @@ impl Config {
     pub fn parse(text: &str, name: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError(toml_error(name, text, &e)))?;
-        resolve(raw).map_err(|p| ConfigError(located(name, text, p.at, &p.msg)))
+        resolve(raw).map_err(|p| {
+            ConfigError(match (p.quote, p.at) {
+                (true, Some(at)) => quoting(name, text, at, &p.msg),
+                _ => located(name, text, p.at, &p.msg),
+            })
+        })
     }
 
     /// The id (position) of the feed called `name`.
@@ -818,21 +747,6 @@ fn located(name: &str, text: &str, at: Option<usize>, msg: &str) -> String {
     one_line(&line, ERROR_MAX)
 }
 
-/// The names a setting of type `T` takes, as serde lists them when given
-/// one it does not know (`` `spin`, `yield`, `sleep` ``).
-fn variants<T: serde::de::DeserializeOwned>() -> Option<String> {
-    #[derive(Deserialize)]
-    struct Probe<T> {
-        #[allow(dead_code)]
-        v: T,
-    }
-    let e = toml::from_str::<Probe<T>>("v = \"\"").err()?;
-    // "expected one of `a`, `b`, `c`", or "expected `a` or `b`".
-    let (_, names) = e.message().split_once(", expected ")?;
-    let names = names.strip_prefix("one of ").unwrap_or(names);
-    Some(names.trim().to_string())
-}
-
 /// What setting `key` takes, when TOML's error `msg` is about its value: a
 /// number TOML cannot hold (2^63 and up) or one of the wrong type for an
 /// integer setting (its range), or anything but a name for a setting of
@@ -843,20 +757,19 @@ fn takes(key: &str, msg: &str) -> Option<String> {
             "idle" => variants::<Idle>(),
             "format" => variants::<LogFormat>(),
             "protocol" => variants::<Protocol>(),
-            "kind" => variants::<Kind>(),
             _ => None,
         };
     }
     if !(msg.contains("number") || msg.contains("invalid type")) {
         return None;
     }
-    let r = RANGES.iter().find(|r| r.key == key)?;
+    let r = ranges().find(|r| r.key == key)?;
     let auto = if r.key == CLOCK_OFFSET.key {
         " or \"auto\""
     } else {
         ""
     };
-    Some(format!("{} to {} {}{auto}", r.min, r.max, r.unit))
+    Some(format!("{}{auto}", r.accepts()))
 }
 
 /// One line from a TOML error: file, line, the offending line's text, and the message.
@@ -864,26 +777,41 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().replace('\n', " ");
     match e.span() {
         Some(span) => {
-            let at = span.start.min(text.len());
-            let line_no = text.as_bytes()[..at]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
-            let line = text.split('\n').nth(line_no).unwrap_or("").trim();
-            let key = line.split('=').next().unwrap_or("").trim();
+            let key = line_at(text, span.start)
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .trim();
             let accepts = takes(key, &msg).map_or(String::new(), |t| format!(" ({key} is {t})"));
-            located(
-                name,
-                text,
-                Some(at),
-                &format!("{}: {msg}{accepts}", echo(line)),
-            )
+            quoting(name, text, span.start, &format!("{msg}{accepts}"))
         }
         None => located(name, text, None, &msg),
     }
 }
 
+/// The line of `text` holding byte `at`, trimmed.
+fn line_at(text: &str, at: usize) -> &str {
+    let at = at.min(text.len());
+    let line_no = text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    text.split('\n').nth(line_no).unwrap_or("").trim()
+}
+
+/// The error line for `msg` about byte `at`, quoting the line of the file
+/// it stands on (as for TOML's own errors).
+fn quoting(name: &str, text: &str, at: usize, msg: &str) -> String {
+    let at = at.min(text.len());
+    let line = echo(line_at(text, at));
+    located(name, text, Some(at), &format!("{line}: {msg}"))
+}
+
 fn resolve(raw: RawConfig) -> Result<Config, Problem> {
+    // As TOML's reader would, before anything is resolved.
+    for f in &raw.feed {
+        foreign_keys(f)?;
+    }
     let capacity = match raw.state.map(|s| s.capacity) {
         Some(c) => CAPACITY.or_default(&c)? as usize,
         None => DEFAULT_CAPACITY,
@@ -913,50 +841,25 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         )));
     }
     let mut feeds: Vec<FeedConfig> = Vec::with_capacity(raw.feed.len());
+    let mut services: Vec<Vec<Service>> = Vec::with_capacity(raw.feed.len());
     for f in raw.feed {
         let name_at = f.name.span().start;
         let lines_at = f.lines.span().start;
-        let listen_at = f.recovery_listen.as_ref().map(|l| l.span().start);
-        let feed = resolve_feed(f)?;
+        let (feed, keys) = resolve_feed(f)?;
         if feeds.iter().any(|g| g.name == feed.name) {
-            return Err(Problem {
-                at: Some(name_at),
-                msg: format!("feed {}: duplicate feed name", echo(&feed.name)),
-            });
+            return Err(Problem::at_offset(
+                Some(name_at),
+                format!("feed {}: duplicate feed name", echo(&feed.name)),
+            ));
         }
-        for line in &feed.lines {
-            if let Some(g) = feeds.iter().find(|g| g.lines.contains(line)) {
-                return Err(Problem {
-                    at: Some(lines_at),
-                    msg: format!(
-                        "feed {}: line {line} is already used by feed {}",
-                        echo(&feed.name),
-                        echo(&g.name)
-                    ),
-                });
-            }
-        }
-        // Two recovery channels that could take the same datagram: a
-        // replay could not tell whose it is. (A channel may share a line's
-        // port: a line's address is routed first, and live the channel's
-        // socket takes its server's datagrams only.)
-        if let Some(listen) = feed.itch.as_ref().map(|c| c.recovery_listen) {
-            let other = feeds.iter().find_map(|g| {
-                let l = g.itch.as_ref()?.recovery_listen;
-                (listen_takes(listen, l) || listen_takes(l, listen)).then_some((g, l))
-            });
-            if let Some((g, l)) = other {
-                return Err(Problem {
-                    at: listen_at,
-                    msg: format!(
-                        "feed {}: recovery_listen {listen} overlaps feed {}'s recovery_listen {l}",
-                        echo(&feed.name),
-                        echo(&g.name)
-                    ),
-                });
-            }
-        }
+        let its = feed.services();
+        let at = |key: &str| match key {
+            "lines" => Some(lines_at),
+            _ => keys.at(key),
+        };
+        shared_address(&feed.name, &its, &feeds, &services, at)?;
         feeds.push(feed);
+        services.push(its);
     }
     Ok(Config {
         metrics,
@@ -967,13 +870,111 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
     })
 }
 
-/// True when a recovery channel bound to `listen` takes datagrams addressed
-/// to `dst` (spec itch50 §3.2): `0.0.0.0:P` any address with port `P`, port
-/// 0 none.
-pub fn listen_takes(listen: SocketAddrV4, dst: SocketAddrV4) -> bool {
-    listen.port() != 0
-        && listen.port() == dst.port()
-        && (listen.ip().is_unspecified() || listen.ip() == dst.ip())
+/// Refuses an address of feed `name`'s `services` that an earlier feed's
+/// services take already (`earlier`, each feed's `services`), at the key
+/// that sets it (`at`): a line used by two feeds, or two channels that
+/// could take the same datagram (a replay could not tell whose it is). A
+/// channel may share a line's port: a line's address is routed first, and
+/// live the channel's socket takes its server's datagrams only.
+fn shared_address(
+    name: &str,
+    services: &[Service],
+    earlier: &[FeedConfig],
+    their: &[Vec<Service>],
+    at: impl Fn(&str) -> Option<usize>,
+) -> Result<(), Problem> {
+    let others = || {
+        earlier
+            .iter()
+            .zip(their)
+            .flat_map(|(g, s)| s.iter().map(move |s| (g, s)))
+    };
+    for service in services {
+        let problem = |msg: String| Err(Problem::at_offset(at(service.key), msg));
+        match &service.receive {
+            Receive::Lines(addrs) => {
+                for line in addrs {
+                    let user = others().find(|(_, s)| match &s.receive {
+                        Receive::Lines(a) => a.contains(line),
+                        Receive::Channel(_) => false,
+                    });
+                    if let Some((g, _)) = user {
+                        return problem(format!(
+                            "feed {}: line {line} is already used by feed {}",
+                            echo(name),
+                            echo(&g.name)
+                        ));
+                    }
+                }
+            }
+            Receive::Channel(c) => {
+                let listen = c.listen;
+                let overlap = others().find_map(|(g, s)| match &s.receive {
+                    Receive::Channel(o) => (listen_takes(listen, o.listen)
+                        || listen_takes(o.listen, listen))
+                    .then_some((g, s.key, o.listen)),
+                    Receive::Lines(_) => None,
+                });
+                if let Some((g, key, l)) = overlap {
+                    return problem(format!(
+                        "feed {}: {} {listen} overlaps feed {}'s {key} {l}",
+                        echo(name),
+                        service.key,
+                        echo(&g.name)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The protocol feed `f` speaks (`protocol`, "sqf" when absent).
+fn protocol_of(f: &RawFeed) -> Protocol {
+    f.protocol.as_ref().map_or(Protocol::Sqf, |p| *p.get_ref())
+}
+
+/// Refuses a key of feed `f` that neither every feed nor its protocol
+/// takes: one line naming the protocols it applies to, or, for a key no
+/// protocol takes, as TOML's reader refuses an unknown one.
+fn foreign_keys(f: &RawFeed) -> Result<(), Problem> {
+    let protocol = protocol_of(f);
+    let ctx = format!("feed {}", echo(f.name.get_ref()));
+    for (key, value) in &f.rest {
+        let key = key.as_str();
+        if protocol.keys().contains(&key) {
+            continue;
+        }
+        let at = Some(value.span().start);
+        if let Some((_, why)) = protocol.refused().iter().find(|(k, _)| *k == key) {
+            let name = protocol.as_str();
+            let msg = format!("{key} does not apply to protocol \"{name}\" ({why})");
+            return Err(Problem::at_offset(at, msg).within(&ctx));
+        }
+        let owners: Vec<String> = Protocol::ALL
+            .into_iter()
+            .filter(|p| p.keys().contains(&key))
+            .map(|p| format!("\"{}\"", p.as_str()))
+            .collect();
+        let msg = match owners.len() {
+            0 => {
+                let expected: Vec<String> = FEED_KEYS
+                    .iter()
+                    .chain(protocol.keys())
+                    .map(|k| format!("`{k}`"))
+                    .collect();
+                let msg = format!(
+                    "unknown field `{key}`, expected one of {}",
+                    expected.join(", ")
+                );
+                return Err(Problem::quoting(at, msg));
+            }
+            1 => format!("{key} applies only to protocol {}", owners[0]),
+            _ => format!("{key} applies only to protocols {}", owners.join(", ")),
+        };
+        return Err(Problem::at_offset(at, msg).within(&ctx));
+    }
+    Ok(())
 }
 
 fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
@@ -1015,15 +1016,15 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     let dead_after_ms = DEAD_AFTER_MS.or_default(&s.dead_after_ms)?;
     if dead_after_ms < DEAD_AFTER_HEARTBEATS * heartbeat_ms {
         let at = s.dead_after_ms.as_ref().or(s.heartbeat_ms.as_ref());
-        return Err(Problem {
-            at: at.map(|v| v.span().start),
-            msg: format!(
+        return Err(Problem::at_offset(
+            at.map(|v| v.span().start),
+            format!(
                 "[sidecar] dead_after_ms = {dead_after_ms}{} must be at least \
                  {DEAD_AFTER_HEARTBEATS} × heartbeat_ms = {}: readers would see a live writer as dead",
                 if s.dead_after_ms.is_none() { " (the default)" } else { "" },
                 DEAD_AFTER_HEARTBEATS * heartbeat_ms
             ),
-        });
+        ));
     }
     Ok(SidecarConfig {
         shm_path,
@@ -1057,7 +1058,8 @@ fn ms_to_ns(range: &Range, v: &Sp<i64>) -> Result<u64, Problem> {
     Ok(range.check(v)? as u64 * NS_PER_MS)
 }
 
-fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
+/// Feed `f` resolved, with the keys its protocol read (for where each stands).
+fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
     if !valid_feed_name(f.name.get_ref()) {
         return Err(Problem::at(
             &f.name,
@@ -1155,141 +1157,26 @@ fn resolve_feed(f: RawFeed) -> Result<FeedConfig, Problem> {
         overrides.push((sym, th));
     }
     overrides.sort_by_key(|(s, _)| *s);
-    let protocol = f.protocol.as_ref().map_or(Protocol::Sqf, |p| *p.get_ref());
-    let (kind, itch) = match protocol {
-        Protocol::Sqf => {
-            let itch_only = [
-                f.timezone.as_ref().map(|v| ("timezone", v.span().start)),
-                f.gap_timeout_ms
-                    .as_ref()
-                    .map(|v| ("gap_timeout_ms", v.span().start)),
-                f.recovery.as_ref().map(|v| ("recovery", v.span().start)),
-                f.recovery_listen
-                    .as_ref()
-                    .map(|v| ("recovery_listen", v.span().start)),
-                f.max_held.as_ref().map(|v| ("max_held", v.span().start)),
-                f.max_orders
-                    .as_ref()
-                    .map(|v| ("max_orders", v.span().start)),
-                f.join_gap_max
-                    .as_ref()
-                    .map(|v| ("join_gap_max", v.span().start)),
-                f.request_max
-                    .as_ref()
-                    .map(|v| ("request_max", v.span().start)),
-                f.request_interval_ms
-                    .as_ref()
-                    .map(|v| ("request_interval_ms", v.span().start)),
-                f.request_rate
-                    .as_ref()
-                    .map(|v| ("request_rate", v.span().start)),
-            ];
-            if let Some((key, at)) = itch_only.into_iter().flatten().next() {
-                return Err(in_feed(Problem {
-                    at: Some(at),
-                    msg: format!("{key} applies only to protocol \"itch50\""),
-                }));
-            }
-            let Some(kind) = &f.kind else {
-                return Err(in_feed(Problem::at(
-                    &f.name,
-                    "missing key kind (\"full\" or \"delta\")".into(),
-                )));
-            };
-            (FeedKind::from(*kind.get_ref()), None)
-        }
-        Protocol::Itch50 => {
-            if let Some(k) = &f.kind {
-                return Err(in_feed(Problem::at(
-                    k,
-                    "kind does not apply to protocol \"itch50\" (ITCH is a delta feed by nature)"
-                        .into(),
-                )));
-            }
-            (FeedKind::Delta, Some(resolve_itch(&f).map_err(in_feed)?))
-        }
-    };
-    Ok(FeedConfig {
+    let protocol = protocol_of(&f);
+    let mut keys = FeedKeys::new(f.rest, f.name.span().start);
+    let settings = protocol.resolve(&mut keys).map_err(in_feed)?;
+    debug_assert_eq!(
+        keys.untaken().next(),
+        None,
+        "{protocol:?} left a key of its own"
+    );
+    let feed = FeedConfig {
         name,
         protocol,
-        kind,
-        itch,
+        kind: settings.kind(),
+        settings,
         lines,
         source,
         thresholds,
         offset,
         overrides,
-    })
-}
-
-/// The itch50 keys of a feed.
-fn resolve_itch(f: &RawFeed) -> Result<ItchConfig, Problem> {
-    let timezone = match &f.timezone {
-        None => "America/New_York".to_string(),
-        Some(z) => {
-            if jiff::tz::db().get(z.get_ref()).is_err() {
-                return Err(Problem::at(
-                    z,
-                    format!(
-                        "timezone {} is not an IANA time zone name",
-                        echo(z.get_ref())
-                    ),
-                ));
-            }
-            z.get_ref().clone()
-        }
     };
-    let addr = |v: &Sp<String>, key: &str| -> Result<SocketAddrV4, Problem> {
-        v.get_ref().parse().map_err(|_| {
-            Problem::at(
-                v,
-                format!("{key}: {} is not an IPv4 ip:port", echo(v.get_ref())),
-            )
-        })
-    };
-    let recovery = match &f.recovery {
-        None => None,
-        Some(r) => {
-            let a = addr(r, "recovery")?;
-            if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
-                return Err(Problem::at(
-                    r,
-                    format!("recovery: {a} must be a unicast address with a port"),
-                ));
-            }
-            Some(a)
-        }
-    };
-    let recovery_listen = match &f.recovery_listen {
-        None => SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
-        Some(r) => {
-            let a = addr(r, "recovery_listen")?;
-            if a.ip().is_multicast() || a.ip().is_broadcast() {
-                return Err(Problem::at(
-                    r,
-                    format!("recovery_listen: {a} must be a local unicast address or 0.0.0.0"),
-                ));
-            }
-            a
-        }
-    };
-    let gap_timeout_ms = match &f.gap_timeout_ms {
-        Some(v) => GAP_TIMEOUT_MS.check(v)? as u64,
-        None if recovery.is_some() => 1_000,
-        None => 5,
-    };
-    Ok(ItchConfig {
-        timezone,
-        gap_timeout_ns: gap_timeout_ms * NS_PER_MS,
-        recovery,
-        recovery_listen,
-        max_held: MAX_HELD.or_default(&f.max_held)? as usize,
-        max_orders: MAX_ORDERS.or_default(&f.max_orders)? as usize,
-        join_gap_max: JOIN_GAP_MAX.or_default(&f.join_gap_max)?,
-        request_max: REQUEST_MAX.or_default(&f.request_max)? as u16,
-        request_interval_ns: REQUEST_INTERVAL_MS.or_default(&f.request_interval_ms)? * NS_PER_MS,
-        request_rate: REQUEST_RATE.or_default(&f.request_rate)? as u32,
-    })
+    Ok((feed, keys))
 }
 
 #[cfg(test)]
@@ -1363,35 +1250,6 @@ source_threshold_ms = 5000
         );
         assert_eq!(c.feed_id("lp1"), Some(0));
         assert_eq!(c.feed_id("nope"), None);
-    }
-
-    #[test]
-    fn re_request_keys_default_and_apply_to_itch50_only() {
-        let itch = "[[feed]]\nname = \"n\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:4000\"]\nstale_threshold_ms = 1\nsource_threshold_ms = 1\n";
-        let c = Config::parse(itch, "t.toml").unwrap();
-        let i = c.feeds[0].itch.as_ref().unwrap();
-        assert_eq!((i.request_max, i.request_interval_ns), (64, 10_000_000));
-        assert_eq!(i.request_rate, 10_000);
-        let c = Config::parse(
-            &format!("{itch}request_max = 65535\nrequest_interval_ms = 60000\nrequest_rate = 1\n"),
-            "t.toml",
-        )
-        .unwrap();
-        let i = c.feeds[0].itch.as_ref().unwrap();
-        assert_eq!(i.request_rate, 1);
-        assert_eq!(
-            (i.request_max, i.request_interval_ns),
-            (65_535, 60_000_000_000)
-        );
-        let sqf = itch.replace("protocol = \"itch50\"", "kind = \"full\"");
-        for key in [
-            "request_max = 8",
-            "request_interval_ms = 5",
-            "request_rate = 9",
-        ] {
-            let e = err(&format!("{sqf}{key}\n"));
-            assert!(e.contains("applies only to protocol \"itch50\""), "{e}");
-        }
     }
 
     #[test]

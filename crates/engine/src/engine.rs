@@ -12,7 +12,6 @@ use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use std::collections::BTreeMap;
-use std::net::SocketAddrV4;
 
 /// Most reject reasons any protocol has (counter arrays are this long).
 pub const MAX_REJECT_REASONS: usize = 9;
@@ -74,25 +73,6 @@ pub struct FeedCounters {
     pub resets: u64,
 }
 
-/// The line index under which what a feed's [`Channel`] receives is
-/// applied (lines A and B are 0 and 1).
-pub const RECOVERY_LINE: usize = 2;
-
-/// A unicast exchange with a server that a protocol keeps besides its
-/// lines (ITCH: re-requests for gaps). With a server, the sidecar opens a
-/// socket bound to `listen` and connected to `server`, so that only the
-/// server's datagrams are taken; they are applied as line
-/// [`RECOVERY_LINE`] of the feed, as a replay applies what a capture holds
-/// for `listen`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Channel {
-    /// Where requests go (none: answers are only replayed).
-    pub server: Option<SocketAddrV4>,
-    /// Where answers arrive (`0.0.0.0:P`: any address, port P; port 0: an
-    /// ephemeral port live, none in replay).
-    pub listen: SocketAddrV4,
-}
-
 /// A feed as its engine sees it on each call: its id, its configuration,
 /// its counters and the state table.
 pub struct Cx<'a> {
@@ -120,7 +100,9 @@ pub trait FeedEngine {
     /// feed's name in the summary file.
     type Summary: serde::Serialize;
 
-    /// Applies one datagram that came on `line` (0 = A, 1 = B) at `t`.
+    /// Applies one datagram that came on `line` at `t`: 0 = A, 1 = B of the
+    /// feed's `lines`, and for its protocol's other services the number
+    /// [`line_index`](crate::config::services::line_index) gives.
     /// A rejected datagram changes no state; the handler counts and logs it.
     fn on_datagram(
         &mut self,
@@ -154,7 +136,8 @@ pub trait FeedEngine {
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
 
-    /// Hands the requests due at `now` on the feed's [`Channel`] to `send`
+    /// Hands the requests due at `now` on the feed's channel
+    /// ([`Channel`](crate::config::services::Channel)) to `send`
     /// (the bytes of one datagram to the server; true when it went out).
     /// Called once per receive cycle, after the cycle's datagrams are
     /// applied. Returns the requests handed out.

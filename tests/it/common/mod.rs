@@ -3,6 +3,8 @@
 //! finds a module's recorded failures.
 
 use std::path::Path;
+use tickguard::config::ProtocolSettings;
+use tickguard::protocol::itch50::config::ItchConfig;
 use tickguard::protocol::sqf::summary::FeedSummary;
 use tickguard::state::Record;
 
@@ -61,4 +63,12 @@ pub fn assert_recorded_failures_found(recorded: &str, source: &'static str) {
         .len();
     assert!(recorded > 0);
     assert_eq!(found, recorded, "recorded failures found by proptest");
+}
+
+/// The settings of `feed`, an `itch50` feed.
+pub fn itch(feed: &tickguard::config::FeedConfig) -> &ItchConfig {
+    match &feed.settings {
+        ProtocolSettings::Itch50(c) => c,
+        ProtocolSettings::Sqf(_) => panic!("feed '{}' is not an itch50 feed", feed.name),
+    }
 }

@@ -5,18 +5,22 @@
 //! - [`sqf`]: SQF v1, the Simple Quote Feed.
 //! - [`itch50`]: Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
 //!
-//! This file is the registry: the one place that lists them. Each
-//! protocol's feed engine implements [`FeedEngine`]; [`Engine`] holds one of
-//! them per feed and forwards every call through an exhaustive `match`, so a
-//! new protocol that is not wired everywhere does not compile.
+//! This file is the registry of their engines. Each protocol's feed engine
+//! implements [`FeedEngine`]; [`Engine`] holds one of them per feed, built
+//! from the feed's settings ([`ProtocolSettings`]), and forwards every call
+//! through an exhaustive `match`, so a new protocol that is not wired
+//! everywhere does not compile. A protocol's configuration (its keys, their
+//! ranges, the services its feed receives on) is in its folder's
+//! `config.rs`, reached through the configuration's protocol switch
+//! ([`Protocol`], [`ProtocolSettings`]), which sits below the engines.
 
 pub mod itch50;
 pub mod sqf;
 
-use crate::config::FeedConfig;
 pub use crate::config::Protocol;
+use crate::config::{FeedConfig, ProtocolSettings};
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Channel, Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::Publication;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -109,24 +113,18 @@ impl Engine {
     /// clock-offset queues of at most `offset_queue` entries; `shared`: the
     /// table lives in shared memory.
     pub fn new(config: &FeedConfig, capacity: usize, offset_queue: usize, shared: bool) -> Engine {
-        match config.protocol {
-            Protocol::Sqf => Engine::Sqf(sqf::feed::Feed::new(
-                config.kind,
+        match &config.settings {
+            ProtocolSettings::Sqf(c) => Engine::Sqf(sqf::feed::Feed::new(
+                c.kind,
                 crate::clock::OffsetEstimator::new(config.offset, offset_queue),
                 capacity,
             )),
-            Protocol::Itch50 => {
-                let c = config
-                    .itch
-                    .as_ref()
-                    .expect("the configuration gives every itch50 feed its settings");
-                Engine::Itch50(Box::new(itch50::engine::Engine::new(
-                    c,
-                    config.offset,
-                    offset_queue,
-                    shared,
-                )))
-            }
+            ProtocolSettings::Itch50(c) => Engine::Itch50(Box::new(itch50::engine::Engine::new(
+                c,
+                config.offset,
+                offset_queue,
+                shared,
+            ))),
         }
     }
 
@@ -233,16 +231,6 @@ macro_rules! each_reason {
             Rejected::Itch50($r) => $call,
         }
     };
-}
-
-/// The unicast channel feed `config` needs besides its lines, if any
-/// (known before any engine is built, so that every socket is opened
-/// first).
-pub fn channel(config: &FeedConfig) -> Option<Channel> {
-    match config.protocol {
-        Protocol::Sqf => None,
-        Protocol::Itch50 => config.itch.as_ref().map(itch50::engine::channel),
-    }
 }
 
 /// Why a datagram was rejected whole, in the protocol of its feed.

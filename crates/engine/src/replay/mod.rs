@@ -9,6 +9,7 @@
 //! it, and datagrams after that are not reconsidered.)
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
+use crate::config::services::{line_index, listen_takes, Receive};
 use crate::config::Config;
 use crate::handler::Handler;
 use crate::protocol::Rejected;
@@ -252,36 +253,35 @@ pub struct Router {
     /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
     routes: Vec<(u64, u16, u8)>,
-    /// ITCH recovery channels: (`recovery_listen`, feed); an unspecified
-    /// address matches any address with the port, port 0 matches nothing.
-    recovery: Vec<(SocketAddrV4, u16)>,
+    /// The feeds' channels: (listening address, feed, line); an
+    /// unspecified address matches any address with the port, port 0
+    /// matches nothing ([`listen_takes`]).
+    channels: Vec<(SocketAddrV4, u16, u8)>,
 }
 
-pub use crate::engine::RECOVERY_LINE;
-
 impl Router {
-    /// Routes every line of every feed.
+    /// Routes every line and channel of every feed's services.
     pub fn new(config: &Config) -> Router {
-        let mut routes: Vec<(u64, u16, u8)> = config
-            .feeds
-            .iter()
-            .enumerate()
-            .flat_map(|(id, f)| {
-                f.lines
-                    .iter()
-                    .enumerate()
-                    .map(move |(i, l)| (route_key(*l), id as u16, i as u8))
-            })
-            .collect();
+        let mut routes: Vec<(u64, u16, u8)> = Vec::new();
+        let mut channels = Vec::new();
+        for (id, f) in config.feeds.iter().enumerate() {
+            for (s, service) in f.services().iter().enumerate() {
+                match &service.receive {
+                    Receive::Lines(addrs) => routes.extend(
+                        addrs
+                            .iter()
+                            .enumerate()
+                            .map(|(copy, l)| (route_key(*l), id as u16, line_index(s, copy) as u8)),
+                    ),
+                    Receive::Channel(c) if c.listen.port() != 0 => {
+                        channels.push((c.listen, id as u16, line_index(s, 0) as u8))
+                    }
+                    Receive::Channel(_) => {}
+                }
+            }
+        }
         routes.sort_unstable();
-        let recovery = config
-            .feeds
-            .iter()
-            .enumerate()
-            .filter_map(|(id, f)| Some((crate::protocol::channel(f)?.listen, id as u16)))
-            .filter(|(listen, _)| listen.port() != 0)
-            .collect();
-        Router { routes, recovery }
+        Router { routes, channels }
     }
 
     /// The feed a datagram to `dst` belongs to.
@@ -290,25 +290,25 @@ impl Router {
         self.route_line(dst).map(|(feed, _)| feed)
     }
 
-    /// The feed and the line (0 = A, 1 = B, [`RECOVERY_LINE`] for an ITCH
-    /// feed's recovery channel) a datagram to `dst` belongs to. A line
-    /// address wins over a recovery channel.
+    /// The feed and the line (0 = A, 1 = B of its `lines`; its other
+    /// services' as [`line_index`] numbers them) a datagram to `dst`
+    /// belongs to. A line address wins over a channel.
     #[inline]
     pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
         let key = route_key(dst);
         match self.routes.binary_search_by_key(&key, |&(k, ..)| k) {
             Ok(i) => Some((self.routes[i].1, self.routes[i].2 as usize)),
-            Err(_) if self.recovery.is_empty() => None,
-            Err(_) => self.recovery(dst),
+            Err(_) if self.channels.is_empty() => None,
+            Err(_) => self.channel(dst),
         }
     }
 
     #[cold]
-    fn recovery(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
-        self.recovery
+    fn channel(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
+        self.channels
             .iter()
-            .find(|&&(l, _)| crate::config::listen_takes(l, dst))
-            .map(|&(_, feed)| (feed, RECOVERY_LINE))
+            .find(|&&(l, ..)| listen_takes(l, dst))
+            .map(|&(_, feed, line)| (feed, line as usize))
     }
 }
 
@@ -782,6 +782,8 @@ mod tests {
             .unwrap_err()
             .contains("3 fields"));
     }
+
+    use crate::protocol::itch50::config::RECOVERY_LINE;
 
     /// A router for one itch50 feed on line 239.2.1.1:26477 with this
     /// `recovery_listen`.

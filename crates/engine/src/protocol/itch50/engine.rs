@@ -4,13 +4,13 @@
 //! of session, lines that disagree), each rate-limited.
 
 use super::client::Client;
+use super::config::ItchConfig;
 use super::feed::{self, FileBatch, Settings};
 use super::publish::Publisher;
 use super::recovery::Requester;
 use super::{mold, sequencer, Reject};
 use crate::clock::OffsetMode;
-use crate::config::ItchConfig;
-use crate::engine::{Channel, Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::{counter, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -53,15 +53,6 @@ pub struct Engine {
     session_ended: bool,
     /// The re-request client, with a recovery server.
     client: Option<Client>,
-}
-
-/// The recovery channel of a feed with settings `c`: its server, if it
-/// has one, and where answers arrive.
-pub fn channel(c: &ItchConfig) -> Channel {
-    Channel {
-        server: c.recovery,
-        listen: c.recovery_listen,
-    }
 }
 
 impl Engine {

@@ -9,6 +9,7 @@
 pub mod binfile;
 pub mod book;
 pub mod client;
+pub mod config;
 pub mod engine;
 pub mod event;
 pub mod feed;

@@ -108,7 +108,7 @@ impl Requester {
 
     /// The feed's `request_max`, `request_interval_ms` and `request_rate`,
     /// [`IN_FLIGHT`] requests per interval.
-    pub fn from_config(c: &crate::config::ItchConfig) -> Requester {
+    pub fn from_config(c: &super::config::ItchConfig) -> Requester {
         Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT).with_rate(c.request_rate)
     }
 

@@ -5,6 +5,7 @@
 //! [`rules`] says what each message means for a symbol's state (spec §3),
 //! as pure functions that never see bytes.
 
+pub mod config;
 pub mod feed;
 pub mod rules;
 pub mod summary;
