@@ -30,7 +30,7 @@ fn main() -> ExitCode {
         Command::Check(args) => return check(args),
         Command::Stat(args) => stat(args),
         Command::Simulate(args) => args.run(),
-        Command::Demo(args) => tickguard::demo::run(&args.params()),
+        Command::Demo(args) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -229,8 +229,12 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
                 config.feeds[id as usize].name
             );
         }
-        let mut x =
-            tickguard::explain::ItchExplain::new(id, &config.feeds[id as usize], symbol, args.at);
+        let mut x = tickguard::explain::itch::ItchExplain::new(
+            id,
+            &config.feeds[id as usize],
+            symbol,
+            args.at,
+        );
         let outcome = tickguard::replay::itch50::replay_file_with(
             &config,
             feed,
@@ -249,8 +253,12 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     let bar = progress_bar(&args, capture.len().unwrap_or(0));
     let progress = |p| show_progress(&bar, p);
     if let Some((id, symbol)) = itch_target {
-        let mut x =
-            tickguard::explain::ItchExplain::new(id, &config.feeds[id as usize], symbol, args.at);
+        let mut x = tickguard::explain::itch::ItchExplain::new(
+            id,
+            &config.feeds[id as usize],
+            symbol,
+            args.at,
+        );
         let outcome =
             tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut x);
         clear_progress(&bar);
@@ -259,7 +267,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     }
     let mut forensics = None;
     let outcome = if target.is_some() || args.timeline.is_some() {
-        let mut f = tickguard::explain::Forensics::new(
+        let mut f = tickguard::explain::sqf::Forensics::new(
             &config.feeds,
             target,
             args.timeline.is_some(),
@@ -363,7 +371,7 @@ fn show_progress(bar: &Option<indicatif::ProgressBar>, p: tickguard::replay::Pro
 /// `--at`), then the summary.
 fn finish_itch_explain(
     args: &ReplayArgs,
-    x: &tickguard::explain::ItchExplain,
+    x: &tickguard::explain::itch::ItchExplain,
     outcome: tickguard::replay::Outcome,
 ) -> Result<()> {
     warn_at_after_end(args, x.last_arrival());

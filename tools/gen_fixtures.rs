@@ -14,7 +14,7 @@ use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::explain::Forensics;
+use tickguard::explain::sqf::Forensics;
 use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::replay::{answer_json, parse_checks, replay, replay_with, Check};
 use tickguard::symbol::Symbol;

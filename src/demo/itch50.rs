@@ -22,7 +22,7 @@ const SESSION_S: f64 = 60.0;
 /// The demo shows the closed market this long after the end of session, s.
 const AFTER_CLOSE_S: f64 = 5.0;
 
-pub(super) fn run(args: &Params) -> anyhow::Result<()> {
+pub fn run(args: &Params) -> anyhow::Result<()> {
     let local = |port| SocketAddrV4::new([127, 0, 0, 1].into(), port);
     let (line_a, line_b) = (local(free_port()?), local(free_port()?));
     let (server, listen) = (local(free_port()?), local(free_port()?));

@@ -25,8 +25,7 @@
 //! before `T` (`no_quote` before the first); a test holds this against the
 //! replay's own answers on the fixtures.
 
-use super::iso;
-use super::text::{dur, rel, rel_i, ticks};
+use super::{dur, iso, rel, rel_i, ticks};
 use crate::capture::Datagram;
 use crate::config::{FeedConfig, ProtocolSettings};
 use crate::handler::Handler;

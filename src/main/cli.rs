@@ -311,19 +311,19 @@ pub enum SimKind {
     Delta,
 }
 
-impl From<SimKind> for tickguard::simulate::SimKind {
+impl From<SimKind> for tickguard::simulate::sqf::SimKind {
     fn from(k: SimKind) -> Self {
         match k {
-            SimKind::Full => tickguard::simulate::SimKind::Full,
-            SimKind::Delta => tickguard::simulate::SimKind::Delta,
+            SimKind::Full => tickguard::simulate::sqf::SimKind::Full,
+            SimKind::Delta => tickguard::simulate::sqf::SimKind::Delta,
         }
     }
 }
 
 impl SimulateArgs {
     /// The simulator's parameters.
-    pub fn params(&self) -> tickguard::simulate::Params {
-        tickguard::simulate::Params {
+    pub fn params(&self) -> tickguard::simulate::sqf::Params {
+        tickguard::simulate::sqf::Params {
             line_a: self.line_a,
             line_b: self.line_b,
             source: self.source,
@@ -359,7 +359,7 @@ impl SimulateArgs {
                 if let Some(flag) = self.itch_only_flag() {
                     anyhow::bail!("simulate: {flag} applies to --protocol itch50 only");
                 }
-                tickguard::simulate::run(&self.params())
+                tickguard::simulate::sqf::run(&self.params())
             }
             SimProtocol::Itch50 => {
                 if let Some(flag) = self.sqf_only_flag() {
@@ -473,11 +473,14 @@ impl DemoArgs {
             duration_s: self.duration_s,
             shm: self.shm.clone(),
             seed: self.seed,
-            protocol: if self.protocol == "itch50" {
-                tickguard::config::Protocol::Itch50
-            } else {
-                tickguard::config::Protocol::Sqf
-            },
+        }
+    }
+
+    /// Runs the demo of `--protocol`.
+    pub fn run(&self) -> anyhow::Result<()> {
+        match self.protocol.as_str() {
+            "itch50" => tickguard::demo::itch50::run(&self.params()),
+            _ => tickguard::demo::sqf::run(&self.params()),
         }
     }
 }

@@ -12,7 +12,8 @@ use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::explain::{parse_time, Event, Forensics};
+use tickguard::explain::parse_time;
+use tickguard::explain::sqf::{Event, Forensics};
 use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::replay::{replay, replay_with, Check};
 use tickguard::symbol::Symbol;
@@ -527,7 +528,7 @@ offset_window_ms = 100
     let events = assert_events_are_exact(&config, &cap, "f", "A");
     let offsets = events
         .iter()
-        .filter(|e| matches!(e.cause, tickguard::explain::Cause::Offset { .. }))
+        .filter(|e| matches!(e.cause, tickguard::explain::sqf::Cause::Offset { .. }))
         .count();
     assert_eq!(offsets, 2, "offset changes flip it both ways: {events:#?}");
     let flips: Vec<(u64, bool)> = events

@@ -10,7 +10,7 @@ use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::explain::{Cause, Forensics};
+use tickguard::explain::sqf::{Cause, Forensics};
 use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::replay::{replay_with, Check};
 use tickguard::symbol::Symbol;

@@ -190,8 +190,12 @@ fn replay_survives_mutated_and_random_captures() {
             let target = config
                 .feed_id("fx")
                 .zip(tickguard::symbol::Symbol::parse("EURUSD"));
-            let mut f =
-                tickguard::explain::Forensics::new(&config.feeds, target, true, Some(u64::MAX / 2));
+            let mut f = tickguard::explain::sqf::Forensics::new(
+                &config.feeds,
+                target,
+                true,
+                Some(u64::MAX / 2),
+            );
             let out =
                 tickguard::replay::replay_with(&config, &mut capture, &checks, |_| {}, &mut f);
             f.finish();

@@ -1,5 +1,5 @@
 //! Model-based tests for ITCH over MoldUDP64: an independent model of
-//! `/work/shared/spec/itch50-v1.md` §3 (sequencing, gaps, applying) and §4
+//! the ITCH 5.0 specification's §3 (sequencing, gaps, applying) and §4
 //! (the verdict), written from the spec text, run side by side with
 //! `tickguard::protocol::itch50::feed::Feed` on random streams.
 //!

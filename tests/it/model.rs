@@ -1,5 +1,5 @@
-//! Model-based tests: an independent model of SQF v1 sections 2–5
-//! (`/work/shared/spec/sqf-v1.md`), written from the spec text only, run side by
+//! Model-based tests: an independent model of sections 2–5 of the SQF v1
+//! specification, written from the spec text only, run side by
 //! side with the real `Handler` on random packet sequences.
 //!
 //! The model decodes the datagram bytes itself (its own packet-validity check),

@@ -212,9 +212,9 @@ pub struct FeedConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
-    /// SQF v1 (`../shared/spec/sqf-v1.md`).
+    /// SQF v1, the Simple Quote Feed.
     Sqf,
-    /// Nasdaq TotalView-ITCH 5.0 over MoldUDP64 (`../shared/spec/itch50-v1.md`).
+    /// Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
     Itch50,
 }
 

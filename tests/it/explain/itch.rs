@@ -14,7 +14,7 @@ use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::explain::ItchExplain;
+use tickguard::explain::itch::ItchExplain;
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
 use tickguard::replay::itch50::{replay_file, replay_file_with};

@@ -22,7 +22,7 @@ pub const NS_PER_MS: u64 = 1_000_000;
 const ECHO_MAX: usize = 48;
 
 /// A protocol's part of a `[[feed]]` table, implemented by the protocol's
-/// resolved settings (`sqf::config::SqfConfig`, `itch50::config::ItchConfig`):
+/// resolved settings (each protocol's `config::…Config`):
 /// the keys it owns, read and checked by its own code, and the services its
 /// feed receives on. The shared code reads every key every feed has (`name`,
 /// `protocol`, `lines`, thresholds, clock offset, `source`, overrides) and

@@ -328,8 +328,8 @@ fn route_key(a: SocketAddrV4) -> u64 {
 /// BinaryFILE replay calls [`before_record`](Observer::before_record) and
 /// [`after_record`](Observer::after_record) the same way, and every check
 /// calls [`before_check`](Observer::before_check) first. The handler is
-/// lent mutably so that an observer can watch a feed
-/// ([`itch50::feed::Feed::watch`]) and bring it up to a time as a check
+/// lent mutably so that an observer can watch a feed (an ITCH feed's
+/// `watch`) and bring it up to a time as a check
 /// would ([`Handler::before_check`]); it must change nothing else.
 pub trait Observer {
     /// A datagram was read; `feed` is where it is routed (`None`: nowhere).
@@ -783,7 +783,9 @@ mod tests {
             .contains("3 fields"));
     }
 
-    use crate::protocol::itch50::config::RECOVERY_LINE;
+    /// The line under which the feed's second service (its recovery
+    /// channel, after its lines) is applied.
+    const RECOVERY_LINE: usize = line_index(1, 0);
 
     /// A router for one itch50 feed on line 239.2.1.1:26477 with this
     /// `recovery_listen`.

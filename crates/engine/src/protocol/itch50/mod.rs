@@ -1,4 +1,4 @@
-//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64 (`../shared/spec/itch50-v1.md`).
+//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
 //!
 //! Two layers, as the venue defines them: [`mold`] frames a UDP datagram
 //! into a session, a sequence and message blocks and knows nothing of ITCH;

@@ -1,9 +1,42 @@
-//! SQF v1, the Simple Quote Feed (`../shared/spec/sqf-v1.md`): one UDP
-//! datagram per packet, sequences per symbol, full or delta quotes.
+//! SQF v1, the Simple Quote Feed: one UDP datagram per packet, sequences
+//! per symbol, full or delta quotes.
 //!
 //! [`wire`] turns bytes into checked views (or rejects the datagram whole);
 //! [`rules`] says what each message means for a symbol's state (spec §3),
-//! as pure functions that never see bytes.
+//! as pure functions that never see bytes; [`feed`] is the feed's engine.
+//!
+//! A feed end to end, through the handler:
+//!
+//! ```
+//! use tickguard_engine::{config::Config, handler::Handler, protocol::sqf::PacketBuilder, symbol::Symbol};
+//!
+//! let config = Config::parse(
+//!     r#"
+//! [[feed]]
+//! name = "lp1"
+//! kind = "full"
+//! lines = ["239.1.1.1:30001"]
+//! stale_threshold_ms = 500
+//! source_threshold_ms = 2000
+//! clock_offset = 0
+//! "#,
+//!     "example.toml",
+//! )?;
+//! let mut handler = Handler::new(&config);
+//! let eurusd = Symbol::parse("EURUSD").unwrap();
+//!
+//! // A quote arrives at t (ns since the Unix epoch, local clock).
+//! let t = 1_767_603_600_000_000_000;
+//! let mut packet = PacketBuilder::new(t);
+//! packet.quote(eurusd, 1, t, 1.0850, 1.0851);
+//! handler.on_datagram(0, &packet.finish(), t).unwrap();
+//!
+//! // Fresh for 500 ms, then stale.
+//! assert!(handler.verdict(0, eurusd, t + 500_000_000).is_ok());
+//! let reasons: Vec<_> = handler.verdict(0, eurusd, t + 500_000_001).names().collect();
+//! assert_eq!(reasons, ["stale"]);
+//! # Ok::<(), tickguard_engine::config::ConfigError>(())
+//! ```
 
 pub mod config;
 pub mod feed;

@@ -1,6 +1,7 @@
 //! The `--explain`, `--explain-all` and `--at` text.
 
-use super::{iso, AtState, BeatStep, Cause, Event, Forensics, Note, Step};
+use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Step};
+use crate::explain::{dur, iso, rel, rel_i, ticks};
 use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -260,14 +261,6 @@ fn describe(e: &Event, origin: u64) -> String {
     s
 }
 
-pub(super) fn ticks(n: u64) -> String {
-    if n == 1 {
-        "1 tick".to_string()
-    } else {
-        format!("{n} ticks")
-    }
-}
-
 fn state_line(a: &AtState, time: u64, origin: u64) -> String {
     let Some(s) = a.state else {
         return "  state: none (no message applied yet)\n".to_string();
@@ -305,31 +298,6 @@ fn state_line(a: &AtState, time: u64, origin: u64) -> String {
     }
     out.push('\n');
     out
-}
-
-/// `+1234.567890 ms` since `origin` (negative before it).
-pub(super) fn rel(t: u64, origin: u64) -> String {
-    rel_i(t as i128, origin)
-}
-
-pub(super) fn rel_i(t: i128, origin: u64) -> String {
-    let d = t - origin as i128;
-    let sign = if d < 0 { '-' } else { '+' };
-    let d = d.unsigned_abs();
-    format!("{sign}{}.{:06} ms", d / 1_000_000, d % 1_000_000)
-}
-
-/// A duration in ms, as short as exact: `500 ms`, `120.03 ms`, `-40 ms`.
-pub(super) fn dur(ns: i128) -> String {
-    let sign = if ns < 0 { "-" } else { "" };
-    let n = ns.unsigned_abs();
-    let (ms, frac) = (n / 1_000_000, n % 1_000_000);
-    if frac == 0 {
-        format!("{sign}{ms} ms")
-    } else {
-        let f = format!("{frac:06}");
-        format!("{sign}{ms}.{} ms", f.trim_end_matches('0'))
-    }
 }
 
 #[cfg(test)]

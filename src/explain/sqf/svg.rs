@@ -2,9 +2,9 @@
 //! ([`super::band`]).
 
 use super::band::{Class, Mark, MarkKind};
-use super::text::{dur, rel, ticks};
 use super::tracking::Tracker;
-use super::{iso, Forensics};
+use super::Forensics;
+use crate::explain::{dur, iso, rel, ticks};
 use crate::verdict::Reasons;
 use std::fmt::Write as _;
 
