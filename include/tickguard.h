@@ -799,7 +799,8 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if (version_out != NULL) *version_out = w[TG_S_STAMP];
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
-    /* status::verdict() in crates/reader/src/status.rs: differences in 128 bits, strict `>`. */
+    /* status::verdict() in crates/reader/src/status.rs, i.e. verdict::reasons() of the
+     * slot's and the feed's inputs: differences in 128 bits, strict `>`. */
     if ((meta & (TG_META_HAS_BID | TG_META_HAS_ASK)) == 0) return TG_NO_QUOTE;
     now = (tg_i128)now_ns;
     alive = w[TG_S_LAST_ALIVE] > feed[1] ? w[TG_S_LAST_ALIVE] : feed[1];

@@ -3,7 +3,7 @@
 
 use crate::seqlock::SeqLock;
 use crate::slot::Record;
-use crate::verdict::Reasons;
+use crate::verdict::{reasons, Inputs, Reasons};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What an exchange feed keeps per feed rather than per symbol (ITCH:
@@ -116,36 +116,24 @@ impl FeedStatusWords {
 /// time are the later of the symbol's and the feed's, suspect either's,
 /// closed the feed's, halted and invalid the symbol's; `no_quote` (alone)
 /// when the book has neither side. `offset` is the feed's clock offset
-/// (local − provider), ns; `now` local ns since the Unix epoch. Differences
-/// in 128 bits, comparisons strict, as [`crate::verdict::evaluate`], which
-/// it equals for SQF (whose feed status stays zero).
+/// (local − provider), ns; `now` local ns since the Unix epoch. The
+/// reasons are [`crate::verdict::reasons`] of these inputs.
 #[inline]
 pub fn verdict(r: &Record, feed: &FeedStatus, offset: i128, now: u64) -> Reasons {
-    if r.no_quote() {
-        return Reasons::NO_QUOTE;
-    }
     let s = &r.state;
-    let now = now as i128;
-    let alive = s.last_alive.max(feed.last_alive) as i128;
     let source = s
         .price
         .map_or(0, |p| p.source_time)
-        .max(feed.source_watermark) as i128;
-    let mut reasons = Reasons::empty();
-    for (on, reason) in [
-        (now - alive > r.thresholds.stale_ns as i128, Reasons::STALE),
-        (
-            now - source - offset > r.thresholds.source_ns as i128,
-            Reasons::STALE_AT_SOURCE,
-        ),
-        (s.suspect || feed.suspect, Reasons::SUSPECT),
-        (s.invalid, Reasons::INVALID_PRICE),
-        (r.halted, Reasons::HALTED),
-        (feed.closed, Reasons::CLOSED),
-    ] {
-        if on {
-            reasons |= reason;
-        }
-    }
-    reasons
+        .max(feed.source_watermark);
+    let inputs = Inputs {
+        quoted: !r.no_quote(),
+        alive: Some(s.last_alive.max(feed.last_alive) as i128),
+        source: Some(source as i128),
+        offset,
+        suspect: s.suspect || feed.suspect,
+        invalid: s.invalid,
+        halted: r.halted,
+        closed: feed.closed,
+    };
+    reasons(&inputs, r.thresholds, now)
 }

@@ -117,35 +117,84 @@ impl fmt::Display for Reasons {
     }
 }
 
-/// The verdict for a symbol at local time `now` (ns since the Unix epoch,
-/// local clock). `state` is `None` for a symbol the handler has never seen;
-/// `offset` is the feed's clock offset (local − provider), ns.
-///
-/// Differences are taken in 128 bits, so no time on the wire, however wild,
-/// can wrap around into a fresh-looking value.
+/// What a verdict is made of, whatever the protocol and wherever it is
+/// asked (the handler, a replay, the `Reader`, `check`, `stat`; the C
+/// header mirrors [`reasons`]). Times are ns since the Unix epoch: `alive`
+/// on the local clock, `source` on the provider's; `None` means never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inputs {
+    /// A price on at least one side; without one the verdict is
+    /// `no_quote` alone.
+    pub quoted: bool,
+    /// The last sign of life.
+    pub alive: Option<i128>,
+    /// The source time of what is shown.
+    pub source: Option<i128>,
+    /// The clock offset (local − provider), ns.
+    pub offset: i128,
+    /// The state may have missed ticks.
+    pub suspect: bool,
+    /// The price shown is invalid.
+    pub invalid: bool,
+    /// Trading in the instrument is halted.
+    pub halted: bool,
+    /// The market is closed.
+    pub closed: bool,
+}
+
+/// The one verdict function: the reasons for `i` at local time `now`
+/// under `th`, in spec order (`no_quote` alone when nothing is quoted).
+/// Silence and source age are taken in 128 bits and compared strictly, so
+/// no time on the wire, however wild, wraps into a fresh-looking value.
+#[inline]
+pub fn reasons(i: &Inputs, th: Thresholds, now: u64) -> Reasons {
+    if !i.quoted {
+        return Reasons::NO_QUOTE;
+    }
+    let now = now as i128;
+    let mut r = Reasons::empty();
+    for (on, reason) in [
+        (
+            i.alive.is_none_or(|a| now - a > th.stale_ns as i128),
+            Reasons::STALE,
+        ),
+        (
+            i.source
+                .is_none_or(|s| now - s - i.offset > th.source_ns as i128),
+            Reasons::STALE_AT_SOURCE,
+        ),
+        (i.suspect, Reasons::SUSPECT),
+        (i.invalid, Reasons::INVALID_PRICE),
+        (i.halted, Reasons::HALTED),
+        (i.closed, Reasons::CLOSED),
+    ] {
+        if on {
+            r |= reason;
+        }
+    }
+    r
+}
+
+/// The verdict for a symbol's rule state at local time `now` (ns since the
+/// Unix epoch, local clock): [`reasons`] of it. `state` is `None` for a
+/// symbol never seen; `offset` is the feed's clock offset (local −
+/// provider), ns.
 #[inline]
 pub fn evaluate(state: Option<&SymbolState>, th: Thresholds, offset: i128, now: u64) -> Reasons {
     let Some(s) = state else {
         return Reasons::NO_QUOTE;
     };
-    let Some(price) = s.price else {
-        return Reasons::NO_QUOTE;
+    let inputs = Inputs {
+        quoted: s.price.is_some(),
+        alive: Some(s.last_alive as i128),
+        source: s.price.map(|p| p.source_time as i128),
+        offset,
+        suspect: s.suspect,
+        invalid: s.invalid,
+        halted: false,
+        closed: false,
     };
-    let now = now as i128;
-    let mut r = Reasons::empty();
-    if now - s.last_alive as i128 > th.stale_ns as i128 {
-        r |= Reasons::STALE;
-    }
-    if now - price.source_time as i128 - offset > th.source_ns as i128 {
-        r |= Reasons::STALE_AT_SOURCE;
-    }
-    if s.suspect {
-        r |= Reasons::SUSPECT;
-    }
-    if s.invalid {
-        r |= Reasons::INVALID_PRICE;
-    }
-    r
+    reasons(&inputs, th, now)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::symbol::Symbol;
 use crate::sys::memory::prefetch;
-use crate::verdict::{Reasons, Thresholds};
+use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
 
 /// A feed's settings (spec §6).
 #[derive(Debug, Clone)]
@@ -1073,40 +1073,18 @@ impl<'a> Settled<'a> {
         };
         let top = self.levels.top(i);
 
-        if top.bid.is_none() && top.ask.is_none() {
-            return Reasons::NO_QUOTE;
-        }
-        let mut r = Reasons::empty();
-        let now = now as i128;
-        if self
-            .last_alive
-            .is_none_or(|a| now - a as i128 > th.stale_ns as i128)
-        {
-            r |= Reasons::STALE;
-        }
-        let offset = self.clock.offset();
-        if self
-            .watermark
-            .is_none_or(|w| now - w - offset > th.source_ns as i128)
-        {
-            r |= Reasons::STALE_AT_SOURCE;
-        }
-        // As Feed::suspect.
-        if self.seq.suspect() || self.refused {
-            r |= Reasons::SUSPECT;
-        }
-        if let (Some((bid, _)), Some((ask, _))) = (top.bid, top.ask) {
-            if bid > ask {
-                r |= Reasons::INVALID_PRICE;
-            }
-        }
-        if self.symbols[i as usize].halted() {
-            r |= Reasons::HALTED;
-        }
-        if self.hours == Hours::Closed {
-            r |= Reasons::CLOSED;
-        }
-        r
+        let inputs = Inputs {
+            quoted: top.bid.is_some() || top.ask.is_some(),
+            alive: self.last_alive.map(i128::from),
+            source: self.watermark,
+            offset: self.clock.offset(),
+            // As Feed::suspect.
+            suspect: self.seq.suspect() || self.refused,
+            invalid: matches!((top.bid, top.ask), (Some((bid, _)), Some((ask, _))) if bid > ask),
+            halted: self.symbols[i as usize].halted(),
+            closed: self.hours == Hours::Closed,
+        };
+        reasons(&inputs, th, now)
     }
 
     /// The symbol's state and top of book.
