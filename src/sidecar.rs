@@ -535,7 +535,9 @@ impl Sidecar {
     }
 
     /// [`cycle`](Self::cycle), calling `applied(arrival_ns)` right after each
-    /// datagram's state is published (benchmarks time tick-to-publish with it).
+    /// datagram is applied: an SQF datagram's state is published by then
+    /// (benchmarks time tick-to-publish with it); an ITCH feed publishes the
+    /// cycle's symbols once, after the cycle's datagrams.
     #[inline]
     pub fn cycle_with(&mut self, now: u64, mut applied: impl FnMut(u64)) -> usize {
         self.stats.cycles += 1;

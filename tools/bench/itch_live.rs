@@ -606,7 +606,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
             "apply": summary(&apply),
             "after_apply_sending": summary(&tail_sending),
             "after_apply_not_sending": summary(&tail_other),
-            "note": "apply: cycle start to the last datagram's publish (receive + apply); after_apply: from there to the cycle's end (expiry, re-requests when sending, heartbeat): nothing applied waits for it",
+            "note": "apply: cycle start to the last datagram applied (receive + apply); after_apply: from there to the cycle's end (the cycle's tops published, expiry, re-requests when sending, heartbeat)",
         },
     }))
 }

@@ -302,6 +302,13 @@ impl Books {
         self.levels.prefetch_entry(book);
     }
 
+    /// Starts loading `book`'s own entry (the first stage, before its
+    /// levels); nothing with the levels on their thread.
+    #[inline]
+    pub fn prefetch_book(&self, book: u32) {
+        self.levels.prefetch_entry(book);
+    }
+
     /// Starts loading `book`'s best level on each side (the second stage,
     /// once the book's entry is in cache); nothing with the levels on their
     /// thread.

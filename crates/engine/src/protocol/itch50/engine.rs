@@ -59,7 +59,7 @@ impl Engine {
     /// An engine for an `itch50` feed with settings `c`, its clock offset
     /// by `offset`, offset queues of at most `offset_queue` entries;
     /// `shared`: the table lives in shared memory, so what the messages
-    /// change is published after each datagram.
+    /// change is published, once per receive cycle and before each check.
     pub fn new(c: &ItchConfig, offset: OffsetMode, offset_queue: usize, shared: bool) -> Engine {
         let timezone = jiff::tz::db()
             .get(&c.timezone)
@@ -134,7 +134,7 @@ impl Engine {
 
     /// Writes what the messages changed into the shared table, and the
     /// clock offset into the publication (nothing without a publisher).
-    fn publish(&mut self, cx: Cx<'_>) {
+    fn publish(&mut self, cx: &mut Cx<'_>) {
         let Some(p) = &mut self.publisher else {
             return;
         };
@@ -199,14 +199,26 @@ impl FeedEngine for Engine {
     type Reject = Reject;
     type Summary = super::summary::FeedSummary;
 
+    /// What the datagram changes is published by the next
+    /// [`catch_up`](FeedEngine::catch_up) (once per receive cycle, and
+    /// before each check), each symbol once however many of the cycle's
+    /// datagrams touched it; but a datagram that starts a new session
+    /// first has what the old one changed published, as it would have
+    /// been before its books are dropped.
     #[inline]
     fn on_datagram(
         &mut self,
-        cx: Cx<'_>,
+        mut cx: Cx<'_>,
         line: usize,
         payload: &[u8],
         t: u64,
     ) -> Result<(), Reject> {
+        if self.publisher.is_some()
+            && !self.feed.touched().is_empty()
+            && self.feed.starts_session(payload)
+        {
+            self.publish(&mut cx);
+        }
         let result = self
             .feed
             .on_datagram_line(payload, line, t)
@@ -218,8 +230,12 @@ impl FeedEngine for Engine {
                     self.session_event(&cx.config.name, out.new_session, t);
                 }
             });
-        copy_counters(&self.feed, cx.counters);
-        self.publish(cx);
+        // A live feed's counters are read after the cycle's catch_up (the
+        // heartbeat's publish_counters), which copies them; a replay's are
+        // read between datagrams (its progress), so copied after each.
+        if self.publisher.is_none() {
+            copy_counters(&self.feed, cx.counters);
+        }
         result
     }
 
@@ -233,11 +249,11 @@ impl FeedEngine for Engine {
 
     /// Gives up the gaps whose deadline is strictly before `now` (spec
     /// itch50 §3.2) and publishes what that changed.
-    fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
+    fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
         self.feed.expire(now);
         self.feed.settle();
         copy_counters(&self.feed, cx.counters);
-        self.publish(cx);
+        self.publish(&mut cx);
     }
 
     fn summary(&mut self, _: View<'_>, counters: &FeedCounters) -> Self::Summary {
@@ -325,25 +341,30 @@ mod tests {
     use crate::handler::Handler;
     use crate::protocol::itch50::message::encode;
     use crate::protocol::itch50::mold::PacketBuilder;
-    use crate::protocol::itch50::Session;
+    use crate::protocol::itch50::{Session, Side};
+    use crate::shm::Publication;
+    use crate::state::{Record, StateTable};
+    use crate::symbol::Symbol;
+    use std::sync::Arc;
 
-    /// An ITCH feed's duplicates split as SQF's do: the other line's copy
-    /// of a packet is a line copy, a packet twice on one line is not.
-    #[test]
-    fn itch_line_copies_are_the_other_lines_copies() {
-        let config = Config::parse(
-            r#"
+    /// A configuration of one ITCH feed on two lines, after `head`.
+    fn config(head: &str) -> Config {
+        let feed = r#"
 [[feed]]
 name = "nq"
 protocol = "itch50"
 lines = ["239.9.9.1:9000", "239.9.9.2:9000"]
 stale_threshold_ms = 1000
 source_threshold_ms = 1000
-"#,
-            "t",
-        )
-        .unwrap();
-        let mut h = Handler::new(&config);
+"#;
+        Config::parse(&format!("{head}{feed}"), "t").unwrap()
+    }
+
+    /// An ITCH feed's duplicates split as SQF's do: the other line's copy
+    /// of a packet is a line copy, a packet twice on one line is not.
+    #[test]
+    fn itch_line_copies_are_the_other_lines_copies() {
+        let mut h = Handler::new(&config(""));
         let packet_of = |session: [u8; 10], seq: u64| {
             let mut b = PacketBuilder::new(Session(session), seq);
             b.message(&encode::system_event(seq, b'Q'));
@@ -375,5 +396,137 @@ source_threshold_ms = 1000
         h.on_datagram_line(0, 1, &old, 33).unwrap();
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies), (24, 20));
+    }
+
+    /// A handler whose table lives in a publication under `dir`.
+    fn shared_handler(config: &Config, dir: &std::path::Path) -> Handler {
+        let feeds = crate::sidecar::publication_feeds(config);
+        let p =
+            Publication::create(&dir.join("tickguard"), 0o600, 4, &feeds, 0, 1_000_000).unwrap();
+        Handler::with_table(config, StateTable::shared(Arc::new(p)), 1024)
+    }
+
+    /// What readers of a handler's publication and counters see: every
+    /// slot (but its write count), the feed's status and its counters
+    /// (as text: a side without a price holds a NaN).
+    fn seen(h: &Handler) -> String {
+        let records: Vec<Record> = h.records().map(|r| Record { version: 0, ..r }).collect();
+        let status = h.table().feed_status(0);
+        format!("{records:?}\n{status:?}\n{:?}", h.feeds()[0].counters)
+    }
+
+    /// A live feed publishes once per receive cycle, and its counters are
+    /// read after the cycle: at each cycle's end, readers see what they saw
+    /// when every datagram was published and counted as it came, though a
+    /// session starts in the middle of a cycle, just after a stock new to
+    /// the table, and the table is too small for the next session's.
+    #[test]
+    fn a_cycle_publishes_what_each_datagram_would_have() {
+        let config = config("[state]\ncapacity = 4\n");
+        let stocks = ["AAPL", "MSFT", "NVDA", "TSLA", "QQQ"].map(|s| Symbol::parse(s).unwrap());
+        let packet = |session: &[u8; 10], seq: u64, messages: &[Vec<u8>]| {
+            let mut b = PacketBuilder::new(Session(*session), seq);
+            for m in messages {
+                b.message(m);
+            }
+            b.finish()
+        };
+        let add = |locate: u16, order: u64, side, price| {
+            let stock = stocks[usize::from(locate) - 1];
+            encode::add_order(locate, order, order, side, 100, stock, price, None)
+        };
+        let s1 = b"SESSION001";
+        let s2 = b"SESSION002";
+        let datagrams: Vec<(usize, Vec<u8>)> = vec![
+            (
+                0,
+                packet(s1, 1, &[encode::stock_directory(1, 1, stocks[0])]),
+            ),
+            (
+                0,
+                packet(
+                    s1,
+                    2,
+                    &[
+                        add(1, 1, Side::Buy, 100_000),
+                        add(2, 2, Side::Sell, 200_000),
+                    ],
+                ),
+            ),
+            (
+                1,
+                packet(s1, 1, &[encode::stock_directory(1, 1, stocks[0])]),
+            ),
+            (
+                0,
+                packet(
+                    s1,
+                    4,
+                    &[add(1, 3, Side::Sell, 101_000), add(3, 4, Side::Buy, 1_000)],
+                ),
+            ),
+            (
+                1,
+                packet(
+                    s1,
+                    2,
+                    &[
+                        add(1, 1, Side::Buy, 100_000),
+                        add(2, 2, Side::Sell, 200_000),
+                    ],
+                ),
+            ),
+            (
+                0,
+                packet(
+                    s1,
+                    6,
+                    &[encode::delete(1, 6, 1), add(2, 5, Side::Buy, 199_000)],
+                ),
+            ),
+            // A stock new to the table, then a new session, in one cycle.
+            (0, packet(s1, 8, &[add(4, 6, Side::Buy, 5_000)])),
+            (
+                0,
+                packet(
+                    s2,
+                    1,
+                    &[add(5, 1, Side::Buy, 7_000), add(1, 2, Side::Sell, 9_000)],
+                ),
+            ),
+            (1, packet(s1, 8, &[add(4, 6, Side::Buy, 5_000)])),
+            (0, packet(s2, 3, &[add(2, 3, Side::Buy, 150_000)])),
+            (
+                1,
+                packet(
+                    s2,
+                    1,
+                    &[add(5, 1, Side::Buy, 7_000), add(1, 2, Side::Sell, 9_000)],
+                ),
+            ),
+            (0, packet(s2, 4, &[encode::executed(2, 4, 3, 50, 1)])),
+        ];
+        let dirs = [(); 2].map(|_| {
+            tempfile::Builder::new()
+                .prefix("tickguard-itch-cycle-")
+                .tempdir_in("/dev/shm")
+                .unwrap()
+        });
+        let mut each = shared_handler(&config, dirs[0].path());
+        let mut cycles = shared_handler(&config, dirs[1].path());
+        for (cycle, chunk) in datagrams.chunks(4).enumerate() {
+            for (k, (line, datagram)) in chunk.iter().enumerate() {
+                let t = (cycle * 4 + k) as u64 + 1;
+                each.on_datagram_line(0, *line, datagram, t).unwrap();
+                each.upkeep(t);
+                cycles.on_datagram_line(0, *line, datagram, t).unwrap();
+            }
+            let now = (cycle * 4 + chunk.len()) as u64;
+            each.upkeep(now);
+            cycles.upkeep(now);
+            assert_eq!(seen(&cycles), seen(&each), "after cycle {cycle}");
+        }
+        assert_eq!(cycles.table().len(), 4, "the table is full");
+        assert_eq!(cycles.feeds()[0].counters.table_full, 1);
     }
 }

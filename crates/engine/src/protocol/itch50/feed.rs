@@ -14,7 +14,7 @@ use super::ladder::Levels;
 use super::linecheck::LineCheck;
 use super::map::U64Map;
 use super::message::{fixed, msg_type, Body, Message, Side, HEADER_LEN};
-use super::mold::{Kind, Packet, Session};
+use super::mold::{Kind, Packet, Session, SESSION_LEN};
 use super::sequencer::{self, Apply, Sequencer, SessionOf};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
@@ -101,6 +101,13 @@ impl SymbolState {
         matches!(self.trading_state, b'H' | b'P' | b'Q') || self.operational_halt
     }
 }
+
+/// [`Feed::drain_touched`] loads a symbol's state and book entry this many
+/// symbols ahead…
+const TOUCHED_ENTRY_AHEAD: usize = 16;
+/// …and its best levels this many (and hands the symbol this many ahead
+/// to its caller).
+pub const TOUCHED_AHEAD: usize = 8;
 
 /// Locate codes (u16).
 const LOCATES: usize = 1 << 16;
@@ -479,23 +486,6 @@ impl Apply for State {
 }
 
 impl State {
-    /// [`prefetch`](Self::prefetch)es a run of messages about to be
-    /// applied, both stages: every message's first, then every message's
-    /// second, so that the loads of each stage overlap.
-    #[inline]
-    fn prefetch_all<'a>(&self, messages: impl Iterator<Item = &'a [u8]> + Clone) {
-        for m in messages.clone() {
-            self.prefetch(m, true);
-        }
-        // The second stage loads only levels, which a level thread loads
-        // itself.
-        if !self.books.pipelined() {
-            for m in messages {
-                self.prefetch(m, false);
-            }
-        }
-    }
-
     /// Starts loading what message `bytes` will touch when it is applied, a
     /// few messages from now, so that the cache misses of consecutive
     /// messages overlap. `far`: the first stage (the named order's slot, the
@@ -706,8 +696,33 @@ impl Feed {
     /// their deadline are given up first, whether or not it is valid.
     pub fn on_datagram(&mut self, payload: &[u8], t: u64) -> Result<Outcome, Reject> {
         self.expire(t);
-        let packet = Packet::new_checked(payload)?;
+        let packet = self.checked(payload)?;
         Ok(self.on_packet(&packet, t))
+    }
+
+    /// Validates `payload` ([`Packet::new_checked`]). A data packet that
+    /// carries news (not line B's copy of one applied) has the memory its
+    /// messages will touch loaded in the same walk, in two stages: every
+    /// message's first during the validity walk, then every message's
+    /// second, so that the loads of each stage overlap and all are on
+    /// their way before any message is applied.
+    #[inline]
+    fn checked<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, Reject> {
+        let news = super::mold::data_end(payload)
+            .is_some_and(|end| self.seq.next().is_none_or(|next| end > next));
+        if !news {
+            return Packet::new_checked(payload);
+        }
+        let state = &self.state;
+        let packet = Packet::new_checked_with(payload, |m| state.prefetch(m, true))?;
+        // The second stage loads only levels, which a level thread loads
+        // itself.
+        if !state.books.pipelined() {
+            for (_, m) in packet.messages() {
+                state.prefetch(m.bytes(), false);
+            }
+        }
+        Ok(packet)
     }
 
     /// [`on_datagram`](Self::on_datagram) for a datagram that came on
@@ -721,7 +736,7 @@ impl Feed {
         t: u64,
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
-        let packet = Packet::new_checked(payload)?;
+        let packet = self.checked(payload)?;
         self.lines.prefetch(line, &packet);
         let out = self.on_packet(&packet, t);
         // A packet of an earlier session has no effect but its count
@@ -731,6 +746,18 @@ impl Feed {
         let mismatch =
             !out.stale_session && !out.new_session && self.lines.on_packet(line, &packet);
         Ok((out, mismatch))
+    }
+
+    /// Whether `datagram` would start a new session (every book and symbol
+    /// dropped) if it is valid: judged from its header alone.
+    #[inline]
+    pub fn starts_session(&self, datagram: &[u8]) -> bool {
+        datagram.first_chunk::<SESSION_LEN>().is_some_and(|s| {
+            matches!(
+                self.seq.classify(Session(*s)),
+                SessionOf::First | SessionOf::Next
+            )
+        })
     }
 
     /// The A/B content check's findings.
@@ -757,12 +784,6 @@ impl Feed {
             }
         }
         let Feed { seq, state, .. } = self;
-        // A packet that carries news (not line B's copy of one applied):
-        // its messages' memory is fetched together before any is applied.
-        let end = p.sequence().saturating_add(u64::from(p.count()));
-        if matches!(p.kind(), Kind::Data(_)) && seq.next().is_none_or(|next| end > next) {
-            state.prefetch_all(p.messages().map(|(_, m)| m.bytes()));
-        }
         state.last_ts = NO_TIME;
         let out = seq.on_packet_of(p, of, t, state);
         if let Some(log) = &mut state.log {
@@ -958,9 +979,11 @@ impl Feed {
     /// Calls `f` with each symbol that messages may have changed since the
     /// last call (its index in [`Settled::symbols`], state, top of
     /// book, and the stream sequence of the last message that named or
-    /// changed it), each once, and forgets them. A new session forgets the
-    /// old session's symbols without calling `f`.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top, u64)) {
+    /// changed it), each once, and forgets them; and with the symbol it
+    /// will be called with a few calls later, if any, so that it can start
+    /// loading what it will write then. A new session forgets the old
+    /// session's symbols without calling `f`.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(u32, &SymbolState, Top, u64, Option<u32>)) {
         let State {
             touched,
             is_touched,
@@ -969,11 +992,24 @@ impl Feed {
             books,
             ..
         } = &mut self.state;
-        // Tracking keeps the levels on this thread: settled already.
-        let levels = books.settled();
-        for &i in touched.iter() {
+        // A cycle's symbols are read long after their last message: each
+        // one's state, book entry and best levels are loaded some symbols
+        // ahead, as a run of messages loads them.
+        for (k, &i) in touched.iter().enumerate() {
+            if let Some(&a) = touched.get(k + TOUCHED_ENTRY_AHEAD) {
+                if let Some(s) = symbols.get(a as usize) {
+                    prefetch(s);
+                }
+                books.prefetch_book(a);
+            }
+            let ahead = touched.get(k + TOUCHED_AHEAD).copied();
+            if let Some(a) = ahead {
+                books.prefetch_levels(a);
+            }
             is_touched[i as usize] = false;
-            f(i, &symbols[i as usize], levels.top(i), last_seq[i as usize]);
+            // Tracking keeps the levels on this thread: settled already.
+            let top = books.settled().top(i);
+            f(i, &symbols[i as usize], top, last_seq[i as usize], ahead);
         }
         touched.clear();
     }

@@ -36,6 +36,21 @@ pub fn message_count(datagram: &[u8]) -> u16 {
     }
 }
 
+/// The sequence after the last message of a data packet, read from the
+/// header alone (the datagram not validated yet): `None` for a heartbeat,
+/// an end of session or a datagram too short to have a header.
+#[inline]
+pub fn data_end(datagram: &[u8]) -> Option<u64> {
+    let header = datagram.first_chunk::<HEADER_LEN>()?;
+    let count = u16::from_be_bytes([header[field::COUNT.start], header[field::COUNT.start + 1]]);
+    if count == HEARTBEAT || count == END_OF_SESSION {
+        return None;
+    }
+    let mut sequence = [0u8; 8];
+    sequence.copy_from_slice(&header[field::SEQUENCE]);
+    Some(u64::from_be_bytes(sequence).saturating_add(u64::from(count)))
+}
+
 /// A session: 10 raw bytes (usually ASCII, e.g. a trading day's name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Session(pub [u8; SESSION_LEN]);
@@ -94,7 +109,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// and wraps it. Never panics, never allocates.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        let last_timed = check(buffer.as_ref())?;
+        Packet::new_checked_with(buffer, |_| {})
+    }
+
+    /// [`new_checked`](Self::new_checked), handing each block's message to
+    /// `visit` as soon as the walk has found it valid, in order: a caller
+    /// with work to do on every message before any is applied does it in
+    /// the validity walk instead of a second one. A datagram rejected part
+    /// way has had the blocks before the bad one visited.
+    #[inline]
+    pub fn new_checked_with(buffer: T, visit: impl FnMut(&[u8])) -> Result<Packet<T>, Reject> {
+        let last_timed = check(buffer.as_ref(), visit)?;
         Ok(Packet { buffer, last_timed })
     }
 
@@ -174,10 +199,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// The validity walk of spec §1: header, then each block's framing and
-/// message, then no trailing bytes. Returns where the last message with a
-/// timestamp starts (0: none).
+/// message (handed to `visit` once valid), then no trailing bytes. Returns
+/// where the last message with a timestamp starts (0: none).
 #[inline]
-fn check(b: &[u8]) -> Result<usize, Reject> {
+fn check(b: &[u8], mut visit: impl FnMut(&[u8])) -> Result<usize, Reject> {
     if b.len() < HEADER_LEN {
         return Err(Reject::Short);
     }
@@ -203,6 +228,7 @@ fn check(b: &[u8]) -> Result<usize, Reject> {
             return Err(Reject::BlockOverrun);
         };
         message::check(block)?;
+        visit(block);
         if len >= message::HEADER_LEN {
             last_timed = b.len() - rest.len() + 2;
         }

@@ -3,13 +3,13 @@
 //! and trading state in its slot, the feed's liveness, source watermark,
 //! `suspect` and `closed` in the feed's status.
 //!
-//! Written after every datagram and every expiry, for the symbols the
-//! messages changed only (the feed lists them), so the cost follows the
-//! traffic, not the number of symbols. No allocation after a symbol's
-//! first appearance.
+//! Written once per receive cycle and before each check, for the symbols
+//! the cycle's messages changed only (the feed lists them, each once), so
+//! the cost follows the traffic, not the number of symbols. No allocation
+//! after a symbol's first appearance.
 
 use super::book::Top;
-use super::feed::{Feed, Hours};
+use super::feed::{Feed, Hours, TOUCHED_AHEAD};
 use crate::state::slot::{Level, Top as SlotTop};
 use crate::state::{FeedStatus, SlotId, StateTable};
 use crate::symbol::Symbol;
@@ -77,14 +77,20 @@ impl Publisher {
             refused,
             ..
         } = self;
-        // A datagram touches a score of symbols whose slots are rarely in
-        // cache: load them together before writing any.
-        for &i in it.touched() {
+        // A cycle touches hundreds of symbols whose slots are rarely in
+        // cache: each is loaded a few symbols before its turn.
+        let prefetch = |table: &StateTable, slots: &[SlotId], i: u32| {
             if let Some(&id) = slots.get(i as usize).filter(|&&id| id < REFUSED) {
                 table.slots()[id as usize].prefetch();
             }
+        };
+        for &i in it.touched().iter().take(TOUCHED_AHEAD) {
+            prefetch(table, slots, i);
         }
-        it.drain_touched(|i, s, top, last_seq| {
+        it.drain_touched(|i, s, top, last_seq, ahead| {
+            if let Some(a) = ahead {
+                prefetch(table, slots, a);
+            }
             let i = i as usize;
             if i >= slots.len() {
                 slots.resize(i + 1, NO_SLOT);
