@@ -24,7 +24,7 @@ use crate::capture::write::{CaptureWriter, Format};
 use crate::config::services::{line_index, Receive, COPIES};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
-use crate::shm::{counter, FeedInfo, Publication, WriterLock};
+use crate::shm::{counter, publication_feeds, Publication, WriterLock};
 use crate::state::seqlock::SeqLock;
 use crate::state::verdict;
 use crate::state::StateTable;
@@ -126,20 +126,6 @@ impl SharedStats {
         });
         st
     }
-}
-
-/// The feed blocks a publication for `config` shows, in configuration order.
-pub fn publication_feeds(config: &Config) -> Vec<FeedInfo> {
-    config
-        .feeds
-        .iter()
-        .map(|f| FeedInfo {
-            name: f.name.clone(),
-            kind: f.kind,
-            lines: f.lines.clone(),
-            protocol: f.protocol,
-        })
-        .collect()
 }
 
 /// Buckets of [`RunStats::batch_sizes`].

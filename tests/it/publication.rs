@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::sidecar::publication_feeds;
+use tickguard::shm::publication_feeds;
 use tickguard::symbol::Symbol;
 use tickguard::time::now_ns;
 use tickguard::Reader;

@@ -8,8 +8,8 @@ use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::replay::Router;
+use tickguard::shm::publication_feeds;
 use tickguard::shm::Publication;
-use tickguard::sidecar::publication_feeds;
 use tickguard::state::StateTable;
 
 const T0: u64 = 1_767_603_600_000_000_000;

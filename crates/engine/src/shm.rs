@@ -189,6 +189,20 @@ pub struct FeedInfo {
     pub protocol: Protocol,
 }
 
+/// The feed blocks a publication for `config` shows, in configuration order.
+pub fn publication_feeds(config: &crate::config::Config) -> Vec<FeedInfo> {
+    config
+        .feeds
+        .iter()
+        .map(|f| FeedInfo {
+            name: f.name.clone(),
+            kind: f.kind,
+            lines: f.lines.clone(),
+            protocol: f.protocol,
+        })
+        .collect()
+}
+
 /// Packs a line for the feed block.
 pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
     (u32::from(*l.ip()) as u64) << 16 | l.port() as u64

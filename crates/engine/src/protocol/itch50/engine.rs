@@ -400,7 +400,7 @@ source_threshold_ms = 1000
 
     /// A handler whose table lives in a publication under `dir`.
     fn shared_handler(config: &Config, dir: &std::path::Path) -> Handler {
-        let feeds = crate::sidecar::publication_feeds(config);
+        let feeds = crate::shm::publication_feeds(config);
         let p =
             Publication::create(&dir.join("tickguard"), 0o600, 4, &feeds, 0, 1_000_000).unwrap();
         Handler::with_table(config, StateTable::shared(Arc::new(p)), 1024)
