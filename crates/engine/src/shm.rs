@@ -295,7 +295,11 @@ impl Publication {
         h.slots_offset
             .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
-        for (block, f) in p.views.feeds().iter().zip(feeds) {
+        for (i, (block, f)) in p.views.feeds().iter().zip(feeds).enumerate() {
+            p.describe(i, &crate::protocol::counters(f.protocol))?;
+            block
+                .traits
+                .store(crate::protocol::traits(f.protocol), Ordering::Relaxed);
             let mut name = [0u8; 64];
             let n = f.name.len().min(64);
             name[..n].copy_from_slice(&f.name.as_bytes()[..n]);
@@ -315,6 +319,32 @@ impl Publication {
             }
         }
         Ok(p)
+    }
+
+    /// Stores feed `feed`'s counter descriptors in its table (before the
+    /// file is ready: relaxed, published by the version's Release).
+    fn describe(&self, feed: usize, descriptors: &[Descriptor]) -> io::Result<()> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        if descriptors.len() > MAX_DESCRIPTORS {
+            return Err(invalid(format!(
+                "{} counter descriptors for feed {feed}, room for {MAX_DESCRIPTORS}",
+                descriptors.len()
+            )));
+        }
+        let table = self.views.descriptors(feed);
+        for (slot, d) in table.iter().zip(descriptors) {
+            let words = d
+                .encode()
+                .ok_or_else(|| invalid(format!("counter descriptor {d:?} does not fit")))?;
+            slot.store(&words);
+        }
+        let block = &self.views.feeds()[feed];
+        let at = self.views.shape().descriptors_offset + feed * DESCRIPTOR_TABLE_LEN;
+        block.descriptors_offset.store(at as u64, Ordering::Relaxed);
+        block
+            .descriptor_count
+            .store(descriptors.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sets the staged file's mode exactly, reserves its blocks and maps it.

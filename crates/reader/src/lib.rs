@@ -37,4 +37,5 @@ pub mod symbol;
 pub mod verdict;
 
 pub use clock::WallClock;
-pub use reader::{FeedInfo, Handle, Health, Reader, Verdict};
+pub use layout::{CounterKind, Descriptor};
+pub use reader::{FeedInfo, Handle, Health, Reader, Reading, Verdict};

@@ -17,7 +17,7 @@ use crate::config::FeedConfig;
 pub use crate::config::Protocol;
 pub use crate::engine::MAX_REJECT_REASONS;
 use crate::engine::{Channel, Cx, FeedEngine, Reason, View};
-use crate::shm::Publication;
+use crate::shm::{Descriptor, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 
@@ -158,6 +158,24 @@ impl Engine {
             Engine::Itch50(e) => Some(e),
             Engine::Sqf(_) => None,
         }
+    }
+}
+
+/// Every counter a feed of `protocol` publishes, as the publication
+/// describes it ([`FeedEngine::counters`]).
+pub fn counters(protocol: Protocol) -> Vec<Descriptor> {
+    match protocol {
+        Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::counters(),
+        Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::counters(),
+    }
+}
+
+/// The [`traits`](crate::shm::traits) bits of `protocol`'s feeds
+/// ([`FeedEngine::TRAITS`]).
+pub fn traits(protocol: Protocol) -> u64 {
+    match protocol {
+        Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::TRAITS,
+        Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::TRAITS,
     }
 }
 
