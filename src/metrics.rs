@@ -137,7 +137,9 @@ fn register(feed: &str, lines: usize, descriptors: &[Descriptor]) -> Vec<Exporte
         }
         let name = format!("{PREFIX}{}", d.metric);
         match d.kind {
-            CounterKind::Counter => out.push(Exported::Counter(i, metrics::counter!(name, labels(d)))),
+            CounterKind::Counter => {
+                out.push(Exported::Counter(i, metrics::counter!(name, labels(d))))
+            }
             CounterKind::Bucket => {
                 // The run of buckets of this metric, bounds ascending.
                 let mut buckets = Vec::new();
@@ -363,9 +365,11 @@ impl Monitor {
                     .map(|i| register(&f.name, i.lines, &i.counters));
             }
             let status = r.feed_status(id).unwrap_or_default();
-            if let (Some(exported), Some(info), Some(values)) =
-                (&f.exported, info, counters.get(id as usize).copied().flatten())
-            {
+            if let (Some(exported), Some(info), Some(values)) = (
+                &f.exported,
+                info,
+                counters.get(id as usize).copied().flatten(),
+            ) {
                 let value = |i: usize| info.counters[i].value(&values, status.flags());
                 for e in exported {
                     match e {

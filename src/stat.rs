@@ -127,9 +127,11 @@ impl FeedView {
     /// rejected packets), by name in first-seen order.
     fn families(&self) -> Vec<Family<'_>> {
         let mut out: Vec<Family<'_>> = Vec::new();
-        for s in self.samples.iter().filter(|s| {
-            s.d.kind != CounterKind::Flag && !ALL_REJECTED_IDS.contains(&s.d.id)
-        }) {
+        for s in self
+            .samples
+            .iter()
+            .filter(|s| s.d.kind != CounterKind::Flag && !ALL_REJECTED_IDS.contains(&s.d.id))
+        {
             let i = match out.iter().position(|f| f.name == s.d.name) {
                 Some(i) => i,
                 None => {
@@ -272,7 +274,11 @@ impl FeedView {
         doc.insert("protocol".into(), json!(self.protocol));
         doc.insert(
             "kind".into(),
-            json!(if self.kind == FeedKind::Full { "full" } else { "delta" }),
+            json!(if self.kind == FeedKind::Full {
+                "full"
+            } else {
+                "delta"
+            }),
         );
         let flags: serde_json::Map<String, Value> = self
             .flags()
@@ -568,8 +574,16 @@ impl Snapshot {
                 s,
                 "\nfeed {} ({}, {})",
                 f.name,
-                if f.protocol.is_empty() { "?" } else { &f.protocol },
-                if f.kind == FeedKind::Full { "full" } else { "delta" },
+                if f.protocol.is_empty() {
+                    "?"
+                } else {
+                    &f.protocol
+                },
+                if f.kind == FeedKind::Full {
+                    "full"
+                } else {
+                    "delta"
+                },
             );
             if let Some(flags) = f.flags_text() {
                 let _ = write!(s, "  flags {flags}");

@@ -402,13 +402,13 @@ mod described {
     /// message kinds, and neither the other's.
     #[test]
     fn each_feed_exports_the_counters_its_descriptors_describe() {
-        use tickguard::shm::{counter, FeedInfo, Publication};
-        use tickguard::state::FeedKind;
-        use tickguard::state::{FeedStatus, Level, StateTable, Top};
+        use std::sync::Arc;
         use tickguard::config::Config;
         use tickguard::metrics::Monitor;
+        use tickguard::shm::{counter, FeedInfo, Publication};
         use tickguard::sidecar::SharedStats;
-        use std::sync::Arc;
+        use tickguard::state::FeedKind;
+        use tickguard::state::{FeedStatus, Level, StateTable, Top};
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("shm");
         let config = Config::parse(

@@ -123,9 +123,17 @@ pub fn shared_counters<R: Reason>() -> Vec<Descriptor> {
     }));
     v.extend([
         Descriptor::gauge(counter::ALL_REJECTED, "all_rejected").metric("feed_all_rejected"),
-        Descriptor::new(counter::ALL_REJECTED_SINCE, CounterKind::TimestampNs, "all_rejected_since"),
+        Descriptor::new(
+            counter::ALL_REJECTED_SINCE,
+            CounterKind::TimestampNs,
+            "all_rejected_since",
+        ),
         Descriptor::gauge(counter::ALL_REJECTED_PACKETS, "all_rejected_packets").metric(""),
-        Descriptor::new(counter::ALL_REJECTED_REASON, CounterKind::Reason, "all_rejected_reason"),
+        Descriptor::new(
+            counter::ALL_REJECTED_REASON,
+            CounterKind::Reason,
+            "all_rejected_reason",
+        ),
     ]);
     v
 }

@@ -569,11 +569,12 @@ fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
 mod tests {
     use super::*;
 
-    /// The feed block holds name, kind, protocol and lines; word 80 and
-    /// 112..128 stay zero; 104 is the counters stamp, even at rest; the feed
-    /// extension is zero until a status or an extension counter is written.
+    /// The feed block holds name, kind, protocol, traits, lines and where
+    /// its descriptors are; 104 is the counters stamp, even at rest; the
+    /// feed extension is zero until a status or an extension counter is
+    /// written.
     #[test]
-    fn feed_block_reserved_words_are_zero() {
+    fn feed_block_words() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
         let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
@@ -593,7 +594,14 @@ mod tests {
         assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
         assert_eq!(word(64), 1);
         assert_eq!(word(72), u64::from_le_bytes(*b"itch50\0\0"));
-        assert_eq!(word(80), 0);
+        assert_eq!(word(80), 0, "ITCH: no traits");
+        assert_eq!(
+            word(112),
+            128 + 1024,
+            "the descriptor table after the block"
+        );
+        let described = crate::protocol::counters(Protocol::Itch50);
+        assert_eq!(word(120), described.len() as u64);
         for at in (512..1024).step_by(8) {
             assert_eq!(word(at), 0, "word {at}");
         }
@@ -608,9 +616,6 @@ mod tests {
         };
         assert_eq!(word(104), 2);
         assert_eq!(word(256 + 8 * counter::PACKETS), 5);
-        for at in [112, 120] {
-            assert_eq!(word(at), 0, "word {at}");
-        }
         p.write_counters(|| {
             p.set_counter(0, counter::GAPS_OPEN, 3);
             p.set_counter(0, counter::INVALID_RECORDS, 9);
@@ -639,6 +644,66 @@ mod tests {
             "one write: an unchanged status is not written again"
         );
         assert_eq!(p.views.feeds()[0].status.try_read(), Some(s));
+    }
+
+    /// Each feed's descriptors are its protocol's, in its table, and read
+    /// back as written; every protocol's fit a table and encode.
+    #[test]
+    fn descriptors_are_written_once_per_feed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feed = |name: &str, protocol| FeedInfo {
+            name: name.into(),
+            kind: FeedKind::Delta,
+            lines: vec!["239.1.1.1:30001".parse().unwrap()],
+            protocol,
+        };
+        let feeds: Vec<FeedInfo> = Protocol::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, p)| feed(&format!("f{i}"), *p))
+            .collect();
+        let p = Publication::create(&path, 0o600, 4, &feeds, 1, 1_000_000).unwrap();
+        for (i, f) in feeds.iter().enumerate() {
+            let expected = crate::protocol::counters(f.protocol);
+            assert!(expected.len() <= MAX_DESCRIPTORS);
+            assert!(expected.iter().all(|d| d.encode().is_some()));
+            assert_eq!(read_descriptors(&p.views, i), expected, "{:?}", f.protocol);
+            assert_eq!(
+                p.views.feeds()[i].traits.load(Ordering::Relaxed),
+                crate::protocol::traits(f.protocol)
+            );
+            let mut ids: Vec<(usize, usize)> = expected
+                .iter()
+                .filter(|d| d.kind != CounterKind::Flag)
+                .map(|d| (d.id, d.width))
+                .collect();
+            ids.sort();
+            for w in ids.windows(2) {
+                assert!(
+                    w[0].0 + w[0].1 <= w[1].0,
+                    "{:?}: ids overlap: {w:?}",
+                    f.protocol
+                );
+            }
+            // Labels are unique among counters (a histogram's buckets
+            // share theirs) and among flags, which are read apart.
+            for flags in [false, true] {
+                let of: Vec<&Descriptor> = expected
+                    .iter()
+                    .filter(|d| (d.kind == CounterKind::Flag) == flags)
+                    .collect();
+                let labels: std::collections::HashSet<String> =
+                    of.iter().map(|d| d.label()).collect();
+                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket).count();
+                assert_eq!(
+                    labels.len() + buckets.saturating_sub(1),
+                    of.len(),
+                    "{:?}: labels repeat",
+                    f.protocol
+                );
+            }
+        }
     }
 
     /// A table on the publication's region writes its slots, each feed's

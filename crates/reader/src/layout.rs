@@ -4,10 +4,10 @@
 //! offset            size               section
 //! 0                 128                Header
 //! FEEDS (=128)      1024 × feeds       FeedBlock per feed, in configuration order
-//! DESCRIPTORS       16384 × feeds      per feed, 128 counter Descriptors of 128 bytes
+//! DESCRIPTORS       32768 × feeds      per feed, 128 counter Descriptors of 256 bytes
 //!                   (= FEEDS + 1024 × feeds)
 //! DIRECTORY         48 × capacity      DirEntry per occupied slot, in insertion order
-//!                   (= align(DESCRIPTORS + 16384 × feeds, 128))
+//!                   (= align(DESCRIPTORS + 32768 × feeds, 128))
 //! SLOTS (4096-al.)  128 × capacity     Slot (see `state::slot`), one per (feed, symbol)
 //! ```
 //!
@@ -56,7 +56,7 @@
 //! file is ready, from the list its protocol's engine declares (the
 //! counters every feed has, then the protocol's own); readers print and
 //! export every counter from them, knowing no protocol. Values stay in the
-//! feed block, under its counters stamp. [`Descriptor`] (128 bytes):
+//! feed block, under its counters stamp. [`Descriptor`] (256 bytes):
 //!
 //! | offset | field | notes |
 //! |---|---|---|
@@ -65,11 +65,11 @@
 //! | 3 | width | u8: counters the value spans (text), else 1 |
 //! | 4..8 | reserved | zero |
 //! | 8 | param | u64: a bucket's bound (ns, `u64::MAX` open), a flag's bit, a reason's index |
-//! | 16..40 | name | ASCII, NUL padded: `packets`, `gaps_open`, `session` |
-//! | 40..80 | metric | Prometheus name less `tickguard_` (`packets_total`); empty: not exported |
-//! | 80..88 | key | attribute name (`line`, `reason`); empty: none |
-//! | 88..104 | value | attribute value (`A`, `bad_magic`) |
-//! | 104..128 | note | printed after the value (a reason's hint: ` (not SQF?)`) |
+//! | 16..48 | name | ASCII, NUL padded: `packets`, `gaps_open`, `session` |
+//! | 48..112 | metric | Prometheus name less `tickguard_` (`packets_total`); empty: not exported |
+//! | 112..128 | key | attribute name (`line`, `reason`); empty: none |
+//! | 128..192 | value | attribute value (`A`, `bad_magic`) |
+//! | 192..256 | note | printed after the value (a reason's hint: ` (not SQF?)`) |
 //!
 //! Descriptors of one name form a family (`rejected`, `rejected{line=A}`,
 //! `rejected{reason=short}`); a histogram is a run of buckets of one name.
@@ -269,7 +269,7 @@ pub mod traits {
 }
 
 /// Bytes of a counter descriptor.
-pub const DESCRIPTOR_LEN: usize = 128;
+pub const DESCRIPTOR_LEN: usize = 256;
 /// Descriptors per feed (the table of each feed has room for this many).
 pub const MAX_DESCRIPTORS: usize = 128;
 /// Bytes of one feed's descriptor table.
@@ -327,7 +327,9 @@ impl CounterKind {
 
     /// The kind of a code; `None` for a code this reader does not know.
     pub fn from_code(code: u8) -> Option<CounterKind> {
-        CounterKind::ALL.get(usize::from(code).checked_sub(1)?).copied()
+        CounterKind::ALL
+            .get(usize::from(code).checked_sub(1)?)
+            .copied()
     }
 
     /// Its name: `counter`, `gauge`, `timestamp_ns`, `text`, `bucket`,
@@ -347,15 +349,15 @@ impl CounterKind {
 
 /// Byte ranges of a descriptor's text fields (ASCII, NUL padded).
 mod field {
-    pub const NAME: std::ops::Range<usize> = 16..40;
-    pub const METRIC: std::ops::Range<usize> = 40..80;
-    pub const KEY: std::ops::Range<usize> = 80..88;
-    pub const VALUE: std::ops::Range<usize> = 88..104;
-    pub const NOTE: std::ops::Range<usize> = 104..128;
+    pub const NAME: std::ops::Range<usize> = 16..48;
+    pub const METRIC: std::ops::Range<usize> = 48..112;
+    pub const KEY: std::ops::Range<usize> = 112..128;
+    pub const VALUE: std::ops::Range<usize> = 128..192;
+    pub const NOTE: std::ops::Range<usize> = 192..256;
 }
 
 /// One counter as the publication describes it (see the module docs for
-/// its 128 bytes): which counter holds its value, what the value means,
+/// its 256 bytes): which counter holds its value, what the value means,
 /// its name and an optional attribute (`line=A`, `reason=bad_magic`).
 /// The writer stores each feed's descriptors once, before the file is
 /// ready; tools print and export counters from them alone.
@@ -371,18 +373,18 @@ pub struct Descriptor {
     /// A bucket's upper bound (ns, `u64::MAX` open), a flag's bit, a
     /// reason's index; 0 otherwise.
     pub param: u64,
-    /// snake_case, up to 24 bytes: what tools print (`packets`, `gaps_open`).
+    /// snake_case, up to 32 bytes: what tools print (`packets`, `gaps_open`).
     /// Descriptors of one name with different attributes are one family.
     pub name: String,
     /// The Prometheus metric name without the `tickguard_` prefix, up to
-    /// 40 bytes (`packets_total`; a histogram's without `_bucket`); empty:
+    /// 64 bytes (`packets_total`; a histogram's without `_bucket`); empty:
     /// not exported.
     pub metric: String,
-    /// The attribute's name (`line`, `reason`), up to 8 bytes; empty: none.
+    /// The attribute's name (`line`, `reason`), up to 16 bytes; empty: none.
     pub key: String,
-    /// The attribute's value (`A`, `bad_magic`), up to 16 bytes.
+    /// The attribute's value (`A`, `bad_magic`), up to 64 bytes.
     pub value: String,
-    /// Shown after the value (a reason's hint: ` (not SQF?)`), up to 24 bytes.
+    /// Shown after the value (a reason's hint: ` (not SQF?)`), up to 64 bytes.
     pub note: String,
 }
 
@@ -463,8 +465,7 @@ impl Descriptor {
     /// (a text too long or not ASCII, an id or width out of range).
     pub fn encode(&self) -> Option<[u64; DESCRIPTOR_LEN / 8]> {
         let mut b = [0u8; DESCRIPTOR_LEN];
-        if self.id.checked_add(self.width)? > counter::ALL || self.width == 0 || self.width > 255
-        {
+        if self.id.checked_add(self.width)? > counter::ALL || self.width == 0 || self.width > 255 {
             return None;
         }
         b[..2].copy_from_slice(&(self.id as u16).to_le_bytes());
@@ -900,10 +901,10 @@ mod tests {
         assert_eq!(w[0], 17 | 1 << 16 | 1 << 24);
         assert_eq!(w[1], 1);
         assert_eq!(w[2], u64::from_le_bytes(*b"rejected"));
-        assert_eq!(w[5], u64::from_le_bytes(*b"rejected"));
-        assert_eq!(w[10], u64::from_le_bytes(*b"reason\0\0"));
-        assert_eq!(w[11], u64::from_le_bytes(*b"bad_magi"));
-        assert_eq!(w[13], u64::from_le_bytes(*b" (not SQ"));
+        assert_eq!(w[6], u64::from_le_bytes(*b"rejected"));
+        assert_eq!(w[14], u64::from_le_bytes(*b"reason\0\0"));
+        assert_eq!(w[16], u64::from_le_bytes(*b"bad_magi"));
+        assert_eq!(w[24], u64::from_le_bytes(*b" (not SQ"));
         assert_eq!(Descriptor::decode(&w), Some(d.clone()));
         assert_eq!(d.label(), "rejected{reason=bad_magic}");
         for (i, k) in CounterKind::ALL.iter().enumerate() {
@@ -914,9 +915,13 @@ mod tests {
         assert_eq!(CounterKind::from_code(8), None);
         let mut unknown = w;
         unknown[0] = 17 | 9 << 16 | 1 << 24;
-        assert_eq!(Descriptor::decode(&unknown), None, "a kind of a newer writer");
+        assert_eq!(
+            Descriptor::decode(&unknown),
+            None,
+            "a kind of a newer writer"
+        );
         assert_eq!(Descriptor::counter(counter::ALL, "x").encode(), None);
-        assert_eq!(Descriptor::counter(0, &"x".repeat(25)).encode(), None);
+        assert_eq!(Descriptor::counter(0, &"x".repeat(33)).encode(), None);
         assert_eq!(
             Descriptor::counter(0, "packets").metric,
             "feed_packets_total"
@@ -943,7 +948,7 @@ mod tests {
         assert_eq!(offset_of!(FeedBlock, descriptors_offset), 112);
         assert_eq!(offset_of!(FeedBlock, descriptor_count), 120);
         assert_eq!(size_of::<DescriptorWords>(), DESCRIPTOR_LEN);
-        assert_eq!((DESCRIPTOR_LEN, MAX_DESCRIPTORS), (128, 128));
+        assert_eq!((DESCRIPTOR_LEN, MAX_DESCRIPTORS), (256, 128));
         assert_eq!(traits::SYMBOL_COUNTS, 1);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
         assert_eq!(offset_of!(FeedBlock, more_counters), 152);
@@ -968,7 +973,7 @@ mod tests {
         let s = Shape::new(2, 100).unwrap();
         assert_eq!(s.feeds_offset, 128);
         assert_eq!(s.descriptors_offset, 128 + 2048);
-        assert_eq!(s.directory_offset, 128 + 2048 + 2 * 16384);
+        assert_eq!(s.directory_offset, 128 + 2048 + 2 * 32768);
         assert_eq!(s.slots_offset % PAGE, 0);
         assert!(s.slots_offset >= s.directory_offset + 4800);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
@@ -1006,7 +1011,10 @@ mod tests {
         ];
         assert_eq!(
             ids,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35, 36, 37]
+            [
+                0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35, 36,
+                37
+            ]
         );
         let ext = [
             NEXT,

@@ -305,9 +305,17 @@ impl FeedEngine for Engine {
         ]);
         v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
             let last = i + 1 == counter::RECOVERY_BUCKETS;
-            Descriptor::new(counter::RECOVERY_LATENCY + i, CounterKind::Bucket, "recovery_latency")
-                .metric("feed_recovery_latency_seconds")
-                .param(if last { u64::MAX } else { counter::recovery_bucket_bound_ns(i) })
+            Descriptor::new(
+                counter::RECOVERY_LATENCY + i,
+                CounterKind::Bucket,
+                "recovery_latency",
+            )
+            .metric("feed_recovery_latency_seconds")
+            .param(if last {
+                u64::MAX
+            } else {
+                counter::recovery_bucket_bound_ns(i)
+            })
         }));
         v
     }
