@@ -368,8 +368,8 @@ struct Row {
     offset: i128,
     /// The feed's status at the read (liveness and source time count with the slot's).
     status: FeedStatus,
-    /// The symbol counts its own lost ticks and duplicates (SQF); an
-    /// exchange stream counts them per feed only.
+    /// The symbol counts its own lost ticks and duplicates (its feed's
+    /// `SYMBOL_COUNTS` trait); other feeds count them per feed only.
     own_counts: bool,
 }
 

@@ -996,7 +996,7 @@ int main(int argc, char **argv) {
             u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
         );
     });
-    let mut table = StateTable::shared(Arc::new(p));
+    let table = StateTable::shared(Arc::new(p));
     table.set_feed_status(
         1,
         &tickguard::state::FeedStatus {

@@ -665,3 +665,18 @@ mod described {
         }
     }
 }
+
+/// `stat` and the metrics know no protocol: they name none, and print and
+/// export what the publication's counter descriptors say.
+#[test]
+fn stat_and_metrics_name_no_protocol() {
+    for (file, src) in [
+        ("src/stat.rs", include_str!("../../src/stat.rs")),
+        ("src/metrics.rs", include_str!("../../src/metrics.rs")),
+    ] {
+        let lower = src.to_lowercase();
+        for name in ["sqf", "itch", "protocol::", "ext_names", "counter::names"] {
+            assert!(!lower.contains(name), "{file} names {name}");
+        }
+    }
+}
