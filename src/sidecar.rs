@@ -133,12 +133,7 @@ pub fn publication_feeds(config: &Config) -> Vec<FeedInfo> {
     config
         .feeds
         .iter()
-        .map(|f| FeedInfo {
-            name: f.name.clone(),
-            kind: f.kind,
-            lines: f.lines.clone(),
-            protocol: f.protocol,
-        })
+        .map(|f| FeedInfo::new(f.name.clone(), f.kind, f.lines.clone(), f.protocol))
         .collect()
 }
 

@@ -703,11 +703,13 @@ fn c_reader_agrees_on_exchange_feeds() {
     };
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let feed_info = |name: &str, port: u16| FeedInfo {
-        name: name.into(),
-        kind: FeedKind::Delta,
-        lines: vec![format!("239.1.1.1:{port}").parse().unwrap()],
-        protocol: Protocol::Itch50,
+    let feed_info = |name: &str, port: u16| {
+        FeedInfo::new(
+            name,
+            FeedKind::Delta,
+            vec![format!("239.1.1.1:{port}").parse().unwrap()],
+            Protocol::Itch50,
+        )
     };
     let feeds = [
         feed_info("itch", 30001),
@@ -975,11 +977,13 @@ int main(int argc, char **argv) {
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let info = |name: &str, protocol| FeedInfo {
-        name: name.into(),
-        kind: FeedKind::Delta,
-        lines: vec!["239.1.1.1:30001".parse().unwrap()],
-        protocol,
+    let info = |name: &str, protocol| {
+        FeedInfo::new(
+            name,
+            FeedKind::Delta,
+            vec!["239.1.1.1:30001".parse().unwrap()],
+            protocol,
+        )
     };
     let feeds = [info("lp1", Protocol::Sqf), info("nq", Protocol::Itch50)];
     let p = Publication::create(&shm, 0o640, 16, &feeds, now, 1_000_000).unwrap();

@@ -427,12 +427,7 @@ mod described {
         let feeds: Vec<FeedInfo> = config
             .feeds
             .iter()
-            .map(|f| FeedInfo {
-                name: f.name.clone(),
-                kind: FeedKind::Delta,
-                lines: f.lines.clone(),
-                protocol: f.protocol,
-            })
+            .map(|f| FeedInfo::new(f.name.clone(), FeedKind::Delta, f.lines.clone(), f.protocol))
             .collect();
         let p = Arc::new(Publication::create(&shm, 0o600, 8, &feeds, t, 1_000_000).unwrap());
         let mut table = StateTable::shared(p.clone());

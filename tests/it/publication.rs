@@ -527,12 +527,12 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let feeds = [FeedInfo {
-        name: "nasdaq".into(),
-        kind: FeedKind::Delta,
-        lines: vec!["239.1.1.1:30001".parse().unwrap()],
-        protocol: Protocol::Itch50,
-    }];
+    let feeds = [FeedInfo::new(
+        "nasdaq",
+        FeedKind::Delta,
+        vec!["239.1.1.1:30001".parse().unwrap()],
+        Protocol::Itch50,
+    )];
     let p = Publication::create(&shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
     let p = std::sync::Arc::new(p);
     let mut table = StateTable::shared(p.clone());

@@ -431,11 +431,13 @@ mod described {
     /// extension counters. Returns the publication (kept alive) and its path.
     fn exchange_publication(dir: &std::path::Path) -> (Arc<Publication>, String) {
         let path = dir.join("tickguard");
-        let info = |name: &str, protocol| FeedInfo {
-            name: name.into(),
-            kind: FeedKind::Delta,
-            lines: vec!["239.1.1.1:30001".parse().unwrap()],
-            protocol,
+        let info = |name: &str, protocol| {
+            FeedInfo::new(
+                name,
+                FeedKind::Delta,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                protocol,
+            )
         };
         let feeds = [info("lp1", Protocol::Sqf), info("nasdaq", Protocol::Itch50)];
         let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());

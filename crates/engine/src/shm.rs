@@ -187,6 +187,11 @@ pub struct FeedInfo {
     pub lines: Vec<std::net::SocketAddrV4>,
     /// The protocol the feed speaks.
     pub protocol: Protocol,
+    /// Its protocol's [`traits`] bits.
+    pub traits: u64,
+    /// Its counters, as the publication describes them (its protocol's:
+    /// `FeedInfo::new` fills them in).
+    pub counters: Vec<Descriptor>,
 }
 
 /// Packs a line for the feed block.
@@ -296,10 +301,8 @@ impl Publication {
             .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
         for (i, (block, f)) in p.views.feeds().iter().zip(feeds).enumerate() {
-            p.describe(i, &crate::protocol::counters(f.protocol))?;
-            block
-                .traits
-                .store(crate::protocol::traits(f.protocol), Ordering::Relaxed);
+            p.describe(i, &f.counters)?;
+            block.traits.store(f.traits, Ordering::Relaxed);
             let mut name = [0u8; 64];
             let n = f.name.len().min(64);
             name[..n].copy_from_slice(&f.name.as_bytes()[..n]);
@@ -578,12 +581,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
         let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [FeedInfo {
-            name: "lp1".into(),
-            kind: FeedKind::Delta,
-            lines: vec![line],
-            protocol: Protocol::Itch50,
-        }];
+        let feeds = [FeedInfo::new(
+            "lp1",
+            FeedKind::Delta,
+            vec![line],
+            Protocol::Itch50,
+        )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         p.ready();
         let bytes = std::fs::read(&path).unwrap();
@@ -652,11 +655,13 @@ mod tests {
     fn descriptors_are_written_once_per_feed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feed = |name: &str, protocol| FeedInfo {
-            name: name.into(),
-            kind: FeedKind::Delta,
-            lines: vec!["239.1.1.1:30001".parse().unwrap()],
-            protocol,
+        let feed = |name: &str, protocol| {
+            FeedInfo::new(
+                name,
+                FeedKind::Delta,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                protocol,
+            )
         };
         let feeds: Vec<FeedInfo> = Protocol::ALL
             .iter()
@@ -713,11 +718,13 @@ mod tests {
     fn a_shared_table_lives_in_the_publication() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feed = |name: &str| FeedInfo {
-            name: name.into(),
-            kind: FeedKind::Full,
-            lines: vec!["239.1.1.1:30001".parse().unwrap()],
-            protocol: Protocol::Sqf,
+        let feed = |name: &str| {
+            FeedInfo::new(
+                name,
+                FeedKind::Full,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                Protocol::Sqf,
+            )
         };
         let p = Arc::new(
             Publication::create(&path, 0o600, 4, &[feed("a"), feed("b")], 1, 1_000_000).unwrap(),
@@ -765,12 +772,12 @@ mod tests {
     fn counters_are_read_as_one_set() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feeds = [FeedInfo {
-            name: "lp1".into(),
-            kind: FeedKind::Full,
-            lines: vec!["127.0.0.1:30001".parse().unwrap()],
-            protocol: Protocol::Sqf,
-        }];
+        let feeds = [FeedInfo::new(
+            "lp1",
+            FeedKind::Full,
+            vec!["127.0.0.1:30001".parse().unwrap()],
+            Protocol::Sqf,
+        )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;
         let done = AtomicBool::new(false);

@@ -17,7 +17,7 @@ use crate::config::FeedConfig;
 pub use crate::config::Protocol;
 pub use crate::engine::MAX_REJECT_REASONS;
 use crate::engine::{Channel, Cx, FeedEngine, Reason, View};
-use crate::shm::{Descriptor, Publication};
+use crate::shm::{Descriptor, FeedInfo, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 
@@ -167,6 +167,26 @@ pub fn counters(protocol: Protocol) -> Vec<Descriptor> {
     match protocol {
         Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::counters(),
         Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::counters(),
+    }
+}
+
+impl FeedInfo {
+    /// What the publication shows of a feed named `name` of `kind` on
+    /// `lines` speaking `protocol`, with its protocol's counters and traits.
+    pub fn new(
+        name: impl Into<String>,
+        kind: crate::state::FeedKind,
+        lines: Vec<std::net::SocketAddrV4>,
+        protocol: Protocol,
+    ) -> FeedInfo {
+        FeedInfo {
+            name: name.into(),
+            kind,
+            lines,
+            protocol,
+            traits: traits(protocol),
+            counters: counters(protocol),
+        }
     }
 }
 
