@@ -913,6 +913,18 @@ fn readers_refuse_other_layout_versions() {
     }
 }
 
+/// Compiles `src` against the header into `bin` with `compiler` in
+/// language standard `std`, every warning an error, pedantic.
+fn compile_strict(compiler: &str, std: &str, src: &Path, bin: &Path) {
+    let r = run(Command::new(compiler)
+        .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"])
+        .arg(format!("-I{}", crate_dir().join("include").display()))
+        .arg("-o")
+        .arg(bin)
+        .arg(src));
+    assert_eq!(r.code, Some(0), "{compiler} failed:\n{}", r.stderr);
+}
+
 /// The C header enumerates every counter of every feed from the
 /// publication's descriptors, and reads the same values and text as the
 /// Rust reader's `readings`: the SQF feed's and the ITCH feed's own.
@@ -960,20 +972,7 @@ int main(int argc, char **argv) {
     )
     .unwrap();
     let bin = dir.path().join("counters");
-    let r = run(Command::new(&cc)
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O2",
-        ])
-        .arg(format!("-I{}", crate_dir().join("include").display()))
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
-    assert_eq!(r.code, Some(0), "{cc} failed:\n{}", r.stderr);
+    compile_strict(&cc, "-std=c99", &src, &bin);
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
@@ -1074,20 +1073,7 @@ int main(int argc, char **argv) {
     )
     .unwrap();
     let bin = dir.path().join("t");
-    let r = run(Command::new(&cxx)
-        .args([
-            "-std=c++11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O2",
-        ])
-        .arg(format!("-I{}", crate_dir().join("include").display()))
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
-    assert_eq!(r.code, Some(0), "{cxx} failed:\n{}", r.stderr);
+    compile_strict(&cxx, "-std=c++11", &src, &bin);
     let missing = dir.path().join("missing");
     let r = run(Command::new(&bin).arg(&missing));
     assert_eq!(r.code, Some(0), "a missing publication reads as stale");
