@@ -69,7 +69,7 @@
  * gets SIGBUS: that is why ownership and mode are checked.
  *
  * ---------------------------------------------------------------------------
- * File layout (version 2; every field a little-endian u64 unless noted;
+ * File layout (version 3; every field a little-endian u64 unless noted;
  * pinned by `layout_is_pinned` in crates/reader/src/layout.rs and slot.rs). A
  * file of any other version is refused (TG_HEALTH_BAD_LAYOUT, ENOTSUP;
  * tg_reader.found_version says which):
@@ -77,16 +77,18 @@
  *   offset              size            section
  *   0                   128             header
  *   feeds_offset=128    1024 x feeds    feed block per feed, configuration order
+ *   descriptors         32768 x feeds   per feed, 128 counter descriptors of 256 bytes
  *   directory_offset    48 x capacity   directory entry per occupied slot
  *   slots_offset        128 x capacity  slot per (feed, symbol)
  *
- *   directory_offset = align(128 + 1024 * feeds, 128)
+ *   descriptors      = 128 + 1024 * feeds
+ *   directory_offset = align(descriptors + 32768 * feeds, 128)
  *   slots_offset     = align(directory_offset + 48 * capacity, 4096)
  *   file_len         = align(slots_offset + 128 * capacity, 4096)
  *
  * Header:
  *   0   magic             "TKGUARD1" read as a little-endian u64
- *   8   version           2; stored last by the writer (Release); 0 = not ready
+ *   8   version           3; stored last by the writer (Release); 0 = not ready
  *   16  state             1 running, 2 closed by the writer
  *   24  writer_pid
  *   32  start_time_ns     writer start, ns since the Unix epoch (CLOCK_REALTIME)
@@ -99,28 +101,55 @@
  *   88  directory_offset
  *   96  slots_offset
  *   104 file_len
- *   112 reserved (2 words)
+ *   112 worst_cycle_ns    longest receiver duty cycle so far
+ *   120 datagrams         datagrams received so far, all lines
  *
  * Feed block (1024 bytes):
  *   0..64    name, UTF-8, NUL padded
  *   64       kind: 0 full, 1 delta
  *   72       protocol: its name (ASCII, NUL padded: "sqf", "itch50")
- *   80       reserved, zero (each slot holds the thresholds in force)
+ *   80       traits: bit 0 (TG_TRAIT_SYMBOL_COUNTS) each slot counts its own
+ *            ticks_lost and duplicates; otherwise the feed counts them only
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
  *   104      counters stamp (seqlock over every counter of the block: odd
  *            while the writer stores one heartbeat's set, +2 per set)
- *   112, 120 reserved, zero
+ *   112      descriptors offset: bytes from the start of the file to the
+ *            feed's descriptor table (descriptors + 32768 * feed)
+ *   120      descriptor count (at most 128)
  *   128      offset stamp (seqlock: odd while written)
  *   136      offset low word   } i128, ns, local clock - provider clock
  *   144      offset high word  }
  *   152..256 counters 32..45
- *   256..512 counters 0..32 (u64 each)
+ *   256..512 counters 0..32 (u64 each; a counter id's word: tg__counter_word)
  *   feed extension (SQF leaves it zero):
  *   512      state stamp (seqlock over 520..544: odd while written)
  *   520      flags: bit 0 suspect, 1 closed, 2 joined, 3 orders refused
  *   528      last_alive        ns since the Unix epoch, local clock; 0 = none
  *   536      source_watermark  ns since the Unix epoch, provider clock; 0 = none
  *   544..1024 counters 64..124 (under the counters stamp; layout.rs `counter`)
+ *
+ * Counter descriptor (256 bytes; what a counter is, apart from its value,
+ * as Aeron's counter metadata; written once before the version, so read
+ * Relaxed after tg_open; tg_counter_describe decodes one):
+ *   0        id (u16): the counter holding the value (unused for a flag)
+ *   2        kind (u8): 1 counter (only grows), 2 gauge, 3 timestamp_ns (0 none),
+ *            4 text (ASCII over `width` consecutive counters, NUL padded),
+ *            5 bucket (a histogram's: events up to `param` ns, UINT64_MAX
+ *            open; not cumulative), 6 reason (0 none, else 1 + the `param`
+ *            of the descriptor whose key is "reason"), 7 flag (bit `param`
+ *            of the feed's flags word, not a counter)
+ *   3        width (u8): counters the value spans (text), else 1
+ *   8        param (u64): a bucket's bound, a flag's bit, a reason's index
+ *   16..48   name (ASCII, NUL padded): "packets", "gaps_open", "session"
+ *   48..112  metric: the Prometheus name less "tickguard_"; empty: not exported
+ *   112..128 key: attribute name ("line", "reason"); empty: none
+ *   128..192 value: attribute value ("A", "bad_magic")
+ *   192..256 note: printed after the value (a reason's hint)
+ * Descriptors of one name are one family ("rejected", "rejected{line=A}",
+ * "rejected{reason=short}"). A reader skips a kind it does not know.
+ * To print every counter of a feed: tg_read_counters once, then for each
+ * i < tg_counter_count: tg_counter_describe and tg_counter_value (or
+ * tg_counter_text for text). Strings from the file are not sanitized.
  *
  * Directory entry (48 bytes):
  *   0   key (SQF, ITCH: the 8 symbol bytes, space padded, as a little-endian u64)
@@ -251,7 +280,7 @@ extern "C" {
 #define TG_MAX_AHEAD_NS 100000000ull
 #endif
 
-/* Layout constants (version 2). */
+/* Layout constants (version 3). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
 #define TG_LAYOUT_VERSION 3u
 #define TG_STATE_RUNNING 1u
@@ -261,6 +290,22 @@ extern "C" {
 #define TG_NAME_LEN 32u /* directory entry name, bytes */
 #define TG_SLOT_LEN 128u
 #define TG_PAGE 4096u
+#define TG_DESC_LEN 256u         /* bytes of a counter descriptor */
+#define TG_MAX_DESCRIPTORS 128u  /* descriptors per feed table */
+#define TG_DESC_TABLE_LEN (TG_DESC_LEN * TG_MAX_DESCRIPTORS)
+#define TG_COUNTER_IDS 124u      /* counter ids 0..124: tg_read_counters' array */
+
+/* Counter kinds (descriptor byte 2). */
+#define TG_KIND_COUNTER 1u
+#define TG_KIND_GAUGE 2u
+#define TG_KIND_TIMESTAMP_NS 3u
+#define TG_KIND_TEXT 4u
+#define TG_KIND_BUCKET 5u
+#define TG_KIND_REASON 6u
+#define TG_KIND_FLAG 7u
+
+/* Feed traits (TG_F_TRAITS). */
+#define TG_TRAIT_SYMBOL_COUNTS 1ull
 
 /* Header word indexes (byte offset / 8). */
 #define TG_H_MAGIC 0
@@ -282,6 +327,12 @@ extern "C" {
 #define TG_F_NAME 0 /* 8 words */
 #define TG_F_KIND 8
 #define TG_F_PROTOCOL 9
+#define TG_F_TRAITS 10
+#define TG_F_COUNTERS_STAMP 13
+#define TG_F_DESC_OFFSET 14
+#define TG_F_DESC_COUNT 15
+#define TG_F_MORE_COUNTERS 19 /* counter ids 32..45 */
+#define TG_F_COUNTERS 32      /* counter ids 0..32 */
 #define TG_F_OFFSET_STAMP 16
 #define TG_F_OFFSET_LO 17
 #define TG_F_OFFSET_HI 18
@@ -623,12 +674,13 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
 #endif
     }
     /* Bounds first so the layout formula below cannot overflow. */
-    if (hw[TG_H_MAGIC] != TG_MAGIC || feeds > len / TG_FEED_LEN || capacity > len / TG_SLOT_LEN ||
+    if (hw[TG_H_MAGIC] != TG_MAGIC || feeds > len / (TG_FEED_LEN + TG_DESC_TABLE_LEN) ||
+        capacity > len / TG_SLOT_LEN ||
         len > (uint64_t)SIZE_MAX) {
         close(fd);
         return r->open_error = EINVAL;
     }
-    dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN, 128);
+    dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN + feeds * TG_DESC_TABLE_LEN, 128);
     slots_off = tg__align(dir_off + capacity * TG_DIR_LEN, TG_PAGE);
     file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
     if (file_len > len || hw[TG_H_FILE_LEN] != file_len) {
@@ -898,6 +950,139 @@ static inline size_t tg_price_format(const tg_price *p, char *buf, size_t len) {
             }
         }
     }
+    for (i = 0; i < n && i + 1 < len; i++) buf[i] = text[i];
+    if (len > 0) buf[n < len ? n : len - 1] = '\0';
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Counters, as the publication describes them. */
+
+/* One counter descriptor, decoded (strings NUL terminated, not sanitized:
+ * they came from the file). */
+typedef struct tg_counter {
+    uint32_t id;    /* counter id holding the value */
+    uint32_t kind;  /* TG_KIND_* */
+    uint32_t width; /* counters the value spans (text) */
+    uint64_t param; /* bucket bound (ns), flag bit, reason index */
+    char name[33];
+    char metric[65];
+    char key[17];
+    char value[65];
+    char note[65];
+} tg_counter;
+
+/* The word of the feed block that holds counter `id`, or -1 if none. */
+static inline int tg__counter_word(uint32_t id) {
+    if (id < 32) return TG_F_COUNTERS + (int)id;
+    if (id < 45) return TG_F_MORE_COUNTERS + (int)(id - 32);
+    if (id >= 64 && id < TG_COUNTER_IDS) return TG_F_EXT_COUNTERS + (int)(id - 64);
+    return -1;
+}
+
+/* How many counter descriptors feed `feed` has (0 for an unknown feed or a
+ * table not where the layout puts it). */
+static inline uint32_t tg_counter_count(const tg_reader *r, uint32_t feed) {
+    uint64_t block, n;
+    if (r == NULL || r->base == NULL || feed >= r->feed_count) return 0;
+    block = r->feeds_offset + (uint64_t)feed * TG_FEED_LEN;
+    /* Relaxed: written before the version store, published by its Release. */
+    if (tg__word(r, block, TG_F_DESC_OFFSET) !=
+        r->feeds_offset + r->feed_count * TG_FEED_LEN + (uint64_t)feed * TG_DESC_TABLE_LEN)
+        return 0;
+    n = tg__word(r, block, TG_F_DESC_COUNT);
+    return (uint32_t)(n < TG_MAX_DESCRIPTORS ? n : TG_MAX_DESCRIPTORS);
+}
+
+static inline void tg__desc_text(const unsigned char *b, size_t from, size_t to, char *out) {
+    size_t i, n = 0;
+    for (i = from; i < to && b[i] != 0; i++) out[n++] = (char)b[i];
+    out[n] = '\0';
+}
+
+/* Descriptor `index` of feed `feed`: 0 and *out filled, or -1 (no such
+ * descriptor, a kind this header does not know, an id outside the block). */
+static inline int tg_counter_describe(const tg_reader *r, uint32_t feed, uint32_t index, tg_counter *out) {
+    unsigned char b[TG_DESC_LEN];
+    uint64_t at;
+    size_t i;
+    if (out == NULL || index >= tg_counter_count(r, feed)) return -1;
+    at = r->feeds_offset + r->feed_count * TG_FEED_LEN + (uint64_t)feed * TG_DESC_TABLE_LEN +
+         (uint64_t)index * TG_DESC_LEN;
+    for (i = 0; i < TG_DESC_LEN / 8; i++) {
+        /* Relaxed: written before the version store, published by its Release. */
+        uint64_t w = tg__word(r, at, i);
+        size_t k;
+        for (k = 0; k < 8; k++) b[i * 8 + k] = (unsigned char)(w >> (8 * k));
+    }
+    memset(out, 0, sizeof *out);
+    out->id = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+    out->kind = b[2];
+    out->width = b[3];
+    for (i = 0; i < 8; i++) out->param |= (uint64_t)b[8 + i] << (8 * i);
+    if (out->kind < TG_KIND_COUNTER || out->kind > TG_KIND_FLAG || out->width == 0 ||
+        out->id + out->width > TG_COUNTER_IDS)
+        return -1;
+    tg__desc_text(b, 16, 48, out->name);
+    tg__desc_text(b, 48, 112, out->metric);
+    tg__desc_text(b, 112, 128, out->key);
+    tg__desc_text(b, 128, 192, out->value);
+    tg__desc_text(b, 192, 256, out->note);
+    return 0;
+}
+
+/* One consistent copy of every counter of feed `feed` (values[id], ids
+ * without a word 0), as the writer published them at one heartbeat, and
+ * the feed's status flags into *flags (may be NULL); 0, or -1 after
+ * TG_MAX_RETRIES inconsistent attempts or for an unknown feed. */
+static inline int tg_read_counters(const tg_reader *r, uint32_t feed, uint64_t values[TG_COUNTER_IDS], uint64_t *flags) {
+    const uint64_t *b;
+    uint64_t words[TG_FEED_LEN / 8] = {0}, st[3];
+    uint32_t id;
+    if (r == NULL || r->base == NULL || feed >= r->feed_count || values == NULL) return -1;
+    b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
+    /* The counters stamp covers every counter word of the block (19..128;
+     * the status words among them have their own stamp and are read below). */
+    if (tg__seqlock_read(b + TG_F_COUNTERS_STAMP, b + TG_F_MORE_COUNTERS, TG_FEED_LEN / 8 - TG_F_MORE_COUNTERS,
+                         words + TG_F_MORE_COUNTERS) & 1)
+        return -1;
+    for (id = 0; id < TG_COUNTER_IDS; id++) {
+        int w = tg__counter_word(id);
+        values[id] = w < 0 ? 0 : words[w];
+    }
+    if (flags != NULL) {
+        if (tg__read_feed_status(r, feed, st) != 0) return -1;
+        *flags = st[0];
+    }
+    return 0;
+}
+
+/* A counter's value in a tg_read_counters copy: the counter, or a flag's bit
+ * (0 or 1) of `flags`; 0 for text. */
+static inline uint64_t tg_counter_value(const tg_counter *c, const uint64_t values[TG_COUNTER_IDS], uint64_t flags) {
+    if (c->kind == TG_KIND_FLAG) return (flags >> (c->param < 63 ? c->param : 63)) & 1;
+    if (c->kind == TG_KIND_TEXT || c->id >= TG_COUNTER_IDS) return 0;
+    return values[c->id];
+}
+
+/* A text counter's bytes (up to the first NUL, trailing spaces dropped) into
+ * buf, NUL terminated when len > 0; returns the length the text needs. Bytes
+ * off the network: sanitize before printing to a terminal. */
+static inline size_t tg_counter_text(const tg_counter *c, const uint64_t values[TG_COUNTER_IDS], char *buf, size_t len) {
+    size_t n = 0, i;
+    uint32_t w;
+    char text[8 * 255];
+    if (c->kind == TG_KIND_TEXT) {
+        for (w = 0; w < c->width && c->id + w < TG_COUNTER_IDS; w++) {
+            for (i = 0; i < 8; i++) {
+                char ch = (char)(values[c->id + w] >> (8 * i));
+                if (ch == 0) goto done;
+                text[n++] = ch;
+            }
+        }
+    }
+done:
+    while (n > 0 && text[n - 1] == ' ') n--;
     for (i = 0; i < n && i + 1 < len; i++) buf[i] = text[i];
     if (len > 0) buf[n < len ? n : len - 1] = '\0';
     return n;

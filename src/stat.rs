@@ -6,10 +6,8 @@
 //! cut to the terminal by [`fit`]) or as one JSON document
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
-use crate::config::Protocol;
-use crate::protocol::Rejected;
 use crate::reader::{Health, Reader};
-use crate::shm::counter;
+use crate::shm::{counter, CounterKind, Descriptor};
 use crate::state::FeedKind;
 use crate::state::{FeedStatus, Record, Side};
 use crate::symbol::Symbol;
@@ -69,93 +67,295 @@ struct Writer {
     datagrams: u64,
 }
 
+/// The counters of the run of rejected packets, which `stat` shows as one
+/// warning rather than one by one (every feed has them).
+const ALL_REJECTED_IDS: [usize; 4] = [
+    counter::ALL_REJECTED,
+    counter::ALL_REJECTED_SINCE,
+    counter::ALL_REJECTED_PACKETS,
+    counter::ALL_REJECTED_REASON,
+];
+
+/// One counter as read: its descriptor, value and text.
+#[derive(Debug, Clone)]
+struct Sample {
+    d: Descriptor,
+    value: u64,
+    text: String,
+}
+
+/// One name's counters: the feed-wide one, and those with an attribute.
+#[derive(Debug, Clone, Default)]
+struct Family<'a> {
+    name: &'a str,
+    main: Option<&'a Sample>,
+    /// (key, [(value, sample)]), keys in first-seen order.
+    by: Vec<(&'a str, Vec<&'a Sample>)>,
+}
+
+/// A histogram bucket's bound as text: `≤16 µs`, `more`.
+fn bound_text(bound: u64) -> String {
+    if bound == u64::MAX {
+        "more".into()
+    } else if bound >= 1_000_000 {
+        format!("≤{} ms", bound as f64 / 1e6)
+    } else {
+        format!("≤{} µs", bound as f64 / 1e3)
+    }
+}
+
 /// One feed: its counters as read, and its symbols by verdict.
 #[derive(Debug, Clone)]
 struct FeedView {
     name: String,
     kind: FeedKind,
-    /// `None`: a protocol code this build does not know.
-    protocol: Option<Protocol>,
+    protocol: String,
     status: FeedStatus,
-    counters: [u64; counter::ALL],
+    /// Every counter its descriptors describe, in their order.
+    samples: Vec<Sample>,
+    /// The counters by id (one consistent copy).
+    values: [u64; counter::ALL],
+    /// Each slot counts its symbol's own lost ticks and duplicates.
+    symbol_counts: bool,
     offset: i128,
     /// ok, then each reason of `Reasons::ORDER`.
     tally: [usize; 1 + Reasons::ORDER.len()],
 }
 
 impl FeedView {
-    /// SQF: shown exactly as before exchange feeds existed (no feed flags,
-    /// no extension counters, no halted or closed tallies: all zero).
-    fn is_sqf(&self) -> bool {
-        self.protocol == Some(Protocol::Sqf)
-    }
-
-    /// The feed's reject reasons, in counter order (SQF's for a protocol
-    /// this build does not know).
-    fn reject_reasons(&self) -> impl Iterator<Item = crate::protocol::Rejected> {
-        crate::protocol::reasons(self.reasons_protocol())
-    }
-
-    /// The protocol whose reject reasons the feed's counters index (SQF's
-    /// for a protocol this build does not know).
-    fn reasons_protocol(&self) -> Protocol {
-        self.protocol.unwrap_or(Protocol::Sqf)
-    }
-
-    /// Verdict labels shown for this feed, in report order with `ok` first.
-    fn verdicts(&self) -> &'static [&'static str] {
-        let all = &crate::metrics::VERDICTS;
-        if self.is_sqf() {
-            &all[..all.len() - 2]
-        } else {
-            all
+    /// The counters shown one by one (not the flags, not the run of
+    /// rejected packets), by name in first-seen order.
+    fn families(&self) -> Vec<Family<'_>> {
+        let mut out: Vec<Family<'_>> = Vec::new();
+        for s in self
+            .samples
+            .iter()
+            .filter(|s| s.d.kind != CounterKind::Flag && !ALL_REJECTED_IDS.contains(&s.d.id))
+        {
+            let i = match out.iter().position(|f| f.name == s.d.name) {
+                Some(i) => i,
+                None => {
+                    out.push(Family {
+                        name: &s.d.name,
+                        ..Family::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            let f = &mut out[i];
+            if s.d.key.is_empty() {
+                f.main = Some(s);
+            } else if let Some((_, v)) = f.by.iter_mut().find(|(k, _)| *k == s.d.key) {
+                v.push(s);
+            } else {
+                f.by.push((&s.d.key, vec![s]));
+            }
         }
+        out
     }
 
-    /// The set flags' names, comma separated ("-" for none).
-    fn flags(&self) -> String {
-        let s = self.status;
-        let on: Vec<&str> = [
-            (s.suspect, "suspect"),
-            (s.closed, "closed"),
-            (s.joined, "joined"),
-            (s.orders_refused, "orders_refused"),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, n)| *n)
-        .collect();
-        if on.is_empty() {
+    /// The flag descriptors' values: (name, set).
+    fn flags(&self) -> Vec<(&str, bool)> {
+        self.samples
+            .iter()
+            .filter(|s| s.d.kind == CounterKind::Flag)
+            .map(|s| (s.d.name.as_str(), s.value != 0))
+            .collect()
+    }
+
+    /// The set flags' names, comma separated ("-" for none); `None` for a
+    /// feed without flags.
+    fn flags_text(&self) -> Option<String> {
+        let flags = self.flags();
+        if flags.is_empty() {
+            return None;
+        }
+        let on: Vec<&str> = flags.iter().filter(|f| f.1).map(|f| f.0).collect();
+        Some(if on.is_empty() {
             "-".into()
         } else {
             on.join(",")
-        }
-    }
-
-    /// The session from the extension counters.
-    fn session(&self) -> String {
-        counter::session(self.c(counter::SESSION_LO), self.c(counter::SESSION_HI))
+        })
     }
 
     fn c(&self, id: usize) -> u64 {
-        self.counters.get(id).copied().unwrap_or(0)
+        self.values.get(id).copied().unwrap_or(0)
     }
 
-    /// Duplicates that came twice on the same line.
-    fn same_line_duplicates(&self) -> u64 {
-        self.c(counter::DUPLICATES)
-            .saturating_sub(self.c(counter::LINE_COPIES))
+    /// The descriptor of reject reason `index` (its value and note).
+    fn reason(&self, index: u64) -> Option<&Descriptor> {
+        self.samples
+            .iter()
+            .map(|s| &s.d)
+            .find(|d| d.key == "reason" && d.param == index)
     }
 
-    /// (since ns, packets, top reason in the feed's protocol) while every
-    /// packet is rejected.
-    fn all_rejected(&self) -> Option<(u64, u64, Option<Rejected>)> {
+    /// (since ns, packets, top reason's descriptor) while every packet is
+    /// rejected.
+    fn all_rejected(&self) -> Option<(u64, u64, Option<&Descriptor>)> {
         let since = self.c(counter::ALL_REJECTED_SINCE);
-        let reason = (self.c(counter::ALL_REJECTED_REASON) as usize)
+        let reason = self
+            .c(counter::ALL_REJECTED_REASON)
             .checked_sub(1)
-            .and_then(|i| Rejected::from_index(self.reasons_protocol(), i));
+            .and_then(|i| self.reason(i));
         (since != 0).then(|| (since, self.c(counter::ALL_REJECTED_PACKETS), reason))
     }
+
+    /// The counters as text items, one per family (attributes other than
+    /// the line on lines of their own).
+    fn items(&self) -> (Vec<String>, Vec<String>) {
+        let mut items = Vec::new();
+        let mut lines = Vec::new();
+        for f in self.families() {
+            let main = f.main.map(|s| match s.d.kind {
+                CounterKind::Text if s.text.is_empty() => "-".to_string(),
+                CounterKind::Text => s.text.clone(),
+                _ => s.value.to_string(),
+            });
+            let mut by_line = None;
+            for (key, members) in &f.by {
+                if *key == "line" {
+                    let v: Vec<String> = members
+                        .iter()
+                        .map(|s| format!("{} {}", s.d.value, s.value))
+                        .collect();
+                    by_line = Some(v.join(", "));
+                } else {
+                    let shown: Vec<String> = members
+                        .iter()
+                        .filter(|s| s.value != 0)
+                        .map(|s| format!("{} {}", s.d.value, s.value))
+                        .collect();
+                    if !shown.is_empty() {
+                        lines.push(format!("{} by {key}: {}", f.name, shown.join(", ")));
+                    }
+                }
+            }
+            // A histogram's buckets share a name but carry no key.
+            let buckets: Vec<&Sample> = self
+                .samples
+                .iter()
+                .filter(|s| s.d.name == f.name && s.d.kind == CounterKind::Bucket)
+                .collect();
+            if !buckets.is_empty() {
+                let shown: Vec<String> = buckets
+                    .iter()
+                    .filter(|s| s.value != 0)
+                    .map(|s| format!("{} {}", bound_text(s.d.param), s.value))
+                    .collect();
+                if !shown.is_empty() {
+                    lines.push(format!("{}: {}", f.name, shown.join(", ")));
+                }
+                continue;
+            }
+            match (main, by_line) {
+                (Some(m), Some(l)) => items.push(format!("{} {m} ({l})", f.name)),
+                (Some(m), None) => items.push(format!("{} {m}", f.name)),
+                (None, Some(l)) => items.push(format!("{} ({l})", f.name)),
+                (None, None) => {}
+            }
+        }
+        (items, lines)
+    }
+}
+
+/// Width the counters of a feed are wrapped to in the text view.
+const TEXT_WIDTH: usize = 118;
+
+impl FeedView {
+    /// The feed as JSON: its identity, flags and status, then every counter
+    /// by name (`name`; with an attribute, `name_by_key` as an object of
+    /// values; a histogram as `[{"le_ns", "count"}]`, `le_ns` null for the
+    /// open bucket; text as a string, null when empty), the run of rejected
+    /// packets, and its symbols by verdict.
+    fn json(&self) -> Value {
+        let mut doc = serde_json::Map::new();
+        doc.insert("name".into(), json!(self.name));
+        doc.insert("protocol".into(), json!(self.protocol));
+        doc.insert(
+            "kind".into(),
+            json!(if self.kind == FeedKind::Full {
+                "full"
+            } else {
+                "delta"
+            }),
+        );
+        let flags: serde_json::Map<String, Value> = self
+            .flags()
+            .into_iter()
+            .map(|(n, on)| (n.to_string(), json!(on)))
+            .collect();
+        doc.insert("flags".into(), Value::Object(flags));
+        let st = &self.status;
+        doc.insert(
+            "last_alive_ns".into(),
+            json!((st.last_alive != 0).then_some(st.last_alive)),
+        );
+        doc.insert(
+            "source_watermark_ns".into(),
+            json!((st.source_watermark != 0).then_some(st.source_watermark)),
+        );
+        doc.insert("clock_offset_ns".into(), json!(self.offset as i64));
+        for f in self.families() {
+            let buckets: Vec<Value> = self
+                .samples
+                .iter()
+                .filter(|s| s.d.name == f.name && s.d.kind == CounterKind::Bucket)
+                .map(|s| json!({"le_ns": (s.d.param != u64::MAX).then_some(s.d.param), "count": s.value}))
+                .collect();
+            if !buckets.is_empty() {
+                doc.insert(f.name.into(), Value::Array(buckets));
+                continue;
+            }
+            if let Some(m) = f.main {
+                let v = match m.d.kind {
+                    CounterKind::Text => json!((!m.text.is_empty()).then_some(&m.text)),
+                    _ => json!(m.value),
+                };
+                doc.insert(f.name.into(), v);
+            }
+            for (key, members) in &f.by {
+                let by: serde_json::Map<String, Value> = members
+                    .iter()
+                    .map(|s| (s.d.value.clone(), json!(s.value)))
+                    .collect();
+                doc.insert(format!("{}_by_{key}", f.name), Value::Object(by));
+            }
+        }
+        doc.insert(
+            "all_rejected".into(),
+            json!(self.all_rejected().map(|(since, packets, reason)| json!({
+                "since_ns": since,
+                "packets": packets,
+                "reason": reason.map(|r| r.value.as_str()),
+            }))),
+        );
+        let verdicts: serde_json::Map<String, Value> = crate::metrics::VERDICTS
+            .iter()
+            .zip(self.tally)
+            .map(|(v, n)| (v.to_string(), json!(n)))
+            .collect();
+        doc.insert("symbols".into(), Value::Object(verdicts));
+        Value::Object(doc)
+    }
+}
+
+/// `items` joined by two spaces into lines of at most `width` characters
+/// (an item longer than that alone on its line), each indented by two.
+fn wrap(items: &[String], width: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for item in items {
+        if !line.is_empty() && line.chars().count() + 2 + item.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        line.push_str("  ");
+        line.push_str(item);
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    out
 }
 
 /// One symbol row.
@@ -168,8 +368,8 @@ struct Row {
     offset: i128,
     /// The feed's status at the read (liveness and source time count with the slot's).
     status: FeedStatus,
-    /// The symbol counts its own lost ticks and duplicates (SQF); an
-    /// exchange stream counts them per feed only.
+    /// The symbol counts its own lost ticks and duplicates (its feed's
+    /// `SYMBOL_COUNTS` trait); other feeds count them per feed only.
     own_counts: bool,
 }
 
@@ -279,18 +479,28 @@ impl Snapshot {
                 continue;
             }
             let id = id as u16;
+            let values = reader.counters(id).unwrap_or([0; counter::ALL]);
+            let status = reader.feed_status(id).unwrap_or_default();
+            let flags = status.flags();
             let mut view = FeedView {
                 name: f.name.clone(),
                 kind: f.kind,
-                protocol: Protocol::ALL.into_iter().find(|p| p.as_str() == f.protocol),
-                status: reader.feed_status(id).unwrap_or_default(),
-                counters: [0; counter::ALL],
+                protocol: f.protocol.clone(),
+                status,
+                samples: f
+                    .counters
+                    .iter()
+                    .map(|d| Sample {
+                        d: d.clone(),
+                        value: d.value(&values, flags),
+                        text: d.text(&values),
+                    })
+                    .collect(),
+                values,
+                symbol_counts: f.symbol_counts(),
                 offset: reader.offset(id).unwrap_or(0),
                 tally: [0; 1 + Reasons::ORDER.len()],
             };
-            for (k, v) in view.counters.iter_mut().enumerate() {
-                *v = reader.counter(id, k).unwrap_or(0);
-            }
             for r in records.iter().filter(|r| r.feed == id) {
                 let Some(symbol) = r.symbol else { continue };
                 let reasons = if healthy {
@@ -316,7 +526,7 @@ impl Snapshot {
                     record: *r,
                     offset: view.offset,
                     status: view.status,
-                    own_counts: view.is_sqf(),
+                    own_counts: view.symbol_counts,
                 });
             }
             snap.feeds.push(view);
@@ -360,98 +570,42 @@ impl Snapshot {
             w.worst_cycle_ns as f64 / 1e3
         );
         for f in &self.feeds {
-            let c = |k| f.c(k);
-            if f.is_sqf() {
-                let _ = write!(
-                    s,
-                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} same line, {} line copies  heartbeats {}  snapshots {}  resets {}  unknown {}  table full {}",
-                    f.name,
-                    if f.kind == FeedKind::Full { "full" } else { "delta" },
-                    c(counter::PACKETS),
-                    c(counter::LINE_PACKETS),
-                    c(counter::LINE_PACKETS + 1),
-                    c(counter::MESSAGES),
-                    c(counter::REJECTED),
-                    c(counter::TICKS_LOST),
-                    f.same_line_duplicates(),
-                    c(counter::LINE_COPIES),
-                    c(counter::HEARTBEATS),
-                    c(counter::SNAPSHOTS),
-                    c(counter::RESETS),
-                    c(counter::UNKNOWN),
-                    c(counter::TABLE_FULL),
-                );
-            } else {
-                // A stream's duplicates include every second-line copy,
-                // shown apart; snapshots and resets are SQF's.
-                let _ = write!(
-                    s,
-                    "\nfeed {} ({})  packets {} (A {}, B {})  messages {}  rejected {}  ticks lost {}  duplicates {} ({} line copies)  heartbeats {}  symbols refused (table full) {}",
-                    f.name,
-                    f.protocol.map_or("unknown", |p| p.as_str()),
-                    c(counter::PACKETS),
-                    c(counter::LINE_PACKETS),
-                    c(counter::LINE_PACKETS + 1),
-                    c(counter::MESSAGES),
-                    c(counter::REJECTED),
-                    c(counter::TICKS_LOST),
-                    c(counter::DUPLICATES),
-                    c(counter::LINE_COPIES),
-                    c(counter::HEARTBEATS),
-                    c(counter::TABLE_FULL),
-                );
+            let _ = write!(
+                s,
+                "\nfeed {} ({}, {})",
+                f.name,
+                if f.protocol.is_empty() {
+                    "?"
+                } else {
+                    &f.protocol
+                },
+                if f.kind == FeedKind::Full {
+                    "full"
+                } else {
+                    "delta"
+                },
+            );
+            if let Some(flags) = f.flags_text() {
+                let _ = write!(s, "  flags {flags}");
+            }
+            let _ = writeln!(s, "  clock offset {}", ms(f.offset));
+            let (items, lines) = f.items();
+            for l in wrap(&items, TEXT_WIDTH) {
+                let _ = writeln!(s, "{l}");
             }
             if let Some((since, packets, reason)) = f.all_rejected() {
-                let _ = write!(
+                let _ = writeln!(
                     s,
                     "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",
                     now.saturating_sub(since) as f64 / 1e9,
-                    reason.map_or("?", |r| r.as_str()),
-                    reason.map_or("", |r| r.hint()),
+                    reason.map_or("?", |r| r.value.as_str()),
+                    reason.map_or("", |r| r.note.as_str()),
                 );
             }
-            let _ = writeln!(
-                s,
-                "\n  kernel drops {} (A {}, B {})  rcvbuf A {} B {} bytes  clock offset {}",
-                c(counter::KERNEL_DROPS),
-                c(counter::LINE_KERNEL_DROPS),
-                c(counter::LINE_KERNEL_DROPS + 1),
-                c(counter::LINE_RCVBUF),
-                c(counter::LINE_RCVBUF + 1),
-                ms(f.offset),
-            );
-            if !f.is_sqf() {
-                let _ = writeln!(
-                    s,
-                    "  protocol {}  flags {}  next {}  held {}  gaps open {}  recovered {}  requests {}  deferred {}  gaps expired {}  line mismatches {}  session {}",
-                    f.protocol.map_or("unknown", |p| p.as_str()),
-                    f.flags(),
-                    c(counter::NEXT),
-                    c(counter::HELD),
-                    c(counter::GAPS_OPEN),
-                    c(counter::RECOVERED),
-                    c(counter::REQUESTS_SENT),
-                    c(counter::REQUESTS_DEFERRED),
-                    c(counter::GAPS_EXPIRED),
-                    c(counter::LINE_MISMATCHES),
-                    match f.session() {
-                        s if s.is_empty() => "-".into(),
-                        s => s,
-                    },
-                );
+            for l in lines {
+                let _ = writeln!(s, "  {l}");
             }
-            let rejected: Vec<String> = f
-                .reject_reasons()
-                .filter_map(|r| {
-                    let n = c(counter::REJECTED_BY_REASON + r.index());
-                    (n > 0).then(|| format!("{} {n}", r.as_str()))
-                })
-                .collect();
-            if !rejected.is_empty() {
-                let _ = writeln!(s, "  rejected by reason: {}", rejected.join(", "));
-            }
-            let tally: Vec<String> = f
-                .verdicts()
+            let tally: Vec<String> = crate::metrics::VERDICTS
                 .iter()
                 .zip(f.tally)
                 .map(|(v, n)| format!("{v} {n}"))
@@ -493,83 +647,7 @@ impl Snapshot {
                 "worst_cycle_ns": w.worst_cycle_ns,
             })
         });
-        let feeds: Vec<Value> = self
-            .feeds
-            .iter()
-            .map(|f| {
-                let c = |k| f.c(k);
-                let by_line = |k: usize| json!([c(k), c(k + 1)]);
-                // SQF's message kinds and resets: null on an exchange feed.
-                let sqf_only = |k| f.is_sqf().then(|| c(k));
-                let rejected_by_reason: serde_json::Map<String, Value> = f
-                    .reject_reasons()
-                    .map(|r| {
-                        (
-                            r.as_str().to_string(),
-                            json!(c(counter::REJECTED_BY_REASON + r.index())),
-                        )
-                    })
-                    .collect();
-                let verdicts: serde_json::Map<String, Value> = f
-                    .verdicts()
-                    .iter()
-                    .zip(f.tally)
-                    .map(|(v, n)| (v.to_string(), json!(n)))
-                    .collect();
-                let mut doc = json!({
-                    "name": f.name,
-                    "kind": f.is_sqf().then_some(if f.kind == FeedKind::Full { "full" } else { "delta" }),
-                    "protocol": f.protocol.map(|p| p.as_str()),
-                    "flags": {
-                        "suspect": f.status.suspect,
-                        "closed": f.status.closed,
-                        "joined": f.status.joined,
-                        "orders_refused": f.status.orders_refused,
-                    },
-                    "last_alive_ns": (f.status.last_alive != 0).then_some(f.status.last_alive),
-                    "source_watermark_ns": (f.status.source_watermark != 0).then_some(f.status.source_watermark),
-                    "packets": c(counter::PACKETS),
-                    "packets_by_line": by_line(counter::LINE_PACKETS),
-                    "messages": c(counter::MESSAGES),
-                    "messages_by_line": by_line(counter::LINE_MESSAGES),
-                    "rejected": c(counter::REJECTED),
-                    "rejected_by_line": by_line(counter::LINE_REJECTED),
-                    "rejected_by_reason": rejected_by_reason,
-                    "all_rejected": f.all_rejected().map(|(since, packets, reason)| json!({
-                        "since_ns": since,
-                        "packets": packets,
-                        "reason": reason.map(|r| r.as_str()),
-                    })),
-                    "quotes": sqf_only(counter::QUOTES),
-                    "snapshots": sqf_only(counter::SNAPSHOTS),
-                    "heartbeats": c(counter::HEARTBEATS),
-                    "unknown_messages": sqf_only(counter::UNKNOWN),
-                    "ticks_lost": c(counter::TICKS_LOST),
-                    "duplicates": c(counter::DUPLICATES),
-                    "same_line_duplicates": f.same_line_duplicates(),
-                    "line_copies": c(counter::LINE_COPIES),
-                    "resets": sqf_only(counter::RESETS),
-                    // SQF counts the messages dropped, an exchange feed
-                    // the symbols refused a slot (each once).
-                    "table_full_drops": sqf_only(counter::TABLE_FULL),
-                    "table_full_symbols": (!f.is_sqf()).then(|| c(counter::TABLE_FULL)),
-                    "kernel_drops": c(counter::KERNEL_DROPS),
-                    "kernel_drops_by_line": by_line(counter::LINE_KERNEL_DROPS),
-                    "rcvbuf_bytes_by_line": by_line(counter::LINE_RCVBUF),
-                    "clock_offset_ns": f.offset as i64,
-                    "symbols": verdicts,
-                });
-                if !f.is_sqf() {
-                    let mut ext: serde_json::Map<String, Value> = counter::EXT_NAMES
-                        .iter()
-                        .map(|(id, name)| (name.to_string(), json!(c(*id))))
-                        .collect();
-                    ext.insert("session".into(), json!(f.session()));
-                    doc["exchange"] = Value::Object(ext);
-                }
-                doc
-            })
-            .collect();
+        let feeds: Vec<Value> = self.feeds.iter().map(|f| f.json()).collect();
         let symbols: Vec<Value> = self
             .rows
             .iter()
@@ -715,214 +793,5 @@ pub fn render(reader: &Reader, path: &str, now: u64) -> String {
     match Snapshot::read(reader, path, now, &Filter::default()) {
         Ok(s) => s.text().full(),
         Err(e) => e,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::sqf::rules::{self, Price as SqfPrice};
-    use crate::shm::{FeedInfo, Publication};
-    use crate::state::{FeedStatus, Level, StateTable, Top};
-    use crate::verdict::Thresholds;
-    use std::sync::Arc;
-
-    const NOW: u64 = 1_767_603_600_000_000_000;
-    const S: u64 = 1_000_000_000;
-
-    /// A publication with an SQF feed and an ITCH feed: decimal prices with
-    /// sizes, one halted symbol, the feed closed, suspect and joined, some
-    /// extension counters. Returns the publication (kept alive) and its path.
-    fn exchange_publication(dir: &std::path::Path) -> (Arc<Publication>, String) {
-        let path = dir.join("tickguard");
-        let info = |name: &str, protocol| FeedInfo {
-            name: name.into(),
-            kind: FeedKind::Delta,
-            lines: vec!["239.1.1.1:30001".parse().unwrap()],
-            protocol,
-        };
-        let feeds = [info("lp1", Protocol::Sqf), info("nasdaq", Protocol::Itch50)];
-        let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());
-        let mut t = StateTable::shared(p.clone());
-        let th = Thresholds {
-            stale_ns: 30 * S,
-            source_ns: 30 * S,
-        };
-        let sym = |s| Symbol::parse(s).unwrap();
-        let id = t.insert(0, sym("EURUSD"), th).unwrap();
-        let px = SqfPrice {
-            bid: 1.085,
-            ask: 1.0851,
-            source_time: NOW,
-        };
-        t.slots()[id as usize].update(|s| rules::snapshot(s, 1, px, NOW));
-        let top = Top {
-            bid: Some(Level {
-                price: 1_234_500,
-                size: 300,
-            }),
-            ask: Some(Level {
-                price: 1_235_000,
-                size: 100,
-            }),
-            exponent: -4,
-            last_seq: 9,
-            ..Top::default()
-        };
-        let id = t.insert(1, sym("AAPL"), th).unwrap();
-        t.slots()[id as usize].write_top(&top);
-        let id = t.insert(1, sym("HALTD"), th).unwrap();
-        t.slots()[id as usize].write_top(&Top {
-            halted: true,
-            ask: None,
-            ..top
-        });
-        t.set_feed_status(
-            1,
-            &FeedStatus {
-                suspect: true,
-                closed: true,
-                joined: true,
-                orders_refused: true,
-                last_alive: NOW,
-                source_watermark: NOW,
-            },
-        );
-        p.write_counters(|| {
-            p.set_counter(1, counter::NEXT, 101);
-            p.set_counter(1, counter::HELD, 3);
-            p.set_counter(1, counter::GAPS_OPEN, 1);
-            p.set_counter(1, counter::LINE_MISMATCHES, 2);
-            p.set_counter(1, counter::DUPLICATES, 7);
-            p.set_counter(1, counter::LINE_COPIES, 5);
-            p.set_counter(1, counter::REJECTED, 1);
-            let bad_stock =
-                crate::protocol::Rejected::from(crate::protocol::itch50::Reject::BadStock);
-            p.set_counter(1, counter::REJECTED_BY_REASON + bad_stock.index(), 1);
-            // Every packet rejected, mostly too short for MoldUDP64 (the
-            // first ITCH reason, whose index is SQF's `short` too).
-            let short = crate::protocol::Rejected::from(crate::protocol::itch50::Reject::Short);
-            p.set_counter(1, counter::ALL_REJECTED_SINCE, NOW - 2_000_000_000);
-            p.set_counter(1, counter::ALL_REJECTED_PACKETS, 40);
-            p.set_counter(1, counter::ALL_REJECTED_REASON, short.index() as u64 + 1);
-            p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
-            p.set_counter(
-                1,
-                counter::SESSION_HI,
-                u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
-            );
-        });
-        p.ready();
-        p.heartbeat(NOW);
-        let shown = path.display().to_string();
-        (p, shown)
-    }
-
-    /// An exchange feed shows its flags, extension counters, halted and
-    /// closed tallies and sized exact prices; the SQF feed beside it shows
-    /// none of that, in text and in JSON.
-    #[test]
-    fn stat_shows_exchange_feeds_and_leaves_sqf_as_it_was() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_p, path) = exchange_publication(dir.path());
-        let reader = Reader::open(&path);
-        let at = NOW + 50_000_000;
-        let snap = Snapshot::read(&reader, &path, at, &Filter::default()).unwrap();
-        let text = snap.text().full();
-        let block = |name: &str| -> String {
-            text.split("\nfeed ")
-                .find(|b| b.starts_with(name))
-                .unwrap_or_else(|| panic!("no block {name}: {text}"))
-                .lines()
-                .take_while(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        let lp1 = block("lp1");
-        assert!(
-            !lp1.contains("protocol") && !lp1.contains("halted"),
-            "{lp1}"
-        );
-        assert!(lp1.ends_with("suspect 0  invalid_price 0"), "{lp1}");
-        let nasdaq = block("nasdaq");
-        assert!(
-            nasdaq.starts_with("nasdaq (itch50)")
-                && nasdaq.contains("duplicates 7 (5 line copies)")
-                && !nasdaq.contains("same line"),
-            "{nasdaq}"
-        );
-        assert!(
-            nasdaq.contains("rejected by reason: bad_stock 1"),
-            "ITCH's reasons by their names: {nasdaq}"
-        );
-        assert!(
-            nasdaq.contains("40 in a row, mostly short (not MoldUDP64?)"),
-            "an ITCH feed's reason and hint, not SQF's: {nasdaq}"
-        );
-        assert!(
-            nasdaq.contains("protocol itch50  flags suspect,closed,joined,orders_refused  next 101  held 3  gaps open 1  recovered 0  requests 0  deferred 0  gaps expired 0  line mismatches 2  session 000000ABCD"),
-            "{nasdaq}"
-        );
-        assert!(
-            nasdaq.ends_with("suspect 2  invalid_price 0  halted 1  closed 2"),
-            "{nasdaq}"
-        );
-        let row = |s: &str| text.lines().find(|l| l.contains(s)).unwrap().to_string();
-        let aapl = row("AAPL");
-        assert!(
-            aapl.contains("suspect,closed")
-                && aapl.contains("300×123.45")
-                && aapl.contains("123.5×100"),
-            "{aapl}"
-        );
-        assert!(row("HALTD").contains("suspect,halted,closed"), "{text}");
-        assert!(row("EURUSD").contains("1.085000"), "{text}");
-
-        let doc = snap.json();
-        let feeds = doc["feeds"].as_array().unwrap();
-        assert_eq!(feeds[0]["protocol"], "sqf");
-        assert_eq!(
-            (&feeds[0]["kind"], &feeds[1]["kind"]),
-            (&json!("delta"), &json!(null))
-        );
-        assert!(feeds[0]["quotes"].is_u64() && feeds[1]["quotes"].is_null());
-        assert_eq!(feeds[0].get("exchange"), None);
-        assert_eq!(feeds[0]["symbols"].get("halted"), None);
-        assert_eq!(feeds[1]["flags"]["closed"], true);
-        assert_eq!(feeds[1]["exchange"]["gaps_open"], 1);
-        assert_eq!(feeds[1]["rejected_by_reason"]["bad_stock"], 1);
-        assert_eq!(feeds[1]["all_rejected"]["reason"], "short");
-        assert_eq!(feeds[1]["line_copies"], 5);
-        assert_eq!(feeds[1]["same_line_duplicates"], 2);
-        assert_eq!(feeds[1]["all_rejected"]["packets"], 40);
-        assert_eq!(feeds[1]["exchange"]["session"], "000000ABCD");
-        assert_eq!(feeds[1]["symbols"]["closed"], 2);
-        assert_eq!(feeds[1]["symbols"]["halted"], 1);
-        let symbol = |name: &str| {
-            doc["symbols"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["symbol"] == name)
-                .unwrap()
-        };
-        let sym = symbol("AAPL");
-        assert_eq!(sym["bid_exact"], "123.45");
-        assert_eq!(sym["bid_size"], 300);
-        assert_eq!(sym["ask"], 123.5);
-        assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");
-        // Lost ticks and duplicates are the stream's, not the symbol's.
-        assert_eq!(
-            (&sym["ticks_lost"], &sym["duplicates"]),
-            (&json!(null), &json!(null))
-        );
-        let sqf = symbol("EURUSD");
-        assert!(
-            sqf["ticks_lost"].is_u64() && sqf["duplicates"].is_u64(),
-            "{sqf}"
-        );
-        // Last seq 9, then no lost or dups cells of its own.
-        let cells = format!("{:>10} {:>7} {:>8}", 9, "-", "-");
-        assert!(row("AAPL").contains(&cells), "{}", row("AAPL"));
     }
 }

@@ -131,7 +131,10 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
          session {}  next {}  held {}  gaps open {}  recovered {}  requests {}  gaps expired {}  ticks lost {}  {}\n\n",
         elapsed_ns as f64 / 1e9,
         reader.health(now),
-        counter::session(c(counter::SESSION_LO), c(counter::SESSION_HI)),
+        reader
+            .readings(0)
+            .and_then(|r| r.into_iter().find(|r| r.descriptor.name == "session"))
+            .map_or(String::new(), |r| r.text),
         c(counter::NEXT),
         c(counter::HELD),
         c(counter::GAPS_OPEN),

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::publication_feeds;
 use tickguard::protocol::sqf::PacketBuilder;
 use tickguard::reader::{ReaderOptions, DEFAULT_DEAD_AFTER_NS};
-use tickguard::shm::publication_feeds;
 use tickguard::shm::Publication;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
@@ -703,11 +703,13 @@ fn c_reader_agrees_on_exchange_feeds() {
     };
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let feed_info = |name: &str, port: u16| FeedInfo {
-        name: name.into(),
-        kind: FeedKind::Delta,
-        lines: vec![format!("239.1.1.1:{port}").parse().unwrap()],
-        protocol: Protocol::Itch50,
+    let feed_info = |name: &str, port: u16| {
+        FeedInfo::new(
+            name,
+            FeedKind::Delta,
+            vec![format!("239.1.1.1:{port}").parse().unwrap()],
+            Protocol::Itch50,
+        )
     };
     let feeds = [
         feed_info("itch", 30001),
@@ -911,6 +913,144 @@ fn readers_refuse_other_layout_versions() {
     }
 }
 
+/// Compiles `src` against the header into `bin` with `compiler` in
+/// language standard `std`, every warning an error, pedantic.
+fn compile_strict(compiler: &str, std: &str, src: &Path, bin: &Path) {
+    let r = run(Command::new(compiler)
+        .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"])
+        .arg(format!("-I{}", crate_dir().join("include").display()))
+        .arg("-o")
+        .arg(bin)
+        .arg(src));
+    assert_eq!(r.code, Some(0), "{compiler} failed:\n{}", r.stderr);
+}
+
+/// The C header enumerates every counter of every feed from the
+/// publication's descriptors, and reads the same values and text as the
+/// Rust reader's `readings`: the SQF feed's and the ITCH feed's own.
+#[test]
+fn c_reader_prints_every_counter_as_described() {
+    use tickguard::config::Protocol;
+    use tickguard::shm::{counter, FeedInfo};
+    use tickguard::state::FeedKind;
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let src = dir.path().join("counters.c");
+    std::fs::write(
+        &src,
+        r#"#include "tickguard.h"
+#include <inttypes.h>
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+    tg_reader r;
+    uint32_t f, i;
+    if (argc < 2 || tg_open(&r, argv[1], TG_DEFAULT_DEAD_AFTER_NS) != 0) return 2;
+    for (f = 0; f < r.feed_count; f++) {
+        uint64_t values[TG_COUNTER_IDS], flags;
+        if (tg_read_counters(&r, f, values, &flags) != 0) return 3;
+        for (i = 0; i < tg_counter_count(&r, f); i++) {
+            tg_counter c;
+            char text[64];
+            if (tg_counter_describe(&r, f, i, &c) != 0) return 4;
+            printf("%u %s{%s=%s} kind=%u id=%u param=%" PRIu64 " metric=%s note=%s = ", f, c.name, c.key, c.value,
+                   c.kind, c.id, c.param, c.metric, c.note);
+            if (c.kind == TG_KIND_TEXT) {
+                tg_counter_text(&c, values, text, sizeof text);
+                printf("'%s'\n", text);
+            } else {
+                printf("%" PRIu64 "\n", tg_counter_value(&c, values, flags));
+            }
+        }
+    }
+    tg_close(&r);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.path().join("counters");
+    compile_strict(&cc, "-std=c99", &src, &bin);
+
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let info = |name: &str, protocol| {
+        FeedInfo::new(
+            name,
+            FeedKind::Delta,
+            vec!["239.1.1.1:30001".parse().unwrap()],
+            protocol,
+        )
+    };
+    let feeds = [info("lp1", Protocol::Sqf), info("nq", Protocol::Itch50)];
+    let p = Publication::create(&shm, 0o640, 16, &feeds, now, 1_000_000).unwrap();
+    p.write_counters(|| {
+        p.set_counter(0, counter::QUOTES, 11);
+        p.set_counter(0, counter::LINE_PACKETS, 12);
+        p.set_counter(0, counter::REJECTED_BY_REASON + 1, 13);
+        p.set_counter(1, counter::GAPS_OPEN, 14);
+        p.set_counter(1, counter::RECOVERY_LATENCY + 2, 15);
+        p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
+        p.set_counter(
+            1,
+            counter::SESSION_HI,
+            u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
+        );
+    });
+    let table = StateTable::shared(Arc::new(p));
+    table.set_feed_status(
+        1,
+        &tickguard::state::FeedStatus {
+            closed: true,
+            ..Default::default()
+        },
+    );
+    let p = Publication::of(&table).unwrap();
+    p.ready();
+    p.heartbeat(now);
+
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let mut expected = String::new();
+    for f in 0..reader.feeds().len() as u16 {
+        for r in reader.readings(f).unwrap() {
+            let d = r.descriptor;
+            expected.push_str(&format!(
+                "{f} {}{{{}={}}} kind={} id={} param={} metric={} note={} = ",
+                d.name,
+                d.key,
+                d.value,
+                d.kind.code(),
+                d.id,
+                d.param,
+                d.metric,
+                d.note
+            ));
+            if d.kind == tickguard::shm::CounterKind::Text {
+                expected.push_str(&format!("'{}'\n", r.text));
+            } else {
+                expected.push_str(&format!("{}\n", r.value));
+            }
+        }
+    }
+    let out = run(Command::new(&bin).arg(&shm));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, expected);
+    for line in [
+        "0 quotes{=} kind=1 id=3 param=0 metric=quotes_total note= = 11",
+        "0 packets{line=A} kind=1 id=26 param=0 metric=packets_total note= = 12",
+        "0 rejected{reason=bad_magic} kind=1 id=17 param=1 metric=rejected_packets_total note= (not SQF?) = 13",
+        "1 gaps_open{=} kind=2 id=67 param=0 metric=feed_gaps_open note= = 14",
+        "1 recovery_latency{=} kind=5 id=82 param=64000 metric=feed_recovery_latency_seconds note= = 15",
+        "1 session{=} kind=4 id=76 param=0 metric= note= = '000000ABCD'",
+        "1 closed{=} kind=7 id=0 param=1 metric=feed_closed note= = 1",
+    ] {
+        assert!(out.stdout.lines().any(|l| l == line), "{line} in:\n{}", out.stdout);
+    }
+    drop(table);
+}
+
 /// The header compiles as C++ (extern "C" guards, casts), and the result runs.
 #[test]
 fn header_compiles_as_cpp() {
@@ -933,20 +1073,7 @@ int main(int argc, char **argv) {
     )
     .unwrap();
     let bin = dir.path().join("t");
-    let r = run(Command::new(&cxx)
-        .args([
-            "-std=c++11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O2",
-        ])
-        .arg(format!("-I{}", crate_dir().join("include").display()))
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
-    assert_eq!(r.code, Some(0), "{cxx} failed:\n{}", r.stderr);
+    compile_strict(&cxx, "-std=c++11", &src, &bin);
     let missing = dir.path().join("missing");
     let r = run(Command::new(&bin).arg(&missing));
     assert_eq!(r.code, Some(0), "a missing publication reads as stale");

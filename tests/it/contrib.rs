@@ -1,6 +1,7 @@
 //! Checks of the deployment files under `contrib/`, so they cannot rot
 //! silently as the code changes: every metric the dashboard and the alert
-//! rules name is one `src/metrics.rs` registers (and every registered metric
+//! rules name is one the sidecar registers (`src/metrics.rs`, and the
+//! protocols' counter descriptors it exports; and every registered metric
 //! is shown somewhere), the dashboard is valid JSON of the expected shape, the
 //! alert rules have the keys Prometheus needs, and the systemd unit keeps the
 //! settings the sidecar depends on.
@@ -53,15 +54,30 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     names
 }
 
-/// The metric names `src/metrics.rs` registers: its quoted `"tickguard_…"` literals.
+/// Every protocol's counter descriptors (what a publication holds).
+fn descriptors() -> Vec<tickguard::shm::Descriptor> {
+    tickguard::config::Protocol::ALL
+        .into_iter()
+        .flat_map(tickguard::protocol::counters)
+        .collect()
+}
+
+/// The metric names the sidecar exports: the quoted `"tickguard_…"`
+/// literals of `src/metrics.rs` (receiver, verdicts, clock), and the names
+/// every protocol's counter descriptors are exported under.
 fn registered() -> BTreeSet<String> {
-    let names: BTreeSet<String> = metric_names(METRICS_RS)
+    let mut names: BTreeSet<String> = metric_names(METRICS_RS)
         .into_iter()
         .filter(|n| METRICS_RS.contains(&format!("\"{n}\"")))
         .collect();
     assert!(
-        names.len() >= 20 && names.contains("tickguard_packets_total"),
+        names.len() >= 10 && names.contains("tickguard_symbols"),
         "src/metrics.rs no longer names its metrics as string literals: {names:?}"
+    );
+    names.extend(tickguard::metrics::metric_names(&descriptors()));
+    assert!(
+        names.len() >= 40 && names.contains("tickguard_packets_total"),
+        "the counter descriptors no longer name their metrics: {names:?}"
     );
     names
 }
@@ -98,21 +114,14 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 }
 
 /// Label values used in matchers must be ones the sidecar exports: string
-/// literals of `src/metrics.rs`, or reject reasons of a protocol
-/// (`crates/engine/src/protocol/sqf/wire.rs`, `.../itch50/mod.rs`).
+/// literals of `src/metrics.rs`, or attribute values of a counter
+/// descriptor under that key (`line="A"`, `reason="bad_magic"`).
 fn assert_label_values_exist(what: &str, promql: &str) {
+    let described = descriptors();
     for label in ["verdict", "result", "line", "reason"] {
         for value in label_values(promql, label) {
-            let known = match label {
-                // `Reject::as_str` names the reasons.
-                "reason" => [
-                    include_str!("../../crates/engine/src/protocol/sqf/wire.rs"),
-                    include_str!("../../crates/engine/src/protocol/itch50/mod.rs"),
-                ]
-                .iter()
-                .any(|src| src.contains(&format!("\"{value}\""))),
-                _ => METRICS_RS.contains(&format!("\"{value}\"")),
-            };
+            let known = METRICS_RS.contains(&format!("\"{value}\""))
+                || described.iter().any(|d| d.key == label && d.value == value);
             assert!(
                 known,
                 "{what}: {label}=\"{value}\" is not a label value the sidecar exports"

@@ -6,7 +6,7 @@ use tickguard::config::Config;
 use tickguard::handler::Handler;
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
-use tickguard::shm::publication_feeds;
+use tickguard::protocol::publication_feeds;
 use tickguard::shm::Publication;
 use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;

@@ -392,3 +392,115 @@ fn symbols(text: &str) -> f64 {
         })
         .sum()
 }
+
+/// The exporter's metrics of a publication built in the test, without a
+/// sidecar: names and labels from each feed's counter descriptors.
+mod described {
+    /// Halted and closed are verdict labels of every feed; each feed's other
+    /// metrics come from its counter descriptors: the ITCH feed's status flags,
+    /// stream gauges and counters and its recovery histogram, the SQF feed's
+    /// message kinds, and neither the other's.
+    #[test]
+    fn each_feed_exports_the_counters_its_descriptors_describe() {
+        use std::sync::Arc;
+        use tickguard::config::Config;
+        use tickguard::metrics::Monitor;
+        use tickguard::shm::{counter, FeedInfo, Publication};
+        use tickguard::sidecar::SharedStats;
+        use tickguard::state::FeedKind;
+        use tickguard::state::{FeedStatus, Level, StateTable, Top};
+        let dir = tempfile::tempdir().unwrap();
+        let shm = dir.path().join("shm");
+        let config = Config::parse(
+            &format!(
+                "[sidecar]\nshm_path = \"{}\"\n\
+                 [[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"127.0.0.1:30001\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n\
+                 [[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:30002\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n",
+                shm.display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let t = 1_767_603_600_000_000_000;
+        let feeds: Vec<FeedInfo> = config
+            .feeds
+            .iter()
+            .map(|f| FeedInfo::new(f.name.clone(), FeedKind::Delta, f.lines.clone(), f.protocol))
+            .collect();
+        let p = Arc::new(Publication::create(&shm, 0o600, 8, &feeds, t, 1_000_000).unwrap());
+        let mut table = StateTable::shared(p.clone());
+        let th = tickguard::verdict::Thresholds {
+            stale_ns: 500_000_000,
+            source_ns: 2_000_000_000,
+        };
+        let id = table
+            .insert(1, tickguard::symbol::Symbol::parse("AAPL").unwrap(), th)
+            .unwrap();
+        table.slots()[id as usize].write_top(&Top {
+            bid: Some(Level { price: 1, size: 1 }),
+            halted: true,
+            ..Top::default()
+        });
+        let status = FeedStatus {
+            closed: true,
+            joined: true,
+            orders_refused: true,
+            last_alive: t,
+            source_watermark: t,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(1, &status);
+        p.write_counters(|| {
+            p.set_counter(1, counter::GAPS_OPEN, 4);
+            p.set_counter(1, counter::RECOVERY_LATENCY, 2);
+            p.set_counter(1, counter::RECOVERY_LATENCY + 3, 1);
+        });
+        p.ready();
+        p.heartbeat(t);
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+            m.sample(t + 1);
+        });
+        let text = handle.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 1"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 1"#,
+            r#"tickguard_symbols{feed="lp1",verdict="closed"} 0"#,
+            r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
+            r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_orders_refused{feed="nasdaq"} 1"#,
+            r#"tickguard_feed_gaps_open{feed="nasdaq"} 4"#,
+            r#"tickguard_feed_line_mismatches_total{feed="nasdaq"} 0"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000016"} 2"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000064"} 2"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000128"} 3"#,
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="+Inf"} 3"#,
+            r#"tickguard_feed_recovery_latency_seconds_count{feed="nasdaq"} 3"#,
+            r#"tickguard_quotes_total{feed="lp1"} 0"#,
+            r#"tickguard_table_full_drops_total{feed="lp1"} 0"#,
+            r#"tickguard_table_full_symbols_total{feed="nasdaq"} 0"#,
+            r#"tickguard_packets_total{feed="lp1",line="A"} 0"#,
+            r#"tickguard_rejected_packets_total{feed="lp1",reason="bad_magic"} 0"#,
+            r#"tickguard_rejected_packets_total{feed="nasdaq",reason="bad_stock"} 0"#,
+            r#"tickguard_feed_all_rejected{feed="nasdaq"} 0"#,
+        ] {
+            assert!(has(line), "{line} in:\n{text}");
+        }
+        for absent in [
+            r#"tickguard_feed_closed{feed="lp1"}"#,
+            r#"tickguard_feed_gaps_open{feed="lp1"}"#,
+            r#"tickguard_quotes_total{feed="nasdaq"}"#,
+            r#"tickguard_table_full_drops_total{feed="nasdaq"}"#,
+            r#"tickguard_packets_total{feed="lp1",line="B"}"#,
+        ] {
+            assert!(!text.contains(absent), "{absent} in:\n{text}");
+        }
+        drop(table);
+    }
+}

@@ -9,8 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tickguard::protocol::publication_feeds;
 use tickguard::protocol::sqf::PacketBuilder;
-use tickguard::shm::publication_feeds;
 use tickguard::symbol::Symbol;
 use tickguard::time::now_ns;
 use tickguard::Reader;
@@ -527,12 +527,12 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let feeds = [FeedInfo {
-        name: "nasdaq".into(),
-        kind: FeedKind::Delta,
-        lines: vec!["239.1.1.1:30001".parse().unwrap()],
-        protocol: Protocol::Itch50,
-    }];
+    let feeds = [FeedInfo::new(
+        "nasdaq",
+        FeedKind::Delta,
+        vec!["239.1.1.1:30001".parse().unwrap()],
+        Protocol::Itch50,
+    )];
     let p = Publication::create(&shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
     let p = std::sync::Arc::new(p);
     let mut table = StateTable::shared(p.clone());

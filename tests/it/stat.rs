@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
 use tickguard::handler::Handler;
+use tickguard::protocol::publication_feeds;
 use tickguard::replay::Router;
-use tickguard::shm::publication_feeds;
 use tickguard::shm::Publication;
 use tickguard::state::StateTable;
 
@@ -315,7 +315,7 @@ fn stat_filters_feed_not_ok_and_top() {
     assert_eq!(symbols[0]["reasons"][0], "stale");
 
     assert!(
-        text.contains("feed lp2 (full)") && !text.contains("feed lp1"),
+        text.contains("feed lp2 (sqf, full)") && !text.contains("feed lp1"),
         "{text}"
     );
     assert_eq!(
@@ -340,21 +340,23 @@ fn stat_text_shows_line_copies_and_a_feed_whose_every_packet_is_rejected() {
     let _p = three_feeds(&shm);
     let text = String::from_utf8(stat_args(&shm, &[]).stdout).unwrap();
     let _ = std::fs::remove_file(&shm);
+    // A feed's block: its line and the indented ones below it.
     let feed_line = |name: &str| {
         text.lines()
-            .find(|l| l.starts_with(&format!("feed {name} ")))
-            .unwrap_or_else(|| panic!("{text}"))
-            .to_string()
+            .skip_while(|l| !l.starts_with(&format!("feed {name} ")))
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
     };
-    assert!(
-        feed_line("lp1").contains("duplicates 0 same line, 4000 line copies"),
-        "{text}"
-    );
+    for (feed, same, copies) in [("lp1", 0, 4000), ("lp2", 4, 0)] {
+        let block = feed_line(feed);
+        assert!(
+            block.contains(&format!("same_line_duplicates {same}"))
+                && block.contains(&format!("line_copies {copies}")),
+            "{text}"
+        );
+    }
     assert!(!feed_line("lp1").contains("REJECTED"), "{text}");
-    assert!(
-        feed_line("lp2").contains("duplicates 4 same line, 0 line copies"),
-        "{text}"
-    );
     assert!(
         feed_line("lp3").contains("EVERY PACKET REJECTED")
             && feed_line("lp3").contains("mostly bad_magic (not SQF?)"),
@@ -405,4 +407,278 @@ fn the_live_view_of_2000_symbols_fits_40_rows() {
     let tiny: Vec<&str> = tiny.lines().collect();
     assert_eq!(tiny.len(), 5, "{tiny:?}");
     assert!(tiny[4].starts_with("... "), "{tiny:?}");
+}
+
+/// Descriptor-driven `stat` on a publication built in the test: an SQF
+/// feed and an ITCH feed side by side.
+mod described {
+    use serde_json::json;
+    use std::sync::Arc;
+    use tickguard::config::Protocol;
+    use tickguard::protocol::sqf::rules::{self, Price as SqfPrice};
+    use tickguard::reader::Reader;
+    use tickguard::shm::{counter, FeedInfo, Publication};
+    use tickguard::stat::{Filter, Snapshot};
+    use tickguard::state::{FeedKind, FeedStatus, Level, StateTable, Top};
+    use tickguard::symbol::Symbol;
+    use tickguard::verdict::Thresholds;
+
+    const NOW: u64 = 1_767_603_600_000_000_000;
+    const S: u64 = 1_000_000_000;
+
+    /// A publication with an SQF feed and an ITCH feed: decimal prices with
+    /// sizes, one halted symbol, the feed closed, suspect and joined, some
+    /// extension counters. Returns the publication (kept alive) and its path.
+    fn exchange_publication(dir: &std::path::Path) -> (Arc<Publication>, String) {
+        let path = dir.join("tickguard");
+        let info = |name: &str, protocol| {
+            FeedInfo::new(
+                name,
+                FeedKind::Delta,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                protocol,
+            )
+        };
+        let feeds = [info("lp1", Protocol::Sqf), info("nasdaq", Protocol::Itch50)];
+        let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());
+        let mut t = StateTable::shared(p.clone());
+        let th = Thresholds {
+            stale_ns: 30 * S,
+            source_ns: 30 * S,
+        };
+        let sym = |s| Symbol::parse(s).unwrap();
+        let id = t.insert(0, sym("EURUSD"), th).unwrap();
+        let px = SqfPrice {
+            bid: 1.085,
+            ask: 1.0851,
+            source_time: NOW,
+        };
+        t.slots()[id as usize].update(|s| rules::snapshot(s, 1, px, NOW));
+        let top = Top {
+            bid: Some(Level {
+                price: 1_234_500,
+                size: 300,
+            }),
+            ask: Some(Level {
+                price: 1_235_000,
+                size: 100,
+            }),
+            exponent: -4,
+            last_seq: 9,
+            ..Top::default()
+        };
+        let id = t.insert(1, sym("AAPL"), th).unwrap();
+        t.slots()[id as usize].write_top(&top);
+        let id = t.insert(1, sym("HALTD"), th).unwrap();
+        t.slots()[id as usize].write_top(&Top {
+            halted: true,
+            ask: None,
+            ..top
+        });
+        t.set_feed_status(
+            1,
+            &FeedStatus {
+                suspect: true,
+                closed: true,
+                joined: true,
+                orders_refused: true,
+                last_alive: NOW,
+                source_watermark: NOW,
+            },
+        );
+        p.write_counters(|| {
+            p.set_counter(1, counter::NEXT, 101);
+            p.set_counter(1, counter::HELD, 3);
+            p.set_counter(1, counter::GAPS_OPEN, 1);
+            p.set_counter(1, counter::LINE_MISMATCHES, 2);
+            p.set_counter(1, counter::DUPLICATES, 7);
+            p.set_counter(1, counter::SAME_LINE_DUPLICATES, 2);
+            p.set_counter(1, counter::LINE_COPIES, 5);
+            p.set_counter(1, counter::REJECTED, 1);
+            let bad_stock =
+                tickguard::protocol::Rejected::from(tickguard::protocol::itch50::Reject::BadStock);
+            p.set_counter(1, counter::REJECTED_BY_REASON + bad_stock.index(), 1);
+            // Every packet rejected, mostly too short for MoldUDP64 (the
+            // first ITCH reason, whose index is SQF's `short` too).
+            let short =
+                tickguard::protocol::Rejected::from(tickguard::protocol::itch50::Reject::Short);
+            p.set_counter(1, counter::ALL_REJECTED, 1);
+            p.set_counter(1, counter::ALL_REJECTED_SINCE, NOW - 2_000_000_000);
+            p.set_counter(1, counter::ALL_REJECTED_PACKETS, 40);
+            p.set_counter(1, counter::ALL_REJECTED_REASON, short.index() as u64 + 1);
+            p.set_counter(1, counter::SESSION_LO, u64::from_le_bytes(*b"000000AB"));
+            p.set_counter(
+                1,
+                counter::SESSION_HI,
+                u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
+            );
+        });
+        p.ready();
+        p.heartbeat(NOW);
+        let shown = path.display().to_string();
+        (p, shown)
+    }
+
+    /// Each feed shows the counters its protocol describes, and only
+    /// those: the ITCH feed its flags, stream counters, session and
+    /// reasons by ITCH's names; the SQF feed SQF's message kinds and no
+    /// flags; in text and in JSON.
+    #[test]
+    fn stat_shows_each_feed_as_its_descriptors_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_p, path) = exchange_publication(dir.path());
+        let reader = Reader::open(&path);
+        let at = NOW + 50_000_000;
+        let snap = Snapshot::read(&reader, &path, at, &Filter::default()).unwrap();
+        let text = snap.text().full();
+        let block = |name: &str| -> String {
+            text.split("\nfeed ")
+                .find(|b| b.starts_with(name))
+                .unwrap_or_else(|| panic!("no block {name}: {text}"))
+                .lines()
+                .take_while(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let lp1 = block("lp1");
+        assert!(lp1.starts_with("lp1 (sqf, delta)  clock offset"), "{lp1}");
+        assert!(
+            !lp1.contains("flags") && !lp1.contains("next") && lp1.contains("quotes 0"),
+            "{lp1}"
+        );
+        assert!(
+            lp1.contains("packets 0 (A 0, B 0)") && lp1.contains("table_full_drops 0"),
+            "{lp1}"
+        );
+        let nasdaq = block("nasdaq");
+        assert!(
+            nasdaq.starts_with(
+                "nasdaq (itch50, delta)  flags suspect,closed,joined,orders_refused  clock offset"
+            ),
+            "{nasdaq}"
+        );
+        for item in [
+            "duplicates 7",
+            "same_line_duplicates 2",
+            "line_copies 5",
+            "rejected by reason: bad_stock 1",
+            "40 in a row, mostly short (not MoldUDP64?)",
+            "next 101  high 0  held 3  gaps_open 1",
+            "flags suspect,closed,joined,orders_refused",
+            "line_mismatches 2",
+            "session 000000ABCD",
+            "table_full_symbols 0",
+        ] {
+            assert!(nasdaq.contains(item), "{item} in {nasdaq}");
+        }
+        assert!(!nasdaq.contains("quotes"), "{nasdaq}");
+        assert!(
+            nasdaq.ends_with("suspect 2  invalid_price 0  halted 1  closed 2"),
+            "{nasdaq}"
+        );
+        let row = |s: &str| text.lines().find(|l| l.contains(s)).unwrap().to_string();
+        let aapl = row("AAPL");
+        assert!(
+            aapl.contains("suspect,closed")
+                && aapl.contains("300×123.45")
+                && aapl.contains("123.5×100"),
+            "{aapl}"
+        );
+        assert!(row("HALTD").contains("suspect,halted,closed"), "{text}");
+        assert!(row("EURUSD").contains("1.085000"), "{text}");
+
+        let doc = snap.json();
+        let feeds = doc["feeds"].as_array().unwrap();
+        assert_eq!(feeds[0]["protocol"], "sqf");
+        assert_eq!(feeds[1]["protocol"], "itch50");
+        assert_eq!(feeds[0]["kind"], "delta");
+        assert!(feeds[0]["quotes"].is_u64() && feeds[1]["quotes"].is_null());
+        assert_eq!(feeds[0]["flags"], json!({}));
+        assert_eq!(feeds[0].get("gaps_open"), None);
+        assert_eq!(feeds[1]["flags"]["closed"], true);
+        assert_eq!(feeds[1]["gaps_open"], 1);
+        assert_eq!(feeds[1]["packets_by_line"], json!({"A": 0, "B": 0}));
+        assert_eq!(feeds[1]["rejected_by_reason"]["bad_stock"], 1);
+        assert_eq!(feeds[0]["rejected_by_reason"]["bad_magic"], 0);
+        assert_eq!(feeds[1]["all_rejected"]["reason"], "short");
+        assert_eq!(feeds[1]["line_copies"], 5);
+        assert_eq!(feeds[1]["same_line_duplicates"], 2);
+        assert_eq!(feeds[1]["all_rejected"]["packets"], 40);
+        assert_eq!(feeds[1]["session"], "000000ABCD");
+        assert_eq!(
+            feeds[1]["recovery_latency"][0],
+            json!({"le_ns": 16_000, "count": 0})
+        );
+        assert_eq!(feeds[1]["recovery_latency"][15]["le_ns"], json!(null));
+        assert_eq!(feeds[1]["symbols"]["closed"], 2);
+        assert_eq!(feeds[1]["symbols"]["halted"], 1);
+        let symbol = |name: &str| {
+            doc["symbols"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["symbol"] == name)
+                .unwrap()
+        };
+        let sym = symbol("AAPL");
+        assert_eq!(sym["bid_exact"], "123.45");
+        assert_eq!(sym["bid_size"], 300);
+        assert_eq!(sym["ask"], 123.5);
+        assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");
+        // Lost ticks and duplicates are the stream's, not the symbol's.
+        assert_eq!(
+            (&sym["ticks_lost"], &sym["duplicates"]),
+            (&json!(null), &json!(null))
+        );
+        let sqf = symbol("EURUSD");
+        assert!(
+            sqf["ticks_lost"].is_u64() && sqf["duplicates"].is_u64(),
+            "{sqf}"
+        );
+        // Last seq 9, then no lost or dups cells of its own.
+        let cells = format!("{:>10} {:>7} {:>8}", 9, "-", "-");
+        assert!(row("AAPL").contains(&cells), "{}", row("AAPL"));
+    }
+
+    /// No counter a protocol describes takes a key `stat --json` uses for
+    /// a feed's identity, status or tallies.
+    #[test]
+    fn counter_names_leave_stat_json_keys_alone() {
+        let reserved = [
+            "name",
+            "protocol",
+            "kind",
+            "flags",
+            "last_alive_ns",
+            "source_watermark_ns",
+            "clock_offset_ns",
+            "all_rejected",
+            "symbols",
+        ];
+        for p in Protocol::ALL {
+            // The run of rejected packets is shown as one `all_rejected`.
+            for d in tickguard::protocol::counters(p)
+                .into_iter()
+                .filter(|d| !d.name.starts_with("all_rejected"))
+            {
+                assert!(!reserved.contains(&d.name.as_str()), "{p:?}: {}", d.name);
+                assert!(!reserved.contains(&format!("{}_by_{}", d.name, d.key).as_str()));
+            }
+        }
+    }
+}
+
+/// `stat` and the metrics know no protocol: they name none, and print and
+/// export what the publication's counter descriptors say.
+#[test]
+fn stat_and_metrics_name_no_protocol() {
+    for (file, src) in [
+        ("src/stat.rs", include_str!("../../src/stat.rs")),
+        ("src/metrics.rs", include_str!("../../src/metrics.rs")),
+    ] {
+        let lower = src.to_lowercase();
+        for name in ["sqf", "itch", "protocol::", "ext_names", "counter::names"] {
+            assert!(!lower.contains(name), "{file} names {name}");
+        }
+    }
 }

@@ -7,7 +7,7 @@
 //! through an exhaustive `match` there: no dynamic call per datagram.
 
 use crate::config::FeedConfig;
-use crate::shm::Publication;
+use crate::shm::{counter, CounterKind, Descriptor, Publication};
 use crate::state::StateTable;
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -73,6 +73,88 @@ pub struct FeedCounters {
     pub resets: u64,
 }
 
+/// The counters every feed has, whatever its protocol, as the publication
+/// describes them (the handler and the sidecar write them): packets,
+/// messages and rejections, feed-wide and per line; rejections by each
+/// of `R`'s reasons; heartbeats, duplicates, lost ticks, kernel drops,
+/// receive buffers, and the run of rejected packets. A protocol's engine
+/// lists these first in [`FeedEngine::counters`], then its own.
+pub fn shared_counters<R: Reason>() -> Vec<Descriptor> {
+    let c = Descriptor::counter;
+    let by_line = |d: &dyn Fn(usize) -> Descriptor| {
+        ["A", "B"]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| d(i).attr("line", l))
+            .collect::<Vec<_>>()
+    };
+    let mut v = vec![c(counter::PACKETS, "packets").metric("")];
+    v.extend(by_line(&|i| {
+        c(counter::LINE_PACKETS + i, "packets").metric("packets_total")
+    }));
+    v.push(c(counter::MESSAGES, "messages").metric(""));
+    v.extend(by_line(&|i| {
+        c(counter::LINE_MESSAGES + i, "messages").metric("messages_total")
+    }));
+    v.push(c(counter::REJECTED, "rejected").metric(""));
+    v.extend(by_line(&|i| {
+        c(counter::LINE_REJECTED + i, "rejected").metric("line_rejected_packets_total")
+    }));
+    v.extend(R::ALL.iter().map(|r| {
+        c(counter::REJECTED_BY_REASON + r.index(), "rejected")
+            .metric("rejected_packets_total")
+            .attr("reason", r.as_str())
+            .param(r.index() as u64)
+            .note(r.hint())
+    }));
+    v.extend([
+        c(counter::HEARTBEATS, "heartbeats").metric("heartbeats_total"),
+        c(counter::TICKS_LOST, "ticks_lost").metric("ticks_lost_total"),
+        c(counter::DUPLICATES, "duplicates").metric(""),
+        c(counter::SAME_LINE_DUPLICATES, "same_line_duplicates").metric("duplicate_events_total"),
+        c(counter::LINE_COPIES, "line_copies").metric("line_copies_total"),
+        c(counter::KERNEL_DROPS, "kernel_drops").metric(""),
+    ]);
+    v.extend(by_line(&|i| {
+        c(counter::LINE_KERNEL_DROPS + i, "kernel_drops").metric("kernel_drops_total")
+    }));
+    v.extend(by_line(&|i| {
+        Descriptor::gauge(counter::LINE_RCVBUF + i, "rcvbuf_bytes").metric("receive_buffer_bytes")
+    }));
+    v.extend([
+        Descriptor::gauge(counter::ALL_REJECTED, "all_rejected").metric("feed_all_rejected"),
+        Descriptor::new(
+            counter::ALL_REJECTED_SINCE,
+            CounterKind::TimestampNs,
+            "all_rejected_since",
+        ),
+        Descriptor::gauge(counter::ALL_REJECTED_PACKETS, "all_rejected_packets").metric(""),
+        Descriptor::new(
+            counter::ALL_REJECTED_REASON,
+            CounterKind::Reason,
+            "all_rejected_reason",
+        ),
+    ]);
+    v
+}
+
+/// Descriptors of the feed status flags (bytes 512..544 of a feed block),
+/// for the protocols that keep a status per feed.
+pub fn status_flags() -> Vec<Descriptor> {
+    use crate::state::feed_flag;
+    [
+        (feed_flag::SUSPECT, "suspect"),
+        (feed_flag::CLOSED, "closed"),
+        (feed_flag::JOINED, "joined"),
+        (feed_flag::ORDERS_REFUSED, "orders_refused"),
+    ]
+    .iter()
+    .map(|(bit, name)| {
+        Descriptor::new(0, CounterKind::Flag, name).param(u64::from(bit.trailing_zeros()))
+    })
+    .collect()
+}
+
 /// A feed as its engine sees it on each call: its id, its configuration,
 /// its counters and the state table.
 pub struct Cx<'a> {
@@ -99,6 +181,16 @@ pub trait FeedEngine {
     /// What a replay reports of the feed at its end, written under the
     /// feed's name in the summary file.
     type Summary: serde::Serialize;
+
+    /// [`traits`](crate::shm::traits) bits of this protocol's feeds.
+    const TRAITS: u64 = 0;
+
+    /// Every counter a feed of this protocol publishes, as the
+    /// publication describes it: [`shared_counters`], then the
+    /// protocol's own (stored once, when the publication is created).
+    fn counters() -> Vec<Descriptor>
+    where
+        Self: Sized;
 
     /// Applies one datagram that came on `line` at `t`: 0 = A, 1 = B of the
     /// feed's `lines`, and for its protocol's other services the number

@@ -369,6 +369,10 @@ impl Handler {
                 (counter::TABLE_FULL, c.table_full),
                 (counter::RESETS, c.resets),
                 (counter::LINE_COPIES, c.line_copies),
+                (
+                    counter::SAME_LINE_DUPLICATES,
+                    c.duplicates.saturating_sub(c.line_copies),
+                ),
             ] {
                 p.set_counter(id, k, v);
             }
@@ -376,6 +380,7 @@ impl Handler {
                 p.set_counter(id, counter::REJECTED_BY_REASON + r, *v);
             }
             let all = f.all_rejected();
+            p.set_counter(id, counter::ALL_REJECTED, all.is_some() as u64);
             p.set_counter(
                 id,
                 counter::ALL_REJECTED_SINCE,

@@ -187,20 +187,11 @@ pub struct FeedInfo {
     pub lines: Vec<std::net::SocketAddrV4>,
     /// The protocol the feed speaks.
     pub protocol: Protocol,
-}
-
-/// The feed blocks a publication for `config` shows, in configuration order.
-pub fn publication_feeds(config: &crate::config::Config) -> Vec<FeedInfo> {
-    config
-        .feeds
-        .iter()
-        .map(|f| FeedInfo {
-            name: f.name.clone(),
-            kind: f.kind,
-            lines: f.lines.clone(),
-            protocol: f.protocol,
-        })
-        .collect()
+    /// Its protocol's [`traits`] bits.
+    pub traits: u64,
+    /// Its counters, as the publication describes them (its protocol's:
+    /// `FeedInfo::new` fills them in).
+    pub counters: Vec<Descriptor>,
 }
 
 /// Packs a line for the feed block.
@@ -309,7 +300,9 @@ impl Publication {
         h.slots_offset
             .store(shape.slots_offset as u64, Ordering::Relaxed);
         h.file_len.store(shape.file_len as u64, Ordering::Relaxed);
-        for (block, f) in p.views.feeds().iter().zip(feeds) {
+        for (i, (block, f)) in p.views.feeds().iter().zip(feeds).enumerate() {
+            p.describe(i, &f.counters)?;
+            block.traits.store(f.traits, Ordering::Relaxed);
             let mut name = [0u8; 64];
             let n = f.name.len().min(64);
             name[..n].copy_from_slice(&f.name.as_bytes()[..n]);
@@ -329,6 +322,32 @@ impl Publication {
             }
         }
         Ok(p)
+    }
+
+    /// Stores feed `feed`'s counter descriptors in its table (before the
+    /// file is ready: relaxed, published by the version's Release).
+    fn describe(&self, feed: usize, descriptors: &[Descriptor]) -> io::Result<()> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        if descriptors.len() > MAX_DESCRIPTORS {
+            return Err(invalid(format!(
+                "{} counter descriptors for feed {feed}, room for {MAX_DESCRIPTORS}",
+                descriptors.len()
+            )));
+        }
+        let table = self.views.descriptors(feed);
+        for (slot, d) in table.iter().zip(descriptors) {
+            let words = d
+                .encode()
+                .ok_or_else(|| invalid(format!("counter descriptor {d:?} does not fit")))?;
+            slot.store(&words);
+        }
+        let block = &self.views.feeds()[feed];
+        let at = self.views.shape().descriptors_offset + feed * DESCRIPTOR_TABLE_LEN;
+        block.descriptors_offset.store(at as u64, Ordering::Relaxed);
+        block
+            .descriptor_count
+            .store(descriptors.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sets the staged file's mode exactly, reserves its blocks and maps it.
@@ -553,20 +572,21 @@ fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
 mod tests {
     use super::*;
 
-    /// The feed block holds name, kind, protocol and lines; word 80 and
-    /// 112..128 stay zero; 104 is the counters stamp, even at rest; the feed
-    /// extension is zero until a status or an extension counter is written.
+    /// The feed block holds name, kind, protocol, traits, lines and where
+    /// its descriptors are; 104 is the counters stamp, even at rest; the
+    /// feed extension is zero until a status or an extension counter is
+    /// written.
     #[test]
-    fn feed_block_reserved_words_are_zero() {
+    fn feed_block_words() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
         let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [FeedInfo {
-            name: "lp1".into(),
-            kind: FeedKind::Delta,
-            lines: vec![line],
-            protocol: Protocol::Itch50,
-        }];
+        let feeds = [FeedInfo::new(
+            "lp1",
+            FeedKind::Delta,
+            vec![line],
+            Protocol::Itch50,
+        )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         p.ready();
         let bytes = std::fs::read(&path).unwrap();
@@ -577,7 +597,14 @@ mod tests {
         assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
         assert_eq!(word(64), 1);
         assert_eq!(word(72), u64::from_le_bytes(*b"itch50\0\0"));
-        assert_eq!(word(80), 0);
+        assert_eq!(word(80), 0, "ITCH: no traits");
+        assert_eq!(
+            word(112),
+            128 + 1024,
+            "the descriptor table after the block"
+        );
+        let described = crate::protocol::counters(Protocol::Itch50);
+        assert_eq!(word(120), described.len() as u64);
         for at in (512..1024).step_by(8) {
             assert_eq!(word(at), 0, "word {at}");
         }
@@ -592,9 +619,6 @@ mod tests {
         };
         assert_eq!(word(104), 2);
         assert_eq!(word(256 + 8 * counter::PACKETS), 5);
-        for at in [112, 120] {
-            assert_eq!(word(at), 0, "word {at}");
-        }
         p.write_counters(|| {
             p.set_counter(0, counter::GAPS_OPEN, 3);
             p.set_counter(0, counter::INVALID_RECORDS, 9);
@@ -625,6 +649,68 @@ mod tests {
         assert_eq!(p.views.feeds()[0].status.try_read(), Some(s));
     }
 
+    /// Each feed's descriptors are its protocol's, in its table, and read
+    /// back as written; every protocol's fit a table and encode.
+    #[test]
+    fn descriptors_are_written_once_per_feed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feed = |name: &str, protocol| {
+            FeedInfo::new(
+                name,
+                FeedKind::Delta,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                protocol,
+            )
+        };
+        let feeds: Vec<FeedInfo> = Protocol::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, p)| feed(&format!("f{i}"), *p))
+            .collect();
+        let p = Publication::create(&path, 0o600, 4, &feeds, 1, 1_000_000).unwrap();
+        for (i, f) in feeds.iter().enumerate() {
+            let expected = crate::protocol::counters(f.protocol);
+            assert!(expected.len() <= MAX_DESCRIPTORS);
+            assert!(expected.iter().all(|d| d.encode().is_some()));
+            assert_eq!(read_descriptors(&p.views, i), expected, "{:?}", f.protocol);
+            assert_eq!(
+                p.views.feeds()[i].traits.load(Ordering::Relaxed),
+                crate::protocol::traits(f.protocol)
+            );
+            let mut ids: Vec<(usize, usize)> = expected
+                .iter()
+                .filter(|d| d.kind != CounterKind::Flag)
+                .map(|d| (d.id, d.width))
+                .collect();
+            ids.sort();
+            for w in ids.windows(2) {
+                assert!(
+                    w[0].0 + w[0].1 <= w[1].0,
+                    "{:?}: ids overlap: {w:?}",
+                    f.protocol
+                );
+            }
+            // Labels are unique among counters (a histogram's buckets
+            // share theirs) and among flags, which are read apart.
+            for flags in [false, true] {
+                let of: Vec<&Descriptor> = expected
+                    .iter()
+                    .filter(|d| (d.kind == CounterKind::Flag) == flags)
+                    .collect();
+                let labels: std::collections::HashSet<String> =
+                    of.iter().map(|d| d.label()).collect();
+                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket).count();
+                assert_eq!(
+                    labels.len() + buckets.saturating_sub(1),
+                    of.len(),
+                    "{:?}: labels repeat",
+                    f.protocol
+                );
+            }
+        }
+    }
+
     /// A table on the publication's region writes its slots, each feed's
     /// status and the directory in the file; the publication is found from
     /// the table, and from no heap table.
@@ -632,11 +718,13 @@ mod tests {
     fn a_shared_table_lives_in_the_publication() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feed = |name: &str| FeedInfo {
-            name: name.into(),
-            kind: FeedKind::Full,
-            lines: vec!["239.1.1.1:30001".parse().unwrap()],
-            protocol: Protocol::Sqf,
+        let feed = |name: &str| {
+            FeedInfo::new(
+                name,
+                FeedKind::Full,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                Protocol::Sqf,
+            )
         };
         let p = Arc::new(
             Publication::create(&path, 0o600, 4, &[feed("a"), feed("b")], 1, 1_000_000).unwrap(),
@@ -684,12 +772,12 @@ mod tests {
     fn counters_are_read_as_one_set() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feeds = [FeedInfo {
-            name: "lp1".into(),
-            kind: FeedKind::Full,
-            lines: vec!["127.0.0.1:30001".parse().unwrap()],
-            protocol: Protocol::Sqf,
-        }];
+        let feeds = [FeedInfo::new(
+            "lp1",
+            FeedKind::Full,
+            vec!["127.0.0.1:30001".parse().unwrap()],
+            Protocol::Sqf,
+        )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;
         let done = AtomicBool::new(false);

@@ -4,7 +4,10 @@
 //! offset            size               section
 //! 0                 128                Header
 //! FEEDS (=128)      1024 × feeds       FeedBlock per feed, in configuration order
+//! DESCRIPTORS       32768 × feeds      per feed, 128 counter Descriptors of 256 bytes
+//!                   (= FEEDS + 1024 × feeds)
 //! DIRECTORY         48 × capacity      DirEntry per occupied slot, in insertion order
+//!                   (= align(DESCRIPTORS + 32768 × feeds, 128))
 //! SLOTS (4096-al.)  128 × capacity     Slot (see `state::slot`), one per (feed, symbol)
 //! ```
 //!
@@ -30,10 +33,11 @@
 //! | 120 | datagrams | datagrams received so far, all lines |
 //!
 //! FeedBlock (1024 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
-//! 1 delta), 72 protocol (its name, ASCII, NUL padded), 80 reserved (zero), 88 line A, 96 line B
+//! 1 delta), 72 protocol (its name, ASCII, NUL padded), 80 [`traits`] bits, 88 line A, 96 line B
 //! (`ipv4 << 16 | port`, 0 = none), 104 counters stamp (seqlock over every
 //! counter of the block: odd while the writer stores a heartbeat's set, +2
-//! per set), 112 and 120 reserved (zero), 128 offset stamp (seqlock), 136 offset
+//! per set), 112 descriptors offset (bytes from the start of the file: the
+//! feed's table in DESCRIPTORS), 120 descriptor count (≤ 128), 128 offset stamp (seqlock), 136 offset
 //! low word, 144 offset high word (i128, ns, local − provider), 152..256
 //! counters 32..45 (appended ids, in words the block had reserved), 256..512
 //! counters 0..32 (u64 each, ids in [`counter`]). The feed extension, for
@@ -46,6 +50,30 @@
 //! | 528 | last_alive | ns since the Unix epoch, local clock; 0 = none |
 //! | 536 | source_watermark | ns since the Unix epoch, provider clock; 0 = none |
 //! | 544..1024 | counters 64..124 | [`counter::EXT`] on, under the counters stamp |
+//!
+//! Counter descriptors (as Aeron's counter metadata: what a counter is,
+//! apart from its value). The writer stores each feed's once, before the
+//! file is ready, from the list its protocol's engine declares (the
+//! counters every feed has, then the protocol's own); readers print and
+//! export every counter from them, knowing no protocol. Values stay in the
+//! feed block, under its counters stamp. [`Descriptor`] (256 bytes):
+//!
+//! | offset | field | notes |
+//! |---|---|---|
+//! | 0 | id | u16: the counter holding the value ([`FeedBlock::counter`]) |
+//! | 2 | kind | u8, [`CounterKind`]: 1 counter, 2 gauge, 3 timestamp_ns, 4 text, 5 bucket, 6 reason, 7 flag |
+//! | 3 | width | u8: counters the value spans (text), else 1 |
+//! | 4..8 | reserved | zero |
+//! | 8 | param | u64: a bucket's bound (ns, `u64::MAX` open), a flag's bit, a reason's index |
+//! | 16..48 | name | ASCII, NUL padded: `packets`, `gaps_open`, `session` |
+//! | 48..112 | metric | Prometheus name less `tickguard_` (`packets_total`); empty: not exported |
+//! | 112..128 | key | attribute name (`line`, `reason`); empty: none |
+//! | 128..192 | value | attribute value (`A`, `bad_magic`) |
+//! | 192..256 | note | printed after the value (a reason's hint: ` (not SQF?)`) |
+//!
+//! Descriptors of one name form a family (`rejected`, `rejected{line=A}`,
+//! `rejected{reason=short}`); a histogram is a run of buckets of one name.
+//! A reader skips a descriptor of a kind it does not know.
 //!
 //! DirEntry (48 bytes): 0 key (SQF and ITCH: the 8 symbol bytes as a
 //! little-endian u64), 8 `feed << 32 | slot`, 16..48 name (UTF-8, NUL
@@ -151,6 +179,12 @@ pub mod counter {
     pub const ALL_REJECTED_PACKETS: usize = 34;
     /// The most frequent reject reason of that run: `Reject::index() + 1`; 0 none.
     pub const ALL_REJECTED_REASON: usize = 35;
+    /// Of `DUPLICATES`, those that came twice on the same line
+    /// (`DUPLICATES - LINE_COPIES`).
+    pub const SAME_LINE_DUPLICATES: usize = 36;
+    /// 1 while every packet of the feed is rejected (`ALL_REJECTED_SINCE`
+    /// set), 0 otherwise.
+    pub const ALL_REJECTED: usize = 37;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
     /// First id of the feed extension's counters (bytes 544..1024), written
@@ -209,35 +243,6 @@ pub mod counter {
     /// Times the feed's `request_rate` held re-requests back for a later
     /// cycle.
     pub const REQUESTS_DEFERRED: usize = EXT + 33;
-    /// Names of the extension counters tools print (protocols other than SQF only).
-    pub const EXT_NAMES: [(usize, &str); 16] = [
-        (NEXT, "next"),
-        (HIGH, "high"),
-        (HELD, "held"),
-        (GAPS_OPEN, "gaps_open"),
-        (RECOVERED, "recovered"),
-        (SESSION_CHANGES, "session_changes"),
-        (STALE_SESSION, "stale_session"),
-        (UNKNOWN_ORDERS, "unknown_orders"),
-        (ANOMALIES, "anomalies"),
-        (REQUESTS_SENT, "requests_sent"),
-        (GAPS_EXPIRED, "gaps_expired"),
-        (LINE_MISMATCHES, "line_mismatches"),
-        (INVALID_RECORDS, "invalid_records"),
-        (ORDERS_REFUSED, "orders_refused"),
-        (REQUEST_ERRORS, "request_errors"),
-        (REQUESTS_DEFERRED, "requests_deferred"),
-    ];
-    /// The session as text from the two session words (up to the first
-    /// NUL, trailing spaces dropped, [`printable`](super::printable): the bytes came off the
-    /// network); empty when unset.
-    pub fn session(lo: u64, hi: u64) -> String {
-        let mut b = [0u8; 10];
-        b[..8].copy_from_slice(&lo.to_le_bytes());
-        b[8..].copy_from_slice(&hi.to_le_bytes()[..2]);
-        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        super::printable(b[..end].trim_ascii_end())
-    }
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),
@@ -255,6 +260,307 @@ pub mod counter {
     ];
 }
 
+/// Bits of a feed block's `traits` word (word 80): what readers need to
+/// know of a feed's protocol without knowing the protocol.
+pub mod traits {
+    /// Each slot counts its symbol's own lost ticks and duplicates (SQF);
+    /// without it the feed counts them for its whole stream only.
+    pub const SYMBOL_COUNTS: u64 = 1 << 0;
+}
+
+/// Bytes of a counter descriptor.
+pub const DESCRIPTOR_LEN: usize = 256;
+/// Descriptors per feed (the table of each feed has room for this many).
+pub const MAX_DESCRIPTORS: usize = 128;
+/// Bytes of one feed's descriptor table.
+pub const DESCRIPTOR_TABLE_LEN: usize = DESCRIPTOR_LEN * MAX_DESCRIPTORS;
+
+/// What a counter's value means (descriptor word 0, bits 16..24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CounterKind {
+    /// 1: a total that only grows (Prometheus counter).
+    Counter,
+    /// 2: a level that goes up and down (Prometheus gauge).
+    Gauge,
+    /// 3: ns since the Unix epoch; 0 none.
+    TimestampNs,
+    /// 4: ASCII text over `width` consecutive counters (little-endian
+    /// bytes, NUL padded; bytes off the network: print with [`printable`]).
+    Text,
+    /// 5: one bucket of a histogram: the events up to `param` ns
+    /// (`u64::MAX`: those above the previous bucket). A histogram's buckets
+    /// are consecutive descriptors of one name, bounds ascending; each
+    /// counts its own events (not cumulative).
+    Bucket,
+    /// 6: a reject reason: 0 none, else 1 + the `param` of the feed's
+    /// descriptor whose key is `reason`.
+    Reason,
+    /// 7: a feed status flag, read from the status words (bytes 512..544),
+    /// not from a counter: bit `param` of `flags`.
+    Flag,
+}
+
+impl CounterKind {
+    /// Every kind, by code − 1.
+    pub const ALL: [CounterKind; 7] = [
+        CounterKind::Counter,
+        CounterKind::Gauge,
+        CounterKind::TimestampNs,
+        CounterKind::Text,
+        CounterKind::Bucket,
+        CounterKind::Reason,
+        CounterKind::Flag,
+    ];
+
+    /// Its code in a descriptor.
+    pub fn code(self) -> u8 {
+        match self {
+            CounterKind::Counter => 1,
+            CounterKind::Gauge => 2,
+            CounterKind::TimestampNs => 3,
+            CounterKind::Text => 4,
+            CounterKind::Bucket => 5,
+            CounterKind::Reason => 6,
+            CounterKind::Flag => 7,
+        }
+    }
+
+    /// The kind of a code; `None` for a code this reader does not know.
+    pub fn from_code(code: u8) -> Option<CounterKind> {
+        CounterKind::ALL
+            .get(usize::from(code).checked_sub(1)?)
+            .copied()
+    }
+
+    /// Its name: `counter`, `gauge`, `timestamp_ns`, `text`, `bucket`,
+    /// `reason`, `flag`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CounterKind::Counter => "counter",
+            CounterKind::Gauge => "gauge",
+            CounterKind::TimestampNs => "timestamp_ns",
+            CounterKind::Text => "text",
+            CounterKind::Bucket => "bucket",
+            CounterKind::Reason => "reason",
+            CounterKind::Flag => "flag",
+        }
+    }
+}
+
+/// Byte ranges of a descriptor's text fields (ASCII, NUL padded).
+mod field {
+    pub const NAME: std::ops::Range<usize> = 16..48;
+    pub const METRIC: std::ops::Range<usize> = 48..112;
+    pub const KEY: std::ops::Range<usize> = 112..128;
+    pub const VALUE: std::ops::Range<usize> = 128..192;
+    pub const NOTE: std::ops::Range<usize> = 192..256;
+}
+
+/// One counter as the publication describes it (see the module docs for
+/// its 256 bytes): which counter holds its value, what the value means,
+/// its name and an optional attribute (`line=A`, `reason=bad_magic`).
+/// The writer stores each feed's descriptors once, before the file is
+/// ready; tools print and export counters from them alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Descriptor {
+    /// The counter id holding the value (the first of `width` for text;
+    /// 0 and unused for a flag).
+    pub id: usize,
+    /// What the value means.
+    pub kind: CounterKind,
+    /// Counters the value spans (text); 1 otherwise.
+    pub width: usize,
+    /// A bucket's upper bound (ns, `u64::MAX` open), a flag's bit, a
+    /// reason's index; 0 otherwise.
+    pub param: u64,
+    /// snake_case, up to 32 bytes: what tools print (`packets`, `gaps_open`).
+    /// Descriptors of one name with different attributes are one family.
+    pub name: String,
+    /// The Prometheus metric name without the `tickguard_` prefix, up to
+    /// 64 bytes (`packets_total`; a histogram's without `_bucket`); empty:
+    /// not exported.
+    pub metric: String,
+    /// The attribute's name (`line`, `reason`), up to 16 bytes; empty: none.
+    pub key: String,
+    /// The attribute's value (`A`, `bad_magic`), up to 64 bytes.
+    pub value: String,
+    /// Shown after the value (a reason's hint: ` (not SQF?)`), up to 64 bytes.
+    pub note: String,
+}
+
+impl Descriptor {
+    /// A descriptor of counter `id` of `kind` named `name`, exported by
+    /// default as `feed_<name>_total` (counter), `feed_<name>` (gauge,
+    /// bucket, flag) and not at all (timestamp, text, reason).
+    pub fn new(id: usize, kind: CounterKind, name: &str) -> Descriptor {
+        let metric = match kind {
+            CounterKind::Counter => format!("feed_{name}_total"),
+            CounterKind::Gauge | CounterKind::Bucket | CounterKind::Flag => format!("feed_{name}"),
+            CounterKind::TimestampNs | CounterKind::Text | CounterKind::Reason => String::new(),
+        };
+        Descriptor {
+            id,
+            kind,
+            width: 1,
+            param: 0,
+            name: name.into(),
+            metric,
+            key: String::new(),
+            value: String::new(),
+            note: String::new(),
+        }
+    }
+
+    /// A total that only grows.
+    pub fn counter(id: usize, name: &str) -> Descriptor {
+        Descriptor::new(id, CounterKind::Counter, name)
+    }
+
+    /// A level.
+    pub fn gauge(id: usize, name: &str) -> Descriptor {
+        Descriptor::new(id, CounterKind::Gauge, name)
+    }
+
+    /// Exported as `tickguard_<metric>`; empty: not exported.
+    pub fn metric(mut self, metric: &str) -> Descriptor {
+        self.metric = metric.into();
+        self
+    }
+
+    /// With attribute `key=value`.
+    pub fn attr(mut self, key: &str, value: &str) -> Descriptor {
+        self.key = key.into();
+        self.value = value.into();
+        self
+    }
+
+    /// With `param`.
+    pub fn param(mut self, param: u64) -> Descriptor {
+        self.param = param;
+        self
+    }
+
+    /// Spanning `width` counters.
+    pub fn width(mut self, width: usize) -> Descriptor {
+        self.width = width;
+        self
+    }
+
+    /// With a note.
+    pub fn note(mut self, note: &str) -> Descriptor {
+        self.note = note.into();
+        self
+    }
+
+    /// `name`, or `name{key=value}`.
+    pub fn label(&self) -> String {
+        if self.key.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}{{{}={}}}", self.name, self.key, self.value)
+        }
+    }
+
+    /// The descriptor as its 16 words; `None` when a field does not fit
+    /// (a text too long or not ASCII, an id or width out of range).
+    pub fn encode(&self) -> Option<[u64; DESCRIPTOR_LEN / 8]> {
+        let mut b = [0u8; DESCRIPTOR_LEN];
+        if self.id.checked_add(self.width)? > counter::ALL || self.width == 0 || self.width > 255 {
+            return None;
+        }
+        b[..2].copy_from_slice(&(self.id as u16).to_le_bytes());
+        b[2] = self.kind.code();
+        b[3] = self.width as u8;
+        b[8..16].copy_from_slice(&self.param.to_le_bytes());
+        for (range, text) in [
+            (field::NAME, &self.name),
+            (field::METRIC, &self.metric),
+            (field::KEY, &self.key),
+            (field::VALUE, &self.value),
+            (field::NOTE, &self.note),
+        ] {
+            if text.len() > range.len() || !text.is_ascii() || text.contains('\0') {
+                return None;
+            }
+            b[range.start..range.start + text.len()].copy_from_slice(text.as_bytes());
+        }
+        Some(std::array::from_fn(|i| {
+            u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or_default())
+        }))
+    }
+
+    /// A descriptor from its 16 words ([`printable`] text); `None` for a
+    /// kind this reader does not know or a counter outside the block.
+    pub fn decode(words: &[u64; DESCRIPTOR_LEN / 8]) -> Option<Descriptor> {
+        let mut b = [0u8; DESCRIPTOR_LEN];
+        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        let id = usize::from(u16::from_le_bytes([b[0], b[1]]));
+        let kind = CounterKind::from_code(b[2])?;
+        let width = usize::from(b[3]);
+        if width == 0 || id + width > counter::ALL {
+            return None;
+        }
+        let text = |r: std::ops::Range<usize>| {
+            let f = &b[r];
+            let end = f.iter().position(|&c| c == 0).unwrap_or(f.len());
+            printable(&f[..end])
+        };
+        Some(Descriptor {
+            id,
+            kind,
+            width,
+            param: u64::from_le_bytes(b[8..16].try_into().ok()?),
+            name: text(field::NAME),
+            metric: text(field::METRIC),
+            key: text(field::KEY),
+            value: text(field::VALUE),
+            note: text(field::NOTE),
+        })
+    }
+
+    /// The value in `counters` (a feed's copy, index = id) and the feed's
+    /// status `flags`: the counter, or the flag's bit (0 or 1); 0 for text.
+    pub fn value(&self, counters: &[u64; counter::ALL], flags: u64) -> u64 {
+        match self.kind {
+            CounterKind::Flag => (flags >> self.param.min(63)) & 1,
+            CounterKind::Text => 0,
+            _ => counters.get(self.id).copied().unwrap_or(0),
+        }
+    }
+
+    /// A text counter's text ([`printable`], trailing spaces dropped, up to
+    /// the first NUL); empty for other kinds.
+    pub fn text(&self, counters: &[u64; counter::ALL]) -> String {
+        if self.kind != CounterKind::Text {
+            return String::new();
+        }
+        let words = counters.get(self.id..self.id + self.width).unwrap_or(&[]);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+        printable(bytes[..end].trim_ascii_end())
+    }
+}
+
+/// One descriptor in the mapping (`DESCRIPTOR_LEN` bytes).
+#[repr(C)]
+pub struct DescriptorWords(pub [AtomicU64; DESCRIPTOR_LEN / 8]);
+
+impl DescriptorWords {
+    /// Stores `words` (relaxed: before the file is ready).
+    pub fn store(&self, words: &[u64; DESCRIPTOR_LEN / 8]) {
+        for (w, v) in self.0.iter().zip(words) {
+            w.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    /// The words (relaxed: written before the version's Release store).
+    pub fn load(&self) -> [u64; DESCRIPTOR_LEN / 8] {
+        std::array::from_fn(|i| self.0[i].load(Ordering::Relaxed))
+    }
+}
+
 /// One feed's block.
 #[repr(C, align(128))]
 pub struct FeedBlock {
@@ -263,14 +569,18 @@ pub struct FeedBlock {
     /// Word 72: the name of the feed's protocol (`sqf`, `itch50`, ...):
     /// up to 8 bytes of ASCII, NUL padded, as a little-endian word.
     pub protocol: AtomicU64,
-    /// Word 80: reserved, zero (once a default threshold, which no reader
-    /// used: each slot holds the thresholds in force).
-    reserved0: AtomicU64,
+    /// Word 80: [`traits`] bits.
+    pub traits: AtomicU64,
     pub lines: [AtomicU64; 2],
     /// Word 104: seqlock stamp of the counters, +2 per heartbeat's set
     /// (see [`Publication::write_counters`]).
     pub counters_stamp: SeqLock,
-    reserved1: [AtomicU64; 2],
+    /// Word 112: where the feed's counter descriptors start, bytes from the
+    /// start of the file.
+    pub descriptors_offset: AtomicU64,
+    /// Word 120: how many descriptors the feed has (at most
+    /// [`MAX_DESCRIPTORS`]).
+    pub descriptor_count: AtomicU64,
     pub offset_stamp: SeqLock,
     pub offset_lo: AtomicU64,
     pub offset_hi: AtomicU64,
@@ -341,6 +651,8 @@ pub struct Shape {
     pub feeds: usize,
     pub capacity: usize,
     pub feeds_offset: usize,
+    /// Feed `f`'s descriptor table is at `descriptors_offset + f × DESCRIPTOR_TABLE_LEN`.
+    pub descriptors_offset: usize,
     pub directory_offset: usize,
     pub slots_offset: usize,
     pub file_len: usize,
@@ -350,7 +662,11 @@ impl Shape {
     /// The layout of a file with `feeds` feeds and `capacity` slots.
     pub fn new(feeds: usize, capacity: usize) -> Option<Shape> {
         let feeds_offset = HEADER_LEN;
-        let directory_offset = align(feeds_offset.checked_add(feeds.checked_mul(FEED_LEN)?)?, 128);
+        let descriptors_offset = feeds_offset.checked_add(feeds.checked_mul(FEED_LEN)?)?;
+        let directory_offset = align(
+            descriptors_offset.checked_add(feeds.checked_mul(DESCRIPTOR_TABLE_LEN)?)?,
+            128,
+        );
         let slots_offset = align(
             directory_offset.checked_add(capacity.checked_mul(DIR_LEN)?)?,
             PAGE,
@@ -363,6 +679,7 @@ impl Shape {
             feeds,
             capacity,
             feeds_offset,
+            descriptors_offset,
             directory_offset,
             slots_offset,
             file_len,
@@ -394,6 +711,11 @@ impl Views {
         Views { base, shape }
     }
 
+    /// The shape the views were made for.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
     pub fn header(&self) -> &Header {
         // SAFETY: offset 0, 128 bytes, within the mapping (file_len >= PAGE);
         // page alignment satisfies Header's 128-byte alignment.
@@ -407,6 +729,27 @@ impl Views {
             std::slice::from_raw_parts(
                 self.base.add(self.shape.feeds_offset) as *const FeedBlock,
                 self.shape.feeds,
+            )
+        }
+    }
+
+    /// Feed `feed`'s descriptor table (`MAX_DESCRIPTORS` entries; the
+    /// feed block's `descriptor_count` says how many are in use); empty for
+    /// a feed the shape does not have.
+    pub fn descriptors(&self, feed: usize) -> &[DescriptorWords] {
+        if feed >= self.shape.feeds {
+            return &[];
+        }
+        // SAFETY: table `feed` lies between descriptors_offset and
+        // directory_offset by construction of `Shape` (checked above);
+        // descriptors_offset is a multiple of 128 (header and blocks are),
+        // and DescriptorWords needs 8.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base
+                    .add(self.shape.descriptors_offset + feed * DESCRIPTOR_TABLE_LEN)
+                    as *const DescriptorWords,
+                MAX_DESCRIPTORS,
             )
         }
     }
@@ -442,6 +785,27 @@ pub fn read_counters(b: &FeedBlock) -> Option<[u64; counter::ALL]> {
         std::array::from_fn(|id| b.counter(id).map_or(0, |c| c.load(Ordering::Relaxed)))
     })?;
     Some(c)
+}
+
+/// Feed `feed`'s counter descriptors, as the writer stored them before
+/// the file was ready (call after the Acquire load of the version). A
+/// block whose `descriptors_offset` is not where the shape puts its table
+/// has none; descriptors of a kind this reader does not know are skipped.
+pub fn read_descriptors(views: &Views, feed: usize) -> Vec<Descriptor> {
+    let Some(block) = views.feeds().get(feed) else {
+        return Vec::new();
+    };
+    let shape = views.shape();
+    let at = shape.descriptors_offset + feed * DESCRIPTOR_TABLE_LEN;
+    // Relaxed: published by the version's Release store.
+    if block.descriptors_offset.load(Ordering::Relaxed) != at as u64 {
+        return Vec::new();
+    }
+    let n = (block.descriptor_count.load(Ordering::Relaxed) as usize).min(MAX_DESCRIPTORS);
+    views.descriptors(feed)[..n]
+        .iter()
+        .filter_map(|d| Descriptor::decode(&d.load()))
+        .collect()
 }
 
 /// Reads a feed block's clock offset; `None` while a write is in progress.
@@ -510,15 +874,61 @@ mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
-    fn a_session_off_the_network_prints_without_driving_a_terminal() {
+    fn text_off_the_network_prints_without_driving_a_terminal() {
+        let d = Descriptor::new(0, CounterKind::Text, "session").width(2);
+        let mut c = [0u64; counter::ALL];
         let b = *b"\x1b[2J\x07ok\n  ";
-        let lo = u64::from_le_bytes(b[..8].try_into().unwrap());
-        let hi = u64::from(u16::from_le_bytes([b[8], b[9]]));
-        assert_eq!(counter::session(lo, hi), "\\x1b[2J\\x07ok");
+        c[0] = u64::from_le_bytes(b[..8].try_into().unwrap());
+        c[1] = u64::from(u16::from_le_bytes([b[8], b[9]]));
+        assert_eq!(d.text(&c), "\\x1b[2J\\x07ok");
+        c[0] = u64::from_le_bytes(*b"000000AB");
+        c[1] = 0x4443;
+        assert_eq!(d.text(&c), "000000ABCD");
+        c[0] = u64::from_le_bytes(*b"S1\0\0\0\0\0\0");
+        assert_eq!(d.text(&c), "S1");
+        assert_eq!(d.text(&[0; counter::ALL]), "");
+    }
+
+    /// A descriptor's bytes: id, kind, width, param, then the text fields.
+    #[test]
+    fn descriptors_are_pinned() {
+        let d = Descriptor::counter(counter::REJECTED_BY_REASON + 1, "rejected")
+            .metric("rejected_packets_total")
+            .attr("reason", "bad_magic")
+            .param(1)
+            .note(" (not SQF?)");
+        let w = d.encode().unwrap();
+        assert_eq!(w[0], 17 | 1 << 16 | 1 << 24);
+        assert_eq!(w[1], 1);
+        assert_eq!(w[2], u64::from_le_bytes(*b"rejected"));
+        assert_eq!(w[6], u64::from_le_bytes(*b"rejected"));
+        assert_eq!(w[14], u64::from_le_bytes(*b"reason\0\0"));
+        assert_eq!(w[16], u64::from_le_bytes(*b"bad_magi"));
+        assert_eq!(w[24], u64::from_le_bytes(*b" (not SQ"));
+        assert_eq!(Descriptor::decode(&w), Some(d.clone()));
+        assert_eq!(d.label(), "rejected{reason=bad_magic}");
+        for (i, k) in CounterKind::ALL.iter().enumerate() {
+            assert_eq!(usize::from(k.code()), i + 1);
+            assert_eq!(CounterKind::from_code(k.code()), Some(*k));
+        }
+        assert_eq!(CounterKind::from_code(0), None);
+        assert_eq!(CounterKind::from_code(8), None);
+        let mut unknown = w;
+        unknown[0] = 17 | 9 << 16 | 1 << 24;
         assert_eq!(
-            counter::session(u64::from_le_bytes(*b"20260105"), 0),
-            "20260105"
+            Descriptor::decode(&unknown),
+            None,
+            "a kind of a newer writer"
         );
+        assert_eq!(Descriptor::counter(counter::ALL, "x").encode(), None);
+        assert_eq!(Descriptor::counter(0, &"x".repeat(33)).encode(), None);
+        assert_eq!(
+            Descriptor::counter(0, "packets").metric,
+            "feed_packets_total"
+        );
+        let flag = Descriptor::new(0, CounterKind::Flag, "closed").param(1);
+        assert_eq!(flag.value(&[7; counter::ALL], 0b10), 1);
+        assert_eq!(flag.value(&[7; counter::ALL], 0b01), 0);
     }
 
     #[test]
@@ -532,8 +942,14 @@ mod tests {
         assert_eq!(size_of::<FeedBlock>(), 1024);
         assert_eq!(offset_of!(FeedBlock, kind), 64);
         assert_eq!(offset_of!(FeedBlock, protocol), 72);
+        assert_eq!(offset_of!(FeedBlock, traits), 80);
         assert_eq!(offset_of!(FeedBlock, lines), 88);
         assert_eq!(offset_of!(FeedBlock, counters_stamp), 104);
+        assert_eq!(offset_of!(FeedBlock, descriptors_offset), 112);
+        assert_eq!(offset_of!(FeedBlock, descriptor_count), 120);
+        assert_eq!(size_of::<DescriptorWords>(), DESCRIPTOR_LEN);
+        assert_eq!((DESCRIPTOR_LEN, MAX_DESCRIPTORS), (256, 128));
+        assert_eq!(traits::SYMBOL_COUNTS, 1);
         assert_eq!(offset_of!(FeedBlock, offset_stamp), 128);
         assert_eq!(offset_of!(FeedBlock, more_counters), 152);
         assert_eq!(offset_of!(FeedBlock, counters), 256);
@@ -556,7 +972,8 @@ mod tests {
         assert_eq!(align_of::<Slot>(), 128);
         let s = Shape::new(2, 100).unwrap();
         assert_eq!(s.feeds_offset, 128);
-        assert_eq!(s.directory_offset, 128 + 2048);
+        assert_eq!(s.descriptors_offset, 128 + 2048);
+        assert_eq!(s.directory_offset, 128 + 2048 + 2 * 32768);
         assert_eq!(s.slots_offset % PAGE, 0);
         assert!(s.slots_offset >= s.directory_offset + 4800);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
@@ -589,10 +1006,15 @@ mod tests {
             ALL_REJECTED_SINCE,
             ALL_REJECTED_PACKETS,
             ALL_REJECTED_REASON,
+            SAME_LINE_DUPLICATES,
+            ALL_REJECTED,
         ];
         assert_eq!(
             ids,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35]
+            [
+                0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35, 36,
+                37
+            ]
         );
         let ext = [
             NEXT,
@@ -630,12 +1052,6 @@ mod tests {
         assert_eq!(at(INVALID_RECORDS), Some(544 + 8 * 14));
         assert_eq!(at(ALL - 1), Some(1016));
         assert_eq!(at(ALL), None);
-        assert_eq!(
-            session(u64::from_le_bytes(*b"000000AB"), 0x4443),
-            "000000ABCD"
-        );
-        assert_eq!(session(u64::from_le_bytes(*b"S1\0\0\0\0\0\0"), 0), "S1");
-        assert_eq!(session(0, 0), "");
     }
 
     /// A block of zero words (every field is an atomic or a seqlock stamp).

@@ -5,15 +5,19 @@
 //! without a system call.
 //!
 //! ```no_run
-//! use tickguard_reader::Reader;
+//! use tickguard_reader::{Reader, WallClock};
 //!
-//! let reader = Reader::open("/dev/shm/tickguard")?;
-//! let handle = reader.lookup("EURUSD").expect("published");
-//! let verdict = reader.check(handle);
+//! // Once, at start-up.
+//! let reader = Reader::open("/dev/shm/tickguard");
+//! let clock = WallClock::new();
+//! let Some(eurusd) = reader.lookup("lp1", "EURUSD") else {
+//!     panic!("lp1/EURUSD is not published (yet)");
+//! };
+//! // Before every order.
+//! let verdict = reader.check(&eurusd, clock.now_ns());
 //! if !verdict.is_ok() {
-//!     eprintln!("refusing: {verdict}");
+//!     eprintln!("refusing: {} ({})", verdict.reasons, verdict.health);
 //! }
-//! # Ok::<(), std::io::Error>(())
 //! ```
 //!
 //! The crate holds what a reader needs and nothing else: the layout the
@@ -37,4 +41,5 @@ pub mod symbol;
 pub mod verdict;
 
 pub use clock::WallClock;
-pub use reader::{FeedInfo, Handle, Health, Reader, Verdict};
+pub use layout::{CounterKind, Descriptor};
+pub use reader::{FeedInfo, Handle, Health, Reader, Reading, Verdict};

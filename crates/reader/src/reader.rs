@@ -240,6 +240,32 @@ pub struct FeedInfo {
     /// The name of the protocol it speaks (`sqf`, `itch50`, ...), as the
     /// writer published it.
     pub protocol: String,
+    /// [`layout::traits`] bits.
+    pub traits: u64,
+    /// Lines the feed has (1 or 2).
+    pub lines: usize,
+    /// Its counters, as the publication describes them, in the writer's
+    /// order (the counters every feed has, then its protocol's own).
+    pub counters: Vec<layout::Descriptor>,
+}
+
+impl FeedInfo {
+    /// Whether each slot counts its symbol's own lost ticks and duplicates
+    /// ([`layout::traits::SYMBOL_COUNTS`]).
+    pub fn symbol_counts(&self) -> bool {
+        self.traits & layout::traits::SYMBOL_COUNTS != 0
+    }
+}
+
+/// One counter of a feed at a read: its descriptor and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading<'a> {
+    /// What the counter is.
+    pub descriptor: &'a layout::Descriptor,
+    /// Its value ([`layout::Descriptor::value`]); 0 for text.
+    pub value: u64,
+    /// Its text, for a text counter; empty otherwise.
+    pub text: String,
 }
 
 struct Mapped {
@@ -369,7 +395,8 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     let infos = views
         .feeds()
         .iter()
-        .map(|b| FeedInfo {
+        .enumerate()
+        .map(|(i, b)| FeedInfo {
             name: layout::feed_name(b),
             kind: if b.kind.load(Ordering::Relaxed) == 1 {
                 FeedKind::Delta
@@ -377,6 +404,14 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
                 FeedKind::Full
             },
             protocol: layout::protocol_name(b),
+            // Relaxed: published by the version's Release store.
+            traits: b.traits.load(Ordering::Relaxed),
+            lines: b
+                .lines
+                .iter()
+                .filter(|l| l.load(Ordering::Relaxed) != 0)
+                .count(),
+            counters: layout::read_descriptors(&views, i),
         })
         .collect();
     let h = views.header();
@@ -410,6 +445,7 @@ const NO_SHAPE: Shape = Shape {
     feeds: 0,
     capacity: 0,
     feeds_offset: 128,
+    descriptors_offset: 128,
     directory_offset: 128,
     slots_offset: 4096,
     file_len: 4096,
@@ -597,6 +633,25 @@ impl Reader {
         let m = self.mapped.as_ref().ok()?;
         let b = m.views.feeds().get(feed as usize)?;
         (0..MAX_RETRIES).find_map(|_| layout::read_counters(b))
+    }
+
+    /// Every counter of a feed as its descriptors say, from one consistent
+    /// copy of its counters (and one of its status, for flags); `None` as
+    /// for [`counters`](Self::counters).
+    pub fn readings(&self, feed: u16) -> Option<Vec<Reading<'_>>> {
+        let info = self.feeds().get(feed as usize)?;
+        let values = self.counters(feed)?;
+        let flags = self.feed_status(feed).map_or(0, |s| s.flags());
+        Some(
+            info.counters
+                .iter()
+                .map(|d| Reading {
+                    descriptor: d,
+                    value: d.value(&values, flags),
+                    text: d.text(&values),
+                })
+                .collect(),
+        )
     }
 
     /// A feed's status (its feed extension); `None` if not mapped, no such

@@ -28,6 +28,21 @@ pub struct FeedStatus {
     pub source_watermark: u64,
 }
 
+impl FeedStatus {
+    /// The [`feed_flag`] bits of the status.
+    pub fn flags(&self) -> u64 {
+        [
+            (self.suspect, feed_flag::SUSPECT),
+            (self.closed, feed_flag::CLOSED),
+            (self.joined, feed_flag::JOINED),
+            (self.orders_refused, feed_flag::ORDERS_REFUSED),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit)
+    }
+}
+
 /// Bits of [`FeedStatusWords::flags`].
 pub mod feed_flag {
     pub const SUSPECT: u64 = 1 << 0;
@@ -53,15 +68,7 @@ pub struct FeedStatusWords {
 impl FeedStatusWords {
     /// Stores `s` as one write (skipped when nothing changed). Single writer only.
     pub fn write(&self, s: &FeedStatus) {
-        let flags = [
-            (s.suspect, feed_flag::SUSPECT),
-            (s.closed, feed_flag::CLOSED),
-            (s.joined, feed_flag::JOINED),
-            (s.orders_refused, feed_flag::ORDERS_REFUSED),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |f, (_, bit)| f | bit);
+        let flags = s.flags();
         let words = [
             (&self.flags, flags),
             (&self.last_alive, s.last_alive),

@@ -21,7 +21,7 @@ pub use crate::config::Protocol;
 use crate::config::{FeedConfig, ProtocolSettings};
 pub use crate::engine::MAX_REJECT_REASONS;
 use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
-use crate::shm::Publication;
+use crate::shm::{Descriptor, FeedInfo, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 
@@ -223,6 +223,44 @@ impl Engine {
     }
 }
 
+/// Every counter a feed of `protocol` publishes, as the publication
+/// describes it ([`FeedEngine::counters`]).
+pub fn counters(protocol: Protocol) -> Vec<Descriptor> {
+    match protocol {
+        Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::counters(),
+        Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::counters(),
+    }
+}
+
+impl FeedInfo {
+    /// What the publication shows of a feed named `name` of `kind` on
+    /// `lines` speaking `protocol`, with its protocol's counters and traits.
+    pub fn new(
+        name: impl Into<String>,
+        kind: crate::state::FeedKind,
+        lines: Vec<std::net::SocketAddrV4>,
+        protocol: Protocol,
+    ) -> FeedInfo {
+        FeedInfo {
+            name: name.into(),
+            kind,
+            lines,
+            protocol,
+            traits: traits(protocol),
+            counters: counters(protocol),
+        }
+    }
+}
+
+/// The [`traits`](crate::shm::traits) bits of `protocol`'s feeds
+/// ([`FeedEngine::TRAITS`]).
+pub fn traits(protocol: Protocol) -> u64 {
+    match protocol {
+        Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::TRAITS,
+        Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::TRAITS,
+    }
+}
+
 /// Evaluates `$call` with the reason inside `$rejected`, whatever its protocol.
 macro_rules! each_reason {
     ($rejected:expr, $r:ident => $call:expr) => {
@@ -287,4 +325,14 @@ impl From<itch50::Reject> for Rejected {
 /// The reject reasons of `protocol`, in counter order.
 pub fn reasons(protocol: Protocol) -> impl Iterator<Item = Rejected> {
     (0..MAX_REJECT_REASONS).filter_map(move |i| Rejected::from_index(protocol, i))
+}
+
+/// The feed blocks a publication for `config` shows, in configuration
+/// order, each with its protocol's counters.
+pub fn publication_feeds(config: &crate::config::Config) -> Vec<FeedInfo> {
+    config
+        .feeds
+        .iter()
+        .map(|f| FeedInfo::new(f.name.clone(), f.kind, f.lines.clone(), f.protocol))
+        .collect()
 }

@@ -198,7 +198,7 @@ impl Books {
     /// so that a read of levels still on their thread does not compile:
     ///
     /// ```compile_fail,E0599
-    /// # use tickguard::protocol::itch50::book::Books;
+    /// # use tickguard_engine::protocol::itch50::book::Books;
     /// let books = Books::with_capacity(4, 1);
     /// let top = books.top(0); // no: only `settled` reads the levels
     /// ```
@@ -207,8 +207,8 @@ impl Books {
     /// change can come between:
     ///
     /// ```compile_fail,E0499
-    /// # use tickguard::protocol::itch50::book::{Books, Order};
-    /// # use tickguard::protocol::itch50::Side;
+    /// # use tickguard_engine::protocol::itch50::book::{Books, Order};
+    /// # use tickguard_engine::protocol::itch50::Side;
     /// let mut books = Books::with_capacity(4, 1);
     /// let levels = books.settled();
     /// let o = Order { book: 0, price: 10, shares: 1, side: Side::Buy };
@@ -217,8 +217,8 @@ impl Books {
     /// ```
     ///
     /// ```
-    /// # use tickguard::protocol::itch50::book::{Books, Order};
-    /// # use tickguard::protocol::itch50::Side;
+    /// # use tickguard_engine::protocol::itch50::book::{Books, Order};
+    /// # use tickguard_engine::protocol::itch50::Side;
     /// let mut books = Books::with_capacity(4, 1);
     /// books.pipeline(true);
     /// let o = Order { book: 0, price: 10, shares: 1, side: Side::Buy };

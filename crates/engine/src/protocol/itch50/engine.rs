@@ -286,6 +286,52 @@ impl FeedEngine for Engine {
         self.client.as_ref().map_or(0, |c| c.sent)
     }
 
+    /// The shared counters, the symbols the full table refused, the feed
+    /// status flags, then the stream's (spec itch50 §3): its sequence,
+    /// gaps and their recovery, sessions, books.
+    fn counters() -> Vec<crate::shm::Descriptor> {
+        use crate::engine::{shared_counters, status_flags};
+        use crate::shm::{CounterKind, Descriptor};
+        let (c, g) = (Descriptor::counter, Descriptor::gauge);
+        let mut v = shared_counters::<Reject>();
+        v.push(c(counter::TABLE_FULL, "table_full_symbols").metric("table_full_symbols_total"));
+        v.extend(status_flags());
+        v.extend([
+            g(counter::NEXT, "next").metric("feed_next_sequence"),
+            g(counter::HIGH, "high").metric("feed_high_sequence"),
+            g(counter::HELD, "held").metric("feed_held_messages"),
+            g(counter::GAPS_OPEN, "gaps_open"),
+            c(counter::RECOVERED, "recovered").metric("feed_recovered_messages_total"),
+            c(counter::REQUESTS_SENT, "requests_sent"),
+            c(counter::REQUESTS_DEFERRED, "requests_deferred"),
+            c(counter::REQUEST_ERRORS, "request_errors"),
+            c(counter::GAPS_EXPIRED, "gaps_expired"),
+            c(counter::LINE_MISMATCHES, "line_mismatches"),
+            c(counter::SESSION_CHANGES, "session_changes"),
+            c(counter::STALE_SESSION, "stale_session").metric("feed_stale_session_packets_total"),
+            Descriptor::new(counter::SESSION_LO, CounterKind::Text, "session").width(2),
+            c(counter::UNKNOWN_ORDERS, "unknown_orders"),
+            c(counter::ANOMALIES, "anomalies"),
+            c(counter::INVALID_RECORDS, "invalid_records"),
+            c(counter::ORDERS_REFUSED, "orders_refused"),
+        ]);
+        v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
+            let last = i + 1 == counter::RECOVERY_BUCKETS;
+            Descriptor::new(
+                counter::RECOVERY_LATENCY + i,
+                CounterKind::Bucket,
+                "recovery_latency",
+            )
+            .metric("feed_recovery_latency_seconds")
+            .param(if last {
+                u64::MAX
+            } else {
+                counter::recovery_bucket_bound_ns(i)
+            })
+        }));
+        v
+    }
+
     fn write_counters(&self, p: &Publication, id: u16) {
         let it = &self.feed;
         let q = it.sequencer();
@@ -400,7 +446,7 @@ source_threshold_ms = 1000
 
     /// A handler whose table lives in a publication under `dir`.
     fn shared_handler(config: &Config, dir: &std::path::Path) -> Handler {
-        let feeds = crate::shm::publication_feeds(config);
+        let feeds = crate::protocol::publication_feeds(config);
         let p =
             Publication::create(&dir.join("tickguard"), 0o600, 4, &feeds, 0, 1_000_000).unwrap();
         Handler::with_table(config, StateTable::shared(Arc::new(p)), 1024)

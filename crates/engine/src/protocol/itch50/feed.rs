@@ -884,16 +884,16 @@ impl Feed {
     /// nothing can apply a message while the view lives:
     ///
     /// ```compile_fail,E0599
-    /// # use tickguard::protocol::itch50::feed::Feed;
-    /// # use tickguard::symbol::Symbol;
+    /// # use tickguard_engine::protocol::itch50::feed::Feed;
+    /// # use tickguard_engine::symbol::Symbol;
     /// fn book(feed: &Feed, stock: Symbol) {
     ///     let _ = feed.symbol(stock); // no: only `settled` reads books
     /// }
     /// ```
     ///
     /// ```compile_fail,E0499
-    /// # use tickguard::protocol::itch50::feed::Feed;
-    /// # use tickguard::symbol::Symbol;
+    /// # use tickguard_engine::protocol::itch50::feed::Feed;
+    /// # use tickguard_engine::symbol::Symbol;
     /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
     ///     let settled = feed.settled();
     ///     let _ = feed.on_datagram(datagram, t); // no: the view borrows the feed
@@ -902,8 +902,8 @@ impl Feed {
     /// ```
     ///
     /// ```
-    /// # use tickguard::protocol::itch50::feed::Feed;
-    /// # use tickguard::symbol::Symbol;
+    /// # use tickguard_engine::protocol::itch50::feed::Feed;
+    /// # use tickguard_engine::symbol::Symbol;
     /// fn book(feed: &mut Feed, stock: Symbol, datagram: &[u8], t: u64) {
     ///     let _ = feed.on_datagram(datagram, t);
     ///     let _ = feed.settled().symbol(stock);

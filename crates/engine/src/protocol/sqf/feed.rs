@@ -11,8 +11,8 @@ use super::rules::{self, Applied, FeedKind, Price, Sequence};
 use super::wire::{msg_type, HEARTBEAT_LEN};
 use super::{Known, Message, Packet, Reject, MAX_MESSAGES};
 use crate::clock::OffsetEstimator;
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
-use crate::shm::Publication;
+use crate::engine::{shared_counters, Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::shm::{counter, traits, Descriptor, Publication};
 use crate::state::{prefetch, Probe, SlotId, StateTable};
 use crate::symbol::Symbol;
 use crate::verdict::{evaluate, Reasons};
@@ -87,6 +87,24 @@ impl Feed {
 impl FeedEngine for Feed {
     type Reject = Reject;
     type Summary = super::summary::FeedSummary;
+
+    /// Each slot counts its symbol's lost ticks and duplicates.
+    const TRAITS: u64 = traits::SYMBOL_COUNTS;
+
+    /// The shared counters, SQF's message kinds and provider resets, and
+    /// the messages dropped for symbols the full table had no slot for.
+    fn counters() -> Vec<Descriptor> {
+        let c = Descriptor::counter;
+        let mut v = shared_counters::<Reject>();
+        v.extend([
+            c(counter::QUOTES, "quotes").metric("quotes_total"),
+            c(counter::SNAPSHOTS, "snapshots").metric("snapshots_total"),
+            c(counter::UNKNOWN, "unknown_messages").metric("unknown_messages_total"),
+            c(counter::RESETS, "resets").metric("provider_resets_total"),
+            c(counter::TABLE_FULL, "table_full_drops").metric("table_full_drops_total"),
+        ]);
+        v
+    }
 
     #[inline]
     fn on_datagram(
