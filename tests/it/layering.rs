@@ -66,6 +66,131 @@ fn module_files_import_no_circle() {
     );
 }
 
+/// Protocols are named in their own folders (`src/protocol/<name>/` of
+/// the engine) and in files named after them (a venue's simulator, demo,
+/// explain text or file replay: `sqf.rs`, `itch50.rs`, `explain/sqf/`);
+/// elsewhere only the configuration's protocol switch (`config.rs`) and
+/// the command line (`main.rs`, `main/cli.rs`: which simulator, demo,
+/// explain or file replay to run) may name one. Code only: comments,
+/// string literals and `#[cfg(test)] mod tests` do not count.
+#[test]
+fn protocols_are_named_only_where_they_belong() {
+    const PROTOCOLS: [&str; 3] = ["sqf", "itch50", "itch"];
+    const ALLOWED: [&str; 3] = [
+        "crates/engine/src/config.rs",
+        "src/main.rs",
+        "src/main/cli.rs",
+    ];
+    let root = workspace_root();
+    let mut roots = vec![root.join("src")];
+    if let Ok(dir) = fs::read_dir(root.join("crates")) {
+        roots.extend(dir.flatten().map(|e| e.path().join("src")));
+    }
+    let mut files = BTreeSet::new();
+    for r in &roots {
+        rs_files(r, &mut files);
+    }
+    let mut naming = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let parts: Vec<&str> = rel.trim_end_matches(".rs").split('/').collect();
+        if parts.contains(&"protocol") || parts.iter().any(|p| PROTOCOLS.contains(p)) {
+            continue;
+        }
+        let src = fs::read_to_string(file).unwrap();
+        let code = src.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let tokens: Vec<String> = code_identifiers(code).collect();
+        // `mod sqf;` declares a protocol's file: the file is checked, not
+        // the declaration.
+        let names: BTreeSet<String> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i == 0 || tokens[i - 1] != "mod")
+            .map(|(_, t)| t.clone())
+            .filter(|t| {
+                let lower = t.to_lowercase();
+                PROTOCOLS.iter().any(|p| lower.starts_with(p))
+                    || t.contains("Sqf")
+                    || t.contains("Itch")
+            })
+            .collect();
+        if !names.is_empty() {
+            naming.push((rel, names));
+        }
+    }
+    let found: Vec<&str> = naming.iter().map(|(f, _)| f.as_str()).collect();
+    assert!(
+        found.iter().all(|f| ALLOWED.contains(f)),
+        "files outside the protocols' folders that name a protocol: {naming:#?}"
+    );
+    assert!(
+        found.len() >= 2,
+        "the switch and the command line name protocols, so the scan read nothing: {naming:?}"
+    );
+}
+
+/// The identifiers of Rust code, outside comments and string literals.
+fn code_identifiers(code: &str) -> impl Iterator<Item = String> + '_ {
+    let mut out = Vec::new();
+    let mut chars = code.chars().peekable();
+    let mut word = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            '\'' => {
+                // A character literal ('"', '\'', 'x'), else a lifetime.
+                let ahead: Vec<char> = chars.clone().take(3).collect();
+                match ahead.as_slice() {
+                    ['\\', _, '\''] => drop(chars.nth(2)),
+                    [_, '\'', ..] => drop(chars.nth(1)),
+                    _ => {}
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    match c {
+                        '\\' if !escaped => escaped = true,
+                        '"' if !escaped => break,
+                        _ => escaped = false,
+                    }
+                }
+            }
+            c if c.is_alphanumeric() || c == '_' => {
+                word.push(c);
+                continue;
+            }
+            _ => {}
+        }
+        if !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out.into_iter()
+}
+
 /// The topmost folder holding a `Cargo.toml` with `[workspace]` above the
 /// package being tested, or the package itself.
 fn workspace_root() -> PathBuf {

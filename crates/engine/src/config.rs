@@ -219,22 +219,8 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Every protocol, by code.
+    /// Every protocol.
     pub const ALL: [Protocol; 2] = [Protocol::Sqf, Protocol::Itch50];
-
-    /// The protocol's code in the publication (a feed's word 72, and
-    /// `include/tickguard.h`): stable, the next number for a new protocol.
-    pub const fn code(self) -> u64 {
-        match self {
-            Protocol::Sqf => 0,
-            Protocol::Itch50 => 1,
-        }
-    }
-
-    /// The protocol of `code`; `None` for a code this build does not know.
-    pub fn from_code(code: u64) -> Option<Protocol> {
-        Protocol::ALL.into_iter().find(|p| p.code() == code)
-    }
 
     /// The name as written in the configuration.
     pub fn as_str(self) -> &'static str {
@@ -1183,15 +1169,16 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
 mod tests {
     use super::*;
 
-    /// The publication's protocol codes are pinned (readers in other
-    /// processes and `tickguard.h` depend on them) and round-trip.
+    /// A feed block holds its protocol's name (word 72: 8 bytes), which
+    /// readers print: every name fits, and names differ.
     #[test]
-    fn protocol_codes_are_pinned() {
-        assert_eq!((Protocol::Sqf.code(), Protocol::Itch50.code()), (0, 1));
-        for p in Protocol::ALL {
-            assert_eq!(Protocol::from_code(p.code()), Some(p));
-        }
-        assert_eq!(Protocol::from_code(2), None);
+    fn protocol_names_fit_a_feed_block() {
+        let names: std::collections::BTreeSet<&str> =
+            Protocol::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(names.len(), Protocol::ALL.len());
+        assert!(names
+            .iter()
+            .all(|n| !n.is_empty() && n.len() <= 8 && n.is_ascii()));
     }
 
     const SPEC_EXAMPLE: &str = r#"

@@ -8,7 +8,6 @@
 
 pub use tickguard_reader::layout::*;
 
-use crate::config::Protocol;
 use crate::state::region::{Owner, Region};
 use crate::state::FeedKind;
 use crate::state::{FeedStatus, SlotId, StateTable};
@@ -185,8 +184,9 @@ pub struct FeedInfo {
     pub kind: FeedKind,
     /// Line A, then line B if any.
     pub lines: Vec<std::net::SocketAddrV4>,
-    /// The protocol the feed speaks.
-    pub protocol: Protocol,
+    /// The name of the protocol the feed speaks (`Protocol::as_str`), as
+    /// word 72 holds it.
+    pub protocol: &'static str,
     /// Its protocol's [`traits`] bits.
     pub traits: u64,
     /// Its counters, as the publication describes them (its protocol's:
@@ -316,7 +316,7 @@ impl Publication {
                 .store(matches!(f.kind, FeedKind::Delta) as u64, Ordering::Relaxed);
             block
                 .protocol
-                .store(protocol_word(f.protocol.as_str()), Ordering::Relaxed);
+                .store(protocol_word(f.protocol), Ordering::Relaxed);
             for (w, l) in block.lines.iter().zip(&f.lines) {
                 w.store(pack_line(*l), Ordering::Relaxed);
             }
@@ -572,6 +572,22 @@ fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
 mod tests {
     use super::*;
 
+    /// A feed block's description with a few counters of its own (what a
+    /// protocol declares is the registry's business, tested there).
+    fn feed_info(name: &str, kind: FeedKind, lines: Vec<std::net::SocketAddrV4>) -> FeedInfo {
+        FeedInfo {
+            name: name.into(),
+            kind,
+            lines,
+            protocol: "test",
+            traits: 0,
+            counters: vec![
+                Descriptor::counter(counter::PACKETS, "packets"),
+                Descriptor::counter(counter::GAPS_OPEN, "gaps_open"),
+            ],
+        }
+    }
+
     /// The feed block holds name, kind, protocol, traits, lines and where
     /// its descriptors are; 104 is the counters stamp, even at rest; the
     /// feed extension is zero until a status or an extension counter is
@@ -581,12 +597,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
         let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [FeedInfo::new(
-            "lp1",
-            FeedKind::Delta,
-            vec![line],
-            Protocol::Itch50,
-        )];
+        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         p.ready();
         let bytes = std::fs::read(&path).unwrap();
@@ -596,15 +607,14 @@ mod tests {
         };
         assert_eq!(word(0), u64::from_le_bytes(*b"lp1\0\0\0\0\0"));
         assert_eq!(word(64), 1);
-        assert_eq!(word(72), u64::from_le_bytes(*b"itch50\0\0"));
-        assert_eq!(word(80), 0, "ITCH: no traits");
+        assert_eq!(word(72), u64::from_le_bytes(*b"test\0\0\0\0"));
+        assert_eq!(word(80), 0, "no traits");
         assert_eq!(
             word(112),
             128 + 1024,
             "the descriptor table after the block"
         );
-        let described = crate::protocol::counters(Protocol::Itch50);
-        assert_eq!(word(120), described.len() as u64);
+        assert_eq!(word(120), 2, "two descriptors");
         for at in (512..1024).step_by(8) {
             assert_eq!(word(at), 0, "word {at}");
         }
@@ -649,68 +659,6 @@ mod tests {
         assert_eq!(p.views.feeds()[0].status.try_read(), Some(s));
     }
 
-    /// Each feed's descriptors are its protocol's, in its table, and read
-    /// back as written; every protocol's fit a table and encode.
-    #[test]
-    fn descriptors_are_written_once_per_feed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tickguard");
-        let feed = |name: &str, protocol| {
-            FeedInfo::new(
-                name,
-                FeedKind::Delta,
-                vec!["239.1.1.1:30001".parse().unwrap()],
-                protocol,
-            )
-        };
-        let feeds: Vec<FeedInfo> = Protocol::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, p)| feed(&format!("f{i}"), *p))
-            .collect();
-        let p = Publication::create(&path, 0o600, 4, &feeds, 1, 1_000_000).unwrap();
-        for (i, f) in feeds.iter().enumerate() {
-            let expected = crate::protocol::counters(f.protocol);
-            assert!(expected.len() <= MAX_DESCRIPTORS);
-            assert!(expected.iter().all(|d| d.encode().is_some()));
-            assert_eq!(read_descriptors(&p.views, i), expected, "{:?}", f.protocol);
-            assert_eq!(
-                p.views.feeds()[i].traits.load(Ordering::Relaxed),
-                crate::protocol::traits(f.protocol)
-            );
-            let mut ids: Vec<(usize, usize)> = expected
-                .iter()
-                .filter(|d| d.kind != CounterKind::Flag)
-                .map(|d| (d.id, d.width))
-                .collect();
-            ids.sort();
-            for w in ids.windows(2) {
-                assert!(
-                    w[0].0 + w[0].1 <= w[1].0,
-                    "{:?}: ids overlap: {w:?}",
-                    f.protocol
-                );
-            }
-            // Labels are unique among counters (a histogram's buckets
-            // share theirs) and among flags, which are read apart.
-            for flags in [false, true] {
-                let of: Vec<&Descriptor> = expected
-                    .iter()
-                    .filter(|d| (d.kind == CounterKind::Flag) == flags)
-                    .collect();
-                let labels: std::collections::HashSet<String> =
-                    of.iter().map(|d| d.label()).collect();
-                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket).count();
-                assert_eq!(
-                    labels.len() + buckets.saturating_sub(1),
-                    of.len(),
-                    "{:?}: labels repeat",
-                    f.protocol
-                );
-            }
-        }
-    }
-
     /// A table on the publication's region writes its slots, each feed's
     /// status and the directory in the file; the publication is found from
     /// the table, and from no heap table.
@@ -719,11 +667,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
         let feed = |name: &str| {
-            FeedInfo::new(
+            feed_info(
                 name,
                 FeedKind::Full,
                 vec!["239.1.1.1:30001".parse().unwrap()],
-                Protocol::Sqf,
             )
         };
         let p = Arc::new(
@@ -772,11 +719,10 @@ mod tests {
     fn counters_are_read_as_one_set() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let feeds = [FeedInfo::new(
+        let feeds = [feed_info(
             "lp1",
             FeedKind::Full,
             vec!["127.0.0.1:30001".parse().unwrap()],
-            Protocol::Sqf,
         )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;

@@ -372,7 +372,7 @@ impl RuleState for InPlace<'_> {
         self.set(word::BID, price.bid.to_bits());
         self.set(word::ASK, price.ask.to_bits());
         self.set(word::SOURCE_TIME, price.source_time);
-        self.meta = (self.meta & !meta::INVALID) | SQF_PRICE;
+        self.meta = (self.meta & !meta::INVALID) | WHOLE_PRICE;
     }
     #[inline(always)]
     fn set_invalid(&mut self) {
@@ -380,8 +380,9 @@ impl RuleState for InPlace<'_> {
     }
 }
 
-/// The meta bits SQF sets with every valid price: has_price and both sides.
-const SQF_PRICE: u64 = meta::HAS_PRICE | meta::HAS_BID | meta::HAS_ASK;
+/// The meta bits of a valid whole price (as the rules state it): has_price
+/// and both sides.
+const WHOLE_PRICE: u64 = meta::HAS_PRICE | meta::HAS_BID | meta::HAS_ASK;
 
 /// Words that change after `init`: meta (flags) through duplicates.
 #[cfg(test)]
@@ -409,7 +410,7 @@ fn encode_state(feed: u16, s: &SymbolState) -> [u64; USED] {
         m |= meta::INVALID;
     }
     if let Some(p) = s.price {
-        m |= SQF_PRICE;
+        m |= WHOLE_PRICE;
         w[word::BID] = p.bid.to_bits();
         w[word::ASK] = p.ask.to_bits();
         w[word::SOURCE_TIME] = p.source_time;

@@ -245,7 +245,7 @@ impl FeedInfo {
             name: name.into(),
             kind,
             lines,
-            protocol,
+            protocol: protocol.as_str(),
             traits: traits(protocol),
             counters: counters(protocol),
         }
@@ -335,4 +335,71 @@ pub fn publication_feeds(config: &crate::config::Config) -> Vec<FeedInfo> {
         .iter()
         .map(|f| FeedInfo::new(f.name.clone(), f.kind, f.lines.clone(), f.protocol))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shm::{CounterKind, MAX_DESCRIPTORS};
+    use crate::state::FeedKind;
+
+    /// Each feed's descriptors are its protocol's, in its table, and read
+    /// back as written; every protocol's fit a table and encode.
+    #[test]
+    fn descriptors_are_written_once_per_feed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let feed = |name: &str, protocol| {
+            FeedInfo::new(
+                name,
+                FeedKind::Delta,
+                vec!["239.1.1.1:30001".parse().unwrap()],
+                protocol,
+            )
+        };
+        let feeds: Vec<FeedInfo> = Protocol::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, p)| feed(&format!("f{i}"), *p))
+            .collect();
+        let p = Publication::create(&path, 0o600, 4, &feeds, 1, 1_000_000).unwrap();
+        p.ready();
+        let reader = crate::reader::Reader::open(&path);
+        let seen = reader.feeds();
+        for (i, protocol) in Protocol::ALL.into_iter().enumerate() {
+            let expected = counters(protocol);
+            assert!(expected.len() <= MAX_DESCRIPTORS);
+            assert!(expected.iter().all(|d| d.encode().is_some()));
+            assert_eq!(seen[i].counters, expected, "{protocol:?}");
+            assert_eq!(seen[i].traits, traits(protocol));
+            let mut ids: Vec<(usize, usize)> = expected
+                .iter()
+                .filter(|d| d.kind != CounterKind::Flag)
+                .map(|d| (d.id, d.width))
+                .collect();
+            ids.sort();
+            for w in ids.windows(2) {
+                assert!(
+                    w[0].0 + w[0].1 <= w[1].0,
+                    "{protocol:?}: ids overlap: {w:?}"
+                );
+            }
+            // Labels are unique among counters (a histogram's buckets
+            // share theirs) and among flags, which are read apart.
+            for flags in [false, true] {
+                let of: Vec<&Descriptor> = expected
+                    .iter()
+                    .filter(|d| (d.kind == CounterKind::Flag) == flags)
+                    .collect();
+                let labels: std::collections::HashSet<String> =
+                    of.iter().map(|d| d.label()).collect();
+                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket).count();
+                assert_eq!(
+                    labels.len() + buckets.saturating_sub(1),
+                    of.len(),
+                    "{protocol:?}: labels repeat"
+                );
+            }
+        }
+    }
 }
