@@ -453,6 +453,67 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
     }
 }
 
+/// What `run` logs before it starts, in an operator's words: the
+/// publication and the receive thread, then one line per feed.
+fn startup_lines(path: &std::path::Path, config: &Config) -> Vec<String> {
+    let s = &config.sidecar;
+    let ms = |ns: u64| ns / 1_000_000;
+    let cpu = s
+        .cpu
+        .map_or("not pinned".into(), |c| format!("pinned to CPU {c}"));
+    let idle = match s.idle {
+        tickguard::config::Idle::Spin => "spins when idle".to_string(),
+        tickguard::config::Idle::Yield => "yields when idle".to_string(),
+        tickguard::config::Idle::Sleep => format!("sleeps {} µs when idle", s.idle_sleep_us),
+    };
+    let metrics = if config.metrics.enabled {
+        format!(
+            "metrics on http://{}/metrics every {} ms",
+            config.metrics.listen,
+            ms(config.metrics.interval_ns)
+        )
+    } else {
+        "metrics off".into()
+    };
+    let mut lines = vec![format!(
+        "starting from {}: publication {} (mode {:o}, {} symbol slots), heartbeat every {} ms, \
+         readers call the writer dead after {} ms; receive thread {cpu}, {idle}, batches of {} \
+         datagrams, socket buffer {} bytes asked; {metrics}",
+        path.display(),
+        s.shm_path.display(),
+        s.shm_mode,
+        config.capacity,
+        ms(s.heartbeat_ns),
+        ms(s.dead_after_ns),
+        s.batch,
+        s.rcvbuf_bytes,
+    )];
+    for f in &config.feeds {
+        // SQF's kind; an exchange feed has none to show.
+        let kind = match f.protocol {
+            tickguard::config::Protocol::Sqf => match f.kind {
+                tickguard::state::FeedKind::Full => " (full quotes)",
+                tickguard::state::FeedKind::Delta => " (delta quotes)",
+            },
+            _ => "",
+        };
+        let addrs: Vec<String> = f.lines.iter().map(ToString::to_string).collect();
+        let source = f.source.map_or(String::new(), |s| format!(" from {s}"));
+        lines.push(format!(
+            "feed {}: {}{kind} on {}{source}; stale after {} ms of silence, stale_at_source after \
+             {} ms of source age, clock offset {}, {} symbol overrides",
+            f.name,
+            f.protocol.as_str(),
+            addrs.join(" and "),
+            ms(f.thresholds.stale_ns),
+            ms(f.thresholds.source_ns),
+            f.offset,
+            f.overrides.len()
+        ));
+    }
+    lines
+}
+
 fn run_sidecar(args: RunArgs) -> Result<()> {
     let config = match Config::load(&args.config) {
         Ok(c) => c,
@@ -462,21 +523,9 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         }
     };
     init_logging("info", config.log_format);
-    tracing::info!(
-        config = %args.config.display(),
-        sidecar = %serde_json::to_string(&config.sidecar).unwrap_or_default(),
-        metrics = %serde_json::to_string(&config.metrics).unwrap_or_default(),
-        feeds = %config.feeds.iter().map(|f| {
-            // SQF's kind; an exchange feed has none to show.
-            let kind = match f.protocol {
-                tickguard::config::Protocol::Sqf => format!(" {:?}", f.kind),
-                _ => String::new(),
-            };
-            format!("{}({}{kind} {:?} stale {} ms, source {} ms, offset {:?}, {} overrides)",
-                f.name, f.protocol.as_str(), f.lines, f.thresholds.stale_ns / 1_000_000, f.thresholds.source_ns / 1_000_000, f.offset, f.overrides.len())
-        }).collect::<Vec<_>>().join("; "),
-        "starting"
-    );
+    for line in startup_lines(&args.config, &config) {
+        tracing::info!("{line}");
+    }
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     // Everything that can fail comes before the publication is touched:
     // the writer lock, the line sockets, the recording, the metrics listener.
@@ -558,15 +607,24 @@ fn stat(args: cli::StatArgs) -> Result<()> {
             reader.refresh();
         }
         let health = reader.health(now);
-        if args.once && health.is_unusable() {
-            anyhow::bail!("{health}");
-        }
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
             .map_err(anyhow::Error::msg)?;
+        if args.once && health.is_unusable() {
+            // The JSON form says so as the streaming form does (health
+            // "missing", writer null) before the error line and exit 2.
+            if args.json {
+                to_stdout(&format!("{}\n", snap.json()))?;
+            }
+            anyhow::bail!("{health}");
+        }
         let text = if args.json {
             format!("{}\n", snap.json())
         } else if args.once {
             snap.text().full()
+        } else if !std::io::stdout().is_terminal() {
+            // A pipe or a file gets each frame whole, one after another,
+            // without the codes that clear a terminal.
+            format!("{}\n", snap.text().full())
         } else {
             // The live view fits the terminal: header and worst rows stay.
             let frame = match tickguard::sys::terminal_size() {
@@ -641,13 +699,23 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     let v = reader.check_symbol(&args.feed, &args.symbol, now);
     let reasons: Vec<&str> = v.reasons.names().collect();
     // The book top as published (prices exact), when the writer is healthy.
-    let record = v
+    let handle = v
         .health
         .is_ok()
         .then(|| reader.lookup(&args.feed, &args.symbol))
-        .flatten()
-        .and_then(|h| reader.record(&h));
+        .flatten();
+    let record = handle.and_then(|h| reader.record(&h));
     let sides = record.map_or([None, None], |r| [r.bid, r.ask]);
+    // An unknown symbol (never seen on the feed: a typo, another venue's
+    // name, not yet in the directory) is told from a known one whose book
+    // is empty; both are rejected as no_quote. Unknown when the writer is
+    // not healthy: the table cannot be trusted then.
+    let known = v.health.is_ok().then_some(handle.is_some());
+    let quote_state = match known {
+        Some(false) => Some("unknown symbol: never seen on this feed"),
+        Some(true) if sides.iter().all(Option::is_none) => Some("empty book"),
+        _ => None,
+    };
     if args.json {
         let side = |s: Option<tickguard::reader::Side>| {
             s.map(|s| serde_json::json!({ "price": s.price.to_string(), "size": (s.size != 0).then_some(s.size) }))
@@ -660,6 +728,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             "reasons": reasons,
             "health": v.health.to_string(),
             "version": v.version,
+            "symbol_known": known,
             "bid": side(sides[0]),
             "ask": side(sides[1]),
         });
@@ -669,8 +738,9 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     let mut out = if v.is_ok() {
         format!("{} {}: ok\n", args.feed, args.symbol)
     } else {
+        let detail = quote_state.map_or(String::new(), |q| format!("; {q}"));
         format!(
-            "{} {}: rejected: {} ({})\n",
+            "{} {}: rejected: {} ({}{detail})\n",
             args.feed,
             args.symbol,
             reasons.join(", "),

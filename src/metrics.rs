@@ -117,6 +117,87 @@ pub fn metric_names(descriptors: &[Descriptor]) -> BTreeSet<String> {
         .collect()
 }
 
+/// `# HELP` of a metric exported from descriptor `d`: what the publication
+/// says of it (kind, the name `stat` shows, its label, its hint), the same
+/// for every protocol.
+fn describe(name: &str, d: &Descriptor) {
+    let what = match d.kind {
+        CounterKind::Counter => "total",
+        CounterKind::Gauge => "level",
+        CounterKind::Flag => "flag (1 when set)",
+        _ => "histogram, seconds",
+    };
+    let label = if d.key.is_empty() {
+        String::new()
+    } else {
+        format!(", by {}", d.key)
+    };
+    let note = d.note.trim();
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(" {note}")
+    };
+    let help = format!(
+        "Per feed: the feed's `{}` {what}{label}, as `tickguard stat` shows it{note}.",
+        d.name
+    );
+    match d.kind {
+        CounterKind::Counter => metrics::describe_counter!(name.to_string(), help),
+        CounterKind::Bucket => metrics::describe_histogram!(name.to_string(), help),
+        _ => metrics::describe_gauge!(name.to_string(), help),
+    }
+}
+
+/// `# HELP` of the metrics every sidecar exports, whatever its feeds.
+fn describe_fixed() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_gauge!(
+        "tickguard_symbols",
+        "Symbols of a feed by verdict (the first reason of a rejected one), as a gateway reads them now."
+    );
+    describe_gauge!(
+        "tickguard_clock_offset_seconds",
+        "Local clock minus the provider's, as the feed's offset estimator holds it (seconds)."
+    );
+    describe_gauge!(
+        "tickguard_feed_silence_seconds",
+        "Seconds since anything proved the feed alive (0 before its first packet)."
+    );
+    describe_counter!(
+        "tickguard_receiver_polls_total",
+        "Receive cycles of the receiver thread, busy (datagrams read) or idle."
+    );
+    describe_counter!(
+        "tickguard_receiver_datagrams_total",
+        "Datagrams the receiver thread read, every line of every feed."
+    );
+    describe_gauge!(
+        "tickguard_receiver_worst_cycle_seconds",
+        "Longest receive cycle since the last sample (seconds): how long the thread was deaf."
+    );
+    describe_counter!(
+        "tickguard_receiver_batches_total",
+        "Receive calls by how many datagrams they returned."
+    );
+    describe_counter!(
+        "tickguard_verdict_change_drops_total",
+        "Verdict changes not logged because the log queue was full."
+    );
+    describe_counter!(
+        "tickguard_oversized_datagrams_total",
+        "Datagrams larger than the receive slot, truncated and dropped."
+    );
+    describe_counter!(
+        "tickguard_socket_errors_total",
+        "Receive calls that failed with an error other than nothing to read."
+    );
+    describe_gauge!(
+        "tickguard_writer_heartbeat_age_seconds",
+        "Age of the publication's heartbeat (seconds): over dead_after_ms, readers call the writer dead."
+    );
+}
+
 /// Registers the metrics of feed `feed`'s counters as `descriptors`
 /// describe them (a feed of `lines` lines).
 fn register(feed: &str, lines: usize, descriptors: &[Descriptor]) -> Vec<Exported> {
@@ -136,6 +217,7 @@ fn register(feed: &str, lines: usize, descriptors: &[Descriptor]) -> Vec<Exporte
             continue;
         }
         let name = format!("{PREFIX}{}", d.metric);
+        describe(&name, d);
         match d.kind {
             CounterKind::Counter => {
                 out.push(Exported::Counter(i, metrics::counter!(name, labels(d))))
@@ -218,6 +300,7 @@ pub struct Monitor {
 impl Monitor {
     /// Registers every metric for `config`'s feeds and lines.
     pub fn new(config: &Config, shared: Arc<SharedStats>) -> Monitor {
+        describe_fixed();
         let feeds = config
             .feeds
             .iter()

@@ -107,7 +107,7 @@ pub struct DemoArgs {
     /// Symbols to simulate.
     #[arg(long, default_value_t = 12)]
     pub symbols: usize,
-    /// Quotes per second over all symbols.
+    /// sqf: quotes per second over all symbols; itch50: messages per second.
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
     /// Stop after this many seconds (0: until Ctrl-C).
@@ -231,19 +231,19 @@ pub struct SimulateArgs {
     /// Send from this loopback address (the source a source-specific join filters on).
     #[arg(long, default_value = "127.0.0.1")]
     pub source: std::net::Ipv4Addr,
-    /// Number of symbols (named SYM00000, SYM00001, ... unless --symbols is given).
+    /// Number of symbols, named SYM00000, SYM00001, ... (ignored when --names is given).
     #[arg(long, default_value_t = 8)]
     pub symbols: usize,
-    /// Explicit symbol names, comma separated (overrides --symbols).
+    /// Explicit symbol names, comma separated (overrides --symbols), e.g. --names AAPL,MSFT.
     #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// Quotes per second over all symbols.
+    /// sqf: quotes per second over all symbols; itch50: messages per second.
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
-    /// Most quotes packed into one datagram.
+    /// Most quotes (sqf) or messages (itch50) packed into one datagram.
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
-    /// Feed kind: snapshots are sent at start (and periodically) for delta feeds.
+    /// sqf: feed kind; snapshots are sent at start (and periodically) for delta feeds.
     #[arg(long, value_enum, default_value_t = SimKind::Full)]
     pub kind: SimKind,
     /// Percent of datagrams dropped on line A.
@@ -258,13 +258,13 @@ pub struct SimulateArgs {
     /// Percent of datagrams held back and sent after the next one.
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
-    /// Percent of quotes with an invalid price (crossed, zero or NaN).
+    /// sqf: percent of quotes with an invalid price (crossed, zero or NaN).
     #[arg(long, default_value_t = 0.0)]
     pub invalid: f64,
     /// Heartbeat interval per symbol, ms (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000).
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
-    /// Snapshot interval per symbol, ms (0: only at start for delta feeds).
+    /// sqf: snapshot interval per symbol, ms (0: only at start for delta feeds).
     #[arg(long, default_value_t = 0)]
     pub snapshot_ms: u64,
     /// Every this many seconds, stop sending entirely for --pause-ms (0: never).
@@ -273,16 +273,16 @@ pub struct SimulateArgs {
     /// Length of each pause, ms.
     #[arg(long, default_value_t = 1000)]
     pub pause_ms: u64,
-    /// After this many seconds, reset the provider: sequences restart at 1 after a snapshot at 0 (0: never).
+    /// sqf: after this many seconds, reset the provider: sequences restart at 1 after a snapshot at 0 (0: never).
     #[arg(long, default_value_t = 0)]
     pub reset_after_s: u64,
-    /// Provider clock minus local clock, ms (a skewed provider clock).
+    /// sqf: provider clock minus local clock, ms (a skewed provider clock).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub clock_skew_ms: i64,
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
-    /// Stop after this many quotes (0: no limit).
+    /// Stop after this many quotes (sqf) or messages (itch50); 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub count: u64,
     /// Seed of the random choices (loss, prices, ...).

@@ -923,3 +923,26 @@ fn itch_demo_shows_books_and_the_close() {
         "the demo removes its file"
     );
 }
+
+/// `simulate --help` speaks of both venues: `--names` is the flag that
+/// names symbols, and an ITCH venue counts messages, not quotes.
+#[test]
+fn simulate_help_names_names_and_itch_messages() {
+    let out = tickguard().args(["simulate", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let line = |flag: &str| {
+        let at = help
+            .find(&format!("--{flag} "))
+            .unwrap_or_else(|| panic!("--{flag}"));
+        help[at..].lines().take(2).collect::<String>()
+    };
+    assert!(line("symbols").contains("--names"), "{}", line("symbols"));
+    for flag in ["rate", "batch", "count"] {
+        assert!(
+            line(flag).contains("itch50") && line(flag).contains("messages"),
+            "{}",
+            line(flag)
+        );
+    }
+}

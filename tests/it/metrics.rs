@@ -248,15 +248,41 @@ fn metrics_match_what_the_simulator_injected() {
         "every symbol counted under its verdict: {text}"
     );
     assert!(value(&text, "tickguard_receiver_worst_cycle_seconds").is_some());
+    // Every metric family says what it is.
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert!(families.len() > 20, "{text}");
+    for name in families {
+        let help = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# HELP {name} ")));
+        assert!(
+            help.is_some_and(|h| h.len() > 20),
+            "{name} has no # HELP: {text}"
+        );
+    }
     assert!(text.contains("tickguard_receiver_polls_total{result=\"busy\"}"));
     // The log told of the gap bursts.
     std::thread::sleep(Duration::from_millis(200));
     let log = std::fs::read_to_string(log).unwrap();
     assert!(log.contains("gap burst started"), "{log}");
     assert!(
-        log.contains("line open") && log.contains("starting"),
+        log.contains("line open") && log.contains("starting from"),
         "{log}"
     );
+    // Start-up speaks to operators: units and words, no Rust debug output.
+    let start = log.lines().find(|l| l.contains("starting from")).unwrap();
+    let feed = log.lines().find(|l| l.contains("feed lp1: sqf")).unwrap();
+    for raw in ["{", "Auto", "window_ns", "Spin", "Some(", "_ns"] {
+        assert!(
+            !start.contains(raw) && !feed.contains(raw),
+            "{raw}: {start}\n{feed}"
+        );
+    }
+    assert!(feed.contains("clock offset "), "{feed}");
 }
 
 /// A feed whose every packet is rejected (here: not SQF at all) is loud:

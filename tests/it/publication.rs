@@ -423,6 +423,19 @@ fn check_and_stat_exit_2_without_a_usable_publication() {
                 .arg(path),
         );
         assert!(err.contains(word), "{err}");
+        // The JSON form prints the object the streaming form would, then
+        // the same line and exit status.
+        let out = finish(
+            Command::new(bin())
+                .args(["stat", "--once", "--json", "--shm"])
+                .arg(path),
+        );
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(word) && err.lines().count() == 1, "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["writer"], serde_json::Value::Null, "{v}");
+        assert!(v["health_detail"].as_str().unwrap().contains(word), "{v}");
     }
 }
 
@@ -516,16 +529,19 @@ fn another_user_cannot_truncate_the_publication() {
     drop(running);
 }
 
-/// `check` on an exchange feed: the reasons include `halted` and `closed`,
-/// the book top is printed with exact prices and sizes, in text and JSON.
-#[test]
-fn check_prints_exchange_reasons_and_exact_prices() {
+/// A publication of one closed ITCH feed "nasdaq" at `shm`: AAPL halted
+/// with bid 123.45 × 300 and ask 123.5, MSFT known with an empty book.
+/// Keep the table: dropping it closes the publication.
+fn closed_exchange_feed(
+    shm: &Path,
+) -> (
+    tickguard::state::StateTable,
+    std::sync::Arc<tickguard::shm::Publication>,
+) {
     use tickguard::config::Protocol;
     use tickguard::protocol::sqf::rules::FeedKind;
     use tickguard::shm::{FeedInfo, Publication};
     use tickguard::state::{FeedStatus, Level, StateTable, Top};
-    let dir = scratch();
-    let shm = dir.path().join("tickguard");
     let now = now_ns();
     let feeds = [FeedInfo::new(
         "nasdaq",
@@ -533,7 +549,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
         vec!["239.1.1.1:30001".parse().unwrap()],
         Protocol::Itch50,
     )];
-    let p = Publication::create(&shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
+    let p = Publication::create(shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
     let p = std::sync::Arc::new(p);
     let mut table = StateTable::shared(p.clone());
     let th = tickguard::verdict::Thresholds {
@@ -554,6 +570,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
         halted: true,
         ..Top::default()
     });
+    table.insert(0, Symbol::parse("MSFT").unwrap(), th).unwrap();
     table.set_feed_status(
         0,
         &FeedStatus {
@@ -565,23 +582,42 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     );
     p.ready();
     p.heartbeat(now);
+    (table, p)
+}
+
+/// `tickguard check nasdaq SYMBOL` on `shm` (text or JSON): (exit, stdout).
+fn check_nasdaq(shm: &Path, symbol: &str, json: bool) -> (Option<i32>, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "check",
+        "nasdaq",
+        symbol,
+        "--dead-after-ms",
+        "60000",
+        "--shm",
+    ])
+    .arg(shm);
+    if json {
+        cmd.arg("--json");
+    }
+    let out = finish(&mut cmd);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `check` on an exchange feed: the reasons include `halted` and `closed`,
+/// the book top is printed with exact prices and sizes, in text and JSON.
+#[test]
+fn check_prints_exchange_reasons_and_exact_prices() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let (table, _p) = closed_exchange_feed(&shm);
     let run = |json: bool| {
-        let mut cmd = Command::new(bin());
-        cmd.args([
-            "check",
-            "nasdaq",
-            "AAPL",
-            "--dead-after-ms",
-            "60000",
-            "--shm",
-        ])
-        .arg(&shm);
-        if json {
-            cmd.arg("--json");
-        }
-        let out = finish(&mut cmd);
-        assert_eq!(out.status.code(), Some(1));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let (code, out) = check_nasdaq(&shm, "AAPL", json);
+        assert_eq!(code, Some(1));
+        out
     };
     assert_eq!(
         run(false),
@@ -589,6 +625,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     );
     let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
     assert_eq!(v["reasons"], serde_json::json!(["halted", "closed"]));
+    assert_eq!(v["symbol_known"], serde_json::json!(true));
     assert_eq!(
         v["bid"],
         serde_json::json!({"price": "123.45", "size": 300})
@@ -597,5 +634,38 @@ fn check_prints_exchange_reasons_and_exact_prices() {
         v["ask"],
         serde_json::json!({"price": "123.5", "size": null})
     );
+    drop(table);
+}
+
+/// `check` tells a symbol the feed never named (a typo, another venue's
+/// name) from a known one whose book is empty: both are `no_quote` with
+/// exit 1, told apart in the text and by `symbol_known` in the JSON.
+#[test]
+fn check_tells_an_unknown_symbol_from_an_empty_book() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let (table, _p) = closed_exchange_feed(&shm);
+    assert_eq!(
+        check_nasdaq(&shm, "MSFT", false),
+        (
+            Some(1),
+            "nasdaq MSFT: rejected: no_quote (writer alive; empty book)\n".to_string()
+        )
+    );
+    assert_eq!(
+        check_nasdaq(&shm, "MSFTT", false),
+        (
+            Some(1),
+            "nasdaq MSFTT: rejected: no_quote (writer alive; unknown symbol: never seen on this feed)\n"
+                .to_string()
+        )
+    );
+    for (symbol, known) in [("MSFT", true), ("MSFTT", false)] {
+        let (code, out) = check_nasdaq(&shm, symbol, true);
+        assert_eq!(code, Some(1));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["symbol_known"], serde_json::json!(known), "{out}");
+        assert_eq!(v["reasons"][0], "no_quote", "{out}");
+    }
     drop(table);
 }

@@ -682,3 +682,51 @@ fn stat_and_metrics_name_no_protocol() {
         }
     }
 }
+
+/// The streaming view into a pipe (a log, `less`, a file) prints whole
+/// frames one after another with no terminal control codes.
+#[test]
+fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
+    use std::io::Read;
+    let shm = PathBuf::from(format!(
+        "/dev/shm/tickguard-stat-pipe-test-{}",
+        std::process::id()
+    ));
+    let at = T0 + 4_300 * MS;
+    let _p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["stat", "--dead-after-ms", "1000", "--now"])
+        .arg((at + 50 * MS).to_string())
+        .arg("--shm")
+        .arg(&shm)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Two frames come a second apart: read until the second header (the
+    // child is killed after 20 s at most, which ends the read).
+    let pid = child.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    });
+    let (mut text, mut buf) = (Vec::new(), [0u8; 4096]);
+    while text
+        .windows(b"tickguard stat".len())
+        .filter(|w| w == b"tickguard stat")
+        .count()
+        < 2
+    {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(killer);
+    let _ = std::fs::remove_file(&shm);
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(text.matches("tickguard stat").count(), 2, "{text}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+}

@@ -47,6 +47,23 @@ pub enum OffsetMode {
     },
 }
 
+/// How an operator reads it: `fixed 250 ms`, `auto over 2000 ms`.
+impl std::fmt::Display for OffsetMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |ns: i128| {
+            if ns % 1_000_000 == 0 {
+                format!("{} ms", ns / 1_000_000)
+            } else {
+                format!("{} µs", ns / 1_000)
+            }
+        };
+        match *self {
+            OffsetMode::Fixed(ns) => write!(f, "fixed {}", ms(ns.into())),
+            OffsetMode::Auto { window_ns } => write!(f, "auto over {}", ms(window_ns.into())),
+        }
+    }
+}
+
 /// Entries the queue holds before it first grows.
 pub const INITIAL_QUEUE: usize = 4096;
 /// No cap: the queue holds whatever the window needs (replay).

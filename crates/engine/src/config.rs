@@ -760,7 +760,7 @@ fn takes(key: &str, msg: &str) -> Option<String> {
 
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().replace('\n', " ");
+    let msg = plain_words(&e.message().trim().replace('\n', " "));
     match e.span() {
         Some(span) => {
             let key = line_at(text, span.start)
@@ -773,6 +773,49 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
         }
         None => located(name, text, None, &msg),
     }
+}
+
+/// `msg` with the reader's type names in an operator's words: "expected
+/// i64" reads "expected an integer", a sequence reads a list, a map a table.
+fn plain_words(msg: &str) -> String {
+    const WORDS: [(&str, &str); 14] = [
+        ("i8", "an integer"),
+        ("i16", "an integer"),
+        ("i32", "an integer"),
+        ("i64", "an integer"),
+        ("u8", "a whole number"),
+        ("u16", "a whole number"),
+        ("u32", "a whole number"),
+        ("u64", "a whole number"),
+        ("usize", "a whole number"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+        ("a sequence", "a list"),
+        ("a map", "a table"),
+        ("struct", "table"),
+    ];
+    let msg = msg
+        .replace("invalid type: sequence", "invalid type: list")
+        .replace("invalid type: map", "invalid type: table");
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg.as_str();
+    while let Some(at) = rest.find("expected ") {
+        let (head, tail) = rest.split_at(at + "expected ".len());
+        out.push_str(head);
+        let word = WORDS.iter().find(|(rust, _)| {
+            tail.strip_prefix(rust)
+                .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        });
+        rest = match word {
+            Some((rust, plain)) => {
+                out.push_str(plain);
+                &tail[rust.len()..]
+            }
+            None => tail,
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The line of `text` holding byte `at`, trimmed.
@@ -1294,6 +1337,12 @@ source_threshold_ms = 9
             ("clock_offset = \"auto\"", "clock_offset = \"manual\""),
             ("clock_offset = \"auto\"", "clock_offset = 1.5"),
             ("kind = \"full\"", "kind = \"partial\""),
+            ("kind = \"full\"", "kind = [\"full\"]"),
+            ("stale_threshold_ms = 500", "stale_threshold_ms = [500]"),
+            (
+                "lines = [\"239.1.1.1:30001\", \"239.1.1.2:30002\"]",
+                "lines = \"239.1.1.1:30001\"",
+            ),
             ("name = \"lp1\"", "name = \"lp1\"\ncolour = \"red\""),
             (
                 "stale_threshold_ms = 2000\nsource",
@@ -1321,6 +1370,11 @@ source_threshold_ms = 9
                 || e.contains("foo");
             assert!(named, "{to:?} → {e}");
             assert!(e.starts_with("config t.toml"), "{e}");
+            for rust in [
+                "i64", "u64", "u32", "usize", "f64", "sequence", "Sp<", "struct",
+            ] {
+                assert!(!e.contains(rust), "{to:?} → {e}");
+            }
         }
     }
 
