@@ -946,3 +946,63 @@ fn simulate_help_names_names_and_itch_messages() {
         );
     }
 }
+
+const SMALL_ITCH_CONFIG: &str = r#"
+[[feed]]
+name = "nasdaq"
+protocol = "itch50"
+lines = ["239.1.1.1:30001"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+clock_offset = 0
+"#;
+
+/// The wrong protocol is named both ways: SQF quotes replayed as an ITCH
+/// feed are "not MoldUDP64?" (as MoldUDP64 on an SQF feed is "not SQF?").
+#[test]
+fn replay_of_sqf_as_itch_says_not_moldudp64() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let packets: Vec<_> = (1..=50)
+        .map(|i| (t + i * MS, "239.1.1.1:30001", quote(i, t)))
+        .collect();
+    let cap = small_capture(dir.path(), &packets);
+    let cfg = write(dir.path(), "c.toml", SMALL_ITCH_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("tickguard: warning: feed 'nasdaq': 50 of 50 packets rejected"));
+    assert!(
+        warning.is_some_and(|l| l.ends_with("(not MoldUDP64?)")),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A long capture full of bad packets logs a few lines, not one a second
+/// of capture time, then says how many there were, by reason.
+#[test]
+fn replay_logs_a_few_rejected_packets_then_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    // 100 good quotes and 40 bad packets, 2 s of capture time apart.
+    let mut packets: Vec<_> = (1..=100)
+        .map(|i| (t + i * MS, "239.1.1.1:30001", quote(i, t)))
+        .collect();
+    packets.extend((0..40).map(|i| (t + (200 + 2_000 * i) * MS, "239.1.1.1:30001", moldudp64(i))));
+    packets.sort_by_key(|p| p.0);
+    let cap = small_capture(dir.path(), &packets);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let logged = run.stderr.matches("rejected malformed packet").count();
+    assert!((1..=3).contains(&logged), "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l
+            == "tickguard: warning: feed 'lp1': 40 of 140 packets rejected (bad_magic 40); the log shows at most 3"),
+        "{}",
+        run.stderr
+    );
+}

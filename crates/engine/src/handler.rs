@@ -39,6 +39,9 @@ pub struct Feed {
     last_reject_log: Option<u64>,
     /// Rejections not logged since the last line.
     reject_log_held: u64,
+    /// Rejected-packet lines this feed may still log (replay: a few; live:
+    /// no limit, one a second).
+    reject_lines_left: u64,
     /// The packets rejected in a row up to now.
     run: RejectRun,
     /// What decodes the feed's datagrams and keeps its state.
@@ -174,11 +177,21 @@ impl Handler {
                     counters: FeedCounters::default(),
                     last_reject_log: None,
                     reject_log_held: 0,
+                    reject_lines_left: u64::MAX,
                     run: RejectRun::default(),
                     engine: Engine::new(f, capacity, offset_queue, shared),
                 })
                 .collect(),
             table,
+        }
+    }
+
+    /// Logs at most `lines` rejected-packet lines per feed (a replay: a
+    /// capture of the wrong protocol would log one a second of capture
+    /// time); the counters and the summary still count every one.
+    pub fn limit_reject_logs(&mut self, lines: u64) {
+        for f in &mut self.feeds {
+            f.reject_lines_left = lines;
         }
     }
 
@@ -419,13 +432,20 @@ impl Feed {
             // as that time: not due, like any other within the interval.
             Some(last) => t.saturating_sub(last) >= REJECT_LOG_INTERVAL_NS,
         };
-        if due {
+        if due && self.reject_lines_left > 0 {
+            self.reject_lines_left -= 1;
+            let last = if self.reject_lines_left == 0 {
+                "; the next are only counted"
+            } else {
+                ""
+            };
             tracing::warn!(
                 feed = %self.config.name,
                 reason = reason.as_str(),
                 held_back = self.reject_log_held,
                 total = self.counters.rejected,
-                "rejected malformed packet"
+                "rejected malformed packet{}{last}",
+                reason.hint()
             );
             self.last_reject_log = Some(t);
             self.reject_log_held = 0;

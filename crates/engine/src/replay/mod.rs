@@ -530,6 +530,7 @@ pub fn replay_with(
     observer: &mut impl Observer,
 ) -> Outcome {
     let mut handler = Handler::new(config);
+    handler.limit_reject_logs(REJECT_LOG_LINES);
     handler.pipeline_books(!observer.books_on_one_thread());
     let router = Router::new(config);
     let mut pending = Pending::new(config, checks);
@@ -575,14 +576,20 @@ fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summ
     }
 }
 
+/// Rejected-packet lines a replay logs per feed; the rest are counted
+/// ([`input_warnings`] says how many, by reason).
+pub const REJECT_LOG_LINES: u64 = 3;
+
 /// A feed counts as "all rejected" in a replay when at least this share of
 /// its packets, in percent, were rejected (a few stray datagrams of the
 /// right shape do not hide a capture of another protocol).
 pub const MOSTLY_REJECTED_PERCENT: u64 = 99;
 
-/// One warning line per feed that had packets and had at least
-/// [`MOSTLY_REJECTED_PERCENT`] of them rejected, naming its top reason
-/// (e.g. a MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?").
+/// One warning line per feed with more packets rejected than the log
+/// shows ([`REJECT_LOG_LINES`]): for a feed with at least
+/// [`MOSTLY_REJECTED_PERCENT`] of them rejected, its top reason (e.g. a
+/// MoldUDP64 capture replayed as SQF: `bad_magic`, "not SQF?"); for
+/// another, the count by reason.
 pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let counts = |name: &str| -> Option<(u64, u64, &BTreeMap<&'static str, u64>)> {
         let f = summary.feeds.get(name)?;
@@ -594,8 +601,21 @@ pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String>
         .iter()
         .filter_map(|feed| {
             let (packets, rejected, by_name) = counts(&feed.name)?;
-            if packets == 0 || rejected * 100 < packets * MOSTLY_REJECTED_PERCENT {
+            if packets == 0 || rejected <= REJECT_LOG_LINES {
                 return None;
+            }
+            if rejected * 100 < packets * MOSTLY_REJECTED_PERCENT {
+                // More than the log showed: the count, by reason.
+                let reasons: Vec<String> = by_name
+                    .iter()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect();
+                return Some(format!(
+                    "feed '{}': {rejected} of {packets} packets rejected ({}); the log shows at most {REJECT_LOG_LINES}",
+                    feed.name,
+                    reasons.join(", ")
+                ));
             }
             let by_index: Vec<u64> = crate::protocol::reasons(feed.protocol)
                 .map(|r| by_name.get(r.as_str()).copied().unwrap_or(0))

@@ -28,9 +28,17 @@ impl Reason for Reject {
         Reject::as_str(self)
     }
     fn hint(self) -> &'static str {
+        // A framing that does not hold is what another protocol's
+        // datagrams (SQF on the group, say) look like; a bad message
+        // inside good framing is not.
         match self {
-            Reject::Short => " (not MoldUDP64?)",
-            _ => "",
+            Reject::Short
+            | Reject::ControlWithBody
+            | Reject::BlockHeaderOverrun
+            | Reject::BlockOverrun
+            | Reject::EmptyBlock
+            | Reject::TrailingBytes => " (not MoldUDP64?)",
+            Reject::TooShortForType | Reject::BadStock => "",
         }
     }
 }
