@@ -275,6 +275,7 @@ fn open_line(
         membership = %i.membership,
         rcvbuf_bytes = i.rcvbuf,
         rcvbuf_requested = sc.rcvbuf_bytes,
+        rcvbuf_capped = i.rcvbuf_capped(),
         kernel_timestamps = i.timestamps,
         kernel_drop_counter = i.drop_counter,
         "line open"
@@ -649,6 +650,11 @@ impl Sidecar {
                 l.feed,
                 counter::LINE_RCVBUF + i,
                 l.socket.info.rcvbuf as u64,
+            );
+            p.set_counter(
+                l.feed,
+                counter::LINE_RCVBUF_CAPPED + i,
+                u64::from(l.socket.info.rcvbuf_capped()),
             );
         }
     }

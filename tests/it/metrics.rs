@@ -228,14 +228,29 @@ fn metrics_match_what_the_simulator_injected() {
         Some(0.0)
     );
     assert!(value(&text, r#"tickguard_heartbeats_total{feed="lp1"}"#).unwrap() > 0.0);
-    assert!(
-        value(
-            &text,
-            r#"tickguard_receive_buffer_bytes{feed="lp1",line="B"}"#
-        )
+    let held = value(
+        &text,
+        r#"tickguard_receive_buffer_bytes{feed="lp1",line="B"}"#,
+    )
+    .unwrap();
+    assert!(held > 0.0, "{text}");
+    // The default 8 MiB asked is capped wherever net.core.rmem_max is
+    // lower (the kernel then holds twice rmem_max): flagged as such.
+    let rmem_max: f64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
         .unwrap()
-            > 0.0
-    );
+        .trim()
+        .parse()
+        .unwrap();
+    let capped = f64::from(u8::from(rmem_max < f64::from(8u32 << 20)));
+    for line in ["A", "B"] {
+        let name = format!(r#"tickguard_receive_buffer_capped{{feed="lp1",line="{line}"}}"#);
+        assert_eq!(
+            value(&text, &name),
+            Some(capped),
+            "rmem_max {rmem_max}: {text}"
+        );
+    }
+    assert_eq!(held == 2.0 * rmem_max, capped == 1.0, "{text}");
     assert_eq!(
         value(
             &text,

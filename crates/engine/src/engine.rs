@@ -121,6 +121,10 @@ pub fn shared_counters<R: Reason>() -> Vec<Descriptor> {
     v.extend(by_line(&|i| {
         Descriptor::gauge(counter::LINE_RCVBUF + i, "rcvbuf_bytes").metric("receive_buffer_bytes")
     }));
+    v.extend(by_line(&|i| {
+        Descriptor::gauge(counter::LINE_RCVBUF_CAPPED + i, "rcvbuf_capped")
+            .metric("receive_buffer_capped")
+    }));
     v.extend([
         Descriptor::gauge(counter::ALL_REJECTED, "all_rejected").metric("feed_all_rejected"),
         Descriptor::new(

@@ -162,7 +162,8 @@ pub mod counter {
     pub const LINE_PACKETS: usize = 26;
     /// Kernel drops (SO_RXQ_OVFL), per line.
     pub const LINE_KERNEL_DROPS: usize = 28;
-    /// SO_RCVBUF in effect, bytes, per line.
+    /// SO_RCVBUF in effect, bytes, per line: as the kernel holds it
+    /// (Linux doubles what it accepts, for its own bookkeeping).
     pub const LINE_RCVBUF: usize = 30;
     /// Counter slots at 256..512 of a block (ids below this).
     pub const COUNT: usize = 32;
@@ -185,6 +186,10 @@ pub mod counter {
     /// 1 while every packet of the feed is rejected (`ALL_REJECTED_SINCE`
     /// set), 0 otherwise.
     pub const ALL_REJECTED: usize = 37;
+    /// 1 while the kernel holds less receive buffer than `rcvbuf_bytes`
+    /// asked (refused, or capped by `net.core.rmem_max`), per line:
+    /// `LINE_RCVBUF_CAPPED + line`; 0 otherwise.
+    pub const LINE_RCVBUF_CAPPED: usize = 38;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
     /// First id of the feed extension's counters (bytes 544..1024), written
@@ -1008,12 +1013,13 @@ mod tests {
             ALL_REJECTED_REASON,
             SAME_LINE_DUPLICATES,
             ALL_REJECTED,
+            LINE_RCVBUF_CAPPED,
         ];
         assert_eq!(
             ids,
             [
                 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35, 36,
-                37
+                37, 38
             ]
         );
         let ext = [

@@ -59,6 +59,9 @@ impl LineInfo {
     /// size it accepted) or of unknown size, with what was granted; `None`
     /// when it was granted.
     pub fn rcvbuf_shortfall(&self) -> Option<String> {
+        if !self.rcvbuf_capped() {
+            return None;
+        }
         let (asked, got) = (self.rcvbuf_requested, self.rcvbuf);
         if let Some(e) = &self.rcvbuf_error {
             // Nothing accepted: what SO_RCVBUF reads is the default as it
@@ -78,15 +81,20 @@ impl LineInfo {
                 self.addr
             ));
         }
-        (got < asked.saturating_mul(2)).then(|| {
-            format!(
-                "line {}: receive buffer capped at {} of the {asked} bytes asked \
+        Some(format!(
+            "line {}: receive buffer capped at {} of the {asked} bytes asked \
                  (SO_RCVBUF reads {got}: Linux doubles what it accepts); \
                  raise net.core.rmem_max to at least {asked}",
-                self.addr,
-                got / 2
-            )
-        })
+            self.addr,
+            got / 2
+        ))
+    }
+
+    /// Whether the kernel holds less receive buffer than was asked:
+    /// refused, capped, or of unknown size.
+    pub fn rcvbuf_capped(&self) -> bool {
+        let (asked, got) = (self.rcvbuf_requested, self.rcvbuf);
+        self.rcvbuf_error.is_some() || got == 0 || got < asked.saturating_mul(2)
     }
 }
 
