@@ -211,32 +211,44 @@ fn with_key(r: &Range, v: i64) -> String {
     format!("{}\n{} = {v}\n{other}{FEED}", r.table, r.key)
 }
 
-/// README's Configuration section lists every integer key with its range.
+/// The configuration reference lists every integer key with its range.
 #[test]
-fn readme_lists_every_range() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn the_configuration_reference_lists_every_range() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .unwrap();
     for r in ranges() {
         let default = r.default.map_or("—".to_string(), |d| d.to_string());
         let row = format!(
             "| `{}` | {} | {} to {} {} | {default} |",
             r.key, r.table, r.min, r.max, r.unit
         );
-        assert!(readme.contains(&row), "README lacks the row {row}");
+        assert!(
+            readme.contains(&row),
+            "docs/configuration.md lacks the row {row}"
+        );
     }
 }
 
-/// Every TOML block of the README is a configuration `run` accepts.
+/// Every TOML block of the README and the guides is a configuration `run`
+/// accepts.
 #[test]
-fn readme_configurations_are_valid() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn documented_configurations_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            readme.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
     let blocks: Vec<&str> = readme
         .split("```toml\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
         .collect();
-    assert!(blocks.len() >= 3, "the README's configurations");
+    assert!(blocks.len() >= 3, "the documented configurations");
     for (i, b) in blocks.iter().enumerate() {
         if let Err(e) = tickguard::config::Config::parse(b, "README.md") {
             panic!("README's TOML block {}: {e}", i + 1);

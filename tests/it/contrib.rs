@@ -23,7 +23,7 @@ const ALERT_TESTS: &str = include_str!("../../contrib/prometheus/tickguard-alert
 const UNIT: &str = include_str!("../../contrib/systemd/tickguard.service");
 const SYSUSERS: &str = include_str!("../../contrib/systemd/tickguard.sysusers");
 const SYSCTL: &str = include_str!("../../contrib/systemd/99-tickguard.conf");
-const CONTRIB_README: &str = include_str!("../../contrib/README.md");
+const OPERATOR_GUIDE: &str = include_str!("../../docs/operations.md");
 
 fn contrib(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -547,7 +547,7 @@ fn systemd_unit_keeps_what_the_sidecar_needs() {
             "config key {key}"
         );
     }
-    assert!(CONTRIB_README.contains("127.0.0.1:9187"));
+    assert!(OPERATOR_GUIDE.contains("127.0.0.1:9187"));
     assert!(
         config_rs.contains("127.0.0.1:9187"),
         "the default metrics address moved"

@@ -17,6 +17,7 @@ mod cli;
 mod common;
 mod config;
 mod contrib;
+mod docs;
 mod explain;
 mod explain_agrees;
 mod fuzz;

@@ -1,0 +1,139 @@
+//! The documentation stands on its own: the README stays a short entry
+//! point, every link in the docs leads to a file of this repository, and
+//! the README's figures are the committed benchmark run's.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every Markdown file a reader of a clone meets: the README, the guides,
+/// and the READMEs of the folders.
+fn markdown_files() -> Vec<PathBuf> {
+    let r = root();
+    let mut files = vec![
+        r.join("README.md"),
+        r.join("BENCHMARKS.md"),
+        r.join("contrib/README.md"),
+        r.join("fixtures/README.md"),
+    ];
+    for entry in std::fs::read_dir(r.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The targets of the Markdown links `[text](target)` in `text`.
+fn links(text: &str) -> Vec<&str> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_is_at_most_200_lines() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let n = readme.lines().count();
+    assert!(n <= 200, "README.md has {n} lines: move detail to docs/");
+}
+
+/// A relative link resolves to a file inside the repository; nothing
+/// points outside it (an absolute path, `..` past the root, another
+/// checkout beside this one).
+#[test]
+fn every_link_in_the_docs_stays_in_the_repository() {
+    let r = root().canonicalize().unwrap();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(root()).unwrap().display().to_string();
+        assert!(
+            !text.contains("../shared"),
+            "{name} points outside the repository"
+        );
+        for target in links(&text) {
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let path = target.split('#').next().unwrap();
+            if path.is_empty() {
+                continue;
+            }
+            assert!(
+                !Path::new(path).is_absolute(),
+                "{name}: absolute link {target}"
+            );
+            let resolved = file.parent().unwrap().join(path);
+            let resolved = resolved
+                .canonicalize()
+                .unwrap_or_else(|_| panic!("{name}: broken link {target}"));
+            assert!(
+                resolved.starts_with(&r),
+                "{name}: {target} leaves the repository"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} links checked");
+}
+
+/// `figure` as printed in the README ("52.32 M", "0.86", "30") against
+/// `value`: equal once `value` is rounded to the digits printed.
+fn same_figure(figure: &str, value: f64) -> bool {
+    let (number, scale) = match figure.strip_suffix(" M") {
+        Some(n) => (n, 1e6),
+        None => (figure, 1.0),
+    };
+    let decimals = number.split('.').nth(1).map_or(0, str::len);
+    let printed: f64 = number.parse().unwrap();
+    format!("{:.*}", decimals, value / scale) == format!("{printed:.decimals$}")
+}
+
+/// The README's performance figures are the values BENCHMARKS.json holds
+/// at the path each row names, so they cannot drift from the committed run.
+#[test]
+fn readme_figures_come_from_benchmarks_json() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("BENCHMARKS.json")).unwrap())
+            .unwrap();
+    let table = readme
+        .split("<!-- figures:")
+        .nth(1)
+        .expect("the README's figures table");
+    let mut rows = 0;
+    for line in table.lines().skip(3) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 5 {
+            break;
+        }
+        let (figure, path) = (cells[2], cells[3].trim_matches('`'));
+        let value = path
+            .split('.')
+            .try_fold(&json, |v, key| v.get(key))
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("BENCHMARKS.json has no number at {path}"));
+        assert!(
+            same_figure(figure, value),
+            "README says {figure} for {path}, BENCHMARKS.json {value}"
+        );
+        rows += 1;
+    }
+    assert!(rows >= 4, "{rows} figures");
+}
+
+#[test]
+fn figures_compare_at_the_printed_precision() {
+    assert!(same_figure("52.32 M", 52_318_138.2));
+    assert!(!same_figure("52.33 M", 52_318_138.2));
+    assert!(same_figure("0.86", 0.861_385));
+    assert!(same_figure("30", 30.0));
+    assert!(!same_figure("31", 30.0));
+}
