@@ -13,7 +13,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
-use tickguard::replay::{answer_json, load_checks, replay};
+use tickguard::replay::{answer_json, load_checks};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -167,6 +167,7 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
 }
 
 fn run_replay(args: ReplayArgs) -> Result<()> {
+    let started = std::time::Instant::now();
     // Validate everything before reading the capture.
     for (flag, path) in [("--summary", &args.summary), ("--timeline", &args.timeline)] {
         if let Some(path) = path {
@@ -210,17 +211,19 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             if target.is_some() {
                 anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
             }
-            let outcome = tickguard::replay::itch50::replay_file(
+            let outcome = tickguard::replay::itch50::replay_file_until(
                 &config,
                 feed,
                 date,
                 &args.capture,
                 &checks,
+                args.until,
                 progress,
+                &mut (),
             )
             .map_err(anyhow::Error::msg)?;
             clear_progress(&bar);
-            warn_input(&config, &outcome);
+            warn_input(&config, &outcome, started);
             return finish_replay(&args, &checks, outcome);
         };
         if config.feed_id(feed) != Some(id) {
@@ -235,18 +238,19 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             symbol,
             args.at,
         );
-        let outcome = tickguard::replay::itch50::replay_file_with(
+        let outcome = tickguard::replay::itch50::replay_file_until(
             &config,
             feed,
             date,
             &args.capture,
             &checks,
+            args.until,
             progress,
             &mut x,
         )
         .map_err(anyhow::Error::msg)?;
         clear_progress(&bar);
-        warn_input(&config, &outcome);
+        warn_input(&config, &outcome, started);
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut capture = CaptureReader::open(&args.capture)?;
@@ -259,10 +263,16 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             symbol,
             args.at,
         );
-        let outcome =
-            tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut x);
+        let outcome = tickguard::replay::replay_until(
+            &config,
+            &mut capture,
+            &checks,
+            args.until,
+            progress,
+            &mut x,
+        );
         clear_progress(&bar);
-        warn_input(&config, &outcome);
+        warn_input(&config, &outcome, started);
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
@@ -273,16 +283,29 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             args.timeline.is_some(),
             args.at,
         );
-        let outcome =
-            tickguard::replay::replay_with(&config, &mut capture, &checks, progress, &mut f);
+        let outcome = tickguard::replay::replay_until(
+            &config,
+            &mut capture,
+            &checks,
+            args.until,
+            progress,
+            &mut f,
+        );
         f.finish();
         forensics = Some(f);
         outcome
     } else {
-        replay(&config, &mut capture, &checks, progress)
+        tickguard::replay::replay_until(
+            &config,
+            &mut capture,
+            &checks,
+            args.until,
+            progress,
+            &mut (),
+        )
     };
     clear_progress(&bar);
-    warn_input(&config, &outcome);
+    warn_input(&config, &outcome, started);
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());
     }
@@ -431,9 +454,19 @@ fn finish_replay(
     write_summary(args, outcome)
 }
 
-/// Warns about an input that gave the feeds nothing to use.
-fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome) {
+/// Warns about an input that gave the feeds nothing to use, then ends
+/// with the replay's line for a person (what was read, how fast, the gaps
+/// still open) and, per feed with a gap open, how to let it expire.
+fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome, started: std::time::Instant) {
     for line in tickguard::replay::input_warnings(config, &outcome.summary) {
+        warn(&line);
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let mut lines = tickguard::replay::end_lines(&outcome.summary, wall_s).into_iter();
+    if let Some(first) = lines.next() {
+        let _ = writeln!(std::io::stderr(), "tickguard: {first}");
+    }
+    for line in lines {
         warn(&line);
     }
 }

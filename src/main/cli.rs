@@ -156,6 +156,11 @@ pub struct ReplayArgs {
     /// the state then.
     #[arg(long, value_name = "TIME", requires = "explain", value_parser = tickguard::time::parse_time)]
     pub at: Option<u64>,
+    /// After the input's end, run every feed's deadlines up to TIME (ns since
+    /// the Unix epoch, or UTC like 2026-01-05T16:00:00Z): gaps still open
+    /// expire (or are counted filled) as they would have live.
+    #[arg(long, value_name = "TIME", value_parser = tickguard::time::parse_time)]
+    pub until: Option<u64>,
     /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,

@@ -62,7 +62,8 @@ fn replay(capture: &Path, config: &Path, checks: Option<&Path>) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr,
+        // The warnings and errors: the closing line has a wall time.
+        stderr: crate::common::without_end_line(&stderr),
         summary: std::fs::read_to_string(&summary).ok(),
     }
 }
@@ -859,7 +860,7 @@ fn explain_at_past_the_capture_end_warns_and_still_answers() {
         assert!(out.status.success());
         (
             String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
+            crate::common::without_end_line(&String::from_utf8(out.stderr).unwrap()),
         )
     };
     let (stdout, stderr) = at(t + 3_000 * MS);

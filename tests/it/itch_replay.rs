@@ -252,6 +252,78 @@ fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
     assert_eq!(f["suspect"], true, "{f}");
 }
 
+/// The replay's last line tells what was read and the gap still open,
+/// with the messages held behind it, and how to let it expire; `--until`
+/// runs the deadlines past the end of the capture: the gap expires (ticks
+/// lost, nothing open) as it would have live.
+#[test]
+fn a_gap_open_at_the_end_is_told_and_until_lets_it_expire() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let p1 = packet(1, &[encode::stock_directory(7, OPEN, aapl)]);
+    let p3 = packet(3, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("itch.pcap");
+    write_datagrams(&cap, vec![(0, a(), p1), (MS, a(), p3)]);
+    let cfg = dir.path().join("itch.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let summary = dir.path().join("summary.json");
+    let run = |extra: &[&str]| {
+        let out = assert_cmd::Command::cargo_bin("tickguard")
+            .unwrap()
+            .arg("replay")
+            .arg(&cap)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--summary")
+            .arg(&summary)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        (
+            String::from_utf8(out.stderr).unwrap(),
+            s["feeds"]["nasdaq"].clone(),
+        )
+    };
+    let (stderr, f) = run(&[]);
+    let last = stderr
+        .lines()
+        .find(|l| l.starts_with("tickguard: replayed "));
+    assert!(
+        last.is_some_and(
+            |l| l.contains("replayed 2 records (2 datagrams) spanning 0.001 s")
+                && l.ends_with("; 1 gaps open, 1 messages held behind them")
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with(
+            "tickguard: warning: feed 'nasdaq': 1 gaps still open at the end of the input, 1 messages held"
+        ) && l.contains("--until TIME")),
+        "{stderr}"
+    );
+    assert_eq!(
+        (f["gaps_open"].as_u64(), f["ticks_lost"].as_u64()),
+        (Some(1), Some(0)),
+        "{f}"
+    );
+    // 1 s after the last packet: the 5 ms deadline has passed.
+    let until = (T0 + 1_000 * MS).to_string();
+    let (stderr, f) = run(&["--until", &until]);
+    assert_eq!(
+        (f["gaps_open"].as_u64(), f["ticks_lost"].as_u64()),
+        (Some(0), Some(1)),
+        "{f}"
+    );
+    assert!(
+        stderr.contains("; 0 gaps open, 0 messages held behind them")
+            && !stderr.contains("--until"),
+        "{stderr}"
+    );
+}
+
 /// A bid for AAPL (locate 7, order 1) and one for MSFT (locate 8, order 2)
 /// at the open.
 fn aapl_and_msft_bids() -> [Vec<u8>; 2] {
@@ -405,7 +477,7 @@ fn replay_itch_with(
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
+        crate::common::without_end_line(&String::from_utf8(out.stderr).unwrap()),
         std::fs::read_to_string(&summary).ok(),
     )
 }

@@ -72,3 +72,13 @@ pub fn itch(feed: &tickguard::config::FeedConfig) -> &ItchConfig {
         ProtocolSettings::Sqf(_) => panic!("feed '{}' is not an itch50 feed", feed.name),
     }
 }
+
+/// A replay's stderr without its closing "replayed …" line (which carries
+/// a wall time): the warnings and errors alone.
+pub fn without_end_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("tickguard: replayed "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}

@@ -70,6 +70,15 @@ impl Summary {
         }
     }
 
+    /// What the stream still waits for at the end: (gaps open, messages
+    /// held behind them); `None` for a protocol that holds nothing back.
+    pub fn backlog(&self) -> Option<(u64, u64)> {
+        match self {
+            Summary::Sqf(_) => None,
+            Summary::Itch50(s) => Some((s.gaps_open, s.held)),
+        }
+    }
+
     /// For a feed replayed from a venue's file rather than a capture: what
     /// the file held.
     pub fn file_records(&self) -> Option<FileRecords> {

@@ -92,6 +92,22 @@ pub fn replay_file_with(
     date: jiff::civil::Date,
     path: &Path,
     checks: &[Check],
+    progress: impl FnMut(Progress),
+    observer: &mut impl Observer,
+) -> Result<Outcome, String> {
+    replay_file_until(config, feed, date, path, checks, None, progress, observer)
+}
+
+/// [`replay_file_with`], then, with `until` (ns since the Unix epoch), the
+/// feed's deadlines run up to that time before the summary is taken.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_file_until(
+    config: &Config,
+    feed: &str,
+    date: jiff::civil::Date,
+    path: &Path,
+    checks: &[Check],
+    until: Option<u64>,
     mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Result<Outcome, String> {
@@ -185,6 +201,7 @@ pub fn replay_file_with(
         }
     };
     let answers = pending.finish(&mut handler, observer);
+    super::run_until(&mut handler, until);
     handler.settle();
     observer.end(&mut handler);
     let mut summary = summarize(&mut handler, CaptureStats::default(), 0);
@@ -193,6 +210,9 @@ pub fn replay_file_with(
         handler.feeds()[id as usize].engine().itch(),
     ) {
         s.invalid_records = Some(it.counters().invalid_records);
+        // The file's records are the input's: the capture object counts
+        // them as a capture's (a file has no datagrams).
+        summary.capture.reader.records = s.messages;
     }
     let input_error = error.map(|error| InputError::File {
         format: "BinaryFILE",

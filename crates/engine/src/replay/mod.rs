@@ -240,6 +240,10 @@ pub use crate::protocol::Summary as FeedSummary;
 /// Capture-level counters.
 #[derive(Debug, Serialize)]
 pub struct CaptureSummary {
+    /// Arrival times of the first and the last datagram read, ns (told on
+    /// the replay's last line, not written to the file).
+    #[serde(skip)]
+    pub span_ns: Option<(u64, u64)>,
     /// Frames the reader could not turn into UDP/IPv4 datagrams, by cause.
     #[serde(flatten)]
     pub reader: CaptureStats,
@@ -526,6 +530,20 @@ pub fn replay_with(
     config: &Config,
     capture: &mut CaptureReader,
     checks: &[Check],
+    progress: impl FnMut(Progress),
+    observer: &mut impl Observer,
+) -> Outcome {
+    replay_until(config, capture, checks, None, progress, observer)
+}
+
+/// [`replay_with`], then, with `until` (ns since the Unix epoch), every
+/// feed's deadlines run up to that time (gaps still open at the input's
+/// end expire as they would have live), before the summary is taken.
+pub fn replay_until(
+    config: &Config,
+    capture: &mut CaptureReader,
+    checks: &[Check],
+    until: Option<u64>,
     mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Outcome {
@@ -536,8 +554,12 @@ pub fn replay_with(
     let mut pending = Pending::new(config, checks);
     let mut unrouted = 0u64;
     let mut seen = 0u64;
+    let mut span_ns: Option<(u64, u64)> = None;
 
     let result = capture.for_each(|d: &Datagram<'_>| {
+        span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
+            (first.min(d.time_ns), last.max(d.time_ns))
+        }));
         pending.answer_before(&mut handler, d.time_ns, observer);
         let route = router.route_line(d.dst);
         observer.before(&mut handler, route.map(|(feed, _)| feed), d);
@@ -559,9 +581,11 @@ pub fn replay_with(
         }
     });
     let answers = pending.finish(&mut handler, observer);
+    run_until(&mut handler, until);
     handler.settle();
     observer.end(&mut handler);
-    let summary = summarize(&mut handler, capture.stats().clone(), unrouted);
+    let mut summary = summarize(&mut handler, capture.stats().clone(), unrouted);
+    summary.capture.span_ns = span_ns;
     Outcome {
         answers,
         summary,
@@ -569,9 +593,22 @@ pub fn replay_with(
     }
 }
 
+/// Runs every feed's deadlines up to `until`, when given (`--until`).
+fn run_until(handler: &mut Handler, until: Option<u64>) {
+    if let Some(t) = until {
+        for feed in 0..handler.feeds().len() {
+            handler.before_check(feed as u16, t);
+        }
+    }
+}
+
 fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summary {
     Summary {
-        capture: CaptureSummary { reader, unrouted },
+        capture: CaptureSummary {
+            span_ns: None,
+            reader,
+            unrouted,
+        },
         feeds: handler.summaries(),
     }
 }
@@ -641,7 +678,9 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let mut lines = rejected_feed_warnings(config, summary);
     let c = &summary.capture;
     let r = &c.reader;
-    if r.records > 0 && r.datagrams == 0 {
+    // A venue's file has records but never datagrams.
+    let file = summary.feeds.values().any(|f| f.file_records().is_some());
+    if !file && r.records > 0 && r.datagrams == 0 {
         let causes = [
             ("unsupported_link", r.unsupported_link),
             ("not_ipv4", r.not_ipv4),
@@ -659,7 +698,7 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             "none of the capture's {} records is a UDP/IPv4 datagram (mostly {cause}: {n})",
             r.records
         ));
-    } else if r.datagrams > 0 && c.unrouted == r.datagrams {
+    } else if !file && r.datagrams > 0 && c.unrouted == r.datagrams {
         let all: Vec<String> = config
             .feeds
             .iter()
@@ -688,6 +727,56 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             )),
             _ => {}
         }
+    }
+    lines
+}
+
+/// The replay's last line, for a person: what was read, the input time it
+/// spans, how long it took (`wall_s`, seconds) and how fast, and the gaps
+/// still open with the messages held behind them; then, per feed with a gap
+/// still open, one more line on how to let it expire.
+pub fn end_lines(summary: &Summary, wall_s: f64) -> Vec<String> {
+    let r = &summary.capture.reader;
+    let mut line = format!("replayed {} records", r.records);
+    if r.datagrams > 0 {
+        line.push_str(&format!(" ({} datagrams)", r.datagrams));
+    }
+    if let Some((first, last)) = summary.capture.span_ns {
+        line.push_str(&format!(
+            " spanning {:.3} s",
+            last.saturating_sub(first) as f64 / 1e9
+        ));
+    }
+    line.push_str(&format!(" in {wall_s:.3} s"));
+    if wall_s > 0.0 && r.records > 0 {
+        let per_s = r.records as f64 / wall_s;
+        let rate = match per_s {
+            x if x >= 1e6 => format!("{:.2} M", x / 1e6),
+            x if x >= 1e3 => format!("{:.1} k", x / 1e3),
+            x => format!("{x:.0}"),
+        };
+        line.push_str(&format!(" ({rate} records/s)"));
+    }
+    let open: Vec<(&String, u64, u64)> = summary
+        .feeds
+        .iter()
+        .filter_map(|(name, f)| f.backlog().map(|(gaps, held)| (name, gaps, held)))
+        .collect();
+    let (gaps, held) = open
+        .iter()
+        .fold((0, 0), |(g, h), (_, gaps, held)| (g + gaps, h + held));
+    if !open.is_empty() {
+        line.push_str(&format!(
+            "; {gaps} gaps open, {held} messages held behind them"
+        ));
+    }
+    let mut lines = vec![line];
+    for (name, gaps, held) in open.iter().filter(|o| o.1 > 0) {
+        lines.push(format!(
+            "feed '{name}': {gaps} gaps still open at the end of the input, {held} messages held \
+             behind them: their deadlines fall after the last packet; --until TIME runs them up to \
+             TIME (the summary then shows them expired or filled)"
+        ));
     }
     lines
 }

@@ -57,6 +57,10 @@ pub struct FeedSummary {
     pub invalid_records: Option<u64>,
     /// Per symbol, by stock.
     pub symbols: BTreeMap<String, SymbolSummary>,
+    /// Messages held behind an open gap at the end (told on the replay's
+    /// last line, not written to the file).
+    #[serde(skip)]
+    pub held: u64,
 }
 
 /// One ITCH symbol at the end (spec itch50 §5).
@@ -121,6 +125,7 @@ impl FeedSummary {
             duplicates: sc.duplicates,
             recovered: sc.recovered,
             gaps_open: seq.gaps_open() as u64,
+            held: seq.held() as u64,
             suspect: it.suspect(),
             joined: seq.joined(),
             hours: match it.hours() {
