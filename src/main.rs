@@ -3,6 +3,8 @@
 
 #[path = "main/cli.rs"]
 mod cli;
+#[path = "main/inspect.rs"]
+mod inspect;
 #[path = "main/user.rs"]
 mod user;
 
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
         Command::Stat(args) => stat(args),
         Command::Simulate(args) => args.run(),
         Command::Demo(args) => args.run(),
+        Command::Inspect(args) => inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -253,6 +256,22 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         warn_input(&config, &outcome, started);
         return finish_itch_explain(&args, &x, outcome);
     }
+    // --feed without --date: every datagram of the capture to that feed.
+    let feed = match &args.feed {
+        Some(name) => Some(config.feed_id(name).ok_or_else(|| {
+            let known: Vec<&str> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+            anyhow::anyhow!(
+                "--feed: no feed '{name}' in {} (feeds: {})",
+                args.config.display(),
+                known.join(", ")
+            )
+        })?),
+        None => None,
+    };
+    let options = tickguard::replay::Options {
+        until: args.until,
+        feed,
+    };
     let mut capture = CaptureReader::open(&args.capture)?;
     let bar = progress_bar(&args, capture.len().unwrap_or(0));
     let progress = |p| show_progress(&bar, p);
@@ -267,7 +286,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &config,
             &mut capture,
             &checks,
-            args.until,
+            options,
             progress,
             &mut x,
         );
@@ -287,7 +306,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &config,
             &mut capture,
             &checks,
-            args.until,
+            options,
             progress,
             &mut f,
         );
@@ -295,14 +314,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         forensics = Some(f);
         outcome
     } else {
-        tickguard::replay::replay_until(
-            &config,
-            &mut capture,
-            &checks,
-            args.until,
-            progress,
-            &mut (),
-        )
+        tickguard::replay::replay_until(&config, &mut capture, &checks, options, progress, &mut ())
     };
     clear_progress(&bar);
     warn_input(&config, &outcome, started);

@@ -29,6 +29,19 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Simulator and sidecar together on loopback, with a live table of every symbol.
     Demo(DemoArgs),
+    /// What a packet capture holds: each UDP destination, the protocol it looks like, sessions,
+    /// sequences, time span and symbols; with --config-draft, a configuration that replays it.
+    Inspect(InspectArgs),
+}
+
+/// `tickguard inspect`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The packet capture (pcap or pcapng).
+    pub capture: PathBuf,
+    /// Print a configuration that replays the capture instead (one feed per protocol read).
+    #[arg(long)]
+    pub config_draft: bool,
 }
 
 /// `tickguard run`.
@@ -164,16 +177,13 @@ pub struct ReplayArgs {
     /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
-    /// Read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed (needs --date).
-    #[arg(
-        long,
-        value_name = "NAME",
-        requires = "date",
-        conflicts_with = "timeline"
-    )]
+    /// With --date: read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed.
+    /// Without: route every UDP datagram of the packet capture to this feed's line A, whatever
+    /// its destination (a capture sanitised to 0.0.0.0:0, or recorded on other groups).
+    #[arg(long, value_name = "NAME")]
     pub feed: Option<String>,
     /// The BinaryFILE's session date (with --feed), 1970-01-02 to 2554-07-17: source times count from its midnight in the feed's time zone.
-    #[arg(long, value_name = "YYYY-MM-DD", requires = "feed", value_parser = parse_date)]
+    #[arg(long, value_name = "YYYY-MM-DD", requires = "feed", conflicts_with = "timeline", value_parser = parse_date)]
     pub date: Option<jiff::civil::Date>,
 }
 

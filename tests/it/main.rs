@@ -21,6 +21,7 @@ mod docs;
 mod explain;
 mod explain_agrees;
 mod fuzz;
+mod inspect;
 mod itch_fixtures;
 mod itch_live;
 mod itch_model;

@@ -15,6 +15,7 @@
 //! ([`Protocol`], [`ProtocolSettings`]), which sits below the engines.
 
 pub mod itch50;
+pub mod mdp3;
 pub mod sqf;
 
 pub use crate::config::Protocol;
@@ -40,6 +41,42 @@ pub enum Engine {
     /// ITCH 5.0 over MoldUDP64: the feed keeps its stream, books and
     /// symbols itself (spec itch50 §3).
     Itch50(Box<itch50::engine::Engine>),
+}
+
+/// What one datagram shows of the protocol it looks like, for
+/// `tickguard inspect`: a protocol's sniffer answers only for a datagram
+/// that passes its whole validity walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sniff {
+    /// How a person names it: `SQF`, `MoldUDP64/ITCH 5.0`, `CME MDP3 (SBE)`.
+    pub looks_like: &'static str,
+    /// The configuration's protocol that reads it; `None` when this version
+    /// reads no feed of that protocol.
+    pub protocol: Option<Protocol>,
+    /// The session it belongs to, for a protocol with sessions.
+    pub session: Option<String>,
+    /// The lowest and highest sequence number it carries (a stream's, or its
+    /// symbols').
+    pub sequences: Option<(u64, u64)>,
+    /// Keys a configuration reading it needs besides the shared ones, as
+    /// TOML lines (an SQF feed's `kind`).
+    pub draft_keys: &'static str,
+    /// Where datagrams of one stream disagree on `draft_keys`, the keys of
+    /// the highest rank win (an SQF snapshot proves a delta feed).
+    pub draft_rank: u8,
+    /// For a protocol with a recovery channel, the keys naming its server's
+    /// address and the address its answers come to (`recovery`,
+    /// `recovery_listen`).
+    pub recovery_keys: Option<[&'static str; 2]>,
+}
+
+/// What `payload` looks like, if any protocol's validity walk accepts it,
+/// calling `symbol` for each symbol it names. SQF is tried first (its
+/// magic number is the most specific), then MoldUDP64, then MDP3.
+pub fn sniff(payload: &[u8], mut symbol: impl FnMut(Symbol)) -> Option<Sniff> {
+    sqf::sniff(payload, &mut symbol)
+        .or_else(|| itch50::sniff(payload, &mut symbol))
+        .or_else(|| mdp3::sniff(payload))
 }
 
 /// A feed's summary at the end of a replay, by protocol: each written as

@@ -261,6 +261,8 @@ pub struct Router {
     /// unspecified address matches any address with the port, port 0
     /// matches nothing ([`listen_takes`]).
     channels: Vec<(SocketAddrV4, u16, u8)>,
+    /// When set, every datagram goes to this feed's line A.
+    pub all_to: Option<u16>,
 }
 
 impl Router {
@@ -285,7 +287,11 @@ impl Router {
             }
         }
         routes.sort_unstable();
-        Router { routes, channels }
+        Router {
+            routes,
+            channels,
+            all_to: None,
+        }
     }
 
     /// The feed a datagram to `dst` belongs to.
@@ -299,6 +305,9 @@ impl Router {
     /// belongs to. A line address wins over a channel.
     #[inline]
     pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
+        if let Some(feed) = self.all_to {
+            return Some((feed, 0));
+        }
         let key = route_key(dst);
         match self.routes.binary_search_by_key(&key, |&(k, ..)| k) {
             Ok(i) => Some((self.routes[i].1, self.routes[i].2 as usize)),
@@ -533,24 +542,43 @@ pub fn replay_with(
     progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Outcome {
-    replay_until(config, capture, checks, None, progress, observer)
+    replay_until(
+        config,
+        capture,
+        checks,
+        Options::default(),
+        progress,
+        observer,
+    )
 }
 
-/// [`replay_with`], then, with `until` (ns since the Unix epoch), every
-/// feed's deadlines run up to that time (gaps still open at the input's
-/// end expire as they would have live), before the summary is taken.
+/// How a capture is replayed, beyond the configuration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// After the input's end, run every feed's deadlines up to this time
+    /// (ns since the Unix epoch): gaps still open expire as they would have
+    /// live, before the summary is taken.
+    pub until: Option<u64>,
+    /// Route every UDP datagram to this feed's line A, whatever its
+    /// destination (a sanitised capture, or one recorded elsewhere).
+    pub feed: Option<u16>,
+}
+
+/// [`replay_with`] with `options`.
 pub fn replay_until(
     config: &Config,
     capture: &mut CaptureReader,
     checks: &[Check],
-    until: Option<u64>,
+    options: Options,
     mut progress: impl FnMut(Progress),
     observer: &mut impl Observer,
 ) -> Outcome {
+    let until = options.until;
     let mut handler = Handler::new(config);
     handler.limit_reject_logs(REJECT_LOG_LINES);
     handler.pipeline_books(!observer.books_on_one_thread());
-    let router = Router::new(config);
+    let mut router = Router::new(config);
+    router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);
     let mut unrouted = 0u64;
     let mut seen = 0u64;

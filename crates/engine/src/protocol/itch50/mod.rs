@@ -83,3 +83,35 @@ impl Reject {
         }
     }
 }
+
+/// What a MoldUDP64 datagram of ITCH 5.0 messages shows (`tickguard
+/// inspect`): its session, the sequences of its messages (a heartbeat's
+/// next one), and the stocks its messages name.
+pub fn sniff(
+    payload: &[u8],
+    symbol: &mut impl FnMut(crate::symbol::Symbol),
+) -> Option<super::Sniff> {
+    let packet = Packet::new_checked(payload).ok()?;
+    let first = packet.sequence();
+    let sequences = match packet.kind() {
+        // A range past the end of the sequence space is not one.
+        mold::Kind::Data(n) => first
+            .checked_add(u64::from(n) - 1)
+            .map(|last| (first, last)),
+        mold::Kind::Heartbeat | mold::Kind::EndOfSession => None,
+    };
+    for (_, m) in packet.messages() {
+        if let Some(s) = m.stock() {
+            symbol(s);
+        }
+    }
+    Some(super::Sniff {
+        looks_like: "MoldUDP64/ITCH 5.0",
+        protocol: Some(super::Protocol::Itch50),
+        session: Some(packet.session().display()),
+        sequences,
+        draft_keys: "",
+        draft_rank: 0,
+        recovery_keys: Some(["recovery", "recovery_listen"]),
+    })
+}

@@ -47,3 +47,40 @@ pub mod wire;
 pub use wire::{
     HeartbeatView, Known, Message, Packet, PacketBuilder, PriceView, Reject, MAX_MESSAGES,
 };
+
+/// What an SQF datagram shows (`tickguard inspect`): its symbols, the
+/// lowest and highest sequence its quotes, snapshots and heartbeats carry,
+/// and, when it holds a snapshot, that the feed is a delta feed.
+pub fn sniff(
+    payload: &[u8],
+    symbol: &mut impl FnMut(crate::symbol::Symbol),
+) -> Option<super::Sniff> {
+    let packet = Packet::new_checked(payload).ok()?;
+    let (mut low, mut high, mut snapshots) = (u64::MAX, 0, false);
+    for m in packet.messages() {
+        let (s, q) = match m {
+            Message::Quote(v) => (v.symbol(), v.sequence()),
+            Message::Snapshot(v) => {
+                snapshots = true;
+                (v.symbol(), v.sequence())
+            }
+            Message::Heartbeat(h) => (h.symbol(), h.next_expected().saturating_sub(1)),
+            Message::Unknown { .. } => continue,
+        };
+        symbol(s);
+        (low, high) = (low.min(q), high.max(q));
+    }
+    Some(super::Sniff {
+        looks_like: "SQF",
+        protocol: Some(super::Protocol::Sqf),
+        session: None,
+        sequences: (low <= high).then_some((low, high)),
+        draft_keys: if snapshots {
+            "kind = \"delta\"\n"
+        } else {
+            "kind = \"full\"\n"
+        },
+        draft_rank: u8::from(snapshots),
+        recovery_keys: None,
+    })
+}

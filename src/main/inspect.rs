@@ -1,0 +1,376 @@
+//! `tickguard inspect CAPTURE`: what a capture holds, for someone handed a
+//! pcap and asked to replay it. Each UDP destination with its datagrams,
+//! the protocol they look like (every protocol's sniffer is tried; a
+//! datagram counts for one only if it passes that protocol's whole validity
+//! walk), sessions, sequence range, time span and symbols; and, on request,
+//! a configuration that replays it.
+//!
+//! Memory is bounded whatever the capture: destinations, sources, sessions
+//! and symbols kept per destination are capped (the counts stay exact).
+
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::net::SocketAddrV4;
+use std::path::Path;
+use tickguard::capture::{CaptureReader, CaptureStats};
+use tickguard::protocol::{sniff, Protocol};
+use tickguard::symbol::Symbol;
+
+/// Most destinations kept; datagrams to others are counted apart.
+const MAX_DESTINATIONS: usize = 4096;
+/// Most sources, sessions kept per destination.
+const MAX_NAMED: usize = 8;
+/// Most symbols kept per destination (their count stays exact up to here).
+const MAX_SYMBOLS: usize = 100_000;
+/// Symbols printed per destination.
+const SHOWN_SYMBOLS: usize = 12;
+
+/// What a capture holds.
+pub struct Inventory {
+    /// The capture's reader counters (records, datagrams, what was not UDP/IPv4).
+    pub stats: CaptureStats,
+    /// By destination.
+    pub destinations: BTreeMap<SocketAddrV4, Destination>,
+    /// Datagrams to destinations past [`MAX_DESTINATIONS`].
+    pub other_datagrams: u64,
+}
+
+/// What a draft needs of the protocol a destination carries.
+#[derive(Clone, Copy)]
+struct Readable {
+    looks_like: &'static str,
+    protocol: Option<Protocol>,
+    keys: &'static str,
+    rank: u8,
+    recovery_keys: Option<[&'static str; 2]>,
+}
+
+/// One UDP destination of a capture.
+#[derive(Default)]
+pub struct Destination {
+    /// Datagrams addressed to it.
+    pub datagrams: u64,
+    /// Arrival times of the first and last, ns since the Unix epoch.
+    pub span_ns: (u64, u64),
+    /// Sources seen (at most [`MAX_NAMED`]), and whether there were more.
+    pub sources: BTreeSet<SocketAddrV4>,
+    more_sources: bool,
+    /// Datagrams by what they look like (`None`: no protocol accepts them).
+    pub looks: BTreeMap<Option<&'static str>, u64>,
+    /// For the protocol most of them look like: its configuration switch,
+    /// the keys a draft needs (with their rank) and the key of its recovery
+    /// channel's address.
+    protocol: Option<Readable>,
+    /// Sessions seen (at most [`MAX_NAMED`]).
+    pub sessions: BTreeSet<String>,
+    /// Lowest and highest sequence number seen.
+    pub sequences: Option<(u64, u64)>,
+    /// Symbols named (at most [`MAX_SYMBOLS`]).
+    pub symbols: BTreeSet<Symbol>,
+}
+
+impl Destination {
+    /// What most of its datagrams look like, if any protocol accepts them.
+    pub fn looks_like(&self) -> Option<&'static str> {
+        self.looks
+            .iter()
+            .max_by_key(|(name, n)| (**n, name.is_some()))
+            .and_then(|(name, _)| *name)
+    }
+}
+
+impl Inventory {
+    /// Reads the whole capture at `path`.
+    pub fn read(path: &Path) -> Result<Inventory> {
+        let mut capture = CaptureReader::open(path)?;
+        let mut destinations: BTreeMap<SocketAddrV4, Destination> = BTreeMap::new();
+        let mut other_datagrams = 0;
+        let result = capture.for_each(|d| {
+            if !destinations.contains_key(&d.dst) && destinations.len() >= MAX_DESTINATIONS {
+                other_datagrams += 1;
+                return;
+            }
+            let e = destinations.entry(d.dst).or_default();
+            e.span_ns = if e.datagrams == 0 {
+                (d.time_ns, d.time_ns)
+            } else {
+                (e.span_ns.0.min(d.time_ns), e.span_ns.1.max(d.time_ns))
+            };
+            e.datagrams += 1;
+            if e.sources.len() < MAX_NAMED {
+                e.sources.insert(d.src);
+            } else if !e.sources.contains(&d.src) {
+                e.more_sources = true;
+            }
+            let symbols = &mut e.symbols;
+            let found = sniff(d.payload, |s| {
+                if symbols.len() < MAX_SYMBOLS {
+                    symbols.insert(s);
+                }
+            });
+            *e.looks
+                .entry(found.as_ref().map(|f| f.looks_like))
+                .or_default() += 1;
+            let Some(f) = found else { return };
+            let readable = Readable {
+                looks_like: f.looks_like,
+                protocol: f.protocol,
+                keys: f.draft_keys,
+                rank: f.draft_rank,
+                recovery_keys: f.recovery_keys,
+            };
+            e.protocol = match e.protocol {
+                Some(p) if p.looks_like == f.looks_like && p.rank >= f.draft_rank => Some(p),
+                Some(p) if p.looks_like != f.looks_like && e.looks_like() != Some(f.looks_like) => {
+                    Some(p)
+                }
+                _ => Some(readable),
+            };
+            if let Some(session) = f.session {
+                if e.sessions.len() < MAX_NAMED {
+                    e.sessions.insert(session);
+                }
+            }
+            if let Some((lo, hi)) = f.sequences {
+                e.sequences = Some(
+                    e.sequences
+                        .map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))),
+                );
+            }
+        });
+        // A capture broken part way is inspected up to the break, and says so.
+        if let Err(e) = result {
+            crate::warn(&format!("{e}: inspected up to there"));
+        }
+        Ok(Inventory {
+            stats: capture.stats().clone(),
+            destinations,
+            other_datagrams,
+        })
+    }
+
+    /// The inventory as text: one paragraph per destination, busiest first.
+    pub fn text(&self, name: &str) -> String {
+        let s = &self.stats;
+        let mut out = format!(
+            "{name}: {} records, {} UDP/IPv4 datagrams to {} destinations",
+            s.records,
+            s.datagrams,
+            self.destinations.len()
+        );
+        let skipped = s.records - s.datagrams;
+        if skipped > 0 {
+            out.push_str(&format!(
+                " ({skipped} records not UDP/IPv4 datagrams: not IPv4 {}, not UDP {}, fragments {}, truncated {}, malformed {}, other links {})",
+                s.not_ipv4, s.not_udp, s.ip_fragments, s.truncated, s.malformed, s.unsupported_link
+            ));
+        }
+        if self.other_datagrams > 0 {
+            out.push_str(&format!(
+                "; {} datagrams to more destinations than the {MAX_DESTINATIONS} listed",
+                self.other_datagrams
+            ));
+        }
+        out.push('\n');
+        let mut by_size: Vec<_> = self.destinations.iter().collect();
+        by_size.sort_by_key(|(dst, d)| (std::cmp::Reverse(d.datagrams), **dst));
+        for (dst, d) in by_size {
+            out.push('\n');
+            let looks: Vec<String> = d
+                .looks
+                .iter()
+                .map(|(name, n)| format!("{} {n}", name.unwrap_or("unrecognised")))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{dst}  {} datagrams: {}",
+                d.datagrams,
+                looks.join(", ")
+            );
+            let sources: Vec<String> = d.sources.iter().map(ToString::to_string).collect();
+            let more = if d.more_sources { " and more" } else { "" };
+            let _ = writeln!(
+                out,
+                "  from {}{more}; {} to {} ({:.3} s)",
+                sources.join(", "),
+                tickguard::explain::iso(d.span_ns.0),
+                tickguard::explain::iso(d.span_ns.1),
+                d.span_ns.1.saturating_sub(d.span_ns.0) as f64 / 1e9
+            );
+            if !d.sessions.is_empty() {
+                let sessions: Vec<&str> = d.sessions.iter().map(String::as_str).collect();
+                let _ = writeln!(out, "  sessions {}", sessions.join(", "));
+            }
+            if let Some((lo, hi)) = d.sequences {
+                let _ = writeln!(out, "  sequences {lo} to {hi}");
+            }
+            if !d.symbols.is_empty() {
+                let mut names: Vec<String> = d.symbols.iter().map(ToString::to_string).collect();
+                names.sort();
+                let shown = &names[..names.len().min(SHOWN_SYMBOLS)];
+                let more = match d.symbols.len().saturating_sub(SHOWN_SYMBOLS) {
+                    0 => String::new(),
+                    n => format!(" and {n} more"),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {} symbols: {}{more}",
+                    d.symbols.len(),
+                    shown.join(" ")
+                );
+            }
+        }
+        out
+    }
+
+    /// A configuration that replays the capture: one feed per protocol this
+    /// version reads, its lines the multicast destinations carrying it (the
+    /// two busiest: A and B), a unicast destination carrying it as the
+    /// recovery channel's listen address; what cannot be configured is
+    /// said in comments. Thresholds are starting points to tune.
+    pub fn config_draft(&self, name: &str) -> String {
+        let mut out = format!(
+            "# A configuration drafted by `tickguard inspect --config-draft` from {name}.\n\
+             # Check the feed names, lines and thresholds before relying on it.\n"
+        );
+        let mut streams: Vec<Stream> = Vec::new();
+        let mut dsts: Vec<_> = self.destinations.iter().collect();
+        dsts.sort_by_key(|(dst, d)| (std::cmp::Reverse(d.datagrams), **dst));
+        for (dst, d) in dsts {
+            let readable = d.protocol.filter(|r| Some(r.looks_like) == d.looks_like());
+            let Some(
+                r @ Readable {
+                    protocol: Some(_), ..
+                },
+            ) = readable
+            else {
+                let why = match d.looks_like() {
+                    Some(l) => format!("looks like {l}, which this version does not read"),
+                    None => "no protocol this version reads accepts its datagrams".into(),
+                };
+                let _ = writeln!(out, "# {dst} ({} datagrams): {why}", d.datagrams);
+                continue;
+            };
+            // A protocol with a recovery channel gets its answers on a
+            // unicast address, where a venue's lines are multicast groups.
+            let answer = r.recovery_keys.is_some() && !dst.ip().is_multicast();
+            let same = streams.iter_mut().find(|s| {
+                s.readable.looks_like == r.looks_like
+                    && (d.symbols.iter().any(|x| s.symbols.contains(x))
+                        || d.sessions.iter().any(|x| s.sessions.contains(x)))
+            });
+            let s = match same {
+                Some(s) => s,
+                None => {
+                    streams.push(Stream {
+                        readable: r,
+                        lines: Vec::new(),
+                        answers: Vec::new(),
+                        unused: Vec::new(),
+                        symbols: BTreeSet::new(),
+                        sessions: BTreeSet::new(),
+                    });
+                    streams.last_mut().expect("just pushed")
+                }
+            };
+            if r.rank > s.readable.rank {
+                s.readable = r;
+            }
+            s.symbols.extend(d.symbols.iter().copied());
+            s.sessions.extend(d.sessions.iter().cloned());
+            if answer {
+                s.answers.push(*dst);
+            } else if s.lines.len() < 2 {
+                s.lines.push(*dst);
+            } else {
+                s.unused.push(*dst);
+            }
+        }
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in &mut streams {
+            let Some(protocol) = s.readable.protocol else {
+                continue;
+            };
+            // Answers alone (no line in the capture): they are the stream.
+            if s.lines.is_empty() {
+                s.lines = s.answers.drain(..s.answers.len().min(2)).collect();
+            }
+            s.lines.sort();
+            let n = counts.entry(protocol.as_str()).or_default();
+            *n += 1;
+            let feed = format!("{}_{n}", protocol.as_str());
+            let sanitised = s
+                .lines
+                .iter()
+                .any(|l| l.ip().is_unspecified() || l.port() == 0);
+            let _ = writeln!(out, "\n# {}", s.readable.looks_like);
+            if sanitised {
+                let _ = writeln!(
+                    out,
+                    "# a destination is 0.0.0.0 or port 0 (a sanitised capture): no line can \
+                     match it; replay with `--feed {feed}`, which routes every datagram to that feed"
+                );
+            }
+            let _ = writeln!(out, "[[feed]]");
+            let _ = writeln!(out, "name = \"{feed}\"");
+            let _ = writeln!(out, "protocol = \"{}\"", protocol.as_str());
+            out.push_str(s.readable.keys);
+            let shown: Vec<String> = s
+                .lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| match sanitised {
+                    // Placeholder groups: lines must be valid, and are not used.
+                    true => format!("\"239.0.0.{}:1\"", i + 1),
+                    false => format!("\"{l}\""),
+                })
+                .collect();
+            let _ = writeln!(out, "lines = [{}]", shown.join(", "));
+            let _ = writeln!(out, "stale_threshold_ms = 2000");
+            let _ = writeln!(out, "source_threshold_ms = 5000");
+            if let (Some([server, listen]), Some(first)) =
+                (s.readable.recovery_keys, s.answers.first())
+            {
+                // The server is where the answers come from.
+                if let Some(from) = self.destinations[first].sources.first() {
+                    let _ = writeln!(out, "{server} = \"{from}\"");
+                }
+                let _ = writeln!(out, "{listen} = \"{first}\"");
+                s.unused.extend(s.answers.drain(1..));
+            }
+            for dst in &s.unused {
+                let _ = writeln!(
+                    out,
+                    "# also {} on {dst}, same symbols or session: not routed by this draft",
+                    s.readable.looks_like
+                );
+            }
+        }
+        out
+    }
+}
+
+/// The destinations a draft gathers into one feed: those carrying the same
+/// protocol and sharing a symbol or a session (a feed's A and B lines, its
+/// recovery answers).
+struct Stream {
+    readable: Readable,
+    lines: Vec<SocketAddrV4>,
+    answers: Vec<SocketAddrV4>,
+    unused: Vec<SocketAddrV4>,
+    symbols: BTreeSet<Symbol>,
+    sessions: BTreeSet<String>,
+}
+
+/// `tickguard inspect`.
+pub fn run(args: &crate::cli::InspectArgs) -> Result<()> {
+    let inventory = Inventory::read(&args.capture)?;
+    let name = args.capture.display().to_string();
+    let text = if args.config_draft {
+        inventory.config_draft(&name)
+    } else {
+        inventory.text(&name)
+    };
+    crate::to_stdout(&text)
+}
