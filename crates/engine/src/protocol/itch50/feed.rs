@@ -768,20 +768,12 @@ impl Feed {
     fn on_packet(&mut self, p: &Packet<&[u8]>, t: u64) -> Outcome {
         let session = p.session();
         let of = self.seq.classify(session);
-        let stale = of == SessionOf::Past;
         if matches!(of, SessionOf::First | SessionOf::Next) {
             if let Some(log) = &mut self.state.log {
                 log.events.push(Event::NewSession { session });
             }
             self.state.clear();
             self.state.midnight = midnight(&self.settings.timezone, t);
-        }
-        if let (Kind::Data(_), false) = (p.kind(), stale) {
-            if let Some(ts) = p.last_timestamp() {
-                let send = self.state.midnight + ts as i128;
-                self.clock
-                    .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
-            }
         }
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
@@ -797,6 +789,7 @@ impl Feed {
                 outcome: out,
             });
         }
+        self.time_packet(p, &out, t);
         if out.stale_session {
             return out;
         }
@@ -812,6 +805,26 @@ impl Feed {
             }
         }
         out
+    }
+
+    /// Feeds the clock offset with a data packet's send time (the source
+    /// time of its last message with a timestamp, spec itch50 §3.1) if the
+    /// packet advanced the stream: of the current session, and carrying a
+    /// message that was not a duplicate. Its messages were applied, or
+    /// held behind a gap to be applied in sequence order; a held packet
+    /// counts at its arrival, when its delay is measured (waiting for the
+    /// fill would add the wait to it). A duplicate (line B's copy, a late
+    /// answer, a forged old packet stamped hours ahead) or a packet of an
+    /// earlier session is not taken: one such datagram must not move the
+    /// offset of every symbol of the feed.
+    #[inline]
+    fn time_packet(&mut self, p: &Packet<&[u8]>, out: &Outcome, t: u64) {
+        let advanced = matches!(p.kind(), Kind::Data(_)) && out.alive && !out.stale_session;
+        if let (true, Some(ts)) = (advanced, p.last_timestamp()) {
+            let send = self.state.midnight + ts as i128;
+            self.clock
+                .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
+        }
     }
 
     /// Starts a BinaryFILE replay of the session on `date` (midnight in the
@@ -1266,7 +1279,11 @@ mod tests {
     const OPEN: u64 = 34_200_000_000_000;
 
     fn feed() -> Feed {
-        Feed::new(Settings {
+        Feed::new(settings())
+    }
+
+    fn settings() -> Settings {
+        Settings {
             sequencing: sequencer::Settings {
                 gap_timeout_ns: 5 * MS,
                 max_held: 1000,
@@ -1277,7 +1294,7 @@ mod tests {
             offset_queue: 16,
             orders: 16,
             max_orders: 1 << 24,
-        })
+        }
     }
 
     fn sym(s: &str) -> Symbol {
@@ -1440,6 +1457,61 @@ mod tests {
         // and a timestamp of 09:30 elapsed is 10:30 on the wall clock.
         let t = 1_772_983_800_000_000_000; // 2026-03-08 15:30 UTC
         assert_eq!(midnight(&ny, t), 1_772_946_000_000_000_000);
+    }
+
+    /// One forged copy of an old packet, its timestamps four hours ahead:
+    /// its messages are duplicates, so it does not move the offset, and
+    /// the symbol stays `ok`. A packet held behind a gap is timed at its
+    /// arrival.
+    #[test]
+    fn a_forged_duplicate_stamped_hours_ahead_leaves_the_offset_alone() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 60_000 * MS,
+            },
+            ..settings()
+        });
+        let aapl = sym("AAPL");
+        let delay = 250_000;
+        let add = |k: u64, side| {
+            let price = if side == Side::Buy {
+                1_900_000
+            } else {
+                1_901_000
+            };
+            encode::add_order(7, OPEN + k * 100 * MS, k, side, 100, aapl, price, None)
+        };
+        let at = |k: u64| T0 + k * 100 * MS + delay;
+        f.on_datagram(
+            &packet(
+                1,
+                &[encode::stock_directory(7, OPEN, aapl), add(0, Side::Buy)],
+            ),
+            at(0),
+        )
+        .unwrap();
+        for k in 1..10 {
+            f.on_datagram(&packet(k + 2, &[add(k, Side::Sell)]), at(k))
+                .unwrap();
+        }
+        assert_eq!(f.offset(), delay as i128);
+        let now = at(10);
+        let hours = 4 * 3_600_000 * MS;
+        let forged = |k: u64| encode::add_order(7, OPEN + hours, k, Side::Buy, 1, aapl, 1, None);
+        f.on_datagram(&packet(2, &[forged(1)]), now).unwrap();
+        assert_eq!(f.sequencer().counters().duplicates, 1);
+        assert_eq!(
+            f.offset(),
+            delay as i128,
+            "the forged send time is not taken"
+        );
+        assert_eq!(f.settled().verdict(aapl, th(), now), Reasons::empty());
+        // Held behind a gap, sent 1 ms late: taken at its arrival, before the
+        // gap is filled.
+        f.on_datagram(&packet(13, &[add(12, Side::Sell)]), at(12) - MS)
+            .unwrap();
+        assert_eq!(f.sequencer().held(), 1);
+        assert_eq!(f.offset(), delay as i128 - MS as i128);
     }
 
     #[test]
