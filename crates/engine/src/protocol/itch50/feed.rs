@@ -9,6 +9,7 @@
 //! session's first packet.
 
 use super::book::{Books, Full, Order, Top};
+use super::config::RECOVERY_LINE;
 use super::event::{self, Event, Log, OrderChange, Outcome, PacketInfo};
 use super::ladder::Levels;
 use super::linecheck::LineCheck;
@@ -64,6 +65,9 @@ pub struct Counters {
     pub anomalies: u64,
     /// Adds refused because the books held `max_orders` live orders.
     pub orders_refused: u64,
+    /// Recovery answers not of the current session, ignored
+    /// ([`Feed::on_datagram_line`]).
+    pub recovery_wrong_session: u64,
     /// Applied messages by type letter.
     pub by_type: [u64; 256],
 }
@@ -75,6 +79,7 @@ impl Default for Counters {
             invalid_records: 0,
             anomalies: 0,
             orders_refused: 0,
+            recovery_wrong_session: 0,
             by_type: [0; 256],
         }
     }
@@ -729,6 +734,15 @@ impl Feed {
     /// `line` (0 = A, 1 = B, 2 = the recovery channel): a data packet's
     /// second copy on the other line is also compared with the first
     /// ([`LineCheck`]). Returns whether it differed, with the outcome.
+    ///
+    /// The lines alone decide the session. An answer on the recovery
+    /// channel whose session is not the current one is counted
+    /// (`recovery_wrong_session`) and has no other effect: one forged (or
+    /// misdirected) answer naming another session must not drop the books
+    /// and turn the real session's packets stale. One of an earlier session
+    /// (the server still on yesterday's, or a late answer) also counts in
+    /// `stale_session`, as spec §3.1 says; one of a session the lines have
+    /// not reached yet is ignored until they have.
     pub fn on_datagram_line(
         &mut self,
         payload: &[u8],
@@ -737,6 +751,9 @@ impl Feed {
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
         let packet = self.checked(payload)?;
+        if line == RECOVERY_LINE && self.seq.session() != Some(packet.session()) {
+            return Ok((self.wrong_session_answer(&packet, t), false));
+        }
         self.lines.prefetch(line, &packet);
         let out = self.on_packet(&packet, t);
         // A packet of an earlier session has no effect but its count
@@ -746,6 +763,17 @@ impl Feed {
         let mismatch =
             !out.stale_session && !out.new_session && self.lines.on_packet(line, &packet);
         Ok((out, mismatch))
+    }
+
+    /// A recovery answer of another session than the current one (see
+    /// [`on_datagram_line`](Self::on_datagram_line)).
+    #[cold]
+    fn wrong_session_answer(&mut self, packet: &Packet<&[u8]>, t: u64) -> Outcome {
+        self.state.counters.recovery_wrong_session += 1;
+        if self.seq.classify(packet.session()) == SessionOf::Past {
+            return self.on_packet(packet, t);
+        }
+        Outcome::default()
     }
 
     /// Whether `datagram` would start a new session (every book and symbol
@@ -1512,6 +1540,63 @@ mod tests {
             .unwrap();
         assert_eq!(f.sequencer().held(), 1);
         assert_eq!(f.offset(), delay as i128 - MS as i128);
+    }
+
+    /// A recovery answer naming another session than the lines' is
+    /// counted and ignored: the books stay, the session stays, and the
+    /// line's next packet is applied; one of an earlier session is stale
+    /// too.
+    #[test]
+    fn a_recovery_answer_of_another_session_is_counted_and_ignored() {
+        let mut f = feed();
+        let aapl = sym("AAPL");
+        let book = [
+            encode::stock_directory(7, OPEN, aapl),
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
+        ];
+        f.on_datagram_line(&packet(1, &book), 0, T0).unwrap();
+        let other = |session: &[u8; 10], seq: u64| {
+            let mut b = PacketBuilder::new(Session(*session), seq);
+            b.message(&encode::system_event(OPEN, b'C'));
+            b.finish()
+        };
+        f.on_datagram_line(&other(b"20260106XA", 1), RECOVERY_LINE, T0 + 1)
+            .unwrap();
+        assert_eq!(f.session(), Some(S1));
+        assert_eq!(f.sequencer().counters().session_changes, 0);
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + 2), Reasons::empty());
+        assert_eq!(f.counters().recovery_wrong_session, 1);
+        let more = [encode::add_order(
+            7,
+            OPEN + 1,
+            3,
+            Side::Buy,
+            5,
+            aapl,
+            1_899_000,
+            None,
+        )];
+        f.on_datagram_line(&packet(4, &more), 0, T0 + 3).unwrap();
+        assert_eq!(f.sequencer().next(), Some(5));
+        assert_eq!(f.sequencer().counters().stale_session, 0);
+        // The lines move to the next session; an answer of the old one is
+        // of an earlier session: stale as well.
+        let next = |seq: u64| {
+            let mut b = PacketBuilder::new(Session(*b"20260106XA"), seq);
+            b.message(&encode::system_event(OPEN, b'O'));
+            b.finish()
+        };
+        f.on_datagram_line(&next(1), 0, T0 + 4).unwrap();
+        f.on_datagram_line(&packet(2, &book[1..2]), RECOVERY_LINE, T0 + 5)
+            .unwrap();
+        assert_eq!(f.counters().recovery_wrong_session, 2);
+        assert_eq!(f.sequencer().counters().stale_session, 1);
+        assert_eq!(f.sequencer().counters().session_changes, 1);
+        // An answer of the current session is taken.
+        f.on_datagram_line(&next(1), RECOVERY_LINE, T0 + 6).unwrap();
+        assert_eq!(f.sequencer().counters().duplicates, 1);
+        assert_eq!(f.counters().recovery_wrong_session, 2);
     }
 
     #[test]
