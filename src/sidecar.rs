@@ -179,6 +179,10 @@ struct Line {
     fresh: bool,
     /// The socket's cumulative drop count (SO_RXQ_OVFL) last seen.
     drops_seen: u32,
+    /// A channel's server: datagrams from any other sender are dropped.
+    peer: Option<SocketAddrV4>,
+    /// Datagrams dropped for coming from another sender than `peer`.
+    wrong_source: u64,
 }
 
 impl Line {
@@ -196,6 +200,8 @@ impl Line {
             next: 0,
             fresh: true,
             drops_seen: 0,
+            peer: None,
+            wrong_source: 0,
         }
     }
 }
@@ -331,14 +337,8 @@ impl Sidecar {
                         let (Some(server), listen) = (c.server, c.listen) else {
                             continue;
                         };
-                        let mut socket =
-                            LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
-                                .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
-                        // Answers are taken from the server only: a forged
-                        // answer would fill a gap with whatever its sender chose.
-                        socket.connect(server).with_context(|| {
-                            format!("feed '{}': {key} {listen}: server {server}", f.name)
-                        })?;
+                        let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
+                            .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
                         tracing::info!(
                             feed = %f.name,
                             service = key,
@@ -347,7 +347,11 @@ impl Sidecar {
                             "channel open"
                         );
                         channels.push((id as u16, lines.len(), server));
-                        lines.push(Line::new(id as u16, line_index(s, 0), socket, sc.batch));
+                        let mut line = Line::new(id as u16, line_index(s, 0), socket, sc.batch);
+                        // Answers are taken from the server only: a forged
+                        // answer would fill a gap with whatever its sender chose.
+                        line.peer = Some(server);
+                        lines.push(line);
                     }
                 }
             }
@@ -570,6 +574,10 @@ impl Sidecar {
                 self.stats.oversized += 1;
                 continue;
             }
+            if line.peer.is_some_and(|p| meta.from != Some(p)) {
+                line.wrong_source += 1;
+                continue;
+            }
             if let Some(r) = &mut self.recorder {
                 let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
                 if r.writer
@@ -638,6 +646,9 @@ impl Sidecar {
                 .map(|l| l.kernel_drops)
                 .sum();
             p.set_counter(id, counter::KERNEL_DROPS, drops);
+        }
+        for l in self.lines.iter().filter(|l| l.peer.is_some()) {
+            p.set_counter(l.feed, counter::CHANNEL_WRONG_SOURCE, l.wrong_source);
         }
         // The publication counts the feed's `lines` (A and B) one by one.
         for l in self.lines.iter().filter(|l| l.index < COPIES) {

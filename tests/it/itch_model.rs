@@ -14,7 +14,9 @@
 //! 4,096 past sessions are remembered, an add with a side other than `B`/`S`
 //! is an anomaly and adds nothing, a message with locate 0 only counts by
 //! type (a System Event still changes hours), and the offset's send time is
-//! the source time of the packet's last message with a timestamp; with
+//! the source time of the packet's last message with a timestamp, taken at
+//! the packet's arrival only if one of its messages was not a duplicate
+//! (applied or held); with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
 //! the window, its sample being its own arrival − send time; message
 //! sequences within a packet wrap past `u64::MAX`, and once the last
@@ -414,7 +416,12 @@ impl Model {
                 if alive {
                     self.last_alive = Some(t);
                 }
-                if let (OffsetMode::Auto { window_ns }, Some(send)) = (self.offset_mode, send) {
+                // Only a packet that advanced the stream (a message not a
+                // duplicate: applied or held) is timed (the project's
+                // reading; `Feed` documents it).
+                if let (OffsetMode::Auto { window_ns }, Some(send), true) =
+                    (self.offset_mode, send, alive)
+                {
                     // An arrival that steps back counts as at the latest
                     // one for the window (`clock` documents it); the sample
                     // is the packet's own arrival − send.

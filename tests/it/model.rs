@@ -4,7 +4,9 @@
 //!
 //! The model decodes the datagram bytes itself (its own packet-validity check),
 //! keeps a `HashMap<symbol, ModelState>` per feed, recomputes the clock offset as
-//! a brute-force minimum over every accepted packet, and evaluates the verdict
+//! a brute-force minimum over every accepted packet that advanced a symbol
+//! (the project's reading of section 4: a packet of duplicates only, an
+//! empty one or one of unknown types is not taken), and evaluates the verdict
 //! with `i128` arithmetic. After every step the test demands identical
 //! accept/reject decisions, offsets, verdict reason lists (on a grid of `now`
 //! values plus both threshold boundaries ± 1 ns), per-symbol states and
@@ -250,11 +252,14 @@ impl ModelFeed {
             return false;
         };
         self.counters.messages += msgs.len() as u64;
+        let mut advanced = false;
         for m in msgs {
-            self.apply(&m, t);
+            advanced |= self.apply(&m, t);
         }
-        // Section 4: min(a_q − send_time_q) over a_p − W < a_q ≤ a_p.
-        if let Some(w) = self.window {
+        // Section 4: min(a_q − send_time_q) over a_p − W < a_q ≤ a_p, the
+        // accepted packets being those that advanced a symbol (the
+        // project's reading: a packet of duplicates only is not taken).
+        if let (Some(w), true) = (self.window, advanced) {
             self.accepted.push((t, send_time));
             let a_p = t as i128;
             self.offset = self
@@ -268,7 +273,9 @@ impl ModelFeed {
         true
     }
 
-    fn apply(&mut self, m: &Msg, t: u64) {
+    /// Applies `m`; true when it changed its symbol's state (not a
+    /// duplicate Quote, not an unknown type).
+    fn apply(&mut self, m: &Msg, t: u64) -> bool {
         let full = self.full;
         let c = &mut self.counters;
         match m {
@@ -286,7 +293,7 @@ impl ModelFeed {
                 if st.baseline && seq <= st.last_seq {
                     st.duplicates = st.duplicates.saturating_add(1);
                     c.duplicates = c.duplicates.saturating_add(1);
-                    return;
+                    return false;
                 }
                 // 2.
                 if st.baseline && seq as u128 > st.last_seq as u128 + 1 {
@@ -347,8 +354,12 @@ impl ModelFeed {
                 st.last_alive = t;
                 price_rule(st, *bid, *ask, *source_time);
             }
-            Msg::Unknown { .. } => c.unknown += 1,
+            Msg::Unknown { .. } => {
+                c.unknown += 1;
+                return false;
+            }
         }
+        true
     }
 
     /// Section 5, in report order, strict comparisons, exact arithmetic.
@@ -1425,11 +1436,13 @@ fn offset_window_minimum_expires_after_many_rising_samples() {
                 stale_threshold_ms = 1\nsource_threshold_ms = 1\n\
                 clock_offset = \"auto\"\noffset_window_ms = 5000\n";
     let mut h = Handler::new(&Config::parse(text, "t").unwrap());
-    // 4096 packets, 1 ms apart, a − send = 1 ms + i ns.
+    // 4096 packets, 1 ms apart, a − send = 1 ms + i ns; each applies a
+    // heartbeat (a packet that applies nothing is not timed).
     for i in 0..4096 {
         let a = T0 + i * MS;
-        h.on_datagram(0, &PacketBuilder::new(a - (MS + i)).finish(), a)
-            .unwrap();
+        let mut b = PacketBuilder::new(a - (MS + i));
+        b.heartbeat(sym("B"), 1);
+        h.on_datagram(0, &b.finish(), a).unwrap();
     }
     // At T0 + 5 s the first packet (T0) has left (a_p − W, a_p]: the minimum
     // is now the second one's, 1 ms + 1 ns.

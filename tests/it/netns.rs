@@ -386,11 +386,7 @@ fn flood_line(
     let ns = ns.to_string();
     std::thread::spawn(move || {
         use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).expect("namespace file");
-        // SAFETY: a valid namespace fd; setns changes only this thread's
-        // network namespace, and the thread ends with this function.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        join_namespace(&ns);
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.set_multicast_ttl_v4(0).unwrap();
         let mut sent = 0u64;
@@ -999,4 +995,172 @@ fn itch_a_server_slower_than_the_gap_timeout_answers_after_expiry_as_duplicates(
     let answers = report["server"]["requests_answered"].as_u64().unwrap();
     assert_eq!(c(counter::PACKETS), line_packets + answers);
     assert!(c(counter::DUPLICATES) >= resent);
+}
+
+/// Sends `payload` to `to` from `from`, as uid 65534 (another user than
+/// the sidecar's), from a process started by a thread joined to `ns`.
+fn send_as_nobody(
+    ns: &str,
+    from: std::net::SocketAddrV4,
+    to: std::net::SocketAddrV4,
+    payload: &[u8],
+) {
+    use std::os::unix::process::CommandExt;
+    let ns = ns.to_string();
+    let payload = payload.to_vec();
+    std::thread::spawn(move || {
+        join_namespace(&ns);
+        let addr = |a: std::net::SocketAddrV4| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*a.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let (src, dst) = (addr(from), addr(to));
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let mut cmd = Command::new("/bin/true");
+        cmd.uid(65534).gid(65534);
+        // SAFETY: runs in the forked child, after its uid and gid are
+        // 65534 and before exec: only async-signal-safe system calls on
+        // data prepared before the fork, no allocation, no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+                let sent = fd >= 0
+                    && libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len) == 0
+                    && libc::sendto(
+                        fd,
+                        payload.as_ptr().cast(),
+                        payload.len(),
+                        0,
+                        (&dst as *const libc::sockaddr_in).cast(),
+                        len,
+                    ) == payload.len() as isize;
+                if sent {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let status = cmd.status().expect("the forger sent its datagram");
+        assert!(status.success());
+    })
+    .join()
+    .unwrap();
+}
+
+/// Joins the calling thread (only) to the network namespace `ns`.
+fn join_namespace(ns: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(format!("/run/netns/{ns}")).expect("namespace file");
+    // SAFETY: a valid namespace fd; setns changes only this thread's
+    // network namespace.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+}
+
+/// Another user on the machine answers the recovery channel, from another
+/// port and from another address (the server's port): both answers are
+/// counted (`recovery_wrong_source`) and fill nothing; an answer of the
+/// server naming another session is counted (`recovery_wrong_session`)
+/// and drops nothing; the server's own answer fills the gap.
+#[test]
+fn itch_recovery_answers_from_another_sender_or_session_are_counted_and_ignored() {
+    use tickguard::protocol::itch50::mold::{PacketBuilder, Request};
+    use tickguard::protocol::itch50::Session;
+    if !can_create_namespaces() {
+        return;
+    }
+    let Scene { ns, dir, shm } = &Scene::new("itch-forger");
+    let cfg = dir.path().join("itch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[metrics]
+enabled = false
+[sidecar]
+shm_path = "{}"
+idle = "sleep"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["127.0.0.1:31301"]
+recovery = "127.0.0.1:31399"
+recovery_listen = "0.0.0.0:31398"
+gap_timeout_ms = 60000
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+"#,
+            shm.display()
+        ),
+    )
+    .unwrap();
+    let _sidecar = ns.start_sidecar(&cfg, shm, None);
+    let packet = |session: &[u8; 10], seq: u64| {
+        let mut b = PacketBuilder::new(Session(*session), seq);
+        b.message(&[b'S', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'Q']);
+        b.finish()
+    };
+    let session = b"FORGED0001";
+    let reader = Reader::open(shm);
+    let c = |id| reader.counter(0, id).unwrap_or(0);
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let name = ns.0.clone();
+    // The venue: a line and the server, in the namespace.
+    let (server, listen) = std::thread::scope(|s| {
+        s.spawn(|| {
+            join_namespace(&name);
+            let server = std::net::UdpSocket::bind("127.0.0.1:31399").unwrap();
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            tx.send_to(&packet(session, 1), "127.0.0.1:31301").unwrap();
+            tx.send_to(&packet(session, 3), "127.0.0.1:31301").unwrap();
+            server
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut buf = [0u8; 64];
+            let (n, from) = server.recv_from(&mut buf).unwrap();
+            let r = Request::decode(&buf[..n]).expect("a re-request");
+            assert_eq!((r.sequence, r.count), (2, 1));
+            (server, from)
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(listen.port(), 31398);
+    wait("the gap open", &|| c(counter::GAPS_OPEN) == 1);
+    let to = "127.0.0.1:31398".parse().unwrap();
+    for from in ["127.0.0.1:31400", "127.0.0.2:31399"] {
+        send_as_nobody(&ns.0, from.parse().unwrap(), to, &packet(session, 2));
+    }
+    wait("wrong sources counted", &|| {
+        c(counter::CHANNEL_WRONG_SOURCE) == 2
+    });
+    assert_eq!(
+        c(counter::GAPS_OPEN),
+        1,
+        "the forged answers filled nothing"
+    );
+    assert_eq!((c(counter::RECOVERED), c(counter::PACKETS)), (0, 2));
+    // The server's answer naming another session: counted, dropped nothing.
+    server.send_to(&packet(b"FORGED0002", 1), listen).unwrap();
+    wait("wrong session counted", &|| {
+        c(counter::RECOVERY_WRONG_SESSION) == 1
+    });
+    assert_eq!(c(counter::SESSION_CHANGES), 0);
+    assert_eq!(c(counter::NEXT), 2);
+    // The server's answer of the session fills the gap.
+    server.send_to(&packet(session, 2), listen).unwrap();
+    wait("the gap filled", &|| c(counter::RECOVERED) == 1);
+    assert_eq!((c(counter::GAPS_OPEN), c(counter::NEXT)), (0, 4));
+    assert_eq!(c(counter::CHANNEL_WRONG_SOURCE), 2);
 }

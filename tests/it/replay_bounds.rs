@@ -46,8 +46,9 @@ fn capture(dir: &Path, n: u64, packet: impl Fn(u64) -> (u64, Vec<u8>)) -> PathBu
 
 const T0: u64 = 1_767_600_000_000_000_000;
 
-/// Packets a microsecond apart whose delay rises by a nanosecond each:
-/// every one stays a candidate for the window's minimum. The replay's peak
+/// Packets a microsecond apart whose delay rises by a nanosecond each
+/// (each a heartbeat, so that it is applied and timed): every one stays a
+/// candidate for the window's minimum. The replay's peak
 /// memory (max RSS of the child process) stays under 30 MB; without the
 /// compact queue it took 50 MB at 1 M packets and 145 MB at 4 M.
 /// `TICKGUARD_RISING_PACKETS` changes the count (1 M by default).
@@ -61,7 +62,9 @@ fn rising_delay_replays_in_bounded_memory() {
     let cap = capture(dir.path(), n, |i| {
         let arrival = T0 + i * 1_000;
         let send = arrival - 1_000_000 - i;
-        (arrival, PacketBuilder::new(send).finish())
+        let mut b = PacketBuilder::new(send);
+        b.heartbeat(tickguard::symbol::Symbol::parse("A").unwrap(), 1);
+        (arrival, b.finish())
     });
     let cfg = config(dir.path());
     let summary = dir.path().join("summary.json");

@@ -248,6 +248,12 @@ pub mod counter {
     /// Times the feed's `request_rate` held re-requests back for a later
     /// cycle.
     pub const REQUESTS_DEFERRED: usize = EXT + 33;
+    /// Answers on the recovery channel of another session than the
+    /// current one, ignored.
+    pub const RECOVERY_WRONG_SESSION: usize = EXT + 34;
+    /// Datagrams on a feed's channel from another address than its
+    /// server's, dropped unread (written by the receiver).
+    pub const CHANNEL_WRONG_SOURCE: usize = EXT + 35;
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),

@@ -66,9 +66,10 @@ impl Service {
 
 /// A unicast exchange with a server that a protocol keeps besides its
 /// lines (ITCH: re-requests for gaps). With a server, the sidecar opens a
-/// socket bound to `listen` and connected to `server`, so that only the
-/// server's datagrams are taken; a replay applies what a capture holds for
-/// `listen` ([`listen_takes`]). A line's address wins over a channel's.
+/// socket bound to `listen` and takes only the datagrams whose sender is
+/// `server` (the others are counted and dropped); a replay applies what a
+/// capture holds for `listen` ([`listen_takes`]), whatever its sender. A
+/// line's address wins over a channel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Channel {
     /// Where requests go (none: answers are only replayed).

@@ -99,19 +99,6 @@ impl LineInfo {
 }
 
 impl LineSocket {
-    /// Connects the socket to `peer`: from then on the kernel hands it
-    /// only datagrams from `peer` (a recovery channel takes answers from
-    /// its server alone, not from whoever else can reach the port).
-    pub fn connect(&mut self, peer: SocketAddrV4) -> io::Result<()> {
-        self.socket.connect(&peer.into())?;
-        if let Some(local) = self.socket.local_addr()?.as_socket_ipv4() {
-            if self.info.addr.ip().is_unspecified() || self.info.addr.port() == 0 {
-                self.info.addr = local;
-            }
-        }
-        Ok(())
-    }
-
     /// Sends one datagram to `to` without blocking (a re-request from the
     /// recovery channel's socket). `WouldBlock` when the send buffer is full.
     pub fn send_to(&self, payload: &[u8], to: SocketAddrV4) -> io::Result<usize> {
@@ -191,6 +178,8 @@ pub struct Meta {
     pub drops: Option<u32>,
     /// The datagram was larger than the buffer and was cut (MSG_TRUNC).
     pub truncated: bool,
+    /// Its sender's address, as the kernel reported it.
+    pub from: Option<SocketAddrV4>,
 }
 
 /// Control-message space per datagram: a timespec and a u32, with headers.
@@ -206,6 +195,9 @@ pub struct Batch {
     /// One iovec per buffer; only reached through `hdrs`' pointers.
     #[allow(dead_code)]
     iovecs: Box<[libc::iovec]>,
+    /// One sender address per buffer, written by the kernel through
+    /// `hdrs`' pointers.
+    names: Box<[libc::sockaddr_in]>,
     hdrs: Box<[libc::mmsghdr]>,
     metas: Box<[Meta]>,
     len: usize,
@@ -218,7 +210,8 @@ pub struct Batch {
     drops: Option<u32>,
 }
 
-// SAFETY: the raw pointers inside `iovecs` and `hdrs` point only into this
+// SAFETY: the raw pointers inside `iovecs` and `hdrs` (to buffers, control
+// space and sender addresses) point only into this
 // struct's own boxed buffers, which move with it.
 unsafe impl Send for Batch {}
 
@@ -234,10 +227,14 @@ impl Batch {
                 iov_len: MAX_DATAGRAM,
             })
             .collect();
+        // SAFETY: sockaddr_in is plain data; zeroed is a valid address.
+        let mut names: Box<[libc::sockaddr_in]> = vec![unsafe { std::mem::zeroed() }; n].into();
         let hdrs: Box<[libc::mmsghdr]> = (0..n)
             .map(|i| {
                 // SAFETY: msghdr is plain data; zeroed is a valid empty header.
                 let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
+                h.msg_namelen = NAME_LEN;
                 h.msg_iov = &mut iovecs[i];
                 h.msg_iovlen = 1;
                 h.msg_control = cmsgs[i * CMSG_SPACE..].as_mut_ptr().cast();
@@ -252,6 +249,7 @@ impl Batch {
             bufs,
             cmsgs,
             iovecs,
+            names,
             hdrs,
             metas: vec![Meta::default(); n].into_boxed_slice(),
             len: 0,
@@ -270,6 +268,7 @@ impl Batch {
         for h in self.hdrs.iter_mut() {
             // The kernel overwrites these on every call: reset them.
             h.msg_hdr.msg_controllen = CMSG_SPACE;
+            h.msg_hdr.msg_namelen = NAME_LEN;
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
         }
@@ -295,7 +294,8 @@ impl Batch {
         let n = n as usize;
         let mut arrival = self.last_arrival_ns;
         for i in 0..n {
-            let m = parse_meta(&self.hdrs[i]);
+            let mut m = parse_meta(&self.hdrs[i]);
+            m.from = sender(&self.names[i], self.hdrs[i].msg_hdr.msg_namelen);
             arrival = arrival.max(m.time_ns.unwrap_or(now_ns));
             self.arrivals[i] = arrival;
             // The count is cumulative and the same or higher on later
@@ -352,6 +352,20 @@ impl Batch {
     }
 }
 
+/// Bytes of a sender address the kernel may write.
+const NAME_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+/// The IPv4 sender the kernel wrote into `name` (`len` bytes of it).
+#[inline]
+fn sender(name: &libc::sockaddr_in, len: libc::socklen_t) -> Option<SocketAddrV4> {
+    (len >= NAME_LEN && name.sin_family == libc::AF_INET as libc::sa_family_t).then(|| {
+        SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)),
+            u16::from_be(name.sin_port),
+        )
+    })
+}
+
 fn parse_meta(h: &libc::mmsghdr) -> Meta {
     let mut meta = Meta {
         len: h.msg_len as usize,
@@ -380,7 +394,7 @@ fn parse_meta(h: &libc::mmsghdr) -> Meta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::UdpSocket;
+    use std::net::{SocketAddr, UdpSocket};
 
     #[test]
     fn batch_receives_with_kernel_timestamps_on_loopback() {
@@ -412,6 +426,7 @@ mod tests {
                 let (bytes, meta) = batch.get(i).unwrap();
                 assert_eq!(bytes.len(), 40);
                 assert!(meta.time_ns.is_some_and(|t| t > 1_600_000_000_000_000_000));
+                assert_eq!(meta.from.map(SocketAddr::V4), tx.local_addr().ok());
                 got.push(bytes[0]);
             }
         }

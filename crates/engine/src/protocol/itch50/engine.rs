@@ -4,7 +4,7 @@
 //! of session, lines that disagree), each rate-limited.
 
 use super::client::Client;
-use super::config::ItchConfig;
+use super::config::{ItchConfig, RECOVERY_LINE};
 use super::feed::{self, FileBatch, Settings};
 use super::publish::Publisher;
 use super::recovery::Requester;
@@ -223,6 +223,7 @@ impl FeedEngine for Engine {
     ) -> Result<(), Reject> {
         if self.publisher.is_some()
             && !self.feed.touched().is_empty()
+            && line != RECOVERY_LINE
             && self.feed.starts_session(payload)
         {
             self.publish(&mut cx);
@@ -322,6 +323,8 @@ impl FeedEngine for Engine {
             c(counter::ANOMALIES, "anomalies"),
             c(counter::INVALID_RECORDS, "invalid_records"),
             c(counter::ORDERS_REFUSED, "orders_refused"),
+            c(counter::RECOVERY_WRONG_SESSION, "recovery_wrong_session"),
+            c(counter::CHANNEL_WRONG_SOURCE, "recovery_wrong_source"),
         ]);
         v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
             let last = i + 1 == counter::RECOVERY_BUCKETS;
@@ -365,6 +368,10 @@ impl FeedEngine for Engine {
             (counter::SESSION_HI, u64::from_le_bytes(hi)),
             (counter::INVALID_RECORDS, it.counters().invalid_records),
             (counter::ORDERS_REFUSED, it.counters().orders_refused),
+            (
+                counter::RECOVERY_WRONG_SESSION,
+                it.counters().recovery_wrong_session,
+            ),
         ] {
             p.set_counter(id, k, v);
         }

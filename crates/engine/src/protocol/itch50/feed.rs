@@ -9,6 +9,7 @@
 //! session's first packet.
 
 use super::book::{Books, Full, Order, Top};
+use super::config::RECOVERY_LINE;
 use super::event::{self, Event, Log, OrderChange, Outcome, PacketInfo};
 use super::ladder::Levels;
 use super::linecheck::LineCheck;
@@ -64,6 +65,9 @@ pub struct Counters {
     pub anomalies: u64,
     /// Adds refused because the books held `max_orders` live orders.
     pub orders_refused: u64,
+    /// Recovery answers not of the current session, ignored
+    /// ([`Feed::on_datagram_line`]).
+    pub recovery_wrong_session: u64,
     /// Applied messages by type letter.
     pub by_type: [u64; 256],
 }
@@ -75,6 +79,7 @@ impl Default for Counters {
             invalid_records: 0,
             anomalies: 0,
             orders_refused: 0,
+            recovery_wrong_session: 0,
             by_type: [0; 256],
         }
     }
@@ -729,6 +734,15 @@ impl Feed {
     /// `line` (0 = A, 1 = B, 2 = the recovery channel): a data packet's
     /// second copy on the other line is also compared with the first
     /// ([`LineCheck`]). Returns whether it differed, with the outcome.
+    ///
+    /// The lines alone decide the session. An answer on the recovery
+    /// channel whose session is not the current one is counted
+    /// (`recovery_wrong_session`) and has no other effect: one forged (or
+    /// misdirected) answer naming another session must not drop the books
+    /// and turn the real session's packets stale. One of an earlier session
+    /// (the server still on yesterday's, or a late answer) also counts in
+    /// `stale_session`, as spec §3.1 says; one of a session the lines have
+    /// not reached yet is ignored until they have.
     pub fn on_datagram_line(
         &mut self,
         payload: &[u8],
@@ -737,6 +751,9 @@ impl Feed {
     ) -> Result<(Outcome, bool), Reject> {
         self.expire(t);
         let packet = self.checked(payload)?;
+        if line == RECOVERY_LINE && self.seq.session() != Some(packet.session()) {
+            return Ok((self.wrong_session_answer(&packet, t), false));
+        }
         self.lines.prefetch(line, &packet);
         let out = self.on_packet(&packet, t);
         // A packet of an earlier session has no effect but its count
@@ -746,6 +763,17 @@ impl Feed {
         let mismatch =
             !out.stale_session && !out.new_session && self.lines.on_packet(line, &packet);
         Ok((out, mismatch))
+    }
+
+    /// A recovery answer of another session than the current one (see
+    /// [`on_datagram_line`](Self::on_datagram_line)).
+    #[cold]
+    fn wrong_session_answer(&mut self, packet: &Packet<&[u8]>, t: u64) -> Outcome {
+        self.state.counters.recovery_wrong_session += 1;
+        if self.seq.classify(packet.session()) == SessionOf::Past {
+            return self.on_packet(packet, t);
+        }
+        Outcome::default()
     }
 
     /// Whether `datagram` would start a new session (every book and symbol
@@ -768,20 +796,12 @@ impl Feed {
     fn on_packet(&mut self, p: &Packet<&[u8]>, t: u64) -> Outcome {
         let session = p.session();
         let of = self.seq.classify(session);
-        let stale = of == SessionOf::Past;
         if matches!(of, SessionOf::First | SessionOf::Next) {
             if let Some(log) = &mut self.state.log {
                 log.events.push(Event::NewSession { session });
             }
             self.state.clear();
             self.state.midnight = midnight(&self.settings.timezone, t);
-        }
-        if let (Kind::Data(_), false) = (p.kind(), stale) {
-            if let Some(ts) = p.last_timestamp() {
-                let send = self.state.midnight + ts as i128;
-                self.clock
-                    .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
-            }
         }
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
@@ -797,6 +817,7 @@ impl Feed {
                 outcome: out,
             });
         }
+        self.time_packet(p, &out, t);
         if out.stale_session {
             return out;
         }
@@ -812,6 +833,26 @@ impl Feed {
             }
         }
         out
+    }
+
+    /// Feeds the clock offset with a data packet's send time (the source
+    /// time of its last message with a timestamp, spec itch50 §3.1) if the
+    /// packet advanced the stream: of the current session, and carrying a
+    /// message that was not a duplicate. Its messages were applied, or
+    /// held behind a gap to be applied in sequence order; a held packet
+    /// counts at its arrival, when its delay is measured (waiting for the
+    /// fill would add the wait to it). A duplicate (line B's copy, a late
+    /// answer, a forged old packet stamped hours ahead) or a packet of an
+    /// earlier session is not taken: one such datagram must not move the
+    /// offset of every symbol of the feed.
+    #[inline]
+    fn time_packet(&mut self, p: &Packet<&[u8]>, out: &Outcome, t: u64) {
+        let advanced = matches!(p.kind(), Kind::Data(_)) && out.alive && !out.stale_session;
+        if let (true, Some(ts)) = (advanced, p.last_timestamp()) {
+            let send = self.state.midnight + ts as i128;
+            self.clock
+                .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
+        }
     }
 
     /// Starts a BinaryFILE replay of the session on `date` (midnight in the
@@ -1266,7 +1307,11 @@ mod tests {
     const OPEN: u64 = 34_200_000_000_000;
 
     fn feed() -> Feed {
-        Feed::new(Settings {
+        Feed::new(settings())
+    }
+
+    fn settings() -> Settings {
+        Settings {
             sequencing: sequencer::Settings {
                 gap_timeout_ns: 5 * MS,
                 max_held: 1000,
@@ -1277,7 +1322,7 @@ mod tests {
             offset_queue: 16,
             orders: 16,
             max_orders: 1 << 24,
-        })
+        }
     }
 
     fn sym(s: &str) -> Symbol {
@@ -1440,6 +1485,118 @@ mod tests {
         // and a timestamp of 09:30 elapsed is 10:30 on the wall clock.
         let t = 1_772_983_800_000_000_000; // 2026-03-08 15:30 UTC
         assert_eq!(midnight(&ny, t), 1_772_946_000_000_000_000);
+    }
+
+    /// One forged copy of an old packet, its timestamps four hours ahead:
+    /// its messages are duplicates, so it does not move the offset, and
+    /// the symbol stays `ok`. A packet held behind a gap is timed at its
+    /// arrival.
+    #[test]
+    fn a_forged_duplicate_stamped_hours_ahead_leaves_the_offset_alone() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 60_000 * MS,
+            },
+            ..settings()
+        });
+        let aapl = sym("AAPL");
+        let delay = 250_000;
+        let add = |k: u64, side| {
+            let price = if side == Side::Buy {
+                1_900_000
+            } else {
+                1_901_000
+            };
+            encode::add_order(7, OPEN + k * 100 * MS, k, side, 100, aapl, price, None)
+        };
+        let at = |k: u64| T0 + k * 100 * MS + delay;
+        f.on_datagram(
+            &packet(
+                1,
+                &[encode::stock_directory(7, OPEN, aapl), add(0, Side::Buy)],
+            ),
+            at(0),
+        )
+        .unwrap();
+        for k in 1..10 {
+            f.on_datagram(&packet(k + 2, &[add(k, Side::Sell)]), at(k))
+                .unwrap();
+        }
+        assert_eq!(f.offset(), delay as i128);
+        let now = at(10);
+        let hours = 4 * 3_600_000 * MS;
+        let forged = |k: u64| encode::add_order(7, OPEN + hours, k, Side::Buy, 1, aapl, 1, None);
+        f.on_datagram(&packet(2, &[forged(1)]), now).unwrap();
+        assert_eq!(f.sequencer().counters().duplicates, 1);
+        assert_eq!(
+            f.offset(),
+            delay as i128,
+            "the forged send time is not taken"
+        );
+        assert_eq!(f.settled().verdict(aapl, th(), now), Reasons::empty());
+        // Held behind a gap, sent 1 ms late: taken at its arrival, before the
+        // gap is filled.
+        f.on_datagram(&packet(13, &[add(12, Side::Sell)]), at(12) - MS)
+            .unwrap();
+        assert_eq!(f.sequencer().held(), 1);
+        assert_eq!(f.offset(), delay as i128 - MS as i128);
+    }
+
+    /// A recovery answer naming another session than the lines' is
+    /// counted and ignored: the books stay, the session stays, and the
+    /// line's next packet is applied; one of an earlier session is stale
+    /// too.
+    #[test]
+    fn a_recovery_answer_of_another_session_is_counted_and_ignored() {
+        let mut f = feed();
+        let aapl = sym("AAPL");
+        let book = [
+            encode::stock_directory(7, OPEN, aapl),
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
+        ];
+        f.on_datagram_line(&packet(1, &book), 0, T0).unwrap();
+        let other = |session: &[u8; 10], seq: u64| {
+            let mut b = PacketBuilder::new(Session(*session), seq);
+            b.message(&encode::system_event(OPEN, b'C'));
+            b.finish()
+        };
+        f.on_datagram_line(&other(b"20260106XA", 1), RECOVERY_LINE, T0 + 1)
+            .unwrap();
+        assert_eq!(f.session(), Some(S1));
+        assert_eq!(f.sequencer().counters().session_changes, 0);
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + 2), Reasons::empty());
+        assert_eq!(f.counters().recovery_wrong_session, 1);
+        let more = [encode::add_order(
+            7,
+            OPEN + 1,
+            3,
+            Side::Buy,
+            5,
+            aapl,
+            1_899_000,
+            None,
+        )];
+        f.on_datagram_line(&packet(4, &more), 0, T0 + 3).unwrap();
+        assert_eq!(f.sequencer().next(), Some(5));
+        assert_eq!(f.sequencer().counters().stale_session, 0);
+        // The lines move to the next session; an answer of the old one is
+        // of an earlier session: stale as well.
+        let next = |seq: u64| {
+            let mut b = PacketBuilder::new(Session(*b"20260106XA"), seq);
+            b.message(&encode::system_event(OPEN, b'O'));
+            b.finish()
+        };
+        f.on_datagram_line(&next(1), 0, T0 + 4).unwrap();
+        f.on_datagram_line(&packet(2, &book[1..2]), RECOVERY_LINE, T0 + 5)
+            .unwrap();
+        assert_eq!(f.counters().recovery_wrong_session, 2);
+        assert_eq!(f.sequencer().counters().stale_session, 1);
+        assert_eq!(f.sequencer().counters().session_changes, 1);
+        // An answer of the current session is taken.
+        f.on_datagram_line(&next(1), RECOVERY_LINE, T0 + 6).unwrap();
+        assert_eq!(f.sequencer().counters().duplicates, 1);
+        assert_eq!(f.counters().recovery_wrong_session, 2);
     }
 
     #[test]

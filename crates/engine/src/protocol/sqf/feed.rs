@@ -2,10 +2,10 @@
 //! place by the rules as each datagram is applied.
 //!
 //! Per datagram: validate the whole packet in one walk that also notes each
-//! message and starts loading its index bucket, feed the clock-offset
-//! estimator, then for each message find the (feed, symbol) slot and apply
-//! the rules in place on it under its seqlock. No allocation, no lock, no
-//! clock read.
+//! message and starts loading its index bucket, then for each message find
+//! the (feed, symbol) slot and apply the rules in place on it under its
+//! seqlock, and, if any message was applied, feed the clock-offset
+//! estimator. No allocation, no lock, no clock read.
 
 use super::rules::{self, Applied, FeedKind, Price, Sequence};
 use super::wire::{msg_type, HEARTBEAT_LEN};
@@ -49,7 +49,15 @@ impl Reason for Reject {
 pub struct Feed {
     /// Full or delta, from configuration.
     kind: FeedKind,
-    /// Clock-offset estimate, from each accepted packet's send time.
+    /// Clock-offset estimate, from the send time of each packet that
+    /// advanced a symbol: a Quote above its last sequence, a Snapshot or a
+    /// Heartbeat applied to a slot. A packet of duplicates only (line B's
+    /// copy of line A's, or a forged old packet stamped hours ahead), an
+    /// empty one, one of unknown types or of symbols the full table
+    /// refused changes nothing, and its send time is not taken: one such
+    /// datagram must not move the offset of every symbol of the feed. (A
+    /// line copy is never the lower sample anyway: it carries the first
+    /// copy's send time and arrives after it.)
     clock: OffsetEstimator,
     /// Whether the table-full error was logged (once per feed).
     table_full_logged: bool,
@@ -152,10 +160,8 @@ impl FeedEngine for Feed {
             }
         };
         let packet = Packet::new_checked_visiting(payload, visit)?;
-        clock.on_packet(t, packet.send_time());
-        if let Some(p) = publication {
-            p.publish_offset(feed, clock.offset());
-        }
+        // Whether a message changed a symbol's state (see `clock`).
+        let mut advanced = false;
         let count = packet.message_count() as u64;
         c.messages += count;
         c.unknown += count - n as u64;
@@ -238,8 +244,17 @@ impl FeedEngine for Feed {
                 };
                 match applied {
                     Applied::Duplicate => c.duplicates += 1,
-                    Applied::Changed { lost } => c.ticks_lost = c.ticks_lost.saturating_add(lost),
+                    Applied::Changed { lost } => {
+                        advanced = true;
+                        c.ticks_lost = c.ticks_lost.saturating_add(lost);
+                    }
                 }
+            }
+        }
+        if advanced {
+            clock.on_packet(t, packet.send_time());
+            if let Some(p) = publication {
+                p.publish_offset(feed, clock.offset());
             }
         }
         Ok(())
@@ -610,7 +625,7 @@ clock_offset = 0
     }
 
     #[test]
-    fn offset_comes_from_accepted_packets_only() {
+    fn offset_comes_from_packets_that_advance_a_symbol_only() {
         let mut cfg = config("full");
         cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
             window_ns: 1_000_000_000,
@@ -622,10 +637,54 @@ clock_offset = 0
         assert_eq!(h.feeds()[0].offset(), 0);
         h.on_datagram(0, &PacketBuilder::new(400_000).finish(), 1_000_000)
             .unwrap();
+        assert_eq!(h.feeds()[0].offset(), 0, "an empty packet applies nothing");
+        let mut b = PacketBuilder::new(400_000);
+        b.heartbeat(sym("A"), 1);
+        h.on_datagram(0, &b.finish(), 1_000_000).unwrap();
+        assert_eq!(h.feeds()[0].offset(), 600_000, "a heartbeat is applied");
+    }
+
+    /// One forged copy of an old packet, stamped four hours ahead: every
+    /// quote in it a duplicate, so nothing moves the offset, and the
+    /// symbols stay `ok`.
+    #[test]
+    fn a_forged_duplicate_stamped_hours_ahead_leaves_the_offset_alone() {
+        const S: u64 = 1_000_000_000;
+        let cfg = Config::parse(
+            "[[feed]]\nname = \"f\"\nkind = \"full\"\nlines = [\"127.0.0.1:9000\"]\n\
+             stale_threshold_ms = 10000\nsource_threshold_ms = 10000\n\
+             clock_offset = \"auto\"\noffset_window_ms = 60000\n",
+            "t",
+        )
+        .unwrap();
+        let mut h = Handler::new(&cfg);
+        let t0 = 1_700_000_000 * S;
+        let delay = 250_000;
+        let packet = |send: u64, seq: u64| {
+            let mut b = PacketBuilder::new(send);
+            b.quote(sym("A"), seq, send, 1.0, 2.0)
+                .quote(sym("B"), seq, send, 1.0, 2.0);
+            b.finish()
+        };
+        for seq in 1..=10 {
+            let t = t0 + seq * S / 10;
+            h.on_datagram(0, &packet(t - delay, seq), t).unwrap();
+        }
+        let offset = h.feeds()[0].offset();
+        assert_eq!(offset, delay as i128);
+        let now = t0 + S + 1;
+        let forged = packet(now + 4 * 3600 * S, 5);
+        h.on_datagram(0, &forged, now).unwrap();
+        assert_eq!(h.feeds()[0].counters.duplicates, 2);
         assert_eq!(
             h.feeds()[0].offset(),
-            600_000,
-            "an empty packet is accepted and counts"
+            offset,
+            "the forged send time is not taken"
         );
+        for s in ["A", "B"] {
+            for later in [now, now + 30 * S / 10] {
+                assert_eq!(h.verdict(0, sym(s), later), Reasons::empty(), "{s}");
+            }
+        }
     }
 }
