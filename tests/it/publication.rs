@@ -599,3 +599,119 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     );
     drop(table);
 }
+
+/// `<shm_path>.lock` is refused, in one line, and left as it is (and so is
+/// whatever it points at) when it is a hard link to a live publication, a
+/// symbolic link to one, another user's file, or a file holding anything
+/// but a pid; the live publication's writer and readers carry on.
+#[test]
+fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
+    let dir = scratch();
+    let live = dir.path().join("live");
+    let live_cfg = config(dir.path(), "live", &live, "", NO_METRICS);
+    let running = start(&live_cfg, &live);
+    quote(&live_cfg, "EURUSD");
+    wait_ok(&live, "EURUSD");
+    let shm = dir.path().join("tickguard");
+    let lock = tickguard::shm::lock_path(&shm);
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    // The live file keeps changing (its heartbeat): its inode, length and
+    // magic must not, and its writer must stay the one that answers.
+    let shape = || {
+        let (ino, bytes) = snapshot(&live);
+        (ino, bytes.len(), bytes[..8].to_vec())
+    };
+    let before = shape();
+    let writer = Some(running.child.id() as u64);
+    let cases: [(&str, &dyn Fn()); 3] = [
+        ("one link", &|| std::fs::hard_link(&live, &lock).unwrap()),
+        ("symbolic link", &|| {
+            std::os::unix::fs::symlink(&live, &lock).unwrap()
+        }),
+        ("something other than a writer's pid", &|| {
+            std::fs::write(&lock, "someone's notes\n").unwrap()
+        }),
+    ];
+    for (word, make) in cases {
+        make();
+        let err = refused_run(&cfg);
+        assert!(
+            err.contains(word) && err.contains("tickguard.lock"),
+            "{word}: {err}"
+        );
+        assert_eq!(shape(), before, "{word}: the live publication changed");
+        let reader = Reader::open(&live);
+        assert!(reader.health(now_ns()).is_ok() && reader.writer_pid() == writer);
+        assert!(!shm.exists(), "{word}: a publication was made");
+        std::fs::remove_file(&lock).unwrap();
+    }
+    if root("give a file to another user") {
+        std::fs::write(&lock, "1\n").unwrap();
+        std::os::unix::fs::chown(&lock, Some(65534), None).unwrap();
+        let err = refused_run(&cfg);
+        assert!(err.contains("owner uid 65534"), "{err}");
+        assert_eq!(std::fs::read(&lock).unwrap(), b"1\n");
+    }
+    wait_ok(&live, "EURUSD");
+    drop(running);
+}
+
+/// A writer killed leaves its lock file: the next start takes it over,
+/// even when another user (uid 65534) opened it, while an older writer
+/// left it readable, and holds its lock. The lock file a writer makes is
+/// readable by its owner only.
+#[test]
+fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shm = dir.path().join("tickguard");
+    let lock = tickguard::shm::lock_path(&shm);
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut first = start(&cfg, &shm);
+    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        format!("{}\n", first.child.id())
+    );
+    let second = start(&cfg, &shm);
+    drop(second);
+    if !root("act as another user") {
+        return;
+    }
+    std::fs::write(&lock, "1\n").unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let as_nobody = |lock: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["flock", "--exclusive", "--nonblock"])
+            .arg(lock)
+            .args(["sleep", "30"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let holder = Running {
+        child: as_nobody(&lock).spawn().unwrap(),
+    };
+    // Wait until uid 65534 holds it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tickguard::sys::file::try_lock_exclusive(&std::fs::File::open(&lock).unwrap()).unwrap() {
+        assert!(Instant::now() < deadline, "uid 65534 never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let third = start(&cfg, &shm);
+    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
+    // Nor can uid 65534 open the new one.
+    let out = as_nobody(&lock).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(third);
+    drop(holder);
+}

@@ -46,8 +46,10 @@ impl Drop for Publication {
 
 /// An exclusive claim on a publication path for the writer's life: an
 /// `flock` on `<path>.lock`, released when the process ends however it
-/// ends. The file holds the holder's pid; a writer that ends normally
-/// removes it (one killed leaves it, unlocked and harmless).
+/// ends. The file holds the holder's pid and is readable by its owner
+/// only (mode 0600: no other user can open it, so none can hold its lock);
+/// a writer that ends normally removes it (one killed leaves it, unlocked
+/// and harmless).
 #[derive(Debug)]
 pub struct WriterLock {
     shm_path: PathBuf,
@@ -82,47 +84,117 @@ fn refuse(msg: String) -> io::Error {
 
 use crate::sys::file::{effective_uid as euid, try_lock_exclusive};
 
+/// Mode of a lock file this writer creates.
+const LOCK_MODE: u32 = 0o600;
+
+/// True for what a writer leaves in its lock file: nothing yet, or its
+/// pid and a newline.
+fn is_lock_text(text: &[u8]) -> bool {
+    match text {
+        [] => true,
+        [digits @ .., b'\n'] => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
 impl WriterLock {
-    /// Takes the lock of `shm_path`, or says which pid holds it. Refuses a
-    /// lock file that is a symbolic link or owned by another user.
+    /// Takes the lock of `shm_path`, or says which pid holds it. The lock
+    /// file is created by this writer (mode 0600) or, left by an earlier
+    /// one, must be a regular file of this user with one link holding
+    /// nothing but a pid: a symbolic link, a hard link (to a publication,
+    /// say), another user's file or any other content is refused in one
+    /// line and left as it is. A lock file held only by other users'
+    /// processes (one that opened a lock file left readable by an older
+    /// writer) is not a writer's: it is removed and the lock retaken on a
+    /// new file.
     pub fn acquire(shm_path: &Path) -> io::Result<WriterLock> {
         let path = lock_path(shm_path);
-        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {}: {e}", path.display()));
+        let shown = path.display();
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {shown}: {e}"));
         // A writer that ends removes its lock file while still holding it: a
         // lock taken on a file no longer at the path is retaken on the new one.
         loop {
-            let file = crate::sys::file::open_or_create(&path, 0o644).map_err(fail)?;
-            let meta = file.metadata()?;
-            if !meta.file_type().is_file() || meta.uid() != euid() {
+            let (file, created) = match crate::sys::file::create_new(&path, LOCK_MODE) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    match crate::sys::file::open_write(&path) {
+                        Ok(f) => (f, false),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) if crate::sys::file::is_symlink_error(&e) => {
+                            return Err(refuse(format!(
+                                "lock {shown} is a symbolic link: refusing it (remove it)"
+                            )))
+                        }
+                        Err(e) => return Err(fail(e)),
+                    }
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            let meta = file.metadata().map_err(fail)?;
+            if !meta.file_type().is_file() || meta.uid() != euid() || meta.nlink() != 1 {
                 return Err(refuse(format!(
-                    "lock {} is not a regular file of this user (uid {}, owner uid {}): remove it",
-                    path.display(),
+                    "lock {shown} is not a regular file of this user with one link \
+                     (uid {}; owner uid {}, {} links): refusing it (remove it)",
                     euid(),
-                    meta.uid()
+                    meta.uid(),
+                    meta.nlink()
                 )));
             }
+            let dev_ino = (meta.dev(), meta.ino());
             if !try_lock_exclusive(&file).map_err(fail)? {
+                let holders = crate::sys::lock_holders(dev_ino).unwrap_or_default();
+                if !holders.is_empty()
+                    && holders
+                        .iter()
+                        .all(|&(_, uid)| uid.is_some_and(|u| u != euid()))
+                {
+                    // No writer of this user holds it: another user opened
+                    // it to block this path. Replace it.
+                    if std::fs::symlink_metadata(&path).is_ok_and(|m| (m.dev(), m.ino()) == dev_ino)
+                    {
+                        std::fs::remove_file(&path).map_err(fail)?;
+                    }
+                    tracing::warn!(
+                        lock = %shown,
+                        holders = ?holders,
+                        "lock file held by other users' processes only: replaced"
+                    );
+                    continue;
+                }
                 let mut text = String::new();
                 let _ = (&file).take(32).read_to_string(&mut text);
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!(
-                        "in use by another writer, pid {} (it holds {}): one writer per path",
+                        "in use by another writer, pid {} (it holds {shown}): one writer per path",
                         text.trim(),
-                        path.display()
                     ),
                 ));
             }
             let here = std::fs::symlink_metadata(&path).ok();
-            if here.map(|m| (m.dev(), m.ino())) != Some((meta.dev(), meta.ino())) {
+            if here.map(|m| (m.dev(), m.ino())) != Some(dev_ino) {
                 continue;
             }
-            file.set_len(0)?;
-            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+            if !created {
+                // Rewritten only if it is what a writer left: a pid.
+                let mut text = Vec::new();
+                (&file).take(64).read_to_end(&mut text).map_err(fail)?;
+                if meta.len() > 32 || !is_lock_text(&text) {
+                    return Err(refuse(format!(
+                        "lock {shown} holds something other than a writer's pid ({} bytes): refusing it (remove it)",
+                        meta.len()
+                    )));
+                }
+                file.set_permissions(std::fs::Permissions::from_mode(LOCK_MODE))
+                    .map_err(fail)?;
+            }
+            file.set_len(0).map_err(fail)?;
+            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)
+                .map_err(fail)?;
             return Ok(WriterLock {
                 shm_path: shm_path.to_path_buf(),
                 lock_path: path,
-                dev_ino: (meta.dev(), meta.ino()),
+                dev_ino,
                 _file: file,
             });
         }
