@@ -715,3 +715,100 @@ fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
     drop(third);
     drop(holder);
 }
+
+/// `truncate -s 0` on a live publication, as its owner: the writer
+/// survives, publishes a new file in its place within a heartbeat or so,
+/// and carries on; a reader that mapped the old file answers `stale`
+/// (with the SIGBUS guard installed, as `check` and `stat` do) until it
+/// refreshes onto the new one; SIGTERM still ends it cleanly.
+#[test]
+fn a_writer_survives_its_publication_truncated_and_recreates_it() {
+    tickguard::sys::guard::install().unwrap();
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut running = start(&cfg, &shm);
+    let pid = Some(running.child.id() as u64);
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let mut reader = Reader::open(&shm);
+    let eurusd = reader.lookup("lp1", "EURUSD").unwrap();
+    assert!(reader.check(&eurusd, now_ns()).is_ok());
+    let (inode, bytes) = snapshot(&shm);
+    let out = Command::new("truncate")
+        .args(["-s", "0"])
+        .arg(&shm)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = reader.check(&eurusd, now_ns());
+    assert!(
+        !v.is_ok() && v.reasons.contains(tickguard::verdict::Reasons::STALE),
+        "{v:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
+        assert!(Instant::now() < deadline, "no new publication");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the writer died"
+    );
+    assert_eq!(std::fs::metadata(&shm).unwrap().len(), bytes.len() as u64);
+    assert!(reader.refresh());
+    assert!(reader.health(now_ns()).is_ok() && reader.writer_pid() == pid);
+    // The state started over: the symbol is back with its next quote.
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let term = Command::new("kill")
+        .arg("-TERM")
+        .arg(running.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(running.child.wait().unwrap().success());
+    assert_eq!(
+        Reader::open(&shm).health(now_ns()),
+        tickguard::Health::WriterClosed
+    );
+}
+
+/// A reader whose file is truncated under it (no writer left to restore
+/// it) answers `stale` instead of dying of SIGBUS, once the guard is
+/// installed.
+#[test]
+fn a_reader_answers_stale_when_its_publication_is_truncated() {
+    tickguard::sys::guard::install().unwrap();
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let config = tickguard::config::Config::load(&c).unwrap();
+    let p = tickguard::shm::Publication::create(
+        &shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now_ns(),
+        1_000_000,
+    )
+    .unwrap();
+    p.ready();
+    p.heartbeat(now_ns());
+    let reader = Reader::open(&shm);
+    assert!(reader.health(now_ns()).is_ok());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shm)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let v = reader.check_symbol("lp1", "EURUSD", now_ns());
+    assert_eq!(v.reasons, tickguard::verdict::Reasons::STALE);
+    assert_eq!(v.health, tickguard::Health::WriterClosed);
+    assert!(reader.records().is_empty() && reader.counters(0).is_some());
+    // The writer's own mapping was not touched: it faults on its next probe.
+    assert!(!p.lost());
+    p.probe();
+    assert!(p.lost());
+}

@@ -17,8 +17,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
+use tickguard_reader::guard::Guard;
 
 /// The writer's side: owns the file, its read-write mapping and the
 /// writer lock of its path.
@@ -30,10 +31,28 @@ pub struct Publication {
     published: AtomicBool,
     /// (device, inode) of the file, to remove it only while it is still ours.
     dev_ino: (u64, u64),
-    // Field order: `views` points into `map` and is dropped first.
+    /// The file a [`recreate`](Self::recreate)d publication replaces even
+    /// though it no longer looks like one (truncated): (device, inode).
+    predecessor: Option<(u64, u64)>,
+    /// What it was built from, to build it again.
+    spec: Spec,
+    /// The file, to restore its length once truncated.
+    file: File,
+    // Field order: `views` points into `map` and is dropped first; `guard`
+    // is unregistered before `map` is unmapped.
     views: Views,
+    guard: Option<Guard>,
     _map: memmap2::MmapMut,
-    _lock: WriterLock,
+    lock: Arc<WriterLock>,
+}
+
+/// What a publication is built from, besides its lock and the time.
+#[derive(Debug, Clone)]
+struct Spec {
+    mode: u32,
+    capacity: usize,
+    feeds: Vec<FeedInfo>,
+    heartbeat_period_ns: u64,
 }
 
 impl Drop for Publication {
@@ -206,14 +225,18 @@ impl WriterLock {
     }
 }
 
-/// Errors unless a file at `path` may be replaced: nothing there, or a
-/// tickguard publication (magic) this user may replace.
-fn check_replaceable(path: &Path) -> io::Result<()> {
+/// Errors unless a file at `path` may be replaced: nothing there, the
+/// `predecessor` file (device, inode), or a tickguard publication (magic)
+/// this user may replace.
+fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result<()> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    if predecessor == Some((meta.dev(), meta.ino())) {
+        return Ok(());
+    }
     let not_ours = |what: &str| {
         refuse(format!(
             "the existing file {what}: refusing to replace it (remove it, or choose another [sidecar] shm_path)"
@@ -310,6 +333,25 @@ impl Publication {
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
+        let spec = Spec {
+            mode,
+            capacity,
+            feeds: feeds.to_vec(),
+            heartbeat_period_ns,
+        };
+        Publication::build_with(Arc::new(lock), spec, now_ns, None)
+    }
+
+    /// [`build`](Self::build) from a spec; a file at the path that is
+    /// `predecessor` may be replaced whatever it holds.
+    fn build_with(
+        lock: Arc<WriterLock>,
+        spec: Spec,
+        now_ns: u64,
+        predecessor: Option<(u64, u64)>,
+    ) -> io::Result<Publication> {
+        let (mode, capacity, feeds) = (spec.mode, spec.capacity, &spec.feeds[..]);
+        let heartbeat_period_ns = spec.heartbeat_period_ns;
         let shape = Shape::new(feeds.len(), capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
@@ -320,7 +362,7 @@ impl Publication {
             ));
         }
         let path = lock.shm_path().to_path_buf();
-        check_replaceable(&path)?;
+        check_replaceable(&path, predecessor)?;
         let name = path.file_name().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -334,7 +376,7 @@ impl Publication {
         // A leftover of an earlier writer of this path with the same pid.
         let _ = std::fs::remove_file(&staging);
         let file = crate::sys::file::create_new(&staging, mode)?;
-        let (map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
+        let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&staging);
@@ -349,9 +391,13 @@ impl Publication {
             staging,
             published: AtomicBool::new(false),
             dev_ino,
+            predecessor,
+            file,
             views,
+            guard: Guard::register(map.as_ptr(), map.len(), true),
             _map: map,
-            _lock: lock,
+            lock,
+            spec: spec.clone(),
         };
         let h = p.views.header();
         // Relaxed throughout: published by the Release store of `version` in `ready`.
@@ -427,7 +473,7 @@ impl Publication {
         file: File,
         shape: Shape,
         mode: u32,
-    ) -> io::Result<(memmap2::MmapMut, (u64, u64))> {
+    ) -> io::Result<(File, memmap2::MmapMut, (u64, u64))> {
         // The umask may have narrowed the mode: set it exactly.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         if let Err(e) = crate::sys::file::reserve(&file, shape.file_len as u64) {
@@ -446,9 +492,11 @@ impl Publication {
         }
         let meta = file.metadata()?;
         // SAFETY: the file was just created by this process with its blocks
-        // reserved; only its owner could truncate it, and this writer never does.
+        // reserved; this writer never truncates it, and a truncation by its
+        // owner or root faults into `guard`'s zero pages once the sidecar
+        // installed it (see `recreate`).
         let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
-        Ok((map, (meta.dev(), meta.ino())))
+        Ok((file, map, (meta.dev(), meta.ino())))
     }
 
     /// Makes the publication visible: stores the layout version, then
@@ -463,7 +511,7 @@ impl Publication {
         if self.published.load(Ordering::Relaxed) {
             return Ok(());
         }
-        check_replaceable(&self.path)?;
+        check_replaceable(&self.path, self.predecessor)?;
         std::fs::rename(&self.staging, &self.path)?;
         self.published.store(true, Ordering::Relaxed);
         Ok(())
@@ -499,6 +547,48 @@ impl Publication {
             .header()
             .heartbeat_ns
             .store(now_ns, Ordering::Relaxed);
+    }
+
+    /// Reads the mapping's last byte: a file truncated by any length has
+    /// lost its last page, so this faults into the guard's zero pages (see
+    /// [`lost`](Self::lost)) even when nothing else touched a lost page.
+    /// Once per heartbeat.
+    #[inline]
+    pub fn probe(&self) {
+        let len = self._map.len();
+        // SAFETY: the mapping is `len` > 0 bytes long and lives as long as
+        // `self`; a byte of shared memory is read as an atomic.
+        let last = unsafe { &*self._map.as_ptr().add(len - 1).cast::<AtomicU8>() };
+        // Relaxed: only the access matters.
+        last.load(Ordering::Relaxed);
+    }
+
+    /// True once the file was found truncated (by its owner or root): the
+    /// mapping is zero pages from then on and nothing reaches the file;
+    /// [`recreate`](Self::recreate) it. Always false without the guard
+    /// ([`tickguard_reader::guard::install`]: the process dies of SIGBUS).
+    #[inline]
+    pub fn lost(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::faulted)
+    }
+
+    /// After [`lost`](Self::lost): gives the truncated file its length back
+    /// (zeros: readers still mapping it answer `stale` instead of faulting),
+    /// then builds a new publication as this one was built, with the same
+    /// lock, empty, and publishes it in place of the truncated file. Its
+    /// slots, directory and counters start over.
+    pub fn recreate(&self, now_ns: u64) -> io::Result<Publication> {
+        // Best effort: without the room, readers still mapping the old file
+        // fault on it (into their own guard, or die) until they re-open.
+        let _ = crate::sys::file::reserve(&self.file, self.views.shape().file_len as u64);
+        let p = Publication::build_with(
+            self.lock.clone(),
+            self.spec.clone(),
+            now_ns,
+            Some(self.dev_ino),
+        )?;
+        p.publish()?;
+        Ok(p)
     }
 
     /// Publishes receiver statistics (relaxed: statistics).

@@ -1,9 +1,10 @@
 //! Everything Linux-specific: UDP sockets and batch receive, CPU pinning,
-//! signals. The rest of the program never sees a `cfg` or a `libc` call.
+//! signals, lock holders (and, from the reader, files and the SIGBUS
+//! guard). The rest of the program never sees a `cfg` or a `libc` call.
 
 #![allow(unsafe_code)]
 
-pub use tickguard_reader::file;
+pub use tickguard_reader::{file, guard};
 pub mod memory;
 pub mod udp;
 
