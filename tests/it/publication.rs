@@ -669,7 +669,7 @@ fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
     let lock = tickguard::shm::lock_path(&shm);
     let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
     let mut first = start(&cfg, &shm);
-    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
+    let mode = std::fs::metadata(&lock).unwrap().mode() & 0o777;
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     assert_eq!(
@@ -703,6 +703,7 @@ fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let third = start(&cfg, &shm);
+    assert_eq!(mode, 0o600, "the lock file a writer made");
     assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
     // Nor can uid 65534 open the new one.
     let out = as_nobody(&lock).output().unwrap();
@@ -748,6 +749,9 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
+        if let Some(status) = running.child.try_wait().unwrap() {
+            panic!("the writer died: {status}");
+        }
         assert!(Instant::now() < deadline, "no new publication");
         std::thread::sleep(Duration::from_millis(5));
     }
