@@ -66,7 +66,12 @@
  *
  * Only the owner (or root) can then truncate the file; the sidecar never
  * does. A reader that maps a file which is later truncated by them still
- * gets SIGBUS: that is why ownership and mode are checked.
+ * gets SIGBUS: that is why ownership and mode are checked. (The sidecar
+ * survives it and publishes a new file within a heartbeat, giving the old
+ * one its length back; the Rust reader's guard maps zero pages over a
+ * faulting mapping, which then answers stale. This header installs no
+ * signal handler: a C program that must survive a truncation handles
+ * SIGBUS itself.)
  *
  * ---------------------------------------------------------------------------
  * File layout (version 3; every field a little-endian u64 unless noted;

@@ -639,6 +639,8 @@ fn stat(args: cli::StatArgs) -> Result<()> {
     let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
     let options = reader_options(bound_ms, &args.owner)?;
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    // A publication truncated while mapped answers `stale`, not SIGBUS.
+    tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
     let mut reader = tickguard::Reader::open_with(&path, options);
     let name = path.display().to_string();
     let filter = tickguard::stat::Filter {
@@ -708,6 +710,8 @@ fn check(args: CheckArgs) -> ExitCode {
 }
 
 fn check_inner(args: &CheckArgs) -> Result<bool> {
+    // A publication truncated while mapped answers `stale`, not SIGBUS.
+    tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
     let (mut shm, mut dead_after_ms) = (None, 100);
     if let Some(path) = &args.config {
         let config = Config::load(path)?;

@@ -262,6 +262,8 @@ pub struct Sidecar {
     stats: RunStats,
     shared: Arc<SharedStats>,
     last_beat: u64,
+    /// When a lost publication may next be recreated (after a failure).
+    recreate_at: u64,
 }
 
 /// Line `addr` of feed `name` open (joined from `source` if set), with the
@@ -312,6 +314,9 @@ impl Sidecar {
     pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
         let sc = &config.sidecar;
         let shm = || format!("shared memory {}", sc.shm_path.display());
+        // A publication truncated under the writer faults into zero pages
+        // instead of killing it (see `recreate_publication`).
+        crate::sys::guard::install().context("installing the SIGBUS handler")?;
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
         let mut lines = Vec::new();
         let mut channels = Vec::new();
@@ -381,6 +386,7 @@ impl Sidecar {
             stats: RunStats::default(),
             shared: Arc::new(SharedStats::default()),
             last_beat: now,
+            recreate_at: 0,
         })
     }
 
@@ -607,11 +613,51 @@ impl Sidecar {
         }
         if now.saturating_sub(self.last_beat) >= self.config.sidecar.heartbeat_ns {
             self.publication.heartbeat(now);
+            self.publication.probe();
             self.publish_counters();
             self.last_beat = now;
         }
+        if self.publication.lost() {
+            self.recreate_publication(now);
+        }
         self.sweep(now);
         work
+    }
+
+    /// The publication's file was truncated (by its owner or root) and
+    /// the mapping is zero pages: publishes a new, empty file in its place
+    /// and starts the feeds' state over on it (as a restart would, keeping
+    /// the sockets and counters of lines). Retried a second later if that
+    /// fails.
+    #[cold]
+    fn recreate_publication(&mut self, now: u64) {
+        if now < self.recreate_at {
+            return;
+        }
+        let shm = self.config.sidecar.shm_path.display().to_string();
+        match self.publication.recreate(now) {
+            Ok(p) => {
+                let p = Arc::new(p);
+                let table = StateTable::shared(p.clone());
+                self.handler =
+                    Handler::with_table(&self.config, table, self.config.sidecar.offset_queue);
+                self.publication = p;
+                self.publication.heartbeat(now);
+                self.publish_counters();
+                tracing::error!(
+                    shm = %shm,
+                    "publication truncated under the writer (by its owner or root): recreated, every symbol starts over"
+                );
+            }
+            Err(e) => {
+                self.recreate_at = now.saturating_add(1_000_000_000);
+                tracing::error!(
+                    shm = %shm,
+                    error = %e,
+                    "publication truncated under the writer: recreating it failed; retrying in 1 s"
+                );
+            }
+        }
     }
 
     /// Sends the requests due on the feeds' channels (re-requests for

@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
     path = argv[1];
     feed = argv[2];
     symbol = argv[3];
-    if (argc == 5) {
+    if (argc >= 5) {
         char *end = NULL;
         unsigned long long ms;
         errno = 0;

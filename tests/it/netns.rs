@@ -1163,4 +1163,104 @@ source_threshold_ms = 60000
     wait("the gap filled", &|| c(counter::RECOVERED) == 1);
     assert_eq!((c(counter::GAPS_OPEN), c(counter::NEXT)), (0, 4));
     assert_eq!(c(counter::CHANNEL_WRONG_SOURCE), 2);
+
+/// A C program that, for each of SO_REUSEADDR, SO_REUSEPORT and both, tries
+/// to bind a UDP socket to `argv[1]:argv[2]` and prints the outcome, then
+/// its effective uid.
+const BIND_ATTEMPTS_C: &str = r#"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    const char *names[] = {"SO_REUSEADDR", "SO_REUSEPORT", "both"};
+    if (argc != 3) return 2;
+    for (int i = 0; i < 3; i++) {
+        int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+        if (i != 1) setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (i != 0) setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((unsigned short)atoi(argv[2]));
+        inet_pton(AF_INET, argv[1], &a.sin_addr);
+        if (bind(s, (struct sockaddr *)&a, sizeof a) == 0)
+            printf("%s: bound\n", names[i]);
+        else
+            printf("%s: %s\n", names[i], strerror(errno));
+        close(s);
+    }
+    printf("uid %d\n", (int)geteuid());
+    return 0;
+}
+"#;
+
+/// Another local user (uid 65534) cannot share the recovery channel's port,
+/// with SO_REUSEADDR, SO_REUSEPORT or both, on the wildcard or the loopback
+/// address: a socket sharing it would be handed the server's answers.
+#[test]
+fn another_user_cannot_bind_the_recovery_port() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let Some(cc) = ["cc", "gcc"].into_iter().find(|cc| {
+        Command::new(cc)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have a C compiler"
+        );
+        eprintln!("skipped: no C compiler");
+        return;
+    };
+    let Scene { ns, dir, shm } = &Scene::new("steal");
+    // A directory uid 65534 may enter, holding the program it runs.
+    let tools = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (src, prog) = (tools.path().join("bind.c"), tools.path().join("bind"));
+    std::fs::write(&src, BIND_ATTEMPTS_C).unwrap();
+    let out = Command::new(cc)
+        .arg("-o")
+        .arg(&prog)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = itch_config(dir.path(), shm, 1000);
+    let _sidecar = ns.start_sidecar(&cfg, shm, None);
+    for addr in ["0.0.0.0", "127.0.0.1"] {
+        let out = ns
+            .command(Path::new("setpriv"))
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(&prog)
+            .args([addr, "31198"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            text,
+            "SO_REUSEADDR: Address already in use\n\
+             SO_REUSEPORT: Address already in use\n\
+             both: Address already in use\n\
+             uid 65534\n",
+            "binding {addr}:31198 as another user"
+        );
+    }
 }

@@ -668,4 +668,220 @@ fn check_tells_an_unknown_symbol_from_an_empty_book() {
         assert_eq!(v["reasons"][0], "no_quote", "{out}");
     }
     drop(table);
+
+/// `<shm_path>.lock` is refused, in one line, and left as it is (and so is
+/// whatever it points at) when it is a hard link to a live publication, a
+/// symbolic link to one, another user's file, or a file holding anything
+/// but a pid; the live publication's writer and readers carry on.
+#[test]
+fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
+    let dir = scratch();
+    let live = dir.path().join("live");
+    let live_cfg = config(dir.path(), "live", &live, "", NO_METRICS);
+    let running = start(&live_cfg, &live);
+    quote(&live_cfg, "EURUSD");
+    wait_ok(&live, "EURUSD");
+    let shm = dir.path().join("tickguard");
+    let lock = tickguard::shm::lock_path(&shm);
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    // The live file keeps changing (its heartbeat): its inode, length and
+    // magic must not, and its writer must stay the one that answers.
+    let shape = || {
+        let (ino, bytes) = snapshot(&live);
+        (ino, bytes.len(), bytes[..8].to_vec())
+    };
+    let before = shape();
+    let writer = Some(running.child.id() as u64);
+    let cases: [(&str, &dyn Fn()); 3] = [
+        ("one link", &|| std::fs::hard_link(&live, &lock).unwrap()),
+        ("symbolic link", &|| {
+            std::os::unix::fs::symlink(&live, &lock).unwrap()
+        }),
+        ("something other than a writer's pid", &|| {
+            std::fs::write(&lock, "someone's notes\n").unwrap()
+        }),
+    ];
+    for (word, make) in cases {
+        make();
+        let err = refused_run(&cfg);
+        assert!(
+            err.contains(word) && err.contains("tickguard.lock"),
+            "{word}: {err}"
+        );
+        assert_eq!(shape(), before, "{word}: the live publication changed");
+        let reader = Reader::open(&live);
+        assert!(reader.health(now_ns()).is_ok() && reader.writer_pid() == writer);
+        assert!(!shm.exists(), "{word}: a publication was made");
+        std::fs::remove_file(&lock).unwrap();
+    }
+    if root("give a file to another user") {
+        std::fs::write(&lock, "1\n").unwrap();
+        std::os::unix::fs::chown(&lock, Some(65534), None).unwrap();
+        let err = refused_run(&cfg);
+        assert!(err.contains("owner uid 65534"), "{err}");
+        assert_eq!(std::fs::read(&lock).unwrap(), b"1\n");
+    }
+    wait_ok(&live, "EURUSD");
+    drop(running);
+}
+
+/// A writer killed leaves its lock file: the next start takes it over,
+/// even when another user (uid 65534) opened it, while an older writer
+/// left it readable, and holds its lock. The lock file a writer makes is
+/// readable by its owner only.
+#[test]
+fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shm = dir.path().join("tickguard");
+    let lock = tickguard::shm::lock_path(&shm);
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut first = start(&cfg, &shm);
+    let mode = std::fs::metadata(&lock).unwrap().mode() & 0o777;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        format!("{}\n", first.child.id())
+    );
+    let second = start(&cfg, &shm);
+    drop(second);
+    if !root("act as another user") {
+        return;
+    }
+    std::fs::write(&lock, "1\n").unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let as_nobody = |lock: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["flock", "--exclusive", "--nonblock"])
+            .arg(lock)
+            .args(["sleep", "30"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let holder = Running {
+        child: as_nobody(&lock).spawn().unwrap(),
+    };
+    // Wait until uid 65534 holds it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tickguard::sys::file::try_lock_exclusive(&std::fs::File::open(&lock).unwrap()).unwrap() {
+        assert!(Instant::now() < deadline, "uid 65534 never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let third = start(&cfg, &shm);
+    assert_eq!(mode, 0o600, "the lock file a writer made");
+    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
+    // Nor can uid 65534 open the new one.
+    let out = as_nobody(&lock).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(third);
+    drop(holder);
+}
+
+/// `truncate -s 0` on a live publication, as its owner: the writer
+/// survives, publishes a new file in its place within a heartbeat or so,
+/// and carries on; a reader that mapped the old file answers `stale`
+/// (with the SIGBUS guard installed, as `check` and `stat` do) until it
+/// refreshes onto the new one; SIGTERM still ends it cleanly.
+#[test]
+fn a_writer_survives_its_publication_truncated_and_recreates_it() {
+    tickguard::sys::guard::install().unwrap();
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut running = start(&cfg, &shm);
+    let pid = Some(running.child.id() as u64);
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let mut reader = Reader::open(&shm);
+    let eurusd = reader.lookup("lp1", "EURUSD").unwrap();
+    assert!(reader.check(&eurusd, now_ns()).is_ok());
+    let (inode, bytes) = snapshot(&shm);
+    let out = Command::new("truncate")
+        .args(["-s", "0"])
+        .arg(&shm)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v = reader.check(&eurusd, now_ns());
+    assert!(
+        !v.is_ok() && v.reasons.contains(tickguard::verdict::Reasons::STALE),
+        "{v:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
+        if let Some(status) = running.child.try_wait().unwrap() {
+            panic!("the writer died: {status}");
+        }
+        assert!(Instant::now() < deadline, "no new publication");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the writer died"
+    );
+    assert_eq!(std::fs::metadata(&shm).unwrap().len(), bytes.len() as u64);
+    assert!(reader.refresh());
+    assert!(reader.health(now_ns()).is_ok() && reader.writer_pid() == pid);
+    // The state started over: the symbol is back with its next quote.
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let term = Command::new("kill")
+        .arg("-TERM")
+        .arg(running.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(running.child.wait().unwrap().success());
+    assert_eq!(
+        Reader::open(&shm).health(now_ns()),
+        tickguard::Health::WriterClosed
+    );
+}
+
+/// A reader whose file is truncated under it (no writer left to restore
+/// it) answers `stale` instead of dying of SIGBUS, once the guard is
+/// installed.
+#[test]
+fn a_reader_answers_stale_when_its_publication_is_truncated() {
+    tickguard::sys::guard::install().unwrap();
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let config = tickguard::config::Config::load(&c).unwrap();
+    let p = tickguard::shm::Publication::create(
+        &shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now_ns(),
+        1_000_000,
+    )
+    .unwrap();
+    p.ready();
+    p.heartbeat(now_ns());
+    let reader = Reader::open(&shm);
+    assert!(reader.health(now_ns()).is_ok());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shm)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let v = reader.check_symbol("lp1", "EURUSD", now_ns());
+    assert_eq!(v.reasons, tickguard::verdict::Reasons::STALE);
+    assert_eq!(v.health, tickguard::Health::WriterClosed);
+    assert!(reader.records().is_empty() && reader.counters(0).is_some());
+    // The writer's own mapping was not touched: it faults on its next probe.
+    assert!(!p.lost());
+    p.probe();
+    assert!(p.lost());
 }

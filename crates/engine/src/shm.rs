@@ -17,8 +17,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
+use tickguard_reader::guard::Guard;
 
 /// The writer's side: owns the file, its read-write mapping and the
 /// writer lock of its path.
@@ -30,10 +31,28 @@ pub struct Publication {
     published: AtomicBool,
     /// (device, inode) of the file, to remove it only while it is still ours.
     dev_ino: (u64, u64),
-    // Field order: `views` points into `map` and is dropped first.
+    /// The file a [`recreate`](Self::recreate)d publication replaces even
+    /// though it no longer looks like one (truncated): (device, inode).
+    predecessor: Option<(u64, u64)>,
+    /// What it was built from, to build it again.
+    spec: Spec,
+    /// The file, to restore its length once truncated.
+    file: File,
+    // Field order: `views` points into `map` and is dropped first; `guard`
+    // is unregistered before `map` is unmapped.
     views: Views,
+    guard: Option<Guard>,
     _map: memmap2::MmapMut,
-    _lock: WriterLock,
+    lock: Arc<WriterLock>,
+}
+
+/// What a publication is built from, besides its lock and the time.
+#[derive(Debug, Clone)]
+struct Spec {
+    mode: u32,
+    capacity: usize,
+    feeds: Vec<FeedInfo>,
+    heartbeat_period_ns: u64,
 }
 
 impl Drop for Publication {
@@ -46,8 +65,10 @@ impl Drop for Publication {
 
 /// An exclusive claim on a publication path for the writer's life: an
 /// `flock` on `<path>.lock`, released when the process ends however it
-/// ends. The file holds the holder's pid; a writer that ends normally
-/// removes it (one killed leaves it, unlocked and harmless).
+/// ends. The file holds the holder's pid and is readable by its owner
+/// only (mode 0600: no other user can open it, so none can hold its lock);
+/// a writer that ends normally removes it (one killed leaves it, unlocked
+/// and harmless).
 #[derive(Debug)]
 pub struct WriterLock {
     shm_path: PathBuf,
@@ -82,47 +103,117 @@ fn refuse(msg: String) -> io::Error {
 
 use crate::sys::file::{effective_uid as euid, try_lock_exclusive};
 
+/// Mode of a lock file this writer creates.
+const LOCK_MODE: u32 = 0o600;
+
+/// True for what a writer leaves in its lock file: nothing yet, or its
+/// pid and a newline.
+fn is_lock_text(text: &[u8]) -> bool {
+    match text {
+        [] => true,
+        [digits @ .., b'\n'] => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
 impl WriterLock {
-    /// Takes the lock of `shm_path`, or says which pid holds it. Refuses a
-    /// lock file that is a symbolic link or owned by another user.
+    /// Takes the lock of `shm_path`, or says which pid holds it. The lock
+    /// file is created by this writer (mode 0600) or, left by an earlier
+    /// one, must be a regular file of this user with one link holding
+    /// nothing but a pid: a symbolic link, a hard link (to a publication,
+    /// say), another user's file or any other content is refused in one
+    /// line and left as it is. A lock file held only by other users'
+    /// processes (one that opened a lock file left readable by an older
+    /// writer) is not a writer's: it is removed and the lock retaken on a
+    /// new file.
     pub fn acquire(shm_path: &Path) -> io::Result<WriterLock> {
         let path = lock_path(shm_path);
-        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {}: {e}", path.display()));
+        let shown = path.display();
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("lock {shown}: {e}"));
         // A writer that ends removes its lock file while still holding it: a
         // lock taken on a file no longer at the path is retaken on the new one.
         loop {
-            let file = crate::sys::file::open_or_create(&path, 0o644).map_err(fail)?;
-            let meta = file.metadata()?;
-            if !meta.file_type().is_file() || meta.uid() != euid() {
+            let (file, created) = match crate::sys::file::create_new(&path, LOCK_MODE) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    match crate::sys::file::open_write(&path) {
+                        Ok(f) => (f, false),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) if crate::sys::file::is_symlink_error(&e) => {
+                            return Err(refuse(format!(
+                                "lock {shown} is a symbolic link: refusing it (remove it)"
+                            )))
+                        }
+                        Err(e) => return Err(fail(e)),
+                    }
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            let meta = file.metadata().map_err(fail)?;
+            if !meta.file_type().is_file() || meta.uid() != euid() || meta.nlink() != 1 {
                 return Err(refuse(format!(
-                    "lock {} is not a regular file of this user (uid {}, owner uid {}): remove it",
-                    path.display(),
+                    "lock {shown} is not a regular file of this user with one link \
+                     (uid {}; owner uid {}, {} links): refusing it (remove it)",
                     euid(),
-                    meta.uid()
+                    meta.uid(),
+                    meta.nlink()
                 )));
             }
+            let dev_ino = (meta.dev(), meta.ino());
             if !try_lock_exclusive(&file).map_err(fail)? {
+                let holders = crate::sys::lock_holders(dev_ino).unwrap_or_default();
+                if !holders.is_empty()
+                    && holders
+                        .iter()
+                        .all(|&(_, uid)| uid.is_some_and(|u| u != euid()))
+                {
+                    // No writer of this user holds it: another user opened
+                    // it to block this path. Replace it.
+                    if std::fs::symlink_metadata(&path).is_ok_and(|m| (m.dev(), m.ino()) == dev_ino)
+                    {
+                        std::fs::remove_file(&path).map_err(fail)?;
+                    }
+                    tracing::warn!(
+                        lock = %shown,
+                        holders = ?holders,
+                        "lock file held by other users' processes only: replaced"
+                    );
+                    continue;
+                }
                 let mut text = String::new();
                 let _ = (&file).take(32).read_to_string(&mut text);
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!(
-                        "in use by another writer, pid {} (it holds {}): one writer per path",
+                        "in use by another writer, pid {} (it holds {shown}): one writer per path",
                         text.trim(),
-                        path.display()
                     ),
                 ));
             }
             let here = std::fs::symlink_metadata(&path).ok();
-            if here.map(|m| (m.dev(), m.ino())) != Some((meta.dev(), meta.ino())) {
+            if here.map(|m| (m.dev(), m.ino())) != Some(dev_ino) {
                 continue;
             }
-            file.set_len(0)?;
-            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+            if !created {
+                // Rewritten only if it is what a writer left: a pid.
+                let mut text = Vec::new();
+                (&file).take(64).read_to_end(&mut text).map_err(fail)?;
+                if meta.len() > 32 || !is_lock_text(&text) {
+                    return Err(refuse(format!(
+                        "lock {shown} holds something other than a writer's pid ({} bytes): refusing it (remove it)",
+                        meta.len()
+                    )));
+                }
+                file.set_permissions(std::fs::Permissions::from_mode(LOCK_MODE))
+                    .map_err(fail)?;
+            }
+            file.set_len(0).map_err(fail)?;
+            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)
+                .map_err(fail)?;
             return Ok(WriterLock {
                 shm_path: shm_path.to_path_buf(),
                 lock_path: path,
-                dev_ino: (meta.dev(), meta.ino()),
+                dev_ino,
                 _file: file,
             });
         }
@@ -134,14 +225,18 @@ impl WriterLock {
     }
 }
 
-/// Errors unless a file at `path` may be replaced: nothing there, or a
-/// tickguard publication (magic) this user may replace.
-fn check_replaceable(path: &Path) -> io::Result<()> {
+/// Errors unless a file at `path` may be replaced: nothing there, the
+/// `predecessor` file (device, inode), or a tickguard publication (magic)
+/// this user may replace.
+fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result<()> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    if predecessor == Some((meta.dev(), meta.ino())) {
+        return Ok(());
+    }
     let not_ours = |what: &str| {
         refuse(format!(
             "the existing file {what}: refusing to replace it (remove it, or choose another [sidecar] shm_path)"
@@ -238,6 +333,25 @@ impl Publication {
         now_ns: u64,
         heartbeat_period_ns: u64,
     ) -> io::Result<Publication> {
+        let spec = Spec {
+            mode,
+            capacity,
+            feeds: feeds.to_vec(),
+            heartbeat_period_ns,
+        };
+        Publication::build_with(Arc::new(lock), spec, now_ns, None)
+    }
+
+    /// [`build`](Self::build) from a spec; a file at the path that is
+    /// `predecessor` may be replaced whatever it holds.
+    fn build_with(
+        lock: Arc<WriterLock>,
+        spec: Spec,
+        now_ns: u64,
+        predecessor: Option<(u64, u64)>,
+    ) -> io::Result<Publication> {
+        let (mode, capacity, feeds) = (spec.mode, spec.capacity, &spec.feeds[..]);
+        let heartbeat_period_ns = spec.heartbeat_period_ns;
         let shape = Shape::new(feeds.len(), capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
@@ -248,7 +362,7 @@ impl Publication {
             ));
         }
         let path = lock.shm_path().to_path_buf();
-        check_replaceable(&path)?;
+        check_replaceable(&path, predecessor)?;
         let name = path.file_name().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -262,7 +376,7 @@ impl Publication {
         // A leftover of an earlier writer of this path with the same pid.
         let _ = std::fs::remove_file(&staging);
         let file = crate::sys::file::create_new(&staging, mode)?;
-        let (map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
+        let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&staging);
@@ -277,9 +391,13 @@ impl Publication {
             staging,
             published: AtomicBool::new(false),
             dev_ino,
+            predecessor,
+            file,
             views,
+            guard: Guard::register(map.as_ptr(), map.len(), true),
             _map: map,
-            _lock: lock,
+            lock,
+            spec: spec.clone(),
         };
         let h = p.views.header();
         // Relaxed throughout: published by the Release store of `version` in `ready`.
@@ -355,7 +473,7 @@ impl Publication {
         file: File,
         shape: Shape,
         mode: u32,
-    ) -> io::Result<(memmap2::MmapMut, (u64, u64))> {
+    ) -> io::Result<(File, memmap2::MmapMut, (u64, u64))> {
         // The umask may have narrowed the mode: set it exactly.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         if let Err(e) = crate::sys::file::reserve(&file, shape.file_len as u64) {
@@ -374,9 +492,11 @@ impl Publication {
         }
         let meta = file.metadata()?;
         // SAFETY: the file was just created by this process with its blocks
-        // reserved; only its owner could truncate it, and this writer never does.
+        // reserved; this writer never truncates it, and a truncation by its
+        // owner or root faults into `guard`'s zero pages once the sidecar
+        // installed it (see `recreate`).
         let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
-        Ok((map, (meta.dev(), meta.ino())))
+        Ok((file, map, (meta.dev(), meta.ino())))
     }
 
     /// Makes the publication visible: stores the layout version, then
@@ -391,7 +511,7 @@ impl Publication {
         if self.published.load(Ordering::Relaxed) {
             return Ok(());
         }
-        check_replaceable(&self.path)?;
+        check_replaceable(&self.path, self.predecessor)?;
         std::fs::rename(&self.staging, &self.path)?;
         self.published.store(true, Ordering::Relaxed);
         Ok(())
@@ -427,6 +547,48 @@ impl Publication {
             .header()
             .heartbeat_ns
             .store(now_ns, Ordering::Relaxed);
+    }
+
+    /// Reads the mapping's last byte: a file truncated by any length has
+    /// lost its last page, so this faults into the guard's zero pages (see
+    /// [`lost`](Self::lost)) even when nothing else touched a lost page.
+    /// Once per heartbeat.
+    #[inline]
+    pub fn probe(&self) {
+        let len = self._map.len();
+        // SAFETY: the mapping is `len` > 0 bytes long and lives as long as
+        // `self`; a byte of shared memory is read as an atomic.
+        let last = unsafe { &*self._map.as_ptr().add(len - 1).cast::<AtomicU8>() };
+        // Relaxed: only the access matters.
+        last.load(Ordering::Relaxed);
+    }
+
+    /// True once the file was found truncated (by its owner or root): the
+    /// mapping is zero pages from then on and nothing reaches the file;
+    /// [`recreate`](Self::recreate) it. Always false without the guard
+    /// ([`tickguard_reader::guard::install`]: the process dies of SIGBUS).
+    #[inline]
+    pub fn lost(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::faulted)
+    }
+
+    /// After [`lost`](Self::lost): gives the truncated file its length back
+    /// (zeros: readers still mapping it answer `stale` instead of faulting),
+    /// then builds a new publication as this one was built, with the same
+    /// lock, empty, and publishes it in place of the truncated file. Its
+    /// slots, directory and counters start over.
+    pub fn recreate(&self, now_ns: u64) -> io::Result<Publication> {
+        // Best effort: without the room, readers still mapping the old file
+        // fault on it (into their own guard, or die) until they re-open.
+        let _ = crate::sys::file::reserve(&self.file, self.views.shape().file_len as u64);
+        let p = Publication::build_with(
+            self.lock.clone(),
+            self.spec.clone(),
+            now_ns,
+            Some(self.dev_ino),
+        )?;
+        p.publish()?;
+        Ok(p)
     }
 
     /// Publishes receiver statistics (relaxed: statistics).

@@ -34,6 +34,16 @@ pub fn open_or_create(path: &Path, mode: u32) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens an existing `path` read-write, without following a symbolic link
+/// and without blocking on a FIFO.
+pub fn open_write(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(SAFE_OPEN)
+        .open(path)
+}
+
 /// Creates `path` (it must not exist) read-write with `mode`, without
 /// following a symbolic link.
 pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {

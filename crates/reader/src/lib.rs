@@ -25,10 +25,16 @@
 //! consistent ([`seqlock`]), a slot's record ([`slot`]), the feed status
 //! and the verdict function every reader uses ([`status::verdict`]), and
 //! [`Reader`]. It depends on `libc` and `memmap2` only.
+//!
+//! A publication truncated under a reader's mapping (only its owner or
+//! root can) raises SIGBUS on the next read: call [`guard::install`] once
+//! at start-up to answer `stale` instead (the library installs no signal
+//! handler by itself).
 #![deny(unsafe_code)]
 
 pub mod clock;
 pub mod file;
+pub mod guard;
 pub mod layout;
 pub mod memory;
 pub mod price;

@@ -15,6 +15,13 @@
 //! nothing past the end is ever touched). A writer heartbeat or start time
 //! more than [`MAX_AHEAD_NS`] ahead of the reader's clock answers `stale`
 //! too. These checks happen at open and [`Reader::refresh`], not per check.
+//!
+//! A file truncated after it was mapped (by its owner or root) raises
+//! SIGBUS on the next read of a lost page, unless the program called
+//! [`crate::guard::install`]: then the mapping reads as zeros from the
+//! fault on, which answers `stale` (`writer closed the publication`) until
+//! [`Reader::refresh`] maps the file a restarted or recovering writer put
+//! at the path.
 
 #![allow(unsafe_code)]
 
@@ -269,8 +276,10 @@ pub struct Reading<'a> {
 }
 
 struct Mapped {
-    // Field order: `views` points into `_map` and is dropped first.
+    // Field order: `views` points into `_map` and is dropped first, and
+    // `_guard` is unregistered before `_map` is unmapped.
     views: Views,
+    _guard: Option<crate::guard::Guard>,
     _map: memmap2::Mmap,
     pid: u64,
     start_time_ns: u64,
@@ -362,10 +371,13 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     };
     // SAFETY: mapped read-only, `map_len` bytes, all within the file as it
     // is now; the file is owned by the expected user or root and writable by
-    // no one else, and its writer never truncates it. Everything read
-    // through it is an atomic, valid for any bit pattern.
+    // no one else, and its writer never truncates it (its owner could: see
+    // `guard`). Everything read through it is an atomic, valid for any bit
+    // pattern.
     let map = unsafe { memmap2::MmapOptions::new().len(map_len).map(&file) }
         .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    // Declared after `map`: dropped (unregistered) before it on every return.
+    let guard = crate::guard::Guard::register(map.as_ptr(), map.len(), false);
     let len = map_len;
     // SAFETY: page-aligned mapping of `len` >= 4096 bytes (every shape is at
     // least a page); only the header (128 bytes) is read until the shape is
@@ -416,6 +428,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
         .collect();
     let h = views.header();
     Ok(Mapped {
+        _guard: guard,
         pid: h.writer_pid.load(Ordering::Relaxed),
         start_time_ns: h.start_time_ns.load(Ordering::Relaxed),
         feeds: infos,

@@ -1,9 +1,10 @@
 //! Everything Linux-specific: UDP sockets and batch receive, CPU pinning,
-//! signals. The rest of the program never sees a `cfg` or a `libc` call.
+//! signals, lock holders (and, from the reader, files and the SIGBUS
+//! guard). The rest of the program never sees a `cfg` or a `libc` call.
 
 #![allow(unsafe_code)]
 
-pub use tickguard_reader::file;
+pub use tickguard_reader::{file, guard};
 pub mod memory;
 pub mod udp;
 
@@ -29,6 +30,35 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The processes holding an `flock` on the file `(device, inode)`, as
+/// (pid, effective uid), from `/proc/locks`; the uid is `None` when it
+/// cannot be read (a process that has just ended, or one in another pid
+/// namespace, shown as pid 0).
+pub fn lock_holders((dev, ino): (u64, u64)) -> io::Result<Vec<(u32, Option<u32>)>> {
+    // /proc/locks names a file as MAJOR:MINOR:INODE, the numbers in hex
+    // and the inode in decimal.
+    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    let text = std::fs::read_to_string("/proc/locks")?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            // "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; a waiter's
+            // line has "->" after the number, and holds nothing.
+            let w: Vec<&str> = line.split_whitespace().skip(1).collect();
+            (w.first() == Some(&"FLOCK") && w.get(4) == Some(&file.as_str())).then_some(())?;
+            let pid: u32 = w.get(3)?.parse().ok()?;
+            Some((pid, process_uid(pid)))
+        })
+        .collect())
+}
+
+/// The effective uid of process `pid`, from `/proc/<pid>/status`.
+fn process_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    uids.split_whitespace().nth(1)?.parse().ok()
 }
 
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);

@@ -106,8 +106,14 @@ impl LineSocket {
     }
 
     /// Opens a line: a multicast address is joined on `interface` (from
-    /// `source` only, when given), a unicast one is bound. SO_REUSEADDR lets
-    /// several feeds share a port; `IP_MULTICAST_ALL` is turned off so the
+    /// `source` only, when given), a unicast one is bound. A multicast line
+    /// sets SO_REUSEADDR, so several feeds (and sidecars) share a group's
+    /// port: each member gets its own copy of every datagram. A unicast
+    /// socket (a unicast line, a recovery channel) sets neither
+    /// SO_REUSEADDR nor SO_REUSEPORT: the kernel hands a unicast datagram
+    /// to one socket of a shared port, so sharing would let another local
+    /// user bind the port too and take the answers; unshared, that bind
+    /// fails with EADDRINUSE. `IP_MULTICAST_ALL` is turned off so the
     /// socket gets only its own group. Options the kernel refuses are
     /// reported in [`LineInfo`], not fatal, except the bind and the join.
     pub fn open(
@@ -117,7 +123,7 @@ impl LineSocket {
         rcvbuf: usize,
     ) -> io::Result<LineSocket> {
         let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        socket.set_reuse_address(true)?;
+        socket.set_reuse_address(addr.ip().is_multicast())?;
         socket.set_nonblocking(true)?;
         let rcvbuf_requested = rcvbuf;
         let rcvbuf_error = socket
