@@ -1163,6 +1163,7 @@ source_threshold_ms = 60000
     wait("the gap filled", &|| c(counter::RECOVERED) == 1);
     assert_eq!((c(counter::GAPS_OPEN), c(counter::NEXT)), (0, 4));
     assert_eq!(c(counter::CHANNEL_WRONG_SOURCE), 2);
+}
 
 /// A C program that, for each of SO_REUSEADDR, SO_REUSEPORT and both, tries
 /// to bind a UDP socket to `argv[1]:argv[2]` and prints the outcome, then

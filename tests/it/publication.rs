@@ -668,6 +668,7 @@ fn check_tells_an_unknown_symbol_from_an_empty_book() {
         assert_eq!(v["reasons"][0], "no_quote", "{out}");
     }
     drop(table);
+}
 
 /// `<shm_path>.lock` is refused, in one line, and left as it is (and so is
 /// whatever it points at) when it is a hard link to a live publication, a
