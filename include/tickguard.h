@@ -114,7 +114,9 @@
  *   64       kind: 0 full, 1 delta
  *   72       protocol: its name (ASCII, NUL padded: "sqf", "itch50")
  *   80       traits: bit 0 (TG_TRAIT_SYMBOL_COUNTS) each slot counts its own
- *            ticks_lost and duplicates; otherwise the feed counts them only
+ *            ticks_lost and duplicates; otherwise the feed counts them only;
+ *            bits 8..16 (TG_TRAIT_PRICE_DECIMALS_SHIFT): the decimals the
+ *            feed's prices print with, plus 1 (0: not said)
  *   88, 96   line A, line B: ipv4 << 16 | port, 0 = none
  *   104      counters stamp (seqlock over every counter of the block: odd
  *            while the writer stores one heartbeat's set, +2 per set)
@@ -311,6 +313,7 @@ extern "C" {
 
 /* Feed traits (TG_F_TRAITS). */
 #define TG_TRAIT_SYMBOL_COUNTS 1ull
+#define TG_TRAIT_PRICE_DECIMALS_SHIFT 8u
 
 /* Header word indexes (byte offset / 8). */
 #define TG_H_MAGIC 0

@@ -755,6 +755,12 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .flatten();
     let record = handle.and_then(|h| reader.record(&h));
     let sides = record.map_or([None, None], |r| [r.bid, r.ask]);
+    // Prices with the feed's decimals, as everywhere.
+    let decimals = reader
+        .feeds()
+        .iter()
+        .find(|f| f.name == args.feed)
+        .and_then(|f| f.price_decimals());
     // An unknown symbol (never seen on the feed: a typo, another venue's
     // name, not yet in the directory) is told from a known one whose book
     // is empty; both are rejected as no_quote. Unknown when the writer is
@@ -767,7 +773,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     };
     if args.json {
         let side = |s: Option<tickguard::reader::Side>| {
-            s.map(|s| serde_json::json!({ "price": s.price.to_string(), "size": (s.size != 0).then_some(s.size) }))
+            s.map(|s| serde_json::json!({ "price": s.price.show(decimals), "size": (s.size != 0).then_some(s.size) }))
         };
         let line = serde_json::json!({
             "time_ns": now,
@@ -802,8 +808,8 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .filter_map(|(name, s)| {
             let s = s?;
             Some(match s.size {
-                0 => format!("{name} {}", s.price),
-                n => format!("{name} {} × {n}", s.price),
+                0 => format!("{name} {}", s.price.show(decimals)),
+                n => format!("{name} {} × {n}", s.price.show(decimals)),
             })
         })
         .collect();

@@ -371,6 +371,8 @@ struct Row {
     /// The symbol counts its own lost ticks and duplicates (its feed's
     /// `SYMBOL_COUNTS` trait); other feeds count them per feed only.
     own_counts: bool,
+    /// The least decimals its feed's prices print with.
+    decimals: Option<u8>,
 }
 
 impl Row {
@@ -399,17 +401,14 @@ impl Row {
     }
 }
 
-/// A side as `stat` shows it: an f64 price without size as before
-/// (`{:.6}`); an exact price otherwise, with its size when known: bid
-/// `size×price`, ask `price×size`.
-fn side_text(side: Option<Side>, bid: bool) -> String {
+/// A side as `stat` shows it: the price with the feed's decimals
+/// ([`Price::fixed`](crate::state::Price::fixed)), with its size when
+/// known: bid `size×price`, ask `price×size`.
+fn side_text(side: Option<Side>, bid: bool, decimals: Option<u8>) -> String {
     let Some(s) = side else {
         return "-".into();
     };
-    let price = match s.price {
-        crate::state::Price::F64(v) => format!("{v:.6}"),
-        exact => exact.to_string(),
-    };
+    let price = s.price.show(decimals);
     match (s.size, bid) {
         (0, _) => price,
         (n, true) => format!("{n}×{price}"),
@@ -527,6 +526,7 @@ impl Snapshot {
                     offset: view.offset,
                     status: view.status,
                     own_counts: view.symbol_counts,
+                    decimals: f.price_decimals(),
                 });
             }
             snap.feeds.push(view);
@@ -662,8 +662,8 @@ impl Snapshot {
                     "reasons": r.reasons.names().collect::<Vec<_>>(),
                     "bid": bid.map(|s| s.price.as_f64()),
                     "ask": ask.map(|s| s.price.as_f64()),
-                    "bid_exact": bid.map(|s| s.price.to_string()),
-                    "ask_exact": ask.map(|s| s.price.to_string()),
+                    "bid_exact": bid.map(|s| s.price.show(r.decimals)),
+                    "ask_exact": ask.map(|s| s.price.show(r.decimals)),
                     "bid_size": size(bid),
                     "ask_size": size(ask),
                     "last_seq": st.seq.last_seq,
@@ -690,8 +690,8 @@ impl Snapshot {
 fn row_text(r: &Row, now: u64) -> String {
     let st = &r.record.state;
     let (bid, ask) = (
-        side_text(r.record.bid, true),
-        side_text(r.record.ask, false),
+        side_text(r.record.bid, true, r.decimals),
+        side_text(r.record.ask, false, r.decimals),
     );
     let age = r.source_age(now).map_or("-".into(), ms);
     format!(

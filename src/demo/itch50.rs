@@ -105,12 +105,13 @@ source_threshold_ms = 2000
     Ok(())
 }
 
-/// A book side as `size × price` (bid) or `price × size` (ask).
-fn side(s: Option<Side>, bid: bool) -> String {
+/// A book side as `size × price` (bid) or `price × size` (ask), the price
+/// with the feed's `decimals`.
+fn side(s: Option<Side>, bid: bool, decimals: Option<u8>) -> String {
     match s {
         None => "-".into(),
-        Some(Side { price, size }) if bid => format!("{size} × {price}"),
-        Some(Side { price, size }) => format!("{price} × {size}"),
+        Some(Side { price, size }) if bid => format!("{size} × {}", price.show(decimals)),
+        Some(Side { price, size }) => format!("{} × {size}", price.show(decimals)),
     }
 }
 
@@ -150,6 +151,7 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
     ));
     let healthy = reader.health(now).is_ok();
     let offset = reader.offset(0).unwrap_or(0);
+    let decimals = reader.feeds().first().and_then(|f| f.price_decimals());
     let mut rows: Vec<_> = reader
         .records()
         .into_iter()
@@ -168,8 +170,8 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
         s.push_str(&format!(
             "{:<9} {:>20} {:>20}  {verdict}\n",
             sym.to_string(),
-            side(r.bid, true),
-            side(r.ask, false),
+            side(r.bid, true, decimals),
+            side(r.ask, false, decimals),
         ));
     }
     s.push_str("\nCtrl-C to stop.");

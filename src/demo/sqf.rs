@@ -106,6 +106,7 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
         "symbol", "bid", "ask", "last seq", "lost", "silence", "src age", "verdict"
     ));
     let offset = reader.offset(0).unwrap_or(0);
+    let decimals = reader.feeds().first().and_then(|f| f.price_decimals());
     let healthy = reader.health(now).is_ok();
     let mut rows: Vec<_> = reader
         .records()
@@ -129,8 +130,8 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
         let st = &r.state;
         let (bid, ask, age) = match st.price {
             Some(p) => (
-                format!("{:.5}", p.bid),
-                format!("{:.5}", p.ask),
+                crate::state::Price::F64(p.bid).show(decimals),
+                crate::state::Price::F64(p.ask).show(decimals),
                 format!(
                     "{:.0} ms",
                     (now as i128 - p.source_time as i128 - offset) as f64 / 1e6

@@ -130,6 +130,8 @@ pub struct ItchExplain {
     file: bool,
     scratch: Vec<Event>,
     steps: Vec<Step>,
+    /// Decimals prices print with (the feed's `price_decimals`).
+    decimals: u8,
 }
 
 impl ItchExplain {
@@ -157,6 +159,7 @@ impl ItchExplain {
             file: false,
             scratch: Vec::new(),
             steps: Vec::new(),
+            decimals: feed.price_decimals,
         }
     }
 
@@ -362,7 +365,11 @@ impl ItchExplain {
         }
         match it.settled().symbol(self.symbol) {
             Some((s, top, orders)) => {
-                let _ = write!(line, ", book {} ({orders} orders)", top_text(&top));
+                let _ = write!(
+                    line,
+                    ", book {} ({orders} orders)",
+                    top_text(&top, self.decimals)
+                );
                 if s.trading_state != 0 {
                     let _ = write!(line, ", trading state {}", char::from(s.trading_state));
                 }
@@ -508,7 +515,7 @@ impl ItchExplain {
             parts.push(format!("clock offset {} -> {}", dur(from), dur(to)));
         }
         for e in &s.events {
-            parts.push(event_text(e, origin));
+            parts.push(event_text(e, origin, self.decimals));
         }
         parts.join("; ")
     }
@@ -645,14 +652,22 @@ impl Observer for ItchExplain {
     }
 }
 
-/// A price in 1/10,000 dollar as dollars: `190.0600`.
-fn price(p: Price) -> String {
-    format!("{}.{:04}", p / 10_000, p % 10_000)
+/// A price in 1/10,000 dollar as dollars, with `decimals` (exact, at
+/// least that many): `190.0600` with 4.
+fn price(p: Price, decimals: u8) -> String {
+    crate::state::Price::Decimal {
+        mantissa: i64::from(p),
+        exponent: -4,
+    }
+    .fixed(decimals)
 }
 
-fn top_text(t: &Top) -> String {
-    let side =
-        |s: Option<(Price, u64)>| s.map_or("none".into(), |(p, n)| format!("{} x {n}", price(p)));
+fn top_text(t: &Top, decimals: u8) -> String {
+    let side = |s: Option<(Price, u64)>| {
+        s.map_or("none".into(), |(p, n)| {
+            format!("{} x {n}", price(p, decimals))
+        })
+    };
     format!("bid {}, ask {}", side(t.bid), side(t.ask))
 }
 
@@ -697,7 +712,7 @@ fn packet_text(p: &PacketInfo, o: &Outcome, ends_stale: bool) -> String {
     s
 }
 
-fn event_text(e: &Event, origin: u64) -> String {
+fn event_text(e: &Event, origin: u64, decimals: u8) -> String {
     match *e {
         Event::Packet { packet, outcome } => packet_text(&packet, &outcome, false),
         Event::GapOpened { lo, hi, deadline } => format!(
@@ -820,7 +835,11 @@ fn event_text(e: &Event, origin: u64) -> String {
                 if change.shares > 0 {
                     let _ = write!(s, " {}", change.shares);
                 }
-                let _ = write!(s, " @ {})", price(change.price.unwrap_or(o.price)));
+                let _ = write!(
+                    s,
+                    " @ {})",
+                    price(change.price.unwrap_or(o.price), decimals)
+                );
             }
             let effect = if crossed(&after) && !crossed(&before) {
                 "crossed the book"
@@ -835,7 +854,7 @@ fn event_text(e: &Event, origin: u64) -> String {
                 s,
                 " at {}: {effect}, now {}",
                 clock(timestamp),
-                top_text(&after)
+                top_text(&after, decimals)
             );
             s
         }

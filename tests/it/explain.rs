@@ -600,7 +600,7 @@ clock_offset = 0
         "{texts:#?}"
     );
     assert!(texts[1].starts_with("gap: 2 ticks lost (seq 10 -> 13)"));
-    assert!(texts[2].starts_with("quote seq 14; invalid price (bid 2, ask 1)"));
+    assert!(texts[2].starts_with("quote seq 14; invalid price (bid 2.00000, ask 1.00000)"));
     assert!(texts[3]
         .starts_with("provider reset: seq 14 -> 3 (snapshot); valid price again; repairs suspect"));
     assert!(texts[4].starts_with(

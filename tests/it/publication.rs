@@ -530,7 +530,8 @@ fn another_user_cannot_truncate_the_publication() {
 }
 
 /// A publication of one closed ITCH feed "nasdaq" at `shm`: AAPL halted
-/// with bid 123.45 × 300 and ask 123.5, MSFT known with an empty book.
+/// with bid 123.45 × 300 and ask 123.5 (prices with 4 decimals), MSFT
+/// known with an empty book.
 /// Keep the table: dropping it closes the publication.
 fn closed_exchange_feed(
     shm: &Path,
@@ -543,12 +544,15 @@ fn closed_exchange_feed(
     use tickguard::shm::{FeedInfo, Publication};
     use tickguard::state::{FeedStatus, Level, StateTable, Top};
     let now = now_ns();
-    let feeds = [FeedInfo::new(
+    let mut nasdaq = FeedInfo::new(
         "nasdaq",
         FeedKind::Delta,
         vec!["239.1.1.1:30001".parse().unwrap()],
         Protocol::Itch50,
-    )];
+    );
+    // Its prices with ITCH's 4 decimals, as a sidecar publishes them.
+    nasdaq.traits |= tickguard::shm::traits::price_decimals(4);
+    let feeds = [nasdaq];
     let p = Publication::create(shm, 0o640, 8, &feeds, now, 1_000_000).unwrap();
     let p = std::sync::Arc::new(p);
     let mut table = StateTable::shared(p.clone());
@@ -621,18 +625,18 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     };
     assert_eq!(
         run(false),
-        "nasdaq AAPL: rejected: halted, closed (writer alive)\n  bid 123.45 × 300  ask 123.5\n"
+        "nasdaq AAPL: rejected: halted, closed (writer alive)\n  bid 123.4500 × 300  ask 123.5000\n"
     );
     let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
     assert_eq!(v["reasons"], serde_json::json!(["halted", "closed"]));
     assert_eq!(v["symbol_known"], serde_json::json!(true));
     assert_eq!(
         v["bid"],
-        serde_json::json!({"price": "123.45", "size": 300})
+        serde_json::json!({"price": "123.4500", "size": 300})
     );
     assert_eq!(
         v["ask"],
-        serde_json::json!({"price": "123.5", "size": null})
+        serde_json::json!({"price": "123.5000", "size": null})
     );
     drop(table);
 }

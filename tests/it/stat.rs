@@ -431,13 +431,17 @@ mod described {
     /// extension counters. Returns the publication (kept alive) and its path.
     fn exchange_publication(dir: &std::path::Path) -> (Arc<Publication>, String) {
         let path = dir.join("tickguard");
-        let info = |name: &str, protocol| {
-            FeedInfo::new(
+        // Each feed's prices with its protocol's default decimals, as a
+        // sidecar publishes them.
+        let info = |name: &str, protocol: Protocol| {
+            let mut f = FeedInfo::new(
                 name,
                 FeedKind::Delta,
                 vec!["239.1.1.1:30001".parse().unwrap()],
                 protocol,
-            )
+            );
+            f.traits |= tickguard::shm::traits::price_decimals(protocol.price_decimals());
+            f
         };
         let feeds = [info("lp1", Protocol::Sqf), info("nasdaq", Protocol::Itch50)];
         let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());
@@ -580,12 +584,12 @@ mod described {
         let aapl = row("AAPL");
         assert!(
             aapl.contains("suspect,closed")
-                && aapl.contains("300×123.45")
-                && aapl.contains("123.5×100"),
+                && aapl.contains("300×123.4500")
+                && aapl.contains("123.5000×100"),
             "{aapl}"
         );
         assert!(row("HALTD").contains("suspect,halted,closed"), "{text}");
-        assert!(row("EURUSD").contains("1.085000"), "{text}");
+        assert!(row("EURUSD").contains(" 1.08500 "), "{text}");
 
         let doc = snap.json();
         let feeds = doc["feeds"].as_array().unwrap();
@@ -621,7 +625,7 @@ mod described {
                 .unwrap()
         };
         let sym = symbol("AAPL");
-        assert_eq!(sym["bid_exact"], "123.45");
+        assert_eq!(sym["bid_exact"], "123.4500");
         assert_eq!(sym["bid_size"], 300);
         assert_eq!(sym["ask"], 123.5);
         assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");

@@ -48,6 +48,7 @@
 //! source_threshold_ms = 2000
 //! clock_offset = "auto"              # or a signed integer of nanoseconds (default "auto")
 //! offset_window_ms = 60000           # used by "auto" (default 60000)
+//! price_decimals = 4                 # least decimals prices print with (ITCH 4, SQF 5)
 //! source = "10.0.0.5"                # optional: source-specific multicast join
 //!
 //! [[feed.symbol]]
@@ -206,6 +207,9 @@ pub struct FeedConfig {
     pub offset: OffsetMode,
     /// Per-symbol thresholds, sorted by symbol key.
     pub overrides: Vec<(Symbol, Thresholds)>,
+    /// Decimals every price of the feed prints with, at least
+    /// (`price_decimals`; [`Protocol::price_decimals`] by default).
+    pub price_decimals: u8,
 }
 
 /// The protocol a feed speaks (`protocol`, "sqf" when absent).
@@ -227,6 +231,16 @@ impl Protocol {
         match self {
             Protocol::Sqf => "sqf",
             Protocol::Itch50 => "itch50",
+        }
+    }
+
+    /// Decimals a feed's prices print with unless `price_decimals` says:
+    /// ITCH's prices are in 1/10,000 dollar; SQF's are binary, 5 decimals
+    /// show a pip of a currency pair.
+    pub fn price_decimals(self) -> u8 {
+        match self {
+            Protocol::Sqf => 5,
+            Protocol::Itch50 => 4,
         }
     }
 }
@@ -373,6 +387,7 @@ struct RawFeed {
     source_threshold_ms: Sp<i64>,
     clock_offset: Option<Sp<RawOffset>>,
     offset_window_ms: Option<Sp<i64>>,
+    price_decimals: Option<Sp<i64>>,
     symbol: Vec<RawSymbol>,
     /// Every other key, in file order.
     rest: Vec<(String, Sp<toml::Value>)>,
@@ -389,6 +404,7 @@ const FEED_KEYS: &[&str] = &[
     "source_threshold_ms",
     "clock_offset",
     "offset_window_ms",
+    "price_decimals",
     "symbol",
 ];
 
@@ -407,7 +423,7 @@ impl<'de> Deserialize<'de> for RawFeed {
                 use serde::de::Error;
                 let (mut name, mut protocol, mut source, mut lines) = (None, None, None, None);
                 let (mut stale, mut src, mut offset, mut window) = (None, None, None, None);
-                let (mut symbol, mut rest) = (Vec::new(), Vec::new());
+                let (mut symbol, mut rest, mut decimals) = (Vec::new(), Vec::new(), None);
                 while let Some(key) = m.next_key::<String>()? {
                     match key.as_str() {
                         "name" => name = Some(m.next_value()?),
@@ -418,6 +434,7 @@ impl<'de> Deserialize<'de> for RawFeed {
                         "source_threshold_ms" => src = Some(m.next_value()?),
                         "clock_offset" => offset = Some(m.next_value()?),
                         "offset_window_ms" => window = Some(m.next_value()?),
+                        "price_decimals" => decimals = Some(m.next_value()?),
                         "symbol" => symbol = m.next_value()?,
                         _ => {
                             let value = m.next_value()?;
@@ -436,6 +453,7 @@ impl<'de> Deserialize<'de> for RawFeed {
                     source,
                     clock_offset: offset,
                     offset_window_ms: window,
+                    price_decimals: decimals,
                     symbol,
                     rest,
                 })
@@ -603,6 +621,16 @@ pub const OFFSET_WINDOW_MS: Range = Range {
     unit: "ms",
 };
 
+/// `price_decimals`: the least decimals a feed's prices print with.
+pub const PRICE_DECIMALS: Range = Range {
+    table: "[[feed]]",
+    key: "price_decimals",
+    min: 0,
+    max: 9,
+    default: None,
+    unit: "decimals",
+};
+
 /// The ranges of the integer keys this file reads, in file order; each
 /// protocol's are [`Protocol::ranges`], and [`ranges`] lists them all.
 pub const SHARED_RANGES: &[Range] = &[
@@ -619,6 +647,7 @@ pub const SHARED_RANGES: &[Range] = &[
     SOURCE_THRESHOLD_MS,
     CLOCK_OFFSET,
     OFFSET_WINDOW_MS,
+    PRICE_DECIMALS,
 ];
 
 /// Every integer key's range: this file's, then each protocol's (the
@@ -1187,6 +1216,10 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
     }
     overrides.sort_by_key(|(s, _)| *s);
     let protocol = protocol_of(&f);
+    let price_decimals = match &f.price_decimals {
+        Some(v) => PRICE_DECIMALS.check(v).map_err(in_feed)? as u8,
+        None => protocol.price_decimals(),
+    };
     let mut keys = FeedKeys::new(f.rest, f.name.span().start);
     let settings = protocol.resolve(&mut keys).map_err(in_feed)?;
     debug_assert_eq!(
@@ -1204,6 +1237,7 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         thresholds,
         offset,
         overrides,
+        price_decimals,
     };
     Ok((feed, keys))
 }

@@ -33,7 +33,8 @@
 //! | 120 | datagrams | datagrams received so far, all lines |
 //!
 //! FeedBlock (1024 bytes): 0..64 name (UTF-8, NUL padded), 64 kind (0 full,
-//! 1 delta), 72 protocol (its name, ASCII, NUL padded), 80 [`traits`] bits, 88 line A, 96 line B
+//! 1 delta), 72 protocol (its name, ASCII, NUL padded), 80 [`traits`] bits
+//! (bits 8..16: the prices' decimals + 1), 88 line A, 96 line B
 //! (`ipv4 << 16 | port`, 0 = none), 104 counters stamp (seqlock over every
 //! counter of the block: odd while the writer stores a heartbeat's set, +2
 //! per set), 112 descriptors offset (bytes from the start of the file: the
@@ -277,6 +278,14 @@ pub mod traits {
     /// Each slot counts its symbol's own lost ticks and duplicates (SQF);
     /// without it the feed counts them for its whole stream only.
     pub const SYMBOL_COUNTS: u64 = 1 << 0;
+    /// Bits 8..16: the least decimals the feed's prices print with, plus 1
+    /// (0: not said; print them as they are).
+    pub const PRICE_DECIMALS_SHIFT: u32 = 8;
+
+    /// The bits saying a feed's prices print with `decimals` (0 to 254).
+    pub const fn price_decimals(decimals: u8) -> u64 {
+        ((decimals as u64 + 1) & 0xff) << PRICE_DECIMALS_SHIFT
+    }
 }
 
 /// Bytes of a counter descriptor.

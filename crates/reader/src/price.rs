@@ -61,12 +61,69 @@ impl fmt::Display for Price {
     }
 }
 
+impl Price {
+    /// [`fixed`](Self::fixed) with the feed's decimals when known, else
+    /// the price as it is ([`Display`](fmt::Display)).
+    pub fn show(self, places: Option<u8>) -> String {
+        places.map_or_else(|| self.to_string(), |p| self.fixed(p))
+    }
+
+    /// The price with the feed's `places` decimals. A decimal price is
+    /// exact: zeros are added to reach `places`, and one with more decimals
+    /// keeps them all (nothing is rounded): `123.45` with 4 places prints
+    /// `123.4500`. An `f64` (a binary approximation of the decimal price the
+    /// provider meant) prints rounded to `places`: `1.2710508342804998`
+    /// with 5 prints `1.27105`. A feed's prices thus print the same way
+    /// everywhere, and align in a column.
+    pub fn fixed(self, places: u8) -> String {
+        if let Price::F64(v) = self {
+            if v.is_finite() {
+                return format!("{v:.prec$}", prec = usize::from(places));
+            }
+        }
+        let text = self.to_string();
+        if !text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+        {
+            return text; // NaN, inf or an exponent: as it is.
+        }
+        let decimals = text.split_once('.').map_or(0, |(_, frac)| frac.len());
+        let places = usize::from(places);
+        if decimals >= places {
+            return text;
+        }
+        let point = if decimals == 0 { "." } else { "" };
+        format!("{text}{point}{:0<width$}", "", width = places - decimals)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn dec(mantissa: i64, exponent: i8) -> String {
         Price::Decimal { mantissa, exponent }.to_string()
+    }
+
+    #[test]
+    fn fixed_places_pad_and_never_round() {
+        let d = |m, e| Price::Decimal {
+            mantissa: m,
+            exponent: e,
+        };
+        assert_eq!(d(1_234_500, -4).fixed(4), "123.4500");
+        assert_eq!(d(1_234_567, -4).fixed(2), "123.4567");
+        assert_eq!(d(1_200, 0).fixed(2), "1200.00");
+        assert_eq!(d(5, -4).fixed(4), "0.0005");
+        assert_eq!(d(-15, -1).fixed(3), "-1.500");
+        assert_eq!(d(1_234_500, -4).fixed(0), "123.45");
+        assert_eq!(Price::F64(1.1).fixed(5), "1.10000");
+        assert_eq!(Price::F64(1.2710508342804998).fixed(5), "1.27105");
+        assert_eq!(Price::F64(2.0).fixed(2), "2.00");
+        assert_eq!(Price::F64(2.0).fixed(0), "2");
+        assert_eq!(Price::F64(f64::NAN).fixed(2), "NaN");
+        assert_eq!(Price::F64(f64::INFINITY).fixed(2), "inf");
     }
 
     #[test]

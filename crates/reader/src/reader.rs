@@ -262,6 +262,13 @@ impl FeedInfo {
     pub fn symbol_counts(&self) -> bool {
         self.traits & layout::traits::SYMBOL_COUNTS != 0
     }
+
+    /// The decimals the feed's prices print with
+    /// ([`Price::show`](crate::price::Price::show)); `None` when the writer
+    /// did not say.
+    pub fn price_decimals(&self) -> Option<u8> {
+        ((self.traits >> layout::traits::PRICE_DECIMALS_SHIFT) as u8).checked_sub(1)
+    }
 }
 
 /// One counter of a feed at a read: its descriptor and value.

@@ -9,13 +9,14 @@ use std::fmt::Write as _;
 
 impl Event {
     /// The event as one line of `--explain` output (no newline); `origin`
-    /// is the capture's first arrival, for relative times.
-    pub fn render(&self, origin: u64) -> String {
+    /// is the capture's first arrival, for relative times; prices with the
+    /// feed's `decimals`.
+    pub fn render(&self, origin: u64, decimals: u8) -> String {
         let mut s = format!(
             "{}  {:>15}  {}",
             iso(self.time),
             rel(self.time, origin),
-            describe(self, origin)
+            describe(self, origin, decimals)
         );
         if let Some(l) = self.line {
             let _ = write!(s, ", line {l}");
@@ -47,9 +48,10 @@ impl Forensics {
             );
         };
         let origin = self.origin.unwrap_or(0);
+        let decimals = f.config.price_decimals;
         let mut out = self.header(feed, symbol);
         for e in events.iter().filter(|e| all || e.changed()) {
-            out.push_str(&e.render(origin));
+            out.push_str(&e.render(origin, decimals));
             out.push('\n');
         }
         out
@@ -88,6 +90,7 @@ impl Forensics {
             return String::new();
         };
         let name = &self.feeds[feed as usize].config.name;
+        let decimals = self.feeds[feed as usize].config.price_decimals;
         let origin = self.origin.unwrap_or(time);
         let mut out = format!(
             "{name} {symbol} at {} ({}): {answer}\n",
@@ -121,9 +124,9 @@ impl Forensics {
         };
         if answer.is_ok() {
             if let Some(e) = events.iter().rev().find(|e| e.changed()) {
-                let _ = writeln!(out, "  ok since        {}", e.render(origin));
+                let _ = writeln!(out, "  ok since        {}", e.render(origin, decimals));
                 if !std::ptr::eq(*e, *last) {
-                    let _ = writeln!(out, "  latest event    {}", last.render(origin));
+                    let _ = writeln!(out, "  latest event    {}", last.render(origin, decimals));
                 }
             }
         } else {
@@ -137,20 +140,20 @@ impl Forensics {
                     .find(|e| e.after.contains(bit) && !e.before.contains(bit));
                 match cause {
                     Some(e) => {
-                        let _ = writeln!(out, "  {reason:<15} {}", e.render(origin));
+                        let _ = writeln!(out, "  {reason:<15} {}", e.render(origin, decimals));
                     }
                     None => {
                         let _ = writeln!(
                             out,
                             "  {reason:<15} since the symbol was first seen (no valid price stored yet); last event: {}",
-                            last.render(origin)
+                            last.render(origin, decimals)
                         );
                     }
                 }
             }
         }
         if let Some(a) = &self.at_state {
-            out.push_str(&state_line(a, time, origin));
+            out.push_str(&state_line(a, time, origin, decimals));
         }
         if derived != answer {
             let _ = writeln!(
@@ -162,7 +165,8 @@ impl Forensics {
     }
 }
 
-fn describe(e: &Event, origin: u64) -> String {
+fn describe(e: &Event, origin: u64, decimals: u8) -> String {
+    let price = |v: f64| crate::state::Price::F64(v).fixed(decimals);
     let mut s = match e.cause {
         Cause::Quote { seq, step } => match step {
             Step::First => format!("first quote seq {seq}"),
@@ -218,13 +222,23 @@ fn describe(e: &Event, origin: u64) -> String {
         match *n {
             Note::NoSnapshotYet => s.push_str("delta feed: suspect until a snapshot"),
             Note::FirstPrice { bid, ask } => {
-                let _ = write!(s, "first valid price (bid {bid}, ask {ask})");
+                let _ = write!(
+                    s,
+                    "first valid price (bid {}, ask {})",
+                    price(bid),
+                    price(ask)
+                );
             }
             Note::InvalidPrice { bid, ask } => {
-                let _ = write!(s, "invalid price (bid {bid}, ask {ask})");
+                let _ = write!(s, "invalid price (bid {}, ask {})", price(bid), price(ask));
             }
             Note::StillInvalid { bid, ask } => {
-                let _ = write!(s, "price still invalid (bid {bid}, ask {ask})");
+                let _ = write!(
+                    s,
+                    "price still invalid (bid {}, ask {})",
+                    price(bid),
+                    price(ask)
+                );
             }
             Note::ValidAgain => s.push_str("valid price again"),
             Note::RepairsSuspect => s.push_str("repairs suspect"),
@@ -261,7 +275,7 @@ fn describe(e: &Event, origin: u64) -> String {
     s
 }
 
-fn state_line(a: &AtState, time: u64, origin: u64) -> String {
+fn state_line(a: &AtState, time: u64, origin: u64, decimals: u8) -> String {
     let Some(s) = a.state else {
         return "  state: none (no message applied yet)\n".to_string();
     };
@@ -287,8 +301,8 @@ fn state_line(a: &AtState, time: u64, origin: u64) -> String {
             let _ = write!(
                 out,
                 ", price bid {} ask {}, source age {} at clock offset {} (stale_at_source after {})",
-                p.bid,
-                p.ask,
+                crate::state::Price::F64(p.bid).fixed(decimals),
+                crate::state::Price::F64(p.ask).fixed(decimals),
                 dur(time as i128 - p.source_time as i128 - a.offset),
                 dur(a.offset),
                 dur(a.th.source_ns as i128)

@@ -379,7 +379,11 @@ pub fn publication_feeds(config: &crate::config::Config) -> Vec<FeedInfo> {
     config
         .feeds
         .iter()
-        .map(|f| FeedInfo::new(f.name.clone(), f.kind, f.lines.clone(), f.protocol))
+        .map(|f| {
+            let mut info = FeedInfo::new(f.name.clone(), f.kind, f.lines.clone(), f.protocol);
+            info.traits |= crate::shm::traits::price_decimals(f.price_decimals);
+            info
+        })
         .collect()
 }
 
