@@ -243,6 +243,9 @@ pub mod counter {
     /// Times the feed's `request_rate` held re-requests back for a later
     /// cycle.
     pub const REQUESTS_DEFERRED: usize = EXT + 33;
+    /// Messages refused a new symbol because the session held
+    /// `max_symbols` symbols.
+    pub const SYMBOLS_REFUSED: usize = EXT + 34;
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),

@@ -75,6 +75,7 @@ impl Engine {
             offset_queue,
             orders: 1 << 16,
             max_orders: c.max_orders,
+            max_symbols: c.max_symbols,
         });
         let publisher = shared.then(|| {
             feed.track_touched(true);
@@ -314,6 +315,7 @@ impl FeedEngine for Engine {
             c(counter::ANOMALIES, "anomalies"),
             c(counter::INVALID_RECORDS, "invalid_records"),
             c(counter::ORDERS_REFUSED, "orders_refused"),
+            c(counter::SYMBOLS_REFUSED, "symbols_refused"),
         ]);
         v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
             let last = i + 1 == counter::RECOVERY_BUCKETS;
@@ -357,6 +359,7 @@ impl FeedEngine for Engine {
             (counter::SESSION_HI, u64::from_le_bytes(hi)),
             (counter::INVALID_RECORDS, it.counters().invalid_records),
             (counter::ORDERS_REFUSED, it.counters().orders_refused),
+            (counter::SYMBOLS_REFUSED, it.counters().symbols_refused),
         ] {
             p.set_counter(id, k, v);
         }
