@@ -6,10 +6,11 @@
 //!
 //!     itch_hostile [N]     # default 50,000
 //!
-//! Prints the time of N crafted Add Orders and of N random ones, of N held
-//! datagrams with crafted and with random sequences, of N datagrams each
-//! starting a session and of N of one session, and the memory N distinct
-//! Stock Directory messages leave.
+//! Prints the least time of three runs (a new feed each, in turn) of N
+//! crafted Add Orders and of N random ones, of N held datagrams with
+//! crafted and with random sequences, of N datagrams each starting a
+//! session and of N of one session, and the memory N distinct Stock
+//! Directory messages leave.
 
 use std::time::Instant;
 use tickguard::clock::OffsetMode;
@@ -65,7 +66,16 @@ fn packet(session: Session, seq: u64, m: &[Vec<u8>]) -> Vec<u8> {
     b.finish()
 }
 
-/// Seconds to feed `datagrams` to a new feed (after `first`).
+/// The least of three runs of [`time`] on `a` and on `b`, a new feed
+/// each, taken in turn (so that neither pays alone for a first run).
+fn least(max_held: usize, a: &[Vec<u8>], b: &[Vec<u8>]) -> (f64, f64) {
+    (0..3).fold((f64::MAX, f64::MAX), |(ta, tb), _| {
+        let ta = ta.min(time(&mut feed(max_held), a));
+        (ta, tb.min(time(&mut feed(max_held), b)))
+    })
+}
+
+/// Seconds to feed `datagrams` to `f`.
 fn time(f: &mut Feed, datagrams: &[Vec<u8>]) -> f64 {
     let t = Instant::now();
     for (i, d) in datagrams.iter().enumerate() {
@@ -123,8 +133,11 @@ fn main() {
     assert_eq!(inv.wrapping_mul(FIB), 1);
     let aapl = Symbol::parse("AAPL").unwrap();
 
-    let crafted = time(&mut feed(1 << 20), &orders(n, |j| j.wrapping_mul(inv)));
-    let random = time(&mut feed(1 << 20), &orders(n, splitmix));
+    let (crafted, random) = least(
+        1 << 20,
+        &orders(n, |j| j.wrapping_mul(inv)),
+        &orders(n, splitmix),
+    );
     println!(
         "orders: {n} crafted {:.3} s, random {:.3} s, ratio {:.1}",
         crafted,
@@ -133,8 +146,7 @@ fn main() {
     );
 
     let max = n as usize + 16;
-    let crafted = time(&mut feed(max), &held(n, |j| j.wrapping_mul(inv)));
-    let random = time(&mut feed(max), &held(n, splitmix));
+    let (crafted, random) = least(max, &held(n, |j| j.wrapping_mul(inv)), &held(n, splitmix));
     println!(
         "held: {n} crafted {:.3} s, random {:.3} s, ratio {:.1}",
         crafted,
@@ -154,8 +166,7 @@ fn main() {
     let same: Vec<Vec<u8>> = (0..n)
         .map(|j| packet(S1, 1 + 2 * j, &[dir.clone(), add(j + 1)]))
         .collect();
-    let changes = time(&mut feed(1 << 20), &sessions);
-    let ordinary = time(&mut feed(1 << 20), &same);
+    let (changes, ordinary) = least(1 << 20, &sessions, &same);
     println!(
         "sessions: {n} changes {:.1} us each, ordinary {:.2} us each, ratio {:.1}",
         changes * 1e6 / n as f64,
