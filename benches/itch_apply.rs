@@ -49,6 +49,7 @@ fn feed() -> Feed {
         offset_queue: 16,
         orders: 1 << 16,
         max_orders: 1 << 24,
+        max_symbols: 1 << 16,
     })
 }
 

@@ -91,6 +91,7 @@ fn main() {
                 offset_queue: 16,
                 orders: 1 << 16,
                 max_orders: 1 << 24,
+                max_symbols: 1 << 16,
             });
             let start = std::time::Instant::now();
             for (t, p) in &packets {

@@ -329,7 +329,7 @@ impl ItchExplain {
         let origin = self.origin.unwrap_or(at);
         let seq = it.sequencer();
         let mut line = format!(
-            "  state: session {}, next seq {}, {} gaps open, suspect {}, joined {}{}, hours {}",
+            "  state: session {}, next seq {}, {} gaps open, suspect {}, joined {}{}{}, hours {}",
             it.session().map_or("none".into(), |s| s.display()),
             seq.next().map_or("none".into(), |n| n.to_string()),
             seq.gaps_open(),
@@ -337,6 +337,11 @@ impl ItchExplain {
             seq.joined(),
             if it.orders_refused() {
                 ", orders refused (max_orders)"
+            } else {
+                ""
+            },
+            if it.symbols_refused() {
+                ", symbols refused (max_symbols)"
             } else {
                 ""
             },

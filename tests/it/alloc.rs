@@ -328,6 +328,7 @@ fn itch_path(pipelined: bool) {
         offset_queue: 4096,
         orders: 16,
         max_orders: 1 << 24,
+        max_symbols: 1 << 16,
     };
     let date = jiff::civil::date(2026, 1, 5);
 

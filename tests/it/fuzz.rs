@@ -278,6 +278,7 @@ const KEYS: &[&str] = &[
     "gap_timeout_ms",
     "max_held",
     "max_orders",
+    "max_symbols",
     "join_gap_max",
     "request_max",
     "request_interval_ms",
@@ -424,6 +425,7 @@ fn accepted_config_is_in_range(c: &Config) {
             assert!(i.gap_timeout_ns % 1_000_000 == 0);
             assert!(within(&MAX_HELD, i.max_held as u64));
             assert!(within(&MAX_ORDERS, i.max_orders as u64));
+            assert!(within(&MAX_SYMBOLS, i.max_symbols as u64));
             assert!(within(&JOIN_GAP_MAX, i.join_gap_max));
             assert!(within(&REQUEST_MAX, u64::from(i.request_max)));
             assert!(within(

@@ -1087,6 +1087,7 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
         offset_queue: UNBOUNDED,
         orders: 16,
         max_orders: setup.max_orders,
+        max_symbols: 1 << 16,
     });
     feed.pipeline_books(pipelined);
     let th = setup.th();

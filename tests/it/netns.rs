@@ -373,6 +373,15 @@ source_threshold_ms = 60000
     );
 }
 
+/// Joins the calling thread (one spawned for it) to the namespace `ns`
+/// and returns a UDP socket there whose multicast stays on loopback (TTL 0).
+fn sender_in(ns: &str) -> std::net::UdpSocket {
+    join_namespace(ns);
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_multicast_ttl_v4(0).unwrap();
+    socket
+}
+
 /// Sends garbage to `line` from inside the namespace `ns` (a thread joined to
 /// it), `rate` datagrams per second for `duration`. Multicast leaves on
 /// loopback with TTL 0. Returns the datagrams sent.
@@ -386,9 +395,7 @@ fn flood_line(
     let ns = ns.to_string();
     std::thread::spawn(move || {
         use std::os::fd::AsRawFd;
-        join_namespace(&ns);
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket.set_multicast_ttl_v4(0).unwrap();
+        let socket = sender_in(&ns);
         let mut sent = 0u64;
         // A mix of lengths and of headers: random bytes, and SQF magic with
         // a lying count, so the decoder's reject paths all run.
@@ -1264,4 +1271,117 @@ fn another_user_cannot_bind_the_recovery_port() {
             "binding {addr}:31198 as another user"
         );
     }
+}
+
+/// Sends `datagrams` to `line` from inside the namespace `ns` (a thread
+/// joined to it), `per_ms` each millisecond, multicast on loopback.
+fn send_paced(
+    ns: &str,
+    line: std::net::SocketAddrV4,
+    datagrams: Vec<Vec<u8>>,
+    per_ms: usize,
+) -> std::thread::JoinHandle<()> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        let socket = sender_in(&ns);
+        let mut next = Instant::now();
+        for burst in datagrams.chunks(per_ms) {
+            for d in burst {
+                socket.send_to(d, line).unwrap();
+            }
+            next += Duration::from_millis(1);
+            if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    })
+}
+
+/// Add Orders whose references all shared one probe run under the order
+/// map's old fixed hash (references `j × INV`, `INV` the inverse of the
+/// public Fibonacci multiplier), sent live at 5,000 datagrams of 20 a
+/// second after as many random ones: no receive cycle of the crafted
+/// phase takes over 10 ms (or, on a machine so loaded that start-up or
+/// the random phase already had a longer one, over that), read back from
+/// the publication's worst cycle. With the fixed hash 40,000 of them made
+/// a cycle of 1.5 s here, and every reader saw the writer dead.
+#[test]
+fn itch_crafted_order_references_do_not_stall_the_receiver() {
+    use tickguard::protocol::itch50::message::encode;
+    use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+    if !can_create_namespaces() {
+        return;
+    }
+    let Scene { ns, dir, shm } = &Scene::new("crafted");
+    let cfg = itch_config(dir.path(), shm, 1000);
+    let _sidecar = ns.start_sidecar(&cfg, shm, None);
+    let reader = Reader::open(shm);
+    let line: std::net::SocketAddrV4 = "239.77.1.1:31101".parse().unwrap();
+    // Both phases' orders fit the order map's first size (no growth: its
+    // doubling, a rehash of every entry, is one long cycle of its own).
+    const N: u64 = 40_000;
+    const PER: u64 = 20;
+    const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut inv = FIB;
+    for _ in 0..6 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(FIB.wrapping_mul(inv)));
+    }
+    assert_eq!(inv.wrapping_mul(FIB), 1);
+    let splitmix = |j: u64| {
+        let mut z = j.wrapping_add(FIB);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let aapl = tickguard::symbol::Symbol::parse("AAPL").unwrap();
+    let session = Session(*b"CRAFTED001");
+    let mut b = PacketBuilder::new(session, 1);
+    b.message(&encode::stock_directory(1, 1, aapl));
+    let mut seq = 2;
+    let mut phase = |key: &dyn Fn(u64) -> u64| -> Vec<Vec<u8>> {
+        (0..N / PER)
+            .map(|k| {
+                let mut b = PacketBuilder::new(session, seq);
+                for j in k * PER..(k + 1) * PER {
+                    let add = encode::add_order(1, 2, key(j + 1), Side::Buy, 1, aapl, 100, None);
+                    b.message(&add);
+                }
+                seq += PER;
+                b.finish()
+            })
+            .collect()
+    };
+    let random = phase(&|j| splitmix(j));
+    let crafted = phase(&|j| j.wrapping_mul(inv));
+    let mut first = vec![b.finish()];
+    first.extend(random);
+    // Each phase: sent, then every message applied (or 20 s passed).
+    let mut applied = 2;
+    let mut worst = Vec::new();
+    for (name, datagrams) in [("random", first), ("crafted", crafted)] {
+        send_paced(&ns.0, line, datagrams, 5).join().unwrap();
+        applied += N;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while reader.counter(0, counter::NEXT).unwrap_or(0) < applied {
+            assert!(
+                Instant::now() < deadline,
+                "{name}: applied up to {:?} of {applied} in 20 s",
+                reader.counter(0, counter::NEXT)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (_, w, _) = reader.receiver().unwrap();
+        eprintln!(
+            "{name}: worst receive cycle so far {:.3} ms",
+            w as f64 / 1e6
+        );
+        worst.push(w);
+    }
+    let limit = worst[0].max(10_000_000);
+    assert!(
+        worst[1] <= limit,
+        "the crafted orders made a {:.3} ms receive cycle (random: {:.3} ms)",
+        worst[1] as f64 / 1e6,
+        worst[0] as f64 / 1e6
+    );
 }

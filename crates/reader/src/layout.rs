@@ -255,6 +255,9 @@ pub mod counter {
     /// Datagrams on a feed's channel from another address than its
     /// server's, dropped unread (written by the receiver).
     pub const CHANNEL_WRONG_SOURCE: usize = EXT + 35;
+    /// Messages refused a new symbol because the session held
+    /// `max_symbols` symbols.
+    pub const SYMBOLS_REFUSED: usize = EXT + 36;
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),

@@ -7,8 +7,9 @@
 //! pages, allocated once): adding, finding and deleting a recent order is
 //! one indexed access. Orders
 //! older than the window (a quiet stock's resting orders) move to an
-//! open-addressing table ([`super::map::U64Map`], 24-byte slots, doubling
-//! when more than 70% full: 34 to 69 bytes per order there). Its growth is
+//! open-addressing table ([`super::map::U64Map`], 24-byte slots and a
+//! byte a slot of clear notes, doubling when more than 70% full: 36 to 72
+//! bytes per order there). Its growth is
 //! the only allocation, amortised over the orders added; size it up front
 //! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
 //! (price levels aside: a new level may grow its side's vector, amortised

@@ -14,6 +14,7 @@
 //! gap_timeout_ms = 5                 # default 5, or 1000 with a recovery server
 //! max_held = 1000000
 //! max_orders = 16777216
+//! max_symbols = 65536
 //! join_gap_max = 10000
 //! request_max = 64
 //! request_interval_ms = 10
@@ -42,6 +43,9 @@ pub struct ItchConfig {
     /// Most live orders the feed's books hold; an add beyond is refused and
     /// the feed is `suspect` until the session changes.
     pub max_orders: usize,
+    /// Most symbols a session holds; a message naming one more is refused
+    /// its symbol and the feed is `suspect` until the session changes.
+    pub max_symbols: usize,
     /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
     pub join_gap_max: u64,
     /// Most messages one re-request asks for.
@@ -83,8 +87,8 @@ pub const MAX_HELD: Range = Range {
 };
 
 /// `max_orders`: live orders the feed's books hold. A real day peaks at a
-/// few million; the order table beyond the fixed window takes 34 to 69
-/// bytes an order, so the default bounds it near 1.1 GiB and the most near
+/// few million; the order table beyond the fixed window takes 36 to 72
+/// bytes an order, so the default bounds it near 1.2 GiB and the most near
 /// 9 GiB. An add beyond is refused, counted (`orders_refused`) and makes
 /// the feed `suspect` until the session changes: memory stays bounded when
 /// a venue or an injector never deletes.
@@ -95,6 +99,24 @@ pub const MAX_ORDERS: Range = Range {
     max: 1 << 27,
     default: Some(1 << 24),
     unit: "orders",
+};
+
+/// `max_symbols`: symbols one session holds (the Stock Directory's
+/// stocks, and any other message's stock on a locate not mapped yet).
+/// Nasdaq lists about 12,000; the default is one per locate code. Each
+/// takes under 300 bytes (its state, book entry, index and slot map), so
+/// the default bounds them near 20 MiB and the most near 300 MiB. A
+/// message that would make one more is refused its symbol (its locate
+/// stays unmapped, so its orders change no book), counted
+/// (`symbols_refused`), and makes the feed `suspect` until the session
+/// changes: memory stays bounded when a directory never ends.
+pub const MAX_SYMBOLS: Range = Range {
+    table: "[[feed]] itch50",
+    key: "max_symbols",
+    min: 1,
+    max: 1 << 20,
+    default: Some(1 << 16),
+    unit: "symbols",
 };
 
 /// `join_gap_max`: a session's first packet further than this past
@@ -153,6 +175,7 @@ impl FeedProtocol for ItchConfig {
         "recovery_listen",
         "max_held",
         "max_orders",
+        "max_symbols",
         "join_gap_max",
         "request_max",
         "request_interval_ms",
@@ -163,6 +186,7 @@ impl FeedProtocol for ItchConfig {
         GAP_TIMEOUT_MS,
         MAX_HELD,
         MAX_ORDERS,
+        MAX_SYMBOLS,
         JOIN_GAP_MAX,
         REQUEST_MAX,
         REQUEST_INTERVAL_MS,
@@ -224,6 +248,7 @@ impl FeedProtocol for ItchConfig {
             recovery_listen,
             max_held: keys.int_or_default(&MAX_HELD)? as usize,
             max_orders: keys.int_or_default(&MAX_ORDERS)? as usize,
+            max_symbols: keys.int_or_default(&MAX_SYMBOLS)? as usize,
             join_gap_max: keys.int_or_default(&JOIN_GAP_MAX)?,
             request_max: keys.int_or_default(&REQUEST_MAX)? as u16,
             request_interval_ns: keys.int_or_default(&REQUEST_INTERVAL_MS)? * NS_PER_MS,

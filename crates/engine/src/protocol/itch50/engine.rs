@@ -83,6 +83,7 @@ impl Engine {
             offset_queue,
             orders: 1 << 16,
             max_orders: c.max_orders,
+            max_symbols: c.max_symbols,
         });
         let publisher = shared.then(|| {
             feed.track_touched(true);
@@ -325,6 +326,7 @@ impl FeedEngine for Engine {
             c(counter::ORDERS_REFUSED, "orders_refused"),
             c(counter::RECOVERY_WRONG_SESSION, "recovery_wrong_session"),
             c(counter::CHANNEL_WRONG_SOURCE, "recovery_wrong_source"),
+            c(counter::SYMBOLS_REFUSED, "symbols_refused"),
         ]);
         v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
             let last = i + 1 == counter::RECOVERY_BUCKETS;
@@ -372,6 +374,7 @@ impl FeedEngine for Engine {
                 counter::RECOVERY_WRONG_SESSION,
                 it.counters().recovery_wrong_session,
             ),
+            (counter::SYMBOLS_REFUSED, it.counters().symbols_refused),
         ] {
             p.set_counter(id, k, v);
         }
@@ -589,5 +592,70 @@ source_threshold_ms = 1000
         }
         assert_eq!(cycles.table().len(), 4, "the table is full");
         assert_eq!(cycles.feeds()[0].counters.table_full, 1);
+    }
+
+    /// A session change empties the slots the ended session published,
+    /// once: a slot a later session leaves alone is not written again at
+    /// each of its changes (a session per datagram would rewrite every
+    /// slot the feed ever wrote, each time).
+    #[test]
+    fn a_session_change_writes_only_the_ended_sessions_slots() {
+        let config = config("[state]\ncapacity = 4\n");
+        let dir = tempfile::Builder::new()
+            .prefix("tickguard-itch-sessions-")
+            .tempdir_in("/dev/shm")
+            .unwrap();
+        let mut h = shared_handler(&config, dir.path());
+        let stocks: Vec<Symbol> = (0..4)
+            .map(|i| Symbol::parse(&format!("S{i:03}")).unwrap())
+            .collect();
+        let packet = |j: u64, symbols: &[Symbol]| {
+            let mut b = PacketBuilder::new(
+                Session(*format!("S{j:09}").as_bytes().first_chunk().unwrap()),
+                1,
+            );
+            for (k, s) in symbols.iter().enumerate() {
+                let locate = k as u16 + 1;
+                b.message(&encode::add_order(
+                    locate,
+                    1,
+                    k as u64 + 1,
+                    Side::Buy,
+                    1,
+                    *s,
+                    10,
+                    None,
+                ));
+            }
+            b.finish()
+        };
+        let versions = |h: &Handler| -> Vec<u64> {
+            let mut v: Vec<(String, u64)> = h
+                .records()
+                .filter_map(|r| Some((r.symbol?.to_string(), r.version)))
+                .collect();
+            v.sort();
+            v.into_iter().map(|(_, n)| n).collect()
+        };
+        h.on_datagram_line(0, 0, &packet(0, &stocks), 1).unwrap();
+        h.upkeep(1);
+        let published = versions(&h);
+        assert_eq!(published.len(), 4);
+        // A new session with the first stock only: the others emptied.
+        h.on_datagram_line(0, 0, &packet(1, &stocks[..1]), 2)
+            .unwrap();
+        h.upkeep(2);
+        let emptied = versions(&h);
+        assert!(emptied[1..].iter().zip(&published[1..]).all(|(e, p)| e > p));
+        for j in 2..12 {
+            h.on_datagram_line(0, 0, &packet(j, &stocks[..1]), j + 1)
+                .unwrap();
+            h.upkeep(j + 1);
+        }
+        assert_eq!(
+            versions(&h)[1..],
+            emptied[1..],
+            "slots of no later session are not written again"
+        );
     }
 }

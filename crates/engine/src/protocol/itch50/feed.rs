@@ -40,6 +40,10 @@ pub struct Settings {
     /// and makes the feed [`suspect`](Feed::suspect) until the session
     /// changes.
     pub max_orders: usize,
+    /// Most symbols a session holds (`max_symbols`): a message that would
+    /// make one more is refused a symbol, counted, and makes the feed
+    /// [`suspect`](Feed::suspect) until the session changes.
+    pub max_symbols: usize,
 }
 
 /// Trading hours, from system events and the end of session.
@@ -68,6 +72,10 @@ pub struct Counters {
     /// Recovery answers not of the current session, ignored
     /// ([`Feed::on_datagram_line`]).
     pub recovery_wrong_session: u64,
+    /// Messages refused a new symbol because the session held
+    /// `max_symbols` (a directory message, or a first message of an
+    /// unmapped locate, naming a stock not seen this session).
+    pub symbols_refused: u64,
     /// Applied messages by type letter.
     pub by_type: [u64; 256],
 }
@@ -80,6 +88,7 @@ impl Default for Counters {
             anomalies: 0,
             orders_refused: 0,
             recovery_wrong_session: 0,
+            symbols_refused: 0,
             by_type: [0; 256],
         }
     }
@@ -120,6 +129,8 @@ const LOCATES: usize = 1 << 16;
 const NONE: u32 = u32::MAX;
 /// No timestamp (they are 48-bit).
 const NO_TIME: u64 = u64::MAX;
+/// Locate codes per bit of [`State::mapped`].
+const LOCATE_CHUNK: usize = 64;
 
 /// Everything a message changes, apart from the sequencing.
 #[derive(Debug)]
@@ -129,6 +140,15 @@ struct State {
     by_stock: U64Map<u32>,
     /// Symbol index by locate code.
     locates: Box<[u32; LOCATES]>,
+    /// A bit per [`LOCATE_CHUNK`] locate codes: set when one of them was
+    /// mapped since the last clear, which resets only those.
+    mapped: [u64; LOCATES / LOCATE_CHUNK / 64],
+    /// Most symbols a session holds.
+    max_symbols: usize,
+    /// A symbol was refused this session (`max_symbols`): messages of its
+    /// locate change no book, so the feed is suspect until the session
+    /// changes.
+    symbols_full: bool,
     hours: Hours,
     /// An add was refused this session (`max_orders`): the books miss an
     /// order, so the feed is suspect until the session changes.
@@ -157,13 +177,24 @@ struct State {
 }
 
 impl State {
+    /// Drops the session's books and symbols (a new session). Costs what
+    /// the session used (its orders, symbols and locate codes), not the
+    /// tables' sizes: a sender starting a session per datagram pays for
+    /// each only what its datagram added.
     fn clear(&mut self) {
         self.books.clear();
         self.symbols.clear();
         self.by_stock.clear();
-        self.locates.fill(NONE);
+        for (w, bits) in self.mapped.iter_mut().enumerate() {
+            while *bits != 0 {
+                let chunk = w * 64 + bits.trailing_zeros() as usize;
+                *bits &= *bits - 1;
+                self.locates[chunk * LOCATE_CHUNK..][..LOCATE_CHUNK].fill(NONE);
+            }
+        }
         self.hours = Hours::Open;
         self.refused = false;
+        self.symbols_full = false;
         self.touched.clear();
         self.is_touched.clear();
         self.last_seq.clear();
@@ -189,9 +220,12 @@ impl State {
         }
     }
 
+    /// The symbol of `stock`, now mapped from `locate` (made if new);
+    /// `NONE` when new and the session holds `max_symbols` already.
     fn symbol(&mut self, stock: Symbol, locate: u16) -> u32 {
         let i = match self.by_stock.get(stock.key()) {
             Some(i) => i,
+            None if self.symbols.len() >= self.max_symbols => return self.refuse_symbol(),
             None => {
                 let i = self.symbols.len() as u32;
                 self.symbols.push(SymbolState {
@@ -207,6 +241,23 @@ impl State {
         };
         self.symbols[i as usize].locate = locate;
         i
+    }
+
+    /// A new symbol refused for room: counted, and the feed suspect to
+    /// the session's end. Returns `NONE`.
+    #[cold]
+    fn refuse_symbol(&mut self) -> u32 {
+        self.counters.symbols_refused += 1;
+        self.symbols_full = true;
+        NONE
+    }
+
+    /// Maps `locate` to `sym` (`NONE`: unmapped).
+    #[inline]
+    fn map(&mut self, locate: u16, sym: u32) {
+        let chunk = usize::from(locate) / LOCATE_CHUNK;
+        self.mapped[chunk / 64] |= 1 << (chunk % 64);
+        self.locates[usize::from(locate)] = sym;
     }
 
     /// Applies one message in sequence order (spec §3.3). The order
@@ -327,7 +378,7 @@ impl State {
             return NONE;
         };
         let sym = self.symbol(stock, locate);
-        self.locates[locate as usize] = sym;
+        self.map(locate, sym);
         sym
     }
 
@@ -355,7 +406,7 @@ impl State {
         if m.code() == msg_type::STOCK_DIRECTORY || sym == NONE {
             if let Some(stock) = m.stock() {
                 sym = self.symbol(stock, locate);
-                self.locates[locate as usize] = sym;
+                self.map(locate, sym);
             }
         }
         match body {
@@ -665,6 +716,9 @@ impl Feed {
                 symbols: Vec::with_capacity(1024),
                 by_stock: U64Map::with_capacity(1024, NONE),
                 locates: Box::new([NONE; LOCATES]),
+                mapped: [0; LOCATES / LOCATE_CHUNK / 64],
+                max_symbols: settings.max_symbols,
+                symbols_full: false,
                 hours: Hours::Open,
                 refused: false,
                 counters: Counters::default(),
@@ -965,6 +1019,7 @@ impl Feed {
             by_stock,
             hours,
             refused,
+            symbols_full,
             ..
         } = state;
         Settled {
@@ -974,7 +1029,7 @@ impl Feed {
             seq,
             clock,
             hours: *hours,
-            refused: *refused,
+            refused: *refused || *symbols_full,
             last_alive: *last_alive,
             watermark: *watermark,
         }
@@ -1086,7 +1141,13 @@ impl Feed {
     /// open or given up, or a mid-session join; spec §3.2), or an add was
     /// refused this session for room (`max_orders`).
     pub fn suspect(&self) -> bool {
-        self.seq.suspect() || self.state.refused
+        self.seq.suspect() || self.state.refused || self.state.symbols_full
+    }
+
+    /// A symbol was refused this session because the session held
+    /// `max_symbols` symbols.
+    pub fn symbols_refused(&self) -> bool {
+        self.state.symbols_full
     }
 
     /// An add was refused this session because the books held
@@ -1136,6 +1197,7 @@ pub struct Settled<'a> {
     seq: &'a Sequencer,
     clock: &'a OffsetEstimator,
     hours: Hours,
+    /// An add or a new symbol was refused for room this session.
     refused: bool,
     last_alive: Option<u64>,
     watermark: Option<i128>,
@@ -1322,6 +1384,7 @@ mod tests {
             offset_queue: 16,
             orders: 16,
             max_orders: 1 << 24,
+            max_symbols: 1 << 16,
         }
     }
 
@@ -1828,6 +1891,7 @@ mod tests {
     fn an_add_refused_for_room_makes_the_feed_suspect_until_the_session_changes() {
         let mut f = Feed::new(Settings {
             max_orders: 2,
+            max_symbols: 1 << 16,
             ..feed().settings
         });
         let aapl = sym("AAPL");
@@ -1931,5 +1995,184 @@ mod tests {
         );
         assert_eq!(f.sequencer().gaps_open(), 0);
         assert_eq!(f.sequencer().counters().ticks_lost, 1);
+    }
+
+    /// The multiplier the order map and the held store once hashed with
+    /// (fixed, so public), and its inverse modulo 2^64: keys `j × INV`
+    /// hash to `j` under it, so for small `j` they all shared one home, in
+    /// a table of any size, and each insert walked all the others.
+    fn crafted(j: u64) -> u64 {
+        const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut inv = FIB;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(FIB.wrapping_mul(inv)));
+        }
+        assert_eq!(inv.wrapping_mul(FIB), 1);
+        j.wrapping_mul(inv)
+    }
+
+    /// Keys a sender cannot aim: SplitMix64 of `j`.
+    fn random(j: u64) -> u64 {
+        let mut z = j.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The least time of three fresh feeds (`settings`) fed `a`, and of
+    /// three fed `b`, taken in turn (so that neither pays alone for a
+    /// first run's page faults).
+    fn cost(
+        settings: &Settings,
+        a: &[Vec<u8>],
+        b: &[Vec<u8>],
+    ) -> (std::time::Duration, std::time::Duration) {
+        let run = |datagrams: &[Vec<u8>]| {
+            let mut f = Feed::new(settings.clone());
+            let start = std::time::Instant::now();
+            for (i, d) in datagrams.iter().enumerate() {
+                let _ = f.on_datagram(d, T0 + i as u64);
+            }
+            start.elapsed()
+        };
+        (0..3).fold(
+            (std::time::Duration::MAX, std::time::Duration::MAX),
+            |(ta, tb), _| {
+                let ta = ta.min(run(a));
+                (ta, tb.min(run(b)))
+            },
+        )
+    }
+
+    /// Order references and held sequences chosen to collide under the
+    /// old fixed hash cost what random ones do (within 3×, the least of
+    /// three runs each): with it, 20,000 of either cost over 40 times as
+    /// much as random ones, each insert walking one probe run of them all.
+    #[test]
+    fn keys_crafted_against_a_fixed_hash_cost_what_random_ones_do() {
+        const N: u64 = 20_000;
+        let aapl = sym("AAPL");
+        let orders = |key: fn(u64) -> u64| -> Vec<Vec<u8>> {
+            let adds: Vec<Vec<u8>> = (1..=N)
+                .map(|j| encode::add_order(7, OPEN, key(j), Side::Buy, 1, aapl, j as u32, None))
+                .collect();
+            adds.chunks(20)
+                .enumerate()
+                .map(|(k, c)| packet(1 + 20 * k as u64, c))
+                .collect()
+        };
+        let settings = feed().settings;
+        let (bad, good) = cost(&settings, &orders(crafted), &orders(random));
+        eprintln!("{N} orders: crafted {bad:?}, random {good:?}");
+        assert!(bad < good * 3, "orders: crafted {bad:?}, random {good:?}");
+
+        // Held messages: a gap from 2 to nearly the last sequence, then
+        // one datagram per sequence inside it, each held.
+        let held = |key: fn(u64) -> u64| -> Vec<Vec<u8>> {
+            let e = encode::system_event(OPEN, b'Q');
+            let mut v = vec![packet(1, std::slice::from_ref(&e))];
+            v.push(packet(u64::MAX - 1, std::slice::from_ref(&e)));
+            v.extend(
+                (1..=N)
+                    .map(key)
+                    .filter(|q| (2..u64::MAX - 1).contains(q))
+                    .map(|q| packet(q, std::slice::from_ref(&e))),
+            );
+            v
+        };
+        let mut settings = feed().settings;
+        settings.sequencing.max_held = 2 * N as usize;
+        settings.sequencing.gap_timeout_ns = 3_600_000 * MS;
+        let (bad, good) = cost(&settings, &held(crafted), &held(random));
+        eprintln!("{N} held: crafted {bad:?}, random {good:?}");
+        assert!(bad < good * 3, "held: crafted {bad:?}, random {good:?}");
+    }
+
+    /// A new session on every datagram costs about what a datagram of one
+    /// session does (within 30×, the least of three runs each): a session
+    /// change empties only what the session used. Emptying whole tables
+    /// (the order window's 16 MiB, the locate map, every book) made it
+    /// thousands of times dearer.
+    #[test]
+    fn a_session_per_datagram_costs_about_what_ordinary_datagrams_do() {
+        const N: u64 = 300;
+        let aapl = sym("AAPL");
+        let body = |j: u64| {
+            [
+                encode::stock_directory(7, OPEN, aapl),
+                encode::add_order(7, OPEN, j, Side::Buy, 1, aapl, 10, None),
+                encode::add_order(7, OPEN, 1 << 40 | j, Side::Sell, 1, aapl, 11, None),
+            ]
+        };
+        let changes: Vec<Vec<u8>> = (0..N)
+            .map(|j| {
+                let mut b = PacketBuilder::new(
+                    Session(*format!("S{j:09}").as_bytes().first_chunk().unwrap()),
+                    1,
+                );
+                for m in body(j) {
+                    b.message(&m);
+                }
+                b.finish()
+            })
+            .collect();
+        let ordinary: Vec<Vec<u8>> = (0..N).map(|j| packet(1 + 3 * j, &body(j))).collect();
+        let settings = feed().settings;
+        let (changes, ordinary) = cost(&settings, &changes, &ordinary);
+        eprintln!("{N} session changes {changes:?}, {N} ordinary datagrams {ordinary:?}");
+        assert!(
+            changes < ordinary * 30,
+            "{N} session changes {changes:?}, {N} ordinary datagrams {ordinary:?}"
+        );
+    }
+
+    /// A session holds at most `max_symbols` symbols: a directory of ever
+    /// new stocks is refused past it (each refusal counted), the refused
+    /// stocks' orders change no book, and the feed is suspect until the
+    /// session changes.
+    #[test]
+    fn symbols_beyond_max_symbols_are_refused_and_make_the_feed_suspect() {
+        let mut f = Feed::new(Settings {
+            max_symbols: 100,
+            ..feed().settings
+        });
+        let stock = |j: u64| sym(&format!("S{j:05}"));
+        let directory: Vec<Vec<u8>> = (0..300)
+            .map(|j| encode::stock_directory(1 + j as u16, OPEN, stock(j)))
+            .collect();
+        for (k, c) in directory.chunks(30).enumerate() {
+            f.on_datagram(&packet(1 + 30 * k as u64, c), T0).unwrap();
+        }
+        assert_eq!(f.settled().symbols().count(), 100);
+        assert_eq!(f.counters().symbols_refused, 200);
+        assert!(f.suspect() && f.symbols_refused() && !f.sequencer().suspect());
+        // A known stock maps again; an order on a refused one is dropped.
+        let add = |locate: u16, order: u64| {
+            encode::add_order(
+                locate,
+                OPEN,
+                order,
+                Side::Buy,
+                1,
+                stock(u64::from(locate) - 1),
+                5,
+                None,
+            )
+        };
+        f.on_datagram(&packet(301, &[add(1, 1), add(200, 2)]), T0)
+            .unwrap();
+        assert_eq!(f.state.books.len(), 1);
+        assert_eq!(f.counters().symbols_refused, 201);
+        assert_eq!(
+            f.settled().verdict(stock(0), th(), T0),
+            Reasons::SUSPECT,
+            "a book that is right is suspect too: the feed misses symbols"
+        );
+        // A new session starts with room again.
+        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
+        b.message(&encode::stock_directory(200, OPEN, stock(199)));
+        f.on_datagram(&b.finish(), T0 + MS).unwrap();
+        assert!(!f.suspect());
+        assert_eq!(f.settled().symbols().count(), 1);
     }
 }

@@ -163,6 +163,10 @@ const TOP_AHEAD: usize = 8;
 #[derive(Debug)]
 pub struct Levels {
     books: Vec<Book>,
+    /// One past the highest book changed since the last clear: a clear
+    /// (a new session) empties no more than these, whatever the books of
+    /// earlier sessions.
+    used: usize,
     /// Levels a side keeps near ([`NEAR`]; smaller in tests).
     near: usize,
 }
@@ -171,6 +175,7 @@ impl Default for Levels {
     fn default() -> Levels {
         Levels {
             books: Vec::new(),
+            used: 0,
             near: NEAR,
         }
     }
@@ -181,6 +186,7 @@ impl Levels {
     pub(super) fn with_books(books: usize) -> Levels {
         Levels {
             books: vec![Book::default(); books],
+            used: 0,
             near: NEAR,
         }
     }
@@ -190,6 +196,7 @@ impl Levels {
         if i >= self.books.len() {
             self.books.resize_with(i + 1, Book::default);
         }
+        self.used = self.used.max(i + 1);
         &mut self.books[i]
     }
 
@@ -290,7 +297,8 @@ impl Levels {
 
     /// Empties every book, keeping the memory.
     fn clear(&mut self) {
-        for b in &mut self.books {
+        let used = std::mem::take(&mut self.used);
+        for b in &mut self.books[..used] {
             b.bids.clear();
             b.asks.clear();
             b.orders = 0;

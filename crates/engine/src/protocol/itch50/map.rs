@@ -1,14 +1,73 @@
 //! A map from `u64` keys (order references, sequence numbers) to small
-//! `Copy` values: open addressing with linear probing, Fibonacci hashing,
-//! deletion by backward shift (no tombstones build up over a day of inserts
-//! and removals). It doubles when it would be more than 70% full: the only
-//! allocation, amortised over the inserts; sized up front it allocates
-//! nothing after warm-up.
+//! `Copy` values: open addressing with linear probing, deletion by backward
+//! shift (no tombstones build up over a day of inserts and removals). It
+//! doubles when it would be more than 70% full: the only allocation,
+//! amortised over the inserts; sized up front it allocates nothing after
+//! warm-up.
+//!
+//! The keys come off the wire, so a sender may choose them to collide: the
+//! hash is keyed ([`HashKey`], random per map), so that which keys share a
+//! probe run cannot be known from outside, and a probe run longer than
+//! [`MAX_PROBE`] slots (which random keys all but never make) draws a new
+//! key and rehashes, as a second line. Clearing costs what was inserted
+//! since the last clear, not the table's size: the keys inserted are noted
+//! (up to an eighth of the slots; past that a clear fills the table, an
+//! eighth of a slot's cost per insert), and only their probe runs are
+//! emptied.
 
 use crate::sys::memory::{huge_vec, prefetch};
 
 /// Marks an empty slot. A real entry with this key is kept apart.
 const EMPTY: u64 = u64::MAX;
+
+/// Longest probe run an insert accepts before the map draws a new hash key
+/// and rehashes (slots). At 70% load, random keys make runs of a few dozen
+/// slots in the largest tables.
+pub const MAX_PROBE: usize = 512;
+
+/// The secret of a map's hash: `home(k) = fold((k ^ k0) × k1)`, the top
+/// bits of the 128-bit product's halves xored (one multiply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashKey([u64; 2]);
+
+impl HashKey {
+    /// A key drawn from the process's random source (std's hasher keys,
+    /// which come from the kernel's `getrandom`): each map has its own.
+    pub fn random() -> HashKey {
+        use std::hash::{BuildHasher, RandomState};
+        let s = RandomState::new();
+        HashKey([s.hash_one(0x6b30_u64), s.hash_one(0x6b31_u64) | 1])
+    }
+
+    /// A fixed key, for tests and measurements that must repeat.
+    pub const fn fixed(seed: u64) -> HashKey {
+        HashKey([seed, splitmix(seed) | 1])
+    }
+
+    /// The key drawn after this one when a probe run grew too long: a
+    /// fixed key's successor is fixed too.
+    fn next(self, fixed: bool) -> HashKey {
+        if fixed {
+            HashKey::fixed(splitmix(self.0[0] ^ self.0[1]))
+        } else {
+            HashKey::random()
+        }
+    }
+
+    #[inline(always)]
+    fn hash(self, key: u64) -> u64 {
+        let p = u128::from(key ^ self.0[0]) * u128::from(self.0[1]);
+        (p as u64) ^ ((p >> 64) as u64)
+    }
+}
+
+/// One step of SplitMix64.
+const fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
@@ -24,12 +83,31 @@ pub struct U64Map<V: Copy> {
     max_key: Option<V>,
     /// What fills empty value slots.
     vacant: V,
+    hash: HashKey,
+    /// `hash` is fixed ([`with_key`](Self::with_key)), its successors too.
+    fixed: bool,
+    /// Keys inserted since the last clear, up to an eighth of the slots
+    /// (allocated with the table).
+    inserted: Vec<u64>,
+    /// More keys were inserted since the last clear than `inserted` holds.
+    uncounted: bool,
 }
 
 impl<V: Copy> U64Map<V> {
     /// Room for `n` entries before the first growth; `vacant` fills unused
     /// value slots (any value).
     pub fn with_capacity(n: usize, vacant: V) -> U64Map<V> {
+        U64Map::keyed(n, vacant, HashKey::random(), false)
+    }
+
+    /// [`with_capacity`](Self::with_capacity) with a fixed hash key, for
+    /// tests and measurements that must repeat (what the map holds never
+    /// depends on the key, only where).
+    pub fn with_key(n: usize, vacant: V, key: HashKey) -> U64Map<V> {
+        U64Map::keyed(n, vacant, key, true)
+    }
+
+    fn keyed(n: usize, vacant: V, hash: HashKey, fixed: bool) -> U64Map<V> {
         let want = (n.max(8) * 10 / 7 + 1).next_power_of_two();
         U64Map {
             keys: huge_vec(want, EMPTY),
@@ -39,12 +117,16 @@ impl<V: Copy> U64Map<V> {
             len: 0,
             max_key: None,
             vacant,
+            hash,
+            fixed,
+            inserted: Vec::with_capacity(want / 8),
+            uncounted: false,
         }
     }
 
     #[inline]
     fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+        (self.hash.hash(key) >> (64 - self.bits)) as usize
     }
 
     /// Where `key` is, or the empty slot where it would go.
@@ -109,13 +191,37 @@ impl<V: Copy> U64Map<V> {
             return Some(std::mem::replace(&mut self.values[i], value));
         }
         if (self.len + 1) * 10 > self.keys.len() * 7 {
-            self.grow();
+            self.rehash(self.keys.len() * 2, self.hash);
+            return self.insert(key, value);
+        }
+        if (i.wrapping_sub(self.home(key)) & self.mask) > MAX_PROBE {
+            self.rekey();
             return self.insert(key, value);
         }
         self.keys[i] = key;
         self.values[i] = value;
         self.len += 1;
+        self.note_inserted(key);
         None
+    }
+
+    /// Notes `key` for [`clear`](Self::clear), while the notes have room.
+    #[inline]
+    fn note_inserted(&mut self, key: u64) {
+        if self.inserted.len() < self.inserted.capacity() {
+            self.inserted.push(key);
+        } else {
+            self.uncounted = true;
+        }
+    }
+
+    /// A probe run grew past [`MAX_PROBE`]: a new hash key, every entry
+    /// rehashed (same size). With a secret key no sender can make this
+    /// happen often; a rare long run of honest keys costs one rehash.
+    #[cold]
+    fn rekey(&mut self) {
+        let key = self.hash.next(self.fixed);
+        self.rehash(self.keys.len(), key);
     }
 
     /// Removes `key`; returns its value.
@@ -150,26 +256,48 @@ impl<V: Copy> U64Map<V> {
         Some(removed)
     }
 
-    fn grow(&mut self) {
+    /// Moves every entry into a table of `n` slots hashed with `key`.
+    #[cold]
+    fn rehash(&mut self, n: usize, key: HashKey) {
         let keys = std::mem::take(&mut self.keys);
         let values = std::mem::take(&mut self.values);
-        let n = keys.len() * 2;
         self.keys = huge_vec(n, EMPTY);
         self.values = huge_vec(n, self.vacant);
         self.mask = n - 1;
         self.bits = n.trailing_zeros();
+        self.hash = key;
         for (k, v) in keys.into_iter().zip(values).filter(|(k, _)| *k != EMPTY) {
             let (i, _) = self.find(k);
             self.keys[i] = k;
             self.values[i] = v;
         }
+        // The notes stay (every live key is among them) with room for an
+        // eighth of the new slots.
+        let v = &mut self.inserted;
+        v.reserve_exact((n / 8).saturating_sub(v.len()));
     }
 
-    /// Removes every entry, keeping the memory.
+    /// Removes every entry, keeping the memory: empties the probe runs of
+    /// the keys inserted since the last clear (every live key is one), or,
+    /// when there were more than the notes hold, the whole table.
     pub fn clear(&mut self) {
-        if self.len > 0 {
+        if self.uncounted {
             self.keys.fill(EMPTY);
+        } else {
+            // A live key's slot lies in the run from its home to the first
+            // empty slot; emptying each noted key's run whole empties it
+            // (a run emptied earlier ends at an empty slot only where the
+            // original run did).
+            for &k in &self.inserted {
+                let mut i = (self.hash.hash(k) >> (64 - self.bits)) as usize;
+                while self.keys[i] != EMPTY {
+                    self.keys[i] = EMPTY;
+                    i = (i + 1) & self.mask;
+                }
+            }
         }
+        self.inserted.clear();
+        self.uncounted = false;
         self.len = 0;
         self.max_key = None;
     }
@@ -341,11 +469,26 @@ impl<V: Copy> WindowMap<V> {
     }
 
     /// Removes every entry, keeping the memory; the window starts at 0
-    /// again.
+    /// again. Empties only the ring's chunks that hold entries (found in
+    /// the per-chunk counts, eight at a time), and stops once all are:
+    /// the cost follows what was inserted, not the ring's 16 MiB.
     pub fn clear(&mut self) {
-        if self.in_ring > 0 {
-            self.ring.fill(None);
-            self.chunks.fill(0);
+        let mut left = self.in_ring;
+        for (g, group) in self.chunks.chunks_mut(8).enumerate() {
+            if left == 0 {
+                break;
+            }
+            // Eight counts tested at once (no early exit: one word's test).
+            if group.iter().fold(0, |a, &n| a | n) == 0 {
+                continue;
+            }
+            for (k, n) in group.iter_mut().enumerate() {
+                if *n > 0 {
+                    let c = g * 8 + k;
+                    self.ring[c * CHUNK..(c + 1) * CHUNK].fill(None);
+                    left -= usize::from(std::mem::take(n));
+                }
+            }
         }
         self.in_ring = 0;
         self.base = 0;
@@ -418,6 +561,59 @@ mod tests {
         assert!(m.is_empty() && m.get(5).is_none() && m.get(u64::MAX).is_none());
     }
 
+    /// The longest distance of an entry from its home, slots.
+    fn longest_probe<V: Copy>(m: &U64Map<V>) -> usize {
+        (0..m.keys.len())
+            .filter(|&i| m.keys[i] != EMPTY)
+            .map(|i| i.wrapping_sub(m.home(m.keys[i])) & m.mask)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Keys that share one home under a known hash key (as a sender who
+    /// knew it could pick) make a probe run past [`MAX_PROBE`]: the map
+    /// draws a new key and rehashes, and keeps every entry.
+    #[test]
+    fn a_probe_run_too_long_draws_a_new_hash_key() {
+        let key = HashKey::fixed(7);
+        let mut m = U64Map::with_key(700, 0u32, key);
+        assert_eq!(m.keys.len(), 1024);
+        let bits = m.bits;
+        let colliding: Vec<u64> = (0..u64::MAX)
+            .filter(|&k| key.hash(k) >> (64 - bits) == 0)
+            .take(MAX_PROBE + 100)
+            .collect();
+        for (v, &k) in colliding.iter().enumerate() {
+            m.insert(k, v as u32);
+        }
+        assert_ne!(m.hash, key, "rehashed with a new key");
+        assert!(longest_probe(&m) <= MAX_PROBE, "{}", longest_probe(&m));
+        for (v, &k) in colliding.iter().enumerate() {
+            assert_eq!(m.get(k), Some(v as u32));
+        }
+        assert_eq!(m.len(), colliding.len());
+    }
+
+    /// A clear empties what was inserted since the last one, by the notes
+    /// or (past them) whole, however the entries moved in between.
+    #[test]
+    fn a_clear_empties_every_entry_noted_or_not() {
+        let mut m = U64Map::with_capacity(64, 0u32);
+        for round in 0..4u64 {
+            // Few (noted), then many (past the notes and through a growth).
+            let n = if round % 2 == 0 { 5 } else { 3_000 };
+            for k in 0..n {
+                m.insert(k * 0x1_0001 + round, 1);
+            }
+            for k in (0..n).step_by(3) {
+                m.remove(k * 0x1_0001 + round);
+            }
+            m.clear();
+            assert!(m.is_empty());
+            assert!(m.keys.iter().all(|&k| k == EMPTY), "round {round}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -438,6 +634,11 @@ mod tests {
                 match op {
                     0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
                     1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
+                    // Now and then a new session.
+                    _ if v % 32 == 0 => {
+                        m.clear();
+                        model.clear();
+                    }
                     _ => {
                         if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
                         if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }
@@ -462,6 +663,11 @@ mod tests {
                 match op {
                     0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
                     1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
+                    // Now and then a new session.
+                    _ if v % 32 == 0 => {
+                        m.clear();
+                        model.clear();
+                    }
                     _ => {
                         if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
                         if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }

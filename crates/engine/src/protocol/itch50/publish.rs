@@ -33,10 +33,10 @@ const MAX_REMEMBERED: usize = 1 << 16;
 /// What one ITCH feed has written into the table.
 #[derive(Debug, Default)]
 pub struct Publisher {
-    /// Slot by the feed's symbol index in the current session.
+    /// Slot by the feed's symbol index in the current session: the
+    /// slots written since the last session change (those of earlier
+    /// sessions were emptied when theirs ended).
     slots: Vec<SlotId>,
-    /// Every slot this feed ever wrote (slots outlive sessions).
-    written: Vec<SlotId>,
     /// The session-change count seen at the last publish.
     sessions: u64,
     /// The status last written.
@@ -63,16 +63,17 @@ impl Publisher {
         let sessions = it.sequencer().counters().session_changes;
         if sessions != self.sessions {
             // A new session dropped every book: what was published is void.
+            // Only this session's slots hold anything (a session change
+            // costs what the session published, not every slot ever).
             self.sessions = sessions;
-            self.slots.clear();
             let empty = SlotTop::default();
-            for &id in &self.written {
+            for &id in self.slots.iter().filter(|&&id| id < REFUSED) {
                 table.slots()[id as usize].write_top(&empty);
             }
+            self.slots.clear();
         }
         let Publisher {
             slots,
-            written,
             table_full,
             refused,
             ..
@@ -99,10 +100,7 @@ impl Publisher {
                 slots[i] = match table.find(feed, s.stock) {
                     Some(id) => id,
                     None => match table.insert(feed, s.stock, thresholds(s.stock)) {
-                        Some(id) => {
-                            written.push(id);
-                            id
-                        }
+                        Some(id) => id,
                         None => refuse(refused, table_full, s.stock),
                     },
                 };
@@ -194,6 +192,7 @@ mod tests {
             offset_queue: 16,
             orders: 16,
             max_orders: 1 << 20,
+            max_symbols: 1 << 16,
         });
         // A live feed lists what its messages change.
         f.track_touched(true);

@@ -50,6 +50,10 @@ pub struct FeedSummary {
     pub anomalies: u64,
     /// Adds refused because the books held `max_orders` live orders.
     pub orders_refused: u64,
+    /// Messages refused a new symbol because the session held
+    /// `max_symbols` symbols (left out when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub symbols_refused: u64,
     /// Applied messages by type letter.
     pub messages_by_type: BTreeMap<String, u64>,
     /// BinaryFILE records that failed validation (only in a BinaryFILE replay).
@@ -138,6 +142,7 @@ impl FeedSummary {
             unknown_orders: mc.unknown_orders,
             anomalies: mc.anomalies,
             orders_refused: mc.orders_refused,
+            symbols_refused: mc.symbols_refused,
             messages_by_type: mc
                 .by_type
                 .iter()
@@ -149,6 +154,10 @@ impl FeedSummary {
             symbols,
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An ITCH letter (a type or a trading state) as summary text: printable
