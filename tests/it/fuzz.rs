@@ -270,6 +270,7 @@ const KEYS: &[&str] = &[
     "source_threshold_ms",
     "clock_offset",
     "offset_window_ms",
+    "price_decimals",
     "source",
     "protocol",
     "timezone",
@@ -407,6 +408,7 @@ fn accepted_config_is_in_range(c: &Config) {
             assert!(within(&STALE_THRESHOLD_MS, t.stale_ns / 1_000_000));
             assert!(within(&SOURCE_THRESHOLD_MS, t.source_ns / 1_000_000));
         }
+        assert!(within(&PRICE_DECIMALS, u64::from(f.price_decimals)));
         match f.offset {
             tickguard::clock::OffsetMode::Auto { window_ns } => {
                 assert!(within(&OFFSET_WINDOW_MS, window_ns / 1_000_000))
