@@ -773,7 +773,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     };
     if args.json {
         let side = |s: Option<tickguard::reader::Side>| {
-            s.map(|s| serde_json::json!({ "price": s.price.show(decimals), "size": (s.size != 0).then_some(s.size) }))
+            s.map(|s| serde_json::json!({ "price": s.price.exact(decimals), "size": (s.size != 0).then_some(s.size) }))
         };
         let line = serde_json::json!({
             "time_ns": now,

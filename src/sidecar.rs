@@ -356,6 +356,7 @@ impl Sidecar {
                         // Answers are taken from the server only: a forged
                         // answer would fill a gap with whatever its sender chose.
                         line.peer = Some(server);
+                        line.batch = Batch::new(sc.batch).with_senders();
                         lines.push(line);
                     }
                 }

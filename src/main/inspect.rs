@@ -5,8 +5,8 @@
 //! walk), sessions, sequence range, time span and symbols; and, on request,
 //! a configuration that replays it.
 //!
-//! Memory is bounded whatever the capture: destinations, sources, sessions
-//! and symbols kept per destination are capped (the counts stay exact).
+//! Memory is bounded whatever the capture: destinations, and the sources,
+//! sessions and symbols kept per destination and in all, are capped.
 
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +23,8 @@ const MAX_DESTINATIONS: usize = 4096;
 const MAX_NAMED: usize = 8;
 /// Most symbols kept per destination (their count stays exact up to here).
 const MAX_SYMBOLS: usize = 100_000;
+/// Most symbols kept over all destinations (about 40 MB at most).
+const MAX_SYMBOLS_TOTAL: usize = 1_000_000;
 /// Symbols printed per destination.
 const SHOWN_SYMBOLS: usize = 12;
 
@@ -86,6 +88,7 @@ impl Inventory {
         let mut capture = CaptureReader::open(path)?;
         let mut destinations: BTreeMap<SocketAddrV4, Destination> = BTreeMap::new();
         let mut other_datagrams = 0;
+        let mut symbols_kept = 0usize;
         let result = capture.for_each(|d| {
             if !destinations.contains_key(&d.dst) && destinations.len() >= MAX_DESTINATIONS {
                 other_datagrams += 1;
@@ -105,8 +108,11 @@ impl Inventory {
             }
             let symbols = &mut e.symbols;
             let found = sniff(d.payload, |s| {
-                if symbols.len() < MAX_SYMBOLS {
-                    symbols.insert(s);
+                if symbols.len() < MAX_SYMBOLS
+                    && symbols_kept < MAX_SYMBOLS_TOTAL
+                    && symbols.insert(s)
+                {
+                    symbols_kept += 1;
                 }
             });
             *e.looks

@@ -698,7 +698,7 @@ fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
     let before = shape();
     let writer = Some(running.child.id() as u64);
     let cases: [(&str, &dyn Fn()); 3] = [
-        ("one link", &|| std::fs::hard_link(&live, &lock).unwrap()),
+        ("2 links", &|| std::fs::hard_link(&live, &lock).unwrap()),
         ("symbolic link", &|| {
             std::os::unix::fs::symlink(&live, &lock).unwrap()
         }),
@@ -837,6 +837,29 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     assert!(reader.refresh());
     assert!(reader.health(now_ns()).is_ok() && reader.writer_pid() == pid);
     // The state started over: the symbol is back with its next quote.
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    // Cut inside the last page: nothing faults, the length read back finds
+    // it (within LENGTH_EVERY heartbeats) and the file is replaced again.
+    let (inode, _) = snapshot(&shm);
+    let out = Command::new("truncate")
+        .args(["-s", "-1"])
+        .arg(&shm)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
+        assert!(
+            running.child.try_wait().unwrap().is_none(),
+            "the writer died"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "a cut inside the last page went unseen"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");
     let term = Command::new("kill")

@@ -708,11 +708,17 @@ fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
         .unwrap();
     let mut stdout = child.stdout.take().unwrap();
     // Two frames come a second apart: read until the second header (the
-    // child is killed after 20 s at most, which ends the read).
+    // child is killed after 20 s at most, which ends the read; the killer
+    // stands down once the read is over, before the child is reaped).
     let pid = child.id();
+    let (done, stand_down) = std::sync::mpsc::channel::<()>();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(20));
-        let _ = Command::new("kill").arg(pid.to_string()).status();
+        if stand_down
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .is_err()
+        {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
     });
     let (mut text, mut buf) = (Vec::new(), [0u8; 4096]);
     while text
@@ -726,9 +732,10 @@ fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
             Ok(n) => text.extend_from_slice(&buf[..n]),
         }
     }
+    let _ = done.send(());
+    let _ = killer.join();
     let _ = child.kill();
     let _ = child.wait();
-    drop(killer);
     let _ = std::fs::remove_file(&shm);
     let text = String::from_utf8_lossy(&text);
     assert_eq!(text.matches("tickguard stat").count(), 2, "{text}");

@@ -38,6 +38,11 @@ pub struct Publication {
     spec: Spec,
     /// The file, to restore its length once truncated.
     file: File,
+    /// Probes since the file's length was last read ([`probe`](Self::probe)).
+    probes: std::sync::atomic::AtomicU32,
+    /// The file was found shorter than the mapping: cut inside its last
+    /// page, which does not fault.
+    shrunk: AtomicBool,
     // Field order: `views` points into `map` and is dropped first; `guard`
     // is unregistered before `map` is unmapped.
     views: Views,
@@ -62,6 +67,11 @@ impl Drop for Publication {
         }
     }
 }
+
+/// Heartbeat probes between two reads of the publication's length (about
+/// 0.1 s at the default 1 ms heartbeat: one `fstat` per interval, off the
+/// per-datagram path).
+pub const LENGTH_EVERY: u32 = 128;
 
 /// An exclusive claim on a publication path for the writer's life: an
 /// `flock` on `<path>.lock`, released when the process ends however it
@@ -393,6 +403,8 @@ impl Publication {
             dev_ino,
             predecessor,
             file,
+            probes: std::sync::atomic::AtomicU32::new(0),
+            shrunk: AtomicBool::new(false),
             views,
             guard: Guard::register(map.as_ptr(), map.len(), true),
             _map: map,
@@ -549,10 +561,12 @@ impl Publication {
             .store(now_ns, Ordering::Relaxed);
     }
 
-    /// Reads the mapping's last byte: a file truncated by any length has
-    /// lost its last page, so this faults into the guard's zero pages (see
-    /// [`lost`](Self::lost)) even when nothing else touched a lost page.
-    /// Once per heartbeat.
+    /// Reads the mapping's last byte: a file truncated by a page or more
+    /// has lost its last page, so this faults into the guard's zero pages
+    /// (see [`lost`](Self::lost)) even when nothing else touched a lost
+    /// page. Once per heartbeat; every [`LENGTH_EVERY`] probes it also reads
+    /// the file's length, which finds a cut inside the last page (no fault:
+    /// the writer would carry on, but readers refuse the short file).
     #[inline]
     pub fn probe(&self) {
         let len = self._map.len();
@@ -561,15 +575,34 @@ impl Publication {
         let last = unsafe { &*self._map.as_ptr().add(len - 1).cast::<AtomicU8>() };
         // Relaxed: only the access matters.
         last.load(Ordering::Relaxed);
+        if self
+            .probes
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(LENGTH_EVERY)
+        {
+            self.check_length();
+        }
     }
 
-    /// True once the file was found truncated (by its owner or root): the
-    /// mapping is zero pages from then on and nothing reaches the file;
-    /// [`recreate`](Self::recreate) it. Always false without the guard
-    /// ([`tickguard_reader::guard::install`]: the process dies of SIGBUS).
+    #[cold]
+    fn check_length(&self) {
+        if self
+            .file
+            .metadata()
+            .is_ok_and(|m| m.len() < self._map.len() as u64)
+        {
+            self.shrunk.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True once the file was found truncated (by its owner or root): by a
+    /// page or more (the guard turned the lost pages to zeros; without the
+    /// guard, [`tickguard_reader::guard::install`], the process dies of
+    /// SIGBUS instead), or inside its last page (its length read back
+    /// short). [`recreate`](Self::recreate) it.
     #[inline]
     pub fn lost(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::faulted)
+        self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
     }
 
     /// After [`lost`](Self::lost): gives the truncated file its length back

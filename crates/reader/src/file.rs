@@ -22,18 +22,6 @@ pub fn open_read(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Opens (creating with `mode` if absent) `path` read-write, without
-/// following a symbolic link.
-pub fn open_or_create(path: &Path, mode: u32) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(mode)
-        .custom_flags(SAFE_OPEN)
-        .open(path)
-}
-
 /// Opens an existing `path` read-write, without following a symbolic link
 /// and without blocking on a FIFO.
 pub fn open_write(path: &Path) -> io::Result<File> {

@@ -34,6 +34,10 @@ struct Entry {
     /// Claimed by a [`Guard`] (set before `len`, cleared after it).
     taken: AtomicBool,
     faulted: AtomicBool,
+    /// A seqlock over `start`, `len` and `writable`: odd while a guard is
+    /// registered or dropped, so the handler never pairs one registration's
+    /// `start` with another's `len`.
+    version: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -43,6 +47,7 @@ const FREE: Entry = Entry {
     writable: AtomicBool::new(false),
     taken: AtomicBool::new(false),
     faulted: AtomicBool::new(false),
+    version: AtomicUsize::new(0),
 };
 
 static ENTRIES: [Entry; MAX_GUARDED] = [FREE; MAX_GUARDED];
@@ -109,11 +114,12 @@ impl Guard {
                 .is_ok()
         })?;
         let e = &ENTRIES[index];
+        e.begin_write();
         e.faulted.store(false, Ordering::Relaxed);
         e.writable.store(writable, Ordering::Relaxed);
         e.start.store(start as usize, Ordering::Relaxed);
-        // Release: the handler that sees `len` sees the fields above.
-        e.len.store(len, Ordering::Release);
+        e.len.store(len, Ordering::Relaxed);
+        e.end_write();
         Some(Guard { index })
     }
 
@@ -130,8 +136,42 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         let e = &ENTRIES[self.index];
-        e.len.store(0, Ordering::Release);
+        e.begin_write();
+        e.len.store(0, Ordering::Relaxed);
+        e.end_write();
         e.taken.store(false, Ordering::Release);
+    }
+}
+
+impl Entry {
+    /// Opens a change of the fields (the version turns odd); only the
+    /// entry's owner writes, so no two changes overlap.
+    fn begin_write(&self) {
+        self.version.fetch_add(1, Ordering::Relaxed);
+        // Release fence: the odd version is visible before any field change.
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// Closes it (the version turns even), publishing the fields.
+    fn end_write(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// (start, len, writable) as one registration left them, or `None`
+    /// while one is being changed (or changed during the read).
+    fn read(&self) -> Option<(usize, usize, bool)> {
+        let before = self.version.load(Ordering::Acquire);
+        if before % 2 == 1 {
+            return None;
+        }
+        let fields = (
+            self.start.load(Ordering::Relaxed),
+            self.len.load(Ordering::Relaxed),
+            self.writable.load(Ordering::Relaxed),
+        );
+        // Acquire fence: the field loads happen before the version re-read.
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.version.load(Ordering::Relaxed) == before).then_some(fields)
     }
 }
 
@@ -151,13 +191,13 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     if code == libc::BUS_ADRERR {
         for e in &ENTRIES {
-            // Acquire: pairs with `register`'s Release store of `len`.
-            let len = e.len.load(Ordering::Acquire);
-            let start = e.start.load(Ordering::Relaxed);
+            let Some((start, len, writable)) = e.read() else {
+                continue;
+            };
             if len == 0 || addr.wrapping_sub(start) >= len {
                 continue;
             }
-            if zero_pages(start, len, e.writable.load(Ordering::Relaxed)) {
+            if zero_pages(start, len, writable) {
                 e.faulted.store(true, Ordering::Relaxed);
                 return;
             }

@@ -68,6 +68,16 @@ impl Price {
         places.map_or_else(|| self.to_string(), |p| self.fixed(p))
     }
 
+    /// The price as exact text for machines (JSON): a decimal price as
+    /// [`show`](Self::show) prints it (padded, never rounded), an `f64` as
+    /// the shortest text that reads back to it (not rounded to `places`).
+    pub fn exact(self, places: Option<u8>) -> String {
+        match self {
+            Price::F64(_) => self.to_string(),
+            Price::Decimal { .. } => self.show(places),
+        }
+    }
+
     /// The price with the feed's `places` decimals. A decimal price is
     /// exact: zeros are added to reach `places`, and one with more decimals
     /// keeps them all (nothing is rounded): `123.45` with 4 places prints
@@ -124,6 +134,12 @@ mod tests {
         assert_eq!(Price::F64(2.0).fixed(0), "2");
         assert_eq!(Price::F64(f64::NAN).fixed(2), "NaN");
         assert_eq!(Price::F64(f64::INFINITY).fixed(2), "inf");
+        assert_eq!(
+            Price::F64(1.2710508342804998).exact(Some(5)),
+            "1.2710508342804998"
+        );
+        assert_eq!(d(1_234_500, -4).exact(Some(4)), "123.4500");
+        assert_eq!(d(1_234_500, -4).exact(None), "123.45");
     }
 
     #[test]

@@ -214,6 +214,10 @@ pub struct Batch {
     last_arrival_ns: u64,
     /// The socket's cumulative drop count as the last receive reported it.
     drops: Option<u32>,
+    /// Bytes of sender address asked of the kernel per datagram: 0 unless
+    /// [`with_senders`](Self::with_senders) (a line needs none; a channel
+    /// checks its answers' sender).
+    name_len: libc::socklen_t,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `hdrs` (to buffers, control
@@ -262,7 +266,15 @@ impl Batch {
             arrivals: vec![0; n].into_boxed_slice(),
             last_arrival_ns: 0,
             drops: None,
+            name_len: 0,
         }
+    }
+
+    /// The batch also reads each datagram's sender
+    /// ([`Meta::from`]); without it the kernel copies no address.
+    pub fn with_senders(mut self) -> Batch {
+        self.name_len = NAME_LEN;
+        self
     }
 
     /// Receives what is queued on `socket`, up to the batch size, without
@@ -274,7 +286,7 @@ impl Batch {
         for h in self.hdrs.iter_mut() {
             // The kernel overwrites these on every call: reset them.
             h.msg_hdr.msg_controllen = CMSG_SPACE;
-            h.msg_hdr.msg_namelen = NAME_LEN;
+            h.msg_hdr.msg_namelen = self.name_len;
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
         }
@@ -420,10 +432,18 @@ mod tests {
         );
         assert!(line.info.rcvbuf >= 1 << 20, "{:?}", line.info);
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // A batch that asks for nothing gets no sender.
+        tx.send_to(&[9; 40], local).unwrap();
+        let mut plain = Batch::new(4);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while plain.recv(&line, 0).unwrap() == 0 {
+            assert!(std::time::Instant::now() < deadline, "nothing arrived");
+        }
+        assert_eq!(plain.get(0).unwrap().1.from, None);
         for i in 0..5u8 {
             tx.send_to(&[i; 40], local).unwrap();
         }
-        let mut batch = Batch::new(4);
+        let mut batch = Batch::new(4).with_senders();
         let mut got = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.len() < 5 && std::time::Instant::now() < deadline {
