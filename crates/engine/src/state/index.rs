@@ -2,6 +2,7 @@
 //! keys, so the hot path hashes a `u64`, never a string.
 
 use crate::symbol::Symbol;
+use crate::sys::hash::HashKey;
 use crate::sys::memory::{zeroed_box, Zeroable};
 
 /// Marks an empty bucket (no valid symbol has key 0).
@@ -25,6 +26,9 @@ pub struct Index {
     buckets: Box<[Bucket]>,
     mask: usize,
     shift: u32,
+    /// The hash's secret, drawn per index: symbols come off the wire, and
+    /// a sender must not be able to choose ones that share a probe run.
+    key: HashKey,
 }
 
 impl Index {
@@ -54,16 +58,17 @@ impl Index {
             buckets,
             mask: n - 1,
             shift: 64 - n.trailing_zeros(),
+            key: HashKey::random(),
         }
     }
 
-    /// Bucket where the probe for (feed, symbol) starts. Fibonacci hashing
-    /// of the folded key: the high bits of the product depend on every byte
-    /// of the symbol.
+    /// Bucket where the probe for (feed, symbol) starts: the keyed hash
+    /// ([`HashKey`]) of the folded key, whose high bits depend on every
+    /// byte of the symbol.
     #[inline]
     pub fn home(&self, feed: u16, key: u64) -> usize {
         let x = key ^ (key >> 29) ^ ((feed as u64) << 48);
-        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (self.shift & 63)) as usize & self.mask
+        (self.key.hash(x) >> (self.shift & 63)) as usize & self.mask
     }
 
     /// Bucket `i` (for prefetching).
@@ -131,6 +136,66 @@ mod tests {
             assert_eq!(ix.get(1, b), None);
             assert_eq!(ix.get(2, a), None);
         }
+    }
+
+    /// Buckets walked to find each of `symbols` (feed 0) past its home.
+    fn probe_steps(ix: &Index, symbols: &[Symbol]) -> usize {
+        symbols
+            .iter()
+            .map(|s| {
+                let (home, key) = (ix.home(0, s.key()), s.key());
+                (0..ix.buckets.len())
+                    .find(|d| ix.buckets[(home + d) & ix.mask].symbol == key)
+                    .expect("inserted")
+            })
+            .sum()
+    }
+
+    /// Symbols (printable, as any sender may send) that all shared one
+    /// home under the old fixed multiplier cost what random ones do: the
+    /// hash is keyed with a secret per index. Counted in buckets walked,
+    /// not timed.
+    #[test]
+    fn symbols_crafted_against_a_fixed_hash_cost_what_random_ones_do() {
+        let capacity = 1024;
+        let n = 300;
+        let old_home = |key: u64| {
+            let x = key ^ (key >> 29);
+            let shift = 64 - (capacity * 2usize).trailing_zeros();
+            (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+        };
+        let mut rng = 0x5eed_u64;
+        let mut random_symbol = || {
+            let name: String = (0..8)
+                .map(|_| {
+                    rng = rng
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    char::from(b'A' + ((rng >> 33) % 26) as u8)
+                })
+                .collect();
+            Symbol::parse(&name).unwrap()
+        };
+        let random: Vec<Symbol> = (0..n).map(|_| random_symbol()).collect();
+        let mut crafted = Vec::new();
+        while crafted.len() < n {
+            let s = random_symbol();
+            if old_home(s.key()) == 0 && !crafted.contains(&s) {
+                crafted.push(s);
+            }
+        }
+        let cost = |symbols: &[Symbol]| {
+            let mut ix = Index::new(capacity);
+            for (i, s) in symbols.iter().enumerate() {
+                ix.insert(0, *s, i as u32);
+            }
+            probe_steps(&ix, symbols)
+        };
+        let (crafted, random) = (cost(&crafted), cost(&random));
+        assert!(
+            crafted <= 3 * random + 3 * n,
+            "crafted {crafted} buckets walked, random {random}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(unsafe_code)]
 
 pub use tickguard_reader::{file, guard};
+pub mod hash;
 pub mod memory;
 pub mod udp;
 
