@@ -810,25 +810,13 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     let eurusd = reader.lookup("lp1", "EURUSD").unwrap();
     assert!(reader.check(&eurusd, now_ns()).is_ok());
     let (inode, bytes) = snapshot(&shm);
-    let out = Command::new("truncate")
-        .args(["-s", "0"])
-        .arg(&shm)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    truncate(&shm, "0");
     let v = reader.check(&eurusd, now_ns());
     assert!(
         !v.is_ok() && v.reasons.contains(tickguard::verdict::Reasons::STALE),
         "{v:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
-        if let Some(status) = running.child.try_wait().unwrap() {
-            panic!("the writer died: {status}");
-        }
-        assert!(Instant::now() < deadline, "no new publication");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_replaced(&shm, inode, &mut running.child, "no new publication");
     assert!(
         running.child.try_wait().unwrap().is_none(),
         "the writer died"
@@ -842,24 +830,13 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     // Cut inside the last page: nothing faults, the length read back finds
     // it (within LENGTH_EVERY heartbeats) and the file is replaced again.
     let (inode, _) = snapshot(&shm);
-    let out = Command::new("truncate")
-        .args(["-s", "-1"])
-        .arg(&shm)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::metadata(&shm).map_or(true, |m| m.ino() == inode) {
-        assert!(
-            running.child.try_wait().unwrap().is_none(),
-            "the writer died"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "a cut inside the last page went unseen"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    truncate(&shm, "-1");
+    wait_replaced(
+        &shm,
+        inode,
+        &mut running.child,
+        "a cut inside the last page went unseen",
+    );
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");
     let term = Command::new("kill")
@@ -873,6 +850,30 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
         Reader::open(&shm).health(now_ns()),
         tickguard::Health::WriterClosed
     );
+}
+
+/// `truncate -s SIZE shm` (a size, or `-N` to cut N bytes).
+fn truncate(shm: &Path, size: &str) {
+    let out = Command::new("truncate")
+        .args(["-s", size])
+        .arg(shm)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Waits until a file with another inode than `inode` stands at `shm`
+/// (the writer `child` published a new one), failing with `unseen` after
+/// 5 s or as soon as the writer dies.
+fn wait_replaced(shm: &Path, inode: u64, child: &mut Child, unseen: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(shm).map_or(true, |m| m.ino() == inode) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the writer died: {status}");
+        }
+        assert!(Instant::now() < deadline, "{unseen}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A reader whose file is truncated under it (no writer left to restore

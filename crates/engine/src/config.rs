@@ -233,16 +233,6 @@ impl Protocol {
             Protocol::Itch50 => "itch50",
         }
     }
-
-    /// Decimals a feed's prices print with unless `price_decimals` says:
-    /// ITCH's prices are in 1/10,000 dollar; SQF's are binary, 5 decimals
-    /// show a pip of a currency pair.
-    pub fn price_decimals(self) -> u8 {
-        match self {
-            Protocol::Sqf => 5,
-            Protocol::Itch50 => 4,
-        }
-    }
 }
 
 /// A feed's protocol settings, one variant per [`Protocol`], each read by
@@ -290,6 +280,12 @@ impl Protocol {
     /// Its integer keys' ranges ([`FeedProtocol::RANGES`]).
     pub fn ranges(self) -> &'static [Range] {
         each_protocol!(self, T => T::RANGES)
+    }
+
+    /// Decimals a feed's prices print with unless `price_decimals` says
+    /// ([`FeedProtocol::PRICE_DECIMALS`]).
+    pub fn price_decimals(self) -> u8 {
+        each_protocol!(self, T => T::PRICE_DECIMALS)
     }
 
     /// Keys of other protocols it refuses with a reason ([`FeedProtocol::REFUSED`]).

@@ -36,6 +36,9 @@ pub trait FeedProtocol: Sized {
     /// Its integer keys' ranges (the README's table lists them).
     const RANGES: &'static [Range];
 
+    /// Decimals its feeds' prices print with unless `price_decimals` says.
+    const PRICE_DECIMALS: u8;
+
     /// Keys of other protocols it refuses with a reason of its own:
     /// `(key, why)`, as "`key` does not apply to protocol "x" (`why`)".
     const REFUSED: &'static [(&'static str, &'static str)] = &[];

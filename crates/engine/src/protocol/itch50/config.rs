@@ -168,6 +168,9 @@ pub const REQUEST_RATE: Range = Range {
 };
 
 impl FeedProtocol for ItchConfig {
+    /// Prices in 1/10,000 dollar.
+    const PRICE_DECIMALS: u8 = 4;
+
     const KEYS: &'static [&'static str] = &[
         "timezone",
         "gap_timeout_ms",

@@ -40,6 +40,9 @@ pub struct SqfConfig {
 }
 
 impl FeedProtocol for SqfConfig {
+    /// Binary prices: 5 decimals show a pip of a currency pair.
+    const PRICE_DECIMALS: u8 = 5;
+
     const KEYS: &'static [&'static str] = &["kind"];
 
     const RANGES: &'static [Range] = &[];
