@@ -31,6 +31,8 @@ pub struct Outcome {
     /// Gaps given up for room (`max_held`,
     /// [`MAX_GAPS`](super::sequencer::MAX_GAPS)).
     pub given_up: u32,
+    /// A new session ended a wait for a snapshot (glimpse G3.2).
+    pub abandoned: bool,
 }
 
 /// A MoldUDP64 packet as the feed read it.

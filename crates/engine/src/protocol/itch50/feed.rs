@@ -177,6 +177,79 @@ struct State {
 }
 
 impl State {
+    /// An empty state, sized by `settings`.
+    fn new(settings: &Settings) -> State {
+        State {
+            books: {
+                let mut b = Books::with_capacity(settings.orders, 1024);
+                b.set_max_orders(settings.max_orders);
+                b
+            },
+            symbols: Vec::with_capacity(1024),
+            by_stock: U64Map::with_capacity(1024, NONE),
+            locates: Box::new([NONE; LOCATES]),
+            mapped: [0; LOCATES / LOCATE_CHUNK / 64],
+            max_symbols: settings.max_symbols,
+            symbols_full: false,
+            hours: Hours::Open,
+            refused: false,
+            counters: Counters::default(),
+            midnight: 0,
+            last_ts: NO_TIME,
+            touched: Vec::with_capacity(1024),
+            is_touched: Vec::with_capacity(1024),
+            last_seq: Vec::with_capacity(1024),
+            seq: 0,
+            tracking: false,
+            log: None,
+        }
+    }
+
+    /// Takes a snapshot's books, symbols and locates from `staging`
+    /// (glimpse G3.4 step 1), leaving it what this state had: symbols the
+    /// spin lacks come back with their locate and name only (refused past
+    /// `max_symbols`, as any new symbol), and locates the spin did not map
+    /// keep their symbol. The hours are the spin's if it had a system event.
+    fn adopt(&mut self, staging: &mut Staging) {
+        let new = self;
+        let old = &mut staging.state;
+        std::mem::swap(&mut new.books, &mut old.books);
+        std::mem::swap(&mut new.symbols, &mut old.symbols);
+        std::mem::swap(&mut new.by_stock, &mut old.by_stock);
+        std::mem::swap(&mut new.locates, &mut old.locates);
+        std::mem::swap(&mut new.mapped, &mut old.mapped);
+        std::mem::swap(&mut new.symbols_full, &mut old.symbols_full);
+        std::mem::swap(&mut new.refused, &mut old.refused);
+        if staging.system_event {
+            std::mem::swap(&mut new.hours, &mut old.hours);
+        }
+        for s in &old.symbols {
+            if new.by_stock.get(s.stock.key()).is_none() {
+                let i = new.symbol(s.stock, s.locate);
+                if let Some(n) = new.symbols.get_mut(i as usize) {
+                    n.last_timestamp = s.last_timestamp;
+                }
+            }
+        }
+        for (w, &bits) in old.mapped.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let chunk = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                for l in chunk * LOCATE_CHUNK..(chunk + 1) * LOCATE_CHUNK {
+                    let o = old.locates[l];
+                    if o == NONE || new.locates[l] != NONE {
+                        continue;
+                    }
+                    let stock = old.symbols[o as usize].stock;
+                    if let Some(i) = new.by_stock.get(stock.key()) {
+                        new.map(l as u16, i);
+                    }
+                }
+            }
+        }
+    }
+
     /// Drops the session's books and symbols (a new session). Costs what
     /// the session used (its orders, symbols and locate codes), not the
     /// tables' sizes: a sender starting a session per datagram pays for
@@ -700,6 +773,9 @@ pub struct Feed {
     watermark: Option<i128>,
     /// Line A's and line B's copies of each packet compared.
     lines: LineCheck,
+    /// An end of session came while awaiting a snapshot: the hours stay
+    /// closed through the merge (glimpse G7.3).
+    closed_awaiting: bool,
 }
 
 impl Feed {
@@ -707,36 +783,87 @@ impl Feed {
     pub fn new(settings: Settings) -> Feed {
         Feed {
             seq: Sequencer::new(settings.sequencing),
-            state: State {
-                books: {
-                    let mut b = Books::with_capacity(settings.orders, 1024);
-                    b.set_max_orders(settings.max_orders);
-                    b
-                },
-                symbols: Vec::with_capacity(1024),
-                by_stock: U64Map::with_capacity(1024, NONE),
-                locates: Box::new([NONE; LOCATES]),
-                mapped: [0; LOCATES / LOCATE_CHUNK / 64],
-                max_symbols: settings.max_symbols,
-                symbols_full: false,
-                hours: Hours::Open,
-                refused: false,
-                counters: Counters::default(),
-                midnight: 0,
-                last_ts: NO_TIME,
-                touched: Vec::with_capacity(1024),
-                is_touched: Vec::with_capacity(1024),
-                last_seq: Vec::with_capacity(1024),
-                seq: 0,
-                tracking: false,
-                log: None,
-            },
+            state: State::new(&settings),
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             last_alive: None,
             watermark: None,
             lines: LineCheck::default(),
+            closed_awaiting: false,
             settings,
         }
+    }
+
+    /// Lets GLIMPSE snapshots cure the stream (glimpse G3): `triggers`
+    /// may start one by themselves, an operator's request always may.
+    pub fn enable_snapshots(&mut self, triggers: sequencer::Triggers) {
+        self.seq.enable_snapshots(triggers);
+    }
+
+    /// An operator's request for a snapshot (glimpse G3.1): the feed
+    /// starts awaiting one unless it has no session yet, snapshots are not
+    /// enabled, or it awaits one already. Returns whether it started.
+    pub fn request_snapshot(&mut self) -> bool {
+        self.seq.request_snapshot()
+    }
+
+    /// An empty staging state for a snapshot spin, sized as this feed's.
+    pub fn staging(&self) -> Staging {
+        Staging::new(&self.settings)
+    }
+
+    /// Merges a finished snapshot (glimpse G3.4) at `t`, the arrival of
+    /// the bytes that completed it (ns since the Unix epoch, local clock):
+    /// every symbol takes the staging's book, trading state, halt and last
+    /// timestamp; a symbol the spin lacks keeps its name and locate with an
+    /// empty book and no state; locates the spin did not map keep their
+    /// mapping; the hours are the spin's if it had a system event. Then
+    /// the stream goes on from `n`, the first message the snapshot does
+    /// not reflect. `staging` is left holding what the feed held before
+    /// (to be dropped off the receive thread).
+    pub fn merge_snapshot(&mut self, staging: &mut Staging, n: u64, t: u64) {
+        let pipelined = self.state.books.pipelined();
+        self.state.books.pipeline(false);
+        self.state.adopt(staging);
+        if self.closed_awaiting {
+            self.state.hours = Hours::Closed;
+        }
+        self.closed_awaiting = false;
+        // Every symbol is published again.
+        if self.state.tracking {
+            self.state.touched.clear();
+            self.state.is_touched.clear();
+            self.state.last_seq.clear();
+            self.state.seq = n.saturating_sub(1);
+            for i in 0..self.state.symbols.len() as u32 {
+                self.state.touch(i);
+            }
+        }
+        let Feed { seq, state, .. } = self;
+        state.last_ts = NO_TIME;
+        seq.merge(n, t, state);
+        self.raise_watermark();
+        self.state.books.pipeline(pipelined);
+    }
+
+    /// Ends a wait for a snapshot that will not come (glimpse G3.3, giving
+    /// up) at `t`: held messages are released as after a merge from the
+    /// stream's `next`, no state replaced; the feed stays suspect.
+    pub fn release_snapshot(&mut self, t: u64) {
+        self.closed_awaiting = false;
+        let Feed { seq, state, .. } = self;
+        state.last_ts = NO_TIME;
+        seq.release(t, state);
+        self.raise_watermark();
+    }
+
+    /// Stops (or lets again) triggers starting snapshots by themselves.
+    pub fn set_snapshot_auto(&mut self, on: bool) {
+        self.seq.set_auto(on);
+    }
+
+    /// The trigger that started a wait for a snapshot since the last call.
+    pub fn take_trigger(&mut self) -> Option<sequencer::Trigger> {
+        self.seq.take_trigger()
     }
 
     /// Gives up gaps whose deadline is strictly before `t` (ns since the
@@ -878,6 +1005,10 @@ impl Feed {
         self.raise_watermark();
         if out.end_of_session {
             self.state.hours = Hours::Closed;
+            self.closed_awaiting |= self.seq.awaiting();
+        }
+        if out.new_session {
+            self.closed_awaiting = false;
         }
         if out.alive {
             self.last_alive = Some(t);
@@ -1184,6 +1315,51 @@ impl Feed {
     /// The clock offset (local − exchange), ns.
     pub fn offset(&self) -> i128 {
         self.clock.offset()
+    }
+}
+
+/// The books and symbols a GLIMPSE spin builds, apart from the feed
+/// (glimpse G3): each spin message applied as the stream's would be
+/// (spec itch50 §3.3), in any order of types. Built on the snapshot
+/// connection's thread, merged on the receive thread
+/// ([`Feed::merge_snapshot`]).
+#[derive(Debug)]
+pub struct Staging {
+    state: State,
+    /// The spin had a system event: its hours replace the feed's.
+    system_event: bool,
+}
+
+impl Staging {
+    /// An empty staging state, sized by `settings`.
+    pub fn new(settings: &Settings) -> Staging {
+        Staging {
+            state: State::new(settings),
+            system_event: false,
+        }
+    }
+
+    /// Applies one spin message (valid: a known type checked by
+    /// [`message::check`](super::message::check), or any unknown type).
+    pub fn apply(&mut self, m: Message<'_>) {
+        self.system_event |= m.code() == msg_type::SYSTEM_EVENT;
+        self.state.apply(m);
+    }
+
+    /// Live orders in its books.
+    pub fn orders(&self) -> usize {
+        self.state.books.len()
+    }
+
+    /// Symbols it holds.
+    pub fn symbols(&self) -> usize {
+        self.state.symbols.len()
+    }
+
+    /// Empties it for the next spin, keeping its memory.
+    pub fn clear(&mut self) {
+        self.state.clear();
+        self.system_event = false;
     }
 }
 

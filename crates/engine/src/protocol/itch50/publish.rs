@@ -39,6 +39,8 @@ pub struct Publisher {
     slots: Vec<SlotId>,
     /// The session-change count seen at the last publish.
     sessions: u64,
+    /// The snapshot-merge count seen at the last publish.
+    snapshots: u64,
     /// The status last written.
     status: Option<FeedStatus>,
     /// Symbols refused a slot because the table was full, each counted
@@ -70,6 +72,14 @@ impl Publisher {
             for &id in self.slots.iter().filter(|&&id| id < REFUSED) {
                 table.slots()[id as usize].write_top(&empty);
             }
+            self.slots.clear();
+        }
+        let snapshots = it.sequencer().counters().snapshots;
+        if snapshots != self.snapshots {
+            // A merged snapshot numbered the symbols anew (every one of
+            // them is touched, so every slot is written again): slots are
+            // looked up again by stock.
+            self.snapshots = snapshots;
             self.slots.clear();
         }
         let Publisher {

@@ -25,7 +25,8 @@ use super::event::{Event, Outcome};
 use super::map::U64Map;
 use super::message::Message;
 use super::mold::{Kind, Packet, Session};
-use std::collections::{HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 /// Most gaps open at once; one more gives up the lowest.
 pub const MAX_GAPS: usize = 65_536;
@@ -80,6 +81,43 @@ pub struct Counters {
     pub stale_session: u64,
     /// Gaps given up (expired, or for room).
     pub gaps_given_up: u64,
+    /// Snapshots merged (glimpse G3.4).
+    pub snapshots: u64,
+    /// Held messages below a merged snapshot's N, discarded.
+    pub snapshot_discarded: u64,
+    /// Held messages discarded for room while awaiting a snapshot.
+    pub snapshot_overflow: u64,
+}
+
+/// What may start a snapshot by itself (glimpse G3.1, `snapshot_triggers`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Triggers {
+    /// A mid-session join, or the session's first gap given up.
+    pub join: bool,
+    /// Any other gap given up.
+    pub gap: bool,
+}
+
+/// Why a snapshot was asked for (glimpse G3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A mid-session join, or the session's first gap given up.
+    Join,
+    /// Any other gap given up.
+    Gap,
+    /// An operator's request.
+    Operator,
+}
+
+impl Trigger {
+    /// Its name in `snapshot_triggers` and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Join => "join",
+            Trigger::Gap => "gap",
+            Trigger::Operator => "operator",
+        }
+    }
 }
 
 /// A packet's session against a stream's ([`Sequencer::classify`]).
@@ -108,6 +146,10 @@ struct Gap {
     /// The gap a session's first packet revealed: given up, the stream
     /// counts as joined and its messages are not lost ticks.
     first: bool,
+    /// The gap a snapshot's merge opened: never given up for room, only
+    /// by its deadline (glimpse G7.13: a spin longer than `max_held`
+    /// messages of multicast must not loop into snapshot after snapshot).
+    merged: bool,
 }
 
 /// The sequences received into a gap, in any order, read back ascending.
@@ -343,6 +385,20 @@ pub struct Sequencer {
     counters: Counters,
     /// Gap events recorded for `--explain` ([`Sequencer::record`]), else `None`.
     log: Option<Vec<Event>>,
+    /// Snapshots (glimpse), with what may start one by itself; `None`
+    /// without a snapshot server.
+    snapshots: Option<Triggers>,
+    /// Awaiting a snapshot: nothing is applied, everything from `next` on
+    /// is held (glimpse G3.2).
+    awaiting: bool,
+    /// Triggers may start a snapshot by themselves (cleared by a login
+    /// rejected as not authorized, set again by a merge or a new session).
+    auto: bool,
+    /// The trigger that started awaiting, until [`take_trigger`](Self::take_trigger).
+    triggered: Option<Trigger>,
+    /// While awaiting, every held sequence, lowest on top: the lowest
+    /// goes first for room, and the merge releases them in order.
+    waiting: BinaryHeap<Reverse<u64>>,
 }
 
 impl Sequencer {
@@ -363,7 +419,150 @@ impl Sequencer {
             latest_t: 0,
             counters: Counters::default(),
             log: None,
+            snapshots: None,
+            awaiting: false,
+            auto: true,
+            triggered: None,
+            waiting: BinaryHeap::new(),
         }
+    }
+
+    /// Lets snapshots cure this stream (glimpse G3), `triggers` saying what
+    /// starts one by itself; an operator's request always may.
+    pub fn enable_snapshots(&mut self, triggers: Triggers) {
+        self.snapshots = Some(triggers);
+        if self.waiting.capacity() == 0 {
+            self.waiting = BinaryHeap::with_capacity(self.settings.max_held.min(1 << 16));
+        }
+    }
+
+    /// Awaiting a snapshot (glimpse G3.2).
+    pub fn awaiting(&self) -> bool {
+        self.awaiting
+    }
+
+    /// Triggers may start a snapshot by themselves.
+    pub fn auto(&self) -> bool {
+        self.auto
+    }
+
+    /// Stops (or lets again) triggers starting snapshots by themselves.
+    pub fn set_auto(&mut self, on: bool) {
+        self.auto = on;
+    }
+
+    /// The trigger that started awaiting since the last call, if any.
+    pub fn take_trigger(&mut self) -> Option<Trigger> {
+        self.triggered.take()
+    }
+
+    /// An operator's request for a snapshot (glimpse G3.1): starts
+    /// awaiting when snapshots are enabled, the stream has a session and
+    /// is not awaiting already. Returns whether it did.
+    pub fn request_snapshot(&mut self) -> bool {
+        if self.snapshots.is_none() || self.session.is_none() || self.awaiting {
+            return false;
+        }
+        self.await_snapshot(Trigger::Operator);
+        true
+    }
+
+    /// Starts a snapshot for `trigger` if it may start one by itself.
+    fn trigger(&mut self, trigger: Trigger) {
+        let on = match (self.snapshots, trigger) {
+            (Some(t), Trigger::Join) => t.join,
+            (Some(t), Trigger::Gap) => t.gap,
+            (Some(_), Trigger::Operator) => true,
+            (None, _) => false,
+        };
+        if on && self.auto && !self.awaiting {
+            self.await_snapshot(trigger);
+        }
+    }
+
+    /// Starts awaiting (glimpse G3.2): open gaps are dropped (no lost
+    /// ticks, no more requests); what they held stays held, listed in
+    /// `waiting` with every other held message.
+    #[cold]
+    fn await_snapshot(&mut self, trigger: Trigger) {
+        self.awaiting = true;
+        self.triggered = Some(trigger);
+        self.waiting.clear();
+        let next = self.next.unwrap_or(1);
+        // Held: every received sequence of `[next, high)`, that is all of
+        // it but what the open gaps still miss.
+        let mut lo = next;
+        while let Some(g) = self.gaps.pop_front() {
+            self.waiting.extend((lo..g.lo.max(lo)).map(Reverse));
+            self.waiting
+                .extend(g.filled.iter().filter(|&q| q >= next).map(Reverse));
+            lo = lo.max(g.hi);
+            self.pool.push(g.filled);
+        }
+        self.waiting.extend((lo..self.high.max(lo)).map(Reverse));
+        debug_assert_eq!(self.waiting.len(), self.held.index.len());
+    }
+
+    /// Merges a snapshot that reflects every message below `n` (glimpse
+    /// G3.4 steps 2–6), at `t`: held messages below `n` are discarded,
+    /// the stream goes on from `n`, the rest as [`release`](Self::release).
+    /// The caller has replaced the books first. Returns messages applied.
+    pub fn merge(&mut self, n: u64, t: u64, apply: &mut impl Apply) -> u32 {
+        while let Some(&Reverse(q)) = self.waiting.peek() {
+            if q >= n {
+                break;
+            }
+            self.waiting.pop();
+            self.held.take(q, |_| {});
+            self.counters.snapshot_discarded += 1;
+        }
+        self.next = Some(n);
+        self.ended = false;
+        self.high = self.high.max(n);
+        self.joined = false;
+        self.gave_up = false;
+        self.auto = true;
+        self.counters.snapshots += 1;
+        self.release(t, apply)
+    }
+
+    /// Ends awaiting without a snapshot, or after [`merge`](Self::merge)
+    /// (glimpse G3.4 steps 4–5): when any sequence of `[next, high)` is
+    /// not held, that range becomes one open gap revealed at `t` (its held
+    /// messages count as present, not recovered), then held messages are
+    /// applied from `next` while contiguous. Returns messages applied.
+    pub fn release(&mut self, t: u64, apply: &mut impl Apply) -> u32 {
+        let t = t.max(self.latest_t);
+        self.latest_t = t;
+        self.awaiting = false;
+        let next = self.next.unwrap_or(1);
+        let held = self.waiting.len() as u64;
+        if held < self.high.saturating_sub(next) {
+            let mut filled = self.pool.pop().unwrap_or_default();
+            filled.clear();
+            while let Some(Reverse(q)) = self.waiting.pop() {
+                filled.main.push(q);
+            }
+            let deadline = t.saturating_add(self.settings.gap_timeout_ns);
+            self.gaps.push_back(Gap {
+                lo: next,
+                hi: self.high,
+                missing: self.high - next - held,
+                deadline,
+                filled,
+                first: false,
+                merged: true,
+            });
+            if self.log.is_some() {
+                self.note(Event::GapOpened {
+                    lo: next,
+                    hi: self.high,
+                    deadline,
+                });
+            }
+        }
+        self.waiting.clear();
+        self.drain(apply)
     }
 
     /// The session, `None` before any packet.
@@ -439,7 +638,7 @@ impl Sequencer {
     /// A gap is open, one was given up, or the stream joined mid-session:
     /// the books cannot be trusted.
     pub fn suspect(&self) -> bool {
-        !self.gaps.is_empty() || self.gave_up || self.joined
+        !self.gaps.is_empty() || self.gave_up || self.joined || self.awaiting
     }
 
     /// The counters.
@@ -533,6 +732,7 @@ impl Sequencer {
             }
             Some(cur) => {
                 self.past.push(cur);
+                out.abandoned = self.awaiting;
                 self.reset();
                 self.session = Some(s);
                 self.counters.session_changes += 1;
@@ -548,12 +748,21 @@ impl Sequencer {
                 if self.log.is_some() {
                     self.note(Event::Joined { first: start });
                 }
+                // A joining packet sets `next` and `high` before its
+                // messages are held (glimpse G3.2).
+                self.next = Some(start);
+                self.high = start;
+                self.trigger(Trigger::Join);
                 start
             } else {
                 1
             };
             self.next = Some(first);
             self.high = first;
+        }
+        if self.awaiting {
+            self.on_packet_awaiting(packet, &mut out);
+            return out;
         }
         // Every kind reveals a gap up to its sequence.
         if start > self.high {
@@ -592,18 +801,64 @@ impl Sequencer {
                     _ => self.receive_each(packet, apply, &mut out),
                 };
                 out.applied += self.drain(apply);
-                while self.held.index.len() > self.settings.max_held && !self.gaps.is_empty() {
+                while self.held.index.len() > self.settings.max_held
+                    && self.gaps.front().is_some_and(|g| !g.merged)
+                    && !self.awaiting
+                {
                     out.applied += self.give_up_lowest(true, apply);
                     out.given_up += 1;
                 }
                 out.alive = fresh;
             }
         }
-        while self.gaps.len() > MAX_GAPS {
+        while self.gaps.len() > MAX_GAPS && !self.awaiting {
             out.applied += self.give_up_lowest(true, apply);
             out.given_up += 1;
         }
         out
+    }
+
+    /// A packet while awaiting a snapshot (glimpse G3.2): nothing is
+    /// applied and no gap is revealed; a data message from `next` on not
+    /// held yet is held, the rest are duplicates; then, while more than
+    /// `max_held` are held, the lowest is discarded and `next` steps past it.
+    #[cold]
+    fn on_packet_awaiting<T: AsRef<[u8]>>(&mut self, packet: &Packet<T>, out: &mut Outcome) {
+        let start = packet.sequence();
+        match packet.kind() {
+            Kind::Heartbeat | Kind::EndOfSession if start > self.high => self.high = start,
+            Kind::Heartbeat => out.alive = true,
+            Kind::EndOfSession => {}
+            Kind::Data(n) => {
+                self.counters.messages += u64::from(n);
+                let next = self.next.unwrap_or(1);
+                for (q, m) in packet.messages() {
+                    if q < next || self.ended || self.held.index.contains(q) {
+                        self.counters.duplicates += 1;
+                        out.duplicates += 1;
+                        continue;
+                    }
+                    self.held.put(q, m.bytes());
+                    self.waiting.push(Reverse(q));
+                    self.high = self.high.max(q.saturating_add(1));
+                    out.alive = true;
+                }
+                while self.held.index.len() > self.settings.max_held {
+                    let Some(Reverse(q)) = self.waiting.pop() else {
+                        break;
+                    };
+                    self.held.take(q, |_| {});
+                    self.counters.snapshot_overflow += 1;
+                    self.next = Some(q.saturating_add(1));
+                }
+            }
+        }
+        if let Kind::Heartbeat = packet.kind() {
+            self.counters.heartbeats += 1;
+        }
+        if let Kind::EndOfSession = packet.kind() {
+            out.end_of_session = true;
+        }
     }
 
     /// `n` records of a BinaryFILE, the last of sequence `last` (spec §5:
@@ -627,6 +882,7 @@ impl Sequencer {
             deadline,
             filled,
             first,
+            merged: false,
         });
         if self.log.is_some() {
             self.note(Event::GapOpened { lo, hi, deadline });
@@ -741,12 +997,15 @@ impl Sequencer {
             });
         }
         self.counters.gaps_given_up += 1;
-        if g.first {
+        // The session's first gap given up counts as a join (glimpse G7.5).
+        let trigger = if g.first {
             self.joined = true;
+            Trigger::Join
         } else {
             self.counters.ticks_lost = self.counters.ticks_lost.saturating_add(g.missing);
             self.gave_up = true;
-        }
+            Trigger::Gap
+        };
         let mut n = 0;
         let next = self.next.unwrap_or(g.lo);
         for f in g.filled.iter().filter(|&f| f >= next) {
@@ -757,7 +1016,9 @@ impl Sequencer {
         self.next = Some(next.max(g.hi));
         g.filled.clear();
         self.pool.push(g.filled);
-        n + self.drain(apply)
+        let n = n + self.drain(apply);
+        self.trigger(trigger);
+        n
     }
 
     fn reset(&mut self) {
@@ -770,6 +1031,12 @@ impl Sequencer {
         self.held.clear();
         self.joined = false;
         self.gave_up = false;
+        // A new session ends awaiting and lets triggers act again
+        // (glimpse G3.2, G7.8).
+        self.awaiting = false;
+        self.auto = true;
+        self.triggered = None;
+        self.waiting.clear();
     }
 }
 
@@ -1125,5 +1392,248 @@ mod tests {
         assert_eq!(r.seq.held(), 2);
         assert_eq!(r.seq.counters().ticks_lost, 1);
         assert_eq!(r.seq.gaps_open(), 1);
+    }
+
+    const BOTH: Triggers = Triggers {
+        join: true,
+        gap: true,
+    };
+
+    impl Run {
+        fn merge(&mut self, n: u64, t: u64) -> u32 {
+            let applied = &mut self.applied;
+            self.seq
+                .merge(n, t, &mut |q: u64, _: Message<'_>| applied.push(q))
+        }
+
+        fn release(&mut self, t: u64) -> u32 {
+            let applied = &mut self.applied;
+            self.seq
+                .release(t, &mut |q: u64, _: Message<'_>| applied.push(q))
+        }
+    }
+
+    fn snapshots(settings: Settings, triggers: Triggers) -> Run {
+        let mut r = Run::new(settings);
+        r.seq.enable_snapshots(triggers);
+        r
+    }
+
+    /// A mid-session join starts a wait: the joining packet's messages are
+    /// held, not applied, no gap is revealed; a merge from N discards what
+    /// lies below it and applies the rest in order (glimpse G3.2, G3.4).
+    #[test]
+    fn a_join_waits_for_a_snapshot_and_the_merge_goes_on_from_n() {
+        let mut r = snapshots(settings(), BOTH);
+        let out = r.packet(&data(S1, 50_000, 3), 1);
+        assert!(r.seq.awaiting() && r.seq.suspect() && r.seq.joined());
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Join));
+        assert_eq!(r.seq.take_trigger(), None);
+        assert!(r.applied.is_empty() && out.alive && out.gap.is_none());
+        assert_eq!(
+            (r.seq.next(), r.seq.high(), r.seq.held()),
+            (Some(50_000), 50_003, 3)
+        );
+        // A hole while awaiting reveals no gap and requests nothing.
+        r.packet(&data(S1, 50_005, 2), 2);
+        assert_eq!(
+            (r.seq.gaps_open(), r.seq.held(), r.seq.high()),
+            (0, 5, 50_007)
+        );
+        // A heartbeat ahead raises `high` and proves nothing; one behind proves life.
+        assert!(!r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
+        assert_eq!(r.seq.high(), 50_008);
+        assert!(r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
+        // A copy is a duplicate; nothing expires however late.
+        assert_eq!(r.packet(&data(S1, 50_000, 1), 4).duplicates, 1);
+        assert_eq!(r.expire(u64::MAX / 2), 0);
+        // N = 50,002: 50,000 and 50,001 are discarded, 50,002 applied;
+        // 50,003, 50,004 and 50,007 are missing: one gap from `next`.
+        r.merge(50_002, 10);
+        assert_eq!(r.applied, [50_002]);
+        assert_eq!(r.seq.counters().snapshot_discarded, 2);
+        assert_eq!(r.seq.counters().snapshots, 1);
+        assert!(!r.seq.awaiting() && !r.seq.joined());
+        let gaps: Vec<_> = r.seq.gaps().collect();
+        assert_eq!(gaps, [(50_002, 50_008, 3, 10 + 5 * MS)]);
+        // The fills are counted as recovered; the held ones were not.
+        r.packet(&data(S1, 50_003, 2), 11);
+        r.packet(&data(S1, 50_007, 1), 11);
+        assert_eq!(r.seq.counters().recovered, 3);
+        r.packet(&data(S1, 50_005, 1), 11);
+        assert_eq!(r.seq.counters().recovered, 3);
+        assert_eq!(r.seq.counters().duplicates, 2);
+        assert_eq!(r.applied, (50_002..50_008).collect::<Vec<_>>());
+        assert!(!r.seq.suspect());
+        assert_eq!(r.seq.counters().ticks_lost, 0);
+    }
+
+    /// A snapshot taken after everything received (N above `high`):
+    /// everything held is discarded, no gap opens, the stream is trusted.
+    #[test]
+    fn n_above_high_discards_every_held_message() {
+        let mut r = snapshots(settings(), BOTH);
+        r.packet(&data(S1, 50_000, 3), 1);
+        r.merge(60_000, 2);
+        assert_eq!(r.seq.counters().snapshot_discarded, 3);
+        assert_eq!(
+            (r.seq.next(), r.seq.high(), r.seq.gaps_open()),
+            (Some(60_000), 60_000, 0)
+        );
+        assert!(!r.seq.suspect());
+        r.packet(&data(S1, 60_000, 2), 3);
+        assert_eq!(r.applied, [60_000, 60_001]);
+        // Multicast below N arriving later is a duplicate.
+        assert_eq!(r.packet(&data(S1, 59_999, 1), 4).duplicates, 1);
+    }
+
+    /// The gap a merge opens, given up, loses its missing messages and is
+    /// a new `gap` trigger; held messages beyond `max_held` do not give it
+    /// up before its deadline (glimpse G7.13).
+    #[test]
+    fn a_merge_gap_is_given_up_only_by_its_deadline_and_then_triggers_again() {
+        let mut r = snapshots(
+            Settings {
+                max_held: 4,
+                ..settings()
+            },
+            BOTH,
+        );
+        r.packet(&data(S1, 50_000, 1), 1);
+        r.packet(&data(S1, 50_002, 2), 1);
+        r.seq.take_trigger();
+        r.merge(50_001, 2);
+        assert_eq!(
+            r.seq.gaps().collect::<Vec<_>>(),
+            [(50_001, 50_004, 1, 2 + 5 * MS)]
+        );
+        // Six more held: beyond `max_held`, the merge's gap stays open.
+        r.packet(&data(S1, 50_004, 6), 3);
+        assert_eq!(
+            (r.seq.gaps_open(), r.seq.held(), r.seq.awaiting()),
+            (1, 8, false)
+        );
+        // Its deadline passes: given up, one lost, the rest applied, and
+        // a new wait starts.
+        r.expire(3 + 5 * MS);
+        assert_eq!(r.seq.counters().ticks_lost, 1);
+        assert_eq!(r.applied, (50_002..50_010).collect::<Vec<_>>());
+        assert!(r.seq.awaiting());
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+    }
+
+    /// While awaiting, more than `max_held` held: the lowest go, `next`
+    /// steps past each (glimpse G3.2).
+    #[test]
+    fn held_beyond_max_held_while_awaiting_discards_the_lowest() {
+        let mut r = snapshots(
+            Settings {
+                max_held: 5,
+                ..settings()
+            },
+            BOTH,
+        );
+        r.packet(&data(S1, 50_000, 4), 1);
+        r.packet(&data(S1, 50_010, 4), 1);
+        assert_eq!(r.seq.counters().snapshot_overflow, 3);
+        assert_eq!((r.seq.next(), r.seq.held()), (Some(50_003), 5));
+        // A copy of a discarded one is a duplicate now.
+        assert_eq!(r.packet(&data(S1, 50_001, 1), 2).duplicates, 1);
+        r.merge(50_000, 3);
+        // N below `next`: the stream goes on from N, a gap over what was
+        // discarded and never received.
+        assert!(r.applied.is_empty());
+        assert_eq!(
+            r.seq.gaps().next().map(|g| (g.0, g.1, g.2)),
+            Some((50_000, 50_014, 9))
+        );
+    }
+
+    /// A given-up gap starts a wait: the other open gaps are dropped
+    /// (nothing lost), their held messages kept; giving the snapshot up
+    /// releases them behind one gap from `next` (glimpse G3.2, G3.3).
+    #[test]
+    fn a_gap_given_up_drops_the_other_gaps_and_a_release_reopens_one() {
+        let mut r = snapshots(settings(), BOTH);
+        r.packet(&data(S1, 1, 2), 1);
+        r.packet(&data(S1, 5, 1), 2); // gap [3, 5)
+        r.packet(&data(S1, 8, 2), 3); // gap [6, 8)
+        r.packet(&data(S1, 7, 1), 3); // fills 7
+        r.expire(2 + 5 * MS + 1);
+        // [3, 5) given up: 2 lost, 5 applied; [6, 8) dropped, 7..10 held.
+        assert_eq!(r.seq.counters().ticks_lost, 2);
+        assert_eq!(r.applied, [1, 2, 5]);
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+        assert_eq!(
+            (r.seq.gaps_open(), r.seq.held(), r.seq.awaiting()),
+            (0, 3, true)
+        );
+        // Released at 20 with N = next = 6: [6, 10) is one gap again.
+        r.release(20);
+        assert_eq!(r.seq.gaps().collect::<Vec<_>>(), [(6, 10, 1, 20 + 5 * MS)]);
+        assert!(r.seq.suspect());
+        r.packet(&data(S1, 6, 1), 21);
+        assert_eq!(r.applied, [1, 2, 5, 6, 7, 8, 9]);
+        // The earlier give-up keeps the stream suspect (no snapshot came).
+        assert!(r.seq.suspect() && r.seq.gaps_open() == 0);
+    }
+
+    /// The session's first gap given up is a `join` trigger; with only
+    /// `gap` enabled it starts nothing, and a later gap does.
+    #[test]
+    fn triggers_follow_snapshot_triggers() {
+        let gap_only = Triggers {
+            join: false,
+            gap: true,
+        };
+        let mut r = snapshots(settings(), gap_only);
+        r.packet(&data(S1, 50_000, 1), 1);
+        assert!(!r.seq.awaiting() && r.seq.joined());
+        let mut r = snapshots(settings(), gap_only);
+        r.packet(&data(S1, 3, 1), 1); // first gap [1, 3)
+        r.expire(2 + 5 * MS);
+        assert!(!r.seq.awaiting() && r.seq.joined());
+        r.packet(&data(S1, 6, 1), 10); // gap [4, 6)
+        r.expire(11 + 5 * MS);
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+        let mut r = snapshots(
+            settings(),
+            Triggers {
+                join: true,
+                gap: false,
+            },
+        );
+        r.packet(&data(S1, 3, 1), 1);
+        r.expire(2 + 5 * MS);
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Join));
+        // Without snapshots, nothing waits.
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 50_000, 1), 1);
+        assert!(!r.seq.awaiting() && !r.seq.request_snapshot());
+    }
+
+    /// With `auto` off (a login refused as not authorized) no trigger
+    /// acts, an operator's request still does; a merge turns it on again,
+    /// as does a new session, which also abandons a wait.
+    #[test]
+    fn auto_off_leaves_only_the_operator_and_a_new_session_abandons_a_wait() {
+        let mut r = snapshots(settings(), BOTH);
+        assert!(!r.seq.request_snapshot(), "no session yet");
+        r.packet(&data(S1, 1, 1), 1);
+        r.seq.set_auto(false);
+        r.packet(&data(S1, 3, 1), 2);
+        r.expire(3 + 5 * MS);
+        assert!(!r.seq.awaiting());
+        assert!(r.seq.request_snapshot());
+        assert!(!r.seq.request_snapshot(), "already awaiting");
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Operator));
+        r.merge(4, 10);
+        assert!(r.seq.auto());
+        r.seq.set_auto(false);
+        r.seq.request_snapshot();
+        let out = r.packet(&data(S2, 1, 1), 20);
+        assert!(out.new_session && out.abandoned);
+        assert!(!r.seq.awaiting() && r.seq.auto());
+        assert_eq!(r.applied.last(), Some(&1));
     }
 }
