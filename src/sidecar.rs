@@ -338,6 +338,8 @@ impl Sidecar {
                             lines.push(Line::new(id as u16, line_index(s, copy), socket, sc.batch));
                         }
                     }
+                    // The feed's engine opens its streams itself.
+                    Receive::Stream(_) => {}
                     Receive::Channel(c) => {
                         let (Some(server), listen) = (c.server, c.listen) else {
                             continue;

@@ -90,6 +90,11 @@ impl Inventory {
         let mut other_datagrams = 0;
         let mut symbols_kept = 0usize;
         let result = capture.for_each(|d| {
+            // TCP segments (a recorded snapshot connection) are no feed's
+            // datagrams: the capture's counts show them.
+            if d.tcp.is_some() {
+                return;
+            }
             if !destinations.contains_key(&d.dst) && destinations.len() >= MAX_DESTINATIONS {
                 other_datagrams += 1;
                 return;

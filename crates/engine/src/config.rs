@@ -950,7 +950,7 @@ fn shared_address(
                 for line in addrs {
                     let user = others().find(|(_, s)| match &s.receive {
                         Receive::Lines(a) => a.contains(line),
-                        Receive::Channel(_) => false,
+                        Receive::Channel(_) | Receive::Stream(_) => false,
                     });
                     if let Some((g, _)) = user {
                         return problem(format!(
@@ -967,11 +967,25 @@ fn shared_address(
                     Receive::Channel(o) => (listen_takes(listen, o.listen)
                         || listen_takes(o.listen, listen))
                     .then_some((g, s.key, o.listen)),
-                    Receive::Lines(_) => None,
+                    Receive::Lines(_) | Receive::Stream(_) => None,
                 });
                 if let Some((g, key, l)) = overlap {
                     return problem(format!(
                         "feed {}: {} {listen} overlaps feed {}'s {key} {l}",
+                        echo(name),
+                        service.key,
+                        echo(&g.name)
+                    ));
+                }
+            }
+            Receive::Stream(server) => {
+                // A replay routes a captured segment by the server's
+                // address: two feeds' streams to one server could not be
+                // told apart.
+                let user = others().find(|(_, s)| s.receive == Receive::Stream(*server));
+                if let Some((g, _)) = user {
+                    return problem(format!(
+                        "feed {}: {} {server} is already used by feed {}",
                         echo(name),
                         service.key,
                         echo(&g.name)

@@ -175,6 +175,25 @@ pub struct Cx<'a> {
     pub publication: Option<&'a Publication>,
 }
 
+/// A TCP segment of a feed's stream ([`Receive::Stream`]), as a capture
+/// holds it: replay hands it to the feed, which puts the connection
+/// together.
+///
+/// [`Receive::Stream`]: crate::config::services::Receive::Stream
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    /// The connection's local end.
+    pub local: std::net::SocketAddrV4,
+    /// Sent by the server (else by the local end).
+    pub from_server: bool,
+    /// TCP sequence number of its first byte.
+    pub seq: u32,
+    /// TCP flags ([`Tcp::SYN`](crate::capture::link::Tcp::SYN), …).
+    pub flags: u8,
+    /// Its payload.
+    pub payload: &'a [u8],
+}
+
 /// A feed's protocol engine. Every method is handed the time (ns since the
 /// Unix epoch, local clock) rather than reading a clock, so replay and live
 /// run the same code.
@@ -236,6 +255,9 @@ pub trait FeedEngine {
     /// Writes what only this protocol counts into the publication's feed
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
+
+    /// A captured segment of the feed's stream at `t` (replay only).
+    fn on_segment(&mut self, _cx: Cx<'_>, _segment: &Segment<'_>, _t: u64) {}
 
     /// Hands the requests due at `now` on the feed's channel
     /// ([`Channel`](crate::config::services::Channel)) to `send`

@@ -9,7 +9,7 @@
 
 use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};
-use crate::engine::{Cx, View};
+use crate::engine::{Cx, Segment, View};
 pub use crate::engine::{FeedCounters, MAX_REJECT_REASONS};
 use crate::protocol::{Engine, Rejected, Summary};
 use crate::shm::Publication;
@@ -250,6 +250,21 @@ impl Handler {
             f.on_reject(reason, t);
         }
         result
+    }
+
+    /// A captured TCP segment of `feed`'s stream, at `t` (replay).
+    pub fn on_segment(&mut self, feed: u16, segment: &Segment<'_>, t: u64) {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
+            return;
+        };
+        let cx = Cx {
+            id: feed,
+            config: &f.config,
+            counters: &mut f.counters,
+            table: &mut self.table,
+            publication: self.publication.as_deref(),
+        };
+        f.engine.on_segment(cx, segment, t);
     }
 
     /// `feed`'s clock offset (local − provider), ns: the estimate its

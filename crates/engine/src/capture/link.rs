@@ -1,7 +1,9 @@
-//! Link layer -> IPv4 -> UDP parsing of one captured frame.
+//! Link layer -> IPv4 -> UDP (or TCP) parsing of one captured frame.
 //!
-//! Pure, zero-copy and allocation-free: [`parse`] borrows the UDP payload from
-//! the frame and never panics, whatever the bytes.
+//! Pure, zero-copy and allocation-free: [`parse`] borrows the UDP payload
+//! (or a TCP segment's) from the frame and never panics, whatever the bytes.
+//! TCP segments are handed out as they are, unreassembled: a recorded
+//! snapshot connection is put together by the feed that owns it.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -11,6 +13,9 @@ const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_VLANS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
 /// IPv4 protocol number of UDP.
 const IPPROTO_UDP: u8 = 17;
+/// IPv4 protocol number of TCP.
+const IPPROTO_TCP: u8 = 6;
+const TCP_MIN_HEADER_LEN: usize = 20;
 const ETHERNET_HEADER_LEN: usize = 14;
 const VLAN_TAG_LEN: usize = 4;
 const SLL_HEADER_LEN: usize = 16;
@@ -61,7 +66,16 @@ pub enum Parsed<'a> {
     Truncated,
     /// Another ethertype (ARP, IPv6, ...) or an IP version other than 4.
     NotIpv4,
-    /// IPv4 carrying another protocol than UDP.
+    /// A complete TCP/IPv4 segment.
+    Tcp {
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+        /// Its sequence number and flags.
+        tcp: Tcp,
+        /// The segment's payload (after its options).
+        payload: &'a [u8],
+    },
+    /// IPv4 carrying another protocol than UDP or TCP.
     NotUdp,
     /// A UDP/IPv4 fragment (MF set or fragment offset != 0); fragments are not reassembled.
     Fragment,
@@ -146,7 +160,8 @@ fn ipv4(packet: &[u8]) -> Parsed<'_> {
     let Some(packet) = packet.get(..total_len) else {
         return Parsed::Truncated;
     };
-    if packet[9] != IPPROTO_UDP {
+    let protocol = packet[9];
+    if protocol != IPPROTO_UDP && protocol != IPPROTO_TCP {
         return Parsed::NotUdp;
     }
     let flags_fragment = u16::from_be_bytes([packet[6], packet[7]]);
@@ -156,7 +171,12 @@ fn ipv4(packet: &[u8]) -> Parsed<'_> {
     }
     let src = Ipv4Addr::new(packet[12], packet[13], packet[14], packet[15]);
     let dst = Ipv4Addr::new(packet[16], packet[17], packet[18], packet[19]);
-    let udp = &packet[header_len..];
+    let Some(udp) = packet.get(header_len..) else {
+        return Parsed::Malformed;
+    };
+    if protocol == IPPROTO_TCP {
+        return tcp(src, dst, udp);
+    }
     if udp.len() < UDP_HEADER_LEN {
         return Parsed::Malformed;
     }
@@ -168,6 +188,49 @@ fn ipv4(packet: &[u8]) -> Parsed<'_> {
         src: SocketAddrV4::new(src, u16::from_be_bytes([udp[0], udp[1]])),
         dst: SocketAddrV4::new(dst, u16::from_be_bytes([udp[2], udp[3]])),
         payload: &udp[UDP_HEADER_LEN..udp_len],
+    }
+}
+
+/// A TCP segment's header fields a reader of one connection needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tcp {
+    /// Sequence number of the payload's first byte (of the SYN itself
+    /// for a SYN).
+    pub seq: u32,
+    /// The flags byte (`FIN`, `SYN`, `RST`, …).
+    pub flags: u8,
+}
+
+impl Tcp {
+    /// No more data from the sender.
+    pub const FIN: u8 = 0x01;
+    /// Opens a connection.
+    pub const SYN: u8 = 0x02;
+    /// Aborts a connection.
+    pub const RST: u8 = 0x04;
+    /// Acknowledgement field significant.
+    pub const ACK: u8 = 0x10;
+    /// Push.
+    pub const PSH: u8 = 0x08;
+}
+
+/// A TCP segment after its IPv4 header: ports, sequence, flags, payload.
+fn tcp(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> Parsed<'_> {
+    if segment.len() < TCP_MIN_HEADER_LEN {
+        return Parsed::Malformed;
+    }
+    let header_len = usize::from(segment[12] >> 4) * 4;
+    if header_len < TCP_MIN_HEADER_LEN || header_len > segment.len() {
+        return Parsed::Malformed;
+    }
+    Parsed::Tcp {
+        src: SocketAddrV4::new(src, u16::from_be_bytes([segment[0], segment[1]])),
+        dst: SocketAddrV4::new(dst, u16::from_be_bytes([segment[2], segment[3]])),
+        tcp: Tcp {
+            seq: u32::from_be_bytes([segment[4], segment[5], segment[6], segment[7]]),
+            flags: segment[13],
+        },
+        payload: &segment[header_len..],
     }
 }
 

@@ -31,8 +31,11 @@ pub struct Datagram<'a> {
     pub offset: u64,
     pub src: SocketAddrV4,
     pub dst: SocketAddrV4,
-    /// UDP payload, trimmed to the UDP length field (Ethernet padding removed).
+    /// UDP payload, trimmed to the UDP length field (Ethernet padding
+    /// removed); a TCP segment's payload.
     pub payload: &'a [u8],
+    /// A TCP segment's sequence and flags; `None` for a UDP datagram.
+    pub tcp: Option<link::Tcp>,
 }
 
 /// Why frames were not turned into datagrams; all counted, none fatal.
@@ -45,11 +48,14 @@ pub struct CaptureStats {
     pub records: u64,
     /// UDP/IPv4 datagrams handed to the caller.
     pub datagrams: u64,
+    /// TCP/IPv4 segments handed to the caller.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub segments: u64,
     /// caplen < origlen, or headers cut short by snaplen.
     pub truncated: u64,
     /// Other ethertypes / IP versions (ARP, IPv6, ...).
     pub not_ipv4: u64,
-    /// IPv4 but not UDP.
+    /// IPv4 but neither UDP nor TCP.
     pub not_udp: u64,
     /// UDP/IPv4 fragments (MF set or offset != 0): not reassembled.
     pub ip_fragments: u64,
@@ -59,6 +65,10 @@ pub struct CaptureStats {
     pub unsupported_link: u64,
     /// pcapng Simple Packet Blocks (they carry no timestamp).
     pub no_timestamp: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A capture that cannot be opened or that breaks part way.
@@ -249,6 +259,23 @@ impl CaptureReader {
                         src,
                         dst,
                         payload,
+                        tcp: None,
+                    });
+                }
+                Parsed::Tcp {
+                    src,
+                    dst,
+                    tcp,
+                    payload,
+                } => {
+                    stats.segments += 1;
+                    f(&Datagram {
+                        time_ns,
+                        offset,
+                        src,
+                        dst,
+                        payload,
+                        tcp: Some(tcp),
                     });
                 }
                 Parsed::Truncated => stats.truncated += 1,

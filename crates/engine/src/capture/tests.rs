@@ -85,6 +85,7 @@ fn read_all(bytes: Vec<u8>) -> (Vec<(Datagram<'static>, Vec<u8>)>, CaptureStats)
                 src: d.src,
                 dst: d.dst,
                 payload: &[],
+                tcp: d.tcp,
             };
             out.push((meta, owned));
         })

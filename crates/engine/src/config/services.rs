@@ -44,6 +44,10 @@ pub enum Receive {
     /// Exchanged with a server on one unicast socket; its answers are the
     /// service's line A.
     Channel(Channel),
+    /// A TCP connection to this server that the feed's engine opens itself
+    /// when it needs one (ITCH's snapshots); a replay hands the feed the
+    /// captured segments whose source or destination is the server.
+    Stream(SocketAddrV4),
 }
 
 impl Service {
@@ -52,6 +56,14 @@ impl Service {
         Service {
             key,
             receive: Receive::Lines(addrs.to_vec()),
+        }
+    }
+
+    /// A stream to `server`, set by `key`.
+    pub fn stream(key: &'static str, server: SocketAddrV4) -> Service {
+        Service {
+            key,
+            receive: Receive::Stream(server),
         }
     }
 

@@ -21,7 +21,7 @@ pub mod sqf;
 pub use crate::config::Protocol;
 use crate::config::{FeedConfig, ProtocolSettings};
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View};
 use crate::shm::{Descriptor, FeedInfo, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -222,6 +222,11 @@ impl Engine {
     /// See [`FeedEngine::write_counters`].
     pub fn write_counters(&self, p: &Publication, id: u16) {
         each!(self, e => e.write_counters(p, id))
+    }
+
+    /// See [`FeedEngine::on_segment`].
+    pub fn on_segment(&mut self, cx: Cx<'_>, segment: &Segment<'_>, t: u64) {
+        each!(self, e => e.on_segment(cx, segment, t))
     }
 
     /// See [`FeedEngine::poll_requests`].

@@ -11,6 +11,7 @@
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::services::{line_index, listen_takes, Receive};
 use crate::config::Config;
+use crate::engine::Segment;
 use crate::handler::Handler;
 use crate::protocol::Rejected;
 use crate::symbol::Symbol;
@@ -261,6 +262,8 @@ pub struct Router {
     /// unspecified address matches any address with the port, port 0
     /// matches nothing ([`listen_takes`]).
     channels: Vec<(SocketAddrV4, u16, u8)>,
+    /// The feeds' streams: (server, feed).
+    streams: Vec<(SocketAddrV4, u16)>,
     /// When set, every datagram goes to this feed's line A.
     pub all_to: Option<u16>,
 }
@@ -270,6 +273,7 @@ impl Router {
     pub fn new(config: &Config) -> Router {
         let mut routes: Vec<(u64, u16, u8)> = Vec::new();
         let mut channels = Vec::new();
+        let mut streams = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
             for (s, service) in f.services().iter().enumerate() {
                 match &service.receive {
@@ -283,6 +287,7 @@ impl Router {
                         channels.push((c.listen, id as u16, line_index(s, 0) as u8))
                     }
                     Receive::Channel(_) => {}
+                    Receive::Stream(server) => streams.push((*server, id as u16)),
                 }
             }
         }
@@ -290,8 +295,28 @@ impl Router {
         Router {
             routes,
             channels,
+            streams,
             all_to: None,
         }
+    }
+
+    /// The feed a TCP segment between `src` and `dst` belongs to, with
+    /// the local end and whether the server sent it: the feed whose stream
+    /// server is one of the two ends.
+    pub fn route_segment(
+        &self,
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+    ) -> Option<(u16, SocketAddrV4, bool)> {
+        self.streams.iter().find_map(|&(server, feed)| {
+            if src == server {
+                Some((feed, dst, true))
+            } else if dst == server {
+                Some((feed, src, false))
+            } else {
+                None
+            }
+        })
     }
 
     /// The feed a datagram to `dst` belongs to.
@@ -589,6 +614,20 @@ pub fn replay_until(
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
         pending.answer_before(&mut handler, d.time_ns, observer);
+        if let Some(tcp) = d.tcp {
+            // A snapshot connection's segment: its feed puts it together.
+            if let Some((feed, local, from_server)) = router.route_segment(d.src, d.dst) {
+                let segment = Segment {
+                    local,
+                    from_server,
+                    seq: tcp.seq,
+                    flags: tcp.flags,
+                    payload: d.payload,
+                };
+                handler.on_segment(feed, &segment, d.time_ns);
+            }
+            return;
+        }
         let route = router.route_line(d.dst);
         observer.before(&mut handler, route.map(|(feed, _)| feed), d);
         match route {
