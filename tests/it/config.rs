@@ -200,7 +200,22 @@ fn with_key(r: &Range, v: i64) -> String {
             .filter(|l| !l.starts_with(&prefix))
             .map(|l| format!("{l}\n"))
             .collect();
-        return format!("{feed}{prefix}{v}\n");
+        // A snapshot key needs a server, and its cross-key rules kept out
+        // of the way of the key under test.
+        let snapshot = match r.key.starts_with("snapshot_") {
+            true => {
+                "glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
+                 glimpse_password_env = \"TG_GLIMPSE_PW\"\n"
+            }
+            false => "",
+        };
+        let other = match r.key {
+            "snapshot_timeout_ms" => "snapshot_idle_ms = 2000\n",
+            "snapshot_retry_ms" => "snapshot_retry_max_ms = 600000\n",
+            "snapshot_retry_max_ms" => "snapshot_retry_ms = 10\n",
+            _ => "",
+        };
+        return format!("{feed}{snapshot}{other}{prefix}{v}\n");
     }
     // Keep the cross-key rule out of the way of the key under test.
     let other = match r.key {

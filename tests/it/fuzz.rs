@@ -284,6 +284,18 @@ const KEYS: &[&str] = &[
     "request_max",
     "request_interval_ms",
     "request_rate",
+    "glimpse",
+    "glimpse_user",
+    "glimpse_password_env",
+    "glimpse_password_file",
+    "glimpse_session_check",
+    "snapshot_triggers",
+    "snapshot_timeout_ms",
+    "snapshot_idle_ms",
+    "snapshot_retry_ms",
+    "snapshot_retry_max_ms",
+    "snapshot_max_attempts",
+    "snapshot_max_messages",
     "colour",
 ];
 
@@ -438,6 +450,21 @@ fn accepted_config_is_in_range(c: &Config) {
             assert!(i.recovery.is_none_or(|r| r.port() != 0
                 && !r.ip().is_unspecified()
                 && !r.ip().is_multicast()));
+            if let Some(g) = &i.glimpse {
+                let ms = |ns: u64| ns / 1_000_000;
+                assert!(g.server.port() != 0 && !g.server.ip().is_multicast());
+                assert!(!g.server.ip().is_unspecified() && !g.server.ip().is_broadcast());
+                assert!((1..=GLIMPSE_USER_MAX).contains(&g.user.len()));
+                assert!(g.user.bytes().all(|b| b.is_ascii_graphic()), "{:?}", g.user);
+                assert!(within(&SNAPSHOT_TIMEOUT_MS, ms(g.timeout_ns)));
+                assert!(within(&SNAPSHOT_IDLE_MS, ms(g.idle_ns)));
+                assert!(g.idle_ns <= g.timeout_ns);
+                assert!(within(&SNAPSHOT_RETRY_MS, ms(g.retry_ns)));
+                assert!(within(&SNAPSHOT_RETRY_MAX_MS, ms(g.retry_max_ns)));
+                assert!(g.retry_ns <= g.retry_max_ns);
+                assert!(within(&SNAPSHOT_MAX_ATTEMPTS, u64::from(g.max_attempts)));
+                assert!(within(&SNAPSHOT_MAX_MESSAGES, g.max_messages));
+            }
         }
     }
 }

@@ -236,7 +236,9 @@ impl Protocol {
 }
 
 /// A feed's protocol settings, one variant per [`Protocol`], each read by
-/// the protocol's own code (`protocol::<name>::config`).
+/// the protocol's own code (`protocol::<name>::config`). One per feed,
+/// resolved once at start: the variants' sizes may differ.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProtocolSettings {
     /// An `sqf` feed's.

@@ -302,6 +302,30 @@ impl FeedKeys {
         self.take(key, false, || None)
     }
 
+    /// Boolean key `key`.
+    pub fn flag(&mut self, key: &str) -> Result<Option<Sp<bool>>, Problem> {
+        self.take(key, false, || Some("true or false".into()))
+    }
+
+    /// Key `key` holding a list of strings; anything else is refused,
+    /// saying the key is a list of `takes`.
+    pub fn strings(&mut self, key: &str, takes: &str) -> Result<Option<Sp<Vec<String>>>, Problem> {
+        let Some(v) = self.take::<toml::Value>(key, false, || None)? else {
+            return Ok(None);
+        };
+        let items = match v.get_ref() {
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|x| x.as_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>(),
+            _ => None,
+        };
+        match items {
+            Some(items) => Ok(Some(Sp::new(v.span(), items))),
+            None => Err(Problem::at(&v, format!("{key} must be a list of {takes}"))),
+        }
+    }
+
     /// `ip:port` key `key`.
     pub fn addr(&mut self, key: &str) -> Result<Option<Sp<SocketAddrV4>>, Problem> {
         let Some(v) = self.text(key)? else {
@@ -371,6 +395,31 @@ mod tests {
         );
         let e = keys("a = \"x\"\n").addr("a").unwrap_err();
         assert_eq!(e.msg, "a: 'x' is not an IPv4 ip:port");
+    }
+
+    #[test]
+    fn flags_and_lists_of_strings() {
+        let mut k = keys("b = false\nl = [\"x\", \"y\"]\ne = []\n");
+        assert_eq!(k.flag("b").unwrap().map(Sp::into_inner), Some(false));
+        assert_eq!(k.flag("c").unwrap(), None);
+        assert_eq!(
+            k.strings("l", "names").unwrap().unwrap().into_inner(),
+            ["x", "y"]
+        );
+        assert!(k
+            .strings("e", "names")
+            .unwrap()
+            .unwrap()
+            .get_ref()
+            .is_empty());
+        assert_eq!(k.untaken().count(), 0);
+        let e = keys("b = \"yes\"\n").flag("b").unwrap_err();
+        assert!(e.quote);
+        assert!(e.msg.ends_with("(b is true or false)"), "{}", e.msg);
+        for bad in ["l = \"x\"", "l = [1]", "l = [\"x\", 2]", "l = [[\"x\"]]"] {
+            let e = keys(bad).strings("l", "names").unwrap_err();
+            assert_eq!(e.msg, "l must be a list of names", "{bad}");
+        }
     }
 
     /// A setting of named values, as a protocol declares one.
