@@ -5,6 +5,8 @@
 //! [`message`] reads one ITCH message. A datagram is valid as a whole or not
 //! at all ([`mold::Packet::new_checked`] checks both layers in one walk), and
 //! only a checked packet hands out messages, whose getters then cannot fail.
+//! Snapshots come over TCP: [`soup`] frames SoupBinTCP and [`glimpse`] is
+//! the GLIMPSE 5.0 client's protocol logic over it.
 
 pub mod binfile;
 pub mod book;
@@ -13,6 +15,7 @@ pub mod config;
 pub mod engine;
 pub mod event;
 pub mod feed;
+pub mod glimpse;
 pub mod ladder;
 pub mod levels;
 pub mod linecheck;
@@ -22,6 +25,7 @@ pub mod mold;
 pub mod publish;
 pub mod recovery;
 pub mod sequencer;
+pub mod soup;
 pub mod summary;
 pub mod synth;
 
