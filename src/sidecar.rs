@@ -318,6 +318,23 @@ impl Sidecar {
         // instead of killing it (see `recreate_publication`).
         crate::sys::guard::install().context("installing the SIGBUS handler")?;
         let lock = WriterLock::acquire(&sc.shm_path).with_context(shm)?;
+        let now = now_ns();
+        let publication = Arc::new(
+            Publication::build(
+                lock,
+                sc.shm_mode,
+                config.capacity,
+                &publication_feeds(config),
+                now,
+                sc.heartbeat_ns,
+            )
+            .with_context(shm)?,
+        );
+        let table = StateTable::shared(publication.clone());
+        let mut handler = Handler::with_table(config, table, sc.offset_queue);
+        // Secrets (a snapshot server's password) are read, and the feeds'
+        // own connection threads started, before any socket opens.
+        handler.go_live().map_err(anyhow::Error::msg)?;
         let mut lines = Vec::new();
         let mut channels = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
@@ -364,20 +381,6 @@ impl Sidecar {
                 }
             }
         }
-        let now = now_ns();
-        let publication = Arc::new(
-            Publication::build(
-                lock,
-                sc.shm_mode,
-                config.capacity,
-                &publication_feeds(config),
-                now,
-                sc.heartbeat_ns,
-            )
-            .with_context(shm)?,
-        );
-        let table = StateTable::shared(publication.clone());
-        let handler = Handler::with_table(config, table, sc.offset_queue);
         Ok(Sidecar {
             config: config.clone(),
             handler,
@@ -494,8 +497,20 @@ impl Sidecar {
         }
         let idle = self.config.sidecar.idle;
         let sleep = std::time::Duration::from_micros(self.config.sidecar.idle_sleep_us);
+        let resync = match crate::sys::resync_on_sigusr1() {
+            Ok(flag) => Some(flag),
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
+                None
+            }
+        };
         while !shutdown.load(Ordering::Relaxed) {
             let start = now_ns();
+            if resync.is_some_and(|r| r.load(Ordering::Relaxed) && r.swap(false, Ordering::Relaxed))
+            {
+                let feeds = self.handler.resync(start);
+                tracing::info!(feeds, "SIGUSR1: snapshots asked for");
+            }
             let work = self.cycle(start);
             let took = now_ns().saturating_sub(start);
             self.stats.worst_cycle_ns = self.stats.worst_cycle_ns.max(took);

@@ -256,6 +256,19 @@ pub trait FeedEngine {
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
 
+    /// Makes ready what only a live feed does (connections of its own,
+    /// their secrets read): called by `run` before any socket opens,
+    /// never by a replay. An error is one line naming the problem.
+    fn go_live(&mut self, _cx: View<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// An operator's request (SIGUSR1 to `run`) that the feed resynchronise
+    /// from its venue's snapshot at `now`; true when it started to.
+    fn resync(&mut self, _cx: View<'_>, _now: u64) -> bool {
+        false
+    }
+
     /// A captured segment of the feed's stream at `t` (replay only).
     fn on_segment(&mut self, _cx: Cx<'_>, _segment: &Segment<'_>, _t: u64) {}
 

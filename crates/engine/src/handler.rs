@@ -252,6 +252,38 @@ impl Handler {
         result
     }
 
+    /// Makes every feed ready to run live (see
+    /// [`FeedEngine::go_live`](crate::engine::FeedEngine::go_live)): the
+    /// first problem, as one line.
+    pub fn go_live(&mut self) -> Result<(), String> {
+        for (id, f) in self.feeds.iter_mut().enumerate() {
+            let view = View {
+                id: id as u16,
+                config: &f.config,
+                table: &self.table,
+            };
+            f.engine.go_live(view)?;
+        }
+        Ok(())
+    }
+
+    /// An operator's request that every feed resynchronise from its
+    /// venue's snapshot at `now` (see
+    /// [`FeedEngine::resync`](crate::engine::FeedEngine::resync)); returns
+    /// how many started to.
+    pub fn resync(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        for (id, f) in self.feeds.iter_mut().enumerate() {
+            let view = View {
+                id: id as u16,
+                config: &f.config,
+                table: &self.table,
+            };
+            n += usize::from(f.engine.resync(view, now));
+        }
+        n
+    }
+
     /// A captured TCP segment of `feed`'s stream, at `t` (replay).
     pub fn on_segment(&mut self, feed: u16, segment: &Segment<'_>, t: u64) {
         let Some(f) = self.feeds.get_mut(feed as usize) else {

@@ -436,8 +436,49 @@ mod tests {
 
     #[test]
     fn not_udp() {
-        let tcp = ip_udp_with(&[(9, 6)]);
-        assert_eq!(parse(Link::RawIp, &tcp), Parsed::NotUdp);
+        let icmp = ip_udp_with(&[(9, 1)]);
+        assert_eq!(parse(Link::RawIp, &icmp), Parsed::NotUdp);
+    }
+
+    /// A TCP segment: ports, sequence, flags and the payload after its
+    /// header (options included); a header offset below 20 bytes or past
+    /// the packet is malformed.
+    #[test]
+    fn tcp_segments() {
+        let mut p = vec![
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        let mut tcp = vec![0u8; 24];
+        tcp[..2].copy_from_slice(&18100u16.to_be_bytes());
+        tcp[2..4].copy_from_slice(&40000u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&7u32.to_be_bytes());
+        tcp[12] = 6 << 4; // 24 bytes: 4 of options
+        tcp[13] = Tcp::FIN | Tcp::ACK;
+        p.extend_from_slice(&tcp);
+        p.extend_from_slice(b"xyz");
+        let len = p.len() as u16;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(
+            parse(Link::RawIp, &p),
+            Parsed::Tcp {
+                src: "10.0.0.1:18100".parse().unwrap(),
+                dst: "10.0.0.2:40000".parse().unwrap(),
+                tcp: Tcp {
+                    seq: 7,
+                    flags: Tcp::FIN | Tcp::ACK
+                },
+                payload: b"xyz",
+            }
+        );
+        for offset in [4u8, 15] {
+            let mut bad = p.clone();
+            bad[20 + 12] = offset << 4;
+            assert_eq!(
+                parse(Link::RawIp, &bad),
+                Parsed::Malformed,
+                "offset {offset}"
+            );
+        }
     }
 
     #[test]

@@ -554,11 +554,56 @@ fn caplen_below_origlen_is_truncated_not_delivered() {
     }
 }
 
+/// A TCP segment written is read back with its sequence, flags and
+/// payload, and counted apart from the datagrams.
+#[test]
+fn tcp_segments_round_trip() {
+    use super::link::Tcp;
+    let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::Ethernet).expect("w");
+    let (a, b) = (sock("127.0.0.1:18100"), sock("127.0.0.1:40000"));
+    w.write_tcp(5, b, a, 9, Tcp::SYN, b"").expect("w");
+    w.write_tcp(6, a, b, 1_000, Tcp::ACK | Tcp::PSH, b"spin")
+        .expect("w");
+    w.write_udp(7, a, b, b"udp").expect("w");
+    let (got, stats) = read_all(w.finish().expect("finish"));
+    let seen: Vec<_> = got
+        .iter()
+        .map(|(d, p)| (d.time_ns, d.src, d.dst, d.tcp, p.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                5,
+                b,
+                a,
+                Some(Tcp {
+                    seq: 9,
+                    flags: Tcp::SYN
+                }),
+                vec![]
+            ),
+            (
+                6,
+                a,
+                b,
+                Some(Tcp {
+                    seq: 1_000,
+                    flags: Tcp::ACK | Tcp::PSH
+                }),
+                b"spin".to_vec()
+            ),
+            (7, a, b, None, b"udp".to_vec()),
+        ]
+    );
+    assert_eq!((stats.segments, stats.datagrams, stats.records), (2, 1, 3));
+}
+
 #[test]
 fn every_reject_counter() {
     let good = ip_udp([1, 1, 1, 1], 1, [2, 2, 2, 2], 2, b"data");
     let mut tcp = good.clone();
-    tcp[9] = 6;
+    tcp[9] = 1; // ICMP
     let mut fragment = good.clone();
     fragment[6] = 0x20;
     let mut bad_udp_len = good.clone();

@@ -129,7 +129,51 @@ impl<W: Write> CaptureWriter<W> {
             .ok()
             .filter(|_| 28 + payload.len() <= usize::from(u16::MAX))
             .ok_or_else(|| invalid("UDP payload too large for one IPv4 datagram"))?;
-        let total_len = udp_len + 20;
+        // No checksum.
+        let mut header = [0u8; 8];
+        header[..2].copy_from_slice(&src.port().to_be_bytes());
+        header[2..4].copy_from_slice(&dst.port().to_be_bytes());
+        header[4..6].copy_from_slice(&udp_len.to_be_bytes());
+        self.write_ipv4(time_ns, 17, src, dst, &header, payload)
+    }
+
+    /// Writes one TCP/IPv4 segment from `src` to `dst`: sequence `seq`,
+    /// `flags` (ACK, acknowledgement and checksum 0, a fixed window), no
+    /// options. At most 65,495 payload bytes.
+    pub fn write_tcp(
+        &mut self,
+        time_ns: u64,
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+        seq: u32,
+        flags: u8,
+        payload: &[u8],
+    ) -> io::Result<()> {
+        if 40 + payload.len() > usize::from(u16::MAX) {
+            return Err(invalid("TCP payload too large for one IPv4 packet"));
+        }
+        let mut header = [0u8; 20];
+        header[..2].copy_from_slice(&src.port().to_be_bytes());
+        header[2..4].copy_from_slice(&dst.port().to_be_bytes());
+        header[4..8].copy_from_slice(&seq.to_be_bytes());
+        header[12] = 5 << 4; // 20-byte header
+        header[13] = flags;
+        header[14..16].copy_from_slice(&65_535u16.to_be_bytes());
+        self.write_ipv4(time_ns, 6, src, dst, &header, payload)
+    }
+
+    /// Writes one IPv4 packet of `protocol`: its header, then `header`
+    /// and `payload` (which fit: the callers check).
+    fn write_ipv4(
+        &mut self,
+        time_ns: u64,
+        protocol: u8,
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+        header: &[u8],
+        payload: &[u8],
+    ) -> io::Result<()> {
+        let total_len = (20 + header.len() + payload.len()) as u16;
         let mut frame = std::mem::take(&mut self.frame);
         frame.clear();
         self.link_header(&mut frame, dst);
@@ -138,16 +182,12 @@ impl<W: Write> CaptureWriter<W> {
         frame.extend_from_slice(&[0x45, 0x00]);
         frame.extend_from_slice(&total_len.to_be_bytes());
         frame.extend_from_slice(&self.ip_id.to_be_bytes());
-        frame.extend_from_slice(&[0x40, 0x00, 64, 17, 0, 0]); // DF, TTL 64, UDP, checksum 0
+        frame.extend_from_slice(&[0x40, 0x00, 64, protocol, 0, 0]); // DF, TTL 64, checksum 0
         frame.extend_from_slice(&src.ip().octets());
         frame.extend_from_slice(&dst.ip().octets());
         let checksum = ipv4_checksum(&frame[ip_start..]);
         frame[ip_start + 10..ip_start + 12].copy_from_slice(&checksum.to_be_bytes());
-        // UDP header, no checksum.
-        frame.extend_from_slice(&src.port().to_be_bytes());
-        frame.extend_from_slice(&dst.port().to_be_bytes());
-        frame.extend_from_slice(&udp_len.to_be_bytes());
-        frame.extend_from_slice(&[0, 0]);
+        frame.extend_from_slice(header);
         frame.extend_from_slice(payload);
         if self.link == Link::Ethernet && frame.len() < ETHERNET_MIN_FRAME {
             frame.resize(ETHERNET_MIN_FRAME, 0);

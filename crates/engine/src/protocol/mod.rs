@@ -224,6 +224,16 @@ impl Engine {
         each!(self, e => e.write_counters(p, id))
     }
 
+    /// See [`FeedEngine::go_live`].
+    pub fn go_live(&mut self, cx: View<'_>) -> Result<(), String> {
+        each!(self, e => e.go_live(cx))
+    }
+
+    /// See [`FeedEngine::resync`].
+    pub fn resync(&mut self, cx: View<'_>, now: u64) -> bool {
+        each!(self, e => e.resync(cx, now))
+    }
+
     /// See [`FeedEngine::on_segment`].
     pub fn on_segment(&mut self, cx: Cx<'_>, segment: &Segment<'_>, t: u64) {
         each!(self, e => e.on_segment(cx, segment, t))

@@ -87,6 +87,30 @@ pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
     Ok(&SHUTDOWN)
 }
 
+static RESYNC: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_resync(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    RESYNC.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGUSR1 set a flag (an operator's request that feeds resynchronise
+/// from their venue's snapshot) instead of killing the process, and returns
+/// that flag; whoever acts on it clears it.
+pub fn resync_on_sigusr1() -> io::Result<&'static AtomicBool> {
+    // SAFETY: installs a handler that only stores to an atomic.
+    let previous = unsafe {
+        libc::signal(
+            libc::SIGUSR1,
+            on_resync as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        )
+    };
+    if previous == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(&RESYNC)
+}
+
 /// The terminal's size as (rows, columns): `$LINES` and `$COLUMNS` when both
 /// are set to positive numbers, else the TIOCGWINSZ ioctl on stdout; `None`
 /// when stdout is not a terminal.

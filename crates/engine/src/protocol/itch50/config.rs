@@ -117,13 +117,7 @@ pub enum PasswordSource {
 }
 
 /// What asks for a snapshot (`snapshot_triggers`; both by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Triggers {
-    /// `"join"`: joining a session mid-way.
-    pub join: bool,
-    /// `"gap"`: a gap given up.
-    pub gap: bool,
-}
+pub use super::sequencer::Triggers;
 
 /// Position of the recovery channel among the feed's services (after its
 /// lines).
@@ -452,10 +446,14 @@ impl FeedProtocol for ItchConfig {
             server: self.recovery,
             listen: self.recovery_listen,
         };
-        vec![
+        let mut services = vec![
             Service::lines("lines", lines),
             Service::channel("recovery_listen", recovery),
-        ]
+        ];
+        if let Some(g) = &self.glimpse {
+            services.push(Service::stream("glimpse", g.server));
+        }
+        services
     }
 }
 

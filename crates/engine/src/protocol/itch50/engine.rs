@@ -4,13 +4,15 @@
 //! of session, lines that disagree), each rate-limited.
 
 use super::client::Client;
-use super::config::{ItchConfig, RECOVERY_LINE};
+use super::config::{read_password, GlimpseConfig, ItchConfig, RECOVERY_LINE};
+use super::connection::{Connection, Target};
 use super::feed::{self, FileBatch, Settings};
 use super::publish::Publisher;
 use super::recovery::Requester;
+use super::snapshot::{self, Driver, SpinSettings};
 use super::{mold, sequencer, Reject};
 use crate::clock::OffsetMode;
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View};
 use crate::shm::{counter, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -61,6 +63,12 @@ pub struct Engine {
     session_ended: bool,
     /// The re-request client, with a recovery server.
     client: Option<Client>,
+    /// GLIMPSE snapshots, with a snapshot server.
+    snapshot: Option<Box<Driver>>,
+    /// The snapshot server's settings (to go live).
+    glimpse: Option<GlimpseConfig>,
+    /// The feed's settings (to size a live connection's staging states).
+    settings: Settings,
 }
 
 impl Engine {
@@ -72,7 +80,7 @@ impl Engine {
         let timezone = jiff::tz::db()
             .get(&c.timezone)
             .unwrap_or(jiff::tz::TimeZone::UTC);
-        let mut feed = feed::Feed::new(Settings {
+        let settings = Settings {
             sequencing: sequencer::Settings {
                 gap_timeout_ns: c.gap_timeout_ns,
                 max_held: c.max_held,
@@ -84,6 +92,21 @@ impl Engine {
             orders: 1 << 16,
             max_orders: c.max_orders,
             max_symbols: c.max_symbols,
+        };
+        let mut feed = feed::Feed::new(settings.clone());
+        let snapshot = c.glimpse.as_ref().map(|g| {
+            feed.enable_snapshots(g.triggers);
+            Box::new(Driver::new(
+                snapshot::Settings {
+                    max_attempts: g.max_attempts,
+                    retry_ns: g.retry_ns,
+                    retry_max_ns: g.retry_max_ns,
+                },
+                SpinSettings {
+                    session_check: g.session_check,
+                    max_messages: g.max_messages,
+                },
+            ))
         });
         let publisher = shared.then(|| {
             feed.track_touched(true);
@@ -103,7 +126,35 @@ impl Engine {
                     c.request_interval_ns,
                 )
             }),
+            snapshot,
+            glimpse: c.glimpse.clone(),
+            settings,
         }
+    }
+
+    /// Starts the snapshot connection's thread, for a feed with `glimpse`
+    /// (live only: a replay reads the recorded connections). Reads the
+    /// password; an error names the key and its variable or file only.
+    pub fn start_snapshots(&mut self, name: &str) -> Result<(), String> {
+        let (Some(driver), Some(g)) = (&mut self.snapshot, &self.glimpse) else {
+            return Ok(());
+        };
+        let password = read_password(&g.password)?;
+        let target = Target {
+            server: g.server,
+            user: g.user.clone(),
+            idle_ns: g.idle_ns,
+            timeout_ns: g.timeout_ns,
+        };
+        let connection = Connection::spawn(name, target, password, self.settings.clone())
+            .map_err(|e| format!("feed {name}: the snapshot connection's thread: {e}"))?;
+        driver.go_live(connection);
+        Ok(())
+    }
+
+    /// The snapshots' counters, for a feed with `glimpse`.
+    pub fn snapshots(&self) -> Option<&snapshot::Counters> {
+        self.snapshot.as_ref().map(|d| d.snapshots().counters())
     }
 
     /// The feed's stream, books and symbols.
@@ -239,7 +290,14 @@ impl FeedEngine for Engine {
                 if out.new_session || (out.end_of_session && !self.session_ended) {
                     self.session_event(&cx.config.name, out.new_session, t);
                 }
+                out.abandoned
             });
+        if let Some(d) = &mut self.snapshot {
+            // An expiry before the datagram may have triggered one too.
+            let abandoned = result.unwrap_or(false);
+            d.after(&mut self.feed, abandoned, t, &cx.config.name);
+        }
+        let result = result.map(|_| ());
         // A live feed's counters are read after the cycle's catch_up (the
         // heartbeat's publish_counters), which copies them; a replay's are
         // read between datagrams (its progress), so copied after each.
@@ -261,13 +319,47 @@ impl FeedEngine for Engine {
     /// itch50 §3.2) and publishes what that changed.
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
         self.feed.expire(now);
+        if let Some(d) = &mut self.snapshot {
+            d.after(&mut self.feed, false, now, &cx.config.name);
+            d.poll(&mut self.feed, now, &cx.config.name);
+        }
         self.feed.settle();
         copy_counters(&self.feed, cx.counters);
         self.publish(&mut cx);
     }
 
     fn summary(&mut self, _: View<'_>, counters: &FeedCounters) -> Self::Summary {
-        super::summary::FeedSummary::new(counters, &mut self.feed)
+        let mut s = super::summary::FeedSummary::new(counters, &mut self.feed);
+        s.snapshot = self
+            .snapshots()
+            .map(|c| Box::new(super::summary::SnapshotSummary::new(&self.feed, c)));
+        s
+    }
+
+    fn on_segment(&mut self, cx: Cx<'_>, segment: &Segment<'_>, t: u64) {
+        if let Some(d) = &mut self.snapshot {
+            d.on_segment(&mut self.feed, segment, t, &cx.config.name);
+            if self.publisher.is_none() {
+                copy_counters(&self.feed, cx.counters);
+            }
+        }
+    }
+
+    /// A snapshot for a feed with `glimpse` and a session, `auto` or not
+    /// (glimpse G3.1).
+    fn resync(&mut self, cx: View<'_>, now: u64) -> bool {
+        let Some(d) = &mut self.snapshot else {
+            return false;
+        };
+        if !self.feed.request_snapshot() {
+            return false;
+        }
+        d.after(&mut self.feed, false, now, &cx.config.name);
+        true
+    }
+
+    fn go_live(&mut self, cx: View<'_>) -> Result<(), String> {
+        self.start_snapshots(&cx.config.name)
     }
 
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {

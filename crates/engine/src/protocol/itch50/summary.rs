@@ -59,12 +59,68 @@ pub struct FeedSummary {
     /// BinaryFILE records that failed validation (only in a BinaryFILE replay).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid_records: Option<u64>,
+    /// Snapshots, for a feed with `glimpse` (glimpse G4; absent otherwise).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Box<SnapshotSummary>>,
     /// Per symbol, by stock.
     pub symbols: BTreeMap<String, SymbolSummary>,
     /// Messages held behind an open gap at the end (told on the replay's
     /// last line, not written to the file).
     #[serde(skip)]
     pub held: u64,
+}
+
+/// A feed's GLIMPSE snapshots at the end (spec glimpse G4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnapshotSummary {
+    /// `"idle"` or `"awaiting"`.
+    pub snapshot_state: &'static str,
+    /// Snapshots merged.
+    pub snapshots: u64,
+    /// Connections started.
+    pub snapshot_attempts: u64,
+    /// Failures by class.
+    pub snapshot_failures: BTreeMap<&'static str, u64>,
+    /// Waits given up.
+    pub snapshot_gave_up: u64,
+    /// Held messages below a merged snapshot's N, discarded.
+    pub snapshot_discarded: u64,
+    /// Held messages discarded for room while awaiting.
+    pub snapshot_overflow: u64,
+    /// N of the last merged snapshot; null before any.
+    pub snapshot_next: Option<u64>,
+    /// The last merged snapshot's session, trimmed; null before any.
+    pub snapshot_session: Option<String>,
+    /// `S` packets of the last merged spin.
+    pub snapshot_messages: u64,
+}
+
+impl SnapshotSummary {
+    /// The snapshots of `it`, attempted as `s` counted.
+    pub fn new(it: &Feed, s: &super::snapshot::Counters) -> SnapshotSummary {
+        let sc = it.sequencer().counters();
+        SnapshotSummary {
+            snapshot_state: if it.sequencer().awaiting() {
+                "awaiting"
+            } else {
+                "idle"
+            },
+            snapshots: sc.snapshots,
+            snapshot_attempts: s.attempts,
+            snapshot_failures: super::glimpse::Failure::ALL
+                .iter()
+                .map(|f| (f.as_str(), s.failures[f.index()]))
+                .collect(),
+            snapshot_gave_up: s.gave_up,
+            snapshot_discarded: sc.snapshot_discarded,
+            snapshot_overflow: sc.snapshot_overflow,
+            snapshot_next: s.next,
+            snapshot_session: s
+                .session
+                .map(|x| crate::shm::printable(super::soup::trim(&x))),
+            snapshot_messages: s.messages,
+        }
+    }
 }
 
 /// One ITCH symbol at the end (spec itch50 §5).
@@ -151,6 +207,7 @@ impl FeedSummary {
                 .map(|(code, n)| (letter(code as u8), *n))
                 .collect(),
             invalid_records: None,
+            snapshot: None,
             symbols,
         }
     }

@@ -1,0 +1,556 @@
+//! A feed's GLIMPSE snapshots as the handler drives them (glimpse G3.3,
+//! G4): the attempts since a trigger and when the next may start (capped
+//! exponential backoff), how each connection ended, the merge or the
+//! failure it causes, and the counters the summary, `stat` and metrics
+//! show.
+//!
+//! The bytes of one connection go through a [`Spin`]: the SoupBinTCP and
+//! GLIMPSE client ([`glimpse::Client`]) building a [`Staging`] state. Live,
+//! a spin runs on the connection's own thread and hands its end to the
+//! receive thread; in replay it runs on the replay's thread, from the
+//! recorded server bytes. Either way the end takes effect here, at the
+//! arrival time of the bytes (or FIN, or RST) that decided it.
+//!
+//! Time is passed in: ns since the Unix epoch, local clock.
+
+use super::feed::{Feed, Staging};
+use super::glimpse::{self, End, Failure};
+use super::soup::SESSION_LEN;
+
+/// How attempts are spaced and how many are made (spec glimpse G4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Most failed attempts after one trigger before giving up.
+    pub max_attempts: u32,
+    /// Delay before the second attempt, ns; doubled for each one after.
+    pub retry_ns: u64,
+    /// Longest delay between attempts, ns.
+    pub retry_max_ns: u64,
+}
+
+impl Settings {
+    /// Delay before attempt `k` (k ≥ 2) after attempt `k − 1` failed:
+    /// `min(retry × 2^(k−2), retry_max)`, ns.
+    pub fn backoff(&self, k: u32) -> u64 {
+        let doublings = k.saturating_sub(2);
+        let delay = if doublings >= 64 {
+            u64::MAX
+        } else {
+            self.retry_ns.saturating_mul(1u64 << doublings.min(63))
+        };
+        delay.min(self.retry_max_ns)
+    }
+}
+
+/// What the snapshots did, over the feed's life (spec glimpse G4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Connections started.
+    pub attempts: u64,
+    /// Failures by class, indexed by [`Failure::index`].
+    pub failures: [u64; Failure::ALL.len()],
+    /// Waits given up (attempts exhausted, or a login refused as not
+    /// authorized).
+    pub gave_up: u64,
+    /// N of the last merged snapshot.
+    pub next: Option<u64>,
+    /// The session of the last merged snapshot's login, as sent.
+    pub session: Option<[u8; SESSION_LEN]>,
+    /// `S` packets of the last merged spin.
+    pub messages: u64,
+}
+
+/// What a connection's end did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing: the wait had ended under the connection (a new session).
+    Ignored,
+    /// The snapshot was merged.
+    Merged {
+        /// N, the first message it does not reflect.
+        next: u64,
+        /// `S` packets of the spin.
+        messages: u64,
+        /// From the trigger to the merge, ns.
+        latency_ns: u64,
+    },
+    /// The connection failed.
+    Failed {
+        /// Its class.
+        class: Failure,
+        /// What ended it, for the log.
+        detail: &'static str,
+        /// The wait was given up (no more attempts until a new trigger).
+        gave_up: bool,
+        /// When the next attempt may start, ns, if one will.
+        retry_at: Option<u64>,
+    },
+}
+
+/// A feed's snapshot attempts.
+#[derive(Debug)]
+pub struct Snapshots {
+    settings: Settings,
+    counters: Counters,
+    /// Failures since the trigger.
+    failed: u32,
+    /// When the next connection may start, ns; `None` while one runs or
+    /// no wait is on.
+    due: Option<u64>,
+    /// A connection is running.
+    open: bool,
+    /// When the wait began, ns.
+    since: Option<u64>,
+}
+
+impl Snapshots {
+    /// No snapshot yet.
+    pub fn new(settings: Settings) -> Snapshots {
+        Snapshots {
+            settings,
+            counters: Counters::default(),
+            failed: 0,
+            due: None,
+            open: false,
+            since: None,
+        }
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// A connection is running.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// When the next connection may start, ns.
+    pub fn due(&self) -> Option<u64> {
+        self.due
+    }
+
+    /// A wait began at `t` (the feed took a trigger): attempt 1 may start
+    /// at once.
+    pub fn on_trigger(&mut self, t: u64) {
+        self.failed = 0;
+        self.due = Some(t);
+        self.since = Some(t);
+    }
+
+    /// Whether a connection should start at `now`.
+    pub fn should_start(&self, now: u64) -> bool {
+        !self.open && self.due.is_some_and(|d| d <= now)
+    }
+
+    /// A connection started at `t` (live: the connect; replay: its SYN).
+    /// A connection with no wait on is an operator's request (replay
+    /// reads it so): the feed starts awaiting at `t`.
+    /// Returns false, counting nothing, when the feed cannot await one
+    /// (no session yet, or snapshots not enabled).
+    pub fn on_start(&mut self, feed: &mut Feed, t: u64) -> bool {
+        if !feed.sequencer().awaiting() {
+            if !feed.request_snapshot() {
+                return false;
+            }
+            feed.take_trigger();
+            self.on_trigger(t);
+        }
+        self.counters.attempts += 1;
+        self.open = true;
+        self.due = None;
+        true
+    }
+
+    /// The running connection ended with `end` at `t`: a snapshot is
+    /// merged from `staging` (left holding what the feed held), a failure
+    /// counted, and the wait given up or the next attempt scheduled.
+    pub fn on_end(&mut self, feed: &mut Feed, end: &End, staging: &mut Staging, t: u64) -> Step {
+        self.open = false;
+        if !feed.sequencer().awaiting() {
+            // The wait ended under it (a new session): nothing to merge.
+            self.due = None;
+            return Step::Ignored;
+        }
+        match *end {
+            End::Snapshot {
+                next,
+                messages,
+                session,
+            } => {
+                feed.merge_snapshot(staging, next, t);
+                self.counters.next = Some(next);
+                self.counters.session = Some(session);
+                self.counters.messages = messages;
+                self.failed = 0;
+                self.due = None;
+                let latency_ns = t.saturating_sub(self.since.take().unwrap_or(t));
+                Step::Merged {
+                    next,
+                    messages,
+                    latency_ns,
+                }
+            }
+            End::Failed {
+                class,
+                detail,
+                reason,
+            } => {
+                self.counters.failures[class.index()] += 1;
+                self.failed += 1;
+                let not_authorized =
+                    class == Failure::Rejected && reason == Some(super::soup::NOT_AUTHORIZED);
+                if not_authorized {
+                    feed.set_snapshot_auto(false);
+                }
+                let gave_up = not_authorized || self.failed >= self.settings.max_attempts;
+                if gave_up {
+                    self.give_up(feed, t);
+                } else {
+                    self.due = Some(t.saturating_add(self.settings.backoff(self.failed + 1)));
+                }
+                Step::Failed {
+                    class,
+                    detail,
+                    gave_up,
+                    retry_at: self.due,
+                }
+            }
+        }
+    }
+
+    /// A new session ended the wait: counted as `abandoned` (the caller
+    /// closes a running connection).
+    pub fn on_abandoned(&mut self) {
+        self.counters.failures[Failure::Abandoned.index()] += 1;
+        self.failed = 0;
+        self.due = None;
+        self.open = false;
+        self.since = None;
+    }
+
+    /// Gives the wait up (glimpse G3.3): held messages are released, the
+    /// feed stays suspect.
+    fn give_up(&mut self, feed: &mut Feed, t: u64) {
+        self.counters.gave_up += 1;
+        self.failed = 0;
+        self.due = None;
+        self.since = None;
+        feed.release_snapshot(t);
+    }
+}
+
+/// One snapshot connection's server bytes turned into a staging state.
+#[derive(Debug)]
+pub struct Spin {
+    client: glimpse::Client,
+    staging: Box<Staging>,
+}
+
+impl Spin {
+    /// A spin checked by `settings`, building into `staging` (emptied).
+    pub fn new(settings: glimpse::Settings, mut staging: Box<Staging>) -> Spin {
+        staging.clear();
+        Spin {
+            client: glimpse::Client::new(settings),
+            staging,
+        }
+    }
+
+    /// Bytes read from the server; the end once decided.
+    pub fn on_bytes(&mut self, bytes: &[u8]) -> Option<End> {
+        let staging = &mut self.staging;
+        self.client.on_bytes(bytes, &mut |m| staging.apply(m))
+    }
+
+    /// The client, for the ends the connection decides (EOF, reset, timers).
+    pub fn client(&mut self) -> &mut glimpse::Client {
+        &mut self.client
+    }
+
+    /// The staging state built so far.
+    pub fn staging(&mut self) -> &mut Staging {
+        &mut self.staging
+    }
+
+    /// The staging state, to merge or to reuse.
+    pub fn into_staging(self) -> Box<Staging> {
+        self.staging
+    }
+}
+
+/// What a spin checks, apart from the feed's session at its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpinSettings {
+    /// `A` must name the feed's session (`glimpse_session_check`).
+    pub session_check: bool,
+    /// Most `S` packets before `G` (`snapshot_max_messages`).
+    pub max_messages: u64,
+}
+
+impl SpinSettings {
+    /// The client's settings for a connection starting now on `feed`.
+    pub fn for_feed(&self, feed: &Feed) -> glimpse::Settings {
+        glimpse::Settings {
+            session: feed.session().filter(|_| self.session_check).map(|s| s.0),
+            max_messages: self.max_messages,
+        }
+    }
+}
+
+/// Recorded snapshot connections put together again (glimpse G5): one
+/// per local `ip:port`, from our SYN (or the server's first segment to a
+/// new local end) to a FIN or RST either way. The server's payload is
+/// reassembled by TCP sequence in capture order (bytes seen before are
+/// dropped; a hole ends the connection as `closed`) and fed to the
+/// client; there are no timers: a live timeout was recorded as our FIN.
+#[derive(Debug)]
+pub struct Recorded {
+    settings: SpinSettings,
+    /// The connection being read, if any.
+    conn: Option<Conn>,
+    /// A staging state to reuse.
+    spare: Option<Box<Staging>>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    local: std::net::SocketAddrV4,
+    /// TCP sequence of the next server byte; `None` before the first.
+    next_seq: Option<u32>,
+    /// `None` once the connection's end is decided.
+    spin: Option<Spin>,
+}
+
+impl Recorded {
+    /// No connection yet.
+    pub fn new(settings: SpinSettings) -> Recorded {
+        Recorded {
+            settings,
+            conn: None,
+            spare: None,
+        }
+    }
+
+    /// One captured segment at `t`; the step its bytes decided, if any.
+    pub fn on_segment(
+        &mut self,
+        feed: &mut Feed,
+        snapshots: &mut Snapshots,
+        segment: &crate::engine::Segment<'_>,
+        t: u64,
+    ) -> Option<Step> {
+        use crate::capture::link::Tcp;
+        let new_end = self.conn.as_ref().is_none_or(|c| c.local != segment.local);
+        let syn = !segment.from_server && segment.flags & Tcp::SYN != 0;
+        if syn || (new_end && segment.from_server) {
+            self.start(feed, snapshots, segment.local, t);
+        }
+        let conn = self.conn.as_mut().filter(|c| c.local == segment.local)?;
+        let spin = conn.spin.as_mut()?;
+        let mut end = None;
+        if segment.from_server && !segment.payload.is_empty() {
+            let expected = *conn.next_seq.get_or_insert(segment.seq);
+            let ahead = segment.seq.wrapping_sub(expected) as i32;
+            if ahead > 0 {
+                end = Some(End::Failed {
+                    class: Failure::Closed,
+                    detail: "bytes missing from the recorded stream",
+                    reason: None,
+                });
+            } else {
+                let seen = ahead.unsigned_abs() as usize;
+                if let Some(fresh) = segment.payload.get(seen..).filter(|b| !b.is_empty()) {
+                    conn.next_seq = Some(expected.wrapping_add(fresh.len() as u32));
+                    end = spin.on_bytes(fresh);
+                }
+            }
+        }
+        if end.is_none() {
+            end = match (segment.from_server, segment.flags) {
+                (_, f) if f & Tcp::RST != 0 => Some(spin.client().on_reset()),
+                (true, f) if f & Tcp::FIN != 0 => Some(spin.client().on_eof()),
+                // Our own close before the end: a timer ended it live.
+                (false, f) if f & Tcp::FIN != 0 => Some(spin.client().on_timeout()),
+                _ => None,
+            };
+        }
+        let end = end?;
+        let mut staging = conn.spin.take()?.into_staging();
+        let step = snapshots.on_end(feed, &end, &mut staging, t);
+        self.spare = Some(staging);
+        Some(step)
+    }
+
+    /// A connection from `local` starts at `t`; one still open is closed.
+    fn start(
+        &mut self,
+        feed: &mut Feed,
+        snapshots: &mut Snapshots,
+        local: std::net::SocketAddrV4,
+        t: u64,
+    ) {
+        if let Some(spin) = self.conn.take().and_then(|c| c.spin) {
+            let mut staging = spin.into_staging();
+            let end = End::Failed {
+                class: Failure::Closed,
+                detail: "another connection started",
+                reason: None,
+            };
+            snapshots.on_end(feed, &end, &mut staging, t);
+            self.spare = Some(staging);
+        }
+        if !snapshots.on_start(feed, t) {
+            return;
+        }
+        let staging = self
+            .spare
+            .take()
+            .unwrap_or_else(|| Box::new(feed.staging()));
+        self.conn = Some(Conn {
+            local,
+            next_seq: None,
+            spin: Some(Spin::new(self.settings.for_feed(feed), staging)),
+        });
+    }
+
+    /// A new session ended the wait: the connection is read no more.
+    pub fn abandon(&mut self) {
+        if let Some(spin) = self.conn.as_mut().and_then(|c| c.spin.take()) {
+            self.spare = Some(spin.into_staging());
+        }
+    }
+}
+
+/// At most one failure log line per feed per this interval, ns.
+const LOG_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// A feed's snapshots as its engine drives them: triggers taken from the
+/// feed, connections from a capture (replay) or the connection thread
+/// (live), their ends applied and logged.
+#[derive(Debug)]
+pub struct Driver {
+    snapshots: Snapshots,
+    recorded: Recorded,
+    /// The connection thread, live.
+    live: Option<super::connection::Connection>,
+    /// When a failure was last logged, ns.
+    last_failure_log: Option<u64>,
+    /// Failures not logged since (rate limit).
+    unlogged: u64,
+}
+
+impl Driver {
+    /// Snapshots spaced by `settings`, spins checked by `spin`.
+    pub fn new(settings: Settings, spin: SpinSettings) -> Driver {
+        Driver {
+            snapshots: Snapshots::new(settings),
+            recorded: Recorded::new(spin),
+            live: None,
+            last_failure_log: None,
+            unlogged: 0,
+        }
+    }
+
+    /// Connects live from now on, through `connection`.
+    pub fn go_live(&mut self, connection: super::connection::Connection) {
+        self.live = Some(connection);
+    }
+
+    /// The attempts and their counters.
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
+    }
+
+    /// After a datagram (or an expiry) at `t`: a new session abandons a
+    /// wait; a trigger starts one.
+    pub fn after(&mut self, feed: &mut Feed, abandoned: bool, t: u64, name: &str) {
+        if abandoned {
+            self.snapshots.on_abandoned();
+            self.recorded.abandon();
+            if let Some(c) = &mut self.live {
+                c.abort();
+            }
+            tracing::warn!(feed = %name, "new session while awaiting a snapshot: the wait is abandoned");
+        }
+        if let Some(trigger) = feed.take_trigger() {
+            self.snapshots.on_trigger(t);
+            tracing::info!(feed = %name, trigger = trigger.as_str(), "awaiting a snapshot: the feed is suspect until it merges");
+        }
+    }
+
+    /// Brings the snapshots up to `now` (live): ends the connection thread
+    /// reported are applied, and a connection starts when one is due.
+    pub fn poll(&mut self, feed: &mut Feed, now: u64, name: &str) {
+        let Some(mut live) = self.live.take() else {
+            return;
+        };
+        while let Some((end, mut staging)) = live.poll() {
+            let step = self.snapshots.on_end(feed, &end, &mut staging, now);
+            live.recycle(staging);
+            self.log(step, now, name);
+        }
+        if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
+            live.start(self.recorded.settings.for_feed(feed));
+        }
+        self.live = Some(live);
+    }
+
+    /// A captured segment of the snapshot stream at `t` (replay).
+    pub fn on_segment(
+        &mut self,
+        feed: &mut Feed,
+        segment: &crate::engine::Segment<'_>,
+        t: u64,
+        name: &str,
+    ) {
+        if let Some(step) = self
+            .recorded
+            .on_segment(feed, &mut self.snapshots, segment, t)
+        {
+            self.log(step, t, name);
+        }
+    }
+
+    /// One line per merge; failures at most one line a second, with the
+    /// count of those not logged.
+    fn log(&mut self, step: Step, t: u64, name: &str) {
+        match step {
+            Step::Ignored => {}
+            Step::Merged {
+                next,
+                messages,
+                latency_ns,
+            } => tracing::info!(
+                feed = %name,
+                next,
+                messages,
+                duration_ms = latency_ns / 1_000_000,
+                "snapshot merged: the stream goes on from its next sequence"
+            ),
+            Step::Failed {
+                class,
+                detail,
+                gave_up,
+                retry_at,
+            } => {
+                let due = self
+                    .last_failure_log
+                    .is_none_or(|l| t.saturating_sub(l) >= LOG_INTERVAL_NS || t < l);
+                if !due && !gave_up {
+                    self.unlogged += 1;
+                    return;
+                }
+                self.last_failure_log = Some(t);
+                let unlogged = std::mem::take(&mut self.unlogged);
+                let retry_in_ms = retry_at.map(|r| r.saturating_sub(t) / 1_000_000);
+                if gave_up {
+                    tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
+                } else {
+                    tracing::warn!(feed = %name, class = class.as_str(), detail, ?retry_in_ms, unlogged, "snapshot failed");
+                }
+            }
+        }
+    }
+}
