@@ -1341,9 +1341,23 @@ impl Staging {
 
     /// Applies one spin message (valid: a known type checked by
     /// [`message::check`](super::message::check), or any unknown type).
+    /// A symbol's last timestamp is the latest of its messages', so that
+    /// the order of the spin does not matter (glimpse G7.12).
     pub fn apply(&mut self, m: Message<'_>) {
         self.system_event |= m.code() == msg_type::SYSTEM_EVENT;
-        self.state.apply(m);
+        let locate = usize::from(m.locate());
+        let state = &mut self.state;
+        let before = state.locates[locate];
+        let prev = state
+            .symbols
+            .get(before as usize)
+            .and_then(|s| s.last_timestamp);
+        state.apply(m);
+        if state.locates[locate] == before {
+            if let Some(s) = state.symbols.get_mut(before as usize) {
+                s.last_timestamp = s.last_timestamp.max(prev);
+            }
+        }
     }
 
     /// Live orders in its books.

@@ -554,3 +554,6 @@ impl Driver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,583 @@
+//! A feed with `glimpse` driven through the handler as a replay drives
+//! it: datagrams of a deterministic day, and snapshot connections as the
+//! segments a capture holds. Books are compared with a feed that received
+//! the whole day from sequence 1.
+
+use super::super::message::encode;
+use super::super::mold::PacketBuilder;
+use super::super::summary::FeedSummary;
+use super::super::{soup, Session, Side};
+use super::*;
+use crate::capture::link::Tcp;
+use crate::config::Config;
+use crate::engine::Segment;
+use crate::handler::Handler;
+use crate::protocol::Summary;
+use crate::symbol::Symbol;
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+
+const S1: Session = Session(*b"20260105XA");
+const S2: Session = Session(*b"20260105XB");
+/// 2026-01-05 14:30:00 UTC.
+const T0: u64 = 1_767_623_400_000_000_000;
+const MS: u64 = 1_000_000;
+const STOCKS: [&str; 4] = ["AAA", "BBB", "CCC", "DDD"];
+
+fn sym(s: &str) -> Symbol {
+    Symbol::parse(s).unwrap()
+}
+
+/// The day's message of sequence `q`: system events, a directory of
+/// four stocks (DDD gets no trading action), then adds, every third
+/// message deleting the order added two sequences before.
+fn message(q: u64) -> Vec<u8> {
+    let ts = 34_200_000_000_000 + q * 1_000;
+    match q {
+        1 => encode::system_event(ts, b'O'),
+        2..=5 => {
+            let l = (q - 1) as u16;
+            encode::stock_directory(l, ts, sym(STOCKS[l as usize - 1]))
+        }
+        6..=8 => {
+            let l = (q - 5) as u16;
+            encode::trading_action(l, ts, sym(STOCKS[l as usize - 1]), b'T')
+        }
+        9 => encode::system_event(ts, b'S'),
+        _ if q % 3 == 0 && q >= 12 => encode::delete(locate(q - 2), ts, q - 2),
+        _ => {
+            let side = if q % 2 == 0 { Side::Buy } else { Side::Sell };
+            let price = 1_000_000 + (q % 7) as u32 * 100 + if q % 2 == 0 { 0 } else { 5_000 };
+            let l = locate(q);
+            encode::add_order(
+                l,
+                ts,
+                q,
+                side,
+                100,
+                sym(STOCKS[l as usize - 1]),
+                price,
+                None,
+            )
+        }
+    }
+}
+
+fn locate(q: u64) -> u16 {
+    1 + (q % 3) as u16
+}
+
+/// What GLIMPSE would send for the state after messages `1..n`, with
+/// `n` as End of Snapshot, `A` naming `session`; the spin's messages in
+/// `order` (types grouped as GLIMPSE sends them, or reversed).
+fn spin(n: u64, session: Session, reversed: bool) -> Vec<u8> {
+    let mut events = Vec::new();
+    let mut directory = Vec::new();
+    let mut actions = Vec::new();
+    let mut orders = BTreeMap::new();
+    for q in 1..n {
+        let m = message(q);
+        match m[0] {
+            b'S' => events.push(m),
+            b'R' => directory.push(m),
+            b'H' => actions.push(m),
+            b'A' => {
+                orders.insert(q, m);
+            }
+            b'D' => {
+                orders.remove(&(q - 2));
+            }
+            _ => {}
+        }
+    }
+    let mut messages: Vec<Vec<u8>> = directory
+        .into_iter()
+        .chain(actions)
+        .chain(events)
+        .chain(orders.into_values())
+        .collect();
+    if reversed {
+        messages.reverse();
+    }
+    let mut out = soup::login_accepted(&session.0, 1).to_vec();
+    for m in &messages {
+        soup::sequenced(m, &mut out);
+    }
+    soup::sequenced(&end_of_snapshot(n), &mut out);
+    out
+}
+
+/// `S` packets before `G` in [`spin`]`(n, ..)`.
+fn spin_messages(n: u64) -> u64 {
+    let bytes = spin(n, S1, false);
+    let mut count = 0;
+    soup::Reader::new().push(&bytes, |f| {
+        count += u64::from(f.kind() == Some(soup::kind::SEQUENCED));
+        true
+    });
+    count - 1
+}
+
+fn end_of_snapshot(n: u64) -> Vec<u8> {
+    format!("G{n:>20}").into_bytes()
+}
+
+fn config(extra: &str) -> Config {
+    let text = format!(
+        r#"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.9.9.1:9000"]
+stale_threshold_ms = 1000
+source_threshold_ms = 1000
+join_gap_max = 10
+gap_timeout_ms = 5
+glimpse = "127.0.0.1:18100"
+glimpse_user = "tgsim"
+glimpse_password_env = "TG_TEST_NEVER_READ"
+{extra}
+"#
+    );
+    Config::parse(&text, "t").unwrap()
+}
+
+/// A handler with one feed, and the segments of its connections.
+struct Venue {
+    h: Handler,
+    t: u64,
+    server: SocketAddrV4,
+    local: SocketAddrV4,
+    /// TCP sequence of the server's next byte.
+    seq: u32,
+}
+
+impl Venue {
+    fn new(extra: &str) -> Venue {
+        Venue {
+            h: Handler::new(&config(extra)),
+            t: T0,
+            server: "127.0.0.1:18100".parse().unwrap(),
+            local: "127.0.0.1:40000".parse().unwrap(),
+            seq: 1_000,
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.t += 10_000;
+        self.t
+    }
+
+    fn datagram_of(&mut self, session: Session, q: u64) {
+        let mut b = PacketBuilder::new(session, q);
+        b.message(&message(q));
+        let t = self.tick();
+        let _ = self.h.on_datagram_line(0, 0, &b.finish(), t);
+    }
+
+    fn datagrams(&mut self, qs: std::ops::Range<u64>) {
+        for q in qs {
+            self.datagram_of(S1, q);
+        }
+    }
+
+    fn segment(&mut self, from_server: bool, flags: u8, payload: &[u8]) {
+        let seq = if from_server { self.seq } else { 7 };
+        let segment = Segment {
+            local: self.local,
+            from_server,
+            seq,
+            flags,
+            payload,
+        };
+        let t = self.tick();
+        self.h.on_segment(0, &segment, t);
+        if from_server {
+            self.seq = self.seq.wrapping_add(payload.len() as u32);
+        }
+    }
+
+    /// A connection: our SYN, the server's bytes in `chunks` pieces,
+    /// then the server's FIN (when `fin`).
+    fn connection(&mut self, bytes: &[u8], chunks: usize, fin: bool) {
+        self.local.set_port(self.local.port() + 1);
+        self.segment(false, Tcp::SYN, b"");
+        for c in bytes.chunks(bytes.len().div_ceil(chunks).max(1)) {
+            self.segment(true, Tcp::ACK | Tcp::PSH, c);
+        }
+        if fin {
+            self.segment(true, Tcp::FIN | Tcp::ACK, b"");
+        }
+    }
+
+    fn expire(&mut self, t: u64) {
+        self.t = self.t.max(t);
+        self.h.before_check(0, t);
+    }
+
+    fn summary(&mut self) -> FeedSummary {
+        match self.h.summaries().remove("nq") {
+            Some(Summary::Itch50(s)) => s,
+            _ => panic!("no itch50 summary"),
+        }
+    }
+}
+
+/// The books after the whole day `1..n` from sequence 1.
+fn reference(n: u64) -> FeedSummary {
+    let mut v = Venue::new("");
+    v.datagrams(1..n);
+    v.summary()
+}
+
+fn snap(s: &FeedSummary) -> &crate::protocol::itch50::summary::SnapshotSummary {
+    s.snapshot.as_deref().expect("a feed with glimpse")
+}
+
+/// Joined mid-session: awaiting, suspect; the spin (in three reads) is
+/// merged at N; the held messages below N are discarded, those from N on
+/// applied; the books are the venue's, DDD (a directory and no trading
+/// action) without a trading state.
+#[test]
+fn a_join_merges_a_snapshot_and_the_books_are_the_venues() {
+    let mut v = Venue::new("");
+    v.datagrams(100..150);
+    let s = v.summary();
+    assert!(s.suspect && s.joined && snap(&s).snapshot_state == "awaiting");
+    assert!(s.symbols.values().all(|x| x.orders == 0) || s.symbols.is_empty());
+    v.connection(&spin(120, S1, false), 3, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!(sn.snapshot_state, "idle");
+    assert_eq!((sn.snapshots, sn.snapshot_attempts), (1, 1));
+    assert_eq!(sn.snapshot_discarded, 20);
+    assert_eq!(sn.snapshot_next, Some(120));
+    assert_eq!(sn.snapshot_session.as_deref(), Some("20260105XA"));
+    assert_eq!(sn.snapshot_messages, spin_messages(120));
+    assert!(!s.suspect && !s.joined);
+    assert_eq!(s.next, Some(150));
+    v.datagrams(150..200);
+    let s = v.summary();
+    assert_eq!(s.symbols, reference(200).symbols);
+    assert_eq!(s.symbols["DDD"].trading_state, None);
+    assert_eq!(s.symbols["AAA"].trading_state.as_deref(), Some("T"));
+    assert_eq!((s.ticks_lost, s.suspect, s.hours), (0, false, "open"));
+}
+
+/// The spin's order of types does not matter (glimpse G7.12).
+#[test]
+fn the_merge_does_not_depend_on_the_order_of_the_spin() {
+    let run = |reversed| {
+        let mut v = Venue::new("");
+        v.datagrams(100..130);
+        v.connection(&spin(120, S1, reversed), 5, true);
+        v.summary().symbols
+    };
+    assert_eq!(run(true), run(false));
+}
+
+/// N above everything received: nothing held is kept, the multicast
+/// below N is a duplicate, no gap opens.
+#[test]
+fn n_above_high_discards_the_held_and_opens_no_gap() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(&spin(130, S1, false), 1, true);
+    let s = v.summary();
+    assert_eq!(
+        (snap(&s).snapshot_discarded, s.gaps_open, s.suspect),
+        (10, 0, false)
+    );
+    assert_eq!(s.next, Some(130));
+    v.datagrams(110..140);
+    let s = v.summary();
+    assert_eq!(s.duplicates, 20);
+    assert_eq!(s.symbols, reference(140).symbols);
+}
+
+/// Held from above N: `[N, first held)` is a gap, filled by the line (or
+/// the recovery channel), and the feed is trusted.
+#[test]
+fn held_above_n_opens_a_gap_that_fills() {
+    let mut v = Venue::new("");
+    v.datagrams(100..120);
+    v.connection(&spin(90, S1, false), 2, true);
+    let s = v.summary();
+    assert_eq!((s.gaps_open, s.suspect, s.next), (1, true, Some(90)));
+    v.datagrams(90..100);
+    let s = v.summary();
+    assert_eq!(
+        (s.gaps_open, s.suspect, s.recovered, s.ticks_lost),
+        (0, false, 10, 0)
+    );
+    v.datagrams(120..130);
+    assert_eq!(v.summary().symbols, reference(130).symbols);
+}
+
+/// The gap a merge opened, given up, is a `gap` trigger: a second
+/// snapshot cures the feed; the lost messages are counted.
+#[test]
+fn a_merge_gap_given_up_takes_a_second_snapshot() {
+    let mut v = Venue::new("");
+    v.datagrams(100..120);
+    v.connection(&spin(90, S1, false), 1, true);
+    v.expire(v.t + 6 * MS);
+    let s = v.summary();
+    assert_eq!((s.ticks_lost, snap(&s).snapshot_state), (10, "awaiting"));
+    v.datagrams(120..125);
+    v.connection(&spin(125, S1, false), 1, true);
+    let s = v.summary();
+    assert_eq!(
+        (snap(&s).snapshots, snap(&s).snapshot_attempts, s.suspect),
+        (2, 2, false)
+    );
+    v.datagrams(125..140);
+    assert_eq!(v.summary().symbols, reference(140).symbols);
+}
+
+/// A login rejected as not authorized gives up at once: the feed stays
+/// suspect and no trigger starts another wait until a merge or a new
+/// session.
+#[test]
+fn rejected_not_authorized_gives_up_and_stops_triggers() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(&soup::login_rejected(soup::NOT_AUTHORIZED), 1, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!(
+        (sn.snapshot_failures["rejected"], sn.snapshot_gave_up),
+        (1, 1)
+    );
+    assert_eq!(
+        (sn.snapshot_state, s.suspect, s.next),
+        ("idle", true, Some(110))
+    );
+    // The held messages were released: applied in order.
+    assert_eq!(s.gaps_open, 0);
+    // A gap given up now starts nothing.
+    v.datagrams(112..114);
+    v.expire(v.t + 6 * MS);
+    assert_eq!(snap(&v.summary()).snapshot_state, "idle");
+}
+
+/// Rejected `S` (session not available) twice, merged at attempt 3; the
+/// attempts are spaced by the backoff.
+#[test]
+fn rejected_session_not_available_retries() {
+    let mut v = Venue::new("snapshot_retry_ms = 100\nsnapshot_max_attempts = 3");
+    v.datagrams(100..110);
+    for _ in 0..2 {
+        v.connection(&soup::login_rejected(soup::SESSION_NOT_AVAILABLE), 1, true);
+    }
+    assert_eq!(snap(&v.summary()).snapshot_state, "awaiting");
+    v.connection(&spin(105, S1, false), 1, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!(
+        (
+            sn.snapshot_failures["rejected"],
+            sn.snapshots,
+            sn.snapshot_attempts
+        ),
+        (2, 1, 3)
+    );
+    // Spacing: min(retry × 2^(k−2), retry_max) after attempt k−1 failed.
+    let st = Settings {
+        max_attempts: 8,
+        retry_ns: 100 * MS,
+        retry_max_ns: 250 * MS,
+    };
+    assert_eq!(
+        (2..=6).map(|k| st.backoff(k) / MS).collect::<Vec<_>>(),
+        [100, 200, 250, 250, 250]
+    );
+    assert_eq!(st.backoff(200), 250 * MS);
+}
+
+/// A connection that drops mid-spin leaves no mixed books: the feed's
+/// books stay as they were until a whole snapshot merges.
+#[test]
+fn a_drop_mid_spin_merges_nothing() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    let bytes = spin(105, S1, false);
+    v.connection(&bytes[..bytes.len() / 2], 2, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshot_failures["closed"], sn.snapshots), (1, 0));
+    assert!(s.symbols.values().all(|x| x.orders == 0));
+    // A reset mid-spin likewise.
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(true, Tcp::ACK, &bytes[..100]);
+    v.segment(true, Tcp::RST, b"");
+    assert_eq!(snap(&v.summary()).snapshot_failures["closed"], 2);
+    v.connection(&bytes, 4, true);
+    v.datagrams(110..120);
+    assert_eq!(v.summary().symbols, reference(120).symbols);
+}
+
+/// Bytes missing from a recorded connection end it as `closed`; bytes
+/// sent twice are read once.
+#[test]
+fn recorded_bytes_are_put_together_by_sequence() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    let bytes = spin(105, S1, false);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    let start = v.seq;
+    v.segment(true, Tcp::ACK, &bytes[..200]);
+    // A retransmission of bytes 100..300, then the rest.
+    v.seq = start.wrapping_add(100);
+    v.segment(true, Tcp::ACK, &bytes[100..300]);
+    v.segment(true, Tcp::ACK, &bytes[300..]);
+    assert_eq!(snap(&v.summary()).snapshots, 1);
+    // A hole.
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(true, Tcp::ACK, &bytes[..100]);
+    v.seq = v.seq.wrapping_add(10);
+    v.segment(true, Tcp::ACK, &bytes[110..]);
+    let s = v.summary();
+    assert_eq!(
+        (snap(&s).snapshot_failures["closed"], snap(&s).snapshots),
+        (1, 0)
+    );
+}
+
+/// `A` naming another session fails as `session` while checked; with the
+/// check off the snapshot merges.
+#[test]
+fn another_session_fails_while_checked() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(&spin(105, S2, false), 1, true);
+    assert_eq!(snap(&v.summary()).snapshot_failures["session"], 1);
+    let mut v = Venue::new("glimpse_session_check = false");
+    v.datagrams(100..110);
+    v.connection(&spin(105, S2, false), 1, true);
+    assert_eq!(snap(&v.summary()).snapshots, 1);
+}
+
+/// Our FIN before the end (a timer fired live): `refused` without a
+/// byte, `closed` after some.
+#[test]
+fn our_close_before_the_end_is_a_timeout() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(false, Tcp::FIN, b"");
+    v.connection(&spin(105, S1, false)[..50], 1, false);
+    v.segment(false, Tcp::FIN, b"");
+    let s = v.summary();
+    let f = &snap(&s).snapshot_failures;
+    assert_eq!((f["refused"], f["closed"]), (1, 1));
+}
+
+/// While awaiting, more than `max_held` held: the lowest are discarded
+/// and counted.
+#[test]
+fn held_beyond_max_held_while_awaiting_overflow() {
+    let mut v = Venue::new("max_held = 5");
+    v.datagrams(100..110);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshot_overflow, s.next), (5, Some(105)));
+}
+
+/// A new session while awaiting abandons the wait; the connection's end
+/// is not counted.
+#[test]
+fn a_new_session_abandons_the_wait() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.datagram_of(S2, 1);
+    v.segment(true, Tcp::ACK, &spin(105, S1, false));
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!(
+        (
+            sn.snapshot_failures["abandoned"],
+            sn.snapshots,
+            sn.snapshot_state
+        ),
+        (1, 0, "idle")
+    );
+    assert_eq!(s.session_changes, 1);
+}
+
+/// An end of session while awaiting closes the hours, and they stay
+/// closed through the merge (glimpse G7.3); a spin without a system
+/// event leaves the hours as they were.
+#[test]
+fn hours_closed_while_awaiting_stay_closed() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    let t = v.tick();
+    let _ =
+        v.h.on_datagram_line(0, 0, &PacketBuilder::end_of_session(S1, 110), t);
+    v.connection(&spin(105, S1, false), 1, true);
+    assert_eq!(v.summary().hours, "closed");
+}
+
+/// A connection while idle is an operator's request (replay): the feed
+/// starts awaiting at its SYN.
+#[test]
+fn a_connection_while_idle_is_an_operators_request() {
+    let mut v = Venue::new("snapshot_triggers = []");
+    v.datagrams(1..30);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshot_state, s.suspect), ("idle", false));
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.datagrams(30..35);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshot_state, s.suspect), ("awaiting", true));
+    v.segment(true, Tcp::ACK, &spin(32, S1, false));
+    v.datagrams(35..40);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, s.suspect), (1, false));
+    assert_eq!(s.symbols, reference(40).symbols);
+}
+
+/// A symbol the spin lacks keeps its locate and name with an empty book
+/// and no trading state; a locate the spin did not map keeps its symbol.
+#[test]
+fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
+    let mut v = Venue::new("snapshot_triggers = []");
+    v.datagrams(1..30);
+    // A spin of only AAA's directory and its orders.
+    let mut bytes = soup::login_accepted(&S1.0, 1).to_vec();
+    soup::sequenced(&message(2), &mut bytes);
+    soup::sequenced(&end_of_snapshot(30), &mut bytes);
+    v.connection(&bytes, 1, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    let bbb = &s.symbols["BBB"];
+    assert_eq!(
+        (bbb.locate, bbb.orders, bbb.trading_state.as_deref()),
+        (2, 0, None)
+    );
+    assert_eq!(s.symbols["AAA"].orders, 0);
+    // Locate 2 still maps to BBB: an add on it lands in BBB's book.
+    let t = v.tick();
+    let mut b = PacketBuilder::new(S1, 30);
+    b.message(&encode::add_order(
+        2,
+        1,
+        9_999,
+        Side::Buy,
+        5,
+        sym("BBB"),
+        100,
+        None,
+    ));
+    let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
+    assert_eq!(v.summary().symbols["BBB"].orders, 1);
+}
