@@ -44,10 +44,15 @@ fn message(q: u64) -> Vec<u8> {
             encode::trading_action(l, ts, sym(STOCKS[l as usize - 1]), b'T')
         }
         9 => encode::system_event(ts, b'S'),
-        _ if q % 3 == 0 && q >= 12 => encode::delete(locate(q - 2), ts, q - 2),
+        _ if q.is_multiple_of(3) && q >= 12 => encode::delete(locate(q - 2), ts, q - 2),
         _ => {
-            let side = if q % 2 == 0 { Side::Buy } else { Side::Sell };
-            let price = 1_000_000 + (q % 7) as u32 * 100 + if q % 2 == 0 { 0 } else { 5_000 };
+            let side = if q.is_multiple_of(2) {
+                Side::Buy
+            } else {
+                Side::Sell
+            };
+            let price =
+                1_000_000 + (q % 7) as u32 * 100 + if q.is_multiple_of(2) { 0 } else { 5_000 };
             let l = locate(q);
             encode::add_order(
                 l,
@@ -146,7 +151,6 @@ glimpse_password_env = "TG_TEST_NEVER_READ"
 struct Venue {
     h: Handler,
     t: u64,
-    server: SocketAddrV4,
     local: SocketAddrV4,
     /// TCP sequence of the server's next byte.
     seq: u32,
@@ -157,7 +161,6 @@ impl Venue {
         Venue {
             h: Handler::new(&config(extra)),
             t: T0,
-            server: "127.0.0.1:18100".parse().unwrap(),
             local: "127.0.0.1:40000".parse().unwrap(),
             seq: 1_000,
         }
