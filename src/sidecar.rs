@@ -438,6 +438,7 @@ impl Sidecar {
         )
         .with_context(|| format!("record {}", path.display()))?;
         self.recorder = Some(Recorder { writer, errors: 0 });
+        self.handler.record_wire();
         Ok(())
     }
 
@@ -624,6 +625,18 @@ impl Sidecar {
         // Exchange feeds: gaps past their deadline given up at the loop's
         // clock, whether or not anything arrived (spec itch50 §3.2).
         self.handler.upkeep(now);
+        if let Some(r) = &mut self.recorder {
+            // What the feeds' streams exchanged this cycle, after the
+            // datagrams applied before it (as a replay reads them).
+            self.handler.drain_wire(&mut |t, s| {
+                if r.writer
+                    .write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
+                    .is_err()
+                {
+                    r.errors += 1;
+                }
+            });
+        }
         self.request_gaps(now);
         self.stats.datagrams += work as u64;
         if work > 0 {

@@ -194,6 +194,22 @@ pub struct Segment<'a> {
     pub payload: &'a [u8],
 }
 
+/// A TCP segment a live feed's stream exchanged, to record (`run
+/// --record`).
+#[derive(Debug, Clone, Copy)]
+pub struct WireSegment<'a> {
+    /// Its sender.
+    pub src: std::net::SocketAddrV4,
+    /// Its receiver.
+    pub dst: std::net::SocketAddrV4,
+    /// TCP sequence number of its first byte.
+    pub seq: u32,
+    /// TCP flags.
+    pub flags: u8,
+    /// Its payload.
+    pub payload: &'a [u8],
+}
+
 /// A feed's protocol engine. Every method is handed the time (ns since the
 /// Unix epoch, local clock) rather than reading a clock, so replay and live
 /// run the same code.
@@ -268,6 +284,14 @@ pub trait FeedEngine {
     fn resync(&mut self, _cx: View<'_>, _now: u64) -> bool {
         false
     }
+
+    /// Records what the feed's streams exchange from now on (`run
+    /// --record`); [`drain_wire`](Self::drain_wire) hands it out.
+    fn record_wire(&mut self) {}
+
+    /// Hands `f` what the feed's streams exchanged since the last call,
+    /// each segment with the time the receive loop took it (ns).
+    fn drain_wire(&mut self, _f: &mut dyn FnMut(u64, &WireSegment<'_>)) {}
 
     /// A captured segment of the feed's stream at `t` (replay only).
     fn on_segment(&mut self, _cx: Cx<'_>, _segment: &Segment<'_>, _t: u64) {}

@@ -9,7 +9,7 @@
 
 use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};
-use crate::engine::{Cx, Segment, View};
+use crate::engine::{Cx, Segment, View, WireSegment};
 pub use crate::engine::{FeedCounters, MAX_REJECT_REASONS};
 use crate::protocol::{Engine, Rejected, Summary};
 use crate::shm::Publication;
@@ -282,6 +282,23 @@ impl Handler {
             n += usize::from(f.engine.resync(view, now));
         }
         n
+    }
+
+    /// Records what every feed's streams exchange from now on (`run
+    /// --record`).
+    pub fn record_wire(&mut self) {
+        for f in &mut self.feeds {
+            f.engine.record_wire();
+        }
+    }
+
+    /// Hands `f` what every feed's streams exchanged since the last call
+    /// (see [`record_wire`](Self::record_wire)), each segment with the
+    /// time the receive loop took it.
+    pub fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &WireSegment<'_>)) {
+        for feed in &mut self.feeds {
+            feed.engine.drain_wire(f);
+        }
     }
 
     /// A captured TCP segment of `feed`'s stream, at `t` (replay).

@@ -21,7 +21,7 @@ pub mod sqf;
 pub use crate::config::Protocol;
 use crate::config::{FeedConfig, ProtocolSettings};
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View};
+use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View, WireSegment};
 use crate::shm::{Descriptor, FeedInfo, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -232,6 +232,16 @@ impl Engine {
     /// See [`FeedEngine::resync`].
     pub fn resync(&mut self, cx: View<'_>, now: u64) -> bool {
         each!(self, e => e.resync(cx, now))
+    }
+
+    /// See [`FeedEngine::record_wire`].
+    pub fn record_wire(&mut self) {
+        each!(self, e => e.record_wire())
+    }
+
+    /// See [`FeedEngine::drain_wire`].
+    pub fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &WireSegment<'_>)) {
+        each!(self, e => e.drain_wire(f))
     }
 
     /// See [`FeedEngine::on_segment`].

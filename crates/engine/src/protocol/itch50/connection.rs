@@ -9,7 +9,9 @@
 //! million-order book is neither built nor freed on the receive thread.
 //!
 //! The password lives in the thread only: it goes into the Login Request
-//! and nowhere else.
+//! and nowhere else. When the run is recorded, the thread also reports
+//! what went over the wire ([`Wire`]): the connection's opening, the
+//! server's bytes as read, and how it ended; never a byte we sent.
 
 use super::config::Password;
 use super::feed::{Settings, Staging};
@@ -17,8 +19,11 @@ use super::glimpse::{self, End};
 use super::snapshot::Spin;
 use super::soup;
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The client sends a heartbeat when it sent nothing for this long.
@@ -41,6 +46,30 @@ pub struct Target {
     pub timeout_ns: u64,
 }
 
+/// What went over the wire, as the thread saw it (for `run --record`).
+#[derive(Debug)]
+pub enum Wire {
+    /// We connected (or tried to) from `local`.
+    Open(SocketAddrV4),
+    /// Bytes the server sent, as one read.
+    Bytes(Vec<u8>),
+    /// The server closed (EOF).
+    Fin,
+    /// The server reset, or refused, the connection.
+    Rst,
+    /// We closed.
+    Close,
+    /// We aborted.
+    Abort,
+}
+
+/// What the thread reports, in the order it happened.
+#[derive(Debug)]
+enum Report {
+    Wire(Wire),
+    End(u64, End, Box<Staging>),
+}
+
 enum Command {
     /// Connect, attempt `id`, checked by the settings.
     Start(u64, glimpse::Settings),
@@ -53,8 +82,10 @@ enum Command {
 /// The receive thread's end of the connection thread.
 #[derive(Debug)]
 pub struct Connection {
+    /// The thread reports what goes over the wire.
+    record: Arc<AtomicBool>,
     commands: Sender<Command>,
-    ends: Receiver<(u64, End, Box<Staging>)>,
+    reports: Receiver<Report>,
     /// The running attempt's id: ends of an aborted one are dropped.
     attempt: u64,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -80,16 +111,28 @@ impl Connection {
         settings: Settings,
     ) -> std::io::Result<Connection> {
         let (commands, rx) = bounded(8);
-        let (tx, ends) = bounded(2);
+        let (tx, reports) = bounded(64);
+        let record = Arc::new(AtomicBool::new(false));
+        let on = record.clone();
         let thread = std::thread::Builder::new()
             .name(format!("tg-glimpse-{name}"))
-            .spawn(move || run(target, password, settings, rx, tx))?;
+            .spawn(move || {
+                let out = Out { tx, record: on };
+                run(target, password, settings, rx, out)
+            })?;
         Ok(Connection {
+            record,
             commands,
-            ends,
+            reports,
             attempt: 0,
             thread: Some(thread),
         })
+    }
+
+    /// Has the thread report what goes over the wire from the next
+    /// connection on (`run --record`), or stop.
+    pub fn record(&self, on: bool) {
+        self.record.store(on, Ordering::Relaxed);
     }
 
     /// Starts a connection checked by `settings`.
@@ -107,14 +150,15 @@ impl Connection {
     }
 
     /// The end of the running connection, if the thread reported it, with
-    /// its staging state.
-    pub fn poll(&mut self) -> Option<(End, Box<Staging>)> {
+    /// its staging state; what went over the wire before it (recorded
+    /// runs) is handed to `wire` first, in order.
+    pub fn poll(&mut self, wire: &mut impl FnMut(Wire)) -> Option<(End, Box<Staging>)> {
         loop {
-            let (id, end, staging) = self.ends.try_recv().ok()?;
-            if id == self.attempt {
-                return Some((end, staging));
+            match self.reports.try_recv().ok()? {
+                Report::Wire(w) => wire(w),
+                Report::End(id, end, staging) if id == self.attempt => return Some((end, staging)),
+                Report::End(_, _, staging) => self.recycle(staging),
             }
-            self.recycle(staging);
         }
     }
 
@@ -135,13 +179,29 @@ impl Drop for Connection {
     }
 }
 
+/// The thread's side of the reports.
+struct Out {
+    tx: Sender<Report>,
+    record: Arc<AtomicBool>,
+}
+
+impl Out {
+    /// Reports `w` if the run is recorded. Blocks while the receive thread
+    /// is behind: the connection waits, never the receive thread.
+    fn wire(&self, w: impl FnOnce() -> Wire) {
+        if self.record.load(Ordering::Relaxed) {
+            let _ = self.tx.send(Report::Wire(w()));
+        }
+    }
+}
+
 /// The thread: one connection per start, until the receive thread goes.
 fn run(
     target: Target,
     password: Password,
     settings: Settings,
     commands: Receiver<Command>,
-    ends: Sender<(u64, End, Box<Staging>)>,
+    out: Out,
 ) {
     let mut spare: Option<Box<Staging>> = None;
     let login = soup::login(target.user.as_bytes(), password.as_bytes());
@@ -160,15 +220,33 @@ fn run(
             .take()
             .unwrap_or_else(|| Box::new(Staging::new(&settings)));
         let mut spin = Spin::new(check, staging);
-        match attempt(&target, &login, &mut spin, &commands, &mut spare, &mut buf) {
+        match attempt(
+            &target, &login, &mut spin, &commands, &mut spare, &mut buf, &out,
+        ) {
             Some(end) => {
-                if ends.send((id, end, spin.into_staging())).is_err() {
+                if out
+                    .tx
+                    .send(Report::End(id, end, spin.into_staging()))
+                    .is_err()
+                {
                     return;
                 }
             }
             None => spare = Some(spin.into_staging()),
         }
     }
+}
+
+/// A TCP socket bound to an ephemeral port, and that local end (the
+/// address is the unspecified one until it connects).
+fn socket() -> std::io::Result<(Socket, SocketAddrV4)> {
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    socket.bind(&SockAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))?;
+    let local = socket
+        .local_addr()?
+        .as_socket_ipv4()
+        .unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+    Ok((socket, local))
 }
 
 /// One connection: its end, or `None` when aborted.
@@ -179,18 +257,38 @@ fn attempt(
     commands: &Receiver<Command>,
     spare: &mut Option<Box<Staging>>,
     buf: &mut [u8],
+    out: &Out,
 ) -> Option<End> {
     let begun = Instant::now();
     let idle = Duration::from_nanos(target.idle_ns);
     let timeout = Duration::from_nanos(target.timeout_ns);
-    let server = SocketAddr::V4(target.server);
-    let mut stream = match TcpStream::connect_timeout(&server, idle.min(timeout)) {
+    let server = SockAddr::from(SocketAddr::V4(target.server));
+    let (socket, mut local) = match socket() {
         Ok(s) => s,
-        Err(e) if is_timeout(e.kind()) => return Some(spin.client().on_idle()),
         Err(_) => return Some(spin.client().on_reset()),
     };
+    let connected = socket.connect_timeout(&server, idle.min(timeout));
+    if let Some(l) = socket.local_addr().ok().and_then(|a| a.as_socket_ipv4()) {
+        if !l.ip().is_unspecified() {
+            local = l;
+        }
+    }
+    out.wire(|| Wire::Open(local));
+    match connected {
+        Ok(()) => {}
+        Err(e) if is_timeout(e.kind()) => {
+            out.wire(|| Wire::Close);
+            return Some(spin.client().on_idle());
+        }
+        Err(_) => {
+            out.wire(|| Wire::Rst);
+            return Some(spin.client().on_reset());
+        }
+    }
+    let mut stream: TcpStream = socket.into();
     let _ = stream.set_nodelay(true);
     if stream.write_all(login).is_err() {
+        out.wire(|| Wire::Rst);
         return Some(spin.client().on_reset());
     }
     let mut last_sent = Instant::now();
@@ -199,6 +297,7 @@ fn attempt(
         match commands.try_recv() {
             Ok(Command::Abort) | Err(TryRecvError::Disconnected) => {
                 let _ = stream.shutdown(Shutdown::Both);
+                out.wire(|| Wire::Abort);
                 return None;
             }
             Ok(Command::Recycle(s)) => *spare = Some(s),
@@ -214,6 +313,7 @@ fn attempt(
         }
         if now.duration_since(last_sent) >= HEARTBEAT {
             if stream.write_all(&soup::CLIENT_HEARTBEAT).is_err() {
+                out.wire(|| Wire::Rst);
                 break spin.client().on_reset();
             }
             last_sent = now;
@@ -230,21 +330,29 @@ fn attempt(
         .max(Duration::from_millis(1));
         let _ = stream.set_read_timeout(Some(wait));
         match stream.read(buf) {
-            Ok(0) => break spin.client().on_eof(),
+            Ok(0) => {
+                out.wire(|| Wire::Fin);
+                break spin.client().on_eof();
+            }
             Ok(n) => {
                 last_byte = Instant::now();
+                out.wire(|| Wire::Bytes(buf[..n].to_vec()));
                 if let Some(end) = spin.on_bytes(&buf[..n]) {
                     break end;
                 }
             }
             Err(e) if is_timeout(e.kind()) || e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break spin.client().on_reset(),
+            Err(_) => {
+                out.wire(|| Wire::Rst);
+                break spin.client().on_reset();
+            }
         }
     };
     if matches!(end, End::Snapshot { .. }) {
         let _ = stream.write_all(&soup::LOGOUT);
     }
     let _ = stream.shutdown(Shutdown::Both);
+    out.wire(|| Wire::Close);
     Some(end)
 }
 

@@ -358,6 +358,18 @@ impl FeedEngine for Engine {
         true
     }
 
+    fn record_wire(&mut self) {
+        if let (Some(d), Some(g)) = (&mut self.snapshot, &self.glimpse) {
+            d.record(g.server);
+        }
+    }
+
+    fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
+        if let Some(d) = &mut self.snapshot {
+            d.drain_wire(f);
+        }
+    }
+
     fn go_live(&mut self, cx: View<'_>) -> Result<(), String> {
         self.start_snapshots(&cx.config.name)
     }

@@ -13,6 +13,7 @@
 //!
 //! Time is passed in: ns since the Unix epoch, local clock.
 
+use super::connection::Wire;
 use super::feed::{Feed, Staging};
 use super::glimpse::{self, End, Failure};
 use super::soup::SESSION_LEN;
@@ -423,6 +424,93 @@ impl Recorded {
     }
 }
 
+/// What the snapshot connections sent and received, as the receive loop
+/// took it, to be written as TCP segments (glimpse G5): our SYN, FIN and
+/// RST, and the server's bytes, FIN and RST, each side's sequence
+/// numbers consecutive from 0. Never a byte we sent (the Login Request
+/// holds the password).
+#[derive(Debug)]
+struct WireLog {
+    server: std::net::SocketAddrV4,
+    events: Vec<(u64, Wire)>,
+    /// The connection's local end.
+    local: std::net::SocketAddrV4,
+    /// Sequence of the server's next byte.
+    server_seq: u32,
+    /// Sequence of our next byte (ours carry none but SYN and FIN).
+    local_seq: u32,
+}
+
+/// Most payload bytes of one recorded segment (an IPv4 packet's room).
+const SEGMENT_MAX: usize = 65_495;
+
+impl WireLog {
+    fn drain(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
+        use crate::capture::link::Tcp;
+        for (t, w) in std::mem::take(&mut self.events) {
+            let (ours, flags, payload): (bool, u8, &[u8]) = match &w {
+                Wire::Open(local) => {
+                    self.local = *local;
+                    self.server_seq = 0;
+                    self.local_seq = 0;
+                    (true, Tcp::SYN, &[])
+                }
+                Wire::Bytes(b) => (false, Tcp::ACK | Tcp::PSH, b),
+                Wire::Fin => (false, Tcp::FIN | Tcp::ACK, &[]),
+                Wire::Rst => (false, Tcp::RST, &[]),
+                Wire::Close => (true, Tcp::FIN | Tcp::ACK, &[]),
+                Wire::Abort => (true, Tcp::RST, &[]),
+            };
+            let (src, dst) = if ours {
+                (self.local, self.server)
+            } else {
+                (self.server, self.local)
+            };
+            let mut pieces = payload.chunks(SEGMENT_MAX).peekable();
+            if pieces.peek().is_none() {
+                let seq = if ours {
+                    self.local_seq
+                } else {
+                    self.server_seq
+                };
+                f(
+                    t,
+                    &crate::engine::WireSegment {
+                        src,
+                        dst,
+                        seq,
+                        flags,
+                        payload: &[],
+                    },
+                );
+                // SYN and FIN take a sequence number.
+                if flags & (Tcp::SYN | Tcp::FIN) != 0 {
+                    if ours {
+                        self.local_seq = self.local_seq.wrapping_add(1);
+                    } else {
+                        self.server_seq = self.server_seq.wrapping_add(1);
+                    }
+                }
+                continue;
+            }
+            for piece in pieces {
+                let seq = self.server_seq;
+                f(
+                    t,
+                    &crate::engine::WireSegment {
+                        src,
+                        dst,
+                        seq,
+                        flags,
+                        payload: piece,
+                    },
+                );
+                self.server_seq = seq.wrapping_add(piece.len() as u32);
+            }
+        }
+    }
+}
+
 /// At most one failure log line per feed per this interval, ns.
 const LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -435,6 +523,8 @@ pub struct Driver {
     recorded: Recorded,
     /// The connection thread, live.
     live: Option<super::connection::Connection>,
+    /// What went over the wire, to record (`run --record`).
+    wire: Option<WireLog>,
     /// When a failure was last logged, ns.
     last_failure_log: Option<u64>,
     /// Failures not logged since (rate limit).
@@ -448,6 +538,7 @@ impl Driver {
             snapshots: Snapshots::new(settings),
             recorded: Recorded::new(spin),
             live: None,
+            wire: None,
             last_failure_log: None,
             unlogged: 0,
         }
@@ -456,6 +547,28 @@ impl Driver {
     /// Connects live from now on, through `connection`.
     pub fn go_live(&mut self, connection: super::connection::Connection) {
         self.live = Some(connection);
+    }
+
+    /// Records what goes over the wire from now on (`run --record`).
+    pub fn record(&mut self, server: std::net::SocketAddrV4) {
+        if let Some(c) = &self.live {
+            c.record(true);
+        }
+        self.wire = Some(WireLog {
+            server,
+            events: Vec::new(),
+            local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+            server_seq: 0,
+            local_seq: 0,
+        });
+    }
+
+    /// Hands what went over the wire since the last call to `f`, as TCP
+    /// segments stamped with the time the receive loop took them.
+    pub fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
+        if let Some(w) = &mut self.wire {
+            w.drain(f);
+        }
     }
 
     /// The attempts and their counters.
@@ -486,11 +599,18 @@ impl Driver {
         let Some(mut live) = self.live.take() else {
             return;
         };
-        while let Some((end, mut staging)) = live.poll() {
+        let mut wire = self.wire.take();
+        let mut on_wire = |w: Wire| {
+            if let Some(log) = wire.as_mut() {
+                log.events.push((now, w));
+            }
+        };
+        while let Some((end, mut staging)) = live.poll(&mut on_wire) {
             let step = self.snapshots.on_end(feed, &end, &mut staging, now);
             live.recycle(staging);
             self.log(step, now, name);
         }
+        self.wire = wire;
         if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
             live.start(self.recorded.settings.for_feed(feed));
         }
