@@ -7,7 +7,7 @@
 //! ([`Snapshot::json`]), after the filters of [`Filter`].
 
 use crate::reader::{Health, Reader};
-use crate::shm::{counter, CounterKind, Descriptor};
+use crate::shm::{counter, CounterKind, Descriptor, ZERO_IS_NONE};
 use crate::state::FeedKind;
 use crate::state::{FeedStatus, Record, Side};
 use crate::symbol::Symbol;
@@ -310,16 +310,25 @@ impl FeedView {
             if let Some(m) = f.main {
                 let v = match m.d.kind {
                     CounterKind::Text => json!((!m.text.is_empty()).then_some(&m.text)),
+                    CounterKind::Gauge if m.d.param == ZERO_IS_NONE && m.value == 0 => Value::Null,
                     _ => json!(m.value),
                 };
                 doc.insert(f.name.into(), v);
             }
+            // A family with no feed-wide counter and one attribute (the
+            // snapshot failures by class) is an object under its own name.
+            let own = f.main.is_none() && f.by.len() == 1;
             for (key, members) in &f.by {
                 let by: serde_json::Map<String, Value> = members
                     .iter()
                     .map(|s| (s.d.value.clone(), json!(s.value)))
                     .collect();
-                doc.insert(format!("{}_by_{key}", f.name), Value::Object(by));
+                let name = if own {
+                    f.name.to_string()
+                } else {
+                    format!("{}_by_{key}", f.name)
+                };
+                doc.insert(name, Value::Object(by));
             }
         }
         doc.insert(

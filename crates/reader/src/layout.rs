@@ -258,6 +258,51 @@ pub mod counter {
     /// Messages refused a new symbol because the session held
     /// `max_symbols` symbols.
     pub const SYMBOLS_REFUSED: usize = EXT + 36;
+    /// A feed's snapshot state as text: `idle` or `awaiting`; empty for
+    /// a feed without snapshots.
+    pub const SNAPSHOT_STATE: usize = EXT + 37;
+    /// 1 while the feed awaits a snapshot, else 0.
+    pub const SNAPSHOT_AWAITING: usize = EXT + 38;
+    // `EXT + 39` is free: snapshots merged count in `SNAPSHOTS`.
+    /// Snapshot connections started.
+    pub const SNAPSHOT_ATTEMPTS: usize = EXT + 40;
+    /// Snapshot failures by class: `SNAPSHOT_FAILURES + i` for the
+    /// protocol's class `i` (its descriptors name them).
+    pub const SNAPSHOT_FAILURES: usize = EXT + 41;
+    /// Classes of `SNAPSHOT_FAILURES`.
+    pub const SNAPSHOT_FAILURE_CLASSES: usize = 7;
+    /// Waits for a snapshot given up.
+    pub const SNAPSHOT_GAVE_UP: usize = EXT + 48;
+    /// Held messages below a merged snapshot's next sequence, discarded.
+    pub const SNAPSHOT_DISCARDED: usize = EXT + 49;
+    /// Held messages discarded for room while awaiting a snapshot.
+    pub const SNAPSHOT_OVERFLOW: usize = EXT + 50;
+    /// The last merged snapshot's next sequence; 0 none.
+    pub const SNAPSHOT_NEXT: usize = EXT + 51;
+    /// The last merged snapshot's session (10 bytes, NUL padded, over
+    /// two counters as `SESSION_LO`/`SESSION_HI`).
+    pub const SNAPSHOT_SESSION: usize = EXT + 52;
+    /// Messages of the last merged snapshot.
+    pub const SNAPSHOT_MESSAGES: usize = EXT + 54;
+    /// Snapshots merged, by the time from the trigger to the merge:
+    /// `SNAPSHOT_LATENCY + i` counts those up to
+    /// [`snapshot_bucket_bound_ns`]`(i)` (the last bucket, those above).
+    pub const SNAPSHOT_LATENCY: usize = EXT + 55;
+    /// Buckets of `SNAPSHOT_LATENCY`.
+    pub const SNAPSHOT_BUCKETS: usize = 5;
+
+    /// Upper bound of `SNAPSHOT_LATENCY` bucket `i`, ns: 0.5 s, 2 s, 10 s,
+    /// 60 s, then open.
+    pub const fn snapshot_bucket_bound_ns(i: usize) -> u64 {
+        match i {
+            0 => 500_000_000,
+            1 => 2_000_000_000,
+            2 => 10_000_000_000,
+            3 => 60_000_000_000,
+            _ => u64::MAX,
+        }
+    }
+
     /// Names, for tools that print them.
     pub const NAMES: [(usize, &str); 12] = [
         (PACKETS, "packets"),
@@ -298,12 +343,16 @@ pub const MAX_DESCRIPTORS: usize = 128;
 /// Bytes of one feed's descriptor table.
 pub const DESCRIPTOR_TABLE_LEN: usize = DESCRIPTOR_LEN * MAX_DESCRIPTORS;
 
+/// A gauge's `param`: its 0 means none ([`CounterKind::Gauge`]).
+pub const ZERO_IS_NONE: u64 = 1;
+
 /// What a counter's value means (descriptor word 0, bits 16..24).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CounterKind {
     /// 1: a total that only grows (Prometheus counter).
     Counter,
-    /// 2: a level that goes up and down (Prometheus gauge).
+    /// 2: a level that goes up and down (Prometheus gauge); with `param`
+    /// [`ZERO_IS_NONE`], 0 means none (a sequence not known yet).
     Gauge,
     /// 3: ns since the Unix epoch; 0 none.
     TimestampNs,

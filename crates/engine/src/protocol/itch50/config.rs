@@ -116,8 +116,15 @@ pub enum PasswordSource {
     File(PathBuf),
 }
 
-/// What asks for a snapshot (`snapshot_triggers`; both by default).
-pub use super::sequencer::Triggers;
+/// What may start a snapshot by itself (`snapshot_triggers`; both by
+/// default; glimpse G3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Triggers {
+    /// `"join"`: a mid-session join, or the session's first gap given up.
+    pub join: bool,
+    /// `"gap"`: any other gap given up.
+    pub gap: bool,
+}
 
 /// Position of the recovery channel among the feed's services (after its
 /// lines).

@@ -6,10 +6,12 @@
 use super::client::Client;
 use super::config::{read_password, GlimpseConfig, ItchConfig, RECOVERY_LINE};
 use super::connection::{Connection, Target};
+use super::driver::Driver;
 use super::feed::{self, FileBatch, Settings};
+use super::glimpse::Failure;
 use super::publish::Publisher;
 use super::recovery::Requester;
-use super::snapshot::{self, Driver, SpinSettings};
+use super::snapshot::{self, SpinSettings};
 use super::{mold, sequencer, Reject};
 use crate::clock::OffsetMode;
 use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View};
@@ -431,7 +433,42 @@ impl FeedEngine for Engine {
             c(counter::RECOVERY_WRONG_SESSION, "recovery_wrong_session"),
             c(counter::CHANNEL_WRONG_SOURCE, "recovery_wrong_source"),
             c(counter::SYMBOLS_REFUSED, "symbols_refused"),
+            // Snapshots (glimpse G4, G7.1): zero and empty for a feed
+            // without them.
+            Descriptor::new(counter::SNAPSHOT_STATE, CounterKind::Text, "snapshot_state"),
+            g(counter::SNAPSHOT_AWAITING, "snapshot_awaiting").metric("feed_snapshot_awaiting"),
+            c(counter::SNAPSHOTS, "snapshots").metric("feed_snapshots"),
+            c(counter::SNAPSHOT_ATTEMPTS, "snapshot_attempts").metric("feed_snapshot_attempts"),
         ]);
+        v.extend(Failure::ALL.iter().map(|f| {
+            c(counter::SNAPSHOT_FAILURES + f.index(), "snapshot_failures")
+                .metric("feed_snapshot_failures")
+                .attr("class", f.as_str())
+        }));
+        v.extend([
+            c(counter::SNAPSHOT_GAVE_UP, "snapshot_gave_up").metric("feed_snapshot_gave_up"),
+            c(counter::SNAPSHOT_DISCARDED, "snapshot_discarded").metric("feed_snapshot_discarded"),
+            c(counter::SNAPSHOT_OVERFLOW, "snapshot_overflow").metric("feed_snapshot_overflow"),
+            g(counter::SNAPSHOT_NEXT, "snapshot_next")
+                .metric("feed_snapshot_next")
+                .param(crate::shm::ZERO_IS_NONE),
+            Descriptor::new(
+                counter::SNAPSHOT_SESSION,
+                CounterKind::Text,
+                "snapshot_session",
+            )
+            .width(2),
+            c(counter::SNAPSHOT_MESSAGES, "snapshot_messages").metric("feed_snapshot_messages"),
+        ]);
+        v.extend((0..counter::SNAPSHOT_BUCKETS).map(|i| {
+            Descriptor::new(
+                counter::SNAPSHOT_LATENCY + i,
+                CounterKind::Bucket,
+                "snapshot_latency",
+            )
+            .metric("feed_snapshot_latency_seconds")
+            .param(counter::snapshot_bucket_bound_ns(i))
+        }));
         v.extend((0..counter::RECOVERY_BUCKETS).map(|i| {
             let last = i + 1 == counter::RECOVERY_BUCKETS;
             Descriptor::new(
@@ -482,6 +519,43 @@ impl FeedEngine for Engine {
         ] {
             p.set_counter(id, k, v);
         }
+        if let Some(d) = &self.snapshot {
+            let s = d.snapshots().counters();
+            let q = it.sequencer();
+            let state: &[u8] = if q.awaiting() { b"awaiting" } else { b"idle" };
+            let mut text = [0u8; 8];
+            text[..state.len()].copy_from_slice(state);
+            let session = s.session.map_or([0; 10], |x| {
+                let mut t = [0u8; 10];
+                let trimmed = super::soup::trim(&x);
+                t[..trimmed.len()].copy_from_slice(trimmed);
+                t
+            });
+            let mut lo = [0u8; 8];
+            let mut hi = [0u8; 8];
+            lo.copy_from_slice(&session[..8]);
+            hi[..2].copy_from_slice(&session[8..]);
+            for (k, v) in [
+                (counter::SNAPSHOT_STATE, u64::from_le_bytes(text)),
+                (counter::SNAPSHOT_AWAITING, u64::from(q.awaiting())),
+                (counter::SNAPSHOT_ATTEMPTS, s.attempts),
+                (counter::SNAPSHOT_GAVE_UP, s.gave_up),
+                (counter::SNAPSHOT_DISCARDED, q.counters().snapshot_discarded),
+                (counter::SNAPSHOT_OVERFLOW, q.counters().snapshot_overflow),
+                (counter::SNAPSHOT_NEXT, s.next.unwrap_or(0)),
+                (counter::SNAPSHOT_SESSION, u64::from_le_bytes(lo)),
+                (counter::SNAPSHOT_SESSION + 1, u64::from_le_bytes(hi)),
+                (counter::SNAPSHOT_MESSAGES, s.messages),
+            ] {
+                p.set_counter(id, k, v);
+            }
+            for (i, n) in s.failures.iter().enumerate() {
+                p.set_counter(id, counter::SNAPSHOT_FAILURES + i, *n);
+            }
+            for (i, n) in s.latency.iter().enumerate() {
+                p.set_counter(id, counter::SNAPSHOT_LATENCY + i, *n);
+            }
+        }
         if let Some(r) = &self.client {
             p.set_counter(id, counter::REQUESTS_SENT, r.sent);
             p.set_counter(id, counter::REQUEST_ERRORS, r.send_errors);
@@ -501,6 +575,7 @@ fn copy_counters(it: &feed::Feed, c: &mut FeedCounters) {
     c.duplicates = s.duplicates;
     c.line_copies = it.line_check().copied_messages();
     c.ticks_lost = s.ticks_lost;
+    c.snapshots = s.snapshots;
 }
 
 #[cfg(test)]

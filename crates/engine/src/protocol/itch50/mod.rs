@@ -13,6 +13,7 @@ pub mod book;
 pub mod client;
 pub mod config;
 pub mod connection;
+pub mod driver;
 pub mod engine;
 pub mod event;
 pub mod feed;

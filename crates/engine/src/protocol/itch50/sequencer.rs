@@ -89,14 +89,7 @@ pub struct Counters {
     pub snapshot_overflow: u64,
 }
 
-/// What may start a snapshot by itself (glimpse G3.1, `snapshot_triggers`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Triggers {
-    /// A mid-session join, or the session's first gap given up.
-    pub join: bool,
-    /// Any other gap given up.
-    pub gap: bool,
-}
+pub use super::config::Triggers;
 
 /// Why a snapshot was asked for (glimpse G3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,6 @@
 //!
 //! Time is passed in: ns since the Unix epoch, local clock.
 
-use super::connection::Wire;
 use super::feed::{Feed, Staging};
 use super::glimpse::{self, End, Failure};
 use super::soup::SESSION_LEN;
@@ -59,6 +58,9 @@ pub struct Counters {
     pub session: Option<[u8; SESSION_LEN]>,
     /// `S` packets of the last merged spin.
     pub messages: u64,
+    /// Merges by the time from their trigger, per bucket of
+    /// [`snapshot_bucket_bound_ns`](crate::shm::counter::snapshot_bucket_bound_ns).
+    pub latency: [u64; crate::shm::counter::SNAPSHOT_BUCKETS],
 }
 
 /// What a connection's end did.
@@ -187,6 +189,10 @@ impl Snapshots {
                 self.failed = 0;
                 self.due = None;
                 let latency_ns = t.saturating_sub(self.since.take().unwrap_or(t));
+                let bucket = (0..crate::shm::counter::SNAPSHOT_BUCKETS)
+                    .find(|&i| latency_ns <= crate::shm::counter::snapshot_bucket_bound_ns(i))
+                    .unwrap_or(crate::shm::counter::SNAPSHOT_BUCKETS - 1);
+                self.counters.latency[bucket] += 1;
                 Step::Merged {
                     next,
                     messages,
@@ -384,6 +390,11 @@ impl Recorded {
         Some(step)
     }
 
+    /// What its spins check.
+    pub fn settings(&self) -> &SpinSettings {
+        &self.settings
+    }
+
     /// A connection from `local` starts at `t`; one still open is closed.
     fn start(
         &mut self,
@@ -420,257 +431,6 @@ impl Recorded {
     pub fn abandon(&mut self) {
         if let Some(spin) = self.conn.as_mut().and_then(|c| c.spin.take()) {
             self.spare = Some(spin.into_staging());
-        }
-    }
-}
-
-/// What the snapshot connections sent and received, as the receive loop
-/// took it, to be written as TCP segments (glimpse G5): our SYN, FIN and
-/// RST, and the server's bytes, FIN and RST, each side's sequence
-/// numbers consecutive from 0. Never a byte we sent (the Login Request
-/// holds the password).
-#[derive(Debug)]
-struct WireLog {
-    server: std::net::SocketAddrV4,
-    events: Vec<(u64, Wire)>,
-    /// The connection's local end.
-    local: std::net::SocketAddrV4,
-    /// Sequence of the server's next byte.
-    server_seq: u32,
-    /// Sequence of our next byte (ours carry none but SYN and FIN).
-    local_seq: u32,
-}
-
-/// Most payload bytes of one recorded segment (an IPv4 packet's room).
-const SEGMENT_MAX: usize = 65_495;
-
-impl WireLog {
-    fn drain(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
-        use crate::capture::link::Tcp;
-        for (t, w) in std::mem::take(&mut self.events) {
-            let (ours, flags, payload): (bool, u8, &[u8]) = match &w {
-                Wire::Open(local) => {
-                    self.local = *local;
-                    self.server_seq = 0;
-                    self.local_seq = 0;
-                    (true, Tcp::SYN, &[])
-                }
-                Wire::Bytes(b) => (false, Tcp::ACK | Tcp::PSH, b),
-                Wire::Fin => (false, Tcp::FIN | Tcp::ACK, &[]),
-                Wire::Rst => (false, Tcp::RST, &[]),
-                Wire::Close => (true, Tcp::FIN | Tcp::ACK, &[]),
-                Wire::Abort => (true, Tcp::RST, &[]),
-            };
-            let (src, dst) = if ours {
-                (self.local, self.server)
-            } else {
-                (self.server, self.local)
-            };
-            let mut pieces = payload.chunks(SEGMENT_MAX).peekable();
-            if pieces.peek().is_none() {
-                let seq = if ours {
-                    self.local_seq
-                } else {
-                    self.server_seq
-                };
-                f(
-                    t,
-                    &crate::engine::WireSegment {
-                        src,
-                        dst,
-                        seq,
-                        flags,
-                        payload: &[],
-                    },
-                );
-                // SYN and FIN take a sequence number.
-                if flags & (Tcp::SYN | Tcp::FIN) != 0 {
-                    if ours {
-                        self.local_seq = self.local_seq.wrapping_add(1);
-                    } else {
-                        self.server_seq = self.server_seq.wrapping_add(1);
-                    }
-                }
-                continue;
-            }
-            for piece in pieces {
-                let seq = self.server_seq;
-                f(
-                    t,
-                    &crate::engine::WireSegment {
-                        src,
-                        dst,
-                        seq,
-                        flags,
-                        payload: piece,
-                    },
-                );
-                self.server_seq = seq.wrapping_add(piece.len() as u32);
-            }
-        }
-    }
-}
-
-/// At most one failure log line per feed per this interval, ns.
-const LOG_INTERVAL_NS: u64 = 1_000_000_000;
-
-/// A feed's snapshots as its engine drives them: triggers taken from the
-/// feed, connections from a capture (replay) or the connection thread
-/// (live), their ends applied and logged.
-#[derive(Debug)]
-pub struct Driver {
-    snapshots: Snapshots,
-    recorded: Recorded,
-    /// The connection thread, live.
-    live: Option<super::connection::Connection>,
-    /// What went over the wire, to record (`run --record`).
-    wire: Option<WireLog>,
-    /// When a failure was last logged, ns.
-    last_failure_log: Option<u64>,
-    /// Failures not logged since (rate limit).
-    unlogged: u64,
-}
-
-impl Driver {
-    /// Snapshots spaced by `settings`, spins checked by `spin`.
-    pub fn new(settings: Settings, spin: SpinSettings) -> Driver {
-        Driver {
-            snapshots: Snapshots::new(settings),
-            recorded: Recorded::new(spin),
-            live: None,
-            wire: None,
-            last_failure_log: None,
-            unlogged: 0,
-        }
-    }
-
-    /// Connects live from now on, through `connection`.
-    pub fn go_live(&mut self, connection: super::connection::Connection) {
-        self.live = Some(connection);
-    }
-
-    /// Records what goes over the wire from now on (`run --record`).
-    pub fn record(&mut self, server: std::net::SocketAddrV4) {
-        if let Some(c) = &self.live {
-            c.record(true);
-        }
-        self.wire = Some(WireLog {
-            server,
-            events: Vec::new(),
-            local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
-            server_seq: 0,
-            local_seq: 0,
-        });
-    }
-
-    /// Hands what went over the wire since the last call to `f`, as TCP
-    /// segments stamped with the time the receive loop took them.
-    pub fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
-        if let Some(w) = &mut self.wire {
-            w.drain(f);
-        }
-    }
-
-    /// The attempts and their counters.
-    pub fn snapshots(&self) -> &Snapshots {
-        &self.snapshots
-    }
-
-    /// After a datagram (or an expiry) at `t`: a new session abandons a
-    /// wait; a trigger starts one.
-    pub fn after(&mut self, feed: &mut Feed, abandoned: bool, t: u64, name: &str) {
-        if abandoned {
-            self.snapshots.on_abandoned();
-            self.recorded.abandon();
-            if let Some(c) = &mut self.live {
-                c.abort();
-            }
-            tracing::warn!(feed = %name, "new session while awaiting a snapshot: the wait is abandoned");
-        }
-        if let Some(trigger) = feed.take_trigger() {
-            self.snapshots.on_trigger(t);
-            tracing::info!(feed = %name, trigger = trigger.as_str(), "awaiting a snapshot: the feed is suspect until it merges");
-        }
-    }
-
-    /// Brings the snapshots up to `now` (live): ends the connection thread
-    /// reported are applied, and a connection starts when one is due.
-    pub fn poll(&mut self, feed: &mut Feed, now: u64, name: &str) {
-        let Some(mut live) = self.live.take() else {
-            return;
-        };
-        let mut wire = self.wire.take();
-        let mut on_wire = |w: Wire| {
-            if let Some(log) = wire.as_mut() {
-                log.events.push((now, w));
-            }
-        };
-        while let Some((end, mut staging)) = live.poll(&mut on_wire) {
-            let step = self.snapshots.on_end(feed, &end, &mut staging, now);
-            live.recycle(staging);
-            self.log(step, now, name);
-        }
-        self.wire = wire;
-        if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
-            live.start(self.recorded.settings.for_feed(feed));
-        }
-        self.live = Some(live);
-    }
-
-    /// A captured segment of the snapshot stream at `t` (replay).
-    pub fn on_segment(
-        &mut self,
-        feed: &mut Feed,
-        segment: &crate::engine::Segment<'_>,
-        t: u64,
-        name: &str,
-    ) {
-        if let Some(step) = self
-            .recorded
-            .on_segment(feed, &mut self.snapshots, segment, t)
-        {
-            self.log(step, t, name);
-        }
-    }
-
-    /// One line per merge; failures at most one line a second, with the
-    /// count of those not logged.
-    fn log(&mut self, step: Step, t: u64, name: &str) {
-        match step {
-            Step::Ignored => {}
-            Step::Merged {
-                next,
-                messages,
-                latency_ns,
-            } => tracing::info!(
-                feed = %name,
-                next,
-                messages,
-                duration_ms = latency_ns / 1_000_000,
-                "snapshot merged: the stream goes on from its next sequence"
-            ),
-            Step::Failed {
-                class,
-                detail,
-                gave_up,
-                retry_at,
-            } => {
-                let due = self
-                    .last_failure_log
-                    .is_none_or(|l| t.saturating_sub(l) >= LOG_INTERVAL_NS || t < l);
-                if !due && !gave_up {
-                    self.unlogged += 1;
-                    return;
-                }
-                self.last_failure_log = Some(t);
-                let unlogged = std::mem::take(&mut self.unlogged);
-                let retry_in_ms = retry_at.map(|r| r.saturating_sub(t) / 1_000_000);
-                if gave_up {
-                    tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
-                } else {
-                    tracing::warn!(feed = %name, class = class.as_str(), detail, ?retry_in_ms, unlogged, "snapshot failed");
-                }
-            }
         }
     }
 }
