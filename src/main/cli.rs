@@ -237,6 +237,26 @@ pub struct SimulateArgs {
     /// itch50: keep answering re-requests this long after the end of session, ms, 0 to 600,000.
     #[arg(long, default_value_t = 0)]
     pub linger_ms: u64,
+    /// itch50: a GLIMPSE 5.0 snapshot server (SoupBinTCP) on this loopback address.
+    #[arg(long, value_name = "ADDR")]
+    pub glimpse: Option<std::net::SocketAddrV4>,
+    /// itch50, with --glimpse: the username a login must give (case ignored).
+    #[arg(long, value_name = "USER", default_value = tickguard::simulate::itch50::glimpse::DEFAULT_USER, requires = "glimpse")]
+    pub glimpse_user: String,
+    /// itch50, with --glimpse: the environment variable holding the password (the simulator refuses to start when it is not set).
+    #[arg(long, value_name = "VAR", default_value = tickguard::simulate::itch50::glimpse::DEFAULT_PASSWORD_ENV, requires = "glimpse")]
+    pub glimpse_password_env: String,
+    /// itch50, with --glimpse: a fault to play: reject-a, reject-s, absent, slow:RATE, delay:MS, stall:N, drop-fin:N, drop-rst:N, z-before-g, other-session, interleave or byte-writes.
+    #[arg(long, value_name = "FAULT", requires = "glimpse", value_parser = |s: &str| s.parse::<tickguard::simulate::itch50::glimpse::Fault>())]
+    pub glimpse_fault: Option<tickguard::simulate::itch50::glimpse::Fault>,
+    /// itch50, with --glimpse-fault: play it on the first K logins with correct credentials only (0: every login).
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 0,
+        requires = "glimpse_fault"
+    )]
+    pub glimpse_fault_logins: u64,
     /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
     #[arg(long, default_value = "239.1.1.1:30001")]
     pub line_a: std::net::SocketAddrV4,
@@ -397,6 +417,7 @@ impl SimulateArgs {
             ("--answer-delay-ms", self.answer_delay_ms != 0),
             ("--request-drop", self.request_drop != 0.0),
             ("--linger-ms", self.linger_ms != 0),
+            ("--glimpse", self.glimpse.is_some()),
         ];
         given.into_iter().find(|g| g.1).map(|g| g.0)
     }
@@ -442,6 +463,15 @@ impl SimulateArgs {
             count: self.count,
             seed: self.seed,
             report: self.report,
+            glimpse: self
+                .glimpse
+                .map(|listen| tickguard::simulate::itch50::glimpse::Params {
+                    listen,
+                    user: self.glimpse_user.clone(),
+                    password_env: self.glimpse_password_env.clone(),
+                    fault: self.glimpse_fault,
+                    fault_logins: self.glimpse_fault_logins,
+                }),
             ..Default::default()
         };
         if let Some(path) = &self.config {

@@ -1,5 +1,6 @@
 //! A simulated ITCH 5.0 venue over MoldUDP64 (`simulate --protocol itch50`),
-//! with a re-request server.
+//! with a re-request server and, with `--glimpse`, a GLIMPSE snapshot
+//! server ([`glimpse`]).
 //!
 //! Two layers, as for SQF:
 //!
@@ -11,6 +12,10 @@
 //! - [`run`]: one UDP socket per line bound to the loopback `--source`, a
 //!   socket bound to the feed's `recovery` address (loopback only) when the
 //!   server is on, a pacing loop, and the report as one JSON line.
+//!   With `--glimpse` ([`glimpse::Server`]), a TCP listener on loopback and
+//!   a thread per connection; the pacing loop hands them a copy of the
+//!   venue's state ([`Venue::glimpse`]) between polls, never waiting on
+//!   them.
 //!
 //! # What the venue publishes (one session, sequences from 1)
 //!
@@ -55,6 +60,17 @@
 //! requests are dropped unanswered (its own PRNG); a request that is not 20
 //! bytes, names another session, a count of 0, or a sequence not retained
 //! or not sent yet is counted as unanswerable.
+//!
+//! # The GLIMPSE server
+//!
+//! `--glimpse ADDR` (127.0.0.0/8 only), `--glimpse-user` (default
+//! `tgsim`), `--glimpse-password-env` (default `TG_GLIMPSE_PW`: the
+//! variable must be set, or the simulator refuses to start),
+//! `--glimpse-fault FAULT` and `--glimpse-fault-logins K`: a GLIMPSE 5.0
+//! snapshot server over SoupBinTCP 4.00 whose snapshot is the venue at
+//! login, ended by `G` with the next multicast sequence, and the faults it
+//! plays on demand; see [`glimpse`]. Its counts are the report's
+//! `glimpse`.
 
 use super::{check_percents, flush_held, lines, offer, print_report, Line, LineReport};
 use super::{LineSockets, Outgoing, Pacing, SplitMix64, NS_PER_MS, NS_PER_S, POLL_SLEEP};
@@ -69,6 +85,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
+
+pub mod glimpse;
 
 /// Largest datagram the venue sends: a 1,500-byte Ethernet MTU less the
 /// IPv4 and UDP headers.
@@ -144,6 +162,8 @@ pub struct Params {
     pub seed: u64,
     /// Print the report as JSON at the end.
     pub report: bool,
+    /// The GLIMPSE snapshot server; `None`: none.
+    pub glimpse: Option<glimpse::Params>,
 }
 
 impl Default for Params {
@@ -175,6 +195,7 @@ impl Default for Params {
             count: 0,
             seed: 1,
             report: false,
+            glimpse: None,
         }
     }
 }
@@ -232,6 +253,9 @@ pub struct VenueReport {
     pub ended: bool,
     /// The re-request server, if on.
     pub server: Option<ServerReport>,
+    /// The GLIMPSE server, if on ([`publish`] fills it in: [`Venue::report`]
+    /// leaves it `None`).
+    pub glimpse: Option<glimpse::Report>,
     /// Per stock, at the time of the report, as the replay summary shows
     /// an ITCH symbol (`last_timestamp`: of the last message naming it).
     pub books: BTreeMap<String, ItchSymbolSummary>,
@@ -279,8 +303,14 @@ pub struct Venue {
     history: VecDeque<Vec<u8>>,
     history_first: u64,
     history_max: usize,
+    /// System Events sent so far: (timestamp, code).
+    events: Vec<(u64, u8)>,
+    /// Timestamp of the opening (of the Stock Directory).
+    opened_ts: u64,
     /// Trading state per stock.
     states: Vec<u8>,
+    /// Timestamp of each stock's last Trading Action.
+    action_ts: Vec<u64>,
     /// Timestamp of the last message naming each stock.
     last_ts: Vec<u64>,
     /// The halted stock and the elapsed time it resumes at.
@@ -362,6 +392,9 @@ impl Venue {
                 p.timezone
             )
         })?;
+        if let Some(g) = &p.glimpse {
+            glimpse::check(g)?;
+        }
         let (lines, line_reports) = lines(
             (p.line_a, p.loss_a),
             p.line_b.map(|b| (b, p.loss_b)),
@@ -407,7 +440,10 @@ impl Venue {
             history: VecDeque::new(),
             history_first: 1,
             history_max: p.history,
+            events: Vec::new(),
+            opened_ts: 0,
             states: vec![0; symbols.len()],
+            action_ts: vec![0; symbols.len()],
             last_ts: vec![0; symbols.len()],
             halted: None,
             next_halt: halt_every_ns,
@@ -442,6 +478,38 @@ impl Venue {
     /// The sequence of the next message.
     pub fn next_sequence(&self) -> u64 {
         self.next_seq
+    }
+
+    /// A copy of the venue as a GLIMPSE snapshot sends it, as it is now
+    /// (between polls): it reflects every message sequenced below
+    /// [`Venue::next_sequence`] and none from it. Before the first poll
+    /// nothing was sent, not even the stocks.
+    pub fn glimpse(&self) -> glimpse::State {
+        let stocks = match self.opened {
+            false => Vec::new(),
+            true => self
+                .flow
+                .stocks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let mut orders = self.flow.orders(i).to_vec();
+                    orders.sort_unstable_by_key(|o| o.order);
+                    glimpse::Stock {
+                        symbol: s.symbol,
+                        locate: s.locate,
+                        listed: self.opened_ts,
+                        action: (self.states[i] != 0).then(|| (self.action_ts[i], self.states[i])),
+                        orders,
+                    }
+                })
+                .collect(),
+        };
+        glimpse::State {
+            next: self.next_seq,
+            events: self.events.clone(),
+            stocks,
+        }
     }
 
     /// True once [`Venue::finish`] ran, `count` order-flow messages were
@@ -520,7 +588,7 @@ impl Venue {
         }
         let ts = self.timestamp(now);
         for code in [b'M', b'E', b'C'] {
-            self.pending.push(encode::system_event(ts, code));
+            self.system_event(ts, code);
         }
         self.flush(out);
         flush_held(&mut self.lines, &mut self.line_stats, out);
@@ -609,15 +677,21 @@ impl Venue {
     fn open(&mut self, now: u64, out: &mut Vec<Outgoing>) {
         self.opened = true;
         let ts = self.timestamp(now);
-        self.pending.push(encode::system_event(ts, b'O'));
+        self.opened_ts = ts;
+        self.system_event(ts, b'O');
         let directory: Vec<Vec<u8>> = self.flow.directory(ts).collect();
         self.pending.extend(directory);
         for i in 0..self.states.len() {
             self.trading_action(i, ts, b'T');
         }
-        self.pending.push(encode::system_event(ts, b'S'));
-        self.pending.push(encode::system_event(ts, b'Q'));
+        self.system_event(ts, b'S');
+        self.system_event(ts, b'Q');
         self.flush(out);
+    }
+
+    fn system_event(&mut self, ts: u64, code: u8) {
+        self.pending.push(encode::system_event(ts, code));
+        self.events.push((ts, code));
     }
 
     fn trading_action(&mut self, i: usize, ts: u64, state: u8) {
@@ -625,6 +699,7 @@ impl Venue {
         self.pending
             .push(encode::trading_action(s.locate, ts, s.symbol, state));
         self.states[i] = state;
+        self.action_ts[i] = ts;
         self.last_ts[i] = ts;
     }
 
@@ -737,9 +812,32 @@ pub fn run(p: &Params) -> Result<()> {
 }
 
 /// Publishes as [`run`] does until done or `stop`, and returns the report.
+/// With `glimpse`, its password is read (and checked) before any socket
+/// opens.
 pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<VenueReport> {
+    let venue = Venue::new(p)?;
+    let glimpse = match &p.glimpse {
+        None => None,
+        Some(g) => {
+            if g.listen.port() == 0 {
+                bail!("simulate: --glimpse {} has port 0: give the port the GLIMPSE server listens on", g.listen);
+            }
+            Some(glimpse::Server::open(g, venue.session())?)
+        }
+    };
+    publish_with(p, venue, glimpse, stop)
+}
+
+/// [`publish`] with the venue made and the GLIMPSE server (if any)
+/// listening: the pacing loop answers the server's state requests between
+/// polls, and the server's counts join the report at the end.
+fn publish_with(
+    p: &Params,
+    mut venue: Venue,
+    glimpse: Option<glimpse::Server>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<VenueReport> {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut venue = Venue::new(p)?;
     let server = match p.recovery {
         None => None,
         Some(addr) => {
@@ -780,12 +878,20 @@ pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Venue
         }
         Ok(())
     };
+    // Hands the state, as it is between two polls, to the GLIMPSE
+    // connections waiting for it (never blocks).
+    let snapshot = |venue: &Venue| {
+        if let Some(g) = &glimpse {
+            g.serve(venue);
+        }
+    };
     let mut out = Vec::new();
     loop {
         let now = crate::time::now_ns();
         venue.poll(now, &mut out);
         send(&mut out)?;
         serve(&mut venue, now)?;
+        snapshot(&venue);
         if venue.done(now) || stop.load(Relaxed) {
             break;
         }
@@ -797,12 +903,15 @@ pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Venue
     loop {
         let now = crate::time::now_ns();
         serve(&mut venue, now)?;
+        snapshot(&venue);
         if (now >= end && !venue.answers_pending()) || stop.load(Relaxed) {
             break;
         }
         std::thread::sleep(Duration::from_micros(500));
     }
-    Ok(venue.report())
+    let mut report = venue.report();
+    report.glimpse = glimpse.map(glimpse::Server::finish);
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -421,11 +421,25 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         (vec!["--session=ELEVENCHARS".into()], "--session"),
         (vec!["--request-drop=101".into()], "--request-drop"),
         (vec!["--kind=delta".into()], "--protocol sqf only"),
+        (vec!["--glimpse=10.0.0.1:18100".into()], "loopback only"),
+        (
+            vec!["--glimpse=127.0.0.1:18100".into()],
+            "the environment variable TG_GLIMPSE_PW (--glimpse-password-env): not set",
+        ),
+        (
+            vec![
+                "--glimpse=127.0.0.1:18100".into(),
+                "--glimpse-fault=stall".into(),
+            ],
+            "stall needs a value: stall:N",
+        ),
+        (vec!["--glimpse-fault=reject-a".into()], "--glimpse <ADDR>"),
     ];
     for (args, needle) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
             .args(["simulate", "--protocol", "itch50", "--count=1"])
             .args(&args)
+            .env_remove("TG_GLIMPSE_PW")
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -441,6 +455,20 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--linger-ms applies to --protocol itch50 only"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args([
+            "simulate",
+            "--line-a=127.0.0.1:9",
+            "--glimpse=127.0.0.1:18100",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--glimpse applies to --protocol itch50 only"),
         "{err}"
     );
 }

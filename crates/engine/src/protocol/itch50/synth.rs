@@ -90,12 +90,21 @@ impl Zipf {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Live {
-    order: u64,
-    side: Side,
-    shares: u32,
-    price: u32,
+/// A live order of the simulated book, as a snapshot (GLIMPSE) would send it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live {
+    /// Its order reference.
+    pub order: u64,
+    /// Its side.
+    pub side: Side,
+    /// Shares left (executions and cancels take from it).
+    pub shares: u32,
+    /// `Price(4)`.
+    pub price: u32,
+    /// The MPID of an `F` add (kept by replaces, as the spec says).
+    pub attribution: Option<[u8; 4]>,
+    /// Timestamp of the add or replace that made it (ns since midnight).
+    pub entered: u64,
 }
 
 /// A side's best price (`Price(4)`) and the shares at it; `None` when the side is empty.
@@ -160,6 +169,11 @@ impl Flow {
         self.stocks
             .iter()
             .map(move |s| encode::trading_action(s.locate, timestamp, s.symbol, state))
+    }
+
+    /// Stock `i`'s live orders, in no particular order.
+    pub fn orders(&self, i: usize) -> &[Live] {
+        &self.stocks[i].orders
     }
 
     /// Stock `i`'s top of book as the flow holds it: best bid and best ask
@@ -256,16 +270,19 @@ impl Flow {
     fn add(&mut self, i: usize, ts: u64) -> Vec<u8> {
         let side = self.side();
         let (shares, price) = (self.shares(), self.price(i, side));
+        // No draw comes between the price and this one, wherever the MPID
+        // is stored: the draws, and every fixture, are the same.
+        let mpid = self.rng.chance(60).then_some(*b"NSDQ");
         let order = self.next_order;
         self.next_order += 1;
-        let s = &mut self.stocks[i];
-        s.orders.push(Live {
+        self.stocks[i].orders.push(Live {
             order,
             side,
             shares,
             price,
+            attribution: mpid,
+            entered: ts,
         });
-        let mpid = self.rng.chance(60).then_some(*b"NSDQ");
         let s = &self.stocks[i];
         encode::add_order(s.locate, ts, order, side, shares, s.symbol, price, mpid)
     }
@@ -294,6 +311,8 @@ impl Flow {
             side: old.side,
             shares,
             price,
+            attribution: old.attribution,
+            entered: ts,
         });
         encode::replace(s.locate, ts, old.order, order, shares, price)
     }
