@@ -468,9 +468,11 @@ mod tests {
                     .collect();
                 let labels: std::collections::HashSet<String> =
                     of.iter().map(|d| d.label()).collect();
-                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket).count();
+                let buckets = of.iter().filter(|d| d.kind == CounterKind::Bucket);
+                let histograms: std::collections::HashSet<&str> =
+                    buckets.clone().map(|d| d.name.as_str()).collect();
                 assert_eq!(
-                    labels.len() + buckets.saturating_sub(1),
+                    labels.len() + buckets.count() - histograms.len(),
                     of.len(),
                     "{protocol:?}: labels repeat"
                 );
