@@ -1385,3 +1385,5 @@ fn itch_crafted_order_references_do_not_stall_the_receiver() {
         worst[0] as f64 / 1e6
     );
 }
+
+mod glimpse;

@@ -1,0 +1,289 @@
+//! ITCH with GLIMPSE snapshots in a namespace: the simulated venue serves
+//! snapshots over SoupBinTCP beside its multicast, and a sidecar started
+//! mid-session (or after snapshot faults) recovers through one.
+
+use super::*;
+
+/// The password both sides read (from `TG_GLIMPSE_PW`).
+const PASSWORD: &str = "Gl1mpse!pw";
+
+/// The ITCH feed of [`itch_config`] with a snapshot server, joined
+/// mid-session past 100 sequences, and `extra` keys.
+fn glimpse_config(dir: &Path, shm: &Path, extra: &str) -> PathBuf {
+    let cfg = itch_config(dir, shm, 1000);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "join_gap_max = 100\nglimpse = \"127.0.0.1:31197\"\nglimpse_user = \"tgsim\"\n\
+         glimpse_password_env = \"TG_GLIMPSE_PW\"\nsnapshot_retry_ms = 50\n{extra}\n"
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+/// The venue with its snapshot server (`args` after the common ones).
+fn glimpse_venue(ns: &Netns, cfg: &Path, args: &[&str]) -> Child {
+    ns.command(&bin())
+        .args(["simulate", "--protocol", "itch50", "--config"])
+        .arg(cfg)
+        .args([
+            "--symbols",
+            "12",
+            "--report",
+            "--glimpse",
+            "127.0.0.1:31197",
+        ])
+        .args(args)
+        .env("TG_GLIMPSE_PW", PASSWORD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `run` in the namespace with the password, recording to `rec`, its log
+/// in `log`; waits until its publication answers.
+fn glimpse_sidecar(ns: &Netns, cfg: &Path, shm: &Path, rec: &Path, log: &Path) -> Killed {
+    let sidecar = Killed(
+        ns.command(&bin())
+            .arg("run")
+            .arg("--config")
+            .arg(cfg)
+            .arg("--record")
+            .arg(rec)
+            .env("TG_GLIMPSE_PW", PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !Reader::open(shm).health(now_ns()).is_ok() {
+        assert!(Instant::now() < deadline, "sidecar did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sidecar
+}
+
+/// Stops the sidecar cleanly (its recording finished).
+fn stop(mut sidecar: Killed) {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(sidecar.0.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sidecar.0.wait().unwrap().success());
+}
+
+/// `stat --once --json` of the feed.
+fn stat_feed(shm: &Path) -> serde_json::Value {
+    let out = Command::new(bin())
+        .args(["stat", "--once", "--json", "--shm"])
+        .arg(shm)
+        .output()
+        .unwrap();
+    json(&out)["feeds"][0].clone()
+}
+
+/// `replay` of `rec` with `cfg`: the summary's feed.
+fn replay_feed(dir: &Path, rec: &Path, cfg: &Path) -> serde_json::Value {
+    let summary = dir.join("summary.json");
+    let out = Command::new(bin())
+        .arg("replay")
+        .arg(rec)
+        .arg("--config")
+        .arg(cfg)
+        .arg("--summary")
+        .arg(&summary)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    s["feeds"]["nq"].clone()
+}
+
+/// Whether `bytes` hold the password.
+fn holds_password(bytes: &[u8]) -> bool {
+    bytes
+        .windows(PASSWORD.len())
+        .any(|w| w == PASSWORD.as_bytes())
+}
+
+/// Started mid-session, the sidecar awaits a snapshot, merges it and reads
+/// `ok` while the venue trades; at the end its books are the venue's. The
+/// recording replays to the same books and snapshot keys; the password is
+/// in no log, recording, summary, `stat` output or shared memory.
+#[test]
+fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let Scene { ns, dir, shm } = &Scene::new("glimpse");
+    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
+    let cfg = glimpse_config(dir.path(), shm, "");
+    let venue = glimpse_venue(
+        ns,
+        &cfg,
+        &[
+            "--count",
+            "40000",
+            "--rate",
+            "10000",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "11",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
+    let reader = Reader::open(shm);
+    let c = |id| reader.counter(0, id).unwrap_or(0);
+    // Suspect until the merge, then `ok` while the venue still trades.
+    let (mut ok_seen, deadline) = (false, Instant::now() + Duration::from_secs(30));
+    while !ok_seen && Instant::now() < deadline {
+        if c(counter::SNAPSHOTS) > 0 && !reader.feed_status(0).is_some_and(|s| s.closed) {
+            ok_seen = (0..12).any(|i| {
+                reader
+                    .lookup("nq", &format!("SYM{i:05}"))
+                    .is_some_and(|h| reader.check(&h, now_ns()).is_ok())
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(ok_seen, "no symbol read ok after the snapshot");
+    let st = stat_feed(shm);
+    assert_eq!(st["snapshots"], 1, "{st}");
+    assert_eq!(st["snapshot_state"], "idle", "{st}");
+    assert!(st["snapshot_next"].as_u64().unwrap() > 100, "{st}");
+    assert_eq!(st["snapshot_failures"]["refused"], 0, "{st}");
+    let report = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    assert_eq!(published_books(&reader), venue_books(&report["books"]));
+    assert!(!reader.feed_status(0).unwrap().suspect);
+    assert_eq!(report["glimpse"]["snapshots_sent"], 1, "{report}");
+    stop(sidecar);
+    let feed = replay_feed(dir.path(), &rec, &cfg);
+    assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
+    assert_eq!(
+        (feed["snapshots"].as_u64(), feed["suspect"].as_bool()),
+        (Some(1), Some(false)),
+        "{feed}"
+    );
+    assert_eq!(feed["snapshot_next"], st["snapshot_next"]);
+    let logged = std::fs::read(&log).unwrap();
+    assert!(
+        String::from_utf8_lossy(&logged).contains("snapshot merged"),
+        "{}",
+        String::from_utf8_lossy(&logged)
+    );
+    for (what, bytes) in [
+        ("the log", logged),
+        ("the recording", std::fs::read(&rec).unwrap()),
+        ("the summary", feed.to_string().into_bytes()),
+        ("stat", st.to_string().into_bytes()),
+        ("the shared memory", std::fs::read(shm).unwrap()),
+    ] {
+        assert!(!holds_password(&bytes), "the password is in {what}");
+    }
+}
+
+/// Sessions not available twice (the venue's first two logins), then a
+/// snapshot: merged at attempt 3, the failures counted by class, and the
+/// recording replays to the same counts.
+#[test]
+fn itch_snapshot_rejections_are_retried_and_replay_the_same() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let Scene { ns, dir, shm } = &Scene::new("glimpse-retry");
+    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
+    let cfg = glimpse_config(dir.path(), shm, "");
+    let venue = glimpse_venue(
+        ns,
+        &cfg,
+        &[
+            "--count",
+            "30000",
+            "--rate",
+            "10000",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "12",
+            "--glimpse-fault",
+            "reject-s",
+            "--glimpse-fault-logins",
+            "2",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
+    let reader = Reader::open(shm);
+    let report = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    let st = stat_feed(shm);
+    assert_eq!(
+        (st["snapshots"].as_u64(), st["snapshot_attempts"].as_u64()),
+        (Some(1), Some(3)),
+        "{st}"
+    );
+    assert_eq!(st["snapshot_failures"]["rejected"], 2, "{st}");
+    assert_eq!(published_books(&reader), venue_books(&report["books"]));
+    stop(sidecar);
+    let feed = replay_feed(dir.path(), &rec, &cfg);
+    assert_eq!(feed["snapshot_failures"], st["snapshot_failures"]);
+    assert_eq!(feed["snapshot_attempts"], 3);
+    assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
+}
+
+/// A login refused as not authorized gives up at once: the feed stays
+/// suspect for the rest of the session, with no further attempt.
+#[test]
+fn itch_a_login_not_authorized_gives_up_and_stays_suspect() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let Scene { ns, dir, shm } = &Scene::new("glimpse-reject");
+    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
+    let cfg = glimpse_config(dir.path(), shm, "");
+    let venue = glimpse_venue(
+        ns,
+        &cfg,
+        &[
+            "--count",
+            "20000",
+            "--rate",
+            "10000",
+            "--linger-ms",
+            "1000",
+            "--seed",
+            "13",
+            "--glimpse-fault",
+            "reject-a",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
+    let reader = Reader::open(shm);
+    let _ = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    let st = stat_feed(shm);
+    assert_eq!(
+        (
+            st["snapshot_gave_up"].as_u64(),
+            st["snapshot_attempts"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{st}"
+    );
+    assert_eq!(st["snapshot_failures"]["rejected"], 1, "{st}");
+    assert!(reader.feed_status(0).unwrap().suspect);
+    stop(sidecar);
+    let logged = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
+    assert!(logged.contains("snapshot failed and given up"), "{logged}");
+    assert!(!logged.contains(PASSWORD));
+}
