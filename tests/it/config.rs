@@ -329,3 +329,68 @@ fn endless_large_or_binary_files() {
         );
     }
 }
+
+/// `run` with `glimpse` set reads the password before anything else
+/// opens: without it (a variable not set, a file readable by others) it
+/// refuses to start with one line naming the key and the variable or
+/// file, never the password; the shared memory is not created. `check`
+/// and `replay` never read it.
+#[test]
+fn run_refuses_to_start_without_the_snapshot_password() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shm = format!("/dev/shm/tickguard-nopw-{}", std::process::id());
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "S3cret!pw\n").unwrap();
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = |name: &str, source: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\n\
+                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+                 stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n\
+                 glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n{source}\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let cases = [
+        (
+            config(
+                "env.toml",
+                "glimpse_password_env = \"TG_TEST_PW_NEVER_SET\"",
+            ),
+            "glimpse_password_env TG_TEST_PW_NEVER_SET: not set",
+        ),
+        (
+            config(
+                "file.toml",
+                &format!("glimpse_password_file = \"{}\"", pw.display()),
+            ),
+            "readable by group or others",
+        ),
+    ];
+    for (path, what) in cases {
+        let out = Command::cargo_bin("tickguard")
+            .unwrap()
+            .args(["run", "--config"])
+            .arg(&path)
+            .env_remove("TG_TEST_PW_NEVER_SET")
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let problem: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("tickguard: "))
+            .collect();
+        assert_eq!(problem.len(), 1, "{err}");
+        assert!(problem[0].contains(what), "{err}");
+        assert!(!err.contains("S3cret"), "{err}");
+        assert!(!std::path::Path::new(&shm).exists());
+    }
+}
