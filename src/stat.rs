@@ -210,6 +210,7 @@ impl FeedView {
             let main = f.main.map(|s| match s.d.kind {
                 CounterKind::Text if s.text.is_empty() => "-".to_string(),
                 CounterKind::Text => s.text.clone(),
+                CounterKind::Gauge if s.d.param == ZERO_IS_NONE && s.value == 0 => "-".to_string(),
                 _ => s.value.to_string(),
             });
             let mut by_line = None;
