@@ -258,3 +258,52 @@ impl Driver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::link::Tcp;
+
+    /// The server's reads become segments of at most 65,495 bytes with
+    /// consecutive sequence numbers; our SYN and FIN carry no payload and
+    /// take one sequence number each; a new connection starts both sides
+    /// at 0 again.
+    #[test]
+    fn reads_become_segments_of_consecutive_sequences() {
+        let server = "127.0.0.1:18100".parse().unwrap();
+        let local = "127.0.0.1:40000".parse().unwrap();
+        let mut log = WireLog {
+            server,
+            events: vec![
+                (1, Wire::Open(local)),
+                (2, Wire::Bytes(vec![7; 100_000])),
+                (3, Wire::Bytes(vec![8; 10])),
+                (4, Wire::Close),
+                (5, Wire::Fin),
+                (6, Wire::Open(local)),
+                (7, Wire::Rst),
+            ],
+            local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+            server_seq: 0,
+            local_seq: 0,
+        };
+        let mut seen = Vec::new();
+        log.drain(&mut |t, s| {
+            seen.push((t, s.src == server, s.seq, s.flags, s.payload.len()));
+        });
+        assert_eq!(
+            seen,
+            [
+                (1, false, 0, Tcp::SYN, 0),
+                (2, true, 0, Tcp::ACK | Tcp::PSH, 65_495),
+                (2, true, 65_495, Tcp::ACK | Tcp::PSH, 100_000 - 65_495),
+                (3, true, 100_000, Tcp::ACK | Tcp::PSH, 10),
+                (4, false, 1, Tcp::FIN | Tcp::ACK, 0),
+                (5, true, 100_010, Tcp::FIN | Tcp::ACK, 0),
+                (6, false, 0, Tcp::SYN, 0),
+                (7, true, 0, Tcp::RST, 0),
+            ]
+        );
+        assert!(log.events.is_empty());
+    }
+}

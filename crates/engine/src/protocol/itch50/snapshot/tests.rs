@@ -585,6 +585,34 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     assert_eq!(v.summary().symbols["BBB"].orders, 1);
 }
 
+/// A BinaryFILE replay ignores `glimpse`: a day from sequence 1 needs
+/// no snapshot, and nothing in a file can ask for one.
+#[test]
+fn a_binaryfile_replay_ignores_glimpse() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("day.bin");
+    let mut bytes = Vec::new();
+    for q in 1..60 {
+        let m = message(q);
+        bytes.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(&m);
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let date = jiff::civil::date(2026, 1, 5);
+    let out =
+        crate::replay::itch50::replay_file(&config(""), "nq", date, &path, &[], |_| {}).unwrap();
+    let s = match out.summary.feeds.get("nq") {
+        Some(Summary::Itch50(s)) => s,
+        _ => unreachable!(),
+    };
+    let sn = snap(s);
+    assert_eq!(
+        (sn.snapshot_state, sn.snapshot_attempts, s.suspect),
+        ("idle", 0, false)
+    );
+    assert_eq!(s.symbols, reference(60).symbols);
+}
+
 /// The live path over loopback: the connection thread logs in to a
 /// server (a listener in the test), reads the spin while the receive
 /// thread holds the multicast, and the merge happens when the receive
@@ -625,9 +653,11 @@ mod live {
             for piece in reply.chunks(1000) {
                 s.write_all(piece).unwrap();
             }
-            // Read to the client's close (its Logout, then EOF).
+            // Read to the client's close: its Logout (after any
+            // heartbeats), then EOF.
             let mut rest = Vec::new();
             let _ = s.read_to_end(&mut rest);
+            assert!(rest.ends_with(&soup::LOGOUT), "{rest:?}");
             login.to_vec()
         });
         (addr, t)
@@ -680,6 +710,8 @@ glimpse_password_file = "{}"
             let t = now_ns();
             h.upkeep(t);
             h.drain_wire(&mut |t, s| {
+                // Never a byte we sent: the Login Request holds the password.
+                assert!(s.src == addr || s.payload.is_empty(), "{s:?}");
                 w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
                     .unwrap()
             });
@@ -695,6 +727,8 @@ glimpse_password_file = "{}"
             let _ = h.on_datagram_line(0, 0, &d, t);
             h.upkeep(t);
             h.drain_wire(&mut |t, s| {
+                // Never a byte we sent: the Login Request holds the password.
+                assert!(s.src == addr || s.payload.is_empty(), "{s:?}");
                 w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
                     .unwrap()
             });
@@ -728,5 +762,185 @@ glimpse_password_file = "{}"
         );
         let json = serde_json::to_string(&out.summary).unwrap();
         assert!(!json.contains("Pw9!live"));
+    }
+
+    /// One scripted connection: what the server does with it.
+    type Script = Box<dyn FnOnce(std::net::TcpStream) + Send>;
+
+    /// A server taking one connection per script, in order; hands back
+    /// when each was accepted.
+    fn scripted(scripts: Vec<Script>) -> (SocketAddrV4, std::thread::JoinHandle<Vec<Instant>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = match listener.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let t = std::thread::spawn(move || {
+            let mut accepted = Vec::new();
+            for script in scripts {
+                let (s, _) = listener.accept().unwrap();
+                accepted.push(Instant::now());
+                script(s);
+            }
+            accepted
+        });
+        (addr, t)
+    }
+
+    /// A handler of one feed with `glimpse` at `addr` and `extra` keys,
+    /// live (the password from a private file in `dir`).
+    fn live_handler(dir: &std::path::Path, addr: SocketAddrV4, extra: &str) -> Handler {
+        let pw = dir.join("pw");
+        std::fs::write(&pw, PASSWORD).unwrap();
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let text = format!(
+            "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\njoin_gap_max = 10\n\
+             glimpse = \"{addr}\"\nglimpse_user = \"tgsim\"\nglimpse_password_file = \"{}\"\n{extra}\n",
+            pw.display()
+        );
+        let mut h = Handler::new(&Config::parse(&text, "t").unwrap());
+        h.go_live().unwrap();
+        h
+    }
+
+    /// Joins at 100 and runs the receive loop's upkeep until `done` (or
+    /// `within`); returns the feed's summary.
+    fn run_until(
+        h: &mut Handler,
+        within: Duration,
+        done: impl Fn(&FeedSummary) -> bool,
+    ) -> FeedSummary {
+        let mut b = PacketBuilder::new(S1, 100);
+        b.message(&message(100));
+        let _ = h.on_datagram_line(0, 0, &b.finish(), now_ns());
+        let deadline = Instant::now() + within;
+        loop {
+            h.upkeep(now_ns());
+            let s = match h.summaries().remove("nq") {
+                Some(Summary::Itch50(s)) => s,
+                _ => unreachable!(),
+            };
+            if done(&s) || Instant::now() > deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn read_login(s: &mut std::net::TcpStream) {
+        let mut login = [0u8; 49];
+        s.read_exact(&mut login).unwrap();
+    }
+
+    /// Rejected (session not available) twice, then served: the attempts
+    /// are spaced by the backoff (100 ms, then 200 ms), and the third
+    /// merges.
+    #[test]
+    fn live_attempts_are_spaced_by_the_backoff() {
+        let dir = tempfile::tempdir().unwrap();
+        let reject: fn() -> Script = || {
+            Box::new(|mut s| {
+                read_login(&mut s);
+                s.write_all(&soup::login_rejected(soup::SESSION_NOT_AVAILABLE))
+                    .unwrap();
+            })
+        };
+        let serve: Script = Box::new(|mut s| {
+            read_login(&mut s);
+            s.write_all(&spin(101, S1, false)).unwrap();
+            let _ = s.read_to_end(&mut Vec::new());
+        });
+        let (addr, server) = scripted(vec![reject(), reject(), serve]);
+        let mut h = live_handler(dir.path(), addr, "snapshot_retry_ms = 100");
+        let s = run_until(&mut h, Duration::from_secs(10), |s| snap(s).snapshots == 1);
+        assert_eq!((snap(&s).snapshots, snap(&s).snapshot_attempts), (1, 3));
+        assert_eq!(snap(&s).snapshot_failures["rejected"], 2);
+        let at = server.join().unwrap();
+        assert!(
+            at[1] - at[0] >= Duration::from_millis(100),
+            "{:?}",
+            at[1] - at[0]
+        );
+        assert!(
+            at[2] - at[1] >= Duration::from_millis(200),
+            "{:?}",
+            at[2] - at[1]
+        );
+    }
+
+    /// A server slow to send Login Accepted gets the client's heartbeat
+    /// every second from the Login Request on; a server that sends
+    /// nothing fails the connection as `refused` at `snapshot_idle_ms`.
+    #[test]
+    fn live_heartbeats_every_second_and_silence_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let silent: Script = Box::new(move |mut s| {
+            read_login(&mut s);
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            tx.send(got).unwrap();
+        });
+        let (addr, server) = scripted(vec![silent]);
+        let mut h = live_handler(
+            dir.path(),
+            addr,
+            "snapshot_idle_ms = 2500\nsnapshot_max_attempts = 1",
+        );
+        let s = run_until(&mut h, Duration::from_secs(10), |s| {
+            snap(s).snapshot_gave_up == 1
+        });
+        assert_eq!(snap(&s).snapshot_failures["refused"], 1, "{:?}", snap(&s));
+        let got = rx.recv().unwrap();
+        // Heartbeats only (at 1 s and 2 s, before the idle timer at 2.5 s;
+        // a third if the machine stalled the thread).
+        let beats = got.len() / soup::CLIENT_HEARTBEAT.len();
+        assert!((2..=3).contains(&beats), "{got:?}");
+        assert_eq!(got, soup::CLIENT_HEARTBEAT.repeat(beats));
+        server.join().unwrap();
+    }
+
+    /// A spin that stalls after some bytes fails as `closed` at
+    /// `snapshot_idle_ms`; one too slow for `snapshot_timeout_ms` likewise.
+    #[test]
+    fn live_a_stalled_or_slow_spin_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = spin(101, S1, false);
+        let (b1, b2) = (bytes.clone(), bytes);
+        let stall: Script = Box::new(move |mut s| {
+            read_login(&mut s);
+            s.write_all(&b1[..100]).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let _ = s.read_to_end(&mut Vec::new());
+        });
+        let slow: Script = Box::new(move |mut s| {
+            read_login(&mut s);
+            // 50 bytes every 400 ms: never idle for 2 s, never done in 3 s.
+            for piece in b2.chunks(50) {
+                if s.write_all(piece).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(400));
+            }
+        });
+        let (addr, server) = scripted(vec![stall, slow]);
+        let mut h = live_handler(
+            dir.path(),
+            addr,
+            "snapshot_idle_ms = 2000\nsnapshot_timeout_ms = 3000\nsnapshot_retry_ms = 10\nsnapshot_max_attempts = 2",
+        );
+        let s = run_until(&mut h, Duration::from_secs(15), |s| {
+            snap(s).snapshot_gave_up == 1
+        });
+        assert_eq!(
+            (snap(&s).snapshot_failures["closed"], snap(&s).snapshots),
+            (2, 0),
+            "{:?}",
+            snap(&s)
+        );
+        assert!(s.suspect);
+        server.join().unwrap();
     }
 }
