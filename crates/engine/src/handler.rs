@@ -256,15 +256,8 @@ impl Handler {
     /// [`FeedEngine::go_live`](crate::engine::FeedEngine::go_live)): the
     /// first problem, as one line.
     pub fn go_live(&mut self) -> Result<(), String> {
-        for (id, f) in self.feeds.iter_mut().enumerate() {
-            let view = View {
-                id: id as u16,
-                config: &f.config,
-                table: &self.table,
-            };
-            f.engine.go_live(view)?;
-        }
-        Ok(())
+        self.views()
+            .try_for_each(|(engine, view)| engine.go_live(view))
     }
 
     /// An operator's request that every feed resynchronise from its
@@ -272,16 +265,35 @@ impl Handler {
     /// [`FeedEngine::resync`](crate::engine::FeedEngine::resync)); returns
     /// how many started to.
     pub fn resync(&mut self, now: u64) -> usize {
-        let mut n = 0;
-        for (id, f) in self.feeds.iter_mut().enumerate() {
+        self.views()
+            .map(|(engine, view)| usize::from(engine.resync(view, now)))
+            .sum()
+    }
+
+    /// Each feed's engine with its read-only view.
+    fn views(&mut self) -> impl Iterator<Item = (&mut Engine, View<'_>)> {
+        let table = &self.table;
+        self.feeds.iter_mut().enumerate().map(move |(id, f)| {
             let view = View {
                 id: id as u16,
                 config: &f.config,
-                table: &self.table,
+                table,
             };
-            n += usize::from(f.engine.resync(view, now));
-        }
-        n
+            (&mut f.engine, view)
+        })
+    }
+
+    /// `feed`'s engine with its context, `None` for an unknown feed.
+    fn cx(&mut self, feed: u16) -> Option<(&mut Engine, Cx<'_>)> {
+        let f = self.feeds.get_mut(feed as usize)?;
+        let cx = Cx {
+            id: feed,
+            config: &f.config,
+            counters: &mut f.counters,
+            table: &mut self.table,
+            publication: self.publication.as_deref(),
+        };
+        Some((&mut f.engine, cx))
     }
 
     /// Records what every feed's streams exchange from now on (`run
@@ -303,17 +315,9 @@ impl Handler {
 
     /// A captured TCP segment of `feed`'s stream, at `t` (replay).
     pub fn on_segment(&mut self, feed: u16, segment: &Segment<'_>, t: u64) {
-        let Some(f) = self.feeds.get_mut(feed as usize) else {
-            return;
-        };
-        let cx = Cx {
-            id: feed,
-            config: &f.config,
-            counters: &mut f.counters,
-            table: &mut self.table,
-            publication: self.publication.as_deref(),
-        };
-        f.engine.on_segment(cx, segment, t);
+        if let Some((engine, cx)) = self.cx(feed) {
+            engine.on_segment(cx, segment, t);
+        }
     }
 
     /// `feed`'s clock offset (local − provider), ns: the estimate its
@@ -377,17 +381,9 @@ impl Handler {
     /// is strictly before it (spec itch50 §3.2). Call before
     /// [`verdict`](Self::verdict).
     pub fn before_check(&mut self, feed: u16, now: u64) {
-        let Some(f) = self.feeds.get_mut(feed as usize) else {
-            return;
-        };
-        let cx = Cx {
-            id: feed,
-            config: &f.config,
-            counters: &mut f.counters,
-            table: &mut self.table,
-            publication: self.publication.as_deref(),
-        };
-        f.engine.catch_up(cx, now);
+        if let Some((engine, cx)) = self.cx(feed) {
+            engine.catch_up(cx, now);
+        }
     }
 
     /// Lets every feed apply part of its work on a second thread (`on`; a

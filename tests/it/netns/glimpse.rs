@@ -64,6 +64,36 @@ fn glimpse_sidecar(ns: &Netns, cfg: &Path, shm: &Path, rec: &Path, log: &Path) -
     sidecar
 }
 
+/// A venue started with `args` and, `after_ms` later, a sidecar joining
+/// its session mid-way, recording; in `scene`'s namespace and directory.
+struct Restart {
+    venue: Child,
+    sidecar: Killed,
+    reader: Reader,
+    cfg: PathBuf,
+    rec: PathBuf,
+    log: PathBuf,
+}
+
+impl Restart {
+    fn start(scene: &Scene, args: &[&str], after_ms: u64) -> Restart {
+        let Scene { ns, dir, shm } = scene;
+        let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
+        let cfg = glimpse_config(dir.path(), shm, "");
+        let venue = glimpse_venue(ns, &cfg, args);
+        std::thread::sleep(Duration::from_millis(after_ms));
+        let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
+        Restart {
+            venue,
+            sidecar,
+            reader: Reader::open(shm),
+            cfg,
+            rec,
+            log,
+        }
+    }
+}
+
 /// Stops the sidecar cleanly (its recording finished).
 fn stop(mut sidecar: Killed) {
     Command::new("kill")
@@ -121,12 +151,17 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
     if !can_create_namespaces() {
         return;
     }
-    let Scene { ns, dir, shm } = &Scene::new("glimpse");
-    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
-    let cfg = glimpse_config(dir.path(), shm, "");
-    let venue = glimpse_venue(
-        ns,
-        &cfg,
+    let scene = &Scene::new("glimpse");
+    let (dir, shm) = (&scene.dir, &scene.shm);
+    let Restart {
+        venue,
+        sidecar,
+        reader,
+        cfg,
+        rec,
+        log,
+    } = Restart::start(
+        scene,
         &[
             "--count",
             "40000",
@@ -137,10 +172,8 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
             "--seed",
             "11",
         ],
+        1200,
     );
-    std::thread::sleep(Duration::from_millis(1200));
-    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
-    let reader = Reader::open(shm);
     let c = |id| reader.counter(0, id).unwrap_or(0);
     // Suspect until the merge, then `ok` while the venue still trades.
     let (mut ok_seen, deadline) = (false, Instant::now() + Duration::from_secs(30));
@@ -199,12 +232,17 @@ fn itch_snapshot_rejections_are_retried_and_replay_the_same() {
     if !can_create_namespaces() {
         return;
     }
-    let Scene { ns, dir, shm } = &Scene::new("glimpse-retry");
-    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
-    let cfg = glimpse_config(dir.path(), shm, "");
-    let venue = glimpse_venue(
-        ns,
-        &cfg,
+    let scene = &Scene::new("glimpse-retry");
+    let (dir, shm) = (&scene.dir, &scene.shm);
+    let Restart {
+        venue,
+        sidecar,
+        reader,
+        cfg,
+        rec,
+        ..
+    } = Restart::start(
+        scene,
         &[
             "--count",
             "30000",
@@ -219,10 +257,8 @@ fn itch_snapshot_rejections_are_retried_and_replay_the_same() {
             "--glimpse-fault-logins",
             "2",
         ],
+        1000,
     );
-    std::thread::sleep(Duration::from_millis(1000));
-    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
-    let reader = Reader::open(shm);
     let report = finish(venue);
     wait_settled(&reader, "after the end of session");
     let st = stat_feed(shm);
@@ -247,12 +283,16 @@ fn itch_a_login_not_authorized_gives_up_and_stays_suspect() {
     if !can_create_namespaces() {
         return;
     }
-    let Scene { ns, dir, shm } = &Scene::new("glimpse-reject");
-    let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
-    let cfg = glimpse_config(dir.path(), shm, "");
-    let venue = glimpse_venue(
-        ns,
-        &cfg,
+    let scene = &Scene::new("glimpse-reject");
+    let shm = &scene.shm;
+    let Restart {
+        venue,
+        sidecar,
+        reader,
+        log,
+        ..
+    } = Restart::start(
+        scene,
         &[
             "--count",
             "20000",
@@ -265,10 +305,8 @@ fn itch_a_login_not_authorized_gives_up_and_stays_suspect() {
             "--glimpse-fault",
             "reject-a",
         ],
+        1000,
     );
-    std::thread::sleep(Duration::from_millis(1000));
-    let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
-    let reader = Reader::open(shm);
     let _ = finish(venue);
     wait_settled(&reader, "after the end of session");
     let st = stat_feed(shm);
