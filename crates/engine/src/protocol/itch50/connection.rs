@@ -88,7 +88,6 @@ pub struct Connection {
     reports: Receiver<Report>,
     /// The running attempt's id: ends of an aborted one are dropped.
     attempt: u64,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Command {
@@ -114,7 +113,9 @@ impl Connection {
         let (tx, reports) = bounded(64);
         let record = Arc::new(AtomicBool::new(false));
         let on = record.clone();
-        let thread = std::thread::Builder::new()
+        // Detached: dropping the connection closes its channels, which
+        // ends the thread (see `Drop`).
+        std::thread::Builder::new()
             .name(format!("tg-glimpse-{name}"))
             .spawn(move || {
                 let out = Out { tx, record: on };
@@ -125,7 +126,6 @@ impl Connection {
             commands,
             reports,
             attempt: 0,
-            thread: Some(thread),
         })
     }
 
@@ -169,13 +169,14 @@ impl Connection {
 }
 
 impl Drop for Connection {
+    /// Closes both channels: the thread ends at its next look at them
+    /// (within a poll of a read, or when a connect gives up), with no
+    /// join, so that a shutdown never waits for a server.
     fn drop(&mut self) {
-        // Closing the command channel ends the thread within a poll.
         let (dead, _) = bounded(0);
         self.commands = dead;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let (_, dead) = bounded(0);
+        self.reports = dead;
     }
 }
 
