@@ -193,6 +193,13 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
     assert_eq!(st["snapshot_state"], "idle", "{st}");
     assert!(st["snapshot_next"].as_u64().unwrap() > 100, "{st}");
     assert_eq!(st["snapshot_failures"]["refused"], 0, "{st}");
+    let timed: u64 = st["snapshot_latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(timed, 1, "the trigger-to-merge time is counted: {st}");
     let report = finish(venue);
     wait_settled(&reader, "after the end of session");
     assert_eq!(published_books(&reader), venue_books(&report["books"]));

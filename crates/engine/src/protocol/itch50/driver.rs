@@ -268,6 +268,40 @@ mod tests {
     /// consecutive sequence numbers; our SYN and FIN carry no payload and
     /// take one sequence number each; a new connection starts both sides
     /// at 0 again.
+    /// Failures are logged at most once a second, with the count of those
+    /// not logged since; a give-up always is.
+    #[test]
+    fn failure_logs_are_rate_limited() {
+        use super::super::glimpse::Failure;
+        let mut d = Driver::new(
+            Settings {
+                max_attempts: 8,
+                retry_ns: 1,
+                retry_max_ns: 1,
+            },
+            SpinSettings {
+                session_check: true,
+                max_messages: 1_000,
+            },
+        );
+        let failed = |gave_up| Step::Failed {
+            class: Failure::Closed,
+            detail: "reset",
+            gave_up,
+            retry_at: None,
+        };
+        let s = 1_000_000_000;
+        d.log(failed(false), s, "f");
+        assert_eq!((d.last_failure_log, d.unlogged), (Some(s), 0));
+        d.log(failed(false), s + s / 2, "f");
+        d.log(failed(false), s + s / 2, "f");
+        assert_eq!((d.last_failure_log, d.unlogged), (Some(s), 2));
+        d.log(failed(true), s + s / 2 + 1, "f");
+        assert_eq!((d.last_failure_log, d.unlogged), (Some(s + s / 2 + 1), 0));
+        d.log(failed(false), 3 * s, "f");
+        assert_eq!((d.last_failure_log, d.unlogged), (Some(3 * s), 0));
+    }
+
     #[test]
     fn reads_become_segments_of_consecutive_sequences() {
         let server = "127.0.0.1:18100".parse().unwrap();
