@@ -6,14 +6,26 @@
 //! duplicates, reordering, invalid prices, periodic snapshots, a pause every
 //! 12 s and a reset after 20 s, so gaps, `suspect`, `stale` and recovery all
 //! show within a minute. With `--protocol itch50` it is an ITCH venue
-//! instead ([`itch50`]); [`sqf`] is the provider's.
+//! instead ([`itch50`]), and part way through the session the demo stops
+//! its sidecar and starts another on the same shared memory, which catches
+//! up from the venue's GLIMPSE snapshot; [`sqf`] is the provider's.
+//!
+//! The sidecar receives on its own thread, stopped by its own flag; the
+//! source runs on another, and the main thread looks at the publication
+//! every few milliseconds through a [`Reader`] (re-opened when the writer
+//! is not healthy, as a gateway does after a restart) and draws a frame
+//! four times a second on a terminal, once a second otherwise. A restart
+//! stops the running sidecar (its publication marked closed and its file
+//! left in place, its sockets and the path's writer lock let go), then
+//! starts a new one, whose publication replaces the file.
 
 pub mod itch50;
 pub mod sqf;
 
 use crate::config::Config;
 use crate::reader::Reader;
-use crate::sidecar::Sidecar;
+use crate::shm::Publication;
+use crate::sidecar::{RunStats, Sidecar};
 use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
@@ -44,28 +56,91 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// What a demo shows of the publication, and when it is over.
+trait Screen {
+    /// Looks at the publication at local time `now`, every few
+    /// milliseconds between frames: true when the demo is over.
+    fn watch(&mut self, _reader: &Reader, _now: u64) -> bool {
+        false
+    }
+
+    /// The sidecar was just restarted, at local time `now`, `elapsed_ns`
+    /// into the demo.
+    fn restarted(&mut self, _now: u64, _elapsed_ns: u64) {}
+
+    /// One frame of the publication at local time `now`, `elapsed_ns` into
+    /// the demo, with colors on a terminal.
+    fn render(&mut self, reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String;
+}
+
+/// A sidecar receiving on its own thread, stopped by its own flag.
+struct Running {
+    stop: Arc<AtomicBool>,
+    rx: std::thread::JoinHandle<RunStats>,
+    /// Holds the path's writer lock as long as it lives.
+    publication: Arc<Publication>,
+}
+
+impl Running {
+    /// Starts `config`'s sidecar: its publication is at the path when this
+    /// returns.
+    fn start(config: &Config) -> anyhow::Result<Running> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut sidecar = Sidecar::start(config)?;
+        let publication = sidecar.publication();
+        let flag = stop.clone();
+        let rx = std::thread::Builder::new()
+            .name("tickguard-rx".into())
+            .spawn(move || sidecar.run(&flag))?;
+        Ok(Running {
+            stop,
+            rx,
+            publication,
+        })
+    }
+
+    /// Stops the receiver (the publication marked closed) and lets go of
+    /// everything it held, the path's writer lock included; the file
+    /// stays, as a stopped or crashed writer leaves it.
+    fn stop(self) -> anyhow::Result<RunStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.rx
+            .join()
+            .map_err(|_| anyhow::anyhow!("demo: receiver thread panicked"))
+    }
+
+    /// [`stop`](Self::stop)s, then removes the file, still under the lock.
+    fn finish(self) -> anyhow::Result<RunStats> {
+        let publication = self.publication.clone();
+        let stats = self.stop();
+        // Only the demo's own file, still under its lock.
+        let _ = publication.remove();
+        drop(publication);
+        stats
+    }
+}
+
+/// Between two looks at the publication, ms.
+const WATCH_MS: u64 = 10;
+
 /// Runs `config`'s sidecar and a `source` thread (`provide`, stopped by its
-/// flag) and shows `render`'s frame of the publication, refreshed, until
-/// Ctrl-C, `args.duration_s` or `done(reader, now)`; then stops both and
-/// removes the demo's file. Returns what the source returned and the
-/// receiver's statistics.
+/// flag) and shows `screen`'s frames of the publication, refreshed, until
+/// Ctrl-C, `args.duration_s` or the screen says it is over; `restart_after_ns`
+/// into the demo, stops the sidecar and starts another on the same path
+/// (as a deploy would). Then stops both and removes the demo's file.
+/// Returns what the source returned, the statistics of each receiver run in
+/// order, and the reader (still mapping the publication as it ended).
 fn show<R: Send + 'static>(
     config: &Config,
     args: &Params,
     source: &str,
     provide: impl FnOnce(Arc<AtomicBool>) -> R + Send + 'static,
-    render: fn(&Reader, u64, u64, bool) -> String,
-    mut done: impl FnMut(&Reader, u64) -> bool,
-) -> anyhow::Result<(R, crate::sidecar::RunStats)> {
+    restart_after_ns: Option<u64>,
+    screen: &mut impl Screen,
+) -> anyhow::Result<(R, Vec<RunStats>, Reader)> {
     let shutdown = crate::sys::shutdown_on_signals().context("installing signal handlers")?;
+    let mut running = Some(Running::start(config)?);
     let stop = Arc::new(AtomicBool::new(false));
-    let mut sidecar = Sidecar::start(config)?;
-    // Held to the end: the path's writer lock lives as long as the publication.
-    let publication = sidecar.publication();
-    let sidecar_stop = stop.clone();
-    let rx = std::thread::Builder::new()
-        .name("tickguard-rx".into())
-        .spawn(move || sidecar.run(&sidecar_stop))?;
     let source_stop = stop.clone();
     let provider = std::thread::Builder::new()
         .name(source.into())
@@ -74,31 +149,52 @@ fn show<R: Send + 'static>(
     let tty = std::io::stdout().is_terminal();
     let started = now_ns();
     let deadline = (args.duration_s > 0.0).then(|| started + (args.duration_s * 1e9) as u64);
+    let restart_at = restart_after_ns.map(|r| started.saturating_add(r));
+    let frame_ns = if tty { 250 } else { 1000 } * 1_000_000;
+    let mut runs = Vec::new();
+    let mut reader = Reader::open(&args.shm);
     let mut out = std::io::stdout().lock();
     if tty {
         // Best effort, as restoring it below: the threads run already.
         let _ = write!(out, "\x1b[?25l"); // hide the cursor
     }
     let result = (|| -> anyhow::Result<()> {
-        let reader = Reader::open(&args.shm);
+        let mut next_frame = started;
+        let mut restarted = false;
         loop {
             let now = now_ns();
             if shutdown.load(Ordering::Relaxed)
                 || deadline.is_some_and(|d| now >= d)
-                || done(&reader, now)
+                || screen.watch(&reader, now)
             {
                 return Ok(());
             }
-            let frame = render(&reader, now, now.saturating_sub(started), tty);
-            let written = if tty {
-                write!(out, "\x1b[H\x1b[2J{frame}")
-            } else {
-                writeln!(out, "{frame}")
-            };
-            written
-                .and_then(|()| out.flush())
-                .context("writing to stdout")?;
-            std::thread::sleep(Duration::from_millis(if tty { 250 } else { 1000 }));
+            if !restarted && restart_at.is_some_and(|r| now >= r) {
+                restarted = true;
+                if let Some(old) = running.take() {
+                    runs.push(old.stop()?);
+                }
+                running = Some(Running::start(config).context("demo: restarting the sidecar")?);
+                let now = now_ns();
+                screen.restarted(now, now.saturating_sub(started));
+            }
+            if !reader.health(now).is_ok() {
+                // A restarted writer's new file, as a gateway reopens it.
+                reader.refresh();
+            }
+            if now >= next_frame {
+                let frame = screen.render(&reader, now, now.saturating_sub(started), tty);
+                let written = if tty {
+                    write!(out, "\x1b[H\x1b[2J{frame}")
+                } else {
+                    writeln!(out, "{frame}")
+                };
+                written
+                    .and_then(|()| out.flush())
+                    .context("writing to stdout")?;
+                next_frame = now.saturating_add(frame_ns);
+            }
+            std::thread::sleep(Duration::from_millis(WATCH_MS));
         }
     })();
     if tty {
@@ -106,17 +202,17 @@ fn show<R: Send + 'static>(
         let _ = write!(out, "\x1b[?25h").and_then(|()| out.flush());
     }
     stop.store(true, Ordering::Relaxed);
+    if let Some(r) = &running {
+        r.stop.store(true, Ordering::Relaxed);
+    }
     let provided = provider
         .join()
-        .map_err(|_| anyhow::anyhow!("demo: {source} thread panicked"))?;
-    let stats = rx
-        .join()
-        .map_err(|_| anyhow::anyhow!("demo: receiver thread panicked"))?;
-    // Only the demo's own file, still under its lock.
-    let _ = publication.remove();
-    drop(publication);
+        .map_err(|_| anyhow::anyhow!("demo: {source} thread panicked"));
+    let finished = running.map(Running::finish).transpose();
     result?;
-    Ok((provided, stats))
+    let provided = provided?;
+    runs.extend(finished?);
+    Ok((provided, runs, reader))
 }
 
 /// A verdict as the demo shows it: `ok` or `REJECT reasons`, green, red

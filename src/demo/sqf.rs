@@ -2,7 +2,7 @@
 //! both, duplicates, reordering, invalid prices, periodic snapshots, a
 //! pause every 12 s and a reset after 20 s.
 
-use super::{free_port, show, verdict_cell, Params, FEED};
+use super::{free_port, show, verdict_cell, Params, Screen, FEED};
 use crate::config::Config;
 use crate::reader::Reader;
 use crate::shm::counter;
@@ -66,22 +66,34 @@ offset_window_ms = 10000
     };
     crate::simulate::sqf::Simulator::new(&sim_args).context("demo: simulator")?;
 
-    let (report, stats) = show(
+    let (report, runs, _) = show(
         &config,
         args,
         "provider",
         move |stop| crate::simulate::sqf::publish(&sim_args, &stop),
-        render,
-        |_, _| false,
+        None,
+        &mut Table,
     )?;
     let report = report?;
+    let (datagrams, cycles) = runs
+        .iter()
+        .fold((0, 0), |(d, c), r| (d + r.datagrams, c + r.cycles));
     writeln!(
         std::io::stdout().lock(),
         "demo ended: provider sent {} quotes in {} datagrams, receiver took {} datagrams in {} cycles",
-        report.quotes, report.datagrams, stats.datagrams, stats.cycles
+        report.quotes, report.datagrams, datagrams, cycles
     )
     .context("writing to stdout")?;
     Ok(())
+}
+
+/// The provider's table: it runs to the end.
+struct Table;
+
+impl Screen for Table {
+    fn render(&mut self, reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
+        render(reader, now, elapsed_ns, color)
+    }
 }
 
 /// One screen: feed counters, then one row per symbol, worst first.

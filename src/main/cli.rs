@@ -133,7 +133,9 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
     /// The simulated feed: `sqf` (a provider with snapshots) or `itch50`
-    /// (an ITCH venue with a re-request server).
+    /// (an ITCH venue with re-request and GLIMPSE servers; the sidecar is
+    /// restarted a third of the way through the session and catches up from
+    /// a snapshot).
     #[arg(long, default_value = "sqf", value_parser = ["sqf", "itch50"])]
     pub protocol: String,
 }

@@ -880,8 +880,12 @@ fn explain_at_past_the_capture_end_warns_and_still_answers() {
     assert!(stdout.contains("lp1 EURUSD at"), "{stdout}");
 }
 
+/// The ITCH demo: books, then a third of the way through the session its
+/// sidecar restarted on the same shared memory, joining mid-session and
+/// catching up from the venue's GLIMPSE snapshot, then the close, with the
+/// books at the end the venue's own.
 #[test]
-fn itch_demo_shows_books_and_the_close() {
+fn itch_demo_shows_books_a_restart_recovered_by_a_snapshot_and_the_close() {
     let shm = format!("/dev/shm/tickguard-demo-itch-test-{}", std::process::id());
     let out = tickguard()
         .args([
@@ -889,7 +893,7 @@ fn itch_demo_shows_books_and_the_close() {
             "--protocol",
             "itch50",
             "--duration-s",
-            "7",
+            "9",
             "--symbols",
             "4",
             "--rate",
@@ -901,13 +905,36 @@ fn itch_demo_shows_books_and_the_close() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The session is the 4 s before the 5 s of the close: the restart is
+    // due at a third of it, announced until then.
+    let frames: Vec<&str> = stdout.split("tickguard demo").skip(1).collect();
     assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        frames[0].contains("sidecar restart due at 1.3 s"),
+        "{}",
+        frames[0]
     );
-    let last_frame = stdout.rsplit("tickguard demo").next().unwrap();
+    let last_frame = *frames.last().unwrap();
     assert!(last_frame.contains("ITCH 5.0"), "{last_frame}");
+    let restart = last_frame
+        .lines()
+        .find(|l| l.starts_with("sidecar restarted at "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // `…: joined mid-session, merged a snapshot N=…, M messages, in X ms`.
+    let merged = restart
+        .split_once("merged a snapshot N=")
+        .unwrap_or_else(|| panic!("{restart}"))
+        .1;
+    let (next, rest) = merged.split_once(", ").unwrap();
+    let (messages, rest) = rest.split_once(" messages, in ").unwrap();
+    let ms = rest.strip_suffix(" ms").unwrap();
+    assert!(next.parse::<u64>().unwrap() > 1, "{restart}");
+    // At least the opening: System Events, and a directory and trading
+    // action per stock.
+    assert!(messages.parse::<u64>().unwrap() >= 8, "{restart}");
+    // The venue holds its first snapshot login 1 s.
+    assert!(ms.parse::<u64>().unwrap() >= 1000, "{restart}");
     for i in 0..4 {
         let row = last_frame
             .lines()
@@ -919,6 +946,11 @@ fn itch_demo_shows_books_and_the_close() {
     }
     assert!(last_frame.contains("session TGSIM00001"), "{last_frame}");
     assert!(stdout.contains("demo ended"), "{stdout}");
+    assert!(stdout.contains("2 receiver runs"), "{stdout}");
+    assert!(
+        stdout.contains("books at the close: all 4 as the venue's"),
+        "{stdout}"
+    );
     assert!(
         !std::path::Path::new(&shm).exists(),
         "the demo removes its file"
