@@ -9,6 +9,8 @@
 //! SBE header: `blockLength`, `templateId`, `schemaId` (1 for CME's schema),
 //! `version` (9 or later). All integers little-endian.
 
+pub mod book;
+
 /// Bytes before the first message.
 const PACKET_HEADER: usize = 12;
 /// `MsgSize` and the SBE message header.

@@ -1,0 +1,542 @@
+//! An instrument's market-by-price books: outright and implied, each a
+//! bid and an offer side of a fixed depth (the definition's MarketDepth,
+//! else the feed's default), edited by price level as CME's incremental
+//! book updates say.
+//!
+//! A side is an array of `depth` slots, level 1 first; a slot may be
+//! empty. The actions, at level `n` (1-based):
+//!
+//! - **New** inserts at `n`; deeper levels shift one down, and one pushed
+//!   past the depth is dropped.
+//! - **Change** and **Overlay** overwrite `n`.
+//! - **Delete** removes `n`; deeper levels shift one up, the last slot
+//!   empties.
+//! - **DeleteFrom** removes levels 1 to `n`; the rest shift up (`n` at or
+//!   past the depth empties the side).
+//! - **DeleteThru** empties the side.
+//!
+//! A level outside `1..=depth` changes nothing (DeleteFrom and DeleteThru
+//! aside). Entry type `J` empties both books; `w` and `x` (market best
+//! offer and bid) change none. An unknown action or entry type, or a New,
+//! Change or Overlay without a price or size, changes nothing and is an
+//! anomaly for the caller to count.
+//!
+//! Prices are the wire's mantissas (exponent −9), compared as signed
+//! integers: never floats. The top of book is level 1, read in O(1). The
+//! slots are allocated once, with the instrument; nothing allocates per
+//! update.
+
+/// Most levels a side holds (MarketDepth is an `i8`).
+pub const MAX_DEPTH: u8 = 127;
+
+/// One price level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    /// Price mantissa, exponent −9.
+    pub price: i64,
+    /// Quantity at the price.
+    pub size: u64,
+    /// Orders at the price, when sent.
+    pub orders: Option<i32>,
+}
+
+/// What an update does to a level (MDUpdateAction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// 0.
+    New,
+    /// 1.
+    Change,
+    /// 2.
+    Delete,
+    /// 3.
+    DeleteThru,
+    /// 4.
+    DeleteFrom,
+    /// 5.
+    Overlay,
+}
+
+impl Action {
+    /// The action of wire code `c`, `None` for an unknown one.
+    pub fn from_code(c: u8) -> Option<Action> {
+        Some(match c {
+            0 => Action::New,
+            1 => Action::Change,
+            2 => Action::Delete,
+            3 => Action::DeleteThru,
+            4 => Action::DeleteFrom,
+            5 => Action::Overlay,
+            _ => return None,
+        })
+    }
+}
+
+/// Which book and side an entry is for (MDEntryType).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `0`.
+    Bid,
+    /// `1`.
+    Offer,
+    /// `E`.
+    ImpliedBid,
+    /// `F`.
+    ImpliedOffer,
+    /// `J`: both books empty.
+    Reset,
+    /// `w` or `x`: market best offer or bid, no book change.
+    MarketBest,
+}
+
+impl Entry {
+    /// The entry type of wire character `c`, `None` for one that is not a
+    /// book entry.
+    pub fn from_code(c: u8) -> Option<Entry> {
+        Some(match c {
+            b'0' => Entry::Bid,
+            b'1' => Entry::Offer,
+            b'E' => Entry::ImpliedBid,
+            b'F' => Entry::ImpliedOffer,
+            b'J' => Entry::Reset,
+            b'w' | b'x' => Entry::MarketBest,
+            _ => return None,
+        })
+    }
+}
+
+/// One book update, as an incremental entry carries it (nulls as `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Update {
+    /// MDUpdateAction, as sent.
+    pub action: u8,
+    /// MDEntryType, as sent.
+    pub entry: u8,
+    /// MDPriceLevel, 1-based.
+    pub level: u8,
+    /// MDEntryPx mantissa.
+    pub price: Option<i64>,
+    /// MDEntrySize.
+    pub size: Option<u64>,
+    /// NumberOfOrders.
+    pub orders: Option<i32>,
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// A book changed (or may have: a level past the depth did not).
+    Changed,
+    /// Nothing to change (`w`/`x`, a level outside the depth).
+    Unchanged,
+    /// An unknown action or entry type, or a level update without a price
+    /// or size: nothing changed.
+    Anomaly,
+}
+
+/// One side: `depth` slots, level 1 first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    slots: Box<[Option<Level>]>,
+}
+
+impl Side {
+    /// An empty side of `depth` levels (at most [`MAX_DEPTH`]).
+    pub fn new(depth: u8) -> Side {
+        Side {
+            slots: vec![None; usize::from(depth.min(MAX_DEPTH))].into_boxed_slice(),
+        }
+    }
+
+    /// Its depth.
+    pub fn depth(&self) -> u8 {
+        self.slots.len() as u8
+    }
+
+    /// Level 1, `None` when the side is empty.
+    #[inline]
+    pub fn top(&self) -> Option<Level> {
+        self.slots.first().copied().flatten()
+    }
+
+    /// Level `n` (1-based).
+    pub fn level(&self, n: u8) -> Option<Level> {
+        self.slots
+            .get(usize::from(n).checked_sub(1)?)
+            .copied()
+            .flatten()
+    }
+
+    /// Empties every level.
+    pub fn clear(&mut self) {
+        self.slots.fill(None);
+    }
+
+    /// Sets level `n` (a snapshot's entry); outside the depth, nothing.
+    pub fn set(&mut self, n: u8, level: Level) {
+        if let Some(i) = index(n, self.slots.len()) {
+            self.slots[i] = Some(level);
+        }
+    }
+
+    /// Applies `action` at level `n` with `level` (present for New,
+    /// Change, Overlay).
+    fn apply(&mut self, action: Action, n: u8, level: Option<Level>) -> Applied {
+        let depth = self.slots.len();
+        match action {
+            Action::DeleteThru => self.clear(),
+            Action::DeleteFrom => {
+                let n = usize::from(n);
+                if n == 0 {
+                    return Applied::Unchanged;
+                }
+                if n >= depth {
+                    self.clear();
+                } else {
+                    self.slots.copy_within(n.., 0);
+                    self.slots[depth - n..].fill(None);
+                }
+            }
+            Action::New => {
+                let Some(i) = index(n, depth) else {
+                    return Applied::Unchanged;
+                };
+                self.slots.copy_within(i..depth - 1, i + 1);
+                self.slots[i] = level;
+            }
+            Action::Change | Action::Overlay => {
+                let Some(i) = index(n, depth) else {
+                    return Applied::Unchanged;
+                };
+                self.slots[i] = level;
+            }
+            Action::Delete => {
+                let Some(i) = index(n, depth) else {
+                    return Applied::Unchanged;
+                };
+                self.slots.copy_within(i + 1.., i);
+                self.slots[depth - 1] = None;
+            }
+        }
+        Applied::Changed
+    }
+
+    /// Keeps the first `depth` levels' slots (a definition lowering the
+    /// depth cuts the deeper levels; raising it adds empty ones).
+    fn resize(&mut self, depth: u8) {
+        let depth = usize::from(depth.min(MAX_DEPTH));
+        if depth != self.slots.len() {
+            let mut slots = vec![None; depth].into_boxed_slice();
+            let keep = depth.min(self.slots.len());
+            slots[..keep].copy_from_slice(&self.slots[..keep]);
+            self.slots = slots;
+        }
+    }
+}
+
+/// Slot index of level `n` in a side of `depth`, `None` outside `1..=depth`.
+#[inline]
+fn index(n: u8, depth: usize) -> Option<usize> {
+    let i = usize::from(n).checked_sub(1)?;
+    (i < depth).then_some(i)
+}
+
+/// One book: a bid side and an offer side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Book {
+    /// Buy side.
+    pub bid: Side,
+    /// Sell side.
+    pub offer: Side,
+}
+
+impl Book {
+    /// An empty book of `depth` levels a side.
+    pub fn new(depth: u8) -> Book {
+        Book {
+            bid: Side::new(depth),
+            offer: Side::new(depth),
+        }
+    }
+
+    /// Empties both sides.
+    pub fn clear(&mut self) {
+        self.bid.clear();
+        self.offer.clear();
+    }
+
+    /// Both sides empty.
+    pub fn is_empty(&self) -> bool {
+        self.bid.top().is_none() && self.offer.top().is_none()
+    }
+
+    fn resize(&mut self, depth: u8) {
+        self.bid.resize(depth);
+        self.offer.resize(depth);
+    }
+}
+
+/// An instrument's outright and implied books.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Books {
+    /// The outright book (entry types `0`, `1`).
+    pub outright: Book,
+    /// The implied book (entry types `E`, `F`).
+    pub implied: Book,
+}
+
+impl Books {
+    /// Empty books of `depth` (outright) and `implied_depth` levels.
+    pub fn new(depth: u8, implied_depth: u8) -> Books {
+        Books {
+            outright: Book::new(depth),
+            implied: Book::new(implied_depth),
+        }
+    }
+
+    /// Applies one incremental update.
+    pub fn apply(&mut self, u: &Update) -> Applied {
+        let (Some(action), Some(entry)) = (Action::from_code(u.action), Entry::from_code(u.entry))
+        else {
+            return Applied::Anomaly;
+        };
+        let side = match entry {
+            Entry::Bid => &mut self.outright.bid,
+            Entry::Offer => &mut self.outright.offer,
+            Entry::ImpliedBid => &mut self.implied.bid,
+            Entry::ImpliedOffer => &mut self.implied.offer,
+            Entry::Reset => {
+                self.clear();
+                return Applied::Changed;
+            }
+            Entry::MarketBest => return Applied::Unchanged,
+        };
+        let level = match action {
+            Action::New | Action::Change | Action::Overlay => match (u.price, u.size) {
+                (Some(price), Some(size)) => Some(Level {
+                    price,
+                    size,
+                    orders: u.orders,
+                }),
+                _ => return Applied::Anomaly,
+            },
+            Action::Delete | Action::DeleteThru | Action::DeleteFrom => None,
+        };
+        side.apply(action, u.level, level)
+    }
+
+    /// Sets a snapshot entry's level (after [`clear`](Self::clear)): a
+    /// book entry type at a level inside the depth with a price; any other
+    /// entry is ignored. Returns whether it was taken.
+    pub fn set(
+        &mut self,
+        entry: u8,
+        n: u8,
+        price: Option<i64>,
+        size: u64,
+        orders: Option<i32>,
+    ) -> bool {
+        let side = match Entry::from_code(entry) {
+            Some(Entry::Bid) => &mut self.outright.bid,
+            Some(Entry::Offer) => &mut self.outright.offer,
+            Some(Entry::ImpliedBid) => &mut self.implied.bid,
+            Some(Entry::ImpliedOffer) => &mut self.implied.offer,
+            _ => return false,
+        };
+        let (Some(price), Some(_)) = (price, index(n, usize::from(side.depth()))) else {
+            return false;
+        };
+        side.set(
+            n,
+            Level {
+                price,
+                size,
+                orders,
+            },
+        );
+        true
+    }
+
+    /// Empties both books.
+    pub fn clear(&mut self) {
+        self.outright.clear();
+        self.implied.clear();
+    }
+
+    /// Sets the depths (a definition): a lower one cuts deeper levels.
+    pub fn set_depths(&mut self, depth: u8, implied_depth: u8) {
+        self.outright.resize(depth);
+        self.implied.resize(implied_depth);
+    }
+
+    /// Makes these books a copy of `other` (the visible books taking the
+    /// working ones at the end of an event), without allocating when the
+    /// depths agree.
+    pub fn copy_from(&mut self, other: &Books) {
+        self.clone_from(other);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(action: u8, entry: u8, level: u8, price: i64) -> Update {
+        Update {
+            action,
+            entry,
+            level,
+            price: Some(price),
+            size: Some(price as u64 % 100 + 1),
+            orders: Some(1),
+        }
+    }
+
+    /// The prices of a side, level 1 first (`0` for an empty slot).
+    fn prices(s: &Side) -> Vec<i64> {
+        (1..=s.depth())
+            .map(|n| s.level(n).map_or(0, |l| l.price))
+            .collect()
+    }
+
+    #[test]
+    fn new_inserts_and_pushes_the_deepest_out() {
+        let mut b = Books::new(3, 2);
+        for (n, p) in [(1, 10), (1, 20), (2, 15), (1, 30)] {
+            assert_eq!(b.apply(&up(0, b'0', n, p)), Applied::Changed);
+        }
+        assert_eq!(prices(&b.outright.bid), [30, 20, 15]);
+        assert_eq!(b.outright.bid.top().map(|l| l.price), Some(30));
+        // A New at the last level replaces it; past the depth, nothing.
+        b.apply(&up(0, b'0', 3, 5));
+        assert_eq!(prices(&b.outright.bid), [30, 20, 5]);
+        assert_eq!(b.apply(&up(0, b'0', 4, 1)), Applied::Unchanged);
+        assert_eq!(b.apply(&up(0, b'0', 0, 1)), Applied::Unchanged);
+        assert_eq!(prices(&b.outright.bid), [30, 20, 5]);
+    }
+
+    #[test]
+    fn change_and_overlay_overwrite_delete_shifts_up() {
+        let mut b = Books::new(4, 2);
+        for p in [40, 30, 20, 10] {
+            b.apply(&up(0, b'1', 1, p));
+        }
+        assert_eq!(prices(&b.outright.offer), [10, 20, 30, 40]);
+        b.apply(&up(1, b'1', 2, 21));
+        b.apply(&up(5, b'1', 3, 31));
+        assert_eq!(prices(&b.outright.offer), [10, 21, 31, 40]);
+        b.apply(&up(2, b'1', 2, 0));
+        assert_eq!(prices(&b.outright.offer), [10, 31, 40, 0]);
+        b.apply(&up(2, b'1', 1, 0));
+        assert_eq!(prices(&b.outright.offer), [31, 40, 0, 0]);
+        // A Change past the depth: nothing.
+        assert_eq!(b.apply(&up(1, b'1', 5, 1)), Applied::Unchanged);
+    }
+
+    #[test]
+    fn delete_from_and_thru() {
+        let mut b = Books::new(5, 2);
+        for p in [50, 40, 30, 20, 10] {
+            b.apply(&up(0, b'0', 1, p));
+        }
+        b.apply(&up(4, b'0', 2, 0));
+        assert_eq!(prices(&b.outright.bid), [30, 40, 50, 0, 0]);
+        // DeleteFrom at or past the depth empties the side.
+        b.apply(&up(4, b'0', 9, 0));
+        assert_eq!(b.outright.bid.top(), None);
+        for p in [2, 1] {
+            b.apply(&up(0, b'0', 1, p));
+        }
+        b.apply(&up(3, b'0', 0, 0));
+        assert_eq!(b.outright.bid.top(), None);
+    }
+
+    #[test]
+    fn implied_reset_market_best_and_anomalies() {
+        let mut b = Books::new(3, 2);
+        b.apply(&up(0, b'0', 1, 7));
+        b.apply(&up(0, b'E', 1, 8));
+        b.apply(&up(0, b'F', 1, 9));
+        assert_eq!(b.implied.bid.top().map(|l| l.price), Some(8));
+        assert_eq!(b.implied.offer.top().map(|l| l.price), Some(9));
+        assert_eq!(b.apply(&up(0, b'w', 1, 1)), Applied::Unchanged);
+        assert_eq!(b.apply(&up(9, b'0', 1, 1)), Applied::Anomaly);
+        assert_eq!(b.apply(&up(0, b'Z', 1, 1)), Applied::Anomaly);
+        let mut no_price = up(1, b'0', 1, 1);
+        no_price.price = None;
+        assert_eq!(b.apply(&no_price), Applied::Anomaly);
+        let mut no_size = up(0, b'0', 1, 1);
+        no_size.size = None;
+        assert_eq!(b.apply(&no_size), Applied::Anomaly);
+        assert_eq!(b.outright.bid.top().map(|l| l.price), Some(7));
+        // A delete needs neither.
+        let mut del = up(2, b'0', 1, 0);
+        (del.price, del.size) = (None, None);
+        assert_eq!(b.apply(&del), Applied::Changed);
+        assert_eq!(b.apply(&up(0, b'J', 0, 0)), Applied::Changed);
+        assert!(b.outright.is_empty() && b.implied.is_empty());
+    }
+
+    #[test]
+    fn a_lower_depth_cuts_deeper_levels_and_snapshot_entries_fit_the_depth() {
+        let mut b = Books::new(3, 2);
+        for p in [3, 2, 1] {
+            b.apply(&up(0, b'0', 1, p));
+        }
+        b.set_depths(2, 1);
+        assert_eq!(prices(&b.outright.bid), [1, 2]);
+        b.set_depths(4, 2);
+        assert_eq!(prices(&b.outright.bid), [1, 2, 0, 0]);
+        b.clear();
+        assert!(b.set(b'1', 1, Some(5), 3, None));
+        assert!(!b.set(b'1', 5, Some(5), 3, None), "past the depth");
+        assert!(!b.set(b'1', 0, Some(5), 3, None), "level 0");
+        assert!(!b.set(b'1', 2, None, 3, None), "no price");
+        assert!(!b.set(b'2', 1, Some(5), 3, None), "not a book entry");
+        assert!(!b.set(b'J', 1, Some(5), 3, None), "not a level");
+        assert_eq!(
+            b.outright.offer.top(),
+            Some(Level {
+                price: 5,
+                size: 3,
+                orders: None
+            })
+        );
+        let mut visible = Books::new(4, 2);
+        visible.copy_from(&b);
+        assert_eq!(visible, b);
+    }
+
+    proptest::proptest! {
+        /// Any run of updates leaves each side as a plain vector model of
+        /// the actions leaves it.
+        #[test]
+        fn sides_follow_a_vector_model(
+            depth in 1u8..8,
+            ops in proptest::collection::vec((0u8..7, 0u8..10, -5i64..5), 0..200),
+        ) {
+            let mut b = Books::new(depth, 2);
+            let mut model: Vec<Option<i64>> = vec![None; usize::from(depth)];
+            for (action, n, price) in ops {
+                let r = b.apply(&up(action, b'0', n, price));
+                let d = usize::from(depth);
+                let i = usize::from(n).wrapping_sub(1);
+                match action {
+                    0 if i < d => { model.insert(i, Some(price)); model.truncate(d); }
+                    1 | 5 if i < d => model[i] = Some(price),
+                    2 if i < d => { model.remove(i); model.push(None); }
+                    3 => model.iter_mut().for_each(|m| *m = None),
+                    4 if n > 0 => {
+                        let k = usize::from(n).min(d);
+                        model.drain(..k);
+                        model.resize(d, None);
+                    }
+                    6 => proptest::prop_assert_eq!(r, Applied::Anomaly),
+                    _ => proptest::prop_assert_eq!(r, Applied::Unchanged),
+                }
+                let got: Vec<Option<i64>> = (1..=depth).map(|n| b.outright.bid.level(n).map(|l| l.price)).collect();
+                proptest::prop_assert_eq!(&got, &model);
+            }
+        }
+    }
+}
