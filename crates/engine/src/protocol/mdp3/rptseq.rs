@@ -1,0 +1,462 @@
+//! One instrument's RptSeq: which of its entries apply, in what order,
+//! which wait in its cache for a hole to close, and what a snapshot
+//! repairs.
+//!
+//! Every entry naming the instrument (book updates, trades, volume,
+//! statistics, limits) carries the next RptSeq `r`; the instrument's
+//! history is whole when every value from 1 was applied in order. The
+//! states:
+//!
+//! - **No baseline** (`rpt_seq` unset: nothing from 1 seen since the
+//!   start or a restart): `r = 1` starts the history; anything else waits
+//!   in the cache. The instrument is suspect.
+//! - **Healthy**: `r ≤ rpt_seq` is a duplicate; `r = rpt_seq + 1` applies;
+//!   a higher `r` reveals a hole: the instrument turns suspect and the
+//!   entry is cached.
+//! - **Suspect**: a duplicate as above (or a value already cached); `r =
+//!   rpt_seq + 1` applies, then the cached entries that continue it; any
+//!   other is cached. An instrument whose cache overflowed caches nothing
+//!   and applies nothing until a snapshot.
+//!
+//! After every application the instrument heals when its cache is empty,
+//! it has not overflowed and `rpt_seq` reaches the highest value received:
+//! a late copy of the lost packet closes a hole without a snapshot.
+//!
+//! A snapshot (its RptSeq `r′`: the last value it reflects) applies to a
+//! suspect instrument when it has no baseline or `r′ > rpt_seq`, to an
+//! unverified one when `r′ ≥ rpt_seq`, and never rolls a healthy one
+//! back. Applying it loses for good the values between what was applied
+//! (or the lowest value ever received) and `r′` that are not cached.
+//!
+//! The cache is bounded per feed (`max_cached`): caching one more entry
+//! when the feed holds that many drops the instrument's cache and the
+//! entry, and marks it overflowed until its next snapshot. Each cache is a
+//! vector sorted by RptSeq, grown amortised (entries mostly arrive in
+//! order: a push), reused after it empties.
+
+/// The instrument's sequencing.
+#[derive(Debug, Clone, Default)]
+pub struct RptSeq<T> {
+    /// Last RptSeq applied; `None`: no baseline.
+    rpt_seq: Option<u32>,
+    /// Highest and lowest RptSeq received.
+    high_seen: Option<u32>,
+    watch_from: Option<u32>,
+    suspect: bool,
+    unverified: bool,
+    overflowed: bool,
+    /// Entries waiting for a hole to close, ascending by RptSeq.
+    cache: Vec<(u32, T)>,
+    /// Values lost for good (skipped by a snapshot).
+    ticks_lost: u64,
+    /// Entries received again.
+    duplicates: u64,
+}
+
+/// What one entry did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Took {
+    /// Applied (with any cached entries it unblocked).
+    Applied,
+    /// A duplicate: nothing.
+    Duplicate,
+    /// Cached until a hole closes.
+    Cached,
+    /// Dropped: the cache overflowed (now or before).
+    Dropped,
+}
+
+/// What a snapshot did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    /// Applied: the books are to be replaced; this many values were lost
+    /// for good.
+    Applied {
+        /// RptSeq values skipped for good.
+        lost: u64,
+    },
+    /// Older than what the instrument has: ignored.
+    Ignored,
+}
+
+impl<T: Copy> RptSeq<T> {
+    /// An instrument before any entry: no baseline.
+    pub fn new() -> RptSeq<T> {
+        RptSeq {
+            rpt_seq: None,
+            high_seen: None,
+            watch_from: None,
+            suspect: false,
+            unverified: false,
+            overflowed: false,
+            cache: Vec::new(),
+            ticks_lost: 0,
+            duplicates: 0,
+        }
+    }
+
+    /// Last RptSeq applied (`None`: no baseline).
+    pub fn rpt_seq(&self) -> Option<u32> {
+        self.rpt_seq
+    }
+
+    /// No baseline, or a hole open: the books are not the venue's.
+    pub fn suspect(&self) -> bool {
+        self.suspect || self.rpt_seq.is_none()
+    }
+
+    /// A packet gap was given up since the last entry applied: the
+    /// instrument may have missed anything.
+    pub fn unverified(&self) -> bool {
+        self.unverified
+    }
+
+    /// The cache overflowed: nothing applies until a snapshot.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Entries cached.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Values lost for good.
+    pub fn ticks_lost(&self) -> u64 {
+        self.ticks_lost
+    }
+
+    /// Entries received again.
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+
+    /// Values in `(rpt_seq, high_seen]` neither applied nor cached; 0
+    /// without a baseline.
+    pub fn missing(&self) -> u64 {
+        match (self.rpt_seq, self.high_seen) {
+            (Some(r), Some(h)) if h > r => {
+                let cached = self.cache.iter().filter(|(q, _)| *q > r && *q <= h).count();
+                u64::from(h - r) - cached as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// A packet gap was given up: the instrument is unverified until an
+    /// entry applies in order or a snapshot.
+    pub fn unverify(&mut self) {
+        self.unverified = true;
+    }
+
+    /// One entry of RptSeq `r`. `apply` gets each entry applied, in
+    /// RptSeq order (this one, then any cached ones it unblocked);
+    /// `cached` is the feed's count of cached entries, at most
+    /// `max_cached`.
+    pub fn on_entry(
+        &mut self,
+        r: u32,
+        entry: T,
+        cached: &mut usize,
+        max_cached: usize,
+        mut apply: impl FnMut(u32, T),
+    ) -> Took {
+        self.high_seen = Some(self.high_seen.map_or(r, |h| h.max(r)));
+        self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
+        let next = match self.rpt_seq {
+            Some(s) if r <= s => {
+                self.duplicates += 1;
+                return Took::Duplicate;
+            }
+            Some(s) => s.checked_add(1),
+            // No baseline: 1 starts the history.
+            None => Some(1),
+        };
+        if self.cache.binary_search_by_key(&r, |e| e.0).is_ok() {
+            self.duplicates += 1;
+            return Took::Duplicate;
+        }
+        if self.overflowed {
+            return Took::Dropped;
+        }
+        if next == Some(r) {
+            // In order on a whole history verifies the instrument again.
+            if !self.suspect() {
+                self.unverified = false;
+            }
+            self.rpt_seq = Some(r);
+            apply(r, entry);
+            self.drain(cached, &mut apply);
+            return Took::Applied;
+        }
+        if self.rpt_seq.is_some() {
+            self.suspect = true;
+        }
+        if *cached >= max_cached {
+            *cached -= self.cache.len();
+            self.cache.clear();
+            self.overflowed = true;
+            return Took::Dropped;
+        }
+        let at = self.cache.partition_point(|e| e.0 < r);
+        self.cache.insert(at, (r, entry));
+        *cached += 1;
+        Took::Cached
+    }
+
+    /// A snapshot reflecting every value up to `r` (its RptSeq), matched
+    /// as the module says. When it applies, the caller replaces the books
+    /// first; then cached entries at or below `r` are dropped and those
+    /// continuing `r + 1, r + 2, …` are applied.
+    pub fn on_snapshot(
+        &mut self,
+        r: u32,
+        cached: &mut usize,
+        mut apply: impl FnMut(u32, T),
+    ) -> Snapshot {
+        let applies = match self.rpt_seq {
+            None => true,
+            Some(s) if self.suspect => r > s,
+            Some(s) if self.unverified => r >= s,
+            Some(_) => false,
+        };
+        if !applies {
+            return Snapshot::Ignored;
+        }
+        // Values skipped for good: above what was applied (or below the
+        // lowest ever received), up to `r`, not cached.
+        let lost = match self.watch_from {
+            None => 0,
+            Some(w) => {
+                let from = self.rpt_seq.unwrap_or(0).max(w.saturating_sub(1));
+                let cached_in = self
+                    .cache
+                    .iter()
+                    .filter(|(q, _)| *q > from && *q <= r)
+                    .count() as u64;
+                u64::from(r.saturating_sub(from)).saturating_sub(cached_in)
+            }
+        };
+        self.ticks_lost += lost;
+        self.rpt_seq = Some(r);
+        self.overflowed = false;
+        let below = self.cache.partition_point(|e| e.0 <= r);
+        self.cache.drain(..below);
+        *cached -= below;
+        self.drain(cached, &mut apply);
+        Snapshot::Applied { lost }
+    }
+
+    /// Applies cached entries while they continue `rpt_seq`, then heals:
+    /// with the cache empty, no overflow and `rpt_seq` at the highest value
+    /// received, the instrument is healthy and verified again.
+    fn drain(&mut self, cached: &mut usize, apply: &mut impl FnMut(u32, T)) {
+        let mut taken = 0;
+        while let (Some(s), Some(&(q, e))) = (self.rpt_seq, self.cache.get(taken)) {
+            if Some(q) != s.checked_add(1) {
+                break;
+            }
+            self.rpt_seq = Some(q);
+            apply(q, e);
+            taken += 1;
+        }
+        self.cache.drain(..taken);
+        *cached -= taken;
+        let whole = self.cache.is_empty()
+            && !self.overflowed
+            && self
+                .rpt_seq
+                .is_some_and(|s| self.high_seen.is_none_or(|h| s >= h));
+        if whole {
+            self.suspect = false;
+            self.unverified = false;
+        }
+    }
+
+    /// A channel reset (or weekly restart): RptSeq starts again at 1, the
+    /// cache is dropped, the instrument healthy.
+    pub fn reset(&mut self, cached: &mut usize) {
+        *cached -= self.cache.len();
+        self.cache.clear();
+        self.rpt_seq = Some(0);
+        self.high_seen = None;
+        self.watch_from = None;
+        self.suspect = false;
+        self.unverified = false;
+        self.overflowed = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Run {
+        i: RptSeq<u32>,
+        cached: usize,
+        max: usize,
+        applied: Vec<u32>,
+    }
+
+    impl Run {
+        fn new(max: usize) -> Run {
+            Run {
+                i: RptSeq::new(),
+                cached: 0,
+                max,
+                applied: Vec::new(),
+            }
+        }
+
+        fn entry(&mut self, r: u32) -> Took {
+            let applied = &mut self.applied;
+            self.i.on_entry(r, r, &mut self.cached, self.max, |q, e| {
+                assert_eq!(q, e);
+                applied.push(q)
+            })
+        }
+
+        fn snapshot(&mut self, r: u32) -> Snapshot {
+            let applied = &mut self.applied;
+            self.i
+                .on_snapshot(r, &mut self.cached, |q, _| applied.push(q))
+        }
+    }
+
+    #[test]
+    fn no_baseline_caches_until_one_and_then_applies_in_order() {
+        let mut r = Run::new(100);
+        assert!(r.i.suspect());
+        assert_eq!(r.entry(3), Took::Cached);
+        assert_eq!(r.entry(2), Took::Cached);
+        assert_eq!(r.i.missing(), 0, "no baseline");
+        assert_eq!(r.entry(1), Took::Applied);
+        assert_eq!(r.applied, [1, 2, 3]);
+        assert!(!r.i.suspect());
+        assert_eq!((r.cached, r.i.rpt_seq()), (0, Some(3)));
+        assert_eq!(r.entry(2), Took::Duplicate);
+        assert_eq!(r.i.duplicates(), 1);
+    }
+
+    #[test]
+    fn a_hole_is_healed_by_a_late_copy() {
+        let mut r = Run::new(100);
+        r.entry(1);
+        assert_eq!(r.entry(4), Took::Cached);
+        assert!(r.i.suspect());
+        assert_eq!(r.entry(4), Took::Duplicate, "already cached");
+        assert_eq!(r.i.missing(), 2);
+        assert_eq!(r.entry(2), Took::Applied);
+        assert!(r.i.suspect(), "3 still missing");
+        assert_eq!(r.entry(3), Took::Applied);
+        assert_eq!(r.applied, [1, 2, 3, 4]);
+        assert!(!r.i.suspect());
+        assert_eq!(r.i.missing(), 0);
+    }
+
+    #[test]
+    fn the_bound_drops_the_cache_until_a_snapshot() {
+        let mut r = Run::new(2);
+        r.entry(1);
+        r.entry(3);
+        r.entry(4);
+        assert_eq!(r.cached, 2);
+        assert_eq!(r.entry(5), Took::Dropped);
+        assert!(r.i.overflowed() && r.i.suspect());
+        assert_eq!((r.cached, r.i.cached()), (0, 0));
+        // Nothing applies while overflowed, the next in order included.
+        assert_eq!(r.entry(2), Took::Dropped);
+        assert_eq!(r.entry(6), Took::Dropped);
+        assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 5 });
+        assert!(!r.i.overflowed() && !r.i.suspect());
+        assert_eq!(r.entry(7), Took::Applied);
+    }
+
+    #[test]
+    fn snapshots_are_matched_by_rpt_seq_and_count_what_they_skip() {
+        let mut r = Run::new(100);
+        r.entry(5);
+        r.entry(6);
+        // No baseline: applied; 1..4 were never seen (watch_from 5), so
+        // nothing is lost below 5; 5 and 6 are in the cache and dropped.
+        assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 0 });
+        assert!(r.applied.is_empty());
+        assert_eq!((r.i.rpt_seq(), r.cached), (Some(6), 0));
+        // Healthy: never rolled back, even to the same value.
+        assert_eq!(r.snapshot(9), Snapshot::Ignored);
+        // A hole at 7..8, 9 and 11 cached: a snapshot at 9 loses 7 and 8,
+        // keeps 11 waiting for 10.
+        r.entry(9);
+        r.entry(11);
+        assert_eq!(r.snapshot(8), Snapshot::Applied { lost: 2 });
+        assert_eq!(r.applied, [9]);
+        assert_eq!(r.i.rpt_seq(), Some(9));
+        assert!(r.i.suspect());
+        assert_eq!(r.snapshot(9), Snapshot::Ignored, "suspect: only newer");
+        assert_eq!(r.snapshot(10), Snapshot::Applied { lost: 1 });
+        assert_eq!(r.applied, [9, 11]);
+        assert!(!r.i.suspect());
+        assert_eq!(r.i.ticks_lost(), 3);
+        // Unverified: a snapshot at the same value applies.
+        r.i.unverify();
+        assert_eq!(r.snapshot(11), Snapshot::Applied { lost: 0 });
+        assert!(!r.i.unverified());
+        r.i.unverify();
+        assert_eq!(r.entry(12), Took::Applied);
+        assert!(!r.i.unverified(), "an entry in order verifies it");
+        // Suspect and unverified: applying in order does not verify it
+        // while a hole is left; healing does.
+        r.entry(14);
+        r.i.unverify();
+        assert_eq!(r.entry(13), Took::Applied);
+        assert!(!r.i.unverified() && !r.i.suspect(), "healed");
+        r.entry(17);
+        r.i.unverify();
+        r.entry(15);
+        assert!(r.i.unverified() && r.i.suspect(), "16 still missing");
+    }
+
+    #[test]
+    fn a_reset_starts_again_at_one() {
+        let mut r = Run::new(100);
+        r.entry(1);
+        r.entry(5);
+        r.i.reset(&mut r.cached);
+        assert_eq!(
+            (r.cached, r.i.rpt_seq(), r.i.suspect()),
+            (0, Some(0), false)
+        );
+        assert_eq!(r.entry(1), Took::Applied);
+    }
+
+    proptest::proptest! {
+        /// Whatever the order, loss and duplication of entries 1..=n, the
+        /// applied ones are an ascending run from 1, the feed's cache count
+        /// matches, and once every value came the instrument is healthy
+        /// with all applied (a big enough cache).
+        #[test]
+        fn any_arrival_order_applies_in_order(
+            n in 1u32..60,
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut order: Vec<u32> = (1..=n).chain(1..=n / 3).collect();
+            let mut x = seed | 1;
+            for i in (1..order.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let mut r = Run::new(1_000);
+            for &q in &order {
+                r.entry(q);
+                proptest::prop_assert_eq!(r.cached, r.i.cached());
+                let want: Vec<u32> = (1..=r.applied.len() as u32).collect();
+                proptest::prop_assert_eq!(&r.applied, &want);
+            }
+            proptest::prop_assert_eq!(r.applied.len() as u32, n);
+            proptest::prop_assert!(!r.i.suspect());
+            proptest::prop_assert_eq!(r.i.duplicates(), u64::from(n / 3));
+        }
+    }
+}
