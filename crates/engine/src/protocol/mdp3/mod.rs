@@ -11,6 +11,7 @@
 
 pub mod book;
 pub mod rptseq;
+pub mod sequence;
 
 /// Bytes before the first message.
 const PACKET_HEADER: usize = 12;

@@ -1,0 +1,390 @@
+//! The incremental lines' packet sequence (MsgSeqNum): A/B arbitration,
+//! gaps, and the channel's restarts. Nothing is held back: a packet that
+//! is not a copy is processed at once, whatever it follows (each entry's
+//! RptSeq judges it); a gap only says that some packet is missing, which
+//! decides when a book may become visible and, given up, makes every
+//! instrument unverified.
+//!
+//! - The first packet sets `high` (one past the highest MsgSeqNum seen);
+//!   no gap (instruments recover on their own).
+//! - `S ≥ high` is new: `S > high` opens the gap `[high, S)`. `S < high`
+//!   fills a gap it lies in, else is the other line's copy: a duplicate.
+//! - A restart: `S = 1` right after a ChannelReset was processed (the
+//!   sequence restarts with the channel), or `S + restart_margin < high`
+//!   (the weekly reset: the caller empties the channel as a ChannelReset
+//!   would). Gaps are dropped uncounted and `high` unset; for
+//!   `gap_timeout` afterwards a packet in `[H − restart_margin, H)` (`H`
+//!   the old `high`) is a late copy of the old sequence, with no effect.
+//! - Gaps expire before every datagram and every check: one whose
+//!   deadline (its opening + `gap_timeout`) is strictly before that time
+//!   is given up, lowest first, its missing packets lost.
+//!
+//! Time is passed in: ns since the Unix epoch, local clock.
+
+use std::collections::VecDeque;
+
+/// Most gaps open at once; one more gives up the lowest.
+pub const MAX_GAPS: usize = 4096;
+
+/// The stream's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// A gap open longer than this is given up, ns.
+    pub gap_timeout_ns: u64,
+    /// How far below `high` a packet must fall to be a new week's.
+    pub restart_margin: u32,
+}
+
+/// What a packet is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet {
+    /// New (or filling a gap): process it.
+    Process {
+        /// It filled a gap.
+        fill: bool,
+        /// It restarted the sequence (weekly: the channel is to be emptied
+        /// as a ChannelReset would).
+        restart: Option<Restart>,
+    },
+    /// The other line's copy of a packet processed: nothing.
+    Duplicate,
+    /// A late copy of the sequence before a restart: nothing.
+    Stale,
+}
+
+/// Why the sequence restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// MsgSeqNum 1 after a ChannelReset.
+    AfterReset,
+    /// Far below `high`: the weekly reset.
+    Weekly,
+}
+
+/// The stream's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Gaps opened.
+    pub packet_gaps: u64,
+    /// Packets given up.
+    pub packets_lost: u64,
+    /// Copies of packets processed.
+    pub duplicates: u64,
+    /// Packets that filled a gap.
+    pub recovered: u64,
+    /// Restarts of the sequence.
+    pub sequence_restarts: u64,
+    /// Late copies of a sequence before its restart.
+    pub stale_sequence: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Gap {
+    lo: u32,
+    hi: u32,
+    /// Received inside `[lo, hi)`, ascending.
+    filled: Vec<u32>,
+    deadline: u64,
+}
+
+impl Gap {
+    fn missing(&self) -> u64 {
+        u64::from(self.hi - self.lo) - self.filled.len() as u64
+    }
+}
+
+/// One channel's incremental sequence.
+#[derive(Debug)]
+pub struct Sequence {
+    settings: Settings,
+    high: Option<u32>,
+    gaps: VecDeque<Gap>,
+    /// The last processed packet carried a ChannelReset.
+    reset_pending: bool,
+    /// After a restart: the old `high`, until this time (ns).
+    old: Option<(u32, u64)>,
+    counters: Counters,
+}
+
+impl Sequence {
+    /// A stream before its first packet.
+    pub fn new(settings: Settings) -> Sequence {
+        Sequence {
+            settings,
+            high: None,
+            gaps: VecDeque::new(),
+            reset_pending: false,
+            old: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// One past the highest MsgSeqNum received; `None` before any (or
+    /// after a restart).
+    pub fn high(&self) -> Option<u32> {
+        self.high
+    }
+
+    /// Gaps open.
+    pub fn gaps_open(&self) -> usize {
+        self.gaps.len()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// No MsgSeqNum in `[a, b]` is missing (every one received, or its gap
+    /// given up).
+    /// O(gaps × log filled): a gap's received packets in the range are
+    /// counted, not walked.
+    pub fn complete(&self, a: u32, b: u32) -> bool {
+        !self.gaps.iter().any(|g| {
+            let (x, y) = (a.max(g.lo), b.min(g.hi - 1));
+            if x > y {
+                return false;
+            }
+            let have = g.filled.partition_point(|&q| q <= y) - g.filled.partition_point(|&q| q < x);
+            (have as u64) < u64::from(y - x) + 1
+        })
+    }
+
+    /// The packet just processed carried a ChannelReset: MsgSeqNum 1 next
+    /// is a restart. Cleared by the next processed packet.
+    pub fn channel_reset(&mut self) {
+        self.reset_pending = true;
+    }
+
+    /// Gives up every gap whose deadline is strictly before `t`, lowest
+    /// first; returns how many.
+    pub fn expire(&mut self, t: u64) -> usize {
+        let mut n = 0;
+        while self.gaps.front().is_some_and(|g| g.deadline < t) {
+            self.give_up_lowest();
+            n += 1;
+        }
+        if self.old.is_some_and(|(_, until)| until < t) {
+            self.old = None;
+        }
+        n
+    }
+
+    fn give_up_lowest(&mut self) {
+        if let Some(g) = self.gaps.pop_front() {
+            self.counters.packets_lost += g.missing();
+        }
+    }
+
+    /// One accepted packet of MsgSeqNum `s`, arrived at `t`. Returns what
+    /// it is and how many gaps were given up for room.
+    pub fn on_packet(&mut self, s: u32, t: u64) -> (Packet, usize) {
+        if let Some((h, until)) = self.old {
+            let margin = self.settings.restart_margin;
+            if t <= until && s < h && s >= h.saturating_sub(margin) {
+                self.counters.stale_sequence += 1;
+                return (Packet::Stale, 0);
+            }
+        }
+        let pending = std::mem::take(&mut self.reset_pending);
+        let restart = match self.high {
+            Some(_) if s == 1 && pending => Some(Restart::AfterReset),
+            Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < u64::from(h) => {
+                Some(Restart::Weekly)
+            }
+            _ => None,
+        };
+        if restart.is_some() {
+            let h = self.high.take().unwrap_or(0);
+            self.gaps.clear();
+            self.counters.sequence_restarts += 1;
+            self.old = Some((h, t.saturating_add(self.settings.gap_timeout_ns)));
+        }
+        let Some(high) = self.high else {
+            self.high = Some(s.saturating_add(1));
+            return (
+                Packet::Process {
+                    fill: false,
+                    restart,
+                },
+                0,
+            );
+        };
+        if s >= high {
+            let mut given_up = 0;
+            if s > high {
+                self.counters.packet_gaps += 1;
+                self.gaps.push_back(Gap {
+                    lo: high,
+                    hi: s,
+                    filled: Vec::new(),
+                    deadline: t.saturating_add(self.settings.gap_timeout_ns),
+                });
+                while self.gaps.len() > MAX_GAPS {
+                    self.give_up_lowest();
+                    given_up += 1;
+                }
+            }
+            self.high = Some(s.saturating_add(1));
+            return (
+                Packet::Process {
+                    fill: false,
+                    restart,
+                },
+                given_up,
+            );
+        }
+        let i = self.gaps.partition_point(|g| g.hi <= s);
+        if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= s) {
+            if let Err(at) = g.filled.binary_search(&s) {
+                g.filled.insert(at, s);
+                self.counters.recovered += 1;
+                if g.missing() == 0 {
+                    self.gaps.remove(i);
+                }
+                return (
+                    Packet::Process {
+                        fill: true,
+                        restart,
+                    },
+                    0,
+                );
+            }
+        }
+        // Not new: restore what a duplicate must not consume.
+        self.reset_pending = pending;
+        self.counters.duplicates += 1;
+        (Packet::Duplicate, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn seq() -> Sequence {
+        Sequence::new(Settings {
+            gap_timeout_ns: 5 * MS,
+            restart_margin: 100,
+        })
+    }
+
+    fn process(p: (Packet, usize)) -> bool {
+        matches!(p.0, Packet::Process { .. })
+    }
+
+    #[test]
+    fn the_first_packet_sets_high_then_gaps_fill_or_are_duplicates() {
+        let mut s = seq();
+        assert!(process(s.on_packet(500, 0)));
+        assert_eq!((s.high(), s.gaps_open()), (Some(501), 0));
+        assert!(process(s.on_packet(504, 1)));
+        assert_eq!(s.counters().packet_gaps, 1);
+        assert!(!s.complete(500, 504) && s.complete(500, 500) && s.complete(504, 504));
+        assert_eq!(
+            s.on_packet(502, 2).0,
+            Packet::Process {
+                fill: true,
+                restart: None
+            }
+        );
+        assert_eq!(
+            s.on_packet(502, 2).0,
+            Packet::Duplicate,
+            "the other line's copy"
+        );
+        assert_eq!(s.on_packet(504, 2).0, Packet::Duplicate);
+        s.on_packet(501, 3);
+        s.on_packet(503, 3);
+        assert_eq!((s.gaps_open(), s.counters().recovered), (0, 3));
+        assert!(s.complete(0, 600));
+        assert_eq!(s.counters().duplicates, 2);
+    }
+
+    #[test]
+    fn gaps_expire_strictly_after_their_deadline_lowest_first() {
+        let mut s = seq();
+        s.on_packet(1, 0);
+        s.on_packet(5, 10); // [2, 5), deadline 10 + 5 ms
+        s.on_packet(3, 11);
+        s.on_packet(9, 12); // [6, 9)
+        assert_eq!(s.expire(10 + 5 * MS), 0, "at the deadline: still open");
+        assert_eq!(s.expire(10 + 5 * MS + 1), 1);
+        assert_eq!(s.counters().packets_lost, 2);
+        assert!(s.complete(2, 5), "given up counts as complete");
+        assert!(!s.complete(6, 6));
+        assert_eq!(s.expire(u64::MAX), 1);
+        assert_eq!(s.counters().packets_lost, 5);
+    }
+
+    #[test]
+    fn one_after_a_channel_reset_restarts_and_late_copies_are_stale() {
+        let mut s = seq();
+        s.on_packet(1_000, 0);
+        s.on_packet(1_003, 1);
+        s.channel_reset();
+        // A duplicate does not take the pending reset.
+        assert_eq!(s.on_packet(1_003, 2).0, Packet::Duplicate);
+        assert_eq!(
+            s.on_packet(1, 3).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::AfterReset)
+            }
+        );
+        assert_eq!(
+            (s.gaps_open(), s.high(), s.counters().sequence_restarts),
+            (0, Some(2), 1)
+        );
+        // Line B's late copy of the old sequence: no effect.
+        assert_eq!(s.on_packet(1_002, 4).0, Packet::Stale);
+        assert_eq!(s.counters().stale_sequence, 1);
+        // After the window it would be a new packet far ahead.
+        s.expire(4 + 5 * MS);
+        assert_eq!(
+            s.on_packet(2, 4 + 5 * MS).0,
+            Packet::Process {
+                fill: false,
+                restart: None
+            }
+        );
+        assert!(process(s.on_packet(1_002, 4 + 6 * MS)));
+    }
+
+    #[test]
+    fn far_below_high_is_the_weekly_restart_and_one_without_reset_is_not() {
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        // 1 without a ChannelReset, within the margin of nothing: a copy?
+        // No: far below high, it is the weekly restart.
+        assert_eq!(
+            s.on_packet(1, 1).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::Weekly)
+            }
+        );
+        let mut s = seq();
+        s.on_packet(50, 0);
+        // Within the margin below high: an old copy, not a restart.
+        assert_eq!(s.on_packet(1, 1).0, Packet::Duplicate);
+        // The reset flag lasts one processed packet.
+        s.channel_reset();
+        s.on_packet(51, 2);
+        assert_eq!(s.on_packet(1, 3).0, Packet::Duplicate);
+    }
+
+    #[test]
+    fn gaps_beyond_the_most_give_up_the_lowest() {
+        let mut s = seq();
+        s.on_packet(1, 0);
+        let mut given = 0;
+        for k in 0..=MAX_GAPS as u32 {
+            given += s.on_packet(3 + 2 * k, 1).1;
+        }
+        assert_eq!((given, s.gaps_open()), (1, MAX_GAPS));
+        assert_eq!(s.counters().packets_lost, 1);
+    }
+}
