@@ -12,6 +12,7 @@
 pub mod book;
 pub mod rptseq;
 pub mod sequence;
+pub mod status;
 
 /// Bytes before the first message.
 const PACKET_HEADER: usize = 12;
