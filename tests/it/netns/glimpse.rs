@@ -76,10 +76,10 @@ struct Restart {
 }
 
 impl Restart {
-    fn start(scene: &Scene, args: &[&str], after_ms: u64) -> Restart {
+    fn start(scene: &Scene, extra: &str, args: &[&str], after_ms: u64) -> Restart {
         let Scene { ns, dir, shm } = scene;
         let (rec, log) = (dir.path().join("rec.pcap"), dir.path().join("run.log"));
-        let cfg = glimpse_config(dir.path(), shm, "");
+        let cfg = glimpse_config(dir.path(), shm, extra);
         let venue = glimpse_venue(ns, &cfg, args);
         std::thread::sleep(Duration::from_millis(after_ms));
         let sidecar = glimpse_sidecar(ns, &cfg, shm, &rec, &log);
@@ -162,6 +162,7 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
         log,
     } = Restart::start(
         scene,
+        "",
         &[
             "--count",
             "40000",
@@ -250,6 +251,7 @@ fn itch_snapshot_rejections_are_retried_and_replay_the_same() {
         ..
     } = Restart::start(
         scene,
+        "",
         &[
             "--count",
             "30000",
@@ -300,6 +302,7 @@ fn itch_a_login_not_authorized_gives_up_and_stays_suspect() {
         ..
     } = Restart::start(
         scene,
+        "",
         &[
             "--count",
             "20000",
@@ -331,4 +334,106 @@ fn itch_a_login_not_authorized_gives_up_and_stays_suspect() {
     let logged = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
     assert!(logged.contains("snapshot failed and given up"), "{logged}");
     assert!(!logged.contains(PASSWORD));
+}
+
+/// Loss on both lines while the sidecar awaits, and its first spin reset
+/// half way: the second spin merges (no mixed books from the first), the
+/// messages missing from N on are re-requested and recovered, and at the
+/// end the books are the venue's with nothing lost.
+#[test]
+fn itch_loss_during_the_spin_is_recovered_and_a_dropped_spin_retried() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let scene = &Scene::new("glimpse-drop");
+    let Restart {
+        venue,
+        sidecar,
+        reader,
+        ..
+    } = Restart::start(
+        scene,
+        "",
+        &[
+            "--count",
+            "40000",
+            "--rate",
+            "10000",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "14",
+            "--loss-a",
+            "3",
+            "--loss-b",
+            "3",
+            "--glimpse-fault",
+            "drop-rst:100",
+            "--glimpse-fault-logins",
+            "1",
+        ],
+        1000,
+    );
+    let report = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    let st = stat_feed(&scene.shm);
+    assert_eq!(
+        (st["snapshots"].as_u64(), st["snapshot_attempts"].as_u64()),
+        (Some(1), Some(2)),
+        "{st}"
+    );
+    assert_eq!(st["snapshot_failures"]["closed"], 1, "{st}");
+    assert_eq!(reader.counter(0, counter::TICKS_LOST), Some(0), "{st}");
+    assert!(
+        reader.counter(0, counter::RECOVERED).unwrap_or(0) > 0,
+        "{st}"
+    );
+    assert_eq!(published_books(&reader), venue_books(&report["books"]));
+    assert!(!reader.feed_status(0).unwrap().suspect);
+    stop(sidecar);
+}
+
+/// A spin slower than `snapshot_timeout_ms` is closed by our timer, and
+/// the next attempt (a healthy server) merges.
+#[test]
+fn itch_a_spin_slower_than_the_timeout_is_closed_then_retried() {
+    if !can_create_namespaces() {
+        return;
+    }
+    let scene = &Scene::new("glimpse-slow");
+    let Restart {
+        venue,
+        sidecar,
+        reader,
+        ..
+    } = Restart::start(
+        scene,
+        "snapshot_timeout_ms = 2000\nsnapshot_idle_ms = 2000",
+        &[
+            "--count",
+            "50000",
+            "--rate",
+            "10000",
+            "--linger-ms",
+            "1500",
+            "--seed",
+            "15",
+            "--glimpse-fault",
+            "slow:20",
+            "--glimpse-fault-logins",
+            "1",
+        ],
+        1000,
+    );
+    let report = finish(venue);
+    wait_settled(&reader, "after the end of session");
+    let st = stat_feed(&scene.shm);
+    assert_eq!(st["snapshot_failures"]["closed"], 1, "{st}");
+    assert_eq!(
+        (st["snapshots"].as_u64(), st["snapshot_attempts"].as_u64()),
+        (Some(1), Some(2)),
+        "{st}"
+    );
+    assert_eq!(published_books(&reader), venue_books(&report["books"]));
+    stop(sidecar);
 }
