@@ -103,6 +103,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "itch_live_drain": row(&["itch-live-drain"])?,
         "itch_recovery_latency": row(&["itch-recovery-latency"])?,
         "itch_check_latency": row(&["itch-check-latency"])?,
+        "itch_glimpse_restart": row(&["itch-glimpse-restart"])?,
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
@@ -203,6 +204,7 @@ pub fn table(r: &Value) -> String {
     ));
     itch_rows(r, &mut t);
     itch_live_rows(r, &mut t);
+    itch_glimpse_rows(r, &mut t);
     t
 }
 
@@ -253,6 +255,40 @@ fn itch_live_rows(r: &Value, t: &mut String) {
             ));
         }
     }
+}
+
+/// The GLIMPSE restart rows, when the JSON has them.
+fn itch_glimpse_rows(r: &Value, t: &mut String) {
+    let g = &r["itch_glimpse_restart"];
+    if !g.is_object() {
+        return;
+    }
+    let met = |v: &Value| {
+        if v == &Value::Bool(true) {
+            "met"
+        } else {
+            "missed"
+        }
+    };
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let l = &g["legs_ms_median"];
+    t.push_str(&format!(
+        "| ITCH restart mid-session from a GLIMPSE snapshot on loopback ({} live orders, {} stocks, multicast {} messages/s; median of {}) | start to ok {:.0} ms, slowest run {:.0} (medians: trigger → login {:.1}, spin {:.0}, merge cycle {:.1}); spin {} messages/s | multicast apply in-process {} messages/s | spin at {:.2} of apply | ≤ 2 s ({}) |\n",
+        g["live_orders"], g["stocks"], g["rate_messages_per_s"], g["runs"],
+        f(&g["restart_ms"]), f(&g["restart_ms_max"]), f(&l["trigger_to_login_read"]), f(&l["spin_login_to_logout"]), f(&l["merge_cycle"]),
+        rate(&g["spin_messages_per_s"]), rate(&g["multicast_apply_messages_per_s"]),
+        f(&g["spin_over_apply"]), met(&g["restart_target_met"])
+    ));
+    let c = &g["receive_thread"];
+    let (s, n) = (&c["while_snapshot"]["all"], &c["normal"]["all"]);
+    let us = |v: &Value| f(v) / 1e3;
+    t.push_str(&format!(
+        "| ITCH receive cycles while the snapshot arrives and merges (all cycles; p99.9 / max) | {:.1} µs / {:.1} ms; the merge cycles (held messages applied) {} ms | same multicast, no snapshot: {:.1} µs / {:.1} ms | {:.2}× | p99.9 ≤ 2× ({}) |\n",
+        us(&s["p99_9_ns"]), f(&s["max_ns"]) / 1e6,
+        c["merge_cycle_ns_each"].as_array().into_iter().flatten().map(|v| format!("{:.1}", f(v) / 1e6)).collect::<Vec<_>>().join(", "),
+        us(&n["p99_9_ns"]), f(&n["max_ns"]) / 1e6,
+        f(&c["p99_9_ratio"]), met(&c["target_met"])
+    ));
 }
 
 /// The ITCH rows, when the JSON has them.

@@ -78,7 +78,7 @@ fn config(
 }
 
 /// Removes the publication when the row ends.
-struct ShmFile(String);
+pub(crate) struct ShmFile(pub(crate) String);
 
 impl Drop for ShmFile {
     fn drop(&mut self) {
@@ -86,7 +86,7 @@ impl Drop for ShmFile {
     }
 }
 
-fn loopback(port: u16) -> SocketAddrV4 {
+pub(crate) fn loopback(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new([127, 0, 0, 1].into(), port)
 }
 

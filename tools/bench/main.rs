@@ -15,6 +15,7 @@ mod itch_apply;
 mod itch_binfile;
 mod itch_capture;
 mod itch_check;
+mod itch_glimpse;
 mod itch_live;
 mod itch_memory;
 mod live;
@@ -61,6 +62,8 @@ enum Row {
     ItchRecoveryLatency(itch_live::RecoveryArgs),
     /// Reader::check on an ITCH symbol from another process, next to an SQF symbol in the same run.
     ItchCheckLatency(check_latency::LatencyArgs),
+    /// ITCH GLIMPSE: a sidecar started mid-session restarting to ok from a snapshot of 1M orders on loopback, against the multicast apply rate; its receive cycles while the snapshot arrives against normal.
+    ItchGlimpseRestart(itch_glimpse::Args),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
     Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
@@ -89,6 +92,7 @@ fn main() -> anyhow::Result<()> {
         Row::ItchLiveDrain(a) => itch_live::drain(&a)?,
         Row::ItchRecoveryLatency(a) => itch_live::recovery(&a)?,
         Row::ItchCheckLatency(a) => itch_check::run(&a)?,
+        Row::ItchGlimpseRestart(a) => itch_glimpse::run(&a)?,
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,
