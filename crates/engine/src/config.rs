@@ -928,10 +928,11 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
 
 /// Refuses an address of feed `name`'s `services` that an earlier feed's
 /// services take already (`earlier`, each feed's `services`), at the key
-/// that sets it (`at`): a line used by two feeds, or two channels that
-/// could take the same datagram (a replay could not tell whose it is). A
-/// channel may share a line's port: a line's address is routed first, and
-/// live the channel's socket takes its server's datagrams only.
+/// that sets it (`at`): a line used by two feeds or by two services of one
+/// feed, or two channels that could take the same datagram (a replay could
+/// not tell whose it is). A channel may share a line's port: a line's
+/// address is routed first, and live the channel's socket takes its
+/// server's datagrams only.
 fn shared_address(
     name: &str,
     services: &[Service],
@@ -945,11 +946,23 @@ fn shared_address(
             .zip(their)
             .flat_map(|(g, s)| s.iter().map(move |s| (g, s)))
     };
-    for service in services {
+    for (i, service) in services.iter().enumerate() {
         let problem = |msg: String| Err(Problem::at_offset(at(service.key), msg));
         match &service.receive {
             Receive::Lines(addrs) => {
                 for line in addrs {
+                    let mine = services[..i].iter().find(|s| match &s.receive {
+                        Receive::Lines(a) => a.contains(line),
+                        Receive::Channel(_) | Receive::Stream(_) => false,
+                    });
+                    if let Some(s) = mine {
+                        return problem(format!(
+                            "feed {}: {} {line} is already its {}",
+                            echo(name),
+                            service.key,
+                            s.key
+                        ));
+                    }
                     let user = others().find(|(_, s)| match &s.receive {
                         Receive::Lines(a) => a.contains(line),
                         Receive::Channel(_) | Receive::Stream(_) => false,
@@ -1450,6 +1463,69 @@ source_threshold_ms = 9
             Config::parse(&same_port_other_ip, "t").unwrap().feeds.len(),
             2
         );
+    }
+
+    /// Two services of one feed may not share an address either (a
+    /// protocol with several services of lines: MDP3's incremental,
+    /// snapshot and definition lines), whichever of them repeats it.
+    #[test]
+    fn one_feeds_services_share_no_line() {
+        use services::Channel;
+        let a: SocketAddrV4 = "239.3.1.1:14310".parse().unwrap();
+        let b: SocketAddrV4 = "239.3.1.2:15310".parse().unwrap();
+        let c: SocketAddrV4 = "239.3.1.3:14311".parse().unwrap();
+        let at = |key: &str| Some(key.len());
+        let check = |services: &[Service]| shared_address("f", services, &[], &[], at);
+        let ok = [
+            Service::lines("lines", &[a, b]),
+            Service::lines("snapshot_lines", &[c]),
+            Service::lines("definition_lines", &[]),
+        ];
+        assert!(check(&ok).is_ok());
+        let cases = [
+            (
+                "snapshot_lines",
+                &[c, a][..],
+                "definition_lines",
+                &[][..],
+                "snapshot_lines 239.3.1.1:14310 is already its lines",
+            ),
+            (
+                "snapshot_lines",
+                &[c],
+                "definition_lines",
+                &[b],
+                "definition_lines 239.3.1.2:15310 is already its lines",
+            ),
+            (
+                "snapshot_lines",
+                &[c],
+                "definition_lines",
+                &[c],
+                "definition_lines 239.3.1.3:14311 is already its snapshot_lines",
+            ),
+        ];
+        for (k1, l1, k2, l2, want) in cases {
+            let services = [
+                Service::lines("lines", &[a, b]),
+                Service::lines(k1, l1),
+                Service::lines(k2, l2),
+            ];
+            let p = check(&services).unwrap_err();
+            assert_eq!(p.msg, format!("feed 'f': {want}"));
+            let key = want.split(' ').next().unwrap();
+            assert_eq!(p.at, Some(key.len()), "at the repeating key: {want}");
+        }
+        // A channel listening on a line's address is not a line.
+        let channel = Channel {
+            server: None,
+            listen: a,
+        };
+        let with_channel = [
+            Service::lines("lines", &[a]),
+            Service::channel("recovery_listen", channel),
+        ];
+        assert!(check(&with_channel).is_ok());
     }
 
     #[test]

@@ -351,13 +351,49 @@ impl FeedKeys {
     }
 }
 
+/// For a protocol's unit tests: its keys built from a table's text, as the
+/// shared code would hand them over, without the rest of a configuration.
+/// This reaches a protocol's [`FeedProtocol::resolve`] before the
+/// protocol is in the configuration's switch (where `Config::parse` could
+/// not name it), and its problems' text without an error line around it.
+#[cfg(test)]
+impl FeedKeys {
+    /// The keys of `text` (TOML: the protocol's keys only, none of the
+    /// keys every feed has), sorted by name; a missing key is reported at
+    /// offset 0.
+    pub(crate) fn from_toml(text: &str) -> FeedKeys {
+        let t: std::collections::BTreeMap<String, Sp<toml::Value>> =
+            toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+        FeedKeys::new(t.into_iter().collect(), 0)
+    }
+
+    /// The keys no read has taken, sorted.
+    pub(crate) fn left(&self) -> Vec<&str> {
+        let mut left: Vec<&str> = self.untaken().collect();
+        left.sort_unstable();
+        left
+    }
+}
+
+#[cfg(test)]
+impl Problem {
+    /// The message, without the file and line the caller puts before it.
+    pub(crate) fn message(&self) -> &str {
+        &self.msg
+    }
+
+    /// Byte offset in the file, when known.
+    pub(crate) fn offset(&self) -> Option<usize> {
+        self.at
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn keys(text: &str) -> FeedKeys {
-        let t: std::collections::BTreeMap<String, Sp<toml::Value>> = toml::from_str(text).unwrap();
-        FeedKeys::new(t.into_iter().collect(), 0)
+        FeedKeys::from_toml(text)
     }
 
     const R: Range = Range {

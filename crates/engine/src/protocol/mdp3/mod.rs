@@ -10,6 +10,7 @@
 //! `version` (9 or later). All integers little-endian.
 
 pub mod book;
+pub mod config;
 pub mod rptseq;
 pub mod sequence;
 pub mod status;
