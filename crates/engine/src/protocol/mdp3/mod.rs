@@ -1,54 +1,184 @@
 //! CME MDP 3.0: the market data of CME Globex, SBE-encoded messages in
 //! packets of one UDP datagram each. This version reads no MDP3 feed yet;
-//! what is here is the packet framing, enough for `tickguard inspect` to
-//! tell an MDP3 capture from the protocols it does read.
+//! what is here is the wire layer a feed will stand on — pure and
+//! zero-copy, no state, no I/O, no allocation — and the sniffer that lets
+//! `tickguard inspect` name an MDP3 capture.
 //!
-//! A packet: `MsgSeqNum` (u32, +1 per packet per channel and service),
-//! `SendingTime` (u64, ns since the Unix epoch), then messages back to back
-//! to the end of the datagram, each `MsgSize` (u16, including itself) and an
-//! SBE header: `blockLength`, `templateId`, `schemaId` (1 for CME's schema),
-//! `version` (9 or later). All integers little-endian.
+//! - [`packet`]: the packet header, the messages and the validity walk
+//!   ([`Packet::new_checked`]), then [`Message`]s with infallible getters.
+//! - [`template`]: the table of offsets of every template read, and the
+//!   typed views over a message's root and groups ([`Body`]).
+//! - [`encode`]: builders of packets and messages (tests, fixtures, and
+//!   the generator to come).
+//!
+//! # The wire
+//!
+//! A packet is `MsgSeqNum` (u32, +1 per packet per channel and service),
+//! `SendingTime` (u64), then one or more messages to the end of the
+//! datagram. A message is `MsgSize` (u16, the whole message *including*
+//! these two bytes), the SBE header (`blockLength`, `templateId`,
+//! `schemaId`, `version`, u16 each), the root block of `blockLength` bytes,
+//! then the template's repeating groups in schema order, each a dimension
+//! header (`groupSize`: blockLength u16 and numInGroup u8; `groupSize8Byte`:
+//! blockLength u16, five bytes of padding, numInGroup u8) and numInGroup
+//! entries of blockLength bytes each. An empty group still has its header,
+//! so an empty 46 is 2 + 8 + 11 + 3 + 8 = 32 bytes. All integers are
+//! little-endian.
+//!
+//! Roots and entries are stepped over by the blockLength *on the wire*,
+//! which may exceed the schema's: a newer version appends fields, and the
+//! bytes past those read are ignored, as are bytes after the last group
+//! read. Every field read keeps its offset in schema versions 9 to 13, and a
+//! version above 13 is read with the same offsets.
+//!
+//! Units: `SendingTime` and every `TransactTime` are ns since the Unix epoch
+//! (UTC). Prices (`MDEntryPx`, `MinPriceIncrement`, `DisplayFactor`) are i64
+//! mantissas with exponent −9, kept as integers (negative prices are
+//! valid). Nulls read as `None`: `PRICENULL9` 2^63−1, i32 2^31−1, u32
+//! 2^32−1, u64 2^64−1, u8 255, i8 127. `char[n]` fields come back as bytes
+//! with their trailing NULs and spaces trimmed.
+//!
+//! # Packet validity
+//!
+//! A datagram is valid as a whole or not at all; [`Reject`] names why:
+//!
+//! - `short`: under 12 bytes, or no message after the header;
+//! - `bad_size`: a `MsgSize` under 10, a message running past the datagram,
+//!   a root block running past its message, or a single byte left after
+//!   the last message (too few to hold a `MsgSize`);
+//! - `bad_schema`: a `schemaId` other than 1;
+//! - `old_version`: a version below 9 (older layouts are not read);
+//! - `short_block`: for a template read, a root blockLength, or the entry
+//!   blockLength of a group walked, below the least the table accepts
+//!   (`min`, which covers every field read);
+//! - `bad_group`: for a template read, a dimension header or its entries
+//!   running past the message, for every group up to the last one read.
+//!
+//! A template not read (market by order, the other skipped ones, unknown
+//! ids) is checked for its framing only and skipped by its `MsgSize`.
+//!
+//! ## Precedence (where several reasons apply)
+//!
+//! The walk stops at the first failure, so the reason is that of the
+//! **first failing message**, in order. Within one message the checks run
+//! from what the bytes are to what they say:
+//!
+//! 1. sizes: `MsgSize` readable, at least 10, inside the datagram, the root
+//!    block inside the message (`bad_size`);
+//! 2. `schemaId` (`bad_schema`);
+//! 3. version (`old_version`);
+//! 4. the root's blockLength against its min (`short_block`);
+//! 5. each group in schema order: its header inside the message
+//!    (`bad_group`), its entry blockLength against its min (`short_block`),
+//!    its entries inside the message (`bad_group`).
+//!
+//! `short` is judged before any message. So a message with both another
+//! schema and an old version is `bad_schema`, and one whose root runs past
+//! it is `bad_size` whatever its schema.
+//!
+//! ## Decisions where the contract is silent
+//!
+//! - A group's entry blockLength is checked against its min even when the
+//!   group is empty: the header states the entries' layout either way, and
+//!   a wrong one means the message is not what it claims.
+//! - 4 ChannelReset is root only: its group (ApplID entries) is neither read
+//!   nor walked. NoEvents of the definitions is walked (it precedes
+//!   NoMDFeedTypes) with any entry blockLength; NoOrderIDEntries of 46, 64,
+//!   48 and 65 likewise, only its count is kept.
+//! - The template id alone chooses the layout: a LongQty template (64–69)
+//!   under a version before 12 is read the same (the version gates only
+//!   `old_version`).
+//! - A size that no quantity can be (a negative `Int32` MDEntrySize) and a
+//!   level no book has (a negative `Int8` MDPriceLevel of 52) read as `None`
+//!   like a null, so one type serves both the 32-bit and the 64-bit forms
+//!   (`Option<u64>` sizes, `Option<u8>` levels).
+//! - `MinPriceIncrement` reads as `None` at 2^63−1 only where the schema
+//!   makes it nullable (55, 56, 57).
+//! - The sniffer ([`sniff`]) asks only the framing part of the walk: that
+//!   tells MDP3 from other protocols; a bad block inside good framing is
+//!   still an MDP3 datagram, just an invalid one.
 
 pub mod book;
 pub mod config;
+pub mod encode;
+pub mod packet;
 pub mod rptseq;
 pub mod sequence;
 pub mod status;
+pub mod template;
+#[cfg(test)]
+mod testing;
 
-/// Bytes before the first message.
-const PACKET_HEADER: usize = 12;
-/// `MsgSize` and the SBE message header.
-const MESSAGE_HEADER: usize = 10;
-/// CME's SBE schema id.
-const SCHEMA_ID: u16 = 1;
-/// The oldest schema version with today's layouts.
-const MIN_VERSION: u16 = 9;
+pub use packet::{Header, Message, Messages, Packet};
+pub use template::{Body, Kind};
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at + 2)?.try_into().ok().map(u16::from_le_bytes)
+/// Why an MDP3 datagram was rejected whole (see the module's "Packet
+/// validity" for each reason and their precedence).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reject {
+    /// Under 12 bytes, or no message.
+    Short,
+    /// A MsgSize under 10, a message or root block running past the
+    /// datagram or its message, or one byte left over.
+    BadSize,
+    /// A schemaId other than CME's (1).
+    BadSchema,
+    /// A version below 9.
+    OldVersion,
+    /// A root or entry blockLength below its template's min.
+    ShortBlock,
+    /// A dimension header or its entries running past the message.
+    BadGroup,
 }
 
-/// The datagram as an MDP3 packet, if its framing holds: at least one
-/// message, each at least its headers, with CME's schema id, a version of
-/// 9 or later, and a root block inside the message, the last one ending
-/// exactly at the end of the datagram.
-pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
-    let seq = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?);
-    let mut at = PACKET_HEADER;
-    if payload.len() < at + MESSAGE_HEADER {
-        return None;
+impl Reject {
+    /// Every reason, in a fixed order (counter arrays are indexed by it).
+    pub const ALL: [Reject; 6] = [
+        Reject::Short,
+        Reject::BadSize,
+        Reject::BadSchema,
+        Reject::OldVersion,
+        Reject::ShortBlock,
+        Reject::BadGroup,
+    ];
+
+    /// Position in [`Reject::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
     }
-    while at < payload.len() {
-        let size = usize::from(u16_at(payload, at)?);
-        let block = usize::from(u16_at(payload, at + 2)?);
-        let fits =
-            size >= MESSAGE_HEADER && at + size <= payload.len() && MESSAGE_HEADER + block <= size;
-        if !fits || u16_at(payload, at + 6)? != SCHEMA_ID || u16_at(payload, at + 8)? < MIN_VERSION
-        {
-            return None;
+
+    /// Stable snake_case name used in counters, logs and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reject::Short => "short",
+            Reject::BadSize => "bad_size",
+            Reject::BadSchema => "bad_schema",
+            Reject::OldVersion => "old_version",
+            Reject::ShortBlock => "short_block",
+            Reject::BadGroup => "bad_group",
         }
-        at += size;
     }
+
+    /// Appended to a warning when the reason means the datagrams are
+    /// probably not MDP3 at all (another protocol on the group): framing
+    /// that does not hold, or another schema. An old version or a bad block
+    /// is MDP3 that this version does not accept.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Reject::Short | Reject::BadSize | Reject::BadSchema => " (not CME MDP3?)",
+            Reject::OldVersion | Reject::ShortBlock | Reject::BadGroup => "",
+        }
+    }
+}
+
+/// The datagram as an MDP3 packet, if its framing holds (the framing part of
+/// the validity walk, [`packet::check_framing`]): at least one message,
+/// each at least its headers, with CME's schema id, a version of 9 or
+/// later, and a root block inside the message, the last one ending exactly
+/// at the end of the datagram.
+pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
+    packet::check_framing(payload).ok()?;
+    let seq = packet::seq_num(payload)?;
     Some(super::Sniff {
         looks_like: "CME MDP3 (SBE)",
         protocol: None,
@@ -70,7 +200,7 @@ mod tests {
         let mut p = seq.to_le_bytes().to_vec();
         p.extend_from_slice(&1_767_603_600_000_000_000u64.to_le_bytes());
         for &(block, template, schema, version) in messages {
-            let size = MESSAGE_HEADER as u16 + block;
+            let size = packet::MESSAGE_HEADER_LEN as u16 + block;
             for v in [size, block, template, schema, version] {
                 p.extend_from_slice(&v.to_le_bytes());
             }
@@ -87,6 +217,9 @@ mod tests {
             (s.looks_like, s.sequences),
             ("CME MDP3 (SBE)", Some((41, 41)))
         );
+        // Framing only: these 46s have no groups, which the full walk
+        // rejects.
+        assert_eq!(Packet::new_checked(&p).err(), Some(Reject::BadGroup));
     }
 
     #[test]
@@ -106,5 +239,26 @@ mod tests {
         let mut small = good.clone();
         small[12..14].copy_from_slice(&4u16.to_le_bytes());
         assert!(sniff(&small).is_none(), "MsgSize below its header");
+    }
+
+    #[test]
+    fn reasons_are_listed_once_in_order() {
+        for (i, r) in Reject::ALL.into_iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+        let names: Vec<&str> = Reject::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "short",
+                "bad_size",
+                "bad_schema",
+                "old_version",
+                "short_block",
+                "bad_group"
+            ]
+        );
+        assert_eq!(Reject::BadSchema.hint(), " (not CME MDP3?)");
+        assert_eq!(Reject::ShortBlock.hint(), "");
     }
 }
