@@ -101,6 +101,7 @@
 pub mod book;
 pub mod config;
 pub mod encode;
+pub mod feed;
 pub mod instrument;
 pub mod packet;
 pub mod rptseq;

@@ -1,0 +1,851 @@
+//! One CME channel: the incremental lines' packets sequenced
+//! ([`Sequence`]), each entry judged by its instrument's RptSeq and
+//! applied to its books ([`Instrument`]), books made visible at the end of
+//! their event, snapshots from the recovery loop, statuses, definitions
+//! and channel resets; and each instrument's verdict.
+//!
+//! Time is passed in: `t` is a datagram's local arrival (ns since the Unix
+//! epoch), `now` a check's. TransactTime (the start of a Globex event, ns
+//! UTC) is the source time; SendingTime feeds the clock offset.
+
+use super::book::{Books, Update};
+use super::instrument::{Cached, Instrument};
+use super::packet::Packet;
+use super::rptseq::{Snapshot as Matched, Took};
+use super::sequence::{self, Packet as Seen, Restart, Sequence};
+use super::status::{self, Position, State, Status};
+use super::template::{trim, Body, Kind};
+use super::Reject;
+use crate::clock::{OffsetEstimator, OffsetMode};
+use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
+use std::collections::HashMap;
+
+/// A feed's settings (its configuration's keys).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Packet gaps and restarts.
+    pub sequencing: sequence::Settings,
+    /// Most entries cached over every instrument.
+    pub max_cached: usize,
+    /// Outright depth without a definition.
+    pub default_depth: u8,
+    /// Implied depth without a definition.
+    pub default_implied_depth: u8,
+    /// Clock offset: fixed or estimated.
+    pub offset: OffsetMode,
+    /// Capacity of the offset estimator's queue.
+    pub offset_queue: usize,
+}
+
+/// What the feed counted (the summary's keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Messages in accepted incremental datagrams, duplicates included.
+    pub messages: u64,
+    /// Messages processed, by template id.
+    pub by_template: HashMap<u16, u64>,
+    /// Messages of a template not known, skipped.
+    pub unknown_templates: u64,
+    /// AdminHeartbeats processed on the incremental lines.
+    pub heartbeats: u64,
+    /// ChannelResets processed.
+    pub channel_resets: u64,
+    /// Datagrams of the snapshot lines accepted.
+    pub snapshot_packets: u64,
+    /// Snapshots applied.
+    pub snapshots_applied: u64,
+    /// Snapshots older than what their instrument had.
+    pub snapshots_ignored: u64,
+    /// Definition messages processed.
+    pub definitions: u64,
+    /// Entries and statuses with an odd value (changed nothing else).
+    pub anomalies: u64,
+    /// Market-by-order messages skipped.
+    pub mbo_messages: u64,
+    /// Order entries of the second group of book and trade messages.
+    pub mbo_order_entries: u64,
+    /// Entries dropped because the feed's cache was full.
+    pub cache_overflows: u64,
+}
+
+/// What a definition says of an instrument.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Definition {
+    /// Symbol, trimmed.
+    pub symbol: String,
+    /// SecurityGroup, trimmed.
+    pub group: String,
+    /// Asset, trimmed.
+    pub asset: String,
+    /// MarketDepth of the outright book (`GBX`), if sent.
+    pub depth: Option<u8>,
+    /// MarketDepth of the implied book (`GBI`), if sent.
+    pub implied_depth: Option<u8>,
+    /// MDSecurityTradingStatus, if sent.
+    pub status: Option<u8>,
+    /// DisplayFactor mantissa (exponent −9).
+    pub display_factor: i64,
+    /// MinPriceIncrement mantissa (exponent −9), if known.
+    pub min_price_increment: Option<i64>,
+}
+
+/// One instrument as the feed keeps it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// SecurityID.
+    pub security_id: i32,
+    /// Its sequencing and books.
+    pub instrument: Instrument,
+    /// Its definition, once one came.
+    pub definition: Option<Definition>,
+    /// Its own status (a SecurityStatus naming it, or a snapshot's).
+    pub status: Option<Status>,
+    /// Snapshots applied and ignored.
+    pub snapshots_applied: u64,
+    /// Snapshots ignored (older than what it had).
+    pub snapshots_ignored: u64,
+}
+
+/// One CME channel.
+#[derive(Debug)]
+pub struct Feed {
+    settings: Settings,
+    seq: Sequence,
+    entries: Vec<Entry>,
+    by_id: HashMap<i32, u32>,
+    by_symbol: HashMap<String, u32>,
+    /// Entries cached over every instrument.
+    cached: usize,
+    /// The last end of event processed.
+    eoe: Option<Position>,
+    /// Instruments with changes not visible yet.
+    dirty: Vec<u32>,
+    /// Group statuses, by (SecurityGroup, Asset).
+    groups: HashMap<(String, String), Status>,
+    clock: OffsetEstimator,
+    last_alive: Option<u64>,
+    watermark: Option<i128>,
+    counters: Counters,
+}
+
+impl Feed {
+    /// A channel before its first packet.
+    pub fn new(settings: Settings) -> Feed {
+        Feed {
+            seq: Sequence::new(settings.sequencing),
+            clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
+            settings,
+            entries: Vec::new(),
+            by_id: HashMap::new(),
+            by_symbol: HashMap::new(),
+            cached: 0,
+            eoe: None,
+            dirty: Vec::new(),
+            groups: HashMap::new(),
+            last_alive: None,
+            watermark: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The packet sequence.
+    pub fn sequence(&self) -> &Sequence {
+        &self.seq
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Entries cached now.
+    pub fn cached(&self) -> usize {
+        self.cached
+    }
+
+    /// Every instrument, in order of first appearance.
+    pub fn instruments(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The instrument named `name`: its Symbol, or `#SecurityID`.
+    pub fn find(&self, name: &str) -> Option<&Entry> {
+        let i = match name.strip_prefix('#') {
+            Some(id) => *self.by_id.get(&id.parse::<i32>().ok()?)?,
+            None => *self.by_symbol.get(name)?,
+        };
+        self.entries.get(i as usize)
+    }
+
+    /// The instrument of `id`, made (no baseline, default depths) if new.
+    fn instrument(&mut self, id: i32) -> u32 {
+        if let Some(&i) = self.by_id.get(&id) {
+            return i;
+        }
+        let i = self.entries.len() as u32;
+        self.entries.push(Entry {
+            security_id: id,
+            instrument: Instrument::new(
+                self.settings.default_depth,
+                self.settings.default_implied_depth,
+            ),
+            definition: None,
+            status: None,
+            snapshots_applied: 0,
+            snapshots_ignored: 0,
+        });
+        self.by_id.insert(id, i);
+        i
+    }
+
+    /// Gives up the packet gaps whose deadline is strictly before `t`:
+    /// every instrument turns unverified, and what the lost packets held
+    /// back may now be published. Call before every datagram (any line)
+    /// and every check.
+    pub fn expire(&mut self, t: u64) {
+        if self.seq.expire(t) > 0 {
+            for e in &mut self.entries {
+                e.instrument.seq.unverify();
+            }
+            self.cover();
+        }
+    }
+
+    /// Publishes the instruments whose pending changes the last end of
+    /// event covers.
+    fn cover(&mut self) {
+        let (eoe, seq) = (self.eoe, &self.seq);
+        let entries = &mut self.entries;
+        self.dirty.retain(|&i| {
+            let inst = &mut entries[i as usize].instrument;
+            !inst.cover(eoe, seq) && inst.pending()
+        });
+    }
+
+    /// One datagram of the incremental lines, arrived at `t`.
+    pub fn on_incremental(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
+        self.expire(t);
+        let packet = Packet::new_checked(payload)?;
+        let s = packet.seq_num();
+        self.counters.messages += packet.message_count() as u64;
+        let fill = match self.seq.on_packet(s, t).0 {
+            Seen::Duplicate | Seen::Stale => return Ok(()),
+            Seen::Process { fill, restart } => {
+                if restart == Some(Restart::Weekly) {
+                    self.reset_channel();
+                }
+                fill
+            }
+        };
+        let mut source = None;
+        for (k, m) in packet.messages().enumerate() {
+            let at = (s, k as u16);
+            *self
+                .counters
+                .by_template
+                .entry(m.template_id())
+                .or_default() += 1;
+            match m.body() {
+                Body::ChannelReset(_) => {
+                    self.reset_channel();
+                    self.counters.channel_resets += 1;
+                    self.seq.channel_reset();
+                }
+                Body::Heartbeat => self.counters.heartbeats += 1,
+                Body::SecurityStatus(st) => {
+                    let code = st.trading_status().unwrap_or(255);
+                    self.on_status(st.security_id(), st.security_group(), st.asset(), code, at);
+                    source = Some(st.transact_time());
+                }
+                Body::Incremental(inc) => {
+                    self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
+                    let tt = inc.transact_time();
+                    source = Some(tt);
+                    for e in inc.entries() {
+                        let update = e.book().map(|b| Update {
+                            action: b.action().code(),
+                            entry: b.entry_type().code(),
+                            level: b.level(),
+                            price: b.price(),
+                            size: b.size(),
+                            orders: b.orders(),
+                        });
+                        self.on_entry(
+                            e.security_id(),
+                            e.rpt_seq(),
+                            Cached {
+                                at,
+                                transact_time: tt,
+                                update,
+                            },
+                        );
+                    }
+                }
+                Body::Definition(d) => self.on_definition(&d),
+                Body::Snapshot(_) | Body::NotRead => match m.kind() {
+                    Kind::Mbo => self.counters.mbo_messages += 1,
+                    Kind::Unknown => self.counters.unknown_templates += 1,
+                    _ => {}
+                },
+            }
+            if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
+                self.eoe = Some(at);
+                self.cover();
+            }
+        }
+        if fill {
+            self.cover();
+        }
+        self.clock.on_packet(t, packet.sending_time());
+        if self.seq.gaps_open() == 0 {
+            self.last_alive = Some(t);
+            let at = match source {
+                Some(tt) => tt as i128,
+                None => t as i128 - self.clock.offset(),
+            };
+            self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
+        }
+        Ok(())
+    }
+
+    fn on_entry(&mut self, id: i32, r: u32, entry: Cached) {
+        let i = self.instrument(id);
+        let max = self.settings.max_cached;
+        let inst = &mut self.entries[i as usize].instrument;
+        let had = inst.pending();
+        let anomalies = inst.anomalies();
+        let was = inst.seq.overflowed();
+        if inst.on_entry(r, entry, &mut self.cached, max) == Took::Dropped && !was {
+            self.counters.cache_overflows += 1;
+        }
+        self.counters.anomalies += inst.anomalies() - anomalies;
+        if !had && inst.pending() {
+            self.dirty.push(i);
+        }
+    }
+
+    fn on_status(&mut self, id: Option<i32>, group: &[u8], asset: &[u8], code: u8, at: Position) {
+        if let Some(id) = id {
+            let i = self.instrument(id);
+            if status::record(&mut self.entries[i as usize].status, code, at) {
+                self.counters.anomalies += 1;
+            }
+            return;
+        }
+        let key = (text(group), text(asset));
+        if key.0.is_empty() && key.1.is_empty() {
+            self.counters.anomalies += 1;
+            return;
+        }
+        let mut slot = self.groups.get(&key).copied();
+        if status::record(&mut slot, code, at) {
+            self.counters.anomalies += 1;
+        }
+        if let Some(s) = slot {
+            self.groups.insert(key, s);
+        }
+    }
+
+    fn on_definition(&mut self, d: &super::template::Definition<'_>) {
+        self.counters.definitions += 1;
+        let i = self.instrument(d.security_id());
+        let (mut depth, mut implied) = (None, None);
+        for f in d.feed_types() {
+            let md = u8::try_from(f.market_depth()).ok().filter(|&n| n > 0);
+            match trim(f.md_feed_type()) {
+                b"GBX" => depth = md,
+                b"GBI" => implied = md,
+                _ => {}
+            }
+        }
+        let def = Definition {
+            symbol: text(d.symbol()),
+            group: text(d.security_group()),
+            asset: text(d.asset()),
+            depth,
+            implied_depth: implied,
+            status: d.trading_status(),
+            display_factor: d.display_factor(),
+            min_price_increment: d.min_price_increment(),
+        };
+        let e = &mut self.entries[i as usize];
+        e.instrument.set_depths(
+            depth.unwrap_or(self.settings.default_depth),
+            implied.unwrap_or(self.settings.default_implied_depth),
+        );
+        if let Some(old) = &e.definition {
+            self.by_symbol.remove(&old.symbol);
+        }
+        // `D` drops the Symbol's mapping, not the instrument's state.
+        if d.security_update_action() != b'D' && !def.symbol.is_empty() {
+            self.by_symbol.insert(def.symbol.clone(), i);
+        }
+        e.definition = Some(def);
+    }
+
+    /// One datagram of the snapshot lines (the market recovery loop).
+    pub fn on_snapshot(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
+        self.expire(t);
+        let packet = Packet::new_checked(payload)?;
+        self.counters.snapshot_packets += 1;
+        for m in packet.messages() {
+            let Body::Snapshot(snap) = m.body() else {
+                continue;
+            };
+            let i = self.instrument(snap.security_id());
+            let e = &mut self.entries[i as usize];
+            let matched =
+                e.instrument
+                    .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
+                        for x in snap.entries() {
+                            if let Some(level) = x.level() {
+                                books.set(
+                                    x.entry_type().code(),
+                                    level,
+                                    x.price(),
+                                    x.size().unwrap_or(0),
+                                    x.orders(),
+                                );
+                            }
+                        }
+                    });
+            match matched {
+                Matched::Applied { .. } => {
+                    e.snapshots_applied += 1;
+                    self.counters.snapshots_applied += 1;
+                    if let Some(code) = snap.trading_status() {
+                        let at = (snap.last_msg_seq_num_processed(), u16::MAX);
+                        if status::record(&mut e.status, code, at) {
+                            self.counters.anomalies += 1;
+                        }
+                    }
+                    if e.instrument.pending() && !self.dirty.contains(&i) {
+                        self.dirty.push(i);
+                    }
+                }
+                Matched::Ignored => {
+                    e.snapshots_ignored += 1;
+                    self.counters.snapshots_ignored += 1;
+                }
+            }
+        }
+        self.cover();
+        Ok(())
+    }
+
+    /// One datagram of the definition lines (or the definitions file):
+    /// not sequenced.
+    pub fn on_definitions(&mut self, payload: &[u8]) -> Result<(), Reject> {
+        let packet = Packet::new_checked(payload)?;
+        for m in packet.messages() {
+            if let Body::Definition(d) = m.body() {
+                self.on_definition(&d);
+            }
+        }
+        Ok(())
+    }
+
+    /// A ChannelReset (or the weekly restart): every book and status
+    /// emptied, caches and pending changes dropped, RptSeq restarting.
+    fn reset_channel(&mut self) {
+        for e in &mut self.entries {
+            e.instrument.reset(&mut self.cached);
+            e.status = None;
+        }
+        self.groups.clear();
+        self.dirty.clear();
+        self.eoe = None;
+    }
+
+    /// The status in force for instrument `e`.
+    pub fn status(&self, e: &Entry) -> Option<u8> {
+        let def = e.definition.as_ref();
+        let groups = def.into_iter().flat_map(|d| {
+            [
+                self.groups.get(&(d.group.clone(), String::new())),
+                self.groups.get(&(String::new(), d.asset.clone())),
+                self.groups.get(&(d.group.clone(), d.asset.clone())),
+            ]
+            .into_iter()
+            .flatten()
+            .copied()
+        });
+        status::effective(e.status, groups, def.and_then(|d| d.status))
+    }
+
+    /// The verdict for the instrument named `name` (Symbol or
+    /// `#SecurityID`) at `now`.
+    pub fn verdict(&self, name: &str, th: Thresholds, now: u64) -> Reasons {
+        let Some(e) = self.find(name) else {
+            return Reasons::NO_QUOTE;
+        };
+        let book = &e.instrument.visible().outright;
+        let (bid, ask) = (book.bid.top(), book.offer.top());
+        let state = self.status(e).and_then(|c| match status::meaning(c) {
+            status::Meaning::Is(s) => Some(s),
+            _ => None,
+        });
+        let inputs = Inputs {
+            quoted: bid.is_some() || ask.is_some(),
+            alive: self.last_alive.map(i128::from),
+            source: self.watermark,
+            offset: self.clock.offset(),
+            suspect: e.instrument.seq.suspect() || e.instrument.seq.unverified(),
+            // Locked is allowed: only crossed is invalid.
+            invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
+            halted: state == Some(State::Halted),
+            closed: state == Some(State::Closed),
+        };
+        reasons(&inputs, th, now)
+    }
+}
+
+/// A `char[n]` field as text, trimmed.
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(trim(b)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode::{self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot};
+    use super::super::template::{EntryType, UpdateAction};
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_767_623_400_000_000_000;
+    const EOE: u8 = 0x80;
+    const V: Shape = Shape::new(13);
+    const TH: Thresholds = Thresholds {
+        stale_ns: 30_000 * MS,
+        source_ns: 30_000 * MS,
+    };
+
+    fn feed() -> Feed {
+        Feed::new(Settings {
+            sequencing: sequence::Settings {
+                gap_timeout_ns: 5 * MS,
+                restart_margin: 10_000,
+            },
+            max_cached: 1_000,
+            default_depth: 10,
+            default_implied_depth: 2,
+            offset: OffsetMode::Fixed(0),
+            offset_queue: 16,
+        })
+    }
+
+    fn bid(id: i32, rpt: u32, level: u8, action: UpdateAction, price: i64) -> BookEntry {
+        BookEntry {
+            price: Some(price),
+            size: Some(5),
+            security_id: id,
+            rpt_seq: rpt,
+            orders: Some(1),
+            level,
+            action,
+            entry_type: EntryType::Bid,
+        }
+    }
+
+    fn offer(id: i32, rpt: u32, price: i64) -> BookEntry {
+        BookEntry {
+            entry_type: EntryType::Offer,
+            ..bid(id, rpt, 1, UpdateAction::New, price)
+        }
+    }
+
+    /// A packet `s` of one 46 with `entries`, ending its event when `eoe`.
+    fn book(s: u32, eoe: bool, entries: &[BookEntry]) -> Vec<u8> {
+        let mei = if eoe { EOE } else { 0 };
+        encode::packet(s, T0, &[encode::book(46, V, T0, mei, entries, 0)])
+    }
+
+    fn top(f: &Feed, name: &str) -> (Option<i64>, Option<i64>) {
+        let b = &f.find(name).unwrap().instrument.visible().outright;
+        (b.bid.top().map(|l| l.price), b.offer.top().map(|l| l.price))
+    }
+
+    fn define(f: &mut Feed, id: i32, symbol: &str, depth: i8) {
+        let d = encode::Instrument {
+            match_event_indicator: 0,
+            tot_num_reports: Some(1),
+            security_update_action: b'A',
+            trading_status: Some(17),
+            appl_id: 1,
+            security_group: "ES",
+            asset: "ES",
+            symbol,
+            security_id: id,
+            min_price_increment: Some(250_000_000),
+            display_factor: 1_000_000_000,
+        };
+        let feed_types = [
+            FeedType {
+                md_feed_type: "GBX",
+                market_depth: depth,
+            },
+            FeedType {
+                md_feed_type: "GBI",
+                market_depth: 2,
+            },
+        ];
+        let m = encode::definition(54, V, &d, 0, &feed_types);
+        f.on_definitions(&encode::packet(1, T0, &[m])).unwrap();
+    }
+
+    /// From RptSeq 1, an event over two packets is visible at its end;
+    /// a check by Symbol or by `#SecurityID` reads `ok`.
+    #[test]
+    fn books_are_visible_at_the_end_of_their_event() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 3);
+        f.on_incremental(
+            &book(100, false, &[bid(7, 1, 1, UpdateAction::New, 100)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(top(&f, "ESZ6"), (None, None));
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::NO_QUOTE);
+        f.on_incremental(&book(101, true, &[offer(7, 2, 110)]), T0 + 1)
+            .unwrap();
+        assert_eq!(top(&f, "ESZ6"), (Some(100), Some(110)));
+        assert_eq!(f.verdict("ESZ6", TH, T0 + 2), Reasons::empty());
+        assert_eq!(f.verdict("#7", TH, T0 + 2), Reasons::empty());
+        assert_eq!(f.verdict("#8", TH, T0 + 2), Reasons::NO_QUOTE);
+        // The definition's depth: a New at level 4 of a 3-deep book is
+        // ignored.
+        assert_eq!(
+            f.find("#7")
+                .unwrap()
+                .instrument
+                .visible()
+                .outright
+                .bid
+                .depth(),
+            3
+        );
+    }
+
+    /// Joined mid-week (no baseline): suspect until a snapshot; the
+    /// snapshot is visible at once, the cached entries that continue it
+    /// applied; a healthy instrument is never rolled back.
+    #[test]
+    fn no_baseline_is_suspect_until_a_snapshot() {
+        let mut f = feed();
+        f.on_incremental(
+            &book(
+                500,
+                true,
+                &[bid(9, 40, 1, UpdateAction::New, 100), offer(9, 41, 120)],
+            ),
+            T0,
+        )
+        .unwrap();
+        let v = f.verdict("#9", TH, T0);
+        assert!(v.contains(Reasons::NO_QUOTE), "{v:?}");
+        assert_eq!(f.cached(), 2);
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 499,
+            tot_num_reports: 1,
+            security_id: 9,
+            rpt_seq: 40,
+            transact_time: T0,
+            trading_status: Some(17),
+        };
+        let entries = [SnapshotEntry {
+            price: Some(99),
+            size: Some(1),
+            orders: None,
+            level: Some(1),
+            entry_type: EntryType::Offer,
+        }];
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &entries)]);
+        f.on_snapshot(&snap, T0 + 1).unwrap();
+        // 40 dropped (≤ r′), 41 applied at its own position, whose event
+        // ended already: visible with the snapshot (the New offer at
+        // level 1 pushes the snapshot's down).
+        assert_eq!(top(&f, "#9"), (None, Some(120)));
+        let offers = &f.find("#9").unwrap().instrument.visible().outright.offer;
+        assert_eq!(offers.level(2).map(|l| l.price), Some(99));
+        assert_eq!((f.cached(), f.counters().snapshots_applied), (0, 1));
+        f.on_incremental(
+            &book(501, true, &[bid(9, 42, 1, UpdateAction::New, 101)]),
+            T0 + 2,
+        )
+        .unwrap();
+        assert_eq!(top(&f, "#9"), (Some(101), Some(120)));
+        assert_eq!(f.verdict("#9", TH, T0 + 3), Reasons::empty());
+        f.on_snapshot(&snap, T0 + 4).unwrap();
+        assert_eq!(f.counters().snapshots_ignored, 1);
+        assert_eq!(top(&f, "#9"), (Some(101), Some(120)));
+    }
+
+    /// A packet gap: instruments the lost packet did not touch keep
+    /// updating; one that finds an RptSeq hole is suspect; the give-up
+    /// makes every instrument unverified.
+    #[test]
+    fn a_lost_packet_makes_only_its_instruments_suspect_until_given_up() {
+        let mut f = feed();
+        f.on_incremental(
+            &book(
+                1,
+                true,
+                &[
+                    bid(1, 1, 1, UpdateAction::New, 10),
+                    bid(2, 1, 1, UpdateAction::New, 20),
+                ],
+            ),
+            T0,
+        )
+        .unwrap();
+        // Packet 2 (instrument 2's RptSeq 2) is lost.
+        f.on_incremental(
+            &book(
+                3,
+                true,
+                &[
+                    bid(1, 2, 1, UpdateAction::Change, 11),
+                    bid(2, 3, 1, UpdateAction::Change, 23),
+                ],
+            ),
+            T0 + 1,
+        )
+        .unwrap();
+        assert_eq!(f.sequence().gaps_open(), 1);
+        assert!(!f.verdict("#1", TH, T0 + 1).contains(Reasons::SUSPECT));
+        assert!(f.verdict("#2", TH, T0 + 1).contains(Reasons::SUSPECT));
+        // Packet 3's own event end covers its change: the gap is before it.
+        assert_eq!(top(&f, "#1"), (Some(11), None));
+        // An event from packet 4 whose end (packet 5) is lost: a later
+        // event's end (packet 6) does not publish it while 5 is missing.
+        let change = [bid(1, 3, 1, UpdateAction::Change, 13)];
+        f.on_incremental(&book(4, false, &change), T0 + 1).unwrap();
+        let other = [bid(3, 1, 1, UpdateAction::New, 30)];
+        f.on_incremental(&book(6, true, &other), T0 + 2).unwrap();
+        assert_eq!(top(&f, "#1"), (Some(11), None));
+        assert_eq!(top(&f, "#3"), (Some(30), None));
+        f.expire(T0 + 2 + 5 * MS + 1);
+        assert_eq!(f.sequence().counters().packets_lost, 2);
+        assert_eq!(top(&f, "#1"), (Some(13), None), "published at the give-up");
+        assert!(
+            f.verdict("#1", TH, T0 + 6 * MS).contains(Reasons::SUSPECT),
+            "unverified"
+        );
+        // An entry in order verifies instrument 1 again.
+        f.on_incremental(
+            &book(7, true, &[bid(1, 4, 1, UpdateAction::Change, 12)]),
+            T0 + 7 * MS,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("#1", TH, T0 + 7 * MS), Reasons::empty());
+        // A late copy of packet 2 heals instrument 2 without a snapshot?
+        // No: its gap was given up, the copy is a duplicate.
+        assert!(f.verdict("#2", TH, T0 + 7 * MS).contains(Reasons::SUSPECT));
+    }
+
+    /// A crossed book is invalid (locked is not); statuses by instrument
+    /// and by group map to halted and closed, the latest in force.
+    #[test]
+    fn crossed_books_and_statuses() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        f.on_incremental(
+            &book(
+                1,
+                true,
+                &[bid(7, 1, 1, UpdateAction::New, 100), offer(7, 2, 100)],
+            ),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::empty(), "locked");
+        f.on_incremental(
+            &book(2, true, &[bid(7, 3, 1, UpdateAction::Change, 101)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::INVALID_PRICE);
+        f.on_incremental(
+            &book(3, true, &[bid(7, 4, 1, UpdateAction::Change, 99)]),
+            T0,
+        )
+        .unwrap();
+        let group = encode::Status {
+            transact_time: T0,
+            security_group: "ES",
+            asset: "",
+            security_id: None,
+            match_event_indicator: EOE,
+            trading_status: Some(2),
+        };
+        f.on_incremental(
+            &encode::packet(4, T0, &[encode::security_status(V, &group)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+        let own = encode::Status {
+            security_id: Some(7),
+            trading_status: Some(4),
+            ..group
+        };
+        f.on_incremental(
+            &encode::packet(5, T0, &[encode::security_status(V, &own)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::CLOSED);
+        let both_blank = encode::Status {
+            security_group: "",
+            ..group
+        };
+        f.on_incremental(
+            &encode::packet(6, T0, &[encode::security_status(V, &both_blank)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.counters().anomalies, 1);
+    }
+
+    /// A ChannelReset empties every book and restarts RptSeq at 1; the
+    /// incremental sequence restarts at 1 after it.
+    #[test]
+    fn a_channel_reset_empties_the_channel() {
+        let mut f = feed();
+        f.on_incremental(&book(50, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let reset = encode::channel_reset(V, T0, EOE, 1);
+        f.on_incremental(&encode::packet(51, T0, &[reset]), T0)
+            .unwrap();
+        assert_eq!(top(&f, "#1"), (None, None));
+        assert_eq!(f.counters().channel_resets, 1);
+        f.on_incremental(
+            &book(1, true, &[bid(1, 1, 1, UpdateAction::New, 12)]),
+            T0 + 1,
+        )
+        .unwrap();
+        assert_eq!(f.sequence().counters().sequence_restarts, 1);
+        assert_eq!(top(&f, "#1"), (Some(12), None));
+        assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
+    }
+
+    /// Silence past the threshold is stale; a rejected datagram is
+    /// counted by the caller and changes nothing.
+    #[test]
+    fn staleness_and_rejections() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        assert!(f
+            .verdict("#1", TH, T0 + 30_001 * MS)
+            .contains(Reasons::STALE));
+        assert_eq!(f.on_incremental(&[0; 5], T0), Err(Reject::Short));
+        assert_eq!(top(&f, "#1"), (Some(10), None));
+        let hb = encode::packet(2, T0, &[encode::heartbeat(V)]);
+        f.on_incremental(&hb, T0 + 30_000 * MS).unwrap();
+        assert_eq!(f.counters().heartbeats, 1);
+        assert!(!f
+            .verdict("#1", TH, T0 + 30_001 * MS)
+            .contains(Reasons::STALE));
+    }
+}
