@@ -670,8 +670,12 @@ impl Sidecar {
             Ok(p) => {
                 let p = Arc::new(p);
                 let table = StateTable::shared(p.clone());
-                self.handler =
+                let mut handler =
                     Handler::with_table(&self.config, table, self.config.sidecar.offset_queue);
+                // The feeds' own connection threads (and their recording)
+                // go on: the password is not read again.
+                handler.carry_over(&mut self.handler);
+                self.handler = handler;
                 self.publication = p;
                 self.publication.heartbeat(now);
                 self.publish_counters();

@@ -279,6 +279,15 @@ pub trait FeedEngine {
         Ok(())
     }
 
+    /// Takes over what only a live feed holds (its own connections, their
+    /// recording) from `old`, the engine of the same feed before the state
+    /// started over (a recreated publication).
+    fn carry_over(&mut self, _old: &mut Self)
+    where
+        Self: Sized,
+    {
+    }
+
     /// An operator's request (SIGUSR1 to `run`) that the feed resynchronise
     /// from its venue's snapshot at `now`; true when it started to.
     fn resync(&mut self, _cx: View<'_>, _now: u64) -> bool {

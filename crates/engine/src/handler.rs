@@ -260,6 +260,15 @@ impl Handler {
             .try_for_each(|(engine, view)| engine.go_live(view))
     }
 
+    /// Takes over what only live feeds hold from `old`, the handler of
+    /// the same configuration before the state started over (see
+    /// [`FeedEngine::carry_over`](crate::engine::FeedEngine::carry_over)).
+    pub fn carry_over(&mut self, old: &mut Handler) {
+        for (f, o) in self.feeds.iter_mut().zip(&mut old.feeds) {
+            f.engine.carry_over(&mut o.engine);
+        }
+    }
+
     /// An operator's request that every feed resynchronise from its
     /// venue's snapshot at `now` (see
     /// [`FeedEngine::resync`](crate::engine::FeedEngine::resync)); returns

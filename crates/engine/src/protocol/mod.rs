@@ -229,6 +229,15 @@ impl Engine {
         each!(self, e => e.go_live(cx))
     }
 
+    /// See [`FeedEngine::carry_over`]: for engines of the same protocol.
+    pub fn carry_over(&mut self, old: &mut Engine) {
+        match (self, old) {
+            (Engine::Sqf(a), Engine::Sqf(b)) => a.carry_over(b),
+            (Engine::Itch50(a), Engine::Itch50(b)) => a.carry_over(b),
+            _ => {}
+        }
+    }
+
     /// See [`FeedEngine::resync`].
     pub fn resync(&mut self, cx: View<'_>, now: u64) -> bool {
         each!(self, e => e.resync(cx, now))

@@ -678,6 +678,17 @@ impl Password {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
+
+    /// A password of `b` (at most 10 bytes), for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(b: &[u8]) -> Password {
+        let mut bytes = [0; GLIMPSE_PASSWORD_MAX];
+        bytes[..b.len()].copy_from_slice(b);
+        Password {
+            bytes,
+            len: b.len(),
+        }
+    }
 }
 
 impl fmt::Debug for Password {

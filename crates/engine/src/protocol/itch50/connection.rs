@@ -18,11 +18,11 @@ use super::feed::{Settings, Staging};
 use super::glimpse::{self, End};
 use super::snapshot::Spin;
 use super::soup;
-use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TryRecvError};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,11 +63,14 @@ pub enum Wire {
     Abort,
 }
 
-/// What the thread reports, in the order it happened.
+/// What the thread reports, in the order it happened. An end comes with
+/// the wire event that decided it (the read holding the deciding bytes,
+/// the server's FIN or RST, our close at a timer), so that a recorded run
+/// writes that event in the same receive cycle as the end takes effect.
 #[derive(Debug)]
 enum Report {
     Wire(Wire),
-    End(u64, End, Box<Staging>),
+    End(u64, End, Box<Staging>, Option<Wire>),
 }
 
 enum Command {
@@ -88,6 +91,9 @@ pub struct Connection {
     reports: Receiver<Report>,
     /// The running attempt's id: ends of an aborted one are dropped.
     attempt: u64,
+    /// The local end of the socket the thread keeps bound for the next
+    /// attempt (`ip << 16 | port`; 0: none ready).
+    next_local: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Command {
@@ -109,23 +115,29 @@ impl Connection {
         password: Password,
         settings: Settings,
     ) -> std::io::Result<Connection> {
-        let (commands, rx) = bounded(8);
+        // Commands are few (a start per attempt, an abort per new session,
+        // a staging state back per end): unbounded, so that none is ever
+        // lost nor a staging state freed on the receive thread.
+        let (commands, rx) = unbounded();
         let (tx, reports) = bounded(64);
         let record = Arc::new(AtomicBool::new(false));
         let on = record.clone();
+        let next_local = Arc::new(AtomicU64::new(0));
+        let ready = next_local.clone();
         // Detached: dropping the connection closes its channels, which
         // ends the thread (see `Drop`).
         std::thread::Builder::new()
             .name(format!("tg-glimpse-{name}"))
             .spawn(move || {
                 let out = Out { tx, record: on };
-                run(target, password, settings, rx, out)
+                run(target, password, settings, rx, out, ready)
             })?;
         Ok(Connection {
             record,
             commands,
             reports,
             attempt: 0,
+            next_local,
         })
     }
 
@@ -135,18 +147,20 @@ impl Connection {
         self.record.store(on, Ordering::Relaxed);
     }
 
-    /// Starts a connection checked by `settings`.
-    pub fn start(&mut self, settings: glimpse::Settings) {
+    /// Starts a connection checked by `settings`; returns the local end it
+    /// connects from (the socket the thread holds bound for it), so that
+    /// a recorded run writes our SYN now, when the attempt starts.
+    pub fn start(&mut self, settings: glimpse::Settings) -> SocketAddrV4 {
         self.attempt += 1;
-        let _ = self
-            .commands
-            .try_send(Command::Start(self.attempt, settings));
+        let local = unpack(self.next_local.swap(0, Ordering::AcqRel));
+        let _ = self.commands.send(Command::Start(self.attempt, settings));
+        local
     }
 
     /// Drops the running connection (its end will not be reported).
     pub fn abort(&mut self) {
         self.attempt += 1;
-        let _ = self.commands.try_send(Command::Abort);
+        let _ = self.commands.send(Command::Abort);
     }
 
     /// The end of the running connection, if the thread reported it, with
@@ -156,15 +170,22 @@ impl Connection {
         loop {
             match self.reports.try_recv().ok()? {
                 Report::Wire(w) => wire(w),
-                Report::End(id, end, staging) if id == self.attempt => return Some((end, staging)),
-                Report::End(_, _, staging) => self.recycle(staging),
+                Report::End(id, end, staging, decided) => {
+                    if let Some(w) = decided {
+                        wire(w);
+                    }
+                    if id == self.attempt {
+                        return Some((end, staging));
+                    }
+                    self.recycle(staging);
+                }
             }
         }
     }
 
     /// Hands a staging state back to the thread, to reuse or drop there.
     pub fn recycle(&mut self, staging: Box<Staging>) {
-        let _ = self.commands.try_send(Command::Recycle(staging));
+        let _ = self.commands.send(Command::Recycle(staging));
     }
 }
 
@@ -173,7 +194,7 @@ impl Drop for Connection {
     /// (within a poll of a read, or when a connect gives up), with no
     /// join, so that a shutdown never waits for a server.
     fn drop(&mut self) {
-        let (dead, _) = bounded(0);
+        let (dead, _) = unbounded();
         self.commands = dead;
         let (_, dead) = bounded(0);
         self.reports = dead;
@@ -190,10 +211,24 @@ impl Out {
     /// Reports `w` if the run is recorded. Blocks while the receive thread
     /// is behind: the connection waits, never the receive thread.
     fn wire(&self, w: impl FnOnce() -> Wire) {
-        if self.record.load(Ordering::Relaxed) {
-            let _ = self.tx.send(Report::Wire(w()));
+        if let Some(w) = self.event(w) {
+            let _ = self.tx.send(Report::Wire(w));
         }
     }
+
+    /// `w` if the run is recorded.
+    fn event(&self, w: impl FnOnce() -> Wire) -> Option<Wire> {
+        self.record.load(Ordering::Relaxed).then(w)
+    }
+}
+
+/// `ip:port` as one integer (0: none).
+fn pack(a: SocketAddrV4) -> u64 {
+    u64::from(u32::from(*a.ip())) << 16 | u64::from(a.port())
+}
+
+fn unpack(v: u64) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
 }
 
 /// The thread: one connection per start, until the receive thread goes.
@@ -203,11 +238,15 @@ fn run(
     settings: Settings,
     commands: Receiver<Command>,
     out: Out,
+    ready: Arc<AtomicU64>,
 ) {
     let mut spare: Option<Box<Staging>> = None;
-    let login = soup::login(target.user.as_bytes(), password.as_bytes());
+    let mut login = soup::login(target.user.as_bytes(), password.as_bytes());
     drop(password);
     let mut buf = vec![0u8; READ];
+    // The socket of the next attempt, bound ahead: its local end is what
+    // the receive thread records as our SYN when it starts the attempt.
+    let mut prepared = prepare(&ready);
     while let Ok(command) = commands.recv() {
         let (id, check) = match command {
             Command::Start(id, check) => (id, check),
@@ -221,21 +260,36 @@ fn run(
             .take()
             .unwrap_or_else(|| Box::new(Staging::new(&settings)));
         let mut spin = Spin::new(check, staging);
-        match attempt(
-            &target, &login, &mut spin, &commands, &mut spare, &mut buf, &out,
-        ) {
-            Some(end) => {
-                if out
-                    .tx
-                    .send(Report::End(id, end, spin.into_staging()))
-                    .is_err()
-                {
-                    return;
+        let socket = match prepared.take() {
+            Some(s) => Ok(s),
+            None => socket(),
+        };
+        let ended = attempt(
+            socket, &target, &login, &mut spin, &commands, &mut spare, &mut buf, &out,
+        );
+        prepared = prepare(&ready);
+        match ended {
+            Some((end, decided, close_after)) => {
+                let report = Report::End(id, end, spin.into_staging(), decided);
+                if out.tx.send(report).is_err() {
+                    break;
+                }
+                if close_after {
+                    out.wire(|| Wire::Close);
                 }
             }
             None => spare = Some(spin.into_staging()),
         }
     }
+    login.fill(0);
+    std::hint::black_box(&login);
+}
+
+/// Binds the next attempt's socket and makes its local end known.
+fn prepare(ready: &AtomicU64) -> Option<(Socket, SocketAddrV4)> {
+    let s = socket().ok()?;
+    ready.store(pack(s.1), Ordering::Release);
+    Some(s)
 }
 
 /// A TCP socket bound to an ephemeral port, and that local end (the
@@ -250,8 +304,12 @@ fn socket() -> std::io::Result<(Socket, SocketAddrV4)> {
     Ok((socket, local))
 }
 
-/// One connection: its end, or `None` when aborted.
+/// One connection from `socket`: its end, with the wire event that
+/// decided it and whether our close is still to be recorded after it; or
+/// `None` when aborted.
+#[allow(clippy::too_many_arguments)]
 fn attempt(
+    socket: std::io::Result<(Socket, SocketAddrV4)>,
     target: &Target,
     login: &[u8],
     spin: &mut Spin,
@@ -259,42 +317,34 @@ fn attempt(
     spare: &mut Option<Box<Staging>>,
     buf: &mut [u8],
     out: &Out,
-) -> Option<End> {
-    let begun = Instant::now();
+) -> Option<(End, Option<Wire>, bool)> {
+    // No byte yet: the idle timer runs from the start of the attempt.
+    let started = Instant::now();
     let idle = Duration::from_nanos(target.idle_ns);
     let timeout = Duration::from_nanos(target.timeout_ns);
     let server = SockAddr::from(SocketAddr::V4(target.server));
-    let (socket, mut local) = match socket() {
-        Ok(s) => s,
-        Err(_) => return Some(spin.client().on_reset()),
+    let Ok((socket, _)) = socket else {
+        return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
     };
-    let connected = socket.connect_timeout(&server, idle.min(timeout));
-    if let Some(l) = socket.local_addr().ok().and_then(|a| a.as_socket_ipv4()) {
-        if !l.ip().is_unspecified() {
-            local = l;
-        }
-    }
-    out.wire(|| Wire::Open(local));
-    match connected {
+    match socket.connect_timeout(&server, idle.min(timeout)) {
         Ok(()) => {}
         Err(e) if is_timeout(e.kind()) => {
-            out.wire(|| Wire::Close);
-            return Some(spin.client().on_idle());
+            return Some((spin.client().on_idle(), out.event(|| Wire::Close), false));
         }
-        Err(_) => {
-            out.wire(|| Wire::Rst);
-            return Some(spin.client().on_reset());
-        }
+        Err(_) => return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false)),
     }
+    // `snapshot_timeout_ms` runs from the connection.
+    let begun = Instant::now();
     let mut stream: TcpStream = socket.into();
     let _ = stream.set_nodelay(true);
     if stream.write_all(login).is_err() {
-        out.wire(|| Wire::Rst);
-        return Some(spin.client().on_reset());
+        return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
     }
     let mut last_sent = Instant::now();
-    let mut last_byte = Instant::now();
-    let end = loop {
+    let mut last_byte = started;
+    // The end, the wire event that decided it, and whether our close is
+    // still to come after it.
+    let (end, decided, close_after) = loop {
         match commands.try_recv() {
             Ok(Command::Abort) | Err(TryRecvError::Disconnected) => {
                 let _ = stream.shutdown(Shutdown::Both);
@@ -307,15 +357,14 @@ fn attempt(
         }
         let now = Instant::now();
         if now.duration_since(begun) >= timeout {
-            break spin.client().on_timeout();
+            break (spin.client().on_timeout(), out.event(|| Wire::Close), false);
         }
         if now.duration_since(last_byte) >= idle {
-            break spin.client().on_idle();
+            break (spin.client().on_idle(), out.event(|| Wire::Close), false);
         }
         if now.duration_since(last_sent) >= HEARTBEAT {
             if stream.write_all(&soup::CLIENT_HEARTBEAT).is_err() {
-                out.wire(|| Wire::Rst);
-                break spin.client().on_reset();
+                break (spin.client().on_reset(), out.event(|| Wire::Rst), true);
             }
             last_sent = now;
         }
@@ -331,30 +380,23 @@ fn attempt(
         .max(Duration::from_millis(1));
         let _ = stream.set_read_timeout(Some(wait));
         match stream.read(buf) {
-            Ok(0) => {
-                out.wire(|| Wire::Fin);
-                break spin.client().on_eof();
-            }
+            Ok(0) => break (spin.client().on_eof(), out.event(|| Wire::Fin), true),
             Ok(n) => {
                 last_byte = Instant::now();
-                out.wire(|| Wire::Bytes(buf[..n].to_vec()));
                 if let Some(end) = spin.on_bytes(&buf[..n]) {
-                    break end;
+                    break (end, out.event(|| Wire::Bytes(buf[..n].to_vec())), true);
                 }
+                out.wire(|| Wire::Bytes(buf[..n].to_vec()));
             }
             Err(e) if is_timeout(e.kind()) || e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => {
-                out.wire(|| Wire::Rst);
-                break spin.client().on_reset();
-            }
+            Err(_) => break (spin.client().on_reset(), out.event(|| Wire::Rst), true),
         }
     };
     if matches!(end, End::Snapshot { .. }) {
         let _ = stream.write_all(&soup::LOGOUT);
     }
     let _ = stream.shutdown(Shutdown::Both);
-    out.wire(|| Wire::Close);
-    Some(end)
+    Some((end, decided, close_after))
 }
 
 fn is_timeout(kind: ErrorKind) -> bool {

@@ -133,6 +133,17 @@ impl Driver {
         self.live = Some(connection);
     }
 
+    /// Takes over `old`'s connection thread and recording (a feed started
+    /// over on a recreated publication keeps connecting).
+    pub fn carry_over(&mut self, old: &mut Driver) {
+        if let Some(live) = old.live.take() {
+            self.live = Some(live);
+        }
+        if let Some(w) = &old.wire {
+            self.record(w.server);
+        }
+    }
+
     /// Records what goes over the wire from now on (`run --record`).
     pub fn record(&mut self, server: std::net::SocketAddrV4) {
         if let Some(c) = &self.live {
@@ -194,10 +205,14 @@ impl Driver {
             live.recycle(staging);
             self.log(step, now, name);
         }
-        self.wire = wire;
         if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
-            live.start(self.recorded.settings().for_feed(feed));
+            let local = live.start(self.recorded.settings().for_feed(feed));
+            // Our SYN, recorded when the attempt starts (as replay starts it).
+            if let Some(log) = wire.as_mut() {
+                log.events.push((now, Wire::Open(local)));
+            }
         }
+        self.wire = wire;
         self.live = Some(live);
     }
 
@@ -300,6 +315,54 @@ mod tests {
         assert_eq!((d.last_failure_log, d.unlogged), (Some(s + s / 2 + 1), 0));
         d.log(failed(false), 3 * s, "f");
         assert_eq!((d.last_failure_log, d.unlogged), (Some(3 * s), 0));
+    }
+
+    /// A driver started over (a recreated publication) takes the old
+    /// one's connection thread and recording.
+    #[test]
+    fn a_new_driver_carries_the_connection_over() {
+        let settings = || {
+            (
+                Settings {
+                    max_attempts: 1,
+                    retry_ns: 1,
+                    retry_max_ns: 1,
+                },
+                SpinSettings {
+                    session_check: true,
+                    max_messages: 1_000,
+                },
+            )
+        };
+        let (a, b) = settings();
+        let mut old = Driver::new(a, b);
+        let server: std::net::SocketAddrV4 = "127.0.0.1:9".parse().unwrap();
+        let target = super::super::connection::Target {
+            server,
+            user: "u".into(),
+            idle_ns: 2_000_000_000,
+            timeout_ns: 2_000_000_000,
+        };
+        let password = super::super::config::Password::for_tests(b"pw");
+        let feed = super::super::feed::Settings {
+            sequencing: super::super::sequencer::Settings {
+                gap_timeout_ns: 1,
+                max_held: 1,
+                join_gap_max: 1,
+            },
+            timezone: jiff::tz::TimeZone::UTC,
+            offset: crate::clock::OffsetMode::Fixed(0),
+            offset_queue: 1,
+            orders: 1,
+            max_orders: 1,
+            max_symbols: 1,
+        };
+        old.go_live(Connection::spawn("t", target, password, feed).unwrap());
+        old.record(server);
+        let (a, b) = settings();
+        let mut new = Driver::new(a, b);
+        new.carry_over(&mut old);
+        assert!(new.live.is_some() && new.wire.is_some() && old.live.is_none());
     }
 
     #[test]

@@ -340,6 +340,10 @@ impl FeedEngine for Engine {
 
     fn on_segment(&mut self, cx: Cx<'_>, segment: &Segment<'_>, t: u64) {
         if let Some(d) = &mut self.snapshot {
+            // As a live cycle: deadlines first (a gap given up is a
+            // trigger), then the connection.
+            self.feed.expire(t);
+            d.after(&mut self.feed, false, t, &cx.config.name);
             d.on_segment(&mut self.feed, segment, t, &cx.config.name);
             if self.publisher.is_none() {
                 copy_counters(&self.feed, cx.counters);
@@ -369,6 +373,12 @@ impl FeedEngine for Engine {
     fn drain_wire(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
         if let Some(d) = &mut self.snapshot {
             d.drain_wire(f);
+        }
+    }
+
+    fn carry_over(&mut self, old: &mut Self) {
+        if let (Some(d), Some(o)) = (&mut self.snapshot, &mut old.snapshot) {
+            d.carry_over(o);
         }
     }
 

@@ -225,10 +225,7 @@ impl State {
         }
         for s in &old.symbols {
             if new.by_stock.get(s.stock.key()).is_none() {
-                let i = new.symbol(s.stock, s.locate);
-                if let Some(n) = new.symbols.get_mut(i as usize) {
-                    n.last_timestamp = s.last_timestamp;
-                }
+                new.symbol(s.stock, s.locate);
             }
         }
         for (w, &bits) in old.mapped.iter().enumerate() {

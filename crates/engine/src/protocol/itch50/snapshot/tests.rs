@@ -549,6 +549,22 @@ fn a_connection_while_idle_is_an_operators_request() {
     assert_eq!(s.symbols, reference(40).symbols);
 }
 
+/// A replayed connection on a quiet feed finds its deadlines run first,
+/// as a live cycle does: the gap given up is a `gap` trigger (its ticks
+/// lost), not dropped by an operator's request.
+#[test]
+fn a_segment_runs_the_feeds_deadlines_first() {
+    let mut v = Venue::new("");
+    v.datagrams(1..5);
+    v.datagram_of(S1, 7); // gap [5, 7)
+    v.t += 10 * MS;
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    let s = v.summary();
+    assert_eq!((s.ticks_lost, snap(&s).snapshot_state), (2, "awaiting"));
+    assert_eq!(snap(&s).snapshot_attempts, 1);
+}
+
 /// A symbol the spin lacks keeps its locate and name with an empty book
 /// and no trading state; a locate the spin did not map keeps its symbol.
 #[test]
