@@ -37,13 +37,32 @@ pub struct Settings {
     pub offset_queue: usize,
 }
 
+/// Template ids counted one by one; every template CME's schema has lies
+/// below.
+pub const TEMPLATE_IDS: usize = 128;
+
+/// A status group: SecurityGroup and Asset as sent (`char[6]`, trimmed,
+/// NUL-padded), copied, so that a lookup allocates nothing.
+type GroupKey = ([u8; 6], [u8; 6]);
+
+/// `b` (a trimmed `char[6]`) as a key half.
+fn key_half(b: &[u8]) -> [u8; 6] {
+    let mut k = [0; 6];
+    let n = b.len().min(6);
+    k[..n].copy_from_slice(&b[..n]);
+    k
+}
+
 /// What the feed counted (the summary's keys).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counters {
     /// Messages in accepted incremental datagrams, duplicates included.
     pub messages: u64,
-    /// Messages processed, by template id.
-    pub by_template: HashMap<u16, u64>,
+    /// Messages processed, by template id, of the templates the schema
+    /// has (all below [`TEMPLATE_IDS`]; the others count in
+    /// `unknown_templates`): an array, so that counting costs an index and
+    /// a flood of made-up ids grows nothing.
+    pub by_template: Box<[u64; TEMPLATE_IDS]>,
     /// Messages of a template not known, skipped.
     pub unknown_templates: u64,
     /// AdminHeartbeats processed on the incremental lines.
@@ -66,6 +85,26 @@ pub struct Counters {
     pub mbo_order_entries: u64,
     /// Entries dropped because the feed's cache was full.
     pub cache_overflows: u64,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            messages: 0,
+            by_template: Box::new([0; TEMPLATE_IDS]),
+            unknown_templates: 0,
+            heartbeats: 0,
+            channel_resets: 0,
+            snapshot_packets: 0,
+            snapshots_applied: 0,
+            snapshots_ignored: 0,
+            definitions: 0,
+            anomalies: 0,
+            mbo_messages: 0,
+            mbo_order_entries: 0,
+            cache_overflows: 0,
+        }
+    }
 }
 
 /// What a definition says of an instrument.
@@ -121,7 +160,7 @@ pub struct Feed {
     /// Instruments with changes not visible yet.
     dirty: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset).
-    groups: HashMap<(String, String), Status>,
+    groups: HashMap<GroupKey, Status>,
     clock: OffsetEstimator,
     last_alive: Option<u64>,
     watermark: Option<i128>,
@@ -240,11 +279,15 @@ impl Feed {
         let mut source = None;
         for (k, m) in packet.messages().enumerate() {
             let at = (s, k as u16);
-            *self
-                .counters
-                .by_template
-                .entry(m.template_id())
-                .or_default() += 1;
+            if m.kind() != Kind::Unknown {
+                if let Some(n) = self
+                    .counters
+                    .by_template
+                    .get_mut(usize::from(m.template_id()))
+                {
+                    *n += 1;
+                }
+            }
             match m.body() {
                 Body::ChannelReset(_) => {
                     self.reset_channel();
@@ -332,11 +375,12 @@ impl Feed {
             }
             return;
         }
-        let key = (text(group), text(asset));
-        if key.0.is_empty() && key.1.is_empty() {
+        let (group, asset) = (trim(group), trim(asset));
+        if group.is_empty() && asset.is_empty() {
             self.counters.anomalies += 1;
             return;
         }
+        let key = (key_half(group), key_half(asset));
         let mut slot = self.groups.get(&key).copied();
         if status::record(&mut slot, code, at) {
             self.counters.anomalies += 1;
@@ -461,10 +505,11 @@ impl Feed {
     pub fn status(&self, e: &Entry) -> Option<u8> {
         let def = e.definition.as_ref();
         let groups = def.into_iter().flat_map(|d| {
+            let (g, a) = (key_half(d.group.as_bytes()), key_half(d.asset.as_bytes()));
             [
-                self.groups.get(&(d.group.clone(), String::new())),
-                self.groups.get(&(String::new(), d.asset.clone())),
-                self.groups.get(&(d.group.clone(), d.asset.clone())),
+                self.groups.get(&(g, [0; 6])),
+                self.groups.get(&([0; 6], a)),
+                self.groups.get(&(g, a)),
             ]
             .into_iter()
             .flatten()
@@ -805,6 +850,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.counters().anomalies, 1);
+    }
+
+    /// Templates are counted by id, unknown ones (any id, however large)
+    /// only as unknown; a group status by Asset alone reaches the
+    /// instruments of that asset.
+    #[test]
+    fn template_counts_and_asset_statuses() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        let ms = [
+            encode::heartbeat(V),
+            encode::raw(999, 13, &[0; 11], &[]),
+            encode::raw(100, 13, &[0; 11], &[]),
+        ];
+        f.on_incremental(&encode::packet(1, T0, &ms), T0).unwrap();
+        assert_eq!(f.counters().by_template[12], 1);
+        assert_eq!(f.counters().by_template[100], 0);
+        assert_eq!(f.counters().unknown_templates, 2);
+        f.on_incremental(&book(2, true, &[bid(7, 1, 1, UpdateAction::New, 100)]), T0)
+            .unwrap();
+        let asset = encode::Status {
+            transact_time: T0,
+            security_group: "",
+            asset: "ES",
+            security_id: None,
+            match_event_indicator: EOE,
+            trading_status: Some(18),
+        };
+        f.on_incremental(
+            &encode::packet(3, T0, &[encode::security_status(V, &asset)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the
