@@ -367,6 +367,11 @@ fn explain_target(
             known.join(", ")
         );
     };
+    if config.feeds[id as usize].protocol == tickguard::config::Protocol::Mdp3 {
+        anyhow::bail!(
+            "--explain: '{feed}' is an mdp3 feed, which this version does not explain yet (replay it without --explain for its verdicts and summary)"
+        );
+    }
     let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
         anyhow::bail!(
             "--explain: '{symbol}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)"
@@ -553,7 +558,7 @@ fn startup_lines(path: &std::path::Path, config: &Config) -> Vec<String> {
             ms(f.thresholds.stale_ns),
             ms(f.thresholds.source_ns),
             f.offset,
-            f.overrides.len()
+            f.named_overrides.len()
         ));
     }
     lines

@@ -144,7 +144,7 @@ impl ItchExplain {
             lines: feed.lines.clone(),
             gap_timeout_ns: match &feed.settings {
                 ProtocolSettings::Itch50(c) => c.gap_timeout_ns,
-                ProtocolSettings::Sqf(_) => 0,
+                _ => 0,
             },
             symbol,
             th: feed.thresholds_for(symbol),

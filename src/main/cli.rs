@@ -483,7 +483,7 @@ impl SimulateArgs {
                 .iter()
                 .filter_map(|f| match &f.settings {
                     ProtocolSettings::Itch50(c) => Some((f, c)),
-                    ProtocolSettings::Sqf(_) => None,
+                    _ => None,
                 })
                 .filter(|(f, _)| self.feed.as_ref().is_none_or(|n| *n == f.name))
                 .collect();

@@ -191,10 +191,14 @@ fn every_range_is_enforced_at_both_ends() {
 fn with_key(r: &Range, v: i64) -> String {
     if r.table.starts_with("[[") {
         let prefix = format!("{} = ", r.key);
-        let feed = match r.table.ends_with("itch50") {
-            true => FEED.replace("kind = \"full\"", "protocol = \"itch50\""),
-            false => FEED.to_string(),
+        let feed = if r.table.ends_with("itch50") {
+            FEED.replace("kind = \"full\"", "protocol = \"itch50\"")
+        } else if r.table.ends_with("mdp3") {
+            FEED.replace("kind = \"full\"", "protocol = \"mdp3\"")
+        } else {
+            FEED.to_string()
         };
+        let mdp3 = r.table.ends_with("mdp3");
         let feed: String = feed
             .lines()
             .filter(|l| !l.starts_with(&prefix))
@@ -202,7 +206,7 @@ fn with_key(r: &Range, v: i64) -> String {
             .collect();
         // A snapshot key needs a server, and its cross-key rules kept out
         // of the way of the key under test.
-        let snapshot = match r.key.starts_with("snapshot_") {
+        let snapshot = match r.key.starts_with("snapshot_") && !mdp3 {
             true => {
                 "glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
                  glimpse_password_env = \"TG_GLIMPSE_PW\"\n"

@@ -431,7 +431,7 @@ fn accepted_config_is_in_range(c: &Config) {
         }
         let itch = match &f.settings {
             ProtocolSettings::Itch50(c) => Some(c),
-            ProtocolSettings::Sqf(_) => None,
+            _ => None,
         };
         assert_eq!(itch.is_some(), f.protocol == Protocol::Itch50);
         if let Some(i) = itch {

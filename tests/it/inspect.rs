@@ -157,7 +157,7 @@ fn mdp3(seq: u32) -> Vec<u8> {
     p
 }
 
-/// MDP3 is recognised (and the draft says this version does not read it);
+/// MDP3 is recognised (and drafted as a channel's incremental lines);
 /// a sanitised capture (every datagram to 0.0.0.0:0) gets a draft that
 /// says to replay with `--feed`, which routes every datagram to the feed.
 #[test]
@@ -189,7 +189,7 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
     assert!(text.contains("0.0.0.0:0  20 datagrams: SQF 20\n"), "{text}");
     let draft = inspect(&cap, true);
     assert!(
-        draft.contains("# 224.0.31.1:14310 (5 datagrams): looks like CME MDP3 (SBE), which this version does not read\n"),
+        draft.contains("# CME MDP3 (SBE)\n[[feed]]\nname = \"mdp3_1\"\nprotocol = \"mdp3\"\nlines = [\"224.0.31.1:14310\"]\n"),
         "{draft}"
     );
     assert!(draft.contains("replay with `--feed sqf_1`"), "{draft}");

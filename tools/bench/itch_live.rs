@@ -418,7 +418,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
     let config = config(&shm.0, [ports[0], ports[1]], RCVBUF, Some(ports[2]))?;
     let timeout = match &config.feeds[0].settings {
         ProtocolSettings::Itch50(c) => c.gap_timeout_ns,
-        ProtocolSettings::Sqf(_) => 0,
+        _ => 0,
     };
     let rmem = RmemMax::raise(RCVBUF, true);
     let mut sidecar = Sidecar::start(&config)?;

@@ -62,6 +62,7 @@ pub mod services;
 
 use crate::clock::OffsetMode;
 use crate::protocol::itch50::config::ItchConfig;
+use crate::protocol::mdp3::config::Mdp3Config;
 use crate::protocol::sqf::config::SqfConfig;
 use crate::state::FeedKind;
 use crate::symbol::Symbol;
@@ -205,8 +206,13 @@ pub struct FeedConfig {
     pub thresholds: Thresholds,
     /// How the clock offset is obtained.
     pub offset: OffsetMode,
-    /// Per-symbol thresholds, sorted by symbol key.
+    /// Per-symbol thresholds, sorted by symbol key (the names that are
+    /// symbols).
     pub overrides: Vec<(Symbol, Thresholds)>,
+    /// Every per-instrument override by its name as written, sorted by
+    /// name: for a protocol whose instruments' names may not fit a
+    /// [`Symbol`] (MDP3's Symbols run to 20 characters).
+    pub named_overrides: Vec<(String, Thresholds)>,
     /// Decimals every price of the feed prints with, at least
     /// (`price_decimals`; [`Protocol::price_decimals`] by default).
     pub price_decimals: u8,
@@ -220,17 +226,20 @@ pub enum Protocol {
     Sqf,
     /// Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
     Itch50,
+    /// CME MDP 3.0 (SBE, market by price).
+    Mdp3,
 }
 
 impl Protocol {
     /// Every protocol.
-    pub const ALL: [Protocol; 2] = [Protocol::Sqf, Protocol::Itch50];
+    pub const ALL: [Protocol; 3] = [Protocol::Sqf, Protocol::Itch50, Protocol::Mdp3];
 
     /// The name as written in the configuration.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Sqf => "sqf",
             Protocol::Itch50 => "itch50",
+            Protocol::Mdp3 => "mdp3",
         }
     }
 }
@@ -245,6 +254,8 @@ pub enum ProtocolSettings {
     Sqf(SqfConfig),
     /// An `itch50` feed's.
     Itch50(ItchConfig),
+    /// An `mdp3` feed's.
+    Mdp3(Mdp3Config),
 }
 
 /// Evaluates `$call` with the settings inside `$settings`, whatever their protocol.
@@ -253,6 +264,7 @@ macro_rules! each_settings {
         match $settings {
             ProtocolSettings::Sqf($s) => $call,
             ProtocolSettings::Itch50($s) => $call,
+            ProtocolSettings::Mdp3($s) => $call,
         }
     };
 }
@@ -267,6 +279,10 @@ macro_rules! each_protocol {
             }
             Protocol::Itch50 => {
                 type $T = ItchConfig;
+                $e
+            }
+            Protocol::Mdp3 => {
+                type $T = Mdp3Config;
                 $e
             }
         }
@@ -300,7 +316,14 @@ impl Protocol {
         Ok(match self {
             Protocol::Sqf => ProtocolSettings::Sqf(SqfConfig::resolve(keys)?),
             Protocol::Itch50 => ProtocolSettings::Itch50(ItchConfig::resolve(keys)?),
+            Protocol::Mdp3 => ProtocolSettings::Mdp3(Mdp3Config::resolve(keys)?),
         })
+    }
+
+    /// Why `name` cannot name an instrument of its feeds, if it cannot
+    /// ([`FeedProtocol::name_problem`]).
+    pub fn name_problem(self, name: &str) -> Option<&'static str> {
+        each_protocol!(self, T => T::name_problem(name))
     }
 }
 
@@ -308,6 +331,11 @@ impl ProtocolSettings {
     /// Full or delta ([`FeedProtocol::kind`]).
     pub fn kind(&self) -> FeedKind {
         each_settings!(self, s => s.kind())
+    }
+
+    /// Its files taken from `dir`, and checked ([`FeedProtocol::locate_files`]).
+    pub fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
+        each_settings!(self, s => s.locate_files(dir))
     }
 }
 
@@ -324,6 +352,15 @@ impl FeedConfig {
             Ok(i) => self.overrides[i].1,
             Err(_) => self.thresholds,
         }
+    }
+
+    /// The override for the instrument named `name`, as written (any
+    /// length its protocol takes), if there is one.
+    pub fn override_named(&self, name: &str) -> Option<Thresholds> {
+        self.named_overrides
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.named_overrides[i].1)
     }
 }
 
@@ -719,7 +756,14 @@ impl Config {
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        Config::parse(&text, &name)
+        let mut config = Config::parse(&text, &name)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for f in &mut config.feeds {
+            f.settings
+                .locate_files(dir)
+                .map_err(|e| fail(format!("feed {}: {e}", f.name)))?;
+        }
+        Ok(config)
     }
 
     /// Parses and validates configuration text; `name` is used in errors.
@@ -1214,17 +1258,17 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
             }
         },
     };
+    let protocol = protocol_of(&f);
     let mut overrides: Vec<(Symbol, Thresholds)> = Vec::with_capacity(f.symbol.len());
+    let mut named_overrides: Vec<(String, Thresholds)> = Vec::with_capacity(f.symbol.len());
     for s in &f.symbol {
         let shown = echo(s.name.get_ref());
         let sctx = |p: Problem| p.within(&format!("{ctx}: symbol {shown}"));
-        let sym = Symbol::parse(s.name.get_ref()).ok_or_else(|| {
-            sctx(Problem::at(
-                &s.name,
-                "not a valid symbol (1 to 8 printable ASCII characters, no spaces)".into(),
-            ))
-        })?;
-        if overrides.iter().any(|(o, _)| *o == sym) {
+        let name = s.name.get_ref();
+        if let Some(problem) = protocol.name_problem(name) {
+            return Err(sctx(Problem::at(&s.name, problem.into())));
+        }
+        if named_overrides.iter().any(|(o, _)| o == name) {
             return Err(sctx(Problem::at(&s.name, "listed twice".into())));
         }
         let th = Thresholds {
@@ -1237,10 +1281,13 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
                 None => thresholds.source_ns,
             },
         };
-        overrides.push((sym, th));
+        if let Some(sym) = Symbol::parse(name) {
+            overrides.push((sym, th));
+        }
+        named_overrides.push((name.clone(), th));
     }
     overrides.sort_by_key(|(s, _)| *s);
-    let protocol = protocol_of(&f);
+    named_overrides.sort_by(|a, b| a.0.cmp(&b.0));
     let price_decimals = match &f.price_decimals {
         Some(v) => PRICE_DECIMALS.check(v).map_err(in_feed)? as u8,
         None => protocol.price_decimals(),
@@ -1262,6 +1309,7 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         thresholds,
         offset,
         overrides,
+        named_overrides,
         price_decimals,
     };
     Ok((feed, keys))
@@ -1591,7 +1639,7 @@ source_threshold_ms = 9
         let e = err(&format!("[log]\nformat = 3\n{SPEC_EXAMPLE}"));
         assert!(e.contains("(format is `plain` or `json`)"), "{e}");
         let e = err(&SPEC_EXAMPLE.replace("name = \"lp1\"", "name = \"lp1\"\nprotocol = 1"));
-        assert!(e.contains("(protocol is `sqf` or `itch50`)"), "{e}");
+        assert!(e.contains("(protocol is `sqf`, `itch50`, `mdp3`)"), "{e}");
         let kind = SPEC_EXAMPLE
             .lines()
             .find(|l| l.starts_with("kind"))

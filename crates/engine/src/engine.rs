@@ -264,6 +264,30 @@ pub trait FeedEngine {
     /// thread is settled first, see [`settle`](Self::settle)).
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons;
 
+    /// The verdict for the instrument named `name` at `now`, for a name
+    /// that may not fit a [`Symbol`] (a check's name as written). By
+    /// default a symbol's verdict, and `no_quote` for a name that is not
+    /// one.
+    fn verdict_named(&mut self, cx: View<'_>, name: &str, now: u64) -> Reasons {
+        match Symbol::parse(name) {
+            Some(symbol) => self.verdict(cx, symbol, now),
+            None => Reasons::NO_QUOTE,
+        }
+    }
+
+    /// What a check's JSON line adds for the instrument `name`, after its
+    /// verdict (default: nothing).
+    fn detail(&mut self, _cx: View<'_>, _name: &str) -> Option<CheckDetail> {
+        None
+    }
+
+    /// Reads what the feed takes before any datagram (a file its
+    /// configuration names): called by a replay before the first
+    /// datagram. An error is one line naming the file.
+    fn preload(&mut self, _cx: Cx<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The feed's summary at the end of a replay; `counters` are the
     /// feed's (settled first, as for a verdict).
     fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Self::Summary;
@@ -336,6 +360,21 @@ pub fn rejected_by_reason<R: Reason>(c: &FeedCounters) -> BTreeMap<&'static str,
         .iter()
         .map(|r| (r.as_str(), c.rejected_by_reason[r.index()]))
         .collect()
+}
+
+/// What a check's JSON line adds, for a protocol whose instruments carry an
+/// id of the venue's and an exact top of book: the id under its own key,
+/// and the visible level-1 prices as mantissas of the feed's exponent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckDetail {
+    /// The id's key in the line (`security_id`).
+    pub id_key: &'static str,
+    /// The id; `None` (null) for a name nothing resolves.
+    pub id: Option<i64>,
+    /// Best bid; `None` leaves the key out (an empty side).
+    pub bid: Option<i64>,
+    /// Best offer; `None` leaves the key out.
+    pub ask: Option<i64>,
 }
 
 /// A feed as its engine sees it when asked for a verdict: read-only.

@@ -374,15 +374,45 @@ impl Handler {
     /// The verdict for `symbol` of `feed` at local time `now` (ns since the
     /// Unix epoch). An unknown feed or symbol is `no_quote`.
     pub fn verdict(&mut self, feed: u16, symbol: Symbol, now: u64) -> Reasons {
-        let Some(f) = self.feeds.get_mut(feed as usize) else {
-            return Reasons::NO_QUOTE;
-        };
-        let view = View {
-            id: feed,
-            config: &f.config,
-            table: &self.table,
-        };
-        f.engine.verdict(view, symbol, now)
+        match self.view(feed) {
+            Some((engine, view)) => engine.verdict(view, symbol, now),
+            None => Reasons::NO_QUOTE,
+        }
+    }
+
+    /// The verdict for the instrument named `name` (as a check writes it,
+    /// any length its protocol takes) of `feed` at `now`.
+    pub fn verdict_named(&mut self, feed: u16, name: &str, now: u64) -> Reasons {
+        match self.view(feed) {
+            Some((engine, view)) => engine.verdict_named(view, name, now),
+            None => Reasons::NO_QUOTE,
+        }
+    }
+
+    /// What a check's JSON line adds for `name` of `feed`, if its protocol
+    /// adds anything ([`crate::engine::FeedEngine::detail`]).
+    pub fn detail(&mut self, feed: u16, name: &str) -> Option<crate::engine::CheckDetail> {
+        let (engine, view) = self.view(feed)?;
+        engine.detail(view, name)
+    }
+
+    /// Reads what each feed takes before any datagram (its files): the
+    /// first problem, as one line naming the feed.
+    pub fn preload(&mut self) -> Result<(), String> {
+        for feed in 0..self.feeds.len() as u16 {
+            if let Some((engine, cx)) = self.cx(feed) {
+                let name = cx.config.name.clone();
+                engine
+                    .preload(cx)
+                    .map_err(|e| format!("feed {name}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `feed`'s engine with its read-only view, `None` for an unknown feed.
+    fn view(&mut self, feed: u16) -> Option<(&mut Engine, View<'_>)> {
+        self.views().nth(feed as usize)
     }
 
     /// Brings `feed` up to a check at `now` (ns since the Unix epoch, local

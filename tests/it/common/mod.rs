@@ -69,7 +69,7 @@ pub fn assert_recorded_failures_found(recorded: &str, source: &'static str) {
 pub fn itch(feed: &tickguard::config::FeedConfig) -> &ItchConfig {
     match &feed.settings {
         ProtocolSettings::Itch50(c) => c,
-        ProtocolSettings::Sqf(_) => panic!("feed '{}' is not an itch50 feed", feed.name),
+        _ => panic!("feed '{}' is not an itch50 feed", feed.name),
     }
 }
 

@@ -54,7 +54,27 @@ pub trait FeedProtocol: Sized {
     /// position sets its line numbers, [`super::services::line_index`]);
     /// the first is the feed's `lines`, given here.
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service>;
+
+    /// Why `name` cannot name an instrument of its feeds (a check, an
+    /// override, `--explain`), or `None` when it can. By default a symbol:
+    /// 1 to 8 printable ASCII characters without spaces.
+    fn name_problem(name: &str) -> Option<&'static str> {
+        crate::symbol::Symbol::parse(name)
+            .is_none()
+            .then_some(SYMBOL_RULE)
+    }
+
+    /// Takes the paths its keys name from `dir`, the directory of the
+    /// configuration file (they are kept as written until then), and
+    /// checks that each file opens: an error is one line naming the key
+    /// and the file.
+    fn locate_files(&mut self, _dir: &std::path::Path) -> Result<(), String> {
+        Ok(())
+    }
 }
+
+/// What a symbol is, as errors say it.
+pub const SYMBOL_RULE: &str = "not a valid symbol (1 to 8 printable ASCII characters, no spaces)";
 
 /// The accepted values of one integer key, both ends inclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //!
 //! - [`sqf`]: SQF v1, the Simple Quote Feed.
 //! - [`itch50`]: Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
+//! - [`mdp3`]: CME MDP 3.0 (SBE, market by price), replay only.
 //!
 //! This file is the registry of their engines. Each protocol's feed engine
 //! implements [`FeedEngine`]; [`Engine`] holds one of them per feed, built
@@ -21,13 +22,17 @@ pub mod sqf;
 pub use crate::config::Protocol;
 use crate::config::{FeedConfig, ProtocolSettings};
 pub use crate::engine::MAX_REJECT_REASONS;
-use crate::engine::{Cx, FeedCounters, FeedEngine, Reason, Segment, View, WireSegment};
+use crate::engine::{
+    CheckDetail, Cx, FeedCounters, FeedEngine, Reason, Segment, View, WireSegment,
+};
 use crate::shm::{Descriptor, FeedInfo, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 
 const _: () = assert!(
-    sqf::Reject::ALL.len() <= MAX_REJECT_REASONS && itch50::Reject::ALL.len() <= MAX_REJECT_REASONS
+    sqf::Reject::ALL.len() <= MAX_REJECT_REASONS
+        && itch50::Reject::ALL.len() <= MAX_REJECT_REASONS
+        && mdp3::Reject::ALL.len() <= MAX_REJECT_REASONS
 );
 
 /// A feed's engine, by protocol: chosen once per feed from its
@@ -41,6 +46,9 @@ pub enum Engine {
     /// ITCH 5.0 over MoldUDP64: the feed keeps its stream, books and
     /// symbols itself (spec itch50 §3).
     Itch50(Box<itch50::engine::Engine>),
+    /// CME MDP 3.0: the feed keeps its channel, instruments and books
+    /// itself (spec mdp3 §3).
+    Mdp3(Box<mdp3::engine::Engine>),
 }
 
 /// What one datagram shows of the protocol it looks like, for
@@ -88,6 +96,8 @@ pub enum Summary {
     Sqf(sqf::summary::FeedSummary),
     /// ITCH (spec itch50 §5).
     Itch50(itch50::summary::FeedSummary),
+    /// MDP3 (spec mdp3 §5).
+    Mdp3(mdp3::summary::FeedSummary),
 }
 
 impl Summary {
@@ -96,6 +106,7 @@ impl Summary {
         match self {
             Summary::Sqf(s) => (s.packets, s.rejected),
             Summary::Itch50(s) => (s.packets, s.rejected),
+            Summary::Mdp3(s) => (s.packets, s.rejected),
         }
     }
 
@@ -104,6 +115,7 @@ impl Summary {
         match self {
             Summary::Sqf(s) => &s.rejected_by_reason,
             Summary::Itch50(s) => &s.rejected_by_reason,
+            Summary::Mdp3(s) => &s.rejected_by_reason,
         }
     }
 
@@ -113,6 +125,9 @@ impl Summary {
         match self {
             Summary::Sqf(_) => None,
             Summary::Itch50(s) => Some((s.gaps_open, s.held)),
+            // Nothing is held back: a gap open delays only what a
+            // check sees of the instruments it may hide.
+            Summary::Mdp3(s) => Some((s.gaps_open, 0)),
         }
     }
 
@@ -120,7 +135,7 @@ impl Summary {
     /// the file held.
     pub fn file_records(&self) -> Option<FileRecords> {
         match self {
-            Summary::Sqf(_) => None,
+            Summary::Sqf(_) | Summary::Mdp3(_) => None,
             Summary::Itch50(s) => s.invalid_records.map(|invalid| FileRecords {
                 format: "BinaryFILE",
                 records: s.messages,
@@ -150,6 +165,7 @@ macro_rules! each {
         match $engine {
             Engine::Sqf($e) => $call,
             Engine::Itch50($e) => $call,
+            Engine::Mdp3($e) => $call,
         }
     };
 }
@@ -171,6 +187,11 @@ impl Engine {
                 offset_queue,
                 shared,
             ))),
+            ProtocolSettings::Mdp3(c) => Engine::Mdp3(Box::new(mdp3::engine::Engine::new(
+                c,
+                config.offset,
+                offset_queue,
+            ))),
         }
     }
 
@@ -188,6 +209,7 @@ impl Engine {
             Engine::Itch50(e) => e
                 .on_datagram(cx, line, payload, t)
                 .map_err(Rejected::Itch50),
+            Engine::Mdp3(e) => e.on_datagram(cx, line, payload, t).map_err(Rejected::Mdp3),
         }
     }
 
@@ -211,11 +233,27 @@ impl Engine {
         each!(self, e => e.verdict(cx, symbol, now))
     }
 
+    /// See [`FeedEngine::verdict_named`].
+    pub fn verdict_named(&mut self, cx: View<'_>, name: &str, now: u64) -> Reasons {
+        each!(self, e => e.verdict_named(cx, name, now))
+    }
+
+    /// See [`FeedEngine::detail`].
+    pub fn detail(&mut self, cx: View<'_>, name: &str) -> Option<CheckDetail> {
+        each!(self, e => e.detail(cx, name))
+    }
+
+    /// See [`FeedEngine::preload`].
+    pub fn preload(&mut self, cx: Cx<'_>) -> Result<(), String> {
+        each!(self, e => e.preload(cx))
+    }
+
     /// See [`FeedEngine::summary`].
     pub fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Summary {
         match self {
             Engine::Sqf(e) => Summary::Sqf(e.summary(cx, counters)),
             Engine::Itch50(e) => Summary::Itch50(e.summary(cx, counters)),
+            Engine::Mdp3(e) => Summary::Mdp3(e.summary(cx, counters)),
         }
     }
 
@@ -234,6 +272,7 @@ impl Engine {
         match (self, old) {
             (Engine::Sqf(a), Engine::Sqf(b)) => a.carry_over(b),
             (Engine::Itch50(a), Engine::Itch50(b)) => a.carry_over(b),
+            (Engine::Mdp3(a), Engine::Mdp3(b)) => a.carry_over(b),
             _ => {}
         }
     }
@@ -282,7 +321,15 @@ impl Engine {
     pub fn itch(&self) -> Option<&itch50::feed::Feed> {
         match self {
             Engine::Itch50(e) => Some(e.feed()),
-            Engine::Sqf(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The MDP3 channel, for an `mdp3` feed.
+    pub fn mdp3(&self) -> Option<&mdp3::feed::Feed> {
+        match self {
+            Engine::Mdp3(e) => Some(e.feed()),
+            _ => None,
         }
     }
 
@@ -290,7 +337,7 @@ impl Engine {
     pub fn itch_mut(&mut self) -> Option<&mut itch50::feed::Feed> {
         match self {
             Engine::Itch50(e) => Some(e.feed_mut()),
-            Engine::Sqf(_) => None,
+            _ => None,
         }
     }
 
@@ -298,7 +345,7 @@ impl Engine {
     pub fn itch_engine_mut(&mut self) -> Option<&mut itch50::engine::Engine> {
         match self {
             Engine::Itch50(e) => Some(e),
-            Engine::Sqf(_) => None,
+            _ => None,
         }
     }
 }
@@ -309,6 +356,7 @@ pub fn counters(protocol: Protocol) -> Vec<Descriptor> {
     match protocol {
         Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::counters(),
         Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::counters(),
+        Protocol::Mdp3 => <mdp3::engine::Engine as FeedEngine>::counters(),
     }
 }
 
@@ -338,6 +386,7 @@ pub fn traits(protocol: Protocol) -> u64 {
     match protocol {
         Protocol::Sqf => <sqf::feed::Feed as FeedEngine>::TRAITS,
         Protocol::Itch50 => <itch50::engine::Engine as FeedEngine>::TRAITS,
+        Protocol::Mdp3 => <mdp3::engine::Engine as FeedEngine>::TRAITS,
     }
 }
 
@@ -347,6 +396,7 @@ macro_rules! each_reason {
         match $rejected {
             Rejected::Sqf($r) => $call,
             Rejected::Itch50($r) => $call,
+            Rejected::Mdp3($r) => $call,
         }
     };
 }
@@ -358,6 +408,8 @@ pub enum Rejected {
     Sqf(sqf::Reject),
     /// A MoldUDP64 / ITCH 5.0 packet.
     Itch50(itch50::Reject),
+    /// An MDP3 packet.
+    Mdp3(mdp3::Reject),
 }
 
 impl Rejected {
@@ -386,6 +438,9 @@ impl Rejected {
             Protocol::Itch50 => <itch50::Reject as Reason>::ALL
                 .get(index)
                 .map(|r| Rejected::Itch50(*r)),
+            Protocol::Mdp3 => <mdp3::Reject as Reason>::ALL
+                .get(index)
+                .map(|r| Rejected::Mdp3(*r)),
         }
     }
 }
@@ -399,6 +454,12 @@ impl From<sqf::Reject> for Rejected {
 impl From<itch50::Reject> for Rejected {
     fn from(r: itch50::Reject) -> Rejected {
         Rejected::Itch50(r)
+    }
+}
+
+impl From<mdp3::Reject> for Rejected {
+    fn from(r: mdp3::Reject) -> Rejected {
+        Rejected::Mdp3(r)
     }
 }
 

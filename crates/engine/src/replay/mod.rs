@@ -11,7 +11,7 @@
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::services::{line_index, listen_takes, Receive};
 use crate::config::Config;
-use crate::engine::Segment;
+use crate::engine::{CheckDetail, Segment};
 use crate::handler::Handler;
 use crate::protocol::Rejected;
 use crate::symbol::Symbol;
@@ -195,6 +195,8 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
 pub struct Answer {
     /// Reasons; empty means ok.
     pub reasons: Reasons,
+    /// What the check's line adds, for a protocol that adds anything.
+    pub detail: Option<CheckDetail>,
 }
 
 /// What a replay produced.
@@ -224,6 +226,10 @@ pub enum InputError {
         /// What is wrong, and where.
         error: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A file a feed reads before any datagram (MDP3's `definitions`):
+    /// nothing was replayed.
+    #[error("{0}")]
+    Preload(String),
 }
 
 /// The summary file (SQF section 6, plus diagnostics): `{"capture": …,
@@ -477,12 +483,24 @@ pub fn replay(
     replay_with(config, capture, checks, progress, &mut ())
 }
 
+/// What a check's name is, resolved once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    /// A symbol.
+    Symbol(Symbol),
+    /// A name its feed's protocol takes that is not a symbol (an MDP3
+    /// Symbol past 8 characters, a long `#SecurityID`).
+    Name,
+    /// Neither (or no such feed): answered `no_quote`.
+    Invalid,
+}
+
 /// Checks waiting for their time: resolved once, answered in time order
 /// (ties in input order), each after everything that arrived at or before
 /// it and before anything later.
 struct Pending<'a> {
     checks: &'a [Check],
-    resolved: Vec<(Option<u16>, Option<Symbol>)>,
+    resolved: Vec<(Option<u16>, Key)>,
     /// Check indices by time.
     order: Vec<usize>,
     /// How many of `order` are answered.
@@ -498,13 +516,28 @@ impl<'a> Pending<'a> {
             checks,
             resolved: checks
                 .iter()
-                .map(|c| (config.feed_id(&c.feed), Symbol::parse(&c.symbol)))
+                .map(|c| {
+                    let feed = config.feed_id(&c.feed);
+                    let key = match (Symbol::parse(&c.symbol), feed) {
+                        (Some(s), _) => Key::Symbol(s),
+                        (None, Some(f)) => {
+                            let protocol = config.feeds[usize::from(f)].protocol;
+                            match protocol.name_problem(&c.symbol) {
+                                None => Key::Name,
+                                Some(_) => Key::Invalid,
+                            }
+                        }
+                        (None, None) => Key::Invalid,
+                    };
+                    (feed, key)
+                })
                 .collect(),
             order,
             next: 0,
             answers: vec![
                 Answer {
-                    reasons: Reasons::NO_QUOTE
+                    reasons: Reasons::NO_QUOTE,
+                    detail: None,
                 };
                 checks.len()
             ],
@@ -537,15 +570,21 @@ impl<'a> Pending<'a> {
 
     fn answer(&mut self, handler: &mut Handler, i: usize, observer: &mut impl Observer) {
         let at = self.checks[i].time_ns;
-        let reasons = match self.resolved[i] {
-            (Some(feed), Some(symbol)) => {
-                observer.before_check(handler, feed, at);
-                handler.before_check(feed, at);
-                handler.verdict(feed, symbol, at)
-            }
-            _ => Reasons::NO_QUOTE,
+        let (Some(feed), key) = self.resolved[i] else {
+            return;
         };
-        self.answers[i] = Answer { reasons };
+        if key == Key::Invalid {
+            return;
+        }
+        observer.before_check(handler, feed, at);
+        handler.before_check(feed, at);
+        let name = &self.checks[i].symbol;
+        let reasons = match key {
+            Key::Symbol(symbol) => handler.verdict(feed, symbol, at),
+            _ => handler.verdict_named(feed, name, at),
+        };
+        let detail = handler.detail(feed, name);
+        self.answers[i] = Answer { reasons, detail };
     }
 
     /// Answers the rest (after the input's end) and returns every answer,
@@ -600,6 +639,15 @@ pub fn replay_until(
 ) -> Outcome {
     let until = options.until;
     let mut handler = Handler::new(config);
+    if let Err(e) = handler.preload() {
+        let answers = Pending::new(config, checks).answers;
+        let summary = summarize(&mut handler, capture.stats().clone(), 0);
+        return Outcome {
+            answers,
+            summary,
+            input_error: Some(InputError::Preload(e)),
+        };
+    }
     handler.limit_reject_logs(REJECT_LOG_LINES);
     handler.pipeline_books(!observer.books_on_one_thread());
     let mut router = Router::new(config);
@@ -866,11 +914,12 @@ pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> V
                 c.feed,
                 feeds.join(", ")
             )
-        } else if Symbol::parse(&c.symbol).is_none() {
-            format!(
-                "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
-                c.symbol
-            )
+        } else if let Some(problem) = config.feed_id(&c.feed).and_then(|f| {
+            config.feeds[usize::from(f)]
+                .protocol
+                .name_problem(&c.symbol)
+        }) {
+            format!("'{}' is {problem}", c.symbol)
         } else {
             continue;
         };
@@ -909,7 +958,22 @@ pub fn answer_json(check: &Check, answer: Answer) -> String {
         ok: answer.reasons.is_ok(),
         reasons: answer.reasons.names().collect(),
     };
-    serde_json::to_string(&line).unwrap_or_default()
+    let mut json = serde_json::to_string(&line).unwrap_or_default();
+    if let Some(d) = answer.detail {
+        // The protocol's keys after the shared ones: its id (null when
+        // nothing resolves the name), then each side's price, left out
+        // when the side is empty.
+        json.pop();
+        let id = d.id.map_or("null".to_string(), |v| v.to_string());
+        json.push_str(&format!(",\"{}\":{id}", d.id_key));
+        for (key, v) in [("bid", d.bid), ("ask", d.ask)] {
+            if let Some(v) = v {
+                json.push_str(&format!(",\"{key}\":{v}"));
+            }
+        }
+        json.push('}');
+    }
+    json
 }
 
 #[cfg(test)]
@@ -1025,7 +1089,8 @@ recovery_listen = "{listen}"
             answer_json(
                 &c,
                 Answer {
-                    reasons: Reasons::STALE | Reasons::SUSPECT
+                    reasons: Reasons::STALE | Reasons::SUSPECT,
+                    detail: None,
                 }
             ),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":false,"reasons":["stale","suspect"]}"#
@@ -1034,10 +1099,40 @@ recovery_listen = "{listen}"
             answer_json(
                 &c,
                 Answer {
-                    reasons: Reasons::empty()
+                    reasons: Reasons::empty(),
+                    detail: None,
                 }
             ),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[]}"#
+        );
+    }
+
+    /// "Each JSON line adds `security_id` (null if unresolved) and `bid`,
+    /// `ask` [...] JSON integers [...] absent when the side is empty"
+    /// (spec mdp3 §4): past 2^53 exactly.
+    #[test]
+    fn json_line_with_a_protocol_detail() {
+        let c = Check {
+            time_ns: 7,
+            feed: "cme".into(),
+            symbol: "ESZ6-ESH7".into(),
+        };
+        let detail = |id, bid, ask| Answer {
+            reasons: Reasons::empty(),
+            detail: Some(CheckDetail {
+                id_key: "security_id",
+                id,
+                bid,
+                ask,
+            }),
+        };
+        assert_eq!(
+            answer_json(&c, detail(Some(42), Some(9_007_199_254_740_993), None)),
+            r#"{"time_ns":7,"feed":"cme","symbol":"ESZ6-ESH7","ok":true,"reasons":[],"security_id":42,"bid":9007199254740993}"#
+        );
+        assert_eq!(
+            answer_json(&c, detail(None, None, Some(-5))),
+            r#"{"time_ns":7,"feed":"cme","symbol":"ESZ6-ESH7","ok":true,"reasons":[],"security_id":null,"ask":-5}"#
         );
     }
 }

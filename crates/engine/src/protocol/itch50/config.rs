@@ -833,7 +833,7 @@ mod tests {
     fn settings(f: &FeedConfig) -> &ItchConfig {
         match &f.settings {
             ProtocolSettings::Itch50(c) => c,
-            ProtocolSettings::Sqf(_) => panic!("an sqf feed"),
+            _ => panic!("not an itch50 feed"),
         }
     }
 

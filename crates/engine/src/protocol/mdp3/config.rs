@@ -22,12 +22,11 @@
 //! restart_margin = 10000
 //! ```
 //!
-//! `definitions` is kept as written. A relative path means relative to
-//! the directory of the configuration file, which the configuration does
-//! not know when it is parsed (it is given text and a name for errors):
-//! whoever opens the file resolves it with
-//! [`Mdp3Config::definitions_path`], and an unreadable file is then a
-//! configuration error.
+//! `definitions` is kept as written while the text is parsed (the parser is
+//! given text and a name for errors). A relative path means relative to the
+//! directory of the configuration file: loading a file takes it from there
+//! and opens it ([`FeedProtocol::locate_files`]), so an unreadable file is a
+//! configuration error, one line naming the feed and the file.
 //!
 //! `kind`, `recovery`, `recovery_listen`, `max_held`, `join_gap_max` and
 //! `timezone` are refused, each with its reason ([`FeedProtocol::REFUSED`]);
@@ -280,6 +279,36 @@ impl FeedProtocol for Mdp3Config {
             Service::lines("snapshot_lines", &self.snapshot_lines),
             Service::lines("definition_lines", &self.definition_lines),
         ]
+    }
+
+    /// A Symbol (1 to 20 printable ASCII characters, no spaces: CME's is a
+    /// `char[20]`) or `#` and a SecurityID in decimal.
+    fn name_problem(name: &str) -> Option<&'static str> {
+        (!instrument_name_ok(name)).then_some(INSTRUMENT_RULE)
+    }
+
+    fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
+        let Some(written) = &self.definitions else {
+            return Ok(());
+        };
+        let path = dir.join(written);
+        std::fs::File::open(&path).map_err(|e| format!("definitions {}: {e}", path.display()))?;
+        self.definitions = Some(path);
+        Ok(())
+    }
+}
+
+/// What an MDP3 instrument's name is, as errors say it.
+pub const INSTRUMENT_RULE: &str = "not a valid instrument (a Symbol of 1 to 20 printable ASCII \
+characters without spaces, or # and a SecurityID)";
+
+/// Whether `name` can name an MDP3 instrument: `#` and a SecurityID (an
+/// `Int32`, decimal), or a Symbol of 1 to 20 printable ASCII characters
+/// without spaces.
+pub fn instrument_name_ok(name: &str) -> bool {
+    match name.strip_prefix('#') {
+        Some(id) => id.parse::<i32>().is_ok(),
+        None => (1..=20).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic()),
     }
 }
 

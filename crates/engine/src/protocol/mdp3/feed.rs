@@ -85,6 +85,8 @@ pub struct Counters {
     pub mbo_order_entries: u64,
     /// Entries dropped because the feed's cache was full.
     pub cache_overflows: u64,
+    /// RptSeq values skipped for good by snapshots, every instrument.
+    pub ticks_lost: u64,
 }
 
 impl Default for Counters {
@@ -103,6 +105,7 @@ impl Default for Counters {
             mbo_messages: 0,
             mbo_order_entries: 0,
             cache_overflows: 0,
+            ticks_lost: 0,
         }
     }
 }
@@ -200,6 +203,27 @@ impl Feed {
     /// Entries cached now.
     pub fn cached(&self) -> usize {
         self.cached
+    }
+
+    /// RptSeq values skipped for good by snapshots, every instrument.
+    pub fn ticks_lost(&self) -> u64 {
+        self.counters.ticks_lost
+    }
+
+    /// The clock offset (local − CME), ns, estimated from processed
+    /// incremental packets only.
+    pub fn offset(&self) -> i128 {
+        self.clock.offset()
+    }
+
+    /// Local time of the last packet that left no gap open (ns), if any.
+    pub fn last_alive(&self) -> Option<u64> {
+        self.last_alive
+    }
+
+    /// The source watermark (ns UTC), if any.
+    pub fn watermark(&self) -> Option<i128> {
+        self.watermark
     }
 
     /// Every instrument, in order of first appearance.
@@ -454,8 +478,9 @@ impl Feed {
                         }
                     });
             match matched {
-                Matched::Applied { .. } => {
+                Matched::Applied { lost } => {
                     e.snapshots_applied += 1;
+                    self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
                     if let Some(code) = snap.trading_status() {
                         let at = (snap.last_msg_seq_num_processed(), u16::MAX);

@@ -101,12 +101,14 @@
 pub mod book;
 pub mod config;
 pub mod encode;
+pub mod engine;
 pub mod feed;
 pub mod instrument;
 pub mod packet;
 pub mod rptseq;
 pub mod sequence;
 pub mod status;
+pub mod summary;
 pub mod template;
 #[cfg(test)]
 mod testing;
@@ -178,18 +180,65 @@ impl Reject {
 /// each at least its headers, with CME's schema id, a version of 9 or
 /// later, and a root block inside the message, the last one ending exactly
 /// at the end of the datagram.
+///
+/// A configuration drafted from it takes the address as a feed's
+/// incremental `lines`, unless its messages say it is another service of a
+/// channel: snapshots (52, 69) or definitions (54–63) get a comment saying
+/// which list the address belongs in (ranked above plain lines, so one such
+/// datagram marks the address).
 pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
     packet::check_framing(payload).ok()?;
     let seq = packet::seq_num(payload)?;
+    let (draft_keys, draft_rank) = match service_of(payload) {
+        Service::Snapshot => (
+            "# this address carries snapshots (52, 69): list it in the channel's \
+             snapshot_lines, not as a feed of its own\n",
+            2,
+        ),
+        Service::Definition => (
+            "# this address carries definitions (54 to 63): list it in the channel's \
+             definition_lines, not as a feed of its own\n",
+            1,
+        ),
+        Service::Incremental => ("", 0),
+    };
     Some(super::Sniff {
         looks_like: "CME MDP3 (SBE)",
-        protocol: None,
+        protocol: Some(super::Protocol::Mdp3),
         session: None,
         sequences: Some((u64::from(seq), u64::from(seq))),
-        draft_keys: "",
-        draft_rank: 0,
+        draft_keys,
+        draft_rank,
         recovery_keys: None,
     })
+}
+
+/// Which service of a channel a datagram (framing checked) looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    Incremental,
+    Snapshot,
+    Definition,
+}
+
+/// The service the templates of `payload` belong to: a snapshot or a
+/// definition anywhere in it decides.
+fn service_of(payload: &[u8]) -> Service {
+    let mut at = packet::HEADER_LEN;
+    let mut service = Service::Incremental;
+    while let (Some(size), Some(template)) = (u16_at(payload, at), u16_at(payload, at + 4)) {
+        match template {
+            52 | 69 => return Service::Snapshot,
+            54..=63 => service = Service::Definition,
+            _ => {}
+        }
+        at += usize::from(size.max(1));
+    }
+    service
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
 #[cfg(test)]
@@ -222,6 +271,17 @@ mod tests {
         // Framing only: these 46s have no groups, which the full walk
         // rejects.
         assert_eq!(Packet::new_checked(&p).err(), Some(Reject::BadGroup));
+    }
+
+    /// A draft puts a snapshot or definition address in its channel's
+    /// list, not in a feed of its own.
+    #[test]
+    fn snapshots_and_definitions_are_told_apart_for_a_draft() {
+        let keys = |m: &[(u16, u16, u16, u16)]| sniff(&packet(1, m)).unwrap().draft_keys;
+        assert_eq!(keys(&[(11, 46, 1, 13)]), "");
+        assert!(keys(&[(11, 46, 1, 13), (59, 52, 1, 13)]).contains("snapshot_lines"));
+        assert!(keys(&[(213, 54, 1, 13)]).contains("definition_lines"));
+        assert!(keys(&[(213, 54, 1, 13), (59, 69, 1, 13)]).contains("snapshot_lines"));
     }
 
     #[test]

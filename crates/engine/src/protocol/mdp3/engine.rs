@@ -1,0 +1,282 @@
+//! An MDP3 feed (one CME channel) as the handler drives it: each datagram
+//! handed to the channel ([`Feed`]) by the service it came on, the
+//! `definitions` file read before anything else, the verdict by Symbol or
+//! `#SecurityID`, and the counters the summary and the publication show.
+//!
+//! This version replays MDP3 channels; receiving one live is refused at
+//! start ([`FeedEngine::go_live`]) with one line, rather than running a
+//! feed whose instruments nothing publishes.
+
+use super::config::{service_of, Mdp3Config, DEFINITION_SERVICE, SNAPSHOT_SERVICE};
+use super::feed::{Feed, Settings};
+use super::packet;
+use super::summary::FeedSummary;
+use super::{sequence, Reject};
+use crate::capture::CaptureReader;
+use crate::clock::OffsetMode;
+use crate::engine::{CheckDetail, Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::shm::{counter, Descriptor, Publication};
+use crate::symbol::Symbol;
+use crate::verdict::{Reasons, Thresholds};
+use std::io::Write;
+
+impl Reason for Reject {
+    const ALL: &'static [Reject] = &Reject::ALL;
+    fn index(self) -> usize {
+        Reject::index(self)
+    }
+    fn as_str(self) -> &'static str {
+        Reject::as_str(self)
+    }
+    fn hint(self) -> &'static str {
+        Reject::hint(self)
+    }
+}
+
+/// The feed's own counters in the publication's extension: (id, name).
+/// The ids are storage only; the descriptors give each its meaning.
+const OWN: [(usize, &str); 14] = [
+    (counter::EXT, "next"),
+    (counter::EXT + 3, "gaps_open"),
+    (counter::EXT + 4, "recovered"),
+    (counter::EXT + 5, "packet_gaps"),
+    (counter::EXT + 6, "packets_lost"),
+    (counter::EXT + 7, "channel_resets"),
+    (counter::EXT + 8, "anomalies"),
+    (counter::EXT + 9, "sequence_restarts"),
+    (counter::EXT + 10, "stale_sequence"),
+    (counter::EXT + 11, "snapshots_applied"),
+    (counter::EXT + 12, "snapshots_ignored"),
+    (counter::EXT + 13, "cache_overflows"),
+    (counter::EXT + 14, "cached"),
+    (counter::EXT + 15, "definitions"),
+];
+
+/// One MDP3 feed's engine.
+#[derive(Debug)]
+pub struct Engine {
+    /// The channel.
+    feed: Feed,
+    /// The `definitions` file, read once before the feed's datagrams.
+    definitions: Option<std::path::PathBuf>,
+}
+
+impl Engine {
+    /// An engine for an `mdp3` feed with settings `c`, its clock offset by
+    /// `offset`, offset queues of at most `offset_queue` entries.
+    pub fn new(c: &Mdp3Config, offset: OffsetMode, offset_queue: usize) -> Engine {
+        Engine {
+            feed: Feed::new(Settings {
+                sequencing: sequence::Settings {
+                    gap_timeout_ns: c.gap_timeout_ns,
+                    restart_margin: c.restart_margin,
+                },
+                max_cached: c.max_cached,
+                default_depth: c.default_depth,
+                default_implied_depth: c.default_implied_depth,
+                offset,
+                offset_queue,
+            }),
+            definitions: c.definitions.clone(),
+        }
+    }
+
+    /// The channel.
+    pub fn feed(&self) -> &Feed {
+        &self.feed
+    }
+
+    /// The same, to watch it (`--explain`).
+    pub fn feed_mut(&mut self) -> &mut Feed {
+        &mut self.feed
+    }
+
+    /// Thresholds for the instrument `name` names: an override of its
+    /// `#SecurityID` first, then of its Symbol, then the feed's.
+    fn thresholds(&self, config: &crate::config::FeedConfig, name: &str) -> Thresholds {
+        if let Some(th) = config.override_named(name) {
+            return th;
+        }
+        let Some(e) = self.feed.find(name) else {
+            return config.thresholds;
+        };
+        let mut buf = [0u8; 12];
+        let mut w = &mut buf[..];
+        // "#" and an i32 fit 12 bytes.
+        let _ = write!(w, "#{}", e.security_id);
+        let n = 12 - w.len();
+        let id = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        config
+            .override_named(id)
+            .or_else(|| {
+                e.definition
+                    .as_ref()
+                    .and_then(|d| config.override_named(&d.symbol))
+            })
+            .unwrap_or(config.thresholds)
+    }
+}
+
+/// Copies what the shared counters show of the channel.
+fn copy_counters(feed: &Feed, c: &mut FeedCounters) {
+    let n = feed.counters();
+    let q = feed.sequence().counters();
+    c.messages = n.messages;
+    c.heartbeats = n.heartbeats;
+    c.duplicates = q.duplicates;
+    c.ticks_lost = feed.ticks_lost();
+    c.snapshots = n.snapshots_applied;
+    c.resets = n.channel_resets;
+    c.unknown = n.unknown_templates;
+}
+
+impl FeedEngine for Engine {
+    type Reject = Reject;
+    type Summary = FeedSummary;
+
+    /// The shared counters, then the channel's (spec mdp3 §5).
+    fn counters() -> Vec<Descriptor> {
+        let mut v = crate::engine::shared_counters::<Reject>();
+        // Shown by `stat`; exported as metrics only where an ITCH feed's
+        // metric of the same name means the same (the channel's own
+        // metrics come with receiving it live).
+        v.extend(OWN.iter().map(|&(id, name)| match name {
+            "gaps_open" => Descriptor::gauge(id, name),
+            "anomalies" => Descriptor::counter(id, name),
+            "next" | "cached" => Descriptor::gauge(id, name).metric(""),
+            _ => Descriptor::counter(id, name).metric(""),
+        }));
+        v
+    }
+
+    /// A datagram of the incremental lines (0, 1), the snapshot lines or
+    /// the definition lines. Packet gaps expire first, whatever the
+    /// service and whether the datagram is valid.
+    fn on_datagram(
+        &mut self,
+        cx: Cx<'_>,
+        line: usize,
+        payload: &[u8],
+        t: u64,
+    ) -> Result<(), Reject> {
+        self.feed.expire(t);
+        let result = match service_of(line) {
+            Some(SNAPSHOT_SERVICE) => self.feed.on_snapshot(payload, t),
+            Some(DEFINITION_SERVICE) => self.feed.on_definitions(payload),
+            _ => self.feed.on_incremental(payload, t),
+        };
+        copy_counters(&self.feed, cx.counters);
+        result
+    }
+
+    fn messages_in(&self, payload: &[u8]) -> u64 {
+        packet::check_framing(payload).map_or(0, |n| n as u64)
+    }
+
+    fn offset(&self) -> i128 {
+        self.feed.offset()
+    }
+
+    fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
+        self.feed.expire(now);
+        copy_counters(&self.feed, cx.counters);
+    }
+
+    fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
+        let wire = symbol.to_wire();
+        let n = wire.iter().position(|&b| b == b' ').unwrap_or(wire.len());
+        // A valid symbol is printable ASCII.
+        let name = std::str::from_utf8(&wire[..n]).unwrap_or("");
+        self.verdict_named(cx, name, now)
+    }
+
+    fn verdict_named(&mut self, cx: View<'_>, name: &str, now: u64) -> Reasons {
+        let th = self.thresholds(cx.config, name);
+        self.feed.verdict(name, th, now)
+    }
+
+    /// `security_id`, and the visible outright level-1 prices (spec mdp3
+    /// §4).
+    fn detail(&mut self, _: View<'_>, name: &str) -> Option<CheckDetail> {
+        let e = self.feed.find(name);
+        let book = e.map(|e| &e.instrument.visible().outright);
+        Some(CheckDetail {
+            id_key: "security_id",
+            id: e.map(|e| i64::from(e.security_id)),
+            bid: book.and_then(|b| b.bid.top()).map(|l| l.price),
+            ask: book.and_then(|b| b.offer.top()).map(|l| l.price),
+        })
+    }
+
+    fn summary(&mut self, _: View<'_>, counters: &FeedCounters) -> FeedSummary {
+        FeedSummary::new(counters, &self.feed)
+    }
+
+    fn write_counters(&self, p: &Publication, id: u16) {
+        let n = self.feed.counters();
+        let s = self.feed.sequence();
+        let q = s.counters();
+        for (k, v) in [
+            (counter::EXT, s.high().map_or(0, u64::from)),
+            (counter::EXT + 3, s.gaps_open() as u64),
+            (counter::EXT + 4, q.recovered),
+            (counter::EXT + 5, q.packet_gaps),
+            (counter::EXT + 6, q.packets_lost),
+            (counter::EXT + 7, n.channel_resets),
+            (counter::EXT + 8, n.anomalies),
+            (counter::EXT + 9, q.sequence_restarts),
+            (counter::EXT + 10, q.stale_sequence),
+            (counter::EXT + 11, n.snapshots_applied),
+            (counter::EXT + 12, n.snapshots_ignored),
+            (counter::EXT + 13, n.cache_overflows),
+            (counter::EXT + 14, self.feed.cached() as u64),
+            (counter::EXT + 15, n.definitions),
+        ] {
+            p.set_counter(id, k, v);
+        }
+    }
+
+    /// Reads the `definitions` file: every UDP datagram in it, whatever
+    /// its addresses, is a definition packet (not counted in `packets`). A
+    /// file that cannot be read, or holds a datagram that is not a valid
+    /// MDP3 packet, is an error naming the file (and the datagram).
+    fn preload(&mut self, cx: Cx<'_>) -> Result<(), String> {
+        let Some(path) = self.definitions.clone() else {
+            return Ok(());
+        };
+        let name = path.display();
+        let mut reader =
+            CaptureReader::open(&path).map_err(|e| format!("definitions {name}: {e}"))?;
+        let mut index = 0u64;
+        let mut bad: Option<(u64, Reject)> = None;
+        let feed = &mut self.feed;
+        reader
+            .for_each(|d| {
+                if d.tcp.is_some() {
+                    return;
+                }
+                index += 1;
+                if let Err(r) = feed.on_definitions(d.payload) {
+                    bad.get_or_insert((index, r));
+                }
+            })
+            .map_err(|e| format!("definitions {name}: {e}"))?;
+        if let Some((i, r)) = bad {
+            return Err(format!(
+                "definitions {name}: datagram {i} is not a valid MDP3 packet ({}{})",
+                r.as_str(),
+                r.hint()
+            ));
+        }
+        copy_counters(&self.feed, cx.counters);
+        Ok(())
+    }
+
+    /// Refused: this version reads MDP3 channels from captures only.
+    fn go_live(&mut self, cx: View<'_>) -> Result<(), String> {
+        Err(format!(
+            "feed {}: protocol \"mdp3\" is read by `replay` only in this version (receiving a CME channel live is not built yet)",
+            cx.config.name
+        ))
+    }
+}

@@ -1,0 +1,396 @@
+//! Replaying a capture of a CME MDP3 channel (spec mdp3 §5): datagrams
+//! routed by destination to the incremental, snapshot and definition lines,
+//! the `definitions` file read first, checks by Symbol (past 8 characters
+//! too) and `#SecurityID` with `security_id`, `bid` and `ask` in their
+//! lines, and the summary's keys.
+
+use std::net::SocketAddrV4;
+use std::path::Path;
+use tickguard::capture::link::Link;
+use tickguard::capture::write::{CaptureWriter, Format};
+use tickguard::config::Config;
+use tickguard::protocol::mdp3::encode::{
+    self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot, Status,
+};
+use tickguard::protocol::mdp3::template::{EntryType, UpdateAction};
+use tickguard::replay::{answer_json, replay, Check, InputError};
+
+const MS: u64 = 1_000_000;
+/// 2026-01-05 14:30:00 UTC, ns since the Unix epoch.
+const T0: u64 = 1_767_623_400_000_000_000;
+const V: Shape = Shape::new(13);
+const EOE: u8 = 0x80;
+const ES: i32 = 1001;
+const SPREAD: i32 = 1002;
+const NQ: i32 = 1003;
+
+const CONFIG: &str = r#"
+[[feed]]
+name = "cme"
+protocol = "mdp3"
+lines = ["239.3.1.1:14310", "239.3.1.2:15310"]
+snapshot_lines = ["239.3.1.3:14311"]
+definition_lines = ["239.3.1.5:14312"]
+definitions = "defs.pcap"
+stale_threshold_ms = 32000
+source_threshold_ms = 32000
+clock_offset = 0
+gap_timeout_ms = 5
+
+[[feed.symbol]]
+name = "ESZ6-ESH7"
+stale_threshold_ms = 100
+"#;
+
+fn addr(s: &str) -> SocketAddrV4 {
+    s.parse().unwrap()
+}
+fn line_a() -> SocketAddrV4 {
+    addr("239.3.1.1:14310")
+}
+fn line_b() -> SocketAddrV4 {
+    addr("239.3.1.2:15310")
+}
+fn snapshot_line() -> SocketAddrV4 {
+    addr("239.3.1.3:14311")
+}
+fn definition_line() -> SocketAddrV4 {
+    addr("239.3.1.5:14312")
+}
+
+fn entry(id: i32, rpt: u32, side: EntryType, action: UpdateAction, price: i64) -> BookEntry {
+    BookEntry {
+        price: Some(price),
+        size: Some(10),
+        security_id: id,
+        rpt_seq: rpt,
+        orders: Some(2),
+        level: 1,
+        action,
+        entry_type: side,
+    }
+}
+
+/// Incremental packet `s`: one 46 of `entries`, ending its event.
+fn book(s: u32, entries: &[BookEntry]) -> Vec<u8> {
+    encode::packet(s, T0, &[encode::book(46, V, T0, EOE, entries, 0)])
+}
+
+fn definition(template: u16, id: i32, symbol: &str, group: &str) -> Vec<u8> {
+    let d = encode::Instrument {
+        match_event_indicator: 0,
+        tot_num_reports: Some(3),
+        security_update_action: b'A',
+        trading_status: Some(17),
+        appl_id: 310,
+        security_group: group,
+        asset: "ES",
+        symbol,
+        security_id: id,
+        min_price_increment: Some(250_000_000),
+        display_factor: 1_000_000_000,
+    };
+    let types = [
+        FeedType {
+            md_feed_type: "GBX",
+            market_depth: 10,
+        },
+        FeedType {
+            md_feed_type: "GBI",
+            market_depth: 2,
+        },
+    ];
+    encode::packet(1, T0, &[encode::definition(template, V, &d, 0, &types)])
+}
+
+/// The channel, as (time offset, destination, datagram).
+fn channel() -> Vec<(u64, SocketAddrV4, Vec<u8>)> {
+    use EntryType::{Bid, Offer};
+    use UpdateAction::New;
+    let p1 = book(
+        1,
+        &[
+            entry(ES, 1, Bid, New, 5_000_000_000_000),
+            entry(ES, 2, Offer, New, 5_000_250_000_000),
+        ],
+    );
+    let p2 = book(
+        2,
+        &[
+            entry(SPREAD, 1, Bid, New, -1_250_000_000),
+            entry(SPREAD, 2, Offer, New, -1_000_000_000),
+        ],
+    );
+    // Lost on both lines.
+    let _p3 = book(3, &[entry(ES, 3, Bid, New, 5_000_100_000_000)]);
+    let p4 = book(4, &[entry(ES, 4, Offer, New, 5_000_200_000_000)]);
+    let snapshot = encode::packet(
+        1,
+        T0,
+        &[encode::snapshot(
+            52,
+            V,
+            &SnapshotRoot {
+                last_msg_seq_num_processed: 4,
+                tot_num_reports: 2,
+                security_id: ES,
+                rpt_seq: 4,
+                transact_time: T0,
+                trading_status: Some(17),
+            },
+            &[
+                SnapshotEntry {
+                    price: Some(5_000_100_000_000),
+                    size: Some(3),
+                    orders: Some(1),
+                    level: Some(1),
+                    entry_type: Bid,
+                },
+                SnapshotEntry {
+                    price: Some(5_000_200_000_000),
+                    size: Some(4),
+                    orders: Some(1),
+                    level: Some(1),
+                    entry_type: Offer,
+                },
+            ],
+        )],
+    );
+    let halt = encode::packet(
+        5,
+        T0,
+        &[encode::security_status(
+            V,
+            &Status {
+                transact_time: T0 + 30 * MS,
+                security_group: "SP",
+                asset: "",
+                security_id: None,
+                match_event_indicator: EOE,
+                trading_status: Some(2),
+            },
+        )],
+    );
+    vec![
+        (0, line_a(), p1.clone()),
+        (MS / 2, line_b(), p1),
+        (MS, line_a(), p2.clone()),
+        (MS, line_b(), p2),
+        // p3 lost on both lines: gap [3, 4) at 2 ms, given up after 7 ms.
+        (2 * MS, line_a(), p4.clone()),
+        (2 * MS, line_b(), p4),
+        (3 * MS, definition_line(), definition(54, NQ, "NQZ6", "NQ")),
+        (4 * MS, snapshot_line(), b"short".to_vec()),
+        (20 * MS, snapshot_line(), snapshot),
+        (30 * MS, line_a(), halt),
+    ]
+}
+
+/// A capture of `datagrams`, as (time offset from `T0`, destination, bytes).
+fn write_capture(path: &Path, datagrams: &[(u64, SocketAddrV4, Vec<u8>)]) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let src = addr("10.3.3.3:5000");
+    for (dt, dst, bytes) in datagrams {
+        w.write_udp(T0 + dt, src, *dst, bytes).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// The definitions file: ES and the spread, at an address no line uses.
+fn write_definitions(path: &Path) {
+    let to = addr("10.1.1.1:9");
+    write_capture(
+        path,
+        &[
+            (0, to, definition(54, ES, "ESZ6", "SP")),
+            (0, to, definition(56, SPREAD, "ESZ6-ESH7", "SP")),
+        ],
+    );
+}
+
+fn check(dt: u64, name: &str) -> Check {
+    Check {
+        time_ns: T0 + dt,
+        feed: "cme".into(),
+        symbol: name.into(),
+    }
+}
+
+fn setup(dir: &Path) -> Config {
+    write_definitions(&dir.join("defs.pcap"));
+    write_capture(&dir.join("cme.pcap"), &channel());
+    let path = dir.join("cme.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    Config::load(&path).unwrap()
+}
+
+#[test]
+fn an_mdp3_capture_replays_by_service_with_definitions_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    let checks = [
+        check(MS / 2, "ESZ6"),
+        check(MS / 2, "#1001"),
+        check(3 * MS, "ESZ6"),        // an RptSeq hole, a packet gap open
+        check(3 * MS, "#1002"),       // untouched by the lost packet: ok
+        check(10 * MS, "#1002"),      // the gap given up: unverified
+        check(25 * MS, "ESZ6"),       // healed by the snapshot
+        check(25 * MS, "ESZ6-ESH7"),  // a Symbol past 8 characters
+        check(40 * MS, "ESZ6"),       // the group halted
+        check(40 * MS, "NQZ6"),       // defined on the definition line; no book
+        check(40 * MS, "#999"),       // unknown
+        check(400 * MS, "ESZ6-ESH7"), // its own threshold: stale
+    ];
+    let mut capture =
+        tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &checks, |_| {});
+    assert!(outcome.input_error.is_none());
+    let lines: Vec<String> = checks
+        .iter()
+        .zip(&outcome.answers)
+        .map(|(c, a)| answer_json(c, *a))
+        .collect();
+    let t = |dt: u64| T0 + dt;
+    let want = [
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6","ok":true,"reasons":[],"security_id":1001,"bid":5000000000000,"ask":5000250000000}}"##,
+            t(MS / 2)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"#1001","ok":true,"reasons":[],"security_id":1001,"bid":5000000000000,"ask":5000250000000}}"##,
+            t(MS / 2)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6","ok":false,"reasons":["suspect"],"security_id":1001,"bid":5000000000000,"ask":5000250000000}}"##,
+            t(3 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"#1002","ok":true,"reasons":[],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
+            t(3 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"#1002","ok":false,"reasons":["suspect"],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
+            t(10 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6","ok":true,"reasons":[],"security_id":1001,"bid":5000100000000,"ask":5000200000000}}"##,
+            t(25 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6-ESH7","ok":false,"reasons":["suspect"],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
+            t(25 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6","ok":false,"reasons":["halted"],"security_id":1001,"bid":5000100000000,"ask":5000200000000}}"##,
+            t(40 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"NQZ6","ok":false,"reasons":["no_quote"],"security_id":1003}}"##,
+            t(40 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"#999","ok":false,"reasons":["no_quote"],"security_id":null}}"##,
+            t(40 * MS)
+        ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6-ESH7","ok":false,"reasons":["stale","suspect","halted"],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
+            t(400 * MS)
+        ),
+    ];
+    for (got, want) in lines.iter().zip(&want) {
+        assert_eq!(got, want);
+    }
+
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["cme"];
+    // The definitions file's datagrams are not packets of the feed.
+    assert_eq!(f["packets"], 10);
+    assert_eq!(f["rejected"], 1);
+    assert_eq!(f["rejected_by_reason"]["short"], 1);
+    assert_eq!(f["messages"], 7, "incremental messages, copies included");
+    assert_eq!(f["messages_by_template"]["46"], 3);
+    assert_eq!(f["messages_by_template"]["30"], 1);
+    assert_eq!(f["next"], 6);
+    assert_eq!(f["packet_gaps"], 1);
+    assert_eq!(f["packets_lost"], 1);
+    assert_eq!(f["duplicates"], 3);
+    assert_eq!(f["gaps_open"], 0);
+    assert_eq!(f["snapshot_packets"], 1);
+    assert_eq!(f["snapshots_applied"], 1);
+    assert_eq!(f["definitions"], 3);
+    assert_eq!(f["ticks_lost"], 1, "RptSeq 3 of ES skipped by the snapshot");
+    let es = &f["symbols"]["#1001"];
+    assert_eq!(es["symbol"], "ESZ6");
+    assert_eq!(es["group"], "SP");
+    assert_eq!(es["depth"], 10);
+    assert_eq!(es["rpt_seq"], 4);
+    assert_eq!(es["suspect"], false);
+    assert_eq!(es["bid"], 5_000_100_000_000i64);
+    assert_eq!(es["bid_size"], 3);
+    assert_eq!(es["status"], "halted");
+    assert_eq!(es["trading_status"], 2);
+    assert_eq!(es["min_price_increment"], 250_000_000);
+    let spread = &f["symbols"]["#1002"];
+    assert_eq!(spread["unverified"], true);
+    assert!(spread.get("implied_bid").is_none(), "{spread}");
+    let nq = &f["symbols"]["#1003"];
+    assert_eq!(nq["rpt_seq"], serde_json::Value::Null);
+    assert!(nq.get("bid").is_none());
+}
+
+#[test]
+fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    write_capture(
+        &dir.path().join("defs.pcap"),
+        &[(0, addr("10.1.1.1:9"), b"not a packet".to_vec())],
+    );
+    let mut capture =
+        tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &[check(MS, "ESZ6")], |_| {});
+    let Some(InputError::Preload(e)) = &outcome.input_error else {
+        panic!("{:?}", outcome.input_error.map(|e| e.to_string()));
+    };
+    assert!(e.starts_with("feed cme: definitions "), "{e}");
+    assert!(
+        e.ends_with("defs.pcap: datagram 1 is not a valid MDP3 packet (short (not CME MDP3?))"),
+        "{e}"
+    );
+    assert_eq!(
+        outcome.answers[0].reasons.names().collect::<Vec<_>>(),
+        ["no_quote"]
+    );
+}
+
+#[test]
+fn a_missing_definitions_file_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cme.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "config {}: feed cme: definitions ",
+            path.display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("defs.pcap"), "{e}");
+}
+
+#[test]
+fn an_mdp3_feed_is_refused_live_with_one_line() {
+    let config = Config::parse(
+        &CONFIG.replace("definitions = \"defs.pcap\"\n", ""),
+        "cme.toml",
+    )
+    .unwrap();
+    let mut handler = tickguard::handler::Handler::new(&config);
+    let e = handler.go_live().unwrap_err();
+    assert!(
+        e.starts_with("feed cme: protocol \"mdp3\" is read by `replay` only"),
+        "{e}"
+    );
+}
