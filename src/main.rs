@@ -188,6 +188,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         warn(&line);
     }
     let target = explain_target(&config, &args)?;
+    let mdp3 = mdp3_target(&config, &args)?;
     // --at is answered by the replay itself, as one more check.
     let mut checks = checks;
     if let (Some(at), Some(v)) = (args.at, &args.explain) {
@@ -275,6 +276,31 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     let mut capture = CaptureReader::open(&args.capture)?;
     let bar = progress_bar(&args, capture.len().unwrap_or(0));
     let progress = |p| show_progress(&bar, p);
+    if let Some((id, instrument)) = mdp3 {
+        let mut x = tickguard::explain::mdp3::Mdp3Explain::new(
+            id,
+            &config.feeds[id as usize],
+            &instrument,
+            args.at,
+        );
+        let outcome = tickguard::replay::replay_until(
+            &config,
+            &mut capture,
+            &checks,
+            options,
+            progress,
+            &mut x,
+        );
+        clear_progress(&bar);
+        warn_input(&config, &outcome, started);
+        warn_at_after_end(&args, x.last_arrival());
+        let text = match (args.at, outcome.answers.last()) {
+            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
+            _ => x.explanation(args.explain_all),
+        };
+        write_explanation(&text)?;
+        return write_summary(&args, outcome);
+    }
     if let Some((id, symbol)) = itch_target {
         let mut x = tickguard::explain::itch::ItchExplain::new(
             id,
@@ -367,10 +393,10 @@ fn explain_target(
             known.join(", ")
         );
     };
-    if config.feeds[id as usize].protocol == tickguard::config::Protocol::Mdp3 {
-        anyhow::bail!(
-            "--explain: '{feed}' is an mdp3 feed, which this version does not explain yet (replay it without --explain for its verdicts and summary)"
-        );
+    let protocol = config.feeds[id as usize].protocol;
+    if protocol == tickguard::config::Protocol::Mdp3 {
+        // Named by Symbol or #SecurityID: see `mdp3_target`.
+        return Ok(None);
     }
     let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
         anyhow::bail!(
@@ -378,6 +404,35 @@ fn explain_target(
         );
     };
     Ok(Some((id, sym)))
+}
+
+/// `--explain FEED INSTRUMENT` on an mdp3 feed, resolved: the instrument
+/// is a Symbol (up to 20 characters) or `#SecurityID`. `None` for any
+/// other feed (see [`explain_target`]).
+fn mdp3_target(config: &Config, args: &ReplayArgs) -> Result<Option<(u16, String)>> {
+    let Some(v) = &args.explain else {
+        return Ok(None);
+    };
+    let (feed, instrument) = (&v[0], &v[1]);
+    let Some(id) = config.feed_id(feed) else {
+        return Ok(None);
+    };
+    let protocol = config.feeds[id as usize].protocol;
+    if protocol != tickguard::config::Protocol::Mdp3 {
+        return Ok(None);
+    }
+    if let Some(problem) = protocol.name_problem(instrument) {
+        anyhow::bail!("--explain: '{instrument}' is {problem}");
+    }
+    if args.timeline.is_some() {
+        anyhow::bail!(
+            "--timeline draws SQF feeds only: '{feed}' is an mdp3 feed (drop --timeline, or --explain an SQF feed)"
+        );
+    }
+    if args.date.is_some() {
+        anyhow::bail!("--explain: '{feed}' is an mdp3 feed; --date replays a Nasdaq BinaryFILE");
+    }
+    Ok(Some((id, instrument.clone())))
 }
 
 /// The replay's progress bar on stderr: only when stderr is a terminal and

@@ -537,30 +537,13 @@ impl ItchExplain {
             iso(time),
             rel(time, origin).trim_start()
         );
-        let steps: Vec<&Step> = self.steps.iter().filter(|s| s.time <= time).collect();
-        if answer.is_ok() {
-            if let Some(s) = steps.iter().rev().find(|s| s.changed()) {
-                let _ = writeln!(out, "  ok since        {}", self.render(s, origin));
-            }
-        } else {
-            for (bit, reason) in Reasons::ORDER {
-                if !answer.contains(bit) {
-                    continue;
-                }
-                match steps
-                    .iter()
-                    .rev()
-                    .find(|s| s.after.contains(bit) && !s.before.contains(bit))
-                {
-                    Some(s) => {
-                        let _ = writeln!(out, "  {reason:<15} {}", self.render(s, origin));
-                    }
-                    None => {
-                        let _ = writeln!(out, "  {reason:<15} since the start");
-                    }
-                }
-            }
-        }
+        let until = self.steps.partition_point(|s| s.time <= time);
+        out.push_str(&super::why(
+            &self.steps[..until],
+            answer,
+            |s| (s.before, s.after),
+            |s| self.render(s, origin),
+        ));
         if let Some(a) = &self.at_state {
             out.push_str(&a.line);
         }

@@ -4,7 +4,50 @@
 //! durations they print are written here.
 
 pub mod itch;
+pub mod mdp3;
 pub mod sqf;
+
+use crate::verdict::Reasons;
+use std::fmt::Write as _;
+
+/// The lines of an `--at` answer that say why: for `answer` ok, the step
+/// since which it is ok; else, for each reason in order, the last step of
+/// `steps` (those up to the time asked) that set it, or "since the start".
+/// `turn` gives a step's verdict before and after; `render` its line.
+pub(crate) fn why<S>(
+    steps: &[S],
+    answer: Reasons,
+    turn: impl Fn(&S) -> (Reasons, Reasons),
+    render: impl Fn(&S) -> String,
+) -> String {
+    let mut out = String::new();
+    if answer.is_ok() {
+        if let Some(s) = steps.iter().rev().find(|s| {
+            let (before, after) = turn(s);
+            before != after
+        }) {
+            let _ = writeln!(out, "  ok since        {}", render(s));
+        }
+        return out;
+    }
+    for (bit, reason) in Reasons::ORDER {
+        if !answer.contains(bit) {
+            continue;
+        }
+        match steps.iter().rev().find(|s| {
+            let (before, after) = turn(s);
+            after.contains(bit) && !before.contains(bit)
+        }) {
+            Some(s) => {
+                let _ = writeln!(out, "  {reason:<15} {}", render(s));
+            }
+            None => {
+                let _ = writeln!(out, "  {reason:<15} since the start");
+            }
+        }
+    }
+    out
+}
 
 /// UTC, ns: `2026-01-05T09:00:01.234567890Z`.
 pub fn iso(t: u64) -> String {

@@ -394,3 +394,93 @@ fn an_mdp3_feed_is_refused_live_with_one_line() {
         "{e}"
     );
 }
+
+/// `--explain FEED INSTRUMENT` tells each change of the instrument's
+/// verdict with its cause: the packet gap, the RptSeq hole and the entry
+/// that revealed it, the give-up, the snapshot that healed it, the group
+/// status, the end of event that published the book.
+#[test]
+fn explain_tells_why_an_instrument_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "replay",
+            "cme.pcap",
+            "--config",
+            "cme.toml",
+            "--no-progress",
+        ])
+        .args(["--explain", "cme", "ESZ6", "--explain-all"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let want: [(&str, &[&str], &str); 6] = [
+        (
+            "+0.000000 ms",
+            &["packet MsgSeqNum 1 on incremental line A", "first seen: SecurityID 1001", "entries RptSeq 1, 2", "book published at the end of event in MsgSeqNum 1: bid 5000.00 x 10, ask 5000.25 x 10"],
+            "no_quote -> ok",
+        ),
+        (
+            "+2.000000 ms",
+            &["packet gap opened: MsgSeqNum 3 missing", "entries RptSeq 4", "RptSeq hole: expected 3, 1 missing", "1 entry cached"],
+            "ok -> suspect",
+        ),
+        ("+7.000001 ms", &["packet gap given up: 1 packet lost; every instrument unverified"], "suspect (unchanged)"),
+        (
+            "+20.000000 ms",
+            &["on snapshot line A", "snapshot applied: RptSeq 4, after MsgSeqNum 4", "1 RptSeq value skipped for good", "healed", "book published by the snapshot: bid 5000.10 x 3, ask 5000.20 x 4"],
+            "suspect -> ok",
+        ),
+        ("+30.000000 ms", &["status 2 (halted) (SecurityStatus of its group)"], "ok -> halted"),
+        ("+32030.000001 ms", &["silence: no gap-free incremental packet since +30.000000 ms"], "halted -> stale|stale_at_source|halted"),
+    ];
+    assert_eq!(lines.len(), 1 + want.len(), "{text}");
+    assert!(
+        lines[0].starts_with("# cme ESZ6: mdp3 feed, stale after 32000 ms"),
+        "{text}"
+    );
+    for (line, (at, parts, turn)) in lines[1..].iter().zip(want) {
+        assert!(line.contains(&format!(" {at}  ")), "{line}");
+        for p in parts {
+            assert!(line.contains(p), "{p:?} not in {line}");
+        }
+        assert!(line.ends_with(turn), "{line}");
+    }
+    // --at: the reasons with the steps that set them.
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "replay",
+            "cme.pcap",
+            "--config",
+            "cme.toml",
+            "--no-progress",
+        ])
+        .args(["--explain", "cme", "#1002", "--at", "1767623400010000000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("cme #1002 at 2026-01-05T14:30:00.010000000Z (+10.000000 ms): suspect\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  suspect         2026-01-05T14:30:00.007000001Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains("RptSeq 2, suspect false, unverified true"),
+        "{text}"
+    );
+    assert!(!text.contains("note:"), "{text}");
+}

@@ -135,6 +135,12 @@ impl Sequence {
         &self.counters
     }
 
+    /// The deadline of the lowest gap open (ns): given up by the first
+    /// datagram or check strictly after it.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.gaps.front().map(|g| g.deadline)
+    }
+
     /// No MsgSeqNum in `[a, b]` is missing (every one received, or its gap
     /// given up).
     /// O(gaps × log filled): a gap's received packets in the range are

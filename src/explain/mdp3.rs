@@ -1,0 +1,761 @@
+//! `--explain FEED INSTRUMENT` for an MDP3 feed: the instrument's verdict
+//! changes over a capture, each with its cause.
+//!
+//! [`Mdp3Explain`] is a [`replay::Observer`](crate::replay::Observer). After
+//! every datagram of the feed it reads the channel's state and the
+//! instrument's ([`Seen`]) and says what changed between the two readings:
+//! a packet gap opened, filled or given up; the RptSeq hole an entry
+//! revealed, the entries cached, the snapshot that healed it (and the
+//! values it skipped for good), the end of event that published the book,
+//! the status in force, the definition, a ChannelReset or a restart of the
+//! sequence. The packet itself is read only to name the entries of the
+//! instrument it carried. Every verdict shown is the feed's own
+//! ([`Handler::verdict_named`]), read after each step.
+//!
+//! Between two datagrams only time moves, and the verdict can change only
+//! at a gap's deadline + 1 ns (a check then gives the gap up: the observer
+//! gives it up there, as a check would) and at the first nanoseconds where
+//! the stale and stale_at_source comparisons hold; each is a step, in time
+//! order. A check at `T` thus answers the verdict after the last step at or
+//! before `T`.
+
+use super::{dur, iso, rel, rel_i};
+use crate::capture::Datagram;
+use crate::config::{FeedConfig, ProtocolSettings};
+use crate::handler::Handler;
+use crate::protocol::mdp3::feed::Feed;
+use crate::protocol::mdp3::status::{meaning, Meaning};
+use crate::protocol::mdp3::{Body, Packet};
+use crate::protocol::Rejected;
+use crate::replay::Observer;
+use crate::verdict::{Reasons, Thresholds};
+use std::fmt::Write as _;
+use std::net::SocketAddrV4;
+
+/// What made a step happen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trigger {
+    /// A datagram of the feed.
+    Datagram {
+        /// Its destination.
+        dst: SocketAddrV4,
+        /// The service and line it came on (`incremental line A`).
+        on: &'static str,
+        /// Its MsgSeqNum, when accepted.
+        seq: Option<u32>,
+        /// Why it was rejected, if it was.
+        rejected: Option<&'static str>,
+    },
+    /// A packet gap's deadline passed: given up at its first nanosecond
+    /// after.
+    Deadline,
+    /// No gap-free incremental packet for longer than the stale threshold.
+    Silence {
+        /// Last arrival that proved the channel alive, ns.
+        last_alive: u64,
+    },
+    /// The latest complete source time is older than the source threshold.
+    SourceAge {
+        /// Source watermark, ns UTC (CME's clock).
+        watermark: i128,
+        /// Clock offset in force, ns.
+        offset: i128,
+    },
+}
+
+/// One moment of the instrument's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// When, ns since the Unix epoch (local clock).
+    pub time: u64,
+    /// What made it happen.
+    pub trigger: Trigger,
+    /// What changed, in words, in the order it is told.
+    pub events: Vec<String>,
+    /// The verdict before.
+    pub before: Reasons,
+    /// The verdict after.
+    pub after: Reasons,
+}
+
+impl Step {
+    /// True when the verdict changed.
+    pub fn changed(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+/// A book side's level 1: (price mantissa, size), `None` when empty.
+type Side = Option<(i64, u64)>;
+
+/// What the channel and the instrument showed at one reading.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Seen {
+    high: Option<u32>,
+    packet_gaps: u64,
+    packets_lost: u64,
+    recovered: u64,
+    channel_resets: u64,
+    sequence_restarts: u64,
+    /// The instrument, once the name resolves.
+    id: Option<i32>,
+    symbol: Option<String>,
+    depths: (u8, u8),
+    rpt_seq: Option<u32>,
+    suspect: bool,
+    unverified: bool,
+    overflowed: bool,
+    cached: u64,
+    missing: u64,
+    ticks_lost: u64,
+    applied: u64,
+    ignored: u64,
+    /// Visible outright level 1: (price, size) per side.
+    top: (Side, Side),
+    status: Option<u8>,
+}
+
+impl Seen {
+    fn read(feed: &Feed, name: &str) -> Seen {
+        let q = feed.sequence().counters();
+        let mut s = Seen {
+            high: feed.sequence().high(),
+            packet_gaps: q.packet_gaps,
+            packets_lost: q.packets_lost,
+            recovered: q.recovered,
+            channel_resets: feed.counters().channel_resets,
+            sequence_restarts: q.sequence_restarts,
+            ..Seen::default()
+        };
+        if let Some(e) = feed.find(name) {
+            let seq = &e.instrument.seq;
+            let book = &e.instrument.visible().outright;
+            let level =
+                |l: Option<crate::protocol::mdp3::book::Level>| l.map(|l| (l.price, l.size));
+            s.id = Some(e.security_id);
+            s.symbol = e.definition.as_ref().map(|d| d.symbol.clone());
+            s.depths = (book.bid.depth(), e.instrument.visible().implied.bid.depth());
+            s.rpt_seq = seq.rpt_seq();
+            s.suspect = seq.suspect();
+            s.unverified = seq.unverified();
+            s.overflowed = seq.overflowed();
+            s.cached = seq.cached() as u64;
+            s.missing = seq.missing();
+            s.ticks_lost = seq.ticks_lost();
+            s.applied = e.snapshots_applied;
+            s.ignored = e.snapshots_ignored;
+            s.top = (level(book.bid.top()), level(book.offer.top()));
+            s.status = feed.status(e);
+        }
+        s
+    }
+}
+
+/// What one datagram said of the instrument (read only to name things).
+#[derive(Debug, Default)]
+struct Said {
+    /// RptSeq of its entries for the instrument.
+    entries: Vec<u32>,
+    /// It ended an event.
+    end_of_event: bool,
+    /// A snapshot of the instrument: (RptSeq, LastMsgSeqNumProcessed).
+    snapshot: Option<(u32, u32)>,
+    /// A SecurityStatus naming it (true) or a group (false).
+    status: Option<bool>,
+}
+
+impl Said {
+    fn read(payload: &[u8], id: Option<i32>) -> Said {
+        let mut said = Said::default();
+        let Ok(packet) = Packet::new_checked(payload) else {
+            return said;
+        };
+        for m in packet.messages() {
+            said.end_of_event |= m.match_event_indicator().is_some_and(|e| e.end_of_event());
+            match m.body() {
+                Body::Incremental(inc) => said.entries.extend(
+                    inc.entries()
+                        .filter(|e| Some(e.security_id()) == id)
+                        .map(|e| e.rpt_seq()),
+                ),
+                Body::Snapshot(s) if Some(s.security_id()) == id => {
+                    said.snapshot = Some((s.rpt_seq(), s.last_msg_seq_num_processed()));
+                }
+                Body::SecurityStatus(st) => match st.security_id() {
+                    Some(x) if Some(x) == id => said.status = Some(true),
+                    None => said.status = said.status.or(Some(false)),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        said
+    }
+}
+
+/// The replay observer behind `--explain` on an MDP3 feed.
+pub struct Mdp3Explain {
+    feed: u16,
+    name: String,
+    instrument: String,
+    lines: Vec<(SocketAddrV4, &'static str)>,
+    gap_timeout_ns: u64,
+    th: Thresholds,
+    at: Option<u64>,
+    at_state: Option<String>,
+    /// Everything up to this time is accounted for, ns.
+    t: u64,
+    verdict: Reasons,
+    seen: Seen,
+    origin: Option<u64>,
+    last_arrival: Option<u64>,
+    steps: Vec<Step>,
+}
+
+/// The service and copy of each line number, as a step names them.
+const ON: [&str; 6] = [
+    "incremental line A",
+    "incremental line B",
+    "snapshot line A",
+    "snapshot line B",
+    "definition line A",
+    "definition line B",
+];
+
+impl Mdp3Explain {
+    /// An observer for the instrument `instrument` (a Symbol or
+    /// `#SecurityID`) of feed `id` (its configuration `feed`); `at` keeps
+    /// the state at that time for [`answer_at`](Self::answer_at).
+    pub fn new(id: u16, feed: &FeedConfig, instrument: &str, at: Option<u64>) -> Mdp3Explain {
+        let (gap_timeout_ns, lines) = match &feed.settings {
+            ProtocolSettings::Mdp3(c) => {
+                let mut lines = Vec::new();
+                for (i, list) in [&feed.lines, &c.snapshot_lines, &c.definition_lines]
+                    .into_iter()
+                    .enumerate()
+                {
+                    for (copy, a) in list.iter().enumerate() {
+                        lines.push((*a, ON[2 * i + copy]));
+                    }
+                }
+                (c.gap_timeout_ns, lines)
+            }
+            _ => (0, Vec::new()),
+        };
+        Mdp3Explain {
+            feed: id,
+            name: feed.name.clone(),
+            instrument: instrument.to_string(),
+            lines,
+            gap_timeout_ns,
+            th: feed.override_named(instrument).unwrap_or(feed.thresholds),
+            at,
+            at_state: None,
+            t: 0,
+            verdict: Reasons::NO_QUOTE,
+            seen: Seen::default(),
+            origin: None,
+            last_arrival: None,
+            steps: Vec::new(),
+        }
+    }
+
+    /// Every step kept: those that changed the verdict, and those with an
+    /// event that explains it, in time order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The capture's latest arrival, if any.
+    pub fn last_arrival(&self) -> Option<u64> {
+        self.last_arrival
+    }
+
+    /// The verdict the steps imply at `t`: the last step's at or before it.
+    pub fn verdict_at(&self, t: u64) -> Reasons {
+        let i = self.steps.partition_point(|s| s.time <= t);
+        self.steps[..i]
+            .iter()
+            .rev()
+            .find(|s| s.changed())
+            .map_or(Reasons::NO_QUOTE, |s| s.after)
+    }
+
+    fn channel<'h>(&self, handler: &'h Handler) -> Option<&'h Feed> {
+        handler.feeds().get(self.feed as usize)?.engine().mdp3()
+    }
+
+    /// The next threshold crossing in `(self.t, to]`, with its trigger.
+    fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
+        let f = self.channel(handler)?;
+        let mut next: Option<(u64, Trigger)> = None;
+        let mut consider = |c: i128, trigger: Trigger| {
+            if c > self.t as i128
+                && c <= to as i128
+                && next.as_ref().is_none_or(|(n, _)| (c as u64) < *n)
+            {
+                next = Some((c as u64, trigger));
+            }
+        };
+        if let Some(a) = f.last_alive() {
+            consider(
+                a as i128 + self.th.stale_ns as i128 + 1,
+                Trigger::Silence { last_alive: a },
+            );
+        }
+        if let Some(w) = f.watermark() {
+            let offset = f.offset();
+            consider(
+                w + offset + self.th.source_ns as i128 + 1,
+                Trigger::SourceAge {
+                    watermark: w,
+                    offset,
+                },
+            );
+        }
+        next
+    }
+
+    /// Brings the history up to `to` (inclusive): every gap deadline and
+    /// threshold crossing up to it, in time order.
+    fn advance(&mut self, handler: &mut Handler, to: u64) {
+        loop {
+            let Some(f) = self.channel(handler) else {
+                return;
+            };
+            let deadline = f
+                .sequence()
+                .next_deadline()
+                .map(|d| d.saturating_add(1))
+                .filter(|&e| e <= to);
+            let crossing = self.crossing(handler, to);
+            match (deadline, crossing) {
+                (Some(e), c) if c.as_ref().is_none_or(|(c, _)| e <= *c) => {
+                    let e = e.max(self.t);
+                    handler.before_check(self.feed, e);
+                    self.step(handler, e, Trigger::Deadline, &Said::default());
+                }
+                (_, Some((c, trigger))) => self.step(handler, c, trigger, &Said::default()),
+                _ => return,
+            }
+        }
+    }
+
+    /// Reads the state and verdict at `time`, and keeps the step if the
+    /// verdict changed or something that explains it happened.
+    fn step(&mut self, handler: &mut Handler, time: u64, trigger: Trigger, said: &Said) {
+        self.t = self.t.max(time);
+        let Some(f) = self.channel(handler) else {
+            return;
+        };
+        let seen = Seen::read(f, &self.instrument);
+        let seq = match &trigger {
+            Trigger::Datagram { seq, .. } => *seq,
+            _ => None,
+        };
+        let events = events(&self.seen, &seen, said, seq);
+        self.seen = seen;
+        let after = handler.verdict_named(self.feed, &self.instrument, self.t);
+        let before = self.verdict;
+        self.verdict = after;
+        if before != after || !events.is_empty() {
+            self.steps.push(Step {
+                time: self.t,
+                trigger,
+                events,
+                before,
+                after,
+            });
+        }
+    }
+
+    fn keep_at_state(&mut self, handler: &Handler) {
+        let (Some(at), None) = (self.at, &self.at_state) else {
+            return;
+        };
+        let Some(f) = self.channel(handler) else {
+            return;
+        };
+        let s = Seen::read(f, &self.instrument);
+        let origin = self.origin.unwrap_or(at);
+        let mut line = format!(
+            "  state: next MsgSeqNum {}, {} gaps open",
+            s.high.map_or("none".into(), |h| h.to_string()),
+            f.sequence().gaps_open(),
+        );
+        if let Some(a) = f.last_alive() {
+            let _ = write!(
+                line,
+                ", last alive {} ({} before; stale after {})",
+                rel(a, origin),
+                dur(at as i128 - a as i128),
+                dur(self.th.stale_ns as i128)
+            );
+        }
+        if let Some(w) = f.watermark() {
+            let _ = write!(
+                line,
+                ", source age {} at clock offset {} (stale_at_source after {})",
+                dur(at as i128 - w - f.offset()),
+                dur(f.offset()),
+                dur(self.th.source_ns as i128)
+            );
+        }
+        match s.id {
+            Some(id) => {
+                let _ = write!(
+                    line,
+                    ", SecurityID {id}, RptSeq {}, suspect {}, unverified {}, {} cached, {} missing, book {}",
+                    s.rpt_seq.map_or("none".into(), |r| r.to_string()),
+                    s.suspect,
+                    s.unverified,
+                    s.cached,
+                    s.missing,
+                    top_text(s.top)
+                );
+                if let Some(c) = s.status {
+                    let _ = write!(line, ", status {}", status_text(c));
+                }
+            }
+            None => line.push_str(", instrument not seen"),
+        }
+        line.push('\n');
+        self.at_state = Some(line);
+    }
+
+    /// The `--explain` text: a header line, then one step per line: every
+    /// step that changed the verdict, and with `all` also those that did
+    /// not but explain it.
+    pub fn explanation(&self, all: bool) -> String {
+        let origin = self.origin.unwrap_or(0);
+        let mut out = format!(
+            "# {} {}: mdp3 feed, stale after {} without a gap-free incremental packet, stale_at_source after {} of source age, packet gaps given up after {}; prices as decimals (mantissas × 10^-9); times from the capture's first datagram at {}\n",
+            self.name,
+            self.instrument,
+            dur(self.th.stale_ns as i128),
+            dur(self.th.source_ns as i128),
+            dur(self.gap_timeout_ns as i128),
+            iso(origin),
+        );
+        let mut any = false;
+        for s in self.steps.iter().filter(|s| all || s.changed()) {
+            out.push_str(&self.render(s, origin));
+            out.push('\n');
+            any = true;
+        }
+        if !any && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
+            let _ = writeln!(
+                out,
+                "{} {}: never quoted in this capture: every check answers no_quote",
+                self.name, self.instrument
+            );
+        }
+        out
+    }
+
+    /// One step as a line of `--explain` output (no newline).
+    pub fn render(&self, s: &Step, origin: u64) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        match &s.trigger {
+            Trigger::Datagram {
+                dst,
+                on,
+                seq,
+                rejected,
+            } => parts.push(match (seq, rejected) {
+                (_, Some(r)) => format!("rejected packet ({r}) on {on} {dst}"),
+                (Some(q), None) => format!("packet MsgSeqNum {q} on {on} {dst}"),
+                (None, None) => format!("packet on {on} {dst}"),
+            }),
+            Trigger::Deadline => {}
+            Trigger::Silence { last_alive } => parts.push(format!(
+                "silence: no gap-free incremental packet since {}, over the {} stale threshold",
+                rel(*last_alive, origin),
+                dur(self.th.stale_ns as i128)
+            )),
+            Trigger::SourceAge { watermark, offset } => parts.push(format!(
+                "source age: the channel's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
+                rel_i(watermark + offset, origin),
+                dur(*offset),
+                dur(self.th.source_ns as i128)
+            )),
+        }
+        parts.extend(s.events.iter().cloned());
+        let mut out = format!(
+            "{}  {:>15}  {}",
+            iso(s.time),
+            rel(s.time, origin),
+            parts.join("; ")
+        );
+        if s.changed() {
+            let _ = write!(out, "   {} -> {}", s.before, s.after);
+        } else {
+            let _ = write!(out, "   {} (unchanged)", s.after);
+        }
+        out
+    }
+
+    /// The `--at` text: the verdict at `time` (the replay's own answer,
+    /// `answer`), the step that set each reason (or, when ok, the step
+    /// since which it is ok), and the state then.
+    pub fn answer_at(&self, time: u64, answer: Reasons) -> String {
+        let origin = self.origin.unwrap_or(time);
+        let mut out = format!(
+            "{} {} at {} ({}): {answer}\n",
+            self.name,
+            self.instrument,
+            iso(time),
+            rel(time, origin).trim_start()
+        );
+        let until = self.steps.partition_point(|s| s.time <= time);
+        out.push_str(&super::why(
+            &self.steps[..until],
+            answer,
+            |s| (s.before, s.after),
+            |s| self.render(s, origin),
+        ));
+        if let Some(a) = &self.at_state {
+            out.push_str(a);
+        }
+        let derived = self.verdict_at(time);
+        if derived != answer {
+            let _ = writeln!(
+                out,
+                "  note: the steps imply {derived}, the replay answered {answer}"
+            );
+        }
+        out
+    }
+}
+
+/// What changed between two readings, in words: the channel first, then
+/// the instrument.
+fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
+    let mut v = Vec::new();
+    if b.channel_resets > a.channel_resets {
+        v.push("ChannelReset: every book, status and cache of the channel emptied, RptSeq restarts at 1".into());
+    }
+    if b.sequence_restarts > a.sequence_restarts {
+        v.push(format!(
+            "MsgSeqNum restarted (was {}): the channel starts over",
+            a.high.map_or("none".into(), |h| (h - 1).to_string())
+        ));
+    }
+    if b.packet_gaps > a.packet_gaps {
+        let text = match (a.high, seq) {
+            (Some(h), Some(s)) if s > h => {
+                format!("packet gap opened: MsgSeqNum {} missing", range(h, s - 1))
+            }
+            _ => "packet gap opened".into(),
+        };
+        v.push(text);
+    }
+    if b.recovered > a.recovered {
+        v.push("filled a packet gap".into());
+    }
+    if b.packets_lost > a.packets_lost {
+        v.push(format!(
+            "packet gap given up: {}; every instrument unverified",
+            count(b.packets_lost - a.packets_lost, "packet", "lost")
+        ));
+    }
+    let Some(id) = b.id else {
+        return v;
+    };
+    if a.id.is_none() {
+        v.push(format!("first seen: SecurityID {id}"));
+    }
+    if b.symbol != a.symbol || (b.depths != a.depths && a.id.is_some()) {
+        if let Some(sym) = &b.symbol {
+            v.push(format!(
+                "definition: Symbol {sym}, depth {} outright, {} implied",
+                b.depths.0, b.depths.1
+            ));
+        }
+    }
+    let sequencing_moved = (b.rpt_seq, b.suspect, b.cached, b.overflowed)
+        != (a.rpt_seq, a.suspect, a.cached, a.overflowed);
+    if sequencing_moved && !said.entries.is_empty() {
+        v.push(format!("entries {}", rpt_list(&said.entries)));
+    }
+    if b.applied > a.applied {
+        let (r, last) = said.snapshot.unwrap_or((b.rpt_seq.unwrap_or(0), 0));
+        let lost = b.ticks_lost.saturating_sub(a.ticks_lost);
+        v.push(format!(
+            "snapshot applied: RptSeq {r}, after MsgSeqNum {last}; both books replaced and published{}",
+            if lost > 0 {
+                format!(", {}", count(lost, "RptSeq value", "skipped for good"))
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if b.ignored > a.ignored {
+        v.push(format!(
+            "snapshot ignored: RptSeq {} is not newer than {}",
+            said.snapshot.map_or("?".into(), |(r, _)| r.to_string()),
+            a.rpt_seq.map_or("none".into(), |r| r.to_string())
+        ));
+    }
+    match (a.suspect, b.suspect) {
+        (false, true) => v.push(match b.rpt_seq {
+            None => "no baseline: its history did not start at RptSeq 1; suspect until a snapshot"
+                .into(),
+            Some(r) => format!(
+                "RptSeq hole: expected {}, {} missing",
+                u64::from(r) + 1,
+                b.missing
+            ),
+        }),
+        (true, false) => v.push(format!(
+            "healed: RptSeq continuous to {}",
+            b.rpt_seq.map_or("?".into(), |r| r.to_string())
+        )),
+        _ => {}
+    }
+    if b.cached != a.cached && b.suspect {
+        v.push(format!(
+            "{}, waiting for the hole",
+            count(b.cached, "entry", "cached")
+        ));
+    }
+    if b.overflowed && !a.overflowed {
+        v.push("cache full (max_cached): its entries dropped until a snapshot".into());
+    }
+    if a.unverified && !b.unverified && !b.suspect && a.suspect == b.suspect {
+        v.push("verified again: an entry applied in order".into());
+    }
+    if b.top != a.top {
+        let how = match (said.end_of_event, seq, b.applied > a.applied) {
+            (_, _, true) => "published by the snapshot".to_string(),
+            (true, Some(s), _) => format!("published at the end of event in MsgSeqNum {s}"),
+            _ => "published (its event covered)".to_string(),
+        };
+        v.push(format!("book {how}: {}", top_text(b.top)));
+    }
+    if b.status != a.status {
+        let from = match (said.status, said.snapshot.is_some()) {
+            (Some(true), _) => " (SecurityStatus of the instrument)",
+            (Some(false), _) => " (SecurityStatus of its group)",
+            (None, true) => " (from the snapshot)",
+            _ => "",
+        };
+        v.push(match b.status {
+            Some(c) => format!("status {}{from}", status_text(c)),
+            None => "status cleared".into(),
+        });
+    }
+    v
+}
+
+/// `1 packet lost`, `3 packets lost`; `entry` makes `entries`.
+fn count(n: u64, what: &str, done: &str) -> String {
+    match (n, what.strip_suffix('y')) {
+        (1, _) => format!("1 {what} {done}"),
+        (_, Some(stem)) => format!("{n} {stem}ies {done}"),
+        _ => format!("{n} {what}s {done}"),
+    }
+}
+
+/// `5` or `5..9`.
+fn range(lo: u32, hi: u32) -> String {
+    if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}..{hi}")
+    }
+}
+
+/// `RptSeq 4` or `RptSeq 4, 5, 7`.
+fn rpt_list(r: &[u32]) -> String {
+    let shown: Vec<String> = r.iter().take(8).map(ToString::to_string).collect();
+    let more = if r.len() > 8 {
+        format!(" and {} more", r.len() - 8)
+    } else {
+        String::new()
+    };
+    format!("RptSeq {}{more}", shown.join(", "))
+}
+
+/// A mantissa of exponent −9 as an exact decimal, at least 2 places.
+fn price(mantissa: i64) -> String {
+    crate::state::Price::Decimal {
+        mantissa,
+        exponent: -9,
+    }
+    .fixed(2)
+}
+
+fn top_text(top: (Option<(i64, u64)>, Option<(i64, u64)>)) -> String {
+    let side =
+        |s: Option<(i64, u64)>| s.map_or("none".into(), |(p, n)| format!("{} x {n}", price(p)));
+    format!("bid {}, ask {}", side(top.0), side(top.1))
+}
+
+fn status_text(code: u8) -> String {
+    match meaning(code) {
+        Meaning::Is(s) => format!("{code} ({})", s.as_str()),
+        _ => code.to_string(),
+    }
+}
+
+impl Observer for Mdp3Explain {
+    fn before(&mut self, handler: &mut Handler, feed: Option<u16>, d: &Datagram<'_>) {
+        self.origin.get_or_insert(d.time_ns);
+        self.last_arrival = Some(self.last_arrival.map_or(d.time_ns, |l| l.max(d.time_ns)));
+        if feed == Some(self.feed) {
+            self.advance(handler, d.time_ns);
+        }
+    }
+
+    fn after(
+        &mut self,
+        handler: &mut Handler,
+        feed: u16,
+        d: &Datagram<'_>,
+        result: Result<(), Rejected>,
+    ) {
+        if feed != self.feed {
+            return;
+        }
+        let on = self
+            .lines
+            .iter()
+            .find(|(a, _)| *a == d.dst)
+            .map_or("line A (--feed)", |(_, on)| on);
+        let id = self.seen.id.or_else(|| {
+            self.channel(handler)
+                .and_then(|f| f.find(&self.instrument))
+                .map(|e| e.security_id)
+        });
+        let said = match result {
+            Ok(()) => Said::read(d.payload, id),
+            Err(_) => Said::default(),
+        };
+        let trigger = Trigger::Datagram {
+            dst: d.dst,
+            on,
+            seq: result
+                .ok()
+                .and_then(|()| crate::protocol::mdp3::packet::seq_num(d.payload)),
+            rejected: result.err().map(|r| r.as_str()),
+        };
+        self.step(handler, d.time_ns, trigger, &said);
+    }
+
+    fn before_check(&mut self, handler: &mut Handler, feed: u16, at: u64) {
+        if feed != self.feed {
+            return;
+        }
+        self.advance(handler, at);
+        if self.at == Some(at) {
+            self.keep_at_state(handler);
+        }
+    }
+
+    /// The end: the gaps still open are given up at their deadlines and the
+    /// threshold crossings still to come are listed.
+    fn end(&mut self, handler: &mut Handler) {
+        self.advance(handler, u64::MAX);
+    }
+}
