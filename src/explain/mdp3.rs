@@ -686,9 +686,8 @@ fn price(mantissa: i64) -> String {
     .fixed(2)
 }
 
-fn top_text(top: (Option<(i64, u64)>, Option<(i64, u64)>)) -> String {
-    let side =
-        |s: Option<(i64, u64)>| s.map_or("none".into(), |(p, n)| format!("{} x {n}", price(p)));
+fn top_text(top: (Side, Side)) -> String {
+    let side = |s: Side| s.map_or("none".into(), |(p, n)| format!("{} x {n}", price(p)));
     format!("bid {}, ask {}", side(top.0), side(top.1))
 }
 
