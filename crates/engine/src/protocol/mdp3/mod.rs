@@ -107,6 +107,7 @@ pub mod packet;
 pub mod rptseq;
 pub mod sequence;
 pub mod status;
+pub mod synth;
 pub mod template;
 #[cfg(test)]
 mod testing;
