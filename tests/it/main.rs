@@ -30,6 +30,7 @@ mod itch_replay;
 mod layering;
 mod live;
 mod logs;
+mod mdp3_fixtures;
 mod mdp3_replay;
 mod metrics;
 mod model;

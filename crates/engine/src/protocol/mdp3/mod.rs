@@ -109,6 +109,7 @@ pub mod rptseq;
 pub mod sequence;
 pub mod status;
 pub mod summary;
+pub mod synth;
 pub mod template;
 #[cfg(test)]
 mod testing;

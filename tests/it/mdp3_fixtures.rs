@@ -1,0 +1,261 @@
+//! The MDP3 fixtures in `fixtures/mdp3/` are what `tools/gen_mdp3.rs`
+//! writes, and the MDP3 feed reads them as `fixtures/README.md` tells.
+
+use assert_cmd::Command;
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::time::Duration;
+use tickguard::capture::CaptureReader;
+use tickguard::clock::OffsetMode;
+use tickguard::protocol::mdp3::feed::{Feed, Settings};
+use tickguard::protocol::mdp3::{sequence, Reject};
+use tickguard::verdict::{Reasons, Thresholds};
+
+const MS: u64 = 1_000_000;
+/// 2026-01-04 22:59:55 UTC, the start of `channel.pcap`.
+const T0: u64 = 1_767_567_595_000_000_000;
+/// 2026-01-07 15:30:00 UTC, the start of `midweek.pcap`.
+const MID: u64 = 1_767_799_800_000_000_000;
+/// `config.toml`'s thresholds.
+const TH: Thresholds = Thresholds {
+    stale_ns: 2_500 * MS,
+    source_ns: 2_500 * MS,
+};
+const SYMBOLS: [&str; 5] = ["ESZ6", "ESH7", "NQZ6", "RTYZ6", "ESZ6-ESH7"];
+const IDS: [&str; 5] = ["#294973", "#118061", "#206323", "#309877", "#442811"];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/mdp3")
+}
+
+#[test]
+fn generator_reproduces_the_committed_mdp3_fixtures() {
+    let out = tempfile::tempdir().unwrap();
+    Command::cargo_bin("tickguard-mdp3-fixtures")
+        .unwrap()
+        .arg(out.path())
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(out.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        let committed = std::fs::read(dir().join(&name)).unwrap_or_default();
+        assert!(
+            std::fs::read(entry.path()).unwrap() == committed,
+            "fixtures/mdp3/{} is not what the generator writes",
+            name.to_string_lossy()
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 5);
+}
+
+/// A datagram of a capture.
+struct Datagram {
+    time_ns: u64,
+    dst: SocketAddrV4,
+    payload: Vec<u8>,
+}
+
+fn read(name: &str) -> Vec<Datagram> {
+    let mut out = Vec::new();
+    let mut reader = CaptureReader::open(&dir().join(name)).unwrap();
+    reader
+        .for_each(|d| {
+            out.push(Datagram {
+                time_ns: d.time_ns,
+                dst: d.dst,
+                payload: d.payload.to_vec(),
+            })
+        })
+        .unwrap();
+    out
+}
+
+/// A capture replayed into one feed routed as `config.toml` says, up to
+/// the time of each check.
+struct Run {
+    feed: Feed,
+    datagrams: Vec<Datagram>,
+    next: usize,
+    incremental: Vec<SocketAddrV4>,
+    snapshot: Vec<SocketAddrV4>,
+    definition: Vec<SocketAddrV4>,
+    rejects: Vec<Reject>,
+}
+
+impl Run {
+    fn new(capture: &str, lines: [&[&str]; 3]) -> Run {
+        let addrs = |l: &[&str]| l.iter().map(|a| a.parse().unwrap()).collect();
+        Run {
+            feed: Feed::new(Settings {
+                sequencing: sequence::Settings {
+                    gap_timeout_ns: 5 * MS,
+                    restart_margin: 10_000,
+                },
+                max_cached: 1_000_000,
+                default_depth: 10,
+                default_implied_depth: 2,
+                offset: OffsetMode::Auto {
+                    window_ns: 60_000 * MS,
+                },
+                offset_queue: 4_096,
+            }),
+            datagrams: read(capture),
+            next: 0,
+            incremental: addrs(lines[0]),
+            snapshot: addrs(lines[1]),
+            definition: addrs(lines[2]),
+            rejects: Vec::new(),
+        }
+    }
+
+    /// `channel.pcap` into feed `cme-310`, after its definitions file.
+    fn channel() -> Run {
+        let mut r = Run::new(
+            "channel.pcap",
+            [
+                &["239.3.1.1:14310", "239.3.1.2:15310"],
+                &["239.3.1.3:14311", "239.3.1.4:15311"],
+                &["239.3.1.5:14312"],
+            ],
+        );
+        for d in read("defs.pcap") {
+            r.feed.on_definitions(&d.payload).unwrap();
+        }
+        r
+    }
+
+    /// `midweek.pcap` into feed `cme-310-midweek`.
+    fn midweek() -> Run {
+        Run::new(
+            "midweek.pcap",
+            [
+                &["239.3.2.1:14320", "239.3.2.2:15320"],
+                &["239.3.2.3:14321", "239.3.2.4:15321"],
+                &[],
+            ],
+        )
+    }
+
+    /// Every datagram arrived at or before `now`, in order.
+    fn until(&mut self, now: u64) {
+        while let Some(d) = self.datagrams.get(self.next) {
+            if d.time_ns > now {
+                break;
+            }
+            let f = &mut self.feed;
+            let done = if self.incremental.contains(&d.dst) {
+                f.on_incremental(&d.payload, d.time_ns)
+            } else if self.snapshot.contains(&d.dst) {
+                f.on_snapshot(&d.payload, d.time_ns)
+            } else if self.definition.contains(&d.dst) {
+                f.expire(d.time_ns);
+                f.on_definitions(&d.payload)
+            } else {
+                panic!("a datagram to {}", d.dst)
+            };
+            if let Err(r) = done {
+                self.rejects.push(r);
+            }
+            self.next += 1;
+        }
+        self.feed.expire(now);
+    }
+
+    /// The verdict for `name` at `ms` after `start`.
+    fn verdict(&mut self, start: u64, ms: u64, name: &str) -> Reasons {
+        let now = start + ms * MS;
+        self.until(now);
+        self.feed.verdict(name, TH, now)
+    }
+
+    fn all(&mut self, start: u64, ms: u64, names: &[&str]) -> Vec<Reasons> {
+        names.iter().map(|n| self.verdict(start, ms, n)).collect()
+    }
+}
+
+const OK: Reasons = Reasons::empty();
+
+#[test]
+fn channel_capture_tells_its_story() {
+    let mut r = Run::channel();
+    // Definitions from the file; no book before the pre-open.
+    assert_eq!(r.verdict(T0, 0, "ESZ6"), Reasons::NO_QUOTE);
+    assert_eq!(r.verdict(T0, 0, "#294973"), Reasons::NO_QUOTE);
+    // Pre-open: closed; RTY crossed from 3.0 s.
+    assert_eq!(r.verdict(T0, 2_000, "ESZ6"), Reasons::CLOSED);
+    assert_eq!(r.verdict(T0, 2_000, "RTYZ6"), Reasons::CLOSED);
+    let crossed = Reasons::INVALID_PRICE | Reasons::CLOSED;
+    assert_eq!(r.verdict(T0, 3_200, "RTYZ6"), crossed);
+    assert_eq!(r.verdict(T0, 3_200, "#309877"), crossed);
+    // Open at 5.0 s; RTY uncrossed by its opening trades.
+    assert_eq!(r.all(T0, 5_010, &SYMBOLS), [OK; 5]);
+    assert_eq!(r.all(T0, 7_050, &SYMBOLS), [OK; 5]);
+    assert_eq!(r.rejects.len(), 6, "{:?}", r.rejects);
+    assert!(Reject::ALL.iter().all(|x| r.rejects.contains(x)));
+    // Line A's losses (8.0–8.1 s) and line B late (10.0–10.1 s): filled
+    // in time, nothing given up.
+    let lost = |r: &Run| r.feed.sequence().counters().packets_lost;
+    assert_eq!(r.all(T0, 8_200, &SYMBOLS), [OK; 5]);
+    assert_eq!(r.feed.counters().unknown_templates, 1, "skipped at 7.1 s");
+    assert_eq!(r.all(T0, 10_200, &SYMBOLS), [OK; 5]);
+    assert_eq!(lost(&r), 0);
+    assert!(r.feed.sequence().counters().recovered >= 40);
+    // NQ halted 12–14 s.
+    assert_eq!(r.verdict(T0, 13_000, "NQZ6"), Reasons::HALTED);
+    assert_eq!(r.verdict(T0, 13_000, "#206323"), Reasons::HALTED);
+    assert_eq!(r.verdict(T0, 13_000, "ESZ6"), OK);
+    assert_eq!(r.verdict(T0, 14_100, "NQZ6"), OK);
+    // Both lines lose 15.000–15.040 s: given up, suspect until the
+    // snapshot loop of 15.5 s.
+    let suspect = r.all(T0, 15_300, &SYMBOLS);
+    assert!(lost(&r) > 0);
+    assert!(
+        suspect.iter().any(|v| v.contains(Reasons::SUSPECT)),
+        "{suspect:?}"
+    );
+    assert_eq!(r.all(T0, 15_600, &SYMBOLS), [OK; 5]);
+    assert!(r.feed.counters().snapshots_applied >= 1);
+    // The channel reset at 18.0 s: every book empty until they come again
+    // at 18.021 s.
+    assert_eq!(r.all(T0, 18_005, &SYMBOLS), [Reasons::NO_QUOTE; 5]);
+    assert_eq!(r.all(T0, 18_100, &SYMBOLS), [OK; 5]);
+    assert_eq!(r.feed.counters().channel_resets, 1);
+    assert_eq!(r.feed.sequence().counters().sequence_restarts, 1);
+    // Idle 21–25 s: a heartbeat a second keeps the channel alive.
+    assert_eq!(r.all(T0, 24_900, &SYMBOLS), [OK; 5]);
+    assert_eq!(r.feed.counters().heartbeats, 3);
+    // Closed at 29.0 s.
+    assert_eq!(r.all(T0, 29_200, &SYMBOLS), [Reasons::CLOSED; 5]);
+    assert_eq!(r.verdict(T0, 29_200, "ZZZZ"), Reasons::NO_QUOTE);
+    assert_eq!(r.verdict(T0, 29_200, "#999999"), Reasons::NO_QUOTE);
+    r.until(u64::MAX);
+    let c = r.feed.counters();
+    assert_eq!((c.anomalies, c.cache_overflows), (0, 0));
+    // The file's loop and seven on the definition line.
+    assert_eq!(c.definitions, 8 * 5);
+    // And after the close, at 30 and 31 s.
+    assert_eq!(c.heartbeats, 5);
+    assert!(r.feed.sequence().counters().duplicates > 1_000);
+}
+
+#[test]
+fn midweek_capture_heals_from_the_snapshot_loop() {
+    let mut r = Run::midweek();
+    // No baseline and nothing visible before the first loop (1.0 s).
+    assert_eq!(r.all(MID, 900, &IDS), [Reasons::NO_QUOTE; 5]);
+    assert_eq!(r.all(MID, 1_100, &IDS), [OK; 5]);
+    // No definitions: Symbols are unknown.
+    assert_eq!(r.verdict(MID, 1_100, "ESZ6"), Reasons::NO_QUOTE);
+    assert_eq!(r.all(MID, 7_900, &IDS), [OK; 5]);
+    assert_eq!(r.feed.counters().snapshots_applied, 5);
+    for id in IDS {
+        let e = r.feed.find(id).unwrap();
+        assert!(e.instrument.seq.rpt_seq().unwrap() > 100_000, "{id}");
+    }
+    assert!(r.feed.sequence().high().unwrap() > 1_000_000);
+    assert!(r.rejects.is_empty());
+}
