@@ -559,12 +559,87 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(dir.join("config.toml"), CONFIG)?;
     std::fs::write(dir.join("checks.csv"), checks())?;
 
-    // ------------------------------------------------------------------
-    // Goldens: not written yet. `tickguard replay` does not route
-    // `protocol = "mdp3"` feeds yet; once it does, the expected output of
-    // replaying `channel.pcap` and `midweek.pcap` with `config.toml` and
-    // `checks.csv` (JSON lines and `--summary`) is to be written here, from
-    // the files above, as `tools/gen_fixtures.rs` does for its scenario.
-    // ------------------------------------------------------------------
+    write_goldens(&dir)
+}
+
+/// `replay --explain FEED INSTRUMENT` goldens of `channel.pcap`: (feed,
+/// instrument, `--explain-all`, `--at` in ms after `T0`).
+/// tests/it/mdp3_fixtures.rs holds the same table.
+const EXPLAINED: &[(&str, &str, bool, Option<u64>)] = &[
+    ("cme-310", "ESZ6", false, None),
+    ("cme-310", "RTYZ6", true, None),
+    ("cme-310", "#442811", false, None),
+    ("cme-310", "ESZ6", false, Some(15_100)),
+    ("cme-310", "NQZ6", false, Some(13_000)),
+];
+
+/// The file an `--explain` golden is kept in.
+fn explained_file(feed: &str, instrument: &str, all: bool, at_ms: Option<u64>) -> String {
+    let who = format!("{feed}-{}", instrument.replace('#', "id"));
+    match (all, at_ms) {
+        (_, Some(ms)) => format!("channel.at-{ms}ms-{who}.txt"),
+        (true, None) => format!("channel.explain-all-{who}.txt"),
+        (false, None) => format!("channel.explain-{who}.txt"),
+    }
+}
+
+/// What replaying each capture gives, with `config.toml` and `checks.csv`:
+/// the answers as JSON lines (`*.expected.jsonl`), the summary
+/// (`*.summary.json`), and the `--explain` goldens of [`EXPLAINED`].
+fn write_goldens(dir: &Path) -> anyhow::Result<()> {
+    use tickguard::capture::CaptureReader;
+    use tickguard::config::Config;
+    use tickguard::replay::{answer_json, load_checks, replay, replay_until, Check, Options};
+    let config = Config::load(&dir.join("config.toml"))?;
+    let checks = load_checks(&dir.join("checks.csv"))?;
+    for stem in ["channel", "midweek"] {
+        let mut reader = CaptureReader::open(&dir.join(format!("{stem}.pcap")))?;
+        let outcome = replay(&config, &mut reader, &checks, |_| {});
+        if let Some(e) = outcome.input_error {
+            anyhow::bail!("{e}");
+        }
+        let mut lines = String::new();
+        for (c, a) in checks.iter().zip(&outcome.answers) {
+            lines.push_str(&answer_json(c, *a));
+            lines.push('\n');
+        }
+        std::fs::write(dir.join(format!("{stem}.expected.jsonl")), lines)?;
+        let summary = serde_json::to_string_pretty(&outcome.summary)? + "\n";
+        std::fs::write(dir.join(format!("{stem}.summary.json")), summary)?;
+    }
+    for &(feed, instrument, all, at_ms) in EXPLAINED {
+        let id = config
+            .feed_id(feed)
+            .ok_or_else(|| anyhow::anyhow!("no feed {feed}"))?;
+        let at = at_ms.map(|ms| T0 + ms * MS);
+        let mut x = tickguard::explain::mdp3::Mdp3Explain::new(
+            id,
+            &config.feeds[usize::from(id)],
+            instrument,
+            at,
+        );
+        let asked: Vec<Check> = at
+            .map(|time_ns| Check {
+                time_ns,
+                feed: feed.into(),
+                symbol: instrument.into(),
+            })
+            .into_iter()
+            .collect();
+        let mut reader = CaptureReader::open(&dir.join("channel.pcap"))?;
+        let outcome = replay_until(
+            &config,
+            &mut reader,
+            &asked,
+            Options::default(),
+            |_| {},
+            &mut x,
+        );
+        let text = match (at, outcome.answers.last()) {
+            (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
+            _ => x.explanation(all),
+        };
+        std::fs::write(dir.join(explained_file(feed, instrument, all, at_ms)), text)?;
+    }
     Ok(())
 }

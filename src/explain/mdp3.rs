@@ -627,6 +627,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     }
     if b.top != a.top {
         let how = match (said.end_of_event, seq, b.applied > a.applied) {
+            _ if b.channel_resets > a.channel_resets => "emptied by the ChannelReset".to_string(),
             (_, _, true) => "published by the snapshot".to_string(),
             (true, Some(s), _) => format!("published at the end of event in MsgSeqNum {s}"),
             _ => "published (its event covered)".to_string(),
