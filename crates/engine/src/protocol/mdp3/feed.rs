@@ -202,6 +202,23 @@ impl Feed {
         self.cached
     }
 
+    /// Arrival of the last incremental packet processed with no gap open
+    /// (ns, local clock); `None` before the first.
+    pub fn last_alive(&self) -> Option<u64> {
+        self.last_alive
+    }
+
+    /// The source watermark (ns since the Unix epoch, venue clock): the
+    /// latest source time the channel is known complete up to.
+    pub fn source_watermark(&self) -> Option<i128> {
+        self.watermark
+    }
+
+    /// The clock offset in use (local − venue, ns).
+    pub fn offset(&self) -> i128 {
+        self.clock.offset()
+    }
+
     /// Every instrument, in order of first appearance.
     pub fn instruments(&self) -> &[Entry] {
         &self.entries

@@ -131,6 +131,16 @@ impl<T: Copy> RptSeq<T> {
         self.duplicates
     }
 
+    /// Highest RptSeq received (`None`: none since the start or a reset).
+    pub fn high_seen(&self) -> Option<u32> {
+        self.high_seen
+    }
+
+    /// Lowest RptSeq received (`None`: none since the start or a reset).
+    pub fn watch_from(&self) -> Option<u32> {
+        self.watch_from
+    }
+
     /// Values in `(rpt_seq, high_seen]` neither applied nor cached; 0
     /// without a baseline.
     pub fn missing(&self) -> u64 {
