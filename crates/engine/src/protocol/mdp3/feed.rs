@@ -455,6 +455,7 @@ impl Feed {
             };
             let i = self.instrument(snap.security_id());
             let e = &mut self.entries[i as usize];
+            let anomalies = e.instrument.anomalies();
             let matched =
                 e.instrument
                     .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
@@ -470,6 +471,8 @@ impl Feed {
                             }
                         }
                     });
+            // Cached entries the snapshot let apply may be odd ones.
+            self.counters.anomalies += e.instrument.anomalies() - anomalies;
             match matched {
                 Matched::Applied { .. } => {
                     e.snapshots_applied += 1;
@@ -901,6 +904,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+    }
+
+    /// A cached entry with an odd value that a snapshot lets apply counts
+    /// in the feed's anomalies.
+    #[test]
+    fn an_odd_entry_applied_after_a_snapshot_is_counted() {
+        let mut f = feed();
+        let odd = BookEntry {
+            action: UpdateAction::Unknown(9),
+            ..bid(9, 2, 1, UpdateAction::New, 100)
+        };
+        f.on_incremental(&book(1, true, &[odd]), T0).unwrap();
+        assert_eq!((f.cached(), f.counters().anomalies), (1, 0));
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 0,
+            tot_num_reports: 1,
+            security_id: 9,
+            rpt_seq: 1,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        f.on_snapshot(&snap, T0 + 1).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert_eq!((f.cached(), f.counters().anomalies), (0, 1));
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the
