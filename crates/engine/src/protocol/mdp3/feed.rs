@@ -7,6 +7,13 @@
 //! Time is passed in: `t` is a datagram's local arrival (ns since the Unix
 //! epoch), `now` a check's. TransactTime (the start of a Globex event, ns
 //! UTC) is the source time; SendingTime feeds the clock offset.
+//!
+//! The source watermark rises, after a processed packet with no gap open,
+//! to the TransactTime of the packet's last message that carries one:
+//! every template with the incremental root (book, trade, volume,
+//! statistics and limits messages, and ChannelReset) and SecurityStatus.
+//! A packet with none (heartbeats, definitions) raises it to its arrival
+//! less the clock offset.
 
 use super::book::{Books, Update};
 use super::instrument::{Cached, Instrument};
@@ -306,10 +313,11 @@ impl Feed {
                 }
             }
             match m.body() {
-                Body::ChannelReset(_) => {
+                Body::ChannelReset(reset) => {
                     self.reset_channel();
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset();
+                    source = Some(reset.transact_time());
                 }
                 Body::Heartbeat => self.counters.heartbeats += 1,
                 Body::SecurityStatus(st) => {
@@ -904,6 +912,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+    }
+
+    /// A packet holding only a ChannelReset raises the source watermark
+    /// to the reset's TransactTime (its root carries one), not to its
+    /// arrival as a heartbeat's would.
+    #[test]
+    fn a_channel_reset_raises_the_watermark_to_its_transact_time() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let reset = encode::channel_reset(V, T0 + 5 * MS, EOE, 1);
+        f.on_incremental(&encode::packet(2, T0 + 6 * MS, &[reset]), T0 + 9 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some(i128::from(T0 + 5 * MS)));
+        assert_eq!(f.last_alive(), Some(T0 + 9 * MS));
     }
 
     /// A cached entry with an odd value that a snapshot lets apply counts
