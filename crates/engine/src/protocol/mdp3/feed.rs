@@ -16,7 +16,7 @@
 //! less the clock offset.
 
 use super::book::{Books, Update};
-use super::instrument::{Cached, Instrument};
+use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
 use super::rptseq::{Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
@@ -162,8 +162,8 @@ pub struct Feed {
     by_symbol: HashMap<String, u32>,
     /// Entries cached over every instrument.
     cached: usize,
-    /// The last end of event processed.
-    eoe: Option<Position>,
+    /// The ends of event processed (what coverage needs of them).
+    ends: Ends,
     /// Instruments with changes not visible yet.
     dirty: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset).
@@ -185,7 +185,7 @@ impl Feed {
             by_id: HashMap::new(),
             by_symbol: HashMap::new(),
             cached: 0,
-            eoe: None,
+            ends: Ends::default(),
             dirty: Vec::new(),
             groups: HashMap::new(),
             last_alive: None,
@@ -274,14 +274,15 @@ impl Feed {
         }
     }
 
-    /// Publishes the instruments whose pending changes the last end of
-    /// event covers.
+    /// Publishes the instruments whose pending changes the ends of event
+    /// processed cover.
     fn cover(&mut self) {
-        let (eoe, seq) = (self.eoe, &self.seq);
+        self.ends.settle(&self.seq);
+        let (ends, seq) = (&self.ends, &self.seq);
         let entries = &mut self.entries;
         self.dirty.retain(|&i| {
             let inst = &mut entries[i as usize].instrument;
-            !inst.cover(eoe, seq) && inst.pending()
+            !inst.cover(ends, seq) && inst.pending()
         });
     }
 
@@ -357,7 +358,7 @@ impl Feed {
                 },
             }
             if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
-                self.eoe = Some(at);
+                self.ends.push(at, &self.seq);
                 self.cover();
             }
         }
@@ -526,7 +527,7 @@ impl Feed {
         }
         self.groups.clear();
         self.dirty.clear();
-        self.eoe = None;
+        self.ends.clear();
     }
 
     /// The status in force for instrument `e`.
