@@ -295,8 +295,12 @@ impl Feed {
         let fill = match self.seq.on_packet(s, t).0 {
             Seen::Duplicate | Seen::Stale => return Ok(()),
             Seen::Process { fill, restart } => {
-                if restart == Some(Restart::Weekly) {
-                    self.reset_channel();
+                match restart {
+                    Some(Restart::Weekly) => self.reset_channel(),
+                    // A new sequence: an end of event of the old one (the
+                    // ChannelReset's own) covers nothing of it.
+                    Some(Restart::AfterReset) => self.ends.clear(),
+                    None => {}
                 }
                 fill
             }
@@ -953,6 +957,38 @@ mod tests {
         f.on_snapshot(&snap, T0 + 1).unwrap();
         assert_eq!(f.counters().snapshots_applied, 1);
         assert_eq!((f.cached(), f.counters().anomalies), (0, 1));
+    }
+
+    /// After a ChannelReset that ends its event, the sequence restarts at
+    /// 1 with an event over several packets: the reset's end of event
+    /// (numbered in the old sequence) covers none of its changes, so a
+    /// gap filled before the event's end publishes nothing.
+    #[test]
+    fn an_end_of_event_before_a_restart_covers_nothing_after_it() {
+        let mut f = feed();
+        f.on_incremental(&book(50, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let reset = encode::channel_reset(V, T0, EOE, 1);
+        f.on_incremental(&encode::packet(51, T0, &[reset]), T0)
+            .unwrap();
+        f.on_incremental(
+            &book(1, false, &[bid(1, 1, 1, UpdateAction::New, 12)]),
+            T0 + 1,
+        )
+        .unwrap();
+        // Past the window of late copies of the old sequence: packet 3,
+        // then 2 filling the gap, neither ending the event.
+        let quiet = |s| encode::packet(s, T0, &[encode::heartbeat(V)]);
+        f.on_incremental(&quiet(3), T0 + 6 * MS).unwrap();
+        f.on_incremental(&quiet(2), T0 + 7 * MS).unwrap();
+        assert_eq!(f.sequence().counters().recovered, 1);
+        assert_eq!(top(&f, "#1"), (None, None), "half an event");
+        f.on_incremental(
+            &book(4, true, &[bid(1, 2, 1, UpdateAction::New, 13)]),
+            T0 + 8 * MS,
+        )
+        .unwrap();
+        assert_eq!(top(&f, "#1"), (Some(13), None));
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the
