@@ -30,6 +30,7 @@ mod itch_replay;
 mod layering;
 mod live;
 mod logs;
+mod mdp3_model;
 mod metrics;
 mod model;
 mod netns;
