@@ -303,7 +303,7 @@ impl Mdp3Explain {
                 Trigger::Silence { last_alive: a },
             );
         }
-        if let Some(w) = f.watermark() {
+        if let Some(w) = f.source_watermark() {
             let offset = f.offset();
             consider(
                 w + offset + self.th.source_ns as i128 + 1,
@@ -392,7 +392,7 @@ impl Mdp3Explain {
                 dur(self.th.stale_ns as i128)
             );
         }
-        if let Some(w) = f.watermark() {
+        if let Some(w) = f.source_watermark() {
             let _ = write!(
                 line,
                 ", source age {} at clock offset {} (stale_at_source after {})",

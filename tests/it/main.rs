@@ -31,6 +31,7 @@ mod layering;
 mod live;
 mod logs;
 mod mdp3_fixtures;
+mod mdp3_model;
 mod mdp3_replay;
 mod metrics;
 mod model;

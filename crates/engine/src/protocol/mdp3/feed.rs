@@ -7,9 +7,16 @@
 //! Time is passed in: `t` is a datagram's local arrival (ns since the Unix
 //! epoch), `now` a check's. TransactTime (the start of a Globex event, ns
 //! UTC) is the source time; SendingTime feeds the clock offset.
+//!
+//! The source watermark rises, after a processed packet with no gap open,
+//! to the TransactTime of the packet's last message that carries one:
+//! every template with the incremental root (book, trade, volume,
+//! statistics and limits messages, and ChannelReset) and SecurityStatus.
+//! A packet with none (heartbeats, definitions) raises it to its arrival
+//! less the clock offset.
 
 use super::book::{Books, Update};
-use super::instrument::{Cached, Instrument};
+use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
 use super::rptseq::{Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
@@ -158,8 +165,8 @@ pub struct Feed {
     by_symbol: HashMap<String, u32>,
     /// Entries cached over every instrument.
     cached: usize,
-    /// The last end of event processed.
-    eoe: Option<Position>,
+    /// The ends of event processed (what coverage needs of them).
+    ends: Ends,
     /// Instruments with changes not visible yet.
     dirty: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset).
@@ -181,7 +188,7 @@ impl Feed {
             by_id: HashMap::new(),
             by_symbol: HashMap::new(),
             cached: 0,
-            eoe: None,
+            ends: Ends::default(),
             dirty: Vec::new(),
             groups: HashMap::new(),
             last_alive: None,
@@ -210,20 +217,22 @@ impl Feed {
         self.counters.ticks_lost
     }
 
-    /// The clock offset (local − CME), ns, estimated from processed
-    /// incremental packets only.
-    pub fn offset(&self) -> i128 {
-        self.clock.offset()
-    }
-
-    /// Local time of the last packet that left no gap open (ns), if any.
+    /// Arrival of the last incremental packet processed with no gap open
+    /// (ns, local clock); `None` before the first.
     pub fn last_alive(&self) -> Option<u64> {
         self.last_alive
     }
 
-    /// The source watermark (ns UTC), if any.
-    pub fn watermark(&self) -> Option<i128> {
+    /// The source watermark (ns since the Unix epoch, venue clock): the
+    /// latest source time the channel is known complete up to.
+    pub fn source_watermark(&self) -> Option<i128> {
         self.watermark
+    }
+
+    /// The clock offset in use (local − venue, ns), estimated from
+    /// processed incremental packets only.
+    pub fn offset(&self) -> i128 {
+        self.clock.offset()
     }
 
     /// Every instrument, in order of first appearance.
@@ -274,14 +283,15 @@ impl Feed {
         }
     }
 
-    /// Publishes the instruments whose pending changes the last end of
-    /// event covers.
+    /// Publishes the instruments whose pending changes the ends of event
+    /// processed cover.
     fn cover(&mut self) {
-        let (eoe, seq) = (self.eoe, &self.seq);
+        self.ends.settle(&self.seq);
+        let (ends, seq) = (&self.ends, &self.seq);
         let entries = &mut self.entries;
         self.dirty.retain(|&i| {
             let inst = &mut entries[i as usize].instrument;
-            !inst.cover(eoe, seq) && inst.pending()
+            !inst.cover(ends, seq) && inst.pending()
         });
     }
 
@@ -294,8 +304,12 @@ impl Feed {
         let fill = match self.seq.on_packet(s, t).0 {
             Seen::Duplicate | Seen::Stale => return Ok(()),
             Seen::Process { fill, restart } => {
-                if restart == Some(Restart::Weekly) {
-                    self.reset_channel();
+                match restart {
+                    Some(Restart::Weekly) => self.reset_channel(),
+                    // A new sequence: an end of event of the old one (the
+                    // ChannelReset's own) covers nothing of it.
+                    Some(Restart::AfterReset) => self.ends.clear(),
+                    None => {}
                 }
                 fill
             }
@@ -313,10 +327,11 @@ impl Feed {
                 }
             }
             match m.body() {
-                Body::ChannelReset(_) => {
+                Body::ChannelReset(reset) => {
                     self.reset_channel();
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset();
+                    source = Some(reset.transact_time());
                 }
                 Body::Heartbeat => self.counters.heartbeats += 1,
                 Body::SecurityStatus(st) => {
@@ -356,7 +371,7 @@ impl Feed {
                 },
             }
             if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
-                self.eoe = Some(at);
+                self.ends.push(at, &self.seq);
                 self.cover();
             }
         }
@@ -462,6 +477,7 @@ impl Feed {
             };
             let i = self.instrument(snap.security_id());
             let e = &mut self.entries[i as usize];
+            let anomalies = e.instrument.anomalies();
             let matched =
                 e.instrument
                     .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
@@ -477,6 +493,8 @@ impl Feed {
                             }
                         }
                     });
+            // Cached entries the snapshot let apply may be odd ones.
+            self.counters.anomalies += e.instrument.anomalies() - anomalies;
             match matched {
                 Matched::Applied { lost } => {
                     e.snapshots_applied += 1;
@@ -523,7 +541,7 @@ impl Feed {
         }
         self.groups.clear();
         self.dirty.clear();
-        self.eoe = None;
+        self.ends.clear();
     }
 
     /// The status in force for instrument `e`.
@@ -909,6 +927,78 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+    }
+
+    /// A packet holding only a ChannelReset raises the source watermark
+    /// to the reset's TransactTime (its root carries one), not to its
+    /// arrival as a heartbeat's would.
+    #[test]
+    fn a_channel_reset_raises_the_watermark_to_its_transact_time() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let reset = encode::channel_reset(V, T0 + 5 * MS, EOE, 1);
+        f.on_incremental(&encode::packet(2, T0 + 6 * MS, &[reset]), T0 + 9 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some(i128::from(T0 + 5 * MS)));
+        assert_eq!(f.last_alive(), Some(T0 + 9 * MS));
+    }
+
+    /// A cached entry with an odd value that a snapshot lets apply counts
+    /// in the feed's anomalies.
+    #[test]
+    fn an_odd_entry_applied_after_a_snapshot_is_counted() {
+        let mut f = feed();
+        let odd = BookEntry {
+            action: UpdateAction::Unknown(9),
+            ..bid(9, 2, 1, UpdateAction::New, 100)
+        };
+        f.on_incremental(&book(1, true, &[odd]), T0).unwrap();
+        assert_eq!((f.cached(), f.counters().anomalies), (1, 0));
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 0,
+            tot_num_reports: 1,
+            security_id: 9,
+            rpt_seq: 1,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        f.on_snapshot(&snap, T0 + 1).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert_eq!((f.cached(), f.counters().anomalies), (0, 1));
+    }
+
+    /// After a ChannelReset that ends its event, the sequence restarts at
+    /// 1 with an event over several packets: the reset's end of event
+    /// (numbered in the old sequence) covers none of its changes, so a
+    /// gap filled before the event's end publishes nothing.
+    #[test]
+    fn an_end_of_event_before_a_restart_covers_nothing_after_it() {
+        let mut f = feed();
+        f.on_incremental(&book(50, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let reset = encode::channel_reset(V, T0, EOE, 1);
+        f.on_incremental(&encode::packet(51, T0, &[reset]), T0)
+            .unwrap();
+        f.on_incremental(
+            &book(1, false, &[bid(1, 1, 1, UpdateAction::New, 12)]),
+            T0 + 1,
+        )
+        .unwrap();
+        // Past the window of late copies of the old sequence: packet 3,
+        // then 2 filling the gap, neither ending the event.
+        let quiet = |s| encode::packet(s, T0, &[encode::heartbeat(V)]);
+        f.on_incremental(&quiet(3), T0 + 6 * MS).unwrap();
+        f.on_incremental(&quiet(2), T0 + 7 * MS).unwrap();
+        assert_eq!(f.sequence().counters().recovered, 1);
+        assert_eq!(top(&f, "#1"), (None, None), "half an event");
+        f.on_incremental(
+            &book(4, true, &[bid(1, 2, 1, UpdateAction::New, 13)]),
+            T0 + 8 * MS,
+        )
+        .unwrap();
+        assert_eq!(top(&f, "#1"), (Some(13), None));
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the

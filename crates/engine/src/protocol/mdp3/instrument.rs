@@ -8,9 +8,18 @@
 //! **covered** once an EndOfEvent at a position `q ≥ p` was processed and
 //! no packet in `[p.S, q.S]` is missing (each received, or its gap given
 //! up). When all of an instrument's pending changes are covered its
-//! visible books take the working ones. It is enough to keep the first
-//! and the last pending position: the first's range contains every
-//! later one's, and the last bounds which end of event may cover them.
+//! visible books take the working ones.
+//!
+//! Each change needs its own look: the nearest end of event after one
+//! change may lie before a missing packet that the nearest end after
+//! another spans, and a packet filling a gap brings ends of event below
+//! those already processed. So an instrument keeps the position of each
+//! change not covered yet (one per message: a message's entries share
+//! it), and the feed keeps the ends of event processed ([`Ends`]): the
+//! highest one below the first missing packet — what covers any change
+//! there — and each one from that packet on, a few while a gap is open.
+//! Coverage only grows (packets only stop being missing, ends of event
+//! only come), so a change found covered is forgotten.
 //!
 //! A packet lost with an event's end therefore keeps the instruments the
 //! event changed on their previous visible books while the gap is open;
@@ -34,6 +43,61 @@ pub struct Cached {
     pub update: Option<Update>,
 }
 
+/// The ends of event processed since the sequence (re)started, as
+/// coverage needs them: the highest below the first missing packet, and
+/// those from that packet on, ascending. A restart or a channel reset
+/// forgets them: a new sequence's positions come after the old one's,
+/// whatever their numbers.
+#[derive(Debug, Clone, Default)]
+pub struct Ends {
+    below: Option<Position>,
+    above: Vec<Position>,
+}
+
+impl Ends {
+    /// No end of event processed.
+    pub fn clear(&mut self) {
+        self.below = None;
+        self.above.clear();
+    }
+
+    /// An end of event processed at `at`.
+    pub fn push(&mut self, at: Position, seq: &Sequence) {
+        match seq.first_missing() {
+            Some(m) if at.0 >= m => {
+                let i = self.above.partition_point(|&q| q < at);
+                if self.above.get(i) != Some(&at) {
+                    self.above.insert(i, at);
+                }
+            }
+            _ => self.below = self.below.max(Some(at)),
+        }
+    }
+
+    /// Folds the ends below the first missing packet into the highest of
+    /// them (after a fill or a give-up: the first missing rose).
+    pub fn settle(&mut self, seq: &Sequence) {
+        let m = seq.first_missing();
+        let k = self.above.partition_point(|q| m.is_none_or(|m| q.0 < m));
+        if k > 0 {
+            self.below = self.below.max(Some(self.above[k - 1]));
+            self.above.drain(..k);
+        }
+    }
+
+    /// A change at `p` is covered: an end of event at or after it, no
+    /// packet missing from its packet to the end's.
+    pub fn covers(&self, p: Position, seq: &Sequence) -> bool {
+        // Every end kept in `below` lies before the first missing packet.
+        if self.below.is_some_and(|q| q >= p) {
+            return true;
+        }
+        // Else the nearest end after it (a later one spans more).
+        let i = self.above.partition_point(|&q| q < p);
+        self.above.get(i).is_some_and(|q| seq.complete(p.0, q.0))
+    }
+}
+
 /// One instrument's sequencing and books.
 #[derive(Debug, Clone)]
 pub struct Instrument {
@@ -41,8 +105,11 @@ pub struct Instrument {
     pub seq: RptSeq<Cached>,
     working: Books,
     visible: Books,
-    /// First and last position of the changes not visible yet.
-    pending: Option<(Position, Position)>,
+    /// Positions of the changes not visible yet and not yet known
+    /// covered (ascending but for fills and cached entries). Usually one
+    /// or two; it grows to the most an instrument had waiting at once
+    /// (a gap open) and is reused.
+    pending: Vec<Position>,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
     /// Entries that changed nothing for an odd value (unknown action or
@@ -59,7 +126,7 @@ impl Instrument {
             seq: RptSeq::new(),
             working: books.clone(),
             visible: books,
-            pending: None,
+            pending: Vec::new(),
             last_transact_time: None,
             anomalies: 0,
         }
@@ -77,7 +144,7 @@ impl Instrument {
 
     /// Changes are waiting for their event's end.
     pub fn pending(&self) -> bool {
-        self.pending.is_some()
+        !self.pending.is_empty()
     }
 
     /// TransactTime of the last applied entry.
@@ -140,7 +207,7 @@ impl Instrument {
             working.clear();
             set(working);
             visible.copy_from(working);
-            *pending = None;
+            pending.clear();
             for e in later {
                 apply(working, pending, last_transact_time, anomalies, e);
             }
@@ -149,17 +216,17 @@ impl Instrument {
     }
 
     /// Publishes the working books if every pending change is covered by
-    /// the end of event at `eoe` (the last processed), given which
-    /// packets `seq` knows to be missing. Returns whether it did.
-    pub fn cover(&mut self, eoe: Option<Position>, seq: &Sequence) -> bool {
-        let (Some((first, last)), Some(q)) = (self.pending, eoe) else {
+    /// the ends of event processed, given which packets `seq` knows to be
+    /// missing. Returns whether it did.
+    pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
+        if self.pending.is_empty() {
             return false;
-        };
-        if last > q || !seq.complete(first.0, q.0) {
+        }
+        self.pending.retain(|&p| !ends.covers(p, seq));
+        if !self.pending.is_empty() {
             return false;
         }
         self.visible.copy_from(&self.working);
-        self.pending = None;
         true
     }
 
@@ -168,7 +235,7 @@ impl Instrument {
     pub fn reset(&mut self, cached: &mut usize) {
         self.working.clear();
         self.visible.clear();
-        self.pending = None;
+        self.pending.clear();
         self.seq.reset(cached);
     }
 
@@ -183,7 +250,7 @@ impl Instrument {
 /// Applies one entry to the working books, noting it pending.
 fn apply(
     working: &mut Books,
-    pending: &mut Option<(Position, Position)>,
+    pending: &mut Vec<Position>,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
     e: Cached,
@@ -194,10 +261,10 @@ fn apply(
     };
     match working.apply(&u) {
         Applied::Changed => {
-            *pending = Some(match *pending {
-                Some((first, last)) => (first.min(e.at), last.max(e.at)),
-                None => (e.at, e.at),
-            });
+            // A message's entries share its position: kept once.
+            if pending.last() != Some(&e.at) {
+                pending.push(e.at);
+            }
         }
         Applied::Unchanged => {}
         Applied::Anomaly => *anomalies += 1,
@@ -235,6 +302,15 @@ mod tests {
         })
     }
 
+    /// The ends of event at `at`, processed in that order.
+    fn ends(at: &[Position], seq: &Sequence) -> Ends {
+        let mut e = Ends::default();
+        for &q in at {
+            e.push(q, seq);
+        }
+        e
+    }
+
     #[test]
     fn a_change_is_visible_only_at_the_end_of_its_event() {
         let mut seq = sequence();
@@ -244,11 +320,11 @@ mod tests {
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
         assert_eq!((bid(i.working()), bid(i.visible())), (Some(100), None));
         // An end of event before the change does not cover it.
-        assert!(!i.cover(Some((9, 3)), &seq));
-        assert!(!i.cover(None, &seq));
+        assert!(!i.cover(&ends(&[(9, 3)], &seq), &seq));
+        assert!(!i.cover(&ends(&[], &seq), &seq));
         // The event spans packets: its end in packet 11.
         seq.on_packet(11, 1);
-        assert!(i.cover(Some((11, 0)), &seq));
+        assert!(i.cover(&ends(&[(11, 0)], &seq), &seq));
         assert_eq!(bid(i.visible()), Some(100));
         assert!(!i.pending());
     }
@@ -261,16 +337,18 @@ mod tests {
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
         seq.on_packet(11, 0);
-        i.cover(Some((11, 0)), &seq);
+        i.cover(&ends(&[(11, 0)], &seq), &seq);
         // A change in 12; 13 lost; a later event's end in 14.
         seq.on_packet(12, 1);
         i.on_entry(2, new_bid(101, (12, 0)), &mut cached, 10);
         seq.on_packet(14, 1);
-        assert!(!i.cover(Some((14, 0)), &seq), "13 missing");
+        let mut e = ends(&[(11, 0), (14, 0)], &seq);
+        assert!(!i.cover(&e, &seq), "13 missing");
         assert_eq!(bid(i.visible()), Some(100));
         // Given up: the next look publishes.
         seq.expire(100);
-        assert!(i.cover(Some((14, 0)), &seq));
+        e.settle(&seq);
+        assert!(i.cover(&e, &seq));
         assert_eq!(bid(i.visible()), Some(101));
     }
 
@@ -293,8 +371,64 @@ mod tests {
         assert_eq!(bid(i.visible()), None);
         assert_eq!(bid(i.working()), Some(106));
         assert!(i.pending() && cached == 0);
-        assert!(i.cover(Some((10, 1)), &seq));
+        assert!(i.cover(&ends(&[(10, 1)], &seq), &seq));
         assert_eq!(bid(i.visible()), Some(106));
+    }
+
+    /// A packet filling a gap brings an end of event below one already
+    /// processed: the later end still covers the change after the gap.
+    #[test]
+    fn an_end_of_event_filled_late_does_not_hide_a_later_one() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(3, 2);
+        let mut cached = 0;
+        seq.on_packet(1, 0);
+        // Packet 2 (RptSeq 1, its event's end) is late; packet 3 changes
+        // the book (RptSeq 2, cached) and ends its event.
+        seq.on_packet(3, 0);
+        let mut e = ends(&[(3, 1)], &seq);
+        assert_eq!(
+            i.on_entry(2, new_bid(102, (3, 0)), &mut cached, 10),
+            Took::Cached
+        );
+        // Packet 2 fills the gap: 1 applies, then 2 (at its own place).
+        seq.on_packet(2, 1);
+        i.on_entry(1, new_bid(101, (2, 0)), &mut cached, 10);
+        e.push((2, 1), &seq);
+        e.settle(&seq);
+        assert!(i.cover(&e, &seq));
+        assert_eq!(bid(i.visible()), Some(102));
+    }
+
+    /// Changes before two gaps, each followed by its event's end: once
+    /// the first gap fills, every change has an end after it with nothing
+    /// missing in between, though the second gap is still open.
+    #[test]
+    fn each_change_is_covered_by_the_nearest_end_after_it() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(3, 2);
+        let mut cached = 0;
+        let mut e = Ends::default();
+        seq.on_packet(8, 0);
+        i.on_entry(1, new_bid(108, (8, 0)), &mut cached, 10);
+        // 9 is missing; 10 changes the book and ends its event.
+        seq.on_packet(10, 0);
+        i.on_entry(2, new_bid(110, (10, 0)), &mut cached, 10);
+        e.push((10, 1), &seq);
+        assert!(!i.cover(&e, &seq), "9 missing");
+        // 11 is missing; 12 changes and ends.
+        seq.on_packet(12, 0);
+        i.on_entry(3, new_bid(112, (12, 0)), &mut cached, 10);
+        e.push((12, 1), &seq);
+        assert!(!i.cover(&e, &seq), "9 still missing");
+        // 9 comes (no end of event in it): 8 and 10 are covered by
+        // (10, 1), 12 by (12, 1); 11 missing is between no change and its
+        // end.
+        seq.on_packet(9, 1);
+        e.settle(&seq);
+        assert!(i.cover(&e, &seq));
+        assert_eq!(bid(i.visible()), Some(112));
+        assert_eq!(seq.first_missing(), Some(11));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!
 //! - **No baseline** (`rpt_seq` unset: nothing from 1 seen since the
 //!   start or a restart): `r = 1` starts the history; anything else waits
-//!   in the cache. The instrument is suspect.
+//!   in the cache. The instrument is suspect, and one that cached an
+//!   entry stays so once a baseline comes (RptSeq 1 or a snapshot) while
+//!   the hole before that entry is open.
 //! - **Healthy**: `r ≤ rpt_seq` is a duplicate; `r = rpt_seq + 1` applies;
 //!   a higher `r` reveals a hole: the instrument turns suspect and the
 //!   entry is cached.
@@ -131,6 +133,16 @@ impl<T: Copy> RptSeq<T> {
         self.duplicates
     }
 
+    /// Highest RptSeq received (`None`: none since the start or a reset).
+    pub fn high_seen(&self) -> Option<u32> {
+        self.high_seen
+    }
+
+    /// Lowest RptSeq received (`None`: none since the start or a reset).
+    pub fn watch_from(&self) -> Option<u32> {
+        self.watch_from
+    }
+
     /// Values in `(rpt_seq, high_seen]` neither applied nor cached; 0
     /// without a baseline.
     pub fn missing(&self) -> u64 {
@@ -189,9 +201,9 @@ impl<T: Copy> RptSeq<T> {
             self.drain(cached, &mut apply);
             return Took::Applied;
         }
-        if self.rpt_seq.is_some() {
-            self.suspect = true;
-        }
+        // A hole, with a baseline or not: once one is set (a snapshot, or
+        // RptSeq 1), the instrument stays suspect until the hole closes.
+        self.suspect = true;
         if *cached >= max_cached {
             *cached -= self.cache.len();
             self.cache.clear();
@@ -414,6 +426,33 @@ mod tests {
         r.i.unverify();
         r.entry(15);
         assert!(r.i.unverified() && r.i.suspect(), "16 still missing");
+    }
+
+    /// Without a baseline, entries past a hole: a snapshot (or RptSeq 1)
+    /// that leaves the hole open leaves the instrument suspect.
+    #[test]
+    fn a_hole_found_before_a_baseline_stays_after_it() {
+        let mut r = Run::new(100);
+        r.entry(3);
+        r.entry(5);
+        assert_eq!(r.snapshot(2), Snapshot::Applied { lost: 0 });
+        assert_eq!(r.applied, [3]);
+        assert!(r.i.suspect(), "4 missing");
+        assert_eq!(r.snapshot(3), Snapshot::Ignored, "suspect: only newer");
+        assert_eq!(r.entry(4), Took::Applied);
+        assert!(!r.i.suspect());
+        // The same with RptSeq 1 as the baseline.
+        let mut r = Run::new(100);
+        r.entry(3);
+        assert_eq!(r.entry(1), Took::Applied);
+        assert!(r.i.suspect(), "2 missing");
+        r.entry(2);
+        assert!(!r.i.suspect());
+        // And with the cache bound: the dropped entry is a hole too.
+        let mut r = Run::new(0);
+        assert_eq!(r.entry(2), Took::Dropped);
+        assert_eq!(r.snapshot(1), Snapshot::Applied { lost: 0 });
+        assert!(r.i.suspect() && r.i.missing() == 1);
     }
 
     #[test]

@@ -156,6 +156,21 @@ impl Sequence {
         })
     }
 
+    /// The lowest MsgSeqNum missing (in an open gap, not received);
+    /// `None` while no gap is open.
+    pub fn first_missing(&self) -> Option<u32> {
+        let g = self.gaps.front()?;
+        // A gap's received packets are ascending from `lo`: the first one
+        // out of its place follows the first missing.
+        Some(
+            g.filled
+                .iter()
+                .zip(g.lo..)
+                .find(|&(&f, s)| f != s)
+                .map_or(g.lo + g.filled.len() as u32, |(_, s)| s),
+        )
+    }
+
     /// The packet just processed carried a ChannelReset: MsgSeqNum 1 next
     /// is a restart. Cleared by the next processed packet.
     pub fn channel_reset(&mut self) {
@@ -307,6 +322,23 @@ mod tests {
         assert_eq!((s.gaps_open(), s.counters().recovered), (0, 3));
         assert!(s.complete(0, 600));
         assert_eq!(s.counters().duplicates, 2);
+    }
+
+    #[test]
+    fn the_first_missing_packet_is_that_of_the_lowest_gap() {
+        let mut s = seq();
+        s.on_packet(1, 0);
+        assert_eq!(s.first_missing(), None);
+        s.on_packet(5, 1);
+        assert_eq!(s.first_missing(), Some(2));
+        s.on_packet(2, 2);
+        s.on_packet(4, 2);
+        assert_eq!(s.first_missing(), Some(3));
+        s.on_packet(9, 3);
+        s.on_packet(3, 4);
+        assert_eq!(s.first_missing(), Some(6));
+        s.expire(u64::MAX);
+        assert_eq!(s.first_missing(), None);
     }
 
     #[test]
