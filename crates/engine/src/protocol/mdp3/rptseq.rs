@@ -206,6 +206,18 @@ impl<T: Copy> RptSeq<T> {
         Took::Cached
     }
 
+    /// Whether a snapshot of RptSeq `r` applies (as the module says), which
+    /// [`on_snapshot`](Self::on_snapshot) would do: a caller replaces the
+    /// books first, then lets it apply the cached entries continuing `r`.
+    pub fn snapshot_applies(&self, r: u32) -> bool {
+        match self.rpt_seq {
+            None => true,
+            Some(s) if self.suspect => r > s,
+            Some(s) if self.unverified => r >= s,
+            Some(_) => false,
+        }
+    }
+
     /// A snapshot reflecting every value up to `r` (its RptSeq), matched
     /// as the module says. When it applies, the caller replaces the books
     /// first; then cached entries at or below `r` are dropped and those
@@ -216,13 +228,7 @@ impl<T: Copy> RptSeq<T> {
         cached: &mut usize,
         mut apply: impl FnMut(u32, T),
     ) -> Snapshot {
-        let applies = match self.rpt_seq {
-            None => true,
-            Some(s) if self.suspect => r > s,
-            Some(s) if self.unverified => r >= s,
-            Some(_) => false,
-        };
-        if !applies {
+        if !self.snapshot_applies(r) {
             return Snapshot::Ignored;
         }
         // Values skipped for good: above what was applied (or below the
