@@ -1,11 +1,15 @@
 //! Seeded mutation fuzzing of the inputs a user hands over, capture bytes
 //! (through the replay library path, with and without forensics) and
 //! configuration text, and of what a hostile group sends an ITCH feed
-//! (MoldUDP64 datagrams mutated, forged and reordered, through the handler). Each test runs a fixed number of inputs from a fixed
+//! (MoldUDP64 datagrams mutated, forged and reordered, through the handler)
+//! or a CME MDP3 channel (captures of realistic channels mutated through
+//! replay, field by field as well as byte by byte; their datagrams through
+//! the handler on every service line). Each test runs a fixed number of inputs from a fixed
 //! seed, so a failure names the input that reproduces it; a watchdog turns a
 //! hang into a failure. `TICKGUARD_FUZZ_INPUTS` and `TICKGUARD_FUZZ_SEED`
 //! run more, or others.
 
+use crate::common::mdp3::{self as cme, Channel, Datagram};
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tickguard::capture::CaptureReader;
 use tickguard::config::Config;
+use tickguard::protocol::mdp3::template::{self, Fields};
+use tickguard::protocol::mdp3::{encode, Body, Packet, Reject};
 use tickguard::replay::Check;
+use tickguard::verdict::Reasons;
 
 /// xorshift64*: a deterministic stream from the seed.
 struct Rng(u64);
@@ -700,4 +707,727 @@ fn sniffers_survive_mutated_datagrams() {
             assert!(symbols <= bytes.len(), "{s:?}");
         }
     });
+}
+
+// ---------------------------------------------------------------------------
+// CME MDP3: captures of realistic channels, and their datagrams, mutated.
+
+/// `max_cached` of the fuzzed feeds: small, so that the bound is reached.
+const MDP3_MAX_CACHED: u64 = 8;
+
+/// An MDP3 feed with every service on A and B; `definitions` names a file
+/// beside the configuration.
+const MDP3_CONFIG: &str = r##"
+[state]
+capacity = 64
+
+[[feed]]
+name = "cme"
+protocol = "mdp3"
+lines = ["239.3.1.1:14310", "239.3.1.2:15310"]
+snapshot_lines = ["239.3.1.3:14311", "239.3.1.4:15311"]
+definition_lines = ["239.3.1.5:14312", "239.3.1.6:15312"]
+definitions = "defs.pcap"
+stale_threshold_ms = 32000
+source_threshold_ms = 32000
+clock_offset = "auto"
+offset_window_ms = 1000
+gap_timeout_ms = 5
+max_cached = 8
+default_depth = 4
+restart_margin = 10000
+
+[[feed.symbol]]
+name = "ESZ6-ESH7-ESM7-ESU7S"
+stale_threshold_ms = 2
+
+[[feed.symbol]]
+name = "#1003"
+stale_threshold_ms = 5
+"##;
+
+/// The destinations of the engine's lines 0 to 5 (as [`MDP3_CONFIG`]
+/// lists them), then one no line uses.
+const MDP3_ADDRESSES: [&str; 7] = [
+    "239.3.1.1:14310",
+    "239.3.1.2:15310",
+    "239.3.1.3:14311",
+    "239.3.1.4:15311",
+    "239.3.1.5:14312",
+    "239.3.1.6:15312",
+    "239.3.1.9:14399",
+];
+
+/// Names checked: Symbols (one of 20 characters), SecurityIDs (the
+/// extremes too), and names nothing defines.
+const MDP3_NAMES: [&str; 12] = [
+    "ESZ6",
+    "ESZ6-ESH7",
+    "ESZ6-ESH7-ESM7-ESU7S",
+    "NQZ6",
+    "6EZ6",
+    "#1001",
+    "#1002",
+    "#1004",
+    "#2147483647",
+    "#-2147483648",
+    "#0",
+    "NOSUCH",
+];
+
+/// The base channels: a whole history at version 13 with losses, a
+/// ChannelReset and a restart after it; joined mid-week at version 9 (no
+/// baseline: caches overflow until the snapshots) with a weekly restart;
+/// long quantities at 12; a newer version's longer blocks (14).
+fn mdp3_channels() -> Vec<Vec<Datagram>> {
+    let o = |version, first_seq, first_rpt, lose| cme::Options {
+        version,
+        first_seq,
+        first_rpt,
+        lose,
+    };
+    [
+        (o(13, 1, 1, true), true),
+        (o(9, 90_000, 500, true), true),
+        (o(12, 7, 1, false), false),
+        (o(14, 40_000, 1, true), true),
+    ]
+    .iter()
+    .map(|&(o, restart)| Channel::build(o, 6, restart))
+    .collect()
+}
+
+/// The messages of an MDP3 packet, `(start, MsgSize)`, as far as their
+/// framing holds.
+fn mdp3_frames(p: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 12;
+    while at + 10 <= p.len() {
+        let size = usize::from(u16::from_le_bytes([p[at], p[at + 1]]));
+        if size < 10 || at + size > p.len() {
+            break;
+        }
+        out.push((at, size));
+        at += size;
+    }
+    out
+}
+
+/// Writes `v` at `at` of `p`, if it lies inside.
+fn put(p: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(b) = at.checked_add(v.len()).and_then(|end| p.get_mut(at..end)) {
+        b.copy_from_slice(v);
+    }
+}
+
+/// One field of an MDP3 packet forged where its layout puts it: MsgSeqNum,
+/// MsgSize, blockLength, templateId, schemaId, version, a group's
+/// blockLength or numInGroup, or what a message names (SecurityID, RptSeq,
+/// a level update, a Symbol, a status).
+fn mdp3_forge(rng: &mut Rng, p: &mut [u8]) {
+    let frames = mdp3_frames(p);
+    let random = rng.next();
+    if frames.is_empty() || rng.below(10) == 0 {
+        if let Some(s) = p.first_chunk::<4>().map(|s| u32::from_le_bytes(*s)) {
+            let v: u32 = *rng.pick(&[
+                0,
+                1,
+                u32::MAX,
+                u32::MAX - 1,
+                s.wrapping_add(1 << 20),
+                s.wrapping_sub(1),
+                s.wrapping_add(2),
+                s.wrapping_sub(20_000),
+                random as u32,
+            ]);
+            put(p, 0, &v.to_le_bytes());
+        }
+        return;
+    }
+    let &(m, size) = rng.pick(&frames);
+    let bl = usize::from(u16::from_le_bytes([p[m + 2], p[m + 3]]));
+    let id = u16::from_le_bytes([p[m + 4], p[m + 5]]);
+    let t = template::template(id);
+    let root = m + 10;
+    let u16s = |v: &[u16]| -> Vec<u8> { v[random as usize % v.len()].to_le_bytes().to_vec() };
+    match rng.below(9) {
+        0 => {
+            let size = size as u16;
+            let v = u16s(&[
+                0,
+                1,
+                9,
+                10,
+                size - 1,
+                size.wrapping_add(1),
+                0xffff,
+                random as u16,
+            ]);
+            put(p, m, &v);
+        }
+        1 => {
+            let min = t.map_or(0, |t| t.root.min);
+            let longer = (bl as u16).wrapping_add(1);
+            let v = u16s(&[0, 1, min.saturating_sub(1), longer, 0xffff, random as u16]);
+            put(p, m + 2, &v);
+        }
+        2 => {
+            let v = u16s(&[
+                0,
+                4,
+                12,
+                30,
+                37,
+                46,
+                47,
+                48,
+                52,
+                54,
+                56,
+                57,
+                63,
+                64,
+                65,
+                69,
+                99,
+                127,
+                128,
+                0xffff,
+                random as u16,
+            ]);
+            put(p, m + 4, &v);
+        }
+        3 => put(p, m + 6, &u16s(&[0, 2, 0xffff, random as u16])),
+        4 => {
+            let v = u16s(&[0, 1, 7, 8, 9, 12, 13, 14, 200, 0xffff, random as u16]);
+            put(p, m + 8, &v);
+        }
+        5 => {
+            // The first group's header: its blockLength or its count.
+            let Some(g) = t.and_then(|t| t.groups.first()) else {
+                return;
+            };
+            let at = root + bl;
+            if rng.below(2) == 0 {
+                let min = g.entry.min;
+                put(
+                    p,
+                    at,
+                    &u16s(&[0, 1, min.saturating_sub(1), g.entry.bl + 1, 0xffff]),
+                );
+            } else {
+                let at = at + g.dimension.count_at();
+                let n = p.get(at).copied().unwrap_or(0);
+                let v: u8 = *rng.pick(&[0, 1, 2, 255, n.wrapping_add(1), random as u8]);
+                put(p, at, &[v]);
+            }
+        }
+        _ => mdp3_forge_names(rng, p, m, bl, id),
+    }
+}
+
+/// What the message at `m` (root of `bl` bytes, template `id`) names or
+/// says, forged: an entry's SecurityID, RptSeq or level update, a
+/// snapshot's, a definition's Symbol, action or depth, a status.
+fn mdp3_forge_names(rng: &mut Rng, p: &mut [u8], m: usize, bl: usize, id: u16) {
+    let random = rng.next();
+    let ids = [
+        i32::MAX,
+        i32::MIN,
+        -1,
+        0,
+        1001 + rng.below(6) as i32,
+        random as i32,
+    ];
+    let security_id = rng.pick(&ids).to_le_bytes();
+    let rpt: u32 = *rng.pick(&[0, 1, 2, 3, u32::MAX, u32::MAX - 1, 1 << 31, random as u32]);
+    let root = m + 10;
+    let Some(t) = template::template(id) else {
+        return;
+    };
+    match t.fields {
+        Fields::Entries(f) => {
+            let g = t.groups[0];
+            let at = root + bl;
+            let Some(&[b0, b1]) = p.get(at..at + 2) else {
+                return;
+            };
+            let n = p.get(at + g.dimension.count_at()).copied().unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            let entry = usize::from(u16::from_le_bytes([b0, b1]));
+            let e = at + g.dimension.header_len() + rng.below(usize::from(n)) * entry;
+            match (rng.below(4), f.book) {
+                (0, _) => put(p, e + f.security_id, &security_id),
+                (1, _) => put(p, e + f.rpt_seq, &rpt.to_le_bytes()),
+                (2, Some(b)) => {
+                    let v: u8 = *rng.pick(&[0, 1, 6, 127, 128, 255, random as u8]);
+                    let at = *rng.pick(&[b.level, b.action, b.entry_type]);
+                    put(p, e + at, &[v]);
+                }
+                (_, Some(b)) => {
+                    let v: i64 =
+                        *rng.pick(&[i64::MIN, i64::MAX, i64::MAX - 1, -1, 0, random as i64]);
+                    put(p, e + b.price, &v.to_le_bytes());
+                    put(p, e + b.orders, &(random as i32).to_le_bytes());
+                }
+                _ => put(p, e + f.rpt_seq, &rpt.to_le_bytes()),
+            }
+        }
+        Fields::Snapshot(_) => {
+            use template::snapshot as s;
+            match rng.below(4) {
+                0 => put(p, root + s::SECURITY_ID, &security_id),
+                1 => put(p, root + s::RPT_SEQ, &rpt.to_le_bytes()),
+                2 => put(p, root + s::LAST_MSG_SEQ_NUM_PROCESSED, &rpt.to_le_bytes()),
+                _ => put(p, root + s::MD_SECURITY_TRADING_STATUS, &[random as u8]),
+            }
+        }
+        Fields::Definition(_) => {
+            use template::definition as d;
+            match rng.below(4) {
+                0 => put(p, root + d::SECURITY_ID, &security_id),
+                1 => {
+                    // A Symbol of 20 characters, of spaces, or not UTF-8.
+                    let mut symbol = [b'Z'; 20];
+                    match rng.below(4) {
+                        0 => {}
+                        1 => symbol[4..].fill(b' '),
+                        2 => symbol.fill(0xff),
+                        _ => symbol.fill_with(|| rng.next() as u8),
+                    }
+                    put(p, root + d::SYMBOL, &symbol);
+                }
+                2 => put(
+                    p,
+                    root + d::SECURITY_UPDATE_ACTION,
+                    &[*rng.pick(&[b'D', b'M', b'A', 0])],
+                ),
+                _ => put(p, root + d::SECURITY_GROUP, &random.to_le_bytes()),
+            }
+        }
+        Fields::Status => {
+            use template::status as s;
+            match rng.below(3) {
+                0 => put(p, root + s::SECURITY_ID, &security_id),
+                1 => put(p, root + s::SECURITY_TRADING_STATUS, &[random as u8]),
+                _ => put(p, root + s::SECURITY_GROUP, &random.to_le_bytes()),
+            }
+        }
+        Fields::Root => put(p, root, &random.to_le_bytes()),
+    }
+}
+
+/// Whole messages of an MDP3 packet repeated, removed, moved to the end,
+/// or one of a random template (any id, version and bytes) inserted.
+fn mdp3_messages(rng: &mut Rng, p: &mut Vec<u8>) {
+    let frames = mdp3_frames(p);
+    let Some(&(m, size)) = (!frames.is_empty()).then(|| rng.pick(&frames)) else {
+        return;
+    };
+    match rng.below(4) {
+        0 => {
+            let copy = p[m..m + size].to_vec();
+            p.splice(m..m, copy);
+        }
+        1 if frames.len() > 1 => {
+            p.drain(m..m + size);
+        }
+        2 => {
+            let random = rng.next() as u16;
+            let id: u16 = *rng.pick(&[4, 12, 30, 46, 52, 54, 64, 69, 127, 200, random]);
+            let version: u16 = *rng.pick(&[9, 13, 14, random]);
+            let root: Vec<u8> = (0..rng.below(80)).map(|_| rng.next() as u8).collect();
+            let groups: Vec<u8> = (0..rng.below(80)).map(|_| rng.next() as u8).collect();
+            p.splice(m..m, encode::raw(id, version, &root, &groups));
+        }
+        _ => {
+            let message: Vec<u8> = p.drain(m..m + size).collect();
+            p.extend_from_slice(&message);
+        }
+    }
+}
+
+/// An MDP3 stream as a broken venue, a lossy network or a hostile sender
+/// makes it: a base channel from its start (definitions first) or a
+/// window of it, some datagrams mutated at byte level or forged field by
+/// field, cut, dropped, repeated, moved to another line or in time, whole
+/// messages repeated, removed or made up; some pairs swapped.
+fn mdp3_input(rng: &mut Rng, channels: &[Vec<Datagram>]) -> Vec<Datagram> {
+    let source = rng.pick(channels);
+    let from = match rng.below(2) {
+        0 => 0,
+        _ => rng.below(source.len()),
+    };
+    let take = (1 + rng.below(source.len())).min(source.len() - from);
+    let one_in = *rng.pick(&[2, 4, 8, 32]);
+    let mut out: Vec<Datagram> = Vec::with_capacity(take + 8);
+    for d in &source[from..from + take] {
+        let (mut line, mut t, mut p) = d.clone();
+        if rng.below(one_in) == 0 {
+            match rng.below(12) {
+                0 | 1 => mutate(rng, &mut p),
+                2..=5 => mdp3_forge(rng, &mut p),
+                6 => p.truncate(rng.below(p.len().max(1))),
+                7 => continue,
+                8 => out.push((line, t, p.clone())),
+                9 => line = rng.below(MDP3_ADDRESSES.len()),
+                10 => {
+                    let late = t.saturating_add(6 * cme::MS);
+                    t = *rng.pick(&[0, u64::MAX, t.saturating_sub(1 << 30), t + (1 << 33), late]);
+                }
+                _ => mdp3_messages(rng, &mut p),
+            }
+        }
+        out.push((line, t, p));
+    }
+    for _ in 0..rng.below(3) {
+        if out.len() > 1 {
+            let (i, j) = (rng.below(out.len()), rng.below(out.len()));
+            out.swap(i, j);
+        }
+    }
+    out
+}
+
+/// What the datagrams read could create at most: instruments (each
+/// needs a message or an entry naming it), snapshot and definition
+/// messages; and how many datagrams there were.
+#[derive(Debug, Default)]
+struct Mdp3Bound {
+    datagrams: u64,
+    named: u64,
+    snapshots: u64,
+    definitions: u64,
+}
+
+impl Mdp3Bound {
+    fn add(&mut self, payload: &[u8]) {
+        self.datagrams += 1;
+        let Ok(p) = Packet::new_checked(payload) else {
+            return;
+        };
+        for m in p.messages() {
+            match m.body() {
+                Body::Incremental(i) | Body::ChannelReset(i) => {
+                    self.named += u64::from(i.entry_count())
+                }
+                Body::SecurityStatus(_) => self.named += 1,
+                Body::Snapshot(_) => {
+                    self.named += 1;
+                    self.snapshots += 1;
+                }
+                Body::Definition(_) => {
+                    self.named += 1;
+                    self.definitions += 1;
+                }
+                Body::Heartbeat | Body::NotRead => {}
+            }
+        }
+    }
+
+    /// Every UDP payload of the capture `bytes`, as far as it reads.
+    fn add_capture(&mut self, bytes: &[u8]) {
+        let reader = Box::new(Cursor::new(bytes.to_vec()));
+        if let Ok(mut c) = CaptureReader::from_reader("bound", reader) {
+            let _ = c.for_each(|d| self.add(d.payload));
+        }
+    }
+}
+
+/// A capture of `input`, in one of the formats (times past 2106 fit only
+/// pcapng; a datagram a format cannot hold is left out).
+fn mdp3_capture(rng: &mut Rng, input: &[Datagram]) -> Vec<u8> {
+    use tickguard::capture::link::Link;
+    use tickguard::capture::write::{CaptureWriter, Format};
+    let format = *rng.pick(&[
+        Format::PcapNanos,
+        Format::PcapMicros,
+        Format::PcapNg { tsresol: 9 },
+    ]);
+    let mut w = CaptureWriter::new(Vec::new(), format, Link::Ethernet).unwrap();
+    let src = "10.3.3.3:5000".parse().unwrap();
+    for (line, t, p) in input {
+        let dst = MDP3_ADDRESSES[(*line).min(MDP3_ADDRESSES.len() - 1)];
+        let _ = w.write_udp(*t, src, dst.parse().unwrap(), p);
+    }
+    w.finish().unwrap()
+}
+
+/// The definitions file: every instrument's definition, one a packet.
+fn mdp3_definitions_file() -> Vec<u8> {
+    let c = Channel::new(cme::Options {
+        version: 13,
+        first_seq: 1,
+        first_rpt: 1,
+        lose: false,
+    });
+    let datagrams: Vec<Datagram> = (0..cme::INSTRUMENTS.len())
+        .map(|i| {
+            let p = encode::packet(i as u32 + 1, cme::T0, &[c.definition(i)]);
+            (MDP3_ADDRESSES.len() - 1, cme::T0, p)
+        })
+        .collect();
+    mdp3_capture(&mut Rng(1), &datagrams)
+}
+
+/// What a check's answer promises whatever the input: `no_quote` alone or
+/// not at all, and only when the visible book is empty (or the name
+/// unknown); `invalid_price` exactly when the visible book is crossed.
+fn mdp3_answer_is_consistent(a: &tickguard::replay::Answer) {
+    let no_quote = a.reasons.contains(Reasons::NO_QUOTE);
+    if no_quote {
+        assert_eq!(a.reasons, Reasons::NO_QUOTE);
+    }
+    if let Some(d) = &a.detail {
+        let quoted = d.bid.is_some() || d.ask.is_some();
+        assert_eq!(quoted, !no_quote, "{d:?} {:?}", a.reasons);
+        assert!(d.id.is_some() || !quoted, "{d:?}");
+        if let (Some(b), Some(x)) = (d.bid, d.ask) {
+            assert_eq!(b > x, a.reasons.contains(Reasons::INVALID_PRICE), "{d:?}");
+        }
+    }
+}
+
+/// What an MDP3 feed's summary promises whatever the input, against what
+/// the input could create (`bound`).
+fn mdp3_summary_is_bounded(s: &tickguard::protocol::mdp3::summary::FeedSummary, bound: &Mdp3Bound) {
+    assert!(
+        s.rejected <= s.packets && s.packets <= bound.datagrams,
+        "{s:?}"
+    );
+    assert_eq!(s.rejected_by_reason.values().sum::<u64>(), s.rejected);
+    assert!(
+        s.duplicates + s.recovered + s.stale_sequence <= s.packets,
+        "{s:?}"
+    );
+    assert!(s.snapshot_packets <= s.packets);
+    assert!(s.snapshots_applied + s.snapshots_ignored <= bound.snapshots);
+    assert!(s.definitions <= bound.definitions, "{s:?} {bound:?}");
+    assert!(s.heartbeats + s.unknown_templates <= s.messages);
+    assert!(s.messages_by_template.values().sum::<u64>() + s.unknown_templates <= s.messages);
+    // Packet gaps: only while a sequence runs, at most those opened.
+    assert!(s.gaps_open <= s.packet_gaps && s.gaps_open <= 4096, "{s:?}");
+    if s.next.is_none() {
+        assert_eq!(s.gaps_open, 0);
+    }
+    // Memory: instruments only as the input named them, caches bounded.
+    assert!(
+        s.symbols.len() as u64 <= bound.named,
+        "{} {bound:?}",
+        s.symbols.len()
+    );
+    assert!(s.cached <= MDP3_MAX_CACHED, "{s:?}");
+    assert_eq!(s.symbols.values().map(|x| x.cached).sum::<u64>(), s.cached);
+    for (key, x) in &s.symbols {
+        assert_eq!(key, &format!("#{}", x.security_id));
+        assert!(x.rpt_seq.is_some() || x.suspect, "{x:?}");
+        assert!(!x.overflowed || x.cached == 0, "{x:?}");
+        assert!(
+            x.cached == 0 || x.suspect,
+            "entries wait only behind a hole: {x:?}"
+        );
+        assert!((1..=127).contains(&x.depth) && (1..=127).contains(&x.implied_depth));
+        assert!(x.symbol.as_ref().is_none_or(|s| s.chars().count() <= 20));
+    }
+}
+
+#[test]
+fn mdp3_replay_survives_mutated_captures() {
+    let dir = tempfile::tempdir().unwrap();
+    let channels = mdp3_channels();
+    assert!(channels.iter().all(|c| c.len() > 100), "the base channels");
+    let defs = mdp3_definitions_file();
+    std::fs::write(dir.path().join("defs.pcap"), &defs).unwrap();
+    let path = dir.path().join("cme.toml");
+    std::fs::write(&path, MDP3_CONFIG).unwrap();
+    let config = Config::load(&path).unwrap();
+    // The same feed with a definitions file each input may replace, and
+    // with none (most inputs: reading a file costs more than the capture;
+    // the channels send their definitions on the definition lines too).
+    let fuzzed_defs = dir.path().join("fuzzed.pcap");
+    std::fs::write(&fuzzed_defs, &defs).unwrap();
+    let path = dir.path().join("fuzzed.toml");
+    std::fs::write(&path, MDP3_CONFIG.replace("defs.pcap", "fuzzed.pcap")).unwrap();
+    let fuzzed = Config::load(&path).unwrap();
+    let text = MDP3_CONFIG.replace("definitions = \"defs.pcap\"\n", "");
+    let without = Config::parse(&text, "cme.toml").unwrap();
+    let mut from_defs = Mdp3Bound::default();
+    from_defs.add_capture(&defs);
+    assert_eq!(from_defs.definitions, cme::INSTRUMENTS.len() as u64);
+    // Each name before the capture, at its first datagram, early, later and
+    // at the end of time.
+    let times = [
+        0,
+        cme::T0,
+        cme::T0 + 5 * cme::MS,
+        cme::T0 + 30 * cme::MS,
+        u64::MAX,
+    ];
+    let checks: Vec<Check> = MDP3_NAMES
+        .iter()
+        .flat_map(|name| {
+            times.map(|time_ns| Check {
+                time_ns,
+                feed: "cme".into(),
+                symbol: name.to_string(),
+            })
+        })
+        .collect();
+    let seed = seed();
+    // Every input a replay of its own (about 1.5 ms each in a debug build).
+    fuzz("mdp3_replay", Duration::from_secs(300), move |i| {
+        let _keep = &dir;
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let input = mdp3_input(&mut rng, &channels);
+        let mut bytes = mdp3_capture(&mut rng, &input);
+        // What the input could create: its datagrams (all of them: one a
+        // format cannot hold only adds to the bound), or those the bytes
+        // hold once mutated too.
+        let mut bound = Mdp3Bound::default();
+        if rng.below(10) == 0 {
+            mutate(&mut rng, &mut bytes);
+            bound.add_capture(&bytes);
+        } else {
+            input.iter().for_each(|d| bound.add(&d.2));
+        }
+        let config = match rng.below(8) {
+            0 => {
+                let mut d = defs.clone();
+                mutate(&mut rng, &mut d);
+                std::fs::write(&fuzzed_defs, &d).unwrap();
+                let mut b = Mdp3Bound::default();
+                b.add_capture(&d);
+                bound.named += b.named;
+                bound.definitions += b.definitions;
+                &fuzzed
+            }
+            1 => {
+                bound.named += from_defs.named;
+                bound.definitions += from_defs.definitions;
+                &config
+            }
+            _ => &without,
+        };
+        let Ok(mut capture) = CaptureReader::from_reader("fuzz", Box::new(Cursor::new(bytes)))
+        else {
+            return;
+        };
+        let out = tickguard::replay::replay(config, &mut capture, &checks, |_| {});
+        assert_eq!(out.answers.len(), checks.len());
+        out.answers.iter().for_each(mdp3_answer_is_consistent);
+        let Some(tickguard::replay::FeedSummary::Mdp3(s)) = out.summary.feeds.get("cme") else {
+            panic!("no mdp3 summary");
+        };
+        mdp3_summary_is_bounded(s, &bound);
+        if i % 8 == 0 {
+            for (c, a) in checks.iter().zip(&out.answers) {
+                let _ = tickguard::replay::answer_json(c, *a);
+            }
+            let _ = serde_json::to_string(&out.summary).unwrap();
+        }
+    });
+}
+
+#[test]
+fn mdp3_feed_survives_mutated_and_forged_datagrams() {
+    use tickguard::handler::Handler;
+    use tickguard::symbol::Symbol;
+    let channels = mdp3_channels();
+    let text = MDP3_CONFIG.replace("definitions = \"defs.pcap\"\n", "");
+    let config = Config::parse(&text, "cme.toml").unwrap();
+    let symbols: Vec<Symbol> = ["ESZ6", "NQZ6", "6EZ6", "ZZZZ"]
+        .iter()
+        .map(|s| Symbol::parse(s).unwrap())
+        .collect();
+    let seed = seed();
+    // One handler serves 64 inputs in a row, state carried from one to the
+    // next as a live feed's would be (with what those inputs could create
+    // as its bound).
+    let handler = std::sync::Mutex::new(None::<(Handler, u64)>);
+    // What the inputs reached, at most: rejections by each reason, then
+    // gaps filled and given up, restarts, ChannelResets, snapshots applied,
+    // cache overflows and ticks lost (the run must reach each, or it tests
+    // little).
+    let reached = Arc::new([const { AtomicUsize::new(0) }; 13]);
+    let seen = reached.clone();
+    // A quarter of the inputs, as for ITCH: each is up to the ~200
+    // datagrams of a base channel through the whole MDP3 path.
+    fuzz_n("mdp3", inputs() / 4, Duration::from_secs(300), move |i| {
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03));
+        let input = mdp3_input(&mut rng, &channels);
+        let mut guard = handler.lock().unwrap_or_else(|e| e.into_inner());
+        if i % 64 == 0 {
+            *guard = None;
+        }
+        let (h, named) = guard.get_or_insert_with(|| (Handler::new(&config), 0));
+        for (k, (line, t, p)) in input.iter().enumerate() {
+            let mut b = Mdp3Bound::default();
+            b.add(p);
+            *named += b.named;
+            h.upkeep(*t);
+            let _ = h.on_datagram_line(0, *line, p, *t);
+            if k % 16 == 0 {
+                h.before_check(0, *t);
+                for &s in &symbols {
+                    let _ = h.verdict(0, s, *t);
+                }
+                for name in MDP3_NAMES {
+                    let _ = h.verdict_named(0, name, *t);
+                }
+            }
+        }
+        let c = &h.feeds()[0].counters;
+        assert!(c.rejected <= c.packets);
+        assert_eq!(c.rejected_by_reason.iter().sum::<u64>(), c.rejected);
+        let f = h.feeds()[0].engine().mdp3().expect("an mdp3 feed");
+        let cached: usize = f
+            .instruments()
+            .iter()
+            .map(|e| e.instrument.seq.cached())
+            .sum();
+        assert_eq!(cached, f.cached());
+        for e in f.instruments() {
+            // Entries wait only behind a hole (or for a baseline); an
+            // overflowed instrument waits for a snapshot, caching nothing.
+            let seq = &e.instrument.seq;
+            assert!(seq.cached() == 0 || seq.suspect(), "{}", e.security_id);
+            assert!(!seq.overflowed() || (seq.cached() == 0 && seq.suspect()));
+            // With nothing pending, a check reads every change applied.
+            let i = &e.instrument;
+            assert!(
+                i.pending() || i.visible() == i.working(),
+                "{}",
+                e.security_id
+            );
+        }
+        assert!(f.cached() as u64 <= MDP3_MAX_CACHED);
+        assert!(f.instruments().len() as u64 <= *named);
+        assert!(f.sequence().gaps_open() <= 4096);
+        let q = f.sequence().counters();
+        let n = f.counters();
+        let mut now: Vec<u64> = Reject::ALL
+            .iter()
+            .map(|r| c.rejected_by_reason[r.index()])
+            .collect();
+        now.extend([
+            q.recovered,
+            q.packets_lost,
+            q.sequence_restarts,
+            n.channel_resets,
+            n.snapshots_applied,
+            n.cache_overflows,
+            n.ticks_lost,
+        ]);
+        for (r, v) in seen.iter().zip(now) {
+            r.fetch_max(v as usize, Ordering::Relaxed);
+        }
+    });
+    let reached: Vec<usize> = reached.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    assert!(
+        reached.iter().all(|&n| n > 0),
+        "rejected by reason {:?}, recovered, lost, restarts, resets, snapshots, overflows, ticks lost: {reached:?}",
+        Reject::ALL.map(Reject::as_str)
+    );
 }

@@ -1,6 +1,8 @@
 //! Shared by the integration tests: replaying what a sidecar recorded and
 //! comparing it with what the sidecar published; checking that proptest
-//! finds a module's recorded failures.
+//! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]).
+
+pub mod mdp3;
 
 use std::path::Path;
 use tickguard::config::ProtocolSettings;

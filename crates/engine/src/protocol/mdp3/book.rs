@@ -221,6 +221,17 @@ impl Side {
         Applied::Changed
     }
 
+    /// Makes this side a copy of `other`: its slots copied in place when
+    /// the depths agree (no allocation), taken anew when they differ (a
+    /// definition changed one copy's depth).
+    fn copy_from(&mut self, other: &Side) {
+        if self.slots.len() == other.slots.len() {
+            self.slots.copy_from_slice(&other.slots);
+        } else {
+            self.slots = other.slots.clone();
+        }
+    }
+
     /// Keeps the first `depth` levels' slots (a definition lowering the
     /// depth cuts the deeper levels; raising it adds empty ones).
     fn resize(&mut self, depth: u8) {
@@ -371,9 +382,17 @@ impl Books {
 
     /// Makes these books a copy of `other` (the visible books taking the
     /// working ones at the end of an event), without allocating when the
-    /// depths agree.
+    /// depths agree. (A derived `clone_from` would clone and drop every
+    /// side's slots: an allocation per side per publication.)
     pub fn copy_from(&mut self, other: &Books) {
-        self.clone_from(other);
+        for (to, from) in [
+            (&mut self.outright.bid, &other.outright.bid),
+            (&mut self.outright.offer, &other.outright.offer),
+            (&mut self.implied.bid, &other.implied.bid),
+            (&mut self.implied.offer, &other.implied.offer),
+        ] {
+            to.copy_from(from);
+        }
     }
 }
 
@@ -505,6 +524,10 @@ mod tests {
         let mut visible = Books::new(4, 2);
         visible.copy_from(&b);
         assert_eq!(visible, b);
+        // Depths that differ are taken too.
+        let mut other = Books::new(2, 7);
+        other.copy_from(&b);
+        assert_eq!(other, b);
     }
 
     proptest::proptest! {

@@ -156,20 +156,38 @@ pub struct Entry {
 }
 
 /// One CME channel.
+///
+/// Its stores grow only with what the channel names, and keep their
+/// capacity: once every instrument was seen, every Symbol mapped, every
+/// status group named and the caches, the gaps and the pending list have
+/// met their largest need, processing allocates nothing (a definition the
+/// loop repeats included).
 #[derive(Debug)]
 pub struct Feed {
     settings: Settings,
     seq: Sequence,
+    /// One per SecurityID a message named, in order of first appearance;
+    /// never removed. Grows amortised (doubling) with a new instrument;
+    /// an instrument's books are allocated once with it (again only when a
+    /// definition changes a depth).
     entries: Vec<Entry>,
+    /// SecurityID → index in `entries`: grows (rehashing, amortised) with
+    /// it.
     by_id: HashMap<i32, u32>,
+    /// Symbol → index in `entries`: a key allocated when a definition
+    /// maps a Symbol anew; the same definition again changes nothing.
     by_symbol: HashMap<String, u32>,
-    /// Entries cached over every instrument.
+    /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
     /// The ends of event processed (what coverage needs of them).
     ends: Ends,
-    /// Instruments with changes not visible yet.
+    /// Instruments with changes not visible yet, each once: at most one
+    /// per instrument, grown amortised to the most pending at once, its
+    /// capacity kept when it empties.
     dirty: Vec<u32>,
-    /// Group statuses, by (SecurityGroup, Asset).
+    /// Group statuses, by (SecurityGroup, Asset): one per pair a status
+    /// named (a new pair may rehash, amortised); a ChannelReset empties
+    /// it, keeping its capacity.
     groups: HashMap<GroupKey, Status>,
     clock: OffsetEstimator,
     last_alive: Option<u64>,
@@ -441,29 +459,41 @@ impl Feed {
                 _ => {}
             }
         }
-        let def = Definition {
-            symbol: text(d.symbol()),
-            group: text(d.security_group()),
-            asset: text(d.asset()),
-            depth,
-            implied_depth: implied,
-            status: d.trading_status(),
-            display_factor: d.display_factor(),
-            min_price_increment: d.min_price_increment(),
-        };
+        let symbol = String::from_utf8_lossy(trim(d.symbol()));
         let e = &mut self.entries[i as usize];
         e.instrument.set_depths(
             depth.unwrap_or(self.settings.default_depth),
             implied.unwrap_or(self.settings.default_implied_depth),
         );
-        if let Some(old) = &e.definition {
-            self.by_symbol.remove(&old.symbol);
+        // `D` drops the Symbol's mapping, not the instrument's state. The
+        // mapping moves only when it changes: the definition loop repeating
+        // a definition allocates nothing. A Symbol another instrument took
+        // since stays that instrument's.
+        let mapped = d.security_update_action() != b'D' && !symbol.is_empty();
+        let old = e.definition.as_ref().map(|d| d.symbol.as_str());
+        let kept = mapped && old == Some(&*symbol) && self.by_symbol.get(&*symbol) == Some(&i);
+        if !kept {
+            if let Some(old) = old.filter(|o| self.by_symbol.get(*o) == Some(&i)) {
+                self.by_symbol.remove(old);
+            }
+            if mapped {
+                self.by_symbol.insert(symbol.clone().into_owned(), i);
+            }
         }
-        // `D` drops the Symbol's mapping, not the instrument's state.
-        if d.security_update_action() != b'D' && !def.symbol.is_empty() {
-            self.by_symbol.insert(def.symbol.clone(), i);
-        }
-        e.definition = Some(def);
+        // Its fields rewritten in place: a text's capacity is kept (grown
+        // amortised by `String`), nothing allocated when it is the same.
+        let def = e.definition.get_or_insert_with(Definition::default);
+        set_text(&mut def.symbol, &symbol);
+        set_text(
+            &mut def.group,
+            &String::from_utf8_lossy(trim(d.security_group())),
+        );
+        set_text(&mut def.asset, &String::from_utf8_lossy(trim(d.asset())));
+        def.depth = depth;
+        def.implied_depth = implied;
+        def.status = d.trading_status();
+        def.display_factor = d.display_factor();
+        def.min_price_increment = d.min_price_increment();
     }
 
     /// One datagram of the snapshot lines (the market recovery loop).
@@ -588,9 +618,13 @@ impl Feed {
     }
 }
 
-/// A `char[n]` field as text, trimmed.
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(trim(b)).into_owned()
+/// `to` made `text` (a `char[n]` field, trimmed, as text: bytes that are
+/// not UTF-8 replaced), reusing its capacity.
+fn set_text(to: &mut String, text: &str) {
+    if to != text {
+        to.clear();
+        to.push_str(text);
+    }
 }
 
 #[cfg(test)]
@@ -654,10 +688,14 @@ mod tests {
     }
 
     fn define(f: &mut Feed, id: i32, symbol: &str, depth: i8) {
+        define_as(f, id, symbol, depth, b'A');
+    }
+
+    fn define_as(f: &mut Feed, id: i32, symbol: &str, depth: i8, action: u8) {
         let d = encode::Instrument {
             match_event_indicator: 0,
             tot_num_reports: Some(1),
-            security_update_action: b'A',
+            security_update_action: action,
             trading_status: Some(17),
             appl_id: 1,
             security_group: "ES",
@@ -1041,5 +1079,52 @@ mod tests {
         assert!(!f
             .verdict("#1", TH, T0 + 30_001 * MS)
             .contains(Reasons::STALE));
+    }
+
+    /// A definition repeated keeps its Symbol's mapping; a new Symbol
+    /// moves it; `D` drops it (the instrument stays, by `#SecurityID`); a
+    /// Symbol another instrument took since stays that instrument's.
+    #[test]
+    fn definitions_map_symbols_and_a_repeat_changes_nothing() {
+        let id = |f: &Feed, name: &str| f.find(name).map(|e| e.security_id);
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        define(&mut f, 7, "ESZ6", 10);
+        assert_eq!((id(&f, "ESZ6"), f.counters().definitions), (Some(7), 2));
+        define(&mut f, 7, "ESH7", 5);
+        assert_eq!((id(&f, "ESZ6"), id(&f, "ESH7")), (None, Some(7)));
+        let e = f.find("#7").unwrap();
+        assert_eq!(e.definition.as_ref().map(|d| d.depth), Some(Some(5)));
+        define_as(&mut f, 7, "ESH7", 5, b'D');
+        assert_eq!((id(&f, "ESH7"), id(&f, "#7")), (None, Some(7)));
+        define(&mut f, 7, "ESH7", 5);
+        // Instrument 8 takes ESH7; 7 renamed leaves it to 8.
+        define(&mut f, 8, "ESH7", 5);
+        assert_eq!(id(&f, "ESH7"), Some(8));
+        define(&mut f, 7, "ESM7", 5);
+        assert_eq!((id(&f, "ESH7"), id(&f, "ESM7")), (Some(8), Some(7)));
+        // A Symbol that is not UTF-8 reads with replacement characters.
+        let mut raw = encode::definition(
+            54,
+            V,
+            &encode::Instrument {
+                match_event_indicator: 0,
+                tot_num_reports: None,
+                security_update_action: b'A',
+                trading_status: None,
+                appl_id: 1,
+                security_group: "ES",
+                asset: "ES",
+                symbol: "ESU7",
+                security_id: 9,
+                min_price_increment: None,
+                display_factor: 1,
+            },
+            0,
+            &[],
+        );
+        raw[10 + super::super::template::definition::SYMBOL] = 0xff;
+        f.on_definitions(&encode::packet(1, T0, &[raw])).unwrap();
+        assert_eq!(id(&f, "\u{fffd}SU7"), Some(9));
     }
 }

@@ -198,21 +198,17 @@ impl Instrument {
             anomalies,
         } = self;
         // The books are replaced before the cached entries continuing the
-        // snapshot apply, and whether it applies is known only once
-        // matched: those entries wait in a short list (the snapshot path,
-        // not the incremental one, pays for it).
-        let mut later = Vec::new();
-        let s = seq.on_snapshot(r, cached, |_, e| later.push(e));
-        if let Snapshot::Applied { .. } = s {
+        // snapshot apply: whether it applies is asked first, so that they
+        // apply straight from the cache (nothing collected meanwhile).
+        if seq.snapshot_applies(r) {
             working.clear();
             set(working);
             visible.copy_from(working);
             pending.clear();
-            for e in later {
-                apply(working, pending, last_transact_time, anomalies, e);
-            }
         }
-        s
+        seq.on_snapshot(r, cached, |_, e| {
+            apply(working, pending, last_transact_time, anomalies, e)
+        })
     }
 
     /// Publishes the working books if every pending change is covered by

@@ -23,6 +23,8 @@
 //! After every application the instrument heals when its cache is empty,
 //! it has not overflowed and `rpt_seq` reaches the highest value received:
 //! a late copy of the lost packet closes a hole without a snapshot.
+//! Otherwise it is suspect, whatever it was: a baseline (RptSeq 1, or a
+//! snapshot) with later entries still waiting in the cache leaves a hole.
 //!
 //! A snapshot (its RptSeq `r′`: the last value it reflects) applies to a
 //! suspect instrument when it has no baseline or `r′ > rpt_seq`, to an
@@ -216,6 +218,18 @@ impl<T: Copy> RptSeq<T> {
         Took::Cached
     }
 
+    /// Whether a snapshot of RptSeq `r` applies (as the module says), which
+    /// [`on_snapshot`](Self::on_snapshot) would do: a caller replaces the
+    /// books first, then lets it apply the cached entries continuing `r`.
+    pub fn snapshot_applies(&self, r: u32) -> bool {
+        match self.rpt_seq {
+            None => true,
+            Some(s) if self.suspect => r > s,
+            Some(s) if self.unverified => r >= s,
+            Some(_) => false,
+        }
+    }
+
     /// A snapshot reflecting every value up to `r` (its RptSeq), matched
     /// as the module says. When it applies, the caller replaces the books
     /// first; then cached entries at or below `r` are dropped and those
@@ -226,13 +240,7 @@ impl<T: Copy> RptSeq<T> {
         cached: &mut usize,
         mut apply: impl FnMut(u32, T),
     ) -> Snapshot {
-        let applies = match self.rpt_seq {
-            None => true,
-            Some(s) if self.suspect => r > s,
-            Some(s) if self.unverified => r >= s,
-            Some(_) => false,
-        };
-        if !applies {
+        if !self.snapshot_applies(r) {
             return Snapshot::Ignored;
         }
         // Values skipped for good: above what was applied (or below the
@@ -282,6 +290,13 @@ impl<T: Copy> RptSeq<T> {
         if whole {
             self.suspect = false;
             self.unverified = false;
+        } else {
+            // A hole left: entries still wait (a first entry or a snapshot
+            // that a cached one does not continue), or values were dropped.
+            // Without a baseline a hole did not set the flag (nothing was
+            // whole to begin with); the baseline just set must not read
+            // whole either.
+            self.suspect = true;
         }
     }
 
@@ -466,6 +481,37 @@ mod tests {
             (0, Some(0), false)
         );
         assert_eq!(r.entry(1), Took::Applied);
+    }
+
+    /// A baseline that leaves cached entries waiting behind a hole is
+    /// suspect, whether RptSeq 1 or a snapshot set it: neither reads
+    /// healthy until the hole closes.
+    #[test]
+    fn a_baseline_with_a_hole_left_is_suspect() {
+        let mut r = Run::new(100);
+        assert_eq!(r.entry(3), Took::Cached);
+        assert_eq!(r.entry(5), Took::Cached);
+        assert_eq!(r.entry(1), Took::Applied);
+        assert_eq!((r.i.rpt_seq(), r.cached), (Some(1), 2));
+        assert!(r.i.suspect(), "2 and 4 missing");
+        assert_eq!(r.i.missing(), 2);
+        assert_eq!(r.entry(2), Took::Applied);
+        assert!(r.i.suspect(), "4 missing");
+        assert_eq!(r.entry(4), Took::Applied);
+        assert!(!r.i.suspect());
+        assert_eq!(r.applied, [1, 2, 3, 4, 5]);
+
+        // Joined mid-week: 500, 501 and 503 wait for a snapshot at 499.
+        let mut r = Run::new(100);
+        for q in [500, 501, 503] {
+            assert_eq!(r.entry(q), Took::Cached);
+        }
+        assert_eq!(r.snapshot(499), Snapshot::Applied { lost: 0 });
+        assert_eq!((r.i.rpt_seq(), r.cached), (Some(501), 1));
+        assert!(r.i.suspect(), "502 missing");
+        assert_eq!(r.entry(502), Took::Applied);
+        assert!(!r.i.suspect());
+        assert_eq!(r.applied, [500, 501, 502, 503]);
     }
 
     proptest::proptest! {

@@ -26,6 +26,10 @@ use std::collections::VecDeque;
 /// Most gaps open at once; one more gives up the lowest.
 pub const MAX_GAPS: usize = 4096;
 
+/// A closed gap's list of received packets is kept for a later gap up to
+/// this many entries of capacity; a longer one is freed.
+const SPARE_MAX: usize = 4096;
+
 /// The stream's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -82,7 +86,8 @@ pub struct Counters {
 struct Gap {
     lo: u32,
     hi: u32,
-    /// Received inside `[lo, hi)`, ascending.
+    /// Received inside `[lo, hi)`, ascending: grown amortised (doubling),
+    /// taken from `spare` and left there when the gap closes.
     filled: Vec<u32>,
     deadline: u64,
 }
@@ -98,7 +103,14 @@ impl Gap {
 pub struct Sequence {
     settings: Settings,
     high: Option<u32>,
+    /// Open gaps, lowest first: at most [`MAX_GAPS`], grown amortised
+    /// (doubling) to the most open at once, capacity kept.
     gaps: VecDeque<Gap>,
+    /// The `filled` lists of closed gaps, emptied, for the next gaps to
+    /// take: once as many lists as gaps open at once were made (at most
+    /// [`MAX_GAPS`]), each grown amortised (doubling) to the most packets a
+    /// gap received, opening, filling and closing gaps allocates nothing.
+    spare: Vec<Vec<u32>>,
     /// The last processed packet carried a ChannelReset.
     reset_pending: bool,
     /// After a restart: the old `high`, until this time (ns).
@@ -113,6 +125,7 @@ impl Sequence {
             settings,
             high: None,
             gaps: VecDeque::new(),
+            spare: Vec::new(),
             reset_pending: false,
             old: None,
             counters: Counters::default(),
@@ -194,6 +207,16 @@ impl Sequence {
     fn give_up_lowest(&mut self) {
         if let Some(g) = self.gaps.pop_front() {
             self.counters.packets_lost += g.missing();
+            self.keep_spare(g);
+        }
+    }
+
+    /// Keeps a closed gap's list of received packets for a later gap.
+    fn keep_spare(&mut self, g: Gap) {
+        let mut filled = g.filled;
+        if filled.capacity() > 0 && filled.capacity() <= SPARE_MAX {
+            filled.clear();
+            self.spare.push(filled);
         }
     }
 
@@ -217,7 +240,9 @@ impl Sequence {
         };
         if restart.is_some() {
             let h = self.high.take().unwrap_or(0);
-            self.gaps.clear();
+            while let Some(g) = self.gaps.pop_front() {
+                self.keep_spare(g);
+            }
             self.counters.sequence_restarts += 1;
             self.old = Some((h, t.saturating_add(self.settings.gap_timeout_ns)));
         }
@@ -235,10 +260,11 @@ impl Sequence {
             let mut given_up = 0;
             if s > high {
                 self.counters.packet_gaps += 1;
+                let filled = self.spare.pop().unwrap_or_default();
                 self.gaps.push_back(Gap {
                     lo: high,
                     hi: s,
-                    filled: Vec::new(),
+                    filled,
                     deadline: t.saturating_add(self.settings.gap_timeout_ns),
                 });
                 while self.gaps.len() > MAX_GAPS {
@@ -261,7 +287,9 @@ impl Sequence {
                 g.filled.insert(at, s);
                 self.counters.recovered += 1;
                 if g.missing() == 0 {
-                    self.gaps.remove(i);
+                    if let Some(g) = self.gaps.remove(i) {
+                        self.keep_spare(g);
+                    }
                 }
                 return (
                     Packet::Process {
@@ -424,5 +452,29 @@ mod tests {
         }
         assert_eq!((given, s.gaps_open()), (1, MAX_GAPS));
         assert_eq!(s.counters().packets_lost, 1);
+    }
+
+    /// A closed gap's list of received packets serves the next gap: filled,
+    /// given up or dropped by a restart, none is freed (nor made anew).
+    #[test]
+    fn closed_gaps_leave_their_lists_to_the_next() {
+        let mut s = seq();
+        s.on_packet(1_000, 0);
+        s.on_packet(1_003, 0); // [1001, 1003)
+        s.on_packet(1_001, 0);
+        assert_eq!(s.spare.len(), 0, "the gap holds its list");
+        s.on_packet(1_002, 0);
+        assert_eq!((s.gaps_open(), s.spare.len()), (0, 1));
+        s.on_packet(1_006, 0); // [1004, 1006): takes the list
+        assert_eq!(s.spare.len(), 0);
+        s.on_packet(1_004, 0);
+        assert_eq!(s.expire(5 * MS + 1), 1);
+        assert_eq!((s.spare.len(), s.counters().packets_lost), (1, 1));
+        s.on_packet(1_009, 6 * MS); // [1007, 1009)
+        s.on_packet(1_007, 6 * MS);
+        s.on_packet(1, 6 * MS); // far below: the weekly restart
+        assert_eq!(s.counters().sequence_restarts, 1);
+        assert_eq!((s.gaps_open(), s.spare.len()), (0, 1));
+        assert_eq!(s.counters().recovered, 4);
     }
 }
