@@ -267,11 +267,19 @@ impl Feed {
     /// and every check.
     pub fn expire(&mut self, t: u64) {
         if self.seq.expire(t) > 0 {
-            for e in &mut self.entries {
-                e.instrument.seq.unverify();
-            }
-            self.cover();
+            self.given_up();
         }
+    }
+
+    /// Packet gaps were given up (their deadline passed, or the most gaps
+    /// open were exceeded): the lost packets could hold anyone's update,
+    /// so every instrument turns unverified, and what they held back may
+    /// now be published.
+    fn given_up(&mut self) {
+        for e in &mut self.entries {
+            e.instrument.seq.unverify();
+        }
+        self.cover();
     }
 
     /// Publishes the instruments whose pending changes the last end of
@@ -291,7 +299,12 @@ impl Feed {
         let packet = Packet::new_checked(payload)?;
         let s = packet.seq_num();
         self.counters.messages += packet.message_count() as u64;
-        let fill = match self.seq.on_packet(s, t).0 {
+        let (seen, given_up) = self.seq.on_packet(s, t);
+        if given_up > 0 {
+            // Gaps given up for room, before this packet's entries.
+            self.given_up();
+        }
+        let fill = match seen {
             Seen::Duplicate | Seen::Stale => return Ok(()),
             Seen::Process { fill, restart } => {
                 if restart == Some(Restart::Weekly) {
@@ -931,6 +944,27 @@ mod tests {
         assert_eq!(f.sequence().counters().sequence_restarts, 1);
         assert_eq!(top(&f, "#1"), (Some(12), None));
         assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
+    }
+
+    /// Gaps given up because too many are open turn every instrument
+    /// unverified, as a gap given up at its deadline does (spec mdp3
+    /// §3.1: "every instrument becomes `unverified`").
+    #[test]
+    fn a_gap_given_up_for_room_unverifies_every_instrument() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let heartbeat = |s: u32| encode::packet(s, T0, &[encode::heartbeat(V)]);
+        let most = sequence::MAX_GAPS as u32;
+        for k in 0..most {
+            f.on_incremental(&heartbeat(3 + 2 * k), T0).unwrap();
+        }
+        assert_eq!(f.sequence().gaps_open(), sequence::MAX_GAPS);
+        assert!(!f.find("#1").unwrap().instrument.seq.unverified());
+        f.on_incremental(&heartbeat(3 + 2 * most), T0).unwrap();
+        assert_eq!(f.sequence().counters().packets_lost, 1);
+        assert!(f.find("#1").unwrap().instrument.seq.unverified());
+        assert_eq!(f.verdict("#1", TH, T0), Reasons::SUSPECT);
     }
 
     /// Silence past the threshold is stale; a rejected datagram is
