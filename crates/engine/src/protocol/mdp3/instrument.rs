@@ -172,6 +172,15 @@ impl Instrument {
         self.seq.reset(cached);
     }
 
+    /// The incremental sequence restarted: pending changes and cached
+    /// entries are moved to position `at` (before the new sequence).
+    pub fn restart_positions(&mut self, at: Position) {
+        if let Some(p) = &mut self.pending {
+            *p = (at, at);
+        }
+        self.seq.cached_mut(|e| e.at = at);
+    }
+
     /// New depths (a definition): a lower one cuts deeper levels of both
     /// copies.
     pub fn set_depths(&mut self, depth: u8, implied_depth: u8) {
