@@ -158,8 +158,14 @@ pub struct Feed {
     by_symbol: HashMap<String, u32>,
     /// Entries cached over every instrument.
     cached: usize,
-    /// The last end of event processed.
-    eoe: Option<Position>,
+    /// Positions of the ends of events processed that may still cover a
+    /// change, ascending: the highest below the lowest open gap (every
+    /// packet there is received or given up, so it covers whatever a lower
+    /// one would), and every one from that gap on (a fill may bring
+    /// changes that only a lower one covers; a late copy may drain cached
+    /// entries that only a higher one covers). Its room is kept, so it
+    /// grows only while gaps are open.
+    eoes: Vec<Position>,
     /// Instruments with changes not visible yet.
     dirty: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset).
@@ -181,7 +187,7 @@ impl Feed {
             by_id: HashMap::new(),
             by_symbol: HashMap::new(),
             cached: 0,
-            eoe: None,
+            eoes: Vec::new(),
             dirty: Vec::new(),
             groups: HashMap::new(),
             last_alive: None,
@@ -282,14 +288,20 @@ impl Feed {
         self.cover();
     }
 
-    /// Publishes the instruments whose pending changes the last end of
-    /// event covers.
+    /// Publishes the instruments whose pending changes an end of event
+    /// processed covers, after dropping the ends of events no change can
+    /// need any more.
     fn cover(&mut self) {
-        let (eoe, seq) = (self.eoe, &self.seq);
+        let lowest = self.seq.lowest_gap().unwrap_or(u32::MAX);
+        let below = self.eoes.partition_point(|q| q.0 < lowest);
+        if below > 1 {
+            self.eoes.drain(..below - 1);
+        }
+        let (eoes, seq) = (&self.eoes, &self.seq);
         let entries = &mut self.entries;
         self.dirty.retain(|&i| {
             let inst = &mut entries[i as usize].instrument;
-            !inst.cover(eoe, seq) && inst.pending()
+            !inst.cover(eoes, seq) && inst.pending()
         });
     }
 
@@ -371,7 +383,8 @@ impl Feed {
                 },
             }
             if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
-                self.eoe = Some(at);
+                let i = self.eoes.partition_point(|&q| q < at);
+                self.eoes.insert(i, at);
                 self.cover();
             }
         }
@@ -538,7 +551,7 @@ impl Feed {
         }
         self.groups.clear();
         self.dirty.clear();
-        self.eoe = None;
+        self.eoes.clear();
     }
 
     /// The sequence restarted after a ChannelReset: positions of the old
@@ -549,7 +562,7 @@ impl Feed {
     /// covers a change of the new one.
     fn restart_positions(&mut self) {
         const BEFORE: Position = (0, 0);
-        self.eoe = None;
+        self.eoes.clear();
         for e in &mut self.entries {
             e.instrument.restart_positions(BEFORE);
             if let Some(s) = &mut e.status {

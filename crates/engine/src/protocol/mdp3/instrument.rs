@@ -148,14 +148,20 @@ impl Instrument {
         s
     }
 
-    /// Publishes the working books if every pending change is covered by
-    /// the end of event at `eoe` (the last processed), given which
-    /// packets `seq` knows to be missing. Returns whether it did.
-    pub fn cover(&mut self, eoe: Option<Position>, seq: &Sequence) -> bool {
-        let (Some((first, last)), Some(q)) = (self.pending, eoe) else {
+    /// Publishes the working books if every pending change is covered:
+    /// among `eoes` (positions of ends of events processed, ascending),
+    /// one at or after the last pending change with no packet missing
+    /// from the first pending change's to its own, given which packets
+    /// `seq` knows to be missing. The first such end of event is the one
+    /// to try: it spans the fewest packets. Returns whether it did.
+    pub fn cover(&mut self, eoes: &[Position], seq: &Sequence) -> bool {
+        let Some((first, last)) = self.pending else {
             return false;
         };
-        if last > q || !seq.complete(first.0, q.0) {
+        let Some(&q) = eoes.get(eoes.partition_point(|&q| q < last)) else {
+            return false;
+        };
+        if !seq.complete(first.0, q.0) {
             return false;
         }
         self.visible.copy_from(&self.working);
@@ -253,11 +259,11 @@ mod tests {
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
         assert_eq!((bid(i.working()), bid(i.visible())), (Some(100), None));
         // An end of event before the change does not cover it.
-        assert!(!i.cover(Some((9, 3)), &seq));
-        assert!(!i.cover(None, &seq));
+        assert!(!i.cover(&[(9, 3)], &seq));
+        assert!(!i.cover(&[], &seq));
         // The event spans packets: its end in packet 11.
         seq.on_packet(11, 1);
-        assert!(i.cover(Some((11, 0)), &seq));
+        assert!(i.cover(&[(11, 0)], &seq));
         assert_eq!(bid(i.visible()), Some(100));
         assert!(!i.pending());
     }
@@ -270,17 +276,37 @@ mod tests {
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
         seq.on_packet(11, 0);
-        i.cover(Some((11, 0)), &seq);
+        i.cover(&[(11, 0)], &seq);
         // A change in 12; 13 lost; a later event's end in 14.
         seq.on_packet(12, 1);
         i.on_entry(2, new_bid(101, (12, 0)), &mut cached, 10);
         seq.on_packet(14, 1);
-        assert!(!i.cover(Some((14, 0)), &seq), "13 missing");
+        assert!(!i.cover(&[(14, 0)], &seq), "13 missing");
         assert_eq!(bid(i.visible()), Some(100));
         // Given up: the next look publishes.
         seq.expire(100);
-        assert!(i.cover(Some((14, 0)), &seq));
+        assert!(i.cover(&[(14, 0)], &seq));
         assert_eq!(bid(i.visible()), Some(101));
+    }
+
+    /// Of the ends of events processed, the first at or after the last
+    /// change is the one that covers: a later one may span a packet still
+    /// missing (spec mdp3 §3.4: "an EndOfEvent message at a position q ≥
+    /// p has been processed and no MsgSeqNum in [p.S, q.S] is missing").
+    #[test]
+    fn the_first_end_of_event_after_the_changes_covers_them() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(3, 2);
+        let mut cached = 0;
+        for s in [3, 4, 5] {
+            seq.on_packet(s, 0);
+        }
+        i.on_entry(1, new_bid(100, (4, 0)), &mut cached, 10);
+        seq.on_packet(9, 0); // 6 to 8 missing
+        assert!(!i.cover(&[(3, 0)], &seq), "before the change");
+        assert!(!i.cover(&[(9, 0)], &seq), "7 missing");
+        assert!(i.cover(&[(3, 0), (5, 0), (9, 0)], &seq));
+        assert_eq!(bid(i.visible()), Some(100));
     }
 
     #[test]
@@ -302,7 +328,7 @@ mod tests {
         assert_eq!(bid(i.visible()), None);
         assert_eq!(bid(i.working()), Some(106));
         assert!(i.pending() && cached == 0);
-        assert!(i.cover(Some((10, 1)), &seq));
+        assert!(i.cover(&[(10, 1)], &seq));
         assert_eq!(bid(i.visible()), Some(106));
     }
 
