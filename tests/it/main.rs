@@ -32,6 +32,7 @@ mod live;
 mod logs;
 mod mdp3_fixtures;
 mod mdp3_replay;
+mod mdp3_spec;
 mod metrics;
 mod model;
 mod netns;
