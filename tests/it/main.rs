@@ -33,6 +33,7 @@ mod logs;
 mod mdp3_fixtures;
 mod mdp3_model;
 mod mdp3_replay;
+mod mdp3_spec;
 mod metrics;
 mod model;
 mod netns;

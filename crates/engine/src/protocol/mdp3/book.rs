@@ -452,6 +452,36 @@ mod tests {
         assert_eq!(b.apply(&up(1, b'1', 5, 1)), Applied::Unchanged);
     }
 
+    /// Change and Overlay overwrite the whole level, its size and orders
+    /// too, in place (spec mdp3 §3.3: "**Change**, **Overlay** overwrite n
+    /// (price, size, orders)").
+    #[test]
+    fn change_and_overlay_overwrite_price_size_and_orders() {
+        let mut b = Books::new(2, 2);
+        let at_one = |action, price, size, orders| Update {
+            action,
+            entry: b'1',
+            level: 1,
+            price: Some(price),
+            size: Some(size),
+            orders,
+        };
+        b.apply(&at_one(0, 10, 5, Some(3)));
+        for (action, price, size, orders) in [(1, 11, 7, None), (5, 12, 9, Some(4))] {
+            assert_eq!(
+                b.apply(&at_one(action, price, size, orders)),
+                Applied::Changed
+            );
+            let level = Level {
+                price,
+                size,
+                orders,
+            };
+            assert_eq!(b.outright.offer.top(), Some(level), "action {action}");
+            assert_eq!(b.outright.offer.level(2), None, "overwritten, not inserted");
+        }
+    }
+
     #[test]
     fn delete_from_and_thru() {
         let mut b = Books::new(5, 2);

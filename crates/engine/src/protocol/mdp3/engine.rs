@@ -52,6 +52,11 @@ const OWN: [(usize, &str); 14] = [
     (counter::EXT + 15, "definitions"),
 ];
 
+/// At most one ChannelReset log line per feed per this interval, ns of
+/// arrival time: one line for each reset, but a flood of them (forged or
+/// not) does not flood the log; the counter counts every one.
+const RESET_LOG_INTERVAL_NS: u64 = 1_000_000_000;
+
 /// One MDP3 feed's engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -59,6 +64,8 @@ pub struct Engine {
     feed: Feed,
     /// The `definitions` file, read once before the feed's datagrams.
     definitions: Option<std::path::PathBuf>,
+    /// Arrival time of the last ChannelReset logged, ns.
+    last_reset_log: Option<u64>,
 }
 
 impl Engine {
@@ -78,6 +85,24 @@ impl Engine {
                 offset_queue,
             }),
             definitions: c.definitions.clone(),
+            last_reset_log: None,
+        }
+    }
+
+    /// Logs a ChannelReset processed at `t`: once (a copy on line B is not
+    /// processed again), at most one line per interval.
+    #[cold]
+    fn reset_logged(&mut self, name: &str, t: u64) {
+        let due = self
+            .last_reset_log
+            .is_none_or(|last| t.saturating_sub(last) >= RESET_LOG_INTERVAL_NS || t < last);
+        if due {
+            self.last_reset_log = Some(t);
+            tracing::warn!(
+                feed = %name,
+                total = self.feed.counters().channel_resets,
+                "ChannelReset: every book, status and cache of the channel emptied; RptSeq restarts at 1"
+            );
         }
     }
 
@@ -160,11 +185,15 @@ impl FeedEngine for Engine {
         t: u64,
     ) -> Result<(), Reject> {
         self.feed.expire(t);
+        let resets = self.feed.counters().channel_resets;
         let result = match service_of(line) {
             Some(SNAPSHOT_SERVICE) => self.feed.on_snapshot(payload, t),
             Some(DEFINITION_SERVICE) => self.feed.on_definitions(payload),
             _ => self.feed.on_incremental(payload, t),
         };
+        if self.feed.counters().channel_resets > resets {
+            self.reset_logged(&cx.config.name, t);
+        }
         copy_counters(&self.feed, cx.counters);
         result
     }

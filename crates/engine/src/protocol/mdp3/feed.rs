@@ -294,11 +294,19 @@ impl Feed {
     /// and every check.
     pub fn expire(&mut self, t: u64) {
         if self.seq.expire(t) > 0 {
-            for e in &mut self.entries {
-                e.instrument.seq.unverify();
-            }
-            self.cover();
+            self.given_up();
         }
+    }
+
+    /// Packet gaps were given up (their deadline passed, or the most gaps
+    /// open were exceeded): the lost packets could hold anyone's update,
+    /// so every instrument turns unverified, and what they held back may
+    /// now be published.
+    fn given_up(&mut self) {
+        for e in &mut self.entries {
+            e.instrument.seq.unverify();
+        }
+        self.cover();
     }
 
     /// Publishes the instruments whose pending changes the ends of event
@@ -319,14 +327,17 @@ impl Feed {
         let packet = Packet::new_checked(payload)?;
         let s = packet.seq_num();
         self.counters.messages += packet.message_count() as u64;
-        let fill = match self.seq.on_packet(s, t).0 {
+        let (seen, given_up) = self.seq.on_packet(s, t);
+        if given_up > 0 {
+            // Gaps given up for room, before this packet's entries.
+            self.given_up();
+        }
+        let fill = match seen {
             Seen::Duplicate | Seen::Stale => return Ok(()),
             Seen::Process { fill, restart } => {
                 match restart {
                     Some(Restart::Weekly) => self.reset_channel(),
-                    // A new sequence: an end of event of the old one (the
-                    // ChannelReset's own) covers nothing of it.
-                    Some(Restart::AfterReset) => self.ends.clear(),
+                    Some(Restart::AfterReset) => self.restart_positions(),
                     None => {}
                 }
                 fill
@@ -572,6 +583,26 @@ impl Feed {
         self.groups.clear();
         self.dirty.clear();
         self.ends.clear();
+    }
+
+    /// The sequence restarted after a ChannelReset: positions of the old
+    /// sequence are not comparable with the new one's, so whatever the
+    /// reset packet left after its ChannelReset (statuses, changes waiting
+    /// for their event's end, cached entries) now stands before the new
+    /// sequence's first packet, and no end of event of the old sequence
+    /// (the ChannelReset's own) covers a change of the new one.
+    fn restart_positions(&mut self) {
+        const BEFORE: Position = (0, 0);
+        self.ends.clear();
+        for e in &mut self.entries {
+            e.instrument.restart_positions(BEFORE);
+            if let Some(s) = &mut e.status {
+                s.at = BEFORE;
+            }
+        }
+        for s in self.groups.values_mut() {
+            s.at = BEFORE;
+        }
     }
 
     /// The status in force for instrument `e`.
@@ -1059,6 +1090,99 @@ mod tests {
         assert_eq!(f.sequence().counters().sequence_restarts, 1);
         assert_eq!(top(&f, "#1"), (Some(12), None));
         assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
+    }
+
+    /// Gaps given up because too many are open turn every instrument
+    /// unverified, as a gap given up at its deadline does (spec mdp3
+    /// §3.1: "every instrument becomes `unverified`").
+    #[test]
+    fn a_gap_given_up_for_room_unverifies_every_instrument() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let heartbeat = |s: u32| encode::packet(s, T0, &[encode::heartbeat(V)]);
+        let most = sequence::MAX_GAPS as u32;
+        for k in 0..most {
+            f.on_incremental(&heartbeat(3 + 2 * k), T0).unwrap();
+        }
+        assert_eq!(f.sequence().gaps_open(), sequence::MAX_GAPS);
+        assert!(!f.find("#1").unwrap().instrument.seq.unverified());
+        f.on_incremental(&heartbeat(3 + 2 * most), T0).unwrap();
+        assert_eq!(f.sequence().counters().packets_lost, 1);
+        assert!(f.find("#1").unwrap().instrument.seq.unverified());
+        assert_eq!(f.verdict("#1", TH, T0), Reasons::SUSPECT);
+    }
+
+    /// The sequence restarts at 1 after a ChannelReset, and positions
+    /// with it: the old sequence's last end of event covers no change of
+    /// the new one, and a status sent after the reset in its packet yields
+    /// to the new sequence's (spec mdp3 §3.4, §3.6, §9.1).
+    #[test]
+    fn positions_restart_with_the_sequence() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        let group = |code, mei| {
+            let s = encode::Status {
+                transact_time: T0,
+                security_group: "ES",
+                asset: "",
+                security_id: None,
+                match_event_indicator: mei,
+                trading_status: Some(code),
+            };
+            encode::security_status(V, &s)
+        };
+        f.on_incremental(
+            &book(50_000, true, &[bid(1, 1, 1, UpdateAction::New, 10)]),
+            T0,
+        )
+        .unwrap();
+        // After the reset in its packet: a status, and instrument 8's
+        // RptSeq 1 and 3 (cached), their event's end to come.
+        let reset = encode::channel_reset(V, T0, EOE, 1);
+        let pre_open = group(21, 0);
+        let after = encode::book(
+            46,
+            V,
+            T0,
+            0,
+            &[bid(8, 1, 1, UpdateAction::New, 90), offer(8, 3, 95)],
+            0,
+        );
+        f.on_incremental(&encode::packet(50_001, T0, &[reset, pre_open, after]), T0)
+            .unwrap();
+        // The first part of an event; its end comes in MsgSeqNum 2.
+        f.on_incremental(
+            &book(
+                1,
+                false,
+                &[
+                    bid(7, 1, 1, UpdateAction::New, 100),
+                    bid(8, 2, 1, UpdateAction::Change, 91),
+                ],
+            ),
+            T0 + 1,
+        )
+        .unwrap();
+        assert_eq!(f.sequence().counters().sequence_restarts, 1);
+        // A snapshot (another instrument) re-examines what is covered.
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 1,
+            tot_num_reports: 1,
+            security_id: 9,
+            rpt_seq: 5,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        f.on_snapshot(&snap, T0 + 2).unwrap();
+        assert_eq!(top(&f, "ESZ6"), (None, None), "half an event");
+        assert_eq!(top(&f, "#8"), (None, None), "half an event");
+        f.on_incremental(&encode::packet(2, T0, &[group(17, EOE)]), T0 + 3)
+            .unwrap();
+        assert_eq!(top(&f, "ESZ6"), (Some(100), None));
+        assert_eq!(top(&f, "#8"), (Some(91), Some(95)));
+        assert_eq!(f.verdict("ESZ6", TH, T0 + 3), Reasons::empty());
     }
 
     /// Silence past the threshold is stale; a rejected datagram is

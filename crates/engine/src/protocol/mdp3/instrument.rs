@@ -235,6 +235,15 @@ impl Instrument {
         self.seq.reset(cached);
     }
 
+    /// The incremental sequence restarted: pending changes and cached
+    /// entries are moved to position `at` (before the new sequence).
+    pub fn restart_positions(&mut self, at: Position) {
+        for p in &mut self.pending {
+            *p = at;
+        }
+        self.seq.cached_mut(|e| e.at = at);
+    }
+
     /// New depths (a definition): a lower one cuts deeper levels of both
     /// copies.
     pub fn set_depths(&mut self, depth: u8, implied_depth: u8) {
@@ -346,6 +355,26 @@ mod tests {
         e.settle(&seq);
         assert!(i.cover(&e, &seq));
         assert_eq!(bid(i.visible()), Some(101));
+    }
+
+    /// Of the ends of events processed, the first at or after the last
+    /// change is the one that covers: a later one may span a packet still
+    /// missing (spec mdp3 §3.4: "an EndOfEvent message at a position q ≥
+    /// p has been processed and no MsgSeqNum in [p.S, q.S] is missing").
+    #[test]
+    fn the_first_end_of_event_after_the_changes_covers_them() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(3, 2);
+        let mut cached = 0;
+        for s in [3, 4, 5] {
+            seq.on_packet(s, 0);
+        }
+        i.on_entry(1, new_bid(100, (4, 0)), &mut cached, 10);
+        seq.on_packet(9, 0); // 6 to 8 missing
+        assert!(!i.cover(&ends(&[(3, 0)], &seq), &seq), "before the change");
+        assert!(!i.cover(&ends(&[(9, 0)], &seq), &seq), "7 missing");
+        assert!(i.cover(&ends(&[(3, 0), (5, 0), (9, 0)], &seq), &seq));
+        assert_eq!(bid(i.visible()), Some(100));
     }
 
     #[test]

@@ -157,6 +157,11 @@ impl<T: Copy> RptSeq<T> {
         }
     }
 
+    /// Calls `f` on every cached entry, in RptSeq order.
+    pub fn cached_mut(&mut self, f: impl FnMut(&mut T)) {
+        self.cache.iter_mut().map(|(_, e)| e).for_each(f);
+    }
+
     /// A packet gap was given up: the instrument is unverified until an
     /// entry applies in order or a snapshot.
     pub fn unverify(&mut self) {

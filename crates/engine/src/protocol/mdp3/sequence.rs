@@ -148,6 +148,12 @@ impl Sequence {
         &self.counters
     }
 
+    /// The first MsgSeqNum of the lowest gap open: every packet below it
+    /// was received or given up.
+    pub fn lowest_gap(&self) -> Option<u32> {
+        self.gaps.front().map(|g| g.lo)
+    }
+
     /// The deadline of the lowest gap open (ns): given up by the first
     /// datagram or check strictly after it.
     pub fn next_deadline(&self) -> Option<u64> {
