@@ -348,6 +348,11 @@ impl Mdp3Explain {
         let Some(f) = self.channel(handler) else {
             return;
         };
+        // The thresholds the verdict uses: the instrument's override may
+        // be found only once it is defined (by its other name).
+        if let Some(config) = handler.feeds().get(self.feed as usize).map(|f| &f.config) {
+            self.th = f.thresholds(config, &self.instrument);
+        }
         let seen = Seen::read(f, &self.instrument);
         let seq = match &trigger {
             Trigger::Datagram { seq, .. } => *seq,

@@ -241,6 +241,7 @@ fn an_mdp3_capture_replays_by_service_with_definitions_first() {
         check(40 * MS, "NQZ6"),       // defined on the definition line; no book
         check(40 * MS, "#999"),       // unknown
         check(400 * MS, "ESZ6-ESH7"), // its own threshold: stale
+        check(400 * MS, "#1002"),     // the same override, by its other name
     ];
     let mut capture =
         tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
@@ -297,7 +298,12 @@ fn an_mdp3_capture_replays_by_service_with_definitions_first() {
             r##"{{"time_ns":{},"feed":"cme","symbol":"ESZ6-ESH7","ok":false,"reasons":["stale","suspect","halted"],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
             t(400 * MS)
         ),
+        format!(
+            r##"{{"time_ns":{},"feed":"cme","symbol":"#1002","ok":false,"reasons":["stale","suspect","halted"],"security_id":1002,"bid":-1250000000,"ask":-1000000000}}"##,
+            t(400 * MS)
+        ),
     ];
+    assert_eq!(lines.len(), want.len());
     for (got, want) in lines.iter().zip(&want) {
         assert_eq!(got, want);
     }

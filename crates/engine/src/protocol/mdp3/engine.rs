@@ -18,7 +18,6 @@ use crate::engine::{CheckDetail, Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::{counter, Descriptor, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::{Reasons, Thresholds};
-use std::io::Write;
 
 impl Reason for Reject {
     const ALL: &'static [Reject] = &Reject::ALL;
@@ -115,31 +114,6 @@ impl Engine {
     pub fn feed_mut(&mut self) -> &mut Feed {
         &mut self.feed
     }
-
-    /// Thresholds for the instrument `name` names: an override of its
-    /// `#SecurityID` first, then of its Symbol, then the feed's.
-    fn thresholds(&self, config: &crate::config::FeedConfig, name: &str) -> Thresholds {
-        if let Some(th) = config.override_named(name) {
-            return th;
-        }
-        let Some(e) = self.feed.find(name) else {
-            return config.thresholds;
-        };
-        let mut buf = [0u8; 12];
-        let mut w = &mut buf[..];
-        // "#" and an i32 fit 12 bytes.
-        let _ = write!(w, "#{}", e.security_id);
-        let n = 12 - w.len();
-        let id = std::str::from_utf8(&buf[..n]).unwrap_or("");
-        config
-            .override_named(id)
-            .or_else(|| {
-                e.definition
-                    .as_ref()
-                    .and_then(|d| config.override_named(&d.symbol))
-            })
-            .unwrap_or(config.thresholds)
-    }
 }
 
 /// Copies what the shared counters show of the channel.
@@ -220,7 +194,7 @@ impl FeedEngine for Engine {
     }
 
     fn verdict_named(&mut self, cx: View<'_>, name: &str, now: u64) -> Reasons {
-        let th = self.thresholds(cx.config, name);
+        let th = self.feed.thresholds(cx.config, name);
         self.feed.verdict(name, th, now)
     }
 

@@ -267,6 +267,31 @@ impl Feed {
         self.entries.get(i as usize)
     }
 
+    /// Thresholds for the instrument `name` names under `config`: an
+    /// override of its `#SecurityID` first, then of its Symbol (whichever
+    /// name the check used), then the feed's; for a name nothing resolves,
+    /// an override of that name, else the feed's.
+    pub fn thresholds(&self, config: &crate::config::FeedConfig, name: &str) -> Thresholds {
+        use std::io::Write;
+        let Some(e) = self.find(name) else {
+            return config.override_named(name).unwrap_or(config.thresholds);
+        };
+        let mut buf = [0u8; 12];
+        let mut w = &mut buf[..];
+        // "#" and an i32 fit 12 bytes.
+        let _ = write!(w, "#{}", e.security_id);
+        let n = 12 - w.len();
+        let id = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        config
+            .override_named(id)
+            .or_else(|| {
+                e.definition
+                    .as_ref()
+                    .and_then(|d| config.override_named(&d.symbol))
+            })
+            .unwrap_or(config.thresholds)
+    }
+
     /// The instrument of `id`, made (no baseline, default depths) if new.
     fn instrument(&mut self, id: i32) -> u32 {
         if let Some(&i) = self.by_id.get(&id) {
