@@ -17,7 +17,7 @@ use crate::clock::OffsetMode;
 use crate::engine::{CheckDetail, Cx, FeedCounters, FeedEngine, Reason, View};
 use crate::shm::{counter, Descriptor, Publication};
 use crate::symbol::Symbol;
-use crate::verdict::{Reasons, Thresholds};
+use crate::verdict::Reasons;
 
 impl Reason for Reject {
     const ALL: &'static [Reject] = &Reject::ALL;
