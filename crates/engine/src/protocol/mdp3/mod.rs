@@ -1,15 +1,26 @@
 //! CME MDP 3.0: the market data of CME Globex, SBE-encoded messages in
-//! packets of one UDP datagram each. This version reads no MDP3 feed yet;
-//! what is here is the wire layer a feed will stand on — pure and
-//! zero-copy, no state, no I/O, no allocation — and the sniffer that lets
-//! `tickguard inspect` name an MDP3 capture.
+//! packets of one UDP datagram each, one feed per channel. This version
+//! replays MDP3 captures; `run` refuses an `mdp3` feed.
+//!
+//! The wire, pure and zero-copy (no state, no I/O, no allocation):
 //!
 //! - [`packet`]: the packet header, the messages and the validity walk
 //!   ([`Packet::new_checked`]), then [`Message`]s with infallible getters.
 //! - [`template`]: the table of offsets of every template read, and the
 //!   typed views over a message's root and groups ([`Body`]).
-//! - [`encode`]: builders of packets and messages (tests, fixtures, and
-//!   the generator to come).
+//! - [`encode`]: builders of packets and messages (tests, fixtures, the
+//!   generator).
+//!
+//! The channel's state, time passed in:
+//!
+//! - [`sequence`]: the incremental lines' MsgSeqNum (A/B, gaps, restarts);
+//! - [`rptseq`], [`instrument`], [`book`]: each instrument's RptSeq, cache
+//!   and books, visible at the end of an event;
+//! - [`status`]: trading statuses and what they mean;
+//! - [`feed`]: the channel, its snapshots, definitions and verdicts;
+//! - [`engine`], [`summary`], [`config`]: the channel as the handler,
+//!   replay and configuration see it;
+//! - [`synth`]: a seeded channel venue (fixtures, tests, benchmarks).
 //!
 //! # The wire
 //!
