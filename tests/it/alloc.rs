@@ -536,3 +536,67 @@ fn many_session_changes_allocate_nothing() {
     assert_eq!(changes, n as u64 - 1);
     assert_eq!(allocated, 0);
 }
+
+#[path = "../../tools/bench/mdp3_gen.rs"]
+mod mdp3_gen;
+
+/// The MDP3 channel's path — validity walk, A/B arbitration, RptSeq,
+/// books, end-of-event publication — allocates nothing once its
+/// instruments exist: the second half of a synthetic channel (the bench
+/// rows' generator: events spanning packets, line B's copies as
+/// duplicates) allocates nothing. (A packet gap allocates when it opens
+/// and fills, and a suspect instrument's cache when it first caches: not
+/// per packet.)
+#[test]
+fn the_mdp3_path_allocates_nothing_after_warm_up() {
+    use tickguard::clock::OffsetMode;
+    use tickguard::protocol::mdp3::feed::{Feed, Settings};
+    use tickguard::protocol::mdp3::sequence;
+    let _serial = serial();
+    let params = mdp3_gen::Params {
+        line_b: true,
+        ..mdp3_gen::Params::line_a(100_000, 200)
+    };
+    let mut channel = mdp3_gen::Channel::new(params);
+    let defs = channel.definitions();
+    let mut datagrams = Vec::new();
+    let stats = channel
+        .run(|t, _, p| {
+            datagrams.push((t, p.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(datagrams.len() as u64, 2 * stats.packets);
+    let mut f = Feed::new(Settings {
+        sequencing: sequence::Settings {
+            gap_timeout_ns: 5_000_000,
+            restart_margin: 10_000,
+        },
+        max_cached: 1_000,
+        default_depth: 10,
+        default_implied_depth: 2,
+        offset: OffsetMode::Fixed(0),
+        offset_queue: 16,
+    });
+    for d in &defs {
+        f.on_definitions(d).unwrap();
+    }
+    let (warm, measured) = datagrams.split_at(datagrams.len() / 2);
+    for (t, p) in warm {
+        f.on_incremental(p, *t).unwrap();
+    }
+    let n = allocations(|| {
+        for (t, p) in measured {
+            f.on_incremental(std::hint::black_box(p), *t).unwrap();
+        }
+    });
+    assert_eq!(n, 0, "allocations in the second half");
+    assert_eq!(f.sequence().high(), Some(stats.packets as u32 + 1));
+    assert_eq!(f.sequence().counters().duplicates, stats.packets);
+    let want = channel.instruments();
+    for w in want {
+        let e = f.find(&format!("#{}", w.id)).unwrap();
+        let top = e.instrument.visible().outright.bid.top().map(|l| l.price);
+        assert_eq!(top, w.outright[0][0].map(|l| l.price), "#{}", w.id);
+    }
+}

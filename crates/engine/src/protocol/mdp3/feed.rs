@@ -9,12 +9,13 @@
 //! UTC) is the source time; SendingTime feeds the clock offset.
 
 use super::book::{Books, Update};
+use super::index::IdIndex;
 use super::instrument::{Cached, Instrument};
 use super::packet::Packet;
 use super::rptseq::{Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
 use super::status::{self, Position, State, Status};
-use super::template::{trim, Body, Kind};
+use super::template::{trim, Body, Kind, BOOK};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
@@ -154,7 +155,7 @@ pub struct Feed {
     settings: Settings,
     seq: Sequence,
     entries: Vec<Entry>,
-    by_id: HashMap<i32, u32>,
+    by_id: IdIndex,
     by_symbol: HashMap<String, u32>,
     /// Entries cached over every instrument.
     cached: usize,
@@ -178,7 +179,7 @@ impl Feed {
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             settings,
             entries: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdIndex::new(),
             by_symbol: HashMap::new(),
             cached: 0,
             eoe: None,
@@ -234,17 +235,23 @@ impl Feed {
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
     pub fn find(&self, name: &str) -> Option<&Entry> {
         let i = match name.strip_prefix('#') {
-            Some(id) => *self.by_id.get(&id.parse::<i32>().ok()?)?,
+            Some(id) => self.by_id.get(id.parse::<i32>().ok()?)?,
             None => *self.by_symbol.get(name)?,
         };
         self.entries.get(i as usize)
     }
 
     /// The instrument of `id`, made (no baseline, default depths) if new.
+    #[inline]
     fn instrument(&mut self, id: i32) -> u32 {
-        if let Some(&i) = self.by_id.get(&id) {
-            return i;
+        match self.by_id.get(id) {
+            Some(i) => i,
+            None => self.new_instrument(id),
         }
+    }
+
+    #[cold]
+    fn new_instrument(&mut self, id: i32) -> u32 {
         let i = self.entries.len() as u32;
         self.entries.push(Entry {
             security_id: id,
@@ -303,7 +310,14 @@ impl Feed {
         let mut source = None;
         for (k, m) in packet.messages().enumerate() {
             let at = (s, k as u16);
-            if m.kind() != Kind::Unknown {
+            // Parsed once: the template, its counters and its end of event
+            // all come from this body.
+            let body = m.body();
+            let known = match body {
+                Body::NotRead => m.kind() != Kind::Unknown,
+                _ => true,
+            };
+            if known {
                 if let Some(n) = self
                     .counters
                     .by_template
@@ -312,7 +326,13 @@ impl Feed {
                     *n += 1;
                 }
             }
-            match m.body() {
+            let mei = match body {
+                Body::ChannelReset(m) | Body::Incremental(m) => Some(m.match_event_indicator()),
+                Body::SecurityStatus(st) => Some(st.match_event_indicator()),
+                Body::Definition(d) => Some(d.match_event_indicator()),
+                Body::Heartbeat | Body::Snapshot(_) | Body::NotRead => None,
+            };
+            match body {
                 Body::ChannelReset(_) => {
                     self.reset_channel();
                     self.counters.channel_resets += 1;
@@ -328,18 +348,38 @@ impl Feed {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
                     let tt = inc.transact_time();
                     source = Some(tt);
+                    // 46, the bulk of a channel, read at its fixed offsets.
+                    let is_46 = inc.template().id == BOOK.id;
                     for e in inc.entries() {
-                        let update = e.book().map(|b| Update {
-                            action: b.action().code(),
-                            entry: b.entry_type().code(),
-                            level: b.level(),
-                            price: b.price(),
-                            size: b.size(),
-                            orders: b.orders(),
-                        });
+                        let (id, r, update) = match is_46.then(|| e.book_46()).flatten() {
+                            Some(b) => (
+                                b.security_id,
+                                b.rpt_seq,
+                                Some(Update {
+                                    action: b.action,
+                                    entry: b.entry_type,
+                                    level: b.level,
+                                    price: b.price,
+                                    size: b.size,
+                                    orders: b.orders,
+                                }),
+                            ),
+                            None => (
+                                e.security_id(),
+                                e.rpt_seq(),
+                                e.book().map(|b| Update {
+                                    action: b.action().code(),
+                                    entry: b.entry_type().code(),
+                                    level: b.level(),
+                                    price: b.price(),
+                                    size: b.size(),
+                                    orders: b.orders(),
+                                }),
+                            ),
+                        };
                         self.on_entry(
-                            e.security_id(),
-                            e.rpt_seq(),
+                            id,
+                            r,
                             Cached {
                                 at,
                                 transact_time: tt,
@@ -355,7 +395,7 @@ impl Feed {
                     _ => {}
                 },
             }
-            if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
+            if mei.is_some_and(|e| e.end_of_event()) {
                 self.eoe = Some(at);
                 self.cover();
             }
@@ -462,6 +502,9 @@ impl Feed {
             };
             let i = self.instrument(snap.security_id());
             let e = &mut self.entries[i as usize];
+            // Pending changes put an instrument in `dirty` (until covered
+            // or found without any).
+            let had = e.instrument.pending();
             let matched =
                 e.instrument
                     .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
@@ -488,7 +531,7 @@ impl Feed {
                             self.counters.anomalies += 1;
                         }
                     }
-                    if e.instrument.pending() && !self.dirty.contains(&i) {
+                    if e.instrument.pending() && !had {
                         self.dirty.push(i);
                     }
                 }

@@ -17,7 +17,7 @@
 //! a fill or a give-up lets a later end of event publish them. A snapshot
 //! replaces both books at once and drops what was pending.
 
-use super::book::{Applied, Books, Update};
+use super::book::{Applied, Books, Changed, Update};
 use super::rptseq::{RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
@@ -43,6 +43,9 @@ pub struct Instrument {
     visible: Books,
     /// First and last position of the changes not visible yet.
     pending: Option<(Position, Position)>,
+    /// The slots of the working books those changes touched: all that
+    /// the visible books lack (they equal the working books elsewhere).
+    changed: Changed,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
     /// Entries that changed nothing for an odd value (unknown action or
@@ -60,6 +63,7 @@ impl Instrument {
             working: books.clone(),
             visible: books,
             pending: None,
+            changed: Changed::NONE,
             last_transact_time: None,
             anomalies: 0,
         }
@@ -103,12 +107,13 @@ impl Instrument {
             seq,
             working,
             pending,
+            changed,
             last_transact_time,
             anomalies,
             ..
         } = self;
         seq.on_entry(r, entry, cached, max_cached, |_, e| {
-            apply(working, pending, last_transact_time, anomalies, e)
+            apply(working, pending, changed, last_transact_time, anomalies, e)
         })
     }
 
@@ -127,6 +132,7 @@ impl Instrument {
             working,
             visible,
             pending,
+            changed,
             last_transact_time,
             anomalies,
         } = self;
@@ -141,8 +147,9 @@ impl Instrument {
             set(working);
             visible.copy_from(working);
             *pending = None;
+            *changed = Changed::NONE;
             for e in later {
-                apply(working, pending, last_transact_time, anomalies, e);
+                apply(working, pending, changed, last_transact_time, anomalies, e);
             }
         }
         s
@@ -150,7 +157,9 @@ impl Instrument {
 
     /// Publishes the working books if every pending change is covered by
     /// the end of event at `eoe` (the last processed), given which
-    /// packets `seq` knows to be missing. Returns whether it did.
+    /// packets `seq` knows to be missing. Returns whether it did. Only the
+    /// levels the pending changes touched are copied.
+    #[inline]
     pub fn cover(&mut self, eoe: Option<Position>, seq: &Sequence) -> bool {
         let (Some((first, last)), Some(q)) = (self.pending, eoe) else {
             return false;
@@ -158,7 +167,8 @@ impl Instrument {
         if last > q || !seq.complete(first.0, q.0) {
             return false;
         }
-        self.visible.copy_from(&self.working);
+        self.visible
+            .copy_changed_from(&self.working, &mut self.changed);
         self.pending = None;
         true
     }
@@ -169,6 +179,7 @@ impl Instrument {
         self.working.clear();
         self.visible.clear();
         self.pending = None;
+        self.changed = Changed::NONE;
         self.seq.reset(cached);
     }
 
@@ -180,10 +191,13 @@ impl Instrument {
     }
 }
 
-/// Applies one entry to the working books, noting it pending.
+/// Applies one entry to the working books, noting it pending and the
+/// slots it touched.
+#[inline]
 fn apply(
     working: &mut Books,
     pending: &mut Option<(Position, Position)>,
+    changed: &mut Changed,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
     e: Cached,
@@ -192,7 +206,7 @@ fn apply(
     let Some(u) = e.update else {
         return;
     };
-    match working.apply(&u) {
+    match working.apply_marking(&u, changed) {
         Applied::Changed => {
             *pending = Some(match *pending {
                 Some((first, last)) => (first.min(e.at), last.max(e.at)),

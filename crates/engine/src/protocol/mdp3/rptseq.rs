@@ -161,6 +161,26 @@ impl<T: Copy> RptSeq<T> {
         max_cached: usize,
         mut apply: impl FnMut(u32, T),
     ) -> Took {
+        // The usual case first: the next value, nothing cached, no
+        // overflow. What the general path below does then, without its
+        // cache searches: the heal rule holds exactly when no higher value
+        // was received.
+        if let Some(s) = self.rpt_seq {
+            if Some(r) == s.checked_add(1) && self.cache.is_empty() && !self.overflowed {
+                let high = self.high_seen.map_or(r, |h| h.max(r));
+                self.high_seen = Some(high);
+                self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
+                if !self.suspect || high == r {
+                    self.unverified = false;
+                }
+                if high == r {
+                    self.suspect = false;
+                }
+                self.rpt_seq = Some(r);
+                apply(r, entry);
+                return Took::Applied;
+            }
+        }
         self.high_seen = Some(self.high_seen.map_or(r, |h| h.max(r)));
         self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
         let next = match self.rpt_seq {
