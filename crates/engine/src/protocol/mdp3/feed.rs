@@ -352,18 +352,22 @@ impl Feed {
                     let is_46 = inc.template().id == BOOK.id;
                     for e in inc.entries() {
                         let (id, r, update) = match is_46.then(|| e.book_46()).flatten() {
-                            Some(b) => (
-                                b.security_id,
-                                b.rpt_seq,
-                                Some(Update {
+                            Some(b) => {
+                                let u = Update {
                                     action: b.action,
                                     entry: b.entry_type,
                                     level: b.level,
                                     price: b.price,
                                     size: b.size,
                                     orders: b.orders,
-                                }),
-                            ),
+                                };
+                                // The usual case, the instrument's next
+                                // RptSeq, applied at once.
+                                if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u) {
+                                    continue;
+                                }
+                                (b.security_id, b.rpt_seq, Some(u))
+                            }
                             None => (
                                 e.security_id(),
                                 e.rpt_seq(),
@@ -429,6 +433,26 @@ impl Feed {
         if !had && inst.pending() {
             self.dirty.push(i);
         }
+    }
+
+    /// A book entry applied at once if it is its instrument's next
+    /// RptSeq with nothing cached ([`Instrument::apply_next`]), with what
+    /// [`on_entry`](Self::on_entry) counts then; false, changing nothing
+    /// but making the instrument if new, otherwise.
+    #[inline]
+    fn apply_next(&mut self, id: i32, r: u32, at: Position, tt: u64, u: &Update) -> bool {
+        let i = self.instrument(id);
+        let inst = &mut self.entries[i as usize].instrument;
+        let had = inst.pending();
+        let anomalies = inst.anomalies();
+        if !inst.apply_next(r, at, tt, u) {
+            return false;
+        }
+        self.counters.anomalies += inst.anomalies() - anomalies;
+        if !had && inst.pending() {
+            self.dirty.push(i);
+        }
+        true
     }
 
     fn on_status(&mut self, id: Option<i32>, group: &[u8], asset: &[u8], code: u8, at: Position) {

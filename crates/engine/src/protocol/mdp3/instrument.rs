@@ -41,8 +41,9 @@ pub struct Instrument {
     pub seq: RptSeq<Cached>,
     working: Books,
     visible: Books,
-    /// First and last position of the changes not visible yet.
-    pending: Option<(Position, Position)>,
+    /// First and last position of the changes not visible yet, packed
+    /// ([`pack`]); [`NOTHING_PENDING`] when none is.
+    pending: (u64, u64),
     /// The slots of the working books those changes touched: all that
     /// the visible books lack (they equal the working books elsewhere).
     changed: Changed,
@@ -62,7 +63,7 @@ impl Instrument {
             seq: RptSeq::new(),
             working: books.clone(),
             visible: books,
-            pending: None,
+            pending: NOTHING_PENDING,
             changed: Changed::NONE,
             last_transact_time: None,
             anomalies: 0,
@@ -81,7 +82,7 @@ impl Instrument {
 
     /// Changes are waiting for their event's end.
     pub fn pending(&self) -> bool {
-        self.pending.is_some()
+        self.pending != NOTHING_PENDING
     }
 
     /// TransactTime of the last applied entry.
@@ -117,6 +118,27 @@ impl Instrument {
         })
     }
 
+    /// A book entry of RptSeq `r` at `at` applied at once when it is the
+    /// usual case (the next value, nothing cached: see
+    /// [`RptSeq::take_next`]), as [`on_entry`](Self::on_entry) would apply
+    /// it; false, changing nothing, when it must go through `on_entry`.
+    #[inline]
+    pub fn apply_next(&mut self, r: u32, at: Position, transact_time: u64, u: &Update) -> bool {
+        if !self.seq.take_next(r) {
+            return false;
+        }
+        self.last_transact_time = Some(transact_time);
+        update(
+            &mut self.working,
+            &mut self.pending,
+            &mut self.changed,
+            &mut self.anomalies,
+            at,
+            u,
+        );
+        true
+    }
+
     /// A snapshot of RptSeq `r` whose entries `set` puts in the (cleared)
     /// books: when it applies, both books are replaced and visible at
     /// once, what was pending dropped, and the cached entries continuing
@@ -146,7 +168,7 @@ impl Instrument {
             working.clear();
             set(working);
             visible.copy_from(working);
-            *pending = None;
+            *pending = NOTHING_PENDING;
             *changed = Changed::NONE;
             for e in later {
                 apply(working, pending, changed, last_transact_time, anomalies, e);
@@ -161,15 +183,18 @@ impl Instrument {
     /// levels the pending changes touched are copied.
     #[inline]
     pub fn cover(&mut self, eoe: Option<Position>, seq: &Sequence) -> bool {
-        let (Some((first, last)), Some(q)) = (self.pending, eoe) else {
+        let ((first, last), Some(q)) = (self.pending, eoe) else {
             return false;
         };
-        if last > q || !seq.complete(first.0, q.0) {
+        if self.pending == NOTHING_PENDING
+            || last > pack(q)
+            || !seq.complete((first >> 16) as u32, q.0)
+        {
             return false;
         }
         self.visible
             .copy_changed_from(&self.working, &mut self.changed);
-        self.pending = None;
+        self.pending = NOTHING_PENDING;
         true
     }
 
@@ -178,7 +203,7 @@ impl Instrument {
     pub fn reset(&mut self, cached: &mut usize) {
         self.working.clear();
         self.visible.clear();
-        self.pending = None;
+        self.pending = NOTHING_PENDING;
         self.changed = Changed::NONE;
         self.seq.reset(cached);
     }
@@ -191,27 +216,49 @@ impl Instrument {
     }
 }
 
+/// No change pending: a first position above any packed one, a last
+/// below (so that the first change sets both by `min` and `max`).
+const NOTHING_PENDING: (u64, u64) = (u64::MAX, 0);
+
+/// A position as one integer, in the same order: MsgSeqNum in the high
+/// bits, the message index in the low 16.
+#[inline(always)]
+fn pack((s, k): Position) -> u64 {
+    u64::from(s) << 16 | u64::from(k)
+}
+
 /// Applies one entry to the working books, noting it pending and the
 /// slots it touched.
 #[inline]
 fn apply(
     working: &mut Books,
-    pending: &mut Option<(Position, Position)>,
+    pending: &mut (u64, u64),
     changed: &mut Changed,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
     e: Cached,
 ) {
     *last_transact_time = Some(e.transact_time);
-    let Some(u) = e.update else {
-        return;
-    };
-    match working.apply_marking(&u, changed) {
+    if let Some(u) = e.update {
+        update(working, pending, changed, anomalies, e.at, &u);
+    }
+}
+
+/// Applies a book update at `at` to the working books, noting it pending
+/// and the slots it touched.
+#[inline]
+fn update(
+    working: &mut Books,
+    pending: &mut (u64, u64),
+    changed: &mut Changed,
+    anomalies: &mut u64,
+    at: Position,
+    u: &Update,
+) {
+    match working.apply_marking(u, changed) {
         Applied::Changed => {
-            *pending = Some(match *pending {
-                Some((first, last)) => (first.min(e.at), last.max(e.at)),
-                None => (e.at, e.at),
-            });
+            let at = pack(at);
+            *pending = (pending.0.min(at), pending.1.max(at));
         }
         Applied::Unchanged => {}
         Applied::Anomaly => *anomalies += 1,
