@@ -22,8 +22,11 @@ mod mdp3_gen;
 
 const BOOK_ENTRIES: u64 = 1_000_000;
 
+/// Datagrams with their arrival times (ns since the epoch).
+type Timed = Vec<(u64, Vec<u8>)>;
+
 /// The definitions, and line A's packets with their arrival times.
-fn channel(instruments: usize) -> (Vec<Vec<u8>>, Vec<(u64, Vec<u8>)>) {
+fn channel(instruments: usize) -> (Vec<Vec<u8>>, Timed) {
     let mut c = mdp3_gen::Channel::new(mdp3_gen::Params::line_a(BOOK_ENTRIES, instruments));
     let defs = c.definitions();
     let mut packets = Vec::new();

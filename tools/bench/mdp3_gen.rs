@@ -231,6 +231,9 @@ enum Item {
     Other(u16, i32, u32),
 }
 
+/// A datagram due later: (time, order written, service, bytes).
+type Due = (u64, u64, Service, Vec<u8>);
+
 /// The channel being written.
 pub struct Channel {
     p: Params,
@@ -246,8 +249,8 @@ pub struct Channel {
     in_packet: Vec<i32>,
     /// Entries (any template) in it.
     entries_in_packet: u64,
-    /// Datagrams due later: (time, order, service, bytes).
-    later: BinaryHeap<Reverse<(u64, u64, Service, Vec<u8>)>>,
+    /// Datagrams due later, earliest first.
+    later: BinaryHeap<Reverse<Due>>,
     order: u64,
     b_last: u64,
     /// Snapshots due: (time, SecurityIDs).
