@@ -104,6 +104,9 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "itch_recovery_latency": row(&["itch-recovery-latency"])?,
         "itch_check_latency": row(&["itch-check-latency"])?,
         "itch_glimpse_restart": row(&["itch-glimpse-restart"])?,
+        "mdp3_capture": row(&["mdp3-capture"])?,
+        "mdp3_apply": row(&["mdp3-apply"])?,
+        "mdp3_memory": row(&["mdp3-memory"])?,
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
@@ -205,7 +208,55 @@ pub fn table(r: &Value) -> String {
     itch_rows(r, &mut t);
     itch_live_rows(r, &mut t);
     itch_glimpse_rows(r, &mut t);
+    mdp3_rows(r, &mut t);
     t
+}
+
+/// The MDP3 rows, when the JSON has them.
+fn mdp3_rows(r: &Value, t: &mut String) {
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let met = |v: &Value| {
+        if v == &Value::Bool(true) {
+            "met"
+        } else {
+            "missed"
+        }
+    };
+    let c = &r["mdp3_capture"];
+    if c.is_object() {
+        let each = c["replay_book_entries_per_s_each"]
+            .as_array()
+            .map(|runs| runs.iter().map(rate).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        let rate_met = f(&c["replay_book_entries_per_s"]) >= f(&c["target_book_entries_per_s"]);
+        let ratio_met = f(&c["ratio"]) >= f(&c["target_ratio"]);
+        t.push_str(&format!(
+            "| MDP3 capture replay ({} book entries, {} instruments, 2 lines + snapshots, {:.1} book entries/packet, {} events spanning packets; packets lost: {} on line A only, {} on both) | {} book entries/s end to end (best of {}: {each}) | {} book entries/s only reading the capture | {:.2} | ≥ 25 M/s ({}), ratio ≥ 0.15 ({}) |\n",
+            c["book_entries"], c["instruments"], f(&c["book_entries_per_packet"]), c["events_spanning_packets"],
+            c["lost_on_a_only"], c["lost_on_both_lines"],
+            rate(&c["replay_book_entries_per_s"]), c["runs"], rate(&c["floor_book_entries_per_s"]),
+            f(&c["ratio"]), met(&Value::Bool(rate_met)), met(&Value::Bool(ratio_met))
+        ));
+    }
+    for d in r["mdp3_apply"]["per_book_entry"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        t.push_str(&format!(
+            "| MDP3 decode + apply, {} instruments | {} ns/book entry | decoding alone {} ns/book entry | {:.1}× decode | ≤ {} ns ({}) |\n",
+            d["instruments"], ns(&d["decode_apply_ns"]), ns(&d["decode_ns"]),
+            f(&d["decode_apply_over_decode"]), d["target_ns"], met(&d["met"])
+        ));
+    }
+    let m = &r["mdp3_memory"];
+    if m.is_object() {
+        t.push_str(&format!(
+            "| MDP3 memory per instrument ({} and {} instruments) | {:.0} B/instrument of resident growth | its structure: {} B (entry {} B, book slots {} B each, working and visible) | | |\n",
+            m["small"]["instruments"], m["large"]["instruments"], f(&m["rss_bytes_per_instrument"]),
+            m["structure_bytes_per_instrument"], m["entry_bytes"], m["level_slot_bytes"]
+        ));
+    }
 }
 
 /// Median and p99 of a latency summary, µs.

@@ -19,6 +19,10 @@ mod itch_glimpse;
 mod itch_live;
 mod itch_memory;
 mod live;
+mod mdp3_apply;
+mod mdp3_capture;
+mod mdp3_gen;
+mod mdp3_memory;
 mod memory;
 mod replay_throughput;
 mod soak;
@@ -64,6 +68,12 @@ enum Row {
     ItchCheckLatency(check_latency::LatencyArgs),
     /// ITCH GLIMPSE: a sidecar started mid-session restarting to ok from a snapshot of 1M orders on loopback, against the multicast apply rate; its receive cycles while the snapshot arrives against normal.
     ItchGlimpseRestart(itch_glimpse::Args),
+    /// MDP3 capture (two lines, snapshots) replayed, book entries/s against reading the capture.
+    Mdp3Capture(mdp3_capture::Args),
+    /// MDP3 decode + apply ns/book entry from the mdp3_apply criterion bench.
+    Mdp3Apply(mdp3_apply::Args),
+    /// MDP3 memory per instrument: resident growth of two replays, 500 and 50,000 instruments.
+    Mdp3Memory(mdp3_memory::Args),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
     Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
@@ -93,6 +103,9 @@ fn main() -> anyhow::Result<()> {
         Row::ItchRecoveryLatency(a) => itch_live::recovery(&a)?,
         Row::ItchCheckLatency(a) => itch_check::run(&a)?,
         Row::ItchGlimpseRestart(a) => itch_glimpse::run(&a)?,
+        Row::Mdp3Capture(a) => mdp3_capture::run(&a)?,
+        Row::Mdp3Apply(a) => mdp3_apply::run(&a)?,
+        Row::Mdp3Memory(a) => mdp3_memory::run(&a)?,
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,

@@ -180,15 +180,21 @@ impl Side {
     }
 
     /// Applies `action` at level `n` with `level` (present for New,
-    /// Change, Overlay).
-    fn apply(&mut self, action: Action, n: u8, level: Option<Level>) -> Applied {
+    /// Change, Overlay). Returns the slots it may have changed (`None`:
+    /// none).
+    #[inline]
+    fn apply(&mut self, action: Action, n: u8, level: Option<Level>) -> Option<Touched> {
         let depth = self.slots.len();
+        let all = Touched::ALL;
         match action {
-            Action::DeleteThru => self.clear(),
+            Action::DeleteThru => {
+                self.clear();
+                Some(all)
+            }
             Action::DeleteFrom => {
                 let n = usize::from(n);
                 if n == 0 {
-                    return Applied::Unchanged;
+                    return None;
                 }
                 if n >= depth {
                     self.clear();
@@ -196,29 +202,55 @@ impl Side {
                     self.slots.copy_within(n.., 0);
                     self.slots[depth - n..].fill(None);
                 }
+                Some(all)
             }
             Action::New => {
-                let Some(i) = index(n, depth) else {
-                    return Applied::Unchanged;
-                };
+                let i = index(n, depth)?;
                 self.slots.copy_within(i..depth - 1, i + 1);
                 self.slots[i] = level;
+                Some(Touched::from(i as u8))
             }
             Action::Change | Action::Overlay => {
-                let Some(i) = index(n, depth) else {
-                    return Applied::Unchanged;
-                };
+                let i = index(n, depth)?;
                 self.slots[i] = level;
+                Some(Touched::one(i as u8))
             }
             Action::Delete => {
-                let Some(i) = index(n, depth) else {
-                    return Applied::Unchanged;
-                };
+                let i = index(n, depth)?;
                 self.slots.copy_within(i + 1.., i);
                 self.slots[depth - 1] = None;
+                Some(Touched::from(i as u8))
             }
         }
-        Applied::Changed
+    }
+
+    /// Copies the slots of `other` in `range` (clamped to the depth), or
+    /// every slot where the depths differ (allocating only then).
+    #[inline(always)]
+    fn copy_range_from(&mut self, other: &Side, range: Touched) {
+        if self.slots.len() != other.slots.len() {
+            self.copy_all_from(other);
+            return;
+        }
+        if range.is_empty() {
+            return;
+        }
+        let hi = usize::from(range.hi).min(self.slots.len());
+        let lo = usize::from(range.lo).min(hi);
+        if hi - lo == 1 {
+            // A Change or Overlay: one slot, no call.
+            self.slots[lo] = other.slots[lo];
+        } else {
+            self.slots[lo..hi].copy_from_slice(&other.slots[lo..hi]);
+        }
+    }
+
+    /// Every slot of `other`, whatever the depths (never on the hot path:
+    /// both copies of a book always have the same depths).
+    #[cold]
+    #[inline(never)]
+    fn copy_all_from(&mut self, other: &Side) {
+        self.slots.clone_from(&other.slots);
     }
 
     /// Makes this side a copy of `other`: its slots copied in place when
@@ -250,6 +282,76 @@ impl Side {
 fn index(n: u8, depth: usize) -> Option<usize> {
     let i = usize::from(n).checked_sub(1)?;
     (i < depth).then_some(i)
+}
+
+/// Slots `lo..hi` of a side (`hi` may pass its depth: clamped on use).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Touched {
+    lo: u8,
+    hi: u8,
+}
+
+impl Touched {
+    /// Every slot.
+    const ALL: Touched = Touched {
+        lo: 0,
+        hi: MAX_DEPTH,
+    };
+    /// No slot.
+    const NONE: Touched = Touched { lo: u8::MAX, hi: 0 };
+
+    /// Slot `i` alone.
+    fn one(i: u8) -> Touched {
+        Touched { lo: i, hi: i + 1 }
+    }
+
+    /// Slot `i` and every deeper one (a shift).
+    fn from(i: u8) -> Touched {
+        Touched {
+            lo: i,
+            hi: MAX_DEPTH,
+        }
+    }
+
+    fn is_empty(self) -> bool {
+        self.lo >= self.hi
+    }
+
+    fn union(self, other: Touched) -> Touched {
+        Touched {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+        }
+    }
+}
+
+/// Which slots of each of an instrument's four sides (outright bid and
+/// offer, implied bid and offer) were changed since its books were last
+/// copied: what [`Books::copy_changed_from`] copies, so that making an
+/// event visible costs the levels it touched, not the whole books.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Changed([Touched; 4]);
+
+impl Default for Changed {
+    fn default() -> Changed {
+        Changed::NONE
+    }
+}
+
+impl Changed {
+    /// Nothing changed.
+    pub const NONE: Changed = Changed([Touched::NONE; 4]);
+    /// Everything may have changed.
+    pub const ALL: Changed = Changed([Touched::ALL; 4]);
+
+    /// Nothing marked.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|t| t.is_empty())
+    }
+
+    fn mark(&mut self, side: usize, t: Touched) {
+        self.0[side] = self.0[side].union(t);
+    }
 }
 
 /// One book: a bid side and an offer side.
@@ -307,17 +409,26 @@ impl Books {
 
     /// Applies one incremental update.
     pub fn apply(&mut self, u: &Update) -> Applied {
+        let mut changed = Changed::NONE;
+        self.apply_marking(u, &mut changed)
+    }
+
+    /// Applies one incremental update, marking in `changed` the slots it
+    /// may have changed.
+    #[inline(always)]
+    pub fn apply_marking(&mut self, u: &Update, changed: &mut Changed) -> Applied {
         let (Some(action), Some(entry)) = (Action::from_code(u.action), Entry::from_code(u.entry))
         else {
             return Applied::Anomaly;
         };
-        let side = match entry {
-            Entry::Bid => &mut self.outright.bid,
-            Entry::Offer => &mut self.outright.offer,
-            Entry::ImpliedBid => &mut self.implied.bid,
-            Entry::ImpliedOffer => &mut self.implied.offer,
+        let (side, which) = match entry {
+            Entry::Bid => (&mut self.outright.bid, 0),
+            Entry::Offer => (&mut self.outright.offer, 1),
+            Entry::ImpliedBid => (&mut self.implied.bid, 2),
+            Entry::ImpliedOffer => (&mut self.implied.offer, 3),
             Entry::Reset => {
                 self.clear();
+                *changed = Changed::ALL;
                 return Applied::Changed;
             }
             Entry::MarketBest => return Applied::Unchanged,
@@ -333,7 +444,13 @@ impl Books {
             },
             Action::Delete | Action::DeleteThru | Action::DeleteFrom => None,
         };
-        side.apply(action, u.level, level)
+        match side.apply(action, u.level, level) {
+            Some(t) => {
+                changed.mark(which, t);
+                Applied::Changed
+            }
+            None => Applied::Unchanged,
+        }
     }
 
     /// Sets a snapshot entry's level (after [`clear`](Self::clear)): a
@@ -385,14 +502,26 @@ impl Books {
     /// depths agree. (A derived `clone_from` would clone and drop every
     /// side's slots: an allocation per side per publication.)
     pub fn copy_from(&mut self, other: &Books) {
-        for (to, from) in [
-            (&mut self.outright.bid, &other.outright.bid),
-            (&mut self.outright.offer, &other.outright.offer),
-            (&mut self.implied.bid, &other.implied.bid),
-            (&mut self.implied.offer, &other.implied.offer),
-        ] {
-            to.copy_from(from);
-        }
+        let mut all = Changed::ALL;
+        self.copy_changed_from(other, &mut all);
+    }
+
+    /// Copies from `other` the slots `changed` marks (where a side's depths
+    /// differ, the whole side), then clears `changed`. Where every slot
+    /// that differs is marked (these books equal `other` when `changed`
+    /// was last cleared, and every change to `other` since was marked),
+    /// the books are then a copy of `other`. Allocates nothing when the
+    /// depths agree.
+    #[inline]
+    pub fn copy_changed_from(&mut self, other: &Books, changed: &mut Changed) {
+        let [a, b, c, d] = changed.0;
+        self.outright.bid.copy_range_from(&other.outright.bid, a);
+        self.outright
+            .offer
+            .copy_range_from(&other.outright.offer, b);
+        self.implied.bid.copy_range_from(&other.implied.bid, c);
+        self.implied.offer.copy_range_from(&other.implied.offer, d);
+        *changed = Changed::NONE;
     }
 }
 
@@ -561,6 +690,34 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Copying only the slots marked changed keeps a copy equal to the
+        /// books it follows, whatever the updates (every action, entry
+        /// type and level, resets and anomalies included) and however
+        /// many come between copies.
+        #[test]
+        fn copying_what_changed_equals_copying_everything(
+            depth in 1u8..8,
+            ops in proptest::collection::vec(
+                (0u8..7, 0usize..7, 0u8..10, -5i64..5, proptest::bool::weighted(0.3)),
+                0..200,
+            ),
+        ) {
+            let types = [b'0', b'1', b'E', b'F', b'J', b'w', b'Z'];
+            let mut working = Books::new(depth, 2);
+            let mut visible = working.clone();
+            let mut changed = Changed::NONE;
+            for (action, entry, n, price, copy) in ops {
+                working.apply_marking(&up(action, types[entry], n, price), &mut changed);
+                if copy {
+                    visible.copy_changed_from(&working, &mut changed);
+                    proptest::prop_assert_eq!(&visible, &working);
+                    proptest::prop_assert!(changed.is_empty());
+                }
+            }
+            visible.copy_changed_from(&working, &mut changed);
+            proptest::prop_assert_eq!(&visible, &working);
+        }
+
         /// Any run of updates leaves each side as a plain vector model of
         /// the actions leaves it.
         #[test]

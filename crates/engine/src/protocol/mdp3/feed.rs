@@ -16,12 +16,13 @@
 //! less the clock offset.
 
 use super::book::{Books, Update};
+use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
 use super::rptseq::{Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
 use super::status::{self, Position, State, Status};
-use super::template::{trim, Body, Kind};
+use super::template::{trim, Body, Kind, BOOK};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
@@ -171,9 +172,9 @@ pub struct Feed {
     /// an instrument's books are allocated once with it (again only when a
     /// definition changes a depth).
     entries: Vec<Entry>,
-    /// SecurityID → index in `entries`: grows (rehashing, amortised) with
-    /// it.
-    by_id: HashMap<i32, u32>,
+    /// SecurityID → index in `entries`: an open-addressing index kept at
+    /// most half full, grown (doubling, amortised) with it.
+    by_id: IdIndex,
     /// Symbol → index in `entries`: a key allocated when a definition
     /// maps a Symbol anew; the same definition again changes nothing.
     by_symbol: HashMap<String, u32>,
@@ -203,7 +204,7 @@ impl Feed {
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             settings,
             entries: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdIndex::new(),
             by_symbol: HashMap::new(),
             cached: 0,
             ends: Ends::default(),
@@ -261,7 +262,7 @@ impl Feed {
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
     pub fn find(&self, name: &str) -> Option<&Entry> {
         let i = match name.strip_prefix('#') {
-            Some(id) => *self.by_id.get(&id.parse::<i32>().ok()?)?,
+            Some(id) => self.by_id.get(id.parse::<i32>().ok()?)?,
             None => *self.by_symbol.get(name)?,
         };
         self.entries.get(i as usize)
@@ -293,10 +294,16 @@ impl Feed {
     }
 
     /// The instrument of `id`, made (no baseline, default depths) if new.
+    #[inline]
     fn instrument(&mut self, id: i32) -> u32 {
-        if let Some(&i) = self.by_id.get(&id) {
-            return i;
+        match self.by_id.get(id) {
+            Some(i) => i,
+            None => self.new_instrument(id),
         }
+    }
+
+    #[cold]
+    fn new_instrument(&mut self, id: i32) -> u32 {
         let i = self.entries.len() as u32;
         self.entries.push(Entry {
             security_id: id,
@@ -371,7 +378,14 @@ impl Feed {
         let mut source = None;
         for (k, m) in packet.messages().enumerate() {
             let at = (s, k as u16);
-            if m.kind() != Kind::Unknown {
+            // Parsed once: the template, its counters and its end of event
+            // all come from this body.
+            let body = m.body();
+            let known = match body {
+                Body::NotRead => m.kind() != Kind::Unknown,
+                _ => true,
+            };
+            if known {
                 if let Some(n) = self
                     .counters
                     .by_template
@@ -380,7 +394,13 @@ impl Feed {
                     *n += 1;
                 }
             }
-            match m.body() {
+            let mei = match body {
+                Body::ChannelReset(m) | Body::Incremental(m) => Some(m.match_event_indicator()),
+                Body::SecurityStatus(st) => Some(st.match_event_indicator()),
+                Body::Definition(d) => Some(d.match_event_indicator()),
+                Body::Heartbeat | Body::Snapshot(_) | Body::NotRead => None,
+            };
+            match body {
                 Body::ChannelReset(reset) => {
                     self.reset_channel();
                     self.counters.channel_resets += 1;
@@ -397,18 +417,42 @@ impl Feed {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
                     let tt = inc.transact_time();
                     source = Some(tt);
+                    // 46, the bulk of a channel, read at its fixed offsets.
+                    let is_46 = inc.template().id == BOOK.id;
                     for e in inc.entries() {
-                        let update = e.book().map(|b| Update {
-                            action: b.action().code(),
-                            entry: b.entry_type().code(),
-                            level: b.level(),
-                            price: b.price(),
-                            size: b.size(),
-                            orders: b.orders(),
-                        });
+                        let (id, r, update) = match is_46.then(|| e.book_46()).flatten() {
+                            Some(b) => {
+                                let u = Update {
+                                    action: b.action,
+                                    entry: b.entry_type,
+                                    level: b.level,
+                                    price: b.price,
+                                    size: b.size,
+                                    orders: b.orders,
+                                };
+                                // The usual case, the instrument's next
+                                // RptSeq, applied at once.
+                                if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u) {
+                                    continue;
+                                }
+                                (b.security_id, b.rpt_seq, Some(u))
+                            }
+                            None => (
+                                e.security_id(),
+                                e.rpt_seq(),
+                                e.book().map(|b| Update {
+                                    action: b.action().code(),
+                                    entry: b.entry_type().code(),
+                                    level: b.level(),
+                                    price: b.price(),
+                                    size: b.size(),
+                                    orders: b.orders(),
+                                }),
+                            ),
+                        };
                         self.on_entry(
-                            e.security_id(),
-                            e.rpt_seq(),
+                            id,
+                            r,
                             Cached {
                                 at,
                                 transact_time: tt,
@@ -424,7 +468,7 @@ impl Feed {
                     _ => {}
                 },
             }
-            if m.match_event_indicator().is_some_and(|e| e.end_of_event()) {
+            if mei.is_some_and(|e| e.end_of_event()) {
                 self.ends.push(at, &self.seq);
                 self.cover();
             }
@@ -458,6 +502,26 @@ impl Feed {
         if !had && inst.pending() {
             self.dirty.push(i);
         }
+    }
+
+    /// A book entry applied at once if it is its instrument's next
+    /// RptSeq with nothing cached ([`Instrument::apply_next`]), with what
+    /// [`on_entry`](Self::on_entry) counts then; false, changing nothing
+    /// but making the instrument if new, otherwise.
+    #[inline]
+    fn apply_next(&mut self, id: i32, r: u32, at: Position, tt: u64, u: &Update) -> bool {
+        let i = self.instrument(id);
+        let inst = &mut self.entries[i as usize].instrument;
+        let had = inst.pending();
+        let anomalies = inst.anomalies();
+        if !inst.apply_next(r, at, tt, u) {
+            return false;
+        }
+        self.counters.anomalies += inst.anomalies() - anomalies;
+        if !had && inst.pending() {
+            self.dirty.push(i);
+        }
+        true
     }
 
     fn on_status(&mut self, id: Option<i32>, group: &[u8], asset: &[u8], code: u8, at: Position) {
@@ -544,6 +608,9 @@ impl Feed {
             let i = self.instrument(snap.security_id());
             let e = &mut self.entries[i as usize];
             let anomalies = e.instrument.anomalies();
+            // Pending changes put an instrument in `dirty` (until covered
+            // or found without any).
+            let had = e.instrument.pending();
             let matched =
                 e.instrument
                     .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
@@ -572,7 +639,7 @@ impl Feed {
                             self.counters.anomalies += 1;
                         }
                     }
-                    if e.instrument.pending() && !self.dirty.contains(&i) {
+                    if e.instrument.pending() && !had {
                         self.dirty.push(i);
                     }
                 }

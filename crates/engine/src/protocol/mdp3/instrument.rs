@@ -26,7 +26,7 @@
 //! a fill or a give-up lets a later end of event publish them. A snapshot
 //! replaces both books at once and drops what was pending.
 
-use super::book::{Applied, Books, Update};
+use super::book::{Applied, Books, Changed, Update};
 use super::rptseq::{RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
@@ -110,6 +110,9 @@ pub struct Instrument {
     /// or two; it grows to the most an instrument had waiting at once
     /// (a gap open) and is reused.
     pending: Vec<Position>,
+    /// The slots of the working books those changes touched: all that
+    /// the visible books lack (they equal the working books elsewhere).
+    changed: Changed,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
     /// Entries that changed nothing for an odd value (unknown action or
@@ -127,6 +130,7 @@ impl Instrument {
             working: books.clone(),
             visible: books,
             pending: Vec::new(),
+            changed: Changed::NONE,
             last_transact_time: None,
             anomalies: 0,
         }
@@ -170,13 +174,35 @@ impl Instrument {
             seq,
             working,
             pending,
+            changed,
             last_transact_time,
             anomalies,
             ..
         } = self;
         seq.on_entry(r, entry, cached, max_cached, |_, e| {
-            apply(working, pending, last_transact_time, anomalies, e)
+            apply(working, pending, changed, last_transact_time, anomalies, e)
         })
+    }
+
+    /// A book entry of RptSeq `r` at `at` applied at once when it is the
+    /// usual case (the next value, nothing cached: see
+    /// [`RptSeq::take_next`]), as [`on_entry`](Self::on_entry) would apply
+    /// it; false, changing nothing, when it must go through `on_entry`.
+    #[inline]
+    pub fn apply_next(&mut self, r: u32, at: Position, transact_time: u64, u: &Update) -> bool {
+        if !self.seq.take_next(r) {
+            return false;
+        }
+        self.last_transact_time = Some(transact_time);
+        update(
+            &mut self.working,
+            &mut self.pending,
+            &mut self.changed,
+            &mut self.anomalies,
+            at,
+            u,
+        );
+        true
     }
 
     /// A snapshot of RptSeq `r` whose entries `set` puts in the (cleared)
@@ -194,6 +220,7 @@ impl Instrument {
             working,
             visible,
             pending,
+            changed,
             last_transact_time,
             anomalies,
         } = self;
@@ -205,15 +232,17 @@ impl Instrument {
             set(working);
             visible.copy_from(working);
             pending.clear();
+            *changed = Changed::NONE;
         }
         seq.on_snapshot(r, cached, |_, e| {
-            apply(working, pending, last_transact_time, anomalies, e)
+            apply(working, pending, changed, last_transact_time, anomalies, e)
         })
     }
 
     /// Publishes the working books if every pending change is covered by
     /// the ends of event processed, given which packets `seq` knows to be
-    /// missing. Returns whether it did.
+    /// missing. Returns whether it did. Only the levels the pending
+    /// changes touched are copied.
     pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
         if self.pending.is_empty() {
             return false;
@@ -222,7 +251,8 @@ impl Instrument {
         if !self.pending.is_empty() {
             return false;
         }
-        self.visible.copy_from(&self.working);
+        self.visible
+            .copy_changed_from(&self.working, &mut self.changed);
         true
     }
 
@@ -232,6 +262,7 @@ impl Instrument {
         self.working.clear();
         self.visible.clear();
         self.pending.clear();
+        self.changed = Changed::NONE;
         self.seq.reset(cached);
     }
 
@@ -252,23 +283,39 @@ impl Instrument {
     }
 }
 
-/// Applies one entry to the working books, noting it pending.
+/// Applies one entry to the working books, noting it pending and the
+/// slots it touched.
+#[inline]
 fn apply(
     working: &mut Books,
     pending: &mut Vec<Position>,
+    changed: &mut Changed,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
     e: Cached,
 ) {
     *last_transact_time = Some(e.transact_time);
-    let Some(u) = e.update else {
-        return;
-    };
-    match working.apply(&u) {
+    if let Some(u) = e.update {
+        update(working, pending, changed, anomalies, e.at, &u);
+    }
+}
+
+/// Applies a book update at `at` to the working books, noting it pending
+/// and the slots it touched.
+#[inline]
+fn update(
+    working: &mut Books,
+    pending: &mut Vec<Position>,
+    changed: &mut Changed,
+    anomalies: &mut u64,
+    at: Position,
+    u: &Update,
+) {
+    match working.apply_marking(u, changed) {
         Applied::Changed => {
             // A message's entries share its position: kept once.
-            if pending.last() != Some(&e.at) {
-                pending.push(e.at);
+            if pending.last() != Some(&at) {
+                pending.push(at);
             }
         }
         Applied::Unchanged => {}

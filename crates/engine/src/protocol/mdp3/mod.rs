@@ -114,6 +114,7 @@ pub mod config;
 pub mod encode;
 pub mod engine;
 pub mod feed;
+pub mod index;
 pub mod instrument;
 pub mod packet;
 pub mod rptseq;

@@ -180,6 +180,10 @@ impl<T: Copy> RptSeq<T> {
         max_cached: usize,
         mut apply: impl FnMut(u32, T),
     ) -> Took {
+        if self.take_next(r) {
+            apply(r, entry);
+            return Took::Applied;
+        }
         self.high_seen = Some(self.high_seen.map_or(r, |h| h.max(r)));
         self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
         let next = match self.rpt_seq {
@@ -233,6 +237,32 @@ impl<T: Copy> RptSeq<T> {
             Some(s) if self.unverified => r >= s,
             Some(_) => false,
         }
+    }
+
+    /// Takes `r` if it is the usual case — the next value, nothing
+    /// cached, no overflow — doing what [`on_entry`](Self::on_entry) does
+    /// then, without its cache searches (the heal rule holds exactly when
+    /// no higher value was received); the caller applies the entry.
+    /// Otherwise returns false and changes nothing.
+    #[inline]
+    pub fn take_next(&mut self, r: u32) -> bool {
+        let Some(s) = self.rpt_seq else {
+            return false;
+        };
+        if Some(r) != s.checked_add(1) || !self.cache.is_empty() || self.overflowed {
+            return false;
+        }
+        let high = self.high_seen.map_or(r, |h| h.max(r));
+        self.high_seen = Some(high);
+        self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
+        if !self.suspect || high == r {
+            self.unverified = false;
+        }
+        if high == r {
+            self.suspect = false;
+        }
+        self.rpt_seq = Some(r);
+        true
     }
 
     /// A snapshot reflecting every value up to `r` (its RptSeq), matched

@@ -1,0 +1,94 @@
+//! Runs MDP3 decode + apply over line A of the `mdp3-capture` row's
+//! synthetic channel (`tools/bench/mdp3_gen.rs`), for profilers, and
+//! prints this thread's CPU time per book entry (steadier than wall time
+//! on a shared machine):
+//!
+//! ```text
+//! cargo build --release --example mdp3_profile
+//! target/release/examples/mdp3_profile 500 1000000
+//! valgrind --tool=callgrind --toggle-collect='mdp3_profile::process' \
+//!     target/release/examples/mdp3_profile 500 200000
+//! ```
+//!
+//! Arguments: instruments (500), book entries (1,000,000), passes
+//! (3; each into a fresh channel, the least time printed).
+
+use tickguard::clock::OffsetMode;
+use tickguard::protocol::mdp3::feed::{Feed, Settings};
+use tickguard::protocol::mdp3::sequence;
+
+#[path = "../tools/bench/mdp3_gen.rs"]
+mod mdp3_gen;
+
+fn arg<T: std::str::FromStr>(n: usize, default: T) -> T {
+    std::env::args()
+        .nth(n)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+fn feed(defs: &[Vec<u8>]) -> Feed {
+    let mut f = Feed::new(Settings {
+        sequencing: sequence::Settings {
+            gap_timeout_ns: 5_000_000,
+            restart_margin: 10_000,
+        },
+        max_cached: 1_000_000,
+        default_depth: 10,
+        default_implied_depth: 2,
+        offset: OffsetMode::Fixed(0),
+        offset_queue: 16,
+    });
+    for d in defs {
+        f.on_definitions(d).expect("a definition");
+    }
+    f
+}
+
+/// The timed part: every packet into the channel.
+#[inline(never)]
+fn process(f: &mut Feed, packets: &[(u64, Vec<u8>)]) {
+    for (t, p) in packets {
+        let _ = f.on_incremental(std::hint::black_box(p), *t);
+    }
+}
+
+/// This thread's CPU time, ns.
+fn cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn main() {
+    let instruments: usize = arg(1, 500);
+    let entries: u64 = arg(2, 1_000_000);
+    let passes: usize = arg(3, 3);
+    let mut channel = mdp3_gen::Channel::new(mdp3_gen::Params::line_a(entries, instruments));
+    let defs = channel.definitions();
+    let mut packets = Vec::new();
+    let stats = channel
+        .run(|t, _, p| {
+            packets.push((t, p.to_vec()));
+            Ok(())
+        })
+        .expect("generated");
+    let mut best = u64::MAX;
+    for _ in 0..passes.max(1) {
+        let mut f = feed(&defs);
+        let start = cpu_ns();
+        process(&mut f, &packets);
+        best = best.min(cpu_ns() - start);
+        assert_eq!(f.instruments().len(), instruments);
+    }
+    println!(
+        "{instruments} instruments, {} book entries in {} packets: {:.1} ns CPU per book entry",
+        stats.book_entries,
+        stats.packets,
+        best as f64 / stats.book_entries as f64
+    );
+}
