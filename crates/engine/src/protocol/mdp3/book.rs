@@ -253,17 +253,6 @@ impl Side {
         self.slots.clone_from(&other.slots);
     }
 
-    /// Makes this side a copy of `other`: its slots copied in place when
-    /// the depths agree (no allocation), taken anew when they differ (a
-    /// definition changed one copy's depth).
-    fn copy_from(&mut self, other: &Side) {
-        if self.slots.len() == other.slots.len() {
-            self.slots.copy_from_slice(&other.slots);
-        } else {
-            self.slots = other.slots.clone();
-        }
-    }
-
     /// Keeps the first `depth` levels' slots (a definition lowering the
     /// depth cuts the deeper levels; raising it adds empty ones).
     fn resize(&mut self, depth: u8) {
