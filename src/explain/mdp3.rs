@@ -78,6 +78,15 @@ pub struct Step {
     pub after: Reasons,
 }
 
+impl super::Moment for Step {
+    fn time(&self) -> u64 {
+        self.time
+    }
+    fn turn(&self) -> (Reasons, Reasons) {
+        (self.before, self.after)
+    }
+}
+
 impl Step {
     /// True when the verdict changed.
     pub fn changed(&self) -> bool {
@@ -273,12 +282,7 @@ impl Mdp3Explain {
 
     /// The verdict the steps imply at `t`: the last step's at or before it.
     pub fn verdict_at(&self, t: u64) -> Reasons {
-        let i = self.steps.partition_point(|s| s.time <= t);
-        self.steps[..i]
-            .iter()
-            .rev()
-            .find(|s| s.changed())
-            .map_or(Reasons::NO_QUOTE, |s| s.after)
+        super::verdict_at(&self.steps, t)
     }
 
     fn channel<'h>(&self, handler: &'h Handler) -> Option<&'h Feed> {
@@ -505,31 +509,15 @@ impl Mdp3Explain {
     /// since which it is ok), and the state then.
     pub fn answer_at(&self, time: u64, answer: Reasons) -> String {
         let origin = self.origin.unwrap_or(time);
-        let mut out = format!(
-            "{} {} at {} ({}): {answer}\n",
-            self.name,
-            self.instrument,
-            iso(time),
-            rel(time, origin).trim_start()
-        );
-        let until = self.steps.partition_point(|s| s.time <= time);
-        out.push_str(&super::why(
-            &self.steps[..until],
+        super::answer_at(
+            (&self.name, &self.instrument),
+            time,
             answer,
-            |s| (s.before, s.after),
+            origin,
+            &self.steps,
             |s| self.render(s, origin),
-        ));
-        if let Some(a) = &self.at_state {
-            out.push_str(a);
-        }
-        let derived = self.verdict_at(time);
-        if derived != answer {
-            let _ = writeln!(
-                out,
-                "  note: the steps imply {derived}, the replay answered {answer}"
-            );
-        }
-        out
+            self.at_state.as_deref(),
+        )
     }
 }
 

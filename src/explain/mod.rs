@@ -10,41 +10,85 @@ pub mod sqf;
 use crate::verdict::Reasons;
 use std::fmt::Write as _;
 
-/// The lines of an `--at` answer that say why: for `answer` ok, the step
-/// since which it is ok; else, for each reason in order, the last step of
-/// `steps` (those up to the time asked) that set it, or "since the start".
-/// `turn` gives a step's verdict before and after; `render` its line.
-pub(crate) fn why<S>(
-    steps: &[S],
+/// A moment of an explanation: when, and the verdict before and after.
+pub(crate) trait Moment {
+    /// When, ns since the Unix epoch (local clock).
+    fn time(&self) -> u64;
+    /// The verdict before and after.
+    fn turn(&self) -> (Reasons, Reasons);
+}
+
+/// The verdict `steps` (in time order) imply at `t`: the last change's at
+/// or before it, `no_quote` before any.
+pub(crate) fn verdict_at<S: Moment>(steps: &[S], t: u64) -> Reasons {
+    let i = steps.partition_point(|s| s.time() <= t);
+    steps[..i]
+        .iter()
+        .rev()
+        .map(Moment::turn)
+        .find(|(before, after)| before != after)
+        .map_or(Reasons::NO_QUOTE, |(_, after)| after)
+}
+
+/// The `--at` text of `who` (feed and name) at `time`: the replay's own
+/// answer, then for an ok answer the step since which it is ok, else for
+/// each reason in order the last step of `steps` up to `time` that set it
+/// (or "since the start"); `state`, the state at that time; and a note if
+/// the steps imply another verdict. `render` gives a step's line.
+pub(crate) fn answer_at<S: Moment>(
+    who: (&str, &str),
+    time: u64,
     answer: Reasons,
-    turn: impl Fn(&S) -> (Reasons, Reasons),
+    origin: u64,
+    steps: &[S],
     render: impl Fn(&S) -> String,
+    state: Option<&str>,
 ) -> String {
-    let mut out = String::new();
+    let mut out = format!(
+        "{} {} at {} ({}): {answer}\n",
+        who.0,
+        who.1,
+        iso(time),
+        rel(time, origin).trim_start()
+    );
+    let until = steps.partition_point(|s| s.time() <= time);
+    let set = |bit: Option<Reasons>| {
+        steps[..until].iter().rev().find(|s| {
+            let (before, after) = s.turn();
+            match bit {
+                None => before != after,
+                Some(b) => after.contains(b) && !before.contains(b),
+            }
+        })
+    };
     if answer.is_ok() {
-        if let Some(s) = steps.iter().rev().find(|s| {
-            let (before, after) = turn(s);
-            before != after
-        }) {
+        if let Some(s) = set(None) {
             let _ = writeln!(out, "  ok since        {}", render(s));
         }
-        return out;
+    } else {
+        for (bit, reason) in Reasons::ORDER {
+            if !answer.contains(bit) {
+                continue;
+            }
+            match set(Some(bit)) {
+                Some(s) => {
+                    let _ = writeln!(out, "  {reason:<15} {}", render(s));
+                }
+                None => {
+                    let _ = writeln!(out, "  {reason:<15} since the start");
+                }
+            }
+        }
     }
-    for (bit, reason) in Reasons::ORDER {
-        if !answer.contains(bit) {
-            continue;
-        }
-        match steps.iter().rev().find(|s| {
-            let (before, after) = turn(s);
-            after.contains(bit) && !before.contains(bit)
-        }) {
-            Some(s) => {
-                let _ = writeln!(out, "  {reason:<15} {}", render(s));
-            }
-            None => {
-                let _ = writeln!(out, "  {reason:<15} since the start");
-            }
-        }
+    if let Some(state) = state {
+        out.push_str(state);
+    }
+    let derived = verdict_at(steps, time);
+    if derived != answer {
+        let _ = writeln!(
+            out,
+            "  note: the steps imply {derived}, the replay answered {answer}"
+        );
     }
     out
 }
