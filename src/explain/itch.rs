@@ -212,33 +212,28 @@ impl ItchExplain {
     /// The next threshold crossing in `(self.t, to]`, with its trigger.
     fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
         let it = handler.feeds().get(self.feed as usize)?.engine().itch()?;
-        let mut next: Option<(u64, Trigger)> = None;
-        let mut consider = |c: i128, trigger: Trigger| {
-            if c > self.t as i128 && c <= to as i128 && next.is_none_or(|(n, _)| (c as u64) < n) {
-                next = Some((c as u64, trigger));
-            }
-        };
-        if let Some(a) = it.last_alive() {
-            consider(
-                a as i128 + self.th.stale_ns as i128 + 1,
-                Trigger::Silence {
-                    last_alive: a,
+        let (at, c) = super::next_crossing(
+            self.t,
+            to,
+            self.th,
+            it.last_alive(),
+            it.source_watermark(),
+            it.offset(),
+        )?;
+        Some((
+            at,
+            match c {
+                super::Crossing::Silence { last_alive } => Trigger::Silence {
+                    last_alive,
                     threshold_ns: self.th.stale_ns,
                 },
-            );
-        }
-        if let Some(w) = it.source_watermark() {
-            let offset = it.offset();
-            consider(
-                w + offset + self.th.source_ns as i128 + 1,
-                Trigger::SourceAge {
-                    watermark: w,
+                super::Crossing::SourceAge { watermark, offset } => Trigger::SourceAge {
+                    watermark,
                     offset,
                     threshold_ns: self.th.source_ns,
                 },
-            );
-        }
-        next
+            },
+        ))
     }
 
     /// Brings the history up to `to` (inclusive): every gap deadline and

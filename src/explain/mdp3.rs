@@ -292,32 +292,23 @@ impl Mdp3Explain {
     /// The next threshold crossing in `(self.t, to]`, with its trigger.
     fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
         let f = self.channel(handler)?;
-        let mut next: Option<(u64, Trigger)> = None;
-        let mut consider = |c: i128, trigger: Trigger| {
-            if c > self.t as i128
-                && c <= to as i128
-                && next.as_ref().is_none_or(|(n, _)| (c as u64) < *n)
-            {
-                next = Some((c as u64, trigger));
-            }
-        };
-        if let Some(a) = f.last_alive() {
-            consider(
-                a as i128 + self.th.stale_ns as i128 + 1,
-                Trigger::Silence { last_alive: a },
-            );
-        }
-        if let Some(w) = f.source_watermark() {
-            let offset = f.offset();
-            consider(
-                w + offset + self.th.source_ns as i128 + 1,
-                Trigger::SourceAge {
-                    watermark: w,
-                    offset,
-                },
-            );
-        }
-        next
+        let (at, c) = super::next_crossing(
+            self.t,
+            to,
+            self.th,
+            f.last_alive(),
+            f.source_watermark(),
+            f.offset(),
+        )?;
+        Some((
+            at,
+            match c {
+                super::Crossing::Silence { last_alive } => Trigger::Silence { last_alive },
+                super::Crossing::SourceAge { watermark, offset } => {
+                    Trigger::SourceAge { watermark, offset }
+                }
+            },
+        ))
     }
 
     /// Brings the history up to `to` (inclusive): every gap deadline and

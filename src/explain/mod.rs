@@ -10,6 +10,52 @@ pub mod sqf;
 use crate::verdict::Reasons;
 use std::fmt::Write as _;
 
+/// A threshold a feed's verdict crosses between its datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Crossing {
+    /// No proof of life since `last_alive` (ns) for longer than the stale
+    /// threshold.
+    Silence { last_alive: u64 },
+    /// The source watermark (ns, source clock) plus the clock offset is
+    /// older than the source threshold.
+    SourceAge { watermark: i128, offset: i128 },
+}
+
+/// The first threshold crossing in `(after, to]`: `last_alive + stale + 1`
+/// (stale) or `watermark + offset + source + 1` (stale_at_source), the
+/// first nanoseconds where the verdict's strict comparisons hold; on a tie
+/// the silence.
+pub(crate) fn next_crossing(
+    after: u64,
+    to: u64,
+    th: crate::verdict::Thresholds,
+    last_alive: Option<u64>,
+    watermark: Option<i128>,
+    offset: i128,
+) -> Option<(u64, Crossing)> {
+    let silence = last_alive.map(|a| {
+        (
+            a as i128 + th.stale_ns as i128 + 1,
+            Crossing::Silence { last_alive: a },
+        )
+    });
+    let age = watermark.map(|w| {
+        (
+            w + offset + th.source_ns as i128 + 1,
+            Crossing::SourceAge {
+                watermark: w,
+                offset,
+            },
+        )
+    });
+    [silence, age]
+        .into_iter()
+        .flatten()
+        .filter(|&(c, _)| c > after as i128 && c <= to as i128)
+        .min_by_key(|&(c, _)| c)
+        .map(|(c, x)| (c as u64, x))
+}
+
 /// A moment of an explanation: when, and the verdict before and after.
 pub(crate) trait Moment {
     /// When, ns since the Unix epoch (local clock).

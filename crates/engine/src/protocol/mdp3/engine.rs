@@ -158,11 +158,15 @@ impl FeedEngine for Engine {
         payload: &[u8],
         t: u64,
     ) -> Result<(), Reject> {
-        self.feed.expire(t);
         let resets = self.feed.counters().channel_resets;
+        // The incremental and snapshot paths expire gaps themselves; a
+        // definition packet is not timed, so its arrival expires them here.
         let result = match service_of(line) {
             Some(SNAPSHOT_SERVICE) => self.feed.on_snapshot(payload, t),
-            Some(DEFINITION_SERVICE) => self.feed.on_definitions(payload),
+            Some(DEFINITION_SERVICE) => {
+                self.feed.expire(t);
+                self.feed.on_definitions(payload)
+            }
             _ => self.feed.on_incremental(payload, t),
         };
         if self.feed.counters().channel_resets > resets {
