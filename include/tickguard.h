@@ -41,7 +41,7 @@
  *                                delta feed waiting for a snapshot
  *   4    16     invalid_price    the last price message was invalid, or the book is crossed
  *   5    32     halted           trading in the instrument halted (slot; never SQF)
- *   6    64     closed           the market is closed (feed; never SQF)
+ *   6    64     closed           the market is closed (feed or slot; never SQF)
  *
  * A dead sidecar never reads as ok: a missing, unready or malformed file, a
  * writer that closed the publication, a writer replaced by another process
@@ -83,12 +83,12 @@
  *   0                   128             header
  *   feeds_offset=128    1024 x feeds    feed block per feed, configuration order
  *   descriptors         32768 x feeds   per feed, 128 counter descriptors of 256 bytes
- *   directory_offset    48 x capacity   directory entry per occupied slot
+ *   directory_offset    96 x capacity   directory entry per name (2 x capacity)
  *   slots_offset        128 x capacity  slot per (feed, symbol)
  *
  *   descriptors      = 128 + 1024 * feeds
  *   directory_offset = align(descriptors + 32768 * feeds, 128)
- *   slots_offset     = align(directory_offset + 48 * capacity, 4096)
+ *   slots_offset     = align(directory_offset + 96 * capacity, 4096)
  *   file_len         = align(slots_offset + 128 * capacity, 4096)
  *
  * Header:
@@ -162,14 +162,16 @@
  *   0   key (SQF, ITCH: the 8 symbol bytes, space padded, as a little-endian u64)
  *   8   feed << 32 | slot
  *   16..48 name, UTF-8, NUL padded (SQF, ITCH: the symbol without its
- *       trailing spaces); tg_lookup compares these words
+ *       trailing spaces); tg_lookup compares these words. A slot has an
+ *       entry per name (MDP3: "#SecurityID", then its Symbol); the last
+ *       entry of a name is the one in force
  *
  * Slot (128 bytes, 128-aligned):
  *   0    stamp        seqlock: odd while a write is in progress, +2 per update
  *   8    symbol       key as above; 0 = empty slot
  *   16   meta         bits 0..16 feed id, 16 baseline, 17 suspect,
  *                     18 invalid, 19 has_price, 20 halted, 21 has_bid,
- *                     22 has_ask, 24..32 price format (0 f64 bits,
+ *                     22 has_ask, 23 closed, 24..32 price format (0 f64 bits,
  *                     1 decimal: i64 mantissa), 32..40 decimal exponent (i8)
  *   24   last_seq     SQF: the symbol's last applied sequence; an exchange
  *                     feed: the stream sequence of the last message that
@@ -289,7 +291,7 @@ extern "C" {
 
 /* Layout constants (version 3). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
-#define TG_LAYOUT_VERSION 3u
+#define TG_LAYOUT_VERSION 4u
 #define TG_STATE_RUNNING 1u
 #define TG_HEADER_LEN 128u
 #define TG_FEED_LEN 1024u
@@ -387,6 +389,7 @@ extern "C" {
 #define TG_META_HALTED (1ull << 20)
 #define TG_META_HAS_BID (1ull << 21)
 #define TG_META_HAS_ASK (1ull << 22)
+#define TG_META_CLOSED (1ull << 23)
 #define TG_META_FORMAT_SHIFT 24 /* 8 bits: TG_PRICE_F64 or TG_PRICE_DECIMAL */
 #define TG_META_EXPONENT_SHIFT 32 /* 8 bits: the decimal exponent, an int8_t */
 
@@ -689,7 +692,7 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
         return r->open_error = EINVAL;
     }
     dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN + feeds * TG_DESC_TABLE_LEN, 128);
-    slots_off = tg__align(dir_off + capacity * TG_DIR_LEN, TG_PAGE);
+    slots_off = tg__align(dir_off + 2 * capacity * TG_DIR_LEN, TG_PAGE);
     file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
     if (file_len > len || hw[TG_H_FILE_LEN] != file_len) {
         close(fd);
@@ -822,8 +825,9 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
     /* Acquire: pairs with the writer's Release store of directory_len in
      * Publication::publish_entry(), so the entries below it are complete. */
     n = __atomic_load_n(tg__ptr(r, 0) + TG_H_DIRECTORY_LEN, __ATOMIC_ACQUIRE);
-    if (n > r->capacity) n = r->capacity;
-    for (i = 0; i < n; i++) {
+    if (n > 2 * r->capacity) n = 2 * r->capacity;
+    /* The last entry of a name is in force. */
+    for (i = n; i-- > 0;) {
         uint64_t e = r->directory_offset + i * TG_DIR_LEN;
         /* Relaxed (all): ordered by the Acquire load of directory_len. */
         uint64_t fs = tg__word(r, e, TG_D_FEED_SLOT);
@@ -870,7 +874,7 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if ((meta & TG_META_SUSPECT) || (feed[0] & TG_FEED_SUSPECT)) reasons |= TG_SUSPECT;
     if (meta & TG_META_INVALID) reasons |= TG_INVALID_PRICE;
     if (meta & TG_META_HALTED) reasons |= TG_HALTED;
-    if (feed[0] & TG_FEED_CLOSED) reasons |= TG_CLOSED;
+    if ((meta & TG_META_CLOSED) || (feed[0] & TG_FEED_CLOSED)) reasons |= TG_CLOSED;
     return reasons;
 }
 

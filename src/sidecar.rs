@@ -183,6 +183,12 @@ struct Line {
     peer: Option<SocketAddrV4>,
     /// Datagrams dropped for coming from another sender than `peer`.
     wrong_source: u64,
+    /// Whether the feed wants this line's datagrams now
+    /// ([`Handler::wants`]); while not, its group is left and what still
+    /// arrives is dropped unapplied.
+    wanted: bool,
+    /// Datagrams dropped because the feed did not want the line.
+    unwanted: u64,
 }
 
 impl Line {
@@ -202,6 +208,8 @@ impl Line {
             drops_seen: 0,
             peer: None,
             wrong_source: 0,
+            wanted: true,
+            unwanted: 0,
         }
     }
 }
@@ -297,6 +305,19 @@ fn open_line(
     Ok(socket)
 }
 
+/// Joins or leaves `line`'s group as its feed now wants (`want`), and
+/// says so in the log (a rare event: a snapshot loop needed or done with).
+#[cold]
+fn membership_changed(config: &Config, line: &mut Line, want: bool) {
+    let feed = config.feeds.get(line.feed as usize).map_or("?", |f| f.name.as_str());
+    let addr = line.socket.info.addr;
+    match line.socket.set_joined(want) {
+        Ok(true) => tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" }),
+        Ok(false) => tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" }),
+        Err(e) => tracing::warn!(feed = %feed, line = %addr, error = %e, "line {}: membership change failed; what arrives unwanted is dropped", if want { "join" } else { "leave" }),
+    }
+}
+
 impl Sidecar {
     /// [`prepare`](Self::prepare)s, then [`publish`](Self::publish)es.
     pub fn start(config: &Config) -> anyhow::Result<Sidecar> {
@@ -335,6 +356,9 @@ impl Sidecar {
         // Secrets (a snapshot server's password) are read, and the feeds'
         // own connection threads started, before any socket opens.
         handler.go_live().map_err(anyhow::Error::msg)?;
+        // Files a feed reads before its first datagram (MDP3's
+        // `definitions`), as a replay does.
+        handler.preload().map_err(anyhow::Error::msg)?;
         let mut lines = Vec::new();
         let mut channels = Vec::new();
         for (id, f) in config.feeds.iter().enumerate() {
@@ -603,6 +627,10 @@ impl Sidecar {
                 line.wrong_source += 1;
                 continue;
             }
+            if !line.wanted {
+                line.unwanted += 1;
+                continue;
+            }
             if let Some(r) = &mut self.recorder {
                 let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
                 if r.writer
@@ -625,6 +653,7 @@ impl Sidecar {
         // Exchange feeds: gaps past their deadline given up at the loop's
         // clock, whether or not anything arrived (spec itch50 §3.2).
         self.handler.upkeep(now);
+        self.follow_wants();
         if let Some(r) = &mut self.recorder {
             // What the feeds' streams exchanged this cycle, after the
             // datagrams applied before it (as a replay reads them).
@@ -675,6 +704,10 @@ impl Sidecar {
                 // The feeds' own connection threads (and their recording)
                 // go on: the password is not read again.
                 handler.carry_over(&mut self.handler);
+                if let Err(e) = handler.preload() {
+                    // Read at start, so it was readable then.
+                    tracing::error!(error = %e, "reading a feed's files again after recreating the publication failed");
+                }
                 self.handler = handler;
                 self.publication = p;
                 self.publication.heartbeat(now);
@@ -691,6 +724,20 @@ impl Sidecar {
                     error = %e,
                     "publication truncated under the writer: recreating it failed; retrying in 1 s"
                 );
+            }
+        }
+    }
+
+    /// Joins or leaves the lines whose feed's want changed this cycle
+    /// (MDP3's snapshot lines): one `setsockopt` per change, none
+    /// otherwise.
+    #[inline]
+    fn follow_wants(&mut self) {
+        for line in &mut self.lines {
+            let want = self.handler.wants(line.feed, line.index);
+            if want != line.wanted {
+                line.wanted = want;
+                membership_changed(&self.config, line, want);
             }
         }
     }

@@ -538,7 +538,8 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         ("bad magic", Box::new(|b| b[0] ^= 1), "stale"),
         ("version 0", Box::new(|b| put(b, 8, 0)), "stale"),
         ("version 2", Box::new(|b| put(b, 8, 2)), "stale"),
-        ("version 4", Box::new(|b| put(b, 8, 4)), "stale"),
+        ("version 3", Box::new(|b| put(b, 8, 3)), "stale"),
+        ("version 5", Box::new(|b| put(b, 8, 5)), "stale"),
         ("closed", Box::new(|b| put(b, 16, 2)), "stale"),
         (
             "capacity + 1",
@@ -758,6 +759,22 @@ fn c_reader_agrees_on_exchange_feeds() {
     );
     put_top(
         0,
+        "CLOSED",
+        Top {
+            closed: true,
+            ..top(level(1, 1), level(2, 1))
+        },
+    );
+    put_top(
+        0,
+        "SUSPECT",
+        Top {
+            suspect: true,
+            ..top(level(1, 1), level(2, 1))
+        },
+    );
+    put_top(
+        0,
         "OWNSRC",
         Top {
             source_time: now - 100 * S,
@@ -876,8 +893,8 @@ fn hand_made(version: u64, feed_len: usize, dir_len: usize) -> Vec<u8> {
     b
 }
 
-/// A file of layout version 1 (as an older writer made it) or 3 (a newer
-/// one) is refused by both readers, saying which version it has and which
+/// A file of layout version 1 to 3 (as an older writer made it) or 5 (a
+/// newer one) is refused by both readers, saying which version it has and which
 /// they expect; `check` exits 2.
 #[test]
 fn readers_refuse_other_layout_versions() {
@@ -888,13 +905,14 @@ fn readers_refuse_other_layout_versions() {
     for (version, file) in [
         (1, hand_made(1, 512, 16)),
         (2, hand_made(2, 1024, 48)),
-        (4, hand_made(4, 1024, 48)),
+        (3, hand_made(3, 1024, 48)),
+        (5, hand_made(5, 1024, 96)),
     ] {
         let path = dir.path().join(format!("v{version}"));
         std::fs::write(&path, &file).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         let c = same(&bin, &path, "lp1", "EURUSD", Some(LONG_BOUND_MS), "stale");
-        let text = format!("layout version {version}, expected 3");
+        let text = format!("layout version {version}, expected 4");
         assert!(c.stderr.contains(&text), "C: {}", c.stderr);
         let health = Reader::open(&path).health(now_ns());
         assert_eq!(health.name(), "bad_layout", "{health}");

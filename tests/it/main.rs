@@ -31,6 +31,7 @@ mod layering;
 mod live;
 mod logs;
 mod mdp3_fixtures;
+mod mdp3_live;
 mod mdp3_model;
 mod mdp3_replay;
 mod mdp3_spec;

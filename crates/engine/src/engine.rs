@@ -296,6 +296,17 @@ pub trait FeedEngine {
     /// extension (once per heartbeat of the writer).
     fn write_counters(&self, publication: &Publication, id: u16);
 
+    /// Whether the feed wants the datagrams of `line` now (numbered as
+    /// for [`on_datagram`](Self::on_datagram)): a service the feed needs
+    /// only at times (MDP3's snapshot lines, while an instrument needs
+    /// healing). Asked once per receive cycle, after
+    /// [`catch_up`](Self::catch_up); the receiver joins or leaves the
+    /// line's group when the answer changes, and applies nothing that
+    /// arrives on it while unwanted. A replay applies every datagram.
+    fn wants(&self, _line: usize) -> bool {
+        true
+    }
+
     /// Makes ready what only a live feed does (connections of its own,
     /// their secrets read): called by `run` before any socket opens,
     /// never by a replay. An error is one line naming the problem.

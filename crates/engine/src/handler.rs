@@ -353,6 +353,16 @@ impl Handler {
         }
     }
 
+    /// Whether feed `feed` wants the datagrams of its line `line` now
+    /// ([`FeedEngine::wants`](crate::engine::FeedEngine::wants)); true for
+    /// an unknown feed.
+    #[inline]
+    pub fn wants(&self, feed: u16, line: usize) -> bool {
+        self.feeds
+            .get(feed as usize)
+            .is_none_or(|f| f.engine.wants(line))
+    }
+
     /// Each feed's summary, by name, as a replay reports it at its end
     /// ([`crate::engine::FeedEngine::summary`]).
     pub fn summaries(&mut self) -> BTreeMap<String, Summary> {

@@ -6,7 +6,7 @@
 //! FEEDS (=128)      1024 × feeds       FeedBlock per feed, in configuration order
 //! DESCRIPTORS       32768 × feeds      per feed, 128 counter Descriptors of 256 bytes
 //!                   (= FEEDS + 1024 × feeds)
-//! DIRECTORY         48 × capacity      DirEntry per occupied slot, in insertion order
+//! DIRECTORY         96 × capacity      DirEntry per name, in insertion order (2 × capacity)
 //!                   (= align(DESCRIPTORS + 32768 × feeds, 128))
 //! SLOTS (4096-al.)  128 × capacity     Slot (see `state::slot`), one per (feed, symbol)
 //! ```
@@ -76,10 +76,15 @@
 //! `rejected{reason=short}`); a histogram is a run of buckets of one name.
 //! A reader skips a descriptor of a kind it does not know.
 //!
-//! DirEntry (48 bytes): 0 key (SQF and ITCH: the 8 symbol bytes as a
-//! little-endian u64), 8 `feed << 32 | slot`, 16..48 name (UTF-8, NUL
-//! padded; SQF and ITCH: the symbol without its trailing spaces). Readers
-//! look an instrument up by its name.
+//! DirEntry (48 bytes): 0 key (the slot's key word: SQF and ITCH the 8
+//! symbol bytes as a little-endian u64), 8 `feed << 32 | slot`, 16..48 name
+//! (UTF-8, NUL padded; SQF and ITCH: the symbol without its trailing
+//! spaces). Readers look an instrument up by its name. A slot has one entry
+//! per name it is published under, at most [`NAMES_PER_SLOT`] on average
+//! (MDP3: `#SecurityID` when the slot is made, its Symbol when a definition
+//! gives one); a name entered again later (a Symbol given to another
+//! instrument) means the later entry: readers take the last entry of a
+//! name.
 //!
 //! One writer per path: it holds an exclusive `flock` on `<path>.lock`
 //! ([`WriterLock`], which also holds its pid) for its whole life. It builds
@@ -106,7 +111,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// "TKGUARD1", little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TKGUARD1");
 /// Layout version of this file format.
-pub const LAYOUT_VERSION: u64 = 3;
+pub const LAYOUT_VERSION: u64 = 4;
 /// `state`: the writer is running.
 pub const STATE_RUNNING: u64 = 1;
 /// `state`: the writer closed the publication on a clean shutdown.
@@ -682,6 +687,11 @@ impl FeedBlock {
 /// Bytes of a directory entry's name.
 pub const NAME_LEN: usize = 32;
 
+/// Directory entries per slot: an instrument may be published under two
+/// names (an exchange's id and its symbol), so the directory holds up to
+/// `NAMES_PER_SLOT × capacity` entries.
+pub const NAMES_PER_SLOT: usize = 2;
+
 /// One directory entry.
 #[repr(C)]
 pub struct DirEntry {
@@ -740,7 +750,7 @@ impl Shape {
             128,
         );
         let slots_offset = align(
-            directory_offset.checked_add(capacity.checked_mul(DIR_LEN)?)?,
+            directory_offset.checked_add(capacity.checked_mul(NAMES_PER_SLOT * DIR_LEN)?)?,
             PAGE,
         );
         let file_len = align(
@@ -832,7 +842,7 @@ impl Views {
         unsafe {
             std::slice::from_raw_parts(
                 self.base.add(self.shape.directory_offset) as *const DirEntry,
-                self.shape.capacity,
+                NAMES_PER_SLOT * self.shape.capacity,
             )
         }
     }
@@ -1005,7 +1015,7 @@ mod tests {
 
     #[test]
     fn layout_is_pinned() {
-        assert_eq!(LAYOUT_VERSION, 3);
+        assert_eq!(LAYOUT_VERSION, 4);
         assert_eq!(size_of::<Header>(), 128);
         assert_eq!(offset_of!(Header, version), 8);
         assert_eq!(offset_of!(Header, heartbeat_ns), 40);
@@ -1047,7 +1057,7 @@ mod tests {
         assert_eq!(s.descriptors_offset, 128 + 2048);
         assert_eq!(s.directory_offset, 128 + 2048 + 2 * 32768);
         assert_eq!(s.slots_offset % PAGE, 0);
-        assert!(s.slots_offset >= s.directory_offset + 4800);
+        assert!(s.slots_offset >= s.directory_offset + 2 * 4800);
         assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
     }
 

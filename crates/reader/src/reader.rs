@@ -529,8 +529,8 @@ impl Reader {
         }
     }
 
-    /// Finds (feed, instrument) by name: the directory entry of that feed
-    /// whose name words equal `symbol`'s. `None` if the feed is unknown, no
+    /// Finds (feed, instrument) by name: the last directory entry of that
+    /// feed whose name words equal `symbol`'s. `None` if the feed is unknown, no
     /// entry has that name (the writer has not seen it yet: look it up
     /// again later), or its key is not a symbol. Scans the directory: do it
     /// once, not per check.
@@ -542,7 +542,9 @@ impl Reader {
         // Acquire: pairs with the writer's Release store of directory_len,
         // so the entries below it are complete.
         let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
-        dir[..n].iter().find_map(|e| {
+        // The last entry of a name is in force (a name entered again
+        // points at another instrument now).
+        dir[..n].iter().rev().find_map(|e| {
             // Relaxed (all): ordered by the Acquire load of directory_len.
             let fs = e.feed_slot.load(Ordering::Relaxed);
             if (fs >> 32) as u16 != feed
@@ -637,7 +639,16 @@ impl Reader {
         let Ok(m) = &self.mapped else {
             return Vec::new();
         };
-        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize)
+        // Slots are handed out densely: the occupied ones are those below
+        // the highest slot the directory names.
+        let dir = m.views.directory();
+        let entries = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        let n = dir[..entries]
+            .iter()
+            // Relaxed: ordered by the Acquire load of directory_len.
+            .map(|e| (e.feed_slot.load(Ordering::Relaxed) as u32 as usize).saturating_add(1))
+            .max()
+            .unwrap_or(0)
             .min(m.views.slots().len());
         m.views.slots()[..n]
             .iter()

@@ -65,6 +65,9 @@ pub mod meta {
     pub const HALTED: u64 = 1 << 20;
     pub const HAS_BID: u64 = 1 << 21;
     pub const HAS_ASK: u64 = 1 << 22;
+    /// The instrument's market is closed (an exchange feed that keeps
+    /// trading state per instrument; SQF and ITCH never set it).
+    pub const CLOSED: u64 = 1 << 23;
     /// Bits 24..32: how bid and ask are stored.
     pub const PRICE_FORMAT_SHIFT: u32 = 24;
     pub const PRICE_FORMAT_MASK: u64 = 0xff << PRICE_FORMAT_SHIFT;
@@ -77,6 +80,8 @@ pub mod meta {
     pub const FORMAT_DECIMAL: u64 = 1;
     /// Every bit [`Slot::write_top`] sets (the rest of meta it keeps).
     pub const TOP: u64 = BASELINE
+        | SUSPECT
+        | CLOSED
         | INVALID
         | HAS_PRICE
         | HALTED
@@ -106,6 +111,12 @@ pub struct Top {
     pub halted: bool,
     /// The book is crossed (or the price otherwise unusable).
     pub invalid: bool,
+    /// The instrument's own state cannot be trusted (a protocol that
+    /// judges sequence per instrument; ITCH keeps it per feed).
+    pub suspect: bool,
+    /// The instrument's market is closed (a protocol that keeps trading
+    /// state per instrument; ITCH keeps it per feed).
+    pub closed: bool,
     /// Stream sequence of the last message that named the symbol or
     /// changed its book (ITCH: its MoldUDP64 sequence, or a BinaryFILE
     /// record's index + 1) — the symbol's own, not the stream's position;
@@ -151,6 +162,9 @@ pub struct Record {
     pub ask: Option<Side>,
     /// Trading in the instrument is halted (never set by SQF).
     pub halted: bool,
+    /// The instrument's own market is closed (set only by protocols that
+    /// keep trading state per instrument; others close the feed).
+    pub closed: bool,
 }
 
 impl Record {
@@ -204,6 +218,21 @@ impl Slot {
                 // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
                 dst.store(*src, Ordering::Relaxed);
             }
+        });
+    }
+
+    /// Sets the thresholds in force; identity and state are kept. Single
+    /// writer only.
+    pub fn set_thresholds(&self, th: Thresholds) {
+        // Relaxed: the writer reads back its own stores.
+        let now = [word::STALE_NS, word::SOURCE_NS].map(|i| self.words[i].load(Ordering::Relaxed));
+        if now == [th.stale_ns, th.source_ns] {
+            return;
+        }
+        self.stamp.write(|| {
+            // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
+            self.words[word::STALE_NS].store(th.stale_ns, Ordering::Relaxed);
+            self.words[word::SOURCE_NS].store(th.source_ns, Ordering::Relaxed);
         });
     }
 
@@ -263,8 +292,8 @@ impl Slot {
     }
 
     /// Publishes a book top (decimal prices) in one seqlocked write; the
-    /// symbol, feed, suspect bit, last_alive, thresholds and counters words
-    /// are kept. Single writer only.
+    /// symbol, feed, last_alive, thresholds and counters words are kept.
+    /// Single writer only.
     #[inline]
     pub fn write_top(&self, top: &Top) {
         // Relaxed: the writer reads back its own store.
@@ -287,6 +316,12 @@ impl Slot {
         }
         if top.invalid {
             m |= meta::INVALID;
+        }
+        if top.suspect {
+            m |= meta::SUSPECT;
+        }
+        if top.closed {
+            m |= meta::CLOSED;
         }
         self.stamp.write(|| {
             for (i, v) in [
@@ -436,6 +471,7 @@ fn decode(w: &[u64; USED], stamp: u64) -> Record {
         bid: side(meta::HAS_BID, word::BID, word::BID_SIZE),
         ask: side(meta::HAS_ASK, word::ASK, word::ASK_SIZE),
         halted: m & meta::HALTED != 0,
+        closed: m & meta::CLOSED != 0,
         feed: (w[word::META] & meta::FEED_MASK) as u16,
         symbol: Symbol::from_key(w[word::SYMBOL]),
         state: decode_state(w),
@@ -691,12 +727,15 @@ mod tests {
             exponent: -4,
             halted: true,
             invalid: false,
+            suspect: false,
+            closed: true,
             last_seq: 99,
             source_time: 42,
         };
         slot.write_top(&top);
         let r = slot.read().0;
         assert_eq!((r.feed, r.symbol, r.thresholds), (3, Some(sym), th));
+        assert!(r.halted && r.closed && !r.state.suspect);
         let bid = r.bid.unwrap();
         assert_eq!(
             bid.price,

@@ -121,7 +121,7 @@ impl FeedStatusWords {
 /// The verdict for a slot's record, whatever the protocol (the same in
 /// process, in the Rust `Reader` and in `tickguard.h`): liveness and source
 /// time are the later of the symbol's and the feed's, suspect either's,
-/// closed the feed's, halted and invalid the symbol's; `no_quote` (alone)
+/// closed either's, halted and invalid the symbol's; `no_quote` (alone)
 /// when the book has neither side. `offset` is the feed's clock offset
 /// (local − provider), ns; `now` local ns since the Unix epoch. The
 /// reasons are [`crate::verdict::reasons`] of these inputs.
@@ -140,7 +140,7 @@ pub fn verdict(r: &Record, feed: &FeedStatus, offset: i128, now: u64) -> Reasons
         suspect: s.suspect || feed.suspect,
         invalid: s.invalid,
         halted: r.halted,
-        closed: feed.closed,
+        closed: feed.closed || r.closed,
     };
     reasons(&inputs, r.thresholds, now)
 }

@@ -191,6 +191,7 @@ impl Engine {
                 c,
                 config.offset,
                 offset_queue,
+                shared,
             ))),
         }
     }
@@ -260,6 +261,12 @@ impl Engine {
     /// See [`FeedEngine::write_counters`].
     pub fn write_counters(&self, p: &Publication, id: u16) {
         each!(self, e => e.write_counters(p, id))
+    }
+
+    /// See [`FeedEngine::wants`].
+    #[inline]
+    pub fn wants(&self, line: usize) -> bool {
+        each!(self, e => e.wants(line))
     }
 
     /// See [`FeedEngine::go_live`].

@@ -80,6 +80,8 @@ pub struct StateTable {
     store: Store,
     index: Index,
     len: usize,
+    /// Directory entries made (a shared table's: one per name).
+    names: usize,
 }
 
 impl StateTable {
@@ -103,6 +105,7 @@ impl StateTable {
             store: Store::Heap(Arc::new(heap_slots(capacity)), status),
             index: Index::untouched(capacity),
             len: 0,
+            names: 0,
         }
     }
 
@@ -116,6 +119,7 @@ impl StateTable {
             store: Store::Shared(region),
             index: Index::new(capacity),
             len: 0,
+            names: 0,
         }
     }
 
@@ -192,18 +196,59 @@ impl StateTable {
     /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
     /// `None` when the table is full. The caller has checked [`find`](Self::find).
     pub fn insert(&mut self, feed: u16, symbol: Symbol, thresholds: Thresholds) -> Option<SlotId> {
+        // The name: the symbol's bytes without their space padding.
+        let wire = symbol.to_wire();
+        let n = wire.iter().position(|&b| b == b' ').unwrap_or(wire.len());
+        self.insert_named(feed, symbol, &wire[..n], thresholds)
+    }
+
+    /// As [`insert`](Self::insert), the slot published under `name` (at
+    /// most [`NAME_LEN`](tickguard_reader::layout::NAME_LEN) bytes, UTF-8)
+    /// rather than the key's characters: an instrument whose key is made
+    /// from an id of the venue's.
+    pub fn insert_named(
+        &mut self,
+        feed: u16,
+        key: Symbol,
+        name: &[u8],
+        thresholds: Thresholds,
+    ) -> Option<SlotId> {
         let slot = self.store.slots().get(self.len)?;
         let id = self.len as SlotId;
-        slot.init(feed, symbol, thresholds);
-        self.index.insert(feed, symbol, id);
-        if let Store::Shared(r) = &self.store {
-            // The name: the symbol's bytes without their space padding.
-            let wire = symbol.to_wire();
-            let n = wire.iter().position(|&b| b == b' ').unwrap_or(wire.len());
-            r.enter(self.len, feed, symbol.key(), &wire[..n], id);
-        }
+        slot.init(feed, key, thresholds);
+        self.index.insert(feed, key, id);
         self.len += 1;
+        self.enter(feed, key, name, id);
         Some(id)
+    }
+
+    /// Publishes slot `id` (of `feed`, key `key`) under one more name:
+    /// readers looking `name` up find it, in place of any slot entered
+    /// under that name before. False when the directory is full (it holds
+    /// two names per slot of the capacity) or the table is not shared.
+    pub fn alias(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
+        self.enter(feed, key, name, id)
+    }
+
+    fn enter(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
+        let Store::Shared(r) = &self.store else {
+            return false;
+        };
+        let room = tickguard_reader::layout::NAMES_PER_SLOT * r.slots().len();
+        if self.names >= room {
+            return false;
+        }
+        r.enter(self.names, feed, key.key(), name, id);
+        self.names += 1;
+        true
+    }
+
+    /// Sets slot `id`'s thresholds (an instrument whose override is known
+    /// only once a later name is). Single writer only.
+    pub fn set_thresholds(&self, id: SlotId, thresholds: Thresholds) {
+        if let Some(s) = self.store.slots().get(id as usize) {
+            s.set_thresholds(thresholds);
+        }
     }
 
     /// The slots, for the writer to update in place ([`Slot::update`]).

@@ -33,6 +33,10 @@ pub struct LineSocket {
     socket: Socket,
     /// What the kernel granted.
     pub info: LineInfo,
+    /// A multicast line's membership: (group, source, interface).
+    group: Option<(Ipv4Addr, Option<Ipv4Addr>, Ipv4Addr)>,
+    /// Whether the group is joined (a unicast line: always true).
+    joined: bool,
 }
 
 fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
@@ -105,6 +109,35 @@ impl LineSocket {
         self.socket.send_to(payload, &to.into())
     }
 
+    /// Whether the line's group is joined (a unicast line's socket is
+    /// always bound).
+    pub fn joined(&self) -> bool {
+        self.joined
+    }
+
+    /// Joins (`on`) or leaves a multicast line's group, as it was joined at
+    /// open (from its source, on its interface): one `setsockopt`, no
+    /// wait. Datagrams the kernel queued before a leave are still
+    /// received. A unicast line has nothing to leave: false, and the caller
+    /// drops what arrives while it does not want it. True when the
+    /// membership changed.
+    pub fn set_joined(&mut self, on: bool) -> io::Result<bool> {
+        let Some((group, source, interface)) = self.group else {
+            return Ok(false);
+        };
+        if on == self.joined {
+            return Ok(false);
+        }
+        match (on, source) {
+            (true, Some(src)) => self.socket.join_ssm_v4(&src, &group, &interface)?,
+            (true, None) => self.socket.join_multicast_v4(&group, &interface)?,
+            (false, Some(src)) => self.socket.leave_ssm_v4(&src, &group, &interface)?,
+            (false, None) => self.socket.leave_multicast_v4(&group, &interface)?,
+        }
+        self.joined = on;
+        Ok(true)
+    }
+
     /// Opens a line: a multicast address is joined on `interface` (from
     /// `source` only, when given), a unicast one is bound. A multicast line
     /// sets SO_REUSEADDR, so several feeds (and sidecars) share a group's
@@ -157,8 +190,11 @@ impl LineSocket {
             Some(bound) if addr.port() == 0 => bound,
             _ => addr,
         };
+        let group = addr.ip().is_multicast().then_some((*addr.ip(), source, interface));
         Ok(LineSocket {
             socket,
+            group,
+            joined: true,
             info: LineInfo {
                 addr,
                 membership,

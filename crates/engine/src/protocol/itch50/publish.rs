@@ -172,6 +172,9 @@ fn slot_top(top: &Top, halted: bool, last_seq: u64) -> SlotTop {
         halted,
         last_seq,
         source_time: 0,
+        // Suspect and closed are the feed's (its status).
+        suspect: false,
+        closed: false,
     }
 }
 

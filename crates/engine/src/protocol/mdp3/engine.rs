@@ -3,13 +3,15 @@
 //! `definitions` file read before anything else, the verdict by Symbol or
 //! `#SecurityID`, and the counters the summary and the publication show.
 //!
-//! This version replays MDP3 channels; receiving one live is refused at
-//! start ([`FeedEngine::go_live`]) with one line, rather than running a
-//! feed whose instruments nothing publishes.
+//! Live (`run`), the instruments are published after each receive cycle
+//! ([`super::publish`]), and the snapshot lines are wanted only while
+//! something needs them (spec mdp3 §3.5, [`Joining`]): the receiver joins
+//! and leaves them as [`FeedEngine::wants`] says.
 
-use super::config::{service_of, Mdp3Config, DEFINITION_SERVICE, SNAPSHOT_SERVICE};
+use super::config::{service_of, Mdp3Config, SnapshotJoin, DEFINITION_SERVICE, SNAPSHOT_SERVICE};
 use super::feed::{Feed, Settings};
 use super::packet;
+use super::publish::Publisher;
 use super::summary::FeedSummary;
 use super::{sequence, Reject};
 use crate::capture::CaptureReader;
@@ -65,14 +67,107 @@ pub struct Engine {
     definitions: Option<std::path::PathBuf>,
     /// Arrival time of the last ChannelReset logged, ns.
     last_reset_log: Option<u64>,
+    /// Writes the instruments into a shared table (`run`); none in a replay.
+    publisher: Option<Box<Publisher>>,
+    /// Whether the snapshot lines are wanted.
+    joining: Joining,
+}
+
+/// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
+/// while some instrument is suspect or unverified, but not after
+/// `max_loops` loops in a row healed none, until another instrument turns
+/// suspect or unverified.
+#[derive(Debug, Clone)]
+pub struct Joining {
+    mode: SnapshotJoin,
+    max_loops: u32,
+    joined: bool,
+    /// Loops in a row, while joined, that healed no instrument.
+    idle_loops: u32,
+    /// The channel's loop count and the publisher's heals when last looked.
+    loops_seen: u64,
+    healed_seen: u64,
+    /// Left after `max_loops` idle loops: the turned-needy count then
+    /// (joined again only when it grows).
+    gave_up_at: Option<u64>,
+    /// Joins and leaves so far.
+    pub joins: u64,
+    pub leaves: u64,
+}
+
+impl Joining {
+    fn new(mode: SnapshotJoin, max_loops: u32) -> Joining {
+        Joining {
+            mode,
+            max_loops: max_loops.max(1),
+            // Joined at start; `on_demand` leaves at the first cycle if
+            // nothing needs the loop.
+            joined: true,
+            idle_loops: 0,
+            loops_seen: 0,
+            healed_seen: 0,
+            gave_up_at: None,
+            joins: 1,
+            leaves: 0,
+        }
+    }
+
+    /// Whether the snapshot lines are wanted.
+    pub fn joined(&self) -> bool {
+        self.joined
+    }
+
+    /// Re-decides after a publish: `loops` the channel's loop count,
+    /// `p` the publisher's tallies.
+    fn update(&mut self, loops: u64, p: &Publisher) {
+        if self.mode == SnapshotJoin::Always {
+            self.joined = true;
+            return;
+        }
+        let new_loops = loops.saturating_sub(self.loops_seen);
+        self.loops_seen = loops;
+        if !self.joined {
+            let fresh = self.gave_up_at.is_none_or(|at| p.turned_needy() > at);
+            if p.needy() > 0 && fresh {
+                self.joined = true;
+                self.joins += 1;
+                self.idle_loops = 0;
+                self.gave_up_at = None;
+                self.healed_seen = p.healed();
+            }
+            return;
+        }
+        if p.needy() == 0 {
+            self.joined = false;
+            self.leaves += 1;
+            self.gave_up_at = None;
+            return;
+        }
+        if new_loops > 0 {
+            // A loop ended (another began): did anything heal since the
+            // last boundary? Several boundaries in one cycle count as one
+            // with what healed across them.
+            if p.healed() > self.healed_seen {
+                self.idle_loops = 0;
+            } else {
+                self.idle_loops = self.idle_loops.saturating_add(new_loops as u32);
+            }
+            self.healed_seen = p.healed();
+            if self.idle_loops >= self.max_loops {
+                self.joined = false;
+                self.leaves += 1;
+                self.gave_up_at = Some(p.turned_needy());
+            }
+        }
+    }
 }
 
 impl Engine {
     /// An engine for an `mdp3` feed with settings `c`, its clock offset by
     /// `offset`, offset queues of at most `offset_queue` entries.
-    pub fn new(c: &Mdp3Config, offset: OffsetMode, offset_queue: usize) -> Engine {
-        Engine {
-            feed: Feed::new(Settings {
+    /// `shared`: the instruments are published into a shared table (live).
+    pub fn new(c: &Mdp3Config, offset: OffsetMode, offset_queue: usize, shared: bool) -> Engine {
+        let mut feed = Feed::new(Settings {
                 sequencing: sequence::Settings {
                     gap_timeout_ns: c.gap_timeout_ns,
                     restart_margin: c.restart_margin,
@@ -82,10 +177,46 @@ impl Engine {
                 default_implied_depth: c.default_implied_depth,
                 offset,
                 offset_queue,
-            }),
+            });
+        let publisher = shared.then(|| {
+            feed.track_touched(true);
+            Box::default()
+        });
+        Engine {
+            feed,
             definitions: c.definitions.clone(),
             last_reset_log: None,
+            publisher,
+            joining: Joining::new(c.snapshot_join, c.snapshot_max_loops),
         }
+    }
+
+    /// Whether the snapshot lines are wanted, and how often they were
+    /// joined and left.
+    pub fn joining(&self) -> &Joining {
+        &self.joining
+    }
+
+    /// The publisher, live.
+    pub fn publisher(&self) -> Option<&Publisher> {
+        self.publisher.as_deref()
+    }
+
+    /// Publishes what changed (live) and re-decides the snapshot lines.
+    fn publish(&mut self, cx: &mut Cx<'_>) {
+        let Some(p) = &mut self.publisher else {
+            return;
+        };
+        if let Some(pb) = cx.publication {
+            // Unchanged offsets cost a compare, not a write.
+            pb.publish_offset(cx.id, self.feed.offset());
+        }
+        let config = cx.config;
+        p.publish(cx.id, &mut self.feed, cx.table, |f, name| {
+            f.thresholds(config, name)
+        });
+        cx.counters.table_full = p.table_full;
+        self.joining.update(self.feed.loops(), p);
     }
 
     /// Logs a ChannelReset processed at `t`: once (a copy on line B is not
@@ -184,9 +315,16 @@ impl FeedEngine for Engine {
         self.feed.offset()
     }
 
-    fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
+    fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
         self.feed.expire(now);
         copy_counters(&self.feed, cx.counters);
+        self.publish(&mut cx);
+    }
+
+    /// The snapshot lines only while [`Joining`] wants them; every other
+    /// line always.
+    fn wants(&self, line: usize) -> bool {
+        service_of(line) != Some(SNAPSHOT_SERVICE) || self.joining.joined
     }
 
     fn verdict(&mut self, cx: View<'_>, symbol: Symbol, now: u64) -> Reasons {
@@ -279,11 +417,9 @@ impl FeedEngine for Engine {
         Ok(())
     }
 
-    /// Refused: this version reads MDP3 channels from captures only.
-    fn go_live(&mut self, cx: View<'_>) -> Result<(), String> {
-        Err(format!(
-            "feed {}: protocol \"mdp3\" is read by `replay` only in this version (receiving a CME channel live is not built yet)",
-            cx.config.name
-        ))
+    /// The publication's descriptors name the feed's own counters; the
+    /// `definitions` file is read by the caller's [`preload`](FeedEngine::preload).
+    fn go_live(&mut self, _: View<'_>) -> Result<(), String> {
+        Ok(())
     }
 }

@@ -194,6 +194,40 @@ pub struct Feed {
     last_alive: Option<u64>,
     watermark: Option<i128>,
     counters: Counters,
+    /// What changed for a live publication: see [`Touched`].
+    touched: Touched,
+    /// Snapshot loops begun (snapshot packets with MsgSeqNum 1).
+    loops: u64,
+}
+
+/// The instruments whose visible book, sequencing flags or status may have
+/// changed since the publisher last looked (a live feed's; a replay
+/// tracks nothing): each listed once, or all of them at once after a
+/// change to every instrument (a gap given up, a reset, a group status).
+#[derive(Debug, Default)]
+struct Touched {
+    on: bool,
+    all: bool,
+    list: Vec<u32>,
+    /// By instrument: listed in `list`.
+    marked: Vec<bool>,
+}
+
+impl Touched {
+    #[inline]
+    fn one(&mut self, i: u32) {
+        if self.on && !self.all {
+            let m = &mut self.marked[i as usize];
+            if !*m {
+                *m = true;
+                self.list.push(i);
+            }
+        }
+    }
+
+    fn all(&mut self) {
+        self.all = self.on;
+    }
 }
 
 impl Feed {
@@ -213,7 +247,45 @@ impl Feed {
             last_alive: None,
             watermark: None,
             counters: Counters::default(),
+            touched: Touched::default(),
+            loops: 0,
         }
+    }
+
+    /// Lists the instruments whose publication may have to change (a live
+    /// feed; see [`drain_touched`](Self::drain_touched)).
+    pub fn track_touched(&mut self, on: bool) {
+        self.touched.on = on;
+        self.touched.all = on;
+        self.touched.marked.resize(self.entries.len(), false);
+    }
+
+    /// Hands `f` each instrument whose visible book, flags or status may
+    /// have changed since the last call (every instrument after a change to
+    /// all), each once, with the channel for the status in force; then
+    /// forgets them. Allocates nothing.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(&Feed, u32, &Entry)) {
+        let mut t = std::mem::take(&mut self.touched);
+        if t.all {
+            for (i, e) in self.entries.iter().enumerate() {
+                f(self, i as u32, e);
+            }
+        } else {
+            for &i in &t.list {
+                f(self, i, &self.entries[i as usize]);
+            }
+        }
+        for &i in &t.list {
+            t.marked[i as usize] = false;
+        }
+        t.list.clear();
+        t.all = false;
+        self.touched = t;
+    }
+
+    /// Snapshot loops begun so far (a loop begins at MsgSeqNum 1).
+    pub fn loops(&self) -> u64 {
+        self.loops
     }
 
     /// The packet sequence.
@@ -317,6 +389,9 @@ impl Feed {
             snapshots_ignored: 0,
         });
         self.by_id.insert(id, i);
+        if self.touched.on {
+            self.touched.marked.push(false);
+        }
         i
     }
 
@@ -338,6 +413,7 @@ impl Feed {
         for e in &mut self.entries {
             e.instrument.seq.unverify();
         }
+        self.touched.all();
         self.cover();
     }
 
@@ -346,10 +422,14 @@ impl Feed {
     fn cover(&mut self) {
         self.ends.settle(&self.seq);
         let (ends, seq) = (&self.ends, &self.seq);
-        let entries = &mut self.entries;
+        let (entries, touched) = (&mut self.entries, &mut self.touched);
         self.dirty.retain(|&i| {
             let inst = &mut entries[i as usize].instrument;
-            !inst.cover(ends, seq) && inst.pending()
+            if inst.cover(ends, seq) {
+                touched.one(i);
+                return false;
+            }
+            inst.pending()
         });
     }
 
@@ -490,6 +570,7 @@ impl Feed {
 
     fn on_entry(&mut self, id: i32, r: u32, entry: Cached) {
         let i = self.instrument(id);
+        self.touched.one(i);
         let max = self.settings.max_cached;
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
@@ -511,6 +592,7 @@ impl Feed {
     #[inline]
     fn apply_next(&mut self, id: i32, r: u32, at: Position, tt: u64, u: &Update) -> bool {
         let i = self.instrument(id);
+        self.touched.one(i);
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
         let anomalies = inst.anomalies();
@@ -527,6 +609,7 @@ impl Feed {
     fn on_status(&mut self, id: Option<i32>, group: &[u8], asset: &[u8], code: u8, at: Position) {
         if let Some(id) = id {
             let i = self.instrument(id);
+            self.touched.one(i);
             if status::record(&mut self.entries[i as usize].status, code, at) {
                 self.counters.anomalies += 1;
             }
@@ -538,6 +621,8 @@ impl Feed {
             return;
         }
         let key = (key_half(group), key_half(asset));
+        // Evaluated per instrument when published: any may match.
+        self.touched.all();
         let mut slot = self.groups.get(&key).copied();
         if status::record(&mut slot, code, at) {
             self.counters.anomalies += 1;
@@ -550,6 +635,7 @@ impl Feed {
     fn on_definition(&mut self, d: &super::template::Definition<'_>) {
         self.counters.definitions += 1;
         let i = self.instrument(d.security_id());
+        self.touched.one(i);
         let (mut depth, mut implied) = (None, None);
         for f in d.feed_types() {
             let md = u8::try_from(f.market_depth()).ok().filter(|&n| n > 0);
@@ -601,11 +687,15 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
+        if packet.seq_num() == 1 {
+            self.loops += 1;
+        }
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
                 continue;
             };
             let i = self.instrument(snap.security_id());
+            self.touched.one(i);
             let e = &mut self.entries[i as usize];
             let anomalies = e.instrument.anomalies();
             // Pending changes put an instrument in `dirty` (until covered
@@ -672,6 +762,7 @@ impl Feed {
             e.instrument.reset(&mut self.cached);
             e.status = None;
         }
+        self.touched.all();
         self.groups.clear();
         self.dirty.clear();
         self.ends.clear();
@@ -714,6 +805,15 @@ impl Feed {
         status::effective(e.status, groups, def.and_then(|d| d.status))
     }
 
+    /// What the status in force for `e` means (`None`: no status known,
+    /// or one that changes nothing).
+    pub fn state(&self, e: &Entry) -> Option<State> {
+        self.status(e).and_then(|c| match status::meaning(c) {
+            status::Meaning::Is(s) => Some(s),
+            _ => None,
+        })
+    }
+
     /// The verdict for the instrument named `name` (Symbol or
     /// `#SecurityID`) at `now`.
     pub fn verdict(&self, name: &str, th: Thresholds, now: u64) -> Reasons {
@@ -722,10 +822,7 @@ impl Feed {
         };
         let book = &e.instrument.visible().outright;
         let (bid, ask) = (book.bid.top(), book.offer.top());
-        let state = self.status(e).and_then(|c| match status::meaning(c) {
-            status::Meaning::Is(s) => Some(s),
-            _ => None,
-        });
+        let state = self.state(e);
         let inputs = Inputs {
             quoted: bid.is_some() || ask.is_some(),
             alive: self.last_alive.map(i128::from),

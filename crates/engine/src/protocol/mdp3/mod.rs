@@ -117,6 +117,7 @@ pub mod feed;
 pub mod index;
 pub mod instrument;
 pub mod packet;
+pub mod publish;
 pub mod rptseq;
 pub mod sequence;
 pub mod status;
