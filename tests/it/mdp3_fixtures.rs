@@ -96,6 +96,7 @@ impl Run {
                     restart_margin: 10_000,
                 },
                 max_cached: 1_000_000,
+                max_instruments: 100_000,
                 default_depth: 10,
                 default_implied_depth: 2,
                 offset: OffsetMode::Auto {

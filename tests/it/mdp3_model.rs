@@ -1347,6 +1347,7 @@ impl Setup {
                 restart_margin: self.margin,
             },
             max_cached: self.max_cached,
+            max_instruments: 100_000,
             default_depth: self.depth,
             default_implied_depth: self.implied_depth,
             offset: match self.window {

@@ -386,19 +386,19 @@ fn a_missing_definitions_file_is_a_configuration_error() {
     assert!(e.contains("defs.pcap"), "{e}");
 }
 
+/// Live, an MDP3 feed goes live (nothing of its own to open) and reads
+/// its `definitions` file before its first datagram, as a replay does.
 #[test]
-fn an_mdp3_feed_is_refused_live_with_one_line() {
-    let config = Config::parse(
-        &CONFIG.replace("definitions = \"defs.pcap\"\n", ""),
-        "cme.toml",
-    )
-    .unwrap();
+fn an_mdp3_feed_goes_live_and_reads_its_definitions_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
     let mut handler = tickguard::handler::Handler::new(&config);
-    let e = handler.go_live().unwrap_err();
-    assert!(
-        e.starts_with("feed cme: protocol \"mdp3\" is read by `replay` only"),
-        "{e}"
-    );
+    handler.go_live().unwrap();
+    handler.preload().unwrap();
+    let feed = handler.feeds()[0].engine().mdp3().unwrap();
+    assert!(feed.counters().definitions > 0);
+    assert!(feed.find("ESZ6").is_some(), "the file's Symbols are known");
+    assert_eq!(handler.feeds()[0].counters.packets, 0);
 }
 
 /// `--explain FEED INSTRUMENT` tells each change of the instrument's

@@ -2402,6 +2402,7 @@ fn offset_samples_come_from_processed_incremental_packets_only() {
             restart_margin: 10_000,
         },
         max_cached: 1_000,
+        max_instruments: 100_000,
         default_depth: 10,
         default_implied_depth: 2,
         offset: OffsetMode::Auto {

@@ -17,6 +17,7 @@
 //! snapshot_max_loops = 3
 //! gap_timeout_ms = 5
 //! max_cached = 1000000
+//! max_instruments = 100000
 //! default_depth = 10
 //! default_implied_depth = 2
 //! restart_margin = 10000
@@ -68,6 +69,8 @@ pub struct Mdp3Config {
     /// Most entries cached over every instrument of the feed, waiting for
     /// the ones before them.
     pub max_cached: usize,
+    /// Most instruments the feed keeps (each costs about 2 KB).
+    pub max_instruments: usize,
     /// Levels of an instrument's outright book without a definition that
     /// says.
     pub default_depth: u8,
@@ -152,6 +155,20 @@ pub const MAX_CACHED: Range = Range {
     unit: "entries",
 };
 
+/// `max_instruments`: instruments (SecurityIDs) the feed keeps; a message
+/// naming one more is ignored for it and counted (`instruments_refused`).
+/// CME's largest channels list tens of thousands; each instrument costs
+/// about 2 KB, so the default bounds a flood of forged SecurityIDs to
+/// about 200 MB.
+pub const MAX_INSTRUMENTS: Range = Range {
+    table: "[[feed]] mdp3",
+    key: "max_instruments",
+    min: 1,
+    max: 10_000_000,
+    default: Some(100_000),
+    unit: "instruments",
+};
+
 /// `default_depth`: levels per side of an outright book whose definition
 /// gives none (MarketDepth is an i8).
 pub const DEFAULT_DEPTH: Range = Range {
@@ -199,6 +216,7 @@ impl FeedProtocol for Mdp3Config {
         "snapshot_max_loops",
         "gap_timeout_ms",
         "max_cached",
+        "max_instruments",
         "default_depth",
         "default_implied_depth",
         "restart_margin",
@@ -208,6 +226,7 @@ impl FeedProtocol for Mdp3Config {
         SNAPSHOT_MAX_LOOPS,
         GAP_TIMEOUT_MS,
         MAX_CACHED,
+        MAX_INSTRUMENTS,
         DEFAULT_DEPTH,
         DEFAULT_IMPLIED_DEPTH,
         RESTART_MARGIN,
@@ -263,6 +282,7 @@ impl FeedProtocol for Mdp3Config {
             snapshot_max_loops: keys.int_or_default(&SNAPSHOT_MAX_LOOPS)? as u32,
             gap_timeout_ns: keys.int_or_default(&GAP_TIMEOUT_MS)? * NS_PER_MS,
             max_cached: keys.int_or_default(&MAX_CACHED)? as usize,
+            max_instruments: keys.int_or_default(&MAX_INSTRUMENTS)? as usize,
             default_depth: keys.int_or_default(&DEFAULT_DEPTH)? as u8,
             default_implied_depth: keys.int_or_default(&DEFAULT_IMPLIED_DEPTH)? as u8,
             restart_margin: keys.int_or_default(&RESTART_MARGIN)? as u32,
@@ -388,6 +408,7 @@ mod tests {
             "snapshot_max_loops" => u64::from(c.snapshot_max_loops),
             "gap_timeout_ms" => c.gap_timeout_ns / NS_PER_MS,
             "max_cached" => c.max_cached as u64,
+            "max_instruments" => c.max_instruments as u64,
             "default_depth" => u64::from(c.default_depth),
             "default_implied_depth" => u64::from(c.default_implied_depth),
             "restart_margin" => u64::from(c.restart_margin),
@@ -409,6 +430,7 @@ mod tests {
                 snapshot_max_loops: 3,
                 gap_timeout_ns: 5 * NS_PER_MS,
                 max_cached: 1_000_000,
+                max_instruments: 100_000,
                 default_depth: 10,
                 default_implied_depth: 2,
                 restart_margin: 10_000,
@@ -432,6 +454,7 @@ mod tests {
              snapshot_max_loops = 7\n\
              gap_timeout_ms = 20\n\
              max_cached = 0\n\
+             max_instruments = 9\n\
              default_depth = 5\n\
              default_implied_depth = 3\n\
              restart_margin = 500\n",
@@ -446,6 +469,7 @@ mod tests {
                 snapshot_max_loops: 7,
                 gap_timeout_ns: 20 * NS_PER_MS,
                 max_cached: 0,
+                max_instruments: 9,
                 default_depth: 5,
                 default_implied_depth: 3,
                 restart_margin: 500,
@@ -467,6 +491,7 @@ mod tests {
                 ("snapshot_max_loops", 1, 1_000, Some(3)),
                 ("gap_timeout_ms", 1, 60_000, Some(5)),
                 ("max_cached", 0, 100_000_000, Some(1_000_000)),
+                ("max_instruments", 1, 10_000_000, Some(100_000)),
                 ("default_depth", 1, 127, Some(10)),
                 ("default_implied_depth", 1, 127, Some(2)),
                 ("restart_margin", 1, 1_000_000, Some(10_000)),

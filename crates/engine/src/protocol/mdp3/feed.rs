@@ -35,6 +35,9 @@ pub struct Settings {
     pub sequencing: sequence::Settings,
     /// Most entries cached over every instrument.
     pub max_cached: usize,
+    /// Most instruments kept; a message naming another SecurityID is
+    /// ignored for it (counted in `instruments_refused`).
+    pub max_instruments: usize,
     /// Outright depth without a definition.
     pub default_depth: u8,
     /// Implied depth without a definition.
@@ -95,6 +98,9 @@ pub struct Counters {
     pub cache_overflows: u64,
     /// RptSeq values skipped for good by snapshots, every instrument.
     pub ticks_lost: u64,
+    /// Messages, entries and snapshots ignored because they named a new
+    /// instrument when `max_instruments` were kept.
+    pub instruments_refused: u64,
 }
 
 impl Default for Counters {
@@ -114,6 +120,7 @@ impl Default for Counters {
             mbo_order_entries: 0,
             cache_overflows: 0,
             ticks_lost: 0,
+            instruments_refused: 0,
         }
     }
 }
@@ -365,17 +372,24 @@ impl Feed {
             .unwrap_or(config.thresholds)
     }
 
-    /// The instrument of `id`, made (no baseline, default depths) if new.
+    /// The instrument of `id`, made (no baseline, default depths) if new;
+    /// `None` (counted) for a new one when `max_instruments` are kept: a
+    /// flood of forged SecurityIDs must not grow the channel without
+    /// bound.
     #[inline]
-    fn instrument(&mut self, id: i32) -> u32 {
+    fn instrument(&mut self, id: i32) -> Option<u32> {
         match self.by_id.get(id) {
-            Some(i) => i,
+            Some(i) => Some(i),
             None => self.new_instrument(id),
         }
     }
 
     #[cold]
-    fn new_instrument(&mut self, id: i32) -> u32 {
+    fn new_instrument(&mut self, id: i32) -> Option<u32> {
+        if self.entries.len() >= self.settings.max_instruments {
+            self.counters.instruments_refused += 1;
+            return None;
+        }
         let i = self.entries.len() as u32;
         self.entries.push(Entry {
             security_id: id,
@@ -392,7 +406,7 @@ impl Feed {
         if self.touched.on {
             self.touched.marked.push(false);
         }
-        i
+        Some(i)
     }
 
     /// Gives up the packet gaps whose deadline is strictly before `t`:
@@ -569,7 +583,9 @@ impl Feed {
     }
 
     fn on_entry(&mut self, id: i32, r: u32, entry: Cached) {
-        let i = self.instrument(id);
+        let Some(i) = self.instrument(id) else {
+            return;
+        };
         self.touched.one(i);
         let max = self.settings.max_cached;
         let inst = &mut self.entries[i as usize].instrument;
@@ -588,10 +604,13 @@ impl Feed {
     /// A book entry applied at once if it is its instrument's next
     /// RptSeq with nothing cached ([`Instrument::apply_next`]), with what
     /// [`on_entry`](Self::on_entry) counts then; false, changing nothing
-    /// but making the instrument if new, otherwise.
+    /// otherwise (a new instrument is left to `on_entry`).
     #[inline]
     fn apply_next(&mut self, id: i32, r: u32, at: Position, tt: u64, u: &Update) -> bool {
-        let i = self.instrument(id);
+        let Some(i) = self.by_id.get(id) else {
+            // New: made (or refused) by `on_entry`.
+            return false;
+        };
         self.touched.one(i);
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
@@ -608,7 +627,9 @@ impl Feed {
 
     fn on_status(&mut self, id: Option<i32>, group: &[u8], asset: &[u8], code: u8, at: Position) {
         if let Some(id) = id {
-            let i = self.instrument(id);
+            let Some(i) = self.instrument(id) else {
+                return;
+            };
             self.touched.one(i);
             if status::record(&mut self.entries[i as usize].status, code, at) {
                 self.counters.anomalies += 1;
@@ -634,7 +655,9 @@ impl Feed {
 
     fn on_definition(&mut self, d: &super::template::Definition<'_>) {
         self.counters.definitions += 1;
-        let i = self.instrument(d.security_id());
+        let Some(i) = self.instrument(d.security_id()) else {
+            return;
+        };
         self.touched.one(i);
         let (mut depth, mut implied) = (None, None);
         for f in d.feed_types() {
@@ -694,7 +717,9 @@ impl Feed {
             let Body::Snapshot(snap) = m.body() else {
                 continue;
             };
-            let i = self.instrument(snap.security_id());
+            let Some(i) = self.instrument(snap.security_id()) else {
+                continue;
+            };
             self.touched.one(i);
             let e = &mut self.entries[i as usize];
             let anomalies = e.instrument.anomalies();
@@ -869,6 +894,7 @@ mod tests {
                 restart_margin: 10_000,
             },
             max_cached: 1_000,
+            max_instruments: 100_000,
             default_depth: 10,
             default_implied_depth: 2,
             offset: OffsetMode::Fixed(0),
