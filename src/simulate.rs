@@ -171,6 +171,36 @@ pub(crate) fn offer(
     delivered
 }
 
+/// A venue as the tests drive it: polled with the local time, done at its
+/// count or duration, finished once.
+#[cfg(test)]
+pub(crate) trait Polled {
+    /// Appends the datagrams due at `now_ns`.
+    fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>);
+    /// True once nothing more is owed.
+    fn done(&self, now_ns: u64) -> bool;
+    /// Appends the end, after which nothing more is sent.
+    fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>);
+}
+
+/// Polls `v` every `step` from `t0` until done, then finishes it; every
+/// datagram with the time of the poll that sent it.
+#[cfg(test)]
+pub(crate) fn drive(v: &mut impl Polled, t0: u64, step: u64) -> Vec<(u64, Outgoing)> {
+    let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), t0);
+    loop {
+        v.poll(t, &mut out);
+        sent.extend(out.drain(..).map(|o| (t, o)));
+        if v.done(t) {
+            break;
+        }
+        t += step;
+    }
+    v.finish(t, &mut out);
+    sent.extend(out.drain(..).map(|o| (t, o)));
+    sent
+}
+
 /// Rate, pauses and stop conditions, as both simulators pace themselves.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pacing {

@@ -26,7 +26,7 @@ pub enum Command {
     /// Show a running sidecar's shared memory: writer health, counters, symbols worst first.
     Stat(StatArgs),
     /// Publish a simulated SQF feed, an ITCH 5.0 venue with a re-request server, or a CME MDP 3.0 channel (to loopback by default).
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
     /// Simulator and sidecar together on loopback, with a live table of every symbol.
     Demo(DemoArgs),
     /// What a packet capture holds: each UDP destination, the protocol it looks like, sessions,

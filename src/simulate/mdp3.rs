@@ -713,6 +713,19 @@ impl Venue {
     }
 }
 
+#[cfg(test)]
+impl super::Polled for Venue {
+    fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        Venue::poll(self, now_ns, out);
+    }
+    fn done(&self, now_ns: u64) -> bool {
+        Venue::done(self, now_ns)
+    }
+    fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        Venue::finish(self, now_ns, out);
+    }
+}
+
 /// Queues a loop's packets from elapsed time `e`, `spacing` apart.
 fn queue(q: &mut VecDeque<(u64, Vec<u8>)>, e: u64, spacing: u64, loop_: Vec<Datagram>) {
     for (k, d) in loop_.into_iter().enumerate() {
@@ -820,18 +833,7 @@ mod tests {
 
     /// Polls every `step` from T0 until done, then finishes; datagrams with their times.
     fn drive(v: &mut Venue, step: u64) -> Vec<(u64, Outgoing)> {
-        let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), T0);
-        loop {
-            v.poll(t, &mut out);
-            sent.extend(out.drain(..).map(|o| (t, o)));
-            if v.done(t) {
-                break;
-            }
-            t += step;
-        }
-        v.finish(t, &mut out);
-        sent.extend(out.drain(..).map(|o| (t, o)));
-        sent
+        super::super::drive(v, T0, step)
     }
 
     #[test]

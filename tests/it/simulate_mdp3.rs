@@ -6,10 +6,10 @@
 //! bounded: the child is killed after `DEADLINE`, the sockets have read
 //! timeouts.
 
+use crate::common::{socket, Killed};
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::net::{SocketAddrV4, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tickguard::capture::link::Link;
@@ -210,17 +210,7 @@ fn packets_lost_on_both_lines_are_healed_by_the_next_snapshot_loop() {
     assert_books_equal(&f, &r);
 }
 
-/// The child, killed if a test fails before it exits.
-struct Child_(Child);
-
-impl Drop for Child_ {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[String]) -> Child_ {
+fn spawn(args: &[String]) -> Killed {
     let child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .args(["simulate", "--protocol", "mdp3"])
         .args(args)
@@ -228,32 +218,15 @@ fn spawn(args: &[String]) -> Child_ {
         .stderr(Stdio::piped())
         .spawn()
         .expect("tickguard runs");
-    Child_(child)
+    Killed(child)
 }
 
-/// Waits (bounded) for the child to exit; its status, stdout and stderr.
-fn wait(mut c: Child_) -> (std::process::ExitStatus, String, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = c.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < DEADLINE, "the venue did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    c.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    c.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    (status, out, err)
-}
-
-fn socket() -> (UdpSocket, SocketAddrV4) {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-    let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else {
-        unreachable!()
-    };
-    (s, a)
+/// `text` as `sim.toml` in a new temporary folder.
+fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
 }
 
 /// One received datagram: arrival (ns), destination, bytes.
@@ -281,9 +254,7 @@ gap_timeout_ms = 50
         a(3),
         a(4)
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sim.toml");
-    std::fs::write(&path, &text).unwrap();
+    let (dir, path) = write_config(&text);
     let child = spawn(&[
         "--config".into(),
         path.display().to_string(),
@@ -326,7 +297,7 @@ gap_timeout_ms = 50
                 })
             })
             .collect();
-        let exit = wait(child);
+        let exit = child.output(DEADLINE);
         stopped.store(true, Ordering::Release);
         let got: Vec<Got> = readers
             .into_iter()
@@ -425,9 +396,7 @@ fn sigusr1_sends_a_channel_reset_and_sigterm_ends_with_the_report() {
     let text = format!(
         "[[feed]]\nname = \"sim\"\nprotocol = \"mdp3\"\nlines = [\"{a}\", \"{b}\"]\nstale_threshold_ms = 32000\nsource_threshold_ms = 32000\n"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sim.toml");
-    std::fs::write(&path, &text).unwrap();
+    let (_dir, path) = write_config(&text);
     let child = spawn(&[
         "--config".into(),
         path.display().to_string(),
@@ -446,7 +415,7 @@ fn sigusr1_sends_a_channel_reset_and_sigterm_ends_with_the_report() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let (status, out, err) = wait(child);
+    let (status, out, err) = child.output(DEADLINE);
     assert!(status.success(), "exit {status:?}: {err}");
     let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["channel_resets"], 1, "{report}");
