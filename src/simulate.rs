@@ -1,8 +1,9 @@
 //! Venue simulators: a provider or an exchange publishing on one or two
 //! lines, with the losses, duplicates, reordering and pauses a receiver
 //! must survive. [`sqf`]: an SQF provider; [`itch50`]: an ITCH 5.0 venue
-//! with a re-request server. Both share the pacing, the line effects and
-//! the sockets below.
+//! with a re-request server; [`mdp3`]: a CME MDP 3.0 channel with its
+//! snapshot and definition loops. They share the pacing, the line effects
+//! and the sockets below.
 //!
 //! # Safety of destinations
 //!
@@ -13,6 +14,7 @@
 //! other interface. Any other destination is refused before a socket opens.
 
 pub mod itch50;
+pub mod mdp3;
 pub mod sqf;
 
 use anyhow::{bail, Context, Result};
@@ -169,6 +171,36 @@ pub(crate) fn offer(
     delivered
 }
 
+/// A venue as the tests drive it: polled with the local time, done at its
+/// count or duration, finished once.
+#[cfg(test)]
+pub(crate) trait Polled {
+    /// Appends the datagrams due at `now_ns`.
+    fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>);
+    /// True once nothing more is owed.
+    fn done(&self, now_ns: u64) -> bool;
+    /// Appends the end, after which nothing more is sent.
+    fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>);
+}
+
+/// Polls `v` every `step` from `t0` until done, then finishes it; every
+/// datagram with the time of the poll that sent it.
+#[cfg(test)]
+pub(crate) fn drive(v: &mut impl Polled, t0: u64, step: u64) -> Vec<(u64, Outgoing)> {
+    let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), t0);
+    loop {
+        v.poll(t, &mut out);
+        sent.extend(out.drain(..).map(|o| (t, o)));
+        if v.done(t) {
+            break;
+        }
+        t += step;
+    }
+    v.finish(t, &mut out);
+    sent.extend(out.drain(..).map(|o| (t, o)));
+    sent
+}
+
 /// Rate, pauses and stop conditions, as both simulators pace themselves.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pacing {
@@ -221,6 +253,11 @@ impl Pacing {
             && e % self.pause_every_ns < self.pause_ns
     }
 
+    /// Active time (not paused) in `[0, e)`.
+    pub(crate) fn active(&self, e: u64) -> u64 {
+        e - self.paused_before(e)
+    }
+
     /// Time spent paused in `[0, e)`.
     fn paused_before(&self, e: u64) -> u64 {
         if self.pause_every_ns == 0 || self.pause_ns == 0 {
@@ -236,7 +273,7 @@ impl Pacing {
 
     /// Items owed by elapsed time `e`: active time × rate, capped by `count`.
     pub(crate) fn due(&self, e: u64) -> u64 {
-        let active = e - self.paused_before(e);
+        let active = self.active(e);
         // `as` saturates and floors.
         let due = (active as f64 * self.rate / NS_PER_S as f64) as u64;
         if self.count > 0 {
@@ -359,8 +396,9 @@ pub(crate) fn print_report(report: &impl Serialize) -> Result<()> {
         .context("simulate: writing the report")
 }
 
-/// One socket per line, each sending to its destination.
-pub(crate) struct LineSockets(Vec<(&'static str, SocketAddrV4, UdpSocket)>);
+/// One socket per line, each sending to its destination; a line is its
+/// slot (`Outgoing::line`), a slot may be empty.
+pub(crate) struct LineSockets(Vec<Option<(&'static str, SocketAddrV4, UdpSocket)>>);
 
 impl LineSockets {
     /// Checks the destinations (loopback or multicast) and opens a socket
@@ -370,23 +408,35 @@ impl LineSockets {
         line_b: Option<SocketAddrV4>,
         source: Ipv4Addr,
     ) -> Result<LineSockets> {
-        let dests: Vec<_> = std::iter::once(("A", line_a))
-            .chain(line_b.map(|b| ("B", b)))
-            .collect();
-        for &(which, dest) in &dests {
+        LineSockets::open_slots(&[Some(("A", line_a)), line_b.map(|b| ("B", b))], source)
+    }
+
+    /// As [`LineSockets::open`], a socket for each slot that names a line
+    /// (its name in errors, its destination); every destination is
+    /// checked before any socket opens.
+    pub(crate) fn open_slots(
+        slots: &[Option<(&'static str, SocketAddrV4)>],
+        source: Ipv4Addr,
+    ) -> Result<LineSockets> {
+        for &(which, dest) in slots.iter().flatten() {
             check_destination(which, dest)?;
         }
-        dests
-            .into_iter()
-            .map(|(which, dest)| Ok((which, dest, open_line(which, dest, source)?)))
+        slots
+            .iter()
+            .map(|slot| {
+                slot.map(|(which, dest)| Ok((which, dest, open_line(which, dest, source)?)))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()
             .map(LineSockets)
     }
 
-    /// Sends (and empties) `out`.
+    /// Sends (and empties) `out`; a datagram for an empty slot is dropped.
     pub(crate) fn send(&self, out: &mut Vec<Outgoing>) -> Result<()> {
         for o in out.drain(..) {
-            let (which, dest, socket) = &self.0[o.line];
+            let Some((which, dest, socket)) = self.0.get(o.line).and_then(Option::as_ref) else {
+                continue;
+            };
             match socket.send_to(&o.payload, dest) {
                 Ok(_) => {}
                 // Nobody listening on a unicast port: that is the receiver's business.

@@ -25,8 +25,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Show a running sidecar's shared memory: writer health, counters, symbols worst first.
     Stat(StatArgs),
-    /// Publish a simulated SQF feed, or an ITCH 5.0 venue with a re-request server (to loopback by default).
-    Simulate(SimulateArgs),
+    /// Publish a simulated SQF feed, an ITCH 5.0 venue with a re-request server, or a CME MDP 3.0 channel (to loopback by default).
+    Simulate(Box<SimulateArgs>),
     /// Simulator and sidecar together on loopback, with a live table of every symbol.
     Demo(DemoArgs),
     /// What a packet capture holds: each UDP destination, the protocol it looks like, sessions,
@@ -203,16 +203,17 @@ fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
     Ok(d)
 }
 
-/// `tickguard simulate`: a provider publishing SQF, or an ITCH venue.
+/// `tickguard simulate`: a provider publishing SQF, an ITCH venue, or a CME MDP3 channel.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
     /// Protocol to publish.
     #[arg(long, value_enum, default_value_t = SimProtocol::Sqf)]
     pub protocol: SimProtocol,
-    /// itch50: take the lines, `recovery` and `timezone` from this configuration's itch50 feed.
+    /// itch50: take the lines, `recovery` and `timezone` from this configuration's itch50 feed;
+    /// mdp3 (required): the incremental, snapshot and definition lines of its mdp3 feed.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// itch50, with --config: the feed (default: the configuration's only itch50 feed).
+    /// itch50 and mdp3, with --config: the feed (default: the configuration's only feed of the protocol).
     #[arg(long, requires = "config")]
     pub feed: Option<String>,
     /// itch50: address of the re-request server (loopback; the config's `recovery` with --config).
@@ -224,7 +225,7 @@ pub struct SimulateArgs {
     /// itch50: the MoldUDP64 session, 1 to 10 printable ASCII characters.
     #[arg(long, default_value = "TGSIM00001")]
     pub session: String,
-    /// itch50: halt a stock every this many seconds, for half of it (0: never).
+    /// itch50: halt a stock every this many seconds, for half of it (0: never); mdp3: an instrument, 0 to 86,400.
     #[arg(long, default_value_t = 0)]
     pub halt_every_s: u64,
     /// itch50: messages the re-request server keeps, 1 to 10,000,000.
@@ -259,6 +260,21 @@ pub struct SimulateArgs {
         requires = "glimpse_fault"
     )]
     pub glimpse_fault_logins: u64,
+    /// mdp3: percent of incremental packets dropped on both lines, 0 to 100 (healed only by the snapshot loop).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_both: f64,
+    /// mdp3: period of the snapshot loop, ms, 10 to 60,000 (its packets spread over it).
+    #[arg(long, default_value_t = 1000)]
+    pub loop_ms: u64,
+    /// mdp3: period of the definition loop, ms, 10 to 600,000.
+    #[arg(long, default_value_t = 5000)]
+    pub definition_loop_ms: u64,
+    /// mdp3: send a ChannelReset at these times of active time, ms, comma separated, each 0 to 86,400,000 (SIGUSR1 sends one too).
+    #[arg(long, value_delimiter = ',', value_name = "MS")]
+    pub channel_reset_at_ms: Vec<u64>,
+    /// mdp3: start in the middle of the week (MsgSeqNum and RptSeqs far from 1, books full): a receiver must heal every instrument from the snapshot loop.
+    #[arg(long)]
+    pub mid_week: bool,
     /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
     #[arg(long, default_value = "239.1.1.1:30001")]
     pub line_a: std::net::SocketAddrV4,
@@ -274,7 +290,7 @@ pub struct SimulateArgs {
     /// Explicit symbol names, comma separated (overrides --symbols), e.g. --names AAPL,MSFT.
     #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// sqf: quotes per second over all symbols; itch50: messages per second.
+    /// sqf: quotes per second over all symbols; itch50: messages per second; mdp3: Globex events per second (at most 1,000,000).
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
     /// Most quotes (sqf) or messages (itch50) packed into one datagram.
@@ -298,7 +314,7 @@ pub struct SimulateArgs {
     /// sqf: percent of quotes with an invalid price (crossed, zero or NaN).
     #[arg(long, default_value_t = 0.0)]
     pub invalid: f64,
-    /// Heartbeat interval per symbol, ms (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000).
+    /// Heartbeat interval per symbol, ms (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000); mdp3: after this long without an incremental packet, 0 to 60,000 (default 30,000).
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
     /// sqf: snapshot interval per symbol, ms (0: only at start for delta feeds).
@@ -319,7 +335,7 @@ pub struct SimulateArgs {
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
-    /// Stop after this many quotes (sqf) or messages (itch50); 0: no limit.
+    /// Stop after this many quotes (sqf), messages (itch50) or events (mdp3); 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub count: u64,
     /// Seed of the random choices (loss, prices, ...).
@@ -337,6 +353,8 @@ pub enum SimProtocol {
     Sqf,
     /// ITCH 5.0 over MoldUDP64, with a re-request server.
     Itch50,
+    /// A CME MDP 3.0 channel: incremental, snapshot and definition lines.
+    Mdp3,
 }
 
 /// Feed kind for the simulator.
@@ -391,49 +409,110 @@ impl SimulateArgs {
 impl SimulateArgs {
     /// Runs the simulator of `--protocol`.
     pub fn run(&self) -> anyhow::Result<()> {
+        if let Some((flag, protocols)) = self.foreign_flag() {
+            anyhow::bail!("simulate: {flag} applies to --protocol {protocols} only");
+        }
         match self.protocol {
-            SimProtocol::Sqf => {
-                if let Some(flag) = self.itch_only_flag() {
-                    anyhow::bail!("simulate: {flag} applies to --protocol itch50 only");
-                }
-                tickguard::simulate::sqf::run(&self.params())
-            }
-            SimProtocol::Itch50 => {
-                if let Some(flag) = self.sqf_only_flag() {
-                    anyhow::bail!("simulate: {flag} applies to --protocol sqf only");
-                }
-                tickguard::simulate::itch50::run(&self.itch_params()?)
-            }
+            SimProtocol::Sqf => tickguard::simulate::sqf::run(&self.params()),
+            SimProtocol::Itch50 => tickguard::simulate::itch50::run(&self.itch_params()?),
+            SimProtocol::Mdp3 => tickguard::simulate::mdp3::run(&self.mdp3_params()?),
         }
     }
 
-    /// The first ITCH venue flag given a value other than its default.
-    fn itch_only_flag(&self) -> Option<&'static str> {
-        let given = [
-            ("--config", self.config.is_some()),
-            ("--recovery", self.recovery.is_some()),
-            ("--no-recovery-server", self.no_recovery_server),
-            ("--session", self.session != "TGSIM00001"),
-            ("--halt-every-s", self.halt_every_s != 0),
-            ("--history", self.history != 1_000_000),
-            ("--answer-delay-ms", self.answer_delay_ms != 0),
-            ("--request-drop", self.request_drop != 0.0),
-            ("--linger-ms", self.linger_ms != 0),
-            ("--glimpse", self.glimpse.is_some()),
+    /// The first flag given a value other than its default that does not
+    /// apply to `--protocol`, and the protocols it applies to.
+    fn foreign_flag(&self) -> Option<(&'static str, &'static str)> {
+        use SimProtocol::{Itch50, Mdp3, Sqf};
+        const ITCH: &[SimProtocol] = &[Itch50];
+        const SQF: &[SimProtocol] = &[Sqf];
+        const MDP3: &[SimProtocol] = &[Mdp3];
+        const VENUES: &[SimProtocol] = &[Itch50, Mdp3];
+        const NOT_MDP3: &[SimProtocol] = &[Sqf, Itch50];
+        let default_a: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().ok()?;
+        let given: [(&str, bool, &[SimProtocol]); 25] = [
+            ("--config", self.config.is_some(), VENUES),
+            ("--recovery", self.recovery.is_some(), ITCH),
+            ("--no-recovery-server", self.no_recovery_server, ITCH),
+            ("--session", self.session != "TGSIM00001", ITCH),
+            ("--halt-every-s", self.halt_every_s != 0, VENUES),
+            ("--history", self.history != 1_000_000, ITCH),
+            ("--answer-delay-ms", self.answer_delay_ms != 0, ITCH),
+            ("--request-drop", self.request_drop != 0.0, ITCH),
+            ("--linger-ms", self.linger_ms != 0, ITCH),
+            ("--glimpse", self.glimpse.is_some(), ITCH),
+            ("--kind", self.kind != SimKind::Full, SQF),
+            ("--invalid", self.invalid != 0.0, SQF),
+            ("--snapshot-ms", self.snapshot_ms != 0, SQF),
+            ("--reset-after-s", self.reset_after_s != 0, SQF),
+            ("--clock-skew-ms", self.clock_skew_ms != 0, SQF),
+            ("--loss-both", self.loss_both != 0.0, MDP3),
+            ("--loop-ms", self.loop_ms != 1000, MDP3),
+            (
+                "--definition-loop-ms",
+                self.definition_loop_ms != 5000,
+                MDP3,
+            ),
+            (
+                "--channel-reset-at-ms",
+                !self.channel_reset_at_ms.is_empty(),
+                MDP3,
+            ),
+            ("--mid-week", self.mid_week, MDP3),
+            ("--line-a", self.line_a != default_a, NOT_MDP3),
+            ("--line-b", self.line_b.is_some(), NOT_MDP3),
+            ("--symbols", self.symbols != 8, NOT_MDP3),
+            ("--names", !self.names.is_empty(), NOT_MDP3),
+            ("--batch", self.batch != 8, NOT_MDP3),
         ];
-        given.into_iter().find(|g| g.1).map(|g| g.0)
+        let (flag, _, protocols) = given
+            .into_iter()
+            .find(|(_, set, protocols)| *set && !protocols.contains(&self.protocol))?;
+        let names = match protocols {
+            [Sqf] => "sqf",
+            [Itch50] => "itch50",
+            [Mdp3] => "mdp3",
+            [Itch50, Mdp3] => "itch50 and mdp3",
+            _ => "sqf and itch50",
+        };
+        Some((flag, names))
     }
 
-    /// The first SQF-only flag given a value other than its default.
-    fn sqf_only_flag(&self) -> Option<&'static str> {
-        let given = [
-            ("--kind", self.kind != SimKind::Full),
-            ("--invalid", self.invalid != 0.0),
-            ("--snapshot-ms", self.snapshot_ms != 0),
-            ("--reset-after-s", self.reset_after_s != 0),
-            ("--clock-skew-ms", self.clock_skew_ms != 0),
-        ];
-        given.into_iter().find(|g| g.1).map(|g| g.0)
+    /// The MDP3 channel's parameters: its lines from `--config`'s mdp3
+    /// feed (required).
+    pub fn mdp3_params(&self) -> anyhow::Result<tickguard::simulate::mdp3::Params> {
+        let Some(path) = &self.config else {
+            anyhow::bail!("simulate: --protocol mdp3 needs --config FILE: its mdp3 feed gives the incremental, snapshot and definition lines");
+        };
+        let config = tickguard::config::Config::load(path)?;
+        let (feed, settings) =
+            config_feed(&config, path, self.feed.as_deref(), "mdp3", |s| match s {
+                ProtocolSettings::Mdp3(c) => Some(c),
+                _ => None,
+            })?;
+        Ok(tickguard::simulate::mdp3::Params {
+            lines: feed.lines.clone(),
+            snapshot_lines: settings.snapshot_lines.clone(),
+            definition_lines: settings.definition_lines.clone(),
+            source: self.source,
+            rate: self.rate,
+            loss_a: self.loss_a,
+            loss_b: self.loss_b,
+            loss_both: self.loss_both,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            heartbeat_ms: self.heartbeat_ms.unwrap_or(30_000),
+            loop_ms: self.loop_ms,
+            definition_loop_ms: self.definition_loop_ms,
+            halt_every_s: self.halt_every_s,
+            channel_reset_at_ms: self.channel_reset_at_ms.clone(),
+            pause_every_s: self.pause_every_s,
+            pause_ms: self.pause_ms,
+            mid_week: self.mid_week,
+            duration_s: self.duration_s,
+            count: self.count,
+            seed: self.seed,
+            report: self.report,
+        })
     }
 
     /// The ITCH venue's parameters; with `--config`, its feed's lines,
@@ -478,27 +557,11 @@ impl SimulateArgs {
         };
         if let Some(path) = &self.config {
             let config = tickguard::config::Config::load(path)?;
-            let itch: Vec<_> = config
-                .feeds
-                .iter()
-                .filter_map(|f| match &f.settings {
-                    ProtocolSettings::Itch50(c) => Some((f, c)),
+            let (feed, settings) =
+                config_feed(&config, path, self.feed.as_deref(), "itch50", |s| match s {
+                    ProtocolSettings::Itch50(c) => Some(c),
                     _ => None,
-                })
-                .filter(|(f, _)| self.feed.as_ref().is_none_or(|n| *n == f.name))
-                .collect();
-            let (feed, settings) = match (itch.as_slice(), &self.feed) {
-                ([f], _) => *f,
-                ([], Some(name)) => anyhow::bail!(
-                    "simulate: {}: no itch50 feed named '{name}'",
-                    path.display()
-                ),
-                ([], None) => anyhow::bail!("simulate: {}: no itch50 feed", path.display()),
-                (_, _) => anyhow::bail!(
-                    "simulate: {}: several itch50 feeds, choose one with --feed",
-                    path.display()
-                ),
-            };
+                })?;
             p.line_a = feed.lines[0];
             p.line_b = feed.lines.get(1).copied();
             p.recovery = settings.recovery;
@@ -529,6 +592,35 @@ impl DemoArgs {
             "itch50" => tickguard::demo::itch50::run(&self.params()),
             _ => tickguard::demo::sqf::run(&self.params()),
         }
+    }
+}
+
+/// The feed of `protocol` in `config` (loaded from `path`) named `name`,
+/// or its only one, with its settings as `settings` finds them.
+fn config_feed<'c, T>(
+    config: &'c tickguard::config::Config,
+    path: &std::path::Path,
+    name: Option<&str>,
+    protocol: &str,
+    settings: impl Fn(&'c ProtocolSettings) -> Option<&'c T>,
+) -> anyhow::Result<(&'c tickguard::config::FeedConfig, &'c T)> {
+    let found: Vec<_> = config
+        .feeds
+        .iter()
+        .filter_map(|f| settings(&f.settings).map(|c| (f, c)))
+        .filter(|(f, _)| name.is_none_or(|n| n == f.name))
+        .collect();
+    match (found.as_slice(), name) {
+        ([f], _) => Ok(*f),
+        ([], Some(name)) => anyhow::bail!(
+            "simulate: {}: no {protocol} feed named '{name}'",
+            path.display()
+        ),
+        ([], None) => anyhow::bail!("simulate: {}: no {protocol} feed", path.display()),
+        (_, _) => anyhow::bail!(
+            "simulate: {}: several {protocol} feeds, choose one with --feed",
+            path.display()
+        ),
     }
 }
 

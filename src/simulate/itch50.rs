@@ -788,6 +788,19 @@ impl Venue {
     }
 }
 
+#[cfg(test)]
+impl super::Polled for Venue {
+    fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        Venue::poll(self, now_ns, out);
+    }
+    fn done(&self, now_ns: u64) -> bool {
+        Venue::done(self, now_ns)
+    }
+    fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
+        Venue::finish(self, now_ns, out);
+    }
+}
+
 /// A session name: 1 to 10 printable ASCII characters, right-padded with spaces.
 fn parse_session(s: &str) -> Result<Session> {
     let b = s.as_bytes();
@@ -941,18 +954,7 @@ mod tests {
 
     /// Polls every `step` from T0 until done, then finishes; datagrams with their times.
     fn drive(v: &mut Venue, step: u64) -> Vec<(u64, Outgoing)> {
-        let (mut sent, mut out, mut t) = (Vec::new(), Vec::new(), T0);
-        loop {
-            v.poll(t, &mut out);
-            sent.extend(out.drain(..).map(|o| (t, o)));
-            if v.done(t) {
-                break;
-            }
-            t += step;
-        }
-        v.finish(t, &mut out);
-        sent.extend(out.drain(..).map(|o| (t, o)));
-        sent
+        super::super::drive(v, T0, step)
     }
 
     /// Per line: every message by sequence, and the packets' (kind, sequence) in order.

@@ -42,4 +42,5 @@ mod publication;
 mod replay_bounds;
 mod simulate;
 mod simulate_itch;
+mod simulate_mdp3;
 mod stat;

@@ -6,10 +6,10 @@
 //! Every wait is bounded: the child is killed after `DEADLINE`, the sockets
 //! have read timeouts.
 
+use crate::common::{socket, Killed};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::{SocketAddrV4, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
@@ -22,17 +22,7 @@ use tickguard::protocol::itch50::{Packet, Session};
 const DEADLINE: Duration = Duration::from_secs(20);
 const SESSION: Session = Session(*b"TGSIM00001");
 
-/// The child, killed if a test fails before it exits.
-struct Venue(Child);
-
-impl Drop for Venue {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[String]) -> Venue {
+fn spawn(args: &[String]) -> Killed {
     let child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .args(["simulate", "--protocol", "itch50", "--report"])
         .args(args)
@@ -40,34 +30,15 @@ fn spawn(args: &[String]) -> Venue {
         .stderr(Stdio::piped())
         .spawn()
         .expect("tickguard runs");
-    Venue(child)
+    Killed(child)
 }
 
 /// Waits (bounded) for the child to exit 0 and returns its one-line report.
-fn report(mut v: Venue) -> serde_json::Value {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = v.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < DEADLINE, "the venue did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    v.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    v.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+fn report(v: Killed) -> serde_json::Value {
+    let (status, out, err) = v.output(DEADLINE);
     assert!(status.success(), "exit {status:?}: {err}");
     assert_eq!(out.lines().count(), 1, "one JSON line: {out}");
     serde_json::from_str(out.trim()).unwrap()
-}
-
-fn socket() -> (UdpSocket, SocketAddrV4) {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-    let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else {
-        unreachable!()
-    };
-    (s, a)
 }
 
 /// A loopback port nobody uses right now.

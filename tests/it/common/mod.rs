@@ -1,6 +1,7 @@
 //! Shared by the integration tests: replaying what a sidecar recorded and
 //! comparing it with what the sidecar published; checking that proptest
-//! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]).
+//! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]); a
+//! child process waited for with a deadline ([`Killed`]).
 
 pub mod mdp3;
 
@@ -83,4 +84,58 @@ pub fn without_end_line(stderr: &str) -> String {
         .filter(|l| !l.starts_with("tickguard: replayed "))
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// A child process, killed (and reaped) if a test fails before it exits.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Killed {
+    /// Waits, at most `deadline`, for the child to exit (piped stdout and
+    /// stderr): its status, stdout and stderr.
+    pub fn output(
+        mut self,
+        deadline: std::time::Duration,
+    ) -> (std::process::ExitStatus, String, String) {
+        use std::io::Read;
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed() < deadline, "the child did not stop");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let (mut out, mut err) = (String::new(), String::new());
+        self.0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        self.0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, out, err)
+    }
+}
+
+/// A UDP socket on a free loopback port, reads timing out after 5 ms, and its address.
+pub fn socket() -> (std::net::UdpSocket, std::net::SocketAddrV4) {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(5)))
+        .unwrap();
+    let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else {
+        unreachable!()
+    };
+    (s, a)
 }
