@@ -57,6 +57,7 @@ fn feed() -> Feed {
             restart_margin: 10_000,
         },
         max_cached: 1_000_000,
+        max_instruments: 100_000,
         default_depth: 10,
         default_implied_depth: 2,
         offset: OffsetMode::Fixed(0),
