@@ -784,9 +784,13 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .or(shm)
         .unwrap_or_else(|| "/dev/shm/tickguard".into());
     let dead_after_ms = args.dead_after_ms.unwrap_or(dead_after_ms);
-    if tickguard::symbol::Symbol::parse(&args.symbol).is_none() {
+    // A publication names instruments with up to 32 bytes (an SQF or ITCH
+    // symbol has 8 at most, an MDP3 Symbol 20, `#SecurityID` 12).
+    let name_ok =
+        |n: &str| (1..=32).contains(&n.len()) && n.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    if !name_ok(&args.symbol) {
         anyhow::bail!(
-            "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
+            "'{}' is not a valid instrument name (1 to 32 printable ASCII characters, no spaces)",
             args.symbol
         );
     }

@@ -33,6 +33,11 @@ struct Rig {
 
 impl Rig {
     fn new(join: &str) -> Rig {
+        Rig::with(join, "")
+    }
+
+    /// With `extra` lines of the feed's configuration.
+    fn with(join: &str, extra: &str) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("tg.shm");
         let l = ports();
@@ -55,6 +60,7 @@ stale_threshold_ms = 30000
 source_threshold_ms = 30000
 clock_offset = 0
 gap_timeout_ms = 5
+{extra}
 "#,
                 shm.display(),
                 l[0],
@@ -181,4 +187,197 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         assert_eq!(reasons(&reader, &id), expected, "{id} healed by the loop");
     }
     assert!(!rig.snapshot_wanted(), "left once nothing needs the loop");
+}
+
+/// Whether any instrument of the channel is suspect or unverified, as the
+/// feed holds it.
+fn any_needy(rig: &Rig) -> bool {
+    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    f.instruments()
+        .iter()
+        .any(|e| e.instrument.seq.suspect() || e.instrument.seq.unverified())
+}
+
+/// Every instrument of `venue` answers as its true book says (`ok`, or
+/// `invalid_price` for a crossed one), by `#SecurityID`.
+fn all_answer_their_books(reader: &Reader, venue: &Channel, what: &str) {
+    for spec in venue.specs() {
+        let id = format!("#{}", spec.security_id);
+        let book = venue.book(spec.security_id).unwrap();
+        let expected = if book.crossed() {
+            "invalid_price"
+        } else {
+            "ok"
+        };
+        assert_eq!(reasons(reader, &id), expected, "{id}: {what}");
+    }
+}
+
+/// Each packet lost on one line only is taken from the other: no
+/// instrument is ever suspect or unverified, the snapshot lines stay left.
+#[test]
+fn a_b_loss_is_recovered_with_no_instrument_suspect() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(11, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    for k in 0..300u64 {
+        // Alternately only on A, only on B, on both.
+        let to: &[usize] = match k % 3 {
+            0 => &[0],
+            1 => &[1],
+            _ => &[0, 1],
+        };
+        let d = venue.next_event(t + k * 1000);
+        rig.send(&d, to);
+        assert!(!any_needy(&rig), "after event {k}");
+        assert!(!rig.snapshot_wanted(), "after event {k}");
+    }
+    let reader = Reader::open(&rig.shm);
+    all_answer_their_books(&reader, &venue, "A/B arbitration");
+    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    assert_eq!(f.sequence().counters().packets_lost, 0);
+}
+
+/// Started in the middle of the week, every instrument is suspect (no
+/// baseline) until the loop: one loop heals every active instrument and
+/// the snapshot lines are left.
+#[test]
+fn a_mid_week_start_heals_every_instrument_within_one_loop() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::mid_week(5, equity_channel(), t);
+    for k in 0..50u64 {
+        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
+    }
+    assert!(
+        rig.snapshot_wanted(),
+        "joined: instruments have no baseline"
+    );
+    rig.send(&venue.snapshot_loop(t + 60_000), &[2, 3]);
+    let reader = Reader::open(&rig.shm);
+    all_answer_their_books(&reader, &venue, "healed by one loop");
+    assert!(!any_needy(&rig));
+    assert!(!rig.snapshot_wanted(), "left once every instrument healed");
+    for k in 0..50u64 {
+        rig.send(&venue.next_event(t + 100_000 + k * 1000), &[0, 1]);
+    }
+    all_answer_their_books(&reader, &venue, "after the loop");
+}
+
+/// A ChannelReset empties every book (`no_quote`) and restarts RptSeq; the
+/// books refilled after it are published and answer `ok` without a loop.
+#[test]
+fn a_channel_reset_empties_every_book_until_it_is_refilled() {
+    // MsgSeqNum restarts at 1 after the reset; with the channel's old
+    // sequence this short, a margin of 1 keeps the new sequence's first
+    // packets from being taken for late copies of the old one (spec mdp3
+    // §9.2 judges by MsgSeqNum alone).
+    let mut rig = Rig::with("on_demand", "restart_margin = 1");
+    let t = now_ns();
+    let mut venue = Channel::new(3, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    for k in 0..20u64 {
+        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
+    }
+    let reader = Reader::open(&rig.shm);
+    all_answer_their_books(&reader, &venue, "before the reset");
+    rig.send(&venue.channel_reset(t + 50_000), &[0, 1]);
+    for spec in venue.specs() {
+        for name in [format!("#{}", spec.security_id), spec.symbol.clone()] {
+            assert_eq!(
+                reasons(&reader, &name),
+                "no_quote",
+                "{name} after the reset"
+            );
+        }
+    }
+    rig.send(&venue.fill_books(t + 60_000), &[0, 1]);
+    for k in 0..20u64 {
+        rig.send(&venue.next_event(t + 70_000 + k * 1000), &[0, 1]);
+    }
+    all_answer_their_books(&reader, &venue, "refilled after the reset");
+    assert!(!rig.snapshot_wanted());
+    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    assert_eq!(f.counters().channel_resets, 1);
+}
+
+/// Loses one event on both lines and lets its gap be given up: every
+/// instrument turns unverified, those the event touched suspect once their
+/// next entry shows the hole.
+fn lose_an_event_on_both_lines(rig: &mut Rig, venue: &mut Channel, t: u64) {
+    let _lost = venue.next_event(t);
+    let after = venue.next_event(t + 1_000);
+    rig.send(&after, &[0, 1]);
+    // Past the gap timeout (5 ms): given up at the loop's clock.
+    std::thread::sleep(Duration::from_millis(10));
+    rig.settle();
+}
+
+/// Loops that heal nothing (the instruments that need healing have no
+/// snapshot in them) are left after `snapshot_max_loops` (2 here), and
+/// joined again only when another instrument turns suspect or unverified;
+/// with `always` the lines are never left.
+#[test]
+fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(3, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    for k in 0..20u64 {
+        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
+    }
+    assert!(!rig.snapshot_wanted());
+    lose_an_event_on_both_lines(&mut rig, &mut venue, t + 30_000);
+    assert!(rig.snapshot_wanted(), "joined after the give-up");
+    // Another channel's loops: none of this channel's instruments in them.
+    let mut specs = equity_channel();
+    for s in &mut specs {
+        s.security_id += 100_000;
+    }
+    let mut other = Channel::new(9, specs);
+    other.fill_books(t);
+    for loop_no in 0..3u64 {
+        rig.send(&other.snapshot_loop(t + 40_000 + loop_no * 10_000), &[2, 3]);
+        // A loop ends when the next begins: two whole loops are behind
+        // once the third begins.
+        assert_eq!(!rig.snapshot_wanted(), loop_no >= 2, "after loop {loop_no}");
+    }
+    assert!(any_needy(&rig), "nothing healed them");
+    // What still arrives on the left lines is not applied.
+    let counted = |rig: &Rig| {
+        let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+        f.counters().snapshots_applied + f.counters().snapshots_ignored
+    };
+    let before = counted(&rig);
+    rig.send(&venue.snapshot_loop(t + 80_000), &[2, 3]);
+    assert_eq!(counted(&rig), before, "a left line's snapshots are dropped");
+    // Another loss: the instruments healthy again turn unverified, so the
+    // loop is wanted again, and heals the suspect ones.
+    for k in 0..20u64 {
+        rig.send(&venue.next_event(t + 90_000 + k * 1000), &[0, 1]);
+    }
+    lose_an_event_on_both_lines(&mut rig, &mut venue, t + 120_000);
+    assert!(rig.snapshot_wanted(), "joined again");
+    rig.send(&venue.snapshot_loop(t + 130_000), &[2, 3]);
+    for k in 0..30u64 {
+        rig.send(&venue.next_event(t + 140_000 + k * 1000), &[0, 1]);
+    }
+    let reader = Reader::open(&rig.shm);
+    all_answer_their_books(&reader, &venue, "healed after joining again");
+    // The other channel's instruments, unverified by the second give-up,
+    // get no entry and no snapshot here: the lines are left after two
+    // more loops that heal nothing.
+    assert!(rig.snapshot_wanted());
+    for loop_no in 0..3u64 {
+        rig.send(
+            &venue.snapshot_loop(t + 200_000 + loop_no * 10_000),
+            &[2, 3],
+        );
+    }
+    assert!(!rig.snapshot_wanted(), "left after loops healing nothing");
+
+    let mut always = Rig::new("always");
+    always.settle();
+    assert!(always.snapshot_wanted(), "always joined");
 }

@@ -84,6 +84,9 @@ pub struct Joining {
     joined: bool,
     /// Loops in a row, while joined, that healed no instrument.
     idle_loops: u32,
+    /// A loop began since the lines were joined: the next beginning ends
+    /// a whole loop (the first ends the part of one joined in its middle).
+    in_loop: bool,
     /// The channel's loop count and the publisher's heals when last looked.
     loops_seen: u64,
     healed_seen: u64,
@@ -104,6 +107,7 @@ impl Joining {
             // nothing needs the loop.
             joined: true,
             idle_loops: 0,
+            in_loop: false,
             loops_seen: 0,
             healed_seen: 0,
             gave_up_at: None,
@@ -132,6 +136,7 @@ impl Joining {
                 self.joined = true;
                 self.joins += 1;
                 self.idle_loops = 0;
+                self.in_loop = false;
                 self.gave_up_at = None;
                 self.healed_seen = p.healed();
             }
@@ -144,13 +149,22 @@ impl Joining {
             return;
         }
         if new_loops > 0 {
-            // A loop ended (another began): did anything heal since the
-            // last boundary? Several boundaries in one cycle count as one
-            // with what healed across them.
+            // Loops ended (others began): did anything heal since the last
+            // beginning? Several in one cycle count together with what
+            // healed across them; the part of a loop before the first
+            // beginning since joining is not a whole loop.
+            let whole = if self.in_loop {
+                new_loops
+            } else {
+                self.in_loop = true;
+                new_loops - 1
+            };
             if p.healed() > self.healed_seen {
                 self.idle_loops = 0;
             } else {
-                self.idle_loops = self.idle_loops.saturating_add(new_loops as u32);
+                self.idle_loops = self
+                    .idle_loops
+                    .saturating_add(u32::try_from(whole).unwrap_or(u32::MAX));
             }
             self.healed_seen = p.healed();
             if self.idle_loops >= self.max_loops {

@@ -203,8 +203,10 @@ pub struct Feed {
     counters: Counters,
     /// What changed for a live publication: see [`Touched`].
     touched: Touched,
-    /// Snapshot loops begun (snapshot packets with MsgSeqNum 1).
+    /// Snapshot loops begun (see [`Feed::loops`]).
     loops: u64,
+    /// Highest snapshot MsgSeqNum since the last loop began (0: none).
+    loop_high: u32,
 }
 
 /// The instruments whose visible book, sequencing flags or status may have
@@ -256,6 +258,7 @@ impl Feed {
             counters: Counters::default(),
             touched: Touched::default(),
             loops: 0,
+            loop_high: 0,
         }
     }
 
@@ -290,7 +293,11 @@ impl Feed {
         self.touched = t;
     }
 
-    /// Snapshot loops begun so far (a loop begins at MsgSeqNum 1).
+    /// Snapshot loops begun so far: a snapshot packet of MsgSeqNum 1 after
+    /// one of a higher MsgSeqNum (or the first) begins a loop; line B's
+    /// copy of the same packet does not begin another. (A loop of a single
+    /// packet is therefore counted once: the snapshot lines then stay
+    /// joined while an instrument needs healing, the safe side.)
     pub fn loops(&self) -> u64 {
         self.loops
     }
@@ -710,8 +717,12 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
-        if packet.seq_num() == 1 {
-            self.loops += 1;
+        match packet.seq_num() {
+            1 if self.loop_high != 1 => {
+                self.loops += 1;
+                self.loop_high = 1;
+            }
+            s => self.loop_high = self.loop_high.max(s),
         }
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
