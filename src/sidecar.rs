@@ -309,12 +309,21 @@ fn open_line(
 /// says so in the log (a rare event: a snapshot loop needed or done with).
 #[cold]
 fn membership_changed(config: &Config, line: &mut Line, want: bool) {
-    let feed = config.feeds.get(line.feed as usize).map_or("?", |f| f.name.as_str());
+    let feed = config
+        .feeds
+        .get(line.feed as usize)
+        .map_or("?", |f| f.name.as_str());
     let addr = line.socket.info.addr;
     match line.socket.set_joined(want) {
-        Ok(true) => tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" }),
-        Ok(false) => tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" }),
-        Err(e) => tracing::warn!(feed = %feed, line = %addr, error = %e, "line {}: membership change failed; what arrives unwanted is dropped", if want { "join" } else { "leave" }),
+        Ok(true) => {
+            tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" })
+        }
+        Ok(false) => {
+            tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" })
+        }
+        Err(e) => {
+            tracing::warn!(feed = %feed, line = %addr, error = %e, "line {}: membership change failed; what arrives unwanted is dropped", if want { "join" } else { "leave" })
+        }
     }
 }
 

@@ -7,10 +7,10 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::protocol::mdp3::synth::{equity_channel, Channel, Datagram};
-use tickguard::state::price::Price as Exact;
-use tickguard::Reader;
 use tickguard::sidecar::Sidecar;
+use tickguard::state::price::Price as Exact;
 use tickguard::time::now_ns;
+use tickguard::Reader;
 
 /// Five free loopback ports: incremental A, B, snapshot A, B, definition A.
 fn ports() -> [SocketAddrV4; 5] {
@@ -36,8 +36,9 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("tg.shm");
         let l = ports();
-        let cfg = Config::parse(&format!(
-            r#"
+        let cfg = Config::parse(
+            &format!(
+                r#"
 [metrics]
 enabled = false
 [sidecar]
@@ -55,13 +56,15 @@ source_threshold_ms = 30000
 clock_offset = 0
 gap_timeout_ms = 5
 "#,
-            shm.display(),
-            l[0],
-            l[1],
-            l[2],
-            l[3],
-            l[4]
-        ), "test")
+                shm.display(),
+                l[0],
+                l[1],
+                l[2],
+                l[3],
+                l[4]
+            ),
+            "test",
+        )
         .unwrap();
         let sidecar = Sidecar::start(&cfg).unwrap();
         Rig {
@@ -124,7 +127,9 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         let book = venue.book(spec.security_id).unwrap();
         let id = format!("#{}", spec.security_id);
         for name in [spec.symbol.as_str(), id.as_str()] {
-            let h = reader.lookup("cme", name).unwrap_or_else(|| panic!("{name} not published"));
+            let h = reader
+                .lookup("cme", name)
+                .unwrap_or_else(|| panic!("{name} not published"));
             let rec = reader.record(&h).unwrap();
             let bid = rec.bid.map(|s| s.price);
             let want = book.bids.first().map(|l| Exact::Decimal {
@@ -132,7 +137,11 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
                 exponent: -9,
             });
             assert_eq!(bid, want, "{name}: best bid");
-            let expected = if book.crossed() { "invalid_price" } else { "ok" };
+            let expected = if book.crossed() {
+                "invalid_price"
+            } else {
+                "ok"
+            };
             assert_eq!(reasons(&reader, name), expected, "{name}");
         }
     }
@@ -146,18 +155,29 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
     rig.send(&after, &[0, 1]);
     std::thread::sleep(Duration::from_millis(10));
     rig.settle();
-    assert!(rig.snapshot_wanted(), "the loop is wanted while instruments need healing");
+    assert!(
+        rig.snapshot_wanted(),
+        "the loop is wanted while instruments need healing"
+    );
     let suspect: Vec<String> = venue
         .specs()
         .map(|s| format!("#{}", s.security_id))
         .filter(|n| reasons(&reader, n).contains("suspect"))
         .collect();
-    assert!(!suspect.is_empty(), "a loss on both lines shows ({} lost)", lost.len());
+    assert!(
+        !suspect.is_empty(),
+        "a loss on both lines shows ({} lost)",
+        lost.len()
+    );
     rig.send(&venue.snapshot_loop(t + 500_000), &[2, 3]);
     for spec in venue.specs() {
         let id = format!("#{}", spec.security_id);
         let book = venue.book(spec.security_id).unwrap();
-        let expected = if book.crossed() { "invalid_price" } else { "ok" };
+        let expected = if book.crossed() {
+            "invalid_price"
+        } else {
+            "ok"
+        };
         assert_eq!(reasons(&reader, &id), expected, "{id} healed by the loop");
     }
     assert!(!rig.snapshot_wanted(), "left once nothing needs the loop");

@@ -642,7 +642,8 @@ impl Reader {
         // Slots are handed out densely: the occupied ones are those below
         // the highest slot the directory names.
         let dir = m.views.directory();
-        let entries = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        let entries =
+            (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
         let n = dir[..entries]
             .iter()
             // Relaxed: ordered by the Acquire load of directory_len.

@@ -190,7 +190,10 @@ impl LineSocket {
             Some(bound) if addr.port() == 0 => bound,
             _ => addr,
         };
-        let group = addr.ip().is_multicast().then_some((*addr.ip(), source, interface));
+        let group = addr
+            .ip()
+            .is_multicast()
+            .then_some((*addr.ip(), source, interface));
         Ok(LineSocket {
             socket,
             group,

@@ -168,16 +168,16 @@ impl Engine {
     /// `shared`: the instruments are published into a shared table (live).
     pub fn new(c: &Mdp3Config, offset: OffsetMode, offset_queue: usize, shared: bool) -> Engine {
         let mut feed = Feed::new(Settings {
-                sequencing: sequence::Settings {
-                    gap_timeout_ns: c.gap_timeout_ns,
-                    restart_margin: c.restart_margin,
-                },
-                max_cached: c.max_cached,
-                default_depth: c.default_depth,
-                default_implied_depth: c.default_implied_depth,
-                offset,
-                offset_queue,
-            });
+            sequencing: sequence::Settings {
+                gap_timeout_ns: c.gap_timeout_ns,
+                restart_margin: c.restart_margin,
+            },
+            max_cached: c.max_cached,
+            default_depth: c.default_depth,
+            default_implied_depth: c.default_implied_depth,
+            offset,
+            offset_queue,
+        });
         let publisher = shared.then(|| {
             feed.track_touched(true);
             Box::default()
