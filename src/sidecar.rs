@@ -776,13 +776,13 @@ impl Sidecar {
         let p = &self.publication;
         self.handler.publish_counters();
         for id in 0..self.config.feeds.len() as u16 {
-            let drops: u64 = self
-                .lines
-                .iter()
-                .filter(|l| l.feed == id)
-                .map(|l| l.kernel_drops)
-                .sum();
+            let (mut drops, mut unwanted) = (0, 0);
+            for l in self.lines.iter().filter(|l| l.feed == id) {
+                drops += l.kernel_drops;
+                unwanted += l.unwanted;
+            }
             p.set_counter(id, counter::KERNEL_DROPS, drops);
+            p.set_counter(id, counter::UNWANTED, unwanted);
         }
         for l in self.lines.iter().filter(|l| l.peer.is_some()) {
             p.set_counter(l.feed, counter::CHANNEL_WRONG_SOURCE, l.wrong_source);

@@ -10,7 +10,6 @@ use crate::reader::{Health, Reader};
 use crate::shm::{counter, CounterKind, Descriptor, ZERO_IS_NONE};
 use crate::state::FeedKind;
 use crate::state::{FeedStatus, Record, Side};
-use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -372,7 +371,9 @@ fn wrap(items: &[String], width: usize) -> Vec<String> {
 #[derive(Debug, Clone)]
 struct Row {
     feed: String,
-    symbol: Symbol,
+    /// The name the slot is published under (the directory's last for
+    /// it), or its key's characters when none names it.
+    name: String,
     reasons: Reasons,
     record: Record,
     offset: i128,
@@ -482,6 +483,14 @@ impl Snapshot {
             }
         }
         let records = reader.records();
+        // A slot's name: the directory's last entry for it. A key made
+        // from a venue's id is no name; a symbol key is its own.
+        let names: std::collections::HashMap<(u16, u64), String> = reader
+            .slot_names()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| Some(((n.feed, n.key?.key()), n.name)))
+            .collect();
         let healthy = health.is_ok();
         for (id, f) in feeds.iter().enumerate() {
             if filter.feed.as_ref().is_some_and(|n| n != &f.name) {
@@ -528,9 +537,13 @@ impl Snapshot {
                 if filter.not_ok && reasons.is_ok() {
                     continue;
                 }
+                let name = names
+                    .get(&(id, symbol.key()))
+                    .cloned()
+                    .unwrap_or_else(|| symbol.to_string());
                 snap.rows.push(Row {
                     feed: f.name.clone(),
-                    symbol,
+                    name,
                     reasons,
                     record: *r,
                     offset: view.offset,
@@ -545,7 +558,7 @@ impl Snapshot {
             (
                 std::cmp::Reverse(severity(r.reasons)),
                 r.feed.clone(),
-                r.symbol.to_string(),
+                r.name.clone(),
             )
         });
         if let Some(n) = filter.top {
@@ -622,9 +635,17 @@ impl Snapshot {
                 .collect();
             let _ = writeln!(s, "  symbols: {}", tally.join("  "));
         }
+        // Names wider than a symbol's nine columns widen the column.
+        let width = self
+            .rows
+            .iter()
+            .map(|r| r.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(NAME_WIDTH);
         let _ = writeln!(
             s,
-            "\n{:<10} {:<9} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
+            "\n{:<10} {:<width$} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
             "feed",
             "symbol",
             "verdict",
@@ -636,7 +657,7 @@ impl Snapshot {
             "silence",
             "source age"
         );
-        let rows = self.rows.iter().map(|r| row_text(r, now)).collect();
+        let rows = self.rows.iter().map(|r| row_text(r, now, width)).collect();
         Frame {
             header: s,
             rows,
@@ -667,7 +688,7 @@ impl Snapshot {
                 let size = |s: Option<Side>| s.map(|s| s.size).filter(|&n| n != 0);
                 json!({
                     "feed": r.feed,
-                    "symbol": r.symbol.to_string(),
+                    "symbol": r.name,
                     "ok": r.reasons.is_ok(),
                     "reasons": r.reasons.names().collect::<Vec<_>>(),
                     "bid": bid.map(|s| s.price.as_f64()),
@@ -697,7 +718,11 @@ impl Snapshot {
     }
 }
 
-fn row_text(r: &Row, now: u64) -> String {
+/// Columns of the symbol column at least.
+const NAME_WIDTH: usize = 9;
+
+/// Row `r` at `now`, its name in a column `width` wide.
+fn row_text(r: &Row, now: u64, width: usize) -> String {
     let st = &r.record.state;
     let (bid, ask) = (
         side_text(r.record.bid, true, r.decimals),
@@ -705,9 +730,9 @@ fn row_text(r: &Row, now: u64) -> String {
     );
     let age = r.source_age(now).map_or("-".into(), ms);
     format!(
-        "{:<10} {:<9} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
+        "{:<10} {:<width$} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
         r.feed,
-        r.symbol.to_string(),
+        r.name,
         if r.reasons.is_ok() {
             "ok".to_string()
         } else {

@@ -112,6 +112,17 @@ gap_timeout_ms = 5
     }
 }
 
+/// Feed `cme`'s counter `name` (the feed-wide one) as the publication
+/// shows it.
+fn counter(r: &Reader, name: &str) -> u64 {
+    r.readings(0)
+        .unwrap()
+        .iter()
+        .find(|c| c.descriptor.name == name && c.descriptor.key.is_empty())
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .value
+}
+
 fn reasons(r: &Reader, name: &str) -> String {
     r.check_symbol("cme", name, now_ns()).reasons.to_string()
 }
@@ -175,6 +186,19 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         "a loss on both lines shows ({} lost)",
         lost.len()
     );
+    // The channel's counters say so: the gap given up, the instruments
+    // suspect or unverified, the snapshot lines joined a second time.
+    assert!(counter(&reader, "gaps_expired") >= 1);
+    assert!(counter(&reader, "packets_lost") >= 1);
+    assert!(
+        counter(&reader, "instruments_suspect") + counter(&reader, "instruments_unverified") > 0
+    );
+    assert_eq!(counter(&reader, "snapshot_joined"), 1);
+    assert_eq!(
+        counter(&reader, "snapshot_joins"),
+        2,
+        "at start, and for the loss"
+    );
     rig.send(&venue.snapshot_loop(t + 500_000), &[2, 3]);
     for spec in venue.specs() {
         let id = format!("#{}", spec.security_id);
@@ -187,6 +211,21 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         assert_eq!(reasons(&reader, &id), expected, "{id} healed by the loop");
     }
     assert!(!rig.snapshot_wanted(), "left once nothing needs the loop");
+    for name in [
+        "instruments_suspect",
+        "instruments_unverified",
+        "instruments_overflowed",
+        "snapshot_joined",
+    ] {
+        assert_eq!(counter(&reader, name), 0, "{name}");
+    }
+    assert_eq!(counter(&reader, "snapshot_leaves"), 2);
+    assert!(counter(&reader, "snapshots_applied") > 0);
+    // What the snapshot lines still carry once left is dropped, counted.
+    let before = counter(&reader, "unwanted");
+    let again = venue.snapshot_loop(t + 600_000);
+    rig.send(&again, &[2]);
+    assert_eq!(counter(&reader, "unwanted"), before + again.len() as u64);
 }
 
 /// Whether any instrument of the channel is suspect or unverified, as the

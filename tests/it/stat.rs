@@ -670,6 +670,108 @@ mod described {
             }
         }
     }
+
+    /// An MDP3 channel's slots are keyed by an encoded SecurityID: `stat`
+    /// shows each by the last name the directory gives it (its Symbol once
+    /// aliased, else `#SecurityID`), in rows and JSON, and widens the
+    /// column for a long one; an SQF symbol shows as before.
+    #[test]
+    fn stat_shows_an_mdp3_slot_by_its_published_name() {
+        use tickguard::protocol::mdp3::publish::key;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let lines = vec!["239.1.1.1:30001".parse().unwrap()];
+        let feeds = [
+            FeedInfo::new("lp1", FeedKind::Full, lines.clone(), Protocol::Sqf),
+            FeedInfo::new("cme", FeedKind::Delta, lines, Protocol::Mdp3),
+        ];
+        let p = Arc::new(Publication::create(&path, 0o600, 16, &feeds, NOW, 1_000_000).unwrap());
+        let mut t = StateTable::shared(p.clone());
+        let th = Thresholds {
+            stale_ns: 30 * S,
+            source_ns: 30 * S,
+        };
+        let top = Top {
+            bid: Some(Level {
+                price: 6_850_000_000_000,
+                size: 5,
+            }),
+            exponent: -9,
+            ..Top::default()
+        };
+        let es = t.insert_named(1, key(294_973), b"#294973", th).unwrap();
+        assert!(t.alias(1, key(294_973), b"ESZ6", es));
+        t.slots()[es as usize].write_top(&top);
+        let spread = t.insert_named(1, key(118_061), b"#118061", th).unwrap();
+        assert!(t.alias(1, key(118_061), b"ESZ6-ESH7-ESM7", spread));
+        t.slots()[spread as usize].write_top(&top);
+        let nq = t.insert_named(1, key(206_323), b"#206323", th).unwrap();
+        t.slots()[nq as usize].write_top(&top);
+        let fx = t.insert(0, Symbol::parse("EURUSD").unwrap(), th).unwrap();
+        t.set_feed_status(
+            1,
+            &FeedStatus {
+                last_alive: NOW,
+                source_watermark: NOW,
+                ..FeedStatus::default()
+            },
+        );
+        p.ready();
+        p.heartbeat(NOW);
+        let shown = path.display().to_string();
+        let reader = Reader::open(&shown);
+
+        let names = reader.slot_names();
+        let name = |slot: u32| names[slot as usize].as_ref().unwrap();
+        assert_eq!((name(es).feed, name(es).name.as_str()), (1, "ESZ6"));
+        assert_eq!(name(es).key, Some(key(294_973)));
+        assert_eq!(name(nq).name, "#206323", "no Symbol yet");
+        assert_eq!((name(fx).feed, name(fx).name.as_str()), (0, "EURUSD"));
+
+        let snap = Snapshot::read(&reader, &shown, NOW + S, &Filter::default()).unwrap();
+        let text = snap.text().full();
+        let row = |s: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(s))
+                .unwrap_or_else(|| panic!("no row {s}: {text}"))
+                .to_string()
+        };
+        // The column is as wide as the longest name (14), not 9.
+        let starts = |feed: &str, name: &str| {
+            let want = format!("{feed:<10} {name:<14} ");
+            assert!(row(name).starts_with(&want), "{want:?} in {text}");
+        };
+        starts("cme", "ESZ6");
+        starts("cme", "ESZ6-ESH7-ESM7");
+        starts("cme", "#206323");
+        starts("lp1", "EURUSD");
+        assert!(row("ESZ6").contains(" 5×"), "{text}");
+        assert!(!text.contains("#0"), "no key shown: {text}");
+        let header = text.lines().find(|l| l.contains(" verdict ")).unwrap();
+        assert!(
+            header.starts_with(&format!("{:<10} {:<14} verdict", "feed", "symbol")),
+            "{header}"
+        );
+
+        let doc = snap.json();
+        let mut symbols: Vec<(&str, &str)> = doc["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["feed"].as_str().unwrap(), s["symbol"].as_str().unwrap()))
+            .collect();
+        symbols.sort_unstable();
+        assert_eq!(
+            symbols,
+            [
+                ("cme", "#206323"),
+                ("cme", "ESZ6"),
+                ("cme", "ESZ6-ESH7-ESM7"),
+                ("lp1", "EURUSD")
+            ]
+        );
+        drop(t);
+    }
 }
 
 /// `stat` and the metrics know no protocol: they name none, and print and

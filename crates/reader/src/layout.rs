@@ -196,6 +196,10 @@ pub mod counter {
     /// asked (refused, or capped by `net.core.rmem_max`), per line:
     /// `LINE_RCVBUF_CAPPED + line`; 0 otherwise.
     pub const LINE_RCVBUF_CAPPED: usize = 38;
+    /// Datagrams dropped unapplied because their feed did not want their
+    /// line then (a line it had left), every line (written by the
+    /// receiver).
+    pub const UNWANTED: usize = 40;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
     /// First id of the feed extension's counters (bytes 544..1024), written
@@ -1091,12 +1095,13 @@ mod tests {
             SAME_LINE_DUPLICATES,
             ALL_REJECTED,
             LINE_RCVBUF_CAPPED,
+            UNWANTED,
         ];
         assert_eq!(
             ids,
             [
                 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 26, 28, 30, 32, 33, 34, 35, 36,
-                37, 38
+                37, 38, 40
             ]
         );
         let ext = [

@@ -237,6 +237,17 @@ impl Handle {
     }
 }
 
+/// The name a slot is published under ([`Reader::slot_names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotName {
+    /// The feed the directory entry names.
+    pub feed: u16,
+    /// The slot's key as the entry holds it (`None`: not a symbol's).
+    pub key: Option<Symbol>,
+    /// The name readers look the slot up by.
+    pub name: String,
+}
+
 /// One feed as the publication describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedInfo {
@@ -614,6 +625,44 @@ impl Reader {
             },
             retries,
         )
+    }
+
+    /// Each slot's published name, by slot: the name of the last
+    /// directory entry naming it (a slot may be entered under several: an
+    /// exchange's id first, then its symbol), `None` for a slot no entry
+    /// names. The name as [`layout::printable`] shows it; with its feed and
+    /// key, so that a caller can match it to a [`Record`]. Scans the
+    /// directory and allocates: for tools, not per check.
+    pub fn slot_names(&self) -> Vec<Option<SlotName>> {
+        let Ok(m) = &self.mapped else {
+            return Vec::new();
+        };
+        let dir = m.views.directory();
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        let slots = m.views.slots().len();
+        let mut out: Vec<Option<SlotName>> = Vec::new();
+        for e in &dir[..n] {
+            // Relaxed (all): ordered by the Acquire load of directory_len.
+            let fs = e.feed_slot.load(Ordering::Relaxed);
+            let slot = fs as u32 as usize;
+            if slot >= slots {
+                continue;
+            }
+            let mut bytes = Vec::with_capacity(layout::NAME_LEN);
+            for w in &e.name {
+                bytes.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+            }
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            if out.len() <= slot {
+                out.resize(slot + 1, None);
+            }
+            out[slot] = Some(SlotName {
+                feed: (fs >> 32) as u16,
+                key: Symbol::from_key(e.key.load(Ordering::Relaxed)),
+                name: layout::printable(&bytes[..end]),
+            });
+        }
+        out
     }
 
     /// Looks up and checks in one call: `no_quote` for a symbol the writer

@@ -34,23 +34,42 @@ impl Reason for Reject {
     }
 }
 
-/// The feed's own counters in the publication's extension: (id, name).
-/// The ids are storage only; the descriptors give each its meaning.
-const OWN: [(usize, &str); 14] = [
-    (counter::EXT, "next"),
-    (counter::EXT + 3, "gaps_open"),
-    (counter::EXT + 4, "recovered"),
-    (counter::EXT + 5, "packet_gaps"),
-    (counter::EXT + 6, "packets_lost"),
-    (counter::EXT + 7, "channel_resets"),
-    (counter::EXT + 8, "anomalies"),
-    (counter::EXT + 9, "sequence_restarts"),
-    (counter::EXT + 10, "stale_sequence"),
-    (counter::EXT + 11, "snapshots_applied"),
-    (counter::EXT + 12, "snapshots_ignored"),
-    (counter::EXT + 13, "cache_overflows"),
-    (counter::EXT + 14, "cached"),
-    (counter::EXT + 15, "definitions"),
+/// A level (a gauge), or a total that only grows.
+const G: bool = true;
+const C: bool = false;
+
+/// The feed's own counters, in the publication's extension but one: (id,
+/// name, gauge, Prometheus metric less `tickguard_`). The ids are storage
+/// only; the descriptors give each its meaning. A metric is an ITCH feed's
+/// where the meaning is the same (`feed_next_sequence`, `feed_gaps_open`,
+/// `feed_gaps_expired_total`, `feed_anomalies_total`), else `feed_` and
+/// the name with what it counts.
+#[rustfmt::skip]
+const OWN: [(usize, &str, bool, &str); 22] = [
+    (counter::EXT, "next", G, "feed_next_sequence"),
+    (counter::EXT + 3, "gaps_open", G, "feed_gaps_open"),
+    (counter::EXT + 4, "recovered", C, "feed_recovered_packets_total"),
+    (counter::EXT + 5, "packet_gaps", C, "feed_packet_gaps_total"),
+    (counter::EXT + 6, "packets_lost", C, "feed_packets_lost_total"),
+    (counter::EXT + 7, "channel_resets", C, "feed_channel_resets_total"),
+    (counter::EXT + 8, "anomalies", C, "feed_anomalies_total"),
+    (counter::EXT + 9, "sequence_restarts", C, "feed_sequence_restarts_total"),
+    (counter::EXT + 10, "stale_sequence", C, "feed_stale_sequence_packets_total"),
+    (counter::EXT + 11, "snapshots_applied", C, "feed_snapshots_applied_total"),
+    (counter::EXT + 12, "snapshots_ignored", C, "feed_snapshots_ignored_total"),
+    (counter::EXT + 13, "cache_overflows", C, "feed_cache_overflows_total"),
+    (counter::EXT + 14, "cached", G, "feed_cached_entries"),
+    (counter::EXT + 15, "definitions", C, "feed_definitions_total"),
+    (counter::EXT + 16, "gaps_expired", C, "feed_gaps_expired_total"),
+    (counter::EXT + 17, "instruments_suspect", G, "feed_instruments_suspect"),
+    (counter::EXT + 18, "instruments_unverified", G, "feed_instruments_unverified"),
+    (counter::EXT + 19, "instruments_overflowed", G, "feed_instruments_overflowed"),
+    (counter::EXT + 20, "snapshot_joined", G, "feed_snapshot_joined"),
+    (counter::EXT + 21, "snapshot_joins", C, "feed_snapshot_joins_total"),
+    (counter::EXT + 22, "snapshot_leaves", C, "feed_snapshot_leaves_total"),
+    // Written by the receiver for every feed, described here: only this
+    // protocol leaves lines.
+    (counter::UNWANTED, "unwanted", C, "feed_unwanted_datagrams_total"),
 ];
 
 /// At most one ChannelReset log line per feed per this interval, ns of
@@ -282,14 +301,19 @@ impl FeedEngine for Engine {
     /// The shared counters, then the channel's (spec mdp3 §5).
     fn counters() -> Vec<Descriptor> {
         let mut v = crate::engine::shared_counters::<Reject>();
-        // Shown by `stat`; exported as metrics only where an ITCH feed's
-        // metric of the same name means the same (the channel's own
-        // metrics come with receiving it live).
-        v.extend(OWN.iter().map(|&(id, name)| match name {
-            "gaps_open" => Descriptor::gauge(id, name),
-            "anomalies" => Descriptor::counter(id, name),
-            "next" | "cached" => Descriptor::gauge(id, name).metric(""),
-            _ => Descriptor::counter(id, name).metric(""),
+        // Instruments refused a slot, each once, as an ITCH feed counts
+        // its symbols.
+        v.push(
+            Descriptor::counter(counter::TABLE_FULL, "table_full_symbols")
+                .metric("table_full_symbols_total"),
+        );
+        v.extend(OWN.iter().map(|&(id, name, gauge, metric)| {
+            let d = if gauge {
+                Descriptor::gauge(id, name)
+            } else {
+                Descriptor::counter(id, name)
+            };
+            d.metric(metric)
         }));
         v
     }
@@ -376,6 +400,8 @@ impl FeedEngine for Engine {
         let n = self.feed.counters();
         let s = self.feed.sequence();
         let q = s.counters();
+        let flagged = self.publisher().map(Publisher::flagged).unwrap_or_default();
+        let j = &self.joining;
         for (k, v) in [
             (counter::EXT, s.high().map_or(0, u64::from)),
             (counter::EXT + 3, s.gaps_open() as u64),
@@ -391,6 +417,13 @@ impl FeedEngine for Engine {
             (counter::EXT + 13, n.cache_overflows),
             (counter::EXT + 14, self.feed.cached() as u64),
             (counter::EXT + 15, n.definitions),
+            (counter::EXT + 16, q.gaps_given_up),
+            (counter::EXT + 17, flagged.suspect as u64),
+            (counter::EXT + 18, flagged.unverified as u64),
+            (counter::EXT + 19, flagged.overflowed as u64),
+            (counter::EXT + 20, u64::from(j.joined)),
+            (counter::EXT + 21, j.joins),
+            (counter::EXT + 22, j.leaves),
         ] {
             p.set_counter(id, k, v);
         }
@@ -436,5 +469,32 @@ impl FeedEngine for Engine {
     /// `definitions` file is read by the caller's [`preload`](FeedEngine::preload).
     fn go_live(&mut self, _: View<'_>) -> Result<(), String> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shm::CounterKind;
+
+    /// The channel's counters take ids of their own (in the extension, but
+    /// the receiver's), and each is exported: a total as `_total`, a level
+    /// without.
+    #[test]
+    fn own_counters_have_ids_of_their_own_and_metrics() {
+        let all = Engine::counters();
+        let mut ids: Vec<usize> = all.iter().map(|d| d.id).collect();
+        ids.sort_unstable();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "an id described twice");
+        for &(id, name, gauge, metric) in &OWN {
+            if name != "unwanted" {
+                assert!((counter::EXT..counter::ALL).contains(&id), "{name}");
+            }
+            let d = all.iter().find(|d| d.name == name).unwrap();
+            assert_eq!(d.kind == CounterKind::Gauge, gauge, "{name}");
+            assert_eq!(metric.ends_with("_total"), !gauge, "{name}: {metric}");
+        }
     }
 }

@@ -887,6 +887,7 @@ fn set_text(to: &mut String, text: &str) {
 mod tests {
     use super::super::encode::{self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot};
     use super::super::template::{EntryType, UpdateAction};
+    use super::super::testing::feed;
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -897,21 +898,6 @@ mod tests {
         stale_ns: 30_000 * MS,
         source_ns: 30_000 * MS,
     };
-
-    fn feed() -> Feed {
-        Feed::new(Settings {
-            sequencing: sequence::Settings {
-                gap_timeout_ns: 5 * MS,
-                restart_margin: 10_000,
-            },
-            max_cached: 1_000,
-            max_instruments: 100_000,
-            default_depth: 10,
-            default_implied_depth: 2,
-            offset: OffsetMode::Fixed(0),
-            offset_queue: 16,
-        })
-    }
 
     fn bid(id: i32, rpt: u32, level: u8, action: UpdateAction, price: i64) -> BookEntry {
         BookEntry {

@@ -14,7 +14,12 @@
 //!
 //! The publisher also counts the instruments that need the snapshot loop
 //! (suspect or unverified), and how many turned needy or healed, for the
-//! on-demand joining of the snapshot lines.
+//! on-demand joining of the snapshot lines; and, for the channel's
+//! counters, the published instruments (those with a slot) suspect,
+//! unverified and overflowed, each apart: an instrument only defined,
+//! never traded, has no baseline but answers `no_quote`, and the loop does
+//! not carry it. Each instrument's flags as last seen make these counts a
+//! compare per touched instrument.
 
 use super::feed::{Entry, Feed};
 use super::status::State;
@@ -54,12 +59,59 @@ fn id_name(id: i32, buf: &mut [u8; 12]) -> &str {
     std::str::from_utf8(&buf[..n]).unwrap_or("#")
 }
 
+/// An instrument's sequencing flags, as [`Published::flags`] keeps them.
+const SUSPECT: u8 = 1;
+const UNVERIFIED: u8 = 2;
+const OVERFLOWED: u8 = 4;
+/// Needs the snapshot loop.
+const NEEDY: u8 = SUSPECT | UNVERIFIED;
+
+/// `e`'s sequencing flags now.
+fn flags_of(e: &Entry) -> u8 {
+    let q = &e.instrument.seq;
+    u8::from(q.suspect()) * SUSPECT
+        | u8::from(q.unverified()) * UNVERIFIED
+        | u8::from(q.overflowed()) * OVERFLOWED
+}
+
+/// Published instruments with each flag set, as of the last publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flagged {
+    /// No baseline, or a hole open.
+    pub suspect: usize,
+    /// A packet gap given up since their last entry applied.
+    pub unverified: usize,
+    /// Their cache overflowed: only a snapshot restores them.
+    pub overflowed: usize,
+}
+
+impl Flagged {
+    /// Counts an instrument whose flags went from `old` to `new`.
+    fn change(&mut self, old: u8, new: u8) {
+        for (bit, n) in [
+            (SUSPECT, &mut self.suspect),
+            (UNVERIFIED, &mut self.unverified),
+            (OVERFLOWED, &mut self.overflowed),
+        ] {
+            match (old & bit != 0, new & bit != 0) {
+                (false, true) => *n += 1,
+                (true, false) => *n -= 1,
+                _ => {}
+            }
+        }
+    }
+}
+
 /// What the publisher keeps per instrument.
 #[derive(Debug, Clone)]
 struct Published {
     slot: SlotId,
-    /// Suspect or unverified, as last seen.
-    needy: bool,
+    /// Its sequencing flags as last seen ([`SUSPECT`], [`UNVERIFIED`],
+    /// [`OVERFLOWED`]).
+    flags: u8,
+    /// The flags counted in [`Publisher::flagged`]: as last seen once it
+    /// has a slot, none before.
+    counted: u8,
     /// The Symbol the slot was last published under (empty: none yet).
     symbol: String,
 }
@@ -68,7 +120,8 @@ impl Default for Published {
     fn default() -> Published {
         Published {
             slot: NO_SLOT,
-            needy: false,
+            flags: 0,
+            counted: 0,
             symbol: String::new(),
         }
     }
@@ -83,6 +136,8 @@ pub struct Publisher {
     status: Option<FeedStatus>,
     /// Instruments suspect or unverified now.
     needy: usize,
+    /// Published instruments suspect, unverified and overflowed now.
+    flagged: Flagged,
     /// Instruments that turned suspect or unverified (from healthy, or
     /// new), and that turned healthy, so far.
     turned_needy: u64,
@@ -95,6 +150,13 @@ impl Publisher {
     /// Instruments suspect or unverified now (as of the last publish).
     pub fn needy(&self) -> usize {
         self.needy
+    }
+
+    /// Published instruments (those with a slot) suspect, unverified and
+    /// overflowed now (as of the last publish), each counted apart: one
+    /// may be several.
+    pub fn flagged(&self) -> Flagged {
+        self.flagged
     }
 
     /// Instruments that turned suspect or unverified so far.
@@ -120,6 +182,7 @@ impl Publisher {
         let Publisher {
             published,
             needy,
+            flagged,
             turned_needy,
             healed,
             table_full,
@@ -131,9 +194,10 @@ impl Publisher {
                 published.resize(i + 1, Published::default());
             }
             let p = &mut published[i];
-            let now_needy = e.instrument.seq.suspect() || e.instrument.seq.unverified();
-            if now_needy != p.needy {
-                p.needy = now_needy;
+            let flags = flags_of(e);
+            let (was_needy, now_needy) = (p.flags & NEEDY != 0, flags & NEEDY != 0);
+            p.flags = flags;
+            if now_needy != was_needy {
                 if now_needy {
                     *needy += 1;
                     *turned_needy += 1;
@@ -164,6 +228,10 @@ impl Publisher {
             }
             if p.slot == REFUSED {
                 return;
+            }
+            if flags != p.counted {
+                flagged.change(p.counted, flags);
+                p.counted = flags;
             }
             name_symbol(f, e, p, feed, table, &thresholds);
             table.slots()[p.slot as usize].write_top(&top);
@@ -251,5 +319,66 @@ mod tests {
         }
         let mut buf = [0u8; 12];
         assert_eq!(id_name(i32::MIN, &mut buf), "#-2147483648");
+    }
+
+    /// The flags are counted over the published instruments, each apart,
+    /// and follow them as they turn and heal; the needy count (for the
+    /// joining of the snapshot lines) takes every instrument.
+    #[test]
+    fn flagged_counts_follow_the_published_instruments() {
+        use super::super::synth::{equity_channel, Channel};
+        const MS: u64 = 1_000_000;
+        let t = super::super::testing::T0;
+        let mut f = super::super::testing::feed();
+        f.track_touched(true);
+        let mut p = Publisher::default();
+        let mut table = StateTable::new(64);
+        let th = |_: &Feed, _: &str| Thresholds {
+            stale_ns: u64::MAX,
+            source_ns: u64::MAX,
+        };
+        let mut ch = Channel::new(3, equity_channel());
+        let n = ch.specs().count();
+        for d in ch.definition_loop(t) {
+            f.on_definitions(&d.bytes).unwrap();
+        }
+        p.publish(0, &mut f, &mut table, th);
+        // Defined only: no baseline, so needy, but nothing published.
+        assert_eq!((p.needy(), p.flagged()), (n, Flagged::default()));
+        for d in ch.fill_books(t) {
+            f.on_incremental(&d.bytes, t).unwrap();
+        }
+        p.publish(0, &mut f, &mut table, th);
+        assert_eq!(
+            (p.needy(), p.flagged(), table.len()),
+            (0, Flagged::default(), n)
+        );
+        // A packet lost: once its gap is given up (within the events that
+        // follow), every instrument is unverified until its next entry,
+        // and those it touched are suspect (a RptSeq hole).
+        let _lost = ch.next_event(t + MS);
+        for k in 2..40 {
+            for d in ch.next_event(t + k * MS) {
+                let _ = f.on_incremental(&d.bytes, t + k * MS);
+            }
+        }
+        p.publish(0, &mut f, &mut table, th);
+        // What the feed's instruments hold now, counted afresh.
+        let mut recount = Flagged::default();
+        let mut needy = 0;
+        for s in ch.specs() {
+            let flags = flags_of(f.find(&format!("#{}", s.security_id)).unwrap());
+            recount.change(0, flags);
+            needy += usize::from(flags & NEEDY != 0);
+        }
+        assert!(recount.suspect > 0, "the lost packet shows: {recount:?}");
+        assert_eq!((p.flagged(), p.needy()), (recount, needy));
+        // The loop heals them all.
+        for d in ch.snapshot_loop(t + 200 * MS) {
+            f.on_snapshot(&d.bytes, t + 200 * MS).unwrap();
+        }
+        p.publish(0, &mut f, &mut table, th);
+        assert_eq!((p.needy(), p.flagged()), (0, Flagged::default()));
+        assert!(p.healed() >= n as u64);
     }
 }

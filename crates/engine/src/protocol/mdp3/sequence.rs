@@ -72,6 +72,9 @@ pub struct Counters {
     pub packet_gaps: u64,
     /// Packets given up.
     pub packets_lost: u64,
+    /// Gaps given up (past their deadline, or the lowest for room), each
+    /// once however many packets it still missed.
+    pub gaps_given_up: u64,
     /// Copies of packets processed.
     pub duplicates: u64,
     /// Packets that filled a gap.
@@ -213,6 +216,7 @@ impl Sequence {
     fn give_up_lowest(&mut self) {
         if let Some(g) = self.gaps.pop_front() {
             self.counters.packets_lost += g.missing();
+            self.counters.gaps_given_up += 1;
             self.keep_spare(g);
         }
     }
@@ -385,10 +389,12 @@ mod tests {
         assert_eq!(s.expire(10 + 5 * MS), 0, "at the deadline: still open");
         assert_eq!(s.expire(10 + 5 * MS + 1), 1);
         assert_eq!(s.counters().packets_lost, 2);
+        assert_eq!(s.counters().gaps_given_up, 1, "one gap, two packets");
         assert!(s.complete(2, 5), "given up counts as complete");
         assert!(!s.complete(6, 6));
         assert_eq!(s.expire(u64::MAX), 1);
         assert_eq!(s.counters().packets_lost, 5);
+        assert_eq!(s.counters().gaps_given_up, 2);
     }
 
     #[test]

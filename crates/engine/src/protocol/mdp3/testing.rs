@@ -4,11 +4,32 @@
 use std::fmt::Write;
 
 use super::encode::{self, Shape};
+use super::feed::{Feed, Settings};
 use super::packet::Message;
+use super::sequence;
 use super::template::{Body, EntryType, Kind, Template, UpdateAction};
+use crate::clock::OffsetMode;
 
 /// A SendingTime / TransactTime: 2026-01-05 09:00 UTC.
 pub const T0: u64 = 1_767_603_600_000_000_000;
+
+/// A channel as the module's tests use it: packet gaps given up after
+/// 5 ms, a cache of 1,000 entries, depths 10 and 2, no clock offset.
+pub fn feed() -> Feed {
+    const MS: u64 = 1_000_000;
+    Feed::new(Settings {
+        sequencing: sequence::Settings {
+            gap_timeout_ns: 5 * MS,
+            restart_margin: 10_000,
+        },
+        max_cached: 1_000,
+        max_instruments: 100_000,
+        default_depth: 10,
+        default_implied_depth: 2,
+        offset: OffsetMode::Fixed(0),
+        offset_queue: 16,
+    })
+}
 
 /// SplitMix64 (Steele, Lea, Flood 2014): small, seeded, good enough to
 /// mutate bytes.
