@@ -200,16 +200,7 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         "at start, and for the loss"
     );
     rig.send(&venue.snapshot_loop(t + 500_000), &[2, 3]);
-    for spec in venue.specs() {
-        let id = format!("#{}", spec.security_id);
-        let book = venue.book(spec.security_id).unwrap();
-        let expected = if book.crossed() {
-            "invalid_price"
-        } else {
-            "ok"
-        };
-        assert_eq!(reasons(&reader, &id), expected, "{id} healed by the loop");
-    }
+    all_answer_their_books(&reader, &venue, "healed by the loop");
     assert!(!rig.snapshot_wanted(), "left once nothing needs the loop");
     for name in [
         "instruments_suspect",
