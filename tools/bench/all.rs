@@ -107,6 +107,9 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "mdp3_capture": row(&["mdp3-capture"])?,
         "mdp3_apply": row(&["mdp3-apply"])?,
         "mdp3_memory": row(&["mdp3-memory"])?,
+        "mdp3_live_drain": row(&["mdp3-live-drain"])?,
+        "mdp3_check": row(&["mdp3-check"])?,
+        "mdp3_heal_time": row(&["mdp3-heal-time"])?,
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
@@ -255,6 +258,48 @@ fn mdp3_rows(r: &Value, t: &mut String) {
             "| MDP3 memory per instrument ({} and {} instruments) | {:.0} B/instrument of resident growth | its structure: {} B (entry {} B, book slots {} B each, working and visible) | | |\n",
             m["small"]["instruments"], m["large"]["instruments"], f(&m["rss_bytes_per_instrument"]),
             m["structure_bytes_per_instrument"], m["entry_bytes"], m["level_slot_bytes"]
+        ));
+    }
+    mdp3_live_rows(r, t);
+}
+
+/// The MDP3 live rows, when the JSON has them.
+fn mdp3_live_rows(r: &Value, t: &mut String) {
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let d = &r["mdp3_live_drain"];
+    if d.is_object() {
+        t.push_str(&format!(
+            "| MDP3 live receive: drain of two pre-filled incremental line queues ({} instruments, {:.1} book entries/packet) | {} datagrams/s, {} book entries/s (each line's copy counted) | bare recvmmsg {} datagrams/s, {} book entries/s | {:.2} of bare | ≥ 0.7 of bare |\n",
+            d["instruments"], f(&d["book_entries_per_packet"]),
+            rate(&d["tickguard_datagrams_per_s"]), rate(&d["tickguard_book_entries_per_s"]),
+            rate(&d["bare_recvmmsg_datagrams_per_s"]), rate(&d["bare_recvmmsg_book_entries_per_s"]),
+            f(&d["ratio"])
+        ));
+    }
+    let c = &r["mdp3_check"];
+    let timer = f(&c["timer_median_ns"]);
+    for (name, v) in [
+        ("busiest of the channel", &c["channel"]),
+        ("ESZ6 of the equity channel", &c["hot"]),
+    ] {
+        if !v.is_object() {
+            continue;
+        }
+        t.push_str(&format!(
+            "| MDP3 check latency from another process, {name} ({} instruments, {:.0} events/s sent, {:.0} slot updates/s) | median {} ns, p99 {} ns, p99.9 {} ns incl. the clock read (net of the timer's {timer:.0} ns: {:.0} / {:.0} / {:.0}); {:.4}% retried | | | median ≤ 45 ns, p99 ≤ 100 ns |\n",
+            v["instruments"], f(&v["writer"]["events_per_s"]), f(&v["slot_updates_per_s"]),
+            ns(&v["median_ns"]), ns(&v["p99_ns"]), ns(&v["p99_9_ns"]),
+            f(&v["median_ns"]) - timer, f(&v["p99_ns"]) - timer, f(&v["p99_9_ns"]) - timer,
+            f(&v["checks_retried_pct"])
+        ));
+    }
+    let h = &r["mdp3_heal_time"];
+    if h.is_object() {
+        t.push_str(&format!(
+            "| MDP3 heal time: packet lost on both lines to every instrument it touched ok ({} losses, {} instruments, snapshot loop every {} ms) | median {:.1} ms, max {:.1} ms | | | ≤ loop + 10 ms ({}) |\n",
+            h["losses_measured"], h["instruments"], h["loop_ms"],
+            f(&h["heal"]["median_ns"]) / 1e6, f(&h["heal"]["max_ns"]) / 1e6,
+            if h["target_met"] == Value::Bool(true) { "met" } else { "missed" }
         ));
     }
 }

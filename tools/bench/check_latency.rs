@@ -173,7 +173,7 @@ fn amortized(reader: &Reader, handle: &Handle, n: u32) -> Value {
 }
 
 /// Timed checks of one handle.
-struct CheckRun {
+pub(crate) struct CheckRun {
     hist: Histogram<u64>,
     /// Retries of each check that retried at all.
     retry_hist: Histogram<u64>,
@@ -189,7 +189,7 @@ struct CheckRun {
 }
 
 impl CheckRun {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let mut v = summary(&self.hist);
         let checks = self.checks.max(1) as f64;
         let o = v.as_object_mut().expect("object");
@@ -238,7 +238,7 @@ impl CheckRun {
 /// `check_counting(&h, clock.now_ns())` (what a gateway calls). Runs in slices of 1 ms; between slices
 /// `between` is called (false: stop early) and, below 100 % duty, the
 /// thread sleeps.
-fn timed_checks(
+pub(crate) fn timed_checks(
     clock: &WallClock,
     reader: &Reader,
     handle: &Handle,

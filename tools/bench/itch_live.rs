@@ -92,12 +92,10 @@ pub(crate) fn loopback(port: u16) -> SocketAddrV4 {
 
 // ---------------------------------------------------------------- drain
 
-/// Flags of `itch-live-drain`.
+/// How a drain row fills and drains its queues (the flags every drain row
+/// shares).
 #[derive(clap::Args)]
-pub struct DrainArgs {
-    /// Stocks in the synthetic day's directory.
-    #[arg(long, default_value_t = 8_000)]
-    stocks: usize,
+pub(crate) struct QueueArgs {
     /// SO_RCVBUF requested per socket, bytes (as root, net.core.rmem_max is
     /// raised to it while the sockets are opened, then restored).
     #[arg(long, default_value_t = 64 << 20)]
@@ -114,6 +112,27 @@ pub struct DrainArgs {
     /// Fill-and-drain rounds; the median of each side is kept.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+}
+
+/// Packets sent once to size the fill (and warm both sides) before anything
+/// is timed.
+const PROBE: usize = 1000;
+
+impl QueueArgs {
+    /// Packets a drain uses at most: the probe, then every run's fill.
+    pub(crate) fn packets_wanted(&self) -> usize {
+        PROBE + self.runs.max(1) * self.max_packets
+    }
+}
+
+/// Flags of `itch-live-drain`.
+#[derive(clap::Args)]
+pub struct DrainArgs {
+    /// Stocks in the synthetic day's directory.
+    #[arg(long, default_value_t = 8_000)]
+    stocks: usize,
+    #[command(flatten)]
+    queue: QueueArgs,
 }
 
 /// Sends `packets` to both sockets of a pair, none reading.
@@ -159,19 +178,74 @@ fn drain_bare(sockets: &[LineSocket; 2], batches: &mut [Batch; 2], n: u64) -> an
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// The `itch-live-drain` row.
-pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
-    ensure!(a.fill > 0.0 && a.fill < 1.0, "--fill must be in (0, 1)");
+/// What [`drain_pair`] measured, and the sidecar it drained with.
+pub(crate) struct Drained {
+    /// The sidecar, as the last run left it.
+    pub(crate) sidecar: Sidecar,
+    /// Seconds of each sidecar drain, and of each bare drain.
+    pub(crate) ts: Vec<f64>,
+    pub(crate) tb: Vec<f64>,
+    /// Packets per fill (each sent to both lines).
+    pub(crate) n: usize,
+    pub(crate) runs: usize,
+    truesize: u64,
+    granted: u64,
+    raised: bool,
+    kernel_drops: u64,
+    _shm: ShmFile,
+}
+
+impl Drained {
+    /// The packets of each timed fill, in the order sent.
+    pub(crate) fn chunks<'a>(&self, all: &'a [Vec<u8>]) -> impl Iterator<Item = &'a [Vec<u8>]> {
+        let n = self.n;
+        (0..self.runs).map(move |r| &all[PROBE + r * n..PROBE + (r + 1) * n])
+    }
+
+    /// Datagrams/s of the median sidecar drain and the median bare drain.
+    pub(crate) fn rates(&self) -> (f64, f64) {
+        let datagrams = 2.0 * self.n as f64;
+        (datagrams / median(&self.ts), datagrams / median(&self.tb))
+    }
+
+    /// What every drain row reports of its queues and runs.
+    pub(crate) fn setup(&self) -> Value {
+        json!({
+            "packets_per_fill": self.n,
+            "datagrams_per_fill": 2 * self.n,
+            "skb_truesize_bytes": self.truesize,
+            "rcvbuf_granted_bytes": self.granted,
+            "rmem_max_raised": self.raised,
+            "runs": self.runs,
+            "seconds": {"tickguard": self.ts, "bare_recvmmsg": self.tb},
+            "kernel_drops": self.kernel_drops,
+        })
+    }
+}
+
+/// A feed's two line sockets, in a sidecar `config(shm, ports, rcvbuf)`
+/// makes, and two bare sockets set up the same way, each pre-filled with
+/// the same consecutive packets of `all` (both lines alike) and drained:
+/// by `Sidecar::cycle`, and by `Batch::recv` alone. The first [`PROBE`]
+/// packets size the fill from the kernel's accounting; then `runs`
+/// rounds, who goes first rotating.
+pub(crate) fn drain_pair(
+    q: &QueueArgs,
+    tag: &str,
+    all: &[Vec<u8>],
+    config: impl FnOnce(&str, [u16; 2], usize) -> anyhow::Result<Config>,
+) -> anyhow::Result<Drained> {
+    ensure!(q.fill > 0.0 && q.fill < 1.0, "--fill must be in (0, 1)");
     let ports: [u16; 4] = distinct_ports()?;
     let (side, bare_ports) = ([ports[0], ports[1]], [ports[2], ports[3]]);
     let shm = ShmFile(format!(
-        "/dev/shm/tickguard-bench-itch-drain-{}",
+        "/dev/shm/tickguard-bench-{tag}-{}",
         std::process::id()
     ));
-    let config = config(&shm.0, side, a.rcvbuf, None)?;
-    let rmem = RmemMax::raise(a.rcvbuf, !a.no_sysctl);
+    let config = config(&shm.0, side, q.rcvbuf)?;
+    let rmem = RmemMax::raise(q.rcvbuf, !q.no_sysctl);
     let mut sidecar = Sidecar::start(&config)?;
-    let open = |p| LineSocket::open(loopback(p), None, config.sidecar.interface, a.rcvbuf);
+    let open = |p| LineSocket::open(loopback(p), None, config.sidecar.interface, q.rcvbuf);
     let bare = [open(bare_ports[0])?, open(bare_ports[1])?];
     let raised = rmem.raised_to.is_some();
     drop(rmem);
@@ -181,64 +255,73 @@ pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
     ];
     let tx = UdpSocket::bind("127.0.0.1:0")?;
 
-    // Size the fill from the kernel's accounting of a probe of 1,000 packets.
-    let probe = 1000usize;
+    // Size the fill from the kernel's accounting of the probe.
     let granted = bare[0].info.rcvbuf as u64;
-    let want = probe + a.runs.max(1) * a.max_packets;
-    // ~20 messages a packet on average.
-    let (all, _) = packets(want as u64 * 20, a.stocks)?;
-    ensure!(
-        all.len() > probe,
-        "the synthetic day made {} packets",
-        all.len()
-    );
+    ensure!(all.len() > PROBE, "only {} packets", all.len());
     let before = proc_udp(bare_ports[0])?.rx_bytes;
-    fill(&tx, &all[..probe], bare_ports)?;
-    let truesize = (proc_udp(bare_ports[0])?.rx_bytes - before) / probe as u64;
+    fill(&tx, &all[..PROBE], bare_ports)?;
+    let truesize = (proc_udp(bare_ports[0])?.rx_bytes - before) / PROBE as u64;
     ensure!(truesize > 0, "no receive-queue accounting in /proc/net/udp");
-    drain_bare(&bare, &mut batches, 2 * probe as u64)?;
-    fill(&tx, &all[..probe], side)?;
-    drain_sidecar(&mut sidecar, 2 * probe as u64)?;
-    let runs = a.runs.max(1);
-    let n = (((granted as f64 * a.fill) as u64 / truesize) as usize)
-        .min(a.max_packets)
-        .min((all.len() - probe) / runs);
+    drain_bare(&bare, &mut batches, 2 * PROBE as u64)?;
+    fill(&tx, &all[..PROBE], side)?;
+    drain_sidecar(&mut sidecar, 2 * PROBE as u64)?;
+    let runs = q.runs.max(1);
+    let n = (((granted as f64 * q.fill) as u64 / truesize) as usize)
+        .min(q.max_packets)
+        .min((all.len() - PROBE) / runs);
     let drops0 = drops(side)? + drops(bare_ports)?;
     let (mut ts, mut tb) = (Vec::new(), Vec::new());
-    let mut messages = 0u64;
     for r in 0..runs {
-        let chunk = &all[probe + r * n..probe + (r + 1) * n];
-        messages += chunk
-            .iter()
-            .map(|p| u64::from(message_count(p)))
-            .sum::<u64>();
+        let chunk = &all[PROBE + r * n..PROBE + (r + 1) * n];
         // Rotate who goes first.
         for k in 0..2 {
-            if (r + k) % 2 == 0 {
-                fill(&tx, chunk, side)?;
-                ensure!(
-                    drops(side)? + drops(bare_ports)? == drops0,
-                    "kernel dropped while filling; lower --fill"
-                );
+            let ours = (r + k) % 2 == 0;
+            fill(&tx, chunk, if ours { side } else { bare_ports })?;
+            ensure!(
+                drops(side)? + drops(bare_ports)? == drops0,
+                "kernel dropped while filling; lower --fill"
+            );
+            if ours {
                 ts.push(drain_sidecar(&mut sidecar, 2 * n as u64)?);
             } else {
-                fill(&tx, chunk, bare_ports)?;
-                ensure!(
-                    drops(side)? + drops(bare_ports)? == drops0,
-                    "kernel dropped while filling; lower --fill"
-                );
                 tb.push(drain_bare(&bare, &mut batches, 2 * n as u64)?);
             }
         }
     }
-    let feed = &sidecar.handler().feeds()[0];
+    let kernel_drops = drops(side)? + drops(bare_ports)? - drops0;
+    Ok(Drained {
+        sidecar,
+        ts,
+        tb,
+        n,
+        runs,
+        truesize,
+        granted,
+        raised,
+        kernel_drops,
+        _shm: shm,
+    })
+}
+
+/// The `itch-live-drain` row.
+pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
+    // ~20 messages a packet on average.
+    let (all, _) = packets(a.queue.packets_wanted() as u64 * 20, a.stocks)?;
+    let d = drain_pair(&a.queue, "itch-drain", &all, |shm, lines, rcvbuf| {
+        config(shm, lines, rcvbuf, None)
+    })?;
+    let messages: u64 = d
+        .chunks(&all)
+        .flatten()
+        .map(|p| u64::from(message_count(p)))
+        .sum();
+    let feed = &d.sidecar.handler().feeds()[0];
     let it = feed.engine().itch().context("not an itch50 feed")?;
     let seq = it.sequencer();
     let c = feed.counters.clone();
-    let datagrams = 2.0 * n as f64;
-    let per_packet = messages as f64 / (runs * n) as f64;
-    let (s, b) = (datagrams / median(&ts), datagrams / median(&tb));
-    Ok(json!({
+    let per_packet = messages as f64 / (d.runs * d.n) as f64;
+    let (s, b) = d.rates();
+    let mut v = json!({
         "row": "itch_live_drain",
         "tickguard_datagrams_per_s": s.round(),
         "bare_recvmmsg_datagrams_per_s": b.round(),
@@ -247,22 +330,23 @@ pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
         "bare_recvmmsg_messages_per_s": (b * per_packet).round(),
         "tickguard_unique_messages_per_s": (s * per_packet / 2.0).round(),
         "messages_note": "messages/s count every datagram's messages (each packet arrives on both lines); unique counts each once",
-        "packets_per_fill": n,
-        "datagrams_per_fill": 2 * n,
         "messages_per_packet": per_packet,
         "messages_per_packet_range": [PER_PACKET.0, PER_PACKET.1],
         "stocks": a.stocks,
-        "skb_truesize_bytes": truesize,
-        "rcvbuf_granted_bytes": granted,
-        "rmem_max_raised": raised,
-        "runs": runs,
-        "seconds": {"tickguard": ts, "bare_recvmmsg": tb},
-        "kernel_drops": drops(side)? + drops(bare_ports)? - drops0,
         "sidecar_packets": c.packets,
         "gaps_open": seq.gaps_open(),
         "gaps_given_up": seq.counters().gaps_given_up,
         "next_sequence": seq.next(),
-    }))
+    });
+    merge(&mut v, d.setup());
+    Ok(v)
+}
+
+/// Adds `more`'s keys to the object `v`.
+pub(crate) fn merge(v: &mut Value, more: Value) {
+    if let (Some(o), Value::Object(m)) = (v.as_object_mut(), more) {
+        o.extend(m);
+    }
 }
 
 // ---------------------------------------------------------------- recovery

@@ -22,6 +22,7 @@ mod live;
 mod mdp3_apply;
 mod mdp3_capture;
 mod mdp3_gen;
+mod mdp3_live;
 mod mdp3_memory;
 mod memory;
 mod replay_throughput;
@@ -74,6 +75,15 @@ enum Row {
     Mdp3Apply(mdp3_apply::Args),
     /// MDP3 memory per instrument: resident growth of two replays, 500 and 50,000 instruments.
     Mdp3Memory(mdp3_memory::Args),
+    /// MDP3 live: sidecar drain of pre-filled incremental line queues against a bare recvmmsg loop.
+    Mdp3LiveDrain(mdp3_live::DrainArgs),
+    /// Reader::check on an MDP3 instrument from another process while the sidecar receives the channel.
+    Mdp3Check(mdp3_live::CheckArgs),
+    /// MDP3 live: a packet lost on both lines to every instrument it touched checking ok, snapshot loop every P ms.
+    Mdp3HealTime(mdp3_live::HealArgs),
+    /// The writer `mdp3-check` checks against (internal).
+    #[command(hide = true)]
+    Mdp3Writer(mdp3_live::WriterArgs),
     /// Bounded run with injected loss: RSS flat, no kernel drops, counters match the simulator.
     Soak(soak::SoakArgs),
     /// Every row, each in its own process: BENCHMARKS.json and the Markdown table.
@@ -106,6 +116,10 @@ fn main() -> anyhow::Result<()> {
         Row::Mdp3Capture(a) => mdp3_capture::run(&a)?,
         Row::Mdp3Apply(a) => mdp3_apply::run(&a)?,
         Row::Mdp3Memory(a) => mdp3_memory::run(&a)?,
+        Row::Mdp3LiveDrain(a) => mdp3_live::drain(&a)?,
+        Row::Mdp3Check(a) => mdp3_live::check(&a)?,
+        Row::Mdp3HealTime(a) => mdp3_live::heal(&a)?,
+        Row::Mdp3Writer(a) => mdp3_live::writer(&a)?,
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,
