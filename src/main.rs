@@ -784,10 +784,16 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .or(shm)
         .unwrap_or_else(|| "/dev/shm/tickguard".into());
     let dead_after_ms = args.dead_after_ms.unwrap_or(dead_after_ms);
-    if tickguard::symbol::Symbol::parse(&args.symbol).is_none() {
+    // A symbol of 8 characters (SQF, ITCH), or a longer name the
+    // publication's directory holds (an MDP3 Symbol, up to 20 characters).
+    let name = args.symbol.as_bytes();
+    let directory_name = (1..=tickguard::shm::NAME_LEN).contains(&name.len())
+        && name.iter().all(u8::is_ascii_graphic);
+    if tickguard::symbol::Symbol::parse(&args.symbol).is_none() && !directory_name {
         anyhow::bail!(
-            "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces)",
-            args.symbol
+            "'{}' is not a valid symbol (1 to 8 printable ASCII characters, no spaces; up to {} for an instrument's name such as an MDP3 Symbol)",
+            args.symbol,
+            tickguard::shm::NAME_LEN
         );
     }
     let reader = tickguard::Reader::open_with(&shm, reader_options(dead_after_ms, &args.owner)?);
