@@ -10,7 +10,6 @@ use crate::reader::{Health, Reader};
 use crate::shm::{counter, CounterKind, Descriptor, ZERO_IS_NONE};
 use crate::state::FeedKind;
 use crate::state::{FeedStatus, Record, Side};
-use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -372,7 +371,9 @@ fn wrap(items: &[String], width: usize) -> Vec<String> {
 #[derive(Debug, Clone)]
 struct Row {
     feed: String,
-    symbol: Symbol,
+    /// The instrument's name as readers look it up ([`Reader::names`]),
+    /// which is not always its slot key's text.
+    name: String,
     reasons: Reasons,
     record: Record,
     offset: i128,
@@ -482,6 +483,7 @@ impl Snapshot {
             }
         }
         let records = reader.records();
+        let names = reader.names();
         let healthy = health.is_ok();
         for (id, f) in feeds.iter().enumerate() {
             if filter.feed.as_ref().is_some_and(|n| n != &f.name) {
@@ -530,7 +532,10 @@ impl Snapshot {
                 }
                 snap.rows.push(Row {
                     feed: f.name.clone(),
-                    symbol,
+                    name: names
+                        .get(&(id, symbol))
+                        .cloned()
+                        .unwrap_or_else(|| symbol.to_string()),
                     reasons,
                     record: *r,
                     offset: view.offset,
@@ -545,7 +550,7 @@ impl Snapshot {
             (
                 std::cmp::Reverse(severity(r.reasons)),
                 r.feed.clone(),
-                r.symbol.to_string(),
+                r.name.clone(),
             )
         });
         if let Some(n) = filter.top {
@@ -667,7 +672,7 @@ impl Snapshot {
                 let size = |s: Option<Side>| s.map(|s| s.size).filter(|&n| n != 0);
                 json!({
                     "feed": r.feed,
-                    "symbol": r.symbol.to_string(),
+                    "symbol": r.name,
                     "ok": r.reasons.is_ok(),
                     "reasons": r.reasons.names().collect::<Vec<_>>(),
                     "bid": bid.map(|s| s.price.as_f64()),
@@ -707,7 +712,7 @@ fn row_text(r: &Row, now: u64) -> String {
     format!(
         "{:<10} {:<9} {:<28} {:>14} {:>14} {:>10} {:>7} {:>8} {:>11} {:>11}",
         r.feed,
-        r.symbol.to_string(),
+        r.name,
         if r.reasons.is_ok() {
             "ok".to_string()
         } else {

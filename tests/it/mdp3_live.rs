@@ -227,3 +227,36 @@ fn check_names_an_instrument_by_a_long_symbol() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid symbol"));
 }
+
+/// `Reader::names` (what `stat` shows) names each instrument by its
+/// Symbol once a definition maps it, before that by `#SecurityID`: names
+/// `lookup` finds it by, never the slot's key.
+#[test]
+fn instruments_are_shown_by_symbol_then_security_id() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    // Books before definitions: shown by #SecurityID.
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let reader = Reader::open(&rig.shm);
+    let shown = |reader: &Reader| -> std::collections::BTreeSet<String> {
+        let names = reader.names();
+        reader
+            .records()
+            .iter()
+            .map(|r| names[&(r.feed, r.symbol.unwrap())].clone())
+            .collect()
+    };
+    let ids: std::collections::BTreeSet<String> = venue
+        .specs()
+        .map(|s| format!("#{}", s.security_id))
+        .collect();
+    assert_eq!(shown(&reader), ids);
+    rig.send(&venue.definition_loop(t), &[4]);
+    let symbols: std::collections::BTreeSet<String> =
+        venue.specs().map(|s| s.symbol.clone()).collect();
+    assert_eq!(shown(&reader), symbols);
+    for name in &symbols {
+        assert!(reader.lookup("cme", name).is_some(), "{name}");
+    }
+}

@@ -633,6 +633,48 @@ impl Reader {
         }
     }
 
+    /// The name to show each published instrument by, keyed (feed id,
+    /// slot key as in [`Record::symbol`]): of the directory's names that
+    /// [`lookup`](Self::lookup) finds it by, the one entered last (an
+    /// instrument published under several names, as an MDP3 one under
+    /// `#SecurityID` and then its Symbol, shows the later). For SQF and
+    /// ITCH the name is the symbol's text; an MDP3 key is not a name
+    /// anything accepts. Made printable ([`layout::printable`]). Scans the
+    /// directory: for displays, not per check.
+    pub fn names(&self) -> std::collections::HashMap<(u16, Symbol), String> {
+        let Ok(m) = &self.mapped else {
+            return Default::default();
+        };
+        let dir = m.views.directory();
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        // Relaxed (all): ordered by the Acquire load of directory_len.
+        let entries: Vec<(u16, u64, [u64; layout::NAME_LEN / 8])> = dir[..n]
+            .iter()
+            .map(|e| {
+                let feed = (e.feed_slot.load(Ordering::Relaxed) >> 32) as u16;
+                let name = std::array::from_fn(|i| e.name[i].load(Ordering::Relaxed));
+                (feed, e.key.load(Ordering::Relaxed), name)
+            })
+            .collect();
+        // The last entry of a name is in force.
+        let mut in_force = std::collections::HashMap::new();
+        for &(feed, key, name) in &entries {
+            in_force.insert((feed, name), key);
+        }
+        let mut names = std::collections::HashMap::new();
+        for &(feed, key, name) in &entries {
+            let Some(symbol) = Symbol::from_key(key) else {
+                continue;
+            };
+            if in_force[&(feed, name)] == key {
+                let bytes: Vec<u8> = name.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                names.insert((feed, symbol), layout::printable(&bytes[..len]));
+            }
+        }
+        names
+    }
+
     /// Every published (feed id, symbol) with a consistent copy of its slot
     /// (a slot left mid-update by a dead writer is skipped).
     pub fn records(&self) -> Vec<Record> {
