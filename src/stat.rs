@@ -483,14 +483,8 @@ impl Snapshot {
             }
         }
         let records = reader.records();
-        // A slot's name: the directory's last entry for it. A key made
-        // from a venue's id is no name; a symbol key is its own.
-        let names: std::collections::HashMap<(u16, u64), String> = reader
-            .slot_names()
-            .into_iter()
-            .flatten()
-            .filter_map(|n| Some(((n.feed, n.key?.key()), n.name)))
-            .collect();
+        // What each instrument is shown by: the name readers find it by.
+        let names = reader.names();
         let healthy = health.is_ok();
         for (id, f) in feeds.iter().enumerate() {
             if filter.feed.as_ref().is_some_and(|n| n != &f.name) {
@@ -538,7 +532,7 @@ impl Snapshot {
                     continue;
                 }
                 let name = names
-                    .get(&(id, symbol.key()))
+                    .get(&(id, symbol))
                     .cloned()
                     .unwrap_or_else(|| symbol.to_string());
                 snap.rows.push(Row {

@@ -283,13 +283,7 @@ source_threshold_ms = 60000
 
     // Clean stop, then the recording replays to the same state.
     let live = reader.records();
-    let mut sidecar = sidecar;
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(sidecar.0.id().to_string())
-        .status()
-        .unwrap();
-    assert!(sidecar.0.wait().unwrap().success());
+    stop(sidecar);
     let fs = &common::replay_recording(&cfg, &rec, "mc");
     assert_eq!(fs.packets, sent);
     assert_eq!(fs.ticks_lost, ticks_lost);
@@ -694,6 +688,57 @@ fn finish(venue: Child) -> serde_json::Value {
     json(&out)
 }
 
+/// The output of `cmd`, which must succeed (its stderr says why not).
+fn succeeded(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `stat --once --json` from another process.
+fn stat_json(shm: &Path) -> serde_json::Value {
+    json(&succeeded(
+        Command::new(bin())
+            .args(["stat", "--once", "--json", "--shm"])
+            .arg(shm),
+    ))
+}
+
+/// `stat --once --json`: the first feed's document.
+fn stat_feed(shm: &Path) -> serde_json::Value {
+    stat_json(shm)["feeds"][0].clone()
+}
+
+/// Stops the sidecar cleanly (SIGTERM: its recording finished).
+fn stop(mut sidecar: Killed) {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(sidecar.0.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sidecar.0.wait().unwrap().success());
+}
+
+/// `replay` of `rec` with `cfg`, its summary in `dir`: the summary of `feed`.
+fn replay_feed(dir: &Path, rec: &Path, cfg: &Path, feed: &str) -> serde_json::Value {
+    let summary = dir.join("summary.json");
+    succeeded(
+        Command::new(bin())
+            .arg("replay")
+            .arg(rec)
+            .arg("--config")
+            .arg(cfg)
+            .arg("--summary")
+            .arg(&summary),
+    );
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    s["feeds"][feed].clone()
+}
+
 /// Waits until the publication's counters say the venue's last datagram
 /// (its end of session) is in and no gap is open.
 fn wait_settled(reader: &Reader, what: &str) {
@@ -870,30 +915,8 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
     }
 
     // A clean stop; the recording replays to the same books.
-    let mut sidecar = sidecar;
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(sidecar.0.id().to_string())
-        .status()
-        .unwrap();
-    assert!(sidecar.0.wait().unwrap().success());
-    let summary = dir.path().join("summary.json");
-    let out = Command::new(bin())
-        .args(["replay"])
-        .arg(&rec)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--summary")
-        .arg(&summary)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    let feed = &s["feeds"]["nq"];
+    stop(sidecar);
+    let feed = &replay_feed(dir.path(), &rec, &cfg, "nq");
     assert_eq!(feed["ticks_lost"], 0, "{feed}");
     assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
 }
@@ -1387,3 +1410,4 @@ fn itch_crafted_order_references_do_not_stall_the_receiver() {
 }
 
 mod glimpse;
+mod mdp3;

@@ -707,7 +707,7 @@ mod described {
         t.slots()[spread as usize].write_top(&top);
         let nq = t.insert_named(1, key(206_323), b"#206323", th).unwrap();
         t.slots()[nq as usize].write_top(&top);
-        let fx = t.insert(0, Symbol::parse("EURUSD").unwrap(), th).unwrap();
+        t.insert(0, Symbol::parse("EURUSD").unwrap(), th).unwrap();
         t.set_feed_status(
             1,
             &FeedStatus {
@@ -721,12 +721,10 @@ mod described {
         let shown = path.display().to_string();
         let reader = Reader::open(&shown);
 
-        let names = reader.slot_names();
-        let name = |slot: u32| names[slot as usize].as_ref().unwrap();
-        assert_eq!((name(es).feed, name(es).name.as_str()), (1, "ESZ6"));
-        assert_eq!(name(es).key, Some(key(294_973)));
-        assert_eq!(name(nq).name, "#206323", "no Symbol yet");
-        assert_eq!((name(fx).feed, name(fx).name.as_str()), (0, "EURUSD"));
+        let names = reader.names();
+        assert_eq!(names[&(1, key(294_973))], "ESZ6");
+        assert_eq!(names[&(1, key(206_323))], "#206323", "no Symbol yet");
+        assert_eq!(names[&(0, Symbol::parse("EURUSD").unwrap())], "EURUSD");
 
         let snap = Snapshot::read(&reader, &shown, NOW + S, &Filter::default()).unwrap();
         let text = snap.text().full();

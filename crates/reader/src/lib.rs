@@ -48,4 +48,4 @@ pub mod verdict;
 
 pub use clock::WallClock;
 pub use layout::{CounterKind, Descriptor};
-pub use reader::{FeedInfo, Handle, Health, Reader, Reading, SlotName, Verdict};
+pub use reader::{FeedInfo, Handle, Health, Reader, Reading, Verdict};

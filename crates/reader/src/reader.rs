@@ -237,17 +237,6 @@ impl Handle {
     }
 }
 
-/// The name a slot is published under ([`Reader::slot_names`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotName {
-    /// The feed the directory entry names.
-    pub feed: u16,
-    /// The slot's key as the entry holds it (`None`: not a symbol's).
-    pub key: Option<Symbol>,
-    /// The name readers look the slot up by.
-    pub name: String,
-}
-
 /// One feed as the publication describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedInfo {
@@ -627,44 +616,6 @@ impl Reader {
         )
     }
 
-    /// Each slot's published name, by slot: the name of the last
-    /// directory entry naming it (a slot may be entered under several: an
-    /// exchange's id first, then its symbol), `None` for a slot no entry
-    /// names. The name as [`layout::printable`] shows it; with its feed and
-    /// key, so that a caller can match it to a [`Record`]. Scans the
-    /// directory and allocates: for tools, not per check.
-    pub fn slot_names(&self) -> Vec<Option<SlotName>> {
-        let Ok(m) = &self.mapped else {
-            return Vec::new();
-        };
-        let dir = m.views.directory();
-        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
-        let slots = m.views.slots().len();
-        let mut out: Vec<Option<SlotName>> = Vec::new();
-        for e in &dir[..n] {
-            // Relaxed (all): ordered by the Acquire load of directory_len.
-            let fs = e.feed_slot.load(Ordering::Relaxed);
-            let slot = fs as u32 as usize;
-            if slot >= slots {
-                continue;
-            }
-            let mut bytes = Vec::with_capacity(layout::NAME_LEN);
-            for w in &e.name {
-                bytes.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-            }
-            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            if out.len() <= slot {
-                out.resize(slot + 1, None);
-            }
-            out[slot] = Some(SlotName {
-                feed: (fs >> 32) as u16,
-                key: Symbol::from_key(e.key.load(Ordering::Relaxed)),
-                name: layout::printable(&bytes[..end]),
-            });
-        }
-        out
-    }
-
     /// Looks up and checks in one call: `no_quote` for a symbol the writer
     /// has not seen, `stale` when the writer is not healthy.
     pub fn check_symbol(&self, feed: &str, symbol: &str, now: u64) -> Verdict {
@@ -680,6 +631,48 @@ impl Reader {
                 version: 0,
             },
         }
+    }
+
+    /// The name to show each published instrument by, keyed (feed id,
+    /// slot key as in [`Record::symbol`]): of the directory's names that
+    /// [`lookup`](Self::lookup) finds it by, the one entered last (an
+    /// instrument published under several names, as an MDP3 one under
+    /// `#SecurityID` and then its Symbol, shows the later). For SQF and
+    /// ITCH the name is the symbol's text; an MDP3 key is not a name
+    /// anything accepts. Made printable ([`layout::printable`]). Scans the
+    /// directory: for displays, not per check.
+    pub fn names(&self) -> std::collections::HashMap<(u16, Symbol), String> {
+        let Ok(m) = &self.mapped else {
+            return Default::default();
+        };
+        let dir = m.views.directory();
+        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        // Relaxed (all): ordered by the Acquire load of directory_len.
+        let entries: Vec<(u16, u64, [u64; layout::NAME_LEN / 8])> = dir[..n]
+            .iter()
+            .map(|e| {
+                let feed = (e.feed_slot.load(Ordering::Relaxed) >> 32) as u16;
+                let name = std::array::from_fn(|i| e.name[i].load(Ordering::Relaxed));
+                (feed, e.key.load(Ordering::Relaxed), name)
+            })
+            .collect();
+        // The last entry of a name is in force.
+        let mut in_force = std::collections::HashMap::new();
+        for &(feed, key, name) in &entries {
+            in_force.insert((feed, name), key);
+        }
+        let mut names = std::collections::HashMap::new();
+        for &(feed, key, name) in &entries {
+            let Some(symbol) = Symbol::from_key(key) else {
+                continue;
+            };
+            if in_force[&(feed, name)] == key {
+                let bytes: Vec<u8> = name.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                names.insert((feed, symbol), layout::printable(&bytes[..len]));
+            }
+        }
+        names
     }
 
     /// Every published (feed id, symbol) with a consistent copy of its slot

@@ -94,47 +94,6 @@ impl Restart {
     }
 }
 
-/// Stops the sidecar cleanly (its recording finished).
-fn stop(mut sidecar: Killed) {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(sidecar.0.id().to_string())
-        .status()
-        .unwrap();
-    assert!(sidecar.0.wait().unwrap().success());
-}
-
-/// `stat --once --json` of the feed.
-fn stat_feed(shm: &Path) -> serde_json::Value {
-    let out = Command::new(bin())
-        .args(["stat", "--once", "--json", "--shm"])
-        .arg(shm)
-        .output()
-        .unwrap();
-    json(&out)["feeds"][0].clone()
-}
-
-/// `replay` of `rec` with `cfg`: the summary's feed.
-fn replay_feed(dir: &Path, rec: &Path, cfg: &Path) -> serde_json::Value {
-    let summary = dir.join("summary.json");
-    let out = Command::new(bin())
-        .arg("replay")
-        .arg(rec)
-        .arg("--config")
-        .arg(cfg)
-        .arg("--summary")
-        .arg(&summary)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    s["feeds"]["nq"].clone()
-}
-
 /// Whether `bytes` hold the password.
 fn holds_password(bytes: &[u8]) -> bool {
     bytes
@@ -207,7 +166,7 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
     assert!(!reader.feed_status(0).unwrap().suspect);
     assert_eq!(report["glimpse"]["snapshots_sent"], 1, "{report}");
     stop(sidecar);
-    let feed = replay_feed(dir.path(), &rec, &cfg);
+    let feed = replay_feed(dir.path(), &rec, &cfg, "nq");
     assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
     assert_eq!(
         (feed["snapshots"].as_u64(), feed["suspect"].as_bool()),
@@ -279,7 +238,7 @@ fn itch_snapshot_rejections_are_retried_and_replay_the_same() {
     assert_eq!(st["snapshot_failures"]["rejected"], 2, "{st}");
     assert_eq!(published_books(&reader), venue_books(&report["books"]));
     stop(sidecar);
-    let feed = replay_feed(dir.path(), &rec, &cfg);
+    let feed = replay_feed(dir.path(), &rec, &cfg, "nq");
     assert_eq!(feed["snapshot_failures"], st["snapshot_failures"]);
     assert_eq!(feed["snapshot_attempts"], 3);
     assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
