@@ -267,6 +267,11 @@ fn a_b_loss_is_recovered_with_no_instrument_suspect() {
     all_answer_their_books(&reader, &venue, "A/B arbitration");
     let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
     assert_eq!(f.sequence().counters().packets_lost, 0);
+    // Every duplicate was the other line's copy: none counts as a packet
+    // sent twice on one line.
+    let c = &rig.sidecar.handler().feeds()[0].counters;
+    assert!(c.line_copies > 0);
+    assert_eq!(c.duplicates, c.line_copies, "{c:?}");
 }
 
 /// Started in the middle of the week, every instrument is suspect (no

@@ -90,7 +90,17 @@ pub struct Engine {
     publisher: Option<Box<Publisher>>,
     /// Whether the snapshot lines are wanted.
     joining: Joining,
+    /// The line each recent incremental packet was processed from, by
+    /// MsgSeqNum modulo [`ORIGINS`]: (MsgSeqNum, line).
+    origins: Box<[(u32, u8)]>,
+    /// Duplicates that were the other line's copy of a processed packet.
+    line_copies: u64,
 }
+
+/// Incremental packets whose line is remembered, to tell line B's copy
+/// of a packet (A/B arbitration at work) from a packet sent twice on one
+/// line: far more than the lines can be apart.
+const ORIGINS: usize = 4096;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
 /// while some instrument is suspect or unverified, but not after
@@ -222,7 +232,32 @@ impl Engine {
             last_reset_log: None,
             publisher,
             joining: Joining::new(c.snapshot_join, c.snapshot_max_loops),
+            origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
+            line_copies: 0,
         }
+    }
+
+    /// An incremental datagram from `line`: a duplicate of a packet
+    /// processed from the other line counts in `line_copies`.
+    #[inline]
+    fn incremental(&mut self, line: usize, payload: &[u8], t: u64) -> Result<(), Reject> {
+        let q = self.feed.sequence().counters();
+        let (dups, stale) = (q.duplicates, q.stale_sequence);
+        self.feed.on_incremental(payload, t)?;
+        let Some(s) = payload.first_chunk::<4>().map(|b| u32::from_le_bytes(*b)) else {
+            return Ok(());
+        };
+        let line = line as u8;
+        let q = self.feed.sequence().counters();
+        let origin = &mut self.origins[s as usize % ORIGINS];
+        if q.duplicates > dups {
+            if origin.0 == s && origin.1 != line {
+                self.line_copies += 1;
+            }
+        } else if q.stale_sequence == stale {
+            *origin = (s, line);
+        }
+        Ok(())
     }
 
     /// Whether the snapshot lines are wanted, and how often they were
@@ -337,12 +372,13 @@ impl FeedEngine for Engine {
                 self.feed.expire(t);
                 self.feed.on_definitions(payload)
             }
-            _ => self.feed.on_incremental(payload, t),
+            _ => self.incremental(line, payload, t),
         };
         if self.feed.counters().channel_resets > resets {
             self.reset_logged(&cx.config.name, t);
         }
         copy_counters(&self.feed, cx.counters);
+        cx.counters.line_copies = self.line_copies;
         result
     }
 
