@@ -783,6 +783,12 @@ fn c_reader_agrees_on_exchange_feeds() {
     );
     put_top(1, "MSFT", top(level(4_000_000, 2), level(4_000_100, 3)));
     put_top(2, "MSFT", top(level(4_000_000, 2), level(4_000_100, 3)));
+    // An instrument keyed by a venue's id and published under two names
+    // (as MDP3 does: `#SecurityID`, then its Symbol, longer than 8).
+    let key = tickguard::protocol::mdp3::publish::key(118_061);
+    let id = table.insert_named(0, key, b"#118061", th).unwrap();
+    assert!(table.alias(0, key, b"ESZ6-ESH7", id));
+    table.slots()[id as usize].write_top(&top(level(30_000, 4), level(30_500, 2)));
     let alive = FeedStatus {
         joined: true,
         last_alive: now,
@@ -829,6 +835,12 @@ fn c_reader_agrees_on_exchange_feeds() {
         ),
         // The feed's watermark is later than the symbol's own source time.
         ("itch", "OWNSRC", "ok", &["bid: 1 1"]),
+        // Closed and suspect by the slot's own flags, the feed healthy.
+        ("itch", "CLOSED", "closed", &["bid: 0.0001 1", "ask: 0.0002 1"]),
+        ("itch", "SUSPECT", "suspect", &["bid: 0.0001 1", "ask: 0.0002 1"]),
+        // One slot by either of its names.
+        ("itch", "#118061", "ok", &["bid: 3 4", "ask: 3.05 2"]),
+        ("itch", "ESZ6-ESH7", "ok", &["bid: 3 4", "ask: 3.05 2"]),
         (
             "itch-shut",
             "MSFT",
