@@ -69,9 +69,9 @@ const NEEDY: u8 = SUSPECT | UNVERIFIED;
 /// `e`'s sequencing flags now.
 fn flags_of(e: &Entry) -> u8 {
     let q = &e.instrument.seq;
-    u8::from(q.suspect()) * SUSPECT
-        | u8::from(q.unverified()) * UNVERIFIED
-        | u8::from(q.overflowed()) * OVERFLOWED
+    (u8::from(q.suspect()) * SUSPECT)
+        | (u8::from(q.unverified()) * UNVERIFIED)
+        | (u8::from(q.overflowed()) * OVERFLOWED)
 }
 
 /// Published instruments with each flag set, as of the last publish.
