@@ -22,14 +22,13 @@
 //! ([`PASSWORD_ENV`]); it is never shown. When the session has ended, the
 //! last line compares the books the sidecar published with the venue's.
 
-use super::{free_port, verdict_cell, Params, Screen};
-use crate::config::Config;
+use super::{
+    config, exact, free_port, session_s, side, verdict_cell, Params, Screen, AFTER_CLOSE_S,
+};
 use crate::protocol::itch50::config::GLIMPSE_PASSWORD_MAX;
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::itch50::glimpse;
-use crate::state::price::Price;
-use crate::state::slot::Side;
 use crate::verdict::Reasons;
 use anyhow::Context;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,12 +36,6 @@ use std::io::{Read, Write};
 use std::net::SocketAddrV4;
 
 const FEED: &str = "nasdaq";
-
-/// The venue's session when the demo runs until Ctrl-C, s.
-const SESSION_S: f64 = 60.0;
-
-/// The demo shows the closed market this long after the end of session, s.
-const AFTER_CLOSE_S: f64 = 5.0;
 
 /// The sidecar restarts this far into the session (a fraction of it).
 const RESTART_AT: f64 = 1.0 / 3.0;
@@ -60,15 +53,11 @@ pub fn run(args: &Params) -> anyhow::Result<()> {
     let (line_a, line_b) = (local(free_port()?), local(free_port()?));
     let (server, listen) = (local(free_port()?), local(free_port()?));
     let glimpse_at = local(free_tcp_port()?);
-    let config = Config::parse(
+    let config = config(
+        args,
+        4096,
         &format!(
             r#"
-[state]
-capacity = 4096
-[sidecar]
-shm_path = "{}"
-idle = "sleep"
-idle_sleep_us = 100
 [[feed]]
 name = "{FEED}"
 protocol = "itch50"
@@ -83,16 +72,10 @@ glimpse = "{glimpse_at}"
 glimpse_user = "{}"
 glimpse_password_env = "{PASSWORD_ENV}"
 "#,
-            args.shm.display(),
             glimpse::DEFAULT_USER,
         ),
-        "demo",
     )?;
-    let session_s = if args.duration_s > 0.0 {
-        (args.duration_s - AFTER_CLOSE_S).max(1.0)
-    } else {
-        SESSION_S
-    };
+    let session_s = session_s(args);
     let venue = crate::simulate::itch50::Params {
         line_a,
         line_b: Some(line_b),
@@ -200,18 +183,7 @@ fn compare_books(reader: &Reader, report: &crate::simulate::itch50::VenueReport)
     if reader.counter(0, counter::GAPS_OPEN) != Some(0) {
         return "books not compared: a gap was still open".into();
     }
-    let side = |s: Option<Side>| match s {
-        Some(Side {
-            price:
-                Price::Decimal {
-                    mantissa,
-                    exponent: -4,
-                },
-            size,
-        }) => Some((u32::try_from(mantissa).ok(), size)),
-        Some(_) => Some((None, 0)),
-        None => None,
-    };
+    let side = |s| exact(s, -4);
     let records = reader.records();
     let differ: Vec<&str> = report
         .books
@@ -221,8 +193,8 @@ fn compare_books(reader: &Reader, report: &crate::simulate::itch50::VenueReport)
                 .iter()
                 .find(|r| r.symbol.is_some_and(|s| s.to_string() == **name));
             let venue = (
-                b.bid.map(|p| (Some(p), b.bid_size.unwrap_or(0))),
-                b.ask.map(|p| (Some(p), b.ask_size.unwrap_or(0))),
+                b.bid.map(|p| (Some(i64::from(p)), b.bid_size.unwrap_or(0))),
+                b.ask.map(|p| (Some(i64::from(p)), b.ask_size.unwrap_or(0))),
                 matches!(b.trading_state.as_deref(), Some("H" | "P" | "Q")),
             );
             published.map(|r| (side(r.bid), side(r.ask), r.halted)) != Some(venue)
@@ -326,16 +298,6 @@ impl Table {
             );
         }
         format!("{at}: waiting for the session's next packet…")
-    }
-}
-
-/// A book side as `size × price` (bid) or `price × size` (ask), the price
-/// with the feed's `decimals`.
-fn side(s: Option<Side>, bid: bool, decimals: Option<u8>) -> String {
-    match s {
-        None => "-".into(),
-        Some(Side { price, size }) if bid => format!("{size} × {}", price.show(decimals)),
-        Some(Side { price, size }) => format!("{} × {size}", price.show(decimals)),
     }
 }
 

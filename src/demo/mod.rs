@@ -8,7 +8,10 @@
 //! show within a minute. With `--protocol itch50` it is an ITCH venue
 //! instead ([`itch50`]), and part way through the session the demo stops
 //! its sidecar and starts another on the same shared memory, which catches
-//! up from the venue's GLIMPSE snapshot; [`sqf`] is the provider's.
+//! up from the venue's GLIMPSE snapshot; with `--protocol mdp3` a CME
+//! channel ([`mdp3`]) that now and then loses a packet on both lines, the
+//! instruments it touched suspect until the snapshot loop (joined only
+//! while needed) heals them; [`sqf`] is the provider's.
 //!
 //! The sidecar receives on its own thread, stopped by its own flag; the
 //! source runs on another, and the main thread looks at the publication
@@ -20,17 +23,20 @@
 //! starts a new one, whose publication replaces the file.
 
 pub mod itch50;
+pub mod mdp3;
 pub mod sqf;
 
 use crate::config::Config;
 use crate::reader::Reader;
 use crate::shm::Publication;
 use crate::sidecar::{RunStats, Sidecar};
+use crate::state::price::Price;
+use crate::state::slot::Side;
 use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
 use std::io::{IsTerminal, Write};
-use std::net::UdpSocket;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +62,19 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// `N` free UDP ports on loopback, each a different one (all held until
+/// every one is chosen).
+pub(crate) fn free_ports<const N: usize>() -> anyhow::Result<[SocketAddrV4; N]> {
+    let held = (0..N)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut ports = [SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0); N];
+    for (p, s) in ports.iter_mut().zip(&held) {
+        p.set_port(s.local_addr()?.port());
+    }
+    Ok(ports)
+}
+
 /// What a demo shows of the publication, and when it is over.
 trait Screen {
     /// Looks at the publication at local time `now`, every few
@@ -71,6 +90,35 @@ trait Screen {
     /// One frame of the publication at local time `now`, `elapsed_ns` into
     /// the demo, with colors on a terminal.
     fn render(&mut self, reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String;
+}
+
+/// A venue's session when the demo runs until Ctrl-C, s.
+const SESSION_S: f64 = 60.0;
+
+/// A venue's demo shows the closed market this long after the close, s.
+const AFTER_CLOSE_S: f64 = 5.0;
+
+/// A venue's session: [`SESSION_S`] until Ctrl-C, else `--duration-s` less
+/// [`AFTER_CLOSE_S`] (at least 1 s).
+fn session_s(args: &Params) -> f64 {
+    if args.duration_s > 0.0 {
+        (args.duration_s - AFTER_CLOSE_S).max(1.0)
+    } else {
+        SESSION_S
+    }
+}
+
+/// The demo's sidecar: a table of `capacity` slots published at
+/// `args.shm`, a receiver that sleeps when idle, and `feed` (one
+/// `[[feed]]` table, as TOML).
+fn config(args: &Params, capacity: usize, feed: &str) -> anyhow::Result<Config> {
+    Ok(Config::parse(
+        &format!(
+            "[state]\ncapacity = {capacity}\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\nidle_sleep_us = 100\n{feed}",
+            args.shm.display()
+        ),
+        "demo",
+    )?)
 }
 
 /// A sidecar receiving on its own thread, stopped by its own flag.
@@ -230,4 +278,31 @@ fn verdict_cell(reasons: Reasons, color: bool) -> String {
         (true, false, false) => "\x1b[33m",
     };
     format!("{on}{text}\x1b[0m")
+}
+
+/// A book side as `size × price` (bid) or `price × size` (ask), the price
+/// with the feed's `decimals`.
+fn side(s: Option<Side>, bid: bool, decimals: Option<u8>) -> String {
+    match s {
+        None => "-".into(),
+        Some(Side { price, size }) if bid => format!("{size} × {}", price.show(decimals)),
+        Some(Side { price, size }) => format!("{} × {size}", price.show(decimals)),
+    }
+}
+
+/// A published side as (mantissa, size) when its price is a decimal of
+/// `exponent`, as (`None`, 0) when it is any other price; `None` for an
+/// empty side: what a venue's book compares with.
+fn exact(s: Option<Side>, exponent: i8) -> Option<(Option<i64>, u64)> {
+    match s? {
+        Side {
+            price:
+                Price::Decimal {
+                    mantissa,
+                    exponent: e,
+                },
+            size,
+        } if e == exponent => Some((Some(mantissa), size)),
+        _ => Some((None, 0)),
+    }
 }

@@ -2,8 +2,7 @@
 //! both, duplicates, reordering, invalid prices, periodic snapshots, a
 //! pause every 12 s and a reset after 20 s.
 
-use super::{free_port, show, verdict_cell, Params, Screen, FEED};
-use crate::config::Config;
+use super::{config, free_port, show, verdict_cell, Params, Screen, FEED};
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::sqf::SimKind;
@@ -17,15 +16,11 @@ pub fn run(args: &Params) -> anyhow::Result<()> {
     let (a, b) = (free_port()?, free_port()?);
     let line_a = SocketAddrV4::new([127, 0, 0, 1].into(), a);
     let line_b = SocketAddrV4::new([127, 0, 0, 1].into(), b);
-    let config = Config::parse(
+    let config = config(
+        args,
+        1024,
         &format!(
             r#"
-[state]
-capacity = 1024
-[sidecar]
-shm_path = "{}"
-idle = "sleep"
-idle_sleep_us = 100
 [[feed]]
 name = "{FEED}"
 kind = "delta"
@@ -34,10 +29,8 @@ stale_threshold_ms = 500
 source_threshold_ms = 2000
 clock_offset = "auto"
 offset_window_ms = 10000
-"#,
-            args.shm.display()
+"#
         ),
-        "demo",
     )?;
     let sim_args = crate::simulate::sqf::Params {
         line_a,

@@ -117,10 +117,11 @@ pub struct StatArgs {
 /// `tickguard demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Symbols to simulate.
-    #[arg(long, default_value_t = 12)]
+    /// Symbols to simulate (sqf, itch50: the mdp3 channel has its own five instruments).
+    #[arg(long, default_value_t = DEMO_SYMBOLS)]
     pub symbols: usize,
-    /// sqf: quotes per second over all symbols; itch50: messages per second.
+    /// sqf: quotes per second over all symbols; itch50: messages per second;
+    /// mdp3: Globex events per second.
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
     /// Stop after this many seconds (0: until Ctrl-C).
@@ -135,10 +136,14 @@ pub struct DemoArgs {
     /// The simulated feed: `sqf` (a provider with snapshots) or `itch50`
     /// (an ITCH venue with re-request and GLIMPSE servers; the sidecar is
     /// restarted a third of the way through the session and catches up from
-    /// a snapshot).
-    #[arg(long, default_value = "sqf", value_parser = ["sqf", "itch50"])]
+    /// a snapshot), or `mdp3` (a CME channel with snapshot and definition
+    /// loops; instruments heal from the loop after losses on both lines).
+    #[arg(long, default_value = "sqf", value_parser = ["sqf", "itch50", "mdp3"])]
     pub protocol: String,
 }
+
+/// `tickguard demo --symbols`' default.
+const DEMO_SYMBOLS: usize = 12;
 
 /// `tickguard replay`.
 #[derive(Debug, clap::Args)]
@@ -510,6 +515,7 @@ impl SimulateArgs {
             mid_week: self.mid_week,
             duration_s: self.duration_s,
             count: self.count,
+            linger_ms: 0,
             seed: self.seed,
             report: self.report,
         })
@@ -590,6 +596,14 @@ impl DemoArgs {
     pub fn run(&self) -> anyhow::Result<()> {
         match self.protocol.as_str() {
             "itch50" => tickguard::demo::itch50::run(&self.params()),
+            "mdp3" => {
+                if self.symbols != DEMO_SYMBOLS {
+                    anyhow::bail!(
+                        "demo: --symbols applies to --protocol sqf, itch50 only (the mdp3 channel has its own instruments)"
+                    );
+                }
+                tickguard::demo::mdp3::run(&self.params())
+            }
             _ => tickguard::demo::sqf::run(&self.params()),
         }
     }

@@ -50,6 +50,11 @@
 //!   instrument, spread the same way, on definition line A and B.
 //! - **End**: the held-back datagrams, then a SecurityStatus close (4) per
 //!   security group on every incremental line whose loss is below 100 %.
+//! - **After the close**: for `linger_ms`, the snapshot and definition
+//!   loops go on over the closed channel (as CME's go on over a weekend),
+//!   so a receiver that lost the last packets on both lines heals from
+//!   them, and the incremental lines carry only heartbeats (exempt from
+//!   the line effects). 0 (the default): nothing after the close.
 //! - **Pauses**: during `[k × pause_every_s, k × pause_every_s + pause_ms)`
 //!   nothing is sent on any line; no event is owed for that time.
 //!
@@ -144,6 +149,9 @@ pub struct Params {
     pub duration_s: f64,
     /// Stop after this many events (0: no limit).
     pub count: u64,
+    /// After the close, keep the loops going this long, ms (0: stop at the
+    /// close).
+    pub linger_ms: u64,
     /// Seed of every random choice.
     pub seed: u64,
     /// Print the report as JSON at the end.
@@ -173,6 +181,7 @@ impl Default for Params {
             mid_week: false,
             duration_s: 0.0,
             count: 0,
+            linger_ms: 0,
             seed: 1,
             report: false,
         }
@@ -274,6 +283,9 @@ pub struct Venue {
     loop_ns: u64,
     definition_loop_ns: u64,
     halt_every_ns: u64,
+    linger_ns: u64,
+    /// Elapsed time of the close.
+    closed_at: u64,
     next_halt: u64,
     halt_turn: usize,
     /// The halted instrument and the elapsed time it trades again at.
@@ -414,6 +426,8 @@ impl Venue {
             loop_ns: p.loop_ms * NS_PER_MS,
             definition_loop_ns: p.definition_loop_ms * NS_PER_MS,
             halt_every_ns,
+            linger_ns: p.linger_ms.saturating_mul(NS_PER_MS),
+            closed_at: 0,
             next_halt: halt_every_ns,
             halt_turn: 0,
             halted: None,
@@ -485,9 +499,17 @@ impl Venue {
 
     /// Appends to `out` the datagrams due at local time `now_ns` (ns since
     /// the Unix epoch). The first call is the start; an earlier time than
-    /// a previous one counts as that one. Nothing after [`Venue::finish`].
+    /// a previous one counts as that one. After [`Venue::finish`], only
+    /// the loops, while [`lingering`](Venue::lingering).
     pub fn poll(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
         if self.finished {
+            if self.lingering(now_ns) {
+                let now = self.advance(now_ns);
+                let e = now - self.start.unwrap_or(now);
+                self.heartbeat(now, e, true, out);
+                self.loops(now, e);
+                self.send_loops(e, out);
+            }
             return;
         }
         let now = self.advance(now_ns);
@@ -517,18 +539,33 @@ impl Venue {
             let d = self.channel.next_event(now);
             self.incremental(d, false, e, out);
         }
-        if self.heartbeat_ns > 0 && e.saturating_sub(self.last_incremental) >= self.heartbeat_ns {
-            let hb = self.channel.heartbeat(now);
-            self.report.heartbeats += 1;
-            self.incremental(vec![hb], false, e, out);
-        }
+        self.heartbeat(now, e, false, out);
         self.loops(now, e);
         self.send_loops(e, out);
     }
 
+    /// An AdminHeartbeat when the incremental lines were silent for
+    /// `heartbeat_ms` at elapsed time `e` (`session`: exempt from the
+    /// random effects).
+    fn heartbeat(&mut self, now: u64, e: u64, session: bool, out: &mut Vec<Outgoing>) {
+        if self.heartbeat_ns > 0 && e.saturating_sub(self.last_incremental) >= self.heartbeat_ns {
+            let hb = self.channel.heartbeat(now);
+            self.report.heartbeats += 1;
+            self.incremental(vec![hb], session, e, out);
+        }
+    }
+
+    /// True after [`Venue::finish`] until `linger_ms` past it at `now_ns`:
+    /// polls still send the loops.
+    pub fn lingering(&self, now_ns: u64) -> bool {
+        let e = now_ns.max(self.last_now) - self.start.unwrap_or(now_ns);
+        self.finished && e.saturating_sub(self.closed_at) < self.linger_ns
+    }
+
     /// Ends the channel at `now_ns`: the loop packets still waiting, the
     /// held-back datagrams, then a close (4) per security group on every
-    /// incremental line that is up. Later polls send nothing.
+    /// incremental line that is up. Later polls send only the loops, and
+    /// only while [`lingering`](Venue::lingering).
     pub fn finish(&mut self, now_ns: u64, out: &mut Vec<Outgoing>) {
         if self.finished {
             return;
@@ -548,6 +585,7 @@ impl Venue {
         }
         self.report.ended = true;
         self.finished = true;
+        self.closed_at = e;
     }
 
     fn advance(&mut self, now_ns: u64) -> u64 {
@@ -761,7 +799,8 @@ pub fn run(p: &Params) -> Result<()> {
 }
 
 /// Publishes as [`run`] does until done or `stop` (a ChannelReset each
-/// time `reset` is set, which it clears), and returns the report.
+/// time `reset` is set, which it clears), then the loops after the close
+/// for `linger_ms` or until `stop`, and returns the report.
 pub fn publish(
     p: &Params,
     stop: &std::sync::atomic::AtomicBool,
@@ -799,6 +838,11 @@ pub fn publish(
     }
     venue.finish(crate::time::now_ns(), &mut out);
     sockets.send(&mut out)?;
+    while !stop.load(Relaxed) && venue.lingering(crate::time::now_ns()) {
+        std::thread::sleep(POLL_SLEEP);
+        venue.poll(crate::time::now_ns(), &mut out);
+        sockets.send(&mut out)?;
+    }
     Ok(venue.report())
 }
 
@@ -915,6 +959,53 @@ mod tests {
             .map(|(_, o)| seq_num(&o.payload).unwrap())
             .collect();
         assert_eq!(inc, (1..=r.last_seq_num).collect::<Vec<_>>());
+    }
+
+    /// With `linger_ms`, the loops go on after the close over the closed
+    /// channel, for that long; the incremental lines say nothing more.
+    #[test]
+    fn the_loops_linger_after_the_close() {
+        let mut v = Venue::new(&params(|p| {
+            p.count = 200;
+            p.linger_ms = 500;
+        }))
+        .unwrap();
+        let sent = drive(&mut v, MS);
+        let closed = v.report();
+        let end = sent.last().unwrap().0;
+        assert!(v.lingering(end) && v.done(end));
+        let mut after = Vec::new();
+        let mut t = end;
+        while v.lingering(t) {
+            t += MS;
+            v.poll(t, &mut after);
+        }
+        assert!((end + 500 * MS..end + 502 * MS).contains(&t));
+        assert!(!after.is_empty());
+        // Loops, and heartbeats on the incremental lines (every 5 ms).
+        let r = v.report();
+        let (mut heartbeats, mut seq) = (0, closed.last_seq_num);
+        for o in after.iter().filter(|o| o.line < SNAPSHOT) {
+            let p = Packet::new_checked(&o.payload[..]).unwrap();
+            assert!(p.messages().all(|m| matches!(m.body(), Body::Heartbeat)));
+            if o.line == INCREMENTAL {
+                heartbeats += 1;
+                seq += 1;
+                assert_eq!(seq_num(&o.payload), Some(seq));
+            }
+        }
+        assert!((90..=101).contains(&heartbeats), "{heartbeats}");
+        assert_eq!(r.heartbeats, closed.heartbeats + heartbeats);
+        assert!(r.snapshot_loops > closed.snapshot_loops);
+        assert_eq!(r.books, closed.books);
+        assert!(r.books.values().all(|b| b.trading_status == Some(4)));
+        // Without it, nothing after the close.
+        let mut v = Venue::new(&params(|p| p.count = 200)).unwrap();
+        let end = drive(&mut v, MS).last().unwrap().0;
+        assert!(!v.lingering(end));
+        let mut out = Vec::new();
+        v.poll(end + 2000 * MS, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]

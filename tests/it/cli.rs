@@ -880,6 +880,22 @@ fn explain_at_past_the_capture_end_warns_and_still_answers() {
     assert!(stdout.contains("lp1 EURUSD at"), "{stdout}");
 }
 
+/// `demo --protocol` and `args` on `shm`, ended within `timeout_s`: its
+/// stdout, once it exited 0.
+fn venue_demo(args: &[&str], shm: &str, timeout_s: u64) -> String {
+    let out = tickguard()
+        .args(["demo", "--protocol"])
+        .args(args)
+        .args(["--shm", shm])
+        .timeout(std::time::Duration::from_secs(timeout_s))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
 /// The ITCH demo: books, then a third of the way through the session its
 /// sidecar restarted on the same shared memory, joining mid-session and
 /// catching up from the venue's GLIMPSE snapshot, then the close, with the
@@ -887,10 +903,8 @@ fn explain_at_past_the_capture_end_warns_and_still_answers() {
 #[test]
 fn itch_demo_shows_books_a_restart_recovered_by_a_snapshot_and_the_close() {
     let shm = format!("/dev/shm/tickguard-demo-itch-test-{}", std::process::id());
-    let out = tickguard()
-        .args([
-            "demo",
-            "--protocol",
+    let stdout = venue_demo(
+        &[
             "itch50",
             "--duration-s",
             "9",
@@ -898,15 +912,10 @@ fn itch_demo_shows_books_a_restart_recovered_by_a_snapshot_and_the_close() {
             "4",
             "--rate",
             "400",
-            "--shm",
-            &shm,
-        ])
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+        ],
+        &shm,
+        60,
+    );
     // The session is the 4 s before the 5 s of the close: the restart is
     // due at a third of it, announced until then.
     let frames: Vec<&str> = stdout.split("tickguard demo").skip(1).collect();
@@ -955,6 +964,101 @@ fn itch_demo_shows_books_a_restart_recovered_by_a_snapshot_and_the_close() {
         !std::path::Path::new(&shm).exists(),
         "the demo removes its file"
     );
+}
+
+/// The MDP3 demo: the channel's instruments by Symbol with their books and
+/// RptSeqs, the channel's counters, the close, and at the end the books the
+/// sidecar published as the venue's own.
+#[test]
+fn mdp3_demo_shows_instruments_by_symbol_the_close_and_matching_books() {
+    let shm = format!("/dev/shm/tickguard-demo-mdp3-test-{}", std::process::id());
+    let stdout = venue_demo(&["mdp3", "--duration-s", "8", "--rate", "800"], &shm, 20);
+    let frames: Vec<&str> = stdout.split("tickguard demo").skip(1).collect();
+    // The session is the 3 s before the 5 s of the close.
+    assert!(
+        frames[0].contains("the session closes at 3 s"),
+        "{}",
+        frames[0]
+    );
+    let last_frame = *frames.last().unwrap();
+    assert!(last_frame.contains("CME MDP3"), "{last_frame}");
+    assert!(last_frame.contains("writer alive"), "{last_frame}");
+    for name in [
+        "packet gaps",
+        "packets lost",
+        "suspect",
+        "unverified",
+        "snapshots applied",
+        "channel resets 0",
+    ] {
+        assert!(last_frame.contains(name), "{name}: {last_frame}");
+    }
+    assert!(last_frame.contains("the session is closed"), "{last_frame}");
+    for (symbol, id) in [
+        ("ESZ6", "#294973"),
+        ("ESH7", "#118061"),
+        ("NQZ6", "#206323"),
+        ("RTYZ6", "#309877"),
+        ("ESZ6-ESH7", "#442811"),
+    ] {
+        let row = last_frame
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(symbol))
+            .unwrap_or_else(|| panic!("{symbol}: {last_frame}"));
+        assert!(row.contains(id), "{row}");
+        // Both sides as size × price with the feed's two decimals, a
+        // RptSeq, and the close; healed after the close if it lost the
+        // last packets.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 11, "{row}");
+        assert!(
+            cells[4].split_once('.').is_some_and(|(_, d)| d.len() == 2),
+            "{row}"
+        );
+        assert!(cells[8].parse::<u64>().unwrap() > 0, "{row}");
+        assert!(row.ends_with("REJECT closed"), "{row}");
+    }
+    assert!(stdout.contains("every group closed"), "{stdout}");
+    assert!(stdout.contains("demo ended"), "{stdout}");
+    assert!(
+        stdout.contains("books at the close: all 5 as the venue's\n"),
+        "{stdout}"
+    );
+    assert!(
+        !std::path::Path::new(&shm).exists(),
+        "the demo removes its file"
+    );
+}
+
+/// `--symbols` means nothing to the MDP3 demo (the channel has its own
+/// instruments): refused in one line, exit 2, before anything starts.
+#[test]
+fn mdp3_demo_refuses_symbols() {
+    let shm = format!(
+        "/dev/shm/tickguard-demo-mdp3-refused-{}",
+        std::process::id()
+    );
+    let out = tickguard()
+        .args([
+            "demo",
+            "--protocol",
+            "mdp3",
+            "--symbols",
+            "4",
+            "--shm",
+            &shm,
+        ])
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "tickguard: demo: --symbols applies to --protocol sqf, itch50 only (the mdp3 channel has its own instruments)\n"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!std::path::Path::new(&shm).exists());
 }
 
 /// `simulate --help` speaks of both venues: `--names` is the flag that
