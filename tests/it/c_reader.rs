@@ -836,8 +836,18 @@ fn c_reader_agrees_on_exchange_feeds() {
         // The feed's watermark is later than the symbol's own source time.
         ("itch", "OWNSRC", "ok", &["bid: 1 1"]),
         // Closed and suspect by the slot's own flags, the feed healthy.
-        ("itch", "CLOSED", "closed", &["bid: 0.0001 1", "ask: 0.0002 1"]),
-        ("itch", "SUSPECT", "suspect", &["bid: 0.0001 1", "ask: 0.0002 1"]),
+        (
+            "itch",
+            "CLOSED",
+            "closed",
+            &["bid: 0.0001 1", "ask: 0.0002 1"],
+        ),
+        (
+            "itch",
+            "SUSPECT",
+            "suspect",
+            &["bid: 0.0001 1", "ask: 0.0002 1"],
+        ),
         // One slot by either of its names.
         ("itch", "#118061", "ok", &["bid: 3 4", "ask: 3.05 2"]),
         ("itch", "ESZ6-ESH7", "ok", &["bid: 3 4", "ask: 3.05 2"]),
