@@ -4,7 +4,7 @@
 //!
 //! - [`sqf`]: SQF v1, the Simple Quote Feed.
 //! - [`itch50`]: Nasdaq TotalView-ITCH 5.0 over MoldUDP64.
-//! - [`mdp3`]: CME MDP 3.0 (SBE, market by price), replay only.
+//! - [`mdp3`]: CME MDP 3.0 (SBE, market by price): live and replay.
 //!
 //! This file is the registry of their engines. Each protocol's feed engine
 //! implements [`FeedEngine`]; [`Engine`] holds one of them per feed, built

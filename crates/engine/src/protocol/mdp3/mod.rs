@@ -1,6 +1,6 @@
 //! CME MDP 3.0: the market data of CME Globex, SBE-encoded messages in
-//! packets of one UDP datagram each, one feed per channel. This version
-//! replays MDP3 captures; `run` refuses an `mdp3` feed.
+//! packets of one UDP datagram each, one feed per channel, received live
+//! (`run`, the snapshot lines joined on demand) and replayed from captures.
 //!
 //! The wire, pure and zero-copy (no state, no I/O, no allocation):
 //!
@@ -19,7 +19,9 @@
 //! - [`status`]: trading statuses and what they mean;
 //! - [`feed`]: the channel, its snapshots, definitions and verdicts;
 //! - [`engine`], [`summary`], [`config`]: the channel as the handler,
-//!   replay and configuration see it;
+//!   replay and configuration see it (the engine also decides when the
+//!   snapshot lines are wanted);
+//! - [`publish`]: the instruments written into the shared table, live;
 //! - [`synth`]: a seeded channel venue (fixtures, tests, benchmarks).
 //!
 //! # The wire
