@@ -93,6 +93,14 @@ gap_timeout_ms = 5
         self.settle();
     }
 
+    /// Sends raw datagrams on line `to`, then settles.
+    fn send_raw(&mut self, d: &[Vec<u8>], to: usize) {
+        for x in d {
+            self.tx.send_to(x, self.lines[to]).unwrap();
+        }
+        self.settle();
+    }
+
     fn settle(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut idle = 0;
@@ -493,4 +501,77 @@ fn instruments_are_shown_by_symbol_then_security_id() {
     for name in &symbols {
         assert!(reader.lookup("cme", name).is_some(), "{name}");
     }
+}
+
+/// A definition packet (template 54) of `id` named `symbol`, with
+/// SecurityUpdateAction `action` (`A`, `M`, `D`).
+fn definition(seq: u32, id: i32, symbol: &str, action: u8) -> Vec<u8> {
+    use tickguard::protocol::mdp3::encode::{self, FeedType, Instrument, Shape};
+    let d = Instrument {
+        match_event_indicator: 0x80,
+        tot_num_reports: Some(1),
+        security_update_action: action,
+        trading_status: None,
+        appl_id: 310,
+        security_group: "ES",
+        asset: "ES",
+        symbol,
+        security_id: id,
+        min_price_increment: Some(250_000_000),
+        display_factor: 1_000_000_000,
+    };
+    let feeds = [FeedType {
+        md_feed_type: "GBX",
+        market_depth: 10,
+    }];
+    let m = encode::definition(54, Shape::new(13), &d, 0, &feeds);
+    encode::packet(seq, now_ns(), &[m])
+}
+
+/// A Symbol that a definition moves to another instrument finds that one
+/// (an empty book answers `no_quote`, as in-process), finds the first
+/// again when it moves back, and finds nothing once deleted: readers
+/// answer for a name as the channel maps it.
+#[test]
+fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    rig.send(&venue.definition_loop(t), &[4]);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let reader = Reader::open(&rig.shm);
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
+    let slot_of = |n: &str| {
+        reader
+            .lookup("cme", n)
+            .map(|h| reader.record(&h).unwrap().symbol)
+    };
+    let key_of = |id: i32| Some(tickguard::protocol::mdp3::publish::key(id));
+    assert_eq!(slot_of(&name), Some(key_of(a)));
+    // An instrument no message quoted takes the Symbol: its empty slot.
+    let quiet = 999_001;
+    rig.send_raw(&[definition(100, quiet, &name, b'A')], 4);
+    assert_eq!(slot_of(&name), Some(key_of(quiet)));
+    assert_eq!(reasons(&reader, &name), "no_quote");
+    let th = tickguard::verdict::Thresholds {
+        stale_ns: u64::MAX / 4,
+        source_ns: u64::MAX / 4,
+    };
+    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    assert_eq!(f.verdict(&name, th, now_ns()).to_string(), "no_quote");
+    // Back to the first.
+    rig.send_raw(&[definition(101, a, &name, b'M')], 4);
+    assert_eq!(slot_of(&name), Some(key_of(a)));
+    assert_ne!(reasons(&reader, &name), "no_quote");
+    // Deleted: the name finds nothing; `#SecurityID` still answers.
+    rig.send_raw(&[definition(102, a, &name, b'D')], 4);
+    assert_eq!(slot_of(&name), None);
+    assert_eq!(reasons(&reader, &name), "no_quote");
+    assert_ne!(reasons(&reader, &format!("#{a}")), "no_quote");
+    let names = reader.names();
+    assert_eq!(
+        names[&(0, tickguard::protocol::mdp3::publish::key(a))],
+        format!("#{a}")
+    );
 }

@@ -544,7 +544,7 @@ impl Reader {
         let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
         // The last entry of a name is in force (a name entered again
         // points at another instrument now).
-        dir[..n].iter().rev().find_map(|e| {
+        let found = dir[..n].iter().rev().find_map(|e| {
             // Relaxed (all): ordered by the Acquire load of directory_len.
             let fs = e.feed_slot.load(Ordering::Relaxed);
             if (fs >> 32) as u16 != feed
@@ -555,11 +555,15 @@ impl Reader {
             {
                 return None;
             }
-            Some(Handle {
-                feed,
-                slot: fs as u32,
-                symbol: Symbol::from_key(e.key.load(Ordering::Relaxed))?,
-            })
+            Some((fs, e.key.load(Ordering::Relaxed)))
+        })?;
+        // The entry in force decides: one whose key is no symbol (a name
+        // withdrawn) finds nothing, as in tickguard.h.
+        let (fs, key) = found;
+        Some(Handle {
+            feed,
+            slot: fs as u32,
+            symbol: Symbol::from_key(key)?,
         })
     }
 

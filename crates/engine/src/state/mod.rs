@@ -218,7 +218,7 @@ impl StateTable {
         slot.init(feed, key, thresholds);
         self.index.insert(feed, key, id);
         self.len += 1;
-        self.enter(feed, key, name, id);
+        self.enter(feed, key.key(), name, id);
         Some(id)
     }
 
@@ -227,10 +227,26 @@ impl StateTable {
     /// under that name before. False when the directory is full (it holds
     /// two names per slot of the capacity) or the table is not shared.
     pub fn alias(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
-        self.enter(feed, key, name, id)
+        self.aliases_fit() && self.enter(feed, key.key(), name, id)
     }
 
-    fn enter(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
+    /// Withdraws `name` of `feed`: readers looking it up find nothing (an
+    /// instrument's Symbol deleted, or moved to none). False when the
+    /// directory is full or the table is not shared.
+    pub fn withdraw(&mut self, feed: u16, name: &[u8]) -> bool {
+        // Key 0 is no symbol: the entry names no slot.
+        self.aliases_fit() && self.enter(feed, 0, name, 0)
+    }
+
+    /// Whether one more name fits beside one entry kept for each slot not
+    /// handed out yet (so that every slot can still be entered).
+    fn aliases_fit(&self) -> bool {
+        let room = tickguard_reader::layout::NAMES_PER_SLOT * self.store.slots().len();
+        let kept = self.store.slots().len() - self.len;
+        self.names + kept < room
+    }
+
+    fn enter(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId) -> bool {
         let Store::Shared(r) = &self.store else {
             return false;
         };
@@ -238,7 +254,7 @@ impl StateTable {
         if self.names >= room {
             return false;
         }
-        r.enter(self.names, feed, key.key(), name, id);
+        r.enter(self.names, feed, key, name, id);
         self.names += 1;
         true
     }

@@ -95,6 +95,36 @@ pub struct Engine {
     origins: Box<[(u32, u8)]>,
     /// Duplicates that were the other line's copy of a processed packet.
     line_copies: u64,
+    /// Snapshot loops begun, as each snapshot line saw them.
+    loops: Loops,
+}
+
+/// Snapshot loops begun, counted on each snapshot line (A, B) alone: a
+/// packet of MsgSeqNum 1 after one of a higher MsgSeqNum on the same line
+/// (or the line's first) begins a loop. The loops seen are the larger
+/// count, so a copy on the other line, early or late, begins nothing. (A
+/// loop of a single packet is counted once: the snapshot lines then stay
+/// joined while an instrument needs healing, the safe side.)
+#[derive(Debug, Default, Clone)]
+struct Loops {
+    high: [u32; 2],
+    begun: [u64; 2],
+}
+
+impl Loops {
+    fn on_packet(&mut self, copy: usize, seq: u32) {
+        let (high, begun) = (&mut self.high[copy % 2], &mut self.begun[copy % 2]);
+        if seq == 1 && *high != 1 {
+            *begun += 1;
+            *high = 1;
+        } else {
+            *high = (*high).max(seq);
+        }
+    }
+
+    fn begun(&self) -> u64 {
+        self.begun[0].max(self.begun[1])
+    }
 }
 
 /// Incremental packets whose line is remembered, to tell line B's copy
@@ -119,6 +149,8 @@ pub struct Joining {
     /// The channel's loop count and the publisher's heals when last looked.
     loops_seen: u64,
     healed_seen: u64,
+    /// Snapshots applied when last looked.
+    applied_seen: u64,
     /// Left after `max_loops` idle loops: the turned-needy count then
     /// (joined again only when it grows).
     gave_up_at: Option<u64>,
@@ -139,6 +171,7 @@ impl Joining {
             in_loop: false,
             loops_seen: 0,
             healed_seen: 0,
+            applied_seen: 0,
             gave_up_at: None,
             joins: 1,
             leaves: 0,
@@ -152,7 +185,11 @@ impl Joining {
 
     /// Re-decides after a publish: `loops` the channel's loop count,
     /// `p` the publisher's tallies.
-    fn update(&mut self, loops: u64, p: &Publisher) {
+    /// `applied` the snapshots applied so far: a loop heals when an
+    /// instrument turned healthy while snapshots were being applied (an
+    /// instrument healed by its incremental entries alone does not make
+    /// the loop useful).
+    fn update(&mut self, loops: u64, p: &Publisher, applied: u64) {
         if self.mode == SnapshotJoin::Always {
             self.joined = true;
             return;
@@ -168,6 +205,7 @@ impl Joining {
                 self.in_loop = false;
                 self.gave_up_at = None;
                 self.healed_seen = p.healed();
+                self.applied_seen = applied;
             }
             return;
         }
@@ -188,7 +226,7 @@ impl Joining {
                 self.in_loop = true;
                 new_loops - 1
             };
-            if p.healed() > self.healed_seen {
+            if p.healed() > self.healed_seen && applied > self.applied_seen {
                 self.idle_loops = 0;
             } else {
                 self.idle_loops = self
@@ -196,6 +234,7 @@ impl Joining {
                     .saturating_add(u32::try_from(whole).unwrap_or(u32::MAX));
             }
             self.healed_seen = p.healed();
+            self.applied_seen = applied;
             if self.idle_loops >= self.max_loops {
                 self.joined = false;
                 self.leaves += 1;
@@ -234,6 +273,7 @@ impl Engine {
             joining: Joining::new(c.snapshot_join, c.snapshot_max_loops),
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
             line_copies: 0,
+            loops: Loops::default(),
         }
     }
 
@@ -244,7 +284,7 @@ impl Engine {
         let q = self.feed.sequence().counters();
         let (dups, stale) = (q.duplicates, q.stale_sequence);
         self.feed.on_incremental(payload, t)?;
-        let Some(s) = payload.first_chunk::<4>().map(|b| u32::from_le_bytes(*b)) else {
+        let Some(s) = seq_num(payload) else {
             return Ok(());
         };
         let line = line as u8;
@@ -285,7 +325,11 @@ impl Engine {
             f.thresholds(config, name)
         });
         cx.counters.table_full = p.table_full;
-        self.joining.update(self.feed.loops(), p);
+        self.joining.update(
+            self.loops.begun(),
+            p,
+            self.feed.counters().snapshots_applied,
+        );
     }
 
     /// Logs a ChannelReset processed at `t`: once (a copy on line B is not
@@ -314,6 +358,11 @@ impl Engine {
     pub fn feed_mut(&mut self) -> &mut Feed {
         &mut self.feed
     }
+}
+
+/// The MsgSeqNum of a packet (its first 4 bytes, little-endian).
+fn seq_num(payload: &[u8]) -> Option<u32> {
+    payload.first_chunk::<4>().map(|b| u32::from_le_bytes(*b))
 }
 
 /// Copies what the shared counters show of the channel.
@@ -367,7 +416,13 @@ impl FeedEngine for Engine {
         // The incremental and snapshot paths expire gaps themselves; a
         // definition packet is not timed, so its arrival expires them here.
         let result = match service_of(line) {
-            Some(SNAPSHOT_SERVICE) => self.feed.on_snapshot(payload, t),
+            Some(SNAPSHOT_SERVICE) => {
+                let r = self.feed.on_snapshot(payload, t);
+                if let (Ok(()), Some(s)) = (r, seq_num(payload)) {
+                    self.loops.on_packet(line, s);
+                }
+                r
+            }
             Some(DEFINITION_SERVICE) => {
                 self.feed.expire(t);
                 self.feed.on_definitions(payload)
@@ -512,6 +567,32 @@ impl FeedEngine for Engine {
 mod tests {
     use super::*;
     use crate::shm::CounterKind;
+
+    /// A loop begins once whatever the lines' order: line B a packet or a
+    /// whole loop behind line A, or ahead of it.
+    #[test]
+    fn a_loop_begins_once_whichever_line_brings_it_first() {
+        let orders: [&[(usize, u32)]; 3] = [
+            &[(0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3)],
+            &[(0, 1), (0, 2), (1, 1), (0, 3), (1, 2), (1, 3)],
+            &[(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)],
+        ];
+        for order in orders {
+            let mut l = Loops::default();
+            for _ in 0..3 {
+                for &(copy, seq) in order {
+                    l.on_packet(copy, seq);
+                }
+            }
+            assert_eq!(l.begun(), 3, "{order:?}");
+        }
+        // One line only, or a single-packet loop counted once.
+        let mut l = Loops::default();
+        for s in [1, 2, 1, 2, 1] {
+            l.on_packet(1, s);
+        }
+        assert_eq!(l.begun(), 3);
+    }
 
     /// The channel's counters take ids of their own (in the extension, but
     /// the receiver's), and each is exported: a total as `_total`, a level

@@ -203,10 +203,8 @@ pub struct Feed {
     counters: Counters,
     /// What changed for a live publication: see [`Touched`].
     touched: Touched,
-    /// Snapshot loops begun (see [`Feed::loops`]).
-    loops: u64,
-    /// Highest snapshot MsgSeqNum since the last loop began (0: none).
-    loop_high: u32,
+    /// Changes of the Symbol → instrument mapping so far.
+    symbol_moves: u64,
 }
 
 /// The instruments whose visible book, sequencing flags or status may have
@@ -257,8 +255,7 @@ impl Feed {
             watermark: None,
             counters: Counters::default(),
             touched: Touched::default(),
-            loops: 0,
-            loop_high: 0,
+            symbol_moves: 0,
         }
     }
 
@@ -291,15 +288,6 @@ impl Feed {
         t.list.clear();
         t.all = false;
         self.touched = t;
-    }
-
-    /// Snapshot loops begun so far: a snapshot packet of MsgSeqNum 1 after
-    /// one of a higher MsgSeqNum (or the first) begins a loop; line B's
-    /// copy of the same packet does not begin another. (A loop of a single
-    /// packet is therefore counted once: the snapshot lines then stay
-    /// joined while an instrument needs healing, the safe side.)
-    pub fn loops(&self) -> u64 {
-        self.loops
     }
 
     /// The packet sequence.
@@ -343,6 +331,13 @@ impl Feed {
     /// Every instrument, in order of first appearance.
     pub fn instruments(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// How many times a definition changed which instrument a Symbol names
+    /// (a new Symbol, a rename, a move, a delete): a publisher re-checks
+    /// names only when it changed.
+    pub fn symbol_moves(&self) -> u64 {
+        self.symbol_moves
     }
 
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
@@ -689,6 +684,7 @@ impl Feed {
         let old = e.definition.as_ref().map(|d| d.symbol.as_str());
         let kept = mapped && old == Some(&*symbol) && self.by_symbol.get(&*symbol) == Some(&i);
         if !kept {
+            self.symbol_moves += 1;
             if let Some(old) = old.filter(|o| self.by_symbol.get(*o) == Some(&i)) {
                 self.by_symbol.remove(old);
             }
@@ -717,13 +713,6 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
-        match packet.seq_num() {
-            1 if self.loop_high != 1 => {
-                self.loops += 1;
-                self.loop_high = 1;
-            }
-            s => self.loop_high = self.loop_high.max(s),
-        }
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
                 continue;
@@ -813,6 +802,8 @@ impl Feed {
     fn restart_positions(&mut self) {
         const BEFORE: Position = (0, 0);
         self.ends.clear();
+        // Statuses now tie at one position: which is in force may change.
+        self.touched.all();
         for e in &mut self.entries {
             e.instrument.restart_positions(BEFORE);
             if let Some(s) = &mut e.status {

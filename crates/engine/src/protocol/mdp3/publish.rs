@@ -27,6 +27,7 @@ use crate::state::slot::{Level, Top};
 use crate::state::{FeedStatus, SlotId, StateTable};
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
+use std::collections::HashMap;
 
 /// MDP3 prices are mantissas of 10⁻⁹.
 pub const PRICE_EXPONENT: i8 = -9;
@@ -149,6 +150,11 @@ pub struct Publisher {
     healed: u64,
     /// Instruments refused a slot for want of room, each once.
     pub table_full: u64,
+    /// Symbol → the instrument (index) whose slot the directory's entry in
+    /// force for it names; absent: none, or withdrawn.
+    owners: HashMap<String, u32>,
+    /// The channel's Symbol moves when names were last checked.
+    symbol_moves: u64,
 }
 
 impl Publisher {
@@ -184,6 +190,9 @@ impl Publisher {
         table: &mut StateTable,
         thresholds: impl Fn(&Feed, &str) -> Thresholds,
     ) {
+        let moves = it.symbol_moves();
+        let names_moved = moves != self.symbol_moves;
+        self.symbol_moves = moves;
         let Publisher {
             published,
             needy,
@@ -191,6 +200,7 @@ impl Publisher {
             turned_needy,
             healed,
             table_full,
+            owners,
             ..
         } = self;
         it.drain_touched(|f, i, e| {
@@ -211,9 +221,16 @@ impl Publisher {
                     *healed += 1;
                 }
             }
+            let name = names_moved
+                .then(|| Naming::check(f, e, i as u32, p, owners, feed, table))
+                .or_else(|| Naming::first(f, e, i as u32, p, owners))
+                .flatten();
             let top = slot_top(f, e);
             if p.slot == NO_SLOT {
-                if top.bid.is_none() && top.ask.is_none() {
+                // Its Symbol entered for another instrument before: it
+                // takes a slot, empty or not, so that the name finds it.
+                let taken = name.is_some_and(|s| owners.contains_key(s));
+                if top.bid.is_none() && top.ask.is_none() && !taken {
                     return;
                 }
                 let mut buf = [0u8; 12];
@@ -238,7 +255,20 @@ impl Publisher {
                 flagged.change(p.counted, flags);
                 p.counted = flags;
             }
-            name_symbol(f, e, p, feed, table, &thresholds);
+            if let Some(symbol) = name {
+                if table.alias(feed, key(e.security_id), symbol.as_bytes(), p.slot) {
+                    match owners.get_mut(symbol) {
+                        Some(o) => *o = i as u32,
+                        // Allocates once per Symbol the channel publishes.
+                        None => {
+                            owners.insert(symbol.to_owned(), i as u32);
+                        }
+                    }
+                    p.symbol.clear();
+                    p.symbol.push_str(symbol);
+                    table.set_thresholds(p.slot, thresholds(f, symbol));
+                }
+            }
             table.slots()[p.slot as usize].write_top(&top);
         });
         let status = FeedStatus {
@@ -255,31 +285,61 @@ impl Publisher {
     }
 }
 
-/// Publishes `e`'s slot under its Symbol too, once a definition maps the
-/// Symbol to it (again when the mapping moves to it from another), with
-/// the thresholds an override of either name gives.
-fn name_symbol(
-    f: &Feed,
-    e: &Entry,
-    p: &mut Published,
-    feed: u16,
-    table: &mut StateTable,
-    thresholds: &impl Fn(&Feed, &str) -> Thresholds,
-) {
-    let Some(d) = &e.definition else {
-        return;
-    };
-    if d.symbol.is_empty() || d.symbol == p.symbol {
-        return;
+/// Which Symbol an instrument's slot must be entered under now.
+struct Naming;
+
+impl Naming {
+    /// After the channel's Symbol mapping changed: the name `e`'s slot was
+    /// entered under that no longer finds `e` is withdrawn if it finds no
+    /// instrument now (a delete; a name moved to another is entered again
+    /// for that one), and `e`'s own Symbol, if it names `e` and the
+    /// directory's entry in force for it does not, is returned.
+    fn check<'e>(
+        f: &Feed,
+        e: &'e Entry,
+        i: u32,
+        p: &mut Published,
+        owners: &mut HashMap<String, u32>,
+        feed: u16,
+        table: &mut StateTable,
+    ) -> Option<&'e str> {
+        let mine = |name: &str| f.find(name).map(|x| x.security_id) == Some(e.security_id);
+        if !p.symbol.is_empty() && !mine(&p.symbol) {
+            let gone = f.find(&p.symbol).is_none();
+            if gone
+                && owners.get(p.symbol.as_str()) == Some(&i)
+                && table.withdraw(feed, p.symbol.as_bytes())
+            {
+                owners.remove(p.symbol.as_str());
+            }
+            p.symbol.clear();
+        }
+        Self::wanted(e, i, owners).filter(|s| mine(s))
     }
-    // A Symbol another instrument holds stays that one's.
-    if f.find(&d.symbol).map(|x| x.security_id) != Some(e.security_id) {
-        return;
+
+    /// Without a change of the mapping: `e`'s Symbol, the first time it
+    /// has one that names it (a cheap compare otherwise).
+    fn first<'e>(
+        f: &Feed,
+        e: &'e Entry,
+        i: u32,
+        p: &Published,
+        owners: &HashMap<String, u32>,
+    ) -> Option<Option<&'e str>> {
+        // The usual case, its Symbol entered already: one compare.
+        let s = e.definition.as_ref().map(|d| d.symbol.as_str())?;
+        if s == p.symbol {
+            return None;
+        }
+        let s = Self::wanted(e, i, owners)?;
+        Some((f.find(s).map(|x| x.security_id) == Some(e.security_id)).then_some(s))
     }
-    if table.alias(feed, key(e.security_id), d.symbol.as_bytes(), p.slot) {
-        // Allocates once per Symbol an instrument is given (a cold path).
-        p.symbol.clone_from(&d.symbol);
-        table.set_thresholds(p.slot, thresholds(f, &d.symbol));
+
+    /// `e`'s Symbol, when the directory's entry in force for it is not
+    /// `e`'s.
+    fn wanted<'e>(e: &'e Entry, i: u32, owners: &HashMap<String, u32>) -> Option<&'e str> {
+        let s = e.definition.as_ref().map(|d| d.symbol.as_str())?;
+        (!s.is_empty() && owners.get(s) != Some(&i)).then_some(s)
     }
 }
 
