@@ -129,6 +129,18 @@ fn live_records(reader: &Reader) -> std::collections::BTreeMap<String, tickguard
         .collect()
 }
 
+/// The `[state]`, `[metrics]` and `[sidecar]` tables a namespace test's
+/// sidecar runs with: publishing to `shm`, lines joined on loopback, a
+/// sleeping idle loop, dead to readers after `dead_after_ms`.
+pub(crate) fn sidecar_tables(shm: &Path, dead_after_ms: u64) -> String {
+    format!(
+        "[state]\ncapacity = 4096\n[metrics]\nenabled = false\n[sidecar]\n\
+         shm_path = \"{}\"\ninterface = \"127.0.0.1\"\nidle = \"sleep\"\n\
+         idle_sleep_us = 50\ndead_after_ms = {dead_after_ms}\n",
+        shm.display()
+    )
+}
+
 /// True as root; otherwise says the test is skipped (and fails under CI,
 /// which runs as root).
 fn can_create_namespaces() -> bool {
@@ -163,25 +175,14 @@ fn multicast_two_lines_with_loss_in_a_namespace() {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[state]
-capacity = 4096
-[metrics]
-enabled = false
-[sidecar]
-shm_path = "{}"
-interface = "127.0.0.1"
-idle = "sleep"
-idle_sleep_us = 50
-dead_after_ms = 2000
-[[feed]]
+            r#"{}[[feed]]
 name = "mc"
 kind = "full"
 lines = ["239.77.0.1:31001", "239.77.0.2:31002"]
 stale_threshold_ms = 60000
 source_threshold_ms = 60000
 "#,
-            shm.display()
+            sidecar_tables(shm, 2000)
         ),
     )
     .unwrap();
@@ -637,18 +638,7 @@ fn itch_config(dir: &Path, shm: &Path, gap_timeout_ms: u64) -> PathBuf {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[state]
-capacity = 4096
-[metrics]
-enabled = false
-[sidecar]
-shm_path = "{}"
-interface = "127.0.0.1"
-idle = "sleep"
-idle_sleep_us = 50
-dead_after_ms = 1000
-[[feed]]
+            r#"{}[[feed]]
 name = "nq"
 protocol = "itch50"
 lines = ["239.77.1.1:31101", "239.77.1.2:31102"]
@@ -658,7 +648,7 @@ gap_timeout_ms = {gap_timeout_ms}
 stale_threshold_ms = 60000
 source_threshold_ms = 60000
 "#,
-            shm.display()
+            sidecar_tables(shm, 1000)
         ),
     )
     .unwrap();

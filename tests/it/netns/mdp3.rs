@@ -26,18 +26,7 @@ fn mdp3_config(dir: &Path, shm: &Path, extra: &str) -> PathBuf {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[state]
-capacity = 4096
-[metrics]
-enabled = false
-[sidecar]
-shm_path = "{}"
-interface = "127.0.0.1"
-idle = "sleep"
-idle_sleep_us = 50
-dead_after_ms = 1000
-[[feed]]
+            r#"{}[[feed]]
 name = "{FEED}"
 protocol = "mdp3"
 lines = ["{}", "{}"]
@@ -50,7 +39,7 @@ stale_threshold_ms = 60000
 source_threshold_ms = 60000
 {extra}
 "#,
-            shm.display(),
+            super::sidecar_tables(shm, 1000),
             LINES[0],
             LINES[1],
             SNAPSHOT_LINES[0],
