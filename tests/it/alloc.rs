@@ -660,14 +660,11 @@ max_cached = 1000
 fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
     let _serial = serial();
     use crate::common::mdp3::{Channel, Datagram, Options};
-    let lines: Vec<std::net::SocketAddr> = (0..6)
-        .map(|_| {
-            UdpSocket::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-        })
-        .collect();
+    // Six free loopback ports, held together while chosen so that no two
+    // are the same.
+    let held: Vec<_> = (0..6).map(|_| crate::common::socket()).collect();
+    let lines: Vec<std::net::SocketAddrV4> = held.iter().map(|(_, a)| *a).collect();
+    drop(held);
     let shm = format!("/dev/shm/tickguard-alloc-mdp3-{}", std::process::id());
     let cfg = Config::parse(
         &format!(

@@ -12,15 +12,11 @@ use tickguard::state::price::Price as Exact;
 use tickguard::time::now_ns;
 use tickguard::Reader;
 
-/// Five free loopback ports: incremental A, B, snapshot A, B, definition A.
+/// Five free loopback ports: incremental A, B, snapshot A, B, definition A
+/// (held together while chosen, so no two are the same).
 fn ports() -> [SocketAddrV4; 5] {
-    let held: Vec<UdpSocket> = (0..5)
-        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-        .collect();
-    std::array::from_fn(|i| match held[i].local_addr().unwrap() {
-        std::net::SocketAddr::V4(a) => a,
-        _ => unreachable!(),
-    })
+    let held: Vec<_> = (0..5).map(|_| crate::common::socket()).collect();
+    std::array::from_fn(|i| held[i].1)
 }
 
 struct Rig {

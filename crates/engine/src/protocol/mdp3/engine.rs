@@ -284,7 +284,7 @@ impl Engine {
         let q = self.feed.sequence().counters();
         let (dups, stale) = (q.duplicates, q.stale_sequence);
         self.feed.on_incremental(payload, t)?;
-        let Some(s) = seq_num(payload) else {
+        let Some(s) = packet::seq_num(payload) else {
             return Ok(());
         };
         let line = line as u8;
@@ -360,11 +360,6 @@ impl Engine {
     }
 }
 
-/// The MsgSeqNum of a packet (its first 4 bytes, little-endian).
-fn seq_num(payload: &[u8]) -> Option<u32> {
-    payload.first_chunk::<4>().map(|b| u32::from_le_bytes(*b))
-}
-
 /// Copies what the shared counters show of the channel.
 fn copy_counters(feed: &Feed, c: &mut FeedCounters) {
     let n = feed.counters();
@@ -418,7 +413,7 @@ impl FeedEngine for Engine {
         let result = match service_of(line) {
             Some(SNAPSHOT_SERVICE) => {
                 let r = self.feed.on_snapshot(payload, t);
-                if let (Ok(()), Some(s)) = (r, seq_num(payload)) {
+                if let (Ok(()), Some(s)) = (r, packet::seq_num(payload)) {
                     self.loops.on_packet(line, s);
                 }
                 r

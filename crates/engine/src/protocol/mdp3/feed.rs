@@ -354,16 +354,11 @@ impl Feed {
     /// name the check used), then the feed's; for a name nothing resolves,
     /// an override of that name, else the feed's.
     pub fn thresholds(&self, config: &crate::config::FeedConfig, name: &str) -> Thresholds {
-        use std::io::Write;
         let Some(e) = self.find(name) else {
             return config.override_named(name).unwrap_or(config.thresholds);
         };
         let mut buf = [0u8; 12];
-        let mut w = &mut buf[..];
-        // "#" and an i32 fit 12 bytes.
-        let _ = write!(w, "#{}", e.security_id);
-        let n = 12 - w.len();
-        let id = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        let id = id_name(e.security_id, &mut buf);
         config
             .override_named(id)
             .or_else(|| {
@@ -863,6 +858,17 @@ impl Feed {
         };
         reasons(&inputs, th, now)
     }
+}
+
+/// `#` and the decimal SecurityID `id`, as a check names an instrument,
+/// written into `buf` (no allocation).
+pub fn id_name(id: i32, buf: &mut [u8; 12]) -> &str {
+    use std::io::Write;
+    let mut w = &mut buf[..];
+    // "#" and an i32 fit 12 bytes.
+    let _ = write!(w, "#{id}");
+    let n = 12 - w.len();
+    std::str::from_utf8(&buf[..n]).unwrap_or("#")
 }
 
 /// `to` made `text` (a `char[n]` field, trimmed, as text: bytes that are

@@ -21,7 +21,7 @@
 //! not carry it. Each instrument's flags as last seen make these counts a
 //! compare per touched instrument.
 
-use super::feed::{Entry, Feed};
+use super::feed::{id_name, Entry, Feed};
 use super::status::State;
 use crate::state::slot::{Level, Top};
 use crate::state::{FeedStatus, SlotId, StateTable};
@@ -48,16 +48,6 @@ pub fn key(id: i32) -> Symbol {
         *b = b'0' + ((v >> (6 * (6 - k))) & 0x3f) as u8;
     }
     Symbol::from_checked(bytes)
-}
-
-/// `#` and the decimal id, as a check names an instrument.
-fn id_name(id: i32, buf: &mut [u8; 12]) -> &str {
-    use std::io::Write;
-    let mut w = &mut buf[..];
-    // "#" and an i32 fit 12 bytes.
-    let _ = write!(w, "#{id}");
-    let n = 12 - w.len();
-    std::str::from_utf8(&buf[..n]).unwrap_or("#")
 }
 
 /// An instrument's sequencing flags, as [`Published::flags`] keeps them.
