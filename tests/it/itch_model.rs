@@ -1220,7 +1220,7 @@ fn recorded_failures_are_found() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(256), ..ProptestConfig::default() })]
 
     #[test]
     fn feed_matches_model(setup in setup(false), ops in prop::collection::vec(op(), 1..=160)) {

@@ -41,7 +41,9 @@
 //! - A sequence restart starts a new sequence of positions: an end of event
 //!   processed before it covers no change after it (the positions of the
 //!   new sequence all come later in time), so no check reads half of the
-//!   first event after a ChannelReset.
+//!   first event after a ChannelReset; and what came before it (a status,
+//!   a snapshot's included, a pending change, a cached entry) stands
+//!   before the new sequence's first packet.
 //! - Coverage is judged change by change: each needs an end of event at
 //!   or after it with no packet missing up to that end, whichever end of
 //!   event was processed last.
@@ -77,7 +79,7 @@
 //! gaps expire first and verdicts are compared at several later times.
 //! The venue sends a ChannelReset alone in its packet (what follows it in
 //! the same packet would be numbered in the old sequence). Set
-//! `PROPTEST_CASES` for a longer search.
+//! `PROPTEST_CASES` for a longer search (`tools/search-models`).
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -1037,8 +1039,18 @@ impl Model {
             self.gaps.clear();
             self.c.sequence_restarts += 1;
             self.old = Some((h, t + self.gap_timeout));
-            // A new sequence of positions.
+            // A new sequence of positions: whatever came before stands
+            // before its first packet.
             self.ends.clear();
+            const BEFORE: Pos = (0, 0);
+            for i in self.insts.values_mut() {
+                i.pending.iter_mut().for_each(|p| *p = BEFORE);
+                i.cache.values_mut().for_each(|w| w.at = BEFORE);
+                if let Some((p, _)) = &mut i.status {
+                    *p = BEFORE;
+                }
+            }
+            self.groups.values_mut().for_each(|(p, _)| *p = BEFORE);
             if weekly {
                 self.reset_channel();
             }
@@ -1090,6 +1102,23 @@ impl Model {
             match &m.body {
                 WBody::Reset { tt } => {
                     self.reset_channel();
+                    if fill {
+                        // Late: what followed it was taken on the old books.
+                        for i in self.insts.values_mut() {
+                            i.rpt_seq = None;
+                        }
+                    }
+                    // Nothing missing below it matters any more.
+                    self.gaps.retain_mut(|g| {
+                        if g.hi <= s + 1 {
+                            return false;
+                        }
+                        if g.lo <= s {
+                            g.lo = s + 1;
+                            g.filled.retain(|&q| q > s);
+                        }
+                        (g.filled.len() as u32) < g.hi - g.lo
+                    });
                     self.c.channel_resets += 1;
                     self.reset_pending = true;
                     source = Some(*tt);
@@ -2428,17 +2457,16 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
     Ok(model)
 }
 
-/// Cases per run: 128 (a few seconds in a debug build), or
-/// `PROPTEST_CASES` for a longer search.
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128)
+#[test]
+fn recorded_failures_are_found() {
+    crate::common::assert_recorded_failures_found(
+        include_str!("../proptest-regressions/mdp3_model.txt"),
+        file!(),
+    );
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn feed_matches_model(setup in setup(), ops in prop::collection::vec(op(), 1..=60)) {
@@ -2561,6 +2589,15 @@ fn snapshots(dt: u64, delay: u64) -> Op {
     }
 }
 
+/// A check `dt` steps on, at once.
+fn check(dt: u64) -> Op {
+    Op::Check {
+        dt,
+        nows: vec![0],
+        order: 255,
+    }
+}
+
 /// The best visible bid of instrument 0.
 fn top_bid(m: &Model) -> Option<i64> {
     m.insts[&IDS[0]].visible.bid[0].map(|l| l.price)
@@ -2647,11 +2684,7 @@ fn each_change_is_covered_by_the_nearest_end_after_it() {
             vec![line_a(0), line_a(3), line_a(0)],
         ),
         event(0, vec![unknown(), new_bid(1)], vec![lost(), line_a(0)]),
-        Op::Check {
-            dt: 3,
-            nows: vec![0],
-            order: 255,
-        },
+        check(3),
     ];
     let m = run(&fixed_setup(), &ops).unwrap();
     assert_eq!(top_bid(&m), Some(999));
@@ -2669,11 +2702,7 @@ fn a_hole_cached_before_a_baseline_stays_suspect() {
         snapshots(0, 3),
         event(0, vec![trade()], vec![lost()]),
         event(0, vec![new_bid(2)], vec![line_a(0)]),
-        Op::Check {
-            dt: 4,
-            nows: vec![0],
-            order: 255,
-        },
+        check(4),
     ];
     let m = run(&fixed_setup(), &ops).unwrap();
     let i = &m.insts[&IDS[0]];
@@ -2708,4 +2737,54 @@ fn an_end_of_event_before_a_restart_covers_nothing_after_it() {
     let m = run(&fixed_setup(), &ops).unwrap();
     assert_eq!(m.c.sequence_restarts, 1);
     assert_eq!(top_bid(&m), Some(997));
+}
+
+/// A packet from before a ChannelReset, lost on its way and arriving after
+/// it: the reset dropped the gap it lay in, so it is a duplicate and its
+/// entry never reaches the emptied books (both the model and the
+/// implementation applied such fills to the new books, where a stale
+/// level could later be drained from the cache and read as trading).
+#[test]
+fn a_packet_from_before_a_channel_reset_is_not_applied_after_it() {
+    let ops = [
+        event(0, vec![trade()], vec![line_a(0)]),
+        event(0, vec![new_bid(1)], vec![line_a(3)]),
+        Op::Reset {
+            dt: 1,
+            eoe: true,
+            restart: false,
+            fate: line_a(0),
+        },
+        check(4),
+    ];
+    let m = run(&fixed_setup(), &ops).unwrap();
+    let i = &m.insts[&IDS[0]];
+    assert_eq!((m.c.duplicates, m.c.recovered, m.gaps.len()), (1, 0, 0));
+    assert_eq!((i.rpt_seq, i.cache.len(), i.suspect()), (Some(0), 0, false));
+    assert_eq!(top_bid(&m), None);
+}
+
+/// A ChannelReset that arrives after a packet following it (lost on line
+/// A, say, and late on B): that packet was taken on the books the reset
+/// then emptied, so every instrument is left without a baseline, suspect
+/// until its snapshot.
+#[test]
+fn a_late_channel_reset_leaves_every_instrument_without_a_baseline() {
+    let ops = [
+        event(0, vec![trade()], vec![line_a(0)]),
+        Op::Reset {
+            dt: 1,
+            eoe: true,
+            restart: false,
+            fate: line_a(2),
+        },
+        event(0, vec![new_bid(1)], vec![line_a(0)]),
+        check(3),
+    ];
+    let m = run(&fixed_setup(), &ops).unwrap();
+    assert_eq!(m.c.channel_resets, 1);
+    for id in &IDS[..2] {
+        assert_eq!(m.insts[id].rpt_seq, None, "#{id} no baseline");
+    }
+    assert!(m.insts[&IDS[0]].suspect());
 }

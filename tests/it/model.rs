@@ -1058,7 +1058,7 @@ fn setup() -> impl Strategy<Value = Setup> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::common::cases(256), ..ProptestConfig::default() })]
 
     #[test]
     fn handler_matches_model(setup in setup(), steps in prop::collection::vec(step(), 1..=40)) {

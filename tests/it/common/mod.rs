@@ -53,6 +53,15 @@ pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
     }
 }
 
+/// Cases a model's property test runs: `default`, or `PROPTEST_CASES`
+/// for a longer search (`tools/search-models`).
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Proptest finds every failure recorded in `recorded` (the text of the
 /// module's file in `tests/proptest-regressions/`, where proptest looks for
 /// the file of a source under `tests/it/`) for the module at `source`

@@ -494,8 +494,16 @@ impl Feed {
             match body {
                 Body::ChannelReset(reset) => {
                     self.reset_channel();
+                    if fill {
+                        // Packets after it were processed before it, on
+                        // books it now empties: none is trusted until its
+                        // snapshot.
+                        for e in &mut self.entries {
+                            e.instrument.forget_baseline();
+                        }
+                    }
                     self.counters.channel_resets += 1;
-                    self.seq.channel_reset();
+                    self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
                 }
                 Body::Heartbeat => self.counters.heartbeats += 1,
@@ -708,6 +716,7 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
+        let mut applied = false;
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
                 continue;
@@ -740,6 +749,7 @@ impl Feed {
             self.counters.anomalies += e.instrument.anomalies() - anomalies;
             match matched {
                 Matched::Applied { lost } => {
+                    applied = true;
                     e.snapshots_applied += 1;
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
@@ -759,7 +769,11 @@ impl Feed {
                 }
             }
         }
-        self.cover();
+        // Coverage is examined again after an applied snapshot only
+        // (clarification 4): one ignored changes nothing it depends on.
+        if applied {
+            self.cover();
+        }
         Ok(())
     }
 

@@ -266,6 +266,12 @@ impl Instrument {
         self.seq.reset(cached);
     }
 
+    /// No baseline any more (a ChannelReset that came after packets that
+    /// follow it): suspect until a snapshot.
+    pub fn forget_baseline(&mut self) {
+        self.seq.forget_baseline();
+    }
+
     /// The incremental sequence restarted: pending changes and cached
     /// entries are moved to position `at` (before the new sequence).
     pub fn restart_positions(&mut self, at: Position) {

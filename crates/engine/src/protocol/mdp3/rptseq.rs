@@ -335,6 +335,11 @@ impl<T: Copy> RptSeq<T> {
         }
     }
 
+    /// No baseline, as before the first entry (the cache is kept).
+    pub fn forget_baseline(&mut self) {
+        self.rpt_seq = None;
+    }
+
     /// A channel reset (or weekly restart): RptSeq starts again at 1, the
     /// cache is dropped, the instrument healthy.
     pub fn reset(&mut self, cached: &mut usize) {

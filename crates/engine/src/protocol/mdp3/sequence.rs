@@ -193,10 +193,30 @@ impl Sequence {
         )
     }
 
-    /// The packet just processed carried a ChannelReset: MsgSeqNum 1 next
-    /// is a restart. Cleared by the next processed packet.
-    pub fn channel_reset(&mut self) {
+    /// The packet `s` just processed carried a ChannelReset: MsgSeqNum 1
+    /// next is a restart (cleared by the next processed packet). What is
+    /// missing below `s` no longer matters, the channel being emptied:
+    /// those gaps are dropped uncounted, as at a restart, so a late copy
+    /// of a packet in them is a duplicate and never applied to the new
+    /// books; a gap reaching above `s` (the reset came late) keeps its
+    /// part above.
+    pub fn channel_reset(&mut self, s: u32) {
         self.reset_pending = true;
+        while let Some(mut g) = self.gaps.pop_front() {
+            if g.lo > s {
+                self.gaps.push_front(g);
+                break;
+            }
+            if u64::from(g.hi) > u64::from(s) + 1 {
+                g.filled.retain(|&q| q > s);
+                g.lo = s + 1;
+                if g.missing() > 0 {
+                    self.gaps.push_front(g);
+                    break;
+                }
+            }
+            self.keep_spare(g);
+        }
     }
 
     /// Gives up every gap whose deadline is strictly before `t`, lowest
@@ -335,6 +355,30 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_reset_drops_the_gaps_below_it() {
+        let mut s = seq();
+        s.on_packet(100, 0);
+        s.on_packet(103, 1); // gap [101, 103)
+        s.on_packet(106, 1); // gap [104, 106)
+                             // The reset is 104, filling the second gap late.
+        assert!(process(s.on_packet(104, 2)));
+        s.channel_reset(104);
+        assert_eq!(s.gaps_open(), 1, "only what lies above the reset");
+        assert_eq!(s.first_missing(), Some(105));
+        assert_eq!(s.on_packet(102, 3).0, Packet::Duplicate, "before the reset");
+        assert_eq!(s.counters().packets_lost, 0, "dropped, not lost");
+        s.on_packet(105, 3);
+        assert_eq!(s.gaps_open(), 0);
+        // A reset with nothing missing after it leaves no gap.
+        let mut s = seq();
+        s.on_packet(100, 0);
+        s.on_packet(102, 1);
+        s.on_packet(101, 2);
+        s.channel_reset(101);
+        assert_eq!(s.gaps_open(), 0);
+    }
+
+    #[test]
     fn the_first_packet_sets_high_then_gaps_fill_or_are_duplicates() {
         let mut s = seq();
         assert!(process(s.on_packet(500, 0)));
@@ -402,7 +446,7 @@ mod tests {
         let mut s = seq();
         s.on_packet(1_000, 0);
         s.on_packet(1_003, 1);
-        s.channel_reset();
+        s.channel_reset(1_003);
         // A duplicate does not take the pending reset.
         assert_eq!(s.on_packet(1_003, 2).0, Packet::Duplicate);
         assert_eq!(
@@ -449,7 +493,7 @@ mod tests {
         // Within the margin below high: an old copy, not a restart.
         assert_eq!(s.on_packet(1, 1).0, Packet::Duplicate);
         // The reset flag lasts one processed packet.
-        s.channel_reset();
+        s.channel_reset(50);
         s.on_packet(51, 2);
         assert_eq!(s.on_packet(1, 3).0, Packet::Duplicate);
     }
