@@ -189,6 +189,10 @@ struct Line {
     wanted: bool,
     /// Datagrams dropped because the feed did not want the line.
     unwanted: u64,
+    /// A membership change failed: when to try it again (loop clock, ns),
+    /// and how many attempts in a row have failed.
+    membership_retry_at: Option<u64>,
+    membership_failures: u32,
 }
 
 impl Line {
@@ -210,6 +214,8 @@ impl Line {
             wrong_source: 0,
             wanted: true,
             unwanted: 0,
+            membership_retry_at: None,
+            membership_failures: 0,
         }
     }
 }
@@ -308,24 +314,40 @@ fn open_line(
 /// Joins or leaves `line`'s group as its feed now wants (`want`), and
 /// says so in the log (a rare event: a snapshot loop needed or done with).
 #[cold]
-fn membership_changed(config: &Config, line: &mut Line, want: bool) {
+fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
     let feed = config
         .feeds
         .get(line.feed as usize)
         .map_or("?", |f| f.name.as_str());
     let addr = line.socket.info.addr;
+    let change = if want { "join" } else { "leave" };
     match line.socket.set_joined(want) {
-        Ok(true) => {
-            tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" })
-        }
-        Ok(false) => {
-            tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" })
+        Ok(changed) => {
+            let failed = std::mem::take(&mut line.membership_failures);
+            line.membership_retry_at = None;
+            if failed > 0 && changed {
+                tracing::info!(feed = %feed, line = %addr, joined = want, failed, "line {}: {change} done after {failed} failed attempts", if want { "joined" } else { "left" });
+            } else if changed {
+                tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" })
+            } else {
+                tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" })
+            }
         }
         Err(e) => {
-            tracing::warn!(feed = %feed, line = %addr, error = %e, "line {}: membership change failed; what arrives unwanted is dropped", if want { "join" } else { "leave" })
+            line.membership_failures = line.membership_failures.saturating_add(1);
+            line.membership_retry_at = Some(now.saturating_add(MEMBERSHIP_RETRY_NS));
+            // The first failure, then one line a minute while it lasts.
+            let n = line.membership_failures;
+            if n == 1 || n.is_multiple_of(60) {
+                tracing::warn!(feed = %feed, line = %addr, error = %e, failed = n, "line {change} failed ({n} in a row); tried again every second, and until then what arrives unwanted is dropped");
+            }
         }
     }
 }
+
+/// Time between attempts at a membership change that failed (an
+/// interface address gone, say), ns.
+const MEMBERSHIP_RETRY_NS: u64 = 1_000_000_000;
 
 impl Sidecar {
     /// [`prepare`](Self::prepare)s, then [`publish`](Self::publish)es.
@@ -662,7 +684,7 @@ impl Sidecar {
         // Exchange feeds: gaps past their deadline given up at the loop's
         // clock, whether or not anything arrived (spec itch50 §3.2).
         self.handler.upkeep(now);
-        self.follow_wants();
+        self.follow_wants(now);
         if let Some(r) = &mut self.recorder {
             // What the feeds' streams exchanged this cycle, after the
             // datagrams applied before it (as a replay reads them).
@@ -738,15 +760,17 @@ impl Sidecar {
     }
 
     /// Joins or leaves the lines whose feed's want changed this cycle
-    /// (MDP3's snapshot lines): one `setsockopt` per change, none
+    /// (MDP3's snapshot lines), and tries again a change that failed a
+    /// second ago ([`MEMBERSHIP_RETRY_NS`]): one `setsockopt` each, none
     /// otherwise.
     #[inline]
-    fn follow_wants(&mut self) {
+    fn follow_wants(&mut self, now: u64) {
         for line in &mut self.lines {
             let want = self.handler.wants(line.feed, line.index);
-            if want != line.wanted {
+            let retry = line.membership_retry_at.is_some_and(|at| now >= at);
+            if want != line.wanted || retry {
                 line.wanted = want;
-                membership_changed(&self.config, line, want);
+                membership_changed(&self.config, line, want, now);
             }
         }
     }

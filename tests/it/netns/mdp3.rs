@@ -710,6 +710,99 @@ fn mdp3_snapshot_groups_are_left_when_nothing_needs_them() {
     }
 }
 
+/// A snapshot line whose join fails (the interface's address is gone, as
+/// when a NIC is reconfigured mid-session) is tried again every second:
+/// the instruments stay suspect while it fails and heal once the address
+/// is back, without a restart.
+#[test]
+fn mdp3_a_failed_snapshot_join_is_retried_until_it_succeeds() {
+    if !can_create_namespaces() {
+        return;
+    }
+    const ADDR: &str = "10.200.0.1";
+    let scene = Scene::new("mdp3-join-retry");
+    let Scene { ns, dir, shm } = &scene;
+    let on_lo = |verb: &str| {
+        ns.ip(&[
+            "-n",
+            &ns.0,
+            "addr",
+            verb,
+            &format!("{ADDR}/32"),
+            "dev",
+            "lo",
+        ])
+    };
+    on_lo("add");
+    let cfg = mdp3_config(dir.path(), shm, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(
+        "interface = \"127.0.0.1\"",
+        &format!("interface = \"{ADDR}\""),
+    );
+    assert!(text.contains(ADDR));
+    std::fs::write(&cfg, text).unwrap();
+    let log = dir.path().join("run.log");
+    let _sidecar = mdp3_sidecar(ns, &cfg, shm, None, &log);
+    let reader = Reader::open(shm);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while joins_logged(&log) != [false] {
+        assert!(
+            Instant::now() < deadline,
+            "snapshot lines not left at start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    on_lo("del");
+    let mut venue = mdp3_venue(
+        ns,
+        &cfg,
+        &[
+            "--mid-week",
+            "--rate",
+            "500",
+            "--count",
+            "2500",
+            "--seed",
+            "8",
+        ],
+    );
+    let failures = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(SNAPSHOT_LINES[0]) && l.contains("line join failed"))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while failures() == 0 {
+        assert!(Instant::now() < deadline, "no join failure logged");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Two loops of the venue's snapshots go by unheard.
+    std::thread::sleep(Duration::from_millis(2 * LOOP_MS));
+    let suspect = |name: &str| {
+        reader.lookup(FEED, name).is_none_or(|h| {
+            let r = reader.check(&h, now_ns()).reasons;
+            r.contains(Reasons::SUSPECT) || r.contains(Reasons::NO_QUOTE)
+        })
+    };
+    assert!(suspect("ESZ6"), "healed without its snapshot lines");
+    assert!(!snapshot_joined(ns));
+    assert_eq!(failures(), 1, "one line a failure, not one per attempt");
+    on_lo("add");
+    let report = finish_within(&mut venue);
+    wait_mdp3_settled(&reader, &report);
+    assert_venue_books(&reader, &report);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains(SNAPSHOT_LINES[0]) && l.contains("join done after")),
+        "{logged}"
+    );
+}
+
 /// SIGKILL: no clean close; every instrument reads `stale` once the
 /// writer's heartbeat is older than `dead_after_ms`.
 #[test]
