@@ -32,8 +32,14 @@ impl Rig {
         Rig::with(join, "")
     }
 
-    /// With `extra` lines of the feed's configuration.
+    /// With `extra` lines of the feed's configuration (`gap_timeout_ms`
+    /// 5 unless they set it).
     fn with(join: &str, extra: &str) -> Rig {
+        let gap = if extra.contains("gap_timeout_ms") {
+            ""
+        } else {
+            "gap_timeout_ms = 5"
+        };
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("tg.shm");
         let l = ports();
@@ -55,7 +61,7 @@ snapshot_max_loops = 2
 stale_threshold_ms = 30000
 source_threshold_ms = 30000
 clock_offset = 0
-gap_timeout_ms = 5
+{gap}
 {extra}
 "#,
                 shm.display(),
@@ -276,6 +282,41 @@ fn a_b_loss_is_recovered_with_no_instrument_suspect() {
     let c = &rig.sidecar.handler().feeds()[0].counters;
     assert!(c.line_copies > 0);
     assert_eq!(c.duplicates, c.line_copies, "{c:?}");
+}
+
+/// A packet lost on line A whose copy line B brings late: the instruments
+/// it touched are suspect until the copy fills the gap, and the snapshot
+/// lines are not joined for that (the need did not last the gap timeout),
+/// so a channel losing one line's packets now and then does not join and
+/// leave the loop for each.
+#[test]
+fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
+    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 2000");
+    let t = now_ns();
+    let mut venue = Channel::new(11, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    rig.settle();
+    assert!(!rig.snapshot_wanted());
+    let mut suspect_seen = 0;
+    for k in 0..20u64 {
+        let first = venue.next_event(t + (2 * k + 1) * 1000);
+        let second = venue.next_event(t + (2 * k + 2) * 1000);
+        rig.send(&second, &[0]);
+        suspect_seen += usize::from(any_needy(&rig));
+        assert!(
+            !rig.snapshot_wanted(),
+            "event {k}: joined for a gap still open"
+        );
+        rig.send(&first, &[1]);
+        assert!(!any_needy(&rig), "event {k}: the fill heals");
+    }
+    assert!(suspect_seen > 0, "no event revealed the gap");
+    // The counters as the next heartbeat publishes them.
+    std::thread::sleep(Duration::from_millis(300));
+    rig.settle();
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(counter(&reader, "snapshot_joins"), 1, "only at start");
+    all_answer_their_books(&reader, &venue, "filled by line B");
 }
 
 /// Started in the middle of the week, every instrument is suspect (no

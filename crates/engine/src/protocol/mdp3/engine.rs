@@ -135,11 +135,20 @@ const ORIGINS: usize = 4096;
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
 /// while some instrument is suspect or unverified, but not after
 /// `max_loops` loops in a row healed none, until another instrument turns
-/// suspect or unverified.
+/// suspect or unverified. Left, they are joined once the need has lasted
+/// the gap timeout: a packet lost on one line leaves the instruments it
+/// touched suspect only until the other line's copy fills the gap, and
+/// joining and leaving for each would churn memberships and the log.
 #[derive(Debug, Clone)]
 pub struct Joining {
     mode: SnapshotJoin,
     max_loops: u32,
+    /// How long a need must last before the lines are joined (ns): the
+    /// feed's gap timeout.
+    grace_ns: u64,
+    /// Since when (ns, the loop's clock) some instrument has needed the
+    /// lines while they are left, if one does.
+    needy_since: Option<u64>,
     joined: bool,
     /// Loops in a row, while joined, that healed no instrument.
     idle_loops: u32,
@@ -160,10 +169,12 @@ pub struct Joining {
 }
 
 impl Joining {
-    fn new(mode: SnapshotJoin, max_loops: u32) -> Joining {
+    fn new(mode: SnapshotJoin, max_loops: u32, grace_ns: u64) -> Joining {
         Joining {
             mode,
             max_loops: max_loops.max(1),
+            grace_ns,
+            needy_since: None,
             // Joined at start; `on_demand` leaves at the first cycle if
             // nothing needs the loop.
             joined: true,
@@ -183,13 +194,13 @@ impl Joining {
         self.joined
     }
 
-    /// Re-decides after a publish: `loops` the channel's loop count,
-    /// `p` the publisher's tallies.
+    /// Re-decides after a publish at `now` (ns, the loop's clock):
+    /// `loops` the channel's loop count, `p` the publisher's tallies.
     /// `applied` the snapshots applied so far: a loop heals when an
     /// instrument turned healthy while snapshots were being applied (an
     /// instrument healed by its incremental entries alone does not make
     /// the loop useful).
-    fn update(&mut self, loops: u64, p: &Publisher, applied: u64) {
+    fn update(&mut self, now: u64, loops: u64, p: &Publisher, applied: u64) {
         if self.mode == SnapshotJoin::Always {
             self.joined = true;
             return;
@@ -198,7 +209,13 @@ impl Joining {
         self.loops_seen = loops;
         if !self.joined {
             let fresh = self.gave_up_at.is_none_or(|at| p.turned_needy() > at);
-            if p.needy() > 0 && fresh {
+            if p.needy() == 0 || !fresh {
+                self.needy_since = None;
+                return;
+            }
+            let since = *self.needy_since.get_or_insert(now);
+            if now.saturating_sub(since) >= self.grace_ns {
+                self.needy_since = None;
                 self.joined = true;
                 self.joins += 1;
                 self.idle_loops = 0;
@@ -270,7 +287,7 @@ impl Engine {
             definitions: c.definitions.clone(),
             last_reset_log: None,
             publisher,
-            joining: Joining::new(c.snapshot_join, c.snapshot_max_loops),
+            joining: Joining::new(c.snapshot_join, c.snapshot_max_loops, c.gap_timeout_ns),
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
             line_copies: 0,
             loops: Loops::default(),
@@ -312,7 +329,7 @@ impl Engine {
     }
 
     /// Publishes what changed (live) and re-decides the snapshot lines.
-    fn publish(&mut self, cx: &mut Cx<'_>) {
+    fn publish(&mut self, cx: &mut Cx<'_>, now: u64) {
         let Some(p) = &mut self.publisher else {
             return;
         };
@@ -326,6 +343,7 @@ impl Engine {
         });
         cx.counters.table_full = p.table_full;
         self.joining.update(
+            now,
             self.loops.begun(),
             p,
             self.feed.counters().snapshots_applied,
@@ -443,7 +461,7 @@ impl FeedEngine for Engine {
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
         self.feed.expire(now);
         copy_counters(&self.feed, cx.counters);
-        self.publish(&mut cx);
+        self.publish(&mut cx, now);
     }
 
     /// The snapshot lines only while [`Joining`] wants them; every other
