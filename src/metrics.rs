@@ -407,18 +407,20 @@ impl Monitor {
         self.counters.clear();
         self.counters
             .extend((0..self.feeds.len() as u16).map(|id| r.counters(id)));
+        // A feed whose counters could not be read consistently this time
+        // (the writer taken off its core mid-publication) is skipped, not
+        // read as zeros: a zero would end a line's silence and then report
+        // every drop, loss and reset so far as new.
         let counters = &self.counters;
-        let get = |feed: u16, k: usize| {
-            counters
-                .get(feed as usize)
-                .copied()
-                .flatten()
-                .map_or(0, |c| c[k])
-        };
+        let get =
+            |feed: u16, k: usize| counters.get(feed as usize).copied().flatten().map(|c| c[k]);
         for l in &mut self.lines {
             let get = |k: usize| get(l.feed, k + l.index.min(1));
-            let packets = get(counter::LINE_PACKETS);
-            let drops = get(counter::LINE_KERNEL_DROPS);
+            let (Some(packets), Some(drops)) =
+                (get(counter::LINE_PACKETS), get(counter::LINE_KERNEL_DROPS))
+            else {
+                continue;
+            };
             if drops > l.last_drops {
                 tracing::warn!(feed = %l.name, line = %l.addr, dropped = drops - l.last_drops, "kernel dropped datagrams: receive buffer overflow");
             }
@@ -491,9 +493,12 @@ impl Monitor {
             if last_alive > 0 {
                 f.silence.set(now.saturating_sub(last_alive) as f64 / 1e9);
             }
+            let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
+            else {
+                continue;
+            };
             // A burst of loss is a state: logged when it starts and when a
             // sample interval passes without new loss.
-            let lost = get(counter::TICKS_LOST);
             match f.burst {
                 None if lost > f.last_lost => {
                     tracing::warn!(feed = %f.name, lost = lost - f.last_lost, total = lost, "gap burst started: ticks lost on both lines");
@@ -512,7 +517,6 @@ impl Monitor {
                 _ => {}
             }
             f.last_lost = lost;
-            let resets = get(counter::RESETS);
             if resets > f.last_resets {
                 tracing::warn!(feed = %f.name, symbols = resets - f.last_resets, "provider reset: sequences went back");
             }
@@ -549,6 +553,44 @@ mod tests {
         tracing::subscriber::with_default(subscriber, f);
         let out = buf.0.lock().unwrap().clone();
         String::from_utf8(out).unwrap()
+    }
+
+    /// A feed whose counters cannot be read consistently (the writer in the
+    /// middle of publishing them) is skipped for that sample: read as
+    /// zeros, the next sample would report every drop and loss so far as
+    /// new.
+    #[test]
+    fn unreadable_counters_are_skipped_not_read_as_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = crate::demo::free_port().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
+                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\nclock_offset = 0\n",
+                dir.path().join("shm").display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        let p = sidecar.publication();
+        p.write_counters(|| {
+            p.set_counter(0, counter::TICKS_LOST, 5);
+            p.set_counter(0, counter::LINE_KERNEL_DROPS, 7);
+        });
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        let log = logs_of(|| m.sample(t));
+        assert!(log.contains("gap burst started"), "{log}");
+        assert!(log.contains("kernel dropped datagrams"), "{log}");
+        // Held mid-write for the whole sample: nothing to read.
+        let mut held = String::new();
+        p.write_counters(|| held = logs_of(|| m.sample(t + 1)));
+        assert!(!held.contains("WARN"), "{held}");
+        let log = logs_of(|| m.sample(t + 2));
+        assert!(!log.contains("kernel dropped"), "{log}");
+        assert!(!log.contains("gap burst started"), "{log}");
     }
 
     /// The receive thread only counts socket errors; the metrics thread logs

@@ -491,8 +491,8 @@ impl Snapshot {
                 continue;
             }
             let id = id as u16;
-            let values = reader.counters(id).unwrap_or([0; counter::ALL]);
-            let status = reader.feed_status(id).unwrap_or_default();
+            let values = patiently(|| reader.counters(id)).unwrap_or([0; counter::ALL]);
+            let status = patiently(|| reader.feed_status(id)).unwrap_or_default();
             let flags = status.flags();
             let mut view = FeedView {
                 name: f.name.clone(),
@@ -822,5 +822,21 @@ pub fn render(reader: &Reader, path: &str, now: u64) -> String {
     match Snapshot::read(reader, path, now, &Filter::default()) {
         Ok(s) => s.text().full(),
         Err(e) => e,
+    }
+}
+
+/// `read` (a consistent copy of something the writer publishes under a
+/// seqlock), tried again for up to 50 ms while it gives nothing: on a busy
+/// machine the writer can be taken off its core in the middle of
+/// publishing, for longer than the reader's own retries last, and a
+/// screen would show that moment as empty or as zeros.
+pub(crate) fn patiently<T>(mut read: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+    loop {
+        let r = read();
+        if r.is_some() || std::time::Instant::now() >= deadline {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }

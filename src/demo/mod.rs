@@ -27,7 +27,7 @@ pub mod mdp3;
 pub mod sqf;
 
 use crate::config::Config;
-use crate::reader::{Reader, Reading};
+use crate::reader::Reader;
 use crate::shm::Publication;
 use crate::sidecar::{RunStats, Sidecar};
 use crate::state::price::Price;
@@ -261,21 +261,6 @@ fn show<R: Send + 'static>(
     let provided = provided?;
     runs.extend(finished?);
     Ok((provided, runs, reader))
-}
-
-/// Feed `feed`'s counters as its descriptors name them, waiting up to
-/// 50 ms for a consistent copy: on a busy machine the writer can be taken
-/// off its core in the middle of publishing them, longer than the
-/// reader's own retries last, and a screen would show that as empty.
-pub(crate) fn readings(reader: &Reader, feed: u16) -> Option<Vec<Reading<'_>>> {
-    let deadline = std::time::Instant::now() + Duration::from_millis(50);
-    loop {
-        let r = reader.readings(feed);
-        if r.is_some() || std::time::Instant::now() >= deadline {
-            return r;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 /// A verdict as the demo shows it: `ok` or `REJECT reasons`, green, red
