@@ -612,3 +612,31 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
         format!("#{a}")
     );
 }
+
+/// With the table's every slot taken and its directory full (two names a
+/// slot: each instrument's `#SecurityID` and Symbol), a Symbol moved to
+/// another instrument cannot be entered for it: counted once in
+/// `table_full_symbols` (which the table-full alert watches), however
+/// often the instrument is published again, while `#SecurityID` still
+/// answers.
+#[test]
+fn a_symbol_the_full_directory_refuses_is_counted_once() {
+    let mut rig = Rig::with("on_demand", "[state]\ncapacity = 5");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    assert_eq!(venue.specs().count(), 5, "one slot each");
+    rig.send(&venue.definition_loop(t), &[4]);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let full = |rig: &Rig| rig.sidecar.handler().feeds()[0].counters.table_full;
+    assert_eq!(full(&rig), 0, "every instrument has its slot and names");
+    // The second instrument takes the first one's Symbol.
+    let (b, name) = (specs[1].security_id, specs[0].symbol.clone());
+    rig.send_raw(&[definition(100, b, &name, b'M')], 4);
+    for k in 1..20u64 {
+        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
+    }
+    assert_eq!(full(&rig), 1, "refused once, published again since");
+    let reader = Reader::open(&rig.shm);
+    assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
+}

@@ -398,8 +398,8 @@ impl FeedEngine for Engine {
     /// The shared counters, then the channel's (spec mdp3 §5).
     fn counters() -> Vec<Descriptor> {
         let mut v = crate::engine::shared_counters::<Reject>();
-        // Instruments refused a slot, each once, as an ITCH feed counts
-        // its symbols.
+        // Instruments refused a slot (or their Symbol a directory entry),
+        // each once, as an ITCH feed counts its symbols.
         v.push(
             Descriptor::counter(counter::TABLE_FULL, "table_full_symbols")
                 .metric("table_full_symbols_total"),

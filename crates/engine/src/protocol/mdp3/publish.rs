@@ -110,6 +110,9 @@ struct Published {
     counted: u8,
     /// The Symbol the slot was last published under (empty: none yet).
     symbol: String,
+    /// Its Symbol found the directory full (counted in `table_full` once
+    /// until it is entered).
+    name_refused: bool,
 }
 
 impl Default for Published {
@@ -119,6 +122,7 @@ impl Default for Published {
             flags: 0,
             counted: 0,
             symbol: String::new(),
+            name_refused: false,
         }
     }
 }
@@ -138,7 +142,9 @@ pub struct Publisher {
     /// new), and that turned healthy, so far.
     turned_needy: u64,
     healed: u64,
-    /// Instruments refused a slot for want of room, each once.
+    /// Instruments refused a slot, or their Symbol an entry in the
+    /// directory, for want of room: each once (until it fits again, for a
+    /// name).
     pub table_full: u64,
     /// Symbol → the instrument (index) whose slot the directory's entry in
     /// force for it names; absent: none, or withdrawn.
@@ -256,7 +262,14 @@ impl Publisher {
                     }
                     p.symbol.clear();
                     p.symbol.push_str(symbol);
+                    p.name_refused = false;
                     table.set_thresholds(p.slot, thresholds(f, symbol));
+                } else if !p.name_refused {
+                    // The directory is full (Symbols moved too often for
+                    // the table's capacity): readers do not find the
+                    // instrument by this name. Tried again at each publish.
+                    p.name_refused = true;
+                    *table_full += 1;
                 }
             }
             table.slots()[p.slot as usize].write_top(&top);
