@@ -1260,7 +1260,10 @@ impl Model {
 
     fn resolve(&self, name: &str) -> Option<i32> {
         match name.strip_prefix('#') {
-            Some(id) => id.parse().ok().filter(|id| self.insts.contains_key(id)),
+            Some(id) => id
+                .parse()
+                .ok()
+                .filter(|id| format!("#{id}") == name && self.insts.contains_key(id)),
             None => self.symbols.get(name).copied(),
         }
     }

@@ -343,7 +343,17 @@ impl Feed {
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
     pub fn find(&self, name: &str) -> Option<&Entry> {
         let i = match name.strip_prefix('#') {
-            Some(id) => self.by_id.get(id.parse::<i32>().ok()?)?,
+            Some(digits) => {
+                // Only as the publication spells it (`#7`, not `#07` or
+                // `#+7`): a replay answers for exactly the names a reader
+                // of the live publication finds.
+                let id = digits.parse::<i32>().ok()?;
+                let mut buf = [0u8; 12];
+                if id_name(id, &mut buf) != name {
+                    return None;
+                }
+                self.by_id.get(id)?
+            }
             None => *self.by_symbol.get(name)?,
         };
         self.entries.get(i as usize)
@@ -992,6 +1002,11 @@ mod tests {
         assert_eq!(f.verdict("ESZ6", TH, T0 + 2), Reasons::empty());
         assert_eq!(f.verdict("#7", TH, T0 + 2), Reasons::empty());
         assert_eq!(f.verdict("#8", TH, T0 + 2), Reasons::NO_QUOTE);
+        // `#SecurityID` only as the publication spells it.
+        for other in ["#07", "#+7", "# 7", "#7 "] {
+            assert!(f.find(other).is_none(), "{other}");
+            assert_eq!(f.verdict(other, TH, T0 + 2), Reasons::NO_QUOTE, "{other}");
+        }
         // The definition's depth: a New at level 4 of a 3-deep book is
         // ignored.
         assert_eq!(
