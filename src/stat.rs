@@ -13,6 +13,7 @@ use crate::state::{FeedStatus, Record, Side};
 use crate::verdict::Reasons;
 use serde_json::{json, Value};
 use std::fmt::Write;
+use std::time::Duration;
 
 /// Which feeds and symbols a snapshot shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -491,8 +492,11 @@ impl Snapshot {
                 continue;
             }
             let id = id as u16;
-            let values = patiently(|| reader.counters(id)).unwrap_or([0; counter::ALL]);
-            let status = patiently(|| reader.feed_status(id)).unwrap_or_default();
+            // A writer killed mid-publication leaves its seqlock held for
+            // good: waited for only while the writer is alive.
+            let wait = if healthy { PATIENCE } else { Duration::ZERO };
+            let values = patiently(wait, || reader.counters(id)).unwrap_or([0; counter::ALL]);
+            let status = patiently(wait, || reader.feed_status(id)).unwrap_or_default();
             let flags = status.flags();
             let mut view = FeedView {
                 name: f.name.clone(),
@@ -825,18 +829,22 @@ pub fn render(reader: &Reader, path: &str, now: u64) -> String {
     }
 }
 
+/// How long a screen waits for a consistent copy of what the writer
+/// publishes under a seqlock ([`patiently`]).
+pub(crate) const PATIENCE: Duration = Duration::from_millis(50);
+
 /// `read` (a consistent copy of something the writer publishes under a
-/// seqlock), tried again for up to 50 ms while it gives nothing: on a busy
-/// machine the writer can be taken off its core in the middle of
+/// seqlock), tried again for up to `wait` while it gives nothing: on a
+/// busy machine the writer can be taken off its core in the middle of
 /// publishing, for longer than the reader's own retries last, and a
 /// screen would show that moment as empty or as zeros.
-pub(crate) fn patiently<T>(mut read: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+pub(crate) fn patiently<T>(wait: Duration, mut read: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + wait;
     loop {
         let r = read();
         if r.is_some() || std::time::Instant::now() >= deadline {
             return r;
         }
-        std::thread::sleep(std::time::Duration::from_micros(200));
+        std::thread::sleep(Duration::from_micros(200));
     }
 }

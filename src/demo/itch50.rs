@@ -327,7 +327,7 @@ fn render(
          {restart}\n\n",
         elapsed_ns as f64 / 1e9,
         reader.health(now),
-        crate::stat::patiently(|| reader.readings(0))
+        crate::stat::patiently(crate::stat::PATIENCE, || reader.readings(0))
             .and_then(|r| r.into_iter().find(|r| r.descriptor.name == "session"))
             .map_or(String::new(), |r| r.text),
         c(counter::NEXT),

@@ -136,7 +136,7 @@ price_decimals = 2
 /// The feed's counter `name` (the feed-wide one), as its descriptor names
 /// it; 0 when the publication has none.
 fn counter(reader: &Reader, name: &str) -> u64 {
-    crate::stat::patiently(|| reader.readings(0))
+    crate::stat::patiently(crate::stat::PATIENCE, || reader.readings(0))
         .and_then(|r| {
             r.into_iter()
                 .find(|c| c.descriptor.name == name && c.descriptor.key.is_empty())
