@@ -2791,3 +2791,43 @@ fn a_late_channel_reset_leaves_every_instrument_without_a_baseline() {
     }
     assert!(m.insts[&IDS[0]].suspect());
 }
+
+/// Clarification 4: coverage is examined again after an applied snapshot,
+/// not after one the instrument ignores. A ChannelReset lost on both
+/// lines lets the new numbering's RptSeq 2 fill an old hole in a packet
+/// with no end of event: the old entry drained behind it is covered by
+/// its own event's end but waits for the next point of examination, and
+/// an ignored snapshot is not one (the implementation examined coverage
+/// after every snapshot packet).
+#[test]
+fn an_ignored_snapshot_publishes_nothing() {
+    let ops = [
+        event(0, vec![trade()], vec![line_a(0)]),
+        event(0, vec![new_bid(1)], vec![lost()]),
+        event(0, vec![new_bid(2)], vec![line_a(0)]),
+        Op::Reset {
+            dt: 1,
+            eoe: true,
+            restart: false,
+            fate: lost(),
+        },
+        Op::Event {
+            dt: 1,
+            msgs: vec![trade(), trade()],
+            cuts: vec![false],
+            eoe: false,
+            hold: false,
+            bits: 0,
+            latency: 0,
+            version: 13,
+            longer: false,
+            fates: vec![line_a(0)],
+        },
+        snapshots(0, 0),
+    ];
+    let m = run(&fixed_setup(), &ops).unwrap();
+    let i = &m.insts[&IDS[0]];
+    assert_eq!((i.rpt_seq, i.snapshots_ignored), (Some(3), 1));
+    assert_eq!(i.pending.len(), 1, "the drained entry waits");
+    assert_eq!(top_bid(&m), None, "not published by the ignored snapshot");
+}
