@@ -295,7 +295,6 @@ fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
     let t = now_ns();
     let mut venue = Channel::new(11, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
-    rig.settle();
     assert!(!rig.snapshot_wanted());
     let mut suspect_seen = 0;
     for k in 0..20u64 {

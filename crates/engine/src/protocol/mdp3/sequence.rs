@@ -358,9 +358,10 @@ mod tests {
     fn a_channel_reset_drops_the_gaps_below_it() {
         let mut s = seq();
         s.on_packet(100, 0);
-        s.on_packet(103, 1); // gap [101, 103)
-        s.on_packet(106, 1); // gap [104, 106)
-                             // The reset is 104, filling the second gap late.
+        // Gaps [101, 103) and [104, 106); the reset is 104, filling the
+        // second gap late.
+        s.on_packet(103, 1);
+        s.on_packet(106, 1);
         assert!(process(s.on_packet(104, 2)));
         s.channel_reset(104);
         assert_eq!(s.gaps_open(), 1, "only what lies above the reset");
