@@ -515,6 +515,12 @@ impl Sidecar {
         &self.handler
     }
 
+    /// The handler, to hand it datagrams directly (a bench's in-memory
+    /// reference: the cycle's work without its sockets).
+    pub fn handler_mut(&mut self) -> &mut Handler {
+        &mut self.handler
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> &RunStats {
         &self.stats

@@ -303,6 +303,41 @@ pub(crate) fn drain_pair(
     })
 }
 
+/// The reference without sockets: a second sidecar of the same feed,
+/// its sockets never read, handed the probe's packets and then each timed
+/// fill's directly, as its cycle would apply them from two full batches
+/// (line A's copy of each packet, then line B's, as they arrived; the
+/// per-cycle upkeep after each `batch` packets). Seconds of each fill.
+fn apply_only(q: &QueueArgs, d: &Drained, all: &[Vec<u8>]) -> anyhow::Result<Vec<f64>> {
+    let ports: [u16; 2] = distinct_ports()?;
+    let shm = ShmFile(format!(
+        "/dev/shm/tickguard-bench-itch-apply-{}",
+        std::process::id()
+    ));
+    let mut sidecar = Sidecar::start(&config(&shm.0, ports, q.rcvbuf, None)?)?;
+    let batch = sidecar.config().sidecar.batch;
+    let mut apply = |packets: &[Vec<u8>]| -> anyhow::Result<f64> {
+        let h = sidecar.handler_mut();
+        let start = Instant::now();
+        for cycle in packets.chunks(batch) {
+            let now = now_ns();
+            for p in cycle {
+                for line in 0..2 {
+                    ensure!(
+                        h.on_datagram_line(0, line, p, now).is_ok(),
+                        "a packet rejected"
+                    );
+                    std::hint::black_box(h.messages_in(0, p));
+                }
+            }
+            h.upkeep(now);
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    apply(&all[..PROBE])?;
+    d.chunks(all).map(&mut apply).collect()
+}
+
 /// The `itch-live-drain` row.
 pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
     // ~20 messages a packet on average.
@@ -310,6 +345,7 @@ pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
     let d = drain_pair(&a.queue, "itch-drain", &all, |shm, lines, rcvbuf| {
         config(shm, lines, rcvbuf, None)
     })?;
+    let ta = apply_only(&a.queue, &d, &all)?;
     let messages: u64 = d
         .chunks(&all)
         .flatten()
@@ -329,6 +365,10 @@ pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
         "tickguard_messages_per_s": (s * per_packet).round(),
         "bare_recvmmsg_messages_per_s": (b * per_packet).round(),
         "tickguard_unique_messages_per_s": (s * per_packet / 2.0).round(),
+        "apply_only_seconds": ta,
+        "apply_only_datagrams_per_s": (2.0 * d.n as f64 / median(&ta)).round(),
+        "ceiling_ratio": median(&d.tb) / (median(&d.tb) + median(&ta)),
+        "ceiling_note": "apply_only: the same fills handed to a second sidecar's handler without sockets; ceiling_ratio = bare / (bare + apply_only), the most the drain could reach if receiving cost no more than the bare loop",
         "messages_note": "messages/s count every datagram's messages (each packet arrives on both lines); unique counts each once",
         "messages_per_packet": per_packet,
         "messages_per_packet_range": [PER_PACKET.0, PER_PACKET.1],
