@@ -5,6 +5,8 @@
 //!     itch_profile mold DAY                   # its MoldUDP64 packets through Feed::on_datagram
 //!     itch_profile pcap DAY CAPTURE           # write its two-line capture (as itch-capture)
 //!     itch_profile capture CAPTURE            # replay that capture (tickguard::replay::replay)
+//!     itch_profile live DAY                   # its packets, both lines, into a live sidecar's handler
+//!     itch_profile handler DAY                # the same into a replay's handler (no publication)
 //!
 //! e.g. `valgrind --tool=callgrind target/release/examples/itch_profile file /tmp/day.itch`.
 //! `mold` packs the packets in memory before it replays them (10–30
@@ -30,7 +32,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str);
     let usage = "usage: itch_profile gen DAY MESSAGES STOCKS | file DAY | mold DAY \
-        | pcap DAY CAPTURE | capture CAPTURE";
+        | pcap DAY CAPTURE | capture CAPTURE | live DAY | handler DAY";
     let (Some(mode), Some(day)) = (arg(0), arg(1)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -72,6 +74,41 @@ fn main() {
             let feed = itch(&out.summary);
             println!("next {:?}, duplicates {}", feed.next, feed.duplicates);
         }
+        "live" | "handler" => {
+            let packets = packets(day);
+            let shm = format!("/dev/shm/tickguard-itch-profile-{}", std::process::id());
+            let config = Config::parse(
+                &format!(
+                    "[state]\ncapacity = 65536\n[metrics]\nenabled = false\n[sidecar]\n\
+                     shm_path = \"{shm}\"\n[[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\n\
+                     lines = [\"127.0.0.1:26477\", \"127.0.0.1:26478\"]\n\
+                     stale_threshold_ms = 60000\nsource_threshold_ms = 60000\n"
+                ),
+                "profile",
+            )
+            .expect("config");
+            let mut sidecar;
+            let mut replay;
+            let h = if mode == "live" {
+                sidecar = tickguard::sidecar::Sidecar::start(&config).expect("sidecar");
+                sidecar.handler_mut()
+            } else {
+                replay = tickguard::handler::Handler::new(&config);
+                &mut replay
+            };
+            let start = std::time::Instant::now();
+            for cycle in packets.chunks(64) {
+                let now = cycle[0].0;
+                for (t, p) in cycle {
+                    for line in 0..2 {
+                        let _ = h.on_datagram_line(0, line, p, *t);
+                    }
+                }
+                h.upkeep(now);
+            }
+            eprintln!("applied in {:.3} s", start.elapsed().as_secs_f64());
+            let _ = std::fs::remove_file(&shm);
+        }
         "mold" => {
             let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));
             let mut packets = Vec::new();
@@ -105,6 +142,18 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// The day's MoldUDP64 packets (10–30 messages each) with their times.
+fn packets(day: &Path) -> Vec<(u64, Vec<u8>)> {
+    let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));
+    let mut packets = Vec::new();
+    mold_packets(input, Session(*b"20260105BN"), (10, 30), 7, |t, p| {
+        packets.push((MIDNIGHT + t, p.to_vec()));
+        Ok(())
+    })
+    .expect("packets");
+    packets
 }
 
 /// The summary of the `nasdaq` feed.
