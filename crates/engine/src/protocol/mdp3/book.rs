@@ -225,14 +225,16 @@ impl Side {
     }
 
     /// Copies the slots of `other` in `range` (clamped to the depth), or
-    /// every slot where the depths differ (allocating only then).
+    /// every slot where the depths differ (allocating only then); nothing
+    /// for an empty range (an instrument's two copies are resized
+    /// together, and [`Books::copy_from`] marks every side).
     #[inline(always)]
     fn copy_range_from(&mut self, other: &Side, range: Touched) {
-        if self.slots.len() != other.slots.len() {
-            self.copy_all_from(other);
+        if range.is_empty() {
             return;
         }
-        if range.is_empty() {
+        if self.slots.len() != other.slots.len() {
+            self.copy_all_from(other);
             return;
         }
         let hi = usize::from(range.hi).min(self.slots.len());

@@ -62,7 +62,13 @@ impl Ends {
     }
 
     /// An end of event processed at `at`.
+    #[inline]
     pub fn push(&mut self, at: Position, seq: &Sequence) {
+        // The usual case: no packet missing.
+        if seq.gaps_open() == 0 {
+            self.raise_below(at);
+            return;
+        }
         match seq.first_missing() {
             Some(m) if at.0 >= m => {
                 let i = self.above.partition_point(|&q| q < at);
@@ -70,26 +76,44 @@ impl Ends {
                     self.above.insert(i, at);
                 }
             }
-            _ => self.below = self.below.max(Some(at)),
+            _ => self.raise_below(at),
+        }
+    }
+
+    /// `below` becomes `at` if higher.
+    #[inline]
+    fn raise_below(&mut self, at: Position) {
+        if self.below.is_none_or(|q| q < at) {
+            self.below = Some(at);
         }
     }
 
     /// Folds the ends below the first missing packet into the highest of
     /// them (after a fill or a give-up: the first missing rose).
+    #[inline]
     pub fn settle(&mut self, seq: &Sequence) {
+        if self.above.is_empty() {
+            return;
+        }
         let m = seq.first_missing();
         let k = self.above.partition_point(|q| m.is_none_or(|m| q.0 < m));
         if k > 0 {
-            self.below = self.below.max(Some(self.above[k - 1]));
+            self.raise_below(self.above[k - 1]);
             self.above.drain(..k);
         }
+    }
+
+    /// A change at `p` is covered by the highest end of event below the
+    /// first missing packet (every end kept in `below` lies before it).
+    #[inline]
+    fn below_covers(&self, p: Position) -> bool {
+        self.below.is_some_and(|q| q >= p)
     }
 
     /// A change at `p` is covered: an end of event at or after it, no
     /// packet missing from its packet to the end's.
     pub fn covers(&self, p: Position, seq: &Sequence) -> bool {
-        // Every end kept in `below` lies before the first missing packet.
-        if self.below.is_some_and(|q| q >= p) {
+        if self.below_covers(p) {
             return true;
         }
         // Else the nearest end after it (a later one spans more).
@@ -247,10 +271,15 @@ impl Instrument {
         if self.pending.is_empty() {
             return false;
         }
-        self.pending.retain(|&p| !ends.covers(p, seq));
-        if !self.pending.is_empty() {
-            return false;
+        // The usual case: every change at or before an end of event below
+        // the first missing packet, one comparison each.
+        if !self.pending.iter().all(|&p| ends.below_covers(p)) {
+            self.pending.retain(|&p| !ends.covers(p, seq));
+            if !self.pending.is_empty() {
+                return false;
+            }
         }
+        self.pending.clear();
         self.visible
             .copy_changed_from(&self.working, &mut self.changed);
         true
