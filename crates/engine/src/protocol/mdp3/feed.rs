@@ -440,18 +440,25 @@ impl Feed {
 
     /// Publishes the instruments whose pending changes the ends of event
     /// processed cover.
+    #[inline]
     fn cover(&mut self) {
         self.ends.settle(&self.seq);
-        let (ends, seq) = (&self.ends, &self.seq);
-        let (entries, touched) = (&mut self.entries, &mut self.touched);
-        self.dirty.retain(|&i| {
-            let inst = &mut entries[i as usize].instrument;
-            if inst.cover(ends, seq) {
-                touched.one(i);
-                return false;
+        if self.dirty.is_empty() {
+            return;
+        }
+        // The instruments still pending are kept in place, in order.
+        let mut kept = 0;
+        for k in 0..self.dirty.len() {
+            let i = self.dirty[k];
+            let inst = &mut self.entries[i as usize].instrument;
+            if inst.cover(&self.ends, &self.seq) {
+                self.touched.one(i);
+            } else if inst.pending() {
+                self.dirty[kept] = i;
+                kept += 1;
             }
-            inst.pending()
-        });
+        }
+        self.dirty.truncate(kept);
     }
 
     /// One datagram of the incremental lines, arrived at `t`.

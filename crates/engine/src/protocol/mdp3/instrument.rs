@@ -337,7 +337,7 @@ fn apply(
 
 /// Applies a book update at `at` to the working books, noting it pending
 /// and the slots it touched.
-#[inline]
+#[inline(always)]
 fn update(
     working: &mut Books,
     pending: &mut Vec<Position>,
