@@ -110,13 +110,7 @@ fn main() {
             let _ = std::fs::remove_file(&shm);
         }
         "mold" => {
-            let input = std::io::BufReader::new(std::fs::File::open(day).expect("open"));
-            let mut packets = Vec::new();
-            mold_packets(input, Session(*b"20260105BN"), (10, 30), 7, |t, p| {
-                packets.push((MIDNIGHT + t, p.to_vec()));
-                Ok(())
-            })
-            .expect("packets");
+            let packets = packets(day);
             let mut f = Feed::new(Settings {
                 sequencing: sequencer::Settings {
                     gap_timeout_ns: 5_000_000,
