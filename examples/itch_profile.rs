@@ -77,11 +77,20 @@ fn main() {
         "live" | "handler" => {
             let packets = packets(day);
             let shm = format!("/dev/shm/tickguard-itch-profile-{}", std::process::id());
+            // Loopback ports free now (never read: the packets are handed
+            // over directly), so that two profiles or another user's
+            // socket do not collide.
+            let bind = || std::net::UdpSocket::bind("127.0.0.1:0").expect("a loopback port");
+            let held = [bind(), bind()];
+            let [a, b] = held
+                .each_ref()
+                .map(|s| s.local_addr().expect("its port").port());
+            drop(held);
             let config = Config::parse(
                 &format!(
                     "[state]\ncapacity = 65536\n[metrics]\nenabled = false\n[sidecar]\n\
                      shm_path = \"{shm}\"\n[[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\n\
-                     lines = [\"127.0.0.1:26477\", \"127.0.0.1:26478\"]\n\
+                     lines = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n\
                      stale_threshold_ms = 60000\nsource_threshold_ms = 60000\n"
                 ),
                 "profile",
