@@ -182,7 +182,7 @@ impl Side {
     /// Applies `action` at level `n` with `level` (present for New,
     /// Change, Overlay). Returns the slots it may have changed (`None`:
     /// none).
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, action: Action, n: u8, level: Option<Level>) -> Option<Touched> {
         let depth = self.slots.len();
         let all = Touched::ALL;

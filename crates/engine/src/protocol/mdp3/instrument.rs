@@ -122,26 +122,87 @@ impl Ends {
     }
 }
 
+/// Positions of an instrument's changes not covered yet: the first kept
+/// in the instrument itself, the rest (a gap open, an event over several
+/// messages) in `more`, so that the usual one touches no other memory.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    head: Option<Position>,
+    more: Vec<Position>,
+}
+
+impl Pending {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    #[inline]
+    fn last(&self) -> Option<Position> {
+        self.more.last().copied().or(self.head)
+    }
+
+    #[inline]
+    fn push(&mut self, at: Position) {
+        if self.head.is_none() {
+            self.head = Some(at);
+        } else {
+            self.more.push(at);
+        }
+    }
+
+    #[inline]
+    fn clear(&mut self) {
+        self.head = None;
+        self.more.clear();
+    }
+
+    #[inline]
+    fn all(&self, f: impl Fn(Position) -> bool) -> bool {
+        self.head.is_none_or(&f) && self.more.iter().all(|&p| f(p))
+    }
+
+    /// Keeps the positions `keep` holds, in order.
+    fn retain(&mut self, keep: impl Fn(Position) -> bool) {
+        self.more.retain(|&p| keep(p));
+        if self.head.is_some_and(|p| !keep(p)) {
+            self.head = (!self.more.is_empty()).then(|| self.more.remove(0));
+        }
+    }
+
+    fn set_all(&mut self, at: Position) {
+        for p in self.head.iter_mut().chain(self.more.iter_mut()) {
+            *p = at;
+        }
+    }
+}
+
 /// One instrument's sequencing and books.
+///
+/// Laid out in declaration order (`repr(C)`), what every applied entry
+/// reads and writes first: its RptSeq state, then the pending changes,
+/// then the books' slot pointers, so that an entry touches two or three
+/// adjacent cache lines of it.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Instrument {
     /// Its RptSeq and cache.
     pub seq: RptSeq<Cached>,
-    working: Books,
-    visible: Books,
-    /// Positions of the changes not visible yet and not yet known
-    /// covered (ascending but for fills and cached entries). Usually one
-    /// or two; it grows to the most an instrument had waiting at once
-    /// (a gap open) and is reused.
-    pending: Vec<Position>,
     /// The slots of the working books those changes touched: all that
     /// the visible books lack (they equal the working books elsewhere).
     changed: Changed,
+    /// Positions of the changes not visible yet and not yet known
+    /// covered (ascending but for fills and cached entries). Usually one;
+    /// more grow to the most an instrument had waiting at once (a gap
+    /// open) and are reused.
+    pending: Pending,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
     /// Entries that changed nothing for an odd value (unknown action or
     /// entry type, a level update without price or size).
     anomalies: u64,
+    working: Books,
+    visible: Books,
 }
 
 impl Instrument {
@@ -153,7 +214,7 @@ impl Instrument {
             seq: RptSeq::new(),
             working: books.clone(),
             visible: books,
-            pending: Vec::new(),
+            pending: Pending::default(),
             changed: Changed::NONE,
             last_transact_time: None,
             anomalies: 0,
@@ -267,22 +328,28 @@ impl Instrument {
     /// the ends of event processed, given which packets `seq` knows to be
     /// missing. Returns whether it did. Only the levels the pending
     /// changes touched are copied.
+    #[inline]
     pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
         if self.pending.is_empty() {
             return false;
         }
         // The usual case: every change at or before an end of event below
         // the first missing packet, one comparison each.
-        if !self.pending.iter().all(|&p| ends.below_covers(p)) {
-            self.pending.retain(|&p| !ends.covers(p, seq));
-            if !self.pending.is_empty() {
-                return false;
-            }
+        if !self.pending.all(|p| ends.below_covers(p)) && !self.cover_each(ends, seq) {
+            return false;
         }
         self.pending.clear();
         self.visible
             .copy_changed_from(&self.working, &mut self.changed);
         true
+    }
+
+    /// Forgets the pending changes covered one by one (a gap is or was
+    /// open); true when none is left.
+    #[cold]
+    fn cover_each(&mut self, ends: &Ends, seq: &Sequence) -> bool {
+        self.pending.retain(|p| !ends.covers(p, seq));
+        self.pending.is_empty()
     }
 
     /// A channel reset: books emptied (visible too), cache and pending
@@ -304,9 +371,7 @@ impl Instrument {
     /// The incremental sequence restarted: pending changes and cached
     /// entries are moved to position `at` (before the new sequence).
     pub fn restart_positions(&mut self, at: Position) {
-        for p in &mut self.pending {
-            *p = at;
-        }
+        self.pending.set_all(at);
         self.seq.cached_mut(|e| e.at = at);
     }
 
@@ -323,7 +388,7 @@ impl Instrument {
 #[inline]
 fn apply(
     working: &mut Books,
-    pending: &mut Vec<Position>,
+    pending: &mut Pending,
     changed: &mut Changed,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
@@ -340,7 +405,7 @@ fn apply(
 #[inline(always)]
 fn update(
     working: &mut Books,
-    pending: &mut Vec<Position>,
+    pending: &mut Pending,
     changed: &mut Changed,
     anomalies: &mut u64,
     at: Position,
@@ -349,7 +414,7 @@ fn update(
     match working.apply_marking(u, changed) {
         Applied::Changed => {
             // A message's entries share its position: kept once.
-            if pending.last() != Some(&at) {
+            if pending.last() != Some(at) {
                 pending.push(at);
             }
         }
@@ -396,6 +461,30 @@ mod tests {
             e.push(q, seq);
         }
         e
+    }
+
+    #[test]
+    fn pending_keeps_its_positions_in_order_with_the_first_inline() {
+        let mut p = Pending::default();
+        assert!(p.is_empty() && p.last().is_none() && p.all(|_| false));
+        for at in [(1, 0), (2, 0), (3, 1)] {
+            p.push(at);
+        }
+        assert_eq!(p.last(), Some((3, 1)));
+        assert!(p.all(|q| q.0 >= 1) && !p.all(|q| q.0 >= 2));
+        // Dropping the first promotes the next, in order.
+        p.retain(|q| q.0 != 1);
+        assert_eq!((p.head, p.more.as_slice()), (Some((2, 0)), &[(3, 1)][..]));
+        p.retain(|q| q.0 == 3);
+        assert_eq!((p.head, p.more.len()), (Some((3, 1)), 0));
+        p.push((4, 0));
+        p.set_all((0, 0));
+        assert_eq!((p.head, p.more.as_slice()), (Some((0, 0)), &[(0, 0)][..]));
+        p.retain(|_| false);
+        assert!(p.is_empty() && p.last().is_none());
+        p.push((5, 0));
+        p.clear();
+        assert!(p.is_empty());
     }
 
     #[test]

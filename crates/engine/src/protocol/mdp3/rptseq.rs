@@ -38,8 +38,10 @@
 //! vector sorted by RptSeq, grown amortised (entries mostly arrive in
 //! order: a push), reused after it empties.
 
-/// The instrument's sequencing.
+/// The instrument's sequencing. Laid out in declaration order
+/// (`repr(C)`): what an entry in order reads first, the counters last.
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 pub struct RptSeq<T> {
     /// Last RptSeq applied; `None`: no baseline.
     rpt_seq: Option<u32>,
@@ -251,6 +253,17 @@ impl<T: Copy> RptSeq<T> {
         };
         if Some(r) != s.checked_add(1) || !self.cache.is_empty() || self.overflowed {
             return false;
+        }
+        // Healthy and in order, nothing higher received: only the values
+        // move (what the general case below computes then).
+        if self.high_seen == Some(s)
+            && self.watch_from.is_some_and(|w| w <= r)
+            && !self.suspect
+            && !self.unverified
+        {
+            self.high_seen = Some(r);
+            self.rpt_seq = Some(r);
+            return true;
         }
         let high = self.high_seen.map_or(r, |h| h.max(r));
         self.high_seen = Some(high);

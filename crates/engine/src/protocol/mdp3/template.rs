@@ -1079,9 +1079,19 @@ impl<'a> Body<'a> {
     /// named by the template lies inside `groups`.
     #[inline]
     pub(super) fn parse(id: u16, root: &'a [u8], groups: &'a [u8]) -> Body<'a> {
-        let Some(t) = template(id) else {
-            return Body::NotRead;
-        };
+        // 46, the bulk of a channel, with its layout known when compiled.
+        if id == BOOK.id {
+            return Body::parse_as(&BOOK, root, groups);
+        }
+        match template(id) {
+            Some(t) => Body::parse_as(t, root, groups),
+            None => Body::NotRead,
+        }
+    }
+
+    /// [`parse`](Self::parse) for the template `t`.
+    #[inline(always)]
+    fn parse_as(t: &'static Template, root: &'a [u8], groups: &'a [u8]) -> Body<'a> {
         let dimension = |i: usize| {
             t.groups
                 .get(i)
