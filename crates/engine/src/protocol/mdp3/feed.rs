@@ -146,6 +146,11 @@ pub struct Definition {
     pub min_price_increment: Option<i64>,
 }
 
+/// Bodies of a packet kept from its validity walk for the pass that
+/// applies them (a packet of more messages has the rest parsed again):
+/// 46s of one book entry each fill 1,400 bytes with 22.
+const WALKED: usize = 32;
+
 /// One instrument as the feed keeps it. Its sequencing and book
 /// pointers come first and it starts a cache line (`repr(C)`,
 /// `align(64)`), so that an entry applied touches the fewest lines.
@@ -467,7 +472,16 @@ impl Feed {
     /// One datagram of the incremental lines, arrived at `t`.
     pub fn on_incremental(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
         self.expire(t);
-        let packet = Packet::new_checked(payload)?;
+        // Each body is read once, by the validity walk: the first
+        // `WALKED` kept for the pass that applies them (more, parsed again).
+        let mut walked = [Body::NotRead; WALKED];
+        let mut kept = 0;
+        let packet = Packet::new_checked_with(payload, |_, body| {
+            if let Some(b) = walked.get_mut(kept) {
+                *b = body;
+                kept += 1;
+            }
+        })?;
         let s = packet.seq_num();
         self.counters.messages += packet.message_count() as u64;
         let (seen, given_up) = self.seq.on_packet(s, t);
@@ -489,9 +503,12 @@ impl Feed {
         let mut source = None;
         for (k, m) in packet.messages().enumerate() {
             let at = (s, k as u16);
-            // Parsed once: the template, its counters and its end of event
-            // all come from this body.
-            let body = m.body();
+            // The template, its counters and its end of event all come
+            // from this body.
+            let body = match walked.get(k) {
+                Some(&b) if k < kept => b,
+                _ => m.body(),
+            };
             let known = match body {
                 Body::NotRead => m.kind() != Kind::Unknown,
                 _ => true,

@@ -84,7 +84,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// allocates.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        let count = walk::<true>(buffer.as_ref())?;
+        let count = walk::<true>(buffer.as_ref(), |_, _| {})?;
         Ok(Packet { buffer, count })
     }
 
@@ -132,19 +132,38 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+impl<'a> Packet<&'a [u8]> {
+    /// [`new_checked`](Packet::new_checked), handing each message and its
+    /// body to `visit` as the walk reads them, so that a caller reads a
+    /// packet in one walk. A datagram the walk then rejects was visited in
+    /// part: nothing visited may be used before this returns `Ok`.
+    #[inline]
+    pub fn new_checked_with(
+        buffer: &'a [u8],
+        visit: impl FnMut(Message<'a>, Body<'a>),
+    ) -> Result<Packet<&'a [u8]>, Reject> {
+        let count = walk::<true>(buffer, visit)?;
+        Ok(Packet { buffer, count })
+    }
+}
+
 /// The framing part of the validity walk: what tells an MDP3 datagram from
 /// other bytes (`short`, `bad_size`, `bad_schema`, `old_version`), without
 /// the templates' blocks and groups. Returns the number of messages.
 #[inline]
 pub fn check_framing(datagram: &[u8]) -> Result<usize, Reject> {
-    walk::<false>(datagram)
+    walk::<false>(datagram, |_, _| {})
 }
 
 /// The validity walk (the parent module lists the checks and their order);
-/// `BODIES`: also check the blocks and groups of the templates read.
-/// Returns the number of messages.
+/// `BODIES`: also check the blocks and groups of the templates read (as
+/// [`Body::checked`] reads them), handing each message and its body to
+/// `visit`. Returns the number of messages.
 #[inline]
-fn walk<const BODIES: bool>(b: &[u8]) -> Result<usize, Reject> {
+fn walk<'a, const BODIES: bool>(
+    b: &'a [u8],
+    mut visit: impl FnMut(Message<'a>, Body<'a>),
+) -> Result<usize, Reject> {
     let mut rest = match b.get(HEADER_LEN..) {
         Some(rest) if !rest.is_empty() => rest,
         _ => return Err(Reject::Short),
@@ -159,18 +178,9 @@ fn walk<const BODIES: bool>(b: &[u8]) -> Result<usize, Reject> {
             return Err(Reject::OldVersion);
         }
         if BODIES {
-            let groups = || {
-                message
-                    .get(MESSAGE_HEADER_LEN + usize::from(header.block_length)..)
-                    .unwrap_or_default()
-            };
-            // 46, the bulk of a channel, with its layout known when
-            // compiled.
-            if header.template_id == template::BOOK.id {
-                check_body(&template::BOOK, header.block_length, groups())?;
-            } else if let Some(t) = template::template(header.template_id) {
-                check_body(t, header.block_length, groups())?;
-            }
+            let m = Message { bytes: message };
+            let (root, groups) = m.split();
+            visit(m, Body::checked(header.template_id, root, groups)?);
         }
         count += 1;
         rest = after;
@@ -194,31 +204,6 @@ fn frame(rest: &[u8]) -> Result<(Header, &[u8], &[u8]), Reject> {
         return Err(Reject::BadSize);
     }
     Ok((header, message, after))
-}
-
-/// A template's root length, then each group it walks in schema order: its
-/// dimension header inside the message, its entry blockLength, its entries
-/// inside the message. `groups`: the message's bytes after the root.
-#[inline(always)]
-fn check_body(t: &Template, block_length: u16, groups: &[u8]) -> Result<(), Reject> {
-    if block_length < t.root.min {
-        return Err(Reject::ShortBlock);
-    }
-    let mut at = 0usize;
-    for g in t.groups {
-        let dimension = g.dimension.header_len();
-        let header = groups.get(at..at + dimension).ok_or(Reject::BadGroup)?;
-        let block = template::u16_at(header, 0).ok_or(Reject::BadGroup)?;
-        let count = template::u8_at(header, g.dimension.count_at()).ok_or(Reject::BadGroup)?;
-        if block < g.entry.min {
-            return Err(Reject::ShortBlock);
-        }
-        at += dimension + usize::from(block) * usize::from(count);
-        if at > groups.len() {
-            return Err(Reject::BadGroup);
-        }
-    }
-    Ok(())
 }
 
 /// Iterator over the messages of a checked packet.
@@ -306,7 +291,7 @@ impl<'a> Message<'a> {
     #[inline]
     pub fn body(&self) -> Body<'a> {
         let (root, groups) = self.split();
-        Body::parse(self.template_id(), root, groups)
+        Body::checked(self.template_id(), root, groups).unwrap_or(Body::NotRead)
     }
 
     /// `TransactTime` (ns since the Unix epoch, UTC) of the templates read

@@ -21,6 +21,8 @@
 //! groupSize8Byte   | 0 blockLength u16 | 2..7 padding | 7 numInGroup u8 |
 //! ```
 
+use super::Reject;
+
 /// Null of a `PRICENULL9` mantissa (and of the nullable `Decimal9`s).
 pub const PRICE_NULL: i64 = i64::MAX;
 /// Null of an `Int32NULL`.
@@ -959,26 +961,32 @@ struct Span<'a> {
 }
 
 impl<'a> Span<'a> {
-    /// The group whose dimension header starts at `at` of `b` (the bytes
-    /// after the root), and where the next group starts. A group that does
-    /// not lie inside `b` (never, once checked) reads as empty.
-    #[inline]
-    fn at(b: &'a [u8], at: usize, dimension: Dimension) -> (Span<'a>, usize) {
-        let header = at.checked_add(dimension.header_len());
-        let found = header.and_then(|start| {
-            let block = usize::from(u16_at(b, at)?);
-            let count = u8_at(b, at + dimension.count_at())?;
-            let end = start.checked_add(block.checked_mul(usize::from(count))?)?;
-            Some((
-                Span {
-                    bytes: b.get(start..end)?,
-                    block,
-                    count,
-                },
-                end,
-            ))
-        });
-        found.unwrap_or((Span::default(), b.len()))
+    /// The group `g` whose dimension header starts at `at` of `b` (the
+    /// bytes after the root), and where the next group starts, if it
+    /// holds: its header inside `b` (else `bad_group`), its entry
+    /// blockLength at least the template's (`short_block`), its entries
+    /// inside `b` (`bad_group`).
+    #[inline(always)]
+    fn checked(b: &'a [u8], at: usize, g: &Group) -> Result<(Span<'a>, usize), Reject> {
+        let dimension = g.dimension;
+        let start = at + dimension.header_len();
+        let header = b.get(at..start).ok_or(Reject::BadGroup)?;
+        let block = u16_at(header, 0).ok_or(Reject::BadGroup)?;
+        let count = u8_at(header, dimension.count_at()).ok_or(Reject::BadGroup)?;
+        if block < g.entry.min {
+            return Err(Reject::ShortBlock);
+        }
+        let end = start + usize::from(block) * usize::from(count);
+        let bytes = b.get(start..end).ok_or(Reject::BadGroup)?;
+        let block = usize::from(block);
+        Ok((
+            Span {
+                bytes,
+                block,
+                count,
+            },
+            end,
+        ))
     }
 
     #[inline]
@@ -1074,30 +1082,46 @@ const NO_ENTRIES: EntryFields = EntryFields {
 
 impl<'a> Body<'a> {
     /// The body of template `id` whose wire root block is `root` and whose
-    /// groups start at the beginning of `groups` (the rest of the message).
-    /// Meant for a message the validity walk accepted: then every group
-    /// named by the template lies inside `groups`.
+    /// groups start at the beginning of `groups` (the rest of the
+    /// message), if its layout holds: the root at least the template's
+    /// min (`short_block`), then each group it names, in schema order, as
+    /// [`Span::checked`] checks it. A template this version does not read
+    /// is [`Body::NotRead`]. The validity walk's body checks; a checked
+    /// packet's messages never fail them.
     #[inline]
-    pub(super) fn parse(id: u16, root: &'a [u8], groups: &'a [u8]) -> Body<'a> {
+    pub(super) fn checked(id: u16, root: &'a [u8], groups: &'a [u8]) -> Result<Body<'a>, Reject> {
         // 46, the bulk of a channel, with its layout known when compiled.
         if id == BOOK.id {
-            return Body::parse_as(&BOOK, root, groups);
+            return Body::checked_as(&BOOK, root, groups);
         }
         match template(id) {
-            Some(t) => Body::parse_as(t, root, groups),
-            None => Body::NotRead,
+            Some(t) => Body::checked_as(t, root, groups),
+            None => Ok(Body::NotRead),
         }
     }
 
-    /// [`parse`](Self::parse) for the template `t`.
+    /// [`checked`](Self::checked) for the template `t`.
     #[inline(always)]
-    fn parse_as(t: &'static Template, root: &'a [u8], groups: &'a [u8]) -> Body<'a> {
-        let dimension = |i: usize| {
-            t.groups
-                .get(i)
-                .map_or(Dimension::GroupSize, |g| g.dimension)
-        };
-        match &t.fields {
+    fn checked_as(
+        t: &'static Template,
+        root: &'a [u8],
+        groups: &'a [u8],
+    ) -> Result<Body<'a>, Reject> {
+        if root.len() < usize::from(t.root.min) {
+            return Err(Reject::ShortBlock);
+        }
+        // Every group named is checked; the first two are read.
+        let mut spans = [Span::default(); 2];
+        let mut at = 0;
+        for (i, g) in t.groups.iter().enumerate() {
+            let (span, next) = Span::checked(groups, at, g)?;
+            if let Some(s) = spans.get_mut(i) {
+                *s = span;
+            }
+            at = next;
+        }
+        let [first, second] = spans;
+        Ok(match &t.fields {
             Fields::Root if t.kind == Kind::ChannelReset => Body::ChannelReset(Incremental {
                 template: t,
                 root,
@@ -1106,38 +1130,28 @@ impl<'a> Body<'a> {
                 order_entries: 0,
             }),
             Fields::Root => Body::Heartbeat,
-            Fields::Entries(fields) => {
-                let (entries, next) = Span::at(groups, 0, dimension(0));
-                let order_entries = match t.groups.len() {
-                    2.. => Span::at(groups, next, dimension(1)).0.count,
-                    _ => 0,
-                };
-                Body::Incremental(Incremental {
-                    template: t,
-                    root,
-                    entries,
-                    fields,
-                    order_entries,
-                })
-            }
+            Fields::Entries(fields) => Body::Incremental(Incremental {
+                template: t,
+                root,
+                entries: first,
+                fields,
+                order_entries: second.count,
+            }),
             Fields::Status => Body::SecurityStatus(SecurityStatus { root }),
             Fields::Snapshot(fields) => Body::Snapshot(Snapshot {
                 template: t,
                 root,
-                entries: Span::at(groups, 0, dimension(0)).0,
+                entries: first,
                 fields,
             }),
-            Fields::Definition(fields) => {
-                let (events, next) = Span::at(groups, 0, dimension(0));
-                Body::Definition(Definition {
-                    template: t,
-                    root,
-                    events: events.count,
-                    feed_types: Span::at(groups, next, dimension(1)).0,
-                    fields,
-                })
-            }
-        }
+            Fields::Definition(fields) => Body::Definition(Definition {
+                template: t,
+                root,
+                events: first.count,
+                feed_types: second,
+                fields,
+            }),
+        })
     }
 }
 
