@@ -1013,6 +1013,48 @@ mod tests {
     /// From RptSeq 1, an event over two packets is visible at its end;
     /// a check by Symbol or by `#SecurityID` reads `ok`.
     #[test]
+    fn a_packet_of_more_messages_than_the_walk_keeps_applies_each() {
+        // Packet 1 holds WALKED + 8 46s of one bid each, New at level 1
+        // (each a higher price), the last ending the event; packet 2 as
+        // many Changes at level 1.
+        let n = WALKED as u32 + 8;
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        let packet = |s: u32, action: UpdateAction, base: i64| -> Vec<u8> {
+            let messages: Vec<Vec<u8>> = (0..n)
+                .map(|k| {
+                    let mei = if k + 1 == n { EOE } else { 0 };
+                    let e = bid(7, (s - 1) * n + k + 1, 1, action, base + i64::from(k));
+                    encode::book(46, V, T0, mei, &[e], 0)
+                })
+                .collect();
+            encode::packet(s, T0, &messages)
+        };
+        let prices = |f: &Feed| -> Vec<i64> {
+            let side = &f.find("ESZ6").unwrap().instrument.visible().outright.bid;
+            (1..=10)
+                .filter_map(|l| side.level(l))
+                .map(|l| l.price)
+                .collect()
+        };
+        let mut book: Vec<i64> = (0..10).map(|k| 100 + i64::from(n - 1 - k)).collect();
+        assert_eq!(
+            f.on_incremental(&packet(1, UpdateAction::New, 100), T0),
+            Ok(())
+        );
+        assert_eq!(prices(&f), book);
+        assert_eq!(
+            f.on_incremental(&packet(2, UpdateAction::Change, 1000), T0),
+            Ok(())
+        );
+        book[0] = 1000 + i64::from(n - 1);
+        assert_eq!(prices(&f), book);
+        let e = f.find("ESZ6").unwrap();
+        assert_eq!(e.instrument.seq.rpt_seq(), Some(2 * n));
+        assert_eq!(f.counters().by_template[46], 2 * u64::from(n));
+    }
+
+    #[test]
     fn books_are_visible_at_the_end_of_their_event() {
         let mut f = feed();
         define(&mut f, 7, "ESZ6", 3);
