@@ -188,7 +188,7 @@ pub struct Feed {
     /// definition changes a depth).
     entries: Vec<Entry>,
     /// SecurityID → index in `entries`: an open-addressing index kept at
-    /// most half full, grown (doubling, amortised) with it.
+    /// most a quarter full, grown (doubling, amortised) with it.
     by_id: IdIndex,
     /// Symbol → index in `entries`: a key allocated when a definition
     /// maps a Symbol anew; the same definition again changes nothing.
@@ -509,11 +509,9 @@ impl Feed {
                 Some(&b) if k < kept => b,
                 _ => m.body(),
             };
-            let known = match body {
-                Body::NotRead => m.kind() != Kind::Unknown,
-                _ => true,
-            };
-            if known {
+            // One dispatch on the body: its counters, what it does and its
+            // MatchEventIndicator.
+            if !matches!(body, Body::NotRead) || m.kind() != Kind::Unknown {
                 if let Some(n) = self
                     .counters
                     .by_template
@@ -523,12 +521,6 @@ impl Feed {
                 }
             }
             let mei = match body {
-                Body::ChannelReset(m) | Body::Incremental(m) => Some(m.match_event_indicator()),
-                Body::SecurityStatus(st) => Some(st.match_event_indicator()),
-                Body::Definition(d) => Some(d.match_event_indicator()),
-                Body::Heartbeat | Body::Snapshot(_) | Body::NotRead => None,
-            };
-            match body {
                 Body::ChannelReset(reset) => {
                     self.reset_channel();
                     if fill {
@@ -542,12 +534,17 @@ impl Feed {
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
+                    Some(reset.match_event_indicator())
                 }
-                Body::Heartbeat => self.counters.heartbeats += 1,
+                Body::Heartbeat => {
+                    self.counters.heartbeats += 1;
+                    None
+                }
                 Body::SecurityStatus(st) => {
                     let code = st.trading_status().unwrap_or(255);
                     self.on_status(st.security_id(), st.security_group(), st.asset(), code, at);
                     source = Some(st.transact_time());
+                    Some(st.match_event_indicator())
                 }
                 Body::Incremental(inc) => {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
@@ -596,14 +593,21 @@ impl Feed {
                             },
                         );
                     }
+                    Some(inc.match_event_indicator())
                 }
-                Body::Definition(d) => self.on_definition(&d),
-                Body::Snapshot(_) | Body::NotRead => match m.kind() {
-                    Kind::Mbo => self.counters.mbo_messages += 1,
-                    Kind::Unknown => self.counters.unknown_templates += 1,
-                    _ => {}
-                },
-            }
+                Body::Definition(d) => {
+                    self.on_definition(&d);
+                    Some(d.match_event_indicator())
+                }
+                Body::Snapshot(_) | Body::NotRead => {
+                    match m.kind() {
+                        Kind::Mbo => self.counters.mbo_messages += 1,
+                        Kind::Unknown => self.counters.unknown_templates += 1,
+                        _ => {}
+                    }
+                    None
+                }
+            };
             if mei.is_some_and(|e| e.end_of_event()) {
                 self.ends.push(at, &self.seq);
                 self.cover();
