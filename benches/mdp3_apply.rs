@@ -9,7 +9,8 @@
 //! were read untimed, so the time criterion prints per iteration in ms is
 //! the cost per book entry in ns. `decode` is the reference in the same
 //! run: the validity walk of every packet and every field of every entry
-//! read, nothing applied.
+//! read, nothing applied; and `touch`, the floor of any pass over the same
+//! packets: one byte of each 64 (each cache line) of every packet read.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
@@ -105,6 +106,17 @@ fn bench(c: &mut Criterion) {
                 })
             },
         );
+        group.bench_with_input(BenchmarkId::new("touch", instruments), &packets, |b, ps| {
+            b.iter(|| {
+                let mut sum = 0u64;
+                for (_, p) in ps {
+                    for line in black_box(p).chunks(64) {
+                        sum = sum.wrapping_add(u64::from(line[0]));
+                    }
+                }
+                sum
+            })
+        });
         group.bench_with_input(
             BenchmarkId::new("decode_apply", instruments),
             &packets,

@@ -1,7 +1,7 @@
 //! The `mdp3-apply` row: MDP3 decode + apply ns per book entry through the
-//! channel at 500 and 5,000 instruments, against decoding alone in the same
-//! bench, read from the estimates criterion saved (`cargo bench --bench
-//! mdp3_apply` first).
+//! channel at 500 and 5,000 instruments, against decoding alone and the
+//! touch of every cache line of the packets in the same bench, read from
+//! the estimates criterion saved (`cargo bench --bench mdp3_apply` first).
 
 use crate::decode_apply::group_median_ns;
 use serde_json::{json, Value};
@@ -23,11 +23,14 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     for instruments in [500u32, 5_000] {
         let apply = group_median_ns(&a.criterion, group, "decode_apply", instruments)?;
         let decode = group_median_ns(&a.criterion, group, "decode", instruments)?;
+        let touch = group_median_ns(&a.criterion, group, "touch", instruments)?;
         rows.push(json!({
             "instruments": instruments,
             "decode_apply_ns": apply,
             "decode_ns": decode,
             "decode_apply_over_decode": apply / decode,
+            "touch_ns": touch,
+            "decode_apply_over_touch": apply / touch,
             "target_ns": target,
             "met": apply <= target,
         }));

@@ -503,7 +503,7 @@ impl Books {
     /// was last cleared, and every change to `other` since was marked),
     /// the books are then a copy of `other`. Allocates nothing when the
     /// depths agree.
-    #[inline]
+    #[inline(always)]
     pub fn copy_changed_from(&mut self, other: &Books, changed: &mut Changed) {
         let [a, b, c, d] = changed.0;
         self.outright.bid.copy_range_from(&other.outright.bid, a);

@@ -328,7 +328,7 @@ impl Instrument {
     /// the ends of event processed, given which packets `seq` knows to be
     /// missing. Returns whether it did. Only the levels the pending
     /// changes touched are copied.
-    #[inline]
+    #[inline(always)]
     pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
         if self.pending.is_empty() {
             return false;
