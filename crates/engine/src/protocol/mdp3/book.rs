@@ -105,6 +105,17 @@ impl Entry {
     }
 }
 
+/// The side of each MDEntryType code ([`Books::side_mut`]): 0 bid, 1
+/// offer, 2 implied bid, 3 implied offer; 4 for every other code.
+const SIDE_OF: [u8; 256] = {
+    let mut t = [4; 256];
+    t[b'0' as usize] = 0;
+    t[b'1' as usize] = 1;
+    t[b'E' as usize] = 2;
+    t[b'F' as usize] = 3;
+    t
+};
+
 /// One book update, as an incremental entry carries it (nulls as `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Update {
@@ -408,21 +419,15 @@ impl Books {
     /// may have changed.
     #[inline(always)]
     pub fn apply_marking(&mut self, u: &Update, changed: &mut Changed) -> Applied {
-        let (Some(action), Some(entry)) = (Action::from_code(u.action), Entry::from_code(u.entry))
-        else {
+        let Some(action) = Action::from_code(u.action) else {
             return Applied::Anomaly;
         };
-        let (side, which) = match entry {
-            Entry::Bid => (&mut self.outright.bid, 0),
-            Entry::Offer => (&mut self.outright.offer, 1),
-            Entry::ImpliedBid => (&mut self.implied.bid, 2),
-            Entry::ImpliedOffer => (&mut self.implied.offer, 3),
-            Entry::Reset => {
-                self.clear();
-                *changed = Changed::ALL;
-                return Applied::Changed;
-            }
-            Entry::MarketBest => return Applied::Unchanged,
+        // The side by table lookup: bid and offer alternate at random, so a
+        // branch (or a jump) on the entry type would be mispredicted half
+        // the time.
+        let which = usize::from(SIDE_OF[usize::from(u.entry)]);
+        let Some(side) = self.side_mut(which) else {
+            return self.apply_whole(u.entry, changed);
         };
         let level = match action {
             Action::New | Action::Change | Action::Overlay => match (u.price, u.size) {
@@ -441,6 +446,39 @@ impl Books {
                 Applied::Changed
             }
             None => Applied::Unchanged,
+        }
+    }
+
+    /// Side `which` of [`SIDE_OF`] (0 outright bid, 1 outright offer, 2
+    /// implied bid, 3 implied offer), `None` for any other value.
+    #[inline(always)]
+    fn side_mut(&mut self, which: usize) -> Option<&mut Side> {
+        // Selected, not jumped to: the book (implied entries are few, a
+        // branch predicted), then the side by a conditional move.
+        let book = match which {
+            0 | 1 => &mut self.outright,
+            2 | 3 => &mut self.implied,
+            _ => return None,
+        };
+        Some(if which & 1 == 0 {
+            &mut book.bid
+        } else {
+            &mut book.offer
+        })
+    }
+
+    /// An update whose entry type names no side: `J` empties both books,
+    /// `w`/`x` change nothing, any other is an anomaly.
+    #[cold]
+    fn apply_whole(&mut self, entry: u8, changed: &mut Changed) -> Applied {
+        match Entry::from_code(entry) {
+            Some(Entry::Reset) => {
+                self.clear();
+                *changed = Changed::ALL;
+                Applied::Changed
+            }
+            Some(Entry::MarketBest) => Applied::Unchanged,
+            _ => Applied::Anomaly,
         }
     }
 
@@ -536,6 +574,42 @@ mod tests {
         (1..=s.depth())
             .map(|n| s.level(n).map_or(0, |l| l.price))
             .collect()
+    }
+
+    #[test]
+    fn the_side_table_agrees_with_the_entry_types() {
+        for c in 0..=u8::MAX {
+            let side = match Entry::from_code(c) {
+                Some(Entry::Bid) => 0,
+                Some(Entry::Offer) => 1,
+                Some(Entry::ImpliedBid) => 2,
+                Some(Entry::ImpliedOffer) => 3,
+                _ => 4,
+            };
+            assert_eq!(SIDE_OF[usize::from(c)], side, "{c}");
+            let mut b = Books::new(2, 2);
+            let which = usize::from(side);
+            assert_eq!(b.side_mut(which).is_some(), side < 4);
+            if let Some(s) = b.side_mut(which) {
+                s.set(
+                    1,
+                    Level {
+                        price: 7,
+                        size: 1,
+                        orders: None,
+                    },
+                );
+            }
+            let tops = [
+                b.outright.bid.top(),
+                b.outright.offer.top(),
+                b.implied.bid.top(),
+                b.implied.offer.top(),
+            ];
+            for (i, top) in tops.iter().enumerate() {
+                assert_eq!(top.is_some(), i == which, "{c}: side {i}");
+            }
+        }
     }
 
     #[test]
