@@ -1014,8 +1014,6 @@ mod tests {
         f.on_definitions(&encode::packet(1, T0, &[m])).unwrap();
     }
 
-    /// From RptSeq 1, an event over two packets is visible at its end;
-    /// a check by Symbol or by `#SecurityID` reads `ok`.
     #[test]
     fn a_packet_of_more_messages_than_the_walk_keeps_applies_each() {
         // Packet 1 holds WALKED + 8 46s of one bid each, New at level 1
@@ -1058,6 +1056,8 @@ mod tests {
         assert_eq!(f.counters().by_template[46], 2 * u64::from(n));
     }
 
+    /// From RptSeq 1, an event over two packets is visible at its end;
+    /// a check by Symbol or by `#SecurityID` reads `ok`.
     #[test]
     fn books_are_visible_at_the_end_of_their_event() {
         let mut f = feed();

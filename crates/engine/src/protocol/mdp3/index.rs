@@ -1,11 +1,11 @@
 //! SecurityID → instrument index: the lookup every incremental entry
 //! makes. An open-addressing table of (SecurityID, index) pairs, linear
-//! probing from a multiplicative hash, at most a quarter full: one multiply and
-//! usually one 8-byte load per lookup, where a `HashMap` with the standard
-//! library's SipHash spent several times that hashing alone. Instruments
-//! are never removed (a definition's `D` drops only the Symbol), so the
-//! table only grows, doubling when a quarter full: it allocates when a new
-//! instrument appears, never per packet.
+//! probing from a multiplicative hash, at most a quarter full: one
+//! multiply and usually one 8-byte load per lookup, where a `HashMap` with
+//! the standard library's SipHash spent several times that hashing alone.
+//! Instruments are never removed (a definition's `D` drops only the
+//! Symbol), so the table only grows, doubling when a quarter full: it
+//! allocates when a new instrument appears, never per packet.
 
 /// A slot: SecurityID and index, [`EMPTY`] when free.
 type Slot = (i32, u32);
