@@ -1014,6 +1014,8 @@ mod tests {
         f.on_definitions(&encode::packet(1, T0, &[m])).unwrap();
     }
 
+    /// The messages past those the validity walk keeps are parsed again
+    /// and applied like the others.
     #[test]
     fn a_packet_of_more_messages_than_the_walk_keeps_applies_each() {
         // Packet 1 holds WALKED + 8 46s of one bid each, New at level 1
