@@ -78,8 +78,8 @@ fn main() {
             Ok(())
         })
         .expect("generated");
-    let bytes: usize = packets.iter().map(|(_, p)| p.len()).sum();
     if std::env::args().nth(4).as_deref() == Some("touch") {
+        let bytes: usize = packets.iter().map(|(_, p)| p.len()).sum();
         let mut best = u64::MAX;
         for _ in 0..passes.max(1) {
             let start = cpu_ns();

@@ -476,7 +476,7 @@ impl Feed {
         // `WALKED` kept for the pass that applies them (more, parsed again).
         let mut walked = [Body::NotRead; WALKED];
         let mut kept = 0;
-        let packet = Packet::new_checked_with(payload, |_, body| {
+        let packet = Packet::new_checked_with(payload, |body| {
             if let Some(b) = walked.get_mut(kept) {
                 *b = body;
                 kept += 1;

@@ -84,7 +84,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// allocates.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        let count = walk::<true>(buffer.as_ref(), |_, _| {})?;
+        let count = walk::<true>(buffer.as_ref(), |_| {})?;
         Ok(Packet { buffer, count })
     }
 
@@ -133,14 +133,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<'a> Packet<&'a [u8]> {
-    /// [`new_checked`](Packet::new_checked), handing each message and its
-    /// body to `visit` as the walk reads them, so that a caller reads a
-    /// packet in one walk. A datagram the walk then rejects was visited in
+    /// [`new_checked`](Packet::new_checked), handing each message's body
+    /// to `visit` as the walk reads it, so that a caller reads a packet in
+    /// one walk. A datagram the walk then rejects was visited in
     /// part: nothing visited may be used before this returns `Ok`.
     #[inline]
     pub fn new_checked_with(
         buffer: &'a [u8],
-        visit: impl FnMut(Message<'a>, Body<'a>),
+        visit: impl FnMut(Body<'a>),
     ) -> Result<Packet<&'a [u8]>, Reject> {
         let count = walk::<true>(buffer, visit)?;
         Ok(Packet { buffer, count })
@@ -152,17 +152,17 @@ impl<'a> Packet<&'a [u8]> {
 /// the templates' blocks and groups. Returns the number of messages.
 #[inline]
 pub fn check_framing(datagram: &[u8]) -> Result<usize, Reject> {
-    walk::<false>(datagram, |_, _| {})
+    walk::<false>(datagram, |_| {})
 }
 
 /// The validity walk (the parent module lists the checks and their order);
 /// `BODIES`: also check the blocks and groups of the templates read (as
-/// [`Body::checked`] reads them), handing each message and its body to
-/// `visit`. Returns the number of messages.
+/// [`Body::checked`] reads them), handing each message's body to `visit`.
+/// Returns the number of messages.
 #[inline]
 fn walk<'a, const BODIES: bool>(
     b: &'a [u8],
-    mut visit: impl FnMut(Message<'a>, Body<'a>),
+    mut visit: impl FnMut(Body<'a>),
 ) -> Result<usize, Reject> {
     let mut rest = match b.get(HEADER_LEN..) {
         Some(rest) if !rest.is_empty() => rest,
@@ -178,9 +178,8 @@ fn walk<'a, const BODIES: bool>(
             return Err(Reject::OldVersion);
         }
         if BODIES {
-            let m = Message { bytes: message };
-            let (root, groups) = m.split();
-            visit(m, Body::checked(header.template_id, root, groups)?);
+            let (root, groups) = Message { bytes: message }.split();
+            visit(Body::checked(header.template_id, root, groups)?);
         }
         count += 1;
         rest = after;
