@@ -22,7 +22,7 @@ use super::packet::Packet;
 use super::rptseq::{Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
 use super::status::{self, Position, State, Status};
-use super::template::{trim, Body, Kind, BOOK};
+use super::template::{trim, Body, Incremental, Kind, BOOK};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
@@ -451,6 +451,23 @@ impl Feed {
     #[inline]
     fn cover(&mut self) {
         self.ends.settle(&self.seq);
+        // The usual case, an event on one instrument, without the loop.
+        if let [i] = self.dirty[..] {
+            let inst = &mut self.entries[i as usize].instrument;
+            if inst.cover(&self.ends, &self.seq) {
+                self.touched.one(i);
+                self.dirty.clear();
+            } else if !inst.pending() {
+                self.dirty.clear();
+            }
+            return;
+        }
+        self.cover_each();
+    }
+
+    /// [`cover`](Self::cover) over every instrument pending.
+    #[inline(never)]
+    fn cover_each(&mut self) {
         if self.dirty.is_empty() {
             return;
         }
@@ -550,49 +567,7 @@ impl Feed {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
                     let tt = inc.transact_time();
                     source = Some(tt);
-                    // 46, the bulk of a channel, read at its fixed offsets.
-                    let is_46 = inc.template().id == BOOK.id;
-                    for e in inc.entries() {
-                        let (id, r, update) = match is_46.then(|| e.book_46()).flatten() {
-                            Some(b) => {
-                                let u = Update {
-                                    action: b.action,
-                                    entry: b.entry_type,
-                                    level: b.level,
-                                    price: b.price,
-                                    size: b.size,
-                                    orders: b.orders,
-                                };
-                                // The usual case, the instrument's next
-                                // RptSeq, applied at once.
-                                if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u) {
-                                    continue;
-                                }
-                                (b.security_id, b.rpt_seq, Some(u))
-                            }
-                            None => (
-                                e.security_id(),
-                                e.rpt_seq(),
-                                e.book().map(|b| Update {
-                                    action: b.action().code(),
-                                    entry: b.entry_type().code(),
-                                    level: b.level(),
-                                    price: b.price(),
-                                    size: b.size(),
-                                    orders: b.orders(),
-                                }),
-                            ),
-                        };
-                        self.on_entry(
-                            id,
-                            r,
-                            Cached {
-                                at,
-                                transact_time: tt,
-                                update,
-                            },
-                        );
-                    }
+                    self.on_entries(&inc, at, tt);
                     Some(inc.match_event_indicator())
                 }
                 Body::Definition(d) => {
@@ -626,6 +601,56 @@ impl Feed {
             self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
         }
         Ok(())
+    }
+
+    /// The entries of an incremental message at `at`, of TransactTime
+    /// `tt`, each to its instrument. Kept out of the packet's loop, so that
+    /// the entries' loop holds its few values in registers.
+    #[inline(never)]
+    fn on_entries(&mut self, inc: &Incremental<'_>, at: Position, tt: u64) {
+        // 46, the bulk of a channel, read at its fixed offsets.
+        let is_46 = inc.template().id == BOOK.id;
+        for e in inc.entries() {
+            let (id, r, update) = match is_46.then(|| e.book_46()).flatten() {
+                Some(b) => {
+                    let u = Update {
+                        action: b.action,
+                        entry: b.entry_type,
+                        level: b.level,
+                        price: b.price,
+                        size: b.size,
+                        orders: b.orders,
+                    };
+                    // The usual case, the instrument's next RptSeq, applied
+                    // at once.
+                    if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u) {
+                        continue;
+                    }
+                    (b.security_id, b.rpt_seq, Some(u))
+                }
+                None => (
+                    e.security_id(),
+                    e.rpt_seq(),
+                    e.book().map(|b| Update {
+                        action: b.action().code(),
+                        entry: b.entry_type().code(),
+                        level: b.level(),
+                        price: b.price(),
+                        size: b.size(),
+                        orders: b.orders(),
+                    }),
+                ),
+            };
+            self.on_entry(
+                id,
+                r,
+                Cached {
+                    at,
+                    transact_time: tt,
+                    update,
+                },
+            );
+        }
     }
 
     fn on_entry(&mut self, id: i32, r: u32, entry: Cached) {
