@@ -487,12 +487,12 @@ impl FeedEngine for Engine {
     /// §4).
     fn detail(&mut self, _: View<'_>, name: &str) -> Option<CheckDetail> {
         let e = self.feed.find(name);
-        let book = e.map(|e| &e.instrument.visible().outright);
+        let (bid, ask) = e.map_or((None, None), |e| e.instrument.visible_top());
         Some(CheckDetail {
             id_key: "security_id",
             id: e.map(|e| i64::from(e.security_id)),
-            bid: book.and_then(|b| b.bid.top()).map(|l| l.price),
-            ask: book.and_then(|b| b.offer.top()).map(|l| l.price),
+            bid: bid.map(|l| l.price),
+            ask: ask.map(|l| l.price),
         })
     }
 

@@ -922,8 +922,7 @@ impl Feed {
         let Some(e) = self.find(name) else {
             return Reasons::NO_QUOTE;
         };
-        let book = &e.instrument.visible().outright;
-        let (bid, ask) = (book.bid.top(), book.offer.top());
+        let (bid, ask) = e.instrument.visible_top();
         let state = self.state(e);
         let inputs = Inputs {
             quoted: bid.is_some() || ask.is_some(),

@@ -2,13 +2,21 @@
 //! and its visible books (what a check reads), and when the first become
 //! the second.
 //!
+//! The books are kept once, as the working books. The visible books are
+//! the working books with the changes not covered yet reverted: each
+//! change is recorded as it is applied ([`Undo`]), and covering them
+//! forgets the records. So the usual event costs a record per change, not
+//! a second copy of the levels it touched, and a check (or the
+//! publication) that comes while an event is unfinished reverts the
+//! records on a copy.
+//!
 //! CME's books are consistent only at the end of a Globex event (the
 //! EndOfEvent bit of MatchEventIndicator), and an event may span packets.
 //! An applied change at position `p` (MsgSeqNum, message index) is
 //! **covered** once an EndOfEvent at a position `q ≥ p` was processed and
 //! no packet in `[p.S, q.S]` is missing (each received, or its gap given
 //! up). When all of an instrument's pending changes are covered its
-//! visible books take the working ones.
+//! visible books are the working ones.
 //!
 //! Each change needs its own look: the nearest end of event after one
 //! change may lie before a missing packet that the nearest end after
@@ -24,12 +32,13 @@
 //! A packet lost with an event's end therefore keeps the instruments the
 //! event changed on their previous visible books while the gap is open;
 //! a fill or a give-up lets a later end of event publish them. A snapshot
-//! replaces both books at once and drops what was pending.
+//! replaces the books, visible at once, and drops what was pending.
 
-use super::book::{Applied, Books, Changed, Update};
+use super::book::{Applied, Books, Level, Undo, Update};
 use super::rptseq::{RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
+use std::borrow::Cow;
 
 /// An entry waiting in the cache: its position and, for a book entry,
 /// its update (statistics, trades and volume only take their RptSeq).
@@ -181,16 +190,18 @@ impl Pending {
 ///
 /// Laid out in declaration order (`repr(C)`), what every applied entry
 /// reads and writes first: its RptSeq state, then the pending changes,
-/// then the books' slot pointers, so that an entry touches two or three
-/// adjacent cache lines of it.
+/// then the books' slot pointers and the undo records, so that an entry
+/// touches two or three adjacent cache lines of it.
+///
+/// The books are kept once, as every applied entry left them (the
+/// working books); the visible books are those with the changes not
+/// visible yet reverted ([`Undo`]), which a check or the publication
+/// reads only while an event is unfinished.
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub struct Instrument {
     /// Its RptSeq and cache.
     pub seq: RptSeq<Cached>,
-    /// The slots of the working books those changes touched: all that
-    /// the visible books lack (they equal the working books elsewhere).
-    changed: Changed,
     /// Positions of the changes not visible yet and not yet known
     /// covered (ascending but for fills and cached entries). Usually one;
     /// more grow to the most an instrument had waiting at once (a gap
@@ -201,34 +212,44 @@ pub struct Instrument {
     /// Entries that changed nothing for an odd value (unknown action or
     /// entry type, a level update without price or size).
     anomalies: u64,
-    working: Books,
-    visible: Books,
+    /// The working books.
+    books: Books,
+    /// What reverts the changes not visible yet.
+    undo: Undo,
 }
 
 impl Instrument {
     /// An instrument with no baseline and empty books of `depth`
     /// (outright) and `implied_depth` levels.
     pub fn new(depth: u8, implied_depth: u8) -> Instrument {
-        let books = Books::new(depth, implied_depth);
         Instrument {
             seq: RptSeq::new(),
-            working: books.clone(),
-            visible: books,
             pending: Pending::default(),
-            changed: Changed::NONE,
             last_transact_time: None,
             anomalies: 0,
+            books: Books::new(depth, implied_depth),
+            undo: Undo::default(),
         }
     }
 
-    /// The books a check reads.
-    pub fn visible(&self) -> &Books {
-        &self.visible
+    /// The books a check reads: the working books, or (while changes wait
+    /// for their event's end) a copy of them with those changes reverted.
+    pub fn visible(&self) -> Cow<'_, Books> {
+        self.undo.visible(&self.books)
+    }
+
+    /// Level 1 of the visible outright bid and offer, without allocating.
+    #[inline]
+    pub fn visible_top(&self) -> (Option<Level>, Option<Level>) {
+        (
+            self.undo.visible_top(&self.books, 0),
+            self.undo.visible_top(&self.books, 1),
+        )
     }
 
     /// The books every applied entry changed.
     pub fn working(&self) -> &Books {
-        &self.working
+        &self.books
     }
 
     /// Changes are waiting for their event's end.
@@ -257,15 +278,15 @@ impl Instrument {
     ) -> Took {
         let Instrument {
             seq,
-            working,
+            books,
+            undo,
             pending,
-            changed,
             last_transact_time,
             anomalies,
             ..
         } = self;
         seq.on_entry(r, entry, cached, max_cached, |_, e| {
-            apply(working, pending, changed, last_transact_time, anomalies, e)
+            apply(books, undo, pending, last_transact_time, anomalies, e)
         })
     }
 
@@ -280,9 +301,9 @@ impl Instrument {
         }
         self.last_transact_time = Some(transact_time);
         update(
-            &mut self.working,
+            &mut self.books,
+            &mut self.undo,
             &mut self.pending,
-            &mut self.changed,
             &mut self.anomalies,
             at,
             u,
@@ -291,7 +312,7 @@ impl Instrument {
     }
 
     /// A snapshot of RptSeq `r` whose entries `set` puts in the (cleared)
-    /// books: when it applies, both books are replaced and visible at
+    /// books: when it applies, the books are replaced and visible at
     /// once, what was pending dropped, and the cached entries continuing
     /// `r` applied (pending again until their event's end).
     pub fn on_snapshot(
@@ -302,10 +323,9 @@ impl Instrument {
     ) -> Snapshot {
         let Instrument {
             seq,
-            working,
-            visible,
+            books,
+            undo,
             pending,
-            changed,
             last_transact_time,
             anomalies,
         } = self;
@@ -313,21 +333,20 @@ impl Instrument {
         // snapshot apply: whether it applies is asked first, so that they
         // apply straight from the cache (nothing collected meanwhile).
         if seq.snapshot_applies(r) {
-            working.clear();
-            set(working);
-            visible.copy_from(working);
+            books.clear();
+            set(books);
             pending.clear();
-            *changed = Changed::NONE;
+            undo.clear();
         }
         seq.on_snapshot(r, cached, |_, e| {
-            apply(working, pending, changed, last_transact_time, anomalies, e)
+            apply(books, undo, pending, last_transact_time, anomalies, e)
         })
     }
 
-    /// Publishes the working books if every pending change is covered by
-    /// the ends of event processed, given which packets `seq` knows to be
-    /// missing. Returns whether it did. Only the levels the pending
-    /// changes touched are copied.
+    /// Makes the working books visible if every pending change is covered
+    /// by the ends of event processed, given which packets `seq` knows to
+    /// be missing. Returns whether it did: the changes' records are
+    /// forgotten, nothing is copied.
     #[inline(always)]
     pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
         if self.pending.is_empty() {
@@ -339,8 +358,7 @@ impl Instrument {
             return false;
         }
         self.pending.clear();
-        self.visible
-            .copy_changed_from(&self.working, &mut self.changed);
+        self.undo.clear();
         true
     }
 
@@ -355,10 +373,9 @@ impl Instrument {
     /// A channel reset: books emptied (visible too), cache and pending
     /// changes dropped, RptSeq restarting at 1.
     pub fn reset(&mut self, cached: &mut usize) {
-        self.working.clear();
-        self.visible.clear();
+        self.books.clear();
         self.pending.clear();
-        self.changed = Changed::NONE;
+        self.undo.clear();
         self.seq.reset(cached);
     }
 
@@ -375,47 +392,50 @@ impl Instrument {
         self.seq.cached_mut(|e| e.at = at);
     }
 
-    /// New depths (a definition): a lower one cuts deeper levels of both
-    /// copies.
+    /// New depths (a definition): a lower one cuts deeper levels of the
+    /// working and the visible books.
     pub fn set_depths(&mut self, depth: u8, implied_depth: u8) {
-        self.working.set_depths(depth, implied_depth);
-        self.visible.set_depths(depth, implied_depth);
+        self.undo.set_depths(&self.books, depth, implied_depth);
+        self.books.set_depths(depth, implied_depth);
     }
 }
 
-/// Applies one entry to the working books, noting it pending and the
-/// slots it touched.
+/// Applies one entry to the working books, noting it pending and what
+/// reverts it.
 #[inline]
 fn apply(
-    working: &mut Books,
+    books: &mut Books,
+    undo: &mut Undo,
     pending: &mut Pending,
-    changed: &mut Changed,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
     e: Cached,
 ) {
     *last_transact_time = Some(e.transact_time);
     if let Some(u) = e.update {
-        update(working, pending, changed, anomalies, e.at, &u);
+        update(books, undo, pending, anomalies, e.at, &u);
     }
 }
 
 /// Applies a book update at `at` to the working books, noting it pending
-/// and the slots it touched.
+/// and what reverts it.
 #[inline(always)]
 fn update(
-    working: &mut Books,
+    books: &mut Books,
+    undo: &mut Undo,
     pending: &mut Pending,
-    changed: &mut Changed,
     anomalies: &mut u64,
     at: Position,
     u: &Update,
 ) {
-    match working.apply_marking(u, changed) {
+    match books.apply_recording(u, undo) {
         Applied::Changed => {
             // A message's entries share its position: kept once.
             if pending.last() != Some(at) {
                 pending.push(at);
+            }
+            if undo.full() {
+                undo.keep_whole(books);
             }
         }
         Applied::Unchanged => {}
@@ -487,6 +507,57 @@ mod tests {
         assert!(p.is_empty());
     }
 
+    /// The bids of `b`, level 1 first (`0`: empty).
+    fn bids(b: &Books) -> Vec<i64> {
+        let side = &b.outright.bid;
+        (1..=side.depth())
+            .map(|n| side.level(n).map_or(0, |l| l.price))
+            .collect()
+    }
+
+    /// While an event is unfinished the visible books stay those before
+    /// it, exactly, through a definition lowering the depth (each copy
+    /// cut) and through more changes than the records kept; the end of
+    /// the event shows every change.
+    #[test]
+    fn an_unfinished_event_hides_its_changes_through_depth_changes_and_long_runs() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(4, 2);
+        let mut cached = 0;
+        seq.on_packet(1, 0);
+        for (r, p) in (1..).zip([10, 20, 30, 40]) {
+            i.on_entry(r, new_bid(p, (1, 0)), &mut cached, 10);
+        }
+        assert!(i.cover(&ends(&[(1, 0)], &seq), &seq));
+        assert_eq!(bids(&i.visible()), [40, 30, 20, 10]);
+        // An event in packet 2, its end not yet come: a New at level 1
+        // pushes 10 out.
+        seq.on_packet(2, 1);
+        i.on_entry(5, new_bid(50, (2, 0)), &mut cached, 10);
+        assert_eq!(bids(i.working()), [50, 40, 30, 20]);
+        assert_eq!(bids(&i.visible()), [40, 30, 20, 10]);
+        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
+        // A lower depth cuts both.
+        i.set_depths(3, 2);
+        assert_eq!(bids(i.working()), [50, 40, 30]);
+        assert_eq!(bids(&i.visible()), [40, 30, 20]);
+        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
+        // Many more changes in the same event.
+        for r in 6..300 {
+            i.on_entry(r, new_bid(i64::from(r), (2, 0)), &mut cached, 10);
+        }
+        assert_eq!(bids(&i.visible()), [40, 30, 20]);
+        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
+        assert!(i.cover(&ends(&[(2, 0)], &seq), &seq));
+        assert_eq!(bids(&i.visible()), [299, 298, 297]);
+        assert_eq!(*i.visible(), *i.working());
+        // The next event records again.
+        seq.on_packet(3, 2);
+        i.on_entry(300, new_bid(1, (3, 0)), &mut cached, 10);
+        assert_eq!(bids(&i.visible()), [299, 298, 297]);
+        assert_eq!(bids(i.working()), [1, 299, 298]);
+    }
+
     #[test]
     fn a_change_is_visible_only_at_the_end_of_its_event() {
         let mut seq = sequence();
@@ -494,14 +565,14 @@ mod tests {
         let mut cached = 0;
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
-        assert_eq!((bid(i.working()), bid(i.visible())), (Some(100), None));
+        assert_eq!((bid(i.working()), bid(&i.visible())), (Some(100), None));
         // An end of event before the change does not cover it.
         assert!(!i.cover(&ends(&[(9, 3)], &seq), &seq));
         assert!(!i.cover(&ends(&[], &seq), &seq));
         // The event spans packets: its end in packet 11.
         seq.on_packet(11, 1);
         assert!(i.cover(&ends(&[(11, 0)], &seq), &seq));
-        assert_eq!(bid(i.visible()), Some(100));
+        assert_eq!(bid(&i.visible()), Some(100));
         assert!(!i.pending());
     }
 
@@ -520,12 +591,12 @@ mod tests {
         seq.on_packet(14, 1);
         let mut e = ends(&[(11, 0), (14, 0)], &seq);
         assert!(!i.cover(&e, &seq), "13 missing");
-        assert_eq!(bid(i.visible()), Some(100));
+        assert_eq!(bid(&i.visible()), Some(100));
         // Given up: the next look publishes.
         seq.expire(100);
         e.settle(&seq);
         assert!(i.cover(&e, &seq));
-        assert_eq!(bid(i.visible()), Some(101));
+        assert_eq!(bid(&i.visible()), Some(101));
     }
 
     /// Of the ends of events processed, the first at or after the last
@@ -545,7 +616,7 @@ mod tests {
         assert!(!i.cover(&ends(&[(3, 0)], &seq), &seq), "before the change");
         assert!(!i.cover(&ends(&[(9, 0)], &seq), &seq), "7 missing");
         assert!(i.cover(&ends(&[(3, 0), (5, 0), (9, 0)], &seq), &seq));
-        assert_eq!(bid(i.visible()), Some(100));
+        assert_eq!(bid(&i.visible()), Some(100));
     }
 
     #[test]
@@ -564,11 +635,11 @@ mod tests {
         assert_eq!(s, Snapshot::Applied { lost: 0 });
         // The snapshot is visible at once; 6 applied, pending its event.
         assert_eq!(i.visible().outright.offer.top().map(|l| l.price), Some(200));
-        assert_eq!(bid(i.visible()), None);
+        assert_eq!(bid(&i.visible()), None);
         assert_eq!(bid(i.working()), Some(106));
         assert!(i.pending() && cached == 0);
         assert!(i.cover(&ends(&[(10, 1)], &seq), &seq));
-        assert_eq!(bid(i.visible()), Some(106));
+        assert_eq!(bid(&i.visible()), Some(106));
     }
 
     /// A packet filling a gap brings an end of event below one already
@@ -593,7 +664,7 @@ mod tests {
         e.push((2, 1), &seq);
         e.settle(&seq);
         assert!(i.cover(&e, &seq));
-        assert_eq!(bid(i.visible()), Some(102));
+        assert_eq!(bid(&i.visible()), Some(102));
     }
 
     /// Changes before two gaps, each followed by its event's end: once
@@ -623,7 +694,7 @@ mod tests {
         seq.on_packet(9, 1);
         e.settle(&seq);
         assert!(i.cover(&e, &seq));
-        assert_eq!(bid(i.visible()), Some(112));
+        assert_eq!(bid(&i.visible()), Some(112));
         assert_eq!(seq.first_missing(), Some(11));
     }
 

@@ -351,14 +351,14 @@ impl Naming {
 /// in force, its RptSeq as its last sequence. Source time stays the
 /// channel's watermark.
 fn slot_top(f: &Feed, e: &Entry) -> Top {
-    let book = &e.instrument.visible().outright;
     let level = |l: Option<super::book::Level>| {
         l.map(|l| Level {
             price: l.price,
             size: l.size,
         })
     };
-    let (bid, ask) = (level(book.bid.top()), level(book.offer.top()));
+    let (bid, ask) = e.instrument.visible_top();
+    let (bid, ask) = (level(bid), level(ask));
     let state = f.state(e);
     Top {
         invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
