@@ -138,12 +138,13 @@ impl Seen {
         };
         if let Some(e) = feed.find(name) {
             let seq = &e.instrument.seq;
-            let book = &e.instrument.visible().outright;
+            let books = feed.visible(e);
+            let book = &books.outright;
             let level =
                 |l: Option<crate::protocol::mdp3::book::Level>| l.map(|l| (l.price, l.size));
             s.id = Some(e.security_id);
             s.symbol = e.definition.as_ref().map(|d| d.symbol.clone());
-            s.depths = (book.bid.depth(), e.instrument.visible().implied.bid.depth());
+            s.depths = (book.bid.depth(), books.implied.bid.depth());
             s.rpt_seq = seq.rpt_seq();
             s.suspect = seq.suspect();
             s.unverified = seq.unverified();

@@ -1397,7 +1397,7 @@ fn mdp3_feed_survives_mutated_and_forged_datagrams() {
             // With nothing pending, a check reads every change applied.
             let i = &e.instrument;
             assert!(
-                i.pending() || *i.visible() == *i.working(),
+                i.pending() || *f.visible(e) == *i.working(),
                 "{}",
                 e.security_id
             );

@@ -2375,7 +2375,7 @@ fn compare(model: &Model, feed: &Feed, now: u64) -> Result<(), String> {
         )?;
         same(
             &format!("#{id} visible books"),
-            books_levels(&e.instrument.visible()),
+            books_levels(&feed.visible(e)),
             model_books(&i.visible),
         )?;
         same(

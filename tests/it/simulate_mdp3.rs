@@ -126,7 +126,7 @@ fn assert_books_equal(f: &Feed, r: &VenueReport) {
     assert_eq!(r.books.len(), 5);
     for (id, want) in &r.books {
         let e = entry(f, id);
-        let books = e.instrument.visible();
+        let books = f.visible(e);
         let got = BookReport {
             symbol: e
                 .definition

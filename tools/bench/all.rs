@@ -255,7 +255,7 @@ fn mdp3_rows(r: &Value, t: &mut String) {
     let m = &r["mdp3_memory"];
     if m.is_object() {
         t.push_str(&format!(
-            "| MDP3 memory per instrument ({} and {} instruments) | {:.0} B/instrument of resident growth | its structure: {} B (entry {} B, book slots {} B each, working and visible) | | |\n",
+            "| MDP3 memory per instrument ({} and {} instruments) | {:.0} B/instrument of resident growth | its structure: {} B (entry {} B, book slots {} B each, one copy, and undo records) | | |\n",
             m["small"]["instruments"], m["large"]["instruments"], f(&m["rss_bytes_per_instrument"]),
             m["structure_bytes_per_instrument"], m["entry_bytes"], m["level_slot_bytes"]
         ));

@@ -166,7 +166,7 @@ impl Observer for Compare<'_> {
                 self.problem = Some(format!("#{} unknown", w.id));
                 return;
             };
-            let v = e.instrument.visible();
+            let v = feed.visible(e);
             let got = [
                 levels(&v.outright.bid),
                 levels(&v.outright.offer),

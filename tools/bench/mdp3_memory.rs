@@ -8,8 +8,8 @@
 //! of the two growths over the difference of the instrument counts, which
 //! cancels what does not grow with instruments (the capture reader's
 //! buffers, the handler). Also the instrument's own structure as the
-//! types say (entry, both copies of its four book sides, its definition's
-//! strings), for comparison.
+//! types say (entry, its four book sides, their undo records, its
+//! definition's strings), for comparison.
 
 use crate::harness::proc_status;
 use crate::mdp3_capture::{replay, write};
@@ -44,11 +44,12 @@ fn rss() -> (u64, u64) {
     (g("VmRSS"), g("VmHWM"))
 }
 
-/// The instrument's structure: its entry and the heap its books and
-/// definition hold (the maps by SecurityID and Symbol not counted).
+/// The instrument's structure: its entry and the heap its books, their
+/// undo records and its definition hold (the maps by SecurityID and
+/// Symbol not counted).
 fn structure(e: &Entry) -> u64 {
     let slot = std::mem::size_of::<Option<Level>>() as u64;
-    let b = e.instrument.visible();
+    let b = e.instrument.working();
     let slots: u64 = [
         &b.outright.bid,
         &b.outright.offer,
@@ -61,7 +62,8 @@ fn structure(e: &Entry) -> u64 {
     let strings = e.definition.as_ref().map_or(0, |d| {
         (d.symbol.capacity() + d.group.capacity() + d.asset.capacity()) as u64
     });
-    std::mem::size_of::<Entry>() as u64 + 2 * slots * slot + strings
+    let undo = e.instrument.undo().heap_bytes() as u64;
+    std::mem::size_of::<Entry>() as u64 + slots * slot + undo + strings
 }
 
 /// One replay of `instruments` in this process.

@@ -204,7 +204,7 @@ impl Side {
         n: u8,
         level: Option<Level>,
         side: u8,
-        undo: &mut Undo,
+        undo: &mut Recorder<'_>,
     ) -> bool {
         let depth = self.slots.len();
         let i = match action {
@@ -251,7 +251,7 @@ impl Side {
     /// Removes levels 1 to `m` (at most the depth): the deeper ones shift
     /// up, the last `m` slots empty. The removed levels are saved in
     /// `undo` first.
-    fn delete_from(&mut self, m: usize, side: u8, undo: &mut Undo) {
+    fn delete_from(&mut self, m: usize, side: u8, undo: &mut Recorder<'_>) {
         let depth = self.slots.len();
         undo.save(side, &self.slots[..m]);
         self.slots.copy_within(m.., 0);
@@ -321,11 +321,14 @@ enum Undone {
     /// after it).
     Delete,
     /// A DeleteFrom, DeleteThru or `J`: the first `n` slots were removed,
-    /// saved in [`Undo`]'s `saved`.
+    /// saved in the log's `saved` from `at`.
     Saved,
 }
 
-/// One change to a side, as [`Undo`] keeps it.
+/// No record (the end of an instrument's chain).
+const NONE: u32 = u32::MAX;
+
+/// One change to a side, as [`UndoLog`] keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Record {
     old: Option<Level>,
@@ -336,93 +339,255 @@ struct Record {
     i: u8,
     /// Slots saved, for [`Undone::Saved`].
     n: u8,
+    /// Where they are in the log's `saved`.
+    at: u32,
+    /// The instrument's record before this one ([`NONE`]: none).
+    prev: u32,
 }
 
-/// Records kept before an [`Undo`] keeps the books whole instead.
-const MAX_RECORDS: usize = 64;
+/// Records an instrument's chain holds before it keeps its visible books
+/// whole instead.
+const MAX_RECORDS: u16 = 64;
 
-/// What takes an instrument's books back to what they were when they
-/// were last visible: a record of each change since, newest last, which
-/// reverted newest first give the visible books. So the books are kept
-/// once, and making an event visible forgets its records instead of
-/// copying the levels it changed.
+/// The log is compacted when it holds more records than this and more
+/// than twice those still wanted.
+const COMPACT_AT: usize = 4096;
+
+/// The records of a feed's instruments' changes not visible yet: one log
+/// for all of them, so that it stays small and in cache (the usual event
+/// is recorded and forgotten before the next), each instrument's records
+/// chained newest first from its [`Undo`].
 ///
 /// A change records the slot it overwrites or pushes out (Change,
 /// Overlay, New, Delete), or saves the levels it removes (DeleteFrom,
-/// DeleteThru, `J`). Past `MAX_RECORDS` (64) changes, and when a definition
-/// changes the depths (records are made at the depths they apply to),
-/// the visible books are kept whole instead ([`keep_whole`]), and no
-/// change is recorded until [`clear`]: memory stays bounded however long
-/// an event stays open. Its buffers grow (amortised) to the most an
-/// instrument needed at once and are kept. Laid out in declaration order
-/// (`repr(C)`): what every change reads first.
+/// DeleteThru, `J`). Covering an instrument drops its chain; the log is
+/// emptied when no chain is left, and compacted (the chains still
+/// wanted copied, in order) when dropped records outnumber them past
+/// `COMPACT_AT` (4,096) records, so an instrument whose event never ends
+/// cannot grow it without bound. Its buffers grow (amortised) to the most
+/// needed at once and are kept.
+#[derive(Debug, Clone, Default)]
+pub struct UndoLog {
+    records: Vec<Record>,
+    /// Slots saved by [`Undone::Saved`] records.
+    saved: Vec<Option<Level>>,
+    /// Records still in a chain.
+    live: usize,
+    /// Compaction's buffers, kept.
+    spare_records: Vec<Record>,
+    spare_saved: Vec<Option<Level>>,
+    chain: Vec<u32>,
+}
+
+/// An instrument's changes not visible yet: the newest of its records in
+/// the [`UndoLog`], whose chain reverted newest first gives its visible
+/// books. Past `MAX_RECORDS` (64) changes, and when a definition changes
+/// the depths (records revert at the depths they were made at), the
+/// visible books are kept whole instead ([`keep_whole`]), and nothing is
+/// recorded until [`clear`]: the log stays bounded however long an event
+/// stays open.
 ///
 /// [`keep_whole`]: Undo::keep_whole
 /// [`clear`]: Undo::clear
-#[derive(Debug, Clone, Default)]
-#[repr(C)]
+#[derive(Debug, Clone)]
 pub struct Undo {
-    records: Vec<Record>,
+    /// Its newest record ([`NONE`]: none).
+    last: u32,
+    /// Records in its chain.
+    count: u16,
     /// `whole` holds the visible books; nothing is recorded.
     whole_on: bool,
-    /// Slots saved by [`Undone::Saved`] records, in their order.
-    saved: Vec<Option<Level>>,
     /// The visible books, once kept whole (allocated the first time).
     whole: Option<Box<Books>>,
 }
 
-impl Undo {
-    /// Nothing to revert: the books are the visible books.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && !self.whole_on
+impl Default for Undo {
+    fn default() -> Undo {
+        Undo {
+            last: NONE,
+            count: 0,
+            whole_on: false,
+            whole: None,
+        }
     }
+}
 
-    /// Forgets every record: the books are visible as they are.
-    #[inline]
-    pub fn clear(&mut self) {
-        self.records.clear();
-        self.saved.clear();
-        self.whole_on = false;
-    }
+/// Where a change is recorded: an instrument's [`Undo`] and the log.
+pub struct Recorder<'a> {
+    /// The instrument's chain.
+    pub undo: &'a mut Undo,
+    /// The feed's log.
+    pub log: &'a mut UndoLog,
+}
 
+impl Recorder<'_> {
     /// Records a one-slot change.
     #[inline(always)]
     fn push(&mut self, kind: Undone, side: u8, i: usize, old: Option<Level>) {
-        if !self.whole_on {
-            self.records.push(Record {
+        if !self.undo.whole_on {
+            self.record(Record {
                 old,
                 kind,
                 side,
                 i: i as u8,
                 n: 0,
+                at: 0,
+                prev: NONE,
             });
         }
     }
 
     /// Records the removal of `slots` (the first of a side).
     fn save(&mut self, side: u8, slots: &[Option<Level>]) {
-        if !self.whole_on {
-            self.saved.extend_from_slice(slots);
-            self.records.push(Record {
+        if !self.undo.whole_on {
+            let at = self.log.saved.len() as u32;
+            self.log.saved.extend_from_slice(slots);
+            self.record(Record {
                 old: None,
                 kind: Undone::Saved,
                 side,
                 i: 0,
                 n: slots.len() as u8,
+                at,
+                prev: NONE,
             });
         }
+    }
+
+    #[inline(always)]
+    fn record(&mut self, mut r: Record) {
+        r.prev = self.undo.last;
+        self.undo.last = self.log.records.len() as u32;
+        self.undo.count += 1;
+        self.log.live += 1;
+        self.log.records.push(r);
+    }
+}
+
+impl UndoLog {
+    /// Records held (dropped ones included).
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// No record held.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Heap bytes its buffers hold (their capacity).
+    pub fn heap_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<Option<Level>>();
+        let record = std::mem::size_of::<Record>();
+        (self.records.capacity() + self.spare_records.capacity()) * record
+            + (self.saved.capacity() + self.spare_saved.capacity()) * slot
+            + self.chain.capacity() * 4
+    }
+
+    /// Dropped records outnumber those still chained, past `COMPACT_AT`.
+    #[inline]
+    pub fn wants_compaction(&self) -> bool {
+        self.records.len() > COMPACT_AT && self.records.len() > 2 * self.live
+    }
+
+    /// Keeps only the chains of `undos` (every instrument with records),
+    /// each in order, relinked; the rest of the log is dropped.
+    pub fn compact<'u>(&mut self, undos: impl Iterator<Item = &'u mut Undo>) {
+        let mut records = std::mem::take(&mut self.spare_records);
+        let mut saved = std::mem::take(&mut self.spare_saved);
+        records.clear();
+        saved.clear();
+        for u in undos {
+            self.chain.clear();
+            let mut k = u.last;
+            while k != NONE {
+                self.chain.push(k);
+                k = self.records[k as usize].prev;
+            }
+            let mut prev = NONE;
+            for &k in self.chain.iter().rev() {
+                let mut r = self.records[k as usize];
+                if r.kind == Undone::Saved {
+                    let from = r.at as usize;
+                    r.at = saved.len() as u32;
+                    saved.extend_from_slice(&self.saved[from..from + usize::from(r.n)]);
+                }
+                r.prev = prev;
+                prev = records.len() as u32;
+                records.push(r);
+            }
+            u.last = prev;
+        }
+        self.live = records.len();
+        self.spare_records = std::mem::replace(&mut self.records, records);
+        self.spare_saved = std::mem::replace(&mut self.saved, saved);
+    }
+
+    /// Hands `f` each record of the chain from `last`, newest first, with
+    /// the slots it saved.
+    fn each(&self, last: u32, mut f: impl FnMut(&Record, &[Option<Level>])) {
+        let mut k = last;
+        while k != NONE {
+            let r = &self.records[k as usize];
+            let saved = match r.kind {
+                Undone::Saved => {
+                    let from = r.at as usize;
+                    &self.saved[from..from + usize::from(r.n)]
+                }
+                _ => &[][..],
+            };
+            f(r, saved);
+            k = r.prev;
+        }
+    }
+}
+
+impl Undo {
+    /// Nothing to revert: the books are the visible books.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.last == NONE && !self.whole_on
+    }
+
+    /// Forgets its records: the books are visible as they are. The log
+    /// empties when no chain is left.
+    #[inline]
+    pub fn clear(&mut self, log: &mut UndoLog) {
+        log.live -= usize::from(self.count);
+        if log.live == 0 {
+            log.records.clear();
+            log.saved.clear();
+        }
+        self.last = NONE;
+        self.count = 0;
+        self.whole_on = false;
+    }
+
+    /// Heap bytes it holds (the whole books, once kept).
+    pub fn heap_bytes(&self) -> usize {
+        self.whole.as_ref().map_or(0, |w| {
+            let slots = [
+                &w.outright.bid,
+                &w.outright.offer,
+                &w.implied.bid,
+                &w.implied.offer,
+            ]
+            .iter()
+            .map(|s| s.slots.len())
+            .sum::<usize>();
+            std::mem::size_of::<Books>() + slots * std::mem::size_of::<Option<Level>>()
+        })
     }
 
     /// More records than `MAX_RECORDS`: time to keep the books whole.
     #[inline]
     pub fn full(&self) -> bool {
-        self.records.len() > MAX_RECORDS
+        self.count > MAX_RECORDS
     }
 
     /// Keeps the visible books whole (`books` reverted) and forgets the
     /// records; nothing is recorded until [`clear`](Self::clear).
-    pub fn keep_whole(&mut self, books: &Books) {
+    pub fn keep_whole(&mut self, books: &Books, log: &mut UndoLog) {
         if self.whole_on {
             return;
         }
@@ -433,34 +598,33 @@ impl Undo {
             }
             None => Box::new(books.clone()),
         };
-        self.revert(&mut whole);
+        self.revert(&mut whole, log);
         self.whole = Some(whole);
-        self.records.clear();
-        self.saved.clear();
+        self.clear(log);
         self.whole_on = true;
     }
 
-    /// New depths for the books these records are of: records are made
-    /// at the depths they revert at, so the visible books are kept whole
+    /// New depths for the books these records are of: records revert at
+    /// the depths they were made at, so the visible books are kept whole
     /// first, at the new depths too.
-    pub fn set_depths(&mut self, books: &Books, depth: u8, implied_depth: u8) {
-        if !self.records.is_empty() {
-            self.keep_whole(books);
+    pub fn set_depths(&mut self, books: &Books, log: &mut UndoLog, depth: u8, implied: u8) {
+        if self.last != NONE {
+            self.keep_whole(books, log);
         }
         if let (true, Some(w)) = (self.whole_on, self.whole.as_mut()) {
-            w.set_depths(depth, implied_depth);
+            w.set_depths(depth, implied);
         }
     }
 
     /// The visible books of `books`: themselves when nothing is recorded.
-    pub fn visible<'b>(&'b self, books: &'b Books) -> std::borrow::Cow<'b, Books> {
+    pub fn visible<'b>(&'b self, books: &'b Books, log: &UndoLog) -> std::borrow::Cow<'b, Books> {
         use std::borrow::Cow;
         match (&self.whole, self.whole_on) {
             (Some(w), true) => Cow::Borrowed(w),
-            _ if self.records.is_empty() => Cow::Borrowed(books),
+            _ if self.last == NONE => Cow::Borrowed(books),
             _ => {
                 let mut b = books.clone();
-                self.revert(&mut b);
+                self.revert(&mut b, log);
                 Cow::Owned(b)
             }
         }
@@ -469,18 +633,20 @@ impl Undo {
     /// Level 1 of visible side `side` (0 outright bid, 1 outright offer, 2
     /// implied bid, 3 implied offer) of `books`, without allocating: the
     /// side is reverted on the stack when a record is of it.
-    pub fn visible_top(&self, books: &Books, side: u8) -> Option<Level> {
+    pub fn visible_top(&self, books: &Books, log: &UndoLog, side: u8) -> Option<Level> {
         if let (Some(w), true) = (&self.whole, self.whole_on) {
             return w.side(side).top();
         }
         let live = books.side(side);
-        if !self.records.iter().any(|r| r.side == side) {
+        let mut touched = false;
+        log.each(self.last, |r, _| touched |= r.side == side);
+        if !touched {
             return live.top();
         }
         let mut copy = [None; MAX_DEPTH as usize];
         let slots = &mut copy[..live.slots.len()];
         slots.copy_from_slice(&live.slots);
-        self.revert_each(|r, saved| {
+        log.each(self.last, |r, saved| {
             if r.side == side {
                 revert(slots, r, saved);
             }
@@ -488,30 +654,14 @@ impl Undo {
         slots.first().copied().flatten()
     }
 
-    /// Reverts every record onto `books` (at the depths they were made
+    /// Reverts its records onto `books` (at the depths they were made
     /// at), newest first.
-    fn revert(&self, books: &mut Books) {
-        self.revert_each(|r, saved| {
+    fn revert(&self, books: &mut Books, log: &UndoLog) {
+        log.each(self.last, |r, saved| {
             if let Some(side) = books.side_mut(usize::from(r.side)) {
                 revert(&mut side.slots, r, saved);
             }
         });
-    }
-
-    /// Hands `f` each record, newest first, with the slots it saved.
-    fn revert_each(&self, mut f: impl FnMut(&Record, &[Option<Level>])) {
-        let mut top = self.saved.len();
-        for r in self.records.iter().rev() {
-            let saved = match r.kind {
-                Undone::Saved => {
-                    let m = usize::from(r.n);
-                    top -= m;
-                    &self.saved[top..top + m]
-                }
-                _ => &[][..],
-            };
-            f(r, saved);
-        }
     }
 }
 
@@ -568,15 +718,21 @@ impl Books {
         }
     }
 
-    /// Applies one incremental update (its [`Undo`] record dropped).
+    /// Applies one incremental update (its record dropped).
     pub fn apply(&mut self, u: &Update) -> Applied {
-        self.apply_recording(u, &mut Undo::default())
+        let (mut undo, mut log) = (Undo::default(), UndoLog::default());
+        self.apply_recording(
+            u,
+            &mut Recorder {
+                undo: &mut undo,
+                log: &mut log,
+            },
+        )
     }
 
-    /// Applies one incremental update, first recording in `undo` what
-    /// reverts it.
+    /// Applies one incremental update, first recording what reverts it.
     #[inline(always)]
-    pub fn apply_recording(&mut self, u: &Update, undo: &mut Undo) -> Applied {
+    pub fn apply_recording(&mut self, u: &Update, undo: &mut Recorder<'_>) -> Applied {
         let Some(action) = Action::from_code(u.action) else {
             return Applied::Anomaly;
         };
@@ -616,11 +772,11 @@ impl Books {
             2 | 3 => &mut self.implied,
             _ => return None,
         };
-        Some(if which & 1 == 0 {
-            &mut book.bid
-        } else {
-            &mut book.offer
-        })
+        Some(std::hint::select_unpredictable(
+            which & 1 == 0,
+            &mut book.bid,
+            &mut book.offer,
+        ))
     }
 
     /// Side `which` of [`SIDE_OF`], read (any value past 3: the implied
@@ -637,7 +793,7 @@ impl Books {
     /// An update whose entry type names no side: `J` empties both books,
     /// `w`/`x` change nothing, any other is an anomaly.
     #[cold]
-    fn apply_whole(&mut self, entry: u8, undo: &mut Undo) -> Applied {
+    fn apply_whole(&mut self, entry: u8, undo: &mut Recorder<'_>) -> Applied {
         match Entry::from_code(entry) {
             Some(Entry::Reset) => {
                 for which in 0..4 {
@@ -910,36 +1066,57 @@ mod tests {
     proptest::proptest! {
         /// Reverting the records of any run of updates (every action,
         /// entry type and level, resets and anomalies included) gives the
-        /// books as they were before it, whole and level 1 alone, and
-        /// however many runs come before; past the records kept, the books
-        /// are kept whole, to the same effect.
+        /// books as they were before it, whole and level 1 alone, for two
+        /// instruments whose records interleave in one log, however many
+        /// runs come before, through compactions; past the records kept,
+        /// the books are kept whole, to the same effect.
         #[test]
         fn reverting_the_records_gives_the_books_before(
             depth in 1u8..8,
             ops in proptest::collection::vec(
-                (0u8..7, 0usize..7, 0u8..10, -5i64..5, proptest::bool::weighted(0.02)),
+                (
+                    (0u8..7, 0usize..7, 0u8..10, -5i64..5),
+                    proptest::bool::ANY,
+                    proptest::bool::weighted(0.02),
+                    proptest::bool::weighted(0.02),
+                ),
                 0..400,
             ),
         ) {
             let types = [b'0', b'1', b'E', b'F', b'J', b'w', b'Z'];
-            let mut books = Books::new(depth, 2);
+            let mut log = UndoLog::default();
+            let mut books = [Books::new(depth, 2), Books::new(depth + 1, 1)];
             let mut before = books.clone();
-            let mut undo = Undo::default();
-            for (action, entry, n, price, visible) in ops {
-                books.apply_recording(&up(action, types[entry], n, price), &mut undo);
+            let mut undos = [Undo::default(), Undo::default()];
+            for ((action, entry, n, price), second, visible, compact) in ops {
+                let k = usize::from(second);
+                let (b, undo) = (&mut books[k], &mut undos[k]);
+                b.apply_recording(
+                    &up(action, types[entry], n, price),
+                    &mut Recorder { undo: &mut *undo, log: &mut log },
+                );
                 if undo.full() {
-                    undo.keep_whole(&books);
-                }
-                proptest::prop_assert_eq!(&*undo.visible(&books), &before);
-                for side in 0..4u8 {
-                    proptest::prop_assert_eq!(
-                        undo.visible_top(&books, side),
-                        before.side(side).top()
-                    );
+                    undo.keep_whole(b, &mut log);
                 }
                 if visible {
-                    undo.clear();
-                    before = books.clone();
+                    undo.clear(&mut log);
+                    before[k] = b.clone();
+                }
+                if compact {
+                    log.compact(undos.iter_mut());
+                }
+                for k in 0..2 {
+                    let (b, undo) = (&books[k], &undos[k]);
+                    proptest::prop_assert_eq!(&*undo.visible(b, &log), &before[k]);
+                    for side in 0..4u8 {
+                        proptest::prop_assert_eq!(
+                            undo.visible_top(b, &log, side),
+                            before[k].side(side).top()
+                        );
+                    }
+                }
+                if undos.iter().all(Undo::is_empty) {
+                    proptest::prop_assert!(log.is_empty());
                 }
             }
         }

@@ -487,7 +487,7 @@ impl FeedEngine for Engine {
     /// §4).
     fn detail(&mut self, _: View<'_>, name: &str) -> Option<CheckDetail> {
         let e = self.feed.find(name);
-        let (bid, ask) = e.map_or((None, None), |e| e.instrument.visible_top());
+        let (bid, ask) = e.map_or((None, None), |e| self.feed.visible_top(e));
         Some(CheckDetail {
             id_key: "security_id",
             id: e.map(|e| i64::from(e.security_id)),

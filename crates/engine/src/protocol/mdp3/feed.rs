@@ -15,7 +15,7 @@
 //! A packet with none (heartbeats, definitions) raises it to its arrival
 //! less the clock offset.
 
-use super::book::{Books, Update};
+use super::book::{Books, Level, UndoLog, Update};
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
@@ -26,6 +26,7 @@ use super::template::{trim, Body, Incremental, Kind, BOOK};
 use super::Reject;
 use crate::clock::{OffsetEstimator, OffsetMode};
 use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// A feed's settings (its configuration's keys).
@@ -201,6 +202,8 @@ pub struct Feed {
     /// per instrument, grown amortised to the most pending at once, its
     /// capacity kept when it empties.
     dirty: Vec<u32>,
+    /// What reverts those changes, for every instrument.
+    undo: UndoLog,
     /// Group statuses, by (SecurityGroup, Asset): one per pair a status
     /// named (a new pair may rehash, amortised); a ChannelReset empties
     /// it, keeping its capacity.
@@ -258,6 +261,7 @@ impl Feed {
             cached: 0,
             ends: Ends::default(),
             dirty: Vec::new(),
+            undo: UndoLog::default(),
             groups: HashMap::new(),
             last_alive: None,
             watermark: None,
@@ -339,6 +343,25 @@ impl Feed {
     /// Every instrument, in order of first appearance.
     pub fn instruments(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The books a check reads for instrument `e` (the working books, or
+    /// a copy with the changes of its unfinished event reverted).
+    pub fn visible<'e>(&self, e: &'e Entry) -> Cow<'e, Books> {
+        e.instrument.visible(&self.undo)
+    }
+
+    /// Level 1 of `e`'s visible outright bid and offer, without
+    /// allocating.
+    #[inline]
+    pub fn visible_top(&self, e: &Entry) -> (Option<Level>, Option<Level>) {
+        e.instrument.visible_top(&self.undo)
+    }
+
+    /// Records the undo log holds (dropped ones included) and the heap
+    /// bytes it keeps.
+    pub fn undo_log(&self) -> (usize, usize) {
+        (self.undo.len(), self.undo.heap_bytes())
     }
 
     /// How many times a definition changed which instrument a Symbol names
@@ -454,7 +477,7 @@ impl Feed {
         // The usual case, an event on one instrument, without the loop.
         if let [i] = self.dirty[..] {
             let inst = &mut self.entries[i as usize].instrument;
-            if inst.cover(&self.ends, &self.seq) {
+            if inst.cover(&self.ends, &self.seq, &mut self.undo) {
                 self.touched.one(i);
                 self.dirty.clear();
             } else if !inst.pending() {
@@ -476,7 +499,7 @@ impl Feed {
         for k in 0..self.dirty.len() {
             let i = self.dirty[k];
             let inst = &mut self.entries[i as usize].instrument;
-            if inst.cover(&self.ends, &self.seq) {
+            if inst.cover(&self.ends, &self.seq, &mut self.undo) {
                 self.touched.one(i);
             } else if inst.pending() {
                 self.dirty[kept] = i;
@@ -484,6 +507,15 @@ impl Feed {
             }
         }
         self.dirty.truncate(kept);
+    }
+
+    /// Drops from the undo log the records of changes made visible since
+    /// (an instrument waiting long for its event's end while others come
+    /// and go): rare, and linear in the instruments and the records kept.
+    #[cold]
+    fn compact_undo(&mut self) {
+        self.undo
+            .compact(self.entries.iter_mut().map(|e| e.instrument.undo_mut()));
     }
 
     /// One datagram of the incremental lines, arrived at `t`.
@@ -591,6 +623,9 @@ impl Feed {
         if fill {
             self.cover();
         }
+        if self.undo.wants_compaction() {
+            self.compact_undo();
+        }
         self.clock.on_packet(t, packet.sending_time());
         if self.seq.gaps_open() == 0 {
             self.last_alive = Some(t);
@@ -663,7 +698,7 @@ impl Feed {
         let had = inst.pending();
         let anomalies = inst.anomalies();
         let was = inst.seq.overflowed();
-        if inst.on_entry(r, entry, &mut self.cached, max) == Took::Dropped && !was {
+        if inst.on_entry(r, entry, &mut self.cached, max, &mut self.undo) == Took::Dropped && !was {
             self.counters.cache_overflows += 1;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
@@ -686,7 +721,7 @@ impl Feed {
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
         let anomalies = inst.anomalies();
-        if !inst.apply_next(r, at, tt, u) {
+        if !inst.apply_next(r, at, tt, u, &mut self.undo) {
             return false;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
@@ -744,6 +779,7 @@ impl Feed {
         e.instrument.set_depths(
             depth.unwrap_or(self.settings.default_depth),
             implied.unwrap_or(self.settings.default_implied_depth),
+            &mut self.undo,
         );
         // `D` drops the Symbol's mapping, not the instrument's state. The
         // mapping moves only when it changes: the definition loop repeating
@@ -796,21 +832,24 @@ impl Feed {
             // Pending changes put an instrument in `dirty` (until covered
             // or found without any).
             let had = e.instrument.pending();
-            let matched =
-                e.instrument
-                    .on_snapshot(snap.rpt_seq(), &mut self.cached, |books: &mut Books| {
-                        for x in snap.entries() {
-                            if let Some(level) = x.level() {
-                                books.set(
-                                    x.entry_type().code(),
-                                    level,
-                                    x.price(),
-                                    x.size().unwrap_or(0),
-                                    x.orders(),
-                                );
-                            }
+            let matched = e.instrument.on_snapshot(
+                snap.rpt_seq(),
+                &mut self.cached,
+                &mut self.undo,
+                |books: &mut Books| {
+                    for x in snap.entries() {
+                        if let Some(level) = x.level() {
+                            books.set(
+                                x.entry_type().code(),
+                                level,
+                                x.price(),
+                                x.size().unwrap_or(0),
+                                x.orders(),
+                            );
                         }
-                    });
+                    }
+                },
+            );
             // Cached entries the snapshot let apply may be odd ones.
             self.counters.anomalies += e.instrument.anomalies() - anomalies;
             match matched {
@@ -859,7 +898,7 @@ impl Feed {
     /// emptied, caches and pending changes dropped, RptSeq restarting.
     fn reset_channel(&mut self) {
         for e in &mut self.entries {
-            e.instrument.reset(&mut self.cached);
+            e.instrument.reset(&mut self.cached, &mut self.undo);
             e.status = None;
         }
         self.touched.all();
@@ -922,7 +961,7 @@ impl Feed {
         let Some(e) = self.find(name) else {
             return Reasons::NO_QUOTE;
         };
-        let (bid, ask) = e.instrument.visible_top();
+        let (bid, ask) = self.visible_top(e);
         let state = self.state(e);
         let inputs = Inputs {
             quoted: bid.is_some() || ask.is_some(),
@@ -1002,7 +1041,8 @@ mod tests {
     }
 
     fn top(f: &Feed, name: &str) -> (Option<i64>, Option<i64>) {
-        let b = &f.find(name).unwrap().instrument.visible().outright;
+        let books = f.visible(f.find(name).unwrap());
+        let b = &books.outright;
         (b.bid.top().map(|l| l.price), b.offer.top().map(|l| l.price))
     }
 
@@ -1059,7 +1099,8 @@ mod tests {
             encode::packet(s, T0, &messages)
         };
         let prices = |f: &Feed| -> Vec<i64> {
-            let side = &f.find("ESZ6").unwrap().instrument.visible().outright.bid;
+            let books = f.visible(f.find("ESZ6").unwrap());
+            let side = &books.outright.bid;
             (1..=10)
                 .filter_map(|l| side.level(l))
                 .map(|l| l.price)
@@ -1084,6 +1125,47 @@ mod tests {
 
     /// From RptSeq 1, an event over two packets is visible at its end;
     /// a check by Symbol or by `#SecurityID` reads `ok`.
+    /// While a lost packet keeps one instrument's event unfinished, the
+    /// events of another come and go: their records are dropped from the
+    /// undo log as they are made visible (the log compacted, not grown
+    /// with every packet), the first instrument's visible books stay
+    /// those before its event, and the fill shows it and empties the log.
+    #[test]
+    fn the_undo_log_stays_bounded_while_a_gap_keeps_an_event_open() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        define(&mut f, 8, "NQZ6", 10);
+        let new = UpdateAction::New;
+        f.on_incremental(&book(1, true, &[bid(7, 1, 1, new, 100)]), T0)
+            .unwrap();
+        // #7's event starts in packet 2; its end was in packet 3, lost.
+        f.on_incremental(&book(2, false, &[bid(7, 2, 1, new, 101)]), T0)
+            .unwrap();
+        let mut most = 0;
+        for s in 4..5_000u32 {
+            let p = book(
+                s,
+                true,
+                &[
+                    bid(8, 2 * s - 7, 1, new, i64::from(s)),
+                    bid(8, 2 * s - 6, 1, UpdateAction::Change, i64::from(s)),
+                ],
+            );
+            f.on_incremental(&p, T0 + 1).unwrap();
+            most = most.max(f.undo_log().0);
+            assert_eq!(top(&f, "NQZ6").0, Some(i64::from(s)));
+        }
+        assert!(f.undo_log().0 > 0);
+        assert!(most <= 4096 + 2, "{most} records");
+        assert_eq!(top(&f, "ESZ6").0, Some(100));
+        let working = f.find("ESZ6").unwrap().instrument.working();
+        assert_eq!(working.outright.bid.top().map(|l| l.price), Some(101));
+        // The fill ends #7's event.
+        f.on_incremental(&book(3, true, &[]), T0 + 2).unwrap();
+        assert_eq!(top(&f, "ESZ6").0, Some(101));
+        assert_eq!(f.undo_log().0, 0);
+    }
+
     #[test]
     fn books_are_visible_at_the_end_of_their_event() {
         let mut f = feed();
@@ -1108,16 +1190,7 @@ mod tests {
         }
         // The definition's depth: a New at level 4 of a 3-deep book is
         // ignored.
-        assert_eq!(
-            f.find("#7")
-                .unwrap()
-                .instrument
-                .visible()
-                .outright
-                .bid
-                .depth(),
-            3
-        );
+        assert_eq!(f.visible(f.find("#7").unwrap()).outright.bid.depth(), 3);
     }
 
     /// Joined mid-week (no baseline): suspect until a snapshot; the
@@ -1159,7 +1232,8 @@ mod tests {
         // ended already: visible with the snapshot (the New offer at
         // level 1 pushes the snapshot's down).
         assert_eq!(top(&f, "#9"), (None, Some(120)));
-        let offers = &f.find("#9").unwrap().instrument.visible().outright.offer;
+        let books = f.visible(f.find("#9").unwrap());
+        let offers = &books.outright.offer;
         assert_eq!(offers.level(2).map(|l| l.price), Some(99));
         assert_eq!((f.cached(), f.counters().snapshots_applied), (0, 1));
         f.on_incremental(

@@ -4,8 +4,9 @@
 //!
 //! The books are kept once, as the working books. The visible books are
 //! the working books with the changes not covered yet reverted: each
-//! change is recorded as it is applied ([`Undo`]), and covering them
-//! forgets the records. So the usual event costs a record per change, not
+//! change is recorded as it is applied (in the feed's [`UndoLog`], chained
+//! from the instrument's [`Undo`]), and covering them forgets the
+//! records. So the usual event costs a record per change, not
 //! a second copy of the levels it touched, and a check (or the
 //! publication) that comes while an event is unfinished reverts the
 //! records on a copy.
@@ -34,7 +35,7 @@
 //! a fill or a give-up lets a later end of event publish them. A snapshot
 //! replaces the books, visible at once, and drops what was pending.
 
-use super::book::{Applied, Books, Level, Undo, Update};
+use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update};
 use super::rptseq::{RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
@@ -233,18 +234,29 @@ impl Instrument {
     }
 
     /// The books a check reads: the working books, or (while changes wait
-    /// for their event's end) a copy of them with those changes reverted.
-    pub fn visible(&self) -> Cow<'_, Books> {
-        self.undo.visible(&self.books)
+    /// for their event's end) a copy of them with those changes reverted
+    /// (their records in `log`, the feed's).
+    pub fn visible<'a>(&'a self, log: &UndoLog) -> Cow<'a, Books> {
+        self.undo.visible(&self.books, log)
     }
 
     /// Level 1 of the visible outright bid and offer, without allocating.
     #[inline]
-    pub fn visible_top(&self) -> (Option<Level>, Option<Level>) {
+    pub fn visible_top(&self, log: &UndoLog) -> (Option<Level>, Option<Level>) {
         (
-            self.undo.visible_top(&self.books, 0),
-            self.undo.visible_top(&self.books, 1),
+            self.undo.visible_top(&self.books, log, 0),
+            self.undo.visible_top(&self.books, log, 1),
         )
+    }
+
+    /// What reverts the changes not visible yet.
+    pub fn undo(&self) -> &Undo {
+        &self.undo
+    }
+
+    /// The same, to compact the log it chains into.
+    pub(super) fn undo_mut(&mut self) -> &mut Undo {
+        &mut self.undo
     }
 
     /// The books every applied entry changed.
@@ -268,13 +280,14 @@ impl Instrument {
     }
 
     /// One entry of RptSeq `r`; `cached` and `max_cached` bound the
-    /// feed's cache.
+    /// feed's cache, `log` records its changes.
     pub fn on_entry(
         &mut self,
         r: u32,
         entry: Cached,
         cached: &mut usize,
         max_cached: usize,
+        log: &mut UndoLog,
     ) -> Took {
         let Instrument {
             seq,
@@ -285,8 +298,9 @@ impl Instrument {
             anomalies,
             ..
         } = self;
+        let mut rec = Recorder { undo, log };
         seq.on_entry(r, entry, cached, max_cached, |_, e| {
-            apply(books, undo, pending, last_transact_time, anomalies, e)
+            apply(books, &mut rec, pending, last_transact_time, anomalies, e)
         })
     }
 
@@ -295,14 +309,24 @@ impl Instrument {
     /// [`RptSeq::take_next`]), as [`on_entry`](Self::on_entry) would apply
     /// it; false, changing nothing, when it must go through `on_entry`.
     #[inline]
-    pub fn apply_next(&mut self, r: u32, at: Position, transact_time: u64, u: &Update) -> bool {
+    pub fn apply_next(
+        &mut self,
+        r: u32,
+        at: Position,
+        transact_time: u64,
+        u: &Update,
+        log: &mut UndoLog,
+    ) -> bool {
         if !self.seq.take_next(r) {
             return false;
         }
         self.last_transact_time = Some(transact_time);
         update(
             &mut self.books,
-            &mut self.undo,
+            &mut Recorder {
+                undo: &mut self.undo,
+                log,
+            },
             &mut self.pending,
             &mut self.anomalies,
             at,
@@ -319,6 +343,7 @@ impl Instrument {
         &mut self,
         r: u32,
         cached: &mut usize,
+        log: &mut UndoLog,
         set: impl FnOnce(&mut Books),
     ) -> Snapshot {
         let Instrument {
@@ -336,10 +361,11 @@ impl Instrument {
             books.clear();
             set(books);
             pending.clear();
-            undo.clear();
+            undo.clear(log);
         }
+        let mut rec = Recorder { undo, log };
         seq.on_snapshot(r, cached, |_, e| {
-            apply(books, undo, pending, last_transact_time, anomalies, e)
+            apply(books, &mut rec, pending, last_transact_time, anomalies, e)
         })
     }
 
@@ -348,7 +374,7 @@ impl Instrument {
     /// be missing. Returns whether it did: the changes' records are
     /// forgotten, nothing is copied.
     #[inline(always)]
-    pub fn cover(&mut self, ends: &Ends, seq: &Sequence) -> bool {
+    pub fn cover(&mut self, ends: &Ends, seq: &Sequence, log: &mut UndoLog) -> bool {
         if self.pending.is_empty() {
             return false;
         }
@@ -358,7 +384,7 @@ impl Instrument {
             return false;
         }
         self.pending.clear();
-        self.undo.clear();
+        self.undo.clear(log);
         true
     }
 
@@ -372,10 +398,10 @@ impl Instrument {
 
     /// A channel reset: books emptied (visible too), cache and pending
     /// changes dropped, RptSeq restarting at 1.
-    pub fn reset(&mut self, cached: &mut usize) {
+    pub fn reset(&mut self, cached: &mut usize, log: &mut UndoLog) {
         self.books.clear();
         self.pending.clear();
-        self.undo.clear();
+        self.undo.clear(log);
         self.seq.reset(cached);
     }
 
@@ -394,8 +420,8 @@ impl Instrument {
 
     /// New depths (a definition): a lower one cuts deeper levels of the
     /// working and the visible books.
-    pub fn set_depths(&mut self, depth: u8, implied_depth: u8) {
-        self.undo.set_depths(&self.books, depth, implied_depth);
+    pub fn set_depths(&mut self, depth: u8, implied_depth: u8, log: &mut UndoLog) {
+        self.undo.set_depths(&self.books, log, depth, implied_depth);
         self.books.set_depths(depth, implied_depth);
     }
 }
@@ -405,7 +431,7 @@ impl Instrument {
 #[inline]
 fn apply(
     books: &mut Books,
-    undo: &mut Undo,
+    rec: &mut Recorder<'_>,
     pending: &mut Pending,
     last_transact_time: &mut Option<u64>,
     anomalies: &mut u64,
@@ -413,7 +439,7 @@ fn apply(
 ) {
     *last_transact_time = Some(e.transact_time);
     if let Some(u) = e.update {
-        update(books, undo, pending, anomalies, e.at, &u);
+        update(books, rec, pending, anomalies, e.at, &u);
     }
 }
 
@@ -422,20 +448,20 @@ fn apply(
 #[inline(always)]
 fn update(
     books: &mut Books,
-    undo: &mut Undo,
+    rec: &mut Recorder<'_>,
     pending: &mut Pending,
     anomalies: &mut u64,
     at: Position,
     u: &Update,
 ) {
-    match books.apply_recording(u, undo) {
+    match books.apply_recording(u, rec) {
         Applied::Changed => {
             // A message's entries share its position: kept once.
             if pending.last() != Some(at) {
                 pending.push(at);
             }
-            if undo.full() {
-                undo.keep_whole(books);
+            if rec.undo.full() {
+                rec.undo.keep_whole(books, rec.log);
             }
         }
         Applied::Unchanged => {}
@@ -524,37 +550,38 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(4, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         seq.on_packet(1, 0);
         for (r, p) in (1..).zip([10, 20, 30, 40]) {
-            i.on_entry(r, new_bid(p, (1, 0)), &mut cached, 10);
+            i.on_entry(r, new_bid(p, (1, 0)), &mut cached, 10, &mut log);
         }
-        assert!(i.cover(&ends(&[(1, 0)], &seq), &seq));
-        assert_eq!(bids(&i.visible()), [40, 30, 20, 10]);
+        assert!(i.cover(&ends(&[(1, 0)], &seq), &seq, &mut log));
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
         // An event in packet 2, its end not yet come: a New at level 1
         // pushes 10 out.
         seq.on_packet(2, 1);
-        i.on_entry(5, new_bid(50, (2, 0)), &mut cached, 10);
+        i.on_entry(5, new_bid(50, (2, 0)), &mut cached, 10, &mut log);
         assert_eq!(bids(i.working()), [50, 40, 30, 20]);
-        assert_eq!(bids(&i.visible()), [40, 30, 20, 10]);
-        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
+        assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
         // A lower depth cuts both.
-        i.set_depths(3, 2);
+        i.set_depths(3, 2, &mut log);
         assert_eq!(bids(i.working()), [50, 40, 30]);
-        assert_eq!(bids(&i.visible()), [40, 30, 20]);
-        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
+        assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
         // Many more changes in the same event.
         for r in 6..300 {
-            i.on_entry(r, new_bid(i64::from(r), (2, 0)), &mut cached, 10);
+            i.on_entry(r, new_bid(i64::from(r), (2, 0)), &mut cached, 10, &mut log);
         }
-        assert_eq!(bids(&i.visible()), [40, 30, 20]);
-        assert_eq!(i.visible_top().0.map(|l| l.price), Some(40));
-        assert!(i.cover(&ends(&[(2, 0)], &seq), &seq));
-        assert_eq!(bids(&i.visible()), [299, 298, 297]);
-        assert_eq!(*i.visible(), *i.working());
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
+        assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
+        assert!(i.cover(&ends(&[(2, 0)], &seq), &seq, &mut log));
+        assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
+        assert_eq!(*i.visible(&log), *i.working());
         // The next event records again.
         seq.on_packet(3, 2);
-        i.on_entry(300, new_bid(1, (3, 0)), &mut cached, 10);
-        assert_eq!(bids(&i.visible()), [299, 298, 297]);
+        i.on_entry(300, new_bid(1, (3, 0)), &mut cached, 10, &mut log);
+        assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
         assert_eq!(bids(i.working()), [1, 299, 298]);
     }
 
@@ -563,16 +590,17 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         seq.on_packet(10, 0);
-        i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
-        assert_eq!((bid(i.working()), bid(&i.visible())), (Some(100), None));
+        i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
+        assert_eq!((bid(i.working()), bid(&i.visible(&log))), (Some(100), None));
         // An end of event before the change does not cover it.
-        assert!(!i.cover(&ends(&[(9, 3)], &seq), &seq));
-        assert!(!i.cover(&ends(&[], &seq), &seq));
+        assert!(!i.cover(&ends(&[(9, 3)], &seq), &seq, &mut log));
+        assert!(!i.cover(&ends(&[], &seq), &seq, &mut log));
         // The event spans packets: its end in packet 11.
         seq.on_packet(11, 1);
-        assert!(i.cover(&ends(&[(11, 0)], &seq), &seq));
-        assert_eq!(bid(&i.visible()), Some(100));
+        assert!(i.cover(&ends(&[(11, 0)], &seq), &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(100));
         assert!(!i.pending());
     }
 
@@ -581,22 +609,23 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         seq.on_packet(10, 0);
-        i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10);
+        i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         seq.on_packet(11, 0);
-        i.cover(&ends(&[(11, 0)], &seq), &seq);
+        i.cover(&ends(&[(11, 0)], &seq), &seq, &mut log);
         // A change in 12; 13 lost; a later event's end in 14.
         seq.on_packet(12, 1);
-        i.on_entry(2, new_bid(101, (12, 0)), &mut cached, 10);
+        i.on_entry(2, new_bid(101, (12, 0)), &mut cached, 10, &mut log);
         seq.on_packet(14, 1);
         let mut e = ends(&[(11, 0), (14, 0)], &seq);
-        assert!(!i.cover(&e, &seq), "13 missing");
-        assert_eq!(bid(&i.visible()), Some(100));
+        assert!(!i.cover(&e, &seq, &mut log), "13 missing");
+        assert_eq!(bid(&i.visible(&log)), Some(100));
         // Given up: the next look publishes.
         seq.expire(100);
         e.settle(&seq);
-        assert!(i.cover(&e, &seq));
-        assert_eq!(bid(&i.visible()), Some(101));
+        assert!(i.cover(&e, &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(101));
     }
 
     /// Of the ends of events processed, the first at or after the last
@@ -608,15 +637,22 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         for s in [3, 4, 5] {
             seq.on_packet(s, 0);
         }
-        i.on_entry(1, new_bid(100, (4, 0)), &mut cached, 10);
+        i.on_entry(1, new_bid(100, (4, 0)), &mut cached, 10, &mut log);
         seq.on_packet(9, 0); // 6 to 8 missing
-        assert!(!i.cover(&ends(&[(3, 0)], &seq), &seq), "before the change");
-        assert!(!i.cover(&ends(&[(9, 0)], &seq), &seq), "7 missing");
-        assert!(i.cover(&ends(&[(3, 0), (5, 0), (9, 0)], &seq), &seq));
-        assert_eq!(bid(&i.visible()), Some(100));
+        assert!(
+            !i.cover(&ends(&[(3, 0)], &seq), &seq, &mut log),
+            "before the change"
+        );
+        assert!(
+            !i.cover(&ends(&[(9, 0)], &seq), &seq, &mut log),
+            "7 missing"
+        );
+        assert!(i.cover(&ends(&[(3, 0), (5, 0), (9, 0)], &seq), &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(100));
     }
 
     #[test]
@@ -625,21 +661,25 @@ mod tests {
         seq.on_packet(10, 0);
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         // No baseline: 5 and 6 cached.
-        i.on_entry(5, new_bid(105, (10, 0)), &mut cached, 10);
-        i.on_entry(6, new_bid(106, (10, 1)), &mut cached, 10);
+        i.on_entry(5, new_bid(105, (10, 0)), &mut cached, 10, &mut log);
+        i.on_entry(6, new_bid(106, (10, 1)), &mut cached, 10, &mut log);
         assert_eq!(cached, 2);
-        let s = i.on_snapshot(5, &mut cached, |b| {
+        let s = i.on_snapshot(5, &mut cached, &mut log, |b| {
             b.set(b'1', 1, Some(200), 3, None);
         });
         assert_eq!(s, Snapshot::Applied { lost: 0 });
         // The snapshot is visible at once; 6 applied, pending its event.
-        assert_eq!(i.visible().outright.offer.top().map(|l| l.price), Some(200));
-        assert_eq!(bid(&i.visible()), None);
+        assert_eq!(
+            i.visible(&log).outright.offer.top().map(|l| l.price),
+            Some(200)
+        );
+        assert_eq!(bid(&i.visible(&log)), None);
         assert_eq!(bid(i.working()), Some(106));
         assert!(i.pending() && cached == 0);
-        assert!(i.cover(&ends(&[(10, 1)], &seq), &seq));
-        assert_eq!(bid(&i.visible()), Some(106));
+        assert!(i.cover(&ends(&[(10, 1)], &seq), &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(106));
     }
 
     /// A packet filling a gap brings an end of event below one already
@@ -649,22 +689,23 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         seq.on_packet(1, 0);
         // Packet 2 (RptSeq 1, its event's end) is late; packet 3 changes
         // the book (RptSeq 2, cached) and ends its event.
         seq.on_packet(3, 0);
         let mut e = ends(&[(3, 1)], &seq);
         assert_eq!(
-            i.on_entry(2, new_bid(102, (3, 0)), &mut cached, 10),
+            i.on_entry(2, new_bid(102, (3, 0)), &mut cached, 10, &mut log),
             Took::Cached
         );
         // Packet 2 fills the gap: 1 applies, then 2 (at its own place).
         seq.on_packet(2, 1);
-        i.on_entry(1, new_bid(101, (2, 0)), &mut cached, 10);
+        i.on_entry(1, new_bid(101, (2, 0)), &mut cached, 10, &mut log);
         e.push((2, 1), &seq);
         e.settle(&seq);
-        assert!(i.cover(&e, &seq));
-        assert_eq!(bid(&i.visible()), Some(102));
+        assert!(i.cover(&e, &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(102));
     }
 
     /// Changes before two gaps, each followed by its event's end: once
@@ -675,26 +716,27 @@ mod tests {
         let mut seq = sequence();
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         let mut e = Ends::default();
         seq.on_packet(8, 0);
-        i.on_entry(1, new_bid(108, (8, 0)), &mut cached, 10);
+        i.on_entry(1, new_bid(108, (8, 0)), &mut cached, 10, &mut log);
         // 9 is missing; 10 changes the book and ends its event.
         seq.on_packet(10, 0);
-        i.on_entry(2, new_bid(110, (10, 0)), &mut cached, 10);
+        i.on_entry(2, new_bid(110, (10, 0)), &mut cached, 10, &mut log);
         e.push((10, 1), &seq);
-        assert!(!i.cover(&e, &seq), "9 missing");
+        assert!(!i.cover(&e, &seq, &mut log), "9 missing");
         // 11 is missing; 12 changes and ends.
         seq.on_packet(12, 0);
-        i.on_entry(3, new_bid(112, (12, 0)), &mut cached, 10);
+        i.on_entry(3, new_bid(112, (12, 0)), &mut cached, 10, &mut log);
         e.push((12, 1), &seq);
-        assert!(!i.cover(&e, &seq), "9 still missing");
+        assert!(!i.cover(&e, &seq, &mut log), "9 still missing");
         // 9 comes (no end of event in it): 8 and 10 are covered by
         // (10, 1), 12 by (12, 1); 11 missing is between no change and its
         // end.
         seq.on_packet(9, 1);
         e.settle(&seq);
-        assert!(i.cover(&e, &seq));
-        assert_eq!(bid(&i.visible()), Some(112));
+        assert!(i.cover(&e, &seq, &mut log));
+        assert_eq!(bid(&i.visible(&log)), Some(112));
         assert_eq!(seq.first_missing(), Some(11));
     }
 
@@ -702,21 +744,25 @@ mod tests {
     fn anomalies_and_entries_without_a_book_keep_their_rpt_seq_place() {
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
+        let mut log = UndoLog::default();
         let mut odd = new_bid(1, (1, 0));
         odd.update.as_mut().unwrap().action = 9;
-        assert_eq!(i.on_entry(1, odd, &mut cached, 10), Took::Applied);
+        assert_eq!(i.on_entry(1, odd, &mut cached, 10, &mut log), Took::Applied);
         let trade = Cached {
             at: (1, 1),
             transact_time: 77,
             update: None,
         };
-        assert_eq!(i.on_entry(2, trade, &mut cached, 10), Took::Applied);
+        assert_eq!(
+            i.on_entry(2, trade, &mut cached, 10, &mut log),
+            Took::Applied
+        );
         assert_eq!(
             (i.anomalies(), i.seq.rpt_seq(), i.pending()),
             (1, Some(2), false)
         );
         assert_eq!(i.last_transact_time(), Some(77));
-        i.reset(&mut cached);
+        i.reset(&mut cached, &mut log);
         assert_eq!(i.seq.rpt_seq(), Some(0));
     }
 }

@@ -357,7 +357,7 @@ fn slot_top(f: &Feed, e: &Entry) -> Top {
             size: l.size,
         })
     };
-    let (bid, ask) = e.instrument.visible_top();
+    let (bid, ask) = f.visible_top(e);
     let (bid, ask) = (level(bid), level(ask));
     let state = f.state(e);
     Top {

@@ -211,7 +211,7 @@ impl FeedSummary {
 impl InstrumentSummary {
     fn new(feed: &Feed, e: &Entry) -> InstrumentSummary {
         let seq = &e.instrument.seq;
-        let books = e.instrument.visible();
+        let books = feed.visible(e);
         let top = |s: &Side| s.top();
         let (bid, ask) = (top(&books.outright.bid), top(&books.outright.offer));
         let (ibid, iask) = (top(&books.implied.bid), top(&books.implied.offer));

@@ -1982,7 +1982,7 @@ mod tests {
                 );
                 continue;
             };
-            let v = e.instrument.visible();
+            let v = f.visible(e);
             let (d, i) = (spec.depth, spec.implied_depth);
             let what = format!("{when}: #{id} {}", spec.symbol);
             assert_eq!(
