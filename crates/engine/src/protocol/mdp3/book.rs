@@ -349,6 +349,11 @@ struct Record {
 /// whole instead.
 const MAX_RECORDS: u16 = 64;
 
+/// Slots its records may save (levels removed by DeleteFrom, DeleteThru
+/// and `J`) before it keeps its visible books whole instead: what two
+/// sides of the deepest book hold.
+const MAX_SAVED: u16 = 2 * MAX_DEPTH as u16;
+
 /// The log is compacted when it holds more records than this and more
 /// than twice those still wanted.
 const COMPACT_AT: usize = 4096;
@@ -381,11 +386,12 @@ pub struct UndoLog {
 
 /// An instrument's changes not visible yet: the newest of its records in
 /// the [`UndoLog`], whose chain reverted newest first gives its visible
-/// books. Past `MAX_RECORDS` (64) changes, and when a definition changes
-/// the depths (records revert at the depths they were made at), the
-/// visible books are kept whole instead ([`keep_whole`]), and nothing is
-/// recorded until [`clear`]: the log stays bounded however long an event
-/// stays open.
+/// books. Past `MAX_RECORDS` (64) changes or `MAX_SAVED` (254) levels
+/// saved, and when a definition changes the depths (records revert at the
+/// depths they were made at), the visible books are kept whole instead
+/// ([`keep_whole`]), and nothing is recorded until [`clear`]: an
+/// instrument's part of the log stays within about a copy of its books
+/// however long an event stays open.
 ///
 /// [`keep_whole`]: Undo::keep_whole
 /// [`clear`]: Undo::clear
@@ -395,6 +401,8 @@ pub struct Undo {
     last: u32,
     /// Records in its chain.
     count: u16,
+    /// Slots those records saved.
+    saved: u16,
     /// `whole` holds the visible books; nothing is recorded.
     whole_on: bool,
     /// The visible books, once kept whole (allocated the first time).
@@ -406,6 +414,7 @@ impl Default for Undo {
         Undo {
             last: NONE,
             count: 0,
+            saved: 0,
             whole_on: false,
             whole: None,
         }
@@ -442,6 +451,7 @@ impl Recorder<'_> {
         if !self.undo.whole_on {
             let at = self.log.saved.len() as u32;
             self.log.saved.extend_from_slice(slots);
+            self.undo.saved += slots.len() as u16;
             self.record(Record {
                 old: None,
                 kind: Undone::Saved,
@@ -560,6 +570,7 @@ impl Undo {
         }
         self.last = NONE;
         self.count = 0;
+        self.saved = 0;
         self.whole_on = false;
     }
 
@@ -579,10 +590,11 @@ impl Undo {
         })
     }
 
-    /// More records than `MAX_RECORDS`: time to keep the books whole.
+    /// More records than `MAX_RECORDS`, or more slots saved than
+    /// `MAX_SAVED`: time to keep the books whole.
     #[inline]
     pub fn full(&self) -> bool {
-        self.count > MAX_RECORDS
+        self.count > MAX_RECORDS || self.saved > MAX_SAVED
     }
 
     /// Keeps the visible books whole (`books` reverted) and forgets the
@@ -1061,6 +1073,37 @@ mod tests {
         let mut other = Books::new(2, 7);
         other.copy_from(&b);
         assert_eq!(other, b);
+    }
+
+    /// The levels an unfinished event removes are saved up to two of the
+    /// deepest sides' worth; past that the visible books are kept whole,
+    /// to the same effect, and the log lets its records go.
+    #[test]
+    fn the_levels_saved_for_an_unfinished_event_are_bounded() {
+        let mut b = Books::new(MAX_DEPTH, 2);
+        for n in 1..=MAX_DEPTH {
+            b.set(b'0', n, Some(i64::from(n)), 1, None);
+            b.set(b'1', n, Some(1_000 + i64::from(n)), 1, None);
+        }
+        let before = b.clone();
+        let (mut undo, mut log) = (Undo::default(), UndoLog::default());
+        for (k, entry) in [b'0', b'1', b'0'].into_iter().enumerate() {
+            let rec = &mut Recorder {
+                undo: &mut undo,
+                log: &mut log,
+            };
+            assert_eq!(
+                b.apply_recording(&up(3, entry, 0, 0), rec),
+                Applied::Changed
+            );
+            assert_eq!(undo.full(), k == 2, "after DeleteThru {k}");
+        }
+        assert_eq!(log.len(), 3);
+        undo.keep_whole(&b, &mut log);
+        assert!(log.is_empty() && !undo.full() && !undo.is_empty());
+        assert_eq!(*undo.visible(&b, &log), before);
+        assert_eq!(undo.visible_top(&b, &log, 1), before.outright.offer.top());
+        assert!(b.outright.is_empty());
     }
 
     proptest::proptest! {
