@@ -195,7 +195,7 @@ impl Side {
     }
 
     /// Applies `action` at level `n` with `level` (present for New,
-    /// Change, Overlay), first noting in `undo` what reverts it (as side
+    /// Change, Overlay), first noting in `rec` what reverts it (as side
     /// `side` of [`SIDE_OF`]). Returns whether the side may have changed.
     #[inline(always)]
     fn apply(
@@ -204,26 +204,26 @@ impl Side {
         n: u8,
         level: Option<Level>,
         side: u8,
-        undo: &mut Recorder<'_>,
+        rec: &mut Recorder<'_>,
     ) -> bool {
         let depth = self.slots.len();
         let i = match action {
             Action::DeleteThru => {
-                self.delete_from(depth, side, undo);
+                self.delete_from(depth, side, rec);
                 return true;
             }
             Action::DeleteFrom => {
                 if n == 0 {
                     return false;
                 }
-                self.delete_from(usize::from(n).min(depth), side, undo);
+                self.delete_from(usize::from(n).min(depth), side, rec);
                 return true;
             }
             Action::New => {
                 let Some(i) = index(n, depth) else {
                     return false;
                 };
-                undo.push(Undone::New, side, i, self.slots[depth - 1]);
+                rec.push(Undone::New, side, i, self.slots[depth - 1]);
                 self.slots.copy_within(i..depth - 1, i + 1);
                 i
             }
@@ -231,14 +231,14 @@ impl Side {
                 let Some(i) = index(n, depth) else {
                     return false;
                 };
-                undo.push(Undone::Set, side, i, self.slots[i]);
+                rec.push(Undone::Set, side, i, self.slots[i]);
                 i
             }
             Action::Delete => {
                 let Some(i) = index(n, depth) else {
                     return false;
                 };
-                undo.push(Undone::Delete, side, i, self.slots[i]);
+                rec.push(Undone::Delete, side, i, self.slots[i]);
                 self.slots.copy_within(i + 1.., i);
                 self.slots[depth - 1] = None;
                 return true;
@@ -250,10 +250,10 @@ impl Side {
 
     /// Removes levels 1 to `m` (at most the depth): the deeper ones shift
     /// up, the last `m` slots empty. The removed levels are saved in
-    /// `undo` first.
-    fn delete_from(&mut self, m: usize, side: u8, undo: &mut Recorder<'_>) {
+    /// `rec` first.
+    fn delete_from(&mut self, m: usize, side: u8, rec: &mut Recorder<'_>) {
         let depth = self.slots.len();
-        undo.save(side, &self.slots[..m]);
+        rec.save(side, &self.slots[..m]);
         self.slots.copy_within(m.., 0);
         self.slots[depth - m..].fill(None);
     }
@@ -500,8 +500,9 @@ impl UndoLog {
         self.records.len() > COMPACT_AT && self.records.len() > 2 * self.live
     }
 
-    /// Keeps only the chains of `undos` (every instrument with records),
-    /// each in order, relinked; the rest of the log is dropped.
+    /// Keeps only the chains of `undos` (which must include every
+    /// instrument with records), each in order, relinked; the rest of the
+    /// log is dropped.
     pub fn compact<'u>(&mut self, undos: impl Iterator<Item = &'u mut Undo>) {
         let mut records = std::mem::take(&mut self.spare_records);
         let mut saved = std::mem::take(&mut self.spare_saved);
@@ -744,7 +745,7 @@ impl Books {
 
     /// Applies one incremental update, first recording what reverts it.
     #[inline(always)]
-    pub fn apply_recording(&mut self, u: &Update, undo: &mut Recorder<'_>) -> Applied {
+    pub fn apply_recording(&mut self, u: &Update, rec: &mut Recorder<'_>) -> Applied {
         let Some(action) = Action::from_code(u.action) else {
             return Applied::Anomaly;
         };
@@ -753,7 +754,7 @@ impl Books {
         // the time.
         let which = SIDE_OF[usize::from(u.entry)];
         let Some(side) = self.side_mut(usize::from(which)) else {
-            return self.apply_whole(u.entry, undo);
+            return self.apply_whole(u.entry, rec);
         };
         let level = match action {
             Action::New | Action::Change | Action::Overlay => match (u.price, u.size) {
@@ -766,7 +767,7 @@ impl Books {
             },
             Action::Delete | Action::DeleteThru | Action::DeleteFrom => None,
         };
-        if side.apply(action, u.level, level, which, undo) {
+        if side.apply(action, u.level, level, which, rec) {
             Applied::Changed
         } else {
             Applied::Unchanged
@@ -805,12 +806,12 @@ impl Books {
     /// An update whose entry type names no side: `J` empties both books,
     /// `w`/`x` change nothing, any other is an anomaly.
     #[cold]
-    fn apply_whole(&mut self, entry: u8, undo: &mut Recorder<'_>) -> Applied {
+    fn apply_whole(&mut self, entry: u8, rec: &mut Recorder<'_>) -> Applied {
         match Entry::from_code(entry) {
             Some(Entry::Reset) => {
                 for which in 0..4 {
                     if let Some(side) = self.side_mut(usize::from(which)) {
-                        side.delete_from(side.slots.len(), which, undo);
+                        side.delete_from(side.slots.len(), which, rec);
                     }
                 }
                 Applied::Changed
