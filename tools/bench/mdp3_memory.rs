@@ -50,15 +50,7 @@ fn rss() -> (u64, u64) {
 fn structure(e: &Entry) -> u64 {
     let slot = std::mem::size_of::<Option<Level>>() as u64;
     let b = e.instrument.working();
-    let slots: u64 = [
-        &b.outright.bid,
-        &b.outright.offer,
-        &b.implied.bid,
-        &b.implied.offer,
-    ]
-    .iter()
-    .map(|s| u64::from(s.depth()))
-    .sum();
+    let slots = b.slots() as u64;
     let strings = e.definition.as_ref().map_or(0, |d| {
         (d.symbol.capacity() + d.group.capacity() + d.asset.capacity()) as u64
     });

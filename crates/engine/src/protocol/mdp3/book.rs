@@ -485,15 +485,6 @@ impl UndoLog {
         self.records.is_empty()
     }
 
-    /// Heap bytes its buffers hold (their capacity).
-    pub fn heap_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<Option<Level>>();
-        let record = std::mem::size_of::<Record>();
-        (self.records.capacity() + self.spare_records.capacity()) * record
-            + (self.saved.capacity() + self.spare_saved.capacity()) * slot
-            + self.chain.capacity() * 4
-    }
-
     /// Dropped records outnumber those still chained, past `COMPACT_AT`.
     #[inline]
     pub fn wants_compaction(&self) -> bool {
@@ -578,16 +569,7 @@ impl Undo {
     /// Heap bytes it holds (the whole books, once kept).
     pub fn heap_bytes(&self) -> usize {
         self.whole.as_ref().map_or(0, |w| {
-            let slots = [
-                &w.outright.bid,
-                &w.outright.offer,
-                &w.implied.bid,
-                &w.implied.offer,
-            ]
-            .iter()
-            .map(|s| s.slots.len())
-            .sum::<usize>();
-            std::mem::size_of::<Books>() + slots * std::mem::size_of::<Option<Level>>()
+            std::mem::size_of::<Books>() + w.slots() * std::mem::size_of::<Option<Level>>()
         })
     }
 
@@ -857,6 +839,19 @@ impl Books {
     pub fn clear(&mut self) {
         self.outright.clear();
         self.implied.clear();
+    }
+
+    /// Level slots of the four sides together.
+    pub fn slots(&self) -> usize {
+        [
+            &self.outright.bid,
+            &self.outright.offer,
+            &self.implied.bid,
+            &self.implied.offer,
+        ]
+        .iter()
+        .map(|s| s.slots.len())
+        .sum()
     }
 
     /// Sets the depths (a definition): a lower one cuts deeper levels.

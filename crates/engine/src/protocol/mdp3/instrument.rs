@@ -196,8 +196,8 @@ impl Pending {
 ///
 /// The books are kept once, as every applied entry left them (the
 /// working books); the visible books are those with the changes not
-/// visible yet reverted ([`Undo`]), which a check or the publication
-/// reads only while an event is unfinished.
+/// visible yet reverted ([`Undo`]), which is done only when a check or
+/// the publication reads them while an event is unfinished.
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub struct Instrument {
