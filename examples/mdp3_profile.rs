@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Arguments: instruments (500), book entries (1,000,000), passes
-//! (3; each into a fresh channel, the least time printed).
+//! (3; each into a fresh channel, the least time printed), then `touch`
+//! (only read the packets: the memory reference) or `ab` (each packet
+//! given twice, as lines A and B deliver it).
 
 use tickguard::clock::OffsetMode;
 use tickguard::protocol::mdp3::feed::{Feed, Settings};
@@ -46,11 +48,14 @@ fn feed(defs: &[Vec<u8>]) -> Feed {
     f
 }
 
-/// The timed part: every packet into the channel.
+/// The timed part: every packet into the channel, `copies` times each
+/// (2: also the other line's copy, as a channel's two lines deliver it).
 #[inline(never)]
-fn process(f: &mut Feed, packets: &[(u64, Vec<u8>)]) {
+fn process(f: &mut Feed, packets: &[(u64, Vec<u8>)], copies: usize) {
     for (t, p) in packets {
-        let _ = f.on_incremental(std::hint::black_box(p), *t);
+        for _ in 0..copies {
+            let _ = f.on_incremental(std::hint::black_box(p), *t);
+        }
     }
 }
 
@@ -98,11 +103,16 @@ fn main() {
         );
         return;
     }
+    let copies = if std::env::args().nth(4).as_deref() == Some("ab") {
+        2
+    } else {
+        1
+    };
     let mut best = u64::MAX;
     for _ in 0..passes.max(1) {
         let mut f = feed(&defs);
         let start = cpu_ns();
-        process(&mut f, &packets);
+        process(&mut f, &packets, copies);
         best = best.min(cpu_ns() - start);
         assert_eq!(f.instruments().len(), instruments);
     }

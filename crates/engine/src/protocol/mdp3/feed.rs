@@ -520,6 +520,12 @@ impl Feed {
     /// One datagram of the incremental lines, arrived at `t`.
     pub fn on_incremental(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
         self.expire(t);
+        // The other line's copy of a packet processed (or a late copy of
+        // the sequence before a restart) is checked whole, as any
+        // datagram, but nothing of it is kept for applying.
+        if super::packet::seq_num(payload).is_some_and(|s| self.seq.ignores(s, t)) {
+            return self.on_ignored(payload, t);
+        }
         // Each body is read once, by the validity walk: the first
         // `WALKED` kept for the pass that applies them (more, parsed again).
         let mut walked = [Body::NotRead; WALKED];
@@ -634,6 +640,17 @@ impl Feed {
             };
             self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
         }
+        Ok(())
+    }
+
+    /// A datagram [`Sequence::ignores`]: checked, counted, no other
+    /// effect.
+    #[inline(never)]
+    fn on_ignored(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
+        let packet = Packet::new_checked(payload)?;
+        self.counters.messages += packet.message_count() as u64;
+        let (seen, given_up) = self.seq.on_packet(packet.seq_num(), t);
+        debug_assert!(matches!(seen, Seen::Duplicate | Seen::Stale) && given_up == 0);
         Ok(())
     }
 

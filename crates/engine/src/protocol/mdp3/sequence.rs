@@ -250,24 +250,59 @@ impl Sequence {
         }
     }
 
-    /// One accepted packet of MsgSeqNum `s`, arrived at `t`. Returns what
-    /// it is and how many gaps were given up for room.
-    pub fn on_packet(&mut self, s: u32, t: u64) -> (Packet, usize) {
-        if let Some((h, until)) = self.old {
-            let margin = self.settings.restart_margin;
-            if t <= until && s < h && s >= h.saturating_sub(margin) {
-                self.counters.stale_sequence += 1;
-                return (Packet::Stale, 0);
-            }
-        }
-        let pending = std::mem::take(&mut self.reset_pending);
-        let restart = match self.high {
-            Some(_) if s == 1 && pending => Some(Restart::AfterReset),
+    /// Whether a packet of MsgSeqNum `s` arriving at `t` is a late copy of
+    /// the sequence before a restart ([`Packet::Stale`]).
+    #[inline]
+    fn stale(&self, s: u32, t: u64) -> bool {
+        self.old.is_some_and(|(h, until)| {
+            t <= until && s < h && s >= h.saturating_sub(self.settings.restart_margin)
+        })
+    }
+
+    /// The restart a packet of MsgSeqNum `s` makes, with `reset_pending`
+    /// as given.
+    #[inline]
+    fn restart(&self, s: u32, reset_pending: bool) -> Option<Restart> {
+        match self.high {
+            Some(_) if s == 1 && reset_pending => Some(Restart::AfterReset),
             Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < u64::from(h) => {
                 Some(Restart::Weekly)
             }
             _ => None,
+        }
+    }
+
+    /// Whether [`on_packet`](Self::on_packet) would find a packet of
+    /// MsgSeqNum `s` arriving at `t` a [`Packet::Duplicate`] or
+    /// [`Packet::Stale`] (nothing of it processed), changing nothing: so
+    /// that the other line's copy is only checked, not read for applying.
+    #[inline]
+    pub fn ignores(&self, s: u32, t: u64) -> bool {
+        if self.stale(s, t) {
+            return true;
+        }
+        let Some(high) = self.high else {
+            return false;
         };
+        if s >= high || self.restart(s, self.reset_pending).is_some() {
+            return false;
+        }
+        let i = self.gaps.partition_point(|g| g.hi <= s);
+        match self.gaps.get(i).filter(|g| g.lo <= s) {
+            Some(g) => g.filled.binary_search(&s).is_ok(),
+            None => true,
+        }
+    }
+
+    /// One accepted packet of MsgSeqNum `s`, arrived at `t`. Returns what
+    /// it is and how many gaps were given up for room.
+    pub fn on_packet(&mut self, s: u32, t: u64) -> (Packet, usize) {
+        if self.stale(s, t) {
+            self.counters.stale_sequence += 1;
+            return (Packet::Stale, 0);
+        }
+        let pending = std::mem::take(&mut self.reset_pending);
+        let restart = self.restart(s, pending);
         if restart.is_some() {
             let h = self.high.take().unwrap_or(0);
             while let Some(g) = self.gaps.pop_front() {
@@ -533,5 +568,50 @@ mod tests {
         assert_eq!(s.counters().sequence_restarts, 1);
         assert_eq!((s.gaps_open(), s.spare.len()), (0, 1));
         assert_eq!(s.counters().recovered, 4);
+    }
+
+    proptest::proptest! {
+        /// `ignores` tells, changing nothing, what `on_packet` then finds a
+        /// Duplicate or Stale, through gaps, fills, expiries, give-ups for
+        /// room, channel resets and both kinds of restart.
+        #[test]
+        fn ignores_foretells_what_on_packet_ignores(
+            steps in proptest::collection::vec((0u8..8, 0u32..40, 0u64..3), 1..300),
+        ) {
+            let mut s = seq();
+            let mut t = 0;
+            let mut last = 0;
+            for (op, k, dt) in steps {
+                t += dt * MS;
+                s.expire(t);
+                let n = match op {
+                    // Near the highest seen: ahead (gaps), copies and fills.
+                    0..=4 => (last + k).saturating_sub(20).max(1),
+                    // The reset's restart and the weekly one, and stale
+                    // copies of the old sequence after them.
+                    5 => 1,
+                    6 => last + 200 + k,
+                    _ => {
+                        s.channel_reset(last);
+                        continue;
+                    }
+                };
+                let before = s.counters().duplicates + s.counters().stale_sequence;
+                let ignored = s.ignores(n, t);
+                let (seen, _) = s.on_packet(n, t);
+                let after = s.counters().duplicates + s.counters().stale_sequence;
+                proptest::prop_assert_eq!(
+                    ignored,
+                    matches!(seen, Packet::Duplicate | Packet::Stale),
+                    "packet {} at {}: {:?}", n, t, seen
+                );
+                proptest::prop_assert_eq!(after - before, u64::from(ignored));
+                if let Packet::Process { restart, .. } = seen {
+                    if n > last || restart.is_some() {
+                        last = n;
+                    }
+                }
+            }
+        }
     }
 }
