@@ -318,6 +318,42 @@ fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
     all_answer_their_books(&reader, &venue, "filled by line B");
 }
 
+/// A packet lost on both lines that touched no instrument seen since: no
+/// RptSeq hole shows, so the need comes only when the gap is given up
+/// (every instrument unverified), and the snapshot lines are joined then,
+/// not a gap timeout later: no copy can fill a given-up gap.
+#[test]
+fn a_gap_given_up_joins_the_snapshot_lines_at_once() {
+    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 400");
+    let t = now_ns();
+    let mut venue = Channel::new(11, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    assert!(!rig.snapshot_wanted());
+    let _lost = venue.next_event(t + 1_000);
+    rig.send(&[venue.heartbeat(t + 2_000)], &[0, 1]);
+    assert!(!any_needy(&rig), "no RptSeq hole shows yet");
+    let f = |rig: &Rig| {
+        let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+        f.sequence().counters().packets_lost
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while f(&rig) == 0 {
+        assert!(Instant::now() < deadline, "the gap was never given up");
+        assert!(!rig.snapshot_wanted(), "joined before the gap was given up");
+        rig.sidecar.cycle(now_ns());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(any_needy(&rig), "every instrument unverified");
+    assert!(
+        rig.snapshot_wanted(),
+        "joined in the cycle that gave the gap up"
+    );
+    rig.send(&venue.snapshot_loop(t + 3_000), &[2, 3]);
+    assert!(!any_needy(&rig), "healed by the loop");
+    let reader = Reader::open(&rig.shm);
+    all_answer_their_books(&reader, &venue, "healed by the loop");
+}
+
 /// Started in the middle of the week, every instrument is suspect (no
 /// baseline) until the loop: one loop heals every active instrument and
 /// the snapshot lines are left.

@@ -138,7 +138,8 @@ const ORIGINS: usize = 4096;
 /// suspect or unverified. Left, they are joined once the need has lasted
 /// the gap timeout: a packet lost on one line leaves the instruments it
 /// touched suspect only until the other line's copy fills the gap, and
-/// joining and leaving for each would churn memberships and the log.
+/// joining and leaving for each would churn memberships and the log. A
+/// gap given up joins them at once: no copy can fill it any more.
 #[derive(Debug, Clone)]
 pub struct Joining {
     mode: SnapshotJoin,
@@ -160,6 +161,8 @@ pub struct Joining {
     healed_seen: u64,
     /// Snapshots applied when last looked.
     applied_seen: u64,
+    /// Packets given up for lost when last looked.
+    lost_seen: u64,
     /// Left after `max_loops` idle loops: the turned-needy count then
     /// (joined again only when it grows).
     gave_up_at: Option<u64>,
@@ -183,6 +186,7 @@ impl Joining {
             loops_seen: 0,
             healed_seen: 0,
             applied_seen: 0,
+            lost_seen: 0,
             gave_up_at: None,
             joins: 1,
             leaves: 0,
@@ -199,14 +203,16 @@ impl Joining {
     /// `applied` the snapshots applied so far: a loop heals when an
     /// instrument turned healthy while snapshots were being applied (an
     /// instrument healed by its incremental entries alone does not make
-    /// the loop useful).
-    fn update(&mut self, now: u64, loops: u64, p: &Publisher, applied: u64) {
+    /// the loop useful). `lost` the packets given up for lost so far.
+    fn update(&mut self, now: u64, loops: u64, p: &Publisher, applied: u64, lost: u64) {
         if self.mode == SnapshotJoin::Always {
             self.joined = true;
             return;
         }
         let new_loops = loops.saturating_sub(self.loops_seen);
         self.loops_seen = loops;
+        let given_up = lost > self.lost_seen;
+        self.lost_seen = lost;
         if !self.joined {
             let fresh = self.gave_up_at.is_none_or(|at| p.turned_needy() > at);
             if p.needy() == 0 || !fresh {
@@ -214,7 +220,7 @@ impl Joining {
                 return;
             }
             let since = *self.needy_since.get_or_insert(now);
-            if now.saturating_sub(since) >= self.grace_ns {
+            if given_up || now.saturating_sub(since) >= self.grace_ns {
                 self.needy_since = None;
                 self.joined = true;
                 self.joins += 1;
@@ -347,6 +353,7 @@ impl Engine {
             self.loops.begun(),
             p,
             self.feed.counters().snapshots_applied,
+            self.feed.sequence().counters().packets_lost,
         );
     }
 
