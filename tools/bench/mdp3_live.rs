@@ -599,12 +599,15 @@ pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
     let period = Duration::from_millis(a.loop_ms);
     let every = (3.0 * a.rate * period.as_secs_f64()).max(10.0) as u64;
     let secs = (2 + 3 * a.losses) as f64 * period.as_secs_f64() + 0.5;
-    let losses: Mutex<Vec<Loss>> = Mutex::new(Vec::new());
+    // The sender hands each loss over a channel: a lock the receive loop
+    // took every cycle would starve the sender (and delay its snapshot
+    // bursts) on a 2-core machine.
+    let (made_tx, made_rx) = std::sync::mpsc::channel::<Loss>();
+    let mut losses: Vec<Loss> = Vec::new();
     let (venue, stop, sent) = (Mutex::new(venue), AtomicBool::new(false), AtomicU64::new(0));
     let first_loss = (2.0 * a.rate * period.as_secs_f64()) as u64;
-    let mut next_drop = first_loss;
-    let drop = |k: u64, p: &[u8]| {
-        let made = losses.lock().map_or(u64::MAX, |l| l.len() as u64);
+    let (mut next_drop, mut made) = (first_loss, 0);
+    let drop = move |k: u64, p: &[u8]| {
         if k < next_drop || made >= a.losses {
             return false;
         }
@@ -613,14 +616,13 @@ pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
             return false;
         }
         next_drop = k + every;
-        if let Ok(mut l) = losses.lock() {
-            l.push(Loss {
-                ids,
-                seen_bad: false,
-                lost: now_ns(),
-                healed: None,
-            });
-        }
+        made += 1;
+        let _ = made_tx.send(Loss {
+            ids,
+            seen_bad: false,
+            lost: now_ns(),
+            healed: None,
+        });
         true
     };
     let mut cycles = 0u64;
@@ -649,8 +651,8 @@ pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
                 .engine()
                 .mdp3()
                 .context("not an mdp3 feed")?;
-            let mut l = losses.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-            for loss in l.iter_mut().filter(|l| l.healed.is_none()) {
+            losses.extend(made_rx.try_iter());
+            for loss in losses.iter_mut().filter(|l| l.healed.is_none()) {
                 // Healed: the lost entries are in its state (RptSeq at or
                 // past them, from the snapshot) and the publication says ok.
                 let past = loss.ids.iter().all(|&(id, rpt)| {
@@ -671,9 +673,8 @@ pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
             .map_err(|_| anyhow::anyhow!("sender panicked"))?
     })?;
     let (events, packets, dropped) = sender;
-    let losses = losses
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?;
+    // Losses made after the last cycle: counted, unhealed.
+    losses.extend(made_rx.try_iter());
     let mut h = crate::check_latency::histogram();
     let mut unhealed = 0;
     for l in &losses {
