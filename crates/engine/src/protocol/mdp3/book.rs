@@ -424,16 +424,51 @@ impl Default for Undo {
 /// Where a change is recorded: an instrument's [`Undo`] and the log.
 pub struct Recorder<'a> {
     /// The instrument's chain.
-    pub undo: &'a mut Undo,
+    undo: &'a mut Undo,
     /// The feed's log.
-    pub log: &'a mut UndoLog,
+    log: &'a mut UndoLog,
+    /// Changes are recorded: not while the visible books are kept whole,
+    /// nor for a change made visible before anything reads the books.
+    on: bool,
 }
 
-impl Recorder<'_> {
+impl<'a> Recorder<'a> {
+    /// Records into `undo`'s chain in `log` (unless `undo` keeps the
+    /// visible books whole).
+    #[inline(always)]
+    pub fn new(undo: &'a mut Undo, log: &'a mut UndoLog) -> Recorder<'a> {
+        let on = !undo.whole_on;
+        Recorder { undo, log, on }
+    }
+
+    /// Records nothing: for changes the caller makes visible before
+    /// anything reads the books (their event ends in the same datagram)
+    /// on an instrument with nothing pending.
+    #[inline(always)]
+    pub fn off(undo: &'a mut Undo, log: &'a mut UndoLog) -> Recorder<'a> {
+        Recorder {
+            undo,
+            log,
+            on: false,
+        }
+    }
+
+    /// Whether the chain reached its bound ([`Undo::full`]).
+    #[inline(always)]
+    pub fn full(&self) -> bool {
+        self.undo.full()
+    }
+
+    /// [`Undo::keep_whole`]: nothing more is recorded.
+    pub fn keep_whole(&mut self, books: &Books) {
+        self.undo.keep_whole(books, self.log);
+        self.on = false;
+    }
+
     /// Records a one-slot change.
     #[inline(always)]
     fn push(&mut self, kind: Undone, side: u8, i: usize, old: Option<Level>) {
-        if !self.undo.whole_on {
+        if self.on {
             self.record(Record {
                 old,
                 kind,
@@ -448,7 +483,7 @@ impl Recorder<'_> {
 
     /// Records the removal of `slots` (the first of a side).
     fn save(&mut self, side: u8, slots: &[Option<Level>]) {
-        if !self.undo.whole_on {
+        if self.on {
             let at = self.log.saved.len() as u32;
             self.log.saved.extend_from_slice(slots);
             self.undo.saved += slots.len() as u16;
@@ -716,13 +751,7 @@ impl Books {
     /// Applies one incremental update (its record dropped).
     pub fn apply(&mut self, u: &Update) -> Applied {
         let (mut undo, mut log) = (Undo::default(), UndoLog::default());
-        self.apply_recording(
-            u,
-            &mut Recorder {
-                undo: &mut undo,
-                log: &mut log,
-            },
-        )
+        self.apply_recording(u, &mut Recorder::new(&mut undo, &mut log))
     }
 
     /// Applies one incremental update, first recording what reverts it.
@@ -1084,10 +1113,7 @@ mod tests {
         let before = b.clone();
         let (mut undo, mut log) = (Undo::default(), UndoLog::default());
         for (k, entry) in [b'0', b'1', b'0'].into_iter().enumerate() {
-            let rec = &mut Recorder {
-                undo: &mut undo,
-                log: &mut log,
-            };
+            let rec = &mut Recorder::new(&mut undo, &mut log);
             assert_eq!(
                 b.apply_recording(&up(3, entry, 0, 0), rec),
                 Applied::Changed
@@ -1132,7 +1158,7 @@ mod tests {
                 let (b, undo) = (&mut books[k], &mut undos[k]);
                 b.apply_recording(
                     &up(action, types[entry], n, price),
-                    &mut Recorder { undo: &mut *undo, log: &mut log },
+                    &mut Recorder::new(&mut *undo, &mut log),
                 );
                 if undo.full() {
                     undo.keep_whole(b, &mut log);

@@ -473,7 +473,11 @@ impl Feed {
     #[inline]
     fn cover(&mut self) {
         self.ends.settle(&self.seq);
-        // The usual case, an event on one instrument, without the loop.
+        // The usual cases: nothing pending (an event whole in its
+        // datagram records nothing), or one instrument, without the loop.
+        if self.dirty.is_empty() {
+            return;
+        }
         if let [i] = self.dirty[..] {
             let inst = &mut self.entries[i as usize].instrument;
             if inst.cover(&self.ends, &self.seq, &mut self.undo) {
@@ -490,9 +494,6 @@ impl Feed {
     /// [`cover`](Self::cover) over every instrument pending.
     #[inline(never)]
     fn cover_each(&mut self) {
-        if self.dirty.is_empty() {
-            return;
-        }
         // The instruments still pending are kept in place, in order.
         let mut kept = 0;
         for k in 0..self.dirty.len() {
@@ -529,8 +530,18 @@ impl Feed {
         // Each body is read once, by the validity walk: the first
         // `WALKED` kept for the pass that applies them (more, parsed again).
         let mut walked = [Body::NotRead; WALKED];
-        let mut kept = 0;
+        let (mut kept, mut seen) = (0, 0);
+        // The last message ending an event: every change before it is
+        // covered by the end of this datagram.
+        let mut last_end = None;
         let packet = Packet::new_checked_with(payload, |body| {
+            if body
+                .match_event_indicator()
+                .is_some_and(|e| e.end_of_event())
+            {
+                last_end = Some(seen);
+            }
+            seen += 1;
             if let Some(b) = walked.get_mut(kept) {
                 *b = body;
                 kept += 1;
@@ -604,7 +615,7 @@ impl Feed {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
                     let tt = inc.transact_time();
                     source = Some(tt);
-                    self.on_entries(&inc, at, tt);
+                    self.on_entries(&inc, at, tt, last_end.is_some_and(|e| k <= e));
                     Some(inc.match_event_indicator())
                 }
                 Body::Definition(d) => {
@@ -655,10 +666,11 @@ impl Feed {
     }
 
     /// The entries of an incremental message at `at`, of TransactTime
-    /// `tt`, each to its instrument. Kept out of the packet's loop, so that
-    /// the entries' loop holds its few values in registers.
+    /// `tt`, each to its instrument; `ends_here`: an end of event at or
+    /// after it comes in this datagram. Kept out of the packet's loop, so
+    /// that the entries' loop holds its few values in registers.
     #[inline(never)]
-    fn on_entries(&mut self, inc: &Incremental<'_>, at: Position, tt: u64) {
+    fn on_entries(&mut self, inc: &Incremental<'_>, at: Position, tt: u64, ends_here: bool) {
         // 46, the bulk of a channel, read at its fixed offsets.
         let is_46 = inc.template().id == BOOK.id;
         for e in inc.entries() {
@@ -674,7 +686,7 @@ impl Feed {
                     };
                     // The usual case, the instrument's next RptSeq, applied
                     // at once.
-                    if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u) {
+                    if self.apply_next(b.security_id, b.rpt_seq, at, tt, &u, ends_here) {
                         continue;
                     }
                     (b.security_id, b.rpt_seq, Some(u))
@@ -728,7 +740,15 @@ impl Feed {
     /// [`on_entry`](Self::on_entry) counts then; false, changing nothing
     /// otherwise (a new instrument is left to `on_entry`).
     #[inline]
-    fn apply_next(&mut self, id: i32, r: u32, at: Position, tt: u64, u: &Update) -> bool {
+    fn apply_next(
+        &mut self,
+        id: i32,
+        r: u32,
+        at: Position,
+        tt: u64,
+        u: &Update,
+        ends_here: bool,
+    ) -> bool {
         let Some(i) = self.by_id.get(id) else {
             // New: made (or refused) by `on_entry`.
             return false;
@@ -737,7 +757,7 @@ impl Feed {
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
         let anomalies = inst.anomalies();
-        if !inst.apply_next(r, at, tt, u, &mut self.undo) {
+        if !inst.apply_next(r, at, tt, u, &mut self.undo, ends_here) {
             return false;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
@@ -1137,6 +1157,42 @@ mod tests {
         let e = f.find("ESZ6").unwrap();
         assert_eq!(e.instrument.seq.rpt_seq(), Some(2 * n));
         assert_eq!(f.counters().by_template[46], 2 * u64::from(n));
+    }
+
+    /// A change whose event ends in its own datagram, on an instrument
+    /// with nothing pending, is not recorded; one left open at the
+    /// datagram's end is, and stays hidden until its end of event.
+    #[test]
+    fn only_changes_left_open_at_a_datagrams_end_are_recorded() {
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        define(&mut f, 8, "NQZ6", 10);
+        let msg =
+            |eoe: bool, e: BookEntry| encode::book(46, V, T0, if eoe { EOE } else { 0 }, &[e], 0);
+        let new = |id, rpt, price| bid(id, rpt, 1, UpdateAction::New, price);
+        // 8's event is left open, and packet 2, which ends it, is late.
+        let p1 = [msg(true, new(7, 1, 100)), msg(false, new(8, 1, 50))];
+        f.on_incremental(&encode::packet(1, T0, &p1), T0).unwrap();
+        assert_eq!(f.undo_records(), 1, "8's open change");
+        // 7's next event, whole in packet 3: nothing recorded, visible.
+        let p3 = [msg(false, new(7, 2, 101)), msg(true, new(7, 3, 102))];
+        f.on_incremental(&encode::packet(3, T0, &p3), T0).unwrap();
+        assert_eq!(f.undo_records(), 1, "none added behind 8's");
+        assert_eq!((top(&f, "ESZ6").0, top(&f, "NQZ6").0), (Some(102), None));
+        // Packet 2 fills the gap: 8's change behind its pending one is
+        // recorded, then both are visible and the log empties.
+        let p2 = [msg(true, new(8, 2, 51))];
+        f.on_incremental(&encode::packet(2, T0, &p2), T0).unwrap();
+        assert_eq!(f.undo_records(), 0);
+        let books = f.visible(f.find("NQZ6").unwrap());
+        let side = &books.outright.bid;
+        assert_eq!(
+            (
+                side.level(1).map(|l| l.price),
+                side.level(2).map(|l| l.price)
+            ),
+            (Some(51), Some(50))
+        );
     }
 
     /// From RptSeq 1, an event over two packets is visible at its end;

@@ -298,7 +298,7 @@ impl Instrument {
             anomalies,
             ..
         } = self;
-        let mut rec = Recorder { undo, log };
+        let mut rec = Recorder::new(undo, log);
         seq.on_entry(r, entry, cached, max_cached, |_, e| {
             apply(books, &mut rec, pending, last_transact_time, anomalies, e)
         })
@@ -308,6 +308,12 @@ impl Instrument {
     /// usual case (the next value, nothing cached: see
     /// [`RptSeq::take_next`]), as [`on_entry`](Self::on_entry) would apply
     /// it; false, changing nothing, when it must go through `on_entry`.
+    ///
+    /// `ends_here`: an end of event at or after `at` comes in the same
+    /// datagram, so the change is covered before anything (a check, the
+    /// publication) reads the books. With nothing pending either, the
+    /// working books are then the visible ones at the datagram's end, and
+    /// the change is neither recorded nor kept pending.
     #[inline]
     pub fn apply_next(
         &mut self,
@@ -316,17 +322,22 @@ impl Instrument {
         transact_time: u64,
         u: &Update,
         log: &mut UndoLog,
+        ends_here: bool,
     ) -> bool {
         if !self.seq.take_next(r) {
             return false;
         }
         self.last_transact_time = Some(transact_time);
+        if ends_here && self.pending.is_empty() {
+            let rec = &mut Recorder::off(&mut self.undo, log);
+            if self.books.apply_recording(u, rec) == Applied::Anomaly {
+                self.anomalies += 1;
+            }
+            return true;
+        }
         update(
             &mut self.books,
-            &mut Recorder {
-                undo: &mut self.undo,
-                log,
-            },
+            &mut Recorder::new(&mut self.undo, log),
             &mut self.pending,
             &mut self.anomalies,
             at,
@@ -363,7 +374,7 @@ impl Instrument {
             pending.clear();
             undo.clear(log);
         }
-        let mut rec = Recorder { undo, log };
+        let mut rec = Recorder::new(undo, log);
         seq.on_snapshot(r, cached, |_, e| {
             apply(books, &mut rec, pending, last_transact_time, anomalies, e)
         })
@@ -460,8 +471,8 @@ fn update(
             if pending.last() != Some(at) {
                 pending.push(at);
             }
-            if rec.undo.full() {
-                rec.undo.keep_whole(books, rec.log);
+            if rec.full() {
+                rec.keep_whole(books);
             }
         }
         Applied::Unchanged => {}
@@ -602,6 +613,39 @@ mod tests {
         assert!(i.cover(&ends(&[(11, 0)], &seq), &seq, &mut log));
         assert_eq!(bid(&i.visible(&log)), Some(100));
         assert!(!i.pending());
+    }
+
+    /// A change whose event ends in its own datagram, on an instrument
+    /// with nothing pending, is applied unrecorded and not kept pending;
+    /// behind a pending change it is recorded as any, so that the visible
+    /// books still revert to the last end of event.
+    #[test]
+    fn a_change_ending_in_its_datagram_is_recorded_only_behind_a_pending_one() {
+        let mut seq = sequence();
+        let mut i = Instrument::new(3, 2);
+        let mut cached = 0;
+        let mut log = UndoLog::default();
+        seq.on_packet(10, 0);
+        i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
+        assert!(i.cover(&ends(&[(10, 0)], &seq), &seq, &mut log));
+        assert_eq!(log.len(), 0);
+        let up = |price| new_bid(price, (0, 0)).update.unwrap();
+        seq.on_packet(11, 1);
+        assert!(i.apply_next(2, (11, 0), 1, &up(101), &mut log, true));
+        assert!(!i.pending() && log.is_empty(), "nothing to revert");
+        assert_eq!(bids(&i.visible(&log)), [101, 100, 0]);
+        // An event left open at its datagram's end is recorded, and so is
+        // a change behind it, though its own event ends in its datagram.
+        seq.on_packet(12, 2);
+        assert!(i.apply_next(3, (12, 0), 2, &up(102), &mut log, false));
+        seq.on_packet(13, 3);
+        assert!(i.apply_next(4, (13, 0), 3, &up(103), &mut log, true));
+        assert_eq!(log.len(), 2);
+        assert_eq!(bids(i.working()), [103, 102, 101]);
+        assert_eq!(bids(&i.visible(&log)), [101, 100, 0]);
+        assert!(i.cover(&ends(&[(13, 0)], &seq), &seq, &mut log));
+        assert_eq!(bids(&i.visible(&log)), [103, 102, 101]);
+        assert!(!i.pending() && log.is_empty());
     }
 
     #[test]

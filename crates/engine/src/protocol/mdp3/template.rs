@@ -1100,6 +1100,18 @@ impl<'a> Body<'a> {
         }
     }
 
+    /// Its `MatchEventIndicator`, for the templates that carry one (the
+    /// incremental ones, 4, 30, the definitions).
+    #[inline]
+    pub fn match_event_indicator(&self) -> Option<MatchEventIndicator> {
+        match self {
+            Body::ChannelReset(m) | Body::Incremental(m) => Some(m.match_event_indicator()),
+            Body::SecurityStatus(st) => Some(st.match_event_indicator()),
+            Body::Definition(d) => Some(d.match_event_indicator()),
+            Body::Heartbeat | Body::Snapshot(_) | Body::NotRead => None,
+        }
+    }
+
     /// [`checked`](Self::checked) for the template `t`.
     #[inline(always)]
     fn checked_as(
