@@ -51,6 +51,11 @@ pub struct RptSeq<T> {
     suspect: bool,
     unverified: bool,
     overflowed: bool,
+    /// The RptSeq [`take_next`](Self::take_next) takes without looking
+    /// further (0: none): `rpt_seq + 1` while the instrument is healthy,
+    /// verified, nothing cached and nothing higher received; kept by
+    /// [`refresh`](Self::refresh) after every other change.
+    fast: u32,
     /// Entries waiting for a hole to close, ascending by RptSeq.
     cache: Vec<(u32, T)>,
     /// Values lost for good (skipped by a snapshot).
@@ -95,6 +100,7 @@ impl<T: Copy> RptSeq<T> {
             suspect: false,
             unverified: false,
             overflowed: false,
+            fast: 0,
             cache: Vec::new(),
             ticks_lost: 0,
             duplicates: 0,
@@ -168,6 +174,30 @@ impl<T: Copy> RptSeq<T> {
     /// entry applies in order or a snapshot.
     pub fn unverify(&mut self) {
         self.unverified = true;
+        self.refresh();
+    }
+
+    /// What [`fast`](Self::fast) is for the state as it stands.
+    fn fast_now(&self) -> u32 {
+        match self.rpt_seq {
+            Some(s)
+                if self.high_seen == Some(s)
+                    && self.watch_from.is_some_and(|w| w <= s.wrapping_add(1))
+                    && self.cache.is_empty()
+                    && !self.overflowed
+                    && !self.suspect
+                    && !self.unverified =>
+            {
+                s.wrapping_add(1)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Sets [`fast`](Self::fast) after a change other than its own step.
+    #[inline]
+    fn refresh(&mut self) {
+        self.fast = self.fast_now();
     }
 
     /// One entry of RptSeq `r`. `apply` gets each entry applied, in
@@ -175,6 +205,20 @@ impl<T: Copy> RptSeq<T> {
     /// `cached` is the feed's count of cached entries, at most
     /// `max_cached`.
     pub fn on_entry(
+        &mut self,
+        r: u32,
+        entry: T,
+        cached: &mut usize,
+        max_cached: usize,
+        apply: impl FnMut(u32, T),
+    ) -> Took {
+        let took = self.entry(r, entry, cached, max_cached, apply);
+        self.refresh();
+        took
+    }
+
+    /// [`on_entry`](Self::on_entry) but for [`fast`](Self::fast).
+    fn entry(
         &mut self,
         r: u32,
         entry: T,
@@ -248,22 +292,25 @@ impl<T: Copy> RptSeq<T> {
     /// Otherwise returns false and changes nothing.
     #[inline]
     pub fn take_next(&mut self, r: u32) -> bool {
+        debug_assert_eq!(self.fast, self.fast_now(), "refreshed after every change");
+        // Healthy and in order, nothing higher received: only the values
+        // move (what the general case below computes then).
+        if r == self.fast && r != 0 {
+            self.high_seen = Some(r);
+            self.rpt_seq = Some(r);
+            self.fast = r.wrapping_add(1);
+            return true;
+        }
+        self.take_next_slow(r)
+    }
+
+    /// [`take_next`](Self::take_next) off its fast path.
+    fn take_next_slow(&mut self, r: u32) -> bool {
         let Some(s) = self.rpt_seq else {
             return false;
         };
         if Some(r) != s.checked_add(1) || !self.cache.is_empty() || self.overflowed {
             return false;
-        }
-        // Healthy and in order, nothing higher received: only the values
-        // move (what the general case below computes then).
-        if self.high_seen == Some(s)
-            && self.watch_from.is_some_and(|w| w <= r)
-            && !self.suspect
-            && !self.unverified
-        {
-            self.high_seen = Some(r);
-            self.rpt_seq = Some(r);
-            return true;
         }
         let high = self.high_seen.map_or(r, |h| h.max(r));
         self.high_seen = Some(high);
@@ -275,6 +322,7 @@ impl<T: Copy> RptSeq<T> {
             self.suspect = false;
         }
         self.rpt_seq = Some(r);
+        self.refresh();
         true
     }
 
@@ -286,8 +334,15 @@ impl<T: Copy> RptSeq<T> {
         &mut self,
         r: u32,
         cached: &mut usize,
-        mut apply: impl FnMut(u32, T),
+        apply: impl FnMut(u32, T),
     ) -> Snapshot {
+        let done = self.snapshot(r, cached, apply);
+        self.refresh();
+        done
+    }
+
+    /// [`on_snapshot`](Self::on_snapshot) but for [`fast`](Self::fast).
+    fn snapshot(&mut self, r: u32, cached: &mut usize, mut apply: impl FnMut(u32, T)) -> Snapshot {
         if !self.snapshot_applies(r) {
             return Snapshot::Ignored;
         }
@@ -351,6 +406,7 @@ impl<T: Copy> RptSeq<T> {
     /// No baseline, as before the first entry (the cache is kept).
     pub fn forget_baseline(&mut self) {
         self.rpt_seq = None;
+        self.refresh();
     }
 
     /// A channel reset (or weekly restart): RptSeq starts again at 1, the
@@ -364,6 +420,7 @@ impl<T: Copy> RptSeq<T> {
         self.suspect = false;
         self.unverified = false;
         self.overflowed = false;
+        self.refresh();
     }
 }
 
