@@ -287,11 +287,17 @@ impl Sequence {
         if s >= high || self.restart(s, self.reset_pending).is_some() {
             return false;
         }
-        let i = self.gaps.partition_point(|g| g.hi <= s);
-        match self.gaps.get(i).filter(|g| g.lo <= s) {
-            Some(g) => g.filled.binary_search(&s).is_ok(),
+        match self.gap_of(s) {
+            Some(i) => self.gaps[i].filled.binary_search(&s).is_ok(),
             None => true,
         }
+    }
+
+    /// The open gap `s` lies in, by its index in `gaps`.
+    #[inline]
+    fn gap_of(&self, s: u32) -> Option<usize> {
+        let i = self.gaps.partition_point(|g| g.hi <= s);
+        self.gaps.get(i).is_some_and(|g| g.lo <= s).then_some(i)
     }
 
     /// One accepted packet of MsgSeqNum `s`, arrived at `t`. Returns what
@@ -346,8 +352,8 @@ impl Sequence {
                 given_up,
             );
         }
-        let i = self.gaps.partition_point(|g| g.hi <= s);
-        if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= s) {
+        if let Some(i) = self.gap_of(s) {
+            let g = &mut self.gaps[i];
             if let Err(at) = g.filled.binary_search(&s) {
                 g.filled.insert(at, s);
                 self.counters.recovered += 1;
