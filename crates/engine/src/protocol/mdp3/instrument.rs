@@ -511,6 +511,12 @@ mod tests {
         })
     }
 
+    /// A sequence, an instrument of `depth` outright levels (2 implied),
+    /// the feed's cache count and undo log, all new.
+    fn fresh(depth: u8) -> (Sequence, Instrument, usize, UndoLog) {
+        (sequence(), Instrument::new(depth, 2), 0, UndoLog::default())
+    }
+
     /// The ends of event at `at`, processed in that order.
     fn ends(at: &[Position], seq: &Sequence) -> Ends {
         let mut e = Ends::default();
@@ -558,10 +564,7 @@ mod tests {
     /// the event shows every change.
     #[test]
     fn an_unfinished_event_hides_its_changes_through_depth_changes_and_long_runs() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(4, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(4);
         seq.on_packet(1, 0);
         for (r, p) in (1..).zip([10, 20, 30, 40]) {
             i.on_entry(r, new_bid(p, (1, 0)), &mut cached, 10, &mut log);
@@ -598,10 +601,7 @@ mod tests {
 
     #[test]
     fn a_change_is_visible_only_at_the_end_of_its_event() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         assert_eq!((bid(i.working()), bid(&i.visible(&log))), (Some(100), None));
@@ -621,10 +621,7 @@ mod tests {
     /// books still revert to the last end of event.
     #[test]
     fn a_change_ending_in_its_datagram_is_recorded_only_behind_a_pending_one() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         assert!(i.cover(&ends(&[(10, 0)], &seq), &seq, &mut log));
@@ -650,10 +647,7 @@ mod tests {
 
     #[test]
     fn a_lost_packet_keeps_the_last_complete_book_until_filled_or_given_up() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         seq.on_packet(10, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         seq.on_packet(11, 0);
@@ -678,10 +672,7 @@ mod tests {
     /// p has been processed and no MsgSeqNum in [p.S, q.S] is missing").
     #[test]
     fn the_first_end_of_event_after_the_changes_covers_them() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         for s in [3, 4, 5] {
             seq.on_packet(s, 0);
         }
@@ -730,10 +721,7 @@ mod tests {
     /// processed: the later end still covers the change after the gap.
     #[test]
     fn an_end_of_event_filled_late_does_not_hide_a_later_one() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         seq.on_packet(1, 0);
         // Packet 2 (RptSeq 1, its event's end) is late; packet 3 changes
         // the book (RptSeq 2, cached) and ends its event.
@@ -757,10 +745,7 @@ mod tests {
     /// missing in between, though the second gap is still open.
     #[test]
     fn each_change_is_covered_by_the_nearest_end_after_it() {
-        let mut seq = sequence();
-        let mut i = Instrument::new(3, 2);
-        let mut cached = 0;
-        let mut log = UndoLog::default();
+        let (mut seq, mut i, mut cached, mut log) = fresh(3);
         let mut e = Ends::default();
         seq.on_packet(8, 0);
         i.on_entry(1, new_bid(108, (8, 0)), &mut cached, 10, &mut log);
