@@ -6,6 +6,7 @@
 use std::net::{SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
+use tickguard::protocol::mdp3::feed::Feed;
 use tickguard::protocol::mdp3::synth::{equity_channel, Channel, Datagram};
 use tickguard::sidecar::Sidecar;
 use tickguard::state::price::Price as Exact;
@@ -120,6 +121,22 @@ clock_offset = 0
     fn snapshot_wanted(&self) -> bool {
         self.sidecar.handler().wants(0, 2)
     }
+
+    /// The channel as the receiver holds it.
+    fn feed(&self) -> &Feed {
+        self.sidecar.handler().feeds()[0].engine().mdp3().unwrap()
+    }
+
+    /// Joining on demand with `extra` configuration lines, the equity
+    /// channel (seed 11) with its books filled on both lines: the rig, the
+    /// venue's clock and the venue.
+    fn equity_filled(extra: &str) -> (Rig, u64, Channel) {
+        let mut rig = Rig::with("on_demand", extra);
+        let t = now_ns();
+        let mut venue = Channel::new(11, equity_channel());
+        rig.send(&venue.fill_books(t), &[0, 1]);
+        (rig, t, venue)
+    }
 }
 
 /// Feed `cme`'s counter `name` (the feed-wide one) as the publication
@@ -232,7 +249,7 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
 /// Whether any instrument of the channel is suspect or unverified, as the
 /// feed holds it.
 fn any_needy(rig: &Rig) -> bool {
-    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    let f = rig.feed();
     f.instruments()
         .iter()
         .any(|e| e.instrument.seq.suspect() || e.instrument.seq.unverified())
@@ -257,10 +274,7 @@ fn all_answer_their_books(reader: &Reader, venue: &Channel, what: &str) {
 /// instrument is ever suspect or unverified, the snapshot lines stay left.
 #[test]
 fn a_b_loss_is_recovered_with_no_instrument_suspect() {
-    let mut rig = Rig::new("on_demand");
-    let t = now_ns();
-    let mut venue = Channel::new(11, equity_channel());
-    rig.send(&venue.fill_books(t), &[0, 1]);
+    let (mut rig, t, mut venue) = Rig::equity_filled("");
     for k in 0..300u64 {
         // Alternately only on A, only on B, on both.
         let to: &[usize] = match k % 3 {
@@ -275,7 +289,7 @@ fn a_b_loss_is_recovered_with_no_instrument_suspect() {
     }
     let reader = Reader::open(&rig.shm);
     all_answer_their_books(&reader, &venue, "A/B arbitration");
-    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    let f = rig.feed();
     assert_eq!(f.sequence().counters().packets_lost, 0);
     // Every duplicate was the other line's copy: none counts as a packet
     // sent twice on one line.
@@ -291,10 +305,7 @@ fn a_b_loss_is_recovered_with_no_instrument_suspect() {
 /// leave the loop for each.
 #[test]
 fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
-    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 2000");
-    let t = now_ns();
-    let mut venue = Channel::new(11, equity_channel());
-    rig.send(&venue.fill_books(t), &[0, 1]);
+    let (mut rig, t, mut venue) = Rig::equity_filled("gap_timeout_ms = 2000");
     assert!(!rig.snapshot_wanted());
     let mut suspect_seen = 0;
     for k in 0..20u64 {
@@ -324,20 +335,14 @@ fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
 /// not a gap timeout later: no copy can fill a given-up gap.
 #[test]
 fn a_gap_given_up_joins_the_snapshot_lines_at_once() {
-    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 400");
-    let t = now_ns();
-    let mut venue = Channel::new(11, equity_channel());
-    rig.send(&venue.fill_books(t), &[0, 1]);
+    let (mut rig, t, mut venue) = Rig::equity_filled("gap_timeout_ms = 400");
     assert!(!rig.snapshot_wanted());
     let _lost = venue.next_event(t + 1_000);
     rig.send(&[venue.heartbeat(t + 2_000)], &[0, 1]);
     assert!(!any_needy(&rig), "no RptSeq hole shows yet");
-    let f = |rig: &Rig| {
-        let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
-        f.sequence().counters().packets_lost
-    };
+    let lost = |rig: &Rig| rig.feed().sequence().counters().packets_lost;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while f(&rig) == 0 {
+    while lost(&rig) == 0 {
         assert!(Instant::now() < deadline, "the gap was never given up");
         assert!(!rig.snapshot_wanted(), "joined before the gap was given up");
         rig.sidecar.cycle(now_ns());
@@ -413,7 +418,7 @@ fn a_channel_reset_empties_every_book_until_it_is_refilled() {
     }
     all_answer_their_books(&reader, &venue, "refilled after the reset");
     assert!(!rig.snapshot_wanted());
-    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    let f = rig.feed();
     assert_eq!(f.counters().channel_resets, 1);
 }
 
@@ -461,7 +466,7 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
     assert!(any_needy(&rig), "nothing healed them");
     // What still arrives on the left lines is not applied.
     let counted = |rig: &Rig| {
-        let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+        let f = rig.feed();
         f.counters().snapshots_applied + f.counters().snapshots_ignored
     };
     let before = counted(&rig);
@@ -630,7 +635,7 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
         stale_ns: u64::MAX / 4,
         source_ns: u64::MAX / 4,
     };
-    let f = rig.sidecar.handler().feeds()[0].engine().mdp3().unwrap();
+    let f = rig.feed();
     assert_eq!(f.verdict(&name, th, now_ns()).to_string(), "no_quote");
     // Back to the first.
     rig.send_raw(&[definition(101, a, &name, b'M')], 4);
