@@ -1,11 +1,20 @@
 //! SecurityID → instrument index: the lookup every incremental entry
 //! makes. An open-addressing table of (SecurityID, index) pairs, linear
-//! probing from a multiplicative hash, at most a quarter full: one
-//! multiply and usually one 8-byte load per lookup, where a `HashMap` with
-//! the standard library's SipHash spent several times that hashing alone.
-//! Instruments are never removed (a definition's `D` drops only the
-//! Symbol), so the table only grows, doubling when a quarter full: it
-//! allocates when a new instrument appears, never per packet.
+//! probing, at most a quarter full: one multiply and usually one 8-byte
+//! load per lookup, where a `HashMap` with the standard library's SipHash
+//! spent several times that hashing alone. Instruments are never removed
+//! (a definition's `D` drops only the Symbol), so the table only grows,
+//! doubling when a quarter full: it allocates when a new instrument
+//! appears, never per packet.
+//!
+//! SecurityIDs come off the wire (definitions and incremental entries
+//! create instruments), so a sender may choose them to collide: the hash
+//! is keyed ([`HashKey`], random per index), so which ids share a probe
+//! run cannot be known from outside, and an insert that would sit more
+//! than [`MAX_PROBE`] slots from its home (which random ids all but never
+//! make at a quarter full) draws a new key and rehashes.
+
+use crate::sys::hash::HashKey;
 
 /// A slot: SecurityID and index, [`EMPTY`] when free.
 type Slot = (i32, u32);
@@ -19,6 +28,11 @@ const EMPTY: u32 = u32::MAX;
 /// the processor may mispredict), for 32 bytes per instrument.
 const LOAD: usize = 4;
 
+/// Longest distance from its home an insert accepts before the index
+/// draws a new hash key and rehashes (slots). At a quarter full, random
+/// ids make runs of about a dozen slots in a table of millions.
+pub const MAX_PROBE: usize = 64;
+
 /// SecurityID → index of the instrument in the feed's list.
 #[derive(Debug, Clone)]
 pub struct IdIndex {
@@ -26,6 +40,9 @@ pub struct IdIndex {
     /// log2 of the slot count.
     bits: u32,
     len: usize,
+    hash: HashKey,
+    /// `hash` is fixed ([`with_key`](Self::with_key)), its successors too.
+    fixed: bool,
 }
 
 impl Default for IdIndex {
@@ -35,16 +52,25 @@ impl Default for IdIndex {
 }
 
 impl IdIndex {
-    /// An empty index (64 slots).
+    /// An empty index (64 slots) with a key of its own.
     pub fn new() -> IdIndex {
-        IdIndex::with_bits(6)
+        IdIndex::keyed(6, HashKey::random(), false)
     }
 
-    fn with_bits(bits: u32) -> IdIndex {
+    /// [`new`](Self::new) with a fixed hash key, for tests that must
+    /// repeat (what the index answers never depends on the key).
+    #[cfg(test)]
+    fn with_key(key: HashKey) -> IdIndex {
+        IdIndex::keyed(6, key, true)
+    }
+
+    fn keyed(bits: u32, hash: HashKey, fixed: bool) -> IdIndex {
         IdIndex {
             slots: vec![(0, EMPTY); 1 << bits].into_boxed_slice(),
             bits,
             len: 0,
+            hash,
+            fixed,
         }
     }
 
@@ -58,11 +84,10 @@ impl IdIndex {
         self.len == 0
     }
 
-    /// The home slot of `id` (Fibonacci hashing: the top bits of the
-    /// product, which every bit of the id reaches).
+    /// The home slot of `id`: the top bits of its keyed hash.
     #[inline]
     fn home(&self, id: i32) -> usize {
-        ((id as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - self.bits)) as usize
+        (self.hash.hash(u64::from(id as u32)) >> (64 - self.bits)) as usize
     }
 
     /// The index of `id`, if known.
@@ -87,23 +112,46 @@ impl IdIndex {
     pub fn insert(&mut self, id: i32, index: u32) {
         debug_assert!(index != EMPTY && self.get(id).is_none());
         if LOAD * (self.len + 1) > self.slots.len() {
-            let mut bigger = IdIndex::with_bits(self.bits + 1);
-            for &(k, v) in self.slots.iter().filter(|s| s.1 != EMPTY) {
-                bigger.put(k, v);
-            }
-            *self = bigger;
+            self.rehash(self.bits + 1, self.hash);
         }
-        self.put(id, index);
+        while !self.put(id, index) {
+            self.rehash(self.bits, self.hash.next(self.fixed));
+        }
     }
 
-    fn put(&mut self, id: i32, index: u32) {
+    /// Every entry moved into a table of 2^`bits` slots hashed by `hash`
+    /// (a rehash that itself makes a run too long draws again).
+    #[cold]
+    fn rehash(&mut self, bits: u32, hash: HashKey) {
+        let mut hash = hash;
+        'draw: loop {
+            let mut bigger = IdIndex::keyed(bits, hash, self.fixed);
+            for &(k, v) in self.slots.iter().filter(|s| s.1 != EMPTY) {
+                if !bigger.put(k, v) {
+                    hash = hash.next(self.fixed);
+                    continue 'draw;
+                }
+            }
+            *self = bigger;
+            return;
+        }
+    }
+
+    /// Puts `id` in the first free slot from its home; false (nothing
+    /// changed) if that lies more than [`MAX_PROBE`] slots from it.
+    fn put(&mut self, id: i32, index: u32) -> bool {
         let mask = self.slots.len() - 1;
-        let mut i = self.home(id);
+        let home = self.home(id);
+        let mut i = home;
         while self.slots[i].1 != EMPTY {
             i = (i + 1) & mask;
+            if (i.wrapping_sub(home) & mask) > MAX_PROBE {
+                return false;
+            }
         }
         self.slots[i] = (id, index);
         self.len += 1;
+        true
     }
 }
 
@@ -143,5 +191,63 @@ mod tests {
         }
         assert!(LOAD * index.len() <= index.slots.len());
         assert_eq!(index.get(12_345_677), map.get(&12_345_677).copied());
+    }
+
+    /// The longest distance of an entry from its home, slots.
+    fn longest_probe(ix: &IdIndex) -> usize {
+        let mask = ix.slots.len() - 1;
+        (0..ix.slots.len())
+            .filter(|&i| ix.slots[i].1 != EMPTY)
+            .map(|i| i.wrapping_sub(ix.home(ix.slots[i].0)) & mask)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Ids that share one home under a known hash key (as a sender who
+    /// knew it could pick) would make a run past [`MAX_PROBE`]: the index
+    /// draws a new key, and keeps answering for every id.
+    #[test]
+    fn a_probe_run_too_long_draws_a_new_hash_key() {
+        let key = HashKey::fixed(11);
+        let mut index = IdIndex::with_key(key);
+        // 300 ids grow the table to 2,048 slots (11 bits): those whose
+        // home there is slot 0.
+        let colliding: Vec<i32> = (0..i32::MAX)
+            .filter(|&id| key.hash(u64::from(id as u32)) >> (64 - 11) == 0)
+            .take(300)
+            .collect();
+        for (n, &id) in colliding.iter().enumerate() {
+            index.insert(id, n as u32);
+        }
+        assert_eq!(index.bits, 11);
+        assert_ne!(index.hash, key, "rehashed with a new key");
+        assert!(
+            longest_probe(&index) <= MAX_PROBE,
+            "{}",
+            longest_probe(&index)
+        );
+        for (n, &id) in colliding.iter().enumerate() {
+            assert_eq!(index.get(id), Some(n as u32));
+        }
+        assert_eq!(index.len(), colliding.len());
+    }
+
+    /// Ids a sender can choose without the key (here: those an unkeyed
+    /// multiplicative hash, the obvious guess, sends to one home) cost
+    /// what random ids do.
+    #[test]
+    fn ids_chosen_without_the_key_do_not_collide() {
+        let unkeyed =
+            |id: i32| (u64::from(id as u32).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> (64 - 12);
+        let chosen: Vec<i32> = (0..i32::MAX)
+            .filter(|&id| unkeyed(id) == 0)
+            .take(1_000)
+            .collect();
+        let mut index = IdIndex::new();
+        for (n, &id) in chosen.iter().enumerate() {
+            index.insert(id, n as u32);
+        }
+        assert_eq!(index.bits, 12);
+        assert!(longest_probe(&index) < 32, "{}", longest_probe(&index));
     }
 }
