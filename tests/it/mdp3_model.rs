@@ -627,6 +627,8 @@ impl MBooks {
 /// of its packet.
 type Pos = (u32, u32);
 const AFTER_ALL: u32 = u32::MAX;
+/// A status's place: (sequence restarts before it, its position).
+type Stamp = (u64, Pos);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct MDef {
@@ -659,7 +661,7 @@ struct MInst {
     visible: MBooks,
     /// Positions of the changes not visible yet.
     pending: Vec<Pos>,
-    status: Option<(Pos, u8)>,
+    status: Option<(Stamp, u8)>,
     ticks_lost: u64,
     duplicates: u64,
     snapshots_applied: u64,
@@ -781,14 +783,14 @@ struct Model {
     offset: i128,
     insts: BTreeMap<i32, MInst>,
     symbols: BTreeMap<String, i32>,
-    groups: BTreeMap<(Vec<u8>, Vec<u8>), (Pos, u8)>,
+    groups: BTreeMap<(Vec<u8>, Vec<u8>), (Stamp, u8)>,
     cached: usize,
     c: MCounters,
 }
 
 /// Records `code` at `at` in `slot` (§3.6); returns whether it was an
 /// anomaly.
-fn record(slot: &mut Option<(Pos, u8)>, code: u8, at: Pos) -> bool {
+fn record(slot: &mut Option<(Stamp, u8)>, code: u8, at: Stamp) -> bool {
     if meaning(code).is_some() {
         if slot.is_none_or(|(p, _)| p <= at) {
             *slot = Some((at, code));
@@ -964,6 +966,7 @@ impl Model {
     }
 
     fn on_status(&mut self, id: Option<i32>, group: Vec<u8>, asset: Vec<u8>, code: u8, at: Pos) {
+        let at = (self.c.sequence_restarts, at);
         let odd = match id {
             Some(id) => record(&mut self.inst(id).status, code, at),
             None if group.is_empty() && asset.is_empty() => true,
@@ -1046,11 +1049,7 @@ impl Model {
             for i in self.insts.values_mut() {
                 i.pending.iter_mut().for_each(|p| *p = BEFORE);
                 i.cache.values_mut().for_each(|w| w.at = BEFORE);
-                if let Some((p, _)) = &mut i.status {
-                    *p = BEFORE;
-                }
             }
-            self.groups.values_mut().for_each(|(p, _)| *p = BEFORE);
             if weekly {
                 self.reset_channel();
             }
@@ -1182,6 +1181,7 @@ impl Model {
     /// §3.5: one snapshot message.
     fn on_snapshot_message(&mut self, sn: &WSnap) {
         let (mut cached, mut anomalies) = (self.cached, self.c.anomalies);
+        let restarts = self.c.sequence_restarts;
         let i = self.inst(sn.id);
         let r = sn.rpt;
         let applies = if i.suspect() {
@@ -1228,7 +1228,8 @@ impl Model {
         i.drain(&mut cached, &mut anomalies);
         i.heal();
         i.snapshots_applied += 1;
-        let odd = sn.status != 255 && record(&mut i.status, sn.status, (sn.last, AFTER_ALL));
+        let odd =
+            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
         self.c.snapshots_applied += 1;
         self.c.anomalies = anomalies + u64::from(odd);
         self.cached = cached;
@@ -2360,12 +2361,12 @@ fn compare(model: &Model, feed: &Feed, now: u64) -> Result<(), String> {
         });
         same(&format!("#{id} definition"), &def, &i.def)?;
         let own = e.status.map(|s| {
-            let k = if s.at.1 == u16::MAX {
+            let k = if s.at.1 .1 == u16::MAX {
                 AFTER_ALL
             } else {
-                u32::from(s.at.1)
+                u32::from(s.at.1 .1)
             };
-            ((s.at.0, k), s.code)
+            ((u64::from(s.at.0), (s.at.1 .0, k)), s.code)
         });
         same(&format!("#{id} own status"), own, i.status)?;
         same(

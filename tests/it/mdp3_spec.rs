@@ -1654,6 +1654,53 @@ fn group_statuses_follow_the_current_definition() {
     assert_eq!(out.reasons(redefined), ok());
 }
 
+/// "The **effective status** has the highest position" (spec mdp3
+/// §3.6), across a restart too: statuses the reset packet carries after
+/// its ChannelReset stand before the new sequence, in their own order.
+#[test]
+fn statuses_kept_across_a_restart_keep_their_order() {
+    let mut ch = Channel::new("");
+    ch.send(0, DEF_A, def(1, "ESZ6", "ES", "ES").packet());
+    ch.send(0, DEF_A, def(2, "NQZ6", "NQ", "NQ").packet());
+    let reset = packet(
+        5,
+        &[
+            encode::channel_reset(V, T0, EOE, 310),
+            status(None, "ES", "", 17),
+            status(Some(1), "", "", 2),
+            status(Some(2), "", "", 2),
+            status(None, "NQ", "", 17),
+        ],
+    );
+    ch.send(MS, A, reset);
+    let before = ["ESZ6", "NQZ6"].map(|n| ch.check(MS + MS / 2, n));
+    // The new sequence, a book for each.
+    ch.send(2 * MS, A, event(1, &[bid(1, 1, 100), bid(2, 1, 200)]));
+    let after = ["ESZ6", "NQZ6"].map(|n| ch.check(2 * MS + MS / 2, n));
+    // A status of the new sequence comes after them all (sent once
+    // packet 2 can no longer be a late copy of the old sequence).
+    ch.send(10 * MS, A, packet(2, &[status(Some(1), "", "", 17)]));
+    let resumed = ch.check(10 * MS + MS / 2, "ESZ6");
+    let out = ch.run();
+    for i in before {
+        assert_eq!(out.reasons(i), r(&["no_quote"]), "{}", out.lines[i]);
+    }
+    // ES: the group's trading, then the instrument's halt; NQ the other
+    // way round.
+    assert_eq!(
+        out.reasons(after[0]),
+        r(&["halted"]),
+        "{}",
+        out.lines[after[0]]
+    );
+    assert_eq!(out.reasons(after[1]), ok(), "{}", out.lines[after[1]]);
+    assert_eq!(out.reasons(resumed), ok(), "{}", out.lines[resumed]);
+    has(
+        out.feed(),
+        json!({"channel_resets": 1, "sequence_restarts": 1}),
+    );
+}
+
 // ---------------------------------------------------------------------------
 // §3.7 Definitions and ChannelReset
 

@@ -205,9 +205,13 @@ pub struct Feed {
     /// What reverts those changes, for every instrument.
     undo: UndoLog,
     /// Group statuses, by (SecurityGroup, Asset): one per pair a status
-    /// named (a new pair may rehash, amortised); a ChannelReset empties
-    /// it, keeping its capacity.
+    /// named, at most [`max_groups`](Self::max_groups) (a new pair may
+    /// rehash, amortised); a ChannelReset empties it, keeping its
+    /// capacity.
     groups: HashMap<GroupKey, Status>,
+    /// Sequence restarts so far: the first part of a status's
+    /// [`Stamp`](status::Stamp).
+    restarts: u32,
     clock: OffsetEstimator,
     last_alive: Option<u64>,
     watermark: Option<i128>,
@@ -263,6 +267,7 @@ impl Feed {
             dirty: Vec::new(),
             undo: UndoLog::default(),
             groups: HashMap::new(),
+            restarts: 0,
             last_alive: None,
             watermark: None,
             counters: Counters::default(),
@@ -557,10 +562,12 @@ impl Feed {
         let fill = match seen {
             Seen::Duplicate | Seen::Stale => return Ok(()),
             Seen::Process { fill, restart } => {
-                match restart {
-                    Some(Restart::Weekly) => self.reset_channel(),
-                    Some(Restart::AfterReset) => self.restart_positions(),
-                    None => {}
+                if let Some(r) = restart {
+                    self.restarts = self.restarts.wrapping_add(1);
+                    match r {
+                        Restart::Weekly => self.reset_channel(),
+                        Restart::AfterReset => self.restart_positions(),
+                    }
                 }
                 fill
             }
@@ -773,6 +780,7 @@ impl Feed {
                 return;
             };
             self.touched.one(i);
+            let at = (self.restarts, at);
             if status::record(&mut self.entries[i as usize].status, code, at) {
                 self.counters.anomalies += 1;
             }
@@ -787,12 +795,26 @@ impl Feed {
         // Evaluated per instrument when published: any may match.
         self.touched.all();
         let mut slot = self.groups.get(&key).copied();
-        if status::record(&mut slot, code, at) {
+        let new = slot.is_none();
+        if status::record(&mut slot, code, (self.restarts, at)) {
             self.counters.anomalies += 1;
         }
         if let Some(s) = slot {
-            self.groups.insert(key, s);
+            if new && self.groups.len() >= self.max_groups() {
+                // A flood of made-up groups: refused, counted.
+                self.counters.anomalies += 1;
+            } else {
+                self.groups.insert(key, s);
+            }
         }
+    }
+
+    /// The (SecurityGroup, Asset) pairs kept: three for each instrument
+    /// kept (its group, its asset, both), the most that can ever match
+    /// one, so that statuses naming made-up groups cannot grow the map
+    /// without bound.
+    fn max_groups(&self) -> usize {
+        self.settings.max_instruments.saturating_mul(3)
     }
 
     fn on_definition(&mut self, d: &super::template::Definition<'_>) {
@@ -895,7 +917,7 @@ impl Feed {
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
                     if let Some(code) = snap.trading_status() {
-                        let at = (snap.last_msg_seq_num_processed(), u16::MAX);
+                        let at = (self.restarts, (snap.last_msg_seq_num_processed(), u16::MAX));
                         if status::record(&mut e.status, code, at) {
                             self.counters.anomalies += 1;
                         }
@@ -944,24 +966,17 @@ impl Feed {
     }
 
     /// The sequence restarted after a ChannelReset: positions of the old
-    /// sequence are not comparable with the new one's, so whatever the
-    /// reset packet left after its ChannelReset (statuses, changes waiting
-    /// for their event's end, cached entries) now stands before the new
-    /// sequence's first packet, and no end of event of the old sequence
-    /// (the ChannelReset's own) covers a change of the new one.
+    /// sequence are not comparable with the new one's, so the changes the
+    /// reset packet left after its ChannelReset (waiting for their event's
+    /// end, or cached) now stand before the new sequence's first packet,
+    /// and no end of event of the old sequence (the ChannelReset's own)
+    /// covers a change of the new one. Statuses need nothing: their
+    /// stamps count the restart.
     fn restart_positions(&mut self) {
         const BEFORE: Position = (0, 0);
         self.ends.clear();
-        // Statuses now tie at one position: which is in force may change.
-        self.touched.all();
         for e in &mut self.entries {
             e.instrument.restart_positions(BEFORE);
-            if let Some(s) = &mut e.status {
-                s.at = BEFORE;
-            }
-        }
-        for s in self.groups.values_mut() {
-            s.at = BEFORE;
         }
     }
 
@@ -1038,7 +1053,7 @@ fn set_text(to: &mut String, text: &str) {
 mod tests {
     use super::super::encode::{self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot};
     use super::super::template::{EntryType, UpdateAction};
-    use super::super::testing::feed;
+    use super::super::testing::{feed, settings};
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -1479,6 +1494,41 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+    }
+
+    /// Statuses naming more (SecurityGroup, Asset) pairs than three for
+    /// each instrument kept are refused and counted; a pair kept still
+    /// changes.
+    #[test]
+    fn group_statuses_are_kept_for_three_pairs_an_instrument() {
+        let mut f = Feed::new(Settings {
+            max_instruments: 1,
+            ..settings()
+        });
+        define(&mut f, 7, "ESZ6", 10);
+        f.on_incremental(&book(1, true, &[bid(7, 1, 1, UpdateAction::New, 100)]), T0)
+            .unwrap();
+        let status = |s: u32, group, asset, code| {
+            let st = encode::Status {
+                transact_time: T0,
+                security_group: group,
+                asset,
+                security_id: None,
+                match_event_indicator: EOE,
+                trading_status: Some(code),
+            };
+            encode::packet(s, T0, &[encode::security_status(V, &st)])
+        };
+        for (s, group, asset) in [(2, "ES", ""), (3, "", "ES"), (4, "NQ", "NQ")] {
+            f.on_incremental(&status(s, group, asset, 17), T0).unwrap();
+        }
+        assert_eq!((f.groups.len(), f.counters().anomalies), (3, 0));
+        f.on_incremental(&status(5, "ZN", "", 2), T0).unwrap();
+        assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));
+        assert!(!f.groups.contains_key(&(key_half(b"ZN"), [0; 6])));
+        f.on_incremental(&status(6, "ES", "", 2), T0).unwrap();
+        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+        assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));
     }
 
     /// A packet holding only a ChannelReset raises the source watermark

@@ -6,12 +6,19 @@
 //! by SecurityGroup and Asset), or with the instrument's definition. Each
 //! is kept with its position in the feed (MsgSeqNum, message index), and
 //! the one with the highest position is in force; a definition's only
-//! while no other is known. Codes map to the safe side: a pause or an
+//! while no other is known. A sequence restart starts a new sequence of
+//! positions, all after the old one's: a status's [`Stamp`] is the
+//! position behind the number of restarts before it, so statuses kept
+//! across a restart keep their order among themselves. Codes map to the safe side: a pause or an
 //! unknown state halts, pre-open and opening read closed.
 
 /// Where a message stands in the incremental feed: (MsgSeqNum, index of
 /// the message in its packet).
 pub type Position = (u32, u16);
+
+/// Where a status stands among every status of the feed: (sequence
+/// restarts before it, its position in its sequence).
+pub type Stamp = (u32, Position);
 
 /// What a status means for the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +70,7 @@ pub struct Status {
     /// SecurityTradingStatus.
     pub code: u8,
     /// Where it was sent.
-    pub at: Position,
+    pub at: Stamp,
 }
 
 /// The status in force among an instrument's own (`instrument`), its
@@ -85,7 +92,7 @@ pub fn effective(
 /// Keeps `slot`'s status unless `code` changes something: a code of no
 /// change (or unknown) leaves the status in force as it was. Returns
 /// whether the code was unknown (an anomaly).
-pub fn record(slot: &mut Option<Status>, code: u8, at: Position) -> bool {
+pub fn record(slot: &mut Option<Status>, code: u8, at: Stamp) -> bool {
     match meaning(code) {
         Meaning::Is(_) => {
             if slot.is_none_or(|s| s.at <= at) {
@@ -128,7 +135,10 @@ mod tests {
 
     #[test]
     fn the_highest_position_is_in_force_and_a_definition_only_alone() {
-        let s = |code, seq| Status { code, at: (seq, 0) };
+        let s = |code, seq| Status {
+            code,
+            at: (0, (seq, 0)),
+        };
         assert_eq!(effective(None, [], Some(17)), Some(17));
         assert_eq!(effective(None, [], None), None);
         assert_eq!(effective(Some(s(2, 5)), [s(17, 9)], Some(4)), Some(17));
@@ -139,31 +149,38 @@ mod tests {
         // Within a packet, the later message wins.
         let a = Status {
             code: 2,
-            at: (7, 1),
+            at: (0, (7, 1)),
         };
         let b = Status {
             code: 17,
-            at: (7, 3),
+            at: (0, (7, 3)),
         };
         assert_eq!(effective(Some(a), [b], None), Some(17));
+        // Before a restart, whatever its position in its sequence.
+        let c = Status {
+            code: 4,
+            at: (1, (1, 0)),
+        };
+        assert_eq!(effective(Some(a), [b, c], None), Some(4));
+        assert_eq!(effective(Some(c), [a, b], None), Some(4));
     }
 
     #[test]
     fn no_change_and_unknown_codes_keep_the_status() {
         let mut slot = None;
-        assert!(!record(&mut slot, 17, (1, 0)));
-        assert!(!record(&mut slot, 103, (2, 0)));
-        assert!(record(&mut slot, 99, (3, 0)));
+        assert!(!record(&mut slot, 17, (0, (1, 0))));
+        assert!(!record(&mut slot, 103, (0, (2, 0))));
+        assert!(record(&mut slot, 99, (0, (3, 0))));
         assert_eq!(
             slot,
             Some(Status {
                 code: 17,
-                at: (1, 0)
+                at: (0, (1, 0))
             })
         );
-        assert!(!record(&mut slot, 2, (4, 0)));
+        assert!(!record(&mut slot, 2, (0, (4, 0))));
         // An older position does not override a newer one.
-        assert!(!record(&mut slot, 17, (3, 5)));
+        assert!(!record(&mut slot, 17, (0, (3, 5))));
         assert_eq!(slot.map(|s| s.code), Some(2));
     }
 }

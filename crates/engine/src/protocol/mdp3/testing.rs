@@ -16,8 +16,13 @@ pub const T0: u64 = 1_767_603_600_000_000_000;
 /// A channel as the module's tests use it: packet gaps given up after
 /// 5 ms, a cache of 1,000 entries, depths 10 and 2, no clock offset.
 pub fn feed() -> Feed {
+    Feed::new(settings())
+}
+
+/// The settings of [`feed`].
+pub fn settings() -> Settings {
     const MS: u64 = 1_000_000;
-    Feed::new(Settings {
+    Settings {
         sequencing: sequence::Settings {
             gap_timeout_ns: 5 * MS,
             restart_margin: 10_000,
@@ -28,7 +33,7 @@ pub fn feed() -> Feed {
         default_implied_depth: 2,
         offset: OffsetMode::Fixed(0),
         offset_queue: 16,
-    })
+    }
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): small, seeded, good enough to
