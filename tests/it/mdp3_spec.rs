@@ -2055,6 +2055,79 @@ fn datagrams_are_routed_by_destination_and_the_rest_counted_and_ignored() {
     has(out.feed(), json!({"packets": 1, "next": 2}));
 }
 
+/// Per instrument (spec mdp3 §5): `symbol`, `group`, `asset`,
+/// `display_factor`, `min_price_increment` null without a definition;
+/// each side's level 1 under its own keys; `duplicates` the entries
+/// received again; `last_transact_time` the last applied entry's (a
+/// duplicate's does not count). `bid_orders` / `ask_orders` are present
+/// with their side and null when NumberOfOrders was.
+#[test]
+fn an_instruments_summary_reads_each_side_apart() {
+    let mut ch = Channel::new("");
+    let sized = |rpt, side, price, size: u64, orders| BookEntry {
+        size: Some(size),
+        orders,
+        ..entry(5, rpt, New, side, 1, price)
+    };
+    let first = [
+        sized(1, Bid, 100, 7, Some(3)),
+        sized(2, Offer, 110, 8, Some(4)),
+        sized(3, ImpliedBid, 99, 9, None),
+        sized(4, ImpliedOffer, 111, 11, None),
+        BookEntry {
+            orders: None,
+            ..entry(6, 1, New, Bid, 1, 50)
+        },
+    ];
+    ch.send(MS, A, packet(1, &[book_at(T0 + MS, EOE, &first)]));
+    // RptSeq 3 and 4 of #5 again, later, in new packets.
+    let again = |s, r| {
+        packet(
+            s,
+            &[book_at(T0 + 5 * MS, EOE, &[sized(r, Bid, 1, 1, None)])],
+        )
+    };
+    ch.send(2 * MS, A, again(2, 3));
+    ch.send(3 * MS, A, again(3, 4));
+    let out = ch.run();
+    let i = out.sym(5);
+    let o = i.as_object().unwrap();
+    for key in [
+        "symbol",
+        "group",
+        "asset",
+        "display_factor",
+        "min_price_increment",
+    ] {
+        assert_eq!(o.get(key), Some(&Value::Null), "{key} of {i}");
+    }
+    has(
+        i,
+        json!({
+            "depth": 10,
+            "implied_depth": 2,
+            "rpt_seq": 4,
+            "bid": 100,
+            "bid_size": 7,
+            "bid_orders": 3,
+            "ask": 110,
+            "ask_size": 8,
+            "ask_orders": 4,
+            "implied_bid": 99,
+            "implied_bid_size": 9,
+            "implied_ask": 111,
+            "implied_ask_size": 11,
+            "duplicates": 2,
+            "last_transact_time": T0 + MS,
+        }),
+    );
+    let j = out.sym(6);
+    let o = j.as_object().unwrap();
+    assert_eq!(o.get("bid_orders"), Some(&Value::Null), "{j}");
+    assert!(!o.contains_key("ask_orders"), "{j}");
+    has(j, json!({"bid": 50, "bid_size": 10, "duplicates": 0}));
+}
+
 /// "Summary per mdp3 feed" lists its keys, and "Per instrument, keyed
 /// `#<SecurityID>`" the instrument's, side keys "absent when the side is
 /// empty" (spec mdp3 §5), under the feed's `symbols` (§9.9); what

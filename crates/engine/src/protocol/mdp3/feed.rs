@@ -1496,6 +1496,52 @@ mod tests {
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
     }
 
+    /// "`J` empties both books" (spec mdp3 §3.3): every level of the four
+    /// sides, visible at its event's end and not before.
+    #[test]
+    fn a_book_reset_empties_every_level_at_its_events_end() {
+        use EntryType::{Bid, ImpliedBid, ImpliedOffer, Offer};
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 3);
+        let new = |r, t, n, p| BookEntry {
+            entry_type: t,
+            ..bid(7, r, n, UpdateAction::New, p)
+        };
+        let full = [
+            new(1, Bid, 1, 100),
+            new(2, Bid, 2, 99),
+            new(3, Bid, 3, 98),
+            new(4, Offer, 1, 110),
+            new(5, Offer, 2, 111),
+            new(6, ImpliedBid, 1, 97),
+            new(7, ImpliedBid, 2, 96),
+            new(8, ImpliedOffer, 1, 112),
+            new(9, ImpliedOffer, 2, 113),
+        ];
+        let levels = |f: &Feed| {
+            let b = f.visible(f.find("ESZ6").unwrap());
+            [
+                &b.outright.bid,
+                &b.outright.offer,
+                &b.implied.bid,
+                &b.implied.offer,
+            ]
+            .map(|s| (1..=s.depth()).filter(|&l| s.level(l).is_some()).count())
+        };
+        f.on_incremental(&book(1, true, &full), T0).unwrap();
+        assert_eq!(levels(&f), [3, 2, 2, 2]);
+        let reset = new(10, EntryType::BookReset, 0, 0);
+        f.on_incremental(&book(2, false, &[reset]), T0).unwrap();
+        assert_eq!(levels(&f), [3, 2, 2, 2], "before its end of event");
+        // A bid at level 1 ends the event: had any level been left, it
+        // would now sit below it.
+        f.on_incremental(&book(3, true, &[new(11, Bid, 1, 90)]), T0)
+            .unwrap();
+        assert_eq!(levels(&f), [1, 0, 0, 0]);
+        assert_eq!(top(&f, "ESZ6"), (Some(90), None));
+        assert_eq!(f.counters().anomalies, 0);
+    }
+
     /// Statuses naming more (SecurityGroup, Asset) pairs than three for
     /// each instrument kept are refused and counted; a pair kept still
     /// changes.

@@ -117,18 +117,20 @@ pub struct InstrumentSummary {
     /// Its size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bid_size: Option<u64>,
-    /// Its orders, when sent.
+    /// Its orders: present with the side, null when NumberOfOrders was
+    /// null.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bid_orders: Option<i32>,
+    pub bid_orders: Option<Option<i32>>,
     /// Visible outright best offer, mantissa.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ask: Option<i64>,
     /// Its size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ask_size: Option<u64>,
-    /// Its orders, when sent.
+    /// Its orders: present with the side, null when NumberOfOrders was
+    /// null.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask_orders: Option<i32>,
+    pub ask_orders: Option<Option<i32>>,
     /// Visible implied best bid, mantissa.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub implied_bid: Option<i64>,
@@ -217,7 +219,7 @@ impl InstrumentSummary {
         let (ibid, iask) = (top(&books.implied.bid), top(&books.implied.offer));
         let price = |l: Option<Level>| l.map(|l| l.price);
         let size = |l: Option<Level>| l.map(|l| l.size);
-        let orders = |l: Option<Level>| l.and_then(|l| l.orders);
+        let orders = |l: Option<Level>| l.map(|l| l.orders);
         let def = e.definition.as_ref();
         let code = feed.status(e);
         InstrumentSummary {
