@@ -496,6 +496,17 @@ impl Feed {
         self.cover_each();
     }
 
+    /// Folds each pending instrument's positions before the first missing
+    /// packet ([`Instrument::fold_pending`]): however long an event stays
+    /// unfinished, its instruments keep a position per gap, not one per
+    /// message.
+    fn fold_pending(&mut self) {
+        let m = self.seq.first_missing();
+        for &i in &self.dirty {
+            self.entries[i as usize].instrument.fold_pending(m);
+        }
+    }
+
     /// [`cover`](Self::cover) over every instrument pending.
     #[inline(never)]
     fn cover_each(&mut self) {
@@ -645,6 +656,9 @@ impl Feed {
         }
         if fill {
             self.cover();
+        }
+        if !self.dirty.is_empty() {
+            self.fold_pending();
         }
         if self.undo.wants_compaction() {
             self.compact_undo();
@@ -1540,6 +1554,40 @@ mod tests {
         assert_eq!(levels(&f), [1, 0, 0, 0]);
         assert_eq!(top(&f, "ESZ6"), (Some(90), None));
         assert_eq!(f.counters().anomalies, 0);
+    }
+
+    /// An event left unfinished keeps a position for its changes before
+    /// the first missing packet, and one for each change after it (while
+    /// that gap is open), not one per message: its end still publishes
+    /// them all.
+    #[test]
+    fn an_unfinished_event_keeps_positions_by_gap_not_by_message() {
+        use UpdateAction::{Change, New};
+        let mut f = feed();
+        define(&mut f, 7, "ESZ6", 10);
+        define(&mut f, 8, "NQZ6", 10);
+        f.on_incremental(&book(1, true, &[bid(7, 1, 1, New, 100)]), T0)
+            .unwrap();
+        let positions = |f: &Feed| f.find("ESZ6").unwrap().instrument.pending_positions();
+        for s in 2..=1001 {
+            let change = bid(7, s, 1, Change, 100 + i64::from(s));
+            f.on_incremental(&book(s, false, &[change]), T0).unwrap();
+        }
+        assert_eq!(positions(&f), 1);
+        // Packet 1002 (NQZ6's) lost: ESZ6's changes after it stand apart.
+        for s in 1003..=1009 {
+            let change = bid(7, s - 1, 1, Change, 100 + i64::from(s));
+            f.on_incremental(&book(s, false, &[change]), T0).unwrap();
+        }
+        assert_eq!(positions(&f), 1 + 7);
+        assert_eq!(top(&f, "ESZ6"), (Some(100), None));
+        f.on_incremental(&book(1002, false, &[bid(8, 1, 1, New, 50)]), T0)
+            .unwrap();
+        assert_eq!(positions(&f), 1);
+        f.on_incremental(&book(1010, true, &[bid(7, 1009, 1, Change, 99)]), T0)
+            .unwrap();
+        assert_eq!((positions(&f), top(&f, "ESZ6")), (0, (Some(99), None)));
+        assert_eq!(top(&f, "NQZ6"), (Some(50), None));
     }
 
     /// Statuses naming more (SecurityGroup, Asset) pairs than three for

@@ -172,6 +172,27 @@ impl Pending {
         self.head.is_none_or(&f) && self.more.iter().all(|&p| f(p))
     }
 
+    /// Folds the positions before packet `m` (the first missing; `None`:
+    /// none is) into the highest of them: with no packet missing among
+    /// them, an end of event that covers the highest covers every one.
+    fn fold_below(&mut self, m: Option<u32>) {
+        if self.more.is_empty() {
+            return;
+        }
+        let below = |p: Position| m.is_none_or(|m| p.0 < m);
+        let top = self
+            .head
+            .iter()
+            .chain(&self.more)
+            .copied()
+            .filter(|&p| below(p))
+            .max();
+        if let Some(top) = top {
+            self.retain(|p| !below(p));
+            self.push(top);
+        }
+    }
+
     /// Keeps the positions `keep` holds, in order.
     fn retain(&mut self, keep: impl Fn(Position) -> bool) {
         self.more.retain(|&p| keep(p));
@@ -267,6 +288,21 @@ impl Instrument {
     /// Changes are waiting for their event's end.
     pub fn pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// Folds the positions of its pending changes before packet `m` (the
+    /// first missing; `None`: none is) into the highest of them, exactly
+    /// (an end of event that covers it covers them all), so that an
+    /// event left unfinished keeps a position per gap among its changes,
+    /// not one per message.
+    pub fn fold_pending(&mut self, m: Option<u32>) {
+        self.pending.fold_below(m);
+    }
+
+    /// Positions kept for its pending changes.
+    #[cfg(test)]
+    pub(super) fn pending_positions(&self) -> usize {
+        usize::from(self.pending.head.is_some()) + self.pending.more.len()
     }
 
     /// TransactTime of the last applied entry.
