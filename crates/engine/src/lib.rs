@@ -24,6 +24,7 @@ pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod filled;
 pub mod handler;
 pub mod protocol;
 mod readahead;

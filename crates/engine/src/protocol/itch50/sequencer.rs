@@ -25,6 +25,7 @@ use super::event::{Event, Outcome};
 use super::map::U64Map;
 use super::message::Message;
 use super::mold::{Kind, Packet, Session};
+use crate::filled::Filled;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 
@@ -143,119 +144,6 @@ struct Gap {
     /// by its deadline (glimpse G7.13: a spin longer than `max_held`
     /// messages of multicast must not loop into snapshot after snapshot).
     merged: bool,
-}
-
-/// The sequences received into a gap, in any order, read back ascending.
-///
-/// Line B and recovery answers fill a gap mostly in ascending order, which
-/// is a push. Fills in any other order (answers to requests in flight
-/// together, or a hostile sender filling a huge gap from its top down) go
-/// to a short sorted `recent` list, merged into `main` once it holds more
-/// than about √`main`: an insert costs O(√n) amortised (the one that
-/// merges, O(n), comes once every 2√n or so), not the O(n) each of one
-/// sorted vector, and both vectors are reused from gap to gap.
-#[derive(Debug, Clone, Default)]
-struct Filled {
-    /// Ascending.
-    main: Vec<u64>,
-    /// Ascending; merged into `main` when longer than [`Filled::recent_max`].
-    recent: Vec<u64>,
-}
-
-impl Filled {
-    /// Adds `q`, not present yet.
-    #[inline]
-    fn insert(&mut self, q: u64) {
-        if self.recent.is_empty() && self.main.last().is_none_or(|&l| l < q) {
-            self.main.push(q);
-            return;
-        }
-        let at = self.recent.partition_point(|&f| f < q);
-        self.recent.insert(at, q);
-        if self.recent.len() > self.recent_max() {
-            self.merge();
-        }
-    }
-
-    /// The longest `recent` may grow: about √`main`, at least 64.
-    fn recent_max(&self) -> usize {
-        (self.main.len().isqrt() * 2).max(64)
-    }
-
-    /// Moves `recent` into `main`, from the back: O(n), in place.
-    fn merge(&mut self) {
-        let (m, r) = (self.main.len(), self.recent.len());
-        self.main.resize(m + r, 0);
-        let (mut i, mut j) = (m, r);
-        for k in (0..m + r).rev() {
-            if j == 0 {
-                break;
-            }
-            if i > 0 && self.main[i - 1] > self.recent[j - 1] {
-                self.main[k] = self.main[i - 1];
-                i -= 1;
-            } else {
-                self.main[k] = self.recent[j - 1];
-                j -= 1;
-            }
-        }
-        self.recent.clear();
-    }
-
-    /// Every sequence, ascending.
-    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.runs().flat_map(|(lo, hi)| lo..hi)
-    }
-
-    /// The runs `[lo, hi)` of consecutive sequences, ascending and
-    /// disjoint (adjacent runs joined). A run of `main` is crossed in
-    /// O(log n) (a binary search for where it stops), so walking k runs
-    /// costs O(k log n + √n), not O(n).
-    fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let mut i = 0;
-        let mut main = std::iter::from_fn(move || {
-            let rest = self.main.get(i..).filter(|r| !r.is_empty())?;
-            // `rest[k] - k` is non-decreasing (sequences strictly rise)
-            // and equals `rest[0]` exactly while the run goes on.
-            let (mut lo, mut hi) = (1, rest.len());
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if rest[mid] - mid as u64 == rest[0] {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            i += lo;
-            Some((rest[0], rest[lo - 1].saturating_add(1)))
-        })
-        .peekable();
-        let mut recent = self
-            .recent
-            .iter()
-            .map(|&q| (q, q.saturating_add(1)))
-            .peekable();
-        let mut next = move || match (main.peek(), recent.peek()) {
-            (Some(&a), Some(&b)) if b.0 < a.0 => recent.next(),
-            (Some(_), _) => main.next(),
-            (None, _) => recent.next(),
-        };
-        let mut pending = next();
-        std::iter::from_fn(move || {
-            let (lo, mut hi) = pending?;
-            pending = next();
-            while let Some((_, h)) = pending.filter(|&(l, _)| l <= hi) {
-                hi = hi.max(h);
-                pending = next();
-            }
-            Some((lo, hi))
-        })
-    }
-
-    fn clear(&mut self) {
-        self.main.clear();
-        self.recent.clear();
-    }
 }
 
 /// Held messages: records by sequence.
@@ -534,7 +422,7 @@ impl Sequencer {
             let mut filled = self.pool.pop().unwrap_or_default();
             filled.clear();
             while let Some(Reverse(q)) = self.waiting.pop() {
-                filled.main.push(q);
+                filled.insert(q);
             }
             let deadline = t.saturating_add(self.settings.gap_timeout_ns);
             self.gaps.push_back(Gap {
@@ -1045,59 +933,6 @@ mod tests {
     use super::super::message::encode;
     use super::super::mold::PacketBuilder;
     use super::*;
-
-    proptest::proptest! {
-        /// Any order of inserts reads back ascending, merged or not.
-        #[test]
-        fn filled_reads_back_ascending(
-            qs in proptest::collection::btree_set(0u64..5_000, 0..3_000),
-            seed in proptest::prelude::any::<u64>(),
-        ) {
-            let mut order: Vec<u64> = qs.iter().copied().collect();
-            // A deterministic shuffle, runs of ascending and descending.
-            let mut x = seed | 1;
-            for i in (1..order.len()).rev() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                if x % 4 != 0 {
-                    order.swap(i, (x % (i as u64 + 1)) as usize);
-                }
-            }
-            let mut f = Filled::default();
-            for &q in &order {
-                f.insert(q);
-            }
-            proptest::prop_assert!(f.iter().eq(qs.iter().copied()));
-            proptest::prop_assert!(f.recent.len() <= f.recent_max());
-            // Its runs are the set's maximal runs of consecutive sequences.
-            let mut runs: Vec<(u64, u64)> = Vec::new();
-            for &q in &qs {
-                match runs.last_mut() {
-                    Some(r) if r.1 == q => r.1 = q + 1,
-                    _ => runs.push((q, q + 1)),
-                }
-            }
-            proptest::prop_assert_eq!(f.runs().collect::<Vec<_>>(), runs);
-        }
-    }
-
-    /// A huge gap filled from its top down, one sequence at a time (the
-    /// worst order for one sorted vector: every insert at the front), stays
-    /// in order, with `recent` bounded by about √n.
-    #[test]
-    fn a_gap_filled_from_the_top_down_stays_in_order() {
-        let mut f = Filled::default();
-        let n = 200_000u64;
-        for q in (0..n).rev() {
-            f.insert(q);
-            assert!(f.recent.len() <= f.recent_max());
-        }
-        assert!(f.iter().eq(0..n));
-        assert_eq!(f.runs().collect::<Vec<_>>(), [(0, n)]);
-        f.clear();
-        assert_eq!(f.iter().count(), 0);
-    }
 
     /// `missing` with a gap up to the last sequence (a heartbeat naming
     /// it): no overflow past it.

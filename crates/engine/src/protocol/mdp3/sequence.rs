@@ -21,6 +21,7 @@
 //!
 //! Time is passed in: ns since the Unix epoch, local clock.
 
+use crate::filled::Filled;
 use std::collections::VecDeque;
 
 /// Most gaps open at once; one more gives up the lowest.
@@ -89,9 +90,10 @@ pub struct Counters {
 struct Gap {
     lo: u32,
     hi: u32,
-    /// Received inside `[lo, hi)`, ascending: grown amortised (doubling),
-    /// taken from `spare` and left there when the gap closes.
-    filled: Vec<u32>,
+    /// Received inside `[lo, hi)`, in any order at O(√n) a fill: grown
+    /// amortised (doubling), taken from `spare` and left there when the
+    /// gap closes.
+    filled: Filled,
     deadline: u64,
 }
 
@@ -113,7 +115,7 @@ pub struct Sequence {
     /// take: once as many lists as gaps open at once were made (at most
     /// [`MAX_GAPS`]), each grown amortised (doubling) to the most packets a
     /// gap received, opening, filling and closing gaps allocates nothing.
-    spare: Vec<Vec<u32>>,
+    spare: Vec<Filled>,
     /// The last processed packet carried a ChannelReset.
     reset_pending: bool,
     /// After a restart: the old `high`, until this time (ns).
@@ -173,29 +175,17 @@ impl Sequence {
             if x > y {
                 return false;
             }
-            let have = g.filled.partition_point(|&q| q <= y) - g.filled.partition_point(|&q| q < x);
+            let have = g.filled.count_in(u64::from(x), u64::from(y));
             (have as u64) < u64::from(y - x) + 1
         })
     }
 
     /// The lowest MsgSeqNum missing (in an open gap, not received);
-    /// `None` while no gap is open. O(log filled).
+    /// `None` while no gap is open.
     pub fn first_missing(&self) -> Option<u32> {
         let g = self.gaps.front()?;
-        // A gap's received packets are ascending and distinct from `lo`,
-        // so the k-th is at least `lo + k`, equal exactly along the run
-        // received from `lo` without a hole: its length is found by
-        // halving.
-        let (mut a, mut b) = (0, g.filled.len());
-        while a < b {
-            let mid = a + (b - a) / 2;
-            if g.filled[mid] == g.lo + mid as u32 {
-                a = mid + 1;
-            } else {
-                b = mid;
-            }
-        }
-        Some(g.lo + a as u32)
+        // Below `hi`, which is missing or the gap would have closed.
+        Some(g.filled.first_gap_from(u64::from(g.lo)) as u32)
     }
 
     /// The packet `s` just processed carried a ChannelReset: MsgSeqNum 1
@@ -213,7 +203,7 @@ impl Sequence {
                 break;
             }
             if u64::from(g.hi) > u64::from(s) + 1 {
-                g.filled.retain(|&q| q > s);
+                g.filled.retain_above(u64::from(s));
                 g.lo = s + 1;
                 if g.missing() > 0 {
                     self.gaps.push_front(g);
@@ -293,7 +283,7 @@ impl Sequence {
             return false;
         }
         match self.gap_of(s) {
-            Some(i) => self.gaps[i].filled.binary_search(&s).is_ok(),
+            Some(i) => self.gaps[i].filled.contains(u64::from(s)),
             None => true,
         }
     }
@@ -359,8 +349,8 @@ impl Sequence {
         }
         if let Some(i) = self.gap_of(s) {
             let g = &mut self.gaps[i];
-            if let Err(at) = g.filled.binary_search(&s) {
-                g.filled.insert(at, s);
+            if !g.filled.contains(u64::from(s)) {
+                g.filled.insert(u64::from(s));
                 self.counters.recovered += 1;
                 if g.missing() == 0 {
                     if let Some(g) = self.gaps.remove(i) {
@@ -451,6 +441,32 @@ mod tests {
         assert_eq!((s.gaps_open(), s.counters().recovered), (0, 3));
         assert!(s.complete(0, 600));
         assert_eq!(s.counters().duplicates, 2);
+    }
+
+    /// A gap filled from its top down (the worst order for one sorted
+    /// list: every fill at its front, which [`Filled`] takes at O(√n))
+    /// is tracked packet by packet and closes at its last fill.
+    #[test]
+    fn a_gap_filled_from_its_top_down_closes_at_its_last_fill() {
+        let mut s = Sequence::new(Settings {
+            gap_timeout_ns: 5 * MS,
+            restart_margin: 1_000_000,
+        });
+        s.on_packet(1, 0);
+        let n = 20_000;
+        s.on_packet(2 + n, 0);
+        for q in (3..2 + n).rev() {
+            assert!(matches!(
+                s.on_packet(q, 0).0,
+                Packet::Process { fill: true, .. }
+            ));
+            assert_eq!(s.first_missing(), Some(2));
+            assert!(s.complete(q, 2 + n) && !s.complete(2, 2 + n));
+        }
+        assert!(s.ignores(2 + n / 2, 0));
+        s.on_packet(2, 0);
+        assert_eq!((s.gaps_open(), s.first_missing()), (0, None));
+        assert_eq!(s.counters().recovered, u64::from(n));
     }
 
     #[test]
