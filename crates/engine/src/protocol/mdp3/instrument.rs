@@ -40,6 +40,7 @@ use super::rptseq::{RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
 use std::borrow::Cow;
+use std::collections::VecDeque;
 
 /// An entry waiting in the cache: its position and, for a book entry,
 /// its update (statistics, trades and volume only take their RptSeq).
@@ -58,10 +59,16 @@ pub struct Cached {
 /// those from that packet on, ascending. A restart or a channel reset
 /// forgets them: a new sequence's positions come after the old one's,
 /// whatever their numbers.
+///
+/// Those past the first missing packet are a sorted ring, its capacity
+/// kept: a gap filled in order folds them from its front, and one filled
+/// from its top down (a hostile line B's worst order for a sorted
+/// vector) inserts each fill's ends at its front, both O(1); an end
+/// anywhere else costs its distance to the nearer end.
 #[derive(Debug, Clone, Default)]
 pub struct Ends {
     below: Option<Position>,
-    above: Vec<Position>,
+    above: VecDeque<Position>,
 }
 
 impl Ends {
@@ -560,6 +567,52 @@ mod tests {
             e.push(q, seq);
         }
         e
+    }
+
+    /// Ends of event past the first missing packet, from fills in any
+    /// order (from the top down, bottom up, shuffled), stay in order and
+    /// answer coverage as the ends a set would; the last fill folds them
+    /// all below.
+    #[test]
+    fn ends_past_a_gap_stay_in_order_whatever_the_order_of_the_fills() {
+        let n = 90u32;
+        let top_down: Vec<u32> = (3..2 + n).rev().collect();
+        let bottom_up: Vec<u32> = (3..2 + n).collect();
+        let mut shuffled = bottom_up.clone();
+        let mut x = 0x9e37_79b9_u64;
+        for i in (1..shuffled.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        for order in [top_down, bottom_up, shuffled] {
+            let mut seq = sequence();
+            seq.on_packet(1, 0);
+            seq.on_packet(2 + n, 0); // [2, 2 + n) missing
+            let mut e = Ends::default();
+            e.push((2 + n, 0), &seq);
+            for &s in &order {
+                seq.on_packet(s, 0);
+                e.push((s, 1), &seq);
+                e.settle(&seq);
+                assert!(e
+                    .above
+                    .iter()
+                    .zip(e.above.iter().skip(1))
+                    .all(|(a, b)| a < b));
+            }
+            assert_eq!(e.above.len(), order.len() + 1);
+            // Packet 2 missing: nothing from it covered, every change after
+            // it covered by its own packet's end.
+            assert!(!e.covers((2, 0), &seq));
+            assert!(order.iter().all(|&s| e.covers((s, 0), &seq)));
+            assert!(!e.covers((2 + n, 1), &seq));
+            seq.on_packet(2, 0);
+            e.settle(&seq);
+            assert!(e.above.is_empty() && e.covers((2, 0), &seq));
+            assert_eq!(e.below, Some((2 + n, 0)));
+        }
     }
 
     #[test]
