@@ -159,7 +159,8 @@ pub const MAX_CACHED: Range = Range {
 /// naming one more is ignored for it and counted (`instruments_refused`).
 /// CME's largest channels list tens of thousands; each instrument costs
 /// about 2 KB, so the default bounds a flood of forged SecurityIDs to
-/// about 200 MB.
+/// about 200 MB. Group statuses are kept for three (SecurityGroup, Asset)
+/// pairs per instrument it allows.
 pub const MAX_INSTRUMENTS: Range = Range {
     table: "[[feed]] mdp3",
     key: "max_instruments",
