@@ -2512,8 +2512,9 @@ fn an_override_names_a_symbol_or_a_security_id() {
 // §9 Clarifications
 
 /// "**Offset samples** are taken from processed incremental packets only
-/// (not duplicates, snapshots or definitions)" (spec mdp3 §9.5), with
-/// `clock_offset = "auto"` (the minimum of arrival − SendingTime).
+/// (not duplicates, snapshots or definitions)" (spec mdp3 §9.5), nor late
+/// copies of the sequence before a restart, with `clock_offset = "auto"`
+/// (the minimum of arrival − SendingTime).
 #[test]
 fn offset_samples_come_from_processed_incremental_packets_only() {
     let mut f = Feed::new(Settings {
@@ -2553,6 +2554,17 @@ fn offset_samples_come_from_processed_incremental_packets_only() {
     // A processed packet does.
     f.on_incremental(&encode::packet(2, t + 3 * MS, &hb()), t + 5 * MS)
         .unwrap();
+    assert_eq!(f.offset(), i128::from(2 * MS));
+    // After a restart, a late copy of the old sequence does not.
+    let reset = [encode::channel_reset(V, t, EOE, 310)];
+    f.on_incremental(&encode::packet(3, t + 4 * MS, &reset), t + 6 * MS)
+        .unwrap();
+    f.on_incremental(&encode::packet(1, t + 5 * MS, &hb()), t + 7 * MS)
+        .unwrap();
+    f.on_incremental(&encode::packet(3, t + 7 * MS, &hb()), t + 7 * MS)
+        .unwrap();
+    let q = f.sequence().counters();
+    assert_eq!((q.sequence_restarts, q.stale_sequence), (1, 1));
     assert_eq!(f.offset(), i128::from(2 * MS));
 }
 
