@@ -1278,6 +1278,9 @@ fn an_event_whose_end_waits_on_a_gap_is_published_by_the_fill_or_the_give_up() {
     let mut ch = base.clone();
     ch.send(3 * MS, B, packet(3, &[book(0, &[bid(2, 1, 50)])]));
     let filled = ch.check(3 * MS + MS / 2, "#1");
+    // The fill's own change, covered by the end in 4 once the whole of
+    // packet 3 is processed.
+    let in_the_fill = ch.check(3 * MS + MS / 2, "#2");
     let later = ch.check(20 * MS, "#1");
     let out = ch.run();
     assert_eq!(
@@ -1288,6 +1291,7 @@ fn an_event_whose_end_waits_on_a_gap_is_published_by_the_fill_or_the_give_up() {
         (out.reasons(filled), out.top(filled)),
         (ok(), (Some(101), Some(110)))
     );
+    assert_eq!(out.top(in_the_fill), (Some(50), None));
     assert_eq!(out.reasons(later), ok());
 
     let mut ch = base;
@@ -1301,6 +1305,88 @@ fn an_event_whose_end_waits_on_a_gap_is_published_by_the_fill_or_the_give_up() {
     assert_eq!(
         (out.reasons(given_up), out.top(given_up)),
         (r(&["suspect"]), (Some(101), Some(110)))
+    );
+}
+
+/// Coverage "is re-examined after each EndOfEvent message" (spec mdp3
+/// §9.4): an event that ends in the middle of a packet is visible even
+/// though the packet goes on with the next event, which is not.
+#[test]
+fn an_event_ending_mid_packet_is_visible_without_the_next() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    let two = packet(
+        2,
+        &[
+            book(EOE, &[change(1, 2, 101)]),
+            book(0, &[change(1, 3, 102)]),
+        ],
+    );
+    ch.send(MS, A, two);
+    let first = ch.check(MS + MS / 2, "#1");
+    ch.send(2 * MS, A, event(3, &[offer(1, 4, 110)]));
+    let second = ch.check(2 * MS + MS / 2, "#1");
+    let out = ch.run();
+    assert_eq!(out.top(first), (Some(101), None));
+    assert_eq!(out.top(second), (Some(102), Some(110)));
+}
+
+/// "A gap filled in time costs nothing" (spec mdp3 §3.1): an instrument
+/// with nothing in the gap never turns suspect or unverified, and the
+/// packet counts as recovered, not lost.
+#[test]
+fn a_gap_filled_in_time_costs_the_instruments_it_missed_nothing() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100), bid(2, 1, 200)]));
+    ch.send(MS, A, event(3, &[change(1, 3, 103)]));
+    let open = ch.check(MS + MS / 2, "#2");
+    ch.send(4 * MS, B, event(2, &[change(1, 2, 102)]));
+    let after = ch.check(20 * MS, "#2");
+    let out = ch.run();
+    for i in [open, after] {
+        assert_eq!((out.reasons(i), out.top(i)), (ok(), (Some(200), None)));
+    }
+    has(out.sym(2), json!({"suspect": false, "unverified": false}));
+    has(
+        out.sym(1),
+        json!({"suspect": false, "unverified": false, "bid": 103}),
+    );
+    has(
+        out.feed(),
+        json!({"packets_lost": 0, "recovered": 1, "packet_gaps": 1}),
+    );
+}
+
+/// "An applied snapshot drops the instrument's pending changes and
+/// publishes at once" (spec mdp3 §9.4): with a gap still hiding the end
+/// of an event, the snapshot's book is what a check sees, and the
+/// change left pending never comes back.
+#[test]
+fn an_applied_snapshot_drops_what_was_pending() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    // An event from 2, its end lost with 3; 4 (RptSeq 4) is cached.
+    ch.send(MS, A, packet(2, &[book(0, &[change(1, 2, 101)])]));
+    ch.send(2 * MS, A, event(4, &[change(1, 4, 104)]));
+    let hidden = ch.check(2 * MS + MS / 2, "#1");
+    ch.send(
+        3 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(3, 1, 3, None, &[level(Bid, 1, 103)])]),
+    );
+    let healed = ch.check(3 * MS + MS / 2, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(hidden), out.top(hidden)),
+        (r(&["suspect"]), (Some(100), None))
+    );
+    assert_eq!(
+        (out.reasons(healed), out.top(healed)),
+        (ok(), (Some(104), None))
+    );
+    has(
+        out.sym(1),
+        json!({"rpt_seq": 4, "cached": 0, "suspect": false}),
     );
 }
 
