@@ -497,13 +497,18 @@ impl Feed {
     }
 
     /// Folds each pending instrument's positions before the first missing
-    /// packet ([`Instrument::fold_pending`]): however long an event stays
-    /// unfinished, its instruments keep a position per gap, not one per
-    /// message.
+    /// packet ([`Instrument::fold_pending`]) once they have doubled since
+    /// the last fold: however long an event stays unfinished, its
+    /// instruments keep about a position per change past the first
+    /// missing packet, not one per message for ever.
     fn fold_pending(&mut self) {
-        let m = self.seq.first_missing();
+        let (seq, entries) = (&self.seq, &mut self.entries);
+        let mut m = None;
         for &i in &self.dirty {
-            self.entries[i as usize].instrument.fold_pending(m);
+            let inst = &mut entries[i as usize].instrument;
+            if inst.wants_fold() {
+                inst.fold_pending(*m.get_or_insert_with(|| seq.first_missing()));
+            }
         }
     }
 
@@ -1066,6 +1071,7 @@ fn set_text(to: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::super::encode::{self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot};
+    use super::super::instrument::FOLD_AT;
     use super::super::template::{EntryType, UpdateAction};
     use super::super::testing::{feed, settings};
     use super::*;
@@ -1556,10 +1562,10 @@ mod tests {
         assert_eq!(f.counters().anomalies, 0);
     }
 
-    /// An event left unfinished keeps a position for its changes before
-    /// the first missing packet, and one for each change after it (while
-    /// that gap is open), not one per message: its end still publishes
-    /// them all.
+    /// An event left unfinished keeps its changes before the first
+    /// missing packet folded into one position (once they doubled since
+    /// the last fold), and those after it apart while that gap is open,
+    /// not one per message for ever: its end still publishes them all.
     #[test]
     fn an_unfinished_event_keeps_positions_by_gap_not_by_message() {
         use UpdateAction::{Change, New};
@@ -1569,23 +1575,31 @@ mod tests {
         f.on_incremental(&book(1, true, &[bid(7, 1, 1, New, 100)]), T0)
             .unwrap();
         let positions = |f: &Feed| f.find("ESZ6").unwrap().instrument.pending_positions();
+        // ESZ6's RptSeq follows its changes; packet `s` holds one.
+        let mut r = 1;
+        let mut change = |f: &mut Feed, s: u32| {
+            r += 1;
+            let c = bid(7, r, 1, Change, 100 + i64::from(s));
+            f.on_incremental(&book(s, false, &[c]), T0).unwrap();
+        };
         for s in 2..=1001 {
-            let change = bid(7, s, 1, Change, 100 + i64::from(s));
-            f.on_incremental(&book(s, false, &[change]), T0).unwrap();
+            change(&mut f, s);
         }
-        assert_eq!(positions(&f), 1);
+        assert!(positions(&f) <= 1 + FOLD_AT, "{}", positions(&f));
         // Packet 1002 (NQZ6's) lost: ESZ6's changes after it stand apart.
-        for s in 1003..=1009 {
-            let change = bid(7, s - 1, 1, Change, 100 + i64::from(s));
-            f.on_incremental(&book(s, false, &[change]), T0).unwrap();
+        for s in 1003..=1102 {
+            change(&mut f, s);
         }
-        assert_eq!(positions(&f), 1 + 7);
+        assert!((100..=101 + FOLD_AT).contains(&positions(&f)));
         assert_eq!(top(&f, "ESZ6"), (Some(100), None));
         f.on_incremental(&book(1002, false, &[bid(8, 1, 1, New, 50)]), T0)
             .unwrap();
-        assert_eq!(positions(&f), 1);
-        f.on_incremental(&book(1010, true, &[bid(7, 1009, 1, Change, 99)]), T0)
-            .unwrap();
+        for s in 1103..=1400 {
+            change(&mut f, s);
+        }
+        assert!(positions(&f) <= 1 + FOLD_AT, "{}", positions(&f));
+        let last = bid(7, r + 1, 1, Change, 99);
+        f.on_incremental(&book(1401, true, &[last]), T0).unwrap();
         assert_eq!((positions(&f), top(&f, "ESZ6")), (0, (Some(99), None)));
         assert_eq!(top(&f, "NQZ6"), (Some(50), None));
     }

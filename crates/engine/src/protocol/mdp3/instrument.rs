@@ -146,7 +146,14 @@ impl Ends {
 struct Pending {
     head: Option<Position>,
     more: Vec<Position>,
+    /// `more`'s length after its last fold: the next waits until it has
+    /// doubled (and reached [`FOLD_AT`]), so folds cost O(1) a position
+    /// amortised even while a gap keeps them from shrinking it.
+    folded: u32,
 }
+
+/// `Pending::more` is folded from this length on.
+pub(super) const FOLD_AT: usize = 16;
 
 impl Pending {
     #[inline]
@@ -172,6 +179,7 @@ impl Pending {
     fn clear(&mut self) {
         self.head = None;
         self.more.clear();
+        self.folded = 0;
     }
 
     #[inline]
@@ -179,13 +187,17 @@ impl Pending {
         self.head.is_none_or(&f) && self.more.iter().all(|&p| f(p))
     }
 
+    /// [`fold_below`](Self::fold_below) is due: `more` has doubled since
+    /// the last fold.
+    #[inline]
+    fn wants_fold(&self) -> bool {
+        self.more.len() >= FOLD_AT.max(2 * self.folded as usize)
+    }
+
     /// Folds the positions before packet `m` (the first missing; `None`:
     /// none is) into the highest of them: with no packet missing among
     /// them, an end of event that covers the highest covers every one.
     fn fold_below(&mut self, m: Option<u32>) {
-        if self.more.is_empty() {
-            return;
-        }
         let below = |p: Position| m.is_none_or(|m| p.0 < m);
         let top = self
             .head
@@ -198,11 +210,13 @@ impl Pending {
             self.retain(|p| !below(p));
             self.push(top);
         }
+        self.folded = self.more.len() as u32;
     }
 
     /// Keeps the positions `keep` holds, in order.
     fn retain(&mut self, keep: impl Fn(Position) -> bool) {
         self.more.retain(|&p| keep(p));
+        self.folded = self.folded.min(self.more.len() as u32);
         if self.head.is_some_and(|p| !keep(p)) {
             self.head = (!self.more.is_empty()).then(|| self.more.remove(0));
         }
@@ -295,6 +309,13 @@ impl Instrument {
     /// Changes are waiting for their event's end.
     pub fn pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// Its pending positions have doubled since they were last folded
+    /// ([`fold_pending`](Self::fold_pending) is due).
+    #[inline]
+    pub fn wants_fold(&self) -> bool {
+        self.pending.wants_fold()
     }
 
     /// Folds the positions of its pending changes before packet `m` (the
