@@ -19,7 +19,7 @@ use super::book::{Books, Level, UndoLog, Update};
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
-use super::rptseq::{Snapshot as Matched, Took};
+use super::rptseq::{Next, Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
 use super::status::{self, Position, State, Status};
 use super::template::{trim, Body, Incremental, Kind, BOOK};
@@ -212,6 +212,14 @@ pub struct Feed {
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
     restarts: u32,
+    /// Every instrument is unverified but those in `verified`, so that a
+    /// gap given up unverifies only those; false until the first give-up
+    /// and after a reset (a give-up then goes over every instrument).
+    all_unverified: bool,
+    /// The instruments made, or verified again, since every instrument
+    /// was last unverified, each once (at most one per instrument; grown
+    /// amortised, its capacity kept).
+    verified: Vec<u32>,
     clock: OffsetEstimator,
     last_alive: Option<u64>,
     watermark: Option<i128>,
@@ -268,6 +276,8 @@ impl Feed {
             undo: UndoLog::default(),
             groups: HashMap::new(),
             restarts: 0,
+            all_unverified: false,
+            verified: Vec::new(),
             last_alive: None,
             watermark: None,
             counters: Counters::default(),
@@ -448,6 +458,9 @@ impl Feed {
         if self.touched.on {
             self.touched.marked.push(false);
         }
+        if self.all_unverified {
+            self.verified.push(i);
+        }
         Some(i)
     }
 
@@ -465,12 +478,37 @@ impl Feed {
     /// open were exceeded): the lost packets could hold anyone's update,
     /// so every instrument turns unverified, and what they held back may
     /// now be published.
+    ///
+    /// Every instrument but those verified since the last give-up already
+    /// is unverified, so only those are gone over: a flood of packets
+    /// each giving a gap up costs each what the instruments it verified
+    /// again cost, not every instrument.
     fn given_up(&mut self) {
-        for e in &mut self.entries {
-            e.instrument.seq.unverify();
+        if self.all_unverified {
+            for &i in &self.verified {
+                self.entries[i as usize].instrument.seq.unverify();
+                self.touched.one(i);
+            }
+        } else {
+            for e in &mut self.entries {
+                e.instrument.seq.unverify();
+            }
+            self.touched.all();
+            self.all_unverified = true;
         }
-        self.touched.all();
+        self.verified.clear();
+        debug_assert!(self.entries.iter().all(|e| e.instrument.seq.unverified()));
         self.cover();
+    }
+
+    /// Notes instrument `i` verified again if it `was` unverified and no
+    /// longer is (see [`given_up`](Self::given_up)).
+    #[cold]
+    #[inline(never)]
+    fn note_verified(&mut self, i: u32, was: bool) {
+        if self.all_unverified && was && !self.entries[i as usize].instrument.seq.unverified() {
+            self.verified.push(i);
+        }
     }
 
     /// Publishes the instruments whose pending changes the ends of event
@@ -752,6 +790,7 @@ impl Feed {
         let had = inst.pending();
         let anomalies = inst.anomalies();
         let was = inst.seq.overflowed();
+        let unverified = self.all_unverified && inst.seq.unverified();
         if inst.on_entry(r, entry, &mut self.cached, max, &mut self.undo) == Took::Dropped && !was {
             self.counters.cache_overflows += 1;
         }
@@ -759,6 +798,7 @@ impl Feed {
         if !had && inst.pending() {
             self.dirty.push(i);
         }
+        self.note_verified(i, unverified);
     }
 
     /// A book entry applied at once if it is its instrument's next
@@ -783,12 +823,16 @@ impl Feed {
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
         let anomalies = inst.anomalies();
-        if !inst.apply_next(r, at, tt, u, &mut self.undo, ends_here) {
+        let next = inst.apply_next(r, at, tt, u, &mut self.undo, ends_here);
+        if next == Next::Left {
             return false;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
         if !had && inst.pending() {
             self.dirty.push(i);
+        }
+        if next == Next::Verified {
+            self.note_verified(i, true);
         }
         true
     }
@@ -909,6 +953,7 @@ impl Feed {
             // Pending changes put an instrument in `dirty` (until covered
             // or found without any).
             let had = e.instrument.pending();
+            let unverified = self.all_unverified && e.instrument.seq.unverified();
             let matched = e.instrument.on_snapshot(
                 snap.rpt_seq(),
                 &mut self.cached,
@@ -950,6 +995,7 @@ impl Feed {
                     self.counters.snapshots_ignored += 1;
                 }
             }
+            self.note_verified(i, unverified);
         }
         // Coverage is examined again after an applied snapshot only
         // (clarification 4): one ignored changes nothing it depends on.
@@ -978,6 +1024,8 @@ impl Feed {
             e.instrument.reset(&mut self.cached, &mut self.undo);
             e.status = None;
         }
+        self.all_unverified = false;
+        self.verified.clear();
         self.touched.all();
         self.groups.clear();
         self.dirty.clear();
@@ -1602,6 +1650,54 @@ mod tests {
         f.on_incremental(&book(1401, true, &[last]), T0).unwrap();
         assert_eq!((positions(&f), top(&f, "ESZ6")), (0, (Some(99), None)));
         assert_eq!(top(&f, "NQZ6"), (Some(50), None));
+    }
+
+    /// A gap given up unverifies every instrument; once all are, the next
+    /// goes over (and republishes) only those verified again since.
+    #[test]
+    fn a_give_up_goes_over_only_the_instruments_verified_since_the_last() {
+        use UpdateAction::{Change, New};
+        let mut f = feed();
+        f.track_touched(true);
+        let all: Vec<BookEntry> = (1..=50).map(|id| bid(id, 1, 1, New, 100)).collect();
+        f.on_incremental(&book(1, true, &all), T0).unwrap();
+        let touched = |f: &mut Feed| {
+            let mut ids = Vec::new();
+            f.drain_touched(|_, _, e| ids.push(e.security_id));
+            ids
+        };
+        assert_eq!(touched(&mut f).len(), 50);
+        let unverified = |f: &Feed| {
+            (1..=50)
+                .filter(|id| {
+                    f.find(&format!("#{id}"))
+                        .unwrap()
+                        .instrument
+                        .seq
+                        .unverified()
+                })
+                .count()
+        };
+        // Packet 2 lost, given up: every instrument unverified.
+        f.on_incremental(&book(3, true, &[bid(7, 2, 1, Change, 101)]), T0)
+            .unwrap();
+        f.expire(T0 + 10 * MS);
+        assert_eq!(unverified(&f), 50);
+        assert_eq!(touched(&mut f).len(), 50);
+        // #7 and #9 verified again by entries in order; packet 5 lost.
+        let two = [bid(7, 3, 1, Change, 102), bid(9, 2, 1, Change, 99)];
+        f.on_incremental(&book(4, true, &two), T0).unwrap();
+        f.on_incremental(&book(6, true, &[]), T0 + 10 * MS).unwrap();
+        let mut ids = touched(&mut f);
+        ids.sort();
+        assert_eq!(ids, [7, 9]);
+        assert_eq!(unverified(&f), 48);
+        f.expire(T0 + 20 * MS);
+        assert_eq!(unverified(&f), 50);
+        let mut ids = touched(&mut f);
+        ids.sort();
+        assert_eq!(ids, [7, 9], "only those verified since the last give-up");
+        assert_eq!(f.sequence().counters().packets_lost, 2);
     }
 
     /// Statuses naming more (SecurityGroup, Asset) pairs than three for

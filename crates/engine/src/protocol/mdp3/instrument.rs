@@ -36,7 +36,7 @@
 //! replaces the books, visible at once, and drops what was pending.
 
 use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update};
-use super::rptseq::{RptSeq, Snapshot, Took};
+use super::rptseq::{Next, RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
 use std::borrow::Cow;
@@ -387,9 +387,10 @@ impl Instrument {
         u: &Update,
         log: &mut UndoLog,
         ends_here: bool,
-    ) -> bool {
-        if !self.seq.take_next(r) {
-            return false;
+    ) -> Next {
+        let next = self.seq.take_next(r);
+        if next == Next::Left {
+            return next;
         }
         self.last_transact_time = Some(transact_time);
         if ends_here && self.pending.is_empty() {
@@ -397,7 +398,7 @@ impl Instrument {
             if self.books.apply_recording(u, rec) == Applied::Anomaly {
                 self.anomalies += 1;
             }
-            return true;
+            return next;
         }
         update(
             &mut self.books,
@@ -407,7 +408,7 @@ impl Instrument {
             at,
             u,
         );
-        true
+        next
     }
 
     /// A snapshot of RptSeq `r` whose entries `set` puts in the (cleared)
@@ -738,15 +739,24 @@ mod tests {
         assert_eq!(log.len(), 0);
         let up = |price| new_bid(price, (0, 0)).update.unwrap();
         seq.on_packet(11, 1);
-        assert!(i.apply_next(2, (11, 0), 1, &up(101), &mut log, true));
+        assert_eq!(
+            i.apply_next(2, (11, 0), 1, &up(101), &mut log, true),
+            Next::Taken
+        );
         assert!(!i.pending() && log.is_empty(), "nothing to revert");
         assert_eq!(bids(&i.visible(&log)), [101, 100, 0]);
         // An event left open at its datagram's end is recorded, and so is
         // a change behind it, though its own event ends in its datagram.
         seq.on_packet(12, 2);
-        assert!(i.apply_next(3, (12, 0), 2, &up(102), &mut log, false));
+        assert_eq!(
+            i.apply_next(3, (12, 0), 2, &up(102), &mut log, false),
+            Next::Taken
+        );
         seq.on_packet(13, 3);
-        assert!(i.apply_next(4, (13, 0), 3, &up(103), &mut log, true));
+        assert_eq!(
+            i.apply_next(4, (13, 0), 3, &up(103), &mut log, true),
+            Next::Taken
+        );
         assert_eq!(log.len(), 2);
         assert_eq!(bids(i.working()), [103, 102, 101]);
         assert_eq!(bids(&i.visible(&log)), [101, 100, 0]);

@@ -64,6 +64,17 @@ pub struct RptSeq<T> {
     duplicates: u64,
 }
 
+/// What [`RptSeq::take_next`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Not the usual case: nothing changed.
+    Left,
+    /// Taken.
+    Taken,
+    /// Taken, and the instrument, unverified until then, no longer is.
+    Verified,
+}
+
 /// What one entry did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Took {
@@ -226,7 +237,7 @@ impl<T: Copy> RptSeq<T> {
         max_cached: usize,
         mut apply: impl FnMut(u32, T),
     ) -> Took {
-        if self.take_next(r) {
+        if self.take_next(r) != Next::Left {
             apply(r, entry);
             return Took::Applied;
         }
@@ -289,9 +300,9 @@ impl<T: Copy> RptSeq<T> {
     /// cached, no overflow — doing what [`on_entry`](Self::on_entry) does
     /// then, without its cache searches (the heal rule holds exactly when
     /// no higher value was received); the caller applies the entry.
-    /// Otherwise returns false and changes nothing.
+    /// Otherwise returns [`Next::Left`] and changes nothing.
     #[inline]
-    pub fn take_next(&mut self, r: u32) -> bool {
+    pub fn take_next(&mut self, r: u32) -> Next {
         debug_assert_eq!(self.fast, self.fast_now(), "refreshed after every change");
         // Healthy and in order, nothing higher received: only the values
         // move (what the general case below computes then).
@@ -299,22 +310,23 @@ impl<T: Copy> RptSeq<T> {
             self.high_seen = Some(r);
             self.rpt_seq = Some(r);
             self.fast = r.wrapping_add(1);
-            return true;
+            return Next::Taken;
         }
         self.take_next_slow(r)
     }
 
     /// [`take_next`](Self::take_next) off its fast path.
-    fn take_next_slow(&mut self, r: u32) -> bool {
+    fn take_next_slow(&mut self, r: u32) -> Next {
         let Some(s) = self.rpt_seq else {
-            return false;
+            return Next::Left;
         };
         if Some(r) != s.checked_add(1) || !self.cache.is_empty() || self.overflowed {
-            return false;
+            return Next::Left;
         }
         let high = self.high_seen.map_or(r, |h| h.max(r));
         self.high_seen = Some(high);
         self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
+        let was = self.unverified;
         if !self.suspect || high == r {
             self.unverified = false;
         }
@@ -323,7 +335,11 @@ impl<T: Copy> RptSeq<T> {
         }
         self.rpt_seq = Some(r);
         self.refresh();
-        true
+        if was && !self.unverified {
+            Next::Verified
+        } else {
+            Next::Taken
+        }
     }
 
     /// A snapshot reflecting every value up to `r` (its RptSeq), matched
