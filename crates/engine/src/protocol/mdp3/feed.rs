@@ -501,12 +501,12 @@ impl Feed {
         self.cover();
     }
 
-    /// Notes instrument `i` verified again if it `was` unverified and no
-    /// longer is (see [`given_up`](Self::given_up)).
+    /// Lists instrument `i`, unverified while every instrument was, if it
+    /// no longer is (see [`given_up`](Self::given_up)).
     #[cold]
     #[inline(never)]
-    fn note_verified(&mut self, i: u32, was: bool) {
-        if self.all_unverified && was && !self.entries[i as usize].instrument.seq.unverified() {
+    fn note_verified(&mut self, i: u32) {
+        if !self.entries[i as usize].instrument.seq.unverified() {
             self.verified.push(i);
         }
     }
@@ -798,7 +798,9 @@ impl Feed {
         if !had && inst.pending() {
             self.dirty.push(i);
         }
-        self.note_verified(i, unverified);
+        if unverified {
+            self.note_verified(i);
+        }
     }
 
     /// A book entry applied at once if it is its instrument's next
@@ -831,8 +833,8 @@ impl Feed {
         if !had && inst.pending() {
             self.dirty.push(i);
         }
-        if next == Next::Verified {
-            self.note_verified(i, true);
+        if next == Next::Verified && self.all_unverified {
+            self.note_verified(i);
         }
         true
     }
@@ -995,7 +997,9 @@ impl Feed {
                     self.counters.snapshots_ignored += 1;
                 }
             }
-            self.note_verified(i, unverified);
+            if unverified {
+                self.note_verified(i);
+            }
         }
         // Coverage is examined again after an applied snapshot only
         // (clarification 4): one ignored changes nothing it depends on.
