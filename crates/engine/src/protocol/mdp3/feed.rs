@@ -16,6 +16,7 @@
 //! less the clock offset.
 
 use super::book::{Books, Level, UndoLog, Update};
+use super::groups::Groups;
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
@@ -52,18 +53,6 @@ pub struct Settings {
 /// Template ids counted one by one; every template CME's schema has lies
 /// below.
 pub const TEMPLATE_IDS: usize = 128;
-
-/// A status group: SecurityGroup and Asset as sent (`char[6]`, trimmed,
-/// NUL-padded), copied, so that a lookup allocates nothing.
-type GroupKey = ([u8; 6], [u8; 6]);
-
-/// `b` (a trimmed `char[6]`) as a key half.
-fn key_half(b: &[u8]) -> [u8; 6] {
-    let mut k = [0; 6];
-    let n = b.len().min(6);
-    k[..n].copy_from_slice(&b[..n]);
-    k
-}
 
 /// What the feed counted (the summary's keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +197,7 @@ pub struct Feed {
     /// named, at most [`max_groups`](Self::max_groups) (a new pair may
     /// rehash, amortised); a ChannelReset empties it, keeping its
     /// capacity.
-    groups: HashMap<GroupKey, Status>,
+    groups: Groups,
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
     restarts: u32,
@@ -274,7 +263,7 @@ impl Feed {
             ends: Ends::default(),
             dirty: Vec::new(),
             undo: UndoLog::default(),
-            groups: HashMap::new(),
+            groups: Groups::default(),
             restarts: 0,
             all_unverified: false,
             verified: Vec::new(),
@@ -300,6 +289,7 @@ impl Feed {
     /// forgets them. Allocates nothing.
     pub fn drain_touched(&mut self, mut f: impl FnMut(&Feed, u32, &Entry)) {
         let mut t = std::mem::take(&mut self.touched);
+        self.groups.drain_changed(|i| t.one(i));
         if t.all {
             for (i, e) in self.entries.iter().enumerate() {
                 f(self, i as u32, e);
@@ -856,22 +846,18 @@ impl Feed {
             self.counters.anomalies += 1;
             return;
         }
-        let key = (key_half(group), key_half(asset));
-        // Evaluated per instrument when published: any may match.
-        self.touched.all();
-        let mut slot = self.groups.get(&key).copied();
-        let new = slot.is_none();
-        if status::record(&mut slot, code, (self.restarts, at)) {
-            self.counters.anomalies += 1;
-        }
-        if let Some(s) = slot {
-            if new && self.groups.len() >= self.max_groups() {
-                // A flood of made-up groups: refused, counted.
-                self.counters.anomalies += 1;
-            } else {
-                self.groups.insert(key, s);
-            }
-        }
+        // The instruments it may change are published again: its
+        // group's members, not every instrument.
+        let max = self.max_groups();
+        let r = self.groups.record(
+            group,
+            asset,
+            code,
+            (self.restarts, at),
+            max,
+            self.touched.on,
+        );
+        self.counters.anomalies += r.anomalies;
     }
 
     /// The (SecurityGroup, Asset) pairs kept: three for each instrument
@@ -929,6 +915,8 @@ impl Feed {
             &String::from_utf8_lossy(trim(d.security_group())),
         );
         set_text(&mut def.asset, &String::from_utf8_lossy(trim(d.asset())));
+        self.groups
+            .set_member(i, def.group.as_bytes(), def.asset.as_bytes());
         def.depth = depth;
         def.implied_depth = implied;
         def.status = d.trading_status();
@@ -1031,7 +1019,7 @@ impl Feed {
         self.all_unverified = false;
         self.verified.clear();
         self.touched.all();
-        self.groups.clear();
+        self.groups.clear_statuses();
         self.dirty.clear();
         self.ends.clear();
     }
@@ -1054,17 +1042,9 @@ impl Feed {
     /// The status in force for instrument `e`.
     pub fn status(&self, e: &Entry) -> Option<u8> {
         let def = e.definition.as_ref();
-        let groups = def.into_iter().flat_map(|d| {
-            let (g, a) = (key_half(d.group.as_bytes()), key_half(d.asset.as_bytes()));
-            [
-                self.groups.get(&(g, [0; 6])),
-                self.groups.get(&([0; 6], a)),
-                self.groups.get(&(g, a)),
-            ]
+        let groups = def
             .into_iter()
-            .flatten()
-            .copied()
-        });
+            .flat_map(|d| self.groups.statuses(d.group.as_bytes(), d.asset.as_bytes()));
         status::effective(e.status, groups, def.and_then(|d| d.status))
     }
 
@@ -1174,14 +1154,18 @@ mod tests {
     }
 
     fn define_as(f: &mut Feed, id: i32, symbol: &str, depth: i8, action: u8) {
+        define_in(f, id, symbol, depth, action, "ES");
+    }
+
+    fn define_in(f: &mut Feed, id: i32, symbol: &str, depth: i8, action: u8, group: &str) {
         let d = encode::Instrument {
             match_event_indicator: 0,
             tot_num_reports: Some(1),
             security_update_action: action,
             trading_status: Some(17),
             appl_id: 1,
-            security_group: "ES",
-            asset: "ES",
+            security_group: group,
+            asset: group,
             symbol,
             security_id: id,
             min_price_increment: Some(250_000_000),
@@ -1704,6 +1688,52 @@ mod tests {
         assert_eq!(f.sequence().counters().packets_lost, 2);
     }
 
+    /// A group status republishes its group's instruments only, each
+    /// once however many statuses came; one that changes nothing
+    /// republishes nobody; a redefinition moves an instrument between
+    /// groups.
+    #[test]
+    fn a_group_status_republishes_only_its_groups_instruments() {
+        let mut f = feed();
+        for id in 1..=6 {
+            let group = if id <= 2 { "ES" } else { "NQ" };
+            define_in(&mut f, id, &format!("S{id}"), 10, b'A', group);
+        }
+        f.track_touched(true);
+        let touched = |f: &mut Feed| {
+            let mut ids = Vec::new();
+            f.drain_touched(|_, _, e| ids.push(e.security_id));
+            ids.sort();
+            ids
+        };
+        assert_eq!(touched(&mut f).len(), 6);
+        let status = |s: u32, group, code| {
+            let st = encode::Status {
+                transact_time: T0,
+                security_group: group,
+                asset: "",
+                security_id: None,
+                match_event_indicator: EOE,
+                trading_status: Some(code),
+            };
+            encode::packet(s, T0, &[encode::security_status(V, &st)])
+        };
+        f.on_incremental(&status(1, "ES", 2), T0).unwrap();
+        f.on_incremental(&status(2, "ES", 17), T0).unwrap();
+        f.on_incremental(&status(3, "ES", 2), T0).unwrap();
+        assert_eq!(touched(&mut f), [1, 2]);
+        assert_eq!(f.state(f.find("S1").unwrap()), Some(State::Halted));
+        f.on_incremental(&status(4, "NQ", 103), T0).unwrap();
+        assert_eq!(touched(&mut f), [] as [i32; 0], "no change");
+        define_in(&mut f, 3, "S3", 10, b'M', "ES");
+        assert_eq!(touched(&mut f), [3]);
+        f.on_incremental(&status(5, "ES", 4), T0).unwrap();
+        assert_eq!(touched(&mut f), [1, 2, 3]);
+        f.on_incremental(&status(6, "NQ", 2), T0).unwrap();
+        assert_eq!(touched(&mut f), [4, 5, 6]);
+        assert_eq!(f.state(f.find("S3").unwrap()), Some(State::Closed));
+    }
+
     /// Statuses naming more (SecurityGroup, Asset) pairs than three for
     /// each instrument kept are refused and counted; a pair kept still
     /// changes.
@@ -1733,7 +1763,7 @@ mod tests {
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 0));
         f.on_incremental(&status(5, "ZN", "", 2), T0).unwrap();
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));
-        assert!(!f.groups.contains_key(&(key_half(b"ZN"), [0; 6])));
+        assert_eq!(f.groups.statuses(b"ZN", b"").count(), 0);
         f.on_incremental(&status(6, "ES", "", 2), T0).unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));

@@ -116,6 +116,7 @@ pub mod config;
 pub mod encode;
 pub mod engine;
 pub mod feed;
+pub mod groups;
 pub mod index;
 pub mod instrument;
 pub mod packet;

@@ -1,0 +1,320 @@
+//! Statuses sent for a group of instruments (a SecurityStatus naming a
+//! SecurityGroup, an Asset or both, and no SecurityID), and the
+//! instruments each group holds.
+//!
+//! An instrument's definition names its SecurityGroup and Asset, so a
+//! status for (group, ""), ("", asset) or (group, asset) applies to it.
+//! Each key lists the instruments whose definition names it, so that a
+//! live channel republishes only the instruments a group status may
+//! change, not every instrument of the channel: a flood of group
+//! statuses costs what their members cost.
+
+use super::status::{self, Stamp, Status};
+use std::collections::HashMap;
+
+/// A status group: SecurityGroup and Asset as sent (`char[6]`, trimmed,
+/// NUL-padded), copied, so that a lookup allocates nothing.
+pub type Key = ([u8; 6], [u8; 6]);
+
+/// Neither group nor asset: no status is kept under it.
+const NONE: Key = ([0; 6], [0; 6]);
+
+/// `b` (a trimmed `char[6]`) as a key half.
+pub fn key_half(b: &[u8]) -> [u8; 6] {
+    let mut k = [0; 6];
+    let n = b.len().min(6);
+    k[..n].copy_from_slice(&b[..n]);
+    k
+}
+
+/// The keys whose statuses apply to an instrument of SecurityGroup
+/// `group` and Asset `asset` (both trimmed): its group's, its asset's,
+/// both's; each once, none empty.
+fn keys_of(group: &[u8], asset: &[u8]) -> [Option<Key>; 3] {
+    let (g, a) = (key_half(group), key_half(asset));
+    let mut keys = [Some((g, [0; 6])), Some(([0; 6], a)), Some((g, a))];
+    for k in 0..3 {
+        if keys[k] == Some(NONE) || keys[..k].contains(&keys[k]) {
+            keys[k] = None;
+        }
+    }
+    keys
+}
+
+/// What [`Groups::record`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recorded {
+    /// The status in force for the key changed.
+    pub changed: bool,
+    /// Anomalies: an unknown code, or a new key refused for room.
+    pub anomalies: u64,
+}
+
+/// The instruments whose definition names a key.
+#[derive(Debug, Default)]
+struct Members {
+    list: Vec<u32>,
+    /// Listed in [`Groups::changed`].
+    changed: bool,
+}
+
+/// The channel's group statuses and group memberships.
+///
+/// Statuses are kept for at most the number of keys the caller allows
+/// ([`record`](Self::record)); memberships follow definitions, at most
+/// three keys an instrument, each updated in O(1) when a definition
+/// changes an instrument's group or asset. Storage grows only with keys
+/// and instruments, and keeps its capacity.
+#[derive(Debug, Default)]
+pub struct Groups {
+    statuses: HashMap<Key, Status>,
+    members: HashMap<Key, Members>,
+    /// By instrument: the keys it is a member of, and its index in each
+    /// key's list.
+    of: Vec<[Option<(Key, u32)>; 3]>,
+    /// Keys whose status changed since [`drain_changed`](Self::drain_changed)
+    /// and that have members: each once.
+    changed: Vec<Key>,
+}
+
+impl Groups {
+    /// Records status `code` sent at `at` for SecurityGroup `group` and
+    /// Asset `asset` (trimmed; not both empty); a key not kept yet is
+    /// refused when `max` keys are. With `track`, members of a key whose
+    /// status changed are listed for [`drain_changed`](Self::drain_changed).
+    pub fn record(
+        &mut self,
+        group: &[u8],
+        asset: &[u8],
+        code: u8,
+        at: Stamp,
+        max: usize,
+        track: bool,
+    ) -> Recorded {
+        let key = (key_half(group), key_half(asset));
+        debug_assert_ne!(key, NONE);
+        let old = self.statuses.get(&key).copied();
+        let mut slot = old;
+        let mut r = Recorded::default();
+        if status::record(&mut slot, code, at) {
+            r.anomalies += 1;
+        }
+        let Some(s) = slot.filter(|&s| Some(s) != old) else {
+            return r;
+        };
+        if old.is_none() && self.statuses.len() >= max {
+            // A flood of made-up groups: refused, counted.
+            r.anomalies += 1;
+            return r;
+        }
+        self.statuses.insert(key, s);
+        r.changed = true;
+        if track {
+            if let Some(m) = self.members.get_mut(&key).filter(|m| !m.changed) {
+                m.changed = true;
+                self.changed.push(key);
+            }
+        }
+        r
+    }
+
+    /// The statuses kept for an instrument of SecurityGroup `group` and
+    /// Asset `asset` (trimmed).
+    pub fn statuses<'a>(&'a self, group: &[u8], asset: &[u8]) -> impl Iterator<Item = Status> + 'a {
+        keys_of(group, asset)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.statuses.get(&k).copied())
+    }
+
+    /// Statuses kept (keys).
+    pub fn len(&self) -> usize {
+        self.statuses.len()
+    }
+
+    /// No status kept.
+    pub fn is_empty(&self) -> bool {
+        self.statuses.is_empty()
+    }
+
+    /// Forgets every status (a channel reset); memberships stay, as the
+    /// definitions do.
+    pub fn clear_statuses(&mut self) {
+        self.statuses.clear();
+        for k in self.changed.drain(..) {
+            if let Some(m) = self.members.get_mut(&k) {
+                m.changed = false;
+            }
+        }
+    }
+
+    /// Makes instrument `i` a member of the keys of SecurityGroup `group`
+    /// and Asset `asset` (trimmed, as its definition names them), and of
+    /// no other. Allocates only for a key or an instrument new here.
+    pub fn set_member(&mut self, i: u32, group: &[u8], asset: &[u8]) {
+        let keys = keys_of(group, asset);
+        let at = i as usize;
+        if at >= self.of.len() {
+            self.of.resize(at + 1, [None; 3]);
+        }
+        if self.of[at].map(|s| s.map(|(k, _)| k)) == keys {
+            return;
+        }
+        for (k, p) in self.of[at].into_iter().flatten() {
+            self.leave(i, k, p);
+        }
+        for (slot, k) in keys.into_iter().enumerate() {
+            self.of[at][slot] = k.map(|k| {
+                let m = self.members.entry(k).or_default();
+                m.list.push(i);
+                (k, m.list.len() as u32 - 1)
+            });
+        }
+    }
+
+    /// Takes `i` out of key `k`'s list, where it stands at `p`: the last
+    /// member takes its place.
+    fn leave(&mut self, i: u32, k: Key, p: u32) {
+        let Some(m) = self.members.get_mut(&k) else {
+            return;
+        };
+        debug_assert_eq!(m.list.get(p as usize), Some(&i));
+        let last = m.list.len() as u32 - 1;
+        m.list.swap_remove(p as usize);
+        if p == last {
+            return;
+        }
+        let moved = m.list[p as usize];
+        for s in self.of[moved as usize].iter_mut().flatten() {
+            if *s == (k, last) {
+                s.1 = p;
+            }
+        }
+    }
+
+    /// Hands `f` each member of every key whose status changed since the
+    /// last call (an instrument in several such keys more than once), then
+    /// forgets them. Allocates nothing.
+    pub fn drain_changed(&mut self, mut f: impl FnMut(u32)) {
+        for k in self.changed.drain(..) {
+            if let Some(m) = self.members.get_mut(&k) {
+                m.changed = false;
+                m.list.iter().for_each(|&i| f(i));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: Stamp = (0, (1, 0));
+
+    fn drained(g: &mut Groups) -> Vec<u32> {
+        let mut v = Vec::new();
+        g.drain_changed(|i| v.push(i));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// An empty half names no key of its own, and a key is named once.
+    #[test]
+    fn an_instruments_keys_are_distinct_and_never_empty() {
+        let es = key_half(b"ES");
+        assert_eq!(
+            keys_of(b"ES", b"ES"),
+            [Some((es, [0; 6])), Some(([0; 6], es)), Some((es, es))]
+        );
+        assert_eq!(keys_of(b"ES", b""), [Some((es, [0; 6])), None, None]);
+        assert_eq!(keys_of(b"", b"ES"), [None, Some(([0; 6], es)), None]);
+        assert_eq!(keys_of(b"", b""), [None, None, None]);
+    }
+
+    /// Members follow their definition's group through every change; the
+    /// lists stay what naming each instrument's keys anew would give.
+    #[test]
+    fn members_follow_their_definitions() {
+        let names: [&[u8]; 3] = [b"ES", b"NQ", b""];
+        let mut g = Groups::default();
+        let mut now = vec![(2usize, 2usize); 40];
+        let mut x: u64 = 20261205;
+        for step in 0..4000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let i = (x >> 33) as usize % now.len();
+            let (gi, ai) = ((x >> 20) as usize % 3, (x >> 10) as usize % 3);
+            g.set_member(i as u32, names[gi], names[ai]);
+            now[i] = (gi, ai);
+            if step % 97 != 0 {
+                continue;
+            }
+            for (k, m) in &g.members {
+                let mut got = m.list.clone();
+                got.sort();
+                let want: Vec<u32> = (0..now.len())
+                    .filter(|&j| {
+                        let (gj, aj) = now[j];
+                        keys_of(names[gj], names[aj]).contains(&Some(*k))
+                    })
+                    .map(|j| j as u32)
+                    .collect();
+                assert_eq!(got, want, "step {step}, key {k:?}");
+            }
+        }
+    }
+
+    /// A status that changes a key lists its members once until drained;
+    /// one that changes nothing (no change, a repeat, an older one)
+    /// lists nobody; a new key past the most kept is refused, counted.
+    #[test]
+    fn a_changed_status_lists_only_its_members() {
+        let mut g = Groups::default();
+        g.set_member(0, b"ES", b"ES");
+        g.set_member(1, b"ES", b"EQ");
+        g.set_member(2, b"NQ", b"EQ");
+        let r = g.record(b"ES", b"", 2, AT, 10, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: true,
+                anomalies: 0
+            }
+        );
+        g.record(b"ES", b"", 17, (0, (2, 0)), 10, true);
+        assert_eq!(drained(&mut g), [0, 1]);
+        assert_eq!(drained(&mut g), [] as [u32; 0]);
+        let r = g.record(b"ES", b"", 103, (0, (3, 0)), 10, true);
+        assert_eq!(r, Recorded::default());
+        let r = g.record(b"ES", b"", 2, AT, 10, true);
+        assert_eq!(r, Recorded::default(), "older than the one kept");
+        assert_eq!(drained(&mut g), [] as [u32; 0]);
+        g.record(b"", b"EQ", 4, (0, (4, 0)), 10, true);
+        assert_eq!(drained(&mut g), [1, 2]);
+        let r = g.record(b"ZZ", b"", 4, (0, (5, 0)), 2, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: false,
+                anomalies: 1
+            }
+        );
+        assert_eq!(g.len(), 2);
+        let r = g.record(b"ES", b"", 99, (0, (6, 0)), 2, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: false,
+                anomalies: 1
+            },
+            "unknown code"
+        );
+        // Not tracking: kept, nobody listed.
+        g.record(b"NQ", b"EQ", 2, (0, (7, 0)), 10, false);
+        assert_eq!(drained(&mut g), [] as [u32; 0]);
+        let codes: Vec<u8> = g.statuses(b"NQ", b"EQ").map(|s| s.code).collect();
+        assert_eq!(codes, [4, 2]);
+    }
+}
