@@ -29,8 +29,9 @@
 //!   `w` and `x` change nothing, so they wait for no end of event).
 //! - A SecurityStatus with a code of no change (103, null) or an unknown
 //!   code keeps the slot's status; of two statuses at the same position the
-//!   later one is kept (`status::record`). A definition's status is kept as
-//!   sent, whatever its code.
+//!   later one is kept (`status::record`). A definition's status is read
+//!   the same way: no change or an unknown code (an anomaly) keeps the one
+//!   the definition had.
 //! - A definition without a positive MarketDepth for `GBX` (`GBI`) sets the
 //!   default depth; the last entry of a type wins.
 //! - A snapshot's entry with a null size sets a level of size 0.
@@ -994,6 +995,17 @@ impl Model {
                 _ => {}
             }
         }
+        // A code of no change, or an unknown one (an anomaly), keeps the
+        // status the definition had.
+        let kept = self.inst(d.id).def.as_ref().and_then(|d| d.status);
+        let status = match d.status {
+            Some(c) if meaning(c).is_some() => Some(c),
+            Some(c) => {
+                self.c.anomalies += u64::from(c != 103);
+                kept
+            }
+            None => kept,
+        };
         let (dd, di) = (self.depth, self.implied_depth);
         let i = self.inst(d.id);
         i.working.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
@@ -1005,7 +1017,7 @@ impl Model {
             asset: s(&d.asset),
             depth,
             implied,
-            status: d.status,
+            status,
         });
         if let Some(old) = old {
             if self.symbols.get(&old.symbol) == Some(&d.id) {
@@ -1683,9 +1695,24 @@ fn def_msg() -> impl Strategy<Value = DefMsg> {
     (
         0usize..6,
         prop::sample::select(b"AMMD".to_vec()),
-        prop::sample::select(vec![None, Some(3i8), Some(5), Some(10), Some(0), Some(2)]),
-        prop::sample::select(vec![None, Some(1i8), Some(2)]),
-        prop::sample::select(vec![None, Some(17u8), Some(2), Some(21), Some(103)]),
+        prop::sample::select(vec![
+            None,
+            Some(3i8),
+            Some(5),
+            Some(10),
+            Some(0),
+            Some(2),
+            Some(-1),
+        ]),
+        prop::sample::select(vec![None, Some(1i8), Some(2), Some(-3)]),
+        prop::sample::select(vec![
+            None,
+            Some(17u8),
+            Some(2),
+            Some(21),
+            Some(103),
+            Some(99),
+        ]),
     )
         .prop_map(|(inst, action, depth, implied, status)| DefMsg {
             inst,

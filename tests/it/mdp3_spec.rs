@@ -1236,6 +1236,12 @@ fn depths_come_from_gbx_and_gbi_or_the_defaults() {
     };
     ch.send(4 * MS, DEF_A, one_deep.packet());
     ch.send(5 * MS, A, event(5, &[entry(3, 4, Delete, Bid, 1, 0)]));
+    // A MarketDepth of 0 or below is no depth: the defaults.
+    let none = Def {
+        feeds: &[("GBX", 0), ("GBI", -1)],
+        ..def(4, "ZNZ6", "ZN", "ZN")
+    };
+    ch.send(6 * MS, DEF_A, none.packet());
     let out = ch.run();
     assert_eq!((out.reasons(two), out.top(two).0), (ok(), Some(102)));
     let depths = |id: i32| {
@@ -1247,6 +1253,7 @@ fn depths_come_from_gbx_and_gbi_or_the_defaults() {
     assert_eq!(depths(1), (Some(4), Some(3)));
     assert_eq!(depths(2), (Some(2), Some(1)));
     assert_eq!(depths(3), (Some(1), Some(3)));
+    assert_eq!(depths(4), (Some(4), Some(3)));
     for id in [2, 3] {
         let i = out.sym(id).as_object().unwrap();
         assert!(
@@ -1388,6 +1395,72 @@ fn an_applied_snapshot_drops_what_was_pending() {
         out.sym(1),
         json!({"rpt_seq": 4, "cached": 0, "suspect": false}),
     );
+}
+
+/// An applied snapshot drops the instrument's pending changes with what
+/// would revert them: a change left pending by an event whose end was
+/// lost is not undone over the snapshot's book, then or after the next
+/// event.
+#[test]
+fn a_snapshot_over_a_pending_change_is_seen_as_sent() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    // An event from 2, its end lost with 3; 4 (RptSeq 4) is cached.
+    ch.send(MS, A, packet(2, &[book(0, &[change(1, 2, 101)])]));
+    ch.send(2 * MS, A, event(4, &[change(1, 4, 104)]));
+    // The snapshot reflects 4: nothing cached continues it.
+    ch.send(
+        3 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(4, 1, 4, None, &[level(Bid, 1, 150)])]),
+    );
+    let healed = ch.check(3 * MS + MS / 2, "#1");
+    ch.send(8 * MS, A, event(5, &[change(1, 5, 151)]));
+    let after = ch.check(9 * MS, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(healed), out.top(healed)),
+        (ok(), (Some(150), None))
+    );
+    assert_eq!(out.top(after), (Some(151), None));
+    has(
+        out.sym(1),
+        json!({"rpt_seq": 5, "cached": 0, "suspect": false, "ticks_lost": 1}),
+    );
+}
+
+/// A definition's MDSecurityTradingStatus reads as a SecurityStatus's
+/// code (spec mdp3 §3.6): an unlisted code changes nothing and is an
+/// anomaly, 103 changes nothing; a listed one counts while no other
+/// status is known.
+#[test]
+fn a_definitions_status_code_reads_as_a_status_messages() {
+    let mut ch = Channel::new("");
+    let odd = Def {
+        status: Some(99),
+        ..def(1, "ESZ6", "ES", "ES")
+    };
+    ch.send(0, DEF_A, odd.packet());
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 101)]));
+    let first = ch.check(MS, "ESZ6");
+    let halted = Def {
+        status: Some(2),
+        action: b'M',
+        ..def(1, "ESZ6", "ES", "ES")
+    };
+    ch.send(2 * MS, DEF_A, halted.packet());
+    let no_change = Def {
+        status: Some(103),
+        action: b'M',
+        ..def(1, "ESZ6", "ES", "ES")
+    };
+    ch.send(3 * MS, DEF_A, no_change.packet());
+    let after = ch.check(4 * MS, "ESZ6");
+    let out = ch.run();
+    assert_eq!(out.reasons(first), ok());
+    assert_eq!(out.reasons(after), r(&["halted"]));
+    assert_eq!(out.feed()["anomalies"], 1);
+    assert_eq!(out.sym(1)["trading_status"], 2);
 }
 
 /// "Statuses, liveness, counters and RptSeq act per message/packet"

@@ -919,7 +919,13 @@ impl Feed {
             .set_member(i, def.group.as_bytes(), def.asset.as_bytes());
         def.depth = depth;
         def.implied_depth = implied;
-        def.status = d.trading_status();
+        // Its status read as a SecurityStatus's: no change (103, null)
+        // keeps the one it had, an unlisted code too, counted.
+        match d.trading_status().map(|c| (c, status::meaning(c))) {
+            Some((c, status::Meaning::Is(_))) => def.status = Some(c),
+            Some((_, status::Meaning::Unknown)) => self.counters.anomalies += 1,
+            Some((_, status::Meaning::Unchanged)) | None => {}
+        }
         def.display_factor = d.display_factor();
         def.min_price_increment = d.min_price_increment();
     }
