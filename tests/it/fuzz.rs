@@ -1093,13 +1093,15 @@ fn mdp3_input(rng: &mut Rng, channels: &[Vec<Datagram>]) -> Vec<Datagram> {
 
 /// What the datagrams read could create at most: instruments (each
 /// needs a message or an entry naming it), snapshot and definition
-/// messages; and how many datagrams there were.
+/// messages, messages skipped unread (unknown or market by order, on any
+/// service); and how many datagrams there were.
 #[derive(Debug, Default)]
 struct Mdp3Bound {
     datagrams: u64,
     named: u64,
     snapshots: u64,
     definitions: u64,
+    unread: u64,
 }
 
 impl Mdp3Bound {
@@ -1121,6 +1123,11 @@ impl Mdp3Bound {
                 Body::Definition(_) => {
                     self.named += 1;
                     self.definitions += 1;
+                }
+                Body::NotRead
+                    if matches!(m.kind(), template::Kind::Unknown | template::Kind::Mbo) =>
+                {
+                    self.unread += 1
                 }
                 Body::Heartbeat | Body::NotRead => {}
             }
@@ -1205,8 +1212,12 @@ fn mdp3_summary_is_bounded(s: &tickguard::protocol::mdp3::summary::FeedSummary, 
     assert!(s.snapshot_packets <= s.packets);
     assert!(s.snapshots_applied + s.snapshots_ignored <= bound.snapshots);
     assert!(s.definitions <= bound.definitions, "{s:?} {bound:?}");
-    assert!(s.heartbeats + s.unknown_templates <= s.messages);
-    assert!(s.messages_by_template.values().sum::<u64>() + s.unknown_templates <= s.messages);
+    assert!(s.heartbeats <= s.messages);
+    assert!(s.messages_by_template.values().sum::<u64>() <= s.messages);
+    assert!(
+        s.unknown_templates + s.mbo_messages <= bound.unread,
+        "{s:?} {bound:?}"
+    );
     // Packet gaps: only while a sequence runs, at most those opened.
     assert!(s.gaps_open <= s.packet_gaps && s.gaps_open <= 4096, "{s:?}");
     if s.next.is_none() {
@@ -1301,11 +1312,13 @@ fn mdp3_replay_survives_mutated_captures() {
                 b.add_capture(&d);
                 bound.named += b.named;
                 bound.definitions += b.definitions;
+                bound.unread += b.unread;
                 &fuzzed
             }
             1 => {
                 bound.named += from_defs.named;
                 bound.definitions += from_defs.definitions;
+                bound.unread += from_defs.unread;
                 &config
             }
             _ => &without,

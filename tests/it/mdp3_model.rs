@@ -1157,8 +1157,7 @@ impl Model {
                     }
                 }
                 WBody::Definition(d) => self.on_definition(d),
-                WBody::Mbo => self.c.mbo_messages += 1,
-                WBody::Unknown => self.c.unknown_templates += 1,
+                body @ (WBody::Mbo | WBody::Unknown) => self.count_unread(body),
                 WBody::Snapshot(_) | WBody::Skipped => {}
             }
             if m.mei.is_some_and(|x| x & EOE != 0) {
@@ -1253,19 +1252,31 @@ impl Model {
         let p = read_packet(d).ok_or(())?;
         self.c.snapshot_packets += 1;
         for m in &p.msgs {
-            if let WBody::Snapshot(sn) = &m.body {
-                self.on_snapshot_message(sn);
+            match &m.body {
+                WBody::Snapshot(sn) => self.on_snapshot_message(sn),
+                body => self.count_unread(body),
             }
         }
         Ok(())
+    }
+
+    /// §1, §2: market by order and unknown templates are counted on every
+    /// service.
+    fn count_unread(&mut self, body: &WBody) {
+        match body {
+            WBody::Mbo => self.c.mbo_messages += 1,
+            WBody::Unknown => self.c.unknown_templates += 1,
+            _ => {}
+        }
     }
 
     fn on_definitions(&mut self, d: &[u8], t: u64) -> Result<(), ()> {
         self.expire(t);
         let p = read_packet(d).ok_or(())?;
         for m in &p.msgs {
-            if let WBody::Definition(def) = &m.body {
-                self.on_definition(def);
+            match &m.body {
+                WBody::Definition(def) => self.on_definition(def),
+                body => self.count_unread(body),
             }
         }
         Ok(())

@@ -683,6 +683,31 @@ fn skipped_templates_are_counted_and_mbo_detail_only_counted() {
     assert_eq!(out.sym(1)["rpt_seq"], 4);
 }
 
+/// "An unknown templateId is skipped by MsgSize (`unknown_templates`)"
+/// (spec mdp3 §1) and 53 is "skipped, counted" in `mbo_messages` (§2) on
+/// every service: the snapshot and definition lines count them too.
+#[test]
+fn unknown_and_mbo_templates_are_counted_on_every_service() {
+    let unknown = || encode::raw(999, 13, &[1; 11], &[0xff; 7]);
+    let mbo = || encode::raw(53, 13, &[1; 11], &[0xff; 7]);
+    let mut ch = Channel::new("");
+    let snap = [
+        unknown(),
+        mbo(),
+        snapshot(1, 9, 3, None, &[level(Bid, 1, 100)]),
+    ];
+    ch.send(0, SNAP_A, snapshots(&snap));
+    let def = encode::packet(1, T0, &[unknown(), def(9, "ESZ6", "ES", "ES").message()]);
+    ch.send(MS, DEF_A, def);
+    let c = ch.check(2 * MS, "ESZ6");
+    let out = ch.run();
+    assert_eq!(out.top(c), (Some(100), None));
+    has(
+        out.feed(),
+        json!({"unknown_templates": 2, "mbo_messages": 1, "snapshots_applied": 1, "definitions": 1}),
+    );
+}
+
 /// "RptSeq counts all of an instrument's entries, whatever the template"
 /// over the entries of "46, 64, 48, 65, 37, 66, 49, 50, 51, 67"
 /// (spec mdp3 §3.2), read at the offsets of §2's table; "Only applied 46/64
@@ -2573,6 +2598,19 @@ fn required_keys_and_other_protocols_keys() {
         let e = Config::parse(&without, "cme.toml").unwrap_err().to_string();
         assert!(e.contains(key), "{key}: {e}");
     }
+    // `lines` lists line A and, optionally, line B: one or two addresses.
+    let one = "lines = [\"239.3.1.1:14310\"]";
+    for lines in [
+        "lines = []",
+        "lines = [\"239.3.1.1:14310\", \"239.3.1.2:15310\", \"239.3.1.7:16310\"]",
+    ] {
+        let e = Config::parse(&feed.replace(one, lines), "cme.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lines must list 1 or 2"), "{lines}: {e}");
+    }
+    let two = "lines = [\"239.3.1.1:14310\", \"239.3.1.2:15310\"]";
+    Config::parse(&feed.replace(one, two), "cme.toml").unwrap();
     // Without `protocol` the feed is another protocol's, which refuses
     // the MDP3 keys.
     let sqf =

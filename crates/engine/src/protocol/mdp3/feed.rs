@@ -674,11 +674,7 @@ impl Feed {
                     Some(d.match_event_indicator())
                 }
                 Body::Snapshot(_) | Body::NotRead => {
-                    match m.kind() {
-                        Kind::Mbo => self.counters.mbo_messages += 1,
-                        Kind::Unknown => self.counters.unknown_templates += 1,
-                        _ => {}
-                    }
+                    self.count_unread(m.kind());
                     None
                 }
             };
@@ -938,6 +934,7 @@ impl Feed {
         let mut applied = false;
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
+                self.count_unread(m.kind());
                 continue;
             };
             let Some(i) = self.instrument(snap.security_id()) else {
@@ -1008,11 +1005,24 @@ impl Feed {
     pub fn on_definitions(&mut self, payload: &[u8]) -> Result<(), Reject> {
         let packet = Packet::new_checked(payload)?;
         for m in packet.messages() {
-            if let Body::Definition(d) = m.body() {
-                self.on_definition(&d);
+            match m.body() {
+                Body::Definition(d) => self.on_definition(&d),
+                _ => self.count_unread(m.kind()),
             }
         }
         Ok(())
+    }
+
+    /// Counts a message of a service skipped unread: market by order in
+    /// `mbo_messages`, a template the schema does not have in
+    /// `unknown_templates` (on every service); any other (known, not read,
+    /// or not of this service) is not counted.
+    fn count_unread(&mut self, kind: Kind) {
+        match kind {
+            Kind::Mbo => self.counters.mbo_messages += 1,
+            Kind::Unknown => self.counters.unknown_templates += 1,
+            _ => {}
+        }
     }
 
     /// A ChannelReset (or the weekly restart): every book and status
