@@ -16,7 +16,7 @@
 //! less the clock offset.
 
 use super::book::{Books, Level, UndoLog, Update};
-use super::groups::Groups;
+use super::groups::{self, Groups};
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::packet::Packet;
@@ -124,6 +124,9 @@ pub struct Definition {
     pub group: String,
     /// Asset, trimmed.
     pub asset: String,
+    /// SecurityGroup and Asset as sent (trimmed bytes, not text): the key
+    /// its group statuses are found under.
+    pub key: groups::Key,
     /// MarketDepth of the outright book (`GBX`), if sent.
     pub depth: Option<u8>,
     /// MarketDepth of the implied book (`GBI`), if sent.
@@ -195,8 +198,8 @@ pub struct Feed {
     undo: UndoLog,
     /// Group statuses, by (SecurityGroup, Asset): one per pair a status
     /// named, at most [`max_groups`](Self::max_groups) (a new pair may
-    /// rehash, amortised); a ChannelReset empties it, keeping its
-    /// capacity.
+    /// rehash, amortised), which a ChannelReset empties; and the
+    /// instruments each pair's definitions name, which it keeps.
     groups: Groups,
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
@@ -222,7 +225,8 @@ pub struct Feed {
 /// The instruments whose visible book, sequencing flags or status may have
 /// changed since the publisher last looked (a live feed's; a replay
 /// tracks nothing): each listed once, or all of them at once after a
-/// change to every instrument (a gap given up, a reset, a group status).
+/// change to every instrument (a gap given up, a reset); a group status
+/// lists its group's members ([`Groups::drain_changed`]).
 #[derive(Debug, Default)]
 struct Touched {
     on: bool,
@@ -911,8 +915,8 @@ impl Feed {
             &String::from_utf8_lossy(trim(d.security_group())),
         );
         set_text(&mut def.asset, &String::from_utf8_lossy(trim(d.asset())));
-        self.groups
-            .set_member(i, def.group.as_bytes(), def.asset.as_bytes());
+        def.key = groups::key(trim(d.security_group()), trim(d.asset()));
+        self.groups.set_member(i, def.key);
         def.depth = depth;
         def.implied_depth = implied;
         // Its status read as a SecurityStatus's: no change (103, null)
@@ -1058,9 +1062,7 @@ impl Feed {
     /// The status in force for instrument `e`.
     pub fn status(&self, e: &Entry) -> Option<u8> {
         let def = e.definition.as_ref();
-        let groups = def
-            .into_iter()
-            .flat_map(|d| self.groups.statuses(d.group.as_bytes(), d.asset.as_bytes()));
+        let groups = def.into_iter().flat_map(|d| self.groups.statuses(d.key));
         status::effective(e.status, groups, def.and_then(|d| d.status))
     }
 
@@ -1167,6 +1169,38 @@ mod tests {
 
     fn define(f: &mut Feed, id: i32, symbol: &str, depth: i8) {
         define_as(f, id, symbol, depth, b'A');
+    }
+
+    /// A SecurityStatus 30 for SecurityGroup `group` and Asset `asset`
+    /// (no SecurityID), ending its event.
+    fn group_status(group: &str, asset: &str, code: u8) -> Vec<u8> {
+        let st = encode::Status {
+            transact_time: T0,
+            security_group: group,
+            asset,
+            security_id: None,
+            match_event_indicator: EOE,
+            trading_status: Some(code),
+        };
+        encode::security_status(V, &st)
+    }
+
+    /// A 54 of SecurityGroup `ES`, no status, no feed types, to edit.
+    fn bare_definition(id: i32, symbol: &str, asset: &str) -> Vec<u8> {
+        let d = encode::Instrument {
+            match_event_indicator: 0,
+            tot_num_reports: None,
+            security_update_action: b'A',
+            trading_status: None,
+            appl_id: 1,
+            security_group: "ES",
+            asset,
+            symbol,
+            security_id: id,
+            min_price_increment: None,
+            display_factor: 1,
+        };
+        encode::definition(54, V, &d, 0, &[])
     }
 
     fn define_as(f: &mut Feed, id: i32, symbol: &str, depth: i8, action: u8) {
@@ -1723,17 +1757,7 @@ mod tests {
             ids
         };
         assert_eq!(touched(&mut f).len(), 6);
-        let status = |s: u32, group, code| {
-            let st = encode::Status {
-                transact_time: T0,
-                security_group: group,
-                asset: "",
-                security_id: None,
-                match_event_indicator: EOE,
-                trading_status: Some(code),
-            };
-            encode::packet(s, T0, &[encode::security_status(V, &st)])
-        };
+        let status = |s: u32, group, code| encode::packet(s, T0, &[group_status(group, "", code)]);
         f.on_incremental(&status(1, "ES", 2), T0).unwrap();
         f.on_incremental(&status(2, "ES", 17), T0).unwrap();
         f.on_incremental(&status(3, "ES", 2), T0).unwrap();
@@ -1750,6 +1774,22 @@ mod tests {
         assert_eq!(f.state(f.find("S3").unwrap()), Some(State::Closed));
     }
 
+    /// A group status matches a definition by the SecurityGroup's bytes as
+    /// sent, not by its text: a group that is not UTF-8 still matches.
+    #[test]
+    fn a_group_is_matched_by_its_bytes_not_its_text() {
+        use super::super::template::{definition, status as security_status};
+        let mut f = feed();
+        let mut raw = bare_definition(9, "ESU7", "");
+        raw[10 + definition::SECURITY_GROUP] = 0xff;
+        f.on_definitions(&encode::packet(1, T0, &[raw])).unwrap();
+        let mut raw = group_status("ES", "", 2);
+        raw[10 + security_status::SECURITY_GROUP] = 0xff;
+        f.on_incremental(&encode::packet(1, T0, &[raw]), T0)
+            .unwrap();
+        assert_eq!(f.state(f.find("ESU7").unwrap()), Some(State::Halted));
+    }
+
     /// Statuses naming more (SecurityGroup, Asset) pairs than three for
     /// each instrument kept are refused and counted; a pair kept still
     /// changes.
@@ -1762,24 +1802,15 @@ mod tests {
         define(&mut f, 7, "ESZ6", 10);
         f.on_incremental(&book(1, true, &[bid(7, 1, 1, UpdateAction::New, 100)]), T0)
             .unwrap();
-        let status = |s: u32, group, asset, code| {
-            let st = encode::Status {
-                transact_time: T0,
-                security_group: group,
-                asset,
-                security_id: None,
-                match_event_indicator: EOE,
-                trading_status: Some(code),
-            };
-            encode::packet(s, T0, &[encode::security_status(V, &st)])
-        };
+        let status =
+            |s: u32, group, asset, code| encode::packet(s, T0, &[group_status(group, asset, code)]);
         for (s, group, asset) in [(2, "ES", ""), (3, "", "ES"), (4, "NQ", "NQ")] {
             f.on_incremental(&status(s, group, asset, 17), T0).unwrap();
         }
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 0));
         f.on_incremental(&status(5, "ZN", "", 2), T0).unwrap();
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));
-        assert_eq!(f.groups.statuses(b"ZN", b"").count(), 0);
+        assert_eq!(f.groups.statuses(groups::key(b"ZN", b"")).count(), 0);
         f.on_incremental(&status(6, "ES", "", 2), T0).unwrap();
         assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
         assert_eq!((f.groups.len(), f.counters().anomalies), (3, 1));
@@ -2015,25 +2046,7 @@ mod tests {
         define(&mut f, 7, "ESM7", 5);
         assert_eq!((id(&f, "ESH7"), id(&f, "ESM7")), (Some(8), Some(7)));
         // A Symbol that is not UTF-8 reads with replacement characters.
-        let mut raw = encode::definition(
-            54,
-            V,
-            &encode::Instrument {
-                match_event_indicator: 0,
-                tot_num_reports: None,
-                security_update_action: b'A',
-                trading_status: None,
-                appl_id: 1,
-                security_group: "ES",
-                asset: "ES",
-                symbol: "ESU7",
-                security_id: 9,
-                min_price_increment: None,
-                display_factor: 1,
-            },
-            0,
-            &[],
-        );
+        let mut raw = bare_definition(9, "ESU7", "ES");
         raw[10 + super::super::template::definition::SYMBOL] = 0xff;
         f.on_definitions(&encode::packet(1, T0, &[raw])).unwrap();
         assert_eq!(id(&f, "\u{fffd}SU7"), Some(9));

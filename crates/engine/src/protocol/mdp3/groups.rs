@@ -27,11 +27,16 @@ pub fn key_half(b: &[u8]) -> [u8; 6] {
     k
 }
 
-/// The keys whose statuses apply to an instrument of SecurityGroup
-/// `group` and Asset `asset` (both trimmed): its group's, its asset's,
-/// both's; each once, none empty.
-fn keys_of(group: &[u8], asset: &[u8]) -> [Option<Key>; 3] {
-    let (g, a) = (key_half(group), key_half(asset));
+/// `group` and `asset` (trimmed SecurityGroup and Asset, as sent) as a
+/// key.
+pub fn key(group: &[u8], asset: &[u8]) -> Key {
+    (key_half(group), key_half(asset))
+}
+
+/// The keys whose statuses apply to an instrument whose definition names
+/// the SecurityGroup and Asset of `k`: its group's, its asset's, both's;
+/// each once, none empty.
+fn keys_of((g, a): Key) -> [Option<Key>; 3] {
     let mut keys = [Some((g, [0; 6])), Some(([0; 6], a)), Some((g, a))];
     for k in 0..3 {
         if keys[k] == Some(NONE) || keys[..k].contains(&keys[k]) {
@@ -46,7 +51,8 @@ fn keys_of(group: &[u8], asset: &[u8]) -> [Option<Key>; 3] {
 pub struct Recorded {
     /// The status in force for the key changed.
     pub changed: bool,
-    /// Anomalies: an unknown code, or a new key refused for room.
+    /// Anomalies: an unknown code, a new key refused for room, or the
+    /// status of a key without members dropped to make room.
     pub anomalies: u64,
 }
 
@@ -63,8 +69,9 @@ struct Members {
 /// Statuses are kept for at most the number of keys the caller allows
 /// ([`record`](Self::record)); memberships follow definitions, at most
 /// three keys an instrument, each updated in O(1) when a definition
-/// changes an instrument's group or asset. Storage grows only with keys
-/// and instruments, and keeps its capacity.
+/// changes an instrument's group or asset, and a key is forgotten when
+/// its last member leaves: there are never more keys with members than
+/// three an instrument, however many names definitions go through.
 #[derive(Debug, Default)]
 pub struct Groups {
     statuses: HashMap<Key, Status>,
@@ -73,15 +80,19 @@ pub struct Groups {
     /// key's list.
     of: Vec<[Option<(Key, u32)>; 3]>,
     /// Keys whose status changed since [`drain_changed`](Self::drain_changed)
-    /// and that have members: each once.
+    /// and that had members then: each once while it keeps any (a key
+    /// forgotten and named again may be listed twice, which lists its
+    /// members twice, harmlessly).
     changed: Vec<Key>,
 }
 
 impl Groups {
     /// Records status `code` sent at `at` for SecurityGroup `group` and
-    /// Asset `asset` (trimmed; not both empty); a key not kept yet is
-    /// refused when `max` keys are. With `track`, members of a key whose
-    /// status changed are listed for [`drain_changed`](Self::drain_changed).
+    /// Asset `asset` (trimmed; not both empty). A key not kept yet when
+    /// `max` keys are takes the room of a key without members if it has
+    /// members (so that made-up groups cannot crowd out a real one), and
+    /// is refused otherwise. With `track`, members of a key whose status
+    /// changed are listed for [`drain_changed`](Self::drain_changed).
     pub fn record(
         &mut self,
         group: &[u8],
@@ -91,7 +102,7 @@ impl Groups {
         max: usize,
         track: bool,
     ) -> Recorded {
-        let key = (key_half(group), key_half(asset));
+        let key = key(group, asset);
         debug_assert_ne!(key, NONE);
         let old = self.statuses.get(&key).copied();
         let mut slot = old;
@@ -103,9 +114,21 @@ impl Groups {
             return r;
         };
         if old.is_none() && self.statuses.len() >= max {
-            // A flood of made-up groups: refused, counted.
+            // A flood of made-up groups: refused, counted; a group with
+            // members takes the room of one without (a scan, rare: only
+            // when full, for a group some definition names).
             r.anomalies += 1;
-            return r;
+            let members = &self.members;
+            let spare = members.contains_key(&key).then(|| {
+                self.statuses
+                    .keys()
+                    .find(|k| !members.contains_key(*k))
+                    .copied()
+            });
+            match spare.flatten() {
+                Some(k) => self.statuses.remove(&k),
+                None => return r,
+            };
         }
         self.statuses.insert(key, s);
         r.changed = true;
@@ -118,10 +141,10 @@ impl Groups {
         r
     }
 
-    /// The statuses kept for an instrument of SecurityGroup `group` and
-    /// Asset `asset` (trimmed).
-    pub fn statuses<'a>(&'a self, group: &[u8], asset: &[u8]) -> impl Iterator<Item = Status> + 'a {
-        keys_of(group, asset)
+    /// The statuses kept for an instrument whose definition names the
+    /// SecurityGroup and Asset of `k`.
+    pub fn statuses(&self, k: Key) -> impl Iterator<Item = Status> + '_ {
+        keys_of(k)
             .into_iter()
             .flatten()
             .filter_map(|k| self.statuses.get(&k).copied())
@@ -148,11 +171,11 @@ impl Groups {
         }
     }
 
-    /// Makes instrument `i` a member of the keys of SecurityGroup `group`
-    /// and Asset `asset` (trimmed, as its definition names them), and of
-    /// no other. Allocates only for a key or an instrument new here.
-    pub fn set_member(&mut self, i: u32, group: &[u8], asset: &[u8]) {
-        let keys = keys_of(group, asset);
+    /// Makes instrument `i` a member of the keys its definition's
+    /// SecurityGroup and Asset (`k`) name, and of no other. Allocates only
+    /// for a key or an instrument new here.
+    pub fn set_member(&mut self, i: u32, k: Key) {
+        let keys = keys_of(k);
         let at = i as usize;
         if at >= self.of.len() {
             self.of.resize(at + 1, [None; 3]);
@@ -173,7 +196,7 @@ impl Groups {
     }
 
     /// Takes `i` out of key `k`'s list, where it stands at `p`: the last
-    /// member takes its place.
+    /// member takes its place; a key left without members is forgotten.
     fn leave(&mut self, i: u32, k: Key, p: u32) {
         let Some(m) = self.members.get_mut(&k) else {
             return;
@@ -181,6 +204,10 @@ impl Groups {
         debug_assert_eq!(m.list.get(p as usize), Some(&i));
         let last = m.list.len() as u32 - 1;
         m.list.swap_remove(p as usize);
+        if last == 0 {
+            self.members.remove(&k);
+            return;
+        }
         if p == last {
             return;
         }
@@ -224,12 +251,12 @@ mod tests {
     fn an_instruments_keys_are_distinct_and_never_empty() {
         let es = key_half(b"ES");
         assert_eq!(
-            keys_of(b"ES", b"ES"),
+            keys_of(key(b"ES", b"ES")),
             [Some((es, [0; 6])), Some(([0; 6], es)), Some((es, es))]
         );
-        assert_eq!(keys_of(b"ES", b""), [Some((es, [0; 6])), None, None]);
-        assert_eq!(keys_of(b"", b"ES"), [None, Some(([0; 6], es)), None]);
-        assert_eq!(keys_of(b"", b""), [None, None, None]);
+        assert_eq!(keys_of(key(b"ES", b"")), [Some((es, [0; 6])), None, None]);
+        assert_eq!(keys_of(key(b"", b"ES")), [None, Some(([0; 6], es)), None]);
+        assert_eq!(keys_of(key(b"", b"")), [None, None, None]);
     }
 
     /// Members follow their definition's group through every change; the
@@ -246,7 +273,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let i = (x >> 33) as usize % now.len();
             let (gi, ai) = ((x >> 20) as usize % 3, (x >> 10) as usize % 3);
-            g.set_member(i as u32, names[gi], names[ai]);
+            g.set_member(i as u32, key(names[gi], names[ai]));
             now[i] = (gi, ai);
             if step % 97 != 0 {
                 continue;
@@ -257,12 +284,70 @@ mod tests {
                 let want: Vec<u32> = (0..now.len())
                     .filter(|&j| {
                         let (gj, aj) = now[j];
-                        keys_of(names[gj], names[aj]).contains(&Some(*k))
+                        keys_of(key(names[gj], names[aj])).contains(&Some(*k))
                     })
                     .map(|j| j as u32)
                     .collect();
                 assert_eq!(got, want, "step {step}, key {k:?}");
+                assert!(!got.is_empty(), "a key without members is forgotten");
             }
+            let mut named: Vec<Key> = now
+                .iter()
+                .flat_map(|&(gj, aj)| keys_of(key(names[gj], names[aj])))
+                .flatten()
+                .collect();
+            named.sort();
+            named.dedup();
+            assert_eq!(g.members.len(), named.len(), "step {step}");
+        }
+    }
+
+    /// Full of made-up groups, a group some definition names takes the
+    /// room of one none names (counted); a made-up one is still refused,
+    /// and so is any once every key kept has members.
+    #[test]
+    fn a_group_with_members_takes_the_room_of_one_without() {
+        let mut g = Groups::default();
+        g.set_member(0, key(b"ES", b""));
+        for (k, name) in [b"ZZ", b"ZY"].iter().enumerate() {
+            let r = g.record(*name, b"", 2, (0, (k as u32 + 1, 0)), 2, true);
+            assert_eq!(r.anomalies, 0);
+        }
+        let r = g.record(b"ZX", b"", 2, (0, (3, 0)), 2, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: false,
+                anomalies: 1
+            }
+        );
+        let r = g.record(b"ES", b"", 2, (0, (4, 0)), 2, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: true,
+                anomalies: 1
+            }
+        );
+        assert_eq!(g.len(), 2);
+        assert_eq!(g.statuses(key(b"ES", b"")).count(), 1);
+        assert_eq!(drained(&mut g), [0]);
+        g.set_member(1, key(b"ZZ", b""));
+        g.set_member(2, key(b"ZY", b""));
+        let kept = g.statuses(key(b"ZZ", b"")).count() + g.statuses(key(b"ZY", b"")).count();
+        assert_eq!(kept, 1, "one of the made-up groups made room");
+        g.set_member(3, key(b"NQ", b""));
+        g.set_member(4, key(b"ZX", b""));
+        for (k, name) in [b"NQ", b"ZX"].iter().enumerate() {
+            let r = g.record(*name, b"", 2, (0, (k as u32 + 5, 0)), 2, true);
+            assert_eq!(
+                r,
+                Recorded {
+                    changed: false,
+                    anomalies: 1
+                },
+                "every key kept has members"
+            );
         }
     }
 
@@ -272,9 +357,9 @@ mod tests {
     #[test]
     fn a_changed_status_lists_only_its_members() {
         let mut g = Groups::default();
-        g.set_member(0, b"ES", b"ES");
-        g.set_member(1, b"ES", b"EQ");
-        g.set_member(2, b"NQ", b"EQ");
+        g.set_member(0, key(b"ES", b"ES"));
+        g.set_member(1, key(b"ES", b"EQ"));
+        g.set_member(2, key(b"NQ", b"EQ"));
         let r = g.record(b"ES", b"", 2, AT, 10, true);
         assert_eq!(
             r,
@@ -314,7 +399,7 @@ mod tests {
         // Not tracking: kept, nobody listed.
         g.record(b"NQ", b"EQ", 2, (0, (7, 0)), 10, false);
         assert_eq!(drained(&mut g), [] as [u32; 0]);
-        let codes: Vec<u8> = g.statuses(b"NQ", b"EQ").map(|s| s.code).collect();
+        let codes: Vec<u8> = g.statuses(key(b"NQ", b"EQ")).map(|s| s.code).collect();
         assert_eq!(codes, [4, 2]);
     }
 }
