@@ -36,6 +36,11 @@ impl Rig {
     /// With `extra` lines of the feed's configuration (`gap_timeout_ms`
     /// 5 unless they set it).
     fn with(join: &str, extra: &str) -> Rig {
+        Rig::try_with(join, extra).unwrap()
+    }
+
+    /// [`with`](Self::with), or why the receiver did not start.
+    fn try_with(join: &str, extra: &str) -> anyhow::Result<Rig> {
         let gap = if extra.contains("gap_timeout_ms") {
             ""
         } else {
@@ -75,14 +80,14 @@ clock_offset = 0
             "test",
         )
         .unwrap();
-        let sidecar = Sidecar::start(&cfg).unwrap();
-        Rig {
+        let sidecar = Sidecar::start(&cfg)?;
+        Ok(Rig {
             sidecar,
             tx: UdpSocket::bind("127.0.0.1:0").unwrap(),
             lines: l,
             shm,
             _dir: dir,
-        }
+        })
     }
 
     /// Sends `d` on the lines `to` (indices into `lines`), then cycles
@@ -684,4 +689,76 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     assert_eq!(full(&rig), 1, "refused once, published again since");
     let reader = Reader::open(&rig.shm);
     assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
+}
+
+/// A `definitions` file is read when the receiver starts: every
+/// instrument answers by its Symbol from its first book, before any
+/// definition line speaks; a file that cannot be read stops the start,
+/// naming the key.
+#[test]
+fn a_definitions_file_names_the_instruments_from_the_start() {
+    use tickguard::capture::link::Link;
+    use tickguard::capture::write::{CaptureWriter, Format};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("defs.pcap");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let (src, dst) = (
+        "10.3.3.3:5000".parse().unwrap(),
+        "10.1.1.1:9".parse().unwrap(),
+    );
+    for d in venue.definition_loop(t) {
+        w.write_udp(t, src, dst, &d.bytes).unwrap();
+    }
+    w.finish().unwrap();
+    let mut rig = Rig::with(
+        "on_demand",
+        &format!("definitions = \"{}\"", path.display()),
+    );
+    let n = venue.specs().count() as u64;
+    assert_eq!(rig.feed().counters().definitions, n);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let reader = Reader::open(&rig.shm);
+    for spec in venue.specs() {
+        let answer = reasons(&reader, &spec.symbol);
+        assert!(
+            answer == "ok" || answer == "invalid_price",
+            "{}: {answer}",
+            spec.symbol
+        );
+    }
+    let missing = format!(
+        "definitions = \"{}\"",
+        dir.path().join("none.pcap").display()
+    );
+    let e = Rig::try_with("on_demand", &missing).err().expect("refused");
+    assert!(format!("{e:#}").contains("definitions"), "{e:#}");
+}
+
+/// A per-instrument override reaches the publication a gateway checks,
+/// by Symbol and by `#SecurityID`, also when the Symbol is mapped after
+/// the instrument took its slot; the others keep the feed's thresholds.
+#[test]
+fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let (one, other) = (&specs[0], &specs[1]);
+    let keys = format!(
+        "[[feed.symbol]]\nname = \"{}\"\nstale_threshold_ms = 1\n",
+        one.symbol
+    );
+    let mut rig = Rig::with("on_demand", &keys);
+    // Books first (slots under `#SecurityID`), then the definitions.
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    rig.send(&venue.definition_loop(t), &[4]);
+    std::thread::sleep(Duration::from_millis(5));
+    let reader = Reader::open(&rig.shm);
+    let id = format!("#{}", one.security_id);
+    for name in [one.symbol.as_str(), id.as_str()] {
+        assert!(reasons(&reader, name).contains("stale"), "{name}");
+    }
+    assert!(!reasons(&reader, &other.symbol).contains("stale"));
 }

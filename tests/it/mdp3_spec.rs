@@ -2705,6 +2705,29 @@ fn an_override_names_a_symbol_or_a_security_id() {
     );
 }
 
+/// An instrument named by an override of both its `#SecurityID` and its
+/// Symbol takes its `#SecurityID`'s, whichever name the check uses; a
+/// `#SecurityID` not written as the channel names it (a sign, a leading
+/// zero) is refused, not accepted and never used.
+#[test]
+fn an_override_of_the_security_id_comes_before_the_symbols() {
+    let keys = "[[feed.symbol]]\nname = \"ESZ6\"\nstale_threshold_ms = 5000\n\
+                [[feed.symbol]]\nname = \"#1\"\nstale_threshold_ms = 100\n";
+    let mut ch = Channel::new(keys);
+    ch.send(0, DEF_A, def(1, "ESZ6", "ES", "ES").packet());
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 101)]));
+    let c = ["ESZ6", "#1"].map(|n| ch.check(150 * MS, n));
+    let out = ch.run();
+    assert_eq!(c.map(|i| out.reasons(i)), [r(&["stale"]), r(&["stale"])]);
+    let base = "[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
+                stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
+    for name in ["#01", "#+1", "#1x", "#"] {
+        let text = format!("{base}[[feed.symbol]]\nname = \"{name}\"\nstale_threshold_ms = 5\n");
+        let e = Config::parse(&text, "cme.toml").unwrap_err().to_string();
+        assert!(e.contains("not a valid instrument"), "{name}: {e}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // §9 Clarifications
 

@@ -321,14 +321,16 @@ impl FeedProtocol for Mdp3Config {
 
 /// What an MDP3 instrument's name is, as errors say it.
 pub const INSTRUMENT_RULE: &str = "not a valid instrument (a Symbol of 1 to 20 printable ASCII \
-characters without spaces, or # and a SecurityID)";
+characters without spaces, or # and a SecurityID written as its decimal digits, no sign or \
+leading zero)";
 
 /// Whether `name` can name an MDP3 instrument: `#` and a SecurityID (an
-/// `Int32`, decimal), or a Symbol of 1 to 20 printable ASCII characters
-/// without spaces.
+/// `Int32`, decimal, as the channel names it: no `+`, no leading zero, so
+/// that an override is never accepted under a name no check resolves), or
+/// a Symbol of 1 to 20 printable ASCII characters without spaces.
 pub fn instrument_name_ok(name: &str) -> bool {
     match name.strip_prefix('#') {
-        Some(id) => id.parse::<i32>().is_ok(),
+        Some(id) => id.parse::<i32>().is_ok_and(|n| n.to_string() == id),
         None => (1..=20).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic()),
     }
 }

@@ -567,6 +567,11 @@ mod tests {
         r.i.unverify();
         r.entry(15);
         assert!(r.i.unverified() && r.i.suspect(), "16 still missing");
+        // Both: matched as suspect, only a newer snapshot applies.
+        assert_eq!(r.snapshot(15), Snapshot::Ignored, "suspect and unverified");
+        assert_eq!(r.snapshot(16), Snapshot::Applied { lost: 1 });
+        assert_eq!(r.applied.last(), Some(&17));
+        assert!(!r.i.unverified() && !r.i.suspect());
     }
 
     /// Without a baseline, entries past a hole: a snapshot (or RptSeq 1)

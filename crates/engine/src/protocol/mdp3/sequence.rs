@@ -512,13 +512,7 @@ mod tests {
         s.channel_reset(1_003);
         // A duplicate does not take the pending reset.
         assert_eq!(s.on_packet(1_003, 2).0, Packet::Duplicate);
-        assert_eq!(
-            s.on_packet(1, 3).0,
-            Packet::Process {
-                fill: false,
-                restart: Some(Restart::AfterReset)
-            }
-        );
+        assert_eq!(s.on_packet(1, 3).0, AFTER_RESET);
         assert_eq!(
             (s.gaps_open(), s.high(), s.counters().sequence_restarts),
             (0, Some(2), 1)
@@ -536,6 +530,27 @@ mod tests {
             }
         );
         assert!(process(s.on_packet(1_002, 4 + 6 * MS)));
+    }
+
+    /// The first packet of the sequence after a ChannelReset.
+    const AFTER_RESET: Packet = Packet::Process {
+        fill: false,
+        restart: Some(Restart::AfterReset),
+    };
+
+    /// A late copy of the old sequence (stale) does not take a reset
+    /// pending in the new one: the first processed packet after it does.
+    #[test]
+    fn a_stale_copy_does_not_take_a_pending_reset() {
+        let mut s = seq();
+        s.on_packet(1_000, 0);
+        s.channel_reset(1_000);
+        assert!(process(s.on_packet(1, 1)));
+        assert!(process(s.on_packet(2, 1)));
+        s.channel_reset(2);
+        assert_eq!(s.on_packet(995, 2).0, Packet::Stale);
+        assert_eq!(s.on_packet(1, 3).0, AFTER_RESET);
+        assert_eq!(s.counters().sequence_restarts, 2);
     }
 
     #[test]
