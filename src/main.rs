@@ -343,6 +343,11 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         tickguard::replay::replay_until(&config, &mut capture, &checks, options, progress, &mut ())
     };
     clear_progress(&bar);
+    // A feed's file read before the capture (MDP3 `definitions`) failed:
+    // nothing was replayed, so there are no answers to write.
+    if let Some(e @ tickguard::replay::InputError::Preload(_)) = outcome.input_error {
+        return Err(e.into());
+    }
     warn_input(&config, &outcome, started);
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());

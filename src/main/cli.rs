@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use tickguard::config::ProtocolSettings;
 
-/// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64): per-symbol freshness verdicts for pre-trade checks.
+/// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64, CME MDP 3.0): per-instrument freshness verdicts for pre-trade checks.
 #[derive(Debug, Parser)]
 #[command(name = "tickguard", version, about)]
 pub struct Cli {

@@ -762,3 +762,22 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
     }
     assert!(!reasons(&reader, &other.symbol).contains("stale"));
 }
+
+/// Past `max_instruments` a SecurityID is ignored, and the refusals are
+/// counted where an operator sees them (the published counters).
+#[test]
+fn instruments_past_the_most_kept_are_counted_where_an_operator_sees_them() {
+    let (rig, _, venue) = Rig::equity_filled("max_instruments = 3");
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(rig.feed().instruments().len(), 3);
+    assert!(counter(&reader, "instruments_refused") > 0);
+    let published = venue
+        .specs()
+        .filter(|s| {
+            reader
+                .lookup("cme", &format!("#{}", s.security_id))
+                .is_some()
+        })
+        .count();
+    assert!(published <= 3, "{published}");
+}

@@ -370,6 +370,46 @@ fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
     );
 }
 
+/// From the command line: nothing on stdout (no answers to a replay that
+/// never ran), one line naming the file, a failing exit.
+#[test]
+fn a_definitions_file_that_is_not_mdp3_writes_no_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    std::fs::write(dir.path().join("defs.pcap"), b"garbage").unwrap();
+    std::fs::write(
+        dir.path().join("checks.csv"),
+        "time_ns,feed,symbol\n1,cme,ESZ6\n",
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "replay",
+            "cme.pcap",
+            "--config",
+            "cme.toml",
+            "--no-progress",
+        ])
+        .args(["--checks", "checks.csv", "--summary", "summary.json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("definitions") && stderr.contains("defs.pcap"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("summary.json").exists());
+}
+
 #[test]
 fn a_missing_definitions_file_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -411,7 +411,7 @@ impl Out {
 /// Each key of `want` has its value in `v`.
 fn has(v: &Value, want: Value) {
     for (key, value) in want.as_object().unwrap() {
-        assert_eq!(&v[key], value, "{key} of {v}");
+        assert_eq!(v.get(key), Some(value), "{key} of {v}");
     }
 }
 
@@ -705,6 +705,31 @@ fn unknown_and_mbo_templates_are_counted_on_every_service() {
     has(
         out.feed(),
         json!({"unknown_templates": 2, "mbo_messages": 1, "snapshots_applied": 1, "definitions": 1}),
+    );
+}
+
+/// "Each JSON line adds `security_id` (null if unresolved)" (spec mdp3
+/// §4): a name no instrument can have (a space, too long, empty) too.
+#[test]
+fn every_answer_has_a_security_id_key() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    let names = ["#1", "ESZ6", "ES Z6", "ABCDEFGHIJKLMNOPQRSTU", "#01"];
+    let c = names.map(|n| ch.check(MS, n));
+    let out = ch.run();
+    let ids: Vec<Option<Value>> = c
+        .iter()
+        .map(|&i| out.answer(i).get("security_id").cloned())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            Some(json!(1)),
+            Some(Value::Null),
+            Some(Value::Null),
+            Some(Value::Null),
+            Some(Value::Null)
+        ]
     );
 }
 

@@ -574,6 +574,9 @@ impl<'a> Pending<'a> {
             return;
         };
         if key == Key::Invalid {
+            // No instrument by that name, but its feed's detail keys all
+            // the same (null): every line of a feed has the same keys.
+            self.answers[i].detail = handler.detail(feed, &self.checks[i].symbol);
             return;
         }
         observer.before_check(handler, feed, at);

@@ -45,7 +45,7 @@ const C: bool = false;
 /// `feed_gaps_expired_total`, `feed_anomalies_total`), else `feed_` and
 /// the name with what it counts.
 #[rustfmt::skip]
-const OWN: [(usize, &str, bool, &str); 22] = [
+const OWN: [(usize, &str, bool, &str); 23] = [
     (counter::EXT, "next", G, "feed_next_sequence"),
     (counter::EXT + 3, "gaps_open", G, "feed_gaps_open"),
     (counter::EXT + 4, "recovered", C, "feed_recovered_packets_total"),
@@ -67,6 +67,7 @@ const OWN: [(usize, &str, bool, &str); 22] = [
     (counter::EXT + 20, "snapshot_joined", G, "feed_snapshot_joined"),
     (counter::EXT + 21, "snapshot_joins", C, "feed_snapshot_joins_total"),
     (counter::EXT + 22, "snapshot_leaves", C, "feed_snapshot_leaves_total"),
+    (counter::EXT + 23, "instruments_refused", C, "feed_instruments_refused_total"),
     // Written by the receiver for every feed, described here: only this
     // protocol leaves lines.
     (counter::UNWANTED, "unwanted", C, "feed_unwanted_datagrams_total"),
@@ -535,6 +536,7 @@ impl FeedEngine for Engine {
             (counter::EXT + 20, u64::from(j.joined)),
             (counter::EXT + 21, j.joins),
             (counter::EXT + 22, j.leaves),
+            (counter::EXT + 23, n.instruments_refused),
         ] {
             p.set_counter(id, k, v);
         }
