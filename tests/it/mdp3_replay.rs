@@ -217,6 +217,20 @@ fn check(dt: u64, name: &str) -> Check {
     }
 }
 
+/// `tickguard replay cme.pcap --config cme.toml --no-progress` in `dir`,
+/// to add arguments to.
+fn replay_in(dir: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("tickguard").unwrap();
+    c.current_dir(dir).args([
+        "replay",
+        "cme.pcap",
+        "--config",
+        "cme.toml",
+        "--no-progress",
+    ]);
+    c
+}
+
 fn setup(dir: &Path) -> Config {
     write_definitions(&dir.join("defs.pcap"));
     write_capture(&dir.join("cme.pcap"), &channel());
@@ -382,16 +396,7 @@ fn a_definitions_file_that_is_not_mdp3_writes_no_answers() {
         "time_ns,feed,symbol\n1,cme,ESZ6\n",
     )
     .unwrap();
-    let out = assert_cmd::Command::cargo_bin("tickguard")
-        .unwrap()
-        .current_dir(dir.path())
-        .args([
-            "replay",
-            "cme.pcap",
-            "--config",
-            "cme.toml",
-            "--no-progress",
-        ])
+    let out = replay_in(dir.path())
         .args(["--checks", "checks.csv", "--summary", "summary.json"])
         .output()
         .unwrap();
@@ -449,16 +454,7 @@ fn an_mdp3_feed_goes_live_and_reads_its_definitions_first() {
 fn explain_tells_why_an_instrument_changed() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
-    let out = assert_cmd::Command::cargo_bin("tickguard")
-        .unwrap()
-        .current_dir(dir.path())
-        .args([
-            "replay",
-            "cme.pcap",
-            "--config",
-            "cme.toml",
-            "--no-progress",
-        ])
+    let out = replay_in(dir.path())
         .args(["--explain", "cme", "ESZ6", "--explain-all"])
         .output()
         .unwrap();
@@ -502,16 +498,7 @@ fn explain_tells_why_an_instrument_changed() {
         assert!(line.ends_with(turn), "{line}");
     }
     // --at: the reasons with the steps that set them.
-    let out = assert_cmd::Command::cargo_bin("tickguard")
-        .unwrap()
-        .current_dir(dir.path())
-        .args([
-            "replay",
-            "cme.pcap",
-            "--config",
-            "cme.toml",
-            "--no-progress",
-        ])
+    let out = replay_in(dir.path())
         .args(["--explain", "cme", "#1002", "--at", "1767623400010000000"])
         .output()
         .unwrap();
