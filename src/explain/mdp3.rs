@@ -582,7 +582,16 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             a.rpt_seq.map_or("none".into(), |r| r.to_string())
         ));
     }
+    // A ChannelReset or the weekly restart makes every instrument healthy
+    // and verified (RptSeq starts over); a snapshot applied heals or
+    // verifies it; else an entry applied did.
+    let restarted =
+        b.channel_resets > a.channel_resets || b.sequence_restarts > a.sequence_restarts;
+    let by_snapshot = b.applied > a.applied;
     match (a.suspect, b.suspect) {
+        (true, false) if restarted => {
+            v.push("healthy again: the channel restarted, RptSeq starts over".into())
+        }
         (false, true) => v.push(match b.rpt_seq {
             None => "no baseline: its history did not start at RptSeq 1; suspect until a snapshot"
                 .into(),
@@ -608,7 +617,14 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         v.push("cache full (max_cached): its entries dropped until a snapshot".into());
     }
     if a.unverified && !b.unverified && !b.suspect && a.suspect == b.suspect {
-        v.push("verified again: an entry applied in order".into());
+        v.push(
+            match (restarted, by_snapshot) {
+                (true, _) => "verified again: the channel restarted, RptSeq starts over",
+                (false, true) => "verified again: by the snapshot",
+                (false, false) => "verified again: an entry applied in order",
+            }
+            .into(),
+        );
     }
     if b.top != a.top {
         let how = match (said.end_of_event, seq, b.applied > a.applied) {
@@ -742,5 +758,71 @@ impl Observer for Mdp3Explain {
     /// threshold crossings still to come are listed.
     fn end(&mut self, handler: &mut Handler) {
         self.advance(handler, u64::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What made an instrument verified (or healthy) again is named for
+    /// what it was: an entry in order, a snapshot, the channel restarting.
+    #[test]
+    fn an_instrument_verified_again_is_told_why() {
+        let a = Seen {
+            id: Some(7),
+            rpt_seq: Some(4),
+            unverified: true,
+            ..Seen::default()
+        };
+        let b = Seen {
+            unverified: false,
+            rpt_seq: Some(5),
+            ..a.clone()
+        };
+        let said = Said::default();
+        let cause = |b: &Seen| {
+            events(&a, b, &said, Some(9))
+                .into_iter()
+                .filter(|l| l.contains("again"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cause(&b), ["verified again: an entry applied in order"]);
+        let snapshot = Seen {
+            applied: 1,
+            ..b.clone()
+        };
+        assert_eq!(cause(&snapshot), ["verified again: by the snapshot"]);
+        let reset = Seen {
+            channel_resets: 1,
+            rpt_seq: None,
+            ..b.clone()
+        };
+        assert_eq!(
+            cause(&reset),
+            ["verified again: the channel restarted, RptSeq starts over"]
+        );
+        let suspect = Seen {
+            suspect: true,
+            ..a.clone()
+        };
+        let weekly = Seen {
+            sequence_restarts: 1,
+            rpt_seq: None,
+            ..Seen::default()
+        };
+        let lines = events(
+            &suspect,
+            &Seen {
+                id: Some(7),
+                ..weekly
+            },
+            &said,
+            Some(1),
+        );
+        assert!(
+            lines.contains(&"healthy again: the channel restarted, RptSeq starts over".to_string()),
+            "{lines:?}"
+        );
     }
 }

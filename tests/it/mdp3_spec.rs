@@ -733,6 +733,30 @@ fn every_answer_has_a_security_id_key() {
     );
 }
 
+/// `last_transact_time` is "of the last applied entry" (spec mdp3 §5):
+/// a trade's entry (48) counts as a book entry does; an entry cached
+/// behind a hole does not, until it applies.
+#[test]
+fn the_last_transact_time_is_the_last_applied_entrys() {
+    let mut ch = Channel::new("");
+    let trade = encode::statistics(48, V, T0 + 2 * MS, EOE, &[(1, 2)], 0);
+    ch.send(
+        0,
+        A,
+        packet(1, &[book_at(T0 + MS, 0, &[bid(1, 1, 100)]), trade]),
+    );
+    let after_trade = ch.check(3 * MS, "#1");
+    // RptSeq 4 cached (3 missing) at a later TransactTime.
+    ch.send(
+        4 * MS,
+        A,
+        packet(2, &[book_at(T0 + 4 * MS, EOE, &[change(1, 4, 104)])]),
+    );
+    let out = ch.run();
+    assert_eq!(out.reasons(after_trade), ok());
+    assert_eq!(out.sym(1)["last_transact_time"], T0 + 2 * MS);
+}
+
 /// "RptSeq counts all of an instrument's entries, whatever the template"
 /// over the entries of "46, 64, 48, 65, 37, 66, 49, 50, 51, 67"
 /// (spec mdp3 §3.2), read at the offsets of §2's table; "Only applied 46/64
@@ -1688,6 +1712,41 @@ fn a_snapshot_replaces_both_books_with_its_book_entries() {
     );
     has(i, json!({"ask": 111, "ask_size": 3, "implied_ask": 112}));
     has(i, json!({"rpt_seq": 6, "cached": 0, "suspect": false}));
+}
+
+/// A snapshot's level with a price but no size (MDEntrySize null, in 52
+/// and in 69) is a level of size 0: the side is not empty, its price is
+/// what the venue says it is.
+#[test]
+fn a_snapshot_level_without_a_size_is_a_level_of_size_0() {
+    let mut ch = Channel::new("");
+    let sizeless = |side, price| SnapshotEntry {
+        size: None,
+        ..level(side, 1, price)
+    };
+    let root = |id, rpt| SnapshotRoot {
+        last_msg_seq_num_processed: 2,
+        tot_num_reports: 2,
+        security_id: id,
+        rpt_seq: rpt,
+        transact_time: T0,
+        trading_status: None,
+    };
+    let long = encode::snapshot(
+        69,
+        V,
+        &root(2, 7),
+        &[sizeless(Bid, 200), level(Offer, 1, 201)],
+    );
+    let short = snapshot(2, 1, 5, None, &[sizeless(Bid, 100), level(Offer, 1, 101)]);
+    ch.send(0, SNAP_A, snapshots(&[short, long]));
+    let c = ["#1", "#2"].map(|n| ch.check(MS, n));
+    let out = ch.run();
+    assert_eq!(out.top(c[0]), (Some(100), Some(101)));
+    assert_eq!(out.top(c[1]), (Some(200), Some(201)));
+    for id in [1, 2] {
+        has(out.sym(id), json!({"bid_size": 0, "ask_size": 3}));
+    }
 }
 
 /// "Replay processes every snapshot datagram whatever the setting"

@@ -525,6 +525,22 @@ mod tests {
         assert_eq!(r.entry(7), Took::Applied);
     }
 
+    /// Entries dropped while overflowed still raise the highest RptSeq
+    /// received: a snapshot older than them leaves the instrument
+    /// suspect, the values between missing.
+    #[test]
+    fn entries_dropped_while_overflowed_still_count_as_received() {
+        let mut r = Run::new(1);
+        r.entry(1);
+        r.entry(3);
+        assert_eq!(r.entry(4), Took::Dropped);
+        assert_eq!(r.entry(9), Took::Dropped);
+        assert_eq!(r.i.high_seen(), Some(9));
+        assert_eq!(r.snapshot(5), Snapshot::Applied { lost: 4 });
+        assert!(r.i.suspect() && !r.i.overflowed());
+        assert_eq!(r.i.missing(), 4);
+    }
+
     #[test]
     fn snapshots_are_matched_by_rpt_seq_and_count_what_they_skip() {
         let mut r = Run::new(100);
