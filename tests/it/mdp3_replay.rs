@@ -415,6 +415,40 @@ fn a_definitions_file_that_is_not_mdp3_writes_no_answers() {
     assert!(!dir.path().join("summary.json").exists());
 }
 
+/// `--explain` names the threshold crossings and the cache bound: the
+/// source age passing a short `source_threshold_ms` between packets, and
+/// the entry `max_cached = 0` cannot keep.
+#[test]
+fn explain_names_the_source_age_and_the_cache_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let config = CONFIG
+        .replace("source_threshold_ms = 32000", "source_threshold_ms = 5")
+        .replace("gap_timeout_ms = 5", "gap_timeout_ms = 5\nmax_cached = 0");
+    std::fs::write(dir.path().join("cme.toml"), config).unwrap();
+    let out = replay_in(dir.path())
+        .args(["--explain", "cme", "ESZ6", "--explain-all"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().any(
+            |l| l.contains("source age: the channel's latest complete source time")
+                && l.contains("-> stale_at_source")
+        ),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("cache full (max_cached)")),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_missing_definitions_file_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
