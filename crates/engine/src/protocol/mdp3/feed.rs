@@ -841,6 +841,14 @@ impl Feed {
             }
             return;
         }
+        self.on_group_status(group, asset, code, at);
+    }
+
+    /// A SecurityStatus without SecurityID: for a SecurityGroup, an Asset
+    /// or both. Kept out of the packet's loop (rare, and its map work
+    /// would crowd the loop's registers).
+    #[inline(never)]
+    fn on_group_status(&mut self, group: &[u8], asset: &[u8], code: u8, at: Position) {
         let (group, asset) = (trim(group), trim(asset));
         if group.is_empty() && asset.is_empty() {
             self.counters.anomalies += 1;
