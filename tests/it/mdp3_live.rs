@@ -506,6 +506,13 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
         );
     }
     assert!(!rig.snapshot_wanted(), "left after loops healing nothing");
+    // A new instrument turning suspect (no packet lost) needs the loop:
+    // joined again once the need has lasted the gap timeout.
+    let seq = venue.next_seq_num();
+    rig.send_raw(&[new_then_hole(seq, 999_001)], 0);
+    std::thread::sleep(Duration::from_millis(10));
+    rig.settle();
+    assert!(rig.snapshot_wanted(), "an instrument newly suspect");
 
     let mut always = Rig::new("always");
     always.settle();
@@ -588,6 +595,26 @@ fn instruments_are_shown_by_symbol_then_security_id() {
     for name in &symbols {
         assert!(reader.lookup("cme", name).is_some(), "{name}");
     }
+}
+
+/// Incremental packet `seq`: instrument `id`'s first entry (RptSeq 1, a
+/// bid) then RptSeq 3, one ahead of its next: suspect with a book.
+fn new_then_hole(seq: u32, id: i32) -> Vec<u8> {
+    use tickguard::protocol::mdp3::encode::{self, BookEntry, Shape};
+    use tickguard::protocol::mdp3::template::{EntryType, UpdateAction};
+    let bid = |rpt_seq, action| BookEntry {
+        price: Some(100_000_000_000),
+        size: Some(1),
+        security_id: id,
+        rpt_seq,
+        orders: Some(1),
+        level: 1,
+        action,
+        entry_type: EntryType::Bid,
+    };
+    let entries = [bid(1, UpdateAction::New), bid(3, UpdateAction::Change)];
+    let m = encode::book(46, Shape::new(13), now_ns(), 0x80, &entries, 0);
+    encode::packet(seq, now_ns(), &[m])
 }
 
 /// A definition packet (template 54) of `id` named `symbol`, with

@@ -757,6 +757,20 @@ fn the_last_transact_time_is_the_last_applied_entrys() {
     assert_eq!(out.sym(1)["last_transact_time"], T0 + 2 * MS);
 }
 
+/// The summary's `missing`: the RptSeq values in `(rpt_seq, high_seen]`
+/// neither applied nor cached (spec mdp3 §3.2), not the cached count.
+#[test]
+fn missing_counts_the_values_neither_applied_nor_cached() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, event(2, &[change(1, 4, 104)]));
+    let out = ch.run();
+    has(
+        out.sym(1),
+        json!({"rpt_seq": 1, "cached": 1, "missing": 2, "suspect": true}),
+    );
+}
+
 /// "RptSeq counts all of an instrument's entries, whatever the template"
 /// over the entries of "46, 64, 48, 65, 37, 66, 49, 50, 51, 67"
 /// (spec mdp3 §3.2), read at the offsets of §2's table; "Only applied 46/64

@@ -525,6 +525,18 @@ mod tests {
         assert_eq!(r.entry(7), Took::Applied);
     }
 
+    /// Overflowed, a duplicate is still a duplicate (counted as one), not
+    /// dropped: only non-duplicates are (clarification 7).
+    #[test]
+    fn a_duplicate_to_an_overflowed_instrument_is_a_duplicate() {
+        let mut r = Run::new(1);
+        r.entry(1);
+        r.entry(3);
+        assert_eq!(r.entry(4), Took::Dropped);
+        assert!(r.i.overflowed());
+        assert_eq!(r.entry(1), Took::Duplicate);
+    }
+
     /// Entries dropped while overflowed still raise the highest RptSeq
     /// received: a snapshot older than them leaves the instrument
     /// suspect, the values between missing.
