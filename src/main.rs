@@ -226,8 +226,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
                 &mut (),
             )
             .map_err(anyhow::Error::msg)?;
-            clear_progress(&bar);
-            warn_input(&config, &outcome, started);
+            let outcome = input_ended(&bar, &config, outcome, started)?;
             return finish_replay(&args, &checks, outcome);
         };
         if config.feed_id(feed) != Some(id) {
@@ -253,8 +252,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &mut x,
         )
         .map_err(anyhow::Error::msg)?;
-        clear_progress(&bar);
-        warn_input(&config, &outcome, started);
+        let outcome = input_ended(&bar, &config, outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     // --feed without --date: every datagram of the capture to that feed.
@@ -291,8 +289,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        clear_progress(&bar);
-        warn_input(&config, &outcome, started);
+        let outcome = input_ended(&bar, &config, outcome, started)?;
         warn_at_after_end(&args, x.last_arrival());
         let text = match (args.at, outcome.answers.last()) {
             (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
@@ -316,8 +313,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        clear_progress(&bar);
-        warn_input(&config, &outcome, started);
+        let outcome = input_ended(&bar, &config, outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
@@ -342,13 +338,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     } else {
         tickguard::replay::replay_until(&config, &mut capture, &checks, options, progress, &mut ())
     };
-    clear_progress(&bar);
-    // A feed's file read before the capture (MDP3 `definitions`) failed:
-    // nothing was replayed, so there are no answers to write.
-    if let Some(e @ tickguard::replay::InputError::Preload(_)) = outcome.input_error {
-        return Err(e.into());
-    }
-    warn_input(&config, &outcome, started);
+    let outcome = input_ended(&bar, &config, outcome, started)?;
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());
     }
@@ -529,6 +519,24 @@ fn finish_replay(
     }
     out.flush().context("writing results")?;
     write_summary(args, outcome)
+}
+
+/// After a replay's input: the progress bar cleared; then, when a feed's
+/// file read before the capture (MDP3 `definitions`) failed, the error
+/// alone (nothing was replayed: no answers, explanation or summary to
+/// write); else the warnings about the input, and the outcome.
+fn input_ended(
+    bar: &Option<indicatif::ProgressBar>,
+    config: &Config,
+    outcome: tickguard::replay::Outcome,
+    started: std::time::Instant,
+) -> Result<tickguard::replay::Outcome> {
+    clear_progress(bar);
+    if let Some(e @ tickguard::replay::InputError::Preload(_)) = outcome.input_error {
+        return Err(e.into());
+    }
+    warn_input(config, &outcome, started);
+    Ok(outcome)
 }
 
 /// Warns about an input that gave the feeds nothing to use, then ends

@@ -106,6 +106,8 @@ struct Seen {
     recovered: u64,
     channel_resets: u64,
     sequence_restarts: u64,
+    /// Times the channel was emptied (ChannelResets, weekly restarts).
+    emptied: u64,
     /// The instrument, once the name resolves.
     id: Option<i32>,
     symbol: Option<String>,
@@ -134,6 +136,7 @@ impl Seen {
             recovered: q.recovered,
             channel_resets: feed.counters().channel_resets,
             sequence_restarts: q.sequence_restarts,
+            emptied: feed.emptied(),
             ..Seen::default()
         };
         if let Some(e) = feed.find(name) {
@@ -585,8 +588,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     // A ChannelReset or the weekly restart makes every instrument healthy
     // and verified (RptSeq starts over); a snapshot applied heals or
     // verifies it; else an entry applied did.
-    let restarted =
-        b.channel_resets > a.channel_resets || b.sequence_restarts > a.sequence_restarts;
+    let restarted = b.emptied > a.emptied;
     let by_snapshot = b.applied > a.applied;
     match (a.suspect, b.suspect) {
         (true, false) if restarted => {
@@ -795,6 +797,7 @@ mod tests {
         assert_eq!(cause(&snapshot), ["verified again: by the snapshot"]);
         let reset = Seen {
             channel_resets: 1,
+            emptied: 1,
             rpt_seq: None,
             ..b.clone()
         };
@@ -808,9 +811,22 @@ mod tests {
         };
         let weekly = Seen {
             sequence_restarts: 1,
+            emptied: 1,
             rpt_seq: None,
             ..Seen::default()
         };
+        // The sequence restarting after a ChannelReset empties nothing:
+        // an entry that heals then is the cause.
+        let after_reset = Seen {
+            sequence_restarts: 1,
+            rpt_seq: Some(5),
+            ..a.clone()
+        };
+        let healed = events(&suspect, &after_reset, &said, Some(1));
+        assert!(
+            healed.contains(&"healed: RptSeq continuous to 5".to_string()),
+            "{healed:?}"
+        );
         let lines = events(
             &suspect,
             &Seen {

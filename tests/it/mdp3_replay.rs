@@ -413,6 +413,18 @@ fn a_definitions_file_that_is_not_mdp3_writes_no_answers() {
         "{stderr}"
     );
     assert!(!dir.path().join("summary.json").exists());
+    // Nor an explanation of a replay that never ran.
+    let out = replay_in(dir.path())
+        .args(["--explain", "cme", "ESZ6", "--summary", "summary.json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!dir.path().join("summary.json").exists());
 }
 
 /// `--explain` names the threshold crossings and the cache bound: the

@@ -713,6 +713,8 @@ fn unknown_and_mbo_templates_are_counted_on_every_service() {
 #[test]
 fn every_answer_has_a_security_id_key() {
     let mut ch = Channel::new("");
+    // A Symbol with a space maps to #1, but no check can name it.
+    ch.send(0, DEF_A, def(1, "ES Z6", "ES", "ES").packet());
     ch.send(0, A, event(1, &[bid(1, 1, 100)]));
     let names = ["#1", "ESZ6", "ES Z6", "ABCDEFGHIJKLMNOPQRSTU", "#01"];
     let c = names.map(|n| ch.check(MS, n));

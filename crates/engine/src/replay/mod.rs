@@ -574,9 +574,15 @@ impl<'a> Pending<'a> {
             return;
         };
         if key == Key::Invalid {
-            // No instrument by that name, but its feed's detail keys all
-            // the same (null): every line of a feed has the same keys.
-            self.answers[i].detail = handler.detail(feed, &self.checks[i].symbol);
+            // No instrument can have that name, but its feed's detail
+            // keys all the same, null (every line of a feed has the same
+            // keys): nothing looked up by it.
+            self.answers[i].detail = handler.detail(feed, "").map(|d| CheckDetail {
+                id: None,
+                bid: None,
+                ask: None,
+                ..d
+            });
             return;
         }
         observer.before_check(handler, feed, at);

@@ -220,6 +220,8 @@ pub struct Feed {
     touched: Touched,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
+    /// Times the channel was emptied (ChannelResets and weekly restarts).
+    emptied: u64,
 }
 
 /// The instruments whose visible book, sequencing flags or status may have
@@ -276,6 +278,7 @@ impl Feed {
             counters: Counters::default(),
             touched: Touched::default(),
             symbol_moves: 0,
+            emptied: 0,
         }
     }
 
@@ -309,6 +312,13 @@ impl Feed {
         t.list.clear();
         t.all = false;
         self.touched = t;
+    }
+
+    /// Times the channel was emptied: by a ChannelReset or the weekly
+    /// restart (not the restart of the sequence after a ChannelReset,
+    /// which empties nothing more).
+    pub fn emptied(&self) -> u64 {
+        self.emptied
     }
 
     /// The packet sequence.
@@ -1040,6 +1050,7 @@ impl Feed {
     /// A ChannelReset (or the weekly restart): every book and status
     /// emptied, caches and pending changes dropped, RptSeq restarting.
     fn reset_channel(&mut self) {
+        self.emptied += 1;
         for e in &mut self.entries {
             e.instrument.reset(&mut self.cached, &mut self.undo);
             e.status = None;

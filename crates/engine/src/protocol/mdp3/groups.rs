@@ -84,6 +84,11 @@ pub struct Groups {
     /// forgotten and named again may be listed twice, which lists its
     /// members twice, harmlessly).
     changed: Vec<Key>,
+    /// Keys that had a status kept and no member when listed: those whose
+    /// room a key with members may take. Checked again when taken (a key
+    /// may have gained members since, or been listed twice), so taking
+    /// one costs O(1) amortised; tidied when it outgrows the statuses.
+    spare: Vec<Key>,
 }
 
 impl Groups {
@@ -115,20 +120,14 @@ impl Groups {
         };
         if old.is_none() && self.statuses.len() >= max {
             // A flood of made-up groups: refused, counted; a group with
-            // members takes the room of one without (a scan, rare: only
-            // when full, for a group some definition names).
+            // members takes the room of one without.
             r.anomalies += 1;
-            let members = &self.members;
-            let spare = members.contains_key(&key).then(|| {
-                self.statuses
-                    .keys()
-                    .find(|k| !members.contains_key(*k))
-                    .copied()
-            });
-            match spare.flatten() {
-                Some(k) => self.statuses.remove(&k),
-                None => return r,
-            };
+            if !self.members.contains_key(&key) || !self.take_spare() {
+                return r;
+            }
+        }
+        if old.is_none() && !self.members.contains_key(&key) {
+            self.note_spare(key);
         }
         self.statuses.insert(key, s);
         r.changed = true;
@@ -139,6 +138,31 @@ impl Groups {
             }
         }
         r
+    }
+
+    /// Drops the status of a key without members, if one is kept: whether
+    /// one was.
+    fn take_spare(&mut self) -> bool {
+        while let Some(k) = self.spare.pop() {
+            if !self.members.contains_key(&k) && self.statuses.remove(&k).is_some() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Lists `k` (a key with a status and no member) as spare; the list
+    /// is tidied when it grows past twice the statuses kept, so that keys
+    /// gaining and losing members cannot grow it without bound.
+    fn note_spare(&mut self, k: Key) {
+        if self.spare.len() >= 2 * self.statuses.len() + 16 {
+            let (members, statuses) = (&self.members, &self.statuses);
+            self.spare
+                .retain(|k| !members.contains_key(k) && statuses.contains_key(k));
+            self.spare.sort_unstable();
+            self.spare.dedup();
+        }
+        self.spare.push(k);
     }
 
     /// The statuses kept for an instrument whose definition names the
@@ -164,6 +188,7 @@ impl Groups {
     /// definitions do.
     pub fn clear_statuses(&mut self) {
         self.statuses.clear();
+        self.spare.clear();
         for k in self.changed.drain(..) {
             if let Some(m) = self.members.get_mut(&k) {
                 m.changed = false;
@@ -172,22 +197,25 @@ impl Groups {
     }
 
     /// Makes instrument `i` a member of the keys its definition's
-    /// SecurityGroup and Asset (`k`) name, and of no other. Allocates only
-    /// for a key or an instrument new here.
+    /// SecurityGroup and Asset (`k`) name, and of no other: it stays where
+    /// it is in a key it keeps (each kind of key has its own slot: the
+    /// group's, the asset's, both's). Allocates only for a key or an
+    /// instrument new here.
     pub fn set_member(&mut self, i: u32, k: Key) {
         let keys = keys_of(k);
         let at = i as usize;
         if at >= self.of.len() {
             self.of.resize(at + 1, [None; 3]);
         }
-        if self.of[at].map(|s| s.map(|(k, _)| k)) == keys {
-            return;
-        }
-        for (k, p) in self.of[at].into_iter().flatten() {
-            self.leave(i, k, p);
-        }
-        for (slot, k) in keys.into_iter().enumerate() {
-            self.of[at][slot] = k.map(|k| {
+        for (slot, new) in keys.into_iter().enumerate() {
+            let old = self.of[at][slot];
+            if old.map(|(k, _)| k) == new {
+                continue;
+            }
+            if let Some((k, p)) = old {
+                self.leave(i, k, p);
+            }
+            self.of[at][slot] = new.map(|k| {
                 let m = self.members.entry(k).or_default();
                 m.list.push(i);
                 (k, m.list.len() as u32 - 1)
@@ -206,6 +234,9 @@ impl Groups {
         m.list.swap_remove(p as usize);
         if last == 0 {
             self.members.remove(&k);
+            if self.statuses.contains_key(&k) {
+                self.note_spare(k);
+            }
             return;
         }
         if p == last {
@@ -300,6 +331,44 @@ mod tests {
             named.dedup();
             assert_eq!(g.members.len(), named.len(), "step {step}");
         }
+    }
+
+    /// A key whose last member left (its definition moved) is one whose
+    /// room a named group may take; one that gained members since is not.
+    #[test]
+    fn a_key_left_without_members_makes_room() {
+        let mut g = Groups::default();
+        g.set_member(0, key(b"AA", b""));
+        g.set_member(1, key(b"BB", b""));
+        g.set_member(2, key(b"CC", b""));
+        for (k, name) in [b"AA", b"BB"].iter().enumerate() {
+            g.record(*name, b"", 2, (0, (k as u32 + 1, 0)), 2, true);
+        }
+        let full = g.record(b"CC", b"", 2, (0, (3, 0)), 2, true);
+        assert_eq!(
+            full,
+            Recorded {
+                changed: false,
+                anomalies: 1
+            }
+        );
+        // AA loses its member, then gains one again; BB loses its own.
+        g.set_member(0, key(b"DD", b""));
+        g.set_member(3, key(b"AA", b""));
+        g.set_member(1, key(b"DD", b""));
+        let r = g.record(b"CC", b"", 2, (0, (4, 0)), 2, true);
+        assert_eq!(
+            r,
+            Recorded {
+                changed: true,
+                anomalies: 1
+            }
+        );
+        assert_eq!(g.statuses(key(b"AA", b"")).count(), 1, "AA has a member");
+        assert_eq!(g.statuses(key(b"BB", b"")).count(), 0, "BB made room");
+        // A member moving between keys it keeps stays where it is.
+        g.set_member(2, key(b"CC", b"EQ"));
+        assert_eq!(g.members[&key(b"CC", b"")].list, [2]);
     }
 
     /// Full of made-up groups, a group some definition names takes the
