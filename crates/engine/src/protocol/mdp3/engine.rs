@@ -608,12 +608,19 @@ mod tests {
             }
             assert_eq!(l.begun(), 3, "{order:?}");
         }
-        // One line only, or a single-packet loop counted once.
+        // One line only.
         let mut l = Loops::default();
         for s in [1, 2, 1, 2, 1] {
             l.on_packet(1, s);
         }
         assert_eq!(l.begun(), 3);
+        // A loop of a single packet, MsgSeqNum 1 again and again, is
+        // counted once (it cannot be told from one datagram sent twice).
+        let mut l = Loops::default();
+        for _ in 0..3 {
+            l.on_packet(0, 1);
+        }
+        assert_eq!(l.begun(), 1);
     }
 
     /// The channel's counters take ids of their own (in the extension, but

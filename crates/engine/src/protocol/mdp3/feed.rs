@@ -1190,6 +1190,14 @@ mod tests {
         define_as(f, id, symbol, depth, b'A');
     }
 
+    /// The SecurityIDs [`Feed::drain_touched`] hands over, sorted.
+    fn touched(f: &mut Feed) -> Vec<i32> {
+        let mut ids = Vec::new();
+        f.drain_touched(|_, _, e| ids.push(e.security_id));
+        ids.sort();
+        ids
+    }
+
     /// A SecurityStatus 30 for SecurityGroup `group` and Asset `asset`
     /// (no SecurityID), ending its event.
     fn group_status(group: &str, asset: &str, code: u8) -> Vec<u8> {
@@ -1718,11 +1726,6 @@ mod tests {
         f.track_touched(true);
         let all: Vec<BookEntry> = (1..=50).map(|id| bid(id, 1, 1, New, 100)).collect();
         f.on_incremental(&book(1, true, &all), T0).unwrap();
-        let touched = |f: &mut Feed| {
-            let mut ids = Vec::new();
-            f.drain_touched(|_, _, e| ids.push(e.security_id));
-            ids
-        };
         assert_eq!(touched(&mut f).len(), 50);
         let unverified = |f: &Feed| {
             (1..=50)
@@ -1745,14 +1748,12 @@ mod tests {
         let two = [bid(7, 3, 1, Change, 102), bid(9, 2, 1, Change, 99)];
         f.on_incremental(&book(4, true, &two), T0).unwrap();
         f.on_incremental(&book(6, true, &[]), T0 + 10 * MS).unwrap();
-        let mut ids = touched(&mut f);
-        ids.sort();
+        let ids = touched(&mut f);
         assert_eq!(ids, [7, 9]);
         assert_eq!(unverified(&f), 48);
         f.expire(T0 + 20 * MS);
         assert_eq!(unverified(&f), 50);
-        let mut ids = touched(&mut f);
-        ids.sort();
+        let ids = touched(&mut f);
         assert_eq!(ids, [7, 9], "only those verified since the last give-up");
         assert_eq!(f.sequence().counters().packets_lost, 2);
     }
@@ -1769,12 +1770,6 @@ mod tests {
             define_in(&mut f, id, &format!("S{id}"), 10, b'A', group);
         }
         f.track_touched(true);
-        let touched = |f: &mut Feed| {
-            let mut ids = Vec::new();
-            f.drain_touched(|_, _, e| ids.push(e.security_id));
-            ids.sort();
-            ids
-        };
         assert_eq!(touched(&mut f).len(), 6);
         let status = |s: u32, group, code| encode::packet(s, T0, &[group_status(group, "", code)]);
         f.on_incremental(&status(1, "ES", 2), T0).unwrap();
@@ -1791,6 +1786,30 @@ mod tests {
         f.on_incremental(&status(6, "NQ", 2), T0).unwrap();
         assert_eq!(touched(&mut f), [4, 5, 6]);
         assert_eq!(f.state(f.find("S3").unwrap()), Some(State::Closed));
+    }
+
+    /// An instrument whose change waits alone for its event's end is
+    /// listed for publication when a later packet's end of event (naming
+    /// only another instrument) covers it.
+    #[test]
+    fn a_change_covered_by_a_later_packets_end_is_listed_for_publication() {
+        use UpdateAction::{Change, New};
+        let mut f = feed();
+        f.on_incremental(
+            &book(1, true, &[bid(7, 1, 1, New, 100), bid(8, 1, 1, New, 50)]),
+            T0,
+        )
+        .unwrap();
+        f.track_touched(true);
+        touched(&mut f);
+        f.on_incremental(&book(2, false, &[bid(7, 2, 1, Change, 101)]), T0)
+            .unwrap();
+        touched(&mut f);
+        assert_eq!(top(&f, "#7"), (Some(100), None), "not visible yet");
+        f.on_incremental(&book(3, true, &[bid(8, 2, 1, Change, 51)]), T0)
+            .unwrap();
+        assert_eq!(touched(&mut f), [7, 8]);
+        assert_eq!(top(&f, "#7"), (Some(101), None));
     }
 
     /// A group status matches a definition by the SecurityGroup's bytes as
