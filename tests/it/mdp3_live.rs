@@ -600,21 +600,62 @@ fn instruments_are_shown_by_symbol_then_security_id() {
 /// Incremental packet `seq`: instrument `id`'s first entry (RptSeq 1, a
 /// bid) then RptSeq 3, one ahead of its next: suspect with a book.
 fn new_then_hole(seq: u32, id: i32) -> Vec<u8> {
+    bids(seq, id, &[1, 3])
+}
+
+/// Incremental packet `seq`: bids at level 1 of instrument `id`, of
+/// RptSeq `rpt` (a New at 1, Changes after), ending the event.
+fn bids(seq: u32, id: i32, rpt: &[u32]) -> Vec<u8> {
     use tickguard::protocol::mdp3::encode::{self, BookEntry, Shape};
     use tickguard::protocol::mdp3::template::{EntryType, UpdateAction};
-    let bid = |rpt_seq, action| BookEntry {
+    let bid = |rpt_seq| BookEntry {
         price: Some(100_000_000_000),
         size: Some(1),
         security_id: id,
         rpt_seq,
         orders: Some(1),
         level: 1,
-        action,
+        action: if rpt_seq == 1 {
+            UpdateAction::New
+        } else {
+            UpdateAction::Change
+        },
         entry_type: EntryType::Bid,
     };
-    let entries = [bid(1, UpdateAction::New), bid(3, UpdateAction::Change)];
+    let entries: Vec<BookEntry> = rpt.iter().map(|&r| bid(r)).collect();
     let m = encode::book(46, Shape::new(13), now_ns(), 0x80, &entries, 0);
     encode::packet(seq, now_ns(), &[m])
+}
+
+/// A loop counts as useful only when a snapshot heals: an instrument
+/// healed by its own entries while the lines are joined does not keep
+/// them joined past `snapshot_max_loops` loops that heal nothing.
+#[test]
+fn an_instrument_healed_by_its_own_entries_does_not_make_a_loop_useful() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(3, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    assert!(!rig.snapshot_wanted());
+    // Two instruments the venue's loop does not carry turn suspect.
+    let seq = venue.next_seq_num();
+    rig.send_raw(&[new_then_hole(seq, 999_001)], 0);
+    rig.send_raw(&[new_then_hole(seq + 1, 999_002)], 0);
+    std::thread::sleep(Duration::from_millis(10));
+    rig.settle();
+    assert!(rig.snapshot_wanted(), "joined for them");
+    for loop_no in 0..3u64 {
+        rig.send(&venue.snapshot_loop(t + 40_000 + loop_no * 10_000), &[2, 3]);
+        if loop_no == 1 {
+            // 999_002's missing RptSeq 2: healed by its own entries.
+            rig.send_raw(&[bids(seq + 2, 999_002, &[2])], 0);
+            assert!(!reasons(&Reader::open(&rig.shm), "#999002").contains("suspect"));
+        }
+    }
+    assert!(
+        !rig.snapshot_wanted(),
+        "left after two loops healing nothing"
+    );
 }
 
 /// A definition packet (template 54) of `id` named `symbol`, with
