@@ -849,3 +849,97 @@ fn instruments_past_the_most_kept_are_counted_where_an_operator_sees_them() {
         .count();
     assert!(published <= 3, "{published}");
 }
+
+/// Every channel counter the publication carries is the channel's own
+/// value, each apart (the flag counts over the published instruments):
+/// after losses filled by the other line, losses on both, an instrument
+/// suspect, one overflowed and a ChannelReset refilled.
+#[test]
+fn published_counters_are_the_channels_own() {
+    let (mut rig, t, mut venue) = Rig::equity_filled("max_cached = 2");
+    for k in 0..10u64 {
+        // Lost on A, its copy on B late: a gap filled.
+        let first = venue.next_event(t + k * 2000);
+        let second = venue.next_event(t + k * 2000 + 1000);
+        // Sent together: settling in between could outlast the gap
+        // timeout.
+        for (d, to) in [(&second, 0), (&second, 1), (&first, 1)] {
+            for x in d {
+                rig.tx.send_to(&x.bytes, rig.lines[to]).unwrap();
+            }
+        }
+        rig.settle();
+    }
+    lose_an_event_on_both_lines(&mut rig, &mut venue, t + 40_000);
+    let seq = venue.next_seq_num();
+    rig.send_raw(&[new_then_hole(seq, 999_001)], 0);
+    rig.send_raw(&[bids(seq + 1, 999_002, &[1, 3, 4, 5])], 0);
+    // A packet sent twice on one line: a duplicate, not a line copy.
+    rig.send_raw(&[bids(seq + 2, 999_003, &[1])], 0);
+    rig.send_raw(&[bids(seq + 2, 999_003, &[1])], 0);
+    std::thread::sleep(Duration::from_millis(300));
+    rig.settle();
+    let reader = Reader::open(&rig.shm);
+    let f = rig.feed();
+    let (n, q) = (f.counters(), f.sequence().counters());
+    let published = |flag: fn(&tickguard::protocol::mdp3::feed::Entry) -> bool| {
+        f.instruments()
+            .iter()
+            .filter(|e| {
+                flag(e)
+                    && reader
+                        .lookup("cme", &format!("#{}", e.security_id))
+                        .is_some()
+            })
+            .count() as u64
+    };
+    let want = [
+        ("next", u64::from(f.sequence().high().unwrap())),
+        ("gaps_open", f.sequence().gaps_open() as u64),
+        ("recovered", q.recovered),
+        ("packet_gaps", q.packet_gaps),
+        ("packets_lost", q.packets_lost),
+        ("gaps_expired", q.gaps_given_up),
+        ("sequence_restarts", q.sequence_restarts),
+        ("stale_sequence", q.stale_sequence),
+        ("channel_resets", n.channel_resets),
+        ("anomalies", n.anomalies),
+        ("snapshots_applied", n.snapshots_applied),
+        ("snapshots_ignored", n.snapshots_ignored),
+        ("cache_overflows", n.cache_overflows),
+        ("cached", f.cached() as u64),
+        ("definitions", n.definitions),
+        ("instruments_refused", n.instruments_refused),
+        (
+            "instruments_suspect",
+            published(|e| e.instrument.seq.suspect()),
+        ),
+        (
+            "instruments_unverified",
+            published(|e| e.instrument.seq.unverified()),
+        ),
+        (
+            "instruments_overflowed",
+            published(|e| e.instrument.seq.overflowed()),
+        ),
+    ];
+    for (name, value) in want {
+        assert_eq!(counter(&reader, name), value, "{name}");
+    }
+    // The losses above make these more than 0, so a swap shows.
+    for name in [
+        "recovered",
+        "packets_lost",
+        "instruments_suspect",
+        "instruments_overflowed",
+        "cache_overflows",
+    ] {
+        assert!(counter(&reader, name) > 0, "{name}");
+    }
+    assert_ne!(
+        counter(&reader, "instruments_suspect"),
+        counter(&reader, "instruments_unverified")
+    );
+    let c = &rig.sidecar.handler().feeds()[0].counters;
+    assert_eq!(c.duplicates - c.line_copies, 1, "{c:?}");
+}
