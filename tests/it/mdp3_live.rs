@@ -759,6 +759,33 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
 }
 
+/// With fewer slots than instruments, the instrument left without one
+/// is counted once in `table_full_symbols`, however often it trades, and
+/// answers nothing from the table; the others keep theirs.
+#[test]
+fn an_instrument_the_full_table_refuses_is_counted_once() {
+    let mut rig = Rig::with("on_demand", "[state]\ncapacity = 4");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    for k in 1..40u64 {
+        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    rig.settle();
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(counter(&reader, "table_full_symbols"), 1);
+    let slotted = venue
+        .specs()
+        .filter(|s| {
+            reader
+                .lookup("cme", &format!("#{}", s.security_id))
+                .is_some()
+        })
+        .count();
+    assert_eq!(slotted, 4);
+}
+
 /// A `definitions` file is read when the receiver starts: every
 /// instrument answers by its Symbol from its first book, before any
 /// definition line speaks; a file that cannot be read stops the start,
