@@ -123,6 +123,14 @@ clock_offset = 0
         }
     }
 
+    /// The venue's events `range` (the k-th at `t` + k µs), on both
+    /// incremental lines.
+    fn events(&mut self, venue: &mut Channel, t: u64, range: std::ops::Range<u64>) {
+        for k in range {
+            self.send(&venue.next_event(t + k * 1000), &[0, 1]);
+        }
+    }
+
     fn snapshot_wanted(&self) -> bool {
         self.sidecar.handler().wants(0, 2)
     }
@@ -377,9 +385,7 @@ fn a_mid_week_start_heals_every_instrument_within_one_loop() {
     let mut rig = Rig::new("on_demand");
     let t = now_ns();
     let mut venue = Channel::mid_week(5, equity_channel(), t);
-    for k in 0..50u64 {
-        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
-    }
+    rig.events(&mut venue, t, 0..50u64);
     assert!(
         rig.snapshot_wanted(),
         "joined: instruments have no baseline"
@@ -407,9 +413,7 @@ fn a_channel_reset_empties_every_book_until_it_is_refilled() {
     let t = now_ns();
     let mut venue = Channel::new(3, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
-    for k in 0..20u64 {
-        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
-    }
+    rig.events(&mut venue, t, 0..20u64);
     let reader = Reader::open(&rig.shm);
     all_answer_their_books(&reader, &venue, "before the reset");
     rig.send(&venue.channel_reset(t + 50_000), &[0, 1]);
@@ -454,9 +458,7 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
     let t = now_ns();
     let mut venue = Channel::new(3, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
-    for k in 0..20u64 {
-        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
-    }
+    rig.events(&mut venue, t, 0..20u64);
     assert!(!rig.snapshot_wanted());
     lose_an_event_on_both_lines(&mut rig, &mut venue, t + 30_000);
     assert!(rig.snapshot_wanted(), "joined after the give-up");
@@ -751,9 +753,7 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     // The second instrument takes the first one's Symbol.
     let (b, name) = (specs[1].security_id, specs[0].symbol.clone());
     rig.send_raw(&[definition(100, b, &name, b'M')], 4);
-    for k in 1..20u64 {
-        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
-    }
+    rig.events(&mut venue, t, 1..20u64);
     assert_eq!(full(&rig), 1, "refused once, published again since");
     let reader = Reader::open(&rig.shm);
     assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
@@ -768,9 +768,7 @@ fn an_instrument_the_full_table_refuses_is_counted_once() {
     let t = now_ns();
     let mut venue = Channel::new(7, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
-    for k in 1..40u64 {
-        rig.send(&venue.next_event(t + k * 1000), &[0, 1]);
-    }
+    rig.events(&mut venue, t, 1..40u64);
     std::thread::sleep(Duration::from_millis(300));
     rig.settle();
     let reader = Reader::open(&rig.shm);
