@@ -78,6 +78,13 @@ const OWN: [(usize, &str, bool, &str); 23] = [
 /// not) does not flood the log; the counter counts every one.
 const RESET_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
+/// Whether a ChannelReset at `t` (ns) is logged, the last logged at
+/// `last`: the first, one an interval or more after it, or one before it
+/// (a clock stepped back).
+fn reset_log_due(last: Option<u64>, t: u64) -> bool {
+    last.is_none_or(|last| t.saturating_sub(last) >= RESET_LOG_INTERVAL_NS || t < last)
+}
+
 /// One MDP3 feed's engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -362,10 +369,7 @@ impl Engine {
     /// processed again), at most one line per interval.
     #[cold]
     fn reset_logged(&mut self, name: &str, t: u64) {
-        let due = self
-            .last_reset_log
-            .is_none_or(|last| t.saturating_sub(last) >= RESET_LOG_INTERVAL_NS || t < last);
-        if due {
+        if reset_log_due(self.last_reset_log, t) {
             self.last_reset_log = Some(t);
             tracing::warn!(
                 feed = %name,
@@ -621,6 +625,18 @@ mod tests {
             l.on_packet(0, 1);
         }
         assert_eq!(l.begun(), 1);
+    }
+
+    /// A flood of ChannelResets logs at most a line an interval; the
+    /// first is always logged, and so is one after the clock stepped back.
+    #[test]
+    fn channel_resets_are_logged_at_most_once_an_interval() {
+        const T: u64 = 1_000_000_000_000;
+        assert!(reset_log_due(None, T));
+        assert!(!reset_log_due(Some(T), T));
+        assert!(!reset_log_due(Some(T), T + RESET_LOG_INTERVAL_NS - 1));
+        assert!(reset_log_due(Some(T), T + RESET_LOG_INTERVAL_NS));
+        assert!(reset_log_due(Some(T), T - 1));
     }
 
     /// The channel's counters take ids of their own (in the extension, but
