@@ -768,9 +768,9 @@ fn an_instrument_the_full_table_refuses_is_counted_once() {
     let t = now_ns();
     let mut venue = Channel::new(7, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
+    // Settled: idle for longer than the heartbeat (1 ms) that publishes
+    // the counters.
     rig.events(&mut venue, t, 1..40u64);
-    std::thread::sleep(Duration::from_millis(300));
-    rig.settle();
     let reader = Reader::open(&rig.shm);
     assert_eq!(counter(&reader, "table_full_symbols"), 1);
     let slotted = venue
@@ -901,9 +901,9 @@ fn published_counters_are_the_channels_own() {
     rig.send_raw(&[bids(seq + 1, 999_002, &[1, 3, 4, 5])], 0);
     // A packet sent twice on one line: a duplicate, not a line copy.
     rig.send_raw(&[bids(seq + 2, 999_003, &[1])], 0);
+    // Settled: idle for longer than the heartbeat (1 ms) that publishes
+    // the counters.
     rig.send_raw(&[bids(seq + 2, 999_003, &[1])], 0);
-    std::thread::sleep(Duration::from_millis(300));
-    rig.settle();
     let reader = Reader::open(&rig.shm);
     let f = rig.feed();
     let (n, q) = (f.counters(), f.sequence().counters());
