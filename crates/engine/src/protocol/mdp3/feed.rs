@@ -1758,6 +1758,57 @@ mod tests {
         assert_eq!(f.sequence().counters().packets_lost, 2);
     }
 
+    /// An instrument verified again by a snapshot while every instrument
+    /// was unverified is listed like one verified by an entry: the next
+    /// give-up unverifies (and republishes) it again.
+    #[test]
+    fn an_instrument_verified_by_a_snapshot_is_unverified_by_the_next_give_up() {
+        let mut f = feed();
+        f.track_touched(true);
+        let all: Vec<BookEntry> = (1..=5)
+            .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
+            .collect();
+        f.on_incremental(&book(1, true, &all), T0).unwrap();
+        touched(&mut f);
+        let unverified = |f: &Feed, id: i32| {
+            let e = f.find(&format!("#{id}")).unwrap();
+            e.instrument.seq.unverified()
+        };
+        // Packet 2 lost, given up: all five unverified.
+        f.on_incremental(&book(3, true, &[]), T0).unwrap();
+        f.expire(T0 + 10 * MS);
+        assert!((1..=5).all(|id| unverified(&f, id)));
+        touched(&mut f);
+        // A snapshot of #3 at its RptSeq verifies it.
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 3,
+            tot_num_reports: 1,
+            security_id: 3,
+            rpt_seq: 1,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let level = SnapshotEntry {
+            price: Some(100),
+            size: Some(1),
+            orders: None,
+            level: Some(1),
+            entry_type: EntryType::Bid,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[level])]);
+        f.on_snapshot(&snap, T0 + 11 * MS).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert!(!unverified(&f, 3));
+        assert_eq!(touched(&mut f), [3]);
+        // Packet 4 lost, given up: #3 unverified again, and only it
+        // republished.
+        f.on_incremental(&book(5, true, &[]), T0 + 12 * MS).unwrap();
+        f.expire(T0 + 20 * MS);
+        assert!(unverified(&f, 3), "verified by the snapshot, then given up");
+        assert_eq!(touched(&mut f), [3]);
+        assert_eq!(f.sequence().counters().packets_lost, 2);
+    }
+
     /// A group status republishes its group's instruments only, each
     /// once however many statuses came; one that changes nothing
     /// republishes nobody; a redefinition moves an instrument between
