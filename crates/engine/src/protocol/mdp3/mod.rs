@@ -112,6 +112,7 @@
 //!   still an MDP3 datagram, just an invalid one.
 
 pub mod book;
+pub mod cache;
 pub mod config;
 pub mod encode;
 pub mod engine;

@@ -1,0 +1,229 @@
+//! One instrument's cache: the entries waiting for a hole in its RptSeq
+//! to close, read back ascending by RptSeq.
+//!
+//! A venue sends an instrument's entries in RptSeq order, so while a hole
+//! is open each entry cached is above the last: a push onto `run`, whose
+//! buffer is reused from hole to hole (no allocation after warm-up), and
+//! the entries a closing hole lets apply leave from its front (a head
+//! index, compacted when half the buffer is behind it). The values come
+//! off the wire, though, and a sender may choose the worst order for one
+//! sorted vector: from the top down (every insert at its front), or every
+//! other value (each applied one unblocking one at the front). An entry
+//! below the run's last goes to `rest`, a B-tree map: O(log n) whatever
+//! the order, allocating only while it grows, which a venue sending in
+//! order never makes it do.
+
+use std::collections::BTreeMap;
+
+/// Entries by RptSeq, each value at most once.
+#[derive(Debug, Clone, Default)]
+pub struct Cache<T> {
+    /// Ascending; the entries are `run[head..]`.
+    run: Vec<(u32, T)>,
+    head: usize,
+    /// Entries that came below the run's last.
+    rest: BTreeMap<u32, T>,
+}
+
+impl<T: Copy> Cache<T> {
+    /// Empty, nothing allocated.
+    pub fn new() -> Cache<T> {
+        Cache {
+            run: Vec::new(),
+            head: 0,
+            rest: BTreeMap::new(),
+        }
+    }
+
+    /// The run's entries.
+    #[inline]
+    fn live(&self) -> &[(u32, T)] {
+        self.run.get(self.head..).unwrap_or_default()
+    }
+
+    /// Entries cached.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.live().len() + self.rest.len()
+    }
+
+    /// Nothing cached.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.run.len() && self.rest.is_empty()
+    }
+
+    /// `r` is cached.
+    pub fn contains(&self, r: u32) -> bool {
+        self.live().binary_search_by_key(&r, |e| e.0).is_ok() || self.rest.contains_key(&r)
+    }
+
+    /// Caches `entry` of RptSeq `r` (not cached yet).
+    pub fn insert(&mut self, r: u32, entry: T) {
+        debug_assert!(!self.contains(r));
+        if self.live().last().is_none_or(|l| l.0 < r) {
+            self.run.push((r, entry));
+        } else {
+            self.rest.insert(r, entry);
+        }
+    }
+
+    /// The lowest RptSeq cached.
+    pub fn first(&self) -> Option<u32> {
+        let run = self.live().first().map(|e| e.0);
+        let rest = self.rest.first_key_value().map(|(&q, _)| q);
+        match (run, rest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes the entry of the lowest RptSeq.
+    pub fn pop_first(&mut self) -> Option<(u32, T)> {
+        let run = self.live().first().copied();
+        match (run, self.rest.first_key_value()) {
+            (Some(e), rest) if rest.is_none_or(|(&q, _)| e.0 < q) => {
+                self.head += 1;
+                self.settle();
+                Some(e)
+            }
+            _ => self.rest.pop_first(),
+        }
+    }
+
+    /// Empties the run's buffer once everything is behind its head, or
+    /// moves the entries down once half of it is: O(1) a pop, amortised.
+    fn settle(&mut self) {
+        if self.head == self.run.len() {
+            self.run.clear();
+            self.head = 0;
+        } else if self.head > self.run.len() / 2 {
+            self.run.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    /// Entries cached with RptSeq in `lo..=hi`.
+    pub fn count_in(&self, lo: u32, hi: u32) -> usize {
+        if lo > hi {
+            return 0;
+        }
+        let live = self.live();
+        let run = live.partition_point(|e| e.0 <= hi) - live.partition_point(|e| e.0 < lo);
+        run + self.rest.range(lo..=hi).count()
+    }
+
+    /// Drops the entries of RptSeq at or below `r`; returns how many.
+    pub fn drop_through(&mut self, r: u32) -> usize {
+        let below = self.live().partition_point(|e| e.0 <= r);
+        self.head += below;
+        self.settle();
+        let mut dropped = below;
+        if !self.rest.is_empty() {
+            let kept = match r.checked_add(1) {
+                Some(above) => self.rest.split_off(&above),
+                None => BTreeMap::new(),
+            };
+            dropped += self.rest.len();
+            self.rest = kept;
+        }
+        dropped
+    }
+
+    /// Every entry cached, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        let head = self.head;
+        let run = self.run.iter_mut().skip(head).map(|(_, e)| e);
+        run.chain(self.rest.values_mut())
+    }
+
+    /// Drops every entry (the run's buffer kept).
+    pub fn clear(&mut self) {
+        self.run.clear();
+        self.head = 0;
+        self.rest.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Against a map, in random orders mixing runs up and down: the
+    /// entries read back ascending, counts and drops as a map's.
+    #[test]
+    fn it_answers_as_a_map_does() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: u32| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(n)) as u32
+        };
+        for _ in 0..200 {
+            let mut c = Cache::new();
+            let mut m = BTreeMap::new();
+            let mut next = rand(1000);
+            for _ in 0..rand(300) {
+                match rand(10) {
+                    // Mostly ascending, as a venue sends.
+                    0..=4 => next += 1 + rand(3),
+                    5..=6 => next = rand(1500),
+                    7 => {
+                        let r = rand(1500);
+                        let want = m.range(..=r).count();
+                        m.retain(|&q, _| q > r);
+                        assert_eq!(c.drop_through(r), want);
+                    }
+                    8 => assert_eq!(c.pop_first(), m.pop_first()),
+                    _ => {
+                        let (lo, hi) = (rand(1500), rand(1500));
+                        let want = if lo <= hi {
+                            m.range(lo..=hi).count()
+                        } else {
+                            0
+                        };
+                        assert_eq!(c.count_in(lo, hi), want);
+                    }
+                }
+                assert_eq!(c.contains(next), m.contains_key(&next));
+                if !m.contains_key(&next) {
+                    c.insert(next, u64::from(next) * 3);
+                    m.insert(next, u64::from(next) * 3);
+                }
+                assert_eq!(c.len(), m.len());
+                assert_eq!(c.is_empty(), m.is_empty());
+                assert_eq!(c.first(), m.keys().next().copied());
+            }
+            for v in c.values_mut() {
+                *v += 1;
+            }
+            let mut read = Vec::new();
+            while let Some(e) = c.pop_first() {
+                read.push(e);
+            }
+            let want: Vec<(u32, u64)> = m.into_iter().map(|(q, v)| (q, v + 1)).collect();
+            assert_eq!(read, want);
+            assert!(c.is_empty());
+        }
+    }
+
+    /// Entries in order, then taken from the front, one at a time: the
+    /// run's buffer is reused, nothing goes to `rest`.
+    #[test]
+    fn entries_in_order_stay_in_the_run() {
+        let mut c = Cache::new();
+        for round in 0..3u32 {
+            for r in 0..100 {
+                c.insert(round * 1000 + r, r);
+            }
+            assert!(c.rest.is_empty());
+            for r in 0..100 {
+                assert_eq!(c.pop_first(), Some((round * 1000 + r, r)));
+                assert!(c.run.len() - c.head <= 100 - r as usize);
+            }
+            assert!(c.is_empty() && c.run.capacity() >= 100);
+        }
+    }
+}
