@@ -188,9 +188,9 @@ mod tests {
                     }
                 }
                 assert_eq!(c.contains(next), m.contains_key(&next));
-                if !m.contains_key(&next) {
+                if let std::collections::btree_map::Entry::Vacant(v) = m.entry(next) {
                     c.insert(next, u64::from(next) * 3);
-                    m.insert(next, u64::from(next) * 3);
+                    v.insert(u64::from(next) * 3);
                 }
                 assert_eq!(c.len(), m.len());
                 assert_eq!(c.is_empty(), m.is_empty());
