@@ -12,12 +12,23 @@
 //! below the run's last goes to `rest`, a B-tree map: O(log n) whatever
 //! the order, allocating only while it grows, which a venue sending in
 //! order never makes it do.
+//!
+//! An instrument that never cached holds only an empty pointer (8 bytes
+//! of its entry, which an entry applied reads); the rest is allocated
+//! the first time it caches, and kept.
 
 use std::collections::BTreeMap;
 
 /// Entries by RptSeq, each value at most once.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Cache<T> {
+    /// `None` until the first entry cached.
+    stores: Option<Box<Stores<T>>>,
+}
+
+/// What a cache holds.
+#[derive(Debug, Clone)]
+struct Stores<T> {
     /// Ascending; the entries are `run[head..]`.
     run: Vec<(u32, T)>,
     head: usize,
@@ -25,41 +36,99 @@ pub struct Cache<T> {
     rest: BTreeMap<u32, T>,
 }
 
+impl<T> Default for Cache<T> {
+    fn default() -> Cache<T> {
+        Cache { stores: None }
+    }
+}
+
 impl<T: Copy> Cache<T> {
     /// Empty, nothing allocated.
     pub fn new() -> Cache<T> {
-        Cache {
-            run: Vec::new(),
-            head: 0,
-            rest: BTreeMap::new(),
-        }
+        Cache::default()
     }
 
+    /// Empty: nothing was ever cached, or nothing is now.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.stores.as_ref().is_none_or(|s| s.is_empty())
+    }
+
+    /// Entries cached.
+    pub fn len(&self) -> usize {
+        self.stores.as_ref().map_or(0, |s| s.len())
+    }
+
+    /// `r` is cached.
+    pub fn contains(&self, r: u32) -> bool {
+        self.stores.as_ref().is_some_and(|s| s.contains(r))
+    }
+
+    /// Caches `entry` of RptSeq `r` (not cached yet).
+    pub fn insert(&mut self, r: u32, entry: T) {
+        let s = self.stores.get_or_insert_with(|| {
+            Box::new(Stores {
+                run: Vec::new(),
+                head: 0,
+                rest: BTreeMap::new(),
+            })
+        });
+        s.insert(r, entry);
+    }
+
+    /// The lowest RptSeq cached.
+    pub fn first(&self) -> Option<u32> {
+        self.stores.as_ref().and_then(|s| s.first())
+    }
+
+    /// Takes the entry of the lowest RptSeq.
+    pub fn pop_first(&mut self) -> Option<(u32, T)> {
+        self.stores.as_mut().and_then(|s| s.pop_first())
+    }
+
+    /// Entries cached with RptSeq in `lo..=hi`.
+    pub fn count_in(&self, lo: u32, hi: u32) -> usize {
+        self.stores.as_ref().map_or(0, |s| s.count_in(lo, hi))
+    }
+
+    /// Drops the entries of RptSeq at or below `r`; returns how many.
+    pub fn drop_through(&mut self, r: u32) -> usize {
+        self.stores.as_mut().map_or(0, |s| s.drop_through(r))
+    }
+
+    /// Every entry cached, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.stores.iter_mut().flat_map(|s| s.values_mut())
+    }
+
+    /// Drops every entry (the stores kept).
+    pub fn clear(&mut self) {
+        if let Some(s) = &mut self.stores {
+            s.clear();
+        }
+    }
+}
+
+impl<T: Copy> Stores<T> {
     /// The run's entries.
     #[inline]
     fn live(&self) -> &[(u32, T)] {
         self.run.get(self.head..).unwrap_or_default()
     }
 
-    /// Entries cached.
-    #[inline]
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.live().len() + self.rest.len()
     }
 
-    /// Nothing cached.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.head == self.run.len() && self.rest.is_empty()
     }
 
-    /// `r` is cached.
-    pub fn contains(&self, r: u32) -> bool {
+    fn contains(&self, r: u32) -> bool {
         self.live().binary_search_by_key(&r, |e| e.0).is_ok() || self.rest.contains_key(&r)
     }
 
-    /// Caches `entry` of RptSeq `r` (not cached yet).
-    pub fn insert(&mut self, r: u32, entry: T) {
+    fn insert(&mut self, r: u32, entry: T) {
         debug_assert!(!self.contains(r));
         if self.live().last().is_none_or(|l| l.0 < r) {
             self.run.push((r, entry));
@@ -68,8 +137,7 @@ impl<T: Copy> Cache<T> {
         }
     }
 
-    /// The lowest RptSeq cached.
-    pub fn first(&self) -> Option<u32> {
+    fn first(&self) -> Option<u32> {
         let run = self.live().first().map(|e| e.0);
         let rest = self.rest.first_key_value().map(|(&q, _)| q);
         match (run, rest) {
@@ -78,8 +146,7 @@ impl<T: Copy> Cache<T> {
         }
     }
 
-    /// Takes the entry of the lowest RptSeq.
-    pub fn pop_first(&mut self) -> Option<(u32, T)> {
+    fn pop_first(&mut self) -> Option<(u32, T)> {
         let run = self.live().first().copied();
         match (run, self.rest.first_key_value()) {
             (Some(e), rest) if rest.is_none_or(|(&q, _)| e.0 < q) => {
@@ -103,8 +170,7 @@ impl<T: Copy> Cache<T> {
         }
     }
 
-    /// Entries cached with RptSeq in `lo..=hi`.
-    pub fn count_in(&self, lo: u32, hi: u32) -> usize {
+    fn count_in(&self, lo: u32, hi: u32) -> usize {
         if lo > hi {
             return 0;
         }
@@ -113,8 +179,7 @@ impl<T: Copy> Cache<T> {
         run + self.rest.range(lo..=hi).count()
     }
 
-    /// Drops the entries of RptSeq at or below `r`; returns how many.
-    pub fn drop_through(&mut self, r: u32) -> usize {
+    fn drop_through(&mut self, r: u32) -> usize {
         let below = self.live().partition_point(|e| e.0 <= r);
         self.head += below;
         self.settle();
@@ -130,15 +195,13 @@ impl<T: Copy> Cache<T> {
         dropped
     }
 
-    /// Every entry cached, in no particular order.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
         let head = self.head;
         let run = self.run.iter_mut().skip(head).map(|(_, e)| e);
         run.chain(self.rest.values_mut())
     }
 
-    /// Drops every entry (the run's buffer kept).
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.run.clear();
         self.head = 0;
         self.rest.clear();
@@ -218,12 +281,15 @@ mod tests {
             for r in 0..100 {
                 c.insert(round * 1000 + r, r);
             }
-            assert!(c.rest.is_empty());
+            let s = c.stores.as_ref().unwrap();
+            assert!(s.rest.is_empty());
             for r in 0..100 {
                 assert_eq!(c.pop_first(), Some((round * 1000 + r, r)));
-                assert!(c.run.len() - c.head <= 100 - r as usize);
+                let s = c.stores.as_ref().unwrap();
+                assert!(s.run.len() - s.head <= 100 - r as usize);
             }
-            assert!(c.is_empty() && c.run.capacity() >= 100);
+            let s = c.stores.as_ref().unwrap();
+            assert!(c.is_empty() && s.run.capacity() >= 100);
         }
     }
 }
