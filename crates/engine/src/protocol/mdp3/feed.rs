@@ -218,6 +218,8 @@ pub struct Feed {
     counters: Counters,
     /// What changed for a live publication: see [`Touched`].
     touched: Touched,
+    /// Instruments that may differ from what a ChannelReset leaves.
+    since_reset: SinceReset,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -255,6 +257,59 @@ impl Touched {
     }
 }
 
+/// The instruments changed since the last ChannelReset (or weekly
+/// restart), each once, or all of them: what the next one has to reset.
+/// A flood of ChannelResets (thousands fit in a datagram) then costs each
+/// what the instruments changed since the one before it cost, not every
+/// instrument. An instrument is listed by the look-ups that may change it
+/// (an entry off the fast path, a status, a snapshot, a definition, its
+/// making): after a reset no instrument is on the fast path, so the first
+/// entry to each takes the slow one.
+#[derive(Debug, Default)]
+struct SinceReset {
+    all: bool,
+    list: Vec<u32>,
+    /// By instrument: listed in `list`.
+    marked: Vec<bool>,
+    /// The last reset also forgot every baseline (it came in a packet
+    /// filling a gap): the instruments not listed have none.
+    forgotten: bool,
+}
+
+impl SinceReset {
+    fn one(&mut self, i: u32) {
+        if self.all {
+            return;
+        }
+        if let Some(m) = self.marked.get_mut(i as usize) {
+            if !*m {
+                *m = true;
+                self.list.push(i);
+            }
+        }
+    }
+
+    /// Hands over the instruments a reset forgetting baselines
+    /// (`forget`) or not has to go over: those listed, or every one when
+    /// `all` or when the instruments not listed are not left as this
+    /// reset leaves them. Starts listing again.
+    fn take(&mut self, instruments: usize, forget: bool, mut f: impl FnMut(u32)) {
+        let all = self.all || self.forgotten != forget;
+        self.forgotten = forget;
+        if all {
+            (0..instruments as u32).for_each(&mut f);
+            self.marked.fill(false);
+        } else {
+            for &i in &self.list {
+                self.marked[i as usize] = false;
+                f(i);
+            }
+        }
+        self.list.clear();
+        self.all = false;
+    }
+}
+
 impl Feed {
     /// A channel before its first packet.
     pub fn new(settings: Settings) -> Feed {
@@ -277,6 +332,7 @@ impl Feed {
             watermark: None,
             counters: Counters::default(),
             touched: Touched::default(),
+            since_reset: SinceReset::default(),
             symbol_moves: 0,
             emptied: 0,
         }
@@ -434,10 +490,12 @@ impl Feed {
     /// bound.
     #[inline]
     fn instrument(&mut self, id: i32) -> Option<u32> {
-        match self.by_id.get(id) {
-            Some(i) => Some(i),
-            None => self.new_instrument(id),
-        }
+        let i = match self.by_id.get(id) {
+            Some(i) => i,
+            None => self.new_instrument(id)?,
+        };
+        self.since_reset.one(i);
+        Some(i)
     }
 
     #[cold]
@@ -462,6 +520,7 @@ impl Feed {
         if self.touched.on {
             self.touched.marked.push(false);
         }
+        self.since_reset.marked.push(false);
         if self.all_unverified {
             self.verified.push(i);
         }
@@ -492,12 +551,14 @@ impl Feed {
             for &i in &self.verified {
                 self.entries[i as usize].instrument.seq.unverify();
                 self.touched.one(i);
+                self.since_reset.one(i);
             }
         } else {
             for e in &mut self.entries {
                 e.instrument.seq.unverify();
             }
             self.touched.all();
+            self.since_reset.all = true;
             self.all_unverified = true;
         }
         self.verified.clear();
@@ -623,7 +684,7 @@ impl Feed {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
                     match r {
-                        Restart::Weekly => self.reset_channel(),
+                        Restart::Weekly => self.reset_channel(false),
                         Restart::AfterReset => self.restart_positions(),
                     }
                 }
@@ -652,15 +713,10 @@ impl Feed {
             }
             let mei = match body {
                 Body::ChannelReset(reset) => {
-                    self.reset_channel();
-                    if fill {
-                        // Packets after it were processed before it, on
-                        // books it now empties: none is trusted until its
-                        // snapshot.
-                        for e in &mut self.entries {
-                            e.instrument.forget_baseline();
-                        }
-                    }
+                    // When it fills a gap, packets after it were processed
+                    // before it, on books it now empties: none is trusted
+                    // until its snapshot.
+                    self.reset_channel(fill);
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
@@ -823,6 +879,9 @@ impl Feed {
         };
         self.touched.one(i);
         let inst = &mut self.entries[i as usize].instrument;
+        if !inst.seq.is_fast(r) {
+            self.since_reset.one(i);
+        }
         let had = inst.pending();
         let anomalies = inst.anomalies();
         let next = inst.apply_next(r, at, tt, u, &mut self.undo, ends_here);
@@ -1048,16 +1107,32 @@ impl Feed {
     }
 
     /// A ChannelReset (or the weekly restart): every book and status
-    /// emptied, caches and pending changes dropped, RptSeq restarting.
-    fn reset_channel(&mut self) {
+    /// emptied, caches and pending changes dropped, RptSeq restarting;
+    /// `forget`: and no instrument has a baseline (a ChannelReset that
+    /// came after packets that follow it: none is trusted until its
+    /// snapshot). Goes over the instruments changed since the last reset
+    /// only ([`SinceReset`]).
+    fn reset_channel(&mut self, forget: bool) {
         self.emptied += 1;
-        for e in &mut self.entries {
-            e.instrument.reset(&mut self.cached, &mut self.undo);
+        let (entries, touched) = (&mut self.entries, &mut self.touched);
+        let (cached, undo) = (&mut self.cached, &mut self.undo);
+        self.since_reset.take(entries.len(), forget, |i| {
+            let e = &mut entries[i as usize];
+            e.instrument.reset(cached, undo);
+            if forget {
+                e.instrument.forget_baseline();
+            }
             e.status = None;
-        }
+            touched.one(i);
+        });
+        debug_assert!(
+            self.entries
+                .iter()
+                .all(|e| e.instrument.is_reset(forget) && e.status.is_none()),
+            "an instrument changed since the last reset was not listed"
+        );
         self.all_unverified = false;
         self.verified.clear();
-        self.touched.all();
         self.groups.clear_statuses();
         self.dirty.clear();
         self.ends.clear();
@@ -1975,6 +2050,63 @@ mod tests {
         )
         .unwrap();
         assert_eq!(top(&f, "#1"), (Some(13), None));
+    }
+
+    /// A ChannelReset goes over (and republishes) only the instruments
+    /// changed since the one before it: a datagram of thousands costs
+    /// each what changed in between, not the channel.
+    #[test]
+    fn a_channel_reset_goes_over_only_what_changed_since_the_last() {
+        let mut f = feed();
+        f.track_touched(true);
+        let all: Vec<BookEntry> = (1..=50)
+            .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
+            .collect();
+        f.on_incremental(&book(50, true, &all), T0).unwrap();
+        touched(&mut f);
+        let reset = || encode::channel_reset(V, T0, EOE, 1);
+        f.on_incremental(&encode::packet(51, T0, &[reset()]), T0)
+            .unwrap();
+        assert_eq!(touched(&mut f).len(), 50);
+        // #7 changed between two resets of one packet: only it.
+        let seven = encode::book(46, V, T0, EOE, &[bid(7, 1, 1, UpdateAction::New, 9)], 0);
+        f.on_incremental(&encode::packet(1, T0, &[seven, reset()]), T0)
+            .unwrap();
+        assert_eq!(touched(&mut f), [7]);
+        let e = f.find("#7").unwrap();
+        assert!(e.instrument.is_reset(false) && top(&f, "#7") == (None, None));
+        // Nothing changed since: nobody.
+        let resets = [reset(), reset(), reset()];
+        // (Past the window of late copies of the old sequence.)
+        f.on_incremental(&encode::packet(2, T0, &resets), T0 + 10 * MS)
+            .unwrap();
+        assert_eq!(touched(&mut f), [] as [i32; 0]);
+        assert_eq!(f.counters().channel_resets, 5);
+        // A status, a snapshot-less entry out of order (cached): listed.
+        let status = encode::security_status(
+            V,
+            &encode::Status {
+                transact_time: T0,
+                security_group: "",
+                asset: "",
+                security_id: Some(3),
+                match_event_indicator: EOE,
+                trading_status: Some(2),
+            },
+        );
+        let cached = encode::book(46, V, T0, EOE, &[bid(4, 3, 1, UpdateAction::New, 9)], 0);
+        f.on_incremental(
+            &encode::packet(3, T0, &[status, cached, reset()]),
+            T0 + 11 * MS,
+        )
+        .unwrap();
+        assert_eq!(touched(&mut f), [3, 4]);
+        assert!((1..=50).all(|id| f
+            .find(&format!("#{id}"))
+            .unwrap()
+            .instrument
+            .is_reset(false)));
+        assert_eq!((f.cached(), f.state(f.find("#3").unwrap())), (0, None));
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the

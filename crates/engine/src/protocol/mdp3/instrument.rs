@@ -481,6 +481,23 @@ impl Instrument {
         self.seq.reset(cached);
     }
 
+    /// In the state [`reset`](Self::reset) leaves (then, with `forget`,
+    /// [`forget_baseline`](Self::forget_baseline)): for debug checks.
+    pub fn is_reset(&self, forget: bool) -> bool {
+        let seq = &self.seq;
+        self.books.outright.is_empty()
+            && self.books.implied.is_empty()
+            && !self.pending()
+            && self.undo.is_empty()
+            && seq.rpt_seq() == (!forget).then_some(0)
+            && (forget || !seq.suspect())
+            && seq.high_seen().is_none()
+            && seq.watch_from().is_none()
+            && !seq.unverified()
+            && !seq.overflowed()
+            && seq.cached() == 0
+    }
+
     /// No baseline any more (a ChannelReset that came after packets that
     /// follow it): suspect until a snapshot.
     pub fn forget_baseline(&mut self) {

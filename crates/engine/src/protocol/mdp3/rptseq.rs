@@ -297,6 +297,13 @@ impl<T: Copy> RptSeq<T> {
         }
     }
 
+    /// [`take_next`](Self::take_next) takes `r` on its fast path (the
+    /// next value of a healthy instrument, nothing else to look at).
+    #[inline]
+    pub fn is_fast(&self, r: u32) -> bool {
+        r == self.fast && r != 0
+    }
+
     /// Takes `r` if it is the usual case — the next value, nothing
     /// cached, no overflow — doing what [`on_entry`](Self::on_entry) does
     /// then, without its cache searches (the heal rule holds exactly when
