@@ -196,6 +196,8 @@ pub struct Feed {
     dirty: Vec<u32>,
     /// What reverts those changes, for every instrument.
     undo: UndoLog,
+    /// `dirty` sorted, for a compaction of `undo`.
+    compacting: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset): one per pair a status
     /// named, at most [`max_groups`](Self::max_groups) (a new pair may
     /// rehash, amortised), which a ChannelReset empties; and the
@@ -324,6 +326,7 @@ impl Feed {
             ends: Ends::default(),
             dirty: Vec::new(),
             undo: UndoLog::default(),
+            compacting: Vec::new(),
             groups: Groups::default(),
             restarts: 0,
             all_unverified: false,
@@ -635,11 +638,28 @@ impl Feed {
 
     /// Drops from the undo log the records of changes made visible since
     /// (an instrument waiting long for its event's end while others come
-    /// and go): rare, and linear in the instruments and the records kept.
+    /// and go): linear in the instruments pending and the records kept,
+    /// and due only once the records dropped outnumber those kept.
+    /// Only a pending instrument has records, and every one is in
+    /// `dirty`: those are gone over, once each, in index order.
     #[cold]
     fn compact_undo(&mut self) {
-        self.undo
-            .compact(self.entries.iter_mut().map(|e| e.instrument.undo_mut()));
+        let order = &mut self.compacting;
+        order.clear();
+        order.extend_from_slice(&self.dirty);
+        order.sort_unstable();
+        order.dedup();
+        debug_assert!(self.entries.iter().enumerate().all(|(i, e)| {
+            order.binary_search(&(i as u32)).is_ok() || e.instrument.undo().is_empty()
+        }));
+        let mut entries = self.entries.iter_mut();
+        let mut next = 0;
+        self.undo.compact(order.iter().filter_map(move |&i| {
+            // Ascending and unique: each step skips to the next one listed.
+            let e = entries.nth(i as usize - next)?;
+            next = i as usize + 1;
+            Some(e.instrument.undo_mut())
+        }));
     }
 
     /// One datagram of the incremental lines, arrived at `t`.
