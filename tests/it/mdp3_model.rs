@@ -1193,6 +1193,7 @@ impl Model {
     fn on_snapshot_message(&mut self, sn: &WSnap) {
         let (mut cached, mut anomalies) = (self.cached, self.c.anomalies);
         let restarts = self.c.sequence_restarts;
+        let (high, margin) = (self.high, self.margin);
         let i = self.inst(sn.id);
         let r = sn.rpt;
         let applies = if i.suspect() {
@@ -1239,10 +1240,16 @@ impl Model {
         i.drain(&mut cached, &mut anomalies);
         i.heal();
         i.snapshots_applied += 1;
+        // Taken, it says, `restart_margin` or more past the highest
+        // MsgSeqNum received: placed just below the next expected.
+        let (last, far) = match high {
+            Some(h) if u64::from(sn.last) >= u64::from(h) + u64::from(margin) => (h - 1, true),
+            _ => (sn.last, false),
+        };
         let odd =
-            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
+            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (last, AFTER_ALL)));
         self.c.snapshots_applied += 1;
-        self.c.anomalies = anomalies + u64::from(odd);
+        self.c.anomalies = anomalies + u64::from(odd || (far && sn.status != 255));
         self.cached = cached;
         self.examine();
     }
@@ -2009,10 +2016,12 @@ impl Venue<'_> {
         }
     }
 
-    /// A snapshot of instrument `i`: its true book.
+    /// A snapshot of instrument `i`: its true book (`odd`: with entries
+    /// a book does not take, and taken, it says, 150 packets ahead: about
+    /// the margin, on either side of it).
     fn snapshot(&self, i: usize, long: bool, odd: bool) -> Vec<u8> {
         let root = SnapshotRoot {
-            last_msg_seq_num_processed: self.seq - 1,
+            last_msg_seq_num_processed: self.seq - 1 + if odd { 150 } else { 0 },
             tot_num_reports: self.active.iter().filter(|&&a| a).count() as u32,
             security_id: IDS[i],
             rpt_seq: self.rpt[i],

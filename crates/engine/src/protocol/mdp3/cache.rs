@@ -10,8 +10,10 @@
 //! sorted vector: from the top down (every insert at its front), or every
 //! other value (each applied one unblocking one at the front). An entry
 //! below the run's last goes to `rest`, a B-tree map: O(log n) whatever
-//! the order, allocating only while it grows, which a venue sending in
-//! order never makes it do.
+//! the order. It allocates its nodes as it grows and frees them as it
+//! empties, so entries out of RptSeq order (lines delivering a channel's
+//! packets out of order, or a hostile sender) allocate; a venue's entries
+//! in order never reach it.
 //!
 //! An instrument that never cached holds only an empty pointer (8 bytes
 //! of its entry, which an entry applied reads); the rest is allocated
@@ -184,11 +186,17 @@ impl<T: Copy> Stores<T> {
         self.head += below;
         self.settle();
         let mut dropped = below;
-        if !self.rest.is_empty() {
-            let kept = match r.checked_add(1) {
-                Some(above) => self.rest.split_off(&above),
-                None => BTreeMap::new(),
-            };
+        let (Some((&lo, _)), Some((&hi, _))) =
+            (self.rest.first_key_value(), self.rest.last_key_value())
+        else {
+            return dropped;
+        };
+        if hi <= r {
+            dropped += self.rest.len();
+            self.rest.clear();
+        } else if lo <= r {
+            // Some on either side (so `r + 1` does not overflow).
+            let kept = self.rest.split_off(&(r + 1));
             dropped += self.rest.len();
             self.rest = kept;
         }

@@ -170,7 +170,8 @@ pub struct Entry {
 /// capacity: once every instrument was seen, every Symbol mapped, every
 /// status group named and the caches, the gaps and the pending list have
 /// met their largest need, processing allocates nothing (a definition the
-/// loop repeats included).
+/// loop repeats included), but for entries cached out of RptSeq order
+/// ([`Cache`](super::cache::Cache)).
 #[derive(Debug)]
 pub struct Feed {
     settings: Settings,
@@ -288,6 +289,15 @@ impl SinceReset {
                 *m = true;
                 self.list.push(i);
             }
+        }
+    }
+
+    /// Hands `f` each instrument listed (every one when `all`).
+    fn each(&self, instruments: usize, mut f: impl FnMut(u32)) {
+        if self.all {
+            (0..instruments as u32).for_each(f);
+        } else {
+            self.list.iter().for_each(|&i| f(i));
         }
     }
 
@@ -1042,6 +1052,7 @@ impl Feed {
                 continue;
             };
             self.touched.one(i);
+            let (last, far) = self.snapshot_position(snap.last_msg_seq_num_processed());
             let e = &mut self.entries[i as usize];
             let anomalies = e.instrument.anomalies();
             // Pending changes put an instrument in `dirty` (until covered
@@ -1075,8 +1086,8 @@ impl Feed {
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
                     if let Some(code) = snap.trading_status() {
-                        let at = (self.restarts, (snap.last_msg_seq_num_processed(), u16::MAX));
-                        if status::record(&mut e.status, code, at) {
+                        let at = (self.restarts, (last, u16::MAX));
+                        if status::record(&mut e.status, code, at) | far {
                             self.counters.anomalies += 1;
                         }
                     }
@@ -1158,6 +1169,20 @@ impl Feed {
         self.ends.clear();
     }
 
+    /// Where a snapshot's status stands, from its LastMsgSeqNumProcessed
+    /// `l`: the packet after which it was taken, unless that lies
+    /// `restart_margin` or more past the highest MsgSeqNum received (no
+    /// line lags so far: a snapshot of an older sequence, or made up):
+    /// then just below the next packet expected, so that the statuses the
+    /// feed brings next still count. Also whether it was that far.
+    fn snapshot_position(&self, l: u32) -> (u32, bool) {
+        let margin = u64::from(self.settings.sequencing.restart_margin);
+        match self.seq.high() {
+            Some(h) if u64::from(l) >= u64::from(h) + margin => (h.saturating_sub(1), true),
+            _ => (l, false),
+        }
+    }
+
     /// The sequence restarted after a ChannelReset: positions of the old
     /// sequence are not comparable with the new one's, so the changes the
     /// reset packet left after its ChannelReset (waiting for their event's
@@ -1165,12 +1190,16 @@ impl Feed {
     /// and no end of event of the old sequence (the ChannelReset's own)
     /// covers a change of the new one. Statuses need nothing: their
     /// stamps count the restart.
+    ///
+    /// Only instruments changed since the reset can have any: those
+    /// [`SinceReset`] lists.
     fn restart_positions(&mut self) {
         const BEFORE: Position = (0, 0);
         self.ends.clear();
-        for e in &mut self.entries {
-            e.instrument.restart_positions(BEFORE);
-        }
+        let entries = &mut self.entries;
+        self.since_reset.each(entries.len(), |i| {
+            entries[i as usize].instrument.restart_positions(BEFORE);
+        });
     }
 
     /// The status in force for instrument `e`.
@@ -2070,6 +2099,85 @@ mod tests {
         )
         .unwrap();
         assert_eq!(top(&f, "#1"), (Some(13), None));
+    }
+
+    /// A ChannelReset empties the group statuses: the members of each
+    /// group that had one are republished, though nothing else of theirs
+    /// changed since the reset before.
+    #[test]
+    fn a_channel_reset_republishes_the_members_of_groups_with_a_status() {
+        let mut f = feed();
+        for id in 1..=4 {
+            let group = if id <= 2 { "GE" } else { "ZN" };
+            define_in(&mut f, id, &format!("S{id}"), 10, b'A', group);
+        }
+        f.track_touched(true);
+        let reset = || encode::channel_reset(V, T0, EOE, 1);
+        f.on_incremental(&encode::packet(1, T0, &[reset()]), T0)
+            .unwrap();
+        assert_eq!(touched(&mut f).len(), 4);
+        let halt = encode::packet(2, T0, &[group_status("GE", "", 2)]);
+        f.on_incremental(&halt, T0 + 10 * MS).unwrap();
+        assert_eq!(touched(&mut f), [1, 2]);
+        assert_eq!(f.state(f.find("S1").unwrap()), Some(State::Halted));
+        f.on_incremental(&encode::packet(3, T0, &[reset()]), T0 + 11 * MS)
+            .unwrap();
+        // Its definition's status in force again.
+        assert_eq!(f.state(f.find("S1").unwrap()), Some(State::Trading));
+        assert_eq!(touched(&mut f), [1, 2], "no longer halted");
+    }
+
+    /// A snapshot's status stands after the packet it says it was taken
+    /// after, however late the feed gets there, unless that packet lies
+    /// `restart_margin` (10,000 here) or more past the highest received:
+    /// then it stands just below the next packet expected, counted in
+    /// `anomalies`, and the statuses the feed brings next count.
+    #[test]
+    fn a_snapshot_taken_far_ahead_does_not_outrank_the_statuses_to_come() {
+        let status = |id: i32, code: u8| {
+            encode::security_status(
+                V,
+                &encode::Status {
+                    transact_time: T0,
+                    security_group: "",
+                    asset: "",
+                    security_id: Some(id),
+                    match_event_indicator: EOE,
+                    trading_status: Some(code),
+                },
+            )
+        };
+        let snapshot = |id: i32, last: u32| {
+            let root = SnapshotRoot {
+                last_msg_seq_num_processed: last,
+                tot_num_reports: 1,
+                security_id: id,
+                rpt_seq: 5,
+                transact_time: T0,
+                trading_status: Some(17),
+            };
+            encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])])
+        };
+        let mut f = feed();
+        // #1 and #2 without a baseline (suspect): any snapshot applies.
+        let first = [
+            bid(1, 3, 1, UpdateAction::New, 9),
+            bid(2, 3, 1, UpdateAction::New, 9),
+        ];
+        f.on_incremental(&book(100, true, &first), T0).unwrap();
+        // Next expected: 101. #1's taken after 10,100 (as far as the
+        // margin allows), #2's after 10,101 (one more).
+        f.on_snapshot(&snapshot(1, 10_100), T0).unwrap();
+        f.on_snapshot(&snapshot(2, 10_101), T0).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 2);
+        assert_eq!(f.counters().anomalies, 1, "#2's only");
+        // A halt of each in packet 101: older than #1's snapshot, newer
+        // than where #2's was placed.
+        let halts = [status(1, 2), status(2, 2)];
+        f.on_incremental(&encode::packet(101, T0, &halts), T0)
+            .unwrap();
+        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Trading));
+        assert_eq!(f.state(f.find("#2").unwrap()), Some(State::Halted));
     }
 
     /// A ChannelReset goes over (and republishes) only the instruments

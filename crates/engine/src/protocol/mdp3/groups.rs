@@ -187,13 +187,16 @@ impl Groups {
     /// Forgets every status (a channel reset); memberships stay, as the
     /// definitions do.
     pub fn clear_statuses(&mut self) {
-        self.statuses.clear();
-        self.spare.clear();
-        for k in self.changed.drain(..) {
-            if let Some(m) = self.members.get_mut(&k) {
-                m.changed = false;
+        // The status in force changes for every key that had one: its
+        // members are listed as for any change (O(1) a status kept).
+        for k in self.statuses.keys() {
+            if let Some(m) = self.members.get_mut(k).filter(|m| !m.changed) {
+                m.changed = true;
+                self.changed.push(*k);
             }
         }
+        self.statuses.clear();
+        self.spare.clear();
     }
 
     /// Makes instrument `i` a member of the keys its definition's

@@ -178,7 +178,7 @@ impl<T: Copy> RptSeq<T> {
         }
     }
 
-    /// Calls `f` on every cached entry, in RptSeq order.
+    /// Calls `f` on every cached entry, in no particular order.
     pub fn cached_mut(&mut self, f: impl FnMut(&mut T)) {
         self.cache.values_mut().for_each(f);
     }
