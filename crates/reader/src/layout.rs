@@ -727,8 +727,10 @@ const DIR_LEN: usize = std::mem::size_of::<DirEntry>();
 const SLOT_LEN: usize = std::mem::size_of::<Slot>();
 const PAGE: usize = 4096;
 
-fn align(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// `n` rounded up to a multiple of `to`; `None` past `usize::MAX` (a
+/// forged header's shape).
+fn align(n: usize, to: usize) -> Option<usize> {
+    n.checked_next_multiple_of(to)
 }
 
 /// Section offsets and the file length for a shape.
@@ -752,15 +754,15 @@ impl Shape {
         let directory_offset = align(
             descriptors_offset.checked_add(feeds.checked_mul(DESCRIPTOR_TABLE_LEN)?)?,
             128,
-        );
+        )?;
         let slots_offset = align(
             directory_offset.checked_add(capacity.checked_mul(NAMES_PER_SLOT * DIR_LEN)?)?,
             PAGE,
-        );
+        )?;
         let file_len = align(
             slots_offset.checked_add(capacity.checked_mul(SLOT_LEN)?)?,
             PAGE,
-        );
+        )?;
         Some(Shape {
             feeds,
             capacity,
@@ -1062,7 +1064,19 @@ mod tests {
         assert_eq!(s.directory_offset, 128 + 2048 + 2 * 32768);
         assert_eq!(s.slots_offset % PAGE, 0);
         assert!(s.slots_offset >= s.directory_offset + 2 * 4800);
-        assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE));
+        assert_eq!(s.file_len, s.slots_offset + align(100 * 128, PAGE).unwrap());
+    }
+
+    /// A shape whose rounding up would pass `usize::MAX` (a forged
+    /// header's) is no shape: it never wraps to a small file length.
+    #[test]
+    fn a_shape_past_the_address_space_is_none() {
+        // slots_offset + 128 × capacity lands just below 2^64, so that
+        // only the last rounding up to a page overflows.
+        assert_eq!(Shape::new(1, 82_351_536_043_346_037), None);
+        assert_eq!(Shape::new(usize::MAX, 1), None);
+        assert_eq!(Shape::new(1, usize::MAX / 128), None);
+        assert!(Shape::new(1, 1 << 24).is_some());
     }
 
     /// Every counter id, and where each lives in the block.
