@@ -33,8 +33,10 @@
  *   bit  value  name             meaning
  *   0    1      no_quote         symbol unknown, or neither a bid nor an ask
  *                                (SQF: no valid price yet); alone when set
- *   1    2      stale            now - max(slot last_alive, feed last_alive) > stale_ns;
- *                                also: writer not healthy
+ *   1    2      stale            now - max(slot last_alive, feed last_alive) > stale_ns,
+ *                                or that time more than TG_MAX_AHEAD_NS ahead of
+ *                                now (the clock stepped back); also: writer not
+ *                                healthy
  *   2    4      stale_at_source  now - max(slot source_time, feed source_watermark)
  *                                - offset > source_ns (128-bit math)
  *   3    8      suspect          slot or feed suspect: gap not repaired, or a
@@ -869,7 +871,9 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     now = (tg_i128)now_ns;
     alive = w[TG_S_LAST_ALIVE] > feed[1] ? w[TG_S_LAST_ALIVE] : feed[1];
     source = w[TG_S_SOURCE_TIME] > feed[2] ? w[TG_S_SOURCE_TIME] : feed[2];
-    if (now - (tg_i128)alive > (tg_i128)w[TG_S_STALE_NS]) reasons |= TG_STALE;
+    if (now - (tg_i128)alive > (tg_i128)w[TG_S_STALE_NS] ||
+        (tg_i128)alive - now > (tg_i128)TG_MAX_AHEAD_NS)
+        reasons |= TG_STALE;
     if (now - (tg_i128)source - offset > (tg_i128)w[TG_S_SOURCE_NS]) reasons |= TG_STALE_AT_SOURCE;
     if ((meta & TG_META_SUSPECT) || (feed[0] & TG_FEED_SUSPECT)) reasons |= TG_SUSPECT;
     if (meta & TG_META_INVALID) reasons |= TG_INVALID_PRICE;

@@ -1,6 +1,7 @@
 //! The verdict a pre-trade check gets (SQF section 5).
 
 use crate::quote::SymbolState;
+use crate::reader::MAX_AHEAD_NS;
 use std::fmt;
 
 /// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
@@ -146,6 +147,9 @@ pub struct Inputs {
 /// under `th`, in spec order (`no_quote` alone when nothing is quoted).
 /// Silence and source age are taken in 128 bits and compared strictly, so
 /// no time on the wire, however wild, wraps into a fresh-looking value.
+/// A last sign of life more than [`MAX_AHEAD_NS`] after `now` is `stale`
+/// too: the clock stepped back since (or the file is forged), and silence
+/// measured from it would not show for as long as the step.
 #[inline]
 pub fn reasons(i: &Inputs, th: Thresholds, now: u64) -> Reasons {
     if !i.quoted {
@@ -155,7 +159,8 @@ pub fn reasons(i: &Inputs, th: Thresholds, now: u64) -> Reasons {
     let mut r = Reasons::empty();
     for (on, reason) in [
         (
-            i.alive.is_none_or(|a| now - a > th.stale_ns as i128),
+            i.alive
+                .is_none_or(|a| now - a > th.stale_ns as i128 || a - now > MAX_AHEAD_NS as i128),
             Reasons::STALE,
         ),
         (
@@ -262,6 +267,20 @@ mod tests {
         assert_eq!(evaluate(Some(&s), TH, 0, 1501), Reasons::STALE);
     }
 
+    /// Alive up to `MAX_AHEAD_NS` after the reader's clock is a reader
+    /// preempted between its clock and its check; further is a clock
+    /// stepped back (silence would not show for as long as the step).
+    #[test]
+    fn alive_far_after_now_is_stale() {
+        let t = 10_000_000_000;
+        let s = fresh(t, t);
+        let ahead = t - MAX_AHEAD_NS;
+        assert!(evaluate(Some(&s), TH, 0, ahead).is_ok());
+        let stepped = ahead - 1;
+        let r = evaluate(Some(&s), TH, 0, stepped);
+        assert!(r.contains(Reasons::STALE), "{r:?}");
+    }
+
     #[test]
     fn stale_at_source_uses_offset_and_is_strict() {
         // Provider clock 300 ns behind local: offset = +300.
@@ -294,8 +313,13 @@ mod tests {
         let s = fresh(1000, 0);
         assert!(evaluate(Some(&s), TH, i64::MIN as i128, 1000).contains(Reasons::STALE_AT_SOURCE));
         assert!(evaluate(Some(&s), TH, i64::MAX as i128, 1000).is_ok());
+        // Alive centuries after now: no wrap into a long silence, but a
+        // clock stepped back (`alive_far_after_now_is_stale`).
         let s = fresh(u64::MAX, 0);
-        assert!(!evaluate(Some(&s), TH, i64::MAX as i128, 0).contains(Reasons::STALE));
+        assert!(evaluate(Some(&s), TH, i64::MAX as i128, 0).contains(Reasons::STALE));
+        let s = fresh(u64::MAX, 0);
+        let r = evaluate(Some(&s), TH, i64::MAX as i128, u64::MAX - MAX_AHEAD_NS);
+        assert!(!r.contains(Reasons::STALE), "{r:?}");
         // An offset beyond 64 bits (a send time centuries ahead) stays exact.
         let s = fresh(1000, u64::MAX - 1_000);
         let offset = 1000 - (u64::MAX as i128);
