@@ -263,7 +263,12 @@ impl<'a> Iterator for Messages<'a> {
         let (block, rest) = rest.split_at_checked(u16::from_be_bytes(*len) as usize)?;
         self.rest = rest;
         let q = self.sequence;
-        self.sequence = q.wrapping_add(1);
+        // No sequence follows 2^64 − 1: blocks past it have none and are
+        // not read (wrapped, they would pass for the session's first).
+        match q.checked_add(1) {
+            Some(next) => self.sequence = next,
+            None => self.left = 0,
+        }
         Some((q, Message::new(block)))
     }
 
@@ -424,6 +429,21 @@ mod tests {
         assert_eq!(p.last_timestamp(), Some(1), "the last message with one");
     }
 
+    /// Blocks past sequence 2^64 − 1 have no sequence: the iterator ends
+    /// there, never wrapping to 0, 1, …
+    #[test]
+    fn no_message_follows_the_last_sequence() {
+        let mut b = PACKET[..39].to_vec();
+        b[10..18].copy_from_slice(&u64::MAX.to_be_bytes());
+        let p = Packet::new_checked(&b[..]).unwrap();
+        let m: Vec<u64> = p.messages().map(|(q, _)| q).collect();
+        assert_eq!(m, [u64::MAX]);
+        b[10..18].copy_from_slice(&(u64::MAX - 1).to_be_bytes());
+        let p = Packet::new_checked(&b[..]).unwrap();
+        let m: Vec<u64> = p.messages().map(|(q, _)| q).collect();
+        assert_eq!(m, [u64::MAX - 1, u64::MAX]);
+    }
+
     #[test]
     fn every_reject_reason() {
         let ok = &PACKET[..39];
@@ -503,7 +523,7 @@ mod tests {
         let bytes = b.finish();
         let p = Packet::new_checked(&bytes).unwrap();
         let seqs: Vec<u64> = p.messages().map(|(q, _)| q).collect();
-        assert_eq!(seqs, [u64::MAX, 0], "sequences wrap, never panic");
+        assert_eq!(seqs, [u64::MAX], "no sequence after the last, no panic");
         let r = Request {
             session: SESSION,
             sequence: 77,
