@@ -363,7 +363,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     out.flush().context("writing results")?;
     if let (Some(f), Some(path)) = (&forensics, &args.timeline) {
         let title = args.capture.display().to_string();
-        std::fs::write(path, f.timeline_svg(&title))
+        replace_file(path, f.timeline_svg(&title).as_bytes())
             .with_context(|| format!("writing timeline {}", path.display()))?;
     }
 
@@ -562,13 +562,41 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
         let mut json =
             serde_json::to_string_pretty(&outcome.summary).context("encoding summary")?;
         json.push('\n');
-        std::fs::write(path, json)
+        replace_file(path, json.as_bytes())
             .with_context(|| format!("writing summary {}", path.display()))?;
     }
     match outcome.input_error {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a new file beside
+/// it, renamed over it once written, so that a full disk or a signal part
+/// way leaves the previous file (or none), never a torn one. A path that
+/// exists and is not a regular file (`/dev/stdout`, a pipe, a symbolic
+/// link) is written in place.
+fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let regular = match std::fs::symlink_metadata(path) {
+        Ok(m) => m.is_file(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(e),
+    };
+    let Some(name) = path.file_name().filter(|_| regular) else {
+        return std::fs::write(path, bytes);
+    };
+    let mut staged = std::ffi::OsString::from(".");
+    staged.push(name);
+    staged.push(format!(".{}.tmp", std::process::id()));
+    let staging = path.with_file_name(staged);
+    let written = std::fs::File::create_new(&staging)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|()| std::fs::rename(&staging, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+    written
 }
 
 /// What `run` logs before it starts, in an operator's words: the

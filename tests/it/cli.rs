@@ -805,6 +805,45 @@ fn replay_warns_about_checks_naming_an_unknown_feed_or_an_invalid_symbol() {
     assert_eq!(replay(&cap, &cfg, Some(&good)).stderr, "");
 }
 
+/// The summary replaces the file at its path whole (written beside it,
+/// then renamed: nothing else is left in the directory); a path that is
+/// not a regular file, such as `/dev/stdout`, is written in place.
+#[test]
+fn the_summary_replaces_its_file_whole() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.json");
+    std::fs::write(&path, "an earlier run's").unwrap();
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = ino(&path);
+    let run = |summary: &Path| {
+        tickguard()
+            .arg("replay")
+            .arg(capture_of("scenario-vlan-ns"))
+            .arg("--config")
+            .arg(fx.join("config.toml"))
+            .arg("--summary")
+            .arg(summary)
+            .output()
+            .unwrap()
+    };
+    let out = run(&path);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(json.get("feeds").is_some(), "{json}");
+    assert_ne!(ino(&path), before, "a new file renamed over the old");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["summary.json"]);
+    let out = run(Path::new("/dev/stdout"));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("\"feeds\""), "{stdout}");
+}
+
 #[test]
 fn replay_output_paths_are_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
