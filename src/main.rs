@@ -343,31 +343,39 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         warn_at_after_end(&args, f.last_arrival());
     }
 
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match (&forensics, target) {
-        // With --explain, stdout carries only the explanation.
-        (Some(f), Some(_)) => {
-            let text = match (args.at, outcome.answers.last()) {
-                (Some(at), Some(answer)) => f.answer_at(at, answer.reasons),
-                _ => f.explanation(args.explain_all),
-            };
-            out.write_all(text.as_bytes())
-                .context("writing explanation")?;
-        }
-        _ => {
-            for (check, answer) in checks.iter().zip(&outcome.answers) {
-                writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+    let shown = (|| -> Result<()> {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        match (&forensics, target) {
+            // With --explain, stdout carries only the explanation.
+            (Some(f), Some(_)) => {
+                let text = match (args.at, outcome.answers.last()) {
+                    (Some(at), Some(answer)) => f.answer_at(at, answer.reasons),
+                    _ => f.explanation(args.explain_all),
+                };
+                out.write_all(text.as_bytes())
+                    .context("writing explanation")?;
+            }
+            _ => {
+                for (check, answer) in checks.iter().zip(&outcome.answers) {
+                    writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+                }
             }
         }
-    }
-    out.flush().context("writing results")?;
+        out.flush().context("writing results")
+    })();
+    // A reader that stops early (`| head`) stops the results only: the
+    // timeline, the summary and the exit status are still the replay's.
+    let shown = match shown {
+        Err(e) if is_broken_pipe(&e) => Ok(()),
+        shown => shown,
+    };
     if let (Some(f), Some(path)) = (&forensics, &args.timeline) {
         let title = args.capture.display().to_string();
         replace_file(path, f.timeline_svg(&title).as_bytes())
             .with_context(|| format!("writing timeline {}", path.display()))?;
     }
-
-    write_summary(&args, outcome)
+    let summary = write_summary(&args, outcome);
+    shown.and(summary)
 }
 
 /// `--explain FEED SYMBOL`, resolved: a feed the configuration lacks is an

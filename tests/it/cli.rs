@@ -844,6 +844,44 @@ fn the_summary_replaces_its_file_whole() {
     assert!(stdout.contains("\"feeds\""), "{stdout}");
 }
 
+/// A reader of the results that stops early (`| head -1`) stops the
+/// results only: the summary is still written and the exit status is the
+/// replay's.
+#[test]
+fn a_reader_that_stops_early_does_not_lose_the_summary() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    // About half a megabyte of results: more than a pipe holds, so the
+    // writer meets the closed pipe however early it starts.
+    let mut checks = String::from("time_ns,feed,symbol\n");
+    for k in 0..5_000u64 {
+        checks.push_str(&format!("{},fx,EURUSD\n", 1_767_603_599_950_000_000 + k));
+    }
+    let checks_path = write(dir.path(), "checks.csv", &checks);
+    let summary = dir.path().join("summary.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tickguard"))
+        .arg("replay")
+        .arg(capture_of("scenario-vlan-ns"))
+        .arg("--config")
+        .arg(fx.join("config.toml"))
+        .arg("--checks")
+        .arg(&checks_path)
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--no-progress")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert!(json.get("feeds").is_some(), "{json}");
+}
+
 #[test]
 fn replay_output_paths_are_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
