@@ -95,6 +95,11 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
 /// memory (with their answers) while a replay answers them.
 pub const CHECKS_MAX_BYTES: u64 = 256 << 20;
 
+/// Most checks a file may hold (2^23): rows of a few bytes each would
+/// otherwise fit tens of millions in the bytes allowed, each held with
+/// its answer (about 200 bytes a check).
+pub const CHECKS_MAX_ROWS: usize = 1 << 23;
+
 /// Bytes of a checks file read before its header is checked.
 pub const CHECKS_HEAD_BYTES: u64 = 64 << 10;
 
@@ -113,6 +118,11 @@ fn header(line: &str) -> Result<(), String> {
 /// Parses checks CSV text. Fields may be double-quoted (`""` inside quotes
 /// is a quote); blank lines are skipped; surrounding spaces are trimmed.
 pub fn parse_checks(text: &str) -> Result<Vec<Check>, String> {
+    parse_checks_up_to(text, CHECKS_MAX_ROWS)
+}
+
+/// [`parse_checks`] of at most `max_rows` checks.
+fn parse_checks_up_to(text: &str, max_rows: usize) -> Result<Vec<Check>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text
         .lines()
@@ -125,6 +135,9 @@ pub fn parse_checks(text: &str) -> Result<Vec<Check>, String> {
     let mut checks = Vec::new();
     for (i, line) in lines {
         let n = i + 1;
+        if checks.len() == max_rows {
+            return Err(format!("line {n}: more than {max_rows} checks"));
+        }
         let fields = split_csv(line).map_err(|e| format!("line {n}: {e}"))?;
         let [time, feed, symbol] = <[String; 3]>::try_from(fields).map_err(|f| {
             format!(
@@ -1007,6 +1020,19 @@ mod tests {
         assert!(parse_checks("\u{feff}time_ns,feed,symbol\n")
             .unwrap()
             .is_empty());
+    }
+
+    /// Rows past the most allowed are refused at the first one, naming
+    /// its line; the bound itself is 2^23.
+    #[test]
+    fn checks_past_the_most_rows_are_refused() {
+        let text = "time_ns,feed,symbol\n1,a,b\n2,a,b\n\n3,a,b\n";
+        assert_eq!(parse_checks_up_to(text, 3).map(|c| c.len()), Ok(3));
+        assert_eq!(
+            parse_checks_up_to(text, 2).unwrap_err(),
+            "line 5: more than 2 checks"
+        );
+        assert_eq!(CHECKS_MAX_ROWS, 8_388_608);
     }
 
     #[test]
