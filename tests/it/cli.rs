@@ -1195,6 +1195,36 @@ fn replay_of_sqf_as_itch_says_not_moldudp64() {
     );
 }
 
+/// A long capture of nothing but bad packets (timestamps stepping back
+/// and forth too) logs a few lines in all, not the "every packet is
+/// rejected" warning every ten seconds of capture time.
+#[test]
+fn replay_of_only_rejected_packets_logs_a_few_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    // 60 bad packets over 10 minutes of capture time, every other one
+    // 20 s behind the one before.
+    let packets: Vec<_> = (0..60u64)
+        .map(|i| {
+            let at = t + 10_000 * MS * (i + 2) - if i % 2 == 1 { 20_000 * MS } else { 0 };
+            (at, "239.1.1.1:30001", moldudp64(i))
+        })
+        .collect();
+    let cap = small_capture(dir.path(), &packets);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let logged = run
+        .stderr
+        .lines()
+        .filter(|l| {
+            l.contains("rejected malformed packet")
+                || l.contains("every packet of the feed is rejected")
+        })
+        .count();
+    assert!((1..=3).contains(&logged), "{logged}: {}", run.stderr);
+}
+
 /// A long capture full of bad packets logs a few lines, not one a second
 /// of capture time, then says how many there were, by reason.
 #[test]

@@ -574,11 +574,15 @@ impl Feed {
         run.at_packet = self.counters.packets;
         run.by_reason[reason.index()] += 1;
         if let Some(all) = self.all_rejected() {
+            // As for the lines above: a time behind the last warning's (a
+            // capture stepping back) is not due, and a replay's lines
+            // about rejected packets are few in all.
             let due = self
                 .run
                 .warned_ns
-                .is_none_or(|w| t.saturating_sub(w) >= ALL_REJECTED_LOG_INTERVAL_NS || t < w);
-            if due {
+                .is_none_or(|w| t.saturating_sub(w) >= ALL_REJECTED_LOG_INTERVAL_NS);
+            if due && self.reject_lines_left > 0 {
+                self.reject_lines_left -= 1;
                 self.run.warned_ns = Some(t);
                 tracing::warn!(
                     feed = %self.config.name,
