@@ -38,11 +38,7 @@ use std::sync::atomic::Ordering;
 /// Default bound on the writer heartbeat's age before the writer counts as dead, ns.
 pub const DEFAULT_DEAD_AFTER_NS: u64 = 100_000_000;
 
-/// How far the writer's heartbeat or start time may be ahead of the
-/// reader's clock (a reader preempted between reading its clock and
-/// checking), ns. Further ahead is a forged file or a clock stepped back:
-/// `stale`.
-pub const MAX_AHEAD_NS: u64 = 100_000_000;
+pub use crate::verdict::MAX_AHEAD_NS;
 
 /// How a [`Reader`] opens: `Reader::open_with(path, options)`; a plain `u64`
 /// converts into the default options with that dead-writer bound.

@@ -1,7 +1,12 @@
 //! The verdict a pre-trade check gets (SQF section 5).
 
 use crate::quote::SymbolState;
-use crate::reader::MAX_AHEAD_NS;
+
+/// How far a time of the writer's (its heartbeat, its start, a symbol's
+/// last sign of life) may be ahead of the reader's clock (a reader
+/// preempted between reading its clock and checking), ns. Further ahead
+/// is a forged file or a clock stepped back: `stale`.
+pub const MAX_AHEAD_NS: u64 = 100_000_000;
 use std::fmt;
 
 /// Per-symbol freshness limits, ns. Comparisons are strict (`>`).
