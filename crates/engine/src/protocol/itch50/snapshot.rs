@@ -104,6 +104,8 @@ pub struct Snapshots {
     open: bool,
     /// When the wait began, ns.
     since: Option<u64>,
+    /// When the last connection started, ns.
+    started: Option<u64>,
 }
 
 impl Snapshots {
@@ -116,6 +118,7 @@ impl Snapshots {
             due: None,
             open: false,
             since: None,
+            started: None,
         }
     }
 
@@ -142,9 +145,16 @@ impl Snapshots {
         self.since = Some(t);
     }
 
-    /// Whether a connection should start at `now`.
+    /// Whether a connection should start at `now`: one is due, and
+    /// `retry_ns` has passed since the last one started, however many
+    /// triggers came since (each new session starts a wait afresh: forged
+    /// ones must not make the handler log in to the venue over and over).
     pub fn should_start(&self, now: u64) -> bool {
-        !self.open && self.due.is_some_and(|d| d <= now)
+        !self.open
+            && self.due.is_some_and(|d| d <= now)
+            && self
+                .started
+                .is_none_or(|s| now >= s.saturating_add(self.settings.retry_ns))
     }
 
     /// A connection started at `t` (live: the connect; replay: its SYN).
@@ -160,10 +170,16 @@ impl Snapshots {
             feed.take_trigger();
             self.on_trigger(t);
         }
+        self.note_start(t);
+        true
+    }
+
+    /// What a start at `t` changes: one attempt more, a connection open.
+    fn note_start(&mut self, t: u64) {
         self.counters.attempts += 1;
         self.open = true;
         self.due = None;
-        true
+        self.started = Some(t);
     }
 
     /// The running connection ended with `end` at `t`: a snapshot is

@@ -960,3 +960,26 @@ glimpse_password_file = "{}"
         server.join().unwrap();
     }
 }
+
+/// However often a wait starts afresh (a new session abandons the wait,
+/// the next packet's join starts another), connections start at most
+/// once a `snapshot_retry_ms`.
+#[test]
+fn fresh_waits_start_connections_no_closer_than_the_retry_delay() {
+    let retry = 500 * 1_000_000;
+    let mut s = Snapshots::new(Settings {
+        max_attempts: 5,
+        retry_ns: retry,
+        retry_max_ns: 30 * retry,
+    });
+    s.on_trigger(0);
+    assert!(s.should_start(0));
+    // What `on_start` records of a start (it needs a feed to await).
+    s.note_start(0);
+    for t in [1_000, 2_000, retry - 1] {
+        s.on_abandoned();
+        s.on_trigger(t);
+        assert!(!s.should_start(t), "at {t}");
+    }
+    assert!(s.should_start(retry));
+}
