@@ -1220,19 +1220,25 @@ mod tests {
         assert_eq!(r.applied, [1, 1, 2]);
     }
 
-    #[test]
-    fn more_than_max_gaps_open_give_up_the_lowest() {
+    /// Sequence 1, then every other one up to 2 × MAX_GAPS + 1: each
+    /// packet opens a one-message gap, MAX_GAPS open at the end.
+    fn most_gaps_open() -> Run {
         let mut r = Run::new(Settings {
             max_held: 1 << 20,
             ..settings()
         });
         r.packet(&data(S1, 1, 1), 0);
-        // Every other sequence: each packet opens a one-message gap.
-        let gaps = MAX_GAPS as u64;
-        for k in 1..=gaps {
+        for k in 1..=MAX_GAPS as u64 {
             r.packet(&data(S1, 2 * k + 1, 1), k);
         }
         assert_eq!(r.seq.gaps_open(), MAX_GAPS);
+        r
+    }
+
+    #[test]
+    fn more_than_max_gaps_open_give_up_the_lowest() {
+        let mut r = most_gaps_open();
+        let gaps = MAX_GAPS as u64;
         assert_eq!(r.seq.counters().ticks_lost, 0);
         let o = r.packet(&data(S1, 2 * gaps + 3, 1), gaps + 1);
         assert_eq!(o.given_up, 1);
@@ -1249,16 +1255,8 @@ mod tests {
     /// and the stream comes out whole and in order.
     #[test]
     fn gaps_closed_from_the_middle_move_no_others() {
-        let mut r = Run::new(Settings {
-            max_held: 1 << 20,
-            ..settings()
-        });
-        r.packet(&data(S1, 1, 1), 0);
+        let mut r = most_gaps_open();
         let gaps = MAX_GAPS as u64;
-        for k in 1..=gaps {
-            r.packet(&data(S1, 2 * k + 1, 1), k);
-        }
-        assert_eq!(r.seq.gaps_open(), MAX_GAPS);
         // Missing: 2, 4, …, 2 × gaps; from the middle, alternately down
         // and up.
         let mid = gaps / 2;

@@ -1325,15 +1325,31 @@ mod tests {
     /// A SecurityStatus 30 for SecurityGroup `group` and Asset `asset`
     /// (no SecurityID), ending its event.
     fn group_status(group: &str, asset: &str, code: u8) -> Vec<u8> {
+        status_message(None, group, asset, code)
+    }
+
+    /// A SecurityStatus 30 for instrument `id`, ending its event.
+    fn instrument_status(id: i32, code: u8) -> Vec<u8> {
+        status_message(Some(id), "", "", code)
+    }
+
+    fn status_message(id: Option<i32>, group: &str, asset: &str, code: u8) -> Vec<u8> {
         let st = encode::Status {
             transact_time: T0,
             security_group: group,
             asset,
-            security_id: None,
+            security_id: id,
             match_event_indicator: EOE,
             trading_status: Some(code),
         };
         encode::security_status(V, &st)
+    }
+
+    /// Instruments 1 to `n`, each a bid at 100 (RptSeq 1), in one message.
+    fn bids_from_one(n: i32) -> Vec<BookEntry> {
+        (1..=n)
+            .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
+            .collect()
     }
 
     /// A 54 of SecurityGroup `ES`, no status, no feed types, to edit.
@@ -1889,10 +1905,8 @@ mod tests {
     fn an_instrument_verified_by_a_snapshot_is_unverified_by_the_next_give_up() {
         let mut f = feed();
         f.track_touched(true);
-        let all: Vec<BookEntry> = (1..=5)
-            .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
-            .collect();
-        f.on_incremental(&book(1, true, &all), T0).unwrap();
+        f.on_incremental(&book(1, true, &bids_from_one(5)), T0)
+            .unwrap();
         touched(&mut f);
         let unverified = |f: &Feed, id: i32| {
             let e = f.find(&format!("#{id}")).unwrap();
@@ -2134,19 +2148,7 @@ mod tests {
     /// `anomalies`, and the statuses the feed brings next count.
     #[test]
     fn a_snapshot_taken_far_ahead_does_not_outrank_the_statuses_to_come() {
-        let status = |id: i32, code: u8| {
-            encode::security_status(
-                V,
-                &encode::Status {
-                    transact_time: T0,
-                    security_group: "",
-                    asset: "",
-                    security_id: Some(id),
-                    match_event_indicator: EOE,
-                    trading_status: Some(code),
-                },
-            )
-        };
+        let status = instrument_status;
         let snapshot = |id: i32, last: u32| {
             let root = SnapshotRoot {
                 last_msg_seq_num_processed: last,
@@ -2187,10 +2189,8 @@ mod tests {
     fn a_channel_reset_goes_over_only_what_changed_since_the_last() {
         let mut f = feed();
         f.track_touched(true);
-        let all: Vec<BookEntry> = (1..=50)
-            .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
-            .collect();
-        f.on_incremental(&book(50, true, &all), T0).unwrap();
+        f.on_incremental(&book(50, true, &bids_from_one(50)), T0)
+            .unwrap();
         touched(&mut f);
         let reset = || encode::channel_reset(V, T0, EOE, 1);
         f.on_incremental(&encode::packet(51, T0, &[reset()]), T0)
@@ -2211,17 +2211,7 @@ mod tests {
         assert_eq!(touched(&mut f), [] as [i32; 0]);
         assert_eq!(f.counters().channel_resets, 5);
         // A status, a snapshot-less entry out of order (cached): listed.
-        let status = encode::security_status(
-            V,
-            &encode::Status {
-                transact_time: T0,
-                security_group: "",
-                asset: "",
-                security_id: Some(3),
-                match_event_indicator: EOE,
-                trading_status: Some(2),
-            },
-        );
+        let status = instrument_status(3, 2);
         let cached = encode::book(46, V, T0, EOE, &[bid(4, 3, 1, UpdateAction::New, 9)], 0);
         f.on_incremental(
             &encode::packet(3, T0, &[status, cached, reset()]),
