@@ -256,6 +256,8 @@ struct ReceiverMetrics {
     socket_errors: Counter,
     /// Socket errors already logged.
     last_socket_errors: u64,
+    /// Whether the recording's stop is logged.
+    record_stop_logged: bool,
     heartbeat_age: Gauge,
 }
 
@@ -355,6 +357,7 @@ impl Monitor {
             oversized: metrics::counter!("tickguard_oversized_datagrams_total"),
             socket_errors: metrics::counter!("tickguard_socket_errors_total"),
             last_socket_errors: 0,
+            record_stop_logged: false,
             heartbeat_age: metrics::gauge!("tickguard_writer_heartbeat_age_seconds"),
         };
         Monitor {
@@ -400,6 +403,14 @@ impl Monitor {
             );
         }
         rm.last_socket_errors = s.socket_errors;
+        if s.record_stopped && !rm.record_stop_logged {
+            tracing::error!(
+                error = %std::io::Error::from_raw_os_error(s.record_errno),
+                unrecorded = s.unrecorded,
+                "recording stopped at a failed write; the file holds what was applied before it"
+            );
+            rm.record_stop_logged = true;
+        }
         if let Some(beat) = r.heartbeat_ns() {
             rm.heartbeat_age.set(now.saturating_sub(beat) as f64 / 1e9);
         }
@@ -593,8 +604,9 @@ mod tests {
         assert!(!log.contains("gap burst started"), "{log}");
     }
 
-    /// The receive thread only counts socket errors; the metrics thread logs
-    /// each change of the count, once, with the last error.
+    /// The receive thread only counts socket errors and a recording's
+    /// failed write; the metrics thread logs each change of the count, once,
+    /// with the last error, and the recording's stop once.
     #[test]
     fn socket_errors_are_logged_once_per_change_with_the_last_error() {
         let dir = tempfile::tempdir().unwrap();
@@ -632,5 +644,17 @@ mod tests {
         let log = logs_of(|| m.sample(t + 3));
         assert!(log.contains("new=1 total=4"), "{log}");
         assert!(log.contains("No buffer space available"), "{log}");
+        // A recording stopped by a failed write: logged once, with its error.
+        st.record_stopped = true;
+        st.record_errno = libc::ENOSPC;
+        st.unrecorded = 7;
+        shared.store(&st);
+        let log = logs_of(|| m.sample(t + 4));
+        assert!(log.contains("recording stopped at a failed write"), "{log}");
+        assert!(log.contains("No space left on device"), "{log}");
+        assert!(log.contains("unrecorded=7"), "{log}");
+        st.unrecorded = 9;
+        shared.store(&st);
+        assert!(!logs_of(|| m.sample(t + 5)).contains("recording stopped"));
     }
 }

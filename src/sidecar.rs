@@ -75,6 +75,15 @@ pub struct RunStats {
     pub last_socket_errno: i32,
     /// Verdict changes not delivered because the subscriber was behind.
     pub change_drops: u64,
+    /// Datagrams and stream segments left out of the recording (`run
+    /// --record`): those whose time does not fit the file, and every one
+    /// after a failed write.
+    pub unrecorded: u64,
+    /// OS error number of the write that stopped the recording (0: none,
+    /// or not an OS error).
+    pub record_errno: i32,
+    /// Whether a failed write stopped the recording.
+    pub record_stopped: bool,
     /// Receives by datagrams taken: bucket i counts batches of 2^i to 2^(i+1) − 1
     /// (the last bucket: 128 and more).
     pub batch_sizes: [u64; BATCH_BUCKETS],
@@ -102,6 +111,9 @@ impl SharedStats {
             self.last_socket_errno
                 .store(st.last_socket_errno as u32 as u64, Ordering::Relaxed);
             self.change_drops.store(st.change_drops, Ordering::Relaxed);
+            self.unrecorded.store(st.unrecorded, Ordering::Relaxed);
+            let stopped = u64::from(st.record_stopped) << 32 | u64::from(st.record_errno as u32);
+            self.record_stopped.store(stopped, Ordering::Relaxed);
             for (a, v) in self.batch_sizes.iter().zip(&st.batch_sizes) {
                 a.store(*v, Ordering::Relaxed);
             }
@@ -122,6 +134,9 @@ impl SharedStats {
                 socket_errors: get(&self.socket_errors),
                 last_socket_errno: get(&self.last_socket_errno) as u32 as i32,
                 change_drops: get(&self.change_drops),
+                unrecorded: get(&self.unrecorded),
+                record_errno: get(&self.record_stopped) as u32 as i32,
+                record_stopped: get(&self.record_stopped) >> 32 != 0,
                 batch_sizes: std::array::from_fn(|i| get(&self.batch_sizes[i])),
             }
         });
@@ -156,6 +171,11 @@ pub struct SharedStats {
     pub last_socket_errno: AtomicU64,
     /// Verdict changes a subscriber missed.
     pub change_drops: AtomicU64,
+    /// See [`RunStats::unrecorded`].
+    pub unrecorded: AtomicU64,
+    /// See [`RunStats::record_errno`] (an `i32` stored as `u64`), and
+    /// bit 32 set when [`RunStats::record_stopped`].
+    pub record_stopped: AtomicU64,
     /// See [`RunStats::batch_sizes`].
     pub batch_sizes: [AtomicU64; BATCH_BUCKETS],
 }
@@ -248,9 +268,42 @@ impl merge::Queue for Line {
 /// Writes every datagram the receiver applies, in the order applied, with
 /// its arrival time: a capture that `tickguard replay` turns into the same
 /// state. A diagnostic tap: it writes from the receive thread.
-struct Recorder {
-    writer: CaptureWriter<std::io::BufWriter<std::fs::File>>,
-    errors: u64,
+/// The recording of `run --record`, stopped at its first failed write.
+struct Recorder<W: std::io::Write = std::io::BufWriter<std::fs::File>> {
+    /// `None` once a write failed: the file then holds whole records of
+    /// what was applied up to the failure (the writer hands each record to
+    /// its buffer in one piece), never a stream with a hole in it.
+    writer: Option<CaptureWriter<W>>,
+}
+
+/// Buffer of the recording: larger than any record (a 65,535-byte IPv4
+/// packet and its header), so every record reaches the buffer whole.
+const RECORD_BUFFER: usize = 128 * 1024;
+
+impl<W: std::io::Write> Recorder<W> {
+    /// Writes one record with `write`; a failed write stops the recording,
+    /// counted in `stats` (the metrics thread logs it).
+    fn write(
+        &mut self,
+        stats: &mut RunStats,
+        write: impl FnOnce(&mut CaptureWriter<W>) -> std::io::Result<()>,
+    ) {
+        let Some(w) = &mut self.writer else {
+            stats.unrecorded += 1;
+            return;
+        };
+        match write(w) {
+            Ok(()) => {}
+            // Nothing written (a time the file cannot hold): the next goes on.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => stats.unrecorded += 1,
+            Err(e) => {
+                stats.unrecorded += 1;
+                stats.record_errno = e.raw_os_error().unwrap_or(0);
+                stats.record_stopped = true;
+                self.writer = None;
+            }
+        }
+    }
 }
 
 struct Changes {
@@ -487,12 +540,14 @@ impl Sidecar {
         let file =
             std::fs::File::create(path).with_context(|| format!("record {}", path.display()))?;
         let writer = CaptureWriter::new(
-            std::io::BufWriter::new(file),
+            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
             Format::PcapNanos,
             Link::RawIp,
         )
         .with_context(|| format!("record {}", path.display()))?;
-        self.recorder = Some(Recorder { writer, errors: 0 });
+        self.recorder = Some(Recorder {
+            writer: Some(writer),
+        });
         self.handler.record_wire();
         Ok(())
     }
@@ -586,15 +641,21 @@ impl Sidecar {
         }
         self.publish_counters();
         if let Some(r) = self.recorder.take() {
-            if let Err(e) = r
+            // (A writer stopped by a failed write was dropped then; its
+            // buffer held whole records only, so whatever its flush wrote
+            // kept the file a prefix of the record stream.)
+            let finished = r
                 .writer
-                .finish()
-                .and_then(|mut w| std::io::Write::flush(&mut w))
-            {
+                .map(|w| w.finish().and_then(|mut w| std::io::Write::flush(&mut w)));
+            if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
             }
-            if r.errors > 0 {
-                tracing::error!(errors = r.errors, "datagrams not recorded");
+            if self.stats.unrecorded > 0 {
+                tracing::error!(
+                    unrecorded = self.stats.unrecorded,
+                    stopped = self.stats.record_stopped,
+                    "datagrams and segments not recorded"
+                );
             }
         }
         self.publication.close();
@@ -670,12 +731,8 @@ impl Sidecar {
             }
             if let Some(r) = &mut self.recorder {
                 let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
-                if r.writer
-                    .write_udp(t, src, line.socket.info.addr, payload)
-                    .is_err()
-                {
-                    r.errors += 1;
-                }
+                let dst = line.socket.info.addr;
+                r.write(&mut self.stats, |w| w.write_udp(t, src, dst, payload));
             }
             line.packets += 1;
             match self
@@ -694,13 +751,11 @@ impl Sidecar {
         if let Some(r) = &mut self.recorder {
             // What the feeds' streams exchanged this cycle, after the
             // datagrams applied before it (as a replay reads them).
+            let stats = &mut self.stats;
             self.handler.drain_wire(&mut |t, s| {
-                if r.writer
-                    .write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
-                    .is_err()
-                {
-                    r.errors += 1;
-                }
+                r.write(stats, |w| {
+                    w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
+                });
             });
         }
         self.request_gaps(now);
@@ -867,5 +922,71 @@ impl Sidecar {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A file whose next `failing` writes fail with ENOSPC; it shares what
+    /// it took.
+    struct Disk {
+        bytes: Rc<RefCell<Vec<u8>>>,
+        failing: Rc<RefCell<usize>>,
+    }
+
+    impl std::io::Write for Disk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut failing = self.failing.borrow_mut();
+            if *failing > 0 {
+                *failing -= 1;
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            self.bytes.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_stops_the_recording_and_a_time_out_of_range_skips_one() {
+        let bytes = Rc::new(RefCell::new(Vec::new()));
+        let failing = Rc::new(RefCell::new(0));
+        let disk = Disk {
+            bytes: bytes.clone(),
+            failing: failing.clone(),
+        };
+        let writer = CaptureWriter::new(disk, Format::PcapNanos, Link::RawIp).unwrap();
+        let mut r = Recorder {
+            writer: Some(writer),
+        };
+        let mut st = RunStats::default();
+        let (src, dst) = (
+            "10.0.0.1:1".parse().unwrap(),
+            "239.1.1.1:2".parse().unwrap(),
+        );
+        let t = 1_700_000_000_000_000_000;
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
+        // Past 2106: nothing written, the recording goes on.
+        r.write(&mut st, |w| w.write_udp(u64::MAX, src, dst, b"late"));
+        r.write(&mut st, |w| w.write_udp(t + 1, src, dst, b"two"));
+        assert_eq!((st.unrecorded, st.record_stopped), (1, false));
+        let before = bytes.borrow().len();
+        // The disk is full for one write, then has room again: the
+        // recording has stopped for good, so the file has no hole.
+        *failing.borrow_mut() = 1;
+        for i in 0..3 {
+            r.write(&mut st, |w| w.write_udp(t + 2 + i, src, dst, b"more"));
+        }
+        assert!(st.record_stopped);
+        assert_eq!((st.unrecorded, st.record_errno), (4, libc::ENOSPC));
+        assert_eq!(bytes.borrow().len(), before);
+        assert_eq!(before, 24 + 2 * (16 + 20 + 8 + 3));
     }
 }

@@ -399,3 +399,49 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     drop(sidecar);
     let _ = std::fs::remove_file(&shm);
 }
+
+/// `run --record` onto a filesystem that is full: the recording stops at
+/// its first failed write, counted with the error, and the sidecar goes on
+/// applying every datagram.
+#[test]
+fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("full-disk");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "full", ports, 1000);
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    // Every write to /dev/full fails with ENOSPC.
+    sidecar.record(Path::new("/dev/full")).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    // 400 datagrams of 40 quotes (about 1.3 KB each): 500 KB, past the
+    // recording's buffer.
+    let (rounds, per_round) = (20u64, 20u64);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for round in 0..rounds {
+        for i in 0..per_round {
+            let seq = round * per_round + i + 1;
+            let mut b = PacketBuilder::new(t);
+            for s in 0..40 {
+                b.quote(sym(&format!("S{s}")), seq, t, 1.0, 1.1);
+            }
+            tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+        }
+        while sidecar.handler().feeds()[0].counters.packets < (round + 1) * per_round {
+            assert!(Instant::now() < deadline, "datagrams not received");
+            sidecar.cycle(now_ns());
+        }
+    }
+    let st = sidecar.stats();
+    assert!(st.record_stopped, "{st:?}");
+    assert_eq!(st.record_errno, libc::ENOSPC, "{st:?}");
+    // Every datagram after the failed write, and that one.
+    assert!((1..rounds * per_round).contains(&st.unrecorded), "{st:?}");
+    assert_eq!(
+        sidecar.handler().feeds()[0].counters.packets,
+        rounds * per_round
+    );
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}

@@ -140,6 +140,80 @@ fn round_trip_every_format_and_link() {
     }
 }
 
+/// A file on a filesystem that fills up: it takes bytes until `room` is
+/// used, then fails with ENOSPC (after a short write when the data does not
+/// fit) until `freed` failed calls have gone by, when room is made again.
+#[derive(Debug)]
+struct FillingUp {
+    bytes: Vec<u8>,
+    room: usize,
+    failures: usize,
+    freed: usize,
+}
+
+impl std::io::Write for FillingUp {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let free = self.room - self.bytes.len();
+        if free == 0 {
+            self.failures += 1;
+            if self.failures == self.freed {
+                self.room = usize::MAX;
+            }
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        let n = buf.len().min(free);
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_that_fails_leaves_whole_records() {
+    // Records of 13 to 1,400 bytes through a buffered writer onto a file
+    // that fills up at every size, then gets room back: the writer goes on
+    // after its failed writes, and the file holds exactly the records whose
+    // write succeeded, each whole (no header without its frame).
+    let payloads: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| vec![i as u8; 13 + (i as usize * 337) % 1_400])
+        .collect();
+    let dst = sock("239.1.1.1:30001");
+    for format in [Format::PcapNanos, Format::PcapNg { tsresol: 9 }] {
+        for room in (0..20_000).step_by(997) {
+            let file = FillingUp {
+                bytes: Vec::new(),
+                room: room + 24 + 48,
+                failures: 0,
+                freed: 3,
+            };
+            let out = std::io::BufWriter::with_capacity(4_096, file);
+            let mut w = CaptureWriter::new(out, format, Link::RawIp).expect("header");
+            let mut written = Vec::new();
+            for (i, p) in payloads.iter().enumerate() {
+                let t = 1_700_000_000_000_000_000 + i as u64;
+                if w.write_udp(t, sock("10.0.0.1:1"), dst, p).is_ok() {
+                    written.push(p.clone());
+                }
+            }
+            let file = w
+                .finish()
+                .expect("room again")
+                .into_inner()
+                .expect("flushed");
+            let (got, stats) = read_all(file.bytes);
+            let ctx = format!("{format:?}, room {room}");
+            // Exactly the records whose write succeeded, in order.
+            assert_eq!(stats.records, got.len() as u64, "{ctx}: {stats:?}");
+            let got: Vec<Vec<u8>> = got.into_iter().map(|(_, p)| p).collect();
+            assert_eq!(got, written, "{ctx}");
+            assert!(written.len() < payloads.len(), "{ctx}: no write failed");
+        }
+    }
+}
+
 #[test]
 fn open_reads_files_and_knows_their_length() {
     let bytes = write_sample(Format::PcapNanos, Link::Ethernet, None);

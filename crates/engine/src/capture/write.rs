@@ -40,6 +40,8 @@ pub struct CaptureWriter<W: Write> {
     ip_id: u16,
     /// Scratch space for the frame being built.
     frame: Vec<u8>,
+    /// Scratch space for the record being written (header, frame, trailer).
+    record: Vec<u8>,
 }
 
 impl<W: Write> CaptureWriter<W> {
@@ -101,6 +103,7 @@ impl<W: Write> CaptureWriter<W> {
             vlan: None,
             ip_id: 1,
             frame: Vec::with_capacity(2048),
+            record: Vec::with_capacity(2048),
         })
     }
 
@@ -206,10 +209,19 @@ impl<W: Write> CaptureWriter<W> {
 
     /// Writes one record holding `frame` (caplen = frame.len()) of a packet that was
     /// `origlen` bytes on the wire: `origlen > frame.len()` makes a snaplen-cut record.
+    ///
+    /// The record reaches the output in one `write_all`, so a buffered output
+    /// larger than any record (a `BufWriter` of 128 KiB, say) holds whole
+    /// records only: when a write fails (ENOSPC), the bytes that reached the
+    /// file are a prefix of the record stream, never a record header followed
+    /// by another record. An `InvalidInput` error (the frame or the time does
+    /// not fit the format) writes nothing.
     pub fn write_record(&mut self, time_ns: u64, frame: &[u8], origlen: u32) -> io::Result<()> {
         let caplen = u32::try_from(frame.len()).map_err(|_| invalid("frame too large"))?;
         let secs = time_ns / NANOS_PER_SEC;
         let sub_ns = time_ns % NANOS_PER_SEC;
+        let record = &mut self.record;
+        record.clear();
         match self.format {
             Format::PcapMicros | Format::PcapNanos => {
                 let secs = u32::try_from(secs)
@@ -219,13 +231,11 @@ impl<W: Write> CaptureWriter<W> {
                 } else {
                     sub_ns / 1_000
                 }) as u32;
-                let mut h = [0u8; 16];
-                h[0..4].copy_from_slice(&secs.to_le_bytes());
-                h[4..8].copy_from_slice(&frac.to_le_bytes());
-                h[8..12].copy_from_slice(&caplen.to_le_bytes());
-                h[12..16].copy_from_slice(&origlen.to_le_bytes());
-                self.out.write_all(&h)?;
-                self.out.write_all(frame)
+                record.extend_from_slice(&secs.to_le_bytes());
+                record.extend_from_slice(&frac.to_le_bytes());
+                record.extend_from_slice(&caplen.to_le_bytes());
+                record.extend_from_slice(&origlen.to_le_bytes());
+                record.extend_from_slice(frame);
             }
             Format::PcapNg { tsresol } => {
                 let ticks = ticks(time_ns, tsresol)
@@ -233,20 +243,19 @@ impl<W: Write> CaptureWriter<W> {
                 let padding = (4 - frame.len() % 4) % 4;
                 let block_len = u32::try_from(32 + frame.len() + padding)
                     .map_err(|_| invalid("frame too large"))?;
-                let mut h = [0u8; 28];
-                h[0..4].copy_from_slice(&6u32.to_le_bytes());
-                h[4..8].copy_from_slice(&block_len.to_le_bytes());
-                h[8..12].copy_from_slice(&0u32.to_le_bytes()); // interface 0
-                h[12..16].copy_from_slice(&((ticks >> 32) as u32).to_le_bytes());
-                h[16..20].copy_from_slice(&(ticks as u32).to_le_bytes());
-                h[20..24].copy_from_slice(&caplen.to_le_bytes());
-                h[24..28].copy_from_slice(&origlen.to_le_bytes());
-                self.out.write_all(&h)?;
-                self.out.write_all(frame)?;
-                self.out.write_all(&[0u8; 3][..padding])?;
-                self.out.write_all(&block_len.to_le_bytes())
+                record.extend_from_slice(&6u32.to_le_bytes());
+                record.extend_from_slice(&block_len.to_le_bytes());
+                record.extend_from_slice(&0u32.to_le_bytes()); // interface 0
+                record.extend_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+                record.extend_from_slice(&(ticks as u32).to_le_bytes());
+                record.extend_from_slice(&caplen.to_le_bytes());
+                record.extend_from_slice(&origlen.to_le_bytes());
+                record.extend_from_slice(frame);
+                record.extend_from_slice(&[0u8; 3][..padding]);
+                record.extend_from_slice(&block_len.to_le_bytes());
             }
         }
+        self.out.write_all(&self.record)
     }
 
     /// Flushes and returns the output.
