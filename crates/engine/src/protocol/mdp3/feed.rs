@@ -154,6 +154,10 @@ pub struct Entry {
     pub instrument: Instrument,
     /// SecurityID.
     pub security_id: i32,
+    /// The feed's count of deferred ends of event when an entry of it
+    /// last came (and it was looked at if due): an end came since unless
+    /// they are equal (see `Feed::cover`).
+    changed: u32,
     /// Its definition, once one came.
     pub definition: Option<Definition>,
     /// Its own status (a SecurityStatus naming it, or a snapshot's).
@@ -195,6 +199,19 @@ pub struct Feed {
     /// per instrument, grown amortised to the most pending at once, its
     /// capacity kept when it empties.
     dirty: Vec<u32>,
+    /// An end of event came in this datagram while a packet was missing:
+    /// `dirty` is then examined once, at the datagram's end, and an
+    /// instrument in it before its next entry if one came since, not at every end (see
+    /// [`cover`](Self::cover)).
+    deferred: bool,
+    /// Ends of event processed while a packet was missing, wrapping: an
+    /// instrument whose [`Entry::changed`] differs had one since its last
+    /// change.
+    deferred_ends: u32,
+    /// Instruments examined by the passes over `dirty` so far (tests bound
+    /// the work).
+    #[cfg(test)]
+    examined: u64,
     /// What reverts those changes, for every instrument.
     undo: UndoLog,
     /// `dirty` sorted, for a compaction of `undo`.
@@ -335,6 +352,10 @@ impl Feed {
             cached: 0,
             ends: Ends::default(),
             dirty: Vec::new(),
+            deferred: false,
+            deferred_ends: 0,
+            #[cfg(test)]
+            examined: 0,
             undo: UndoLog::default(),
             compacting: Vec::new(),
             groups: Groups::default(),
@@ -520,6 +541,7 @@ impl Feed {
         let i = self.entries.len() as u32;
         self.entries.push(Entry {
             security_id: id,
+            changed: self.deferred_ends,
             instrument: Instrument::new(
                 self.settings.default_depth,
                 self.settings.default_implied_depth,
@@ -591,6 +613,18 @@ impl Feed {
 
     /// Publishes the instruments whose pending changes the ends of event
     /// processed cover.
+    ///
+    /// What is visible is read only between datagrams, and within one
+    /// datagram what the ends processed cover only grows (no packet is
+    /// received or given up mid-datagram), so an instrument need be
+    /// examined only at the datagram's end and, if an end came since its
+    /// last entry, before its next (its changes are covered all together
+    /// or not at all; with no end since, the contract has not looked). With no
+    /// packet missing this runs at each end of event (usually over one
+    /// instrument or none); with one missing, instruments may wait in
+    /// numbers, and it runs once at the datagram's end
+    /// ([`deferred`](Self::deferred), [`examine`]), so a
+    /// datagram costs what waits once, not once per end of event.
     #[inline]
     fn cover(&mut self) {
         self.ends.settle(&self.seq);
@@ -632,6 +666,10 @@ impl Feed {
     #[inline(never)]
     fn cover_each(&mut self) {
         // The instruments still pending are kept in place, in order.
+        #[cfg(test)]
+        {
+            self.examined += self.dirty.len() as u64;
+        }
         let mut kept = 0;
         for k in 0..self.dirty.len() {
             let i = self.dirty[k];
@@ -780,10 +818,17 @@ impl Feed {
             };
             if mei.is_some_and(|e| e.end_of_event()) {
                 self.ends.push(at, &self.seq);
-                self.cover();
+                if self.seq.gaps_open() != 0 {
+                    self.deferred = true;
+                    self.deferred_ends = self.deferred_ends.wrapping_add(1);
+                } else if !self.dirty.is_empty() {
+                    // (Nothing pending: the ends settle at the next look.)
+                    self.cover();
+                }
             }
         }
-        if fill {
+        if fill || self.deferred {
+            self.deferred = false;
             self.cover();
         }
         if !self.dirty.is_empty() {
@@ -872,6 +917,9 @@ impl Feed {
         };
         self.touched.one(i);
         let max = self.settings.max_cached;
+        if self.seq.gaps_open() != 0 {
+            self.look_if_due(i);
+        }
         let inst = &mut self.entries[i as usize].instrument;
         let had = inst.pending();
         let anomalies = inst.anomalies();
@@ -907,6 +955,9 @@ impl Feed {
             // New: made (or refused) by `on_entry`.
             return false;
         };
+        if self.seq.gaps_open() != 0 {
+            self.look_if_due(i);
+        }
         self.touched.one(i);
         let inst = &mut self.entries[i as usize].instrument;
         if !inst.seq.is_fast(r) {
@@ -1243,6 +1294,50 @@ impl Feed {
 
 /// `#` and the decimal SecurityID `id`, as a check names an instrument,
 /// written into `buf` (no allocation).
+impl Feed {
+    /// Before an entry of instrument `i` while a packet is missing: with
+    /// coverage deferred, it is looked at as the last end of event would
+    /// have, if one came since its last entry and it has changes waiting
+    /// ([`examine`]); its [`Entry::changed`] then says none came since.
+    #[cold]
+    #[inline(never)]
+    fn look_if_due(&mut self, i: u32) {
+        let e = &mut self.entries[i as usize];
+        if self.deferred && e.changed != self.deferred_ends && e.instrument.pending() {
+            let (ends, seq) = (&mut self.ends, &self.seq);
+            examine(
+                &mut e.instrument,
+                i,
+                ends,
+                seq,
+                &mut self.undo,
+                &mut self.touched,
+            );
+        }
+        e.changed = self.deferred_ends;
+    }
+}
+
+/// With coverage deferred ([`Feed::cover`]), instrument `i` (pending)
+/// examined before its next entry: what the ends so far cover of it is made
+/// visible, as a look at each of those ends would have. It stays in
+/// `dirty` (the datagram's pass drops it if nothing is left pending).
+#[cold]
+#[inline(never)]
+fn examine(
+    inst: &mut Instrument,
+    i: u32,
+    ends: &mut Ends,
+    seq: &Sequence,
+    undo: &mut UndoLog,
+    touched: &mut Touched,
+) {
+    ends.settle(seq);
+    if inst.cover(ends, seq, undo) {
+        touched.one(i);
+    }
+}
+
 pub fn id_name(id: i32, buf: &mut [u8; 12]) -> &str {
     use std::io::Write;
     let mut w = &mut buf[..];
@@ -1524,6 +1619,41 @@ mod tests {
         f.on_incremental(&book(3, true, &[]), T0 + 2).unwrap();
         assert_eq!(top(&f, "ESZ6").0, Some(101));
         assert_eq!(f.undo_records(), 0);
+    }
+
+    /// Instruments waiting for a missing packet are examined once a
+    /// datagram, not once per end of event in it: thousands of ends in
+    /// each of the datagrams that keep the gap open cost what waits once.
+    #[test]
+    fn instruments_waiting_for_a_gap_are_examined_once_a_datagram() {
+        let mut f = feed();
+        let (waiting, ends, datagrams) = (2_000u32, 200u32, 20u32);
+        // Packet 1 changes every instrument, its event unfinished; packet
+        // 2, which ends it, is missing.
+        let bids = bids_from_one(waiting as i32);
+        let changes: Vec<_> = bids
+            .chunks(250)
+            .map(|c| encode::book(46, V, T0, 0, c, 0))
+            .collect();
+        f.on_incremental(&encode::packet(1, T0, &changes), T0)
+            .unwrap();
+        let end = encode::book(46, V, T0, EOE, &[], 0);
+        let before = f.examined;
+        for s in 3..3 + datagrams {
+            let p = encode::packet(s, T0, &vec![end.clone(); ends as usize]);
+            f.on_incremental(&p, T0 + 1).unwrap();
+        }
+        let examined = f.examined - before;
+        assert!(
+            examined <= u64::from(datagrams * waiting),
+            "{examined} examinations for {datagrams} datagrams of {ends} ends"
+        );
+        assert!(top(&f, "#1").0.is_none());
+        // The fill ends the event: every book visible.
+        f.on_incremental(&book(2, true, &[]), T0 + 2).unwrap();
+        for id in [1, waiting as i32] {
+            assert_eq!(top(&f, &format!("#{id}")).0, Some(100));
+        }
     }
 
     #[test]
