@@ -3,7 +3,9 @@
 //! The numbers come off the wire, and a hostile sender may fill a huge gap
 //! in the worst order for one sorted vector (from its top down, every
 //! insert at the front): here any order costs O(√n) an insert,
-//! amortised.
+//! amortised. What lies below the sequence a stream applies next is
+//! dropped as it goes ([`Filled::remove_below`]), so a gap kept open for
+//! long while the stream goes on through it keeps only what is held.
 
 /// The sequences received into a gap, in any order, read back ascending.
 ///
@@ -16,8 +18,11 @@
 /// sorted vector, and both vectors are reused from gap to gap.
 #[derive(Debug, Clone, Default)]
 pub struct Filled {
-    /// Ascending.
+    /// Ascending; `main[..dead]` are removed and never read.
     main: Vec<u64>,
+    /// Leading elements of `main` removed by [`Filled::remove_below`]:
+    /// at most half of it (beyond, it is compacted).
+    dead: usize,
     /// Ascending; merged into `main` when longer than [`Filled::recent_max`].
     recent: Vec<u64>,
 }
@@ -26,7 +31,7 @@ impl Filled {
     /// Adds `q`, not present yet.
     #[inline]
     pub fn insert(&mut self, q: u64) {
-        if self.recent.is_empty() && self.main.last().is_none_or(|&l| l < q) {
+        if self.recent.is_empty() && self.live().last().is_none_or(|&l| l < q) {
             self.main.push(q);
             return;
         }
@@ -37,13 +42,26 @@ impl Filled {
         }
     }
 
+    /// `main` without its removed head.
+    #[inline]
+    fn live(&self) -> &[u64] {
+        &self.main[self.dead..]
+    }
+
+    /// Drops `main`'s removed head: O(n).
+    fn compact(&mut self) {
+        self.main.drain(..self.dead);
+        self.dead = 0;
+    }
+
     /// The longest `recent` may grow: about √`main`, at least 64.
     fn recent_max(&self) -> usize {
-        (self.main.len().isqrt() * 2).max(64)
+        (self.live().len().isqrt() * 2).max(64)
     }
 
     /// Moves `recent` into `main`, from the back: O(n), in place.
     fn merge(&mut self) {
+        self.compact();
         let (m, r) = (self.main.len(), self.recent.len());
         self.main.resize(m + r, 0);
         let (mut i, mut j) = (m, r);
@@ -73,8 +91,9 @@ impl Filled {
     /// costs O(k log n + √n), not O(n).
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let mut i = 0;
+        let live = self.live();
         let mut main = std::iter::from_fn(move || {
-            let rest = self.main.get(i..).filter(|r| !r.is_empty())?;
+            let rest = live.get(i..).filter(|r| !r.is_empty())?;
             // `rest[k] - k` is non-decreasing (sequences strictly rise)
             // and equals `rest[0]` exactly while the run goes on.
             let (mut lo, mut hi) = (1, rest.len());
@@ -115,25 +134,25 @@ impl Filled {
     /// Sequences held.
     #[inline]
     pub fn len(&self) -> usize {
-        self.main.len() + self.recent.len()
+        self.live().len() + self.recent.len()
     }
 
     /// True when none is.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.main.is_empty() && self.recent.is_empty()
+        self.live().is_empty() && self.recent.is_empty()
     }
 
     /// `q` is held. O(log n).
     #[inline]
     pub fn contains(&self, q: u64) -> bool {
-        self.main.binary_search(&q).is_ok() || self.recent.binary_search(&q).is_ok()
+        self.live().binary_search(&q).is_ok() || self.recent.binary_search(&q).is_ok()
     }
 
     /// Sequences held in `[x, y]`. O(log n).
     pub fn count_in(&self, x: u64, y: u64) -> usize {
         let count = |v: &[u64]| v.partition_point(|&q| q <= y) - v.partition_point(|&q| q < x);
-        count(&self.main) + count(&self.recent)
+        count(self.live()) + count(&self.recent)
     }
 
     /// The first sequence from `lo` not held (`lo` itself if it is not):
@@ -148,8 +167,25 @@ impl Filled {
 
     /// Keeps only the sequences above `s`.
     pub fn retain_above(&mut self, s: u64) {
+        self.compact();
         self.main.retain(|&q| q > s);
         self.recent.retain(|&q| q > s);
+    }
+
+    /// Drops the sequences below `s` (those a stream has applied, `s` its
+    /// next). Those of `main`, a prefix, are only counted off (a binary
+    /// search), and the vector compacted once they are more than half of
+    /// it: O(log n) a call, plus O(1) a sequence dropped, amortised. Those
+    /// of `recent` are moved out at once: O(√n).
+    pub fn remove_below(&mut self, s: u64) {
+        self.dead += self.live().partition_point(|&q| q < s);
+        if 2 * self.dead > self.main.len() {
+            self.compact();
+        }
+        let k = self.recent.partition_point(|&q| q < s);
+        if k > 0 {
+            self.recent.drain(..k);
+        }
     }
 
     /// Elements its vectors can hold without reallocating.
@@ -160,6 +196,7 @@ impl Filled {
     /// Empties it, keeping its capacity.
     pub fn clear(&mut self) {
         self.main.clear();
+        self.dead = 0;
         self.recent.clear();
     }
 }
@@ -248,5 +285,38 @@ mod tests {
         f.retain_above(1_000);
         set.retain(|&q| q > 1_000);
         assert!(f.iter().eq(set.iter().copied()));
+    }
+
+    /// Sequences dropped from below as a stream applies them, among
+    /// inserts in any order: it still answers as a set does, and what it
+    /// keeps of `main` removed is at most half of it.
+    #[test]
+    fn removing_from_below_answers_as_a_set_does() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut f = Filled::default();
+        let mut set = std::collections::BTreeSet::new();
+        let mut next = 0;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let q = next + x % 300;
+            if set.insert(q) {
+                f.insert(q);
+            }
+            if x.is_multiple_of(5) {
+                next += (x >> 8) % 40;
+                f.remove_below(next);
+                set.retain(|&s| s >= next);
+            }
+            assert!(2 * f.dead <= f.main.len());
+            assert_eq!(f.len(), set.len());
+            let a = next + (x >> 20) % 300;
+            assert_eq!(f.contains(a), set.contains(&a));
+            assert_eq!(f.count_in(next, a), set.range(next..=a).count());
+        }
+        assert!(f.iter().eq(set.iter().copied()));
+        f.remove_below(u64::MAX);
+        assert!(f.is_empty() && f.main.is_empty());
     }
 }

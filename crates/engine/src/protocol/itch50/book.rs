@@ -4,7 +4,9 @@
 //! Orders live in a [`WindowMap`] keyed by order reference. References rise
 //! through a day, so the newest [`ORDER_WINDOW`] of them sit in a ring of
 //! 16-byte slots indexed by the reference itself (16 MiB on transparent huge
-//! pages, allocated once): adding, finding and deleting a recent order is
+//! pages, allocated once; a two-level bitmap marks its 64-slot chunks that
+//! hold orders, so the window slides past empty ones by whole words):
+//! adding, finding and deleting a recent order is
 //! one indexed access. Orders
 //! older than the window (a quiet stock's resting orders) move to an
 //! open-addressing table ([`super::map::U64Map`], 24-byte slots and a

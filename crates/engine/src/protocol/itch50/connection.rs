@@ -8,6 +8,17 @@
 //! thread to be reused or dropped there ([`Connection::recycle`]): a
 //! million-order book is neither built nor freed on the receive thread.
 //!
+//! Nothing the receive thread sends can pile up, however often a sender
+//! of forged sessions makes it abort and start again, and nothing it sends
+//! ever blocks it: an abort is a number (the attempt wanted, which the
+//! thread compares with its own at every turn), a start waits in a
+//! one-slot mailbox where a later start replaces one not taken yet (only
+//! the latest attempt matters), and staging states go back through
+//! [`RECYCLED`] slots (a full channel would drop one on the receive
+//! thread; it does not fill: one comes back per attempt ended, at most one
+//! attempt starts per poll, and the thread takes them all before each
+//! attempt and at every turn of its reads).
+//!
 //! The password lives in the thread only: it goes into the Login Request
 //! and nowhere else. When the run is recorded, the thread also reports
 //! what went over the wire ([`Wire`]): the connection's opening, the
@@ -18,7 +29,7 @@ use super::feed::{Settings, Staging};
 use super::glimpse::{self, End};
 use super::snapshot::Spin;
 use super::soup;
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream};
@@ -32,6 +43,8 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(50);
 /// Bytes read at once.
 const READ: usize = 64 * 1024;
+/// Staging states on their way back to the thread, at most.
+pub const RECYCLED: usize = 4;
 
 /// Where and how the thread connects.
 #[derive(Debug, Clone)]
@@ -73,13 +86,38 @@ enum Report {
     End(u64, End, Box<Staging>, Option<Wire>),
 }
 
-enum Command {
-    /// Connect, attempt `id`, checked by the settings.
-    Start(u64, glimpse::Settings),
-    /// Drop the running attempt.
-    Abort,
-    /// A staging state to reuse.
-    Recycle(Box<Staging>),
+/// Connect, attempt `.0`, checked by the settings.
+type Start = (u64, glimpse::Settings);
+
+/// What the receive thread tells the connection thread, as the thread
+/// holds it.
+struct Commands {
+    /// The next attempt (a one-slot mailbox).
+    starts: Receiver<Start>,
+    /// Staging states to reuse.
+    recycled: Receiver<Box<Staging>>,
+    /// The attempt the receive thread wants: any other running ends.
+    wanted: Arc<AtomicU64>,
+}
+
+impl Commands {
+    /// Attempt `id` is still the one wanted (not aborted nor replaced).
+    fn wants(&self, id: u64) -> bool {
+        // Pairs with the Release stores of `Connection::start` and `abort`.
+        self.wanted.load(Ordering::Acquire) == id
+    }
+
+    /// Takes every staging state handed back into `spare` (the older
+    /// dropped here); false once the receive thread is gone.
+    fn take_recycled(&self, spare: &mut Option<Box<Staging>>) -> bool {
+        loop {
+            match self.recycled.try_recv() {
+                Ok(s) => *spare = Some(s),
+                Err(TryRecvError::Empty) => return true,
+                Err(TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
 }
 
 /// The receive thread's end of the connection thread.
@@ -87,23 +125,21 @@ enum Command {
 pub struct Connection {
     /// The thread reports what goes over the wire.
     record: Arc<AtomicBool>,
-    commands: Sender<Command>,
+    /// The next attempt, for the thread: one slot.
+    starts: Sender<Start>,
+    /// The same slot's other end, to take back a start the thread has not
+    /// taken when a later one replaces it.
+    stale: Receiver<Start>,
+    /// Staging states back to the thread: [`RECYCLED`] slots.
+    recycled: Sender<Box<Staging>>,
+    /// The attempt wanted (`attempt`, for the thread).
+    wanted: Arc<AtomicU64>,
     reports: Receiver<Report>,
     /// The running attempt's id: ends of an aborted one are dropped.
     attempt: u64,
     /// The local end of the socket the thread keeps bound for the next
     /// attempt (`ip << 16 | port`; 0: none ready).
     next_local: Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for Command {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Command::Start(..) => "Start",
-            Command::Abort => "Abort",
-            Command::Recycle(_) => "Recycle",
-        })
-    }
 }
 
 impl Connection {
@@ -115,30 +151,45 @@ impl Connection {
         password: Password,
         settings: Settings,
     ) -> std::io::Result<Connection> {
-        // Commands are few (a start per attempt, an abort per new session,
-        // a staging state back per end): unbounded, so that none is ever
-        // lost nor a staging state freed on the receive thread.
-        let (commands, rx) = unbounded();
-        let (tx, reports) = bounded(64);
-        let record = Arc::new(AtomicBool::new(false));
-        let on = record.clone();
-        let next_local = Arc::new(AtomicU64::new(0));
-        let ready = next_local.clone();
+        let (connection, commands, out) = Connection::ends();
+        let ready = connection.next_local.clone();
         // Detached: dropping the connection closes its channels, which
         // ends the thread (see `Drop`).
         std::thread::Builder::new()
             .name(format!("tg-glimpse-{name}"))
-            .spawn(move || {
-                let out = Out { tx, record: on };
-                run(target, password, settings, rx, out, ready)
-            })?;
-        Ok(Connection {
+            .spawn(move || run(target, password, settings, commands, out, ready))?;
+        Ok(connection)
+    }
+
+    /// The receive thread's end and the connection thread's.
+    fn ends() -> (Connection, Commands, Out) {
+        // Bounded, whatever the receive thread is made to send: the
+        // latest start, a few staging states, and an abort as a number.
+        let (starts, rx) = bounded(1);
+        let (recycled, recycled_rx) = bounded(RECYCLED);
+        let (tx, reports) = bounded(64);
+        let record = Arc::new(AtomicBool::new(false));
+        let wanted = Arc::new(AtomicU64::new(0));
+        let commands = Commands {
+            starts: rx.clone(),
+            recycled: recycled_rx,
+            wanted: wanted.clone(),
+        };
+        let out = Out {
+            tx,
+            record: record.clone(),
+        };
+        let connection = Connection {
             record,
-            commands,
+            starts,
+            stale: rx,
+            recycled,
+            wanted,
             reports,
             attempt: 0,
-            next_local,
-        })
+            next_local: Arc::new(AtomicU64::new(0)),
+        };
+        (connection, commands, out)
     }
 
     /// Has the thread report what goes over the wire from the next
@@ -152,15 +203,33 @@ impl Connection {
     /// a recorded run writes our SYN now, when the attempt starts.
     pub fn start(&mut self, settings: glimpse::Settings) -> SocketAddrV4 {
         self.attempt += 1;
+        // Pairs with the Acquire load of `Commands::wants`.
+        self.wanted.store(self.attempt, Ordering::Release);
         let local = unpack(self.next_local.swap(0, Ordering::AcqRel));
-        let _ = self.commands.send(Command::Start(self.attempt, settings));
+        let mut start = (self.attempt, settings);
+        // A start still in the slot is stale: taken back, and this one
+        // takes its place. Only the thread takes from the slot besides,
+        // so the second try succeeds; neither waits.
+        loop {
+            match self.starts.try_send(start) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => break,
+                Err(TrySendError::Full(s)) => {
+                    let _ = self.stale.try_recv();
+                    start = s;
+                }
+            }
+        }
         local
     }
 
-    /// Drops the running connection (its end will not be reported).
+    /// Drops the running connection (its end will not be reported): the
+    /// thread sees another attempt wanted at its next turn, and a start
+    /// it has not taken yet is taken back.
     pub fn abort(&mut self) {
         self.attempt += 1;
-        let _ = self.commands.send(Command::Abort);
+        // Pairs with the Acquire load of `Commands::wants`.
+        self.wanted.store(self.attempt, Ordering::Release);
+        let _ = self.stale.try_recv();
     }
 
     /// The end of the running connection, if the thread reported it, with
@@ -183,19 +252,20 @@ impl Connection {
         }
     }
 
-    /// Hands a staging state back to the thread, to reuse or drop there.
+    /// Hands a staging state back to the thread, to reuse or drop there
+    /// (here, should its [`RECYCLED`] slots be full; never waits).
     pub fn recycle(&mut self, staging: Box<Staging>) {
-        let _ = self.commands.send(Command::Recycle(staging));
+        let _ = self.recycled.try_send(staging);
     }
 }
 
 impl Drop for Connection {
-    /// Closes both channels: the thread ends at its next look at them
+    /// Closes the channels: the thread ends at its next look at them
     /// (within a poll of a read, or when a connect gives up), with no
     /// join, so that a shutdown never waits for a server.
     fn drop(&mut self) {
-        let (dead, _) = unbounded();
-        self.commands = dead;
+        (self.starts, _) = bounded(1);
+        (self.recycled, _) = bounded(1);
         let (_, dead) = bounded(0);
         self.reports = dead;
     }
@@ -236,7 +306,7 @@ fn run(
     target: Target,
     password: Password,
     settings: Settings,
-    commands: Receiver<Command>,
+    commands: Commands,
     out: Out,
     ready: Arc<AtomicU64>,
 ) {
@@ -247,15 +317,28 @@ fn run(
     // The socket of the next attempt, bound ahead: its local end is what
     // the receive thread records as our SYN when it starts the attempt.
     let mut prepared = prepare(&ready);
-    while let Ok(command) = commands.recv() {
-        let (id, check) = match command {
-            Command::Start(id, check) => (id, check),
-            Command::Abort => continue,
-            Command::Recycle(s) => {
-                spare = Some(s);
-                continue;
-            }
+    loop {
+        let (id, check) = select! {
+            recv(commands.starts) -> start => match start {
+                Ok(start) => start,
+                Err(_) => break,
+            },
+            recv(commands.recycled) -> staging => match staging {
+                Ok(s) => {
+                    spare = Some(s);
+                    continue;
+                }
+                Err(_) => break,
+            },
         };
+        // Aborted or replaced before it began.
+        if !commands.wants(id) {
+            continue;
+        }
+        // A staging state handed back with this start is reused.
+        if !commands.take_recycled(&mut spare) {
+            break;
+        }
         let staging = spare
             .take()
             .unwrap_or_else(|| Box::new(Staging::new(&settings)));
@@ -265,7 +348,7 @@ fn run(
             None => socket(),
         };
         let ended = attempt(
-            socket, &target, &login, &mut spin, &commands, &mut spare, &mut buf, &out,
+            id, socket, &target, &login, &mut spin, &commands, &mut spare, &mut buf, &out,
         );
         prepared = prepare(&ready);
         match ended {
@@ -304,16 +387,17 @@ fn socket() -> std::io::Result<(Socket, SocketAddrV4)> {
     Ok((socket, local))
 }
 
-/// One connection from `socket`: its end, with the wire event that
-/// decided it and whether our close is still to be recorded after it; or
-/// `None` when aborted.
+/// Attempt `id`, one connection from `socket`: its end, with the wire
+/// event that decided it and whether our close is still to be recorded
+/// after it; or `None` when aborted.
 #[allow(clippy::too_many_arguments)]
 fn attempt(
+    id: u64,
     socket: std::io::Result<(Socket, SocketAddrV4)>,
     target: &Target,
     login: &[u8],
     spin: &mut Spin,
-    commands: &Receiver<Command>,
+    commands: &Commands,
     spare: &mut Option<Box<Staging>>,
     buf: &mut [u8],
     out: &Out,
@@ -345,15 +429,12 @@ fn attempt(
     // The end, the wire event that decided it, and whether our close is
     // still to come after it.
     let (end, decided, close_after) = loop {
-        match commands.try_recv() {
-            Ok(Command::Abort) | Err(TryRecvError::Disconnected) => {
-                let _ = stream.shutdown(Shutdown::Both);
-                out.wire(|| Wire::Abort);
-                return None;
-            }
-            Ok(Command::Recycle(s)) => *spare = Some(s),
-            // The receive thread starts one connection at a time.
-            Ok(Command::Start(..)) | Err(TryRecvError::Empty) => {}
+        // Aborted (or replaced by a later start, which waits in its
+        // slot), or the receive thread gone.
+        if !commands.wants(id) || !commands.take_recycled(spare) {
+            let _ = stream.shutdown(Shutdown::Both);
+            out.wire(|| Wire::Abort);
+            return None;
         }
         let now = Instant::now();
         if now.duration_since(begun) >= timeout {
@@ -401,4 +482,116 @@ fn attempt(
 
 fn is_timeout(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Connection {
+        /// A connection whose thread takes no command (one stuck in a
+        /// connect, or behind on its reports): its channels as `spawn`
+        /// makes them, the thread's ends returned to be held.
+        fn detached() -> (Connection, Commands, Out) {
+            Connection::ends()
+        }
+
+        /// Commands waiting for the thread.
+        fn queued(&self) -> usize {
+            self.starts.len() + self.recycled.len()
+        }
+    }
+
+    /// Each forged new session that abandons a wait aborts the attempt,
+    /// and a start may follow each: while the thread takes none (blocked
+    /// in a connect for up to `snapshot_idle_ms`), what waits for it stays
+    /// within a slot, not one command a datagram.
+    #[test]
+    fn a_flood_of_aborts_and_starts_queues_at_most_one_command() {
+        let (mut c, thread, _out) = Connection::detached();
+        let settings = glimpse::Settings {
+            session: None,
+            max_messages: 10,
+        };
+        for _ in 0..100_000 {
+            c.abort();
+            c.start(settings);
+            assert!(c.queued() <= 1, "{} commands queued", c.queued());
+        }
+        // The one waiting is the latest, the attempt wanted.
+        let (id, _) = thread.starts.try_recv().unwrap();
+        assert!(id == 200_000 && thread.wants(id));
+        // An abort takes back a start not taken.
+        c.start(settings);
+        c.abort();
+        assert_eq!(c.queued(), 0);
+        assert!(!thread.wants(200_001));
+        // Staging states handed back fill at most their slots; the thread
+        // takes them all at once.
+        for _ in 0..10 {
+            c.recycle(Box::new(Staging::new(&feed())));
+        }
+        assert_eq!(c.queued(), RECYCLED);
+        let mut spare = None;
+        assert!(thread.take_recycled(&mut spare) && spare.is_some());
+        assert_eq!(c.queued(), 0);
+        drop(c);
+        assert!(!thread.take_recycled(&mut spare), "the receive thread gone");
+    }
+
+    fn feed() -> Settings {
+        Settings {
+            sequencing: super::super::sequencer::Settings {
+                gap_timeout_ns: 1,
+                max_held: 1,
+                join_gap_max: 1,
+            },
+            timezone: jiff::tz::TimeZone::UTC,
+            offset: crate::clock::OffsetMode::Fixed(0),
+            offset_queue: 1,
+            orders: 1,
+            max_orders: 1,
+            max_symbols: 1,
+        }
+    }
+
+    /// An abort, a number the thread looks at every turn of its reads,
+    /// closes the running connection at once (here a server silent for
+    /// longer than the test), and a later start connects again.
+    #[test]
+    fn an_abort_closes_the_running_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let Ok(SocketAddr::V4(server)) = listener.local_addr() else {
+            panic!("an IPv4 listener");
+        };
+        let target = Target {
+            server,
+            user: "u".into(),
+            idle_ns: 60_000_000_000,
+            timeout_ns: 60_000_000_000,
+        };
+        let password = super::super::config::Password::for_tests(b"pw");
+        let mut c = Connection::spawn("t", target, password, feed()).unwrap();
+        let settings = glimpse::Settings {
+            session: None,
+            max_messages: 10,
+        };
+        c.start(settings);
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut login = [0u8; 3];
+        s.read_exact(&mut login).unwrap();
+        let began = Instant::now();
+        c.abort();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest)
+            .expect("closed by the abort, not timed out");
+        assert!(began.elapsed() < Duration::from_secs(5));
+        c.start(settings);
+        let (_s, _) = listener.accept().unwrap();
+        assert!(
+            c.poll(&mut |_| {}).is_none(),
+            "an aborted attempt reports no end"
+        );
+    }
 }

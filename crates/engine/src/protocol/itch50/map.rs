@@ -282,19 +282,27 @@ impl<V: Copy> U64Map<V> {
 ///
 /// A key above the window slides it up to hold that key (in steps of 64
 /// keys, so a slide comes once per 64 rising keys); live entries
-/// that fall below it move to the overflow (amortised over the keys the
-/// window passes, and bounded by one scan of per-64-slot counts when a key
-/// jumps far ahead). A key below the window goes to the overflow. The ring
-/// is allocated once (`window` × `size_of::<Option<V>>()` bytes); the
+/// that fall below it move to the overflow. The 64-slot chunks that hold
+/// entries are marked in a two-level bitmap (a bit a chunk, and a bit a
+/// word of those), so a slide finds them without looking at the empty
+/// ones: it costs the chunks with entries it leaves (64 slots each) and a
+/// few words, however far a key jumps and wherever the live entries sit
+/// (one at the top of the window, with a key a window ahead each time, made
+/// every slide walk 16,384 empty chunks). A key below the window goes to
+/// the overflow. The ring is allocated once (`window` ×
+/// `size_of::<Option<V>>()` bytes, and a bit for each of its chunks); the
 /// overflow grows as a [`U64Map`] does.
 #[derive(Debug, Clone)]
 pub struct WindowMap<V: Copy> {
     /// Kept a `Vec`: shrinking it to a boxed slice would reallocate it
     /// off its huge pages.
     ring: Vec<Option<V>>,
-    /// Live entries per 64 ring slots, to skip empty stretches when the
-    /// window slides.
+    /// Live entries per 64 ring slots ([`CHUNK`]).
     chunks: Box<[u8]>,
+    /// A bit per chunk, set while it holds entries.
+    live: Box<[u64]>,
+    /// A bit per word of `live`, set while that word is not 0.
+    summary: Box<[u64]>,
     /// `ring.len() - 1` (a power of two minus one).
     mask: u64,
     /// The lowest key of the window: it holds `base..base + ring.len()`.
@@ -302,6 +310,9 @@ pub struct WindowMap<V: Copy> {
     /// Live entries in the ring.
     in_ring: usize,
     overflow: U64Map<V>,
+    /// Counts, words and slots a slide looked at (tests).
+    #[cfg(test)]
+    looks: usize,
 }
 
 /// Ring slots per live count in [`WindowMap::chunks`].
@@ -313,13 +324,18 @@ impl<V: Copy> WindowMap<V> {
     /// before the overflow grows; `vacant` fills its unused slots.
     pub fn new(window: usize, overflow: usize, vacant: V) -> WindowMap<V> {
         let n = window.max(CHUNK).next_power_of_two();
+        let words = (n / CHUNK).div_ceil(64);
         WindowMap {
             ring: huge_vec(n, None),
             chunks: vec![0; n / CHUNK].into_boxed_slice(),
+            live: vec![0; words].into_boxed_slice(),
+            summary: vec![0; words.div_ceil(64)].into_boxed_slice(),
             mask: n as u64 - 1,
             base: 0,
             in_ring: 0,
             overflow: U64Map::with_capacity(overflow, vacant),
+            #[cfg(test)]
+            looks: 0,
         }
     }
 
@@ -379,7 +395,11 @@ impl<V: Copy> WindowMap<V> {
         let old = self.ring[i].replace(value);
         if old.is_none() {
             self.in_ring += 1;
-            self.chunks[i / CHUNK] += 1;
+            let c = i / CHUNK;
+            self.chunks[c] += 1;
+            if self.chunks[c] == 1 {
+                self.mark(c);
+            }
         }
         old
     }
@@ -394,9 +414,94 @@ impl<V: Copy> WindowMap<V> {
         let old = self.ring[i].take();
         if old.is_some() {
             self.in_ring -= 1;
-            self.chunks[i / CHUNK] -= 1;
+            let c = i / CHUNK;
+            self.chunks[c] -= 1;
+            if self.chunks[c] == 0 {
+                self.unmark(c);
+            }
         }
         old
+    }
+
+    /// Chunk `c` holds entries now.
+    #[inline]
+    fn mark(&mut self, c: usize) {
+        let w = c / 64;
+        self.live[w] |= 1 << (c % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
+    }
+
+    /// Chunk `c` holds none now.
+    #[inline]
+    fn unmark(&mut self, c: usize) {
+        let w = c / 64;
+        self.live[w] &= !(1 << (c % 64));
+        if self.live[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+    }
+
+    /// The first chunk from `c` on (not wrapping round the ring) that
+    /// holds entries: the rest of `c`'s word, then the summary's words.
+    fn next_live(&mut self, c: usize) -> Option<usize> {
+        let w = c / 64;
+        let bits = self.live.get(w)? & (!0 << (c % 64));
+        self.look(1);
+        if bits != 0 {
+            return Some(w * 64 + bits.trailing_zeros() as usize);
+        }
+        let w = w + 1;
+        let mut s = w / 64;
+        let mut bits = self.summary.get(s)? & (!0 << (w % 64));
+        loop {
+            self.look(1);
+            if bits != 0 {
+                let w = s * 64 + bits.trailing_zeros() as usize;
+                self.look(1);
+                return Some(w * 64 + self.live[w].trailing_zeros() as usize);
+            }
+            s += 1;
+            bits = *self.summary.get(s)?;
+        }
+    }
+
+    /// Counts `n` looks (tests).
+    #[inline(always)]
+    fn look(&mut self, _n: usize) {
+        #[cfg(test)]
+        {
+            self.looks += _n;
+        }
+    }
+
+    /// Empties chunk `c`, handing each entry to `f` with its key (the
+    /// window's key for the slot).
+    fn empty_chunk(&mut self, c: usize, mut f: impl FnMut(&mut U64Map<V>, u64, V)) {
+        self.look(CHUNK);
+        let first = (c * CHUNK) as u64;
+        let key = self.base + (first.wrapping_sub(self.base) & self.mask);
+        for j in 0..CHUNK {
+            if let Some(v) = self.ring[c * CHUNK + j].take() {
+                f(&mut self.overflow, key + j as u64, v);
+            }
+        }
+        self.in_ring -= usize::from(std::mem::take(&mut self.chunks[c]));
+        self.unmark(c);
+    }
+
+    /// Moves the entries of chunks `a..b` to the overflow (they are
+    /// leaving the window), the chunks found by the bitmap.
+    fn evict(&mut self, a: usize, b: usize) {
+        let mut c = a;
+        while self.in_ring > 0 {
+            let Some(l) = self.next_live(c).filter(|&l| l < b) else {
+                break;
+            };
+            self.empty_chunk(l, |overflow, k, v| {
+                overflow.insert(k, v);
+            });
+            c = l + 1;
+        }
     }
 
     /// Moves the window up, a whole number of 64-slot chunks, so that it
@@ -407,47 +512,33 @@ impl<V: Copy> WindowMap<V> {
         // No overflow: `key - mask <= u64::MAX - mask` and `mask >= 63`.
         let base = (key - self.mask).next_multiple_of(CHUNK as u64);
         // Keys base..new leave the window; past a whole window, all do.
+        // Both bases are whole chunks: the chunks leaving are `count`
+        // from the old base's, round the ring (two runs at most).
         let leaving = (base - self.base).min(self.mask + 1);
-        let mut k = self.base;
-        let end = self.base + leaving;
-        while k < end && self.in_ring > 0 {
-            let i = self.slot(k);
-            if i.is_multiple_of(CHUNK) && self.chunks[i / CHUNK] == 0 && end - k >= CHUNK as u64 {
-                k += CHUNK as u64;
-                continue;
-            }
-            if let Some(v) = self.ring[i].take() {
-                self.in_ring -= 1;
-                self.chunks[i / CHUNK] -= 1;
-                self.overflow.insert(k, v);
-            }
-            k += 1;
+        let n = self.chunks.len();
+        let first = self.slot(self.base) / CHUNK;
+        let count = (leaving / CHUNK as u64) as usize;
+        self.evict(first, (first + count).min(n));
+        if first + count > n {
+            self.evict(0, first + count - n);
         }
         self.base = base;
     }
 
     /// Removes every entry, keeping the memory; the window starts at 0
-    /// again. Empties only the ring's chunks that hold entries (found in
-    /// the per-chunk counts, eight at a time), and stops once all are:
-    /// the cost follows what was inserted, not the ring's 16 MiB.
+    /// again. Empties only the ring's chunks that hold entries (found by
+    /// the bitmap), and stops once all are: the cost follows what was
+    /// inserted, not the ring's 16 MiB.
     pub fn clear(&mut self) {
-        let mut left = self.in_ring;
-        for (g, group) in self.chunks.chunks_mut(8).enumerate() {
-            if left == 0 {
+        let mut c = 0;
+        while self.in_ring > 0 {
+            let Some(l) = self.next_live(c) else {
                 break;
-            }
-            // Eight counts tested at once (no early exit: one word's test).
-            if group.iter().fold(0, |a, &n| a | n) == 0 {
-                continue;
-            }
-            for (k, n) in group.iter_mut().enumerate() {
-                if *n > 0 {
-                    let c = g * 8 + k;
-                    self.ring[c * CHUNK..(c + 1) * CHUNK].fill(None);
-                    left -= usize::from(std::mem::take(n));
-                }
-            }
+            };
+            self.empty_chunk(l, |_, _, _| {});
+            c = l + 1;
         }
+        debug_assert_eq!(self.in_ring, 0);
         self.in_ring = 0;
         self.base = 0;
         self.overflow.clear();
@@ -517,6 +608,68 @@ mod tests {
         assert_eq!(m.len(), 67);
         m.clear();
         assert!(m.is_empty() && m.get(5).is_none() && m.get(u64::MAX).is_none());
+    }
+
+    /// One live entry at the top of the window while keys jump a whole
+    /// window ahead, again and again (each slide leaves the whole window:
+    /// 16,384 chunks of 64 at the order store's size): a slide looks at a
+    /// few words of occupancy and the chunks that hold entries, not at
+    /// every chunk it leaves.
+    #[test]
+    fn a_far_slide_past_one_entry_at_the_top_looks_at_few_chunks() {
+        let n = 1u64 << 20;
+        let mut m = WindowMap::new(n as usize, 4_096, 0u32);
+        let mut top = n - 1;
+        m.insert(top, 0);
+        for round in 1..=1_000u32 {
+            let looks = m.looks;
+            top += n;
+            m.insert(top, round);
+            assert_eq!((m.base, m.in_ring), (top + 1 - n, 1));
+            assert!(m.looks - looks <= 128, "{} looks", m.looks - looks);
+        }
+        assert_eq!(m.overflow.len(), 1_000);
+        for round in 0..=1_000u32 {
+            assert_eq!(m.get(n - 1 + u64::from(round) * n), Some(round));
+        }
+    }
+
+    /// A window of several summary words (2^19 keys: 8,192 chunks), with
+    /// entries scattered through it and slides of every length, wrapping
+    /// round the ring or not: it answers as a map does, and clears whole.
+    #[test]
+    fn slides_through_a_large_window_keep_every_entry() {
+        let n = 1u64 << 19;
+        let mut m = WindowMap::new(n as usize, 1 << 14, 0u64);
+        let mut model = HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut top = n - 1;
+        for round in 0..3_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // An entry anywhere in the window, or a jump: short, most of a
+            // window, or past it.
+            let k = match round % 4 {
+                0 => top + 1 + x % 4_096,
+                1 => top + (x % n),
+                2 => top + n + x % 1_000,
+                _ => top.saturating_sub(x % n),
+            };
+            top = top.max(k);
+            assert_eq!(m.insert(k, round), model.insert(k, round));
+            if x.is_multiple_of(3) {
+                let gone = top.saturating_sub(x % (2 * n));
+                assert_eq!(m.remove(gone), model.remove(&gone));
+            }
+        }
+        assert_eq!(m.len(), model.len());
+        for (k, v) in &model {
+            assert_eq!(m.get(*k), Some(*v), "{k}");
+        }
+        m.clear();
+        assert!(m.is_empty() && m.ring.iter().all(Option::is_none));
+        assert!(m.live.iter().chain(m.summary.iter()).all(|&w| w == 0));
     }
 
     /// The longest distance of an entry from its home, slots.
@@ -604,6 +757,14 @@ mod tests {
                 }
                 prop_assert_eq!(m.len(), model.len());
                 prop_assert_eq!(m.in_ring, m.ring.iter().flatten().count());
+                for (c, &count) in m.chunks.iter().enumerate() {
+                    let live = m.ring[c * CHUNK..(c + 1) * CHUNK].iter().flatten().count();
+                    prop_assert_eq!(usize::from(count), live);
+                    prop_assert_eq!(m.live[c / 64] >> (c % 64) & 1 == 1, live > 0);
+                }
+                for (w, &word) in m.live.iter().enumerate() {
+                    prop_assert_eq!(m.summary[w / 64] >> (w % 64) & 1 == 1, word != 0);
+                }
                 for (key, want) in &model {
                     prop_assert_eq!(m.get(*key), Some(*want));
                 }

@@ -16,7 +16,13 @@
 //! (plus one packet's worth while it is applied), each in a 64-byte record
 //! (a known ITCH message is at most 50 bytes; of an unknown type only the
 //! first 63 bytes are kept, enough for its header); at most [`MAX_GAPS`]
-//! gaps are open (beyond, the lowest is given up, as for `max_held`); the
+//! gaps are open (beyond, the lowest is given up, as for `max_held`); a
+//! gap keeps the sequences it received only until they are applied (one
+//! held in the gap and applied later is dropped from it then), so what the
+//! gaps keep is within what is held, and the vectors that keep them, the
+//! open gaps' and those pooled for reuse, hold at most
+//! [`fill_budget`]`(max_held)` sequences together (beyond, pooled ones are
+//! freed first, then the lowest gap is given up, as for `max_held`); the
 //! last [`PAST_SESSIONS`] sessions are remembered to recognise late packets
 //! of an earlier session. Stores grow on demand, amortised, and are kept
 //! across sessions: no allocation per message after warm-up.
@@ -31,6 +37,14 @@ use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 /// Most gaps open at once; one more gives up the lowest.
 pub const MAX_GAPS: usize = 65_536;
+/// Sequences that the gaps' fill vectors (open gaps' and pooled ones', by
+/// capacity) may hold together, a stream with `max_held` messages held at
+/// most: four per message held (what the gaps keep is within what is held,
+/// and a vector grows by doubling), and sixteen a gap (a few fills each),
+/// 8 bytes each: 32 bytes a `max_held` and 8 MiB.
+pub const fn fill_budget(max_held: usize) -> usize {
+    max_held.saturating_mul(4).saturating_add(16 * MAX_GAPS)
+}
 /// Earlier sessions remembered per stream: over fifteen years of one
 /// session a trading day.
 pub const PAST_SESSIONS: usize = 4096;
@@ -264,6 +278,11 @@ pub struct Sequencer {
     closed: usize,
     /// Emptied gaps' `filled`, for reuse.
     pool: Vec<Filled>,
+    /// Sequences the open gaps' `filled` and the pool's can hold together
+    /// (their capacities): grows as fills do, kept within `fill_budget`.
+    fill_capacity: usize,
+    /// [`fill_budget`] of `max_held`.
+    fill_budget: usize,
     held: Held,
     joined: bool,
     gave_up: bool,
@@ -300,6 +319,8 @@ impl Sequencer {
             gaps: VecDeque::new(),
             closed: 0,
             pool: Vec::new(),
+            fill_capacity: 0,
+            fill_budget: fill_budget(settings.max_held),
             held: Held::new(settings.max_held.min(1 << 16)),
             joined: false,
             gave_up: false,
@@ -433,9 +454,11 @@ impl Sequencer {
         if held < self.high.saturating_sub(next) {
             let mut filled = self.pool.pop().unwrap_or_default();
             filled.clear();
+            let capacity = filled.capacity();
             while let Some(Reverse(q)) = self.waiting.pop() {
                 filled.insert(q);
             }
+            self.fill_capacity += filled.capacity() - capacity;
             let deadline = t.saturating_add(self.settings.gap_timeout_ns);
             self.gaps.push_back(Gap {
                 lo: next,
@@ -455,7 +478,8 @@ impl Sequencer {
             }
         }
         self.waiting.clear();
-        self.drain(apply)
+        let n = self.drain(apply);
+        n + self.bound_fills(apply)
     }
 
     /// The session, `None` before any packet.
@@ -511,8 +535,11 @@ impl Sequencer {
     /// open gaps still miss, lowest first, with its gap's deadline (ns);
     /// stops once `f` returns false.
     pub fn missing(&self, mut f: impl FnMut(u64, u64, u64) -> bool) {
+        // The lowest gap's fills below `next` are applied and dropped
+        // from it: its missing runs start at `next`.
+        let next = self.next.unwrap_or(0);
         for g in self.gaps.iter().filter(|g| g.missing > 0) {
-            let mut lo = g.lo;
+            let mut lo = g.lo.max(next);
             for (start, end) in g.filled.runs().chain(std::iter::once((g.hi, g.hi))) {
                 if start > lo && !f(lo, start, g.deadline) {
                     return;
@@ -705,6 +732,11 @@ impl Sequencer {
                     out.applied += self.give_up_lowest(true, apply);
                     out.given_up += 1;
                 }
+                if self.fill_capacity > self.fill_budget {
+                    let before = self.counters.gaps_given_up;
+                    out.applied += self.bound_fills(apply);
+                    out.given_up += (self.counters.gaps_given_up - before) as u32;
+                }
                 out.alive = fresh;
             }
         }
@@ -857,7 +889,9 @@ impl Sequencer {
         }
         let i = self.gaps.partition_point(|g| g.hi <= q);
         if let Some(g) = self.gaps.get_mut(i).filter(|g| g.lo <= q && g.missing > 0) {
+            let capacity = g.filled.capacity();
             g.filled.insert(q);
+            self.fill_capacity += g.filled.capacity() - capacity;
             g.missing -= 1;
             self.held.put(q, m.bytes());
             if g.missing == 0 {
@@ -891,6 +925,33 @@ impl Sequencer {
             }
         }
         self.next = Some(next);
+        // What the lowest gap received below `next` is applied now: it
+        // keeps none of it (a gap kept open far ahead while the stream
+        // goes on through it would keep one sequence a message).
+        if n > 0 {
+            if let Some(g) = self.gaps.front_mut() {
+                g.filled.remove_below(next);
+            }
+        }
+        n
+    }
+
+    /// While the fill vectors hold more than `fill_budget`: frees pooled
+    /// ones, then gives up the lowest gap (for room, as for `max_held`;
+    /// not a snapshot merge's, as for `max_held`), whose vector is pooled
+    /// and freed in turn. Returns messages applied.
+    #[cold]
+    fn bound_fills(&mut self, apply: &mut impl Apply) -> u32 {
+        let mut n = 0;
+        while self.fill_capacity > self.fill_budget {
+            if let Some(f) = self.pool.pop() {
+                self.fill_capacity -= f.capacity();
+            } else if self.gaps.front().is_some_and(|g| !g.merged) && !self.awaiting {
+                n += self.give_up_lowest(true, apply);
+            } else {
+                break;
+            }
+        }
         n
     }
 
@@ -1274,6 +1335,88 @@ mod tests {
         assert!(r.applied.iter().copied().eq(1..=2 * gaps + 1));
         assert!(!r.seq.suspect());
         assert_eq!(r.seq.counters().ticks_lost, 0);
+    }
+
+    /// Sequences the open gaps keep as filled, and the elements their
+    /// vectors and the pool's can hold.
+    fn fills(seq: &Sequencer) -> (usize, usize) {
+        let kept = seq.gaps.iter().map(|g| g.filled.len()).sum();
+        let capacity = seq.gaps.iter().map(|g| g.filled.capacity()).sum::<usize>()
+            + seq.pool.iter().map(Filled::capacity).sum::<usize>();
+        (kept, capacity)
+    }
+
+    /// A heartbeat naming a sequence far ahead opens a gap that stays open
+    /// until its deadline, while the stream goes on in order (every other
+    /// pair of packets swapped): each message fills the gap and is applied
+    /// at once, and the gap keeps none once applied. What the gaps keep
+    /// stays within what is held, not one sequence per message since the
+    /// gap opened (200,000 here: 1.6 MB; a day's feed in a gap_timeout_ms
+    /// of seconds, millions).
+    #[test]
+    fn a_far_gap_keeps_no_fill_once_applied() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), 0);
+        r.packet(&PacketBuilder::heartbeat(S1, 1 << 40), 0);
+        let end = 200_002;
+        let mut q = 2;
+        while q < end {
+            r.packet(&data(S1, q + 10, 10), 1);
+            r.packet(&data(S1, q, 10), 1);
+            q += 20;
+            let (kept, capacity) = fills(&r.seq);
+            assert!(kept <= r.seq.held(), "{kept} kept, {} held", r.seq.held());
+            assert!(capacity <= 64, "{capacity} elements at {q}");
+        }
+        assert!(r.applied.iter().copied().eq(1..end));
+        assert_eq!(
+            r.seq.gaps().collect::<Vec<_>>(),
+            [(2, 1 << 40, (1 << 40) - end, 5 * MS)]
+        );
+        let mut missing = Vec::new();
+        r.seq.missing(|lo, hi, _| {
+            missing.push((lo, hi));
+            true
+        });
+        assert_eq!(
+            missing,
+            [(end, 1 << 40)],
+            "from next, not from the gap's start"
+        );
+        let c = r.seq.counters();
+        assert_eq!((c.recovered, c.ticks_lost), (end - 2, 0));
+    }
+
+    /// Fill vectors holding more than the budget (here made small): the
+    /// pooled ones are freed, then the lowest gap is given up, counted as
+    /// for `max_held`, what it held applied, its vector freed.
+    #[test]
+    fn fills_beyond_the_budget_give_up_the_lowest_gap() {
+        let mut r = Run::new(settings());
+        r.seq.fill_budget = 64;
+        r.packet(&data(S1, 1, 1), 0);
+        r.packet(&data(S1, 3, 1), 0); // gap [2, 3)
+        r.packet(&data(S1, 5, 1), 0); // gap [4, 5)
+        r.packet(&PacketBuilder::heartbeat(S1, 1 << 40), 0); // gap [6, 2^40)
+        r.packet(&data(S1, 4, 1), 0); // [4, 5) filled: its vector pooled
+        assert_eq!((r.seq.pool.len(), r.seq.fill_capacity), (1, 4));
+        // 40 fills take 64: the pooled vector is freed.
+        let o = r.packet(&data(S1, 100, 40), 1);
+        assert_eq!((o.given_up, o.fills), (0, 40));
+        assert!(r.seq.pool.is_empty());
+        assert_eq!((r.seq.fill_capacity, fills(&r.seq)), (64, (40, 64)));
+        // 40 more take 128: the lowest gaps are given up until within it.
+        let o = r.packet(&data(S1, 140, 40), 1);
+        assert_eq!((o.given_up, o.applied), (2, 83));
+        assert!(r
+            .applied
+            .iter()
+            .copied()
+            .eq([1, 3, 4, 5].into_iter().chain(100..180)));
+        assert_eq!(r.seq.next(), Some(1 << 40));
+        let c = r.seq.counters();
+        assert_eq!((c.gaps_given_up, c.ticks_lost), (2, 1 + (1 << 40) - 6 - 80));
+        assert_eq!((r.seq.fill_capacity, fills(&r.seq)), (0, (0, 0)));
     }
 
     #[test]
