@@ -540,19 +540,7 @@ mod tests {
     }
 
     fn feed() -> Settings {
-        Settings {
-            sequencing: super::super::sequencer::Settings {
-                gap_timeout_ns: 1,
-                max_held: 1,
-                join_gap_max: 1,
-            },
-            timezone: jiff::tz::TimeZone::UTC,
-            offset: crate::clock::OffsetMode::Fixed(0),
-            offset_queue: 1,
-            orders: 1,
-            max_orders: 1,
-            max_symbols: 1,
-        }
+        Settings::smallest()
     }
 
     /// An abort, a number the thread looks at every turn of its reads,

@@ -344,19 +344,7 @@ mod tests {
             timeout_ns: 2_000_000_000,
         };
         let password = super::super::config::Password::for_tests(b"pw");
-        let feed = super::super::feed::Settings {
-            sequencing: super::super::sequencer::Settings {
-                gap_timeout_ns: 1,
-                max_held: 1,
-                join_gap_max: 1,
-            },
-            timezone: jiff::tz::TimeZone::UTC,
-            offset: crate::clock::OffsetMode::Fixed(0),
-            offset_queue: 1,
-            orders: 1,
-            max_orders: 1,
-            max_symbols: 1,
-        };
+        let feed = super::super::feed::Settings::smallest();
         old.go_live(Connection::spawn("t", target, password, feed).unwrap());
         old.record(server);
         let (a, b) = settings();

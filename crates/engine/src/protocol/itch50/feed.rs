@@ -46,6 +46,28 @@ pub struct Settings {
     pub max_symbols: usize,
 }
 
+impl Settings {
+    /// The smallest of every bound, UTC, a fixed offset of 0: for tests of
+    /// what runs a feed (its connection thread, its driver) where the
+    /// feed's own behaviour does not matter.
+    #[cfg(test)]
+    pub(super) fn smallest() -> Settings {
+        Settings {
+            sequencing: sequencer::Settings {
+                gap_timeout_ns: 1,
+                max_held: 1,
+                join_gap_max: 1,
+            },
+            timezone: jiff::tz::TimeZone::UTC,
+            offset: OffsetMode::Fixed(0),
+            offset_queue: 1,
+            orders: 1,
+            max_orders: 1,
+            max_symbols: 1,
+        }
+    }
+}
+
 /// Trading hours, from system events and the end of session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hours {
