@@ -130,7 +130,7 @@ fn bench(c: &mut Criterion) {
                             let _ = f.on_incremental(black_box(p), *t);
                         }
                         total += start.elapsed();
-                        assert_eq!(f.sequence().high(), Some(last + 1));
+                        assert_eq!(f.sequence().high(), Some(u64::from(last) + 1));
                         assert_eq!(f.instruments().len(), instruments);
                     }
                     total

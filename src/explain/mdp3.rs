@@ -100,7 +100,7 @@ type Side = Option<(i64, u64)>;
 /// What the channel and the instrument showed at one reading.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Seen {
-    high: Option<u32>,
+    high: Option<u64>,
     packet_gaps: u64,
     packets_lost: u64,
     recovered: u64,
@@ -531,8 +531,12 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     }
     if b.packet_gaps > a.packet_gaps {
         let text = match (a.high, seq) {
-            (Some(h), Some(s)) if s > h => {
-                format!("packet gap opened: MsgSeqNum {} missing", range(h, s - 1))
+            // `h` below `s`, so within u32.
+            (Some(h), Some(s)) if u64::from(s) > h => {
+                format!(
+                    "packet gap opened: MsgSeqNum {} missing",
+                    range(h as u32, s - 1)
+                )
             }
             _ => "packet gap opened".into(),
         };

@@ -919,7 +919,7 @@ fn published_counters_are_the_channels_own() {
             .count() as u64
     };
     let want = [
-        ("next", u64::from(f.sequence().high().unwrap())),
+        ("next", f.sequence().high().unwrap()),
         ("gaps_open", f.sequence().gaps_open() as u64),
         ("recovered", q.recovered),
         ("packet_gaps", q.packet_gaps),

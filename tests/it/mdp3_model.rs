@@ -769,12 +769,13 @@ struct Model {
     window: Option<u64>,
     th: Thresholds,
 
-    high: Option<u32>,
+    /// One past the highest MsgSeqNum received (2^32 after 2^32 − 1).
+    high: Option<u64>,
     gaps: Vec<MGap>,
     reset_pending: bool,
     /// After a restart: the old `high` and until when its late copies are
     /// stale.
-    old: Option<(u32, u64)>,
+    old: Option<(u64, u64)>,
     /// Every end of event processed since the sequence (re)started.
     ends: Vec<Pos>,
     last_alive: Option<u64>,
@@ -1036,7 +1037,7 @@ impl Model {
         self.c.messages += p.msgs.len() as u64;
         let s = p.seq;
         if let Some((h, until)) = self.old {
-            if t <= until && s < h && i64::from(s) >= i64::from(h) - i64::from(self.margin) {
+            if t <= until && u64::from(s) < h && i64::from(s) >= h as i64 - i64::from(self.margin) {
                 self.c.stale_sequence += 1;
                 return Ok(());
             }
@@ -1046,7 +1047,7 @@ impl Model {
         // below `high`.
         let restart = match self.high {
             Some(_) if s == 1 && pending => Some(false),
-            Some(h) if u64::from(s) + u64::from(self.margin) < u64::from(h) => Some(true),
+            Some(h) if u64::from(s) + u64::from(self.margin) < h => Some(true),
             _ => None,
         };
         if let Some(weekly) = restart {
@@ -1068,18 +1069,18 @@ impl Model {
         }
         let mut fill = false;
         match self.high {
-            None => self.high = Some(s.saturating_add(1)),
-            Some(h) if s >= h => {
-                if s > h {
+            None => self.high = Some(u64::from(s) + 1),
+            Some(h) if u64::from(s) >= h => {
+                if u64::from(s) > h {
                     self.gaps.push(MGap {
-                        lo: h,
+                        lo: h as u32,
                         hi: s,
                         filled: BTreeSet::new(),
                         deadline: t + self.gap_timeout,
                     });
                     self.c.packet_gaps += 1;
                 }
-                self.high = Some(s.saturating_add(1));
+                self.high = Some(u64::from(s) + 1);
             }
             Some(_) => {
                 match self
@@ -1243,7 +1244,7 @@ impl Model {
         // Taken, it says, `restart_margin` or more past the highest
         // MsgSeqNum received: placed just below the next expected.
         let (last, far) = match high {
-            Some(h) if u64::from(sn.last) >= u64::from(h) + u64::from(margin) => (h - 1, true),
+            Some(h) if u64::from(sn.last) >= h + u64::from(margin) => ((h - 1) as u32, true),
             _ => (sn.last, false),
         };
         let odd =

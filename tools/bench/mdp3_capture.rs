@@ -227,7 +227,7 @@ pub fn replay<'a>(
     };
     let s = &w.stats;
     let want = (
-        u64::from(feed.next.unwrap_or(0)),
+        feed.next.unwrap_or(0),
         feed.packets_lost,
         feed.snapshots_applied,
         feed.ticks_lost,

@@ -519,7 +519,7 @@ impl FeedEngine for Engine {
         let flagged = self.publisher().map(Publisher::flagged).unwrap_or_default();
         let j = &self.joining;
         for (k, v) in [
-            (counter::EXT, s.high().map_or(0, u64::from)),
+            (counter::EXT, s.high().unwrap_or(0)),
             (counter::EXT + 3, s.gaps_open() as u64),
             (counter::EXT + 4, q.recovered),
             (counter::EXT + 5, q.packet_gaps),

@@ -1229,7 +1229,8 @@ impl Feed {
     fn snapshot_position(&self, l: u32) -> (u32, bool) {
         let margin = u64::from(self.settings.sequencing.restart_margin);
         match self.seq.high() {
-            Some(h) if u64::from(l) >= u64::from(h) + margin => (h.saturating_sub(1), true),
+            // `h` is at least 1 and at most 2^32: `h − 1` is a u32.
+            Some(h) if u64::from(l) >= h + margin => ((h - 1) as u32, true),
             _ => (l, false),
         }
     }
@@ -2377,6 +2378,38 @@ mod tests {
         assert_eq!(f.sequence().counters().sequence_restarts, 1);
         assert_eq!(top(&f, "#1"), (Some(12), None));
         assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
+    }
+
+    /// A ChannelReset in the packet of the last MsgSeqNum, 2^32 − 1: line
+    /// B's copy is a duplicate, not a second reset, and a copy after the
+    /// restart is of the old sequence (no gap, the new books kept).
+    #[test]
+    fn a_channel_reset_at_the_last_msg_seq_num_is_applied_once() {
+        let last = u32::MAX;
+        let mut f = feed();
+        f.on_incremental(
+            &book(last - 1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]),
+            T0,
+        )
+        .unwrap();
+        let reset = encode::packet(last, T0, &[encode::channel_reset(V, T0, EOE, 1)]);
+        f.on_incremental(&reset, T0).unwrap();
+        f.on_incremental(&reset, T0).unwrap();
+        assert_eq!(f.counters().channel_resets, 1);
+        assert_eq!(f.sequence().counters().duplicates, 1);
+        f.on_incremental(
+            &book(1, true, &[bid(1, 1, 1, UpdateAction::New, 12)]),
+            T0 + 1,
+        )
+        .unwrap();
+        f.on_incremental(&reset, T0 + 2).unwrap();
+        let c = f.sequence().counters();
+        assert_eq!(
+            (c.stale_sequence, c.packet_gaps, c.sequence_restarts),
+            (1, 0, 1)
+        );
+        assert_eq!(f.counters().channel_resets, 1);
+        assert_eq!(top(&f, "#1"), (Some(12), None));
     }
 
     /// Gaps given up because too many are open turn every instrument

@@ -107,7 +107,8 @@ impl Gap {
 #[derive(Debug)]
 pub struct Sequence {
     settings: Settings,
-    high: Option<u32>,
+    /// One past the highest MsgSeqNum received: 2^32 after 2^32 − 1.
+    high: Option<u64>,
     /// Open gaps, lowest first: at most [`MAX_GAPS`], grown amortised
     /// (doubling) to the most open at once, capacity kept.
     gaps: VecDeque<Gap>,
@@ -119,7 +120,7 @@ pub struct Sequence {
     /// The last processed packet carried a ChannelReset.
     reset_pending: bool,
     /// After a restart: the old `high`, until this time (ns).
-    old: Option<(u32, u64)>,
+    old: Option<(u64, u64)>,
     counters: Counters,
 }
 
@@ -139,7 +140,7 @@ impl Sequence {
 
     /// One past the highest MsgSeqNum received; `None` before any (or
     /// after a restart).
-    pub fn high(&self) -> Option<u32> {
+    pub fn high(&self) -> Option<u64> {
         self.high
     }
 
@@ -255,7 +256,8 @@ impl Sequence {
     #[inline]
     fn stale(&self, s: u32, t: u64) -> bool {
         self.old.is_some_and(|(h, until)| {
-            t <= until && s < h && s >= h.saturating_sub(self.settings.restart_margin)
+            let s = u64::from(s);
+            t <= until && s < h && s >= h.saturating_sub(u64::from(self.settings.restart_margin))
         })
     }
 
@@ -265,7 +267,7 @@ impl Sequence {
     fn restart(&self, s: u32, reset_pending: bool) -> Option<Restart> {
         match self.high {
             Some(_) if s == 1 && reset_pending => Some(Restart::AfterReset),
-            Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < u64::from(h) => {
+            Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < h => {
                 Some(Restart::Weekly)
             }
             _ => None,
@@ -284,7 +286,7 @@ impl Sequence {
         let Some(high) = self.high else {
             return false;
         };
-        if s >= high || self.restart(s, self.reset_pending).is_some() {
+        if u64::from(s) >= high || self.restart(s, self.reset_pending).is_some() {
             return false;
         }
         match self.gap_of(s) {
@@ -318,7 +320,7 @@ impl Sequence {
             self.old = Some((h, t.saturating_add(self.settings.gap_timeout_ns)));
         }
         let Some(high) = self.high else {
-            self.high = Some(s.saturating_add(1));
+            self.high = Some(u64::from(s) + 1);
             return (
                 Packet::Process {
                     fill: false,
@@ -327,13 +329,14 @@ impl Sequence {
                 0,
             );
         };
-        if s >= high {
+        if u64::from(s) >= high {
             let mut given_up = 0;
-            if s > high {
+            if u64::from(s) > high {
                 self.counters.packet_gaps += 1;
                 let filled = self.spare.pop().unwrap_or_default();
                 self.gaps.push_back(Gap {
-                    lo: high,
+                    // Below `s`, so within u32.
+                    lo: high as u32,
                     hi: s,
                     filled,
                     deadline: t.saturating_add(self.settings.gap_timeout_ns),
@@ -343,7 +346,7 @@ impl Sequence {
                     given_up += 1;
                 }
             }
-            self.high = Some(s.saturating_add(1));
+            self.high = Some(u64::from(s) + 1);
             return (
                 Packet::Process {
                     fill: false,
@@ -581,6 +584,33 @@ mod tests {
         assert_eq!(s.on_packet(1, 3).0, Packet::Duplicate);
     }
 
+    /// MsgSeqNum 2^32 − 1, the last: `high` is one past it, so its copy
+    /// is a duplicate, and after a ChannelReset and the restart at 1 a
+    /// late copy of it is of the old sequence.
+    #[test]
+    fn the_last_msg_seq_num_is_below_high_like_any() {
+        let last = u32::MAX;
+        let mut s = seq();
+        assert!(process(s.on_packet(last - 1, 0)));
+        assert!(process(s.on_packet(last, 0)));
+        assert_eq!(s.high(), Some(1 << 32));
+        assert!(s.ignores(last, 0));
+        assert_eq!(s.on_packet(last, 0).0, Packet::Duplicate);
+        assert_eq!(s.counters().duplicates, 1);
+        s.channel_reset(last);
+        assert_eq!(
+            s.on_packet(1, 1).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::AfterReset)
+            }
+        );
+        assert!(s.ignores(last, 2));
+        assert_eq!(s.on_packet(last, 2).0, Packet::Stale);
+        assert_eq!((s.gaps_open(), s.high()), (0, Some(2)));
+        assert_eq!(s.counters().packet_gaps, 0);
+    }
+
     #[test]
     fn gaps_beyond_the_most_give_up_the_lowest() {
         let mut s = seq();
@@ -665,7 +695,9 @@ mod tests {
                 // Nothing is missing below the first packet or from
                 // `high` on (not expected yet).
                 let high = s.high().unwrap_or(0);
-                let want = (a..=b).filter(|&q| q >= 1 && q < high).all(|q| got.contains(&q));
+                let want = (a..=b)
+                    .filter(|&q| q >= 1 && u64::from(q) < high)
+                    .all(|q| got.contains(&q));
                 proptest::prop_assert_eq!(s.complete(a, b), want, "[{}, {}]", a, b);
             }
         }

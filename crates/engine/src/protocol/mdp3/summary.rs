@@ -32,7 +32,7 @@ pub struct FeedSummary {
     pub unknown_templates: u64,
     /// One past the highest incremental MsgSeqNum; null before any packet
     /// (and after a restart until the next).
-    pub next: Option<u32>,
+    pub next: Option<u64>,
     /// Packet gaps open at the end.
     pub gaps_open: u64,
     /// Packet gaps opened.
