@@ -32,4 +32,6 @@ pub mod replay;
 pub mod shm;
 pub mod state;
 pub mod sys;
+#[cfg(test)]
+mod test_alloc;
 pub mod time;

@@ -2,16 +2,23 @@
 //! and pcapng, and timestamp conversion to ns since the Unix epoch.
 //!
 //! Framing (record and block lengths, pcapng length trailers) is checked here
-//! before a whole record is handed to `pcap_parser`'s block parsers, so those
-//! only ever see complete input: a cut file is reported as truncated at the
-//! record that is cut, and corrupt lengths can neither loop nor allocate without
-//! bound.
+//! before a whole record is decoded, so decoding only ever sees complete input:
+//! a cut file is reported as truncated at the record that is cut, and corrupt
+//! lengths can neither loop nor allocate without bound.
+//!
+//! Legacy pcap headers and records are decoded by `pcap_parser`. pcapng blocks
+//! are decoded here, in place: `pcap_parser`'s block parsers collect every
+//! option of a block into a `Vec`, 32 bytes per option of as few as 4 bytes,
+//! so one block of [`MAX_BLOCK`] bytes of empty options would cost 256 MiB
+//! (384 MiB while the `Vec` grows). Here options are walked one at a time
+//! ([`Options`]), and only an interface's `if_tsresol` and `if_tsoffset` are
+//! kept: reading holds the block being read and nothing per option.
 
 use std::fmt;
 use std::io::{self, Read};
 
 use pcap_parser::nom;
-use pcap_parser::{OptionCode, PcapError};
+use pcap_parser::PcapError;
 
 use super::link::Link;
 use crate::readahead::Stream;
@@ -52,6 +59,22 @@ const IDB_TYPE: u32 = 1;
 const PB_TYPE: u32 = 2;
 const SPB_TYPE: u32 = 3;
 const EPB_TYPE: u32 = 6;
+
+/// Bytes of each block kind outside its options (and, for packet blocks, its
+/// packet data), the block type, both lengths and the byte-order magic
+/// included: the least a block of that kind can be.
+const SHB_FIXED: usize = 28;
+const IDB_FIXED: usize = 20;
+/// Also the obsolete Packet Block's.
+const EPB_FIXED: usize = 32;
+/// Where an EPB's (or obsolete PB's) packet data starts.
+const PACKET_DATA_AT: usize = 28;
+/// Where an IDB's options start.
+const IDB_OPTIONS_AT: usize = 16;
+
+const OPT_ENDOFOPT: u16 = 0;
+const OPT_IF_TSRESOL: u16 = 9;
+const OPT_IF_TSOFFSET: u16 = 14;
 
 /// Why a capture could not be opened or read on; `offset` is the byte offset
 /// (from the start of the file) of the record or block that broke.
@@ -402,102 +425,149 @@ fn decode_pcapng<'a>(
     interfaces: &mut Vec<Interface>,
 ) -> Result<Record<'a>, Fault> {
     if block[..4] == SHB_MAGIC {
-        let shb = pcap_parser::parse_sectionheaderblock(block)
-            .map_err(|e| corrupt(offset, "section header", &e))?
-            .1;
-        if shb.major_version != 1 {
+        too_short(block, offset, "section header", SHB_FIXED)?;
+        // Framing has checked the byte-order magic is one of the two.
+        let be = block[8..12] == BOM_BE;
+        let (major, minor) = (u16_at(block, 12, be), u16_at(block, 14, be));
+        if major != 1 {
             return Err(Fault::Unsupported {
                 offset,
-                detail: format!("pcapng version {}.{}", shb.major_version, shb.minor_version),
+                detail: format!("pcapng version {major}.{minor}"),
             });
         }
         // A new section: new byte order, interfaces numbered from 0 again.
-        *big_endian = shb.big_endian();
+        *big_endian = be;
         interfaces.clear();
         return Ok(Record::Other);
     }
     let be = *big_endian;
     match u32_at(block, 0, be) {
         IDB_TYPE => {
-            let idb = if be {
-                pcap_parser::parse_interfacedescriptionblock_be(block)
-            } else {
-                pcap_parser::parse_interfacedescriptionblock_le(block)
-            }
-            .map_err(|e| corrupt(offset, "interface description", &e))?
-            .1;
+            too_short(block, offset, "interface description", IDB_FIXED)?;
             if interfaces.len() >= MAX_INTERFACES {
                 return Err(Fault::Unsupported {
                     offset,
                     detail: format!("section with more than {MAX_INTERFACES} interfaces"),
                 });
             }
+            // The first of each with the length the specification gives it.
             let mut tsresol = None;
             let mut tsoffset = None;
-            for option in &idb.options {
-                let value = option.value();
-                match option.code {
-                    OptionCode::EndOfOpt => break,
-                    OptionCode::IfTsresol if option.len == 1 && !value.is_empty() => {
-                        tsresol.get_or_insert(value[0]);
+            let options = Options {
+                rest: &block[IDB_OPTIONS_AT..block.len() - 4],
+                big_endian: be,
+            };
+            for (code, value) in options {
+                match (code, value) {
+                    (OPT_IF_TSRESOL, &[r]) => {
+                        tsresol.get_or_insert(r);
                     }
-                    OptionCode::IfTsoffset if option.len == 8 && value.len() >= 8 => {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(&value[..8]);
-                        let secs = if be {
-                            i64::from_be_bytes(b)
-                        } else {
-                            i64::from_le_bytes(b)
-                        };
-                        tsoffset.get_or_insert(secs);
+                    (OPT_IF_TSOFFSET, value) => {
+                        if let Ok(b) = <[u8; 8]>::try_from(value) {
+                            let secs = if be {
+                                i64::from_be_bytes(b)
+                            } else {
+                                i64::from_le_bytes(b)
+                            };
+                            tsoffset.get_or_insert(secs);
+                        }
                     }
                     _ => {}
                 }
             }
             interfaces.push(Interface {
-                // The IDB link type is 16 bits, so never negative.
-                link: Link::from_linktype(idb.linktype.0 as u32),
+                link: Link::from_linktype(u32::from(u16_at(block, 8, be))),
                 unit: TsUnit::from_tsresol(tsresol.unwrap_or(6)),
                 offset_secs: tsoffset.unwrap_or(0),
             });
             Ok(Record::Other)
         }
         EPB_TYPE => {
-            let epb = if be {
-                pcap_parser::parse_enhancedpacketblock_be(block)
-            } else {
-                pcap_parser::parse_enhancedpacketblock_le(block)
-            }
-            .map_err(|e| corrupt(offset, "enhanced packet", &e))?
-            .1;
-            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-            // The data is padded to 32 bits; keep the captured bytes only.
-            let caplen = epb.caplen as usize;
-            let frame = epb.data.get(..caplen).unwrap_or(epb.data);
-            packet(offset, interfaces, epb.if_id, ticks, epb.origlen, frame)
+            let kind = "enhanced packet";
+            too_short(block, offset, kind, EPB_FIXED)?;
+            let if_id = u32_at(block, 8, be);
+            let ticks = (u64::from(u32_at(block, 12, be)) << 32) | u64::from(u32_at(block, 16, be));
+            let origlen = u32_at(block, 24, be);
+            let frame = packet_data(block, offset, kind, u32_at(block, 20, be))?;
+            packet(offset, interfaces, if_id, ticks, origlen, frame)
         }
         PB_TYPE => {
             // Obsolete Packet Block: 16-bit interface id, 16-bit drop count, then as an EPB.
-            if block.len() < 32 {
-                return Err(Fault::Corrupt {
-                    offset,
-                    detail: format!("packet block of {} bytes", block.len()),
-                });
-            }
+            let kind = "packet block";
+            too_short(block, offset, kind, EPB_FIXED)?;
             let if_id = u32::from(u16_at(block, 8, be));
             let ticks = (u64::from(u32_at(block, 12, be)) << 32) | u64::from(u32_at(block, 16, be));
-            let caplen = u32_at(block, 20, be) as usize;
             let origlen = u32_at(block, 24, be);
-            let Some(frame) = block[..block.len() - 4].get(28..28 + caplen) else {
-                return Err(Fault::Corrupt {
-                    offset,
-                    detail: format!("packet block: captured length {caplen} past the block"),
-                });
-            };
+            let frame = packet_data(block, offset, kind, u32_at(block, 20, be))?;
             packet(offset, interfaces, if_id, ticks, origlen, frame)
         }
         SPB_TYPE => Ok(Record::NoTimestamp),
         _ => Ok(Record::Other),
+    }
+}
+
+/// `Err` naming `kind` when `block` is shorter than `fixed`, its fixed part.
+fn too_short(block: &[u8], offset: u64, kind: &str, fixed: usize) -> Result<(), Fault> {
+    if block.len() < fixed {
+        return Err(Fault::Corrupt {
+            offset,
+            detail: format!("{kind} of {} bytes, less than {fixed}", block.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The `caplen` captured bytes of an EPB or obsolete PB (checked to be at least
+/// [`EPB_FIXED`] long), which with their padding to 32 bits must fit before the
+/// trailing length; the options after them are not read.
+fn packet_data<'a>(
+    block: &'a [u8],
+    offset: u64,
+    kind: &str,
+    caplen: u32,
+) -> Result<&'a [u8], Fault> {
+    let area = &block[PACKET_DATA_AT..block.len() - 4];
+    // The area is a whole number of 32-bit words, so the data fits with its
+    // padding whenever it fits without.
+    match area.get(..caplen as usize) {
+        Some(frame) => Ok(frame),
+        None => Err(Fault::Corrupt {
+            offset,
+            detail: format!("{kind}: captured length {caplen} past the block"),
+        }),
+    }
+}
+
+/// The options of a pcapng block, read one at a time in place: `(code, value)`,
+/// the value without its padding. Ends at `opt_endofopt` or at the end of the
+/// options area, and at an option whose value runs past that end (the rest is
+/// not taken as options).
+///
+/// Holds nothing per option: a block of any number of options costs two
+/// slices, whatever its options area claims.
+struct Options<'a> {
+    /// The options not yet read, up to the block's trailing length.
+    rest: &'a [u8],
+    big_endian: bool,
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = (u16, &'a [u8]);
+
+    fn next(&mut self) -> Option<(u16, &'a [u8])> {
+        let rest = std::mem::take(&mut self.rest);
+        if rest.len() < 4 {
+            return None;
+        }
+        let code = u16_at(rest, 0, self.big_endian);
+        let len = usize::from(u16_at(rest, 2, self.big_endian));
+        if code == OPT_ENDOFOPT {
+            return None;
+        }
+        // Values are padded to 32 bits.
+        let padded = rest.get(4..4 + len.next_multiple_of(4))?;
+        self.rest = &rest[4 + padded.len()..];
+        Some((code, &padded[..len]))
     }
 }
 
@@ -629,6 +699,134 @@ mod tests {
                     panic!("frac {frac}: not a packet");
                 };
                 assert_eq!((time_ns, frame), (7_000_000_000 + ns, &[1, 2, 3, 4][..]));
+            }
+        }
+    }
+
+    /// The little-endian options in `bytes`, as (code, value).
+    fn options(bytes: &[u8]) -> Vec<(u16, Vec<u8>)> {
+        let options = Options {
+            rest: bytes,
+            big_endian: false,
+        };
+        options
+            .map(|(code, value)| (code, value.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn options_are_read_in_place_up_to_the_end_of_options() {
+        // if_tsresol 9 (padded), an empty comment, if_name "eth0", then opt_endofopt
+        // and an option after it that is not read.
+        let bytes = [
+            &[9, 0, 1, 0, 9, 0xa5, 0xa5, 0xa5][..],
+            &[1, 0, 0, 0],
+            &[2, 0, 4, 0, b'e', b't', b'h', b'0'],
+            &[0, 0, 0, 0],
+            &[9, 0, 1, 0, 3, 0, 0, 0],
+        ]
+        .concat();
+        assert_eq!(
+            options(&bytes),
+            vec![(9, vec![9]), (1, vec![]), (2, b"eth0".to_vec())]
+        );
+        // Without opt_endofopt: to the end of the area.
+        assert_eq!(options(&bytes[..20]).len(), 3);
+        assert_eq!(options(&[]), vec![]);
+        // A value (or its padding) running past the area ends the options.
+        assert_eq!(options(&[1, 0, 1, 0, 7, 0, 0]), vec![]);
+        assert_eq!(
+            options(&[1, 0, 0, 0, 1, 0, 8, 0, 1, 2, 3, 4]),
+            vec![(1, vec![])]
+        );
+        assert_eq!(options(&[1, 0]), vec![]);
+        // Big-endian codes and lengths.
+        let options = Options {
+            rest: &[0, 14, 0, 2, 1, 2, 0, 0],
+            big_endian: true,
+        };
+        assert_eq!(options.collect::<Vec<_>>(), vec![(14, &[1, 2][..])]);
+    }
+
+    #[test]
+    fn interface_options_of_the_wrong_length_are_passed_over() {
+        let idb = |opts: &[u8]| {
+            let len = (IDB_FIXED + opts.len()) as u32;
+            let mut b = [&1u32.to_le_bytes()[..], &len.to_le_bytes(), &[1, 0, 0, 0]].concat();
+            b.extend_from_slice(&65535u32.to_le_bytes());
+            b.extend_from_slice(opts);
+            b.extend_from_slice(&len.to_le_bytes());
+            b
+        };
+        // A two-byte if_tsresol and a four-byte if_tsoffset, then the valid ones.
+        let opts = [
+            &[9, 0, 2, 0, 3, 3, 0, 0][..],
+            &[14, 0, 4, 0, 1, 0, 0, 0],
+            &[9, 0, 1, 0, 3, 0, 0, 0],
+            &[14, 0, 8, 0],
+            &(-7i64).to_le_bytes(),
+            &[9, 0, 1, 0, 6, 0, 0, 0],
+        ]
+        .concat();
+        let mut interfaces = Vec::new();
+        let mut be = false;
+        decode_pcapng(&idb(&opts), 0, &mut be, &mut interfaces).expect("idb");
+        let i = interfaces[0];
+        assert_eq!(
+            (i.link, i.unit, i.offset_secs),
+            (Some(Link::Ethernet), TsUnit::Pow10(3), -7)
+        );
+        decode_pcapng(&idb(&[]), 0, &mut be, &mut interfaces).expect("idb");
+        assert_eq!(
+            (interfaces[1].unit, interfaces[1].offset_secs),
+            (TsUnit::Pow10(6), 0)
+        );
+    }
+
+    #[test]
+    fn blocks_shorter_than_their_fixed_fields_are_corrupt() {
+        for (block_type, kind, fixed) in [
+            (IDB_TYPE, "interface description", IDB_FIXED),
+            (EPB_TYPE, "enhanced packet", EPB_FIXED),
+            (PB_TYPE, "packet block", EPB_FIXED),
+        ] {
+            let len = fixed as u32 - 4;
+            let mut b = [block_type.to_le_bytes(), len.to_le_bytes()].concat();
+            b.resize(len as usize - 4, 0);
+            b.extend_from_slice(&len.to_le_bytes());
+            let err = decode_pcapng(&b, 40, &mut false, &mut Vec::new()).expect_err("short");
+            let Fault::Corrupt { offset: 40, detail } = err else {
+                panic!("{err:?}");
+            };
+            assert_eq!(detail, format!("{kind} of {len} bytes, less than {fixed}"));
+        }
+        let mut shb = [&SHB_MAGIC[..], &24u32.to_le_bytes(), &BOM_LE, &[1, 0, 0, 0]].concat();
+        shb.extend_from_slice(&[0, 0, 0, 0, 24, 0, 0, 0]);
+        let err = decode_pcapng(&shb, 0, &mut false, &mut Vec::new()).expect_err("short");
+        assert!(matches!(err, Fault::Corrupt { offset: 0, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn captured_length_past_the_block_is_corrupt() {
+        // An EPB with room for 8 bytes of data claiming 9 (and, padded, 12).
+        let mut interfaces = vec![Interface {
+            link: None,
+            unit: TsUnit::Pow10(6),
+            offset_secs: 0,
+        }];
+        for (caplen, ok) in [(8u32, true), (9, false), (u32::MAX, false)] {
+            let mut b = [EPB_TYPE, 40, 0, 0, 0, caplen, caplen]
+                .map(u32::to_le_bytes)
+                .concat();
+            b.extend_from_slice(&[0xa5; 8]);
+            b.extend_from_slice(&40u32.to_le_bytes());
+            match decode_pcapng(&b, 0, &mut false, &mut interfaces) {
+                Ok(Record::Packet { frame, .. }) if ok => assert_eq!(frame, &[0xa5; 8]),
+                Err(Fault::Corrupt { detail, .. }) if !ok => assert_eq!(
+                    detail,
+                    format!("enhanced packet: captured length {caplen} past the block")
+                ),
+                other => panic!("caplen {caplen}: {other:?}"),
             }
         }
     }
