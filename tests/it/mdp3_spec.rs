@@ -2445,7 +2445,14 @@ fn the_summary_holds_the_contracts_keys() {
     );
     ch.send(MS, A, first.clone());
     ch.send(MS, B, first);
+    // Heartbeats on the snapshot and definition lines are not the
+    // `lines`' (`heartbeats` counts those processed there only).
     ch.send(2 * MS, SNAP_A, snapshots(&[encode::heartbeat(V)]));
+    ch.send(
+        2 * MS,
+        DEF_A,
+        encode::packet(1, T0, &[encode::heartbeat(V)]),
+    );
     ch.send(2 * MS, SNAP_A, b"bad".to_vec());
     ch.send(
         3 * MS,
