@@ -733,7 +733,7 @@ fn an_invalid_binary_file_record_changes_no_time() {
 #[test]
 fn summary_nulls_before_any_halt_and_before_any_packet() {
     let config = format!(
-        "{CONFIG}\n[[feed]]\nname = \"quiet\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.3:26477\"]\nstale_threshold_ms = 1500\nsource_threshold_ms = 2000\n"
+        "[state]\ncapacity = 131072\n{CONFIG}\n[[feed]]\nname = \"quiet\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.3:26477\"]\nstale_threshold_ms = 1500\nsource_threshold_ms = 2000\n"
     );
     let aapl = Symbol::parse("AAPL").unwrap();
     let mut messages = aapl_and_msft_bids().to_vec();

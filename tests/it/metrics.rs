@@ -458,7 +458,8 @@ mod described {
                  [[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"127.0.0.1:30001\"]\n\
                  stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n\
                  [[feed]]\nname = \"nasdaq\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:30002\"]\n\
-                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n",
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n\
+                 max_symbols = 1024\n",
                 shm.display()
             ),
             "test.toml",

@@ -333,6 +333,11 @@ impl ProtocolSettings {
         each_settings!(self, s => s.kind())
     }
 
+    /// Slots it reserves in the state table ([`FeedProtocol::reserved_slots`]).
+    pub fn reserved_slots(&self) -> Option<usize> {
+        each_settings!(self, s => s.reserved_slots())
+    }
+
     /// Its files taken from `dir`, and checked ([`FeedProtocol::locate_files`]).
     pub fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
         each_settings!(self, s => s.locate_files(dir))
@@ -912,6 +917,11 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
     for f in &raw.feed {
         foreign_keys(f)?;
     }
+    let capacity_at = raw
+        .state
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .map(|c| c.span().start);
     let capacity = match raw.state.map(|s| s.capacity) {
         Some(c) => CAPACITY.or_default(&c)? as usize,
         None => DEFAULT_CAPACITY,
@@ -961,6 +971,7 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         feeds.push(feed);
         services.push(its);
     }
+    reservations(capacity, capacity_at, &feeds)?;
     Ok(Config {
         metrics,
         log_format,
@@ -968,6 +979,49 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         sidecar,
         feeds,
     })
+}
+
+/// Refuses a table that one feed could fill for the others: with more
+/// than one feed, `capacity` must hold every slot the feeds reserve
+/// ([`ProtocolSettings::reserved_slots`]: an ITCH feed's `max_symbols`)
+/// and one more for each feed without a reservation. A lone feed starves
+/// nobody: its table may be smaller than its reservation.
+fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Result<(), Problem> {
+    if feeds.len() < 2 {
+        return Ok(());
+    }
+    let reserving: Vec<(&FeedConfig, usize)> = feeds
+        .iter()
+        .filter_map(|f| f.settings.reserved_slots().map(|n| (f, n)))
+        .collect();
+    let reserved = reserving.iter().map(|&(_, n)| n).sum::<usize>();
+    let others = feeds.len() - reserving.len();
+    if reserved.saturating_add(others) <= capacity {
+        return Ok(());
+    }
+    // Two names at most: the line stays short, whatever the names.
+    const LISTED: usize = 2;
+    let mut each: Vec<String> = reserving
+        .iter()
+        .take(LISTED)
+        .map(|(f, n)| format!("{} {n}", echo(&f.name)))
+        .collect();
+    if reserving.len() > LISTED {
+        each.push(format!("{} more", reserving.len() - LISTED));
+    }
+    let besides = match others {
+        0 => String::new(),
+        1 => " and a slot for the other feed".to_owned(),
+        n => format!(" and a slot for each of the {n} other feeds"),
+    };
+    Err(Problem::at_offset(
+        at,
+        format!(
+            "capacity: {capacity} slots cannot hold the itch50 feeds' max_symbols ({}: {reserved} together){besides}: \
+             forged symbols on one feed could fill it for all; raise [state] capacity or lower max_symbols",
+            each.join(", ")
+        ),
+    ))
 }
 
 /// Refuses an address of feed `name`'s `services` that an earlier feed's
@@ -1582,7 +1636,7 @@ source_threshold_ms = 9
             format!(
                 "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
                  stale_threshold_ms = 500\nsource_threshold_ms = 500\n\
-                 recovery_listen = \"{listen}\"\n"
+                 recovery_listen = \"{listen}\"\nmax_symbols = 1000\n"
             )
         };
         let two = |la: &str, lb: &str| {
@@ -1595,7 +1649,7 @@ source_threshold_ms = 9
         // Two channels on one port: refused at the later one's key.
         let e = err(&two("127.0.0.1:18001", "0.0.0.0:18001"));
         assert!(
-            e.contains("line 14: feed 'b': recovery_listen 0.0.0.0:18001 overlaps feed 'a''s recovery_listen 127.0.0.1:18001"),
+            e.contains("line 15: feed 'b': recovery_listen 0.0.0.0:18001 overlaps feed 'a''s recovery_listen 127.0.0.1:18001"),
             "{e}"
         );
         let e = err(&itch("a", "239.2.1.1:26477", "239.2.1.1:26477"));
@@ -1682,5 +1736,72 @@ source_threshold_ms = 9
             .unwrap_err()
             .to_string()
             .contains("/nonexistent/x.toml"));
+    }
+
+    /// With more than one feed, the table must hold every ITCH feed's
+    /// `max_symbols` and a slot for each other feed: else forged Stock
+    /// Directory messages on one feed could fill it for every feed. One
+    /// line names the capacity, each ITCH feed's bound and the remedy; a
+    /// lone feed may have a table smaller than its bound.
+    #[test]
+    fn the_table_holds_every_itch_feeds_max_symbols() {
+        let itch = |name: &str, port: u16, max: u64| {
+            format!(
+                "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\n\
+                 lines = [\"239.9.9.1:{port}\"]\nstale_threshold_ms = 1000\n\
+                 source_threshold_ms = 1000\nmax_symbols = {max}\n"
+            )
+        };
+        let sqf = "[[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"239.9.9.2:9000\"]\n\
+                   stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
+        let with = |capacity: u64, feeds: &str| format!("[state]\ncapacity = {capacity}\n{feeds}");
+        let two = format!("{}{}", itch("nq", 1, 600), itch("bx", 2, 400));
+        assert!(Config::parse(&with(1_000, &two), "t.toml").is_ok());
+        let e = err(&with(999, &two));
+        assert!(e.starts_with("config t.toml: line 2"), "{e}");
+        assert!(
+            e.contains("capacity: 999 slots cannot hold the itch50 feeds' max_symbols ('nq' 600, 'bx' 400: 1000 together)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("raise [state] capacity or lower max_symbols"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "one line: {e}");
+        // Short, however long the names and however many the feeds.
+        let long = |i: usize| format!("{i}{}", "n".repeat(FEED_NAME_MAX - 1));
+        let other = |i: u16| {
+            sqf.replace("\"lp\"", &format!("\"lp{i}\""))
+                .replace(":9000", &format!(":{}", 20 + i))
+        };
+        let many: String = (0..3)
+            .map(|i| itch(&long(i), 10 + i as u16, 1 << 20))
+            .chain((0..2).map(other))
+            .collect();
+        let e = err(&with(3 << 20, &many));
+        assert!(
+            e.contains(", 1 more: 3145728 together) and a slot for each of the 2 other feeds"),
+            "{e}"
+        );
+        assert!(
+            e.chars().count() <= 400,
+            "{} characters: {e}",
+            e.chars().count()
+        );
+        // Every other feed keeps a slot at least.
+        let mixed = format!("{}{sqf}", itch("nq", 1, 600));
+        assert!(Config::parse(&with(601, &mixed), "t.toml").is_ok());
+        let e = err(&with(600, &mixed));
+        assert!(
+            e.contains("('nq' 600: 600 together) and a slot for the other feed"),
+            "{e}"
+        );
+        // The default capacity does not hold two ITCH feeds' default bound.
+        let defaults = two
+            .replace("max_symbols = 600\n", "")
+            .replace("max_symbols = 400\n", "");
+        assert!(err(&defaults).contains("65536 slots cannot hold"));
+        // A lone feed starves nobody.
+        assert!(Config::parse(&with(10, &itch("nq", 1, 600)), "t.toml").is_ok());
     }
 }

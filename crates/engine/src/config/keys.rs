@@ -64,6 +64,14 @@ pub trait FeedProtocol: Sized {
             .then_some(SYMBOL_RULE)
     }
 
+    /// Slots the feed reserves in the state table: its publisher never
+    /// holds more over a run (slots are never freed, so every session's
+    /// symbols count), and the configuration must leave it them. `None`:
+    /// no bound; the feed shares what the reservations leave.
+    fn reserved_slots(&self) -> Option<usize> {
+        None
+    }
+
     /// Takes the paths its keys name from `dir`, the directory of the
     /// configuration file (they are kept as written until then), and
     /// checks that each file opens: an error is one line naming the key

@@ -448,6 +448,12 @@ impl FeedProtocol for ItchConfig {
         FeedKind::Delta
     }
 
+    /// `max_symbols`: forged Stock Directory messages make symbols, and a
+    /// session change lets them make `max_symbols` more each time.
+    fn reserved_slots(&self) -> Option<usize> {
+        Some(self.max_symbols)
+    }
+
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service> {
         let recovery = Channel {
             server: self.recovery,

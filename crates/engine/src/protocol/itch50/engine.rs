@@ -112,7 +112,7 @@ impl Engine {
         });
         let publisher = shared.then(|| {
             feed.track_touched(true);
-            Box::default()
+            Box::new(Publisher::new(c.max_symbols))
         });
         Engine {
             feed,
@@ -781,6 +781,47 @@ source_threshold_ms = 1000
         }
         assert_eq!(cycles.table().len(), 4, "the table is full");
         assert_eq!(cycles.feeds()[0].counters.table_full, 1);
+    }
+
+    /// Forged Stock Directory messages, in a new session each time, do
+    /// not take the table shared by every feed: the ITCH feed holds at
+    /// most its `max_symbols` slots over the run (slots are never freed,
+    /// so a session's own bound is not enough), and the SQF feed beside it
+    /// still places its symbol.
+    #[test]
+    fn forged_sessions_take_no_more_than_max_symbols_slots() {
+        let config = Config::parse(
+            "[state]\ncapacity = 4\n\
+             [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\nmax_symbols = 3\n\
+             [[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"239.9.9.3:9000\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+            "t",
+        )
+        .unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("tickguard-itch-forged-")
+            .tempdir_in("/dev/shm")
+            .unwrap();
+        let mut h = shared_handler(&config, dir.path());
+        for j in 0..5u64 {
+            let session = format!("FORGED{j:04}");
+            let mut b = PacketBuilder::new(Session(*session.as_bytes().first_chunk().unwrap()), 1);
+            for k in 0..3u16 {
+                let stock = Symbol::parse(&format!("F{j}{k}")).unwrap();
+                b.message(&encode::stock_directory(k + 1, 1, stock));
+            }
+            h.on_datagram_line(0, 0, &b.finish(), j + 1).unwrap();
+            h.upkeep(j + 1);
+        }
+        assert_eq!(h.table().len(), 3, "the first session's three");
+        assert_eq!(h.feeds()[0].counters.table_full, 12);
+        let mut b = crate::protocol::sqf::PacketBuilder::new(0);
+        b.quote(Symbol::parse("XAU").unwrap(), 1, 1, 1.0, 2.0);
+        h.on_datagram_line(1, 0, &b.finish(), 10).unwrap();
+        h.upkeep(10);
+        assert_eq!(h.table().len(), 4);
+        assert_eq!(h.feeds()[1].counters.table_full, 0);
     }
 
     /// A session change empties the slots the ended session published,

@@ -20,9 +20,9 @@ pub const PRICE_EXPONENT: i8 = -4;
 
 /// No slot looked up yet for the symbol in this session.
 const NO_SLOT: SlotId = SlotId::MAX;
-/// The table was full when the symbol was looked up this session: not
-/// looked up again until the session changes (a full table stays full:
-/// slots are never freed).
+/// The table (or the feed's share of it) was full when the symbol was
+/// looked up this session: not looked up again until the session changes
+/// (a full table stays full: slots are never freed).
 const REFUSED: SlotId = SlotId::MAX - 1;
 
 /// Most refused symbols remembered across sessions (a session's locate
@@ -31,8 +31,16 @@ const REFUSED: SlotId = SlotId::MAX - 1;
 const MAX_REMEMBERED: usize = 1 << 16;
 
 /// What one ITCH feed has written into the table.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Publisher {
+    /// Most slots the feed takes in the table over the run (its
+    /// `max_symbols`, which the configuration leaves it): slots are never
+    /// freed, so without this a new session's symbols, forged ones
+    /// included, would take `max_symbols` more each time, until the table
+    /// shared by every feed was full.
+    share: usize,
+    /// Slots the feed has taken.
+    placed: usize,
     /// Slot by the feed's symbol index in the current session: the
     /// slots written since the last session change (those of earlier
     /// sessions were emptied when theirs ended).
@@ -43,15 +51,29 @@ pub struct Publisher {
     snapshots: u64,
     /// The status last written.
     status: Option<FeedStatus>,
-    /// Symbols refused a slot because the table was full, each counted
-    /// once however many messages it gets (remembered across sessions, up
-    /// to 65,536 symbols).
+    /// Symbols refused a slot because the table, or the feed's share of
+    /// it, was full, each counted once however many messages it gets
+    /// (remembered across sessions, up to 65,536 symbols).
     pub table_full: u64,
     /// The symbols counted in `table_full` (made on the first refusal).
     refused: std::collections::HashSet<Symbol>,
 }
 
 impl Publisher {
+    /// Nothing written yet; the feed takes at most `share` slots.
+    pub fn new(share: usize) -> Publisher {
+        Publisher {
+            share,
+            placed: 0,
+            slots: Vec::new(),
+            sessions: 0,
+            snapshots: 0,
+            status: None,
+            table_full: 0,
+            refused: std::collections::HashSet::new(),
+        }
+    }
+
     /// Writes what changed in `it` since the last call into `table` as feed
     /// `feed`: symbols the messages touched, then the feed's status if it
     /// changed. `thresholds` gives a new symbol's limits.
@@ -83,6 +105,8 @@ impl Publisher {
             self.slots.clear();
         }
         let Publisher {
+            share,
+            placed,
             slots,
             table_full,
             refused,
@@ -109,8 +133,12 @@ impl Publisher {
             if slots[i] == NO_SLOT {
                 slots[i] = match table.find(feed, s.stock) {
                     Some(id) => id,
+                    None if *placed >= *share => refuse(refused, table_full, s.stock),
                     None => match table.insert(feed, s.stock, thresholds(s.stock)) {
-                        Some(id) => id,
+                        Some(id) => {
+                            *placed += 1;
+                            id
+                        }
                         None => refuse(refused, table_full, s.stock),
                     },
                 };
@@ -242,7 +270,7 @@ mod tests {
     #[test]
     fn table_full_counts_each_symbol_refused_once() {
         let mut f = feed();
-        let mut p = Publisher::default();
+        let mut p = Publisher::new(1 << 16);
         let mut table = StateTable::with_feeds(2, 1);
         let stocks = ["AAPL", "MSFT", "NVDA", "TSLA"].map(sym);
         let directory: Vec<Vec<u8>> = (1..)
@@ -309,7 +337,7 @@ mod tests {
     #[test]
     fn each_symbol_publishes_its_own_last_message() {
         let mut f = feed();
-        let mut p = Publisher::default();
+        let mut p = Publisher::new(1 << 16);
         let mut table = StateTable::with_feeds(4, 1);
         let [aapl, msft] = ["AAPL", "MSFT"].map(sym);
         let s = b"20260105XA";

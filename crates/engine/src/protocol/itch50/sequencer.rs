@@ -349,6 +349,15 @@ impl Sequencer {
         self.awaiting
     }
 
+    /// Whether a snapshot's End of Snapshot `n` lies within reach of the
+    /// stream: at most `max_held` past `high`, the most multicast a wait
+    /// holds (decided where glimpse G3.4 is silent). One further ahead is
+    /// not merged: every real packet below it would be a duplicate, the
+    /// feed deaf while it reads healthy, until the stream got there.
+    pub fn within_reach(&self, n: u64) -> bool {
+        n <= self.high.saturating_add(self.settings.max_held as u64)
+    }
+
     /// Triggers may start a snapshot by themselves.
     pub fn auto(&self) -> bool {
         self.auto

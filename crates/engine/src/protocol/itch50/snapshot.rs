@@ -184,7 +184,11 @@ impl Snapshots {
 
     /// The running connection ended with `end` at `t`: a snapshot is
     /// merged from `staging` (left holding what the feed held), a failure
-    /// counted, and the wait given up or the next attempt scheduled.
+    /// counted, and the wait given up or the next attempt scheduled. A
+    /// snapshot whose N lies beyond the stream's reach
+    /// ([`Sequencer::within_reach`](super::sequencer::Sequencer::within_reach))
+    /// is not merged: it fails as `malformed`, and is retried as any
+    /// failure.
     pub fn on_end(&mut self, feed: &mut Feed, end: &End, staging: &mut Staging, t: u64) -> Step {
         self.open = false;
         if !feed.sequencer().awaiting() {
@@ -193,6 +197,13 @@ impl Snapshots {
             return Step::Ignored;
         }
         match *end {
+            End::Snapshot { next, .. } if !feed.sequencer().within_reach(next) => self.fail(
+                feed,
+                Failure::Malformed,
+                "End of Snapshot far ahead of the stream",
+                None,
+                t,
+            ),
             End::Snapshot {
                 next,
                 messages,
@@ -219,27 +230,39 @@ impl Snapshots {
                 class,
                 detail,
                 reason,
-            } => {
-                self.counters.failures[class.index()] += 1;
-                self.failed += 1;
-                let not_authorized =
-                    class == Failure::Rejected && reason == Some(super::soup::NOT_AUTHORIZED);
-                if not_authorized {
-                    feed.set_snapshot_auto(false);
-                }
-                let gave_up = not_authorized || self.failed >= self.settings.max_attempts;
-                if gave_up {
-                    self.give_up(feed, t);
-                } else {
-                    self.due = Some(t.saturating_add(self.settings.backoff(self.failed + 1)));
-                }
-                Step::Failed {
-                    class,
-                    detail,
-                    gave_up,
-                    retry_at: self.due,
-                }
-            }
+            } => self.fail(feed, class, detail, reason, t),
+        }
+    }
+
+    /// The running connection failed at `t` (of `class`, Login Rejected's
+    /// `reason` if any): counted, and the wait given up or the next
+    /// attempt scheduled.
+    fn fail(
+        &mut self,
+        feed: &mut Feed,
+        class: Failure,
+        detail: &'static str,
+        reason: Option<u8>,
+        t: u64,
+    ) -> Step {
+        self.counters.failures[class.index()] += 1;
+        self.failed += 1;
+        let not_authorized =
+            class == Failure::Rejected && reason == Some(super::soup::NOT_AUTHORIZED);
+        if not_authorized {
+            feed.set_snapshot_auto(false);
+        }
+        let gave_up = not_authorized || self.failed >= self.settings.max_attempts;
+        if gave_up {
+            self.give_up(feed, t);
+        } else {
+            self.due = Some(t.saturating_add(self.settings.backoff(self.failed + 1)));
+        }
+        Step::Failed {
+            class,
+            detail,
+            gave_up,
+            retry_at: self.due,
         }
     }
 

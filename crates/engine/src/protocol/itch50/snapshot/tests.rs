@@ -298,6 +298,43 @@ fn n_above_high_discards_the_held_and_opens_no_gap() {
     assert_eq!(s.symbols, reference(140).symbols);
 }
 
+/// N more than `max_held` past everything received (a buggy or hostile
+/// server, a stale session) is not merged: every multicast packet below it
+/// would be a duplicate, the feed deaf for the rest of the session. It
+/// fails as `malformed`, the feed goes on awaiting, and the next attempt
+/// merges; N exactly `max_held` past is merged.
+#[test]
+fn n_beyond_max_held_past_high_is_refused_and_retried() {
+    let far = |n: u64| {
+        let mut out = soup::login_accepted(&S1.0, 1).to_vec();
+        soup::sequenced(&end_of_snapshot(n), &mut out);
+        out
+    };
+    let mut v = Venue::new("max_held = 50");
+    v.datagrams(100..110);
+    v.connection(&far(u64::MAX), 1, true);
+    v.connection(&spin(161, S1, false), 2, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshot_failures["malformed"], sn.snapshots), (2, 0));
+    assert_eq!((sn.snapshot_state, sn.snapshot_next), ("awaiting", None));
+    assert_eq!((s.suspect, s.duplicates), (true, 0));
+    v.datagrams(110..120);
+    v.connection(&spin(115, S1, false), 1, true);
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshots, sn.snapshot_next), (1, Some(115)));
+    assert_eq!((s.suspect, s.next, s.gaps_open), (false, Some(120), 0));
+    v.datagrams(120..130);
+    assert_eq!(v.summary().symbols, reference(130).symbols);
+    // Within reach: high 110 and `max_held` 50 take N = 160.
+    let mut v = Venue::new("max_held = 50");
+    v.datagrams(100..110);
+    v.connection(&spin(160, S1, false), 1, true);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, s.next), (1, Some(160)));
+}
+
 /// Held from above N: `[N, first held)` is a gap, filled by the line (or
 /// the recovery channel), and the feed is trusted.
 #[test]
