@@ -334,7 +334,7 @@ impl ProtocolSettings {
     }
 
     /// Slots it reserves in the state table ([`FeedProtocol::reserved_slots`]).
-    pub fn reserved_slots(&self) -> Option<usize> {
+    pub fn reserved_slots(&self) -> Option<(usize, &'static str)> {
         each_settings!(self, s => s.reserved_slots())
     }
 
@@ -983,18 +983,19 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
 
 /// Refuses a table that one feed could fill for the others: with more
 /// than one feed, `capacity` must hold every slot the feeds reserve
-/// ([`ProtocolSettings::reserved_slots`]: an ITCH feed's `max_symbols`)
+/// ([`ProtocolSettings::reserved_slots`]: a bound on the symbols a feed
+/// makes)
 /// and one more for each feed without a reservation. A lone feed starves
 /// nobody: its table may be smaller than its reservation.
 fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Result<(), Problem> {
     if feeds.len() < 2 {
         return Ok(());
     }
-    let reserving: Vec<(&FeedConfig, usize)> = feeds
+    let reserving: Vec<(&FeedConfig, (usize, &str))> = feeds
         .iter()
         .filter_map(|f| f.settings.reserved_slots().map(|n| (f, n)))
         .collect();
-    let reserved = reserving.iter().map(|&(_, n)| n).sum::<usize>();
+    let reserved = reserving.iter().map(|&(_, (n, _))| n).sum::<usize>();
     let others = feeds.len() - reserving.len();
     if reserved.saturating_add(others) <= capacity {
         return Ok(());
@@ -1004,7 +1005,7 @@ fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Res
     let mut each: Vec<String> = reserving
         .iter()
         .take(LISTED)
-        .map(|(f, n)| format!("{} {n}", echo(&f.name)))
+        .map(|(f, (n, key))| format!("{} {key} {n}", echo(&f.name)))
         .collect();
     if reserving.len() > LISTED {
         each.push(format!("{} more", reserving.len() - LISTED));
@@ -1017,8 +1018,8 @@ fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Res
     Err(Problem::at_offset(
         at,
         format!(
-            "capacity: {capacity} slots cannot hold the itch50 feeds' max_symbols ({}: {reserved} together){besides}: \
-             forged symbols on one feed could fill it for all; raise [state] capacity or lower max_symbols",
+            "capacity: {capacity} slots cannot hold the slots the feeds reserve ({}: {reserved} together){besides}: \
+             forged symbols on one feed could fill it for all; raise [state] capacity or lower those bounds",
             each.join(", ")
         ),
     ))
@@ -1760,11 +1761,11 @@ source_threshold_ms = 9
         let e = err(&with(999, &two));
         assert!(e.starts_with("config t.toml: line 2"), "{e}");
         assert!(
-            e.contains("capacity: 999 slots cannot hold the itch50 feeds' max_symbols ('nq' 600, 'bx' 400: 1000 together)"),
+            e.contains("capacity: 999 slots cannot hold the slots the feeds reserve ('nq' max_symbols 600, 'bx' max_symbols 400: 1000 together)"),
             "{e}"
         );
         assert!(
-            e.contains("raise [state] capacity or lower max_symbols"),
+            e.contains("raise [state] capacity or lower those bounds"),
             "{e}"
         );
         assert!(!e.contains('\n'), "one line: {e}");
@@ -1793,7 +1794,7 @@ source_threshold_ms = 9
         assert!(Config::parse(&with(601, &mixed), "t.toml").is_ok());
         let e = err(&with(600, &mixed));
         assert!(
-            e.contains("('nq' 600: 600 together) and a slot for the other feed"),
+            e.contains("('nq' max_symbols 600: 600 together) and a slot for the other feed"),
             "{e}"
         );
         // The default capacity does not hold two ITCH feeds' default bound.

@@ -450,8 +450,8 @@ impl FeedProtocol for ItchConfig {
 
     /// `max_symbols`: forged Stock Directory messages make symbols, and a
     /// session change lets them make `max_symbols` more each time.
-    fn reserved_slots(&self) -> Option<usize> {
-        Some(self.max_symbols)
+    fn reserved_slots(&self) -> Option<(usize, &'static str)> {
+        Some((self.max_symbols, "max_symbols"))
     }
 
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service> {
