@@ -333,7 +333,9 @@ fn block(be: bool, block_type: u32, body: &Bytes) -> Vec<u8> {
     b.out
 }
 
-fn shb(be: bool) -> Vec<u8> {
+/// A section header's fixed fields: the byte-order magic, version 1.0,
+/// section length unknown (-1).
+fn shb_fixed(be: bool) -> Bytes {
     let mut b = body(be);
     b.raw(if be {
         &[0x1a, 0x2b, 0x3c, 0x4d]
@@ -343,6 +345,11 @@ fn shb(be: bool) -> Vec<u8> {
     .u16(1)
     .u16(0)
     .i64(-1);
+    b
+}
+
+fn shb(be: bool) -> Vec<u8> {
+    let mut b = shb_fixed(be);
     // Options: shb_userappl "t", then opt_endofopt.
     b.u16(4).u16(1).raw(b"t").pad4().u16(0).u16(0);
     block(be, 0x0a0d_0d0a, &b)
@@ -1062,17 +1069,7 @@ fn block_full_of_options(
 /// and offset (-10 s) come after all of them.
 fn capture_full_of_options(be: bool, filler: u16) -> Vec<u8> {
     let frame = ip_udp([10, 0, 0, 1], 1000, [239, 0, 0, 1], 2000, b"late options");
-    let mut fixed = body(be);
-    fixed
-        .raw(if be {
-            &[0x1a, 0x2b, 0x3c, 0x4d]
-        } else {
-            &[0x4d, 0x3c, 0x2b, 0x1a]
-        })
-        .u16(1)
-        .u16(0)
-        .i64(-1);
-    let mut file = block_full_of_options(be, 0x0a0d_0d0a, &fixed, filler, &body(be));
+    let mut file = block_full_of_options(be, 0x0a0d_0d0a, &shb_fixed(be), filler, &body(be));
     let mut fixed = body(be);
     fixed.u16(101).u16(0).u32(65535);
     let mut last = body(be);
