@@ -167,9 +167,10 @@ impl Filled {
 
     /// Keeps only the sequences above `s`.
     pub fn retain_above(&mut self, s: u64) {
-        self.compact();
-        self.main.retain(|&q| q > s);
-        self.recent.retain(|&q| q > s);
+        match s.checked_add(1) {
+            Some(next) => self.remove_below(next),
+            None => self.clear(),
+        }
     }
 
     /// Drops the sequences below `s` (those a stream has applied, `s` its

@@ -120,7 +120,10 @@ impl Commands {
     }
 }
 
-/// The receive thread's end of the connection thread.
+/// The receive thread's end of the connection thread. Dropped, it closes
+/// the channels: the thread ends at its next look at them (within a poll
+/// of a read, or when a connect gives up), with no join, so that a
+/// shutdown never waits for a server.
 #[derive(Debug)]
 pub struct Connection {
     /// The thread reports what goes over the wire.
@@ -256,18 +259,6 @@ impl Connection {
     /// (here, should its [`RECYCLED`] slots be full; never waits).
     pub fn recycle(&mut self, staging: Box<Staging>) {
         let _ = self.recycled.try_send(staging);
-    }
-}
-
-impl Drop for Connection {
-    /// Closes the channels: the thread ends at its next look at them
-    /// (within a poll of a read, or when a connect gives up), with no
-    /// join, so that a shutdown never waits for a server.
-    fn drop(&mut self) {
-        (self.starts, _) = bounded(1);
-        (self.recycled, _) = bounded(1);
-        let (_, dead) = bounded(0);
-        self.reports = dead;
     }
 }
 
@@ -420,6 +411,13 @@ fn attempt(
     // `snapshot_timeout_ms` runs from the connection.
     let begun = Instant::now();
     let mut stream: TcpStream = socket.into();
+    // Aborted while connecting (up to `snapshot_idle_ms`): no login goes
+    // out for an attempt nobody wants.
+    if !commands.wants(id) {
+        let _ = stream.shutdown(Shutdown::Both);
+        out.wire(|| Wire::Abort);
+        return None;
+    }
     let _ = stream.set_nodelay(true);
     if stream.write_all(login).is_err() {
         return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
@@ -541,6 +539,49 @@ mod tests {
 
     fn feed() -> Settings {
         Settings::smallest()
+    }
+
+    /// An attempt aborted while it connects (a connect can take up to
+    /// `snapshot_idle_ms`) sends no login: the server sees the connection
+    /// close without a byte.
+    #[test]
+    fn an_attempt_aborted_while_connecting_sends_no_login() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let Ok(SocketAddr::V4(server)) = listener.local_addr() else {
+            panic!("an IPv4 listener");
+        };
+        let target = Target {
+            server,
+            user: "u".into(),
+            idle_ns: 10_000_000_000,
+            timeout_ns: 10_000_000_000,
+        };
+        let (_c, commands, out) = Connection::ends();
+        // Attempt 7 is not the one wanted (0): aborted once connected.
+        let check = glimpse::Settings {
+            session: None,
+            max_messages: 10,
+        };
+        let mut spin = Spin::new(check, Box::new(Staging::new(&feed())));
+        let login = soup::login(b"u", b"pw");
+        let mut buf = vec![0u8; READ];
+        let ended = attempt(
+            7,
+            socket(),
+            &target,
+            &login,
+            &mut spin,
+            &commands,
+            &mut None,
+            &mut buf,
+            &out,
+        );
+        assert!(ended.is_none(), "an aborted attempt reports no end");
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).expect("closed, not timed out");
+        assert!(got.is_empty(), "{} bytes sent", got.len());
     }
 
     /// An abort, a number the thread looks at every turn of its reads,
