@@ -541,11 +541,9 @@ mod tests {
         Settings::smallest()
     }
 
-    /// An attempt aborted while it connects (a connect can take up to
-    /// `snapshot_idle_ms`) sends no login: the server sees the connection
-    /// close without a byte.
-    #[test]
-    fn an_attempt_aborted_while_connecting_sends_no_login() {
+    /// A listener on loopback and a target at it, idle and overall
+    /// timeouts `timeout_ns`.
+    fn server(timeout_ns: u64) -> (std::net::TcpListener, Target) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let Ok(SocketAddr::V4(server)) = listener.local_addr() else {
             panic!("an IPv4 listener");
@@ -553,9 +551,18 @@ mod tests {
         let target = Target {
             server,
             user: "u".into(),
-            idle_ns: 10_000_000_000,
-            timeout_ns: 10_000_000_000,
+            idle_ns: timeout_ns,
+            timeout_ns,
         };
+        (listener, target)
+    }
+
+    /// An attempt aborted while it connects (a connect can take up to
+    /// `snapshot_idle_ms`) sends no login: the server sees the connection
+    /// close without a byte.
+    #[test]
+    fn an_attempt_aborted_while_connecting_sends_no_login() {
+        let (listener, target) = server(10_000_000_000);
         let (_c, commands, out) = Connection::ends();
         // Attempt 7 is not the one wanted (0): aborted once connected.
         let check = glimpse::Settings {
@@ -589,16 +596,7 @@ mod tests {
     /// longer than the test), and a later start connects again.
     #[test]
     fn an_abort_closes_the_running_connection() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let Ok(SocketAddr::V4(server)) = listener.local_addr() else {
-            panic!("an IPv4 listener");
-        };
-        let target = Target {
-            server,
-            user: "u".into(),
-            idle_ns: 60_000_000_000,
-            timeout_ns: 60_000_000_000,
-        };
+        let (listener, target) = server(60_000_000_000);
         let password = super::super::config::Password::for_tests(b"pw");
         let mut c = Connection::spawn("t", target, password, feed()).unwrap();
         let settings = glimpse::Settings {
