@@ -59,6 +59,16 @@ fn process(f: &mut Feed, packets: &[(u64, Vec<u8>)], copies: usize) {
     }
 }
 
+/// The validity walk alone (what a copy of the other line costs).
+#[inline(never)]
+fn walk(packets: &[(u64, Vec<u8>)]) {
+    for (_, p) in packets {
+        let _ = std::hint::black_box(tickguard::protocol::mdp3::Packet::new_checked(
+            std::hint::black_box(&p[..]),
+        ));
+    }
+}
+
 /// This thread's CPU time, ns.
 fn cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -99,6 +109,19 @@ fn main() {
         }
         println!(
             "touch: {bytes} bytes, {:.1} ns CPU per book entry",
+            best as f64 / stats.book_entries as f64
+        );
+        return;
+    }
+    if std::env::args().nth(4).as_deref() == Some("walk") {
+        let mut best = u64::MAX;
+        for _ in 0..passes.max(1) {
+            let start = cpu_ns();
+            walk(&packets);
+            best = best.min(cpu_ns() - start);
+        }
+        println!(
+            "walk: {:.1} ns CPU per book entry",
             best as f64 / stats.book_entries as f64
         );
         return;

@@ -721,12 +721,12 @@ impl Feed {
         }
         // Each body is read once, by the validity walk: the first
         // `WALKED` kept for the pass that applies them (more, parsed again).
-        let mut walked = [Body::NotRead; WALKED];
+        let mut walked = [(0, Body::NotRead); WALKED];
         let (mut kept, mut seen) = (0, 0);
         // The last message ending an event: every change before it is
         // covered by the end of this datagram.
         let mut last_end = None;
-        let packet = Packet::new_checked_with(payload, |body| {
+        let packet = Packet::new_checked_with(payload, |id, body| {
             if body
                 .match_event_indicator()
                 .is_some_and(|e| e.end_of_event())
@@ -735,7 +735,7 @@ impl Feed {
             }
             seen += 1;
             if let Some(b) = walked.get_mut(kept) {
-                *b = body;
+                *b = (id, body);
                 kept += 1;
             }
         })?;
@@ -760,22 +760,23 @@ impl Feed {
             }
         };
         let mut source = None;
-        for (k, m) in packet.messages().enumerate() {
+        // Past the bodies kept, each message is read again.
+        let mut more = packet.messages().skip(WALKED);
+        for k in 0..packet.message_count() {
             let at = (s, k as u16);
             // The template, its counters and its end of event all come
             // from this body.
-            let body = match walked.get(k) {
-                Some(&b) if k < kept => b,
-                _ => m.body(),
+            let (id, body) = match walked.get(k) {
+                Some(&b) => b,
+                None => match more.next() {
+                    Some(m) => (m.template_id(), m.body()),
+                    None => break,
+                },
             };
             // One dispatch on the body: its counters, what it does and its
             // MatchEventIndicator.
-            if !matches!(body, Body::NotRead) || m.kind() != Kind::Unknown {
-                if let Some(n) = self
-                    .counters
-                    .by_template
-                    .get_mut(usize::from(m.template_id()))
-                {
+            if !matches!(body, Body::NotRead) || Kind::of(id) != Kind::Unknown {
+                if let Some(n) = self.counters.by_template.get_mut(usize::from(id)) {
                     *n += 1;
                 }
             }
@@ -812,7 +813,7 @@ impl Feed {
                     Some(d.match_event_indicator())
                 }
                 Body::Snapshot(_) | Body::NotRead => {
-                    self.count_unread(m.kind());
+                    self.count_unread(Kind::of(id));
                     None
                 }
             };

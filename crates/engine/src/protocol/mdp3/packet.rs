@@ -84,7 +84,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// allocates.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Reject> {
-        let count = walk::<true>(buffer.as_ref(), |_| {})?;
+        let count = walk::<true>(buffer.as_ref(), |_, _| {})?;
         Ok(Packet { buffer, count })
     }
 
@@ -134,13 +134,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a> Packet<&'a [u8]> {
     /// [`new_checked`](Packet::new_checked), handing each message's body
-    /// to `visit` as the walk reads it, so that a caller reads a packet in
+    /// (with its template id) to `visit` as the walk reads it, so that a caller reads a packet in
     /// one walk. A datagram the walk then rejects was visited in
     /// part: nothing visited may be used before this returns `Ok`.
     #[inline]
     pub fn new_checked_with(
         buffer: &'a [u8],
-        visit: impl FnMut(Body<'a>),
+        visit: impl FnMut(u16, Body<'a>),
     ) -> Result<Packet<&'a [u8]>, Reject> {
         let count = walk::<true>(buffer, visit)?;
         Ok(Packet { buffer, count })
@@ -152,7 +152,7 @@ impl<'a> Packet<&'a [u8]> {
 /// the templates' blocks and groups. Returns the number of messages.
 #[inline]
 pub fn check_framing(datagram: &[u8]) -> Result<usize, Reject> {
-    walk::<false>(datagram, |_| {})
+    walk::<false>(datagram, |_, _| {})
 }
 
 /// The validity walk (the parent module lists the checks and their order);
@@ -162,7 +162,7 @@ pub fn check_framing(datagram: &[u8]) -> Result<usize, Reject> {
 #[inline]
 fn walk<'a, const BODIES: bool>(
     b: &'a [u8],
-    mut visit: impl FnMut(Body<'a>),
+    mut visit: impl FnMut(u16, Body<'a>),
 ) -> Result<usize, Reject> {
     let mut rest = match b.get(HEADER_LEN..) {
         Some(rest) if !rest.is_empty() => rest,
@@ -179,7 +179,8 @@ fn walk<'a, const BODIES: bool>(
         }
         if BODIES {
             let (root, groups) = Message { bytes: message }.split();
-            visit(Body::checked(header.template_id, root, groups)?);
+            let id = header.template_id;
+            visit(id, Body::checked(id, root, groups)?);
         }
         count += 1;
         rest = after;
