@@ -416,12 +416,9 @@ impl Model {
                 if alive {
                     self.last_alive = Some(t);
                 }
-                // Only a packet that advanced the stream (a message not a
-                // duplicate: applied or held) is timed (the project's
-                // reading; `Feed` documents it).
-                if let (OffsetMode::Auto { window_ns }, Some(send), true) =
-                    (self.offset_mode, send, alive)
-                {
+                // Every data packet of the session is timed (spec §3.1),
+                // one of duplicates only too (line B's copy, a late answer).
+                if let (OffsetMode::Auto { window_ns }, Some(send)) = (self.offset_mode, send) {
                     // An arrival that steps back counts as at the latest
                     // one for the window (`clock` documents it); the sample
                     // is the packet's own arrival − send.

@@ -252,14 +252,13 @@ impl ModelFeed {
             return false;
         };
         self.counters.messages += msgs.len() as u64;
-        let mut advanced = false;
         for m in msgs {
-            advanced |= self.apply(&m, t);
+            self.apply(&m, t);
         }
-        // Section 4: min(a_q − send_time_q) over a_p − W < a_q ≤ a_p, the
-        // accepted packets being those that advanced a symbol (the
-        // project's reading: a packet of duplicates only is not taken).
-        if let (Some(w), true) = (self.window, advanced) {
+        // Section 4: at every accepted packet, min(a_q − send_time_q) over
+        // the accepted packets with a_p − W < a_q ≤ a_p (duplicates, empty
+        // packets and unknown types included).
+        if let Some(w) = self.window {
             self.accepted.push((t, send_time));
             let a_p = t as i128;
             self.offset = self

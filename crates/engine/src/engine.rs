@@ -248,11 +248,9 @@ pub trait FeedEngine {
     fn messages_in(&self, payload: &[u8]) -> u64;
 
     /// The feed's clock offset (local − provider), ns: estimated from the
-    /// send times of the datagrams that advanced the stream only (something
-    /// in them applied, or held to be applied in order), never from a
-    /// duplicate, a packet of an earlier session or one that applied
-    /// nothing: one forged copy of an old packet stamped hours ahead must
-    /// not make every symbol of the feed `stale_at_source`.
+    /// send times of the datagrams its protocol's contract names (each
+    /// protocol's guide says which: duplicates are samples on some, not
+    /// on others).
     fn offset(&self) -> i128;
 
     /// Brings the feed up to `now`: deadlines strictly before it expire,

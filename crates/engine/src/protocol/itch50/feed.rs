@@ -1040,19 +1040,18 @@ impl Feed {
     }
 
     /// Feeds the clock offset with a data packet's send time (the source
-    /// time of its last message with a timestamp, spec itch50 §3.1) if the
-    /// packet advanced the stream: of the current session, and carrying a
-    /// message that was not a duplicate. Its messages were applied, or
-    /// held behind a gap to be applied in sequence order; a held packet
-    /// counts at its arrival, when its delay is measured (waiting for the
-    /// fill would add the wait to it). A duplicate (line B's copy, a late
-    /// answer, a forged old packet stamped hours ahead) or a packet of an
-    /// earlier session is not taken: one such datagram must not move the
-    /// offset of every symbol of the feed.
+    /// time of its last message with a timestamp, spec itch50 §3.1): every
+    /// data packet of the current session is a sample, recovery answers
+    /// and packets of duplicates only (line B's copy, a late answer)
+    /// included; a packet of an earlier session has no effect. A packet
+    /// held behind a gap counts at its arrival, when its delay is measured
+    /// (waiting for the fill would add the wait to it). More samples only
+    /// ever lower the window's minimum, so a sample can make symbols
+    /// `stale_at_source`, never hide a source's delay.
     #[inline]
     fn time_packet(&mut self, p: &Packet<&[u8]>, out: &Outcome, t: u64) {
-        let advanced = matches!(p.kind(), Kind::Data(_)) && out.alive && !out.stale_session;
-        if let (true, Some(ts)) = (advanced, p.last_timestamp()) {
+        let accepted = matches!(p.kind(), Kind::Data(_)) && !out.stale_session;
+        if let (true, Some(ts)) = (accepted, p.last_timestamp()) {
             let send = self.state.midnight + ts as i128;
             self.clock
                 .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
@@ -1759,12 +1758,14 @@ mod tests {
         assert_eq!(midnight(&ny, t), 1_772_946_000_000_000_000);
     }
 
-    /// One forged copy of an old packet, its timestamps four hours ahead:
-    /// its messages are duplicates, so it does not move the offset, and
-    /// the symbol stays `ok`. A packet held behind a gap is timed at its
-    /// arrival.
+    /// A packet held behind a gap is timed at its arrival; a packet of
+    /// duplicates only (here a forged copy of an old one, its timestamps
+    /// four hours ahead) is an accepted data packet, so it is timed too
+    /// (spec itch50 §3.1): the offset falls, and the symbol reads
+    /// `stale_at_source` while the sample is in the window (more samples
+    /// only make the verdict stricter).
     #[test]
-    fn a_forged_duplicate_stamped_hours_ahead_leaves_the_offset_alone() {
+    fn every_data_packet_of_the_session_is_timed_duplicates_included() {
         let mut f = Feed::new(Settings {
             offset: OffsetMode::Auto {
                 window_ns: 60_000 * MS,
@@ -1795,23 +1796,23 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(f.offset(), delay as i128);
-        let now = at(10);
-        let hours = 4 * 3_600_000 * MS;
-        let forged = |k: u64| encode::add_order(7, OPEN + hours, k, Side::Buy, 1, aapl, 1, None);
-        f.on_datagram(&packet(2, &[forged(1)]), now).unwrap();
-        assert_eq!(f.sequencer().counters().duplicates, 1);
-        assert_eq!(
-            f.offset(),
-            delay as i128,
-            "the forged send time is not taken"
-        );
-        assert_eq!(f.settled().verdict(aapl, th(), now), Reasons::empty());
+        assert_eq!(f.settled().verdict(aapl, th(), at(10)), Reasons::empty());
         // Held behind a gap, sent 1 ms late: taken at its arrival, before the
         // gap is filled.
         f.on_datagram(&packet(13, &[add(12, Side::Sell)]), at(12) - MS)
             .unwrap();
         assert_eq!(f.sequencer().held(), 1);
         assert_eq!(f.offset(), delay as i128 - MS as i128);
+        let now = at(12);
+        let hours = 4 * 3_600_000 * MS;
+        let forged = |k: u64| encode::add_order(7, OPEN + hours, k, Side::Buy, 1, aapl, 1, None);
+        f.on_datagram(&packet(2, &[forged(1)]), now).unwrap();
+        assert_eq!(f.sequencer().counters().duplicates, 1);
+        assert_eq!(f.offset(), (12 * 100 * MS + delay) as i128 - hours as i128);
+        assert!(f
+            .settled()
+            .verdict(aapl, th(), now)
+            .contains(Reasons::STALE_AT_SOURCE));
     }
 
     /// A recovery answer naming another session than the lines' is

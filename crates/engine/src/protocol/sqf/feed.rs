@@ -49,15 +49,12 @@ impl Reason for Reject {
 pub struct Feed {
     /// Full or delta, from configuration.
     kind: FeedKind,
-    /// Clock-offset estimate, from the send time of each packet that
-    /// advanced a symbol: a Quote above its last sequence, a Snapshot or a
-    /// Heartbeat applied to a slot. A packet of duplicates only (line B's
-    /// copy of line A's, or a forged old packet stamped hours ahead), an
-    /// empty one, one of unknown types or of symbols the full table
-    /// refused changes nothing, and its send time is not taken: one such
-    /// datagram must not move the offset of every symbol of the feed. (A
-    /// line copy is never the lower sample anyway: it carries the first
-    /// copy's send time and arrives after it.)
+    /// Clock-offset estimate, from the send time of every accepted packet
+    /// (spec sqf §4): one of duplicates only, an empty one, one of unknown
+    /// types or of symbols the full table refused included. More samples
+    /// only ever lower the window's minimum (a line copy carries the first
+    /// copy's send time and arrives after it, so it never is the lower), so
+    /// a sample can make symbols `stale_at_source`, never hide a delay.
     clock: OffsetEstimator,
     /// Whether the table-full error was logged (once per feed).
     table_full_logged: bool,
@@ -160,8 +157,6 @@ impl FeedEngine for Feed {
             }
         };
         let packet = Packet::new_checked_visiting(payload, visit)?;
-        // Whether a message changed a symbol's state (see `clock`).
-        let mut advanced = false;
         let count = packet.message_count() as u64;
         c.messages += count;
         c.unknown += count - n as u64;
@@ -245,17 +240,15 @@ impl FeedEngine for Feed {
                 match applied {
                     Applied::Duplicate => c.duplicates += 1,
                     Applied::Changed { lost } => {
-                        advanced = true;
                         c.ticks_lost = c.ticks_lost.saturating_add(lost);
                     }
                 }
             }
         }
-        if advanced {
-            clock.on_packet(t, packet.send_time());
-            if let Some(p) = publication {
-                p.publish_offset(feed, clock.offset());
-            }
+        // Every accepted packet is a sample (spec sqf §4).
+        clock.on_packet(t, packet.send_time());
+        if let Some(p) = publication {
+            p.publish_offset(feed, clock.offset());
         }
         Ok(())
     }
@@ -625,7 +618,7 @@ clock_offset = 0
     }
 
     #[test]
-    fn offset_comes_from_packets_that_advance_a_symbol_only() {
+    fn offset_comes_from_every_accepted_packet() {
         let mut cfg = config("full");
         cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
             window_ns: 1_000_000_000,
@@ -634,57 +627,73 @@ clock_offset = 0
         let mut bad = PacketBuilder::new(0).finish();
         bad[2] = 9;
         let _ = h.on_datagram(0, &bad, 1_000_000);
-        assert_eq!(h.feeds()[0].offset(), 0);
+        assert_eq!(h.feeds()[0].offset(), 0, "a rejected packet is no sample");
         h.on_datagram(0, &PacketBuilder::new(400_000).finish(), 1_000_000)
             .unwrap();
-        assert_eq!(h.feeds()[0].offset(), 0, "an empty packet applies nothing");
-        let mut b = PacketBuilder::new(400_000);
-        b.heartbeat(sym("A"), 1);
-        h.on_datagram(0, &b.finish(), 1_000_000).unwrap();
-        assert_eq!(h.feeds()[0].offset(), 600_000, "a heartbeat is applied");
+        assert_eq!(h.feeds()[0].offset(), 600_000, "an empty packet is one");
+        let quote = |send: u64| {
+            let mut b = PacketBuilder::new(send);
+            b.quote(sym("A"), 1, send, 1.0, 2.0);
+            b.finish()
+        };
+        h.on_datagram(0, &quote(500_000), 1_000_000).unwrap();
+        assert_eq!(h.feeds()[0].offset(), 500_000);
+        // The same quote again, sent later: every quote a duplicate.
+        h.on_datagram(0, &quote(800_000), 1_000_000).unwrap();
+        assert_eq!(h.feeds()[0].counters.duplicates, 1);
+        assert_eq!(h.feeds()[0].offset(), 200_000, "duplicates only: one too");
     }
 
-    /// One forged copy of an old packet, stamped four hours ahead: every
-    /// quote in it a duplicate, so nothing moves the offset, and the
-    /// symbols stay `ok`.
+    /// Line B's copy of a packet, 1.5 s after line A's: its quotes are
+    /// duplicates, yet it is an accepted packet, so its send time is a
+    /// sample (spec sqf §4), and with line A's out of the 1 s window the
+    /// offset is the copy's delay. A forged copy stamped hours ahead is a
+    /// sample too: the offset falls and every symbol reads
+    /// `stale_at_source` until it leaves the window (more samples only
+    /// make the verdict stricter).
     #[test]
-    fn a_forged_duplicate_stamped_hours_ahead_leaves_the_offset_alone() {
+    fn a_packet_of_duplicates_only_is_an_offset_sample() {
         const S: u64 = 1_000_000_000;
         let cfg = Config::parse(
             "[[feed]]\nname = \"f\"\nkind = \"full\"\nlines = [\"127.0.0.1:9000\"]\n\
-             stale_threshold_ms = 10000\nsource_threshold_ms = 10000\n\
-             clock_offset = \"auto\"\noffset_window_ms = 60000\n",
+             stale_threshold_ms = 5000\nsource_threshold_ms = 1000\n\
+             clock_offset = \"auto\"\noffset_window_ms = 1000\n",
             "t",
         )
         .unwrap();
         let mut h = Handler::new(&cfg);
         let t0 = 1_700_000_000 * S;
-        let delay = 250_000;
         let packet = |send: u64, seq: u64| {
             let mut b = PacketBuilder::new(send);
             b.quote(sym("A"), seq, send, 1.0, 2.0)
                 .quote(sym("B"), seq, send, 1.0, 2.0);
             b.finish()
         };
-        for seq in 1..=10 {
-            let t = t0 + seq * S / 10;
-            h.on_datagram(0, &packet(t - delay, seq), t).unwrap();
-        }
-        let offset = h.feeds()[0].offset();
-        assert_eq!(offset, delay as i128);
-        let now = t0 + S + 1;
-        let forged = packet(now + 4 * 3600 * S, 5);
-        h.on_datagram(0, &forged, now).unwrap();
+        let p = packet(t0 - S / 10, 1);
+        h.on_datagram(0, &p, t0).unwrap();
+        assert_eq!(h.feeds()[0].offset(), (S / 10) as i128);
+        let late = t0 + 3 * S / 2;
+        // Without the copy's sample: 1.5 s − 0.1 s > 1 s.
+        h.on_datagram(0, &p, late).unwrap();
         assert_eq!(h.feeds()[0].counters.duplicates, 2);
-        assert_eq!(
-            h.feeds()[0].offset(),
-            offset,
-            "the forged send time is not taken"
-        );
+        assert_eq!(h.feeds()[0].offset(), (16 * S / 10) as i128);
         for s in ["A", "B"] {
-            for later in [now, now + 30 * S / 10] {
-                assert_eq!(h.verdict(0, sym(s), later), Reasons::empty(), "{s}");
-            }
+            assert_eq!(h.verdict(0, sym(s), late), Reasons::empty(), "{s}");
+        }
+        let now = late + 1;
+        let hours = 4 * 3600 * S;
+        h.on_datagram(0, &packet(now + hours, 1), now).unwrap();
+        assert_eq!(h.feeds()[0].counters.duplicates, 4);
+        assert_eq!(h.feeds()[0].offset(), -(hours as i128));
+        for s in ["A", "B"] {
+            assert_eq!(h.verdict(0, sym(s), now), Reasons::STALE_AT_SOURCE, "{s}");
+        }
+        // A real packet once the forged sample has left the window.
+        let next = now + 11 * S / 10;
+        h.on_datagram(0, &packet(next - S / 10, 2), next).unwrap();
+        assert_eq!(h.feeds()[0].offset(), (S / 10) as i128);
+        for s in ["A", "B"] {
+            assert_eq!(h.verdict(0, sym(s), next), Reasons::empty(), "{s}");
         }
     }
 }
