@@ -76,6 +76,11 @@ fn locate(q: u64) -> u16 {
 /// `n` as End of Snapshot, `A` naming `session`; the spin's messages in
 /// `order` (types grouped as GLIMPSE sends them, or reversed).
 fn spin(n: u64, session: Session, reversed: bool) -> Vec<u8> {
+    spin_with(n, session, reversed, &[])
+}
+
+/// [`spin`], with `extra` messages sent before End of Snapshot.
+fn spin_with(n: u64, session: Session, reversed: bool, extra: &[Vec<u8>]) -> Vec<u8> {
     let mut events = Vec::new();
     let mut directory = Vec::new();
     let mut actions = Vec::new();
@@ -105,7 +110,7 @@ fn spin(n: u64, session: Session, reversed: bool) -> Vec<u8> {
         messages.reverse();
     }
     let mut out = soup::login_accepted(&session.0, 1).to_vec();
-    for m in &messages {
+    for m in messages.iter().chain(extra) {
         soup::sequenced(m, &mut out);
     }
     soup::sequenced(&end_of_snapshot(n), &mut out);
@@ -373,6 +378,32 @@ fn a_merge_gap_given_up_takes_a_second_snapshot() {
     );
     v.datagrams(125..140);
     assert_eq!(v.summary().symbols, reference(140).symbols);
+}
+
+/// A merge takes each symbol's operational halt from the snapshot
+/// (glimpse G3.4), as it takes the book: CCC, halted by an `h` in the
+/// first spin, is `halted` after it; the second snapshot, which carries
+/// none, lifts it.
+#[test]
+fn a_merge_takes_the_snapshots_operational_halts() {
+    let halted = |v: &mut Venue| {
+        let t = v.t;
+        v.h.verdict(0, sym("CCC"), t)
+            .contains(crate::verdict::Reasons::HALTED)
+    };
+    let mut v = Venue::new("");
+    v.datagrams(100..120);
+    assert!(!halted(&mut v));
+    let halt = encode::operational_halt(3, 34_200_000_089_500, sym("CCC"), b'Q', b'H');
+    v.connection(&spin_with(90, S1, false, &[halt]), 1, true);
+    assert_eq!(snap(&v.summary()).snapshots, 1);
+    assert!(halted(&mut v));
+    v.expire(v.t + 6 * MS);
+    assert_eq!(snap(&v.summary()).snapshot_state, "awaiting");
+    v.datagrams(120..125);
+    v.connection(&spin(125, S1, false), 1, true);
+    assert_eq!(snap(&v.summary()).snapshots, 2);
+    assert!(!halted(&mut v));
 }
 
 /// A login rejected as not authorized gives up at once: the feed stays
