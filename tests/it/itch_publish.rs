@@ -179,3 +179,83 @@ fn published_itch_verdicts_equal_the_handlers() {
     let verdicts = ["AAPL", "MSFT"].map(|s| reader.check_symbol("nasdaq", s, t).reasons);
     assert_eq!(verdicts, [Reasons::NO_QUOTE, Reasons::empty()]);
 }
+
+/// A flood of new symbols on an SQF feed does not take the slots the
+/// ITCH feed beside it reserves (its `max_symbols`): the ITCH feed's
+/// symbols are still published, with the handler's verdicts, and the
+/// flood gets what the reservations leave, the rest counted.
+#[test]
+fn a_flood_on_another_feed_leaves_the_itch_feed_its_slots() {
+    const TWO_FEEDS: &str = r#"
+[state]
+capacity = 5
+
+[[feed]]
+name = "nasdaq"
+protocol = "itch50"
+lines = ["239.2.1.1:26477"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+max_symbols = 2
+
+[[feed]]
+name = "lp"
+kind = "full"
+lines = ["239.2.1.2:30001"]
+stale_threshold_ms = 1500
+source_threshold_ms = 2000
+"#;
+    const FLOOD: usize = 20;
+    let dir = tempfile::Builder::new()
+        .prefix("tickguard-itch-shares-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let shm = dir.path().join("tickguard");
+    let config = Config::parse(TWO_FEEDS, "shares.toml").unwrap();
+    let feeds = publication_feeds(&config);
+    let p = Arc::new(Publication::create(&shm, 0o640, 5, &feeds, T0, MS).unwrap());
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    p.ready();
+    let reader = Reader::open(&shm);
+    // The flood first: every slot would be free for it.
+    let mut flood = tickguard::protocol::sqf::PacketBuilder::new(T0);
+    for k in 0..FLOOD {
+        let s = Symbol::parse(&format!("FX{k}")).unwrap();
+        flood.quote(s, 1, T0, 1.0, 2.0);
+    }
+    h.on_datagram(1, &flood.finish(), T0 + MS).unwrap();
+    h.upkeep(T0 + MS);
+    let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
+    let books = packet(
+        S1,
+        1,
+        &[
+            encode::stock_directory(7, OPEN, aapl),
+            encode::stock_directory(8, OPEN, msft),
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 100, aapl, 1_901_000, None),
+            encode::add_order(8, OPEN, 3, Side::Buy, 100, msft, 4_000_000, None),
+            encode::add_order(8, OPEN, 4, Side::Sell, 100, msft, 4_001_000, None),
+        ],
+    );
+    let t = T0 + 2 * MS;
+    h.on_datagram(0, &books, t).unwrap();
+    h.upkeep(t);
+    h.before_check(0, t);
+    p.heartbeat(t);
+    for stock in [aapl, msft] {
+        let want = h.verdict(0, stock, t);
+        assert_eq!(want, Reasons::empty(), "{stock}");
+        let got = reader.check_symbol("nasdaq", &stock.to_string(), t);
+        assert!(got.health.is_ok(), "{stock}: {:?}", got.health);
+        assert_eq!(got.reasons, want, "{stock}");
+    }
+    assert_eq!(h.feeds()[0].counters.table_full, 0);
+    // The SQF feed got the 3 slots not held for the ITCH feed.
+    assert_eq!(h.table().len(), 5);
+    let placed = (0..FLOOD)
+        .filter(|k| reader.lookup("lp", &format!("FX{k}")).is_some())
+        .count();
+    assert_eq!(placed, 3);
+    assert_eq!(h.feeds()[1].counters.table_full, (FLOOD - 3) as u64);
+}

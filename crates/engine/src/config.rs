@@ -367,6 +367,13 @@ impl FeedConfig {
             .ok()
             .map(|i| self.named_overrides[i].1)
     }
+
+    /// Slots held for the feed in the state table beside other feeds: its
+    /// protocol's reservation ([`ProtocolSettings::reserved_slots`]), or
+    /// one for a feed without.
+    pub fn reservation(&self) -> usize {
+        self.settings.reserved_slots().map_or(1, |(n, _)| n)
+    }
 }
 
 #[derive(Deserialize)]
@@ -783,6 +790,15 @@ impl Config {
         })
     }
 
+    /// Each feed's [`reservation`](FeedConfig::reservation), by feed id:
+    /// what the state table holds for it ([`StateTable::reserve`]). With
+    /// more than one feed, loading checks that they fit `capacity`.
+    ///
+    /// [`StateTable::reserve`]: crate::state::StateTable::reserve
+    pub fn reservations(&self) -> Vec<usize> {
+        self.feeds.iter().map(FeedConfig::reservation).collect()
+    }
+
     /// The id (position) of the feed called `name`.
     pub fn feed_id(&self, name: &str) -> Option<u16> {
         self.feeds
@@ -971,7 +987,7 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         feeds.push(feed);
         services.push(its);
     }
-    reservations(capacity, capacity_at, &feeds)?;
+    check_reservations(capacity, capacity_at, &feeds)?;
     Ok(Config {
         metrics,
         log_format,
@@ -981,14 +997,24 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
     })
 }
 
-/// Refuses a table that one feed could fill for the others: with more
-/// than one feed, `capacity` must hold every slot the feeds reserve
+/// Refuses a table that cannot hold what it holds for each feed: with
+/// more than one feed, `capacity` must hold every slot the feeds reserve
 /// ([`ProtocolSettings::reserved_slots`]: a bound on the symbols a feed
-/// makes)
-/// and one more for each feed without a reservation. A lone feed starves
-/// nobody: its table may be smaller than its reservation.
-fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Result<(), Problem> {
+/// makes) and one more for each feed without a reservation (together,
+/// every [`FeedConfig::reservation`], which the run holds apart). A lone
+/// feed starves nobody: its table may be smaller than its reservation.
+fn check_reservations(
+    capacity: usize,
+    at: Option<usize>,
+    feeds: &[FeedConfig],
+) -> Result<(), Problem> {
     if feeds.len() < 2 {
+        return Ok(());
+    }
+    let held = feeds
+        .iter()
+        .fold(0usize, |n, f| n.saturating_add(f.reservation()));
+    if held <= capacity {
         return Ok(());
     }
     let reserving: Vec<(&FeedConfig, (usize, &str))> = feeds
@@ -997,9 +1023,6 @@ fn reservations(capacity: usize, at: Option<usize>, feeds: &[FeedConfig]) -> Res
         .collect();
     let reserved = reserving.iter().map(|&(_, (n, _))| n).sum::<usize>();
     let others = feeds.len() - reserving.len();
-    if reserved.saturating_add(others) <= capacity {
-        return Ok(());
-    }
     // Two names at most: the line stays short, whatever the names.
     const LISTED: usize = 2;
     let mut each: Vec<String> = reserving
@@ -1804,5 +1827,42 @@ source_threshold_ms = 9
         assert!(err(&defaults).contains("65536 slots cannot hold"));
         // A lone feed starves nobody.
         assert!(Config::parse(&with(10, &itch("nq", 1, 600)), "t.toml").is_ok());
+    }
+
+    /// What a run holds for each feed is what the load check counted: an
+    /// ITCH feed's `max_symbols`, an MDP3 feed's `max_instruments` when the
+    /// configuration sets it, one slot for any other feed.
+    #[test]
+    fn reservations_are_what_the_load_check_counts() {
+        let mdp3 = |max: &str| {
+            format!(
+                "[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\n\
+                 lines = [\"239.9.9.3:9000\"]\nstale_threshold_ms = 1000\n\
+                 source_threshold_ms = 1000\n{max}"
+            )
+        };
+        let itch = "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\n\
+                    lines = [\"239.9.9.1:9000\"]\nstale_threshold_ms = 1000\n\
+                    source_threshold_ms = 1000\nmax_symbols = 600\n";
+        let sqf = "[[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"239.9.9.2:9000\"]\n\
+                   stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
+        let with = |capacity: u64, feeds: &str| format!("[state]\ncapacity = {capacity}\n{feeds}");
+        let set = format!("{itch}{sqf}{}", mdp3("max_instruments = 300\n"));
+        let c = Config::parse(&with(901, &set), "t.toml").unwrap();
+        assert_eq!(c.reservations(), [600, 1, 300]);
+        let e = err(&with(900, &set));
+        assert!(
+            e.contains("('nq' max_symbols 600, 'cme' max_instruments 300: 900 together) and a slot for the other feed"),
+            "{e}"
+        );
+        // Left at its default (100,000), `max_instruments` reserves one
+        // slot, as a feed without a bound does: the default capacity
+        // holds an MDP3 feed beside another.
+        let default = format!("{sqf}{}", mdp3(""));
+        let c = Config::parse(&default, "t.toml").unwrap();
+        assert_eq!((c.capacity, c.reservations()), (65_536, vec![1, 1]));
+        // Set to the default, it is a bound the configuration states.
+        let stated = format!("{sqf}{}", mdp3("max_instruments = 100000\n"));
+        assert!(err(&stated).contains("'cme' max_instruments 100000: 100000 together"));
     }
 }

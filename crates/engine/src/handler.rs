@@ -162,8 +162,10 @@ impl Handler {
     }
 
     /// A handler over a given table (e.g. one in shared memory), with
-    /// clock-offset queues of at most `offset_queue` entries.
-    pub fn with_table(config: &Config, table: StateTable, offset_queue: usize) -> Handler {
+    /// clock-offset queues of at most `offset_queue` entries; the table
+    /// holds each feed's reservation ([`Config::reservations`]).
+    pub fn with_table(config: &Config, mut table: StateTable, offset_queue: usize) -> Handler {
+        table.reserve(&config.reservations());
         let publication = Publication::of(&table);
         let shared = publication.is_some();
         let capacity = table.capacity();

@@ -153,7 +153,8 @@ pub enum Cause {
         /// Offset after, ns.
         to: i128,
     },
-    /// The state table was full: the message for this new symbol was dropped.
+    /// The state table had no slot for the feed (full, or the free slots
+    /// held for other feeds): the message for this new symbol was dropped.
     TableFull,
     /// The handler's state differed from the one derived here and was adopted (never expected).
     Reconciled,

@@ -214,7 +214,7 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
             dur(threshold_ns as i128)
         ),
         Cause::Offset { from, to } => format!("clock offset {} -> {}", dur(from), dur(to)),
-        Cause::TableFull => "state table full: message for this new symbol dropped".to_string(),
+        Cause::TableFull => "state table full for this feed: message for this new symbol dropped".to_string(),
         Cause::Reconciled => "state differs from the handler's: adopted the handler's".to_string(),
     };
     for n in &e.notes {

@@ -35,7 +35,7 @@ pub(super) struct Tracker {
     pub(super) band: Option<Band>,
     /// Packet number this tracker was last prepared for.
     pub(super) prepared: u64,
-    /// The handler had no slot for it in that packet (table full).
+    /// The handler had no slot for it in that packet (table full for the feed).
     pub(super) dropped: bool,
     pub(super) first_seen: u64,
 }
@@ -449,7 +449,7 @@ impl Observer for Forensics {
                 t.prepared = self.packets;
                 t.prepare(origin, a);
                 // The handler gives a new symbol a slot at its first message,
-                // or never in this packet when the table is full.
+                // or never in this packet when the table has none for the feed.
                 t.dropped = handler.table().find(feed, symbol).is_none();
                 if t.dropped {
                     let e = Event {

@@ -66,9 +66,10 @@ pub trait FeedProtocol: Sized {
 
     /// Slots the feed reserves in the state table: its publisher never
     /// holds more over a run (slots are never freed, so every session's
-    /// symbols count), and the configuration must leave it them, with
-    /// the key that sets the bound (for the error line). `None`: no
-    /// bound; the feed shares what the reservations leave.
+    /// symbols count), the configuration must leave it them, and the run
+    /// holds them for it (no other feed takes them), with the key that
+    /// sets the bound (for the error line). `None`: no bound; the feed
+    /// reserves one slot and shares what the reservations leave.
     fn reserved_slots(&self) -> Option<(usize, &'static str)> {
         None
     }

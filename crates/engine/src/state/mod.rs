@@ -2,6 +2,12 @@
 //!
 //! Slots are handed out densely in arrival order and never freed, so slot
 //! numbers are stable handles and `0..len` are exactly the occupied slots.
+//!
+//! Feeds that share the table may each have slots held for them
+//! ([`StateTable::reserve`]): a feed takes a new slot only while the
+//! free slots still cover what every other feed has not used of its
+//! reservation, so a flood of new symbols on one feed cannot take the
+//! slots another was promised.
 
 mod index;
 pub use crate::sys::memory::prefetch;
@@ -75,6 +81,20 @@ impl Store {
     }
 }
 
+/// One feed's reservation and the slots it holds, in slots.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    reserved: usize,
+    used: usize,
+}
+
+impl Share {
+    /// Slots of the reservation not used yet.
+    fn unused(&self) -> usize {
+        self.reserved.saturating_sub(self.used)
+    }
+}
+
 /// The table as its single writer sees it.
 pub struct StateTable {
     store: Store,
@@ -82,6 +102,11 @@ pub struct StateTable {
     len: usize,
     /// Directory entries made (a shared table's: one per name).
     names: usize,
+    /// Each feed's share, by feed id (the writer's own count, not
+    /// published); empty: no slot is held for any feed.
+    shares: Box<[Share]>,
+    /// The feeds' unused reservations together, slots.
+    owed: usize,
 }
 
 impl StateTable {
@@ -106,6 +131,8 @@ impl StateTable {
             index: Index::untouched(capacity),
             len: 0,
             names: 0,
+            shares: Box::new([]),
+            owed: 0,
         }
     }
 
@@ -120,7 +147,45 @@ impl StateTable {
             index: Index::new(capacity),
             len: 0,
             names: 0,
+            shares: Box::new([]),
+            owed: 0,
         }
+    }
+
+    /// Holds `reserved[f]` slots for feed `f` (feed ids are positions):
+    /// from now on a feed takes a new slot only if the slots left free
+    /// after it still hold every other feed's unused reservation, so a
+    /// feed within its own reservation always gets one while the
+    /// reservations together fit the capacity. A feed past the list
+    /// reserves nothing. With one feed this changes nothing. Slots
+    /// already taken count against their feeds' reservations.
+    pub fn reserve(&mut self, reserved: &[usize]) {
+        let mut shares: Box<[Share]> = reserved
+            .iter()
+            .map(|&reserved| Share { reserved, used: 0 })
+            .collect();
+        for s in &self.store.slots()[..self.len] {
+            if let Some(share) = shares.get_mut(s.load_own().feed as usize) {
+                share.used += 1;
+            }
+        }
+        self.owed = shares.iter().map(Share::unused).sum();
+        self.shares = shares;
+    }
+
+    /// Whether `feed` may take a new slot: one is free, and the rest
+    /// still hold every other feed's unused reservation.
+    fn may_take(&self, feed: u16) -> bool {
+        let own = self.shares.get(feed as usize).map_or(0, Share::unused);
+        let free = self.capacity() - self.len;
+        // `owed` counts `own` too: `owed - own` is the others'; one free
+        // slot more than theirs leaves them theirs.
+        free > self.owed - own
+    }
+
+    /// True when every slot is taken.
+    pub fn is_full(&self) -> bool {
+        self.len == self.capacity()
     }
 
     /// The owner of the memory the slots live in, if shared (the
@@ -194,7 +259,9 @@ impl StateTable {
     }
 
     /// Gives (feed, symbol) a slot with a fresh state and `thresholds`;
-    /// `None` when the table is full. The caller has checked [`find`](Self::find).
+    /// `None` when the table is full, or when the slots left are held for
+    /// other feeds ([`reserve`](Self::reserve)). The caller has checked
+    /// [`find`](Self::find).
     pub fn insert(&mut self, feed: u16, symbol: Symbol, thresholds: Thresholds) -> Option<SlotId> {
         // The name: the symbol's bytes without their space padding.
         let wire = symbol.to_wire();
@@ -213,11 +280,20 @@ impl StateTable {
         name: &[u8],
         thresholds: Thresholds,
     ) -> Option<SlotId> {
+        if !self.may_take(feed) {
+            return None;
+        }
         let slot = self.store.slots().get(self.len)?;
         let id = self.len as SlotId;
         slot.init(feed, key, thresholds);
         self.index.insert(feed, key, id);
         self.len += 1;
+        if let Some(share) = self.shares.get_mut(feed as usize) {
+            if share.used < share.reserved {
+                self.owed -= 1;
+            }
+            share.used += 1;
+        }
         self.enter(feed, key.key(), name, id);
         Some(id)
     }
@@ -337,6 +413,86 @@ mod tests {
         let recs: Vec<_> = t.records().collect();
         assert_eq!(recs[1].symbol, Some(b));
         assert_eq!(recs[1].thresholds, TH);
+    }
+
+    fn symbol(feed: u16, n: usize) -> Symbol {
+        Symbol::parse(&format!("F{feed}N{n}")).unwrap()
+    }
+
+    /// A flood of new symbols on one feed leaves another feed the `k`
+    /// slots it reserves: the flooding feed (reserving one, as a feed
+    /// without a bound does) gets `capacity - k` and no more.
+    #[test]
+    fn a_flood_leaves_other_feeds_their_reservations() {
+        const CAPACITY: usize = 10;
+        const K: usize = 4;
+        let mut t = StateTable::new(CAPACITY);
+        t.reserve(&[K, 1]);
+        let flooded = (0..100)
+            .map_while(|n| t.insert(1, symbol(1, n), TH))
+            .count();
+        assert_eq!(flooded, CAPACITY - K);
+        assert_eq!(t.insert(1, symbol(1, 100), TH), None, "refused again");
+        assert!(!t.is_full());
+        for n in 0..K {
+            assert!(t.insert(0, symbol(0, n), TH).is_some(), "reserved slot {n}");
+        }
+        assert!(t.is_full());
+        assert_eq!(t.insert(0, symbol(0, K), TH), None, "the table is full");
+        assert_eq!(t.records().filter(|r| r.feed == 0).count(), K);
+    }
+
+    /// A feed past its reservation shares what the reservations leave;
+    /// one within it always gets a slot; a feed past the list reserves
+    /// nothing.
+    #[test]
+    fn past_its_reservation_a_feed_shares_the_rest() {
+        let mut t = StateTable::new(8);
+        t.reserve(&[2, 3]);
+        // Feed 0 takes its 2 and the 3 left over; not feed 1's 3.
+        let taken = (0..10).map_while(|n| t.insert(0, symbol(0, n), TH)).count();
+        assert_eq!(taken, 5);
+        // Feed 2 (unlisted) finds no slot not held for feed 1.
+        assert_eq!(t.insert(2, symbol(2, 0), TH), None);
+        for n in 0..3 {
+            assert!(t.insert(1, symbol(1, n), TH).is_some());
+        }
+        assert!(t.is_full());
+        // Interleaved, the same shares: feed 1's slots are held for it
+        // whenever it asks.
+        let mut t = StateTable::new(8);
+        t.reserve(&[2, 3]);
+        let mut got = [0usize; 2];
+        for n in 0..10 {
+            for (k, f) in [0u16, 0, 0, 1].into_iter().enumerate() {
+                if t.insert(f, symbol(f, n * 4 + k), TH).is_some() {
+                    got[f as usize] += 1;
+                }
+            }
+        }
+        assert_eq!(got, [5, 3]);
+    }
+
+    /// One feed, or none held, is the table as before: a feed takes slots
+    /// until it is full, whatever it reserves. Slots taken before
+    /// [`StateTable::reserve`] count against their feeds' reservations.
+    #[test]
+    fn a_lone_feed_fills_the_table() {
+        for reserved in [&[][..], &[0], &[3], &[100]] {
+            let mut t = StateTable::new(5);
+            t.reserve(reserved);
+            let taken = (0..10).map_while(|n| t.insert(0, symbol(0, n), TH)).count();
+            assert_eq!(taken, 5, "{reserved:?}");
+        }
+        let mut t = StateTable::new(5);
+        for n in 0..2 {
+            t.insert(1, symbol(1, n), TH).unwrap();
+        }
+        t.reserve(&[2, 3]);
+        // Feed 1 holds 2 of its 3: one slot is kept for it.
+        let taken = (0..10).map_while(|n| t.insert(0, symbol(0, n), TH)).count();
+        assert_eq!(taken, 2);
+        assert!(t.insert(1, symbol(1, 2), TH).is_some());
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct Mdp3Config {
     pub max_cached: usize,
     /// Most instruments the feed keeps (each costs about 2 KB).
     pub max_instruments: usize,
+    /// Whether the configuration sets `max_instruments`: only then is it
+    /// also the feed's reservation in the state table.
+    pub max_instruments_set: bool,
     /// Levels of an instrument's outright book without a definition that
     /// says.
     pub default_depth: u8,
@@ -160,15 +163,20 @@ pub const MAX_CACHED: Range = Range {
 /// CME's largest channels list tens of thousands; each instrument costs
 /// about 2 KB, so the default bounds a flood of forged SecurityIDs to
 /// about 200 MB. Group statuses are kept for three (SecurityGroup, Asset)
-/// pairs per instrument it allows.
+/// pairs per instrument it allows. Set, it is also the slots the feed
+/// reserves in the state table ([`FeedProtocol::reserved_slots`]); the
+/// default, more than the default `capacity`, reserves none.
 pub const MAX_INSTRUMENTS: Range = Range {
     table: "[[feed]] mdp3",
     key: "max_instruments",
     min: 1,
     max: 10_000_000,
-    default: Some(100_000),
+    default: Some(DEFAULT_MAX_INSTRUMENTS),
     unit: "instruments",
 };
+
+/// `max_instruments` when the configuration does not set it.
+const DEFAULT_MAX_INSTRUMENTS: i64 = 100_000;
 
 /// `default_depth`: levels per side of an outright book whose definition
 /// gives none (MarketDepth is an i8).
@@ -275,6 +283,7 @@ impl FeedProtocol for Mdp3Config {
         let snapshot_join = keys
             .named::<SnapshotJoin>("snapshot_join")?
             .map_or(SnapshotJoin::default(), Sp::into_inner);
+        let max_instruments = keys.int(&MAX_INSTRUMENTS)?;
         Ok(Mdp3Config {
             snapshot_lines,
             definition_lines,
@@ -283,7 +292,8 @@ impl FeedProtocol for Mdp3Config {
             snapshot_max_loops: keys.int_or_default(&SNAPSHOT_MAX_LOOPS)? as u32,
             gap_timeout_ns: keys.int_or_default(&GAP_TIMEOUT_MS)? * NS_PER_MS,
             max_cached: keys.int_or_default(&MAX_CACHED)? as usize,
-            max_instruments: keys.int_or_default(&MAX_INSTRUMENTS)? as usize,
+            max_instruments: max_instruments.unwrap_or(DEFAULT_MAX_INSTRUMENTS) as usize,
+            max_instruments_set: max_instruments.is_some(),
             default_depth: keys.int_or_default(&DEFAULT_DEPTH)? as u8,
             default_implied_depth: keys.int_or_default(&DEFAULT_IMPLIED_DEPTH)? as u8,
             restart_margin: keys.int_or_default(&RESTART_MARGIN)? as u32,
@@ -292,6 +302,15 @@ impl FeedProtocol for Mdp3Config {
 
     fn kind(&self) -> FeedKind {
         FeedKind::Delta
+    }
+
+    /// `max_instruments`, when the configuration sets it: an instrument
+    /// takes a slot once and keeps it, and the feed never keeps more
+    /// (left at its default, which would not fit the default `capacity`
+    /// beside another feed, the feed reserves nothing).
+    fn reserved_slots(&self) -> Option<(usize, &'static str)> {
+        self.max_instruments_set
+            .then_some((self.max_instruments, "max_instruments"))
     }
 
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service> {
@@ -434,6 +453,7 @@ mod tests {
                 gap_timeout_ns: 5 * NS_PER_MS,
                 max_cached: 1_000_000,
                 max_instruments: 100_000,
+                max_instruments_set: false,
                 default_depth: 10,
                 default_implied_depth: 2,
                 restart_margin: 10_000,
@@ -445,6 +465,11 @@ mod tests {
         }
         assert_eq!(c.kind(), FeedKind::Delta);
         assert_eq!(Mdp3Config::PRICE_DECIMALS, 9);
+        // The default bound reserves no slot; one set reserves itself,
+        // the default's value too.
+        assert_eq!(c.reserved_slots(), None);
+        let set = config("max_instruments = 100000\n");
+        assert_eq!(set.reserved_slots(), Some((100_000, "max_instruments")));
     }
 
     #[test]
@@ -473,6 +498,7 @@ mod tests {
                 gap_timeout_ns: 20 * NS_PER_MS,
                 max_cached: 0,
                 max_instruments: 9,
+                max_instruments_set: true,
                 default_depth: 5,
                 default_implied_depth: 3,
                 restart_margin: 500,

@@ -323,7 +323,8 @@ const _: () = assert!(
 );
 
 /// A slot for (feed, symbol), seen for the first time; `NO_SLOT` (counted,
-/// logged once per feed) when the table is full.
+/// logged once per feed) when the table is full, or its free slots are
+/// held for other feeds.
 #[cold]
 fn new_slot(
     table: &mut StateTable,
@@ -340,12 +341,22 @@ fn new_slot(
     c.table_full += 1;
     if !*logged {
         *logged = true;
-        tracing::error!(
-            capacity = table.capacity(),
-            feed = %name,
-            %symbol,
-            "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
-        );
+        if table.is_full() {
+            tracing::error!(
+                capacity = table.capacity(),
+                feed = %name,
+                %symbol,
+                "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
+            );
+        } else {
+            tracing::error!(
+                capacity = table.capacity(),
+                used = table.len(),
+                feed = %name,
+                %symbol,
+                "state table: the free slots are held for other feeds, none for this one: messages for new symbols are dropped and counted (raise [state] capacity)"
+            );
+        }
     }
     NO_SLOT
 }
