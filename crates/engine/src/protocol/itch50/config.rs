@@ -724,8 +724,9 @@ fn wipe(bytes: &mut [u8]) {
 
 /// Reads the GLIMPSE password from `source`; for `run` alone, before any
 /// socket opens. An environment variable must be set and valid; a file
-/// (symbolic links followed) must be a regular file that group and others
-/// may not access (mode 0600, 0400 or stricter: `mode & 0o077 == 0`), and
+/// (symbolic links followed) must be a regular file of mode 0600, 0400 or
+/// stricter (no bit outside `0o600`: group and others may not access it,
+/// and it is neither executable nor set-id or sticky), and
 /// its first line, without `\n` or `\r\n`, is the password. Either way the
 /// password is 1 to 10 printable ASCII characters (0x21 to 0x7E).
 ///
@@ -781,6 +782,11 @@ fn password_from_file(path: &Path) -> Result<Password, String> {
         };
         return Err(format!(
             "{what}: {how} group or others (mode {mode:04o}); chmod 600 it"
+        ));
+    }
+    if mode & !0o600 != 0 {
+        return Err(format!(
+            "{what}: mode {mode:04o}, not 0600, 0400 or stricter; chmod 600 it"
         ));
     }
     let mut bytes = Vec::with_capacity(PASSWORD_READ_MAX as usize);
@@ -1375,7 +1381,7 @@ mod tests {
             (b"Zq7#Kx!9Wp\r\n", 0o600),
             (b"Zq7#Kx!9Wp\nsecond line\n", 0o600),
             (b"Zq7#Kx!9Wp\r\n \t\xff\r\n", 0o600),
-            (b"Zq7#Kx!9Wp\n", 0o700),
+            (b"Zq7#Kx!9Wp\r\n", 0o400),
         ];
         for (i, (bytes, mode)) in ok.into_iter().enumerate() {
             let path = secret_file(d, &format!("ok{i}"), bytes, mode);
@@ -1383,7 +1389,22 @@ mod tests {
             assert_eq!(p.as_bytes(), SECRET.as_bytes(), "{bytes:?}");
         }
         let long = [SECRET.as_bytes(); 500].concat();
-        let bad: [(&[u8], u32, &str); 13] = [
+        let bad: [(&[u8], u32, &str); 16] = [
+            (
+                b"Zq7#Kx!9Wp\n",
+                0o700,
+                "mode 0700, not 0600, 0400 or stricter; chmod 600 it",
+            ),
+            (
+                b"Zq7#Kx!9Wp\n",
+                0o500,
+                "mode 0500, not 0600, 0400 or stricter; chmod 600 it",
+            ),
+            (
+                b"Zq7#Kx!9Wp\n",
+                0o4600,
+                "mode 4600, not 0600, 0400 or stricter; chmod 600 it",
+            ),
             (
                 b"Zq7#Kx!9Wp\n",
                 0o644,
