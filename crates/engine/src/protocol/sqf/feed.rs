@@ -341,22 +341,18 @@ fn new_slot(
     c.table_full += 1;
     if !*logged {
         *logged = true;
-        if table.is_full() {
-            tracing::error!(
-                capacity = table.capacity(),
-                feed = %name,
-                %symbol,
-                "state table full: messages for new symbols are dropped and counted (raise [state] capacity)"
-            );
+        let why = if table.is_full() {
+            "state table full"
         } else {
-            tracing::error!(
-                capacity = table.capacity(),
-                used = table.len(),
-                feed = %name,
-                %symbol,
-                "state table: the free slots are held for other feeds, none for this one: messages for new symbols are dropped and counted (raise [state] capacity)"
-            );
-        }
+            "state table: the free slots are held for other feeds, none for this one"
+        };
+        tracing::error!(
+            capacity = table.capacity(),
+            used = table.len(),
+            feed = %name,
+            %symbol,
+            "{why}: messages for new symbols are dropped and counted (raise [state] capacity)"
+        );
     }
     NO_SLOT
 }
