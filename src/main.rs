@@ -5,6 +5,8 @@
 mod cli;
 #[path = "main/inspect.rs"]
 mod inspect;
+#[path = "main/logq.rs"]
+mod logq;
 #[path = "main/user.rs"]
 mod user;
 
@@ -35,6 +37,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => args.run(),
         Command::Inspect(args) => inspect::run(&args),
     };
+    // What `run` logged last, before its own last line.
+    logq::flush(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -94,28 +98,12 @@ fn report(e: &anyhow::Error) {
     let _ = writeln!(std::io::stderr(), "tickguard: {}", one_line(e));
 }
 
-/// Stderr for log lines: a failed write (EPIPE, ENOSPC, EBADF, ...) drops
-/// the line and reports success, so that logging never stops the program.
-struct LossyStderr;
-
-impl Write for LossyStderr {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let _ = std::io::stderr().write_all(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let _ = std::io::stderr().flush();
-        Ok(())
-    }
-}
-
 fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| LossyStderr)
+        .with_writer(|| logq::Stderr)
         .log_internal_errors(false);
     match format {
         tickguard::config::LogFormat::Plain => {
@@ -676,6 +664,8 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
             return Err(e.into());
         }
     };
+    // The receive thread logs too: through a queue, never waiting on stderr.
+    logq::start();
     init_logging("info", config.log_format);
     for line in startup_lines(&args.config, &config) {
         tracing::info!("{line}");
@@ -688,23 +678,18 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         sidecar.record(path)?;
     }
     let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let exporter = if config.metrics.enabled {
-        Some(tickguard::metrics::spawn(
-            config.metrics.listen,
-            &config,
-            sidecar.shared_stats(),
-            stop_metrics.clone(),
-            std::time::Duration::from_nanos(config.metrics.interval_ns),
-        )?)
-    } else {
-        None
-    };
+    // Sampled with metrics off too: its logs are the operator's.
+    let exporter = tickguard::metrics::spawn(
+        config.metrics.enabled.then_some(config.metrics.listen),
+        &config,
+        sidecar.shared_stats(),
+        stop_metrics.clone(),
+        std::time::Duration::from_nanos(config.metrics.interval_ns),
+    )?;
     sidecar.publish()?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(t) = exporter {
-        let _ = t.join();
-    }
+    let _ = exporter.join();
     tracing::info!(
         cycles = stats.cycles,
         datagrams = stats.datagrams,

@@ -261,20 +261,25 @@ struct ReceiverMetrics {
     heartbeat_age: Gauge,
 }
 
-/// Installs the Prometheus exporter (HTTP on `listen`, `/metrics`) and
-/// starts the thread that feeds it; it stops when `stop` is set.
+/// Installs the Prometheus exporter (HTTP on `listen`, `/metrics`), if
+/// given, and starts the thread that samples every `interval`: it feeds
+/// the exporter and logs what an operator must hear of (a line down,
+/// kernel drops, gap bursts, socket errors, a stopped recording), with
+/// or without an exporter; it stops when `stop` is set.
 pub fn spawn(
-    listen: SocketAddr,
+    listen: Option<SocketAddr>,
     config: &Config,
     shared: Arc<SharedStats>,
     stop: Arc<AtomicBool>,
     interval: Duration,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(listen)
-        .install()
-        .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
-    tracing::info!(%listen, "metrics at http://{listen}/metrics");
+    if let Some(listen) = listen {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(listen)
+            .install()
+            .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
+        tracing::info!(%listen, "metrics at http://{listen}/metrics");
+    }
     let config = config.clone();
     Ok(std::thread::Builder::new()
         .name("tickguard-metrics".into())

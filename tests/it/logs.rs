@@ -50,7 +50,8 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
             });
         }
     }
-    let mut child = cmd.spawn().unwrap();
+    let mut child = Reaped(cmd.spawn().unwrap());
+    let child = &mut child.0;
     let pid = child.id();
     let up = wait_for(&shm, |r| r.writer_pid() == Some(pid as u64));
     assert!(up, "{name}: the sidecar did not come up");
@@ -84,6 +85,17 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
     assert_eq!(status.code(), Some(0), "{name}: {status}");
 }
 
+/// A child killed and waited for when dropped: a failed assertion leaves
+/// no sidecar behind.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Polls the publication at `shm` until `cond` holds on a healthy writer (20 s at most).
 fn wait_for(shm: &Path, cond: impl Fn(&Reader) -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -108,6 +120,23 @@ fn run_with_stderr_on_a_pipe_nobody_reads() {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     survives("broken pipe", Stdio::from(writer), false);
+}
+
+/// A log shipper that stopped reading: stderr is a pipe already full, so
+/// every write to it would block. The lines wait in a queue of their own
+/// and are dropped past it; the receive thread and the heartbeat go on.
+#[test]
+fn run_with_stderr_on_a_full_pipe_nobody_drains() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    // SAFETY: F_SETPIPE_SZ on a pipe this test owns; it returns the size
+    // set (at least a page) or -1.
+    let size = unsafe { libc::fcntl(writer.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(size > 0, "F_SETPIPE_SZ");
+    writer.write_all(&vec![b'x'; size as usize]).unwrap();
+    survives("full pipe", Stdio::from(writer), false);
+    drop(reader);
 }
 
 /// The runtime puts /dev/null on a closed descriptor 2 before `main`, so no
@@ -257,4 +286,68 @@ fn any_source_multicast_is_warned_about_at_start() {
     };
     assert!(warned("feed=open"), "{text}");
     assert!(!warned("feed=pinned"), "{text}");
+}
+
+/// With metrics off the monitor still samples, and logs what an operator
+/// must hear of while the sidecar runs: here a recording onto a full disk
+/// that stopped (`run --record /dev/full`, datagrams past the recording's
+/// 128 KiB buffer).
+#[test]
+fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("shm");
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\ninterval_ms = 50\n[sidecar]\nshm_path = \"{}\"\n\
+             idle = \"sleep\"\ndead_after_ms = 1000\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
+             lines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 60000\n\
+             source_threshold_ms = 60000\nclock_offset = 0\n",
+            shm.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("run.log");
+    let mut child = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(["run", "--record", "/dev/full", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as u64;
+    assert!(wait_for(&shm, |r| r.writer_pid() == Some(pid)), "not up");
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    // 200 datagrams of 40 quotes (about 1.3 KB each): past the buffer.
+    for seq in 1..=200u64 {
+        let mut b = PacketBuilder::new(t);
+        for s in 0..40 {
+            b.quote(Symbol::parse(&format!("S{s}")).unwrap(), seq, t, 1.0, 1.1);
+        }
+        tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+        if seq % 20 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let logged = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("recording stopped at a failed write")
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !logged() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.0.try_wait().unwrap().is_none(), "the sidecar died");
+    assert!(logged(), "{}", std::fs::read_to_string(&log).unwrap());
 }
