@@ -1199,6 +1199,14 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
                 )
             })?,
     };
+    if let (Some(m), true) = (&s.shm_mode, shm_mode & 0o022 != 0) {
+        return Err(Problem::at(
+            m,
+            format!(
+                "[sidecar] shm_mode {shm_mode:04o} lets group or others write the publication, which readers refuse: use at most 0644"
+            ),
+        ));
+    }
     let cpu = match &s.cpu {
         None => None,
         Some(c) => Some(CPU.check(c)? as usize),
@@ -1427,6 +1435,29 @@ source_threshold_ms = 5000
 
     fn err(text: &str) -> String {
         Config::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    /// `shm_mode` is octal permission bits that let nobody else write
+    /// (readers refuse such a file): both refused when the configuration
+    /// is read, naming the line, not only when `run` creates the file.
+    #[test]
+    fn shm_mode_is_octal_bits_no_one_else_may_write() {
+        let feed = "[[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"127.0.0.1:9000\"]\n\
+                    stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
+        let with = |mode: &str| format!("[sidecar]\nshm_mode = \"{mode}\"\n{feed}");
+        for ok in ["0640", "0644", "0600", "0400"] {
+            let c = Config::parse(&with(ok), "t.toml").unwrap();
+            assert_eq!(c.sidecar.shm_mode, u32::from_str_radix(ok, 8).unwrap());
+        }
+        for bad in ["0660", "0666", "0777", "0602"] {
+            let e = err(&with(bad));
+            assert!(e.contains("line 2"), "{e}");
+            assert!(
+                e.contains(&format!("shm_mode {bad} lets group or others write")),
+                "{e}"
+            );
+        }
+        assert!(err(&with("0800")).contains("octal permission bits"));
     }
 
     #[test]
