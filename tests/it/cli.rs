@@ -762,6 +762,30 @@ fn replay_warns_when_the_input_gives_the_feeds_nothing() {
     }
 }
 
+/// A checks file is input: the feed and symbol a warning repeats are
+/// escaped (no terminal control sequence reaches stderr) and cut.
+#[test]
+fn check_warnings_escape_and_cut_what_the_checks_file_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", quote(1, t))]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let long = "f".repeat(5_000);
+    let rows = format!("time_ns,feed,symbol\n{t},fx\x1b]0;owned\x07,EURUSD\n{t},{long},EURUSD\n");
+    let checks = write(dir.path(), "k.csv", &rows);
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert!(
+        lines[0].contains(r"no feed 'fx\u{1b}]0;owned\u{7}'"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].contains("… (5000 bytes)'"), "{}", lines[1]);
+    assert!(lines[1].len() < 300, "{}", lines[1]);
+}
+
 #[test]
 fn replay_warns_about_checks_naming_an_unknown_feed_or_an_invalid_symbol() {
     let dir = tempfile::tempdir().unwrap();

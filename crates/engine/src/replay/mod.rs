@@ -9,6 +9,7 @@
 //! it, and datagrams after that are not reconsidered.)
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
+use crate::config::keys::echo;
 use crate::config::services::{line_index, listen_takes, Receive};
 use crate::config::Config;
 use crate::engine::{CheckDetail, Segment};
@@ -931,9 +932,10 @@ pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> V
     let mut more = 0usize;
     for (i, c) in checks.iter().enumerate() {
         let problem = if config.feed_id(&c.feed).is_none() {
+            // The check's own words, escaped and cut: a checks file is input.
             format!(
-                "no feed '{}' in {config_name} (feeds: {})",
-                c.feed,
+                "no feed {} in {config_name} (feeds: {})",
+                echo(&c.feed),
                 feeds.join(", ")
             )
         } else if let Some(problem) = config.feed_id(&c.feed).and_then(|f| {
@@ -941,7 +943,7 @@ pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> V
                 .protocol
                 .name_problem(&c.symbol)
         }) {
-            format!("'{}' is {problem}", c.symbol)
+            format!("{} is {problem}", echo(&c.symbol))
         } else {
             continue;
         };
