@@ -801,6 +801,25 @@ fn a_failure_is_logged_with_its_detail() {
     assert!(failed[3].contains("given up"), "{}", failed[3]);
 }
 
+/// A merge's trigger-to-merge time counts in the first bucket whose bound
+/// (0.5 s, 2 s, 10 s, 60 s) it does not exceed; past 60 s, in the open
+/// one.
+#[test]
+fn merge_latency_buckets_hold_their_bound_and_not_a_ns_more() {
+    use crate::shm::counter::SNAPSHOT_BUCKETS;
+    assert_eq!(SNAPSHOT_BUCKETS, 5);
+    assert_eq!(latency_bucket(0), 0);
+    for (i, bound_ms) in [500, 2_000, 10_000, 60_000].into_iter().enumerate() {
+        let bound = bound_ms * MS;
+        assert_eq!(
+            [bound - 1, bound, bound + 1].map(latency_bucket),
+            [i, i, i + 1],
+            "around {bound_ms} ms"
+        );
+    }
+    assert_eq!(latency_bucket(u64::MAX), SNAPSHOT_BUCKETS - 1);
+}
+
 /// The live path over loopback: the connection thread logs in to a
 /// server (a listener in the test), reads the spin while the receive
 /// thread holds the multicast, and the merge happens when the receive
