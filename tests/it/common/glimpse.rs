@@ -145,12 +145,19 @@ pub fn message(q: u64) -> Vec<u8> {
 /// What GLIMPSE answers with N = `n`: Login Accepted, AAA's directory and
 /// one order (two `S` packets), End of Snapshot.
 pub fn spin(n: u64) -> Vec<u8> {
+    spin_of(n, 1)
+}
+
+/// [`spin`] with `orders` orders (`orders + 1` `S` packets).
+pub fn spin_of(n: u64, orders: u64) -> Vec<u8> {
     let mut out = soup::login_accepted(&SESSION.0, 1).to_vec();
     soup::sequenced(
         &encode::stock_directory(1, 34_200_000_000_000, aaa()),
         &mut out,
     );
-    soup::sequenced(&message(n - 1), &mut out);
+    for q in n - orders..n {
+        soup::sequenced(&message(q), &mut out);
+    }
     soup::sequenced(format!("G{n:>20}").as_bytes(), &mut out);
     out
 }
