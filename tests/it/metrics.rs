@@ -545,4 +545,108 @@ mod described {
         }
         drop(table);
     }
+
+    /// A feed with `glimpse` exports its snapshots as the engine counted
+    /// them: one connection rejected, the next merged 2.5 s after the
+    /// trigger (so in the 10 s bucket: 0 up to 2 s, 1 from 10 s on), its
+    /// N and `S` packets, every failure class under `class`.
+    #[test]
+    fn a_glimpse_feed_exports_its_snapshots_and_trigger_to_merge_histogram() {
+        use crate::common::glimpse::{not_available, spin, Venue, MS, T0};
+        use std::sync::Arc;
+        use tickguard::metrics::Monitor;
+        use tickguard::sidecar::SharedStats;
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Venue::new(&dir.path().join("shm"));
+        v.datagrams(100..110);
+        v.t = T0 + 1_000 * MS;
+        v.connection(&not_available());
+        v.t = T0 + 2_500 * MS;
+        v.connection(&spin(105));
+        v.publish();
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let mut m = Monitor::new(&v.config, Arc::new(SharedStats::default()));
+            m.sample(v.t + 1);
+        });
+        let text = handle.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        let histogram = "tickguard_feed_snapshot_latency_seconds";
+        for line in [
+            r#"tickguard_feed_snapshot_awaiting{feed="nq"} 0"#,
+            r#"tickguard_feed_snapshots{feed="nq"} 1"#,
+            r#"tickguard_feed_snapshot_attempts{feed="nq"} 2"#,
+            r#"tickguard_feed_snapshot_failures{feed="nq",class="rejected"} 1"#,
+            r#"tickguard_feed_snapshot_failures{feed="nq",class="closed"} 0"#,
+            r#"tickguard_feed_snapshot_gave_up{feed="nq"} 0"#,
+            r#"tickguard_feed_snapshot_next{feed="nq"} 105"#,
+            r#"tickguard_feed_snapshot_messages{feed="nq"} 2"#,
+            &format!(r#"{histogram}_bucket{{feed="nq",le="0.5"}} 0"#),
+            &format!(r#"{histogram}_bucket{{feed="nq",le="2"}} 0"#),
+            &format!(r#"{histogram}_bucket{{feed="nq",le="10"}} 1"#),
+            &format!(r#"{histogram}_bucket{{feed="nq",le="60"}} 1"#),
+            &format!(r#"{histogram}_bucket{{feed="nq",le="+Inf"}} 1"#),
+            &format!(r#"{histogram}_count{{feed="nq"}} 1"#),
+        ] {
+            assert!(has(line), "{line} in:\n{text}");
+        }
+        for class in tickguard::protocol::itch50::glimpse::Failure::ALL {
+            let series = format!(
+                r#"tickguard_feed_snapshot_failures{{feed="nq",class="{}"}} "#,
+                class.as_str()
+            );
+            assert!(text.contains(&series), "{series} in:\n{text}");
+        }
+    }
+
+    /// `tickguard_feed_snapshot_messages` is the last merged spin's `S`
+    /// packets, a level: a smaller spin after a larger one lowers it (a
+    /// Prometheus counter only grows, and the exporter keeps its highest
+    /// value). The second snapshot is an operator's request (a connection
+    /// while idle), merged at once: the histogram has one merge up to
+    /// 0.5 s and one up to 10 s.
+    #[test]
+    fn a_smaller_spin_lowers_the_exported_snapshot_messages() {
+        use crate::common::glimpse::{spin_of, Venue, MS, T0};
+        use std::sync::Arc;
+        use tickguard::metrics::Monitor;
+        use tickguard::sidecar::SharedStats;
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Venue::new(&dir.path().join("shm"));
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let mut m = metrics::with_local_recorder(&recorder, || {
+            Monitor::new(&v.config, Arc::new(SharedStats::default()))
+        });
+        let mut sample = |v: &mut Venue| {
+            v.publish();
+            metrics::with_local_recorder(&recorder, || m.sample(v.t + 1));
+            handle.render()
+        };
+        let has = |text: &str, line: &str| text.lines().any(|l| l == line);
+        v.datagrams(100..110);
+        v.t = T0 + 2_500 * MS;
+        v.connection(&spin_of(105, 3));
+        let text = sample(&mut v);
+        let messages = |n: u64| format!(r#"tickguard_feed_snapshot_messages{{feed="nq"}} {n}"#);
+        assert!(has(&text, &messages(4)), "{text}");
+        v.datagrams(110..115);
+        v.connection(&spin_of(115, 1));
+        let text = sample(&mut v);
+        for line in [
+            &messages(2),
+            r#"tickguard_feed_snapshots{feed="nq"} 2"#,
+            r#"tickguard_feed_snapshot_next{feed="nq"} 115"#,
+            r#"tickguard_feed_snapshot_latency_seconds_bucket{feed="nq",le="0.5"} 1"#,
+            r#"tickguard_feed_snapshot_latency_seconds_bucket{feed="nq",le="10"} 2"#,
+            r#"tickguard_feed_snapshot_latency_seconds_count{feed="nq"} 2"#,
+        ] {
+            assert!(has(&text, line), "{line} in:\n{text}");
+        }
+        assert!(
+            has(&text, "# TYPE tickguard_feed_snapshot_messages gauge"),
+            "{text}"
+        );
+    }
 }

@@ -772,6 +772,76 @@ mod described {
     }
 }
 
+/// `stat` shows a feed's GLIMPSE snapshots as its engine publishes them:
+/// awaiting after the join, with the failed attempt counted and no N yet;
+/// idle once the second attempt merged, with that N; in text and JSON.
+#[test]
+fn stat_shows_a_glimpse_feeds_snapshot_state_attempts_and_last_n() {
+    use crate::common::glimpse::{not_available, spin, Venue, MS, T0};
+    use serde_json::json;
+    use tickguard::stat::{Filter, Snapshot};
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = Venue::new(&dir.path().join("shm"));
+    let shown = v.path.display().to_string();
+    let reader = tickguard::Reader::open(&shown);
+    // The feed's counters as `stat` prints them, one item each, and its
+    // JSON object.
+    let read = |v: &mut Venue| {
+        v.publish();
+        let snap = Snapshot::read(&reader, &shown, v.t + MS, &Filter::default()).unwrap();
+        let text = snap.text().full();
+        let block: Vec<String> = text
+            .split("\nfeed ")
+            .find(|b| b.starts_with("nq "))
+            .unwrap_or_else(|| panic!("no block nq: {text}"))
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .flat_map(|l| l.split("  "))
+            .map(|item| item.trim().to_string())
+            .collect();
+        (block, snap.json()["feeds"][0].clone())
+    };
+    v.datagrams(100..110);
+    v.t = T0 + 1_000 * MS;
+    v.connection(&not_available());
+    let (items, feed) = read(&mut v);
+    for item in [
+        "snapshot_state awaiting",
+        "snapshot_attempts 1",
+        "snapshot_next -",
+    ] {
+        assert!(items.iter().any(|i| i == item), "{item} in {items:?}");
+    }
+    assert_eq!(
+        (
+            &feed["snapshot_state"],
+            &feed["snapshot_attempts"],
+            &feed["snapshot_next"]
+        ),
+        (&json!("awaiting"), &json!(1), &json!(null)),
+        "{feed}"
+    );
+    v.t = T0 + 2_500 * MS;
+    v.connection(&spin(105));
+    let (items, feed) = read(&mut v);
+    for item in [
+        "snapshot_state idle",
+        "snapshot_attempts 2",
+        "snapshot_next 105",
+    ] {
+        assert!(items.iter().any(|i| i == item), "{item} in {items:?}");
+    }
+    assert_eq!(
+        (
+            &feed["snapshot_state"],
+            &feed["snapshot_attempts"],
+            &feed["snapshot_next"]
+        ),
+        (&json!("idle"), &json!(2), &json!(105)),
+        "{feed}"
+    );
+}
+
 /// `stat` and the metrics know no protocol: they name none, and print and
 /// export what the publication's counter descriptors say.
 #[test]

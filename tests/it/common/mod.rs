@@ -1,8 +1,10 @@
 //! Shared by the integration tests: replaying what a sidecar recorded and
 //! comparing it with what the sidecar published; checking that proptest
-//! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]); a
-//! child process waited for with a deadline ([`Killed`]).
+//! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]); an
+//! ITCH feed with GLIMPSE snapshots publishing ([`glimpse`]); a child
+//! process waited for with a deadline ([`Killed`]).
 
+pub mod glimpse;
 pub mod mdp3;
 
 use std::path::Path;

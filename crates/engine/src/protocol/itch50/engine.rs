@@ -468,7 +468,9 @@ impl FeedEngine for Engine {
                 "snapshot_session",
             )
             .width(2),
-            c(counter::SNAPSHOT_MESSAGES, "snapshot_messages").metric("feed_snapshot_messages"),
+            // The last merged spin's, a level: exported as a counter it
+            // would keep the largest spin's.
+            g(counter::SNAPSHOT_MESSAGES, "snapshot_messages").metric("feed_snapshot_messages"),
         ]);
         v.extend((0..counter::SNAPSHOT_BUCKETS).map(|i| {
             Descriptor::new(

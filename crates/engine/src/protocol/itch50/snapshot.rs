@@ -63,6 +63,15 @@ pub struct Counters {
     pub latency: [u64; crate::shm::counter::SNAPSHOT_BUCKETS],
 }
 
+/// The bucket of [`Counters::latency`] a merge `ns` after its trigger
+/// counts in: the first whose bound it does not exceed, else the open one.
+fn latency_bucket(ns: u64) -> usize {
+    use crate::shm::counter::{snapshot_bucket_bound_ns, SNAPSHOT_BUCKETS};
+    (0..SNAPSHOT_BUCKETS - 1)
+        .find(|&i| ns <= snapshot_bucket_bound_ns(i))
+        .unwrap_or(SNAPSHOT_BUCKETS - 1)
+}
+
 /// What a connection's end did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -216,10 +225,7 @@ impl Snapshots {
                 self.failed = 0;
                 self.due = None;
                 let latency_ns = t.saturating_sub(self.since.take().unwrap_or(t));
-                let bucket = (0..crate::shm::counter::SNAPSHOT_BUCKETS)
-                    .find(|&i| latency_ns <= crate::shm::counter::snapshot_bucket_bound_ns(i))
-                    .unwrap_or(crate::shm::counter::SNAPSHOT_BUCKETS - 1);
-                self.counters.latency[bucket] += 1;
+                self.counters.latency[latency_bucket(latency_ns)] += 1;
                 Step::Merged {
                     next,
                     messages,

@@ -697,6 +697,129 @@ fn a_binaryfile_replay_ignores_glimpse() {
     assert_eq!(s.symbols, reference(60).symbols);
 }
 
+/// What `f` logs, as plain text lines.
+fn logs_of(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let w = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || w.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let out = buf.0.lock().unwrap().clone();
+    String::from_utf8(out).unwrap()
+}
+
+/// A merge is logged once, with the feed, N, the spin's `S` packets and
+/// the time from the trigger (the join at the first datagram) to the
+/// bytes that ended the spin, in ms.
+#[test]
+fn a_merge_is_logged_with_its_n_messages_and_duration() {
+    let mut v = Venue::new("");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        let trigger = T0 + 10_000;
+        // SYN and the spin in one segment, 10 µs apart each: the merge
+        // 2,345.6 ms after the trigger.
+        v.t = trigger + 2_345_600 * 1_000 - 20_000;
+        v.connection(&spin(105, S1, false), 1, true);
+    });
+    assert_eq!(snap(&v.summary()).snapshots, 1);
+    let merged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .collect();
+    assert_eq!(merged.len(), 1, "{log}");
+    let line = merged[0];
+    assert!(line.contains(" INFO "), "{line}");
+    let fields = format!(
+        "feed=nq next=105 messages={} duration_ms=2345",
+        spin_messages(105)
+    );
+    assert!(line.ends_with(&fields), "{fields} in {line}");
+    assert!(spin_messages(105) > 1);
+}
+
+/// A failure is logged with its class and what ended it: a login
+/// rejected (and why), a reset mid-spin, our close before any byte (a
+/// timer fired live); the failure that exhausts the attempts says it gave
+/// up, with its detail too. A second apart each: no rate limit applies.
+#[test]
+fn a_failure_is_logged_with_its_detail() {
+    let mut v = Venue::new("snapshot_max_attempts = 4");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.t += 2_000 * MS;
+        v.connection(&soup::login_rejected(soup::SESSION_NOT_AVAILABLE), 1, true);
+        v.t += 2_000 * MS;
+        let bytes = spin(105, S1, false);
+        v.connection(&bytes[..100], 1, false);
+        v.segment(true, Tcp::RST, b"");
+        v.t += 2_000 * MS;
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+        v.segment(false, Tcp::FIN, b"");
+        v.t += 2_000 * MS;
+        v.connection(&bytes[..50], 1, true);
+    });
+    let failed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot failed"))
+        .collect();
+    assert_eq!(failed.len(), 4, "{log}");
+    for (line, (level, class, detail)) in failed.iter().zip([
+        (
+            " WARN ",
+            "rejected",
+            "login rejected: session not available",
+        ),
+        (" WARN ", "closed", "reset before the snapshot ended"),
+        (" WARN ", "refused", "timed out before any byte"),
+        (
+            " ERROR ",
+            "closed",
+            "connection closed before the snapshot ended",
+        ),
+    ]) {
+        let fields = format!("feed=nq class=\"{class}\" detail=\"{detail}\"");
+        assert!(
+            line.contains(level) && line.contains(&fields),
+            "{level}{fields} in {line}"
+        );
+    }
+    assert!(failed[3].contains("given up"), "{}", failed[3]);
+}
+
+/// A merge's trigger-to-merge time counts in the first bucket whose bound
+/// (0.5 s, 2 s, 10 s, 60 s) it does not exceed; past 60 s, in the open
+/// one.
+#[test]
+fn merge_latency_buckets_hold_their_bound_and_not_a_ns_more() {
+    use crate::shm::counter::SNAPSHOT_BUCKETS;
+    assert_eq!(SNAPSHOT_BUCKETS, 5);
+    assert_eq!(latency_bucket(0), 0);
+    for (i, bound_ms) in [500, 2_000, 10_000, 60_000].into_iter().enumerate() {
+        let bound = bound_ms * MS;
+        assert_eq!(
+            [bound - 1, bound, bound + 1].map(latency_bucket),
+            [i, i, i + 1],
+            "around {bound_ms} ms"
+        );
+    }
+    assert_eq!(latency_bucket(u64::MAX), SNAPSHOT_BUCKETS - 1);
+}
+
 /// The live path over loopback: the connection thread logs in to a
 /// server (a listener in the test), reads the spin while the receive
 /// thread holds the multicast, and the merge happens when the receive
