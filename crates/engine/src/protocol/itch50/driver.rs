@@ -263,11 +263,16 @@ impl Driver {
                 }
                 self.last_failure_log = Some(t);
                 let unlogged = std::mem::take(&mut self.unlogged);
-                let retry_in_ms = retry_at.map(|r| r.saturating_sub(t) / 1_000_000);
                 if gave_up {
                     tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
                 } else {
-                    tracing::warn!(feed = %name, class = class.as_str(), detail, ?retry_in_ms, unlogged, "snapshot failed");
+                    // The next attempt's delay (one is always due when the
+                    // wait goes on).
+                    let retry = match retry_at {
+                        Some(r) => format!("{} ms", r.saturating_sub(t) / 1_000_000),
+                        None => "none".to_string(),
+                    };
+                    tracing::warn!(feed = %name, class = class.as_str(), detail, retry_in = %retry, unlogged, "snapshot failed");
                 }
             }
         }

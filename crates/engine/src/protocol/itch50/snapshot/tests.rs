@@ -799,6 +799,8 @@ fn a_failure_is_logged_with_its_detail() {
         );
     }
     assert!(failed[3].contains("given up"), "{}", failed[3]);
+    // The next attempt's delay in words an operator reads.
+    assert!(failed[0].contains("retry_in=500 ms"), "{}", failed[0]);
 }
 
 /// A merge's trigger-to-merge time counts in the first bucket whose bound
