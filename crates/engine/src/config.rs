@@ -489,13 +489,17 @@ impl<'de> Deserialize<'de> for RawFeed {
                         }
                     }
                 }
+                let missing = |field: &str| match misspelling(field, &rest) {
+                    Some(key) => A::Error::custom(format_args!(
+                        "missing field `{field}` (is `{key}` a misspelling of it?)"
+                    )),
+                    None => A::Error::missing_field(static_key(field)),
+                };
                 Ok(RawFeed {
-                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
-                    lines: lines.ok_or_else(|| A::Error::missing_field("lines"))?,
-                    stale_threshold_ms: stale
-                        .ok_or_else(|| A::Error::missing_field("stale_threshold_ms"))?,
-                    source_threshold_ms: src
-                        .ok_or_else(|| A::Error::missing_field("source_threshold_ms"))?,
+                    name: name.ok_or_else(|| missing("name"))?,
+                    lines: lines.ok_or_else(|| missing("lines"))?,
+                    stale_threshold_ms: stale.ok_or_else(|| missing("stale_threshold_ms"))?,
+                    source_threshold_ms: src.ok_or_else(|| missing("source_threshold_ms"))?,
                     protocol,
                     source,
                     clock_offset: offset,
@@ -508,6 +512,47 @@ impl<'de> Deserialize<'de> for RawFeed {
         }
         d.deserialize_struct("RawFeed", FEED_KEYS, V)
     }
+}
+
+/// The key of `FEED_KEYS` equal to `field` (serde's `missing_field`
+/// takes a `&'static str`).
+fn static_key(field: &str) -> &'static str {
+    FEED_KEYS
+        .iter()
+        .find(|k| **k == field)
+        .copied()
+        .unwrap_or("?")
+}
+
+/// Among the keys no feed knows by name, the one nearest `field` (at most
+/// three edits away, as a typo is): what to suggest when `field` is
+/// missing.
+fn misspelling<'k, V>(field: &str, rest: &'k [(String, V)]) -> Option<&'k str> {
+    rest.iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !Protocol::ALL.iter().any(|p| p.keys().contains(k)))
+        .map(|k| (edits(field, k), k))
+        .filter(|&(d, _)| d <= 3)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance between `a` and `b` (keys: short, ASCII).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &y) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(x != y))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 #[derive(Deserialize)]
@@ -852,7 +897,11 @@ fn takes(key: &str, msg: &str) -> Option<String> {
 
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
-    let msg = plain_words(&e.message().trim().replace('\n', " "));
+    let mut msg = plain_words(&e.message().trim().replace('\n', " "));
+    if msg.is_empty() {
+        // The reader gives no words for a control character in a comment.
+        msg = "a character TOML does not allow here (a control character?)".into();
+    }
     match e.span() {
         Some(span) => {
             let key = line_at(text, span.start)
@@ -1435,6 +1484,47 @@ source_threshold_ms = 5000
 
     fn err(text: &str) -> String {
         Config::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    /// A required key misspelled is named in the error about the missing
+    /// one; an unknown key far from every missing one is not suggested.
+    #[test]
+    fn a_misspelled_required_key_is_suggested() {
+        let feed = |keys: &str| {
+            format!(
+                "[[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"127.0.0.1:9000\"]\n{keys}"
+            )
+        };
+        let e = err(&feed(
+            "stale_treshold_ms = 1000\nsource_threshold_ms = 1000\n",
+        ));
+        assert!(
+            e.contains(
+                "missing field `stale_threshold_ms` (is `stale_treshold_ms` a misspelling of it?)"
+            ),
+            "{e}"
+        );
+        let e = err(&feed(
+            "stale_threshold_ms = 1000\nsourcethreshold_ms = 1000\n",
+        ));
+        assert!(e.contains("(is `sourcethreshold_ms` a misspelling"), "{e}");
+        let e = err(&feed("stale_threshold_ms = 1000\nwhatever = 1\n"));
+        assert!(e.contains("missing field `source_threshold_ms`"), "{e}");
+        assert!(!e.contains("misspelling"), "{e}");
+        assert_eq!(edits("kitten", "sitting"), 3);
+        assert_eq!(edits("", "abc"), 3);
+        assert_eq!(edits("same", "same"), 0);
+    }
+
+    /// A control character where TOML allows none (a comment here) names
+    /// its line and says what is wrong: the reader itself gives no words.
+    #[test]
+    fn a_control_character_in_a_comment_is_named() {
+        for c in ['\0', '\u{1}'] {
+            let e = err(&format!("# a comment {c} here\n[state]\ncapacity = 16\n"));
+            assert!(e.contains("line 1"), "{e:?}");
+            assert!(e.contains("a character TOML does not allow here"), "{e:?}");
+        }
     }
 
     /// `shm_mode` is octal permission bits that let nobody else write
