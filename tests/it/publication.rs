@@ -914,3 +914,55 @@ fn a_reader_answers_stale_when_its_publication_is_truncated() {
     p.probe();
     assert!(p.lost());
 }
+
+/// A header whose capacity or feed count disagrees with its `file_len`
+/// (forged or corrupt) is refused saying so, with the size they make; a
+/// file shorter than a consistent header's length is refused as
+/// truncated.
+#[test]
+fn a_forged_or_truncated_header_is_named_as_such() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let config = tickguard::config::Config::load(&c).unwrap();
+    let p = tickguard::shm::Publication::create(
+        &shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now_ns(),
+        1_000_000,
+    )
+    .unwrap();
+    p.ready();
+    let real = std::fs::read(&shm).unwrap();
+    let word = |b: &[u8], i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+    let (capacity, file_len) = (word(&real, 7), word(&real, 13));
+    drop(p);
+    let health = |bytes: &[u8]| {
+        let path = dir.path().join("forged");
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+            .unwrap();
+        Reader::open(&path).health(now_ns()).to_string()
+    };
+    let mut forged = real.clone();
+    forged[56..64].copy_from_slice(&(capacity * 2).to_le_bytes());
+    let h = health(&forged);
+    assert!(
+        h.contains(&format!(
+            "header inconsistent: capacity {} and 1 feeds make",
+            capacity * 2
+        )) && h.contains(&format!("its file_len says {file_len}")),
+        "{h}"
+    );
+    let h = health(&real[..real.len() / 2]);
+    assert!(
+        h.contains(&format!(
+            "{} bytes, header says {file_len} (truncated)",
+            real.len() / 2
+        )),
+        "{h}"
+    );
+}

@@ -362,15 +362,27 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     }
     // The version before the shape: another layout's shape differs.
     version_known(w[1], path)?;
-    let claimed = Shape::new(w[8] as usize, w[7] as usize)
-        .filter(|s| s.file_len as u64 == w[13])
-        .map(|s| s.file_len);
-    let Some(map_len) = claimed.filter(|&n| n as u64 <= len) else {
-        return Err(Health::BadLayout(format!(
-            "{}: {len} bytes, header says {} (truncated or inconsistent)",
-            path.display(),
-            w[13]
-        )));
+    // The shape the header's capacity and feed count make, which its
+    // file_len must agree with; then the file must hold it.
+    let shape = Shape::new(w[8] as usize, w[7] as usize).map(|s| s.file_len);
+    let map_len = match shape {
+        Some(n) if n as u64 == w[13] && n as u64 <= len => n,
+        Some(n) if n as u64 == w[13] => {
+            return Err(Health::BadLayout(format!(
+                "{}: {len} bytes, header says {n} (truncated)",
+                path.display()
+            )))
+        }
+        _ => {
+            return Err(Health::BadLayout(format!(
+                "{}: header inconsistent: capacity {} and {} feeds make {}, its file_len says {}",
+                path.display(),
+                w[7],
+                w[8],
+                shape.map_or("an impossible size".to_string(), |n| format!("{n} bytes")),
+                w[13]
+            )))
+        }
     };
     // SAFETY: mapped read-only, `map_len` bytes, all within the file as it
     // is now; the file is owned by the expected user or root and writable by
