@@ -36,6 +36,8 @@ pub struct Inventory {
     pub destinations: BTreeMap<SocketAddrV4, Destination>,
     /// Datagrams to destinations past [`MAX_DESTINATIONS`].
     pub other_datagrams: u64,
+    /// Where the capture broke, if it did: it was inspected up to there.
+    pub broken: Option<String>,
 }
 
 /// What a draft needs of the protocol a destination carries.
@@ -151,13 +153,11 @@ impl Inventory {
             }
         });
         // A capture broken part way is inspected up to the break, and says so.
-        if let Err(e) = result {
-            crate::warn(&format!("{e}: inspected up to there"));
-        }
         Ok(Inventory {
             stats: capture.stats().clone(),
             destinations,
             other_datagrams,
+            broken: result.err().map(|e| e.to_string()),
         })
     }
 
@@ -383,5 +383,11 @@ pub fn run(args: &crate::cli::InspectArgs) -> Result<()> {
     } else {
         inventory.text(&name)
     };
-    crate::to_stdout(&text)
+    crate::to_stdout(&text)?;
+    // What was read is printed; a broken capture still fails the command,
+    // as a replay of it does.
+    match inventory.broken {
+        Some(e) => Err(anyhow::anyhow!("{e}: inspected up to there")),
+        None => Ok(()),
+    }
 }

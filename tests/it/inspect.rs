@@ -204,3 +204,22 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
         "{f}"
     );
 }
+
+/// A capture broken part way is inspected up to the break: what was read
+/// is printed, the break named on stderr, and the exit status is 2 (as a
+/// replay of it ends), so a script drafting configurations notices.
+#[test]
+fn a_broken_capture_is_inspected_up_to_the_break_and_fails() {
+    let whole = std::fs::read(fixtures().join("itch/session.pcap")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    let (code, out, err) = tickguard(&["inspect".as_ref(), cut.as_os_str()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.contains("MoldUDP64/ITCH 5.0"), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("truncated") && err.ends_with("inspected up to there\n"),
+        "{err}"
+    );
+}
