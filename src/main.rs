@@ -667,9 +667,6 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     // The receive thread logs too: through a queue, never waiting on stderr.
     logq::start();
     init_logging("info", config.log_format);
-    for line in startup_lines(&args.config, &config) {
-        tracing::info!("{line}");
-    }
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     // Everything that can fail comes before the publication is touched:
     // the writer lock, the line sockets, the recording, the metrics listener.
@@ -686,6 +683,11 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         stop_metrics.clone(),
         std::time::Duration::from_nanos(config.metrics.interval_ns),
     )?;
+    // What runs, once nothing before the publication can fail: a start
+    // that fails ends in its one line, not after the banner.
+    for line in startup_lines(&args.config, &config) {
+        tracing::info!("{line}");
+    }
     sidecar.publish()?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
