@@ -4,7 +4,7 @@
 
 use std::net::UdpSocket;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
@@ -12,22 +12,21 @@ use tickguard::symbol::Symbol;
 use tickguard::time::now_ns;
 use tickguard::Reader;
 
-/// Runs the sidecar with `stderr`, logging at `debug`, makes it log (start,
-/// line open, a rejected packet), checks a quote through the shared memory,
-/// then stops it with SIGTERM and expects exit status 0.
-fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let shm = dir.path().join("shm");
+/// A configuration in `dir` of one full SQF feed on a free loopback port,
+/// metrics off (`metrics`: more `[metrics]` keys), its publication in
+/// `dir`: (the file, the publication's path, the port).
+fn one_feed(dir: &Path, metrics: &str) -> (PathBuf, PathBuf, u16) {
+    let shm = dir.join("shm");
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let cfg = dir.path().join("config.toml");
+    let cfg = dir.join("config.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
+            "[metrics]\nenabled = false\n{metrics}[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
              dead_after_ms = 1000\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
              lines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 60000\n\
              source_threshold_ms = 60000\nclock_offset = 0\n",
@@ -35,6 +34,15 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
         ),
     )
     .unwrap();
+    (cfg, shm, port)
+}
+
+/// Runs the sidecar with `stderr`, logging at `debug`, makes it log (start,
+/// line open, a rejected packet), checks a quote through the shared memory,
+/// then stops it with SIGTERM and expects exit status 0.
+fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, shm, port) = one_feed(dir.path(), "");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickguard"));
     cmd.args(["run", "--config"])
         .arg(&cfg)
@@ -295,24 +303,7 @@ fn any_source_multicast_is_warned_about_at_start() {
 #[test]
 fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     let dir = tempfile::tempdir().unwrap();
-    let shm = dir.path().join("shm");
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = dir.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[metrics]\nenabled = false\ninterval_ms = 50\n[sidecar]\nshm_path = \"{}\"\n\
-             idle = \"sleep\"\ndead_after_ms = 1000\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
-             lines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 60000\n\
-             source_threshold_ms = 60000\nclock_offset = 0\n",
-            shm.display()
-        ),
-    )
-    .unwrap();
+    let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n");
     let log = dir.path().join("run.log");
     let mut child = Reaped(
         Command::new(env!("CARGO_BIN_EXE_tickguard"))

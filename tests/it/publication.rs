@@ -161,6 +161,24 @@ fn refused(cmd: &mut Command) -> String {
     err
 }
 
+/// A publication at `shm`, ready, made as `run` would for a one-feed
+/// configuration written in `dir`; no receive thread behind it.
+fn ready_publication(dir: &Path, shm: &Path) -> tickguard::shm::Publication {
+    let c = config(dir, "c", shm, "", NO_METRICS);
+    let config = tickguard::config::Config::load(&c).unwrap();
+    let p = tickguard::shm::Publication::create(
+        shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now_ns(),
+        1_000_000,
+    )
+    .unwrap();
+    p.ready();
+    p
+}
+
 /// Sends one quote for `symbol` to the configuration's first line.
 fn quote(config: &Path, symbol: &str) {
     let c = tickguard::config::Config::load(config).unwrap();
@@ -448,18 +466,7 @@ fn check_trusts_the_named_owner() {
     }
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
-    let config = tickguard::config::Config::load(&c).unwrap();
-    let p = tickguard::shm::Publication::create(
-        &shm,
-        0o640,
-        config.capacity,
-        &publication_feeds(&config),
-        now_ns(),
-        1_000_000,
-    )
-    .unwrap();
-    p.ready();
+    let p = ready_publication(dir.path(), &shm);
     std::os::unix::fs::chown(&shm, Some(65534), None).unwrap();
     p.heartbeat(now_ns());
     let (code, _, err) = check(&shm, "EURUSD", &[]);
@@ -884,18 +891,7 @@ fn a_reader_answers_stale_when_its_publication_is_truncated() {
     tickguard::sys::guard::install().unwrap();
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
-    let config = tickguard::config::Config::load(&c).unwrap();
-    let p = tickguard::shm::Publication::create(
-        &shm,
-        0o640,
-        config.capacity,
-        &publication_feeds(&config),
-        now_ns(),
-        1_000_000,
-    )
-    .unwrap();
-    p.ready();
+    let p = ready_publication(dir.path(), &shm);
     p.heartbeat(now_ns());
     let reader = Reader::open(&shm);
     assert!(reader.health(now_ns()).is_ok());
@@ -923,18 +919,7 @@ fn a_reader_answers_stale_when_its_publication_is_truncated() {
 fn a_forged_or_truncated_header_is_named_as_such() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let c = config(dir.path(), "c", &shm, "", NO_METRICS);
-    let config = tickguard::config::Config::load(&c).unwrap();
-    let p = tickguard::shm::Publication::create(
-        &shm,
-        0o640,
-        config.capacity,
-        &publication_feeds(&config),
-        now_ns(),
-        1_000_000,
-    )
-    .unwrap();
-    p.ready();
+    let p = ready_publication(dir.path(), &shm);
     let real = std::fs::read(&shm).unwrap();
     let word = |b: &[u8], i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
     let (capacity, file_len) = (word(&real, 7), word(&real, 13));
