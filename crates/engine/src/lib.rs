@@ -34,4 +34,6 @@ pub mod state;
 pub mod sys;
 #[cfg(test)]
 mod test_alloc;
+#[cfg(test)]
+mod test_log;
 pub mod time;

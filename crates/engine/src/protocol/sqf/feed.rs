@@ -577,29 +577,10 @@ clock_offset = 0
     }
 
     /// A log sink for one test.
-    #[derive(Clone, Default)]
-    struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Log {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn the_every_packet_rejected_warning_repeats_every_10_s_while_it_lasts() {
-        let log = Log::default();
-        let sink = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || sink.clone())
-            .with_ansi(false)
-            .finish();
         let s = 1_000_000_000u64;
-        tracing::subscriber::with_default(subscriber, || {
+        let text = crate::test_log::logs_of(|| {
             let mut h = Handler::new(&config("full"));
             // One bad packet every 100 ms for 25 s: a run of 1 s by the
             // 11th, warned then (1 s), at 11 s and at 21 s.
@@ -612,7 +593,6 @@ clock_offset = 0
                 let _ = h.on_datagram(0, b"MOLDUDP64 session", 25 * s + i);
             }
         });
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
         let warnings: Vec<&str> = text
             .lines()
             .filter(|l| l.contains("every packet of the feed is rejected (not SQF?)"))

@@ -14,6 +14,7 @@ use crate::engine::Segment;
 use crate::handler::Handler;
 use crate::protocol::Summary;
 use crate::symbol::Symbol;
+use crate::test_log::logs_of;
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 
@@ -695,30 +696,6 @@ fn a_binaryfile_replay_ignores_glimpse() {
         ("idle", 0, false)
     );
     assert_eq!(s.symbols, reference(60).symbols);
-}
-
-/// What `f` logs, as plain text lines.
-fn logs_of(f: impl FnOnce()) -> String {
-    #[derive(Clone, Default)]
-    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let w = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || w.clone())
-        .with_ansi(false)
-        .finish();
-    tracing::subscriber::with_default(subscriber, f);
-    let out = buf.0.lock().unwrap().clone();
-    String::from_utf8(out).unwrap()
 }
 
 /// A merge is logged once, with the feed, N, the spin's `S` packets and
