@@ -42,21 +42,32 @@ fn packet(session: Session, first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
     p.finish()
 }
 
-/// "For (feed, symbol) at local time `now`, reasons in this order" (spec
-/// itch50 §4): read from the publication after each datagram as in process.
-#[test]
-fn published_itch_verdicts_equal_the_handlers() {
+/// A ready publication of `capacity` slots under /dev/shm, a handler for
+/// the configuration `text` publishing into it, and a reader of it
+/// (the directory holding it first: it is removed when dropped).
+fn published(
+    text: &str,
+    capacity: usize,
+) -> (tempfile::TempDir, Arc<Publication>, Handler, Reader) {
     let dir = tempfile::Builder::new()
         .prefix("tickguard-itch-pub-")
         .tempdir_in("/dev/shm")
         .unwrap();
     let shm = dir.path().join("tickguard");
-    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    let config = Config::parse(text, "itch.toml").unwrap();
     let feeds = publication_feeds(&config);
-    let p = Arc::new(Publication::create(&shm, 0o640, 16, &feeds, T0, MS).unwrap());
-    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    let p = Arc::new(Publication::create(&shm, 0o640, capacity, &feeds, T0, MS).unwrap());
+    let h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
     let reader = Reader::open(&shm);
+    (dir, p, h, reader)
+}
+
+/// "For (feed, symbol) at local time `now`, reasons in this order" (spec
+/// itch50 §4): read from the publication after each datagram as in process.
+#[test]
+fn published_itch_verdicts_equal_the_handlers() {
+    let (_dir, p, mut h, reader) = published(CONFIG, 16);
     let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
     // (ms after T0 the messages were sent, datagram); each arrives 1 ms later.
     let ts = |ms: u64| OPEN + ms * MS;
@@ -206,17 +217,7 @@ stale_threshold_ms = 1500
 source_threshold_ms = 2000
 "#;
     const FLOOD: usize = 20;
-    let dir = tempfile::Builder::new()
-        .prefix("tickguard-itch-shares-")
-        .tempdir_in("/dev/shm")
-        .unwrap();
-    let shm = dir.path().join("tickguard");
-    let config = Config::parse(TWO_FEEDS, "shares.toml").unwrap();
-    let feeds = publication_feeds(&config);
-    let p = Arc::new(Publication::create(&shm, 0o640, 5, &feeds, T0, MS).unwrap());
-    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
-    p.ready();
-    let reader = Reader::open(&shm);
+    let (_dir, p, mut h, reader) = published(TWO_FEEDS, 5);
     // The flood first: every slot would be free for it.
     let mut flood = tickguard::protocol::sqf::PacketBuilder::new(T0);
     for k in 0..FLOOD {
