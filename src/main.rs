@@ -20,6 +20,9 @@ use tickguard::config::Config;
 use tickguard::replay::{answer_json, load_checks};
 
 fn main() -> ExitCode {
+    // Whatever `run` queued is written before the process ends, a panic
+    // unwinding through here included.
+    let _flush = logq::FlushOnDrop;
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage(&e),
@@ -37,8 +40,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => args.run(),
         Command::Inspect(args) => inspect::run(&args),
     };
-    // What `run` logged last, before its own last line.
-    logq::flush(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -95,7 +96,7 @@ fn usage(e: &clap::Error) -> ExitCode {
 /// Prints an error as one line on stderr; a stderr that cannot be written
 /// (full, closed, a vanished pipe) loses the line but never panics.
 fn report(e: &anyhow::Error) {
-    let _ = writeln!(std::io::stderr(), "tickguard: {}", one_line(e));
+    logq::line(&format!("tickguard: {}", one_line(e)));
 }
 
 fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
@@ -134,7 +135,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// A warning on stderr: one line, never an error (a stderr that cannot be
 /// written loses it, as [`report`] does).
 fn warn(line: &str) {
-    let _ = writeln!(std::io::stderr(), "tickguard: warning: {line}");
+    logq::line(&format!("tickguard: warning: {line}"));
 }
 
 /// An output file can be written where it is named: its directory exists
@@ -665,7 +666,10 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         }
     };
     // The receive thread logs too: through a queue, never waiting on stderr.
-    logq::start();
+    logq::start(matches!(
+        config.log_format,
+        tickguard::config::LogFormat::Json
+    ));
     init_logging("info", config.log_format);
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     // Everything that can fail comes before the publication is touched:
@@ -674,24 +678,30 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     if let Some(path) = &args.record {
         sidecar.record(path)?;
     }
-    let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // Sampled with metrics off too: its logs are the operator's.
-    let exporter = tickguard::metrics::spawn(
-        config.metrics.enabled.then_some(config.metrics.listen),
-        &config,
-        sidecar.shared_stats(),
-        stop_metrics.clone(),
-        std::time::Duration::from_nanos(config.metrics.interval_ns),
-    )?;
+    if config.metrics.enabled {
+        tickguard::metrics::install(config.metrics.listen)?;
+    }
     // What runs, once nothing before the publication can fail: a start
     // that fails ends in its one line, not after the banner.
     for line in startup_lines(&args.config, &config) {
         tracing::info!("{line}");
     }
     sidecar.publish()?;
+    // Sampled with metrics off too (its logs are the operator's), from the
+    // publication this run made.
+    let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let monitor = tickguard::metrics::spawn(
+        &config,
+        sidecar.shared_stats(),
+        stop_metrics.clone(),
+        std::time::Duration::from_nanos(config.metrics.interval_ns),
+        config.metrics.enabled,
+    )
+    .context("starting the monitor thread")?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = exporter.join();
+    monitor.thread().unpark();
+    let _ = monitor.join();
     tracing::info!(
         cycles = stats.cycles,
         datagrams = stats.datagrams,

@@ -261,36 +261,41 @@ struct ReceiverMetrics {
     heartbeat_age: Gauge,
 }
 
-/// Installs the Prometheus exporter (HTTP on `listen`, `/metrics`), if
-/// given, and starts the thread that samples every `interval`: it feeds
-/// the exporter and logs what an operator must hear of (a line down,
-/// kernel drops, gap bursts, socket errors, a stopped recording), with
-/// or without an exporter; it stops when `stop` is set.
+/// Installs the Prometheus exporter: HTTP on `listen`, `/metrics`.
+pub fn install(listen: SocketAddr) -> anyhow::Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(listen)
+        .install()
+        .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
+    tracing::info!(%listen, "metrics at http://{listen}/metrics");
+    Ok(())
+}
+
+/// Starts the thread that samples every `interval` (start it once the
+/// publication is this process's, so that it never reads a previous
+/// run's): it logs what an operator must hear of (a line down, kernel
+/// drops, gap bursts, socket errors, a stopped recording) and, with
+/// `export` (an exporter [`install`]ed), feeds the metrics. It stops when
+/// `stop` is set and the thread unparked.
 pub fn spawn(
-    listen: Option<SocketAddr>,
     config: &Config,
     shared: Arc<SharedStats>,
     stop: Arc<AtomicBool>,
     interval: Duration,
-) -> anyhow::Result<std::thread::JoinHandle<()>> {
-    if let Some(listen) = listen {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(listen)
-            .install()
-            .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
-        tracing::info!(%listen, "metrics at http://{listen}/metrics");
-    }
+    export: bool,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     let config = config.clone();
-    Ok(std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("tickguard-metrics".into())
         .spawn(move || {
             let mut m = Monitor::new(&config, shared);
+            m.export = export;
             while !stop.load(Ordering::Relaxed) {
                 m.sample(now_ns());
-                std::thread::sleep(interval);
+                std::thread::park_timeout(interval);
             }
             m.sample(now_ns());
-        })?)
+        })
 }
 
 /// Reads the publication and the receiver's statistics into metrics and logs.
@@ -302,6 +307,9 @@ pub struct Monitor {
     receiver: ReceiverMetrics,
     /// Each feed's counters as last read (one consistent set per feed).
     counters: Vec<Option<[u64; counter::ALL]>>,
+    /// Whether an exporter reads the metrics: without one, the work that
+    /// only feeds them (every slot's verdict) is skipped.
+    pub export: bool,
 }
 
 impl Monitor {
@@ -372,6 +380,7 @@ impl Monitor {
             lines,
             receiver,
             counters: Vec::new(),
+            export: true,
         }
     }
 
@@ -455,7 +464,8 @@ impl Monitor {
             }
         }
 
-        let records = r.records();
+        // Every slot's verdict feeds gauges alone.
+        let records = if self.export { r.records() } else { Vec::new() };
         for (id, f) in self.feeds.iter_mut().enumerate() {
             let id = id as u16;
             let get = |k: usize| get(id, k);
@@ -523,7 +533,8 @@ impl Monitor {
                 Some((since, before)) if lost == f.last_lost => {
                     tracing::info!(
                         feed = %f.name,
-                        lost = lost - before,
+                        // (A publication made again counts from 0.)
+                        lost = lost.saturating_sub(before),
                         lasted_ms = now.saturating_sub(since) / 1_000_000,
                         total = lost,
                         "gap burst ended"

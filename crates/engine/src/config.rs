@@ -489,11 +489,11 @@ impl<'de> Deserialize<'de> for RawFeed {
                         }
                     }
                 }
-                let missing = |field: &str| match misspelling(field, &rest) {
+                let missing = |field: &'static str| match misspelling(field, &rest) {
                     Some(key) => A::Error::custom(format_args!(
                         "missing field `{field}` (is `{key}` a misspelling of it?)"
                     )),
-                    None => A::Error::missing_field(static_key(field)),
+                    None => A::Error::missing_field(field),
                 };
                 Ok(RawFeed {
                     name: name.ok_or_else(|| missing("name"))?,
@@ -512,16 +512,6 @@ impl<'de> Deserialize<'de> for RawFeed {
         }
         d.deserialize_struct("RawFeed", FEED_KEYS, V)
     }
-}
-
-/// The key of `FEED_KEYS` equal to `field` (serde's `missing_field`
-/// takes a `&'static str`).
-fn static_key(field: &str) -> &'static str {
-    FEED_KEYS
-        .iter()
-        .find(|k| **k == field)
-        .copied()
-        .unwrap_or("?")
 }
 
 /// Among the keys no feed knows by name, the one nearest `field` (at most
@@ -1235,27 +1225,22 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     let d = SidecarConfig::default();
     let shm_mode = match &s.shm_mode {
         None => d.shm_mode,
-        Some(m) => u32::from_str_radix(m.get_ref(), 8)
-            .ok()
-            .filter(|m| *m <= 0o777)
-            .ok_or_else(|| {
-                Problem::at(
-                    m,
-                    format!(
-                        "[sidecar] shm_mode must be octal permission bits like \"0640\", got {}",
-                        echo(m.get_ref())
-                    ),
-                )
-            })?,
+        Some(m) => {
+            let mode = u32::from_str_radix(m.get_ref(), 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| {
+                    Problem::at(
+                        m,
+                        format!(
+                            "[sidecar] shm_mode must be octal permission bits like \"0640\", got {}",
+                            echo(m.get_ref())
+                        ),
+                    )
+                })?;
+            crate::shm::mode_problem(mode).map_or(Ok(mode), |e| Err(Problem::at(m, e)))?
+        }
     };
-    if let (Some(m), true) = (&s.shm_mode, shm_mode & 0o022 != 0) {
-        return Err(Problem::at(
-            m,
-            format!(
-                "[sidecar] shm_mode {shm_mode:04o} lets group or others write the publication, which readers refuse: use at most 0644"
-            ),
-        ));
-    }
     let cpu = match &s.cpu {
         None => None,
         Some(c) => Some(CPU.check(c)? as usize),

@@ -100,6 +100,14 @@ impl Drop for WriterLock {
     }
 }
 
+/// Why a publication of mode `mode` (`[sidecar] shm_mode`) cannot be
+/// made, if it cannot: a group or other write bit, which readers refuse.
+pub fn mode_problem(mode: u32) -> Option<String> {
+    (mode & 0o022 != 0).then(|| {
+        format!("[sidecar] shm_mode {mode:04o} lets group or others write the publication, which readers refuse: use at most 0644")
+    })
+}
+
 /// `<path>.lock`.
 pub fn lock_path(shm_path: &Path) -> PathBuf {
     let mut s = OsString::from(shm_path.as_os_str());
@@ -365,11 +373,8 @@ impl Publication {
         let shape = Shape::new(feeds.len(), capacity).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "shared memory size overflows")
         })?;
-        if mode & 0o022 != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("[sidecar] shm_mode {mode:04o} lets group or others write the publication, which readers refuse: use at most 0644"),
-            ));
+        if let Some(e) = mode_problem(mode) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, e));
         }
         let path = lock.shm_path().to_path_buf();
         check_replaceable(&path, predecessor)?;
