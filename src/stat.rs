@@ -580,12 +580,19 @@ impl Snapshot {
                 left_out: 0,
             };
         };
+        // A dead writer's health says how old its heartbeat is already.
+        let beat = match self.health {
+            Health::WriterDead { .. } => String::new(),
+            _ => format!(
+                "  heartbeat {} ago",
+                ms(now as i128 - w.heartbeat_ns as i128)
+            ),
+        };
         let _ = writeln!(
             s,
-            "writer pid {}  {}  heartbeat {} ago  up {:.1} s  datagrams {}  worst cycle {:.1} µs",
+            "writer pid {}  {}{beat}  up {:.1} s  datagrams {}  worst cycle {:.1} µs",
             w.pid,
             self.health,
-            ms(now as i128 - w.heartbeat_ns as i128),
             now.saturating_sub(w.start_ns) as f64 / 1e9,
             w.datagrams,
             w.worst_cycle_ns as f64 / 1e3

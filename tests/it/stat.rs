@@ -139,7 +139,10 @@ fn stat_of_a_dead_writer_says_so() {
     let _p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
     let text = stat(&shm, at + 5_000 * MS);
     let _ = std::fs::remove_file(&shm);
-    assert!(text.contains("writer dead"), "{text}");
+    assert!(text.contains("writer dead: heartbeat"), "{text}");
+    // Its age said once, by the health.
+    let writer = text.lines().find(|l| l.starts_with("writer pid")).unwrap();
+    assert_eq!(writer.matches("heartbeat").count(), 1, "{writer}");
     assert!(
         text.contains("ok 0"),
         "a dead writer makes every symbol stale: {text}"
