@@ -213,9 +213,12 @@ impl Client {
         )
     }
 
-    /// The connection was reset or failed.
+    /// The connection was reset or refused (a connect that failed).
     pub fn on_reset(&mut self) -> End {
-        self.close("reset before any byte", "reset before the snapshot ended")
+        self.close(
+            "refused or reset before any byte",
+            "reset before the snapshot ended",
+        )
     }
 
     /// `snapshot_idle_ms` passed without a byte.
@@ -546,7 +549,7 @@ mod tests {
         }
         assert_eq!(
             detail(Client::new(settings()).on_reset()),
-            "reset before any byte"
+            "refused or reset before any byte"
         );
     }
 
