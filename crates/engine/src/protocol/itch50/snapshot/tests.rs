@@ -273,6 +273,66 @@ fn a_join_merges_a_snapshot_and_the_books_are_the_venues() {
     assert_eq!((s.ticks_lost, s.suspect, s.hours), (0, false, "open"));
 }
 
+/// A glimpse feed's summary carries the snapshot keys, and only those,
+/// with the failure classes each named (glimpse G4). (A feed without
+/// `glimpse` has none of them: the ITCH golden summaries hold that.)
+#[test]
+fn the_summary_holds_the_snapshot_keys() {
+    let mut v = Venue::new("");
+    v.datagrams(100..150);
+    v.connection(&spin(120, S1, false), 3, true);
+    let j = serde_json::to_value(v.summary()).unwrap();
+    let want = serde_json::json!({
+        "snapshot_state": "idle",
+        "snapshots": 1,
+        "snapshot_attempts": 1,
+        "snapshot_failures": {
+            "refused": 0, "rejected": 0, "session": 0, "malformed": 0,
+            "too_large": 0, "closed": 0, "abandoned": 0
+        },
+        "snapshot_gave_up": 0,
+        "snapshot_discarded": 20,
+        "snapshot_overflow": 0,
+        "snapshot_next": 120,
+        "snapshot_session": "20260105XA",
+        "snapshot_messages": spin_messages(120),
+    });
+    let got: serde_json::Map<String, serde_json::Value> = j
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("snapshot"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(serde_json::Value::Object(got), want);
+}
+
+/// After a merge the held messages applied raise the source watermark as
+/// any applied message does (glimpse G3.4 step 5), and the spin's own
+/// messages do not: merged at N above everything received, nothing held
+/// is applied and the feed's source age stays what it was.
+#[test]
+fn a_merge_raises_the_watermark_by_the_held_messages_only() {
+    use crate::verdict::Reasons;
+    let stale_at_source = |v: &mut Venue| {
+        let t = v.t + MS;
+        v.h.verdict(0, sym("CCC"), t)
+            .contains(Reasons::STALE_AT_SOURCE)
+    };
+    let mut v = Venue::new("");
+    v.datagrams(100..150);
+    v.connection(&spin(120, S1, false), 3, true);
+    assert!(!stale_at_source(&mut v), "the held 120..150 were applied");
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(&spin(130, S1, false), 1, true);
+    assert_eq!(snap(&v.summary()).snapshots, 1);
+    assert!(
+        stale_at_source(&mut v),
+        "the spin's messages set no source time"
+    );
+}
+
 /// The spin's order of types does not matter (glimpse G7.12).
 #[test]
 fn the_merge_does_not_depend_on_the_order_of_the_spin() {
