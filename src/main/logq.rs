@@ -45,15 +45,8 @@ static QUEUE: OnceLock<Queue> = OnceLock::new();
 /// of dropped lines then follows). Without the thread (it could not be
 /// started) they go to stderr directly, as before.
 pub fn start(json: bool) {
-    let (tx, rx) = bounded(QUEUED);
-    let writer = std::thread::Builder::new()
-        .name("tickguard-log".into())
-        .spawn(move || write_out(rx, json));
-    if writer.is_ok() {
-        let _ = QUEUE.set(Queue {
-            tx,
-            dropped: AtomicU64::new(0),
-        });
+    if let Some(q) = Queue::new(QUEUED, json, std::io::stderr()) {
+        let _ = QUEUE.set(q);
     }
 }
 
@@ -61,17 +54,8 @@ pub fn start(json: bool) {
 /// (before the process ends, or prints its last line). No-op without a
 /// queue.
 pub fn flush(wait: Duration) {
-    let Some(q) = QUEUE.get() else {
-        return;
-    };
-    let deadline = Instant::now() + wait;
-    let (done, written) = bounded(1);
-    let item = Item::Flush {
-        dropped: q.take_dropped(),
-        done,
-    };
-    if q.tx.send_deadline(item, deadline).is_ok() {
-        let _ = written.recv_deadline(deadline);
+    if let Some(q) = QUEUE.get() {
+        q.flush(wait);
     }
 }
 
@@ -81,50 +65,97 @@ pub fn flush(wait: Duration) {
 /// ending; directly otherwise. A stderr that cannot take it loses it.
 pub fn line(line: &str) {
     match QUEUE.get() {
-        Some(q) => {
-            let item = Item::Line {
-                dropped: q.take_dropped(),
-                bytes: format!("{line}\n").into_bytes(),
-            };
-            let wait = Duration::from_secs(1);
-            if q.tx.send_timeout(item, wait).is_ok() {
-                flush(wait);
-            }
-        }
+        Some(q) => q.line(line),
         None => {
             let _ = writeln!(std::io::stderr(), "{line}");
         }
     }
 }
 
-/// The writer thread: each line to stderr, failures ignored (a closed or
+impl Queue {
+    /// A queue of `capacity` lines and the thread writing them to `out`;
+    /// `None` if the thread cannot be started.
+    fn new(capacity: usize, json: bool, out: impl Write + Send + 'static) -> Option<Queue> {
+        let (tx, rx) = bounded(capacity);
+        std::thread::Builder::new()
+            .name("tickguard-log".into())
+            .spawn(move || write_out(rx, json, out))
+            .ok()?;
+        Some(Queue {
+            tx,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// A log line: queued, or dropped and counted if the queue is full
+    /// (without copying it). Never waits.
+    fn push(&self, buf: &[u8]) {
+        if self.tx.is_full() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let item = Item::Line {
+            dropped: self.take_dropped(),
+            bytes: buf.to_vec(),
+        };
+        if let Err(TrySendError::Full(Item::Line { dropped, .. })) = self.tx.try_send(item) {
+            self.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// See [`line`].
+    fn line(&self, line: &str) {
+        let item = Item::Line {
+            dropped: self.take_dropped(),
+            bytes: format!("{line}\n").into_bytes(),
+        };
+        let wait = Duration::from_secs(1);
+        if self.tx.send_timeout(item, wait).is_ok() {
+            self.flush(wait);
+        }
+    }
+
+    /// See [`flush`].
+    fn flush(&self, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        let (done, written) = bounded(1);
+        let item = Item::Flush {
+            dropped: self.take_dropped(),
+            done,
+        };
+        if self.tx.send_deadline(item, deadline).is_ok() {
+            let _ = written.recv_deadline(deadline);
+        }
+    }
+}
+
+/// The writer thread: each line to `out`, failures ignored (a closed or
 /// full stderr loses lines, never the program).
-fn write_out(rx: Receiver<Item>, json: bool) {
-    let mut err = std::io::stderr();
-    let say_dropped = |err: &mut std::io::Stderr, n: u64| {
+fn write_out(rx: Receiver<Item>, json: bool, mut out: impl Write) {
+    let say_dropped = |out: &mut dyn Write, n: u64| {
         if n == 0 {
             return;
         }
         let what = "log lines dropped: stderr did not take them in time";
         let _ = if json {
             writeln!(
-                err,
+                out,
                 r#"{{"timestamp":"{}","level":"WARN","fields":{{"message":"{what}","dropped":{n}}},"target":"tickguard"}}"#,
                 jiff::Timestamp::now()
             )
         } else {
-            writeln!(err, "tickguard: {n} {what}")
+            writeln!(out, "tickguard: {n} {what}")
         };
     };
     for item in rx {
         match item {
             Item::Line { dropped, bytes } => {
-                say_dropped(&mut err, dropped);
-                let _ = err.write_all(&bytes);
+                say_dropped(&mut out, dropped);
+                let _ = out.write_all(&bytes);
             }
             Item::Flush { dropped, done } => {
-                say_dropped(&mut err, dropped);
-                let _ = err.flush();
+                say_dropped(&mut out, dropped);
+                let _ = out.flush();
                 let _ = done.send(());
             }
         }
@@ -139,19 +170,7 @@ pub struct Stderr;
 impl Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match QUEUE.get() {
-            // Full: dropped without copying it.
-            Some(q) if q.tx.is_full() => {
-                q.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            Some(q) => {
-                let item = Item::Line {
-                    dropped: q.take_dropped(),
-                    bytes: buf.to_vec(),
-                };
-                if let Err(TrySendError::Full(Item::Line { dropped, .. })) = q.tx.try_send(item) {
-                    q.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
-                }
-            }
+            Some(q) => q.push(buf),
             None => {
                 let _ = std::io::stderr().write_all(buf);
             }
@@ -174,5 +193,100 @@ pub struct FlushOnDrop;
 impl Drop for FlushOnDrop {
     fn drop(&mut self) {
         flush(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// An output whose first write waits until `gate` opens (a stderr
+    /// nobody reads), then keeps what it is given.
+    struct Gated {
+        gate: Option<Receiver<()>>,
+        out: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if let Some(gate) = self.gate.take() {
+                let _ = gate.recv();
+            }
+            self.out.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Waits (5 s at most) until the writer has taken every line queued.
+    fn drained(q: &Queue) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !q.tx.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(q.tx.is_empty(), "the writer took nothing");
+    }
+
+    /// With the output blocked, lines past the queue are dropped, never
+    /// waited for; once it takes lines again, the count is written where
+    /// they went missing (before the next line queued, or at a flush), in
+    /// the log's format.
+    #[test]
+    fn lines_past_the_queue_are_dropped_and_said_where_they_went_missing() {
+        for json in [false, true] {
+            let (open, gate) = bounded(0);
+            let out = Arc::new(Mutex::new(Vec::new()));
+            let gated = Gated {
+                gate: Some(gate),
+                out: out.clone(),
+            };
+            let q = Queue::new(2, json, gated).unwrap();
+            q.push(b"a\n");
+            // The writer holds `a`, waiting on the output.
+            drained(&q);
+            let started = Instant::now();
+            for line in [&b"b\n"[..], b"c\n", b"x\n", b"x\n", b"x\n"] {
+                q.push(line);
+            }
+            assert!(started.elapsed() < Duration::from_secs(1), "push waited");
+            open.send(()).unwrap();
+            drained(&q);
+            q.push(b"d\n");
+            q.push(b"e\n");
+            q.flush(Duration::from_secs(5));
+            let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 6, "{text}");
+            assert_eq!(lines[..3], ["a", "b", "c"], "{text}");
+            assert_eq!(lines[4..], ["d", "e"], "{text}");
+            if json {
+                let v: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
+                assert_eq!(v["fields"]["dropped"], 3, "{text}");
+                assert_eq!(v["level"], "WARN", "{text}");
+            } else {
+                assert_eq!(
+                    lines[3],
+                    "tickguard: 3 log lines dropped: stderr did not take them in time"
+                );
+            }
+            // A count with no line after it is said at the flush.
+            q.tx.send(Item::Line {
+                dropped: 0,
+                bytes: b"f\n".to_vec(),
+            })
+            .unwrap();
+            q.dropped.fetch_add(2, Ordering::Relaxed);
+            q.flush(Duration::from_secs(5));
+            let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+            let last = text.lines().last().unwrap();
+            assert!(
+                last.contains('2') && last.contains("log lines dropped"),
+                "{text}"
+            );
+        }
     }
 }
