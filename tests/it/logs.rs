@@ -2,6 +2,7 @@
 //! stderr on a full device, or closed, keeps receiving, answers checks and
 //! stops cleanly on SIGTERM.
 
+use crate::common::Killed;
 use std::net::UdpSocket;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -58,7 +59,7 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
             });
         }
     }
-    let mut child = Reaped(cmd.spawn().unwrap());
+    let mut child = Killed(cmd.spawn().unwrap());
     let child = &mut child.0;
     let pid = child.id();
     let up = wait_for(&shm, |r| r.writer_pid() == Some(pid as u64));
@@ -91,17 +92,6 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0), "{name}: {status}");
-}
-
-/// A child killed and waited for when dropped: a failed assertion leaves
-/// no sidecar behind.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Polls the publication at `shm` until `cond` holds on a healthy writer (20 s at most).
@@ -305,7 +295,7 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n");
     let log = dir.path().join("run.log");
-    let mut child = Reaped(
+    let mut child = Killed(
         Command::new(env!("CARGO_BIN_EXE_tickguard"))
             .args(["run", "--record", "/dev/full", "--config"])
             .arg(&cfg)

@@ -1,10 +1,11 @@
 //! `/metrics` of a running sidecar fed by `tickguard simulate`, checked
 //! against what the simulator says it injected.
 
+use crate::common::Killed;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn bin() -> PathBuf {
@@ -25,14 +26,6 @@ fn free_tcp() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn scrape(port: u16) -> Option<String> {
