@@ -251,6 +251,7 @@ impl Driver {
             Step::Failed {
                 class,
                 detail,
+                reason,
                 gave_up,
                 retry_at,
             } => {
@@ -263,6 +264,7 @@ impl Driver {
                 }
                 self.last_failure_log = Some(t);
                 let unlogged = std::mem::take(&mut self.unlogged);
+                let detail = &*super::glimpse::logged_detail(detail, reason);
                 if gave_up {
                     tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
                 } else {
@@ -307,6 +309,7 @@ mod tests {
         let failed = |gave_up| Step::Failed {
             class: Failure::Closed,
             detail: "reset",
+            reason: None,
             gave_up,
             retry_at: None,
         };

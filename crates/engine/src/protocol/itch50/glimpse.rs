@@ -141,6 +141,18 @@ impl End {
     }
 }
 
+/// A failure's `detail` as logged: a Login Rejected whose reason byte
+/// SoupBinTCP does not define carries that byte, in hex, for the
+/// operator's question to the venue.
+pub fn logged_detail(detail: &'static str, reason: Option<u8>) -> std::borrow::Cow<'static, str> {
+    match reason {
+        Some(r) if r != soup::NOT_AUTHORIZED && r != soup::SESSION_NOT_AVAILABLE => {
+            format!("{detail} 0x{r:02x}").into()
+        }
+        _ => detail.into(),
+    }
+}
+
 fn failed(class: Failure, detail: &'static str) -> Option<End> {
     Some(End::Failed {
         class,

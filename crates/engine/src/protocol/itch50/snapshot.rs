@@ -92,6 +92,8 @@ pub enum Step {
         class: Failure,
         /// What ended it, for the log.
         detail: &'static str,
+        /// Login Rejected's reason byte, if that ended it.
+        reason: Option<u8>,
         /// The wait was given up (no more attempts until a new trigger).
         gave_up: bool,
         /// When the next attempt may start, ns, if one will.
@@ -267,6 +269,7 @@ impl Snapshots {
         Step::Failed {
             class,
             detail,
+            reason,
             gave_up,
             retry_at: self.due,
         }

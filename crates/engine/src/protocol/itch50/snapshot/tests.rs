@@ -840,6 +840,34 @@ fn a_failure_is_logged_with_its_detail() {
     assert!(failed[0].contains("retry_in=500 ms"), "{}", failed[0]);
 }
 
+/// A Login Rejected of a reason byte SoupBinTCP does not define is
+/// logged with the byte; the two it defines, in words only.
+#[test]
+fn a_login_rejected_for_an_unknown_reason_logs_the_byte() {
+    let mut v = Venue::new("snapshot_max_attempts = 4");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        for reason in [b'?', 0x07, soup::NOT_AUTHORIZED] {
+            v.t += 2_000 * MS;
+            v.connection(&soup::login_rejected(reason), 1, true);
+        }
+    });
+    let details: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot failed"))
+        .filter_map(|l| l.split("detail=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(
+        details,
+        [
+            "login rejected: unknown reason 0x3f",
+            "login rejected: unknown reason 0x07",
+            "login rejected: not authorized",
+        ],
+        "{log}"
+    );
+}
+
 /// A merge's trigger-to-merge time counts in the first bucket whose bound
 /// (0.5 s, 2 s, 10 s, 60 s) it does not exceed; past 60 s, in the open
 /// one.
