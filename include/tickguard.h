@@ -278,7 +278,7 @@ extern "C" {
 /* Writer health (tg_health), as the Rust `Health`. */
 #define TG_HEALTH_OK 0u
 #define TG_HEALTH_MISSING 1u          /* no file, or it could not be opened or mapped */
-#define TG_HEALTH_BAD_LAYOUT 2u       /* not a publication of this layout, or not ready */
+#define TG_HEALTH_BAD_LAYOUT 2u       /* not a publication of this layout, or not ready; or its state word cut or overwritten */
 #define TG_HEALTH_WRITER_DEAD 3u      /* heartbeat older than dead_after_ns */
 #define TG_HEALTH_WRITER_CLOSED 4u    /* the writer closed the publication */
 #define TG_HEALTH_WRITER_RESTARTED 5u /* another writer process: tg_refresh() */
@@ -295,6 +295,7 @@ extern "C" {
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
 #define TG_LAYOUT_VERSION 4u
 #define TG_STATE_RUNNING 1u
+#define TG_STATE_CLOSED 2u
 #define TG_HEADER_LEN 128u
 #define TG_FEED_LEN 1024u
 #define TG_DIR_LEN 48u
@@ -530,13 +531,16 @@ static inline long tg__feed_id(const tg_reader *r, const char *name) {
 
 static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
     const uint64_t *h;
-    uint64_t beat, age, latest;
+    uint64_t state, beat, age, latest;
     if (r == NULL) return TG_HEALTH_MISSING;
     if (r->base == NULL) return r->open_health;
     h = tg__ptr(r, 0);
     /* Acquire: pairs with the writer's Release store of `state` in
      * Publication::close(), which is ordered after all its slot updates. */
-    if (__atomic_load_n(h + TG_H_STATE, __ATOMIC_ACQUIRE) != TG_STATE_RUNNING) return TG_HEALTH_WRITER_CLOSED;
+    state = __atomic_load_n(h + TG_H_STATE, __ATOMIC_ACQUIRE);
+    if (state == TG_STATE_CLOSED) return TG_HEALTH_WRITER_CLOSED;
+    /* Any other word: cut under the mapping (zeros) or overwritten. */
+    if (state != TG_STATE_RUNNING) return TG_HEALTH_BAD_LAYOUT;
     /* Relaxed: identity of the writer, compared with what tg_open saw. */
     if (__atomic_load_n(h + TG_H_WRITER_PID, __ATOMIC_RELAXED) != r->pid ||
         __atomic_load_n(h + TG_H_START_TIME, __ATOMIC_RELAXED) != r->start_time_ns)

@@ -541,6 +541,8 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         ("version 3", Box::new(|b| put(b, 8, 3)), "stale"),
         ("version 5", Box::new(|b| put(b, 8, 5)), "stale"),
         ("closed", Box::new(|b| put(b, 16, 2)), "stale"),
+        ("state word 0", Box::new(|b| put(b, 16, 0)), "stale"),
+        ("state word forged", Box::new(|b| put(b, 16, 7)), "stale"),
         (
             "capacity + 1",
             Box::new(move |b| put(b, 56, cap + 1)),
@@ -621,6 +623,26 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         edit(&mut b);
         std::fs::write(&copy, &b).unwrap();
         let c = same(bin, &copy, "lp1", "EURUSD", Some(LONG_BOUND_MS), expected);
+        // Only the writer's own close reads as one, in both readers.
+        let closed = name == "closed";
+        assert_eq!(
+            c.stderr.contains("writer closed the publication"),
+            closed,
+            "{name}: {}",
+            c.stderr
+        );
+        if name.starts_with("state word") {
+            assert!(
+                c.stderr.contains("unusable publication"),
+                "{name}: {}",
+                c.stderr
+            );
+            let rust = Reader::open(&copy).health(now_ns());
+            assert!(
+                rust.is_unusable() && rust.to_string().contains("state word"),
+                "{rust}"
+            );
+        }
         assert!(
             expected != "stale" || !c.stderr.is_empty() || name == "entry points past the slots",
             "{name}: C says why on stderr"

@@ -19,13 +19,14 @@
 //! A file truncated after it was mapped (by its owner or root) raises
 //! SIGBUS on the next read of a lost page, unless the program called
 //! [`crate::guard::install`]: then the mapping reads as zeros from the
-//! fault on, which answers `stale` (`writer closed the publication`) until
+//! fault on, which answers `stale` (an unusable publication: its state word
+//! reads 0, neither running nor closed) until
 //! [`Reader::refresh`] maps the file a restarted or recovering writer put
 //! at the path.
 
 #![allow(unsafe_code)]
 
-use crate::layout::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_RUNNING};
+use crate::layout::{self, Shape, Views, LAYOUT_VERSION, MAGIC, STATE_CLOSED, STATE_RUNNING};
 pub use crate::price::Price;
 use crate::quote::FeedKind;
 pub use crate::slot::{Record, Side};
@@ -801,12 +802,24 @@ impl Reader {
     }
 }
 
+/// A state word the writer never stores: the file was cut under the
+/// mapping (read as zeros once [`crate::guard`] is installed), or written
+/// by someone else.
+#[cold]
+fn unknown_state(word: u64) -> Health {
+    Health::BadLayout(format!(
+        "state word {word} is neither running nor closed: the file was truncated or overwritten; refresh"
+    ))
+}
+
 #[inline]
 fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     let h = m.views.header();
     // Acquire: pairs with the Release store of `state` on close.
-    if h.state.load(Ordering::Acquire) != STATE_RUNNING {
-        return Health::WriterClosed;
+    match h.state.load(Ordering::Acquire) {
+        STATE_RUNNING => {}
+        STATE_CLOSED => return Health::WriterClosed,
+        word => return unknown_state(word),
     }
     if h.writer_pid.load(Ordering::Relaxed) != m.pid
         || h.start_time_ns.load(Ordering::Relaxed) != m.start_time_ns
