@@ -568,11 +568,11 @@ mod described {
         let histogram = "tickguard_feed_snapshot_latency_seconds";
         for line in [
             r#"tickguard_feed_snapshot_awaiting{feed="nq"} 0"#,
-            r#"tickguard_feed_snapshots{feed="nq"} 1"#,
-            r#"tickguard_feed_snapshot_attempts{feed="nq"} 2"#,
-            r#"tickguard_feed_snapshot_failures{feed="nq",class="rejected"} 1"#,
-            r#"tickguard_feed_snapshot_failures{feed="nq",class="closed"} 0"#,
-            r#"tickguard_feed_snapshot_gave_up{feed="nq"} 0"#,
+            r#"tickguard_feed_snapshots_total{feed="nq"} 1"#,
+            r#"tickguard_feed_snapshot_attempts_total{feed="nq"} 2"#,
+            r#"tickguard_feed_snapshot_failures_total{feed="nq",class="rejected"} 1"#,
+            r#"tickguard_feed_snapshot_failures_total{feed="nq",class="closed"} 0"#,
+            r#"tickguard_feed_snapshot_gave_up_total{feed="nq"} 0"#,
             r#"tickguard_feed_snapshot_next{feed="nq"} 105"#,
             r#"tickguard_feed_snapshot_messages{feed="nq"} 2"#,
             &format!(r#"{histogram}_bucket{{feed="nq",le="0.5"}} 0"#),
@@ -586,7 +586,7 @@ mod described {
         }
         for class in tickguard::protocol::itch50::glimpse::Failure::ALL {
             let series = format!(
-                r#"tickguard_feed_snapshot_failures{{feed="nq",class="{}"}} "#,
+                r#"tickguard_feed_snapshot_failures_total{{feed="nq",class="{}"}} "#,
                 class.as_str()
             );
             assert!(text.contains(&series), "{series} in:\n{text}");
@@ -629,7 +629,7 @@ mod described {
         let text = sample(&mut v);
         for line in [
             &messages(2),
-            r#"tickguard_feed_snapshots{feed="nq"} 2"#,
+            r#"tickguard_feed_snapshots_total{feed="nq"} 2"#,
             r#"tickguard_feed_snapshot_next{feed="nq"} 115"#,
             r#"tickguard_feed_snapshot_latency_seconds_bucket{feed="nq",le="0.5"} 1"#,
             r#"tickguard_feed_snapshot_latency_seconds_bucket{feed="nq",le="10"} 2"#,

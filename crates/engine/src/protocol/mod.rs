@@ -554,6 +554,18 @@ mod tests {
                     "{protocol:?}: labels repeat"
                 );
             }
+            // Prometheus's naming: a total ends in `_total`, and nothing
+            // else does.
+            for d in expected.iter().filter(|d| !d.metric.is_empty()) {
+                assert_eq!(
+                    d.metric.ends_with("_total"),
+                    d.kind == CounterKind::Counter,
+                    "{protocol:?}: {} exported as {} ({:?})",
+                    d.name,
+                    d.metric,
+                    d.kind
+                );
+            }
         }
     }
 }

@@ -447,18 +447,16 @@ impl FeedEngine for Engine {
             // without them.
             Descriptor::new(counter::SNAPSHOT_STATE, CounterKind::Text, "snapshot_state"),
             g(counter::SNAPSHOT_AWAITING, "snapshot_awaiting").metric("feed_snapshot_awaiting"),
-            c(counter::SNAPSHOTS, "snapshots").metric("feed_snapshots"),
-            c(counter::SNAPSHOT_ATTEMPTS, "snapshot_attempts").metric("feed_snapshot_attempts"),
+            c(counter::SNAPSHOTS, "snapshots"),
+            c(counter::SNAPSHOT_ATTEMPTS, "snapshot_attempts"),
         ]);
         v.extend(Failure::ALL.iter().map(|f| {
-            c(counter::SNAPSHOT_FAILURES + f.index(), "snapshot_failures")
-                .metric("feed_snapshot_failures")
-                .attr("class", f.as_str())
+            c(counter::SNAPSHOT_FAILURES + f.index(), "snapshot_failures").attr("class", f.as_str())
         }));
         v.extend([
-            c(counter::SNAPSHOT_GAVE_UP, "snapshot_gave_up").metric("feed_snapshot_gave_up"),
-            c(counter::SNAPSHOT_DISCARDED, "snapshot_discarded").metric("feed_snapshot_discarded"),
-            c(counter::SNAPSHOT_OVERFLOW, "snapshot_overflow").metric("feed_snapshot_overflow"),
+            c(counter::SNAPSHOT_GAVE_UP, "snapshot_gave_up"),
+            c(counter::SNAPSHOT_DISCARDED, "snapshot_discarded"),
+            c(counter::SNAPSHOT_OVERFLOW, "snapshot_overflow"),
             g(counter::SNAPSHOT_NEXT, "snapshot_next")
                 .metric("feed_snapshot_next")
                 .param(crate::shm::ZERO_IS_NONE),
