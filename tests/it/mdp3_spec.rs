@@ -2412,6 +2412,26 @@ fn an_instruments_summary_reads_each_side_apart() {
     has(j, json!({"bid": 50, "bid_size": 10, "duplicates": 0}));
 }
 
+/// The summary's level 1 of each side is the visible book's (spec mdp3
+/// §5): changes of an event the capture ends inside are not in it, though
+/// their RptSeq is.
+#[test]
+fn an_instruments_summary_shows_the_visible_books() {
+    let mut ch = Channel::new("");
+    ch.send(
+        MS,
+        A,
+        event(1, &[bid(1, 1, 100), entry(1, 2, New, ImpliedBid, 1, 90)]),
+    );
+    let open = [change(1, 3, 101), entry(1, 4, Change, ImpliedBid, 1, 91)];
+    ch.send(2 * MS, A, packet(2, &[book(0, &open)]));
+    let out = ch.run();
+    has(
+        out.sym(1),
+        json!({"bid": 100, "implied_bid": 90, "rpt_seq": 4}),
+    );
+}
+
 /// "Summary per mdp3 feed" lists its keys, and "Per instrument, keyed
 /// `#<SecurityID>`" the instrument's, side keys "absent when the side is
 /// empty" (spec mdp3 §5), under the feed's `symbols` (§9.9); what
