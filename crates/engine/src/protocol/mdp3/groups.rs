@@ -186,7 +186,15 @@ impl Groups {
 
     /// Forgets every status (a channel reset); memberships stay, as the
     /// definitions do.
+    ///
+    /// Going over the statuses and clearing them costs the table's
+    /// capacity, not its length: a table grown by a flood of made-up
+    /// groups is given its memory back here, so that resets that each
+    /// follow a status or two cost what those cost, not what the flood
+    /// left (which costs it once, O(1) a status it sent). A table of the
+    /// usual size keeps its capacity, and a reset allocates nothing.
     pub fn clear_statuses(&mut self) {
+        let oversized = self.statuses.capacity() > 4 * self.statuses.len() + 64;
         // The status in force changes for every key that had one: its
         // members are listed as for any change (O(1) a status kept).
         for k in self.statuses.keys() {
@@ -197,6 +205,10 @@ impl Groups {
         }
         self.statuses.clear();
         self.spare.clear();
+        if oversized {
+            self.statuses.shrink_to_fit();
+            self.spare.shrink_to_fit();
+        }
     }
 
     /// Makes instrument `i` a member of the keys its definition's
@@ -278,6 +290,32 @@ mod tests {
         v.sort();
         v.dedup();
         v
+    }
+
+    /// A reset after a flood of made-up groups gives the flood's memory
+    /// back, so that the resets after it each cost what the statuses since
+    /// cost; a table of the usual size keeps its capacity.
+    #[test]
+    fn a_reset_after_a_flood_of_groups_gives_its_room_back() {
+        let mut g = Groups::default();
+        for n in 0..10_000u32 {
+            let name = format!("G{n}");
+            g.record(name.as_bytes(), b"", 17, AT, usize::MAX, false);
+        }
+        // The reset right after the flood costs the flood's statuses.
+        g.clear_statuses();
+        assert!(g.statuses.capacity() >= 10_000);
+        // The next, after one status, gives the room back.
+        g.record(b"ES", b"", 17, AT, usize::MAX, false);
+        g.clear_statuses();
+        assert!(g.is_empty());
+        assert!(g.statuses.capacity() < 100, "{}", g.statuses.capacity());
+        for name in [b"ES", b"NQ", b"ZN"] {
+            g.record(name, b"", 17, AT, usize::MAX, false);
+        }
+        let usual = g.statuses.capacity();
+        g.clear_statuses();
+        assert_eq!(g.statuses.capacity(), usual);
     }
 
     /// An empty half names no key of its own, and a key is named once.
