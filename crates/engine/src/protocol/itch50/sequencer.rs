@@ -423,6 +423,11 @@ impl Sequencer {
             self.pool.push(g.filled);
         }
         self.waiting.extend((lo..self.high.max(lo)).map(Reverse));
+        // The last sequence has no successor for `high` to be: held, it
+        // lies at `high` itself.
+        if self.high == u64::MAX && self.held.index.contains(u64::MAX) {
+            self.waiting.push(Reverse(u64::MAX));
+        }
         debug_assert_eq!(self.waiting.len(), self.held.index.len());
     }
 
@@ -1661,6 +1666,32 @@ mod tests {
         let mut r = Run::new(settings());
         r.packet(&data(S1, 50_000, 1), 1);
         assert!(!r.seq.awaiting() && !r.seq.request_snapshot());
+    }
+
+    /// The last sequence, `u64::MAX`, held above a gap when a snapshot is
+    /// awaited, waits with the rest: a merge at it applies it, one below
+    /// it keeps it behind the gap the merge leaves, until that gap is
+    /// given up; applied once either way, never discarded (no N is past
+    /// it).
+    #[test]
+    fn the_last_sequence_held_waits_for_the_snapshot_with_the_rest() {
+        for n in [20, u64::MAX] {
+            let mut r = snapshots(settings(), BOTH);
+            r.packet(&data(S1, 1, 1), 1);
+            r.packet(&data(S1, 10, 1), 2); // gap [2, 10)
+            let mut last = PacketBuilder::new(S1, u64::MAX);
+            last.message(&encode::delete(0, u64::MAX, u64::MAX));
+            r.packet(&last.finish(), 3); // gap [11, MAX)
+            r.expire(3 + 5 * MS);
+            assert!(r.seq.awaiting());
+            r.merge(n, 10);
+            let applied = |r: &Run| r.applied.iter().filter(|&&q| q == u64::MAX).count();
+            assert_eq!(applied(&r), usize::from(n == u64::MAX), "merge at {n}");
+            r.expire(u64::MAX);
+            assert_eq!(applied(&r), 1, "merge at {n}: {:?}", r.applied);
+            assert_eq!(r.seq.counters().snapshot_discarded, 0);
+            assert_eq!(r.seq.next(), Some(u64::MAX));
+        }
     }
 
     /// With `auto` off (a login refused as not authorized) no trigger
