@@ -154,9 +154,11 @@ struct Gap {
     /// The gap a session's first packet revealed: given up, the stream
     /// counts as joined and its messages are not lost ticks.
     first: bool,
-    /// The gap a snapshot's merge opened: never given up for room, only
-    /// by its deadline (glimpse G7.13: a spin longer than `max_held`
-    /// messages of multicast must not loop into snapshot after snapshot).
+    /// The gap a snapshot's merge opened: given up by its deadline, not
+    /// for room while `max_held` more messages are held above it (glimpse
+    /// G7.13: a spin longer than `max_held` messages of multicast must
+    /// not loop into snapshot after snapshot); past that, as any gap, so
+    /// that what is held stays bounded (see [`Sequencer::over_held`]).
     merged: bool,
 }
 
@@ -739,10 +741,7 @@ impl Sequencer {
                     _ => self.receive_each(packet, apply, &mut out),
                 };
                 out.applied += self.drain(apply);
-                while self.held.index.len() > self.settings.max_held
-                    && self.gaps.front().is_some_and(|g| !g.merged)
-                    && !self.awaiting
-                {
+                while self.over_held() {
                     out.applied += self.give_up_lowest(true, apply);
                     out.given_up += 1;
                 }
@@ -759,6 +758,22 @@ impl Sequencer {
             out.given_up += 1;
         }
         out
+    }
+
+    /// More messages are held than the lowest gap may keep (itch50 §3.2:
+    /// `max_held`): it is then given up for room. A snapshot merge's gap
+    /// may keep twice as many (glimpse G7.13 exempts it until its
+    /// deadline, for a spin longer than `max_held` messages of multicast;
+    /// the letter would let a merge gap whose copies never come hold the
+    /// whole stream for `gap_timeout_ms`, up to an hour: decided here).
+    fn over_held(&self) -> bool {
+        let (held, max) = (self.held.index.len(), self.settings.max_held);
+        !self.awaiting
+            && held > max
+            && self
+                .gaps
+                .front()
+                .is_some_and(|g| !g.merged || held > max.saturating_mul(2))
     }
 
     /// A packet while awaiting a snapshot (glimpse G3.2): nothing is
@@ -1575,6 +1590,34 @@ mod tests {
         assert_eq!(r.seq.counters().ticks_lost, 1);
         assert_eq!(r.applied, (50_002..50_010).collect::<Vec<_>>());
         assert!(r.seq.awaiting());
+        assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+    }
+
+    /// Past twice `max_held` held above it, the gap a merge opened is
+    /// given up for room like any other (and is a new `gap` trigger), so
+    /// a merge gap whose copies never come cannot hold the stream until
+    /// its deadline: what is held stays bounded.
+    #[test]
+    fn a_merge_gap_is_given_up_for_room_past_twice_max_held() {
+        let mut r = snapshots(
+            Settings {
+                max_held: 4,
+                gap_timeout_ns: 3_600_000 * MS,
+                ..settings()
+            },
+            BOTH,
+        );
+        r.packet(&data(S1, 50_000, 1), 1);
+        r.packet(&data(S1, 50_002, 2), 1);
+        r.seq.take_trigger();
+        r.merge(50_001, 2);
+        r.packet(&data(S1, 50_004, 6), 3);
+        assert_eq!((r.seq.gaps_open(), r.seq.held()), (1, 8));
+        // The ninth: given up at once, one lost, every held one applied.
+        r.packet(&data(S1, 50_010, 1), 4);
+        assert_eq!((r.seq.gaps_open(), r.seq.held()), (0, 0));
+        assert_eq!(r.seq.counters().ticks_lost, 1);
+        assert_eq!(r.applied, (50_002..50_011).collect::<Vec<_>>());
         assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
     }
 
