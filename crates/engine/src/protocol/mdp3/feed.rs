@@ -158,6 +158,8 @@ pub struct Entry {
     /// last came (and it was looked at if due): an end came since unless
     /// they are equal (see `Feed::cover`).
     changed: u32,
+    /// Listed in [`Feed::blocked`].
+    blocked: bool,
     /// Its definition, once one came.
     pub definition: Option<Definition>,
     /// Its own status (a SecurityStatus naming it, or a snapshot's).
@@ -204,6 +206,17 @@ pub struct Feed {
     /// instrument in it before its next entry if one came since, not at every end (see
     /// [`cover`](Self::cover)).
     deferred: bool,
+    /// Instruments with changes waiting that no end of event still to
+    /// come can cover while the packets missing now stay missing: a
+    /// change of theirs lies below a missing packet, and every end to come
+    /// lies above the highest packet received. Each listed once
+    /// ([`Entry::blocked`]; one that came off `dirty` since may be in both
+    /// and be looked at twice, harmlessly), and looked at again only when
+    /// a packet missing arrives or is given up ([`unblock`](Self::unblock)),
+    /// so that a datagram's look costs what changed in it, not every
+    /// instrument a gap keeps waiting. Grown amortised to the most at
+    /// once, its capacity kept.
+    blocked: Vec<u32>,
     /// Ends of event processed while a packet was missing, wrapping: an
     /// instrument whose [`Entry::changed`] differs had one since its last
     /// change.
@@ -352,6 +365,7 @@ impl Feed {
             cached: 0,
             ends: Ends::default(),
             dirty: Vec::new(),
+            blocked: Vec::new(),
             deferred: false,
             deferred_ends: 0,
             #[cfg(test)]
@@ -542,6 +556,7 @@ impl Feed {
         self.entries.push(Entry {
             security_id: id,
             changed: self.deferred_ends,
+            blocked: false,
             instrument: Instrument::new(
                 self.settings.default_depth,
                 self.settings.default_implied_depth,
@@ -598,7 +613,18 @@ impl Feed {
         }
         self.verified.clear();
         debug_assert!(self.entries.iter().all(|e| e.instrument.seq.unverified()));
+        self.unblock();
         self.cover();
+    }
+
+    /// A packet missing arrived or was given up, or the sequence
+    /// restarted: the instruments [`blocked`](Self::blocked) are looked at
+    /// again with the others.
+    fn unblock(&mut self) {
+        for i in self.blocked.drain(..) {
+            self.entries[i as usize].blocked = false;
+            self.dirty.push(i);
+        }
     }
 
     /// Lists instrument `i`, unverified while every instrument was, if it
@@ -670,13 +696,28 @@ impl Feed {
         {
             self.examined += self.dirty.len() as u64;
         }
+        // The highest MsgSeqNum received, while a packet is missing: a
+        // change below a missing packet is blocked (`h` is at least 1 and
+        // at most 2^32, `h − 1` a u32).
+        let highest = self.seq.high().filter(|_| self.seq.gaps_open() != 0);
+        let highest = highest.map(|h| (h - 1) as u32);
         let mut kept = 0;
         for k in 0..self.dirty.len() {
             let i = self.dirty[k];
-            let inst = &mut self.entries[i as usize].instrument;
+            let e = &mut self.entries[i as usize];
+            let inst = &mut e.instrument;
             if inst.cover(&self.ends, &self.seq, &mut self.undo) {
                 self.touched.one(i);
-            } else if inst.pending() {
+            } else if !inst.pending() {
+            } else if highest.is_some_and(|h| {
+                inst.a_pending_change()
+                    .is_some_and(|p| !self.seq.complete(p.0, h))
+            }) {
+                if !e.blocked {
+                    e.blocked = true;
+                    self.blocked.push(i);
+                }
+            } else {
                 self.dirty[kept] = i;
                 kept += 1;
             }
@@ -695,6 +736,7 @@ impl Feed {
         let order = &mut self.compacting;
         order.clear();
         order.extend_from_slice(&self.dirty);
+        order.extend_from_slice(&self.blocked);
         order.sort_unstable();
         order.dedup();
         debug_assert!(self.entries.iter().enumerate().all(|(i, e)| {
@@ -829,6 +871,9 @@ impl Feed {
             }
         }
         if fill || self.deferred {
+            if fill {
+                self.unblock();
+            }
             self.deferred = false;
             self.cover();
         }
@@ -1143,7 +1188,9 @@ impl Feed {
                             self.counters.anomalies += 1;
                         }
                     }
-                    if e.instrument.pending() && !had {
+                    // Its changes were replaced: looked at again, even if
+                    // it was blocked.
+                    if e.instrument.pending() && (!had || e.blocked) {
                         self.dirty.push(i);
                     }
                 }
@@ -1217,6 +1264,7 @@ impl Feed {
         self.all_unverified = false;
         self.verified.clear();
         self.groups.clear_statuses();
+        self.unblock();
         self.dirty.clear();
         self.ends.clear();
     }
@@ -1248,6 +1296,7 @@ impl Feed {
     /// [`SinceReset`] lists.
     fn restart_positions(&mut self) {
         const BEFORE: Position = (0, 0);
+        self.unblock();
         self.ends.clear();
         let entries = &mut self.entries;
         self.since_reset.each(entries.len(), |i| {
@@ -1623,11 +1672,54 @@ mod tests {
         assert_eq!(f.undo_records(), 0);
     }
 
-    /// Instruments waiting for a missing packet are examined once a
-    /// datagram, not once per end of event in it: thousands of ends in
-    /// each of the datagrams that keep the gap open cost what waits once.
+    /// An instrument set aside behind a missing packet is looked at again
+    /// when a snapshot replaces its changes: the cached entry the snapshot
+    /// lets apply, whose event ended after the gap, is visible at once,
+    /// the gap still open.
     #[test]
-    fn instruments_waiting_for_a_gap_are_examined_once_a_datagram() {
+    fn a_snapshot_brings_an_instrument_waiting_on_a_gap_back_into_view() {
+        let mut f = feed();
+        define(&mut f, 9, "ESZ6", 10);
+        // Packet 1 changes #8 and #9, its event unfinished; 2 is lost; 3
+        // brings #9's RptSeq 3 (cached behind the hole at 2) and ends its
+        // event: both are set aside.
+        let first = [
+            bid(8, 1, 1, UpdateAction::New, 50),
+            bid(9, 1, 1, UpdateAction::New, 100),
+        ];
+        f.on_incremental(&book(1, false, &first), T0).unwrap();
+        f.on_incremental(&book(3, true, &[offer(9, 3, 120)]), T0 + 1)
+            .unwrap();
+        assert_eq!((top(&f, "#9"), f.cached()), ((None, None), 1));
+        assert_eq!(f.blocked.len(), 2);
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 2,
+            tot_num_reports: 1,
+            security_id: 9,
+            rpt_seq: 2,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let level = SnapshotEntry {
+            price: Some(99),
+            size: Some(1),
+            orders: None,
+            level: Some(1),
+            entry_type: EntryType::Bid,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[level])]);
+        f.on_snapshot(&snap, T0 + 2).unwrap();
+        assert_eq!(f.seq.gaps_open(), 1);
+        assert_eq!(top(&f, "#9"), (Some(99), Some(120)));
+        assert_eq!(top(&f, "#8"), (None, None));
+    }
+
+    /// Instruments waiting for a missing packet are examined once, not
+    /// once per end of event, nor once a datagram: thousands of ends in
+    /// each of the datagrams that keep the gap open cost what waits once
+    /// in all, until the missing packet arrives.
+    #[test]
+    fn instruments_waiting_for_a_gap_are_examined_once() {
         let mut f = feed();
         let (waiting, ends, datagrams) = (2_000u32, 200u32, 20u32);
         // Packet 1 changes every instrument, its event unfinished; packet
@@ -1646,9 +1738,10 @@ mod tests {
             f.on_incremental(&p, T0 + 1).unwrap();
         }
         let examined = f.examined - before;
-        assert!(
-            examined <= u64::from(datagrams * waiting),
-            "{examined} examinations for {datagrams} datagrams of {ends} ends"
+        assert_eq!(
+            examined,
+            u64::from(waiting),
+            "examinations for {datagrams} datagrams of {ends} ends"
         );
         assert!(top(&f, "#1").0.is_none());
         // The fill ends the event: every book visible.

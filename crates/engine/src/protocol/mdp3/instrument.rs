@@ -311,6 +311,12 @@ impl Instrument {
         !self.pending.is_empty()
     }
 
+    /// One of its changes not visible yet and not known covered (the
+    /// first kept; not always the lowest).
+    pub fn a_pending_change(&self) -> Option<Position> {
+        self.pending.head
+    }
+
     /// Its pending positions have doubled since they were last folded
     /// ([`fold_pending`](Self::fold_pending) is due).
     #[inline]
