@@ -725,7 +725,10 @@ fn serve(conn: &mut Conn<'_>) -> Result<End, Gone> {
         None => Some(soup::NOT_AUTHORIZED),
         Some(l) => {
             let user_ok = soup::trim(&l.user).eq_ignore_ascii_case(shared.user.as_bytes());
-            let password_ok = soup::trim(&l.password) == shared.password.as_bytes();
+            // SoupBinTCP: both case-insensitive, left-justified,
+            // space-padded.
+            let password_ok =
+                soup::trim(&l.password).eq_ignore_ascii_case(shared.password.as_bytes());
             let wanted = soup::trim(&l.session);
             if !(user_ok && password_ok) {
                 Some(soup::NOT_AUTHORIZED)
@@ -1542,14 +1545,16 @@ mod tests {
             assert_eq!(m.messages, f.messages);
             assert_eq!(snapshot(m).0, next);
         }
-        // The username ignores case and padding; not the password.
-        let upper = soup::login(b"TGSIM", PW.as_bytes());
+        // The username and the password ignore ASCII case and padding.
         let idle = Duration::from_secs(3);
-        let ok = fetch_with(sim.addr(), &upper, settings(), idle, Duration::ZERO).unwrap();
-        assert_eq!(ok.messages, f.messages);
+        for (user, pw) in [("TGSIM", PW.to_string()), (DEFAULT_USER, PW.to_lowercase())] {
+            let other_case = soup::login(user.as_bytes(), pw.as_bytes());
+            let ok = fetch_with(sim.addr(), &other_case, settings(), idle, Duration::ZERO).unwrap();
+            assert_eq!(ok.messages, f.messages, "{user}");
+        }
         for (user, pw) in [
             (DEFAULT_USER, "wrong"),
-            (DEFAULT_USER, &PW.to_lowercase()[..]),
+            (DEFAULT_USER, &PW[1..]),
             ("other", PW),
             (DEFAULT_USER, ""),
         ] {
@@ -1579,10 +1584,10 @@ mod tests {
         let g = report.glimpse.unwrap();
         assert_eq!(
             (g.connections, g.logins, g.rejected, g.faults_applied),
-            (13, 7, 6, 0)
+            (14, 8, 6, 0)
         );
-        assert_eq!(g.snapshots_sent, 7);
-        assert_eq!(g.messages_sent, 7 * f.messages.len() as u64);
+        assert_eq!(g.snapshots_sent, 8);
+        assert_eq!(g.messages_sent, 8 * f.messages.len() as u64);
         assert_eq!(g.fault, None);
     }
 
