@@ -798,6 +798,10 @@ impl Feed {
                         Restart::AfterReset => self.restart_positions(),
                     }
                 }
+                if fill {
+                    // Before its ends: one may now cover them.
+                    self.unblock();
+                }
                 fill
             }
         };
@@ -871,9 +875,6 @@ impl Feed {
             }
         }
         if fill || self.deferred {
-            if fill {
-                self.unblock();
-            }
             self.deferred = false;
             self.cover();
         }
@@ -1670,6 +1671,33 @@ mod tests {
         f.on_incremental(&book(3, true, &[]), T0 + 2).unwrap();
         assert_eq!(top(&f, "ESZ6").0, Some(101));
         assert_eq!(f.undo_records(), 0);
+    }
+
+    /// Instruments set aside behind a missing packet are back with the
+    /// others as soon as a packet that fills it comes, before its ends:
+    /// an end of event in it covers their changes at once, and a change
+    /// after that end in the same packet is not made visible with them.
+    #[test]
+    fn a_fill_brings_the_instruments_set_aside_back_before_its_ends() {
+        let mut f = feed();
+        let first = [
+            bid(8, 1, 1, UpdateAction::New, 50),
+            bid(9, 1, 1, UpdateAction::New, 100),
+        ];
+        f.on_incremental(&book(1, false, &first), T0).unwrap();
+        // 2 and 3 missing; 3 comes, 2 still missing: both set aside.
+        f.on_incremental(&book(4, false, &[]), T0).unwrap();
+        f.on_incremental(&book(3, false, &[]), T0 + 1).unwrap();
+        assert_eq!(f.blocked.len(), 2);
+        // 2 ends the event, then changes #9's bid again, unfinished.
+        let two = [
+            encode::book(46, V, T0, EOE, &[], 0),
+            encode::book(46, V, T0, 0, &[bid(9, 2, 1, UpdateAction::Change, 101)], 0),
+        ];
+        f.on_incremental(&encode::packet(2, T0, &two), T0 + 2)
+            .unwrap();
+        assert_eq!(top(&f, "#8").0, Some(50));
+        assert_eq!(top(&f, "#9").0, Some(100));
     }
 
     /// An instrument set aside behind a missing packet is looked at again
