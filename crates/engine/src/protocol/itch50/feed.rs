@@ -1916,6 +1916,37 @@ mod tests {
         assert_eq!(f.counters().by_type[b'A' as usize], 2);
     }
 
+    /// A known message in a block longer than its type is applied as
+    /// usual, its extra bytes ignored (itch50 §1: a later version may
+    /// append fields).
+    #[test]
+    fn a_longer_block_is_applied_and_its_extra_bytes_ignored() {
+        let mut f = feed();
+        let aapl = sym("AAPL");
+        let longer = |mut m: Vec<u8>, extra: usize| {
+            m.extend(std::iter::repeat_n(0xee, extra));
+            m
+        };
+        let msgs = [
+            encode::system_event(OPEN - 10, b'S'),
+            encode::stock_directory(7, OPEN - 5, aapl),
+            longer(
+                encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+                5,
+            ),
+            longer(encode::executed(7, OPEN + 1, 1, 40, 9), 3),
+        ];
+        f.on_datagram(&packet(1, &msgs), T0).unwrap();
+        let (_, top, orders) = f.settled().symbol(aapl).unwrap();
+        assert_eq!((top.bid, orders), (Some((1_900_000, 60)), 1));
+        let c = f.counters();
+        assert_eq!((c.by_type[b'A' as usize], c.by_type[b'E' as usize]), (1, 1));
+        assert_eq!(
+            (c.anomalies, c.unknown_orders, c.invalid_records),
+            (0, 0, 0)
+        );
+    }
+
     #[test]
     fn staleness_suspect_and_unknown_orders() {
         let mut f = feed();

@@ -74,8 +74,9 @@ fn locate(q: u64) -> u16 {
 }
 
 /// What GLIMPSE would send for the state after messages `1..n`, with
-/// `n` as End of Snapshot, `A` naming `session`; the spin's messages in
-/// `order` (types grouped as GLIMPSE sends them, or reversed).
+/// `n` as End of Snapshot, `A` naming `session`; the spin's messages
+/// grouped by type as GLIMPSE sends them, or with `reversed` the groups in
+/// the reverse order (each group's messages in their own).
 fn spin(n: u64, session: Session, reversed: bool) -> Vec<u8> {
     spin_with(n, session, reversed, &[])
 }
@@ -101,15 +102,11 @@ fn spin_with(n: u64, session: Session, reversed: bool, extra: &[Vec<u8>]) -> Vec
             _ => {}
         }
     }
-    let mut messages: Vec<Vec<u8>> = directory
-        .into_iter()
-        .chain(actions)
-        .chain(events)
-        .chain(orders.into_values())
-        .collect();
+    let mut groups = [directory, actions, events, orders.into_values().collect()];
     if reversed {
-        messages.reverse();
+        groups.reverse();
     }
+    let messages: Vec<Vec<u8>> = groups.into_iter().flatten().collect();
     let mut out = soup::login_accepted(&session.0, 1).to_vec();
     for m in messages.iter().chain(extra) {
         soup::sequenced(m, &mut out);
@@ -333,16 +330,20 @@ fn a_merge_raises_the_watermark_by_the_held_messages_only() {
     );
 }
 
-/// The spin's order of types does not matter (glimpse G7.12).
+/// The spin's order of types does not matter (glimpse G7.12): the books,
+/// states and hours merged are the same.
 #[test]
 fn the_merge_does_not_depend_on_the_order_of_the_spin() {
     let run = |reversed| {
         let mut v = Venue::new("");
         v.datagrams(100..130);
         v.connection(&spin(120, S1, reversed), 5, true);
-        v.summary().symbols
+        let s = v.summary();
+        (s.symbols, s.hours)
     };
-    assert_eq!(run(true), run(false));
+    let merged = run(false);
+    assert_eq!(merged.1, "open");
+    assert_eq!(run(true), merged);
 }
 
 /// N above everything received: nothing held is kept, the multicast
@@ -642,6 +643,25 @@ fn a_new_session_abandons_the_wait() {
         (1, 0, "idle")
     );
     assert_eq!(s.session_changes, 1);
+    // A new session joined mid-way waits anew: the old connection's spin,
+    // closed with the old wait, is not merged into it.
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.datagram_of(S2, 50_000);
+    v.segment(true, Tcp::ACK, &spin(105, S1, false));
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!(
+        (
+            sn.snapshot_failures["abandoned"],
+            sn.snapshots,
+            sn.snapshot_state
+        ),
+        (1, 0, "awaiting")
+    );
+    assert_eq!((s.session_changes, s.next), (1, Some(50_000)));
 }
 
 /// An end of session while awaiting closes the hours, and they stay
