@@ -1084,6 +1084,13 @@ glimpse_password_file = "{}"
     /// A handler of one feed with `glimpse` at `addr` and `extra` keys,
     /// live (the password from a private file in `dir`).
     fn live_handler(dir: &std::path::Path, addr: SocketAddrV4, extra: &str) -> Handler {
+        let mut h = Handler::new(&live_config(dir, addr, extra));
+        h.go_live().unwrap();
+        h
+    }
+
+    /// [`live_handler`]'s configuration.
+    fn live_config(dir: &std::path::Path, addr: SocketAddrV4, extra: &str) -> Config {
         let pw = dir.join("pw");
         std::fs::write(&pw, PASSWORD).unwrap();
         std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -1093,9 +1100,7 @@ glimpse_password_file = "{}"
              glimpse = \"{addr}\"\nglimpse_user = \"tgsim\"\nglimpse_password_file = \"{}\"\n{extra}\n",
             pw.display()
         );
-        let mut h = Handler::new(&Config::parse(&text, "t").unwrap());
-        h.go_live().unwrap();
-        h
+        Config::parse(&text, "t").unwrap()
     }
 
     /// Joins at 100 and runs the receive loop's upkeep until `done` (or
@@ -1235,6 +1240,79 @@ glimpse_password_file = "{}"
             snap(&s)
         );
         assert!(s.suspect);
+        server.join().unwrap();
+    }
+
+    /// What the live connection records of how it ended (glimpse G5):
+    /// a refused connect as our SYN and the server's RST; a server that
+    /// closes after Login Accepted as our SYN, its bytes, its FIN, then
+    /// ours. Each recording replays to the same failure.
+    #[test]
+    fn live_a_refusal_records_a_reset_and_a_close_the_servers_fin() {
+        use crate::capture::link::Tcp;
+        let dir = tempfile::tempdir().unwrap();
+        // A port nobody listens on: bound, then let go.
+        let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refused = match unused.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        drop(unused);
+        let accepted = soup::login_accepted(&S1.0, 1);
+        let close: Script = Box::new(move |mut s| {
+            read_login(&mut s);
+            s.write_all(&accepted).unwrap();
+        });
+        let (closing, server) = scripted(vec![close]);
+        for (addr, class, expected) in [
+            (
+                refused,
+                "refused",
+                vec![(true, Tcp::SYN, 0), (false, Tcp::RST, 0)],
+            ),
+            (
+                closing,
+                "closed",
+                vec![
+                    (true, Tcp::SYN, 0),
+                    (false, Tcp::ACK | Tcp::PSH, 33),
+                    (false, Tcp::FIN | Tcp::ACK, 0),
+                    (true, Tcp::FIN | Tcp::ACK, 0),
+                ],
+            ),
+        ] {
+            let mut h = live_handler(dir.path(), addr, "snapshot_max_attempts = 1");
+            h.record_wire();
+            let s = run_until(&mut h, Duration::from_secs(10), |s| {
+                snap(s).snapshot_gave_up == 1
+            });
+            assert_eq!(snap(&s).snapshot_failures[class], 1, "{:?}", snap(&s));
+            let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
+            let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
+            let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
+            let mut b = PacketBuilder::new(S1, 100);
+            b.message(&message(100));
+            w.write_udp(now_ns() - 1_000_000_000, from, line, &b.finish())
+                .unwrap();
+            let mut got = Vec::new();
+            h.drain_wire(&mut |t, s| {
+                got.push((s.src != addr, s.flags, s.payload.len()));
+                w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
+                    .unwrap()
+            });
+            assert_eq!(got, expected, "{class}");
+            let bytes = w.finish().unwrap();
+            let mut capture =
+                CaptureReader::from_reader("rec", Box::new(std::io::Cursor::new(bytes))).unwrap();
+            let config = live_config(dir.path(), addr, "snapshot_max_attempts = 1");
+            let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
+            let replayed = match out.summary.feeds.get("nq") {
+                Some(Summary::Itch50(s)) => s,
+                _ => unreachable!(),
+            };
+            let sn = replayed.snapshot.as_ref().unwrap();
+            assert_eq!(sn.snapshot_failures[class], 1, "{class} replayed: {sn:?}");
+        }
         server.join().unwrap();
     }
 }
