@@ -197,9 +197,10 @@ pub struct Feed {
     cached: usize,
     /// The ends of event processed (what coverage needs of them).
     ends: Ends,
-    /// Instruments with changes not visible yet, each once: at most one
-    /// per instrument, grown amortised to the most pending at once, its
-    /// capacity kept when it empties.
+    /// Instruments with changes not visible yet, but those
+    /// [`blocked`](Self::blocked), each once ([`Instrument::list`]): at
+    /// most one per instrument, grown amortised to the most pending at
+    /// once, its capacity kept when it empties.
     dirty: Vec<u32>,
     /// An end of event came in this datagram while a packet was missing:
     /// `dirty` is then examined once, at the datagram's end, and an
@@ -210,12 +211,12 @@ pub struct Feed {
     /// come can cover while the packets missing now stay missing: a
     /// change of theirs lies below a missing packet, and every end to come
     /// lies above the highest packet received. Each listed once
-    /// ([`Entry::blocked`]; one that came off `dirty` since may be in both
-    /// and be looked at twice, harmlessly), and looked at again only when
-    /// a packet missing arrives or is given up ([`unblock`](Self::unblock)),
-    /// so that a datagram's look costs what changed in it, not every
-    /// instrument a gap keeps waiting. Grown amortised to the most at
-    /// once, its capacity kept.
+    /// ([`Entry::blocked`]; one a snapshot put back in `dirty` is in both,
+    /// once each), and looked at again only when a packet missing arrives
+    /// or is given up, the sequence restarts or the channel is reset
+    /// ([`unblock`](Self::unblock)), so that a datagram's look costs what
+    /// changed in it, not every instrument a gap keeps waiting. Grown
+    /// amortised to the most at once, its capacity kept.
     blocked: Vec<u32>,
     /// Ends of event processed while a packet was missing, wrapping: an
     /// instrument whose [`Entry::changed`] differs had one since its last
@@ -622,8 +623,11 @@ impl Feed {
     /// again with the others.
     fn unblock(&mut self) {
         for i in self.blocked.drain(..) {
-            self.entries[i as usize].blocked = false;
-            self.dirty.push(i);
+            let e = &mut self.entries[i as usize];
+            e.blocked = false;
+            if e.instrument.list() {
+                self.dirty.push(i);
+            }
         }
     }
 
@@ -661,10 +665,12 @@ impl Feed {
         }
         if let [i] = self.dirty[..] {
             let inst = &mut self.entries[i as usize].instrument;
-            if inst.cover(&self.ends, &self.seq, &mut self.undo) {
+            let covered = inst.cover(&self.ends, &self.seq, &mut self.undo);
+            if covered {
                 self.touched.one(i);
-                self.dirty.clear();
-            } else if !inst.pending() {
+            }
+            if !inst.pending() {
+                inst.unlist();
                 self.dirty.clear();
             }
             return;
@@ -708,11 +714,14 @@ impl Feed {
             let inst = &mut e.instrument;
             if inst.cover(&self.ends, &self.seq, &mut self.undo) {
                 self.touched.one(i);
+                inst.unlist();
             } else if !inst.pending() {
+                inst.unlist();
             } else if highest.is_some_and(|h| {
-                inst.a_pending_change()
+                inst.first_pending()
                     .is_some_and(|p| !self.seq.complete(p.0, h))
             }) {
+                inst.unlist();
                 if !e.blocked {
                     e.blocked = true;
                     self.blocked.push(i);
@@ -730,7 +739,8 @@ impl Feed {
     /// and go): linear in the instruments pending and the records kept,
     /// and due only once the records dropped outnumber those kept.
     /// Only a pending instrument has records, and every one is in
-    /// `dirty`: those are gone over, once each, in index order.
+    /// `dirty` or `blocked`: those are gone over, once each, in index
+    /// order.
     #[cold]
     fn compact_undo(&mut self) {
         let order = &mut self.compacting;
@@ -968,7 +978,6 @@ impl Feed {
             self.look_if_due(i);
         }
         let inst = &mut self.entries[i as usize].instrument;
-        let had = inst.pending();
         let anomalies = inst.anomalies();
         let was = inst.seq.overflowed();
         let unverified = self.all_unverified && inst.seq.unverified();
@@ -976,7 +985,7 @@ impl Feed {
             self.counters.cache_overflows += 1;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
-        if !had && inst.pending() {
+        if inst.list() {
             self.dirty.push(i);
         }
         if unverified {
@@ -1010,14 +1019,13 @@ impl Feed {
         if !inst.seq.is_fast(r) {
             self.since_reset.one(i);
         }
-        let had = inst.pending();
         let anomalies = inst.anomalies();
         let next = inst.apply_next(r, at, tt, u, &mut self.undo, ends_here);
         if next == Next::Left {
             return false;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
-        if !had && inst.pending() {
+        if inst.list() {
             self.dirty.push(i);
         }
         if next == Next::Verified && self.all_unverified {
@@ -1155,7 +1163,6 @@ impl Feed {
             let anomalies = e.instrument.anomalies();
             // Pending changes put an instrument in `dirty` (until covered
             // or found without any).
-            let had = e.instrument.pending();
             let unverified = self.all_unverified && e.instrument.seq.unverified();
             let matched = e.instrument.on_snapshot(
                 snap.rpt_seq(),
@@ -1191,7 +1198,7 @@ impl Feed {
                     }
                     // Its changes were replaced: looked at again, even if
                     // it was blocked.
-                    if e.instrument.pending() && (!had || e.blocked) {
+                    if e.instrument.list() {
                         self.dirty.push(i);
                     }
                 }
@@ -1266,6 +1273,9 @@ impl Feed {
         self.verified.clear();
         self.groups.clear_statuses();
         self.unblock();
+        for &i in &self.dirty {
+            self.entries[i as usize].instrument.unlist();
+        }
         self.dirty.clear();
         self.ends.clear();
     }
@@ -1671,6 +1681,38 @@ mod tests {
         f.on_incremental(&book(3, true, &[]), T0 + 2).unwrap();
         assert_eq!(top(&f, "ESZ6").0, Some(101));
         assert_eq!(f.undo_records(), 0);
+    }
+
+    /// An instrument is listed once however its changes come: one whose
+    /// changes a look before its next entry covers (a gap open below
+    /// them), with another change after each datagram's end of event, is
+    /// not listed again at every datagram.
+    #[test]
+    fn an_instrument_waiting_is_listed_once() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(9, 1, 1, UpdateAction::New, 100)]), T0)
+            .unwrap();
+        let mut r = 1;
+        let mut change = || {
+            r += 1;
+            encode::book(
+                46,
+                V,
+                T0,
+                0,
+                &[bid(9, r, 1, UpdateAction::Change, 100 + i64::from(r))],
+                0,
+            )
+        };
+        // 2 is missing; each packet from 3: a change, an end, a change.
+        for s in 3..53 {
+            let (a, b) = (change(), change());
+            let end = encode::book(46, V, T0, EOE, &[], 0);
+            f.on_incremental(&encode::packet(s, T0, &[a, end, b]), T0 + 1)
+                .unwrap();
+        }
+        assert_eq!(f.seq.gaps_open(), 1);
+        assert_eq!(f.dirty, [f.by_id.get(9).unwrap()]);
     }
 
     /// Instruments set aside behind a missing packet are back with the

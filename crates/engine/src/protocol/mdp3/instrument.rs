@@ -145,6 +145,9 @@ impl Ends {
 #[derive(Debug, Clone, Default)]
 struct Pending {
     head: Option<Position>,
+    /// Listed in the feed's list of instruments to look at (kept by the
+    /// feed; clearing the positions leaves it).
+    listed: bool,
     more: Vec<Position>,
     /// `more`'s length after its last fold: the next waits until it has
     /// doubled (and reached [`FOLD_AT`]), so folds cost O(1) a position
@@ -311,10 +314,27 @@ impl Instrument {
         !self.pending.is_empty()
     }
 
-    /// One of its changes not visible yet and not known covered (the
-    /// first kept; not always the lowest).
-    pub fn a_pending_change(&self) -> Option<Position> {
-        self.pending.head
+    /// The lowest position of its changes not visible yet and not known
+    /// covered.
+    pub fn first_pending(&self) -> Option<Position> {
+        let p = &self.pending;
+        p.head.iter().chain(&p.more).copied().min()
+    }
+
+    /// Lists it, if it has changes waiting and is not listed yet: whether
+    /// the caller is to add it to its list (each instrument once).
+    #[inline]
+    pub fn list(&mut self) -> bool {
+        let p = &mut self.pending;
+        let new = !p.listed && p.head.is_some();
+        p.listed |= new;
+        new
+    }
+
+    /// Off the caller's list.
+    #[inline]
+    pub fn unlist(&mut self) {
+        self.pending.listed = false;
     }
 
     /// Its pending positions have doubled since they were last folded
