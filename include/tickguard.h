@@ -802,7 +802,7 @@ static inline const char *tg_health_name(uint32_t health) {
     switch (health) {
     case TG_HEALTH_OK: return "writer alive";
     case TG_HEALTH_MISSING: return "no publication";
-    case TG_HEALTH_BAD_LAYOUT: return "unusable publication (not ready, or not this layout)";
+    case TG_HEALTH_BAD_LAYOUT: return "unusable publication (not ready, not this layout, or its state word truncated or overwritten)";
     case TG_HEALTH_WRITER_DEAD: return "writer dead: heartbeat too old";
     case TG_HEALTH_WRITER_CLOSED: return "writer closed the publication";
     case TG_HEALTH_WRITER_RESTARTED: return "writer restarted: reopen";

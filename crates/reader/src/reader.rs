@@ -103,6 +103,11 @@ pub enum Health {
     },
     /// The writer shut down and closed the publication.
     WriterClosed,
+    /// The header's state word is neither running nor closed: the file
+    /// was cut under the mapping (read as zeros once [`crate::guard`] is
+    /// installed) or written by someone else. No usable publication:
+    /// [`Reader::refresh`].
+    BadState(u64),
     /// Another writer process replaced the one this reader opened.
     WriterRestarted,
     /// A slot or offset stayed mid-update for [`MAX_RETRIES`] reads: the
@@ -143,7 +148,7 @@ impl Health {
     pub fn is_unusable(&self) -> bool {
         matches!(
             self,
-            Health::Missing(_) | Health::BadLayout(_) | Health::Untrusted(_)
+            Health::Missing(_) | Health::BadLayout(_) | Health::Untrusted(_) | Health::BadState(_)
         )
     }
 }
@@ -159,6 +164,7 @@ impl Health {
             Health::WriterDead { .. } => "writer_dead",
             Health::WriterAhead { .. } => "writer_ahead",
             Health::WriterClosed => "writer_closed",
+            Health::BadState(_) => "bad_state",
             Health::WriterRestarted => "writer_restarted",
             Health::Busy => "busy",
         }
@@ -181,6 +187,11 @@ impl std::fmt::Display for Health {
                 write!(f, "writer dead: heartbeat {} ms old", age_ns / 1_000_000)
             }
             Health::WriterClosed => f.write_str("writer closed the publication"),
+            Health::BadState(word) => write!(
+                f,
+                "unusable publication: state word {word} is neither running nor closed \
+                 (the file was truncated or overwritten): refresh"
+            ),
             Health::WriterRestarted => f.write_str("writer restarted: reopen"),
             Health::Busy => f.write_str("slot never finished updating: writer died mid-write?"),
         }
@@ -802,16 +813,6 @@ impl Reader {
     }
 }
 
-/// A state word the writer never stores: the file was cut under the
-/// mapping (read as zeros once [`crate::guard`] is installed), or written
-/// by someone else.
-#[cold]
-fn unknown_state(word: u64) -> Health {
-    Health::BadLayout(format!(
-        "state word {word} is neither running nor closed: the file was truncated or overwritten; refresh"
-    ))
-}
-
 #[inline]
 fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     let h = m.views.header();
@@ -819,7 +820,8 @@ fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     match h.state.load(Ordering::Acquire) {
         STATE_RUNNING => {}
         STATE_CLOSED => return Health::WriterClosed,
-        word => return unknown_state(word),
+        // A word the writer never stores: no allocation, as any check.
+        word => return Health::BadState(word),
     }
     if h.writer_pid.load(Ordering::Relaxed) != m.pid
         || h.start_time_ns.load(Ordering::Relaxed) != m.start_time_ns
