@@ -466,9 +466,11 @@ impl Sequencer {
         self.latest_t = t;
         self.awaiting = false;
         let next = self.next.unwrap_or(1);
-        // Held in `[next, high)`: the last sequence, held, lies at `high`.
+        // The last sequence has no successor for `high` to be: held, it
+        // lies at `high` itself, outside `[next, high)`, and stays held
+        // above the gap (as outside a wait) until `next` reaches it.
         let last = self.high == u64::MAX && self.held.index.contains(u64::MAX);
-        let held = self.waiting.len() as u64 - u64::from(last);
+        let held = (self.waiting.len() as u64).saturating_sub(u64::from(last));
         if held < self.high.saturating_sub(next) {
             let mut filled = self.pool.pop().unwrap_or_default();
             filled.clear();
@@ -1742,6 +1744,61 @@ mod tests {
             assert_eq!(r.seq.counters().ticks_lost - lost, u64::MAX - n);
             assert_eq!(r.seq.counters().snapshot_discarded, 0);
             assert_eq!(r.seq.next(), Some(u64::MAX));
+        }
+    }
+
+    /// The last sequence, `u64::MAX`, held when a wait ends below it (a
+    /// merge at N, or a give-up) lies at `high` itself, outside the gap
+    /// `[next, u64::MAX)` the end opens: the gap misses every sequence of
+    /// that range, as many as its missing runs say, and stays open until
+    /// the last of them comes (it had counted the last sequence as one of
+    /// its own: one short, it closed with a sequence still missing, the
+    /// feed no longer suspect and nothing to give up).
+    #[test]
+    fn the_last_sequence_held_lies_outside_the_gap_a_wait_leaves() {
+        let near = u64::MAX - 3;
+        let mut last = PacketBuilder::new(S1, u64::MAX);
+        last.message(&encode::delete(0, u64::MAX, u64::MAX));
+        let last = last.finish();
+        for n in [Some(near), Some(20), None] {
+            let mut r = snapshots(settings(), BOTH);
+            r.packet(&data(S1, 1, 1), 1);
+            r.packet(&data(S1, 10, 1), 2); // gap [2, 10)
+            r.packet(&last, 3); // gap [11, MAX)
+            r.expire(3 + 5 * MS);
+            assert!(r.seq.awaiting());
+            match n {
+                Some(n) => r.merge(n, 10),
+                None => r.release(10),
+            };
+            let next = n.unwrap_or(11);
+            let gaps: Vec<_> = r.seq.gaps().map(|(lo, hi, m, _)| (lo, hi, m)).collect();
+            assert_eq!(gaps, [(next, u64::MAX, u64::MAX - next)], "{n:?}");
+            let mut runs = 0;
+            r.seq.missing(|lo, hi, _| {
+                runs += hi - lo;
+                true
+            });
+            assert_eq!(runs, u64::MAX - next, "{n:?}");
+            if n != Some(near) {
+                continue;
+            }
+            // All but one of the gap's sequences: still open, suspect.
+            r.packet(&data(S1, near, 2), 11);
+            assert_eq!(r.seq.next(), Some(u64::MAX - 1));
+            assert_eq!(r.seq.gaps_open(), 1);
+            assert!(r.seq.suspect());
+            // The last of them: the stream goes on to its end, the last
+            // sequence applied once.
+            r.packet(&data(S1, u64::MAX - 1, 1), 12);
+            r.packet(&last, 13);
+            assert!(!r.seq.suspect());
+            assert_eq!(r.seq.next(), Some(u64::MAX));
+            assert_eq!(
+                r.applied[r.applied.len() - 4..],
+                [near, near + 1, near + 2, u64::MAX]
+            );
+            assert_eq!(r.seq.counters().duplicates, 1);
         }
     }
 
