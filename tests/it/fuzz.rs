@@ -546,6 +546,23 @@ fn itch_input(rng: &mut Rng, streams: &[Vec<Arrival>]) -> Vec<Arrival> {
     out
 }
 
+/// What a re-request poll would ask of `seq`: ascending, disjoint runs,
+/// as many sequences in all as the gaps count missing.
+fn missing_runs_agree_with_the_gaps(seq: &tickguard::protocol::itch50::sequencer::Sequencer) {
+    let (mut last, mut total) = (None, 0u128);
+    seq.missing(|lo, hi, _| {
+        assert!(
+            lo < hi && last.is_none_or(|l| l <= lo),
+            "{last:?} {lo} {hi}"
+        );
+        last = Some(hi);
+        total += u128::from(hi - lo);
+        true
+    });
+    let counted: u128 = seq.gaps().map(|g| u128::from(g.2)).sum();
+    assert_eq!(total, counted, "missing runs against the gaps' counts");
+}
+
 #[test]
 fn itch_feed_survives_mutated_and_forged_datagrams() {
     use tickguard::handler::Handler;
@@ -600,20 +617,7 @@ fn itch_feed_survives_mutated_and_forged_datagrams() {
         for (r, v) in seen.iter().zip(now) {
             r.fetch_max(v as usize, Ordering::Relaxed);
         }
-        // What a re-request poll would ask: ascending, disjoint runs, as
-        // many sequences in all as the gaps count missing.
-        let (mut last, mut total) = (None, 0u128);
-        it.sequencer().missing(|lo, hi, _| {
-            assert!(
-                lo < hi && last.is_none_or(|l| l <= lo),
-                "{last:?} {lo} {hi}"
-            );
-            last = Some(hi);
-            total += u128::from(hi - lo);
-            true
-        });
-        let counted: u128 = it.sequencer().gaps().map(|g| u128::from(g.2)).sum();
-        assert_eq!(total, counted, "missing runs against the gaps' counts");
+        missing_runs_agree_with_the_gaps(it.sequencer());
     });
     let reached: Vec<usize> = reached.iter().map(|r| r.load(Ordering::Relaxed)).collect();
     assert!(
@@ -1097,20 +1101,7 @@ fn itch_glimpse_survives_mutated_datagrams_and_spins() {
                 "{s:?} {q:?}"
             );
             assert!(s.gave_up <= failed, "{s:?}");
-            // What a re-request poll would ask: ascending, disjoint runs,
-            // as many sequences in all as the gaps count missing.
-            let (mut last, mut total) = (None, 0u128);
-            it.sequencer().missing(|lo, hi, _| {
-                assert!(
-                    lo < hi && last.is_none_or(|l| l <= lo),
-                    "{last:?} {lo} {hi}"
-                );
-                last = Some(hi);
-                total += u128::from(hi - lo);
-                true
-            });
-            let counted: u128 = it.sequencer().gaps().map(|g| u128::from(g.2)).sum();
-            assert_eq!(total, counted, "missing runs against the gaps' counts");
+            missing_runs_agree_with_the_gaps(it.sequencer());
             if i % 8 == 0 {
                 let summaries = r.h.summaries();
                 let Some(tickguard::protocol::Summary::Itch50(f)) = summaries.get("nasdaq") else {
