@@ -1221,6 +1221,25 @@ fn a_late_copy_on_line_b_fills_the_gap_and_heals_the_instrument() {
     has(i, json!({"ticks_lost": 0, "missing": 0}));
 }
 
+/// Cached entries applied when a late copy heals the hole keep their own
+/// positions (spec mdp3 §3.4): RptSeq 3, from packet 3 whose event has
+/// not ended, is not made visible by the end of event of the copy that
+/// let it apply; the instrument's changes show together once packet 4
+/// ends its event.
+#[test]
+fn cached_entries_applied_after_a_fill_keep_their_positions() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(3, &[book(0, &[change(1, 3, 103)])]));
+    ch.send(2 * MS, B, event(2, &[change(1, 2, 102)]));
+    let filled = ch.check(3 * MS, "#1");
+    ch.send(4 * MS, A, event(4, &[]));
+    let ended = ch.check(5 * MS, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(filled), out.top(filled).0), (ok(), Some(100)));
+    assert_eq!((out.reasons(ended), out.top(ended).0), (ok(), Some(103)));
+}
+
 // ---------------------------------------------------------------------------
 // §3.2 RptSeq
 

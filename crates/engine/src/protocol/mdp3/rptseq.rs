@@ -498,6 +498,29 @@ mod tests {
         assert_eq!(r.i.duplicates(), 1);
     }
 
+    /// `high_seen` is the highest value received, whatever came after it
+    /// (a value dropped for an overflowed cache included); `watch_from`
+    /// the lowest received without a baseline. A snapshot then counts
+    /// from them: what is still missing above it, what was skipped for
+    /// good below it.
+    #[test]
+    fn high_seen_and_watch_from_are_the_highest_and_lowest_received() {
+        let mut r = Run::new(1);
+        r.entry(1);
+        assert_eq!(r.entry(3), Took::Cached);
+        assert_eq!(r.entry(9), Took::Dropped);
+        assert_eq!(r.entry(5), Took::Dropped);
+        assert_eq!(r.i.high_seen(), Some(9));
+        assert!(matches!(r.snapshot(5), Snapshot::Applied { .. }));
+        assert!(r.i.suspect());
+        assert_eq!(r.i.missing(), 4, "6 to 9");
+        let mut r = Run::new(100);
+        r.entry(5);
+        r.entry(3);
+        assert_eq!(r.i.watch_from(), Some(3));
+        assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 2 }, "4 and 6");
+    }
+
     #[test]
     fn a_hole_is_healed_by_a_late_copy() {
         let mut r = Run::new(100);

@@ -540,6 +540,26 @@ mod tests {
         assert!(process(s.on_packet(1_002, 4 + 6 * MS)));
     }
 
+    /// A gap above the reset's packet, which the reset keeps, is dropped
+    /// uncounted by the restart after it (spec mdp3 §3.1): nothing of it
+    /// is lost when its deadline passes.
+    #[test]
+    fn the_restart_after_a_channel_reset_drops_the_gaps_above_it() {
+        let mut s = seq();
+        s.on_packet(100, 0);
+        s.on_packet(105, 0);
+        s.on_packet(102, 0);
+        s.channel_reset(102);
+        assert_eq!(s.gaps_open(), 1, "[103, 105) lies above the reset");
+        assert_eq!(s.on_packet(1, 1).0, AFTER_RESET);
+        assert_eq!(s.gaps_open(), 0);
+        s.expire(u64::MAX);
+        assert_eq!(
+            (s.counters().packets_lost, s.counters().gaps_given_up),
+            (0, 0)
+        );
+    }
+
     /// The first packet of the sequence after a ChannelReset.
     const AFTER_RESET: Packet = Packet::Process {
         fill: false,
