@@ -471,6 +471,7 @@ fn accepted_config_is_in_range(c: &Config) {
                 assert!(within(&SNAPSHOT_RETRY_MS, ms(g.retry_ns)));
                 assert!(within(&SNAPSHOT_RETRY_MAX_MS, ms(g.retry_max_ns)));
                 assert!(g.retry_ns <= g.retry_max_ns);
+                assert!(within(&SNAPSHOT_MAX_ATTEMPTS, u64::from(g.max_attempts)));
                 assert!(within(&SNAPSHOT_MAX_MESSAGES, g.max_messages));
             }
         }

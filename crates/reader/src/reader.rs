@@ -142,8 +142,9 @@ impl Health {
     }
 
     /// True when there is no usable publication at the path at all
-    /// (missing, not a publication of this layout or not ready, or not
-    /// trusted) — an error for `check` and `stat` (exit 2), where the other
+    /// (missing, not a publication of this layout or not ready, not
+    /// trusted, or a state word no writer stores) — an error for `check`
+    /// and `stat` (exit 2), where the other
     /// unhealthy states are a verdict on a real publication (`stale`).
     pub fn is_unusable(&self) -> bool {
         matches!(

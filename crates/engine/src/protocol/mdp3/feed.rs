@@ -211,8 +211,9 @@ pub struct Feed {
     /// come can cover while the packets missing now stay missing: a
     /// change of theirs lies below a missing packet, and every end to come
     /// lies above the highest packet received. Each listed once
-    /// ([`Entry::blocked`]; one a snapshot put back in `dirty` is in both,
-    /// once each), and looked at again only when a packet missing arrives
+    /// ([`Entry::blocked`]; one with a change of its own since, or a
+    /// snapshot, is back in `dirty` too, once each), and looked at again
+    /// only for such a change of its own, or when a packet missing arrives
     /// or is given up, the sequence restarts or the channel is reset
     /// ([`unblock`](Self::unblock)), so that a datagram's look costs what
     /// changed in it, not every instrument a gap keeps waiting. Grown
@@ -1813,11 +1814,26 @@ mod tests {
             u64::from(waiting),
             "examinations for {datagrams} datagrams of {ends} ends"
         );
+        // Set aside, an instrument is looked at again for a change of
+        // its own (blocked again), the others not.
+        let before = f.examined;
+        for (k, s) in (3 + datagrams..).take(5).enumerate() {
+            let rpt = 2 + k as u32;
+            let changes = [
+                bid(1, rpt, 1, UpdateAction::Change, 101),
+                bid(2, rpt, 1, UpdateAction::Change, 101),
+            ];
+            let p = encode::packet(s, T0, &[encode::book(46, V, T0, EOE, &changes, 0)]);
+            f.on_incremental(&p, T0 + 1).unwrap();
+        }
+        assert_eq!(f.examined - before, 2 * 5);
+        assert_eq!(f.blocked.len(), waiting as usize);
         assert!(top(&f, "#1").0.is_none());
-        // The fill ends the event: every book visible.
+        // The fill ends the event: every book visible (#1 and #2 with
+        // their later changes).
         f.on_incremental(&book(2, true, &[]), T0 + 2).unwrap();
-        for id in [1, waiting as i32] {
-            assert_eq!(top(&f, &format!("#{id}")).0, Some(100));
+        for (id, bid) in [(1, 101), (2, 101), (3, 100), (waiting as i32, 100)] {
+            assert_eq!(top(&f, &format!("#{id}")).0, Some(bid), "#{id}");
         }
     }
 
