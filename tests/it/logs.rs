@@ -265,17 +265,9 @@ fn any_source_multicast_is_warned_about_at_start() {
     )
     .unwrap();
     let log = dir.path().join("run.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.id() as u64));
-    let _ = child.kill();
-    let _ = child.wait();
+    let child = crate::common::run_logged(&[], &cfg, &log);
+    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
+    drop(child);
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(up, "the sidecar did not come up: {text}");
     let warned = |feed: &str| {
@@ -295,16 +287,7 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n");
     let log = dir.path().join("run.log");
-    let mut child = Killed(
-        Command::new(env!("CARGO_BIN_EXE_tickguard"))
-            .args(["run", "--record", "/dev/full", "--config"])
-            .arg(&cfg)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = crate::common::run_logged(&["--record", "/dev/full"], &cfg, &log);
     let pid = child.0.id() as u64;
     assert!(wait_for(&shm, |r| r.writer_pid() == Some(pid)), "not up");
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -5,7 +5,7 @@ use crate::common::Killed;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn bin() -> PathBuf {
@@ -99,16 +99,7 @@ source_threshold_ms = 60000
     )
     .unwrap();
     let log = dir.path().join("run.log");
-    let run = Killed(
-        Command::new(bin())
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let run = crate::common::run_logged(&[], &cfg, &log);
     let deadline = Instant::now() + Duration::from_secs(20);
     while scrape(http).is_none_or(|t| !t.contains("tickguard_")) {
         assert!(

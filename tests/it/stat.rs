@@ -807,41 +807,34 @@ fn stat_shows_a_glimpse_feeds_snapshot_state_attempts_and_last_n() {
     v.datagrams(100..110);
     v.t = T0 + 1_000 * MS;
     v.connection(&not_available());
-    let (items, feed) = read(&mut v);
-    for item in [
-        "snapshot_state awaiting",
-        "snapshot_attempts 1",
-        "snapshot_next -",
-    ] {
-        assert!(items.iter().any(|i| i == item), "{item} in {items:?}");
-    }
-    assert_eq!(
-        (
+    // The state, attempts and next, as text items and as JSON.
+    let shows = |v: &mut Venue, text: [&str; 3], json: [serde_json::Value; 3]| {
+        let (items, feed) = read(v);
+        for (name, item) in ["snapshot_state", "snapshot_attempts", "snapshot_next"]
+            .into_iter()
+            .zip(text)
+        {
+            let item = format!("{name} {item}");
+            assert!(items.contains(&item), "{item} in {items:?}");
+        }
+        let got = [
             &feed["snapshot_state"],
             &feed["snapshot_attempts"],
-            &feed["snapshot_next"]
-        ),
-        (&json!("awaiting"), &json!(1), &json!(null)),
-        "{feed}"
+            &feed["snapshot_next"],
+        ];
+        assert_eq!(got, json.each_ref(), "{feed}");
+    };
+    shows(
+        &mut v,
+        ["awaiting", "1", "-"],
+        [json!("awaiting"), json!(1), json!(null)],
     );
     v.t = T0 + 2_500 * MS;
     v.connection(&spin(105));
-    let (items, feed) = read(&mut v);
-    for item in [
-        "snapshot_state idle",
-        "snapshot_attempts 2",
-        "snapshot_next 105",
-    ] {
-        assert!(items.iter().any(|i| i == item), "{item} in {items:?}");
-    }
-    assert_eq!(
-        (
-            &feed["snapshot_state"],
-            &feed["snapshot_attempts"],
-            &feed["snapshot_next"]
-        ),
-        (&json!("idle"), &json!(2), &json!(105)),
-        "{feed}"
+    shows(
+        &mut v,
+        ["idle", "2", "105"],
+        [json!("idle"), json!(2), json!(105)],
     );
 }
 

@@ -97,6 +97,23 @@ pub fn without_end_line(stderr: &str) -> String {
         .collect()
 }
 
+/// `tickguard run [extra] --config config`, logging at info level into
+/// the file `log` (stdout discarded); killed when dropped.
+pub fn run_logged(extra: &[&str], config: &std::path::Path, log: &std::path::Path) -> Killed {
+    Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .arg("run")
+            .args(extra)
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// A child process, killed (and reaped) if a test fails before it exits.
 pub struct Killed(pub std::process::Child);
 
