@@ -1139,6 +1139,14 @@ fn liveness_and_the_watermark_move_only_with_no_gap_open() {
     ch.send(3_000 * MS, A, heartbeat(6));
     let beat = ch.check(4_000 * MS, "#1");
     let silent = ch.check(4_000 * MS + 1, "#1");
+    // A definition alone (no TransactTime; docs/mdp3.md): as a heartbeat.
+    ch.send(
+        5_000 * MS,
+        A,
+        packet(7, &[def(7, "ZZZ", "Z", "Z").message()]),
+    );
+    let defined = ch.check(6_000 * MS, "#1");
+    let quiet = ch.check(6_000 * MS + 1, "#1");
     let out = ch.run();
     assert_eq!(out.reasons(during), r(&["stale", "stale_at_source"]));
     assert_eq!(out.reasons(filled), r(&["stale_at_source"]));
@@ -1146,6 +1154,8 @@ fn liveness_and_the_watermark_move_only_with_no_gap_open() {
     assert_eq!(out.reasons(past), r(&["stale_at_source"]));
     assert_eq!(out.reasons(beat), ok());
     assert_eq!(out.reasons(silent), r(&["stale", "stale_at_source"]));
+    assert_eq!(out.reasons(defined), ok());
+    assert_eq!(out.reasons(quiet), r(&["stale", "stale_at_source"]));
 }
 
 /// Gaps "expire (before every datagram routed to the feed, any service,

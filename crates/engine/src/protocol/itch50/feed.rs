@@ -2097,6 +2097,121 @@ mod tests {
     }
 
     #[test]
+    fn other_known_types_change_nothing_but_the_symbols_time_and_their_count() {
+        // Spec §3.3: every known type not named there (and `h` of another
+        // market, `S` of another code) leaves the books, states, hours and
+        // counters as they were; only `last_timestamp` and
+        // `messages_by_type` move. Their bytes past the header are filled
+        // with letters a careless decoder could take for a side, a
+        // trading state or an event code.
+        let xyz = sym("XYZ");
+        // (type, length, stock at): spec §2's table, restated.
+        let others = [
+            (b'P', 44, Some(24)),
+            (b'Q', 40, Some(19)),
+            (b'B', 19, None),
+            (b'I', 50, Some(28)),
+            (b'N', 20, Some(11)),
+            (b'O', 48, Some(11)),
+            (b'Y', 20, Some(11)),
+            (b'L', 26, Some(15)),
+            (b'V', 35, None),
+            (b'W', 12, None),
+            (b'K', 28, Some(11)),
+            (b'J', 35, Some(11)),
+        ];
+        let stamp = OPEN + 20;
+        for fill in [b'H', b'B', b'S', b'C', b'Q', 0xff] {
+            let mut f = feed();
+            let setup = [
+                encode::stock_directory(9, OPEN, xyz),
+                encode::trading_action(9, OPEN, xyz, b'T'),
+                encode::add_order(9, OPEN, 1, Side::Buy, 100, xyz, 1_000_000, None),
+                encode::add_order(9, OPEN, 2, Side::Sell, 200, xyz, 1_010_000, None),
+                encode::system_event(OPEN, b'Q'),
+            ];
+            f.on_datagram(&packet(1, &setup), T0).unwrap();
+            let (state, top, orders) = f.settled().symbol(xyz).unwrap();
+            let counters = f.counters().clone();
+            let verdict = f.settled().verdict(xyz, th(), T0 + MS);
+            assert_eq!((f.hours(), verdict), (Hours::Open, Reasons::empty()));
+            let mut messages: Vec<Vec<u8>> = others
+                .iter()
+                .map(|&(code, len, at)| {
+                    let mut m = vec![fill; len];
+                    m[0] = code;
+                    m[1..3].copy_from_slice(&9u16.to_be_bytes());
+                    m[5..11].copy_from_slice(&stamp.to_be_bytes()[2..]);
+                    if let Some(at) = at {
+                        m[at..at + 8].copy_from_slice(&xyz.to_wire());
+                    }
+                    m
+                })
+                .collect();
+            messages.push(encode::operational_halt(9, stamp, xyz, b'N', b'H'));
+            for code in [b'A', b'M', b'R', fill] {
+                if !matches!(code, b'O' | b'E' | b'C' | b'S') {
+                    messages.push(encode::system_event(stamp, code));
+                }
+            }
+            f.on_datagram(&packet(6, &messages), T0 + MS).unwrap();
+            let what = format!("fill {fill:#x}");
+            let (after, after_top, after_orders) = f.settled().symbol(xyz).unwrap();
+            assert_eq!(after.last_timestamp, Some(stamp), "{what}");
+            let after = SymbolState {
+                last_timestamp: state.last_timestamp,
+                ..after
+            };
+            assert_eq!(
+                format!("{after:?} {after_top:?} {after_orders}"),
+                format!("{state:?} {top:?} {orders}"),
+                "{what}"
+            );
+            let mut by_type = counters.by_type;
+            for m in &messages {
+                by_type[usize::from(m[0])] += 1;
+            }
+            let want = Counters {
+                by_type,
+                ..counters
+            };
+            assert_eq!(format!("{:?}", f.counters()), format!("{want:?}"), "{what}");
+            assert_eq!(f.settled().symbols().count(), 1, "{what}");
+            assert_eq!(f.hours(), Hours::Open, "{what}");
+            assert!(!f.suspect(), "{what}");
+            assert_eq!(
+                f.settled().verdict(xyz, th(), T0 + MS),
+                Reasons::empty(),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_session_of_any_ten_bytes_is_taken_as_it_comes() {
+        // Spec §1: the session is 10 raw bytes, printable or not; the
+        // same bytes again are the same session.
+        let odd = Session(*b"ab\x00\xffcdefgh");
+        let aapl = sym("AAPL");
+        let p = |first: u64, m: Vec<u8>| {
+            let mut b = PacketBuilder::new(odd, first);
+            b.message(&m);
+            b.finish()
+        };
+        let mut f = feed();
+        let bid = encode::add_order(7, OPEN, 1, Side::Buy, 5, aapl, 9, None);
+        f.on_datagram(&p(1, bid), T0).unwrap();
+        assert_eq!(f.session(), Some(odd));
+        let changes = f.sequencer().counters().session_changes;
+        let ask = encode::add_order(7, OPEN, 2, Side::Sell, 5, aapl, 19, None);
+        f.on_datagram(&p(2, ask), T0 + MS).unwrap();
+        assert_eq!(f.sequencer().counters().session_changes, changes);
+        assert_eq!((f.session(), f.sequencer().next()), (Some(odd), Some(3)));
+        assert_eq!(f.settled().symbol(aapl).map(|(.., n)| n), Some(2));
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), Reasons::empty());
+    }
+
+    #[test]
     fn an_earlier_sessions_packets_change_nothing_but_their_count() {
         // Spec §3.1: a packet of an earlier session counts in `packets` and
         // `stale_session` only: its end of session does not close, its

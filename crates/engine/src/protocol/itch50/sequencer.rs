@@ -1521,8 +1521,13 @@ mod tests {
         assert!(!r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
         assert_eq!(r.seq.high(), 50_008);
         assert!(r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
-        // A copy is a duplicate; nothing expires however late.
-        assert_eq!(r.packet(&data(S1, 50_000, 1), 4).duplicates, 1);
+        // An end of session, ahead or not, proves nothing (G7.3).
+        let o = r.packet(&PacketBuilder::end_of_session(S1, 50_008), 3);
+        assert!(o.end_of_session && !o.alive);
+        // A copy is a duplicate and proves nothing either; nothing expires
+        // however late.
+        let o = r.packet(&data(S1, 50_000, 1), 4);
+        assert!(o.duplicates == 1 && !o.alive);
         assert_eq!(r.expire(u64::MAX / 2), 0);
         // N = 50,002: 50,000 and 50,001 are discarded, 50,002 applied;
         // 50,003, 50,004 and 50,007 are missing: one gap from `next`.

@@ -604,6 +604,28 @@ clock_offset = 0
         assert!(warnings[2].contains("packets=211 for_s=21"), "{text}");
     }
 
+    /// Live (no replay cap), a rejected packet is logged at most once a
+    /// second of arrival time, each line saying how many were held back.
+    #[test]
+    fn rejected_packets_are_logged_at_most_once_a_second() {
+        let ms = 1_000_000u64;
+        let text = crate::test_log::logs_of(|| {
+            let mut h = Handler::new(&config("full"));
+            // One bad packet every 50 ms for 2.5 s.
+            for i in 0..50 {
+                let _ = h.on_datagram(0, b"MOLDUDP64 session", i * 50 * ms);
+            }
+        });
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("rejected malformed packet"))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].contains("held_back=0 total=1"), "{text}");
+        assert!(lines[1].contains("held_back=19 total=21"), "{text}");
+        assert!(lines[2].contains("held_back=19 total=41"), "{text}");
+    }
+
     #[test]
     fn offset_comes_from_every_accepted_packet() {
         let mut cfg = config("full");

@@ -583,7 +583,8 @@ fn recorded_bytes_are_put_together_by_sequence() {
 }
 
 /// `A` naming another session fails as `session` while checked; with the
-/// check off the snapshot merges.
+/// check off the snapshot merges, and the summary shows the session `A`
+/// named, trimmed of its padding (glimpse G4).
 #[test]
 fn another_session_fails_while_checked() {
     let mut v = Venue::new("");
@@ -592,8 +593,10 @@ fn another_session_fails_while_checked() {
     assert_eq!(snap(&v.summary()).snapshot_failures["session"], 1);
     let mut v = Venue::new("glimpse_session_check = false");
     v.datagrams(100..110);
-    v.connection(&spin(105, S2, false), 1, true);
-    assert_eq!(snap(&v.summary()).snapshots, 1);
+    v.connection(&spin(105, Session(*b"  ABC  \0\0 "), false), 1, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert_eq!(snap(&s).snapshot_session.as_deref(), Some("ABC"));
 }
 
 /// Our FIN before the end (a timer fired live): `refused` without a
