@@ -30,6 +30,10 @@ const NS_PER_S: u64 = 1_000_000_000;
 /// Most quotes in one datagram (16 + 100 × 48 bytes).
 const MAX_BATCH: usize = 100;
 
+/// The highest `--rate` of any simulator, per second (mdp3's is lower).
+pub(crate) const MAX_RATE: f64 = 10_000_000.0;
+/// The most quotes, messages or events one poll makes.
+const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.
 pub(crate) const POLL_SLEEP: Duration = Duration::from_micros(200);
 
@@ -221,8 +225,10 @@ impl Pacing {
         (pause_every_s, pause_ms): (u64, u64),
         count: u64,
     ) -> Result<Pacing> {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("simulate: --rate must be a positive number of {what} per second, got {rate}");
+        if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+            bail!(
+                "simulate: --rate must be above 0 and at most {MAX_RATE} {what} per second, got {rate}"
+            );
         }
         if !(duration_s.is_finite() && duration_s >= 0.0) {
             bail!("simulate: --duration-s must be a number of seconds >= 0, got {duration_s}");
@@ -272,7 +278,15 @@ impl Pacing {
     }
 
     /// Items owed by elapsed time `e`: active time × rate, capped by `count`.
-    pub(crate) fn due(&self, e: u64) -> u64 {
+    ///
+    /// At most [`MAX_PER_POLL`] past `sent`: a rate faster than the
+    /// machine sends is caught up over later polls, so one poll's output
+    /// stays bounded and the stop conditions, checked between polls, hold.
+    pub(crate) fn due(&self, e: u64, sent: u64) -> u64 {
+        self.due_by(e).min(sent.saturating_add(MAX_PER_POLL))
+    }
+
+    fn due_by(&self, e: u64) -> u64 {
         let active = self.active(e);
         // `as` saturates and floors.
         let due = (active as f64 * self.rate / NS_PER_S as f64) as u64;
@@ -474,5 +488,31 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("port 0"));
+    }
+
+    #[test]
+    fn the_rate_is_bounded_and_one_poll_makes_a_bounded_batch() {
+        let pacing = |rate: f64| Pacing::new((rate, "quotes"), 0.0, (0, 0), 0);
+        for bad in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            MAX_RATE * 1.000_001,
+            1.8e19,
+        ] {
+            let e = pacing(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("at most 10000000 quotes per second"),
+                "{bad}: {e}"
+            );
+        }
+        let p = pacing(MAX_RATE).unwrap();
+        // One second owes ten million; a poll makes at most MAX_PER_POLL
+        // more than were sent, the rest caught up later.
+        assert_eq!(p.due(NS_PER_S, 0), MAX_PER_POLL);
+        assert_eq!(p.due(NS_PER_S, 9_990_000), 10_000_000);
+        let slow = pacing(1_000.0).unwrap();
+        assert_eq!(slow.due(NS_PER_S, 0), 1_000);
     }
 }

@@ -196,7 +196,9 @@ fn show<R: Send + 'static>(
 
     let tty = std::io::stdout().is_terminal();
     let started = now_ns();
-    let deadline = (args.duration_s > 0.0).then(|| started + (args.duration_s * 1e9) as u64);
+    // `as` saturates: a huge duration is "very long".
+    let deadline =
+        (args.duration_s > 0.0).then(|| started.saturating_add((args.duration_s * 1e9) as u64));
     let restart_at = restart_after_ns.map(|r| started.saturating_add(r));
     let frame_ns = if tty { 250 } else { 1000 } * 1_000_000;
     let mut runs = Vec::new();

@@ -120,8 +120,9 @@ pub struct DemoArgs {
     /// Symbols to simulate (sqf, itch50: the mdp3 channel has its own five instruments).
     #[arg(long, default_value_t = DEMO_SYMBOLS)]
     pub symbols: usize,
-    /// sqf: quotes per second over all symbols; itch50: messages per second;
-    /// mdp3: Globex events per second.
+    /// sqf: quotes per second over all symbols; itch50: messages per second
+    /// (each at most 10,000,000); mdp3: Globex events per second (at most
+    /// 1,000,000).
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
     /// Stop after this many seconds (0: until Ctrl-C).
@@ -295,7 +296,7 @@ pub struct SimulateArgs {
     /// Explicit symbol names, comma separated (overrides --symbols), e.g. --names AAPL,MSFT.
     #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// sqf: quotes per second over all symbols; itch50: messages per second; mdp3: Globex events per second (at most 1,000,000).
+    /// sqf: quotes per second over all symbols; itch50: messages per second (each at most 10,000,000); mdp3: Globex events per second (at most 1,000,000).
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
     /// Most quotes (sqf) or messages (itch50) packed into one datagram.
@@ -594,6 +595,10 @@ impl DemoArgs {
 
     /// Runs the demo of `--protocol`.
     pub fn run(&self) -> anyhow::Result<()> {
+        let d = self.duration_s;
+        if !(d.is_finite() && d >= 0.0) {
+            anyhow::bail!("demo: --duration-s must be a number of seconds >= 0, got {d}");
+        }
         match self.protocol.as_str() {
             "itch50" => tickguard::demo::itch50::run(&self.params()),
             "mdp3" => {

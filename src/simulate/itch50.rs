@@ -551,7 +551,7 @@ impl Venue {
                 self.report.halts += 1;
             }
         }
-        let due = self.pacing.due(e);
+        let due = self.pacing.due(e, self.report.order_flow);
         while self.report.order_flow < due {
             let mut i = self.zipf.sample(&mut self.rng);
             if let Some((h, _)) = self.halted {

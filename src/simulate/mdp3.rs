@@ -533,7 +533,7 @@ impl Venue {
             self.reset(now, e, out);
         }
         self.halts(now, e, out);
-        let due = self.pacing.due(e);
+        let due = self.pacing.due(e, self.report.events);
         while self.report.events < due {
             self.report.events += 1;
             let d = self.channel.next_event(now);

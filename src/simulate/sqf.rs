@@ -415,7 +415,7 @@ impl Simulator {
             self.next_snapshot = next_due(self.next_snapshot, self.snapshot_ns, e);
             self.control_round(Control::Snapshot, now, false, out);
         }
-        let due = self.pacing.due(e);
+        let due = self.pacing.due(e, self.report.quotes);
         while self.report.quotes < due {
             let n = (due - self.report.quotes).min(self.batch as u64) as usize;
             self.quote_datagram(n, now, out);

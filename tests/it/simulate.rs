@@ -200,20 +200,40 @@ fn refuses_a_non_loopback_unicast_destination() {
 
 #[test]
 fn refuses_bad_arguments_with_one_line() {
-    let out = tickguard()
-        .args([
-            "simulate",
-            "--line-a",
-            "127.0.0.1:9",
-            "--names",
-            "NOT VALID",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("not a valid SQF symbol"), "{stderr}");
+    let sim = ["simulate", "--line-a", "127.0.0.1:9"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--names", "NOT VALID"], "not a valid SQF symbol"),
+        // Every rate has a bound (one poll's batch is bounded besides).
+        (&["--rate", "1e8"], "at most 10000000 quotes per second"),
+        (
+            &["--protocol", "itch50", "--rate", "18446744073709551615"],
+            "at most 10000000 messages per second",
+        ),
+        (&["--duration-s", "NaN"], "--duration-s must be"),
+        (&["--rate", "inf"], "--rate must be"),
+    ];
+    for (extra, want) in cases {
+        let out = tickguard().args(sim).args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{extra:?}: {stderr}");
+        assert!(stderr.contains(want), "{extra:?}: {stderr}");
+    }
+    // The demo checks its duration before it starts anything.
+    for bad in ["NaN", "inf", "-1"] {
+        let out = tickguard()
+            .args(["demo", "--shm", "/nonexistent/demo"])
+            .arg(format!("--duration-s={bad}"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{bad}: {stderr}");
+        assert!(
+            stderr.contains("demo: --duration-s must be"),
+            "{bad}: {stderr}"
+        );
+    }
 }
 
 /// The socket's local address.
