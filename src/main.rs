@@ -540,6 +540,18 @@ fn input_ended(
 /// with the replay's line for a person (what was read, how fast, the gaps
 /// still open) and, per feed with a gap open, how to let it expire.
 fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome, started: std::time::Instant) {
+    // Broken before its first record: the error, written last, is the
+    // one line that says why (not "holds no packets", not "replayed 0").
+    let summary = &outcome.summary;
+    if outcome.input_error.is_some()
+        && summary.capture.reader.records == 0
+        && summary
+            .feeds
+            .values()
+            .all(|f| f.file_records().is_none_or(|r| r.records == 0))
+    {
+        return;
+    }
     for line in tickguard::replay::input_warnings(config, &outcome.summary) {
         warn(&line);
     }
@@ -711,43 +723,74 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// The shared-memory path and dead-writer bound (ms) from flags, config, defaults.
+/// The shared-memory path and dead-writer bound (ms) from the flags, then
+/// the configuration (only its `[sidecar]` table is used: a feed's files
+/// need not be there); `None` for the bound when neither gives one (see
+/// [`open_reader`]).
 fn shm_target(
     shm: &Option<std::path::PathBuf>,
     config: &Option<std::path::PathBuf>,
     dead_after_ms: Option<u64>,
-) -> Result<(std::path::PathBuf, u64)> {
-    let (mut path, mut bound) = (None, 100);
+) -> Result<(std::path::PathBuf, Option<u64>)> {
+    let (mut path, mut bound) = (None, None);
     if let Some(c) = config {
-        let config = Config::load(c)?;
+        let config = Config::read(c)?;
         path = Some(config.sidecar.shm_path.clone());
-        bound = config.sidecar.dead_after_ns / 1_000_000;
+        bound = Some(config.sidecar.dead_after_ns / 1_000_000);
     }
     let path = shm
         .clone()
         .or(path)
         .unwrap_or_else(|| "/dev/shm/tickguard".into());
-    Ok((path, dead_after_ms.unwrap_or(bound)))
+    Ok((path, dead_after_ms.or(bound)))
 }
 
-/// Reader options from `--dead-after-ms` (resolved) and `--owner UID|NAME`.
-fn reader_options(
-    bound_ms: u64,
+/// The dead-writer bound when neither a flag nor a configuration gives
+/// one, ms.
+const DEFAULT_DEAD_AFTER_MS: u64 = 100;
+
+/// Opens the publication at `path` for a reader owned by `owner`, with
+/// `bound_ms` as the dead-writer bound. Without one: 100 ms, raised to
+/// three of the writer's heartbeat periods as the publication states them
+/// (the least a configuration accepts for `dead_after_ms`), so a writer
+/// configured to beat every second is not called dead between beats. The
+/// period is read only from a file the reader trusts, and a configuration
+/// takes at most 1,000 ms, so the raise is at most 3 s.
+fn open_reader(
+    path: &std::path::Path,
+    bound_ms: Option<u64>,
     owner: &Option<String>,
-) -> Result<tickguard::reader::ReaderOptions> {
-    Ok(tickguard::reader::ReaderOptions {
-        dead_after_ns: bound_ms.saturating_mul(1_000_000),
-        owner: owner.as_deref().map(user::user_id).transpose()?,
+) -> Result<tickguard::Reader> {
+    let owner = owner.as_deref().map(user::user_id).transpose()?;
+    let open = |bound_ms: u64| {
+        let options = tickguard::reader::ReaderOptions {
+            dead_after_ns: bound_ms.saturating_mul(1_000_000),
+            owner,
+        };
+        tickguard::Reader::open_with(path, options)
+    };
+    let reader = open(bound_ms.unwrap_or(DEFAULT_DEAD_AFTER_MS));
+    if bound_ms.is_some() {
+        return Ok(reader);
+    }
+    let max_period_ms = tickguard::config::HEARTBEAT_MS.max as u64;
+    let period_ms = reader
+        .heartbeat_period_ns()
+        .map_or(0, |p| (p / 1_000_000).min(max_period_ms));
+    let bound = DEFAULT_DEAD_AFTER_MS.max(tickguard::config::DEAD_AFTER_HEARTBEATS * period_ms);
+    Ok(if bound > DEFAULT_DEAD_AFTER_MS {
+        open(bound)
+    } else {
+        reader
     })
 }
 
 fn stat(args: cli::StatArgs) -> Result<()> {
     let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
-    let options = reader_options(bound_ms, &args.owner)?;
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     // A publication truncated while mapped answers `stale`, not SIGBUS.
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
-    let mut reader = tickguard::Reader::open_with(&path, options);
+    let mut reader = open_reader(&path, bound_ms, &args.owner)?;
     let name = path.display().to_string();
     let filter = tickguard::stat::Filter {
         feed: args.feed.clone(),
@@ -757,7 +800,8 @@ fn stat(args: cli::StatArgs) -> Result<()> {
     loop {
         let now = args.now.unwrap_or_else(tickguard::time::now_ns);
         if !reader.health(now).is_ok() {
-            reader.refresh();
+            // Opened anew: a restarted writer's heartbeat period may differ.
+            reader = open_reader(&path, bound_ms, &args.owner)?;
         }
         let health = reader.health(now);
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
@@ -818,18 +862,7 @@ fn check(args: CheckArgs) -> ExitCode {
 fn check_inner(args: &CheckArgs) -> Result<bool> {
     // A publication truncated while mapped answers `stale`, not SIGBUS.
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
-    let (mut shm, mut dead_after_ms) = (None, 100);
-    if let Some(path) = &args.config {
-        let config = Config::load(path)?;
-        shm = Some(config.sidecar.shm_path.clone());
-        dead_after_ms = config.sidecar.dead_after_ns / 1_000_000;
-    }
-    let shm = args
-        .shm
-        .clone()
-        .or(shm)
-        .unwrap_or_else(|| "/dev/shm/tickguard".into());
-    let dead_after_ms = args.dead_after_ms.unwrap_or(dead_after_ms);
+    let (shm, dead_after_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
     // A publication names instruments with up to 32 bytes (an SQF or ITCH
     // symbol has 8 at most, an MDP3 Symbol 20, `#SecurityID` 12).
     let name_ok =
@@ -840,7 +873,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             args.symbol
         );
     }
-    let reader = tickguard::Reader::open_with(&shm, reader_options(dead_after_ms, &args.owner)?);
+    let reader = open_reader(&shm, dead_after_ms, &args.owner)?;
     let now = tickguard::time::now_ns();
     let health = reader.health(now);
     if health.is_unusable() {

@@ -71,7 +71,7 @@ pub struct CheckArgs {
     /// Read the shared-memory path and dead-writer bound from this configuration.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100).
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods).
     #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).
@@ -94,7 +94,7 @@ pub struct StatArgs {
     /// Evaluate at this time (ns since the Unix epoch) instead of the clock.
     #[arg(long)]
     pub now: Option<u64>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100).
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods).
     #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).

@@ -421,6 +421,18 @@ fn unreadable_inputs_fail_with_one_line() {
         Some(&checks),
         "empty.pcap",
     );
+    // Broken at its first record: the error alone, no warning that the
+    // capture holds no packets before it.
+    let mut forged = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    forged.extend([0; 8]);
+    forged.extend(65_535u32.to_le_bytes());
+    forged.extend(1u32.to_le_bytes());
+    forged.extend([0; 8]);
+    forged.extend(u32::MAX.to_le_bytes());
+    forged.extend(u32::MAX.to_le_bytes());
+    let forged_path = d.join("forged.pcap");
+    std::fs::write(&forged_path, &forged).unwrap();
+    fails_with(&forged_path, &cfg, None, "byte 24");
     fails_with(&cap, &d.join("missing.toml"), Some(&checks), "missing.toml");
     fails_with(&cap, &cfg, Some(&d.join("missing.csv")), "missing.csv");
     fails_with(

@@ -134,3 +134,19 @@ fn figures_compare_at_the_printed_precision() {
     assert!(same_figure("30", 30.0));
     assert!(!same_figure("31", 30.0));
 }
+
+/// The shared memory the configuration guide gives for the most slots is
+/// the layout's.
+#[test]
+fn the_guide_gives_the_publications_size_at_the_most_slots() {
+    let most = tickguard::config::CAPACITY.max as usize;
+    let shape = tickguard_reader::layout::Shape::new(1, most).unwrap();
+    let per_slot = (shape.slots_offset - shape.directory_offset + 128 * most) / most;
+    let gib = shape.file_len as f64 / f64::from(1u32 << 30);
+    let text = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let said = format!("16 Mi slots are {gib:.1} GiB of shared memory ({per_slot} bytes a slot");
+    assert!(
+        text.contains(&said),
+        "docs/configuration.md should say: {said}"
+    );
+}

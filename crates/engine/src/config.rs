@@ -582,8 +582,9 @@ impl<'de> Deserialize<'de> for RawOffset {
     }
 }
 
-/// `[state] capacity`: up to 16 Mi slots (2 GiB of 128-byte slots, far
-/// above any venue's symbol count; 2^32 would allocate 512 GiB).
+/// `[state] capacity`: up to 16 Mi slots (3.5 GiB of shared memory at 224
+/// bytes a slot, far above any venue's symbol count; 2^32 would map
+/// 896 GiB).
 pub const CAPACITY: Range = Range {
     table: "[state]",
     key: "capacity",
@@ -785,8 +786,27 @@ pub fn one_line(s: &str, max: usize) -> String {
 }
 
 impl Config {
-    /// Reads and validates a configuration file (at most [`FILE_MAX`] bytes).
+    /// Reads and validates a configuration file (at most [`FILE_MAX`] bytes),
+    /// and the files its feeds name (taken from the file's directory).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let mut config = Config::read(path)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for f in &mut config.feeds {
+            f.settings.locate_files(dir).map_err(|e| {
+                ConfigError(one_line(
+                    &format!("config {}: feed {}: {e}", path.display(), f.name),
+                    ERROR_MAX,
+                ))
+            })?;
+        }
+        Ok(config)
+    }
+
+    /// Reads and validates a configuration file as [`load`](Self::load)
+    /// does, without the files its feeds name: for a reader of the
+    /// publication (`check`, `stat`), which needs only the `[sidecar]`
+    /// table and must not fail because a capture was moved.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
         use std::io::Read;
         let name = path.display().to_string();
         let fail = |e: String| ConfigError(one_line(&format!("config {name}: {e}"), ERROR_MAX));
@@ -803,14 +823,7 @@ impl Config {
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        let mut config = Config::parse(&text, &name)?;
-        let dir = path.parent().unwrap_or(Path::new(""));
-        for f in &mut config.feeds {
-            f.settings
-                .locate_files(dir)
-                .map_err(|e| fail(format!("feed {}: {e}", f.name)))?;
-        }
-        Ok(config)
+        Config::parse(&text, &name)
     }
 
     /// Parses and validates configuration text; `name` is used in errors.

@@ -812,6 +812,12 @@ impl Reader {
         let m = self.mapped.as_ref().ok()?;
         Some(m.views.header().heartbeat_ns.load(Ordering::Relaxed))
     }
+
+    /// How often the writer refreshes its heartbeat (ns), if mapped.
+    pub fn heartbeat_period_ns(&self) -> Option<u64> {
+        let m = self.mapped.as_ref().ok()?;
+        Some(m.views.header().heartbeat_period_ns.load(Ordering::Relaxed))
+    }
 }
 
 #[inline]

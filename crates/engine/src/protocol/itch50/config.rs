@@ -468,6 +468,20 @@ impl FeedProtocol for ItchConfig {
         }
         services
     }
+
+    /// A relative `glimpse_password_file` is taken from the configuration
+    /// file's directory, as every path a configuration names; it is read
+    /// (and checked) only when `run` starts the snapshots.
+    fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
+        if let Some(GlimpseConfig {
+            password: PasswordSource::File(path),
+            ..
+        }) = &mut self.glimpse
+        {
+            *path = dir.join(&*path);
+        }
+        Ok(())
+    }
 }
 
 /// The snapshot settings, when `glimpse` names a server; without it, any
@@ -1460,6 +1474,30 @@ mod tests {
             let e = from_file(&path).unwrap_err();
             assert_eq!(e, format!("glimpse_password_file {path:?}: {want}"));
             no_secret(&e);
+        }
+    }
+
+    /// A relative `glimpse_password_file` is the configuration file's
+    /// directory's, not the working directory's; an absolute one stays.
+    #[test]
+    fn a_relative_password_file_is_taken_from_the_configurations_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for (written, want) in [
+            ("secret/glimpse.pw", dir.path().join("secret/glimpse.pw")),
+            (
+                "/etc/tickguard/glimpse.pw",
+                "/etc/tickguard/glimpse.pw".into(),
+            ),
+        ] {
+            let path = dir.path().join("c.toml");
+            let text = itch(&format!(
+                "glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
+                 glimpse_password_file = \"{written}\"\n"
+            ));
+            std::fs::write(&path, text).unwrap();
+            let c = Config::load(&path).unwrap();
+            let g = settings(&c.feeds[0]).glimpse.clone().unwrap();
+            assert_eq!(g.password, PasswordSource::File(want), "{written}");
         }
     }
 
