@@ -746,8 +746,8 @@ fn shm_target(
 }
 
 /// The dead-writer bound when neither a flag nor a configuration gives
-/// one, ms.
-const DEFAULT_DEAD_AFTER_MS: u64 = 100;
+/// one, ms: the reader's default.
+const DEFAULT_DEAD_AFTER_MS: u64 = tickguard::reader::DEFAULT_DEAD_AFTER_NS / 1_000_000;
 
 /// Opens the publication at `path` for a reader owned by `owner`, with
 /// `bound_ms` as the dead-writer bound. Without one: 100 ms, raised to
@@ -759,9 +759,8 @@ const DEFAULT_DEAD_AFTER_MS: u64 = 100;
 fn open_reader(
     path: &std::path::Path,
     bound_ms: Option<u64>,
-    owner: &Option<String>,
-) -> Result<tickguard::Reader> {
-    let owner = owner.as_deref().map(user::user_id).transpose()?;
+    owner: Option<u32>,
+) -> tickguard::Reader {
     let open = |bound_ms: u64| {
         let options = tickguard::reader::ReaderOptions {
             dead_after_ns: bound_ms.saturating_mul(1_000_000),
@@ -771,18 +770,18 @@ fn open_reader(
     };
     let reader = open(bound_ms.unwrap_or(DEFAULT_DEAD_AFTER_MS));
     if bound_ms.is_some() {
-        return Ok(reader);
+        return reader;
     }
     let max_period_ms = tickguard::config::HEARTBEAT_MS.max as u64;
     let period_ms = reader
         .heartbeat_period_ns()
         .map_or(0, |p| (p / 1_000_000).min(max_period_ms));
     let bound = DEFAULT_DEAD_AFTER_MS.max(tickguard::config::DEAD_AFTER_HEARTBEATS * period_ms);
-    Ok(if bound > DEFAULT_DEAD_AFTER_MS {
+    if bound > DEFAULT_DEAD_AFTER_MS {
         open(bound)
     } else {
         reader
-    })
+    }
 }
 
 fn stat(args: cli::StatArgs) -> Result<()> {
@@ -790,7 +789,8 @@ fn stat(args: cli::StatArgs) -> Result<()> {
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     // A publication truncated while mapped answers `stale`, not SIGBUS.
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
-    let mut reader = open_reader(&path, bound_ms, &args.owner)?;
+    let owner = args.owner.as_deref().map(user::user_id).transpose()?;
+    let mut reader = open_reader(&path, bound_ms, owner);
     let name = path.display().to_string();
     let filter = tickguard::stat::Filter {
         feed: args.feed.clone(),
@@ -799,9 +799,9 @@ fn stat(args: cli::StatArgs) -> Result<()> {
     };
     loop {
         let now = args.now.unwrap_or_else(tickguard::time::now_ns);
-        if !reader.health(now).is_ok() {
-            // Opened anew: a restarted writer's heartbeat period may differ.
-            reader = open_reader(&path, bound_ms, &args.owner)?;
+        if !reader.health(now).is_ok() && reader.refresh() && bound_ms.is_none() {
+            // A new writer's file: its heartbeat period may differ.
+            reader = open_reader(&path, bound_ms, owner);
         }
         let health = reader.health(now);
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
@@ -873,7 +873,8 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             args.symbol
         );
     }
-    let reader = open_reader(&shm, dead_after_ms, &args.owner)?;
+    let owner = args.owner.as_deref().map(user::user_id).transpose()?;
+    let reader = open_reader(&shm, dead_after_ms, owner);
     let now = tickguard::time::now_ns();
     let health = reader.health(now);
     if health.is_unusable() {

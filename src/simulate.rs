@@ -31,7 +31,7 @@ const NS_PER_S: u64 = 1_000_000_000;
 const MAX_BATCH: usize = 100;
 
 /// The highest `--rate` of any simulator, per second (mdp3's is lower).
-pub(crate) const MAX_RATE: f64 = 10_000_000.0;
+pub const MAX_RATE: f64 = 10_000_000.0;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.

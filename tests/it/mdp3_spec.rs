@@ -1175,6 +1175,8 @@ fn gaps_expire_before_any_datagram_of_the_feed_and_any_check() {
         (A, b"rejected".to_vec()),
         (SNAP_A, snap),
         (DEF_B, def(9, "ZZZ", "Z", "Z").packet()),
+        (SNAP_B, b"rejected".to_vec()),
+        (DEF_A, b"rejected".to_vec()),
     ] {
         let mut ch = base.clone();
         ch.send(late, dst, payload);

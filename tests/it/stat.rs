@@ -910,75 +910,81 @@ fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
 
 /// Without `--dead-after-ms` or `--config`, `stat` and `check` take 100 ms
 /// raised to three of the writer's heartbeat periods as the file states
-/// them: a writer beating every second is not dead 700 ms after a beat,
-/// and is 3 s after. A bound given is kept; with `--config` only the
-/// `[sidecar]` table is read, so a feed's moved `definitions` capture does
-/// not stop a check.
+/// them (a period taken as at most 1 s, the most a configuration sets): a
+/// writer beating every second is not dead 700 ms after a beat, and is
+/// 3 s after, as one stating a minute is. A bound given is kept. With
+/// `--config` the feeds' files are not opened, so a moved `definitions`
+/// capture does not stop a check.
 #[test]
 fn the_default_dead_writer_bound_follows_the_writers_heartbeat() {
     let dir = tempfile::tempdir().unwrap();
-    let shm = PathBuf::from(format!(
-        "/dev/shm/tickguard-stat-period-{}",
-        std::process::id()
-    ));
+    let shm = |period_ms: u64| {
+        PathBuf::from(format!(
+            "/dev/shm/tickguard-stat-period-{period_ms}-{}",
+            std::process::id()
+        ))
+    };
     let config = Config::load(&fixtures().join("config.toml")).unwrap();
-    let p = Publication::create(
-        &shm,
-        0o640,
-        config.capacity,
-        &publication_feeds(&config),
-        T0 - 1_000 * MS,
-        1_000 * MS,
-    )
-    .unwrap();
-    p.heartbeat(T0);
-    p.ready();
+    let publish = |period_ms: u64| {
+        let p = Publication::create(
+            &shm(period_ms),
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            T0 - 1_000 * MS,
+            period_ms * MS,
+        )
+        .unwrap();
+        p.heartbeat(T0);
+        p.ready();
+        p
+    };
+    let (_second, _minute) = (publish(1_000), publish(60_000));
     let cfg = dir.path().join("c.toml");
     std::fs::write(
         &cfg,
         format!(
             "[sidecar]\nshm_path = \"{}\"\nheartbeat_ms = 1000\ndead_after_ms = 3000\n\
-             [[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
+             [[feed]]\nname = \"lp1\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
              stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n\
              definitions = \"moved-away.pcap\"\n",
-            shm.display()
+            shm(1_000).display()
         ),
     )
     .unwrap();
-    let run = |now: u64, extra: &[&str], with_config: bool| {
+    let stat = |now: u64, period_ms: u64, extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tickguard"));
         c.args(["stat", "--once", "--now", &now.to_string()]);
-        if with_config {
+        if period_ms == 0 {
             c.arg("--config").arg(&cfg);
         } else {
-            c.arg("--shm").arg(&shm);
+            c.arg("--shm").arg(shm(period_ms));
         }
         let out = c.args(extra).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (out.status.code(), text.contains("writer dead"), err)
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        String::from_utf8_lossy(&out.stdout).contains("writer dead")
     };
-    let results = [
-        run(T0 + 700 * MS, &[], false),
-        run(T0 + 3_001 * MS, &[], false),
-        run(T0 + 700 * MS, &["--dead-after-ms", "100"], false),
-        run(T0 + 2_900 * MS, &[], true),
+    let dead = [
+        stat(T0 + 700 * MS, 1_000, &[]),
+        stat(T0 + 3_001 * MS, 1_000, &[]),
+        stat(T0 + 700 * MS, 1_000, &["--dead-after-ms", "100"]),
+        stat(T0 + 2_900 * MS, 0, &[]),
+        stat(T0 + 2_900 * MS, 60_000, &[]),
+        stat(T0 + 3_001 * MS, 60_000, &[]),
     ];
-    let _ = std::fs::remove_file(&shm);
-    let dead: Vec<_> = results
-        .iter()
-        .map(|(code, dead, err)| {
-            assert_eq!(*code, Some(0), "{err}");
-            *dead
-        })
-        .collect();
-    assert_eq!(dead, [false, true, true, false]);
-    // A check reads the same configuration without the capture.
+    // A check reads the same configuration without the capture: an
+    // answer (stale: the heartbeat is T0's), not a configuration error.
     let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args(["check", "cme", "ESZ6", "--config"])
+        .args(["check", "lp1", "EURUSD", "--config"])
         .arg(&cfg)
         .output()
         .unwrap();
+    for p in [1_000, 60_000] {
+        let _ = std::fs::remove_file(shm(p));
+    }
+    assert_eq!(dead, [false, true, true, false, false, true]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("moved-away"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stale"));
 }

@@ -606,7 +606,15 @@ pub(crate) fn calibrate(
         &a.tickguard,
         dir,
         "CALIB",
-        &sim_args(itch, port, "CALIB", 100_000_000.0, batch, 30.0, count),
+        &sim_args(
+            itch,
+            port,
+            "CALIB",
+            tickguard::simulate::MAX_RATE,
+            batch,
+            30.0,
+            count,
+        ),
     )?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let clock = WallClock::new();

@@ -76,8 +76,9 @@ pub trait FeedProtocol: Sized {
 
     /// Takes the paths its keys name from `dir`, the directory of the
     /// configuration file (they are kept as written until then), and
-    /// checks that each file opens: an error is one line naming the key
-    /// and the file.
+    /// checks that each file read by a replay opens (one read only by
+    /// `run` may be checked when it is read): an error is one line naming
+    /// the key and the file.
     fn locate_files(&mut self, _dir: &std::path::Path) -> Result<(), String> {
         Ok(())
     }

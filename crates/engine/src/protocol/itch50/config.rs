@@ -470,8 +470,8 @@ impl FeedProtocol for ItchConfig {
     }
 
     /// A relative `glimpse_password_file` is taken from the configuration
-    /// file's directory, as every path a configuration names; it is read
-    /// (and checked) only when `run` starts the snapshots.
+    /// file's directory, as `definitions` is; it is read (and checked)
+    /// only when `run` starts the snapshots.
     fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
         if let Some(GlimpseConfig {
             password: PasswordSource::File(path),

@@ -1521,7 +1521,7 @@ mod tests {
         assert!(!r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
         assert_eq!(r.seq.high(), 50_008);
         assert!(r.packet(&PacketBuilder::heartbeat(S1, 50_008), 3).alive);
-        // An end of session, ahead or not, proves nothing (G7.3).
+        // An end of session proves nothing (G7.3).
         let o = r.packet(&PacketBuilder::end_of_session(S1, 50_008), 3);
         assert!(o.end_of_session && !o.alive);
         // A copy is a duplicate and proves nothing either; nothing expires
