@@ -76,7 +76,7 @@
  * SIGBUS itself.)
  *
  * ---------------------------------------------------------------------------
- * File layout (version 3; every field a little-endian u64 unless noted;
+ * File layout (version 4; every field a little-endian u64 unless noted;
  * pinned by `layout_is_pinned` in crates/reader/src/layout.rs and slot.rs). A
  * file of any other version is refused (TG_HEALTH_BAD_LAYOUT, ENOTSUP;
  * tg_reader.found_version says which):
@@ -95,7 +95,7 @@
  *
  * Header:
  *   0   magic             "TKGUARD1" read as a little-endian u64
- *   8   version           3; stored last by the writer (Release); 0 = not ready
+ *   8   version           4; stored last by the writer (Release); 0 = not ready
  *   16  state             1 running, 2 closed by the writer
  *   24  writer_pid
  *   32  start_time_ns     writer start, ns since the Unix epoch (CLOCK_REALTIME)
@@ -210,12 +210,18 @@
  *
  * Threads: after tg_open() a tg_reader is only read, so any number of threads
  * may call tg_lookup/tg_check/tg_check_symbol/tg_health on it concurrently;
- * tg_open/tg_refresh/tg_close need exclusive access. A tg_handle is a plain
- * value valid for the reader (mapping) it was looked up in.
+ * tg_open/tg_refresh/tg_close need exclusive access (tg_close while another
+ * thread checks unmaps what it reads). A tg_handle is a plain value for the
+ * writer whose publication it was looked up in: checked after tg_refresh
+ * mapped a restarted writer's file, or with another reader, it answers
+ * TG_STALE; look the symbol up again. Call tg_close before tg_open on a
+ * reader that is open (tg_open does not unmap what it held).
  *
- * Differences from the Rust reader: a seqlock read that keeps failing for
- * TG_MAX_RETRIES attempts (a writer killed in the middle of an update leaves
- * an odd stamp forever) answers TG_STALE instead of spinning forever.
+ * A seqlock read that keeps failing for TG_MAX_RETRIES attempts (a writer
+ * killed in the middle of an update leaves an odd stamp forever) answers
+ * TG_STALE, as the Rust reader does (its health then says `busy`; the C
+ * reader has no health for it: tg_health still says the writer is alive).
+ * A check makes up to three such reads (slot, offset, feed status).
  */
 #ifndef TICKGUARD_H
 #define TICKGUARD_H
@@ -272,7 +278,7 @@ extern "C" {
 
 /* Seqlock read attempts before a check gives up and answers TG_STALE. */
 #ifndef TG_MAX_RETRIES
-#define TG_MAX_RETRIES (1u << 20)
+#define TG_MAX_RETRIES (1u << 16)
 #endif
 
 /* Writer health (tg_health), as the Rust `Health`. */
@@ -291,7 +297,7 @@ extern "C" {
 #define TG_MAX_AHEAD_NS 100000000ull
 #endif
 
-/* Layout constants (version 3). */
+/* Layout constants (version 4). */
 #define TG_MAGIC 0x3144524155474b54ull /* "TKGUARD1" little-endian */
 #define TG_LAYOUT_VERSION 4u
 #define TG_STATE_RUNNING 1u
@@ -447,6 +453,11 @@ typedef struct tg_handle {
     uint32_t feed;   /* feed id (configuration order) */
     uint32_t slot;   /* slot index */
     uint64_t symbol; /* symbol key */
+    /* The writer whose publication it was looked up in: checked with
+     * another's (after tg_refresh to a restarted writer, or with another
+     * reader) it answers TG_STALE, as its slot may hold another feed's
+     * instrument there. Look the symbol up again. */
+    uint64_t writer_pid, writer_start_time_ns;
 } tg_handle;
 
 /* ------------------------------------------------------------------------ */
@@ -533,7 +544,8 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
     const uint64_t *h;
     uint64_t state, beat, age, latest;
     if (r == NULL) return TG_HEALTH_MISSING;
-    if (r->base == NULL) return r->open_health;
+    /* Not mapped is never healthy, even in a zeroed struct tg_open never saw. */
+    if (r->base == NULL) return r->open_health != TG_HEALTH_OK ? r->open_health : TG_HEALTH_MISSING;
     h = tg__ptr(r, 0);
     /* Acquire: pairs with the writer's Release store of `state` in
      * Publication::close(), which is ordered after all its slot updates. */
@@ -592,14 +604,22 @@ static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *ou
     uint64_t w[2];
     if (tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w) & 1) return -1;
     *out = (tg_i128)(((tg_u128)w[1] << 64) | (tg_u128)w[0]);
+    /* Within +-2^64 ns, which any pair of u64 clocks gives: a forged offset
+     * beyond is taken as the nearest end, so no arithmetic on it overflows
+     * (layout::clamp_offset in the Rust reader). */
+    if (*out > ((tg_i128)1 << 64)) *out = (tg_i128)1 << 64;
+    if (*out < -((tg_i128)1 << 64)) *out = -((tg_i128)1 << 64);
     return 0;
 }
 
 /* Reads a feed's status (the feed extension, seqlock): flags, last_alive,
- * source_watermark; 0 on success, -1 after TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_feed_status(const tg_reader *r, uint32_t feed, uint64_t out[3]) {
+ * source_watermark, and (if `stamp` is not NULL) the copy's even stamp; 0 on
+ * success, -1 after TG_MAX_RETRIES inconsistent attempts. */
+static inline int tg__read_feed_status(const tg_reader *r, uint32_t feed, uint64_t out[3], uint64_t *stamp) {
     const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
-    return tg__seqlock_read(b + TG_F_STATE_STAMP, b + TG_F_FLAGS, 3, out) & 1 ? -1 : 0;
+    uint64_t s = tg__seqlock_read(b + TG_F_STATE_STAMP, b + TG_F_FLAGS, 3, out);
+    if (stamp != NULL) *stamp = s;
+    return s & 1 ? -1 : 0;
 }
 
 /* A consistent copy of slot words 0..TG_S_USED (seqlock; word 0 the even
@@ -779,7 +799,8 @@ static inline void tg_close(tg_reader *r) {
 /* Re-opens `path` if the file there is not the one mapped (a restarted
  * writer creates a new file) or the reader is not mapped. Makes system calls:
  * call it when tg_health is not TG_HEALTH_OK, not before every check. Handles
- * from before a re-map must be looked up again. Returns 1 if it re-opened
+ * from before a re-map must be looked up again (tg_check answers them
+ * TG_STALE when the writer changed). Returns 1 if it re-opened
  * (see tg_health for the outcome), 0 if the mapped file is still current. */
 static inline int tg_refresh(tg_reader *r, const char *path) {
     struct stat st;
@@ -843,6 +864,8 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
             out->feed = (uint32_t)f;
             out->slot = (uint32_t)fs;
             out->symbol = tg__word(r, e, TG_D_KEY);
+            out->writer_pid = r->pid;
+            out->writer_start_time_ns = r->start_time_ns;
             /* As the Rust reader: a key that is not a symbol has no handle yet. */
             return tg__symbol_key_valid(out->symbol) ? 0 : -1;
         }
@@ -852,21 +875,40 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
 
 /* The verdict for a looked-up symbol at local time `now_ns` (CLOCK_REALTIME
  * ns, see tg_now_ns): reason bits, 0 = ok; TG_STALE when the writer is not
- * healthy. `version_out` (may be NULL) gets the slot's change counter at the
- * read (even, grows on every change; 0 when no slot was read): re-check that
- * it is unchanged just before sending to be sure nothing moved in between. */
+ * healthy. `version_out` (may be NULL) gets the change counter of the slot
+ * and its feed's status together at the read (even, grows on every change of
+ * either: a new book, or the feed going suspect or closed; 0 when no slot
+ * was read): re-check that it is unchanged just before sending to be sure
+ * nothing moved in between. */
 static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
-    uint64_t w[TG_S_USED], feed[3], alive, source;
+    uint64_t w[TG_S_USED], feed[3], alive, source, status_stamp;
     tg_i128 offset, now;
-    uint32_t reasons = 0;
+    uint32_t reasons = 0, tries;
     uint64_t meta;
     if (version_out != NULL) *version_out = 0;
     if (tg__writer_health(r, now_ns) != TG_HEALTH_OK) return TG_STALE;
-    if (h == NULL || h->slot >= r->capacity || h->feed >= r->feed_count) return TG_STALE; /* not from this reader */
-    if (tg__read_slot(r, h->slot, w) != 0) return TG_STALE;
-    if (tg__read_offset(r, h->feed, &offset) != 0) return TG_STALE;
-    if (tg__read_feed_status(r, h->feed, feed) != 0) return TG_STALE;
-    if (version_out != NULL) *version_out = w[TG_S_STAMP];
+    /* Not from this reader's writer: its feeds' order and slots are another's. */
+    if (h == NULL || h->slot >= r->capacity || h->feed >= r->feed_count ||
+        h->writer_pid != r->pid || h->writer_start_time_ns != r->start_time_ns)
+        return TG_STALE;
+    /* The slot, then the feed's offset and status, then the slot's stamp
+     * again: unchanged, the three were current together (a writer clearing
+     * `suspect` after the books it waited for cannot pair the old book with
+     * the new flag). As Reader::check. */
+    for (tries = 0;; tries++) {
+        const uint64_t *stamp = tg__ptr(r, r->slots_offset + (uint64_t)h->slot * TG_SLOT_LEN);
+        if (tries >= TG_MAX_RETRIES) return TG_STALE;
+        if (tg__read_slot(r, h->slot, w) != 0) return TG_STALE;
+        if (tg__read_offset(r, h->feed, &offset) != 0) return TG_STALE;
+        if (tg__read_feed_status(r, h->feed, feed, &status_stamp) != 0) return TG_STALE;
+        /* Acquire fence: keeps the loads above before the stamp's re-load. */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        /* Relaxed: ordered by the fence above. */
+        if (__atomic_load_n(stamp + TG_S_STAMP, __ATOMIC_RELAXED) == w[TG_S_STAMP]) break;
+        tg__spin_hint();
+    }
+    /* Both even and growing: the sum grows when either changes. */
+    if (version_out != NULL) *version_out = w[TG_S_STAMP] + status_stamp;
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
     /* status::verdict() in crates/reader/src/status.rs, i.e. verdict::reasons() of the
@@ -874,7 +916,9 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if ((meta & (TG_META_HAS_BID | TG_META_HAS_ASK)) == 0) return TG_NO_QUOTE;
     now = (tg_i128)now_ns;
     alive = w[TG_S_LAST_ALIVE] > feed[1] ? w[TG_S_LAST_ALIVE] : feed[1];
-    source = w[TG_S_SOURCE_TIME] > feed[2] ? w[TG_S_SOURCE_TIME] : feed[2];
+    /* The slot's source time counts with its price only (as status::verdict). */
+    source = (meta & TG_META_HAS_PRICE) ? w[TG_S_SOURCE_TIME] : 0;
+    if (feed[2] > source) source = feed[2];
     if (now - (tg_i128)alive > (tg_i128)w[TG_S_STALE_NS] ||
         (tg_i128)alive - now > (tg_i128)TG_MAX_AHEAD_NS)
         reasons |= TG_STALE;
@@ -1071,7 +1115,7 @@ static inline int tg_read_counters(const tg_reader *r, uint32_t feed, uint64_t v
         values[id] = w < 0 ? 0 : words[w];
     }
     if (flags != NULL) {
-        if (tg__read_feed_status(r, feed, st) != 0) return -1;
+        if (tg__read_feed_status(r, feed, st, NULL) != 0) return -1;
         *flags = st[0];
     }
     return 0;

@@ -1478,3 +1478,172 @@ fn readers_refuse_files_they_cannot_trust() {
     drop(h);
     drop(p);
 }
+
+/// A handle belongs to the writer whose file it was looked up in. A
+/// restarted writer lists its feeds in another order, so the old handle's
+/// slot and feed number now hold another feed's EURUSD, healthy: after
+/// `refresh`, both readers answer the old handle `stale` (Rust: health
+/// `foreign_handle`), while a fresh lookup finds the feed's own. On the
+/// new writer's file: the version moves with the feed's status, and a
+/// forged clock offset overflows nothing; and a zeroed `tg_reader` is not
+/// healthy.
+#[test]
+fn a_handle_from_a_replaced_writer_answers_stale() {
+    use tickguard::config::Protocol;
+    use tickguard::shm::FeedInfo;
+    use tickguard::state::{FeedKind, FeedStatus, Level, Top};
+    use tickguard::verdict::Thresholds;
+    let dir = scratch();
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let src = dir.path().join("handle.c");
+    std::fs::write(
+        &src,
+        r#"#include "tickguard.h"
+#include <stdio.h>
+#include <string.h>
+/* Looks up lp1 EURUSD, checks; waits for a line on stdin; refreshes and
+ * checks the old handle, then a fresh one. */
+int main(int argc, char **argv) {
+    tg_reader r, zeroed;
+    tg_handle old, fresh;
+    char line[8];
+    (void)argc;
+    /* A reader tg_open never saw is not healthy. */
+    memset(&zeroed, 0, sizeof zeroed);
+    if (tg_health(&zeroed, tg_now_ns()) != TG_HEALTH_MISSING) return 7;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "EURUSD", &old) != 0) return 3;
+    printf("%u\n", tg_check(&r, &old, tg_now_ns(), NULL));
+    fflush(stdout);
+    if (fgets(line, sizeof line, stdin) == NULL) return 4;
+    if (tg_refresh(&r, argv[1]) != 1) return 5;
+    printf("%u\n", tg_check(&r, &old, tg_now_ns(), NULL));
+    if (tg_lookup(&r, "lp1", "EURUSD", &fresh) != 0) return 6;
+    printf("%u %u\n", tg_check(&r, &fresh, tg_now_ns(), NULL), fresh.feed);
+    tg_close(&r);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.path().join("handle");
+    compile_strict(&cc, "-std=c99", &src, &bin);
+
+    let shm = dir.path().join("tickguard");
+    let th = Thresholds {
+        stale_ns: 30 * S,
+        source_ns: 30 * S,
+    };
+    let info = |name: &str| {
+        FeedInfo::new(
+            name,
+            FeedKind::Delta,
+            vec!["239.1.1.1:30001".parse().unwrap()],
+            Protocol::Itch50,
+        )
+    };
+    // A writer of `feeds`, EURUSD quoted and healthy on each, in order.
+    let writer = |feeds: [&str; 2]| {
+        let now = now_ns();
+        let infos = feeds.map(info);
+        let p = Arc::new(Publication::create(&shm, 0o640, 16, &infos, now, 1_000_000).unwrap());
+        let mut table = StateTable::shared(p.clone());
+        let level = |price| Some(Level { price, size: 1 });
+        for feed in 0..2 {
+            let id = table.insert(feed, sym("EURUSD"), th).unwrap();
+            table.slots()[id as usize].write_top(&Top {
+                bid: level(100),
+                ask: level(101),
+                exponent: -4,
+                ..Top::default()
+            });
+            let alive = FeedStatus {
+                last_alive: now,
+                source_watermark: now,
+                ..FeedStatus::default()
+            };
+            table.set_feed_status(feed, &alive);
+        }
+        p.ready();
+        p.heartbeat(now);
+        (p, table)
+    };
+    let first = writer(["lp1", "lp2"]);
+    let mut reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let old = reader.lookup("lp1", "EURUSD").unwrap();
+    assert!(reader.check(&old, now_ns()).is_ok());
+    let mut child = Command::new(&bin)
+        .arg(&shm)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "0", "C, before the restart");
+
+    drop(first);
+    let _second = writer(["lp2", "lp1"]);
+    assert!(reader.refresh());
+    let v = reader.check(&old, now_ns());
+    assert_eq!(v.health, tickguard::Health::ForeignHandle);
+    assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["stale"]);
+    let fresh = reader.lookup("lp1", "EURUSD").unwrap();
+    assert_eq!(fresh.feed(), 1);
+    assert!(reader.check(&fresh, now_ns()).is_ok());
+
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    // TG_STALE (2); then the fresh handle's ok on feed 1.
+    assert_eq!(rest, "2\n0 1\n", "C, after the restart");
+
+    // A forged clock offset at either end of i128: no arithmetic overflows
+    // (this test's build checks overflow), and both readers take it as
+    // ±2^64 ns, the most any pair of u64 clocks gives.
+    let Some(check) = compile_check(dir.path()) else {
+        return;
+    };
+    // The version moves with the feed's status as with the slot: a feed
+    // going suspect changes what a second check before sending sees.
+    let before = reader.check(&fresh, now_ns()).version;
+    _second.1.set_feed_status(
+        1,
+        &FeedStatus {
+            suspect: true,
+            last_alive: now_ns(),
+            source_watermark: now_ns(),
+            ..FeedStatus::default()
+        },
+    );
+    let after = reader.check(&fresh, now_ns());
+    assert_eq!(after.reasons.to_string(), "suspect");
+    assert!(after.version > before && after.version.is_multiple_of(2));
+    same(
+        &check,
+        &shm,
+        "lp1",
+        "EURUSD",
+        Some(LONG_BOUND_MS),
+        "suspect",
+    );
+    let healthy = FeedStatus {
+        last_alive: now_ns(),
+        source_watermark: now_ns(),
+        ..FeedStatus::default()
+    };
+    _second.1.set_feed_status(1, &healthy);
+    let p = Publication::of(&_second.1).unwrap();
+    for (offset, want) in [(i128::MIN, "stale_at_source"), (i128::MAX, "ok")] {
+        p.publish_offset(1, offset);
+        let v = reader.check(&fresh, now_ns());
+        assert_eq!(v.reasons.to_string(), want, "{offset}");
+        same(&check, &shm, "lp1", "EURUSD", Some(LONG_BOUND_MS), want);
+    }
+}

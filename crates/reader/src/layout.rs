@@ -905,7 +905,15 @@ pub fn read_offset(b: &FeedBlock) -> Option<i128> {
             b.offset_hi.load(Ordering::Relaxed),
         )
     })?;
-    Some(((hi as i128) << 64) | lo as i128)
+    Some(clamp_offset(((hi as i128) << 64) | lo as i128))
+}
+
+/// A clock offset as verdicts take it: within ±2^64 ns, which any pair of
+/// u64 clocks gives; a forged one beyond is taken as the nearest end, so
+/// that no arithmetic on it overflows (the C header does the same).
+pub fn clamp_offset(offset: i128) -> i128 {
+    const LIMIT: i128 = 1 << 64;
+    offset.clamp(-LIMIT, LIMIT)
 }
 
 /// A feed block's name ([`printable`]: a forged file's name must not

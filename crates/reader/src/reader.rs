@@ -113,10 +113,16 @@ pub enum Health {
     /// A slot or offset stayed mid-update for [`MAX_RETRIES`] reads: the
     /// writer died while writing it (or is stopped).
     Busy,
+    /// The handle was looked up in another writer's publication (before
+    /// [`Reader::refresh`] mapped a restarted writer's file, or in another
+    /// `Reader`): its slot may hold another feed's instrument now. Look
+    /// the symbol up again.
+    ForeignHandle,
 }
 
-/// Reads of a slot (or offset) in the middle of an update before the
-/// reader gives up and answers `stale` (about a millisecond of spinning).
+/// Reads of a slot, offset or feed status in the middle of an update, over
+/// one check, before the reader gives up and answers `stale` (a few
+/// milliseconds of spinning).
 pub const MAX_RETRIES: u32 = 1 << 16;
 
 /// Repeats a seqlock read `attempt` while it overlaps a write, counting the
@@ -168,6 +174,7 @@ impl Health {
             Health::BadState(_) => "bad_state",
             Health::WriterRestarted => "writer_restarted",
             Health::Busy => "busy",
+            Health::ForeignHandle => "foreign_handle",
         }
     }
 }
@@ -195,6 +202,9 @@ impl std::fmt::Display for Health {
             ),
             Health::WriterRestarted => f.write_str("writer restarted: reopen"),
             Health::Busy => f.write_str("slot never finished updating: writer died mid-write?"),
+            Health::ForeignHandle => {
+                f.write_str("handle from another writer's publication: look the symbol up again")
+            }
         }
     }
 }
@@ -206,9 +216,10 @@ pub struct Verdict {
     pub reasons: Reasons,
     /// Whether the writer could be trusted.
     pub health: Health,
-    /// The slot's change counter at the read (even; grows on every change).
-    /// Re-check that it is unchanged just before sending to be sure nothing
-    /// moved in between.
+    /// The change counter of the slot and its feed's status together at the
+    /// read (even; grows on every change of either: a new book, or the
+    /// feed going suspect or closed). Re-check that it is unchanged just
+    /// before sending to be sure nothing moved in between.
     pub version: u64,
 }
 
@@ -227,12 +238,15 @@ impl Verdict {
     }
 }
 
-/// A looked-up (feed, symbol): a slot number and what it must hold.
+/// A looked-up (feed, symbol): a slot number and what it must hold, in
+/// the publication of one writer (its pid and start time): checked with
+/// another's, it answers `stale` ([`Health::ForeignHandle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handle {
     feed: u16,
     slot: u32,
     symbol: Symbol,
+    writer: (u64, u64),
 }
 
 impl Handle {
@@ -585,6 +599,7 @@ impl Reader {
             feed,
             slot: fs as u32,
             symbol: Symbol::from_key(key)?,
+            writer: (m.pid, m.start_time_ns),
         })
     }
 
@@ -607,23 +622,27 @@ impl Reader {
         if !health.is_ok() {
             return (Verdict::dead(health), 0);
         }
-        let (Some(slot), Some(block)) = (
+        // The feeds' order and the slots belong to one writer's file.
+        let (Some(slot), Some(block), true) = (
             m.views.slots().get(handle.slot as usize),
             m.views.feeds().get(handle.feed as usize),
+            handle.writer == (m.pid, m.start_time_ns),
         ) else {
-            return (
-                Verdict::dead(Health::BadLayout("handle from another publication".into())),
-                0,
-            );
+            return (Verdict::dead(Health::ForeignHandle), 0);
         };
+        // The slot, then the feed's offset and status, then the slot again:
+        // unchanged, the three were current together (a writer clearing
+        // `suspect` after the books it waited for cannot pair the old book
+        // with the new flag).
         let mut retries = 0u32;
-        let Some(record) = retry(&mut retries, || slot.try_read()) else {
-            return (Verdict::dead(Health::Busy), retries);
-        };
-        let Some(offset) = retry(&mut retries, || layout::read_offset(block)) else {
-            return (Verdict::dead(Health::Busy), retries);
-        };
-        let Some(status) = retry(&mut retries, || block.status.try_read()) else {
+        let read = retry(&mut retries, || {
+            let record = slot.try_read()?;
+            let offset = layout::read_offset(block)?;
+            let (status, status_version) = block.status.try_read_stamped()?;
+            slot.unchanged_since(record.version)
+                .then_some((record, offset, status, status_version))
+        });
+        let Some((record, offset, status, status_version)) = read else {
             return (Verdict::dead(Health::Busy), retries);
         };
         let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
@@ -635,7 +654,8 @@ impl Reader {
             Verdict {
                 reasons,
                 health,
-                version: record.version,
+                // Both even and growing: the sum grows when either changes.
+                version: record.version.wrapping_add(status_version),
             },
             retries,
         )

@@ -81,6 +81,17 @@ impl SeqLock {
         (s1 == s2).then_some((v, s1))
     }
 
+    /// True if no write began since a [`try_read`](Self::try_read) that
+    /// gave `stamp`, as seen after everything loaded before this call (an
+    /// Acquire fence keeps those loads before the stamp's): what was read
+    /// of other words meanwhile was read while this copy was current.
+    #[inline]
+    pub fn unchanged_since(&self, stamp: u64) -> bool {
+        fence(Ordering::Acquire);
+        // Relaxed: ordered after the earlier loads by the fence above.
+        self.stamp.load(Ordering::Relaxed) == stamp
+    }
+
     /// A consistent copy, spinning while writes overlap: the copy, its
     /// stamp and the number of retries.
     #[inline]
@@ -166,6 +177,44 @@ mod loom_model {
                     assert_eq!(a, b, "torn read");
                     assert_eq!(stamp, 2 * a, "words from another write than the stamp");
                 }
+            }
+            writer.join().unwrap();
+        });
+    }
+
+    /// Two seqlocks written in turn (a slot's book, then its feed's flag
+    /// saying the book is complete) and read as a check reads them: the
+    /// first, the second, then the first's stamp again
+    /// ([`SeqLock::unchanged_since`]). A pair read that way never holds
+    /// the old book with the new flag.
+    #[test]
+    fn a_recheck_of_the_first_stamp_never_pairs_an_old_word_with_a_newer() {
+        let mut model = loom::model::Builder::new();
+        if model.preemption_bound.is_none() {
+            model.preemption_bound = Some(3);
+        }
+        model.check(|| {
+            let (book, flag) = (Arc::new(Pair::default()), Arc::new(Pair::default()));
+            let writer = {
+                let (book, flag) = (book.clone(), flag.clone());
+                loom::thread::spawn(move || {
+                    book.lock
+                        .write(|| book.words[0].store(1, Ordering::Relaxed));
+                    flag.lock
+                        .write(|| flag.words[0].store(1, Ordering::Relaxed));
+                })
+            };
+            let read = book
+                .lock
+                .try_read(|| book.words[0].load(Ordering::Relaxed))
+                .and_then(|(b, stamp)| {
+                    let (f, _) = flag
+                        .lock
+                        .try_read(|| flag.words[0].load(Ordering::Relaxed))?;
+                    book.lock.unchanged_since(stamp).then_some((b, f))
+                });
+            if let Some((b, f)) = read {
+                assert!(!(b == 0 && f == 1), "the old book with the new flag");
             }
             writer.join().unwrap();
         });

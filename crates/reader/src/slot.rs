@@ -191,6 +191,13 @@ impl Slot {
         Some(decode(&w, stamp))
     }
 
+    /// True if the slot is as a [`try_read`](Self::try_read) of version
+    /// `version` left it, after everything loaded before this call.
+    #[inline]
+    pub fn unchanged_since(&self, version: u64) -> bool {
+        self.stamp.unchanged_since(version)
+    }
+
     /// The writer's view of its own slot: no seqlock needed, since only the
     /// writer stores to it. Must only be called by the writer thread.
     #[inline]

@@ -89,7 +89,13 @@ impl FeedStatusWords {
     /// One attempt at a consistent copy; `None` if a write overlapped.
     #[inline]
     pub fn try_read(&self) -> Option<FeedStatus> {
-        let ([flags, last_alive, source_watermark], _) = self.stamp.try_read(|| {
+        self.try_read_stamped().map(|(s, _)| s)
+    }
+
+    /// [`try_read`](Self::try_read) with the copy's stamp (even; +2 a write).
+    #[inline]
+    pub fn try_read_stamped(&self) -> Option<(FeedStatus, u64)> {
+        let ([flags, last_alive, source_watermark], stamp) = self.stamp.try_read(|| {
             // Relaxed: ordered by the seqlock's stamp and fences.
             [
                 self.flags.load(Ordering::Relaxed),
@@ -97,14 +103,15 @@ impl FeedStatusWords {
                 self.source_watermark.load(Ordering::Relaxed),
             ]
         })?;
-        Some(FeedStatus {
+        let status = FeedStatus {
             suspect: flags & feed_flag::SUSPECT != 0,
             closed: flags & feed_flag::CLOSED != 0,
             joined: flags & feed_flag::JOINED != 0,
             orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
             last_alive,
             source_watermark,
-        })
+        };
+        Some((status, stamp))
     }
 
     /// A consistent copy, retrying while a write is in progress.
