@@ -593,7 +593,7 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         Err(e) => return Err(e),
     };
     let Some(name) = path.file_name().filter(|_| regular) else {
-        return std::fs::write(path, bytes);
+        return std::fs::write(path, bytes).map_err(|e| lost_reader(path, e));
     };
     let mut staged = std::ffi::OsString::from(".");
     staged.push(name);
@@ -606,6 +606,25 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&staging);
     }
     written
+}
+
+/// A broken pipe writing `path` is an error, not the quiet end of a
+/// `| head` (which [`is_broken_pipe`] lets exit 0), unless `path` is this
+/// process's own standard output.
+fn lost_reader(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
+    use std::os::unix::fs::MetadataExt;
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        return e;
+    }
+    let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+    let stdout = std::fs::metadata("/proc/self/fd/1").map(id);
+    if std::fs::metadata(path)
+        .map(id)
+        .is_ok_and(|p| stdout.is_ok_and(|o| o == p))
+    {
+        return e;
+    }
+    std::io::Error::other("the pipe's reader went away before it was written")
 }
 
 /// What `run` logs before it starts, in an operator's words: the

@@ -593,6 +593,33 @@ fn usage_errors_exit_non_zero() {
     }
 }
 
+/// A summary written to a pipe whose reader went away is an error (exit
+/// 2): the file asked for was not written. The same on standard output
+/// is the quiet end of a `| head` (exit 0).
+#[test]
+fn a_summary_into_a_closed_pipe_fails_unless_it_is_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let cap = capture_of("scenario-eth-us");
+    for (target, want) in [("/dev/stderr", 2), ("/dev/stdout", 0)] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .arg("replay")
+            .arg(&cap)
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--summary", target])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Both pipes' readers gone before anything is written.
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(want), "{target}");
+    }
+}
+
 /// A demo whose stdout cannot take its table stops, stops its threads and
 /// removes its publication, and says why in one line: exit 2.
 #[test]
