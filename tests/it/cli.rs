@@ -434,6 +434,13 @@ fn unreadable_inputs_fail_with_one_line() {
     std::fs::write(&forged_path, &forged).unwrap();
     fails_with(&forged_path, &cfg, None, "byte 24");
     fails_with(&cap, &d.join("missing.toml"), Some(&checks), "missing.toml");
+    // A named FIFO no one writes: read as empty at once, not waited on.
+    let fifo = d.join("fifo.toml");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    fails_with(&cap, &fifo, Some(&checks), "no [[feed]] table");
+    fails_with(&cap, &cfg, Some(&fifo), "empty file");
     fails_with(&cap, &cfg, Some(&d.join("missing.csv")), "missing.csv");
     fails_with(
         &cap,

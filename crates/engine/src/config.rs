@@ -811,7 +811,7 @@ impl Config {
         let name = path.display().to_string();
         let fail = |e: String| ConfigError(one_line(&format!("config {name}: {e}"), ERROR_MAX));
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
+        crate::sys::open_input(path)
             .and_then(|f| f.take(FILE_MAX + 1).read_to_end(&mut bytes))
             .map_err(|e| fail(e.to_string()))?;
         if bytes.len() as u64 > FILE_MAX {

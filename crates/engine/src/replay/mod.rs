@@ -48,7 +48,7 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
     use std::io::Read;
     let name = path.display().to_string();
     let fail = |e: String| ChecksError(format!("checks {name}: {e}"));
-    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let file = crate::sys::open_input(path).map_err(|e| fail(e.to_string()))?;
     let too_large = || {
         fail(format!(
             "larger than {} MiB (the checks are held in memory)",

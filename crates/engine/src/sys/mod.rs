@@ -12,6 +12,28 @@ pub mod udp;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Opens `path` to read a file the user names (a configuration, checks):
+/// a named FIFO without a writer does not block the open, and reads as
+/// empty (one clear error later, not a silent hang); a pipe with a writer
+/// (`--config <(...)`) is read as it comes.
+pub fn open_input(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // SAFETY: F_GETFL and F_SETFL on a descriptor this function owns.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET
