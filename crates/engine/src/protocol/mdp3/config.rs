@@ -332,7 +332,8 @@ impl FeedProtocol for Mdp3Config {
             return Ok(());
         };
         let path = dir.join(written);
-        std::fs::File::open(&path).map_err(|e| format!("definitions {}: {e}", path.display()))?;
+        crate::sys::open_input(&path)
+            .map_err(|e| format!("definitions {}: {e}", path.display()))?;
         self.definitions = Some(path);
         Ok(())
     }
