@@ -15,8 +15,8 @@
 //! is an anomaly and adds nothing, a message with locate 0 only counts by
 //! type (a System Event still changes hours), and the offset's send time is
 //! the source time of the packet's last message with a timestamp, taken at
-//! the packet's arrival only if one of its messages was not a duplicate
-//! (applied or held); with
+//! the packet's arrival for every data packet of the session (one of
+//! duplicates only too: line B's copy, a late answer); with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
 //! the window, its sample being its own arrival − send time; message
 //! sequences within a packet wrap past `u64::MAX`, and once the last

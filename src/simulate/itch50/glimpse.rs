@@ -1610,6 +1610,16 @@ mod tests {
             let g = sim.finish().0.glimpse.unwrap();
             assert_eq!((g.logins, g.rejected, g.faults_applied), (1, 0, 1));
             assert_eq!(g.fault.as_deref(), Some(fault));
+            // The server closes after its `J`: that packet, then the end.
+            let sim = Sim::ended(|g| g.fault = Some(fault.parse().unwrap()));
+            let mut s =
+                TcpStream::connect_timeout(&sim.addr().into(), Duration::from_secs(2)).unwrap();
+            s.write_all(&login()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).expect("closed, not silent");
+            assert_eq!(all, [0, 2, kind::LOGIN_REJECTED, reason], "{fault}");
+            sim.finish();
         }
         let listen = SocketAddrV4::new(LOCAL, unused_port());
         let sim = Sim::ended(|g| {

@@ -270,6 +270,38 @@ fn a_join_merges_a_snapshot_and_the_books_are_the_venues() {
     assert_eq!((s.ticks_lost, s.suspect, s.hours), (0, false, "open"));
 }
 
+/// The spin's messages are not the stream's (glimpse G3.3): merged, they
+/// change no counter of it (`messages_by_type` holds only the multicast
+/// applied from N: 120..150, adds and deletes, no `R`, `H` or `S` of the
+/// spin), and the spin's bytes, though later than every datagram, prove
+/// nothing alive.
+#[test]
+fn a_spin_changes_no_count_and_no_liveness_of_the_feed() {
+    use crate::verdict::Reasons;
+    let mut v = Venue::new("");
+    v.datagrams(100..150);
+    let last = v.t;
+    let before = v.summary();
+    assert!(before.messages_by_type.is_empty());
+    v.connection(&spin(120, S1, false), 3, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert_eq!(s.messages_by_type.values().sum::<u64>(), 30);
+    assert!(
+        s.messages_by_type.keys().all(|k| k == "A" || k == "D"),
+        "{:?}",
+        s.messages_by_type
+    );
+    assert_eq!(
+        (s.messages, s.anomalies, s.unknown_orders, s.duplicates),
+        (before.messages, 0, 0, before.duplicates)
+    );
+    let stale = |v: &mut Venue, t| v.h.verdict(0, sym("CCC"), t).contains(Reasons::STALE);
+    assert!(!v.h.verdict(0, sym("CCC"), last).contains(Reasons::NO_QUOTE));
+    assert!(!stale(&mut v, last + 1_000 * MS));
+    assert!(stale(&mut v, last + 1_000 * MS + 1));
+}
+
 /// A glimpse feed's summary carries the snapshot keys, and only those,
 /// with the failure classes each named (glimpse G4). (A feed without
 /// `glimpse` has none of them: the ITCH golden summaries hold that.)
@@ -597,6 +629,36 @@ fn another_session_fails_while_checked() {
     let s = v.summary();
     assert_eq!(snap(&s).snapshots, 1);
     assert_eq!(snap(&s).snapshot_session.as_deref(), Some("ABC"));
+}
+
+/// A connection starts at our SYN or at the server's first segment to a
+/// new local end (a capture begun after the SYN); one to another local
+/// end while a connection is open ends that one as `closed` (glimpse G5).
+#[test]
+fn a_connection_starts_at_the_servers_first_segment_to_a_new_end() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    // No SYN: the server's bytes to a new end, then its FIN.
+    v.local.set_port(v.local.port() + 1);
+    let bytes = spin(105, S1, false);
+    let (first, rest) = bytes.split_at(bytes.len() / 2);
+    v.segment(true, Tcp::ACK | Tcp::PSH, first);
+    v.segment(true, Tcp::ACK | Tcp::PSH, rest);
+    v.segment(true, Tcp::FIN | Tcp::ACK, b"");
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshot_attempts, snap(&s).snapshots), (1, 1));
+
+    // Half a spin on one end, then a whole one on another, SYN-less.
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(first, 1, false);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(true, Tcp::ACK | Tcp::PSH, &bytes);
+    v.segment(true, Tcp::FIN | Tcp::ACK, b"");
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshot_attempts, sn.snapshots), (2, 1));
+    assert_eq!(sn.snapshot_failures["closed"], 1);
 }
 
 /// Our FIN before the end (a timer fired live): `refused` without a
@@ -1100,6 +1162,16 @@ glimpse_password_file = "{}"
         let mut b = PacketBuilder::new(S1, 100);
         b.message(&message(100));
         let _ = h.on_datagram_line(0, 0, &b.finish(), now_ns());
+        upkeep_until(h, within, done)
+    }
+
+    /// Runs the receive loop's upkeep until `done` (or `within`); returns
+    /// the feed's summary.
+    fn upkeep_until(
+        h: &mut Handler,
+        within: Duration,
+        done: impl Fn(&FeedSummary) -> bool,
+    ) -> FeedSummary {
         let deadline = Instant::now() + within;
         loop {
             h.upkeep(now_ns());
@@ -1227,6 +1299,50 @@ glimpse_password_file = "{}"
             snap(&s)
         );
         assert!(s.suspect);
+        server.join().unwrap();
+    }
+
+    /// A new session while awaiting abandons the wait (glimpse G3.2): the
+    /// live connection is closed at once, not left to its timers, and the
+    /// failure counted as `abandoned`.
+    #[test]
+    fn live_a_new_session_closes_the_connection_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let silent: Script = Box::new(move |mut s| {
+            read_login(&mut s);
+            s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+            let begun = Instant::now();
+            // Heartbeats may come; the end is what counts.
+            let ended = s.read_to_end(&mut Vec::new()).is_ok();
+            tx.send((ended, begun.elapsed())).unwrap();
+        });
+        let (addr, server) = scripted(vec![silent]);
+        let mut h = live_handler(dir.path(), addr, "snapshot_idle_ms = 5000");
+        // Joined at 100 of S1; connected once the login went out.
+        let s = run_until(&mut h, Duration::from_secs(5), |s| {
+            snap(s).snapshot_attempts == 1
+        });
+        assert_eq!(snap(&s).snapshot_state, "awaiting");
+        std::thread::sleep(Duration::from_millis(200));
+        let sent = Instant::now();
+        let mut b = PacketBuilder::new(S2, 1);
+        b.message(&message(1));
+        let _ = h.on_datagram_line(0, 0, &b.finish(), now_ns());
+        let s = upkeep_until(&mut h, Duration::from_secs(5), |s| {
+            snap(s).snapshot_failures["abandoned"] == 1
+        });
+        assert_eq!(snap(&s).snapshot_failures["abandoned"], 1, "{:?}", snap(&s));
+        let (ended, after) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            ended,
+            "the server's read timed out: the connection stayed open"
+        );
+        assert!(
+            after < Duration::from_secs(4),
+            "closed {after:?} after the login, {:?} after the new session",
+            sent.elapsed()
+        );
         server.join().unwrap();
     }
 
