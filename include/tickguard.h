@@ -221,7 +221,8 @@
  * killed in the middle of an update leaves an odd stamp forever) answers
  * TG_STALE, as the Rust reader does (its health then says `busy`; the C
  * reader has no health for it: tg_health still says the writer is alive).
- * A check makes up to three such reads (slot, offset, feed status).
+ * The attempts are counted over a whole check (its reads of the slot, the
+ * feed's offset and status, and their repeats), as in the Rust reader.
  */
 #ifndef TICKGUARD_H
 #define TICKGUARD_H
@@ -276,7 +277,7 @@ extern "C" {
 /* Default bound on the writer heartbeat's age, ns (as the Rust reader). */
 #define TG_DEFAULT_DEAD_AFTER_NS 100000000ull
 
-/* Seqlock read attempts before a check gives up and answers TG_STALE. */
+/* Seqlock read attempts, over one check, before it gives up and answers TG_STALE. */
 #ifndef TG_MAX_RETRIES
 #define TG_MAX_RETRIES (1u << 16)
 #endif
@@ -567,13 +568,14 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
 }
 
 /* One seqlock read: `stamp`, then the `n` words from `words` into `out`, then
- * the stamp again, retried while a write is in progress. Returns the even
- * stamp of a consistent copy, or 1 (odd: no copy) after TG_MAX_RETRIES
- * inconsistent attempts. The writer side is `SeqLock::write` in
- * crates/reader/src/seqlock.rs (slots, the feed offset, the feed extension). */
-static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *words, int n, uint64_t *out) {
-    uint32_t tries;
-    for (tries = 0; tries < TG_MAX_RETRIES; tries++) {
+ * the stamp again, retried while a write is in progress, each failed attempt
+ * taken from `*budget`. Returns the even stamp of a consistent copy, or 1
+ * (odd: no copy) once the budget is spent. The writer side is
+ * `SeqLock::write` in crates/reader/src/seqlock.rs (slots, the feed offset,
+ * the feed extension). */
+static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *words, int n, uint64_t *out,
+                                        uint32_t *budget) {
+    for (; *budget > 0; (*budget)--) {
         uint64_t s1, s2;
         int i;
         /* Acquire: pairs with the writer's Release store of the even stamp
@@ -597,12 +599,12 @@ static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *w
     return 1;
 }
 
-/* Reads a feed's clock offset (seqlock); 0 on success, -1 after
- * TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out) {
+/* Reads a feed's clock offset (seqlock); 0 on success, -1 once `*budget`
+ * (attempts) is spent. */
+static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out, uint32_t *budget) {
     const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
     uint64_t w[2];
-    if (tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w) & 1) return -1;
+    if (tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w, budget) & 1) return -1;
     *out = (tg_i128)(((tg_u128)w[1] << 64) | (tg_u128)w[0]);
     /* Within +-2^64 ns, which any pair of u64 clocks gives: a forged offset
      * beyond is taken as the nearest end, so no arithmetic on it overflows
@@ -613,21 +615,24 @@ static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *ou
 }
 
 /* Reads a feed's status (the feed extension, seqlock): flags, last_alive,
- * source_watermark, and (if `stamp` is not NULL) the copy's even stamp; 0 on
- * success, -1 after TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_feed_status(const tg_reader *r, uint32_t feed, uint64_t out[3], uint64_t *stamp) {
+ * source_watermark; 0 on success, -1 once `*budget` (attempts) is spent. */
+static inline int tg__read_feed_status(const tg_reader *r, uint32_t feed, uint64_t out[3], uint32_t *budget) {
     const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
-    uint64_t s = tg__seqlock_read(b + TG_F_STATE_STAMP, b + TG_F_FLAGS, 3, out);
-    if (stamp != NULL) *stamp = s;
-    return s & 1 ? -1 : 0;
+    return tg__seqlock_read(b + TG_F_STATE_STAMP, b + TG_F_FLAGS, 3, out, budget) & 1 ? -1 : 0;
 }
 
 /* A consistent copy of slot words 0..TG_S_USED (seqlock; word 0 the even
- * stamp); 0 on success, -1 after TG_MAX_RETRIES inconsistent attempts. */
-static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG_S_USED]) {
+ * stamp); 0 on success, -1 once `*budget` (attempts) is spent. */
+static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG_S_USED], uint32_t *budget) {
     const uint64_t *s = tg__ptr(r, r->slots_offset + (uint64_t)slot * TG_SLOT_LEN);
-    w[TG_S_STAMP] = tg__seqlock_read(s + TG_S_STAMP, s + 1, TG_S_USED - 1, w + 1);
+    w[TG_S_STAMP] = tg__seqlock_read(s + TG_S_STAMP, s + 1, TG_S_USED - 1, w + 1, budget);
     return w[TG_S_STAMP] & 1 ? -1 : 0;
+}
+
+/* The handle was looked up in the publication of the writer `r` maps. */
+static inline int tg__handle_ours(const tg_reader *r, const tg_handle *h) {
+    return h != NULL && h->slot < r->capacity && h->feed < r->feed_count && h->writer_pid == r->pid &&
+           h->writer_start_time_ns == r->start_time_ns;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -875,40 +880,39 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
 
 /* The verdict for a looked-up symbol at local time `now_ns` (CLOCK_REALTIME
  * ns, see tg_now_ns): reason bits, 0 = ok; TG_STALE when the writer is not
- * healthy. `version_out` (may be NULL) gets the change counter of the slot
- * and its feed's status together at the read (even, grows on every change of
- * either: a new book, or the feed going suspect or closed; 0 when no slot
- * was read): re-check that it is unchanged just before sending to be sure
- * nothing moved in between. */
+ * healthy. `version_out` (may be NULL) gets the slot's change counter at the
+ * read (even, grows on every change of the symbol's book and flags; 0 when
+ * no slot was read). Just before sending, check again: send if that answer
+ * is 0 and its version is this one (the feed's own flags, which every packet
+ * of an exchange feed rewrites with its times, are in the answer, not in the
+ * version). */
 static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
-    uint64_t w[TG_S_USED], feed[3], alive, source, status_stamp;
+    uint64_t w[TG_S_USED], feed[3], alive, source;
     tg_i128 offset, now;
-    uint32_t reasons = 0, tries;
+    uint32_t reasons = 0, budget;
     uint64_t meta;
     if (version_out != NULL) *version_out = 0;
     if (tg__writer_health(r, now_ns) != TG_HEALTH_OK) return TG_STALE;
     /* Not from this reader's writer: its feeds' order and slots are another's. */
-    if (h == NULL || h->slot >= r->capacity || h->feed >= r->feed_count ||
-        h->writer_pid != r->pid || h->writer_start_time_ns != r->start_time_ns)
-        return TG_STALE;
+    if (!tg__handle_ours(r, h)) return TG_STALE;
     /* The slot, then the feed's offset and status, then the slot's stamp
-     * again: unchanged, the three were current together (a writer clearing
-     * `suspect` after the books it waited for cannot pair the old book with
-     * the new flag). As Reader::check. */
-    for (tries = 0;; tries++) {
+     * again: unchanged, the book was current with each of them (a writer
+     * clearing `suspect` after the books it waited for cannot pair the old
+     * book with the new flag). As Reader::check. */
+    /* One budget of attempts for the whole check, as Reader::check. */
+    for (budget = TG_MAX_RETRIES;; budget--) {
         const uint64_t *stamp = tg__ptr(r, r->slots_offset + (uint64_t)h->slot * TG_SLOT_LEN);
-        if (tries >= TG_MAX_RETRIES) return TG_STALE;
-        if (tg__read_slot(r, h->slot, w) != 0) return TG_STALE;
-        if (tg__read_offset(r, h->feed, &offset) != 0) return TG_STALE;
-        if (tg__read_feed_status(r, h->feed, feed, &status_stamp) != 0) return TG_STALE;
+        if (budget == 0) return TG_STALE;
+        if (tg__read_slot(r, h->slot, w, &budget) != 0) return TG_STALE;
+        if (tg__read_offset(r, h->feed, &offset, &budget) != 0) return TG_STALE;
+        if (tg__read_feed_status(r, h->feed, feed, &budget) != 0) return TG_STALE;
         /* Acquire fence: keeps the loads above before the stamp's re-load. */
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         /* Relaxed: ordered by the fence above. */
         if (__atomic_load_n(stamp + TG_S_STAMP, __ATOMIC_RELAXED) == w[TG_S_STAMP]) break;
         tg__spin_hint();
     }
-    /* Both even and growing: the sum grows when either changes. */
-    if (version_out != NULL) *version_out = w[TG_S_STAMP] + status_stamp;
+    if (version_out != NULL) *version_out = w[TG_S_STAMP];
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
     /* status::verdict() in crates/reader/src/status.rs, i.e. verdict::reasons() of the
@@ -954,9 +958,9 @@ static inline tg_price tg__price(uint64_t meta, uint64_t word) {
  * Does not check the writer's health (tg_check does). */
 static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote *out) {
     uint64_t w[TG_S_USED], meta;
-    if (r == NULL || r->base == NULL || h == NULL || out == NULL) return -1;
-    if (h->slot >= r->capacity || h->feed >= r->feed_count) return -1;
-    if (tg__read_slot(r, h->slot, w) != 0) return -1;
+    uint32_t budget = TG_MAX_RETRIES;
+    if (r == NULL || r->base == NULL || out == NULL || !tg__handle_ours(r, h)) return -1;
+    if (tg__read_slot(r, h->slot, w, &budget) != 0) return -1;
     meta = w[TG_S_META];
     if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return -1;
     memset(out, 0, sizeof *out);
@@ -1102,20 +1106,20 @@ static inline int tg_counter_describe(const tg_reader *r, uint32_t feed, uint32_
 static inline int tg_read_counters(const tg_reader *r, uint32_t feed, uint64_t values[TG_COUNTER_IDS], uint64_t *flags) {
     const uint64_t *b;
     uint64_t words[TG_FEED_LEN / 8] = {0}, st[3];
-    uint32_t id;
+    uint32_t id, budget = TG_MAX_RETRIES;
     if (r == NULL || r->base == NULL || feed >= r->feed_count || values == NULL) return -1;
     b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
     /* The counters stamp covers every counter word of the block (19..128;
      * the status words among them have their own stamp and are read below). */
     if (tg__seqlock_read(b + TG_F_COUNTERS_STAMP, b + TG_F_MORE_COUNTERS, TG_FEED_LEN / 8 - TG_F_MORE_COUNTERS,
-                         words + TG_F_MORE_COUNTERS) & 1)
+                         words + TG_F_MORE_COUNTERS, &budget) & 1)
         return -1;
     for (id = 0; id < TG_COUNTER_IDS; id++) {
         int w = tg__counter_word(id);
         values[id] = w < 0 ? 0 : words[w];
     }
     if (flags != NULL) {
-        if (tg__read_feed_status(r, feed, st, NULL) != 0) return -1;
+        if (tg__read_feed_status(r, feed, st, &budget) != 0) return -1;
         *flags = st[0];
     }
     return 0;

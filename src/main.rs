@@ -616,8 +616,13 @@ fn lost_reader(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
     if e.kind() != std::io::ErrorKind::BrokenPipe {
         return e;
     }
+    use std::os::fd::AsFd;
     let id = |m: std::fs::Metadata| (m.dev(), m.ino());
-    let stdout = std::fs::metadata("/proc/self/fd/1").map(id);
+    let stdout = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| std::fs::File::from(fd).metadata())
+        .map(id);
     if std::fs::metadata(path)
         .map(id)
         .is_ok_and(|p| stdout.is_ok_and(|o| o == p))

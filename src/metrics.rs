@@ -503,7 +503,7 @@ impl Monitor {
             let mut last_alive = status.last_alive;
             for rec in records.iter().filter(|rec| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
-                let reasons = crate::state::verdict(rec, &status, offset, now);
+                let reasons = crate::state::verdict(&rec.facts(), &status, offset, now);
                 if reasons.is_ok() {
                     by[0] += 1;
                 }

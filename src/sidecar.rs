@@ -906,7 +906,7 @@ impl Sidecar {
             let r = table.record(id as u32);
             let Some(symbol) = r.symbol else { continue };
             let offset = self.handler.offset(r.feed);
-            let new = verdict(&r, &table.feed_status(r.feed), offset, now);
+            let new = verdict(&r.facts(), &table.feed_status(r.feed), offset, now);
             let old = ch.last[id];
             if new != old {
                 ch.last[id] = new;

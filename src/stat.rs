@@ -520,7 +520,7 @@ impl Snapshot {
             for r in records.iter().filter(|r| r.feed == id) {
                 let Some(symbol) = r.symbol else { continue };
                 let reasons = if healthy {
-                    crate::state::verdict(r, &view.status, view.offset, now)
+                    crate::state::verdict(&r.facts(), &view.status, view.offset, now)
                 } else {
                     Reasons::STALE
                 };

@@ -352,7 +352,7 @@ fn render(
         .into_iter()
         .filter_map(|r| {
             let reasons = if healthy {
-                crate::state::verdict(&r, &status, offset, now)
+                crate::state::verdict(&r.facts(), &status, offset, now)
             } else {
                 Reasons::STALE
             };

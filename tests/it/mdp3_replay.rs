@@ -475,6 +475,22 @@ fn a_missing_definitions_file_is_a_configuration_error() {
         "{e}"
     );
     assert!(e.contains("defs.pcap"), "{e}");
+    // A directory or a FIFO in its place: refused at once, not waited on.
+    std::fs::create_dir(dir.path().join("defs.pcap")).unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(e.ends_with("defs.pcap: not a regular file"), "{e}");
+    std::fs::remove_dir(dir.path().join("defs.pcap")).unwrap();
+    let fifo = std::ffi::CString::new(
+        dir.path()
+            .join("defs.pcap")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    // SAFETY: a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(e.ends_with("defs.pcap: not a regular file"), "{e}");
 }
 
 /// Live, an MDP3 feed goes live (nothing of its own to open) and reads

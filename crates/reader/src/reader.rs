@@ -114,9 +114,9 @@ pub enum Health {
     /// writer died while writing it (or is stopped).
     Busy,
     /// The handle was looked up in another writer's publication (before
-    /// [`Reader::refresh`] mapped a restarted writer's file, or in another
-    /// `Reader`): its slot may hold another feed's instrument now. Look
-    /// the symbol up again.
+    /// [`Reader::refresh`] mapped a restarted writer's file, or in a
+    /// `Reader` of another writer's file): its slot may hold another
+    /// feed's instrument now. Look the symbol up again.
     ForeignHandle,
 }
 
@@ -216,10 +216,11 @@ pub struct Verdict {
     pub reasons: Reasons,
     /// Whether the writer could be trusted.
     pub health: Health,
-    /// The change counter of the slot and its feed's status together at the
-    /// read (even; grows on every change of either: a new book, or the
-    /// feed going suspect or closed). Re-check that it is unchanged just
-    /// before sending to be sure nothing moved in between.
+    /// The slot's change counter at the read (even; grows on every change
+    /// of the symbol's book and flags). Just before sending, check again:
+    /// send if that answer is ok and its version is this one (the feed's
+    /// own flags, which a feed's every packet rewrites with its times, are
+    /// in the answer's reasons, not in the version).
     pub version: u64,
 }
 
@@ -631,31 +632,30 @@ impl Reader {
             return (Verdict::dead(Health::ForeignHandle), 0);
         };
         // The slot, then the feed's offset and status, then the slot again:
-        // unchanged, the three were current together (a writer clearing
-        // `suspect` after the books it waited for cannot pair the old book
-        // with the new flag).
+        // unchanged, the book was current with each of them (a writer
+        // clearing `suspect` after the books it waited for cannot pair the
+        // old book with the new flag).
         let mut retries = 0u32;
         let read = retry(&mut retries, || {
-            let record = slot.try_read()?;
+            let facts = slot.try_read_facts()?;
             let offset = layout::read_offset(block)?;
-            let (status, status_version) = block.status.try_read_stamped()?;
-            slot.unchanged_since(record.version)
-                .then_some((record, offset, status, status_version))
+            let status = block.status.try_read()?;
+            slot.unchanged_since(facts.version)
+                .then_some((facts, offset, status))
         });
-        let Some((record, offset, status, status_version)) = read else {
+        let Some((facts, offset, status)) = read else {
             return (Verdict::dead(Health::Busy), retries);
         };
-        let reasons = if record.symbol != Some(handle.symbol) || record.feed != handle.feed {
+        let reasons = if facts.key != handle.symbol.key() || facts.feed != handle.feed {
             Reasons::NO_QUOTE
         } else {
-            crate::status::verdict(&record, &status, offset, now)
+            crate::status::verdict(&facts, &status, offset, now)
         };
         (
             Verdict {
                 reasons,
                 health,
-                // Both even and growing: the sum grows when either changes.
-                version: record.version.wrapping_add(status_version),
+                version: facts.version,
             },
             retries,
         )
@@ -783,9 +783,13 @@ impl Reader {
 
     /// A consistent copy of a looked-up symbol's slot (its exact prices and
     /// sizes: [`Record::bid`], [`Record::ask`]); `None` if not mapped, the
-    /// slot holds another (feed, symbol), or it stayed mid-update.
+    /// handle is another writer's, the slot holds another (feed, symbol),
+    /// or it stayed mid-update.
     pub fn record(&self, handle: &Handle) -> Option<Record> {
         let m = self.mapped.as_ref().ok()?;
+        if handle.writer != (m.pid, m.start_time_ns) {
+            return None;
+        }
         let slot = m.views.slots().get(handle.slot as usize)?;
         (0..MAX_RETRIES)
             .find_map(|_| slot.try_read())

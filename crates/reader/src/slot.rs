@@ -173,6 +173,53 @@ impl Record {
     pub fn no_quote(&self) -> bool {
         self.bid.is_none() && self.ask.is_none()
     }
+
+    /// What a verdict reads of it ([`Slot::try_read_facts`] of the same
+    /// words).
+    pub fn facts(&self) -> Facts {
+        Facts {
+            feed: self.feed,
+            key: self.symbol.map_or(0, Symbol::key),
+            quoted: !self.no_quote(),
+            halted: self.halted,
+            closed: self.closed,
+            suspect: self.state.suspect,
+            invalid: self.state.invalid,
+            source_time: self.state.price.map(|p| p.source_time),
+            last_alive: self.state.last_alive,
+            thresholds: self.thresholds,
+            version: self.version,
+        }
+    }
+}
+
+/// What a check reads of a slot: what it must hold, its flags, times and
+/// thresholds; no prices (a [`Record`] has them, decoded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// Which feed (index in configuration order).
+    pub feed: u16,
+    /// The symbol's key ([`Symbol::key`]); 0 for an empty slot.
+    pub key: u64,
+    /// A price on at least one side.
+    pub quoted: bool,
+    /// Trading in the instrument is halted.
+    pub halted: bool,
+    /// The instrument's own market is closed.
+    pub closed: bool,
+    /// The symbol's state may have missed ticks.
+    pub suspect: bool,
+    /// The price shown is invalid.
+    pub invalid: bool,
+    /// Source time of the price shown (provider's clock, ns); `None`
+    /// without one.
+    pub source_time: Option<u64>,
+    /// The symbol's last sign of life (local clock, ns since the epoch).
+    pub last_alive: u64,
+    /// Thresholds in force for this symbol.
+    pub thresholds: Thresholds,
+    /// Seqlock stamp at the read: even, grows by 2 on every change.
+    pub version: u64,
 }
 
 impl Slot {
@@ -189,6 +236,31 @@ impl Slot {
     pub fn try_read(&self) -> Option<Record> {
         let (w, stamp) = self.stamp.try_read(|| self.load_words())?;
         Some(decode(&w, stamp))
+    }
+
+    /// One attempt at what a check reads ([`Record::facts`] of a
+    /// [`try_read`](Self::try_read)), without decoding the prices or
+    /// validating the symbol; `None` if a write overlapped.
+    #[inline]
+    pub fn try_read_facts(&self) -> Option<Facts> {
+        let (w, stamp) = self.stamp.try_read(|| self.load_words())?;
+        let m = w[word::META];
+        Some(Facts {
+            feed: (m & meta::FEED_MASK) as u16,
+            key: w[word::SYMBOL],
+            quoted: m & (meta::HAS_BID | meta::HAS_ASK) != 0,
+            halted: m & meta::HALTED != 0,
+            closed: m & meta::CLOSED != 0,
+            suspect: m & meta::SUSPECT != 0,
+            invalid: m & meta::INVALID != 0,
+            source_time: (m & meta::HAS_PRICE != 0).then_some(w[word::SOURCE_TIME]),
+            last_alive: w[word::LAST_ALIVE],
+            thresholds: Thresholds {
+                stale_ns: w[word::STALE_NS],
+                source_ns: w[word::SOURCE_NS],
+            },
+            version: stamp,
+        })
     }
 
     /// True if the slot is as a [`try_read`](Self::try_read) of version
@@ -610,6 +682,7 @@ mod tests {
                 let r = slot.read().0;
                 proptest::prop_assert_eq!(r.state, plain);
                 proptest::prop_assert_eq!(r.feed, 7);
+                proptest::prop_assert_eq!(slot.try_read_facts(), Some(r.facts()));
             }
         }
     }

@@ -2,7 +2,7 @@
 //! the verdict every reader computes from a slot's record and it.
 
 use crate::seqlock::SeqLock;
-use crate::slot::Record;
+use crate::slot::Facts;
 use crate::verdict::{reasons, Inputs, Reasons};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -89,13 +89,7 @@ impl FeedStatusWords {
     /// One attempt at a consistent copy; `None` if a write overlapped.
     #[inline]
     pub fn try_read(&self) -> Option<FeedStatus> {
-        self.try_read_stamped().map(|(s, _)| s)
-    }
-
-    /// [`try_read`](Self::try_read) with the copy's stamp (even; +2 a write).
-    #[inline]
-    pub fn try_read_stamped(&self) -> Option<(FeedStatus, u64)> {
-        let ([flags, last_alive, source_watermark], stamp) = self.stamp.try_read(|| {
+        let ([flags, last_alive, source_watermark], _) = self.stamp.try_read(|| {
             // Relaxed: ordered by the seqlock's stamp and fences.
             [
                 self.flags.load(Ordering::Relaxed),
@@ -103,15 +97,14 @@ impl FeedStatusWords {
                 self.source_watermark.load(Ordering::Relaxed),
             ]
         })?;
-        let status = FeedStatus {
+        Some(FeedStatus {
             suspect: flags & feed_flag::SUSPECT != 0,
             closed: flags & feed_flag::CLOSED != 0,
             joined: flags & feed_flag::JOINED != 0,
             orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
             last_alive,
             source_watermark,
-        };
-        Some((status, stamp))
+        })
     }
 
     /// A consistent copy, retrying while a write is in progress.
@@ -125,7 +118,8 @@ impl FeedStatusWords {
     }
 }
 
-/// The verdict for a slot's record, whatever the protocol (the same in
+/// The verdict for what a check read of a slot ([`Facts`]: of a
+/// [`Record`](crate::slot::Record), its `facts()`), whatever the protocol (the same in
 /// process, in the Rust `Reader` and in `tickguard.h`): liveness and source
 /// time are the later of the symbol's and the feed's, suspect either's,
 /// closed either's, halted and invalid the symbol's; `no_quote` (alone)
@@ -133,21 +127,17 @@ impl FeedStatusWords {
 /// (local − provider), ns; `now` local ns since the Unix epoch. The
 /// reasons are [`crate::verdict::reasons`] of these inputs.
 #[inline]
-pub fn verdict(r: &Record, feed: &FeedStatus, offset: i128, now: u64) -> Reasons {
-    let s = &r.state;
-    let source = s
-        .price
-        .map_or(0, |p| p.source_time)
-        .max(feed.source_watermark);
+pub fn verdict(f: &Facts, feed: &FeedStatus, offset: i128, now: u64) -> Reasons {
+    let source = f.source_time.unwrap_or(0).max(feed.source_watermark);
     let inputs = Inputs {
-        quoted: !r.no_quote(),
-        alive: Some(s.last_alive.max(feed.last_alive) as i128),
+        quoted: f.quoted,
+        alive: Some(f.last_alive.max(feed.last_alive) as i128),
         source: Some(source as i128),
         offset,
-        suspect: s.suspect || feed.suspect,
-        invalid: s.invalid,
-        halted: r.halted,
-        closed: feed.closed || r.closed,
+        suspect: f.suspect || feed.suspect,
+        invalid: f.invalid,
+        halted: f.halted,
+        closed: feed.closed || f.closed,
     };
-    reasons(&inputs, r.thresholds, now)
+    reasons(&inputs, f.thresholds, now)
 }

@@ -216,8 +216,8 @@ impl StateTable {
     /// The verdict for slot `id` at local time `now` ([`verdict`], with
     /// the feed's status), `offset` the feed's clock offset, ns.
     pub fn check(&self, id: SlotId, offset: i128, now: u64) -> Reasons {
-        let r = self.record(id);
-        verdict(&r, &self.feed_status(r.feed), offset, now)
+        let f = self.record(id).facts();
+        verdict(&f, &self.feed_status(f.feed), offset, now)
     }
 
     /// Number of slots.
