@@ -38,7 +38,9 @@
  *                                now (the clock stepped back); also: writer not
  *                                healthy
  *   2    4      stale_at_source  now - max(slot source_time, feed source_watermark)
- *                                - offset > source_ns (128-bit math)
+ *                                - offset > source_ns (128-bit math; the slot's
+ *                                source_time counts only with its has_price bit;
+ *                                the offset taken within +-2^64)
  *   3    8      suspect          slot or feed suspect: gap not repaired, or a
  *                                delta feed waiting for a snapshot
  *   4    16     invalid_price    the last price message was invalid, or the book is crossed
@@ -881,8 +883,8 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
 /* The verdict for a looked-up symbol at local time `now_ns` (CLOCK_REALTIME
  * ns, see tg_now_ns): reason bits, 0 = ok; TG_STALE when the writer is not
  * healthy. `version_out` (may be NULL) gets the slot's change counter at the
- * read (even, grows on every change of the symbol's book and flags; 0 when
- * no slot was read). Just before sending, check again: send if that answer
+ * read (even, grows on every write to the symbol's slot: book, flags,
+ * liveness, sequence, thresholds; 0 when no slot was read). Just before sending, check again: send if that answer
  * is 0 and its version is this one (the feed's own flags, which every packet
  * of an exchange feed rewrites with its times, are in the answer, not in the
  * version). */

@@ -216,8 +216,9 @@ pub struct Verdict {
     pub reasons: Reasons,
     /// Whether the writer could be trusted.
     pub health: Health,
-    /// The slot's change counter at the read (even; grows on every change
-    /// of the symbol's book and flags). Just before sending, check again:
+    /// The slot's change counter at the read (even; grows on every write to
+    /// the symbol's slot: book, flags, liveness, sequence, thresholds).
+    /// Just before sending, check again:
     /// send if that answer is ok and its version is this one (the feed's
     /// own flags, which a feed's every packet rewrites with its times, are
     /// in the answer's reasons, not in the version).

@@ -175,7 +175,8 @@ impl Record {
     }
 
     /// What a verdict reads of it ([`Slot::try_read_facts`] of the same
-    /// words).
+    /// words, but for `key`: 0 here for a word that is no symbol, the word
+    /// itself there; neither equals a handle's symbol).
     pub fn facts(&self) -> Facts {
         Facts {
             feed: self.feed,
@@ -199,7 +200,8 @@ impl Record {
 pub struct Facts {
     /// Which feed (index in configuration order).
     pub feed: u16,
-    /// The symbol's key ([`Symbol::key`]); 0 for an empty slot.
+    /// The slot's symbol word, compared with a handle's [`Symbol::key`]
+    /// (0 for an empty slot; not validated).
     pub key: u64,
     /// A price on at least one side.
     pub quoted: bool,
@@ -244,23 +246,7 @@ impl Slot {
     #[inline]
     pub fn try_read_facts(&self) -> Option<Facts> {
         let (w, stamp) = self.stamp.try_read(|| self.load_words())?;
-        let m = w[word::META];
-        Some(Facts {
-            feed: (m & meta::FEED_MASK) as u16,
-            key: w[word::SYMBOL],
-            quoted: m & (meta::HAS_BID | meta::HAS_ASK) != 0,
-            halted: m & meta::HALTED != 0,
-            closed: m & meta::CLOSED != 0,
-            suspect: m & meta::SUSPECT != 0,
-            invalid: m & meta::INVALID != 0,
-            source_time: (m & meta::HAS_PRICE != 0).then_some(w[word::SOURCE_TIME]),
-            last_alive: w[word::LAST_ALIVE],
-            thresholds: Thresholds {
-                stale_ns: w[word::STALE_NS],
-                source_ns: w[word::SOURCE_NS],
-            },
-            version: stamp,
-        })
+        Some(facts(&w, stamp))
     }
 
     /// True if the slot is as a [`try_read`](Self::try_read) of version
@@ -562,6 +548,29 @@ fn decode(w: &[u64; USED], stamp: u64) -> Record {
     }
 }
 
+/// What a check reads of a slot's words ([`decode`]`(w, stamp).facts()`
+/// but for `key`, the word as it is).
+#[inline]
+fn facts(w: &[u64; USED], stamp: u64) -> Facts {
+    let m = w[word::META];
+    Facts {
+        feed: (m & meta::FEED_MASK) as u16,
+        key: w[word::SYMBOL],
+        quoted: m & (meta::HAS_BID | meta::HAS_ASK) != 0,
+        halted: m & meta::HALTED != 0,
+        closed: m & meta::CLOSED != 0,
+        suspect: m & meta::SUSPECT != 0,
+        invalid: m & meta::INVALID != 0,
+        source_time: (m & meta::HAS_PRICE != 0).then_some(w[word::SOURCE_TIME]),
+        last_alive: w[word::LAST_ALIVE],
+        thresholds: Thresholds {
+            stale_ns: w[word::STALE_NS],
+            source_ns: w[word::SOURCE_NS],
+        },
+        version: stamp,
+    }
+}
+
 /// A bid or ask word as `meta`'s price format says.
 #[inline]
 fn exact(m: u64, v: u64) -> Exact {
@@ -657,6 +666,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// What a check reads of any words, forged ones too, is what a
+        /// whole decode gives, but for `key`: the word as it is, equal to a
+        /// valid symbol's key exactly when the decode's symbol is it.
+        #[test]
+        fn facts_are_the_decoded_records(
+            w in proptest::array::uniform13(proptest::prelude::any::<u64>()),
+            bits in proptest::prelude::any::<u64>(),
+            stamp in proptest::prelude::any::<u64>(),
+        ) {
+            let mut w = w;
+            // Meta words with every flag combination, not only random ones.
+            w[word::META] = (w[word::META] & !0xff_ffff) | (bits & 0xff_ffff);
+            let (f, d) = (facts(&w, stamp), decode(&w, stamp).facts());
+            proptest::prop_assert_eq!(Facts { key: d.key, ..f }, d);
+            proptest::prop_assert_eq!(f.key, w[word::SYMBOL]);
+            let valid = Symbol::from_key(w[word::SYMBOL]);
+            proptest::prop_assert_eq!(d.key, valid.map_or(0, Symbol::key));
+        }
+
         /// Every write of the rules' interface, made in place on a slot's
         /// words, gives exactly what it gives on a plain `SymbolState`,
         /// write after write (one update per write, and several in one).

@@ -555,6 +555,10 @@ impl FeedEngine for Engine {
             return Ok(());
         };
         let name = path.display();
+        // As at loading: a FIFO put in its place since would block here.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Err(format!("definitions {name}: not a regular file"));
+        }
         let mut reader =
             CaptureReader::open(&path).map_err(|e| format!("definitions {name}: {e}"))?;
         let mut index = 0u64;
