@@ -890,6 +890,7 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
  * version). */
 static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
     uint64_t w[TG_S_USED], feed[3], alive, source;
+    const uint64_t *stamp;
     tg_i128 offset, now;
     uint32_t reasons = 0, budget;
     uint64_t meta;
@@ -900,10 +901,10 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     /* The slot, then the feed's offset and status, then the slot's stamp
      * again: unchanged, the book was current with each of them (a writer
      * clearing `suspect` after the books it waited for cannot pair the old
-     * book with the new flag). As Reader::check. */
-    /* One budget of attempts for the whole check, as Reader::check. */
+     * book with the new flag). One budget of attempts for the whole check.
+     * As Reader::check. */
+    stamp = tg__ptr(r, r->slots_offset + (uint64_t)h->slot * TG_SLOT_LEN);
     for (budget = TG_MAX_RETRIES;; budget--) {
-        const uint64_t *stamp = tg__ptr(r, r->slots_offset + (uint64_t)h->slot * TG_SLOT_LEN);
         if (budget == 0) return TG_STALE;
         if (tg__read_slot(r, h->slot, w, &budget) != 0) return TG_STALE;
         if (tg__read_offset(r, h->feed, &offset, &budget) != 0) return TG_STALE;

@@ -774,38 +774,38 @@ fn shm_target(
 const DEFAULT_DEAD_AFTER_MS: u64 = tickguard::reader::DEFAULT_DEAD_AFTER_NS / 1_000_000;
 
 /// Opens the publication at `path` for a reader owned by `owner`, with
-/// `bound_ms` as the dead-writer bound. Without one: 100 ms, raised to
-/// three of the writer's heartbeat periods as the publication states them
-/// (the least a configuration accepts for `dead_after_ms`), so a writer
-/// configured to beat every second is not called dead between beats. The
-/// period is read only from a file the reader trusts, and a configuration
-/// takes at most 1,000 ms, so the raise is at most 3 s.
+/// `bound_ms` as the dead-writer bound, else [`follow_the_heartbeat`].
 fn open_reader(
     path: &std::path::Path,
     bound_ms: Option<u64>,
     owner: Option<u32>,
 ) -> tickguard::Reader {
-    let open = |bound_ms: u64| {
-        let options = tickguard::reader::ReaderOptions {
-            dead_after_ns: bound_ms.saturating_mul(1_000_000),
-            owner,
-        };
-        tickguard::Reader::open_with(path, options)
+    let options = tickguard::reader::ReaderOptions {
+        dead_after_ns: bound_ms
+            .unwrap_or(DEFAULT_DEAD_AFTER_MS)
+            .saturating_mul(1_000_000),
+        owner,
     };
-    let reader = open(bound_ms.unwrap_or(DEFAULT_DEAD_AFTER_MS));
-    if bound_ms.is_some() {
-        return reader;
+    let mut reader = tickguard::Reader::open_with(path, options);
+    if bound_ms.is_none() {
+        follow_the_heartbeat(&mut reader);
     }
+    reader
+}
+
+/// The dead-writer bound without one given: 100 ms, raised to three of
+/// the writer's heartbeat periods as the publication states them (the
+/// least a configuration accepts for `dead_after_ms`), so a writer
+/// configured to beat every second is not called dead between beats. The
+/// period is read only from a file the reader trusts, and a configuration
+/// takes at most 1,000 ms, so the raise is at most 3 s.
+fn follow_the_heartbeat(reader: &mut tickguard::Reader) {
     let max_period_ms = tickguard::config::HEARTBEAT_MS.max as u64;
     let period_ms = reader
         .heartbeat_period_ns()
         .map_or(0, |p| (p / 1_000_000).min(max_period_ms));
     let bound = DEFAULT_DEAD_AFTER_MS.max(tickguard::config::DEAD_AFTER_HEARTBEATS * period_ms);
-    if bound > DEFAULT_DEAD_AFTER_MS {
-        open(bound)
-    } else {
-        reader
-    }
+    reader.set_dead_after_ns(bound * 1_000_000);
 }
 
 fn stat(args: cli::StatArgs) -> Result<()> {
@@ -825,7 +825,7 @@ fn stat(args: cli::StatArgs) -> Result<()> {
         let now = args.now.unwrap_or_else(tickguard::time::now_ns);
         if !reader.health(now).is_ok() && reader.refresh() && bound_ms.is_none() {
             // A new writer's file: its heartbeat period may differ.
-            reader = open_reader(&path, bound_ms, owner);
+            follow_the_heartbeat(&mut reader);
         }
         let health = reader.health(now);
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)

@@ -30,7 +30,8 @@ const NS_PER_S: u64 = 1_000_000_000;
 /// Most quotes in one datagram (16 + 100 × 48 bytes).
 const MAX_BATCH: usize = 100;
 
-/// The highest `--rate` of any simulator, per second (mdp3's is lower).
+/// The highest `--rate` a simulator takes by default, per second (one
+/// may take a lower bound of its own).
 pub const MAX_RATE: f64 = 10_000_000.0;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
@@ -216,18 +217,18 @@ pub(crate) struct Pacing {
 }
 
 impl Pacing {
-    /// `(rate, what)`: `what` per second, finite and above 0; `duration_s`
+    /// `(rate, what, max)`: `what` per second, above 0 and at most `max`; `duration_s`
     /// ≥ 0 (0: no limit); `(pause_every_s, pause_ms)`, the pause shorter than
     /// its period; `count` (0: no limit). Errors name the flag.
     pub(crate) fn new(
-        (rate, what): (f64, &str),
+        (rate, what, max): (f64, &str, f64),
         duration_s: f64,
         (pause_every_s, pause_ms): (u64, u64),
         count: u64,
     ) -> Result<Pacing> {
-        if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+        if !(rate.is_finite() && rate > 0.0 && rate <= max) {
             bail!(
-                "simulate: --rate must be above 0 and at most {MAX_RATE} {what} per second, got {rate}"
+                "simulate: --rate must be above 0 and at most {max} {what} per second, got {rate}"
             );
         }
         if !(duration_s.is_finite() && duration_s >= 0.0) {
@@ -492,7 +493,7 @@ mod tests {
 
     #[test]
     fn the_rate_is_bounded_and_one_poll_makes_a_bounded_batch() {
-        let pacing = |rate: f64| Pacing::new((rate, "quotes"), 0.0, (0, 0), 0);
+        let pacing = |rate: f64| Pacing::new((rate, "quotes", MAX_RATE), 0.0, (0, 0), 0);
         for bad in [
             0.0,
             -1.0,

@@ -484,12 +484,12 @@ impl SimulateArgs {
     }
 
     /// The MDP3 channel's parameters: its lines from `--config`'s mdp3
-    /// feed (required).
+    /// feed (required; the feeds' files are not opened: `Config::read`).
     pub fn mdp3_params(&self) -> anyhow::Result<tickguard::simulate::mdp3::Params> {
         let Some(path) = &self.config else {
             anyhow::bail!("simulate: --protocol mdp3 needs --config FILE: its mdp3 feed gives the incremental, snapshot and definition lines");
         };
-        let config = tickguard::config::Config::load(path)?;
+        let config = tickguard::config::Config::read(path)?;
         let (feed, settings) =
             config_feed(&config, path, self.feed.as_deref(), "mdp3", |s| match s {
                 ProtocolSettings::Mdp3(c) => Some(c),
@@ -563,7 +563,7 @@ impl SimulateArgs {
             ..Default::default()
         };
         if let Some(path) = &self.config {
-            let config = tickguard::config::Config::load(path)?;
+            let config = tickguard::config::Config::read(path)?;
             let (feed, settings) =
                 config_feed(&config, path, self.feed.as_deref(), "itch50", |s| match s {
                     ProtocolSettings::Itch50(c) => Some(c),

@@ -360,7 +360,7 @@ impl Venue {
             ("--request-drop", p.request_drop),
         ])?;
         let pacing = Pacing::new(
-            (p.rate, "messages"),
+            (p.rate, "messages", super::MAX_RATE),
             p.duration_s,
             (p.pause_every_s, p.pause_ms),
             p.count,

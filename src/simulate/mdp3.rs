@@ -365,14 +365,8 @@ impl Venue {
             ("--duplicate", p.duplicate),
             ("--reorder", p.reorder),
         ])?;
-        if p.rate > MAX_RATE {
-            bail!(
-                "simulate: --rate must be above 0 and at most {MAX_RATE} events per second for mdp3, got {}",
-                p.rate
-            );
-        }
         let pacing = Pacing::new(
-            (p.rate, "events"),
+            (p.rate, "events", MAX_RATE),
             p.duration_s,
             (p.pause_every_s, p.pause_ms),
             p.count,

@@ -309,7 +309,7 @@ impl Simulator {
             ("--invalid", args.invalid),
         ])?;
         let pacing = Pacing::new(
-            (args.rate, "quotes"),
+            (args.rate, "quotes", super::MAX_RATE),
             args.duration_s,
             (args.pause_every_s, args.pause_ms),
             args.count,

@@ -1610,9 +1610,6 @@ int main(int argc, char **argv) {
     // TG_STALE (2); then the fresh handle's ok on feed 1.
     assert_eq!(rest, "2\n0 1\n", "C, after the restart");
 
-    // A forged clock offset at either end of i128: no arithmetic overflows
-    // (this test's build checks overflow), and both readers take it as
-    // ±2^64 ns, the most any pair of u64 clocks gives.
     let Some(check) = compile_check(dir.path()) else {
         return;
     };
@@ -1645,6 +1642,9 @@ int main(int argc, char **argv) {
         ..FeedStatus::default()
     };
     _second.1.set_feed_status(1, &healthy);
+    // A forged clock offset at either end of i128: no arithmetic overflows
+    // (the Rust reader's, in this test's build, would panic), and both
+    // readers take it as ±2^64 ns, the most any pair of u64 clocks gives.
     let p = Publication::of(&_second.1).unwrap();
     for (offset, want) in [(i128::MIN, "stale_at_source"), (i128::MAX, "ok")] {
         p.publish_offset(1, offset);

@@ -838,6 +838,12 @@ impl Reader {
         Some(m.views.header().heartbeat_ns.load(Ordering::Relaxed))
     }
 
+    /// Sets the bound on the writer heartbeat's age, ns
+    /// ([`ReaderOptions::dead_after_ns`]), for the checks from now on.
+    pub fn set_dead_after_ns(&mut self, ns: u64) {
+        self.dead_after_ns = ns;
+    }
+
     /// How often the writer refreshes its heartbeat (ns), if mapped.
     pub fn heartbeat_period_ns(&self) -> Option<u64> {
         let m = self.mapped.as_ref().ok()?;

@@ -1,5 +1,5 @@
 //! What a feed keeps per feed rather than per symbol, as published, and
-//! the verdict every reader computes from a slot's record and it.
+//! the verdict every reader computes from what it read of a slot and it.
 
 use crate::seqlock::SeqLock;
 use crate::slot::Facts;

@@ -175,11 +175,21 @@ impl CaptureReader {
     /// Opens a pcap (µs or ns, either byte order) or pcapng file; detects the format by magic.
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
         let name = path.display().to_string();
-        let opened = std::fs::File::open(path).and_then(|f| Ok((f.metadata()?.len(), f)));
-        let (len, f) = opened.map_err(|io| CaptureError::Open {
+        let file = std::fs::File::open(path).map_err(|io| CaptureError::Open {
             name: name.clone(),
             io,
         })?;
+        CaptureReader::from_file(&name, file)
+    }
+
+    /// Same, from a file already open (`name` for messages).
+    pub fn from_file(name: &str, f: std::fs::File) -> Result<CaptureReader, CaptureError> {
+        let name = name.to_string();
+        let len = f.metadata().map_err(|io| CaptureError::Open {
+            name: name.clone(),
+            io,
+        })?;
+        let len = len.len();
         // Read a few chunks ahead on another core where there is one.
         let input = Stream::ahead(Box::new(f), "capture-read")
             .unwrap_or_else(|f| Stream::direct(f as Box<dyn Read>));

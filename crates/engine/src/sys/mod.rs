@@ -34,6 +34,20 @@ pub fn open_input(path: &std::path::Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// [`open_input`] for a file that must be a regular file (one read whole
+/// before anything starts): anything else is refused, `InvalidInput`
+/// "not a regular file", before a read could block or never end.
+pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
+    let file = open_input(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET

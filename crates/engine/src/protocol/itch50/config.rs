@@ -775,19 +775,12 @@ fn password_from_env(what: &str, value: Option<std::ffi::OsString>) -> Result<Pa
 /// The password on the first line of the file at `path`.
 fn password_from_file(path: &Path) -> Result<Password, String> {
     use std::io::Read;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let what = format!("glimpse_password_file {path:?}");
     let fail = |e: std::io::Error| format!("{what}: {e}");
-    // Not blocked by a FIFO put in the file's place: it is refused below.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(fail)?;
+    // Not blocked by a FIFO put in the file's place: it is refused.
+    let file = crate::sys::open_regular(path).map_err(fail)?;
     let meta = file.metadata().map_err(fail)?;
-    if !meta.is_file() {
-        return Err(format!("{what}: not a regular file"));
-    }
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         let how = match mode & 0o044 {

@@ -332,13 +332,10 @@ impl FeedProtocol for Mdp3Config {
             return Ok(());
         };
         let path = dir.join(written);
-        let fail = |e: String| format!("definitions {}: {e}", path.display());
-        let file = crate::sys::open_input(&path).map_err(|e| fail(e.to_string()))?;
         // A capture read whole before the feeds start: a FIFO or a device
         // in its place would block or never end the replay's first step.
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(fail("not a regular file".into()));
-        }
+        crate::sys::open_regular(&path)
+            .map_err(|e| format!("definitions {}: {e}", path.display()))?;
         self.definitions = Some(path);
         Ok(())
     }

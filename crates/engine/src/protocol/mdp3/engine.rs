@@ -556,11 +556,10 @@ impl FeedEngine for Engine {
         };
         let name = path.display();
         // As at loading: a FIFO put in its place since would block here.
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            return Err(format!("definitions {name}: not a regular file"));
-        }
-        let mut reader =
-            CaptureReader::open(&path).map_err(|e| format!("definitions {name}: {e}"))?;
+        let file =
+            crate::sys::open_regular(&path).map_err(|e| format!("definitions {name}: {e}"))?;
+        let mut reader = CaptureReader::from_file(&name.to_string(), file)
+            .map_err(|e| format!("definitions {name}: {e}"))?;
         let mut index = 0u64;
         let mut bad: Option<(u64, Reject)> = None;
         let feed = &mut self.feed;
