@@ -2036,22 +2036,14 @@ mod tests {
 
     #[test]
     fn every_type_with_a_stock_maps_an_unmapped_locate_and_the_rest_none() {
-        // Spec §2's stock offsets, restated here (not the decoder's table):
-        // (type, length, stock at). An add maps its locate in
-        // `staleness_suspect_and_unknown_orders`.
-        let with_stock = [
-            (b'H', 25, 11),
-            (b'Y', 20, 11),
-            (b'L', 26, 15),
-            (b'K', 28, 11),
-            (b'J', 35, 11),
-            (b'h', 21, 11),
-            (b'P', 44, 24),
-            (b'Q', 40, 19),
-            (b'I', 50, 28),
-            (b'N', 20, 11),
-            (b'O', 48, 11),
-        ];
+        // Spec §2's table (`message::the_layout_is_the_specs_table` holds
+        // the decoder's to it): the types with a stock but the directory and
+        // the adds (an add maps its locate in
+        // `staleness_suspect_and_unknown_orders`).
+        let with_stock = super::super::message::layout::TYPES
+            .into_iter()
+            .filter_map(|(code, len, at)| Some((code, len, at?)))
+            .filter(|(code, ..)| !b"RAF".contains(code));
         let xyz = sym("XYZ");
         let message = |code: u8, len: usize, at: Option<usize>| {
             let mut m = vec![0u8; len];
@@ -2088,7 +2080,10 @@ mod tests {
             );
         }
         // Types without a stock map nothing.
-        for (code, len) in [(b'V', 35), (b'W', 12), (b'B', 19)] {
+        let without = super::super::message::layout::TYPES
+            .into_iter()
+            .filter(|&(code, _, at)| at.is_none() && !b"SECXDU".contains(&code));
+        for (code, len, _) in without {
             let mut f = feed();
             f.on_datagram(&packet(1, &[message(code, len, None)]), T0)
                 .unwrap();
@@ -2105,21 +2100,14 @@ mod tests {
         // with letters a careless decoder could take for a side, a
         // trading state or an event code.
         let xyz = sym("XYZ");
-        // (type, length, stock at): spec §2's table, restated.
-        let others = [
-            (b'P', 44, Some(24)),
-            (b'Q', 40, Some(19)),
-            (b'B', 19, None),
-            (b'I', 50, Some(28)),
-            (b'N', 20, Some(11)),
-            (b'O', 48, Some(11)),
-            (b'Y', 20, Some(11)),
-            (b'L', 26, Some(15)),
-            (b'V', 35, None),
-            (b'W', 12, None),
-            (b'K', 28, Some(11)),
-            (b'J', 35, Some(11)),
-        ];
+        // (type, length, stock at): spec §2's table (which
+        // `message::the_layout_is_the_specs_table` holds the decoder's to),
+        // but for the types §3.3 names.
+        let others: Vec<_> = super::super::message::layout::TYPES
+            .into_iter()
+            .filter(|(code, ..)| !b"SRHhAFECXDU".contains(code))
+            .collect();
+        assert_eq!(others.len(), 12);
         let stamp = OPEN + 20;
         for fill in [b'H', b'B', b'S', b'C', b'Q', 0xff] {
             let mut f = feed();
