@@ -275,7 +275,7 @@ fn live_duty_cycle_allocates_nothing_after_start() {
     );
     assert_eq!(n, 0, "allocations in {cycles} duty cycles");
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }
 
 /// The ITCH path — sequencing, hold-back behind a gap, books, symbols —
@@ -458,7 +458,7 @@ fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
     assert!(server.recv(&mut buf).is_ok(), "re-requests went out");
     assert_eq!(n, 0, "allocations in the second session's duty cycles");
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }
 
 /// The re-request client's decisions allocate nothing once built: many
@@ -755,5 +755,5 @@ fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
         "allocations in the live MDP3 duty cycle, run by run: {counts:?}"
     );
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }

@@ -117,7 +117,7 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     assert_eq!(it.sequencer().counters().recovered, 1);
     assert_eq!(it.sequencer().next(), Some(4));
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }
 
 #[test]
@@ -131,5 +131,5 @@ fn without_recovery_listen_requests_go_from_an_ephemeral_port_that_takes_the_ans
     let it = sidecar.handler().feeds()[0].engine().itch().unwrap();
     assert_eq!(it.sequencer().counters().recovered, 1);
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }

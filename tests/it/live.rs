@@ -35,7 +35,7 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.shm);
+        crate::common::remove_publication(&self.shm);
         // Left by a killed writer.
         let _ = std::fs::remove_file(tickguard::shm::lock_path(&self.shm));
     }
@@ -397,7 +397,7 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     }
     assert_eq!(sidecar.stats().change_drops, 2);
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }
 
 /// `run --record` onto a filesystem that is full: the recording stops at
@@ -443,5 +443,5 @@ fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
         rounds * per_round
     );
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 }

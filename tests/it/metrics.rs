@@ -63,7 +63,7 @@ struct Sidecar {
 
 impl Drop for Sidecar {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.shm);
+        crate::common::remove_publication(&self.shm);
     }
 }
 

@@ -109,7 +109,7 @@ impl Scene {
 
 impl Drop for Scene {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.shm);
+        crate::common::remove_publication(&self.shm);
     }
 }
 
@@ -636,7 +636,7 @@ source_threshold_ms = 60000
         let _ = sim.0.kill();
         drop(sidecar);
         // The next run's start waits for its own publication, not this one.
-        let _ = std::fs::remove_file(shm);
+        crate::common::remove_publication(shm);
     }
 }
 

@@ -98,7 +98,7 @@ fn stat_once_matches_its_golden_output() {
         std::fs::write(&golden, &text).unwrap();
     }
     let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
     assert!(
         text == expected,
         "stat output differs from {}:\n{text}",
@@ -138,7 +138,7 @@ fn stat_of_a_dead_writer_says_so() {
     let at = T0 + 2_000 * MS;
     let _p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
     let text = stat(&shm, at + 5_000 * MS);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
     assert!(text.contains("writer dead: heartbeat"), "{text}");
     // Its age said once, by the health.
     let writer = text.lines().find(|l| l.starts_with("writer pid")).unwrap();
@@ -263,7 +263,7 @@ fn stat_json_tells_line_copies_from_duplicates_and_flags_a_rejected_feed() {
     let shm = temp_shm("stat-json");
     let _p = three_feeds(&shm);
     let doc = stat_json(&shm, &[]);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
     assert_eq!(doc["health"], "ok");
     assert_eq!(doc["writer"]["pid"], std::process::id());
     let feeds = doc["feeds"].as_array().unwrap();
@@ -301,7 +301,7 @@ fn stat_filters_feed_not_ok_and_top() {
     let text = String::from_utf8(stat_args(&shm, &["--feed", "lp2"]).stdout).unwrap();
     let unknown = stat_args(&shm, &["--feed", "nope"]);
     let zero = stat_args(&shm, &["--top", "0"]);
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 
     assert_eq!(feed["feeds"].as_array().unwrap().len(), 1);
     let symbols = feed["symbols"].as_array().unwrap();
@@ -342,7 +342,7 @@ fn stat_text_shows_line_copies_and_a_feed_whose_every_packet_is_rejected() {
     let shm = temp_shm("stat-text");
     let _p = three_feeds(&shm);
     let text = String::from_utf8(stat_args(&shm, &[]).stdout).unwrap();
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
     // A feed's block: its line and the indented ones below it.
     let feed_line = |name: &str| {
         text.lines()
@@ -381,7 +381,7 @@ fn the_live_view_of_2000_symbols_fits_40_rows() {
     };
     let text = tickguard::stat::fit(&snap.text(), size);
     let tiny = tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows: 5, cols: 60 });
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
 
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 40, "{text}");
@@ -902,7 +902,7 @@ fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
     let _ = killer.join();
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_file(&shm);
+    crate::common::remove_publication(&shm);
     let text = String::from_utf8_lossy(&text);
     assert_eq!(text.matches("tickguard stat").count(), 2, "{text}");
     assert!(!text.contains('\x1b'), "{text:?}");
@@ -981,7 +981,7 @@ fn the_default_dead_writer_bound_follows_the_writers_heartbeat() {
         .output()
         .unwrap();
     for p in [1_000, 60_000] {
-        let _ = std::fs::remove_file(shm(p));
+        crate::common::remove_publication(shm(p));
     }
     assert_eq!(dead, [false, true, true, false, false, true]);
     let err = String::from_utf8_lossy(&out.stderr);

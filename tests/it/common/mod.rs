@@ -167,3 +167,14 @@ pub fn socket() -> (std::net::UdpSocket, std::net::SocketAddrV4) {
     };
     (s, a)
 }
+
+/// Removes a test's publication and the writer's lock file beside it
+/// (`<path>.lock`, which a writer leaves for the next one to take over):
+/// tests that publish under /dev/shm leave nothing there.
+pub fn remove_publication(path: impl AsRef<Path>) {
+    let path = path.as_ref();
+    let _ = std::fs::remove_file(path);
+    let mut lock = path.as_os_str().to_owned();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(lock);
+}
