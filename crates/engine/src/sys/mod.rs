@@ -18,19 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// (`--config <(...)`) is read as it comes.
 pub fn open_input(path: &std::path::Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
-    // SAFETY: F_GETFL and F_SETFL on a descriptor this function owns.
-    unsafe {
-        let fd = file.as_raw_fd();
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    clear_nonblock(&file)?;
     Ok(file)
 }
 
@@ -46,6 +38,47 @@ pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
         ));
     }
     Ok(file)
+}
+
+/// Creates (or empties) `path` for writing on a thread that must never
+/// wait on a reader: anything but a regular file (a named FIFO, with or
+/// without a reader, a terminal, a device) is refused, `InvalidInput` "not
+/// a regular file", and left as it was. The open does not block (a FIFO
+/// without a reader fails it at once) and nothing is truncated before the
+/// check.
+pub fn create_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // A FIFO with no reader.
+            Some(libc::ENXIO) => not_regular(),
+            _ => e,
+        })?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    file.set_len(0)?;
+    clear_nonblock(&file)?;
+    Ok(file)
+}
+
+/// Clears `O_NONBLOCK` on a descriptor opened with it.
+fn clear_nonblock(file: &std::fs::File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: F_GETFL and F_SETFL on a descriptor `file` owns.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Pins the calling thread to `cpu`.
