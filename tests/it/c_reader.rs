@@ -312,6 +312,21 @@ clock_offset = "auto"
     Config::parse(&text, "c_reader.toml").expect("config")
 }
 
+/// The publication `run` would make at `shm` for [`config`], at `now`.
+fn published(shm: &Path, now: u64) -> (Config, Arc<Publication>) {
+    let config = config(shm);
+    let p = Publication::create(
+        shm,
+        0o640,
+        config.capacity,
+        &publication_feeds(&config),
+        now,
+        1_000_000,
+    )
+    .expect("publication");
+    (config, Arc::new(p))
+}
+
 /// Feeds the handler one packet.
 fn feed(
     h: &mut Handler,
@@ -340,20 +355,9 @@ fn c_reader_agrees_with_rust_reader() {
         return;
     };
     let shm = dir.path().join("tickguard");
-    let config = config(&shm);
     let now = now_ns();
     let past = now - 120 * S;
-    let p = Arc::new(
-        Publication::create(
-            &shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            now,
-            1_000_000,
-        )
-        .expect("publication"),
-    );
+    let (config, p) = published(&shm, now);
     let table = StateTable::shared(p.clone());
     let mut h = Handler::with_table(&config, table, 1024);
     p.ready();
@@ -975,16 +979,26 @@ fn readers_refuse_other_layout_versions() {
     }
 }
 
-/// Compiles `src` against the header into `bin` with `compiler` in
-/// language standard `std`, every warning an error, pedantic.
-fn compile_strict(compiler: &str, std: &str, src: &Path, bin: &Path) {
+/// Writes `source` to `dir/name` and compiles it against the header with
+/// `compiler` in language standard `std`, every warning an error,
+/// pedantic: the binary, `dir/name` without its extension.
+fn c_program(dir: &Path, compiler: &str, std: &str, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let bin = src.with_extension("");
     let r = run(Command::new(compiler)
         .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"])
         .arg(format!("-I{}", crate_dir().join("include").display()))
         .arg("-o")
-        .arg(bin)
-        .arg(src));
-    assert_eq!(r.code, Some(0), "{compiler} failed:\n{}", r.stderr);
+        .arg(&bin)
+        .arg(&src));
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{compiler} failed on {name}:\n{}",
+        r.stderr
+    );
+    bin
 }
 
 /// The C header enumerates every counter of every feed from the
@@ -999,9 +1013,11 @@ fn c_reader_prints_every_counter_as_described() {
         return skipped_without("a working C compiler (cc or $CC)");
     };
     let dir = scratch();
-    let src = dir.path().join("counters.c");
-    std::fs::write(
-        &src,
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "counters.c",
         r#"#include "tickguard.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -1031,10 +1047,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let bin = dir.path().join("counters");
-    compile_strict(&cc, "-std=c99", &src, &bin);
+    );
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
@@ -1120,9 +1133,11 @@ fn header_compiles_as_cpp() {
         return skipped_without("a working C++ compiler (c++ or $CXX)");
     };
     let dir = scratch();
-    let src = dir.path().join("t.cpp");
-    std::fs::write(
-        &src,
+    let bin = c_program(
+        dir.path(),
+        &cxx,
+        "-std=c++11",
+        "t.cpp",
         r#"#include "tickguard.h"
 int main(int argc, char **argv) {
     tg_reader r;
@@ -1132,10 +1147,7 @@ int main(int argc, char **argv) {
     return reasons == TG_STALE ? 0 : 1;
 }
 "#,
-    )
-    .unwrap();
-    let bin = dir.path().join("t");
-    compile_strict(&cxx, "-std=c++11", &src, &bin);
+    );
     let missing = dir.path().join("missing");
     let r = run(Command::new(&bin).arg(&missing));
     assert_eq!(r.code, Some(0), "a missing publication reads as stale");
@@ -1150,9 +1162,11 @@ fn c_slot_reads_are_not_torn() {
         return skipped_without("a working C compiler (cc or $CC)");
     };
     let dir = scratch();
-    let src = dir.path().join("torn.c");
-    std::fs::write(
-        &src,
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "torn.c",
         r#"#include "tickguard.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -1193,31 +1207,11 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let bin = dir.path().join("torn");
-    let r = run(Command::new(&cc)
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2"])
-        .arg(format!("-I{}", crate_dir().join("include").display()))
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
-    assert_eq!(r.code, Some(0), "{cc} failed:\n{}", r.stderr);
+    );
 
     let shm = dir.path().join("tickguard");
-    let config = config(&shm);
     let base = now_ns();
-    let p = Arc::new(
-        Publication::create(
-            &shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            base,
-            1_000_000,
-        )
-        .expect("publication"),
-    );
+    let (config, p) = published(&shm, base);
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
     p.heartbeat(base);
@@ -1303,19 +1297,8 @@ fn readers_refuse_files_they_cannot_trust() {
         eprintln!("c_reader: the other-owner cases need root: skipped");
     }
     let shm = dir.path().join("tickguard");
-    let config = config(&shm);
     let now = now_ns();
-    let p = Arc::new(
-        Publication::create(
-            &shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            now,
-            1_000_000,
-        )
-        .expect("publication"),
-    );
+    let (config, p) = published(&shm, now);
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
     p.heartbeat(now);
@@ -1498,9 +1481,11 @@ fn a_handle_from_a_replaced_writer_answers_stale() {
     let Some(cc) = compiler("CC", "cc") else {
         return skipped_without("a working C compiler (cc or $CC)");
     };
-    let src = dir.path().join("handle.c");
-    std::fs::write(
-        &src,
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "handle.c",
         r#"#include "tickguard.h"
 #include <stdio.h>
 #include <string.h>
@@ -1531,10 +1516,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let bin = dir.path().join("handle");
-    compile_strict(&cc, "-std=c99", &src, &bin);
+    );
 
     let shm = dir.path().join("tickguard");
     let th = Thresholds {
@@ -1652,4 +1634,204 @@ int main(int argc, char **argv) {
         assert_eq!(v.reasons.to_string(), want, "{offset}");
         same(&check, &shm, "lp1", "EURUSD", Some(LONG_BOUND_MS), want);
     }
+}
+
+/// A check reads the slot, then its feed's status, then the slot's stamp
+/// again; end to end, neither reader ever answers `ok` for a book the
+/// feed's status did not vouch for. The writer keeps turning one slot
+/// over: the feed made suspect and a poisoned book, held 2 µs; a good book
+/// and the feed cleared, held 2 µs. The slot is written twice a turn, so a
+/// version `v` is a good book exactly when `(v - v0) % 4 == 0` (`v0`: the
+/// first good book's). A check that paired the poisoned book with the
+/// status of the next half turn would answer `ok` with a poisoned version:
+/// a reader preempted between its reads does (without the re-check, this
+/// test failed in each of its runs). Two Rust readers run on threads here,
+/// the C reader in its own process; each for 2 s.
+#[test]
+fn no_check_pairs_a_book_with_a_later_feed_status() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tickguard::state::{FeedStatus, Level, Top};
+    const RUST_READERS: usize = 2;
+    use tickguard::verdict::Thresholds;
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "pairs.c",
+        r#"#include "tickguard.h"
+#include <inttypes.h>
+#include <stdio.h>
+/* pairs SHM: checks lp1/PAIR for 2 s; prints "oks suspects busy", or the
+   version of an ok answer given for a poisoned book and exits 1. `busy`:
+   answers `stale` because the slot stayed mid-update through the whole
+   retry budget (the writer preempted inside a write), the fail-closed path. */
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h;
+    uint64_t v0, v, oks = 0, suspects = 0, busy = 0, deadline;
+    (void)argc;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "PAIR", &h) != 0) return 3;
+    if (tg_check(&r, &h, tg_now_ns(), &v0) != 0) return 4;
+    printf("ready\n");
+    fflush(stdout);
+    deadline = tg_now_ns() + 2000000000ull;
+    while (tg_now_ns() < deadline) {
+        uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &v);
+        if (reasons == 0) {
+            if ((v - v0) % 4 != 0) {
+                printf("poisoned ok: version %" PRIu64 " first %" PRIu64 "\n", v, v0);
+                return 1;
+            }
+            oks++;
+        } else if (reasons == TG_SUSPECT) {
+            suspects++;
+        } else if (reasons == TG_STALE && v == 0) {
+            busy++;
+        } else {
+            printf("unexpected reasons %" PRIu32 "\n", reasons);
+            return 5;
+        }
+    }
+    printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", oks, suspects, busy);
+    tg_close(&r);
+    return 0;
+}
+"#,
+    );
+
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let (config, p) = published(&shm, now);
+    let mut table = StateTable::shared(p.clone());
+    let th = Thresholds {
+        stale_ns: 600 * S,
+        source_ns: 600 * S,
+    };
+    let id = table.insert(0, sym("PAIR"), th).unwrap();
+    let top = |price| Top {
+        bid: Some(Level { price, size: 1 }),
+        ask: Some(Level {
+            price: price + 1,
+            size: 1,
+        }),
+        exponent: -2,
+        source_time: now,
+        ..Top::default()
+    };
+    let status = |suspect| FeedStatus {
+        suspect,
+        last_alive: now,
+        source_watermark: now,
+        ..FeedStatus::default()
+    };
+    let slot = &table.slots()[id as usize];
+    slot.write_top(&top(100));
+    table.set_feed_status(0, &status(false));
+    p.ready();
+    p.heartbeat(now);
+
+    let mut child = Command::new(&bin)
+        .arg(&shm)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "C reader did not start");
+
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp1", "PAIR").unwrap();
+    let first = reader.check(&handle, now_ns());
+    assert!(first.is_ok(), "{first:?}");
+    // Readers still running: two Rust threads (with the writer and the C
+    // process, more busy threads than cores, so readers are preempted
+    // between their reads).
+    let running = AtomicUsize::new(RUST_READERS);
+    let (rust, turns, status_code) = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..RUST_READERS)
+            .map(|_| {
+                s.spawn(|| {
+                    // Counts this reader out however it ends.
+                    struct Out<'a>(&'a AtomicUsize);
+                    impl Drop for Out<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    let _out = Out(&running);
+                    let (mut oks, mut suspects, mut busy) = (0u64, 0u64, 0u64);
+                    let end = Instant::now() + Duration::from_secs(2);
+                    while Instant::now() < end {
+                        let v = reader.check(&handle, now_ns());
+                        if v.is_ok() {
+                            assert_eq!(
+                                (v.version - first.version) % 4,
+                                0,
+                                "ok for a poisoned book: {v:?}"
+                            );
+                            oks += 1;
+                        } else if v.health == tickguard::Health::Busy {
+                            busy += 1;
+                        } else {
+                            assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["suspect"]);
+                            suspects += 1;
+                        }
+                    }
+                    [oks, suspects, busy]
+                })
+            })
+            .collect();
+        // Each state held about 2 µs, the change between them quick.
+        let hold = || {
+            let from = Instant::now();
+            while from.elapsed() < Duration::from_micros(2) {
+                std::hint::spin_loop();
+            }
+        };
+        let deadline = Instant::now() + CHILD_LIMIT;
+        let mut turns = 0u64;
+        let code = loop {
+            for price in 0..64 {
+                table.set_feed_status(0, &status(true));
+                slot.write_top(&top(666));
+                hold();
+                slot.write_top(&top(200 + price));
+                table.set_feed_status(0, &status(false));
+                hold();
+            }
+            turns += 64;
+            let exited = child.try_wait().expect("wait");
+            if let (Some(s), 0) = (exited, running.load(Ordering::Relaxed)) {
+                break s.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("C reader still running after {CHILD_LIMIT:?}");
+            }
+        };
+        let rust = readers
+            .into_iter()
+            .map(|r| r.join().expect("a Rust reader"))
+            .fold([0; 3], |a, r| [a[0] + r[0], a[1] + r[1], a[2] + r[2]]);
+        (rust, turns, code)
+    });
+    let mut c = String::new();
+    out.read_to_string(&mut c).unwrap();
+    assert_eq!(status_code, Some(0), "C reader: {c}");
+    let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    eprintln!("pairs: writer turns {turns}; oks, suspects, busy: Rust {rust:?}, C {c:?}");
+    // Both readers saw the writer at work: each answer came up many times.
+    assert!(rust[0] > 100 && rust[1] > 100, "Rust reader: {rust:?}");
+    assert!(c.len() == 3 && c[0] > 100 && c[1] > 100, "C reader: {c:?}");
+    drop(table);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
 }

@@ -516,9 +516,31 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
     rig.settle();
     assert!(rig.snapshot_wanted(), "an instrument newly suspect");
 
+    // `always`: joined from the start, and still joined after more loops
+    // than `snapshot_max_loops` that heal nothing while an instrument
+    // stays suspect (the case `on_demand` leaves).
     let mut always = Rig::new("always");
     always.settle();
     assert!(always.snapshot_wanted(), "always joined");
+    let mut venue = Channel::new(5, equity_channel());
+    always.send(&venue.fill_books(t), &[0, 1]);
+    let seq = venue.next_seq_num();
+    always.send_raw(&[new_then_hole(seq, 999_001)], 0);
+    std::thread::sleep(Duration::from_millis(10));
+    always.settle();
+    for loop_no in 0..4u64 {
+        always.send(
+            &venue.snapshot_loop(t + 300_000 + loop_no * 10_000),
+            &[2, 3],
+        );
+        assert!(always.snapshot_wanted(), "always: after loop {loop_no}");
+    }
+    let reader = Reader::open(&always.shm);
+    assert!(
+        reasons(&reader, "#999001").contains("suspect"),
+        "no loop healed it"
+    );
+    assert_eq!(counter(&reader, "snapshot_leaves"), 0);
 }
 
 /// `tickguard check` takes an instrument's Symbol longer than 8

@@ -1872,17 +1872,39 @@ mod tests {
         assert_eq!(f.counters().recovery_wrong_session, 2);
     }
 
+    /// A `U` whose new reference is a live order's: that order is
+    /// replaced (counted in `anomalies`), and the new one takes the
+    /// original's side, with its own shares and price.
     #[test]
-    fn a_book_a_halt_and_the_close() {
+    fn a_replace_onto_a_live_reference_replaces_it_and_counts() {
+        let (mut f, aapl) = aapl_quoted(&[encode::replace(7, OPEN + 1, 1, 2, 50, 1_899_000)]);
+        assert_eq!(f.counters().anomalies, 1);
+        assert_eq!(f.counters().unknown_orders, 0);
+        let (_, top, orders) = f.settled().symbol(aapl).unwrap();
+        assert_eq!(orders, 1);
+        assert_eq!(top.bid, Some((1_899_000, 50)));
+        assert_eq!(top.ask, None);
+    }
+
+    /// A feed after one packet at `T0`: AAPL (locate 7) listed, order 1
+    /// bids 100 at 190.0000, order 2 offers 200 at 190.1000, then `more`.
+    fn aapl_quoted(more: &[Vec<u8>]) -> (Feed, Symbol) {
         let mut f = feed();
         let aapl = sym("AAPL");
-        let msgs = [
+        let mut msgs = vec![
             encode::system_event(OPEN - 10, b'S'),
             encode::stock_directory(7, OPEN - 5, aapl),
             encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
             encode::add_order(7, OPEN, 2, Side::Sell, 200, aapl, 1_901_000, None),
         ];
+        msgs.extend_from_slice(more);
         f.on_datagram(&packet(1, &msgs), T0).unwrap();
+        (f, aapl)
+    }
+
+    #[test]
+    fn a_book_a_halt_and_the_close() {
+        let (mut f, aapl) = aapl_quoted(&[]);
         assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
         let (s, top, orders) = f.settled().symbol(aapl).unwrap();
         assert_eq!((s.locate, orders), (7, 2));

@@ -1227,6 +1227,27 @@ mod tests {
         assert_eq!((c.recovered, c.ticks_lost, c.duplicates), (2, 0, 2));
     }
 
+    /// A second copy of a message held above a gap is a duplicate (the
+    /// spec's "already held"): counted, dropped, the gap as it was; the
+    /// fill then applies each held message once.
+    #[test]
+    fn a_copy_of_a_held_message_is_a_duplicate() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 2), 0);
+        r.packet(&data(S1, 5, 2), MS); // gap [3, 5); 5 and 6 held
+        let o = r.packet(&data(S1, 5, 2), 2 * MS);
+        assert_eq!((o.duplicates, o.applied, o.fills), (2, 0, 0));
+        assert_eq!(r.seq.gaps_open(), 1);
+        assert!(r.seq.suspect());
+        let c = r.seq.counters();
+        assert_eq!((c.duplicates, c.recovered), (2, 0));
+        r.packet(&data(S1, 3, 2), 3 * MS);
+        assert_eq!(r.applied, [1, 2, 3, 4, 5, 6]);
+        assert!(!r.seq.suspect());
+        let c = r.seq.counters();
+        assert_eq!((c.duplicates, c.recovered), (2, 2));
+    }
+
     #[test]
     fn an_expired_gap_is_lost_for_good() {
         let mut r = Run::new(settings());
