@@ -1706,7 +1706,7 @@ int main(int argc, char **argv) {
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let (config, p) = published(&shm, now);
+    let (_, p) = published(&shm, now);
     let mut table = StateTable::shared(p.clone());
     let th = Thresholds {
         stale_ns: 600 * S,
