@@ -536,23 +536,18 @@ impl Sidecar {
     /// Records every applied datagram into a pcap (ns, raw IPv4) at `path`,
     /// in the order applied. For diagnosis and tests: it does file I/O on
     /// the receive thread, so `path` must be a regular file (created or
-    /// emptied): a FIFO or a device, whose writes could wait on a reader,
-    /// is refused.
+    /// emptied), or `/dev/null` or `/dev/full`: a FIFO, a socket, a
+    /// terminal or another device, whose writes could wait, is refused
+    /// ([`create_output`](crate::sys::create_output)).
     pub fn record(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
-        let file = crate::sys::create_regular(path)
+        let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
-        self.record_into(file)
-            .with_context(|| format!("record {}", path.display()))
-    }
-
-    /// [`record`](Self::record) into a file the caller opened (and vouches
-    /// for: a write that blocks stalls the receive thread).
-    pub fn record_into(&mut self, file: std::fs::File) -> anyhow::Result<()> {
         let writer = CaptureWriter::new(
             std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
             Format::PcapNanos,
             Link::RawIp,
-        )?;
+        )
+        .with_context(|| format!("record {}", path.display()))?;
         self.recorder = Some(Recorder {
             writer: Some(writer),
         });

@@ -411,13 +411,8 @@ fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
     let cfg = config(dir.path(), &shm, "full", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
-    // Every write to /dev/full fails with ENOSPC (a device: `record` would
-    // refuse its path).
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    sidecar.record_into(full).unwrap();
+    // Every write to /dev/full fails with ENOSPC.
+    sidecar.record(Path::new("/dev/full")).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let t = now_ns();
     // 400 datagrams of 40 quotes (about 1.3 KB each): 500 KB, past the

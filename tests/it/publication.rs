@@ -956,7 +956,8 @@ fn a_forged_or_truncated_header_is_named_as_such() {
 
 /// `run --record` writes on the receive thread: a named FIFO (whose writes
 /// wait for a reader, and whose open waits for one) is refused at start,
-/// with or without a reader, in one line, and nothing is published.
+/// with or without a reader, in one line, and nothing is published; so
+/// are a terminal, a socket and other devices, not /dev/null.
 #[test]
 fn a_recording_into_a_fifo_is_refused_at_start() {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -967,17 +968,17 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
     let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    let record = |cfg: &Path| {
+    let record_to = |to: &Path| {
         refused(
             Command::new(bin())
                 .args(["run", "--config"])
-                .arg(cfg)
+                .arg(&cfg)
                 .arg("--record")
-                .arg(&fifo),
+                .arg(to),
         )
     };
     // No reader: the open would wait for one.
-    let err = record(&cfg);
+    let err = record_to(&fifo);
     assert!(err.contains("not a regular file"), "{err}");
     assert!(err.contains("tap.pcap"), "{err}");
     // A reader that never reads: the writes would wait once its pipe filled.
@@ -986,17 +987,26 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .unwrap();
-    let err = record(&cfg);
+    let err = record_to(&fifo);
     assert!(err.contains("not a regular file"), "{err}");
     drop(reader);
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     assert!(!shm.exists(), "published before the recording was opened");
+    // A terminal, a socket or another device is refused too; /dev/null and
+    // /dev/full (which never wait) are not.
+    for refused in ["/dev/tty", "/dev/zero", "/dev/log"] {
+        if Path::new(refused).exists() {
+            let err = record_to(Path::new(refused));
+            assert!(err.contains("not a regular file"), "{refused}: {err}");
+        }
+    }
     // A regular file is created, then emptied when it exists.
     let file = dir.path().join("tap2.pcap");
     std::fs::write(&file, b"old bytes").unwrap();
     let mut sidecar =
         tickguard::sidecar::Sidecar::prepare(&tickguard::config::Config::load(&cfg).unwrap())
             .unwrap();
+    sidecar.record(Path::new("/dev/null")).unwrap();
     sidecar.record(&file).unwrap();
     drop(sidecar);
     let head = std::fs::read(&file).unwrap();

@@ -41,13 +41,15 @@ pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
 }
 
 /// Creates (or empties) `path` for writing on a thread that must never
-/// wait on a reader: anything but a regular file (a named FIFO, with or
-/// without a reader, a terminal, a device) is refused, `InvalidInput` "not
-/// a regular file", and left as it was. The open does not block (a FIFO
-/// without a reader fails it at once) and nothing is truncated before the
-/// check.
-pub fn create_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// wait on a reader: a regular file, or `/dev/null` or `/dev/full` (the
+/// memory devices 1:3 and 1:7, whose writes never wait: recording off, and
+/// a full disk rehearsed). Anything else (a named FIFO, with or without a
+/// reader, a socket, a terminal, another device) is refused,
+/// `InvalidInput` "not a regular file", and left as it was. The open does
+/// not block (a FIFO without a reader fails it at once) and nothing is
+/// truncated before the check.
+pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
     let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -59,10 +61,13 @@ pub fn create_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
             Some(libc::ENXIO) => not_regular(),
             _ => e,
         })?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    let never_waits = |rdev: u64| libc::major(rdev) == 1 && matches!(libc::minor(rdev), 3 | 7);
+    if meta.is_file() {
+        file.set_len(0)?;
+    } else if !(meta.file_type().is_char_device() && never_waits(meta.rdev())) {
         return Err(not_regular());
     }
-    file.set_len(0)?;
     clear_nonblock(&file)?;
     Ok(file)
 }
