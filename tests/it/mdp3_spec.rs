@@ -797,6 +797,21 @@ fn every_template_with_entries_takes_the_instruments_next_rpt_seq() {
     has(i, json!({"rpt_seq": 11, "missing": 0, "suspect": false}));
 }
 
+/// The entries of one message are taken in their order: with nothing
+/// cached (`max_cached = 0`), RptSeq 2 then 3 in one message apply as the
+/// instrument's next values, and the later one is the book's.
+#[test]
+fn the_entries_of_a_message_apply_in_their_order() {
+    let mut ch = Channel::new("max_cached = 0\n");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, event(2, &[change(1, 2, 101), change(1, 3, 102)]));
+    let one = ch.check(2 * MS, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(one), out.top(one).0), (ok(), Some(102)));
+    has(out.feed(), json!({"cache_overflows": 0, "ticks_lost": 0}));
+    has(out.sym(1), json!({"rpt_seq": 3, "overflowed": false}));
+}
+
 /// "Prices stay mantissas, compared as signed integers, never floats
 /// (negative prices are valid)" (spec mdp3 §2); `bid`, `ask`: "JSON
 /// integers (raw wire values as in itch50-v1; they may exceed 2^53)"
@@ -1156,6 +1171,22 @@ fn liveness_and_the_watermark_move_only_with_no_gap_open() {
     assert_eq!(out.reasons(silent), r(&["stale", "stale_at_source"]));
     assert_eq!(out.reasons(defined), ok());
     assert_eq!(out.reasons(quiet), r(&["stale", "stale_at_source"]));
+}
+
+/// A heartbeat alone raises the watermark to its arrival less the clock
+/// offset (spec mdp3 §3.1, step 4), not to its arrival: with
+/// `clock_offset` 2 s, fresh exactly one threshold after it arrived, then
+/// `stale_at_source` (with `stale`) one nanosecond later.
+#[test]
+fn a_heartbeats_watermark_is_its_arrival_less_the_offset() {
+    let mut ch = Channel::new("clock_offset = 2000000000\n");
+    ch.send(0, A, packet(1, &[book_at(T0, EOE, &[bid(1, 1, 100)])]));
+    ch.send(3_000 * MS, A, heartbeat(2));
+    let beat = ch.check(4_000 * MS, "#1");
+    let silent = ch.check(4_000 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(out.reasons(beat), ok());
+    assert_eq!(out.reasons(silent), r(&["stale", "stale_at_source"]));
 }
 
 /// Gaps "expire (before every datagram routed to the feed, any service,
