@@ -540,9 +540,13 @@ fn input_ended(
 /// with the replay's line for a person (what was read, how fast, the gaps
 /// still open) and, per feed with a gap open, how to let it expire.
 fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome, started: std::time::Instant) {
-    // Broken before its first record: the error, written last, is the
-    // one line that says why (not "holds no packets", not "replayed 0").
+    // Broken before its first record, or not of its format at all: the
+    // error, written last, is the one line that says why (not "holds no
+    // packets", not "replayed 0", not "all records are invalid").
     let summary = &outcome.summary;
+    if outcome.input_error.as_ref().is_some_and(|e| e.foreign()) {
+        return;
+    }
     if outcome.input_error.is_some()
         && summary.capture.reader.records == 0
         && summary

@@ -441,6 +441,7 @@ fn unreadable_inputs_fail_with_one_line() {
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     fails_with(&cap, &fifo, Some(&checks), "no [[feed]] table");
     fails_with(&cap, &cfg, Some(&fifo), "empty file");
+    fails_with(&fifo, &cfg, None, "not a pcap or pcapng file");
     fails_with(&cap, &cfg, Some(&d.join("missing.csv")), "missing.csv");
     fails_with(
         &cap,
@@ -805,6 +806,44 @@ fn replay_warns_when_the_input_gives_the_feeds_nothing() {
             summary: None,
         };
         warned(&run, want);
+    }
+    // Input that is not ITCH (`/dev/zero`, endless: empty records; random
+    // bytes framed as records: mostly unknown types): given up after its
+    // first 4096 records, in one line.
+    let random = d.join("random.itch");
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut bytes = Vec::new();
+    for _ in 0..5000 {
+        let len = (next() % 48) as u16;
+        bytes.extend(len.to_be_bytes());
+        bytes.extend((0..len).map(|_| next() as u8));
+    }
+    std::fs::write(&random, bytes).unwrap();
+    for file in [Path::new("/dev/zero"), &random] {
+        let out = tickguard()
+            .arg("replay")
+            .arg(file)
+            .arg("--config")
+            .arg(&itch)
+            .args(["--feed", "nasdaq", "--date", "2026-01-05"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{file:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{file:?}: {err}");
+        assert!(
+            err.contains(
+                "of the first 4096 records are ITCH 5.0 messages of a known type: not a BinaryFILE"
+            ),
+            "{file:?}: {err}"
+        );
     }
 }
 

@@ -175,7 +175,8 @@ impl CaptureReader {
     /// Opens a pcap (µs or ns, either byte order) or pcapng file; detects the format by magic.
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
         let name = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|io| CaptureError::Open {
+        // A named FIFO without a writer reads as empty, not a wait.
+        let file = crate::sys::open_input(path).map_err(|io| CaptureError::Open {
             name: name.clone(),
             io,
         })?;

@@ -46,6 +46,52 @@ struct Batch<'b, 'f, P> {
     batch: &'b mut crate::protocol::itch50::feed::FileBatch<'f>,
     until: Option<u64>,
     progress: P,
+    sniff: &'b mut Sniff,
+}
+
+/// Whether the file is ITCH at all: one fewer than half of whose first
+/// [`NOT_ITCH_AFTER`](crate::protocol::itch50::binfile::NOT_ITCH_AFTER)
+/// records are valid messages of a known type is given up (`/dev/zero`
+/// reads as empty records, `/dev/urandom` as records of unknown types,
+/// both without end; a day's file is all known types).
+#[derive(Default)]
+struct Sniff {
+    /// Records seen, up to the limit.
+    seen: u64,
+    /// Of those, valid messages of a known type.
+    known: u64,
+}
+
+impl Sniff {
+    /// Notes record `index` (0-based) of `bytes`, `valid` or not; false
+    /// once the file is given up.
+    #[inline(always)]
+    fn note(&mut self, index: u64, bytes: &[u8], valid: bool) -> bool {
+        use crate::protocol::itch50::binfile::NOT_ITCH_AFTER;
+        use crate::protocol::itch50::message::layout::BY_TYPE;
+        if self.seen >= NOT_ITCH_AFTER {
+            return self.known * 2 >= self.seen;
+        }
+        let known = valid
+            && bytes
+                .first()
+                .is_some_and(|&t| BY_TYPE[usize::from(t)].0 != 0);
+        self.seen = index + 1;
+        self.known += u64::from(known);
+        self.seen < NOT_ITCH_AFTER || self.known * 2 >= self.seen
+    }
+
+    /// The error once the file is given up.
+    fn given_up(&self, offset: u64) -> Option<crate::protocol::itch50::binfile::Error> {
+        let records = crate::protocol::itch50::binfile::NOT_ITCH_AFTER;
+        (self.seen >= records && self.known * 2 < self.seen).then_some(
+            crate::protocol::itch50::binfile::Error::NotItch {
+                records,
+                known: self.known,
+                offset,
+            },
+        )
+    }
 }
 
 impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_, P> {
@@ -65,15 +111,15 @@ impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_
 
     #[inline(always)]
     fn record(&mut self, index: u64, record: &[u8]) -> bool {
-        match self.until {
-            None => {
-                self.batch.record(index, record);
-            }
-            Some(until) => {
-                if self.batch.record_until(index, record, until).is_none() {
-                    return false;
-                }
-            }
+        let valid = match self.until {
+            None => self.batch.record(index, record),
+            Some(until) => match self.batch.record_until(index, record, until) {
+                Some(valid) => valid,
+                None => return false,
+            },
+        };
+        if !self.sniff.note(index, record, valid) {
+            return false;
         }
         if (index + 1).is_multiple_of(65_536) {
             (self.progress)(index + 1);
@@ -125,7 +171,7 @@ pub fn replay_file_until(
     let name = path.display().to_string();
     // Progress counts the file's own bytes (compressed ones for gzip).
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut file = std::fs::File::open(path)
+    let mut file = crate::sys::open_input(path)
         .map_err(|io| Error::Io { offset: 0, io })
         .and_then(|f| {
             BinFile::detect(CountingReader {
@@ -140,6 +186,7 @@ pub fn replay_file_until(
         e.feed_mut().start_file(date);
     }
     let mut pending = Pending::new(&config, checks);
+    let mut sniff = Sniff::default();
     let error = loop {
         if !observer.wants_record_times() {
             // Nothing reads the feed between checks: the records up to the
@@ -152,6 +199,7 @@ pub fn replay_file_until(
                     file.for_each_record_ahead(Batch {
                         batch,
                         until,
+                        sniff: &mut sniff,
                         progress: |messages| {
                             progress(Progress {
                                 bytes: read.load(std::sync::atomic::Ordering::Relaxed),
@@ -166,6 +214,9 @@ pub fn replay_file_until(
                 Some(Err(e)) => break Some(e),
                 Some(Ok(false)) | None => {}
             }
+        }
+        if let Some(e) = sniff.given_up(file.offset()) {
+            break Some(e);
         }
         // The index the file counts: batches move it too.
         let (index, record) = match file.next_record() {
@@ -189,7 +240,8 @@ pub fn replay_file_until(
         }
         observer.before_record(&mut handler, id, index, time);
         if let Some((e, counters)) = itch_engine(&mut handler, id) {
-            e.on_file_record(counters, index, record);
+            let valid = e.on_file_record(counters, index, record).is_some();
+            sniff.note(index, record, valid);
         }
         observer.after_record(&mut handler, id, index, time);
         let done = index + 1;
@@ -217,6 +269,7 @@ pub fn replay_file_until(
     let input_error = error.map(|error| InputError::File {
         format: "BinaryFILE",
         name,
+        foreign: matches!(error, Error::NotItch { .. }),
         error: Box::new(error),
     });
     Ok(Outcome {

@@ -239,11 +239,22 @@ pub enum InputError {
         name: String,
         /// What is wrong, and where.
         error: Box<dyn std::error::Error + Send + Sync>,
+        /// The file is not of its format at all (its first records do not
+        /// read as the venue's messages): the error is all there is to say.
+        foreign: bool,
     },
     /// A file a feed reads before any datagram (MDP3's `definitions`):
     /// nothing was replayed.
     #[error("{0}")]
     Preload(String),
+}
+
+impl InputError {
+    /// The input is not of its format at all: its error is the one line
+    /// to say, with no summary of what was read.
+    pub fn foreign(&self) -> bool {
+        matches!(self, InputError::File { foreign: true, .. })
+    }
 }
 
 /// The summary file (SQF section 6, plus diagnostics): `{"capture": …,

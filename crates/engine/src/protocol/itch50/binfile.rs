@@ -17,7 +17,6 @@
 
 use crate::readahead::{Boxed, Stream};
 use flate2::bufread::GzDecoder;
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::Path;
@@ -49,6 +48,19 @@ pub enum Error {
          (reading the record at byte {offset} of the uncompressed stream)"
     )]
     NotGzip { offset: u64, at: u64 },
+    /// Fewer than half of the file's first [`NOT_ITCH_AFTER`] records are
+    /// valid ITCH 5.0 messages of a known type: it is some other file
+    /// (`/dev/zero` reads as zero-length records without end); nothing
+    /// more is read.
+    #[error(
+        "only {known} of the first {records} records are ITCH 5.0 messages of a known type: \
+         not a BinaryFILE (read to byte {offset} of the uncompressed stream)"
+    )]
+    NotItch {
+        records: u64,
+        known: u64,
+        offset: u64,
+    },
     /// The file ends inside a record's body.
     #[error(
         "truncated record at byte {offset} of the uncompressed stream: \
@@ -60,6 +72,10 @@ pub enum Error {
         available: u16,
     },
 }
+
+/// Records read after which a replay gives up on a file as not a
+/// BinaryFILE when fewer than half were ITCH messages ([`Error::NotItch`]).
+pub const NOT_ITCH_AFTER: u64 = 4096;
 
 /// A streaming BinaryFILE reader over any byte source.
 pub struct BinFile<R: Read> {
@@ -76,7 +92,7 @@ pub type FileReader = BinFile<Boxed>;
 impl FileReader {
     /// Opens `path`, plain or gzip (told by its first two bytes).
     pub fn open(path: &Path) -> Result<FileReader, Error> {
-        let file = File::open(path).map_err(|io| Error::Io { offset: 0, io })?;
+        let file = crate::sys::open_input(path).map_err(|io| Error::Io { offset: 0, io })?;
         BinFile::detect(file)
     }
 }
