@@ -959,8 +959,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             "bid": side(sides[0]),
             "ask": side(sides[1]),
         });
-        to_stdout(&format!("{line}\n"))?;
-        return Ok(v.is_ok());
+        return answer(&format!("{line}\n"), v.is_ok());
     }
     let mut out = if v.is_ok() {
         format!("{} {}: ok\n", args.feed, args.symbol)
@@ -988,8 +987,18 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     if !quote.is_empty() {
         out.push_str(&format!("  {}\n", quote.join("  ")));
     }
-    to_stdout(&out)?;
-    Ok(v.is_ok())
+    answer(&out, v.is_ok())
+}
+
+/// `check`'s answer on stdout: a reader that went away (`| true`) changes
+/// no exit code, which is the verdict (as every other command keeps its
+/// own status when its reader leaves); a full or closed stdout is an
+/// error.
+fn answer(text: &str, ok: bool) -> Result<bool> {
+    match to_stdout(text) {
+        Err(e) if is_broken_pipe(&e) => Ok(ok),
+        written => written.map(|()| ok),
+    }
 }
 
 /// `text` on stdout, flushed: a stdout that cannot take it (full, closed)

@@ -198,7 +198,8 @@ fn a_replay_that_warns_on_a_full_stderr_still_finishes() {
 }
 
 /// `check` and `stat` with a stdout that cannot take their answer: one
-/// line naming stdout, exit 2.
+/// line naming stdout, exit 2; `check` whose reader went away: its
+/// verdict's exit status.
 #[test]
 fn check_and_stat_on_a_full_stdout_are_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
@@ -235,6 +236,22 @@ fn check_and_stat_on_a_full_stdout_are_an_error_not_a_panic() {
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("stdout") && err.lines().count() == 1, "{err}");
+    }
+    // A reader that went away (`check ... | true`) changes nothing: the
+    // exit status is still the verdict (1: nothing quoted yet), silently.
+    for args in &commands[..2] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(*args)
+            .arg("--shm")
+            .arg(&shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!((out.status.code(), err.as_str()), (Some(1), ""), "{args:?}");
     }
     drop(sidecar);
 }
