@@ -1369,6 +1369,18 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
                 )
                 .within(&ctx));
             }
+            // A unicast line has no join to restrict: its datagrams would
+            // be taken from any sender while the configuration says one.
+            if let Some(l) = lines.iter().find(|l| !l.ip().is_multicast()) {
+                return Err(Problem::at(
+                    s,
+                    format!(
+                        "source: a source-specific join needs multicast lines, and {l} is \
+                         unicast (its datagrams would be taken from any sender)"
+                    ),
+                )
+                .within(&ctx));
+            }
             Some(ip)
         }
     };
@@ -1858,6 +1870,21 @@ source_threshold_ms = 9
                 "{e}"
             );
         }
+        // Only multicast lines have a join a source restricts.
+        let text = SPEC_EXAMPLE
+            .replace("name = \"lp1\"", "name = \"lp1\"\nsource = \"10.0.0.5\"")
+            .replace("239.1.1.2:30002", "127.0.0.1:30002");
+        let e = err(&text);
+        assert!(
+            e.contains("source: a source-specific join needs multicast lines, and 127.0.0.1:30002 is unicast"),
+            "{e}"
+        );
+        let text =
+            SPEC_EXAMPLE.replace("name = \"lp1\"", "name = \"lp1\"\nsource = \"10.0.0.5\"");
+        assert_eq!(
+            Config::parse(&text, "t.toml").unwrap().feeds[0].source,
+            Some("10.0.0.5".parse().unwrap())
+        );
     }
 
     #[test]
