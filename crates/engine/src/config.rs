@@ -823,7 +823,15 @@ impl Config {
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        Config::parse(&text, &name)
+        let mut config = Config::parse(&text, &name)?;
+        // As every path a configuration names: a relative one is the
+        // file's directory's, so that `run` and `check --config` started
+        // elsewhere meet at one publication.
+        let shm = &mut config.sidecar.shm_path;
+        if shm.is_relative() {
+            *shm = path.parent().unwrap_or(Path::new("")).join(&*shm);
+        }
+        Ok(config)
     }
 
     /// Parses and validates configuration text; `name` is used in errors.
@@ -1104,8 +1112,9 @@ fn check_reservations(
 /// services take already (`earlier`, each feed's `services`), at the key
 /// that sets it (`at`): a line used by two feeds or by two services of one
 /// feed, or two channels that could take the same datagram (a replay could
-/// not tell whose it is). A channel may share a line's port: a line's
-/// address is routed first, and live the channel's socket takes its
+/// not tell whose it is), or a channel listening on a line's very address
+/// (two sockets cannot bind it). A channel may share a line's port: a
+/// line's address is routed first, and live the channel's socket takes its
 /// server's datagrams only.
 fn shared_address(
     name: &str,
@@ -1139,7 +1148,8 @@ fn shared_address(
                     }
                     let user = others().find(|(_, s)| match &s.receive {
                         Receive::Lines(a) => a.contains(line),
-                        Receive::Channel(_) | Receive::Stream(_) => false,
+                        Receive::Channel(o) => o.listen == *line,
+                        Receive::Stream(_) => false,
                     });
                     if let Some((g, _)) = user {
                         return problem(format!(
@@ -1152,6 +1162,32 @@ fn shared_address(
             }
             Receive::Channel(c) => {
                 let listen = c.listen;
+                // Sharing a line's port is allowed; its very address is
+                // not: two sockets cannot bind it.
+                let own = services.iter().find(|s| match &s.receive {
+                    Receive::Lines(a) => a.contains(&listen),
+                    Receive::Channel(_) | Receive::Stream(_) => false,
+                });
+                if let Some(s) = own {
+                    return problem(format!(
+                        "feed {}: {} {listen} is already its {}",
+                        echo(name),
+                        service.key,
+                        s.key
+                    ));
+                }
+                let line = others().find(|(_, s)| match &s.receive {
+                    Receive::Lines(a) => a.contains(&listen),
+                    Receive::Channel(_) | Receive::Stream(_) => false,
+                });
+                if let Some((g, _)) = line {
+                    return problem(format!(
+                        "feed {}: {} {listen} is already a line of feed {}",
+                        echo(name),
+                        service.key,
+                        echo(&g.name)
+                    ));
+                }
                 let overlap = others().find_map(|(g, s)| match &s.receive {
                     Receive::Channel(o) => (listen_takes(listen, o.listen)
                         || listen_takes(o.listen, listen))
@@ -1773,16 +1809,25 @@ source_threshold_ms = 9
             let key = want.split(' ').next().unwrap();
             assert_eq!(p.at, Some(key.len()), "at the repeating key: {want}");
         }
-        // A channel listening on a line's address is not a line.
-        let channel = Channel {
-            server: None,
-            listen: a,
+        // A channel may listen on a line's port, not on its very address
+        // (two sockets cannot bind it).
+        let on = |listen: SocketAddrV4| {
+            check(&[
+                Service::lines("lines", &[a]),
+                Service::channel(
+                    "recovery_listen",
+                    Channel {
+                        server: None,
+                        listen,
+                    },
+                ),
+            ])
         };
-        let with_channel = [
-            Service::lines("lines", &[a]),
-            Service::channel("recovery_listen", channel),
-        ];
-        assert!(check(&with_channel).is_ok());
+        assert!(on("0.0.0.0:14310".parse().unwrap()).is_ok());
+        assert_eq!(
+            on(a).unwrap_err().msg,
+            "feed 'f': recovery_listen 239.3.1.1:14310 is already its lines"
+        );
     }
 
     #[test]
@@ -1809,6 +1854,31 @@ source_threshold_ms = 9
         );
         let e = err(&itch("a", "239.2.1.1:26477", "239.2.1.1:26477"));
         assert!(e.contains("must be a local unicast address"), "{e}");
+        // A channel on a line's very address, its own feed's or another's
+        // (a loopback feed's unicast line): two sockets cannot bind it.
+        let e = err(&itch("a", "127.0.0.1:26477", "127.0.0.1:26477"));
+        assert!(
+            e.contains("feed 'a': recovery_listen 127.0.0.1:26477 is already its lines"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{}{}",
+            itch("a", "127.0.0.1:26477", "127.0.0.1:0"),
+            itch("b", "239.2.1.2:26478", "127.0.0.1:26477")
+        ));
+        assert!(
+            e.contains("feed 'b': recovery_listen 127.0.0.1:26477 is already a line of feed 'a'"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{}{}",
+            itch("a", "239.2.1.1:26477", "127.0.0.1:26478"),
+            itch("b", "127.0.0.1:26478", "127.0.0.1:0")
+        ));
+        assert!(
+            e.contains("feed 'b': line 127.0.0.1:26478 is already used by feed 'a'"),
+            "{e}"
+        );
         // Other ports, two addresses of one port, ephemeral ports, and a
         // channel on another feed's line port (its line is routed first).
         for (la, lb) in [
@@ -1857,6 +1927,24 @@ source_threshold_ms = 9
         assert!(e.contains("(kind is `full` or `delta`)"), "{e}");
     }
 
+    /// A relative `shm_path` is the configuration file's directory's
+    /// (as its other paths), whatever the current directory.
+    #[test]
+    fn a_relative_shm_path_is_taken_from_the_configurations_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for (written, want) in [
+            ("pub/tg", dir.path().join("pub/tg")),
+            ("/dev/shm/tg", "/dev/shm/tg".into()),
+        ] {
+            let path = dir.path().join("c.toml");
+            let text = format!("[sidecar]\nshm_path = \"{written}\"\n{SPEC_EXAMPLE}");
+            std::fs::write(&path, text).unwrap();
+            for c in [Config::read(&path), Config::load(&path)] {
+                assert_eq!(c.unwrap().sidecar.shm_path, want, "{written}");
+            }
+        }
+    }
+
     #[test]
     fn a_source_is_a_unicast_sender() {
         for ip in ["239.1.1.1", "255.255.255.255", "0.0.0.0"] {
@@ -1879,8 +1967,7 @@ source_threshold_ms = 9
             e.contains("source: a source-specific join needs multicast lines, and 127.0.0.1:30002 is unicast"),
             "{e}"
         );
-        let text =
-            SPEC_EXAMPLE.replace("name = \"lp1\"", "name = \"lp1\"\nsource = \"10.0.0.5\"");
+        let text = SPEC_EXAMPLE.replace("name = \"lp1\"", "name = \"lp1\"\nsource = \"10.0.0.5\"");
         assert_eq!(
             Config::parse(&text, "t.toml").unwrap().feeds[0].source,
             Some("10.0.0.5".parse().unwrap())
