@@ -419,6 +419,17 @@ impl Sidecar {
     pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
         let sc = &config.sidecar;
         let shm = || format!("shared memory {}", sc.shm_path.display());
+        if let Some(cpu) = sc.cpu {
+            // A CPU the receiver cannot be pinned to (a typo, a smaller
+            // machine, a cpuset) would leave it unpinned.
+            if let Err(e) = crate::sys::can_pin_to(cpu) {
+                let online = crate::sys::cpus_online()
+                    .map_or(String::new(), |c| format!("; CPUs online: {c}"));
+                anyhow::bail!(
+                    "[sidecar] cpu = {cpu}: the receiver cannot be pinned there ({e}{online})"
+                );
+            }
+        }
         // A publication truncated under the writer faults into zero pages
         // instead of killing it (see `recreate_publication`).
         crate::sys::guard::install().context("installing the SIGBUS handler")?;

@@ -1012,3 +1012,23 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
     let head = std::fs::read(&file).unwrap();
     assert!(!head.starts_with(b"old"), "{head:?}");
 }
+
+/// `[sidecar] cpu` naming a CPU the receiver cannot be pinned to (here
+/// 1023, within the key's range) is refused at start in one line naming
+/// the CPUs online, before anything is published: the receiver would run
+/// unpinned. One it can be pinned to starts.
+#[test]
+fn a_cpu_the_receiver_cannot_be_pinned_to_is_refused_at_start() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "cpu = 1023", NO_METRICS);
+    let err = refused_run(&cfg);
+    assert!(
+        err.contains("[sidecar] cpu = 1023: the receiver cannot be pinned there ("),
+        "{err}"
+    );
+    assert!(err.contains("CPUs online: 0"), "{err}");
+    assert!(!shm.exists());
+    let cfg = config(dir.path(), "c", &shm, "cpu = 0", NO_METRICS);
+    drop(start(&cfg, &shm));
+}

@@ -86,6 +86,25 @@ fn clear_nonblock(file: &std::fs::File) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether a thread can be pinned to `cpu`: tried on a thread of its own
+/// (the caller's mask is left alone; a thread may pin itself outside the
+/// process's starting mask, e.g. systemd's `CPUAffinity=`, but not outside
+/// its cpuset or the CPUs online).
+pub fn can_pin_to(cpu: usize) -> io::Result<()> {
+    std::thread::scope(|s| {
+        s.spawn(|| pin_to_cpu(cpu))
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the trial thread panicked")))
+    })
+}
+
+/// The kernel's list of CPUs online (`0-3,8`), if it says.
+pub fn cpus_online() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET
