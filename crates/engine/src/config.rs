@@ -1009,7 +1009,18 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         enabled: m.enabled.unwrap_or(d.enabled),
         listen: match &m.listen {
             None => d.listen,
-            Some(l) => parsed(l, "[metrics] listen must be ip:port")?,
+            Some(l) => {
+                let at: std::net::SocketAddr = parsed(l, "[metrics] listen must be ip:port")?;
+                // Port 0 would bind one no scraper is told of.
+                if at.port() == 0 {
+                    return Err(Problem::at(
+                        l,
+                        "[metrics] listen needs a port from 1 to 65535 (0 would bind one no scraper knows)"
+                            .into(),
+                    ));
+                }
+                at
+            }
         },
         interval_ns: INTERVAL_MS.or_default(&m.interval_ms)? * NS_PER_MS,
     };
@@ -1943,6 +1954,18 @@ source_threshold_ms = 9
                 assert_eq!(c.unwrap().sidecar.shm_path, want, "{written}");
             }
         }
+    }
+
+    #[test]
+    fn the_metrics_listener_has_a_port() {
+        let e = err(&format!("[metrics]\nlisten = \"127.0.0.1:0\"\n{SPEC_EXAMPLE}"));
+        assert!(e.contains("[metrics] listen needs a port from 1 to 65535"), "{e}");
+        let c = Config::parse(
+            &format!("[metrics]\nlisten = \"127.0.0.1:1\"\n{SPEC_EXAMPLE}"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.metrics.listen.port(), 1);
     }
 
     #[test]
