@@ -1104,19 +1104,26 @@ fn check_reservations(
     if reserving.len() > LISTED {
         each.push(format!("{} more", reserving.len() - LISTED));
     }
-    let besides = match others {
-        0 => String::new(),
-        1 => " and a slot for the other feed".to_owned(),
-        n => format!(" and a slot for each of the {n} other feeds"),
-    };
-    Err(Problem::at_offset(
-        at,
+    let msg = if reserving.is_empty() {
+        // No feed bounds its symbols: one slot each is what is held.
+        format!(
+            "capacity: {capacity} slots cannot hold a slot for each of the {} feeds: \
+             raise [state] capacity",
+            feeds.len()
+        )
+    } else {
+        let besides = match others {
+            0 => String::new(),
+            1 => " and a slot for the other feed".to_owned(),
+            n => format!(" and a slot for each of the {n} other feeds"),
+        };
         format!(
             "capacity: {capacity} slots cannot hold the slots the feeds reserve ({}: {reserved} together){besides}: \
              forged symbols on one feed could fill it for all; raise [state] capacity or lower those bounds",
             each.join(", ")
-        ),
-    ))
+        )
+    };
+    Err(Problem::at_offset(at, msg))
 }
 
 /// Refuses an address of feed `name`'s `services` that an earlier feed's
@@ -1956,10 +1963,30 @@ source_threshold_ms = 9
         }
     }
 
+    /// Feeds none of which bounds its symbols need a slot each.
+    #[test]
+    fn a_table_smaller_than_its_feeds_says_so() {
+        let two = SPEC_EXAMPLE.to_string()
+            + &SPEC_EXAMPLE
+                .replace("name = \"lp1\"", "name = \"lp9\"")
+                .replace("239.1.1.1:30001", "239.1.9.1:30001")
+                .replace("239.1.1.2:30002", "239.1.9.2:30002");
+        let e = err(&format!("[state]\ncapacity = 1\n{two}"));
+        assert!(
+            e.contains("capacity: 1 slots cannot hold a slot for each of the 2 feeds: raise [state] capacity"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn the_metrics_listener_has_a_port() {
-        let e = err(&format!("[metrics]\nlisten = \"127.0.0.1:0\"\n{SPEC_EXAMPLE}"));
-        assert!(e.contains("[metrics] listen needs a port from 1 to 65535"), "{e}");
+        let e = err(&format!(
+            "[metrics]\nlisten = \"127.0.0.1:0\"\n{SPEC_EXAMPLE}"
+        ));
+        assert!(
+            e.contains("[metrics] listen needs a port from 1 to 65535"),
+            "{e}"
+        );
         let c = Config::parse(
             &format!("[metrics]\nlisten = \"127.0.0.1:1\"\n{SPEC_EXAMPLE}"),
             "t",
