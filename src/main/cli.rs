@@ -117,7 +117,8 @@ pub struct StatArgs {
 /// `tickguard demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Symbols to simulate (sqf, itch50: the mdp3 channel has its own five instruments).
+    /// Symbols to simulate: sqf 1 to 100,000, itch50 1 to 65,535 (the mdp3
+    /// channel has its own five instruments).
     #[arg(long, default_value_t = DEMO_SYMBOLS)]
     pub symbols: usize,
     /// sqf: quotes per second over all symbols; itch50: messages per second
@@ -598,6 +599,17 @@ impl DemoArgs {
         let d = self.duration_s;
         if !(d.is_finite() && d >= 0.0) {
             anyhow::bail!("demo: --duration-s must be a number of seconds >= 0, got {d}");
+        }
+        let most = match self.protocol.as_str() {
+            "itch50" => tickguard::simulate::itch50::MAX_STOCKS,
+            _ => tickguard::simulate::sqf::MAX_GENERATED_SYMBOLS,
+        };
+        if self.protocol != "mdp3" && !(1..=most).contains(&self.symbols) {
+            anyhow::bail!(
+                "demo: --symbols must be from 1 to {most} for {}, got {}",
+                self.protocol,
+                self.symbols
+            );
         }
         match self.protocol.as_str() {
             "itch50" => tickguard::demo::itch50::run(&self.params()),

@@ -77,7 +77,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 const CONTROL_PER_DATAGRAM: usize = 25;
 
 /// Generated names are `SYM` and five digits.
-const MAX_GENERATED_SYMBOLS: usize = 100_000;
+pub const MAX_GENERATED_SYMBOLS: usize = 100_000;
 
 /// Half the spread, relative to the mid: 1 basis point.
 const HALF_SPREAD: f64 = 1e-4;

@@ -234,6 +234,33 @@ fn refuses_bad_arguments_with_one_line() {
             "{bad}: {stderr}"
         );
     }
+    // And its symbols, in its own words (not the simulator's).
+    for (protocol, symbols, want) in [
+        (
+            "sqf",
+            "0",
+            "demo: --symbols must be from 1 to 100000 for sqf, got 0",
+        ),
+        (
+            "sqf",
+            "100001",
+            "demo: --symbols must be from 1 to 100000 for sqf, got 100001",
+        ),
+        (
+            "itch50",
+            "65536",
+            "demo: --symbols must be from 1 to 65535 for itch50, got 65536",
+        ),
+    ] {
+        let out = tickguard()
+            .args(["demo", "--shm", "/nonexistent/demo", "--protocol", protocol])
+            .args(["--symbols", symbols])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{protocol} {symbols}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.trim_end(), format!("tickguard: {want}"));
+    }
 }
 
 /// The socket's local address.
