@@ -155,7 +155,35 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     if path.is_dir() {
         anyhow::bail!("{flag} {}: is a directory", path.display());
     }
+    // A file to be replaced is staged beside it: that the directory takes
+    // a new file is tried now, not found out after the whole replay.
+    if let Some(staging) = staging(path) {
+        std::fs::File::create_new(&staging)
+            .and_then(|_| std::fs::remove_file(&staging))
+            .with_context(|| {
+                format!(
+                    "{flag} {}: cannot create a file in {}",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
+    }
     Ok(())
+}
+
+/// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.tmp`
+/// beside it), or `None` when `path` is not a regular file to be replaced
+/// (a device, a FIFO: written in place).
+fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let regular = match std::fs::symlink_metadata(path) {
+        Ok(m) => m.is_file(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let name = path.file_name().filter(|_| regular)?;
+    let mut staged = std::ffi::OsString::from(".");
+    staged.push(name);
+    staged.push(format!(".{}.tmp", std::process::id()));
+    Some(path.with_file_name(staged))
 }
 
 fn run_replay(args: ReplayArgs) -> Result<()> {
@@ -591,18 +619,9 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
 /// link) is written in place.
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    let regular = match std::fs::symlink_metadata(path) {
-        Ok(m) => m.is_file(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(e) => return Err(e),
-    };
-    let Some(name) = path.file_name().filter(|_| regular) else {
+    let Some(staging) = staging(path) else {
         return std::fs::write(path, bytes).map_err(|e| lost_reader(path, e));
     };
-    let mut staged = std::ffi::OsString::from(".");
-    staged.push(name);
-    staged.push(format!(".{}.tmp", std::process::id()));
-    let staging = path.with_file_name(staged);
     let written = std::fs::File::create_new(&staging)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
         .and_then(|()| std::fs::rename(&staging, path));

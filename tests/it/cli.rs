@@ -1001,6 +1001,12 @@ fn replay_output_paths_are_checked_before_any_work() {
         ("--summary", missing.join("s.json"), "does not exist"),
         ("--timeline", missing.join("t.svg"), "does not exist"),
         ("--summary", d.to_path_buf(), "is a directory"),
+        // A directory that takes no new file (even for root).
+        (
+            "--summary",
+            PathBuf::from("/proc/version"),
+            "cannot create a file in /proc",
+        ),
     ] {
         // The capture does not exist either: the output path is judged first.
         let out = tickguard()
