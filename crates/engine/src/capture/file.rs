@@ -80,11 +80,26 @@ const OPT_IF_TSOFFSET: u16 = 14;
 /// (from the start of the file) of the record or block that broke.
 #[derive(Debug)]
 pub(super) enum Fault {
-    NotCapture,
-    Io { offset: u64, error: io::Error },
-    Truncated { offset: u64, detail: String },
-    Corrupt { offset: u64, detail: String },
-    Unsupported { offset: u64, detail: String },
+    /// With a hint for the reader (`" (empty)"`, or none).
+    NotCapture {
+        hint: &'static str,
+    },
+    Io {
+        offset: u64,
+        error: io::Error,
+    },
+    Truncated {
+        offset: u64,
+        detail: String,
+    },
+    Corrupt {
+        offset: u64,
+        detail: String,
+    },
+    Unsupported {
+        offset: u64,
+        detail: String,
+    },
 }
 
 /// The bytes of a capture, handed out in place.
@@ -197,7 +212,12 @@ impl CaptureFile {
     /// Section Header Block (pcapng).
     pub(super) fn open(mut input: Input) -> Result<CaptureFile, Fault> {
         if !fill(&mut input, 4)? {
-            return Err(Fault::NotCapture);
+            let hint = if input.data().is_empty() {
+                " (empty)"
+            } else {
+                ""
+            };
+            return Err(Fault::NotCapture { hint });
         }
         let d = input.data();
         let magic = [d[0], d[1], d[2], d[3]];
@@ -223,7 +243,12 @@ impl CaptureFile {
                     detail: "modified (Kuznetzov) pcap format".into(),
                 })
             }
-            _ => return Err(Fault::NotCapture),
+            ([0x1f, 0x8b, ..], _) => {
+                return Err(Fault::NotCapture {
+                    hint: " (gzip-compressed: decompress it first)",
+                })
+            }
+            _ => return Err(Fault::NotCapture { hint: "" }),
         };
         if !fill(&mut input, LEGACY_HEADER_LEN)? {
             return Err(Fault::Truncated {

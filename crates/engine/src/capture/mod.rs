@@ -81,8 +81,8 @@ pub enum CaptureError {
     #[error("capture {name}: {io}")]
     Open { name: String, io: io::Error },
     /// Empty, or does not start with a pcap or pcapng magic number.
-    #[error("capture {name}: not a pcap or pcapng file")]
-    NotCapture { name: String },
+    #[error("capture {name}: not a pcap or pcapng file{hint}")]
+    NotCapture { name: String, hint: &'static str },
     /// Reading failed; `offset` is where the failed read started.
     #[error("capture {name}: read error at byte {offset}: {io}")]
     Read {
@@ -128,7 +128,7 @@ impl CaptureError {
     fn from_fault(name: &str, fault: Fault) -> CaptureError {
         let name = name.to_owned();
         match fault {
-            Fault::NotCapture => CaptureError::NotCapture { name },
+            Fault::NotCapture { hint } => CaptureError::NotCapture { name, hint },
             Fault::Io { offset, error } => CaptureError::Read {
                 name,
                 offset,

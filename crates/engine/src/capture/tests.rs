@@ -800,17 +800,21 @@ fn corrupt_lengths_are_reported_with_their_offset() {
 
 #[test]
 fn not_a_capture() {
-    let cases: [&[u8]; 5] = [
-        b"",
-        b"\xd4\xc3",
-        b"hello, world",
-        &[0; 100],
-        b"\x0a\x0d\x0d",
+    let cases: [(&[u8], &str); 6] = [
+        (b"", " (empty)"),
+        (b"\xd4\xc3", ""),
+        (b"hello, world", ""),
+        (&[0; 100], ""),
+        (b"\x0a\x0d\x0d", ""),
+        (b"\x1f\x8b\x08\x00gzip", " (gzip-compressed: decompress it first)"),
     ];
-    for bytes in cases {
+    for (bytes, hint) in cases {
         let err = CaptureReader::from_reader("x.pcap", Box::new(Cursor::new(bytes.to_vec())))
             .expect_err("not a capture");
-        assert_eq!(err.to_string(), "capture x.pcap: not a pcap or pcapng file");
+        assert_eq!(
+            err.to_string(),
+            format!("capture x.pcap: not a pcap or pcapng file{hint}")
+        );
     }
     // Right magic, cut header.
     let err = CaptureReader::from_reader(
