@@ -146,9 +146,13 @@ fn parse_checks_up_to(text: &str, max_rows: usize) -> Result<Vec<Check>, String>
                 f.len()
             )
         })?;
-        let time_ns = time
-            .parse::<u64>()
-            .map_err(|_| format!("line {n}: time_ns '{time}' is not an integer of nanoseconds"))?;
+        let time_ns = time.parse::<u64>().map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => format!(
+                "line {n}: time_ns '{time}' is past the largest time, {} ns",
+                u64::MAX
+            ),
+            _ => format!("line {n}: time_ns '{time}' is not an integer of nanoseconds"),
+        })?;
         checks.push(Check {
             time_ns,
             feed,
@@ -1050,6 +1054,15 @@ mod tests {
 
     #[test]
     fn checks_csv_errors_name_the_line() {
+        assert_eq!(
+            parse_checks("time_ns,feed,symbol\n99999999999999999999,a,b\n").unwrap_err(),
+            "line 2: time_ns '99999999999999999999' is past the largest time, \
+             18446744073709551615 ns"
+        );
+        assert_eq!(
+            parse_checks("time_ns,feed,symbol\n-1,a,b\n").unwrap_err(),
+            "line 2: time_ns '-1' is not an integer of nanoseconds"
+        );
         assert!(parse_checks("").unwrap_err().contains("header"));
         assert!(parse_checks("time,feed,symbol\n")
             .unwrap_err()
