@@ -1406,6 +1406,18 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         if addr.port() == 0 {
             return Err(err(&f.lines, format!("lines: {} has port 0", echo(l))));
         }
+        // A line is where datagrams are addressed: a group or one host's
+        // address (a replay routes by it), not "any" or "everyone".
+        if addr.ip().is_unspecified() || addr.ip().is_broadcast() {
+            return Err(err(
+                &f.lines,
+                format!(
+                    "lines: {} is not an address datagrams are sent to (a multicast group or \
+                     a unicast address of this host)",
+                    echo(l)
+                ),
+            ));
+        }
         if lines.contains(&addr) {
             return Err(err(&f.lines, format!("lines: {} is listed twice", echo(l))));
         }
@@ -1976,6 +1988,17 @@ source_threshold_ms = 9
             e.contains("capacity: 1 slots cannot hold a slot for each of the 2 feeds: raise [state] capacity"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_line_is_an_address_datagrams_are_sent_to() {
+        for ip in ["0.0.0.0", "255.255.255.255"] {
+            let e = err(&SPEC_EXAMPLE.replace("239.1.1.2:30002", &format!("{ip}:30002")));
+            assert!(
+                e.contains(&format!("lines: '{ip}:30002' is not an address datagrams are sent to")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
