@@ -1995,7 +1995,9 @@ source_threshold_ms = 9
         for ip in ["0.0.0.0", "255.255.255.255"] {
             let e = err(&SPEC_EXAMPLE.replace("239.1.1.2:30002", &format!("{ip}:30002")));
             assert!(
-                e.contains(&format!("lines: '{ip}:30002' is not an address datagrams are sent to")),
+                e.contains(&format!(
+                    "lines: '{ip}:30002' is not an address datagrams are sent to"
+                )),
                 "{e}"
             );
         }

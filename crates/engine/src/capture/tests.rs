@@ -806,7 +806,10 @@ fn not_a_capture() {
         (b"hello, world", ""),
         (&[0; 100], ""),
         (b"\x0a\x0d\x0d", ""),
-        (b"\x1f\x8b\x08\x00gzip", " (gzip-compressed: decompress it first)"),
+        (
+            b"\x1f\x8b\x08\x00gzip",
+            " (gzip-compressed: decompress it first)",
+        ),
     ];
     for (bytes, hint) in cases {
         let err = CaptureReader::from_reader("x.pcap", Box::new(Cursor::new(bytes.to_vec())))
