@@ -158,15 +158,15 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     // A file to be replaced is staged beside it: that the directory takes
     // a new file is tried now, not found out after the whole replay.
     if let Some(staging) = staging(path) {
-        std::fs::File::create_new(&staging)
-            .and_then(|_| std::fs::remove_file(&staging))
-            .with_context(|| {
-                format!(
-                    "{flag} {}: cannot create a file in {}",
-                    path.display(),
-                    dir.display()
-                )
-            })?;
+        let cannot = |what: &str| {
+            format!(
+                "{flag} {}: cannot {what} {}",
+                path.display(),
+                staging.display()
+            )
+        };
+        std::fs::File::create_new(&staging).with_context(|| cannot("create"))?;
+        std::fs::remove_file(&staging).with_context(|| cannot("remove the trial file"))?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
-use crate::config::services::{line_index, Receive, COPIES};
+use crate::config::services::{line_index, listen_takes, Receive, COPIES};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
 use crate::protocol::publication_feeds;
@@ -480,6 +480,28 @@ impl Sidecar {
                         let (Some(server), listen) = (c.server, c.listen) else {
                             continue;
                         };
+                        // A replay routes a line's port shared with a
+                        // channel (the line's address first); live, the two
+                        // sockets cannot both bind it: said plainly, not as
+                        // "Address already in use".
+                        if let Some((g, l)) = config.feeds.iter().find_map(|g| {
+                            g.services()
+                                .into_iter()
+                                .find_map(|s| match s.receive {
+                                    Receive::Lines(a) => {
+                                        a.into_iter().find(|&l| listen_takes(listen, l))
+                                    }
+                                    _ => None,
+                                })
+                                .map(|l| (g, l))
+                        }) {
+                            anyhow::bail!(
+                                "feed '{}': {key} {listen} takes the port of feed '{}''s line {l}: \
+                                 live, the two sockets cannot both bind it (choose another port)",
+                                f.name,
+                                g.name
+                            );
+                        }
                         let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
                             .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
                         tracing::info!(

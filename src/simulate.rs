@@ -33,6 +33,9 @@ const MAX_BATCH: usize = 100;
 /// The highest `--rate` a simulator takes by default, per second (one
 /// may take a lower bound of its own).
 pub const MAX_RATE: f64 = 10_000_000.0;
+
+/// Longest `--halt-every-s` of a venue, s (a day).
+pub const MAX_HALT_EVERY_S: u64 = 86_400;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.

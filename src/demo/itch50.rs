@@ -23,7 +23,8 @@
 //! last line compares the books the sidecar published with the venue's.
 
 use super::{
-    config, exact, free_port, session_s, side, verdict_cell, Params, Screen, AFTER_CLOSE_S,
+    config, exact, free_port, session_s, side, table_slots, verdict_cell, Params, Screen,
+    AFTER_CLOSE_S,
 };
 use crate::protocol::itch50::config::GLIMPSE_PASSWORD_MAX;
 use crate::reader::Reader;
@@ -55,7 +56,7 @@ pub fn run(args: &Params) -> anyhow::Result<()> {
     let glimpse_at = local(free_tcp_port()?);
     let config = config(
         args,
-        4096,
+        table_slots(args.symbols, 4096),
         &format!(
             r#"
 [[feed]]

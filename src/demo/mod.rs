@@ -111,6 +111,12 @@ fn session_s(args: &Params) -> f64 {
 /// The demo's sidecar: a table of `capacity` slots published at
 /// `args.shm`, a receiver that sleeps when idle, and `feed` (one
 /// `[[feed]]` table, as TOML).
+/// State table slots for a demo of `symbols`: at least `least`, and room
+/// for every symbol with the table at most half full.
+fn table_slots(symbols: usize, least: usize) -> usize {
+    symbols.saturating_mul(2).next_power_of_two().max(least)
+}
+
 fn config(args: &Params, capacity: usize, feed: &str) -> anyhow::Result<Config> {
     Ok(Config::parse(
         &format!(

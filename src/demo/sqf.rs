@@ -2,7 +2,7 @@
 //! both, duplicates, reordering, invalid prices, periodic snapshots, a
 //! pause every 12 s and a reset after 20 s.
 
-use super::{config, free_port, show, verdict_cell, Params, Screen, FEED};
+use super::{config, free_port, show, table_slots, verdict_cell, Params, Screen, FEED};
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::sqf::SimKind;
@@ -18,7 +18,7 @@ pub fn run(args: &Params) -> anyhow::Result<()> {
     let line_b = SocketAddrV4::new([127, 0, 0, 1].into(), b);
     let config = config(
         args,
-        1024,
+        table_slots(args.symbols, 1024),
         &format!(
             r#"
 [[feed]]

@@ -232,7 +232,7 @@ pub struct SimulateArgs {
     /// itch50: the MoldUDP64 session, 1 to 10 printable ASCII characters.
     #[arg(long, default_value = "TGSIM00001")]
     pub session: String,
-    /// itch50: halt a stock every this many seconds, for half of it (0: never); mdp3: an instrument, 0 to 86,400.
+    /// itch50: halt a stock every this many seconds, for half of it (0: never); mdp3: an instrument; 0 to 86,400.
     #[arg(long, default_value_t = 0)]
     pub halt_every_s: u64,
     /// itch50: messages the re-request server keeps, 1 to 10,000,000.

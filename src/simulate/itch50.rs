@@ -327,6 +327,13 @@ impl Venue {
     /// Validates the parameters (errors name the flag) and builds the
     /// venue. Nothing is sent before the first [`Venue::poll`].
     pub fn new(p: &Params) -> Result<Venue> {
+        let most = super::MAX_HALT_EVERY_S;
+        if p.halt_every_s > most {
+            bail!(
+                "simulate: --halt-every-s must be from 0 to {most}, got {}",
+                p.halt_every_s
+            );
+        }
         let names: Vec<String> = if p.names.is_empty() {
             if !(1..=MAX_STOCKS).contains(&p.symbols) {
                 bail!(
@@ -1200,6 +1207,7 @@ mod tests {
         let cases: Vec<(Params, &str)> = vec![
             (params(|p| p.symbols = 0), "--symbols"),
             (params(|p| p.symbols = 65_536), "--symbols"),
+            (params(|p| p.halt_every_s = 86_401), "--halt-every-s"),
             (
                 params(|p| p.names = vec!["A B".into()]),
                 "not a valid ITCH stock",

@@ -90,8 +90,6 @@ pub const MAX_HEARTBEAT_MS: u64 = 60_000;
 pub const LOOP_MS: (u64, u64) = (10, 60_000);
 /// Shortest and longest definition loop period, ms.
 pub const DEFINITION_LOOP_MS: (u64, u64) = (10, 600_000);
-/// Longest halt period, s (a day).
-pub const MAX_HALT_EVERY_S: u64 = 86_400;
 /// Latest ChannelReset time, ms of active time (a day).
 pub const MAX_RESET_AT_MS: u64 = 86_400_000;
 /// Most ChannelReset times.
@@ -379,7 +377,11 @@ impl Venue {
                 p.definition_loop_ms,
                 DEFINITION_LOOP_MS,
             ),
-            ("--halt-every-s", p.halt_every_s, (0, MAX_HALT_EVERY_S)),
+            (
+                "--halt-every-s",
+                p.halt_every_s,
+                (0, super::MAX_HALT_EVERY_S),
+            ),
         ] {
             if !(min..=max).contains(&v) {
                 bail!("simulate: {flag} must be from {min} to {max} for mdp3, got {v}");

@@ -1005,7 +1005,7 @@ fn replay_output_paths_are_checked_before_any_work() {
         (
             "--summary",
             PathBuf::from("/proc/version"),
-            "cannot create a file in /proc",
+            "cannot create /proc/.version.",
         ),
     ] {
         // The capture does not exist either: the output path is judged first.

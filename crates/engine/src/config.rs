@@ -790,9 +790,9 @@ impl Config {
     /// and the files its feeds name (taken from the file's directory).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let mut config = Config::read(path)?;
-        let dir = path.parent().unwrap_or(Path::new(""));
+        let dir = base_dir(path);
         for f in &mut config.feeds {
-            f.settings.locate_files(dir).map_err(|e| {
+            f.settings.locate_files(&dir).map_err(|e| {
                 ConfigError(one_line(
                     &format!("config {}: feed {}: {e}", path.display(), f.name),
                     ERROR_MAX,
@@ -829,7 +829,7 @@ impl Config {
         // elsewhere meet at one publication.
         let shm = &mut config.sidecar.shm_path;
         if shm.is_relative() {
-            *shm = path.parent().unwrap_or(Path::new("")).join(&*shm);
+            *shm = base_dir(path).join(&*shm);
         }
         Ok(config)
     }
@@ -1054,6 +1054,7 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
             "lines" => Some(lines_at),
             _ => keys.at(key),
         };
+        service_lines(&feed, &its, at)?;
         shared_address(&feed.name, &its, &feeds, &services, at)?;
         feeds.push(feed);
         services.push(its);
@@ -1066,6 +1067,16 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
         sidecar,
         feeds,
     })
+}
+
+/// The directory a configuration file's relative paths are taken from:
+/// the file's own, or the current directory for a configuration that is
+/// not a file (`--config <(...)`, whose "directory" is `/dev/fd`).
+fn base_dir(path: &Path) -> std::path::PathBuf {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => path.parent().unwrap_or(Path::new("")).to_path_buf(),
+        _ => std::path::PathBuf::new(),
+    }
 }
 
 /// Refuses a table that cannot hold what it holds for each feed: with
@@ -1126,14 +1137,50 @@ fn check_reservations(
     Err(Problem::at_offset(at, msg))
 }
 
+/// Holds the lines of a feed's other services (MDP3's snapshot and
+/// definition lines) to the rules of its `lines` (checked as they are
+/// read): an address datagrams are sent to, and, with a `source`, a
+/// multicast group (the source restricts a join; a unicast line would
+/// take datagrams from any sender).
+fn service_lines(
+    feed: &FeedConfig,
+    services: &[Service],
+    at: impl Fn(&str) -> Option<usize>,
+) -> Result<(), Problem> {
+    for s in services.iter().filter(|s| s.key != "lines") {
+        let Receive::Lines(addrs) = &s.receive else {
+            continue;
+        };
+        let problem = |msg: String| {
+            Err(Problem::at_offset(
+                at(s.key),
+                format!("feed {}: {msg}", echo(&feed.name)),
+            ))
+        };
+        if let Some(l) = addrs.iter().find(|l| l.ip().is_unspecified()) {
+            return problem(format!(
+                "{} {l} is not an address datagrams are sent to",
+                s.key
+            ));
+        }
+        if let (Some(_), Some(l)) = (feed.source, addrs.iter().find(|l| !l.ip().is_multicast())) {
+            return problem(format!(
+                "source: a source-specific join needs multicast lines, and {} {l} is unicast \
+                 (its datagrams would be taken from any sender)",
+                s.key
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses an address of feed `name`'s `services` that an earlier feed's
 /// services take already (`earlier`, each feed's `services`), at the key
 /// that sets it (`at`): a line used by two feeds or by two services of one
 /// feed, or two channels that could take the same datagram (a replay could
-/// not tell whose it is), or a channel listening on a line's very address
-/// (two sockets cannot bind it). A channel may share a line's port: a
-/// line's address is routed first, and live the channel's socket takes its
-/// server's datagrams only.
+/// not tell whose it is). A channel may share a line's port (spec itch50
+/// §3.2: a line's address is routed first); live, its socket and the
+/// line's cannot both bind that port, which `run` refuses before binding.
 fn shared_address(
     name: &str,
     services: &[Service],
@@ -1166,8 +1213,7 @@ fn shared_address(
                     }
                     let user = others().find(|(_, s)| match &s.receive {
                         Receive::Lines(a) => a.contains(line),
-                        Receive::Channel(o) => o.listen == *line,
-                        Receive::Stream(_) => false,
+                        Receive::Channel(_) | Receive::Stream(_) => false,
                     });
                     if let Some((g, _)) = user {
                         return problem(format!(
@@ -1180,32 +1226,6 @@ fn shared_address(
             }
             Receive::Channel(c) => {
                 let listen = c.listen;
-                // Sharing a line's port is allowed; its very address is
-                // not: two sockets cannot bind it.
-                let own = services.iter().find(|s| match &s.receive {
-                    Receive::Lines(a) => a.contains(&listen),
-                    Receive::Channel(_) | Receive::Stream(_) => false,
-                });
-                if let Some(s) = own {
-                    return problem(format!(
-                        "feed {}: {} {listen} is already its {}",
-                        echo(name),
-                        service.key,
-                        s.key
-                    ));
-                }
-                let line = others().find(|(_, s)| match &s.receive {
-                    Receive::Lines(a) => a.contains(&listen),
-                    Receive::Channel(_) | Receive::Stream(_) => false,
-                });
-                if let Some((g, _)) = line {
-                    return problem(format!(
-                        "feed {}: {} {listen} is already a line of feed {}",
-                        echo(name),
-                        service.key,
-                        echo(&g.name)
-                    ));
-                }
                 let overlap = others().find_map(|(g, s)| match &s.receive {
                     Receive::Channel(o) => (listen_takes(listen, o.listen)
                         || listen_takes(o.listen, listen))
@@ -1406,14 +1426,14 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         if addr.port() == 0 {
             return Err(err(&f.lines, format!("lines: {} has port 0", echo(l))));
         }
-        // A line is where datagrams are addressed: a group or one host's
-        // address (a replay routes by it), not "any" or "everyone".
-        if addr.ip().is_unspecified() || addr.ip().is_broadcast() {
+        // A line is where datagrams are addressed (a replay routes by
+        // it), not "any address".
+        if addr.ip().is_unspecified() {
             return Err(err(
                 &f.lines,
                 format!(
-                    "lines: {} is not an address datagrams are sent to (a multicast group or \
-                     a unicast address of this host)",
+                    "lines: {} is not an address datagrams are sent to (a multicast group, \
+                     a broadcast or a unicast address of this host)",
                     echo(l)
                 ),
             ));
@@ -1839,25 +1859,16 @@ source_threshold_ms = 9
             let key = want.split(' ').next().unwrap();
             assert_eq!(p.at, Some(key.len()), "at the repeating key: {want}");
         }
-        // A channel may listen on a line's port, not on its very address
-        // (two sockets cannot bind it).
-        let on = |listen: SocketAddrV4| {
-            check(&[
-                Service::lines("lines", &[a]),
-                Service::channel(
-                    "recovery_listen",
-                    Channel {
-                        server: None,
-                        listen,
-                    },
-                ),
-            ])
+        // A channel listening on a line's address is not a line.
+        let channel = Channel {
+            server: None,
+            listen: a,
         };
-        assert!(on("0.0.0.0:14310".parse().unwrap()).is_ok());
-        assert_eq!(
-            on(a).unwrap_err().msg,
-            "feed 'f': recovery_listen 239.3.1.1:14310 is already its lines"
-        );
+        let with_channel = [
+            Service::lines("lines", &[a]),
+            Service::channel("recovery_listen", channel),
+        ];
+        assert!(check(&with_channel).is_ok());
     }
 
     #[test]
@@ -1884,31 +1895,6 @@ source_threshold_ms = 9
         );
         let e = err(&itch("a", "239.2.1.1:26477", "239.2.1.1:26477"));
         assert!(e.contains("must be a local unicast address"), "{e}");
-        // A channel on a line's very address, its own feed's or another's
-        // (a loopback feed's unicast line): two sockets cannot bind it.
-        let e = err(&itch("a", "127.0.0.1:26477", "127.0.0.1:26477"));
-        assert!(
-            e.contains("feed 'a': recovery_listen 127.0.0.1:26477 is already its lines"),
-            "{e}"
-        );
-        let e = err(&format!(
-            "{}{}",
-            itch("a", "127.0.0.1:26477", "127.0.0.1:0"),
-            itch("b", "239.2.1.2:26478", "127.0.0.1:26477")
-        ));
-        assert!(
-            e.contains("feed 'b': recovery_listen 127.0.0.1:26477 is already a line of feed 'a'"),
-            "{e}"
-        );
-        let e = err(&format!(
-            "{}{}",
-            itch("a", "239.2.1.1:26477", "127.0.0.1:26478"),
-            itch("b", "127.0.0.1:26478", "127.0.0.1:0")
-        ));
-        assert!(
-            e.contains("feed 'b': line 127.0.0.1:26478 is already used by feed 'a'"),
-            "{e}"
-        );
         // Other ports, two addresses of one port, ephemeral ports, and a
         // channel on another feed's line port (its line is routed first).
         for (la, lb) in [
@@ -1973,6 +1959,10 @@ source_threshold_ms = 9
                 assert_eq!(c.unwrap().sidecar.shm_path, want, "{written}");
             }
         }
+        // Not a file (a pipe, as `--config <(...)` gives): the current
+        // directory's.
+        assert_eq!(base_dir(Path::new("/dev/null")), Path::new(""));
+        assert_eq!(base_dir(&dir.path().join("c.toml")), dir.path());
     }
 
     /// Feeds none of which bounds its symbols need a slot each.
@@ -1992,7 +1982,8 @@ source_threshold_ms = 9
 
     #[test]
     fn a_line_is_an_address_datagrams_are_sent_to() {
-        for ip in ["0.0.0.0", "255.255.255.255"] {
+        {
+            let ip = "0.0.0.0";
             let e = err(&SPEC_EXAMPLE.replace("239.1.1.2:30002", &format!("{ip}:30002")));
             assert!(
                 e.contains(&format!(
@@ -2000,6 +1991,38 @@ source_threshold_ms = 9
                 )),
                 "{e}"
             );
+        }
+    }
+
+    /// A feed's other services' lines follow its `lines`' rules: no
+    /// 0.0.0.0, and with a `source` only multicast groups.
+    #[test]
+    fn every_services_lines_follow_the_lines_rules() {
+        let cme = |extra: &str, snapshot: &str| {
+            format!(
+                "[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
+                 snapshot_lines = [\"{snapshot}\"]\nstale_threshold_ms = 1000\n\
+                 source_threshold_ms = 1000\n{extra}"
+            )
+        };
+        let e = err(&cme("", "0.0.0.0:14311"));
+        assert!(
+            e.contains(
+                "feed 'cme': snapshot_lines 0.0.0.0:14311 is not an address datagrams are sent to"
+            ),
+            "{e}"
+        );
+        let e = err(&cme("source = \"10.1.2.3\"\n", "127.0.0.1:14311"));
+        assert!(
+            e.contains("feed 'cme': source: a source-specific join needs multicast lines, and snapshot_lines 127.0.0.1:14311 is unicast"),
+            "{e}"
+        );
+        for (extra, snapshot) in [
+            ("source = \"10.1.2.3\"\n", "239.3.1.3:14311"),
+            ("", "127.0.0.1:14311"),
+        ] {
+            let c = Config::parse(&cme(extra, snapshot), "t");
+            assert!(c.is_ok(), "{extra} {snapshot}: {:?}", c.err());
         }
     }
 

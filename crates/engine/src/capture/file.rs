@@ -245,7 +245,8 @@ impl CaptureFile {
             }
             ([0x1f, 0x8b, ..], _) => {
                 return Err(Fault::NotCapture {
-                    hint: " (gzip-compressed: decompress it first)",
+                    hint: " (gzip-compressed: decompress a capture first; a Nasdaq \
+                           BinaryFILE replays as it is, with --feed and --date)",
                 })
             }
             _ => return Err(Fault::NotCapture { hint: "" }),

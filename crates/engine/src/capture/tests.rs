@@ -808,7 +808,8 @@ fn not_a_capture() {
         (b"\x0a\x0d\x0d", ""),
         (
             b"\x1f\x8b\x08\x00gzip",
-            " (gzip-compressed: decompress it first)",
+            " (gzip-compressed: decompress a capture first; a Nasdaq BinaryFILE replays \
+             as it is, with --feed and --date)",
         ),
     ];
     for (bytes, hint) in cases {
