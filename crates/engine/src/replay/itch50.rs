@@ -47,6 +47,9 @@ struct Batch<'b, 'f, P> {
     until: Option<u64>,
     progress: P,
     sniff: &'b mut Sniff,
+    /// Whether the file is still on trial (a copy kept here: once it has
+    /// passed, a record costs one test of this flag).
+    sniffing: bool,
 }
 
 /// Whether the file is ITCH at all: one fewer than half of whose first
@@ -79,6 +82,11 @@ impl Sniff {
         self.seen = index + 1;
         self.known += u64::from(known);
         self.seen < NOT_ITCH_AFTER || self.known * 2 >= self.seen
+    }
+
+    /// Whether the trial is over (passed or given up).
+    fn decided(&self) -> bool {
+        self.seen >= crate::protocol::itch50::binfile::NOT_ITCH_AFTER
     }
 
     /// The error once the file is given up.
@@ -118,8 +126,11 @@ impl<P: FnMut(u64)> crate::protocol::itch50::binfile::Lookahead for Batch<'_, '_
                 None => return false,
             },
         };
-        if !self.sniff.note(index, record, valid) {
-            return false;
+        if self.sniffing {
+            if !self.sniff.note(index, record, valid) {
+                return false;
+            }
+            self.sniffing = !self.sniff.decided();
         }
         if (index + 1).is_multiple_of(65_536) {
             (self.progress)(index + 1);
@@ -199,6 +210,7 @@ pub fn replay_file_until(
                     file.for_each_record_ahead(Batch {
                         batch,
                         until,
+                        sniffing: !sniff.decided(),
                         sniff: &mut sniff,
                         progress: |messages| {
                             progress(Progress {
