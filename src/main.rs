@@ -731,6 +731,11 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     ));
     init_logging("info", config.log_format);
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    // An operator's SIGUSR1 during the start is a request too, not the
+    // end of the process (the receive loop looks at it once running).
+    if let Err(e) = tickguard::sys::resync_on_sigusr1() {
+        tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
+    }
     // Everything that can fail comes before the publication is touched:
     // the writer lock, the line sockets, the recording, the metrics listener.
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;

@@ -1076,3 +1076,64 @@ fn a_channel_on_a_lines_port_is_refused_live_in_plain_words() {
     );
     assert!(!shm.exists());
 }
+
+/// SIGUSR1 from the start on is an operator's request, never the end of
+/// `run`; SIGHUP (the terminal or ssh session closing) stops it as SIGTERM
+/// does: exit 0, the publication closed, no lock or staging file left.
+#[test]
+fn sigusr1_during_the_start_is_harmless_and_sighup_stops_cleanly() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let lock = tickguard::shm::lock_path(&shm);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The lock is taken after the handlers are installed: from then on,
+    // through the rest of the start, SIGUSR1 keeps coming.
+    while !lock.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "ended before its lock");
+        assert!(Instant::now() < deadline, "no lock file");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    loop {
+        // SAFETY: kill(2) with a child's pid and a signal number.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+        let reader = Reader::open(&shm);
+        if reader.health(now_ns()).is_ok() && reader.writer_pid() == Some(pid as u64) {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIGUSR1 ended the start"
+        );
+        assert!(Instant::now() < deadline, "not up");
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGHUP");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        Reader::open(&shm).health(now_ns()),
+        tickguard::Health::WriterClosed
+    );
+    assert!(!lock.exists());
+    let left: Vec<_> = names(dir.path())
+        .into_iter()
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -121,6 +121,36 @@ fn refuse(msg: String) -> io::Error {
 
 use crate::sys::file::{effective_uid as euid, try_lock_exclusive};
 
+/// Removes the staging files (`.NAME.PID.tmp`, regular, this user's) that
+/// earlier writers of `path` left beside it; only the lock's holder calls
+/// it, so none is in use. Returns how many went.
+fn remove_leftovers(path: &Path) -> usize {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return 0;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            let pid = n.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp"));
+            pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && e.metadata()
+                    .is_ok_and(|m| m.file_type().is_file() && m.uid() == euid())
+                && std::fs::remove_file(e.path()).is_ok()
+        })
+        .count()
+}
+
 /// Mode of a lock file this writer creates.
 const LOCK_MODE: u32 = 0o600;
 
@@ -388,8 +418,10 @@ impl Publication {
         staged.push(name);
         staged.push(format!(".{}.tmp", std::process::id()));
         let staging = path.with_file_name(staged);
-        // A leftover of an earlier writer of this path with the same pid.
-        let _ = std::fs::remove_file(&staging);
+        // The lock is ours: every staging file of this path is an earlier
+        // writer's, killed before it renamed it (each as large as a
+        // publication, on a tmpfs that is memory).
+        remove_leftovers(&path);
         let file = crate::sys::file::create_new(&staging, mode)?;
         let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
@@ -792,6 +824,32 @@ mod tests {
     /// its descriptors are; 104 is the counters stamp, even at rest; the
     /// feed extension is zero until a status or an extension counter is
     /// written.
+    /// Staging files earlier writers of the path left (killed before the
+    /// rename) are removed by the next writer; others are not.
+    #[test]
+    fn a_writer_removes_the_staging_files_earlier_ones_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let left = dir.path().join(".tickguard.4000000.tmp");
+        let kept = [
+            ".tickguard.x.tmp",
+            ".other.4000000.tmp",
+            "tickguard.4000000.tmp",
+        ];
+        std::fs::write(&left, [0u8; 64]).unwrap();
+        for k in kept {
+            std::fs::write(dir.path().join(k), b"").unwrap();
+        }
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        assert!(!left.exists());
+        for k in kept {
+            assert!(dir.path().join(k).exists(), "{k}");
+        }
+        drop(p);
+    }
+
     #[test]
     fn feed_block_words() {
         let dir = tempfile::tempdir().unwrap();

@@ -162,10 +162,11 @@ extern "C" fn on_signal(_: libc::c_int) {
     SHUTDOWN.store(true, Ordering::Relaxed);
 }
 
-/// Makes SIGINT and SIGTERM set a flag instead of killing the process, and
+/// Makes SIGINT, SIGTERM and SIGHUP (the terminal or ssh session that
+/// started it closing) set a flag instead of killing the process, and
 /// returns that flag.
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: installs a handler that only stores to an atomic.
         let previous = unsafe {
             libc::signal(
