@@ -164,7 +164,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Makes SIGINT, SIGTERM and SIGHUP (the terminal or ssh session that
 /// started it closing) set a flag instead of killing the process, and
-/// returns that flag.
+/// returns that flag. A SIGHUP ignored when the process started (`nohup`)
+/// stays ignored.
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: installs a handler that only stores to an atomic.
@@ -176,6 +177,10 @@ pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
         };
         if previous == libc::SIG_ERR {
             return Err(io::Error::last_os_error());
+        }
+        if sig == libc::SIGHUP && previous == libc::SIG_IGN {
+            // SAFETY: restores the disposition the process was started with.
+            unsafe { libc::signal(sig, libc::SIG_IGN) };
         }
     }
     Ok(&SHUTDOWN)
