@@ -186,8 +186,22 @@ fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
     Some(path.with_file_name(staged))
 }
 
-fn run_replay(args: ReplayArgs) -> Result<()> {
+fn run_replay(mut args: ReplayArgs) -> Result<()> {
     let started = std::time::Instant::now();
+    // `-` is standard output, as for most tools.
+    for path in [&mut args.summary, &mut args.timeline] {
+        if path.as_deref() == Some(std::path::Path::new("-")) {
+            *path = Some("/dev/stdout".into());
+        }
+    }
+    if let (Some(s), Some(t)) = (&args.summary, &args.timeline) {
+        if s == t {
+            anyhow::bail!(
+                "--summary and --timeline both name {}: one would replace the other",
+                s.display()
+            );
+        }
+    }
     // Validate everything before reading the capture.
     for (flag, path) in [("--summary", &args.summary), ("--timeline", &args.timeline)] {
         if let Some(path) = path {
@@ -620,7 +634,10 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     let Some(staging) = staging(path) else {
-        return std::fs::write(path, bytes).map_err(|e| lost_reader(path, e));
+        // In place, without waiting on a FIFO no one reads.
+        return tickguard::sys::open_writer(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(|e| lost_reader(path, e));
     };
     let written = std::fs::File::create_new(&staging)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))

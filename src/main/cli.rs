@@ -158,7 +158,7 @@ pub struct ReplayArgs {
     /// Checks file: CSV with header time_ns,feed,symbol. Results go to stdout as JSON lines.
     #[arg(long)]
     pub checks: Option<PathBuf>,
-    /// Where to write the summary JSON.
+    /// Where to write the summary JSON (`-`: standard output).
     #[arg(long)]
     pub summary: Option<PathBuf>,
     /// Never show a progress bar (it is shown only when stderr is a terminal).
@@ -183,7 +183,7 @@ pub struct ReplayArgs {
     /// expire (or are counted filled) as they would have live.
     #[arg(long, value_name = "TIME", value_parser = tickguard::time::parse_time)]
     pub until: Option<u64>,
-    /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds).
+    /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds; `-`: standard output).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
     /// With --date: read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed.

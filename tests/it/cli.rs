@@ -933,6 +933,7 @@ fn the_summary_replaces_its_file_whole() {
             .arg(fx.join("config.toml"))
             .arg("--summary")
             .arg(summary)
+            .current_dir(dir.path())
             .output()
             .unwrap()
     };
@@ -947,15 +948,45 @@ fn the_summary_replaces_its_file_whole() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["summary.json"]);
-    let out = run(Path::new("/dev/stdout"));
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("\"feeds\""), "{stdout}");
+    for stdout in ["/dev/stdout", "-"] {
+        let out = run(Path::new(stdout));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(stdout.contains("\"feeds\""), "{stdout}");
+    }
+    assert!(!dir.path().join("-").exists());
 }
 
 /// A reader of the results that stops early (`| head -1`) stops the
 /// results only: the summary is still written and the exit status is the
 /// replay's.
+/// `--summary` or `--timeline` into a named FIFO no one reads: the replay
+/// ends with one line saying so, exit 2, instead of waiting for a reader.
+#[test]
+fn an_output_fifo_no_one_reads_is_an_error_not_a_wait() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    for flag in ["--summary", "--timeline"] {
+        let out = tickguard()
+            .arg("replay")
+            .arg(fx.join("scenario-eth-us.pcap"))
+            .arg("--config")
+            .arg(fx.join("config.toml"))
+            .args([flag, fifo.to_str().unwrap(), "--no-progress"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(last.contains("a FIFO no one reads"), "{flag}: {stderr}");
+    }
+}
+
 #[test]
 fn a_reader_that_stops_early_does_not_lose_the_summary() {
     let fx = fixtures();
@@ -1023,6 +1054,24 @@ fn replay_output_paths_are_checked_before_any_work() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(
             stderr.contains(flag) && stderr.contains(needle) && !stderr.contains("missing.pcap"),
+            "{stderr}"
+        );
+    }
+    // Both outputs into one file, `-` being standard output.
+    for same in ["-", "out"] {
+        let out = tickguard()
+            .arg("replay")
+            .arg(d.join("missing.pcap"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--summary", same, "--timeline", same])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.trim_end().ends_with("one would replace the other"),
             "{stderr}"
         );
     }

@@ -72,6 +72,24 @@ pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Opens an existing `path` that is not a regular file (`/dev/stdout`, a
+/// pipe, a named FIFO) to write into it: the open does not wait for a
+/// reader (a FIFO no one reads fails it at once, `NotConnected` "a FIFO
+/// no one reads"); the writes that follow block as usual.
+pub fn open_writer(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => io::Error::new(io::ErrorKind::NotConnected, "a FIFO no one reads"),
+            _ => e,
+        })?;
+    clear_nonblock(&file)?;
+    Ok(file)
+}
+
 /// Clears `O_NONBLOCK` on a descriptor opened with it.
 fn clear_nonblock(file: &std::fs::File) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
