@@ -573,6 +573,7 @@ impl Sidecar {
     /// terminal or another device, whose writes could wait, is refused
     /// ([`create_output`](crate::sys::create_output)).
     pub fn record(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
+        refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
         let writer = CaptureWriter::new(
@@ -958,6 +959,26 @@ impl Sidecar {
                 }
             }
         }
+    }
+}
+
+/// Refuses to empty a file that holds something other than a capture (a
+/// configuration, a publication, anyone's data named by mistake): only an
+/// empty file or an earlier capture is replaced.
+fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() > 0 => {}
+        _ => return Ok(()),
+    }
+    let mut magic = [0u8; 4];
+    let read = crate::sys::open_input(path).and_then(|f| f.take(4).read(&mut magic));
+    match read {
+        Ok(4) if crate::capture::is_capture_magic(magic) => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "the file holds something other than a capture: refusing to replace it (remove it, or name another file)"
+        ),
+        Err(e) => Err(e.into()),
     }
 }
 

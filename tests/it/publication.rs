@@ -1000,9 +1000,17 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
             assert!(err.contains("not a regular file"), "{refused}: {err}");
         }
     }
-    // A regular file is created, then emptied when it exists.
+    // A file that holds something else (the configuration itself) is not
+    // replaced.
+    let before = std::fs::read(&cfg).unwrap();
+    let err = record_to(&cfg);
+    assert!(err.contains("refusing to replace it"), "{err}");
+    assert_eq!(std::fs::read(&cfg).unwrap(), before);
+    // A regular file is created, then emptied when it held a capture.
     let file = dir.path().join("tap2.pcap");
-    std::fs::write(&file, [b'x'; 100]).unwrap();
+    let mut old = vec![0xd4, 0xc3, 0xb2, 0xa1];
+    old.resize(100, b'x');
+    std::fs::write(&file, old).unwrap();
     let mut sidecar =
         tickguard::sidecar::Sidecar::prepare(&tickguard::config::Config::load(&cfg).unwrap())
             .unwrap();
