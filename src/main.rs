@@ -141,6 +141,9 @@ fn warn(line: &str) {
 /// An output file can be written where it is named: its directory exists
 /// and it is not itself a directory. Checked before any work.
 fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
+    if path.as_os_str() == STDOUT {
+        return Ok(());
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
@@ -171,6 +174,9 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// The output path that means this process's standard output.
+const STDOUT: &str = "-";
+
 /// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.tmp`
 /// beside it), or `None` when `path` is not a regular file to be replaced
 /// (a device, a FIFO: written in place).
@@ -186,14 +192,8 @@ fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
     Some(path.with_file_name(staged))
 }
 
-fn run_replay(mut args: ReplayArgs) -> Result<()> {
+fn run_replay(args: ReplayArgs) -> Result<()> {
     let started = std::time::Instant::now();
-    // `-` is standard output, as for most tools.
-    for path in [&mut args.summary, &mut args.timeline] {
-        if path.as_deref() == Some(std::path::Path::new("-")) {
-            *path = Some("/dev/stdout".into());
-        }
-    }
     if let (Some(s), Some(t)) = (&args.summary, &args.timeline) {
         if s == t {
             anyhow::bail!(
@@ -633,8 +633,18 @@ fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Resu
 /// link) is written in place.
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
+    if path.as_os_str() == STDOUT {
+        // This process's own stdout, where it stands (after the results).
+        let mut out = std::io::stdout().lock();
+        return out.write_all(bytes).and_then(|()| out.flush());
+    }
     let Some(staging) = staging(path) else {
-        // In place, without waiting on a FIFO no one reads.
+        // In place: a regular file behind a link is rewritten whole; a
+        // pipe or a device is written without waiting on a FIFO no one
+        // reads.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return std::fs::write(path, bytes);
+        }
         return tickguard::sys::open_writer(path)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(|e| lost_reader(path, e));

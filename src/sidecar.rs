@@ -419,6 +419,7 @@ impl Sidecar {
     pub fn prepare(config: &Config) -> anyhow::Result<Sidecar> {
         let sc = &config.sidecar;
         let shm = || format!("shared memory {}", sc.shm_path.display());
+        shared_ports(config)?;
         if let Some(cpu) = sc.cpu {
             // A CPU the receiver cannot be pinned to (a typo, a smaller
             // machine, a cpuset) would leave it unpinned.
@@ -480,28 +481,6 @@ impl Sidecar {
                         let (Some(server), listen) = (c.server, c.listen) else {
                             continue;
                         };
-                        // A replay routes a line's port shared with a
-                        // channel (the line's address first); live, the two
-                        // sockets cannot both bind it: said plainly, not as
-                        // "Address already in use".
-                        if let Some((g, l)) = config.feeds.iter().find_map(|g| {
-                            g.services()
-                                .into_iter()
-                                .find_map(|s| match s.receive {
-                                    Receive::Lines(a) => {
-                                        a.into_iter().find(|&l| listen_takes(listen, l))
-                                    }
-                                    _ => None,
-                                })
-                                .map(|l| (g, l))
-                        }) {
-                            anyhow::bail!(
-                                "feed '{}': {key} {listen} takes the port of feed '{}''s line {l}: \
-                                 live, the two sockets cannot both bind it (choose another port)",
-                                f.name,
-                                g.name
-                            );
-                        }
                         let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
                             .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
                         tracing::info!(
@@ -962,6 +941,43 @@ impl Sidecar {
     }
 }
 
+/// Refuses a channel whose `listen` takes a line's port (any feed's): a
+/// replay routes that (the line's address first), but live the two
+/// sockets cannot both bind it; said plainly, before anything starts,
+/// not as "Address already in use".
+fn shared_ports(config: &Config) -> anyhow::Result<()> {
+    let lines: Vec<(&str, std::net::SocketAddrV4)> = config
+        .feeds
+        .iter()
+        .flat_map(|g| g.services().into_iter().map(move |s| (g.name.as_str(), s)))
+        .filter_map(|(g, s)| match s.receive {
+            Receive::Lines(a) => Some(a.into_iter().map(move |l| (g, l))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for f in &config.feeds {
+        for s in f.services() {
+            let Receive::Channel(c) = s.receive else {
+                continue;
+            };
+            let listen = c.listen;
+            if let (Some(_), Some((g, l))) = (
+                c.server,
+                lines.iter().find(|(_, l)| listen_takes(listen, *l)),
+            ) {
+                anyhow::bail!(
+                    "feed '{}': {} {listen} takes the port of feed '{g}' line {l}: live, the two \
+                     sockets cannot both bind it (choose another port)",
+                    f.name,
+                    s.key
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuses to empty a file that holds something other than a capture (a
 /// configuration, a publication, anyone's data named by mistake): only an
 /// empty file or an earlier capture is replaced.
@@ -972,7 +988,8 @@ fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
         _ => return Ok(()),
     }
     let mut magic = [0u8; 4];
-    let read = crate::sys::open_input(path).and_then(|f| f.take(4).read(&mut magic));
+    // The open file is checked to be regular (never a FIFO swapped in).
+    let read = crate::sys::open_regular(path).and_then(|f| f.take(4).read(&mut magic));
     match read {
         Ok(4) if crate::capture::is_capture_magic(magic) => Ok(()),
         Ok(_) => anyhow::bail!(

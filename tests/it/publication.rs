@@ -1078,7 +1078,7 @@ fn a_channel_on_a_lines_port_is_refused_live_in_plain_words() {
     let err = refused_run(&cfg);
     assert!(
         err.contains(&format!(
-            "feed 'nasdaq': recovery_listen 0.0.0.0:{line} takes the port of feed 'nasdaq''s line 127.0.0.1:{line}"
+            "feed 'nasdaq': recovery_listen 0.0.0.0:{line} takes the port of feed 'nasdaq' line 127.0.0.1:{line}"
         )),
         "{err}"
     );
@@ -1087,19 +1087,64 @@ fn a_channel_on_a_lines_port_is_refused_live_in_plain_words() {
 
 /// SIGUSR1 from the start on is an operator's request, never the end of
 /// `run`; SIGHUP (the terminal or ssh session closing) stops it as SIGTERM
-/// does: exit 0, the publication closed, no lock or staging file left.
+/// does: exit 0, the publication closed, no lock or staging file left;
+/// unless SIGHUP was ignored when it started (`nohup`).
 #[test]
 fn sigusr1_during_the_start_is_harmless_and_sighup_stops_cleanly() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
     let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
-    let mut child = Command::new(bin())
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Started with SIGHUP as it would be (this runner's own may be
+    // ignored); `hup` what SIGHUP is set to before the exec.
+    let spawn = |hup: libc::sighandler_t| {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(bin());
+        cmd.args(["run", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: signal(2) is async-signal-safe; it sets the child's own
+        // disposition between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGHUP, hup);
+                Ok(())
+            });
+        }
+        Running {
+            child: cmd.spawn().unwrap(),
+        }
+    };
+    // Under nohup, SIGHUP stays ignored.
+    let mut nohup = spawn(libc::SIG_IGN);
+    let up = |r: &mut Running| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let reader = Reader::open(&shm);
+            if reader.health(now_ns()).is_ok() && reader.writer_pid() == Some(r.child.id() as u64) {
+                return;
+            }
+            assert!(r.child.try_wait().unwrap().is_none(), "ended");
+            assert!(Instant::now() < deadline, "not up");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    up(&mut nohup);
+    // SAFETY: kill(2) with a child's pid and a signal number.
+    assert_eq!(
+        unsafe { libc::kill(nohup.child.id() as i32, libc::SIGHUP) },
+        0
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        nohup.child.try_wait().unwrap().is_none(),
+        "nohup: SIGHUP ended it"
+    );
+    drop(nohup);
+    let _ = std::fs::remove_file(tickguard::shm::lock_path(&shm));
+
+    let mut running = spawn(libc::SIG_DFL);
+    let child = &mut running.child;
     let pid = child.id() as i32;
     let lock = tickguard::shm::lock_path(&shm);
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -74,8 +74,9 @@ pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
 
 /// Opens an existing `path` that is not a regular file (`/dev/stdout`, a
 /// pipe, a named FIFO) to write into it: the open does not wait for a
-/// reader (a FIFO no one reads fails it at once, `NotConnected` "a FIFO
-/// no one reads"); the writes that follow block as usual.
+/// reader (a FIFO, or a socket, no one reads fails it at once,
+/// `NotConnected` "a FIFO or socket no one reads"); the writes that follow
+/// block as usual.
 pub fn open_writer(path: &std::path::Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -83,7 +84,9 @@ pub fn open_writer(path: &std::path::Path) -> io::Result<std::fs::File> {
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => io::Error::new(io::ErrorKind::NotConnected, "a FIFO no one reads"),
+            Some(libc::ENXIO) => {
+                io::Error::new(io::ErrorKind::NotConnected, "a FIFO or socket no one reads")
+            }
             _ => e,
         })?;
     clear_nonblock(&file)?;
@@ -110,7 +113,9 @@ fn clear_nonblock(file: &std::fs::File) -> io::Result<()> {
 /// its cpuset or the CPUs online).
 pub fn can_pin_to(cpu: usize) -> io::Result<()> {
     std::thread::scope(|s| {
-        s.spawn(|| pin_to_cpu(cpu))
+        std::thread::Builder::new()
+            .name("pin-trial".into())
+            .spawn_scoped(s, || pin_to_cpu(cpu))?
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the trial thread panicked")))
     })
@@ -186,6 +191,9 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// stays ignored.
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if sig == libc::SIGHUP && ignored(sig)? {
+            continue;
+        }
         // SAFETY: installs a handler that only stores to an atomic.
         let previous = unsafe {
             libc::signal(
@@ -196,12 +204,22 @@ pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
         if previous == libc::SIG_ERR {
             return Err(io::Error::last_os_error());
         }
-        if sig == libc::SIGHUP && previous == libc::SIG_IGN {
-            // SAFETY: restores the disposition the process was started with.
-            unsafe { libc::signal(sig, libc::SIG_IGN) };
-        }
     }
     Ok(&SHUTDOWN)
+}
+
+/// Whether `sig` is ignored (as `nohup` leaves SIGHUP), asked without
+/// changing it.
+fn ignored(sig: libc::c_int) -> io::Result<bool> {
+    // SAFETY: sigaction with a null new action only reads the current one
+    // into `old`, plain data zeroed first.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(old.sa_sigaction == libc::SIG_IGN)
+    }
 }
 
 static RESYNC: AtomicBool = AtomicBool::new(false);
