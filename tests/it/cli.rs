@@ -983,7 +983,10 @@ fn an_output_fifo_no_one_reads_is_an_error_not_a_wait() {
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
         let last = stderr.lines().last().unwrap_or_default();
-        assert!(last.contains("a FIFO or socket no one reads"), "{flag}: {stderr}");
+        assert!(
+            last.contains("a FIFO or socket no one reads"),
+            "{flag}: {stderr}"
+        );
     }
 }
 
