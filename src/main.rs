@@ -238,6 +238,11 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             config.feeds[id as usize].name
         );
     }
+    let sqf = |f: &tickguard::config::FeedConfig| f.protocol == tickguard::config::Protocol::Sqf;
+    if args.timeline.is_some() && !config.feeds.iter().any(sqf) {
+        // An empty drawing, exit 0, would read as "nothing happened".
+        anyhow::bail!("--timeline draws SQF feeds only, and the configuration has none");
+    }
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
         let bar = progress_bar(&args, total);
@@ -257,7 +262,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
                 &mut (),
             )
             .map_err(anyhow::Error::msg)?;
-            let outcome = input_ended(&bar, &config, outcome, started)?;
+            let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
             return finish_replay(&args, &checks, outcome);
         };
         if config.feed_id(feed) != Some(id) {
@@ -283,7 +288,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &mut x,
         )
         .map_err(anyhow::Error::msg)?;
-        let outcome = input_ended(&bar, &config, outcome, started)?;
+        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     // --feed without --date: every datagram of the capture to that feed.
@@ -320,7 +325,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        let outcome = input_ended(&bar, &config, outcome, started)?;
+        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
         warn_at_after_end(&args, x.last_arrival());
         let text = match (args.at, outcome.answers.last()) {
             (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
@@ -344,7 +349,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        let outcome = input_ended(&bar, &config, outcome, started)?;
+        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
@@ -369,7 +374,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     } else {
         tickguard::replay::replay_until(&config, &mut capture, &checks, options, progress, &mut ())
     };
-    let outcome = input_ended(&bar, &config, outcome, started)?;
+    let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());
     }
@@ -567,6 +572,7 @@ fn finish_replay(
 fn input_ended(
     bar: &Option<indicatif::ProgressBar>,
     config: &Config,
+    until: Option<u64>,
     outcome: tickguard::replay::Outcome,
     started: std::time::Instant,
 ) -> Result<tickguard::replay::Outcome> {
@@ -575,6 +581,17 @@ fn input_ended(
         return Err(e.into());
     }
     warn_input(config, &outcome, started);
+    // Deadlines only run forward: an --until before the input's end is
+    // taken as its end (in seconds or ms by mistake, most likely).
+    if let (Some(until), Some((_, last))) = (until, outcome.summary.capture.span_ns) {
+        if until < last {
+            warn(&format!(
+                "--until {} is before the input's last record ({}): it changes nothing (TIME is ns since the Unix epoch, or UTC like 2026-01-05T16:00:00Z)",
+                tickguard::explain::iso(until),
+                tickguard::explain::iso(last)
+            ));
+        }
+    }
     Ok(outcome)
 }
 

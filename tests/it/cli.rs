@@ -1060,6 +1060,23 @@ fn replay_output_paths_are_checked_before_any_work() {
             "{stderr}"
         );
     }
+    // A timeline of a configuration without an SQF feed would be empty.
+    let out = tickguard()
+        .arg("replay")
+        .arg(d.join("missing.pcap"))
+        .arg("--config")
+        .arg(fixtures().join("itch/config.toml"))
+        .args(["--timeline", "t.svg"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "tickguard: --timeline draws SQF feeds only, and the configuration has none"
+    );
+    assert!(!d.join("t.svg").exists());
     // Both outputs into one file, `-` being standard output.
     for same in ["-", "out"] {
         let out = tickguard()

@@ -322,6 +322,19 @@ fn a_gap_open_at_the_end_is_told_and_until_lets_it_expire() {
             && !stderr.contains("--until"),
         "{stderr}"
     );
+    // Before the input's end (seconds given for nanoseconds): warned, and
+    // nothing changes.
+    let seconds = (T0 / 1_000_000_000).to_string();
+    let (stderr, f) = run(&["--until", &seconds]);
+    assert_eq!(f["gaps_open"].as_u64(), Some(1), "{f}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("tickguard: warning: --until 1970-")
+                && l.contains("is before the input's last record")
+                && l.contains("it changes nothing")),
+        "{stderr}"
+    );
 }
 
 /// A bid for AAPL (locate 7, order 1) and one for MSFT (locate 8, order 2)
