@@ -77,6 +77,8 @@ impl Drop for Sidecar {
         }
         let _ = self.proc.child.wait();
         let _ = std::fs::remove_file(&self.shm);
+        // Killed, the sidecar leaves its lock file: each row's pid names a new one.
+        let _ = std::fs::remove_file(tickguard::shm::lock_path(&self.shm));
     }
 }
 
