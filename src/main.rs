@@ -138,8 +138,10 @@ fn warn(line: &str) {
     logq::line(&format!("tickguard: warning: {line}"));
 }
 
-/// An output file can be written where it is named: its directory exists
-/// and it is not itself a directory. Checked before any work.
+/// An output file can be written where it is named: its directory exists,
+/// it is not itself a directory, and the directory takes the file
+/// [`replace_file`] stages (tried, then removed). Checked before any work;
+/// [`STDOUT`] passes.
 fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     if path.as_os_str() == STDOUT {
         return Ok(());

@@ -136,14 +136,21 @@ fn remove_leftovers(path: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
-    let prefix = format!(".{}.", name.to_string_lossy());
+    use std::os::unix::ffi::OsStrExt;
+    // Compared as bytes: a name need not be UTF-8 (two names lossily alike
+    // must not be taken for one another).
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(name.as_bytes());
+    prefix.push(b'.');
     entries
         .filter_map(Result::ok)
         .filter(|e| {
             let n = e.file_name();
-            let n = n.to_string_lossy();
-            let pid = n.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp"));
-            pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            let pid = n
+                .as_bytes()
+                .strip_prefix(prefix.as_slice())
+                .and_then(|r| r.strip_suffix(b".tmp"));
+            pid.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
                 && e.metadata()
                     .is_ok_and(|m| m.file_type().is_file() && m.uid() == euid())
                 && std::fs::remove_file(e.path()).is_ok()
@@ -826,6 +833,22 @@ mod tests {
     /// written.
     /// Staging files earlier writers of the path left (killed before the
     /// rename) are removed by the next writer; others are not.
+    /// Names are compared as bytes: another path whose name differs only
+    /// in bytes that are not UTF-8 keeps its staging file.
+    #[test]
+    fn leftovers_are_matched_by_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let os = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+        let path = dir.path().join(os(b"tg\xff"));
+        let other = dir.path().join(os(b".tg\xfe.4000000.tmp"));
+        let mine = dir.path().join(os(b".tg\xff.4000000.tmp"));
+        std::fs::write(&other, b"").unwrap();
+        std::fs::write(&mine, b"").unwrap();
+        assert_eq!(remove_leftovers(&path), 1);
+        assert!(other.exists() && !mine.exists());
+    }
+
     #[test]
     fn a_writer_removes_the_staging_files_earlier_ones_left() {
         let dir = tempfile::tempdir().unwrap();

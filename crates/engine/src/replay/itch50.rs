@@ -8,6 +8,7 @@ use crate::capture::CaptureStats;
 use crate::config::{Config, Protocol};
 use crate::handler::Handler;
 use crate::protocol::itch50;
+use crate::protocol::itch50::binfile::{Error as BinFileError, NOT_ITCH_AFTER};
 use std::path::Path;
 
 /// The ITCH engine of feed `id`, with the feed's counters.
@@ -52,11 +53,10 @@ struct Batch<'b, 'f, P> {
     sniffing: bool,
 }
 
-/// Whether the file is ITCH at all: one fewer than half of whose first
-/// [`NOT_ITCH_AFTER`](crate::protocol::itch50::binfile::NOT_ITCH_AFTER)
-/// records are valid messages of a known type is given up (`/dev/zero`
-/// reads as empty records, `/dev/urandom` as records of unknown types,
-/// both without end; a day's file is all known types).
+/// Whether the file is ITCH at all: a file fewer than half of whose first
+/// [`NOT_ITCH_AFTER`] records are valid messages of a known type is given
+/// up (`/dev/zero` reads as empty records, `/dev/urandom` as records of
+/// unknown types, both without end; a day's file is all known types).
 #[derive(Default)]
 struct Sniff {
     /// Records seen, up to the limit.
@@ -70,35 +70,32 @@ impl Sniff {
     /// once the file is given up.
     #[inline(always)]
     fn note(&mut self, index: u64, bytes: &[u8], valid: bool) -> bool {
-        use crate::protocol::itch50::binfile::NOT_ITCH_AFTER;
         use crate::protocol::itch50::message::layout::BY_TYPE;
-        if self.seen >= NOT_ITCH_AFTER {
-            return self.known * 2 >= self.seen;
+        if !self.decided() {
+            let t = bytes.first().map(|&t| BY_TYPE[usize::from(t)].0);
+            self.seen = index + 1;
+            self.known += u64::from(valid && t.is_some_and(|len| len != 0));
         }
-        let known = valid
-            && bytes
-                .first()
-                .is_some_and(|&t| BY_TYPE[usize::from(t)].0 != 0);
-        self.seen = index + 1;
-        self.known += u64::from(known);
-        self.seen < NOT_ITCH_AFTER || self.known * 2 >= self.seen
+        !self.failed()
     }
 
     /// Whether the trial is over (passed or given up).
     fn decided(&self) -> bool {
-        self.seen >= crate::protocol::itch50::binfile::NOT_ITCH_AFTER
+        self.seen >= NOT_ITCH_AFTER
+    }
+
+    /// Whether the trial is over and the file failed it.
+    fn failed(&self) -> bool {
+        self.decided() && self.known * 2 < self.seen
     }
 
     /// The error once the file is given up.
-    fn given_up(&self, offset: u64) -> Option<crate::protocol::itch50::binfile::Error> {
-        let records = crate::protocol::itch50::binfile::NOT_ITCH_AFTER;
-        (self.seen >= records && self.known * 2 < self.seen).then_some(
-            crate::protocol::itch50::binfile::Error::NotItch {
-                records,
-                known: self.known,
-                offset,
-            },
-        )
+    fn given_up(&self, offset: u64) -> Option<BinFileError> {
+        self.failed().then_some(BinFileError::NotItch {
+            records: NOT_ITCH_AFTER,
+            known: self.known,
+            offset,
+        })
     }
 }
 

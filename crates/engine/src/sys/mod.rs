@@ -17,13 +17,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// empty (one clear error later, not a silent hang); a pipe with a writer
 /// (`--config <(...)`) is read as it comes.
 pub fn open_input(path: &std::path::Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let file = open_without_waiting(std::fs::OpenOptions::new().read(true), path)?;
     clear_nonblock(&file)?;
     Ok(file)
+}
+
+/// Opens `path` as `options` say, with `O_NONBLOCK` so that the open never
+/// waits on a FIFO's other end (a writer opening one no one reads fails
+/// with ENXIO); the caller clears it with [`clear_nonblock`] once it has
+/// looked at what it opened.
+fn open_without_waiting(
+    options: &mut std::fs::OpenOptions,
+    path: &std::path::Path,
+) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    options.custom_flags(libc::O_NONBLOCK).open(path)
 }
 
 /// [`open_input`] for a file that must be a regular file (one read whole
@@ -49,13 +57,9 @@ pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// not block (a FIFO without a reader fails it at once) and nothing is
 /// truncated before the check.
 pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
+    let file = open_without_waiting(std::fs::OpenOptions::new().write(true).create(true), path)
         .map_err(|e| match e.raw_os_error() {
             // A FIFO with no reader.
             Some(libc::ENXIO) => not_regular(),
@@ -78,12 +82,10 @@ pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// `NotConnected` "a FIFO or socket no one reads"); the writes that follow
 /// block as usual.
 pub fn open_writer(path: &std::path::Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
+    let file =
+        open_without_waiting(std::fs::OpenOptions::new().write(true), path).map_err(|e| match e
+            .raw_os_error()
+        {
             Some(libc::ENXIO) => {
                 io::Error::new(io::ErrorKind::NotConnected, "a FIFO or socket no one reads")
             }
