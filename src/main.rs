@@ -818,7 +818,33 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         worst_cycle_us = stats.worst_cycle_ns / 1000,
         "run ended"
     );
-    Ok(())
+    match &args.record {
+        Some(path) => recording_complete(path, &stats),
+        None => Ok(()),
+    }
+}
+
+/// The end of a `run --record`: an error (so exit 2) naming what is
+/// missing when the recording does not hold every datagram applied, so a
+/// script that keeps the file for replay does not take a cut one for the
+/// whole run.
+fn recording_complete(path: &std::path::Path, stats: &tickguard::sidecar::RunStats) -> Result<()> {
+    if !stats.record_stopped && stats.unrecorded == 0 {
+        return Ok(());
+    }
+    let why = if stats.record_stopped {
+        format!(
+            ": it stopped at a failed write ({})",
+            std::io::Error::from_raw_os_error(stats.record_errno)
+        )
+    } else {
+        String::new()
+    };
+    anyhow::bail!(
+        "the recording {} is incomplete{why}; {} datagrams and segments were not recorded",
+        path.display(),
+        stats.unrecorded
+    )
 }
 
 /// The shared-memory path and dead-writer bound (ms) from the flags, then

@@ -665,6 +665,10 @@ impl Sidecar {
                 .map(|w| w.finish().and_then(|mut w| std::io::Write::flush(&mut w)));
             if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
+                // Its last records may be lost: as incomplete as a write
+                // that failed while running.
+                self.stats.record_stopped = true;
+                self.stats.record_errno = e.raw_os_error().unwrap_or(0);
             }
             if self.stats.unrecorded > 0 {
                 tracing::error!(

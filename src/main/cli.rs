@@ -50,7 +50,7 @@ pub struct RunArgs {
     /// Configuration file (TOML).
     #[arg(long, default_value = "config.toml")]
     pub config: PathBuf,
-    /// Also write every datagram applied, in order, to this pcap (a diagnostic tap: file I/O on the receive thread).
+    /// Also write every datagram applied, in order, to this pcap (a diagnostic tap: file I/O on the receive thread); exit 2 at the end if it is incomplete.
     #[arg(long)]
     pub record: Option<PathBuf>,
 }

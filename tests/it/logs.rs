@@ -331,4 +331,17 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     }
     assert!(child.0.try_wait().unwrap().is_none(), "the sidecar died");
     assert!(logged(), "{}", std::fs::read_to_string(&log).unwrap());
+    // Stopped, it says the recording is cut, as its last line, and exits 2.
+    // SAFETY: `kill` sends a signal to the child this test spawned.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    let status = child.0.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(2), "{text}");
+    let last = text.lines().last().unwrap_or("");
+    assert!(
+        last.contains("the recording /dev/full is incomplete")
+            && last.contains("No space left on device")
+            && last.contains("datagrams and segments were not recorded"),
+        "{text}"
+    );
 }
