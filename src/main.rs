@@ -588,7 +588,7 @@ fn input_ended(
     if let (Some(until), Some((_, last))) = (until, outcome.summary.capture.span_ns) {
         if until < last {
             warn(&format!(
-                "--until {} is before the input's last record ({}): it changes nothing (TIME is ns since the Unix epoch, or UTC like 2026-01-05T16:00:00Z)",
+                "--until {} is before the input's last record ({}): it changes nothing (TIME is ns since the Unix epoch, or a time with its zone like 2026-01-05T16:00:00Z)",
                 tickguard::explain::iso(until),
                 tickguard::explain::iso(last)
             ));

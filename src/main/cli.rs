@@ -174,12 +174,14 @@ pub struct ReplayArgs {
     #[arg(long, requires = "explain")]
     pub explain_all: bool,
     /// With --explain: print only the verdict at TIME (ns since the Unix epoch,
-    /// or UTC like 2026-01-05T09:00:02.5Z), the event behind each reason, and
-    /// the state then.
+    /// or a time with its zone like 2026-01-05T09:00:02.5Z or
+    /// 2026-01-05T04:00:02.5-05:00), the event behind each reason, and the
+    /// state then.
     #[arg(long, value_name = "TIME", requires = "explain", value_parser = tickguard::time::parse_time)]
     pub at: Option<u64>,
     /// After the input's end, run every feed's deadlines up to TIME (ns since
-    /// the Unix epoch, or UTC like 2026-01-05T16:00:00Z): gaps still open
+    /// the Unix epoch, or a time with its zone like 2026-01-05T16:00:00Z or
+    /// 2026-01-05T11:00:00-05:00): gaps still open
     /// expire (or are counted filled) as they would have live.
     #[arg(long, value_name = "TIME", value_parser = tickguard::time::parse_time)]
     pub until: Option<u64>,

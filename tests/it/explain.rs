@@ -639,8 +639,16 @@ fn at_answers_why_with_the_event_behind_each_reason() {
     // The same instant as ns or as UTC text.
     let ns = explain(cap, "eq", "AAPL", &["--at", "1767603604500000000"]);
     let utc = explain(cap, "eq", "AAPL", &["--at", "2026-01-05T09:00:04.5Z"]);
+    // And written with its offset, as a desk in New York would.
+    let local = explain(cap, "eq", "AAPL", &["--at", "2026-01-05T04:00:04.5-05:00"]);
     assert_eq!(ns.code, 0);
     assert_eq!(ns.stdout, utc.stdout);
+    assert_eq!(ns.stdout, local.stdout);
+    // Without a zone: refused in one line, not read as UTC.
+    let bare = explain(cap, "eq", "AAPL", &["--at", "2026-01-05T09:00:04.5"]);
+    assert_eq!((bare.code, bare.stdout.as_str()), (2, ""));
+    assert_eq!(bare.stderr.lines().count(), 1, "{}", bare.stderr);
+    assert!(bare.stderr.contains("has no time zone"), "{}", bare.stderr);
     let mut lines = ns.stdout.lines();
     assert!(lines.next().unwrap().ends_with(": suspect"));
     let cause = lines.next().unwrap();

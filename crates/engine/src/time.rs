@@ -16,8 +16,11 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Parses a time for `--at`: ns since the Unix epoch, or UTC as
-/// `YYYY-MM-DDTHH:MM:SS[.fraction][Z]` (up to 9 fractional digits).
+/// Parses a time for `--at`: ns since the Unix epoch, or a calendar time
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]` (up to 9 fractional digits) followed by
+/// its zone: `Z` for UTC or an offset `+HH:MM` / `-HH:MM`. A calendar time
+/// without a zone is refused: read as UTC it would put an operator's
+/// local 09:30 hours away from the incident, without a word.
 pub fn parse_time(s: &str) -> Result<u64, String> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
@@ -30,8 +33,33 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
             "'{s}' is neither ns since the Unix epoch nor a UTC time like 2026-01-05T09:00:02.5Z"
         )
     };
-    let t = s.strip_suffix('Z').unwrap_or(s);
-    let (date, time) = t.split_once(['T', ' ']).ok_or_else(bad)?;
+    let (date, time) = s.split_once(['T', ' ']).ok_or_else(bad)?;
+    // The zone: seconds east of UTC.
+    let (time, east) = if let Some(t) = time.strip_suffix('Z') {
+        (t, 0)
+    } else {
+        // (Split only where a character starts: any text may come here.)
+        let at = time
+            .len()
+            .checked_sub(6)
+            .filter(|&at| time.is_char_boundary(at));
+        match at.map(|at| (&time[..at], <[u8; 6]>::try_from(&time.as_bytes()[at..]))) {
+            Some((t, Ok([sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]))) => {
+                let hh = digits(h1, h2).ok_or_else(bad)?;
+                let mm = digits(m1, m2).ok_or_else(bad)?;
+                if hh > 23 || mm > 59 {
+                    return Err(bad());
+                }
+                let east = i64::from(hh * 3600 + mm * 60);
+                (t, if sign == b'-' { -east } else { east })
+            }
+            _ => {
+                return Err(format!(
+                    "'{s}' has no time zone: add Z for UTC, or the offset of the time written, like -05:00"
+                ))
+            }
+        }
+    };
     let num = |x: &str, len: usize| -> Result<u32, String> {
         if x.len() == len && x.bytes().all(|b| b.is_ascii_digit()) {
             x.parse::<u32>().map_err(|_| bad())
@@ -72,15 +100,19 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
         }
         Some(_) => return Err(bad()),
     };
-    // Well formed, but before the epoch.
-    if y < 1970 {
-        return Err(out_of_range());
-    }
-    let days = days_from_civil(i64::from(y), mo, d) as u64;
-    let secs = days * 86_400 + u64::from(h) * 3600 + u64::from(mi) * 60 + u64::from(se);
-    secs.checked_mul(1_000_000_000)
+    let days = days_from_civil(i64::from(y), mo, d);
+    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + se) - east;
+    u64::try_from(secs)
+        .ok()
+        .and_then(|secs| secs.checked_mul(1_000_000_000))
         .and_then(|n| n.checked_add(nanos))
         .ok_or_else(out_of_range)
+}
+
+/// The value of two ASCII digits.
+fn digits(a: u8, b: u8) -> Option<u32> {
+    (a.is_ascii_digit() && b.is_ascii_digit())
+        .then(|| u32::from(a - b'0') * 10 + u32::from(b - b'0'))
 }
 
 #[cfg(test)]
@@ -97,10 +129,30 @@ mod tests {
             Ok(1_767_603_601_500_000_000)
         );
         assert_eq!(
-            parse_time("2026-01-05 09:00:01"),
+            parse_time("2026-01-05 09:00:01Z"),
             Ok(1_767_603_601_000_000_000)
         );
         assert_eq!(parse_time("1970-01-01T00:00:00Z"), Ok(0));
+        // An offset: the same instant written in New York and in Tokyo.
+        assert_eq!(
+            parse_time("2026-01-05T04:00:01.5-05:00"),
+            Ok(1_767_603_601_500_000_000)
+        );
+        assert_eq!(
+            parse_time("2026-01-05T18:30:01+09:30"),
+            Ok(1_767_603_601_000_000_000)
+        );
+        assert_eq!(parse_time("1970-01-01T01:00:00+01:00"), Ok(0));
+        assert_eq!(parse_time("1969-12-31T23:00:00-01:00"), Ok(0));
+        // Any text: an error, never a panic.
+        assert!(parse_time("2026-01-05T09:00:0é:00").is_err());
+        assert!(parse_time("2026-01-05T09:00:01+0é:0").is_err());
+        // No zone: refused, saying what to add.
+        let e = parse_time("2026-01-05T09:00:01").unwrap_err();
+        assert!(e.contains("has no time zone") && e.contains("Z"), "{e}");
+        assert!(parse_time("2026-01-05 09:00:01.25")
+            .unwrap_err()
+            .contains("no time zone"));
         assert_eq!(
             parse_time("2024-02-29T23:59:59Z"),
             Ok(1_709_251_199_000_000_000)
@@ -113,6 +165,11 @@ mod tests {
             "2026-01-05T09:00:01.1234567891Z",
             "2026-1-05T09:00:01Z",
             "99999999999999999999",
+            "2026-01-05T09:00:01+24:00",
+            "2026-01-05T09:00:01-05:60",
+            "2026-01-05T09:00:01+5:000",
+            "2026-01-05T09:00:01-0500",
+            "2026-01-05T09:00:01+05:00Z",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
@@ -123,6 +180,7 @@ mod tests {
             .contains("out of range"));
         for far in [
             "1969-12-31T23:59:59Z",
+            "1970-01-01T00:59:59+01:00",
             "2554-07-21T23:34:34Z",
             "9999-12-31T23:59:59Z",
         ] {
