@@ -223,6 +223,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     let target = explain_target(&config, &args)?;
     let mdp3 = mdp3_target(&config, &args)?;
     // --at is answered by the replay itself, as one more check.
+    let asked = checks.len();
     let mut checks = checks;
     if let (Some(at), Some(v)) = (args.at, &args.explain) {
         checks.push(tickguard::replay::Check {
@@ -264,7 +265,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
                 &mut (),
             )
             .map_err(anyhow::Error::msg)?;
-            let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
+            let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
             return finish_replay(&args, &checks, outcome);
         };
         if config.feed_id(feed) != Some(id) {
@@ -290,7 +291,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &mut x,
         )
         .map_err(anyhow::Error::msg)?;
-        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
+        let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     // --feed without --date: every datagram of the capture to that feed.
@@ -327,7 +328,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
+        let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
         warn_at_after_end(&args, x.last_arrival());
         let text = match (args.at, outcome.answers.last()) {
             (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
@@ -351,7 +352,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             progress,
             &mut x,
         );
-        let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
+        let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
     let mut forensics = None;
@@ -376,7 +377,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     } else {
         tickguard::replay::replay_until(&config, &mut capture, &checks, options, progress, &mut ())
     };
-    let outcome = input_ended(&bar, &config, args.until, outcome, started)?;
+    let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
     if let Some(f) = &forensics {
         warn_at_after_end(&args, f.last_arrival());
     }
@@ -574,7 +575,8 @@ fn finish_replay(
 fn input_ended(
     bar: &Option<indicatif::ProgressBar>,
     config: &Config,
-    until: Option<u64>,
+    args: &ReplayArgs,
+    checks: &[tickguard::replay::Check],
     outcome: tickguard::replay::Outcome,
     started: std::time::Instant,
 ) -> Result<tickguard::replay::Outcome> {
@@ -583,6 +585,22 @@ fn input_ended(
         return Err(e.into());
     }
     warn_input(config, &outcome, started);
+    let until = args.until;
+    // Every check before the first datagram: answered before anything
+    // arrived (`no_quote`), most likely times in seconds or ms.
+    if let (Some(latest), Some((first, _))) = (
+        checks.iter().map(|c| c.time_ns).max(),
+        outcome.summary.capture.span_ns,
+    ) {
+        if latest < first {
+            warn(&format!(
+                "every check of {} is before the input's first record ({}; the latest check is at {}): each was answered before any datagram arrived (time_ns is ns since the Unix epoch)",
+                args.checks.as_deref().unwrap_or(std::path::Path::new("-")).display(),
+                tickguard::explain::iso(first),
+                tickguard::explain::iso(latest)
+            ));
+        }
+    }
     // Deadlines only run forward: an --until before the input's end is
     // taken as its end (in seconds or ms by mistake, most likely).
     if let (Some(until), Some((_, last))) = (until, outcome.summary.capture.span_ns) {

@@ -336,6 +336,44 @@ fn checks_are_answered_after_packets_at_or_before_their_time() {
         "{}",
         run.stdout
     );
+    // One check before the first datagram among later ones: no warning.
+    assert!(
+        !run.stderr.contains("before the input's first record"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A checks file whose every time is before the capture (written in
+/// seconds, here): each answered `no_quote` as asked, and a warning says
+/// so, with the capture's first time.
+#[test]
+fn checks_all_before_the_capture_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 1_767_603_600 * 1_000_000_000u64;
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", quote(1, t))]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let checks = write(
+        dir.path(),
+        "seconds.csv",
+        "time_ns,feed,symbol\n1767603600,lp1,EURUSD\n1767603601,lp1,EURUSD\n",
+    );
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.matches("no_quote").count(), 2, "{}", run.stdout);
+    let warning: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("before the input's first record"))
+        .collect();
+    assert_eq!(warning.len(), 1, "{}", run.stderr);
+    assert!(
+        warning[0].contains("seconds.csv")
+            && warning[0].contains("2026-01-05T09:00:00.000000000Z")
+            && warning[0].contains("1970-01-01T00:00:01.767603601Z"),
+        "{}",
+        warning[0]
+    );
 }
 
 #[test]
