@@ -1332,27 +1332,58 @@ impl Feed {
         })
     }
 
+    /// What a check reads of `e` besides the channel's clocks (spec mdp3
+    /// §4), for a replay's answer and a live slot alike.
+    pub fn shown(&self, e: &Entry) -> Shown {
+        let (bid, ask) = self.visible_top(e);
+        let state = self.state(e);
+        Shown {
+            bid,
+            ask,
+            // Locked is allowed: only crossed is invalid.
+            invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
+            suspect: e.instrument.seq.suspect() || e.instrument.seq.unverified(),
+            halted: state == Some(State::Halted),
+            closed: state == Some(State::Closed),
+        }
+    }
+
     /// The verdict for the instrument named `name` (Symbol or
     /// `#SecurityID`) at `now`.
     pub fn verdict(&self, name: &str, th: Thresholds, now: u64) -> Reasons {
         let Some(e) = self.find(name) else {
             return Reasons::NO_QUOTE;
         };
-        let (bid, ask) = self.visible_top(e);
-        let state = self.state(e);
+        let shown = self.shown(e);
         let inputs = Inputs {
-            quoted: bid.is_some() || ask.is_some(),
+            quoted: shown.bid.is_some() || shown.ask.is_some(),
             alive: self.last_alive.map(i128::from),
             source: self.watermark,
             offset: self.clock.offset(),
-            suspect: e.instrument.seq.suspect() || e.instrument.seq.unverified(),
-            // Locked is allowed: only crossed is invalid.
-            invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
-            halted: state == Some(State::Halted),
-            closed: state == Some(State::Closed),
+            suspect: shown.suspect,
+            invalid: shown.invalid,
+            halted: shown.halted,
+            closed: shown.closed,
         };
         reasons(&inputs, th, now)
     }
+}
+
+/// An instrument as a check sees it ([`Feed::shown`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shown {
+    /// The visible outright best bid, if any.
+    pub bid: Option<Level>,
+    /// The visible outright best offer, if any.
+    pub ask: Option<Level>,
+    /// Crossed: the best bid above the best offer (locked is allowed).
+    pub invalid: bool,
+    /// A RptSeq hole not yet healed, or unverified after a gap given up.
+    pub suspect: bool,
+    /// The status in force halts it.
+    pub halted: bool,
+    /// The status in force closes it.
+    pub closed: bool,
 }
 
 /// `#` and the decimal SecurityID `id`, as a check names an instrument,
@@ -1986,6 +2017,20 @@ mod tests {
     /// and by group map to halted and closed, the latest in force.
     #[test]
     fn crossed_books_and_statuses() {
+        // The replay's verdict, and the live slot's flags agreeing with it.
+        let shows = |f: &Feed, want: Reasons, why: &str| {
+            assert_eq!(f.verdict("ESZ6", TH, T0), want, "{why}");
+            let top = super::super::publish::slot_top(f, f.find("ESZ6").unwrap());
+            let flags = [top.invalid, top.halted, top.closed, top.suspect];
+            let wanted = [
+                Reasons::INVALID_PRICE,
+                Reasons::HALTED,
+                Reasons::CLOSED,
+                Reasons::SUSPECT,
+            ]
+            .map(|r| want.contains(r));
+            assert_eq!(flags, wanted, "the slot, {why}");
+        };
         let mut f = feed();
         define(&mut f, 7, "ESZ6", 10);
         f.on_incremental(
@@ -1997,13 +2042,13 @@ mod tests {
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::empty(), "locked");
+        shows(&f, Reasons::empty(), "locked");
         f.on_incremental(
             &book(2, true, &[bid(7, 3, 1, UpdateAction::Change, 101)]),
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::INVALID_PRICE);
+        shows(&f, Reasons::INVALID_PRICE, "crossed");
         f.on_incremental(
             &book(3, true, &[bid(7, 4, 1, UpdateAction::Change, 99)]),
             T0,
@@ -2022,7 +2067,7 @@ mod tests {
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::HALTED);
+        shows(&f, Reasons::HALTED, "group halted");
         let own = encode::Status {
             security_id: Some(7),
             trading_status: Some(4),
@@ -2033,7 +2078,7 @@ mod tests {
             T0,
         )
         .unwrap();
-        assert_eq!(f.verdict("ESZ6", TH, T0), Reasons::CLOSED);
+        shows(&f, Reasons::CLOSED, "own status closed");
         let both_blank = encode::Status {
             security_group: "",
             ..group

@@ -22,7 +22,6 @@
 //! compare per touched instrument.
 
 use super::feed::{id_name, Entry, Feed};
-use super::status::State;
 use crate::state::slot::{Level, Top};
 use crate::state::{FeedStatus, SlotId, StateTable};
 use crate::symbol::Symbol;
@@ -350,24 +349,22 @@ impl Naming {
 /// (locked allowed, crossed invalid), suspect or unverified, the status
 /// in force, its RptSeq as its last sequence. Source time stays the
 /// channel's watermark.
-fn slot_top(f: &Feed, e: &Entry) -> Top {
+pub(super) fn slot_top(f: &Feed, e: &Entry) -> Top {
     let level = |l: Option<super::book::Level>| {
         l.map(|l| Level {
             price: l.price,
             size: l.size,
         })
     };
-    let (bid, ask) = f.visible_top(e);
-    let (bid, ask) = (level(bid), level(ask));
-    let state = f.state(e);
+    let shown = f.shown(e);
     Top {
-        invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
-        bid,
-        ask,
+        invalid: shown.invalid,
+        bid: level(shown.bid),
+        ask: level(shown.ask),
         exponent: PRICE_EXPONENT,
-        halted: state == Some(State::Halted),
-        closed: state == Some(State::Closed),
-        suspect: e.instrument.seq.suspect() || e.instrument.seq.unverified(),
+        halted: shown.halted,
+        closed: shown.closed,
+        suspect: shown.suspect,
         last_seq: e.instrument.seq.rpt_seq().map_or(0, u64::from),
         source_time: 0,
     }
