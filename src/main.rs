@@ -179,6 +179,43 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
 /// The output path that means this process's standard output.
 const STDOUT: &str = "-";
 
+/// The files a command reads, each with what it is to the operator ("the
+/// capture"): no output of the command may be written over one of them.
+struct Inputs<'a>(Vec<(String, &'a std::path::Path)>);
+
+impl<'a> Inputs<'a> {
+    /// The configuration at `path`, and the files its feeds' keys name.
+    fn of_config(path: &'a std::path::Path, config: &'a Config) -> Inputs<'a> {
+        let mut inputs = vec![("the configuration".to_string(), path)];
+        for (feed, file) in config.feed_files() {
+            inputs.push((format!("feed {feed}'s file"), file));
+        }
+        Inputs(inputs)
+    }
+
+    /// Refuses `flag`'s output `path` when it is one of the inputs, by
+    /// whatever name (the same device and inode), in one line.
+    fn refuse(&self, flag: &str, path: &std::path::Path) -> Result<()> {
+        let Some(out) = file_id(path) else {
+            return Ok(());
+        };
+        match self.0.iter().find(|(_, p)| file_id(p) == Some(out)) {
+            Some((what, _)) => anyhow::bail!(
+                "{flag} {} is {what}: refusing to write over it (name another file)",
+                path.display()
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The device and inode of the file `path` names (links followed);
+/// `None` when there is none.
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 /// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.tmp`
 /// beside it), or `None` when `path` is not a regular file to be replaced
 /// (a device, a FIFO: written in place).
@@ -197,7 +234,11 @@ fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
 fn run_replay(args: ReplayArgs) -> Result<()> {
     let started = std::time::Instant::now();
     if let (Some(s), Some(t)) = (&args.summary, &args.timeline) {
-        if s == t {
+        // The same file by name (`out.json`, `./out.json`) or, when it
+        // exists, by inode (a link).
+        let absolute = |p: &std::path::Path| std::path::absolute(p).ok();
+        if s == t || absolute(s) == absolute(t) || file_id(s).is_some_and(|s| file_id(t) == Some(s))
+        {
             anyhow::bail!(
                 "--summary and --timeline both name {}: one would replace the other",
                 s.display()
@@ -211,6 +252,16 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         }
     }
     let config = Config::load(&args.config)?;
+    let mut inputs = Inputs::of_config(&args.config, &config);
+    inputs.0.push(("the capture".into(), &args.capture));
+    if let Some(path) = &args.checks {
+        inputs.0.push(("the checks".into(), path));
+    }
+    for (flag, path) in [("--summary", &args.summary), ("--timeline", &args.timeline)] {
+        if let Some(path) = path.as_deref().filter(|p| p.as_os_str() != STDOUT) {
+            inputs.refuse(flag, path)?;
+        }
+    }
     let checks = match &args.checks {
         Some(path) => load_checks(path)?,
         None => Vec::new(),
@@ -804,6 +855,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     // the writer lock, the line sockets, the recording, the metrics listener.
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
     if let Some(path) = &args.record {
+        Inputs::of_config(&args.config, &config).refuse("--record", path)?;
         sidecar.record(path)?;
     }
     if config.metrics.enabled {

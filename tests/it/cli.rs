@@ -344,6 +344,99 @@ fn checks_are_answered_after_packets_at_or_before_their_time() {
     );
 }
 
+/// `--summary` or `--timeline` naming one of the replay's own inputs (the
+/// capture, the configuration, the checks, a feed's definitions) is
+/// refused before anything is read, in one line, the file untouched;
+/// both flags naming one file by two spellings too.
+#[test]
+fn outputs_never_write_over_the_replays_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fixtures = fixtures();
+    for f in [
+        "mdp3/channel.pcap",
+        "mdp3/defs.pcap",
+        "mdp3/config.toml",
+        "mdp3/checks.csv",
+    ] {
+        std::fs::copy(fixtures.join(f), d.join(Path::new(f).file_name().unwrap())).unwrap();
+    }
+    let before: Vec<Vec<u8>> = ["channel.pcap", "defs.pcap", "config.toml", "checks.csv"]
+        .iter()
+        .map(|f| std::fs::read(d.join(f)).unwrap())
+        .collect();
+    let replay = |flag: &str, out: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .current_dir(d)
+            .args([
+                "replay",
+                "channel.pcap",
+                "--config",
+                "config.toml",
+                "--checks",
+                "checks.csv",
+                "--no-progress",
+                flag,
+                out,
+            ])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            o.stdout.len(),
+        )
+    };
+    for (out, what) in [
+        ("channel.pcap", "the capture"),
+        ("./config.toml", "the configuration"),
+        ("checks.csv", "the checks"),
+        ("defs.pcap", "feed cme-310's file"),
+    ] {
+        let (code, err, stdout) = replay("--summary", out);
+        assert_eq!((code, stdout), (Some(2), 0), "{out}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--summary {out} is {what}: refusing")),
+            "{err}"
+        );
+    }
+    let (code, err, _) = replay("--timeline", "channel.pcap");
+    assert_eq!(code, Some(2), "{err}");
+    let after: Vec<Vec<u8>> = ["channel.pcap", "defs.pcap", "config.toml", "checks.csv"]
+        .iter()
+        .map(|f| std::fs::read(d.join(f)).unwrap())
+        .collect();
+    assert!(before == after, "an input was changed");
+    let run = tickguard_in(
+        d,
+        &[
+            "replay",
+            "channel.pcap",
+            "--config",
+            "config.toml",
+            "--summary",
+            "out.json",
+            "--timeline",
+            "./out.json",
+        ],
+    );
+    assert_eq!(run.0, Some(2), "{}", run.1);
+    assert!(run.1.contains("both name"), "{}", run.1);
+}
+
+fn tickguard_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// A checks file whose every time is before the capture (written in
 /// seconds, here): each answered `no_quote` as asked, and a warning says
 /// so, with the capture's first time.

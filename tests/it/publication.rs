@@ -954,6 +954,52 @@ fn a_forged_or_truncated_header_is_named_as_such() {
     );
 }
 
+/// `run --record` onto a file the configuration reads (an MDP3 feed's
+/// `definitions`, a capture itself, so not refused as other data is):
+/// refused at start, in one line naming it, the file untouched; the
+/// configuration itself likewise, by another name (a link).
+#[test]
+fn a_recording_over_the_configurations_own_files_is_refused() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let defs = dir.path().join("defs.pcap");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mdp3/defs.pcap");
+    std::fs::copy(&fixture, &defs).unwrap();
+    let cfg = dir.path().join("cme.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sidecar]\nshm_path = \"{}\"\n[metrics]\n{NO_METRICS}\n[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\ndefinitions = \"defs.pcap\"\nstale_threshold_ms = 2500\nsource_threshold_ms = 2500\n",
+            shm.display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let record_to = |to: &Path| {
+        refused(
+            Command::new(bin())
+                .args(["run", "--config"])
+                .arg(&cfg)
+                .arg("--record")
+                .arg(to),
+        )
+    };
+    let err = record_to(&defs);
+    assert!(
+        err.contains("is feed cme's file") && err.contains("defs.pcap"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&defs).unwrap(),
+        std::fs::read(&fixture).unwrap()
+    );
+    let link = dir.path().join("tap.pcap");
+    std::os::unix::fs::symlink(&cfg, &link).unwrap();
+    let err = record_to(&link);
+    assert!(err.contains("is the configuration"), "{err}");
+    assert!(!shm.exists(), "published before the recording was refused");
+}
+
 /// `run --record` writes on the receive thread: a named FIFO (whose writes
 /// wait for a reader, and whose open waits for one) is refused at start,
 /// with or without a reader, in one line, and nothing is published; so

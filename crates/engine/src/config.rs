@@ -342,6 +342,11 @@ impl ProtocolSettings {
     pub fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
         each_settings!(self, s => s.locate_files(dir))
     }
+
+    /// The files its keys name ([`FeedProtocol::files`]).
+    pub fn files(&self) -> Vec<&Path> {
+        each_settings!(self, s => s.files())
+    }
 }
 
 impl FeedConfig {
@@ -800,6 +805,15 @@ impl Config {
             })?;
         }
         Ok(config)
+    }
+
+    /// The files its feeds' keys name, each with its feed's name
+    /// ([`ProtocolSettings::files`]).
+    pub fn feed_files(&self) -> Vec<(&str, &Path)> {
+        self.feeds
+            .iter()
+            .flat_map(|f| f.settings.files().into_iter().map(|p| (f.name.as_str(), p)))
+            .collect()
     }
 
     /// Reads and validates a configuration file as [`load`](Self::load)

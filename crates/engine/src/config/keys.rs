@@ -82,6 +82,12 @@ pub trait FeedProtocol: Sized {
     fn locate_files(&mut self, _dir: &std::path::Path) -> Result<(), String> {
         Ok(())
     }
+
+    /// The files its keys name, as [`locate_files`](Self::locate_files)
+    /// left them: what no output of a run or a replay may replace.
+    fn files(&self) -> Vec<&std::path::Path> {
+        Vec::new()
+    }
 }
 
 /// What a symbol is, as errors say it.

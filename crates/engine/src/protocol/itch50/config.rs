@@ -482,6 +482,16 @@ impl FeedProtocol for ItchConfig {
         }
         Ok(())
     }
+
+    fn files(&self) -> Vec<&Path> {
+        match &self.glimpse {
+            Some(GlimpseConfig {
+                password: PasswordSource::File(path),
+                ..
+            }) => vec![path],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The snapshot settings, when `glimpse` names a server; without it, any

@@ -339,6 +339,10 @@ impl FeedProtocol for Mdp3Config {
         self.definitions = Some(path);
         Ok(())
     }
+
+    fn files(&self) -> Vec<&Path> {
+        self.definitions.as_deref().into_iter().collect()
+    }
 }
 
 /// What an MDP3 instrument's name is, as errors say it.
