@@ -1104,8 +1104,20 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     // is empty; both are rejected as no_quote. Unknown when the writer is
     // not healthy: the table cannot be trusted then.
     let known = v.health.is_ok().then_some(handle.is_some());
+    // The state table refused this feed symbols: an unknown one may be one
+    // of them, its book kept by the writer but not published.
+    let refused = reader
+        .feeds()
+        .iter()
+        .position(|f| f.name == args.feed)
+        .and_then(|i| reader.counter(i as u16, tickguard::shm::counter::TABLE_FULL))
+        .filter(|&n| n > 0);
+    let unknown = match refused {
+        Some(n) => format!("unknown symbol: never seen on this feed, or one of those the full state table refused a slot (table_full {n}: raise [state] capacity)"),
+        None => "unknown symbol: never seen on this feed".into(),
+    };
     let quote_state = match known {
-        Some(false) => Some("unknown symbol: never seen on this feed"),
+        Some(false) => Some(unknown.as_str()),
         Some(true) if sides.iter().all(Option::is_none) => Some("empty book"),
         _ => None,
     };

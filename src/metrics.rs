@@ -77,6 +77,8 @@ struct FeedMetrics {
     last_resets: u64,
     /// A gap burst in progress: (first sample that saw it, ns; ticks lost before it).
     burst: Option<(u64, u64)>,
+    /// Whether the state table's first refusal of one of its symbols is logged.
+    table_full_logged: bool,
 }
 
 /// A histogram bucket's `le` label: its bound in seconds, `+Inf` for the
@@ -274,7 +276,8 @@ pub fn install(listen: SocketAddr) -> anyhow::Result<()> {
 /// Starts the thread that samples every `interval` (start it once the
 /// publication is this process's, so that it never reads a previous
 /// run's): it logs what an operator must hear of (a line down, kernel
-/// drops, gap bursts, socket errors, a stopped recording) and, with
+/// drops, gap bursts, socket errors, a full state table, a stopped
+/// recording) and, with
 /// `export` (an exporter [`install`]ed), feeds the metrics. It stops when
 /// `stop` is set and the thread unparked.
 pub fn spawn(
@@ -333,6 +336,7 @@ impl Monitor {
                     last_lost: 0,
                     last_resets: 0,
                     burst: None,
+                    table_full_logged: false,
                 }
             })
             .collect();
@@ -518,6 +522,18 @@ impl Monitor {
             }
             if last_alive > 0 {
                 f.silence.set(now.saturating_sub(last_alive) as f64 / 1e9);
+            }
+            // Symbols without a slot are not published: a check finds
+            // nothing and answers no_quote, whatever their books say.
+            if let Some(refused) = get(counter::TABLE_FULL).filter(|&n| n > 0) {
+                if !f.table_full_logged {
+                    tracing::error!(
+                        feed = %f.name,
+                        refused,
+                        "state table: no slot for this feed's new symbols (the table is full, or its free slots are held for other feeds): they are not published and checks answer no_quote (raise [state] capacity)"
+                    );
+                    f.table_full_logged = true;
+                }
             }
             let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
             else {

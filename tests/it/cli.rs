@@ -437,6 +437,46 @@ fn tickguard_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// A state table too small for the capture's symbols: the replay drops
+/// the messages of those without a slot, as live, and a warning names the
+/// feed, the count and the setting to raise.
+#[test]
+fn a_full_state_table_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let mut b = PacketBuilder::new(t);
+    for (seq, s) in ["EURUSD", "GBPUSD", "USDJPY"].iter().enumerate() {
+        b.quote(Symbol::parse(s).unwrap(), seq as u64 + 1, t, 1.0, 1.1);
+    }
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", b.finish())]);
+    let cfg = write(
+        dir.path(),
+        "c.toml",
+        &format!("[state]\ncapacity = 1\n{SMALL_CONFIG}"),
+    );
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s: serde_json::Value = serde_json::from_str(&run.summary.unwrap()).unwrap();
+    assert_eq!(s["feeds"]["lp1"]["table_full_drops"], 2);
+    let warned: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("no slot"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", run.stderr);
+    assert!(
+        warned[0].contains("feed 'lp1'")
+            && warned[0].contains("2 of their messages dropped")
+            && warned[0].contains("raise [state] capacity"),
+        "{}",
+        warned[0]
+    );
+    // Room for all: no warning.
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert!(!run.stderr.contains("no slot"), "{}", run.stderr);
+}
+
 /// A checks file whose every time is before the capture (written in
 /// seconds, here): each answered `no_quote` as asked, and a warning says
 /// so, with the capture's first time.

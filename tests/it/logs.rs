@@ -295,6 +295,57 @@ fn any_source_multicast_is_warned_about_at_start() {
     assert!(!warned("feed=pinned"), "{text}");
 }
 
+/// A state table too small for the feed's symbols: the monitor logs it
+/// once (not the receive thread), naming the feed and the setting, and
+/// `check` of a refused symbol says it may be one the table refused.
+#[test]
+fn a_full_state_table_is_logged_once_and_check_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n[state]\ncapacity = 1\n");
+    let log = dir.path().join("run.log");
+    let mut child = crate::common::run_logged(&[], &cfg, &log);
+    let pid = child.0.id() as u64;
+    assert!(wait_for(&shm, |r| r.writer_pid() == Some(pid)), "not up");
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    for seq in 1..=5u64 {
+        let mut b = PacketBuilder::new(t);
+        for s in ["S1", "S2", "S3"] {
+            b.quote(Symbol::parse(s).unwrap(), seq, t, 1.0, 1.1);
+        }
+        tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+    }
+    let text = || std::fs::read_to_string(&log).unwrap();
+    let logged = || {
+        text()
+            .matches("no slot for this feed's new symbols")
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while logged() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A few more samples: still once.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(logged(), 1, "{}", text());
+    assert!(
+        text().contains("feed=lp1") && text().contains("raise [state] capacity"),
+        "{}",
+        text()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["check", "lp1", "S3", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("one of those the full state table refused a slot"),
+        "{out}"
+    );
+    assert!(child.0.try_wait().unwrap().is_none(), "the sidecar died");
+}
+
 /// With metrics off the monitor still samples, and logs what an operator
 /// must hear of while the sidecar runs: here a recording onto a full disk
 /// that stopped (`run --record /dev/full`, datagrams past the recording's

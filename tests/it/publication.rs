@@ -655,7 +655,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
 fn check_tells_an_unknown_symbol_from_an_empty_book() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let (table, _p) = closed_exchange_feed(&shm);
+    let (table, p) = closed_exchange_feed(&shm);
     assert_eq!(
         check_nasdaq(&shm, "MSFT", false),
         (
@@ -678,6 +678,17 @@ fn check_tells_an_unknown_symbol_from_an_empty_book() {
         assert_eq!(v["symbol_known"], serde_json::json!(known), "{out}");
         assert_eq!(v["reasons"][0], "no_quote", "{out}");
     }
+    // Once the table has refused the feed symbols, an unknown one may be
+    // one of them (its book kept, not published): said so, with the count.
+    p.set_counter(0, tickguard::shm::counter::TABLE_FULL, 3);
+    assert_eq!(
+        check_nasdaq(&shm, "MSFTT", false),
+        (
+            Some(1),
+            "nasdaq MSFTT: rejected: no_quote (writer alive; unknown symbol: never seen on this feed, or one of those the full state table refused a slot (table_full 3: raise [state] capacity))\n"
+                .to_string()
+        )
+    );
     drop(table);
 }
 

@@ -131,6 +131,16 @@ impl Summary {
         }
     }
 
+    /// What the state table refused the feed in the replay (SQF: messages
+    /// for symbols without a slot, dropped); `None` for a protocol whose
+    /// replay answers from its books, without the table.
+    pub fn table_full(&self) -> Option<u64> {
+        match self {
+            Summary::Sqf(s) => Some(s.table_full_drops),
+            Summary::Itch50(_) | Summary::Mdp3(_) => None,
+        }
+    }
+
     /// For a feed replayed from a venue's file rather than a capture: what
     /// the file held.
     pub fn file_records(&self) -> Option<FileRecords> {

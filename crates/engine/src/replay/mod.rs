@@ -870,6 +870,11 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         lines.push("the capture holds no packets".into());
     }
     for (name, f) in &summary.feeds {
+        if let Some(n) = f.table_full().filter(|&n| n > 0) {
+            lines.push(format!(
+                "feed '{name}': the state table had no slot for some of its symbols (full, or its free slots held for other feeds): {n} of their messages dropped, those symbols answered no_quote (raise [state] capacity)"
+            ));
+        }
         match f.file_records() {
             Some(r) if r.records == 0 => {
                 lines.push(format!("feed '{name}': the {} holds no records", r.format))

@@ -56,8 +56,6 @@ pub struct Feed {
     /// copy's send time and arrives after it, so it never is the lower), so
     /// a sample can make symbols `stale_at_source`, never hide a delay.
     clock: OffsetEstimator,
-    /// Whether the table-full error was logged (once per feed).
-    table_full_logged: bool,
     /// Per slot of the table, one byte: [`FROM_B`], the line its sequence
     /// was last applied from, and [`COPY_SEEN`], the other line's copy of
     /// that sequence has come. A duplicate quote is a line copy when it
@@ -82,7 +80,6 @@ impl Feed {
         Feed {
             kind,
             clock,
-            table_full_logged: false,
             last_line: vec![0; capacity],
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
@@ -129,7 +126,6 @@ impl FeedEngine for Feed {
         let Feed {
             kind,
             clock,
-            table_full_logged,
             last_line,
             pending,
         } = self;
@@ -185,15 +181,7 @@ impl FeedEngine for Feed {
                         Some(id) => id,
                         None => {
                             let th = config.thresholds_for(p.symbol);
-                            new_slot(
-                                table,
-                                c,
-                                table_full_logged,
-                                feed,
-                                &config.name,
-                                p.symbol,
-                                th,
-                            )
+                            new_slot(table, c, feed, p.symbol, th)
                         }
                     };
                 }
@@ -322,39 +310,25 @@ const _: () = assert!(
         && kind_index(msg_type::SNAPSHOT) != kind_index(msg_type::HEARTBEAT)
 );
 
-/// A slot for (feed, symbol), seen for the first time; `NO_SLOT` (counted,
-/// logged once per feed) when the table is full, or its free slots are
-/// held for other feeds.
+/// A slot for (feed, symbol), seen for the first time; `NO_SLOT`, counted
+/// in `table_full`, when the table is full or its free slots are held for
+/// other feeds (the monitor logs the first, off this thread; a replay's
+/// summary and warnings say so).
 #[cold]
 fn new_slot(
     table: &mut StateTable,
     c: &mut FeedCounters,
-    logged: &mut bool,
     feed: u16,
-    name: &str,
     symbol: Symbol,
     th: crate::verdict::Thresholds,
 ) -> SlotId {
-    if let Some(id) = table.insert(feed, symbol, th) {
-        return id;
+    match table.insert(feed, symbol, th) {
+        Some(id) => id,
+        None => {
+            c.table_full += 1;
+            NO_SLOT
+        }
     }
-    c.table_full += 1;
-    if !*logged {
-        *logged = true;
-        let why = if table.is_full() {
-            "state table full"
-        } else {
-            "state table: the free slots are held for other feeds, none for this one"
-        };
-        tracing::error!(
-            capacity = table.capacity(),
-            used = table.len(),
-            feed = %name,
-            %symbol,
-            "{why}: messages for new symbols are dropped and counted (raise [state] capacity)"
-        );
-    }
-    NO_SLOT
 }
 
 /// A message of the batch being applied, with its lookup under way.
