@@ -384,6 +384,34 @@ fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
     );
 }
 
+/// A definitions file that is a valid MDP3 capture without one definition
+/// (the incremental lines recorded by mistake): the replay goes on, and a
+/// warning names the file and what that means; the right file, none.
+#[test]
+fn a_definitions_file_without_definitions_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let out = replay_in(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("no instrument definition"), "{err}");
+    write_capture(&dir.path().join("defs.pcap"), &channel()[..3]);
+    let out = replay_in(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let warned: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("no instrument definition"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{err}");
+    assert!(
+        warned[0].contains("definitions defs.pcap")
+            && warned[0].contains("feed=cme")
+            && warned[0].contains("known by SecurityID only"),
+        "{err}"
+    );
+}
+
 /// From the command line: nothing on stdout (no answers to a replay that
 /// never ran), one line naming the file, a failing exit.
 #[test]

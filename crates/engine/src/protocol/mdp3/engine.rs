@@ -562,6 +562,7 @@ impl FeedEngine for Engine {
             .map_err(|e| format!("definitions {name}: {e}"))?;
         let mut index = 0u64;
         let mut bad: Option<(u64, Reject)> = None;
+        let before = self.feed.counters().definitions;
         let feed = &mut self.feed;
         reader
             .for_each(|d| {
@@ -580,6 +581,16 @@ impl FeedEngine for Engine {
                 r.as_str(),
                 r.hint()
             ));
+        }
+        if self.feed.counters().definitions == before {
+            // Readable, valid, and naming nothing: a capture of the wrong
+            // lines, most likely. Not an error (instruments still come from
+            // the definition lines), but not silent either.
+            tracing::warn!(
+                feed = %cx.config.name,
+                datagrams = index,
+                "definitions {name}: no instrument definition in it (templates 54 to 63): instruments are known by SecurityID only until the definition lines name them"
+            );
         }
         copy_counters(&self.feed, cx.counters);
         Ok(())
