@@ -637,6 +637,17 @@ fn input_ended(
     }
     warn_input(config, &outcome, started);
     let until = args.until;
+    // An --at before anything arrived answers for an empty state: seconds
+    // or ms given by mistake, most likely.
+    if let (Some(at), Some((first, _))) = (args.at, outcome.summary.capture.span_ns) {
+        if at < first {
+            warn(&format!(
+                "--at {} is before the input's first record ({}): the answer is the state before anything arrived (TIME is ns since the Unix epoch, or a time with its zone like 2026-01-05T09:00:00Z)",
+                tickguard::explain::iso(at),
+                tickguard::explain::iso(first)
+            ));
+        }
+    }
     // Every check before the first datagram: answered before anything
     // arrived (`no_quote`), most likely times in seconds or ms.
     if let (Some(latest), Some((first, _))) = (

@@ -665,10 +665,32 @@ fn at_answers_why_with_the_event_behind_each_reason() {
         "{ok}"
     );
 
-    let early = explain(cap, "eq", "AAPL", &["--at", "2026-01-05T08:59:00Z"]).stdout;
+    let early = explain(cap, "eq", "AAPL", &["--at", "2026-01-05T08:59:00Z"]);
     assert!(
-        early.contains(": no_quote") && early.contains("not seen yet"),
-        "{early}"
+        early.stdout.contains(": no_quote") && early.stdout.contains("not seen yet"),
+        "{}",
+        early.stdout
+    );
+    // Before anything arrived (here seconds given for ns): a warning.
+    assert!(
+        early
+            .stderr
+            .contains("--at 2026-01-05T08:59:00.000000000Z is before the input's first record"),
+        "{}",
+        early.stderr
+    );
+    let seconds = explain(cap, "eq", "AAPL", &["--at", "1767603604"]);
+    assert!(
+        seconds
+            .stderr
+            .contains("is before the input's first record"),
+        "{}",
+        seconds.stderr
+    );
+    assert!(
+        !ns.stderr.contains("before the input's first record"),
+        "{}",
+        ns.stderr
     );
 
     let bad = explain(cap, "eq", "AAPL", &["--at", "yesterday"]);
