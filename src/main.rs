@@ -357,6 +357,31 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         })?),
         None => None,
     };
+    if let Some(id) = feed {
+        // Line A takes all: another service's datagrams (snapshots,
+        // definitions, recovery) would be read as line A's.
+        let f = &config.feeds[usize::from(id)];
+        use tickguard::config::services::Receive;
+        let others: Vec<&str> = f
+            .services()
+            .iter()
+            .skip(1)
+            .filter(|s| match &s.receive {
+                Receive::Lines(lines) => !lines.is_empty(),
+                Receive::Channel(_) => true,
+                // (TCP: segments go by their server's address still.)
+                Receive::Stream(_) => false,
+            })
+            .map(|s| s.key)
+            .collect();
+        if !others.is_empty() {
+            warn(&format!(
+                "--feed {}: every datagram goes to its line A, so datagrams of its {} in the capture would be read as line A's (replay without --feed to route by destination)",
+                f.name,
+                others.join(", ")
+            ));
+        }
+    }
     let options = tickguard::replay::Options {
         until: args.until,
         feed,

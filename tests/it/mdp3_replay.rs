@@ -412,6 +412,36 @@ fn a_definitions_file_without_definitions_is_warned_about() {
     );
 }
 
+/// `--feed` sends every datagram to the feed's line A: for a channel with
+/// snapshot and definition lines, a warning names them (their datagrams
+/// would be read as line A's); a feed of one service gets none.
+#[test]
+fn feed_on_a_channel_with_other_services_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let out = replay_in(dir.path())
+        .args(["--feed", "cme"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: --feed cme: every datagram goes to its line A, so datagrams of its snapshot_lines, definition_lines in the capture would be read as line A's"),
+        "{err}"
+    );
+    let lone = CONFIG
+        .replace("snapshot_lines = [\"239.3.1.3:14311\"]\n", "")
+        .replace("definition_lines = [\"239.3.1.5:14312\"]\n", "");
+    std::fs::write(dir.path().join("cme.toml"), lone).unwrap();
+    let out = replay_in(dir.path())
+        .args(["--feed", "cme"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("--feed cme:"), "{err}");
+}
+
 /// From the command line: nothing on stdout (no answers to a replay that
 /// never ran), one line naming the file, a failing exit.
 #[test]
