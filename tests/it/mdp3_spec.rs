@@ -2910,10 +2910,16 @@ fn an_override_of_the_security_id_comes_before_the_symbols() {
     assert_eq!(c.map(|i| out.reasons(i)), [r(&["stale"]), r(&["stale"])]);
     let base = "[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
                 stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
-    for name in ["#01", "#+1", "#1x", "#"] {
+    for name in ["#01", "#+1", "#1x", "#", "#-0", "#-01", "#2147483648"] {
         let text = format!("{base}[[feed.symbol]]\nname = \"{name}\"\nstale_threshold_ms = 5\n");
         let e = Config::parse(&text, "cme.toml").unwrap_err().to_string();
         assert!(e.contains("not a valid instrument"), "{name}: {e}");
+    }
+    // A negative SecurityID (an Int32 on the wire) is named as the
+    // channel publishes it: with its minus sign.
+    for name in ["#-5", "#-2147483648", "#2147483647"] {
+        let text = format!("{base}[[feed.symbol]]\nname = \"{name}\"\nstale_threshold_ms = 5\n");
+        assert!(Config::parse(&text, "cme.toml").is_ok(), "{name}");
     }
 }
 

@@ -347,8 +347,8 @@ impl FeedProtocol for Mdp3Config {
 
 /// What an MDP3 instrument's name is, as errors say it.
 pub const INSTRUMENT_RULE: &str = "not a valid instrument (a Symbol of 1 to 20 printable ASCII \
-characters without spaces, or # and a SecurityID written as its decimal digits, no sign or \
-leading zero)";
+characters without spaces, or # and a SecurityID written in decimal as the channel names it: \
+a minus sign only for a negative one, no plus sign, no leading zero)";
 
 /// Whether `name` can name an MDP3 instrument: `#` and a SecurityID (an
 /// `Int32`, decimal, as the channel names it: no `+`, no leading zero, so
