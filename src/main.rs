@@ -1100,7 +1100,14 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     if !name_ok(&args.symbol) {
         anyhow::bail!(
             "'{}' is not a valid instrument name (1 to 32 printable ASCII characters, no spaces)",
-            args.symbol
+            args.symbol.escape_debug()
+        );
+    }
+    if !tickguard::config::valid_feed_name(&args.feed) {
+        anyhow::bail!(
+            "'{}' is not a valid feed name (1 to {} printable ASCII characters, no spaces)",
+            args.feed.escape_debug(),
+            tickguard::config::FEED_NAME_MAX
         );
     }
     let owner = args.owner.as_deref().map(user::user_id).transpose()?;
@@ -1110,7 +1117,9 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     if health.is_unusable() {
         anyhow::bail!("{health}");
     }
-    if health.is_ok() && !reader.feeds().iter().any(|f| f.name == args.feed) {
+    // The feeds a publication names are fixed when it is made: a name it
+    // lacks is a wrong question whether its writer is alive or not.
+    if !reader.feeds().is_empty() && !reader.feeds().iter().any(|f| f.name == args.feed) {
         let known: Vec<_> = reader.feeds().iter().map(|f| f.name.as_str()).collect();
         anyhow::bail!(
             "no feed '{}' in {} (feeds: {})",

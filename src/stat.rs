@@ -583,10 +583,14 @@ impl Snapshot {
         // A dead writer's health says how old its heartbeat is already.
         let beat = match self.health {
             Health::WriterDead { .. } => String::new(),
-            _ => format!(
-                "  heartbeat {} ago",
-                ms(now as i128 - w.heartbeat_ns as i128)
-            ),
+            // (`--now` before the heartbeat: said so, not a negative age.)
+            _ if now < w.heartbeat_ns => {
+                format!(
+                    "  heartbeat {} after this time",
+                    ms((w.heartbeat_ns - now) as i128)
+                )
+            }
+            _ => format!("  heartbeat {} ago", ms((now - w.heartbeat_ns) as i128)),
         };
         let _ = writeln!(
             s,

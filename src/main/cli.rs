@@ -91,7 +91,7 @@ pub struct StatArgs {
     /// Print one snapshot and exit (for scripts); otherwise refresh every second until Ctrl-C.
     #[arg(long)]
     pub once: bool,
-    /// Evaluate at this time (ns since the Unix epoch) instead of the clock.
+    /// Evaluate at this time (ns since the Unix epoch, 0 to 18446744073709551615) instead of the clock.
     #[arg(long)]
     pub now: Option<u64>,
     /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods).
@@ -185,7 +185,7 @@ pub struct ReplayArgs {
     /// expire (or are counted filled) as they would have live.
     #[arg(long, value_name = "TIME", value_parser = tickguard::time::parse_time)]
     pub until: Option<u64>,
-    /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 feeds; `-`: standard output).
+    /// Write an SVG timeline of every SQF symbol's verdict (only FEED's symbols with --explain; not for itch50 or mdp3 feeds; `-`: standard output).
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
     /// With --date: read CAPTURE as a Nasdaq BinaryFILE (plain or gzip) of this itch50 feed.

@@ -648,6 +648,54 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     drop(table);
 }
 
+/// `check` of a feed the publication does not name, or of a name no feed
+/// can have (empty, a control character): a wrong question, exit 2 in one
+/// line, whether the writer is alive or dead (the feeds a publication names
+/// are fixed when it is made); a hostile name is echoed escaped.
+#[test]
+fn check_of_a_feed_the_publication_lacks_is_a_wrong_question() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let (_table, _p) = closed_exchange_feed(&shm);
+    let ask = |feed: &str, dead_after_ms: &str| {
+        refused(
+            Command::new(bin())
+                .args([
+                    "check",
+                    feed,
+                    "AAPL",
+                    "--dead-after-ms",
+                    dead_after_ms,
+                    "--shm",
+                ])
+                .arg(&shm),
+        )
+    };
+    let alive = ask("nasdq", "60000");
+    assert!(
+        alive.contains("no feed 'nasdq'") && alive.contains("(feeds: nasdaq)"),
+        "{alive}"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let dead = ask("nasdq", "3");
+    assert!(dead.contains("no feed 'nasdq'"), "{dead}");
+    let empty = ask("", "60000");
+    assert!(empty.contains("'' is not a valid feed name"), "{empty}");
+    let hostile = ask("x\u{1b}]0;owned\u{7}", "60000");
+    assert!(
+        hostile.contains(r"'x\u{1b}]0;owned\u{7}' is not a valid feed name"),
+        "{hostile}"
+    );
+    // The known feed, its writer dead: a verdict (stale), not an error.
+    let out = finish(
+        Command::new(bin())
+            .args(["check", "nasdaq", "AAPL", "--dead-after-ms", "3", "--shm"])
+            .arg(&shm),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stale"));
+}
+
 /// `check` tells a symbol the feed never named (a typo, another venue's
 /// name) from a known one whose book is empty: both are `no_quote` with
 /// exit 1, told apart in the text and by `symbol_known` in the JSON.

@@ -129,6 +129,26 @@ fn stat_once_matches_its_golden_output() {
     assert!(!first_row.contains(" ok "), "{text}");
 }
 
+/// `--now` before the writer's last heartbeat (a time typed for another
+/// day): the heartbeat is said to be after it, never a negative age.
+#[test]
+fn stat_before_the_heartbeat_says_so() {
+    let shm = PathBuf::from(format!(
+        "/dev/shm/tickguard-stat-early-{}",
+        std::process::id()
+    ));
+    let at = T0 + 2_000 * MS;
+    let _p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
+    let text = stat(&shm, at - 1_500 * MS);
+    crate::common::remove_publication(&shm);
+    let writer = text.lines().find(|l| l.starts_with("writer pid")).unwrap();
+    assert!(
+        writer.contains("heartbeat 1500.0 ms after this time"),
+        "{writer}"
+    );
+    assert!(!writer.contains("-1500"), "{writer}");
+}
+
 #[test]
 fn stat_of_a_dead_writer_says_so() {
     let shm = PathBuf::from(format!(

@@ -1397,7 +1397,7 @@ fn parsed<T: std::str::FromStr>(v: &Sp<String>, must: &str) -> Result<T, Problem
 }
 
 /// A feed name fits the shared memory and prints as it is.
-fn valid_feed_name(name: &str) -> bool {
+pub fn valid_feed_name(name: &str) -> bool {
     (1..=FEED_NAME_MAX).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic())
 }
 
