@@ -782,6 +782,24 @@ fn password_from_env(what: &str, value: Option<std::ffi::OsString>) -> Result<Pa
     p
 }
 
+/// Why a password file of `mode` (its `st_mode`) is not private enough,
+/// if it is not: 0600, 0400 or stricter (0200, 0000), nothing for group or
+/// others, no set-id or sticky bit.
+fn mode_problem(mode: u32) -> Option<String> {
+    let mode = mode & 0o7777;
+    if mode & 0o077 != 0 {
+        let how = match mode & 0o044 {
+            0 => "open to",
+            _ => "readable by",
+        };
+        return Some(format!(
+            "{how} group or others (mode {mode:04o}); chmod 600 it"
+        ));
+    }
+    (mode & !0o600 != 0)
+        .then(|| format!("mode {mode:04o}, not 0600, 0400 or stricter; chmod 600 it"))
+}
+
 /// The password on the first line of the file at `path`.
 fn password_from_file(path: &Path) -> Result<Password, String> {
     use std::io::Read;
@@ -791,20 +809,8 @@ fn password_from_file(path: &Path) -> Result<Password, String> {
     // Not blocked by a FIFO put in the file's place: it is refused.
     let file = crate::sys::open_regular(path).map_err(fail)?;
     let meta = file.metadata().map_err(fail)?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        let how = match mode & 0o044 {
-            0 => "open to",
-            _ => "readable by",
-        };
-        return Err(format!(
-            "{what}: {how} group or others (mode {mode:04o}); chmod 600 it"
-        ));
-    }
-    if mode & !0o600 != 0 {
-        return Err(format!(
-            "{what}: mode {mode:04o}, not 0600, 0400 or stricter; chmod 600 it"
-        ));
+    if let Some(problem) = mode_problem(meta.permissions().mode()) {
+        return Err(format!("{what}: {problem}"));
     }
     let mut bytes = Vec::with_capacity(PASSWORD_READ_MAX as usize);
     let read = file.take(PASSWORD_READ_MAX).read_to_end(&mut bytes);
@@ -1386,6 +1392,28 @@ mod tests {
 
     fn from_file(path: &Path) -> Result<Password, String> {
         read_password(&PasswordSource::File(path.to_path_buf()))
+    }
+
+    #[test]
+    fn a_password_files_mode_is_0600_0400_or_stricter() {
+        for ok in [0o600, 0o400, 0o200, 0o000, 0o100600] {
+            assert_eq!(mode_problem(ok), None, "{ok:o}");
+        }
+        for (bad, says) in [
+            (0o700, "mode 0700, not 0600, 0400 or stricter"),
+            (0o100, "mode 0100, not 0600, 0400 or stricter"),
+            (0o4600, "mode 4600, not 0600, 0400 or stricter"),
+            (0o1400, "mode 1400, not 0600, 0400 or stricter"),
+            (0o640, "readable by group or others (mode 0640)"),
+            (0o620, "open to group or others (mode 0620)"),
+            (0o601, "open to group or others (mode 0601)"),
+        ] {
+            let e = mode_problem(bad).unwrap_or_default();
+            assert!(
+                e.starts_with(says) && e.ends_with("; chmod 600 it"),
+                "{bad:o}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -591,6 +591,81 @@ mod tests {
         assert!(got.is_empty(), "{} bytes sent", got.len());
     }
 
+    /// What a recorded run writes for the event that ended an attempt
+    /// (spec glimpse G5: FIN at EOF, RST at reset or refusal): a refused
+    /// connect is a RST and `Refused`; a server that answers and closes is
+    /// its bytes, then a FIN and `Closed`; one that resets (linger 0) is a
+    /// RST.
+    #[test]
+    fn the_deciding_wire_event_is_fin_at_eof_and_rst_at_reset_or_refusal() {
+        let login = soup::login(b"u", b"pw");
+        let run = |target: &Target| {
+            let (c, commands, out) = Connection::ends();
+            c.record(true);
+            let check = glimpse::Settings {
+                session: None,
+                max_messages: 10,
+            };
+            let mut spin = Spin::new(check, Box::new(Staging::new(&feed())));
+            let mut buf = vec![0u8; READ];
+            let ended = attempt(
+                0,
+                socket(),
+                target,
+                &login,
+                &mut spin,
+                &commands,
+                &mut None,
+                &mut buf,
+                &out,
+            );
+            let (end, decided, close_after) = ended.expect("attempt 0 is wanted");
+            let mut before = Vec::new();
+            while let Ok(Report::Wire(w)) = c.reports.try_recv() {
+                before.push(w);
+            }
+            (end.failure(), decided, close_after, before)
+        };
+        // Refused: nothing listens at the address any more.
+        let (listener, target) = server(10_000_000_000);
+        drop(listener);
+        let (failure, decided, _, before) = run(&target);
+        assert_eq!(failure, Some(glimpse::Failure::Refused));
+        assert!(matches!(decided, Some(Wire::Rst)), "{decided:?}");
+        assert!(before.is_empty(), "{before:?}");
+        // A server that accepts the login, then closes (FIN) or resets.
+        for reset in [false, true] {
+            let (listener, target) = server(10_000_000_000);
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut got = [0u8; 49];
+                s.read_exact(&mut got).unwrap();
+                s.write_all(&soup::login_accepted(b"SESSION001", 1))
+                    .unwrap();
+                if reset {
+                    // Let the answer be read first, then close with a RST.
+                    std::thread::sleep(Duration::from_millis(100));
+                    socket2::SockRef::from(&s)
+                        .set_linger(Some(Duration::ZERO))
+                        .unwrap();
+                }
+            });
+            let (failure, decided, close_after, before) = run(&target);
+            server.join().unwrap();
+            assert!(close_after, "our close comes after the server's");
+            if reset {
+                assert!(matches!(decided, Some(Wire::Rst)), "{decided:?}");
+            } else {
+                assert!(matches!(decided, Some(Wire::Fin)), "{decided:?}");
+                assert_eq!(failure, Some(glimpse::Failure::Closed));
+                assert!(
+                    matches!(before.as_slice(), [Wire::Bytes(b)] if b.len() == 33),
+                    "{before:?}"
+                );
+            }
+        }
+    }
+
     /// An abort, a number the thread looks at every turn of its reads,
     /// closes the running connection at once (here a server silent for
     /// longer than the test), and a later start connects again.
