@@ -1105,12 +1105,17 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
             assert!(err.contains("not a regular file"), "{refused}: {err}");
         }
     }
-    // A file that holds something else (the configuration itself) is not
-    // replaced.
+    // A file that holds something else (the configuration itself, or
+    // another one) is not replaced.
     let before = std::fs::read(&cfg).unwrap();
     let err = record_to(&cfg);
-    assert!(err.contains("refusing to replace it"), "{err}");
+    assert!(err.contains("is the configuration: refusing"), "{err}");
     assert_eq!(std::fs::read(&cfg).unwrap(), before);
+    let other = config(dir.path(), "other", &shm, "", NO_METRICS);
+    let before = std::fs::read(&other).unwrap();
+    let err = record_to(&other);
+    assert!(err.contains("refusing to replace it"), "{err}");
+    assert_eq!(std::fs::read(&other).unwrap(), before);
     // A regular file is created, then emptied when it held a capture.
     let file = dir.path().join("tap2.pcap");
     let mut old = vec![0xd4, 0xc3, 0xb2, 0xa1];

@@ -994,9 +994,10 @@ fn the_default_dead_writer_bound_follows_the_writers_heartbeat() {
         stat(T0 + 3_001 * MS, 60_000, &[]),
     ];
     // A check reads the same configuration without the capture: an
-    // answer (stale: the heartbeat is T0's), not a configuration error.
+    // answer (stale: the heartbeat is T0's), not a configuration error
+    // (of a feed the publication names: its feeds are the fixture's).
     let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args(["check", "lp1", "EURUSD", "--config"])
+        .args(["check", "fx", "EURUSD", "--config"])
         .arg(&cfg)
         .output()
         .unwrap();
