@@ -252,6 +252,27 @@ fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
     assert_eq!(f["suspect"], true, "{f}");
 }
 
+/// "The summary is taken after the last datagram and the last check"
+/// (spec itch50 §3.2): a check after the capture's end runs the feed's
+/// deadlines to its time, and the summary shows what that expired.
+#[test]
+fn a_check_after_the_last_datagram_counts_in_the_summary() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let p1 = packet(1, &[encode::stock_directory(7, OPEN, aapl)]);
+    let p3 = packet(3, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    // The gap at 2, revealed at 1 ms, expires at 6 ms: the check at 10 ms
+    // comes after the capture's last datagram and past the deadline.
+    let outcome = replay_datagrams(CONFIG, vec![(0, a(), p1), (MS, a(), p3)], &[check(10 * MS)]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(
+        (f["gaps_open"].as_u64(), f["ticks_lost"].as_u64()),
+        (Some(0), Some(1)),
+        "{f}"
+    );
+    assert_eq!(f["suspect"], true, "{f}");
+}
+
 /// The replay's last line tells what was read and the gap still open,
 /// with the messages held behind it, and how to let it expire; `--until`
 /// runs the deadlines past the end of the capture: the gap expires (ticks
