@@ -476,6 +476,11 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
         assert_eq!(!rig.snapshot_wanted(), loop_no >= 2, "after loop {loop_no}");
     }
     assert!(any_needy(&rig), "nothing healed them");
+    // The same instruments needing them longer than the gap timeout (5 ms)
+    // do not join them again: only a new need does.
+    std::thread::sleep(Duration::from_millis(20));
+    rig.settle();
+    assert!(!rig.snapshot_wanted(), "no new need: stays left");
     // What still arrives on the left lines is not applied.
     let counted = |rig: &Rig| {
         let f = rig.feed();

@@ -606,6 +606,29 @@ mod tests {
     /// Entries dropped while overflowed still raise the highest RptSeq
     /// received: a snapshot older than them leaves the instrument
     /// suspect, the values between missing.
+    /// "Checked after each application" (spec mdp3 §3.2): an instrument
+    /// suspect with nothing cached (its cache dropped at the bound, then a
+    /// snapshot older than the highest RptSeq received) heals on the
+    /// in-order entry that reaches the highest received, not before.
+    #[test]
+    fn a_suspect_instrument_heals_on_the_in_order_entry_that_reaches_the_highest_seen() {
+        let mut r = Run::new(1);
+        r.entry(1);
+        r.entry(3);
+        assert_eq!(r.entry(5), Took::Dropped);
+        assert!(matches!(r.snapshot(2), Snapshot::Applied { .. }));
+        assert!(r.i.suspect() && !r.i.overflowed() && r.cached == 0);
+        for q in 3..=4 {
+            assert_eq!(r.entry(q), Took::Applied);
+            assert!(r.i.suspect(), "{q}");
+        }
+        assert_eq!(r.entry(5), Took::Applied);
+        assert!(!r.i.suspect(), "healed at the highest received");
+        assert_eq!(r.i.missing(), 0);
+        assert_eq!(r.entry(6), Took::Applied);
+        assert!(!r.i.suspect());
+    }
+
     #[test]
     fn entries_dropped_while_overflowed_still_count_as_received() {
         let mut r = Run::new(1);

@@ -2099,7 +2099,8 @@ mod tests {
         root[14] = 255;
         root[15..17].copy_from_slice(&310i16.to_le_bytes());
         root[23..29].copy_from_slice(b"GE\0\0\0\0");
-        root[29..35].copy_from_slice(b"GE    ");
+        // Asset char[6], whole (a shorter read would pass a shorter name).
+        root[29..35].copy_from_slice(b"ABCDEF");
         root[35..55].copy_from_slice(b"GEZ6-GEH7\0\0\0\0\0\0\0\0\0\0\0");
         root[55..59].copy_from_slice(&77i32.to_le_bytes());
         root[94..102].copy_from_slice(&i64::MAX.to_le_bytes());
@@ -2116,7 +2117,7 @@ mod tests {
             );
             assert_eq!((d.trading_status(), d.appl_id()), (None, 310));
             let text = (d.security_group(), d.asset(), d.symbol());
-            assert_eq!(text, (&b"GE"[..], &b"GE"[..], &b"GEZ6-GEH7"[..]));
+            assert_eq!(text, (&b"GE"[..], &b"ABCDEF"[..], &b"GEZ6-GEH7"[..]));
             assert_eq!((d.security_id(), d.min_price_increment()), (77, None));
             assert_eq!((d.display_factor(), d.event_count()), (10_000_000, 0));
             let f: Vec<(&[u8], i8)> = d
@@ -2329,7 +2330,7 @@ mod tests {
             encode::Status {
                 transact_time: 0,
                 security_group: "ABCDEF",
-                asset: "",
+                asset: "UVWXYZ",
                 security_id: None,
                 match_event_indicator: 0,
                 trading_status: None,
