@@ -2989,6 +2989,43 @@ fn offset_samples_come_from_processed_incremental_packets_only() {
 /// Every test `docs/mdp3-coverage.md` names (`file::test`) exists in its
 /// file: a bare `.rs` name is a file of the MDP3 implementation, a
 /// `mdp3_*.rs` one an integration test, any other a path from the root.
+/// "Where this page is silent, do what a careful feed handler would do
+/// and write it down in the project's own docs" (the preamble) and §9's
+/// "decide, document, and keep the decision stable": every decision and
+/// departure docs/mdp3.md writes down has its row in
+/// docs/mdp3-coverage.md naming the tests that hold it (which
+/// `the_coverage_table_names_tests_that_exist` finds).
+#[test]
+fn every_decision_in_the_docs_is_held_by_tests() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/mdp3.md")).unwrap();
+    let coverage = std::fs::read_to_string(root.join("docs/mdp3-coverage.md")).unwrap();
+    let section = |heading: &str| {
+        let start = docs.find(&format!("\n## {heading}\n")).expect(heading) + 1;
+        let end = docs[start..]
+            .find("\n## ")
+            .map_or(docs.len(), |e| start + e);
+        &docs[start..end]
+    };
+    for heading in [
+        "Decided where CME is silent",
+        "Where the handler departs from the contract",
+    ] {
+        let titles: Vec<&str> = section(heading)
+            .lines()
+            .filter_map(|l| l.strip_prefix("- **")?.split_once("**").map(|(t, _)| t))
+            .collect();
+        assert!(titles.len() >= 5, "{heading}: {titles:?}");
+        for t in titles {
+            let row = coverage
+                .lines()
+                .find(|l| l.starts_with(&format!("| **{t}**")))
+                .unwrap_or_else(|| panic!("{heading}: no row for **{t}** in mdp3-coverage.md"));
+            assert!(row.contains(".rs::"), "**{t}**: no test named");
+        }
+    }
+}
+
 #[test]
 fn the_coverage_table_names_tests_that_exist() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
