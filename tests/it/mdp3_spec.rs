@@ -44,7 +44,7 @@ const DEF_A: &str = "239.3.1.5:14312";
 const DEF_B: &str = "239.3.1.6:15312";
 
 use EntryType::{Bid, ImpliedBid, ImpliedOffer, Offer};
-use UpdateAction::{Change, Delete, New};
+use UpdateAction::{Change, Delete, New, Overlay};
 
 // ---------------------------------------------------------------------------
 // Messages and packets
@@ -633,13 +633,33 @@ fn odd_values_keep_their_place_change_nothing_and_are_anomalies() {
         packet(2, &[book(EOE, &odd), status(Some(1), "", "", 99)]),
     );
     ch.send(2 * MS, A, event(3, &[change(1, 8, 101)]));
-    let c = ch.check(3 * MS, "#1");
+    // A New or Overlay without a size, and the same in a 64 (LongQty): odd
+    // too, as the decisions page says.
+    let no_size_new = BookEntry {
+        size: None,
+        ..entry(1, 9, New, Bid, 2, 95)
+    };
+    let no_size_overlay = BookEntry {
+        size: None,
+        ..entry(1, 10, Overlay, Offer, 1, 105)
+    };
+    ch.send(3 * MS, A, event(4, &[no_size_new, no_size_overlay]));
+    let long = BookEntry {
+        size: None,
+        ..entry(1, 11, Change, Bid, 1, 99)
+    };
+    ch.send(
+        4 * MS,
+        A,
+        packet(5, &[encode::book(64, V, T0, EOE, &[long], 0)]),
+    );
+    let c = ch.check(5 * MS, "#1");
     let out = ch.run();
     assert_eq!((out.reasons(c), out.top(c)), (ok(), (Some(101), Some(110))));
     let f = out.feed();
-    has(f, json!({"rejected": 0, "anomalies": 5}));
+    has(f, json!({"rejected": 0, "anomalies": 8}));
     let i = out.sym(1);
-    has(i, json!({"rpt_seq": 8, "suspect": false}));
+    has(i, json!({"rpt_seq": 11, "suspect": false}));
     has(i, json!({"ask_size": 10, "trading_status": 17}));
 }
 
@@ -1607,11 +1627,20 @@ fn a_definitions_status_code_reads_as_a_status_messages() {
         ..def(1, "ESZ6", "ES", "ES")
     };
     ch.send(3 * MS, DEF_A, no_change.packet());
+    // A null status changes nothing either, and is no anomaly.
+    let null = Def {
+        status: None,
+        action: b'M',
+        ..def(1, "ESZ6", "ES", "ES")
+    };
+    ch.send(3 * MS + 1, DEF_A, null.packet());
     let after = ch.check(4 * MS, "ESZ6");
+    // The definition loop repeats the odd code: an anomaly each time.
+    ch.send(5 * MS, DEF_A, odd.packet());
     let out = ch.run();
     assert_eq!(out.reasons(first), ok());
     assert_eq!(out.reasons(after), r(&["halted"]));
-    assert_eq!(out.feed()["anomalies"], 1);
+    assert_eq!(out.feed()["anomalies"], 2);
     assert_eq!(out.sym(1)["trading_status"], 2);
 }
 
