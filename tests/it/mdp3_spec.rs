@@ -1108,6 +1108,39 @@ fn late_copies_of_the_old_sequence_have_no_effect_for_gap_timeout() {
     has(f, json!({"stale_sequence": 0, "packet_gaps": 1}));
 }
 
+/// The decision "late copies after a restart go by MsgSeqNum alone"
+/// (docs/mdp3.md): after a ChannelReset early in the week (packet 2, so
+/// `H` is 3), the new sequence's packet 2 falls in `[H − margin, H)`
+/// within `gap_timeout_ms` and is dropped as a late copy; the instrument
+/// it touched turns suspect at its next entry, and the next loop heals it.
+#[test]
+fn a_new_packet_after_a_short_old_sequence_is_dropped_and_the_loop_heals_it() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(2, &[encode::channel_reset(V, T0, EOE, 310)]));
+    ch.send(2 * MS, A, event(1, &[bid(1, 1, 200)]));
+    // New, but in the window: no effect.
+    ch.send(3 * MS, A, event(2, &[change(1, 2, 300)]));
+    let dropped = ch.check(3 * MS + 1, "#1");
+    ch.send(4 * MS, A, event(3, &[change(1, 3, 301)]));
+    let hole = ch.check(4 * MS + 1, "#1");
+    let healed_by = snapshot(3, 1, 3, None, &[level(Bid, 1, 301)]);
+    ch.send(5 * MS, SNAP_A, snapshots(&[healed_by]));
+    let healed = ch.check(5 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(dropped), out.top(dropped).0),
+        (ok(), Some(200))
+    );
+    assert!(
+        out.reasons(hole).contains(&"suspect".to_string()),
+        "{:?}",
+        out.reasons(hole)
+    );
+    assert_eq!((out.reasons(healed), out.top(healed).0), (ok(), Some(301)));
+    has(out.feed(), json!({"stale_sequence": 1}));
+}
+
 /// "S < `high`: … else it is an A/B **duplicate** (`duplicates += 1`, no
 /// other effect)" (spec mdp3 §3.1 step 3): line B's copy, even one that
 /// differs, refreshes no liveness or source time and reaches no RptSeq;
