@@ -1013,6 +1013,17 @@ fn a_forged_or_truncated_header_is_named_as_such() {
     );
 }
 
+/// `run --config cfg --record to`, refused: its one line.
+fn recording_refused(cfg: &Path, to: &Path) -> String {
+    refused(
+        Command::new(bin())
+            .args(["run", "--config"])
+            .arg(cfg)
+            .arg("--record")
+            .arg(to),
+    )
+}
+
 /// `run --record` onto a file the configuration reads (an MDP3 feed's
 /// `definitions`, a capture itself, so not refused as other data is):
 /// refused at start, in one line naming it, the file untouched; the
@@ -1034,15 +1045,7 @@ fn a_recording_over_the_configurations_own_files_is_refused() {
         ),
     )
     .unwrap();
-    let record_to = |to: &Path| {
-        refused(
-            Command::new(bin())
-                .args(["run", "--config"])
-                .arg(&cfg)
-                .arg("--record")
-                .arg(to),
-        )
-    };
+    let record_to = |to: &Path| recording_refused(&cfg, to);
     let err = record_to(&defs);
     assert!(
         err.contains("is feed cme's file") && err.contains("defs.pcap"),
@@ -1073,15 +1076,7 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
     let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    let record_to = |to: &Path| {
-        refused(
-            Command::new(bin())
-                .args(["run", "--config"])
-                .arg(&cfg)
-                .arg("--record")
-                .arg(to),
-        )
-    };
+    let record_to = |to: &Path| recording_refused(&cfg, to);
     // No reader: the open would wait for one.
     let err = record_to(&fifo);
     assert!(err.contains("not a regular file"), "{err}");
