@@ -375,7 +375,9 @@ impl Model {
         match count {
             0 => {
                 self.heartbeats += 1;
-                if self.gaps.is_empty() {
+                // One naming a message already applied proves nothing (a
+                // departure from §3.1 step 3: docs/itch.md).
+                if self.gaps.is_empty() && s >= self.next.unwrap_or(1) {
                     self.last_alive = Some(t);
                     let w = t as i128 - self.offset;
                     self.watermark = Some(self.watermark.map_or(w, |x| x.max(w)));

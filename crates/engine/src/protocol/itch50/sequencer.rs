@@ -719,7 +719,7 @@ impl Sequencer {
         match packet.kind() {
             Kind::Heartbeat => {
                 self.counters.heartbeats += 1;
-                out.alive = out.gap.is_none() && self.gaps.is_empty();
+                out.alive = out.gap.is_none() && self.gaps.is_empty() && self.ahead_of_books(start);
             }
             Kind::EndOfSession => out.end_of_session = true,
             Kind::Data(n) => {
@@ -787,11 +787,24 @@ impl Sequencer {
     /// held yet is held, the rest are duplicates; then, while more than
     /// `max_held` are held, the lowest is discarded and `next` steps past it.
     #[cold]
+    /// Whether a heartbeat of sequence `s` (the next message the server
+    /// will send) may prove the stream alive: not when it names a message
+    /// already applied (`s < next`). Such a heartbeat is a late copy, or
+    /// comes from a stream behind the books (a snapshot whose N the
+    /// multicast has not reached, or a bogus N, which would otherwise read
+    /// healthy on a frozen book for as long as the stream takes to get
+    /// there); the data packets below `next` are duplicates and prove
+    /// nothing already (spec itch50 §3.1 step 5). A departure from §3.1
+    /// step 3's letter (docs/itch.md).
+    fn ahead_of_books(&self, s: u64) -> bool {
+        s >= self.next.unwrap_or(1)
+    }
+
     fn on_packet_awaiting<T: AsRef<[u8]>>(&mut self, packet: &Packet<T>, out: &mut Outcome) {
         let start = packet.sequence();
         match packet.kind() {
             Kind::Heartbeat | Kind::EndOfSession if start > self.high => self.high = start,
-            Kind::Heartbeat => out.alive = true,
+            Kind::Heartbeat => out.alive = self.ahead_of_books(start),
             Kind::EndOfSession => {}
             Kind::Data(n) => {
                 self.counters.messages += u64::from(n);
@@ -1515,6 +1528,36 @@ mod tests {
         let mut r = Run::new(settings);
         r.seq.enable_snapshots(triggers);
         r
+    }
+
+    /// A heartbeat behind the books (naming a message already applied)
+    /// proves nothing: after a merge whose N the stream is far from, every
+    /// packet of it is a duplicate or such a heartbeat, so the feed turns
+    /// stale instead of reading healthy on books nothing updates; once the
+    /// stream reaches N, its heartbeats prove life again. A late copy of a
+    /// heartbeat (line B behind line A) proves nothing either.
+    #[test]
+    fn a_heartbeat_behind_the_books_proves_nothing() {
+        let mut r = snapshots(settings(), BOTH);
+        r.packet(&data(S1, 50_000, 3), 1);
+        r.merge(200_000, 10);
+        assert!(!r.seq.awaiting() && !r.seq.suspect());
+        assert!(!r.packet(&PacketBuilder::heartbeat(S1, 50_003), 20).alive);
+        let o = r.packet(&data(S1, 50_003, 1), 30);
+        assert!(!o.alive && o.duplicates == 1);
+        assert!(r.packet(&PacketBuilder::heartbeat(S1, 200_000), 40).alive);
+        // Without a snapshot: line B's heartbeat from before line A's data.
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 3), 0);
+        assert!(r.packet(&PacketBuilder::heartbeat(S1, 4), MS).alive);
+        assert!(!r.packet(&PacketBuilder::heartbeat(S1, 3), 2 * MS).alive);
+        assert_eq!(r.seq.counters().heartbeats, 2);
+        // While awaiting, the same: one behind `next` proves nothing.
+        let mut r = snapshots(settings(), BOTH);
+        r.packet(&data(S1, 50_000, 3), 1);
+        assert!(r.seq.awaiting());
+        assert!(!r.packet(&PacketBuilder::heartbeat(S1, 49_999), 2).alive);
+        assert!(r.packet(&PacketBuilder::heartbeat(S1, 50_000), 3).alive);
     }
 
     /// A mid-session join starts a wait: the joining packet's messages are
