@@ -12,6 +12,8 @@
 //! Names follow Prometheus conventions: `_total` counters, base units
 //! (seconds, bytes).
 
+mod http;
+
 use crate::config::Config;
 use crate::reader::Reader;
 use crate::shm::{counter, CounterKind, Descriptor};
@@ -263,11 +265,17 @@ struct ReceiverMetrics {
     heartbeat_age: Gauge,
 }
 
-/// Installs the Prometheus exporter: HTTP on `listen`, `/metrics`.
+/// Installs the Prometheus recorder and serves it over HTTP on `listen`
+/// (`/metrics`; [`http`]), from a thread of its own.
 pub fn install(listen: SocketAddr) -> anyhow::Result<()> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(listen)
-        .install()
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
+    std::thread::Builder::new()
+        .name("tickguard-http".into())
+        .spawn(move || http::serve(listener, handle))
         .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
     tracing::info!(%listen, "metrics at http://{listen}/metrics");
     Ok(())

@@ -120,6 +120,45 @@ source_threshold_ms = 60000
     }
 }
 
+/// A neighbour holding idle connections to the metrics port (and one
+/// trickling a request byte by byte): a scrape is still answered within
+/// about the per-connection deadline, the sidecar holds a bounded number
+/// of them (not a file descriptor each), and nothing is logged for them.
+#[test]
+fn idle_connections_to_the_metrics_port_cost_a_scrape_little() {
+    let sidecar = start("metrics-idle");
+    let pid = sidecar._run.0.id();
+    let idle: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", sidecar.http)).ok())
+        .collect();
+    assert!(idle.len() > 200, "{} connected", idle.len());
+    let mut trickle = TcpStream::connect(("127.0.0.1", sidecar.http)).unwrap();
+    for b in b"GET /met" {
+        let _ = trickle.write_all(&[*b]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let began = Instant::now();
+    let text = scrape(sidecar.http).expect("a scrape answered");
+    assert!(
+        text.starts_with("HTTP/1.1 200 OK") && text.contains("tickguard_"),
+        "{text}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().starts_with("socket:"))
+        .count();
+    assert!(sockets < 64, "{sockets} sockets held");
+    drop(idle);
+    let log = std::fs::read_to_string(&sidecar.log).unwrap();
+    assert!(!log.contains("metrics listener"), "{log}");
+}
+
 #[test]
 fn metrics_match_what_the_simulator_injected() {
     let sidecar = start("metrics");

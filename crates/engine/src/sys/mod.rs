@@ -248,6 +248,24 @@ pub fn resync_on_sigusr1() -> io::Result<&'static AtomicBool> {
     Ok(&RESYNC)
 }
 
+/// Waits at most `timeout` (whole ms, at least 1 unless zero) for any of
+/// `fds` to be ready as each asks (`poll(2)`); their `revents` say which.
+/// Returns how many are ready (0: the time ran out).
+pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    let ms = match timeout.as_millis() {
+        0 if !timeout.is_zero() => 1,
+        ms => ms.min(libc::c_int::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: `fds` is a valid, exclusively borrowed array of
+    // `fds.len()` pollfd structures that outlives the call; `poll` only
+    // writes their `revents`.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// The terminal's size as (rows, columns): `$LINES` and `$COLUMNS` when both
 /// are set to positive numbers, else the TIOCGWINSZ ioctl on stdout; `None`
 /// when stdout is not a terminal.

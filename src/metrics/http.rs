@@ -1,0 +1,270 @@
+//! The `/metrics` endpoint: a small HTTP/1.x server on one thread that
+//! answers each request with the exporter's text and closes.
+//!
+//! It holds at most [`MAX_OPEN`] connections, each for at most
+//! [`DEADLINE`]: a neighbour holding idle connections, or trickling bytes,
+//! costs scrapes at most that wait, never a file descriptor per
+//! connection, a spinning thread or a log line per connection. When full,
+//! a new connection takes the place of the oldest (a scrape sends its
+//! request as soon as it connects, so it is read before it is the oldest).
+//! Errors accepting (out of file descriptors) are logged at most once a
+//! minute, with how many there were.
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Connections held at once, at most.
+pub const MAX_OPEN: usize = 32;
+
+/// How long a connection may take to send its request and take the
+/// answer.
+pub const DEADLINE: Duration = Duration::from_secs(1);
+
+/// The longest request head read (the request line and headers).
+const HEAD_MAX: usize = 8 * 1024;
+
+/// How long the loop waits for something to do, and after an accept
+/// error.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Accept errors are logged at most this often.
+const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A connection whose request head is being read.
+struct Open {
+    stream: TcpStream,
+    head: Vec<u8>,
+    since: Instant,
+}
+
+/// Serves `listener` with `handle`'s text until the process ends.
+pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
+    // Nonblocking accepts: the loop waits in `poll` only.
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::error!(error = %e, "metrics listener: cannot serve");
+        return;
+    }
+    let mut open: Vec<Open> = Vec::with_capacity(MAX_OPEN);
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_OPEN + 1);
+    let mut errors = AcceptErrors::default();
+    loop {
+        fds.clear();
+        fds.push(pollfd(listener.as_raw_fd()));
+        fds.extend(open.iter().map(|o| pollfd(o.stream.as_raw_fd())));
+        if crate::sys::poll(&mut fds, TICK).is_err() {
+            std::thread::sleep(TICK);
+            continue;
+        }
+        // Readable connections first: a request already in is answered
+        // before a new connection may take its place.
+        let readable: Vec<bool> = fds[1..].iter().map(|f| f.revents != 0).collect();
+        let mut k = 0;
+        open.retain_mut(|o| {
+            let keep = !readable[k] || read_head(o, &handle);
+            k += 1;
+            keep && o.since.elapsed() < DEADLINE
+        });
+        if fds[0].revents != 0 {
+            accept_all(&listener, &mut open, &mut errors);
+        }
+    }
+}
+
+fn pollfd(fd: std::os::fd::RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Accept errors since the last one logged.
+#[derive(Default)]
+struct AcceptErrors {
+    logged_at: Option<Instant>,
+    unlogged: u64,
+}
+
+/// Takes every pending connection, the newest replacing the oldest held
+/// when [`MAX_OPEN`] are.
+fn accept_all(listener: &TcpListener, open: &mut Vec<Open>, errors: &mut AcceptErrors) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                if open.len() == MAX_OPEN {
+                    // `open` is in arrival order: the oldest goes.
+                    open.remove(0);
+                }
+                open.push(Open {
+                    stream,
+                    head: Vec::new(),
+                    since: Instant::now(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of file descriptors, most likely: what is held is
+                // served, and accepting is tried again after a pause.
+                errors.unlogged += 1;
+                if errors
+                    .logged_at
+                    .is_none_or(|at| at.elapsed() >= ERROR_LOG_INTERVAL)
+                {
+                    tracing::warn!(error = %e, errors = errors.unlogged, "metrics listener: cannot accept connections");
+                    errors.logged_at = Some(Instant::now());
+                    errors.unlogged = 0;
+                }
+                std::thread::sleep(TICK);
+                return;
+            }
+        }
+    }
+}
+
+/// Reads what `o` sent; once its request head is whole, answers and
+/// returns false (the connection is done); false too when it closed or
+/// failed, or sent more than [`HEAD_MAX`] without ending its head.
+fn read_head(o: &mut Open, handle: &PrometheusHandle) -> bool {
+    let mut buf = [0u8; 2048];
+    loop {
+        match o.stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                o.head.extend_from_slice(&buf[..n]);
+                if let Some(end) = find(&o.head, b"\r\n\r\n") {
+                    let answer = answer(&o.head[..end], handle);
+                    let _ = write_all(&o.stream, &answer, o.since + DEADLINE);
+                    return false;
+                }
+                if o.head.len() > HEAD_MAX {
+                    let _ = write_all(
+                        &o.stream,
+                        &status(431, "Request Header Fields Too Large"),
+                        o.since + DEADLINE,
+                    );
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The whole response to request head `head`: `GET` or `HEAD` of
+/// `/health` is `OK`, of any other path the metrics; another method 405,
+/// a head that is not HTTP/1.x 400.
+fn answer(head: &[u8], handle: &PrometheusHandle) -> Vec<u8> {
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let (Some(method), Some(path), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return status(400, "Bad Request");
+    };
+    if !version.starts_with(b"HTTP/1.") {
+        return status(400, "Bad Request");
+    }
+    let body_too = match method {
+        b"GET" => true,
+        b"HEAD" => false,
+        _ => return status(405, "Method Not Allowed"),
+    };
+    let (body, kind) = if path == b"/health" {
+        ("OK".to_string(), "text/plain")
+    } else {
+        handle.run_upkeep();
+        (handle.render(), "text/plain; version=0.0.4")
+    };
+    let mut out = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if body_too {
+        out.extend_from_slice(body.as_bytes());
+    }
+    out
+}
+
+/// A response of status `code` without a body.
+fn status(code: u16, reason: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .into_bytes()
+}
+
+/// Writes `bytes` to the nonblocking `stream` by `deadline`, waiting for
+/// room in `poll`; what is left then is dropped with the connection.
+fn write_all(mut stream: &TcpStream, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+                let mut fd = [libc::pollfd {
+                    fd: stream.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
+                let _ = crate::sys::poll(&mut fd, left);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle() -> PrometheusHandle {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .build_recorder()
+            .handle()
+    }
+
+    #[test]
+    fn requests_are_answered_by_method_and_path() {
+        let h = handle();
+        let text = |head: &str| String::from_utf8(answer(head.as_bytes(), &h)).unwrap();
+        let get = text("GET /metrics HTTP/1.1\r\nHost: x");
+        assert!(
+            get.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"),
+            "{get}"
+        );
+        let health = text("GET /health HTTP/1.0");
+        assert!(health.ends_with("\r\n\r\nOK"), "{health}");
+        let head = text("HEAD /health HTTP/1.1");
+        assert!(
+            head.contains("Content-Length: 2\r\n") && head.ends_with("\r\n\r\n"),
+            "{head}"
+        );
+        assert!(text("POST /metrics HTTP/1.1").starts_with("HTTP/1.1 405 "));
+        for bad in [
+            "GET /metrics",
+            "GET /metrics SPDY/3",
+            "",
+            "GET  /metrics HTTP/1.1",
+        ] {
+            assert!(text(bad).starts_with("HTTP/1.1 400 "), "{bad:?}");
+        }
+    }
+}
