@@ -109,10 +109,42 @@ pub struct Driver {
     live: Option<Connection>,
     /// What went over the wire, to record (`run --record`).
     wire: Option<WireLog>,
-    /// When a failure was last logged, ns.
-    last_failure_log: Option<u64>,
-    /// Failures not logged since (rate limit).
-    unlogged: u64,
+    /// The log lines of failures, of waits abandoned for a new session,
+    /// and of waits begun: each at most once a second, so that a flood
+    /// of forged sessions (each abandoning a wait and starting one) is a
+    /// few lines, not two a datagram.
+    failures: Limiter,
+    abandons: Limiter,
+    triggers: Limiter,
+}
+
+/// One kind of log line, at most once a [`LOG_INTERVAL_NS`] of the loop's
+/// clock (and again at once after the clock stepped back), counting what
+/// it held back.
+#[derive(Debug, Default)]
+struct Limiter {
+    /// When a line was last written, ns.
+    last: Option<u64>,
+    /// Lines held back since.
+    held: u64,
+}
+
+impl Limiter {
+    /// Whether a line is due at `t` (always with `force`): then the count
+    /// held back since the last, which starts again; else it counts this
+    /// one.
+    fn due(&mut self, t: u64, force: bool) -> Option<u64> {
+        let due = force
+            || self
+                .last
+                .is_none_or(|l| t.saturating_sub(l) >= LOG_INTERVAL_NS || t < l);
+        if !due {
+            self.held += 1;
+            return None;
+        }
+        self.last = Some(t);
+        Some(std::mem::take(&mut self.held))
+    }
 }
 
 impl Driver {
@@ -123,8 +155,9 @@ impl Driver {
             recorded: Recorded::new(spin),
             live: None,
             wire: None,
-            last_failure_log: None,
-            unlogged: 0,
+            failures: Limiter::default(),
+            abandons: Limiter::default(),
+            triggers: Limiter::default(),
         }
     }
 
@@ -180,11 +213,15 @@ impl Driver {
             if let Some(c) = &mut self.live {
                 c.abort();
             }
-            tracing::warn!(feed = %name, "new session while awaiting a snapshot: the wait is abandoned");
+            if let Some(unlogged) = self.abandons.due(t, false) {
+                tracing::warn!(feed = %name, unlogged, "new session while awaiting a snapshot: the wait is abandoned");
+            }
         }
         if let Some(trigger) = feed.take_trigger() {
             self.snapshots.on_trigger(t);
-            tracing::info!(feed = %name, trigger = trigger.as_str(), "awaiting a snapshot: the feed is suspect until it merges");
+            if let Some(unlogged) = self.triggers.due(t, false) {
+                tracing::info!(feed = %name, trigger = trigger.as_str(), unlogged, "awaiting a snapshot: the feed is suspect until it merges");
+            }
         }
     }
 
@@ -255,15 +292,9 @@ impl Driver {
                 gave_up,
                 retry_at,
             } => {
-                let due = self
-                    .last_failure_log
-                    .is_none_or(|l| t.saturating_sub(l) >= LOG_INTERVAL_NS || t < l);
-                if !due && !gave_up {
-                    self.unlogged += 1;
+                let Some(unlogged) = self.failures.due(t, gave_up) else {
                     return;
-                }
-                self.last_failure_log = Some(t);
-                let unlogged = std::mem::take(&mut self.unlogged);
+                };
                 let detail = &*super::glimpse::logged_detail(detail, reason);
                 if gave_up {
                     tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
@@ -314,15 +345,29 @@ mod tests {
             retry_at: None,
         };
         let s = 1_000_000_000;
+        let state = |d: &Driver| (d.failures.last, d.failures.held);
         d.log(failed(false), s, "f");
-        assert_eq!((d.last_failure_log, d.unlogged), (Some(s), 0));
+        assert_eq!(state(&d), (Some(s), 0));
         d.log(failed(false), s + s / 2, "f");
         d.log(failed(false), s + s / 2, "f");
-        assert_eq!((d.last_failure_log, d.unlogged), (Some(s), 2));
+        assert_eq!(state(&d), (Some(s), 2));
         d.log(failed(true), s + s / 2 + 1, "f");
-        assert_eq!((d.last_failure_log, d.unlogged), (Some(s + s / 2 + 1), 0));
+        assert_eq!(state(&d), (Some(s + s / 2 + 1), 0));
         d.log(failed(false), 3 * s, "f");
-        assert_eq!((d.last_failure_log, d.unlogged), (Some(3 * s), 0));
+        assert_eq!(state(&d), (Some(3 * s), 0));
+    }
+
+    /// A log line held back within a second is counted, the next one due
+    /// carries the count; a clock that stepped back logs at once.
+    #[test]
+    fn a_limiter_writes_a_line_a_second_and_counts_the_rest() {
+        let s = 1_000_000_000;
+        let mut l = Limiter::default();
+        assert_eq!(l.due(s, false), Some(0));
+        assert_eq!((l.due(s + 1, false), l.due(2 * s - 1, false)), (None, None));
+        assert_eq!(l.due(2 * s, false), Some(2));
+        assert_eq!(l.due(2 * s + 1, true), Some(0));
+        assert_eq!(l.due(s, false), Some(0), "the clock stepped back");
     }
 
     /// A driver started over (a recreated publication) takes the old
