@@ -209,11 +209,16 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// The device and inode of the file `path` names (links followed);
-/// `None` when there is none.
+/// The device and inode of the regular file `path` names (links
+/// followed); `None` when there is none, or it is not a regular file (a
+/// device, a FIFO, a terminal: written in place, nothing is replaced, and
+/// `/dev/null` may well be both an input and an output).
 fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.tmp`
@@ -935,21 +940,34 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
 /// script that keeps the file for replay does not take a cut one for the
 /// whole run.
 fn recording_complete(path: &std::path::Path, stats: &tickguard::sidecar::RunStats) -> Result<()> {
-    if !stats.record_stopped && stats.unrecorded == 0 {
+    let mut why = Vec::new();
+    if stats.record_stopped {
+        why.push(match stats.record_errno {
+            0 => "it stopped at a failed write".to_string(),
+            n => format!(
+                "it stopped at a failed write ({})",
+                std::io::Error::from_raw_os_error(n)
+            ),
+        });
+    }
+    if stats.unrecorded > 0 {
+        why.push(format!(
+            "{} datagrams and segments were not recorded",
+            stats.unrecorded
+        ));
+    }
+    if let Some(e) = &stats.record_unfinished {
+        why.push(format!(
+            "finishing it failed ({e}): its last records may be missing"
+        ));
+    }
+    if why.is_empty() {
         return Ok(());
     }
-    let why = if stats.record_stopped {
-        format!(
-            ": it stopped at a failed write ({})",
-            std::io::Error::from_raw_os_error(stats.record_errno)
-        )
-    } else {
-        String::new()
-    };
     anyhow::bail!(
-        "the recording {} is incomplete{why}; {} datagrams and segments were not recorded",
+        "the recording {} is incomplete: {}",
         path.display(),
-        stats.unrecorded
+        why.join("; ")
     )
 }
 

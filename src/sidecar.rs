@@ -84,6 +84,9 @@ pub struct RunStats {
     pub record_errno: i32,
     /// Whether a failed write stopped the recording.
     pub record_stopped: bool,
+    /// Why finishing the recording at the stop failed, if it did (its
+    /// last records may be missing); not shared while running.
+    pub record_unfinished: Option<String>,
     /// Receives by datagrams taken: bucket i counts batches of 2^i to 2^(i+1) − 1
     /// (the last bucket: 128 and more).
     pub batch_sizes: [u64; BATCH_BUCKETS],
@@ -137,6 +140,7 @@ impl SharedStats {
                 unrecorded: get(&self.unrecorded),
                 record_errno: get(&self.record_stopped) as u32 as i32,
                 record_stopped: get(&self.record_stopped) >> 32 != 0,
+                record_unfinished: None,
                 batch_sizes: std::array::from_fn(|i| get(&self.batch_sizes[i])),
             }
         });
@@ -665,10 +669,8 @@ impl Sidecar {
                 .map(|w| w.finish().and_then(|mut w| std::io::Write::flush(&mut w)));
             if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
-                // Its last records may be lost: as incomplete as a write
-                // that failed while running.
-                self.stats.record_stopped = true;
-                self.stats.record_errno = e.raw_os_error().unwrap_or(0);
+                // Its last records may be lost.
+                self.stats.record_unfinished = Some(e.to_string());
             }
             if self.stats.unrecorded > 0 {
                 tracing::error!(

@@ -68,7 +68,7 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
             keep && o.since.elapsed() < DEADLINE
         });
         if fds[0].revents != 0 {
-            accept_all(&listener, &mut open, &mut errors);
+            accept_some(&listener, &mut open, &handle, &mut errors);
         }
     }
 }
@@ -88,24 +88,38 @@ struct AcceptErrors {
     unlogged: u64,
 }
 
-/// Takes every pending connection, the newest replacing the oldest held
-/// when [`MAX_OPEN`] are.
-fn accept_all(listener: &TcpListener, open: &mut Vec<Open>, errors: &mut AcceptErrors) {
-    loop {
+/// Takes up to [`MAX_OPEN`] pending connections (then `poll` again, so
+/// that every one held is read before many more arrive). Each is read at
+/// once, and answered if its request is in; else it is held, the newest
+/// replacing the oldest when [`MAX_OPEN`] are, whose request is read one
+/// last time first: a scrape among a flood of connections is answered
+/// before it can be dropped.
+fn accept_some(
+    listener: &TcpListener,
+    open: &mut Vec<Open>,
+    handle: &PrometheusHandle,
+    errors: &mut AcceptErrors,
+) {
+    for _ in 0..MAX_OPEN {
         match listener.accept() {
             Ok((stream, _)) => {
                 if stream.set_nonblocking(true).is_err() {
                     continue;
                 }
-                if open.len() == MAX_OPEN {
-                    // `open` is in arrival order: the oldest goes.
-                    open.remove(0);
-                }
-                open.push(Open {
+                let mut new = Open {
                     stream,
                     head: Vec::new(),
                     since: Instant::now(),
-                });
+                };
+                if !read_head(&mut new, handle) {
+                    continue;
+                }
+                if open.len() == MAX_OPEN {
+                    // `open` is in arrival order: the oldest goes.
+                    let mut oldest = open.remove(0);
+                    read_head(&mut oldest, handle);
+                }
+                open.push(new);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -128,6 +142,12 @@ fn accept_all(listener: &TcpListener, open: &mut Vec<Open>, errors: &mut AcceptE
     }
 }
 
+/// Where a request head ends in `head` (the blank line; a bare LF is
+/// taken for CRLF), if it does.
+fn head_end(head: &[u8]) -> Option<usize> {
+    find(head, b"\r\n\r\n").or_else(|| find(head, b"\n\n"))
+}
+
 /// Reads what `o` sent; once its request head is whole, answers and
 /// returns false (the connection is done); false too when it closed or
 /// failed, or sent more than [`HEAD_MAX`] without ending its head.
@@ -138,7 +158,7 @@ fn read_head(o: &mut Open, handle: &PrometheusHandle) -> bool {
             Ok(0) => return false,
             Ok(n) => {
                 o.head.extend_from_slice(&buf[..n]);
-                if let Some(end) = find(&o.head, b"\r\n\r\n") {
+                if let Some(end) = head_end(&o.head) {
                     let answer = answer(&o.head[..end], handle);
                     let _ = write_all(&o.stream, &answer, o.since + DEADLINE);
                     return false;
@@ -167,7 +187,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// `/health` is `OK`, of any other path the metrics; another method 405,
 /// a head that is not HTTP/1.x 400.
 fn answer(head: &[u8], handle: &PrometheusHandle) -> Vec<u8> {
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut words = line.split(|&b| b == b' ');
     let (Some(method), Some(path), Some(version), None) =
         (words.next(), words.next(), words.next(), words.next())
@@ -241,6 +262,33 @@ mod tests {
             .handle()
     }
 
+    /// A scrape whose request is in, then a flood of idle connections
+    /// queued behind it: it is answered, not pushed out unread to make
+    /// room, and no more than [`MAX_OPEN`] are held.
+    #[test]
+    fn a_request_in_is_answered_before_a_flood_can_push_it_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let at = listener.local_addr().unwrap();
+        let mut scrape = TcpStream::connect(at).unwrap();
+        scrape.write_all(b"GET /health HTTP/1.0\r\n\r\n").unwrap();
+        let _flood: Vec<TcpStream> = (0..3 * MAX_OPEN)
+            .map(|_| TcpStream::connect(at).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        let (h, mut open, mut errors) = (handle(), Vec::new(), AcceptErrors::default());
+        for _ in 0..3 {
+            accept_some(&listener, &mut open, &h, &mut errors);
+            assert!(open.len() <= MAX_OPEN);
+        }
+        scrape
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut got = String::new();
+        scrape.read_to_string(&mut got).unwrap();
+        assert!(got.ends_with("\r\n\r\nOK"), "{got:?}");
+    }
+
     #[test]
     fn requests_are_answered_by_method_and_path() {
         let h = handle();
@@ -251,6 +299,11 @@ mod tests {
             "{get}"
         );
         let health = text("GET /health HTTP/1.0");
+        let lf = text("GET /health HTTP/1.0\nHost: x");
+        assert_eq!(lf, health, "a bare LF ends a line too");
+        assert_eq!(head_end(b"GET / HTTP/1.0\n\n"), Some(14));
+        assert_eq!(head_end(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"), Some(23));
+        assert_eq!(head_end(b"GET / HTTP/1.0\r\n"), None);
         assert!(health.ends_with("\r\n\r\nOK"), "{health}");
         let head = text("HEAD /health HTTP/1.1");
         assert!(

@@ -423,6 +423,23 @@ fn outputs_never_write_over_the_replays_inputs() {
     );
     assert_eq!(run.0, Some(2), "{}", run.1);
     assert!(run.1.contains("both name"), "{}", run.1);
+    // A device is no file to replace: /dev/null may be an input (empty
+    // checks) and an output alike.
+    let run = tickguard_in(
+        d,
+        &[
+            "replay",
+            "channel.pcap",
+            "--config",
+            "config.toml",
+            "--checks",
+            "/dev/null",
+            "--summary",
+            "/dev/null",
+            "--no-progress",
+        ],
+    );
+    assert!(!run.1.contains("refusing"), "{}", run.1);
 }
 
 fn tickguard_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {

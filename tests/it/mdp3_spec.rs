@@ -3048,9 +3048,6 @@ fn offset_samples_come_from_processed_incremental_packets_only() {
 // ---------------------------------------------------------------------------
 // The coverage table
 
-/// Every test `docs/mdp3-coverage.md` names (`file::test`) exists in its
-/// file: a bare `.rs` name is a file of the MDP3 implementation, a
-/// `mdp3_*.rs` one an integration test, any other a path from the root.
 /// "Where this page is silent, do what a careful feed handler would do
 /// and write it down in the project's own docs" (the preamble) and §9's
 /// "decide, document, and keep the decision stable": every decision and
@@ -3073,10 +3070,19 @@ fn every_decision_in_the_docs_is_held_by_tests() {
         "Decided where CME is silent",
         "Where the handler departs from the contract",
     ] {
-        let titles: Vec<&str> = section(heading)
+        let bullets: Vec<&str> = section(heading)
             .lines()
-            .filter_map(|l| l.strip_prefix("- **")?.split_once("**").map(|(t, _)| t))
+            .filter_map(|l| l.strip_prefix("- "))
             .collect();
+        let titles: Vec<&str> = bullets
+            .iter()
+            .filter_map(|l| l.strip_prefix("**")?.split_once("**").map(|(t, _)| t))
+            .collect();
+        assert_eq!(
+            titles.len(),
+            bullets.len(),
+            "{heading}: a bullet without a bold title"
+        );
         assert!(titles.len() >= 5, "{heading}: {titles:?}");
         for t in titles {
             let row = coverage
@@ -3088,6 +3094,9 @@ fn every_decision_in_the_docs_is_held_by_tests() {
     }
 }
 
+/// Every test `docs/mdp3-coverage.md` names (`file::test`) exists in its
+/// file: a bare `.rs` name is a file of the MDP3 implementation, a
+/// `mdp3_*.rs` one an integration test, any other a path from the root.
 #[test]
 fn the_coverage_table_names_tests_that_exist() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

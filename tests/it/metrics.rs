@@ -148,6 +148,43 @@ fn idle_connections_to_the_metrics_port_cost_a_scrape_little() {
         "{:?}",
         began.elapsed()
     );
+    // While a neighbour keeps opening connections (bounded: 20,000 at
+    // most, over at most 10 s), every scrape is answered: a request in is
+    // read before its connection can make room for newer ones.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            let port = sidecar.http;
+            std::thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(10);
+                let mut held = std::collections::VecDeque::new();
+                for _ in 0..20_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) || Instant::now() > end {
+                        break;
+                    }
+                    if let Ok(c) = TcpStream::connect(("127.0.0.1", port)) {
+                        held.push_back(c);
+                        if held.len() > 150 {
+                            held.pop_front();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..40 {
+        let text = scrape(sidecar.http).unwrap_or_default();
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK"),
+            "scrape {i} during the flood: {text:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flood {
+        f.join().unwrap();
+    }
     let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())

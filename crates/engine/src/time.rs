@@ -30,13 +30,14 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
     }
     let bad = || {
         format!(
-            "'{s}' is neither ns since the Unix epoch nor a UTC time like 2026-01-05T09:00:02.5Z"
+            "'{s}' is neither ns since the Unix epoch nor a time with its zone like 2026-01-05T09:00:02.5Z or 2026-01-05T04:00:02.5-05:00"
         )
     };
     let (date, time) = s.split_once(['T', ' ']).ok_or_else(bad)?;
-    // The zone: seconds east of UTC.
+    // The zone: seconds east of UTC; `None` when none is written (said so
+    // once the rest is found well formed).
     let (time, east) = if let Some(t) = time.strip_suffix('Z') {
-        (t, 0)
+        (t, Some(0))
     } else {
         // (Split only where a character starts: any text may come here.)
         let at = time
@@ -51,13 +52,9 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
                     return Err(bad());
                 }
                 let east = i64::from(hh * 3600 + mm * 60);
-                (t, if sign == b'-' { -east } else { east })
+                (t, Some(if sign == b'-' { -east } else { east }))
             }
-            _ => {
-                return Err(format!(
-                    "'{s}' has no time zone: add Z for UTC, or the offset of the time written, like -05:00"
-                ))
-            }
+            _ => (time, None),
         }
     };
     let num = |x: &str, len: usize| -> Result<u32, String> {
@@ -99,6 +96,11 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
             format!("{f:0<9}").parse::<u64>().map_err(|_| bad())?
         }
         Some(_) => return Err(bad()),
+    };
+    let Some(east) = east else {
+        return Err(format!(
+            "'{s}' has no time zone: add Z for UTC, or the offset of the time written, like -05:00"
+        ));
     };
     let days = days_from_civil(i64::from(y), mo, d);
     let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + se) - east;
@@ -147,6 +149,19 @@ mod tests {
         // Any text: an error, never a panic.
         assert!(parse_time("2026-01-05T09:00:0é:00").is_err());
         assert!(parse_time("2026-01-05T09:00:01+0é:0").is_err());
+        // No zone: refused, saying what to add; anything else malformed is
+        // not called zoneless.
+        for malformed in [
+            "2026-01-05Tgarbage",
+            "2026-01-05T09",
+            "2026-01-05T09:00:01-0500",
+        ] {
+            let e = parse_time(malformed).unwrap_err();
+            assert!(
+                e.contains("is neither") && e.contains("-05:00"),
+                "{malformed}: {e}"
+            );
+        }
         // No zone: refused, saying what to add.
         let e = parse_time("2026-01-05T09:00:01").unwrap_err();
         assert!(e.contains("has no time zone") && e.contains("Z"), "{e}");

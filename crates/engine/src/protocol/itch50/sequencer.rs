@@ -782,11 +782,6 @@ impl Sequencer {
                 .is_some_and(|g| !g.merged || held > max.saturating_mul(2))
     }
 
-    /// A packet while awaiting a snapshot (glimpse G3.2): nothing is
-    /// applied and no gap is revealed; a data message from `next` on not
-    /// held yet is held, the rest are duplicates; then, while more than
-    /// `max_held` are held, the lowest is discarded and `next` steps past it.
-    #[cold]
     /// Whether a heartbeat of sequence `s` (the next message the server
     /// will send) may prove the stream alive: not when it names a message
     /// already applied (`s < next`). Such a heartbeat is a late copy, or
@@ -796,10 +791,16 @@ impl Sequencer {
     /// there); the data packets below `next` are duplicates and prove
     /// nothing already (spec itch50 §3.1 step 5). A departure from §3.1
     /// step 3's letter (docs/itch.md).
+    #[inline]
     fn ahead_of_books(&self, s: u64) -> bool {
         s >= self.next.unwrap_or(1)
     }
 
+    /// A packet while awaiting a snapshot (glimpse G3.2): nothing is
+    /// applied and no gap is revealed; a data message from `next` on not
+    /// held yet is held, the rest are duplicates; then, while more than
+    /// `max_held` are held, the lowest is discarded and `next` steps past it.
+    #[cold]
     fn on_packet_awaiting<T: AsRef<[u8]>>(&mut self, packet: &Packet<T>, out: &mut Outcome) {
         let start = packet.sequence();
         match packet.kind() {

@@ -603,9 +603,6 @@ mod tests {
         assert_eq!(r.entry(1), Took::Duplicate);
     }
 
-    /// Entries dropped while overflowed still raise the highest RptSeq
-    /// received: a snapshot older than them leaves the instrument
-    /// suspect, the values between missing.
     /// "Checked after each application" (spec mdp3 §3.2): an instrument
     /// suspect with nothing cached (its cache dropped at the bound, then a
     /// snapshot older than the highest RptSeq received) heals on the
@@ -629,6 +626,9 @@ mod tests {
         assert!(!r.i.suspect());
     }
 
+    /// Entries dropped while overflowed still raise the highest RptSeq
+    /// received: a snapshot older than them leaves the instrument
+    /// suspect, the values between missing.
     #[test]
     fn entries_dropped_while_overflowed_still_count_as_received() {
         let mut r = Run::new(1);
