@@ -1774,6 +1774,42 @@ mod tests {
         assert_eq!(top(&f, "#9").0, Some(100));
     }
 
+    /// Instruments set aside behind a missing packet are released when a
+    /// ChannelReset empties the channel, or the sequence restarts (the
+    /// weekly restart): nothing of theirs waits any more, and the new
+    /// sequence's events are visible at their ends.
+    #[test]
+    fn a_channel_reset_or_a_restart_releases_the_instruments_set_aside() {
+        for reset in [true, false] {
+            let mut f = feed();
+            let first = [
+                bid(8, 1, 1, UpdateAction::New, 50),
+                bid(9, 1, 1, UpdateAction::New, 100),
+            ];
+            f.on_incremental(&book(100_001, false, &first), T0).unwrap();
+            // 100,002 and 100,003 missing; 100,003 comes: both set aside.
+            f.on_incremental(&book(100_004, false, &[]), T0).unwrap();
+            f.on_incremental(&book(100_003, false, &[]), T0 + 1)
+                .unwrap();
+            assert_eq!(f.blocked.len(), 2);
+            if reset {
+                let r = encode::channel_reset(V, T0, EOE, 310);
+                f.on_incremental(&encode::packet(100_005, T0, &[r]), T0 + 2)
+                    .unwrap();
+                assert!(f.blocked.is_empty(), "the reset: {:?}", f.blocked);
+            }
+            // The new sequence (after the reset, or the weekly restart).
+            f.on_incremental(
+                &book(1, true, &[bid(8, 1, 1, UpdateAction::New, 70)]),
+                T0 + 3,
+            )
+            .unwrap();
+            assert!(f.blocked.is_empty(), "reset {reset}: {:?}", f.blocked);
+            assert_eq!(top(&f, "#8").0, Some(70), "reset {reset}");
+            assert_eq!(top(&f, "#9").0, None, "reset {reset}: emptied");
+        }
+    }
+
     /// An instrument set aside behind a missing packet is looked at again
     /// when a snapshot replaces its changes: the cached entry the snapshot
     /// lets apply, whose event ended after the gap, is visible at once,
