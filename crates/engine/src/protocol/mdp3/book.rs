@@ -1128,6 +1128,22 @@ mod tests {
         assert!(b.outright.is_empty());
     }
 
+    /// "Past 64 records in one unfinished event" (docs/mdp3.md): the
+    /// 64th change is still recorded, the 65th makes it time to keep the
+    /// books whole.
+    #[test]
+    fn records_are_kept_for_64_changes_of_an_event() {
+        let mut b = Books::new(10, 2);
+        let (mut undo, mut log) = (Undo::default(), UndoLog::default());
+        for k in 1..=MAX_RECORDS + 1 {
+            let rec = &mut Recorder::new(&mut undo, &mut log);
+            let price = 100 + i64::from(k);
+            b.apply_recording(&up(0, b'0', 1, price), rec);
+            assert_eq!(undo.full(), k > 64, "after change {k}");
+        }
+        assert_eq!(MAX_RECORDS, 64);
+    }
+
     proptest::proptest! {
         /// Reverting the records of any run of updates (every action,
         /// entry type and level, resets and anomalies included) gives the
