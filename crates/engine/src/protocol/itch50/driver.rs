@@ -420,6 +420,8 @@ mod tests {
                 (5, Wire::Fin),
                 (6, Wire::Open(local)),
                 (7, Wire::Rst),
+                (8, Wire::Open(local)),
+                (9, Wire::Abort),
             ],
             local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
             server_seq: 0,
@@ -440,6 +442,9 @@ mod tests {
                 (5, true, 100_010, Tcp::FIN | Tcp::ACK, 0),
                 (6, false, 0, Tcp::SYN, 0),
                 (7, true, 0, Tcp::RST, 0),
+                // Our abort: a RST from our end (glimpse G5).
+                (8, false, 0, Tcp::SYN, 0),
+                (9, false, 1, Tcp::RST, 0),
             ]
         );
         assert!(log.events.is_empty());

@@ -302,6 +302,51 @@ fn a_spin_changes_no_count_and_no_liveness_of_the_feed() {
     assert!(stale(&mut v, last + 1_000 * MS + 1));
 }
 
+/// "Spin messages change neither `source_watermark`, offset, …" (glimpse
+/// G3.4): a spin whose messages are stamped an hour past the multicast's
+/// leaves the feed's clock offset as the multicast set it.
+#[test]
+fn a_spin_changes_no_clock_offset() {
+    let mut v = Venue::new("clock_offset = \"auto\"");
+    v.datagrams(100..150);
+    let before = v.h.offset(0);
+    let hour = 3_600_000_000_000;
+    let late = encode::add_order(
+        1,
+        34_200_000_000_000 + 120_000 + hour,
+        1_000_000,
+        Side::Buy,
+        100,
+        sym(STOCKS[0]),
+        1_000_000,
+        None,
+    );
+    v.connection(&spin_with(120, S1, false, &[late]), 1, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert_eq!(v.h.offset(0), before);
+}
+
+/// `snapshot_max_messages` as configured bounds a spin (glimpse G4): one
+/// message more is `too_large`, not merged; exactly as many merges.
+#[test]
+fn the_configured_max_messages_bounds_a_spin() {
+    let mut v = Venue::new("snapshot_max_messages = 1000");
+    v.datagrams(100..110);
+    let fill = |n: u64| vec![b"z".to_vec(); n as usize];
+    let room = 1000 - spin_messages(105);
+    v.connection(&spin_with(105, S1, false, &fill(room + 1)), 2, true);
+    let s = v.summary();
+    assert_eq!(
+        (snap(&s).snapshot_failures["too_large"], snap(&s).snapshots),
+        (1, 0)
+    );
+    v.expire(v.t + 10_000 * MS);
+    v.connection(&spin_with(105, S1, false, &fill(room)), 2, true);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, snap(&s).snapshot_messages), (1, 1000));
+}
+
 /// A glimpse feed's summary carries the snapshot keys, and only those,
 /// with the failure classes each named (glimpse G4). (A feed without
 /// `glimpse` has none of them: the ITCH golden summaries hold that.)
@@ -1184,6 +1229,37 @@ glimpse_password_file = "{}"
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// An operator's request (SIGUSR1 to `run`: [`Handler::resync`]) asks
+    /// every feed with `glimpse` and a session for a snapshot, `auto` or
+    /// not (glimpse G3.1): with no trigger configured, the healthy feed
+    /// connects, merges, and its books are the venue's.
+    #[test]
+    fn live_an_operators_request_takes_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let serve: Script = Box::new(|mut s| {
+            read_login(&mut s);
+            s.write_all(&spin(30, S1, false)).unwrap();
+        });
+        let (addr, server) = scripted(vec![serve]);
+        let mut h = live_handler(dir.path(), addr, "snapshot_triggers = []");
+        // No session yet: nothing to ask.
+        assert_eq!(h.resync(now_ns()), 0);
+        for q in 1..30 {
+            let mut b = PacketBuilder::new(S1, q);
+            b.message(&message(q));
+            let _ = h.on_datagram_line(0, 0, &b.finish(), now_ns());
+        }
+        assert_eq!(h.resync(now_ns()), 1);
+        let s = upkeep_until(&mut h, Duration::from_secs(20), |s| {
+            s.snapshot.as_ref().is_some_and(|n| n.snapshots == 1)
+        });
+        server.join().unwrap();
+        let n = snap(&s);
+        assert_eq!((n.snapshots, n.snapshot_attempts), (1, 1));
+        assert!(!s.suspect);
+        assert_eq!(s.symbols, reference(30).symbols);
     }
 
     fn read_login(s: &mut std::net::TcpStream) {
