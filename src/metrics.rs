@@ -538,7 +538,7 @@ impl Monitor {
                     tracing::error!(
                         feed = %f.name,
                         refused,
-                        "state table: no slot for this feed's new symbols (the table is full, or its free slots are held for other feeds): they are not published and checks answer no_quote (raise [state] capacity)"
+                        "state table: no room for this feed's new symbols or names (the table is full, or its free slots are held for other feeds): checks of those are rejected (raise [state] capacity)"
                     );
                     f.table_full_logged = true;
                 }

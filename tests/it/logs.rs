@@ -318,7 +318,7 @@ fn a_full_state_table_is_logged_once_and_check_says_so() {
     let text = || std::fs::read_to_string(&log).unwrap();
     let logged = || {
         text()
-            .matches("no slot for this feed's new symbols")
+            .matches("no room for this feed's new symbols")
             .count()
     };
     let deadline = Instant::now() + Duration::from_secs(20);

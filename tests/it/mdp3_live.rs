@@ -784,6 +784,21 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     assert_eq!(full(&rig), 1, "refused once, published again since");
     let reader = Reader::open(&rig.shm);
     assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
+    // The name's entry in force still finds the first instrument's slot,
+    // whose book the name no longer means: never `ok` by that name (the
+    // slot is suspect while the stale entry finds it).
+    let a = specs[0].security_id;
+    assert_eq!(
+        reader.lookup("cme", &name),
+        reader.lookup("cme", &format!("#{a}")),
+        "the entry in force is the first instrument's"
+    );
+    let by_name = reasons(&reader, &name);
+    assert!(by_name.contains("suspect"), "{name}: {by_name}");
+    // The other instruments are untouched.
+    for s in &specs[2..] {
+        assert_eq!(reasons(&reader, &s.symbol), "ok", "{}", s.symbol);
+    }
 }
 
 /// With fewer slots than instruments, the instrument left without one

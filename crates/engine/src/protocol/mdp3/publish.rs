@@ -112,6 +112,11 @@ struct Published {
     /// Its Symbol found the directory full (counted in `table_full` once
     /// until it is entered).
     name_refused: bool,
+    /// A Symbol the directory could not move or withdraw (full) still
+    /// finds this instrument's slot, though it names another instrument
+    /// or none now: the slot is published suspect while it does, so that
+    /// a check by that name is never answered `ok` with this book.
+    misnamed: bool,
 }
 
 impl Default for Published {
@@ -122,6 +127,7 @@ impl Default for Published {
             counted: 0,
             symbol: String::new(),
             name_refused: false,
+            misnamed: false,
         }
     }
 }
@@ -271,8 +277,11 @@ impl Publisher {
                     *table_full += 1;
                 }
             }
-            table.slots()[p.slot as usize].write_top(&top);
+            write_top(table, p, top);
         });
+        if names_moved {
+            Self::mark_misnamed(published, owners, it, table);
+        }
         let status = FeedStatus {
             last_alive: it.last_alive().unwrap_or(0),
             source_watermark: it
@@ -283,6 +292,46 @@ impl Publisher {
         if self.status != Some(status) {
             table.set_feed_status(feed, &status);
             self.status = Some(status);
+        }
+    }
+}
+
+/// Writes `top` into `p`'s slot, suspect too while a stale name finds it
+/// ([`Published::misnamed`]).
+fn write_top(table: &StateTable, p: &Published, mut top: Top) {
+    top.suspect |= p.misnamed;
+    table.slots()[p.slot as usize].write_top(&top);
+}
+
+impl Publisher {
+    /// After the channel's Symbol mapping changed: marks every instrument
+    /// a Symbol's entry in force still finds though the Symbol no longer
+    /// names it ([`Published::misnamed`]), clears the mark of those it no
+    /// longer fits, and writes each changed one's slot again. Linear in
+    /// the Symbols and instruments published, on a change of the mapping
+    /// only (a definition's add, rename, move or delete).
+    #[cold]
+    fn mark_misnamed(
+        published: &mut [Published],
+        owners: &HashMap<String, u32>,
+        f: &Feed,
+        table: &StateTable,
+    ) {
+        let entries = f.instruments();
+        let mut now = vec![false; published.len()];
+        for (symbol, &j) in owners {
+            let named = f.find(symbol).map(|e| e.security_id);
+            if let (Some(m), Some(e)) = (now.get_mut(j as usize), entries.get(j as usize)) {
+                *m |= named != Some(e.security_id);
+            }
+        }
+        for (j, (p, m)) in published.iter_mut().zip(now).enumerate() {
+            if p.misnamed != m {
+                p.misnamed = m;
+                if p.slot != NO_SLOT && p.slot != REFUSED {
+                    write_top(table, p, slot_top(f, &entries[j]));
+                }
+            }
         }
     }
 }
