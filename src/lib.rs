@@ -18,8 +18,8 @@
 #![deny(unsafe_code)]
 
 pub use tickguard_engine::{
-    capture, clock, config, engine, handler, protocol, reader, replay, shm, state, symbol, sys,
-    time, verdict,
+    capture, clock, config, engine, handler, protocol, ratelimit, reader, replay, shm, state,
+    symbol, sys, time, verdict,
 };
 pub use tickguard_reader::{Handle, Health, Reader, Verdict, WallClock};
 
@@ -29,3 +29,5 @@ pub mod metrics;
 pub mod sidecar;
 pub mod simulate;
 pub mod stat;
+#[cfg(test)]
+mod test_log;

@@ -569,7 +569,7 @@ impl Monitor {
             }
             f.last_lost = lost;
             if resets > f.last_resets {
-                tracing::warn!(feed = %f.name, symbols = resets - f.last_resets, "provider reset: sequences went back");
+                tracing::warn!(feed = %f.name, resets = resets - f.last_resets, "provider reset: sequences went back");
             }
             f.last_resets = resets;
         }
@@ -580,31 +580,7 @@ impl Monitor {
 mod tests {
     use super::*;
     use crate::sidecar::RunStats;
-    use std::sync::Mutex;
-
-    /// Log output of `f`, as plain text.
-    fn logs_of(f: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Buf(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buf {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buf = Buf::default();
-        let w = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || w.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, f);
-        let out = buf.0.lock().unwrap().clone();
-        String::from_utf8(out).unwrap()
-    }
+    use crate::test_log::logs_of;
 
     /// A feed whose counters cannot be read consistently (the writer in the
     /// middle of publishing them) is skipped for that sample: read as

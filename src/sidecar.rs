@@ -217,6 +217,10 @@ struct Line {
     /// and how many attempts in a row have failed.
     membership_retry_at: Option<u64>,
     membership_failures: u32,
+    /// The membership change lines' limit (loop clock): joined and left
+    /// again and again (a snapshot loop wanted and done with, or forged
+    /// packets making it so), a few lines a second, not four a datagram.
+    membership_log: crate::ratelimit::Limiter,
 }
 
 impl Line {
@@ -240,6 +244,7 @@ impl Line {
             unwanted: 0,
             membership_retry_at: None,
             membership_failures: 0,
+            membership_log: crate::ratelimit::Limiter::new(MEMBERSHIP_LOG_NS),
         }
     }
 }
@@ -368,8 +373,27 @@ fn open_line(
     Ok(socket)
 }
 
+/// Membership change lines per line, at most one each this interval (ns
+/// of the loop's clock), with the count held back; the state the changes
+/// held back left is logged once the interval has passed.
+const MEMBERSHIP_LOG_NS: u64 = 250_000_000;
+
+/// Logs the membership `line` is left in after changes held back.
+#[cold]
+fn membership_settled(config: &Config, line: &mut Line, now: u64) {
+    let feed = config
+        .feeds
+        .get(line.feed as usize)
+        .map_or("?", |f| f.name.as_str());
+    let addr = line.socket.info.addr;
+    if let Some(unlogged) = line.membership_log.due(now, false) {
+        tracing::info!(feed = %feed, line = %addr, joined = line.wanted, unlogged, "line {} (after {unlogged} changes not logged)", if line.wanted { "joined" } else { "left" });
+    }
+}
+
 /// Joins or leaves `line`'s group as its feed now wants (`want`), and
-/// says so in the log (a rare event: a snapshot loop needed or done with).
+/// says so in the log (a snapshot loop needed or done with; at most one
+/// line a [`MEMBERSHIP_LOG_NS`] a line).
 #[cold]
 fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
     let feed = config
@@ -382,12 +406,15 @@ fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
         Ok(changed) => {
             let failed = std::mem::take(&mut line.membership_failures);
             line.membership_retry_at = None;
+            let Some(unlogged) = line.membership_log.due(now, failed > 0) else {
+                return;
+            };
             if failed > 0 && changed {
-                tracing::info!(feed = %feed, line = %addr, joined = want, failed, "line {}: {change} done after {failed} failed attempts", if want { "joined" } else { "left" });
+                tracing::info!(feed = %feed, line = %addr, joined = want, failed, unlogged, "line {}: {change} done after {failed} failed attempts", if want { "joined" } else { "left" });
             } else if changed {
-                tracing::info!(feed = %feed, line = %addr, joined = want, "line {}", if want { "joined" } else { "left" })
+                tracing::info!(feed = %feed, line = %addr, joined = want, unlogged, "line {}", if want { "joined" } else { "left" })
             } else {
-                tracing::info!(feed = %feed, line = %addr, wanted = want, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" })
+                tracing::info!(feed = %feed, line = %addr, wanted = want, unlogged, "line {}", if want { "wanted again" } else { "not wanted: what arrives is dropped" })
             }
         }
         Err(e) => {
@@ -854,6 +881,9 @@ impl Sidecar {
             if want != line.wanted || retry {
                 line.wanted = want;
                 membership_changed(&self.config, line, want, now);
+            } else if line.membership_log.held() > 0 && line.membership_log.is_due(now) {
+                // Changes held back: the state they left, once due.
+                membership_settled(&self.config, line, now);
             }
         }
     }
@@ -1008,8 +1038,48 @@ fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_log::logs_of;
     use std::cell::RefCell;
     use std::rc::Rc;
+
+    /// A line wanted and not wanted again and again (a snapshot loop, or
+    /// forged packets making it so) logs at most a line each
+    /// [`MEMBERSHIP_LOG_NS`], with the count held back; the state the
+    /// held-back changes left is logged once the interval has passed.
+    #[test]
+    fn membership_churn_logs_a_few_lines_and_the_state_it_left() {
+        let config = Config::parse(
+            "[[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"127.0.0.1:1\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+            "t",
+        )
+        .unwrap();
+        let socket = LineSocket::open(
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+            std::net::Ipv4Addr::LOCALHOST,
+            1 << 16,
+        )
+        .unwrap();
+        let mut line = Line::new(0, 0, socket, 4);
+        let t = 1_000_000_000_000u64;
+        let churn = logs_of(|| {
+            for k in 0..1_000u64 {
+                let want = k % 2 == 1;
+                line.wanted = want;
+                membership_changed(&config, &mut line, want, t + k * 1_000);
+            }
+        });
+        assert_eq!(churn.lines().count(), 1, "{churn}");
+        assert_eq!(line.membership_log.held(), 999);
+        // Past the interval, the loop logs where the changes left it.
+        let settled = logs_of(|| membership_settled(&config, &mut line, t + MEMBERSHIP_LOG_NS));
+        assert!(
+            settled.contains("line joined (after 999 changes not logged)"),
+            "{settled}"
+        );
+        assert_eq!(line.membership_log.held(), 0);
+    }
 
     /// A file whose next `failing` writes fail with ENOSPC; it shares what
     /// it took.

@@ -27,6 +27,7 @@ pub mod engine;
 pub mod filled;
 pub mod handler;
 pub mod protocol;
+pub mod ratelimit;
 mod readahead;
 pub mod replay;
 pub mod shm;

@@ -7,6 +7,7 @@
 use super::connection::{Connection, Wire};
 use super::feed::Feed;
 use super::snapshot::{Recorded, Settings, Snapshots, SpinSettings, Step};
+use crate::ratelimit::Limiter;
 
 /// What the snapshot connections sent and received, as the receive loop
 /// took it, to be written as TCP segments (glimpse G5): our SYN, FIN and
@@ -118,35 +119,6 @@ pub struct Driver {
     triggers: Limiter,
 }
 
-/// One kind of log line, at most once a [`LOG_INTERVAL_NS`] of the loop's
-/// clock (and again at once after the clock stepped back), counting what
-/// it held back.
-#[derive(Debug, Default)]
-struct Limiter {
-    /// When a line was last written, ns.
-    last: Option<u64>,
-    /// Lines held back since.
-    held: u64,
-}
-
-impl Limiter {
-    /// Whether a line is due at `t` (always with `force`): then the count
-    /// held back since the last, which starts again; else it counts this
-    /// one.
-    fn due(&mut self, t: u64, force: bool) -> Option<u64> {
-        let due = force
-            || self
-                .last
-                .is_none_or(|l| t.saturating_sub(l) >= LOG_INTERVAL_NS || t < l);
-        if !due {
-            self.held += 1;
-            return None;
-        }
-        self.last = Some(t);
-        Some(std::mem::take(&mut self.held))
-    }
-}
-
 impl Driver {
     /// Snapshots spaced by `settings`, spins checked by `spin`.
     pub fn new(settings: Settings, spin: SpinSettings) -> Driver {
@@ -155,9 +127,9 @@ impl Driver {
             recorded: Recorded::new(spin),
             live: None,
             wire: None,
-            failures: Limiter::default(),
-            abandons: Limiter::default(),
-            triggers: Limiter::default(),
+            failures: Limiter::new(LOG_INTERVAL_NS),
+            abandons: Limiter::new(LOG_INTERVAL_NS),
+            triggers: Limiter::new(LOG_INTERVAL_NS),
         }
     }
 
@@ -345,7 +317,7 @@ mod tests {
             retry_at: None,
         };
         let s = 1_000_000_000;
-        let state = |d: &Driver| (d.failures.last, d.failures.held);
+        let state = |d: &Driver| (d.failures.last(), d.failures.held());
         d.log(failed(false), s, "f");
         assert_eq!(state(&d), (Some(s), 0));
         d.log(failed(false), s + s / 2, "f");
@@ -355,19 +327,6 @@ mod tests {
         assert_eq!(state(&d), (Some(s + s / 2 + 1), 0));
         d.log(failed(false), 3 * s, "f");
         assert_eq!(state(&d), (Some(3 * s), 0));
-    }
-
-    /// A log line held back within a second is counted, the next one due
-    /// carries the count; a clock that stepped back logs at once.
-    #[test]
-    fn a_limiter_writes_a_line_a_second_and_counts_the_rest() {
-        let s = 1_000_000_000;
-        let mut l = Limiter::default();
-        assert_eq!(l.due(s, false), Some(0));
-        assert_eq!((l.due(s + 1, false), l.due(2 * s - 1, false)), (None, None));
-        assert_eq!(l.due(2 * s, false), Some(2));
-        assert_eq!(l.due(2 * s + 1, true), Some(0));
-        assert_eq!(l.due(s, false), Some(0), "the clock stepped back");
     }
 
     /// A driver started over (a recreated publication) takes the old

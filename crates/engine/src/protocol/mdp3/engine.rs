@@ -17,6 +17,7 @@ use super::{sequence, Reject};
 use crate::capture::CaptureReader;
 use crate::clock::OffsetMode;
 use crate::engine::{CheckDetail, Cx, FeedCounters, FeedEngine, Reason, View};
+use crate::ratelimit::Limiter;
 use crate::shm::{counter, Descriptor, Publication};
 use crate::symbol::Symbol;
 use crate::verdict::Reasons;
@@ -78,13 +79,6 @@ const OWN: [(usize, &str, bool, &str); 23] = [
 /// not) does not flood the log; the counter counts every one.
 const RESET_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
-/// Whether a ChannelReset at `t` (ns) is logged, the last logged at
-/// `last`: the first, one an interval or more after it, or one before it
-/// (a clock stepped back).
-fn reset_log_due(last: Option<u64>, t: u64) -> bool {
-    last.is_none_or(|last| t.saturating_sub(last) >= RESET_LOG_INTERVAL_NS || t < last)
-}
-
 /// One MDP3 feed's engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -92,8 +86,8 @@ pub struct Engine {
     feed: Feed,
     /// The `definitions` file, read once before the feed's datagrams.
     definitions: Option<std::path::PathBuf>,
-    /// Arrival time of the last ChannelReset logged, ns.
-    last_reset_log: Option<u64>,
+    /// The ChannelReset log line's limit (arrival time).
+    reset_log: Limiter,
     /// Writes the instruments into a shared table (`run`); none in a replay.
     publisher: Option<Box<Publisher>>,
     /// Whether the snapshot lines are wanted.
@@ -299,7 +293,7 @@ impl Engine {
         Engine {
             feed,
             definitions: c.definitions.clone(),
-            last_reset_log: None,
+            reset_log: Limiter::new(RESET_LOG_INTERVAL_NS),
             publisher,
             joining: Joining::new(c.snapshot_join, c.snapshot_max_loops, c.gap_timeout_ns),
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
@@ -369,11 +363,11 @@ impl Engine {
     /// processed again), at most one line per interval.
     #[cold]
     fn reset_logged(&mut self, name: &str, t: u64) {
-        if reset_log_due(self.last_reset_log, t) {
-            self.last_reset_log = Some(t);
+        if let Some(unlogged) = self.reset_log.due(t, false) {
             tracing::warn!(
                 feed = %name,
                 total = self.feed.counters().channel_resets,
+                unlogged,
                 "ChannelReset: every book, status and cache of the channel emptied; RptSeq restarts at 1"
             );
         }
@@ -646,11 +640,12 @@ mod tests {
     #[test]
     fn channel_resets_are_logged_at_most_once_an_interval() {
         const T: u64 = 1_000_000_000_000;
-        assert!(reset_log_due(None, T));
-        assert!(!reset_log_due(Some(T), T));
-        assert!(!reset_log_due(Some(T), T + RESET_LOG_INTERVAL_NS - 1));
-        assert!(reset_log_due(Some(T), T + RESET_LOG_INTERVAL_NS));
-        assert!(reset_log_due(Some(T), T - 1));
+        let mut l = Limiter::new(RESET_LOG_INTERVAL_NS);
+        assert!(l.due(T, false).is_some());
+        assert!(l.due(T, false).is_none());
+        assert!(l.due(T + RESET_LOG_INTERVAL_NS - 1, false).is_none());
+        assert_eq!(l.due(T + RESET_LOG_INTERVAL_NS, false), Some(2));
+        assert!(l.due(T - 1, false).is_some());
     }
 
     /// The channel's counters take ids of their own (in the extension, but
