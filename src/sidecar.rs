@@ -386,8 +386,14 @@ fn membership_settled(config: &Config, line: &mut Line, now: u64) {
         .get(line.feed as usize)
         .map_or("?", |f| f.name.as_str());
     let addr = line.socket.info.addr;
+    let state = match (line.socket.is_group(), line.wanted) {
+        (true, true) => "joined",
+        (true, false) => "left",
+        (false, true) => "wanted again",
+        (false, false) => "not wanted: what arrives is dropped",
+    };
     if let Some(unlogged) = line.membership_log.due(now, false) {
-        tracing::info!(feed = %feed, line = %addr, joined = line.wanted, unlogged, "line {} (after {unlogged} changes not logged)", if line.wanted { "joined" } else { "left" });
+        tracing::info!(feed = %feed, line = %addr, wanted = line.wanted, unlogged, "line {state} (after {unlogged} changes not logged)");
     }
 }
 
@@ -881,8 +887,12 @@ impl Sidecar {
             if want != line.wanted || retry {
                 line.wanted = want;
                 membership_changed(&self.config, line, want, now);
-            } else if line.membership_log.held() > 0 && line.membership_log.is_due(now) {
-                // Changes held back: the state they left, once due.
+            } else if line.membership_retry_at.is_none()
+                && line.membership_log.held() > 0
+                && line.membership_log.is_due(now)
+            {
+                // Changes held back: the state they left, once due (a
+                // change failing is said by its own line).
                 membership_settled(&self.config, line, now);
             }
         }
@@ -1075,7 +1085,7 @@ mod tests {
         // Past the interval, the loop logs where the changes left it.
         let settled = logs_of(|| membership_settled(&config, &mut line, t + MEMBERSHIP_LOG_NS));
         assert!(
-            settled.contains("line joined (after 999 changes not logged)"),
+            settled.contains("line wanted again (after 999 changes not logged)"),
             "{settled}"
         );
         assert_eq!(line.membership_log.held(), 0);

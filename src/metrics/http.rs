@@ -33,11 +33,47 @@ const TICK: Duration = Duration::from_millis(100);
 /// Accept errors are logged at most this often.
 const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
-/// A connection whose request head is being read.
+/// A connection: its request head being read, then its answer being
+/// written (never waited for: what the socket takes now, the rest when
+/// `poll` says it has room).
 struct Open {
     stream: TcpStream,
     head: Vec<u8>,
+    /// The answer, once the head is whole; `sent` of its bytes written.
+    out: Vec<u8>,
+    sent: usize,
     since: Instant,
+}
+
+impl Open {
+    fn new(stream: TcpStream) -> Open {
+        Open {
+            stream,
+            head: Vec::new(),
+            out: Vec::new(),
+            sent: 0,
+            since: Instant::now(),
+        }
+    }
+
+    /// What `poll` waits for on it: room to write once answering.
+    fn events(&self) -> libc::c_short {
+        if self.out.is_empty() {
+            libc::POLLIN
+        } else {
+            libc::POLLOUT
+        }
+    }
+}
+
+/// Moves `o` on without waiting: reads its request (answering once it is
+/// whole), writes what the socket takes of its answer. Whether to keep it
+/// (false: answered, closed or failed).
+fn step(o: &mut Open, handle: &PrometheusHandle) -> bool {
+    if o.out.is_empty() && !read_head(o, handle) {
+        return false;
+    }
+    o.out.is_empty() || flush(o)
 }
 
 /// Serves `listener` with `handle`'s text until the process ends.
@@ -49,21 +85,26 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
     }
     let mut open: Vec<Open> = Vec::with_capacity(MAX_OPEN);
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_OPEN + 1);
+    let mut ready: Vec<bool> = Vec::with_capacity(MAX_OPEN);
     let mut errors = AcceptErrors::default();
     loop {
         fds.clear();
-        fds.push(pollfd(listener.as_raw_fd()));
-        fds.extend(open.iter().map(|o| pollfd(o.stream.as_raw_fd())));
+        fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
+        fds.extend(
+            open.iter()
+                .map(|o| pollfd(o.stream.as_raw_fd(), o.events())),
+        );
         if crate::sys::poll(&mut fds, TICK).is_err() {
             std::thread::sleep(TICK);
             continue;
         }
-        // Readable connections first: a request already in is answered
+        // Ready connections first: a request already in is answered
         // before a new connection may take its place.
-        let readable: Vec<bool> = fds[1..].iter().map(|f| f.revents != 0).collect();
+        ready.clear();
+        ready.extend(fds[1..].iter().map(|f| f.revents != 0));
         let mut k = 0;
         open.retain_mut(|o| {
-            let keep = !readable[k] || read_head(o, &handle);
+            let keep = !ready[k] || step(o, &handle);
             k += 1;
             keep && o.since.elapsed() < DEADLINE
         });
@@ -73,10 +114,10 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
     }
 }
 
-fn pollfd(fd: std::os::fd::RawFd) -> libc::pollfd {
+fn pollfd(fd: std::os::fd::RawFd, events: libc::c_short) -> libc::pollfd {
     libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     }
 }
@@ -91,9 +132,10 @@ struct AcceptErrors {
 /// Takes up to [`MAX_OPEN`] pending connections (then `poll` again, so
 /// that every one held is read before many more arrive). Each is read at
 /// once, and answered if its request is in; else it is held, the newest
-/// replacing the oldest when [`MAX_OPEN`] are, whose request is read one
-/// last time first: a scrape among a flood of connections is answered
-/// before it can be dropped.
+/// replacing the oldest still reading when [`MAX_OPEN`] are (the oldest
+/// of all when every one is answering), which is moved on one last time
+/// first: a scrape among a flood of connections is answered before it
+/// can be dropped.
 fn accept_some(
     listener: &TcpListener,
     open: &mut Vec<Open>,
@@ -106,18 +148,14 @@ fn accept_some(
                 if stream.set_nonblocking(true).is_err() {
                     continue;
                 }
-                let mut new = Open {
-                    stream,
-                    head: Vec::new(),
-                    since: Instant::now(),
-                };
-                if !read_head(&mut new, handle) {
+                let mut new = Open::new(stream);
+                if !step(&mut new, handle) {
                     continue;
                 }
                 if open.len() == MAX_OPEN {
-                    // `open` is in arrival order: the oldest goes.
-                    let mut oldest = open.remove(0);
-                    read_head(&mut oldest, handle);
+                    // `open` is in arrival order.
+                    let victim = open.iter().position(|o| o.out.is_empty()).unwrap_or(0);
+                    step(&mut open.remove(victim), handle);
                 }
                 open.push(new);
             }
@@ -148,9 +186,9 @@ fn head_end(head: &[u8]) -> Option<usize> {
     find(head, b"\r\n\r\n").or_else(|| find(head, b"\n\n"))
 }
 
-/// Reads what `o` sent; once its request head is whole, answers and
-/// returns false (the connection is done); false too when it closed or
-/// failed, or sent more than [`HEAD_MAX`] without ending its head.
+/// Reads what `o` sent; once its request head is whole (or longer than
+/// [`HEAD_MAX`]), its answer is made, to be written. False when it
+/// closed or failed before that.
 fn read_head(o: &mut Open, handle: &PrometheusHandle) -> bool {
     let mut buf = [0u8; 2048];
     loop {
@@ -159,17 +197,12 @@ fn read_head(o: &mut Open, handle: &PrometheusHandle) -> bool {
             Ok(n) => {
                 o.head.extend_from_slice(&buf[..n]);
                 if let Some(end) = head_end(&o.head) {
-                    let answer = answer(&o.head[..end], handle);
-                    let _ = write_all(&o.stream, &answer, o.since + DEADLINE);
-                    return false;
+                    o.out = answer(&o.head[..end], handle);
+                    return true;
                 }
                 if o.head.len() > HEAD_MAX {
-                    let _ = write_all(
-                        &o.stream,
-                        &status(431, "Request Header Fields Too Large"),
-                        o.since + DEADLINE,
-                    );
-                    return false;
+                    o.out = status(431, "Request Header Fields Too Large");
+                    return true;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
@@ -226,30 +259,19 @@ fn status(code: u16, reason: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Writes `bytes` to the nonblocking `stream` by `deadline`, waiting for
-/// room in `poll`; what is left then is dropped with the connection.
-fn write_all(mut stream: &TcpStream, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        match stream.write(bytes) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
+/// Writes what the socket takes now of `o`'s answer. Whether to keep
+/// it: false once all is written (closed then), or the write failed.
+fn flush(o: &mut Open) -> bool {
+    while o.sent < o.out.len() {
+        match o.stream.write(&o.out[o.sent..]) {
+            Ok(0) => return false,
+            Ok(n) => o.sent += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(std::io::ErrorKind::TimedOut.into());
-                }
-                let mut fd = [libc::pollfd {
-                    fd: stream.as_raw_fd(),
-                    events: libc::POLLOUT,
-                    revents: 0,
-                }];
-                let _ = crate::sys::poll(&mut fd, left);
-            }
-            Err(e) => return Err(e),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
         }
     }
-    Ok(())
+    false
 }
 
 #[cfg(test)]
@@ -287,6 +309,22 @@ mod tests {
         let mut got = String::new();
         scrape.read_to_string(&mut got).unwrap();
         assert!(got.ends_with("\r\n\r\nOK"), "{got:?}");
+    }
+
+    /// A client that does not read its answer costs the server no wait:
+    /// what its socket takes is written, the rest kept for when `poll`
+    /// says there is room, and the connection is kept meanwhile.
+    #[test]
+    fn an_answer_is_written_without_waiting_for_its_reader() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut o = Open::new(stream);
+        o.out = vec![b'x'; 64 << 20];
+        assert!(flush(&mut o), "kept, to be written when there is room");
+        assert!(o.sent > 0 && o.sent < o.out.len(), "{} written", o.sent);
+        assert_eq!(o.events(), libc::POLLOUT);
     }
 
     #[test]

@@ -801,6 +801,65 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     }
 }
 
+/// A Symbol deleted once the directory is full cannot be withdrawn: it
+/// still finds its instrument, which is published suspect while it does
+/// (counted once); the definition naming it again clears the mark.
+#[test]
+fn a_symbol_the_full_directory_cannot_withdraw_marks_its_instrument() {
+    let mut rig = Rig::with("on_demand", "[state]\ncapacity = 5");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    rig.send(&venue.definition_loop(t), &[4]);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let full = |rig: &Rig| rig.sidecar.handler().feeds()[0].counters.table_full;
+    let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
+    rig.send_raw(&[definition(100, a, &name, b'D')], 4);
+    rig.events(&mut venue, t, 1..20u64);
+    assert_eq!(full(&rig), 1);
+    let reader = Reader::open(&rig.shm);
+    let by_name = reasons(&reader, &name);
+    assert!(by_name.contains("suspect"), "{name}: {by_name}");
+    for s in &specs[1..] {
+        assert_eq!(reasons(&reader, &s.symbol), "ok", "{}", s.symbol);
+    }
+    rig.send_raw(&[definition(101, a, &name, b'A')], 4);
+    rig.events(&mut venue, t, 20..30u64);
+    assert_eq!(reasons(&reader, &name), "ok", "named again");
+    assert_eq!(full(&rig), 1);
+}
+
+/// A Symbol moved to another instrument and deleted there within one
+/// receive batch finds nothing once published (withdrawn, the directory
+/// having room), as a replay answers; its first instrument, which the
+/// name no longer means, is not marked.
+#[test]
+fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    rig.send(&venue.definition_loop(t), &[4]);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let (a, b, name) = (
+        specs[0].security_id,
+        specs[1].security_id,
+        specs[0].symbol.clone(),
+    );
+    rig.send_raw(
+        &[
+            definition(100, b, &name, b'M'),
+            definition(101, b, &name, b'D'),
+        ],
+        4,
+    );
+    rig.events(&mut venue, t, 1..20u64);
+    let reader = Reader::open(&rig.shm);
+    assert!(reader.lookup("cme", &name).is_none(), "{name} withdrawn");
+    assert_eq!(reasons(&reader, &format!("#{a}")), "ok");
+    assert_eq!(reasons(&reader, &format!("#{b}")), "ok");
+}
+
 /// With fewer slots than instruments, the instrument left without one
 /// is counted once in `table_full_symbols`, however often it trades, and
 /// answers nothing from the table; the others keep theirs.

@@ -115,6 +115,12 @@ impl LineSocket {
         self.joined
     }
 
+    /// Whether the line is a multicast group (joined and left), not a
+    /// bound unicast address.
+    pub fn is_group(&self) -> bool {
+        self.group.is_some()
+    }
+
     /// Joins (`on`) or leaves a multicast line's group, as it was joined at
     /// open (from its source, on its interface): one `setsockopt`, no
     /// wait. Datagrams the kernel queued before a leave are still

@@ -193,6 +193,10 @@ pub struct Feed {
     /// Symbol → index in `entries`: a key allocated when a definition
     /// maps a Symbol anew; the same definition again changes nothing.
     by_symbol: HashMap<String, u32>,
+    /// Symbols whose mapping changed since the last
+    /// [`drain_renamed`](Self::drain_renamed), kept only while touched
+    /// instruments are tracked (live: the publisher enters them again).
+    renamed: Vec<String>,
     /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
     /// The ends of event processed (what coverage needs of them).
@@ -364,6 +368,7 @@ impl Feed {
             entries: Vec::new(),
             by_id: IdIndex::new(),
             by_symbol: HashMap::new(),
+            renamed: Vec::new(),
             cached: 0,
             ends: Ends::default(),
             dirty: Vec::new(),
@@ -493,6 +498,24 @@ impl Feed {
     /// names only when it changed.
     pub fn symbol_moves(&self) -> u64 {
         self.symbol_moves
+    }
+
+    /// Hands `f` each Symbol whose mapping changed since the last call
+    /// (an instrument's old and new Symbol at each add, rename, move or
+    /// delete; one may come more than once), then forgets them (their
+    /// room kept). Only while touched instruments are tracked.
+    pub fn drain_renamed(&mut self, mut f: impl FnMut(&Feed, &str)) {
+        let mut renamed = std::mem::take(&mut self.renamed);
+        for s in &renamed {
+            f(self, s);
+        }
+        renamed.clear();
+        self.renamed = renamed;
+    }
+
+    /// The index of the instrument Symbol `symbol` names, if one does.
+    pub fn symbol_index(&self, symbol: &str) -> Option<u32> {
+        self.by_symbol.get(symbol).copied()
     }
 
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
@@ -1113,6 +1136,12 @@ impl Feed {
         let kept = mapped && old == Some(&*symbol) && self.by_symbol.get(&*symbol) == Some(&i);
         if !kept {
             self.symbol_moves += 1;
+            if self.touched.on {
+                self.renamed.extend(old.map(str::to_owned));
+                if mapped {
+                    self.renamed.push(symbol.clone().into_owned());
+                }
+            }
             if let Some(old) = old.filter(|o| self.by_symbol.get(*o) == Some(&i)) {
                 self.by_symbol.remove(old);
             }

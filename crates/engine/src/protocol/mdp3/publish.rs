@@ -112,11 +112,12 @@ struct Published {
     /// Its Symbol found the directory full (counted in `table_full` once
     /// until it is entered).
     name_refused: bool,
-    /// A Symbol the directory could not move or withdraw (full) still
-    /// finds this instrument's slot, though it names another instrument
-    /// or none now: the slot is published suspect while it does, so that
-    /// a check by that name is never answered `ok` with this book.
-    misnamed: bool,
+    /// Symbols the directory could not move or withdraw (full) that
+    /// still find this instrument's slot, though they name another
+    /// instrument or none now: while any does, the slot is published
+    /// suspect, so that a check by such a name is never answered `ok`
+    /// with this book.
+    misnamed: u16,
 }
 
 impl Default for Published {
@@ -127,7 +128,7 @@ impl Default for Published {
             counted: 0,
             symbol: String::new(),
             name_refused: false,
-            misnamed: false,
+            misnamed: 0,
         }
     }
 }
@@ -156,6 +157,9 @@ pub struct Publisher {
     owners: HashMap<String, u32>,
     /// The channel's Symbol moves when names were last checked.
     symbol_moves: u64,
+    /// Symbol → the instrument its stale entry finds
+    /// ([`Published::misnamed`]).
+    stale: HashMap<String, u32>,
 }
 
 impl Publisher {
@@ -280,7 +284,22 @@ impl Publisher {
             write_top(table, p, top);
         });
         if names_moved {
-            Self::mark_misnamed(published, owners, it, table);
+            let stale = &mut self.stale;
+            it.drain_renamed(|f, symbol| {
+                let wrong = settle_name(f, symbol, published, owners, feed, table, &thresholds);
+                // A name the full directory could not withdraw: the
+                // instrument it still finds counted once (as one refused a
+                // name is: an entry refused was counted for the instrument
+                // it was for), for the table-full alert.
+                let withdrawal = wrong.filter(|_| f.symbol_index(symbol).is_none());
+                if let Some(p) = withdrawal.map(|j| &mut published[j as usize]) {
+                    if !p.name_refused {
+                        p.name_refused = true;
+                        *table_full += 1;
+                    }
+                }
+                mark_stale(f, symbol, wrong, stale, published, table);
+            });
         }
         let status = FeedStatus {
             last_alive: it.last_alive().unwrap_or(0),
@@ -299,39 +318,98 @@ impl Publisher {
 /// Writes `top` into `p`'s slot, suspect too while a stale name finds it
 /// ([`Published::misnamed`]).
 fn write_top(table: &StateTable, p: &Published, mut top: Top) {
-    top.suspect |= p.misnamed;
+    top.suspect |= p.misnamed > 0;
     table.slots()[p.slot as usize].write_top(&top);
 }
 
-impl Publisher {
-    /// After the channel's Symbol mapping changed: marks every instrument
-    /// a Symbol's entry in force still finds though the Symbol no longer
-    /// names it ([`Published::misnamed`]), clears the mark of those it no
-    /// longer fits, and writes each changed one's slot again. Linear in
-    /// the Symbols and instruments published, on a change of the mapping
-    /// only (a definition's add, rename, move or delete).
-    #[cold]
-    fn mark_misnamed(
-        published: &mut [Published],
-        owners: &HashMap<String, u32>,
-        f: &Feed,
-        table: &StateTable,
-    ) {
-        let entries = f.instruments();
-        let mut now = vec![false; published.len()];
-        for (symbol, &j) in owners {
-            let named = f.find(symbol).map(|e| e.security_id);
-            if let (Some(m), Some(e)) = (now.get_mut(j as usize), entries.get(j as usize)) {
-                *m |= named != Some(e.security_id);
+/// Whether instrument `p` has a slot of its own.
+fn slotted(p: &Published) -> bool {
+    p.slot != NO_SLOT && p.slot != REFUSED
+}
+
+/// A Symbol whose mapping changed (after the touched instruments are
+/// published): the directory's entry for it is made to find the
+/// instrument it names now (entered for it), or nothing (withdrawn) when
+/// it names none, or one without a slot. Returns the instrument the entry
+/// still wrongly finds, when the directory is full and it cannot be
+/// mended.
+#[allow(clippy::too_many_arguments)]
+fn settle_name(
+    f: &Feed,
+    symbol: &str,
+    published: &mut [Published],
+    owners: &mut HashMap<String, u32>,
+    feed: u16,
+    table: &mut StateTable,
+    thresholds: &impl Fn(&Feed, &str) -> Thresholds,
+) -> Option<u32> {
+    let want = f
+        .symbol_index(symbol)
+        .filter(|&k| published.get(k as usize).is_some_and(slotted));
+    let current = owners.get(symbol).copied();
+    if current == want {
+        return None;
+    }
+    match want {
+        Some(k) => {
+            let p = &mut published[k as usize];
+            let id = f.instruments()[k as usize].security_id;
+            if table.alias(feed, key(id), symbol.as_bytes(), p.slot) {
+                owners.insert(symbol.to_owned(), k);
+                p.symbol.clear();
+                p.symbol.push_str(symbol);
+                p.name_refused = false;
+                table.set_thresholds(p.slot, thresholds(f, symbol));
+                return None;
             }
         }
-        for (j, (p, m)) in published.iter_mut().zip(now).enumerate() {
-            if p.misnamed != m {
-                p.misnamed = m;
-                if p.slot != NO_SLOT && p.slot != REFUSED {
-                    write_top(table, p, slot_top(f, &entries[j]));
-                }
+        None => {
+            if table.withdraw(feed, symbol.as_bytes()) {
+                owners.remove(symbol);
+                return None;
             }
+        }
+    }
+    current
+}
+
+/// Records that `symbol`'s entry wrongly finds instrument `wrong` (or no
+/// longer does, `None`), and writes the slot of an instrument whose
+/// [`Published::misnamed`] count turns from or to zero.
+fn mark_stale(
+    f: &Feed,
+    symbol: &str,
+    wrong: Option<u32>,
+    stale: &mut HashMap<String, u32>,
+    published: &mut [Published],
+    table: &StateTable,
+) {
+    let was = stale.get(symbol).copied();
+    if was == wrong {
+        return;
+    }
+    let mut count = |j: u32, up: bool| {
+        let p = &mut published[j as usize];
+        let before = p.misnamed > 0;
+        p.misnamed = if up {
+            p.misnamed.saturating_add(1)
+        } else {
+            p.misnamed.saturating_sub(1)
+        };
+        if before != (p.misnamed > 0) && slotted(p) {
+            write_top(table, p, slot_top(f, &f.instruments()[j as usize]));
+        }
+    };
+    if let Some(j) = was {
+        count(j, false);
+    }
+    match wrong {
+        Some(j) => {
+            count(j, true);
+            stale.insert(symbol.to_owned(), j);
+        }
+        None => {
+            stale.remove(symbol);
         }
     }
 }
