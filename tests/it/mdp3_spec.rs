@@ -855,10 +855,15 @@ fn prices_are_signed_integer_mantissas() {
                 offer(3, 2, -2_000_000_000),
                 bid(4, 1, i64::MAX - 1),
                 offer(4, 2, i64::MAX - 1),
+                // Mixed signs: as unsigned, -1 would be above 1.
+                bid(5, 1, -1),
+                offer(5, 2, 1),
+                bid(6, 1, 1),
+                offer(6, 2, -1),
             ],
         ),
     );
-    let c: Vec<usize> = (1..=4).map(|id| ch.check(MS, &format!("#{id}"))).collect();
+    let c: Vec<usize> = (1..=6).map(|id| ch.check(MS, &format!("#{id}"))).collect();
     let out = ch.run();
     assert_eq!(out.reasons(c[0]), r(&["invalid_price"]));
     assert!(
@@ -876,6 +881,12 @@ fn prices_are_signed_integer_mantissas() {
         out.lines[c[3]].ends_with(r#""bid":9223372036854775806,"ask":9223372036854775806}"#),
         "{}",
         out.lines[c[3]]
+    );
+    assert_eq!(out.reasons(c[4]), ok(), "bid -1 below ask 1");
+    assert_eq!(
+        out.reasons(c[5]),
+        r(&["invalid_price"]),
+        "bid 1 above ask -1"
     );
 }
 

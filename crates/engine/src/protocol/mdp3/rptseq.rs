@@ -626,6 +626,26 @@ mod tests {
         assert!(!r.i.suspect());
     }
 
+    /// "Healed: … → healthy, `unverified` cleared" (spec mdp3 §3.2 step
+    /// 5): an instrument suspect and unverified (a gap given up) heals on
+    /// the in-order entry reaching the highest RptSeq received, and is
+    /// verified by it too.
+    #[test]
+    fn healing_on_an_in_order_entry_also_verifies() {
+        let mut r = Run::new(1);
+        r.entry(1);
+        r.entry(3);
+        assert_eq!(r.entry(5), Took::Dropped);
+        assert!(matches!(r.snapshot(2), Snapshot::Applied { .. }));
+        r.i.unverify();
+        for q in 3..=4 {
+            assert_eq!(r.entry(q), Took::Applied);
+            assert!(r.i.suspect() && r.i.unverified(), "{q}");
+        }
+        assert_eq!(r.entry(5), Took::Applied);
+        assert!(!r.i.suspect() && !r.i.unverified(), "healed, so verified");
+    }
+
     /// Entries dropped while overflowed still raise the highest RptSeq
     /// received: a snapshot older than them leaves the instrument
     /// suspect, the values between missing.
