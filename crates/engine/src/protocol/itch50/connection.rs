@@ -557,6 +557,35 @@ mod tests {
         (listener, target)
     }
 
+    /// Attempt `id` at `target` from a fresh socket, user `u`, password
+    /// `pw`, any session, at most 10 messages: its end, as [`attempt`]
+    /// returns it.
+    fn attempt_once(
+        id: u64,
+        target: &Target,
+        commands: &Commands,
+        out: &Out,
+    ) -> Option<(End, Option<Wire>, bool)> {
+        let check = glimpse::Settings {
+            session: None,
+            max_messages: 10,
+        };
+        let mut spin = Spin::new(check, Box::new(Staging::new(&feed())));
+        let login = soup::login(b"u", b"pw");
+        let mut buf = vec![0u8; READ];
+        attempt(
+            id,
+            socket(),
+            target,
+            &login,
+            &mut spin,
+            commands,
+            &mut None,
+            &mut buf,
+            out,
+        )
+    }
+
     /// An attempt aborted while it connects (a connect can take up to
     /// `snapshot_idle_ms`) sends no login: the server sees the connection
     /// close without a byte.
@@ -565,24 +594,7 @@ mod tests {
         let (listener, target) = server(10_000_000_000);
         let (_c, commands, out) = Connection::ends();
         // Attempt 7 is not the one wanted (0): aborted once connected.
-        let check = glimpse::Settings {
-            session: None,
-            max_messages: 10,
-        };
-        let mut spin = Spin::new(check, Box::new(Staging::new(&feed())));
-        let login = soup::login(b"u", b"pw");
-        let mut buf = vec![0u8; READ];
-        let ended = attempt(
-            7,
-            socket(),
-            &target,
-            &login,
-            &mut spin,
-            &commands,
-            &mut None,
-            &mut buf,
-            &out,
-        );
+        let ended = attempt_once(7, &target, &commands, &out);
         assert!(ended.is_none(), "an aborted attempt reports no end");
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -598,27 +610,10 @@ mod tests {
     /// RST.
     #[test]
     fn the_deciding_wire_event_is_fin_at_eof_and_rst_at_reset_or_refusal() {
-        let login = soup::login(b"u", b"pw");
         let run = |target: &Target| {
             let (c, commands, out) = Connection::ends();
             c.record(true);
-            let check = glimpse::Settings {
-                session: None,
-                max_messages: 10,
-            };
-            let mut spin = Spin::new(check, Box::new(Staging::new(&feed())));
-            let mut buf = vec![0u8; READ];
-            let ended = attempt(
-                0,
-                socket(),
-                target,
-                &login,
-                &mut spin,
-                &commands,
-                &mut None,
-                &mut buf,
-                &out,
-            );
+            let ended = attempt_once(0, target, &commands, &out);
             let (end, decided, close_after) = ended.expect("attempt 0 is wanted");
             let mut before = Vec::new();
             while let Ok(Report::Wire(w)) = c.reports.try_recv() {
