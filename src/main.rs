@@ -897,7 +897,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
     if let Some(path) = &args.record {
         Inputs::of_config(&args.config, &config).refuse("--record", path)?;
-        sidecar.record(path)?;
+        sidecar.record(path, args.record_max_mb.map(|mb| mb << 20))?;
     }
     if config.metrics.enabled {
         tickguard::metrics::install(config.metrics.listen)?;

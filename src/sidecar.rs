@@ -278,11 +278,36 @@ impl merge::Queue for Line {
 /// its arrival time: a capture that `tickguard replay` turns into the same
 /// state. A diagnostic tap: it writes from the receive thread.
 /// The recording of `run --record`, stopped at its first failed write.
-struct Recorder<W: std::io::Write = std::io::BufWriter<std::fs::File>> {
+struct Recorder<W: std::io::Write = std::io::BufWriter<Bounded<std::fs::File>>> {
     /// `None` once a write failed: the file then holds whole records of
     /// what was applied up to the failure (the writer hands each record to
     /// its buffer in one piece), never a stream with a hole in it.
     writer: Option<CaptureWriter<W>>,
+}
+
+/// The recording's file, refusing to grow past a bound in bytes
+/// (`--record-max-mb`): a write that would pass it fails whole with
+/// EFBIG, which stops the recording as a full disk would (the buffer
+/// hands it whole records, so the file keeps whole records).
+pub struct Bounded<W> {
+    inner: W,
+    /// Bytes it may still take.
+    left: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Bounded<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        let n = self.inner.write(buf)?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Buffer of the recording: larger than any record (a 65,535-byte IPv4
@@ -587,11 +612,17 @@ impl Sidecar {
     /// the receive thread, so `path` must be a regular file (created or
     /// emptied), or `/dev/null` or `/dev/full`: a FIFO, a socket, a
     /// terminal or another device, whose writes could wait, is refused
-    /// ([`create_output`](crate::sys::create_output)).
-    pub fn record(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
+    /// ([`create_output`](crate::sys::create_output)). With `max_bytes`,
+    /// the file grows no further: the write that would pass it stops the
+    /// recording (EFBIG), as a full disk would.
+    pub fn record(&mut self, path: &std::path::Path, max_bytes: Option<u64>) -> anyhow::Result<()> {
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
+        let file = Bounded {
+            inner: file,
+            left: max_bytes.unwrap_or(u64::MAX),
+        };
         let writer = CaptureWriter::new(
             std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
             Format::PcapNanos,

@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// Also write every datagram applied, in order, to this pcap (a diagnostic tap: file I/O on the receive thread); exit 2 at the end if it is incomplete.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// With --record: let the file grow to this many MiB at most, 1 to 1048576 (default: no bound); the write that would pass it stops the recording, as a full disk would.
+    #[arg(long, value_name = "MIB", requires = "record", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub record_max_mb: Option<u64>,
 }
 
 /// `tickguard check`.

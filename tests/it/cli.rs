@@ -442,6 +442,26 @@ fn outputs_never_write_over_the_replays_inputs() {
     assert!(!run.1.contains("refusing"), "{}", run.1);
 }
 
+/// `--record-max-mb` takes 1 to 1048576 MiB, and only with `--record`:
+/// anything else is one line and exit 2, before anything is opened.
+#[test]
+fn record_max_mb_has_a_range_and_needs_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [
+        &["run", "--record", "t.pcap", "--record-max-mb", "0"][..],
+        &["run", "--record", "t.pcap", "--record-max-mb", "1048577"],
+        &["run", "--record", "t.pcap", "--record-max-mb=-1"],
+        &["run", "--record-max-mb", "10"],
+    ] {
+        let (code, err) = tickguard_in(d, args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("record"), "{args:?}: {err}");
+    }
+    assert!(!d.join("t.pcap").exists());
+}
+
 fn tickguard_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .current_dir(dir)

@@ -400,6 +400,62 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     crate::common::remove_publication(&shm);
 }
 
+/// `run --record` with a bound (`--record-max-mb`): the file grows no
+/// further, the write that would pass the bound stops the recording as a
+/// full disk would (EFBIG), the file holds whole records that read back,
+/// and the sidecar goes on applying every datagram.
+#[test]
+fn a_recording_stops_at_its_bound_with_whole_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("bounded-record");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "full", ports, 1000);
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    let file = dir.path().join("tap.pcap");
+    let bound = 300_000u64;
+    sidecar.record(&file, Some(bound)).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    // 400 datagrams of about 1.3 KB: 500 KB, past the bound.
+    let (rounds, per_round) = (20u64, 20u64);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for round in 0..rounds {
+        for i in 0..per_round {
+            let seq = round * per_round + i + 1;
+            let mut b = PacketBuilder::new(t);
+            for s in 0..40 {
+                b.quote(sym(&format!("S{s}")), seq, t, 1.0, 1.1);
+            }
+            tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+        }
+        while sidecar.handler().feeds()[0].counters.packets < (round + 1) * per_round {
+            assert!(Instant::now() < deadline, "datagrams not received");
+            sidecar.cycle(now_ns());
+        }
+    }
+    let st = sidecar.stats().clone();
+    assert!(st.record_stopped, "{st:?}");
+    assert_eq!(st.record_errno, libc::EFBIG, "{st:?}");
+    assert_eq!(
+        sidecar.handler().feeds()[0].counters.packets,
+        rounds * per_round
+    );
+    drop(sidecar);
+    crate::common::remove_publication(&shm);
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert!(len > 0 && len <= bound, "{len} bytes");
+    let mut capture = tickguard::capture::CaptureReader::open(&file).unwrap();
+    let mut records = 0u64;
+    capture
+        .for_each(|_| records += 1)
+        .expect("whole records only");
+    assert!(
+        records > 0 && records + st.unrecorded <= rounds * per_round,
+        "{records}"
+    );
+}
+
 /// `run --record` onto a filesystem that is full: the recording stops at
 /// its first failed write, counted with the error, and the sidecar goes on
 /// applying every datagram.
@@ -412,7 +468,7 @@ fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
     // Every write to /dev/full fails with ENOSPC.
-    sidecar.record(Path::new("/dev/full")).unwrap();
+    sidecar.record(Path::new("/dev/full"), None).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let t = now_ns();
     // 400 datagrams of 40 quotes (about 1.3 KB each): 500 KB, past the

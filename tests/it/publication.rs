@@ -1119,8 +1119,8 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
     let mut sidecar =
         tickguard::sidecar::Sidecar::prepare(&tickguard::config::Config::load(&cfg).unwrap())
             .unwrap();
-    sidecar.record(Path::new("/dev/null")).unwrap();
-    sidecar.record(&file).unwrap();
+    sidecar.record(Path::new("/dev/null"), None).unwrap();
+    sidecar.record(&file, None).unwrap();
     drop(sidecar);
     // The pcap header alone: nothing of the old bytes after it.
     assert_eq!(std::fs::metadata(&file).unwrap().len(), 24);
