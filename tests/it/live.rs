@@ -400,6 +400,34 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     crate::common::remove_publication(&shm);
 }
 
+/// Sends `rounds` × `per_round` datagrams of 40 quotes (about 1.3 KB
+/// each, sequences from 1) to `port`, each round applied by the sidecar
+/// before the next is sent.
+fn send_and_apply(
+    sidecar: &mut tickguard::sidecar::Sidecar,
+    port: u16,
+    rounds: u64,
+    per_round: u64,
+) {
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for round in 0..rounds {
+        for i in 0..per_round {
+            let seq = round * per_round + i + 1;
+            let mut b = PacketBuilder::new(t);
+            for s in 0..40 {
+                b.quote(sym(&format!("S{s}")), seq, t, 1.0, 1.1);
+            }
+            tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+        }
+        while sidecar.handler().feeds()[0].counters.packets < (round + 1) * per_round {
+            assert!(Instant::now() < deadline, "datagrams not received");
+            sidecar.cycle(now_ns());
+        }
+    }
+}
+
 /// `run --record` with a bound (`--record-max-mb`): the file grows no
 /// further, the write that would pass the bound stops the recording as a
 /// full disk would (EFBIG), the file holds whole records that read back,
@@ -415,25 +443,9 @@ fn a_recording_stops_at_its_bound_with_whole_records() {
     let file = dir.path().join("tap.pcap");
     let bound = 300_000u64;
     sidecar.record(&file, Some(bound)).unwrap();
-    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let t = now_ns();
     // 400 datagrams of about 1.3 KB: 500 KB, past the bound.
     let (rounds, per_round) = (20u64, 20u64);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for round in 0..rounds {
-        for i in 0..per_round {
-            let seq = round * per_round + i + 1;
-            let mut b = PacketBuilder::new(t);
-            for s in 0..40 {
-                b.quote(sym(&format!("S{s}")), seq, t, 1.0, 1.1);
-            }
-            tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
-        }
-        while sidecar.handler().feeds()[0].counters.packets < (round + 1) * per_round {
-            assert!(Instant::now() < deadline, "datagrams not received");
-            sidecar.cycle(now_ns());
-        }
-    }
+    send_and_apply(&mut sidecar, ports.0, rounds, per_round);
     let st = sidecar.stats().clone();
     assert!(st.record_stopped, "{st:?}");
     assert_eq!(st.record_errno, libc::EFBIG, "{st:?}");
@@ -469,26 +481,10 @@ fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
     // Every write to /dev/full fails with ENOSPC.
     sidecar.record(Path::new("/dev/full"), None).unwrap();
-    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let t = now_ns();
     // 400 datagrams of 40 quotes (about 1.3 KB each): 500 KB, past the
     // recording's buffer.
     let (rounds, per_round) = (20u64, 20u64);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for round in 0..rounds {
-        for i in 0..per_round {
-            let seq = round * per_round + i + 1;
-            let mut b = PacketBuilder::new(t);
-            for s in 0..40 {
-                b.quote(sym(&format!("S{s}")), seq, t, 1.0, 1.1);
-            }
-            tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
-        }
-        while sidecar.handler().feeds()[0].counters.packets < (round + 1) * per_round {
-            assert!(Instant::now() < deadline, "datagrams not received");
-            sidecar.cycle(now_ns());
-        }
-    }
+    send_and_apply(&mut sidecar, ports.0, rounds, per_round);
     let st = sidecar.stats();
     assert!(st.record_stopped, "{st:?}");
     assert_eq!(st.record_errno, libc::ENOSPC, "{st:?}");
