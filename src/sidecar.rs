@@ -278,17 +278,19 @@ impl merge::Queue for Line {
 /// its arrival time: a capture that `tickguard replay` turns into the same
 /// state. A diagnostic tap: it writes from the receive thread.
 /// The recording of `run --record`, stopped at its first failed write.
-struct Recorder<W: std::io::Write = std::io::BufWriter<Bounded<std::fs::File>>> {
+struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> {
     /// `None` once a write failed: the file then holds whole records of
     /// what was applied up to the failure (the writer hands each record to
     /// its buffer in one piece), never a stream with a hole in it.
     writer: Option<CaptureWriter<W>>,
 }
 
-/// The recording's file, refusing to grow past a bound in bytes
+/// The recording's output, refusing to grow past a bound in bytes
 /// (`--record-max-mb`): a write that would pass it fails whole with
-/// EFBIG, which stops the recording as a full disk would (the buffer
-/// hands it whole records, so the file keeps whole records).
+/// EFBIG, which stops the recording as a full disk would. It sits above
+/// the buffer, so it sees each record as one write: the record that would
+/// pass the bound is the first refused (and counted unrecorded), every
+/// one before it reaches the file.
 pub struct Bounded<W> {
     inner: W,
     /// Bytes it may still take.
@@ -411,14 +413,15 @@ fn membership_settled(config: &Config, line: &mut Line, now: u64) {
         .get(line.feed as usize)
         .map_or("?", |f| f.name.as_str());
     let addr = line.socket.info.addr;
-    let state = match (line.socket.is_group(), line.wanted) {
-        (true, true) => "joined",
-        (true, false) => "left",
-        (false, true) => "wanted again",
-        (false, false) => "not wanted: what arrives is dropped",
+    let Some(unlogged) = line.membership_log.due(now, false) else {
+        return;
     };
-    if let Some(unlogged) = line.membership_log.due(now, false) {
-        tracing::info!(feed = %feed, line = %addr, wanted = line.wanted, unlogged, "line {state} (after {unlogged} changes not logged)");
+    let want = line.wanted;
+    // The fields and words of `membership_changed`'s lines.
+    if line.socket.is_group() {
+        tracing::info!(feed = %feed, line = %addr, joined = want, unlogged, "line {} (after {unlogged} changes not logged)", if want { "joined" } else { "left" });
+    } else {
+        tracing::info!(feed = %feed, line = %addr, wanted = want, unlogged, "line {} (after {unlogged} changes not logged)", if want { "wanted again" } else { "not wanted: what arrives is dropped" });
     }
 }
 
@@ -619,16 +622,12 @@ impl Sidecar {
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
-        let file = Bounded {
-            inner: file,
+        let out = Bounded {
+            inner: std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
             left: max_bytes.unwrap_or(u64::MAX),
         };
-        let writer = CaptureWriter::new(
-            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
-            Format::PcapNanos,
-            Link::RawIp,
-        )
-        .with_context(|| format!("record {}", path.display()))?;
+        let writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)
+            .with_context(|| format!("record {}", path.display()))?;
         self.recorder = Some(Recorder {
             writer: Some(writer),
         });

@@ -5,8 +5,10 @@
 //! [`DEADLINE`]: a neighbour holding idle connections, or trickling bytes,
 //! costs scrapes at most that wait, never a file descriptor per
 //! connection, a spinning thread or a log line per connection. When full,
-//! a new connection takes the place of the oldest (a scrape sends its
-//! request as soon as it connects, so it is read before it is the oldest).
+//! a new connection takes the place of the oldest still reading its
+//! request (a scrape sends its request as soon as it connects, so it is
+//! read before it is the oldest); while every one held is answering, no
+//! new one is accepted. Answers are written as the sockets take them.
 //! Errors accepting (out of file descriptors) are logged at most once a
 //! minute, with how many there were.
 
@@ -88,8 +90,15 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
     let mut ready: Vec<bool> = Vec::with_capacity(MAX_OPEN);
     let mut errors = AcceptErrors::default();
     loop {
+        // Every connection answering: none is accepted until one is done
+        // (they wait in the kernel's backlog), so that a flood of
+        // requests nobody reads cannot push out a scrape being answered.
+        let accepting = open.len() < MAX_OPEN || open.iter().any(|o| o.out.is_empty());
         fds.clear();
-        fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
+        fds.push(pollfd(
+            listener.as_raw_fd(),
+            if accepting { libc::POLLIN } else { 0 },
+        ));
         fds.extend(
             open.iter()
                 .map(|o| pollfd(o.stream.as_raw_fd(), o.events())),
@@ -132,10 +141,9 @@ struct AcceptErrors {
 /// Takes up to [`MAX_OPEN`] pending connections (then `poll` again, so
 /// that every one held is read before many more arrive). Each is read at
 /// once, and answered if its request is in; else it is held, the newest
-/// replacing the oldest still reading when [`MAX_OPEN`] are (the oldest
-/// of all when every one is answering), which is moved on one last time
-/// first: a scrape among a flood of connections is answered before it
-/// can be dropped.
+/// replacing the oldest still reading when [`MAX_OPEN`] are
+/// ([`make_room`]): a scrape among a flood of connections is answered
+/// before it can be dropped.
 fn accept_some(
     listener: &TcpListener,
     open: &mut Vec<Open>,
@@ -152,10 +160,9 @@ fn accept_some(
                 if !step(&mut new, handle) {
                     continue;
                 }
-                if open.len() == MAX_OPEN {
-                    // `open` is in arrival order.
-                    let victim = open.iter().position(|o| o.out.is_empty()).unwrap_or(0);
-                    step(&mut open.remove(victim), handle);
+                if open.len() == MAX_OPEN && !make_room(open, handle) {
+                    // Every one held is answering: the new one, idle, goes.
+                    continue;
                 }
                 open.push(new);
             }
@@ -178,6 +185,22 @@ fn accept_some(
             }
         }
     }
+}
+
+/// Drops the oldest connection still reading (`open` is in arrival
+/// order), moved on one last time first; one whose request came in since
+/// is kept, answering, and the next oldest reading goes. False when every
+/// one held is answering.
+fn make_room(open: &mut Vec<Open>, handle: &PrometheusHandle) -> bool {
+    while let Some(v) = open.iter().position(|o| o.out.is_empty()) {
+        let mut oldest = open.remove(v);
+        if step(&mut oldest, handle) && !oldest.out.is_empty() {
+            open.insert(v, oldest);
+            continue;
+        }
+        return true;
+    }
+    false
 }
 
 /// Where a request head ends in `head` (the blank line; a bare LF is

@@ -2350,6 +2350,28 @@ fn stale_and_stale_at_source_are_strict() {
     );
 }
 
+/// "`source_watermark` rises to the TransactTime of the packet's last
+/// message carrying one" (spec mdp3 §3.1 step 4): the last, not the
+/// first nor the highest (here the last is the earlier of two).
+#[test]
+fn the_watermark_is_the_last_messages_transact_time() {
+    let mut ch = Channel::new("clock_offset = 2000000\n");
+    ch.send(
+        400 * MS,
+        A,
+        packet(
+            1,
+            &[
+                book_at(T0 + 300 * MS, 0, &[bid(1, 1, 100)]),
+                book_at(T0 + 100 * MS, EOE, &[bid(2, 1, 100)]),
+            ],
+        ),
+    );
+    let c = [1_102 * MS, 1_102 * MS + 1].map(|t| ch.check(t, "#1"));
+    let out = ch.run();
+    assert_eq!(c.map(|i| out.reasons(i)), [ok(), r(&["stale_at_source"])]);
+}
+
 /// "`stale` — `last_alive` unset" (spec mdp3 §4): a book from a snapshot
 /// on a channel no incremental packet proved alive; `next` is "null
 /// before any packet" (§5).

@@ -1133,19 +1133,25 @@ impl Feed {
         // since stays that instrument's.
         let mapped = d.security_update_action() != b'D' && !symbol.is_empty();
         let old = e.definition.as_ref().map(|d| d.symbol.as_str());
-        let kept = mapped && old == Some(&*symbol) && self.by_symbol.get(&*symbol) == Some(&i);
-        if !kept {
+        // The Symbol it held, dropped unless it stays; the new one, taken
+        // unless it is already its own. Neither (a repeat, a `D` repeated):
+        // nothing moves.
+        let dropped = old
+            .filter(|o| self.by_symbol.get(*o) == Some(&i))
+            .filter(|o| !(mapped && *o == &*symbol));
+        let taken = mapped && self.by_symbol.get(&*symbol) != Some(&i);
+        if dropped.is_some() || taken {
             self.symbol_moves += 1;
             if self.touched.on {
-                self.renamed.extend(old.map(str::to_owned));
-                if mapped {
+                self.renamed.extend(dropped.map(str::to_owned));
+                if taken {
                     self.renamed.push(symbol.clone().into_owned());
                 }
             }
-            if let Some(old) = old.filter(|o| self.by_symbol.get(*o) == Some(&i)) {
+            if let Some(old) = dropped {
                 self.by_symbol.remove(old);
             }
-            if mapped {
+            if taken {
                 self.by_symbol.insert(symbol.clone().into_owned(), i);
             }
         }

@@ -348,6 +348,15 @@ fn settle_name(
         .filter(|&k| published.get(k as usize).is_some_and(slotted));
     let current = owners.get(symbol).copied();
     if current == want {
+        // Found where it names (its instrument's own record of the name
+        // brought back, should a failed withdrawal have cleared it).
+        if let Some(p) = want.map(|k| &mut published[k as usize]) {
+            if p.symbol != symbol {
+                p.symbol.clear();
+                p.symbol.push_str(symbol);
+                p.name_refused = false;
+            }
+        }
         return None;
     }
     match want {
