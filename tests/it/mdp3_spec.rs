@@ -535,6 +535,8 @@ fn a_rejected_datagram_is_counted_by_reason_and_applies_nothing() {
     left_over.push(0);
     let mut ch = Channel::new("");
     ch.send(0, A, b"short".to_vec());
+    // "or no message": a header alone, of the next MsgSeqNum.
+    ch.send(0, A, encode::packet(1, T0, &[]));
     ch.send(MS, A, left_over);
     ch.send(2 * MS, A, packet(2, &[good(), other_schema.clone()]));
     ch.send(3 * MS, A, packet(3, &[good(), old_version]));
@@ -552,9 +554,9 @@ fn a_rejected_datagram_is_counted_by_reason_and_applies_nothing() {
         assert_eq!(out.answer(i)["security_id"], Value::Null);
     }
     let f = out.feed();
-    has(f, json!({"packets": 8, "rejected": 8}));
+    has(f, json!({"packets": 9, "rejected": 9}));
     let by_reason = json!({
-        "short": 1, "bad_size": 1, "bad_schema": 3,
+        "short": 2, "bad_size": 1, "bad_schema": 3,
         "old_version": 1, "short_block": 1, "bad_group": 1,
     });
     assert_eq!(f["rejected_by_reason"], by_reason);
