@@ -860,6 +860,26 @@ fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
     assert_eq!(reasons(&reader, &format!("#{b}")), "ok");
 }
 
+/// Live as in a replay, a datagram of a packet header alone (no message)
+/// on an incremental line is rejected as `short` and counted, and moves
+/// no MsgSeqNum.
+#[test]
+fn a_header_alone_is_rejected_live() {
+    let mut rig = Rig::new("on_demand");
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let before = rig.sidecar.handler().feeds()[0].counters.rejected;
+    let next = rig.feed().sequence().high();
+    let seq = venue.next_seq_num();
+    let header = tickguard::protocol::mdp3::encode::packet(seq, t, &[]);
+    assert_eq!(header.len(), 12);
+    rig.send_raw(&[header], 0);
+    let feed = &rig.sidecar.handler().feeds()[0];
+    assert_eq!(feed.counters.rejected, before + 1);
+    assert_eq!(rig.feed().sequence().high(), next);
+}
+
 /// With fewer slots than instruments, the instrument left without one
 /// is counted once in `table_full_symbols`, however often it trades, and
 /// answers nothing from the table; the others keep theirs.
