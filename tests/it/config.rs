@@ -396,5 +396,22 @@ fn run_refuses_to_start_without_the_snapshot_password() {
         assert!(problem[0].contains(what), "{err}");
         assert!(!err.contains("S3cret"), "{err}");
         assert!(!std::path::Path::new(&shm).exists());
+        // `check` and `stat` never read it: what stops them is only the
+        // publication `run` never made.
+        for args in [&["check", "nq", "AAA"][..], &["stat", "--once"]] {
+            let out = Command::cargo_bin("tickguard")
+                .unwrap()
+                .args(args)
+                .arg("--config")
+                .arg(&path)
+                .env_remove("TG_TEST_PW_NEVER_SET")
+                .timeout(std::time::Duration::from_secs(20))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("no publication"), "{args:?}: {err}");
+            assert!(!err.contains("password"), "{args:?}: {err}");
+        }
     }
 }

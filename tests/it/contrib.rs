@@ -91,6 +91,65 @@ fn assert_all_registered(what: &str, used: &BTreeSet<String>) {
     );
 }
 
+/// GLIMPSE's summary keys are metrics of the same names with the
+/// `tickguard_feed_` prefix (glimpse G4, G7.1): counters with `_total`,
+/// levels as they are, the text `snapshot_state` as a flag, and
+/// `snapshot_session`, text, none; the guide names each.
+#[test]
+fn glimpse_summary_keys_are_metrics_of_their_names() {
+    const ITCH_GUIDE: &str = include_str!("../../docs/itch.md");
+    let known = registered();
+    for (key, metric) in [
+        ("snapshot_state", Some("tickguard_feed_snapshot_awaiting")),
+        ("snapshots", Some("tickguard_feed_snapshots_total")),
+        (
+            "snapshot_attempts",
+            Some("tickguard_feed_snapshot_attempts_total"),
+        ),
+        (
+            "snapshot_failures",
+            Some("tickguard_feed_snapshot_failures_total"),
+        ),
+        (
+            "snapshot_gave_up",
+            Some("tickguard_feed_snapshot_gave_up_total"),
+        ),
+        (
+            "snapshot_discarded",
+            Some("tickguard_feed_snapshot_discarded_total"),
+        ),
+        (
+            "snapshot_overflow",
+            Some("tickguard_feed_snapshot_overflow_total"),
+        ),
+        ("snapshot_next", Some("tickguard_feed_snapshot_next")),
+        ("snapshot_session", None),
+        (
+            "snapshot_messages",
+            Some("tickguard_feed_snapshot_messages"),
+        ),
+        (
+            "snapshot_latency",
+            Some("tickguard_feed_snapshot_latency_seconds_bucket"),
+        ),
+    ] {
+        let d = descriptors();
+        let d = d.iter().find(|d| d.name == key);
+        let d = d.unwrap_or_else(|| panic!("no counter {key}"));
+        match metric {
+            Some(m) => {
+                assert!(known.contains(m), "{key}: {m} is not exported");
+                let base = m.strip_suffix("_bucket").unwrap_or(m);
+                assert!(
+                    ITCH_GUIDE.contains(&format!("`{base}")),
+                    "docs/itch.md omits {base}"
+                );
+            }
+            None => assert!(d.metric.is_empty(), "{key} is exported as {}", d.metric),
+        }
+    }
+}
+
 /// Values of `label="…"` and `label!="…"` matchers in PromQL `text`.
 fn label_values(text: &str, label: &str) -> BTreeSet<String> {
     let mut values = BTreeSet::new();

@@ -856,6 +856,23 @@ fn stat_shows_a_glimpse_feeds_snapshot_state_attempts_and_last_n() {
         ["idle", "2", "105"],
         [json!("idle"), json!(2), json!(105)],
     );
+    // Every summary key of glimpse G4, under its name (G7.1): the spin
+    // held 100..110 and merged at 105 (100..104 discarded), of two `S`
+    // packets (the directory and one order), in the session multicast's.
+    let (_, feed) = read(&mut v);
+    let failures = json!({"refused": 0, "rejected": 1, "session": 0, "malformed": 0,
+        "too_large": 0, "closed": 0, "abandoned": 0});
+    for (key, want) in [
+        ("snapshots", json!(1)),
+        ("snapshot_failures", failures),
+        ("snapshot_gave_up", json!(0)),
+        ("snapshot_discarded", json!(5)),
+        ("snapshot_overflow", json!(0)),
+        ("snapshot_session", json!("20260105XA")),
+        ("snapshot_messages", json!(2)),
+    ] {
+        assert_eq!(feed[key], want, "{key} in {feed}");
+    }
 }
 
 /// `stat` and the metrics know no protocol: they name none, and print and

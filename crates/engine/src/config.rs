@@ -998,8 +998,20 @@ fn line_at(text: &str, at: usize) -> &str {
 /// it stands on (as for TOML's own errors).
 fn quoting(name: &str, text: &str, at: usize, msg: &str) -> String {
     let at = at.min(text.len());
-    let line = echo(line_at(text, at));
+    let line = quoted(line_at(text, at));
     located(name, text, Some(at), &format!("{line}: {msg}"))
+}
+
+/// A line of the file as an error quotes it: escaped and cut, and without
+/// its value when its key names a password (the password itself may have
+/// been pasted there, unquoted, which is what made the line an error).
+fn quoted(line: &str) -> String {
+    match line.split_once('=') {
+        Some((key, _)) if key.contains("password") => {
+            format!("{} (its value not shown)", echo(key.trim()))
+        }
+        _ => echo(line),
+    }
 }
 
 fn resolve(raw: RawConfig) -> Result<Config, Problem> {

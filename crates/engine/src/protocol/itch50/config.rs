@@ -1185,6 +1185,20 @@ mod tests {
             );
             no_secret(&e);
         }
+        // Pasted unquoted, the line is not TOML: its value is not quoted
+        // either.
+        for key in ["glimpse_password_env", "glimpse_password_file"] {
+            let text = snapshots("").replace(
+                "glimpse_password_env = \"TG_GLIMPSE_PW\"",
+                &format!("{key} = {SECRET}"),
+            );
+            let e = err(&text);
+            assert!(
+                e.contains(&format!("line 9: '{key}' (its value not shown): ")),
+                "{e}"
+            );
+            no_secret(&e);
+        }
         for name in ["_", "a", "TG_PW_2", "_9"] {
             let g = glimpse_of(&snapshots("").replace("TG_GLIMPSE_PW", name)).unwrap();
             assert_eq!(g.password, PasswordSource::Env(name.into()));
