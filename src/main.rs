@@ -997,6 +997,19 @@ fn shm_target(
 /// one, ms: the reader's default.
 const DEFAULT_DEAD_AFTER_MS: u64 = tickguard::reader::DEFAULT_DEAD_AFTER_NS / 1_000_000;
 
+/// The error line of an unusable publication at `shown`: each names the
+/// path, a bad state word (which [`Health`] holds alone) included.
+fn unusable(health: &tickguard::Health, shown: &str) -> String {
+    match health {
+        tickguard::Health::BadState(_) => health.to_string().replacen(
+            "unusable publication: ",
+            &format!("unusable publication: {shown}: "),
+            1,
+        ),
+        _ => health.to_string(),
+    }
+}
+
 /// Opens the publication at `path` for a reader owned by `owner`, with
 /// `bound_ms` as the dead-writer bound, else [`follow_the_heartbeat`].
 fn open_reader(
@@ -1060,7 +1073,7 @@ fn stat(args: cli::StatArgs) -> Result<()> {
             if args.json {
                 to_stdout(&format!("{}\n", snap.json()))?;
             }
-            anyhow::bail!("{health}");
+            anyhow::bail!("{}", unusable(&health, &name));
         }
         let text = if args.json {
             format!("{}\n", snap.json())
@@ -1133,7 +1146,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     let now = tickguard::time::now_ns();
     let health = reader.health(now);
     if health.is_unusable() {
-        anyhow::bail!("{health}");
+        anyhow::bail!("{}", unusable(&health, &shm.display().to_string()));
     }
     // The feeds a publication names are fixed when it is made: a name it
     // lacks is a wrong question whether its writer is alive or not.

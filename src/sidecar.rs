@@ -862,16 +862,22 @@ impl Sidecar {
     }
 
     /// The publication's file was truncated (by its owner or root) and
-    /// the mapping is zero pages: publishes a new, empty file in its place
-    /// and starts the feeds' state over on it (as a restart would, keeping
-    /// the sockets and counters of lines). Retried a second later if that
-    /// fails.
+    /// the mapping is zero pages, or its path no longer names it (removed
+    /// or renamed: readers opening the path would find nothing):
+    /// publishes a new, empty file in its place and starts the feeds'
+    /// state over on it (as a restart would, keeping the sockets and
+    /// counters of lines). Retried a second later if that fails.
     #[cold]
     fn recreate_publication(&mut self, now: u64) {
         if now < self.recreate_at {
             return;
         }
         let shm = self.config.sidecar.shm_path.display().to_string();
+        let what = if self.publication.moved() {
+            "publication removed or renamed under the writer (its path names another file or none)"
+        } else {
+            "publication truncated under the writer (by its owner or root)"
+        };
         match self.publication.recreate(now) {
             Ok(p) => {
                 let p = Arc::new(p);
@@ -889,17 +895,14 @@ impl Sidecar {
                 self.publication = p;
                 self.publication.heartbeat(now);
                 self.publish_counters();
-                tracing::error!(
-                    shm = %shm,
-                    "publication truncated under the writer (by its owner or root): recreated, every symbol starts over"
-                );
+                tracing::error!(shm = %shm, "{what}: recreated, every symbol starts over");
             }
             Err(e) => {
                 self.recreate_at = now.saturating_add(1_000_000_000);
                 tracing::error!(
                     shm = %shm,
                     error = %e,
-                    "publication truncated under the writer: recreating it failed; retrying in 1 s"
+                    "{what}: recreating it failed; retrying in 1 s"
                 );
             }
         }

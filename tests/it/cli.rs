@@ -647,7 +647,7 @@ fn unreadable_inputs_fail_with_one_line() {
     let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a NUL-terminated path this test owns.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    fails_with(&cap, &fifo, Some(&checks), "no [[feed]] table");
+    fails_with(&cap, &fifo, Some(&checks), "a FIFO that gave nothing");
     fails_with(&cap, &cfg, Some(&fifo), "empty file");
     fails_with(&fifo, &cfg, None, "not a pcap or pcapng file");
     fails_with(&cap, &cfg, Some(&d.join("missing.csv")), "missing.csv");

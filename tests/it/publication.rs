@@ -426,6 +426,20 @@ fn check_and_stat_exit_2_without_a_usable_publication() {
         std::os::unix::fs::PermissionsExt::from_mode(0o666),
     )
     .unwrap();
+    // A publication whose state word was overwritten (offset 16).
+    let zeroed = dir.path().join("zeroed");
+    let p = ready_publication(dir.path(), &zeroed);
+    p.heartbeat(now_ns());
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::OpenOptions::new()
+            .write(true)
+            .open(&zeroed)
+            .unwrap(),
+        &[0u8; 8],
+        16,
+    )
+    .unwrap();
+    let zeroed_word = format!("unusable publication: {}: state word 0", zeroed.display());
     for (path, word) in [
         (&missing, "no publication"),
         (&garbage, "not a tickguard publication"),
@@ -455,6 +469,20 @@ fn check_and_stat_exit_2_without_a_usable_publication() {
         assert_eq!(v["writer"], serde_json::Value::Null, "{v}");
         assert!(v["health_detail"].as_str().unwrap().contains(word), "{v}");
     }
+    // Its line names the path, as the others do.
+    let (code, out, err) = check(&zeroed, "EURUSD", &[]);
+    assert_eq!(code, Some(2), "{out} {err}");
+    assert!(
+        err.contains(&zeroed_word) && err.lines().count() == 1,
+        "{err}"
+    );
+    let err = refused(
+        Command::new(bin())
+            .args(["stat", "--once", "--shm"])
+            .arg(&zeroed),
+    );
+    assert!(err.contains(&zeroed_word), "{err}");
+    drop(p);
 }
 
 /// The expected owner: by default this user or root; `--owner` names
@@ -857,6 +885,69 @@ fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
     drop(holder);
 }
 
+/// The service runs as its own user (uid 65534 here) and an operator
+/// starts a second `run` as root on its path by mistake: it is told the
+/// path is in use, by which pid of which user, not to remove the live
+/// writer's lock, and the service's lock and publication stay. A
+/// publication the service cannot read (root's, mode 0600) is named as
+/// root's, not as something other than a publication.
+#[test]
+fn a_second_run_as_another_user_is_told_who_writes_the_path() {
+    if !root("act as another user") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+    let shm = dir.path().join("tickguard");
+    let lock = tickguard::shm::lock_path(&shm);
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let as_nobody = |cfg: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(bin())
+            .args(["run", "--config"])
+            .arg(cfg);
+        c
+    };
+    let service = Running {
+        child: as_nobody(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    let pid = service.child.id();
+    // Up once its lock names it and its publication is at the path.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&lock).ok() != Some(format!("{pid}\n")) || !shm.exists() {
+        assert!(Instant::now() < deadline, "the service did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let inode = std::fs::metadata(&shm).unwrap().ino();
+    let err = refused_run(&cfg);
+    assert!(
+        err.contains(&format!("in use by another writer, pid {pid} of uid 65534"))
+            && !err.contains("remove it"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&lock).unwrap().uid(), 65534);
+    assert_eq!(std::fs::metadata(&shm).unwrap().ino(), inode);
+    drop(service);
+
+    // A publication of root's at the path, unreadable by the service.
+    let other = dir.path().join("roots");
+    std::fs::write(&other, b"TKGUARD1").unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cfg = config(dir.path(), "roots", &other, "", NO_METRICS);
+    let err = refused(&mut as_nobody(&cfg));
+    assert!(
+        err.contains("is owned by uid 0, not this user (uid 65534)"),
+        "{err}"
+    );
+}
+
 /// `truncate -s 0` on a live publication, as its owner: the writer
 /// survives, publishes a new file in its place within a heartbeat or so,
 /// and carries on; a reader that mapped the old file answers `stale`
@@ -916,6 +1007,49 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
         Reader::open(&shm).health(now_ns()),
         tickguard::Health::WriterClosed
     );
+}
+
+/// A publication removed, then one renamed, under a live writer: within
+/// about 0.1 s (the length check's period) a new one stands at the path,
+/// the writer alive, and answers again once quoted; a reader of the old
+/// file answers `stale` (its heartbeat stopped) and refreshes onto it.
+#[test]
+fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut running = start(&cfg, &shm);
+    let pid = Some(running.child.id() as u64);
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    let mut reader = Reader::open(&shm);
+    let elsewhere = dir.path().join("moved-away");
+    let moves: [(&str, &dyn Fn()); 2] = [
+        ("removed", &|| std::fs::remove_file(&shm).unwrap()),
+        ("renamed", &|| std::fs::rename(&shm, &elsewhere).unwrap()),
+    ];
+    for (how, make) in moves {
+        let (inode, _) = snapshot(&shm);
+        make();
+        wait_replaced(&shm, inode, &mut running.child, how);
+        let eurusd = reader.lookup("lp1", "EURUSD").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while reader.check(&eurusd, now_ns()).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: the old file still answers ok"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(reader.refresh(), "{how}");
+        assert!(
+            reader.health(now_ns()).is_ok() && reader.writer_pid() == pid,
+            "{how}"
+        );
+        quote(&cfg, "EURUSD");
+        wait_ok(&shm, "EURUSD");
+    }
+    drop(running);
 }
 
 /// `truncate -s SIZE shm` (a size, or `-N` to cut N bytes).

@@ -831,6 +831,15 @@ impl Config {
         if bytes.len() as u64 > FILE_MAX {
             return Err(fail(format!("larger than {FILE_MAX} bytes")));
         }
+        let fifo = std::fs::metadata(path).is_ok_and(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_fifo()
+        });
+        if bytes.is_empty() && fifo {
+            return Err(fail(
+                "a FIFO that gave nothing (no one was writing it)".into(),
+            ));
+        }
         let text = String::from_utf8(bytes).map_err(|e| {
             fail(format!(
                 "not UTF-8 text (invalid byte at offset {})",
@@ -1650,10 +1659,11 @@ source_threshold_ms = 5000
     }
 
     /// `shm_mode` is octal permission bits that let nobody else write
-    /// (readers refuse such a file): both refused when the configuration
-    /// is read, naming the line, not only when `run` creates the file.
+    /// (readers refuse such a file) and let the owner read: each refused
+    /// when the configuration is read, naming the line, not only when
+    /// `run` creates the file.
     #[test]
-    fn shm_mode_is_octal_bits_no_one_else_may_write() {
+    fn shm_mode_is_octal_bits_no_one_else_may_write_and_the_owner_reads() {
         let feed = "[[feed]]\nname = \"lp\"\nkind = \"full\"\nlines = [\"127.0.0.1:9000\"]\n\
                     stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n";
         let with = |mode: &str| format!("[sidecar]\nshm_mode = \"{mode}\"\n{feed}");
@@ -1666,6 +1676,14 @@ source_threshold_ms = 5000
             assert!(e.contains("line 2"), "{e}");
             assert!(
                 e.contains(&format!("shm_mode {bad} lets group or others write")),
+                "{e}"
+            );
+        }
+        for bad in ["0000", "0200", "0040", "0244"] {
+            let e = err(&with(bad));
+            assert!(e.contains("line 2"), "{e}");
+            assert!(
+                e.contains(&format!("shm_mode {bad} denies its owner reading")),
                 "{e}"
             );
         }

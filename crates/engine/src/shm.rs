@@ -43,6 +43,9 @@ pub struct Publication {
     /// The file was found shorter than the mapping: cut inside its last
     /// page, which does not fault.
     shrunk: AtomicBool,
+    /// The path was found no longer naming the file (removed or renamed):
+    /// readers opening it would find nothing, or something else.
+    moved: AtomicBool,
     // Field order: `views` points into `map` and is dropped first; `guard`
     // is unregistered before `map` is unmapped.
     views: Views,
@@ -101,10 +104,15 @@ impl Drop for WriterLock {
 }
 
 /// Why a publication of mode `mode` (`[sidecar] shm_mode`) cannot be
-/// made, if it cannot: a group or other write bit, which readers refuse.
+/// made, if it cannot: a group or other write bit, which readers refuse,
+/// or no owner read bit (its owner's `check` and `stat`, and the next
+/// writer checking what it replaces, could not read it).
 pub fn mode_problem(mode: u32) -> Option<String> {
-    (mode & 0o022 != 0).then(|| {
-        format!("[sidecar] shm_mode {mode:04o} lets group or others write the publication, which readers refuse: use at most 0644")
+    if mode & 0o022 != 0 {
+        return Some(format!("[sidecar] shm_mode {mode:04o} lets group or others write the publication, which readers refuse: use at most 0644"));
+    }
+    (mode & 0o400 == 0).then(|| {
+        format!("[sidecar] shm_mode {mode:04o} denies its owner reading the publication (its check and stat, and the next start, could not): use 0600, 0640 or 0644")
     })
 }
 
@@ -206,6 +214,21 @@ impl WriterLock {
             };
             let meta = file.metadata().map_err(fail)?;
             if !meta.file_type().is_file() || meta.uid() != euid() || meta.nlink() != 1 {
+                // Held by a live writer (of another user: one started as
+                // root beside the service, say), it is that writer's: it
+                // must not be removed.
+                let dev_ino = (meta.dev(), meta.ino());
+                let holders = crate::sys::lock_holders(dev_ino).unwrap_or_default();
+                if let Some(&(pid, uid)) = holders.first() {
+                    let uid = uid.map_or("?".into(), |u| u.to_string());
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!(
+                            "in use by another writer, pid {pid} of uid {uid} (it holds {shown}): \
+                             one writer per path"
+                        ),
+                    ));
+                }
                 return Err(refuse(format!(
                     "lock {shown} is not a regular file of this user with one link \
                      (uid {}; owner uid {}, {} links): refusing it (remove it)",
@@ -300,13 +323,6 @@ fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result
     if !meta.file_type().is_file() {
         return Err(not_ours("is not a regular file"));
     }
-    let mut magic = [0u8; 8];
-    let read = crate::sys::file::open_read(path).and_then(|f| f.read_exact_at(&mut magic, 0));
-    if read.is_err() || u64::from_le_bytes(magic) != MAGIC {
-        return Err(not_ours(
-            "is not a tickguard publication (no TKGUARD1 magic)",
-        ));
-    }
     if meta.uid() != euid() && euid() != 0 {
         return Err(not_ours(&format!(
             "is owned by uid {}, not this user (uid {})",
@@ -314,7 +330,18 @@ fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result
             euid()
         )));
     }
-    Ok(())
+    let mut magic = [0u8; 8];
+    let read = crate::sys::file::open_read(path).and_then(|f| f.read_exact_at(&mut magic, 0));
+    match read {
+        // Unreadable is not proof of another kind of file.
+        Err(e) if e.kind() != io::ErrorKind::UnexpectedEof => {
+            Err(not_ours(&format!("cannot be read ({e})")))
+        }
+        _ if u64::from_le_bytes(magic) != MAGIC => Err(not_ours(
+            "is not a tickguard publication (no TKGUARD1 magic)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl std::fmt::Debug for Publication {
@@ -449,6 +476,7 @@ impl Publication {
             file,
             probes: std::sync::atomic::AtomicU32::new(0),
             shrunk: AtomicBool::new(false),
+            moved: AtomicBool::new(false),
             views,
             guard: Guard::register(map.as_ptr(), map.len(), true),
             _map: map,
@@ -637,16 +665,37 @@ impl Publication {
         {
             self.shrunk.store(true, Ordering::Relaxed);
         }
+        let here = std::fs::symlink_metadata(&self.path).map(|m| (m.dev(), m.ino()));
+        // An error other than the name gone (a directory made unreadable,
+        // say) proves nothing.
+        let gone = match here {
+            Ok(here) => here != self.dev_ino,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        };
+        if gone && self.published.load(Ordering::Relaxed) {
+            self.moved.store(true, Ordering::Relaxed);
+        }
     }
 
     /// True once the file was found truncated (by its owner or root): by a
     /// page or more (the guard turned the lost pages to zeros; without the
     /// guard, [`tickguard_reader::guard::install`], the process dies of
     /// SIGBUS instead), or inside its last page (its length read back
-    /// short). [`recreate`](Self::recreate) it.
+    /// short); or its path no longer naming it ([`moved`](Self::moved)).
+    /// [`recreate`](Self::recreate) it.
     #[inline]
     pub fn lost(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
+        self.guard.as_ref().is_some_and(Guard::faulted)
+            || self.shrunk.load(Ordering::Relaxed)
+            || self.moved.load(Ordering::Relaxed)
+    }
+
+    /// True once its path was found no longer naming the file (removed or
+    /// renamed; found as [`lost`](Self::lost) is, every [`LENGTH_EVERY`]
+    /// probes): [`recreate`](Self::recreate) it, so that readers opening
+    /// the path find a publication again.
+    pub fn moved(&self) -> bool {
+        self.moved.load(Ordering::Relaxed)
     }
 
     /// After [`lost`](Self::lost): gives the truncated file its length back

@@ -125,6 +125,25 @@ pub enum Health {
 /// milliseconds of spinning).
 pub const MAX_RETRIES: u32 = 1 << 16;
 
+/// `read` of each item that gives one, each read up to [`MAX_RETRIES`]
+/// times. A live writer keeps a slot mid-update for nanoseconds; once one
+/// item stayed unread that long (a writer dead mid-update, a corrupt
+/// file), the rest are read once each: a file of slots all stuck costs one
+/// slot's wait, not one per slot.
+fn read_each<S, T>(items: &[S], mut read: impl FnMut(&S) -> Option<T>) -> Vec<T> {
+    let mut tries = MAX_RETRIES;
+    items
+        .iter()
+        .filter_map(|s| {
+            let r = (0..tries).find_map(|_| read(s));
+            if r.is_none() {
+                tries = 1;
+            }
+            r
+        })
+        .collect()
+}
+
 /// Repeats a seqlock read `attempt` while it overlaps a write, counting the
 /// failed attempts in `retries`; `None` once they reach [`MAX_RETRIES`].
 #[inline(always)]
@@ -739,10 +758,7 @@ impl Reader {
             .max()
             .unwrap_or(0)
             .min(m.views.slots().len());
-        m.views.slots()[..n]
-            .iter()
-            .filter_map(|s| (0..MAX_RETRIES).find_map(|_| s.try_read()))
-            .collect()
+        read_each(&m.views.slots()[..n], |s| s.try_read())
     }
 
     /// Every counter of a feed (index = id in [`crate::layout::counter`]), as
@@ -878,4 +894,33 @@ fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
         return Health::WriterDead { age_ns: age };
     }
     Health::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Items read with `read` failing for those in `stuck`: what was
+    /// read, and how many reads it took.
+    fn reads(items: usize, stuck: &[usize]) -> (Vec<usize>, u64) {
+        let all: Vec<usize> = (0..items).collect();
+        let mut calls = 0u64;
+        let got = read_each(&all, |&i| {
+            calls += 1;
+            (!stuck.contains(&i)).then_some(i)
+        });
+        (got, calls)
+    }
+
+    /// A live writer's slot is read as soon as it is whole; slots stuck
+    /// mid-update cost one item's `MAX_RETRIES` reads in all, then one each.
+    #[test]
+    fn slots_stuck_mid_update_cost_one_slots_wait() {
+        assert_eq!(reads(5, &[]), (vec![0, 1, 2, 3, 4], 5));
+        let max = u64::from(MAX_RETRIES);
+        assert_eq!(reads(5, &[1]), (vec![0, 2, 3, 4], 4 + max));
+        let every: Vec<usize> = (0..1000).collect();
+        assert_eq!(reads(1000, &every), (vec![], max + 999));
+        assert_eq!(reads(6, &[0, 3]), (vec![1, 2, 4, 5], max + 5));
+    }
 }
