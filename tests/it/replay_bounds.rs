@@ -1,6 +1,8 @@
 //! What a replay costs, whatever the capture: memory that does not follow
 //! the packet count when the delay keeps rising, and a log that does not
-//! follow the count of rejected packets when the capture's time steps back.
+//! follow the count of rejected packets when the capture's time steps back;
+//! and what a replay takes from a capture that is not as live received it:
+//! time stepping back, senders a source-specific join would have dropped.
 
 use assert_cmd::Command;
 use std::io::BufWriter;
@@ -31,17 +33,204 @@ fn config_of(dir: &Path, protocol: &str) -> PathBuf {
 /// Writes a raw-IP pcap (ns) of `n` datagrams to the feed, `packet(i)` giving
 /// each one's arrival and payload.
 fn capture(dir: &Path, n: u64, packet: impl Fn(u64) -> (u64, Vec<u8>)) -> PathBuf {
+    capture_from(dir, n, |i| {
+        let (t, payload) = packet(i);
+        (t, SENDER, payload)
+    })
+}
+
+/// The sender of [`capture`]'s datagrams.
+const SENDER: &str = "10.0.0.1:5000";
+
+/// [`capture`] with each datagram's sender too.
+fn capture_from(
+    dir: &Path,
+    n: u64,
+    packet: impl Fn(u64) -> (u64, &'static str, Vec<u8>),
+) -> PathBuf {
     let path = dir.join("capture.pcap");
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
     let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
-    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
     let dst: SocketAddrV4 = LINE.parse().unwrap();
     for i in 0..n {
-        let (t, payload) = packet(i);
-        w.write_udp(t, src, dst, &payload).unwrap();
+        let (t, src, payload) = packet(i);
+        w.write_udp(t, src.parse().unwrap(), dst, &payload).unwrap();
     }
     w.finish().unwrap();
     path
+}
+
+/// One SQF quote of EURUSD, sequence `seq`, sent and made 1 ms before `t`.
+fn quote(t: u64, seq: u64, bid: f64, ask: f64) -> Vec<u8> {
+    let mut b = PacketBuilder::new(t - 1_000_000);
+    b.quote(
+        tickguard::symbol::Symbol::parse("EURUSD").unwrap(),
+        seq,
+        t - 1_000_000,
+        bid,
+        ask,
+    );
+    b.finish()
+}
+
+/// Replays `cap` under `cfg` with checks of EURUSD at `at` (ns): the
+/// answers' reasons (empty: ok), the summary and the stderr.
+fn replay_checks(
+    dir: &Path,
+    cap: &Path,
+    cfg: &Path,
+    at: &[u64],
+) -> (Vec<Vec<String>>, serde_json::Value, String) {
+    let checks = dir.join("checks.csv");
+    let rows: String = at.iter().map(|t| format!("{t},lp1,EURUSD\n")).collect();
+    std::fs::write(&checks, format!("time_ns,feed,symbol\n{rows}")).unwrap();
+    let summary = dir.join("summary.json");
+    let out = Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(cap)
+        .arg("--config")
+        .arg(cfg)
+        .arg("--checks")
+        .arg(&checks)
+        .arg("--summary")
+        .arg(&summary)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let answers = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let reasons = v["reasons"].as_array().unwrap();
+            reasons
+                .iter()
+                .map(|r| r.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect();
+    let summary = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (answers, summary, stderr)
+}
+
+const MS: u64 = 1_000_000;
+
+/// A datagram stamped before one already read is taken as arriving at the
+/// latest time before it: liveness and the clock offset never go back (a
+/// record stamped 1970 after one at T0 + 100 ms leaves the symbol `ok` at
+/// T0 + 250 ms, not `stale` and `stale_at_source`), and a check is
+/// answered before the first datagram later than it, in the file's order.
+/// Both are counted in the summary (`time_steps_back`, the key absent when
+/// none) and told in one warning with the largest step.
+#[test]
+fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_of(dir.path(), "kind = \"full\"");
+    // (arrival, sent): the third stamped 1970, sent after the second.
+    let times = [(T0, T0), (T0 + 100 * MS, T0 + 100 * MS), (0, T0 + 100 * MS)];
+    let cap = capture(dir.path(), 3, |i| {
+        let (t, sent) = times[i as usize];
+        (t, quote(sent, i + 1, 1.1, 1.2))
+    });
+    let (answers, summary, stderr) = replay_checks(dir.path(), &cap, &cfg, &[T0 + 250 * MS]);
+    assert_eq!(answers, vec![Vec::<String>::new()], "{stderr}");
+    assert_eq!(summary["capture"]["time_steps_back"], 1, "{summary}");
+    assert_eq!(
+        summary["feeds"]["lp1"]["clock_offset_ns"], 1_000_000,
+        "{summary}"
+    );
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("time steps back"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    assert!(
+        warned[0].contains("at 1 datagrams (by up to 1767600000100.000 ms)"),
+        "{stderr}"
+    );
+
+    // File order answers: the check at +300 ms comes before the datagram
+    // stamped +2 s, so the crossed quote after it (stamped +100 ms) is not
+    // seen by it, but by the one at +2.5 s.
+    let times = [T0, T0 + 2_000 * MS, T0 + 100 * MS];
+    let cap = capture(dir.path(), 3, |i| {
+        let t = times[i as usize];
+        let (bid, ask) = if i == 2 { (1.3, 1.2) } else { (1.1, 1.2) };
+        (t, quote(t, i + 1, bid, ask))
+    });
+    let (answers, summary, _) =
+        replay_checks(dir.path(), &cap, &cfg, &[T0 + 300 * MS, T0 + 2_100 * MS]);
+    assert_eq!(answers, vec![vec![], vec!["invalid_price".to_string()]]);
+    assert_eq!(summary["capture"]["time_steps_back"], 1, "{summary}");
+
+    // In order: no key, no warning.
+    let cap = capture(dir.path(), 2, |i| {
+        (T0 + i * MS, quote(T0 + i * MS, i + 1, 1.1, 1.2))
+    });
+    let (_, summary, stderr) = replay_checks(dir.path(), &cap, &cfg, &[T0 + 2 * MS]);
+    assert!(
+        summary["capture"].get("time_steps_back").is_none(),
+        "{summary}"
+    );
+    assert!(!stderr.contains("steps back"), "{stderr}");
+}
+
+/// A feed with `source` joins its lines for that sender only, live: the
+/// kernel drops another sender's datagrams to them. A replay drops them
+/// too, counts them (`wrong_source`, the key absent when none) and warns;
+/// without `source` they are taken as before.
+#[test]
+fn a_replay_drops_what_a_source_specific_join_would() {
+    let dir = tempfile::tempdir().unwrap();
+    // A forged quote from another sender between the real ones: far ahead
+    // in sequence, at another price.
+    let cap = capture_from(dir.path(), 4, |i| match i {
+        1 => (
+            T0 + 50 * MS,
+            "10.6.6.6:5000",
+            quote(T0 + 50 * MS, 1_000, 9.9, 10.0),
+        ),
+        _ => (
+            T0 + i * 100 * MS,
+            SENDER,
+            quote(T0 + i * 100 * MS, i + 1, 1.1, 1.2),
+        ),
+    });
+    let at = [T0 + 350 * MS];
+    let ssm = config_of(dir.path(), "kind = \"full\"\nsource = \"10.0.0.1\"");
+    let (answers, summary, stderr) = replay_checks(dir.path(), &cap, &ssm, &at);
+    assert_eq!(answers, vec![Vec::<String>::new()], "{stderr}");
+    assert_eq!(summary["capture"]["wrong_source"], 1, "{summary}");
+    assert_eq!(
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["last_seq"], 4,
+        "{summary}"
+    );
+    assert!(
+        stderr.contains("1 datagrams to a feed's line came from another sender than its `source`"),
+        "{stderr}"
+    );
+    assert_eq!(
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["bid"], 1.1,
+        "{summary}"
+    );
+    // Without `source` the forged quote is the symbol's (the real ones
+    // after it are old sequences).
+    let any = config_of(dir.path(), "kind = \"full\"");
+    let (_, summary, _) = replay_checks(dir.path(), &cap, &any, &at);
+    assert!(
+        summary["capture"].get("wrong_source").is_none(),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["last_seq"], 1_000,
+        "{summary}"
+    );
+    assert_eq!(
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["bid"], 9.9,
+        "{summary}"
+    );
 }
 
 const T0: u64 = 1_767_600_000_000_000_000;

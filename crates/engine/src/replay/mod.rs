@@ -4,9 +4,11 @@
 //!
 //! Ordering: a check at `time_ns` is answered after every datagram whose
 //! arrival is `<= time_ns` and before the first later one, reading the
-//! capture in file order. (Captures are in time order; if one steps back in
-//! time, the check is answered before the first datagram that is later than
-//! it, and datagrams after that are not reconsidered.)
+//! capture in file order. (Captures are in time order; a datagram stamped
+//! earlier than one before it is taken as arriving at the latest time
+//! before it, counted and warned of, so a check is answered before the
+//! first datagram later than it and datagrams after that are not
+//! reconsidered.)
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::keys::echo;
@@ -285,6 +287,23 @@ pub struct CaptureSummary {
     pub reader: CaptureStats,
     /// Datagrams whose destination matched no feed's line.
     pub unrouted: u64,
+    /// Datagrams to a line of a feed with `source` from another sender:
+    /// dropped, as the live source-specific join has the kernel drop them
+    /// (the key is written only when some were).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wrong_source: u64,
+    /// Datagrams stamped earlier than one before them, each taken as
+    /// arriving at the latest time before it (the key is written only when
+    /// some were).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub time_steps_back: u64,
+    /// The largest of those steps back, ns (told in the warning).
+    #[serde(skip)]
+    pub largest_step_back_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Routes datagrams to feeds by destination.
@@ -293,6 +312,8 @@ pub struct Router {
     /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
     routes: Vec<(u64, u16, u8)>,
+    /// Each feed's `source`, when some feed has one.
+    sources: Option<Vec<Option<std::net::Ipv4Addr>>>,
     /// The feeds' channels: (listening address, feed, line); an
     /// unspecified address matches any address with the port, port 0
     /// matches nothing ([`listen_takes`]).
@@ -327,8 +348,10 @@ impl Router {
             }
         }
         routes.sort_unstable();
+        let sources = config.feeds.iter().any(|f| f.source.is_some());
         Router {
             routes,
+            sources: sources.then(|| config.feeds.iter().map(|f| f.source).collect()),
             channels,
             streams,
             all_to: None,
@@ -373,6 +396,25 @@ impl Router {
             Ok(i) => Some((self.routes[i].1, self.routes[i].2 as usize)),
             Err(_) if self.channels.is_empty() => None,
             Err(_) => self.channel(dst),
+        }
+    }
+
+    /// Whether a datagram from `src` to `dst` reaches its feed as it would
+    /// live: a line of a feed with `source` takes only that sender's (the
+    /// kernel drops the others' at a source-specific join); channels take
+    /// any, and so does every line with [`all_to`](Self::all_to) (a
+    /// capture recorded elsewhere names other senders).
+    #[inline]
+    pub fn admits(&self, src: SocketAddrV4, dst: SocketAddrV4) -> bool {
+        let Some(sources) = self.sources.as_ref().filter(|_| self.all_to.is_none()) else {
+            return true;
+        };
+        match self
+            .routes
+            .binary_search_by_key(&route_key(dst), |&(k, ..)| k)
+        {
+            Ok(i) => sources[usize::from(self.routes[i].1)].is_none_or(|s| s == *src.ip()),
+            Err(_) => true,
         }
     }
 
@@ -691,11 +733,26 @@ pub fn replay_until(
     let mut router = Router::new(config);
     router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);
-    let mut unrouted = 0u64;
+    let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
+    // The latest arrival so far, and the datagrams stamped before it.
+    let mut latest = 0u64;
+    let (mut steps_back, mut largest_step) = (0u64, 0u64);
 
     let result = capture.for_each(|d: &Datagram<'_>| {
+        // Stamped before one already read: taken as arriving at the latest
+        // time before it (nothing goes back in time: liveness, the clock
+        // offset, deadlines, which checks are answered).
+        if d.time_ns < latest {
+            steps_back += 1;
+            largest_step = largest_step.max(latest - d.time_ns);
+        }
+        latest = latest.max(d.time_ns);
+        let d = &Datagram {
+            time_ns: latest,
+            ..*d
+        };
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
@@ -715,6 +772,10 @@ pub fn replay_until(
             return;
         }
         let route = router.route_line(d.dst);
+        if route.is_some() && !router.admits(d.src, d.dst) {
+            wrong_source += 1;
+            return;
+        }
         observer.before(&mut handler, route.map(|(feed, _)| feed), d);
         match route {
             Some((feed, line)) => {
@@ -739,6 +800,9 @@ pub fn replay_until(
     observer.end(&mut handler);
     let mut summary = summarize(&mut handler, capture.stats().clone(), unrouted);
     summary.capture.span_ns = span_ns;
+    summary.capture.wrong_source = wrong_source;
+    summary.capture.time_steps_back = steps_back;
+    summary.capture.largest_step_back_ns = largest_step;
     Outcome {
         answers,
         summary,
@@ -761,6 +825,9 @@ fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summ
             span_ns: None,
             reader,
             unrouted,
+            wrong_source: 0,
+            time_steps_back: 0,
+            largest_step_back_ns: 0,
         },
         feeds: handler.summaries(),
     }
@@ -868,6 +935,23 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         ));
     } else if r.records == 0 && summary.feeds.values().all(|f| f.file_records().is_none()) {
         lines.push("the capture holds no packets".into());
+    }
+    if c.time_steps_back > 0 {
+        lines.push(format!(
+            "the capture's time steps back at {} datagrams (by up to {:.3} ms): each was taken as \
+             arriving at the latest time before it, and checks are answered in the file's order; \
+             if that is not the order they arrived in (a capture of several interfaces, \
+             `mergecap -a`), sort it first (`reordercap`)",
+            c.time_steps_back,
+            c.largest_step_back_ns as f64 / 1e6
+        ));
+    }
+    if c.wrong_source > 0 {
+        lines.push(format!(
+            "{} datagrams to a feed's line came from another sender than its `source`: dropped, \
+             as the live source-specific join drops them",
+            c.wrong_source
+        ));
     }
     for (name, f) in &summary.feeds {
         if let Some(n) = f.table_full().filter(|&n| n > 0) {
