@@ -367,6 +367,8 @@ pub struct Sidecar {
     last_beat: u64,
     /// When a lost publication may next be recreated (after a failure).
     recreate_at: u64,
+    /// Failures to recreate it: a line a minute.
+    recreate_log: crate::ratelimit::Limiter,
 }
 
 /// Line `addr` of feed `name` open (joined from `source` if set), with the
@@ -578,6 +580,7 @@ impl Sidecar {
             shared: Arc::new(SharedStats::default()),
             last_beat: now,
             recreate_at: 0,
+            recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
         })
     }
 
@@ -873,7 +876,24 @@ impl Sidecar {
             return;
         }
         let shm = self.config.sidecar.shm_path.display().to_string();
-        let what = if self.publication.moved() {
+        if self.publication.moved() && !self.publication.should_republish() {
+            if self.publication.unwatched() {
+                // Once: the path is no longer watched.
+                tracing::error!(
+                    shm = %shm,
+                    "publication and its lock file removed under the writer: not published \
+                     again (another writer may hold the path now); this one serves only the \
+                     readers that mapped its file: restart it"
+                );
+            }
+            return;
+        }
+        if self.publication.unwatched() {
+            // Orphaned: the path may be another writer's.
+            return;
+        }
+        let moved = self.publication.moved();
+        let what = if moved {
             "publication removed or renamed under the writer (its path names another file or none)"
         } else {
             "publication truncated under the writer (by its owner or root)"
@@ -892,6 +912,12 @@ impl Sidecar {
                     tracing::error!(error = %e, "reading a feed's files again after recreating the publication failed");
                 }
                 self.handler = handler;
+                if moved {
+                    // Whole, unlike a truncated file: its readers would
+                    // answer `ok` on it until its heartbeat aged; closed,
+                    // they answer `stale` at once and look for the new one.
+                    self.publication.close();
+                }
                 self.publication = p;
                 self.publication.heartbeat(now);
                 self.publish_counters();
@@ -899,11 +925,16 @@ impl Sidecar {
             }
             Err(e) => {
                 self.recreate_at = now.saturating_add(1_000_000_000);
-                tracing::error!(
-                    shm = %shm,
-                    error = %e,
-                    "{what}: recreating it failed; retrying in 1 s"
-                );
+                // A lasting cause (something at the path it may not
+                // replace, no room) would otherwise log every second.
+                if let Some(held) = self.recreate_log.due(now, false) {
+                    tracing::error!(
+                        shm = %shm,
+                        error = %e,
+                        unlogged = held,
+                        "{what}: recreating it failed; retrying every second"
+                    );
+                }
             }
         }
     }

@@ -376,6 +376,17 @@ fn run_refuses_to_start_without_the_snapshot_password() {
             ),
             "readable by group or others",
         ),
+        (
+            // A `check` or `stat` that read it would fail on it.
+            config(
+                "missing.toml",
+                &format!(
+                    "glimpse_password_file = \"{}\"",
+                    dir.path().join("no-such-pw").display()
+                ),
+            ),
+            "no-such-pw",
+        ),
     ];
     for (path, what) in cases {
         let out = Command::cargo_bin("tickguard")

@@ -1039,8 +1039,18 @@ fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
                 Instant::now() < deadline,
                 "{how}: the old file still answers ok"
             );
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(1));
         }
+        // Closed, not left to age.
+        assert_eq!(
+            reader.health(now_ns()),
+            tickguard::Health::WriterClosed,
+            "{how}"
+        );
+        // Published once: the new file stays.
+        let (new, _) = snapshot(&shm);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(snapshot(&shm).0, new, "{how}: published again");
         assert!(reader.refresh(), "{how}");
         assert!(
             reader.health(now_ns()).is_ok() && reader.writer_pid() == pid,
@@ -1049,6 +1059,25 @@ fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
         quote(&cfg, "EURUSD");
         wait_ok(&shm, "EURUSD");
     }
+    // The lock file removed too: a second writer may take the path, and
+    // the first must not take it back.
+    std::fs::remove_file(tickguard::shm::lock_path(&shm)).unwrap();
+    std::fs::remove_file(&shm).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!shm.exists(), "published again without its lock");
+    let second = start(&config(dir.path(), "second", &shm, "", NO_METRICS), &shm);
+    let (inode, _) = snapshot(&shm);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        snapshot(&shm).0,
+        inode,
+        "the first writer took the path back"
+    );
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the first writer died"
+    );
+    drop(second);
     drop(running);
 }
 

@@ -68,7 +68,7 @@ use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 pub use keys::Range;
-use keys::{echo, variants, FeedKeys, FeedProtocol, Problem, Sp, NS_PER_MS};
+use keys::{echo, names_secret, variants, FeedKeys, FeedProtocol, Problem, Sp, NS_PER_MS};
 use serde::Deserialize;
 use services::{listen_takes, Receive, Service};
 use std::fmt;
@@ -825,16 +825,17 @@ impl Config {
         let name = path.display().to_string();
         let fail = |e: String| ConfigError(one_line(&format!("config {name}: {e}"), ERROR_MAX));
         let mut bytes = Vec::new();
+        let mut fifo = false;
         crate::sys::open_input(path)
-            .and_then(|f| f.take(FILE_MAX + 1).read_to_end(&mut bytes))
+            .and_then(|f| {
+                use std::os::unix::fs::FileTypeExt;
+                fifo = f.metadata().is_ok_and(|m| m.file_type().is_fifo());
+                f.take(FILE_MAX + 1).read_to_end(&mut bytes)
+            })
             .map_err(|e| fail(e.to_string()))?;
         if bytes.len() as u64 > FILE_MAX {
             return Err(fail(format!("larger than {FILE_MAX} bytes")));
         }
-        let fifo = std::fs::metadata(path).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.file_type().is_fifo()
-        });
         if bytes.is_empty() && fifo {
             return Err(fail(
                 "a FIFO that gave nothing (no one was writing it)".into(),
@@ -1016,7 +1017,7 @@ fn quoting(name: &str, text: &str, at: usize, msg: &str) -> String {
 /// been pasted there, unquoted, which is what made the line an error).
 fn quoted(line: &str) -> String {
     match line.split_once('=') {
-        Some((key, _)) if key.contains("password") => {
+        Some((key, _)) if names_secret(key) => {
             format!("{} (its value not shown)", echo(key.trim()))
         }
         _ => echo(line),

@@ -46,6 +46,11 @@ pub struct Publication {
     /// The path was found no longer naming the file (removed or renamed):
     /// readers opening it would find nothing, or something else.
     moved: AtomicBool,
+    /// (device, inode) the path gave once the file was renamed to it (as
+    /// the path's own `lstat` reads them, to compare with the same call).
+    path_id: std::sync::OnceLock<(u64, u64)>,
+    /// The path is no longer watched ([`should_republish`](Self::should_republish)).
+    unwatched: AtomicBool,
     // Field order: `views` points into `map` and is dropped first; `guard`
     // is unregistered before `map` is unmapped.
     views: Views,
@@ -71,9 +76,9 @@ impl Drop for Publication {
     }
 }
 
-/// Heartbeat probes between two reads of the publication's length (about
-/// 0.1 s at the default 1 ms heartbeat: one `fstat` per interval, off the
-/// per-datagram path).
+/// Heartbeat probes between two reads of the publication's length and of
+/// what its path names (about 0.1 s at the default 1 ms heartbeat: one
+/// `fstat` and one `lstat` per interval, off the per-datagram path).
 pub const LENGTH_EVERY: u32 = 128;
 
 /// An exclusive claim on a publication path for the writer's life: an
@@ -166,6 +171,23 @@ fn remove_leftovers(path: &Path) -> usize {
         .count()
 }
 
+/// The refusal of a lock file of `meta` (`shown`) held by a process of
+/// the user owning it (a writer of that user), if one holds it.
+fn held_by_its_owner(
+    meta: &std::fs::Metadata,
+    shown: &impl std::fmt::Display,
+) -> Option<io::Error> {
+    let holders = crate::sys::lock_holders((meta.dev(), meta.ino())).unwrap_or_default();
+    let &(pid, _) = holders.iter().find(|&&(_, uid)| uid == Some(meta.uid()))?;
+    Some(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "in use by another writer, pid {pid} of uid {} (it holds {shown}): one writer per path",
+            meta.uid()
+        ),
+    ))
+}
+
 /// Mode of a lock file this writer creates.
 const LOCK_MODE: u32 = 0o600;
 
@@ -202,6 +224,14 @@ impl WriterLock {
                     match crate::sys::file::open_write(&path) {
                         Ok(f) => (f, false),
                         Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        // Another user's, held by its owner: a writer of
+                        // that user (this one not root).
+                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                            let held = std::fs::symlink_metadata(&path)
+                                .ok()
+                                .and_then(|m| held_by_its_owner(&m, &shown));
+                            return Err(held.unwrap_or_else(|| fail(e)));
+                        }
                         Err(e) if crate::sys::file::is_symlink_error(&e) => {
                             return Err(refuse(format!(
                                 "lock {shown} is a symbolic link: refusing it (remove it)"
@@ -217,17 +247,8 @@ impl WriterLock {
                 // Held by a live writer (of another user: one started as
                 // root beside the service, say), it is that writer's: it
                 // must not be removed.
-                let dev_ino = (meta.dev(), meta.ino());
-                let holders = crate::sys::lock_holders(dev_ino).unwrap_or_default();
-                if let Some(&(pid, uid)) = holders.first() {
-                    let uid = uid.map_or("?".into(), |u| u.to_string());
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!(
-                            "in use by another writer, pid {pid} of uid {uid} (it holds {shown}): \
-                             one writer per path"
-                        ),
-                    ));
+                if let Some(e) = held_by_its_owner(&meta, &shown) {
+                    return Err(e);
                 }
                 return Err(refuse(format!(
                     "lock {shown} is not a regular file of this user with one link \
@@ -300,6 +321,12 @@ impl WriterLock {
     /// The publication path this lock guards.
     pub fn shm_path(&self) -> &Path {
         &self.shm_path
+    }
+
+    /// Whether its lock file is still the one at the lock path (not
+    /// removed, nor replaced by another writer's).
+    fn at_its_path(&self) -> bool {
+        std::fs::symlink_metadata(&self.lock_path).is_ok_and(|m| (m.dev(), m.ino()) == self.dev_ino)
     }
 }
 
@@ -477,6 +504,8 @@ impl Publication {
             probes: std::sync::atomic::AtomicU32::new(0),
             shrunk: AtomicBool::new(false),
             moved: AtomicBool::new(false),
+            path_id: std::sync::OnceLock::new(),
+            unwatched: AtomicBool::new(false),
             views,
             guard: Guard::register(map.as_ptr(), map.len(), true),
             _map: map,
@@ -598,6 +627,9 @@ impl Publication {
         check_replaceable(&self.path, self.predecessor)?;
         std::fs::rename(&self.staging, &self.path)?;
         self.published.store(true, Ordering::Relaxed);
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            let _ = self.path_id.set((m.dev(), m.ino()));
+        }
         Ok(())
     }
 
@@ -665,15 +697,21 @@ impl Publication {
         {
             self.shrunk.store(true, Ordering::Relaxed);
         }
-        let here = std::fs::symlink_metadata(&self.path).map(|m| (m.dev(), m.ino()));
-        // An error other than the name gone (a directory made unreadable,
-        // say) proves nothing.
-        let gone = match here {
-            Ok(here) => here != self.dev_ino,
-            Err(e) => e.kind() == io::ErrorKind::NotFound,
-        };
-        if gone && self.published.load(Ordering::Relaxed) {
+        if !self.unwatched.load(Ordering::Relaxed) && self.path_moved() {
             self.moved.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the path, published, now names another file or none. An
+    /// error other than the name gone (a directory made unreadable, say)
+    /// proves nothing.
+    fn path_moved(&self) -> bool {
+        let Some(&ours) = self.path_id.get() else {
+            return false;
+        };
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) => (m.dev(), m.ino()) != ours,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
         }
     }
 
@@ -696,6 +734,32 @@ impl Publication {
     /// the path find a publication again.
     pub fn moved(&self) -> bool {
         self.moved.load(Ordering::Relaxed)
+    }
+
+    /// True once [`should_republish`](Self::should_republish) found the
+    /// lock file gone too: the path is no longer watched nor published.
+    pub fn unwatched(&self) -> bool {
+        self.unwatched.load(Ordering::Relaxed)
+    }
+
+    /// After [`moved`](Self::moved), read again now: true if a new file
+    /// should be published at the path. False, the mark cleared, if the
+    /// path names this file again (moved back). False, and the path no
+    /// longer watched, if this writer's lock file is gone from its path
+    /// too (a cleanup removed both): another writer may hold the path
+    /// now, and each republishing would take it from the other in turn,
+    /// so this one goes on serving only the readers that mapped its file.
+    pub fn should_republish(&self) -> bool {
+        if !self.path_moved() {
+            self.moved.store(false, Ordering::Relaxed);
+            return false;
+        }
+        if !self.lock.at_its_path() {
+            self.unwatched.store(true, Ordering::Relaxed);
+            self.moved.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     /// After [`lost`](Self::lost): gives the truncated file its length back

@@ -125,11 +125,18 @@ pub enum Health {
 /// milliseconds of spinning).
 pub const MAX_RETRIES: u32 = 1 << 16;
 
+/// Reads of each later slot in a pass over them once one stayed
+/// mid-update for [`MAX_RETRIES`] ([`read_each`]): a live writer finishes
+/// an update within a few.
+const AFTER_STUCK_RETRIES: u32 = 64;
+
 /// `read` of each item that gives one, each read up to [`MAX_RETRIES`]
 /// times. A live writer keeps a slot mid-update for nanoseconds; once one
-/// item stayed unread that long (a writer dead mid-update, a corrupt
-/// file), the rest are read once each: a file of slots all stuck costs one
-/// slot's wait, not one per slot.
+/// item stayed unread that long (a writer dead or stopped mid-update, a
+/// corrupt file), the rest are read up to [`AFTER_STUCK_RETRIES`] times
+/// each: a file of slots all stuck costs one slot's wait and a little
+/// more per slot, not one wait per slot, while a writer that goes on
+/// (stopped for a while, then resumed) still has its slots read.
 fn read_each<S, T>(items: &[S], mut read: impl FnMut(&S) -> Option<T>) -> Vec<T> {
     let mut tries = MAX_RETRIES;
     items
@@ -137,7 +144,7 @@ fn read_each<S, T>(items: &[S], mut read: impl FnMut(&S) -> Option<T>) -> Vec<T>
         .filter_map(|s| {
             let r = (0..tries).find_map(|_| read(s));
             if r.is_none() {
-                tries = 1;
+                tries = AFTER_STUCK_RETRIES;
             }
             r
         })
@@ -913,14 +920,26 @@ mod tests {
     }
 
     /// A live writer's slot is read as soon as it is whole; slots stuck
-    /// mid-update cost one item's `MAX_RETRIES` reads in all, then one each.
+    /// mid-update cost one item's `MAX_RETRIES` reads in all, then
+    /// `AFTER_STUCK_RETRIES` each.
     #[test]
     fn slots_stuck_mid_update_cost_one_slots_wait() {
         assert_eq!(reads(5, &[]), (vec![0, 1, 2, 3, 4], 5));
-        let max = u64::from(MAX_RETRIES);
+        let (max, after) = (u64::from(MAX_RETRIES), u64::from(AFTER_STUCK_RETRIES));
         assert_eq!(reads(5, &[1]), (vec![0, 2, 3, 4], 4 + max));
         let every: Vec<usize> = (0..1000).collect();
-        assert_eq!(reads(1000, &every), (vec![], max + 999));
-        assert_eq!(reads(6, &[0, 3]), (vec![1, 2, 4, 5], max + 5));
+        assert_eq!(reads(1000, &every), (vec![], max + 999 * after));
+        assert_eq!(reads(6, &[0, 3]), (vec![1, 2, 4, 5], max + 4 + after));
+    }
+
+    /// A slot whole only at its second read, after one stuck: still read.
+    #[test]
+    fn a_slot_finished_a_little_later_is_read_after_one_stuck() {
+        let mut seen = [0u32; 3];
+        let got = read_each(&[0usize, 1, 2], |&i| {
+            seen[i] += 1;
+            (i != 0 && seen[i] >= 2).then_some(i)
+        });
+        assert_eq!(got, vec![1, 2]);
     }
 }

@@ -202,6 +202,13 @@ impl Problem {
     }
 }
 
+/// Whether a key's value may be a secret, never shown in an error: its
+/// name says password, in any case (the password itself may have been
+/// pasted there).
+pub fn names_secret(key: &str) -> bool {
+    key.to_ascii_lowercase().contains("password")
+}
+
 /// `s` for an error line: quoted, control characters escaped, cut after
 /// 48 characters (`ECHO_MAX`).
 pub fn echo(s: &str) -> String {
@@ -307,7 +314,11 @@ impl FeedKeys {
             _ => T::deserialize(value),
         };
         parsed.map(|v| Some(Sp::new(span.clone(), v))).map_err(|e| {
-            let msg = e.message().trim().to_string();
+            // The reader's words quote the value.
+            let msg = match names_secret(key) {
+                true => "not a quoted string".to_string(),
+                false => e.message().trim().to_string(),
+            };
             let about_type = match named {
                 true => msg.contains("wanted string"),
                 false => msg.contains("invalid type"),

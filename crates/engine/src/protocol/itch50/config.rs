@@ -1185,19 +1185,29 @@ mod tests {
             );
             no_secret(&e);
         }
-        // Pasted unquoted, the line is not TOML: its value is not quoted
-        // either.
-        for key in ["glimpse_password_env", "glimpse_password_file"] {
-            let text = snapshots("").replace(
-                "glimpse_password_env = \"TG_GLIMPSE_PW\"",
-                &format!("{key} = {SECRET}"),
-            );
-            let e = err(&text);
-            assert!(
-                e.contains(&format!("line 9: '{key}' (its value not shown): ")),
-                "{e}"
-            );
-            no_secret(&e);
+        // Pasted unquoted, the line is not TOML, or TOML of another type
+        // (digits, say), or under a key miswritten: its value is not
+        // quoted either.
+        for key in [
+            "glimpse_password_env",
+            "glimpse_password_file",
+            "Glimpse_Password_Env",
+        ] {
+            for value in [SECRET, "73105822", "7310.5822"] {
+                let text = snapshots("").replace(
+                    "glimpse_password_env = \"TG_GLIMPSE_PW\"",
+                    &format!("{key} = {value}"),
+                );
+                let e = err(&text);
+                assert!(
+                    e.contains(&format!("line 9: '{key}' (its value not shown): ")),
+                    "{e}"
+                );
+                for w in value.as_bytes().windows(4) {
+                    let w = std::str::from_utf8(w).unwrap();
+                    assert!(!e.contains(w), "{w:?} of the value shown: {e}");
+                }
+            }
         }
         for name in ["_", "a", "TG_PW_2", "_9"] {
             let g = glimpse_of(&snapshots("").replace("TG_GLIMPSE_PW", name)).unwrap();
