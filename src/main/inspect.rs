@@ -172,9 +172,15 @@ impl Inventory {
         );
         let skipped = s.records - s.datagrams;
         if skipped > 0 {
+            // Every cause, so that they add up to the records skipped.
+            let causes: Vec<String> = s
+                .not_datagrams()
+                .iter()
+                .map(|(cause, n)| format!("{} {n}", cause.replace('_', " ")))
+                .collect();
             out.push_str(&format!(
-                " ({skipped} records not UDP/IPv4 datagrams: not IPv4 {}, not UDP {}, fragments {}, truncated {}, malformed {}, other links {})",
-                s.not_ipv4, s.not_udp, s.ip_fragments, s.truncated, s.malformed, s.unsupported_link
+                " ({skipped} records not UDP/IPv4 datagrams: {})",
+                causes.join(", ")
             ));
         }
         if self.other_datagrams > 0 {

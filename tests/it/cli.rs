@@ -988,6 +988,38 @@ fn replay_warns_when_the_input_gives_the_feeds_nothing() {
         &replay(&cap, &cfg, None),
         "none of the capture's 3 records is a UDP/IPv4 datagram (mostly unsupported_link: 3)",
     );
+    // TCP segments only: named as such, and `inspect`'s causes add up.
+    let cap = d.join("tcp.pcap");
+    let mut w = CaptureWriter::new(
+        std::fs::File::create(&cap).unwrap(),
+        Format::PcapNanos,
+        Link::Ethernet,
+    )
+    .unwrap();
+    let (a, b) = (
+        "10.0.0.1:5000".parse().unwrap(),
+        "10.0.0.2:18100".parse().unwrap(),
+    );
+    for i in 0..2 {
+        w.write_tcp(t + i, a, b, 7 + i as u32, 0x18, b"data")
+            .unwrap();
+    }
+    w.finish().unwrap();
+    warned(
+        &replay(&cap, &cfg, None),
+        "none of the capture's 2 records is a UDP/IPv4 datagram (mostly segments: 2)",
+    );
+    let out = Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("inspect")
+        .arg(&cap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(2 records not UDP/IPv4 datagrams: segments 2, truncated 0, not ipv4 0, not udp 0, ip fragments 0, malformed 0, unsupported link 0, no timestamp 0)"),
+        "{text}"
+    );
     // A BinaryFILE with no valid record, and an empty one.
     let itch = fixtures().join("itch/config.toml");
     for (bytes, want) in [
@@ -996,6 +1028,14 @@ fn replay_warns_when_the_input_gives_the_feeds_nothing() {
             "feed 'nasdaq': all 500 records of the BinaryFILE are invalid (not ITCH 5.0 messages?)",
         ),
         (Vec::new(), "feed 'nasdaq': the BinaryFILE holds no records"),
+        (
+            [
+                std::fs::read(fixtures().join("itch/session.itch")).unwrap(),
+                vec![0u8; 1000],
+            ]
+            .concat(),
+            "feed 'nasdaq': 500 of the 2128 records of the BinaryFILE are invalid, skipped",
+        ),
     ] {
         let file = d.join("day.itch");
         std::fs::write(&file, bytes).unwrap();

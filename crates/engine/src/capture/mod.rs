@@ -67,6 +67,23 @@ pub struct CaptureStats {
     pub no_timestamp: u64,
 }
 
+impl CaptureStats {
+    /// The records that are not UDP datagrams, by cause (the summary's
+    /// key, the count): with `datagrams`, they sum to `records`.
+    pub fn not_datagrams(&self) -> [(&'static str, u64); 8] {
+        [
+            ("segments", self.segments),
+            ("truncated", self.truncated),
+            ("not_ipv4", self.not_ipv4),
+            ("not_udp", self.not_udp),
+            ("ip_fragments", self.ip_fragments),
+            ("malformed", self.malformed),
+            ("unsupported_link", self.unsupported_link),
+            ("no_timestamp", self.no_timestamp),
+        ]
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -901,14 +901,7 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     // A venue's file has records but never datagrams.
     let file = summary.feeds.values().any(|f| f.file_records().is_some());
     if !file && r.records > 0 && r.datagrams == 0 {
-        let causes = [
-            ("unsupported_link", r.unsupported_link),
-            ("not_ipv4", r.not_ipv4),
-            ("not_udp", r.not_udp),
-            ("ip_fragments", r.ip_fragments),
-            ("truncated", r.truncated),
-            ("malformed", r.malformed),
-        ];
+        let causes = r.not_datagrams();
         let (cause, n) = causes
             .iter()
             .max_by_key(|c| c.1)
@@ -966,6 +959,11 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             Some(r) if r.invalid == r.records => lines.push(format!(
                 "feed '{name}': all {} records of the {} are invalid{}",
                 r.invalid, r.format, r.hint
+            )),
+            // A garbage tail (a file cut and padded, say) is not silent.
+            Some(r) if r.invalid > 0 => lines.push(format!(
+                "feed '{name}': {} of the {} records of the {} are invalid, skipped",
+                r.invalid, r.records, r.format
             )),
             _ => {}
         }
