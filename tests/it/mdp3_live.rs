@@ -823,10 +823,13 @@ fn a_symbol_the_full_directory_cannot_withdraw_marks_its_instrument() {
     for s in &specs[1..] {
         assert_eq!(reasons(&reader, &s.symbol), "ok", "{}", s.symbol);
     }
+    // The gauge counts the slot it shows suspect.
+    assert_eq!(counter(&reader, "instruments_suspect"), 1);
     rig.send_raw(&[definition(101, a, &name, b'A')], 4);
     rig.events(&mut venue, t, 20..30u64);
     assert_eq!(reasons(&reader, &name), "ok", "named again");
     assert_eq!(full(&rig), 1);
+    assert_eq!(counter(&reader, "instruments_suspect"), 0);
 }
 
 /// A Symbol moved to another instrument and deleted there within one

@@ -104,8 +104,8 @@ struct Published {
     /// Its sequencing flags as last seen ([`SUSPECT`], [`UNVERIFIED`],
     /// [`OVERFLOWED`]).
     flags: u8,
-    /// The flags counted in [`Publisher::flagged`]: as last seen once it
-    /// has a slot, none before.
+    /// The flags counted in [`Publisher::flagged`]: as published
+    /// ([`shown`](Published::shown)) once it has a slot, none before.
     counted: u8,
     /// The Symbol the slot was last published under (empty: none yet).
     symbol: String,
@@ -256,10 +256,7 @@ impl Publisher {
             if p.slot == REFUSED {
                 return;
             }
-            if flags != p.counted {
-                flagged.change(p.counted, flags);
-                p.counted = flags;
-            }
+            p.count(flagged);
             if let Some(symbol) = name {
                 if table.alias(feed, key(e.security_id), symbol.as_bytes(), p.slot) {
                     match owners.get_mut(symbol) {
@@ -298,7 +295,7 @@ impl Publisher {
                         *table_full += 1;
                     }
                 }
-                mark_stale(f, symbol, wrong, stale, published, table);
+                mark_stale(f, symbol, wrong, stale, published, flagged, table);
             });
         }
         let status = FeedStatus {
@@ -325,6 +322,23 @@ fn write_top(table: &StateTable, p: &Published, mut top: Top) {
 /// Whether instrument `p` has a slot of its own.
 fn slotted(p: &Published) -> bool {
     p.slot != NO_SLOT && p.slot != REFUSED
+}
+
+impl Published {
+    /// Its flags as its slot shows them: [`SUSPECT`] too while a stale
+    /// name finds it ([`misnamed`](Published::misnamed)).
+    fn shown(&self) -> u8 {
+        self.flags | if self.misnamed > 0 { SUSPECT } else { 0 }
+    }
+
+    /// Counts in `flagged` what its slot shows now, if it has one.
+    fn count(&mut self, flagged: &mut Flagged) {
+        let shown = self.shown();
+        if slotted(self) && shown != self.counted {
+            flagged.change(self.counted, shown);
+            self.counted = shown;
+        }
+    }
 }
 
 /// A Symbol whose mapping changed (after the touched instruments are
@@ -391,6 +405,7 @@ fn mark_stale(
     wrong: Option<u32>,
     stale: &mut HashMap<String, u32>,
     published: &mut [Published],
+    flagged: &mut Flagged,
     table: &StateTable,
 ) {
     let was = stale.get(symbol).copied();
@@ -407,6 +422,7 @@ fn mark_stale(
         };
         if before != (p.misnamed > 0) && slotted(p) {
             write_top(table, p, slot_top(f, &f.instruments()[j as usize]));
+            p.count(flagged);
         }
     };
     if let Some(j) = was {
