@@ -4,9 +4,9 @@
 //!
 //! The model decodes the datagram bytes itself (its own packet-validity check),
 //! keeps a `HashMap<symbol, ModelState>` per feed, recomputes the clock offset as
-//! a brute-force minimum over every accepted packet that advanced a symbol
-//! (the project's reading of section 4: a packet of duplicates only, an
-//! empty one or one of unknown types is not taken), and evaluates the verdict
+//! a brute-force minimum over every accepted packet (as section 4 says:
+//! one of duplicates only, an empty one or one of unknown types is a
+//! sample too), and evaluates the verdict
 //! with `i128` arithmetic. After every step the test demands identical
 //! accept/reject decisions, offsets, verdict reason lists (on a grid of `now`
 //! values plus both threshold boundaries ± 1 ns), per-symbol states and
@@ -1436,7 +1436,7 @@ fn offset_window_minimum_expires_after_many_rising_samples() {
                 clock_offset = \"auto\"\noffset_window_ms = 5000\n";
     let mut h = Handler::new(&Config::parse(text, "t").unwrap());
     // 4096 packets, 1 ms apart, a − send = 1 ms + i ns; each applies a
-    // heartbeat (a packet that applies nothing is not timed).
+    // heartbeat (any accepted packet is a sample).
     for i in 0..4096 {
         let a = T0 + i * MS;
         let mut b = PacketBuilder::new(a - (MS + i));

@@ -934,7 +934,7 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             "the capture's time steps back at {} datagrams (by up to {:.3} ms): each was taken as \
              arriving at the latest time before it, and checks are answered in the file's order; \
              if that is not the order they arrived in (a capture of several interfaces, \
-             `mergecap -a`), sort it first (`reordercap`)",
+             `mergecap -a`), answers after them may be too fresh: sort it first (`reordercap`)",
             c.time_steps_back,
             c.largest_step_back_ns as f64 / 1e6
         ));
