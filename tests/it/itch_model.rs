@@ -158,6 +158,8 @@ struct Model {
     refused: bool,
     last_alive: Option<u64>,
     watermark: Option<i128>,
+    /// The latest heartbeat proving life: its part of the watermark.
+    heartbeat_at: Option<u64>,
     open: bool,
     latest: u64,
     samples: Vec<(u64, i128)>,
@@ -202,6 +204,7 @@ impl Model {
             refused: false,
             last_alive: None,
             watermark: None,
+            heartbeat_at: None,
             open: true,
             latest: 0,
             samples: Vec::new(),
@@ -234,6 +237,16 @@ impl Model {
     /// The feed's: the stream's, or an add refused for room this session.
     fn suspect(&self) -> bool {
         self.stream_suspect() || self.refused
+    }
+
+    /// The watermark with the latest heartbeat's part, `t − offset` at the
+    /// offset now.
+    fn source_watermark(&self) -> Option<i128> {
+        let beat = self.heartbeat_at.map(|t| t as i128 - self.offset);
+        match (self.watermark, beat) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Raises the watermark to the source time of the last message of a run
@@ -379,8 +392,9 @@ impl Model {
                 // departure from §3.1 step 3: docs/itch.md).
                 if self.gaps.is_empty() && s >= self.next.unwrap_or(1) {
                     self.last_alive = Some(t);
-                    let w = t as i128 - self.offset;
-                    self.watermark = Some(self.watermark.map_or(w, |x| x.max(w)));
+                    // Its part of the watermark is `t − offset` at the
+                    // offset in force when read (a departure: docs/itch.md).
+                    self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t)));
                 }
             }
             0xFFFF => self.open = false,
@@ -587,7 +601,7 @@ impl Model {
             r.push("stale");
         }
         if self
-            .watermark
+            .source_watermark()
             .is_none_or(|w| now - w - self.offset > th.source_ns as i128)
         {
             r.push("stale_at_source");
@@ -1027,7 +1041,11 @@ fn compare(model: &Model, feed: &mut Feed, th: Thresholds, now: u64) -> Result<(
     same("next", seq.next(), model.next)?;
     same("session", feed.session().map(|s| s.0), model.session)?;
     same("last_alive", feed.last_alive(), model.last_alive)?;
-    same("source_watermark", feed.source_watermark(), model.watermark)?;
+    same(
+        "source_watermark",
+        feed.source_watermark(),
+        model.source_watermark(),
+    )?;
     same("offset", feed.offset(), model.offset)?;
     // The books, every change applied.
     let feed = feed.settled();

@@ -780,6 +780,9 @@ struct Model {
     ends: Vec<Pos>,
     last_alive: Option<u64>,
     watermark: Option<i128>,
+    /// The latest packet without a TransactTime proving life: its part of
+    /// the watermark, `t − offset` at the offset when read (docs/mdp3.md).
+    heartbeat_at: Option<u64>,
     latest: u64,
     samples: Vec<(u64, i128)>,
     offset: i128,
@@ -820,6 +823,7 @@ impl Model {
             ends: Vec::new(),
             last_alive: None,
             watermark: None,
+            heartbeat_at: None,
             latest: 0,
             samples: Vec::new(),
             offset: 0,
@@ -1184,10 +1188,24 @@ impl Model {
         }
         if self.gaps.is_empty() {
             self.last_alive = Some(t);
-            let w = source.map_or(t as i128 - self.offset, i128::from);
-            self.watermark = Some(self.watermark.map_or(w, |x| x.max(w)));
+            match source {
+                Some(w) => {
+                    let w = i128::from(w);
+                    self.watermark = Some(self.watermark.map_or(w, |x| x.max(w)));
+                }
+                None => self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t))),
+            }
         }
         Ok(())
+    }
+
+    /// The watermark with the latest heartbeat's part at the offset now.
+    fn source_watermark(&self) -> Option<i128> {
+        let beat = self.heartbeat_at.map(|t| t as i128 - self.offset);
+        match (self.watermark, beat) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// §3.5: one snapshot message.
@@ -1334,7 +1352,7 @@ impl Model {
             r.push("stale");
         }
         if self
-            .watermark
+            .source_watermark()
             .is_none_or(|w| now - w - self.offset > self.th.source_ns as i128)
         {
             r.push("stale_at_source");
@@ -2353,7 +2371,11 @@ fn compare(model: &Model, feed: &Feed, now: u64) -> Result<(), String> {
     same("gaps_open", seq.gaps_open(), model.gaps.len())?;
     same("cached", feed.cached(), model.cached)?;
     same("last_alive", feed.last_alive(), model.last_alive)?;
-    same("source_watermark", feed.source_watermark(), model.watermark)?;
+    same(
+        "source_watermark",
+        feed.source_watermark(),
+        model.source_watermark(),
+    )?;
     same("offset", feed.offset(), model.offset)?;
     let ids: BTreeSet<i32> = feed.instruments().iter().map(|e| e.security_id).collect();
     same(

@@ -274,6 +274,29 @@ fn take_back(q: &mut VecDeque<u8>) -> u128 {
     x
 }
 
+/// A feed's source watermark, epoch ns: the latest source time its
+/// applied messages proved complete (`applied`), or the latest heartbeat's
+/// arrival `heartbeat_at` (local ns) taken at `offset` (local − provider),
+/// the offset in force now, whichever is later. Under one offset this is
+/// the specs' `max(watermark, t − offset)` at each heartbeat; taken at the
+/// offset of the moment, not of the heartbeat's, a heartbeat can make the
+/// source no fresher than its own arrival once the offset has moved (an
+/// offset pulled down by a packet stamped hours ahead, a duplicate or a
+/// forgery, would otherwise leave the watermark hours ahead for good, and
+/// `stale_at_source` silent, after that packet left the window).
+#[inline]
+pub fn heartbeat_watermark(
+    applied: Option<i128>,
+    heartbeat_at: Option<u64>,
+    offset: i128,
+) -> Option<i128> {
+    let beat = heartbeat_at.map(|t| t as i128 - offset);
+    match (applied, beat) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// One feed's clock-offset estimate.
 #[derive(Debug, Clone)]
 pub struct OffsetEstimator {

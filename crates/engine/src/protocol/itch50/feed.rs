@@ -788,8 +788,14 @@ pub struct Feed {
     clock: OffsetEstimator,
     /// Local arrival of the last proof of life, ns since the Unix epoch.
     last_alive: Option<u64>,
-    /// Latest source time known to be complete, epoch ns.
+    /// Latest source time known to be complete from the messages
+    /// applied, epoch ns.
     watermark: Option<i128>,
+    /// Arrival of the latest heartbeat that proved the feed alive, ns since
+    /// the Unix epoch: its part of the source watermark, `t − offset`, is
+    /// taken with the offset in force when the watermark is read
+    /// ([`crate::clock::heartbeat_watermark`]).
+    heartbeat_at: Option<u64>,
     /// Line A's and line B's copies of each packet compared.
     lines: LineCheck,
     /// An end of session came while awaiting a snapshot: the hours stay
@@ -806,6 +812,7 @@ impl Feed {
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             last_alive: None,
             watermark: None,
+            heartbeat_at: None,
             lines: LineCheck::default(),
             closed_awaiting: false,
             settings,
@@ -1032,8 +1039,7 @@ impl Feed {
         if out.alive {
             self.last_alive = Some(t);
             if p.kind() == Kind::Heartbeat {
-                let at = t as i128 - self.clock.offset();
-                self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
+                self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t)));
             }
         }
         out
@@ -1160,6 +1166,7 @@ impl Feed {
             clock,
             last_alive,
             watermark,
+            heartbeat_at,
             ..
         } = self;
         let State {
@@ -1180,7 +1187,7 @@ impl Feed {
             hours: *hours,
             refused: *refused || *symbols_full,
             last_alive: *last_alive,
-            watermark: *watermark,
+            watermark: crate::clock::heartbeat_watermark(*watermark, *heartbeat_at, clock.offset()),
         }
     }
 
@@ -1327,7 +1334,7 @@ impl Feed {
 
     /// Latest source time known to be complete, epoch ns.
     pub fn source_watermark(&self) -> Option<i128> {
-        self.watermark
+        crate::clock::heartbeat_watermark(self.watermark, self.heartbeat_at, self.clock.offset())
     }
 
     /// The clock offset (local − exchange), ns.
@@ -1613,6 +1620,64 @@ mod tests {
             b.message(m);
         }
         b.finish()
+    }
+
+    /// A packet stamped hours ahead (a duplicate: anyone's copy, its time
+    /// changed) pulls the auto offset down while it is in the window, and
+    /// a heartbeat then proves the source fresh as of its arrival; once
+    /// the packet has left the window, the heartbeat's part of the
+    /// watermark follows the offset back, so data lagging behind the
+    /// source threshold reads `stale_at_source` again (taken at the
+    /// heartbeat's offset, it stayed hours ahead and hid the delay).
+    #[test]
+    fn a_packet_stamped_hours_ahead_leaves_nothing_once_out_of_the_window() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 5_000 * MS,
+            },
+            ..settings()
+        });
+        let event = |ts: u64| encode::system_event(ts, b'Q');
+        f.on_datagram(&packet(1, &[event(OPEN)]), T0).unwrap();
+        assert_eq!(f.offset(), 0);
+        // Seq 1 again, stamped 64 h ahead.
+        let ahead = OPEN + 64 * 3_600_000 * MS;
+        f.on_datagram(&packet(1, &[event(ahead)]), T0 + 1_000 * MS)
+            .unwrap();
+        assert_eq!(f.offset(), -(((64 * 3_600_000 - 1_000) * MS) as i128));
+        f.on_datagram(&PacketBuilder::heartbeat(S1, 2), T0 + 2_000 * MS)
+            .unwrap();
+        // Out of the window: the source 3 s behind.
+        let late = T0 + 8_000 * MS;
+        f.on_datagram(&packet(2, &[event(OPEN + 5_000 * MS)]), late)
+            .unwrap();
+        assert_eq!(f.offset(), (3_000 * MS) as i128);
+        // The heartbeat proves the source up to its arrival less the offset
+        // now, below the data's own time.
+        assert_eq!(f.source_watermark(), Some((T0 + 5_000 * MS) as i128));
+        let aapl = sym("AAPL");
+        let add = encode::add_order(
+            1,
+            OPEN + 5_000 * MS,
+            1,
+            Side::Buy,
+            100,
+            aapl,
+            1_000_000,
+            None,
+        );
+        f.on_datagram(
+            &packet(3, &[encode::stock_directory(1, OPEN, aapl), add]),
+            late,
+        )
+        .unwrap();
+        let th = Thresholds {
+            stale_ns: 60_000 * MS,
+            source_ns: 2_000 * MS,
+        };
+        let at = |t: u64, f: &mut Feed| f.settled().verdict(aapl, th, t);
+        assert!(!at(late, &mut f).contains(Reasons::STALE_AT_SOURCE));
+        assert!(at(late + 2_000 * MS + 1, &mut f).contains(Reasons::STALE_AT_SOURCE));
     }
 
     /// Everything a reader of the feed can see.

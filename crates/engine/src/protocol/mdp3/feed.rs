@@ -12,8 +12,9 @@
 //! to the TransactTime of the packet's last message that carries one:
 //! every template with the incremental root (book, trade, volume,
 //! statistics and limits messages, and ChannelReset) and SecurityStatus.
-//! A packet with none (heartbeats, definitions) raises it to its arrival
-//! less the clock offset.
+//! A packet with none (heartbeats, definitions) proves it up to its
+//! arrival less the clock offset, the offset in force when the watermark
+//! is read ([`crate::clock::heartbeat_watermark`]).
 
 use super::book::{Books, Level, UndoLog, Update};
 use super::groups::{self, Groups};
@@ -253,7 +254,14 @@ pub struct Feed {
     verified: Vec<u32>,
     clock: OffsetEstimator,
     last_alive: Option<u64>,
+    /// The latest TransactTime a processed packet carried, the channel
+    /// then complete (epoch ns, venue clock).
     watermark: Option<i128>,
+    /// Arrival of the latest packet without a TransactTime (a heartbeat)
+    /// that proved the channel alive: its part of the watermark is taken
+    /// with the offset in force when read
+    /// ([`crate::clock::heartbeat_watermark`]).
+    heartbeat_at: Option<u64>,
     counters: Counters,
     /// What changed for a live publication: see [`Touched`].
     touched: Touched,
@@ -385,6 +393,7 @@ impl Feed {
             verified: Vec::new(),
             last_alive: None,
             watermark: None,
+            heartbeat_at: None,
             counters: Counters::default(),
             touched: Touched::default(),
             since_reset: SinceReset::default(),
@@ -461,7 +470,7 @@ impl Feed {
     /// The source watermark (ns since the Unix epoch, venue clock): the
     /// latest source time the channel is known complete up to.
     pub fn source_watermark(&self) -> Option<i128> {
-        self.watermark
+        crate::clock::heartbeat_watermark(self.watermark, self.heartbeat_at, self.clock.offset())
     }
 
     /// The clock offset in use (local − venue, ns), estimated from
@@ -921,11 +930,13 @@ impl Feed {
         self.clock.on_packet(t, packet.sending_time());
         if self.seq.gaps_open() == 0 {
             self.last_alive = Some(t);
-            let at = match source {
-                Some(tt) => tt as i128,
-                None => t as i128 - self.clock.offset(),
-            };
-            self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
+            match source {
+                Some(tt) => {
+                    let at = tt as i128;
+                    self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
+                }
+                None => self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t))),
+            }
         }
         Ok(())
     }
@@ -1393,7 +1404,7 @@ impl Feed {
         let inputs = Inputs {
             quoted: shown.bid.is_some() || shown.ask.is_some(),
             alive: self.last_alive.map(i128::from),
-            source: self.watermark,
+            source: self.source_watermark(),
             offset: self.clock.offset(),
             suspect: shown.suspect,
             invalid: shown.invalid,
@@ -2803,6 +2814,47 @@ mod tests {
 
     /// Silence past the threshold is stale; a rejected datagram is
     /// counted by the caller and changes nothing.
+    /// A packet sent "64 h ahead" (a heartbeat: SendingTime, no
+    /// TransactTime) pulls the auto offset down while in the window; once
+    /// it has left, a heartbeat's part of the watermark follows the
+    /// offset back, so a channel whose TransactTimes lag past the source
+    /// threshold reads `stale_at_source` again (taken at the offset of its
+    /// arrival, the heartbeat's part stayed 64 h ahead and hid the delay).
+    #[test]
+    fn a_packet_sent_hours_ahead_leaves_nothing_once_out_of_the_window() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 5_000 * MS,
+            },
+            ..super::super::testing::settings()
+        });
+        let hb = |s: u32, sent: u64| encode::packet(s, sent, &[encode::heartbeat(V)]);
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let ahead = 64 * 3_600_000 * MS;
+        f.on_incremental(&hb(2, T0 + ahead), T0 + 1_000 * MS)
+            .unwrap();
+        assert_eq!(f.offset(), -((ahead - 1_000 * MS) as i128));
+        f.on_incremental(&hb(3, T0 + 2_000 * MS), T0 + 2_000 * MS)
+            .unwrap();
+        // Out of the window: the channel sends and trades 3 s behind.
+        let late = T0 + 8_000 * MS;
+        let behind = T0 + 5_000 * MS;
+        let entry = bid(1, 2, 1, UpdateAction::Change, 11);
+        let p = encode::packet(4, behind, &[encode::book(46, V, behind, EOE, &[entry], 0)]);
+        f.on_incremental(&p, late).unwrap();
+        assert_eq!(f.offset(), (3_000 * MS) as i128);
+        assert_eq!(f.source_watermark(), Some(behind as i128));
+        let th = Thresholds {
+            stale_ns: 60_000 * MS,
+            source_ns: 2_000 * MS,
+        };
+        assert!(!f.verdict("#1", th, late).contains(Reasons::STALE_AT_SOURCE));
+        assert!(f
+            .verdict("#1", th, late + 2_000 * MS + 1)
+            .contains(Reasons::STALE_AT_SOURCE));
+    }
+
     #[test]
     fn staleness_and_rejections() {
         let mut f = feed();
