@@ -25,7 +25,7 @@ use crate::config::services::{line_index, listen_takes, Receive, COPIES};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
 use crate::protocol::publication_feeds;
-use crate::shm::{counter, Publication, WriterLock};
+use crate::shm::{counter, Publication, Republish, WriterLock};
 use crate::state::seqlock::SeqLock;
 use crate::state::verdict;
 use crate::state::StateTable;
@@ -369,6 +369,8 @@ pub struct Sidecar {
     recreate_at: u64,
     /// Failures to recreate it: a line a minute.
     recreate_log: crate::ratelimit::Limiter,
+    /// The orphaned publication's truncation was said.
+    orphan_truncated: bool,
 }
 
 /// Line `addr` of feed `name` open (joined from `source` if set), with the
@@ -581,6 +583,7 @@ impl Sidecar {
             last_beat: now,
             recreate_at: 0,
             recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
+            orphan_truncated: false,
         })
     }
 
@@ -876,29 +879,55 @@ impl Sidecar {
             return;
         }
         let shm = self.config.sidecar.shm_path.display().to_string();
-        if self.publication.moved() && !self.publication.should_republish() {
-            if self.publication.unwatched() {
-                // Once: the path is no longer watched.
+        let lock = if self.publication.moved() {
+            match self.publication.should_republish() {
+                Ok(Republish::No) => return,
+                Ok(Republish::Under(lock)) => lock,
+                Ok(Republish::Taken(e)) => {
+                    // Once: the path is no longer watched.
+                    tracing::error!(
+                        shm = %shm,
+                        error = %e,
+                        "publication and its lock file removed under the writer, and another \
+                         writer took the path: not published again; this one serves only the \
+                         readers that mapped its file: stop it"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    self.recreate_at = now.saturating_add(1_000_000_000);
+                    if let Some(held) = self.recreate_log.due(now, false) {
+                        tracing::error!(
+                            shm = %shm,
+                            error = %e,
+                            unlogged = held,
+                            "publication and its lock file removed under the writer: taking the \
+                             lock again failed; retrying every second"
+                        );
+                    }
+                    return;
+                }
+            }
+        } else if self.publication.unwatched() {
+            // Orphaned (the path another writer's), and now truncated too.
+            if !std::mem::replace(&mut self.orphan_truncated, true) {
                 tracing::error!(
                     shm = %shm,
-                    "publication and its lock file removed under the writer: not published \
-                     again (another writer may hold the path now); this one serves only the \
-                     readers that mapped its file: restart it"
+                    "publication of a writer that lost its path truncated: not published again; \
+                     stop this writer"
                 );
             }
             return;
-        }
-        if self.publication.unwatched() {
-            // Orphaned: the path may be another writer's.
-            return;
-        }
+        } else {
+            self.publication.lock()
+        };
         let moved = self.publication.moved();
         let what = if moved {
             "publication removed or renamed under the writer (its path names another file or none)"
         } else {
             "publication truncated under the writer (by its owner or root)"
         };
-        match self.publication.recreate(now) {
+        match self.publication.recreate(now, lock) {
             Ok(p) => {
                 let p = Arc::new(p);
                 let table = StateTable::shared(p.clone());

@@ -364,6 +364,11 @@ fn c_reader_agrees_with_rust_reader() {
     p.heartbeat(now);
 
     // lp1: full feed, offset −2 s (a fresh source time reads 2 s ahead).
+    // The older packet first: a feed takes no arrival before its latest.
+    feed(&mut h, 0, past, past + 2 * S, |b| {
+        b.quote(sym("OLDQ"), 1, past + 2 * S, 1.0, 1.1);
+        b.quote(sym("SLOWSYM"), 1, past + 2 * S, 1.0, 1.1);
+    });
     feed(&mut h, 0, now, now + 2 * S, |b| {
         b.quote(sym("EURUSD"), 1, now + 2 * S, 1.0850, 1.0851);
         b.quote(sym("SRCOLD"), 1, now - 300 * S, 1.0, 1.1);
@@ -372,21 +377,17 @@ fn c_reader_agrees_with_rust_reader() {
         b.heartbeat(sym("NOPRICE"), 5);
         b.quote(sym("ONLYBAD"), 1, now + 2 * S, f64::NAN, 1.0);
     });
-    feed(&mut h, 0, past, past + 2 * S, |b| {
-        b.quote(sym("OLDQ"), 1, past + 2 * S, 1.0, 1.1);
-        b.quote(sym("SLOWSYM"), 1, past + 2 * S, 1.0, 1.1);
-    });
     // lp2-delta: suspect until a snapshot, and after a gap.
+    feed(&mut h, 1, past, past, |b| {
+        b.snapshot(sym("ALLBAD"), 1, past, 1.0, 1.1);
+        b.quote(sym("ALLBAD"), 5, past, -1.0, 1.1);
+    });
     feed(&mut h, 1, now, now, |b| {
         b.quote(sym("EURUSD"), 1, now, 1.0850, 1.0851);
         b.snapshot(sym("GBPUSD"), 10, now, 1.25, 1.26);
         b.quote(sym("GBPUSD"), 11, now, 1.25, 1.27);
         b.snapshot(sym("GAPPY"), 5, now, 1.0, 1.1);
         b.quote(sym("GAPPY"), 9, now, 1.0, 1.1);
-    });
-    feed(&mut h, 1, past, past, |b| {
-        b.snapshot(sym("ALLBAD"), 1, past, 1.0, 1.1);
-        b.quote(sym("ALLBAD"), 5, past, -1.0, 1.1);
     });
     // wild: send times at the end of u64, so the automatic offset
     // (arrival − send_time) needs more than 64 bits.

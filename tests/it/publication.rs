@@ -1011,8 +1011,10 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
 
 /// A publication removed, then one renamed, under a live writer: within
 /// about 0.1 s (the length check's period) a new one stands at the path,
-/// the writer alive, and answers again once quoted; a reader of the old
-/// file answers `stale` (its heartbeat stopped) and refreshes onto it.
+/// once, the writer alive, and answers again once quoted; a reader of the
+/// old file answers `stale` at once (closed) and refreshes onto it.
+/// Removed with its lock file, it is published again under the lock taken
+/// again, unless another writer took that lock meanwhile.
 #[test]
 fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
     let dir = scratch();
@@ -1059,25 +1061,30 @@ fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
         quote(&cfg, "EURUSD");
         wait_ok(&shm, "EURUSD");
     }
-    // The lock file removed too: a second writer may take the path, and
-    // the first must not take it back.
-    std::fs::remove_file(tickguard::shm::lock_path(&shm)).unwrap();
+    // The lock file removed too, no one taking it meanwhile: the writer
+    // takes the lock again and publishes again.
+    let lock = tickguard::shm::lock_path(&shm);
+    let (inode, _) = snapshot(&shm);
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::remove_file(&shm).unwrap();
+    wait_replaced(&shm, inode, &mut running.child, "not published again");
+    let writer = running.child.id();
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        format!("{writer}\n")
+    );
+    // Removed again, and another writer took the lock meanwhile: the first
+    // must not take the path from it.
+    std::fs::remove_file(&lock).unwrap();
+    let other = tickguard::shm::WriterLock::acquire(&shm).unwrap();
     std::fs::remove_file(&shm).unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    assert!(!shm.exists(), "published again without its lock");
-    let second = start(&config(dir.path(), "second", &shm, "", NO_METRICS), &shm);
-    let (inode, _) = snapshot(&shm);
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        snapshot(&shm).0,
-        inode,
-        "the first writer took the path back"
-    );
+    assert!(!shm.exists(), "published on another writer's path");
     assert!(
         running.child.try_wait().unwrap().is_none(),
         "the first writer died"
     );
-    drop(second);
+    drop(other);
     drop(running);
 }
 

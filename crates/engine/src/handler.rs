@@ -44,8 +44,43 @@ pub struct Feed {
     reject_lines_left: u64,
     /// The packets rejected in a row up to now.
     run: RejectRun,
+    /// Arrival times as the feed takes them ([`Feed::arrive`]).
+    arrivals: Arrivals,
     /// What decodes the feed's datagrams and keeps its state.
     engine: Engine,
+}
+
+/// A feed's arrival times never go back: a datagram or segment stamped
+/// earlier than one the feed already took (a clock stepped back, a capture
+/// out of time order) is taken at the latest time before it, so that
+/// liveness, the clock offset and deadlines only move forward; such
+/// arrivals are counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arrivals {
+    /// The latest arrival taken, ns since the Unix epoch.
+    latest: u64,
+    /// Arrivals stamped before it, and the largest step back, ns.
+    pub stepped_back: u64,
+    pub largest_step_back_ns: u64,
+}
+
+impl Arrivals {
+    /// The time an arrival stamped `t` is taken at.
+    #[inline]
+    pub fn at(&self, t: u64) -> u64 {
+        t.max(self.latest)
+    }
+
+    /// Takes an arrival stamped `t`: the time it is taken at.
+    #[inline]
+    fn take(&mut self, t: u64) -> u64 {
+        if t < self.latest {
+            self.stepped_back += 1;
+            self.largest_step_back_ns = self.largest_step_back_ns.max(self.latest - t);
+        }
+        self.latest = self.at(t);
+        self.latest
+    }
 }
 
 /// Packets of one feed rejected in a row. Kept on the rejected (cold) path
@@ -181,6 +216,7 @@ impl Handler {
                     reject_log_held: 0,
                     reject_lines_left: u64::MAX,
                     run: RejectRun::default(),
+                    arrivals: Arrivals::default(),
                     engine: Engine::new(f, capacity, offset_queue, shared),
                 })
                 .collect(),
@@ -239,6 +275,7 @@ impl Handler {
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return Ok(());
         };
+        let t = f.arrivals.take(t);
         f.counters.packets += 1;
         let cx = Cx {
             id: feed,
@@ -326,9 +363,21 @@ impl Handler {
 
     /// A captured TCP segment of `feed`'s stream, at `t` (replay).
     pub fn on_segment(&mut self, feed: u16, segment: &Segment<'_>, t: u64) {
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
+            return;
+        };
+        let t = f.arrivals.take(t);
         if let Some((engine, cx)) = self.cx(feed) {
             engine.on_segment(cx, segment, t);
         }
+    }
+
+    /// How `feed` takes arrival times ([`Arrivals`]); none for an unknown
+    /// feed.
+    pub fn arrivals(&self, feed: u16) -> Arrivals {
+        self.feeds
+            .get(feed as usize)
+            .map_or_else(Arrivals::default, |f| f.arrivals)
     }
 
     /// `feed`'s clock offset (local − provider), ns: the estimate its

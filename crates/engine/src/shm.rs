@@ -59,6 +59,18 @@ pub struct Publication {
     lock: Arc<WriterLock>,
 }
 
+/// What a writer whose publication's path moved does
+/// ([`Publication::should_republish`]).
+#[derive(Debug)]
+pub enum Republish {
+    /// Nothing: the path names its file again.
+    No,
+    /// Publish a new file at the path, under this lock.
+    Under(Arc<WriterLock>),
+    /// Another writer holds the path now (the refusal says which).
+    Taken(io::Error),
+}
+
 /// What a publication is built from, besides its lock and the time.
 #[derive(Debug, Clone)]
 struct Spec {
@@ -178,13 +190,15 @@ fn held_by_its_owner(
     shown: &impl std::fmt::Display,
 ) -> Option<io::Error> {
     let holders = crate::sys::lock_holders((meta.dev(), meta.ino())).unwrap_or_default();
-    let &(pid, _) = holders.iter().find(|&&(_, uid)| uid == Some(meta.uid()))?;
+    // A holder whose user cannot be read (`/proc` mounted with `hidepid`,
+    // another pid namespace) may be that writer too.
+    let &(pid, uid) = holders
+        .iter()
+        .find(|&&(_, uid)| uid.is_none_or(|u| u == meta.uid()))?;
+    let uid = uid.map_or("unknown".to_string(), |u| u.to_string());
     Some(io::Error::new(
         io::ErrorKind::AddrInUse,
-        format!(
-            "in use by another writer, pid {pid} of uid {} (it holds {shown}): one writer per path",
-            meta.uid()
-        ),
+        format!("in use by another writer, pid {pid} of uid {uid} (it holds {shown}): one writer per path"),
     ))
 }
 
@@ -627,9 +641,9 @@ impl Publication {
         check_replaceable(&self.path, self.predecessor)?;
         std::fs::rename(&self.staging, &self.path)?;
         self.published.store(true, Ordering::Relaxed);
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            let _ = self.path_id.set((m.dev(), m.ino()));
-        }
+        // Unreadable just after the rename (hardly): the file's own.
+        let here = std::fs::symlink_metadata(&self.path).map(|m| (m.dev(), m.ino()));
+        let _ = self.path_id.set(here.unwrap_or(self.dev_ino));
         Ok(())
     }
 
@@ -742,41 +756,51 @@ impl Publication {
         self.unwatched.load(Ordering::Relaxed)
     }
 
-    /// After [`moved`](Self::moved), read again now: true if a new file
-    /// should be published at the path. False, the mark cleared, if the
-    /// path names this file again (moved back). False, and the path no
-    /// longer watched, if this writer's lock file is gone from its path
-    /// too (a cleanup removed both): another writer may hold the path
-    /// now, and each republishing would take it from the other in turn,
-    /// so this one goes on serving only the readers that mapped its file.
-    pub fn should_republish(&self) -> bool {
+    /// After [`moved`](Self::moved), read again now: what to do.
+    /// [`Republish::No`], the mark cleared, if the path names this file
+    /// again (moved back). If this writer's lock file is gone from its path
+    /// too (a cleanup removed both), the lock is taken again on a new
+    /// file: [`Republish::Under`] it if no one holds it, or, when another
+    /// writer took the path meanwhile, [`Republish::Taken`] and the path
+    /// is no longer watched (republishing would take the path from that
+    /// writer, and it from this one, in turn): this one goes on serving
+    /// only the readers that mapped its file. An error taking the lock
+    /// otherwise is returned, to try again later.
+    pub fn should_republish(&self) -> io::Result<Republish> {
         if !self.path_moved() {
             self.moved.store(false, Ordering::Relaxed);
-            return false;
+            return Ok(Republish::No);
         }
-        if !self.lock.at_its_path() {
-            self.unwatched.store(true, Ordering::Relaxed);
-            self.moved.store(false, Ordering::Relaxed);
-            return false;
+        if self.lock.at_its_path() {
+            return Ok(Republish::Under(self.lock.clone()));
         }
-        true
+        match WriterLock::acquire(&self.lock.shm_path) {
+            Ok(lock) => Ok(Republish::Under(Arc::new(lock))),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                self.unwatched.store(true, Ordering::Relaxed);
+                self.moved.store(false, Ordering::Relaxed);
+                Ok(Republish::Taken(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// This writer's lock.
+    pub fn lock(&self) -> Arc<WriterLock> {
+        self.lock.clone()
     }
 
     /// After [`lost`](Self::lost): gives the truncated file its length back
     /// (zeros: readers still mapping it answer `stale` instead of faulting),
-    /// then builds a new publication as this one was built, with the same
-    /// lock, empty, and publishes it in place of the truncated file. Its
-    /// slots, directory and counters start over.
-    pub fn recreate(&self, now_ns: u64) -> io::Result<Publication> {
+    /// then builds a new publication as this one was built, under `lock`
+    /// (its own, or one taken again: [`should_republish`](Self::should_republish)),
+    /// empty, and publishes it in place of the old file. Its slots,
+    /// directory and counters start over.
+    pub fn recreate(&self, now_ns: u64, lock: Arc<WriterLock>) -> io::Result<Publication> {
         // Best effort: without the room, readers still mapping the old file
         // fault on it (into their own guard, or die) until they re-open.
         let _ = crate::sys::file::reserve(&self.file, self.views.shape().file_len as u64);
-        let p = Publication::build_with(
-            self.lock.clone(),
-            self.spec.clone(),
-            now_ns,
-            Some(self.dev_ino),
-        )?;
+        let p = Publication::build_with(lock, self.spec.clone(), now_ns, Some(self.dev_ino))?;
         p.publish()?;
         Ok(p)
     }

@@ -312,8 +312,8 @@ pub struct Router {
     /// feed has one or two lines, so this is a handful of entries searched
     /// without hashing.
     routes: Vec<(u64, u16, u8)>,
-    /// Each feed's `source`, when some feed has one.
-    sources: Option<Vec<Option<std::net::Ipv4Addr>>>,
+    /// Each feed's `source` (a source-specific join), by feed.
+    sources: Vec<Option<std::net::Ipv4Addr>>,
     /// The feeds' channels: (listening address, feed, line); an
     /// unspecified address matches any address with the port, port 0
     /// matches nothing ([`listen_takes`]).
@@ -348,10 +348,9 @@ impl Router {
             }
         }
         routes.sort_unstable();
-        let sources = config.feeds.iter().any(|f| f.source.is_some());
         Router {
             routes,
-            sources: sources.then(|| config.feeds.iter().map(|f| f.source).collect()),
+            sources: config.feeds.iter().map(|f| f.source).collect(),
             channels,
             streams,
             all_to: None,
@@ -388,33 +387,41 @@ impl Router {
     /// belongs to. A line address wins over a channel.
     #[inline]
     pub fn route_line(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
-        if let Some(feed) = self.all_to {
-            return Some((feed, 0));
-        }
-        let key = route_key(dst);
-        match self.routes.binary_search_by_key(&key, |&(k, ..)| k) {
-            Ok(i) => Some((self.routes[i].1, self.routes[i].2 as usize)),
-            Err(_) if self.channels.is_empty() => None,
-            Err(_) => self.channel(dst),
-        }
+        let anyone = SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        self.route_from(anyone, dst).ok().flatten()
     }
 
-    /// Whether a datagram from `src` to `dst` reaches its feed as it would
-    /// live: a line of a feed with `source` takes only that sender's (the
-    /// kernel drops the others' at a source-specific join); channels take
-    /// any, and so does every line with [`all_to`](Self::all_to) (a
-    /// capture recorded elsewhere names other senders).
+    /// [`route_line`](Self::route_line) for a datagram from `src`, as the
+    /// feed's socket would receive it live: a line of a feed with `source`
+    /// takes only that sender's ([`WrongSource`] otherwise: the kernel
+    /// drops the others' at a source-specific join), except from an
+    /// unspecified sender (a recording names none); channels take any,
+    /// and so does every line with [`all_to`](Self::all_to) (a capture
+    /// recorded elsewhere names other senders).
     #[inline]
-    pub fn admits(&self, src: SocketAddrV4, dst: SocketAddrV4) -> bool {
-        let Some(sources) = self.sources.as_ref().filter(|_| self.all_to.is_none()) else {
-            return true;
-        };
+    pub fn route_from(
+        &self,
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+    ) -> Result<Option<(u16, usize)>, WrongSource> {
+        if let Some(feed) = self.all_to {
+            return Ok(Some((feed, 0)));
+        }
         match self
             .routes
             .binary_search_by_key(&route_key(dst), |&(k, ..)| k)
         {
-            Ok(i) => sources[usize::from(self.routes[i].1)].is_none_or(|s| s == *src.ip()),
-            Err(_) => true,
+            Ok(i) => {
+                let (_, feed, line) = self.routes[i];
+                let source = self.sources[usize::from(feed)];
+                let unnamed = src.ip().is_unspecified();
+                match source.is_none_or(|s| unnamed || s == *src.ip()) {
+                    true => Ok(Some((feed, usize::from(line)))),
+                    false => Err(WrongSource),
+                }
+            }
+            Err(_) if self.channels.is_empty() => Ok(None),
+            Err(_) => Ok(self.channel(dst)),
         }
     }
 
@@ -426,6 +433,11 @@ impl Router {
             .map(|&(_, feed, line)| (feed, line as usize))
     }
 }
+
+/// A datagram to a line of a feed with `source` from another sender
+/// ([`Router::route_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrongSource;
 
 /// A destination as one integer: address in the high bits, port in the low 16.
 #[inline]
@@ -736,23 +748,8 @@ pub fn replay_until(
     let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
-    // The latest arrival so far, and the datagrams stamped before it.
-    let mut latest = 0u64;
-    let (mut steps_back, mut largest_step) = (0u64, 0u64);
 
     let result = capture.for_each(|d: &Datagram<'_>| {
-        // Stamped before one already read: taken as arriving at the latest
-        // time before it (nothing goes back in time: liveness, the clock
-        // offset, deadlines, which checks are answered).
-        if d.time_ns < latest {
-            steps_back += 1;
-            largest_step = largest_step.max(latest - d.time_ns);
-        }
-        latest = latest.max(d.time_ns);
-        let d = &Datagram {
-            time_ns: latest,
-            ..*d
-        };
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
@@ -771,19 +768,23 @@ pub fn replay_until(
             }
             return;
         }
-        let route = router.route_line(d.dst);
-        if route.is_some() && !router.admits(d.src, d.dst) {
-            wrong_source += 1;
-            return;
-        }
-        observer.before(&mut handler, route.map(|(feed, _)| feed), d);
+        let route = router.route_from(d.src, d.dst);
+        let feed = route.ok().flatten().map(|(feed, _)| feed);
+        // Observed at the time its feed takes it (never before the latest
+        // it took: [`crate::handler::Arrivals`]).
+        let stamp = d.time_ns;
+        let at = feed.map_or(stamp, |f| handler.arrivals(f).at(stamp));
+        let d = &Datagram { time_ns: at, ..*d };
+        observer.before(&mut handler, feed, d);
         match route {
-            Some((feed, line)) => {
+            Ok(Some((feed, line))) => {
+                // Stamped as captured: the feed takes it at `at`.
                 let result: Result<(), Rejected> =
-                    handler.on_datagram_line(feed, line, d.payload, d.time_ns);
+                    handler.on_datagram_line(feed, line, d.payload, stamp);
                 observer.after(&mut handler, feed, d, result);
             }
-            None => unrouted += 1,
+            Ok(None) => unrouted += 1,
+            Err(WrongSource) => wrong_source += 1,
         }
         seen += 1;
         if seen.is_multiple_of(8192) {
@@ -801,8 +802,12 @@ pub fn replay_until(
     let mut summary = summarize(&mut handler, capture.stats().clone(), unrouted);
     summary.capture.span_ns = span_ns;
     summary.capture.wrong_source = wrong_source;
-    summary.capture.time_steps_back = steps_back;
-    summary.capture.largest_step_back_ns = largest_step;
+    for f in 0..handler.feeds().len() {
+        let a = handler.arrivals(f as u16);
+        summary.capture.time_steps_back += a.stepped_back;
+        let largest = &mut summary.capture.largest_step_back_ns;
+        *largest = (*largest).max(a.largest_step_back_ns);
+    }
     Outcome {
         answers,
         summary,
@@ -930,13 +935,17 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         lines.push("the capture holds no packets".into());
     }
     if c.time_steps_back > 0 {
+        let step = c.largest_step_back_ns as f64;
+        let step = match step < 1e9 {
+            true => format!("{:.3} ms", step / 1e6),
+            false => format!("{:.3} s", step / 1e9),
+        };
         lines.push(format!(
-            "the capture's time steps back at {} datagrams (by up to {:.3} ms): each was taken as \
-             arriving at the latest time before it, and checks are answered in the file's order; \
-             if that is not the order they arrived in (a capture of several interfaces, \
+            "the capture's time steps back at {} of the records its feeds took (by up to {step}): \
+             each was taken at the latest time before it, and checks are answered in the file's \
+             order; if that is not the order they arrived in (a capture of several interfaces, \
              `mergecap -a`), answers after them may be too fresh: sort it first (`reordercap`)",
-            c.time_steps_back,
-            c.largest_step_back_ns as f64 / 1e6
+            c.time_steps_back
         ));
     }
     if c.wrong_source > 0 {

@@ -72,7 +72,8 @@ fn flags_of(e: &Entry) -> u8 {
 /// Published instruments with each flag set, as of the last publish.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flagged {
-    /// No baseline, or a hole open.
+    /// No baseline, or a hole open; or shown suspect while a stale name
+    /// finds it ([`Published::misnamed`]).
     pub suspect: usize,
     /// A packet gap given up since their last entry applied.
     pub unverified: usize,
