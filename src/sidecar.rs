@@ -895,17 +895,9 @@ impl Sidecar {
                     return;
                 }
                 Err(e) => {
-                    self.recreate_at = now.saturating_add(1_000_000_000);
-                    if let Some(held) = self.recreate_log.due(now, false) {
-                        tracing::error!(
-                            shm = %shm,
-                            error = %e,
-                            unlogged = held,
-                            "publication and its lock file removed under the writer: taking the \
-                             lock again failed; retrying every second"
-                        );
-                    }
-                    return;
+                    let what = "publication and its lock file removed under the writer: taking \
+                                the lock again";
+                    return self.recreate_failed(now, what, &e);
                 }
             }
         } else if self.publication.unwatched() {
@@ -952,19 +944,24 @@ impl Sidecar {
                 self.publish_counters();
                 tracing::error!(shm = %shm, "{what}: recreated, every symbol starts over");
             }
-            Err(e) => {
-                self.recreate_at = now.saturating_add(1_000_000_000);
-                // A lasting cause (something at the path it may not
-                // replace, no room) would otherwise log every second.
-                if let Some(held) = self.recreate_log.due(now, false) {
-                    tracing::error!(
-                        shm = %shm,
-                        error = %e,
-                        unlogged = held,
-                        "{what}: recreating it failed; retrying every second"
-                    );
-                }
-            }
+            Err(e) => self.recreate_failed(now, &format!("{what}: recreating it"), &e),
+        }
+    }
+
+    /// `what` failed at `now` with `e`: tried again a second later, said
+    /// once a minute (a lasting cause, something at the path it may not
+    /// replace or no room, would otherwise log every second).
+    #[cold]
+    fn recreate_failed(&mut self, now: u64, what: &str, e: &std::io::Error) {
+        self.recreate_at = now.saturating_add(1_000_000_000);
+        if let Some(held) = self.recreate_log.due(now, false) {
+            let shm = self.config.sidecar.shm_path.display();
+            tracing::error!(
+                shm = %shm,
+                error = %e,
+                unlogged = held,
+                "{what} failed; retrying every second"
+            );
         }
     }
 
