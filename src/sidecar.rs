@@ -808,12 +808,14 @@ impl Sidecar {
                 break;
             };
             line.next += 1;
-            if meta.truncated {
-                self.stats.oversized += 1;
-                continue;
-            }
+            // The sender first: another's datagram, oversized or not, is
+            // counted as another's.
             if line.peer.is_some_and(|p| meta.from != Some(p)) {
                 line.wrong_source += 1;
+                continue;
+            }
+            if meta.truncated {
+                self.stats.oversized += 1;
                 continue;
             }
             if !line.wanted {

@@ -296,7 +296,7 @@ impl FeedView {
             "source_watermark_ns".into(),
             json!((st.source_watermark != 0).then_some(st.source_watermark)),
         );
-        doc.insert("clock_offset_ns".into(), json!(self.offset as i64));
+        doc.insert("clock_offset_ns".into(), json!(saturated(self.offset)));
         for f in self.families() {
             let buckets: Vec<Value> = self
                 .samples
@@ -710,7 +710,7 @@ impl Snapshot {
                     "ticks_lost": r.counts().map(|c| c.0),
                     "duplicates": r.counts().map(|c| c.1),
                     "silence_ns": (r.last_alive() != 0).then(|| now.saturating_sub(r.last_alive())),
-                    "source_age_ns": r.source_age(now).map(|a| a as i64),
+                    "source_age_ns": r.source_age(now).map(saturated),
                 })
             })
             .collect();
@@ -857,5 +857,26 @@ pub(crate) fn patiently<T>(wait: Duration, mut read: impl FnMut() -> Option<T>) 
             return r;
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// `v` in JSON's 64-bit integers, held at the nearer end of their range
+/// when beyond it (an offset from a send time near 2^64 needs 128 bits):
+/// never wrapped to the other sign.
+fn saturated(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saturated;
+
+    /// An offset or a source age beyond 64 bits keeps its sign in JSON.
+    #[test]
+    fn json_integers_saturate_and_keep_their_sign() {
+        assert_eq!(saturated(-5), -5);
+        assert_eq!(saturated(i128::from(i64::MAX) + 1), i64::MAX);
+        assert_eq!(saturated(-(1i128 << 100)), i64::MIN);
+        assert_eq!(saturated(u64::MAX as i128), i64::MAX);
     }
 }

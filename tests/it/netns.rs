@@ -1096,8 +1096,9 @@ fn join_namespace(ns: &str) {
 }
 
 /// Another user on the machine answers the recovery channel, from another
-/// port and from another address (the server's port): both answers are
-/// counted (`recovery_wrong_source`) and fill nothing; an answer of the
+/// port and from another address (the server's port), and once with an
+/// oversized datagram: all three are counted (`recovery_wrong_source`)
+/// and fill nothing; an answer of the
 /// server naming another session is counted (`recovery_wrong_session`)
 /// and drops nothing; the server's own answer fills the gap.
 #[test]
@@ -1175,8 +1176,12 @@ source_threshold_ms = 60000
     for from in ["127.0.0.1:31400", "127.0.0.2:31399"] {
         send_as_nobody(&ns.0, from.parse().unwrap(), to, &packet(session, 2));
     }
+    // Oversized too: counted as another sender's, not only as oversized.
+    let mut big = packet(session, 2);
+    big.resize(20_000, 0);
+    send_as_nobody(&ns.0, "127.0.0.1:31400".parse().unwrap(), to, &big);
     wait("wrong sources counted", &|| {
-        c(counter::CHANNEL_WRONG_SOURCE) == 2
+        c(counter::CHANNEL_WRONG_SOURCE) == 3
     });
     assert_eq!(
         c(counter::GAPS_OPEN),
@@ -1195,7 +1200,7 @@ source_threshold_ms = 60000
     server.send_to(&packet(session, 2), listen).unwrap();
     wait("the gap filled", &|| c(counter::RECOVERED) == 1);
     assert_eq!((c(counter::GAPS_OPEN), c(counter::NEXT)), (0, 4));
-    assert_eq!(c(counter::CHANNEL_WRONG_SOURCE), 2);
+    assert_eq!(c(counter::CHANNEL_WRONG_SOURCE), 3);
 }
 
 /// A C program that, for each of SO_REUSEADDR, SO_REUSEPORT and both, tries

@@ -241,8 +241,9 @@ clock_offset = 0
             h.on_datagram_line(1, 0, &d, t).unwrap();
         }
     }
+    // Over 120 ms: every packet of the feed rejected, not a burst.
     for _ in 0..40 {
-        t += 1_000;
+        t += 3 * MS;
         let _ = h.on_datagram_line(2, 0, b"SESSION001\0\0\0\0\0\0\0\x01\0\x01", t);
     }
     h.publish_counters();

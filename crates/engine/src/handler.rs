@@ -24,8 +24,13 @@ const REJECT_LOG_INTERVAL_NS: u64 = 1_000_000_000;
 /// While a feed has every packet rejected, the warning repeats at most this
 /// often, ns of arrival time.
 const ALL_REJECTED_LOG_INTERVAL_NS: u64 = 10_000_000_000;
-/// Rejected packets in a row that make a feed "all rejected"...
+/// Rejected packets in a row that make a feed "all rejected", over at
+/// least [`ALL_REJECTED_MIN_RUN_NS`]...
 pub const ALL_REJECTED_MIN_PACKETS: u64 = 32;
+/// ... ns, first to last: runs of garbage between the valid packets of a
+/// feed flooded by a neighbour (a few ms each) are not the feed's every
+/// packet rejected...
+pub const ALL_REJECTED_MIN_RUN_NS: u64 = 100_000_000;
 /// ... or a run of at least two this long, first to last, ns (a slow feed).
 pub const ALL_REJECTED_MIN_NS: u64 = 1_000_000_000;
 
@@ -113,14 +118,14 @@ pub struct AllRejected {
 
 impl RejectRun {
     /// Some while the feed's latest packets, `feed_packets` of them so far,
-    /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row, or
-    /// two or more over [`ALL_REJECTED_MIN_NS`]. Ends with the first
-    /// accepted packet.
+    /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row
+    /// over [`ALL_REJECTED_MIN_RUN_NS`], or two or more over
+    /// [`ALL_REJECTED_MIN_NS`]. Ends with the first accepted packet.
     pub fn all_rejected(&self, protocol: Protocol, feed_packets: u64) -> Option<AllRejected> {
         let ongoing = self.packets > 0 && self.at_packet == feed_packets;
-        let long = self.packets >= ALL_REJECTED_MIN_PACKETS
-            || (self.packets >= 2
-                && self.last_ns.saturating_sub(self.first_ns) >= ALL_REJECTED_MIN_NS);
+        let span = self.last_ns.saturating_sub(self.first_ns);
+        let long = (self.packets >= ALL_REJECTED_MIN_PACKETS && span >= ALL_REJECTED_MIN_RUN_NS)
+            || (self.packets >= 2 && span >= ALL_REJECTED_MIN_NS);
         if !(ongoing && long) {
             return None;
         }
