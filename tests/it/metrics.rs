@@ -448,7 +448,8 @@ fn an_itch_feeds_reject_reasons_are_its_own() {
 
 /// Packets naming a new session each (forged or not), each followed by an
 /// end of session, are counted, and logged at most a line a second (two
-/// when a logged session's end pairs with it).
+/// when a logged session's end pairs with it); once a line is due again,
+/// the session in force is logged, so the log's last word is the right one.
 #[test]
 fn a_flood_of_new_sessions_is_counted_not_logged_each() {
     let sidecar = start_feed("itch-sessions", "protocol = \"itch50\"");
@@ -477,6 +478,20 @@ fn a_flood_of_new_sessions_is_counted_not_logged_each() {
         (1..=2 * (seconds + 1)).contains(&(starts + ends)),
         "{starts} starts and {ends} ends logged in {seconds} s: {log}"
     );
+    // Once a line is due again, the session in force is named: the last.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&sidecar.log).unwrap();
+        let last = log.lines().rev().find(|l| l.contains("session"));
+        if last.is_some_and(|l| l.contains("this one now") && l.contains("FORGED0199")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session in force never logged: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Symbols of feed lp1 counted under any verdict (one with two reasons is

@@ -63,6 +63,10 @@ pub struct Engine {
     logged_session: Option<mold::Session>,
     /// The end of the current session is logged.
     session_ended: bool,
+    /// A new session came when no line was due: the session in force is
+    /// logged once one is ([`Itch::catch_up`]), so that the last line
+    /// names it.
+    session_unlogged: bool,
     /// The re-request client, with a recovery server.
     client: Option<Client>,
     /// GLIMPSE snapshots, with a snapshot server.
@@ -121,6 +125,7 @@ impl Engine {
             last_session_log: None,
             logged_session: None,
             session_ended: false,
+            session_unlogged: false,
             client: c.recovery.map(|_| {
                 Client::new(
                     Requester::from_config(c),
@@ -211,6 +216,26 @@ impl Engine {
         cx.counters.table_full = p.table_full;
     }
 
+    /// Whether a session line may be logged at `t`: none for a
+    /// [`LOG_INTERVAL_NS`] (or the clock stepped back).
+    fn session_log_due(&self, t: u64) -> bool {
+        self.last_session_log
+            .is_none_or(|last| t.saturating_sub(last) >= LOG_INTERVAL_NS || t < last)
+    }
+
+    /// Logs the session in force after new sessions that came while no
+    /// line was due (a flood of forged ones, say): the log's last word on
+    /// sessions is the one the feed follows.
+    #[cold]
+    fn session_settled(&mut self, name: &str, t: u64) {
+        self.session_unlogged = false;
+        self.last_session_log = Some(t);
+        let session = self.feed.session().unwrap_or_default();
+        self.logged_session = Some(session);
+        let changes = self.feed.sequencer().counters().session_changes;
+        tracing::info!(feed = %name, %session, changes, "sessions changed since the last line: this one now");
+    }
+
     /// Logs a new session or an end of session, once each per session
     /// and at most one line per interval, but for the end of a session
     /// whose start was logged: packets naming a new session each (forged
@@ -221,13 +246,11 @@ impl Engine {
         let session = self.feed.session().unwrap_or_default();
         let changes = self.feed.sequencer().counters().session_changes;
         let paired = !new && self.logged_session == Some(session);
-        let due = paired
-            || self
-                .last_session_log
-                .is_none_or(|last| t.saturating_sub(last) >= LOG_INTERVAL_NS || t < last);
-        if !due {
+        if !(paired || self.session_log_due(t)) {
+            self.session_unlogged |= new;
             return;
         }
+        self.session_unlogged = false;
         self.last_session_log = Some(t);
         if new {
             self.logged_session = Some(session);
@@ -320,6 +343,9 @@ impl FeedEngine for Engine {
     /// Gives up the gaps whose deadline is strictly before `now` (spec
     /// itch50 §3.2) and publishes what that changed.
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
+        if self.session_unlogged && self.session_log_due(now) {
+            self.session_settled(&cx.config.name, now);
+        }
         self.feed.expire(now);
         if let Some(d) = &mut self.snapshot {
             d.after(&mut self.feed, false, now, &cx.config.name);
