@@ -177,6 +177,63 @@ fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
     assert!(!stderr.contains("steps back"), "{stderr}");
 }
 
+/// A capture of two feeds out of order between them (`mergecap -a`): a
+/// datagram of one feed stamped before a check of it already answered
+/// (read after the other feed's later one) is taken at the check's time
+/// and counted, as one stamped before its own feed's latest is.
+#[test]
+fn a_datagram_behind_an_answered_check_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("two.toml");
+    std::fs::write(
+        &cfg,
+        "[[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"239.1.1.1:30001\"]\n\
+         stale_threshold_ms = 500\nsource_threshold_ms = 2000\n\
+         [[feed]]\nname = \"lp2\"\nkind = \"full\"\nlines = [\"239.1.1.2:30002\"]\n\
+         stale_threshold_ms = 500\nsource_threshold_ms = 2000\n",
+    )
+    .unwrap();
+    let cap = dir.path().join("two.pcap");
+    let file = std::fs::File::create(&cap).unwrap();
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let src: SocketAddrV4 = SENDER.parse().unwrap();
+    for (t, to, seq) in [
+        (T0, "239.1.1.2:30002", 1),
+        (T0 + 2_000 * MS, "239.1.1.1:30001", 1),
+        (T0 + 1_000 * MS, "239.1.1.2:30002", 2),
+    ] {
+        w.write_udp(t, src, to.parse().unwrap(), &quote(t, seq, 1.1, 1.2))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let checks = dir.path().join("checks.csv");
+    std::fs::write(
+        &checks,
+        format!("time_ns,feed,symbol\n{},lp2,EURUSD\n", T0 + 1_500 * MS),
+    )
+    .unwrap();
+    let summary = dir.path().join("summary.json");
+    let out = Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(&cap)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--checks")
+        .arg(&checks)
+        .arg("--summary")
+        .arg(&summary)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(json["capture"]["time_steps_back"], 1, "{json}");
+    assert!(stderr.contains("(by up to 500.000 ms)"), "{stderr}");
+}
+
 /// A feed with `source` joins its lines for that sender only, live: the
 /// kernel drops another sender's datagrams to them. A replay drops them
 /// too, counts them (`wrong_source`, the key absent when none) and warns;

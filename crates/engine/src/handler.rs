@@ -49,20 +49,24 @@ pub struct Feed {
     reject_lines_left: u64,
     /// The packets rejected in a row up to now.
     run: RejectRun,
-    /// Arrival times as the feed takes them ([`Feed::arrive`]).
+    /// Arrival times as the feed takes them in a replay ([`Arrivals`]).
     arrivals: Arrivals,
     /// What decodes the feed's datagrams and keeps its state.
     engine: Engine,
 }
 
-/// A feed's arrival times never go back: a datagram or segment stamped
-/// earlier than one the feed already took (a clock stepped back, a capture
-/// out of time order) is taken at the latest time before it, so that
-/// liveness, the clock offset and deadlines only move forward; such
-/// arrivals are counted.
+/// In a replay ([`Handler::keep_time_forward`]), a feed's arrival times
+/// never go back: a datagram or segment stamped earlier than one the feed
+/// already took, or than a check it already answered (a capture out of
+/// time order, a record stamped 1970), is taken at the latest time
+/// before it, so that liveness, the clock offset and deadlines only move
+/// forward; such arrivals are counted. Live, times are taken as the
+/// clock gives them: a clock stepped back is followed, not held.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Arrivals {
-    /// The latest arrival taken, ns since the Unix epoch.
+    /// Whether times are kept forward (a replay).
+    on: bool,
+    /// The latest arrival taken, or check answered, ns since the Unix epoch.
     latest: u64,
     /// Arrivals stamped before it, and the largest step back, ns.
     pub stepped_back: u64,
@@ -79,6 +83,9 @@ impl Arrivals {
     /// Takes an arrival stamped `t`: the time it is taken at.
     #[inline]
     fn take(&mut self, t: u64) -> u64 {
+        if !self.on {
+            return t;
+        }
         if t < self.latest {
             self.stepped_back += 1;
             self.largest_step_back_ns = self.largest_step_back_ns.max(self.latest - t);
@@ -377,6 +384,14 @@ impl Handler {
         }
     }
 
+    /// Keeps every feed's arrival times forward from now on ([`Arrivals`]):
+    /// a replay's.
+    pub fn keep_time_forward(&mut self) {
+        for f in &mut self.feeds {
+            f.arrivals.on = true;
+        }
+    }
+
     /// How `feed` takes arrival times ([`Arrivals`]); none for an unknown
     /// feed.
     pub fn arrivals(&self, feed: u16) -> Arrivals {
@@ -486,6 +501,13 @@ impl Handler {
     /// is strictly before it (spec itch50 §3.2). Call before
     /// [`verdict`](Self::verdict).
     pub fn before_check(&mut self, feed: u16, now: u64) {
+        // A check answered at `now`: what arrives stamped before it comes
+        // after it.
+        if let Some(a) = self.feeds.get_mut(feed as usize).map(|f| &mut f.arrivals) {
+            if a.on {
+                a.latest = a.latest.max(now);
+            }
+        }
         if let Some((engine, cx)) = self.cx(feed) {
             engine.catch_up(cx, now);
         }

@@ -292,9 +292,10 @@ pub struct CaptureSummary {
     /// (the key is written only when some were).
     #[serde(skip_serializing_if = "is_zero")]
     pub wrong_source: u64,
-    /// Datagrams stamped earlier than one before them, each taken as
-    /// arriving at the latest time before it (the key is written only when
-    /// some were).
+    /// Records stamped earlier than one their feed took before them, or
+    /// than a check of it already answered, each taken at that latest time
+    /// ([`crate::handler::Arrivals`]; the key is written only when some
+    /// were).
     #[serde(skip_serializing_if = "is_zero")]
     pub time_steps_back: u64,
     /// The largest of those steps back, ns (told in the warning).
@@ -742,6 +743,7 @@ pub fn replay_until(
     }
     handler.limit_reject_logs(REJECT_LOG_LINES);
     handler.pipeline_books(!observer.books_on_one_thread());
+    handler.keep_time_forward();
     let mut router = Router::new(config);
     router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);

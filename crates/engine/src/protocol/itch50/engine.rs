@@ -64,7 +64,7 @@ pub struct Engine {
     /// The end of the current session is logged.
     session_ended: bool,
     /// A new session came when no line was due: the session in force is
-    /// logged once one is ([`Itch::catch_up`]), so that the last line
+    /// logged once one is (at the next catch-up), so that the last line
     /// names it.
     session_unlogged: bool,
     /// The re-request client, with a recovery server.

@@ -2812,8 +2812,6 @@ mod tests {
         assert_eq!(f.verdict("ESZ6", TH, T0 + 3), Reasons::empty());
     }
 
-    /// Silence past the threshold is stale; a rejected datagram is
-    /// counted by the caller and changes nothing.
     /// A packet sent "64 h ahead" (a heartbeat: SendingTime, no
     /// TransactTime) pulls the auto offset down while in the window; once
     /// it has left, a heartbeat's part of the watermark follows the
@@ -2855,6 +2853,8 @@ mod tests {
             .contains(Reasons::STALE_AT_SOURCE));
     }
 
+    /// Silence past the threshold is stale; a rejected datagram is
+    /// counted by the caller and changes nothing.
     #[test]
     fn staleness_and_rejections() {
         let mut f = feed();

@@ -73,7 +73,7 @@ fn flags_of(e: &Entry) -> u8 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flagged {
     /// No baseline, or a hole open; or shown suspect while a stale name
-    /// finds it ([`Published::misnamed`]).
+    /// finds it (the publisher's misnamed count).
     pub suspect: usize,
     /// A packet gap given up since their last entry applied.
     pub unverified: usize,
