@@ -81,8 +81,19 @@ fn replay_checks(
     cfg: &Path,
     at: &[u64],
 ) -> (Vec<Vec<String>>, serde_json::Value, String) {
+    replay_checks_of(dir, cap, cfg, "lp1", at)
+}
+
+/// [`replay_checks`] of EURUSD on `feed`.
+fn replay_checks_of(
+    dir: &Path,
+    cap: &Path,
+    cfg: &Path,
+    feed: &str,
+    at: &[u64],
+) -> (Vec<Vec<String>>, serde_json::Value, String) {
     let checks = dir.join("checks.csv");
-    let rows: String = at.iter().map(|t| format!("{t},lp1,EURUSD\n")).collect();
+    let rows: String = at.iter().map(|t| format!("{t},{feed},EURUSD\n")).collect();
     std::fs::write(&checks, format!("time_ns,feed,symbol\n{rows}")).unwrap();
     let summary = dir.join("summary.json");
     let out = Command::cargo_bin("tickguard")
@@ -206,30 +217,7 @@ fn a_datagram_behind_an_answered_check_is_counted() {
             .unwrap();
     }
     w.finish().unwrap();
-    let checks = dir.path().join("checks.csv");
-    std::fs::write(
-        &checks,
-        format!("time_ns,feed,symbol\n{},lp2,EURUSD\n", T0 + 1_500 * MS),
-    )
-    .unwrap();
-    let summary = dir.path().join("summary.json");
-    let out = Command::cargo_bin("tickguard")
-        .unwrap()
-        .arg("replay")
-        .arg(&cap)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--checks")
-        .arg(&checks)
-        .arg("--summary")
-        .arg(&summary)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let (_, json, stderr) = replay_checks_of(dir.path(), &cap, &cfg, "lp2", &[T0 + 1_500 * MS]);
     assert_eq!(json["capture"]["time_steps_back"], 1, "{json}");
     assert!(stderr.contains("(by up to 500.000 ms)"), "{stderr}");
 }
