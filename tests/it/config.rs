@@ -388,17 +388,25 @@ fn run_refuses_to_start_without_the_snapshot_password() {
             "no-such-pw",
         ),
     ];
-    for (path, what) in cases {
+    // `tickguard ARGS --config PATH`, without the variable: exit code and stderr.
+    let tickguard = |args: &[&str], path: &std::path::Path| {
         let out = Command::cargo_bin("tickguard")
             .unwrap()
-            .args(["run", "--config"])
-            .arg(&path)
+            .args(args)
+            .arg("--config")
+            .arg(path)
             .env_remove("TG_TEST_PW_NEVER_SET")
             .timeout(std::time::Duration::from_secs(20))
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (path, what) in cases {
+        let (code, err) = tickguard(&["run"], &path);
+        assert_eq!(code, Some(2), "{err}");
         let problem: Vec<&str> = err
             .lines()
             .filter(|l| l.starts_with("tickguard: "))
@@ -410,17 +418,8 @@ fn run_refuses_to_start_without_the_snapshot_password() {
         // `check` and `stat` never read it: what stops them is only the
         // publication `run` never made.
         for args in [&["check", "nq", "AAA"][..], &["stat", "--once"]] {
-            let out = Command::cargo_bin("tickguard")
-                .unwrap()
-                .args(args)
-                .arg("--config")
-                .arg(&path)
-                .env_remove("TG_TEST_PW_NEVER_SET")
-                .timeout(std::time::Duration::from_secs(20))
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            let (code, err) = tickguard(args, &path);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
             assert!(err.contains("no publication"), "{args:?}: {err}");
             assert!(!err.contains("password"), "{args:?}: {err}");
         }
