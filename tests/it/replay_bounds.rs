@@ -128,15 +128,15 @@ fn replay_checks_of(
 
 const MS: u64 = 1_000_000;
 
-/// A datagram stamped before one already read is taken as arriving at the
-/// latest time before it: liveness and the clock offset never go back (a
-/// record stamped 1970 after one at T0 + 100 ms leaves the symbol `ok` at
-/// T0 + 250 ms, not `stale` and `stale_at_source`), and a check is
+/// A datagram stamped before one its feed already took is applied at its
+/// own stamp, as the contract says (a record stamped 1970 after one at
+/// T0 + 100 ms: the symbol reads `stale` and `stale_at_source` at
+/// T0 + 250 ms, never fresher than its stamps say), and a check is
 /// answered before the first datagram later than it, in the file's order.
 /// Both are counted in the summary (`time_steps_back`, the key absent when
 /// none) and told in one warning with the largest step.
 #[test]
-fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
+fn a_capture_stepping_back_is_applied_at_its_stamps_and_said() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_of(dir.path(), "kind = \"full\"");
     // (arrival, sent): the third stamped 1970, sent after the second.
@@ -146,10 +146,14 @@ fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
         (t, quote(sent, i + 1, 1.1, 1.2))
     });
     let (answers, summary, stderr) = replay_checks(dir.path(), &cap, &cfg, &[T0 + 250 * MS]);
-    assert_eq!(answers, vec![Vec::<String>::new()], "{stderr}");
+    assert_eq!(
+        answers,
+        vec![vec!["stale".to_string(), "stale_at_source".to_string()]],
+        "{stderr}"
+    );
     assert_eq!(summary["capture"]["time_steps_back"], 1, "{summary}");
     assert_eq!(
-        summary["feeds"]["lp1"]["clock_offset_ns"], 1_000_000,
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["last_alive"], 0,
         "{summary}"
     );
     let warned: Vec<&str> = stderr
@@ -164,7 +168,8 @@ fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
 
     // File order answers: the check at +300 ms comes before the datagram
     // stamped +2 s, so the crossed quote after it (stamped +100 ms) is not
-    // seen by it, but by the one at +2.5 s.
+    // seen by it, but by the one at +2.1 s, and at its own stamp: 2 s
+    // before that check, silent past the threshold.
     let times = [T0, T0 + 2_000 * MS, T0 + 100 * MS];
     let cap = capture(dir.path(), 3, |i| {
         let t = times[i as usize];
@@ -173,7 +178,13 @@ fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
     });
     let (answers, summary, _) =
         replay_checks(dir.path(), &cap, &cfg, &[T0 + 300 * MS, T0 + 2_100 * MS]);
-    assert_eq!(answers, vec![vec![], vec!["invalid_price".to_string()]]);
+    assert_eq!(
+        answers,
+        vec![
+            vec![],
+            vec!["stale".to_string(), "invalid_price".to_string()]
+        ]
+    );
     assert_eq!(summary["capture"]["time_steps_back"], 1, "{summary}");
 
     // In order: no key, no warning.
@@ -190,8 +201,9 @@ fn a_capture_stepping_back_is_taken_at_its_latest_time_and_said() {
 
 /// A capture of two feeds out of order between them (`mergecap -a`): a
 /// datagram of one feed stamped before a check of it already answered
-/// (read after the other feed's later one) is taken at the check's time
-/// and counted, as one stamped before its own feed's latest is.
+/// (read after the other feed's later one) is counted, as one stamped
+/// before its own feed's latest is, and applied at its own stamp, so that
+/// the feed's state is the same whichever checks are asked.
 #[test]
 fn a_datagram_behind_an_answered_check_is_counted() {
     let dir = tempfile::tempdir().unwrap();
@@ -217,9 +229,20 @@ fn a_datagram_behind_an_answered_check_is_counted() {
             .unwrap();
     }
     w.finish().unwrap();
-    let (_, json, stderr) = replay_checks_of(dir.path(), &cap, &cfg, "lp2", &[T0 + 1_500 * MS]);
+    let at = [T0 + 1_500 * MS, T0 + 2_200 * MS];
+    let (answers, json, stderr) = replay_checks_of(dir.path(), &cap, &cfg, "lp2", &at);
     assert_eq!(json["capture"]["time_steps_back"], 1, "{json}");
     assert!(stderr.contains("(by up to 500.000 ms)"), "{stderr}");
+    // Applied at its own stamp: the state does not depend on the checks.
+    let alive = &json["feeds"]["lp2"]["symbols"]["EURUSD"]["last_alive"];
+    assert_eq!(*alive, T0 + 1_000 * MS, "{json}");
+    let (alone, json, _) = replay_checks_of(dir.path(), &cap, &cfg, "lp2", &at[1..]);
+    assert!(json["capture"].get("time_steps_back").is_none(), "{json}");
+    assert_eq!(
+        json["feeds"]["lp2"]["symbols"]["EURUSD"]["last_alive"],
+        *alive
+    );
+    assert_eq!(alone[..], answers[1..]);
 }
 
 /// A feed with `source` joins its lines for that sender only, live: the

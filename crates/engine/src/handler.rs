@@ -55,16 +55,16 @@ pub struct Feed {
     engine: Engine,
 }
 
-/// In a replay ([`Handler::keep_time_forward`]), a feed's arrival times
-/// never go back: a datagram or segment stamped earlier than one the feed
-/// already took, or than a check it already answered (a capture out of
-/// time order, a record stamped 1970), is taken at the latest time
-/// before it, so that liveness, the clock offset and deadlines only move
-/// forward; such arrivals are counted. Live, times are taken as the
-/// clock gives them: a clock stepped back is followed, not held.
+/// In a replay ([`Handler::count_steps_back`]), a feed's arrivals stamped
+/// earlier than one it already took, or than a check of it already
+/// answered (a capture out of time order, a record stamped 1970), are
+/// counted, with the largest step: each is still applied at its own
+/// stamp, as the contract's "timestamps are arrival times" says (and as
+/// live applied a recording's), so the state never depends on which
+/// checks are asked, and a warning tells the operator to sort the capture.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Arrivals {
-    /// Whether times are kept forward (a replay).
+    /// Whether steps back are counted (a replay).
     on: bool,
     /// The latest arrival taken, or check answered, ns since the Unix epoch.
     latest: u64,
@@ -74,24 +74,17 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    /// The time an arrival stamped `t` is taken at.
+    /// Notes an arrival (or, `answered`, a check) at `t`.
     #[inline]
-    pub fn at(&self, t: u64) -> u64 {
-        t.max(self.latest)
-    }
-
-    /// Takes an arrival stamped `t`: the time it is taken at.
-    #[inline]
-    fn take(&mut self, t: u64) -> u64 {
+    fn note(&mut self, t: u64, answered: bool) {
         if !self.on {
-            return t;
+            return;
         }
-        if t < self.latest {
+        if t < self.latest && !answered {
             self.stepped_back += 1;
             self.largest_step_back_ns = self.largest_step_back_ns.max(self.latest - t);
         }
-        self.latest = self.at(t);
-        self.latest
+        self.latest = self.latest.max(t);
     }
 }
 
@@ -287,7 +280,7 @@ impl Handler {
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return Ok(());
         };
-        let t = f.arrivals.take(t);
+        f.arrivals.note(t, false);
         f.counters.packets += 1;
         let cx = Cx {
             id: feed,
@@ -378,17 +371,25 @@ impl Handler {
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return;
         };
-        let t = f.arrivals.take(t);
+        f.arrivals.note(t, false);
         if let Some((engine, cx)) = self.cx(feed) {
             engine.on_segment(cx, segment, t);
         }
     }
 
-    /// Keeps every feed's arrival times forward from now on ([`Arrivals`]):
-    /// a replay's.
-    pub fn keep_time_forward(&mut self) {
+    /// Counts every feed's arrivals that step back from now on
+    /// ([`Arrivals`]): a replay's.
+    pub fn count_steps_back(&mut self) {
         for f in &mut self.feeds {
             f.arrivals.on = true;
+        }
+    }
+
+    /// A check of `feed` was answered at `now` (a replay's): what arrives
+    /// stamped before it is counted as a step back.
+    pub fn answered(&mut self, feed: u16, now: u64) {
+        if let Some(f) = self.feeds.get_mut(feed as usize) {
+            f.arrivals.note(now, true);
         }
     }
 
@@ -501,13 +502,6 @@ impl Handler {
     /// is strictly before it (spec itch50 §3.2). Call before
     /// [`verdict`](Self::verdict).
     pub fn before_check(&mut self, feed: u16, now: u64) {
-        // A check answered at `now`: what arrives stamped before it comes
-        // after it.
-        if let Some(a) = self.feeds.get_mut(feed as usize).map(|f| &mut f.arrivals) {
-            if a.on {
-                a.latest = a.latest.max(now);
-            }
-        }
         if let Some((engine, cx)) = self.cx(feed) {
             engine.catch_up(cx, now);
         }

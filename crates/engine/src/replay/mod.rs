@@ -5,10 +5,10 @@
 //! Ordering: a check at `time_ns` is answered after every datagram whose
 //! arrival is `<= time_ns` and before the first later one, reading the
 //! capture in file order. (Captures are in time order; a datagram stamped
-//! earlier than one before it is taken as arriving at the latest time
-//! before it, counted and warned of, so a check is answered before the
-//! first datagram later than it and datagrams after that are not
-//! reconsidered.)
+//! earlier than one its feed took, or than a check of its feed already
+//! answered, is applied at its stamp, counted and warned of: a check is
+//! answered before the first datagram later than it and datagrams after
+//! that are not reconsidered.)
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::keys::echo;
@@ -293,7 +293,7 @@ pub struct CaptureSummary {
     #[serde(skip_serializing_if = "is_zero")]
     pub wrong_source: u64,
     /// Records stamped earlier than one their feed took before them, or
-    /// than a check of it already answered, each taken at that latest time
+    /// than a check of it already answered, each applied at its stamp
     /// ([`crate::handler::Arrivals`]; the key is written only when some
     /// were).
     #[serde(skip_serializing_if = "is_zero")]
@@ -671,6 +671,7 @@ impl<'a> Pending<'a> {
         }
         observer.before_check(handler, feed, at);
         handler.before_check(feed, at);
+        handler.answered(feed, at);
         let name = &self.checks[i].symbol;
         let reasons = match key {
             Key::Symbol(symbol) => handler.verdict(feed, symbol, at),
@@ -743,7 +744,7 @@ pub fn replay_until(
     }
     handler.limit_reject_logs(REJECT_LOG_LINES);
     handler.pipeline_books(!observer.books_on_one_thread());
-    handler.keep_time_forward();
+    handler.count_steps_back();
     let mut router = Router::new(config);
     router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);
@@ -772,17 +773,11 @@ pub fn replay_until(
         }
         let route = router.route_from(d.src, d.dst);
         let feed = route.ok().flatten().map(|(feed, _)| feed);
-        // Observed at the time its feed takes it (never before the latest
-        // it took: [`crate::handler::Arrivals`]).
-        let stamp = d.time_ns;
-        let at = feed.map_or(stamp, |f| handler.arrivals(f).at(stamp));
-        let d = &Datagram { time_ns: at, ..*d };
         observer.before(&mut handler, feed, d);
         match route {
             Ok(Some((feed, line))) => {
-                // Stamped as captured: the feed takes it at `at`.
                 let result: Result<(), Rejected> =
-                    handler.on_datagram_line(feed, line, d.payload, stamp);
+                    handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&mut handler, feed, d, result);
             }
             Ok(None) => unrouted += 1,
@@ -944,9 +939,9 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         };
         lines.push(format!(
             "the capture's time steps back at {} of the records its feeds took (by up to {step}): \
-             each was taken at the latest time before it, and checks are answered in the file's \
-             order; if that is not the order they arrived in (a capture of several interfaces, \
-             `mergecap -a`), answers after them may be too fresh: sort it first (`reordercap`)",
+             each was applied at its own stamp, after what the file put before it, and checks are \
+             answered in the file's order; if that is not the order they arrived in (a capture of \
+             several interfaces, `mergecap -a`), sort it first (`reordercap`)",
             c.time_steps_back
         ));
     }
