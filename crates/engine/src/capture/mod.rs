@@ -84,7 +84,9 @@ impl CaptureStats {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
+/// For `#[serde(skip_serializing_if)]`: a count written only when not 0
+/// (the summaries' optional keys).
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

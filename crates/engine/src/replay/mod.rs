@@ -290,21 +290,17 @@ pub struct CaptureSummary {
     /// Datagrams to a line of a feed with `source` from another sender:
     /// dropped, as the live source-specific join has the kernel drop them
     /// (the key is written only when some were).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub wrong_source: u64,
     /// Records stamped earlier than one their feed took before them, or
     /// than a check of it already answered, each applied at its stamp
     /// ([`crate::handler::Arrivals`]; the key is written only when some
     /// were).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub time_steps_back: u64,
     /// The largest of those steps back, ns (told in the warning).
     #[serde(skip)]
     pub largest_step_back_ns: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// Routes datagrams to feeds by destination.

@@ -52,7 +52,7 @@ pub struct FeedSummary {
     pub orders_refused: u64,
     /// Messages refused a new symbol because the session held
     /// `max_symbols` symbols (left out when none).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub symbols_refused: u64,
     /// Applied messages by type letter.
     pub messages_by_type: BTreeMap<String, u64>,
@@ -211,10 +211,6 @@ impl FeedSummary {
             symbols,
         }
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// An ITCH letter (a type or a trading state) as summary text: printable
