@@ -601,12 +601,14 @@ static inline uint64_t tg__seqlock_read(const uint64_t *stamp, const uint64_t *w
     return 1;
 }
 
-/* Reads a feed's clock offset (seqlock); 0 on success, -1 once `*budget`
- * (attempts) is spent. */
-static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out, uint32_t *budget) {
+/* Reads a feed's clock offset (seqlock) and the stamp of the copy read;
+ * 0 on success, -1 once `*budget` (attempts) is spent. */
+static inline int tg__read_offset(const tg_reader *r, uint32_t feed, tg_i128 *out, uint64_t *stamp,
+                                  uint32_t *budget) {
     const uint64_t *b = tg__ptr(r, r->feeds_offset + (uint64_t)feed * TG_FEED_LEN);
     uint64_t w[2];
-    if (tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w, budget) & 1) return -1;
+    *stamp = tg__seqlock_read(b + TG_F_OFFSET_STAMP, b + TG_F_OFFSET_LO, 2, w, budget);
+    if (*stamp & 1) return -1;
     *out = (tg_i128)(((tg_u128)w[1] << 64) | (tg_u128)w[0]);
     /* Within +-2^64 ns, which any pair of u64 clocks gives: a forged offset
      * beyond is taken as the nearest end, so no arithmetic on it overflows
@@ -889,8 +891,8 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
  * of an exchange feed rewrites with its times, are in the answer, not in the
  * version). */
 static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t now_ns, uint64_t *version_out) {
-    uint64_t w[TG_S_USED], feed[3], alive, source;
-    const uint64_t *stamp;
+    uint64_t w[TG_S_USED], feed[3], alive, source, offset_stamp;
+    const uint64_t *stamp, *offset_words;
     tg_i128 offset, now;
     uint32_t reasons = 0, budget;
     uint64_t meta;
@@ -898,21 +900,27 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     if (tg__writer_health(r, now_ns) != TG_HEALTH_OK) return TG_STALE;
     /* Not from this reader's writer: its feeds' order and slots are another's. */
     if (!tg__handle_ours(r, h)) return TG_STALE;
-    /* The slot, then the feed's offset and status, then the slot's stamp
-     * again: unchanged, the book was current with each of them (a writer
+    /* The slot, then the feed's offset and status, then the slot's and the
+     * offset's stamps again: unchanged, all three were in force together
+     * when the status was read, a state the writer passed through (a writer
      * clearing `suspect` after the books it waited for cannot pair the old
-     * book with the new flag). One budget of attempts for the whole check.
-     * As Reader::check. */
+     * book with the new flag; one moving the offset publishes it on the
+     * side that leaves every state it passes through at least as old at the
+     * source as the last). One budget of attempts for the whole check. As
+     * Reader::check. */
     stamp = tg__ptr(r, r->slots_offset + (uint64_t)h->slot * TG_SLOT_LEN);
+    offset_words = tg__ptr(r, r->feeds_offset + (uint64_t)h->feed * TG_FEED_LEN);
     for (budget = TG_MAX_RETRIES;; budget--) {
         if (budget == 0) return TG_STALE;
         if (tg__read_slot(r, h->slot, w, &budget) != 0) return TG_STALE;
-        if (tg__read_offset(r, h->feed, &offset, &budget) != 0) return TG_STALE;
+        if (tg__read_offset(r, h->feed, &offset, &offset_stamp, &budget) != 0) return TG_STALE;
         if (tg__read_feed_status(r, h->feed, feed, &budget) != 0) return TG_STALE;
-        /* Acquire fence: keeps the loads above before the stamp's re-load. */
+        /* Acquire fence: keeps the loads above before the stamps' re-loads. */
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         /* Relaxed: ordered by the fence above. */
-        if (__atomic_load_n(stamp + TG_S_STAMP, __ATOMIC_RELAXED) == w[TG_S_STAMP]) break;
+        if (__atomic_load_n(stamp + TG_S_STAMP, __ATOMIC_RELAXED) == w[TG_S_STAMP] &&
+            __atomic_load_n(offset_words + TG_F_OFFSET_STAMP, __ATOMIC_RELAXED) == offset_stamp)
+            break;
         tg__spin_hint();
     }
     if (version_out != NULL) *version_out = w[TG_S_STAMP];

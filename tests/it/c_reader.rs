@@ -1650,10 +1650,7 @@ int main(int argc, char **argv) {
 /// the C reader in its own process; each for 2 s.
 #[test]
 fn no_check_pairs_a_book_with_a_later_feed_status() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use tickguard::state::{FeedStatus, Level, Top};
-    const RUST_READERS: usize = 2;
-    use tickguard::verdict::Thresholds;
     let Some(cc) = compiler("CC", "cc") else {
         return skipped_without("a working C compiler (cc or $CC)");
     };
@@ -1707,13 +1704,7 @@ int main(int argc, char **argv) {
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
-    let (_, p) = published(&shm, now);
-    let mut table = StateTable::shared(p.clone());
-    let th = Thresholds {
-        stale_ns: 600 * S,
-        source_ns: 600 * S,
-    };
-    let id = table.insert(0, sym("PAIR"), th).unwrap();
+    let (p, table, id) = pair_table(&shm, now, 600 * S);
     let top = |price| Top {
         bid: Some(Level { price, size: 1 }),
         ask: Some(Level {
@@ -1736,8 +1727,87 @@ int main(int argc, char **argv) {
     p.ready();
     p.heartbeat(now);
 
-    let mut child = Command::new(&bin)
-        .arg(&shm)
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp1", "PAIR").unwrap();
+    let first = reader.check(&handle, now_ns());
+    assert!(first.is_ok(), "{first:?}");
+    // Each state held about 2 µs, the change between them quick.
+    let hold = || {
+        let from = Instant::now();
+        while from.elapsed() < Duration::from_micros(2) {
+            std::hint::spin_loop();
+        }
+    };
+    let (rust, turns, status_code, c) = race(
+        &bin,
+        &shm,
+        || {
+            let v = reader.check(&handle, now_ns());
+            if v.is_ok() {
+                assert_eq!(
+                    (v.version - first.version) % 4,
+                    0,
+                    "ok for a poisoned book: {v:?}"
+                );
+                0
+            } else if v.health == tickguard::Health::Busy {
+                2
+            } else {
+                assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["suspect"]);
+                1
+            }
+        },
+        |turn| {
+            table.set_feed_status(0, &status(true));
+            slot.write_top(&top(666));
+            hold();
+            slot.write_top(&top(200 + (turn % 64) as i64));
+            table.set_feed_status(0, &status(false));
+            hold();
+        },
+    );
+    assert_eq!(status_code, Some(0), "C reader: {c}");
+    let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    eprintln!("pairs: writer turns {turns}; oks, suspects, busy: Rust {rust:?}, C {c:?}");
+    // Both readers saw the writer at work: each answer came up many times.
+    assert!(rust[0] > 100 && rust[1] > 100, "Rust reader: {rust:?}");
+    assert!(c.len() == 3 && c[0] > 100 && c[1] > 100, "C reader: {c:?}");
+    drop(table);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
+}
+
+/// The publication at `shm` (as [`published`]) and its table with lp1's
+/// `PAIR` in it, stale after 600 s, stale at the source after `source_ns`.
+fn pair_table(shm: &Path, now: u64, source_ns: u64) -> (Arc<Publication>, StateTable, u32) {
+    let (_, p) = published(shm, now);
+    let mut table = StateTable::shared(p.clone());
+    let th = tickguard::verdict::Thresholds {
+        stale_ns: 600 * S,
+        source_ns,
+    };
+    let id = table.insert(0, sym("PAIR"), th).unwrap();
+    (p, table, id)
+}
+
+/// Readers racing a writer: two Rust threads calling `check` for 2 s each
+/// (it returns which of three counts its answer adds to) and the C program
+/// `bin` on `shm` in its own process (it prints `ready`, checks for 2 s,
+/// then prints its counts), while `turn` (given its count) runs over and
+/// over until all of them are done. With the writer, more busy threads
+/// than cores: readers are preempted between their reads. Returns the
+/// Rust readers' counts, the turns, the C program's exit code and the
+/// rest of its output.
+fn race(
+    bin: &Path,
+    shm: &Path,
+    check: impl Fn() -> usize + Sync,
+    mut turn: impl FnMut(u64),
+) -> ([u64; 3], u64, Option<i32>, String) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const RUST_READERS: usize = 2;
+    let mut child = Command::new(bin)
+        .arg(shm)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1746,16 +1816,8 @@ int main(int argc, char **argv) {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line.trim(), "ready", "C reader did not start");
-
-    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
-    let handle = reader.lookup("lp1", "PAIR").unwrap();
-    let first = reader.check(&handle, now_ns());
-    assert!(first.is_ok(), "{first:?}");
-    // Readers still running: two Rust threads (with the writer and the C
-    // process, more busy threads than cores, so readers are preempted
-    // between their reads).
     let running = AtomicUsize::new(RUST_READERS);
-    let (rust, turns, status_code) = std::thread::scope(|s| {
+    let (rust, turns, code) = std::thread::scope(|s| {
         let readers: Vec<_> = (0..RUST_READERS)
             .map(|_| {
                 s.spawn(|| {
@@ -1767,47 +1829,22 @@ int main(int argc, char **argv) {
                         }
                     }
                     let _out = Out(&running);
-                    let (mut oks, mut suspects, mut busy) = (0u64, 0u64, 0u64);
+                    let mut counts = [0u64; 3];
                     let end = Instant::now() + Duration::from_secs(2);
                     while Instant::now() < end {
-                        let v = reader.check(&handle, now_ns());
-                        if v.is_ok() {
-                            assert_eq!(
-                                (v.version - first.version) % 4,
-                                0,
-                                "ok for a poisoned book: {v:?}"
-                            );
-                            oks += 1;
-                        } else if v.health == tickguard::Health::Busy {
-                            busy += 1;
-                        } else {
-                            assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["suspect"]);
-                            suspects += 1;
-                        }
+                        counts[check()] += 1;
                     }
-                    [oks, suspects, busy]
+                    counts
                 })
             })
             .collect();
-        // Each state held about 2 µs, the change between them quick.
-        let hold = || {
-            let from = Instant::now();
-            while from.elapsed() < Duration::from_micros(2) {
-                std::hint::spin_loop();
-            }
-        };
         let deadline = Instant::now() + CHILD_LIMIT;
         let mut turns = 0u64;
         let code = loop {
-            for price in 0..64 {
-                table.set_feed_status(0, &status(true));
-                slot.write_top(&top(666));
-                hold();
-                slot.write_top(&top(200 + price));
-                table.set_feed_status(0, &status(false));
-                hold();
+            for _ in 0..64 {
+                turn(turns);
+                turns += 1;
             }
-            turns += 64;
             let exited = child.try_wait().expect("wait");
             if let (Some(s), 0) = (exited, running.load(Ordering::Relaxed)) {
                 break s.code();
@@ -1826,12 +1863,128 @@ int main(int argc, char **argv) {
     });
     let mut c = String::new();
     out.read_to_string(&mut c).unwrap();
-    assert_eq!(status_code, Some(0), "C reader: {c}");
+    (rust, turns, code, c)
+}
+
+/// A heartbeat's part of a watermark is its arrival less the offset, so
+/// an offset paired with a watermark published with another could read
+/// fresher than both. The writer turns between offsets 0 and +8 s, the
+/// heartbeat's part (its only part) 10 s old, the source threshold 5 s:
+/// both states are `stale_at_source`, and so is every state the writer
+/// passes through (`publish_around_offset`); the new offset with the old
+/// watermark would read 2 s old, `ok`. A check reads the offset, then the
+/// status, then the offset's stamp again: neither reader ever answers
+/// `ok` (without the re-check, or with the offset on the other side of
+/// the status, this test failed).
+#[test]
+fn no_check_pairs_an_offset_with_a_watermark_of_another() {
+    use tickguard::state::{FeedStatus, Level, Top};
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "offsets.c",
+        r#"#include "tickguard.h"
+#include <inttypes.h>
+#include <stdio.h>
+/* offsets SHM: checks lp1/PAIR for 2 s; prints "oks stale_at_source busy",
+   or exits 1 at the first ok. */
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h;
+    uint64_t v, late = 0, busy = 0, deadline;
+    (void)argc;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "PAIR", &h) != 0) return 3;
+    printf("ready\n");
+    fflush(stdout);
+    deadline = tg_now_ns() + 2000000000ull;
+    while (tg_now_ns() < deadline) {
+        uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &v);
+        if (reasons == TG_STALE_AT_SOURCE) {
+            late++;
+        } else if (reasons == TG_STALE && v == 0) {
+            busy++;
+        } else {
+            printf("reasons %" PRIu32 " at version %" PRIu64 "\n", reasons, v);
+            return 1;
+        }
+    }
+    printf("0 %" PRIu64 " %" PRIu64 "\n", late, busy);
+    tg_close(&r);
+    return 0;
+}
+"#,
+    );
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let (p, table, id) = pair_table(&shm, now, 5 * S);
+    // The book's own source time far behind: the watermark decides.
+    table.slots()[id as usize].write_top(&Top {
+        bid: Some(Level {
+            price: 100,
+            size: 1,
+        }),
+        ask: Some(Level {
+            price: 101,
+            size: 1,
+        }),
+        exponent: -2,
+        source_time: now - 3600 * S,
+        ..Top::default()
+    });
+    // The heartbeat, 10 s ago (local clock); its part of the watermark at
+    // each offset.
+    let heartbeat = now - 10 * S;
+    let state = |offset: i128| FeedStatus {
+        last_alive: now,
+        source_watermark: (i128::from(heartbeat) - offset) as u64,
+        ..FeedStatus::default()
+    };
+    let offsets = [0i128, 8 * S as i128];
+    let publish = |offset: i128| {
+        tickguard::shm::publish_around_offset(Some(&p), 0, offset, || {
+            table.set_feed_status(0, &state(offset))
+        })
+    };
+    publish(offsets[0]);
+    p.ready();
+    p.heartbeat(now);
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp1", "PAIR").unwrap();
+    for offset in offsets.into_iter().chain([offsets[0]]) {
+        publish(offset);
+        let v = reader.check(&handle, now_ns());
+        assert_eq!(v.reasons.to_string(), "stale_at_source", "offset {offset}");
+    }
+    let (rust, turns, code, c) = race(
+        &bin,
+        &shm,
+        || {
+            let v = reader.check(&handle, now_ns());
+            if v.health == tickguard::Health::Busy {
+                return 2;
+            }
+            assert_eq!(v.reasons.to_string(), "stale_at_source", "{v:?}");
+            1
+        },
+        |turn| {
+            publish(offsets[(turn % 2) as usize]);
+            let from = Instant::now();
+            while from.elapsed() < Duration::from_micros(2) {
+                std::hint::spin_loop();
+            }
+        },
+    );
+    assert_eq!(code, Some(0), "C reader: {c}");
     let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
-    eprintln!("pairs: writer turns {turns}; oks, suspects, busy: Rust {rust:?}, C {c:?}");
-    // Both readers saw the writer at work: each answer came up many times.
-    assert!(rust[0] > 100 && rust[1] > 100, "Rust reader: {rust:?}");
-    assert!(c.len() == 3 && c[0] > 100 && c[1] > 100, "C reader: {c:?}");
+    eprintln!("offsets: writer turns {turns}; oks, stale_at_source, busy: Rust {rust:?}, C {c:?}");
+    assert!(rust[1] > 100, "Rust reader: {rust:?}");
+    assert!(c.len() == 3 && c[1] > 100, "C reader: {c:?}");
     drop(table);
     drop(p);
     dir.close().expect("remove the scratch dir");

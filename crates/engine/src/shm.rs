@@ -412,6 +412,40 @@ pub struct FeedInfo {
     pub counters: Vec<Descriptor>,
 }
 
+/// Publishes `feed`'s clock offset with what `publish` writes (its slots
+/// and its feed status): a falling offset before them, a rising one after.
+///
+/// A source age is `now − source − offset`, and a heartbeat's part of the
+/// watermark is its arrival less the offset in force
+/// ([`crate::clock::heartbeat_watermark`]). Falling first, the new offset
+/// meets the old watermark, whose heartbeat part was taken at the higher
+/// offset; rising last, the old offset meets the new slots and watermark.
+/// Either way every state a reader can read whole in between (the reader
+/// checks the slot's and the offset's stamps again after the status) is at
+/// least as old at the source as the one the writes end in: a check caught
+/// between them answers `stale_at_source` rather than a fresher `ok`.
+/// Without a publication, `publish` alone.
+pub fn publish_around_offset<R>(
+    pb: Option<&Publication>,
+    feed: u16,
+    offset: i128,
+    publish: impl FnOnce() -> R,
+) -> R {
+    let Some(pb) = pb else {
+        return publish();
+    };
+    let rises = pb.published_offset(feed).is_some_and(|o| offset > o);
+    if !rises {
+        // Unchanged offsets cost a compare, not a write.
+        pb.publish_offset(feed, offset);
+    }
+    let r = publish();
+    if rises {
+        pb.publish_offset(feed, offset);
+    }
+    r
+}
+
 /// Packs a line for the feed block.
 pub fn pack_line(l: std::net::SocketAddrV4) -> u64 {
     (u32::from(*l.ip()) as u64) << 16 | l.port() as u64
@@ -866,6 +900,18 @@ impl Publication {
         });
     }
 
+    /// The offset last published for `feed` (0 before any). Writer thread
+    /// only.
+    fn published_offset(&self, feed: u16) -> Option<i128> {
+        let b = self.views.feeds().get(feed as usize)?;
+        // Relaxed: the writer reads back its own stores.
+        let (lo, hi) = (
+            b.offset_lo.load(Ordering::Relaxed),
+            b.offset_hi.load(Ordering::Relaxed),
+        );
+        Some(((hi as i128) << 64) | lo as i128)
+    }
+
     /// Publishes `feed`'s status in its feed extension (seqlock; see
     /// [`crate::state::StateTable::set_feed_status`]).
     pub fn set_feed_status(&self, feed: u16, s: &FeedStatus) {
@@ -1008,6 +1054,29 @@ mod tests {
             assert!(dir.path().join(k).exists(), "{k}");
         }
         drop(p);
+    }
+
+    /// A falling offset is published before the feed's slots and status,
+    /// a rising one after them; the same one, not again.
+    #[test]
+    fn an_offset_is_published_on_the_side_that_leaves_states_older() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
+        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        let stamp = || p.views.feeds()[0].offset_stamp.writer_stamp();
+        let during = |offset: i128| {
+            publish_around_offset(Some(&p), 0, offset, || p.published_offset(0).unwrap())
+        };
+        assert_eq!(during(-3), -3, "falling: before");
+        assert_eq!(p.published_offset(0), Some(-3));
+        assert_eq!(during(1 << 70), -3, "rising: after");
+        assert_eq!(p.published_offset(0), Some(1 << 70));
+        let before = stamp();
+        assert_eq!(during(1 << 70), 1 << 70);
+        assert_eq!(stamp(), before, "unchanged: not written");
+        assert_eq!(publish_around_offset(None, 0, 9, || 4), 4);
     }
 
     #[test]

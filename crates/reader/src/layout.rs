@@ -898,14 +898,20 @@ pub fn read_descriptors(views: &Views, feed: usize) -> Vec<Descriptor> {
 
 /// Reads a feed block's clock offset; `None` while a write is in progress.
 pub fn read_offset(b: &FeedBlock) -> Option<i128> {
-    let ((lo, hi), _) = b.offset_stamp.try_read(|| {
+    read_offset_stamped(b).map(|(offset, _)| offset)
+}
+
+/// [`read_offset`] with the stamp of the copy read, for a
+/// [`SeqLock::unchanged_since`] check after other words.
+pub fn read_offset_stamped(b: &FeedBlock) -> Option<(i128, u64)> {
+    let ((lo, hi), stamp) = b.offset_stamp.try_read(|| {
         // Relaxed: ordered by the seqlock's stamp and fences.
         (
             b.offset_lo.load(Ordering::Relaxed),
             b.offset_hi.load(Ordering::Relaxed),
         )
     })?;
-    Some(clamp_offset(((hi as i128) << 64) | lo as i128))
+    Some((clamp_offset(((hi as i128) << 64) | lo as i128), stamp))
 }
 
 /// A clock offset as verdicts take it: within ±2^64 ns, which any pair of

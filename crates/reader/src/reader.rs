@@ -658,18 +658,17 @@ impl Reader {
         ) else {
             return (Verdict::dead(Health::ForeignHandle), 0);
         };
-        // The slot, then the feed's offset and status, then the slot again:
-        // unchanged, the book was current with each of them (a writer
-        // clearing `suspect` after the books it waited for cannot pair the
-        // old book with the new flag).
+        // The slot, then the feed's offset and status, then the slot's and
+        // the offset's stamps again: unchanged, all three were in force
+        // together when the status was read, a state the writer passed
+        // through. A writer clearing `suspect` after the books it waited
+        // for cannot pair the old book with the new flag; one moving the
+        // offset publishes it on the side that makes every state it passes
+        // through at least as old at the source as the last
+        // (`tickguard_engine::shm::publish_around_offset`), which holds
+        // only for states read whole.
         let mut retries = 0u32;
-        let read = retry(&mut retries, || {
-            let facts = slot.try_read_facts()?;
-            let offset = layout::read_offset(block)?;
-            let status = block.status.try_read()?;
-            slot.unchanged_since(facts.version)
-                .then_some((facts, offset, status))
-        });
+        let read = retry(&mut retries, || read_in_force(slot, block, || {}));
         let Some((facts, offset, status)) = read else {
             return (Verdict::dead(Health::Busy), retries);
         };
@@ -903,9 +902,51 @@ fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     Health::Ok
 }
 
+/// One attempt at a slot's facts, its feed's offset and its feed's status
+/// all in force together (see [`Reader::check`]); `None` if a write
+/// overlapped. `between` runs after the offset is read (nothing, but in
+/// tests).
+#[inline(always)]
+fn read_in_force(
+    slot: &crate::slot::Slot,
+    block: &layout::FeedBlock,
+    between: impl FnOnce(),
+) -> Option<(crate::slot::Facts, i128, crate::status::FeedStatus)> {
+    let facts = slot.try_read_facts()?;
+    let (offset, offset_stamp) = layout::read_offset_stamped(block)?;
+    between();
+    let status = block.status.try_read()?;
+    (slot.unchanged_since(facts.version) && block.offset_stamp.unchanged_since(offset_stamp))
+        .then_some((facts, offset, status))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An offset published while a check reads its feed's status (after
+    /// the offset) fails that attempt: the old offset and the newer status
+    /// are never judged together. The next attempt reads the new one.
+    #[test]
+    fn an_offset_published_during_a_check_is_read_again() {
+        // SAFETY: both are plain atomics, for which all-zero bytes are
+        // valid values (a slot and a feed block never written).
+        let (slot, block) = unsafe {
+            (
+                Box::<crate::slot::Slot>::new_zeroed().assume_init(),
+                Box::<layout::FeedBlock>::new_zeroed().assume_init(),
+            )
+        };
+        let publish = |offset: u64| {
+            block.offset_stamp.write(|| {
+                block.offset_lo.store(offset, Ordering::Relaxed);
+            })
+        };
+        publish(5);
+        assert_eq!(read_in_force(&slot, &block, || {}).map(|r| r.1), Some(5));
+        assert!(read_in_force(&slot, &block, || publish(7)).is_none());
+        assert_eq!(read_in_force(&slot, &block, || {}).map(|r| r.1), Some(7));
+    }
 
     /// Items read with `read` failing for those in `stuck`: what was
     /// read, and how many reads it took.

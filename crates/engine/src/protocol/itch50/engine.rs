@@ -205,13 +205,9 @@ impl Engine {
         let Some(p) = &mut self.publisher else {
             return;
         };
-        if let Some(pb) = cx.publication {
-            // Unchanged offsets cost a compare, not a write.
-            pb.publish_offset(cx.id, self.feed.offset());
-        }
-        let config = cx.config;
-        p.publish(cx.id, &mut self.feed, cx.table, |s| {
-            config.thresholds_for(s)
+        let (config, id, offset) = (cx.config, cx.id, self.feed.offset());
+        crate::shm::publish_around_offset(cx.publication, id, offset, || {
+            p.publish(id, &mut self.feed, cx.table, |s| config.thresholds_for(s))
         });
         cx.counters.table_full = p.table_full;
     }
