@@ -9,8 +9,11 @@
 //! were read untimed, so the time criterion prints per iteration in ms is
 //! the cost per book entry in ns. `decode` is the reference in the same
 //! run: the validity walk of every packet and every field of every entry
-//! read, nothing applied; and `touch`, the floor of any pass over the same
-//! packets: one byte of each 64 (each cache line) of every packet read.
+//! read, nothing applied; `floor`, the least work any handler does (the
+//! validity walk, and each 46 entry's instrument found, RptSeq compared
+//! and level written: `tools/bench/mdp3_floor.rs`); and `touch`, the floor
+//! of any pass over the same packets: one byte of each 64 (each cache
+//! line) of every packet read.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
@@ -18,6 +21,8 @@ use tickguard::clock::OffsetMode;
 use tickguard::protocol::mdp3::feed::{Feed, Settings};
 use tickguard::protocol::mdp3::{sequence, Body, Packet};
 
+#[path = "../tools/bench/mdp3_floor.rs"]
+mod mdp3_floor;
 #[path = "../tools/bench/mdp3_gen.rs"]
 mod mdp3_gen;
 
@@ -106,6 +111,14 @@ fn bench(c: &mut Criterion) {
                 })
             },
         );
+        let index = mdp3_floor::index(&feed(&defs));
+        group.bench_with_input(BenchmarkId::new("floor", instruments), &packets, |b, ps| {
+            b.iter_batched_ref(
+                || mdp3_floor::books(instruments),
+                |books| mdp3_floor::floor(ps, &index, books),
+                criterion::BatchSize::LargeInput,
+            )
+        });
         group.bench_with_input(BenchmarkId::new("touch", instruments), &packets, |b, ps| {
             b.iter(|| {
                 let mut sum = 0u64;

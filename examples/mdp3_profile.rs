@@ -19,6 +19,8 @@ use tickguard::clock::OffsetMode;
 use tickguard::protocol::mdp3::feed::{Feed, Settings};
 use tickguard::protocol::mdp3::sequence;
 
+#[path = "../tools/bench/mdp3_floor.rs"]
+mod mdp3_floor;
 #[path = "../tools/bench/mdp3_gen.rs"]
 mod mdp3_gen;
 
@@ -109,6 +111,22 @@ fn main() {
         }
         println!(
             "touch: {bytes} bytes, {:.1} ns CPU per book entry",
+            best as f64 / stats.book_entries as f64
+        );
+        return;
+    }
+    if std::env::args().nth(4).as_deref() == Some("floor") {
+        let index = mdp3_floor::index(&feed(&defs));
+        let mut best = u64::MAX;
+        let mut odd = 0;
+        for _ in 0..passes.max(1) {
+            let mut books = mdp3_floor::books(instruments);
+            let start = cpu_ns();
+            odd = mdp3_floor::floor(&packets, &index, &mut books);
+            best = best.min(cpu_ns() - start);
+        }
+        println!(
+            "floor: {:.1} ns CPU per book entry ({odd} out of order)",
             best as f64 / stats.book_entries as f64
         );
         return;

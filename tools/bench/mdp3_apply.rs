@@ -1,6 +1,7 @@
 //! The `mdp3-apply` row: MDP3 decode + apply ns per book entry through the
-//! channel at 500 and 5,000 instruments, against decoding alone and the
-//! touch of every cache line of the packets in the same bench, read from
+//! channel at 500 and 5,000 instruments, against decoding alone, the least
+//! work any handler does (`mdp3_floor.rs`) and the touch of every cache
+//! line of the packets in the same bench, read from
 //! the estimates criterion saved (`cargo bench --bench mdp3_apply` first).
 
 use crate::decode_apply::group_median_ns;
@@ -24,12 +25,15 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         let apply = group_median_ns(&a.criterion, group, "decode_apply", instruments)?;
         let decode = group_median_ns(&a.criterion, group, "decode", instruments)?;
         let touch = group_median_ns(&a.criterion, group, "touch", instruments)?;
+        let floor = group_median_ns(&a.criterion, group, "floor", instruments)?;
         rows.push(json!({
             "instruments": instruments,
             "decode_apply_ns": apply,
             "decode_ns": decode,
             "decode_apply_over_decode": apply / decode,
             "touch_ns": touch,
+            "floor_ns": floor,
+            "decode_apply_over_floor": apply / floor,
             "decode_apply_over_touch": apply / touch,
             "target_ns": target,
             "met": apply <= target,
