@@ -337,8 +337,8 @@ fn endless_large_or_binary_files() {
 /// `run` with `glimpse` set reads the password before anything else
 /// opens: without it (a variable not set, a file readable by others) it
 /// refuses to start with one line naming the key and the variable or
-/// file, never the password; the shared memory is not created. `check`
-/// and `replay` never read it.
+/// file, never the password; the shared memory is not created. `check`,
+/// `stat` and `replay` never read it.
 #[test]
 fn run_refuses_to_start_without_the_snapshot_password() {
     use std::os::unix::fs::PermissionsExt;
@@ -347,6 +347,14 @@ fn run_refuses_to_start_without_the_snapshot_password() {
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "S3cret!pw\n").unwrap();
     std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // An empty capture: a pcap header (microseconds, Ethernet), no record.
+    let capture = dir.path().join("empty.pcap");
+    let mut header = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    header.extend_from_slice(&[2, 0, 4, 0]);
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&65_535u32.to_le_bytes());
+    header.extend_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&capture, header).unwrap();
     let config = |name: &str, source: &str| {
         let path = dir.path().join(name);
         std::fs::write(
@@ -423,5 +431,13 @@ fn run_refuses_to_start_without_the_snapshot_password() {
             assert!(err.contains("no publication"), "{args:?}: {err}");
             assert!(!err.contains("password"), "{args:?}: {err}");
         }
+        // Nor does `replay`, which never logs in (glimpse G4): it goes
+        // through a capture as if the password were there.
+        let (code, err) = tickguard(
+            &["replay", capture.to_str().unwrap(), "--no-progress"],
+            &path,
+        );
+        assert_eq!(code, Some(0), "replay: {err}");
+        assert!(!err.contains("password"), "replay: {err}");
     }
 }

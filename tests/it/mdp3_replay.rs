@@ -384,6 +384,50 @@ fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
     );
 }
 
+/// The definitions file may be pcapng as well as pcap; one that is no
+/// capture at all stops the replay at once with one line naming it (exit
+/// 2), before any datagram of the capture.
+#[test]
+fn a_definitions_file_is_read_as_pcapng_and_refused_when_no_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    let defs = dir.path().join("defs.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&defs).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNg { tsresol: 9 }, Link::Ethernet).unwrap();
+    w.write_udp(
+        T0,
+        addr("10.3.3.3:5000"),
+        addr("10.1.1.1:9"),
+        &definition(54, ES, "ESZ6", "SP"),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let mut capture =
+        tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &[check(MS / 2, "ESZ6")], |_| {});
+    assert!(outcome.input_error.is_none());
+    assert!(
+        outcome.answers[0].reasons.is_ok(),
+        "{:?}",
+        outcome.answers[0]
+    );
+
+    std::fs::write(&defs, b"these bytes are no capture at all").unwrap();
+    let out = replay_in(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("feed cme: definitions ") && err.contains("defs.pcap"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no summary: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 /// A definitions file that is a valid MDP3 capture without one definition
 /// (the incremental lines recorded by mistake): the replay goes on, and a
 /// warning names the file and what that means; the right file, none.

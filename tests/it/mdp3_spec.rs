@@ -2413,7 +2413,7 @@ fn reasons_come_in_the_contracts_order() {
             &[
                 bid(1, 1, 110),
                 offer(1, 2, 100),
-                bid(2, 1, 100),
+                bid(2, 1, 102),
                 offer(2, 2, 101),
             ],
         ),
@@ -2423,7 +2423,7 @@ fn reasons_come_in_the_contracts_order() {
         A,
         packet(2, &[status(Some(1), "", "", 2), status(Some(2), "", "", 4)]),
     );
-    ch.send(2 * MS, A, event(3, &[change(1, 4, 111)]));
+    ch.send(2 * MS, A, event(3, &[change(1, 4, 111), change(2, 4, 112)]));
     let early = ch.check(3 * MS, "#1");
     let one = ch.check(3_000 * MS, "#1");
     let two = ch.check(3_000 * MS, "#2");
@@ -2442,7 +2442,16 @@ fn reasons_come_in_the_contracts_order() {
             "halted"
         ])
     );
-    assert_eq!(out.reasons(two), r(&["stale", "stale_at_source", "closed"]));
+    assert_eq!(
+        out.reasons(two),
+        r(&[
+            "stale",
+            "stale_at_source",
+            "suspect",
+            "invalid_price",
+            "closed"
+        ])
+    );
 }
 
 /// "`invalid_price` — visible best bid > best offer (crossed; locked is

@@ -2524,6 +2524,16 @@ mod tests {
     /// Each null reads as `None`, the value next to it as a value.
     #[test]
     fn nulls() {
+        // The schema's nulls, written out (spec mdp3 §2), so that the
+        // encoder and the reader sharing a wrong constant still fails.
+        assert_eq!(
+            PRICE_NULL, 9_223_372_036_854_775_807,
+            "PRICENULL9 = 2^63 - 1"
+        );
+        assert_eq!(I32_NULL, 2_147_483_647);
+        assert_eq!(U32_NULL, 4_294_967_295);
+        assert_eq!(U64_NULL, 18_446_744_073_709_551_615);
+        assert_eq!((U8_NULL, I8_NULL), (255, 127));
         let entry = |price, size, orders| encode::BookEntry {
             price,
             size,

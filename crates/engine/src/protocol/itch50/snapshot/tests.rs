@@ -83,6 +83,18 @@ fn spin(n: u64, session: Session, reversed: bool) -> Vec<u8> {
 
 /// [`spin`], with `extra` messages sent before End of Snapshot.
 fn spin_with(n: u64, session: Session, reversed: bool, extra: &[Vec<u8>]) -> Vec<u8> {
+    spin_edited(n, session, reversed, |_| {}, extra)
+}
+
+/// [`spin_with`], the live orders (by reference, each its add message)
+/// edited by `edit` first.
+fn spin_edited(
+    n: u64,
+    session: Session,
+    reversed: bool,
+    edit: impl FnOnce(&mut BTreeMap<u64, Vec<u8>>),
+    extra: &[Vec<u8>],
+) -> Vec<u8> {
     let mut events = Vec::new();
     let mut directory = Vec::new();
     let mut actions = Vec::new();
@@ -102,6 +114,7 @@ fn spin_with(n: u64, session: Session, reversed: bool, extra: &[Vec<u8>]) -> Vec
             _ => {}
         }
     }
+    edit(&mut orders);
     let mut groups = [directory, actions, events, orders.into_values().collect()];
     if reversed {
         groups.reverse();
@@ -325,6 +338,108 @@ fn a_spin_changes_no_clock_offset() {
     let s = v.summary();
     assert_eq!(snap(&s).snapshots, 1);
     assert_eq!(v.h.offset(0), before);
+}
+
+/// A spin may carry order changes the GLIMPSE message list does not name
+/// (executions, cancels, deletes, replaces, glimpse G2): each is applied
+/// to the staged books as the stream would apply it. A spin whose live
+/// orders are followed by an `E`, an `X`, a `D` and a `U` gives the books
+/// of a spin that sends the orders as those left them, and not those of
+/// the spin without them. (The books compared are each symbol's top and
+/// its count of orders, so the changes remove orders or make new ones.)
+#[test]
+fn a_spin_applies_the_order_changes_it_carries() {
+    // Orders 11, 14, 17 and 20 are live at 120 and stay so (the stream
+    // deletes only the orders of sequences 1 more than a multiple of 3).
+    let add = |q: u64, shares: u32, reference: u64, price: Option<u32>| {
+        let m = message(q);
+        let side = if m[19] == b'B' { Side::Buy } else { Side::Sell };
+        let price = price.unwrap_or(u32::from_be_bytes(m[32..36].try_into().unwrap()));
+        let stock = sym(STOCKS[locate(q) as usize - 1]);
+        encode::add_order(
+            locate(q),
+            34_200_000_000_000 + q * 1_000,
+            reference,
+            side,
+            shares,
+            stock,
+            price,
+            None,
+        )
+    };
+    let ts = |q: u64| 34_200_000_000_000 + q * 1_000;
+    let changes = [
+        encode::executed(locate(11), ts(11), 11, 100, 1),
+        encode::cancel(locate(14), ts(14), 14, 100),
+        encode::delete(locate(17), ts(17), 17),
+        encode::replace(locate(20), ts(20), 20, 1_000_020, 50, 1_234_500),
+    ];
+    let books = |spin: &[u8]| {
+        let mut v = Venue::new("");
+        v.datagrams(100..150);
+        v.connection(spin, 2, true);
+        let s = v.summary();
+        assert_eq!(snap(&s).snapshots, 1);
+        v.datagrams(150..200);
+        v.summary().symbols
+    };
+    let carried = books(&spin_with(120, S1, false, &changes));
+    let left = books(&spin_edited(
+        120,
+        S1,
+        false,
+        |orders| {
+            orders.remove(&11);
+            orders.remove(&14);
+            orders.remove(&17);
+            orders.remove(&20);
+            orders.insert(1_000_020, add(20, 50, 1_000_020, Some(1_234_500)));
+        },
+        &[],
+    ));
+    assert_eq!(carried, left);
+    assert_ne!(carried, books(&spin(120, S1, false)));
+}
+
+/// A capture of a join without the snapshot connection (recorded
+/// without `--record`'s wire, or cut) replays as a spin that never came
+/// (glimpse G5): the feed ends awaiting and suspect, every message held
+/// behind the join and none applied, so a check of a stock finds no
+/// book.
+#[test]
+fn a_capture_without_the_snapshot_stream_replays_as_a_spin_never_come() {
+    use crate::capture::link::Link;
+    use crate::capture::write::{CaptureWriter, Format};
+    use crate::capture::CaptureReader;
+    let config = config("");
+    let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
+    let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
+    let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
+    for q in 100..150 {
+        let mut b = PacketBuilder::new(S1, q);
+        b.message(&message(q));
+        w.write_udp(T0 + q * MS, from, line, &b.finish()).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let mut capture =
+        CaptureReader::from_reader("cut", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    let check = crate::replay::Check {
+        time_ns: T0 + 200 * MS,
+        feed: "nq".into(),
+        symbol: "AAA".into(),
+    };
+    let out = crate::replay::replay(&config, &mut capture, &[check], |_| {});
+    let Some(Summary::Itch50(s)) = out.summary.feeds.get("nq") else {
+        panic!("no itch50 summary");
+    };
+    let sn = snap(s);
+    assert_eq!(sn.snapshot_state, "awaiting");
+    assert_eq!((sn.snapshots, sn.snapshot_attempts), (0, 0));
+    assert!(s.suspect && s.joined);
+    assert_eq!(s.held, 50, "every message held behind the join");
+    assert!(s.symbols.values().all(|x| x.orders == 0), "{:?}", s.symbols);
+    // No book: `no_quote` alone (glimpse G7.11).
+    assert_eq!(out.answers[0].reasons.to_string(), "no_quote");
 }
 
 /// `snapshot_max_messages` as configured bounds a spin (glimpse G4): one
