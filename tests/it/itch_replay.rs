@@ -236,6 +236,79 @@ fn an_itch_capture_replays_with_gaps_fills_halts_and_the_close() {
     assert_eq!(aapl["last_timestamp"], OPEN + 6);
 }
 
+/// Live, the recovery channel takes the `recovery` server's answers only
+/// (a forged answer would fill a gap with whatever its sender chose); a
+/// replay does the same: an answer from another sender is dropped and
+/// counted (`capture.wrong_source`), the server's fills the gap. Without a
+/// server configured, any sender's answer is the channel's.
+#[test]
+fn a_replay_takes_recovery_answers_from_the_server_only() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let server: SocketAddrV4 = "10.9.9.9:5000".parse().unwrap();
+    let forger: SocketAddrV4 = "10.6.6.6:5000".parse().unwrap();
+    let datagrams = [
+        (0, server, a(), session()[0].2.clone()),
+        // Sequence 4 lost on line A: gap [4, 5).
+        (MS, server, a(), session()[2].2.clone()),
+        // A forged answer: an offer far below the bid.
+        (
+            2 * MS,
+            forger,
+            recovery(),
+            packet(
+                4,
+                &[encode::add_order(
+                    7,
+                    OPEN + 1,
+                    9,
+                    Side::Sell,
+                    100,
+                    aapl,
+                    1_800_000,
+                    None,
+                )],
+            ),
+        ),
+        (
+            3 * MS,
+            server,
+            recovery(),
+            packet(4, &[encode::executed(7, OPEN + 1, 1, 40, 1)]),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("itch.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    for (dt, src, dst, bytes) in &datagrams {
+        w.write_udp(T0 + dt, *src, *dst, bytes).unwrap();
+    }
+    w.finish().unwrap();
+    let run = |config: &str| {
+        let config = Config::parse(config, "itch.toml").unwrap();
+        let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+        let outcome = replay(&config, &mut capture, &[check(4 * MS)], |_| {});
+        let json = serde_json::to_value(&outcome.summary).unwrap();
+        let names: Vec<&str> = outcome.answers[0].reasons.names().collect();
+        (names.join(","), json)
+    };
+    let (answer, json) = run(&format!("{CONFIG}recovery = \"{server}\"\n"));
+    assert_eq!(answer, "", "{json}");
+    assert_eq!(json["capture"]["wrong_source"], 1, "{json}");
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(
+        (&f["recovered"], &f["gaps_open"]),
+        (&1.into(), &0.into()),
+        "{f}"
+    );
+    assert_eq!(f["symbols"]["AAPL"]["ask"], 1_901_000, "{f}");
+    assert_eq!(f["symbols"]["AAPL"]["orders"], 3, "{f}");
+    let (answer, json) = run(CONFIG);
+    assert_eq!(answer, "invalid_price", "the forged offer taken: {json}");
+    assert!(json["capture"].get("wrong_source").is_none(), "{json}");
+    assert_eq!(json["feeds"]["nasdaq"]["symbols"]["AAPL"]["ask"], 1_800_000);
+}
+
 /// "The summary is taken after the last datagram and the last check:
 /// nothing expires at the end" (spec itch50 §3.2).
 #[test]

@@ -135,7 +135,9 @@ fn replay(config: &Config, got: &mut [Got]) -> serde_json::Value {
     let path = dir.path().join("venue.pcap");
     let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
-    let src: SocketAddrV4 = "127.0.0.1:5000".parse().unwrap();
+    // No sender, as `run --record` writes what it received (a sender
+    // named would have to be the configured server's for the answers).
+    let src: SocketAddrV4 = "0.0.0.0:0".parse().unwrap();
     for (t, dst, bytes) in got.iter() {
         w.write_udp(*t, src, *dst, bytes).unwrap();
     }

@@ -311,10 +311,11 @@ pub struct Router {
     routes: Vec<(u64, u16, u8)>,
     /// Each feed's `source` (a source-specific join), by feed.
     sources: Vec<Option<std::net::Ipv4Addr>>,
-    /// The feeds' channels: (listening address, feed, line); an
+    /// The feeds' channels: (listening address, server, feed, line); an
     /// unspecified address matches any address with the port, port 0
-    /// matches nothing ([`listen_takes`]).
-    channels: Vec<(SocketAddrV4, u16, u8)>,
+    /// matches nothing ([`listen_takes`]); with a server, only its
+    /// datagrams are the channel's, as live.
+    channels: Vec<(SocketAddrV4, Option<SocketAddrV4>, u16, u8)>,
     /// The feeds' streams: (server, feed).
     streams: Vec<(SocketAddrV4, u16)>,
     /// When set, every datagram goes to this feed's line A.
@@ -337,7 +338,7 @@ impl Router {
                             .map(|(copy, l)| (route_key(*l), id as u16, line_index(s, copy) as u8)),
                     ),
                     Receive::Channel(c) if c.listen.port() != 0 => {
-                        channels.push((c.listen, id as u16, line_index(s, 0) as u8))
+                        channels.push((c.listen, c.server, id as u16, line_index(s, 0) as u8))
                     }
                     Receive::Channel(_) => {}
                     Receive::Stream(server) => streams.push((*server, id as u16)),
@@ -392,8 +393,11 @@ impl Router {
     /// feed's socket would receive it live: a line of a feed with `source`
     /// takes only that sender's ([`WrongSource`] otherwise: the kernel
     /// drops the others' at a source-specific join), except from an
-    /// unspecified sender (a recording names none); channels take any,
-    /// and so does every line with [`all_to`](Self::all_to) (a capture
+    /// unspecified sender (a recording names none); a channel with a
+    /// server takes only the server's (live, the others' are dropped: a
+    /// forged answer would fill a gap with whatever its sender chose),
+    /// again except from an unspecified sender, one without takes any;
+    /// and every line takes any with [`all_to`](Self::all_to) (a capture
     /// recorded elsewhere names other senders).
     #[inline]
     pub fn route_from(
@@ -418,16 +422,25 @@ impl Router {
                 }
             }
             Err(_) if self.channels.is_empty() => Ok(None),
-            Err(_) => Ok(self.channel(dst)),
+            Err(_) => self.channel(src, dst),
         }
     }
 
     #[cold]
-    fn channel(&self, dst: SocketAddrV4) -> Option<(u16, usize)> {
-        self.channels
-            .iter()
-            .find(|&&(l, ..)| listen_takes(l, dst))
-            .map(|&(_, feed, line)| (feed, line as usize))
+    fn channel(
+        &self,
+        src: SocketAddrV4,
+        dst: SocketAddrV4,
+    ) -> Result<Option<(u16, usize)>, WrongSource> {
+        let Some(&(_, server, feed, line)) =
+            self.channels.iter().find(|&&(l, ..)| listen_takes(l, dst))
+        else {
+            return Ok(None);
+        };
+        match server.is_none_or(|s| src.ip().is_unspecified() || s == src) {
+            true => Ok(Some((feed, line as usize))),
+            false => Err(WrongSource),
+        }
     }
 }
 
@@ -943,8 +956,8 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     }
     if c.wrong_source > 0 {
         lines.push(format!(
-            "{} datagrams to a feed's line came from another sender than its `source`: dropped, \
-             as the live source-specific join drops them",
+            "{} datagrams to a feed's line came from another sender than its `source`, or to its \
+             recovery channel from another than its `recovery` server: dropped, as live drops them",
             c.wrong_source
         ));
     }
@@ -1180,6 +1193,11 @@ mod tests {
     /// A router for one itch50 feed on line 239.2.1.1:26477 with this
     /// `recovery_listen`.
     fn itch_router(listen: &str) -> Router {
+        itch_router_with(listen, "")
+    }
+
+    /// [`itch_router`] with `more` of the feed's keys.
+    fn itch_router_with(listen: &str, more: &str) -> Router {
         let text = format!(
             r#"
 [[feed]]
@@ -1189,6 +1207,7 @@ lines = ["239.2.1.1:26477"]
 stale_threshold_ms = 1500
 source_threshold_ms = 2000
 recovery_listen = "{listen}"
+{more}
 "#
         );
         Router::new(&Config::parse(&text, "itch.toml").unwrap())
@@ -1226,6 +1245,22 @@ recovery_listen = "{listen}"
             r.route_line(at("127.0.0.1:18001")),
             Some((0, RECOVERY_LINE))
         );
+    }
+
+    /// A channel with a `recovery` server takes only that server's
+    /// answers, as live (or a recording's, which names no sender); one
+    /// without takes any.
+    #[test]
+    fn a_recovery_channel_takes_its_servers_answers_only() {
+        let r = itch_router_with("0.0.0.0:18001", "recovery = \"10.0.0.5:18000\"");
+        let to = at("10.0.0.9:18001");
+        let ok = Ok(Some((0, RECOVERY_LINE)));
+        assert_eq!(r.route_from(at("10.0.0.5:18000"), to), ok);
+        assert_eq!(r.route_from(at("0.0.0.0:0"), to), ok, "a recording");
+        assert_eq!(r.route_from(at("10.0.0.6:18000"), to), Err(WrongSource));
+        assert_eq!(r.route_from(at("10.0.0.5:18002"), to), Err(WrongSource));
+        let any = itch_router("0.0.0.0:18001");
+        assert_eq!(any.route_from(at("10.0.0.6:18000"), to), ok);
     }
 
     #[test]
