@@ -73,6 +73,11 @@ fn start(name: &str) -> Sidecar {
 
 /// [`start`] with feed lp1's protocol keys given (`kind`, or `protocol`).
 fn start_feed(name: &str, protocol: &str) -> Sidecar {
+    start_stale_after(name, protocol, 60_000)
+}
+
+/// [`start_feed`] with lp1 stale after `stale_ms`.
+fn start_stale_after(name: &str, protocol: &str, stale_ms: u64) -> Sidecar {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, http) = (free_udp(), free_udp(), free_tcp());
     let shm = format!("/dev/shm/tickguard-{name}-{}", std::process::id());
@@ -92,7 +97,7 @@ idle_sleep_us = 50
 name = "lp1"
 {protocol}
 lines = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
-stale_threshold_ms = 60000
+stale_threshold_ms = {stale_ms}
 source_threshold_ms = 60000
 "#
         ),
@@ -361,10 +366,11 @@ fn metrics_match_what_the_simulator_injected() {
 }
 
 /// A feed whose every packet is rejected (here: not SQF at all) is loud:
-/// a gauge and a warning naming the feed and the reason.
+/// a gauge and a warning naming the feed and the reason, once nothing was
+/// accepted for its stale threshold (500 ms here).
 #[test]
 fn a_feed_whose_every_packet_is_rejected_is_flagged_and_warned() {
-    let sidecar = start("all-rejected");
+    let sidecar = start_stale_after("all-rejected", "kind = \"full\"", 500);
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut sent = 0;

@@ -31,7 +31,11 @@ pub const ALL_REJECTED_MIN_PACKETS: u64 = 32;
 /// feed flooded by a neighbour (a few ms each) are not the feed's every
 /// packet rejected...
 pub const ALL_REJECTED_MIN_RUN_NS: u64 = 100_000_000;
-/// ... or a run of at least two this long, first to last, ns (a slow feed).
+/// ... or a run of at least two this long, first to last, ns (a slow feed);
+/// either way over at least the feed's stale threshold, within which a
+/// healthy feed delivers a packet (a quiet feed's heartbeats a second
+/// apart, a flood of garbage between them, are not every packet
+/// rejected).
 pub const ALL_REJECTED_MIN_NS: u64 = 1_000_000_000;
 
 /// One feed at run time.
@@ -120,12 +124,19 @@ impl RejectRun {
     /// Some while the feed's latest packets, `feed_packets` of them so far,
     /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row
     /// over [`ALL_REJECTED_MIN_RUN_NS`], or two or more over
-    /// [`ALL_REJECTED_MIN_NS`]. Ends with the first accepted packet.
-    pub fn all_rejected(&self, protocol: Protocol, feed_packets: u64) -> Option<AllRejected> {
+    /// [`ALL_REJECTED_MIN_NS`], and over `stale_ns` (the feed's stale
+    /// threshold) either way. Ends with the first accepted packet.
+    pub fn all_rejected(
+        &self,
+        protocol: Protocol,
+        feed_packets: u64,
+        stale_ns: u64,
+    ) -> Option<AllRejected> {
         let ongoing = self.packets > 0 && self.at_packet == feed_packets;
         let span = self.last_ns.saturating_sub(self.first_ns);
-        let long = (self.packets >= ALL_REJECTED_MIN_PACKETS && span >= ALL_REJECTED_MIN_RUN_NS)
-            || (self.packets >= 2 && span >= ALL_REJECTED_MIN_NS);
+        let long = span >= stale_ns
+            && ((self.packets >= ALL_REJECTED_MIN_PACKETS && span >= ALL_REJECTED_MIN_RUN_NS)
+                || (self.packets >= 2 && span >= ALL_REJECTED_MIN_NS));
         if !(ongoing && long) {
             return None;
         }
@@ -154,8 +165,11 @@ pub fn top_reason(protocol: Protocol, by_reason: &[u64]) -> Option<Rejected> {
 impl Feed {
     /// Some while every packet of the feed is rejected (see [`RejectRun::all_rejected`]).
     pub fn all_rejected(&self) -> Option<AllRejected> {
-        self.run
-            .all_rejected(self.config.protocol, self.counters.packets)
+        self.run.all_rejected(
+            self.config.protocol,
+            self.counters.packets,
+            self.config.thresholds.stale_ns,
+        )
     }
 
     /// The feed's protocol engine.

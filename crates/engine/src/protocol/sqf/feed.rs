@@ -556,6 +556,47 @@ clock_offset = 0
         assert_eq!(h.feeds()[0].all_rejected().unwrap().packets, 2);
     }
 
+    /// A quiet feed (a heartbeat a second, stale after 1.5 s) under a
+    /// flood of garbage is not "every packet rejected" between its
+    /// heartbeats; once nothing is accepted for its stale threshold, it
+    /// is.
+    #[test]
+    fn a_quiet_feed_under_a_flood_is_not_every_packet_rejected() {
+        let c = Config::parse(
+            "[state]\ncapacity = 3\n[[feed]]\nname = \"f\"\nkind = \"full\"\n\
+             lines = [\"127.0.0.1:9000\"]\nstale_threshold_ms = 1500\n\
+             source_threshold_ms = 1500\nclock_offset = 0\n",
+            "t",
+        )
+        .unwrap();
+        let mut h = Handler::new(&c);
+        let bad = b"MOLDUDP64 session".to_vec();
+        const MS: u64 = 1_000_000;
+        let heartbeat = |t: u64| {
+            let mut hb = PacketBuilder::new(t);
+            hb.heartbeat(sym("A"), 1);
+            hb.finish()
+        };
+        let mut t = 1_000 * MS;
+        for _ in 0..3 {
+            h.on_datagram(0, &heartbeat(t), t).unwrap();
+            // A thousand garbage datagrams in the second to the next one.
+            for k in 1..1_000 {
+                let _ = h.on_datagram(0, &bad, t + k * MS);
+                assert_eq!(h.feeds()[0].all_rejected(), None, "at {k} ms");
+            }
+            t += 1_000 * MS;
+        }
+        // The heartbeats stop: every packet rejected once the garbage
+        // since the last one (from 1 ms after it) spans the stale
+        // threshold.
+        for k in 0..1_000 {
+            let _ = h.on_datagram(0, &bad, t + k * MS);
+            let all = h.feeds()[0].all_rejected();
+            assert_eq!(all.is_some(), k >= 501, "at {k} ms");
+        }
+    }
+
     /// A log sink for one test.
     #[test]
     fn the_every_packet_rejected_warning_repeats_every_10_s_while_it_lasts() {
