@@ -487,7 +487,11 @@ impl Monitor {
                     .filter(|i| !i.counters.is_empty())
                     .map(|i| register(&f.name, i.lines, &i.counters));
             }
-            let status = r.feed_status(id).unwrap_or_default();
+            // (A writer killed inside the offset's write: its status alone.)
+            let (status, offset) = r
+                .feed_state(id)
+                .or_else(|| Some((r.feed_status(id)?, 0)))
+                .unwrap_or_default();
             if let (Some(exported), Some(info), Some(values)) = (
                 &f.exported,
                 info,
@@ -509,7 +513,6 @@ impl Monitor {
                     }
                 }
             }
-            let offset = r.offset(id).unwrap_or(0);
             f.offset.set(offset as f64 / 1e9);
             let mut by = [0u64; VERDICTS.len()];
             let mut last_alive = status.last_alive;

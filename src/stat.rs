@@ -496,7 +496,10 @@ impl Snapshot {
             // good: waited for only while the writer is alive.
             let wait = if healthy { PATIENCE } else { Duration::ZERO };
             let values = patiently(wait, || reader.counters(id)).unwrap_or([0; counter::ALL]);
-            let status = patiently(wait, || reader.feed_status(id)).unwrap_or_default();
+            // (A writer killed inside the offset's write: its status alone.)
+            let (status, offset) = patiently(wait, || reader.feed_state(id))
+                .or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)))
+                .unwrap_or_default();
             let flags = status.flags();
             let mut view = FeedView {
                 name: f.name.clone(),
@@ -514,7 +517,7 @@ impl Snapshot {
                     .collect(),
                 values,
                 symbol_counts: f.symbol_counts(),
-                offset: reader.offset(id).unwrap_or(0),
+                offset,
                 tally: [0; 1 + Reasons::ORDER.len()],
             };
             for r in records.iter().filter(|r| r.feed == id) {

@@ -804,6 +804,22 @@ impl Reader {
         (0..MAX_RETRIES).find_map(|_| b.status.try_read())
     }
 
+    /// A feed's status and clock offset in force together (the offset,
+    /// the status, the offset's stamp again, as [`check`](Self::check)
+    /// reads them), for verdicts computed from [`records`](Self::records);
+    /// `None` if not mapped or a write kept overlapping.
+    pub fn feed_state(&self, feed: u16) -> Option<(FeedStatus, i128)> {
+        let m = self.mapped.as_ref().ok()?;
+        let b = m.views.feeds().get(feed as usize)?;
+        (0..MAX_RETRIES).find_map(|_| {
+            let (offset, stamp) = layout::read_offset_stamped(b)?;
+            let status = b.status.try_read()?;
+            b.offset_stamp
+                .unchanged_since(stamp)
+                .then_some((status, offset))
+        })
+    }
+
     /// A consistent copy of a looked-up symbol's slot (its exact prices and
     /// sizes: [`Record::bid`], [`Record::ask`]); `None` if not mapped, the
     /// handle is another writer's, the slot holds another (feed, symbol),

@@ -160,84 +160,87 @@ impl FeedEngine for Feed {
         c.snapshots += kinds[kind_index(msg_type::SNAPSHOT)];
         c.heartbeats += kinds[kind_index(msg_type::HEARTBEAT)];
         let kind = *kind;
-        // In batches: look the slots up and start loading them, then apply
-        // the rules in place. The memory waits of a batch overlap instead of
-        // queueing one after another.
-        for batch in pending[..n].chunks_mut(BATCH) {
-            let mut missed = false;
-            let slots = table.slots();
-            for p in batch.iter_mut() {
-                p.slot = table.find_from(p.probe, feed, p.symbol).unwrap_or(NO_SLOT);
-                match slots.get(p.slot as usize) {
-                    Some(s) => prefetch(s),
-                    None => missed = true,
+        // Every accepted packet is a sample (spec sqf §4), taken before its
+        // messages are applied: the offset it moves is published on the
+        // side of their slots that leaves every state between at least as
+        // old at the source as the last (a slot's age is `now − source −
+        // offset`; see `publish_around_offset`).
+        clock.on_packet(t, packet.send_time());
+        crate::shm::publish_around_offset(publication, feed, clock.offset(), || {
+            // In batches: look the slots up and start loading them, then apply
+            // the rules in place. The memory waits of a batch overlap instead of
+            // queueing one after another.
+            for batch in pending[..n].chunks_mut(BATCH) {
+                let mut missed = false;
+                let slots = table.slots();
+                for p in batch.iter_mut() {
+                    p.slot = table.find_from(p.probe, feed, p.symbol).unwrap_or(NO_SLOT);
+                    match slots.get(p.slot as usize) {
+                        Some(s) => prefetch(s),
+                        None => missed = true,
+                    }
                 }
-            }
-            if missed {
-                // New symbols get slots in message order (one met twice in a
-                // batch is found the second time).
-                for p in batch.iter_mut().filter(|p| p.slot == NO_SLOT) {
-                    p.slot = match table.find(feed, p.symbol) {
-                        Some(id) => id,
-                        None => {
-                            let th = config.thresholds_for(p.symbol);
-                            new_slot(table, c, feed, p.symbol, th)
-                        }
+                if missed {
+                    // New symbols get slots in message order (one met twice in a
+                    // batch is found the second time).
+                    for p in batch.iter_mut().filter(|p| p.slot == NO_SLOT) {
+                        p.slot = match table.find(feed, p.symbol) {
+                            Some(id) => id,
+                            None => {
+                                let th = config.thresholds_for(p.symbol);
+                                new_slot(table, c, feed, p.symbol, th)
+                            }
+                        };
+                    }
+                }
+                let slots = table.slots();
+                for p in batch.iter() {
+                    let Some(slot) = slots.get(p.slot as usize) else {
+                        continue;
                     };
-                }
-            }
-            let slots = table.slots();
-            for p in batch.iter() {
-                let Some(slot) = slots.get(p.slot as usize) else {
-                    continue;
-                };
-                // Quotes and Snapshots carry a sequence: they set the line.
-                let applied = match packet.message_at(p.at as usize) {
-                    Message::Quote(q) => {
-                        // With a duplicate: whether its sequence is the last one.
-                        let (applied, latest) = slot.update(|s| {
-                            let a = rules::quote(s, kind, q.sequence(), price(q), t);
-                            (a, q.sequence() == s.last_seq())
-                        });
-                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
-                            match applied {
-                                Applied::Changed { .. } => *bits = on_b,
-                                Applied::Duplicate => {
-                                    c.line_copies += line_copy(bits, on_b, latest) as u64
+                    // Quotes and Snapshots carry a sequence: they set the line.
+                    let applied = match packet.message_at(p.at as usize) {
+                        Message::Quote(q) => {
+                            // With a duplicate: whether its sequence is the last one.
+                            let (applied, latest) = slot.update(|s| {
+                                let a = rules::quote(s, kind, q.sequence(), price(q), t);
+                                (a, q.sequence() == s.last_seq())
+                            });
+                            if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                                match applied {
+                                    Applied::Changed { .. } => *bits = on_b,
+                                    Applied::Duplicate => {
+                                        c.line_copies += line_copy(bits, on_b, latest) as u64
+                                    }
                                 }
                             }
+                            applied
                         }
-                        applied
-                    }
-                    Message::Snapshot(q) => {
-                        if let Some(bits) = last_line.get_mut(p.slot as usize) {
-                            *bits = on_b;
-                        }
-                        slot.update(|s| {
-                            if s.baseline() && q.sequence() < s.last_seq() {
-                                c.resets += 1;
+                        Message::Snapshot(q) => {
+                            if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                                *bits = on_b;
                             }
-                            rules::snapshot(s, q.sequence(), price(q), t)
-                        })
-                    }
-                    Message::Heartbeat(h) => {
-                        slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
-                    }
-                    Message::Unknown { .. } => continue,
-                };
-                match applied {
-                    Applied::Duplicate => c.duplicates += 1,
-                    Applied::Changed { lost } => {
-                        c.ticks_lost = c.ticks_lost.saturating_add(lost);
+                            slot.update(|s| {
+                                if s.baseline() && q.sequence() < s.last_seq() {
+                                    c.resets += 1;
+                                }
+                                rules::snapshot(s, q.sequence(), price(q), t)
+                            })
+                        }
+                        Message::Heartbeat(h) => {
+                            slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
+                        }
+                        Message::Unknown { .. } => continue,
+                    };
+                    match applied {
+                        Applied::Duplicate => c.duplicates += 1,
+                        Applied::Changed { lost } => {
+                            c.ticks_lost = c.ticks_lost.saturating_add(lost);
+                        }
                     }
                 }
             }
-        }
-        // Every accepted packet is a sample (spec sqf §4).
-        clock.on_packet(t, packet.send_time());
-        if let Some(p) = publication {
-            p.publish_offset(feed, clock.offset());
-        }
+        });
         Ok(())
     }
 
