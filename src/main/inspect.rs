@@ -349,9 +349,34 @@ impl Inventory {
             if let (Some([server, listen]), Some(first)) =
                 (s.readable.recovery_keys, s.answers.first())
             {
-                // The server is where the answers come from.
-                if let Some(from) = self.destinations[first].sources.first() {
-                    let _ = writeln!(out, "{server} = \"{from}\"");
+                // The server is where the answers come from; replay then
+                // keeps its answers only, as live: one sender named, or
+                // none set.
+                let d = &self.destinations[first];
+                let named: Vec<_> = d
+                    .sources
+                    .iter()
+                    .filter(|s| !s.ip().is_unspecified())
+                    .collect();
+                match (named.as_slice(), d.more_sources) {
+                    ([from], false) => {
+                        let _ = writeln!(out, "{server} = \"{from}\"");
+                    }
+                    ([], _) => {
+                        let _ = writeln!(
+                            out,
+                            "# {server}: the answers name no sender (a recording): set it to the server's ip:port to run live"
+                        );
+                    }
+                    (several, _) => {
+                        let list: Vec<String> = several.iter().map(ToString::to_string).collect();
+                        let more = if d.more_sources { " and more" } else { "" };
+                        let _ = writeln!(
+                            out,
+                            "# {server}: the answers came from several senders ({}{more}): set it to the server's ip:port (replay then keeps its answers only, as live)",
+                            list.join(", ")
+                        );
+                    }
                 }
                 let _ = writeln!(out, "{listen} = \"{first}\"");
                 s.unused.extend(s.answers.drain(1..));

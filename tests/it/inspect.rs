@@ -145,6 +145,66 @@ fn write_capture(path: &Path, datagrams: &[(u64, &str, Vec<u8>)]) {
     w.finish().unwrap();
 }
 
+/// A draft names the recovery server only when the answers came from one
+/// sender: replay keeps that server's answers only, so a draft naming one
+/// of several (a forger's, or the server's other port) would drop the
+/// rest. Several: a comment lists them and every answer is routed.
+#[test]
+fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
+    use tickguard::protocol::itch50::{PacketBuilder, Session};
+    let dir = tempfile::tempdir().unwrap();
+    let t = 1_767_623_400_000_000_000u64;
+    let session = Session(*b"20260105XA");
+    let aapl = tickguard::symbol::Symbol::parse("AAPL").unwrap();
+    let packet = |q: u64| {
+        let mut p = PacketBuilder::new(session, q);
+        p.message(&tickguard::protocol::itch50::message::encode::stock_directory(1, 0, aapl));
+        p.finish()
+    };
+    let draft_of = |senders: &[&str]| {
+        let cap = dir.path().join("answers.pcap");
+        let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+        let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+        let line: SocketAddrV4 = "239.2.1.1:26477".parse().unwrap();
+        let feed: SocketAddrV4 = "10.0.1.1:26400".parse().unwrap();
+        for q in 1..=20 {
+            w.write_udp(t + q, feed, line, &packet(q)).unwrap();
+        }
+        for (k, from) in senders.iter().enumerate() {
+            let to: SocketAddrV4 = "127.0.0.1:17000".parse().unwrap();
+            let q = 21 + k as u64;
+            w.write_udp(t + q, from.parse().unwrap(), to, &packet(q))
+                .unwrap();
+        }
+        w.finish().unwrap();
+        let draft = inspect(&cap, true);
+        let config = dir.path().join("draft.toml");
+        std::fs::write(&config, &draft).unwrap();
+        (draft, summary(&cap, &config, &[]))
+    };
+    let (draft, s) = draft_of(&["10.0.2.2:18000"]);
+    assert!(
+        draft.contains("recovery = \"10.0.2.2:18000\"\nrecovery_listen = \"127.0.0.1:17000\"\n"),
+        "{draft}"
+    );
+    assert!(s["capture"].get("wrong_source").is_none(), "{s}");
+    assert_eq!(s["feeds"]["itch50_1"]["packets"], 21, "{s}");
+    let (draft, s) = draft_of(&["10.0.2.2:18000", "10.0.2.2:18001"]);
+    assert!(!draft.contains("recovery = "), "{draft}");
+    assert!(
+        draft.contains(
+            "# recovery: the answers came from several senders (10.0.2.2:18000, 10.0.2.2:18001)"
+        ),
+        "{draft}"
+    );
+    assert!(
+        draft.contains("recovery_listen = \"127.0.0.1:17000\"\n"),
+        "{draft}"
+    );
+    assert!(s["capture"].get("wrong_source").is_none(), "{s}");
+    assert_eq!(s["feeds"]["itch50_1"]["packets"], 22, "{s}");
+}
+
 /// An MDP3 packet: sequence `seq`, one message of template 46 and a 11-byte
 /// root block, CME's schema 1, version 13.
 fn mdp3(seq: u32) -> Vec<u8> {

@@ -393,10 +393,10 @@ impl Router {
     /// feed's socket would receive it live: a line of a feed with `source`
     /// takes only that sender's ([`WrongSource`] otherwise: the kernel
     /// drops the others' at a source-specific join), except from an
-    /// unspecified sender (a recording names none); a channel with a
+    /// unspecified sender `0.0.0.0:0` (a recording names none); a channel with a
     /// server takes only the server's (live, the others' are dropped: a
     /// forged answer would fill a gap with whatever its sender chose),
-    /// again except from an unspecified sender, one without takes any;
+    /// again except from `0.0.0.0:0`, one without takes any;
     /// and every line takes any with [`all_to`](Self::all_to) (a capture
     /// recorded elsewhere names other senders).
     #[inline]
@@ -415,8 +415,7 @@ impl Router {
             Ok(i) => {
                 let (_, feed, line) = self.routes[i];
                 let source = self.sources[usize::from(feed)];
-                let unnamed = src.ip().is_unspecified();
-                match source.is_none_or(|s| unnamed || s == *src.ip()) {
+                match source.is_none_or(|s| unnamed(src) || s == *src.ip()) {
                     true => Ok(Some((feed, usize::from(line)))),
                     false => Err(WrongSource),
                 }
@@ -437,11 +436,18 @@ impl Router {
         else {
             return Ok(None);
         };
-        match server.is_none_or(|s| src.ip().is_unspecified() || s == src) {
+        match server.is_none_or(|s| unnamed(src) || s == src) {
             true => Ok(Some((feed, line as usize))),
             false => Err(WrongSource),
         }
     }
+}
+
+/// A recording's sender: `run --record` writes `0.0.0.0:0`, as its
+/// sockets were filtered already. (No datagram on the wire comes from
+/// there: the kernel drops such a source.)
+fn unnamed(src: SocketAddrV4) -> bool {
+    src == SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)
 }
 
 /// A datagram to a line of a feed with `source` from another sender
@@ -1259,6 +1265,7 @@ recovery_listen = "{listen}"
         assert_eq!(r.route_from(at("0.0.0.0:0"), to), ok, "a recording");
         assert_eq!(r.route_from(at("10.0.0.6:18000"), to), Err(WrongSource));
         assert_eq!(r.route_from(at("10.0.0.5:18002"), to), Err(WrongSource));
+        assert_eq!(r.route_from(at("0.0.0.0:18000"), to), Err(WrongSource));
         let any = itch_router("0.0.0.0:18001");
         assert_eq!(any.route_from(at("10.0.0.6:18000"), to), ok);
     }
