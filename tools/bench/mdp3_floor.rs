@@ -1,19 +1,22 @@
 //! The least work any handler of an MDP3 channel does per book entry, the
 //! reference `benches/mdp3_apply.rs` and `examples/mdp3_profile.rs` time
-//! beside the channel's `on_incremental`: each packet's validity walk and,
-//! for each entry of a 46, its instrument found, its RptSeq compared and
-//! its level written. Shared by both through `#[path]`.
+//! beside the channel's `on_incremental`: each packet's validity walk,
+//! each entry's instrument found and RptSeq moved, and each book entry's
+//! level written. Shared by both through `#[path]`.
 
 use tickguard::protocol::mdp3::feed::Feed;
 use tickguard::protocol::mdp3::index::IdIndex;
 use tickguard::protocol::mdp3::{Body, Packet};
 
-/// The least any handler of the channel does: each packet's validity walk,
-/// and for each entry of a 46 its instrument found (the same index),
-/// its RptSeq compared and moved, and its level written into a fixed
-/// array of (price, size) per side; no events, no statuses, no counters,
-/// no visibility. The reference for what the rest of `on_incremental`
-/// costs.
+/// The least any handler of the channel does: each packet's validity walk;
+/// for every entry of an incremental message (books, trades, volume,
+/// statistics: each takes a place in its instrument's RptSeq), its
+/// instrument found through the same index and its RptSeq compared and
+/// moved; for each entry of a 46, its level written into a fixed array of
+/// (price, size) for its side (bid, offer, implied bid, implied offer).
+/// No events, no visibility, no statuses, no counters. The reference for
+/// what the rest of `on_incremental` costs. Returns the entries out of
+/// RptSeq order (each instrument's first, here).
 #[inline(never)]
 pub fn floor(packets: &[(u64, Vec<u8>)], index: &IdIndex, books: &mut [FloorBook]) -> u64 {
     let mut odd = 0u64;
@@ -22,20 +25,27 @@ pub fn floor(packets: &[(u64, Vec<u8>)], index: &IdIndex, books: &mut [FloorBook
             let Body::Incremental(inc) = body else {
                 return;
             };
-            if inc.template().id != 46 {
-                return;
-            }
+            let is_46 = inc.template().id == 46;
             for e in inc.entries() {
-                let Some(b) = e.book_46() else { continue };
-                let Some(i) = index.get(b.security_id) else {
+                let (id, rpt_seq, level) = match is_46.then(|| e.book_46()).flatten() {
+                    Some(b) => (b.security_id, b.rpt_seq, Some(b)),
+                    None => (e.security_id(), e.rpt_seq(), None),
+                };
+                let Some(i) = index.get(id) else {
                     continue;
                 };
                 let book = &mut books[i as usize];
-                if b.rpt_seq != book.rpt_seq.wrapping_add(1) {
+                if rpt_seq != book.rpt_seq.wrapping_add(1) {
                     odd += 1;
                 }
-                book.rpt_seq = b.rpt_seq;
-                let side = usize::from(b.entry_type & 1);
+                book.rpt_seq = rpt_seq;
+                let Some(b) = level else { continue };
+                let side = match b.entry_type {
+                    b'0' => 0,
+                    b'1' => 1,
+                    b'E' => 2,
+                    _ => 3,
+                };
                 let level = usize::from(b.level.clamp(1, 10)) - 1;
                 let slots = &mut book.sides[side];
                 match b.action {
@@ -60,7 +70,7 @@ pub fn floor(packets: &[(u64, Vec<u8>)], index: &IdIndex, books: &mut [FloorBook
 #[derive(Clone, Default)]
 pub struct FloorBook {
     rpt_seq: u32,
-    sides: [[(i64, u64); 10]; 2],
+    sides: [[(i64, u64); 10]; 4],
 }
 
 /// The index of `feed`'s instruments (its definitions read), as the

@@ -343,14 +343,16 @@ fn a_spin_changes_no_clock_offset() {
 /// A spin may carry order changes the GLIMPSE message list does not name
 /// (executions, cancels, deletes, replaces, glimpse G2): each is applied
 /// to the staged books as the stream would apply it. A spin whose live
-/// orders are followed by an `E`, an `X`, a `D` and a `U` gives the books
-/// of a spin that sends the orders as those left them, and not those of
-/// the spin without them. (The books compared are each symbol's top and
-/// its count of orders, so the changes remove orders or make new ones.)
+/// orders are followed by a `D`, a `U`, and an `E` of 40 shares or an `X`
+/// of 30 on each of the others gives the books of a spin that sends the
+/// orders as those left them, and not those of the spin without them.
+/// (The books compared are each symbol's top, its size summed over the
+/// level's orders, and its count of orders: partial executions and
+/// cancels show in the sizes.)
 #[test]
 fn a_spin_applies_the_order_changes_it_carries() {
-    // Orders 11, 14, 17 and 20 are live at 120 and stay so (the stream
-    // deletes only the orders of sequences 1 more than a multiple of 3).
+    let ts = |q: u64| 34_200_000_000_000 + q * 1_000;
+    // Order `q`'s add, with another size, reference or price.
     let add = |q: u64, shares: u32, reference: u64, price: Option<u32>| {
         let m = message(q);
         let side = if m[19] == b'B' { Side::Buy } else { Side::Sell };
@@ -358,7 +360,7 @@ fn a_spin_applies_the_order_changes_it_carries() {
         let stock = sym(STOCKS[locate(q) as usize - 1]);
         encode::add_order(
             locate(q),
-            34_200_000_000_000 + q * 1_000,
+            ts(q),
             reference,
             side,
             shares,
@@ -367,13 +369,28 @@ fn a_spin_applies_the_order_changes_it_carries() {
             None,
         )
     };
-    let ts = |q: u64| 34_200_000_000_000 + q * 1_000;
-    let changes = [
-        encode::executed(locate(11), ts(11), 11, 100, 1),
-        encode::cancel(locate(14), ts(14), 14, 100),
-        encode::delete(locate(17), ts(17), 17),
-        encode::replace(locate(20), ts(20), 20, 1_000_020, 50, 1_234_500),
+    // The orders live at 120 (each never deleted by the stream after).
+    let mut live = Vec::new();
+    spin_edited(120, S1, false, |o| live.extend(o.keys().copied()), &[]);
+    assert!(live.len() > 20, "{live:?}");
+    let (deleted, replaced, rest) = (live[0], live[1], &live[2..]);
+    let mut changes = vec![
+        encode::delete(locate(deleted), ts(deleted), deleted),
+        encode::replace(
+            locate(replaced),
+            ts(replaced),
+            replaced,
+            1_000_020,
+            50,
+            1_234_500,
+        ),
     ];
+    for (k, &q) in rest.iter().enumerate() {
+        changes.push(match k % 2 {
+            0 => encode::executed(locate(q), ts(q), q, 40, 1),
+            _ => encode::cancel(locate(q), ts(q), q, 30),
+        });
+    }
     let books = |spin: &[u8]| {
         let mut v = Venue::new("");
         v.datagrams(100..150);
@@ -389,11 +406,12 @@ fn a_spin_applies_the_order_changes_it_carries() {
         S1,
         false,
         |orders| {
-            orders.remove(&11);
-            orders.remove(&14);
-            orders.remove(&17);
-            orders.remove(&20);
-            orders.insert(1_000_020, add(20, 50, 1_000_020, Some(1_234_500)));
+            orders.remove(&deleted);
+            orders.remove(&replaced);
+            orders.insert(1_000_020, add(replaced, 50, 1_000_020, Some(1_234_500)));
+            for (k, &q) in rest.iter().enumerate() {
+                orders.insert(q, add(q, [60, 70][k % 2], q, None));
+            }
         },
         &[],
     ));
