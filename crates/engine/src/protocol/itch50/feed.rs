@@ -873,7 +873,8 @@ impl Feed {
 
     /// Ends a wait for a snapshot that will not come (glimpse G3.3, giving
     /// up) at `t`: held messages are released as after a merge from the
-    /// stream's `next`, no state replaced; the feed stays suspect.
+    /// stream's `next`, no state replaced ([`Sequencer::release`]: what the
+    /// wait skipped for room is lost, and the feed suspect for it).
     pub fn release_snapshot(&mut self, t: u64) {
         self.closed_awaiting = false;
         let Feed { seq, state, .. } = self;

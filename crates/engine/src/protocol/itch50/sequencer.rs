@@ -303,6 +303,10 @@ pub struct Sequencer {
     auto: bool,
     /// The trigger that started awaiting, until [`take_trigger`](Self::take_trigger).
     triggered: Option<Trigger>,
+    /// `next` when the current wait began (none: no wait, a merge ended
+    /// it, or no stream yet): what a wait given up without a snapshot
+    /// skipped for room lies from there to `next`.
+    wait_from: Option<u64>,
     /// While awaiting, every held sequence, lowest on top: the lowest
     /// goes first for room, and the merge releases them in order.
     waiting: BinaryHeap<Reverse<u64>>,
@@ -333,6 +337,7 @@ impl Sequencer {
             awaiting: false,
             auto: true,
             triggered: None,
+            wait_from: None,
             waiting: BinaryHeap::new(),
         }
     }
@@ -406,6 +411,7 @@ impl Sequencer {
     fn await_snapshot(&mut self, trigger: Trigger) {
         self.awaiting = true;
         self.triggered = Some(trigger);
+        self.wait_from = self.next;
         self.waiting.clear();
         let next = self.next.unwrap_or(1);
         // Held: every received sequence of `[next, high)`, that is all of
@@ -447,6 +453,8 @@ impl Sequencer {
             self.counters.snapshot_discarded += 1;
         }
         self.next = Some(n);
+        // The snapshot holds what the wait skipped for room.
+        self.wait_from = None;
         self.ended = false;
         self.high = self.high.max(n);
         self.joined = false;
@@ -460,11 +468,22 @@ impl Sequencer {
     /// (glimpse G3.4 steps 4–5): when any sequence of `[next, high)` is
     /// not held, that range becomes one open gap revealed at `t` (its held
     /// messages count as present, not recovered), then held messages are
-    /// applied from `next` while contiguous. Returns messages applied.
+    /// applied from `next` while contiguous. Without a snapshot, what the
+    /// wait's overflow stepped `next` past (discarded, or never received
+    /// below those) is lost for good: counted in `ticks_lost`, and the
+    /// stream is suspect until a snapshot merges, as after a gap given up
+    /// (a stream that joined is suspect already). Returns messages applied.
     pub fn release(&mut self, t: u64, apply: &mut impl Apply) -> u32 {
         let t = t.max(self.latest_t);
         self.latest_t = t;
         self.awaiting = false;
+        if let (Some(from), Some(next)) = (self.wait_from.take(), self.next) {
+            let skipped = next.saturating_sub(from);
+            if skipped > 0 && !self.joined {
+                self.counters.ticks_lost = self.counters.ticks_lost.saturating_add(skipped);
+                self.gave_up = true;
+            }
+        }
         let next = self.next.unwrap_or(1);
         // The last sequence has no successor for `high` to be: held, it
         // lies at `high` itself, outside `[next, high)`, and stays held
@@ -1065,6 +1084,7 @@ impl Sequencer {
         self.awaiting = false;
         self.auto = true;
         self.triggered = None;
+        self.wait_from = None;
         self.waiting.clear();
     }
 }
@@ -1715,6 +1735,42 @@ mod tests {
             r.seq.gaps().next().map(|g| (g.0, g.1, g.2)),
             Some((50_000, 50_014, 9))
         );
+    }
+
+    /// An operator's wait on a healthy stream whose overflow discards the
+    /// lowest held messages (`next` past them) and that is then given up
+    /// without a snapshot: the books never had what it skipped, so the
+    /// skipped sequences count as lost and the stream stays suspect until
+    /// a snapshot merges. A wait given up without overflow loses nothing.
+    #[test]
+    fn a_wait_given_up_after_its_overflow_is_suspect_and_counts_the_skipped() {
+        let mut r = snapshots(
+            Settings {
+                max_held: 4,
+                ..settings()
+            },
+            BOTH,
+        );
+        r.packet(&data(S1, 1, 2), 1);
+        assert!(r.seq.request_snapshot());
+        r.packet(&data(S1, 3, 6), 2);
+        assert_eq!(r.seq.counters().snapshot_overflow, 2);
+        assert_eq!(r.seq.next(), Some(5));
+        r.release(3);
+        assert_eq!(r.applied, [1, 2, 5, 6, 7, 8]);
+        assert_eq!(r.seq.counters().ticks_lost, 2);
+        assert!(r.seq.suspect() && r.seq.gaps_open() == 0);
+        // A snapshot merged later makes it whole again.
+        assert!(r.seq.request_snapshot());
+        r.merge(9, 4);
+        assert!(!r.seq.suspect());
+        // Without overflow, nothing lost.
+        assert!(r.seq.request_snapshot());
+        r.packet(&data(S1, 9, 2), 5);
+        r.release(6);
+        assert_eq!(r.seq.counters().ticks_lost, 2);
+        assert!(!r.seq.suspect(), "{:?}", r.seq.counters());
+        assert_eq!(r.applied, [1, 2, 5, 6, 7, 8, 9, 10]);
     }
 
     /// A given-up gap starts a wait: the other open gaps are dropped
