@@ -541,19 +541,24 @@ fn a_merge_raises_the_watermark_by_the_held_messages_only() {
 }
 
 /// The spin's order of types does not matter (glimpse G7.12): the books,
-/// states and hours merged are the same.
+/// states, last timestamps and hours merged are the same, with multicast
+/// held after N and without any (then every symbol's last timestamp is
+/// the spin's: the latest of its messages', not the last one's, which
+/// reversed is its directory entry's).
 #[test]
 fn the_merge_does_not_depend_on_the_order_of_the_spin() {
-    let run = |reversed| {
-        let mut v = Venue::new("");
-        v.datagrams(100..130);
-        v.connection(&spin(120, S1, reversed), 5, true);
-        let s = v.summary();
-        (s.symbols, s.hours)
-    };
-    let merged = run(false);
-    assert_eq!(merged.1, "open");
-    assert_eq!(run(true), merged);
+    for end in [130, 120] {
+        let run = |reversed| {
+            let mut v = Venue::new("");
+            v.datagrams(100..end);
+            v.connection(&spin(120, S1, reversed), 5, true);
+            let s = v.summary();
+            (s.symbols, s.hours)
+        };
+        let merged = run(false);
+        assert_eq!(merged.1, "open");
+        assert_eq!(run(true), merged, "multicast up to {end}");
+    }
 }
 
 /// N above everything received: nothing held is kept, the multicast
@@ -905,6 +910,39 @@ fn hours_closed_while_awaiting_stay_closed() {
     assert_eq!(v.summary().hours, "closed");
 }
 
+/// The hours after a merge are the spin's when it sent a system event,
+/// else the feed's as they were (glimpse G3.4 step 1): an open feed takes
+/// a spin's end of system hours; a closed one keeps its hours through a
+/// spin without any system event.
+#[test]
+fn the_hours_are_the_spins_only_when_it_sent_a_system_event() {
+    let ts = 34_200_000_000_000 + 40_000;
+    // Open, then a spin ending with an end of system hours.
+    let mut v = Venue::new("");
+    v.datagrams(1..30);
+    assert_eq!(v.summary().hours, "open");
+    let end = encode::system_event(ts, b'E');
+    v.connection(&spin_with(30, S1, false, &[end.clone()]), 1, true);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, s.hours), (1, "closed"));
+    // Closed by the stream, then a spin of the directory alone.
+    let mut v = Venue::new("");
+    v.datagrams(1..30);
+    let mut b = PacketBuilder::new(S1, 30);
+    b.message(&end);
+    let t = v.tick();
+    let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
+    assert_eq!(v.summary().hours, "closed");
+    let mut directory = soup::login_accepted(&S1.0, 1).to_vec();
+    for q in 2..=5 {
+        soup::sequenced(&message(q), &mut directory);
+    }
+    soup::sequenced(&end_of_snapshot(31), &mut directory);
+    v.connection(&directory, 1, true);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, s.hours), (1, "closed"));
+}
+
 /// A connection while idle is an operator's request (replay): the feed
 /// starts awaiting at its SYN.
 #[test]
@@ -960,9 +998,16 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
         (2, 0, None)
     );
     assert_eq!(s.symbols["AAA"].orders, 0);
-    // Locate 2 still maps to BBB: an add on it lands in BBB's book.
+    // Locate 2 still maps to BBB: a message without a stock on it (a
+    // delete of an order nobody knows) is BBB's, its time BBB's last.
     let t = v.tick();
     let mut b = PacketBuilder::new(S1, 30);
+    b.message(&encode::delete(2, 77_777, 424_242));
+    let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
+    assert_eq!(v.summary().symbols["BBB"].last_timestamp, Some(77_777));
+    // And an add on it lands in BBB's book.
+    let t = v.tick();
+    let mut b = PacketBuilder::new(S1, 31);
     b.message(&encode::add_order(
         2,
         1,
