@@ -234,6 +234,7 @@ struct WSnap {
     last: u32,
     id: i32,
     rpt: u32,
+    tt: u64,
     status: u8,
     levels: Vec<WLevel>,
 }
@@ -386,6 +387,7 @@ fn read_message(template: u16, root: &[u8], rest: &[u8]) -> Option<WMsg> {
                     last: rd_u32(root, 0),
                     id: rd_i32(root, 8),
                     rpt: rd_u32(root, 12),
+                    tt: rd_u64(root, 16),
                     status: rd_u8(root, 34),
                     levels,
                 }),
@@ -773,6 +775,9 @@ struct Model {
     high: Option<u64>,
     gaps: Vec<MGap>,
     reset_pending: bool,
+    /// The latest ChannelReset's TransactTime: a snapshot past RptSeq 0
+    /// whose instrument's last event is no later was taken before it.
+    reset_tt: Option<u64>,
     /// After a restart: the old `high` and until when its late copies are
     /// stale.
     old: Option<(u64, u64)>,
@@ -819,6 +824,7 @@ impl Model {
             high: None,
             gaps: Vec::new(),
             reset_pending: false,
+            reset_tt: None,
             old: None,
             ends: Vec::new(),
             last_alive: None,
@@ -1118,6 +1124,7 @@ impl Model {
             match &m.body {
                 WBody::Reset { tt } => {
                     self.reset_channel();
+                    self.reset_tt = self.reset_tt.max(Some(*tt));
                     if fill {
                         // Late: what followed it was taken on the old books.
                         for i in self.insts.values_mut() {
@@ -1213,8 +1220,15 @@ impl Model {
         let (mut cached, mut anomalies) = (self.cached, self.c.anomalies);
         let restarts = self.c.sequence_restarts;
         let (high, margin) = (self.high, self.margin);
+        let reset_tt = self.reset_tt;
         let i = self.inst(sn.id);
         let r = sn.rpt;
+        if r > 0 && reset_tt.is_some_and(|rt| sn.tt <= rt) {
+            i.snapshots_ignored += 1;
+            self.c.snapshots_ignored += 1;
+            self.c.anomalies += 1;
+            return;
+        }
         let applies = if i.suspect() {
             i.rpt_seq.is_none_or(|s| r > s)
         } else {
@@ -2835,6 +2849,28 @@ fn a_packet_from_before_a_channel_reset_is_not_applied_after_it() {
     let i = &m.insts[&IDS[0]];
     assert_eq!((m.c.duplicates, m.c.recovered, m.gaps.len()), (1, 0, 0));
     assert_eq!((i.rpt_seq, i.cache.len(), i.suspect()), (Some(0), 0, false));
+    assert_eq!(top_bid(&m), None);
+}
+
+/// A snapshot taken before a ChannelReset and delivered after it: its
+/// instrument's last event is older than the reset, so it is ignored and
+/// an anomaly, whatever its RptSeq (matched by RptSeq alone, a suspect
+/// instrument of the new sequence would take the old books).
+#[test]
+fn a_snapshot_from_before_a_channel_reset_is_ignored() {
+    let ops = [
+        event(0, vec![new_bid(1)], vec![line_a(0)]),
+        snapshots(0, 3),
+        Op::Reset {
+            dt: 1,
+            eoe: true,
+            restart: false,
+            fate: line_a(0),
+        },
+        check(4),
+    ];
+    let m = run(&fixed_setup(), &ops).unwrap();
+    assert_eq!((m.c.snapshots_ignored, m.c.anomalies), (1, 1));
     assert_eq!(top_bid(&m), None);
 }
 

@@ -122,8 +122,20 @@ fn status(id: Option<i32>, group: &str, asset: &str, code: u8) -> Vec<u8> {
 }
 
 /// A 52 of instrument `id` at RptSeq `rpt`, taken after incremental
-/// packet `last`.
+/// packet `last`, its instrument's last event at T0.
 fn snapshot(
+    last: u32,
+    id: i32,
+    rpt: u32,
+    status: Option<u8>,
+    entries: &[SnapshotEntry],
+) -> Vec<u8> {
+    snapshot_at(T0, last, id, rpt, status, entries)
+}
+
+/// [`snapshot`] with its instrument's last event at `tt`.
+fn snapshot_at(
+    tt: u64,
     last: u32,
     id: i32,
     rpt: u32,
@@ -135,7 +147,7 @@ fn snapshot(
         tot_num_reports: 1,
         security_id: id,
         rpt_seq: rpt,
-        transact_time: T0,
+        transact_time: tt,
         trading_status: status,
     };
     encode::snapshot(52, V, &root, entries)
@@ -1137,7 +1149,8 @@ fn a_new_packet_after_a_short_old_sequence_is_dropped_and_the_loop_heals_it() {
     let dropped = ch.check(3 * MS + 1, "#1");
     ch.send(4 * MS, A, event(3, &[change(1, 3, 301)]));
     let hole = ch.check(4 * MS + 1, "#1");
-    let healed_by = snapshot(3, 1, 3, None, &[level(Bid, 1, 301)]);
+    // Its last event after the reset (at T0).
+    let healed_by = snapshot_at(T0 + 4 * MS, 3, 1, 3, None, &[level(Bid, 1, 301)]);
     ch.send(5 * MS, SNAP_A, snapshots(&[healed_by]));
     let healed = ch.check(5 * MS + 1, "#1");
     let out = ch.run();
@@ -2261,7 +2274,15 @@ fn a_channel_reset_empties_the_channel_and_restarts_rpt_seq() {
     ch.send(
         27 * MS,
         SNAP_A,
-        snapshots(&[snapshot(3, 2, 4, None, &[level(Bid, 1, 52)])]),
+        // Its last event after the reset (at T0).
+        snapshots(&[snapshot_at(
+            T0 + 26 * MS,
+            3,
+            2,
+            4,
+            None,
+            &[level(Bid, 1, 52)],
+        )]),
     );
     let again = ch.check(28 * MS, "ESZ6");
     let two = ch.check(28 * MS, "#2");
@@ -2273,6 +2294,81 @@ fn a_channel_reset_empties_the_channel_and_restarts_rpt_seq() {
     assert_eq!((out.reasons(two), out.top(two).0), (ok(), Some(52)));
     assert_eq!(out.sym(2)["ticks_lost"], 0);
     assert_eq!(out.feed()["ticks_lost"], 0);
+}
+
+/// A snapshot taken before a ChannelReset that arrives after it (a loop
+/// from before the reset, come late) is ignored and counted an anomaly
+/// (decided where CME is silent): matched by RptSeq alone, its RptSeq of
+/// the old sequence is past the new one's, so it would roll the
+/// instrument back to the emptied books, take the new sequence's entries
+/// for duplicates and answer `ok` on the old book. Told by its
+/// instrument's last event, no later than the reset's TransactTime; one
+/// taken after the reset heals the instrument.
+#[test]
+fn a_snapshot_from_before_a_channel_reset_is_ignored() {
+    let mut ch = Channel::new("");
+    let reset_tt = T0 + 5 * MS;
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 110)]));
+    ch.send(MS, A, event(2, &[change(1, 3, 101)]));
+    ch.send(2 * MS, A, event(3, &[change(1, 4, 102)]));
+    // The loop's snapshot of #1, taken now (RptSeq 4, bid 102).
+    let old = snapshot_at(
+        T0,
+        3,
+        1,
+        4,
+        None,
+        &[level(Bid, 1, 102), level(Offer, 1, 110)],
+    );
+    ch.send(
+        5 * MS,
+        A,
+        packet(4, &[encode::channel_reset(V, reset_tt, EOE, 310)]),
+    );
+    // The new RptSeq sequence: 1 and 2, then 4 (3 missing): suspect.
+    let new = |tt, rpt, price| book_at(tt, EOE, &[change(1, rpt, price)]);
+    ch.send(
+        6 * MS,
+        A,
+        packet(
+            5,
+            &[book_at(
+                reset_tt + MS,
+                EOE,
+                &[bid(1, 1, 200), offer(1, 2, 210)],
+            )],
+        ),
+    );
+    ch.send(7 * MS, A, packet(6, &[new(reset_tt + 2 * MS, 4, 201)]));
+    ch.send(8 * MS, SNAP_A, snapshots(&[old]));
+    let late = ch.check(8 * MS + 1, "#1");
+    ch.send(9 * MS, A, packet(7, &[new(reset_tt + 4 * MS, 5, 202)]));
+    let after = ch.check(9 * MS + 1, "#1");
+    let fresh = snapshot_at(
+        reset_tt + 2 * MS,
+        6,
+        1,
+        4,
+        None,
+        &[level(Bid, 1, 201), level(Offer, 1, 210)],
+    );
+    ch.send(10 * MS, SNAP_A, snapshots(&[fresh]));
+    let healed = ch.check(10 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(late), out.top(late)),
+        (r(&["suspect"]), (Some(200), Some(210)))
+    );
+    assert_eq!(out.reasons(after), r(&["suspect"]));
+    assert_eq!(
+        (out.reasons(healed), out.top(healed)),
+        (ok(), (Some(202), Some(210)))
+    );
+    has(
+        out.sym(1),
+        json!({"snapshots_ignored": 1, "snapshots_applied": 1, "rpt_seq": 5}),
+    );
+    has(out.feed(), json!({"anomalies": 1, "snapshots_ignored": 1}));
 }
 
 /// ChannelReset: "`channel_resets += 1`, logged once" (spec mdp3 §3.7):

@@ -244,6 +244,10 @@ pub struct Feed {
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
     restarts: u32,
+    /// The TransactTime of the latest ChannelReset processed (venue clock,
+    /// ns since the Unix epoch): a snapshot whose instrument's last event
+    /// is no later, yet past RptSeq 0, shows the books before it.
+    reset_transact_time: Option<u64>,
     /// Every instrument is unverified but those in `verified`, so that a
     /// gap given up unverifies only those; false until the first give-up
     /// and after a reset (a give-up then goes over every instrument).
@@ -389,6 +393,7 @@ impl Feed {
             compacting: Vec::new(),
             groups: Groups::default(),
             restarts: 0,
+            reset_transact_time: None,
             all_unverified: false,
             verified: Vec::new(),
             last_alive: None,
@@ -878,6 +883,8 @@ impl Feed {
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
+                    self.reset_transact_time =
+                        self.reset_transact_time.max(Some(reset.transact_time()));
                     Some(reset.match_event_indicator())
                 }
                 Body::Heartbeat => {
@@ -1204,6 +1211,22 @@ impl Feed {
             let Some(i) = self.instrument(snap.security_id()) else {
                 continue;
             };
+            let e = &mut self.entries[i as usize];
+            // Taken before the last ChannelReset (its instrument's last
+            // event no later than the reset, yet RptSeq past 0: a loop
+            // from before it, come late). Matched by RptSeq alone it would
+            // roll a fresh instrument back to the emptied books and take
+            // the new sequence's entries for duplicates of the old.
+            if snap.rpt_seq() > 0
+                && self
+                    .reset_transact_time
+                    .is_some_and(|r| snap.transact_time() <= r)
+            {
+                e.snapshots_ignored += 1;
+                self.counters.snapshots_ignored += 1;
+                self.counters.anomalies += 1;
+                continue;
+            }
             self.touched.one(i);
             let (last, far) = self.snapshot_position(snap.last_msg_seq_num_processed());
             let e = &mut self.entries[i as usize];
