@@ -2677,6 +2677,17 @@ fn snapshots(dt: u64, delay: u64) -> Op {
     }
 }
 
+/// A ChannelReset ending its event, a step on, delivered as `fate`;
+/// `restart`: the sequence then starts again at 1.
+fn reset(restart: bool, fate: Fate) -> Op {
+    Op::Reset {
+        dt: 1,
+        eoe: true,
+        restart,
+        fate,
+    }
+}
+
 /// A check `dt` steps on, at once.
 fn check(dt: u64) -> Op {
     Op::Check {
@@ -2698,12 +2709,7 @@ fn top_bid(m: &Model) -> Option<i64> {
 fn a_channel_reset_carries_its_transact_time() {
     let ops = [
         event(0, vec![new_bid(1)], vec![line_a(0)]),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: true,
-            fate: line_a(2),
-        },
+        reset(true, line_a(2)),
     ];
     let m = run(&fixed_setup(), &ops).unwrap();
     assert_eq!(m.watermark, Some((T0 + STEP) as i128));
@@ -2810,12 +2816,7 @@ fn a_hole_cached_before_a_baseline_stays_suspect() {
 fn an_end_of_event_before_a_restart_covers_nothing_after_it() {
     let ops = [
         event(0, vec![new_bid(1)], vec![line_a(0)]),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: true,
-            fate: line_a(0),
-        },
+        reset(true, line_a(0)),
         event(
             1,
             vec![new_bid(2), Msg::Unknown, Msg::Unknown, new_bid(3)],
@@ -2837,12 +2838,7 @@ fn a_packet_from_before_a_channel_reset_is_not_applied_after_it() {
     let ops = [
         event(0, vec![trade()], vec![line_a(0)]),
         event(0, vec![new_bid(1)], vec![line_a(3)]),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: false,
-            fate: line_a(0),
-        },
+        reset(false, line_a(0)),
         check(4),
     ];
     let m = run(&fixed_setup(), &ops).unwrap();
@@ -2861,12 +2857,7 @@ fn a_snapshot_from_before_a_channel_reset_is_ignored() {
     let ops = [
         event(0, vec![new_bid(1)], vec![line_a(0)]),
         snapshots(0, 3),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: false,
-            fate: line_a(0),
-        },
+        reset(false, line_a(0)),
         check(4),
     ];
     let m = run(&fixed_setup(), &ops).unwrap();
@@ -2882,12 +2873,7 @@ fn a_snapshot_from_before_a_channel_reset_is_ignored() {
 fn a_late_channel_reset_leaves_every_instrument_without_a_baseline() {
     let ops = [
         event(0, vec![trade()], vec![line_a(0)]),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: false,
-            fate: line_a(2),
-        },
+        reset(false, line_a(2)),
         event(0, vec![new_bid(1)], vec![line_a(0)]),
         check(3),
     ];
@@ -2912,12 +2898,7 @@ fn an_ignored_snapshot_publishes_nothing() {
         event(0, vec![trade()], vec![line_a(0)]),
         event(0, vec![new_bid(1)], vec![lost()]),
         event(0, vec![new_bid(2)], vec![line_a(0)]),
-        Op::Reset {
-            dt: 1,
-            eoe: true,
-            restart: false,
-            fate: lost(),
-        },
+        reset(false, lost()),
         Op::Event {
             dt: 1,
             msgs: vec![trade(), trade()],
