@@ -922,7 +922,11 @@ fn the_hours_are_the_spins_only_when_it_sent_a_system_event() {
     v.datagrams(1..30);
     assert_eq!(v.summary().hours, "open");
     let end = encode::system_event(ts, b'E');
-    v.connection(&spin_with(30, S1, false, &[end.clone()]), 1, true);
+    v.connection(
+        &spin_with(30, S1, false, std::slice::from_ref(&end)),
+        1,
+        true,
+    );
     let s = v.summary();
     assert_eq!((snap(&s).snapshots, s.hours), (1, "closed"));
     // Closed by the stream, then a spin of the directory alone.
