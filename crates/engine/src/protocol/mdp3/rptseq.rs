@@ -519,6 +519,14 @@ mod tests {
         r.entry(3);
         assert_eq!(r.i.watch_from(), Some(3));
         assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 2 }, "4 and 6");
+        // Without a baseline, `watch_from`'s own value dropped for an
+        // overflowed cache is skipped for good too: counted from
+        // `watch_from − 1`.
+        let mut r = Run::new(1);
+        assert_eq!(r.entry(5), Took::Cached);
+        assert_eq!(r.entry(6), Took::Dropped);
+        assert_eq!((r.i.watch_from(), r.cached), (Some(5), 0));
+        assert_eq!(r.snapshot(8), Snapshot::Applied { lost: 4 }, "5 to 8");
     }
 
     #[test]
