@@ -983,12 +983,30 @@ fn a_segment_runs_the_feeds_deadlines_first() {
     assert_eq!(snap(&s).snapshot_attempts, 1);
 }
 
-/// A symbol the spin lacks keeps its locate and name with an empty book
-/// and no trading state; a locate the spin did not map keeps its symbol.
+/// A symbol the spin lacks keeps its locate and name with an empty book,
+/// no trading state and no operational halt; a locate the spin did not
+/// map keeps its symbol.
 #[test]
 fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     let mut v = Venue::new("snapshot_triggers = []");
-    v.datagrams(1..30);
+    v.datagrams(1..29);
+    // BBB halted by the stream: the snapshot, which lacks it, lifts that.
+    let halted = |v: &mut Venue| {
+        let t = v.t;
+        v.h.verdict(0, sym("BBB"), t)
+            .contains(crate::verdict::Reasons::HALTED)
+    };
+    let mut b = PacketBuilder::new(S1, 29);
+    b.message(&encode::operational_halt(
+        2,
+        34_200_000_029_000,
+        sym("BBB"),
+        b'Q',
+        b'H',
+    ));
+    let t = v.tick();
+    let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
+    assert!(halted(&mut v));
     // A spin of only AAA's directory and its orders.
     let mut bytes = soup::login_accepted(&S1.0, 1).to_vec();
     soup::sequenced(&message(2), &mut bytes);
@@ -1024,6 +1042,9 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     ));
     let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
     assert_eq!(v.summary().symbols["BBB"].orders, 1);
+    // Quoted again (without a book the verdict is `no_quote` alone), and
+    // not halted: the halt went with the rest of the old state.
+    assert!(!halted(&mut v), "no halt for a symbol the spin lacks");
 }
 
 /// A BinaryFILE replay ignores `glimpse`: a day from sequence 1 needs
