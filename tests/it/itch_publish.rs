@@ -65,9 +65,14 @@ fn published(
 
 /// "For (feed, symbol) at local time `now`, reasons in this order" (spec
 /// itch50 §4): read from the publication after each datagram as in process.
+/// MSFT has thresholds of its own (§6), published with its slot: checked
+/// half a second on, it is stale where AAPL is not.
 #[test]
 fn published_itch_verdicts_equal_the_handlers() {
-    let (_dir, p, mut h, reader) = published(CONFIG, 16);
+    let text = format!(
+        "{CONFIG}[[feed.symbol]]\nname = \"MSFT\"\nstale_threshold_ms = 100\nsource_threshold_ms = 100\n"
+    );
+    let (_dir, p, mut h, reader) = published(&text, 16);
     let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
     // (ms after T0 the messages were sent, datagram); each arrives 1 ms later.
     let ts = |ms: u64| OPEN + ms * MS;
@@ -158,7 +163,7 @@ fn published_itch_verdicts_equal_the_handlers() {
     let mut seen = Reasons::empty();
     let mut ok = 0;
     let mut compare = |h: &mut Handler, t: u64| {
-        for now in [t, t + 2_500 * MS] {
+        for now in [t, t + 500 * MS, t + 2_500 * MS] {
             p.heartbeat(now);
             for stock in ["AAPL", "MSFT", "NVDA"] {
                 let want = h.verdict(0, Symbol::parse(stock).unwrap(), now);

@@ -309,6 +309,40 @@ fn a_replay_takes_recovery_answers_from_the_server_only() {
     assert_eq!(json["feeds"]["nasdaq"]["symbols"]["AAPL"]["ask"], 1_800_000);
 }
 
+/// `timezone` (§6) places the messages' times, ns since midnight, on the
+/// Unix clock: a message stamped 14:30:00 arriving at 14:30:05 UTC is 5 s
+/// old at the source for a venue on UTC (over the 2 s threshold), and
+/// five hours ahead for the default New York (`ok`).
+#[test]
+fn the_configured_timezone_places_the_message_times() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let at = 52_200_000_000_000; // 14:30:00 after midnight
+    let datagrams = || {
+        vec![(
+            5_000 * MS,
+            a(),
+            packet(
+                1,
+                &[
+                    encode::stock_directory(7, at, aapl),
+                    encode::add_order(7, at, 1, Side::Buy, 100, aapl, 1_900_000, None),
+                    encode::add_order(7, at, 2, Side::Sell, 100, aapl, 1_901_000, None),
+                ],
+            ),
+        )]
+    };
+    let answer = |config: &str| {
+        let outcome = replay_datagrams(config, datagrams(), &[check(5_000 * MS + 1)]);
+        let names: Vec<&str> = outcome.answers[0].reasons.names().collect();
+        names.join(",")
+    };
+    assert_eq!(
+        answer(&format!("{CONFIG}timezone = \"UTC\"\n")),
+        "stale_at_source"
+    );
+    assert_eq!(answer(CONFIG), "");
+}
+
 /// "The summary is taken after the last datagram and the last check:
 /// nothing expires at the end" (spec itch50 §3.2).
 #[test]

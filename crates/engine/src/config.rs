@@ -1727,6 +1727,24 @@ source_threshold_ms = 5000
         );
         assert_eq!(c.feed_id("lp1"), Some(0));
         assert_eq!(c.feed_id("nope"), None);
+        // Without `offset_window_ms`, the default: 60 s.
+        let text = SPEC_EXAMPLE.replacen("offset_window_ms = 60000", "", 1);
+        assert_ne!(text, SPEC_EXAMPLE);
+        let c = Config::parse(&text, "t.toml").unwrap();
+        assert_eq!(
+            c.feeds[0].offset,
+            OffsetMode::Auto {
+                window_ns: 60_000_000_000
+            }
+        );
+        // A third line is refused: line A and an optional line B.
+        let three = SPEC_EXAMPLE.replacen(
+            "lines = [\"239.1.1.1:30001\", \"239.1.1.2:30002\"]",
+            "lines = [\"239.1.1.1:30001\", \"239.1.1.2:30002\", \"239.1.1.3:30003\"]",
+            1,
+        );
+        assert_ne!(three, SPEC_EXAMPLE);
+        assert!(err(&three).contains("lines"), "{}", err(&three));
     }
 
     #[test]

@@ -531,6 +531,11 @@ mod tests {
         };
         assert_eq!(Request::decode(&r.encode()), Some(r));
         assert_eq!(Request::decode(&r.encode()[..19]), None);
+        // The bytes as MoldUDP64 lays them (spec itch50 §1): session,
+        // sequence and count big-endian, written out.
+        let mut want = SESSION.0.to_vec();
+        want.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 77, 0, 12]);
+        assert_eq!(r.encode().to_vec(), want);
         assert_eq!(
             Session(*b"ab\x00\xffcdefgh").display(),
             "ab\\x00\\xffcdefgh"
