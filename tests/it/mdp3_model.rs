@@ -775,9 +775,11 @@ struct Model {
     high: Option<u64>,
     gaps: Vec<MGap>,
     reset_pending: bool,
-    /// The latest ChannelReset's TransactTime: a snapshot past RptSeq 0
-    /// whose instrument's last event is no later was taken before it.
-    reset_tt: Option<u64>,
+    /// The latest ChannelReset's TransactTime, and the snapshot loops
+    /// begun since (packets numbered 1): a snapshot past RptSeq 0 whose
+    /// instrument's last event is no later was taken before it; no longer
+    /// looked at from the fourth loop begun.
+    reset_tt: Option<(u64, u8)>,
     /// After a restart: the old `high` and until when its late copies are
     /// stale.
     old: Option<(u64, u64)>,
@@ -1124,7 +1126,8 @@ impl Model {
             match &m.body {
                 WBody::Reset { tt } => {
                     self.reset_channel();
-                    self.reset_tt = self.reset_tt.max(Some(*tt));
+                    let floor = self.reset_tt.map_or(0, |(f, _)| f);
+                    self.reset_tt = Some((floor.max(*tt), 0));
                     if fill {
                         // Late: what followed it was taken on the old books.
                         for i in self.insts.values_mut() {
@@ -1223,7 +1226,7 @@ impl Model {
         let reset_tt = self.reset_tt;
         let i = self.inst(sn.id);
         let r = sn.rpt;
-        if r > 0 && reset_tt.is_some_and(|rt| sn.tt <= rt) {
+        if r > 0 && reset_tt.is_some_and(|(rt, _)| sn.tt <= rt) {
             i.snapshots_ignored += 1;
             self.c.snapshots_ignored += 1;
             self.c.anomalies += 1;
@@ -1291,6 +1294,14 @@ impl Model {
         self.expire(t);
         let p = read_packet(d).ok_or(())?;
         self.c.snapshot_packets += 1;
+        if p.seq == 1 {
+            if let Some((_, loops)) = &mut self.reset_tt {
+                *loops += 1;
+                if *loops >= 4 {
+                    self.reset_tt = None;
+                }
+            }
+        }
         for m in &p.msgs {
             match &m.body {
                 WBody::Snapshot(sn) => self.on_snapshot_message(sn),

@@ -2371,6 +2371,54 @@ fn a_snapshot_from_before_a_channel_reset_is_ignored() {
     has(out.feed(), json!({"anomalies": 1, "snapshots_ignored": 1}));
 }
 
+/// A ChannelReset dated far ahead (forged, or a venue's clock gone wrong)
+/// makes every snapshot look older than it: the screen holds only until
+/// the snapshot lines have begun four loops (two on each line), after
+/// which a snapshot heals the instrument as before.
+#[test]
+fn a_channel_reset_dated_ahead_holds_snapshots_back_for_two_loops_only() {
+    let mut ch = Channel::new("");
+    let ahead = T0 + 3_600_000 * MS;
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 110)]));
+    ch.send(
+        MS,
+        A,
+        packet(2, &[encode::channel_reset(V, ahead, EOE, 310)]),
+    );
+    ch.send(2 * MS, A, event(3, &[bid(1, 1, 200), offer(1, 2, 210)]));
+    ch.send(3 * MS, A, event(4, &[change(1, 4, 201)]));
+    let fresh = || {
+        snapshots(&[snapshot_at(
+            T0 + 3 * MS,
+            4,
+            1,
+            4,
+            None,
+            &[level(Bid, 1, 201), level(Offer, 1, 210)],
+        )])
+    };
+    let mut held = Vec::new();
+    for k in 0..3 {
+        let line = if k % 2 == 0 { SNAP_A } else { SNAP_B };
+        ch.send((10 + k) * MS, line, fresh());
+        held.push(ch.check((10 + k) * MS + 1, "#1"));
+    }
+    ch.send(20 * MS, SNAP_B, fresh());
+    let healed = ch.check(20 * MS + 1, "#1");
+    let out = ch.run();
+    for c in held {
+        assert_eq!(out.reasons(c), r(&["suspect"]), "{}", out.lines[c]);
+    }
+    assert_eq!(
+        (out.reasons(healed), out.top(healed)),
+        (ok(), (Some(201), Some(210)))
+    );
+    has(
+        out.sym(1),
+        json!({"snapshots_ignored": 3, "snapshots_applied": 1}),
+    );
+}
+
 /// ChannelReset: "`channel_resets += 1`, logged once" (spec mdp3 §3.7):
 /// one line a reset, line B's copy not logging it again.
 #[test]

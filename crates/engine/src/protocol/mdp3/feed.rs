@@ -31,6 +31,11 @@ use crate::verdict::{reasons, Inputs, Reasons, Thresholds};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+/// Snapshot loops begun (packets numbered 1 on the snapshot lines, either
+/// line) after which a ChannelReset's TransactTime no longer screens
+/// snapshots ([`Feed::on_snapshot`]).
+const RESET_FLOOR_LOOPS: u8 = 4;
+
 /// A feed's settings (its configuration's keys).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -245,9 +250,15 @@ pub struct Feed {
     /// [`Stamp`](status::Stamp).
     restarts: u32,
     /// The TransactTime of the latest ChannelReset processed (venue clock,
-    /// ns since the Unix epoch): a snapshot whose instrument's last event
-    /// is no later, yet past RptSeq 0, shows the books before it.
-    reset_transact_time: Option<u64>,
+    /// ns since the Unix epoch), and the snapshot loops begun since (a
+    /// packet numbered 1 on either snapshot line): a snapshot whose
+    /// instrument's last event is no later, yet past RptSeq 0, shows the
+    /// books before it, while a loop from before the reset may still come.
+    /// Dropped at the fourth loop begun (two on each line at least: the
+    /// second begun after the reset), so that a forged reset dated in the
+    /// future holds back healing for two loops, as a real one empties the
+    /// books for one.
+    reset_floor: Option<(u64, u8)>,
     /// Every instrument is unverified but those in `verified`, so that a
     /// gap given up unverifies only those; false until the first give-up
     /// and after a reset (a give-up then goes over every instrument).
@@ -393,7 +404,7 @@ impl Feed {
             compacting: Vec::new(),
             groups: Groups::default(),
             restarts: 0,
-            reset_transact_time: None,
+            reset_floor: None,
             all_unverified: false,
             verified: Vec::new(),
             last_alive: None,
@@ -883,8 +894,8 @@ impl Feed {
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
-                    self.reset_transact_time =
-                        self.reset_transact_time.max(Some(reset.transact_time()));
+                    let floor = self.reset_floor.map_or(0, |(tt, _)| tt);
+                    self.reset_floor = Some((floor.max(reset.transact_time()), 0));
                     Some(reset.match_event_indicator())
                 }
                 Body::Heartbeat => {
@@ -1202,6 +1213,14 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
+        if packet.seq_num() == 1 {
+            if let Some((_, loops)) = &mut self.reset_floor {
+                *loops += 1;
+                if *loops >= RESET_FLOOR_LOOPS {
+                    self.reset_floor = None;
+                }
+            }
+        }
         let mut applied = false;
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
@@ -1219,8 +1238,8 @@ impl Feed {
             // the new sequence's entries for duplicates of the old.
             if snap.rpt_seq() > 0
                 && self
-                    .reset_transact_time
-                    .is_some_and(|r| snap.transact_time() <= r)
+                    .reset_floor
+                    .is_some_and(|(r, _)| snap.transact_time() <= r)
             {
                 e.snapshots_ignored += 1;
                 self.counters.snapshots_ignored += 1;
