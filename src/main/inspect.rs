@@ -356,7 +356,7 @@ impl Inventory {
                 let named: Vec<_> = d
                     .sources
                     .iter()
-                    .filter(|s| !s.ip().is_unspecified())
+                    .filter(|s| **s != SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0))
                     .collect();
                 match (named.as_slice(), d.more_sources) {
                     ([from], false) => {

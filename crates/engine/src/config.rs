@@ -364,6 +364,17 @@ impl FeedConfig {
         }
     }
 
+    /// The longest stale threshold of the feed's symbols (its own or an
+    /// override's), ns: within it a healthy feed delivers something for
+    /// each.
+    pub fn longest_stale_ns(&self) -> u64 {
+        self.overrides
+            .iter()
+            .map(|(_, t)| t.stale_ns)
+            .chain(self.named_overrides.iter().map(|(_, t)| t.stale_ns))
+            .fold(self.thresholds.stale_ns, u64::max)
+    }
+
     /// The override for the instrument named `name`, as written (any
     /// length its protocol takes), if there is one.
     pub fn override_named(&self, name: &str) -> Option<Thresholds> {

@@ -32,10 +32,10 @@ pub const ALL_REJECTED_MIN_PACKETS: u64 = 32;
 /// packet rejected...
 pub const ALL_REJECTED_MIN_RUN_NS: u64 = 100_000_000;
 /// ... or a run of at least two this long, first to last, ns (a slow feed);
-/// either way over at least the feed's stale threshold, within which a
-/// healthy feed delivers a packet (a quiet feed's heartbeats a second
-/// apart, a flood of garbage between them, are not every packet
-/// rejected).
+/// either way over at least the feed's longest stale threshold (its own
+/// or a symbol's), within which a healthy feed delivers a packet (a quiet
+/// feed's heartbeats a second apart, a flood of garbage between them, are
+/// not every packet rejected).
 pub const ALL_REJECTED_MIN_NS: u64 = 1_000_000_000;
 
 /// One feed at run time.
@@ -124,8 +124,9 @@ impl RejectRun {
     /// Some while the feed's latest packets, `feed_packets` of them so far,
     /// were all rejected: at least [`ALL_REJECTED_MIN_PACKETS`] in a row
     /// over [`ALL_REJECTED_MIN_RUN_NS`], or two or more over
-    /// [`ALL_REJECTED_MIN_NS`], and over `stale_ns` (the feed's stale
-    /// threshold) either way. Ends with the first accepted packet.
+    /// [`ALL_REJECTED_MIN_NS`], and over `stale_ns` (the longest stale
+    /// threshold of the feed's symbols) either way. Ends with the first
+    /// accepted packet.
     pub fn all_rejected(
         &self,
         protocol: Protocol,
@@ -168,7 +169,7 @@ impl Feed {
         self.run.all_rejected(
             self.config.protocol,
             self.counters.packets,
-            self.config.thresholds.stale_ns,
+            self.config.longest_stale_ns(),
         )
     }
 

@@ -80,8 +80,9 @@ impl Service {
 /// lines (ITCH: re-requests for gaps). With a server, the sidecar opens a
 /// socket bound to `listen` and takes only the datagrams whose sender is
 /// `server` (the others are counted and dropped); a replay applies what a
-/// capture holds for `listen` ([`listen_takes`]), whatever its sender. A
-/// line's address wins over a channel's.
+/// capture holds for `listen` ([`listen_takes`]) from `server` too, or from
+/// a recording's `0.0.0.0:0` (without a server, from any sender). A line's
+/// address wins over a channel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Channel {
     /// Where requests go (none: answers are only replayed).

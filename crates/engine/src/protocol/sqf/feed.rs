@@ -2,10 +2,12 @@
 //! place by the rules as each datagram is applied.
 //!
 //! Per datagram: validate the whole packet in one walk that also notes each
-//! message and starts loading its index bucket, then for each message find
-//! the (feed, symbol) slot and apply the rules in place on it under its
-//! seqlock, and, if any message was applied, feed the clock-offset
-//! estimator. No allocation, no lock, no clock read.
+//! message and starts loading its index bucket; feed the clock-offset
+//! estimator (every accepted packet is a sample); then for each message
+//! find the (feed, symbol) slot and apply the rules in place on it under
+//! its seqlock, the offset published on the side of those writes that
+//! never shows a slot fresher at the source than before or after. No
+//! allocation, no lock, no clock read.
 
 use super::rules::{self, Applied, FeedKind, Price, Sequence};
 use super::wire::{msg_type, HEARTBEAT_LEN};
@@ -559,16 +561,17 @@ clock_offset = 0
         assert_eq!(h.feeds()[0].all_rejected().unwrap().packets, 2);
     }
 
-    /// A quiet feed (a heartbeat a second, stale after 1.5 s) under a
-    /// flood of garbage is not "every packet rejected" between its
-    /// heartbeats; once nothing is accepted for its stale threshold, it
-    /// is.
+    /// A quiet feed (a heartbeat a second for a symbol stale after 1.5 s,
+    /// the feed's own threshold 500 ms) under a flood of garbage is not
+    /// "every packet rejected" between its heartbeats; once nothing is
+    /// accepted for its longest stale threshold, it is.
     #[test]
     fn a_quiet_feed_under_a_flood_is_not_every_packet_rejected() {
         let c = Config::parse(
             "[state]\ncapacity = 3\n[[feed]]\nname = \"f\"\nkind = \"full\"\n\
-             lines = [\"127.0.0.1:9000\"]\nstale_threshold_ms = 1500\n\
-             source_threshold_ms = 1500\nclock_offset = 0\n",
+             lines = [\"127.0.0.1:9000\"]\nstale_threshold_ms = 500\n\
+             source_threshold_ms = 1500\nclock_offset = 0\n\
+             [[feed.symbol]]\nname = \"A\"\nstale_threshold_ms = 1500\n",
             "t",
         )
         .unwrap();
