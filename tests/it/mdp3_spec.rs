@@ -1411,13 +1411,26 @@ fn the_cache_bound_is_the_feeds_and_an_overflow_waits_for_a_snapshot() {
     has(i, json!({"overflowed": false, "ticks_lost": 3}));
     assert_eq!(out.feed()["ticks_lost"], 3);
 
-    // 0 caches nothing.
+    // 0 caches nothing: the instrument waits for a snapshot, which heals it.
     let mut ch = Channel::new("max_cached = 0\n");
     ch.send(0, A, event(1, &[bid(1, 1, 100)]));
     ch.send(MS, A, event(2, &[change(1, 3, 103)]));
+    ch.send(2 * MS, A, event(3, &[change(1, 4, 104)]));
+    let waiting = ch.check(2 * MS + 1, "#1");
+    ch.send(
+        3 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(3, 1, 4, None, &[level(Bid, 1, 104)])]),
+    );
+    let healed = ch.check(3 * MS + 1, "#1");
     let out = ch.run();
     assert_eq!(out.feed()["cache_overflows"], 1);
-    assert_eq!(out.sym(1)["overflowed"], true);
+    assert_eq!(
+        (out.reasons(waiting), out.top(waiting).0),
+        (r(&["suspect"]), Some(100))
+    );
+    assert_eq!((out.reasons(healed), out.top(healed).0), (ok(), Some(104)));
+    has(out.sym(1), json!({"overflowed": false, "ticks_lost": 3}));
 }
 
 // ---------------------------------------------------------------------------

@@ -568,9 +568,13 @@ mod tests {
         let mut m = book.clone();
         m[10 + 11 + 3 + Dimension::GroupSize8Byte.count_at()] = 1;
         assert_eq!(verdict(&packet(&[m])), Err(Reject::BadGroup));
-        let mut m = resized(book, 32 + 24);
+        let mut m = resized(book.clone(), 32 + 24);
         m[10 + 11 + 3 + 7] = 1;
         assert_eq!(verdict(&packet(&[m])), Ok(1), "the entry is there");
+        // An empty group keeps its header (§1): the message ending right
+        // after its first group, the second's header missing whole.
+        let cut = resized(book, 10 + 11 + 3);
+        assert_eq!(verdict(&packet(&[cut])), Err(Reject::BadGroup));
         // ChannelReset's group is not walked.
         let reset = encode::channel_reset(Shape::new(13), 0, 0, 1);
         let root_only = resized(reset, MESSAGE_HEADER_LEN + 9);
