@@ -1866,29 +1866,37 @@ fn race(
     (rust, turns, code, c)
 }
 
-/// A heartbeat's part of a watermark is its arrival less the offset, so
-/// an offset paired with a watermark published with another could read
-/// fresher than both. The writer turns between offsets 0 and +8 s, the
-/// heartbeat's part (its only part) 10 s old, the source threshold 5 s:
-/// both states are `stale_at_source`, and so is every state the writer
-/// passes through (`publish_around_offset`); the new offset with the old
-/// watermark would read 2 s old, `ok`. A check reads the offset, then the
-/// status, then the offset's stamp again: neither reader ever answers
-/// `ok` (without the re-check, or with the offset on the other side of
-/// the status, this test failed).
-#[test]
-fn no_check_pairs_an_offset_with_a_watermark_of_another() {
-    use tickguard::state::{FeedStatus, Level, Top};
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
+/// [`race`] of readers that must answer `stale_at_source` at every check
+/// of `handle` (or spend the retry budget), the C one [`OFFSETS_C`]'s
+/// `bin`; `what` names the race in the line it prints.
+fn always_stale_at_source(
+    bin: &Path,
+    shm: &Path,
+    reader: &Reader,
+    handle: &tickguard::reader::Handle,
+    what: &str,
+    turn: impl FnMut(u64),
+) {
+    let check = || {
+        let v = reader.check(handle, now_ns());
+        if v.health == tickguard::Health::Busy {
+            return 2;
+        }
+        assert_eq!(v.reasons.to_string(), "stale_at_source", "{v:?}");
+        1
     };
-    let dir = scratch();
-    let bin = c_program(
-        dir.path(),
-        &cc,
-        "-std=c99",
-        "offsets.c",
-        r#"#include "tickguard.h"
+    let (rust, turns, code, c) = race(bin, shm, check, turn);
+    assert_eq!(code, Some(0), "C reader: {c}");
+    let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    eprintln!("{what}: writer turns {turns}; oks, stale_at_source, busy: Rust {rust:?}, C {c:?}");
+    assert!(rust[1] > 100, "Rust reader: {rust:?}");
+    assert!(c.len() == 3 && c[1] > 100, "C reader: {c:?}");
+}
+
+/// `offsets SHM`: checks lp1/PAIR for 2 s, every answer
+/// `stale_at_source` (or the retry budget spent); prints
+/// "0 stale_at_source busy", or exits 1 at the first other answer.
+const OFFSETS_C: &str = r#"#include "tickguard.h"
 #include <inttypes.h>
 #include <stdio.h>
 /* offsets SHM: checks lp1/PAIR for 2 s; prints "oks stale_at_source busy",
@@ -1918,8 +1926,85 @@ int main(int argc, char **argv) {
     tg_close(&r);
     return 0;
 }
-"#,
+"#;
+
+/// An SQF slot's source time is its quote's, and its age is `now − source
+/// − offset`: a packet lowering the offset published after its slots
+/// would pair the new quote with the old, higher offset, fresher than
+/// either state. The handler turns between two packets a window apart
+/// (`offset_window_ms = 1`, so each one's sample alone is the offset): A
+/// sent at its arrival, its quote 10 s old (offset 0); B sent 8 s before
+/// its arrival, its quote 10 s older than that (offset 8 s). Each state
+/// reads 10 s old against a 5 s threshold; A's quote with B's offset would
+/// read 2 s, `ok`. Neither reader ever answers `ok` (with the offset
+/// published after the slots, as before, this test failed).
+#[test]
+fn no_sqf_check_pairs_a_quote_with_an_offset_published_after_it() {
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(dir.path(), &cc, "-std=c99", "offsets.c", OFFSETS_C);
+    let shm = dir.path().join("tickguard");
+    let text = "[state]\ncapacity = 16\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
+                lines = [\"239.1.1.1:30001\"]\nstale_threshold_ms = 600000\n\
+                source_threshold_ms = 5000\nclock_offset = \"auto\"\noffset_window_ms = 1\n";
+    let config = Config::parse(text, "sqf.toml").unwrap();
+    let now = now_ns();
+    let p = Arc::new(
+        Publication::create(&shm, 0o640, 16, &publication_feeds(&config), now, 1_000_000).unwrap(),
     );
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
+    p.ready();
+    let mut seq = 0u64;
+    let mut send = |h: &mut Handler, late: bool| {
+        let t = now_ns();
+        let sent = if late { t - 8 * S } else { t };
+        seq += 1;
+        feed(h, 0, t, sent, |b| {
+            b.quote(sym("PAIR"), seq, sent - 10 * S, 1.0, 1.1);
+        });
+    };
+    send(&mut h, false);
+    p.heartbeat(now_ns());
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp1", "PAIR").unwrap();
+    assert_eq!(
+        reader.check(&handle, now_ns()).reasons.to_string(),
+        "stale_at_source"
+    );
+    always_stale_at_source(&bin, &shm, &reader, &handle, "sqf offsets", |turn| {
+        // Past the window: the last packet's sample has left it.
+        let from = Instant::now();
+        while from.elapsed() < Duration::from_micros(1_100) {
+            std::hint::spin_loop();
+        }
+        send(&mut h, turn % 2 == 1);
+        p.heartbeat(now_ns());
+    });
+    drop(h);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
+}
+
+/// A heartbeat's part of a watermark is its arrival less the offset, so
+/// an offset paired with a watermark published with another could read
+/// fresher than both. The writer turns between offsets 0 and +8 s, the
+/// heartbeat's part (its only part) 10 s old, the source threshold 5 s:
+/// both states are `stale_at_source`, and so is every state the writer
+/// passes through (`publish_around_offset`); the new offset with the old
+/// watermark would read 2 s old, `ok`. A check reads the offset, then the
+/// status, then the offset's stamp again: neither reader ever answers
+/// `ok` (without the re-check, or with the offset on the other side of
+/// the status, this test failed).
+#[test]
+fn no_check_pairs_an_offset_with_a_watermark_of_another() {
+    use tickguard::state::{FeedStatus, Level, Top};
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(dir.path(), &cc, "-std=c99", "offsets.c", OFFSETS_C);
     let shm = dir.path().join("tickguard");
     let now = now_ns();
     let (p, table, id) = pair_table(&shm, now, 5 * S);
@@ -1961,30 +2046,13 @@ int main(int argc, char **argv) {
         let v = reader.check(&handle, now_ns());
         assert_eq!(v.reasons.to_string(), "stale_at_source", "offset {offset}");
     }
-    let (rust, turns, code, c) = race(
-        &bin,
-        &shm,
-        || {
-            let v = reader.check(&handle, now_ns());
-            if v.health == tickguard::Health::Busy {
-                return 2;
-            }
-            assert_eq!(v.reasons.to_string(), "stale_at_source", "{v:?}");
-            1
-        },
-        |turn| {
-            publish(offsets[(turn % 2) as usize]);
-            let from = Instant::now();
-            while from.elapsed() < Duration::from_micros(2) {
-                std::hint::spin_loop();
-            }
-        },
-    );
-    assert_eq!(code, Some(0), "C reader: {c}");
-    let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
-    eprintln!("offsets: writer turns {turns}; oks, stale_at_source, busy: Rust {rust:?}, C {c:?}");
-    assert!(rust[1] > 100, "Rust reader: {rust:?}");
-    assert!(c.len() == 3 && c[1] > 100, "C reader: {c:?}");
+    always_stale_at_source(&bin, &shm, &reader, &handle, "offsets", |turn| {
+        publish(offsets[(turn % 2) as usize]);
+        let from = Instant::now();
+        while from.elapsed() < Duration::from_micros(2) {
+            std::hint::spin_loop();
+        }
+    });
     drop(table);
     drop(p);
     dir.close().expect("remove the scratch dir");
