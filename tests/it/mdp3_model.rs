@@ -1872,7 +1872,18 @@ struct Venue<'a> {
     sent: Vec<Vec<u8>>,
     def_seq: u32,
     out: Vec<Delivery>,
+    /// Each instrument's outright level 1 (bid, offer) at every end of
+    /// event, snapshot taken and reset: what a receiver may show of it
+    /// (see [`truthful`] for when none is kept).
+    versions: Versions,
 }
+
+/// An outright level 1: bid and offer.
+type Top = (Option<Lvl>, Option<Lvl>);
+
+/// Each instrument's levels 1 ([`Venue::versions`]): none for an
+/// instrument not compared, none at all once nothing is.
+type Versions = Option<Vec<Option<Vec<Top>>>>;
 
 /// The depths a definition sets, as the receiver reads it.
 fn depths(setup: &Setup, depth: Option<i8>, implied: Option<i8>) -> (u8, u8) {
@@ -1922,6 +1933,35 @@ impl Venue<'_> {
         }
     }
 
+    /// A restart of MsgSeqNum after a sequence so short that the new
+    /// one's packets (a session's are at most a few dozen) may fall in the
+    /// old one's window of late copies (§9.2), or MsgSeqNum 1 not `margin`
+    /// below it (§3.1): the receiver may not see the restart (or a
+    /// ChannelReset taken for a late copy); level 1 no longer compared.
+    fn short_sequence(&mut self) {
+        if u64::from(self.seq) <= 1 + u64::from(self.setup.margin) + 64 {
+            self.versions = None;
+        }
+    }
+
+    /// Notes each instrument's level 1 as a receiver may show it now.
+    fn version(&mut self) {
+        let Some(versions) = &mut self.versions else {
+            return;
+        };
+        for (i, b) in self.books.iter().enumerate() {
+            let top = (
+                b.bid.first().copied().flatten(),
+                b.offer.first().copied().flatten(),
+            );
+            if let Some(v) = &mut versions[i] {
+                if v.last() != Some(&top) {
+                    v.push(top);
+                }
+            }
+        }
+    }
+
     fn restart_books(&mut self) {
         for i in 0..self.n() {
             self.books[i].clear();
@@ -1935,6 +1975,14 @@ impl Venue<'_> {
         let i = d.inst % self.n();
         let spec = &self.setup.insts[i];
         let (depth, implied) = depths(self.setup, d.depth, d.implied);
+        // A depth changed: the venue's entries past it (which CME would
+        // not send) meet the receiver's book before or after the
+        // definition does; that instrument's level 1 is not compared.
+        if self.books[i].bid.len() != usize::from(depth) {
+            if let Some(versions) = &mut self.versions {
+                versions[i] = None;
+            }
+        }
         self.books[i].resize(depth, implied);
         let def = encode::Instrument {
             match_event_indicator: mei,
@@ -2154,6 +2202,9 @@ impl Venue<'_> {
                     let last = k + 1 == msgs.len();
                     let mei = bits | if last && *eoe { EOE } else { 0 };
                     let b = self.message(m, tt, mei, shape);
+                    if mei & EOE != 0 {
+                        self.version();
+                    }
                     if self.open_fate.is_none() {
                         self.open_fate = Some(fates[k % fates.len()].clone());
                     }
@@ -2173,12 +2224,21 @@ impl Venue<'_> {
                 let m = encode::channel_reset(Shape::new(13), self.t, mei, 310);
                 self.send_packet(&[m], fate);
                 self.restart_books();
+                self.version();
+                if !(fate.a == Some(0) || matches!(fate.b, LineB::Soon(0))) {
+                    self.versions = None;
+                }
+                if *restart {
+                    self.short_sequence();
+                }
                 if *restart {
                     self.seq = 1;
                 }
             }
             Op::Weekly { .. } => {
+                self.short_sequence();
                 self.restart_books();
+                self.version();
                 self.seq = 1;
             }
             Op::Snapshots {
@@ -2188,6 +2248,7 @@ impl Venue<'_> {
                 fates,
                 ..
             } => {
+                self.version();
                 let msgs: Vec<Vec<u8>> = (0..self.n())
                     .filter(|&i| self.active[i])
                     .map(|i| self.snapshot(i, *long, *odd))
@@ -2239,7 +2300,7 @@ impl Venue<'_> {
 
 /// The definitions read first (the definitions file), and every datagram
 /// of the session with its arrival, in order of arrival.
-fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>) {
+fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>, Versions) {
     let n = setup.insts.len();
     let mut v = Venue {
         setup,
@@ -2255,6 +2316,7 @@ fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>) {
         sent: Vec::new(),
         def_seq: 1,
         out: Vec::new(),
+        versions: Some(vec![Some(vec![(None, None)]); n]),
     };
     let mut file = Vec::new();
     for (i, spec) in setup.insts.iter().enumerate() {
@@ -2284,7 +2346,7 @@ fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>) {
     // In order of arrival; the venue's order among equals, unless the
     // tie-breakers say otherwise.
     out.sort_by_key(|d| (d.at, d.order));
-    (file, out)
+    (file, out, v.versions)
 }
 
 // ---------------------------------------------------------------------------
@@ -2505,10 +2567,46 @@ fn verdicts(model: &Model, feed: &Feed, name: &str, now: u64) -> Result<(), Stri
     )
 }
 
+/// Not a rule of the contract but what it is for: an instrument the
+/// receiver holds trustworthy (a baseline, no hole, not unverified, not
+/// overflowed) and quoted shows a level 1 the venue's book had at some end
+/// of event, snapshot or reset (the model equals the implementation, so
+/// this holds both to the venue's books, not only to each other).
+///
+/// Not asked where the generator goes where CME does not, or the contract
+/// cannot see: after a restart of MsgSeqNum following a sequence only a
+/// few dozen packets long ([`Venue::short_sequence`]); for an instrument
+/// whose depth a definition changed (the generator sends levels past a
+/// depth); and once a ChannelReset may have been lost on both lines,
+/// where RptSeq restarts at 1 unseen, the new sequence's first entries
+/// read as duplicates and the first past the old RptSeq as the next in
+/// order, which by the contract verifies the instrument again on a book
+/// mixing both sequences (a hole the contract leaves; docs/mdp3.md).
+fn truthful(model: &Model, versions: &[Option<Vec<Top>>]) -> Result<(), String> {
+    for (i, id) in IDS.iter().enumerate().take(versions.len()) {
+        let (Some(inst), Some(versions)) = (model.insts.get(id), &versions[i]) else {
+            continue;
+        };
+        if inst.suspect() || inst.unverified || inst.overflowed {
+            continue;
+        }
+        let top = (
+            inst.visible.bid.first().copied().flatten(),
+            inst.visible.offer.first().copied().flatten(),
+        );
+        if top != (None, None) && !versions.contains(&top) {
+            return Err(format!(
+                "#{id} trusted at {top:?}, a level 1 the venue never had: {versions:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs a session on the model and the feed side by side, comparing after
 /// every datagram; the model at the end.
 fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
-    let (file, deliveries) = session(setup, ops);
+    let (file, deliveries, versions) = session(setup, ops);
     let mut model = Model::new(setup);
     let mut feed = Feed::new(setup.settings());
     for d in &file {
@@ -2544,6 +2642,9 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                     for name in names() {
                         verdicts(&model, &feed, &name, t + later * STEP).map_err(what)?;
                     }
+                }
+                if let Some(versions) = &versions {
+                    truthful(&model, versions).map_err(what)?;
                 }
                 None
             }
