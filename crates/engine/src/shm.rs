@@ -434,14 +434,18 @@ pub fn publish_around_offset<R>(
     let Some(pb) = pb else {
         return publish();
     };
-    let rises = pb.published_offset(feed).is_some_and(|o| offset > o);
+    // Read once; unchanged (or no such feed), nothing to write.
+    let old = match pb.published_offset(feed) {
+        Some(o) if o != offset => o,
+        _ => return publish(),
+    };
+    let rises = offset > old;
     if !rises {
-        // Unchanged offsets cost a compare, not a write.
-        pb.publish_offset(feed, offset);
+        pb.write_offset(feed, offset);
     }
     let r = publish();
     if rises {
-        pb.publish_offset(feed, offset);
+        pb.write_offset(feed, offset);
     }
     r
 }
@@ -882,17 +886,22 @@ impl Publication {
             .store(index as u64 + 1, Ordering::Release);
     }
 
-    /// Publishes a feed's clock offset (seqlock over two words).
+    /// Publishes a feed's clock offset (seqlock over two words); an
+    /// unchanged one costs a compare, not a write.
     #[inline]
     pub fn publish_offset(&self, feed: u16, offset: i128) {
+        if self.published_offset(feed).is_some_and(|o| o != offset) {
+            self.write_offset(feed, offset);
+        }
+    }
+
+    /// Writes `feed`'s clock offset, changed or not.
+    #[inline]
+    fn write_offset(&self, feed: u16, offset: i128) {
         let Some(b) = self.views.feeds().get(feed as usize) else {
             return;
         };
         let (lo, hi) = (offset as u64, (offset >> 64) as u64);
-        // Relaxed: the writer reads back its own stores.
-        if b.offset_lo.load(Ordering::Relaxed) == lo && b.offset_hi.load(Ordering::Relaxed) == hi {
-            return;
-        }
         b.offset_stamp.write(|| {
             // Relaxed: published by the Release store of the stamp in `SeqLock::write`.
             b.offset_lo.store(lo, Ordering::Relaxed);
@@ -1046,14 +1055,19 @@ mod tests {
         for k in kept {
             std::fs::write(dir.path().join(k), b"").unwrap();
         }
-        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
-        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        let p = one_feed(&path);
         assert!(!left.exists());
         for k in kept {
             assert!(dir.path().join(k).exists(), "{k}");
         }
         drop(p);
+    }
+
+    /// A publication at `path` of one delta feed, lp1, on 239.1.1.1:30001.
+    fn one_feed(path: &Path) -> Publication {
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
+        Publication::create(path, 0o600, 16, &feeds, 1, 1_000_000).unwrap()
     }
 
     /// A falling offset is published before the feed's slots and status,
@@ -1062,9 +1076,7 @@ mod tests {
     fn an_offset_is_published_on_the_side_that_leaves_states_older() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
-        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        let p = one_feed(&path);
         let stamp = || p.views.feeds()[0].offset_stamp.writer_stamp();
         let during = |offset: i128| {
             publish_around_offset(Some(&p), 0, offset, || p.published_offset(0).unwrap())
@@ -1083,9 +1095,7 @@ mod tests {
     fn feed_block_words() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tickguard");
-        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
-        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
-        let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
+        let p = one_feed(&path);
         p.ready();
         let bytes = std::fs::read(&path).unwrap();
         let word = |at: usize| {
@@ -1105,7 +1115,7 @@ mod tests {
         for at in (512..1024).step_by(8) {
             assert_eq!(word(at), 0, "word {at}");
         }
-        assert_eq!(word(88), pack_line(line));
+        assert_eq!(word(88), pack_line("239.1.1.1:30001".parse().unwrap()));
         assert_eq!(word(96), 0);
         assert_eq!(word(104), 0);
         p.write_counters(|| p.set_counter(0, counter::PACKETS, 5));
