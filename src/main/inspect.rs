@@ -356,7 +356,7 @@ impl Inventory {
                 let named: Vec<_> = d
                     .sources
                     .iter()
-                    .filter(|s| **s != SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0))
+                    .filter(|s| !tickguard::replay::unnamed(**s))
                     .collect();
                 match (named.as_slice(), d.more_sources) {
                     ([from], false) => {

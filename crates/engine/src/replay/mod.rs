@@ -446,7 +446,7 @@ impl Router {
 /// A recording's sender: `run --record` writes `0.0.0.0:0`, as its
 /// sockets were filtered already. (No datagram on the wire comes from
 /// there: the kernel drops such a source.)
-fn unnamed(src: SocketAddrV4) -> bool {
+pub fn unnamed(src: SocketAddrV4) -> bool {
     src == SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)
 }
 
