@@ -105,6 +105,8 @@ struct Seen {
     packets_lost: u64,
     recovered: u64,
     channel_resets: u64,
+    /// ChannelResets inferred (docs/mdp3.md, "A ChannelReset not seen").
+    resets_inferred: u64,
     sequence_restarts: u64,
     /// Times the channel was emptied (ChannelResets, weekly restarts).
     emptied: u64,
@@ -135,6 +137,7 @@ impl Seen {
             packets_lost: q.packets_lost,
             recovered: q.recovered,
             channel_resets: feed.counters().channel_resets,
+            resets_inferred: feed.counters().resets_inferred,
             sequence_restarts: q.sequence_restarts,
             emptied: feed.emptied(),
             ..Seen::default()
@@ -523,6 +526,9 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     if b.channel_resets > a.channel_resets {
         v.push("ChannelReset: every book, status and cache of the channel emptied, RptSeq restarts at 1".into());
     }
+    if b.resets_inferred > a.resets_inferred {
+        v.push("ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book, status and cache of the channel emptied, no instrument trusted until its snapshot or RptSeq 1".into());
+    }
     if b.sequence_restarts > a.sequence_restarts {
         v.push(format!(
             "MsgSeqNum restarted (was {}): the channel starts over",
@@ -635,6 +641,9 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     if b.top != a.top {
         let how = match (said.end_of_event, seq, b.applied > a.applied) {
             _ if b.channel_resets > a.channel_resets => "emptied by the ChannelReset".to_string(),
+            _ if b.resets_inferred > a.resets_inferred => {
+                "emptied by the ChannelReset inferred".to_string()
+            }
             (_, _, true) => "published by the snapshot".to_string(),
             (true, Some(s), _) => format!("published at the end of event in MsgSeqNum {s}"),
             _ => "published (its event covered)".to_string(),
@@ -770,6 +779,34 @@ impl Observer for Mdp3Explain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ChannelReset inferred is told, and the book it emptied said to
+    /// be emptied by it.
+    #[test]
+    fn a_channel_reset_inferred_is_told() {
+        let a = Seen {
+            id: Some(7),
+            rpt_seq: Some(4),
+            top: (Some((100, 1)), None),
+            ..Seen::default()
+        };
+        let b = Seen {
+            resets_inferred: 1,
+            emptied: 1,
+            rpt_seq: None,
+            suspect: true,
+            top: (None, None),
+            ..a.clone()
+        };
+        let lines = events(&a, &b, &Said::default(), Some(9));
+        assert!(lines[0].starts_with("ChannelReset inferred"), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("book emptied by the ChannelReset inferred")),
+            "{lines:?}"
+        );
+    }
 
     /// What made an instrument verified (or healthy) again is named for
     /// what it was: an entry in order, a snapshot, the channel restarting.

@@ -1377,10 +1377,12 @@ fn cached_entries_applied_after_a_fill_keep_their_positions() {
 fn the_cache_bound_is_the_feeds_and_an_overflow_waits_for_a_snapshot() {
     let mut ch = Channel::new("max_cached = 2\n");
     ch.send(0, A, event(1, &[bid(1, 1, 100), bid(2, 1, 50)]));
-    ch.send(MS, A, event(2, &[change(1, 3, 103), change(1, 4, 104)]));
-    ch.send(2 * MS, A, event(3, &[change(2, 3, 53)]));
-    ch.send(3 * MS, A, event(4, &[change(2, 2, 52)]));
-    ch.send(4 * MS, A, event(5, &[change(1, 2, 102)]));
+    // Packets 2 and 4 lost on line A, late on B: #1 caches RptSeq 3 and
+    // 4, filling the bound, and #2's 3 overflows it.
+    ch.send(MS, A, event(3, &[change(1, 3, 103), change(1, 4, 104)]));
+    ch.send(2 * MS, A, event(5, &[change(2, 3, 53)]));
+    ch.send(3 * MS, B, event(4, &[change(2, 2, 52)]));
+    ch.send(4 * MS, B, event(2, &[change(1, 2, 102)]));
     let one = ch.check(5 * MS, "#1");
     let two = ch.check(5 * MS, "#2");
     let out = ch.run();
@@ -2448,6 +2450,51 @@ fn a_channel_reset_is_logged_once() {
     assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
 }
 
+/// A ChannelReset lost on both lines, MsgSeqNum going on (a departure:
+/// docs/mdp3.md). By the letter the new sequence's RptSeq values read as
+/// duplicates of the old until one passes an instrument's old RptSeq,
+/// which then applies in order: #2 (old RptSeq 2) took its new RptSeq 3
+/// onto its old offer and, once the given-up gap's unverified was cleared
+/// by its RptSeq 4, read `ok` on 302/410 where the venue had 302/310 (until
+/// a sign of the reset comes: docs/mdp3.md). The new RptSeq 1 of #1, whose
+/// old one was 2, in the newest packet, is that sign: the channel is
+/// emptied as by a late reset, logged once, an anomaly, and #1's history
+/// starts there; #2 waits for its snapshot.
+#[test]
+fn a_channel_reset_lost_on_both_lines_is_inferred_from_rpt_seq_going_back() {
+    let mut ch = Channel::new("");
+    ch.send(
+        0,
+        A,
+        event(1, &[bid(1, 1, 100), bid(2, 1, 200), offer(2, 2, 410)]),
+    );
+    ch.send(0, A, event(2, &[change(1, 2, 101)]));
+    // Packet 3 lost on both lines: the ChannelReset, then #2's RptSeq 1
+    // and 2 (a bid at 300, an offer at 310).
+    ch.send(MS, A, event(4, &[change(2, 3, 301)]));
+    ch.send(20 * MS, A, event(5, &[change(2, 4, 302)]));
+    ch.send(21 * MS, A, event(6, &[bid(1, 1, 110)]));
+    let two = ch.check(21 * MS + 1, "#2");
+    let one = ch.check(21 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(two), out.top(two)),
+        (r(&["no_quote"]), (None, None))
+    );
+    assert_eq!((out.reasons(one), out.top(one)), (ok(), (Some(110), None)));
+    has(
+        out.feed(),
+        json!({"channel_resets": 0, "anomalies": 1, "packets_lost": 1}),
+    );
+    has(out.sym(2), json!({"rpt_seq": null, "suspect": true}));
+    let stderr = ch.stderr();
+    assert_eq!(
+        stderr.matches("ChannelReset inferred").count(),
+        1,
+        "{stderr}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // §4 The verdict
 
@@ -2689,15 +2736,17 @@ fn an_instruments_summary_reads_each_side_apart() {
         },
     ];
     ch.send(MS, A, packet(1, &[book_at(T0 + MS, EOE, &first)]));
-    // RptSeq 3 and 4 of #5 again, later, in new packets.
+    // RptSeq 3 and 4 of #5 again, later, in packets filling a gap (in
+    // the newest packet they would show a ChannelReset lost: docs/mdp3.md).
     let again = |s, r| {
         packet(
             s,
             &[book_at(T0 + 5 * MS, EOE, &[sized(r, Bid, 1, 1, None)])],
         )
     };
-    ch.send(2 * MS, A, again(2, 3));
-    ch.send(3 * MS, A, again(3, 4));
+    ch.send(2 * MS, A, event(4, &[]));
+    ch.send(3 * MS, B, again(2, 3));
+    ch.send(3 * MS, B, again(3, 4));
     let out = ch.run();
     let i = out.sym(5);
     let o = i.as_object().unwrap();

@@ -88,6 +88,8 @@ pub struct Engine {
     definitions: Option<std::path::PathBuf>,
     /// The ChannelReset log line's limit (arrival time).
     reset_log: Limiter,
+    /// The same for a ChannelReset inferred ([`Feed::infer_reset`]).
+    inferred_log: Limiter,
     /// Writes the instruments into a shared table (`run`); none in a replay.
     publisher: Option<Box<Publisher>>,
     /// Whether the snapshot lines are wanted.
@@ -294,6 +296,7 @@ impl Engine {
             feed,
             definitions: c.definitions.clone(),
             reset_log: Limiter::new(RESET_LOG_INTERVAL_NS),
+            inferred_log: Limiter::new(RESET_LOG_INTERVAL_NS),
             publisher,
             joining: Joining::new(c.snapshot_join, c.snapshot_max_loops, c.gap_timeout_ns),
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
@@ -371,6 +374,20 @@ impl Engine {
         }
     }
 
+    /// Logs a ChannelReset inferred at `t` ([`Feed::infer_reset`]), at
+    /// most one line per interval.
+    #[cold]
+    fn inferred_logged(&mut self, name: &str, t: u64) {
+        if let Some(unlogged) = self.inferred_log.due(t, false) {
+            tracing::warn!(
+                feed = %name,
+                total = self.feed.counters().resets_inferred,
+                unlogged,
+                "ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and status of the channel emptied, no instrument trusted until its snapshot or RptSeq 1"
+            );
+        }
+    }
+
     /// The channel.
     pub fn feed(&self) -> &Feed {
         &self.feed
@@ -430,6 +447,7 @@ impl FeedEngine for Engine {
         t: u64,
     ) -> Result<(), Reject> {
         let resets = self.feed.counters().channel_resets;
+        let inferred = self.feed.counters().resets_inferred;
         // The incremental and snapshot paths expire gaps themselves; a
         // definition packet is not timed, so its arrival expires them here.
         let result = match service_of(line) {
@@ -448,6 +466,9 @@ impl FeedEngine for Engine {
         };
         if self.feed.counters().channel_resets > resets {
             self.reset_logged(&cx.config.name, t);
+        }
+        if self.feed.counters().resets_inferred > inferred {
+            self.inferred_logged(&cx.config.name, t);
         }
         copy_counters(&self.feed, cx.counters);
         cx.counters.line_copies = self.line_copies;

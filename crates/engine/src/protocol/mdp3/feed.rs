@@ -76,6 +76,10 @@ pub struct Counters {
     pub heartbeats: u64,
     /// ChannelResets processed.
     pub channel_resets: u64,
+    /// ChannelResets inferred: an instrument's RptSeq went back in the
+    /// newest packet, as only a reset lost on both lines makes it (see
+    /// [`Feed::infer_reset`]).
+    pub resets_inferred: u64,
     /// Datagrams of the snapshot lines accepted.
     pub snapshot_packets: u64,
     /// Snapshots applied.
@@ -107,6 +111,7 @@ impl Default for Counters {
             unknown_templates: 0,
             heartbeats: 0,
             channel_resets: 0,
+            resets_inferred: 0,
             snapshot_packets: 0,
             snapshots_applied: 0,
             snapshots_ignored: 0,
@@ -259,6 +264,12 @@ pub struct Feed {
     /// future holds back healing for two loops, as a real one empties the
     /// books for one.
     reset_floor: Option<(u64, u8)>,
+    /// The highest MsgSeqNum after which a snapshot applied since the
+    /// sequence began was taken (its LastMsgSeqNumProcessed, placed as
+    /// [`snapshot_position`](Self::snapshot_position) places it; 0: none):
+    /// up to it an instrument's RptSeq may stand past the entries the
+    /// lines still bring, without anything lost.
+    snapshot_reach: u32,
     /// Every instrument is unverified but those in `verified`, so that a
     /// gap given up unverifies only those; false until the first give-up
     /// and after a reset (a give-up then goes over every instrument).
@@ -405,6 +416,7 @@ impl Feed {
             groups: Groups::default(),
             restarts: 0,
             reset_floor: None,
+            snapshot_reach: 0,
             all_unverified: false,
             verified: Vec::new(),
             last_alive: None,
@@ -842,6 +854,7 @@ impl Feed {
         })?;
         let s = packet.seq_num();
         self.counters.messages += packet.message_count() as u64;
+        let first = self.seq.high().is_none();
         let (seen, given_up) = self.seq.on_packet(s, t);
         if given_up > 0 {
             // Gaps given up for room, before this packet's entries.
@@ -852,6 +865,7 @@ impl Feed {
             Seen::Process { fill, restart } => {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
+                    self.snapshot_reach = 0;
                     match r {
                         Restart::Weekly => self.reset_channel(false),
                         Restart::AfterReset => self.restart_positions(),
@@ -860,6 +874,10 @@ impl Feed {
                 if fill {
                     // Before its ends: one may now cover them.
                     self.unblock();
+                }
+                if first && self.before_snapshots(s) {
+                    self.infer_reset(packet.sending_time());
+                    self.snapshot_reach = 0;
                 }
                 fill
             }
@@ -894,8 +912,7 @@ impl Feed {
                     self.counters.channel_resets += 1;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
-                    let floor = self.reset_floor.map_or(0, |(tt, _)| tt);
-                    self.reset_floor = Some((floor.max(reset.transact_time()), 0));
+                    self.screen_snapshots_to(reset.transact_time());
                     Some(reset.match_event_indicator())
                 }
                 Body::Heartbeat => {
@@ -1025,6 +1042,11 @@ impl Feed {
         let Some(i) = self.instrument(id) else {
             return;
         };
+        if self.went_back(i, r, entry.at.0) {
+            self.infer_reset(entry.transact_time);
+            // Listed again: the entry changes it after the reset.
+            self.since_reset.one(i);
+        }
         self.touched.one(i);
         let max = self.settings.max_cached;
         if self.seq.gaps_open() != 0 {
@@ -1044,6 +1066,66 @@ impl Feed {
         if unverified {
             self.note_verified(i);
         }
+    }
+
+    /// Whether entry `r` of instrument `i`, in the packet numbered `s`,
+    /// shows its RptSeq gone back. Within one sequence an instrument's
+    /// RptSeq only grows with MsgSeqNum, so the newest packet (no gap
+    /// filled by it) carries values past every one received before, and
+    /// past the last applied unless a snapshot taken after this packet
+    /// set it. Only a ChannelReset restarts RptSeq without restarting
+    /// MsgSeqNum: the contract takes such an entry for a duplicate.
+    #[inline]
+    fn went_back(&self, i: u32, r: u32, s: u32) -> bool {
+        let seq = &self.entries[i as usize].instrument.seq;
+        r != 0
+            && self.seq.high() == Some(u64::from(s) + 1)
+            && (seq.high_seen().is_some_and(|h| r <= h)
+                || (s > self.snapshot_reach && seq.rpt_seq().is_some_and(|q| r <= q)))
+    }
+
+    /// Whether the first packet of the lines, numbered `s`, comes
+    /// `restart_margin` or more before the snapshots applied so far were
+    /// taken: they are of a sequence before a restart this one follows
+    /// (a ChannelReset, or the weekly restart, unseen), and show books it
+    /// emptied. Matched by RptSeq alone, the new sequence's values would
+    /// read as duplicates of theirs until one passed, to apply on them.
+    fn before_snapshots(&self, s: u32) -> bool {
+        let margin = u64::from(self.settings.sequencing.restart_margin);
+        u64::from(s) + margin <= u64::from(self.snapshot_reach)
+    }
+
+    /// A ChannelReset lost on both lines, inferred from an entry whose
+    /// RptSeq went back ([`went_back`](Self::went_back)) at TransactTime
+    /// `tt`. Left alone, the new sequence's values read as duplicates of
+    /// the old until one passes an instrument's old RptSeq, which would
+    /// then apply in order, and verify it again, on a book mixing both
+    /// sequences. Where the reset fell is unknown, so it is taken as one
+    /// arriving late ([`reset_channel`](Self::reset_channel) forgetting
+    /// baselines): every book and status emptied, no instrument trusted
+    /// until its snapshot or its RptSeq 1 (the entry at hand may be
+    /// one). The gaps open are given up: a packet of them arriving later
+    /// may be from before the reset, and its entries would reach the
+    /// emptied books. Snapshots of the old books are screened as after a
+    /// reset dated `tt`, which the lost reset is not later than.
+    #[cold]
+    #[inline(never)]
+    fn infer_reset(&mut self, tt: u64) {
+        self.counters.resets_inferred += 1;
+        self.counters.anomalies += 1;
+        if self.seq.give_up_all() > 0 {
+            self.given_up();
+        }
+        self.reset_channel(true);
+        self.screen_snapshots_to(tt);
+    }
+
+    /// Snapshots no later than TransactTime `tt` (a ChannelReset's) and
+    /// past RptSeq 0 are ignored for the next snapshot loops (see
+    /// [`reset_floor`](Self::reset_floor)).
+    fn screen_snapshots_to(&mut self, tt: u64) {
+        let floor = self.reset_floor.map_or(0, |(f, _)| f);
+        self.reset_floor = Some((floor.max(tt), 0));
     }
 
     /// A book entry applied at once if it is its instrument's next
@@ -1276,6 +1358,7 @@ impl Feed {
             match matched {
                 Matched::Applied { lost } => {
                     applied = true;
+                    self.snapshot_reach = self.snapshot_reach.max(last);
                     e.snapshots_applied += 1;
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
@@ -2398,23 +2481,8 @@ mod tests {
         assert!((1..=5).all(|id| unverified(&f, id)));
         touched(&mut f);
         // A snapshot of #3 at its RptSeq verifies it.
-        let root = SnapshotRoot {
-            last_msg_seq_num_processed: 3,
-            tot_num_reports: 1,
-            security_id: 3,
-            rpt_seq: 1,
-            transact_time: T0,
-            trading_status: None,
-        };
-        let level = SnapshotEntry {
-            price: Some(100),
-            size: Some(1),
-            orders: None,
-            level: Some(1),
-            entry_type: EntryType::Bid,
-        };
-        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[level])]);
-        f.on_snapshot(&snap, T0 + 11 * MS).unwrap();
+        f.on_snapshot(&snapshot_of(3, 1, 3, T0, 100), T0 + 11 * MS)
+            .unwrap();
         assert_eq!(f.counters().snapshots_applied, 1);
         assert!(!unverified(&f, 3));
         assert_eq!(touched(&mut f), [3]);
@@ -2729,6 +2797,193 @@ mod tests {
         assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
     }
 
+    /// Packet `s` of one 46 at TransactTime `tt` with `entries`, ending
+    /// its event.
+    fn book_at(s: u32, tt: u64, entries: &[BookEntry]) -> Vec<u8> {
+        encode::packet(s, tt, &[encode::book(46, V, tt, EOE, entries, 0)])
+    }
+
+    /// A 52 of instrument `id` at RptSeq `rpt`, taken after MsgSeqNum
+    /// `last`, its last event at `tt`: a bid at `price`.
+    fn snapshot_of(id: i32, rpt: u32, last: u32, tt: u64, price: i64) -> Vec<u8> {
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: last,
+            tot_num_reports: 1,
+            security_id: id,
+            rpt_seq: rpt,
+            transact_time: tt,
+            trading_status: None,
+        };
+        let level = SnapshotEntry {
+            price: Some(price),
+            size: Some(1),
+            orders: None,
+            level: Some(1),
+            entry_type: EntryType::Bid,
+        };
+        encode::packet(1, tt, &[encode::snapshot(52, V, &root, &[level])])
+    }
+
+    /// A ChannelReset lost on both lines (its gap given up), MsgSeqNum
+    /// going on: the new sequence's first entry to an instrument whose
+    /// RptSeq it does not pass, in the newest packet, shows the reset,
+    /// and the channel is emptied as by a reset arriving late. Without it
+    /// #2, whose new values passed its old RptSeq, applied them in order
+    /// on its old offer and read `ok` at a book the venue never had.
+    #[test]
+    fn a_channel_reset_lost_on_both_lines_is_inferred_from_rpt_seq_going_back() {
+        let mut f = feed();
+        let change = |id, rpt, price| bid(id, rpt, 1, UpdateAction::Change, price);
+        f.on_incremental(
+            &book_at(
+                1,
+                T0,
+                &[
+                    bid(1, 1, 1, UpdateAction::New, 100),
+                    bid(2, 1, 1, UpdateAction::New, 200),
+                    offer(2, 2, 210),
+                ],
+            ),
+            T0,
+        )
+        .unwrap();
+        f.on_incremental(&book_at(2, T0, &[change(1, 2, 101)]), T0)
+            .unwrap();
+        // Packet 3, lost on both lines: the ChannelReset, then #2's new
+        // RptSeq 1 and 2 (a bid at 300, an offer at 310).
+        let t1 = T0 + MS;
+        f.on_incremental(&book_at(4, t1, &[change(2, 3, 301)]), t1)
+            .unwrap();
+        f.expire(T0 + 10 * MS);
+        assert_eq!(f.sequence().counters().packets_lost, 1);
+        let t2 = T0 + 11 * MS;
+        f.on_incremental(
+            &book_at(
+                5,
+                t2,
+                &[change(2, 4, 302), bid(1, 1, 1, UpdateAction::New, 110)],
+            ),
+            t2,
+        )
+        .unwrap();
+        let c = f.counters();
+        assert_eq!((c.resets_inferred, c.channel_resets), (1, 0));
+        assert!(c.anomalies >= 1);
+        // #2: emptied, no baseline (its new RptSeq 1 and 2 were lost).
+        assert_eq!(top(&f, "#2"), (None, None));
+        assert_eq!(f.find("#2").unwrap().instrument.seq.rpt_seq(), None);
+        assert_ne!(f.verdict("#2", TH, t2), Reasons::empty());
+        // #1: the entry that showed the reset starts its new history.
+        assert_eq!(top(&f, "#1"), (Some(110), None));
+        assert_eq!(f.verdict("#1", TH, t2), Reasons::empty());
+        // A snapshot of #2's old books (its last event before the entry
+        // that showed the reset) is screened; one of the new, applied.
+        f.on_snapshot(&snapshot_of(2, 2, 2, T0, 200), t2).unwrap();
+        assert_eq!(f.counters().snapshots_ignored, 1);
+        assert_eq!(top(&f, "#2"), (None, None));
+        f.on_snapshot(&snapshot_of(2, 4, 5, t2 + 1, 302), t2)
+            .unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert_eq!(top(&f, "#2"), (Some(302), None));
+        assert_eq!(f.verdict("#2", TH, t2), Reasons::empty());
+    }
+
+    /// A snapshot taken after packets the lines have not brought yet sets
+    /// RptSeq past their entries: those are duplicates, not a reset. An
+    /// entry whose RptSeq goes back in a packet filling a gap is not one
+    /// either (an instrument's later values came first).
+    #[test]
+    fn rpt_seq_behind_a_snapshot_or_in_a_fill_is_no_reset() {
+        let mut f = feed();
+        f.on_incremental(&book_at(1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]), T0)
+            .unwrap();
+        // Packet 2 missing: #1's RptSeq 3 waits for 2.
+        f.on_incremental(
+            &book_at(3, T0, &[bid(1, 3, 1, UpdateAction::Change, 103)]),
+            T0,
+        )
+        .unwrap();
+        // Taken after packet 5: #1 at RptSeq 5.
+        f.on_snapshot(&snapshot_of(1, 5, 5, T0, 105), T0).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        f.on_incremental(
+            &book_at(2, T0, &[bid(1, 2, 1, UpdateAction::Change, 102)]),
+            T0,
+        )
+        .unwrap();
+        f.on_incremental(
+            &book_at(4, T0, &[bid(1, 4, 1, UpdateAction::Change, 104)]),
+            T0,
+        )
+        .unwrap();
+        f.on_incremental(
+            &book_at(5, T0, &[bid(1, 5, 1, UpdateAction::Change, 105)]),
+            T0,
+        )
+        .unwrap();
+        f.on_incremental(
+            &book_at(6, T0, &[bid(1, 6, 1, UpdateAction::Change, 106)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.counters().resets_inferred, 0);
+        assert_eq!(top(&f, "#1"), (Some(106), None));
+        assert_eq!(f.verdict("#1", TH, T0), Reasons::empty());
+        // Past what the snapshot reached, RptSeq going back is a reset.
+        f.on_incremental(
+            &book_at(7, T0, &[bid(1, 6, 1, UpdateAction::Change, 99)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(f.counters().resets_inferred, 1);
+    }
+
+    /// Snapshots applied before the first packet of the lines, taken
+    /// `restart_margin` or more past it, are of a sequence before a
+    /// restart: the books they set are emptied and the new sequence's
+    /// values are not read as duplicates of theirs. Taken less far past it
+    /// (the lines lagging), they stand.
+    #[test]
+    fn snapshots_of_a_sequence_before_the_first_packet_are_dropped() {
+        let margin = settings().sequencing.restart_margin;
+        for (first, inferred) in [(1, true), (50_000 - margin, true), (50_001 - margin, false)] {
+            let mut f = feed();
+            f.on_snapshot(&snapshot_of(1, 7, 50_000, T0, 100), T0)
+                .unwrap();
+            assert_eq!(top(&f, "#1"), (Some(100), None));
+            // The new sequence's RptSeq 7 and 8.
+            let t1 = T0 + MS;
+            f.on_incremental(
+                &book_at(
+                    first,
+                    t1,
+                    &[
+                        bid(1, 7, 1, UpdateAction::New, 90),
+                        bid(1, 8, 1, UpdateAction::Change, 91),
+                    ],
+                ),
+                t1,
+            )
+            .unwrap();
+            let c = f.counters();
+            assert_eq!(
+                c.resets_inferred,
+                u64::from(inferred),
+                "first packet {first}"
+            );
+            if inferred {
+                assert_eq!(top(&f, "#1"), (None, None), "first packet {first}");
+                assert_ne!(f.verdict("#1", TH, t1), Reasons::empty());
+                // Its snapshot again: screened.
+                f.on_snapshot(&snapshot_of(1, 7, 50_000, T0, 100), t1)
+                    .unwrap();
+                assert_eq!(top(&f, "#1"), (None, None));
+            } else {
+                assert_eq!(top(&f, "#1"), (Some(91), None), "first packet {first}");
+            }
+        }
+    }
+
     /// A ChannelReset in the packet of the last MsgSeqNum, 2^32 − 1: line
     /// B's copy is a duplicate, not a second reset, and a copy after the
     /// restart is of the old sequence (no gap, the new books kept).
@@ -2822,31 +3077,34 @@ mod tests {
             .unwrap();
         // The first part of an event; its end comes in MsgSeqNum 2.
         f.on_incremental(
-            &book(
-                1,
-                false,
-                &[
-                    bid(7, 1, 1, UpdateAction::New, 100),
-                    bid(8, 2, 1, UpdateAction::Change, 91),
-                ],
-            ),
+            &book(1, false, &[bid(7, 1, 1, UpdateAction::New, 100)]),
             T0 + 1,
         )
         .unwrap();
         assert_eq!(f.sequence().counters().sequence_restarts, 1);
-        // A snapshot (another instrument) re-examines what is covered.
+        // A snapshot of #8 at RptSeq 2 (taken after packet 1) closes its
+        // hole: published at once, its cached RptSeq 3 applied behind it,
+        // which no end of the new sequence covers yet.
         let root = SnapshotRoot {
             last_msg_seq_num_processed: 1,
             tot_num_reports: 1,
-            security_id: 9,
-            rpt_seq: 5,
-            transact_time: T0,
+            security_id: 8,
+            rpt_seq: 2,
+            transact_time: T0 + 1,
             trading_status: None,
         };
-        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        let level = SnapshotEntry {
+            price: Some(91),
+            size: Some(5),
+            orders: Some(1),
+            level: Some(1),
+            entry_type: EntryType::Bid,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[level])]);
         f.on_snapshot(&snap, T0 + 2).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
         assert_eq!(top(&f, "ESZ6"), (None, None), "half an event");
-        assert_eq!(top(&f, "#8"), (None, None), "half an event");
+        assert_eq!(top(&f, "#8"), (Some(91), None), "half an event");
         f.on_incremental(&encode::packet(2, T0, &[group(17, EOE)]), T0 + 3)
             .unwrap();
         assert_eq!(top(&f, "ESZ6"), (Some(100), None));

@@ -304,10 +304,10 @@ impl<T: Copy> RptSeq<T> {
         r == self.fast && r != 0
     }
 
-    /// Takes `r` if it is the usual case — the next value, nothing
-    /// cached, no overflow — doing what [`on_entry`](Self::on_entry) does
-    /// then, without its cache searches (the heal rule holds exactly when
-    /// no higher value was received); the caller applies the entry.
+    /// Takes `r` if it is the usual case — the next value, past every one
+    /// received, nothing cached, no overflow — doing what
+    /// [`on_entry`](Self::on_entry) does then, without its cache searches
+    /// (the heal rule holds); the caller applies the entry.
     /// Otherwise returns [`Next::Left`] and changes nothing.
     #[inline]
     pub fn take_next(&mut self, r: u32) -> Next {
@@ -328,19 +328,22 @@ impl<T: Copy> RptSeq<T> {
         let Some(s) = self.rpt_seq else {
             return Next::Left;
         };
-        if Some(r) != s.checked_add(1) || !self.cache.is_empty() || self.overflowed {
+        // Not past a value received (the caller may have to see RptSeq
+        // going back: `Feed::went_back`): left to `on_entry`.
+        if Some(r) != s.checked_add(1)
+            || !self.cache.is_empty()
+            || self.overflowed
+            || self.high_seen.is_some_and(|h| r <= h)
+        {
             return Next::Left;
         }
-        let high = self.high_seen.map_or(r, |h| h.max(r));
-        self.high_seen = Some(high);
+        // The highest value received, nothing cached: whole, so healed
+        // and verified.
+        self.high_seen = Some(r);
         self.watch_from = Some(self.watch_from.map_or(r, |w| w.min(r)));
         let was = self.unverified;
-        if !self.suspect || high == r {
-            self.unverified = false;
-        }
-        if high == r {
-            self.suspect = false;
-        }
+        self.unverified = false;
+        self.suspect = false;
         self.rpt_seq = Some(r);
         self.refresh();
         if was && !self.unverified {
