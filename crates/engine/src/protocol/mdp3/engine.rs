@@ -46,7 +46,7 @@ const C: bool = false;
 /// `feed_gaps_expired_total`, `feed_anomalies_total`), else `feed_` and
 /// the name with what it counts.
 #[rustfmt::skip]
-const OWN: [(usize, &str, bool, &str); 23] = [
+const OWN: [(usize, &str, bool, &str); 24] = [
     (counter::EXT, "next", G, "feed_next_sequence"),
     (counter::EXT + 3, "gaps_open", G, "feed_gaps_open"),
     (counter::EXT + 4, "recovered", C, "feed_recovered_packets_total"),
@@ -69,6 +69,7 @@ const OWN: [(usize, &str, bool, &str); 23] = [
     (counter::EXT + 21, "snapshot_joins", C, "feed_snapshot_joins_total"),
     (counter::EXT + 22, "snapshot_leaves", C, "feed_snapshot_leaves_total"),
     (counter::EXT + 23, "instruments_refused", C, "feed_instruments_refused_total"),
+    (counter::EXT + 24, "resets_inferred", C, "feed_resets_inferred_total"),
     // Written by the receiver for every feed, described here: only this
     // protocol leaves lines.
     (counter::UNWANTED, "unwanted", C, "feed_unwanted_datagrams_total"),
@@ -554,6 +555,7 @@ impl FeedEngine for Engine {
             (counter::EXT + 21, j.joins),
             (counter::EXT + 22, j.leaves),
             (counter::EXT + 23, n.instruments_refused),
+            (counter::EXT + 24, n.resets_inferred),
         ] {
             p.set_counter(id, k, v);
         }

@@ -179,6 +179,10 @@ pub struct Entry {
     pub snapshots_applied: u64,
     /// Snapshots ignored (older than what it had).
     pub snapshots_ignored: u64,
+    /// The LastMsgSeqNumProcessed of the last snapshot applied to it in
+    /// this sequence (0: none): up to that packet the lines may still
+    /// bring entries its RptSeq has passed, without anything lost.
+    snapshot_at: u32,
 }
 
 /// One CME channel.
@@ -264,12 +268,16 @@ pub struct Feed {
     /// future holds back healing for two loops, as a real one empties the
     /// books for one.
     reset_floor: Option<(u64, u8)>,
-    /// The highest MsgSeqNum after which a snapshot applied since the
-    /// sequence began was taken (its LastMsgSeqNumProcessed, placed as
-    /// [`snapshot_position`](Self::snapshot_position) places it; 0: none):
-    /// up to it an instrument's RptSeq may stand past the entries the
-    /// lines still bring, without anything lost.
+    /// The highest LastMsgSeqNumProcessed of the snapshots applied since
+    /// the sequence began (0: none), for the first packet of the lines
+    /// ([`before_snapshots`](Self::before_snapshots)).
     snapshot_reach: u32,
+    /// Set by a ChannelReset inferred while packets were missing
+    /// ([`infer_reset`](Self::infer_reset)): the packet it was inferred
+    /// in. A packet below it filling a gap may be from before the reset,
+    /// so its entries are not applied, unless after a ChannelReset in it;
+    /// a ChannelReset processed or a restart clears it.
+    inferred_below: Option<u32>,
     /// Every instrument is unverified but those in `verified`, so that a
     /// gap given up unverifies only those; false until the first give-up
     /// and after a reset (a give-up then goes over every instrument).
@@ -417,6 +425,7 @@ impl Feed {
             restarts: 0,
             reset_floor: None,
             snapshot_reach: 0,
+            inferred_below: None,
             all_unverified: false,
             verified: Vec::new(),
             last_alive: None,
@@ -627,6 +636,7 @@ impl Feed {
             status: None,
             snapshots_applied: 0,
             snapshots_ignored: 0,
+            snapshot_at: 0,
         });
         self.by_id.insert(id, i);
         if self.touched.on {
@@ -866,6 +876,7 @@ impl Feed {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
                     self.snapshot_reach = 0;
+                    self.inferred_below = None;
                     match r {
                         Restart::Weekly => self.reset_channel(false),
                         Restart::AfterReset => self.restart_positions(),
@@ -876,12 +887,15 @@ impl Feed {
                     self.unblock();
                 }
                 if first && self.before_snapshots(s) {
-                    self.infer_reset(packet.sending_time());
+                    self.infer_reset(packet.sending_time(), s);
                     self.snapshot_reach = 0;
                 }
                 fill
             }
         };
+        // A packet that may be from before a ChannelReset inferred: its
+        // entries wait for a ChannelReset in it to be placed.
+        let mut unplaced = fill && self.inferred_below.is_some_and(|b| s < b);
         let mut source = None;
         // Past the bodies kept, each message is read again.
         let mut more = packet.messages().skip(WALKED);
@@ -910,6 +924,11 @@ impl Feed {
                     // until its snapshot.
                     self.reset_channel(fill);
                     self.counters.channel_resets += 1;
+                    // The reset inferred, found: what follows it is of
+                    // the new sequence, what precedes its packet a
+                    // duplicate from now on.
+                    unplaced = false;
+                    self.inferred_below = None;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
                     self.screen_snapshots_to(reset.transact_time());
@@ -929,7 +948,11 @@ impl Feed {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
                     let tt = inc.transact_time();
                     source = Some(tt);
-                    self.on_entries(&inc, at, tt, last_end.is_some_and(|e| k <= e));
+                    if unplaced {
+                        self.counters.anomalies += u64::from(inc.entry_count());
+                    } else {
+                        self.on_entries(&inc, at, tt, last_end.is_some_and(|e| k <= e));
+                    }
                     Some(inc.match_event_indicator())
                 }
                 Body::Definition(d) => {
@@ -1043,7 +1066,7 @@ impl Feed {
             return;
         };
         if self.went_back(i, r, entry.at.0) {
-            self.infer_reset(entry.transact_time);
+            self.infer_reset(entry.transact_time, entry.at.0);
             // Listed again: the entry changes it after the reset.
             self.since_reset.one(i);
         }
@@ -1072,16 +1095,18 @@ impl Feed {
     /// shows its RptSeq gone back. Within one sequence an instrument's
     /// RptSeq only grows with MsgSeqNum, so the newest packet (no gap
     /// filled by it) carries values past every one received before, and
-    /// past the last applied unless a snapshot taken after this packet
-    /// set it. Only a ChannelReset restarts RptSeq without restarting
-    /// MsgSeqNum: the contract takes such an entry for a duplicate.
+    /// past the last applied unless a snapshot taken at or after this
+    /// packet set it. Only a ChannelReset restarts RptSeq without
+    /// restarting MsgSeqNum: the contract takes such an entry for a
+    /// duplicate.
     #[inline]
     fn went_back(&self, i: u32, r: u32, s: u32) -> bool {
-        let seq = &self.entries[i as usize].instrument.seq;
+        let e = &self.entries[i as usize];
+        let seq = &e.instrument.seq;
         r != 0
             && self.seq.high() == Some(u64::from(s) + 1)
             && (seq.high_seen().is_some_and(|h| r <= h)
-                || (s > self.snapshot_reach && seq.rpt_seq().is_some_and(|q| r <= q)))
+                || (s > e.snapshot_at && seq.rpt_seq().is_some_and(|q| r <= q)))
     }
 
     /// Whether the first packet of the lines, numbered `s`, comes
@@ -1103,18 +1128,21 @@ impl Feed {
     /// sequences. Where the reset fell is unknown, so it is taken as one
     /// arriving late ([`reset_channel`](Self::reset_channel) forgetting
     /// baselines): every book and status emptied, no instrument trusted
-    /// until its snapshot or its RptSeq 1 (the entry at hand may be
-    /// one). The gaps open are given up: a packet of them arriving later
-    /// may be from before the reset, and its entries would reach the
-    /// emptied books. Snapshots of the old books are screened as after a
-    /// reset dated `tt`, which the lost reset is not later than.
+    /// until its snapshot or its RptSeq 1 (the entry at hand may be one).
+    /// The reset may lie in a gap still open (late on both lines, not
+    /// lost): inferred in packet `s` with one open, a packet below `s`
+    /// filling it may be from before the reset, so its entries are not
+    /// applied ([`inferred_below`](Self::inferred_below)), unless a
+    /// ChannelReset in it comes first, which is then processed as any late
+    /// one. Snapshots of the old books are screened as after a reset dated
+    /// `tt`, which the reset is not later than.
     #[cold]
     #[inline(never)]
-    fn infer_reset(&mut self, tt: u64) {
+    fn infer_reset(&mut self, tt: u64, s: u32) {
         self.counters.resets_inferred += 1;
         self.counters.anomalies += 1;
-        if self.seq.give_up_all() > 0 {
-            self.given_up();
+        if self.seq.gaps_open() > 0 {
+            self.inferred_below = Some(self.inferred_below.map_or(s, |b| b.max(s)));
         }
         self.reset_channel(true);
         self.screen_snapshots_to(tt);
@@ -1358,7 +1386,9 @@ impl Feed {
             match matched {
                 Matched::Applied { lost } => {
                     applied = true;
-                    self.snapshot_reach = self.snapshot_reach.max(last);
+                    let l = snap.last_msg_seq_num_processed();
+                    e.snapshot_at = e.snapshot_at.max(l);
+                    self.snapshot_reach = self.snapshot_reach.max(l);
                     e.snapshots_applied += 1;
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
@@ -1433,6 +1463,7 @@ impl Feed {
                 e.instrument.forget_baseline();
             }
             e.status = None;
+            e.snapshot_at = 0;
             touched.one(i);
         });
         debug_assert!(
@@ -1483,7 +1514,9 @@ impl Feed {
         self.ends.clear();
         let entries = &mut self.entries;
         self.since_reset.each(entries.len(), |i| {
-            entries[i as usize].instrument.restart_positions(BEFORE);
+            let e = &mut entries[i as usize];
+            e.instrument.restart_positions(BEFORE);
+            e.snapshot_at = 0;
         });
     }
 
@@ -2803,6 +2836,12 @@ mod tests {
         encode::packet(s, tt, &[encode::book(46, V, tt, EOE, entries, 0)])
     }
 
+    /// Packet `s` of one 46 at TransactTime `tt` with `entries`, ending
+    /// its event, arriving at `tt`.
+    fn send(f: &mut Feed, s: u32, tt: u64, entries: &[BookEntry]) {
+        f.on_incremental(&book_at(s, tt, entries), tt).unwrap();
+    }
+
     /// A 52 of instrument `id` at RptSeq `rpt`, taken after MsgSeqNum
     /// `last`, its last event at `tt`: a bid at `price`.
     fn snapshot_of(id: i32, rpt: u32, last: u32, tt: u64, price: i64) -> Vec<u8> {
@@ -2847,13 +2886,11 @@ mod tests {
             T0,
         )
         .unwrap();
-        f.on_incremental(&book_at(2, T0, &[change(1, 2, 101)]), T0)
-            .unwrap();
+        send(&mut f, 2, T0, &[change(1, 2, 101)]);
         // Packet 3, lost on both lines: the ChannelReset, then #2's new
         // RptSeq 1 and 2 (a bid at 300, an offer at 310).
         let t1 = T0 + MS;
-        f.on_incremental(&book_at(4, t1, &[change(2, 3, 301)]), t1)
-            .unwrap();
+        send(&mut f, 4, t1, &[change(2, 3, 301)]);
         f.expire(T0 + 10 * MS);
         assert_eq!(f.sequence().counters().packets_lost, 1);
         let t2 = T0 + 11 * MS;
@@ -2888,6 +2925,106 @@ mod tests {
         assert_eq!(f.verdict("#2", TH, t2), Reasons::empty());
     }
 
+    /// Each instrument's snapshot is measured against its own packet: one
+    /// taken far ahead (the lines down for longer than `restart_margin`)
+    /// lets the lines' entries behind it be duplicates when they come
+    /// back, and another instrument's snapshot taken later does not hide
+    /// an RptSeq going back.
+    #[test]
+    fn rpt_seq_is_measured_against_the_instruments_own_snapshot() {
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        send(&mut f, 3, T0, &[bid(1, 3, 1, UpdateAction::Change, 103)]);
+        // #1's snapshot after packet 50,000, RptSeq 40, while the lines
+        // were down: far past the highest received.
+        f.on_snapshot(&snapshot_of(1, 40, 50_000, T0, 140), T0)
+            .unwrap();
+        send(
+            &mut f,
+            49_990,
+            T0,
+            &[bid(1, 39, 1, UpdateAction::Change, 139)],
+        );
+        send(
+            &mut f,
+            50_001,
+            T0,
+            &[bid(1, 41, 1, UpdateAction::Change, 141)],
+        );
+        assert_eq!(f.counters().resets_inferred, 0);
+        assert_eq!(top(&f, "#1"), (Some(141), None));
+        // #2 at RptSeq 5 by its snapshot after 50,001; #3's taken later.
+        send(&mut f, 50_002, T0, &[bid(2, 1, 1, UpdateAction::New, 200)]);
+        send(
+            &mut f,
+            50_004,
+            T0,
+            &[bid(2, 3, 1, UpdateAction::Change, 203)],
+        );
+        f.on_snapshot(&snapshot_of(2, 5, 50_004, T0, 205), T0)
+            .unwrap();
+        f.on_snapshot(&snapshot_of(3, 1, 50_100, T0, 300), T0)
+            .unwrap();
+        assert_eq!(f.counters().snapshots_applied, 3);
+        send(&mut f, 50_010, T0, &[bid(2, 4, 1, UpdateAction::Change, 9)]);
+        assert_eq!(f.counters().resets_inferred, 1);
+    }
+
+    /// A ChannelReset late on both lines, not lost: its RptSeq going back
+    /// in the next packet shows it first, with its packet still missing;
+    /// when it arrives it is processed as any late ChannelReset (counted,
+    /// the halt and the entries after it kept), not dropped as the copy of
+    /// a packet given up. Inferred, #1 restarted its history at the new RptSeq 1; without
+    /// the halt it would read `ok`.
+    #[test]
+    fn a_channel_reset_inferred_while_late_is_processed_when_it_comes() {
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        let t1 = T0 + MS;
+        send(&mut f, 3, t1, &[bid(1, 1, 1, UpdateAction::New, 110)]);
+        assert_eq!(f.counters().resets_inferred, 1);
+        assert_eq!(top(&f, "#1"), (Some(110), None));
+        // The reset, the halt, and the new sequence's RptSeq 1 of #2.
+        let reset = encode::channel_reset(V, t1, 0, 1);
+        let after = encode::book(46, V, t1, EOE, &[bid(2, 1, 1, UpdateAction::New, 500)], 0);
+        let late = encode::packet(2, t1, &[reset, instrument_status(1, 2), after]);
+        f.on_incremental(&late, t1 + 1).unwrap();
+        assert_eq!(top(&f, "#2"), (Some(500), None), "after the reset: applied");
+        let c = f.counters();
+        assert_eq!((c.channel_resets, c.resets_inferred), (1, 1));
+        assert_eq!(f.sequence().counters().packets_lost, 0);
+        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Halted));
+        assert_eq!(f.find("#1").unwrap().instrument.seq.rpt_seq(), None);
+        assert_ne!(f.verdict("#1", TH, t1 + 1), Reasons::empty());
+    }
+
+    /// A packet filling a gap below the packet a ChannelReset was inferred
+    /// in, with no ChannelReset in it, may be from before the reset (which
+    /// then lies in another packet missing): its entries are not applied.
+    /// #3's first RptSeq of the old sequence would otherwise start its
+    /// history on the emptied books, and its new RptSeq 2 apply in order
+    /// after it: `ok` at 300/310, where the venue had 290/310.
+    #[test]
+    fn entries_of_a_packet_from_before_a_reset_inferred_are_not_applied() {
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        // Packet 2 (#3's old RptSeq 1, a bid at 300) late on line B;
+        // packet 3 (the ChannelReset, #3's new RptSeq 1, a bid at 290)
+        // lost on both lines.
+        let t1 = T0 + MS;
+        send(&mut f, 4, t1, &[bid(1, 1, 1, UpdateAction::New, 110)]);
+        assert_eq!(f.counters().resets_inferred, 1);
+        let anomalies = f.counters().anomalies;
+        f.on_incremental(&book_at(2, T0, &[bid(3, 1, 1, UpdateAction::New, 300)]), t1)
+            .unwrap();
+        assert_eq!(f.counters().anomalies, anomalies + 1);
+        assert_eq!(f.sequence().counters().recovered, 1);
+        send(&mut f, 5, t1, &[offer(3, 2, 310)]);
+        assert_eq!(top(&f, "#3"), (None, None));
+        assert_ne!(f.verdict("#3", TH, t1), Reasons::empty());
+        assert_eq!(f.counters().resets_inferred, 1);
+    }
+
     /// A snapshot taken after packets the lines have not brought yet sets
     /// RptSeq past their entries: those are duplicates, not a reset. An
     /// entry whose RptSeq goes back in a packet filling a gap is not one
@@ -2895,46 +3032,21 @@ mod tests {
     #[test]
     fn rpt_seq_behind_a_snapshot_or_in_a_fill_is_no_reset() {
         let mut f = feed();
-        f.on_incremental(&book_at(1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]), T0)
-            .unwrap();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
         // Packet 2 missing: #1's RptSeq 3 waits for 2.
-        f.on_incremental(
-            &book_at(3, T0, &[bid(1, 3, 1, UpdateAction::Change, 103)]),
-            T0,
-        )
-        .unwrap();
+        send(&mut f, 3, T0, &[bid(1, 3, 1, UpdateAction::Change, 103)]);
         // Taken after packet 5: #1 at RptSeq 5.
         f.on_snapshot(&snapshot_of(1, 5, 5, T0, 105), T0).unwrap();
         assert_eq!(f.counters().snapshots_applied, 1);
-        f.on_incremental(
-            &book_at(2, T0, &[bid(1, 2, 1, UpdateAction::Change, 102)]),
-            T0,
-        )
-        .unwrap();
-        f.on_incremental(
-            &book_at(4, T0, &[bid(1, 4, 1, UpdateAction::Change, 104)]),
-            T0,
-        )
-        .unwrap();
-        f.on_incremental(
-            &book_at(5, T0, &[bid(1, 5, 1, UpdateAction::Change, 105)]),
-            T0,
-        )
-        .unwrap();
-        f.on_incremental(
-            &book_at(6, T0, &[bid(1, 6, 1, UpdateAction::Change, 106)]),
-            T0,
-        )
-        .unwrap();
+        send(&mut f, 2, T0, &[bid(1, 2, 1, UpdateAction::Change, 102)]);
+        send(&mut f, 4, T0, &[bid(1, 4, 1, UpdateAction::Change, 104)]);
+        send(&mut f, 5, T0, &[bid(1, 5, 1, UpdateAction::Change, 105)]);
+        send(&mut f, 6, T0, &[bid(1, 6, 1, UpdateAction::Change, 106)]);
         assert_eq!(f.counters().resets_inferred, 0);
         assert_eq!(top(&f, "#1"), (Some(106), None));
         assert_eq!(f.verdict("#1", TH, T0), Reasons::empty());
         // Past what the snapshot reached, RptSeq going back is a reset.
-        f.on_incremental(
-            &book_at(7, T0, &[bid(1, 6, 1, UpdateAction::Change, 99)]),
-            T0,
-        )
-        .unwrap();
+        send(&mut f, 7, T0, &[bid(1, 6, 1, UpdateAction::Change, 99)]);
         assert_eq!(f.counters().resets_inferred, 1);
     }
 

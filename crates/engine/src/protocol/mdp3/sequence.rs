@@ -234,15 +234,6 @@ impl Sequence {
         n
     }
 
-    /// Gives up every gap open; returns how many.
-    pub fn give_up_all(&mut self) -> usize {
-        let n = self.gaps.len();
-        for _ in 0..n {
-            self.give_up_lowest();
-        }
-        n
-    }
-
     fn give_up_lowest(&mut self) {
         if let Some(g) = self.gaps.pop_front() {
             self.counters.packets_lost += g.missing();
