@@ -670,7 +670,7 @@ struct MInst {
     snapshots_applied: u64,
     snapshots_ignored: u64,
     /// The highest LastMsgSeqNumProcessed of the snapshots applied to it
-    /// since the sequence began (0: none).
+    /// since the channel was last emptied (0: none).
     snapshot_at: u32,
 }
 
@@ -788,10 +788,10 @@ struct Model {
     /// sequence began was taken: the first packet received `margin` or
     /// more before it shows them of an older sequence.
     reach: u32,
-    /// A ChannelReset was inferred with a gap open, in this packet: the
-    /// entries of a packet below it filling a gap are not applied (but
-    /// after a ChannelReset in it).
-    inferred_below: Option<u32>,
+    /// Not in the contract (docs/mdp3.md): the newest packet when a
+    /// ChannelReset was inferred or came late; the entries of a packet
+    /// below it filling a gap are not applied.
+    unplaced_below: Option<u32>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -844,7 +844,7 @@ impl Model {
             reset_pending: false,
             reset_tt: None,
             reach: 0,
-            inferred_below: None,
+            unplaced_below: None,
             now: 0,
             emptied_at: None,
             old: None,
@@ -934,8 +934,9 @@ impl Model {
         }
     }
 
-    /// §3.7 and clarification 3.
-    fn reset_channel(&mut self) {
+    /// §3.7 and clarification 3; the statuses `empties` says (all but
+    /// for a reset arriving late or inferred: docs/mdp3.md).
+    fn reset_channel(&mut self, empties: &dyn Fn(Stamp) -> bool) {
         self.emptied_at = Some(self.now);
         for i in self.insts.values_mut() {
             self.cached -= i.cache.len();
@@ -949,29 +950,36 @@ impl Model {
             i.hole = false;
             i.unverified = false;
             i.overflowed = false;
-            i.status = None;
+            if i.status.is_some_and(|(at, _)| empties(at)) {
+                i.status = None;
+            }
             i.snapshot_at = 0;
         }
-        self.groups.clear();
+        self.groups.retain(|_, (at, _)| !empties(*at));
         self.ends.clear();
     }
 
-    /// A ChannelReset inferred in packet `s`, not later than `tt`: the
-    /// channel emptied as by a late reset, snapshots no later than `tt`
-    /// screened; with a gap open, what fills it may be from before the
-    /// reset.
-    fn infer_reset(&mut self, tt: u64, s: u32) {
-        if !self.gaps.is_empty() {
-            self.inferred_below = Some(self.inferred_below.map_or(s, |b| b.max(s)));
-        }
-        self.reset_channel();
+    /// A ChannelReset inferred, not later than `tt`: the channel emptied
+    /// as by a late reset but for the statuses, snapshots no later than
+    /// `tt` screened, what fills a gap below the newest packet not
+    /// applied.
+    fn infer_reset(&mut self, tt: u64) {
+        self.reset_channel(&|_| false);
         for i in self.insts.values_mut() {
             i.rpt_seq = None;
         }
+        self.unplace_below_newest();
         let floor = self.reset_tt.map_or(0, |(f, _)| f);
         self.reset_tt = Some((floor.max(tt), 0));
         self.c.resets_inferred += 1;
         self.c.anomalies += 1;
+    }
+
+    fn unplace_below_newest(&mut self) {
+        if let Some(h) = self.high {
+            let newest = (h - 1) as u32;
+            self.unplaced_below = Some(self.unplaced_below.map_or(newest, |b| b.max(newest)));
+        }
     }
 
     /// §3.2: one entry of an incremental message at `at`, of
@@ -989,7 +997,7 @@ impl Model {
                     || (at.0 > i.snapshot_at && i.rpt_seq.is_some_and(|q| e.rpt <= q))
             });
             if back {
-                self.infer_reset(tt, at.0);
+                self.infer_reset(tt);
             }
         }
         let (max, mut cached, mut anomalies, mut overflows) = (
@@ -1126,10 +1134,7 @@ impl Model {
             self.gaps.clear();
             self.c.sequence_restarts += 1;
             self.reach = 0;
-            self.inferred_below = None;
-            for i in self.insts.values_mut() {
-                i.snapshot_at = 0;
-            }
+            self.unplaced_below = None;
             self.old = Some((h, t + self.gap_timeout));
             // A new sequence of positions: whatever came before stands
             // before its first packet.
@@ -1140,7 +1145,7 @@ impl Model {
                 i.cache.values_mut().for_each(|w| w.at = BEFORE);
             }
             if weekly {
-                self.reset_channel();
+                self.reset_channel(&|_| true);
             }
         }
         let mut fill = false;
@@ -1184,10 +1189,10 @@ impl Model {
         // Not in the contract (docs/mdp3.md): snapshots taken `margin` or
         // more past the first packet received are of a sequence before it.
         if first && u64::from(s) + u64::from(self.margin) <= u64::from(self.reach) {
-            self.infer_reset(p.sending, s);
+            self.infer_reset(p.sending);
             self.reach = 0;
         }
-        let mut unplaced = fill && self.inferred_below.is_some_and(|b| s < b);
+        let mut unplaced = fill && self.unplaced_below.is_some_and(|b| s < b);
         let mut source = None;
         for (k, m) in p.msgs.iter().enumerate() {
             let at = (s, k as u32);
@@ -1196,17 +1201,21 @@ impl Model {
             }
             match &m.body {
                 WBody::Reset { tt } => {
-                    unplaced = false;
-                    self.inferred_below = None;
-                    self.reset_channel();
-                    let floor = self.reset_tt.map_or(0, |(f, _)| f);
-                    self.reset_tt = Some((floor.max(*tt), 0));
                     if fill {
-                        // Late: what followed it was taken on the old books.
+                        // Late: what followed it was taken on the old
+                        // books; its statuses stay.
+                        let reset = (self.c.sequence_restarts, at);
+                        self.reset_channel(&|q| q < reset);
                         for i in self.insts.values_mut() {
                             i.rpt_seq = None;
                         }
+                        self.unplace_below_newest();
+                        unplaced = true;
+                    } else {
+                        self.reset_channel(&|_| true);
                     }
+                    let floor = self.reset_tt.map_or(0, |(f, _)| f);
+                    self.reset_tt = Some((floor.max(*tt), 0));
                     // Nothing missing below it matters any more.
                     self.gaps.retain_mut(|g| {
                         if g.hi <= s + 1 {
@@ -1729,12 +1738,14 @@ enum Op {
         dt: u64,
         fate: Fate,
     },
-    /// A ChannelReset alone in its packet; MsgSeqNum restarts at 1 after
-    /// it if `restart`.
+    /// A ChannelReset, alone in its packet or followed by a message of
+    /// the new sequence (`after`, ending its event); MsgSeqNum restarts at
+    /// 1 after its packet if `restart`.
     Reset {
         dt: u64,
         eoe: bool,
         restart: bool,
+        after: Option<Msg>,
         fate: Fate,
     },
     /// The weekly restart: MsgSeqNum from 1, books and RptSeq anew, no
@@ -1902,8 +1913,8 @@ fn op() -> impl Strategy<Value = Op> {
             }),
         3 => (dt(), fate()).prop_map(|(dt, fate)| Op::Heartbeat { dt, fate }),
         1 => prop_oneof![
-            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), fate())
-                .prop_map(|(dt, eoe, restart, fate)| Op::Reset { dt, eoe, restart, fate }),
+            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), prop::option::weighted(0.4, msg()), fate())
+                .prop_map(|(dt, eoe, restart, after, fate)| Op::Reset { dt, eoe, restart, after, fate }),
             1 => dt().prop_map(|dt| Op::Weekly { dt }),
         ],
         4 => (dt(), any::<bool>(), 1usize..=3, prop::bool::weighted(0.2), prop::collection::vec(sfate(), 4))
@@ -2303,13 +2314,21 @@ impl Venue<'_> {
                 self.send_packet(&[encode::heartbeat(Shape::new(13))], fate);
             }
             Op::Reset {
-                eoe, restart, fate, ..
+                eoe,
+                restart,
+                after,
+                fate,
+                ..
             } => {
                 let mei = if *eoe { EOE } else { 0 };
-                let m = encode::channel_reset(Shape::new(13), self.t, mei, 310);
-                self.send_packet(&[m], fate);
+                let mut msgs = vec![encode::channel_reset(Shape::new(13), self.t, mei, 310)];
                 self.restart_books();
                 self.version();
+                if let Some(a) = after {
+                    msgs.push(self.message(a, self.t, EOE, Shape::new(13)));
+                    self.version();
+                }
+                self.send_packet(&msgs, fate);
                 self.unseen_reset = if fate.a == Some(0) || matches!(fate.b, LineB::Soon(0)) {
                     None
                 } else {
@@ -2896,6 +2915,7 @@ fn reset(restart: bool, fate: Fate) -> Op {
         dt: 1,
         eoe: true,
         restart,
+        after: None,
         fate,
     }
 }

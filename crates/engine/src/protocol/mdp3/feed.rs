@@ -179,9 +179,12 @@ pub struct Entry {
     pub snapshots_applied: u64,
     /// Snapshots ignored (older than what it had).
     pub snapshots_ignored: u64,
-    /// The LastMsgSeqNumProcessed of the last snapshot applied to it in
-    /// this sequence (0: none): up to that packet the lines may still
-    /// bring entries its RptSeq has passed, without anything lost.
+    /// The highest LastMsgSeqNumProcessed of the snapshots applied to it
+    /// since the channel was last emptied (0: none): up to that packet the
+    /// lines may still bring entries its RptSeq has passed, without
+    /// anything lost. Kept across the restart after a ChannelReset (a
+    /// snapshot then may be numbered in either sequence: the test errs
+    /// to seeing no reset).
     snapshot_at: u32,
 }
 
@@ -272,12 +275,15 @@ pub struct Feed {
     /// the sequence began (0: none), for the first packet of the lines
     /// ([`before_snapshots`](Self::before_snapshots)).
     snapshot_reach: u32,
-    /// Set by a ChannelReset inferred while packets were missing
-    /// ([`infer_reset`](Self::infer_reset)): the packet it was inferred
-    /// in. A packet below it filling a gap may be from before the reset,
-    /// so its entries are not applied, unless after a ChannelReset in it;
-    /// a ChannelReset processed or a restart clears it.
-    inferred_below: Option<u32>,
+    /// The newest packet processed when the channel was last emptied
+    /// without its place known: a ChannelReset inferred
+    /// ([`infer_reset`](Self::infer_reset)) or one arriving late. A packet
+    /// below it filling a gap has its entries not applied: they may be of
+    /// the sequence before the reset, or come after a late one while
+    /// later packets of the same instruments were taken and then
+    /// forgotten, so that its RptSeq 1 would start a history missing
+    /// them. A restart clears it.
+    unplaced_below: Option<u32>,
     /// Every instrument is unverified but those in `verified`, so that a
     /// gap given up unverifies only those; false until the first give-up
     /// and after a reset (a give-up then goes over every instrument).
@@ -301,6 +307,9 @@ pub struct Feed {
     touched: Touched,
     /// Instruments that may differ from what a ChannelReset leaves.
     since_reset: SinceReset,
+    /// Instruments whose status a reset kept, listed again after it (its
+    /// capacity kept).
+    kept: Vec<u32>,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -335,6 +344,29 @@ impl Touched {
 
     fn all(&mut self) {
         self.all = self.on;
+    }
+}
+
+/// The statuses a reset empties.
+#[derive(Debug, Clone, Copy)]
+enum Statuses {
+    /// Every one (a ChannelReset in order, the weekly restart).
+    All,
+    /// Those sent before this place (a ChannelReset arriving late: the
+    /// packets after it, processed first, are of the new sequence).
+    Before(status::Stamp),
+    /// None (a ChannelReset inferred: where it fell is not known).
+    Kept,
+}
+
+impl Statuses {
+    /// Whether a status sent at `at` is emptied.
+    fn empties(self, at: status::Stamp) -> bool {
+        match self {
+            Statuses::All => true,
+            Statuses::Before(reset) => at < reset,
+            Statuses::Kept => false,
+        }
     }
 }
 
@@ -425,7 +457,7 @@ impl Feed {
             restarts: 0,
             reset_floor: None,
             snapshot_reach: 0,
-            inferred_below: None,
+            unplaced_below: None,
             all_unverified: false,
             verified: Vec::new(),
             last_alive: None,
@@ -434,6 +466,7 @@ impl Feed {
             counters: Counters::default(),
             touched: Touched::default(),
             since_reset: SinceReset::default(),
+            kept: Vec::new(),
             symbol_moves: 0,
             emptied: 0,
         }
@@ -876,9 +909,9 @@ impl Feed {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
                     self.snapshot_reach = 0;
-                    self.inferred_below = None;
+                    self.unplaced_below = None;
                     match r {
-                        Restart::Weekly => self.reset_channel(false),
+                        Restart::Weekly => self.reset_channel(false, Statuses::All),
                         Restart::AfterReset => self.restart_positions(),
                     }
                 }
@@ -887,7 +920,7 @@ impl Feed {
                     self.unblock();
                 }
                 if first && self.before_snapshots(s) {
-                    self.infer_reset(packet.sending_time(), s);
+                    self.infer_reset(packet.sending_time());
                     self.snapshot_reach = 0;
                 }
                 fill
@@ -895,7 +928,7 @@ impl Feed {
         };
         // A packet that may be from before a ChannelReset inferred: its
         // entries wait for a ChannelReset in it to be placed.
-        let mut unplaced = fill && self.inferred_below.is_some_and(|b| s < b);
+        let mut unplaced = fill && self.unplaced_below.is_some_and(|b| s < b);
         let mut source = None;
         // Past the bodies kept, each message is read again.
         let mut more = packet.messages().skip(WALKED);
@@ -919,16 +952,18 @@ impl Feed {
             }
             let mei = match body {
                 Body::ChannelReset(reset) => {
-                    // When it fills a gap, packets after it were processed
-                    // before it, on books it now empties: none is trusted
-                    // until its snapshot.
-                    self.reset_channel(fill);
+                    if fill {
+                        // Packets after it were processed before it, on
+                        // books it now empties: none is trusted until its
+                        // snapshot, and what they set of the new sequence
+                        // (statuses; the entries, forgotten) stays so.
+                        self.reset_channel(true, Statuses::Before((self.restarts, at)));
+                        self.unplace_below_newest();
+                        unplaced = true;
+                    } else {
+                        self.reset_channel(false, Statuses::All);
+                    }
                     self.counters.channel_resets += 1;
-                    // The reset inferred, found: what follows it is of
-                    // the new sequence, what precedes its packet a
-                    // duplicate from now on.
-                    unplaced = false;
-                    self.inferred_below = None;
                     self.seq.channel_reset(s);
                     source = Some(reset.transact_time());
                     self.screen_snapshots_to(reset.transact_time());
@@ -1066,7 +1101,7 @@ impl Feed {
             return;
         };
         if self.went_back(i, r, entry.at.0) {
-            self.infer_reset(entry.transact_time, entry.at.0);
+            self.infer_reset(entry.transact_time);
             // Listed again: the entry changes it after the reset.
             self.since_reset.one(i);
         }
@@ -1127,25 +1162,35 @@ impl Feed {
     /// then apply in order, and verify it again, on a book mixing both
     /// sequences. Where the reset fell is unknown, so it is taken as one
     /// arriving late ([`reset_channel`](Self::reset_channel) forgetting
-    /// baselines): every book and status emptied, no instrument trusted
-    /// until its snapshot or its RptSeq 1 (the entry at hand may be one).
-    /// The reset may lie in a gap still open (late on both lines, not
-    /// lost): inferred in packet `s` with one open, a packet below `s`
-    /// filling it may be from before the reset, so its entries are not
-    /// applied ([`inferred_below`](Self::inferred_below)), unless a
-    /// ChannelReset in it comes first, which is then processed as any late
-    /// one. Snapshots of the old books are screened as after a reset dated
-    /// `tt`, which the reset is not later than.
+    /// baselines): every book emptied, no instrument trusted until its
+    /// snapshot or its RptSeq 1 (the entry at hand may be one). Statuses
+    /// are kept: those after the reset are the new sequence's, and one
+    /// from before it errs to the safe side no more than a status does
+    /// (halted, closed) or says what no status says (trading). The reset
+    /// may lie in a gap still open (late on both lines, not lost): a
+    /// packet filling it has its entries not applied
+    /// ([`unplaced_below`](Self::unplaced_below)); a ChannelReset in it
+    /// is processed as any late one. Snapshots of the old books are
+    /// screened as after a reset dated `tt`, which the reset is not later
+    /// than.
     #[cold]
     #[inline(never)]
-    fn infer_reset(&mut self, tt: u64, s: u32) {
+    fn infer_reset(&mut self, tt: u64) {
         self.counters.resets_inferred += 1;
         self.counters.anomalies += 1;
-        if self.seq.gaps_open() > 0 {
-            self.inferred_below = Some(self.inferred_below.map_or(s, |b| b.max(s)));
-        }
-        self.reset_channel(true);
+        self.reset_channel(true, Statuses::Kept);
+        self.unplace_below_newest();
         self.screen_snapshots_to(tt);
+    }
+
+    /// Packets below the newest processed that fill a gap have their
+    /// entries not applied from now on ([`unplaced_below`](Self::unplaced_below)).
+    fn unplace_below_newest(&mut self) {
+        if let Some(h) = self.seq.high() {
+            // `h` is at least 1 and at most 2^32: `h − 1` is a u32.
+            let newest = (h - 1) as u32;
+            self.unplaced_below = Some(self.unplaced_below.map_or(newest, |b| b.max(newest)));
+        }
     }
 
     /// Snapshots no later than TransactTime `tt` (a ChannelReset's) and
@@ -1446,35 +1491,47 @@ impl Feed {
         }
     }
 
-    /// A ChannelReset (or the weekly restart): every book and status
-    /// emptied, caches and pending changes dropped, RptSeq restarting;
-    /// `forget`: and no instrument has a baseline (a ChannelReset that
-    /// came after packets that follow it: none is trusted until its
-    /// snapshot). Goes over the instruments changed since the last reset
-    /// only ([`SinceReset`]).
-    fn reset_channel(&mut self, forget: bool) {
+    /// A ChannelReset (or the weekly restart): every book emptied, caches
+    /// and pending changes dropped, RptSeq restarting, and the statuses
+    /// `statuses` says; `forget`: and no instrument has a baseline (a
+    /// ChannelReset that came after packets that follow it: none is
+    /// trusted until its snapshot). Goes over the instruments changed
+    /// since the last reset only ([`SinceReset`]); those whose status is
+    /// kept stay listed, for the next.
+    fn reset_channel(&mut self, forget: bool, statuses: Statuses) {
         self.emptied += 1;
         let (entries, touched) = (&mut self.entries, &mut self.touched);
-        let (cached, undo) = (&mut self.cached, &mut self.undo);
+        let (cached, undo, kept) = (&mut self.cached, &mut self.undo, &mut self.kept);
         self.since_reset.take(entries.len(), forget, |i| {
             let e = &mut entries[i as usize];
             e.instrument.reset(cached, undo);
             if forget {
                 e.instrument.forget_baseline();
             }
-            e.status = None;
+            if e.status.is_some_and(|s| statuses.empties(s.at)) {
+                e.status = None;
+            }
+            if e.status.is_some() {
+                kept.push(i);
+            }
             e.snapshot_at = 0;
             touched.one(i);
         });
+        for i in self.kept.drain(..) {
+            self.since_reset.one(i);
+        }
         debug_assert!(
-            self.entries
-                .iter()
-                .all(|e| e.instrument.is_reset(forget) && e.status.is_none()),
+            self.entries.iter().all(|e| e.instrument.is_reset(forget)
+                && (e.status.is_none() || !matches!(statuses, Statuses::All))),
             "an instrument changed since the last reset was not listed"
         );
         self.all_unverified = false;
         self.verified.clear();
-        self.groups.clear_statuses();
+        match statuses {
+            Statuses::All => self.groups.clear_statuses(),
+            Statuses::Before(at) => self.groups.clear_statuses_before(at),
+            Statuses::Kept => {}
+        }
         self.unblock();
         for &i in &self.dirty {
             self.entries[i as usize].instrument.unlist();
@@ -1514,9 +1571,7 @@ impl Feed {
         self.ends.clear();
         let entries = &mut self.entries;
         self.since_reset.each(entries.len(), |i| {
-            let e = &mut entries[i as usize];
-            e.instrument.restart_positions(BEFORE);
-            e.snapshot_at = 0;
+            entries[i as usize].instrument.restart_positions(BEFORE);
         });
     }
 
@@ -2972,30 +3027,72 @@ mod tests {
 
     /// A ChannelReset late on both lines, not lost: its RptSeq going back
     /// in the next packet shows it first, with its packet still missing;
-    /// when it arrives it is processed as any late ChannelReset (counted,
-    /// the halt and the entries after it kept), not dropped as the copy of
-    /// a packet given up. Inferred, #1 restarted its history at the new RptSeq 1; without
-    /// the halt it would read `ok`.
+    /// when it arrives it is processed as a late ChannelReset (counted),
+    /// not dropped as the copy of a packet given up. Neither empties the
+    /// statuses the new sequence sent in the packets after the reset: #3's
+    /// halt, which its new history from RptSeq 1 would otherwise read
+    /// `ok` without. And the entries after the late reset in its packet
+    /// start no history: #2's RptSeq 2 (510), in a packet taken first, was
+    /// forgotten, and its RptSeq 1 (500) would read `ok` where the venue
+    /// had 510.
     #[test]
     fn a_channel_reset_inferred_while_late_is_processed_when_it_comes() {
         let mut f = feed();
         send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        // Packet 2 (the reset; #2's new RptSeq 1) late on both lines.
         let t1 = T0 + MS;
-        send(&mut f, 3, t1, &[bid(1, 1, 1, UpdateAction::New, 110)]);
+        let entries = [
+            bid(1, 1, 1, UpdateAction::New, 110),
+            bid(2, 2, 1, UpdateAction::Change, 510),
+        ];
+        let three = encode::book(46, V, t1, EOE, &entries, 0);
+        let p3 = encode::packet(3, t1, &[instrument_status(3, 2), three]);
+        f.on_incremental(&p3, t1).unwrap();
         assert_eq!(f.counters().resets_inferred, 1);
         assert_eq!(top(&f, "#1"), (Some(110), None));
-        // The reset, the halt, and the new sequence's RptSeq 1 of #2.
+        send(&mut f, 4, t1, &[bid(3, 1, 1, UpdateAction::New, 300)]);
+        assert_eq!(f.state(f.find("#3").unwrap()), Some(State::Halted));
         let reset = encode::channel_reset(V, t1, 0, 1);
         let after = encode::book(46, V, t1, EOE, &[bid(2, 1, 1, UpdateAction::New, 500)], 0);
-        let late = encode::packet(2, t1, &[reset, instrument_status(1, 2), after]);
+        let late = encode::packet(2, t1, &[reset, after]);
         f.on_incremental(&late, t1 + 1).unwrap();
-        assert_eq!(top(&f, "#2"), (Some(500), None), "after the reset: applied");
         let c = f.counters();
         assert_eq!((c.channel_resets, c.resets_inferred), (1, 1));
         assert_eq!(f.sequence().counters().packets_lost, 0);
-        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Halted));
+        assert_eq!(
+            top(&f, "#2"),
+            (None, None),
+            "no history from the late packet"
+        );
+        assert_ne!(f.verdict("#2", TH, t1 + 1), Reasons::empty());
+        assert_eq!(f.state(f.find("#3").unwrap()), Some(State::Halted));
         assert_eq!(f.find("#1").unwrap().instrument.seq.rpt_seq(), None);
-        assert_ne!(f.verdict("#1", TH, t1 + 1), Reasons::empty());
+
+        // A late ChannelReset with nothing inferred before it: the same.
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        send(&mut f, 3, t1, &[bid(2, 2, 1, UpdateAction::Change, 510)]);
+        assert_eq!(f.counters().resets_inferred, 0);
+        let reset = encode::channel_reset(V, t1, 0, 1);
+        let after = encode::book(46, V, t1, EOE, &[bid(2, 1, 1, UpdateAction::New, 500)], 0);
+        f.on_incremental(&encode::packet(2, t1, &[reset, after]), t1 + 1)
+            .unwrap();
+        assert_eq!(f.counters().channel_resets, 1);
+        assert_eq!(
+            top(&f, "#2"),
+            (None, None),
+            "no history from the late packet"
+        );
+        // Nor from a later packet filling a gap below the newest then.
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        send(&mut f, 4, t1, &[bid(2, 2, 1, UpdateAction::Change, 510)]);
+        let reset = encode::channel_reset(V, t1, EOE, 1);
+        f.on_incremental(&encode::packet(2, t1, &[reset]), t1)
+            .unwrap();
+        send(&mut f, 3, t1, &[bid(2, 1, 1, UpdateAction::New, 500)]);
+        assert_eq!(f.sequence().counters().recovered, 2);
+        assert_eq!(top(&f, "#2"), (None, None), "no history from a later fill");
     }
 
     /// A packet filling a gap below the packet a ChannelReset was inferred

@@ -213,6 +213,26 @@ impl Groups {
         }
     }
 
+    /// Forgets the statuses sent before `at` (a ChannelReset that came
+    /// late: those of the packets after it, processed first, stay), as
+    /// [`clear_statuses`](Self::clear_statuses) does when none is later.
+    pub fn clear_statuses_before(&mut self, at: Stamp) {
+        if self.statuses.values().all(|s| s.at < at) {
+            return self.clear_statuses();
+        }
+        let (members, changed) = (&mut self.members, &mut self.changed);
+        self.statuses.retain(|k, s| {
+            if s.at >= at {
+                return true;
+            }
+            if let Some(m) = members.get_mut(k).filter(|m| !m.changed) {
+                m.changed = true;
+                changed.push(*k);
+            }
+            false
+        });
+    }
+
     /// Makes instrument `i` a member of the keys its definition's
     /// SecurityGroup and Asset (`k`) name, and of no other: it stays where
     /// it is in a key it keeps (each kind of key has its own slot: the
