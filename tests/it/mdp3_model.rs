@@ -792,6 +792,9 @@ struct Model {
     /// ChannelReset was inferred or came late; the entries of a packet
     /// below it filling a gap are not applied.
     unplaced_below: Option<u32>,
+    /// Not in the contract: a ChannelReset was inferred at this place;
+    /// trading statuses sent before it no longer count.
+    void_before: Option<Stamp>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -845,6 +848,7 @@ impl Model {
             reset_tt: None,
             reach: 0,
             unplaced_below: None,
+            void_before: None,
             now: 0,
             emptied_at: None,
             old: None,
@@ -963,8 +967,17 @@ impl Model {
     /// as by a late reset but for the statuses, snapshots no later than
     /// `tt` screened, what fills a gap below the newest packet not
     /// applied.
-    fn infer_reset(&mut self, tt: u64) {
-        self.reset_channel(&|_| false);
+    fn infer_reset(&mut self, tt: u64, at: Option<Stamp>) {
+        match at {
+            Some(at) => {
+                self.reset_channel(&|_| false);
+                self.void_before = Some(self.void_before.map_or(at, |v| v.max(at)));
+            }
+            None => {
+                self.reset_channel(&|_| true);
+                self.void_before = None;
+            }
+        }
         for i in self.insts.values_mut() {
             i.rpt_seq = None;
         }
@@ -997,7 +1010,8 @@ impl Model {
                     || (at.0 > i.snapshot_at && i.rpt_seq.is_some_and(|q| e.rpt <= q))
             });
             if back {
-                self.infer_reset(tt);
+                let stamp = (self.c.sequence_restarts, at);
+                self.infer_reset(tt, Some(stamp));
             }
         }
         let (max, mut cached, mut anomalies, mut overflows) = (
@@ -1146,6 +1160,7 @@ impl Model {
             }
             if weekly {
                 self.reset_channel(&|_| true);
+                self.void_before = None;
             }
         }
         let mut fill = false;
@@ -1189,7 +1204,7 @@ impl Model {
         // Not in the contract (docs/mdp3.md): snapshots taken `margin` or
         // more past the first packet received are of a sequence before it.
         if first && u64::from(s) + u64::from(self.margin) <= u64::from(self.reach) {
-            self.infer_reset(p.sending);
+            self.infer_reset(p.sending, None);
             self.reach = 0;
         }
         let mut unplaced = fill && self.unplaced_below.is_some_and(|b| s < b);
@@ -1213,6 +1228,7 @@ impl Model {
                         unplaced = true;
                     } else {
                         self.reset_channel(&|_| true);
+                        self.void_before = None;
                     }
                     let floor = self.reset_tt.map_or(0, |(f, _)| f);
                     self.reset_tt = Some((floor.max(*tt), 0));
@@ -1312,7 +1328,11 @@ impl Model {
         let reset_tt = self.reset_tt;
         let i = self.inst(sn.id);
         let r = sn.rpt;
-        if r > 0 && reset_tt.is_some_and(|(rt, _)| sn.tt <= rt) {
+        // Not in the contract (docs/mdp3.md): taken before the last
+        // ChannelReset, or `restart_margin` or more past the highest
+        // MsgSeqNum received (of an older sequence, or made up): ignored.
+        let far = high.is_some_and(|h| u64::from(sn.last) >= h + u64::from(margin));
+        if (r > 0 && reset_tt.is_some_and(|(rt, _)| sn.tt <= rt)) || far {
             i.snapshots_ignored += 1;
             self.c.snapshots_ignored += 1;
             self.c.anomalies += 1;
@@ -1362,18 +1382,12 @@ impl Model {
         i.drain(&mut cached, &mut anomalies);
         i.heal();
         i.snapshots_applied += 1;
-        // Taken, it says, `restart_margin` or more past the highest
-        // MsgSeqNum received: placed just below the next expected.
-        let (last, far) = match high {
-            Some(h) if u64::from(sn.last) >= h + u64::from(margin) => ((h - 1) as u32, true),
-            _ => (sn.last, false),
-        };
         let odd =
-            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (last, AFTER_ALL)));
+            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
         i.snapshot_at = i.snapshot_at.max(sn.last);
         self.reach = self.reach.max(sn.last);
         self.c.snapshots_applied += 1;
-        self.c.anomalies = anomalies + u64::from(odd || (far && sn.status != 255));
+        self.c.anomalies = anomalies + u64::from(odd);
         self.cached = cached;
         self.examine();
     }
@@ -1434,9 +1448,13 @@ impl Model {
     /// §3.6 and clarification 8: the status of highest position among the
     /// instrument's own and its matching groups'; else its definition's.
     fn effective(&self, i: &MInst) -> Option<u8> {
-        let mut best = i.status;
+        // Not in the contract: trading before a reset inferred is void.
+        let counts = |st: &(Stamp, u8)| {
+            !(self.void_before.is_some_and(|v| st.0 < v) && meaning(st.1) == Some("trading"))
+        };
+        let mut best = i.status.filter(counts);
         if let Some(d) = &i.def {
-            for ((g, a), st) in &self.groups {
+            for ((g, a), st) in self.groups.iter().filter(|(_, st)| counts(st)) {
                 let matches = (g.is_empty() || g == d.group.as_bytes())
                     && (a.is_empty() || a == d.asset.as_bytes());
                 if matches && best.is_none_or(|b| st.0 > b.0) {

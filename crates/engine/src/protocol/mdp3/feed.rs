@@ -186,6 +186,8 @@ pub struct Entry {
     /// snapshot then may be numbered in either sequence: the test errs
     /// to seeing no reset).
     snapshot_at: u32,
+    /// Listed in [`Feed::holders`].
+    holds: bool,
 }
 
 /// One CME channel.
@@ -307,9 +309,15 @@ pub struct Feed {
     touched: Touched,
     /// Instruments that may differ from what a ChannelReset leaves.
     since_reset: SinceReset,
-    /// Instruments whose status a reset kept, listed again after it (its
-    /// capacity kept).
-    kept: Vec<u32>,
+    /// The instruments with a status of their own, each once: what a reset
+    /// empties of them ([`reset_channel`](Self::reset_channel)) costs
+    /// those, not every instrument (grown amortised, its capacity kept).
+    holders: Vec<u32>,
+    /// Set by a ChannelReset inferred ([`infer_reset`](Self::infer_reset)):
+    /// statuses sent before this place that say trading no longer count
+    /// (those that halt or close still do), so that a definition's status
+    /// counts again where the lost reset emptied them all.
+    void_trading_before: Option<status::Stamp>,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -355,19 +363,9 @@ enum Statuses {
     /// Those sent before this place (a ChannelReset arriving late: the
     /// packets after it, processed first, are of the new sequence).
     Before(status::Stamp),
-    /// None (a ChannelReset inferred: where it fell is not known).
+    /// None (a ChannelReset inferred: where it fell is not known; see
+    /// [`Feed::void_trading_before`]).
     Kept,
-}
-
-impl Statuses {
-    /// Whether a status sent at `at` is emptied.
-    fn empties(self, at: status::Stamp) -> bool {
-        match self {
-            Statuses::All => true,
-            Statuses::Before(reset) => at < reset,
-            Statuses::Kept => false,
-        }
-    }
 }
 
 /// The instruments changed since the last ChannelReset (or weekly
@@ -466,7 +464,8 @@ impl Feed {
             counters: Counters::default(),
             touched: Touched::default(),
             since_reset: SinceReset::default(),
-            kept: Vec::new(),
+            holders: Vec::new(),
+            void_trading_before: None,
             symbol_moves: 0,
             emptied: 0,
         }
@@ -670,6 +669,7 @@ impl Feed {
             snapshots_applied: 0,
             snapshots_ignored: 0,
             snapshot_at: 0,
+            holds: false,
         });
         self.by_id.insert(id, i);
         if self.touched.on {
@@ -920,14 +920,14 @@ impl Feed {
                     self.unblock();
                 }
                 if first && self.before_snapshots(s) {
-                    self.infer_reset(packet.sending_time());
+                    self.infer_reset(packet.sending_time(), None);
                     self.snapshot_reach = 0;
                 }
                 fill
             }
         };
-        // A packet that may be from before a ChannelReset inferred: its
-        // entries wait for a ChannelReset in it to be placed.
+        // A packet filling a gap below the newest when the channel was
+        // emptied without its place known: its entries are not applied.
         let mut unplaced = fill && self.unplaced_below.is_some_and(|b| s < b);
         let mut source = None;
         // Past the bodies kept, each message is read again.
@@ -1101,7 +1101,7 @@ impl Feed {
             return;
         };
         if self.went_back(i, r, entry.at.0) {
-            self.infer_reset(entry.transact_time);
+            self.infer_reset(entry.transact_time, Some((self.restarts, entry.at)));
             // Listed again: the entry changes it after the reset.
             self.since_reset.one(i);
         }
@@ -1164,9 +1164,13 @@ impl Feed {
     /// arriving late ([`reset_channel`](Self::reset_channel) forgetting
     /// baselines): every book emptied, no instrument trusted until its
     /// snapshot or its RptSeq 1 (the entry at hand may be one). Statuses
-    /// are kept: those after the reset are the new sequence's, and one
-    /// from before it errs to the safe side no more than a status does
-    /// (halted, closed) or says what no status says (trading). The reset
+    /// are kept, those after the reset being the new sequence's; of
+    /// those sent before `at` (the entry's place), the ones saying trading
+    /// no longer count ([`void_trading_before`](Self::void_trading_before)):
+    /// a halt or close kept errs to the safe side, a trading status would
+    /// hide a definition's. With `at` `None` (the first packet, every
+    /// status before it a snapshot's of the older sequence) every status
+    /// is emptied. The reset
     /// may lie in a gap still open (late on both lines, not lost): a
     /// packet filling it has its entries not applied
     /// ([`unplaced_below`](Self::unplaced_below)); a ChannelReset in it
@@ -1175,10 +1179,16 @@ impl Feed {
     /// than.
     #[cold]
     #[inline(never)]
-    fn infer_reset(&mut self, tt: u64) {
+    fn infer_reset(&mut self, tt: u64, at: Option<status::Stamp>) {
         self.counters.resets_inferred += 1;
         self.counters.anomalies += 1;
-        self.reset_channel(true, Statuses::Kept);
+        match at {
+            Some(at) => {
+                self.reset_channel(true, Statuses::Kept);
+                self.void_trading_before = Some(self.void_trading_before.map_or(at, |v| v.max(at)));
+            }
+            None => self.reset_channel(true, Statuses::All),
+        }
         self.unplace_below_newest();
         self.screen_snapshots_to(tt);
     }
@@ -1249,8 +1259,13 @@ impl Feed {
             };
             self.touched.one(i);
             let at = (self.restarts, at);
-            if status::record(&mut self.entries[i as usize].status, code, at) {
+            let e = &mut self.entries[i as usize];
+            if status::record(&mut e.status, code, at) {
                 self.counters.anomalies += 1;
+            }
+            if e.status.is_some() && !e.holds {
+                e.holds = true;
+                self.holders.push(i);
             }
             return;
         }
@@ -1385,24 +1400,25 @@ impl Feed {
             let Some(i) = self.instrument(snap.security_id()) else {
                 continue;
             };
-            let e = &mut self.entries[i as usize];
             // Taken before the last ChannelReset (its instrument's last
             // event no later than the reset, yet RptSeq past 0: a loop
             // from before it, come late). Matched by RptSeq alone it would
             // roll a fresh instrument back to the emptied books and take
-            // the new sequence's entries for duplicates of the old.
-            if snap.rpt_seq() > 0
+            // the new sequence's entries for duplicates of the old. So is
+            // one taken far past the lines ([`far_ahead`](Self::far_ahead)).
+            let last = snap.last_msg_seq_num_processed();
+            let screened = snap.rpt_seq() > 0
                 && self
                     .reset_floor
-                    .is_some_and(|(r, _)| snap.transact_time() <= r)
-            {
+                    .is_some_and(|(r, _)| snap.transact_time() <= r);
+            if screened || self.far_ahead(last) {
+                let e = &mut self.entries[i as usize];
                 e.snapshots_ignored += 1;
                 self.counters.snapshots_ignored += 1;
                 self.counters.anomalies += 1;
                 continue;
             }
             self.touched.one(i);
-            let (last, far) = self.snapshot_position(snap.last_msg_seq_num_processed());
             let e = &mut self.entries[i as usize];
             let anomalies = e.instrument.anomalies();
             // Pending changes put an instrument in `dirty` (until covered
@@ -1431,16 +1447,19 @@ impl Feed {
             match matched {
                 Matched::Applied { lost } => {
                     applied = true;
-                    let l = snap.last_msg_seq_num_processed();
-                    e.snapshot_at = e.snapshot_at.max(l);
-                    self.snapshot_reach = self.snapshot_reach.max(l);
+                    e.snapshot_at = e.snapshot_at.max(last);
+                    self.snapshot_reach = self.snapshot_reach.max(last);
                     e.snapshots_applied += 1;
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
                     if let Some(code) = snap.trading_status() {
                         let at = (self.restarts, (last, u16::MAX));
-                        if status::record(&mut e.status, code, at) | far {
+                        if status::record(&mut e.status, code, at) {
                             self.counters.anomalies += 1;
+                        }
+                        if e.status.is_some() && !e.holds {
+                            e.holds = true;
+                            self.holders.push(i);
                         }
                     }
                     // Its changes were replaced: looked at again, even if
@@ -1496,39 +1515,52 @@ impl Feed {
     /// `statuses` says; `forget`: and no instrument has a baseline (a
     /// ChannelReset that came after packets that follow it: none is
     /// trusted until its snapshot). Goes over the instruments changed
-    /// since the last reset only ([`SinceReset`]); those whose status is
-    /// kept stay listed, for the next.
+    /// since the last reset ([`SinceReset`]) and those holding a status
+    /// it empties ([`holders`](Self::holders)) only.
     fn reset_channel(&mut self, forget: bool, statuses: Statuses) {
         self.emptied += 1;
         let (entries, touched) = (&mut self.entries, &mut self.touched);
-        let (cached, undo, kept) = (&mut self.cached, &mut self.undo, &mut self.kept);
+        let (cached, undo) = (&mut self.cached, &mut self.undo);
         self.since_reset.take(entries.len(), forget, |i| {
             let e = &mut entries[i as usize];
             e.instrument.reset(cached, undo);
             if forget {
                 e.instrument.forget_baseline();
             }
-            if e.status.is_some_and(|s| statuses.empties(s.at)) {
-                e.status = None;
-            }
-            if e.status.is_some() {
-                kept.push(i);
-            }
             e.snapshot_at = 0;
             touched.one(i);
         });
-        for i in self.kept.drain(..) {
-            self.since_reset.one(i);
+        debug_assert!(
+            self.entries.iter().all(|e| e.instrument.is_reset(forget)),
+            "an instrument changed since the last reset was not listed"
+        );
+        let before = match statuses {
+            Statuses::Before(at) => Some(at),
+            Statuses::All | Statuses::Kept => None,
+        };
+        if !matches!(statuses, Statuses::Kept) {
+            let (entries, touched) = (&mut self.entries, &mut self.touched);
+            self.holders.retain(|&i| {
+                let e = &mut entries[i as usize];
+                if e.status.is_some_and(|s| before.is_none_or(|b| s.at < b)) {
+                    e.status = None;
+                    touched.one(i);
+                }
+                e.holds = e.status.is_some();
+                e.holds
+            });
         }
         debug_assert!(
-            self.entries.iter().all(|e| e.instrument.is_reset(forget)
-                && (e.status.is_none() || !matches!(statuses, Statuses::All))),
-            "an instrument changed since the last reset was not listed"
+            !matches!(statuses, Statuses::All) || self.entries.iter().all(|e| e.status.is_none()),
+            "an instrument with a status was not a holder"
         );
         self.all_unverified = false;
         self.verified.clear();
         match statuses {
-            Statuses::All => self.groups.clear_statuses(),
+            Statuses::All => {
+                self.groups.clear_statuses();
+                self.void_trading_before = None;
+            }
             Statuses::Before(at) => self.groups.clear_statuses_before(at),
             Statuses::Kept => {}
         }
@@ -1540,19 +1572,16 @@ impl Feed {
         self.ends.clear();
     }
 
-    /// Where a snapshot's status stands, from its LastMsgSeqNumProcessed
-    /// `l`: the packet after which it was taken, unless that lies
-    /// `restart_margin` or more past the highest MsgSeqNum received (no
-    /// line lags so far: a snapshot of an older sequence, or made up):
-    /// then just below the next packet expected, so that the statuses the
-    /// feed brings next still count. Also whether it was that far.
-    fn snapshot_position(&self, l: u32) -> (u32, bool) {
+    /// Whether a snapshot taken after packet `l` (its
+    /// LastMsgSeqNumProcessed) was taken `restart_margin` or more past the
+    /// highest MsgSeqNum received: no line lags that far, so it is of a
+    /// sequence before a restart (a loop from before a ChannelReset or
+    /// the weekly restart, come late) or made up. Applied, it would set
+    /// the books the restart emptied, and its status would outrank every
+    /// real one until the sequence got there.
+    fn far_ahead(&self, l: u32) -> bool {
         let margin = u64::from(self.settings.sequencing.restart_margin);
-        match self.seq.high() {
-            // `h` is at least 1 and at most 2^32: `h − 1` is a u32.
-            Some(h) if u64::from(l) >= h + margin => ((h - 1) as u32, true),
-            _ => (l, false),
-        }
+        self.seq.high().is_some_and(|h| u64::from(l) >= h + margin)
     }
 
     /// The sequence restarted after a ChannelReset: positions of the old
@@ -1579,7 +1608,17 @@ impl Feed {
     pub fn status(&self, e: &Entry) -> Option<u8> {
         let def = e.definition.as_ref();
         let groups = def.into_iter().flat_map(|d| self.groups.statuses(d.key));
-        status::effective(e.status, groups, def.and_then(|d| d.status))
+        // A trading status from before a ChannelReset inferred: as if
+        // emptied (its halts and closes still count).
+        let counts = |s: &status::Status| {
+            !(self.void_trading_before.is_some_and(|v| s.at < v)
+                && matches!(status::meaning(s.code), status::Meaning::Is(State::Trading)))
+        };
+        status::effective(
+            e.status.filter(counts),
+            groups.filter(counts),
+            def.and_then(|d| d.status),
+        )
     }
 
     /// What the status in force for `e` means (`None`: no status known,
@@ -2780,8 +2819,9 @@ mod tests {
     /// A snapshot's status stands after the packet it says it was taken
     /// after, however late the feed gets there, unless that packet lies
     /// `restart_margin` (10,000 here) or more past the highest received:
-    /// then it stands just below the next packet expected, counted in
-    /// `anomalies`, and the statuses the feed brings next count.
+    /// then the snapshot is of an older sequence or made up, and ignored,
+    /// counted in `anomalies` (its status would outrank every real one
+    /// until the sequence got there, its book be one a restart emptied).
     #[test]
     fn a_snapshot_taken_far_ahead_does_not_outrank_the_statuses_to_come() {
         let status = instrument_status;
@@ -2807,10 +2847,12 @@ mod tests {
         // margin allows), #2's after 10,101 (one more).
         f.on_snapshot(&snapshot(1, 10_100), T0).unwrap();
         f.on_snapshot(&snapshot(2, 10_101), T0).unwrap();
-        assert_eq!(f.counters().snapshots_applied, 2);
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert_eq!(f.counters().snapshots_ignored, 1);
         assert_eq!(f.counters().anomalies, 1, "#2's only");
-        // A halt of each in packet 101: older than #1's snapshot, newer
-        // than where #2's was placed.
+        assert_eq!(f.find("#2").unwrap().instrument.seq.rpt_seq(), None);
+        // A halt of each in packet 101: older than #1's snapshot; #2 has
+        // no other status.
         let halts = [status(1, 2), status(2, 2)];
         f.on_incremental(&encode::packet(101, T0, &halts), T0)
             .unwrap();
@@ -2981,48 +3023,107 @@ mod tests {
     }
 
     /// Each instrument's snapshot is measured against its own packet: one
-    /// taken far ahead (the lines down for longer than `restart_margin`)
-    /// lets the lines' entries behind it be duplicates when they come
-    /// back, and another instrument's snapshot taken later does not hide
-    /// an RptSeq going back.
+    /// taken ahead of the lines (down a while) lets the lines' entries
+    /// behind it be duplicates when they come back, and another
+    /// instrument's snapshot taken later does not hide an RptSeq going
+    /// back.
     #[test]
     fn rpt_seq_is_measured_against_the_instruments_own_snapshot() {
         let mut f = feed();
         send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
         send(&mut f, 3, T0, &[bid(1, 3, 1, UpdateAction::Change, 103)]);
-        // #1's snapshot after packet 50,000, RptSeq 40, while the lines
-        // were down: far past the highest received.
-        f.on_snapshot(&snapshot_of(1, 40, 50_000, T0, 140), T0)
+        // #1's snapshot after packet 5,000, RptSeq 40, while the lines
+        // were down.
+        f.on_snapshot(&snapshot_of(1, 40, 5_000, T0, 140), T0)
             .unwrap();
         send(
             &mut f,
-            49_990,
+            4_990,
             T0,
             &[bid(1, 39, 1, UpdateAction::Change, 139)],
         );
         send(
             &mut f,
-            50_001,
+            5_001,
             T0,
             &[bid(1, 41, 1, UpdateAction::Change, 141)],
         );
         assert_eq!(f.counters().resets_inferred, 0);
         assert_eq!(top(&f, "#1"), (Some(141), None));
-        // #2 at RptSeq 5 by its snapshot after 50,001; #3's taken later.
-        send(&mut f, 50_002, T0, &[bid(2, 1, 1, UpdateAction::New, 200)]);
+        // #2 at RptSeq 5 by its snapshot after 5,004; #3's taken later.
+        send(&mut f, 5_002, T0, &[bid(2, 1, 1, UpdateAction::New, 200)]);
         send(
             &mut f,
-            50_004,
+            5_004,
             T0,
             &[bid(2, 3, 1, UpdateAction::Change, 203)],
         );
-        f.on_snapshot(&snapshot_of(2, 5, 50_004, T0, 205), T0)
+        f.on_snapshot(&snapshot_of(2, 5, 5_004, T0, 205), T0)
             .unwrap();
-        f.on_snapshot(&snapshot_of(3, 1, 50_100, T0, 300), T0)
+        f.on_snapshot(&snapshot_of(3, 1, 5_100, T0, 300), T0)
             .unwrap();
         assert_eq!(f.counters().snapshots_applied, 3);
-        send(&mut f, 50_010, T0, &[bid(2, 4, 1, UpdateAction::Change, 9)]);
+        send(&mut f, 5_010, T0, &[bid(2, 4, 1, UpdateAction::Change, 9)]);
         assert_eq!(f.counters().resets_inferred, 1);
+    }
+
+    /// The statuses after a ChannelReset inferred: a halt sent after the
+    /// reset stays (its place unknown, every status is kept), while a
+    /// trading status from before the entry that showed it no longer
+    /// counts, so that a definition's status counts again as after any
+    /// reset; and a snapshot's status of an older sequence does not
+    /// outrank the new sequence's halt when the first packet empties it.
+    #[test]
+    fn statuses_after_a_channel_reset_inferred() {
+        let mut f = feed();
+        // #1 defined pre-open (21), then trading by a SecurityStatus.
+        let d = encode::Instrument {
+            match_event_indicator: 0,
+            tot_num_reports: Some(1),
+            security_update_action: b'A',
+            trading_status: Some(21),
+            appl_id: 1,
+            security_group: "ES",
+            asset: "ES",
+            symbol: "ESZ6",
+            security_id: 1,
+            min_price_increment: None,
+            display_factor: 1,
+        };
+        let def = encode::definition(54, V, &d, 0, &[]);
+        f.on_definitions(&encode::packet(1, T0, &[def])).unwrap();
+        let one = encode::book(46, V, T0, EOE, &[bid(1, 1, 1, UpdateAction::New, 100)], 0);
+        let p1 = encode::packet(1, T0, &[instrument_status(1, 17), one]);
+        f.on_incremental(&p1, T0).unwrap();
+        assert_eq!(f.state(f.find("ESZ6").unwrap()), Some(State::Trading));
+        // Packet 2 (the reset) lost; packet 3: #2 halted, then #1's new
+        // RptSeq 1.
+        let t1 = T0 + MS;
+        let three = encode::book(46, V, t1, EOE, &[bid(1, 1, 1, UpdateAction::New, 110)], 0);
+        let p3 = encode::packet(3, t1, &[instrument_status(2, 2), three]);
+        f.on_incremental(&p3, t1).unwrap();
+        assert_eq!(f.counters().resets_inferred, 1);
+        assert_eq!(f.state(f.find("ESZ6").unwrap()), Some(State::Closed));
+        assert_eq!(f.state(f.find("#2").unwrap()), Some(State::Halted));
+
+        // A snapshot of an older sequence, trading, before the first
+        // packet; the first packet halts the instrument.
+        let mut f = feed();
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 50_000,
+            tot_num_reports: 1,
+            security_id: 1,
+            rpt_seq: 7,
+            transact_time: T0,
+            trading_status: Some(17),
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        f.on_snapshot(&snap, T0).unwrap();
+        let one = encode::book(46, V, t1, EOE, &[bid(1, 8, 1, UpdateAction::New, 90)], 0);
+        let p1 = encode::packet(1, t1, &[instrument_status(1, 2), one]);
+        f.on_incremental(&p1, t1).unwrap();
+        assert_eq!(f.counters().resets_inferred, 1);
+        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Halted));
     }
 
     /// A ChannelReset late on both lines, not lost: its RptSeq going back
