@@ -527,7 +527,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         v.push("ChannelReset: every book, status and cache of the channel emptied, RptSeq restarts at 1".into());
     }
     if b.resets_inferred > a.resets_inferred {
-        v.push("ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and cache of the channel emptied, trading statuses from before it void, no instrument trusted until its snapshot or RptSeq 1".into());
+        v.push("ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and cache of the channel emptied, the statuses before it void if trading (all emptied before the first packet), no instrument trusted until its snapshot or RptSeq 1".into());
     }
     if b.sequence_restarts > a.sequence_restarts {
         v.push(format!(

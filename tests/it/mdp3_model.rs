@@ -1010,7 +1010,7 @@ impl Model {
                     || (at.0 > i.snapshot_at && i.rpt_seq.is_some_and(|q| e.rpt <= q))
             });
             if back {
-                let stamp = (self.c.sequence_restarts, at);
+                let stamp = (self.c.sequence_restarts, (at.0, 0));
                 self.infer_reset(tt, Some(stamp));
             }
         }

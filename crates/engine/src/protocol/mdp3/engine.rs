@@ -384,7 +384,7 @@ impl Engine {
                 feed = %name,
                 total = self.feed.counters().resets_inferred,
                 unlogged,
-                "ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and cache of the channel emptied, trading statuses from before it void, no instrument trusted until its snapshot or RptSeq 1"
+                "ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and cache of the channel emptied, the statuses before it void if trading (all emptied before the first packet), no instrument trusted until its snapshot or RptSeq 1"
             );
         }
     }

@@ -1101,7 +1101,9 @@ impl Feed {
             return;
         };
         if self.went_back(i, r, entry.at.0) {
-            self.infer_reset(entry.transact_time, Some((self.restarts, entry.at)));
+            // The reset lies in a packet below this one: what this one
+            // sent is the new sequence's.
+            self.infer_reset(entry.transact_time, Some((self.restarts, (entry.at.0, 0))));
             // Listed again: the entry changes it after the reset.
             self.since_reset.one(i);
         }
@@ -1165,7 +1167,7 @@ impl Feed {
     /// baselines): every book emptied, no instrument trusted until its
     /// snapshot or its RptSeq 1 (the entry at hand may be one). Statuses
     /// are kept, those after the reset being the new sequence's; of
-    /// those sent before `at` (the entry's place), the ones saying trading
+    /// those sent before `at` (its packet's start), the ones saying trading
     /// no longer count ([`void_trading_before`](Self::void_trading_before)):
     /// a halt or close kept errs to the safe side, a trading status would
     /// hide a definition's. With `at` `None` (the first packet, every
@@ -1573,8 +1575,8 @@ impl Feed {
     }
 
     /// Whether a snapshot taken after packet `l` (its
-    /// LastMsgSeqNumProcessed) was taken `restart_margin` or more past the
-    /// highest MsgSeqNum received: no line lags that far, so it is of a
+    /// LastMsgSeqNumProcessed) was taken more than `restart_margin` past
+    /// the highest MsgSeqNum received: no line lags that far, so it is of a
     /// sequence before a restart (a loop from before a ChannelReset or
     /// the weekly restart, come late) or made up. Applied, it would set
     /// the books the restart emptied, and its status would outrank every
@@ -3092,6 +3094,14 @@ mod tests {
         };
         let def = encode::definition(54, V, &d, 0, &[]);
         f.on_definitions(&encode::packet(1, T0, &[def])).unwrap();
+        // #5 the same, its trading sent in the packet that shows the reset.
+        let five = encode::Instrument {
+            symbol: "ESH7",
+            security_id: 5,
+            ..d
+        };
+        let def = encode::definition(54, V, &five, 0, &[]);
+        f.on_definitions(&encode::packet(2, T0, &[def])).unwrap();
         let one = encode::book(46, V, T0, EOE, &[bid(1, 1, 1, UpdateAction::New, 100)], 0);
         let p1 = encode::packet(1, T0, &[instrument_status(1, 17), one]);
         f.on_incremental(&p1, T0).unwrap();
@@ -3100,10 +3110,15 @@ mod tests {
         // RptSeq 1.
         let t1 = T0 + MS;
         let three = encode::book(46, V, t1, EOE, &[bid(1, 1, 1, UpdateAction::New, 110)], 0);
-        let p3 = encode::packet(3, t1, &[instrument_status(2, 2), three]);
+        let p3 = encode::packet(
+            3,
+            t1,
+            &[instrument_status(2, 2), instrument_status(5, 17), three],
+        );
         f.on_incremental(&p3, t1).unwrap();
         assert_eq!(f.counters().resets_inferred, 1);
         assert_eq!(f.state(f.find("ESZ6").unwrap()), Some(State::Closed));
+        assert_eq!(f.state(f.find("ESH7").unwrap()), Some(State::Trading));
         assert_eq!(f.state(f.find("#2").unwrap()), Some(State::Halted));
 
         // A snapshot of an older sequence, trading, before the first
