@@ -77,8 +77,9 @@ pub struct Counters {
     /// ChannelResets processed.
     pub channel_resets: u64,
     /// ChannelResets inferred: an instrument's RptSeq went back in the
-    /// newest packet, as only a reset lost on both lines makes it (see
-    /// [`Feed::infer_reset`]).
+    /// newest packet, as only a reset lost on both lines makes it, or the
+    /// snapshots applied before the first packet were taken well past it
+    /// (see [`Feed::infer_reset`]).
     pub resets_inferred: u64,
     /// Datagrams of the snapshot lines accepted.
     pub snapshot_packets: u64,
@@ -263,8 +264,9 @@ pub struct Feed {
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
     restarts: u32,
-    /// The TransactTime of the latest ChannelReset processed (venue clock,
-    /// ns since the Unix epoch), and the snapshot loops begun since (a
+    /// The TransactTime of the latest ChannelReset processed, or the
+    /// latest time an inferred one is known not to be later than (venue
+    /// clock, ns since the Unix epoch), and the snapshot loops begun since (a
     /// packet numbered 1 on either snapshot line): a snapshot whose
     /// instrument's last event is no later, yet past RptSeq 0, shows the
     /// books before it, while a loop from before the reset may still come.
@@ -1205,7 +1207,8 @@ impl Feed {
         }
     }
 
-    /// Snapshots no later than TransactTime `tt` (a ChannelReset's) and
+    /// Snapshots no later than TransactTime `tt` (a ChannelReset's, or a
+    /// time an inferred one is not later than) and
     /// past RptSeq 0 are ignored for the next snapshot loops (see
     /// [`reset_floor`](Self::reset_floor)).
     fn screen_snapshots_to(&mut self, tt: u64) {
@@ -1515,8 +1518,8 @@ impl Feed {
     /// A ChannelReset (or the weekly restart): every book emptied, caches
     /// and pending changes dropped, RptSeq restarting, and the statuses
     /// `statuses` says; `forget`: and no instrument has a baseline (a
-    /// ChannelReset that came after packets that follow it: none is
-    /// trusted until its snapshot). Goes over the instruments changed
+    /// ChannelReset that came after packets that follow it, or one
+    /// inferred: none is trusted until its snapshot). Goes over the instruments changed
     /// since the last reset ([`SinceReset`]) and those holding a status
     /// it empties ([`holders`](Self::holders)) only.
     fn reset_channel(&mut self, forget: bool, statuses: Statuses) {
