@@ -1345,6 +1345,11 @@ impl Model {
         };
         if !applies {
             i.snapshots_ignored += 1;
+            // Not in the contract (docs/mdp3.md): its status counts even
+            // so; an odd one is not counted (the loop repeats it).
+            if sn.status != 255 {
+                record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
+            }
             self.c.snapshots_ignored += 1;
             return;
         }

@@ -770,8 +770,9 @@ fn every_answer_has_a_security_id_key() {
 }
 
 /// `last_transact_time` is "of the last applied entry" (spec mdp3 §5):
-/// a trade's entry (48) counts as a book entry does; an entry cached
-/// behind a hole does not, until it applies.
+/// a trade's entry (48) counts as a book entry does, and so does a book
+/// entry applied in order on a healthy instrument (the usual one); an
+/// entry cached behind a hole does not, until it applies.
 #[test]
 fn the_last_transact_time_is_the_last_applied_entrys() {
     let mut ch = Channel::new("");
@@ -782,6 +783,7 @@ fn the_last_transact_time_is_the_last_applied_entrys() {
         packet(1, &[book_at(T0 + MS, 0, &[bid(1, 1, 100)]), trade]),
     );
     let after_trade = ch.check(3 * MS, "#1");
+    let base = ch.clone();
     // RptSeq 4 cached (3 missing) at a later TransactTime.
     ch.send(
         4 * MS,
@@ -791,6 +793,20 @@ fn the_last_transact_time_is_the_last_applied_entrys() {
     let out = ch.run();
     assert_eq!(out.reasons(after_trade), ok());
     assert_eq!(out.sym(1)["last_transact_time"], T0 + 2 * MS);
+    // RptSeq 3 in order, then 5 cached (4 missing).
+    let mut ch = base;
+    ch.send(
+        4 * MS,
+        A,
+        packet(2, &[book_at(T0 + 3 * MS, EOE, &[change(1, 3, 103)])]),
+    );
+    ch.send(
+        5 * MS,
+        A,
+        packet(3, &[book_at(T0 + 5 * MS, EOE, &[change(1, 5, 105)])]),
+    );
+    let out = ch.run();
+    assert_eq!(out.sym(1)["last_transact_time"], T0 + 3 * MS);
 }
 
 /// The summary's `missing`: the RptSeq values in `(rpt_seq, high_seen]`
@@ -2044,8 +2060,10 @@ fn the_status_of_highest_position_is_in_force() {
 
 /// "an applied snapshot's MDSecurityTradingStatus is an instrument status
 /// at (LastMsgSeqNumProcessed, after its last message)" (spec mdp3 §3.6):
-/// older than a status of a later packet, newer than one of that packet;
-/// an ignored snapshot's status counts for nothing.
+/// older than a status of a later packet, newer than one of that packet.
+/// A snapshot whose books are ignored gives its status at the same place
+/// (a departure, docs/mdp3.md "A snapshot's status"): below the
+/// instrument's own it counts for nothing, above it it stands.
 #[test]
 fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
     let mut ch = Channel::new("");
@@ -2069,16 +2087,75 @@ fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
     ch.send(
         6 * MS,
         SNAP_A,
-        snapshots(&[snapshot(9, 1, 5, Some(2), &[level(Bid, 1, 105)])]),
+        snapshots(&[snapshot(1, 1, 5, Some(2), &[level(Bid, 1, 105)])]),
     );
-    let ignored = ch.check(6 * MS + MS / 2, "ESZ6");
+    let ignored_older = ch.check(6 * MS + MS / 2, "ESZ6");
+    ch.send(
+        7 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(9, 1, 5, Some(2), &[level(Bid, 1, 999)])]),
+    );
+    let ignored_newer = ch.check(7 * MS + MS / 2, "ESZ6");
     let out = ch.run();
     assert_eq!(
         (out.reasons(older), out.top(older).0),
         (r(&["halted"]), Some(103))
     );
     assert_eq!((out.reasons(newer), out.top(newer).0), (ok(), Some(105)));
-    assert_eq!(out.reasons(ignored), ok());
+    assert_eq!(
+        (out.reasons(ignored_older), out.top(ignored_older).0),
+        (ok(), Some(105))
+    );
+    assert_eq!(
+        (out.reasons(ignored_newer), out.top(ignored_newer).0),
+        (r(&["halted"]), Some(105))
+    );
+}
+
+/// Not in the contract (docs/mdp3.md, "A snapshot's status"): a halt lost
+/// on both lines leaves no mark on RptSeq, so once its gap is given up the
+/// instrument's next entry in order verifies it again and, by the letter,
+/// it reads `ok` while halted; the next snapshot, its books ignored as
+/// not newer, puts the halt back. An odd code in an ignored snapshot is
+/// not counted (the loop repeats it), nor does it change the status.
+#[test]
+fn a_snapshot_not_applied_still_gives_a_status_lost_for_good() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    // MsgSeqNum 2, the halt, lost on both lines; given up at 6 ms.
+    ch.send(MS, A, event(3, &[change(1, 2, 102)]));
+    let given_up = ch.check(6 * MS + 1, "#1");
+    ch.send(7 * MS, A, event(4, &[change(1, 3, 103)]));
+    let by_the_letter = ch.check(7 * MS + 1, "#1");
+    // Taken after MsgSeqNum 2: the halt, RptSeq 1 (its book older).
+    ch.send(
+        8 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(2, 1, 1, Some(2), &[level(Bid, 1, 100)])]),
+    );
+    let halted = ch.check(8 * MS + 1, "#1");
+    // A later one with a code of no listed meaning changes nothing.
+    ch.send(
+        9 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(4, 1, 3, Some(99), &[level(Bid, 1, 103)])]),
+    );
+    let odd = ch.check(9 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(out.reasons(given_up), r(&["suspect"]));
+    assert_eq!(
+        (out.reasons(by_the_letter), out.top(by_the_letter).0),
+        (ok(), Some(103))
+    );
+    assert_eq!(
+        (out.reasons(halted), out.top(halted).0),
+        (r(&["halted"]), Some(103))
+    );
+    assert_eq!(out.reasons(odd), r(&["halted"]));
+    has(
+        out.feed(),
+        json!({"snapshots_ignored": 2, "snapshots_applied": 0, "anomalies": 0, "packets_lost": 1}),
+    );
 }
 
 /// "**Group statuses** apply to every instrument whose current definition

@@ -1263,18 +1263,25 @@ impl Feed {
                 return;
             };
             self.touched.one(i);
-            let at = (self.restarts, at);
-            let e = &mut self.entries[i as usize];
-            if status::record(&mut e.status, code, at) {
+            if self.record_status(i, code, (self.restarts, at)) {
                 self.counters.anomalies += 1;
-            }
-            if e.status.is_some() && !e.holds {
-                e.holds = true;
-                self.holders.push(i);
             }
             return;
         }
         self.on_group_status(group, asset, code, at);
+    }
+
+    /// Records `code` as instrument `i`'s own status at `at` (kept if no
+    /// older than the one it has), listing it among the holders; whether
+    /// the code is an odd one (not listed).
+    fn record_status(&mut self, i: u32, code: u8, at: status::Stamp) -> bool {
+        let e = &mut self.entries[i as usize];
+        let odd = status::record(&mut e.status, code, at);
+        if e.status.is_some() && !e.holds {
+            e.holds = true;
+            self.holders.push(i);
+        }
+        odd
     }
 
     /// A SecurityStatus without SecurityID: for a SecurityGroup, an Asset
@@ -1449,6 +1456,7 @@ impl Feed {
             );
             // Cached entries the snapshot let apply may be odd ones.
             self.counters.anomalies += e.instrument.anomalies() - anomalies;
+            let is_applied = matches!(matched, Matched::Applied { .. });
             match matched {
                 Matched::Applied { lost } => {
                     applied = true;
@@ -1457,16 +1465,6 @@ impl Feed {
                     e.snapshots_applied += 1;
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
-                    if let Some(code) = snap.trading_status() {
-                        let at = (self.restarts, (last, u16::MAX));
-                        if status::record(&mut e.status, code, at) {
-                            self.counters.anomalies += 1;
-                        }
-                        if e.status.is_some() && !e.holds {
-                            e.holds = true;
-                            self.holders.push(i);
-                        }
-                    }
                     // Its changes were replaced: looked at again, even if
                     // it was blocked.
                     if e.instrument.list() {
@@ -1476,6 +1474,18 @@ impl Feed {
                 Matched::Ignored => {
                     e.snapshots_ignored += 1;
                     self.counters.snapshots_ignored += 1;
+                }
+            }
+            // Its status counts at its place in the sequence whether its
+            // books apply or not (not in the contract: docs/mdp3.md, "A
+            // snapshot's status"): a status carries no RptSeq, so one lost
+            // for good would otherwise go unseen on an instrument whose
+            // RptSeq is whole. An odd code counts once, when applied (one
+            // ignored repeats each loop).
+            if let Some(code) = snap.trading_status() {
+                let odd = self.record_status(i, code, (self.restarts, (last, u16::MAX)));
+                if odd && is_applied {
+                    self.counters.anomalies += 1;
                 }
             }
             if unverified {
