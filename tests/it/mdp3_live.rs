@@ -246,6 +246,10 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
     );
     rig.send(&venue.snapshot_loop(t + 500_000), &[2, 3]);
     all_answer_their_books(&reader, &venue, "healed by the loop");
+    assert_eq!(counter(&reader, "instruments_unverified"), 0);
+    // Kept for a whole loop after the give-up, which the first may not be.
+    assert!(rig.snapshot_wanted(), "kept for a whole loop");
+    rig.send(&venue.snapshot_loop(t + 550_000), &[2, 3]);
     assert!(!rig.snapshot_wanted(), "left once nothing needs the loop");
     for name in [
         "instruments_suspect",
@@ -375,6 +379,18 @@ fn a_gap_given_up_joins_the_snapshot_lines_at_once() {
     assert!(!any_needy(&rig), "healed by the loop");
     let reader = Reader::open(&rig.shm);
     all_answer_their_books(&reader, &venue, "healed by the loop");
+    // Kept until a whole loop was read after the give-up (a status lost
+    // with the gap is said again only by the loop's snapshots): the first
+    // loop began before the lines were joined, as far as they can tell.
+    assert!(
+        rig.snapshot_wanted(),
+        "kept for a whole loop after the give-up"
+    );
+    rig.send(&venue.snapshot_loop(t + 4_000), &[2, 3]);
+    assert!(
+        !rig.snapshot_wanted(),
+        "left once a whole loop was read and none needs one"
+    );
 }
 
 /// Started in the middle of the week, every instrument is suspect (no

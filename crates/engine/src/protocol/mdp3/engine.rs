@@ -144,7 +144,10 @@ const ORIGINS: usize = 4096;
 /// the gap timeout: a packet lost on one line leaves the instruments it
 /// touched suspect only until the other line's copy fills the gap, and
 /// joining and leaving for each would churn memberships and the log. A
-/// gap given up joins them at once: no copy can fill it any more.
+/// gap given up joins them at once (no copy can fill it any more) and
+/// keeps them for a whole loop even once no instrument needs one: a
+/// status lost with it left no mark on RptSeq, and only the loop's
+/// snapshots say it again ([`Feed::on_snapshot`](super::feed::Feed::on_snapshot)).
 #[derive(Debug, Clone)]
 pub struct Joining {
     mode: SnapshotJoin,
@@ -168,6 +171,9 @@ pub struct Joining {
     applied_seen: u64,
     /// Packets given up for lost when last looked.
     lost_seen: u64,
+    /// After a gap given up: the loop count at which a whole loop has
+    /// been read since (the lines are kept until then).
+    hold_until: Option<u64>,
     /// Left after `max_loops` idle loops: the turned-needy count then
     /// (joined again only when it grows).
     gave_up_at: Option<u64>,
@@ -192,6 +198,7 @@ impl Joining {
             healed_seen: 0,
             applied_seen: 0,
             lost_seen: 0,
+            hold_until: None,
             gave_up_at: None,
             joins: 1,
             leaves: 0,
@@ -218,9 +225,18 @@ impl Joining {
         self.loops_seen = loops;
         let given_up = lost > self.lost_seen;
         self.lost_seen = lost;
+        if given_up {
+            // The loop under way, if joined, is read in part: a whole one
+            // has been read at the second beginning from now.
+            self.hold_until = Some(loops + 2);
+        }
+        let held = self.hold_until.is_some_and(|until| loops < until);
+        if !held {
+            self.hold_until = None;
+        }
         if !self.joined {
             let fresh = self.gave_up_at.is_none_or(|at| p.turned_needy() > at);
-            if p.needy() == 0 || !fresh {
+            if !given_up && (p.needy() == 0 || !fresh) {
                 self.needy_since = None;
                 return;
             }
@@ -237,7 +253,7 @@ impl Joining {
             }
             return;
         }
-        if p.needy() == 0 {
+        if p.needy() == 0 && !held {
             self.joined = false;
             self.leaves += 1;
             self.gave_up_at = None;
@@ -263,7 +279,7 @@ impl Joining {
             }
             self.healed_seen = p.healed();
             self.applied_seen = applied;
-            if self.idle_loops >= self.max_loops {
+            if self.idle_loops >= self.max_loops && !held {
                 self.joined = false;
                 self.leaves += 1;
                 self.gave_up_at = Some(p.turned_needy());
