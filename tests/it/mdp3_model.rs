@@ -795,6 +795,10 @@ struct Model {
     /// Not in the contract: a ChannelReset was inferred at this place;
     /// trading statuses sent before it no longer count.
     void_before: Option<Stamp>,
+    /// Where the last reset that emptied statuses fell (docs/mdp3.md, "A
+    /// snapshot's status"): a snapshot's status stamped before it is not
+    /// taken.
+    statuses_emptied: Option<Stamp>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -849,6 +853,7 @@ impl Model {
             reach: 0,
             unplaced_below: None,
             void_before: None,
+            statuses_emptied: None,
             now: 0,
             emptied_at: None,
             old: None,
@@ -1161,6 +1166,7 @@ impl Model {
             if weekly {
                 self.reset_channel(&|_| true);
                 self.void_before = None;
+                self.statuses_emptied = Some((self.c.sequence_restarts, (0, 0)));
             }
         }
         let mut fill = false;
@@ -1216,6 +1222,7 @@ impl Model {
             }
             match &m.body {
                 WBody::Reset { tt } => {
+                    self.statuses_emptied = Some((self.c.sequence_restarts, at));
                     if fill {
                         // Late: what followed it was taken on the old
                         // books; its statuses stay.
@@ -1326,6 +1333,7 @@ impl Model {
         let restarts = self.c.sequence_restarts;
         let (high, margin) = (self.high, self.margin);
         let reset_tt = self.reset_tt;
+        let statuses_emptied = self.statuses_emptied;
         let i = self.inst(sn.id);
         let r = sn.rpt;
         // Not in the contract (docs/mdp3.md): taken before the last
@@ -1343,12 +1351,18 @@ impl Model {
         } else {
             i.unverified && r >= i.rpt_seq.unwrap()
         };
+        // Not in the contract (docs/mdp3.md): its status counts whether
+        // its books apply or not, but not applied only past RptSeq 0 and
+        // once the lines received past it, and never stamped before the
+        // last reset.
+        let stamp = (restarts, (sn.last, AFTER_ALL));
+        let received = r > 0 && high.is_some_and(|h| u64::from(sn.last) < h);
+        let after_reset = statuses_emptied.is_none_or(|e| stamp > e);
         if !applies {
             i.snapshots_ignored += 1;
-            // Not in the contract (docs/mdp3.md): its status counts even
-            // so; an odd one is not counted (the loop repeats it).
-            if sn.status != 255 {
-                record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
+            // An odd one is not counted (the loop repeats it).
+            if sn.status != 255 && received && after_reset {
+                record(&mut i.status, sn.status, stamp);
             }
             self.c.snapshots_ignored += 1;
             return;
@@ -1387,8 +1401,12 @@ impl Model {
         i.drain(&mut cached, &mut anomalies);
         i.heal();
         i.snapshots_applied += 1;
-        let odd =
-            sn.status != 255 && record(&mut i.status, sn.status, (restarts, (sn.last, AFTER_ALL)));
+        let odd = sn.status != 255
+            && if after_reset {
+                record(&mut i.status, sn.status, stamp)
+            } else {
+                meaning(sn.status).is_none() && sn.status != 103
+            };
         i.snapshot_at = i.snapshot_at.max(sn.last);
         self.reach = self.reach.max(sn.last);
         self.c.snapshots_applied += 1;

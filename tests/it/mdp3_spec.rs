@@ -2063,7 +2063,8 @@ fn the_status_of_highest_position_is_in_force() {
 /// older than a status of a later packet, newer than one of that packet.
 /// A snapshot whose books are ignored gives its status at the same place
 /// (a departure, docs/mdp3.md "A snapshot's status"): below the
-/// instrument's own it counts for nothing, above it it stands.
+/// instrument's own it counts for nothing, above it it stands, and taken
+/// after a packet the lines have not received yet it is not taken.
 #[test]
 fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
     let mut ch = Channel::new("");
@@ -2095,7 +2096,13 @@ fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
         SNAP_A,
         snapshots(&[snapshot(9, 1, 5, Some(2), &[level(Bid, 1, 999)])]),
     );
-    let ignored_newer = ch.check(7 * MS + MS / 2, "ESZ6");
+    let ignored_ahead = ch.check(7 * MS + MS / 2, "ESZ6");
+    ch.send(
+        8 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(4, 1, 5, Some(2), &[level(Bid, 1, 999)])]),
+    );
+    let ignored_newer = ch.check(8 * MS + MS / 2, "ESZ6");
     let out = ch.run();
     assert_eq!(
         (out.reasons(older), out.top(older).0),
@@ -2106,6 +2113,7 @@ fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
         (out.reasons(ignored_older), out.top(ignored_older).0),
         (ok(), Some(105))
     );
+    assert_eq!(out.reasons(ignored_ahead), ok());
     assert_eq!(
         (out.reasons(ignored_newer), out.top(ignored_newer).0),
         (r(&["halted"]), Some(105))
@@ -2155,6 +2163,83 @@ fn a_snapshot_not_applied_still_gives_a_status_lost_for_good() {
     has(
         out.feed(),
         json!({"snapshots_ignored": 2, "snapshots_applied": 0, "anomalies": 0, "packets_lost": 1}),
+    );
+}
+
+/// A snapshot not applied gives no status where its place cannot be
+/// trusted (docs/mdp3.md, "A snapshot's status"): one at RptSeq 0 (taken
+/// between a ChannelReset and the first entry after it, whose loop may
+/// arrive once the new sequence has passed its LastMsgSeqNumProcessed);
+/// one taken after a packet the lines have not received (before the first,
+/// of any sequence); one stamped before the last reset, which emptied
+/// the statuses (the definition's counts again).
+#[test]
+fn a_snapshot_not_applied_gives_no_status_from_before_a_reset_or_ahead_of_the_lines() {
+    // After a ChannelReset and the restart it brings: the new sequence's
+    // halt stands against the loop taken after the reset (RptSeq 0,
+    // trading), arriving once the new sequence has passed packet 2.
+    let mut ch = Channel::new("restart_margin = 1\n");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(2, &[encode::channel_reset(V, T0, EOE, 310)]));
+    ch.send(10 * MS, A, event(1, &[bid(1, 1, 200)]));
+    // Past the window of late copies of the old sequence.
+    ch.send(16 * MS, A, packet(2, &[status(Some(1), "", "", 2)]));
+    ch.send(17 * MS, A, event(3, &[change(1, 2, 201)]));
+    let from_between = snapshot_at(T0, 2, 1, 0, Some(17), &[]);
+    ch.send(18 * MS, SNAP_A, snapshots(&[from_between]));
+    let halted = ch.check(18 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(halted), out.top(halted).0),
+        (r(&["halted"]), Some(201))
+    );
+
+    // Before the first packet: the loop's own copy applied, a copy of an
+    // older loop (far ahead, healthy now: not applied) gives nothing; the
+    // halt of the first packet stands.
+    let mut ch = Channel::new("");
+    let applied = snapshot(40, 1, 5, None, &[level(Bid, 1, 100)]);
+    let older = snapshot(2_000_000, 1, 9_000, Some(17), &[level(Bid, 1, 900)]);
+    ch.send(0, SNAP_A, snapshots(&[applied]));
+    ch.send(MS, SNAP_B, snapshots(&[older]));
+    ch.send(2 * MS, A, packet(41, &[status(Some(1), "", "", 2)]));
+    ch.send(3 * MS, A, event(42, &[change(1, 6, 101)]));
+    let halted = ch.check(3 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(halted), out.top(halted).0),
+        (r(&["halted"]), Some(101))
+    );
+    has(
+        out.feed(),
+        json!({"snapshots_applied": 1, "snapshots_ignored": 1}),
+    );
+
+    // A ChannelReset with MsgSeqNum going on: a snapshot stamped before it
+    // (dated after it, so not screened) does not bring back a status the
+    // reset emptied: the definition's pre-open counts.
+    let mut ch = Channel::new("");
+    let pre_open = Def {
+        status: Some(21),
+        ..def(1, "ESZ6", "ES", "ES")
+    };
+    ch.send(0, DEF_A, pre_open.packet());
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(2, &[status(Some(1), "", "", 17)]));
+    ch.send(
+        2 * MS,
+        A,
+        packet(3, &[encode::channel_reset(V, T0, EOE, 310)]),
+    );
+    ch.send(3 * MS, A, event(4, &[bid(1, 1, 200)]));
+    ch.send(4 * MS, A, event(5, &[change(1, 2, 201)]));
+    let stamped_before = snapshot_at(T0 + MS, 2, 1, 1, Some(17), &[level(Bid, 1, 100)]);
+    ch.send(5 * MS, SNAP_A, snapshots(&[stamped_before]));
+    let closed = ch.check(5 * MS + 1, "ESZ6");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(closed), out.top(closed).0),
+        (r(&["closed"]), Some(201))
     );
 }
 

@@ -137,6 +137,12 @@ impl Loops {
 /// line: far more than the lines can be apart.
 const ORIGINS: usize = 4096;
 
+/// The longest a gap given up keeps the snapshot lines joined for a whole
+/// loop (ns): a loop of one datagram (MsgSeqNum 1 again and again) is
+/// counted once, and a loop that stopped is never counted, so the whole
+/// loop might never show.
+pub const HOLD_MAX_NS: u64 = 60_000_000_000;
+
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
 /// while some instrument is suspect or unverified, but not after
 /// `max_loops` loops in a row healed none, until another instrument turns
@@ -172,8 +178,9 @@ pub struct Joining {
     /// Packets given up for lost when last looked.
     lost_seen: u64,
     /// After a gap given up: the loop count at which a whole loop has
-    /// been read since (the lines are kept until then).
-    hold_until: Option<u64>,
+    /// been read since, and the loop's clock (ns) past which the lines
+    /// are not kept for it anyway ([`HOLD_MAX_NS`]).
+    hold_until: Option<(u64, u64)>,
     /// Left after `max_loops` idle loops: the turned-needy count then
     /// (joined again only when it grows).
     gave_up_at: Option<u64>,
@@ -228,9 +235,11 @@ impl Joining {
         if given_up {
             // The loop under way, if joined, is read in part: a whole one
             // has been read at the second beginning from now.
-            self.hold_until = Some(loops + 2);
+            self.hold_until = Some((loops + 2, now.saturating_add(HOLD_MAX_NS)));
         }
-        let held = self.hold_until.is_some_and(|until| loops < until);
+        let held = self
+            .hold_until
+            .is_some_and(|(until, deadline)| loops < until && now < deadline);
         if !held {
             self.hold_until = None;
         }
@@ -670,6 +679,34 @@ mod tests {
             l.on_packet(0, 1);
         }
         assert_eq!(l.begun(), 1);
+    }
+
+    /// A gap given up joins the snapshot lines and keeps them, with no
+    /// instrument in need, until two loops have begun (a whole one read)
+    /// or [`HOLD_MAX_NS`] has passed, whichever comes first; without a
+    /// give-up, nothing needing them, they are left.
+    #[test]
+    fn a_gap_given_up_keeps_the_snapshot_lines_a_whole_loop_at_most_a_minute() {
+        const T: u64 = 1_000_000_000_000;
+        let p = Publisher::default();
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
+        j.update(T, 0, &p, 0, 0);
+        assert!(!j.joined(), "nothing needs them");
+        // Given up: joined, kept through one loop begun.
+        j.update(T + 1, 0, &p, 0, 1);
+        assert!(j.joined(), "joined for the give-up");
+        j.update(T + 2, 1, &p, 0, 1);
+        assert!(j.joined(), "the first loop may have been read in part");
+        j.update(T + 3, 2, &p, 0, 1);
+        assert!(!j.joined(), "left once a whole loop was read");
+        // Given up again, loops never counted: left after the bound.
+        j.update(T + 4, 2, &p, 0, 2);
+        assert!(j.joined());
+        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &p, 0, 2);
+        assert!(j.joined());
+        j.update(T + 4 + HOLD_MAX_NS, 3, &p, 0, 2);
+        assert!(!j.joined(), "left at the bound");
+        assert_eq!((j.joins, j.leaves), (3, 3));
     }
 
     /// A flood of ChannelResets logs at most a line an interval; the

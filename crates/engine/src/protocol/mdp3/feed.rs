@@ -320,6 +320,10 @@ pub struct Feed {
     /// (those that halt or close still do), so that a definition's status
     /// counts again where the lost reset emptied them all.
     void_trading_before: Option<status::Stamp>,
+    /// Where the last reset that emptied statuses fell (a ChannelReset,
+    /// in order or late; the weekly restart): a snapshot's status stamped
+    /// before it is of what the reset emptied and is not taken.
+    statuses_emptied: Option<status::Stamp>,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -468,6 +472,7 @@ impl Feed {
             since_reset: SinceReset::default(),
             holders: Vec::new(),
             void_trading_before: None,
+            statuses_emptied: None,
             symbol_moves: 0,
             emptied: 0,
         }
@@ -913,7 +918,10 @@ impl Feed {
                     self.snapshot_reach = 0;
                     self.unplaced_below = None;
                     match r {
-                        Restart::Weekly => self.reset_channel(false, Statuses::All),
+                        Restart::Weekly => {
+                            self.reset_channel(false, Statuses::All);
+                            self.statuses_emptied = Some((self.restarts, (0, 0)));
+                        }
                         Restart::AfterReset => self.restart_positions(),
                     }
                 }
@@ -954,6 +962,7 @@ impl Feed {
             }
             let mei = match body {
                 Body::ChannelReset(reset) => {
+                    self.statuses_emptied = Some((self.restarts, at));
                     if fill {
                         // Packets after it were processed before it, on
                         // books it now empties: none is trusted until its
@@ -1480,10 +1489,23 @@ impl Feed {
             // books apply or not (not in the contract: docs/mdp3.md, "A
             // snapshot's status"): a status carries no RptSeq, so one lost
             // for good would otherwise go unseen on an instrument whose
-            // RptSeq is whole. An odd code counts once, when applied (one
-            // ignored repeats each loop).
+            // RptSeq is whole. Not applied, only once the lines have
+            // received past its place, and past RptSeq 0: one ahead of
+            // them, or of an instrument without entries since a reset
+            // (which the reset screen cannot date), may be of a sequence
+            // before a restart, whose positions say nothing of this one's.
+            // Stamped before the last reset, never: the reset emptied it.
+            // An odd code counts once, when applied (one ignored repeats
+            // each loop).
+            let at = (self.restarts, (last, u16::MAX));
+            let placed = is_applied
+                || (snap.rpt_seq() > 0 && self.seq.high().is_some_and(|h| u64::from(last) < h));
             if let Some(code) = snap.trading_status() {
-                let odd = self.record_status(i, code, (self.restarts, (last, u16::MAX)));
+                let odd = if placed && self.statuses_emptied.is_none_or(|e| at > e) {
+                    self.record_status(i, code, at)
+                } else {
+                    status::meaning(code) == status::Meaning::Unknown
+                };
                 if odd && is_applied {
                     self.counters.anomalies += 1;
                 }
