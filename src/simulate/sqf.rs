@@ -110,6 +110,10 @@ pub struct SimReport {
     /// Last sequence assigned per symbol, in symbol order (a JSON object).
     #[serde(serialize_with = "pairs_as_map")]
     pub last_sequence: Vec<(String, u64)>,
+    /// Symbols whose last quote no line delivered, in symbol order: on a
+    /// full feed a receiver ends them suspect (the closing heartbeat
+    /// reports the gap, and no quote follows).
+    pub last_quote_lost_on_both_lines: Vec<String>,
 }
 
 fn pairs_as_map<S: Serializer>(pairs: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
@@ -121,6 +125,8 @@ struct SymbolState {
     symbol: Symbol,
     last_seq: u64,
     mid: f64,
+    /// Its last quote was dropped on every line.
+    last_lost: bool,
 }
 
 impl SymbolState {
@@ -296,6 +302,7 @@ impl Simulator {
                 symbol,
                 last_seq: 0,
                 mid,
+                last_lost: false,
             });
         }
         if symbols.is_empty() {
@@ -441,6 +448,13 @@ impl Simulator {
         if self.heartbeat_ns > 0 {
             self.control_round(Control::Heartbeat, now, true, out);
         }
+        self.report.last_quote_lost_on_both_lines = self
+            .symbols
+            .iter()
+            .zip(&self.report.last_sequence)
+            .filter(|(s, _)| s.last_lost)
+            .map(|(_, (name, _))| name.clone())
+            .collect();
         self.finished = true;
     }
 
@@ -472,6 +486,7 @@ impl Simulator {
     fn quote_datagram(&mut self, n: usize, now: u64, out: &mut Vec<Outgoing>) {
         let pt = self.provider_time(now);
         let mut packet = PacketBuilder::new(pt);
+        let first = self.next_symbol;
         for _ in 0..n {
             let i = self.next_symbol;
             self.next_symbol = (i + 1) % self.symbols.len();
@@ -496,8 +511,13 @@ impl Simulator {
             self.report.last_sequence[i].1 = s.last_seq;
             self.report.quotes += 1;
         }
-        if !self.emit(packet.finish(), false, out) {
+        let delivered = self.emit(packet.finish(), false, out);
+        if !delivered {
             self.report.ticks_lost_on_both_lines += n as u64;
+        }
+        let len = self.symbols.len();
+        for k in 0..n {
+            self.symbols[(first + k) % len].last_lost = !delivered;
         }
     }
 
@@ -950,11 +970,19 @@ clock_offset = 0
                 r.quotes - delivered.len() as u64,
                 r.ticks_lost_on_both_lines
             );
+            let mut lost_last = 0;
             for rec in h.records() {
-                let name = rec.symbol.unwrap().to_string();
+                let sym = rec.symbol.unwrap();
+                let name = sym.to_string();
                 let last = r.last_sequence.iter().find(|(n, _)| *n == name).unwrap().1;
                 assert_eq!(rec.state.seq.last_seq, last, "{name}");
+                // Its last quote carried by no line: so the report says.
+                let lost = !delivered.contains(&(sym, last));
+                let listed = r.last_quote_lost_on_both_lines.contains(&name);
+                assert_eq!(listed, lost, "{kind} {heartbeat_ms}: {name}");
+                lost_last += u64::from(lost);
             }
+            assert_eq!(r.last_quote_lost_on_both_lines.len() as u64, lost_last);
         }
     }
 
