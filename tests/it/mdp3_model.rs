@@ -799,6 +799,9 @@ struct Model {
     /// snapshot's status"): a snapshot's status stamped before it is not
     /// taken.
     statuses_emptied: Option<Stamp>,
+    /// Snapshot loops begun since the last restart, until 4: a snapshot's
+    /// status meanwhile stands as of the sequence before (docs/mdp3.md).
+    since_restart: Option<u8>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -854,6 +857,7 @@ impl Model {
             unplaced_below: None,
             void_before: None,
             statuses_emptied: None,
+            since_restart: None,
             now: 0,
             emptied_at: None,
             old: None,
@@ -1152,6 +1156,7 @@ impl Model {
             let h = self.high.take().unwrap();
             self.gaps.clear();
             self.c.sequence_restarts += 1;
+            self.since_restart = Some(0);
             self.reach = 0;
             self.unplaced_below = None;
             self.old = Some((h, t + self.gap_timeout));
@@ -1330,7 +1335,10 @@ impl Model {
     /// §3.5: one snapshot message.
     fn on_snapshot_message(&mut self, sn: &WSnap) {
         let (mut cached, mut anomalies) = (self.cached, self.c.anomalies);
-        let restarts = self.c.sequence_restarts;
+        let restarts = match self.since_restart {
+            Some(_) => self.c.sequence_restarts.wrapping_sub(1),
+            None => self.c.sequence_restarts,
+        };
         let (high, margin) = (self.high, self.margin);
         let reset_tt = self.reset_tt;
         let statuses_emptied = self.statuses_emptied;
@@ -1424,6 +1432,12 @@ impl Model {
                 *loops += 1;
                 if *loops >= 4 {
                     self.reset_tt = None;
+                }
+            }
+            if let Some(loops) = &mut self.since_restart {
+                *loops += 1;
+                if *loops >= 4 {
+                    self.since_restart = None;
                 }
             }
         }

@@ -2172,7 +2172,8 @@ fn a_snapshot_not_applied_still_gives_a_status_lost_for_good() {
 /// arrive once the new sequence has passed its LastMsgSeqNumProcessed);
 /// one taken after a packet the lines have not received (before the first,
 /// of any sequence); one stamped before the last reset, which emptied
-/// the statuses (the definition's counts again).
+/// the statuses (the definition's counts again). And for four loops
+/// after a restart, a snapshot's status stands as of the sequence before.
 #[test]
 fn a_snapshot_not_applied_gives_no_status_from_before_a_reset_or_ahead_of_the_lines() {
     // After a ChannelReset and the restart it brings: the new sequence's
@@ -2240,6 +2241,49 @@ fn a_snapshot_not_applied_gives_no_status_from_before_a_reset_or_ahead_of_the_li
     assert_eq!(
         (out.reasons(closed), out.top(closed).0),
         (r(&["closed"]), Some(201))
+    );
+
+    // After a ChannelReset and the restart it brings, a loop taken
+    // between them (an entry after the reset in its packet: RptSeq 1,
+    // dated after it) arriving once the new sequence has passed its place
+    // stands before the new sequence: the halt stands. Once four loops
+    // have begun since the restart, snapshots place their statuses in the
+    // new sequence again.
+    let mut ch = Channel::new("restart_margin = 1\n");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(
+        MS,
+        A,
+        packet(
+            2,
+            &[
+                encode::channel_reset(V, T0, 0, 310),
+                book_at(T0 + MS, EOE, &[bid(1, 1, 150)]),
+            ],
+        ),
+    );
+    ch.send(10 * MS, A, event(1, &[change(1, 2, 200)]));
+    ch.send(16 * MS, A, packet(2, &[status(Some(1), "", "", 2)]));
+    ch.send(17 * MS, A, event(3, &[change(1, 3, 201)]));
+    let between = snapshot_at(T0 + MS, 2, 1, 1, Some(17), &[level(Bid, 1, 150)]);
+    ch.send(18 * MS, SNAP_A, snapshots(&[between]));
+    let halted = ch.check(18 * MS + 1, "#1");
+    let new = snapshot_at(T0 + 17 * MS, 3, 1, 3, Some(17), &[level(Bid, 1, 201)]);
+    let loop_packet = snapshots(&[new]);
+    ch.send(19 * MS, SNAP_B, loop_packet.clone());
+    ch.send(20 * MS, SNAP_A, loop_packet.clone());
+    let third_loop = ch.check(20 * MS + 1, "#1");
+    ch.send(21 * MS, SNAP_B, loop_packet);
+    let trading = ch.check(21 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(halted), out.top(halted).0),
+        (r(&["halted"]), Some(201))
+    );
+    assert_eq!(out.reasons(third_loop), r(&["halted"]));
+    assert_eq!(
+        (out.reasons(trading), out.top(trading).0),
+        (ok(), Some(201))
     );
 }
 

@@ -324,6 +324,13 @@ pub struct Feed {
     /// in order or late; the weekly restart): a snapshot's status stamped
     /// before it is of what the reset emptied and is not taken.
     statuses_emptied: Option<status::Stamp>,
+    /// Snapshot loops begun (packets numbered 1, either line) since the
+    /// last restart of MsgSeqNum, until [`RESET_FLOOR_LOOPS`]: a loop
+    /// taken before the restart may still come, and its
+    /// LastMsgSeqNumProcessed, of the old numbering, cannot be told from
+    /// the new one's; meanwhile a snapshot's status stands as of the old
+    /// sequence (below every status of the new one).
+    since_restart: Option<u8>,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -473,6 +480,7 @@ impl Feed {
             holders: Vec::new(),
             void_trading_before: None,
             statuses_emptied: None,
+            since_restart: None,
             symbol_moves: 0,
             emptied: 0,
         }
@@ -915,6 +923,7 @@ impl Feed {
             Seen::Process { fill, restart } => {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
+                    self.since_restart = Some(0);
                     self.snapshot_reach = 0;
                     self.unplaced_below = None;
                     match r {
@@ -1411,6 +1420,12 @@ impl Feed {
                     self.reset_floor = None;
                 }
             }
+            if let Some(loops) = &mut self.since_restart {
+                *loops += 1;
+                if *loops >= RESET_FLOOR_LOOPS {
+                    self.since_restart = None;
+                }
+            }
         }
         let mut applied = false;
         for m in packet.messages() {
@@ -1495,9 +1510,14 @@ impl Feed {
             // (which the reset screen cannot date), may be of a sequence
             // before a restart, whose positions say nothing of this one's.
             // Stamped before the last reset, never: the reset emptied it.
-            // An odd code counts once, when applied (one ignored repeats
-            // each loop).
-            let at = (self.restarts, (last, u16::MAX));
+            // Soon after a restart, as of the sequence before it (see
+            // [`since_restart`](Self::since_restart)). An odd code counts
+            // once, when applied (one ignored repeats each loop).
+            let epoch = match self.since_restart {
+                Some(_) => self.restarts.wrapping_sub(1),
+                None => self.restarts,
+            };
+            let at = (epoch, (last, u16::MAX));
             let placed = is_applied
                 || (snap.rpt_seq() > 0 && self.seq.high().is_some_and(|h| u64::from(last) < h));
             if let Some(code) = snap.trading_status() {
