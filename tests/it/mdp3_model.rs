@@ -799,9 +799,10 @@ struct Model {
     /// snapshot's status"): a snapshot's status stamped before it is not
     /// taken.
     statuses_emptied: Option<Stamp>,
-    /// Snapshot loops begun since the last restart, until 4: a snapshot's
-    /// status meanwhile stands as of the sequence before (docs/mdp3.md).
-    since_restart: Option<u8>,
+    /// Snapshot loops begun since the last restart, until 4 or a minute
+    /// after it: the status of a snapshot not applied meanwhile stands as
+    /// of the sequence before (docs/mdp3.md).
+    since_restart: Option<(u8, u64)>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -1156,7 +1157,7 @@ impl Model {
             let h = self.high.take().unwrap();
             self.gaps.clear();
             self.c.sequence_restarts += 1;
-            self.since_restart = Some(0);
+            self.since_restart = Some((0, t + 60_000_000_000));
             self.reach = 0;
             self.unplaced_below = None;
             self.old = Some((h, t + self.gap_timeout));
@@ -1335,9 +1336,10 @@ impl Model {
     /// §3.5: one snapshot message.
     fn on_snapshot_message(&mut self, sn: &WSnap) {
         let (mut cached, mut anomalies) = (self.cached, self.c.anomalies);
-        let restarts = match self.since_restart {
-            Some(_) => self.c.sequence_restarts.wrapping_sub(1),
-            None => self.c.sequence_restarts,
+        let restarts = self.c.sequence_restarts;
+        let restarts_not_applied = match self.since_restart {
+            Some(_) => restarts.wrapping_sub(1),
+            None => restarts,
         };
         let (high, margin) = (self.high, self.margin);
         let reset_tt = self.reset_tt;
@@ -1364,12 +1366,13 @@ impl Model {
         // once the lines received past it, and never stamped before the
         // last reset.
         let stamp = (restarts, (sn.last, AFTER_ALL));
-        let received = r > 0 && high.is_some_and(|h| u64::from(sn.last) < h);
         let after_reset = statuses_emptied.is_none_or(|e| stamp > e);
         if !applies {
             i.snapshots_ignored += 1;
             // An odd one is not counted (the loop repeats it).
-            if sn.status != 255 && received && after_reset {
+            let stamp = (restarts_not_applied, (sn.last, AFTER_ALL));
+            let received = r > 0 && high.is_some_and(|h| u64::from(sn.last) < h);
+            if sn.status != 255 && received && statuses_emptied.is_none_or(|e| stamp > e) {
                 record(&mut i.status, sn.status, stamp);
             }
             self.c.snapshots_ignored += 1;
@@ -1427,6 +1430,9 @@ impl Model {
         self.expire(t);
         let p = read_packet(d).ok_or(())?;
         self.c.snapshot_packets += 1;
+        if self.since_restart.is_some_and(|(_, until)| t >= until) {
+            self.since_restart = None;
+        }
         if p.seq == 1 {
             if let Some((_, loops)) = &mut self.reset_tt {
                 *loops += 1;
@@ -1434,7 +1440,7 @@ impl Model {
                     self.reset_tt = None;
                 }
             }
-            if let Some(loops) = &mut self.since_restart {
+            if let Some((loops, _)) = &mut self.since_restart {
                 *loops += 1;
                 if *loops >= 4 {
                     self.since_restart = None;

@@ -2285,6 +2285,45 @@ fn a_snapshot_not_applied_gives_no_status_from_before_a_reset_or_ahead_of_the_li
         (out.reasons(trading), out.top(trading).0),
         (ok(), Some(201))
     );
+
+    // In the same window, a snapshot applied gives its status at its
+    // place in the new sequence, as the contract says (a halt lost with
+    // the packet that shows the hole, the snapshot healing it outranking
+    // the trading status before); and a minute after the restart the
+    // window ends however few loops were read.
+    let mut ch = Channel::new("restart_margin = 1\n");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(2, &[encode::channel_reset(V, T0, EOE, 310)]));
+    ch.send(
+        10 * MS,
+        A,
+        packet(
+            1,
+            &[book(EOE, &[bid(1, 1, 200)]), status(Some(1), "", "", 17)],
+        ),
+    );
+    // MsgSeqNum 2 (the halt, RptSeq 2) lost on both lines.
+    ch.send(16 * MS, A, event(3, &[change(1, 3, 203)]));
+    let hole = snapshot_at(T0 + 15 * MS, 2, 1, 2, Some(2), &[level(Bid, 1, 202)]);
+    ch.send(30 * MS, SNAP_A, snapshots(&[hole]));
+    let applied = ch.check(30 * MS + 1, "#1");
+    let end = 10 * MS + 60_000 * MS;
+    let tt = T0 + end - MS;
+    ch.send(end - MS, A, packet(4, &[status_at(tt, Some(1), "", "", 2)]));
+    ch.send(end - MS, A, packet(5, &[encode::heartbeat(V)]));
+    let resumed = snapshot_at(tt, 5, 1, 3, Some(17), &[level(Bid, 1, 203)]);
+    let resumed = encode::packet(2, T0, &[resumed]);
+    ch.send(end - 1, SNAP_B, resumed.clone());
+    let in_window = ch.check(end - 1, "#1");
+    ch.send(end, SNAP_B, resumed);
+    let past_window = ch.check(end + 1, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(applied), out.top(applied).0),
+        (r(&["halted"]), Some(203))
+    );
+    assert_eq!(out.reasons(in_window), r(&["halted"]));
+    assert_eq!(out.reasons(past_window), ok());
 }
 
 /// "**Group statuses** apply to every instrument whose current definition

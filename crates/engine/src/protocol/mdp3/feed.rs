@@ -36,6 +36,11 @@ use std::collections::HashMap;
 /// snapshots ([`Feed::on_snapshot`]).
 const RESET_FLOOR_LOOPS: u8 = 4;
 
+/// How long after a restart of MsgSeqNum (ns, the loop's clock) a loop
+/// taken before it is still looked for, however few loops were read
+/// ([`Feed::since_restart`]): a minute, far past any loop's delay.
+const RESTART_WINDOW_NS: u64 = 60_000_000_000;
+
 /// A feed's settings (its configuration's keys).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -325,12 +330,13 @@ pub struct Feed {
     /// before it is of what the reset emptied and is not taken.
     statuses_emptied: Option<status::Stamp>,
     /// Snapshot loops begun (packets numbered 1, either line) since the
-    /// last restart of MsgSeqNum, until [`RESET_FLOOR_LOOPS`]: a loop
-    /// taken before the restart may still come, and its
+    /// last restart of MsgSeqNum, and the arrival time (ns, the loop's
+    /// clock) it ends at anyway, until [`RESET_FLOOR_LOOPS`] or then ([`RESTART_WINDOW_NS`]):
+    /// a loop taken before the restart may still come, and its
     /// LastMsgSeqNumProcessed, of the old numbering, cannot be told from
-    /// the new one's; meanwhile a snapshot's status stands as of the old
-    /// sequence (below every status of the new one).
-    since_restart: Option<u8>,
+    /// the new one's; meanwhile the status of a snapshot not applied
+    /// stands as of the old sequence (below every status of the new one).
+    since_restart: Option<(u8, u64)>,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -923,7 +929,7 @@ impl Feed {
             Seen::Process { fill, restart } => {
                 if let Some(r) = restart {
                     self.restarts = self.restarts.wrapping_add(1);
-                    self.since_restart = Some(0);
+                    self.since_restart = Some((0, t.saturating_add(RESTART_WINDOW_NS)));
                     self.snapshot_reach = 0;
                     self.unplaced_below = None;
                     match r {
@@ -1413,6 +1419,9 @@ impl Feed {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
+        if self.since_restart.is_some_and(|(_, until)| t >= until) {
+            self.since_restart = None;
+        }
         if packet.seq_num() == 1 {
             if let Some((_, loops)) = &mut self.reset_floor {
                 *loops += 1;
@@ -1420,7 +1429,7 @@ impl Feed {
                     self.reset_floor = None;
                 }
             }
-            if let Some(loops) = &mut self.since_restart {
+            if let Some((loops, _)) = &mut self.since_restart {
                 *loops += 1;
                 if *loops >= RESET_FLOOR_LOOPS {
                     self.since_restart = None;
@@ -1510,12 +1519,12 @@ impl Feed {
             // (which the reset screen cannot date), may be of a sequence
             // before a restart, whose positions say nothing of this one's.
             // Stamped before the last reset, never: the reset emptied it.
-            // Soon after a restart, as of the sequence before it (see
-            // [`since_restart`](Self::since_restart)). An odd code counts
-            // once, when applied (one ignored repeats each loop).
+            // Not applied soon after a restart, as of the sequence before
+            // it (see [`since_restart`](Self::since_restart)). An odd code
+            // counts once, when applied (one ignored repeats each loop).
             let epoch = match self.since_restart {
-                Some(_) => self.restarts.wrapping_sub(1),
-                None => self.restarts,
+                Some(_) if !is_applied => self.restarts.wrapping_sub(1),
+                _ => self.restarts,
             };
             let at = (epoch, (last, u16::MAX));
             let placed = is_applied
