@@ -141,7 +141,7 @@ const ORIGINS: usize = 4096;
 /// loop (ns): a loop of one datagram (MsgSeqNum 1 again and again) is
 /// counted once, and a loop that stopped is never counted, so the whole
 /// loop might never show.
-pub const HOLD_MAX_NS: u64 = 60_000_000_000;
+const HOLD_MAX_NS: u64 = 60_000_000_000;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
 /// while some instrument is suspect or unverified, but not after

@@ -1530,12 +1530,10 @@ impl Feed {
             let placed = is_applied
                 || (snap.rpt_seq() > 0 && self.seq.high().is_some_and(|h| u64::from(last) < h));
             if let Some(code) = snap.trading_status() {
-                let odd = if placed && self.statuses_emptied.is_none_or(|e| at > e) {
-                    self.record_status(i, code, at)
-                } else {
-                    status::meaning(code) == status::Meaning::Unknown
-                };
-                if odd && is_applied {
+                if placed && self.statuses_emptied.is_none_or(|e| at > e) {
+                    self.record_status(i, code, at);
+                }
+                if is_applied && status::meaning(code) == status::Meaning::Unknown {
                     self.counters.anomalies += 1;
                 }
             }
