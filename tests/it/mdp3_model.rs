@@ -1147,10 +1147,11 @@ impl Model {
         let first = self.high.is_none();
         let pending = std::mem::take(&mut self.reset_pending);
         // Clarification 1: S = 1 after a ChannelReset first, then far
-        // below `high`.
+        // below `high`; not in the contract (docs/mdp3.md): far below
+        // right after a ChannelReset is not weekly.
         let restart = match self.high {
             Some(_) if s == 1 && pending => Some(false),
-            Some(h) if u64::from(s) + u64::from(self.margin) < h => Some(true),
+            Some(h) if u64::from(s) + u64::from(self.margin) < h => Some(!pending),
             _ => None,
         };
         if let Some(weekly) = restart {

@@ -1183,6 +1183,33 @@ fn a_new_packet_after_a_short_old_sequence_is_dropped_and_the_loop_heals_it() {
     has(out.feed(), json!({"stale_sequence": 1}));
 }
 
+/// Not in the contract (docs/mdp3.md, "Far below right after a
+/// ChannelReset"): MsgSeqNum far below `high` right after the packet of a
+/// ChannelReset is that reset's restart with its first packet missing,
+/// not the weekly one, whose §3.7 would empty the channel a second time:
+/// the halt and the book that followed the reset in its packet stand.
+#[test]
+fn far_below_right_after_a_channel_reset_is_its_restart_not_the_weekly_one() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(50_000, &[bid(1, 7, 100)]));
+    let reset = encode::channel_reset(V, T0, 0, 310);
+    let halt = status(Some(1), "", "", 2);
+    ch.send(
+        MS,
+        A,
+        packet(50_001, &[reset, halt, book(EOE, &[bid(1, 1, 200)])]),
+    );
+    // Packet 1 of the new sequence lost; packet 2 goes on at RptSeq 2.
+    ch.send(2 * MS, A, event(2, &[change(1, 2, 201)]));
+    let c = ch.check(2 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(c), out.top(c).0), (r(&["halted"]), Some(201)));
+    has(
+        out.feed(),
+        json!({"sequence_restarts": 1, "channel_resets": 1, "next": 3}),
+    );
+}
+
 /// "S < `high`: … else it is an A/B **duplicate** (`duplicates += 1`, no
 /// other effect)" (spec mdp3 §3.1 step 3): line B's copy, even one that
 /// differs, refreshes no liveness or source time and reaches no RptSeq;

@@ -262,13 +262,19 @@ impl Sequence {
     }
 
     /// The restart a packet of MsgSeqNum `s` makes, with `reset_pending`
-    /// as given.
+    /// as given. Not in the contract (docs/mdp3.md): far below `high`
+    /// right after a ChannelReset is that reset's restart with its first
+    /// packets missing, not the weekly one.
     #[inline]
     fn restart(&self, s: u32, reset_pending: bool) -> Option<Restart> {
         match self.high {
             Some(_) if s == 1 && reset_pending => Some(Restart::AfterReset),
             Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < h => {
-                Some(Restart::Weekly)
+                Some(if reset_pending {
+                    Restart::AfterReset
+                } else {
+                    Restart::Weekly
+                })
             }
             _ => None,
         }
@@ -602,6 +608,12 @@ mod tests {
         s.channel_reset(50);
         s.on_packet(51, 2);
         assert_eq!(s.on_packet(1, 3).0, Packet::Duplicate);
+        // Far below right after a ChannelReset: its restart, packet 1
+        // missing (docs/mdp3.md), not the weekly one.
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        s.channel_reset(5_000);
+        assert_eq!(s.on_packet(2, 1).0, AFTER_RESET);
     }
 
     /// MsgSeqNum 2^32 − 1, the last: `high` is one past it, so its copy
