@@ -78,9 +78,14 @@
 //! arrival. After every datagram every observable is compared, and the
 //! verdict of each instrument by `#SecurityID` and by Symbol; at checks,
 //! gaps expire first and verdicts are compared at several later times.
-//! The venue sends a ChannelReset alone in its packet (what follows it in
-//! the same packet would be numbered in the old sequence). Set
-//! `PROPTEST_CASES` for a longer search (`tools/search-models`).
+//! At checks the model is also held to the venue itself: a trusted
+//! instrument's level 1 is one the venue had ([`truthful`]), and once the
+//! receiver has processed the packet of an instrument's latest status at
+//! the venue (its own or a group's, or the reset that emptied them), or a
+//! snapshot taken after it whose status it had to take, a trusted
+//! instrument answers with the venue's state ([`status_truthful`]; the
+//! venue's snapshots carry the instrument's state, a group's included).
+//! Set `PROPTEST_CASES` for a longer search (`tools/search-models`).
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -1998,8 +2003,8 @@ enum To {
     Definitions,
     /// Checks at these steps after it; the time a ChannelReset lost on
     /// both lines (or late on both) was sent, if one was since the venue
-    /// last sent one the receiver had at once.
-    Check(Vec<u64>, Option<u64>),
+    /// last sent one the receiver had at once; the venue's statuses.
+    Check(Vec<u64>, Option<u64>, States),
 }
 
 #[derive(Clone, Debug)]
@@ -2008,6 +2013,39 @@ struct Delivery {
     order: u8,
     to: To,
     bytes: Vec<u8>,
+    /// The op that sent it.
+    op: usize,
+    what: Sent,
+}
+
+/// What [`status_truthful`] needs to know of a datagram.
+#[derive(Clone, Debug)]
+enum Sent {
+    Other,
+    /// An incremental packet: its place (restarts before it, MsgSeqNum).
+    Packet((u32, u32)),
+    /// Snapshots of these instruments, taken after this MsgSeqNum; odd.
+    Snapshots(Vec<usize>, u32, bool),
+}
+
+/// What [`status_truthful`] compares: each instrument's state at the
+/// venue, and the MsgSeqNum restarts so far; none once a restart may have
+/// gone unseen ([`Venue::short_sequence`]).
+type States = Option<(Vec<Option<VStatus>>, u32)>;
+
+/// [`VStatus::code`] of statuses emptied.
+const NO_STATUS: u8 = 255;
+
+/// A status the venue sent that sets a state (instrument or group), or
+/// their emptying.
+#[derive(Clone, Copy, Debug)]
+struct VStatus {
+    /// Its rank among every status sent.
+    order: u64,
+    /// The op that sent it and its packet's place.
+    op: usize,
+    packet: (u32, u32),
+    code: u8,
 }
 
 /// The venue: its sequence, RptSeqs and true books, and every datagram it
@@ -2034,6 +2072,16 @@ struct Venue<'a> {
     /// When the last ChannelReset the receiver may not have had at once
     /// was sent (none once one it had at once followed).
     unseen_reset: Option<u64>,
+    /// The op being run, MsgSeqNum restarts so far, statuses sent,
+    /// whether they are still compared.
+    op: usize,
+    compared: bool,
+    restarts: u32,
+    sent_statuses: u64,
+    /// Since the last restart or ChannelReset: each instrument's and each
+    /// (group, asset)'s latest status that sets a state.
+    states: Vec<Option<VStatus>>,
+    group_states: BTreeMap<(usize, usize), VStatus>,
 }
 
 /// An outright level 1: bid and offer.
@@ -2054,23 +2102,64 @@ impl Venue<'_> {
         self.setup.insts.len()
     }
 
-    fn deliver(&mut self, to: To, bytes: Vec<u8>, delay: u64, order: u8) {
+    fn deliver(&mut self, to: To, bytes: Vec<u8>, delay: u64, order: u8, what: Sent) {
         self.out.push(Delivery {
             at: self.t + delay * STEP,
             order,
             to,
             bytes,
+            op: self.op,
+            what,
         });
+    }
+
+    /// Instrument `i`'s state at the venue: its own latest status or its
+    /// groups', whichever was sent last.
+    fn state(&self, i: usize) -> Option<VStatus> {
+        let spec = &self.setup.insts[i];
+        self.group_states
+            .iter()
+            .filter(|(&(g, a), _)| (g == 0 || g == spec.group) && (a == 0 || a == spec.asset))
+            .map(|(_, s)| *s)
+            .chain(self.states[i])
+            .max_by_key(|s| s.order)
+    }
+
+    /// A status sent in the packet being filled.
+    fn sent_status(&mut self, code: u8) -> Option<VStatus> {
+        self.sent_statuses += 1;
+        meaning(code).map(|_| VStatus {
+            order: self.sent_statuses,
+            op: self.op,
+            packet: (self.restarts, self.seq),
+            code,
+        })
+    }
+
+    /// The venue's statuses emptied (a ChannelReset, the weekly restart)
+    /// by the packet at `place`: each instrument's state its
+    /// definition's, as the receiver has it ([`NO_STATUS`]).
+    fn forget_states(&mut self, place: (u32, u32)) {
+        self.sent_statuses += 1;
+        let emptied = VStatus {
+            order: self.sent_statuses,
+            op: self.op,
+            packet: place,
+            code: NO_STATUS,
+        };
+        self.states.iter_mut().for_each(|s| *s = Some(emptied));
+        self.group_states.clear();
     }
 
     fn send_packet(&mut self, msgs: &[Vec<u8>], fate: &Fate) {
         let p = encode::packet(self.seq, self.t, msgs);
+        let place = Sent::Packet((self.restarts, self.seq));
         self.seq += 1;
         self.sent.push(p.clone());
         if let Some(a) = fate.a {
-            self.deliver(To::Lines, p.clone(), a, fate.order.0);
+            self.deliver(To::Lines, p.clone(), a, fate.order.0, place.clone());
             if fate.twice {
-                self.deliver(To::Lines, p.clone(), a, fate.order.0);
+                self.deliver(To::Lines, p.clone(), a, fate.order.0, place.clone());
             }
         }
         let b = match fate.b {
@@ -2079,7 +2168,7 @@ impl Venue<'_> {
             LineB::Lost => None,
         };
         if let Some(b) = b {
-            self.deliver(To::Lines, p, b, fate.order.1);
+            self.deliver(To::Lines, p, b, fate.order.1, place);
         }
     }
 
@@ -2099,6 +2188,7 @@ impl Venue<'_> {
     fn short_sequence(&mut self) {
         if u64::from(self.seq) <= 1 + u64::from(self.setup.margin) + 64 {
             self.versions = None;
+            self.compared = false;
         }
     }
 
@@ -2241,15 +2331,25 @@ impl Venue<'_> {
                 encode::statistics(*template, shape, tt, mei, &es, mbo)
             }
             Msg::Status { target, code } => {
+                let state = self.sent_status(code.unwrap_or(255));
                 let (group, asset, id) = match *target {
                     Target::Inst(k) => {
                         let i = k % n;
                         self.status[i] = *code;
+                        if state.is_some() {
+                            self.states[i] = state;
+                        }
                         let spec = &self.setup.insts[i];
                         (GROUPS[spec.group], ASSETS[spec.asset], Some(IDS[i]))
                     }
                     Target::Stranger => ("", "", Some(STRANGER)),
-                    Target::Group(g, a) => (GROUPS[g], ASSETS[a], None),
+                    Target::Group(g, a) => {
+                        // Both blank names nothing (an anomaly).
+                        if let (Some(s), true) = (state, g + a > 0) {
+                            self.group_states.insert((g, a), s);
+                        }
+                        (GROUPS[g], ASSETS[a], None)
+                    }
                 };
                 let s = encode::Status {
                     transact_time: tt,
@@ -2266,9 +2366,10 @@ impl Venue<'_> {
         }
     }
 
-    /// A snapshot of instrument `i`: its true book (`odd`: with entries
-    /// a book does not take, and taken, it says, 150 packets ahead: about
-    /// the margin, on either side of it).
+    /// A snapshot of instrument `i`: its true book and state, its own
+    /// status's code if none (`odd`: with entries a book does not take,
+    /// and taken, it says, 150 packets ahead: about the margin, on either
+    /// side of it).
     fn snapshot(&self, i: usize, long: bool, odd: bool) -> Vec<u8> {
         let root = SnapshotRoot {
             last_msg_seq_num_processed: self.seq - 1 + if odd { 150 } else { 0 },
@@ -2276,7 +2377,11 @@ impl Venue<'_> {
             security_id: IDS[i],
             rpt_seq: self.rpt[i],
             transact_time: self.last_tt[i],
-            trading_status: self.status[i],
+            trading_status: self
+                .state(i)
+                .filter(|s| s.code != NO_STATUS)
+                .map(|s| s.code)
+                .or(self.status[i]),
         };
         let b = &self.books[i];
         let mut entries = Vec::new();
@@ -2324,6 +2429,7 @@ impl Venue<'_> {
     }
 
     fn run(&mut self, op: &Op) {
+        self.op += 1;
         let dt = match op {
             Op::Event { dt, .. }
             | Op::Heartbeat { dt, .. }
@@ -2385,6 +2491,7 @@ impl Venue<'_> {
                 let mei = if *eoe { EOE } else { 0 };
                 let mut msgs = vec![encode::channel_reset(Shape::new(13), self.t, mei, 310)];
                 self.restart_books();
+                self.forget_states((self.restarts, self.seq));
                 self.version();
                 if let Some(a) = after {
                     msgs.push(self.message(a, self.t, EOE, Shape::new(13)));
@@ -2401,6 +2508,7 @@ impl Venue<'_> {
                 }
                 if *restart {
                     self.seq = 1;
+                    self.restarts += 1;
                 }
             }
             Op::Weekly { .. } => {
@@ -2408,6 +2516,8 @@ impl Venue<'_> {
                 self.restart_books();
                 self.version();
                 self.seq = 1;
+                self.restarts += 1;
+                self.forget_states((self.restarts, 1));
             }
             Op::Snapshots {
                 long,
@@ -2417,17 +2527,23 @@ impl Venue<'_> {
                 ..
             } => {
                 self.version();
-                let msgs: Vec<Vec<u8>> = (0..self.n())
-                    .filter(|&i| self.active[i])
-                    .map(|i| self.snapshot(i, *long, *odd))
+                let active: Vec<usize> = (0..self.n()).filter(|&i| self.active[i]).collect();
+                let msgs: Vec<Vec<u8>> = active
+                    .iter()
+                    .map(|&i| self.snapshot(i, *long, *odd))
                     .collect();
                 for (k, chunk) in msgs.chunks(*per).enumerate() {
                     let p = encode::packet(k as u32 + 1, self.t, chunk);
                     let f = fates[k % fates.len()].clone();
+                    let after = self.seq - 1;
+                    let what = || {
+                        let of = active[k * per..(k * per + chunk.len())].to_vec();
+                        Sent::Snapshots(of, after, *odd)
+                    };
                     if let Some(d) = f.delay {
-                        self.deliver(To::Snapshots, p.clone(), d, f.order);
+                        self.deliver(To::Snapshots, p.clone(), d, f.order, what());
                         if f.twice {
-                            self.deliver(To::Snapshots, p, d + 1, f.order);
+                            self.deliver(To::Snapshots, p, d + 1, f.order, what());
                         }
                     }
                 }
@@ -2437,9 +2553,9 @@ impl Venue<'_> {
                 let p = encode::packet(self.def_seq, self.t, &msgs);
                 self.def_seq += 1;
                 if let Some(d) = fate.delay {
-                    self.deliver(To::Definitions, p.clone(), d, fate.order);
+                    self.deliver(To::Definitions, p.clone(), d, fate.order, Sent::Other);
                     if fate.twice {
-                        self.deliver(To::Definitions, p, d, fate.order);
+                        self.deliver(To::Definitions, p, d, fate.order, Sent::Other);
                     }
                 }
             }
@@ -2457,14 +2573,21 @@ impl Venue<'_> {
                     1 => To::Snapshots,
                     _ => To::Definitions,
                 };
-                self.deliver(to, d, 0, 0);
+                self.deliver(to, d, 0, 0, Sent::Other);
             }
             Op::Check { nows, order, .. } => {
+                let states = self.compared.then(|| {
+                    (
+                        (0..self.n()).map(|i| self.state(i)).collect(),
+                        self.restarts,
+                    )
+                });
                 self.deliver(
-                    To::Check(nows.clone(), self.unseen_reset),
+                    To::Check(nows.clone(), self.unseen_reset, states),
                     Vec::new(),
                     0,
                     *order,
+                    Sent::Other,
                 );
             }
         }
@@ -2491,6 +2614,12 @@ fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>, Versions)
         out: Vec::new(),
         versions: Some(vec![Some(vec![(None, None)]); n]),
         unseen_reset: None,
+        op: 0,
+        compared: true,
+        restarts: 0,
+        sent_statuses: 0,
+        states: vec![None; n],
+        group_states: BTreeMap::new(),
     };
     let mut file = Vec::new();
     for (i, spec) in setup.insts.iter().enumerate() {
@@ -2779,10 +2908,121 @@ fn truthful(model: &Model, versions: &[Option<Vec<Top>>]) -> Result<(), String> 
     Ok(())
 }
 
+/// What the receiver has had, as the venue sees it ([`status_truthful`]).
+struct Heard {
+    /// Incremental packets processed (a copy received, not taken for a
+    /// duplicate or a late copy of an old sequence), by place.
+    packets: BTreeSet<(u32, u32)>,
+    /// By instrument: the latest op whose snapshot of it came when its
+    /// status had to be taken (applied or not), and whether an odd one
+    /// ever came.
+    snapshot: Vec<usize>,
+    odd: Vec<bool>,
+    /// The latest op of any datagram received.
+    op: usize,
+    /// The sequence of the latest packet processed; whether the receiver
+    /// restarted more often than the venue or processed a packet of a
+    /// sequence before the latest one's: statuses no longer compared.
+    sequence: u32,
+    mixed: bool,
+}
+
+impl Heard {
+    /// Notes incremental packet `place`, processed by the model if
+    /// `processed`.
+    fn packet(&mut self, place: (u32, u32), processed: bool) {
+        if processed {
+            // A packet of the old sequence past the window of late copies
+            // (§9.2 assumes none comes) empties the new one's statuses
+            // (docs/mdp3.md).
+            self.mixed |= place.0 < self.sequence;
+            self.sequence = self.sequence.max(place.0);
+            self.packets.insert(place);
+        }
+    }
+
+    /// Notes snapshots of `of`, taken after MsgSeqNum `after`, given the
+    /// model before and after reading them.
+    fn snapshots(
+        &mut self,
+        op: usize,
+        of: &[usize],
+        after: u32,
+        odd: bool,
+        before: &Model,
+        model: &Model,
+    ) {
+        // The status of one not applied is taken (docs/mdp3.md, "A
+        // snapshot's status") once the lines have had the packet it was
+        // taken after, and stands as of the sequence before for four
+        // loops after a restart.
+        let taken =
+            before.high.is_some_and(|h| h > u64::from(after)) && before.since_restart.is_none();
+        let applied = |id| {
+            let n = |m: &Model| m.insts.get(id).map_or(0, |i: &MInst| i.snapshots_applied);
+            n(model) > n(before)
+        };
+        for &i in of {
+            if odd {
+                self.odd[i] = true;
+            } else if taken || applied(&IDS[i]) {
+                self.snapshot[i] = self.snapshot[i].max(op);
+            }
+        }
+    }
+}
+
+/// Not in the contract's words, but what its rules (with docs/mdp3.md's
+/// departures) promise: once the receiver has had the packet of an
+/// instrument's latest status at the venue (its own or a group's), or a
+/// snapshot of it taken after that whose status it had to take, it
+/// answers with the venue's state (halted, closed, or neither).
+/// Compared where the state decides the answer: a trusted instrument with
+/// a quote and a definition (for its groups), that no odd snapshot
+/// (taken, it says, ahead of the lines) has reached.
+fn status_truthful(model: &Model, states: &[Option<VStatus>], heard: &Heard) -> Result<(), String> {
+    let state = |m: Option<&'static str>| m.filter(|&m| m != "trading");
+    for (i, (id, venue)) in IDS.iter().zip(states).enumerate() {
+        let (Some(inst), Some(venue)) = (model.insts.get(id), venue) else {
+            continue;
+        };
+        // A snapshot tells no emptying (its status null).
+        let told = venue.code != NO_STATUS && heard.snapshot[i] > venue.op;
+        let had = heard.packets.contains(&venue.packet) || told;
+        let quoted = inst.visible.bid[0].is_some() || inst.visible.offer[0].is_some();
+        let trusted = quoted && !(inst.suspect() || inst.unverified || inst.overflowed);
+        if inst.def.is_none() || heard.odd[i] || !had || !trusted {
+            continue;
+        }
+        let got = state(model.effective(inst).and_then(meaning));
+        let want = match venue.code {
+            NO_STATUS => state(inst.def.as_ref().and_then(|d| d.status).and_then(meaning)),
+            code => state(meaning(code)),
+        };
+        // Trading sent before a reset inferred is void: a refusal then is
+        // the safe side, taken on purpose (docs/mdp3.md).
+        let voided = want.is_none() && model.void_before.is_some();
+        if got != want && !voided {
+            return Err(format!(
+                "#{id} answers {got:?} where the venue is {want:?} (status {venue:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs a session on the model and the feed side by side, comparing after
 /// every datagram; the model at the end.
 fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
     let (file, deliveries, versions) = session(setup, ops);
+    let mut heard = Heard {
+        packets: BTreeSet::new(),
+        snapshot: vec![0; setup.insts.len()],
+        odd: vec![false; setup.insts.len()],
+        op: 0,
+        sequence: 0,
+        mixed: false,
+    };
     let mut model = Model::new(setup);
     let mut feed = Feed::new(setup.settings());
     for d in &file {
@@ -2794,15 +3034,28 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
     for (k, d) in deliveries.iter().enumerate() {
         let t = d.at;
         let what = |e: String| format!("delivery {k} ({:?}) at T0+{}: {e}", d.to, t - T0);
+        let check_op = heard.op;
+        heard.op = heard.op.max(d.op);
         let accepted = match &d.to {
-            To::Lines => Some((
-                feed.on_incremental(&d.bytes, t).is_ok(),
-                model.on_incremental(&d.bytes, t).is_ok(),
-            )),
-            To::Snapshots => Some((
-                feed.on_snapshot(&d.bytes, t).is_ok(),
-                model.on_snapshot(&d.bytes, t).is_ok(),
-            )),
+            To::Lines => {
+                let (duplicates, stale) = (model.c.duplicates, model.c.stale_sequence);
+                let got = feed.on_incremental(&d.bytes, t).is_ok();
+                let want = model.on_incremental(&d.bytes, t).is_ok();
+                if let Sent::Packet(place) = d.what {
+                    let copy = (duplicates, stale) != (model.c.duplicates, model.c.stale_sequence);
+                    heard.packet(place, want && !copy);
+                }
+                Some((got, want))
+            }
+            To::Snapshots => {
+                let before = model.clone();
+                let got = feed.on_snapshot(&d.bytes, t).is_ok();
+                let want = model.on_snapshot(&d.bytes, t).is_ok();
+                if let Sent::Snapshots(of, after, odd) = &d.what {
+                    heard.snapshots(d.op, of, *after, *odd, &before, &model);
+                }
+                Some((got, want))
+            }
             To::Definitions => {
                 // Gaps expire before every datagram routed to the feed.
                 feed.expire(t);
@@ -2811,7 +3064,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                     model.on_definitions(&d.bytes, t).is_ok(),
                 ))
             }
-            To::Check(nows, unseen_reset) => {
+            To::Check(nows, unseen_reset, states) => {
                 feed.expire(t);
                 model.expire(t);
                 for later in nows {
@@ -2825,6 +3078,16 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 if let Some(versions) = &versions {
                     if unseen_reset.is_none_or(emptied_since) {
                         truthful(&model, versions).map_err(what)?;
+                    }
+                }
+                // Unless a datagram sent after the check came first.
+                if let Some((states, restarts)) = states {
+                    // Unless the receiver took a late copy for a restart
+                    // (`restart_margin` below the A/B delay, which the
+                    // contract forbids): statuses emptied.
+                    heard.mixed |= model.c.sequence_restarts > u64::from(*restarts);
+                    if unseen_reset.is_none_or(emptied_since) && check_op <= d.op && !heard.mixed {
+                        status_truthful(&model, states, &heard).map_err(what)?;
                     }
                 }
                 None
