@@ -1028,11 +1028,11 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
     // 902 + 100 = high: not below it by more than the margin.
     ch.send(2 * MS, A, heartbeat(902));
     let before = ch.check(2 * MS + MS / 2, "ESZ6");
-    ch.send(3 * MS, A, heartbeat(5));
+    ch.send(3 * MS, A, heartbeat(1));
     let emptied = ch.check(3 * MS + MS / 2, "ESZ6");
-    // No reset pending: 1 now is a copy, not another restart.
+    // No reset pending: 1 again is a copy, not another restart.
     ch.send(4 * MS, A, heartbeat(1));
-    ch.send(5 * MS, A, event(6, &[bid(1, 1, 200), offer(1, 2, 210)]));
+    ch.send(5 * MS, A, event(2, &[bid(1, 1, 200), offer(1, 2, 210)]));
     let after = ch.check(5 * MS + MS / 2, "ESZ6");
     let out = ch.run();
     assert_eq!(
@@ -1051,7 +1051,7 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
             "channel_resets": 0,
             "sequence_restarts": 1,
             "duplicates": 2,
-            "next": 7,
+            "next": 3,
             "cached": 0,
             "packets_lost": 0,
         }),
@@ -1073,7 +1073,7 @@ fn a_restart_drops_open_gaps_uncounted() {
         let mut ch = Channel::new("restart_margin = 100\n");
         ch.send(0, A, event(1000, &[bid(1, 1, 100)]));
         ch.send(MS, A, heartbeat(1003));
-        ch.send(2 * MS, A, event(5, &[bid(1, 1, 200)]));
+        ch.send(2 * MS, A, event(1, &[bid(1, 1, 200)]));
         ch
     };
     let after_reset = {
@@ -1208,6 +1208,48 @@ fn far_below_right_after_a_channel_reset_is_its_restart_not_the_weekly_one() {
         out.feed(),
         json!({"sequence_restarts": 1, "channel_resets": 1, "next": 3}),
     );
+}
+
+/// Not in the contract (docs/mdp3.md, "The packets before a restart's
+/// first"): after a restart `high` is 1, not unset, so a first packet past
+/// 1 opens the gap from 1 (§3.1 step 2 would open none). Packet 1 coming
+/// later on line B fills it and is processed (its halt and its entry
+/// taken, not dropped as a duplicate); never coming, it is given up and
+/// every instrument is unverified.
+#[test]
+fn a_restart_past_packet_1_leaves_the_packets_before_it_missing() {
+    let base = |late_one: bool| {
+        let mut ch = Channel::new("");
+        ch.send(0, A, event(50_000, &[bid(1, 7, 100)]));
+        let reset = encode::channel_reset(V, T0, EOE, 310);
+        ch.send(MS, A, packet(50_001, &[reset]));
+        ch.send(2 * MS, A, event(2, &[bid(2, 1, 300)]));
+        if late_one {
+            let halt = status(Some(2), "", "", 2);
+            ch.send(3 * MS, B, packet(1, &[halt, book(EOE, &[bid(1, 1, 200)])]));
+        }
+        ch
+    };
+    let mut ch = base(true);
+    let one = ch.check(3 * MS + 1, "#1");
+    let two = ch.check(3 * MS + 1, "#2");
+    let out = ch.run();
+    assert_eq!((out.reasons(one), out.top(one).0), (ok(), Some(200)));
+    assert_eq!(
+        (out.reasons(two), out.top(two).0),
+        (r(&["halted"]), Some(300))
+    );
+    let f = out.feed();
+    has(
+        f,
+        json!({"packet_gaps": 1, "recovered": 1, "duplicates": 0, "next": 3}),
+    );
+
+    let mut ch = base(false);
+    ch.check(8 * MS, "#2");
+    let out = ch.run();
+    has(out.feed(), json!({"packet_gaps": 1, "packets_lost": 1}));
+    assert_eq!(out.sym(2)["unverified"], true);
 }
 
 /// "S < `high`: … else it is an A/B **duplicate** (`duplicates += 1`, no

@@ -12,9 +12,12 @@
 //! - A restart: `S = 1` right after a ChannelReset was processed (the
 //!   sequence restarts with the channel), or `S + restart_margin < high`
 //!   (the weekly reset: the caller empties the channel as a ChannelReset
-//!   would). Gaps are dropped uncounted and `high` unset; for
-//!   `gap_timeout` afterwards a packet in `[H − restart_margin, H)` (`H`
-//!   the old `high`) is a late copy of the old sequence, with no effect.
+//!   would). Gaps are dropped uncounted; for `gap_timeout` afterwards a
+//!   packet in `[H − restart_margin, H)` (`H` the old `high`) is a late
+//!   copy of the old sequence, with no effect. Not in the contract (which
+//!   unsets `high`, so the packet sets it with no gap): the new sequence
+//!   began at 1, so `high` is 1 and a restart at `S > 1` opens `[1, S)`
+//!   (docs/mdp3.md, "The packets before a restart's first").
 //! - Gaps expire before every datagram and every check: one whose
 //!   deadline (its opening + `gap_timeout`) is strictly before that time
 //!   is given up, lowest first, its missing packets lost.
@@ -318,7 +321,8 @@ impl Sequence {
         let pending = std::mem::take(&mut self.reset_pending);
         let restart = self.restart(s, pending);
         if restart.is_some() {
-            let h = self.high.take().unwrap_or(0);
+            // The new sequence began at 1.
+            let h = self.high.replace(1).unwrap_or(0);
             while let Some(g) = self.gaps.pop_front() {
                 self.keep_spare(g);
             }
@@ -614,6 +618,35 @@ mod tests {
         s.on_packet(5_000, 0);
         s.channel_reset(5_000);
         assert_eq!(s.on_packet(2, 1).0, AFTER_RESET);
+    }
+
+    /// Not in the contract: the new sequence began at 1, so a restart past
+    /// 1 opens the gap from 1, which a late copy fills and which is given
+    /// up like any other.
+    #[test]
+    fn a_restart_past_1_opens_the_gap_from_1() {
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        s.channel_reset(5_000);
+        assert_eq!(s.on_packet(3, 1).0, AFTER_RESET);
+        assert_eq!((s.gaps_open(), s.high()), (1, Some(4)));
+        assert_eq!(
+            s.on_packet(1, 2).0,
+            Packet::Process {
+                fill: true,
+                restart: None
+            }
+        );
+        s.expire(u64::MAX);
+        assert_eq!(
+            (s.counters().packet_gaps, s.counters().packets_lost),
+            (1, 1)
+        );
+        // At 1 itself: no gap.
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        s.on_packet(1, 1);
+        assert_eq!((s.gaps_open(), s.high()), (0, Some(2)));
     }
 
     /// MsgSeqNum 2^32 − 1, the last: `high` is one past it, so its copy
