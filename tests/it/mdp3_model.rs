@@ -2048,6 +2048,8 @@ struct VStatus {
     op: usize,
     packet: (u32, u32),
     code: u8,
+    /// A group's (the receiver needs the definition to apply it).
+    group: bool,
 }
 
 /// The venue: its sequence, RptSeqs and true books, and every datagram it
@@ -2135,6 +2137,7 @@ impl Venue<'_> {
             op: self.op,
             packet: (self.restarts, self.seq),
             code,
+            group: false,
         })
     }
 
@@ -2148,6 +2151,7 @@ impl Venue<'_> {
             op: self.op,
             packet: place,
             code: NO_STATUS,
+            group: false,
         };
         self.states.iter_mut().for_each(|s| *s = Some(emptied));
         self.group_states.clear();
@@ -2348,7 +2352,8 @@ impl Venue<'_> {
                     Target::Group(g, a) => {
                         // Both blank names nothing (an anomaly).
                         if let (Some(s), true) = (state, g + a > 0) {
-                            self.group_states.insert((g, a), s);
+                            self.group_states
+                                .insert((g, a), VStatus { group: true, ..s });
                         }
                         (GROUPS[g], ASSETS[a], None)
                     }
@@ -2980,8 +2985,8 @@ impl Heard {
 /// snapshot of it taken after that whose status it had to take, it
 /// answers with the venue's state (halted, closed, or neither).
 /// Compared where the state decides the answer: a trusted instrument with
-/// a quote and a definition (for its groups), that no odd snapshot
-/// (taken, it says, ahead of the lines) has reached.
+/// a quote (and a definition, if a group's status is its state), that no
+/// odd snapshot (taken, it says, ahead of the lines) has reached.
 fn status_truthful(model: &Model, states: &[Option<VStatus>], heard: &Heard) -> Result<(), String> {
     let state = |m: Option<&'static str>| m.filter(|&m| m != "trading");
     for (i, (id, venue)) in IDS.iter().zip(states).enumerate() {
@@ -2993,7 +2998,7 @@ fn status_truthful(model: &Model, states: &[Option<VStatus>], heard: &Heard) -> 
         let had = heard.packets.contains(&venue.packet) || told;
         let quoted = inst.visible.bid[0].is_some() || inst.visible.offer[0].is_some();
         let trusted = quoted && !(inst.suspect() || inst.unverified || inst.overflowed);
-        if inst.def.is_none() || heard.odd[i] || !had || !trusted {
+        if (venue.group && inst.def.is_none()) || heard.odd[i] || !had || !trusted {
             continue;
         }
         let got = state(model.effective(inst).and_then(meaning));

@@ -141,8 +141,7 @@ impl Sequence {
         }
     }
 
-    /// One past the highest MsgSeqNum received; `None` before any (or
-    /// after a restart).
+    /// One past the highest MsgSeqNum received; `None` before any.
     pub fn high(&self) -> Option<u64> {
         self.high
     }
@@ -642,11 +641,19 @@ mod tests {
             (s.counters().packet_gaps, s.counters().packets_lost),
             (1, 1)
         );
-        // At 1 itself: no gap.
+        // The weekly restart at 1 itself: no gap; past it, the gap from 1.
         let mut s = seq();
         s.on_packet(5_000, 0);
         s.on_packet(1, 1);
         assert_eq!((s.gaps_open(), s.high()), (0, Some(2)));
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        let weekly = Packet::Process {
+            fill: false,
+            restart: Some(Restart::Weekly),
+        };
+        assert_eq!(s.on_packet(5, 1).0, weekly);
+        assert_eq!((s.gaps_open(), s.high()), (1, Some(6)));
     }
 
     /// MsgSeqNum 2^32 − 1, the last: `high` is one past it, so its copy
