@@ -2077,9 +2077,11 @@ struct Venue<'a> {
     /// was sent (none once one it had at once followed).
     unseen_reset: Option<u64>,
     /// The op being run, MsgSeqNum restarts so far, statuses sent,
-    /// whether they are still compared.
+    /// whether they are still compared, whether the last packet sent
+    /// carried a ChannelReset.
     op: usize,
     compared: bool,
+    reset_last: bool,
     restarts: u32,
     sent_statuses: u64,
     /// Since the last restart or ChannelReset: each instrument's and each
@@ -2158,6 +2160,7 @@ impl Venue<'_> {
     }
 
     fn send_packet(&mut self, msgs: &[Vec<u8>], fate: &Fate) {
+        self.reset_last = false;
         let p = encode::packet(self.seq, self.t, msgs);
         let place = Sent::Packet((self.restarts, self.seq));
         self.seq += 1;
@@ -2505,6 +2508,7 @@ impl Venue<'_> {
                     self.version();
                 }
                 self.send_packet(&msgs, fate);
+                self.reset_last = true;
                 self.unseen_reset = if fate.a == Some(0) || matches!(fate.b, LineB::Soon(0)) {
                     None
                 } else {
@@ -2519,6 +2523,11 @@ impl Venue<'_> {
                 }
             }
             Op::Weekly { .. } => {
+                // Right after a ChannelReset's packet the receiver takes
+                // the restart for the reset's own (clarification 1, and
+                // docs/mdp3.md past 1): what followed the reset in its
+                // packet stays; statuses no longer compared.
+                self.compared &= !self.reset_last;
                 self.short_sequence();
                 self.restart_books();
                 self.version();
@@ -2623,6 +2632,7 @@ fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>, Versions)
         unseen_reset: None,
         op: 0,
         compared: true,
+        reset_last: false,
         restarts: 0,
         sent_statuses: 0,
         states: vec![None; n],
