@@ -2959,32 +2959,48 @@ impl Heard {
     }
 
     /// Notes snapshots of `of`, taken after MsgSeqNum `after`, given the
-    /// model before and after reading them.
+    /// model's glance before and after reading them.
     fn snapshots(
         &mut self,
         op: usize,
         of: &[usize],
         after: u32,
         odd: bool,
-        before: &Model,
-        model: &Model,
+        was: &Glance,
+        is: &Glance,
     ) {
         // The status of one not applied is taken (docs/mdp3.md, "A
         // snapshot's status") once the lines have had the packet it was
         // taken after, and stands as of the sequence before for four
         // loops after a restart.
-        let taken =
-            before.high.is_some_and(|h| h > u64::from(after)) && before.since_restart.is_none();
-        let applied = |id| {
-            let n = |m: &Model| m.insts.get(id).map_or(0, |i: &MInst| i.snapshots_applied);
-            n(model) > n(before)
-        };
+        let taken = was.high.is_some_and(|h| h > u64::from(after)) && !was.window;
         for &i in of {
             if odd {
                 self.odd[i] = true;
-            } else if taken || applied(&IDS[i]) {
+            } else if taken || is.applied[i] > was.applied[i] {
                 self.snapshot[i] = self.snapshot[i].max(op);
             }
+        }
+    }
+}
+
+/// What [`Heard::snapshots`] reads of the model: `high`, whether the
+/// window after a restart is open, snapshots applied by instrument.
+struct Glance {
+    high: Option<u64>,
+    window: bool,
+    applied: Vec<u64>,
+}
+
+impl Glance {
+    fn of(model: &Model) -> Glance {
+        Glance {
+            high: model.high,
+            window: model.since_restart.is_some(),
+            applied: IDS
+                .iter()
+                .map(|id| model.insts.get(id).map_or(0, |i| i.snapshots_applied))
+                .collect(),
         }
     }
 }
@@ -3065,11 +3081,11 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 Some((got, want))
             }
             To::Snapshots => {
-                let before = model.clone();
+                let was = Glance::of(&model);
                 let got = feed.on_snapshot(&d.bytes, t).is_ok();
                 let want = model.on_snapshot(&d.bytes, t).is_ok();
                 if let Sent::Snapshots(of, after, odd) = &d.what {
-                    heard.snapshots(d.op, of, *after, *odd, &before, &model);
+                    heard.snapshots(d.op, of, *after, *odd, &was, &Glance::of(&model));
                 }
                 Some((got, want))
             }
