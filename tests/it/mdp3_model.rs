@@ -1265,7 +1265,9 @@ impl Model {
                         (g.filled.len() as u32) < g.hi - g.lo
                     });
                     self.c.channel_resets += 1;
-                    self.reset_pending = true;
+                    // Late, the packets after it went on with its
+                    // numbering: no restart to 1 follows it.
+                    self.reset_pending = !fill;
                     source = Some(*tt);
                 }
                 WBody::Heartbeat => self.c.heartbeats += 1,
@@ -1350,15 +1352,19 @@ impl Model {
             None => restarts,
         };
         let (high, margin) = (self.high, self.margin);
-        let reset_tt = self.reset_tt;
+        let (reset_tt, unplaced_below) = (self.reset_tt, self.unplaced_below);
         let statuses_emptied = self.statuses_emptied;
         let i = self.inst(sn.id);
         let r = sn.rpt;
         // Not in the contract (docs/mdp3.md): taken before the last
-        // ChannelReset, or `restart_margin` or more past the highest
-        // MsgSeqNum received (of an older sequence, or made up): ignored.
+        // ChannelReset, or (while that screen lasts) before the newest
+        // packet processed when one came late or was inferred, or
+        // `restart_margin` or more past the highest MsgSeqNum received (of
+        // an older sequence, or made up): ignored.
         let far = high.is_some_and(|h| u64::from(sn.last) >= h + u64::from(margin));
-        if (r > 0 && reset_tt.is_some_and(|(rt, _)| sn.tt <= rt)) || far {
+        let before =
+            |(rt, _): (u64, u8)| sn.tt <= rt || unplaced_below.is_some_and(|b| sn.last < b);
+        if (r > 0 && reset_tt.is_some_and(before)) || far {
             i.snapshots_ignored += 1;
             self.c.snapshots_ignored += 1;
             self.c.anomalies += 1;
@@ -1944,7 +1950,29 @@ fn def_msg() -> impl Strategy<Value = DefMsg> {
         })
 }
 
-fn msg() -> impl Strategy<Value = Msg> {
+/// How often a session's ops are of each kind: the usual mix, or one
+/// weighted to statuses, restarts and snapshots (longer sessions, where
+/// a status must survive several restarts and loops).
+#[derive(Clone, Copy)]
+struct Mix {
+    status: u32,
+    restart: u32,
+    snapshots: u32,
+}
+
+const USUAL: Mix = Mix {
+    status: 2,
+    restart: 1,
+    snapshots: 4,
+};
+
+const STATUSES: Mix = Mix {
+    status: 8,
+    restart: 2,
+    snapshots: 8,
+};
+
+fn msg_mixed(mix: Mix) -> impl Strategy<Value = Msg> {
     let code = prop_oneof![
         12 => prop::sample::select(vec![2u8, 4, 15, 17, 17, 17, 18, 20, 21, 24, 25, 26, 201, 202]).prop_map(Some),
         1 => Just(Some(103u8)),
@@ -1956,7 +1984,7 @@ fn msg() -> impl Strategy<Value = Msg> {
             .prop_map(|(long, entries, mbo)| Msg::Book { long, entries, mbo }),
         4 => (prop::sample::select(vec![48u16, 65, 37, 66, 49, 50, 51, 67]), prop::collection::vec(0usize..6, 1..=3), 0u8..=2)
             .prop_map(|(template, insts, mbo)| Msg::Stats { template, insts, mbo }),
-        2 => (prop_oneof![
+        mix.status => (prop_oneof![
                 8 => (0usize..6).prop_map(Target::Inst),
                 1 => Just(Target::Stranger),
                 8 => (0usize..4, 0usize..4).prop_map(|(g, a)| Target::Group(g, a)),
@@ -1968,10 +1996,14 @@ fn msg() -> impl Strategy<Value = Msg> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    op_mixed(USUAL)
+}
+
+fn op_mixed(mix: Mix) -> impl Strategy<Value = Op> {
     prop_oneof![
         40 => (
             dt(),
-            prop::collection::vec(msg(), 1..=4),
+            prop::collection::vec(msg_mixed(mix), 1..=4),
             prop::collection::vec(prop::bool::weighted(0.25), 3),
             (prop::bool::weighted(0.92), prop::bool::weighted(0.15), 0u8..0x40, 0u64..=2),
             (prop::sample::select(vec![9u16, 9, 13, 13, 13, 14]), prop::bool::weighted(0.1)),
@@ -1981,12 +2013,12 @@ fn op() -> impl Strategy<Value = Op> {
                 dt, msgs, cuts, eoe, hold, bits, latency, version, longer, fates,
             }),
         3 => (dt(), fate()).prop_map(|(dt, fate)| Op::Heartbeat { dt, fate }),
-        1 => prop_oneof![
-            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), prop::option::weighted(0.4, msg()), fate())
+        mix.restart => prop_oneof![
+            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), prop::option::weighted(0.4, msg_mixed(mix)), fate())
                 .prop_map(|(dt, eoe, restart, after, fate)| Op::Reset { dt, eoe, restart, after, fate }),
             1 => dt().prop_map(|dt| Op::Weekly { dt }),
         ],
-        4 => (dt(), any::<bool>(), 1usize..=3, prop::bool::weighted(0.2), prop::collection::vec(sfate(), 4))
+        mix.snapshots => (dt(), any::<bool>(), 1usize..=3, prop::bool::weighted(0.2), prop::collection::vec(sfate(), 4))
             .prop_map(|(dt, long, per, odd, fates)| Op::Snapshots { dt, long, per, odd, fates }),
         1 => (dt(), prop::collection::vec(def_msg(), 1..=3), sfate())
             .prop_map(|(dt, defs, fate)| Op::Definitions { dt, defs, fate }),
@@ -2026,8 +2058,9 @@ enum Sent {
     Other,
     /// An incremental packet: its place (restarts before it, MsgSeqNum).
     Packet((u32, u32)),
-    /// Snapshots of these instruments, taken after this MsgSeqNum; odd.
-    Snapshots(Vec<usize>, u32, bool),
+    /// Snapshots of these instruments, taken after this place (restarts
+    /// before it, MsgSeqNum); odd.
+    Snapshots(Vec<usize>, (u32, u32), bool),
 }
 
 /// What [`status_truthful`] compares: each instrument's state at the
@@ -2551,7 +2584,7 @@ impl Venue<'_> {
                 for (k, chunk) in msgs.chunks(*per).enumerate() {
                     let p = encode::packet(k as u32 + 1, self.t, chunk);
                     let f = fates[k % fates.len()].clone();
-                    let after = self.seq - 1;
+                    let after = (self.restarts, self.seq - 1);
                     let what = || {
                         let of = active[k * per..(k * per + chunk.len())].to_vec();
                         Sent::Snapshots(of, after, *odd)
@@ -2958,13 +2991,13 @@ impl Heard {
         }
     }
 
-    /// Notes snapshots of `of`, taken after MsgSeqNum `after`, given the
+    /// Notes snapshots of `of`, taken after place `after`, given the
     /// model's glance before and after reading them.
     fn snapshots(
         &mut self,
         op: usize,
         of: &[usize],
-        after: u32,
+        after: (u32, u32),
         odd: bool,
         was: &Glance,
         is: &Glance,
@@ -2972,8 +3005,13 @@ impl Heard {
         // The status of one not applied is taken (docs/mdp3.md, "A
         // snapshot's status") once the lines have had the packet it was
         // taken after, and stands as of the sequence before for four
-        // loops after a restart.
-        let taken = was.high.is_some_and(|h| h > u64::from(after)) && !was.window;
+        // loops after a restart. One of a sequence the lines have not
+        // reached yet (taken after a restart the receiver has not seen)
+        // cannot be dated: its MsgSeqNum reads as one of the sequence
+        // before.
+        let taken = after.0 <= self.sequence
+            && was.high.is_some_and(|h| h > u64::from(after.1))
+            && !was.window;
         for &i in of {
             if odd {
                 self.odd[i] = true;
@@ -3147,6 +3185,19 @@ proptest! {
 
     #[test]
     fn feed_matches_model(setup in setup(), ops in prop::collection::vec(op(), 1..=60)) {
+        if let Err(e) = run(&setup, &ops) {
+            prop_assert!(false, "{}\nsetup: {:?}", e, setup);
+        }
+    }
+
+    /// Longer sessions weighted to statuses, restarts and snapshot loops:
+    /// the same comparisons, with a venue state that has to survive
+    /// several restarts and reach the receiver by a snapshot more often.
+    #[test]
+    fn feed_in_long_sessions_matches_model(
+        setup in setup(),
+        ops in prop::collection::vec(op_mixed(STATUSES), 100..=240),
+    ) {
         if let Err(e) = run(&setup, &ops) {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }

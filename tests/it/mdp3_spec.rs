@@ -1210,6 +1210,52 @@ fn far_below_right_after_a_channel_reset_is_its_restart_not_the_weekly_one() {
     );
 }
 
+/// Not in the contract (docs/mdp3.md, "A late ChannelReset"): a
+/// ChannelReset that comes late, after packets that follow it, sets no
+/// `reset_pending` (§3.1 would: the last packet processed carried one).
+/// Those packets went on with its numbering, so the next packet far below
+/// is the weekly restart, which empties what they sent of the old week.
+/// Read as the reset's restart, #1's trading of the old week would stay
+/// into the new one, over its definition's halt: `ok` in a halted market.
+#[test]
+fn a_late_channel_reset_is_not_restarted_by_the_weekly_restart() {
+    let mut ch = Channel::new("");
+    ch.send(
+        0,
+        DEF_A,
+        Def {
+            status: Some(2),
+            ..def(1, "ESZ6", "ES", "ES")
+        }
+        .packet(),
+    );
+    ch.send(0, A, event(50_000, &[bid(1, 7, 100)]));
+    // Packet 50,001 (the ChannelReset, the numbering kept) late on line B,
+    // after 50,002: #1 trading.
+    let trading = status(Some(1), "", "", 17);
+    ch.send(
+        MS,
+        A,
+        packet(50_002, &[trading, book(EOE, &[bid(1, 1, 110)])]),
+    );
+    let reset = encode::channel_reset(V, T0, EOE, 310);
+    ch.send(MS + 1, B, packet(50_001, &[reset]));
+    let old = ch.check(MS + 2, "ESZ6");
+    // The new week: #1 from RptSeq 1, no status yet.
+    ch.send(2 * MS, A, event(1, &[bid(1, 1, 200)]));
+    let new = ch.check(2 * MS + 1, "ESZ6");
+    let out = ch.run();
+    assert_eq!(out.reasons(old), r(&["no_quote"]), "its book forgotten");
+    assert_eq!(
+        (out.reasons(new), out.top(new).0),
+        (r(&["halted"]), Some(200))
+    );
+    has(
+        out.feed(),
+        json!({"sequence_restarts": 1, "channel_resets": 1, "next": 2}),
+    );
+}
+
 /// Not in the contract (docs/mdp3.md, "The packets before a restart's
 /// first"): after a restart `high` is 1, not unset, so a first packet past
 /// 1 opens the gap from 1 (§3.1 step 2 would open none). Packet 1 coming

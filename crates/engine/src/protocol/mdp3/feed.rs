@@ -1450,12 +1450,16 @@ impl Feed {
             // from before it, come late). Matched by RptSeq alone it would
             // roll a fresh instrument back to the emptied books and take
             // the new sequence's entries for duplicates of the old. So is
-            // one taken far past the lines ([`far_ahead`](Self::far_ahead)).
+            // one taken before the newest packet processed when a reset
+            // came late or was inferred: the entries of the packets
+            // processed first were forgotten with the baseline, and it
+            // would apply and read whole without them. And one taken far
+            // past the lines ([`far_ahead`](Self::far_ahead)).
             let last = snap.last_msg_seq_num_processed();
             let screened = snap.rpt_seq() > 0
-                && self
-                    .reset_floor
-                    .is_some_and(|(r, _)| snap.transact_time() <= r);
+                && self.reset_floor.is_some_and(|(r, _)| {
+                    snap.transact_time() <= r || self.unplaced_below.is_some_and(|b| last < b)
+                });
             if screened || self.far_ahead(last) {
                 let e = &mut self.entries[i as usize];
                 e.snapshots_ignored += 1;
@@ -3271,6 +3275,41 @@ mod tests {
         send(&mut f, 3, t1, &[bid(2, 1, 1, UpdateAction::New, 500)]);
         assert_eq!(f.sequence().counters().recovered, 2);
         assert_eq!(top(&f, "#2"), (None, None), "no history from a later fill");
+    }
+
+    /// A snapshot taken before the newest packet processed when a late
+    /// ChannelReset comes is ignored: the reset forgot what those packets
+    /// applied, so by RptSeq alone it would apply to an instrument with
+    /// no baseline and leave it healthy at a book the venue had left (#7
+    /// at 100 where packet 4 moved it to 105). One taken after that
+    /// packet applies.
+    #[test]
+    fn a_snapshot_older_than_the_packets_a_late_reset_forgot_is_ignored() {
+        let mut f = feed();
+        send(&mut f, 1, T0, &[bid(1, 1, 1, UpdateAction::New, 100)]);
+        // Packet 2 (the ChannelReset) late on line B.
+        let (t1, t2, t3) = (T0 + MS, T0 + 2 * MS, T0 + 3 * MS);
+        send(
+            &mut f,
+            3,
+            t2,
+            &[bid(7, 1, 1, UpdateAction::New, 100), offer(7, 2, 110)],
+        );
+        send(&mut f, 4, t3, &[bid(7, 3, 1, UpdateAction::Change, 105)]);
+        assert_eq!(top(&f, "#7"), (Some(105), Some(110)));
+        let reset = encode::channel_reset(V, t1, EOE, 1);
+        f.on_incremental(&encode::packet(2, t1, &[reset]), t3)
+            .unwrap();
+        assert_eq!(f.counters().channel_resets, 1);
+        // Taken after packet 3: older than packet 4.
+        f.on_snapshot(&snapshot_of(7, 2, 3, t2, 100), t3).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 0);
+        assert_ne!(f.verdict("#7", TH, t3), Reasons::empty());
+        // Taken after packet 4: applied.
+        f.on_snapshot(&snapshot_of(7, 3, 4, t3, 105), t3).unwrap();
+        assert_eq!(f.counters().snapshots_applied, 1);
+        assert_eq!(top(&f, "#7"), (Some(105), None));
+        assert_eq!(f.verdict("#7", TH, t3), Reasons::empty());
     }
 
     /// A packet filling a gap below the packet a ChannelReset was inferred

@@ -197,14 +197,17 @@ impl Sequence {
     }
 
     /// The packet `s` just processed carried a ChannelReset: MsgSeqNum 1
-    /// next is a restart (cleared by the next processed packet). What is
+    /// next is a restart (cleared by the next processed packet), unless it
+    /// came late, below packets processed first: those kept its numbering,
+    /// so no restart follows it (and far below next is the weekly
+    /// restart, which empties what they sent of the old week). What is
     /// missing below `s` no longer matters, the channel being emptied:
     /// those gaps are dropped uncounted, as at a restart, so a late copy
     /// of a packet in them is a duplicate and never applied to the new
     /// books; a gap reaching above `s` (the reset came late) keeps its
     /// part above.
     pub fn channel_reset(&mut self, s: u32) {
-        self.reset_pending = true;
+        self.reset_pending = self.high == Some(u64::from(s) + 1);
         while let Some(mut g) = self.gaps.pop_front() {
             if g.lo > s {
                 self.gaps.push_front(g);
@@ -549,9 +552,11 @@ mod tests {
         assert!(process(s.on_packet(1_002, 4 + 6 * MS)));
     }
 
-    /// A gap above the reset's packet, which the reset keeps, is dropped
-    /// uncounted by the restart after it (spec mdp3 §3.1): nothing of it
-    /// is lost when its deadline passes.
+    /// A gap above a late reset's packet, which the reset keeps, is
+    /// dropped uncounted by the restart after it (spec mdp3 §3.1): nothing
+    /// of it is lost when its deadline passes. The packets processed
+    /// first went on with the reset's numbering, so that restart is the
+    /// weekly one, not the reset's.
     #[test]
     fn the_restart_after_a_channel_reset_drops_the_gaps_above_it() {
         let mut s = seq();
@@ -560,7 +565,13 @@ mod tests {
         s.on_packet(102, 0);
         s.channel_reset(102);
         assert_eq!(s.gaps_open(), 1, "[103, 105) lies above the reset");
-        assert_eq!(s.on_packet(1, 1).0, AFTER_RESET);
+        assert_eq!(
+            s.on_packet(1, 1).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::Weekly)
+            }
+        );
         assert_eq!(s.gaps_open(), 0);
         s.expire(u64::MAX);
         assert_eq!(
@@ -617,6 +628,21 @@ mod tests {
         s.on_packet(5_000, 0);
         s.channel_reset(5_000);
         assert_eq!(s.on_packet(2, 1).0, AFTER_RESET);
+        // A ChannelReset come late, below packets processed first that
+        // kept its numbering: no restart follows it, and far below next is
+        // the weekly one.
+        let mut s = seq();
+        s.on_packet(5_000, 0);
+        s.on_packet(5_002, 0);
+        assert!(process(s.on_packet(5_001, 1)));
+        s.channel_reset(5_001);
+        assert_eq!(
+            s.on_packet(1, 2).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::Weekly)
+            }
+        );
     }
 
     /// Not in the contract: the new sequence began at 1, so a restart past

@@ -30,8 +30,8 @@ pub struct FeedSummary {
     pub messages_by_template: BTreeMap<String, u64>,
     /// Messages of a template not read, skipped.
     pub unknown_templates: u64,
-    /// One past the highest incremental MsgSeqNum; null before any packet
-    /// (and after a restart until the next).
+    /// One past the highest incremental MsgSeqNum of the current
+    /// sequence (a restart starts it again); null before any packet.
     pub next: Option<u64>,
     /// Packet gaps open at the end.
     pub gaps_open: u64,
