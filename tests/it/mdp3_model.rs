@@ -783,7 +783,7 @@ struct Model {
     /// One past the highest MsgSeqNum received (2^32 after 2^32 − 1).
     high: Option<u64>,
     gaps: Vec<MGap>,
-    reset_pending: bool,
+    reset_pending: Option<u64>,
     /// The latest ChannelReset's TransactTime, and the snapshot loops
     /// begun since (packets numbered 1): a snapshot past RptSeq 0 whose
     /// instrument's last event is no later was taken before it; no longer
@@ -857,7 +857,7 @@ impl Model {
             th: s.th(),
             high: None,
             gaps: Vec::new(),
-            reset_pending: false,
+            reset_pending: None,
             reset_tt: None,
             reach: 0,
             unplaced_below: None,
@@ -1152,11 +1152,18 @@ impl Model {
         let first = self.high.is_none();
         let pending = std::mem::take(&mut self.reset_pending);
         // Clarification 1: S = 1 after a ChannelReset first, then far
-        // below `high`; not in the contract (docs/mdp3.md): far below
-        // right after a ChannelReset is not weekly.
-        let restart = match self.high {
-            Some(_) if s == 1 && pending => Some(false),
-            Some(h) if u64::from(s) + u64::from(self.margin) < h => Some(!pending),
+        // below `high`; not in the contract (docs/mdp3.md): right after a
+        // ChannelReset, far below or below and sent after it is not weekly
+        // nor a copy.
+        let restart = match (self.high, pending) {
+            (Some(h), Some(r))
+                if s == 1
+                    || u64::from(s) + u64::from(self.margin) < h
+                    || (u64::from(s) < h && p.sending > r) =>
+            {
+                Some(false)
+            }
+            (Some(h), None) if u64::from(s) + u64::from(self.margin) < h => Some(true),
             _ => None,
         };
         if let Some(weekly) = restart {
@@ -1267,7 +1274,7 @@ impl Model {
                     self.c.channel_resets += 1;
                     // Late, the packets after it went on with its
                     // numbering: no restart to 1 follows it.
-                    self.reset_pending = !fill;
+                    self.reset_pending = (!fill).then_some(p.sending);
                     source = Some(*tt);
                 }
                 WBody::Heartbeat => self.c.heartbeats += 1,

@@ -1210,6 +1210,36 @@ fn far_below_right_after_a_channel_reset_is_its_restart_not_the_weekly_one() {
     );
 }
 
+/// Not in the contract (docs/mdp3.md, "Below right after a
+/// ChannelReset"): with `high` within `restart_margin` of 1 (early in the
+/// week), the new sequence's packets after a ChannelReset are below it
+/// without being far below. Packet 1 lost on both lines, packet 2 would
+/// be a duplicate by the letter (§3.1 step 3), its halt lost without a
+/// gap, and #1's new history from RptSeq 1 in packet 60 would read `ok`.
+/// Sent after the reset's packet, packet 2 is that reset's restart,
+/// packet 1 missing; a copy of an older packet, sent before, stays a
+/// duplicate.
+#[test]
+fn below_high_and_sent_after_a_channel_reset_is_its_restart() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(50, &[bid(1, 7, 100)]));
+    let reset = encode::channel_reset(V, T0, EOE, 310);
+    ch.send(MS, A, encode::packet(51, T0 + MS, &[reset]));
+    // Line B's copy of packet 50, late: sent before the reset.
+    ch.send(MS + 1, B, event(50, &[bid(1, 7, 100)]));
+    let halt = status(Some(1), "", "", 2);
+    ch.send(2 * MS, A, encode::packet(2, T0 + 2 * MS, &[halt]));
+    let new = book_at(T0 + 3 * MS, EOE, &[bid(1, 1, 200)]);
+    ch.send(3 * MS, A, encode::packet(60, T0 + 3 * MS, &[new]));
+    let c = ch.check(3 * MS + 1, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(c), out.top(c).0), (r(&["halted"]), Some(200)));
+    has(
+        out.feed(),
+        json!({"sequence_restarts": 1, "duplicates": 1, "packet_gaps": 2, "next": 61}),
+    );
+}
+
 /// Not in the contract (docs/mdp3.md, "A late ChannelReset"): a
 /// ChannelReset that comes late, after packets that follow it, sets no
 /// `reset_pending` (§3.1 would: the last packet processed carried one).

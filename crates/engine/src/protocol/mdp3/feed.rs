@@ -893,7 +893,8 @@ impl Feed {
         // The other line's copy of a packet processed (or a late copy of
         // the sequence before a restart) is checked whole, as any
         // datagram, but nothing of it is kept for applying.
-        if super::packet::seq_num(payload).is_some_and(|s| self.seq.ignores(s, t)) {
+        let header = super::packet::seq_num(payload).zip(super::packet::sending_time(payload));
+        if header.is_some_and(|(s, sent)| self.seq.ignores(s, t, sent)) {
             return self.on_ignored(payload, t);
         }
         // Each body is read once, by the validity walk: the first
@@ -919,7 +920,7 @@ impl Feed {
         let s = packet.seq_num();
         self.counters.messages += packet.message_count() as u64;
         let first = self.seq.high().is_none();
-        let (seen, given_up) = self.seq.on_packet(s, t);
+        let (seen, given_up) = self.seq.on_packet(s, t, packet.sending_time());
         if given_up > 0 {
             // Gaps given up for room, before this packet's entries.
             self.given_up();
@@ -990,7 +991,7 @@ impl Feed {
                         self.reset_channel(false, Statuses::All);
                     }
                     self.counters.channel_resets += 1;
-                    self.seq.channel_reset(s);
+                    self.seq.channel_reset(s, packet.sending_time());
                     source = Some(reset.transact_time());
                     self.screen_snapshots_to(reset.transact_time());
                     Some(reset.match_event_indicator())
@@ -1066,7 +1067,9 @@ impl Feed {
     fn on_ignored(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
         let packet = Packet::new_checked(payload)?;
         self.counters.messages += packet.message_count() as u64;
-        let (seen, given_up) = self.seq.on_packet(packet.seq_num(), t);
+        let (seen, given_up) = self
+            .seq
+            .on_packet(packet.seq_num(), t, packet.sending_time());
         debug_assert!(matches!(seen, Seen::Duplicate | Seen::Stale) && given_up == 0);
         Ok(())
     }

@@ -653,12 +653,12 @@ mod tests {
         }
         for order in [top_down, bottom_up, shuffled] {
             let mut seq = sequence();
-            seq.on_packet(1, 0);
-            seq.on_packet(2 + n, 0); // [2, 2 + n) missing
+            seq.on_packet(1, 0, 0);
+            seq.on_packet(2 + n, 0, 0); // [2, 2 + n) missing
             let mut e = Ends::default();
             e.push((2 + n, 0), &seq);
             for &s in &order {
-                seq.on_packet(s, 0);
+                seq.on_packet(s, 0, 0);
                 e.push((s, 1), &seq);
                 e.settle(&seq);
                 assert!(e
@@ -673,7 +673,7 @@ mod tests {
             assert!(!e.covers((2, 0), &seq));
             assert!(order.iter().all(|&s| e.covers((s, 0), &seq)));
             assert!(!e.covers((2 + n, 1), &seq));
-            seq.on_packet(2, 0);
+            seq.on_packet(2, 0, 0);
             e.settle(&seq);
             assert!(e.above.is_empty() && e.covers((2, 0), &seq));
             assert_eq!(e.below, Some((2 + n, 0)));
@@ -719,7 +719,7 @@ mod tests {
     #[test]
     fn an_unfinished_event_hides_its_changes_through_depth_changes_and_long_runs() {
         let (mut seq, mut i, mut cached, mut log) = fresh(4);
-        seq.on_packet(1, 0);
+        seq.on_packet(1, 0, 0);
         for (r, p) in (1..).zip([10, 20, 30, 40]) {
             i.on_entry(r, new_bid(p, (1, 0)), &mut cached, 10, &mut log);
         }
@@ -727,7 +727,7 @@ mod tests {
         assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
         // An event in packet 2, its end not yet come: a New at level 1
         // pushes 10 out.
-        seq.on_packet(2, 1);
+        seq.on_packet(2, 1, 0);
         i.on_entry(5, new_bid(50, (2, 0)), &mut cached, 10, &mut log);
         assert_eq!(bids(i.working()), [50, 40, 30, 20]);
         assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
@@ -747,7 +747,7 @@ mod tests {
         assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
         assert_eq!(*i.visible(&log), *i.working());
         // The next event records again.
-        seq.on_packet(3, 2);
+        seq.on_packet(3, 2, 0);
         i.on_entry(300, new_bid(1, (3, 0)), &mut cached, 10, &mut log);
         assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
         assert_eq!(bids(i.working()), [1, 299, 298]);
@@ -756,14 +756,14 @@ mod tests {
     #[test]
     fn a_change_is_visible_only_at_the_end_of_its_event() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
-        seq.on_packet(10, 0);
+        seq.on_packet(10, 0, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         assert_eq!((bid(i.working()), bid(&i.visible(&log))), (Some(100), None));
         // An end of event before the change does not cover it.
         assert!(!i.cover(&ends(&[(9, 3)], &seq), &seq, &mut log));
         assert!(!i.cover(&ends(&[], &seq), &seq, &mut log));
         // The event spans packets: its end in packet 11.
-        seq.on_packet(11, 1);
+        seq.on_packet(11, 1, 0);
         assert!(i.cover(&ends(&[(11, 0)], &seq), &seq, &mut log));
         assert_eq!(bid(&i.visible(&log)), Some(100));
         assert!(!i.pending());
@@ -776,12 +776,12 @@ mod tests {
     #[test]
     fn a_change_ending_in_its_datagram_is_recorded_only_behind_a_pending_one() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
-        seq.on_packet(10, 0);
+        seq.on_packet(10, 0, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
         assert!(i.cover(&ends(&[(10, 0)], &seq), &seq, &mut log));
         assert_eq!(log.len(), 0);
         let up = |price| new_bid(price, (0, 0)).update.unwrap();
-        seq.on_packet(11, 1);
+        seq.on_packet(11, 1, 0);
         assert_eq!(
             i.apply_next(2, (11, 0), 1, &up(101), &mut log, true),
             Next::Taken
@@ -790,12 +790,12 @@ mod tests {
         assert_eq!(bids(&i.visible(&log)), [101, 100, 0]);
         // An event left open at its datagram's end is recorded, and so is
         // a change behind it, though its own event ends in its datagram.
-        seq.on_packet(12, 2);
+        seq.on_packet(12, 2, 0);
         assert_eq!(
             i.apply_next(3, (12, 0), 2, &up(102), &mut log, false),
             Next::Taken
         );
-        seq.on_packet(13, 3);
+        seq.on_packet(13, 3, 0);
         assert_eq!(
             i.apply_next(4, (13, 0), 3, &up(103), &mut log, true),
             Next::Taken
@@ -811,14 +811,14 @@ mod tests {
     #[test]
     fn a_lost_packet_keeps_the_last_complete_book_until_filled_or_given_up() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
-        seq.on_packet(10, 0);
+        seq.on_packet(10, 0, 0);
         i.on_entry(1, new_bid(100, (10, 0)), &mut cached, 10, &mut log);
-        seq.on_packet(11, 0);
+        seq.on_packet(11, 0, 0);
         i.cover(&ends(&[(11, 0)], &seq), &seq, &mut log);
         // A change in 12; 13 lost; a later event's end in 14.
-        seq.on_packet(12, 1);
+        seq.on_packet(12, 1, 0);
         i.on_entry(2, new_bid(101, (12, 0)), &mut cached, 10, &mut log);
-        seq.on_packet(14, 1);
+        seq.on_packet(14, 1, 0);
         let mut e = ends(&[(11, 0), (14, 0)], &seq);
         assert!(!i.cover(&e, &seq, &mut log), "13 missing");
         assert_eq!(bid(&i.visible(&log)), Some(100));
@@ -837,10 +837,10 @@ mod tests {
     fn the_first_end_of_event_after_the_changes_covers_them() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
         for s in [3, 4, 5] {
-            seq.on_packet(s, 0);
+            seq.on_packet(s, 0, 0);
         }
         i.on_entry(1, new_bid(100, (4, 0)), &mut cached, 10, &mut log);
-        seq.on_packet(9, 0); // 6 to 8 missing
+        seq.on_packet(9, 0, 0); // 6 to 8 missing
         assert!(
             !i.cover(&ends(&[(3, 0)], &seq), &seq, &mut log),
             "before the change"
@@ -856,7 +856,7 @@ mod tests {
     #[test]
     fn a_snapshot_replaces_both_books_at_once_and_applies_what_continues_it() {
         let mut seq = sequence();
-        seq.on_packet(10, 0);
+        seq.on_packet(10, 0, 0);
         let mut i = Instrument::new(3, 2);
         let mut cached = 0;
         let mut log = UndoLog::default();
@@ -885,17 +885,17 @@ mod tests {
     #[test]
     fn an_end_of_event_filled_late_does_not_hide_a_later_one() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
-        seq.on_packet(1, 0);
+        seq.on_packet(1, 0, 0);
         // Packet 2 (RptSeq 1, its event's end) is late; packet 3 changes
         // the book (RptSeq 2, cached) and ends its event.
-        seq.on_packet(3, 0);
+        seq.on_packet(3, 0, 0);
         let mut e = ends(&[(3, 1)], &seq);
         assert_eq!(
             i.on_entry(2, new_bid(102, (3, 0)), &mut cached, 10, &mut log),
             Took::Cached
         );
         // Packet 2 fills the gap: 1 applies, then 2 (at its own place).
-        seq.on_packet(2, 1);
+        seq.on_packet(2, 1, 0);
         i.on_entry(1, new_bid(101, (2, 0)), &mut cached, 10, &mut log);
         e.push((2, 1), &seq);
         e.settle(&seq);
@@ -910,22 +910,22 @@ mod tests {
     fn each_change_is_covered_by_the_nearest_end_after_it() {
         let (mut seq, mut i, mut cached, mut log) = fresh(3);
         let mut e = Ends::default();
-        seq.on_packet(8, 0);
+        seq.on_packet(8, 0, 0);
         i.on_entry(1, new_bid(108, (8, 0)), &mut cached, 10, &mut log);
         // 9 is missing; 10 changes the book and ends its event.
-        seq.on_packet(10, 0);
+        seq.on_packet(10, 0, 0);
         i.on_entry(2, new_bid(110, (10, 0)), &mut cached, 10, &mut log);
         e.push((10, 1), &seq);
         assert!(!i.cover(&e, &seq, &mut log), "9 missing");
         // 11 is missing; 12 changes and ends.
-        seq.on_packet(12, 0);
+        seq.on_packet(12, 0, 0);
         i.on_entry(3, new_bid(112, (12, 0)), &mut cached, 10, &mut log);
         e.push((12, 1), &seq);
         assert!(!i.cover(&e, &seq, &mut log), "9 still missing");
         // 9 comes (no end of event in it): 8 and 10 are covered by
         // (10, 1), 12 by (12, 1); 11 missing is between no change and its
         // end.
-        seq.on_packet(9, 1);
+        seq.on_packet(9, 1, 0);
         e.settle(&seq);
         assert!(i.cover(&e, &seq, &mut log));
         assert_eq!(bid(&i.visible(&log)), Some(112));

@@ -35,12 +35,24 @@ mod field {
 /// validated); `None` when it is shorter than the header.
 #[inline]
 pub fn seq_num(datagram: &[u8]) -> Option<u32> {
-    let header = datagram.first_chunk::<HEADER_LEN>()?;
-    header
-        .get(field::MSG_SEQ_NUM)?
+    header_field(datagram, field::MSG_SEQ_NUM).map(u32::from_le_bytes)
+}
+
+/// The `SendingTime` of a datagram (ns since the Unix epoch), read from its
+/// header alone as [`seq_num`].
+#[inline]
+pub fn sending_time(datagram: &[u8]) -> Option<u64> {
+    header_field(datagram, field::SENDING_TIME).map(u64::from_le_bytes)
+}
+
+/// The bytes `at` of a datagram's packet header.
+#[inline]
+fn header_field<const N: usize>(datagram: &[u8], at: std::ops::Range<usize>) -> Option<[u8; N]> {
+    datagram
+        .first_chunk::<HEADER_LEN>()?
+        .get(at)?
         .try_into()
         .ok()
-        .map(u32::from_le_bytes)
 }
 
 /// A message's SBE header (after its `MsgSize`).
@@ -98,11 +110,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// the packet.
     #[inline]
     pub fn sending_time(&self) -> u64 {
-        self.buffer
-            .as_ref()
-            .get(field::SENDING_TIME)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
+        sending_time(self.buffer.as_ref()).unwrap_or(0)
     }
 
     /// Messages in the packet (at least one).

@@ -120,8 +120,9 @@ pub struct Sequence {
     /// [`MAX_GAPS`]), each grown amortised (doubling) to the most packets a
     /// gap received, opening, filling and closing gaps allocates nothing.
     spare: Vec<Filled>,
-    /// The last processed packet carried a ChannelReset.
-    reset_pending: bool,
+    /// The last processed packet carried a ChannelReset (and was the
+    /// newest): its SendingTime (ns since the Unix epoch, venue clock).
+    reset_pending: Option<u64>,
     /// After a restart: the old `high`, until this time (ns).
     old: Option<(u64, u64)>,
     counters: Counters,
@@ -135,7 +136,7 @@ impl Sequence {
             high: None,
             gaps: VecDeque::new(),
             spare: Vec::new(),
-            reset_pending: false,
+            reset_pending: None,
             old: None,
             counters: Counters::default(),
         }
@@ -196,8 +197,10 @@ impl Sequence {
         Some(g.filled.first_gap_from(u64::from(g.lo)) as u32)
     }
 
-    /// The packet `s` just processed carried a ChannelReset: MsgSeqNum 1
-    /// next is a restart (cleared by the next processed packet), unless it
+    /// The packet `s`, sent at `sent`, just processed carried a
+    /// ChannelReset: MsgSeqNum 1 next is a restart, and so is a packet
+    /// below `high` sent after it ([`restart`](Self::restart); cleared by
+    /// the next processed packet), unless it
     /// came late, below packets processed first: those kept its numbering,
     /// so no restart follows it (and far below next is the weekly
     /// restart, which empties what they sent of the old week). What is
@@ -206,8 +209,8 @@ impl Sequence {
     /// of a packet in them is a duplicate and never applied to the new
     /// books; a gap reaching above `s` (the reset came late) keeps its
     /// part above.
-    pub fn channel_reset(&mut self, s: u32) {
-        self.reset_pending = self.high == Some(u64::from(s) + 1);
+    pub fn channel_reset(&mut self, s: u32, sent: u64) {
+        self.reset_pending = (self.high == Some(u64::from(s) + 1)).then_some(sent);
         while let Some(mut g) = self.gaps.pop_front() {
             if g.lo > s {
                 self.gaps.push_front(g);
@@ -266,38 +269,36 @@ impl Sequence {
         })
     }
 
-    /// The restart a packet of MsgSeqNum `s` makes, with `reset_pending`
-    /// as given. Not in the contract (docs/mdp3.md): far below `high`
-    /// right after a ChannelReset is that reset's restart with its first
-    /// packets missing, not the weekly one.
+    /// The restart a packet of MsgSeqNum `s`, sent at `sent`, makes, with
+    /// `reset_pending` as given. Not in the contract (docs/mdp3.md): right
+    /// after a ChannelReset, a packet below `high` sent after the reset's
+    /// (an old copy was sent before it), or one far below, is that reset's
+    /// restart with its first packets missing, not a copy or the weekly
+    /// restart.
     #[inline]
-    fn restart(&self, s: u32, reset_pending: bool) -> Option<Restart> {
-        match self.high {
-            Some(_) if s == 1 && reset_pending => Some(Restart::AfterReset),
-            Some(h) if u64::from(s) + u64::from(self.settings.restart_margin) < h => {
-                Some(if reset_pending {
-                    Restart::AfterReset
-                } else {
-                    Restart::Weekly
-                })
-            }
+    fn restart(&self, s: u32, sent: u64, reset_pending: Option<u64>) -> Option<Restart> {
+        let h = self.high?;
+        let far = u64::from(s) + u64::from(self.settings.restart_margin) < h;
+        match reset_pending {
+            Some(r) if s == 1 || far || (u64::from(s) < h && sent > r) => Some(Restart::AfterReset),
+            None if far => Some(Restart::Weekly),
             _ => None,
         }
     }
 
     /// Whether [`on_packet`](Self::on_packet) would find a packet of
-    /// MsgSeqNum `s` arriving at `t` a [`Packet::Duplicate`] or
-    /// [`Packet::Stale`] (nothing of it processed), changing nothing: so
+    /// MsgSeqNum `s` sent at `sent` arriving at `t` a [`Packet::Duplicate`]
+    /// or [`Packet::Stale`] (nothing of it processed), changing nothing: so
     /// that the other line's copy is only checked, not read for applying.
     #[inline]
-    pub fn ignores(&self, s: u32, t: u64) -> bool {
+    pub fn ignores(&self, s: u32, t: u64, sent: u64) -> bool {
         if self.stale(s, t) {
             return true;
         }
         let Some(high) = self.high else {
             return false;
         };
-        if u64::from(s) >= high || self.restart(s, self.reset_pending).is_some() {
+        if u64::from(s) >= high || self.restart(s, sent, self.reset_pending).is_some() {
             return false;
         }
         match self.gap_of(s) {
@@ -313,15 +314,16 @@ impl Sequence {
         self.gaps.get(i).is_some_and(|g| g.lo <= s).then_some(i)
     }
 
-    /// One accepted packet of MsgSeqNum `s`, arrived at `t`. Returns what
-    /// it is and how many gaps were given up for room.
-    pub fn on_packet(&mut self, s: u32, t: u64) -> (Packet, usize) {
+    /// One accepted packet of MsgSeqNum `s` and SendingTime `sent` (venue
+    /// clock), arrived at `t`. Returns what it is and how many gaps were
+    /// given up for room.
+    pub fn on_packet(&mut self, s: u32, t: u64, sent: u64) -> (Packet, usize) {
         if self.stale(s, t) {
             self.counters.stale_sequence += 1;
             return (Packet::Stale, 0);
         }
         let pending = std::mem::take(&mut self.reset_pending);
-        let restart = self.restart(s, pending);
+        let restart = self.restart(s, sent, pending);
         if restart.is_some() {
             // The new sequence began at 1.
             let h = self.high.replace(1).unwrap_or(0);
@@ -413,51 +415,55 @@ mod tests {
     #[test]
     fn a_channel_reset_drops_the_gaps_below_it() {
         let mut s = seq();
-        s.on_packet(100, 0);
+        s.on_packet(100, 0, 0);
         // Gaps [101, 103) and [104, 106); the reset is 104, filling the
         // second gap late.
-        s.on_packet(103, 1);
-        s.on_packet(106, 1);
-        assert!(process(s.on_packet(104, 2)));
-        s.channel_reset(104);
+        s.on_packet(103, 1, 0);
+        s.on_packet(106, 1, 0);
+        assert!(process(s.on_packet(104, 2, 0)));
+        s.channel_reset(104, 0);
         assert_eq!(s.gaps_open(), 1, "only what lies above the reset");
         assert_eq!(s.first_missing(), Some(105));
-        assert_eq!(s.on_packet(102, 3).0, Packet::Duplicate, "before the reset");
+        assert_eq!(
+            s.on_packet(102, 3, 0).0,
+            Packet::Duplicate,
+            "before the reset"
+        );
         assert_eq!(s.counters().packets_lost, 0, "dropped, not lost");
-        s.on_packet(105, 3);
+        s.on_packet(105, 3, 0);
         assert_eq!(s.gaps_open(), 0);
         // A reset with nothing missing after it leaves no gap.
         let mut s = seq();
-        s.on_packet(100, 0);
-        s.on_packet(102, 1);
-        s.on_packet(101, 2);
-        s.channel_reset(101);
+        s.on_packet(100, 0, 0);
+        s.on_packet(102, 1, 0);
+        s.on_packet(101, 2, 0);
+        s.channel_reset(101, 0);
         assert_eq!(s.gaps_open(), 0);
     }
 
     #[test]
     fn the_first_packet_sets_high_then_gaps_fill_or_are_duplicates() {
         let mut s = seq();
-        assert!(process(s.on_packet(500, 0)));
+        assert!(process(s.on_packet(500, 0, 0)));
         assert_eq!((s.high(), s.gaps_open()), (Some(501), 0));
-        assert!(process(s.on_packet(504, 1)));
+        assert!(process(s.on_packet(504, 1, 0)));
         assert_eq!(s.counters().packet_gaps, 1);
         assert!(!s.complete(500, 504) && s.complete(500, 500) && s.complete(504, 504));
         assert_eq!(
-            s.on_packet(502, 2).0,
+            s.on_packet(502, 2, 0).0,
             Packet::Process {
                 fill: true,
                 restart: None
             }
         );
         assert_eq!(
-            s.on_packet(502, 2).0,
+            s.on_packet(502, 2, 0).0,
             Packet::Duplicate,
             "the other line's copy"
         );
-        assert_eq!(s.on_packet(504, 2).0, Packet::Duplicate);
-        s.on_packet(501, 3);
-        s.on_packet(503, 3);
+        assert_eq!(s.on_packet(504, 2, 0).0, Packet::Duplicate);
+        s.on_packet(501, 3, 0);
+        s.on_packet(503, 3, 0);
         assert_eq!((s.gaps_open(), s.counters().recovered), (0, 3));
         assert!(s.complete(0, 600));
         assert_eq!(s.counters().duplicates, 2);
@@ -472,19 +478,19 @@ mod tests {
             gap_timeout_ns: 5 * MS,
             restart_margin: 1_000_000,
         });
-        s.on_packet(1, 0);
+        s.on_packet(1, 0, 0);
         let n = 20_000;
-        s.on_packet(2 + n, 0);
+        s.on_packet(2 + n, 0, 0);
         for q in (3..2 + n).rev() {
             assert!(matches!(
-                s.on_packet(q, 0).0,
+                s.on_packet(q, 0, 0).0,
                 Packet::Process { fill: true, .. }
             ));
             assert_eq!(s.first_missing(), Some(2));
             assert!(s.complete(q, 2 + n) && !s.complete(2, 2 + n));
         }
-        assert!(s.ignores(2 + n / 2, 0));
-        s.on_packet(2, 0);
+        assert!(s.ignores(2 + n / 2, 0, 0));
+        s.on_packet(2, 0, 0);
         assert_eq!((s.gaps_open(), s.first_missing()), (0, None));
         assert_eq!(s.counters().recovered, u64::from(n));
     }
@@ -492,15 +498,15 @@ mod tests {
     #[test]
     fn the_first_missing_packet_is_that_of_the_lowest_gap() {
         let mut s = seq();
-        s.on_packet(1, 0);
+        s.on_packet(1, 0, 0);
         assert_eq!(s.first_missing(), None);
-        s.on_packet(5, 1);
+        s.on_packet(5, 1, 0);
         assert_eq!(s.first_missing(), Some(2));
-        s.on_packet(2, 2);
-        s.on_packet(4, 2);
+        s.on_packet(2, 2, 0);
+        s.on_packet(4, 2, 0);
         assert_eq!(s.first_missing(), Some(3));
-        s.on_packet(9, 3);
-        s.on_packet(3, 4);
+        s.on_packet(9, 3, 0);
+        s.on_packet(3, 4, 0);
         assert_eq!(s.first_missing(), Some(6));
         s.expire(u64::MAX);
         assert_eq!(s.first_missing(), None);
@@ -509,10 +515,10 @@ mod tests {
     #[test]
     fn gaps_expire_strictly_after_their_deadline_lowest_first() {
         let mut s = seq();
-        s.on_packet(1, 0);
-        s.on_packet(5, 10); // [2, 5), deadline 10 + 5 ms
-        s.on_packet(3, 11);
-        s.on_packet(9, 12); // [6, 9)
+        s.on_packet(1, 0, 0);
+        s.on_packet(5, 10, 0); // [2, 5), deadline 10 + 5 ms
+        s.on_packet(3, 11, 0);
+        s.on_packet(9, 12, 0); // [6, 9)
         assert_eq!(s.expire(10 + 5 * MS), 0, "at the deadline: still open");
         assert_eq!(s.expire(10 + 5 * MS + 1), 1);
         assert_eq!(s.counters().packets_lost, 2);
@@ -527,29 +533,29 @@ mod tests {
     #[test]
     fn one_after_a_channel_reset_restarts_and_late_copies_are_stale() {
         let mut s = seq();
-        s.on_packet(1_000, 0);
-        s.on_packet(1_003, 1);
-        s.channel_reset(1_003);
+        s.on_packet(1_000, 0, 0);
+        s.on_packet(1_003, 1, 0);
+        s.channel_reset(1_003, 0);
         // A duplicate does not take the pending reset.
-        assert_eq!(s.on_packet(1_003, 2).0, Packet::Duplicate);
-        assert_eq!(s.on_packet(1, 3).0, AFTER_RESET);
+        assert_eq!(s.on_packet(1_003, 2, 0).0, Packet::Duplicate);
+        assert_eq!(s.on_packet(1, 3, 0).0, AFTER_RESET);
         assert_eq!(
             (s.gaps_open(), s.high(), s.counters().sequence_restarts),
             (0, Some(2), 1)
         );
         // Line B's late copy of the old sequence: no effect.
-        assert_eq!(s.on_packet(1_002, 4).0, Packet::Stale);
+        assert_eq!(s.on_packet(1_002, 4, 0).0, Packet::Stale);
         assert_eq!(s.counters().stale_sequence, 1);
         // After the window it would be a new packet far ahead.
         s.expire(4 + 5 * MS);
         assert_eq!(
-            s.on_packet(2, 4 + 5 * MS).0,
+            s.on_packet(2, 4 + 5 * MS, 0).0,
             Packet::Process {
                 fill: false,
                 restart: None
             }
         );
-        assert!(process(s.on_packet(1_002, 4 + 6 * MS)));
+        assert!(process(s.on_packet(1_002, 4 + 6 * MS, 0)));
     }
 
     /// A gap above a late reset's packet, which the reset keeps, is
@@ -560,13 +566,13 @@ mod tests {
     #[test]
     fn the_restart_after_a_channel_reset_drops_the_gaps_above_it() {
         let mut s = seq();
-        s.on_packet(100, 0);
-        s.on_packet(105, 0);
-        s.on_packet(102, 0);
-        s.channel_reset(102);
+        s.on_packet(100, 0, 0);
+        s.on_packet(105, 0, 0);
+        s.on_packet(102, 0, 0);
+        s.channel_reset(102, 0);
         assert_eq!(s.gaps_open(), 1, "[103, 105) lies above the reset");
         assert_eq!(
-            s.on_packet(1, 1).0,
+            s.on_packet(1, 1, 0).0,
             Packet::Process {
                 fill: false,
                 restart: Some(Restart::Weekly)
@@ -591,58 +597,80 @@ mod tests {
     #[test]
     fn a_stale_copy_does_not_take_a_pending_reset() {
         let mut s = seq();
-        s.on_packet(1_000, 0);
-        s.channel_reset(1_000);
-        assert!(process(s.on_packet(1, 1)));
-        assert!(process(s.on_packet(2, 1)));
-        s.channel_reset(2);
-        assert_eq!(s.on_packet(995, 2).0, Packet::Stale);
-        assert_eq!(s.on_packet(1, 3).0, AFTER_RESET);
+        s.on_packet(1_000, 0, 0);
+        s.channel_reset(1_000, 0);
+        assert!(process(s.on_packet(1, 1, 0)));
+        assert!(process(s.on_packet(2, 1, 0)));
+        s.channel_reset(2, 0);
+        assert_eq!(s.on_packet(995, 2, 0).0, Packet::Stale);
+        assert_eq!(s.on_packet(1, 3, 0).0, AFTER_RESET);
         assert_eq!(s.counters().sequence_restarts, 2);
     }
 
     #[test]
     fn far_below_high_is_the_weekly_restart_and_one_without_reset_is_not() {
         let mut s = seq();
-        s.on_packet(5_000, 0);
+        s.on_packet(5_000, 0, 0);
         // 1 without a ChannelReset, within the margin of nothing: a copy?
         // No: far below high, it is the weekly restart.
         assert_eq!(
-            s.on_packet(1, 1).0,
+            s.on_packet(1, 1, 0).0,
             Packet::Process {
                 fill: false,
                 restart: Some(Restart::Weekly)
             }
         );
         let mut s = seq();
-        s.on_packet(50, 0);
+        s.on_packet(50, 0, 0);
         // Within the margin below high: an old copy, not a restart.
-        assert_eq!(s.on_packet(1, 1).0, Packet::Duplicate);
+        assert_eq!(s.on_packet(1, 1, 0).0, Packet::Duplicate);
         // The reset flag lasts one processed packet.
-        s.channel_reset(50);
-        s.on_packet(51, 2);
-        assert_eq!(s.on_packet(1, 3).0, Packet::Duplicate);
+        s.channel_reset(50, 0);
+        s.on_packet(51, 2, 0);
+        assert_eq!(s.on_packet(1, 3, 0).0, Packet::Duplicate);
         // Far below right after a ChannelReset: its restart, packet 1
         // missing (docs/mdp3.md), not the weekly one.
         let mut s = seq();
-        s.on_packet(5_000, 0);
-        s.channel_reset(5_000);
-        assert_eq!(s.on_packet(2, 1).0, AFTER_RESET);
+        s.on_packet(5_000, 0, 0);
+        s.channel_reset(5_000, 0);
+        assert_eq!(s.on_packet(2, 1, 0).0, AFTER_RESET);
         // A ChannelReset come late, below packets processed first that
         // kept its numbering: no restart follows it, and far below next is
         // the weekly one.
         let mut s = seq();
-        s.on_packet(5_000, 0);
-        s.on_packet(5_002, 0);
-        assert!(process(s.on_packet(5_001, 1)));
-        s.channel_reset(5_001);
+        s.on_packet(5_000, 0, 0);
+        s.on_packet(5_002, 0, 0);
+        assert!(process(s.on_packet(5_001, 1, 0)));
+        s.channel_reset(5_001, 0);
         assert_eq!(
-            s.on_packet(1, 2).0,
+            s.on_packet(1, 2, 0).0,
             Packet::Process {
                 fill: false,
                 restart: Some(Restart::Weekly)
             }
         );
+    }
+
+    /// Not in the contract (docs/mdp3.md): right after a ChannelReset, a
+    /// packet below `high` sent after the reset's packet is of the new
+    /// sequence, its first packets missing, not a copy: its restart. One
+    /// sent before it (line B's copy of an older packet) or at the same
+    /// time (the reset's own copy) is a duplicate.
+    #[test]
+    fn below_high_and_sent_after_a_channel_reset_is_its_restart() {
+        let mut s = seq();
+        s.on_packet(50, 0, 500);
+        s.channel_reset(50, 500);
+        assert_eq!(s.on_packet(48, 1, 480).0, Packet::Duplicate);
+        assert_eq!(s.on_packet(50, 1, 500).0, Packet::Duplicate);
+        assert!(s.ignores(48, 1, 480));
+        assert!(!s.ignores(3, 1, 510));
+        assert_eq!(s.on_packet(3, 1, 510).0, AFTER_RESET);
+        assert_eq!((s.high(), s.gaps_open()), (Some(4), 1));
+        // Without a ChannelReset before it, a copy whatever its time.
+        let mut s = seq();
+        s.on_packet(50, 0, 500);
+        assert_eq!(s.on_packet(3, 1, 510).0, Packet::Duplicate);
     }
 
     /// Not in the contract: the new sequence began at 1, so a restart past
@@ -651,12 +679,12 @@ mod tests {
     #[test]
     fn a_restart_past_1_opens_the_gap_from_1() {
         let mut s = seq();
-        s.on_packet(5_000, 0);
-        s.channel_reset(5_000);
-        assert_eq!(s.on_packet(3, 1).0, AFTER_RESET);
+        s.on_packet(5_000, 0, 0);
+        s.channel_reset(5_000, 0);
+        assert_eq!(s.on_packet(3, 1, 0).0, AFTER_RESET);
         assert_eq!((s.gaps_open(), s.high()), (1, Some(4)));
         assert_eq!(
-            s.on_packet(1, 2).0,
+            s.on_packet(1, 2, 0).0,
             Packet::Process {
                 fill: true,
                 restart: None
@@ -669,16 +697,16 @@ mod tests {
         );
         // The weekly restart at 1 itself: no gap; past it, the gap from 1.
         let mut s = seq();
-        s.on_packet(5_000, 0);
-        s.on_packet(1, 1);
+        s.on_packet(5_000, 0, 0);
+        s.on_packet(1, 1, 0);
         assert_eq!((s.gaps_open(), s.high()), (0, Some(2)));
         let mut s = seq();
-        s.on_packet(5_000, 0);
+        s.on_packet(5_000, 0, 0);
         let weekly = Packet::Process {
             fill: false,
             restart: Some(Restart::Weekly),
         };
-        assert_eq!(s.on_packet(5, 1).0, weekly);
+        assert_eq!(s.on_packet(5, 1, 0).0, weekly);
         assert_eq!((s.gaps_open(), s.high()), (1, Some(6)));
     }
 
@@ -689,22 +717,22 @@ mod tests {
     fn the_last_msg_seq_num_is_below_high_like_any() {
         let last = u32::MAX;
         let mut s = seq();
-        assert!(process(s.on_packet(last - 1, 0)));
-        assert!(process(s.on_packet(last, 0)));
+        assert!(process(s.on_packet(last - 1, 0, 0)));
+        assert!(process(s.on_packet(last, 0, 0)));
         assert_eq!(s.high(), Some(1 << 32));
-        assert!(s.ignores(last, 0));
-        assert_eq!(s.on_packet(last, 0).0, Packet::Duplicate);
+        assert!(s.ignores(last, 0, 0));
+        assert_eq!(s.on_packet(last, 0, 0).0, Packet::Duplicate);
         assert_eq!(s.counters().duplicates, 1);
-        s.channel_reset(last);
+        s.channel_reset(last, 0);
         assert_eq!(
-            s.on_packet(1, 1).0,
+            s.on_packet(1, 1, 0).0,
             Packet::Process {
                 fill: false,
                 restart: Some(Restart::AfterReset)
             }
         );
-        assert!(s.ignores(last, 2));
-        assert_eq!(s.on_packet(last, 2).0, Packet::Stale);
+        assert!(s.ignores(last, 2, 0));
+        assert_eq!(s.on_packet(last, 2, 0).0, Packet::Stale);
         assert_eq!((s.gaps_open(), s.high()), (0, Some(2)));
         assert_eq!(s.counters().packet_gaps, 0);
     }
@@ -712,10 +740,10 @@ mod tests {
     #[test]
     fn gaps_beyond_the_most_give_up_the_lowest() {
         let mut s = seq();
-        s.on_packet(1, 0);
+        s.on_packet(1, 0, 0);
         let mut given = 0;
         for k in 0..=MAX_GAPS as u32 {
-            given += s.on_packet(3 + 2 * k, 1).1;
+            given += s.on_packet(3 + 2 * k, 1, 0).1;
         }
         assert_eq!((given, s.gaps_open()), (1, MAX_GAPS));
         assert_eq!(s.counters().packets_lost, 1);
@@ -726,20 +754,20 @@ mod tests {
     #[test]
     fn closed_gaps_leave_their_lists_to_the_next() {
         let mut s = seq();
-        s.on_packet(1_000, 0);
-        s.on_packet(1_003, 0); // [1001, 1003)
-        s.on_packet(1_001, 0);
+        s.on_packet(1_000, 0, 0);
+        s.on_packet(1_003, 0, 0); // [1001, 1003)
+        s.on_packet(1_001, 0, 0);
         assert_eq!(s.spare.len(), 0, "the gap holds its list");
-        s.on_packet(1_002, 0);
+        s.on_packet(1_002, 0, 0);
         assert_eq!((s.gaps_open(), s.spare.len()), (0, 1));
-        s.on_packet(1_006, 0); // [1004, 1006): takes the list
+        s.on_packet(1_006, 0, 0); // [1004, 1006): takes the list
         assert_eq!(s.spare.len(), 0);
-        s.on_packet(1_004, 0);
+        s.on_packet(1_004, 0, 0);
         assert_eq!(s.expire(5 * MS + 1), 1);
         assert_eq!((s.spare.len(), s.counters().packets_lost), (1, 1));
-        s.on_packet(1_009, 6 * MS); // [1007, 1009)
-        s.on_packet(1_007, 6 * MS);
-        s.on_packet(1, 6 * MS); // far below: the weekly restart
+        s.on_packet(1_009, 6 * MS, 0); // [1007, 1009)
+        s.on_packet(1_007, 6 * MS, 0);
+        s.on_packet(1, 6 * MS, 0); // far below: the weekly restart
         assert_eq!(s.counters().sequence_restarts, 1);
         assert_eq!((s.gaps_open(), s.spare.len()), (0, 1));
         assert_eq!(s.counters().recovered, 4);
@@ -755,11 +783,11 @@ mod tests {
             fills in proptest::collection::vec(0u32..90, 0..200),
         ) {
             let mut s = seq();
-            s.on_packet(1, 0);
-            s.on_packet(2 + width, 0);
+            s.on_packet(1, 0, 0);
+            s.on_packet(2 + width, 0, 0);
             let mut got = std::collections::BTreeSet::new();
             for f in fills.into_iter().map(|f| 2 + f % width) {
-                s.on_packet(f, 0);
+                s.on_packet(f, 0, 0);
                 got.insert(f);
                 let want = (2..2 + width).find(|q| !got.contains(q));
                 proptest::prop_assert_eq!(s.first_missing(), want);
@@ -780,12 +808,12 @@ mod tests {
             let mut got = std::collections::BTreeSet::new();
             let mut n = 1;
             for j in jumps {
-                s.on_packet(n, 0);
+                s.on_packet(n, 0, 0);
                 got.insert(n);
                 n += j;
             }
             for f in fills.into_iter().filter(|&f| f >= 1 && f < n) {
-                s.on_packet(f, 0);
+                s.on_packet(f, 0, 0);
                 got.insert(f);
             }
             for (a, w) in ranges {
@@ -821,13 +849,13 @@ mod tests {
                     5 => 1,
                     6 => last + 200 + k,
                     _ => {
-                        s.channel_reset(last);
+                        s.channel_reset(last, 0);
                         continue;
                     }
                 };
                 let before = s.counters().duplicates + s.counters().stale_sequence;
-                let ignored = s.ignores(n, t);
-                let (seen, _) = s.on_packet(n, t);
+                let ignored = s.ignores(n, t, 0);
+                let (seen, _) = s.on_packet(n, t, 0);
                 let after = s.counters().duplicates + s.counters().stale_sequence;
                 proptest::prop_assert_eq!(
                     ignored,
