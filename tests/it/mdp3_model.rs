@@ -54,7 +54,8 @@
 //! - The source watermark is raised by the TransactTime of the packet's
 //!   last message that carries one: book, trade, volume, statistics and
 //!   limits messages, SecurityStatus, and ChannelReset (§2 lists 4 among
-//!   the templates whose root starts with TransactTime).
+//!   the templates whose root starts with TransactTime), never past the
+//!   packet's SendingTime.
 //!
 //! The clarifications are taken as written, where they surprise too: a
 //! packet numbered 1 while a ChannelReset is pending restarts the sequence
@@ -1332,7 +1333,8 @@ impl Model {
             self.last_alive = Some(t);
             match source {
                 Some(w) => {
-                    let w = i128::from(w);
+                    // Never past the packet's SendingTime (docs/mdp3.md).
+                    let w = i128::from(w.min(p.sending));
                     self.watermark = Some(self.watermark.map_or(w, |x| x.max(w)));
                 }
                 None => self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t))),

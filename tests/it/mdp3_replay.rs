@@ -158,7 +158,7 @@ fn channel() -> Vec<(u64, SocketAddrV4, Vec<u8>)> {
     );
     let halt = encode::packet(
         5,
-        T0,
+        T0 + 30 * MS,
         &[encode::security_status(
             V,
             &Status {

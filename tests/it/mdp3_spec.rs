@@ -1369,14 +1369,22 @@ fn liveness_and_the_watermark_move_only_with_no_gap_open() {
     ch.send(
         500 * MS,
         A,
-        packet(3, &[book_at(T0 + 500 * MS, EOE, &[bid(2, 1, 50)])]),
+        encode::packet(
+            3,
+            T0 + 500 * MS,
+            &[book_at(T0 + 500 * MS, EOE, &[bid(2, 1, 50)])],
+        ),
     );
     let during = ch.check(1_000 * MS + 1, "#1");
     // The fill closes it: the watermark is the filling packet's.
     ch.send(
         1_200 * MS,
         B,
-        packet(2, &[status_at(T0 + 100 * MS, Some(2), "", "", 17)]),
+        encode::packet(
+            2,
+            T0 + 100 * MS,
+            &[status_at(T0 + 100 * MS, Some(2), "", "", 17)],
+        ),
     );
     let filled = ch.check(1_200 * MS + 1, "#1");
     // The last message carrying a TransactTime, not the heartbeat after it.
@@ -1384,10 +1392,10 @@ fn liveness_and_the_watermark_move_only_with_no_gap_open() {
         status_at(T0 + 1_200 * MS, Some(2), "", "", 17),
         encode::heartbeat(V),
     ];
-    ch.send(1_300 * MS, A, packet(4, &last));
+    ch.send(1_300 * MS, A, encode::packet(4, T0 + 1_300 * MS, &last));
     // An older TransactTime does not lower it.
     let older = encode::statistics(48, V, T0 + 500 * MS, EOE, &[(2, 2)], 0);
-    ch.send(1_400 * MS, A, packet(5, &[older]));
+    ch.send(1_400 * MS, A, encode::packet(5, T0 + 1_400 * MS, &[older]));
     let risen = ch.check(2_200 * MS, "#1");
     let past = ch.check(2_200 * MS + 1, "#1");
     // A heartbeat alone: its arrival less the offset (0).
@@ -2955,8 +2963,9 @@ fn the_watermark_is_the_last_messages_transact_time() {
     ch.send(
         400 * MS,
         A,
-        packet(
+        encode::packet(
             1,
+            T0 + 400 * MS,
             &[
                 book_at(T0 + 300 * MS, 0, &[bid(1, 1, 100)]),
                 book_at(T0 + 100 * MS, EOE, &[bid(2, 1, 100)]),

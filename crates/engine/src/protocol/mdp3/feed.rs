@@ -1052,7 +1052,11 @@ impl Feed {
             self.last_alive = Some(t);
             match source {
                 Some(tt) => {
-                    let at = tt as i128;
+                    // Never past the packet's SendingTime (not in the
+                    // contract: docs/mdp3.md): an event is sent after it
+                    // happened, and a TransactTime corrupted far ahead
+                    // would otherwise hold the watermark there for good.
+                    let at = tt.min(packet.sending_time()) as i128;
                     self.watermark = Some(self.watermark.map_or(at, |w| w.max(at)));
                 }
                 None => self.heartbeat_at = Some(self.heartbeat_at.map_or(t, |h| h.max(t))),
@@ -2802,6 +2806,30 @@ mod tests {
             .unwrap();
         assert_eq!(f.source_watermark(), Some(i128::from(T0 + 5 * MS)));
         assert_eq!(f.last_alive(), Some(T0 + 9 * MS));
+    }
+
+    /// The watermark never rises past the SendingTime of the packet that
+    /// raises it: a TransactTime far ahead (corrupt, or forged) would
+    /// otherwise keep `stale_at_source` from ever firing again.
+    #[test]
+    fn the_watermark_stops_at_the_packets_sending_time() {
+        let mut f = feed();
+        let ahead = encode::book(
+            46,
+            V,
+            u64::MAX - 1,
+            EOE,
+            &[bid(1, 1, 1, UpdateAction::New, 10)],
+            0,
+        );
+        f.on_incremental(&encode::packet(1, T0 + MS, &[ahead]), T0 + 2 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some(i128::from(T0 + MS)));
+        let th = Thresholds {
+            stale_ns: 30_000 * MS,
+            source_ns: 10 * MS,
+        };
+        assert_eq!(f.verdict("#1", th, T0 + 20 * MS), Reasons::STALE_AT_SOURCE);
     }
 
     /// A cached entry with an odd value that a snapshot lets apply counts
