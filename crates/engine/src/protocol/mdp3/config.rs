@@ -69,7 +69,8 @@ pub struct Mdp3Config {
     /// Most entries cached over every instrument of the feed, waiting for
     /// the ones before them.
     pub max_cached: usize,
-    /// Most instruments the feed keeps (each costs about 2 KB).
+    /// Most instruments the feed keeps (each costs about 2 KB, up to about
+    /// 13 KB at the deepest books a definition can state).
     pub max_instruments: usize,
     /// Whether the configuration sets `max_instruments`: only then is it
     /// also the feed's reservation in the state table.
@@ -161,8 +162,10 @@ pub const MAX_CACHED: Range = Range {
 /// `max_instruments`: instruments (SecurityIDs) the feed keeps; a message
 /// naming one more is ignored for it and counted (`instruments_refused`).
 /// CME's largest channels list tens of thousands; each instrument costs
-/// about 2 KB, so the default bounds a flood of forged SecurityIDs to
-/// about 200 MB. Group statuses are kept for three (SecurityGroup, Asset)
+/// about 2 KB at CME's depths (10 and 2), so the default bounds a flood of
+/// forged SecurityIDs to about 200 MB; definitions stating the largest
+/// MarketDepth the wire holds (127, both books) make it about 13 KB, so
+/// forged definitions too could take about 1.3 GB. Group statuses are kept for three (SecurityGroup, Asset)
 /// pairs per instrument it allows. Set, it is also the slots the feed
 /// reserves in the state table ([`FeedProtocol::reserved_slots`]); the
 /// default, more than the default `capacity`, reserves none.
