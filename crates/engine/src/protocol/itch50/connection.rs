@@ -82,7 +82,8 @@ pub enum Wire {
 /// writes that event in the same receive cycle as the end takes effect.
 #[derive(Debug)]
 enum Report {
-    Wire(Wire),
+    /// What went over the wire in attempt `.0`.
+    Wire(u64, Wire),
     End(u64, End, Box<Staging>, Option<Wire>),
 }
 
@@ -201,10 +202,11 @@ impl Connection {
         self.record.store(on, Ordering::Relaxed);
     }
 
-    /// Starts a connection checked by `settings`; returns the local end it
-    /// connects from (the socket the thread holds bound for it), so that
-    /// a recorded run writes our SYN now, when the attempt starts.
-    pub fn start(&mut self, settings: glimpse::Settings) -> SocketAddrV4 {
+    /// Starts a connection checked by `settings`; returns its attempt's
+    /// number and the local end it connects from (the socket the thread
+    /// holds bound for it), so that a recorded run writes our SYN now,
+    /// when the attempt starts.
+    pub fn start(&mut self, settings: glimpse::Settings) -> (u64, SocketAddrV4) {
         self.attempt += 1;
         // Pairs with the Acquire load of `Commands::wants`.
         self.wanted.store(self.attempt, Ordering::Release);
@@ -222,7 +224,7 @@ impl Connection {
                 }
             }
         }
-        local
+        (self.attempt, local)
     }
 
     /// Drops the running connection (its end will not be reported): the
@@ -237,14 +239,15 @@ impl Connection {
 
     /// The end of the running connection, if the thread reported it, with
     /// its staging state; what went over the wire before it (recorded
-    /// runs) is handed to `wire` first, in order.
-    pub fn poll(&mut self, wire: &mut impl FnMut(Wire)) -> Option<(End, Box<Staging>)> {
+    /// runs) is handed to `wire` first, in order, with its attempt's
+    /// number (an attempt aborted or replaced may still report some).
+    pub fn poll(&mut self, wire: &mut impl FnMut(u64, Wire)) -> Option<(End, Box<Staging>)> {
         loop {
             match self.reports.try_recv().ok()? {
-                Report::Wire(w) => wire(w),
+                Report::Wire(id, w) => wire(id, w),
                 Report::End(id, end, staging, decided) => {
                     if let Some(w) = decided {
-                        wire(w);
+                        wire(id, w);
                     }
                     if id == self.attempt {
                         return Some((end, staging));
@@ -269,11 +272,12 @@ struct Out {
 }
 
 impl Out {
-    /// Reports `w` if the run is recorded. Blocks while the receive thread
-    /// is behind: the connection waits, never the receive thread.
-    fn wire(&self, w: impl FnOnce() -> Wire) {
+    /// Reports `w` of attempt `id` if the run is recorded. Blocks while
+    /// the receive thread is behind: the connection waits, never the
+    /// receive thread.
+    fn wire(&self, id: u64, w: impl FnOnce() -> Wire) {
         if let Some(w) = self.event(w) {
-            let _ = self.tx.send(Report::Wire(w));
+            let _ = self.tx.send(Report::Wire(id, w));
         }
     }
 
@@ -349,7 +353,7 @@ fn run(
                     break;
                 }
                 if close_after {
-                    out.wire(|| Wire::Close);
+                    out.wire(id, || Wire::Close);
                 }
             }
             None => spare = Some(spin.into_staging()),
@@ -415,7 +419,7 @@ fn attempt(
     // out for an attempt nobody wants.
     if !commands.wants(id) {
         let _ = stream.shutdown(Shutdown::Both);
-        out.wire(|| Wire::Abort);
+        out.wire(id, || Wire::Abort);
         return None;
     }
     let _ = stream.set_nodelay(true);
@@ -431,7 +435,7 @@ fn attempt(
         // slot), or the receive thread gone.
         if !commands.wants(id) || !commands.take_recycled(spare) {
             let _ = stream.shutdown(Shutdown::Both);
-            out.wire(|| Wire::Abort);
+            out.wire(id, || Wire::Abort);
             return None;
         }
         let now = Instant::now();
@@ -465,7 +469,7 @@ fn attempt(
                 if let Some(end) = spin.on_bytes(&buf[..n]) {
                     break (end, out.event(|| Wire::Bytes(buf[..n].to_vec())), true);
                 }
-                out.wire(|| Wire::Bytes(buf[..n].to_vec()));
+                out.wire(id, || Wire::Bytes(buf[..n].to_vec()));
             }
             Err(e) if is_timeout(e.kind()) || e.kind() == ErrorKind::Interrupted => {}
             Err(_) => break (spin.client().on_reset(), out.event(|| Wire::Rst), true),
@@ -616,7 +620,7 @@ mod tests {
             let ended = attempt_once(0, target, &commands, &out);
             let (end, decided, close_after) = ended.expect("attempt 0 is wanted");
             let mut before = Vec::new();
-            while let Ok(Report::Wire(w)) = c.reports.try_recv() {
+            while let Ok(Report::Wire(_, w)) = c.reports.try_recv() {
                 before.push(w);
             }
             (end.failure(), decided, close_after, before)
@@ -687,7 +691,7 @@ mod tests {
         c.start(settings);
         let (_s, _) = listener.accept().unwrap();
         assert!(
-            c.poll(&mut |_| {}).is_none(),
+            c.poll(&mut |_, _| {}).is_none(),
             "an aborted attempt reports no end"
         );
     }

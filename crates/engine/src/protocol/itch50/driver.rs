@@ -18,6 +18,10 @@ use crate::ratelimit::Limiter;
 struct WireLog {
     server: std::net::SocketAddrV4,
     events: Vec<(u64, Wire)>,
+    /// The attempt of the latest SYN logged: only its events follow it
+    /// (an aborted attempt's late ones would read as the new connection's,
+    /// which replay would then not merge as live did).
+    open: u64,
     /// The connection's local end.
     local: std::net::SocketAddrV4,
     /// Sequence of the server's next byte.
@@ -30,6 +34,33 @@ struct WireLog {
 const SEGMENT_MAX: usize = 65_495;
 
 impl WireLog {
+    /// Nothing logged yet, of the connections to `server`.
+    fn new(server: std::net::SocketAddrV4) -> WireLog {
+        WireLog {
+            server,
+            events: Vec::new(),
+            open: 0,
+            local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+            server_seq: 0,
+            local_seq: 0,
+        }
+    }
+
+    /// Our SYN of attempt `id` from `local`, at `t`.
+    fn open(&mut self, t: u64, id: u64, local: std::net::SocketAddrV4) {
+        self.open = id;
+        self.events.push((t, Wire::Open(local)));
+    }
+
+    /// Event `w` of attempt `id` at `t`: dropped unless the attempt is the
+    /// one of the latest SYN. An attempt aborted for a new one ends
+    /// unrecorded, as replay abandons its connection.
+    fn push(&mut self, t: u64, id: u64, w: Wire) {
+        if id == self.open {
+            self.events.push((t, w));
+        }
+    }
+
     fn drain(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
         use crate::capture::link::Tcp;
         for (t, w) in std::mem::take(&mut self.events) {
@@ -144,8 +175,9 @@ impl Driver {
         if let Some(live) = old.live.take() {
             self.live = Some(live);
         }
-        if let Some(w) = &old.wire {
-            self.record(w.server);
+        // The same log, so that the running attempt's SYN stays its own.
+        if let Some(w) = old.wire.take() {
+            self.wire = Some(w);
         }
     }
 
@@ -154,13 +186,7 @@ impl Driver {
         if let Some(c) = &self.live {
             c.record(true);
         }
-        self.wire = Some(WireLog {
-            server,
-            events: Vec::new(),
-            local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
-            server_seq: 0,
-            local_seq: 0,
-        });
+        self.wire = Some(WireLog::new(server));
     }
 
     /// Hands what went over the wire since the last call to `f`, as TCP
@@ -204,9 +230,9 @@ impl Driver {
             return;
         };
         let mut wire = self.wire.take();
-        let mut on_wire = |w: Wire| {
+        let mut on_wire = |id: u64, w: Wire| {
             if let Some(log) = wire.as_mut() {
-                log.events.push((now, w));
+                log.push(now, id, w);
             }
         };
         while let Some((end, mut staging)) = live.poll(&mut on_wire) {
@@ -215,10 +241,10 @@ impl Driver {
             self.log(step, now, name);
         }
         if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
-            let local = live.start(self.recorded.settings().for_feed(feed));
+            let (id, local) = live.start(self.recorded.settings().for_feed(feed));
             // Our SYN, recorded when the attempt starts (as replay starts it).
             if let Some(log) = wire.as_mut() {
-                log.events.push((now, Wire::Open(local)));
+                log.open(now, id, local);
             }
         }
         self.wire = wire;
@@ -382,6 +408,7 @@ mod tests {
                 (8, Wire::Open(local)),
                 (9, Wire::Abort),
             ],
+            open: 0,
             local: std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
             server_seq: 0,
             local_seq: 0,
@@ -407,5 +434,39 @@ mod tests {
             ]
         );
         assert!(log.events.is_empty());
+    }
+
+    /// An attempt aborted for a new one (a new session while awaiting)
+    /// may report its last reads and its RST after the new attempt's SYN
+    /// was logged: they are dropped, not written as the new connection's
+    /// (replay would feed them to its spin, which live never saw).
+    #[test]
+    fn an_aborted_attempts_late_events_are_not_the_new_connections() {
+        let server = "127.0.0.1:18100".parse().unwrap();
+        let (old, new) = (
+            "127.0.0.1:40000".parse().unwrap(),
+            "127.0.0.1:40001".parse().unwrap(),
+        );
+        let mut log = WireLog::new(server);
+        log.open(1, 1, old);
+        log.push(2, 1, Wire::Bytes(vec![1; 5]));
+        log.open(3, 2, new);
+        log.push(4, 1, Wire::Bytes(vec![2; 7]));
+        log.push(4, 1, Wire::Abort);
+        log.push(5, 2, Wire::Bytes(vec![3; 9]));
+        let mut seen = Vec::new();
+        log.drain(&mut |t, s| {
+            let local = if s.src == server { s.dst } else { s.src };
+            seen.push((t, local, s.flags, s.payload.len()));
+        });
+        assert_eq!(
+            seen,
+            [
+                (1, old, Tcp::SYN, 0),
+                (2, old, Tcp::ACK | Tcp::PSH, 5),
+                (3, new, Tcp::SYN, 0),
+                (5, new, Tcp::ACK | Tcp::PSH, 9),
+            ]
+        );
     }
 }
