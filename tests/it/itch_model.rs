@@ -57,6 +57,7 @@ use jiff::Timestamp;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use tickguard::clock::{OffsetMode, UNBOUNDED};
+
 use tickguard::protocol::itch50::feed::{self, Feed, Hours, SymbolState};
 use tickguard::protocol::itch50::message::encode;
 use tickguard::protocol::itch50::sequencer;
@@ -106,6 +107,10 @@ fn stock_offset(code: u8) -> Option<usize> {
 fn known(code: u8) -> bool {
     b"SRHYLVWKJhAFECXDUPQBINO".contains(&code)
 }
+
+/// 25 h (the longest day) in ns: a timestamp at or past it is no time of
+/// the session (docs/itch.md).
+const DAY_END_NS: u64 = 25 * 3_600 * 1_000_000_000;
 
 #[derive(Clone, Debug)]
 struct MGap {
@@ -250,9 +255,10 @@ impl Model {
     }
 
     /// Raises the watermark to the source time of the last message of a run
-    /// of applied messages.
+    /// of applied messages, unless it is past the day (docs/itch.md).
     fn raise_watermark(&mut self, last: Option<i128>) {
-        if let Some(s) = last {
+        let in_day = |s: &i128| s - self.midnight < i128::from(DAY_END_NS);
+        if let Some(s) = last.filter(in_day) {
             self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
         }
     }
@@ -434,6 +440,7 @@ impl Model {
                 }
                 // Every data packet of the session is timed (spec §3.1),
                 // one of duplicates only too (line B's copy, a late answer).
+                let send = send.filter(|s| s - self.midnight < i128::from(DAY_END_NS));
                 if let (OffsetMode::Auto { window_ns }, Some(send)) = (self.offset_mode, send) {
                     // An arrival that steps back counts as at the latest
                     // one for the window (`clock` documents it); the sample

@@ -46,6 +46,14 @@ pub struct Settings {
     pub max_symbols: usize,
 }
 
+/// A timestamp (ns since midnight) at or past this, 25 hours (the longest
+/// day, when clocks go back), is no time of the session: it neither
+/// raises the watermark nor times its packet (not in the contract:
+/// docs/itch.md). The 48-bit field reaches 78 hours, so one such
+/// timestamp, corrupt or forged, would otherwise hold the watermark up to
+/// three days ahead, `stale_at_source` silent the while.
+pub const DAY_END_NS: u64 = 25 * 3_600 * 1_000_000_000;
+
 impl Settings {
     /// The smallest of every bound, UTC, a fixed offset of 0: for tests of
     /// what runs a feed (its connection thread, its driver) where the
@@ -1058,7 +1066,8 @@ impl Feed {
     #[inline]
     fn time_packet(&mut self, p: &Packet<&[u8]>, out: &Outcome, t: u64) {
         let accepted = matches!(p.kind(), Kind::Data(_)) && !out.stale_session;
-        if let (true, Some(ts)) = (accepted, p.last_timestamp()) {
+        let ts = p.last_timestamp().filter(|&ts| ts < DAY_END_NS);
+        if let (true, Some(ts)) = (accepted, ts) {
             let send = self.state.midnight + ts as i128;
             self.clock
                 .on_packet(t, send.clamp(0, u64::MAX as i128) as u64);
@@ -1122,8 +1131,12 @@ impl Feed {
         }
     }
 
-    /// Raises the watermark to raw timestamp `ts`'s source time.
+    /// Raises the watermark to raw timestamp `ts`'s source time; one past
+    /// the day ([`DAY_END_NS`]) raises nothing.
     fn raise_watermark_to(&mut self, ts: u64) {
+        if ts >= DAY_END_NS {
+            return;
+        }
         let s = self.state.midnight + ts as i128;
         self.watermark = Some(self.watermark.map_or(s, |w| w.max(s)));
     }
@@ -1632,20 +1645,13 @@ mod tests {
     /// heartbeat's offset, it stayed hours ahead and hid the delay).
     #[test]
     fn a_packet_stamped_hours_ahead_leaves_nothing_once_out_of_the_window() {
-        let mut f = Feed::new(Settings {
-            offset: OffsetMode::Auto {
-                window_ns: 5_000 * MS,
-            },
-            ..settings()
-        });
-        let event = |ts: u64| encode::system_event(ts, b'Q');
-        f.on_datagram(&packet(1, &[event(OPEN)]), T0).unwrap();
+        let (mut f, event) = open_with_auto_offset();
         assert_eq!(f.offset(), 0);
-        // Seq 1 again, stamped 64 h ahead.
-        let ahead = OPEN + 64 * 3_600_000 * MS;
+        // Seq 1 again, stamped 14 h ahead (still within the day).
+        let ahead = OPEN + 14 * 3_600_000 * MS;
         f.on_datagram(&packet(1, &[event(ahead)]), T0 + 1_000 * MS)
             .unwrap();
-        assert_eq!(f.offset(), -(((64 * 3_600_000 - 1_000) * MS) as i128));
+        assert_eq!(f.offset(), -(((14 * 3_600_000 - 1_000) * MS) as i128));
         f.on_datagram(&PacketBuilder::heartbeat(S1, 2), T0 + 2_000 * MS)
             .unwrap();
         // Out of the window: the source 3 s behind.
@@ -1679,6 +1685,40 @@ mod tests {
         let at = |t: u64, f: &mut Feed| f.settled().verdict(aapl, th, t);
         assert!(!at(late, &mut f).contains(Reasons::STALE_AT_SOURCE));
         assert!(at(late + 2_000 * MS + 1, &mut f).contains(Reasons::STALE_AT_SOURCE));
+    }
+
+    /// A feed with an auto offset (5 s window) whose packet 1, the
+    /// opening's system event, came at T0; and that event at other times.
+    fn open_with_auto_offset() -> (Feed, fn(u64) -> Vec<u8>) {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 5_000 * MS,
+            },
+            ..settings()
+        });
+        fn event(ts: u64) -> Vec<u8> {
+            encode::system_event(ts, b'Q')
+        }
+        f.on_datagram(&packet(1, &[event(OPEN)]), T0).unwrap();
+        (f, event)
+    }
+
+    /// A message stamped past the day (the 48-bit field reaches 78 h; 25
+    /// h is the longest day) is applied, but its time neither raises the
+    /// watermark nor times its packet: held there, `stale_at_source`
+    /// would stay silent for up to three days.
+    #[test]
+    fn a_timestamp_past_the_day_neither_raises_the_watermark_nor_times_its_packet() {
+        let (mut f, event) = open_with_auto_offset();
+        let (offset, watermark) = (f.offset(), f.source_watermark());
+        f.on_datagram(&packet(2, &[event((1 << 48) - 1)]), T0 + MS)
+            .unwrap();
+        assert_eq!(f.sequencer().next(), Some(3), "applied");
+        assert_eq!((f.offset(), f.source_watermark()), (offset, watermark));
+        // The last day's last nanosecond is a time.
+        f.on_datagram(&packet(3, &[event(DAY_END_NS - 1)]), T0 + 2 * MS)
+            .unwrap();
+        assert_ne!(f.source_watermark(), watermark);
     }
 
     /// Everything a reader of the feed can see.
