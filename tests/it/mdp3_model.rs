@@ -1154,13 +1154,13 @@ impl Model {
         let pending = std::mem::take(&mut self.reset_pending);
         // Clarification 1: S = 1 after a ChannelReset first, then far
         // below `high`; not in the contract (docs/mdp3.md): right after a
-        // ChannelReset, far below or below and sent after it is not weekly
-        // nor a copy.
+        // ChannelReset, far below, or nearer 1 than `high` and sent after
+        // it, is not weekly nor a copy.
         let restart = match (self.high, pending) {
             (Some(h), Some(r))
                 if s == 1
                     || u64::from(s) + u64::from(self.margin) < h
-                    || (u64::from(s) < h && p.sending > r) =>
+                    || (2 * u64::from(s) < h + 1 && p.sending > r) =>
             {
                 Some(false)
             }

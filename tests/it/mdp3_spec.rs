@@ -1183,7 +1183,7 @@ fn a_new_packet_after_a_short_old_sequence_is_dropped_and_the_loop_heals_it() {
     has(out.feed(), json!({"stale_sequence": 1}));
 }
 
-/// Not in the contract (docs/mdp3.md, "Far below right after a
+/// Not in the contract (docs/mdp3.md, "Below right after a
 /// ChannelReset"): MsgSeqNum far below `high` right after the packet of a
 /// ChannelReset is that reset's restart with its first packet missing,
 /// not the weekly one, whose §3.7 would empty the channel a second time:

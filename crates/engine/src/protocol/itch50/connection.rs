@@ -84,7 +84,10 @@ pub enum Wire {
 enum Report {
     /// What went over the wire in attempt `.0`.
     Wire(u64, Wire),
-    End(u64, End, Box<Staging>, Option<Wire>),
+    /// Attempt `.0` ended: its end, its staging state, the wire event
+    /// that decided it and whether our close (FIN) followed, so that the
+    /// receive thread logs both before it starts another attempt.
+    End(u64, End, Box<Staging>, Option<Wire>, bool),
 }
 
 /// Connect, attempt `.0`, checked by the settings.
@@ -245,9 +248,12 @@ impl Connection {
         loop {
             match self.reports.try_recv().ok()? {
                 Report::Wire(id, w) => wire(id, w),
-                Report::End(id, end, staging, decided) => {
+                Report::End(id, end, staging, decided, close_after) => {
                     if let Some(w) = decided {
                         wire(id, w);
+                    }
+                    if close_after {
+                        wire(id, Wire::Close);
                     }
                     if id == self.attempt {
                         return Some((end, staging));
@@ -348,12 +354,9 @@ fn run(
         prepared = prepare(&ready);
         match ended {
             Some((end, decided, close_after)) => {
-                let report = Report::End(id, end, spin.into_staging(), decided);
+                let report = Report::End(id, end, spin.into_staging(), decided, close_after);
                 if out.tx.send(report).is_err() {
                     break;
-                }
-                if close_after {
-                    out.wire(id, || Wire::Close);
                 }
             }
             None => spare = Some(spin.into_staging()),

@@ -1105,7 +1105,7 @@ impl Feed {
             feed: self,
             records: 0,
             last_index: 0,
-            max_ts: 0,
+            max_ts: None,
         }
     }
 
@@ -1482,9 +1482,9 @@ pub struct FileBatch<'a> {
     records: u64,
     /// The index of the last record seen.
     last_index: u64,
-    /// The highest raw timestamp of a valid record (0 before any); the
-    /// last one's is the state's `last_ts`.
-    max_ts: u64,
+    /// The highest raw timestamp of a valid record within the day
+    /// ([`DAY_END_NS`]), if any; the last one's is the state's `last_ts`.
+    max_ts: Option<u64>,
 }
 
 impl FileBatch<'_> {
@@ -1543,7 +1543,9 @@ impl FileBatch<'_> {
         self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
-        self.max_ts = self.max_ts.max(ts);
+        if ts < DAY_END_NS {
+            self.max_ts = Some(self.max_ts.map_or(ts, |m| m.max(ts)));
+        }
     }
 }
 
@@ -1558,7 +1560,9 @@ impl Drop for FileBatch<'_> {
         }
         let last = std::mem::replace(&mut f.state.last_ts, NO_TIME);
         if last != NO_TIME {
-            f.raise_watermark_to(self.max_ts);
+            if let Some(ts) = self.max_ts {
+                f.raise_watermark_to(ts);
+            }
             f.last_alive = Some(f.source_time(last));
         }
     }
@@ -1746,8 +1750,9 @@ mod tests {
         while let Some((_, r)) = reader.next_record().unwrap() {
             records.push(r.to_vec());
         }
-        // Invalid records, an unknown type shorter than a header, and a
-        // message earlier than the ones before it.
+        // Invalid records, an unknown type shorter than a header, a
+        // message earlier than the ones before it, and one stamped past
+        // the day (its time raises nothing).
         let mut bad_stock = encode::add_order(3, OPEN, 9, Side::Buy, 1, sym("X"), 1, None);
         bad_stock[24] = b' ';
         let late = encode::delete(1, 5, 1);
@@ -1757,6 +1762,7 @@ mod tests {
             (900, bad_stock),
             (901, b"z".to_vec()),
             (5_000, late.clone()),
+            (6_000, encode::delete(1, (1 << 48) - 1, 999_999)),
         ] {
             records.insert(at, r);
         }

@@ -12,7 +12,11 @@
 //! - A restart: `S = 1` right after a ChannelReset was processed (the
 //!   sequence restarts with the channel), or `S + restart_margin < high`
 //!   (the weekly reset: the caller empties the channel as a ChannelReset
-//!   would). Gaps are dropped uncounted; for `gap_timeout` afterwards a
+//!   would). Not in the contract (docs/mdp3.md, "Below right after a
+//!   ChannelReset"): right after one, a packet far below `high`, or nearer
+//!   1 than `high` and sent after it, is the reset's restart too; a
+//!   ChannelReset come late (below packets processed first) is followed
+//!   by none. Gaps are dropped uncounted; for `gap_timeout` afterwards a
 //!   packet in `[H − restart_margin, H)` (`H` the old `high`) is a late
 //!   copy of the old sequence, with no effect. Not in the contract (which
 //!   unsets `high`, so the packet sets it with no gap): the new sequence
@@ -63,7 +67,8 @@ pub enum Packet {
 /// Why the sequence restarted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restart {
-    /// MsgSeqNum 1 after a ChannelReset.
+    /// The new sequence after a ChannelReset: MsgSeqNum 1, or its first
+    /// packets missing ([`Sequence::restart`]).
     AfterReset,
     /// Far below `high`: the weekly reset.
     Weekly,
@@ -271,16 +276,17 @@ impl Sequence {
 
     /// The restart a packet of MsgSeqNum `s`, sent at `sent`, makes, with
     /// `reset_pending` as given. Not in the contract (docs/mdp3.md): right
-    /// after a ChannelReset, a packet below `high` sent after the reset's
-    /// (an old copy was sent before it), or one far below, is that reset's
-    /// restart with its first packets missing, not a copy or the weekly
-    /// restart.
+    /// after a ChannelReset, one far below, or one below `high` nearer 1
+    /// than `high` and sent after the reset's packet (a copy of an older
+    /// packet lags by less than half the sequence and was sent before the
+    /// reset), is that reset's restart with its first packets missing, not
+    /// the weekly restart or a copy.
     #[inline]
     fn restart(&self, s: u32, sent: u64, reset_pending: Option<u64>) -> Option<Restart> {
         let h = self.high?;
         let far = u64::from(s) + u64::from(self.settings.restart_margin) < h;
         match reset_pending {
-            Some(r) if s == 1 || far || (u64::from(s) < h && sent > r) => Some(Restart::AfterReset),
+            Some(r) if s == 1 || far || (near_one(s, h) && sent > r) => Some(Restart::AfterReset),
             None if far => Some(Restart::Weekly),
             _ => None,
         }
@@ -393,6 +399,14 @@ impl Sequence {
         self.counters.duplicates += 1;
         (Packet::Duplicate, 0)
     }
+}
+
+/// Whether MsgSeqNum `s` lies below `high` and nearer 1 than `high`:
+/// where a new sequence's first packets are, not the other line's copies
+/// of the last ones.
+#[inline]
+fn near_one(s: u32, high: u64) -> bool {
+    2 * u64::from(s) < high + 1
 }
 
 #[cfg(test)]
@@ -652,10 +666,11 @@ mod tests {
     }
 
     /// Not in the contract (docs/mdp3.md): right after a ChannelReset, a
-    /// packet below `high` sent after the reset's packet is of the new
-    /// sequence, its first packets missing, not a copy: its restart. One
-    /// sent before it (line B's copy of an older packet) or at the same
-    /// time (the reset's own copy) is a duplicate.
+    /// packet nearer 1 than `high` and sent after the reset's packet is of
+    /// the new sequence, its first packets missing, not a copy: its
+    /// restart. One sent before it (line B's copy of an older packet), at
+    /// the same time (the reset's own copy) or nearer `high` is a
+    /// duplicate.
     #[test]
     fn below_high_and_sent_after_a_channel_reset_is_its_restart() {
         let mut s = seq();
@@ -664,6 +679,9 @@ mod tests {
         assert_eq!(s.on_packet(48, 1, 480).0, Packet::Duplicate);
         assert_eq!(s.on_packet(50, 1, 500).0, Packet::Duplicate);
         assert!(s.ignores(48, 1, 480));
+        // Sent later (another line's clock?) but nearer the old high: a
+        // copy of an older packet still.
+        assert_eq!(s.on_packet(26, 1, 510).0, Packet::Duplicate);
         assert!(!s.ignores(3, 1, 510));
         assert_eq!(s.on_packet(3, 1, 510).0, AFTER_RESET);
         assert_eq!((s.high(), s.gaps_open()), (Some(4), 1));
@@ -833,12 +851,12 @@ mod tests {
         /// room, channel resets and both kinds of restart.
         #[test]
         fn ignores_foretells_what_on_packet_ignores(
-            steps in proptest::collection::vec((0u8..8, 0u32..40, 0u64..3), 1..300),
+            steps in proptest::collection::vec((0u8..8, 0u32..40, 0u64..3, 0u64..3), 1..300),
         ) {
             let mut s = seq();
             let mut t = 0;
             let mut last = 0;
-            for (op, k, dt) in steps {
+            for (op, k, dt, sent) in steps {
                 t += dt * MS;
                 s.expire(t);
                 let n = match op {
@@ -849,13 +867,13 @@ mod tests {
                     5 => 1,
                     6 => last + 200 + k,
                     _ => {
-                        s.channel_reset(last, 0);
+                        s.channel_reset(last, 1);
                         continue;
                     }
                 };
                 let before = s.counters().duplicates + s.counters().stale_sequence;
-                let ignored = s.ignores(n, t, 0);
-                let (seen, _) = s.on_packet(n, t, 0);
+                let ignored = s.ignores(n, t, sent);
+                let (seen, _) = s.on_packet(n, t, sent);
                 let after = s.counters().duplicates + s.counters().stale_sequence;
                 proptest::prop_assert_eq!(
                     ignored,
