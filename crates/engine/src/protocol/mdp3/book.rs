@@ -580,6 +580,12 @@ impl UndoLog {
 }
 
 impl Undo {
+    /// The visible books kept as a whole copy (records stopped).
+    #[cfg(test)]
+    pub fn keeps_whole(&self) -> bool {
+        self.whole_on
+    }
+
     /// Nothing to revert: the books are the visible books.
     #[inline]
     pub fn is_empty(&self) -> bool {
@@ -881,6 +887,13 @@ impl Books {
         .iter()
         .map(|s| s.slots.len())
         .sum()
+    }
+
+    /// Whether setting `depth` and `implied_depth` would change nothing
+    /// (both as [`MAX_DEPTH`] bounds them).
+    pub fn has_depths(&self, depth: u8, implied_depth: u8) -> bool {
+        (self.outright.bid.depth(), self.implied.bid.depth())
+            == (depth.min(MAX_DEPTH), implied_depth.min(MAX_DEPTH))
     }
 
     /// Sets the depths (a definition): a lower one cuts deeper levels.

@@ -17,9 +17,15 @@
 //!
 //! An instrument that never cached holds only an empty pointer (8 bytes
 //! of its entry, which an entry applied reads); the rest is allocated
-//! the first time it caches, and kept.
+//! the first time it caches, and kept, with room for [`KEPT`] entries once
+//! it empties: `max_cached` bounds the entries held at once, so the room
+//! a long hole once needed is given back, or a sender could fill the
+//! memory instrument by instrument.
 
 use std::collections::BTreeMap;
+
+/// Entries of room a cache's run keeps once emptied (more is given back).
+pub const KEPT: usize = 32;
 
 /// Entries by RptSeq, each value at most once.
 #[derive(Debug, Clone)]
@@ -164,8 +170,7 @@ impl<T: Copy> Stores<T> {
     /// moves the entries down once half of it is: O(1) a pop, amortised.
     fn settle(&mut self) {
         if self.head == self.run.len() {
-            self.run.clear();
-            self.head = 0;
+            self.empty_run();
         } else if self.head > self.run.len() / 2 {
             self.run.drain(..self.head);
             self.head = 0;
@@ -210,9 +215,17 @@ impl<T: Copy> Stores<T> {
     }
 
     fn clear(&mut self) {
+        self.empty_run();
+        self.rest.clear();
+    }
+
+    /// The run emptied, with room for [`KEPT`] entries at most.
+    fn empty_run(&mut self) {
         self.run.clear();
         self.head = 0;
-        self.rest.clear();
+        if self.run.capacity() > KEPT {
+            self.run.shrink_to(KEPT);
+        }
     }
 }
 
@@ -220,6 +233,9 @@ impl<T: Copy> Stores<T> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// Entries of room a cache's run keeps once emptied (more is given back).
+    pub const KEPT: usize = 32;
 
     /// Against a map, in random orders mixing runs up and down: the
     /// entries read back ascending, counts and drops as a map's.
@@ -281,23 +297,50 @@ mod tests {
     }
 
     /// Entries in order, then taken from the front, one at a time: the
-    /// run's buffer is reused, nothing goes to `rest`.
+    /// run's buffer is reused (up to [`KEPT`] entries), nothing goes to
+    /// `rest`.
     #[test]
     fn entries_in_order_stay_in_the_run() {
         let mut c = Cache::new();
+        let n = KEPT as u32;
         for round in 0..3u32 {
-            for r in 0..100 {
+            for r in 0..n {
                 c.insert(round * 1000 + r, r);
             }
             let s = c.stores.as_ref().unwrap();
             assert!(s.rest.is_empty());
-            for r in 0..100 {
+            let room = s.run.as_ptr();
+            for r in 0..n {
                 assert_eq!(c.pop_first(), Some((round * 1000 + r, r)));
                 let s = c.stores.as_ref().unwrap();
-                assert!(s.run.len() - s.head <= 100 - r as usize);
+                assert!(s.run.len() - s.head <= (n - r) as usize);
             }
             let s = c.stores.as_ref().unwrap();
-            assert!(c.is_empty() && s.run.capacity() >= 100);
+            assert!(c.is_empty() && s.run.capacity() >= KEPT);
+            assert_eq!(s.run.as_ptr(), room, "the same buffer");
         }
+    }
+
+    /// Emptied (all applied, dropped by a snapshot, or cleared), a cache
+    /// keeps room for [`KEPT`] entries, not for the most it ever held.
+    #[test]
+    fn an_emptied_cache_gives_back_what_a_long_hole_took() {
+        let room = |c: &Cache<u64>| c.stores.as_ref().map_or(0, |s| s.run.capacity());
+        let fill = |c: &mut Cache<u64>| {
+            for r in 1..=10_000 {
+                c.insert(r, u64::from(r));
+            }
+            assert!(room(c) >= 10_000);
+        };
+        let mut c = Cache::new();
+        fill(&mut c);
+        while c.pop_first().is_some() {}
+        assert!(room(&c) <= KEPT, "{}", room(&c));
+        fill(&mut c);
+        assert_eq!(c.drop_through(10_000), 10_000);
+        assert!(room(&c) <= KEPT, "{}", room(&c));
+        fill(&mut c);
+        c.clear();
+        assert!(room(&c) <= KEPT, "{}", room(&c));
     }
 }

@@ -540,6 +540,11 @@ impl Instrument {
     /// New depths (a definition): a lower one cuts deeper levels of the
     /// working and the visible books.
     pub fn set_depths(&mut self, depth: u8, implied_depth: u8, log: &mut UndoLog) {
+        // The definition loop repeats a definition: the same depths change
+        // nothing, and an unfinished event keeps recording its changes.
+        if self.books.has_depths(depth, implied_depth) {
+            return;
+        }
         self.undo.set_depths(&self.books, log, depth, implied_depth);
         self.books.set_depths(depth, implied_depth);
     }
@@ -732,8 +737,14 @@ mod tests {
         assert_eq!(bids(i.working()), [50, 40, 30, 20]);
         assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
         assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
+        // The same depths again (the definition loop repeating it): the
+        // event goes on recording.
+        i.set_depths(4, 2, &mut log);
+        assert!(!i.undo.keeps_whole());
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
         // A lower depth cuts both.
         i.set_depths(3, 2, &mut log);
+        assert!(i.undo.keeps_whole());
         assert_eq!(bids(i.working()), [50, 40, 30]);
         assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
         assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
