@@ -1871,13 +1871,15 @@ fn dt() -> impl Strategy<Value = u64> {
     prop_oneof![3 => Just(0u64), 6 => 1u64..=3, 1 => 4u64..=12]
 }
 
-fn fate() -> impl Strategy<Value = Fate> {
+/// What becomes of an incremental packet, each line losing it with
+/// `lost` tenths more than the usual two (A) and three (B).
+fn fate(lost: u32) -> impl Strategy<Value = Fate> {
     (
-        prop_oneof![8 => (0u64..=1).prop_map(Some), 2 => Just(None)],
+        prop_oneof![8 => (0u64..=1).prop_map(Some), 2 + lost => Just(None)],
         prop_oneof![
             5 => (0u64..=2).prop_map(LineB::Soon),
             2 => (-1i64..=2).prop_map(LineB::Late),
-            3 => Just(LineB::Lost),
+            3 + lost => Just(LineB::Lost),
         ],
         prop::bool::weighted(0.05),
         any::<(u8, u8)>(),
@@ -1967,18 +1969,23 @@ struct Mix {
     status: u32,
     restart: u32,
     snapshots: u32,
+    /// Tenths more a line loses a packet with ([`fate`]).
+    lost: u32,
 }
 
 const USUAL: Mix = Mix {
     status: 2,
     restart: 1,
     snapshots: 4,
+    lost: 0,
 };
 
+/// Statuses lost on both lines more often, and told by a snapshot.
 const STATUSES: Mix = Mix {
     status: 8,
     restart: 2,
     snapshots: 8,
+    lost: 3,
 };
 
 fn msg_mixed(mix: Mix) -> impl Strategy<Value = Msg> {
@@ -2016,14 +2023,14 @@ fn op_mixed(mix: Mix) -> impl Strategy<Value = Op> {
             prop::collection::vec(prop::bool::weighted(0.25), 3),
             (prop::bool::weighted(0.92), prop::bool::weighted(0.15), 0u8..0x40, 0u64..=2),
             (prop::sample::select(vec![9u16, 9, 13, 13, 13, 14]), prop::bool::weighted(0.1)),
-            prop::collection::vec(fate(), 3),
+            prop::collection::vec(fate(mix.lost), 3),
         )
             .prop_map(|(dt, msgs, cuts, (eoe, hold, bits, latency), (version, longer), fates)| Op::Event {
                 dt, msgs, cuts, eoe, hold, bits, latency, version, longer, fates,
             }),
-        3 => (dt(), fate()).prop_map(|(dt, fate)| Op::Heartbeat { dt, fate }),
+        3 => (dt(), fate(mix.lost)).prop_map(|(dt, fate)| Op::Heartbeat { dt, fate }),
         mix.restart => prop_oneof![
-            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), prop::option::weighted(0.4, msg_mixed(mix)), fate())
+            2 => (dt(), any::<bool>(), prop::bool::weighted(0.8), prop::option::weighted(0.4, msg_mixed(mix)), fate(mix.lost))
                 .prop_map(|(dt, eoe, restart, after, fate)| Op::Reset { dt, eoe, restart, after, fate }),
             1 => dt().prop_map(|dt| Op::Weekly { dt }),
         ],
