@@ -415,8 +415,8 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
             _ => x.explanation(args.explain_all),
         };
-        write_explanation(&text)?;
-        return write_summary(&args, outcome);
+        let shown = write_explanation(&text);
+        return worst([shown, write_summary(&args, outcome)]);
     }
     if let Some((id, symbol)) = itch_target {
         let mut x = tickguard::explain::itch::ItchExplain::new(
@@ -485,17 +485,16 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     })();
     // A reader that stops early (`| head`) stops the results only: the
     // timeline, the summary and the exit status are still the replay's.
-    let shown = match shown {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
-        shown => shown,
+    let timeline = match (&forensics, &args.timeline) {
+        (Some(f), Some(path)) => {
+            let title = args.capture.display().to_string();
+            replace_file(path, f.timeline_svg(&title).as_bytes())
+                .with_context(|| format!("writing timeline {}", path.display()))
+        }
+        _ => Ok(()),
     };
-    if let (Some(f), Some(path)) = (&forensics, &args.timeline) {
-        let title = args.capture.display().to_string();
-        replace_file(path, f.timeline_svg(&title).as_bytes())
-            .with_context(|| format!("writing timeline {}", path.display()))?;
-    }
     let summary = write_summary(&args, outcome);
-    shown.and(summary)
+    worst([shown, timeline, summary])
 }
 
 /// `--explain FEED SYMBOL`, resolved: a feed the configuration lacks is an
@@ -597,8 +596,8 @@ fn finish_itch_explain(
         (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
         _ => x.explanation(args.explain_all),
     };
-    write_explanation(&text)?;
-    write_summary(args, outcome)
+    let shown = write_explanation(&text);
+    worst([shown, write_summary(args, outcome)])
 }
 
 fn clear_progress(bar: &Option<indicatif::ProgressBar>) {
@@ -641,12 +640,15 @@ fn finish_replay(
     checks: &[tickguard::replay::Check],
     outcome: tickguard::replay::Outcome,
 ) -> Result<()> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (check, answer) in checks.iter().zip(&outcome.answers) {
-        writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
-    }
-    out.flush().context("writing results")?;
-    write_summary(args, outcome)
+    let shown = (|| {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for (check, answer) in checks.iter().zip(&outcome.answers) {
+            writeln!(out, "{}", answer_json(check, *answer)).context("writing results")?;
+        }
+        out.flush().context("writing results")
+    })();
+    let summary = write_summary(args, outcome);
+    worst([shown, summary])
 }
 
 /// After a replay's input: the progress bar cleared; then, when a feed's
@@ -740,19 +742,43 @@ fn warn_input(config: &Config, outcome: &tickguard::replay::Outcome, started: st
     }
 }
 
-/// Writes `--summary`, then fails if the input broke part way.
+/// Writes `--summary`, then fails if the input broke part way (that
+/// failure first: a summary on a stdout whose reader left must not hide
+/// it).
 fn write_summary(args: &ReplayArgs, outcome: tickguard::replay::Outcome) -> Result<()> {
-    if let Some(path) = &args.summary {
-        let mut json =
-            serde_json::to_string_pretty(&outcome.summary).context("encoding summary")?;
-        json.push('\n');
-        replace_file(path, json.as_bytes())
-            .with_context(|| format!("writing summary {}", path.display()))?;
-    }
-    match outcome.input_error {
+    let written = match &args.summary {
+        Some(path) => serde_json::to_string_pretty(&outcome.summary)
+            .context("encoding summary")
+            .and_then(|mut json| {
+                json.push('\n');
+                replace_file(path, json.as_bytes())
+                    .with_context(|| format!("writing summary {}", path.display()))
+            }),
+        None => Ok(()),
+    };
+    let input = match outcome.input_error {
         Some(e) => Err(e.into()),
         None => Ok(()),
+    };
+    worst([input, written])
+}
+
+/// The first failure of `results` that is not a broken pipe (the quiet end
+/// of a `| head`, which [`is_broken_pipe`] lets exit 0), else the first
+/// broken pipe: a reader leaving early stops what went to it, never the
+/// report of a real failure.
+fn worst<const N: usize>(results: [Result<()>; N]) -> Result<()> {
+    let mut pipe = None;
+    for r in results {
+        match r {
+            Ok(()) => {}
+            Err(e) if is_broken_pipe(&e) => {
+                pipe.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
     }
+    pipe.map_or(Ok(()), Err)
 }
 
 /// Writes `bytes` to `path` whole or not at all: into a new file beside

@@ -414,11 +414,12 @@ pub fn run(args: &crate::cli::InspectArgs) -> Result<()> {
     } else {
         inventory.text(&name)
     };
-    crate::to_stdout(&text)?;
+    let shown = crate::to_stdout(&text);
     // What was read is printed; a broken capture still fails the command,
-    // as a replay of it does.
-    match inventory.broken {
+    // as a replay of it does, whether or not its reader read it all.
+    let broken = match inventory.broken {
         Some(e) => Err(anyhow::anyhow!("{e}: inspected up to there")),
         None => Ok(()),
-    }
+    };
+    crate::worst([broken, shown])
 }

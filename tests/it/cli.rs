@@ -1250,27 +1250,40 @@ fn a_reader_that_stops_early_does_not_lose_the_summary() {
     }
     let checks_path = write(dir.path(), "checks.csv", &checks);
     let summary = dir.path().join("summary.json");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tickguard"))
-        .arg("replay")
-        .arg(capture_of("scenario-vlan-ns"))
-        .arg("--config")
-        .arg(fx.join("config.toml"))
-        .arg("--checks")
-        .arg(&checks_path)
-        .arg("--summary")
-        .arg(&summary)
-        .arg("--no-progress")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = crate::common::with_reader_gone(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("tickguard"))
+            .arg("replay")
+            .arg(capture_of("scenario-vlan-ns"))
+            .arg("--config")
+            .arg(fx.join("config.toml"))
+            .arg("--checks")
+            .arg(&checks_path)
+            .arg("--summary")
+            .arg(&summary)
+            .arg("--no-progress"),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert!(json.get("feeds").is_some(), "{json}");
+}
+
+/// `inspect` of a broken capture fails (exit 2, one line naming the
+/// break) even when its reader stopped early: the closed pipe stops what
+/// went to it, not the report of the break.
+#[test]
+fn inspect_of_a_broken_capture_fails_though_its_reader_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(capture_of("scenario-vlan-ns")).unwrap();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    let (code, stderr) = crate::common::with_reader_gone(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("tickguard"))
+            .arg("inspect")
+            .arg(&cut),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("inspected up to there"), "{stderr}");
 }
 
 #[test]

@@ -681,15 +681,61 @@ fn a_binary_file_replay_ignores_the_configured_clock_offset() {
     );
 }
 
+/// The committed BinaryFILE session cut 3 bytes short (its last record
+/// truncated), written in `dir`; and the whole file's bytes.
+fn cut_session(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    let whole = std::fs::read(itch_fixtures().join("session.itch")).unwrap();
+    let cut = dir.join("cut.itch");
+    std::fs::write(&cut, &whole[..whole.len() - 3]).unwrap();
+    (cut, whole)
+}
+
+/// A reader that stops early (`| head`) stops the results only: a
+/// truncated BinaryFILE still exits 2 with its one line, and the summary
+/// is written (the error was lost, and the exit 0, when the closed pipe
+/// ended the command first). So for `--explain`'s text.
+#[test]
+fn a_reader_that_stops_early_loses_neither_the_break_nor_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cut, _) = cut_session(dir.path());
+    // More results than a pipe holds.
+    let mut checks = String::from("time_ns,feed,symbol\n");
+    for k in 0..5_000u64 {
+        checks.push_str(&format!("{},nasdaq,AAPL\n", 1_767_623_398_750_000_000 + k));
+    }
+    let checks_path = dir.path().join("checks.csv");
+    std::fs::write(&checks_path, checks).unwrap();
+    for explain in [false, true] {
+        let summary = dir.path().join(format!("summary-{explain}.json"));
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tickguard"));
+        cmd.arg("replay")
+            .arg(&cut)
+            .arg("--config")
+            .arg(itch_fixtures().join("config.toml"))
+            .args(["--feed", "nasdaq", "--date", "2026-01-05", "--no-progress"])
+            .arg("--summary")
+            .arg(&summary);
+        if explain {
+            cmd.args(["--explain", "nasdaq", "AAPL", "--explain-all"]);
+        } else {
+            cmd.arg("--checks").arg(&checks_path);
+        }
+        let (code, stderr) = crate::common::with_reader_gone(&mut cmd);
+        assert_eq!(code, Some(2), "explain {explain}: {stderr}");
+        assert!(stderr.contains("truncated record"), "{stderr}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert!(json.get("feeds").is_some(), "{json}");
+    }
+}
+
 /// "A truncated last record makes the file unreadable: results so far are
 /// written, and the exit is non-zero with a message naming the byte offset"
 /// (spec itch50 §5).
 #[test]
 fn a_truncated_binary_file_is_replayed_up_to_the_break() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = std::fs::read(itch_fixtures().join("session.itch")).unwrap();
-    let cut = dir.path().join("cut.itch");
-    std::fs::write(&cut, &whole[..whole.len() - 3]).unwrap();
+    let (cut, whole) = cut_session(dir.path());
     let (code, stdout, stderr, summary) = replay_itch(
         cut.to_str().unwrap(),
         &["--feed", "nasdaq", "--date", "2026-01-05"],

@@ -932,13 +932,30 @@ fn takes(key: &str, msg: &str) -> Option<String> {
     if !(msg.contains("number") || msg.contains("invalid type")) {
         return None;
     }
-    let r = ranges().find(|r| r.key == key)?;
-    let auto = if r.key == CLOCK_OFFSET.key {
+    let auto = if key == CLOCK_OFFSET.key {
         " or \"auto\""
     } else {
         ""
     };
-    Some(format!("{}{auto}", r.accepts()))
+    // A key of several protocols with ranges of their own (the error does
+    // not say whose table the line is in): each, with its table.
+    let mut all: Vec<&Range> = Vec::new();
+    for r in ranges().filter(|r| r.key == key) {
+        if all.iter().all(|a| a.accepts() != r.accepts()) {
+            all.push(r);
+        }
+    }
+    match all.as_slice() {
+        [] => None,
+        [r] => Some(format!("{}{auto}", r.accepts())),
+        several => Some(
+            several
+                .iter()
+                .map(|r| format!("{} in {}", r.accepts(), r.table))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    }
 }
 
 /// One line from a TOML error: file, line, the offending line's text, and the message.
@@ -1995,6 +2012,15 @@ source_threshold_ms = 9
             "clock_offset = 99999999999999999999",
         ));
         assert!(e.contains("to 86400000000000 ns or \"auto\")"), "{e}");
+        // A key whose range differs by protocol: each, with its table.
+        let e = err(&format!(
+            "[sidecar]\ngap_timeout_ms = 99999999999999999999\n{SPEC_EXAMPLE}"
+        ));
+        assert!(
+            e.contains("1 to 3600000 ms in [[feed]] itch50")
+                && e.contains("1 to 60000 ms in [[feed]] mdp3"),
+            "{e}"
+        );
         // Not for an error that is not about the value.
         let e = err(&format!("[sidecar]\nbatch = 8\nbatch = 9\n{SPEC_EXAMPLE}"));
         assert!(!e.contains("batch is"), "{e}");

@@ -178,3 +178,16 @@ pub fn remove_publication(path: impl AsRef<Path>) {
     lock.push(".lock");
     let _ = std::fs::remove_file(lock);
 }
+
+/// Runs `cmd` with its standard output a pipe whose reader left at once
+/// (as `| head` does); its exit code and standard error.
+pub fn with_reader_gone(cmd: &mut std::process::Command) -> (Option<i32>, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
