@@ -74,8 +74,12 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
         // More may follow: the header must be whole already.
         let head = String::from_utf8_lossy(&bytes);
         let head = head.strip_prefix('\u{feff}').unwrap_or(&head);
-        match head.split_inclusive('\n').find(|l| !l.trim().is_empty()) {
-            Some(line) if line.ends_with('\n') => header(line).map_err(fail)?,
+        let first = head
+            .split_inclusive('\n')
+            .enumerate()
+            .find(|(_, l)| !l.trim().is_empty());
+        match first {
+            Some((at, line)) if line.ends_with('\n') => header(at + 1, line).map_err(fail)?,
             _ => {
                 return Err(fail(format!(
                     "line 1: no header time_ns,feed,symbol in the first {} KiB",
@@ -106,12 +110,12 @@ pub const CHECKS_MAX_ROWS: usize = 1 << 23;
 /// Bytes of a checks file read before its header is checked.
 pub const CHECKS_HEAD_BYTES: u64 = 64 << 10;
 
-/// Line 1 of a checks file: the header.
-fn header(line: &str) -> Result<(), String> {
-    let header = split_csv(line.trim_end_matches('\n')).map_err(|e| format!("line 1: {e}"))?;
+/// Line `n` of a checks file, its first not blank: the header.
+fn header(n: usize, line: &str) -> Result<(), String> {
+    let header = split_csv(line.trim_end_matches('\n')).map_err(|e| format!("line {n}: {e}"))?;
     if header != ["time_ns", "feed", "symbol"] {
         return Err(format!(
-            "line 1: header must be time_ns,feed,symbol, got {}",
+            "line {n}: header must be time_ns,feed,symbol, got {}",
             header.join(",")
         ));
     }
@@ -131,10 +135,10 @@ fn parse_checks_up_to(text: &str, max_rows: usize) -> Result<Vec<Check>, String>
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, first)) = lines.next() else {
+    let Some((at, first)) = lines.next() else {
         return Err("empty file: expected the header time_ns,feed,symbol".into());
     };
-    header(first)?;
+    header(at + 1, first)?;
     let mut checks = Vec::new();
     for (i, line) in lines {
         let n = i + 1;
@@ -1172,6 +1176,10 @@ mod tests {
             "line 2: time_ns '-1' is not an integer of nanoseconds"
         );
         assert!(parse_checks("").unwrap_err().contains("header"));
+        // The header is the first line not blank, and named by its number.
+        assert!(parse_checks("\n \ntime_ns,feed,symbl\n")
+            .unwrap_err()
+            .starts_with("line 3: header must be"));
         assert!(parse_checks("time,feed,symbol\n")
             .unwrap_err()
             .contains("line 1"));
