@@ -790,6 +790,9 @@ struct Model {
     /// instrument's last event is no later was taken before it; no longer
     /// looked at from the fourth loop begun.
     reset_tt: Option<(u64, u8)>,
+    /// Restarts and the newest packet when `reset_tt` was set: a snapshot
+    /// at or past it, in that sequence, was taken after the reset.
+    reset_place: Option<(u64, u32)>,
     /// The latest MsgSeqNum after which a snapshot applied since the
     /// sequence began was taken: the first packet received `margin` or
     /// more before it shows them of an older sequence.
@@ -860,6 +863,7 @@ impl Model {
             gaps: Vec::new(),
             reset_pending: None,
             reset_tt: None,
+            reset_place: None,
             reach: 0,
             unplaced_below: None,
             void_before: None,
@@ -1000,6 +1004,12 @@ impl Model {
         self.unplace_below_newest();
         let floor = self.reset_tt.map_or(0, |(f, _)| f);
         self.reset_tt = Some((floor.max(tt), 0));
+        // Not at the first packet (`at` none): the snapshots that showed
+        // it are of a sequence before, their positions not comparable.
+        self.reset_place = at.and(
+            self.high
+                .map(|h| (self.c.sequence_restarts, (h - 1) as u32)),
+        );
         self.c.resets_inferred += 1;
         self.c.anomalies += 1;
     }
@@ -1261,6 +1271,9 @@ impl Model {
                     }
                     let floor = self.reset_tt.map_or(0, |(f, _)| f);
                     self.reset_tt = Some((floor.max(*tt), 0));
+                    self.reset_place = self
+                        .high
+                        .map(|h| (self.c.sequence_restarts, (h - 1) as u32));
                     // Nothing missing below it matters any more.
                     self.gaps.retain_mut(|g| {
                         if g.hi <= s + 1 {
@@ -1362,6 +1375,9 @@ impl Model {
         };
         let (high, margin) = (self.high, self.margin);
         let (reset_tt, unplaced_below) = (self.reset_tt, self.unplaced_below);
+        let taken_after = self
+            .reset_place
+            .is_some_and(|(e, p)| e == self.c.sequence_restarts && sn.last >= p);
         let statuses_emptied = self.statuses_emptied;
         let i = self.inst(sn.id);
         let r = sn.rpt;
@@ -1371,8 +1387,9 @@ impl Model {
         // `restart_margin` or more past the highest MsgSeqNum received (of
         // an older sequence, or made up): ignored.
         let far = high.is_some_and(|h| u64::from(sn.last) >= h + u64::from(margin));
-        let before =
-            |(rt, _): (u64, u8)| sn.tt <= rt || unplaced_below.is_some_and(|b| sn.last < b);
+        let before = |(rt, _): (u64, u8)| {
+            (sn.tt <= rt && !taken_after) || unplaced_below.is_some_and(|b| sn.last < b)
+        };
         if (r > 0 && reset_tt.is_some_and(before)) || far {
             i.snapshots_ignored += 1;
             self.c.snapshots_ignored += 1;

@@ -280,6 +280,11 @@ pub struct Feed {
     /// future holds back healing for two loops, as a real one empties the
     /// books for one.
     reset_floor: Option<(u64, u8)>,
+    /// Where the screen of [`reset_floor`](Self::reset_floor) was set: the
+    /// restarts so far and the newest packet processed then. A snapshot
+    /// taken at or past that packet, in the same sequence, was taken
+    /// after the reset, whatever its instrument's last TransactTime.
+    reset_place: Option<(u32, u32)>,
     /// The highest LastMsgSeqNumProcessed of the snapshots applied since
     /// the sequence began (0: none), for the first packet of the lines
     /// ([`before_snapshots`](Self::before_snapshots)).
@@ -473,6 +478,7 @@ impl Feed {
             groups: Groups::default(),
             restarts: 0,
             reset_floor: None,
+            reset_place: None,
             snapshot_reach: 0,
             unplaced_below: None,
             all_unverified: false,
@@ -1226,6 +1232,11 @@ impl Feed {
         }
         self.unplace_below_newest();
         self.screen_snapshots_to(tt);
+        if at.is_none() {
+            // Inferred at the first packet from snapshots of a sequence
+            // before it: their positions compare nothing with this one's.
+            self.reset_place = None;
+        }
     }
 
     /// Packets below the newest processed that fill a gap have their
@@ -1245,6 +1256,8 @@ impl Feed {
     fn screen_snapshots_to(&mut self, tt: u64) {
         let floor = self.reset_floor.map_or(0, |(f, _)| f);
         self.reset_floor = Some((floor.max(tt), 0));
+        // `high` is at least 1 and at most 2^32 here: `high − 1` is a u32.
+        self.reset_place = self.seq.high().map(|h| (self.restarts, (h - 1) as u32));
     }
 
     /// A book entry applied at once if it is its instrument's next
@@ -1463,9 +1476,13 @@ impl Feed {
             // would apply and read whole without them. And one taken far
             // past the lines ([`far_ahead`](Self::far_ahead)).
             let last = snap.last_msg_seq_num_processed();
+            let taken_after = self
+                .reset_place
+                .is_some_and(|(epoch, place)| epoch == self.restarts && last >= place);
             let screened = snap.rpt_seq() > 0
                 && self.reset_floor.is_some_and(|(r, _)| {
-                    snap.transact_time() <= r || self.unplaced_below.is_some_and(|b| last < b)
+                    (snap.transact_time() <= r && !taken_after)
+                        || self.unplaced_below.is_some_and(|b| last < b)
                 });
             if screened || self.far_ahead(last) {
                 let e = &mut self.entries[i as usize];
@@ -3341,6 +3358,56 @@ mod tests {
         assert_eq!(f.counters().snapshots_applied, 1);
         assert_eq!(top(&f, "#7"), (Some(105), None));
         assert_eq!(f.verdict("#7", TH, t3), Reasons::empty());
+    }
+
+    /// A snapshot taken at or past the packet a ChannelReset was inferred
+    /// in is of the books after it, though its instrument's last event is
+    /// the entry that revealed the reset (TransactTime equal to the
+    /// screen's): it is not screened, and its status is taken. Screened,
+    /// #1 kept no status where the venue had closed it.
+    #[test]
+    fn a_snapshot_taken_after_an_inferred_reset_is_not_screened() {
+        let mut f = feed();
+        send(
+            &mut f,
+            1,
+            T0,
+            &[bid(1, 1, 1, UpdateAction::New, 100), offer(1, 2, 120)],
+        );
+        // Packet 2 (the ChannelReset) lost on both lines; packet 3: #1's
+        // new RptSeq 1 shows it.
+        let t1 = T0 + MS;
+        send(&mut f, 3, t1, &[bid(1, 1, 1, UpdateAction::New, 110)]);
+        assert_eq!(f.counters().resets_inferred, 1);
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 3,
+            tot_num_reports: 1,
+            security_id: 1,
+            rpt_seq: 1,
+            transact_time: t1,
+            trading_status: Some(4),
+        };
+        let level = SnapshotEntry {
+            price: Some(110),
+            size: Some(1),
+            orders: None,
+            level: Some(1),
+            entry_type: EntryType::Bid,
+        };
+        let snap = encode::packet(1, t1, &[encode::snapshot(52, V, &root, &[level])]);
+        f.on_snapshot(&snap, t1).unwrap();
+        assert_eq!(f.counters().anomalies, 1, "the inferred reset only");
+        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Closed));
+        // One taken before packet 3 (halted, it says): still screened.
+        let old = SnapshotRoot {
+            last_msg_seq_num_processed: 2,
+            trading_status: Some(2),
+            ..root
+        };
+        let snap = encode::packet(2, t1, &[encode::snapshot(52, V, &old, &[level])]);
+        f.on_snapshot(&snap, t1).unwrap();
+        assert_eq!(f.counters().anomalies, 2, "screened");
+        assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Closed));
     }
 
     /// A packet filling a gap below the packet a ChannelReset was inferred
