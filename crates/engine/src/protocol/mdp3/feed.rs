@@ -3058,13 +3058,25 @@ mod tests {
     /// A 52 of instrument `id` at RptSeq `rpt`, taken after MsgSeqNum
     /// `last`, its last event at `tt`: a bid at `price`.
     fn snapshot_of(id: i32, rpt: u32, last: u32, tt: u64, price: i64) -> Vec<u8> {
+        snapshot_saying(id, rpt, last, tt, price, None)
+    }
+
+    /// [`snapshot_of`] with MDSecurityTradingStatus `status`.
+    fn snapshot_saying(
+        id: i32,
+        rpt: u32,
+        last: u32,
+        tt: u64,
+        price: i64,
+        status: Option<u8>,
+    ) -> Vec<u8> {
         let root = SnapshotRoot {
             last_msg_seq_num_processed: last,
             tot_num_reports: 1,
             security_id: id,
             rpt_seq: rpt,
             transact_time: tt,
-            trading_status: None,
+            trading_status: status,
         };
         let level = SnapshotEntry {
             price: Some(price),
@@ -3379,32 +3391,12 @@ mod tests {
         let t1 = T0 + MS;
         send(&mut f, 3, t1, &[bid(1, 1, 1, UpdateAction::New, 110)]);
         assert_eq!(f.counters().resets_inferred, 1);
-        let root = SnapshotRoot {
-            last_msg_seq_num_processed: 3,
-            tot_num_reports: 1,
-            security_id: 1,
-            rpt_seq: 1,
-            transact_time: t1,
-            trading_status: Some(4),
-        };
-        let level = SnapshotEntry {
-            price: Some(110),
-            size: Some(1),
-            orders: None,
-            level: Some(1),
-            entry_type: EntryType::Bid,
-        };
-        let snap = encode::packet(1, t1, &[encode::snapshot(52, V, &root, &[level])]);
+        let snap = snapshot_saying(1, 1, 3, t1, 110, Some(4));
         f.on_snapshot(&snap, t1).unwrap();
         assert_eq!(f.counters().anomalies, 1, "the inferred reset only");
         assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Closed));
         // One taken before packet 3 (halted, it says): still screened.
-        let old = SnapshotRoot {
-            last_msg_seq_num_processed: 2,
-            trading_status: Some(2),
-            ..root
-        };
-        let snap = encode::packet(2, t1, &[encode::snapshot(52, V, &old, &[level])]);
+        let snap = snapshot_saying(1, 1, 2, t1, 110, Some(2));
         f.on_snapshot(&snap, t1).unwrap();
         assert_eq!(f.counters().anomalies, 2, "screened");
         assert_eq!(f.state(f.find("#1").unwrap()), Some(State::Closed));
