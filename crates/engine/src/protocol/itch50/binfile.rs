@@ -48,6 +48,13 @@ pub enum Error {
          (reading the record at byte {offset} of the uncompressed stream)"
     )]
     NotGzip { offset: u64, at: u64 },
+    /// The file ends inside the header of a gzip member after the first
+    /// (a copy cut short): every record before it was read.
+    #[error(
+        "the file ends inside the header of the gzip member starting at byte {at} of the file \
+         (a truncated file; reading the record at byte {offset} of the uncompressed stream)"
+    )]
+    CutGzip { offset: u64, at: u64 },
     /// Fewer than half of the file's first [`NOT_ITCH_AFTER`] records are
     /// valid ITCH 5.0 messages of a known type: it is some other file
     /// (`/dev/zero` reads as zero-length records without end); nothing
@@ -306,7 +313,8 @@ impl<R: Read> BinFile<R> {
             self.done = true;
             return Err(
                 match io.get_ref().and_then(|e| e.downcast_ref::<NotGzip>()) {
-                    Some(&NotGzip { at }) => Error::NotGzip { offset: start, at },
+                    Some(&NotGzip { at, cut: false }) => Error::NotGzip { offset: start, at },
+                    Some(&NotGzip { at, cut: true }) => Error::CutGzip { offset: start, at },
                     None => Error::Io { offset: start, io },
                 },
             );
@@ -325,7 +333,8 @@ impl<R: Read> BinFile<R> {
 /// the input ends, or another member starts, or zero padding runs to the
 /// end (read as the end, as `gzip -d` does); anything else, a member after
 /// zero padding included, is a [`NotGzip`] error naming the byte where the
-/// last member ended.
+/// last member ended (a member's header cut short by the end of the file,
+/// a truncated file, is told apart).
 enum Members<R: Read> {
     /// Inflating a member (boxed: the other states are a few words).
     Member(Box<GzDecoder<Input<R>>>),
@@ -338,8 +347,9 @@ enum Members<R: Read> {
     },
     /// The input has ended.
     End,
-    /// Bytes that are not gzip follow the member that ended at this offset.
-    NotGzip(u64),
+    /// Bytes that are not gzip follow the member that ended at this offset,
+    /// or (`true`) a member's header starts there and the file ends in it.
+    NotGzip(u64, bool),
     /// An error other than [`Interrupted`](io::ErrorKind::Interrupted)
     /// was returned: reading on is an error too, never a clean end.
     Failed,
@@ -351,23 +361,64 @@ type Input<R> = BufReader<Counted<R>>;
 /// What [`Members::step`] leads to.
 type Step<R> = ControlFlow<(Members<R>, io::Result<usize>), Members<R>>;
 
-/// Bytes after a gzip file's last member that are not gzip; `at` is the
-/// file offset where that member ended.
+/// Bytes after a gzip file's last member that are not gzip, or (`cut`) a
+/// next member's header the file ends in; `at` is the file offset where
+/// the last whole member ended.
 #[derive(Debug, thiserror::Error)]
 #[error("bytes after the gzip member ending at byte {at} of the file are not gzip")]
 struct NotGzip {
     at: u64,
+    cut: bool,
 }
 
-/// A reader that counts the bytes it has handed out.
+/// The first bytes of every gzip member's header: the magic and the
+/// method (8, deflate, the only one defined).
+const HEADER_START: [u8; 3] = [GZIP_MAGIC[0], GZIP_MAGIC[1], 8];
+
+/// A reader that counts the bytes it has handed out, and keeps the first
+/// [`HEADER_START`]`.len()` of them at or after a marked file offset (where
+/// the last member ended) as they pass.
 struct Counted<R> {
     inner: R,
     read: u64,
+    /// The marked file offset.
+    mark: u64,
+    /// The bytes from `mark` (the first `head_len` of them).
+    head: [u8; HEADER_START.len()],
+    head_len: usize,
+}
+
+impl<R> Counted<R> {
+    /// Marks file offset `at`, `buffered` the bytes from it already read.
+    fn mark(&mut self, at: u64, buffered: &[u8]) {
+        self.mark = at;
+        self.head_len = 0;
+        self.note(at, buffered);
+    }
+
+    /// Keeps what of `bytes`, read from file offset `from`, lies in the
+    /// marked head.
+    fn note(&mut self, from: u64, bytes: &[u8]) {
+        let start = from.max(self.mark);
+        let end = (from + bytes.len() as u64).min(self.mark.saturating_add(self.head.len() as u64));
+        for off in start..end {
+            let k = (off - self.mark) as usize;
+            self.head[k] = bytes[(off - from) as usize];
+            self.head_len = self.head_len.max(k + 1);
+        }
+    }
+
+    /// Whether the bytes from the mark start a gzip member's header as far
+    /// as they go.
+    fn starts_header(&self) -> bool {
+        HEADER_START.starts_with(&self.head[..self.head_len])
+    }
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
+        self.note(self.read, &buf[..n]);
         self.read += n as u64;
         Ok(n)
     }
@@ -380,6 +431,9 @@ impl<R: Read> Members<R> {
             Counted {
                 inner: raw,
                 read: 0,
+                mark: u64::MAX,
+                head: [0; HEADER_START.len()],
+                head_len: 0,
             },
         );
         Members::Member(Box::new(GzDecoder::new(input)))
@@ -392,8 +446,12 @@ impl<R: Read> Members<R> {
         match self {
             Members::Member(mut member) => match member.read(buf) {
                 Ok(0) if !buf.is_empty() => {
-                    let input = member.into_inner();
+                    let mut input = member.into_inner();
                     let at = input.get_ref().read - input.buffer().len() as u64;
+                    let mut buffered = [0; HEADER_START.len()];
+                    let k = input.buffer().len().min(buffered.len());
+                    buffered[..k].copy_from_slice(&input.buffer()[..k]);
+                    input.get_mut().mark(at, &buffered[..k]);
                     Continue(Members::Between {
                         input: Box::new(input),
                         at,
@@ -421,14 +479,16 @@ impl<R: Read> Members<R> {
                         if member.header().is_none() {
                             // The header's error, which reading returns.
                             match member.read(&mut []) {
-                                // Not a header, or cut short: not a member.
-                                Err(e)
-                                    if matches!(
-                                        e.kind(),
-                                        io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof
-                                    ) =>
-                                {
-                                    return Continue(Members::NotGzip(at));
+                                // Not a header: not a member.
+                                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                                    return Continue(Members::NotGzip(at, false));
+                                }
+                                // The file ends before the header is read
+                                // whole: cut short if what there is of it
+                                // starts a header.
+                                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                                    let cut = member.get_ref().get_ref().starts_header();
+                                    return Continue(Members::NotGzip(at, cut));
                                 }
                                 Err(e) => return Break((Members::Failed, Err(e))),
                                 Ok(_) => {}
@@ -436,7 +496,7 @@ impl<R: Read> Members<R> {
                         }
                         Members::Member(member)
                     }
-                    Some(_) if !zeros => Members::NotGzip(at),
+                    Some(_) if !zeros => Members::NotGzip(at, false),
                     Some(_) => {
                         let n = input.buffer().len();
                         input.consume(n);
@@ -449,9 +509,12 @@ impl<R: Read> Members<R> {
                 })
             }
             Members::End => Break((Members::End, Ok(0))),
-            Members::NotGzip(at) => Break((
-                Members::NotGzip(at),
-                Err(io::Error::new(io::ErrorKind::InvalidData, NotGzip { at })),
+            Members::NotGzip(at, cut) => Break((
+                Members::NotGzip(at, cut),
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    NotGzip { at, cut },
+                )),
             )),
             Members::Failed => Break((
                 Members::Failed,
@@ -697,20 +760,31 @@ mod tests {
                     "step {step}"
                 );
             }
-            // Right after a member: junk, a header's first bytes, a bad header.
-            for tail in [
+            // Right after a member: junk, a header (whole or cut) of a
+            // method not deflate's, a bad magic.
+            let want = (plain.len() as u64, member.len() as u64);
+            let bad = [
                 &b"junk"[..],
-                &[0x1f],
-                &GZIP_MAGIC,
-                &[0x1f, 0x8b, 9, 0],
+                &[0x1f, 0x8b, 9, 0, 0, 0, 0, 0, 0, 3],
+                &[0x1f, 0x8b, 9],
                 &[0x1f, 0],
-            ] {
+            ];
+            for tail in bad {
                 let (got, err) = read_trickled([&member[..], tail].concat(), step);
                 assert_eq!(got.len(), recs.len(), "step {step}");
                 let Some(Error::NotGzip { offset, at }) = err else {
                     panic!("step {step}, tail {tail:?}: {err:?}");
                 };
-                let want = (plain.len() as u64, member.len() as u64);
+                assert_eq!((offset, at), want, "step {step}");
+            }
+            // A next member's header the file ends in: a truncated file.
+            for cut in [1, 2, 3, 9] {
+                let bytes = [&member[..], &member[..cut]].concat();
+                let (got, err) = read_trickled(bytes, step);
+                assert_eq!(got.len(), recs.len(), "step {step}");
+                let Some(Error::CutGzip { offset, at }) = err else {
+                    panic!("step {step}, cut {cut}: {err:?}");
+                };
                 assert_eq!((offset, at), want, "step {step}");
             }
             let (got, err) = read_trickled(two.clone(), step);
@@ -724,6 +798,17 @@ mod tests {
             format!(
                 "the gzip stream ends at byte {} of the file and the bytes after it are not \
                  gzip (reading the record at byte {} of the uncompressed stream)",
+                member.len(),
+                plain.len()
+            )
+        );
+        let (_, err) = read_all([&member[..], &member[..4]].concat());
+        assert_eq!(
+            err.unwrap().to_string(),
+            format!(
+                "the file ends inside the header of the gzip member starting at byte {} of the \
+                 file (a truncated file; reading the record at byte {} of the uncompressed \
+                 stream)",
                 member.len(),
                 plain.len()
             )
