@@ -312,6 +312,21 @@ impl<W: std::io::Write> std::io::Write for Bounded<W> {
     }
 }
 
+impl Bounded<std::io::BufWriter<std::fs::File>> {
+    /// Writes out what is buffered and, into a regular file, waits until
+    /// the disk holds it (`fdatasync`): a write error the kernel reports
+    /// only then (a failing disk, a full one under delayed allocation)
+    /// makes the recording incomplete instead of letting it pass for
+    /// whole. A device (`/dev/null`) has nothing to sync.
+    fn finish(self) -> std::io::Result<()> {
+        let file = self.inner.into_inner().map_err(|e| e.into_error())?;
+        if file.metadata()?.file_type().is_file() {
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
 /// Buffer of the recording: larger than any record (a 65,535-byte IPv4
 /// packet and its header), so every record reaches the buffer whole.
 const RECORD_BUFFER: usize = 128 * 1024;
@@ -733,9 +748,7 @@ impl Sidecar {
             // (A writer stopped by a failed write was dropped then; its
             // buffer held whole records only, so whatever its flush wrote
             // kept the file a prefix of the record stream.)
-            let finished = r
-                .writer
-                .map(|w| w.finish().and_then(|mut w| std::io::Write::flush(&mut w)));
+            let finished = r.writer.map(|w| w.finish().and_then(Bounded::finish));
             if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
                 // Its last records may be lost.
@@ -1240,5 +1253,29 @@ mod tests {
         assert_eq!((st.unrecorded, st.record_errno), (4, libc::ENOSPC));
         assert_eq!(bytes.borrow().len(), before);
         assert_eq!(before, 24 + 2 * (16 + 20 + 8 + 3));
+    }
+
+    /// The end of a recording writes out its buffer and syncs a regular
+    /// file; into `/dev/null` (a device: no sync to ask for) it ends
+    /// without an error, which would call the recording incomplete.
+    #[test]
+    fn finishing_a_recording_syncs_a_file_and_not_a_device() {
+        let bounded = |file| Bounded {
+            inner: std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
+            left: u64::MAX,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.pcap");
+        let mut file = bounded(std::fs::File::create(&path).unwrap());
+        std::io::Write::write_all(&mut file, b"records").unwrap();
+        file.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"records");
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let mut null = bounded(null);
+        std::io::Write::write_all(&mut null, b"records").unwrap();
+        null.finish().unwrap();
     }
 }
