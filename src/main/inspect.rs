@@ -9,7 +9,7 @@
 //! sessions and symbols kept per destination and in all, are capped.
 
 use anyhow::Result;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 use std::path::Path;
@@ -252,6 +252,11 @@ impl Inventory {
              # Check the feed names, lines and thresholds before relying on it.\n"
         );
         let mut streams: Vec<Stream> = Vec::new();
+        // By what they look like, the first stream holding each symbol and
+        // each session: a destination finds its stream in one look-up per
+        // symbol, however many streams there are.
+        let mut by_symbol: HashMap<&str, HashMap<Symbol, u32>> = HashMap::new();
+        let mut by_session: HashMap<&str, HashMap<&str, u32>> = HashMap::new();
         let mut dsts: Vec<_> = self.destinations.iter().collect();
         dsts.sort_by_key(|(dst, d)| (std::cmp::Reverse(d.datagrams), **dst));
         for (dst, d) in dsts {
@@ -272,30 +277,35 @@ impl Inventory {
             // A protocol with a recovery channel gets its answers on a
             // unicast address, where a venue's lines are multicast groups.
             let answer = r.recovery_keys.is_some() && !dst.ip().is_multicast();
-            let same = streams.iter_mut().find(|s| {
-                s.readable.looks_like == r.looks_like
-                    && (d.symbols.iter().any(|x| s.symbols.contains(x))
-                        || d.sessions.iter().any(|x| s.sessions.contains(x)))
+            let symbols = by_symbol.entry(r.looks_like).or_default();
+            let sessions = by_session.entry(r.looks_like).or_default();
+            let same = d
+                .symbols
+                .iter()
+                .filter_map(|x| symbols.get(x))
+                .chain(d.sessions.iter().filter_map(|x| sessions.get(x.as_str())))
+                .min()
+                .copied();
+            // (At most `MAX_DESTINATIONS` streams.)
+            let k = same.unwrap_or_else(|| {
+                streams.push(Stream {
+                    readable: r,
+                    lines: Vec::new(),
+                    answers: Vec::new(),
+                    unused: Vec::new(),
+                });
+                (streams.len() - 1) as u32
             });
-            let s = match same {
-                Some(s) => s,
-                None => {
-                    streams.push(Stream {
-                        readable: r,
-                        lines: Vec::new(),
-                        answers: Vec::new(),
-                        unused: Vec::new(),
-                        symbols: BTreeSet::new(),
-                        sessions: BTreeSet::new(),
-                    });
-                    streams.last_mut().expect("just pushed")
-                }
-            };
+            for x in &d.symbols {
+                symbols.entry(*x).or_insert(k);
+            }
+            for x in &d.sessions {
+                sessions.entry(x.as_str()).or_insert(k);
+            }
+            let s = &mut streams[k as usize];
             if r.rank > s.readable.rank {
                 s.readable = r;
             }
-            s.symbols.extend(d.symbols.iter().copied());
-            s.sessions.extend(d.sessions.iter().cloned());
             if answer {
                 s.answers.push(*dst);
             } else if s.lines.len() < 2 {
@@ -401,8 +411,6 @@ struct Stream {
     lines: Vec<SocketAddrV4>,
     answers: Vec<SocketAddrV4>,
     unused: Vec<SocketAddrV4>,
-    symbols: BTreeSet<Symbol>,
-    sessions: BTreeSet<String>,
 }
 
 /// `tickguard inspect`.

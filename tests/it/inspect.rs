@@ -205,6 +205,48 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
     assert_eq!(s["feeds"]["itch50_1"]["packets"], 22, "{s}");
 }
 
+/// A destination sharing symbols with two drafted feeds joins the first
+/// (the busier one's): the destinations are taken busiest first, and a
+/// feed is found by any symbol or session it shares.
+#[test]
+fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
+    use tickguard::protocol::itch50::{PacketBuilder, Session};
+    let dir = tempfile::tempdir().unwrap();
+    let t = 1_767_623_400_000_000_000u64;
+    let packet = |session: &[u8; 10], q: u64, symbols: &[&str]| {
+        let mut p = PacketBuilder::new(Session(*session), q);
+        for (k, s) in symbols.iter().enumerate() {
+            let s = tickguard::symbol::Symbol::parse(s).unwrap();
+            p.message(
+                &tickguard::protocol::itch50::message::encode::stock_directory(k as u16 + 1, 0, s),
+            );
+        }
+        p.finish()
+    };
+    let mut datagrams = Vec::new();
+    for (dst, session, symbols, n) in [
+        ("239.2.1.1:26477", b"20260105XA", &["AAPL"][..], 30),
+        ("239.2.1.2:26477", b"20260105XB", &["MSFT"][..], 20),
+        ("239.2.1.3:26477", b"20260105XC", &["MSFT", "AAPL"][..], 10),
+    ] {
+        for q in 1..=n {
+            datagrams.push((t + q, dst, packet(session, q, symbols)));
+        }
+    }
+    let cap = dir.path().join("three.pcap");
+    write_capture(&cap, &datagrams);
+    let draft = inspect(&cap, true);
+    assert!(
+        draft.contains("name = \"itch50_1\"\nprotocol = \"itch50\"\n"),
+        "{draft}"
+    );
+    assert!(
+        draft.contains("lines = [\"239.2.1.1:26477\", \"239.2.1.3:26477\"]\n"),
+        "{draft}"
+    );
+    assert!(draft.contains("lines = [\"239.2.1.2:26477\"]\n"), "{draft}");
+}
+
 /// An MDP3 packet: sequence `seq`, one message of template 46 and a 11-byte
 /// root block, CME's schema 1, version 13.
 fn mdp3(seq: u32) -> Vec<u8> {
