@@ -279,9 +279,10 @@ impl merge::Queue for Line {
 /// state. A diagnostic tap: it writes from the receive thread.
 /// The recording of `run --record`, stopped at its first failed write.
 struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> {
-    /// `None` once a write failed: the file then holds whole records of
-    /// what was applied up to the failure (the writer hands each record to
-    /// its buffer in one piece), never a stream with a hole in it.
+    /// `None` once a write failed: the file then holds the records of what
+    /// was applied up to the failure (the writer hands each record to its
+    /// buffer in one piece; a disk filling part-way through a buffer's
+    /// write can cut the last one), never a stream with a hole in it.
     writer: Option<CaptureWriter<W>>,
 }
 
@@ -744,10 +745,14 @@ impl Sidecar {
             }
         }
         self.publish_counters();
+        // Closed before the recording is finished: its flush and sync can
+        // take seconds, in which readers would still take the stopped
+        // writer for a running one.
+        self.publication.close();
         if let Some(r) = self.recorder.take() {
-            // (A writer stopped by a failed write was dropped then; its
-            // buffer held whole records only, so whatever its flush wrote
-            // kept the file a prefix of the record stream.)
+            // (A writer stopped by a failed write was dropped then, its
+            // buffer flushed as far as the disk took it: the file is a
+            // prefix of the record stream, which may end in a cut record.)
             let finished = r.writer.map(|w| w.finish().and_then(Bounded::finish));
             if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
@@ -762,7 +767,6 @@ impl Sidecar {
                 );
             }
         }
-        self.publication.close();
         tracing::info!(
             datagrams = self.stats.datagrams,
             "sidecar stopped; publication closed"
@@ -948,12 +952,13 @@ impl Sidecar {
                     tracing::error!(error = %e, "reading a feed's files again after recreating the publication failed");
                 }
                 self.handler = handler;
-                if moved {
-                    // Whole, unlike a truncated file: its readers would
-                    // answer `ok` on it until its heartbeat aged; closed,
-                    // they answer `stale` at once and look for the new one.
-                    self.publication.close();
-                }
+                // Closed: readers of the old file whose header is whole
+                // (moved, or cut inside a later page) would answer `ok` on
+                // it until its heartbeat aged; closed, they answer `stale`
+                // at once and look for the new one. (Where the header's
+                // page is gone, the write faults into the guard's zero
+                // pages, as every access to it now does.)
+                self.publication.close();
                 self.publication = p;
                 self.publication.heartbeat(now);
                 self.publish_counters();

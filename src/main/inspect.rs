@@ -23,7 +23,8 @@ const MAX_DESTINATIONS: usize = 4096;
 const MAX_NAMED: usize = 8;
 /// Most symbols kept per destination (their count stays exact up to here).
 const MAX_SYMBOLS: usize = 100_000;
-/// Most symbols kept over all destinations (about 40 MB at most).
+/// Most symbols kept over all destinations (about 40 MB at most; a draft's
+/// look-ups of them as much again).
 const MAX_SYMBOLS_TOTAL: usize = 1_000_000;
 /// Symbols printed per destination.
 const SHOWN_SYMBOLS: usize = 12;

@@ -985,8 +985,12 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");
     // Cut inside the last page: nothing faults, the length read back finds
-    // it (within LENGTH_EVERY heartbeats) and the file is replaced again.
+    // it (within LENGTH_EVERY heartbeats) and the file is replaced again;
+    // the old one, whose header is whole, is closed, not left to age
+    // (readers of it would answer `ok` until then).
     let (inode, _) = snapshot(&shm);
+    let old = Reader::open(&shm);
+    let eurusd = old.lookup("lp1", "EURUSD").unwrap();
     truncate(&shm, "-1");
     wait_replaced(
         &shm,
@@ -994,6 +998,12 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
         &mut running.child,
         "a cut inside the last page went unseen",
     );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while old.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(Instant::now() < deadline, "{:?}", old.health(now_ns()));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!old.check(&eurusd, now_ns()).is_ok());
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");
     let term = Command::new("kill")
