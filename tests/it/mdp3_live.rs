@@ -140,6 +140,18 @@ clock_offset = 0
         self.sidecar.handler().feeds()[0].engine().mdp3().unwrap()
     }
 
+    /// Joining on demand, the equity channel (seed 7) defined on the
+    /// definition line and its books filled on both lines: the rig and
+    /// the venue's instruments.
+    fn equity_defined() -> (Rig, Vec<tickguard::protocol::mdp3::synth::Spec>) {
+        let mut rig = Rig::new("on_demand");
+        let t = now_ns();
+        let mut venue = Channel::new(7, equity_channel());
+        rig.send(&venue.definition_loop(t), &[4]);
+        rig.send(&venue.fill_books(t), &[0, 1]);
+        (rig, venue.specs().cloned().collect())
+    }
+
     /// Joining on demand with `extra` configuration lines, the equity
     /// channel (seed 11) with its books filled on both lines: the rig, the
     /// venue's clock and the venue.
@@ -150,6 +162,19 @@ clock_offset = 0
         rig.send(&venue.fill_books(t), &[0, 1]);
         (rig, t, venue)
     }
+}
+
+/// The key of the slot a reader finds by `name` (the instrument whose
+/// `#SecurityID` made it: [`publish::key`]), if it finds one.
+///
+/// [`publish::key`]: tickguard::protocol::mdp3::publish::key
+fn slot_key(r: &Reader, name: &str) -> Option<Option<tickguard::symbol::Symbol>> {
+    r.lookup("cme", name).map(|h| r.record(&h).unwrap().symbol)
+}
+
+/// The slot key of SecurityID `id`, as [`slot_key`] gives it.
+fn key_of(id: i32) -> Option<Option<tickguard::symbol::Symbol>> {
+    Some(Some(tickguard::protocol::mdp3::publish::key(id)))
 }
 
 /// Feed `cme`'s counter `name` (the feed-wide one) as the publication
@@ -747,25 +772,15 @@ fn definition(seq: u32, id: i32, symbol: &str, action: u8) -> Vec<u8> {
 /// answer for a name as the channel maps it.
 #[test]
 fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
-    let mut rig = Rig::new("on_demand");
-    let t = now_ns();
-    let mut venue = Channel::new(7, equity_channel());
-    rig.send(&venue.definition_loop(t), &[4]);
-    rig.send(&venue.fill_books(t), &[0, 1]);
+    let (mut rig, specs) = Rig::equity_defined();
     let reader = Reader::open(&rig.shm);
-    let specs: Vec<_> = venue.specs().cloned().collect();
     let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
-    let slot_of = |n: &str| {
-        reader
-            .lookup("cme", n)
-            .map(|h| reader.record(&h).unwrap().symbol)
-    };
-    let key_of = |id: i32| Some(tickguard::protocol::mdp3::publish::key(id));
-    assert_eq!(slot_of(&name), Some(key_of(a)));
+    let slot_of = |n: &str| slot_key(&reader, n);
+    assert_eq!(slot_of(&name), key_of(a));
     // An instrument no message quoted takes the Symbol: its empty slot.
     let quiet = 999_001;
     rig.send_raw(&[definition(100, quiet, &name, b'A')], 4);
-    assert_eq!(slot_of(&name), Some(key_of(quiet)));
+    assert_eq!(slot_of(&name), key_of(quiet));
     assert_eq!(reasons(&reader, &name), "no_quote");
     let th = tickguard::verdict::Thresholds {
         stale_ns: u64::MAX / 4,
@@ -775,7 +790,7 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
     assert_eq!(f.verdict(&name, th, now_ns()).to_string(), "no_quote");
     // Back to the first.
     rig.send_raw(&[definition(101, a, &name, b'M')], 4);
-    assert_eq!(slot_of(&name), Some(key_of(a)));
+    assert_eq!(slot_of(&name), key_of(a));
     assert_ne!(reasons(&reader, &name), "no_quote");
     // Deleted: the name finds nothing; `#SecurityID` still answers.
     rig.send_raw(&[definition(102, a, &name, b'D')], 4);
@@ -787,6 +802,34 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
         names[&(0, tickguard::protocol::mdp3::publish::key(a))],
         format!("#{a}")
     );
+}
+
+/// A definition whose Symbol is spelled as another instrument's
+/// `#SecurityID` name (forged, or corrupt) does not take that name: a
+/// reader looking up `#SecurityID` finds that instrument's slot, as the
+/// in-process check does, never the forged one's; the forged instrument
+/// loses its old Symbol and keeps its own `#SecurityID`.
+#[test]
+fn a_symbol_spelled_as_a_security_id_never_takes_that_name() {
+    let (mut rig, specs) = Rig::equity_defined();
+    let reader = Reader::open(&rig.shm);
+    let (victim, forged) = (&specs[0], &specs[1]);
+    let victim_id = format!("#{}", victim.security_id);
+    let slot_of = |n: &str| slot_key(&reader, n);
+    assert_eq!(slot_of(&victim_id), key_of(victim.security_id));
+    let anomalies = counter(&reader, "anomalies");
+    rig.send_raw(&[definition(100, forged.security_id, &victim_id, b'M')], 4);
+    assert_eq!(slot_of(&victim_id), key_of(victim.security_id));
+    assert_eq!(slot_of(&forged.symbol), None);
+    let own = format!("#{}", forged.security_id);
+    assert_eq!(slot_of(&own), key_of(forged.security_id));
+    assert_eq!(counter(&reader, "anomalies"), anomalies + 1);
+    let f = rig.feed();
+    assert_eq!(
+        f.find(&victim_id).map(|e| e.security_id),
+        Some(victim.security_id)
+    );
+    assert_eq!(f.symbol_index(&victim_id), None);
 }
 
 /// With the table's every slot taken and its directory full (two names a

@@ -1375,7 +1375,14 @@ impl Feed {
                 _ => {}
             }
         }
-        let symbol = String::from_utf8_lossy(trim(d.symbol()));
+        let mut symbol = String::from_utf8_lossy(trim(d.symbol()));
+        if symbol.starts_with('#') {
+            // Spelled as a `#SecurityID` name (not in the contract:
+            // docs/mdp3.md), it would stand for another instrument's: a
+            // venue's Symbols never start so, so it is no Symbol, counted.
+            self.counters.anomalies += 1;
+            symbol = Cow::Borrowed("");
+        }
         let e = &mut self.entries[i as usize];
         e.instrument.set_depths(
             depth.unwrap_or(self.settings.default_depth),
