@@ -1052,6 +1052,72 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
     assert!(!reasons(&reader, &other.symbol).contains("stale"));
 }
 
+/// A Symbol with an override moved to another instrument while the
+/// directory is full (the name's entry cannot follow it): the limits go
+/// with the Symbol all the same, so a check by `#SecurityID` answers as
+/// in-process: the instrument that took it is held to the override; an
+/// instrument whose definition no longer says it, to the feed's.
+#[test]
+fn an_override_follows_its_symbol_when_the_directory_is_full() {
+    let t = now_ns();
+    let mut venue = Channel::new(7, equity_channel());
+    let specs: Vec<_> = venue.specs().cloned().collect();
+    let keys = format!(
+        "[[feed.symbol]]\nname = \"{}\"\nstale_threshold_ms = 1\n[state]\ncapacity = 5\n",
+        specs[0].symbol
+    );
+    let mut rig = Rig::with("on_demand", &keys);
+    rig.send(&venue.definition_loop(t), &[4]);
+    rig.send(&venue.fill_books(t), &[0, 1]);
+    let (a, b) = (
+        format!("#{}", specs[0].security_id),
+        format!("#{}", specs[1].security_id),
+    );
+    std::thread::sleep(Duration::from_millis(5));
+    let reader = Reader::open(&rig.shm);
+    assert!(reasons(&reader, &a).contains("stale"));
+    assert!(!reasons(&reader, &b).contains("stale"));
+    // The second instrument takes the first one's Symbol; the directory,
+    // full, keeps the name's entry on the first.
+    rig.send_raw(
+        &[definition(
+            100,
+            specs[1].security_id,
+            &specs[0].symbol,
+            b'M',
+        )],
+        4,
+    );
+    rig.events(&mut venue, t, 1..20u64);
+    assert_eq!(rig.sidecar.handler().feeds()[0].counters.table_full, 1);
+    let agree = |rig: &Rig| {
+        std::thread::sleep(Duration::from_millis(5));
+        let config = &rig.sidecar.config().feeds[0];
+        let now = now_ns();
+        for name in [&a, &b] {
+            let th = rig.feed().thresholds(config, name);
+            let inside = rig.feed().verdict(name, th, now).to_string();
+            assert_eq!(
+                reasons(&reader, name).contains("stale"),
+                inside.contains("stale"),
+                "{name}: in-process {inside}"
+            );
+        }
+    };
+    agree(&rig);
+    assert!(reasons(&reader, &b).contains("stale"));
+    // The first, whose definition still says the Symbol, loses it to a
+    // blank one (no mapping moves: the second holds the name); the second
+    // is renamed again. Both leave the override behind.
+    assert!(reasons(&reader, &a).contains("stale"));
+    rig.send_raw(&[definition(101, specs[0].security_id, "", b'M')], 4);
+    rig.send_raw(&[definition(102, specs[1].security_id, "ZZZ9", b'M')], 4);
+    rig.events(&mut venue, t, 20..40u64);
+    agree(&rig);
+    assert!(!reasons(&reader, &a).contains("stale"));
+    assert!(!reasons(&reader, &b).contains("stale"));
+}
+
 /// Past `max_instruments` a SecurityID is ignored, and the refusals are
 /// counted where an operator sees them (the published counters).
 #[test]

@@ -599,8 +599,9 @@ impl Feed {
     }
 
     /// How many times a definition changed which instrument a Symbol names
-    /// (a new Symbol, a rename, a move, a delete): a publisher re-checks
-    /// names only when it changed.
+    /// (a new Symbol, a rename, a move, a delete) or an instrument's
+    /// Symbol: a publisher re-checks names and limits only when it
+    /// changed.
     pub fn symbol_moves(&self) -> u64 {
         self.symbol_moves
     }
@@ -1402,7 +1403,10 @@ impl Feed {
             .filter(|o| self.by_symbol.get(*o) == Some(&i))
             .filter(|o| !(mapped && *o == &*symbol));
         let taken = mapped && self.by_symbol.get(&*symbol) != Some(&i);
-        if dropped.is_some() || taken {
+        // Its Symbol's text changed without a mapping moving (one another
+        // instrument took meanwhile, left for none): its limits may have.
+        let retitled = old.map_or(!symbol.is_empty(), |o| o != symbol);
+        if dropped.is_some() || taken || retitled {
             self.symbol_moves += 1;
             if self.touched.on {
                 self.renamed.extend(dropped.map(str::to_owned));

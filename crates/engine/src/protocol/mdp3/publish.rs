@@ -258,6 +258,15 @@ impl Publisher {
                 return;
             }
             p.count(flagged);
+            if names_moved {
+                // Its limits as a check by any of its names finds them
+                // (an override of its Symbol may have come or gone with
+                // its definition), whether or not the directory can take
+                // its name.
+                let mut buf = [0u8; 12];
+                let id = id_name(e.security_id, &mut buf);
+                table.set_thresholds(p.slot, thresholds(f, id));
+            }
             if let Some(symbol) = name {
                 if table.alias(feed, key(e.security_id), symbol.as_bytes(), p.slot) {
                     match owners.get_mut(symbol) {
@@ -270,7 +279,6 @@ impl Publisher {
                     p.symbol.clear();
                     p.symbol.push_str(symbol);
                     p.name_refused = false;
-                    table.set_thresholds(p.slot, thresholds(f, symbol));
                 } else if !p.name_refused {
                     // The directory is full (Symbols moved too often for
                     // the table's capacity): readers do not find the
@@ -284,7 +292,7 @@ impl Publisher {
         if names_moved {
             let stale = &mut self.stale;
             it.drain_renamed(|f, symbol| {
-                let wrong = settle_name(f, symbol, published, owners, feed, table, &thresholds);
+                let wrong = settle_name(f, symbol, published, owners, feed, table);
                 // A name the full directory could not withdraw: the
                 // instrument it still finds counted once (as one refused a
                 // name is: an entry refused was counted for the instrument
@@ -348,7 +356,6 @@ impl Published {
 /// it names none, or one without a slot. Returns the instrument the entry
 /// still wrongly finds, when the directory is full and it cannot be
 /// mended.
-#[allow(clippy::too_many_arguments)]
 fn settle_name(
     f: &Feed,
     symbol: &str,
@@ -356,7 +363,6 @@ fn settle_name(
     owners: &mut HashMap<String, u32>,
     feed: u16,
     table: &mut StateTable,
-    thresholds: &impl Fn(&Feed, &str) -> Thresholds,
 ) -> Option<u32> {
     let want = f
         .symbol_index(symbol)
@@ -374,6 +380,8 @@ fn settle_name(
         }
         return None;
     }
+    // (The limits of the instrument taking it were set as it was
+    // published: its definition changed.)
     match want {
         Some(k) => {
             let p = &mut published[k as usize];
@@ -383,7 +391,6 @@ fn settle_name(
                 p.symbol.clear();
                 p.symbol.push_str(symbol);
                 p.name_refused = false;
-                table.set_thresholds(p.slot, thresholds(f, symbol));
                 return None;
             }
         }
