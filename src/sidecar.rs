@@ -873,7 +873,9 @@ impl Sidecar {
         if work > 0 {
             self.stats.busy_cycles += 1;
         }
-        if now.saturating_sub(self.last_beat) >= self.config.sidecar.heartbeat_ns {
+        // At once after a clock stepped back: a heartbeat left ahead of
+        // the readers' clock reads as a writer that cannot be trusted.
+        if now < self.last_beat || now - self.last_beat >= self.config.sidecar.heartbeat_ns {
             self.publication.heartbeat(now);
             self.publication.probe();
             self.publish_counters();

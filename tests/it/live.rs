@@ -400,6 +400,29 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     crate::common::remove_publication(&shm);
 }
 
+/// The writer's heartbeat follows a clock stepped back at once: after a
+/// cycle at `t + 10 s`, the next at `t` (an NTP or PTP step, `date -s`)
+/// beats at `t`, so readers on the stepped clock take the writer for a
+/// live one again instead of one 10 s ahead of them.
+#[test]
+fn the_heartbeat_follows_a_clock_stepped_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("stepped");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "delta", ports, 1000);
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    let reader = Reader::open(&shm);
+    let t = now_ns();
+    sidecar.cycle(t + 10_000_000_000);
+    assert_eq!(reader.heartbeat_ns(), Some(t + 10_000_000_000));
+    sidecar.cycle(t);
+    assert_eq!(reader.heartbeat_ns(), Some(t));
+    assert!(reader.health(t).is_ok(), "{:?}", reader.health(t));
+    drop(sidecar);
+    crate::common::remove_publication(&shm);
+}
+
 /// Sends `rounds` × `per_round` datagrams of 40 quotes (about 1.3 KB
 /// each, sequences from 1) to `port`, each round applied by the sidecar
 /// before the next is sent.
