@@ -46,8 +46,26 @@ static QUEUE: OnceLock<Queue> = OnceLock::new();
 /// started) they go to stderr directly, as before.
 pub fn start(json: bool) {
     if let Some(q) = Queue::new(QUEUED, json, std::io::stderr()) {
-        let _ = QUEUE.set(q);
+        if QUEUE.set(q).is_ok() {
+            std::panic::set_hook(Box::new(on_panic));
+        }
     }
+}
+
+/// A panic's message (and its backtrace, when `RUST_BACKTRACE` asks for
+/// one), as the default hook words it, through the queue: the default
+/// hook writes to stderr directly, and a stderr that blocks would hold
+/// the panicking thread there for good, the process never ending (its
+/// lock held, its restart never coming). At most about two seconds are
+/// spent on it ([`line`]); the panic then goes on as it would.
+fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let mut text = format!("thread '{}' {info}", thread.name().unwrap_or("<unnamed>"));
+    let trace = std::backtrace::Backtrace::capture();
+    if trace.status() == std::backtrace::BacktraceStatus::Captured {
+        text.push_str(&format!("\nstack backtrace:\n{trace}"));
+    }
+    line(&text);
 }
 
 /// Waits at most `wait` in all for the lines queued so far to be written
