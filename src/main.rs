@@ -913,6 +913,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     ));
     init_logging("info", config.log_format);
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    logq::stop_on_failure(shutdown);
     // An operator's SIGUSR1 during the start is a request too, not the
     // end of the process (the receive loop looks at it once running).
     if let Err(e) = tickguard::sys::resync_on_sigusr1() {
@@ -955,10 +956,14 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         worst_cycle_us = stats.worst_cycle_ns / 1000,
         "run ended"
     );
-    match &args.record {
+    let recorded = match &args.record {
         Some(path) => recording_complete(path, &stats),
         None => Ok(()),
+    };
+    if logq::thread_failed() {
+        anyhow::bail!("a thread of the sidecar failed (its message is above): stopped");
     }
+    recorded
 }
 
 /// The end of a `run --record`: an error (so exit 2) naming what is

@@ -10,7 +10,7 @@
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -57,15 +57,48 @@ pub fn start(json: bool) {
 /// hook writes to stderr directly, and a stderr that blocks would hold
 /// the panicking thread there for good, the process never ending (its
 /// lock held, its restart never coming). At most about two seconds are
-/// spent on it ([`line`]); the panic then goes on as it would.
+/// spent on it ([`line`]). On the receive thread (`main`) the panic then
+/// goes on as it would, ending the process. On any other thread the
+/// sidecar is stopped ([`stop_on_failure`]: the receive loop ends as on
+/// SIGTERM, its publication closed, and `run` fails), or the process
+/// ends here (exit 101) before that is set up: the receiver would
+/// otherwise go on without it (a feed's snapshot connection never tried
+/// again, the metrics it samples frozen so that no alert could fire),
+/// and a process that ends is one its service manager restarts.
 fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
     let thread = std::thread::current();
-    let mut text = format!("thread '{}' {info}", thread.name().unwrap_or("<unnamed>"));
+    let name = thread.name().unwrap_or("<unnamed>");
+    let mut text = format!("thread '{name}' {info}");
     let trace = std::backtrace::Backtrace::capture();
     if trace.status() == std::backtrace::BacktraceStatus::Captured {
         text.push_str(&format!("\nstack backtrace:\n{trace}"));
     }
     line(&text);
+    if name == "main" {
+        return;
+    }
+    FAILED.store(true, Ordering::Relaxed);
+    match STOP.get() {
+        Some(stop) => stop.store(true, Ordering::Relaxed),
+        None => std::process::exit(101),
+    }
+}
+
+/// Set by a panic on a thread other than the receive thread.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+/// What stops the receive loop (its shutdown flag).
+static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
+
+/// From now on a panic on another thread than the receive thread sets
+/// `stop`, the receive loop's shutdown flag ([`on_panic`]).
+pub fn stop_on_failure(stop: &'static AtomicBool) {
+    let _ = STOP.set(stop);
+}
+
+/// Whether a thread other than the receive thread panicked.
+pub fn thread_failed() -> bool {
+    FAILED.load(Ordering::Relaxed)
 }
 
 /// Waits at most `wait` in all for the lines queued so far to be written
