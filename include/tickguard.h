@@ -505,7 +505,8 @@ static inline uint64_t tg__symbol_key(const char *symbol) {
 }
 
 /* Symbol::from_key: the key of a valid symbol (1 to 8 printable bytes,
- * space padded, no space inside). */
+ * space padded, no space inside); 0, a withdrawn directory entry's, is
+ * none. */
 static inline int tg__symbol_key_valid(uint64_t key) {
     char name[9];
     int i, n = 0;
@@ -515,11 +516,13 @@ static inline int tg__symbol_key_valid(uint64_t key) {
         name[n++] = (char)c;
     }
     name[n] = '\0';
-    return n > 0 && tg__symbol_key(name) == key;
+    return key != 0 && n > 0 && tg__symbol_key(name) == key;
 }
 
 /* The feed id of `name`, or -1. Names are compared as bytes up to the first
- * NUL of the 64-byte field (as the Rust reader compares the decoded name). */
+ * NUL of the 64-byte field (as the Rust reader compares the decoded name);
+ * a name holding a byte outside ' ' to '~' (which no configuration gives,
+ * and the Rust reader shows escaped) is no feed's. */
 static inline long tg__feed_id(const tg_reader *r, const char *name) {
     size_t n;
     uint64_t f;
@@ -537,7 +540,11 @@ static inline long tg__feed_id(const tg_reader *r, const char *name) {
             size_t b;
             for (b = 0; b < 8; b++) bytes[w * 8 + b] = (unsigned char)(v >> (8 * b));
         }
-        while (len < 64 && bytes[len] != 0) len++;
+        while (len < 64 && bytes[len] != 0) {
+            if (bytes[len] < 0x20 || bytes[len] > 0x7e) break;
+            len++;
+        }
+        if (len < 64 && bytes[len] != 0) continue;
         if (len == n && memcmp(bytes, name, n) == 0) return (long)f;
     }
     return -1;
@@ -727,7 +734,17 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
         return r->open_error = EINVAL;
     }
     dir_off = tg__align(TG_HEADER_LEN + feeds * TG_FEED_LEN + feeds * TG_DESC_TABLE_LEN, 128);
+    /* Each section within the file, or the sums below could wrap (the
+     * bounds above hold each count alone, not their sum). */
+    if (dir_off > len || capacity > (len - dir_off) / (2 * TG_DIR_LEN)) {
+        close(fd);
+        return r->open_error = EINVAL;
+    }
     slots_off = tg__align(dir_off + 2 * capacity * TG_DIR_LEN, TG_PAGE);
+    if (slots_off > len || capacity > (len - slots_off) / TG_SLOT_LEN) {
+        close(fd);
+        return r->open_error = EINVAL;
+    }
     file_len = tg__align(slots_off + capacity * TG_SLOT_LEN, TG_PAGE);
     if (file_len > len || hw[TG_H_FILE_LEN] != file_len) {
         close(fd);

@@ -609,6 +609,11 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
             "stale",
         ),
         (
+            "entry withdrawn (key 0)",
+            Box::new(move |b| put(b, entry, 0)),
+            "no_quote",
+        ),
+        (
             "slot holds another symbol",
             Box::new(move |b| put(b, slot + 8, sym("OTHER").key())),
             "no_quote",
@@ -653,6 +658,47 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
             "{name}: C says why on stderr"
         );
     }
+
+    // A shape whose size arithmetic wraps 64 bits (a sparse file some
+    // 2^63 bytes long, which the bounds on each count alone let through,
+    // its offsets and file_len set to the wrapped values): both readers
+    // refuse it, neither reads past what it mapped.
+    let mut b = original[..0x7000.min(original.len())].to_vec();
+    for (at, v) in [
+        (56, 0x00ff_ffff_ffff_ffe0),
+        (64, 0x3e0f_83e0_f83f),
+        (72, 1),
+        (88, 0x2000_0000_0000_7c80),
+        (96, 0x8000_0000_0000_8000),
+        (104, 0x7000),
+    ] {
+        put(&mut b, at, v);
+    }
+    std::fs::write(&copy, &b).unwrap();
+    let sparse = std::fs::OpenOptions::new().write(true).open(&copy).unwrap();
+    match sparse.set_len(0x7fff_ffff_ffff_f000) {
+        Ok(()) => {
+            drop(sparse);
+            same(bin, &copy, "lp1", "EURUSD", Some(LONG_BOUND_MS), "stale");
+        }
+        // A filesystem that cannot hold so long a file: no such file to forge.
+        Err(e) => eprintln!("wrapping shape not tried: {e}"),
+    }
+
+    // A feed named with a byte no configuration gives (a forged file): the
+    // Rust reader shows it escaped (`lp\x01`), so asked for by its raw
+    // bytes neither reader finds it.
+    let mut b = original.clone();
+    b[feed0 + 2] = 0x01;
+    std::fs::write(&copy, &b).unwrap();
+    same(
+        bin,
+        &copy,
+        "lp\u{1}",
+        "EURUSD",
+        Some(LONG_BOUND_MS),
+        "no_quote",
+    );
 
     // A directory_len past the directory: the scan for an unknown symbol
     // stops at the capacity instead of running off the mapping.
