@@ -112,6 +112,18 @@ fn dead_after_below_three_heartbeats() {
         "heartbeat_ms",
         "heartbeat_ms",
     );
+    // Sleeping when idle, a beat may come a sleep late: 3 × (1 + 10) ms.
+    let sleepy = "idle = \"sleep\"\nidle_sleep_us = 10000\nheartbeat_ms = 1\ndead_after_ms = ";
+    rejected(
+        &format!("{sleepy}32\n"),
+        "",
+        FEED,
+        "dead_after_ms",
+        "3 × (heartbeat_ms + idle_sleep_us in ms, rounded up) = 33",
+    );
+    assert!(
+        tickguard::config::Config::parse(&format!("[sidecar]\n{sleepy}33\n{FEED}"), "t").is_ok()
+    );
 }
 
 #[test]

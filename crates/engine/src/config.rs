@@ -628,12 +628,14 @@ pub const IDLE_SLEEP_US: Range = Range {
     unit: "µs",
 };
 /// `[sidecar] rcvbuf_bytes`: SO_RCVBUF requested per line (the kernel caps
-/// it at `net.core.rmem_max`); 1 GiB keeps the kernel's doubled value in an `int`.
+/// it at `net.core.rmem_max`); at most `INT_MAX / 2`, which the kernel
+/// doubles into an `int` (2^30 would not fit: newer kernels cap it, older
+/// ones wrapped it negative, to their least buffer).
 pub const RCVBUF_BYTES: Range = Range {
     table: "[sidecar]",
     key: "rcvbuf_bytes",
     min: 4096,
-    max: 1 << 30,
+    max: (1 << 30) - 1,
     default: Some(8 << 20),
     unit: "bytes",
 };
@@ -1412,15 +1414,34 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     };
     let heartbeat_ms = HEARTBEAT_MS.or_default(&s.heartbeat_ms)?;
     let dead_after_ms = DEAD_AFTER_MS.or_default(&s.dead_after_ms)?;
-    if dead_after_ms < DEAD_AFTER_HEARTBEATS * heartbeat_ms {
-        let at = s.dead_after_ms.as_ref().or(s.heartbeat_ms.as_ref());
+    let idle = s.idle.unwrap_or(d.idle);
+    let idle_sleep_us = IDLE_SLEEP_US.or_default(&s.idle_sleep_us)?;
+    // Beats come from the receive loop: sleeping when idle, one may come
+    // that much after its period.
+    let (period_ms, period) = match idle {
+        Idle::Sleep => (
+            heartbeat_ms + idle_sleep_us.div_ceil(1000),
+            "(heartbeat_ms + idle_sleep_us in ms, rounded up)",
+        ),
+        _ => (heartbeat_ms, "heartbeat_ms"),
+    };
+    if dead_after_ms < DEAD_AFTER_HEARTBEATS * period_ms {
+        let at = s
+            .dead_after_ms
+            .as_ref()
+            .or(s.heartbeat_ms.as_ref())
+            .or(s.idle_sleep_us.as_ref());
         return Err(Problem::at_offset(
             at.map(|v| v.span().start),
             format!(
                 "[sidecar] dead_after_ms = {dead_after_ms}{} must be at least \
-                 {DEAD_AFTER_HEARTBEATS} × heartbeat_ms = {}: readers would see a live writer as dead",
-                if s.dead_after_ms.is_none() { " (the default)" } else { "" },
-                DEAD_AFTER_HEARTBEATS * heartbeat_ms
+                 {DEAD_AFTER_HEARTBEATS} × {period} = {}: readers would see a live writer as dead",
+                if s.dead_after_ms.is_none() {
+                    " (the default)"
+                } else {
+                    ""
+                },
+                DEAD_AFTER_HEARTBEATS * period_ms
             ),
         ));
     }
@@ -1428,8 +1449,8 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
         shm_path,
         shm_mode,
         cpu,
-        idle: s.idle.unwrap_or(d.idle),
-        idle_sleep_us: IDLE_SLEEP_US.or_default(&s.idle_sleep_us)?,
+        idle,
+        idle_sleep_us,
         rcvbuf_bytes: RCVBUF_BYTES.or_default(&s.rcvbuf_bytes)? as usize,
         batch: BATCH.or_default(&s.batch)? as usize,
         heartbeat_ns: heartbeat_ms * NS_PER_MS,
