@@ -30,4 +30,5 @@ pub mod sidecar;
 pub mod simulate;
 pub mod stat;
 #[cfg(test)]
+#[path = "../crates/engine/src/test_log.rs"]
 mod test_log;

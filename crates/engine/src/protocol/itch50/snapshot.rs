@@ -367,7 +367,14 @@ pub struct Recorded {
     conn: Option<Conn>,
     /// A staging state to reuse.
     spare: Option<Box<Staging>>,
+    /// The local ends of the last [`EARLIER`] connections before it: a
+    /// server segment to one of them (late, or resent) is not a new
+    /// connection's first.
+    earlier: [Option<std::net::SocketAddrV4>; EARLIER],
 }
+
+/// Local ends of earlier recorded connections remembered.
+const EARLIER: usize = 8;
 
 #[derive(Debug)]
 struct Conn {
@@ -385,6 +392,7 @@ impl Recorded {
             settings,
             conn: None,
             spare: None,
+            earlier: [None; EARLIER],
         }
     }
 
@@ -397,8 +405,12 @@ impl Recorded {
         t: u64,
     ) -> Option<Step> {
         use crate::capture::link::Tcp;
-        let new_end = self.conn.as_ref().is_none_or(|c| c.local != segment.local);
-        let syn = !segment.from_server && segment.flags & Tcp::SYN != 0;
+        let current = self.conn.as_ref().filter(|c| c.local == segment.local);
+        // Our SYN sent again (its answer lost) before any byte came: the
+        // same connection, not a new one.
+        let resent = current.is_some_and(|c| c.spin.is_some() && c.next_seq.is_none());
+        let syn = !segment.from_server && segment.flags & Tcp::SYN != 0 && !resent;
+        let new_end = current.is_none() && !self.earlier.contains(&Some(segment.local));
         if syn || (new_end && segment.from_server) {
             self.start(feed, snapshots, segment.local, t);
         }
@@ -451,6 +463,10 @@ impl Recorded {
         local: std::net::SocketAddrV4,
         t: u64,
     ) {
+        if let Some(c) = &self.conn {
+            self.earlier.rotate_right(1);
+            self.earlier[0] = Some(c.local);
+        }
         if let Some(spin) = self.conn.take().and_then(|c| c.spin) {
             let mut staging = spin.into_staging();
             let end = End::Failed {

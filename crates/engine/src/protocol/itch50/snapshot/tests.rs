@@ -844,6 +844,50 @@ fn a_connection_starts_at_the_servers_first_segment_to_a_new_end() {
     assert_eq!(sn.snapshot_failures["closed"], 1);
 }
 
+/// Our SYN sent again (its answer lost) is the same connection, not a
+/// second one failing the first; a late server segment to an earlier
+/// connection's end starts nothing and fails nothing (glimpse G5: one
+/// connection from our SYN, or from the server's first segment to a *new*
+/// end).
+#[test]
+fn a_resent_syn_or_a_late_segment_to_an_earlier_end_is_no_new_connection() {
+    let bytes = spin(105, S1, false);
+    let mut v = Venue::new("snapshot_max_attempts = 1");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(true, Tcp::ACK | Tcp::PSH, &bytes);
+    v.segment(true, Tcp::FIN | Tcp::ACK, b"");
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshot_attempts, sn.snapshots), (1, 1));
+    assert_eq!(sn.snapshot_failures["closed"], 0);
+    assert_eq!(sn.snapshot_gave_up, 0);
+
+    // Half a spin on one end; a whole one on the next, a late segment of
+    // the first coming in the middle of it.
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.connection(&bytes[..bytes.len() / 2], 1, false);
+    let first = v.local;
+    let first_seq = v.seq;
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    let (a, b) = bytes.split_at(bytes.len() / 3);
+    v.segment(true, Tcp::ACK | Tcp::PSH, a);
+    let (second, second_seq) = (v.local, v.seq);
+    (v.local, v.seq) = (first, first_seq);
+    v.segment(true, Tcp::ACK | Tcp::PSH, &bytes[bytes.len() / 2..]);
+    (v.local, v.seq) = (second, second_seq);
+    v.segment(true, Tcp::ACK | Tcp::PSH, b);
+    v.segment(true, Tcp::FIN | Tcp::ACK, b"");
+    let s = v.summary();
+    let sn = snap(&s);
+    assert_eq!((sn.snapshot_attempts, sn.snapshots), (2, 1));
+    assert_eq!(sn.snapshot_failures["closed"], 1);
+}
+
 /// Our FIN before the end (a timer fired live): `refused` without a
 /// byte, `closed` after some.
 #[test]
