@@ -283,6 +283,37 @@ fn a_join_merges_a_snapshot_and_the_books_are_the_venues() {
     assert_eq!((s.ticks_lost, s.suspect, s.hours), (0, false, "open"));
 }
 
+/// The merged locate map is the spin's, plus the stream's mappings of
+/// locates the spin lacks (glimpse G3.4 step 1): a locate the spin maps
+/// to another stock than the stream did sends the next add to the spin's
+/// stock.
+#[test]
+fn a_merged_spins_locate_mapping_wins_over_the_streams() {
+    let mut v = Venue::new("");
+    v.datagrams(1..50);
+    let remap = encode::stock_directory(1, 34_200_000_000_000, sym("EEE"));
+    v.connection(&spin_with(50, S1, false, &[remap]), 1, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert_eq!(s.symbols.get("EEE").map_or(0, |x| x.orders), 0);
+    let (aaa, bbb) = (s.symbols["AAA"].orders, s.symbols["BBB"].orders);
+    // 50: an add on locate 1 (its message names AAA: the locate decides).
+    let add = |q: u64, l: u16| {
+        let ts = 34_200_000_000_000 + q * 1_000;
+        encode::add_order(l, ts, q, Side::Buy, 100, sym("AAA"), 1_000_000, None)
+    };
+    let mut b = PacketBuilder::new(S1, 50);
+    b.message(&add(50, 1));
+    b.message(&add(51, 2));
+    let t = v.tick();
+    let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
+    let s = v.summary();
+    assert_eq!(s.symbols["EEE"].orders, 1, "{:?}", s.symbols);
+    // The stream's mappings of locates the spin maps alike stay: 2 is BBB's.
+    assert_eq!(s.symbols["BBB"].orders, bbb + 1, "{:?}", s.symbols);
+    assert_eq!(s.symbols["AAA"].orders, aaa, "{:?}", s.symbols);
+}
+
 /// The spin's messages are not the stream's (glimpse G3.3): merged, they
 /// change no counter of it (`messages_by_type` holds only the multicast
 /// applied from N: 120..150, adds and deletes, no `R`, `H` or `S` of the
