@@ -102,7 +102,8 @@ fn holds_password(bytes: &[u8]) -> bool {
 }
 
 /// Started mid-session, the sidecar awaits a snapshot, merges it and reads
-/// `ok` while the venue trades; at the end its books are the venue's. The
+/// `ok` while the venue trades; an operator's SIGUSR1 takes a second one;
+/// at the end its books are the venue's. The
 /// recording replays to the same books and snapshot keys; the password is
 /// in no log, recording, summary, `stat` output or shared memory.
 #[test]
@@ -160,20 +161,41 @@ fn itch_a_sidecar_started_mid_session_recovers_through_a_snapshot() {
         .map(|b| b["count"].as_u64().unwrap())
         .sum();
     assert_eq!(timed, 1, "the trigger-to-merge time is counted: {st}");
+    // An operator's request (SIGUSR1 to `run`, glimpse G3.1) while the
+    // venue trades, the feed healthy: a second snapshot, merged.
+    // SAFETY: a signal to the child process this test started.
+    assert_eq!(
+        unsafe { libc::kill(sidecar.0.id() as i32, libc::SIGUSR1) },
+        0
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c(counter::SNAPSHOTS) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no second snapshot: {}",
+            stat_feed(shm)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let second = stat_feed(shm);
+    assert!(
+        second["snapshot_next"].as_u64() > st["snapshot_next"].as_u64(),
+        "{second}"
+    );
     let report = finish(venue);
     wait_settled(&reader, "after the end of session");
     assert_eq!(published_books(&reader), venue_books(&report["books"]));
     assert!(!reader.feed_status(0).unwrap().suspect);
-    assert_eq!(report["glimpse"]["snapshots_sent"], 1, "{report}");
+    assert_eq!(report["glimpse"]["snapshots_sent"], 2, "{report}");
     stop(sidecar);
     let feed = replay_feed(dir.path(), &rec, &cfg, "nq");
     assert_eq!(venue_books(&feed["symbols"]), venue_books(&report["books"]));
     assert_eq!(
         (feed["snapshots"].as_u64(), feed["suspect"].as_bool()),
-        (Some(1), Some(false)),
+        (Some(2), Some(false)),
         "{feed}"
     );
-    assert_eq!(feed["snapshot_next"], st["snapshot_next"]);
+    assert_eq!(feed["snapshot_next"], second["snapshot_next"]);
     let logged = std::fs::read(&log).unwrap();
     assert!(
         String::from_utf8_lossy(&logged).contains("snapshot merged"),
