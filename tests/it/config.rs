@@ -367,13 +367,18 @@ fn run_refuses_to_start_without_the_snapshot_password() {
     header.extend_from_slice(&65_535u32.to_le_bytes());
     header.extend_from_slice(&1u32.to_le_bytes());
     std::fs::write(&capture, header).unwrap();
+    // The line a port this test holds: opened before the password is read,
+    // it would fail first ("address in use"), and the line would not be
+    // the password's.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = held.local_addr().unwrap();
     let config = |name: &str, source: &str| {
         let path = dir.path().join(name);
         std::fs::write(
             &path,
             format!(
                 "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\n\
-                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
                  stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n\
                  glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n{source}\n"
             ),
