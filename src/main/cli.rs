@@ -74,7 +74,7 @@ pub struct CheckArgs {
     /// Read the shared-memory path and dead-writer bound from this configuration.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods).
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods; given here, taken as it is: below 3 periods, a live writer reads as dead between its beats).
     #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).
@@ -97,7 +97,7 @@ pub struct StatArgs {
     /// Evaluate at this time (ns since the Unix epoch, 0 to 18446744073709551615) instead of the clock.
     #[arg(long)]
     pub now: Option<u64>,
-    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods).
+    /// Treat the writer as dead when its heartbeat is older than this, ms: 3 to 60000 (default: the config's, else 100 raised to 3 of the writer's heartbeat periods; given here, taken as it is: below 3 periods, a live writer reads as dead between its beats).
     #[arg(long, value_parser = dead_after_ms())]
     pub dead_after_ms: Option<u64>,
     /// User that must own the shared memory (name or uid; default: this user, or root).
