@@ -251,6 +251,11 @@ impl Line {
 
 impl merge::Queue for Line {
     #[inline]
+    fn feed(&self) -> usize {
+        usize::from(self.feed)
+    }
+
+    #[inline]
     fn next_arrival(&self) -> Option<u64> {
         if self.next < self.received {
             self.batch.arrival_ns(self.next)
@@ -373,6 +378,8 @@ pub struct Sidecar {
     handler: Handler,
     publication: Arc<Publication>,
     lines: Vec<Line>,
+    /// Each feed's merge horizon this cycle ([`merge::horizons`]), ns.
+    horizons: Vec<u64>,
     /// Feeds with a unicast channel: (feed, its channel's index in
     /// `lines`, the server).
     channels: Vec<(u16, usize, SocketAddrV4)>,
@@ -591,6 +598,7 @@ impl Sidecar {
             handler,
             publication,
             lines,
+            horizons: vec![0; config.feeds.len()],
             channels,
             changes: None,
             recorder: None,
@@ -817,9 +825,10 @@ impl Sidecar {
                 }
             }
         }
-        // Apply, earliest arrival first, up to the horizon (see `merge`).
-        let horizon = merge::horizon(&self.lines, now);
-        while let Some((i, t)) = merge::pick(&self.lines, now, horizon) {
+        // Apply, earliest arrival first, up to each feed's horizon (see
+        // `merge`).
+        merge::horizons(&self.lines, now, &mut self.horizons);
+        while let Some((i, t)) = merge::pick(&self.lines, now, &self.horizons) {
             let line = &mut self.lines[i];
             let Some((payload, meta)) = line.batch.get(line.next) else {
                 break;
@@ -854,9 +863,13 @@ impl Sidecar {
             }
             applied(t);
         }
-        // Exchange feeds: gaps past their deadline given up at the loop's
-        // clock, whether or not anything arrived (spec itch50 §3.2).
-        self.handler.upkeep(now);
+        // Exchange feeds: gaps past their deadline given up, whether or not
+        // anything arrived (spec itch50 §3.2), at the feed's horizon: a copy
+        // that arrived by the deadline, still held or in the kernel behind a
+        // backlog, is applied first (as replay applies it).
+        for (feed, &at) in self.horizons.iter().enumerate() {
+            self.handler.before_check(feed as u16, at);
+        }
         self.follow_wants(now);
         if let Some(r) = &mut self.recorder {
             // What the feeds' streams exchanged this cycle, after the

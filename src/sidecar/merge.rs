@@ -1,6 +1,13 @@
 //! The merge of a feed's lines by arrival time: which received datagram the
 //! receiver applies next.
 //!
+//! Each feed has its own horizon: feeds share no sequence, so one feed's
+//! backlog (a burst, a flood on its lines) holds back no other feed's
+//! datagrams. The horizon is also the time its feed's gaps are given up at
+//! ([`Sidecar::cycle`](super::Sidecar::cycle)): every datagram stamped up to
+//! it has been applied, so a gap's deadline passed before it passed with
+//! every copy that came in time applied first, as replay sees it.
+//!
 //! Line B's copy of a tick that line A lost must be applied before A's later
 //! ticks, as it arrived, or the per-symbol sequence filter reports a false
 //! gap. So datagrams of all lines are applied earliest arrival first, but
@@ -63,27 +70,34 @@ pub(crate) trait Queue {
     /// when the kernel held nothing more at the last receive, else the latest
     /// arrival among the datagrams it holds.
     fn complete_until(&self, now: u64) -> u64;
+
+    /// The feed it is a line of (an index into the horizons).
+    fn feed(&self) -> usize;
 }
 
-/// The time up to which every line's datagrams are all in hand, at most
-/// `now`.
+/// Each feed's horizon into `horizons` (one per feed): the time up to which
+/// every line of the feed has its datagrams all in hand, at most `now`.
 #[inline]
-pub(crate) fn horizon<Q: Queue>(lines: &[Q], now: u64) -> u64 {
-    lines
-        .iter()
-        .fold(now, |h, line| h.min(key(line.complete_until(now), now)))
+pub(crate) fn horizons<Q: Queue>(lines: &[Q], now: u64, horizons: &mut [u64]) {
+    horizons.fill(now);
+    for line in lines {
+        if let Some(h) = horizons.get_mut(line.feed()) {
+            *h = (*h).min(key(line.complete_until(now), now));
+        }
+    }
 }
 
 /// The line whose next datagram arrived first among those at or before
-/// `horizon` (the first line on a tie), and that datagram's arrival (`now`
-/// for one stamped more than [`AHEAD_NS`] ahead); `None` when no line has
-/// one.
+/// its feed's horizon (the first line on a tie), and that datagram's
+/// arrival (`now` for one stamped more than [`AHEAD_NS`] ahead); `None`
+/// when no line has one.
 #[inline]
-pub(crate) fn pick<Q: Queue>(lines: &[Q], now: u64, horizon: u64) -> Option<(usize, u64)> {
+pub(crate) fn pick<Q: Queue>(lines: &[Q], now: u64, horizons: &[u64]) -> Option<(usize, u64)> {
     let mut pick: Option<(usize, u64)> = None;
     for (i, line) in lines.iter().enumerate() {
         if let Some(t) = line.next_arrival() {
             let t = key(t, now);
+            let horizon = horizons.get(line.feed()).copied().unwrap_or(now);
             if t <= horizon && pick.is_none_or(|(_, best)| t < best) {
                 pick = Some((i, t));
             }
@@ -109,9 +123,13 @@ mod tests {
         next: usize,
         fresh: bool,
         capacity: usize,
+        feed: usize,
     }
 
     impl Queue for TestLine {
+        fn feed(&self) -> usize {
+            self.feed
+        }
         fn next_arrival(&self) -> Option<u64> {
             (self.next < self.held).then(|| self.arrivals[self.taken + self.next])
         }
@@ -139,6 +157,15 @@ mod tests {
                 next: 0,
                 fresh: true,
                 capacity,
+                feed: 0,
+            }
+        }
+
+        /// [`new`](Self::new), a line of feed `feed`.
+        fn of(feed: usize, arrivals: Vec<u64>, capacity: usize) -> TestLine {
+            TestLine {
+                feed,
+                ..TestLine::new(arrivals, capacity)
             }
         }
         fn receive(&mut self) {
@@ -169,9 +196,10 @@ mod tests {
                 l.receive();
             }
             let now = now_of(cycle);
-            let h = horizon(lines, now);
+            let mut h = [0; 2];
+            horizons(lines, now, &mut h);
             let before = out.len();
-            while let Some((i, t)) = pick(lines, now, h) {
+            while let Some((i, t)) = pick(lines, now, &h) {
                 let l = &mut lines[i];
                 out.push((i, l.taken + l.next, t));
                 l.next += 1;
@@ -235,12 +263,39 @@ mod tests {
         lines[0].queued = 1;
         lines[0].receive();
         lines[1].receive();
-        let h = horizon(&lines, 100);
-        assert_eq!(pick(&lines, 100, h), None, "105 waits past clock 100");
+        let mut h = [0];
+        horizons(&lines, 100, &mut h);
+        assert_eq!(pick(&lines, 100, &h), None, "105 waits past clock 100");
         lines[1].queued = 1;
         lines[1].receive();
-        let h = horizon(&lines, 110);
-        assert_eq!(pick(&lines, 110, h), Some((1, 102)));
+        horizons(&lines, 110, &mut h);
+        assert_eq!(pick(&lines, 110, &h), Some((1, 102)));
+    }
+
+    #[test]
+    fn a_backlogged_feed_holds_back_no_other_feed() {
+        // Feed 0's line holds a full batch of old datagrams (more wait in
+        // the kernel): its horizon is its latest in hand, 20. Feed 1's
+        // line, drained, has its datagrams up to the clock applied at once,
+        // past feed 0's horizon; once feed 0 is past them too, by arrival.
+        let mut lines = [
+            TestLine::of(0, vec![10, 20, 30, 40], 2),
+            TestLine::of(1, vec![25, 35], 8),
+        ];
+        lines[0].queued = 4;
+        lines[1].queued = 2;
+        for l in &mut lines {
+            l.receive();
+        }
+        let mut h = [0; 2];
+        horizons(&lines, 100, &mut h);
+        assert_eq!(h, [20, 100]);
+        let mut applied = Vec::new();
+        while let Some((i, t)) = pick(&lines, 100, &h) {
+            applied.push((i, t));
+            lines[i].next += 1;
+        }
+        assert_eq!(applied, [(0, 10), (0, 20), (1, 25), (1, 35)]);
     }
 
     #[test]

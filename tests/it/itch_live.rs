@@ -133,3 +133,41 @@ fn without_recovery_listen_requests_go_from_an_ephemeral_port_that_takes_the_ans
     drop(sidecar);
     crate::common::remove_publication(&shm);
 }
+
+/// Behind on its receives (a burst, a busy core), the receiver still gives
+/// a copy that arrived by a gap's deadline its chance to fill it: gaps are
+/// given up at the merge horizon, never past a datagram still waiting to
+/// be applied, as replay of the same traffic gives them up. Here, one
+/// datagram a receive: line A's 1 and 3 (a gap at 2, 50 ms to fill it),
+/// line B's copy of 2 right after, and the receiver 300 ms late.
+#[test]
+fn a_copy_in_time_fills_its_gap_however_late_the_receiver_is() {
+    let (a, b) = (
+        port(&UdpSocket::bind("127.0.0.1:0").unwrap()),
+        port(&UdpSocket::bind("127.0.0.1:0").unwrap()),
+    );
+    let shm = format!("/dev/shm/tickguard-itch-late-{}", std::process::id());
+    let cfg = Config::parse(
+        &format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\nbatch = 1\n\
+             [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{a}\", \"{b}\"]\n\
+             gap_timeout_ms = 50\nstale_threshold_ms = 1000\nsource_threshold_ms = 1000\n"
+        ),
+        "test",
+    )
+    .unwrap();
+    let mut sidecar = Sidecar::start(&cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.send_to(&packet(1, b'O'), a).unwrap();
+    tx.send_to(&packet(3, b'Q'), a).unwrap();
+    tx.send_to(&packet(2, b'Q'), b).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    cycle_until(&mut sidecar, |s| {
+        s.handler().feeds()[0].counters.packets == 3
+    });
+    let c = &sidecar.handler().feeds()[0].counters;
+    assert_eq!((c.ticks_lost, c.duplicates), (0, 0), "{c:?}");
+    assert_eq!(gaps(&sidecar), 0);
+    drop(sidecar);
+    let _ = std::fs::remove_file(&shm);
+}
