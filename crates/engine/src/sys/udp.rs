@@ -359,7 +359,7 @@ impl Batch {
         for i in 0..n {
             let mut m = parse_meta(&self.hdrs[i]);
             m.from = sender(&self.names[i], self.hdrs[i].msg_hdr.msg_namelen);
-            arrival = arrival.max(m.time_ns.unwrap_or(now_ns));
+            arrival = raised(arrival, m.time_ns.unwrap_or(now_ns));
             self.arrivals[i] = arrival;
             // The count is cumulative and the same or higher on later
             // datagrams (modulo 2^32): the last one reported is the latest.
@@ -379,7 +379,9 @@ impl Batch {
     /// this socket. Kernel timestamps of one socket are not always in queue
     /// order (each is taken on the CPU that received the packet); raised,
     /// they are, so the last datagram in hand is the latest and everything
-    /// still queued in the kernel arrives at or after it.
+    /// still queued in the kernel arrives at or after it. One more than
+    /// [`STEP_BACK_NS`] below the latest is a clock stepped back, and
+    /// arrivals start again from it ([`raised`]).
     #[inline]
     pub fn arrival_ns(&self, i: usize) -> Option<u64> {
         (i < self.len).then(|| self.arrivals[i])
@@ -452,6 +454,27 @@ fn parse_meta(h: &libc::mmsghdr) -> Meta {
         }
     }
     meta
+}
+
+/// How far below the latest arrival on a socket a kernel timestamp may
+/// fall and still be one taken out of queue order (those differ by
+/// microseconds), ns; further, it is a clock stepped back.
+pub const STEP_BACK_NS: u64 = 1_000_000;
+
+/// The arrival of a datagram stamped `stamp` after one that arrived at
+/// `latest` on the same socket: `stamp` raised to `latest` (queue order
+/// kept), unless it is more than [`STEP_BACK_NS`] below it, a clock
+/// stepped back: then `stamp` itself. Held at the time before the step,
+/// every later arrival of the socket would be that time until the clock
+/// caught up, and the lines' merge would apply them in line order, not in
+/// the order they came.
+#[inline]
+fn raised(latest: u64, stamp: u64) -> u64 {
+    if stamp.saturating_add(STEP_BACK_NS) < latest {
+        stamp
+    } else {
+        latest.max(stamp)
+    }
 }
 
 #[cfg(test)]
@@ -577,5 +600,18 @@ mod tests {
             .rcvbuf_shortfall()
             .unwrap()
             .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the socket keeps the default receive buffer, "));
+    }
+
+    #[test]
+    fn arrivals_keep_queue_order_and_follow_a_clock_stepped_back() {
+        let t = 1_800_000_000_000_000_000;
+        // Out of queue order by microseconds: raised to the latest.
+        assert_eq!(raised(t, t - 5_000), t);
+        assert_eq!(raised(t, t + 5), t + 5);
+        assert_eq!(raised(t, t - STEP_BACK_NS), t);
+        // A clock stepped back by more: from the stamp on.
+        assert_eq!(raised(t, t - STEP_BACK_NS - 1), t - STEP_BACK_NS - 1);
+        assert_eq!(raised(t, t - 10_000_000_000), t - 10_000_000_000);
+        assert_eq!(raised(0, t), t);
     }
 }
