@@ -265,3 +265,90 @@ source_threshold_ms = 2000
     assert_eq!(placed, 3);
     assert_eq!(h.feeds()[1].counters.table_full, (FLOOD - 3) as u64);
 }
+
+/// A symbol the stream published and a merged GLIMPSE spin lacks, past
+/// `max_symbols` when put back, leaves the feed: its slot is emptied
+/// (`no_quote`) rather than showing its last book for good (once a later
+/// session change or merge cleared the feed's suspect flag, a reader
+/// answered `ok` on it). The symbols the merge kept are written again.
+#[test]
+fn a_symbol_a_snapshot_merge_drops_leaves_its_slot_empty() {
+    use tickguard::protocol::itch50::soup;
+    let text = format!(
+        "{CONFIG}max_symbols = 4\nglimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
+         glimpse_password_env = \"TG_TEST_NEVER_READ\"\nsnapshot_triggers = []\n"
+    );
+    let (_dir, p, mut h, reader) = published(&text, 16);
+    let sym = |s: &str| Symbol::parse(s).unwrap();
+    let mut messages: Vec<Vec<u8>> = ["AAA", "BBB", "CCC", "DDD"]
+        .iter()
+        .enumerate()
+        .map(|(k, s)| encode::stock_directory(k as u16 + 1, OPEN, sym(s)))
+        .collect();
+    messages.push(encode::add_order(
+        3,
+        OPEN,
+        1,
+        Side::Buy,
+        100,
+        sym("CCC"),
+        1_000_000,
+        None,
+    ));
+    messages.push(encode::add_order(
+        3,
+        OPEN,
+        2,
+        Side::Sell,
+        100,
+        sym("CCC"),
+        1_000_100,
+        None,
+    ));
+    h.on_datagram(0, &packet(S1, 1, &messages), T0).unwrap();
+    h.before_check(0, T0);
+    let answer = |name: &str, t: u64| {
+        p.heartbeat(t);
+        let v = reader.check_symbol("nasdaq", name, t);
+        format!(
+            "{:?} {}",
+            v.health,
+            v.reasons.names().collect::<Vec<_>>().join(",")
+        )
+    };
+    assert_eq!(answer("CCC", T0 + MS), "Ok ");
+    // A spin of AAA, EEE and FFF: with BBB put back, the feed is full.
+    let mut spin = soup::login_accepted(&S1.0, 1).to_vec();
+    for (l, s) in [(1, "AAA"), (5, "EEE"), (6, "FFF")] {
+        soup::sequenced(&encode::stock_directory(l, OPEN, sym(s)), &mut spin);
+    }
+    soup::sequenced(format!("G{:>20}", 7).as_bytes(), &mut spin);
+    let local = "127.0.0.1:40001".parse().unwrap();
+    for (from_server, flags, payload) in [
+        (false, tickguard::capture::link::Tcp::SYN, &b""[..]),
+        (true, tickguard::capture::link::Tcp::ACK, &spin[..]),
+        (true, tickguard::capture::link::Tcp::FIN, &b""[..]),
+    ] {
+        let segment = tickguard::engine::Segment {
+            local,
+            from_server,
+            seq: 1_000,
+            flags,
+            payload,
+        };
+        h.on_segment(0, &segment, T0 + 2 * MS);
+    }
+    h.before_check(0, T0 + 2 * MS);
+    let Some(tickguard::protocol::Summary::Itch50(s)) = h.summaries().remove("nasdaq") else {
+        panic!("no itch50 summary");
+    };
+    assert_eq!(s.snapshot.as_ref().map(|x| x.snapshots), Some(1));
+    assert!(s.symbols.contains_key("BBB") && !s.symbols.contains_key("CCC"));
+    let slot = |s: &str| {
+        let t = h.table();
+        t.record(t.find(0, sym(s)).expect("a slot"))
+    };
+    let ccc = slot("CCC");
+    assert_eq!((ccc.bid, ccc.ask), (None, None), "{ccc:?}");
+    assert!(answer("CCC", T0 + 3 * MS).contains("no_quote"));
+}

@@ -41,6 +41,21 @@ impl FeedStatus {
         .filter(|(on, _)| *on)
         .fold(0, |f, (_, bit)| f | bit)
     }
+
+    /// `self` with the restrictions `next` adds (suspect, closed) and
+    /// nothing else of `next`: what a writer publishes before the slots of
+    /// a change that also restricts the feed, the whole of `next` after
+    /// them. A check then never pairs a slot of the change with the looser
+    /// status before it; and the times stay `self`'s, for later times
+    /// published first would make the slots not yet written look fresher.
+    pub fn tightened_by(&self, next: &FeedStatus) -> FeedStatus {
+        FeedStatus {
+            suspect: self.suspect || next.suspect,
+            closed: self.closed || next.closed,
+            orders_refused: self.orders_refused || next.orders_refused,
+            ..*self
+        }
+    }
 }
 
 /// Bits of [`FeedStatusWords::flags`].
@@ -140,4 +155,51 @@ pub fn verdict(f: &Facts, feed: &FeedStatus, offset: i128, now: u64) -> Reasons 
         closed: feed.closed || f.closed,
     };
     reasons(&inputs, f.thresholds, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Before the slots of a change: its restrictions, none of its
+    /// releases, and the times before it.
+    #[test]
+    fn a_status_tightened_by_the_next_takes_its_restrictions_only() {
+        let old = FeedStatus {
+            suspect: false,
+            closed: true,
+            joined: false,
+            orders_refused: false,
+            last_alive: 10,
+            source_watermark: 20,
+        };
+        let next = FeedStatus {
+            suspect: true,
+            closed: false,
+            joined: true,
+            orders_refused: true,
+            last_alive: 30,
+            source_watermark: 40,
+        };
+        assert_eq!(
+            old.tightened_by(&next),
+            FeedStatus {
+                suspect: true,
+                closed: true,
+                joined: false,
+                orders_refused: true,
+                last_alive: 10,
+                source_watermark: 20,
+            }
+        );
+        // Nothing restricted: the old status as it was.
+        assert_eq!(
+            next.tightened_by(&old),
+            FeedStatus {
+                closed: true,
+                ..next
+            }
+        );
+        assert_eq!(old.tightened_by(&old), old);
+    }
 }

@@ -85,24 +85,42 @@ impl Publisher {
         thresholds: impl Fn(Symbol) -> Thresholds,
     ) {
         let sessions = it.sequencer().counters().session_changes;
-        if sessions != self.sessions {
-            // A new session dropped every book: what was published is void.
-            // Only this session's slots hold anything (a session change
-            // costs what the session published, not every slot ever).
+        let snapshots = it.sequencer().counters().snapshots;
+        if sessions != self.sessions || snapshots != self.snapshots {
+            // A new session dropped every book, a merged snapshot replaced
+            // them and numbered the symbols anew: what was published is
+            // void. Only this session's slots hold anything (a session
+            // change costs what the session published, not every slot
+            // ever); after a merge the symbols it kept are touched and
+            // written again, looked up by stock, and one it dropped (the
+            // spin lacked it and `max_symbols` left no room) stays empty
+            // instead of showing its last book for good.
             self.sessions = sessions;
+            self.snapshots = snapshots;
             let empty = SlotTop::default();
             for &id in self.slots.iter().filter(|&&id| id < REFUSED) {
                 table.slots()[id as usize].write_top(&empty);
             }
             self.slots.clear();
         }
-        let snapshots = it.sequencer().counters().snapshots;
-        if snapshots != self.snapshots {
-            // A merged snapshot numbered the symbols anew (every one of
-            // them is touched, so every slot is written again): slots are
-            // looked up again by stock.
-            self.snapshots = snapshots;
-            self.slots.clear();
+        let status = FeedStatus {
+            suspect: it.suspect(),
+            closed: it.hours() == Hours::Closed,
+            joined: it.sequencer().joined(),
+            orders_refused: it.orders_refused(),
+            last_alive: it.last_alive().unwrap_or(0),
+            source_watermark: it
+                .source_watermark()
+                .map_or(0, |w| w.clamp(0, u64::MAX as i128) as u64),
+        };
+        // What the change restricts, before its slots (see
+        // `FeedStatus::tightened_by`); the rest after them.
+        if let Some(old) = self.status {
+            let first = old.tightened_by(&status);
+            if first != old {
+                table.set_feed_status(feed, &first);
+                self.status = Some(first);
+            }
         }
         let Publisher {
             share,
@@ -148,16 +166,6 @@ impl Publisher {
             }
             table.slots()[slots[i] as usize].write_top(&slot_top(&top, s.halted(), last_seq));
         });
-        let status = FeedStatus {
-            suspect: it.suspect(),
-            closed: it.hours() == Hours::Closed,
-            joined: it.sequencer().joined(),
-            orders_refused: it.orders_refused(),
-            last_alive: it.last_alive().unwrap_or(0),
-            source_watermark: it
-                .source_watermark()
-                .map_or(0, |w| w.clamp(0, u64::MAX as i128) as u64),
-        };
         if self.status != Some(status) {
             table.set_feed_status(feed, &status);
             self.status = Some(status);
