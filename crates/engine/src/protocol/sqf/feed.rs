@@ -24,6 +24,12 @@ use crate::verdict::{evaluate, Reasons};
 const FROM_B: u8 = 1;
 /// ... and the other line's copy of that sequence has come.
 const COPY_SEEN: u8 = 2;
+/// The last Snapshot applied to the slot came from line B.
+const SNAPSHOT_FROM_B: u8 = 4;
+/// A Snapshot was applied to the slot (`Feed::last_snapshot` holds it).
+const SNAPSHOT_SEEN: u8 = 8;
+/// The bits about the slot's last Snapshot, kept as Quotes come.
+const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -60,7 +66,8 @@ pub struct Feed {
     clock: OffsetEstimator,
     /// Per slot of the table, one byte: [`FROM_B`], the line its sequence
     /// was last applied from, and [`COPY_SEEN`], the other line's copy of
-    /// that sequence has come. A duplicate quote is a line copy when it
+    /// that sequence has come (and [`SNAPSHOT_BITS`], of its last
+    /// Snapshot: see `last_snapshot`). A duplicate quote is a line copy when it
     /// comes on the other line, and is either the other line's first copy
     /// of the last sequence or a sequence before it (a lagging line); the
     /// rest came twice on the same line. An applied Quote or Snapshot costs
@@ -69,6 +76,15 @@ pub struct Feed {
     /// would instead hash every byte of every datagram. Blind spot: a
     /// lagging line's own repeat of an older sequence counts as a line copy.
     last_line: Vec<u8>,
+    /// Per slot of the table: the sequence and source time of the last
+    /// Snapshot applied to it. The same Snapshot again once newer messages
+    /// moved the symbol on (line B's copy, lagging; or one repeated on the
+    /// network) is a copy for line arbitration (spec sqf §1), not a
+    /// provider reset: applied as §3 says ("always applied") it would put
+    /// the symbol back on the older price, alive and not suspect, until
+    /// that line's copies of the newer messages came. A real reset carries
+    /// a new source time. 16 bytes a slot (1 MiB for 65,536).
+    last_snapshot: Vec<(u64, u64)>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
     /// (grown only for a larger capture record, see `on_datagram`).
@@ -83,6 +99,7 @@ impl Feed {
             kind,
             clock,
             last_line: vec![0; capacity],
+            last_snapshot: vec![(0, 0); capacity],
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
     }
@@ -129,6 +146,7 @@ impl FeedEngine for Feed {
             kind,
             clock,
             last_line,
+            last_snapshot,
             pending,
         } = self;
         let on_b = (line != 0) as u8;
@@ -210,7 +228,9 @@ impl FeedEngine for Feed {
                             });
                             if let Some(bits) = last_line.get_mut(p.slot as usize) {
                                 match applied {
-                                    Applied::Changed { .. } => *bits = on_b,
+                                    Applied::Changed { .. } => {
+                                        *bits = (*bits & SNAPSHOT_BITS) | on_b
+                                    }
                                     Applied::Duplicate => {
                                         c.line_copies += line_copy(bits, on_b, latest) as u64
                                     }
@@ -219,15 +239,39 @@ impl FeedEngine for Feed {
                             applied
                         }
                         Message::Snapshot(q) => {
-                            if let Some(bits) = last_line.get_mut(p.slot as usize) {
-                                *bits = on_b;
-                            }
-                            slot.update(|s| {
-                                if s.baseline() && q.sequence() < s.last_seq() {
+                            let key = (q.sequence(), q.source_time());
+                            let last = last_snapshot.get_mut(p.slot as usize);
+                            let seen = last.as_deref().is_some_and(|&l| l == key)
+                                && last_line
+                                    .get(p.slot as usize)
+                                    .is_some_and(|b| b & SNAPSHOT_SEEN != 0);
+                            let applied = slot.update(|s| {
+                                let behind = s.baseline() && q.sequence() < s.last_seq();
+                                if seen && behind {
+                                    // A copy of the last one applied (see
+                                    // `Feed::last_snapshot`).
+                                    s.add_duplicate();
+                                    return Applied::Duplicate;
+                                }
+                                if behind {
                                     c.resets += 1;
                                 }
                                 rules::snapshot(s, q.sequence(), price(q), t)
-                            })
+                            });
+                            let bits = last_line.get_mut(p.slot as usize);
+                            match (applied, bits, last) {
+                                (Applied::Duplicate, Some(bits), _) => {
+                                    let from_b = *bits & SNAPSHOT_FROM_B != 0;
+                                    c.line_copies += u64::from(from_b != (on_b == 1));
+                                }
+                                (Applied::Changed { .. }, Some(bits), Some(last)) => {
+                                    let from_b = if on_b == 1 { SNAPSHOT_FROM_B } else { 0 };
+                                    *bits = on_b | SNAPSHOT_SEEN | from_b;
+                                    *last = key;
+                                }
+                                _ => {}
+                            }
+                            applied
                         }
                         Message::Heartbeat(h) => {
                             slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
@@ -496,6 +540,48 @@ clock_offset = 0
         }
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies, c.ticks_lost), (200, 200, 0));
+    }
+
+    /// Line B's copy of a Snapshot, lagging behind line A's newer Quote,
+    /// is a line copy: the symbol stays on the newer price (applied, it
+    /// went back to the Snapshot's, alive and not suspect, until B's copy
+    /// of the Quote came). A provider reset (a new source time) is applied
+    /// below the sequence, and a repeat of the reset on the same line is a
+    /// duplicate.
+    #[test]
+    fn a_lagging_copy_of_a_snapshot_is_a_line_copy_not_a_reset() {
+        let mut h = Handler::new(&config("delta"));
+        let snapshot = |seq: u64, source: u64, bid: f64| {
+            let mut b = PacketBuilder::new(0);
+            b.snapshot(sym("A"), seq, source, bid, bid + 1.0);
+            b.finish()
+        };
+        let mut q = PacketBuilder::new(0);
+        q.quote(sym("A"), 11, 2, 5.0, 6.0);
+        let (s10, q11) = (snapshot(10, 1, 1.0), q.finish());
+        h.on_datagram_line(0, 0, &s10, 1).unwrap();
+        h.on_datagram_line(0, 0, &q11, 2).unwrap();
+        h.on_datagram_line(0, 1, &s10, 3).unwrap();
+        let bid = |h: &Handler| {
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            (r.state.seq.last_seq, r.state.price.map(|p| p.bid))
+        };
+        assert_eq!(bid(&h), (11, Some(5.0)));
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.resets), (1, 1, 0));
+        h.on_datagram_line(0, 1, &q11, 4).unwrap();
+        // A reset to 0: applied, though below; its repeat on line A after
+        // a newer Quote, a duplicate.
+        let s0 = snapshot(0, 9, 3.0);
+        h.on_datagram_line(0, 0, &s0, 5).unwrap();
+        assert_eq!(bid(&h), (0, Some(3.0)));
+        let mut q = PacketBuilder::new(0);
+        q.quote(sym("A"), 1, 10, 7.0, 8.0);
+        h.on_datagram_line(0, 0, &q.finish(), 6).unwrap();
+        h.on_datagram_line(0, 0, &s0, 7).unwrap();
+        assert_eq!(bid(&h), (1, Some(7.0)));
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies, c.resets), (3, 2, 1));
     }
 
     #[test]
