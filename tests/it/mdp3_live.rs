@@ -144,7 +144,13 @@ clock_offset = 0
     /// definition line and its books filled on both lines: the rig and
     /// the venue's instruments.
     fn equity_defined() -> (Rig, Vec<tickguard::protocol::mdp3::synth::Spec>) {
-        let mut rig = Rig::new("on_demand");
+        Rig::equity_defined_with("")
+    }
+
+    /// [`equity_defined`](Self::equity_defined) with `extra` configuration
+    /// lines.
+    fn equity_defined_with(extra: &str) -> (Rig, Vec<tickguard::protocol::mdp3::synth::Spec>) {
+        let mut rig = Rig::with("on_demand", extra);
         let t = now_ns();
         let mut venue = Channel::new(7, equity_channel());
         rig.send(&venue.definition_loop(t), &[4]);
@@ -830,6 +836,30 @@ fn a_symbol_spelled_as_a_security_id_never_takes_that_name() {
         Some(victim.security_id)
     );
     assert_eq!(f.symbol_index(&victim_id), None);
+    // A byte no venue's Symbol holds: no Symbol either (its text is not
+    // the bytes a reader's name compares).
+    let third = &specs[2];
+    rig.send_raw(&[definition(101, third.security_id, "ESZ6\u{e9}", b'M')], 4);
+    assert_eq!(slot_of(&third.symbol), None);
+    assert_eq!(slot_of("ESZ6\u{e9}"), None);
+    assert_eq!(counter(&reader, "anomalies"), anomalies + 2);
+}
+
+/// A definition giving a Symbol to a SecurityID past `max_instruments`
+/// (not kept): the Symbol no longer finds the instrument it named, in
+/// process and through the publication (`no_quote`, not that one's book
+/// under a name that now means another); its `#SecurityID` still does.
+#[test]
+fn a_symbol_given_to_an_instrument_not_kept_finds_nothing() {
+    let (mut rig, specs) = Rig::equity_defined_with("max_instruments = 5");
+    let reader = Reader::open(&rig.shm);
+    let (kept, name) = (specs[0].security_id, specs[0].symbol.clone());
+    assert_eq!(slot_key(&reader, &name), key_of(kept));
+    rig.send_raw(&[definition(100, 999_009, &name, b'A')], 4);
+    assert_eq!(rig.feed().instruments().len(), 5);
+    assert_eq!(slot_key(&reader, &name), None);
+    assert!(rig.feed().find(&name).is_none());
+    assert_eq!(slot_key(&reader, &format!("#{kept}")), key_of(kept));
 }
 
 /// With the table's every slot taken and its directory full (two names a

@@ -1363,7 +1363,28 @@ impl Feed {
 
     fn on_definition(&mut self, d: &super::template::Definition<'_>) {
         self.counters.definitions += 1;
+        let raw = trim(d.symbol());
+        // A Symbol spelled as a `#SecurityID` name (it would stand for
+        // another instrument's), or with a byte no venue's Symbol holds
+        // (its text would not be the bytes a reader's name compares, and
+        // past 32 bytes two such Symbols would share one directory name):
+        // no Symbol, counted (not in the contract: docs/mdp3.md).
+        let odd = raw.first() == Some(&b'#') || !raw.iter().all(|b| (0x20..=0x7e).contains(b));
+        if odd {
+            self.counters.anomalies += 1;
+        }
+        let symbol = if odd {
+            Cow::Borrowed("")
+        } else {
+            String::from_utf8_lossy(raw)
+        };
+        let mapped = d.security_update_action() != b'D' && !symbol.is_empty();
         let Some(i) = self.instrument(d.security_id()) else {
+            // Refused (past `max_instruments`): the Symbol names an
+            // instrument not kept, so it no longer finds the one it named.
+            if mapped {
+                self.unmap_symbol(&symbol);
+            }
             return;
         };
         self.touched.one(i);
@@ -1376,14 +1397,6 @@ impl Feed {
                 _ => {}
             }
         }
-        let mut symbol = String::from_utf8_lossy(trim(d.symbol()));
-        if symbol.starts_with('#') {
-            // Spelled as a `#SecurityID` name (not in the contract:
-            // docs/mdp3.md), it would stand for another instrument's: a
-            // venue's Symbols never start so, so it is no Symbol, counted.
-            self.counters.anomalies += 1;
-            symbol = Cow::Borrowed("");
-        }
         let e = &mut self.entries[i as usize];
         e.instrument.set_depths(
             depth.unwrap_or(self.settings.default_depth),
@@ -1394,7 +1407,6 @@ impl Feed {
         // mapping moves only when it changes: the definition loop repeating
         // a definition allocates nothing. A Symbol another instrument took
         // since stays that instrument's.
-        let mapped = d.security_update_action() != b'D' && !symbol.is_empty();
         let old = e.definition.as_ref().map(|d| d.symbol.as_str());
         // The Symbol it held, dropped unless it stays; the new one, taken
         // unless it is already its own. Neither (a repeat, a `D` repeated):
@@ -1443,6 +1455,19 @@ impl Feed {
         }
         def.display_factor = d.display_factor();
         def.min_price_increment = d.min_price_increment();
+    }
+
+    /// `symbol` no longer names the instrument it named, if any (a
+    /// definition gave it to one not kept): dropped from the mapping, a
+    /// move the publisher settles (the directory's entry withdrawn).
+    #[cold]
+    fn unmap_symbol(&mut self, symbol: &str) {
+        if self.by_symbol.remove(symbol).is_some() {
+            self.symbol_moves += 1;
+            if self.touched.on {
+                self.renamed.push(symbol.to_owned());
+            }
+        }
     }
 
     /// One datagram of the snapshot lines (the market recovery loop).
@@ -3722,10 +3747,13 @@ mod tests {
         assert_eq!(id(&f, "ESH7"), Some(8));
         define(&mut f, 7, "ESM7", 5);
         assert_eq!((id(&f, "ESH7"), id(&f, "ESM7")), (Some(8), Some(7)));
-        // A Symbol that is not UTF-8 reads with replacement characters.
+        // A Symbol holding a byte outside printable ASCII is none (an
+        // anomaly): the instrument is found by `#SecurityID` only.
+        let anomalies = f.counters().anomalies;
         let mut raw = bare_definition(9, "ESU7", "ES");
         raw[10 + super::super::template::definition::SYMBOL] = 0xff;
         f.on_definitions(&encode::packet(1, T0, &[raw])).unwrap();
-        assert_eq!(id(&f, "\u{fffd}SU7"), Some(9));
+        assert_eq!((id(&f, "\u{fffd}SU7"), id(&f, "#9")), (None, Some(9)));
+        assert_eq!(f.counters().anomalies, anomalies + 1);
     }
 }

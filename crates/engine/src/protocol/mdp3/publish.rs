@@ -267,6 +267,9 @@ impl Publisher {
                 let id = id_name(e.security_id, &mut buf);
                 table.set_thresholds(p.slot, thresholds(f, id));
             }
+            // Its top first: the name must not find the slot before it
+            // shows what the instrument is now.
+            write_top(table, p, top);
             if let Some(symbol) = name {
                 if table.alias(feed, key(e.security_id), symbol.as_bytes(), p.slot) {
                     match owners.get_mut(symbol) {
@@ -287,7 +290,6 @@ impl Publisher {
                     *table_full += 1;
                 }
             }
-            write_top(table, p, top);
         });
         if names_moved {
             let stale = &mut self.stale;
