@@ -255,8 +255,12 @@ pub struct Batch {
     /// Arrival of each datagram of the last receive, made non-decreasing
     /// in queue order across receives (see [`arrival_ns`](Self::arrival_ns)).
     arrivals: Box<[u64]>,
-    /// The latest arrival handed out so far, ns since the Unix epoch.
+    /// The arrival of the last datagram handed out so far (what the next
+    /// one's is raised to), ns since the Unix epoch.
     last_arrival_ns: u64,
+    /// The latest arrival among the datagrams of the last receive that
+    /// took any: the last one's, unless a clock step back came within it.
+    max_arrival_ns: u64,
     /// The socket's cumulative drop count as the last receive reported it.
     drops: Option<u32>,
     /// Bytes of sender address asked of the kernel per datagram: 0 unless
@@ -310,6 +314,7 @@ impl Batch {
             len: 0,
             arrivals: vec![0; n].into_boxed_slice(),
             last_arrival_ns: 0,
+            max_arrival_ns: 0,
             drops: None,
             name_len: 0,
         }
@@ -355,12 +360,9 @@ impl Batch {
             };
         }
         let n = n as usize;
-        let mut arrival = self.last_arrival_ns;
         for i in 0..n {
             let mut m = parse_meta(&self.hdrs[i]);
             m.from = sender(&self.names[i], self.hdrs[i].msg_hdr.msg_namelen);
-            arrival = raised(arrival, m.time_ns.unwrap_or(now_ns));
-            self.arrivals[i] = arrival;
             // The count is cumulative and the same or higher on later
             // datagrams (modulo 2^32): the last one reported is the latest.
             if m.drops.is_some() {
@@ -368,8 +370,12 @@ impl Batch {
             }
             self.metas[i] = m;
         }
-        self.last_arrival_ns = arrival;
+        let metas = &self.metas;
         self.len = n;
+        let at = (&mut self.last_arrival_ns, &mut self.max_arrival_ns);
+        arrive(&mut self.arrivals[..n], at, |i| {
+            metas[i].time_ns.unwrap_or(now_ns)
+        });
         Ok(n)
     }
 
@@ -387,10 +393,14 @@ impl Batch {
         (i < self.len).then(|| self.arrivals[i])
     }
 
-    /// The latest [`arrival_ns`](Self::arrival_ns) so far: the last
-    /// datagram's of the last receive that took any.
+    /// The latest [`arrival_ns`](Self::arrival_ns) of the last receive
+    /// that took any: every datagram it holds arrived at or before it.
+    /// (The last datagram's, unless a clock stepped back within the batch:
+    /// then one before the step is the latest, and taking the last one's
+    /// would hold the lines' merge below the datagrams still held for
+    /// good.)
     pub fn max_arrival_ns(&self) -> u64 {
-        self.last_arrival_ns
+        self.max_arrival_ns
     }
 
     /// The socket's cumulative drop count (SO_RXQ_OVFL, wrapping at 2^32)
@@ -454,6 +464,22 @@ fn parse_meta(h: &libc::mmsghdr) -> Meta {
         }
     }
     meta
+}
+
+/// The arrivals of datagrams just received, datagram `i` stamped
+/// `stamp(i)`, into `arrivals`: raised in queue order from `last` (the
+/// last datagram's before them, updated; see [`raised`]), and the latest
+/// of them into `max` (left as it was when there are none).
+fn arrive(arrivals: &mut [u64], (last, max): (&mut u64, &mut u64), stamp: impl Fn(usize) -> u64) {
+    let mut latest = 0;
+    for (i, a) in arrivals.iter_mut().enumerate() {
+        *last = raised(*last, stamp(i));
+        latest = latest.max(*last);
+        *a = *last;
+    }
+    if !arrivals.is_empty() {
+        *max = latest;
+    }
 }
 
 /// How far below the latest arrival on a socket a kernel timestamp may
@@ -600,6 +626,31 @@ mod tests {
             .rcvbuf_shortfall()
             .unwrap()
             .contains("SO_RCVBUF of 4096 bytes refused (Operation not permitted (os error 1)); the socket keeps the default receive buffer, "));
+    }
+
+    /// A clock stepped back within a batch: every datagram held arrived at
+    /// or before the batch's latest arrival, the one before the step, not
+    /// the last one's (the lines' merge, taking the last one's, held every
+    /// datagram before the step back for good).
+    #[test]
+    fn a_batch_stepping_back_keeps_its_latest_arrival() {
+        let t = 1_800_000_000_000_000_000;
+        let mut b = Batch::new(4);
+        let stamps = [t, t + 10, t - 10_000_000_000, t - 9_999_999_990];
+        b.len = 4;
+        let at = (&mut b.last_arrival_ns, &mut b.max_arrival_ns);
+        arrive(&mut b.arrivals[..4], at, |i| stamps[i]);
+        let arrivals: Vec<u64> = (0..4).filter_map(|i| b.arrival_ns(i)).collect();
+        assert_eq!(arrivals, [t, t + 10, t - 10_000_000_000, t - 9_999_999_990]);
+        assert_eq!(b.max_arrival_ns(), t + 10);
+        // The next batch is raised from the last arrival, not the latest.
+        b.len = 1;
+        let at = (&mut b.last_arrival_ns, &mut b.max_arrival_ns);
+        arrive(&mut b.arrivals[..1], at, |_| t - 9_999_999_995);
+        assert_eq!(
+            (b.arrival_ns(0), b.max_arrival_ns()),
+            (Some(t - 9_999_999_990), t - 9_999_999_990)
+        );
     }
 
     #[test]
