@@ -108,11 +108,6 @@ struct ModelFeed {
     counters: ModelCounters,
     /// (arrival, send_time) of every accepted packet.
     accepted: Vec<(u64, u64)>,
-    /// Not in the spec's §3 (the implementation's line arbitration, §1):
-    /// per symbol, the (sequence, source time) of the last Snapshot
-    /// applied; the same Snapshot again once the symbol moved past its
-    /// sequence is a copy, a duplicate, not a reset.
-    last_snapshot: HashMap<String, (u64, u64)>,
     /// Current offset (local − provider), exact.
     offset: i128,
 }
@@ -238,7 +233,6 @@ impl ModelFeed {
             symbols: HashMap::new(),
             counters: ModelCounters::default(),
             accepted: Vec::new(),
-            last_snapshot: HashMap::new(),
             offset: if window.is_some() { 0 } else { fixed as i128 },
         }
     }
@@ -353,13 +347,6 @@ impl ModelFeed {
             } => {
                 c.snapshots += 1;
                 let st = self.symbols.entry(sym.clone()).or_default();
-                let copy = self.last_snapshot.get(sym) == Some(&(*seq, *source_time));
-                if copy && st.baseline && *seq < st.last_seq {
-                    st.duplicates = st.duplicates.saturating_add(1);
-                    c.duplicates = c.duplicates.saturating_add(1);
-                    return false;
-                }
-                self.last_snapshot.insert(sym.clone(), (*seq, *source_time));
                 st.baseline = true;
                 st.last_seq = *seq;
                 st.suspect = false;

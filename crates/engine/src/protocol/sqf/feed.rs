@@ -77,13 +77,14 @@ pub struct Feed {
     /// lagging line's own repeat of an older sequence counts as a line copy.
     last_line: Vec<u8>,
     /// Per slot of the table: the sequence and source time of the last
-    /// Snapshot applied to it. The same Snapshot again once newer messages
-    /// moved the symbol on (line B's copy, lagging; or one repeated on the
-    /// network) is a copy for line arbitration (spec sqf §1), not a
-    /// provider reset: applied as §3 says ("always applied") it would put
-    /// the symbol back on the older price, alive and not suspect, until
-    /// that line's copies of the newer messages came. A real reset carries
-    /// a new source time. 16 bytes a slot (1 MiB for 65,536).
+    /// Snapshot applied to it. The same Snapshot on the other line once
+    /// newer messages moved the symbol on (that line lagging) is its copy,
+    /// dropped by line arbitration (spec sqf §1), not a provider reset:
+    /// applied as §3 says ("always applied") it would put the symbol back
+    /// on the older price, alive and not suspect, until that line's copies
+    /// of the newer messages came. On the line it came from it is applied
+    /// (a provider re-sending it after a failover is a reset), as is one
+    /// with a new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
@@ -241,10 +242,12 @@ impl FeedEngine for Feed {
                         Message::Snapshot(q) => {
                             let key = (q.sequence(), q.source_time());
                             let last = last_snapshot.get_mut(p.slot as usize);
+                            // The last applied came from the other line.
+                            let other = |b: &u8| {
+                                b & SNAPSHOT_SEEN != 0 && (b & SNAPSHOT_FROM_B != 0) != (on_b == 1)
+                            };
                             let seen = last.as_deref().is_some_and(|&l| l == key)
-                                && last_line
-                                    .get(p.slot as usize)
-                                    .is_some_and(|b| b & SNAPSHOT_SEEN != 0);
+                                && last_line.get(p.slot as usize).is_some_and(other);
                             let applied = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
                                 if seen && behind {
@@ -260,10 +263,7 @@ impl FeedEngine for Feed {
                             });
                             let bits = last_line.get_mut(p.slot as usize);
                             match (applied, bits, last) {
-                                (Applied::Duplicate, Some(bits), _) => {
-                                    let from_b = *bits & SNAPSHOT_FROM_B != 0;
-                                    c.line_copies += u64::from(from_b != (on_b == 1));
-                                }
+                                (Applied::Duplicate, Some(_), _) => c.line_copies += 1,
                                 (Applied::Changed { .. }, Some(bits), Some(last)) => {
                                     let from_b = if on_b == 1 { SNAPSHOT_FROM_B } else { 0 };
                                     *bits = on_b | SNAPSHOT_SEEN | from_b;
@@ -546,8 +546,8 @@ clock_offset = 0
     /// is a line copy: the symbol stays on the newer price (applied, it
     /// went back to the Snapshot's, alive and not suspect, until B's copy
     /// of the Quote came). A provider reset (a new source time) is applied
-    /// below the sequence, and a repeat of the reset on the same line is a
-    /// duplicate.
+    /// below the sequence, and so is the same Snapshot again on the line
+    /// it came from.
     #[test]
     fn a_lagging_copy_of_a_snapshot_is_a_line_copy_not_a_reset() {
         let mut h = Handler::new(&config("delta"));
@@ -570,18 +570,23 @@ clock_offset = 0
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies, c.resets), (1, 1, 0));
         h.on_datagram_line(0, 1, &q11, 4).unwrap();
-        // A reset to 0: applied, though below; its repeat on line A after
-        // a newer Quote, a duplicate.
+        // A reset to 0: applied, though below; line B's copy of it after
+        // a newer Quote, a line copy; the same again on line A (a provider
+        // re-sending it, as after a failover), a reset applied.
         let s0 = snapshot(0, 9, 3.0);
         h.on_datagram_line(0, 0, &s0, 5).unwrap();
         assert_eq!(bid(&h), (0, Some(3.0)));
         let mut q = PacketBuilder::new(0);
         q.quote(sym("A"), 1, 10, 7.0, 8.0);
         h.on_datagram_line(0, 0, &q.finish(), 6).unwrap();
-        h.on_datagram_line(0, 0, &s0, 7).unwrap();
+        h.on_datagram_line(0, 1, &s0, 7).unwrap();
         assert_eq!(bid(&h), (1, Some(7.0)));
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.line_copies, c.resets), (3, 2, 1));
+        assert_eq!((c.duplicates, c.line_copies, c.resets), (3, 3, 1));
+        h.on_datagram_line(0, 0, &s0, 8).unwrap();
+        assert_eq!(bid(&h), (0, Some(3.0)));
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.resets), (3, 2));
     }
 
     #[test]
