@@ -253,7 +253,7 @@ impl Inventory {
              # Check the feed names, lines and thresholds before relying on it.\n"
         );
         let mut streams: Vec<Stream> = Vec::new();
-        // By what they look like, the first stream holding each symbol and
+        // By what they look like, the lowest stream holding each symbol and
         // each session: a destination finds its stream in one look-up per
         // symbol, however many streams there are.
         let mut by_symbol: HashMap<&str, HashMap<Symbol, u32>> = HashMap::new();
@@ -297,11 +297,15 @@ impl Inventory {
                 });
                 (streams.len() - 1) as u32
             });
+            // The lowest stream holding each: the one a search in order
+            // would find first.
             for x in &d.symbols {
-                symbols.entry(*x).or_insert(k);
+                let s = symbols.entry(*x).or_insert(k);
+                *s = (*s).min(k);
             }
             for x in &d.sessions {
-                sessions.entry(x.as_str()).or_insert(k);
+                let s = sessions.entry(x.as_str()).or_insert(k);
+                *s = (*s).min(k);
             }
             let s = &mut streams[k as usize];
             if r.rank > s.readable.rank {

@@ -207,7 +207,8 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
 
 /// A destination sharing symbols with two drafted feeds joins the first
 /// (the busier one's): the destinations are taken busiest first, and a
-/// feed is found by any symbol or session it shares.
+/// feed is found by any symbol or session it shares, the first one that
+/// holds it (a symbol a later destination brought into it included).
 #[test]
 fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
     use tickguard::protocol::itch50::{PacketBuilder, Session};
@@ -228,6 +229,8 @@ fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
         ("239.2.1.1:26477", b"20260105XA", &["AAPL"][..], 30),
         ("239.2.1.2:26477", b"20260105XB", &["MSFT"][..], 20),
         ("239.2.1.3:26477", b"20260105XC", &["MSFT", "AAPL"][..], 10),
+        // MSFT alone: the first feed holds it too now (through .3).
+        ("239.2.1.4:26477", b"20260105XD", &["MSFT"][..], 5),
     ] {
         for q in 1..=n {
             datagrams.push((t + q, dst, packet(session, q, symbols)));
@@ -245,6 +248,10 @@ fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
         "{draft}"
     );
     assert!(draft.contains("lines = [\"239.2.1.2:26477\"]\n"), "{draft}");
+    assert!(
+        draft.contains("# also MoldUDP64/ITCH 5.0 on 239.2.1.4:26477"),
+        "{draft}"
+    );
 }
 
 /// An MDP3 packet: sequence `seq`, one message of template 46 and a 11-byte
