@@ -138,6 +138,20 @@ fn stale_and_stale_at_source_crossing_in_the_same_nanosecond_are_both_explained(
     .unwrap();
 }
 
+/// Line B's copy of a Snapshot (same sequence and source time), behind
+/// line A's next Quote: the handler drops it as a line copy, and the
+/// explanation follows it (no provider reset, nothing to reconcile).
+#[test]
+fn a_snapshots_lagging_copy_is_explained_as_the_handler_takes_it() {
+    agrees(&[
+        (0, 0, vec![(3, 0, 10, 3, 0)]),
+        (100, 0, vec![(0, 0, 11, 4, 0)]),
+        (100, 1, vec![(3, 0, 10, 3, 200)]),
+        (100, 1, vec![(0, 0, 11, 4, 100)]),
+    ])
+    .unwrap();
+}
+
 fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
     let config = Config::parse(CONFIG, "agree.toml").unwrap();
     let (bytes, times) = capture(stream);

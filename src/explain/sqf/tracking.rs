@@ -38,6 +38,10 @@ pub(super) struct Tracker {
     /// The handler had no slot for it in that packet (table full for the feed).
     pub(super) dropped: bool,
     pub(super) first_seen: u64,
+    /// The last Snapshot applied: its (sequence, source time), the line it
+    /// came on, and whether the other line's copy of it came: the handler's
+    /// line arbitration of Snapshots (`sqf::feed`, `last_snapshot`).
+    pub(super) last_snapshot: Option<((u64, u64), SocketAddrV4, bool)>,
 }
 
 impl Tracker {
@@ -187,6 +191,24 @@ impl Tracker {
             }
             Message::Snapshot(v) => {
                 let seq = v.sequence();
+                let key = (seq, v.source_time());
+                let copy = self
+                    .last_snapshot
+                    .as_mut()
+                    .filter(|(k, from, seen)| *k == key && *from != line && !*seen);
+                if let Some((_, _, seen)) = copy {
+                    *seen = true;
+                    if s0.seq.baseline && seq < last {
+                        // The other line's copy, behind the symbol: dropped
+                        // by the handler's line arbitration, as a duplicate.
+                        let mut s = s0;
+                        s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                        self.state = Some(s);
+                        return;
+                    }
+                } else {
+                    self.last_snapshot = Some((key, line, false));
+                }
                 let price = price_of(v);
                 let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
                 price_message = Some((price, outcome.price));
@@ -370,6 +392,7 @@ impl Forensics {
             prepared: 0,
             dropped: false,
             first_seen: a,
+            last_snapshot: None,
         });
         f.trackers.push(i);
         self.index.insert((feed, symbol), i);

@@ -28,8 +28,10 @@ const COPY_SEEN: u8 = 2;
 const SNAPSHOT_FROM_B: u8 = 4;
 /// A Snapshot was applied to the slot (`Feed::last_snapshot` holds it).
 const SNAPSHOT_SEEN: u8 = 8;
+/// ... and the other line's copy of it has come.
+const SNAPSHOT_COPY_SEEN: u8 = 16;
 /// The bits about the slot's last Snapshot, kept as Quotes come.
-const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN;
+const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -77,14 +79,15 @@ pub struct Feed {
     /// lagging line's own repeat of an older sequence counts as a line copy.
     last_line: Vec<u8>,
     /// Per slot of the table: the sequence and source time of the last
-    /// Snapshot applied to it. The same Snapshot on the other line once
-    /// newer messages moved the symbol on (that line lagging) is its copy,
-    /// dropped by line arbitration (spec sqf §1), not a provider reset:
-    /// applied as §3 says ("always applied") it would put the symbol back
-    /// on the older price, alive and not suspect, until that line's copies
-    /// of the newer messages came. On the line it came from it is applied
-    /// (a provider re-sending it after a failover is a reset), as is one
-    /// with a new source time. 16 bytes a slot (1 MiB for 65,536).
+    /// Snapshot applied to it. Its first copy on the other line is that
+    /// line's copy (line arbitration, spec sqf §1): once newer messages
+    /// moved the symbol on (that line lagging) it is dropped, not taken for
+    /// a provider reset, which as §3 says ("always applied") would put the
+    /// symbol back on the older price, alive and not suspect, until that
+    /// line's copies of the newer messages came. Any other arrival of it
+    /// (again on its first line, or a second time on the other: a provider
+    /// re-sending it after a failover) is applied, as is a Snapshot with a
+    /// new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
@@ -240,19 +243,17 @@ impl FeedEngine for Feed {
                             applied
                         }
                         Message::Snapshot(q) => {
+                            let i = p.slot as usize;
                             let key = (q.sequence(), q.source_time());
-                            let last = last_snapshot.get_mut(p.slot as usize);
-                            // The last applied came from the other line.
-                            let other = |b: &u8| {
-                                b & SNAPSHOT_SEEN != 0 && (b & SNAPSHOT_FROM_B != 0) != (on_b == 1)
-                            };
-                            let seen = last.as_deref().is_some_and(|&l| l == key)
-                                && last_line.get(p.slot as usize).is_some_and(other);
+                            // The other line's first copy of the last one
+                            // applied (see `Feed::last_snapshot`).
+                            let b = last_line.get(i).copied().unwrap_or(0);
+                            let copy = b & (SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN) == SNAPSHOT_SEEN
+                                && (b & SNAPSHOT_FROM_B != 0) != (on_b == 1)
+                                && last_snapshot.get(i) == Some(&key);
                             let applied = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
-                                if seen && behind {
-                                    // A copy of the last one applied (see
-                                    // `Feed::last_snapshot`).
+                                if copy && behind {
                                     s.add_duplicate();
                                     return Applied::Duplicate;
                                 }
@@ -261,15 +262,23 @@ impl FeedEngine for Feed {
                                 }
                                 rules::snapshot(s, q.sequence(), price(q), t)
                             });
-                            let bits = last_line.get_mut(p.slot as usize);
-                            match (applied, bits, last) {
-                                (Applied::Duplicate, Some(_), _) => c.line_copies += 1,
-                                (Applied::Changed { .. }, Some(bits), Some(last)) => {
+                            if let Some(bits) = last_line.get_mut(i) {
+                                if copy {
+                                    // Arbitrated: whether dropped (behind)
+                                    // or applied (the same state again), the
+                                    // Snapshot stays its first line's.
+                                    *bits |= SNAPSHOT_COPY_SEEN;
+                                    match applied {
+                                        Applied::Duplicate => c.line_copies += 1,
+                                        Applied::Changed { .. } => {
+                                            *bits = (*bits & SNAPSHOT_BITS) | on_b
+                                        }
+                                    }
+                                } else if let Some(last) = last_snapshot.get_mut(i) {
                                     let from_b = if on_b == 1 { SNAPSHOT_FROM_B } else { 0 };
                                     *bits = on_b | SNAPSHOT_SEEN | from_b;
                                     *last = key;
                                 }
-                                _ => {}
                             }
                             applied
                         }
@@ -546,8 +555,8 @@ clock_offset = 0
     /// is a line copy: the symbol stays on the newer price (applied, it
     /// went back to the Snapshot's, alive and not suspect, until B's copy
     /// of the Quote came). A provider reset (a new source time) is applied
-    /// below the sequence, and so is the same Snapshot again on the line
-    /// it came from.
+    /// below the sequence, and so is the same Snapshot sent again (a
+    /// failover) on either line, once the other line's copy of it came.
     #[test]
     fn a_lagging_copy_of_a_snapshot_is_a_line_copy_not_a_reset() {
         let mut h = Handler::new(&config("delta"));
@@ -570,23 +579,42 @@ clock_offset = 0
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies, c.resets), (1, 1, 0));
         h.on_datagram_line(0, 1, &q11, 4).unwrap();
-        // A reset to 0: applied, though below; line B's copy of it after
-        // a newer Quote, a line copy; the same again on line A (a provider
-        // re-sending it, as after a failover), a reset applied.
+        // Sent again on its own line before the other line's copy came (a
+        // failover): a reset.
+        let s20 = snapshot(20, 5, 2.0);
+        let mut q = PacketBuilder::new(0);
+        q.quote(sym("A"), 21, 6, 9.0, 9.5);
+        for d in [&s20, &q.finish(), &s20] {
+            h.on_datagram_line(0, 0, d, 4).unwrap();
+        }
+        assert_eq!(bid(&h), (20, Some(2.0)));
+        assert_eq!(h.feeds()[0].counters.resets, 1);
+        // A reset to 0: applied, though below; line B's copy of it right
+        // after, the same state again.
         let s0 = snapshot(0, 9, 3.0);
         h.on_datagram_line(0, 0, &s0, 5).unwrap();
+        h.on_datagram_line(0, 1, &s0, 6).unwrap();
         assert_eq!(bid(&h), (0, Some(3.0)));
         let mut q = PacketBuilder::new(0);
         q.quote(sym("A"), 1, 10, 7.0, 8.0);
-        h.on_datagram_line(0, 0, &q.finish(), 6).unwrap();
-        h.on_datagram_line(0, 1, &s0, 7).unwrap();
+        let q1 = q.finish();
+        h.on_datagram_line(0, 0, &q1, 7).unwrap();
         assert_eq!(bid(&h), (1, Some(7.0)));
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.line_copies, c.resets), (3, 3, 1));
-        h.on_datagram_line(0, 0, &s0, 8).unwrap();
+        assert_eq!((c.duplicates, c.line_copies, c.resets), (2, 2, 2));
+        // The provider sends it again (a failover), on B only (A lost it):
+        // a reset applied, though B's copy of the first already came.
+        h.on_datagram_line(0, 1, &s0, 8).unwrap();
         assert_eq!(bid(&h), (0, Some(3.0)));
+        // A's copy of that, late behind B's newer Quote: a line copy.
+        h.on_datagram_line(0, 1, &q1, 9).unwrap();
+        h.on_datagram_line(0, 0, &s0, 10).unwrap();
+        assert_eq!(bid(&h), (1, Some(7.0)));
         let c = &h.feeds()[0].counters;
-        assert_eq!((c.duplicates, c.resets), (3, 2));
+        assert_eq!((c.duplicates, c.line_copies, c.resets), (3, 3, 3));
+        // Again on A (its copy come): a reset.
+        h.on_datagram_line(0, 0, &s0, 11).unwrap();
+        assert_eq!(bid(&h), (0, Some(3.0)));
     }
 
     #[test]
