@@ -598,23 +598,40 @@ enum Key {
     Invalid,
 }
 
-/// Checks waiting for their time: resolved once, answered in time order
-/// (ties in input order), each after everything that arrived at or before
-/// it and before anything later.
+/// Checks waiting for their time: resolved once, each feed's answered in
+/// time order (ties in input order), each after everything of its feed
+/// that arrived at or before it and before anything of its feed later.
+/// Feeds share nothing, so in a capture in time order that is after
+/// everything that arrived at or before it; in a `run --record`
+/// recording, whose feeds each merged up to their own horizon (one behind
+/// a backlog recorded after another's later datagrams), it is what the
+/// sidecar had applied of the feed.
 struct Pending<'a> {
     checks: &'a [Check],
     resolved: Vec<(Option<u16>, Key)>,
-    /// Check indices by time.
-    order: Vec<usize>,
-    /// How many of `order` are answered.
-    next: usize,
+    /// Per feed, its check indices by time (a check of no feed is never
+    /// answered: `no_quote`).
+    orders: Vec<Vec<usize>>,
+    /// Per feed, how many of its `orders` are answered.
+    nexts: Vec<usize>,
     answers: Vec<Answer>,
 }
 
 impl<'a> Pending<'a> {
     fn new(config: &Config, checks: &'a [Check]) -> Pending<'a> {
+        let mut pending = Pending::resolve(config, checks);
         let mut order: Vec<usize> = (0..checks.len()).collect();
         order.sort_by_key(|&i| checks[i].time_ns);
+        for i in order {
+            if let (Some(feed), _) = pending.resolved[i] {
+                pending.orders[usize::from(feed)].push(i);
+            }
+        }
+        pending
+    }
+
+    /// The checks resolved, none ordered yet.
+    fn resolve(config: &Config, checks: &'a [Check]) -> Pending<'a> {
         Pending {
             checks,
             resolved: checks
@@ -635,8 +652,8 @@ impl<'a> Pending<'a> {
                     (feed, key)
                 })
                 .collect(),
-            order,
-            next: 0,
+            orders: vec![Vec::new(); config.feeds.len()],
+            nexts: vec![0; config.feeds.len()],
             answers: vec![
                 Answer {
                     reasons: Reasons::NO_QUOTE,
@@ -650,24 +667,46 @@ impl<'a> Pending<'a> {
     /// True while a check is still to be answered.
     #[inline]
     fn waiting(&self) -> bool {
-        self.next < self.order.len()
+        self.orders
+            .iter()
+            .zip(&self.nexts)
+            .any(|(o, &n)| n < o.len())
     }
 
     /// The time of the next check to answer (ns, the input's clock).
     #[inline]
     fn next_time(&self) -> Option<u64> {
-        self.order.get(self.next).map(|&i| self.checks[i].time_ns)
+        let next = self.orders.iter().zip(&self.nexts);
+        next.filter_map(|(o, &n)| o.get(n).map(|&i| self.checks[i].time_ns))
+            .min()
     }
 
-    /// Answers every check earlier than `t` (ns, the input's clock).
+    /// Answers every check earlier than `t` (ns, the input's clock), of
+    /// every feed.
     #[inline]
     fn answer_before(&mut self, handler: &mut Handler, t: u64, observer: &mut impl Observer) {
-        while let Some(&i) = self.order.get(self.next) {
+        for feed in 0..self.orders.len() {
+            self.answer_feed_before(handler, feed as u16, t, observer);
+        }
+    }
+
+    /// Answers every check of `feed` earlier than `t` (ns, the input's
+    /// clock).
+    #[inline]
+    fn answer_feed_before(
+        &mut self,
+        handler: &mut Handler,
+        feed: u16,
+        t: u64,
+        observer: &mut impl Observer,
+    ) {
+        let f = usize::from(feed);
+        while let Some(&i) = self.orders.get(f).and_then(|o| o.get(self.nexts[f])) {
             if self.checks[i].time_ns >= t {
                 break;
             }
             self.answer(handler, i, observer);
-            self.next += 1;
+            self.nexts[f] += 1;
         }
     }
 
@@ -703,9 +742,13 @@ impl<'a> Pending<'a> {
     /// Answers the rest (after the input's end) and returns every answer,
     /// in input order.
     fn finish(mut self, handler: &mut Handler, observer: &mut impl Observer) -> Vec<Answer> {
-        while let Some(&i) = self.order.get(self.next) {
-            self.answer(handler, i, observer);
-            self.next += 1;
+        self.answer_before(handler, u64::MAX, observer);
+        // (A check at u64::MAX itself: after everything.)
+        for f in 0..self.orders.len() {
+            while let Some(&i) = self.orders[f].get(self.nexts[f]) {
+                self.answer(handler, i, observer);
+                self.nexts[f] += 1;
+            }
         }
         self.answers
     }
@@ -775,10 +818,11 @@ pub fn replay_until(
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
-        pending.answer_before(&mut handler, d.time_ns, observer);
+        // Each check of the feed a datagram is for is answered before it.
         if let Some(tcp) = d.tcp {
             // A snapshot connection's segment: its feed puts it together.
             if let Some((feed, local, from_server)) = router.route_segment(d.src, d.dst) {
+                pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
                 let segment = Segment {
                     local,
                     from_server,
@@ -792,6 +836,9 @@ pub fn replay_until(
         }
         let route = router.route_from(d.src, d.dst);
         let feed = route.ok().flatten().map(|(feed, _)| feed);
+        if let Some(feed) = feed {
+            pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
+        }
         observer.before(&mut handler, feed, d);
         match route {
             Ok(Some((feed, line))) => {
