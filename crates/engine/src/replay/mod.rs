@@ -742,8 +742,6 @@ impl<'a> Pending<'a> {
     /// Answers the rest (after the input's end) and returns every answer,
     /// in input order.
     fn finish(mut self, handler: &mut Handler, observer: &mut impl Observer) -> Vec<Answer> {
-        self.answer_before(handler, u64::MAX, observer);
-        // (A check at u64::MAX itself: after everything.)
         for f in 0..self.orders.len() {
             while let Some(&i) = self.orders[f].get(self.nexts[f]) {
                 self.answer(handler, i, observer);
