@@ -2,13 +2,14 @@
 //! times, datagrams are routed by destination `ip:port`, and checks are
 //! answered at their own times between packets.
 //!
-//! Ordering: a check at `time_ns` is answered after every datagram whose
-//! arrival is `<= time_ns` and before the first later one, reading the
-//! capture in file order. (Captures are in time order; a datagram stamped
-//! earlier than one its feed took, or than a check of its feed already
-//! answered, is applied at its stamp, counted and warned of: a check is
-//! answered before the first datagram later than it and datagrams after
-//! that are not reconsidered.)
+//! Ordering: a check at `time_ns` is answered after every datagram of its
+//! feed whose arrival is `<= time_ns` and before the first later one of
+//! its feed, reading the capture in file order (feeds share nothing, so
+//! in a capture in time order that is between the datagrams around it).
+//! (A datagram stamped earlier than one its feed took, or than a check of
+//! its feed already answered, is applied at its stamp, counted and warned
+//! of: a check is answered before the first datagram of its feed later
+//! than it, and datagrams after that are not reconsidered.)
 
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::keys::echo;
@@ -1004,8 +1005,9 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         lines.push(format!(
             "the capture's time steps back at {} of the records its feeds took (by up to {step}): \
              each was applied at its own stamp, after what the file put before it, and checks are \
-             answered in the file's order; if that is not the order they arrived in (a capture of \
-             several interfaces, `mergecap -a`), sort it first (`reordercap`)",
+             answered in the file's order of their feed's records; if that is not the order they \
+             arrived in (a feed's lines captured on several interfaces, `mergecap -a`), sort it \
+             first (`reordercap`)",
             c.time_steps_back
         ));
     }
