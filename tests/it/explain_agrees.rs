@@ -152,6 +152,36 @@ fn a_snapshots_lagging_copy_is_explained_as_the_handler_takes_it() {
     .unwrap();
 }
 
+/// The same under `--feed` (every datagram line A's, whatever its
+/// destination): the handler takes B's copy as the first line's again, a
+/// reset, and the explanation follows it, telling lines apart as the
+/// handler does, not by destination.
+#[test]
+fn under_feed_a_snapshots_copy_is_explained_as_the_handler_takes_it() {
+    let config = Config::parse(CONFIG, "agree.toml").unwrap();
+    let (bytes, _) = capture(&[
+        (0, 0, vec![(3, 0, 10, 3, 0)]),
+        (100, 0, vec![(0, 0, 11, 4, 0)]),
+        (100, 1, vec![(3, 0, 10, 3, 200)]),
+    ]);
+    let id = config.feed_id("d").unwrap();
+    let symbol = Symbol::parse("A").unwrap();
+    let mut f = Forensics::new(&config.feeds, Some((id, symbol)), false, None);
+    let options = tickguard::replay::Options {
+        feed: Some(id),
+        ..Default::default()
+    };
+    let out =
+        tickguard::replay::replay_until(&config, &mut reader(&bytes), &[], options, |_| {}, &mut f);
+    assert!(out.input_error.is_none());
+    f.finish();
+    let events = f.events().unwrap_or(&[]);
+    assert!(
+        !events.iter().any(|e| e.cause == Cause::Reconciled),
+        "{events:#?}"
+    );
+}
+
 fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
     let config = Config::parse(CONFIG, "agree.toml").unwrap();
     let (bytes, times) = capture(stream);

@@ -278,6 +278,9 @@ pub struct Forensics {
     span: (u64, u64),
     packets: u64,
     finished: bool,
+    /// The line the datagram being applied was routed to
+    /// ([`Observer::routed`](crate::replay::Observer::routed)).
+    line: usize,
 }
 
 impl Forensics {
@@ -321,6 +324,7 @@ impl Forensics {
             span: (u64::MAX, 0),
             packets: 0,
             finished: false,
+            line: 0,
         }
     }
 

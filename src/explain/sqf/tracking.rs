@@ -38,10 +38,11 @@ pub(super) struct Tracker {
     /// The handler had no slot for it in that packet (table full for the feed).
     pub(super) dropped: bool,
     pub(super) first_seen: u64,
-    /// The last Snapshot applied: its (sequence, source time), the line it
-    /// came on, and whether the other line's copy of it came: the handler's
-    /// line arbitration of Snapshots (`sqf::feed`, `last_snapshot`).
-    pub(super) last_snapshot: Option<((u64, u64), SocketAddrV4, bool)>,
+    /// The last Snapshot applied: its (sequence, source time), whether it
+    /// came on line B, and whether the other line's copy of it came: the
+    /// handler's line arbitration of Snapshots (`sqf::feed`,
+    /// `last_snapshot`).
+    pub(super) last_snapshot: Option<((u64, u64), bool, bool)>,
 }
 
 impl Tracker {
@@ -148,7 +149,9 @@ impl Tracker {
 
     /// Applies one message with the rules the handler uses and lists what
     /// their outcome changed.
-    fn on_message(&mut self, origin: u64, m: &Message<'_>, a: u64, line: SocketAddrV4) {
+    /// `line`: the destination it came to; `on_b`: routed to a line other
+    /// than the feed's first, as the handler takes it.
+    fn on_message(&mut self, origin: u64, m: &Message<'_>, a: u64, line: SocketAddrV4, on_b: bool) {
         let s0 = self.state.unwrap_or_default();
         let mut s = s0;
         // The last sequence before the message (meaningful with a baseline).
@@ -195,7 +198,7 @@ impl Tracker {
                 let copy = self
                     .last_snapshot
                     .as_mut()
-                    .filter(|(k, from, seen)| *k == key && *from != line && !*seen);
+                    .filter(|(k, from_b, seen)| *k == key && *from_b != on_b && !*seen);
                 if let Some((_, _, seen)) = copy {
                     *seen = true;
                     if s0.seq.baseline && seq < last {
@@ -207,7 +210,7 @@ impl Tracker {
                         return;
                     }
                 } else {
-                    self.last_snapshot = Some((key, line, false));
+                    self.last_snapshot = Some((key, on_b, false));
                 }
                 let price = price_of(v);
                 let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
@@ -419,6 +422,10 @@ impl Forensics {
 }
 
 impl Observer for Forensics {
+    fn routed(&mut self, line: usize) {
+        self.line = line;
+    }
+
     fn before(&mut self, _handler: &mut Handler, _feed: Option<u16>, d: &Datagram<'_>) {
         if self.origin.is_none() {
             self.origin = Some(d.time_ns);
@@ -488,7 +495,7 @@ impl Observer for Forensics {
                 touched.push(i);
             }
             if !t.dropped {
-                t.on_message(origin, &m, a, d.dst);
+                t.on_message(origin, &m, a, d.dst, self.line != 0);
             }
         }
         for i in touched {

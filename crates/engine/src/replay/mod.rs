@@ -547,6 +547,13 @@ pub trait Observer {
     fn books_on_one_thread(&self) -> bool {
         false
     }
+
+    /// The line (index in its feed's `lines`) the datagram about to be
+    /// applied was routed to: told right before its feed takes it, so that
+    /// an observer telling lines apart does as the feed does (under
+    /// `--feed` every datagram is line A's, whatever its destination).
+    #[inline]
+    fn routed(&mut self, _line: usize) {}
 }
 
 /// No observer.
@@ -841,6 +848,7 @@ pub fn replay_until(
         observer.before(&mut handler, feed, d);
         match route {
             Ok(Some((feed, line))) => {
+                observer.routed(line);
                 let result: Result<(), Rejected> =
                     handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&mut handler, feed, d, result);
