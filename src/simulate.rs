@@ -36,6 +36,14 @@ pub const MAX_RATE: f64 = 10_000_000.0;
 
 /// Longest `--halt-every-s` of a venue, s (a day).
 pub const MAX_HALT_EVERY_S: u64 = 86_400;
+/// Longest `--heartbeat-ms` of every simulator, ms (a minute).
+pub const MAX_HEARTBEAT_MS: u64 = 60_000;
+/// Longest `--pause-every-s`, s (a day).
+pub const MAX_PAUSE_EVERY_S: u64 = 86_400;
+/// Longest `--pause-ms`, ms (a day; shorter than `--pause-every-s` too).
+pub const MAX_PAUSE_MS: u64 = 86_400_000;
+/// Longest `--duration-s`, s (a year).
+pub const MAX_DURATION_S: f64 = 31_536_000.0;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.
@@ -221,8 +229,9 @@ pub(crate) struct Pacing {
 
 impl Pacing {
     /// `(rate, what, max)`: `what` per second, above 0 and at most `max`; `duration_s`
-    /// ≥ 0 (0: no limit); `(pause_every_s, pause_ms)`, the pause shorter than
-    /// its period; `count` (0: no limit). Errors name the flag.
+    /// 0 (no limit) to [`MAX_DURATION_S`]; `(pause_every_s, pause_ms)`, at most
+    /// [`MAX_PAUSE_EVERY_S`] and [`MAX_PAUSE_MS`], the pause shorter than its
+    /// period; `count` (0: no limit). Errors name the flag.
     pub(crate) fn new(
         (rate, what, max): (f64, &str, f64),
         duration_s: f64,
@@ -234,9 +243,13 @@ impl Pacing {
                 "simulate: --rate must be above 0 and at most {max} {what} per second, got {rate}"
             );
         }
-        if !(duration_s.is_finite() && duration_s >= 0.0) {
-            bail!("simulate: --duration-s must be a number of seconds >= 0, got {duration_s}");
+        if !(0.0..=MAX_DURATION_S).contains(&duration_s) {
+            bail!("simulate: --duration-s must be from 0 to {MAX_DURATION_S} seconds, got {duration_s}");
         }
+        check_at_most(&[
+            ("--pause-every-s", pause_every_s, MAX_PAUSE_EVERY_S),
+            ("--pause-ms", pause_ms, MAX_PAUSE_MS),
+        ])?;
         let pause_every_ns = pause_every_s.saturating_mul(NS_PER_S);
         let pause_ns = pause_ms.saturating_mul(NS_PER_MS);
         if pause_every_ns > 0 && pause_ns >= pause_every_ns {
@@ -249,7 +262,6 @@ impl Pacing {
             rate,
             pause_every_ns,
             pause_ns,
-            // `as` saturates: a huge duration is "very long", not an error.
             duration_ns: (duration_s * NS_PER_S as f64) as u64,
             count,
         })
@@ -308,6 +320,16 @@ impl Pacing {
             || (self.duration_ns > 0
                 && start.is_some_and(|s| now.saturating_sub(s) >= self.duration_ns))
     }
+}
+
+/// Each `(flag, value, max)` must be from 0 to `max`.
+pub(crate) fn check_at_most(flags: &[(&str, u64, u64)]) -> Result<()> {
+    for &(flag, v, max) in flags {
+        if v > max {
+            bail!("simulate: {flag} must be from 0 to {max}, got {v}");
+        }
+    }
+    Ok(())
 }
 
 /// Each `(flag, value)` must be a percentage from 0 to 100.

@@ -129,13 +129,13 @@ pub struct DemoArgs {
     /// 1,000,000).
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
-    /// Stop after this many seconds (0: until Ctrl-C).
+    /// Stop after this many seconds, 0 to 31,536,000 (0: until Ctrl-C).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
     /// Shared-memory file for the demo's sidecar.
     #[arg(long, default_value = "/dev/shm/tickguard-demo")]
     pub shm: PathBuf,
-    /// Seed of the simulator.
+    /// Seed of the simulator, any number from 0 to 2^64 − 1.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
     /// The simulated feed: `sqf` (a provider with snapshots) or `itch50`
@@ -264,7 +264,7 @@ pub struct SimulateArgs {
     /// itch50, with --glimpse: a fault to play: reject-a, reject-s, absent, slow:RATE, delay:MS, stall:N, drop-fin:N, drop-rst:N, z-before-g, other-session, interleave or byte-writes.
     #[arg(long, value_name = "FAULT", requires = "glimpse", value_parser = |s: &str| s.parse::<tickguard::simulate::itch50::glimpse::Fault>())]
     pub glimpse_fault: Option<tickguard::simulate::itch50::glimpse::Fault>,
-    /// itch50, with --glimpse-fault: play it on the first K logins with correct credentials only (0: every login).
+    /// itch50, with --glimpse-fault: play it on the first K logins with correct credentials only, 0 to 2^64 − 1 (0: every login).
     #[arg(
         long,
         value_name = "K",
@@ -296,7 +296,7 @@ pub struct SimulateArgs {
     /// Send from this loopback address (the source a source-specific join filters on).
     #[arg(long, default_value = "127.0.0.1")]
     pub source: std::net::Ipv4Addr,
-    /// Number of symbols, named SYM00000, SYM00001, ... (ignored when --names is given).
+    /// Number of symbols, named SYM00000, SYM00001, ...: sqf 1 to 100,000, itch50 1 to 65,535 (ignored when --names is given; mdp3 takes its configuration's channel).
     #[arg(long, default_value_t = 8)]
     pub symbols: usize,
     /// Explicit symbol names, comma separated (overrides --symbols), e.g. --names AAPL,MSFT.
@@ -305,52 +305,52 @@ pub struct SimulateArgs {
     /// sqf: quotes per second over all symbols; itch50: messages per second (each at most 10,000,000); mdp3: Globex events per second (at most 1,000,000).
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
-    /// Most quotes (sqf) or messages (itch50) packed into one datagram.
+    /// Most quotes (sqf) or messages (itch50) packed into one datagram: sqf 1 to 100, itch50 1 to 64.
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
     /// sqf: feed kind; snapshots are sent at start (and periodically) for delta feeds.
     #[arg(long, value_enum, default_value_t = SimKind::Full)]
     pub kind: SimKind,
-    /// Percent of datagrams dropped on line A.
+    /// Percent of datagrams dropped on line A, 0 to 100.
     #[arg(long, default_value_t = 0.0)]
     pub loss_a: f64,
-    /// Percent of datagrams dropped on line B.
+    /// Percent of datagrams dropped on line B, 0 to 100.
     #[arg(long, default_value_t = 0.0)]
     pub loss_b: f64,
-    /// Percent of datagrams sent twice on a line.
+    /// Percent of datagrams sent twice on a line, 0 to 100.
     #[arg(long, default_value_t = 0.0)]
     pub duplicate: f64,
-    /// Percent of datagrams held back and sent after the next one.
+    /// Percent of datagrams held back and sent after the next one, 0 to 100.
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
-    /// sqf: percent of quotes with an invalid price (crossed, zero or NaN).
+    /// sqf: percent of quotes with an invalid price (crossed, zero or NaN), 0 to 100.
     #[arg(long, default_value_t = 0.0)]
     pub invalid: f64,
-    /// Heartbeat interval per symbol, ms (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000); mdp3: after this long without an incremental packet, 0 to 60,000 (default 30,000).
+    /// sqf: heartbeat interval per symbol, ms, 0 to 60,000 (0: none; default 250); itch50: after this long idle, 0 to 60,000 (default 1000); mdp3: after this long without an incremental packet, 0 to 60,000 (default 30,000).
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
-    /// sqf: snapshot interval per symbol, ms (0: only at start for delta feeds).
+    /// sqf: snapshot interval per symbol, ms, 0 to 3,600,000 (0: only at start for delta feeds).
     #[arg(long, default_value_t = 0)]
     pub snapshot_ms: u64,
-    /// Every this many seconds, stop sending entirely for --pause-ms (0: never).
+    /// Every this many seconds, 0 to 86,400, stop sending entirely for --pause-ms (0: never).
     #[arg(long, default_value_t = 0)]
     pub pause_every_s: u64,
-    /// Length of each pause, ms.
+    /// Length of each pause, ms, 0 to 86,400,000 and shorter than --pause-every-s.
     #[arg(long, default_value_t = 1000)]
     pub pause_ms: u64,
-    /// sqf: after this many seconds, reset the provider: sequences restart at 1 after a snapshot at 0 (0: never).
+    /// sqf: after this many seconds, 0 to 86,400, reset the provider: sequences restart at 1 after a snapshot at 0 (0: never).
     #[arg(long, default_value_t = 0)]
     pub reset_after_s: u64,
-    /// sqf: provider clock minus local clock, ms (a skewed provider clock).
+    /// sqf: provider clock minus local clock, ms, −86,400,000 to 86,400,000 (a skewed provider clock).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub clock_skew_ms: i64,
-    /// Stop after this many seconds (0: run until interrupted).
+    /// Stop after this many seconds, 0 to 31,536,000 (0: run until interrupted).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
-    /// Stop after this many quotes (sqf), messages (itch50) or events (mdp3); 0: no limit.
+    /// Stop after this many quotes (sqf), messages (itch50) or events (mdp3), 0 to 2^64 − 1 (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub count: u64,
-    /// Seed of the random choices (loss, prices, ...).
+    /// Seed of the random choices (loss, prices, ...), 0 to 2^64 − 1.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Print what was sent (per line: datagrams, dropped, duplicated; quotes, ...) as JSON at the end.
@@ -602,8 +602,9 @@ impl DemoArgs {
     /// Runs the demo of `--protocol`.
     pub fn run(&self) -> anyhow::Result<()> {
         let d = self.duration_s;
-        if !(d.is_finite() && d >= 0.0) {
-            anyhow::bail!("demo: --duration-s must be a number of seconds >= 0, got {d}");
+        let most = tickguard::simulate::MAX_DURATION_S;
+        if !(0.0..=most).contains(&d) {
+            anyhow::bail!("demo: --duration-s must be from 0 to {most} seconds, got {d}");
         }
         let most = match self.protocol.as_str() {
             "itch50" => tickguard::simulate::itch50::MAX_STOCKS,

@@ -99,8 +99,6 @@ pub const MAX_STOCKS: usize = 65_535;
 pub const MAX_HISTORY: usize = 10_000_000;
 /// Longest answer delay, ms.
 pub const MAX_ANSWER_DELAY_MS: u64 = 60_000;
-/// Longest heartbeat interval, ms.
-pub const MAX_HEARTBEAT_MS: u64 = 60_000;
 /// Longest time the server keeps answering after the end of session, ms.
 pub const MAX_LINGER_MS: u64 = 600_000;
 /// Live orders a stock holds at most (above it adds turn into deletes).
@@ -378,15 +376,11 @@ impl Venue {
                 p.batch
             );
         }
-        for (flag, v, max) in [
-            ("--heartbeat-ms", p.heartbeat_ms, MAX_HEARTBEAT_MS),
+        super::check_at_most(&[
+            ("--heartbeat-ms", p.heartbeat_ms, super::MAX_HEARTBEAT_MS),
             ("--answer-delay-ms", p.answer_delay_ms, MAX_ANSWER_DELAY_MS),
             ("--linger-ms", p.linger_ms, MAX_LINGER_MS),
-        ] {
-            if v > max {
-                bail!("simulate: {flag} must be from 0 to {max}, got {v}");
-            }
-        }
+        ])?;
         if !(1..=MAX_HISTORY).contains(&p.history) {
             bail!(
                 "simulate: --history must be from 1 to {MAX_HISTORY} messages, got {}",

@@ -84,8 +84,6 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// Most Globex events a second.
 pub const MAX_RATE: f64 = 1_000_000.0;
-/// Longest heartbeat interval, ms.
-pub const MAX_HEARTBEAT_MS: u64 = 60_000;
 /// Shortest and longest snapshot loop period, ms.
 pub const LOOP_MS: (u64, u64) = (10, 60_000);
 /// Shortest and longest definition loop period, ms.
@@ -370,7 +368,11 @@ impl Venue {
             p.count,
         )?;
         for (flag, v, (min, max)) in [
-            ("--heartbeat-ms", p.heartbeat_ms, (0, MAX_HEARTBEAT_MS)),
+            (
+                "--heartbeat-ms",
+                p.heartbeat_ms,
+                (0, super::MAX_HEARTBEAT_MS),
+            ),
             ("--loop-ms", p.loop_ms, LOOP_MS),
             (
                 "--definition-loop-ms",

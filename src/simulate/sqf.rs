@@ -78,6 +78,12 @@ const CONTROL_PER_DATAGRAM: usize = 25;
 
 /// Generated names are `SYM` and five digits.
 pub const MAX_GENERATED_SYMBOLS: usize = 100_000;
+/// Longest `--snapshot-ms`, ms (an hour).
+pub const MAX_SNAPSHOT_MS: u64 = 3_600_000;
+/// Latest `--reset-after-s`, s (a day).
+pub const MAX_RESET_AFTER_S: u64 = 86_400;
+/// Largest `--clock-skew-ms` either way, ms (a day).
+pub const MAX_CLOCK_SKEW_MS: u64 = 86_400_000;
 
 /// Half the spread, relative to the mid: 1 basis point.
 const HALF_SPREAD: f64 = 1e-4;
@@ -327,12 +333,19 @@ impl Simulator {
                 args.batch
             );
         }
-        let Some(skew_ns) = args.clock_skew_ms.checked_mul(NS_PER_MS as i64) else {
+        super::check_at_most(&[
+            ("--heartbeat-ms", args.heartbeat_ms, super::MAX_HEARTBEAT_MS),
+            ("--snapshot-ms", args.snapshot_ms, MAX_SNAPSHOT_MS),
+            ("--reset-after-s", args.reset_after_s, MAX_RESET_AFTER_S),
+        ])?;
+        if args.clock_skew_ms.unsigned_abs() > MAX_CLOCK_SKEW_MS {
             bail!(
-                "simulate: --clock-skew-ms {} is too large",
+                "simulate: --clock-skew-ms must be from -{MAX_CLOCK_SKEW_MS} to {MAX_CLOCK_SKEW_MS}, got {}",
                 args.clock_skew_ms
             );
-        };
+        }
+        // Within ±a day of ms: a product far inside i64.
+        let skew_ns = args.clock_skew_ms * NS_PER_MS as i64;
         let (lines, line_reports) = lines(
             (args.line_a, args.loss_a),
             args.line_b.map(|b| (b, args.loss_b)),
@@ -920,9 +933,9 @@ clock_offset = 0
     fn lost_on_both_lines_equals_handler_ticks_lost() {
         for (kind, heartbeat_ms, seed) in [
             ("full", "10", "7"),
-            ("full", "1000000", "8"),
+            ("full", "60000", "8"),
             ("delta", "10", "9"),
-            ("delta", "1000000", "10"),
+            ("delta", "60000", "10"),
         ] {
             let mut s = sim(&[
                 "--line-b",
@@ -1403,6 +1416,16 @@ clock_offset = 0
                 "--pause-ms",
             ),
             (&["--line-b", LINE_A], "same destination"),
+            (&["--heartbeat-ms", "60001"], "--heartbeat-ms"),
+            (&["--snapshot-ms", "3600001"], "--snapshot-ms"),
+            (&["--reset-after-s", "86401"], "--reset-after-s"),
+            (&["--clock-skew-ms", "86400001"], "--clock-skew-ms"),
+            (&["--clock-skew-ms=-86400001"], "--clock-skew-ms"),
+            (&["--pause-every-s", "86401"], "--pause-every-s"),
+            (
+                &["--pause-every-s", "0", "--pause-ms", "86400001"],
+                "--pause-ms",
+            ),
         ];
         for (flags, needle) in cases {
             let err = Simulator::new(&args(flags)).unwrap_err().to_string();
@@ -1410,6 +1433,15 @@ clock_offset = 0
             assert!(!err.contains('\n'));
         }
         assert!(Simulator::new(&args(&["--symbols", "100000"])).is_ok());
+        let most = [
+            "--heartbeat-ms=60000",
+            "--snapshot-ms=3600000",
+            "--reset-after-s=86400",
+            "--clock-skew-ms=-86400000",
+            "--pause-every-s=86400",
+            "--pause-ms=86399999",
+        ];
+        assert!(Simulator::new(&args(&most)).is_ok());
         assert!(Simulator::new(&args(&["--loss-a", "100", "--invalid", "0"])).is_ok());
     }
 

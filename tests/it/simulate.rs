@@ -201,7 +201,7 @@ fn refuses_a_non_loopback_unicast_destination() {
 #[test]
 fn refuses_bad_arguments_with_one_line() {
     let sim = ["simulate", "--line-a", "127.0.0.1:9"];
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--names", "NOT VALID"], "not a valid SQF symbol"),
         // Every rate has a bound (one poll's batch is bounded besides).
         (&["--rate", "1e8"], "at most 10000000 quotes per second"),
@@ -210,7 +210,15 @@ fn refuses_bad_arguments_with_one_line() {
             "at most 10000000 messages per second",
         ),
         (&["--duration-s", "NaN"], "--duration-s must be"),
+        (
+            &["--duration-s", "31536001"],
+            "--duration-s must be from 0 to 31536000",
+        ),
         (&["--rate", "inf"], "--rate must be"),
+        (
+            &["--pause-every-s", "86401"],
+            "--pause-every-s must be from 0 to 86400",
+        ),
     ];
     for (extra, want) in cases {
         let out = tickguard().args(sim).args(extra).output().unwrap();
@@ -220,7 +228,7 @@ fn refuses_bad_arguments_with_one_line() {
         assert!(stderr.contains(want), "{extra:?}: {stderr}");
     }
     // The demo checks its duration before it starts anything.
-    for bad in ["NaN", "inf", "-1"] {
+    for bad in ["NaN", "inf", "-1", "31536001"] {
         let out = tickguard()
             .args(["demo", "--shm", "/nonexistent/demo"])
             .arg(format!("--duration-s={bad}"))
