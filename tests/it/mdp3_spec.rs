@@ -3767,9 +3767,26 @@ fn the_coverage_table_names_tests_that_exist() {
             root.join("crates/engine/src/protocol/mdp3").join(&file)
         };
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{cell}: {e}"));
+        let at = text
+            .find(&format!("fn {test}("))
+            .unwrap_or_else(|| panic!("{cell}: no such test"));
+        // A test, run: its attributes (above it, past its doc comment)
+        // say `#[test]` and not `#[ignore]`; a helper of that name is no test.
+        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+        let attributes: Vec<&str> = text[..line_start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+            .filter(|l| l.starts_with("#["))
+            .collect();
         assert!(
-            text.contains(&format!("fn {test}(")),
-            "{cell}: no such test"
+            attributes.iter().any(|a| a.starts_with("#[test")),
+            "{cell}: not a test (attributes {attributes:?})"
+        );
+        assert!(
+            !attributes.iter().any(|a| a.contains("ignore")),
+            "{cell}: ignored"
         );
         named += 1;
     }
