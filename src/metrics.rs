@@ -158,7 +158,7 @@ fn describe_fixed() {
     use metrics::{describe_counter, describe_gauge};
     describe_gauge!(
         "tickguard_symbols",
-        "Symbols of a feed by verdict (the first reason of a rejected one), as a gateway reads them now."
+        "Symbols of a feed by verdict (a rejected one under each of its reasons), as a gateway reads them now."
     );
     describe_gauge!(
         "tickguard_clock_offset_seconds",
@@ -186,7 +186,7 @@ fn describe_fixed() {
     );
     describe_counter!(
         "tickguard_verdict_change_drops_total",
-        "Verdict changes not logged because the log queue was full."
+        "Verdict changes not delivered because their subscriber was behind."
     );
     describe_counter!(
         "tickguard_oversized_datagrams_total",
@@ -477,7 +477,13 @@ impl Monitor {
         }
 
         // Every slot's verdict feeds gauges alone.
-        let records = if self.export { r.records() } else { Vec::new() };
+        // Each as a check would answer it now (all stale when the writer
+        // is not healthy): its slot read with its feed's offset and status.
+        let judged = if self.export {
+            r.judged(now)
+        } else {
+            Vec::new()
+        };
         for (id, f) in self.feeds.iter_mut().enumerate() {
             let id = id as u16;
             let get = |k: usize| get(id, k);
@@ -516,9 +522,8 @@ impl Monitor {
             f.offset.set(offset as f64 / 1e9);
             let mut by = [0u64; VERDICTS.len()];
             let mut last_alive = status.last_alive;
-            for rec in records.iter().filter(|rec| rec.feed == id) {
+            for (rec, reasons) in judged.iter().filter(|(rec, _)| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
-                let reasons = crate::state::verdict(&rec.facts(), &status, offset, now);
                 if reasons.is_ok() {
                     by[0] += 1;
                 }

@@ -483,7 +483,9 @@ impl Snapshot {
                 ));
             }
         }
-        let records = reader.records();
+        // Each symbol's verdict as a check would answer it now: its slot
+        // read together with its feed's offset and status.
+        let judged = reader.judged(now);
         // What each instrument is shown by: the name readers find it by.
         let names = reader.names();
         let healthy = health.is_ok();
@@ -520,12 +522,9 @@ impl Snapshot {
                 offset,
                 tally: [0; 1 + Reasons::ORDER.len()],
             };
-            for r in records.iter().filter(|r| r.feed == id) {
-                let Some(symbol) = r.symbol else { continue };
-                let reasons = if healthy {
-                    crate::state::verdict(&r.facts(), &view.status, view.offset, now)
-                } else {
-                    Reasons::STALE
+            for (r, reasons) in judged.iter().filter(|(r, _)| r.feed == id) {
+                let (Some(symbol), reasons) = (r.symbol, *reasons) else {
+                    continue;
                 };
                 if reasons.is_ok() {
                     view.tally[0] += 1;

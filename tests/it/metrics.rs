@@ -584,13 +584,15 @@ mod described {
         p.heartbeat(t);
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, || {
+        let mut m = metrics::with_local_recorder(&recorder, || {
             let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
             m.sample(t + 1);
+            m
         });
         let text = handle.render();
         let has = |line: &str| text.lines().any(|l| l == line);
         for line in [
+            r#"tickguard_symbols{feed="nasdaq",verdict="stale"} 0"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 1"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 1"#,
             r#"tickguard_symbols{feed="lp1",verdict="closed"} 0"#,
@@ -623,6 +625,17 @@ mod described {
             r#"tickguard_packets_total{feed="lp1",line="B"}"#,
         ] {
             assert!(!text.contains(absent), "{absent} in:\n{text}");
+        }
+        // A writer silent past `dead_after_ms`: every check answers stale,
+        // and so do the gauges, whatever the slots say.
+        metrics::with_local_recorder(&recorder, || m.sample(t + 10_000_000_000));
+        let text = handle.render();
+        for line in [
+            r#"tickguard_symbols{feed="nasdaq",verdict="stale"} 1"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 0"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
         drop(table);
     }

@@ -752,19 +752,53 @@ impl Reader {
         let Ok(m) = &self.mapped else {
             return Vec::new();
         };
-        // Slots are handed out densely: the occupied ones are those below
-        // the highest slot the directory names.
-        let dir = m.views.directory();
-        let entries =
-            (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
-        let n = dir[..entries]
-            .iter()
-            // Relaxed: ordered by the Acquire load of directory_len.
-            .map(|e| (e.feed_slot.load(Ordering::Relaxed) as u32 as usize).saturating_add(1))
-            .max()
-            .unwrap_or(0)
-            .min(m.views.slots().len());
+        let n = occupied(m);
         read_each(&m.views.slots()[..n], |s| s.try_read())
+    }
+
+    /// Every published symbol's record with the reasons a check at local
+    /// time `now` would answer for it: each slot read in force with its
+    /// feed's offset and status, as [`check`](Self::check) reads them (a
+    /// slot and a status read apart could pair an old book with a newer
+    /// flag, a state the writer never showed); every reason `stale` when
+    /// the writer is not healthy at `now`, before or after the scan. Slots left mid-update for
+    /// [`MAX_RETRIES`] reads are left out (a check of one answers `stale`).
+    pub fn judged(&self, now: u64) -> Vec<(Record, Reasons)> {
+        let Ok(m) = &self.mapped else {
+            return Vec::new();
+        };
+        let healthy = writer_health(m, now, self.dead_after_ns).is_ok();
+        let feeds = m.views.feeds();
+        let n = occupied(m);
+        let judged = read_each(&m.views.slots()[..n], |slot| {
+            let rec = slot.try_read()?;
+            let Some(block) = feeds.get(usize::from(rec.feed)) else {
+                // A feed the file does not have: no check can name it.
+                return Some(None);
+            };
+            let (offset, offset_stamp) = layout::read_offset_stamped(block)?;
+            let status = block.status.try_read()?;
+            if !(slot.unchanged_since(rec.version)
+                && block.offset_stamp.unchanged_since(offset_stamp))
+            {
+                return None;
+            }
+            let reasons = if healthy {
+                crate::status::verdict(&rec.facts(), &status, offset, now)
+            } else {
+                Reasons::STALE
+            };
+            Some(Some((rec, reasons)))
+        });
+        // A writer gone during the scan (or a file cut under it, read as
+        // zeros from then on): nothing read is vouched for.
+        let mut judged: Vec<_> = judged.into_iter().flatten().collect();
+        if !writer_health(m, now, self.dead_after_ns).is_ok() {
+            for (_, reasons) in &mut judged {
+                *reasons = Reasons::STALE;
+            }
+        }
+        judged
     }
 
     /// Every counter of a feed (index = id in [`crate::layout::counter`]), as
@@ -887,6 +921,20 @@ impl Reader {
         let m = self.mapped.as_ref().ok()?;
         Some(m.views.header().heartbeat_period_ns.load(Ordering::Relaxed))
     }
+}
+
+/// Slots below the highest one the directory names (slots are handed out
+/// densely).
+fn occupied(m: &Mapped) -> usize {
+    let dir = m.views.directory();
+    let entries = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+    dir[..entries]
+        .iter()
+        // Relaxed: ordered by the Acquire load of directory_len.
+        .map(|e| (e.feed_slot.load(Ordering::Relaxed) as u32 as usize).saturating_add(1))
+        .max()
+        .unwrap_or(0)
+        .min(m.views.slots().len())
 }
 
 #[inline]
