@@ -256,8 +256,11 @@ impl ItchExplain {
             let crossing = self.crossing(handler, to);
             match (deadline, crossing) {
                 (Some(e), c) if c.is_none_or(|(c, _)| e <= c) => {
-                    let e = e.max(self.t);
+                    // The handler at the deadline's own time (the
+                    // history may be later, capture time having stepped
+                    // back): it gives up what a check then would.
                     handler.before_check(self.feed, e);
+                    let e = e.max(self.t);
                     self.step(handler, e, Trigger::Deadline);
                 }
                 (_, Some((c, trigger))) => self.step(handler, c, trigger),

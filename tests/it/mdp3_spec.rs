@@ -20,6 +20,7 @@ use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
 use tickguard::clock::OffsetMode;
 use tickguard::config::{Config, ProtocolSettings};
+use tickguard::explain::mdp3::Mdp3Explain;
 use tickguard::protocol::mdp3::config::SnapshotJoin;
 use tickguard::protocol::mdp3::encode::{
     self, BookEntry, FeedType, Len, Shape, SnapshotEntry, SnapshotRoot,
@@ -27,7 +28,7 @@ use tickguard::protocol::mdp3::encode::{
 use tickguard::protocol::mdp3::feed::{Feed, Settings};
 use tickguard::protocol::mdp3::sequence;
 use tickguard::protocol::mdp3::template::{EntryType, UpdateAction};
-use tickguard::replay::{answer_json, replay, Check};
+use tickguard::replay::{answer_json, replay, replay_with, Check};
 
 const MS: u64 = 1_000_000;
 /// 2026-01-05 14:30:00 UTC, ns since the Unix epoch.
@@ -244,6 +245,9 @@ struct Channel {
     /// The `definitions` file's datagrams (pcapng), if any.
     definitions: Vec<(SocketAddrV4, Vec<u8>)>,
     checks: Vec<(u64, String)>,
+    /// Frames written in the order sent, not sorted by time (capture
+    /// time stepping back, as two interfaces' merged captures show it).
+    as_sent: bool,
 }
 
 fn addr(s: &str) -> SocketAddrV4 {
@@ -306,7 +310,9 @@ impl Channel {
     fn write(&self, dir: &Path) -> PathBuf {
         let src = addr("10.3.3.3:5000");
         let mut frames = self.frames.clone();
-        frames.sort_by_key(|f| f.0);
+        if !self.as_sent {
+            frames.sort_by_key(|f| f.0);
+        }
         let file = std::fs::File::create(dir.join("cme.pcap")).unwrap();
         let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
         for (t, dst, payload, tcp) in &frames {
@@ -332,6 +338,12 @@ impl Channel {
 
     /// Replays the capture with the checks.
     fn run(&self) -> Out {
+        self.run_explaining(None)
+    }
+
+    /// Replays the capture with the checks, explaining instrument `name`
+    /// when given.
+    fn run_explaining(&self, name: Option<&str>) -> Out {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::load(&self.write(dir.path())).unwrap();
         let checks: Vec<Check> = self
@@ -344,7 +356,13 @@ impl Channel {
             })
             .collect();
         let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
-        let outcome = replay(&config, &mut capture, &checks, |_| {});
+        let outcome = match name {
+            None => replay(&config, &mut capture, &checks, |_| {}),
+            Some(name) => {
+                let mut x = Mdp3Explain::new(0, &config.feeds[0], name, None);
+                replay_with(&config, &mut capture, &checks, |_| {}, &mut x)
+            }
+        };
         assert!(outcome.input_error.is_none(), "{:?}", outcome.input_error);
         Out {
             lines: checks
@@ -3791,4 +3809,34 @@ fn the_coverage_table_names_tests_that_exist() {
         named += 1;
     }
     assert!(named > 150, "{named} tests named");
+}
+
+/// Explaining an instrument changes none of the replay's answers or its
+/// summary when capture time steps back: each gap is given up when a check
+/// or a packet at its own time would give it up, not at the latest time
+/// the explanation has seen; nor when the capture ends with a gap open
+/// (nothing expires at the end).
+#[test]
+fn explaining_changes_nothing_when_time_steps_back_or_a_gap_is_left_open() {
+    let mut c = Channel {
+        as_sent: true,
+        ..Channel::new("")
+    };
+    c.send(1000 * MS, A, event(1, &[bid(7, 1, 100)]));
+    // Another interface's packets, a second earlier: 3 opens [2, 3)
+    // (deadline 5 ms), 5 opens [4, 5) (deadline 8 ms).
+    c.send(0, A, event(3, &[change(7, 3, 101)]));
+    c.send(3 * MS, A, event(5, &[change(7, 5, 102)]));
+    // At 6 ms: [2, 3) given up, and 4 fills [4, 5).
+    c.send(6 * MS, A, event(4, &[change(7, 4, 103)]));
+    // 8 opens [6, 8), left open at the end.
+    c.send(7 * MS, A, event(8, &[change(7, 8, 104)]));
+    for t in [1, 4, 6, 7] {
+        c.check(t * MS, "#7");
+    }
+    let plain = c.run();
+    let watched = c.run_explaining(Some("#7"));
+    assert_eq!(watched.lines, plain.lines);
+    assert_eq!(watched.summary, plain.summary);
+    assert_eq!(plain.feed()["gaps_open"], 1, "{}", plain.feed());
 }

@@ -377,3 +377,55 @@ fn crafted_capture_shows_each_cause_at_its_time() {
         assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
     }
 }
+
+/// Watching a feed changes none of the replay's answers or its summary
+/// when the capture ends with a gap open: nothing expires at the end, and
+/// the summary still shows it, however far the explanation looks ahead.
+#[test]
+fn watching_changes_nothing_when_a_gap_is_left_open() {
+    let x = sym("XYZ");
+    let add = |seq: u64| encode::add_order(5, OPEN + seq, seq, Side::Buy, 100, x, 100_000, None);
+    let packets = vec![
+        (
+            T0,
+            packet(
+                S1,
+                1,
+                &[encode::stock_directory(5, OPEN, x), add(2), add(3)],
+            ),
+        ),
+        // 10 opens 4..=9 (deadline T0 + 110 ms).
+        (T0 + 10 * MS, packet(S1, 10, &[add(10)])),
+        // Past it: 4..=9 given up, then 11..=19 in order.
+        (
+            T0 + 200 * MS,
+            packet(S1, 11, &(11..=19).map(add).collect::<Vec<_>>()),
+        ),
+        // 30 opens 20..=29, still open when the capture ends.
+        (T0 + 250 * MS, packet(S1, 30, &[add(30)])),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("open.pcap");
+    write_capture(&cap, &packets);
+    let config = config();
+    let times = [5, 100, 111, 199, 201, 251].map(|ms| T0 + ms * MS);
+    let asked = checks("XYZ", times);
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let watched = replay_with(&config, &mut reader, &asked, |_| {}, &mut xp);
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let plain = replay(&config, &mut reader, &asked, |_| {});
+    let text = xp.explanation(true);
+    assert_eq!(watched.answers, plain.answers, "{text}");
+    let summary = |o: &Outcome| serde_json::to_value(&o.summary).unwrap();
+    assert_eq!(summary(&watched), summary(&plain), "{text}");
+    let feed = &summary(&plain)["feeds"]["nasdaq"];
+    assert_eq!(feed["gaps_open"], 1, "{feed}");
+    assert_eq!(feed["ticks_lost"], 6, "{feed}");
+    // The explanation still tells what a later check would see: the gap
+    // left open given up at its deadline.
+    assert!(
+        text.contains("gap seq 20..29 expired (deadline +350.000000 ms): 10 ticks lost"),
+        "{text}"
+    );
+}

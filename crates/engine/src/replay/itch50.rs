@@ -1,9 +1,7 @@
 //! Replaying a Nasdaq BinaryFILE (plain or gzip) into an itch50 feed: the
 //! venue's own file of a day's messages rather than a capture of them.
 
-use super::{
-    summarize, Check, CountingReader, FeedSummary, InputError, Observer, Outcome, Pending, Progress,
-};
+use super::{Check, CountingReader, FeedSummary, InputError, Observer, Outcome, Pending, Progress};
 use crate::capture::CaptureStats;
 use crate::config::{Config, Protocol};
 use crate::handler::Handler;
@@ -262,10 +260,7 @@ pub fn replay_file_until(
         }
     };
     let answers = pending.finish(&mut handler, observer);
-    super::run_until(&mut handler, until);
-    handler.settle();
-    observer.end(&mut handler);
-    let mut summary = summarize(&mut handler, CaptureStats::default(), 0);
+    let mut summary = super::wind_up(&mut handler, until, observer, CaptureStats::default(), 0);
     if let (Some(FeedSummary::Itch50(s)), Some(it)) = (
         summary.feeds.get_mut(feed),
         handler.feeds()[id as usize].engine().itch(),

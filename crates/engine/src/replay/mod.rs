@@ -866,10 +866,13 @@ pub fn replay_until(
         }
     });
     let answers = pending.finish(&mut handler, observer);
-    run_until(&mut handler, until);
-    handler.settle();
-    observer.end(&mut handler);
-    let mut summary = summarize(&mut handler, capture.stats().clone(), unrouted);
+    let mut summary = wind_up(
+        &mut handler,
+        until,
+        observer,
+        capture.stats().clone(),
+        unrouted,
+    );
     summary.capture.span_ns = span_ns;
     summary.capture.wrong_source = wrong_source;
     for f in 0..handler.feeds().len() {
@@ -885,13 +888,29 @@ pub fn replay_until(
     }
 }
 
-/// Runs every feed's deadlines up to `until`, when given (`--until`).
-fn run_until(handler: &mut Handler, until: Option<u64>) {
+/// After the input and its checks: every feed's deadlines run up to
+/// `until`, when given (`--until`), told to the observer as a check at
+/// that time would be; the books settled; the summary taken; then the
+/// observer's [`end`](Observer::end), which may run the handler further
+/// (an explanation's crossings still to come) without reaching the
+/// summary: nothing expires at the end.
+pub(crate) fn wind_up(
+    handler: &mut Handler,
+    until: Option<u64>,
+    observer: &mut impl Observer,
+    reader: CaptureStats,
+    unrouted: u64,
+) -> Summary {
     if let Some(t) = until {
         for feed in 0..handler.feeds().len() {
+            observer.before_check(handler, feed as u16, t);
             handler.before_check(feed as u16, t);
         }
     }
+    handler.settle();
+    let summary = summarize(handler, reader, unrouted);
+    observer.end(handler);
+    summary
 }
 
 fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summary {
