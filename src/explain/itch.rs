@@ -54,6 +54,14 @@ pub enum Trigger {
         /// Why it was rejected, if it was.
         rejected: Option<&'static str>,
     },
+    /// A segment of the feed's snapshot connection (GLIMPSE over TCP):
+    /// what the connection's end did, if it ended there.
+    Segment {
+        /// The snapshot it completed was merged: its N and `S` packets.
+        merged: Option<(u64, u64)>,
+        /// The attempt failed (and the wait was given up, if so).
+        failed: Option<bool>,
+    },
     /// A BinaryFILE record (`index` is 0-based; its sequence is `index + 1`).
     Record {
         /// The record's index.
@@ -136,6 +144,9 @@ pub struct ItchExplain {
     offset: i128,
     origin: Option<u64>,
     last_arrival: Option<u64>,
+    /// The feed's snapshot tally before the segment at hand
+    /// ([`snapshot_tally`]).
+    snapshots: (u64, u64, u64),
     file: bool,
     scratch: Vec<Event>,
     steps: Vec<Step>,
@@ -165,6 +176,7 @@ impl ItchExplain {
             offset: 0,
             origin: None,
             last_arrival: None,
+            snapshots: (0, 0, 0),
             file: false,
             scratch: Vec::new(),
             steps: Vec::new(),
@@ -487,6 +499,17 @@ impl ItchExplain {
                 let _ = write!(p, " on {} {dst}", self.line_name(line));
                 parts.push(p);
             }
+            Trigger::Segment { merged, failed } => parts.push(match (merged, failed) {
+                (Some((n, messages)), _) => format!(
+                    "snapshot merged: GLIMPSE spin of {messages} messages up to seq {}, the stream going on from seq {n}",
+                    n.saturating_sub(1)
+                ),
+                (None, Some(true)) => {
+                    "snapshot attempt failed, and the wait for one given up".into()
+                }
+                (None, Some(false)) => "snapshot attempt failed".into(),
+                (None, None) => "segment of the snapshot connection".into(),
+            }),
             Trigger::Record { index } => {
                 let alive = if ends_stale {
                     " (proves the feed alive)"
@@ -577,6 +600,45 @@ impl Observer for ItchExplain {
         self.step(handler, d.time_ns, trigger);
     }
 
+    fn before_segment(&mut self, handler: &mut Handler, feed: u16, time: u64) {
+        self.origin.get_or_insert(time);
+        if feed == self.feed {
+            self.watch(handler);
+            self.advance(handler, time);
+            self.snapshots = snapshot_tally(handler, feed);
+        }
+    }
+
+    fn after_segment(&mut self, handler: &mut Handler, feed: u16, time: u64) {
+        if feed != self.feed {
+            return;
+        }
+        let (merges, failures, gave_up) = snapshot_tally(handler, feed);
+        let (merges_was, failures_was, gave_up_was) = self.snapshots;
+        let merged = (merges > merges_was)
+            .then(|| {
+                let c = glimpse(handler, feed)?;
+                Some((c.next?, c.messages))
+            })
+            .flatten();
+        let failed = (failures > failures_was).then_some(gave_up > gave_up_was);
+        let something = merged.is_some() || failed.is_some();
+        let kept = self.steps.len();
+        self.step(handler, time, Trigger::Segment { merged, failed });
+        if something && self.steps.len() == kept {
+            // Nothing changed the verdict, but the snapshot is told.
+            let v = self.verdict;
+            self.steps.push(Step {
+                time: self.t,
+                trigger: Trigger::Segment { merged, failed },
+                events: Vec::new(),
+                offset: None,
+                before: v,
+                after: v,
+            });
+        }
+    }
+
     fn before_check(&mut self, handler: &mut Handler, feed: u16, at: u64) {
         if feed != self.feed {
             return;
@@ -623,6 +685,22 @@ impl Observer for ItchExplain {
         if self.watching {
             self.advance(handler, u64::MAX);
         }
+    }
+}
+
+/// `feed`'s snapshots so far: merges, failed attempts, waits given up
+/// (zeros without GLIMPSE).
+fn snapshot_tally(handler: &Handler, feed: u16) -> (u64, u64, u64) {
+    glimpse(handler, feed).map_or((0, 0, 0), |c| {
+        (c.latency.iter().sum(), c.failures.iter().sum(), c.gave_up)
+    })
+}
+
+/// `feed`'s snapshot counters, for an ITCH feed with `glimpse`.
+fn glimpse(handler: &Handler, feed: u16) -> Option<&crate::protocol::itch50::snapshot::Counters> {
+    match handler.feeds().get(feed as usize)?.engine() {
+        crate::protocol::Engine::Itch50(e) => e.snapshots(),
+        _ => None,
     }
 }
 

@@ -429,3 +429,85 @@ fn watching_changes_nothing_when_a_gap_is_left_open() {
         "{text}"
     );
 }
+
+/// A GLIMPSE snapshot merged from the capture's snapshot connection (TCP)
+/// is a step of its own, at the segment that completed it: the feed
+/// joined mid-session is suspect until then and `ok` from then on, as the
+/// replay answers at every instant, not only from the next datagram.
+#[test]
+fn a_glimpse_merge_is_explained_at_its_segment() {
+    use crate::common::glimpse::{message, spin, Venue, SESSION};
+    use tickguard::capture::link::Tcp;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Venue::new(&tmp.path().join("shm")).config;
+    let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
+    let from: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    let server: SocketAddrV4 = "127.0.0.1:18100".parse().unwrap();
+    let local: SocketAddrV4 = "127.0.0.1:40001".parse().unwrap();
+    let cap = tmp.path().join("glimpse.pcap");
+    let mut w = CaptureWriter::new(
+        std::io::BufWriter::new(std::fs::File::create(&cap).unwrap()),
+        Format::PcapNanos,
+        Link::Ethernet,
+    )
+    .unwrap();
+    let datagram = |q: u64| {
+        let mut b = PacketBuilder::new(SESSION, q);
+        b.message(&message(q));
+        b.finish()
+    };
+    // Joined at 100 (past join_gap_max): awaiting a snapshot.
+    for q in 100..110 {
+        w.write_udp(T0 + q * MS, from, line, &datagram(q)).unwrap();
+    }
+    // The spin, N = 105, completed by its segment at 150 ms; the next
+    // datagram 300 ms later.
+    let spin = spin(105);
+    w.write_tcp(T0 + 140 * MS, local, server, 7, Tcp::SYN, b"")
+        .unwrap();
+    w.write_tcp(
+        T0 + 150 * MS,
+        server,
+        local,
+        1_000,
+        Tcp::ACK | Tcp::PSH,
+        &spin,
+    )
+    .unwrap();
+    let fin = 1_000 + spin.len() as u32;
+    w.write_tcp(T0 + 151 * MS, server, local, fin, Tcp::FIN | Tcp::ACK, b"")
+        .unwrap();
+    w.write_udp(T0 + 450 * MS, from, line, &datagram(110))
+        .unwrap();
+    w.finish().unwrap();
+    let mut xp = ItchExplain::new(0, &config.feeds[0], sym("AAA"), None);
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let watched = replay_with(&config, &mut reader, &[], |_| {}, &mut xp);
+    assert!(watched.input_error.is_none(), "{:?}", watched.input_error);
+    let text = xp.explanation(true);
+    let merged = xp
+        .steps()
+        .iter()
+        .find(|s| s.time == T0 + 150 * MS)
+        .unwrap_or_else(|| panic!("no step at the merge:\n{text}"));
+    assert_eq!(merged.before, Reasons::NO_QUOTE, "books wait for the snapshot:\n{text}");
+    assert!(merged.after.is_ok(), "{text}");
+    assert!(
+        text.contains("snapshot merged: GLIMPSE spin of 2 messages up to seq 104, the stream going on from seq 105"),
+        "{text}"
+    );
+    let times = [149, 150, 151, 300, 449, 451].map(|ms| T0 + ms * MS);
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let asked: Vec<Check> = times
+        .iter()
+        .map(|&t| Check {
+            time_ns: t,
+            feed: "nq".into(),
+            symbol: "AAA".into(),
+        })
+        .collect();
+    let out = replay(&config, &mut reader, &asked, |_| {});
+    for (t, a) in times.iter().zip(&out.answers) {
+        assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
+    }
+}

@@ -472,7 +472,10 @@ fn route_key(a: SocketAddrV4) -> u64 {
 ///
 /// For each datagram read, in capture order: checks earlier than it are
 /// answered, then [`before`](Observer::before) is called, then a routed
-/// datagram is applied and [`after`](Observer::after) is called. A
+/// datagram is applied and [`after`](Observer::after) is called; a snapshot
+/// connection's segment goes the same way, between
+/// [`before_segment`](Observer::before_segment) and
+/// [`after_segment`](Observer::after_segment). A
 /// BinaryFILE replay calls [`before_record`](Observer::before_record) and
 /// [`after_record`](Observer::after_record) the same way, and every check
 /// calls [`before_check`](Observer::before_check) first. The handler is
@@ -497,6 +500,19 @@ pub trait Observer {
         result: Result<(), Rejected>,
     ) {
         let _ = (handler, feed, datagram, result);
+    }
+
+    /// A segment of `feed`'s snapshot connection (TCP), arrived at `time`
+    /// (ns), is about to be taken; the handler has not seen it yet.
+    #[inline]
+    fn before_segment(&mut self, handler: &mut Handler, feed: u16, time: u64) {
+        let _ = (handler, feed, time);
+    }
+
+    /// That segment was taken (a snapshot it completed merged).
+    #[inline]
+    fn after_segment(&mut self, handler: &mut Handler, feed: u16, time: u64) {
+        let _ = (handler, feed, time);
     }
 
     /// A check of `feed` at `at` (ns) is about to be answered.
@@ -836,7 +852,9 @@ pub fn replay_until(
                     flags: tcp.flags,
                     payload: d.payload,
                 };
+                observer.before_segment(&mut handler, feed, d.time_ns);
                 handler.on_segment(feed, &segment, d.time_ns);
+                observer.after_segment(&mut handler, feed, d.time_ns);
             }
             return;
         }
