@@ -131,7 +131,8 @@ struct AtState {
 pub struct ItchExplain {
     feed: u16,
     name: String,
-    lines: Vec<SocketAddrV4>,
+    /// The line the datagram at hand was routed to ([`Observer::routed`]).
+    routed: Option<usize>,
     gap_timeout_ns: u64,
     symbol: Symbol,
     th: Thresholds,
@@ -161,7 +162,7 @@ impl ItchExplain {
         ItchExplain {
             feed: id,
             name: feed.name.clone(),
-            lines: feed.lines.clone(),
+            routed: None,
             gap_timeout_ns: match &feed.settings {
                 ProtocolSettings::Itch50(c) => c.gap_timeout_ns,
                 _ => 0,
@@ -568,6 +569,10 @@ impl ItchExplain {
 }
 
 impl Observer for ItchExplain {
+    fn routed(&mut self, line: usize) {
+        self.routed = Some(line);
+    }
+
     fn before(&mut self, handler: &mut Handler, feed: Option<u16>, d: &Datagram<'_>) {
         self.origin.get_or_insert(d.time_ns);
         self.last_arrival = Some(self.last_arrival.map_or(d.time_ns, |l| l.max(d.time_ns)));
@@ -587,10 +592,9 @@ impl Observer for ItchExplain {
         if feed != self.feed {
             return;
         }
-        let line = match self.lines.iter().position(|l| *l == d.dst) {
-            Some(i) => i,
-            None => RECOVERY_LINE,
-        };
+        // The line the replay routed it to, as the feed takes it (under
+        // `--feed`, every datagram is line A's).
+        let line = self.routed.take().unwrap_or(RECOVERY_LINE);
         let trigger = Trigger::Datagram {
             dst: d.dst,
             line,

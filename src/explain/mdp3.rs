@@ -214,7 +214,8 @@ pub struct Mdp3Explain {
     feed: u16,
     name: String,
     instrument: String,
-    lines: Vec<(SocketAddrV4, &'static str)>,
+    /// The line the datagram at hand was routed to ([`Observer::routed`]).
+    routed: Option<usize>,
     gap_timeout_ns: u64,
     th: Thresholds,
     at: Option<u64>,
@@ -228,7 +229,8 @@ pub struct Mdp3Explain {
     steps: Vec<Step>,
 }
 
-/// The service and copy of each line number, as a step names them.
+/// The service and copy of each line number (`line_index`), as a step
+/// names them.
 const ON: [&str; 6] = [
     "incremental line A",
     "incremental line B",
@@ -243,26 +245,15 @@ impl Mdp3Explain {
     /// `#SecurityID`) of feed `id` (its configuration `feed`); `at` keeps
     /// the state at that time for [`answer_at`](Self::answer_at).
     pub fn new(id: u16, feed: &FeedConfig, instrument: &str, at: Option<u64>) -> Mdp3Explain {
-        let (gap_timeout_ns, lines) = match &feed.settings {
-            ProtocolSettings::Mdp3(c) => {
-                let mut lines = Vec::new();
-                for (i, list) in [&feed.lines, &c.snapshot_lines, &c.definition_lines]
-                    .into_iter()
-                    .enumerate()
-                {
-                    for (copy, a) in list.iter().enumerate() {
-                        lines.push((*a, ON[2 * i + copy]));
-                    }
-                }
-                (c.gap_timeout_ns, lines)
-            }
-            _ => (0, Vec::new()),
+        let gap_timeout_ns = match &feed.settings {
+            ProtocolSettings::Mdp3(c) => c.gap_timeout_ns,
+            _ => 0,
         };
         Mdp3Explain {
             feed: id,
             name: feed.name.clone(),
             instrument: instrument.to_string(),
-            lines,
+            routed: None,
             gap_timeout_ns,
             th: feed.override_named(instrument).unwrap_or(feed.thresholds),
             at,
@@ -719,6 +710,10 @@ fn status_text(code: u8) -> String {
 }
 
 impl Observer for Mdp3Explain {
+    fn routed(&mut self, line: usize) {
+        self.routed = Some(line);
+    }
+
     fn before(&mut self, handler: &mut Handler, feed: Option<u16>, d: &Datagram<'_>) {
         self.origin.get_or_insert(d.time_ns);
         self.last_arrival = Some(self.last_arrival.map_or(d.time_ns, |l| l.max(d.time_ns)));
@@ -737,11 +732,13 @@ impl Observer for Mdp3Explain {
         if feed != self.feed {
             return;
         }
+        // The line the replay routed it to, as the channel takes it (under
+        // `--feed`, every datagram is incremental line A's).
         let on = self
-            .lines
-            .iter()
-            .find(|(a, _)| *a == d.dst)
-            .map_or("line A (--feed)", |(_, on)| on);
+            .routed
+            .take()
+            .and_then(|line| ON.get(line).copied())
+            .unwrap_or("line ?");
         let id = self.seen.id.or_else(|| {
             self.channel(handler)
                 .and_then(|f| f.find(&self.instrument))

@@ -490,7 +490,11 @@ fn a_glimpse_merge_is_explained_at_its_segment() {
         .iter()
         .find(|s| s.time == T0 + 150 * MS)
         .unwrap_or_else(|| panic!("no step at the merge:\n{text}"));
-    assert_eq!(merged.before, Reasons::NO_QUOTE, "books wait for the snapshot:\n{text}");
+    assert_eq!(
+        merged.before,
+        Reasons::NO_QUOTE,
+        "books wait for the snapshot:\n{text}"
+    );
     assert!(merged.after.is_ok(), "{text}");
     assert!(
         text.contains("snapshot merged: GLIMPSE spin of 2 messages up to seq 104, the stream going on from seq 105"),
@@ -510,4 +514,53 @@ fn a_glimpse_merge_is_explained_at_its_segment() {
     for (t, a) in times.iter().zip(&out.answers) {
         assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
     }
+}
+
+/// Under `--feed` every datagram is line A's, whatever its destination
+/// (a sanitised capture), and the explanation says so, as the feed took
+/// it; a destination equal to line B's is still line A's then.
+#[test]
+fn under_feed_every_datagram_is_explained_as_line_as() {
+    use tickguard::replay::{replay_until, Options};
+    let x = sym("XYZ");
+    let sanitised: SocketAddrV4 = "0.0.0.0:0".parse().unwrap();
+    let line_b = config().feeds[0].lines[1];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("sanitised.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    let first = packet(S1, 1, &[encode::stock_directory(5, OPEN, x)]);
+    let second = packet(
+        S1,
+        2,
+        &[encode::add_order(
+            5,
+            OPEN + 1,
+            1,
+            Side::Buy,
+            100,
+            x,
+            100_000,
+            None,
+        )],
+    );
+    w.write_udp(T0, src, sanitised, &first).unwrap();
+    w.write_udp(T0 + MS, src, line_b, &second).unwrap();
+    w.finish().unwrap();
+    let config = config();
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let options = Options {
+        feed: Some(0),
+        ..Options::default()
+    };
+    replay_until(&config, &mut reader, &[], options, |_| {}, &mut xp);
+    let text = xp.explanation(true);
+    assert!(text.contains("on line A 0.0.0.0:0"), "{text}");
+    assert!(text.contains(&format!("on line A {line_b}")), "{text}");
+    assert!(
+        !text.contains("recovery channel") && !text.contains("line B"),
+        "{text}"
+    );
 }
