@@ -232,3 +232,40 @@ fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
+
+/// `--at`'s state is the target feed's when its check is answered: with
+/// another feed's datagram stamped after the time recorded before the
+/// target's own up to it (a recording interleaving feeds), the state shown
+/// holds the target's quote, as the replay's answer does.
+#[test]
+fn the_at_state_is_taken_when_the_targets_check_is_answered() {
+    let config = Config::parse(CONFIG, "agree.toml").unwrap();
+    let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    let a = Symbol::parse("A").unwrap();
+    let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::Ethernet).unwrap();
+    // Feed f's datagram at +5 ms, recorded before feed d's at +1 ms.
+    let mut b = PacketBuilder::new(T0 + 5_000 * US);
+    b.quote(a, 1, T0 + 5_000 * US, 1.0, 1.5);
+    w.write_udp(T0 + 5_000 * US, src, LINES[2].parse().unwrap(), &b.finish())
+        .unwrap();
+    let mut b = PacketBuilder::new(T0 + 1_000 * US);
+    b.snapshot(a, 7, T0 + 1_000 * US, 2.0, 2.5);
+    w.write_udp(T0 + 1_000 * US, src, LINES[0].parse().unwrap(), &b.finish())
+        .unwrap();
+    let bytes = w.finish().unwrap();
+    let at = T0 + 1_500 * US;
+    let id = config.feed_id("d").unwrap();
+    let mut f = Forensics::new(&config.feeds, Some((id, a)), false, Some(at));
+    let check = Check {
+        time_ns: at,
+        feed: "d".into(),
+        symbol: "A".into(),
+    };
+    let out = replay_with(&config, &mut reader(&bytes), &[check], |_| {}, &mut f);
+    f.finish();
+    let answer = out.answers[0].reasons;
+    assert!(answer.is_ok(), "{answer}");
+    let text = f.answer_at(at, answer);
+    assert!(text.contains("  state: last seq 7,"), "{text}");
+    assert!(!text.contains("note:"), "{text}");
+}

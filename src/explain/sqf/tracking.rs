@@ -431,10 +431,14 @@ impl Observer for Forensics {
             self.origin = Some(d.time_ns);
         }
         self.span = (self.span.0.min(d.time_ns), self.span.1.max(d.time_ns));
-        if let Some(at) = self.at {
-            if d.time_ns > at {
-                self.keep_at_state();
-            }
+    }
+
+    /// The `--at` check of the target's feed is answered now: its feed's
+    /// datagrams up to then are applied, whatever other feeds' came
+    /// before them in the capture (checks are answered per feed).
+    fn before_check(&mut self, _handler: &mut Handler, feed: u16, at: u64) {
+        if self.at == Some(at) && self.target.is_some_and(|(f, _)| f == feed) {
+            self.keep_at_state();
         }
     }
 
