@@ -5,7 +5,7 @@
 //! publication.
 
 use std::net::{TcpListener, UdpSocket};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -988,24 +988,32 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     // it (within LENGTH_EVERY heartbeats) and the file is replaced again;
     // the old one, whose header is whole, is closed, not left to age
     // (readers of it would answer `ok` until then).
+    cut_and_see_closed(&shm, &mut running.child, "-1", "inside the last page");
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    // Written over in place with the first file's bytes (another start
+    // time, another directory): same inode, same length, found by its
+    // header and replaced.
     let (inode, _) = snapshot(&shm);
-    let old = Reader::open(&shm);
-    let eurusd = old.lookup("lp1", "EURUSD").unwrap();
-    truncate(&shm, "-1");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shm)
+        .unwrap()
+        .write_all_at(&bytes, 0)
+        .unwrap();
     wait_replaced(
         &shm,
         inode,
         &mut running.child,
-        "a cut inside the last page went unseen",
+        "a file written over in place went unseen",
     );
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while old.health(now_ns()) != tickguard::Health::WriterClosed {
-        assert!(Instant::now() < deadline, "{:?}", old.health(now_ns()));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(!old.check(&eurusd, now_ns()).is_ok());
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");
+    // Cut past its header's page: the writer's mapping faults into the
+    // guard's zeros, and its close still reaches the file, through the
+    // descriptor: a reader of the old file, which touches no lost page,
+    // answers closed at once, not from frozen slots until they age.
+    cut_and_see_closed(&shm, &mut running.child, "4096", "past the header");
     let term = Command::new("kill")
         .arg("-TERM")
         .arg(running.child.id().to_string())
@@ -1106,6 +1114,28 @@ fn truncate(shm: &Path, size: &str) {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+}
+
+/// Truncates the live publication at `shm` to `size` (as `truncate -s`):
+/// the writer `child` publishes a new file, and a reader of the old one
+/// (`place`: where the cut fell, for the failure) answers `stale`, writer closed,
+/// within a second, its EURUSD no longer `ok`.
+fn cut_and_see_closed(shm: &Path, child: &mut Child, size: &str, place: &str) {
+    let (inode, _) = snapshot(shm);
+    let old = Reader::open(shm);
+    let eurusd = old.lookup("lp1", "EURUSD").unwrap();
+    truncate(shm, size);
+    wait_replaced(shm, inode, child, &format!("a cut {place} went unseen"));
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while old.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(
+            Instant::now() < deadline,
+            "{place}: {:?}",
+            old.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!old.check(&eurusd, now_ns()).is_ok());
 }
 
 /// Waits until a file with another inode than `inode` stands at `shm`

@@ -46,6 +46,11 @@ pub struct Publication {
     /// The path was found no longer naming the file (removed or renamed):
     /// readers opening it would find nothing, or something else.
     moved: AtomicBool,
+    /// The start time this writer published in the header (ns).
+    start_time_ns: u64,
+    /// The file's header was found no longer this writer's (its owner or
+    /// root wrote over the file in place: an old copy, zeros).
+    overwritten: AtomicBool,
     /// (device, inode) the path gave once the file was renamed to it (as
     /// the path's own `lstat` reads them, to compare with the same call).
     path_id: std::sync::OnceLock<(u64, u64)>,
@@ -556,6 +561,8 @@ impl Publication {
             probes: std::sync::atomic::AtomicU32::new(0),
             shrunk: AtomicBool::new(false),
             moved: AtomicBool::new(false),
+            overwritten: AtomicBool::new(false),
+            start_time_ns: now_ns,
             path_id: std::sync::OnceLock::new(),
             unwatched: AtomicBool::new(false),
             views,
@@ -752,6 +759,31 @@ impl Publication {
         if !self.unwatched.load(Ordering::Relaxed) && self.path_moved() {
             self.moved.store(true, Ordering::Relaxed);
         }
+        if !self.header_is_ours() {
+            self.overwritten.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the mapped header still says what this writer wrote: its
+    /// magic, layout, running state, identity (pid, start time) and shape.
+    /// A file written over in place (`cp` of an older copy, whose
+    /// directory names other slots; zeros) keeps its inode and length, so
+    /// neither the length nor the path shows it, while readers opening it
+    /// would take the copy's directory for this writer's.
+    fn header_is_ours(&self) -> bool {
+        let h = self.views.header();
+        let shape = self.views.shape();
+        // Relaxed: words only this writer stores (or a forger).
+        let word = |w: &std::sync::atomic::AtomicU64| w.load(Ordering::Relaxed);
+        let version = word(&h.version);
+        word(&h.magic) == MAGIC
+            && (version == 0 || version == LAYOUT_VERSION)
+            && word(&h.state) == STATE_RUNNING
+            && word(&h.writer_pid) == u64::from(std::process::id())
+            && word(&h.start_time_ns) == self.start_time_ns
+            && word(&h.capacity) == shape.capacity as u64
+            && word(&h.feed_count) == shape.feeds as u64
+            && word(&h.file_len) == shape.file_len as u64
     }
 
     /// Whether the path, published, now names another file or none. An
@@ -778,6 +810,14 @@ impl Publication {
         self.guard.as_ref().is_some_and(Guard::faulted)
             || self.shrunk.load(Ordering::Relaxed)
             || self.moved.load(Ordering::Relaxed)
+            || self.overwritten()
+    }
+
+    /// True once the file's header was found no longer this writer's
+    /// (found as [`lost`](Self::lost) is, every [`LENGTH_EVERY`] probes):
+    /// [`recreate`](Self::recreate) it.
+    pub fn overwritten(&self) -> bool {
+        self.overwritten.load(Ordering::Relaxed)
     }
 
     /// True once its path was found no longer naming the file (removed or
@@ -857,6 +897,18 @@ impl Publication {
             .header()
             .state
             .store(STATE_CLOSED, Ordering::Release);
+        if self.guard.as_ref().is_some_and(Guard::faulted) {
+            // The mapping is the guard's zero pages now: the store above
+            // reached none of the file. Written through the descriptor, the
+            // word reaches the page readers still map, when its page is
+            // left (a cut past the header): they answer `stale` at once
+            // instead of reading frozen slots until the heartbeat ages. A
+            // file cut shorter than the word is not lengthened.
+            let at = std::mem::offset_of!(Header, state) as u64;
+            if self.file.metadata().is_ok_and(|m| m.len() >= at + 8) {
+                let _ = self.file.write_all_at(&STATE_CLOSED.to_le_bytes(), at);
+            }
+        }
     }
 
     /// The file's path.
