@@ -950,6 +950,8 @@ impl Sidecar {
         let moved = self.publication.moved();
         let what = if moved {
             "publication removed or renamed under the writer (its path names another file or none)"
+        } else if self.publication.behind_start() {
+            "clock stepped back to before the publication's start time (readers would take it for a forged file)"
         } else if self.publication.overwritten() {
             "publication overwritten under the writer (its header no longer this writer's: a copy or zeros written over it)"
         } else {

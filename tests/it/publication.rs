@@ -1505,3 +1505,33 @@ fn sigusr1_during_the_start_is_harmless_and_sighup_stops_cleanly() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A clock stepped back to before the writer's start time: readers take a
+/// start time ahead of their clock for a forged file (`writer_ahead`,
+/// `stale`) however alive the writer, so the writer finds it at its
+/// heartbeat and recreates the file, whose start time is then now.
+#[test]
+fn a_clock_stepped_back_before_the_start_time_has_the_file_recreated() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let p = ready_publication(dir.path(), &shm);
+    let start = now_ns();
+    // Within what readers allow: nothing to do.
+    p.heartbeat(start - 50_000_000);
+    assert!(!p.lost() && !p.behind_start());
+    // A second before it: readers would answer stale until the clock
+    // caught up with the start time.
+    let back = start - 1_000_000_000;
+    p.heartbeat(back);
+    assert!(p.behind_start() && p.lost());
+    let reader = Reader::open(&shm);
+    assert!(matches!(
+        reader.health(back),
+        tickguard::Health::WriterAhead { .. }
+    ));
+    let q = p.recreate(back, p.lock()).unwrap();
+    q.ready();
+    q.heartbeat(back);
+    assert!(!q.lost());
+    assert!(Reader::open(&shm).health(back).is_ok());
+}

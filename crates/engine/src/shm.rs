@@ -48,6 +48,8 @@ pub struct Publication {
     moved: AtomicBool,
     /// The start time this writer published in the header (ns).
     start_time_ns: u64,
+    /// A heartbeat's clock was found before the start time ([`behind_start`](Self::behind_start)).
+    behind_start: AtomicBool,
     /// The file's header was found no longer this writer's (its owner or
     /// root wrote over the file in place: an old copy, zeros).
     overwritten: AtomicBool,
@@ -563,6 +565,7 @@ impl Publication {
             moved: AtomicBool::new(false),
             overwritten: AtomicBool::new(false),
             start_time_ns: now_ns,
+            behind_start: AtomicBool::new(false),
             path_id: std::sync::OnceLock::new(),
             unwatched: AtomicBool::new(false),
             views,
@@ -722,6 +725,19 @@ impl Publication {
             .header()
             .heartbeat_ns
             .store(now_ns, Ordering::Relaxed);
+        if now_ns.saturating_add(tickguard_reader::verdict::MAX_AHEAD_NS) < self.start_time_ns {
+            self.behind_start.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True once the clock was found stepped back to before the start
+    /// time this file publishes (by more than readers allow,
+    /// [`MAX_AHEAD_NS`](tickguard_reader::verdict::MAX_AHEAD_NS)): readers
+    /// take a start time ahead of their clock for a forged file and answer
+    /// `stale` until the clock catches up with it, however alive the
+    /// writer. [`recreate`](Self::recreate) it, with a start time of now.
+    pub fn behind_start(&self) -> bool {
+        self.behind_start.load(Ordering::Relaxed)
     }
 
     /// Reads the mapping's last byte: a file truncated by a page or more
@@ -803,7 +819,10 @@ impl Publication {
     /// page or more (the guard turned the lost pages to zeros; without the
     /// guard, [`tickguard_reader::guard::install`], the process dies of
     /// SIGBUS instead), or inside its last page (its length read back
-    /// short); or its path no longer naming it ([`moved`](Self::moved)).
+    /// short); or its path no longer naming it ([`moved`](Self::moved));
+    /// or its header no longer this writer's
+    /// ([`overwritten`](Self::overwritten)); or the clock stepped back to
+    /// before its start time ([`behind_start`](Self::behind_start)).
     /// [`recreate`](Self::recreate) it.
     #[inline]
     pub fn lost(&self) -> bool {
@@ -811,6 +830,7 @@ impl Publication {
             || self.shrunk.load(Ordering::Relaxed)
             || self.moved.load(Ordering::Relaxed)
             || self.overwritten()
+            || self.behind_start()
     }
 
     /// True once the file's header was found no longer this writer's
