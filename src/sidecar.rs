@@ -365,8 +365,40 @@ impl<W: std::io::Write> Recorder<W> {
 
 struct Changes {
     tx: Sender<VerdictChange>,
-    last: Vec<Reasons>,
+    /// Per slot, the (feed, symbol) it held and its verdict, when last
+    /// swept (a recreated publication hands slots out again).
+    last: Vec<(Option<(u16, Symbol)>, Reasons)>,
     cursor: usize,
+}
+
+impl Changes {
+    /// Sends `change`, counting it in `drops` when the subscriber is behind.
+    fn send(&self, change: VerdictChange, drops: &mut u64) {
+        if let Err(TrySendError::Full(_)) = self.tx.try_send(change) {
+            *drops += 1;
+        }
+    }
+
+    /// The publication was recreated at `now`, every symbol starting over:
+    /// each one known not `no_quote` is told so, and the slots forgotten.
+    fn start_over(&mut self, now: u64, drops: &mut u64) {
+        for i in 0..self.last.len() {
+            if let (Some((feed, symbol)), old) = self.last[i] {
+                if old != Reasons::NO_QUOTE {
+                    let change = VerdictChange {
+                        feed,
+                        symbol,
+                        old,
+                        new: Reasons::NO_QUOTE,
+                        time_ns: now,
+                    };
+                    self.send(change, drops);
+                }
+            }
+            self.last[i] = (None, Reasons::NO_QUOTE);
+        }
+        self.cursor = 0;
+    }
 }
 
 /// Slots whose verdict is re-evaluated per cycle for subscribers.
@@ -672,7 +704,7 @@ impl Sidecar {
         let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
         self.changes = Some(Changes {
             tx,
-            last: vec![Reasons::NO_QUOTE; self.config.capacity],
+            last: vec![(None, Reasons::NO_QUOTE); self.config.capacity],
             cursor: 0,
         });
         rx
@@ -980,6 +1012,9 @@ impl Sidecar {
                 self.publication.close();
                 self.publication = p;
                 self.publication.heartbeat(now);
+                if let Some(ch) = &mut self.changes {
+                    ch.start_over(now, &mut self.stats.change_drops);
+                }
                 self.publish_counters();
                 tracing::error!(shm = %shm, "{what}: recreated, every symbol starts over");
             }
@@ -1098,9 +1133,14 @@ impl Sidecar {
             let Some(symbol) = r.symbol else { continue };
             let offset = self.handler.offset(r.feed);
             let new = verdict(&r.facts(), &table.feed_status(r.feed), offset, now);
-            let old = ch.last[id];
+            let who = Some((r.feed, symbol));
+            // A slot given to another symbol: that one's first verdict.
+            let old = match ch.last[id] {
+                (w, old) if w == who => old,
+                _ => Reasons::NO_QUOTE,
+            };
+            ch.last[id] = (who, new);
             if new != old {
-                ch.last[id] = new;
                 let change = VerdictChange {
                     feed: r.feed,
                     symbol,
@@ -1108,9 +1148,7 @@ impl Sidecar {
                     new,
                     time_ns: now,
                 };
-                if let Err(TrySendError::Full(_)) = ch.tx.try_send(change) {
-                    self.stats.change_drops += 1;
-                }
+                ch.send(change, &mut self.stats.change_drops);
             }
         }
     }

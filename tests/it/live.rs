@@ -400,6 +400,56 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
     crate::common::remove_publication(&shm);
 }
 
+/// A publication recreated under the sidecar (here: its clock stepped
+/// back to before the file's start time) starts every symbol over: a
+/// subscriber is told each one it knew goes to `no_quote`, and a symbol
+/// given the same slot in the new file is told from `no_quote`, not from
+/// the old file's verdict.
+#[test]
+fn subscribers_are_told_every_symbol_starts_over_with_a_new_publication() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("subscribe-recreate");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "delta", ports, 1000);
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    let changes = sidecar.subscribe(16);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ok = |name: &str, t: u64, sidecar: &mut tickguard::sidecar::Sidecar| {
+        let mut b = PacketBuilder::new(t);
+        b.snapshot(sym(name), 1, t, 1.0, 1.1);
+        tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+        loop {
+            sidecar.cycle(now_ns());
+            if let Ok(c) = changes.try_recv() {
+                return c;
+            }
+            assert!(Instant::now() < deadline);
+        }
+    };
+    let c = ok("EURUSD", now_ns(), &mut sidecar);
+    assert!(c.new.is_ok() && c.old == tickguard::verdict::Reasons::NO_QUOTE);
+    let back = now_ns() - 10_000_000_000;
+    sidecar.cycle(back);
+    let c = changes.try_recv().expect("told at the recreation");
+    assert_eq!(
+        (c.symbol, c.old, c.new, c.time_ns),
+        (
+            sym("EURUSD"),
+            tickguard::verdict::Reasons::empty(),
+            tickguard::verdict::Reasons::NO_QUOTE,
+            back
+        )
+    );
+    // The new file's first symbol takes slot 0 again: told from no_quote.
+    let c = ok("GBPUSD", now_ns(), &mut sidecar);
+    assert_eq!(c.symbol, sym("GBPUSD"));
+    assert!(c.new.is_ok() && c.old == tickguard::verdict::Reasons::NO_QUOTE);
+    drop(sidecar);
+    crate::common::remove_publication(&shm);
+}
+
 /// The writer's heartbeat follows a clock stepped back at once: after a
 /// cycle at `t + 10 s`, the next at `t` (an NTP or PTP step, `date -s`)
 /// beats at `t`, so readers on the stepped clock take the writer for a
