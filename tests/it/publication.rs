@@ -1164,6 +1164,8 @@ fn a_reader_answers_stale_when_its_publication_is_truncated() {
     p.heartbeat(now_ns());
     let reader = Reader::open(&shm);
     assert!(reader.health(now_ns()).is_ok());
+    assert!(reader.guarded());
+    assert!(!Reader::open(&dir.path().join("none")).guarded());
     std::fs::OpenOptions::new()
         .write(true)
         .open(&shm)

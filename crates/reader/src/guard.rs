@@ -22,8 +22,12 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// Mappings guarded at once; a registration beyond gets no guard.
-pub const MAX_GUARDED: usize = 64;
+/// Mappings guarded at once, every [`Reader`](crate::Reader) and writer of
+/// the process together (a gateway opening one reader per thread has room
+/// for a thousand); a registration beyond gets no guard
+/// ([`Reader::guarded`](crate::Reader::guarded) says so). The handler
+/// scans them only on a fault; each takes 32 bytes.
+pub const MAX_GUARDED: usize = 1024;
 
 /// One registered mapping: `len` 0 is a free entry.
 struct Entry {

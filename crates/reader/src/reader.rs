@@ -756,6 +756,14 @@ impl Reader {
         read_each(&m.views.slots()[..n], |s| s.try_read())
     }
 
+    /// Whether the file mapped is covered by the SIGBUS guard (once
+    /// [`crate::guard::install`]ed, a cut under it reads as zeros, answered
+    /// `stale`): false with nothing mapped, or past
+    /// [`MAX_GUARDED`](crate::guard::MAX_GUARDED) mappings in the process.
+    pub fn guarded(&self) -> bool {
+        self.mapped.as_ref().is_ok_and(|m| m._guard.is_some())
+    }
+
     /// Every published symbol's record with the reasons a check at local
     /// time `now` would answer for it: each slot read in force with its
     /// feed's offset and status, as [`check`](Self::check) reads them (a
