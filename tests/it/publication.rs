@@ -1165,7 +1165,7 @@ fn a_reader_answers_stale_when_its_publication_is_truncated() {
     let reader = Reader::open(&shm);
     assert!(reader.health(now_ns()).is_ok());
     assert!(reader.guarded());
-    assert!(!Reader::open(&dir.path().join("none")).guarded());
+    assert!(!Reader::open(dir.path().join("none")).guarded());
     std::fs::OpenOptions::new()
         .write(true)
         .open(&shm)
