@@ -230,6 +230,12 @@ impl Connection {
         (self.attempt, local)
     }
 
+    /// The attempt whose end [`poll`](Self::poll) returns.
+    #[cfg(test)]
+    pub fn attempt(&self) -> u64 {
+        self.attempt
+    }
+
     /// Drops the running connection (its end will not be reported): the
     /// thread sees another attempt wanted at its next turn, and a start
     /// it has not taken yet is taken back.

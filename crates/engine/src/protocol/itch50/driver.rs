@@ -172,7 +172,11 @@ impl Driver {
     /// Takes over `old`'s connection thread and recording (a feed started
     /// over on a recreated publication keeps connecting).
     pub fn carry_over(&mut self, old: &mut Driver) {
-        if let Some(live) = old.live.take() {
+        if let Some(mut live) = old.live.take() {
+            // The old feed's attempt, checked against its session and
+            // started by its snapshots, ends unreported: this feed starts
+            // its own when it needs one.
+            live.abort();
             self.live = Some(live);
         }
         // The same log, so that the running attempt's SYN stays its own.
@@ -386,9 +390,16 @@ mod tests {
         old.go_live(Connection::spawn("t", target, password, feed).unwrap());
         old.record(server);
         let (a, b) = settings();
+        let spin = super::super::glimpse::Settings {
+            session: None,
+            max_messages: b.max_messages,
+        };
+        let running = old.live.as_mut().unwrap().start(spin).0;
         let mut new = Driver::new(a, b);
         new.carry_over(&mut old);
         assert!(new.live.is_some() && new.wire.is_some() && old.live.is_none());
+        // The old feed's attempt is no longer the one whose end is taken.
+        assert_ne!(new.live.as_ref().unwrap().attempt(), running);
     }
 
     #[test]

@@ -461,7 +461,7 @@ impl Sequencer {
         self.gave_up = false;
         self.auto = true;
         self.counters.snapshots += 1;
-        self.release(t, apply)
+        self.open_waited(t, apply, true)
     }
 
     /// Ends awaiting without a snapshot, or after [`merge`](Self::merge)
@@ -474,6 +474,14 @@ impl Sequencer {
     /// stream is suspect until a snapshot merges, as after a gap given up
     /// (a stream that joined is suspect already). Returns messages applied.
     pub fn release(&mut self, t: u64, apply: &mut impl Apply) -> u32 {
+        self.open_waited(t, apply, false)
+    }
+
+    /// [`release`](Self::release); `merged`: after a merge, whose gap may
+    /// hold twice `max_held` above it before it is given up for room
+    /// (glimpse G7.13: that gap alone; a wait given up opens an ordinary
+    /// one).
+    fn open_waited(&mut self, t: u64, apply: &mut impl Apply, merged: bool) -> u32 {
         let t = t.max(self.latest_t);
         self.latest_t = t;
         self.awaiting = false;
@@ -508,7 +516,7 @@ impl Sequencer {
                 deadline,
                 filled,
                 first: false,
-                merged: true,
+                merged,
             });
             if self.log.is_some() {
                 self.note(Event::GapOpened {
@@ -1708,6 +1716,32 @@ mod tests {
         assert_eq!(r.seq.counters().ticks_lost, 1);
         assert_eq!(r.applied, (50_002..50_011).collect::<Vec<_>>());
         assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+    }
+
+    /// A wait given up (no snapshot) with a hole in what it held opens an
+    /// ordinary gap: given up for room past `max_held` held above it, not
+    /// twice as many as a merge's gap (glimpse G7.13 exempts only that).
+    #[test]
+    fn a_wait_given_up_opens_an_ordinary_gap() {
+        let mut r = snapshots(
+            Settings {
+                max_held: 4,
+                gap_timeout_ns: 3_600_000 * MS,
+                ..settings()
+            },
+            BOTH,
+        );
+        r.packet(&data(S1, 50_000, 1), 1);
+        r.packet(&data(S1, 50_002, 2), 1);
+        r.seq.take_trigger();
+        r.release(2);
+        assert_eq!((r.seq.gaps_open(), r.seq.held()), (1, 2));
+        assert_eq!(r.applied, [50_000]);
+        // Five held above it: one past `max_held`, the gap is given up.
+        r.packet(&data(S1, 50_004, 3), 3);
+        assert_eq!((r.seq.gaps_open(), r.seq.held()), (0, 0));
+        assert_eq!(r.seq.counters().ticks_lost, 1);
+        assert_eq!(r.applied, [50_000, 50_002, 50_003, 50_004, 50_005, 50_006]);
     }
 
     /// While awaiting, more than `max_held` held: the lowest go, `next`
