@@ -263,10 +263,10 @@ impl Driver {
         t: u64,
         name: &str,
     ) {
-        if let Some(step) = self
+        let steps = self
             .recorded
-            .on_segment(feed, &mut self.snapshots, segment, t)
-        {
+            .on_segment(feed, &mut self.snapshots, segment, t);
+        for step in steps.into_iter().flatten() {
             self.log(step, t, name);
         }
     }

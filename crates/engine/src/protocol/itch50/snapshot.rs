@@ -396,13 +396,30 @@ impl Recorded {
         }
     }
 
-    /// One captured segment at `t`; the step its bytes decided, if any.
+    /// One captured segment at `t`; the steps it decided, in order: the
+    /// end of a connection it closed by starting another, then what its
+    /// bytes decided.
     pub fn on_segment(
         &mut self,
         feed: &mut Feed,
         snapshots: &mut Snapshots,
         segment: &crate::engine::Segment<'_>,
         t: u64,
+    ) -> [Option<Step>; 2] {
+        let mut closed = None;
+        let decided = self.take_segment(feed, snapshots, segment, t, &mut closed);
+        [closed, decided]
+    }
+
+    /// [`on_segment`](Self::on_segment)'s work; a connection closed by
+    /// this one starting, in `closed`.
+    fn take_segment(
+        &mut self,
+        feed: &mut Feed,
+        snapshots: &mut Snapshots,
+        segment: &crate::engine::Segment<'_>,
+        t: u64,
+        closed: &mut Option<Step>,
     ) -> Option<Step> {
         use crate::capture::link::Tcp;
         let current = self.conn.as_ref().filter(|c| c.local == segment.local);
@@ -412,7 +429,7 @@ impl Recorded {
         let syn = !segment.from_server && segment.flags & Tcp::SYN != 0 && !resent;
         let new_end = current.is_none() && !self.earlier.contains(&Some(segment.local));
         if syn || (new_end && segment.from_server) {
-            self.start(feed, snapshots, segment.local, t);
+            *closed = self.start(feed, snapshots, segment.local, t);
         }
         let conn = self.conn.as_mut().filter(|c| c.local == segment.local)?;
         let spin = conn.spin.as_mut()?;
@@ -455,18 +472,20 @@ impl Recorded {
         &self.settings
     }
 
-    /// A connection from `local` starts at `t`; one still open is closed.
+    /// A connection from `local` starts at `t`; one still open is closed
+    /// (what its end did returned, to be logged as any end).
     fn start(
         &mut self,
         feed: &mut Feed,
         snapshots: &mut Snapshots,
         local: std::net::SocketAddrV4,
         t: u64,
-    ) {
+    ) -> Option<Step> {
         if let Some(c) = &self.conn {
             self.earlier.rotate_right(1);
             self.earlier[0] = Some(c.local);
         }
+        let mut closed = None;
         if let Some(spin) = self.conn.take().and_then(|c| c.spin) {
             let mut staging = spin.into_staging();
             let end = End::Failed {
@@ -474,11 +493,11 @@ impl Recorded {
                 detail: "another connection started",
                 reason: None,
             };
-            snapshots.on_end(feed, &end, &mut staging, t);
+            closed = Some(snapshots.on_end(feed, &end, &mut staging, t));
             self.spare = Some(staging);
         }
         if !snapshots.on_start(feed, t) {
-            return;
+            return closed;
         }
         let staging = self
             .spare
@@ -489,6 +508,7 @@ impl Recorded {
             next_seq: None,
             spin: Some(Spin::new(self.settings.for_feed(feed), staging)),
         });
+        closed
     }
 
     /// A new session ended the wait: the connection is read no more.

@@ -1232,6 +1232,27 @@ fn a_failure_is_logged_with_its_detail() {
     assert!(failed[0].contains("retry_in=500 ms"), "{}", failed[0]);
 }
 
+/// A recorded connection left open when the next one starts fails as
+/// `closed`, and is logged as any failure is (live never shows it).
+#[test]
+fn a_recorded_connection_closed_by_the_next_is_logged() {
+    let mut v = Venue::new("snapshot_max_attempts = 4");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.t += 2_000 * MS;
+        let bytes = spin(105, S1, false);
+        v.connection(&bytes[..100], 1, false);
+        v.t += 2_000 * MS;
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+    });
+    assert!(
+        log.lines().any(|l| l.contains("snapshot failed")
+            && l.contains("class=\"closed\" detail=\"another connection started\"")),
+        "{log}"
+    );
+}
+
 /// A Login Rejected of a reason byte SoupBinTCP does not define is
 /// logged with the byte; the two it defines, in words only.
 #[test]
