@@ -784,6 +784,11 @@ struct Model {
     /// One past the highest MsgSeqNum received (2^32 after 2^32 − 1).
     high: Option<u64>,
     gaps: Vec<MGap>,
+    /// Not in the contract (docs/mdp3.md): the highest MsgSeqNum of this
+    /// sequence never to be received (a gap given up, or below the first
+    /// packet); a snapshot taken before it leaves its instrument
+    /// unverified.
+    unseen: Option<u32>,
     reset_pending: Option<u64>,
     /// The latest ChannelReset's TransactTime, and the snapshot loops
     /// begun since (packets numbered 1): a snapshot past RptSeq 0 whose
@@ -861,6 +866,7 @@ impl Model {
             th: s.th(),
             high: None,
             gaps: Vec::new(),
+            unseen: None,
             reset_pending: None,
             reset_tt: None,
             reset_place: None,
@@ -948,6 +954,7 @@ impl Model {
         {
             let g = self.gaps.remove(k);
             self.c.packets_lost += u64::from(g.hi - g.lo) - g.filled.len() as u64;
+            self.unseen = self.unseen.max(Some(g.hi - 1));
             given_up = true;
         }
         if given_up {
@@ -1182,6 +1189,7 @@ impl Model {
             // at 1, so packets below this one are missing.
             let h = self.high.replace(1).unwrap();
             self.gaps.clear();
+            self.unseen = None;
             self.c.sequence_restarts += 1;
             self.since_restart = Some((0, t + 60_000_000_000));
             self.reach = 0;
@@ -1203,7 +1211,10 @@ impl Model {
         }
         let mut fill = false;
         match self.high {
-            None => self.high = Some(u64::from(s) + 1),
+            None => {
+                self.high = Some(u64::from(s) + 1);
+                self.unseen = (s > 1).then(|| s - 1);
+            }
             Some(h) if u64::from(s) >= h => {
                 if u64::from(s) > h {
                     self.gaps.push(MGap {
@@ -1244,6 +1255,16 @@ impl Model {
         if first && u64::from(s) + u64::from(self.margin) <= u64::from(self.reach) {
             self.infer_reset(p.sending, None);
             self.reach = 0;
+        }
+        // Not in the contract (docs/mdp3.md): the packets below the first
+        // were never received; a snapshot taken before the last of them
+        // does not vouch for what they held.
+        if let (true, Some(u)) = (first, self.unseen) {
+            for i in self.insts.values_mut() {
+                if i.rpt_seq.is_some() && i.snapshot_at < u {
+                    i.unverified = true;
+                }
+            }
         }
         let mut unplaced = fill && self.unplaced_below.is_some_and(|b| s < b);
         let mut source = None;
@@ -1379,6 +1400,7 @@ impl Model {
             .reset_place
             .is_some_and(|(e, p)| e == self.c.sequence_restarts && sn.last >= p);
         let statuses_emptied = self.statuses_emptied;
+        let unseen = self.unseen;
         let i = self.inst(sn.id);
         let r = sn.rpt;
         // Not in the contract (docs/mdp3.md): taken before the last
@@ -1451,6 +1473,11 @@ impl Model {
         i.hole = true;
         i.drain(&mut cached, &mut anomalies);
         i.heal();
+        // Not in the contract (docs/mdp3.md): taken before a packet never
+        // received, it cannot vouch for what that packet held.
+        if unseen.is_some_and(|u| sn.last < u) {
+            i.unverified = true;
+        }
         i.snapshots_applied += 1;
         let odd = sn.status != 255
             && if after_reset {

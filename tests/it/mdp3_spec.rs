@@ -3840,3 +3840,75 @@ fn explaining_changes_nothing_when_time_steps_back_or_a_gap_is_left_open() {
     assert_eq!(watched.summary, plain.summary);
     assert_eq!(plain.feed()["gaps_open"], 1, "{}", plain.feed());
 }
+
+/// Not in the contract (docs/mdp3.md, "A snapshot taken before a packet
+/// never received"): a snapshot whose LastMsgSeqNumProcessed is below a
+/// packet given up cannot show what that packet did to its instrument,
+/// so it applies but leaves the instrument unverified (`suspect`), where
+/// matched by RptSeq alone it would answer `ok` on the book before the
+/// lost update; one taken after the packet verifies it.
+#[test]
+fn a_snapshot_taken_before_a_packet_given_up_leaves_its_instrument_unverified() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(7, 1, 100)]));
+    // Packet 2 (#7's RptSeq 2, bid 101) lost on both lines; 3 reveals it.
+    ch.send(MS, A, heartbeat(3));
+    let given_up = ch.check(7 * MS, "#7");
+    // A loop taken at packet 1: RptSeq 1, bid 100.
+    ch.send(
+        8 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(1, 7, 1, None, &[level(Bid, 1, 100)])]),
+    );
+    let before = ch.check(9 * MS, "#7");
+    // Taken at packet 3: RptSeq 2, bid 101.
+    ch.send(
+        10 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(3, 7, 2, None, &[level(Bid, 1, 101)])]),
+    );
+    let after = ch.check(11 * MS, "#7");
+    let out = ch.run();
+    assert_eq!(out.reasons(given_up), r(&["suspect"]));
+    assert_eq!(
+        (out.reasons(before), out.top(before).0),
+        (r(&["suspect"]), Some(100))
+    );
+    assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(101)));
+    assert_eq!(out.sym(7)["snapshots_applied"].as_u64(), Some(2));
+}
+
+/// Not in the contract (docs/mdp3.md, "A snapshot taken before a packet
+/// never received"): the lines joined at packet 1000 never receive the
+/// packets below it; an instrument healed before it by a snapshot taken
+/// at 990 is unverified from the first packet on (packets 991–999 could
+/// hold its update), and one taken at 999 or later verifies it; an
+/// instrument whose snapshot was taken at 999 stays healthy.
+#[test]
+fn a_snapshot_taken_before_the_lines_first_packet_leaves_its_instrument_unverified() {
+    let mut ch = Channel::new("");
+    ch.send(
+        0,
+        SNAP_A,
+        snapshots(&[
+            snapshot(990, 7, 55, None, &[level(Bid, 1, 100)]),
+            snapshot(999, 8, 40, None, &[level(Bid, 1, 200)]),
+        ]),
+    );
+    ch.send(MS, A, heartbeat(1000));
+    let seven = ch.check(2 * MS, "#7");
+    let eight = ch.check(2 * MS, "#8");
+    ch.send(
+        3 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(1000, 7, 55, None, &[level(Bid, 1, 100)])]),
+    );
+    let verified = ch.check(4 * MS, "#7");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(seven), out.top(seven).0),
+        (r(&["suspect"]), Some(100))
+    );
+    assert_eq!(out.reasons(eight), ok());
+    assert_eq!(out.reasons(verified), ok());
+}

@@ -956,6 +956,9 @@ impl Feed {
                     self.infer_reset(packet.sending_time(), None);
                     self.snapshot_reach = 0;
                 }
+                if first {
+                    self.unverify_taken_before_unseen();
+                }
                 fill
             }
         };
@@ -1184,6 +1187,25 @@ impl Feed {
             && self.seq.high() == Some(u64::from(s) + 1)
             && (seq.high_seen().is_some_and(|h| r <= h)
                 || (s > e.snapshot_at && seq.rpt_seq().is_some_and(|q| r <= q)))
+    }
+
+    /// The lines' first packet came: the packets below it were never
+    /// received, so an instrument whose snapshots (applied before it)
+    /// were all taken before the last of them is unverified — one of them
+    /// could hold its update, which the snapshot does not show. (Not in
+    /// the contract, which matches a snapshot by RptSeq alone:
+    /// docs/mdp3.md, "A snapshot taken before a packet never received".)
+    fn unverify_taken_before_unseen(&mut self) {
+        let Some(u) = self.seq.unseen_through() else {
+            return;
+        };
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.instrument.seq.rpt_seq().is_some() && e.snapshot_at < u {
+                e.instrument.seq.unverify();
+                self.touched.one(i as u32);
+                self.since_reset.one(i as u32);
+            }
+        }
     }
 
     /// Whether the first packet of the lines, numbered `s`, comes
@@ -1533,6 +1555,7 @@ impl Feed {
             // Pending changes put an instrument in `dirty` (until covered
             // or found without any).
             let unverified = self.all_unverified && e.instrument.seq.unverified();
+            let unseen = self.seq.unseen_through();
             let matched = e.instrument.on_snapshot(
                 snap.rpt_seq(),
                 &mut self.cached,
@@ -1557,6 +1580,16 @@ impl Feed {
             match matched {
                 Matched::Applied { lost } => {
                     applied = true;
+                    // Taken before a packet never received (a gap given
+                    // up, or below the lines' first): its books apply,
+                    // but that packet could hold an update of it the
+                    // snapshot does not show (not in the contract:
+                    // docs/mdp3.md, "A snapshot taken before a packet
+                    // never received").
+                    if unseen.is_some_and(|u| last < u) {
+                        e.instrument.seq.unverify();
+                        self.since_reset.one(i);
+                    }
                     e.snapshot_at = e.snapshot_at.max(last);
                     self.snapshot_reach = self.snapshot_reach.max(last);
                     e.snapshots_applied += 1;

@@ -130,6 +130,10 @@ pub struct Sequence {
     reset_pending: Option<u64>,
     /// After a restart: the old `high`, until this time (ns).
     old: Option<(u64, u64)>,
+    /// The highest MsgSeqNum of this sequence never to be received: in a
+    /// gap given up, or below the first packet of the lines. A snapshot
+    /// taken before it cannot vouch for what that packet held.
+    unseen_through: Option<u32>,
     counters: Counters,
 }
 
@@ -143,6 +147,7 @@ impl Sequence {
             spare: Vec::new(),
             reset_pending: None,
             old: None,
+            unseen_through: None,
             counters: Counters::default(),
         }
     }
@@ -251,8 +256,23 @@ impl Sequence {
         if let Some(g) = self.gaps.pop_front() {
             self.counters.packets_lost += g.missing();
             self.counters.gaps_given_up += 1;
+            // `hi` is above `lo`: at least 1.
+            self.unseen(g.hi - 1);
             self.keep_spare(g);
         }
+    }
+
+    /// MsgSeqNum `s` of this sequence will never be received.
+    fn unseen(&mut self, s: u32) {
+        self.unseen_through = Some(self.unseen_through.map_or(s, |u| u.max(s)));
+    }
+
+    /// The highest MsgSeqNum of this sequence that will never be received
+    /// (in a gap given up, or below the first packet of the lines): a
+    /// snapshot whose LastMsgSeqNumProcessed is below it was taken without
+    /// that packet, which could hold anyone's update.
+    pub fn unseen_through(&self) -> Option<u32> {
+        self.unseen_through
     }
 
     /// Keeps a closed gap's list of received packets for a later gap.
@@ -338,9 +358,14 @@ impl Sequence {
             }
             self.counters.sequence_restarts += 1;
             self.old = Some((h, t.saturating_add(self.settings.gap_timeout_ns)));
+            self.unseen_through = None;
         }
         let Some(high) = self.high else {
             self.high = Some(u64::from(s) + 1);
+            // The lines joined here: what came before was never received.
+            if s > 1 {
+                self.unseen(s - 1);
+            }
             return (
                 Packet::Process {
                     fill: false,
