@@ -273,7 +273,9 @@ impl Model {
                 break;
             }
             if let Some(m) = self.held.remove(&next) {
-                if m.len() >= 11 {
+                // The last within the day: one past it raises nothing
+                // (docs/itch.md), nor cancels the rise to those before.
+                if m.len() >= 11 && be(&m[5..11]) < DAY_END_NS {
                     last = Some(self.midnight + be(&m[5..11]) as i128);
                 }
                 self.apply(&m);

@@ -190,6 +190,11 @@ struct State {
     /// the current call, [`NO_TIME`] before any: its source time is worked
     /// out once per call, by [`Feed::raise_watermark`].
     last_ts: u64,
+    /// The same, of the last message applied by the current call whose
+    /// time lies within the day ([`DAY_END_NS`]): the one the watermark
+    /// rises to ([`NO_TIME`] before any). One past the day raises nothing,
+    /// but does not cancel the rise to the messages before it.
+    day_ts: u64,
     /// Symbols whose book top or trading state a message may have changed
     /// since the last [`Feed::drain_touched`], each once; kept only while
     /// `tracking` (a live feed publishes them).
@@ -226,6 +231,7 @@ impl State {
             counters: Counters::default(),
             midnight: 0,
             last_ts: NO_TIME,
+            day_ts: NO_TIME,
             touched: Vec::with_capacity(1024),
             is_touched: Vec::with_capacity(1024),
             last_seq: Vec::with_capacity(1024),
@@ -447,7 +453,7 @@ impl State {
     /// the message changes nothing more.
     #[inline(always)]
     fn message_symbol<const N: usize>(&mut self, m: Message<'_>, b: &[u8; N]) -> Option<u32> {
-        self.last_ts = fixed::u48::<5, N>(b);
+        self.note_time(fixed::u48::<5, N>(b));
         let locate = fixed::u16::<1, N>(b);
         if locate == 0 {
             return None;
@@ -457,6 +463,15 @@ impl State {
             return Some(sym);
         }
         Some(self.map_locate(m, locate))
+    }
+
+    /// The raw timestamp of the message being applied.
+    #[inline(always)]
+    fn note_time(&mut self, ts: u64) {
+        self.last_ts = ts;
+        if ts < DAY_END_NS {
+            self.day_ts = ts;
+        }
     }
 
     /// After a message of symbol `sym`: the symbol's last timestamp (the
@@ -486,7 +501,7 @@ impl State {
     /// counted).
     fn apply_decoded(&mut self, m: Message<'_>) {
         if let Some(ts) = m.timestamp() {
-            self.last_ts = ts;
+            self.note_time(ts);
         }
         let locate = m.locate();
         let body = m.body();
@@ -874,6 +889,7 @@ impl Feed {
         }
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
+        state.day_ts = NO_TIME;
         seq.merge(n, t, state);
         self.raise_watermark();
         self.state.books.pipeline(pipelined);
@@ -887,6 +903,7 @@ impl Feed {
         self.closed_awaiting = false;
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
+        state.day_ts = NO_TIME;
         seq.release(t, state);
         self.raise_watermark();
     }
@@ -907,6 +924,7 @@ impl Feed {
     pub fn expire(&mut self, t: u64) {
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
+        state.day_ts = NO_TIME;
         if seq.expire_into(t, state) > 0 {
             self.raise_watermark();
         }
@@ -1021,6 +1039,7 @@ impl Feed {
         }
         let Feed { seq, state, .. } = self;
         state.last_ts = NO_TIME;
+        state.day_ts = NO_TIME;
         let out = seq.on_packet_of(p, of, t, state);
         if let Some(log) = &mut state.log {
             let packet = PacketInfo {
@@ -1101,6 +1120,7 @@ impl Feed {
     /// the feed in between).
     pub fn file_batch(&mut self) -> FileBatch<'_> {
         self.state.last_ts = NO_TIME;
+        self.state.day_ts = NO_TIME;
         FileBatch {
             feed: self,
             records: 0,
@@ -1122,10 +1142,11 @@ impl Feed {
         (self.state.midnight + ts as i128).clamp(0, u64::MAX as i128) as u64
     }
 
-    /// Raises the watermark to the last message's source time, if the call
-    /// applied one.
+    /// Raises the watermark to the source time of the last message the
+    /// call applied with a time within the day, if any.
     fn raise_watermark(&mut self) {
-        let ts = std::mem::replace(&mut self.state.last_ts, NO_TIME);
+        self.state.last_ts = NO_TIME;
+        let ts = std::mem::replace(&mut self.state.day_ts, NO_TIME);
         if ts != NO_TIME {
             self.raise_watermark_to(ts);
         }
@@ -1559,6 +1580,7 @@ impl Drop for FileBatch<'_> {
             f.seq.on_file_records(q, self.records);
         }
         let last = std::mem::replace(&mut f.state.last_ts, NO_TIME);
+        f.state.day_ts = NO_TIME;
         if last != NO_TIME {
             if let Some(ts) = self.max_ts {
                 f.raise_watermark_to(ts);
@@ -1723,6 +1745,21 @@ mod tests {
         f.on_datagram(&packet(3, &[event(DAY_END_NS - 1)]), T0 + 2 * MS)
             .unwrap();
         assert_ne!(f.source_watermark(), watermark);
+    }
+
+    /// A message stamped past the day ignores only its own time: the
+    /// watermark still rises to the message before it in the packet.
+    #[test]
+    fn a_timestamp_past_the_day_leaves_the_messages_before_it_their_time() {
+        let (mut f, event) = open_with_auto_offset();
+        let before = f.source_watermark();
+        let at = OPEN + 5_000 * MS;
+        f.on_datagram(&packet(2, &[event(at), event((1 << 48) - 1)]), T0 + MS)
+            .unwrap();
+        assert_eq!(f.sequencer().next(), Some(4), "both applied");
+        let s = f.source_watermark();
+        assert!(s > before, "{s:?} {before:?}");
+        assert_eq!(s, Some(f.source_time(at) as i128));
     }
 
     /// Everything a reader of the feed can see.
