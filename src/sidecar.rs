@@ -944,7 +944,6 @@ impl Sidecar {
         if now < self.recreate_at {
             return;
         }
-        let shm = self.config.sidecar.shm_path.display().to_string();
         let lock = if self.publication.moved() {
             match self.publication.should_republish() {
                 Ok(Republish::No) => return,
@@ -952,7 +951,7 @@ impl Sidecar {
                 Ok(Republish::Taken(e)) => {
                     // Once: the path is no longer watched.
                     tracing::error!(
-                        shm = %shm,
+                        shm = %self.config.sidecar.shm_path.display(),
                         error = %e,
                         "publication and its lock file removed under the writer, and another \
                          writer took the path: not published again; this one serves only the \
@@ -967,11 +966,15 @@ impl Sidecar {
                 }
             }
         } else if self.publication.unwatched() {
-            // Orphaned (the path another writer's), and now truncated too.
+            // Orphaned (the path another writer's), and now lost too
+            // (truncated, written over, or the clock behind its start):
+            // never published again, so not looked at again either.
+            self.recreate_at = u64::MAX;
             if !std::mem::replace(&mut self.orphan_truncated, true) {
                 tracing::error!(
-                    shm = %shm,
-                    "publication of a writer that lost its path truncated: not published again; \
+                    shm = %self.config.sidecar.shm_path.display(),
+                    "publication of a writer that lost its path is lost too (truncated, written \
+                     over, or the clock stepped back before its start): not published again; \
                      stop this writer"
                 );
             }
@@ -979,6 +982,7 @@ impl Sidecar {
         } else {
             self.publication.lock()
         };
+        let shm = self.config.sidecar.shm_path.display().to_string();
         let moved = self.publication.moved();
         let what = if moved {
             "publication removed or renamed under the writer (its path names another file or none)"

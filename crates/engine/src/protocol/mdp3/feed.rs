@@ -1459,11 +1459,8 @@ impl Feed {
         // amortised by `String`), nothing allocated when it is the same.
         let def = e.definition.get_or_insert_with(Definition::default);
         set_text(&mut def.symbol, &symbol);
-        set_text(
-            &mut def.group,
-            &String::from_utf8_lossy(trim(d.security_group())),
-        );
-        set_text(&mut def.asset, &String::from_utf8_lossy(trim(d.asset())));
+        set_lossy(&mut def.group, trim(d.security_group()));
+        set_lossy(&mut def.asset, trim(d.asset()));
         def.key = groups::key(trim(d.security_group()), trim(d.asset()));
         self.groups.set_member(i, def.key);
         def.depth = depth;
@@ -1909,6 +1906,36 @@ fn set_text(to: &mut String, text: &str) {
     }
 }
 
+/// [`set_text`] of `bytes` read as [`String::from_utf8_lossy`] reads them
+/// (each invalid sequence one U+FFFD), compared piece by piece: nothing
+/// allocated when it is what `to` holds, whatever bytes a definition sends.
+fn set_lossy(to: &mut String, bytes: &[u8]) {
+    const BAD: char = char::REPLACEMENT_CHARACTER;
+    let mut rest = to.as_str();
+    let same = bytes.utf8_chunks().all(|c| {
+        let Some(r) = rest.strip_prefix(c.valid()) else {
+            return false;
+        };
+        rest = r;
+        if !c.invalid().is_empty() {
+            let Some(r) = rest.strip_prefix(BAD) else {
+                return false;
+            };
+            rest = r;
+        }
+        true
+    }) && rest.is_empty();
+    if !same {
+        to.clear();
+        for c in bytes.utf8_chunks() {
+            to.push_str(c.valid());
+            if !c.invalid().is_empty() {
+                to.push(BAD);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::encode::{self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot};
@@ -2016,6 +2043,38 @@ mod tests {
             display_factor: 1,
         };
         encode::definition(54, V, &d, 0, &[])
+    }
+
+    /// A definition repeated by the loop rewrites nothing and allocates
+    /// nothing, its SecurityGroup and Asset read as lossy text however
+    /// their bytes are (one not UTF-8 included), and read as
+    /// `String::from_utf8_lossy` reads them.
+    #[test]
+    fn a_repeated_definition_allocates_nothing_whatever_its_text_bytes() {
+        let mut f = feed();
+        let mut def = encode::packet(1, 0, &[bare_definition(7, "ESZ6", "E\u{7f}S")]);
+        // The Asset's second byte made a lone continuation byte.
+        let at = def.windows(3).position(|w| w == b"E\x7fS").unwrap();
+        def[at + 1] = 0xA9;
+        f.on_definitions(&def).unwrap();
+        let seen = |f: &Feed| f.instruments()[0].definition.clone().unwrap();
+        assert_eq!(seen(&f).asset, String::from_utf8_lossy(b"E\xA9S"));
+        assert_eq!(seen(&f).group, "ES");
+        let (peak, ()) = crate::test_alloc::peak_during(|| {
+            for _ in 0..3 {
+                f.on_definitions(&def).unwrap();
+            }
+        });
+        assert_eq!(peak, 0);
+        for (old, new) in [
+            ("ab", &b"a\xffb"[..]),
+            ("a\u{fffd}", b"a\xff\xfe"),
+            ("", b"\xff"),
+        ] {
+            let mut to = old.to_string();
+            set_lossy(&mut to, new);
+            assert_eq!(to, String::from_utf8_lossy(new));
+        }
     }
 
     fn define_as(f: &mut Feed, id: i32, symbol: &str, depth: i8, action: u8) {
