@@ -861,7 +861,8 @@ fn startup_lines(path: &std::path::Path, config: &Config) -> Vec<String> {
     };
     let mut lines = vec![format!(
         "starting from {}: publication {} (mode {:o}, {} symbol slots), heartbeat every {} ms, \
-         readers call the writer dead after {} ms; receive thread {cpu}, {idle}, batches of {} \
+         check, stat and metrics given this file call the writer dead after {} ms (a gateway's \
+         reader: after the bound it is given); receive thread {cpu}, {idle}, batches of {} \
          datagrams, socket buffer {} bytes asked; {metrics}",
         path.display(),
         s.shm_path.display(),

@@ -297,7 +297,8 @@ fn shipped_configurations_stay_on_this_machine() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let load = |name: &str| tickguard::config::Config::load(&root.join(name)).unwrap();
     let (sqf, itch) = (load("config.toml"), load("itch.toml"));
-    for c in [&sqf, &itch] {
+    let mdp3 = load("fixtures/mdp3/config.toml");
+    for c in [&sqf, &itch, &mdp3] {
         assert!(
             c.sidecar.interface.is_loopback(),
             "{:?}",
@@ -310,8 +311,10 @@ fn shipped_configurations_stay_on_this_machine() {
     let feed = crate::common::itch(&itch.feeds[0]);
     assert!(feed.recovery.is_some_and(|r| r.ip().is_loopback()));
     assert!(feed.recovery_listen.ip().is_loopback());
-    assert_ne!(sqf.metrics.listen, itch.metrics.listen);
-    assert_ne!(sqf.sidecar.shm_path, itch.sidecar.shm_path);
+    for (a, b) in [(&sqf, &itch), (&sqf, &mdp3), (&itch, &mdp3)] {
+        assert_ne!(a.metrics.listen, b.metrics.listen);
+        assert_ne!(a.sidecar.shm_path, b.sidecar.shm_path);
+    }
 }
 
 /// A file that never ends, one too large, or one that is not text: one line

@@ -203,8 +203,9 @@ pub const DEFAULT_IMPLIED_DEPTH: Range = Range {
     unit: "levels",
 };
 
-/// `restart_margin`: an incremental MsgSeqNum more than this below the
-/// highest seen restarts the sequence (the weekly reset); within it, a
+/// `restart_margin`: an incremental MsgSeqNum this many or more below the
+/// highest seen (more than this below one past it) restarts the sequence
+/// (the weekly reset); within it, a
 /// packet is a late copy. Larger than the packets line B may lag behind
 /// line A.
 pub const RESTART_MARGIN: Range = Range {
