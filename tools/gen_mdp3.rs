@@ -44,6 +44,20 @@ const CONFIG: &str = r#"# MDP3 fixture configuration: CME channel 310 (equity fu
 [state]
 capacity = 64
 
+# For `tickguard run --config fixtures/mdp3/config.toml` against
+# `tickguard simulate --protocol mdp3 --config fixtures/mdp3/config.toml`
+# on this machine: the groups joined on loopback, where `simulate` sends
+# them (TTL 0), beside config.toml's and itch.toml's sidecars.
+[sidecar]
+shm_path = "/dev/shm/tickguard-mdp3"
+interface = "127.0.0.1"
+idle = "sleep"
+idle_sleep_us = 50
+dead_after_ms = 1000
+
+[metrics]
+listen = "127.0.0.1:9189"
+
 [[feed]]
 name = "cme-310"
 protocol = "mdp3"

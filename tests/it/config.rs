@@ -94,6 +94,74 @@ fn idle_sleep_that_would_ignore_signals() {
     rejected(keys, "", FEED, "idle_sleep_us", "idle_sleep_us");
 }
 
+/// A key that would do nothing as the rest of the file stands is refused,
+/// naming what it needs: a tired operator who set it meant something.
+#[test]
+fn keys_that_would_do_nothing() {
+    rejected(
+        "idle_sleep_us = 200\n",
+        "",
+        FEED,
+        "idle_sleep_us",
+        "idle_sleep_us needs idle = \"sleep\"",
+    );
+    rejected(
+        "idle = \"yield\"\nidle_sleep_us = 200\n",
+        "",
+        FEED,
+        "idle_sleep_us",
+        "idle_sleep_us needs idle = \"sleep\"",
+    );
+    let fixed = format!("{FEED}clock_offset = 0\noffset_window_ms = 1000\n");
+    rejected(
+        "",
+        "",
+        &fixed,
+        "offset_window_ms",
+        "offset_window_ms needs clock_offset = \"auto\"",
+    );
+    let itch = "[[feed]]\nname = \"n\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.1:26477\"]\n\
+                stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n";
+    for key in [
+        "request_rate = 10",
+        "request_max = 8",
+        "request_interval_ms = 5",
+    ] {
+        let name = key.split(' ').next().unwrap();
+        rejected(
+            "",
+            "",
+            &format!("{itch}{key}\n"),
+            name,
+            &format!("{name} needs recovery"),
+        );
+    }
+    let broadcast = format!("{itch}recovery = \"255.255.255.255:18000\"\n");
+    rejected("", "", &broadcast, "recovery", "must be a unicast address");
+    let mdp3 = "[[feed]]\nname = \"c\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
+                stale_threshold_ms = 500\nsource_threshold_ms = 2000\n";
+    for key in ["snapshot_join = \"always\"", "snapshot_max_loops = 2"] {
+        let name = key.split(' ').next().unwrap();
+        rejected(
+            "",
+            "",
+            &format!("{mdp3}{key}\n"),
+            name,
+            &format!("{name} needs snapshot_lines"),
+        );
+    }
+    // With what they need, each is taken.
+    for ok in [
+        format!("[sidecar]\nidle = \"sleep\"\nidle_sleep_us = 200\n{FEED}"),
+        format!("{FEED}clock_offset = \"auto\"\noffset_window_ms = 1000\n"),
+        format!("{itch}recovery = \"127.0.0.1:18000\"\nrequest_rate = 10\n"),
+        format!("{mdp3}snapshot_lines = [\"239.3.1.3:14311\"]\nsnapshot_max_loops = 2\n"),
+    ] {
+        let parsed = tickguard::config::Config::parse(&ok, "t");
+        assert!(parsed.is_ok(), "{ok}: {parsed:?}");
+    }
+}
+
 #[test]
 fn interval_that_would_overflow() {
     let keys = "interval_ms = 18446744073710\n";
@@ -218,12 +286,16 @@ fn with_key(r: &Range, v: i64) -> String {
             .collect();
         // A snapshot key needs a server, and its cross-key rules kept out
         // of the way of the key under test.
-        let snapshot = match r.key.starts_with("snapshot_") && !mdp3 {
-            true => {
+        // A snapshot or re-request key needs what it acts on, and its
+        // cross-key rules kept out of the way of the key under test.
+        let snapshot = match (r.key.starts_with("snapshot_"), mdp3) {
+            (true, false) => {
                 "glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
                  glimpse_password_env = \"TG_GLIMPSE_PW\"\n"
             }
-            false => "",
+            (true, true) => "snapshot_lines = [\"239.3.1.3:14311\"]\n",
+            _ if r.key.starts_with("request_") => "recovery = \"127.0.0.1:18000\"\n",
+            _ => "",
         };
         let other = match r.key {
             "snapshot_timeout_ms" => "snapshot_idle_ms = 2000\n",
@@ -237,6 +309,7 @@ fn with_key(r: &Range, v: i64) -> String {
     let other = match r.key {
         "heartbeat_ms" => "dead_after_ms = 60000\n",
         "dead_after_ms" => "heartbeat_ms = 1\n",
+        "idle_sleep_us" => "idle = \"sleep\"\ndead_after_ms = 60000\n",
         _ => "",
     };
     format!("{}\n{} = {v}\n{other}{FEED}", r.table, r.key)

@@ -1416,6 +1416,14 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     let dead_after_ms = DEAD_AFTER_MS.or_default(&s.dead_after_ms)?;
     let idle = s.idle.unwrap_or(d.idle);
     let idle_sleep_us = IDLE_SLEEP_US.or_default(&s.idle_sleep_us)?;
+    if let (Some(v), false) = (&s.idle_sleep_us, idle == Idle::Sleep) {
+        // It would do nothing: the receiver would spin (or yield) a core
+        // its operator meant to let sleep.
+        return Err(Problem::at(
+            v,
+            "[sidecar] idle_sleep_us needs idle = \"sleep\" (the default, \"spin\", keeps a core busy and never sleeps)".into(),
+        ));
+    }
     // Beats come from the receive loop: sleeping when idle, one may come
     // that much after its period.
     let (period_ms, period) = match idle {
@@ -1569,6 +1577,14 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         Some(o) => match o.get_ref() {
             RawOffset::Auto => OffsetMode::Auto { window_ns },
             RawOffset::Fixed(ns) => {
+                if let Some(w) = &f.offset_window_ms {
+                    // It would do nothing: a fixed offset is not estimated.
+                    return Err(Problem::at(
+                        w,
+                        "offset_window_ms needs clock_offset = \"auto\": a fixed offset has no window".into(),
+                    )
+                    .within(&ctx));
+                }
                 let v = Sp::new(o.span(), *ns);
                 OffsetMode::Fixed(CLOCK_OFFSET.check(&v).map_err(in_feed)?)
             }

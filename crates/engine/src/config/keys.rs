@@ -285,6 +285,20 @@ impl FeedKeys {
         self.keys().find(|(k, _)| *k == key).map(|(_, at)| at)
     }
 
+    /// Refuses the first of `keys` (in file order) the file sets: each
+    /// needs `need`, which the feed has not, so it would do nothing. The
+    /// line says "`key` needs `need`".
+    pub fn refuse_without(&self, keys: &[&str], need: &str) -> Result<(), Problem> {
+        let first = keys
+            .iter()
+            .filter_map(|k| self.at(k).map(|at| (at, k)))
+            .min();
+        match first {
+            Some((at, key)) => Err(Problem::at_offset(Some(at), format!("{key} needs {need}"))),
+            None => Ok(()),
+        }
+    }
+
     /// The keys no read has taken.
     pub(super) fn untaken(&self) -> impl Iterator<Item = &str> {
         self.entries

@@ -398,10 +398,21 @@ impl FeedProtocol for ItchConfig {
             }
         };
         let recovery = match keys.addr("recovery")? {
-            None => None,
+            None => {
+                // They would do nothing: nothing is re-requested.
+                keys.refuse_without(
+                    &["request_max", "request_interval_ms", "request_rate"],
+                    "recovery (the re-request server's ip:port): without it nothing is re-requested",
+                )?;
+                None
+            }
             Some(r) => {
                 let a = *r.get_ref();
-                if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
+                if a.port() == 0
+                    || a.ip().is_unspecified()
+                    || a.ip().is_multicast()
+                    || a.ip().is_broadcast()
+                {
                     return Err(Problem::at(
                         &r,
                         format!("recovery: {a} must be a unicast address with a port"),
@@ -498,17 +509,11 @@ impl FeedProtocol for ItchConfig {
 /// other snapshot key is refused (it would do nothing).
 fn resolve_glimpse(keys: &mut FeedKeys) -> Result<Option<GlimpseConfig>, Problem> {
     let Some(g) = keys.addr("glimpse")? else {
-        let first = SNAPSHOT_KEYS
-            .iter()
-            .filter_map(|k| keys.at(k).map(|at| (at, k)))
-            .min();
-        return match first {
-            Some((at, key)) => Err(Problem::at_offset(
-                Some(at),
-                format!("{key} needs glimpse (the snapshot server's ip:port): without it snapshots are off"),
-            )),
-            None => Ok(None),
-        };
+        keys.refuse_without(
+            SNAPSHOT_KEYS,
+            "glimpse (the snapshot server's ip:port): without it snapshots are off",
+        )?;
+        return Ok(None);
     };
     let server = *g.get_ref();
     let ip = server.ip();

@@ -271,6 +271,13 @@ impl FeedProtocol for Mdp3Config {
 
     fn resolve(keys: &mut FeedKeys) -> Result<Mdp3Config, Problem> {
         let snapshot_lines = lines(keys, "snapshot_lines")?;
+        if snapshot_lines.is_empty() {
+            // They would do nothing: no snapshot line to join.
+            keys.refuse_without(
+                &["snapshot_join", "snapshot_max_loops"],
+                "snapshot_lines: without them no snapshot line is joined",
+            )?;
+        }
         let definition_lines = lines(keys, "definition_lines")?;
         let definitions = match keys.text("definitions")? {
             None => None,
