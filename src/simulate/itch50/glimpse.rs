@@ -153,18 +153,21 @@ impl std::str::FromStr for Fault {
             Some((name, arg)) => (name, Some(arg)),
             None => (s, None),
         };
-        // A number after the colon, at most `max` when there is one.
-        let number = |what: &str, max: Option<u64>| -> Result<u64, String> {
+        // A number after the colon, within `(min, max)` when given.
+        let number = |what: &str, range: Option<(u64, u64)>| -> Result<u64, String> {
             let Some(arg) = arg else {
                 return Err(format!("{name} needs a value: {name}:{what}"));
             };
-            match (arg.parse::<u64>(), max) {
+            match (arg.parse::<u64>(), range) {
                 (Ok(n), None) => Ok(n),
-                (Ok(n), Some(max)) if n <= max => Ok(n),
-                (_, Some(max)) => Err(format!(
-                    "{name}:{arg}: {what} must be a whole number from 0 to {max}"
+                (Ok(n), Some((min, max))) if (min..=max).contains(&n) => Ok(n),
+                (_, Some((min, max))) => Err(format!(
+                    "{name}:{arg}: {what} must be a whole number from {min} to {max}"
                 )),
-                (_, None) => Err(format!("{name}:{arg}: {what} must be a whole number")),
+                (_, None) => Err(format!(
+                    "{name}:{arg}: {what} must be a whole number from 0 to {}",
+                    u64::MAX
+                )),
             }
         };
         let plain = |f: Fault| match arg {
@@ -179,14 +182,11 @@ impl std::str::FromStr for Fault {
             "other-session" => plain(Fault::OtherSession),
             "interleave" => plain(Fault::Interleave),
             "byte-writes" => plain(Fault::ByteWrites),
-            "slow" => match number("RATE", Some(u64::from(MAX_SLOW_RATE)))? {
-                0 => Err(format!(
-                    "slow:0: RATE must be from 1 to {MAX_SLOW_RATE} messages a second"
-                )),
-                // At most MAX_SLOW_RATE: fits.
-                n => Ok(Fault::Slow(n as u32)),
-            },
-            "delay" => number("MS", Some(MAX_DELAY_MS)).map(Fault::Delay),
+            // At most MAX_SLOW_RATE: fits.
+            "slow" => {
+                number("RATE", Some((1, u64::from(MAX_SLOW_RATE)))).map(|n| Fault::Slow(n as u32))
+            }
+            "delay" => number("MS", Some((0, MAX_DELAY_MS))).map(Fault::Delay),
             "stall" => number("N", None).map(Fault::Stall),
             "drop-fin" => number("N", None).map(Fault::DropFin),
             "drop-rst" => number("N", None).map(Fault::DropRst),
@@ -1150,10 +1150,14 @@ mod tests {
             ),
             ("Reject-A", "unknown"),
             ("slow", "slow needs a value: slow:RATE"),
-            ("slow:0", "RATE must be from 1 to 1000000"),
+            ("slow:0", "RATE must be a whole number from 1 to 1000000"),
             (
                 "slow:1000001",
-                "RATE must be a whole number from 0 to 1000000",
+                "RATE must be a whole number from 1 to 1000000",
+            ),
+            (
+                "stall:18446744073709551616",
+                "N must be a whole number from 0 to 18446744073709551615",
             ),
             ("delay:600001", "MS must be a whole number from 0 to 600000"),
             ("delay:-1", "MS must be"),
