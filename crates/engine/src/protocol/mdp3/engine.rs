@@ -223,7 +223,16 @@ impl Joining {
     /// instrument turned healthy while snapshots were being applied (an
     /// instrument healed by its incremental entries alone does not make
     /// the loop useful). `lost` the packets given up for lost so far.
-    fn update(&mut self, now: u64, loops: u64, p: &Publisher, applied: u64, lost: u64) {
+    /// `restart_window`: the channel's window after a restart of MsgSeqNum
+    /// is open ([`Feed::restart_window_open`](super::feed::Feed::restart_window_open)).
+    fn update(
+        &mut self,
+        now: u64,
+        loops: u64,
+        p: &Publisher,
+        (applied, lost): (u64, u64),
+        restart_window: bool,
+    ) {
         if self.mode == SnapshotJoin::Always {
             self.joined = true;
             return;
@@ -236,6 +245,15 @@ impl Joining {
             // The loop under way, if joined, is read in part: a whole one
             // has been read at the second beginning from now.
             self.hold_until = Some((loops + 2, now.saturating_add(HOLD_MAX_NS)));
+        }
+        if let (true, Some((until, deadline))) = (restart_window, &mut self.hold_until) {
+            // Within a restart's window a snapshot not applied gives no
+            // status (it may be of the sequence before): a status lost with
+            // the gap is said again only by a loop read after the window,
+            // so the hold lasts a whole loop past it (the window itself
+            // lasts a minute at most).
+            *until = (*until).max(loops + 2);
+            *deadline = (*deadline).max(now.saturating_add(HOLD_MAX_NS));
         }
         let held = self
             .hold_until
@@ -381,8 +399,11 @@ impl Engine {
             now,
             self.loops.begun(),
             p,
-            self.feed.counters().snapshots_applied,
-            self.feed.sequence().counters().packets_lost,
+            (
+                self.feed.counters().snapshots_applied,
+                self.feed.sequence().counters().packets_lost,
+            ),
+            self.feed.restart_window_open(now),
         );
     }
 
@@ -690,23 +711,46 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         let p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &p, 0, 0);
+        j.update(T, 0, &p, (0, 0), false);
         assert!(!j.joined(), "nothing needs them");
         // Given up: joined, kept through one loop begun.
-        j.update(T + 1, 0, &p, 0, 1);
+        j.update(T + 1, 0, &p, (0, 1), false);
         assert!(j.joined(), "joined for the give-up");
-        j.update(T + 2, 1, &p, 0, 1);
+        j.update(T + 2, 1, &p, (0, 1), false);
         assert!(j.joined(), "the first loop may have been read in part");
-        j.update(T + 3, 2, &p, 0, 1);
+        j.update(T + 3, 2, &p, (0, 1), false);
         assert!(!j.joined(), "left once a whole loop was read");
         // Given up again, loops never counted: left after the bound.
-        j.update(T + 4, 2, &p, 0, 2);
+        j.update(T + 4, 2, &p, (0, 2), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &p, 0, 2);
+        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &p, (0, 2), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS, 3, &p, 0, 2);
+        j.update(T + 4 + HOLD_MAX_NS, 3, &p, (0, 2), false);
         assert!(!j.joined(), "left at the bound");
         assert_eq!((j.joins, j.leaves), (3, 3));
+    }
+
+    /// A gap given up within a restart's window keeps the snapshot lines
+    /// until a whole loop has been read after the window closed, however
+    /// many loops it lasts: only such a loop says again a status lost with
+    /// the gap.
+    #[test]
+    fn a_gap_given_up_in_a_restart_window_keeps_the_lines_a_loop_past_it() {
+        const T: u64 = 1_000_000_000_000;
+        let p = Publisher::default();
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
+        j.update(T, 0, &p, (0, 0), true);
+        assert!(!j.joined());
+        j.update(T + 1, 0, &p, (0, 1), true);
+        for loops in 1..=5 {
+            j.update(T + 1 + loops, loops, &p, (0, 1), true);
+            assert!(j.joined(), "loop {loops}: the window is open");
+        }
+        // Closed at loop 5: loop 6 may be read in part, loop 7 whole.
+        j.update(T + 7, 6, &p, (0, 1), false);
+        assert!(j.joined(), "the first loop past the window may be in part");
+        j.update(T + 8, 7, &p, (0, 1), false);
+        assert!(!j.joined(), "left once a whole loop past it was read");
     }
 
     /// A flood of ChannelResets logs at most a line an interval; the

@@ -1208,6 +1208,14 @@ impl Feed {
         }
     }
 
+    /// Whether the window after a restart of MsgSeqNum is open at `now`
+    /// (ns, the loop's clock): a snapshot not applied then gives its status
+    /// as of the sequence before, so no status of this one
+    /// ([`since_restart`](Self::since_restart)).
+    pub fn restart_window_open(&self, now: u64) -> bool {
+        self.since_restart.is_some_and(|(_, until)| now < until)
+    }
+
     /// Whether the first packet of the lines, numbered `s`, comes
     /// `restart_margin` or more before the snapshots applied so far were
     /// taken: they are of a sequence before a restart this one follows
