@@ -187,6 +187,8 @@ pub struct Joining {
     /// Joins and leaves so far.
     pub joins: u64,
     pub leaves: u64,
+    /// The feed has no snapshot lines: never joined, nothing counted.
+    none: bool,
 }
 
 impl Joining {
@@ -209,6 +211,18 @@ impl Joining {
             gave_up_at: None,
             joins: 1,
             leaves: 0,
+            none: false,
+        }
+    }
+
+    /// For a feed without snapshot lines: never joined (the gauge and the
+    /// counts say so, whatever its instruments need).
+    fn none() -> Joining {
+        Joining {
+            joined: false,
+            joins: 0,
+            none: true,
+            ..Joining::new(SnapshotJoin::OnDemand, 1, 0)
         }
     }
 
@@ -233,6 +247,9 @@ impl Joining {
         (applied, lost): (u64, u64),
         restart_window: bool,
     ) {
+        if self.none {
+            return;
+        }
         if self.mode == SnapshotJoin::Always {
             self.joined = true;
             return;
@@ -342,7 +359,10 @@ impl Engine {
             reset_log: Limiter::new(RESET_LOG_INTERVAL_NS),
             inferred_log: Limiter::new(RESET_LOG_INTERVAL_NS),
             publisher,
-            joining: Joining::new(c.snapshot_join, c.snapshot_max_loops, c.gap_timeout_ns),
+            joining: match c.snapshot_lines.is_empty() {
+                true => Joining::none(),
+                false => Joining::new(c.snapshot_join, c.snapshot_max_loops, c.gap_timeout_ns),
+            },
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
             line_copies: 0,
             loops: Loops::default(),
@@ -751,6 +771,17 @@ mod tests {
         assert!(j.joined(), "the first loop past the window may be in part");
         j.update(T + 8, 7, &p, (0, 1), false);
         assert!(!j.joined(), "left once a whole loop past it was read");
+    }
+
+    /// Without snapshot lines nothing is joined, given up or not, and no
+    /// join is counted.
+    #[test]
+    fn a_feed_without_snapshot_lines_never_joins() {
+        let p = Publisher::default();
+        let mut j = Joining::none();
+        j.update(1, 0, &p, (0, 1), false);
+        assert!(!j.joined());
+        assert_eq!((j.joins, j.leaves), (0, 0));
     }
 
     /// A flood of ChannelResets logs at most a line an interval; the
