@@ -771,7 +771,10 @@ impl Sidecar {
             if resync.is_some_and(|r| r.load(Ordering::Relaxed) && r.swap(false, Ordering::Relaxed))
             {
                 let feeds = self.handler.resync(start);
-                tracing::info!(feeds, "SIGUSR1: snapshots asked for (feeds that take one on request)");
+                tracing::info!(
+                    feeds,
+                    "SIGUSR1: snapshots asked for (feeds that take one on request)"
+                );
             }
             let work = self.cycle(start);
             let took = now_ns().saturating_sub(start);
