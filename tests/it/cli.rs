@@ -1093,6 +1093,37 @@ fn replay_warns_when_the_input_gives_the_feeds_nothing() {
             "{file:?}: {err}"
         );
     }
+    // The same when the trial's last record comes after a check (the
+    // batch stops just before it, and it is read on its own): 4095 empty
+    // records, a System Event at 09:30, zeros; a check at 09:00.
+    let late = d.join("late.itch");
+    let mut bytes = vec![0u8; 2 * 4095];
+    let event =
+        tickguard::protocol::itch50::message::encode::system_event(34_200_000_000_000, b'O');
+    bytes.extend((event.len() as u16).to_be_bytes());
+    bytes.extend(&event);
+    bytes.extend(vec![0u8; 200_000]);
+    std::fs::write(&late, bytes).unwrap();
+    // 09:00 in New York on 2026-01-05: 14:00 UTC.
+    let checks = d.join("late.csv");
+    std::fs::write(
+        &checks,
+        "time_ns,feed,symbol\n1767621600000000000,nasdaq,AAPL\n",
+    )
+    .unwrap();
+    let out = tickguard()
+        .arg("replay")
+        .arg(&late)
+        .arg("--config")
+        .arg(&itch)
+        .args(["--feed", "nasdaq", "--date", "2026-01-05", "--checks"])
+        .arg(&checks)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a BinaryFILE"), "{err}");
 }
 
 /// A checks file is input: the feed and symbol a warning repeats are

@@ -357,9 +357,11 @@ impl OffsetEstimator {
 
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
     ///
-    /// Arrival times are expected in order (they are, live; a capture whose
-    /// timestamps step back is treated as if the packet arrived at the latest
-    /// time seen, so the window never moves backwards).
+    /// Arrival times are expected in order (they are, live). A capture whose
+    /// timestamps step back keeps the window anchored at the latest arrival
+    /// seen (it never moves backwards), while the packet's sample is its own
+    /// arrival − `send_time`: lower than one at the latest arrival, so the
+    /// offset it gives errs to quotes looking older.
     #[inline]
     pub fn on_packet(&mut self, arrival: u64, send_time: u64) {
         let OffsetMode::Auto { window_ns } = self.mode else {

@@ -48,7 +48,7 @@
 //! source_threshold_ms = 2000
 //! clock_offset = "auto"              # or a signed integer of nanoseconds (default "auto")
 //! offset_window_ms = 60000           # used by "auto" (default 60000)
-//! price_decimals = 4                 # least decimals prices print with (ITCH 4, SQF 5)
+//! price_decimals = 4                 # decimals prices print with (ITCH 4, SQF 5, MDP3 9)
 //! source = "10.0.0.5"                # optional: source-specific multicast join
 //!
 //! [[feed.symbol]]
@@ -722,7 +722,9 @@ pub const OFFSET_WINDOW_MS: Range = Range {
     unit: "ms",
 };
 
-/// `price_decimals`: the least decimals a feed's prices print with.
+/// `price_decimals`: the decimals a feed's prices print with: at least
+/// these for exact decimal prices (ITCH, MDP3), exactly these, rounded, for
+/// SQF's binary (f64) prices.
 pub const PRICE_DECIMALS: Range = Range {
     table: "[[feed]]",
     key: "price_decimals",

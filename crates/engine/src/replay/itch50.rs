@@ -251,6 +251,11 @@ pub fn replay_file_until(
             sniff.note(index, record, valid);
         }
         observer.after_record(&mut handler, id, index, time);
+        // The trial may end at this record (a batch stopped just before
+        // it for a check): given up here, as the batch would have.
+        if let Some(e) = sniff.given_up(file.offset()) {
+            break Some(e);
+        }
         let done = index + 1;
         if done.is_multiple_of(65_536) {
             progress(Progress {

@@ -885,7 +885,7 @@ mod tests {
         assert_eq!((i.request_max, i.request_interval_ns), (64, 10_000_000));
         assert_eq!(i.request_rate, 10_000);
         let c = Config::parse(
-            &format!("{itch}request_max = 65535\nrequest_interval_ms = 60000\nrequest_rate = 1\n"),
+            &format!("{itch}recovery = \"127.0.0.1:18000\"\nrequest_max = 65535\nrequest_interval_ms = 60000\nrequest_rate = 1\n"),
             "t.toml",
         )
         .unwrap();

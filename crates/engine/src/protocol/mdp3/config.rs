@@ -271,13 +271,6 @@ impl FeedProtocol for Mdp3Config {
 
     fn resolve(keys: &mut FeedKeys) -> Result<Mdp3Config, Problem> {
         let snapshot_lines = lines(keys, "snapshot_lines")?;
-        if snapshot_lines.is_empty() {
-            // They would do nothing: no snapshot line to join.
-            keys.refuse_without(
-                &["snapshot_join", "snapshot_max_loops"],
-                "snapshot_lines: without them no snapshot line is joined",
-            )?;
-        }
         let definition_lines = lines(keys, "definition_lines")?;
         let definitions = match keys.text("definitions")? {
             None => None,
@@ -294,13 +287,21 @@ impl FeedProtocol for Mdp3Config {
         let snapshot_join = keys
             .named::<SnapshotJoin>("snapshot_join")?
             .map_or(SnapshotJoin::default(), Sp::into_inner);
+        let snapshot_max_loops = keys.int_or_default(&SNAPSHOT_MAX_LOOPS)? as u32;
+        if snapshot_lines.is_empty() {
+            // Valid, but they would do nothing: no snapshot line to join.
+            keys.refuse_without(
+                &["snapshot_join", "snapshot_max_loops"],
+                "snapshot_lines: without them no snapshot line is joined",
+            )?;
+        }
         let max_instruments = keys.int(&MAX_INSTRUMENTS)?;
         Ok(Mdp3Config {
             snapshot_lines,
             definition_lines,
             definitions,
             snapshot_join,
-            snapshot_max_loops: keys.int_or_default(&SNAPSHOT_MAX_LOOPS)? as u32,
+            snapshot_max_loops,
             gap_timeout_ns: keys.int_or_default(&GAP_TIMEOUT_MS)? * NS_PER_MS,
             max_cached: keys.int_or_default(&MAX_CACHED)? as usize,
             max_instruments: max_instruments.unwrap_or(DEFAULT_MAX_INSTRUMENTS) as usize,
@@ -553,8 +554,13 @@ mod tests {
     #[test]
     fn every_range_is_enforced_at_both_ends() {
         for r in Mdp3Config::RANGES {
+            // A snapshot key needs snapshot lines to act on.
+            let lines = match r.key.starts_with("snapshot_") {
+                true => "snapshot_lines = [\"239.3.1.3:14311\"]\n",
+                false => "",
+            };
             for v in [r.min, r.max] {
-                let c = config(&format!("{} = {v}\n", r.key));
+                let c = config(&format!("{lines}{} = {v}\n", r.key));
                 assert_eq!(value(&c, r), v, "{}", r.key);
             }
             for v in [r.min - 1, r.max + 1] {
@@ -575,7 +581,8 @@ mod tests {
 
     #[test]
     fn snapshot_join_is_on_demand_or_always() {
-        let join = |v: &str| config(&format!("snapshot_join = {v}\n")).snapshot_join;
+        let lines = "snapshot_lines = [\"239.3.1.3:14311\"]\n";
+        let join = |v: &str| config(&format!("{lines}snapshot_join = {v}\n")).snapshot_join;
         assert_eq!(join("\"on_demand\""), SnapshotJoin::OnDemand);
         assert_eq!(join("\"always\""), SnapshotJoin::Always);
         assert_eq!(config("").snapshot_join, SnapshotJoin::OnDemand);
