@@ -117,7 +117,7 @@ fn header(n: usize, line: &str) -> Result<(), String> {
     if header != ["time_ns", "feed", "symbol"] {
         return Err(format!(
             "line {n}: header must be time_ns,feed,symbol, got {}",
-            header.join(",")
+            echo(&header.join(","))
         ));
     }
     Ok(())
@@ -155,10 +155,14 @@ fn parse_checks_up_to(text: &str, max_rows: usize) -> Result<Vec<Check>, String>
         })?;
         let time_ns = time.parse::<u64>().map_err(|e| match e.kind() {
             std::num::IntErrorKind::PosOverflow => format!(
-                "line {n}: time_ns '{time}' is past the largest time, {} ns",
+                "line {n}: time_ns {} is past the largest time, {} ns",
+                echo(&time),
                 u64::MAX
             ),
-            _ => format!("line {n}: time_ns '{time}' is not an integer of nanoseconds"),
+            _ => format!(
+                "line {n}: time_ns {} is not an integer of nanoseconds",
+                echo(&time)
+            ),
         })?;
         checks.push(Check {
             time_ns,
@@ -1268,6 +1272,14 @@ mod tests {
             "line 2: time_ns '-1' is not an integer of nanoseconds"
         );
         assert!(parse_checks("").unwrap_err().contains("header"));
+        // A field quoted in an error is escaped and cut: the reason stays
+        // on the line, however long the field.
+        let long = format!("time_ns,feed,symbol\n{}\x1b,a,b\n", "x".repeat(2_000));
+        let e = parse_checks(&long).unwrap_err();
+        assert!(e.ends_with("is not an integer of nanoseconds"), "{e}");
+        assert!(e.len() < 200 && !e.contains('\x1b'), "{e}");
+        let e = parse_checks(&format!("{}\n", "x".repeat(2_000))).unwrap_err();
+        assert!(e.len() < 200, "{e}");
         // The header is the first line not blank, and named by its number.
         assert!(parse_checks("\n \ntime_ns,feed,symbl\n")
             .unwrap_err()
