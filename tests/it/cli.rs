@@ -546,6 +546,36 @@ fn checks_all_before_the_capture_are_warned_about() {
     );
 }
 
+/// The same for a BinaryFILE: its records' times are the input's span.
+#[test]
+fn checks_all_before_a_binaryfile_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let checks = write(
+        dir.path(),
+        "seconds.csv",
+        "time_ns,feed,symbol\n1767623400,nasdaq,NVDA\n",
+    );
+    let out = tickguard()
+        .arg("replay")
+        .arg(fixtures().join("itch/session.itch"))
+        .arg("--config")
+        .arg(fixtures().join("itch/config.toml"))
+        .args(["--feed", "nasdaq", "--date", "2026-01-05", "--checks"])
+        .arg(&checks)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("before the input's first record")
+                && l.contains("2026-01-05T14:29:59")
+                && l.contains("1970-01-01T00:00:01.767623400Z")),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn truncated_capture_replays_what_it_can_then_fails() {
     let dir = tempfile::tempdir().unwrap();

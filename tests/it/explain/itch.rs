@@ -223,7 +223,7 @@ fn binaryfile_plain_and_gzip_explain_alike_without_a_progress_bar() {
         assert!(stderr.is_empty(), "stderr: {}", run.stderr);
         assert!(
             run.stderr
-                .starts_with("tickguard: replayed 1628 records in "),
+                .starts_with("tickguard: replayed 1628 records spanning 10.200 s in "),
             "{}",
             run.stderr
         );

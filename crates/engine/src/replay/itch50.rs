@@ -271,6 +271,8 @@ pub fn replay_file_until(
         handler.feeds()[id as usize].engine().itch(),
     ) {
         s.invalid_records = Some(it.counters().invalid_records);
+        // The time the file's records span, as a capture's datagrams do.
+        summary.capture.span_ns = it.file_span();
         // The file's records are the input's: the capture object counts
         // them as a capture's (a file has no datagrams).
         summary.capture.reader.records = s.messages;

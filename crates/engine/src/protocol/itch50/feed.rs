@@ -824,6 +824,9 @@ pub struct Feed {
     /// An end of session came while awaiting a snapshot: the hours stay
     /// closed through the merge (glimpse G7.3).
     closed_awaiting: bool,
+    /// A BinaryFILE's first valid record's raw timestamp within the day,
+    /// and the latest such (ns since midnight): the time it spans.
+    file_span: Option<(u64, u64)>,
 }
 
 impl Feed {
@@ -835,6 +838,7 @@ impl Feed {
             clock: OffsetEstimator::new(settings.offset, settings.offset_queue),
             last_alive: None,
             watermark: None,
+            file_span: None,
             heartbeat_at: None,
             lines: LineCheck::default(),
             closed_awaiting: false,
@@ -1101,6 +1105,14 @@ impl Feed {
             .to_zoned_datetime(self.settings.timezone.clone())
             .map(|z| z.timestamp().as_nanosecond())
             .unwrap_or(0);
+    }
+
+    /// The source times (ns since the Unix epoch) of a BinaryFILE's first
+    /// valid record and its latest, of those within the day; `None` before
+    /// any.
+    pub fn file_span(&self) -> Option<(u64, u64)> {
+        self.file_span
+            .map(|(first, last)| (self.source_time(first), self.source_time(last)))
     }
 
     /// Record `index` (0-based) of a BinaryFILE (spec §5): sequence
@@ -1566,6 +1578,9 @@ impl FileBatch<'_> {
         self.feed.state.apply(Message::new(record));
         if ts < DAY_END_NS {
             self.max_ts = Some(self.max_ts.map_or(ts, |m| m.max(ts)));
+            if self.feed.file_span.is_none() {
+                self.feed.file_span = Some((ts, ts));
+            }
         }
     }
 }
@@ -1584,6 +1599,9 @@ impl Drop for FileBatch<'_> {
         if last != NO_TIME {
             if let Some(ts) = self.max_ts {
                 f.raise_watermark_to(ts);
+                if let Some((_, latest)) = &mut f.file_span {
+                    *latest = (*latest).max(ts);
+                }
             }
             f.last_alive = Some(f.source_time(last));
         }
