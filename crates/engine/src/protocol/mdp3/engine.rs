@@ -181,9 +181,12 @@ pub struct Joining {
     /// been read since, and the loop's clock (ns) past which the lines
     /// are not kept for it anyway ([`HOLD_MAX_NS`]).
     hold_until: Option<(u64, u64)>,
-    /// Left after `max_loops` idle loops: the turned-needy count then
-    /// (joined again only when it grows).
-    gave_up_at: Option<u64>,
+    /// Left after `max_loops` idle loops: the fewest instruments needy
+    /// since (those the loops did not heal, defined but quiet ones among
+    /// them); joined again only for a need beyond them that lasts the
+    /// grace period, so a loss the other line fills does not rejoin while
+    /// such instruments stay needy.
+    needy_floor: Option<usize>,
     /// Joins and leaves so far.
     pub joins: u64,
     pub leaves: u64,
@@ -208,7 +211,7 @@ impl Joining {
             applied_seen: 0,
             lost_seen: 0,
             hold_until: None,
-            gave_up_at: None,
+            needy_floor: None,
             joins: 1,
             leaves: 0,
             none: false,
@@ -279,7 +282,10 @@ impl Joining {
             self.hold_until = None;
         }
         if !self.joined {
-            let fresh = self.gave_up_at.is_none_or(|at| p.turned_needy() > at);
+            if let Some(floor) = &mut self.needy_floor {
+                *floor = (*floor).min(p.needy());
+            }
+            let fresh = self.needy_floor.is_none_or(|floor| p.needy() > floor);
             if !given_up && (p.needy() == 0 || !fresh) {
                 self.needy_since = None;
                 return;
@@ -291,7 +297,7 @@ impl Joining {
                 self.joins += 1;
                 self.idle_loops = 0;
                 self.in_loop = false;
-                self.gave_up_at = None;
+                self.needy_floor = None;
                 self.healed_seen = p.healed();
                 self.applied_seen = applied;
             }
@@ -300,7 +306,7 @@ impl Joining {
         if p.needy() == 0 && !held {
             self.joined = false;
             self.leaves += 1;
-            self.gave_up_at = None;
+            self.needy_floor = None;
             return;
         }
         if new_loops > 0 {
@@ -326,7 +332,7 @@ impl Joining {
             if self.idle_loops >= self.max_loops && !held {
                 self.joined = false;
                 self.leaves += 1;
-                self.gave_up_at = Some(p.turned_needy());
+                self.needy_floor = Some(p.needy());
             }
         }
     }
@@ -771,6 +777,49 @@ mod tests {
         assert!(j.joined(), "the first loop past the window may be in part");
         j.update(T + 8, 7, &p, (0, 1), false);
         assert!(!j.joined(), "left once a whole loop past it was read");
+    }
+
+    /// Left after loops that healed nothing while defined but quiet
+    /// instruments stay needy: a need beyond them that the other line's
+    /// copy ends within the grace period joins nothing, however often; one
+    /// that lasts the grace period joins.
+    #[test]
+    fn quiet_needy_instruments_do_not_make_every_short_need_join() {
+        const T: u64 = 1_000_000_000_000;
+        const MS: u64 = 1_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
+        let quiet = Publisher::with_needy(800, 800);
+        j.update(T, 0, &quiet, (0, 0), false);
+        j.update(T + 1, 1, &quiet, (0, 0), false);
+        j.update(T + 2, 2, &quiet, (0, 0), false);
+        assert!(!j.joined(), "left after a loop that healed nothing");
+        for k in 0..10u64 {
+            let at = T + 10 * MS * (k + 1);
+            // One more needy (a loss on line A), healed 0.2 ms later (B's copy).
+            j.update(at, 2, &Publisher::with_needy(801, 801 + k), (0, 0), false);
+            j.update(
+                at + MS / 5,
+                2,
+                &Publisher::with_needy(800, 801 + k),
+                (0, 0),
+                false,
+            );
+            j.update(
+                at + 6 * MS,
+                2,
+                &Publisher::with_needy(800, 801 + k),
+                (0, 0),
+                false,
+            );
+            assert!(!j.joined(), "loss {k}: joined for a need that ended");
+        }
+        // A need that lasts: joined after the grace period.
+        let lasting = Publisher::with_needy(801, 900);
+        j.update(T + 200 * MS, 2, &lasting, (0, 0), false);
+        assert!(!j.joined());
+        j.update(T + 206 * MS, 2, &lasting, (0, 0), false);
+        assert!(j.joined(), "a lasting need joins");
+        assert_eq!((j.joins, j.leaves), (2, 1));
     }
 
     /// Without snapshot lines nothing is joined, given up or not, and no

@@ -176,6 +176,17 @@ impl Publisher {
         self.flagged
     }
 
+    /// A publisher that has counted `needy` instruments needy now, and
+    /// `turned` turning needy so far (a test's stand-in for a channel's).
+    #[cfg(test)]
+    pub(crate) fn with_needy(needy: usize, turned: u64) -> Publisher {
+        Publisher {
+            needy,
+            turned_needy: turned,
+            ..Publisher::default()
+        }
+    }
+
     /// Instruments that turned suspect or unverified so far.
     pub fn turned_needy(&self) -> u64 {
         self.turned_needy
