@@ -178,7 +178,7 @@ fn describe_fixed() {
     );
     describe_gauge!(
         "tickguard_receiver_worst_cycle_seconds",
-        "Longest receive cycle since the last sample (seconds): how long the thread was deaf."
+        "Longest receive cycle since start (seconds): the longest the thread was deaf."
     );
     describe_counter!(
         "tickguard_receiver_batches_total",

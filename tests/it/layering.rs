@@ -75,7 +75,7 @@ fn module_files_import_no_circle() {
 /// string literals and `#[cfg(test)] mod tests` do not count.
 #[test]
 fn protocols_are_named_only_where_they_belong() {
-    const PROTOCOLS: [&str; 3] = ["sqf", "itch50", "itch"];
+    const PROTOCOLS: [&str; 4] = ["sqf", "itch50", "itch", "mdp3"];
     const ALLOWED: [&str; 3] = [
         "crates/engine/src/config.rs",
         "src/main.rs",
@@ -116,6 +116,7 @@ fn protocols_are_named_only_where_they_belong() {
                 PROTOCOLS.iter().any(|p| lower.starts_with(p))
                     || t.contains("Sqf")
                     || t.contains("Itch")
+                    || t.contains("Mdp3")
             })
             .collect();
         if !names.is_empty() {
