@@ -766,7 +766,9 @@ impl Sidecar {
                 None
             }
         };
-        while !shutdown.load(Ordering::Relaxed) {
+        // Acquire: pairs with a failing thread's Release store of the flag
+        // (`logq::on_panic`), so its failure is seen once the loop ends.
+        while !shutdown.load(Ordering::Acquire) {
             let start = now_ns();
             if resync.is_some_and(|r| r.load(Ordering::Relaxed) && r.swap(false, Ordering::Relaxed))
             {

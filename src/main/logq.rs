@@ -79,7 +79,9 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
     }
     FAILED.store(true, Ordering::Relaxed);
     match STOP.get() {
-        Some(stop) => stop.store(true, Ordering::Relaxed),
+        // Release: a loop that sees the stop (an Acquire load) sees the
+        // failure too, and `run` fails instead of ending clean.
+        Some(stop) => stop.store(true, Ordering::Release),
         None => std::process::exit(101),
     }
 }
@@ -98,7 +100,9 @@ pub fn stop_on_failure(stop: &'static AtomicBool) {
 
 /// Whether a thread other than the receive thread panicked.
 pub fn thread_failed() -> bool {
-    FAILED.load(Ordering::Relaxed)
+    // Acquire: after the receive loop's Acquire load saw the stop, this
+    // reads what the panicking thread stored before it.
+    FAILED.load(Ordering::Acquire)
 }
 
 /// Waits at most `wait` in all for the lines queued so far to be written
@@ -161,8 +165,10 @@ impl Queue {
             bytes: format!("{line}\n").into_bytes(),
         };
         let wait = Duration::from_secs(1);
-        if self.tx.send_timeout(item, wait).is_ok() {
-            self.flush(wait);
+        match self.tx.send_timeout(item, wait) {
+            Ok(()) => self.flush(wait),
+            // Not written: the count it carried is kept for the next one.
+            Err(e) => self.keep_dropped(e.into_inner()),
         }
     }
 
@@ -174,9 +180,21 @@ impl Queue {
             dropped: self.take_dropped(),
             done,
         };
-        if self.tx.send_deadline(item, deadline).is_ok() {
-            let _ = written.recv_deadline(deadline);
+        match self.tx.send_deadline(item, deadline) {
+            Ok(()) => {
+                let _ = written.recv_deadline(deadline);
+            }
+            Err(e) => self.keep_dropped(e.into_inner()),
         }
+    }
+
+    /// An item that was not queued: the dropped lines it was to report
+    /// are counted again.
+    fn keep_dropped(&self, item: Item) {
+        let n = match item {
+            Item::Line { dropped, .. } | Item::Flush { dropped, .. } => dropped,
+        };
+        self.dropped.fetch_add(n, Ordering::Relaxed);
     }
 }
 

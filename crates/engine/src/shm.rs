@@ -569,7 +569,9 @@ impl Publication {
             path_id: std::sync::OnceLock::new(),
             unwatched: AtomicBool::new(false),
             views,
-            guard: Guard::register(map.as_ptr(), map.len(), true),
+            // SAFETY: `map` is one live mapping of `map.len()` bytes, and
+            // the field order drops the guard before `_map`.
+            guard: unsafe { Guard::register(map.as_ptr(), map.len(), true) },
             _map: map,
             lock,
             spec: spec.clone(),
@@ -670,7 +672,14 @@ impl Publication {
         // reserved; this writer never truncates it, and a truncation by its
         // owner or root faults into `guard`'s zero pages once the sidecar
         // installed it (see `recreate`).
-        let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+        // Mapped at the layout's length, not the file's as it is now: a file
+        // cut meanwhile (its owner or root) faults into the guard then,
+        // never leaves the views reaching past the mapping.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(shape.file_len)
+                .map_mut(&file)?
+        };
         Ok((file, map, (meta.dev(), meta.ino())))
     }
 
@@ -1043,9 +1052,17 @@ impl From<Arc<Publication>> for Region {
     fn from(p: Arc<Publication>) -> Region {
         let views = &p.views;
         let (slots, feeds) = (views.slots(), views.feeds());
-        let status = feeds
-            .first()
-            .map_or(NonNull::dangling(), |b| NonNull::from(&b.status));
+        // From the whole slice of blocks, not a reference to the first
+        // block's field: the pointer may then reach every block's words.
+        let status = match feeds.is_empty() {
+            true => NonNull::dangling(),
+            // SAFETY: the slice is not empty: its first block is in bounds,
+            // and `addr_of!` takes its field's address without a reference.
+            false => unsafe {
+                let first = feeds.as_ptr();
+                NonNull::new_unchecked(std::ptr::addr_of!((*first).status).cast_mut())
+            },
+        };
         // SAFETY: the slots and the feed blocks lie in the publication's
         // mapping, which `p` (kept by the region) holds for its whole life
         // and never moves; the status words of feed `f` are a field of block

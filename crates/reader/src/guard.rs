@@ -86,13 +86,7 @@ pub fn install() -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
         let _ = PREVIOUS.set(Previous(previous));
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
-        // SA_ONSTACK: a handler chained to (Rust's own, for stack
-        // overflows) may need the alternate stack.
-        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut act.sa_mask);
-        if libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut()) != 0 {
+        if set_handler() != 0 {
             return Err(io::Error::last_os_error());
         }
     }
@@ -110,7 +104,14 @@ impl Guard {
     /// Registers the mapping of `len` bytes at `start` (page aligned), to
     /// be replaced by zero pages, readable and, when `writable`, writable,
     /// on a fault. `None` when [`MAX_GUARDED`] mappings are registered.
-    pub fn register(start: *const u8, len: usize, writable: bool) -> Option<Guard> {
+    ///
+    /// # Safety
+    ///
+    /// `[start, start + len)` (`len` rounded up to whole pages) is exactly
+    /// one live file mapping, and the guard is dropped before that mapping
+    /// is unmapped: on a fault inside it the handler maps zero pages over
+    /// the whole range, whatever lies there by then.
+    pub unsafe fn register(start: *const u8, len: usize, writable: bool) -> Option<Guard> {
         let len = len.div_ceil(page_size()) * page_size();
         let index = ENTRIES.iter().position(|e| {
             e.taken
@@ -187,6 +188,22 @@ fn page_size() -> usize {
     }
 }
 
+/// Makes [`on_sigbus`] the SIGBUS handler; `sigaction`'s result.
+/// Async-signal-safe (one system call).
+fn set_handler() -> libc::c_int {
+    // SAFETY: a zeroed sigaction is a valid empty one; the call only reads
+    // `act`.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
+        // SA_ONSTACK: a handler chained to (Rust's own, for stack
+        // overflows) may need the alternate stack.
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut())
+    }
+}
+
 /// The SIGBUS handler. Async-signal-safe: atomic loads and stores, `mmap`
 /// and `sigaction` (system calls without locks), errno saved and restored.
 extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -238,9 +255,21 @@ fn zero_pages(start: usize, len: usize, writable: bool) -> bool {
 /// handler if it had one; otherwise the default is restored and the
 /// handler returns, so the access faults again and the process ends with
 /// SIGBUS as it would have without [`install`].
+///
+/// A SIGBUS sent rather than raised by a fault (`kill -BUS`: `si_code` 0 or
+/// below) does not come again when the handler returns: after a previous
+/// handler (Rust's resets the default and returns), this one is made the
+/// handler again, so the guard outlives it; with no previous handler the
+/// default is restored and the signal raised again, so the process ends as
+/// it would have without [`install`].
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
+    let sent = unsafe { (*info).si_code } <= 0;
     let previous = PREVIOUS.get().map(|p| &p.0);
     match previous {
+        // Ignored before: a sent one is ignored still (and this handler
+        // stays).
+        Some(p) if p.sa_sigaction == libc::SIG_IGN && sent => {}
         // SAFETY: the previous handler's address, called as its flags say
         // it expects (three arguments with SA_SIGINFO, else one).
         Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => unsafe {
@@ -252,12 +281,22 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
                 let f: extern "C" fn(libc::c_int) = std::mem::transmute(p.sa_sigaction);
                 f(sig);
             }
+            if sent {
+                let errno = *libc::__errno_location();
+                set_handler();
+                *libc::__errno_location() = errno;
+            }
         },
-        // SAFETY: a zeroed sigaction is SIG_DFL with no flags and an empty mask.
+        // SAFETY: a zeroed sigaction is SIG_DFL with no flags and an empty
+        // mask; `raise` only marks the signal pending (blocked while this
+        // handler runs), delivered with the default once it returns.
         _ => unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = libc::SIG_DFL;
             libc::sigaction(sig, &act, std::ptr::null_mut());
+            if sent {
+                libc::raise(sig);
+            }
         },
     }
 }
@@ -301,6 +340,37 @@ mod tests {
         }
     }
 
+    /// A SIGBUS sent (not a fault) leaves the guard installed when a
+    /// previous handler took it (Rust's resets the default), and ends the
+    /// process as the default would when there was none.
+    #[test]
+    fn a_sigbus_sent_keeps_the_guard_or_ends_as_the_default_would() {
+        install().unwrap();
+        let previous = PREVIOUS.get().map_or(libc::SIG_DFL, |p| p.0.sa_sigaction);
+        let status = in_child(|| {
+            // SAFETY: async-signal-safe calls only; the query writes `now`.
+            unsafe {
+                libc::raise(libc::SIGBUS);
+                let mut now: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut now);
+                if now.sa_sigaction != on_sigbus as *const () as libc::sighandler_t {
+                    libc::_exit(1);
+                }
+            }
+        });
+        if previous == libc::SIG_DFL {
+            assert!(
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS,
+                "{status}"
+            );
+        } else {
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "the guard is gone after a sent SIGBUS: {status}"
+            );
+        }
+    }
+
     /// A read of a truncated, registered mapping reads zeros; one of an
     /// unregistered mapping still ends the process with SIGBUS (the
     /// previous disposition); the guard's fault flag is set on the first.
@@ -309,7 +379,9 @@ mod tests {
         install().unwrap();
         let (a, guarded) = truncated_mapping("guarded");
         let (b, unguarded) = truncated_mapping("unguarded");
-        let guard = Guard::register(guarded.as_ptr(), guarded.len(), false).unwrap();
+        // SAFETY: `guarded` is one live mapping of that length, and the
+        // guard is dropped before it (declared after it).
+        let guard = unsafe { Guard::register(guarded.as_ptr(), guarded.len(), false) }.unwrap();
         let read = |m: &memmap2::Mmap, at: usize| {
             // SAFETY: within the mapping; volatile so the read happens.
             unsafe { std::ptr::read_volatile(m.as_ptr().add(at)) }

@@ -447,7 +447,9 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     let map = unsafe { memmap2::MmapOptions::new().len(map_len).map(&file) }
         .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
     // Declared after `map`: dropped (unregistered) before it on every return.
-    let guard = crate::guard::Guard::register(map.as_ptr(), map.len(), false);
+    // SAFETY: `map` is one live mapping of `map.len()` bytes, and the guard
+    // is dropped before it (here, and in `Mapped`'s field order).
+    let guard = unsafe { crate::guard::Guard::register(map.as_ptr(), map.len(), false) };
     let len = map_len;
     // SAFETY: page-aligned mapping of `len` >= 4096 bytes (every shape is at
     // least a page); only the header (128 bytes) is read until the shape is

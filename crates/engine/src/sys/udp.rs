@@ -447,17 +447,28 @@ fn parse_meta(h: &libc::mmsghdr) -> Meta {
         truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         ..Meta::default()
     };
+    // Whether a message's length holds a payload of `size` bytes (a
+    // truncated control buffer, MSG_CTRUNC, may end one short).
+    // SAFETY: CMSG_LEN only computes.
+    let holds = |len: usize, size: usize| len >= unsafe { libc::CMSG_LEN(size as u32) } as usize;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled,
-    // bounded by msg_controllen; each payload is read unaligned.
+    // bounded by msg_controllen; a payload is read (unaligned) only when
+    // its message's own length holds it.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
         while !c.is_null() {
-            let (level, ty) = ((*c).cmsg_level, (*c).cmsg_type);
+            let (level, ty, len) = ((*c).cmsg_level, (*c).cmsg_type, (*c).cmsg_len as usize);
             let data = libc::CMSG_DATA(c);
-            if level == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
+            if level == libc::SOL_SOCKET
+                && ty == libc::SCM_TIMESTAMPNS
+                && holds(len, std::mem::size_of::<libc::timespec>())
+            {
                 let ts: libc::timespec = std::ptr::read_unaligned(data.cast());
                 meta.time_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            } else if level == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
+            } else if level == libc::SOL_SOCKET
+                && ty == libc::SO_RXQ_OVFL
+                && holds(len, std::mem::size_of::<u32>())
+            {
                 meta.drops = Some(std::ptr::read_unaligned(data.cast::<u32>()));
             }
             c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
