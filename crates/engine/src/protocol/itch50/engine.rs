@@ -126,13 +126,9 @@ impl Engine {
             logged_session: None,
             session_ended: false,
             session_unlogged: false,
-            client: c.recovery.map(|_| {
-                Client::new(
-                    Requester::from_config(c),
-                    c.gap_timeout_ns,
-                    c.request_interval_ns,
-                )
-            }),
+            client: c
+                .recovery
+                .map(|_| Client::new(Requester::from_config(c), c.request_interval_ns)),
             snapshot,
             glimpse: c.glimpse.clone(),
             settings,
@@ -592,9 +588,10 @@ impl FeedEngine for Engine {
             p.set_counter(id, counter::REQUESTS_SENT, r.sent);
             p.set_counter(id, counter::REQUEST_ERRORS, r.send_errors);
             p.set_counter(id, counter::REQUESTS_DEFERRED, r.deferred());
-            for (i, n) in r.latency.iter().enumerate() {
-                p.set_counter(id, counter::RECOVERY_LATENCY + i, *n);
-            }
+        }
+        // Every gap filled, by its other line or the recovery server.
+        for (i, n) in q.counters().fill_latency.iter().enumerate() {
+            p.set_counter(id, counter::RECOVERY_LATENCY + i, *n);
         }
     }
 }

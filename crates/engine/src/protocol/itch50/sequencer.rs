@@ -102,6 +102,22 @@ pub struct Counters {
     pub snapshot_discarded: u64,
     /// Held messages discarded for room while awaiting a snapshot.
     pub snapshot_overflow: u64,
+    /// Gaps filled (their last missing message received, not given up), by
+    /// the time from the packet that revealed them (their opening) to the
+    /// one that filled them, per bucket of
+    /// [`recovery_bucket_bound_ns`](crate::shm::counter::recovery_bucket_bound_ns)
+    /// (the last open).
+    pub fill_latency: [u64; crate::shm::counter::RECOVERY_BUCKETS],
+}
+
+/// The bucket of [`Counters::fill_latency`] a fill `ns` after its gap
+/// opened counts in: the first whose bound it does not exceed, else the
+/// open one.
+pub fn fill_bucket(ns: u64) -> usize {
+    use crate::shm::counter::{recovery_bucket_bound_ns, RECOVERY_BUCKETS};
+    (0..RECOVERY_BUCKETS - 1)
+        .find(|&i| ns <= recovery_bucket_bound_ns(i))
+        .unwrap_or(RECOVERY_BUCKETS - 1)
 }
 
 pub use super::config::Triggers;
@@ -771,7 +787,7 @@ impl Sequencer {
                         out.duplicates += u32::from(n);
                         false
                     }
-                    _ => self.receive_each(packet, apply, &mut out),
+                    _ => self.receive_each(packet, t, apply, &mut out),
                 };
                 out.applied += self.drain(apply);
                 while self.over_held() {
@@ -916,12 +932,13 @@ impl Sequencer {
     fn receive_each<T: AsRef<[u8]>>(
         &mut self,
         packet: &Packet<T>,
+        t: u64,
         apply: &mut impl Apply,
         out: &mut Outcome,
     ) -> bool {
         let mut fresh = false;
         for (q, m) in packet.messages() {
-            match self.receive(q, m, apply) {
+            match self.receive(q, m, t, apply) {
                 Received::Duplicate => {
                     self.counters.duplicates += 1;
                     out.duplicates += 1;
@@ -949,7 +966,7 @@ impl Sequencer {
     }
 
     #[inline]
-    fn receive(&mut self, q: u64, m: Message<'_>, apply: &mut impl Apply) -> Received {
+    fn receive(&mut self, q: u64, m: Message<'_>, t: u64, apply: &mut impl Apply) -> Received {
         let next = self.next.unwrap_or(1);
         if q == next && self.gaps.is_empty() && !self.ended {
             // In order with no gap open, so nothing held (held messages lie
@@ -972,6 +989,10 @@ impl Sequencer {
             self.held.put(q, m.bytes());
             if g.missing == 0 {
                 let (lo, hi) = (g.lo, g.hi);
+                // Opened at its deadline less the timeout (both clamped
+                // to the stream's latest time, as `t` is).
+                let opened = g.deadline.saturating_sub(self.settings.gap_timeout_ns);
+                self.counters.fill_latency[fill_bucket(t.saturating_sub(opened))] += 1;
                 let filled = std::mem::take(&mut g.filled);
                 self.pool.push(filled);
                 self.closed += 1;
@@ -1716,6 +1737,42 @@ mod tests {
         assert_eq!(r.seq.counters().ticks_lost, 1);
         assert_eq!(r.applied, (50_002..50_011).collect::<Vec<_>>());
         assert_eq!(r.seq.take_trigger(), Some(Trigger::Gap));
+    }
+
+    #[test]
+    fn fill_buckets_double_from_16_us_and_the_last_is_open() {
+        use crate::shm::counter::{recovery_bucket_bound_ns as bound, RECOVERY_BUCKETS};
+        assert_eq!(fill_bucket(0), 0);
+        assert_eq!(fill_bucket(16_000), 0);
+        assert_eq!(fill_bucket(16_001), 1);
+        assert_eq!(fill_bucket(32_000), 1);
+        assert_eq!(fill_bucket(u64::MAX), RECOVERY_BUCKETS - 1);
+        assert_eq!(
+            fill_bucket(bound(RECOVERY_BUCKETS - 2) + 1),
+            RECOVERY_BUCKETS - 1
+        );
+    }
+
+    /// A gap filled counts in the fill latency's bucket for the time from
+    /// the packet that opened it to the one that filled it, even when both
+    /// come within one receive cycle (the usual A/B fill); a gap given up
+    /// counts nowhere there.
+    #[test]
+    fn a_gap_filled_counts_its_latency_and_one_given_up_does_not() {
+        let mut r = Run::new(Settings {
+            gap_timeout_ns: 5 * MS,
+            ..settings()
+        });
+        r.packet(&data(S1, 1, 2), 1_000);
+        r.packet(&data(S1, 4, 1), 2_000);
+        r.packet(&data(S1, 3, 1), 2_000 + 20_000);
+        let latency = |r: &Run| r.seq.counters().fill_latency;
+        assert_eq!(latency(&r)[1], 1, "20 µs: the second bucket");
+        assert_eq!(latency(&r).iter().sum::<u64>(), 1);
+        r.packet(&data(S1, 6, 1), 3 * MS);
+        r.expire(9 * MS);
+        assert_eq!(r.seq.counters().gaps_given_up, 1);
+        assert_eq!(latency(&r).iter().sum::<u64>(), 1, "given up: not a fill");
     }
 
     /// A wait given up (no snapshot) with a hole in what it held opens an
