@@ -181,12 +181,12 @@ pub struct Joining {
     /// been read since, and the loop's clock (ns) past which the lines
     /// are not kept for it anyway ([`HOLD_MAX_NS`]).
     hold_until: Option<(u64, u64)>,
-    /// Left after `max_loops` idle loops: the fewest instruments needy
-    /// since (those the loops did not heal, defined but quiet ones among
-    /// them); joined again only for a need beyond them that lasts the
-    /// grace period, so a loss the other line fills does not rejoin while
-    /// such instruments stay needy.
-    needy_floor: Option<usize>,
+    /// Left after `max_loops` idle loops, the publisher's needy ones then
+    /// marked: joined again only when an instrument turns needy after
+    /// that and stays so the grace period (those the loops did not heal,
+    /// defined but quiet ones among them, do not count), so a loss the
+    /// other line fills does not rejoin while such instruments stay needy.
+    left_idle: bool,
     /// Joins and leaves so far.
     pub joins: u64,
     pub leaves: u64,
@@ -211,7 +211,7 @@ impl Joining {
             applied_seen: 0,
             lost_seen: 0,
             hold_until: None,
-            needy_floor: None,
+            left_idle: false,
             joins: 1,
             leaves: 0,
             none: false,
@@ -246,7 +246,7 @@ impl Joining {
         &mut self,
         now: u64,
         loops: u64,
-        p: &Publisher,
+        p: &mut Publisher,
         (applied, lost): (u64, u64),
         restart_window: bool,
     ) {
@@ -282,11 +282,11 @@ impl Joining {
             self.hold_until = None;
         }
         if !self.joined {
-            if let Some(floor) = &mut self.needy_floor {
-                *floor = (*floor).min(p.needy());
-            }
-            let fresh = self.needy_floor.is_none_or(|floor| p.needy() > floor);
-            if !given_up && (p.needy() == 0 || !fresh) {
+            let fresh = match self.left_idle {
+                true => p.needy_since_mark() > 0,
+                false => p.needy() > 0,
+            };
+            if !given_up && !fresh {
                 self.needy_since = None;
                 return;
             }
@@ -297,7 +297,7 @@ impl Joining {
                 self.joins += 1;
                 self.idle_loops = 0;
                 self.in_loop = false;
-                self.needy_floor = None;
+                self.left_idle = false;
                 self.healed_seen = p.healed();
                 self.applied_seen = applied;
             }
@@ -306,7 +306,7 @@ impl Joining {
         if p.needy() == 0 && !held {
             self.joined = false;
             self.leaves += 1;
-            self.needy_floor = None;
+            self.left_idle = false;
             return;
         }
         if new_loops > 0 {
@@ -332,7 +332,8 @@ impl Joining {
             if self.idle_loops >= self.max_loops && !held {
                 self.joined = false;
                 self.leaves += 1;
-                self.needy_floor = Some(p.needy());
+                self.left_idle = true;
+                p.mark_needy();
             }
         }
     }
@@ -735,23 +736,23 @@ mod tests {
     #[test]
     fn a_gap_given_up_keeps_the_snapshot_lines_a_whole_loop_at_most_a_minute() {
         const T: u64 = 1_000_000_000_000;
-        let p = Publisher::default();
+        let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &p, (0, 0), false);
+        j.update(T, 0, &mut p, (0, 0), false);
         assert!(!j.joined(), "nothing needs them");
         // Given up: joined, kept through one loop begun.
-        j.update(T + 1, 0, &p, (0, 1), false);
+        j.update(T + 1, 0, &mut p, (0, 1), false);
         assert!(j.joined(), "joined for the give-up");
-        j.update(T + 2, 1, &p, (0, 1), false);
+        j.update(T + 2, 1, &mut p, (0, 1), false);
         assert!(j.joined(), "the first loop may have been read in part");
-        j.update(T + 3, 2, &p, (0, 1), false);
+        j.update(T + 3, 2, &mut p, (0, 1), false);
         assert!(!j.joined(), "left once a whole loop was read");
         // Given up again, loops never counted: left after the bound.
-        j.update(T + 4, 2, &p, (0, 2), false);
+        j.update(T + 4, 2, &mut p, (0, 2), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &p, (0, 2), false);
+        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &mut p, (0, 2), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS, 3, &p, (0, 2), false);
+        j.update(T + 4 + HOLD_MAX_NS, 3, &mut p, (0, 2), false);
         assert!(!j.joined(), "left at the bound");
         assert_eq!((j.joins, j.leaves), (3, 3));
     }
@@ -763,62 +764,56 @@ mod tests {
     #[test]
     fn a_gap_given_up_in_a_restart_window_keeps_the_lines_a_loop_past_it() {
         const T: u64 = 1_000_000_000_000;
-        let p = Publisher::default();
+        let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &p, (0, 0), true);
+        j.update(T, 0, &mut p, (0, 0), true);
         assert!(!j.joined());
-        j.update(T + 1, 0, &p, (0, 1), true);
+        j.update(T + 1, 0, &mut p, (0, 1), true);
         for loops in 1..=5 {
-            j.update(T + 1 + loops, loops, &p, (0, 1), true);
+            j.update(T + 1 + loops, loops, &mut p, (0, 1), true);
             assert!(j.joined(), "loop {loops}: the window is open");
         }
         // Closed at loop 5: loop 6 may be read in part, loop 7 whole.
-        j.update(T + 7, 6, &p, (0, 1), false);
+        j.update(T + 7, 6, &mut p, (0, 1), false);
         assert!(j.joined(), "the first loop past the window may be in part");
-        j.update(T + 8, 7, &p, (0, 1), false);
+        j.update(T + 8, 7, &mut p, (0, 1), false);
         assert!(!j.joined(), "left once a whole loop past it was read");
     }
 
     /// Left after loops that healed nothing while defined but quiet
-    /// instruments stay needy: a need beyond them that the other line's
-    /// copy ends within the grace period joins nothing, however often; one
-    /// that lasts the grace period joins.
+    /// instruments stay needy: a need of an instrument that turned needy
+    /// since, which the other line's copy ends within the grace period,
+    /// joins nothing, however often; one that lasts the grace period joins,
+    /// even when as many old ones healed meanwhile (the needy count the
+    /// same).
     #[test]
     fn quiet_needy_instruments_do_not_make_every_short_need_join() {
         const T: u64 = 1_000_000_000_000;
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
-        let quiet = Publisher::with_needy(800, 800);
-        j.update(T, 0, &quiet, (0, 0), false);
-        j.update(T + 1, 1, &quiet, (0, 0), false);
-        j.update(T + 2, 2, &quiet, (0, 0), false);
+        let mut quiet = Publisher::with_needy(800, 800);
+        j.update(T, 0, &mut quiet, (0, 0), false);
+        j.update(T + 1, 1, &mut quiet, (0, 0), false);
+        j.update(T + 2, 2, &mut quiet, (0, 0), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
+        assert_eq!(quiet.needy_since_mark(), 0, "marked when left");
         for k in 0..10u64 {
             let at = T + 10 * MS * (k + 1);
             // One more needy (a loss on line A), healed 0.2 ms later (B's copy).
-            j.update(at, 2, &Publisher::with_needy(801, 801 + k), (0, 0), false);
-            j.update(
-                at + MS / 5,
-                2,
-                &Publisher::with_needy(800, 801 + k),
-                (0, 0),
-                false,
-            );
-            j.update(
-                at + 6 * MS,
-                2,
-                &Publisher::with_needy(800, 801 + k),
-                (0, 0),
-                false,
-            );
+            let mut loss = Publisher::with_needy(801, 1);
+            let mut healed = Publisher::with_needy(800, 0);
+            j.update(at, 2, &mut loss, (0, 0), false);
+            j.update(at + MS / 5, 2, &mut healed, (0, 0), false);
+            j.update(at + 6 * MS, 2, &mut healed, (0, 0), false);
             assert!(!j.joined(), "loss {k}: joined for a need that ended");
         }
-        // A need that lasts: joined after the grace period.
-        let lasting = Publisher::with_needy(801, 900);
-        j.update(T + 200 * MS, 2, &lasting, (0, 0), false);
+        // A new need that lasts while an old one healed: joined after the
+        // grace period.
+        let mut swapped = Publisher::with_needy(800, 1);
+        j.update(T + 200 * MS, 2, &mut swapped, (0, 0), false);
         assert!(!j.joined());
-        j.update(T + 206 * MS, 2, &lasting, (0, 0), false);
-        assert!(j.joined(), "a lasting need joins");
+        j.update(T + 206 * MS, 2, &mut swapped, (0, 0), false);
+        assert!(j.joined(), "a lasting new need joins");
         assert_eq!((j.joins, j.leaves), (2, 1));
     }
 
@@ -826,9 +821,9 @@ mod tests {
     /// join is counted.
     #[test]
     fn a_feed_without_snapshot_lines_never_joins() {
-        let p = Publisher::default();
+        let mut p = Publisher::default();
         let mut j = Joining::none();
-        j.update(1, 0, &p, (0, 1), false);
+        j.update(1, 0, &mut p, (0, 1), false);
         assert!(!j.joined());
         assert_eq!((j.joins, j.leaves), (0, 0));
     }

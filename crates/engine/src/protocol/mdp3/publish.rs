@@ -105,6 +105,10 @@ struct Published {
     /// Its sequencing flags as last seen ([`SUSPECT`], [`UNVERIFIED`],
     /// [`OVERFLOWED`]).
     flags: u8,
+    /// The publisher's count of turns to needy when it last turned needy
+    /// (its own turn's number), to tell turns after a mark
+    /// ([`Publisher::mark_needy`]).
+    turn: u64,
     /// The flags counted in [`Publisher::flagged`]: as published
     /// ([`shown`](Published::shown)) once it has a slot, none before.
     counted: u8,
@@ -126,6 +130,7 @@ impl Default for Published {
         Published {
             slot: NO_SLOT,
             flags: 0,
+            turn: 0,
             counted: 0,
             symbol: String::new(),
             name_refused: false,
@@ -149,6 +154,10 @@ pub struct Publisher {
     /// new), and that turned healthy, so far.
     turned_needy: u64,
     healed: u64,
+    /// Turns to needy up to the last [`mark_needy`](Self::mark_needy), and
+    /// the instruments needy now that turned after it.
+    mark: u64,
+    needy_since_mark: usize,
     /// Instruments refused a slot, or their Symbol an entry in the
     /// directory, for want of room: each once (until it fits again, for a
     /// name).
@@ -179,10 +188,10 @@ impl Publisher {
     /// A publisher that has counted `needy` instruments needy now, and
     /// `turned` turning needy so far (a test's stand-in for a channel's).
     #[cfg(test)]
-    pub(crate) fn with_needy(needy: usize, turned: u64) -> Publisher {
+    pub(crate) fn with_needy(needy: usize, since_mark: usize) -> Publisher {
         Publisher {
             needy,
-            turned_needy: turned,
+            needy_since_mark: since_mark,
             ..Publisher::default()
         }
     }
@@ -190,6 +199,19 @@ impl Publisher {
     /// Instruments that turned suspect or unverified so far.
     pub fn turned_needy(&self) -> u64 {
         self.turned_needy
+    }
+
+    /// From now on [`needy_since_mark`](Self::needy_since_mark) counts
+    /// the instruments that turn needy (and are still).
+    pub fn mark_needy(&mut self) {
+        self.mark = self.turned_needy;
+        self.needy_since_mark = 0;
+    }
+
+    /// Instruments needy now that turned needy after the last
+    /// [`mark_needy`](Self::mark_needy) (all needy ones without a mark).
+    pub fn needy_since_mark(&self) -> usize {
+        self.needy_since_mark
     }
 
     /// Instruments that turned healthy so far.
@@ -216,6 +238,8 @@ impl Publisher {
             flagged,
             turned_needy,
             healed,
+            mark,
+            needy_since_mark,
             table_full,
             owners,
             ..
@@ -233,9 +257,14 @@ impl Publisher {
                 if now_needy {
                     *needy += 1;
                     *turned_needy += 1;
+                    p.turn = *turned_needy;
+                    *needy_since_mark += 1;
                 } else {
                     *needy -= 1;
                     *healed += 1;
+                    if p.turn > *mark {
+                        *needy_since_mark -= 1;
+                    }
                 }
             }
             let name = names_moved
