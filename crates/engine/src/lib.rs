@@ -37,4 +37,6 @@ pub mod sys;
 mod test_alloc;
 #[cfg(test)]
 mod test_log;
+#[cfg(test)]
+mod test_work;
 pub mod time;

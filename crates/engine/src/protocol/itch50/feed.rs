@@ -295,6 +295,8 @@ impl State {
             while *bits != 0 {
                 let chunk = w * 64 + bits.trailing_zeros() as usize;
                 *bits &= *bits - 1;
+                #[cfg(test)]
+                crate::test_work::add(LOCATE_CHUNK as u64);
                 self.locates[chunk * LOCATE_CHUNK..][..LOCATE_CHUNK].fill(NONE);
             }
         }
@@ -2552,35 +2554,26 @@ mod tests {
         z ^ (z >> 31)
     }
 
-    /// The least time of three fresh feeds (`settings`) fed `a`, and of
-    /// three fed `b`, taken in turn (so that neither pays alone for a
-    /// first run's page faults).
-    fn cost(
-        settings: &Settings,
-        a: &[Vec<u8>],
-        b: &[Vec<u8>],
-    ) -> (std::time::Duration, std::time::Duration) {
+    /// The steps (table probes and slots emptied: [`crate::test_work`])
+    /// a fresh feed (`settings`) takes fed `a`, and another fed `b`:
+    /// counted, never timed.
+    fn cost(settings: &Settings, a: &[Vec<u8>], b: &[Vec<u8>]) -> (u64, u64) {
         let run = |datagrams: &[Vec<u8>]| {
             let mut f = Feed::new(settings.clone());
-            let start = std::time::Instant::now();
-            for (i, d) in datagrams.iter().enumerate() {
-                let _ = f.on_datagram(d, T0 + i as u64);
-            }
-            start.elapsed()
+            crate::test_work::during(|| {
+                for (i, d) in datagrams.iter().enumerate() {
+                    let _ = f.on_datagram(d, T0 + i as u64);
+                }
+            })
+            .0
         };
-        (0..3).fold(
-            (std::time::Duration::MAX, std::time::Duration::MAX),
-            |(ta, tb), _| {
-                let ta = ta.min(run(a));
-                (ta, tb.min(run(b)))
-            },
-        )
+        (run(a), run(b))
     }
 
     /// Order references and held sequences chosen to collide under the
-    /// old fixed hash cost what random ones do (within 3×, the least of
-    /// three runs each): with it, 20,000 of either cost over 40 times as
-    /// much as random ones, each insert walking one probe run of them all.
+    /// old fixed hash cost what random ones do (within 3× in table steps):
+    /// with it, 20,000 of either cost over 40 times as much as random
+    /// ones, each insert walking one probe run of them all.
     #[test]
     fn keys_crafted_against_a_fixed_hash_cost_what_random_ones_do() {
         const N: u64 = 20_000;
@@ -2622,10 +2615,9 @@ mod tests {
     }
 
     /// A new session on every datagram costs about what a datagram of one
-    /// session does (within 30×, the least of three runs each): a session
-    /// change empties only what the session used. Emptying whole tables
-    /// (the order window's 16 MiB, the locate map, every book) made it
-    /// thousands of times dearer.
+    /// session does (within 30× in table steps): a session change empties
+    /// only what the session used. Emptying whole tables (the order
+    /// window's 16 MiB, the locate map) made it thousands of times dearer.
     #[test]
     fn a_session_per_datagram_costs_about_what_ordinary_datagrams_do() {
         const N: u64 = 300;

@@ -92,6 +92,8 @@ impl<V: Copy> U64Map<V> {
     fn find(&self, key: u64) -> (usize, bool) {
         let mut i = self.home(key);
         loop {
+            #[cfg(test)]
+            crate::test_work::add(1);
             let k = self.keys[i];
             if k == key {
                 return (i, true);
@@ -240,6 +242,8 @@ impl<V: Copy> U64Map<V> {
     /// when there were more than the notes hold, the whole table.
     pub fn clear(&mut self) {
         if self.uncounted {
+            #[cfg(test)]
+            crate::test_work::add(self.keys.len() as u64);
             self.keys.fill(EMPTY);
         } else {
             // A live key's slot lies in the run from its home to the first
@@ -249,6 +253,8 @@ impl<V: Copy> U64Map<V> {
             for &k in &self.inserted {
                 let mut i = (self.hash.hash(k) >> (64 - self.bits)) as usize;
                 while self.keys[i] != EMPTY {
+                    #[cfg(test)]
+                    crate::test_work::add(1);
                     self.keys[i] = EMPTY;
                     i = (i + 1) & self.mask;
                 }
@@ -535,6 +541,9 @@ impl<V: Copy> WindowMap<V> {
             let Some(l) = self.next_live(c) else {
                 break;
             };
+            // The chunks the scan passed over, and the one emptied.
+            #[cfg(test)]
+            crate::test_work::add((l + 1 - c) as u64);
             self.empty_chunk(l, |_, _, _| {});
             c = l + 1;
         }
