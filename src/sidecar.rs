@@ -991,6 +991,8 @@ impl Sidecar {
         let moved = self.publication.moved();
         let what = if moved {
             "publication removed or renamed under the writer (its path names another file or none)"
+        } else if self.publication.truncated() {
+            "publication truncated under the writer (by its owner or root)"
         } else if self.publication.behind_start() {
             "clock stepped back to before the publication's start time (readers would take it for a forged file)"
         } else if self.publication.overwritten() {

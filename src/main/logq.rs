@@ -189,10 +189,11 @@ impl Queue {
     }
 
     /// An item that was not queued: the dropped lines it was to report
-    /// are counted again.
+    /// are counted again, and a line itself with them.
     fn keep_dropped(&self, item: Item) {
         let n = match item {
-            Item::Line { dropped, .. } | Item::Flush { dropped, .. } => dropped,
+            Item::Line { dropped, .. } => dropped + 1,
+            Item::Flush { dropped, .. } => dropped,
         };
         self.dropped.fetch_add(n, Ordering::Relaxed);
     }

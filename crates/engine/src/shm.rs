@@ -784,7 +784,9 @@ impl Publication {
         if !self.unwatched.load(Ordering::Relaxed) && self.path_moved() {
             self.moved.store(true, Ordering::Relaxed);
         }
-        if !self.header_is_ours() {
+        // A mapping the guard turned to zeros reads no header: that is a
+        // truncation, told as such.
+        if !self.truncated() && !self.header_is_ours() {
             self.overwritten.store(true, Ordering::Relaxed);
         }
     }
@@ -840,6 +842,12 @@ impl Publication {
             || self.moved.load(Ordering::Relaxed)
             || self.overwritten()
             || self.behind_start()
+    }
+
+    /// True once the file was found truncated: a fault turned the mapping
+    /// to zeros, or its length read back short.
+    pub fn truncated(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
     }
 
     /// True once the file's header was found no longer this writer's

@@ -2618,6 +2618,8 @@ mod tests {
     /// session does (within 30× in table steps): a session change empties
     /// only what the session used. Emptying whole tables (the order
     /// window's 16 MiB, the locate map) made it thousands of times dearer.
+    /// (The orders' tables are counted; the price levels' own clearing,
+    /// one `Clear` change to the level store, is not.)
     #[test]
     fn a_session_per_datagram_costs_about_what_ordinary_datagrams_do() {
         const N: u64 = 300;

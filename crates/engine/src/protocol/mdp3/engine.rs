@@ -138,9 +138,10 @@ impl Loops {
 const ORIGINS: usize = 4096;
 
 /// The longest a gap given up keeps the snapshot lines joined for a whole
-/// loop (ns): a loop of one datagram (MsgSeqNum 1 again and again) is
-/// counted once, and a loop that stopped is never counted, so the whole
-/// loop might never show.
+/// loop (ns), counted from the give-up or, within a restart's window (a
+/// minute at most), from the window's last look: a loop of one datagram
+/// (MsgSeqNum 1 again and again) is counted once, and a loop that stopped
+/// is never counted, so the whole loop might never show.
 const HOLD_MAX_NS: u64 = 60_000_000_000;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or

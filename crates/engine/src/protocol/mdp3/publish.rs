@@ -186,7 +186,8 @@ impl Publisher {
     }
 
     /// A publisher that has counted `needy` instruments needy now, and
-    /// `turned` turning needy so far (a test's stand-in for a channel's).
+    /// `since_mark` of them turned needy after the mark (a test's stand-in
+    /// for a channel's).
     #[cfg(test)]
     pub(crate) fn with_needy(needy: usize, since_mark: usize) -> Publisher {
         Publisher {
@@ -612,6 +613,10 @@ mod tests {
         p.publish(0, &mut f, &mut table, th);
         // Defined only: no baseline, so needy, but nothing published.
         assert_eq!((p.needy(), p.flagged()), (n, Flagged::default()));
+        // Marked (the snapshot lines left): those needy now do not count
+        // as needy since, nor do they when they heal.
+        p.mark_needy();
+        assert_eq!(p.needy_since_mark(), 0);
         for d in ch.fill_books(t) {
             f.on_incremental(&d.bytes, t).unwrap();
         }
@@ -620,6 +625,7 @@ mod tests {
             (p.needy(), p.flagged(), table.len()),
             (0, Flagged::default(), n)
         );
+        assert_eq!(p.needy_since_mark(), 0);
         // A packet lost: once its gap is given up (within the events that
         // follow), every instrument is unverified until its next entry,
         // and those it touched are suspect (a RptSeq hole).
@@ -640,12 +646,15 @@ mod tests {
         }
         assert!(recount.suspect > 0, "the lost packet shows: {recount:?}");
         assert_eq!((p.flagged(), p.needy()), (recount, needy));
+        // Every one needy now turned needy after the mark.
+        assert_eq!(p.needy_since_mark(), needy);
         // The loop heals them all.
         for d in ch.snapshot_loop(t + 200 * MS) {
             f.on_snapshot(&d.bytes, t + 200 * MS).unwrap();
         }
         p.publish(0, &mut f, &mut table, th);
         assert_eq!((p.needy(), p.flagged()), (0, Flagged::default()));
+        assert_eq!(p.needy_since_mark(), 0);
         assert!(p.healed() >= n as u64);
     }
 }
