@@ -786,13 +786,7 @@ impl Reader {
                 // A feed the file does not have: no check can name it.
                 return Some(None);
             };
-            let (offset, offset_stamp) = layout::read_offset_stamped(block)?;
-            let status = block.status.try_read()?;
-            if !(slot.unchanged_since(rec.version)
-                && block.offset_stamp.unchanged_since(offset_stamp))
-            {
-                return None;
-            }
+            let (offset, status) = offset_and_status(slot, rec.version, block, || {})?;
             let reasons = if healthy {
                 crate::status::verdict(&rec.facts(), &status, offset, now)
             } else {
@@ -987,11 +981,26 @@ fn read_in_force(
     between: impl FnOnce(),
 ) -> Option<(crate::slot::Facts, i128, crate::status::FeedStatus)> {
     let facts = slot.try_read_facts()?;
+    let (offset, status) = offset_and_status(slot, facts.version, block, between)?;
+    Some((facts, offset, status))
+}
+
+/// After a read of `slot` at `version`: its feed's offset, then status,
+/// then the slot's and the offset's stamps again; `None` if either moved
+/// (a write overlapped), so the three were in force together. `between`
+/// runs after the offset is read (nothing, but in tests).
+#[inline(always)]
+fn offset_and_status(
+    slot: &crate::slot::Slot,
+    version: u64,
+    block: &layout::FeedBlock,
+    between: impl FnOnce(),
+) -> Option<(i128, crate::status::FeedStatus)> {
     let (offset, offset_stamp) = layout::read_offset_stamped(block)?;
     between();
     let status = block.status.try_read()?;
-    (slot.unchanged_since(facts.version) && block.offset_stamp.unchanged_since(offset_stamp))
-        .then_some((facts, offset, status))
+    (slot.unchanged_since(version) && block.offset_stamp.unchanged_since(offset_stamp))
+        .then_some((offset, status))
 }
 
 #[cfg(test)]
