@@ -37,6 +37,7 @@ mod mdp3_replay;
 mod mdp3_spec;
 mod metrics;
 mod model;
+mod naive;
 mod netns;
 mod publication;
 mod replay_bounds;
