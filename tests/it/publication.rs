@@ -948,7 +948,9 @@ fn a_second_run_as_another_user_is_told_who_writes_the_path() {
     );
 }
 
-/// `truncate -s 0` on a live publication, as its owner: the writer
+/// `truncate -s 0` on a live publication, as its owner (then cut inside
+/// its last page, written over by another file's bytes or an earlier copy
+/// of its own, cut past its header): the writer
 /// survives, publishes a new file in its place within a heartbeat or so,
 /// and carries on; a reader that mapped the old file answers `stale`
 /// (with the SIGBUS guard installed, as `check` and `stat` do) until it
@@ -1006,6 +1008,25 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
         inode,
         &mut running.child,
         "a file written over in place went unseen",
+    );
+    quote(&cfg, "EURUSD");
+    wait_ok(&shm, "EURUSD");
+    // Written over with an earlier copy of this very file (its identity,
+    // its directory): only the heartbeat read back differs, and a quiet
+    // symbol would show the copy's price under the fresh heartbeat.
+    let (inode, own) = snapshot(&shm);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shm)
+        .unwrap()
+        .write_all_at(&own, 0)
+        .unwrap();
+    wait_replaced(
+        &shm,
+        inode,
+        &mut running.child,
+        "an earlier copy of the writer's own file went unseen",
     );
     quote(&cfg, "EURUSD");
     wait_ok(&shm, "EURUSD");

@@ -1,7 +1,9 @@
 //! Row 4: from the kernel receive timestamp to the slot being visible in
 //! shared memory, at 10% and 80% of a sustained rate: median / p99 / p99.9 /
 //! max. The receiver is the real sidecar duty cycle (spinning) on this
-//! thread; a paced sender on loopback feeds it.
+//! thread; a paced sender on loopback feeds it. Every symbol is quoted once
+//! untimed first, so the histogram holds no symbol's first quote (its slot
+//! claimed, its lines first brought into cache).
 
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -44,14 +46,26 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let mut sidecar = Sidecar::start(&config)?;
     let rate = a.sustained * percent / 100;
     let stop = Arc::new(AtomicBool::new(false));
+    let timing = Arc::new(AtomicBool::new(false));
     let (symbols, seconds) = (a.symbols, a.seconds);
-    let stop_tx = stop.clone();
+    let (stop_tx, timing_tx) = (stop.clone(), timing.clone());
     let sender = std::thread::spawn(move || -> anyhow::Result<u64> {
         let tx = UdpSocket::bind("127.0.0.1:0")?;
         let names: Vec<Symbol> = (0..symbols)
             .map(|i| Symbol::parse(&format!("S{i:07}")).unwrap())
             .collect();
         let mut seq = vec![0u64; symbols];
+        // The warm-up: one quote per symbol, then time for the receiver to
+        // drain them before anything is recorded.
+        for (k, name) in names.iter().enumerate() {
+            seq[k] += 1;
+            let t = now_ns();
+            let mut b = PacketBuilder::new(t);
+            b.quote(*name, seq[k], t, 1.0, 1.0001);
+            tx.send_to(&b.finish(), ("127.0.0.1", port))?;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        timing_tx.store(true, Ordering::Release);
         let start = Instant::now();
         let end = start + Duration::from_secs(seconds);
         let mut sent = 0u64;
@@ -74,8 +88,11 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let mut hist = Histogram::<u64>::new(3)?;
     let deadline = Instant::now() + Duration::from_secs(a.seconds + 10);
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let timed = timing.load(Ordering::Acquire);
         sidecar.cycle_with(now_ns(), |arrival| {
-            let _ = hist.record(now_ns().saturating_sub(arrival));
+            if timed {
+                let _ = hist.record(now_ns().saturating_sub(arrival));
+            }
         });
     }
     let sent = sender
@@ -92,7 +109,8 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let out = json!({
         "percent_of_sustained": percent,
         "rate_per_s": rate,
-        "sent": sent,
+        "sent": sent + symbols as u64,
+        "warm_up_quotes": symbols,
         "received": c.packets,
         "ticks_lost": c.ticks_lost,
         "median_ns": hist.value_at_quantile(0.5),

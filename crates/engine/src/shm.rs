@@ -17,7 +17,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use tickguard_reader::guard::Guard;
 
@@ -53,6 +53,9 @@ pub struct Publication {
     /// The file's header was found no longer this writer's (its owner or
     /// root wrote over the file in place: an old copy, zeros).
     overwritten: AtomicBool,
+    /// The heartbeat this writer last stored (CLOCK_REALTIME ns): a header
+    /// holding another one was written over.
+    last_heartbeat_ns: AtomicU64,
     /// (device, inode) the path gave once the file was renamed to it (as
     /// the path's own `lstat` reads them, to compare with the same call).
     path_id: std::sync::OnceLock<(u64, u64)>,
@@ -564,6 +567,7 @@ impl Publication {
             shrunk: AtomicBool::new(false),
             moved: AtomicBool::new(false),
             overwritten: AtomicBool::new(false),
+            last_heartbeat_ns: AtomicU64::new(now_ns),
             start_time_ns: now_ns,
             behind_start: AtomicBool::new(false),
             path_id: std::sync::OnceLock::new(),
@@ -726,14 +730,25 @@ impl Publication {
             .store(LAYOUT_VERSION, Ordering::Release);
     }
 
-    /// The writer is alive at `now_ns` (CLOCK_REALTIME ns).
+    /// The writer is alive at `now_ns` (CLOCK_REALTIME ns). First reads
+    /// back the heartbeat it stored last: another value there means the
+    /// file was written over in place since (an earlier copy of this very
+    /// file passes every other check of [`lost`](Self::lost), while its
+    /// quiet symbols would show the copy's prices under this writer's
+    /// fresh heartbeat).
     #[inline]
     pub fn heartbeat(&self, now_ns: u64) {
-        // Relaxed: a timestamp on its own; readers compare it with their clock.
-        self.views
-            .header()
-            .heartbeat_ns
-            .store(now_ns, Ordering::Relaxed);
+        let word = &self.views.header().heartbeat_ns;
+        // Relaxed: a timestamp on its own; readers compare it with their
+        // clock, and only this writer (or a forger) stores it.
+        let found = word.load(Ordering::Relaxed);
+        if found != self.last_heartbeat_ns.load(Ordering::Relaxed) && !self.truncated() {
+            // (Zeros the guard put in place of a cut file are a
+            // truncation, told as such.)
+            self.overwritten.store(true, Ordering::Relaxed);
+        }
+        word.store(now_ns, Ordering::Relaxed);
+        self.last_heartbeat_ns.store(now_ns, Ordering::Relaxed);
         if now_ns.saturating_add(tickguard_reader::verdict::MAX_AHEAD_NS) < self.start_time_ns {
             self.behind_start.store(true, Ordering::Relaxed);
         }
@@ -851,7 +866,8 @@ impl Publication {
     }
 
     /// True once the file's header was found no longer this writer's
-    /// (found as [`lost`](Self::lost) is, every [`LENGTH_EVERY`] probes):
+    /// (its heartbeat at the next [`heartbeat`](Self::heartbeat), the rest
+    /// every [`LENGTH_EVERY`] probes):
     /// [`recreate`](Self::recreate) it.
     pub fn overwritten(&self) -> bool {
         self.overwritten.load(Ordering::Relaxed)
@@ -1165,6 +1181,29 @@ mod tests {
         let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
         let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
         Publication::create(path, 0o600, 16, &feeds, 1, 1_000_000).unwrap()
+    }
+
+    /// An earlier copy of this very file written back over it in place
+    /// has its identity, directory and shape, so its header passes every
+    /// check but one: the heartbeat read back is not the one last stored.
+    /// Found at the next heartbeat, as a write-over, not a truncation.
+    #[test]
+    fn an_earlier_copy_written_over_the_file_is_found_at_the_next_heartbeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = one_feed(&dir.path().join("tickguard"));
+        p.heartbeat(2_000_000);
+        let mut copy = vec![0u8; p._map.len()];
+        p.file.read_exact_at(&mut copy, 0).unwrap();
+        p.heartbeat(3_000_000);
+        p.probe();
+        assert!(!p.lost(), "its own file, untouched");
+        p.file.write_all_at(&copy, 0).unwrap();
+        for _ in 0..LENGTH_EVERY {
+            p.probe();
+        }
+        assert!(!p.lost(), "the header alone passes");
+        p.heartbeat(4_000_000);
+        assert!(p.overwritten() && p.lost() && !p.truncated());
     }
 
     /// A falling offset is published before the feed's slots and status,
