@@ -997,12 +997,7 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     // time, another directory): same inode, same length, found by its
     // header and replaced.
     let (inode, _) = snapshot(&shm);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&shm)
-        .unwrap()
-        .write_all_at(&bytes, 0)
-        .unwrap();
+    write_over(&shm, &bytes);
     wait_replaced(
         &shm,
         inode,
@@ -1016,12 +1011,7 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     // symbol would show the copy's price under the fresh heartbeat.
     let (inode, own) = snapshot(&shm);
     std::thread::sleep(Duration::from_millis(20));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&shm)
-        .unwrap()
-        .write_all_at(&own, 0)
-        .unwrap();
+    write_over(&shm, &own);
     wait_replaced(
         &shm,
         inode,
@@ -1157,6 +1147,17 @@ fn cut_and_see_closed(shm: &Path, child: &mut Child, size: &str, place: &str) {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(!old.check(&eurusd, now_ns()).is_ok());
+}
+
+/// Writes `bytes` over the file at `shm` in place (same inode, same
+/// length), as `dd conv=notrunc` would.
+fn write_over(shm: &Path, bytes: &[u8]) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(shm)
+        .unwrap()
+        .write_all_at(bytes, 0)
+        .unwrap();
 }
 
 /// Waits until a file with another inode than `inode` stands at `shm`
