@@ -809,10 +809,11 @@ pub fn fit(frame: &Frame, size: Size) -> String {
         out.extend(header.iter().map(|l| cut(l)));
         let room = rows - header.len();
         let all = frame.rows.len() + frame.left_out;
+        // Rows cut by --top leave room whatever the count left out.
         let shown = if all <= room {
             frame.rows.len()
         } else {
-            room - 1
+            frame.rows.len().min(room - 1)
         };
         out.extend(frame.rows[..shown].iter().map(|l| cut(l)));
         if shown < all {

@@ -402,7 +402,28 @@ fn the_live_view_of_2000_symbols_fits_40_rows() {
     };
     let text = tickguard::stat::fit(&snap.text(), size);
     let tiny = tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows: 5, cols: 60 });
+    // `--top 3`: three rows, the rest counted, however tall the terminal.
+    let top = tickguard::stat::Filter {
+        top: Some(3),
+        ..Default::default()
+    };
+    let top = tickguard::stat::Snapshot::read(&reader, "SHM", now, &top).unwrap();
+    let top = tickguard::stat::fit(&top.text(), size);
     crate::common::remove_publication(&shm);
+    let top: Vec<&str> = top.lines().collect();
+    let first = 1 + top
+        .iter()
+        .position(|l| l.starts_with("feed ") && l.contains("symbol"))
+        .unwrap();
+    assert_eq!(top.len(), first + 4, "{top:?}");
+    assert!(
+        top[first..first + 3].iter().all(|l| l.starts_with("lp2 ")),
+        "{top:?}"
+    );
+    assert_eq!(
+        top[first + 3],
+        "... 2001 more symbols not shown (a taller terminal, --feed, --not-ok, --top)"
+    );
 
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 40, "{text}");
