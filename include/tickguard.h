@@ -1011,15 +1011,19 @@ static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote
 /* Writes a price as the Rust `Price` displays it into buf (NUL terminated
  * when len > 0): a decimal exactly, without trailing zeros after the point
  * (mantissa 1234500, exponent -4: "123.45"); a double with "%.17g" (reads
- * back to the same double; Rust prints the shortest such text). Returns the
- * length the full text needs; TG_PRICE_TEXT_LEN bytes always suffice. */
+ * back to the same double; Rust prints the shortest such text). A decimal
+ * exponent outside -128..=127 (the file's int8: only a price built by the
+ * caller has one) writes "nan". Returns the length the full text needs;
+ * TG_PRICE_TEXT_LEN bytes always suffice. */
 #define TG_PRICE_TEXT_LEN 160
 static inline size_t tg_price_format(const tg_price *p, char *buf, size_t len) {
     char digits[136], text[TG_PRICE_TEXT_LEN];
     size_t n = 0, nd = 0, i;
     uint64_t m;
     int point;
-    if (p->format != TG_PRICE_DECIMAL) {
+    if (p->format == TG_PRICE_DECIMAL && (p->exponent < -128 || p->exponent > 127)) {
+        n = (size_t)snprintf(text, sizeof text, "nan");
+    } else if (p->format != TG_PRICE_DECIMAL) {
         int k = snprintf(text, sizeof text, "%.17g", p->value);
         n = k < 0 ? 0 : (size_t)k;
     } else {

@@ -1363,6 +1363,16 @@ fn readers_refuse_files_they_cannot_trust() {
     put(&mut started_later, 32, now + 10 * S);
     let mut just_ahead = original.clone();
     put(&mut just_ahead, 40, now_ns() + 50_000_000);
+    // A sign of life far ahead with the writer's heartbeat left alone: the
+    // symbol's (slot word 7), then its feed's (feed block word 66).
+    let mut symbol_ahead = original.clone();
+    put(&mut symbol_ahead, slot + 56, now + 10 * S);
+    let mut feed_ahead = original.clone();
+    put(
+        &mut feed_ahead,
+        u64_at(&original, 80) as usize + 528,
+        now + 10 * S,
+    );
 
     const NOBODY: u32 = 65534;
     let long = Some(LONG_BOUND_MS);
@@ -1394,6 +1404,24 @@ fn readers_refuse_files_they_cannot_trust() {
             0o640,
             None,
             "ok",
+            "",
+        ),
+        (
+            "symbol alive 10 s ahead",
+            &symbol_ahead,
+            None,
+            0o640,
+            None,
+            "stale",
+            "",
+        ),
+        (
+            "feed alive 10 s ahead",
+            &feed_ahead,
+            None,
+            0o640,
+            None,
+            "stale",
             "",
         ),
         (
@@ -2101,5 +2129,71 @@ fn no_check_pairs_an_offset_with_a_watermark_of_another() {
     });
     drop(table);
     drop(p);
+    dir.close().expect("remove the scratch dir");
+}
+
+/// Formats each (mantissa, exponent) pair of its arguments as a decimal
+/// price, one line each, and checks the text never needs more than
+/// `TG_PRICE_TEXT_LEN` bytes.
+const PRICES_C: &str = r#"#include "tickguard.h"
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int i;
+    for (i = 1; i + 1 < argc; i += 2) {
+        char text[TG_PRICE_TEXT_LEN];
+        tg_price p;
+        size_t n;
+        p.format = TG_PRICE_DECIMAL;
+        p.mantissa = strtoll(argv[i], NULL, 10);
+        p.exponent = (int32_t)strtol(argv[i + 1], NULL, 10);
+        p.value = 0;
+        n = tg_price_format(&p, text, sizeof text);
+        if (n >= sizeof text) return 3;
+        printf("%s\n", text);
+    }
+    return 0;
+}
+"#;
+
+/// `tg_price_format` prints a decimal as `Price`'s `Display` does, over
+/// the whole range of the file's mantissa and exponent; an exponent only a
+/// caller can build (outside the file's int8) prints `nan` within the
+/// buffer (it wrote past the buffer before).
+#[test]
+fn c_decimal_prices_print_as_rust_prints_them() {
+    use tickguard::state::price::Price;
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(dir.path(), &cc, "-std=c99", "prices.c", PRICES_C);
+    let mut cases: Vec<(i64, i32)> = Vec::new();
+    for mantissa in [0, 1, -1, 7, 10, 1_234_500, -1_234_500, i64::MAX, i64::MIN] {
+        for exponent in [-128, -19, -18, -4, -1, 0, 1, 4, 127] {
+            cases.push((mantissa, exponent));
+        }
+    }
+    let wild = [(1, 300), (-5, -300), (1, 128), (1, -129), (0, i32::MIN)];
+    cases.extend(wild);
+    let mut cmd = Command::new(&bin);
+    for (m, e) in &cases {
+        cmd.arg(m.to_string()).arg(e.to_string());
+    }
+    let r = run(&mut cmd);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), cases.len());
+    for ((mantissa, exponent), line) in cases.iter().zip(lines) {
+        let want = match i8::try_from(*exponent) {
+            Ok(exponent) => Price::Decimal {
+                mantissa: *mantissa,
+                exponent,
+            }
+            .to_string(),
+            Err(_) => "nan".to_string(),
+        };
+        assert_eq!(line, want, "mantissa {mantissa}, exponent {exponent}");
+    }
     dir.close().expect("remove the scratch dir");
 }
