@@ -96,7 +96,7 @@ fn usage(e: &clap::Error) -> ExitCode {
 /// Prints an error as one line on stderr; a stderr that cannot be written
 /// (full, closed, a vanished pipe) loses the line but never panics.
 fn report(e: &anyhow::Error) {
-    logq::line(&format!("tickguard: {}", one_line(e)));
+    logq::line(logq::Level::Error, &format!("tickguard: {}", one_line(e)));
 }
 
 fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
@@ -135,7 +135,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// A warning on stderr: one line, never an error (a stderr that cannot be
 /// written loses it, as [`report`] does).
 fn warn(line: &str) {
-    logq::line(&format!("tickguard: warning: {line}"));
+    logq::line(logq::Level::Warn, &format!("tickguard: warning: {line}"));
 }
 
 /// An output file can be written where it is named: its directory exists,

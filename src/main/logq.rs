@@ -29,6 +29,42 @@ struct Queue {
     tx: Sender<Item>,
     /// Lines dropped since the last item queued.
     dropped: AtomicU64,
+    /// The log's format is JSON lines: the lines of [`line`] are written
+    /// as JSON objects too.
+    json: bool,
+}
+
+/// How bad what a [`line`] says is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Why the command failed, or a panic.
+    Error,
+    /// A warning.
+    Warn,
+}
+
+/// `message` as one line in the log's format: plain text as it is, or
+/// a JSON object shaped as the log's own lines (`timestamp`, `level`,
+/// `fields`, `target`), `fields` holding the message and `extra`'s fields.
+fn formatted(json: bool, level: Level, message: &str, extra: &[(&str, u64)]) -> String {
+    if !json {
+        return message.to_string();
+    }
+    let mut fields = serde_json::Map::new();
+    fields.insert("message".into(), message.into());
+    for (k, v) in extra {
+        fields.insert((*k).into(), (*v).into());
+    }
+    serde_json::json!({
+        "timestamp": jiff::Timestamp::now().to_string(),
+        "level": match level {
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+        },
+        "fields": fields,
+        "target": "tickguard",
+    })
+    .to_string()
 }
 
 impl Queue {
@@ -73,7 +109,7 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
     if trace.status() == std::backtrace::BacktraceStatus::Captured {
         text.push_str(&format!("\nstack backtrace:\n{trace}"));
     }
-    line(&text);
+    line(Level::Error, &text);
     if name == "main" {
         return;
     }
@@ -117,10 +153,12 @@ pub fn flush(wait: Duration) {
 /// `line` (with its newline) on stderr, after every log line queued
 /// before it: through the queue when there is one, waiting at most a
 /// second, so that a stderr that blocks cannot keep the process from
-/// ending; directly otherwise. A stderr that cannot take it loses it.
-pub fn line(line: &str) {
+/// ending, and in the log's format (with JSON lines, one JSON object at
+/// `level`, however many lines `line` holds); directly otherwise, as it
+/// is. A stderr that cannot take it loses it.
+pub fn line(level: Level, line: &str) {
     match QUEUE.get() {
-        Some(q) => q.line(line),
+        Some(q) => q.line(&formatted(q.json, level, line, &[])),
         None => {
             let _ = writeln!(std::io::stderr(), "{line}");
         }
@@ -139,6 +177,7 @@ impl Queue {
         Some(Queue {
             tx,
             dropped: AtomicU64::new(0),
+            json,
         })
     }
 
@@ -207,15 +246,12 @@ fn write_out(rx: Receiver<Item>, json: bool, mut out: impl Write) {
             return;
         }
         let what = "log lines dropped: stderr did not take them in time";
-        let _ = if json {
-            writeln!(
-                out,
-                r#"{{"timestamp":"{}","level":"WARN","fields":{{"message":"{what}","dropped":{n}}},"target":"tickguard"}}"#,
-                jiff::Timestamp::now()
-            )
+        let text = if json {
+            formatted(true, Level::Warn, what, &[("dropped", n)])
         } else {
-            writeln!(out, "tickguard: {n} {what}")
+            format!("tickguard: {n} {what}")
         };
+        let _ = writeln!(out, "{text}");
     };
     for item in rx {
         match item {

@@ -279,6 +279,20 @@ fn a_second_writer_on_a_live_path_refuses_and_the_first_stays_ok() {
             .arg(&shm),
     );
     assert!(err.contains(&format!("pid {pid}")), "demo: {err}");
+    // With JSON log lines, why it failed is one JSON line too.
+    let json = config(
+        dir.path(),
+        "json",
+        &shm,
+        "[log]\nformat = \"json\"",
+        NO_METRICS,
+    );
+    let err = refused_run(&json);
+    let line: serde_json::Value = serde_json::from_str(err.trim_end())
+        .unwrap_or_else(|e| panic!("not a JSON line ({e}): {err}"));
+    assert_eq!(line["level"], "ERROR", "{err}");
+    let message = line["fields"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("pid {pid}")), "{err}");
 
     // The first writer's file is the one at the path, and its readers stay ok.
     assert_eq!(std::fs::metadata(&shm).unwrap().ino(), inode);
@@ -286,7 +300,7 @@ fn a_second_writer_on_a_live_path_refuses_and_the_first_stays_ok() {
     let (code, out, err) = check(&shm, "EURUSD", &[]);
     assert_eq!(code, Some(0), "{out} {err}");
     assert_eq!(Reader::open(&shm).writer_pid(), Some(pid as u64));
-    assert_eq!(names(dir.path()).len(), 5, "{:?}", names(dir.path()));
+    assert_eq!(names(dir.path()).len(), 6, "{:?}", names(dir.path()));
     drop(first);
 }
 
