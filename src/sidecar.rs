@@ -526,6 +526,9 @@ fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
 /// interface address gone, say), ns.
 const MEMBERSHIP_RETRY_NS: u64 = 1_000_000_000;
 
+/// Time between attempts at recreating a lost publication, ns.
+const RECREATE_RETRY_NS: u64 = 1_000_000_000;
+
 impl Sidecar {
     /// [`prepare`](Self::prepare)s, then [`publish`](Self::publish)es.
     pub fn start(config: &Config) -> anyhow::Result<Sidecar> {
@@ -946,7 +949,7 @@ impl Sidecar {
     /// counters of lines). Retried a second later if that fails.
     #[cold]
     fn recreate_publication(&mut self, now: u64) {
-        if now < self.recreate_at {
+        if !crate::time::retry_due(now, self.recreate_at, RECREATE_RETRY_NS) {
             return;
         }
         let lock = if self.publication.moved() {
@@ -975,6 +978,7 @@ impl Sidecar {
             // (truncated, written over, or the clock behind its start):
             // never published again, so not looked at again either.
             self.recreate_at = u64::MAX;
+            self.close_if_untrue();
             if !std::mem::replace(&mut self.orphan_truncated, true) {
                 tracing::error!(
                     shm = %self.config.sidecar.shm_path.display(),
@@ -1033,12 +1037,26 @@ impl Sidecar {
         }
     }
 
-    /// `what` failed at `now` with `e`: tried again a second later, said
-    /// once a minute (a lasting cause, something at the path it may not
+    /// Closes the publication if what it holds is no longer what this
+    /// writer wrote (written over, or cut), for as long as no new one
+    /// replaces it: its readers would otherwise read, under this writer's
+    /// fresh heartbeat, a copy's old prices for every symbol quiet since.
+    /// Closed, they answer `stale` (writer closed). One that only lost its
+    /// path stays open: it still holds the writer's state.
+    fn close_if_untrue(&self) {
+        if self.publication.overwritten() || self.publication.truncated() {
+            self.publication.close();
+        }
+    }
+
+    /// `what` failed at `now` with `e`: the publication closed if it no
+    /// longer holds this writer's state ([`close_if_untrue`](Self::close_if_untrue)),
+    /// tried again a second later, said once a minute (a lasting cause, something at the path it may not
     /// replace or no room, would otherwise log every second).
     #[cold]
     fn recreate_failed(&mut self, now: u64, what: &str, e: &std::io::Error) {
-        self.recreate_at = now.saturating_add(1_000_000_000);
+        self.close_if_untrue();
+        self.recreate_at = now.saturating_add(RECREATE_RETRY_NS);
         if let Some(held) = self.recreate_log.due(now, false) {
             let shm = self.config.sidecar.shm_path.display();
             tracing::error!(
@@ -1058,7 +1076,9 @@ impl Sidecar {
     fn follow_wants(&mut self, now: u64) {
         for line in &mut self.lines {
             let want = self.handler.wants(line.feed, line.index);
-            let retry = line.membership_retry_at.is_some_and(|at| now >= at);
+            let retry = line
+                .membership_retry_at
+                .is_some_and(|at| crate::time::retry_due(now, at, MEMBERSHIP_RETRY_NS));
             if want != line.wanted || retry {
                 line.wanted = want;
                 membership_changed(&self.config, line, want, now);

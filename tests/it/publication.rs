@@ -1052,6 +1052,77 @@ fn a_writer_survives_its_publication_truncated_and_recreates_it() {
     );
 }
 
+/// A publication written over in place with an earlier copy of its own
+/// (whose quiet symbols would show the copy's prices under the writer's
+/// fresh heartbeat) while no new one can be made (the service, uid 65534
+/// here, may no longer create files in its directory): it is closed, and
+/// its readers answer `stale` (writer closed) rather than `ok` on the
+/// copy; once the directory lets it, a new one is published.
+#[test]
+fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
+    if !root("act as another user") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let dir = scratch();
+    mode(dir.path(), 0o755);
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let mut service = Running {
+        child: Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    let options = tickguard::reader::ReaderOptions {
+        owner: Some(65534),
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (reader, eurusd) = loop {
+        if shm.exists() {
+            quote(&cfg, "EURUSD");
+            let reader = Reader::open_with(&shm, options);
+            if let Some(h) = reader.lookup("lp1", "EURUSD") {
+                if reader.check(&h, now_ns()).is_ok() {
+                    break (reader, h);
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "the service never answered ok");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (inode, copy) = snapshot(&shm);
+    std::thread::sleep(Duration::from_millis(20));
+    mode(dir.path(), 0o555);
+    write_over(&shm, &copy);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(
+            Instant::now() < deadline,
+            "the copy is still served: {}",
+            reader.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!reader.check(&eurusd, now_ns()).is_ok());
+    mode(dir.path(), 0o755);
+    wait_replaced(
+        &shm,
+        inode,
+        &mut service.child,
+        "not recreated once it could be",
+    );
+}
+
 /// A publication removed, then one renamed, under a live writer: within
 /// about 0.1 s (the length check's period) a new one stands at the path,
 /// once, the writer alive, and answers again once quoted; a reader of the

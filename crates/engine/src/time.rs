@@ -5,6 +5,14 @@
 
 pub use tickguard_reader::clock::{now_ns, WallClock};
 
+/// Whether a retry set for `at`, `period` ns after a failure (local clock,
+/// ns), is due at `now`: at or after `at`, or with the clock stepped back
+/// to before the failure, which would otherwise hold it back by the whole
+/// step. `u64::MAX` is never due.
+pub fn retry_due(now: u64, at: u64, period: u64) -> bool {
+    at != u64::MAX && (now >= at || at - now > period)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date.
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -120,6 +128,21 @@ fn digits(a: u8, b: u8) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_is_due_at_its_time_or_after_the_clock_stepped_back() {
+        let (failed, period) = (10_000, 1_000);
+        let at = failed + period;
+        assert!(!retry_due(at - 1, at, period));
+        assert!(retry_due(at, at, period));
+        assert!(!retry_due(failed, at, period), "just failed");
+        assert!(
+            retry_due(failed - 1, at, period),
+            "stepped back before the failure"
+        );
+        assert!(!retry_due(0, u64::MAX, period), "never");
+        assert!(!retry_due(u64::MAX - 1, u64::MAX, period), "never");
+    }
 
     #[test]
     fn parses_ns_and_utc() {

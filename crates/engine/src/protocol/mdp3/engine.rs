@@ -291,7 +291,10 @@ impl Joining {
                 self.needy_since = None;
                 return;
             }
-            let since = *self.needy_since.get_or_insert(now);
+            let since = self.needy_since.get_or_insert(now);
+            // A clock stepped back starts the grace again, not after the step.
+            *since = (*since).min(now);
+            let since = *since;
             if given_up || now.saturating_sub(since) >= self.grace_ns {
                 self.needy_since = None;
                 self.joined = true;
@@ -816,6 +819,28 @@ mod tests {
         j.update(T + 206 * MS, 2, &mut swapped, (0, 0), false);
         assert!(j.joined(), "a lasting new need joins");
         assert_eq!((j.joins, j.leaves), (2, 1));
+    }
+
+    /// A clock stepped back while an instrument is needy starts the grace
+    /// period again from the new time, rather than holding the join back
+    /// by the whole step.
+    #[test]
+    fn a_clock_stepped_back_holds_a_needed_join_back_one_grace_period_at_most() {
+        const T: u64 = 1_000_000_000_000;
+        const MS: u64 = 1_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
+        let mut calm = Publisher::default();
+        j.update(T, 0, &mut calm, (0, 0), false);
+        j.update(T + 1, 1, &mut calm, (0, 0), false);
+        j.update(T + 2, 2, &mut calm, (0, 0), false);
+        assert!(!j.joined(), "left");
+        let mut needy = Publisher::with_needy(1, 1);
+        j.update(T + MS, 2, &mut needy, (0, 0), false);
+        let back = T - 10_000 * MS;
+        j.update(back, 2, &mut needy, (0, 0), false);
+        assert!(!j.joined(), "within the grace period");
+        j.update(back + 5 * MS, 2, &mut needy, (0, 0), false);
+        assert!(j.joined(), "a grace period after the step");
     }
 
     /// Without snapshot lines nothing is joined, given up or not, and no
