@@ -384,6 +384,37 @@ fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
     );
 }
 
+/// A definitions file whose last record (the spread's definition) was cut
+/// by the capture's snaplen stops the replay naming what was not read:
+/// replayed without it, the spread would have no group, and its group's
+/// statuses would never reach it.
+#[test]
+fn a_definitions_file_with_a_record_cut_short_stops_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    let defs = dir.path().join("defs.pcap");
+    let mut bytes = std::fs::read(&defs).unwrap();
+    // Legacy pcap: a 24-byte file header, then each record's 16-byte
+    // header (its captured length at +8, its original length at +12).
+    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let second = 24 + 16 + word(&bytes, 24 + 8) as usize;
+    assert!(word(&bytes, second + 12) > 60);
+    bytes[second + 8..second + 12].copy_from_slice(&60u32.to_le_bytes());
+    bytes.truncate(second + 16 + 60);
+    std::fs::write(&defs, &bytes).unwrap();
+    let mut capture =
+        tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &[check(MS, "ESZ6")], |_| {});
+    let Some(InputError::Preload(e)) = &outcome.input_error else {
+        panic!("{:?}", outcome.input_error.map(|e| e.to_string()));
+    };
+    assert!(
+        e.starts_with("feed cme: definitions ")
+            && e.contains("defs.pcap: records not read as whole UDP datagrams (1 cut short)"),
+        "{e}"
+    );
+}
+
 /// The definitions file may be pcapng as well as pcap; one that is no
 /// capture at all stops the replay at once with one line naming it (exit
 /// 2), before any datagram of the capture.

@@ -640,8 +640,10 @@ impl FeedEngine for Engine {
 
     /// Reads the `definitions` file: every UDP datagram in it, whatever
     /// its addresses, is a definition packet (not counted in `packets`). A
-    /// file that cannot be read, or holds a datagram that is not a valid
-    /// MDP3 packet, is an error naming the file (and the datagram).
+    /// file that cannot be read, holds a record that could be a datagram
+    /// but was not read as one whole (cut by the snaplen, a fragment,
+    /// malformed), or holds a datagram that is not a valid MDP3 packet, is
+    /// an error naming the file (and the datagram).
     fn preload(&mut self, cx: Cx<'_>) -> Result<(), String> {
         let Some(path) = self.definitions.clone() else {
             return Ok(());
@@ -667,6 +669,28 @@ impl FeedEngine for Engine {
                 }
             })
             .map_err(|e| format!("definitions {name}: {e}"))?;
+        // Records that may have held a definition but were not read as
+        // one whole datagram: a definition lost with them would leave its
+        // instrument outside its group's statuses, without a word.
+        let st = reader.stats();
+        let unread: Vec<String> = [
+            ("cut short", st.truncated),
+            ("IP fragments", st.ip_fragments),
+            ("malformed", st.malformed),
+            ("on a link type not read", st.unsupported_link),
+            ("without a timestamp", st.no_timestamp),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{n} {what}"))
+        .collect();
+        if !unread.is_empty() {
+            return Err(format!(
+                "definitions {name}: records not read as whole UDP datagrams ({}): a definition \
+                 in them would be lost; capture the definition lines whole (no snaplen)",
+                unread.join(", ")
+            ));
+        }
         if let Some((i, r)) = bad {
             return Err(format!(
                 "definitions {name}: datagram {i} is not a valid MDP3 packet ({}{})",
