@@ -152,6 +152,21 @@ fn a_snapshots_lagging_copy_is_explained_as_the_handler_takes_it() {
     .unwrap();
 }
 
+/// A Snapshot sent again (a failover) that comes first on line B, which
+/// lost the original and has since delivered a newer Quote: a reset, for
+/// the handler and the explanation alike.
+#[test]
+fn a_snapshot_resent_on_the_line_that_lost_it_is_explained_as_the_handler_takes_it() {
+    agrees(&[
+        (0, 0, vec![(3, 0, 10, 3, 0)]),
+        (100, 0, vec![(0, 0, 11, 4, 0)]),
+        (100, 1, vec![(0, 0, 11, 4, 100)]),
+        (100, 1, vec![(3, 0, 10, 3, 300)]),
+        (100, 1, vec![(0, 0, 11, 5, 0)]),
+    ])
+    .unwrap();
+}
+
 /// The same under `--feed` (every datagram line A's, whatever its
 /// destination): the handler takes B's copy as the first line's again, a
 /// reset, and the explanation follows it, telling lines apart as the

@@ -165,6 +165,11 @@ impl Tracker {
         let (cause, mut notable) = match *m {
             Message::Quote(q) => {
                 let seq = q.sequence();
+                // Past the last Snapshot on the line its copy is awaited
+                // on: that copy can no longer come (as the handler has it).
+                if let Some((k, from_b, seen)) = &mut self.last_snapshot {
+                    *seen |= *from_b != on_b && seq > k.0;
+                }
                 let price = price_of(q);
                 let step = match rules::quote_outcome(&mut s, self.kind, seq, price, a) {
                     QuoteOutcome::Duplicate => Step::Duplicate { last },

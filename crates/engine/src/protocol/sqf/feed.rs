@@ -85,7 +85,8 @@ pub struct Feed {
     /// a provider reset, which as §3 says ("always applied") would put the
     /// symbol back on the older price, alive and not suspect, until that
     /// line's copies of the newer messages came. Any other arrival of it
-    /// (again on its first line, or a second time on the other: a provider
+    /// (again on its first line, a second time on the other, or on the
+    /// other once that line delivered a Quote past it: a provider
     /// re-sending it after a failover) is applied, as is a Snapshot with a
     /// new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
@@ -231,6 +232,9 @@ impl FeedEngine for Feed {
                                 (a, q.sequence() == s.last_seq())
                             });
                             if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                                if awaits_snapshot_copy(*bits, on_b) {
+                                    passed_snapshot(bits, q.sequence(), last_snapshot, p.slot);
+                                }
                                 match applied {
                                     Applied::Changed { .. } => {
                                         *bits = (*bits & SNAPSHOT_BITS) | on_b
@@ -248,9 +252,8 @@ impl FeedEngine for Feed {
                             // The other line's first copy of the last one
                             // applied (see `Feed::last_snapshot`).
                             let b = last_line.get(i).copied().unwrap_or(0);
-                            let copy = b & (SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN) == SNAPSHOT_SEEN
-                                && (b & SNAPSHOT_FROM_B != 0) != (on_b == 1)
-                                && last_snapshot.get(i) == Some(&key);
+                            let copy =
+                                awaits_snapshot_copy(b, on_b) && last_snapshot.get(i) == Some(&key);
                             let applied = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
                                 if copy && behind {
@@ -324,6 +327,30 @@ impl FeedEngine for Feed {
 
     /// SQF counts nothing beyond the common counters.
     fn write_counters(&self, _: &Publication, _: u16) {}
+}
+
+/// Whether the slot's last Snapshot (see `Feed::last_snapshot`) came on
+/// the other line than `on_b` (1: B) and that line's copy of it, on line
+/// `on_b`, has not come yet.
+#[inline(always)]
+fn awaits_snapshot_copy(bits: u8, on_b: u8) -> bool {
+    bits & (SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN) == SNAPSHOT_SEEN
+        && (bits & SNAPSHOT_FROM_B != 0) != (on_b == 1)
+}
+
+/// A Quote of sequence `seq` on the line whose copy of the slot's last
+/// Snapshot has not come: once past the Snapshot's sequence, that line
+/// (which delivers in order) will never bring its copy, so a Snapshot like
+/// it arriving there later is the provider's re-send (a failover), a reset
+/// to apply, not the copy. Rare (that line lost its copy), so out of line.
+#[cold]
+fn passed_snapshot(bits: &mut u8, seq: u64, last_snapshot: &[(u64, u64)], slot: SlotId) {
+    if last_snapshot
+        .get(slot as usize)
+        .is_some_and(|&(snapshot, _)| seq > snapshot)
+    {
+        *bits |= SNAPSHOT_COPY_SEEN;
+    }
 }
 
 /// Whether a duplicate quote that came on line `on_b` (1: B) is a line
@@ -615,6 +642,52 @@ clock_offset = 0
         // Again on A (its copy come): a reset.
         h.on_datagram_line(0, 0, &s0, 11).unwrap();
         assert_eq!(bid(&h), (0, Some(3.0)));
+    }
+
+    /// A provider's re-send of its last Snapshot (a failover) that comes
+    /// first on the line which lost the original is a reset, not that
+    /// line's copy: the line had moved past the Snapshot's sequence, and a
+    /// line delivers in order, so its copy could no longer come. (Dropped
+    /// as the copy, it left the symbol on the older price, `ok`, and the
+    /// backup's Quotes after it counted as duplicates.)
+    #[test]
+    fn a_resent_snapshot_on_the_line_that_lost_the_original_is_a_reset() {
+        let mut h = Handler::new(&config("delta"));
+        let message = |snapshot: bool, seq: u64, bid: f64| {
+            let mut b = PacketBuilder::new(0);
+            match snapshot {
+                true => b.snapshot(sym("A"), seq, 1, bid, bid + 1.0),
+                false => b.quote(sym("A"), seq, 2, bid, bid + 1.0),
+            };
+            b.finish()
+        };
+        let bid = |h: &Handler| {
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            (r.state.seq.last_seq, r.state.price.map(|p| p.bid))
+        };
+        // The original on A alone (B lost it), then two Quotes on both.
+        let s10 = message(true, 10, 1.0);
+        h.on_datagram_line(0, 0, &s10, 1).unwrap();
+        for (seq, price) in [(11, 1.2), (12, 1.4)] {
+            let q = message(false, seq, price);
+            h.on_datagram_line(0, 0, &q, 2).unwrap();
+            h.on_datagram_line(0, 1, &q, 3).unwrap();
+        }
+        assert_eq!(bid(&h), (12, Some(1.4)));
+        // The backup re-sends it: A loses it, B brings it; then its Quotes.
+        h.on_datagram_line(0, 1, &s10, 4).unwrap();
+        assert_eq!(bid(&h), (10, Some(1.0)));
+        assert_eq!(h.feeds()[0].counters.resets, 1);
+        let q11 = message(false, 11, 2.0);
+        h.on_datagram_line(0, 1, &q11, 5).unwrap();
+        assert_eq!(bid(&h), (11, Some(2.0)));
+        // Had A's copy of the re-send come, lagging behind B's Quote (as a
+        // line delivers: before A's copy of that Quote), a line copy.
+        h.on_datagram_line(0, 0, &s10, 6).unwrap();
+        h.on_datagram_line(0, 0, &q11, 7).unwrap();
+        assert_eq!(bid(&h), (11, Some(2.0)));
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.resets, c.line_copies), (1, 4));
     }
 
     #[test]
