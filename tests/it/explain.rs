@@ -959,3 +959,52 @@ clock_offset = 0
     assert!(text.contains(" gaps, "), "aggregated markers say how many");
     assert!(text.contains("provider reset: seq "));
 }
+
+/// A capture of more symbols than the timeline draws: the first 1,000
+/// seen get a band, the `--explain` target one too however late it comes,
+/// and the picture says the rest were left out.
+#[test]
+fn timeline_draws_at_most_a_thousand_symbols_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[state]\ncapacity = 4096\n[[feed]]\nname = \"f\"\nkind = \"full\"\n\
+         lines = [\"239.9.9.9:9000\"]\nstale_threshold_ms = 500\n\
+         source_threshold_ms = 2000\nclock_offset = 0\n",
+    )
+    .unwrap();
+    let line = "239.9.9.9:9000";
+    let packets: Vec<_> = (0..1_500u64)
+        .map(|i| {
+            let t = T0 + i * MS;
+            let mut b = PacketBuilder::new(t);
+            b.quote(sym(&format!("S{i:04}")), 1, t, 1.0, 1.1);
+            (t, line, b.finish())
+        })
+        .collect();
+    let cap = dir.path().join("many.pcap");
+    write_capture(&cap, &packets);
+    let svg = dir.path().join("many.svg");
+    let args = [
+        "replay",
+        path(&cap),
+        "--config",
+        path(&cfg),
+        "--timeline",
+        path(&svg),
+    ];
+    let run = tickguard(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_well_formed(&svg);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let drawn = bands(&text);
+    assert_eq!(drawn.len(), 1_000);
+    assert_eq!(drawn.last().map(String::as_str), Some("f S0999"));
+    assert!(text.contains("1000 symbol(s) (only the first 1000 seen are drawn"));
+    let run = tickguard(&[&args[..], &["--explain", "f", "S1400"]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let drawn = bands(&std::fs::read_to_string(&svg).unwrap());
+    assert_eq!(drawn.len(), 1_001);
+    assert!(drawn.iter().any(|b| b == "f S1400"));
+}

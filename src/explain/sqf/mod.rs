@@ -281,7 +281,14 @@ pub struct Forensics {
     /// The line the datagram being applied was routed to
     /// ([`Observer::routed`](crate::replay::Observer::routed)).
     line: usize,
+    /// Symbols past the first [`MAX_DRAWN`] seen were not drawn.
+    undrawn: bool,
 }
+
+/// The most symbols `--timeline` draws (a band each, 30 pixels tall): the
+/// first seen, and the `--explain` target whenever it comes. Bounds the
+/// memory and the picture whatever the capture holds.
+pub const MAX_DRAWN: usize = 1000;
 
 impl Forensics {
     /// An observer for `feeds` (the configuration's, in order). With a
@@ -325,6 +332,7 @@ impl Forensics {
             packets: 0,
             finished: false,
             line: 0,
+            undrawn: false,
         }
     }
 

@@ -108,13 +108,21 @@ fn svg(fx: &Forensics, title: &str) -> String {
         r#"<text x="10" y="20" font-size="14" font-weight="bold">tickguard replay timeline: {}</text>"#,
         esc(title)
     );
+    let more = match fx.undrawn {
+        true => format!(
+            " (only the first {} seen are drawn: --explain FEED SYMBOL for another)",
+            super::MAX_DRAWN
+        ),
+        false => String::new(),
+    };
     let _ = writeln!(
         o,
-        r#"<text x="10" y="38">{} to {} ({}), {} symbol(s)</text>"#,
+        r#"<text x="10" y="38">{} to {} ({}), {} symbol(s){}</text>"#,
         iso(start),
         iso(end),
         dur(span as i128),
-        order.len()
+        order.len(),
+        esc(&more)
     );
     // Legend.
     let mut lx = 10.0;

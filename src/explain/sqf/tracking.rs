@@ -4,7 +4,7 @@
 //! what each outcome did to the verdict.
 
 use super::band::{Band, Mark, MarkKind};
-use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Scope, Step};
+use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Scope, Step, MAX_DRAWN};
 use crate::capture::Datagram;
 use crate::handler::Handler;
 use crate::protocol::sqf::rules::{
@@ -381,6 +381,12 @@ impl Forensics {
             return Some(i);
         }
         if !self.tracks(feed, symbol) {
+            return None;
+        }
+        // The timeline's bands are bounded (the target always has one):
+        // memory and the picture stay of a size whatever the capture.
+        if self.trackers.len() >= MAX_DRAWN && self.target != Some((feed, symbol)) {
+            self.undrawn = true;
             return None;
         }
         let f = self.feeds.get_mut(feed as usize)?;
