@@ -820,6 +820,28 @@ fn a_truncated_binary_file_is_replayed_up_to_the_break() {
         stderr.contains("a packet capture (pcap or pcapng), not a BinaryFILE"),
         "{stderr}"
     );
+    // Gzip'd, the same (it was read as records of the inflated bytes).
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("session.pcap.gz");
+    let mut w = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(
+        &mut w,
+        &std::fs::read(itch_fixtures().join("session.pcap")).unwrap(),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let (code, _, stderr, _) = replay_itch(
+        gz.to_str().unwrap(),
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("a packet capture (pcap or pcapng), not a BinaryFILE"),
+        "{stderr}"
+    );
 }
 
 /// A record that fails validation counts in `messages` and

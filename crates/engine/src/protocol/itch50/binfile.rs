@@ -106,7 +106,7 @@ impl FileReader {
 
 impl BinFile<Boxed> {
     /// Reads the first bytes of `source` to tell gzip from plain (and a
-    /// packet capture, refused), then streams the rest (decompressing when
+    /// packet capture, plain or gzip'd, refused), then streams the rest (decompressing when
     /// it is gzip).
     pub fn detect<S: Read + Send + 'static>(mut source: S) -> Result<FileReader, Error> {
         let mut magic = [0u8; 4];
@@ -116,7 +116,32 @@ impl BinFile<Boxed> {
         }
         let raw = Cursor::new(magic[..got].to_vec()).chain(source);
         let input: Boxed = if magic[..got].starts_with(&GZIP_MAGIC) {
-            Box::new(Members::new(raw))
+            // A gzip'd capture too (`.pcap.gz`): its first bytes, inflated.
+            // A stream that fails this early fails where it is read, as
+            // any later failure does.
+            let mut members = Members::new(raw);
+            let mut inner = [0u8; 4];
+            let mut got = 0;
+            let mut failed = None;
+            while got < inner.len() {
+                match members.read(&mut inner[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            if got == inner.len() && crate::capture::is_capture_magic(inner) {
+                return Err(Error::Capture);
+            }
+            let head = Cursor::new(inner[..got].to_vec());
+            match failed {
+                Some(e) => Box::new(head.chain(Failed(Some(e)))),
+                None => Box::new(head.chain(members)),
+            }
         } else {
             Box::new(raw)
         };
@@ -539,6 +564,15 @@ impl<R: Read> Read for Members<R> {
 }
 
 /// Reads until `buf` is full or the input ends; the bytes read.
+/// A source whose next read fails with the error it holds, then ends.
+struct Failed(Option<io::Error>);
+
+impl Read for Failed {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        self.0.take().map_or(Ok(0), Err)
+    }
+}
+
 fn read_full<R: Read>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
@@ -1074,9 +1108,13 @@ mod tests {
             let mut r = match BinFile::detect(Cursor::new(input.clone())) {
                 Ok(r) => r,
                 Err(e) => {
-                    // Only a capture's magic is refused up front.
+                    // Only a capture's magic (plain or inflated) is
+                    // refused up front.
                     proptest::prop_assert!(matches!(e, Error::Capture));
-                    proptest::prop_assert!(crate::capture::is_capture_magic(input[..4].try_into().unwrap()));
+                    proptest::prop_assert!(
+                        crate::capture::is_capture_magic(input[..4].try_into().unwrap())
+                            || input.starts_with(&GZIP_MAGIC)
+                    );
                     return Ok(());
                 }
             };
