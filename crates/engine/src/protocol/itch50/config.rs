@@ -764,7 +764,19 @@ fn wipe(bytes: &mut [u8]) {
 pub fn read_password(source: &PasswordSource) -> Result<Password, String> {
     match source {
         PasswordSource::Env(name) => {
-            let what = format!("glimpse_password_env {}", name.escape_debug());
+            // Named only in the usual shape of a variable's name (upper
+            // case): another value may be the password itself, written
+            // there by mistake.
+            let usual = valid_env_name(name)
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            let what = match usual {
+                true => format!("glimpse_password_env {name}"),
+                false => "glimpse_password_env (its value not shown: not an upper-case \
+                          variable's name, it may be the password)"
+                    .to_string(),
+            };
             if !valid_env_name(name) {
                 return Err(format!("{what}: not an environment variable's name"));
             }
@@ -1404,10 +1416,12 @@ mod tests {
         let e = read_password(&PasswordSource::Env(set.into())).unwrap_err();
         assert_eq!(e, format!("glimpse_password_env {set}: not set"));
         let e = read_password(&PasswordSource::Env("A=B".into())).unwrap_err();
-        assert_eq!(
-            e,
-            "glimpse_password_env A=B: not an environment variable's name"
-        );
+        assert!(e.ends_with(": not an environment variable's name"), "{e}");
+        assert!(!e.contains("A=B"), "{e}");
+        // A password written in the key by mistake, shaped as a name: not
+        // echoed.
+        let e = read_password(&PasswordSource::Env("Pw9xQ2".into())).unwrap_err();
+        assert!(e.ends_with(": not set") && !e.contains("Pw9xQ2"), "{e}");
     }
 
     /// A file in `dir` holding `bytes`, with permission bits `mode`.
