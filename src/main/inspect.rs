@@ -320,6 +320,21 @@ impl Inventory {
             }
         }
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        // Placeholder lines for sanitised streams: one of their own each,
+        // none a real destination of the capture (a line is one feed's).
+        let real: Vec<SocketAddrV4> = streams
+            .iter()
+            .flat_map(|s| s.lines.iter().chain(&s.answers).chain(&s.unused))
+            .copied()
+            .collect();
+        let mut placeholders =
+            (1u32..).map(|k| SocketAddrV4::new(std::net::Ipv4Addr::from(0xef00_0000 | k), 1));
+        let mut placeholder = || {
+            placeholders
+                .find(|p| !real.contains(p))
+                .expect("fewer destinations than placeholders")
+        };
+        let mut sanitised_feeds = Vec::new();
         for s in &mut streams {
             let Some(protocol) = s.readable.protocol else {
                 continue;
@@ -348,13 +363,15 @@ impl Inventory {
             let _ = writeln!(out, "name = \"{feed}\"");
             let _ = writeln!(out, "protocol = \"{}\"", protocol.as_str());
             out.push_str(s.readable.keys);
+            if sanitised {
+                sanitised_feeds.push(feed.clone());
+            }
             let shown: Vec<String> = s
                 .lines
                 .iter()
-                .enumerate()
-                .map(|(i, l)| match sanitised {
+                .map(|l| match sanitised {
                     // Placeholder groups: lines must be valid, and are not used.
-                    true => format!("\"239.0.0.{}:1\"", i + 1),
+                    true => format!("\"{}\"", placeholder()),
                     false => format!("\"{l}\""),
                 })
                 .collect();
@@ -403,6 +420,15 @@ impl Inventory {
                     s.readable.looks_like
                 );
             }
+        }
+        if sanitised_feeds.len() > 1 {
+            let _ = writeln!(
+                out,
+                "\n# {} feeds above are of sanitised destinations ({}): `--feed` routes every \
+                 datagram to one feed, so replay them one at a time",
+                sanitised_feeds.len(),
+                sanitised_feeds.join(", ")
+            );
         }
         out
     }

@@ -277,10 +277,10 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
     let mut datagrams: Vec<(u64, &str, Vec<u8>)> = (1..=5)
         .map(|i| (t + u64::from(i), "224.0.31.1:14310", mdp3(i)))
         .collect();
-    let sqf = |seq: u64| {
+    let sqf = |symbol: &str, seq: u64| {
         let mut b = tickguard::protocol::sqf::PacketBuilder::new(t);
         b.quote(
-            tickguard::symbol::Symbol::parse("EURUSD").unwrap(),
+            tickguard::symbol::Symbol::parse(symbol).unwrap(),
             seq,
             t,
             1.0,
@@ -288,7 +288,9 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
         );
         b.finish()
     };
-    datagrams.extend((1..=20).map(|i| (t + 1_000 + i, "0.0.0.0:0", sqf(i))));
+    datagrams.extend((1..=20).map(|i| (t + 1_000 + i, "0.0.0.0:0", sqf("EURUSD", i))));
+    // A second provider, its symbols its own, sanitised as well.
+    datagrams.extend((1..=20).map(|i| (t + 2_000 + i, "0.0.0.0:30002", sqf("USDJPY", i))));
     write_capture(&cap, &datagrams);
     let text = inspect(&cap, false);
     assert!(
@@ -302,6 +304,14 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
         "{draft}"
     );
     assert!(draft.contains("replay with `--feed sqf_1`"), "{draft}");
+    assert!(draft.contains("replay with `--feed sqf_2`"), "{draft}");
+    assert!(
+        draft.contains("2 feeds above are of sanitised destinations (sqf_1, sqf_2)"),
+        "{draft}"
+    );
+    // Each sanitised feed has placeholder lines of its own: the draft is a
+    // configuration.
+    tickguard::config::Config::parse(&draft, "draft.toml").unwrap();
     let config = dir.path().join("draft.toml");
     std::fs::write(&config, &draft).unwrap();
     // Without --feed nothing matches the placeholder lines; with it, all.
@@ -309,7 +319,7 @@ fn mdp3_is_named_and_a_sanitised_capture_replays_with_feed() {
     let f = &routed["feeds"]["sqf_1"];
     assert_eq!(
         (f["packets"].as_u64(), f["messages"].as_u64()),
-        (Some(25), Some(20)),
+        (Some(45), Some(40)),
         "{f}"
     );
 }
