@@ -1206,6 +1206,47 @@ mod tests {
         assert!(p.overwritten() && p.lost() && !p.truncated());
     }
 
+    /// The word a seqlock's stamp is, in place.
+    type SeqLockWord = u64;
+
+    /// A feed status's stamp or a slot's left odd in the file (a copy taken
+    /// mid-write written over it, a quiet feed that never writes it again)
+    /// holds up none of the writer's own reads: a seqlock read of them
+    /// spun for ever on the sidecar's thread.
+    #[test]
+    fn stamps_left_odd_hold_up_none_of_the_writers_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Arc::new(one_feed(&dir.path().join("tickguard")));
+        let mut table = StateTable::shared(p.clone());
+        let symbol = crate::symbol::Symbol::parse("EURUSD").unwrap();
+        let th = crate::verdict::Thresholds {
+            stale_ns: 1,
+            source_ns: 1,
+        };
+        let id = table.insert(0, symbol, th).unwrap();
+        let status = FeedStatus {
+            last_alive: 7,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(0, &status);
+        let base = p._map.as_ptr() as usize;
+        let at = |word: *const SeqLockWord| word as usize - base;
+        let odd = 1u64.to_le_bytes();
+        let stamps = [
+            at(std::ptr::addr_of!(p.views.feeds()[0].status).cast()),
+            at(std::ptr::addr_of!(p.views.slots()[id as usize]).cast()),
+        ];
+        for stamp in stamps {
+            p.file.write_all_at(&odd, stamp as u64).unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((table.feed_status(0), table.records().count()));
+        });
+        let read = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(read.expect("the reads never returned"), (status, 1));
+    }
+
     /// A falling offset is published before the feed's slots and status,
     /// a rising one after them; the same one, not again.
     #[test]

@@ -58,6 +58,20 @@ impl FeedStatus {
     }
 }
 
+impl FeedStatus {
+    /// The status its three words say.
+    fn from_words(flags: u64, last_alive: u64, source_watermark: u64) -> FeedStatus {
+        FeedStatus {
+            suspect: flags & feed_flag::SUSPECT != 0,
+            closed: flags & feed_flag::CLOSED != 0,
+            joined: flags & feed_flag::JOINED != 0,
+            orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
+            last_alive,
+            source_watermark,
+        }
+    }
+}
+
 /// Bits of [`FeedStatusWords::flags`].
 pub mod feed_flag {
     pub const SUSPECT: u64 = 1 << 0;
@@ -101,6 +115,20 @@ impl FeedStatusWords {
         });
     }
 
+    /// The writer's view of its own status: no seqlock needed, since only
+    /// the writer stores to it (a stamp a forger left odd cannot hold it
+    /// up, as a seqlock read would spin on it for ever). Must only be
+    /// called by the writer thread.
+    #[inline]
+    pub fn load_own(&self) -> FeedStatus {
+        // Relaxed: the writer reads back its own stores.
+        FeedStatus::from_words(
+            self.flags.load(Ordering::Relaxed),
+            self.last_alive.load(Ordering::Relaxed),
+            self.source_watermark.load(Ordering::Relaxed),
+        )
+    }
+
     /// One attempt at a consistent copy; `None` if a write overlapped.
     #[inline]
     pub fn try_read(&self) -> Option<FeedStatus> {
@@ -112,14 +140,7 @@ impl FeedStatusWords {
                 self.source_watermark.load(Ordering::Relaxed),
             ]
         })?;
-        Some(FeedStatus {
-            suspect: flags & feed_flag::SUSPECT != 0,
-            closed: flags & feed_flag::CLOSED != 0,
-            joined: flags & feed_flag::JOINED != 0,
-            orders_refused: flags & feed_flag::ORDERS_REFUSED != 0,
-            last_alive,
-            source_watermark,
-        })
+        Some(FeedStatus::from_words(flags, last_alive, source_watermark))
     }
 
     /// A consistent copy, retrying while a write is in progress.

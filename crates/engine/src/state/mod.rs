@@ -206,11 +206,13 @@ impl StateTable {
         }
     }
 
-    /// `feed`'s status as last set (all zero for an unknown feed).
+    /// `feed`'s status as last set (all zero for an unknown feed): the
+    /// writer's own words, read without the seqlock (see
+    /// [`FeedStatusWords::load_own`]).
     pub fn feed_status(&self, feed: u16) -> FeedStatus {
         self.store
             .feed_status(feed)
-            .map_or(FeedStatus::default(), |w| w.read())
+            .map_or(FeedStatus::default(), FeedStatusWords::load_own)
     }
 
     /// The verdict for slot `id` at local time `now` ([`verdict`], with
@@ -361,9 +363,10 @@ impl StateTable {
         }
     }
 
-    /// Consistent copies of the occupied slots, in slot order.
+    /// The occupied slots, in slot order, as the writer left them (read
+    /// without the seqlock, as [`record`](Self::record) is).
     pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
-        self.store.slots()[..self.len].iter().map(|s| s.read().0)
+        self.store.slots()[..self.len].iter().map(|s| s.load_own())
     }
 }
 
