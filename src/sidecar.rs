@@ -372,10 +372,16 @@ struct Changes {
 }
 
 impl Changes {
-    /// Sends `change`, counting it in `drops` when the subscriber is behind.
-    fn send(&self, change: VerdictChange, drops: &mut u64) {
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(change) {
-            *drops += 1;
+    /// Sends `change`, counting it in `drops` when the subscriber is
+    /// behind; whether it was queued (or the subscriber is gone: nobody
+    /// to tell again).
+    fn send(&self, change: VerdictChange, drops: &mut u64) -> bool {
+        match self.tx.try_send(change) {
+            Err(TrySendError::Full(_)) => {
+                *drops += 1;
+                false
+            }
+            _ => true,
         }
     }
 
@@ -392,7 +398,10 @@ impl Changes {
                         new: Reasons::NO_QUOTE,
                         time_ns: now,
                     };
-                    self.send(change, drops);
+                    // Dropped (the subscriber behind), it is not told
+                    // again: the slots are forgotten. Its counted drop
+                    // says the subscriber's view needs a fresh read.
+                    let _ = self.send(change, drops);
                 }
             }
             self.last[i] = (None, Reasons::NO_QUOTE);
@@ -1007,6 +1016,11 @@ impl Sidecar {
         } else {
             "publication truncated under the writer (by its owner or root)"
         };
+        // Closed at once if it no longer holds this writer's state: the
+        // new file and handler take a while to build (its blocks reserved,
+        // the feeds' files read again), under the heartbeat this writer
+        // keeps beating into it.
+        self.close_if_untrue();
         match self.publication.recreate(now, lock) {
             Ok(p) => {
                 let p = Arc::new(p);
@@ -1173,7 +1187,6 @@ impl Sidecar {
                 (w, old) if w == who => old,
                 _ => Reasons::NO_QUOTE,
             };
-            ch.last[id] = (who, new);
             if new != old {
                 let change = VerdictChange {
                     feed: r.feed,
@@ -1182,8 +1195,13 @@ impl Sidecar {
                     new,
                     time_ns: now,
                 };
-                ch.send(change, &mut self.stats.change_drops);
+                if !ch.send(change, &mut self.stats.change_drops) {
+                    // Kept as last told: the next sweep tells the change
+                    // again (as it then stands), rather than never.
+                    continue;
+                }
             }
+            ch.last[id] = (who, new);
         }
     }
 }

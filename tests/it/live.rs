@@ -391,11 +391,24 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
         (c.new, c.time_ns),
         (tickguard::verdict::Reasons::STALE, later)
     );
-    // A subscriber that does not read: the channel (2) fills, the rest are counted.
-    for i in 0..4u64 {
+    // A subscriber that does not read: the channel (2) fills (ok, then
+    // stale), the rest are counted: ok dropped; stale again is what it was
+    // last told, nothing to tell; ok dropped again.
+    for i in 0..5u64 {
         sidecar.cycle(if i % 2 == 0 { t } else { later });
     }
     assert_eq!(sidecar.stats().change_drops, 2);
+    let told: Vec<_> = changes.try_iter().map(|c| c.new).collect();
+    assert_eq!(told.len(), 2);
+    assert!(told[0].is_ok() && told[1] == tickguard::verdict::Reasons::STALE);
+    // Once it reads again, the change it missed is told at the next
+    // sweep, from what it was last told: not lost for good.
+    sidecar.cycle(t);
+    let c = changes.try_recv().unwrap();
+    assert!(
+        c.old == tickguard::verdict::Reasons::STALE && c.new.is_ok(),
+        "{c:?}"
+    );
     drop(sidecar);
     crate::common::remove_publication(&shm);
 }
