@@ -8,7 +8,11 @@
 //! against CLOCK_REALTIME over the clock's whole life, so it is never
 //! further from CLOCK_REALTIME than the rate error over one millisecond
 //! (nanoseconds; stale thresholds are milliseconds), and a step of the
-//! system clock (NTP) is followed within a millisecond.
+//! system clock (NTP) is followed within a millisecond. Each anchor pairs
+//! a counter reading with system-clock readings at most 10 µs apart on
+//! both sides of it (a thread preempted inside a pair would skew the
+//! rate), and a rate no counter can have (outside 0.1 to 10 ns a tick) is
+//! measured afresh.
 //!
 //! The counter is used only where it is a sound clock: x86_64 with the
 //! kernel itself timing on it (`current_clocksource` is `tsc`, which the
@@ -34,6 +38,19 @@ const CALIBRATE_NS: u64 = 1_000_000;
 /// A measured rate further than 2^-this from the last one (about 0.1%)
 /// means the system clock was stepped: measure afresh.
 const RATE_JUMP_SHIFT: u32 = 10;
+/// A counter reading is paired with the system time only when the two
+/// system-clock readings around it are at most this far apart, ns: the
+/// pair is then off by at most half of it (a thread preempted inside a
+/// pair would otherwise skew the rate measured from it, and every reading
+/// with it).
+const PAIR_NS: u64 = 10_000;
+/// Attempts at a pair that tight before the anchor waits for the next
+/// reading.
+const PAIR_TRIES: usize = 8;
+/// The rates a time-stamp counter can have, ns per tick × 2^32: 0.1 to
+/// 10 ns a tick (10 GHz to 100 MHz). A rate outside was measured wrong.
+const RATE_MIN: u64 = (1u64 << 32) / 10;
+const RATE_MAX: u64 = 10 << 32;
 
 /// CLOCK_REALTIME in ns since the Unix epoch, read cheaply. One per thread
 /// (it is not `Sync`): each keeps its own anchor.
@@ -75,8 +92,7 @@ impl WallClock {
             anchor_ticks: Cell::new(0),
             counter,
         };
-        if counter {
-            let (tsc, ns) = pair();
+        if let (true, Some((tsc, ns))) = (counter, pair()) {
             c.base_tsc.set(tsc);
             c.base_ns.set(ns);
             c.anchor_tsc.set(tsc);
@@ -109,7 +125,11 @@ impl WallClock {
     #[cold]
     #[inline(never)]
     fn anchor(&self) -> u64 {
-        let (tsc, ns) = pair();
+        let Some((tsc, ns)) = pair() else {
+            // No tight pair (the thread preempted in every attempt): the
+            // system clock, and the anchor tried again next reading.
+            return now_ns();
+        };
         let (base_tsc, base_ns) = (self.base_tsc.get(), self.base_ns.get());
         let rebase = |c: &WallClock| {
             c.base_tsc.set(tsc);
@@ -117,14 +137,17 @@ impl WallClock {
             c.rate.set(0);
             c.anchor_ticks.set(0);
         };
-        if tsc <= base_tsc || ns <= base_ns {
-            // The counter or the system clock went backwards: start over.
+        if base_ns == 0 || tsc <= base_tsc || ns <= base_ns {
+            // No base yet, or the counter or the system clock went
+            // backwards: start over.
             rebase(self);
         } else if ns - base_ns >= CALIBRATE_NS {
             let rate = (((ns - base_ns) as u128) << 32) / (tsc - base_tsc) as u128;
             let rate = u64::try_from(rate).unwrap_or(0);
             let old = self.rate.get();
-            if rate == 0 || (old != 0 && rate.abs_diff(old) > old >> RATE_JUMP_SHIFT) {
+            if !(RATE_MIN..=RATE_MAX).contains(&rate)
+                || (old != 0 && rate.abs_diff(old) > old >> RATE_JUMP_SHIFT)
+            {
                 rebase(self);
             } else {
                 self.rate.set(rate);
@@ -158,13 +181,18 @@ fn tsc() -> u64 {
     0
 }
 
-/// A counter reading and the system time taken together: the counter is
-/// read on both sides of the system clock and the midpoint kept.
-fn pair() -> (u64, u64) {
-    let t0 = tsc();
-    let ns = now_ns();
-    let t1 = tsc();
-    (t0 + t1.wrapping_sub(t0) / 2, ns)
+/// A counter reading and the system time taken together: the system
+/// clock is read on both sides of the counter and the midpoint kept, from
+/// the first of [`PAIR_TRIES`] attempts whose two readings are at most
+/// [`PAIR_NS`] apart; `None` if none was.
+fn pair() -> Option<(u64, u64)> {
+    (0..PAIR_TRIES).find_map(|_| {
+        let before = now_ns();
+        let t = tsc();
+        let after = now_ns();
+        let apart = after.checked_sub(before)?;
+        (apart <= PAIR_NS).then_some((t, before + apart / 2))
+    })
 }
 
 #[cfg(test)]
@@ -205,6 +233,31 @@ mod tests {
         let c = WallClock::with_counter(false);
         assert!(!c.uses_counter());
         follows_the_system_clock(&c, 0);
+    }
+
+    /// A base taken 50 ms before its counter reading (a thread preempted
+    /// inside a pair, before pairs had to be tight) measured a rate a
+    /// fiftieth of the counter's: readings lagged the system clock by tens
+    /// of ms, under the 100 ms a reader takes for a writer ahead, so a
+    /// dead writer read alive. Such a rate is refused and measured afresh.
+    #[test]
+    fn a_rate_no_counter_can_have_is_measured_afresh() {
+        let c = WallClock::with_counter(cfg!(target_arch = "x86_64"));
+        if !c.uses_counter() {
+            return;
+        }
+        // The counter's ticks in 50 ms, roughly.
+        let (t0, n0) = (tsc(), now_ns());
+        while now_ns() < n0 + 5_000_000 {}
+        let early = (tsc() - t0) * 10;
+        let (t, ns) = pair().expect("a tight pair on an idle thread");
+        c.base_tsc.set(t - early);
+        c.base_ns.set(ns);
+        c.anchor_tsc.set(t);
+        c.anchor_ns.set(ns);
+        c.rate.set(0);
+        c.anchor_ticks.set(0);
+        follows_the_system_clock(&c, 1_000_000);
     }
 
     #[test]
