@@ -546,7 +546,7 @@ impl Publication {
         // publication, on a tmpfs that is memory).
         remove_leftovers(&path);
         let file = crate::sys::file::create_new(&staging, mode)?;
-        let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
+        let (file, mut map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&staging);
@@ -554,8 +554,10 @@ impl Publication {
             }
         };
         // SAFETY: the mapping is page aligned, `file_len` long, and owned by
-        // the returned Publication next to the views.
-        let views = unsafe { Views::new(map.as_ptr(), shape) };
+        // the returned Publication next to the views. The pointer is the
+        // mutable one: the views store through it (atomics), which a
+        // pointer taken from the mapping as a shared slice may not.
+        let views = unsafe { Views::new(map.as_mut_ptr().cast_const(), shape) };
         let p = Publication {
             path,
             staging,
