@@ -695,12 +695,13 @@ fn input_ended(
             ));
         }
     }
-    // Deadlines only run forward: an --until before the input's end is
-    // taken as its end (in seconds or ms by mistake, most likely).
+    // Deadlines only run forward: an --until before the input's end reaches
+    // only feeds whose last datagram came before it (in seconds or ms by
+    // mistake, most likely).
     if let (Some(until), Some((_, last))) = (until, outcome.summary.capture.span_ns) {
         if until < last {
             warn(&format!(
-                "--until {} is before the input's last record ({}): it changes nothing (TIME is ns since the Unix epoch, or a time with its zone like 2026-01-05T16:00:00Z)",
+                "--until {} is before the input's last record ({}): it runs only the deadlines of feeds whose last datagram came before it (TIME is ns since the Unix epoch, or a time with its zone like 2026-01-05T16:00:00Z)",
                 tickguard::explain::iso(until),
                 tickguard::explain::iso(last)
             ));

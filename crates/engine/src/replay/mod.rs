@@ -743,6 +743,10 @@ impl<'a> Pending<'a> {
         let (Some(feed), key) = self.resolved[i] else {
             return;
         };
+        // A check on the feed, whatever it names: its deadlines come first.
+        observer.before_check(handler, feed, at);
+        handler.before_check(feed, at);
+        handler.answered(feed, at);
         if key == Key::Invalid {
             // No instrument can have that name, but its feed's detail
             // keys all the same, null (every line of a feed has the same
@@ -755,9 +759,6 @@ impl<'a> Pending<'a> {
             });
             return;
         }
-        observer.before_check(handler, feed, at);
-        handler.before_check(feed, at);
-        handler.answered(feed, at);
         let name = &self.checks[i].symbol;
         let reasons = match key {
             Key::Symbol(symbol) => handler.verdict(feed, symbol, at),
