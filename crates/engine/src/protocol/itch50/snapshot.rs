@@ -486,10 +486,16 @@ impl Recorded {
             self.earlier[0] = Some(c.local);
         }
         let mut closed = None;
-        if let Some(spin) = self.conn.take().and_then(|c| c.spin) {
+        if let Some(mut spin) = self.conn.take().and_then(|c| c.spin) {
+            // As live classed it: one that got no byte was refused (a
+            // connect never answered leaves nothing on the wire to end it).
+            let class = match spin.client().got_bytes() {
+                true => Failure::Closed,
+                false => Failure::Refused,
+            };
             let mut staging = spin.into_staging();
             let end = End::Failed {
-                class: Failure::Closed,
+                class,
                 detail: "another connection started",
                 reason: None,
             };

@@ -1817,3 +1817,21 @@ fn fresh_waits_start_connections_no_closer_than_the_retry_delay() {
     }
     assert!(s.should_start(retry));
 }
+
+/// A recorded connection that got no byte before the next one started (a
+/// connect nobody answered: nothing on the wire ends it) fails as
+/// `refused`, as live counted it; one that got bytes, as `closed`.
+#[test]
+fn a_connection_that_got_no_byte_before_the_next_is_refused() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    let spun = spin(105, S1, false);
+    // Another that got part of a spin, then the one that merges.
+    v.connection(&spun[..30], 1, false);
+    v.connection(&spun, 1, true);
+    let s = v.summary();
+    let f = &snap(&s).snapshot_failures;
+    assert_eq!((f["refused"], f["closed"]), (1, 1), "{f:?}");
+}
