@@ -341,6 +341,35 @@ fn missing_publication_reads_stale() {
     assert!(matches!(r.health(now_ns()), Health::Missing(_)));
 }
 
+/// A datagram longer than the largest the sidecar receives (9,216
+/// bytes) is dropped whole and counted as oversized: its first 9,216
+/// bytes never reach the feed.
+#[test]
+fn an_oversized_datagram_is_dropped_whole_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("oversized");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "full", ports, 1000);
+    let config = tickguard::config::Config::load(&cfg).unwrap();
+    let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = now_ns();
+    let mut b = PacketBuilder::new(t);
+    b.quote(sym("EURUSD"), 1, t, 1.0, 1.1);
+    let mut big = b.finish();
+    big.resize(10_000, 0);
+    tx.send_to(&big, ("127.0.0.1", ports.0)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sidecar.stats().oversized == 0 {
+        assert!(Instant::now() < deadline, "never received");
+        sidecar.cycle(now_ns());
+    }
+    let c = &sidecar.handler().feeds()[0].counters;
+    assert_eq!((c.packets, c.rejected), (0, 0));
+    drop(sidecar);
+    crate::common::remove_publication(&shm);
+}
+
 #[test]
 fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_them() {
     let dir = tempfile::tempdir().unwrap();

@@ -569,6 +569,35 @@ mod tests {
         );
     }
 
+    /// A datagram longer than [`MAX_DATAGRAM`] is cut to it and marked
+    /// truncated (the sidecar drops it whole, counted as oversized); one
+    /// exactly as long is not.
+    #[test]
+    fn a_datagram_past_the_largest_is_cut_and_marked() {
+        let line = LineSocket::open(
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+            Ipv4Addr::LOCALHOST,
+            1 << 20,
+        )
+        .unwrap();
+        let local = line.socket.local_addr().unwrap().as_socket_ipv4().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&[7; 10_000], local).unwrap();
+        tx.send_to(&[8; MAX_DATAGRAM], local).unwrap();
+        let mut batch = Batch::new(4);
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 2 && std::time::Instant::now() < deadline {
+            let n = batch.recv(&line, 0).unwrap();
+            for i in 0..n {
+                let (bytes, meta) = batch.get(i).unwrap();
+                got.push((bytes[0], bytes.len(), meta.truncated));
+            }
+        }
+        assert_eq!(got, [(7, MAX_DATAGRAM, true), (8, MAX_DATAGRAM, false)]);
+    }
+
     /// A request above `net.core.rmem_max` is capped by the kernel (root
     /// too: only SO_RCVBUFFORCE passes the cap), and says so in one line
     /// with what was granted; a granted request says nothing. It asks 1 GiB,
