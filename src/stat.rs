@@ -484,11 +484,22 @@ impl Snapshot {
             }
         }
         // Each symbol's verdict as a check would answer it now: its slot
-        // read together with its feed's offset and status.
-        let judged = reader.judged(now);
+        // read together with its feed's offset and status. The health
+        // line read again after the scan, until the two agree: a heartbeat
+        // or a close landing between them would show rows the line says
+        // otherwise of.
+        let mut judged = reader.judged(now);
+        for _ in 0..3 {
+            let after = reader.health(now);
+            if after == snap.health {
+                break;
+            }
+            snap.health = after;
+            judged = reader.judged(now);
+        }
         // What each instrument is shown by: the name readers find it by.
         let names = reader.names();
-        let healthy = health.is_ok();
+        let healthy = snap.health.is_ok();
         for (id, f) in feeds.iter().enumerate() {
             if filter.feed.as_ref().is_some_and(|n| n != &f.name) {
                 continue;
