@@ -65,7 +65,7 @@ pub struct Publication {
     // is unregistered before `map` is unmapped.
     views: Views,
     guard: Option<Guard>,
-    _map: memmap2::MmapMut,
+    _map: memmap2::MmapRaw,
     lock: Arc<WriterLock>,
 }
 
@@ -546,17 +546,20 @@ impl Publication {
         // publication, on a tmpfs that is memory).
         remove_leftovers(&path);
         let file = crate::sys::file::create_new(&staging, mode)?;
-        let (file, mut map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
+        let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&staging);
                 return Err(e);
             }
         };
+        // Raw: its pointers are the mapping's own, never taken through a
+        // reference to its bytes (the views store through them, atomics,
+        // which a pointer from a shared slice may not; and a slice made
+        // for every heartbeat's probe would reborrow what the views use).
+        let map = memmap2::MmapRaw::from(map);
         // SAFETY: the mapping is page aligned, `file_len` long, and owned by
-        // the returned Publication next to the views. The pointer is the
-        // mutable one: the views store through it (atomics), which a
-        // pointer taken from the mapping as a shared slice may not.
+        // the returned Publication next to the views.
         let views = unsafe { Views::new(map.as_mut_ptr().cast_const(), shape) };
         let p = Publication {
             path,

@@ -66,14 +66,20 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
 
 /// Reserves the blocks of `file` up to `len` bytes (`posix_fallocate`),
 /// extending it: a filesystem without the room fails here (ENOSPC) rather
-/// than with a SIGBUS on first touch of a page.
+/// than with a SIGBUS on first touch of a page. Interrupted by a signal
+/// (tmpfs gives up a large reservation when one is pending: an operator's
+/// SIGUSR1 during the start, say), it is tried again: the blocks reserved
+/// so far stay, and the call goes on from there.
 pub fn reserve(file: &File, len: u64) -> io::Result<()> {
     let len = libc::off_t::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large"))?;
-    // SAFETY: plain system call on a descriptor `file` owns.
-    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
-        0 => Ok(()),
-        err => Err(io::Error::from_raw_os_error(err)),
+    loop {
+        // SAFETY: plain system call on a descriptor `file` owns.
+        match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            err => return Err(io::Error::from_raw_os_error(err)),
+        }
     }
 }
 

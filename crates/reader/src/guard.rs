@@ -11,6 +11,12 @@
 //! SIGBUS goes to the handler that was there before (by default, the
 //! process ends with SIGBUS as without a guard).
 //!
+//! A thread that blocks SIGBUS is not covered: the kernel kills the
+//! process on a fault there without running any handler. Threads that
+//! read a publication must leave SIGBUS unblocked (a gateway that blocks
+//! every signal in its workers, to take them with `sigwait` or a
+//! `signalfd` in one thread, must unblock SIGBUS in those that read).
+//!
 //! A library must not take over a process-wide signal silently: [`Reader`](crate::Reader)
 //! registers its mapping (a few atomic stores), but only a program that
 //! calls [`install`] gets the handler. `tickguard run`, `check` and `stat`
@@ -262,9 +268,16 @@ fn zero_pages(start: usize, len: usize, writable: bool) -> bool {
 /// handler again, so the guard outlives it; with no previous handler the
 /// default is restored and the signal raised again, so the process ends as
 /// it would have without [`install`].
+/// `si_code` of a SIGBUS the kernel sends about memory found bad
+/// elsewhere than the access it interrupts (`<asm-generic/siginfo.h>`).
+const BUS_MCEERR_AO: libc::c_int = 5;
+
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
-    let sent = unsafe { (*info).si_code } <= 0;
+    let code = unsafe { (*info).si_code };
+    // Sent, or a machine check's "action optional" (memory found bad, not
+    // at this access): neither comes again when the handler returns.
+    let sent = code <= 0 || code == BUS_MCEERR_AO;
     let previous = PREVIOUS.get().map(|p| &p.0);
     match previous {
         // Ignored before: a sent one is ignored still (and this handler

@@ -338,7 +338,7 @@ struct Mapped {
     // `_guard` is unregistered before `_map` is unmapped.
     views: Views,
     _guard: Option<crate::guard::Guard>,
-    _map: memmap2::Mmap,
+    _map: memmap2::MmapRaw,
     pid: u64,
     start_time_ns: u64,
     feeds: Vec<FeedInfo>,
@@ -446,6 +446,10 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     // pattern.
     let map = unsafe { memmap2::MmapOptions::new().len(map_len).map(&file) }
         .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+    // Raw: the views' pointers are the mapping's own, never taken through
+    // a reference to its bytes (they are shared memory another process
+    // writes: atomics only).
+    let map = memmap2::MmapRaw::from(map);
     // Declared after `map`: dropped (unregistered) before it on every return.
     // SAFETY: `map` is one live mapping of `map.len()` bytes, and the guard
     // is dropped before it (here, and in `Mapped`'s field order).

@@ -79,7 +79,7 @@ pub fn zeroed_box<T: Zeroable>(n: usize) -> Box<[T]> {
 /// table that is never used costs neither memory nor the time to clear it
 /// (a replay of ITCH alone never touches the SQF state table, say).
 pub struct Pages<T> {
-    map: memmap2::MmapMut,
+    map: memmap2::MmapRaw,
     len: usize,
     _values: std::marker::PhantomData<T>,
 }
@@ -93,7 +93,7 @@ impl<T: Zeroable> Pages<T> {
             std::alloc::Layout::array::<T>(len).expect("a table that fits the address space");
         match memmap2::MmapMut::map_anon(layout.size().max(1)) {
             Ok(map) => Pages {
-                map,
+                map: memmap2::MmapRaw::from(map),
                 len,
                 _values: std::marker::PhantomData,
             },
@@ -107,14 +107,16 @@ impl<T> std::ops::Deref for Pages<T> {
 
     #[inline]
     fn deref(&self) -> &[T] {
+        let values = self.map.as_mut_ptr().cast_const().cast::<T>();
         // SAFETY: the map holds `len * size_of::<T>()` bytes, page-aligned
         // (so aligned for `T`, at most 4,096-aligned by `new`'s check), and
         // lives as long as `self`. Its bytes were zero, which `Zeroable`
         // promises is a valid `T`, and are changed since only through the
         // shared references handed out here, that is, through `T`'s own
-        // interior mutability (atomics). The pointer is the mapping's own,
-        // not one derived from a reference to its bytes.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<T>(), self.len) }
+        // interior mutability (atomics). The pointer is the mapping's own
+        // (a raw mapping's), not one derived from a reference to its
+        // bytes, and the mutable one: the atomics store through it.
+        unsafe { std::slice::from_raw_parts(values, self.len) }
     }
 }
 

@@ -242,7 +242,7 @@ pub struct Batch {
     bufs: Box<[u8]>,
     /// Control space; only reached through `hdrs`' pointers.
     #[allow(dead_code)]
-    cmsgs: Box<[u8]>,
+    cmsgs: Box<[u64]>,
     /// One iovec per buffer; only reached through `hdrs`' pointers.
     #[allow(dead_code)]
     iovecs: Box<[libc::iovec]>,
@@ -279,7 +279,10 @@ impl Batch {
     pub fn new(n: usize) -> Batch {
         let n = n.max(1);
         let mut bufs = vec![0u8; n * MAX_DATAGRAM].into_boxed_slice();
-        let mut cmsgs = vec![0u8; n * CMSG_SPACE].into_boxed_slice();
+        // Words, not bytes: the kernel's control headers (`cmsghdr`) are
+        // read in place and need their alignment.
+        const WORDS: usize = CMSG_SPACE / 8;
+        let mut cmsgs = vec![0u64; n * WORDS].into_boxed_slice();
         let mut iovecs: Box<[libc::iovec]> = (0..n)
             .map(|i| libc::iovec {
                 iov_base: bufs[i * MAX_DATAGRAM..].as_mut_ptr().cast(),
@@ -296,7 +299,7 @@ impl Batch {
                 h.msg_namelen = NAME_LEN;
                 h.msg_iov = &mut iovecs[i];
                 h.msg_iovlen = 1;
-                h.msg_control = cmsgs[i * CMSG_SPACE..].as_mut_ptr().cast();
+                h.msg_control = cmsgs[i * WORDS..].as_mut_ptr().cast();
                 h.msg_controllen = CMSG_SPACE;
                 libc::mmsghdr {
                     msg_hdr: h,
