@@ -22,6 +22,8 @@ fn ports() -> [SocketAddrV4; 5] {
 
 struct Rig {
     sidecar: Sidecar,
+    /// Datagrams sent to the sidecar's lines so far.
+    sent: u64,
     tx: UdpSocket,
     lines: [SocketAddrV4; 5],
     shm: std::path::PathBuf,
@@ -83,6 +85,7 @@ clock_offset = 0
         let sidecar = Sidecar::start(&cfg)?;
         Ok(Rig {
             sidecar,
+            sent: 0,
             tx: UdpSocket::bind("127.0.0.1:0").unwrap(),
             lines: l,
             shm,
@@ -96,6 +99,7 @@ clock_offset = 0
         for x in d {
             for &i in to {
                 self.tx.send_to(&x.bytes, self.lines[i]).unwrap();
+                self.sent += 1;
             }
         }
         self.settle();
@@ -105,12 +109,23 @@ clock_offset = 0
     fn send_raw(&mut self, d: &[Vec<u8>], to: usize) {
         for x in d {
             self.tx.send_to(x, self.lines[to]).unwrap();
+            self.sent += 1;
         }
         self.settle();
     }
 
+    /// Cycles until the sidecar has received every datagram sent (on a
+    /// loaded machine loopback may hand them over late), then until its
+    /// lines stay quiet for 20 cycles.
     fn settle(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(5);
+        while self.sidecar.stats().datagrams < self.sent {
+            assert!(
+                Instant::now() < deadline,
+                "timed out: datagrams not received"
+            );
+            self.sidecar.cycle(now_ns());
+        }
         let mut idle = 0;
         while idle < 20 {
             assert!(Instant::now() < deadline, "timed out");
@@ -729,9 +744,12 @@ fn an_instrument_healed_by_its_own_entries_does_not_make_a_loop_useful() {
             // the gap, as a venue's RptSeq follows MsgSeqNum.
             for p in [bids(seq + 1, 999_002, &[1]), bids(seq + 3, 999_002, &[3])] {
                 rig.tx.send_to(&p, rig.lines[0]).unwrap();
+                rig.sent += 1;
             }
-            let until = Instant::now() + Duration::from_millis(1);
-            while Instant::now() < until {
+            // Both taken, and no more: the gap at seq + 2 stays open.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while rig.sidecar.stats().datagrams < rig.sent {
+                assert!(Instant::now() < deadline, "not received");
                 rig.sidecar.cycle(now_ns());
             }
             let r = reasons(&Reader::open(&rig.shm), "#999002");
@@ -1183,6 +1201,7 @@ fn published_counters_are_the_channels_own() {
         for (d, to) in [(&second, 0), (&second, 1), (&first, 1)] {
             for x in d {
                 rig.tx.send_to(&x.bytes, rig.lines[to]).unwrap();
+                rig.sent += 1;
             }
         }
         rig.settle();
