@@ -43,6 +43,11 @@ pub(super) struct Tracker {
     /// handler's line arbitration of Snapshots (`sqf::feed`,
     /// `last_snapshot`).
     pub(super) last_snapshot: Option<((u64, u64), bool, bool)>,
+    /// Whether the symbol's latest sequence was applied from line B, and
+    /// whether the other line's copy of it came (the handler's `FROM_B`
+    /// and `COPY_SEEN`): a line that brought it can no longer bring its
+    /// copy of an older Snapshot.
+    pub(super) latest_line: (bool, bool),
 }
 
 impl Tracker {
@@ -165,20 +170,22 @@ impl Tracker {
         let (cause, mut notable) = match *m {
             Message::Quote(q) => {
                 let seq = q.sequence();
-                // Past the last Snapshot on the line its copy is awaited
-                // on: that copy can no longer come (as the handler has it).
-                if let Some((k, from_b, seen)) = &mut self.last_snapshot {
-                    *seen |= *from_b != on_b && seq > k.0;
-                }
                 let price = price_of(q);
                 let step = match rules::quote_outcome(&mut s, self.kind, seq, price, a) {
-                    QuoteOutcome::Duplicate => Step::Duplicate { last },
+                    QuoteOutcome::Duplicate => {
+                        // The other line's copy of the latest sequence.
+                        if self.latest_line.0 != on_b && seq == last {
+                            self.latest_line.1 = true;
+                        }
+                        Step::Duplicate { last }
+                    }
                     QuoteOutcome::Applied {
                         lost,
                         first,
                         suspect,
                         price: check,
                     } => {
+                        self.latest_line = (on_b, false);
                         price_message = Some((price, check));
                         cleared = suspect == Suspect::Cleared;
                         if first {
@@ -200,13 +207,16 @@ impl Tracker {
             Message::Snapshot(v) => {
                 let seq = v.sequence();
                 let key = (seq, v.source_time());
-                let copy = self
-                    .last_snapshot
-                    .as_mut()
-                    .filter(|(k, from_b, seen)| *k == key && *from_b != on_b && !*seen);
+                let behind = s0.seq.baseline && seq < last;
+                // As the handler has it: not that line's copy once the line
+                // brought the latest sequence past it.
+                let passed = self.latest_line.0 == on_b || self.latest_line.1;
+                let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
+                    *k == key && *from_b != on_b && !*seen && !(behind && passed)
+                });
                 if let Some((_, _, seen)) = copy {
                     *seen = true;
-                    if s0.seq.baseline && seq < last {
+                    if behind {
                         // The other line's copy, behind the symbol: dropped
                         // by the handler's line arbitration, as a duplicate.
                         let mut s = s0;
@@ -217,6 +227,7 @@ impl Tracker {
                 } else {
                     self.last_snapshot = Some((key, on_b, false));
                 }
+                self.latest_line = (on_b, false);
                 let price = price_of(v);
                 let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
                 price_message = Some((price, outcome.price));
@@ -407,6 +418,7 @@ impl Forensics {
             dropped: false,
             first_seen: a,
             last_snapshot: None,
+            latest_line: (false, false),
         });
         f.trackers.push(i);
         self.index.insert((feed, symbol), i);

@@ -86,9 +86,9 @@ pub struct Feed {
     /// symbol back on the older price, alive and not suspect, until that
     /// line's copies of the newer messages came. Any other arrival of it
     /// (again on its first line, a second time on the other, or on the
-    /// other once that line delivered a Quote past it: a provider
-    /// re-sending it after a failover) is applied, as is a Snapshot with a
-    /// new source time. 16 bytes a slot (1 MiB for 65,536).
+    /// other once that line brought the symbol's latest sequence past it: a
+    /// provider re-sending it after a failover) is applied, as is a
+    /// Snapshot with a new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
@@ -232,9 +232,6 @@ impl FeedEngine for Feed {
                                 (a, q.sequence() == s.last_seq())
                             });
                             if let Some(bits) = last_line.get_mut(p.slot as usize) {
-                                if awaits_snapshot_copy(*bits, on_b) {
-                                    passed_snapshot(bits, q.sequence(), last_snapshot, p.slot);
-                                }
                                 match applied {
                                     Applied::Changed { .. } => {
                                         *bits = (*bits & SNAPSHOT_BITS) | on_b
@@ -252,18 +249,27 @@ impl FeedEngine for Feed {
                             // The other line's first copy of the last one
                             // applied (see `Feed::last_snapshot`).
                             let b = last_line.get(i).copied().unwrap_or(0);
-                            let copy =
+                            let candidate =
                                 awaits_snapshot_copy(b, on_b) && last_snapshot.get(i) == Some(&key);
-                            let applied = slot.update(|s| {
+                            // This line already brought the symbol's latest
+                            // sequence (applied from it, or its copy of it
+                            // came): a line delivers in order, so its copy
+                            // of an older Snapshot can no longer come, and
+                            // this one is the provider's re-send (a
+                            // failover, the line that lost the original
+                            // bringing it first): a reset.
+                            let passed = b & FROM_B == on_b || b & COPY_SEEN != 0;
+                            let (applied, copy) = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
+                                let copy = candidate && !(behind && passed);
                                 if copy && behind {
                                     s.add_duplicate();
-                                    return Applied::Duplicate;
+                                    return (Applied::Duplicate, true);
                                 }
                                 if behind {
                                     c.resets += 1;
                                 }
-                                rules::snapshot(s, q.sequence(), price(q), t)
+                                (rules::snapshot(s, q.sequence(), price(q), t), copy)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
                                 if copy {
@@ -336,21 +342,6 @@ impl FeedEngine for Feed {
 fn awaits_snapshot_copy(bits: u8, on_b: u8) -> bool {
     bits & (SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN) == SNAPSHOT_SEEN
         && (bits & SNAPSHOT_FROM_B != 0) != (on_b == 1)
-}
-
-/// A Quote of sequence `seq` on the line whose copy of the slot's last
-/// Snapshot has not come: once past the Snapshot's sequence, that line
-/// (which delivers in order) will never bring its copy, so a Snapshot like
-/// it arriving there later is the provider's re-send (a failover), a reset
-/// to apply, not the copy. Rare (that line lost its copy), so out of line.
-#[cold]
-fn passed_snapshot(bits: &mut u8, seq: u64, last_snapshot: &[(u64, u64)], slot: SlotId) {
-    if last_snapshot
-        .get(slot as usize)
-        .is_some_and(|&(snapshot, _)| seq > snapshot)
-    {
-        *bits |= SNAPSHOT_COPY_SEEN;
-    }
 }
 
 /// Whether a duplicate quote that came on line `on_b` (1: B) is a line
