@@ -151,6 +151,8 @@ pub struct ItchExplain {
     file: bool,
     scratch: Vec<Event>,
     steps: Vec<Step>,
+    /// Steps forgotten, the oldest ([`super::keep`]).
+    forgotten: u64,
     /// Decimals prices print with (the feed's `price_decimals`).
     decimals: u8,
 }
@@ -181,6 +183,7 @@ impl ItchExplain {
             file: false,
             scratch: Vec::new(),
             steps: Vec::new(),
+            forgotten: 0,
             decimals: feed.price_decimals,
         }
     }
@@ -319,14 +322,19 @@ impl ItchExplain {
         let before = self.verdict;
         self.verdict = after;
         if before != after || !events.is_empty() {
-            self.steps.push(Step {
-                time: self.t,
-                trigger,
-                events,
-                offset: offset_change,
-                before,
-                after,
-            });
+            super::keep(
+                &mut self.steps,
+                &mut self.forgotten,
+                self.at,
+                Step {
+                    time: self.t,
+                    trigger,
+                    events,
+                    offset: offset_change,
+                    before,
+                    after,
+                },
+            );
         }
     }
 
@@ -409,6 +417,9 @@ impl ItchExplain {
     pub fn explanation(&self, all: bool) -> String {
         let origin = self.origin.unwrap_or(0);
         let mut out = self.header();
+        if self.forgotten > 0 {
+            out.push_str(&super::forgotten_line(self.forgotten));
+        }
         let mut any = false;
         for s in self.steps.iter().filter(|s| all || s.changed()) {
             out.push_str(&self.render(s, origin));
@@ -561,7 +572,7 @@ impl ItchExplain {
             time,
             answer,
             origin,
-            &self.steps,
+            (&self.steps, self.forgotten),
             |s| self.render(s, origin),
             self.at_state.as_ref().map(|a| a.line.as_str()),
         )
@@ -632,14 +643,19 @@ impl Observer for ItchExplain {
         if something && self.steps.len() == kept {
             // Nothing changed the verdict, but the snapshot is told.
             let v = self.verdict;
-            self.steps.push(Step {
-                time: self.t,
-                trigger: Trigger::Segment { merged, failed },
-                events: Vec::new(),
-                offset: None,
-                before: v,
-                after: v,
-            });
+            super::keep(
+                &mut self.steps,
+                &mut self.forgotten,
+                self.at,
+                Step {
+                    time: self.t,
+                    trigger: Trigger::Segment { merged, failed },
+                    events: Vec::new(),
+                    offset: None,
+                    before: v,
+                    after: v,
+                },
+            );
         }
     }
 

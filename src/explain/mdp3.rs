@@ -227,6 +227,8 @@ pub struct Mdp3Explain {
     origin: Option<u64>,
     last_arrival: Option<u64>,
     steps: Vec<Step>,
+    /// Steps forgotten, the oldest ([`super::keep`]).
+    forgotten: u64,
 }
 
 /// The service and copy of each line number (`line_index`), as a step
@@ -264,6 +266,7 @@ impl Mdp3Explain {
             origin: None,
             last_arrival: None,
             steps: Vec::new(),
+            forgotten: 0,
         }
     }
 
@@ -360,13 +363,18 @@ impl Mdp3Explain {
         let before = self.verdict;
         self.verdict = after;
         if before != after || !events.is_empty() {
-            self.steps.push(Step {
-                time: self.t,
-                trigger,
-                events,
-                before,
-                after,
-            });
+            super::keep(
+                &mut self.steps,
+                &mut self.forgotten,
+                self.at,
+                Step {
+                    time: self.t,
+                    trigger,
+                    events,
+                    before,
+                    after,
+                },
+            );
         }
     }
 
@@ -438,6 +446,9 @@ impl Mdp3Explain {
             dur(self.gap_timeout_ns as i128),
             iso(origin),
         );
+        if self.forgotten > 0 {
+            out.push_str(&super::forgotten_line(self.forgotten));
+        }
         let mut any = false;
         for s in self.steps.iter().filter(|s| all || s.changed()) {
             out.push_str(&self.render(s, origin));
@@ -506,7 +517,7 @@ impl Mdp3Explain {
             time,
             answer,
             origin,
-            &self.steps,
+            (&self.steps, self.forgotten),
             |s| self.render(s, origin),
             self.at_state.as_deref(),
         )

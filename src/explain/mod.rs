@@ -56,6 +56,32 @@ pub(crate) fn next_crossing(
         .map(|(c, x)| (c as u64, x))
 }
 
+/// The steps an explanation keeps at most: the latest, between this many
+/// and twice as many (the oldest half is forgotten at once), so that its
+/// memory stays bounded whatever the capture holds for the target.
+pub const KEEP: usize = 100_000;
+
+/// Keeps `step` at the end of `steps` (in time order), unless it comes
+/// after `at` (an `--at` answer reads nothing later); once twice [`KEEP`]
+/// are kept, the oldest [`KEEP`] are forgotten, counted in `forgotten`.
+pub(crate) fn keep<S: Moment>(steps: &mut Vec<S>, forgotten: &mut u64, at: Option<u64>, step: S) {
+    if at.is_some_and(|at| step.time() > at) {
+        return;
+    }
+    if steps.len() >= 2 * KEEP {
+        steps.drain(..KEEP);
+        *forgotten += KEEP as u64;
+    }
+    steps.push(step);
+}
+
+/// The line an explanation that forgot `n` earlier steps starts with.
+pub(crate) fn forgotten_line(n: u64) -> String {
+    format!(
+        "... {n} earlier steps not kept (an explanation keeps the latest {KEEP} or more; --at TIME answers for an earlier moment from the steps before it)\n"
+    )
+}
+
 /// A moment of an explanation: when, and the verdict before and after.
 pub(crate) trait Moment {
     /// When, ns since the Unix epoch (local clock).
@@ -86,7 +112,7 @@ pub(crate) fn answer_at<S: Moment>(
     time: u64,
     answer: Reasons,
     origin: u64,
-    steps: &[S],
+    (steps, forgotten): (&[S], u64),
     render: impl Fn(&S) -> String,
     state: Option<&str>,
 ) -> String {
@@ -120,6 +146,9 @@ pub(crate) fn answer_at<S: Moment>(
                 Some(s) => {
                     let _ = writeln!(out, "  {reason:<15} {}", render(s));
                 }
+                None if forgotten > 0 => {
+                    let _ = writeln!(out, "  {reason:<15} since before the steps kept");
+                }
                 None => {
                     let _ = writeln!(out, "  {reason:<15} since the start");
                 }
@@ -130,7 +159,11 @@ pub(crate) fn answer_at<S: Moment>(
         out.push_str(state);
     }
     let derived = verdict_at(steps, time);
-    if derived != answer {
+    let changed = steps.iter().any(|s| {
+        let (before, after) = s.turn();
+        before != after
+    });
+    if derived != answer && (forgotten == 0 || changed) {
         let _ = writeln!(
             out,
             "  note: the steps imply {derived}, the replay answered {answer}"
@@ -210,6 +243,38 @@ pub(crate) fn dur(ns: i128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A moment at `t` that changed nothing.
+    struct At(u64);
+
+    impl Moment for At {
+        fn time(&self) -> u64 {
+            self.0
+        }
+        fn turn(&self) -> (Reasons, Reasons) {
+            (Reasons::NO_QUOTE, Reasons::NO_QUOTE)
+        }
+    }
+
+    /// An explanation keeps the latest steps, between KEEP and twice as
+    /// many, and counts what it forgot; nothing after `--at`'s time.
+    #[test]
+    fn an_explanation_keeps_the_latest_steps_and_counts_the_rest() {
+        let (mut steps, mut forgotten) = (Vec::new(), 0u64);
+        let n = 5 * KEEP as u64 + 7;
+        for t in 0..n {
+            keep(&mut steps, &mut forgotten, None, At(t));
+            assert!(steps.len() <= 2 * KEEP);
+        }
+        assert_eq!(forgotten + steps.len() as u64, n);
+        assert_eq!(steps.last().map(|s| s.0), Some(n - 1));
+        assert!(steps.len() >= KEEP);
+        let (mut steps, mut forgotten) = (Vec::new(), 0u64);
+        for t in 0..10 {
+            keep(&mut steps, &mut forgotten, Some(4), At(t));
+        }
+        assert_eq!((steps.len(), forgotten), (5, 0));
+    }
 
     #[test]
     fn iso_and_parse_round_trip() {

@@ -234,6 +234,15 @@ pub struct Event {
     pub after: Reasons,
 }
 
+impl super::Moment for Event {
+    fn time(&self) -> u64 {
+        self.time
+    }
+    fn turn(&self) -> (Reasons, Reasons) {
+        (self.before, self.after)
+    }
+}
+
 impl Event {
     /// True when the verdict changed.
     pub fn changed(&self) -> bool {
@@ -366,5 +375,13 @@ impl Forensics {
         let (feed, symbol) = self.target?;
         let &i = self.index.get(&(feed, symbol))?;
         Some(&self.trackers[i].events)
+    }
+
+    /// The target's events forgotten, the oldest ([`crate::explain::keep`]).
+    fn forgotten(&self) -> u64 {
+        let Some(target) = self.target else { return 0 };
+        self.index
+            .get(&target)
+            .map_or(0, |&i| self.trackers[i].forgotten)
     }
 }

@@ -50,6 +50,9 @@ impl Forensics {
         let origin = self.origin.unwrap_or(0);
         let decimals = f.config.price_decimals;
         let mut out = self.header(feed, symbol);
+        if self.forgotten() > 0 {
+            out.push_str(&crate::explain::forgotten_line(self.forgotten()));
+        }
         for e in events.iter().filter(|e| all || e.changed()) {
             out.push_str(&e.render(origin, decimals));
             out.push('\n');

@@ -32,6 +32,8 @@ pub(super) struct Tracker {
     /// Keep events (the `--explain` target).
     pub(super) keep: bool,
     pub(super) events: Vec<Event>,
+    /// Events forgotten, the oldest ([`crate::explain::keep`]).
+    pub(super) forgotten: u64,
     pub(super) band: Option<Band>,
     /// Packet number this tracker was last prepared for.
     pub(super) prepared: u64,
@@ -63,7 +65,7 @@ impl Tracker {
         }
         self.verdict = e.after;
         if self.keep && (e.changed() || notable) {
-            self.events.push(e);
+            crate::explain::keep(&mut self.events, &mut self.forgotten, None, e);
         }
     }
 
@@ -413,6 +415,7 @@ impl Forensics {
             verdict: Reasons::NO_QUOTE,
             keep: self.target == Some((feed, symbol)),
             events: Vec::new(),
+            forgotten: 0,
             band: self.timeline.then(Band::new),
             prepared: 0,
             dropped: false,
