@@ -158,6 +158,11 @@ pub struct ItchExplain {
 }
 
 impl ItchExplain {
+    /// Keeps `step` ([`super::keep`]: the latest, none after `--at`).
+    fn keep(&mut self, step: Step) {
+        super::keep(&mut self.steps, &mut self.forgotten, self.at, step);
+    }
+
     /// An observer for `symbol` of feed `id` (its configuration `feed`);
     /// `at` keeps the feed's state at that time for [`answer_at`](Self::answer_at).
     pub fn new(id: u16, feed: &FeedConfig, symbol: Symbol, at: Option<u64>) -> ItchExplain {
@@ -322,19 +327,14 @@ impl ItchExplain {
         let before = self.verdict;
         self.verdict = after;
         if before != after || !events.is_empty() {
-            super::keep(
-                &mut self.steps,
-                &mut self.forgotten,
-                self.at,
-                Step {
-                    time: self.t,
-                    trigger,
-                    events,
-                    offset: offset_change,
-                    before,
-                    after,
-                },
-            );
+            self.keep(Step {
+                time: self.t,
+                trigger,
+                events,
+                offset: offset_change,
+                before,
+                after,
+            });
         }
     }
 
@@ -643,19 +643,14 @@ impl Observer for ItchExplain {
         if something && self.steps.len() == kept {
             // Nothing changed the verdict, but the snapshot is told.
             let v = self.verdict;
-            super::keep(
-                &mut self.steps,
-                &mut self.forgotten,
-                self.at,
-                Step {
-                    time: self.t,
-                    trigger: Trigger::Segment { merged, failed },
-                    events: Vec::new(),
-                    offset: None,
-                    before: v,
-                    after: v,
-                },
-            );
+            self.keep(Step {
+                time: self.t,
+                trigger: Trigger::Segment { merged, failed },
+                events: Vec::new(),
+                offset: None,
+                before: v,
+                after: v,
+            });
         }
     }
 
