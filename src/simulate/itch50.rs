@@ -217,7 +217,8 @@ pub struct ServerReport {
     pub requests_received: u64,
     /// Requests answered (an answer sent).
     pub requests_answered: u64,
-    /// Requests dropped on purpose (`request_drop`).
+    /// Requests dropped on purpose (`request_drop`), or with
+    /// [`MAX_WAITING_ANSWERS`] answers already waiting for their time.
     pub requests_dropped: u64,
     /// Requests that could not be answered (malformed, another session,
     /// count 0, a sequence not retained or not sent yet).
@@ -258,6 +259,11 @@ pub struct VenueReport {
     /// an ITCH symbol (`last_timestamp`: of the last message naming it).
     pub books: BTreeMap<String, ItchSymbolSummary>,
 }
+
+/// Answers the re-request server holds waiting for their time, at most:
+/// a request past them is dropped (counted), so a flood of requests under
+/// a long `answer_delay_ms` cannot grow the queue without end.
+pub const MAX_WAITING_ANSWERS: usize = 65_536;
 
 /// The venue's re-request server state.
 #[derive(Debug, Clone)]
@@ -608,7 +614,7 @@ impl Venue {
             return;
         };
         counts.requests_received += 1;
-        if server.rng.percent(server.drop) {
+        if server.rng.percent(server.drop) || server.queue.len() >= MAX_WAITING_ANSWERS {
             counts.requests_dropped += 1;
             return;
         }
@@ -869,13 +875,14 @@ fn publish_with(
     let send = |out: &mut Vec<Outgoing>| sockets.send(out);
     let mut buf = vec![0u8; 2048];
     let mut answers = Vec::new();
-    // Serves the requests waiting on the server socket, then sends the answers due.
-    let mut serve = |venue: &mut Venue, now: u64| -> Result<()> {
+    // Serves the requests waiting on the server socket (while `listening`),
+    // then sends the answers due.
+    let mut serve = |venue: &mut Venue, now: u64, listening: bool| -> Result<()> {
         let Some(socket) = &server else {
             return Ok(());
         };
         // Bounded per call, so a flood of requests cannot stall the feed.
-        for _ in 0..256 {
+        for _ in 0..if listening { 256 } else { 0 } {
             match socket.recv_from(&mut buf) {
                 Ok((n, std::net::SocketAddr::V4(from))) => venue.on_request(&buf[..n], from, now),
                 Ok(_) => {}
@@ -904,7 +911,7 @@ fn publish_with(
         let now = crate::time::now_ns();
         venue.poll(now, &mut out);
         send(&mut out)?;
-        serve(&mut venue, now)?;
+        serve(&mut venue, now, true)?;
         snapshot(&venue);
         if venue.done(now) || stop.load(Relaxed) {
             break;
@@ -913,10 +920,13 @@ fn publish_with(
     }
     venue.finish(crate::time::now_ns(), &mut out);
     send(&mut out)?;
+    // Lingers answering until `end`; past it, only the answers already
+    // waiting are sent (within the answer delay): requests that keep
+    // coming cannot keep the venue up.
     let end = crate::time::now_ns().saturating_add(p.linger_ms * NS_PER_MS);
     loop {
         let now = crate::time::now_ns();
-        serve(&mut venue, now)?;
+        serve(&mut venue, now, now < end)?;
         snapshot(&venue);
         if (now >= end && !venue.answers_pending()) || stop.load(Relaxed) {
             break;
@@ -1126,6 +1136,28 @@ mod tests {
             s.messages_resent,
             got.iter().map(|g| g.1.len() as u64).sum::<u64>()
         );
+    }
+
+    /// Under a long answer delay, requests past the answers already
+    /// waiting are dropped and counted: the queue stays bounded however
+    /// many come.
+    #[test]
+    fn a_flood_of_requests_waits_in_a_bounded_queue() {
+        let mut v = Venue::new(&params(|p| {
+            p.answer_delay_ms = 60_000;
+            p.count = 100;
+        }))
+        .unwrap();
+        drive(&mut v, MS);
+        let now = T0 + 5_000 * MS;
+        let n = MAX_WAITING_ANSWERS as u64 + 1_000;
+        for _ in 0..n {
+            v.on_request(&request(b"TGSIM00001", 1, 3), CLIENT, now);
+        }
+        let queued = v.server.as_ref().map_or(0, |s| s.queue.len());
+        assert_eq!(queued, MAX_WAITING_ANSWERS);
+        let s = v.report().server.unwrap();
+        assert_eq!((s.requests_received, s.requests_dropped), (n, 1_000));
     }
 
     #[test]
