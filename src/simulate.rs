@@ -495,6 +495,22 @@ impl LineSockets {
 mod tests {
     use super::*;
 
+    /// What keeps the simulator's multicast on this host: the line's
+    /// socket bound to a loopback source, with TTL 0 and the loop on; a
+    /// source elsewhere is refused.
+    #[test]
+    fn multicast_lines_stay_on_this_host() {
+        let group: SocketAddrV4 = "239.255.0.1:5000".parse().unwrap();
+        let socket = open_line("A", group, Ipv4Addr::LOCALHOST).unwrap();
+        assert_eq!(socket.multicast_ttl_v4().unwrap(), 0);
+        assert!(socket.multicast_loop_v4().unwrap());
+        assert!(socket.local_addr().unwrap().ip().is_loopback());
+        let e = open_line("A", group, Ipv4Addr::new(10, 0, 0, 1)).unwrap_err();
+        assert!(e.to_string().contains("not a loopback address"), "{e}");
+        let e = check_destination("A", "10.0.0.1:5000".parse().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("neither loopback"), "{e}");
+    }
+
     #[test]
     fn destinations_are_loopback_or_multicast_only() {
         let ok = |s: &str| check_destination("A", s.parse().unwrap());

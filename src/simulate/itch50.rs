@@ -835,6 +835,12 @@ pub fn run(p: &Params) -> Result<()> {
 /// With `glimpse`, its password is read (and checked) before any socket
 /// opens.
 pub fn publish(p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<VenueReport> {
+    // Before any socket opens (the GLIMPSE and re-request servers'
+    // included): the lines' destinations.
+    crate::simulate::check_destination("A", p.line_a)?;
+    if let Some(b) = p.line_b {
+        crate::simulate::check_destination("B", b)?;
+    }
     let venue = Venue::new(p)?;
     let glimpse = match &p.glimpse {
         None => None,

@@ -421,7 +421,12 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args(["simulate", "--line-a=127.0.0.1:9", "--linger-ms=5"])
+        .args([
+            "simulate",
+            "--line-a=127.0.0.1:9",
+            "--count=1",
+            "--linger-ms=5",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -434,6 +439,7 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         .args([
             "simulate",
             "--line-a=127.0.0.1:9",
+            "--count=1",
             "--glimpse=127.0.0.1:18100",
         ])
         .output()

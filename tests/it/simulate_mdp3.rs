@@ -371,7 +371,7 @@ fn mdp3_needs_a_configuration_and_its_flags_stay_its_own() {
     for (args, needle) in [
         (vec!["--protocol", "mdp3"], "needs --config"),
         (
-            vec!["--protocol", "sqf", "--loss-both", "1"],
+            vec!["--protocol", "sqf", "--count", "1", "--loss-both", "1"],
             "--loss-both applies to --protocol mdp3 only",
         ),
         (

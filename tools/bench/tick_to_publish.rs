@@ -20,15 +20,16 @@ use tickguard::time::now_ns;
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The sustained rate the percentages are of, datagrams/s.
-    #[arg(long, default_value_t = 100_000)]
+    /// The sustained rate the percentages are of, datagrams/s (1 to
+    /// 10,000,000).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     sustained: u64,
-    /// Seconds per load level.
-    #[arg(long, default_value_t = 3)]
+    /// Seconds per load level (1 to 600).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=600))]
     seconds: u64,
-    /// Symbols the quotes are spread over.
-    #[arg(long, default_value_t = 10_000)]
-    symbols: usize,
+    /// Symbols the quotes are spread over (1 to 1,000,000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    symbols: u32,
 }
 
 fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
@@ -39,7 +40,7 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
             "[state]\ncapacity = {}\n[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\nidle = \"spin\"\n\
              rcvbuf_bytes = 33554432\n[[feed]]\nname = \"b\"\nkind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\n\
              stale_threshold_ms = 500\nsource_threshold_ms = 2000\n",
-            a.symbols.max(16)
+            a.symbols.max(16) as usize
         ),
         "bench",
     )?;
@@ -47,7 +48,7 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let rate = a.sustained * percent / 100;
     let stop = Arc::new(AtomicBool::new(false));
     let timing = Arc::new(AtomicBool::new(false));
-    let (symbols, seconds) = (a.symbols, a.seconds);
+    let (symbols, seconds) = (a.symbols as usize, a.seconds);
     let (stop_tx, timing_tx) = (stop.clone(), timing.clone());
     let sender = std::thread::spawn(move || -> anyhow::Result<u64> {
         let tx = UdpSocket::bind("127.0.0.1:0")?;
@@ -71,7 +72,11 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
         let mut sent = 0u64;
         while Instant::now() < end {
             let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
-            while sent < due {
+            // At most a thousand at a time, the clock read between: a rate
+            // the sender cannot reach ends at its time all the same.
+            let mut burst = 0;
+            while sent < due && burst < 1_000 {
+                burst += 1;
                 let k = (sent as usize * 7919) % symbols;
                 seq[k] += 1;
                 let t = now_ns();
