@@ -563,10 +563,23 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         ));
     }
     let Some(id) = b.id else {
+        if let Some(was) = a.id {
+            v.push(format!(
+                "definition: its Symbol deleted (SecurityID {was} no longer named by it): no instrument by that name"
+            ));
+        }
         return v;
     };
-    if a.id.is_none() {
-        v.push(format!("first seen: SecurityID {id}"));
+    match a.id {
+        None => v.push(format!("first seen: SecurityID {id}")),
+        Some(was) if was != id => {
+            // Another instrument's state from here: nothing to compare.
+            v.push(format!(
+                "definition: its Symbol now names SecurityID {id} (was {was}): that instrument's book and state from here"
+            ));
+            return v;
+        }
+        Some(_) => {}
     }
     if b.symbol != a.symbol || (b.depths != a.depths && a.id.is_some()) {
         if let Some(sym) = &b.symbol {
@@ -618,11 +631,24 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
                 b.missing
             ),
         }),
+        (true, false) if b.unverified => v.push(format!(
+            "RptSeq continuous to {}, but unverified",
+            b.rpt_seq.map_or("?".into(), |r| r.to_string())
+        )),
         (true, false) => v.push(format!(
             "healed: RptSeq continuous to {}",
             b.rpt_seq.map_or("?".into(), |r| r.to_string())
         )),
         _ => {}
+    }
+    // Unverified but for a gap given up (said above, channel-wide): by a
+    // snapshot taken before packets never received, found when applied
+    // or at the lines' first packet.
+    if b.unverified && !a.unverified && b.packets_lost == a.packets_lost && !restarted {
+        v.push(
+            "unverified: its snapshot was taken before packets never received (below the lines' first, or given up); suspect until a snapshot taken after them or its next entry in RptSeq order"
+                .into(),
+        );
     }
     if b.cached != a.cached && b.suspect {
         v.push(format!(

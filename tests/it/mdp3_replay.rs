@@ -77,10 +77,16 @@ fn book(s: u32, entries: &[BookEntry]) -> Vec<u8> {
 }
 
 fn definition(template: u16, id: i32, symbol: &str, group: &str) -> Vec<u8> {
+    definition_as(b'A', template, id, symbol, group)
+}
+
+/// [`definition`] with its SecurityUpdateAction (`A` add, `M` modify, `D`
+/// delete).
+fn definition_as(action: u8, template: u16, id: i32, symbol: &str, group: &str) -> Vec<u8> {
     let d = encode::Instrument {
         match_event_indicator: 0,
         tot_num_reports: Some(3),
-        security_update_action: b'A',
+        security_update_action: action,
         trading_status: Some(17),
         appl_id: 310,
         security_group: group,
@@ -645,6 +651,35 @@ fn an_mdp3_feed_goes_live_and_reads_its_definitions_first() {
 /// verdict with its cause: the packet gap, the RptSeq hole and the entry
 /// that revealed it, the give-up, the snapshot that healed it, the group
 /// status, the end of event that published the book.
+/// A definition that deletes the instrument's Symbol is named as the
+/// cause of the step that turns the name `no_quote`.
+#[test]
+fn explain_names_the_definition_that_deletes_a_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let mut datagrams = channel();
+    datagrams.push((
+        40 * MS,
+        definition_line(),
+        definition_as(b'D', 54, ES, "ESZ6", "SP"),
+    ));
+    write_capture(&dir.path().join("cme.pcap"), &datagrams);
+    let out = replay_in(dir.path())
+        .args(["--explain", "cme", "ESZ6"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains(" +40.000000 ms "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("definition: its Symbol deleted (SecurityID 1001 no longer named by it)")
+            && line.ends_with("-> no_quote"),
+        "{text}"
+    );
+}
+
 #[test]
 fn explain_tells_why_an_instrument_changed() {
     let dir = tempfile::tempdir().unwrap();

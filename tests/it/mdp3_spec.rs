@@ -338,12 +338,12 @@ impl Channel {
 
     /// Replays the capture with the checks.
     fn run(&self) -> Out {
-        self.run_explaining(None)
+        self.run_explaining(None).0
     }
 
     /// Replays the capture with the checks, explaining instrument `name`
-    /// when given.
-    fn run_explaining(&self, name: Option<&str>) -> Out {
+    /// when given: the outcome, and the explanation (`--explain-all`'s).
+    fn run_explaining(&self, name: Option<&str>) -> (Out, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::load(&self.write(dir.path())).unwrap();
         let checks: Vec<Check> = self
@@ -356,22 +356,24 @@ impl Channel {
             })
             .collect();
         let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
-        let outcome = match name {
-            None => replay(&config, &mut capture, &checks, |_| {}),
+        let (outcome, explained) = match name {
+            None => (replay(&config, &mut capture, &checks, |_| {}), None),
             Some(name) => {
                 let mut x = Mdp3Explain::new(0, &config.feeds[0], name, None);
-                replay_with(&config, &mut capture, &checks, |_| {}, &mut x)
+                let outcome = replay_with(&config, &mut capture, &checks, |_| {}, &mut x);
+                (outcome, Some(x.explanation(true)))
             }
         };
         assert!(outcome.input_error.is_none(), "{:?}", outcome.input_error);
-        Out {
+        let out = Out {
             lines: checks
                 .iter()
                 .zip(&outcome.answers)
                 .map(|(c, a)| answer_json(c, *a))
                 .collect(),
             summary: serde_json::to_value(&outcome.summary).unwrap(),
-        }
+        };
+        (out, explained)
     }
 
     /// Replays the capture through the command line, logging at `warn`;
@@ -3835,7 +3837,7 @@ fn explaining_changes_nothing_when_time_steps_back_or_a_gap_is_left_open() {
         c.check(t * MS, "#7");
     }
     let plain = c.run();
-    let watched = c.run_explaining(Some("#7"));
+    let watched = c.run_explaining(Some("#7")).0;
     assert_eq!(watched.lines, plain.lines);
     assert_eq!(watched.summary, plain.summary);
     assert_eq!(plain.feed()["gaps_open"], 1, "{}", plain.feed());
@@ -3911,4 +3913,15 @@ fn a_snapshot_taken_before_the_lines_first_packet_leaves_its_instrument_unverifi
     );
     assert_eq!(out.reasons(eight), ok());
     assert_eq!(out.reasons(verified), ok());
+    // The explanation says why at the lines' first packet.
+    let text = ch.run_explaining(Some("#7")).1.unwrap();
+    let first = text
+        .lines()
+        .find(|l| l.contains("packet MsgSeqNum 1000"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        first.contains("unverified: its snapshot was taken before packets never received")
+            && first.ends_with("-> suspect"),
+        "{text}"
+    );
 }
