@@ -1,8 +1,8 @@
 //! Configuration: parsed from TOML into plain structs, then validated into a
 //! resolved [`Config`]. Nothing is opened until validation has passed, and
 //! every error is one line that names the file, the line and the key.
-//! Every integer key has a [`Range`] (all in [`ranges`]; README's
-//! Configuration section lists them with the reasons for their bounds),
+//! Every integer key has a [`Range`] (all in [`ranges`];
+//! docs/configuration.md lists them with the reasons for their bounds),
 //! `dead_after_ms` is at least [`DEAD_AFTER_HEARTBEATS`] × `heartbeat_ms`, a
 //! feed name is at most [`FEED_NAME_MAX`] printable ASCII bytes, and values
 //! echoed in errors are escaped and cut.

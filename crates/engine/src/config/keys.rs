@@ -33,7 +33,7 @@ pub trait FeedProtocol: Sized {
     /// to; any other key as unknown.
     const KEYS: &'static [&'static str];
 
-    /// Its integer keys' ranges (the README's table lists them).
+    /// Its integer keys' ranges (docs/configuration.md's table lists them).
     const RANGES: &'static [Range];
 
     /// Decimals its feeds' prices print with unless `price_decimals` says.
