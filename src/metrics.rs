@@ -60,18 +60,53 @@ struct LineState {
 /// One exported metric of a feed, from its counter descriptors.
 enum Exported {
     /// A counter: the descriptor's index in the feed's list.
-    Counter(usize, Counter),
+    Counter(usize, Total),
     /// A gauge (or flag).
     Gauge(usize, Gauge),
     /// A histogram: its buckets' descriptor indexes with their cumulative
     /// `_bucket{le}` counters, and `_count`.
-    Histogram(Vec<(usize, Counter)>, Counter),
+    Histogram(Vec<(usize, Total)>, Total),
+}
+
+/// A published count exported as a Prometheus counter, which only rises:
+/// a count that starts over (its publication recreated, every feed's
+/// state with it) is added to what was exported before, rather than
+/// read as a value the exporter keeps the larger of (which froze the
+/// counter until the new count passed the old).
+struct Total {
+    counter: Counter,
+    /// What the counts before the last start over came to.
+    base: u64,
+    /// The count last read.
+    last: u64,
+}
+
+impl Total {
+    fn new(counter: Counter) -> Total {
+        Total {
+            counter,
+            base: 0,
+            last: 0,
+        }
+    }
+
+    /// The count read now.
+    fn set(&mut self, count: u64) {
+        if count < self.last {
+            self.base = self.base.saturating_add(self.last);
+        }
+        self.last = count;
+        self.counter.absolute(self.base.saturating_add(count));
+    }
 }
 
 struct FeedMetrics {
     name: String,
-    /// From the publication's descriptors, once it is mapped.
-    exported: Option<Vec<Exported>>,
+    /// From the publication's descriptors, once it is mapped: with the
+    /// lines and descriptors they were registered for (a file made again
+    /// by the same writer describes the same, and keeps them, its counts
+    /// carried on).
+    exported: Option<(usize, Vec<Descriptor>, Vec<Exported>)>,
     verdicts: Vec<Gauge>,
     offset: Gauge,
     silence: Gauge,
@@ -223,9 +258,10 @@ fn register(feed: &str, lines: usize, descriptors: &[Descriptor]) -> Vec<Exporte
         let name = format!("{PREFIX}{}", d.metric);
         describe(&name, d);
         match d.kind {
-            CounterKind::Counter => {
-                out.push(Exported::Counter(i, metrics::counter!(name, labels(d))))
-            }
+            CounterKind::Counter => out.push(Exported::Counter(
+                i,
+                Total::new(metrics::counter!(name, labels(d))),
+            )),
             CounterKind::Bucket => {
                 // The run of buckets of this metric, bounds ascending.
                 let mut buckets = Vec::new();
@@ -235,11 +271,12 @@ fn register(feed: &str, lines: usize, descriptors: &[Descriptor]) -> Vec<Exporte
                 {
                     let mut l = labels(b);
                     l.push(Label::new("le", le(b.param)));
-                    buckets.push((i, metrics::counter!(format!("{name}_bucket"), l)));
+                    let c = metrics::counter!(format!("{name}_bucket"), l);
+                    buckets.push((i, Total::new(c)));
                     i += 1;
                 }
                 let count = metrics::counter!(format!("{name}_count"), labels(d));
-                out.push(Exported::Histogram(buckets, count));
+                out.push(Exported::Histogram(buckets, Total::new(count)));
                 continue;
             }
             _ => out.push(Exported::Gauge(i, metrics::gauge!(name, labels(d)))),
@@ -398,11 +435,10 @@ impl Monitor {
 
     /// One sample at local time `now` (ns since the Unix epoch).
     pub fn sample(&mut self, now: u64) {
-        if !self.reader.health(now).is_ok() && self.reader.refresh() {
-            // Another file: its descriptors are read again.
-            for f in &mut self.feeds {
-                f.exported = None;
-            }
+        // Another file (after a refresh): its descriptors are compared
+        // with those registered below.
+        if !self.reader.health(now).is_ok() {
+            self.reader.refresh();
         }
         let r = &self.reader;
         // One consistent set each: the receiver's statistics, and every
@@ -488,33 +524,37 @@ impl Monitor {
             let id = id as u16;
             let get = |k: usize| get(id, k);
             let info = r.feeds().get(id as usize);
-            if f.exported.is_none() {
-                f.exported = info
-                    .filter(|i| !i.counters.is_empty())
-                    .map(|i| register(&f.name, i.lines, &i.counters));
+            let described = |e: &(usize, Vec<Descriptor>, Vec<Exported>)| {
+                info.is_some_and(|i| i.lines == e.0 && i.counters == e.1)
+            };
+            if !f.exported.as_ref().is_some_and(described) {
+                f.exported = info.filter(|i| !i.counters.is_empty()).map(|i| {
+                    let e = register(&f.name, i.lines, &i.counters);
+                    (i.lines, i.counters.clone(), e)
+                });
             }
             // (A writer killed inside the offset's write: its status alone.)
             let (status, offset) = r
                 .feed_state(id)
                 .or_else(|| Some((r.feed_status(id)?, 0)))
                 .unwrap_or_default();
-            if let (Some(exported), Some(info), Some(values)) = (
-                &f.exported,
+            if let (Some((_, _, exported)), Some(info), Some(values)) = (
+                &mut f.exported,
                 info,
                 counters.get(id as usize).copied().flatten(),
             ) {
                 let value = |i: usize| info.counters[i].value(&values, status.flags());
                 for e in exported {
                     match e {
-                        Exported::Counter(i, c) => c.absolute(value(*i)),
+                        Exported::Counter(i, c) => c.set(value(*i)),
                         Exported::Gauge(i, g) => g.set(value(*i) as f64),
                         Exported::Histogram(buckets, count) => {
                             let mut below = 0;
                             for (i, c) in buckets {
                                 below += value(*i);
-                                c.absolute(below);
+                                c.set(below);
                             }
-                            count.absolute(below);
+                            count.set(below);
                         }
                     }
                 }
@@ -536,9 +576,12 @@ impl Monitor {
             for (g, v) in f.verdicts.iter().zip(by) {
                 g.set(v as f64);
             }
-            if last_alive > 0 {
-                f.silence.set(now.saturating_sub(last_alive) as f64 / 1e9);
-            }
+            // 0 before the first packet (of this publication: a recreated
+            // one starts over).
+            f.silence.set(match last_alive {
+                0 => 0.0,
+                t => now.saturating_sub(t) as f64 / 1e9,
+            });
             // Symbols without a slot are not published: a check finds
             // nothing and answers no_quote, whatever their books say.
             if let Some(refused) = get(counter::TABLE_FULL).filter(|&n| n > 0) {

@@ -637,7 +637,27 @@ mod described {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
+        // The publication made again (its counts from 0): the exported
+        // counters go on from where they were, a count rising again
+        // included, rather than stay at the old total until the new count
+        // passes it.
         drop(table);
+        drop(p);
+        let t2 = t + 20_000_000_000;
+        let p = Arc::new(Publication::create(&shm, 0o600, 8, &feeds, t2, 1_000_000).unwrap());
+        p.write_counters(|| p.set_counter(1, counter::RECOVERY_LATENCY, 1));
+        p.ready();
+        p.heartbeat(t2);
+        metrics::with_local_recorder(&recorder, || m.sample(t2 + 1));
+        let bucket =
+            r#"tickguard_feed_recovery_latency_seconds_bucket{feed="nasdaq",le="0.000016"}"#;
+        let text = handle.render();
+        assert!(text.lines().any(|l| l == format!("{bucket} 3")), "{text}");
+        p.write_counters(|| p.set_counter(1, counter::RECOVERY_LATENCY, 4));
+        p.heartbeat(t2 + 2);
+        metrics::with_local_recorder(&recorder, || m.sample(t2 + 3));
+        let text = handle.render();
+        assert!(text.lines().any(|l| l == format!("{bucket} 6")), "{text}");
     }
 
     /// A feed with `glimpse` exports its snapshots as the engine counted
