@@ -183,7 +183,15 @@ fn describe(name: &str, d: &Descriptor) {
     );
     match d.kind {
         CounterKind::Counter => metrics::describe_counter!(name.to_string(), help),
-        CounterKind::Bucket => metrics::describe_histogram!(name.to_string(), help),
+        CounterKind::Bucket => {
+            // Exported as a run of cumulative `_bucket{le}` counters and a
+            // `_count` (registered as counters): described by those names.
+            metrics::describe_counter!(format!("{name}_bucket"), help.clone());
+            metrics::describe_counter!(
+                format!("{name}_count"),
+                format!("{help} (the count of all its buckets)")
+            );
+        }
         _ => metrics::describe_gauge!(name.to_string(), help),
     }
 }

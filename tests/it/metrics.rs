@@ -617,6 +617,17 @@ mod described {
         ] {
             assert!(has(line), "{line} in:\n{text}");
         }
+        // Every family says what it is, the ITCH feed's bucket runs too.
+        for name in text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+        {
+            let help = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("# HELP {name} ")));
+            assert!(help.is_some_and(|h| h.len() > 20), "{name}: {text}");
+        }
         for absent in [
             r#"tickguard_feed_closed{feed="lp1"}"#,
             r#"tickguard_feed_gaps_open{feed="lp1"}"#,
