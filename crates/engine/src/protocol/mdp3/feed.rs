@@ -177,6 +177,8 @@ pub struct Entry {
     changed: u32,
     /// Listed in [`Feed::blocked`].
     blocked: bool,
+    /// Listed in [`Feed::verified`].
+    listed_verified: bool,
     /// Its definition, once one came.
     pub definition: Option<Definition>,
     /// Its own status (a SecurityStatus naming it, or a snapshot's).
@@ -330,6 +332,11 @@ pub struct Feed {
     /// (those that halt or close still do), so that a definition's status
     /// counts again where the lost reset emptied them all.
     void_trading_before: Option<status::Stamp>,
+    /// The packet (restarts, MsgSeqNum) a reset was last inferred in from
+    /// an entry: once a packet at most, so that a packet repeating a
+    /// ChannelReset and an entry that goes back costs one pass over the
+    /// instruments, not two per pair.
+    inferred_in: Option<(u32, u32)>,
     /// Where the last reset that emptied statuses fell (a ChannelReset,
     /// in order or late; the weekly restart): a snapshot's status stamped
     /// before it is of what the reset emptied and is not taken.
@@ -440,6 +447,8 @@ impl SinceReset {
     fn take(&mut self, instruments: usize, forget: bool, mut f: impl FnMut(u32)) {
         let all = self.all || self.forgotten != forget;
         self.forgotten = forget;
+        #[cfg(test)]
+        crate::test_work::add(if all { instruments } else { self.list.len() } as u64);
         if all {
             (0..instruments as u32).for_each(&mut f);
             self.marked.fill(false);
@@ -491,6 +500,7 @@ impl Feed {
             since_reset: SinceReset::default(),
             holders: Vec::new(),
             void_trading_before: None,
+            inferred_in: None,
             statuses_emptied: None,
             since_restart: None,
             symbol_moves: 0,
@@ -688,6 +698,7 @@ impl Feed {
             security_id: id,
             changed: self.deferred_ends,
             blocked: false,
+            listed_verified: self.all_unverified,
             instrument: Instrument::new(
                 self.settings.default_depth,
                 self.settings.default_implied_depth,
@@ -744,7 +755,7 @@ impl Feed {
             self.since_reset.all = true;
             self.all_unverified = true;
         }
-        self.verified.clear();
+        self.clear_verified();
         debug_assert!(self.entries.iter().all(|e| e.instrument.seq.unverified()));
         self.unblock();
         self.cover();
@@ -768,9 +779,20 @@ impl Feed {
     #[cold]
     #[inline(never)]
     fn note_verified(&mut self, i: u32) {
-        if !self.entries[i as usize].instrument.seq.unverified() {
+        let e = &mut self.entries[i as usize];
+        if !e.instrument.seq.unverified() && !e.listed_verified {
+            e.listed_verified = true;
             self.verified.push(i);
         }
+    }
+
+    /// Empties [`verified`](Self::verified), each instrument no longer
+    /// listed.
+    fn clear_verified(&mut self) {
+        for &i in &self.verified {
+            self.entries[i as usize].listed_verified = false;
+        }
+        self.verified.clear();
     }
 
     /// Publishes the instruments whose pending changes the ends of event
@@ -1143,9 +1165,14 @@ impl Feed {
         let Some(i) = self.instrument(id) else {
             return;
         };
-        if self.went_back(i, r, entry.at.0) {
+        let packet = (self.restarts, entry.at.0);
+        if self.inferred_in != Some(packet) && self.went_back(i, r, entry.at.0) {
             // The reset lies in a packet below this one: what this one
-            // sent is the new sequence's.
+            // sent is the new sequence's. (Inferred once a packet: an entry
+            // that goes back again after it in the same packet went back
+            // from one of the packet's own, a duplicate as the contract
+            // takes it.)
+            self.inferred_in = Some(packet);
             self.infer_reset(entry.transact_time, Some((self.restarts, (entry.at.0, 0))));
             // Listed again: the entry changes it after the reset.
             self.since_reset.one(i);
@@ -1721,7 +1748,7 @@ impl Feed {
             "an instrument with a status was not a holder"
         );
         self.all_unverified = false;
-        self.verified.clear();
+        self.clear_verified();
         match statuses {
             Statuses::All => {
                 self.groups.clear_statuses();
@@ -2816,6 +2843,30 @@ mod tests {
         assert_eq!(f.sequence().counters().packets_lost, 2);
     }
 
+    /// An instrument unverified and verified again and again between two
+    /// give-ups (a snapshot taken before a packet never received, then its
+    /// next entry, over and over) is listed once: the list grew by one at
+    /// each turn, without bound until the next give-up.
+    #[test]
+    fn an_instrument_verified_again_and_again_is_listed_once() {
+        use UpdateAction::{Change, New};
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(7, 1, 1, New, 100)]), T0)
+            .unwrap();
+        // Packet 2 lost, given up: every instrument unverified.
+        f.on_incremental(&book(3, true, &[]), T0).unwrap();
+        f.expire(T0 + 10 * MS);
+        for k in 0..100u32 {
+            let i = f.by_id.get(7).unwrap();
+            f.entries[i as usize].instrument.seq.unverify();
+            let entry = bid(7, 2 + k, 1, Change, 101);
+            f.on_incremental(&book(4 + k, true, &[entry]), T0 + 10 * MS)
+                .unwrap();
+            assert!(!f.entries[i as usize].instrument.seq.unverified());
+        }
+        assert_eq!(f.verified.len(), 1);
+    }
+
     /// An instrument verified again by a snapshot while every instrument
     /// was unverified is listed like one verified by an entry: the next
     /// give-up unverifies (and republishes) it again.
@@ -3155,6 +3206,39 @@ mod tests {
             .instrument
             .is_reset(false)));
         assert_eq!((f.cached(), f.state(f.find("#3").unwrap())), (0, None));
+    }
+
+    /// A packet repeating a ChannelReset and an entry that goes back (its
+    /// RptSeq again) infers a reset once, not at every pair: each inferred
+    /// reset went over every instrument, and so did the ChannelReset after
+    /// it (the baselines forgotten or not, the other way), so a datagram
+    /// of such pairs went over the channel twice a pair.
+    #[test]
+    fn a_packet_infers_a_reset_once() {
+        let mut f = feed();
+        for k in 0..8 {
+            let entries: Vec<BookEntry> = (1..=250)
+                .map(|n| bid(k * 250 + n, 1, 1, UpdateAction::New, 100))
+                .collect();
+            f.on_incremental(&book(43 + k as u32, true, &entries), T0)
+                .unwrap();
+        }
+        let again = || encode::book(46, V, T0, EOE, &[bid(1, 1, 1, UpdateAction::New, 9)], 0);
+        let mut messages = Vec::new();
+        for _ in 0..20 {
+            messages.push(encode::channel_reset(V, T0, EOE, 1));
+            messages.push(again());
+            messages.push(again());
+        }
+        let (steps, out) =
+            crate::test_work::during(|| f.on_incremental(&encode::packet(51, T0, &messages), T0));
+        out.unwrap();
+        assert_eq!(f.counters().resets_inferred, 1);
+        // The first ChannelReset over all (none gone over since they were
+        // made), the inferred reset and the ChannelReset after it once
+        // each; the rest what changed: a few.
+        assert!(steps <= 3 * 2_000 + 100, "{steps} instruments gone over");
+        assert_eq!(top(&f, "#1"), (Some(9), None));
     }
 
     /// A ChannelReset empties every book and restarts RptSeq at 1; the
