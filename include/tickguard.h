@@ -441,7 +441,9 @@ typedef struct tg_price {
     double value;
 } tg_price;
 
-/* A slot's book top (tg_read_quote). Sizes 0 when unknown (SQF has none). */
+/* A slot's book top (tg_read_quote). Sizes 0 when unknown (SQF has none);
+ * on an exchange feed a side present (has_bid, has_ask) with size 0 is
+ * literal: ITCH keeps an order of 0 shares live at its price. */
 typedef struct tg_quote {
     int has_bid, has_ask;
     tg_price bid, ask;

@@ -138,22 +138,17 @@ fn published_itch_verdicts_equal_the_handlers() {
         (40, packet(S1, 10, &[encode::delete(8, ts(40), 5)])),
         (3_000, PacketBuilder::heartbeat(S1, 11)),
         (3_010, PacketBuilder::end_of_session(S1, 11)),
-        // A new session: the old books are gone.
+        // A new session: the old books are gone. MSFT locked (bid = ask):
+        // not an invalid price (`invalid_price` is bid > ask).
         (
             5_000,
             packet(
                 S2,
                 1,
-                &[encode::add_order(
-                    3,
-                    ts(5_000),
-                    1,
-                    Side::Buy,
-                    100,
-                    msft,
-                    4_000_000,
-                    None,
-                )],
+                &[
+                    encode::add_order(3, ts(5_000), 1, Side::Buy, 100, msft, 4_000_000, None),
+                    encode::add_order(3, ts(5_000), 2, Side::Sell, 100, msft, 4_000_000, None),
+                ],
             ),
         ),
     ];
@@ -189,7 +184,7 @@ fn published_itch_verdicts_equal_the_handlers() {
     assert_eq!(seen.bits(), 0x7f, "{seen:?}");
     assert!(ok > 0);
     // After the new session the old session's AAPL reads no_quote, the
-    // new MSFT ok.
+    // new MSFT ok, locked.
     let t = T0 + 5_001 * MS;
     p.heartbeat(t);
     let verdicts = ["AAPL", "MSFT"].map(|s| reader.check_symbol("nasdaq", s, t).reasons);
