@@ -631,7 +631,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
                 b.missing
             ),
         }),
-        (true, false) if b.unverified => v.push(format!(
+        (true, false) if b.unverified && by_snapshot => v.push(format!(
             "RptSeq continuous to {}, but unverified",
             b.rpt_seq.map_or("?".into(), |r| r.to_string())
         )),
