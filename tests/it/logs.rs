@@ -352,10 +352,53 @@ fn a_full_state_table_is_logged_once_and_check_says_so() {
 /// 128 KiB buffer).
 #[test]
 fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
+    stopped_recording(Path::new("/dev/full"), None, "No space left on device");
+}
+
+/// Under a file-size limit (`ulimit -f`, systemd's `LimitFSIZE=`) the
+/// recording stops at the write past it, as on a full disk, and the
+/// sidecar goes on: the limit's signal (SIGXFSZ) ended the process.
+#[test]
+fn a_file_size_limit_stops_the_recording_not_the_sidecar() {
     let dir = tempfile::tempdir().unwrap();
-    let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n");
+    let file = dir.path().join("rec.pcap");
+    stopped_recording(&file, Some(100_000), "File too large");
+}
+
+/// `run --record record` (under a file-size limit of `limit` bytes),
+/// then datagrams past its buffer: the recording stops, logged while
+/// running; stopped, `run` says so last, with `errno`, and exits 2.
+fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    // A small table: the publication fits the limit well.
+    let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n[state]\ncapacity = 64\n");
     let log = dir.path().join("run.log");
-    let mut child = crate::common::run_logged(&["--record", "/dev/full"], &cfg, &log);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickguard"));
+    cmd.arg("run")
+        .arg("--record")
+        .arg(record)
+        .arg("--config")
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    if let Some(bytes) = limit {
+        // SAFETY: setrlimit between fork and exec touches no lock nor
+        // allocation.
+        unsafe {
+            cmd.pre_exec(move || {
+                let l = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                match libc::setrlimit(libc::RLIMIT_FSIZE, &l) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
+    }
+    let mut child = Killed(cmd.spawn().unwrap());
     let pid = child.0.id() as u64;
     assert!(wait_for(&shm, |r| r.writer_pid() == Some(pid)), "not up");
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -378,9 +421,16 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while !logged() && Instant::now() < deadline {
+        if child.0.try_wait().unwrap().is_some() {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(child.0.try_wait().unwrap().is_none(), "the sidecar died");
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the sidecar died: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
     assert!(logged(), "{}", std::fs::read_to_string(&log).unwrap());
     // Stopped, it says the recording is cut, as its last line, and exits 2.
     // SAFETY: `kill` sends a signal to the child this test spawned.
@@ -390,8 +440,8 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
     assert_eq!(status.code(), Some(2), "{text}");
     let last = text.lines().last().unwrap_or("");
     assert!(
-        last.contains("the recording /dev/full is incomplete")
-            && last.contains("No space left on device")
+        last.contains(&format!("the recording {} is incomplete", record.display()))
+            && last.contains(errno)
             && last.contains("datagrams and segments were not recorded"),
         "{text}"
     );

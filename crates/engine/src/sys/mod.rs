@@ -190,8 +190,17 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// Makes SIGINT, SIGTERM and SIGHUP (the terminal or ssh session that
 /// started it closing) set a flag instead of killing the process, and
 /// returns that flag. A SIGHUP ignored when the process started (`nohup`)
-/// stays ignored.
+/// stays ignored. SIGXFSZ is ignored: a write past a file-size limit fails
+/// (EFBIG) instead of ending the process.
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
+    // A file-size limit (`ulimit -f`, systemd's LimitFSIZE=) would end the
+    // process at the first write past it (SIGXFSZ's default action: a
+    // recording growing past it, say); ignored, that write fails with
+    // EFBIG instead, which stops the recording alone, as a full disk does.
+    // SAFETY: sets a signal's disposition to ignore; no handler runs.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         if sig == libc::SIGHUP && ignored(sig)? {
             continue;
