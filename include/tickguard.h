@@ -864,7 +864,10 @@ static inline const char *tg_health_name(uint32_t health) {
 /* Finds (feed, symbol): 0 and *out filled, or -1 if the feed is unknown, the
  * symbol is not valid, or the writer has not seen it yet (look it up again
  * later). Scans the directory: do it once, not per check. Does not check the
- * writer's health (tg_check does). */
+ * writer's health (tg_check does). The handle keeps the instrument it found:
+ * when the name is entered again for another (an MDP3 Symbol moved to
+ * another SecurityID by a definition), look it up again to follow the
+ * name. */
 static inline int tg_lookup(const tg_reader *r, const char *feed, const char *symbol, tg_handle *out) {
     long f;
     uint64_t n, i, name[TG_NAME_LEN / 8];

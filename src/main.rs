@@ -1198,12 +1198,18 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     // none alike in 100 tries (a symbol changing all the time) no top is
     // shown.
     let judged = || {
-        let v = reader.check_symbol(&args.feed, &args.symbol, now);
-        let handle = v
-            .health
+        // One lookup: the verdict and the top through the same handle (two
+        // could find two instruments, an MDP3 Symbol moved between them).
+        let handle = reader
+            .health(now)
             .is_ok()
             .then(|| reader.lookup(&args.feed, &args.symbol))
             .flatten();
+        let v = match &handle {
+            Some(h) => reader.check(h, now),
+            None => reader.check_symbol(&args.feed, &args.symbol, now),
+        };
+        let handle = handle.filter(|_| v.health.is_ok());
         let record = handle.and_then(|h| reader.record(&h));
         (v, handle, record)
     };

@@ -268,7 +268,10 @@ impl Verdict {
 
 /// A looked-up (feed, symbol): a slot number and what it must hold, in
 /// the publication of one writer (its pid and start time): checked with
-/// another's, it answers `stale` ([`Health::ForeignHandle`]).
+/// another's, it answers `stale` ([`Health::ForeignHandle`]). It keeps the
+/// instrument it was looked up for: when the name is entered again for
+/// another (an MDP3 Symbol moved to another SecurityID), look it up again
+/// to follow the name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handle {
     feed: u16,
