@@ -1248,6 +1248,42 @@ mod tests {
             .is_empty());
     }
 
+    proptest::proptest! {
+        /// Any text, a checks file's or not: read or refused in one line,
+        /// never a panic.
+        #[test]
+        fn any_checks_text_is_read_or_refused_in_one_line(text in "(?s).{0,300}") {
+            if let Err(e) = parse_checks(&text) {
+                proptest::prop_assert!(!e.contains('\n') && !e.contains('\r'), "{e:?}");
+            }
+        }
+
+        /// Rows written as CSV (symbols quoted, commas and quotes in them
+        /// included) are read back as written, in order.
+        #[test]
+        fn checks_written_are_read_back(
+            rows in proptest::collection::vec(
+                (proptest::num::u64::ANY, "[a-z0-9_]{1,8}", "[A-Za-z0-9.#,\"-]{1,12}"),
+                0..20,
+            ),
+        ) {
+            let mut text = String::from("time_ns,feed,symbol\r\n");
+            for (t, feed, symbol) in &rows {
+                text.push_str(&format!("{t},{feed},\"{}\"\n", symbol.replace('"', "\"\"")));
+            }
+            let read = parse_checks(&text).unwrap();
+            let want: Vec<Check> = rows
+                .iter()
+                .map(|(t, feed, symbol)| Check {
+                    time_ns: *t,
+                    feed: feed.clone(),
+                    symbol: symbol.clone(),
+                })
+                .collect();
+            proptest::prop_assert_eq!(read, want);
+        }
+    }
+
     /// Rows past the most allowed are refused at the first one, naming
     /// its line; the bound itself is 2^23.
     #[test]
