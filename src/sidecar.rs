@@ -289,6 +289,17 @@ struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> 
     /// buffer in one piece; a disk filling part-way through a buffer's
     /// write can cut the last one), never a stream with a hole in it.
     writer: Option<CaptureWriter<W>>,
+    /// The writer whose write failed, kept to end the file at the stop
+    /// (synced, what its buffer still held not written: counted lost).
+    stopped: Option<CaptureWriter<W>>,
+}
+
+/// What a recording's output lost with its failed write: the records its
+/// buffer held (none for an output without a buffer).
+trait Lost {
+    fn lost(&self) -> u64 {
+        0
+    }
 }
 
 /// The recording's output, refusing to grow past a bound in bytes
@@ -298,9 +309,42 @@ struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> 
 /// pass the bound is the first refused (and counted unrecorded), every
 /// one before it reaches the file.
 pub struct Bounded<W> {
+    /// The recording's buffer ([`RECORD_BUFFER`] bytes) over the file.
     inner: W,
     /// Bytes it may still take.
     left: u64,
+    /// Bytes and records in the buffer, as a `BufWriter` keeps them (it
+    /// writes them out when the next record does not fit beside them).
+    held: (usize, u64),
+    /// Records the buffer held when writing them out failed.
+    lost: u64,
+    /// A write below failed: what the buffer holds is never written.
+    failed: bool,
+}
+
+impl<W> Bounded<W> {
+    fn new(inner: W, max_bytes: Option<u64>) -> Bounded<W> {
+        Bounded {
+            inner,
+            left: max_bytes.unwrap_or(u64::MAX),
+            held: (0, 0),
+            lost: 0,
+            failed: false,
+        }
+    }
+}
+
+impl<W> Bounded<W> {
+    /// What it took so far was the file's header, not a record.
+    fn header_taken(&mut self) {
+        self.held.1 = 0;
+    }
+}
+
+impl<W> Lost for Bounded<W> {
+    fn lost(&self) -> u64 {
+        self.lost
+    }
 }
 
 impl<W: std::io::Write> std::io::Write for Bounded<W> {
@@ -308,9 +352,25 @@ impl<W: std::io::Write> std::io::Write for Bounded<W> {
         if buf.len() as u64 > self.left {
             return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
         }
-        let n = self.inner.write(buf)?;
-        self.left -= n as u64;
-        Ok(n)
+        // The buffer writes out what it holds first.
+        let flushes = self.held.0 + buf.len() > RECORD_BUFFER;
+        match self.inner.write(buf) {
+            Ok(n) => {
+                self.left -= n as u64;
+                self.held = match flushes {
+                    true => (n, 1),
+                    false => (self.held.0 + n, self.held.1 + 1),
+                };
+                Ok(n)
+            }
+            Err(e) => {
+                self.failed = true;
+                if flushes {
+                    self.lost = self.held.1;
+                }
+                Err(e)
+            }
+        }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -325,7 +385,14 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
     /// makes the recording incomplete instead of letting it pass for
     /// whole. A device (`/dev/null`) has nothing to sync.
     fn finish(self) -> std::io::Result<()> {
-        let file = self.inner.into_inner().map_err(|e| e.into_error())?;
+        let file = match self.failed {
+            // Its failed write counted what the buffer held as lost: not
+            // written now (a disk with room again would add them after a
+            // count that says they are missing).
+            true => self.inner.into_parts().0,
+            // Stopped by the bound: the buffer holds whole records.
+            false => self.inner.into_inner().map_err(|e| e.into_error())?,
+        };
         if file.metadata()?.file_type().is_file() {
             file.sync_data()?;
         }
@@ -337,7 +404,7 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
 /// packet and its header), so every record reaches the buffer whole.
 const RECORD_BUFFER: usize = 128 * 1024;
 
-impl<W: std::io::Write> Recorder<W> {
+impl<W: std::io::Write + Lost> Recorder<W> {
     /// Writes one record with `write`; a failed write stops the recording,
     /// counted in `stats` (the metrics thread logs it).
     fn write(
@@ -354,10 +421,11 @@ impl<W: std::io::Write> Recorder<W> {
             // Nothing written (a time the file cannot hold): the next goes on.
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => stats.unrecorded += 1,
             Err(e) => {
-                stats.unrecorded += 1;
+                // This record, and those its buffer held and lost.
+                stats.unrecorded += 1 + w.get_ref().lost();
                 stats.record_errno = e.raw_os_error().unwrap_or(0);
                 stats.record_stopped = true;
-                self.writer = None;
+                self.stopped = self.writer.take();
             }
         }
     }
@@ -696,13 +764,15 @@ impl Sidecar {
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
-        let out = Bounded {
-            inner: std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
-            left: max_bytes.unwrap_or(u64::MAX),
-        };
-        let writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)
+        let out = Bounded::new(
+            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
+            max_bytes,
+        );
+        let mut writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)
             .with_context(|| format!("record {}", path.display()))?;
+        writer.get_mut().header_taken();
         self.recorder = Some(Recorder {
+            stopped: None,
             writer: Some(writer),
         });
         self.handler.record_wire();
@@ -810,9 +880,14 @@ impl Sidecar {
         // writer for a running one.
         self.publication.close();
         if let Some(r) = self.recorder.take() {
-            // (A writer stopped by a failed write was dropped then, its
-            // buffer flushed as far as the disk took it: the file is a
-            // prefix of the record stream, which may end in a cut record.)
+            // (A writer stopped by a failed write is synced as it is: the
+            // file is a prefix of the record stream, which may end in a cut
+            // record; what its buffer held was counted lost.)
+            if let Some(w) = r.stopped {
+                if let Err(e) = w.into_inner().finish() {
+                    tracing::error!(error = %e, "syncing the stopped recording");
+                }
+            }
             let finished = r.writer.map(|w| w.finish().and_then(Bounded::finish));
             if let Some(Err(e)) = finished {
                 tracing::error!(error = %e, "finishing the recording");
@@ -1317,6 +1392,8 @@ mod tests {
         failing: Rc<RefCell<usize>>,
     }
 
+    impl Lost for Disk {}
+
     impl std::io::Write for Disk {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             let mut failing = self.failing.borrow_mut();
@@ -1344,6 +1421,7 @@ mod tests {
         let writer = CaptureWriter::new(disk, Format::PcapNanos, Link::RawIp).unwrap();
         let mut r = Recorder {
             writer: Some(writer),
+            stopped: None,
         };
         let mut st = RunStats::default();
         let (src, dst) = (
@@ -1374,10 +1452,8 @@ mod tests {
     /// without an error, which would call the recording incomplete.
     #[test]
     fn finishing_a_recording_syncs_a_file_and_not_a_device() {
-        let bounded = |file| Bounded {
-            inner: std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
-            left: u64::MAX,
-        };
+        let bounded =
+            |file| Bounded::new(std::io::BufWriter::with_capacity(RECORD_BUFFER, file), None);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.pcap");
         let mut file = bounded(std::fs::File::create(&path).unwrap());

@@ -258,6 +258,21 @@ impl<W: Write> CaptureWriter<W> {
         self.out.write_all(&self.record)
     }
 
+    /// The output, as the writer holds it (nothing flushed).
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// The output, mutably (nothing flushed).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// The output as it is, nothing flushed: for a writer given up on.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
     /// Flushes and returns the output.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;
