@@ -292,6 +292,8 @@ struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> 
     /// The writer whose write failed, kept to end the file at the stop
     /// (synced, what its buffer still held not written: counted lost).
     stopped: Option<CaptureWriter<W>>,
+    /// When its buffer was last written out, local clock, ns.
+    flushed_at: u64,
 }
 
 /// What a recording's output lost with its failed write: the records its
@@ -374,7 +376,17 @@ impl<W: std::io::Write> std::io::Write for Bounded<W> {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+        match self.inner.flush() {
+            Ok(()) => {
+                self.held = (0, 0);
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = true;
+                self.lost = self.held.1;
+                Err(e)
+            }
+        }
     }
 }
 
@@ -404,6 +416,30 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
 /// packet and its header), so every record reaches the buffer whole.
 const RECORD_BUFFER: usize = 128 * 1024;
 
+/// The recording's buffer is written out at least this often, ns: a
+/// sidecar killed (SIGKILL, the OOM killer, a crash that does not unwind)
+/// leaves a file lacking at most the last second, not a buffer's worth,
+/// which a quiet feed takes hours to fill. Written to the page cache, not
+/// synced: it outlives the process, not the machine.
+const RECORD_FLUSH_NS: u64 = 1_000_000_000;
+
+impl Recorder {
+    /// A recording into `file` of at most `max_bytes`, its header buffered.
+    fn new(file: std::fs::File, max_bytes: Option<u64>) -> std::io::Result<Recorder> {
+        let out = Bounded::new(
+            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
+            max_bytes,
+        );
+        let mut writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)?;
+        writer.get_mut().header_taken();
+        Ok(Recorder {
+            stopped: None,
+            writer: Some(writer),
+            flushed_at: 0,
+        })
+    }
+}
+
 impl<W: std::io::Write + Lost> Recorder<W> {
     /// Writes one record with `write`; a failed write stops the recording,
     /// counted in `stats` (the metrics thread logs it).
@@ -420,14 +456,35 @@ impl<W: std::io::Write + Lost> Recorder<W> {
             Ok(()) => {}
             // Nothing written (a time the file cannot hold): the next goes on.
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => stats.unrecorded += 1,
-            Err(e) => {
-                // This record, and those its buffer held and lost.
-                stats.unrecorded += 1 + w.get_ref().lost();
-                stats.record_errno = e.raw_os_error().unwrap_or(0);
-                stats.record_stopped = true;
-                self.stopped = self.writer.take();
-            }
+            // This record, and those its buffer held and lost.
+            Err(e) => self.stop(stats, &e, 1),
         }
+    }
+
+    /// Writes out what the buffer holds if [`RECORD_FLUSH_NS`] passed
+    /// since it last did at `now` (local clock, ns), or the clock stepped
+    /// back past it. A failed write stops the recording, as a failed
+    /// record's does.
+    fn flush_due(&mut self, stats: &mut RunStats, now: u64) {
+        let at = self.flushed_at.saturating_add(RECORD_FLUSH_NS);
+        if !crate::time::retry_due(now, at, RECORD_FLUSH_NS) {
+            return;
+        }
+        self.flushed_at = now;
+        let Some(w) = &mut self.writer else { return };
+        if let Err(e) = w.get_mut().flush() {
+            self.stop(stats, &e, 0);
+        }
+    }
+
+    /// A write failed with `e`: `records` not written, and those the
+    /// buffer held lost with it, are counted; the recording stops.
+    fn stop(&mut self, stats: &mut RunStats, e: &std::io::Error, records: u64) {
+        let lost = self.writer.as_ref().map_or(0, |w| w.get_ref().lost());
+        stats.unrecorded += records + lost;
+        stats.record_errno = e.raw_os_error().unwrap_or(0);
+        stats.record_stopped = true;
+        self.stopped = self.writer.take();
     }
 }
 
@@ -764,17 +821,9 @@ impl Sidecar {
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
-        let out = Bounded::new(
-            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
-            max_bytes,
-        );
-        let mut writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)
-            .with_context(|| format!("record {}", path.display()))?;
-        writer.get_mut().header_taken();
-        self.recorder = Some(Recorder {
-            stopped: None,
-            writer: Some(writer),
-        });
+        let recorder =
+            Recorder::new(file, max_bytes).with_context(|| format!("record {}", path.display()))?;
+        self.recorder = Some(recorder);
         self.handler.record_wire();
         Ok(())
     }
@@ -1007,6 +1056,7 @@ impl Sidecar {
                     w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
                 });
             });
+            r.flush_due(stats, now);
         }
         self.request_gaps(now);
         self.stats.datagrams += work as u64;
@@ -1422,6 +1472,7 @@ mod tests {
         let mut r = Recorder {
             writer: Some(writer),
             stopped: None,
+            flushed_at: 0,
         };
         let mut st = RunStats::default();
         let (src, dst) = (
@@ -1445,6 +1496,50 @@ mod tests {
         assert_eq!((st.unrecorded, st.record_errno), (4, libc::ENOSPC));
         assert_eq!(bytes.borrow().len(), before);
         assert_eq!(before, 24 + 2 * (16 + 20 + 8 + 3));
+    }
+
+    /// The buffer is written out a second after it last was (or at once
+    /// after the clock stepped back), so a sidecar killed without a
+    /// chance to finish leaves its recording at most a second short; a
+    /// write-out that fails stops the recording, counting what the buffer
+    /// held.
+    #[test]
+    fn a_recording_is_written_out_every_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.pcap");
+        let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), None).unwrap();
+        let mut st = RunStats::default();
+        let len = || std::fs::metadata(&path).unwrap().len();
+        let (src, dst) = (
+            "10.0.0.1:1".parse().unwrap(),
+            "239.1.1.1:2".parse().unwrap(),
+        );
+        let t = 1_700_000_000_000_000_000;
+        let record = 16 + 20 + 8 + 3;
+        r.flush_due(&mut st, t);
+        assert_eq!(len(), 24, "the header, at the first cycle");
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
+        r.flush_due(&mut st, t + RECORD_FLUSH_NS - 1);
+        assert_eq!(len(), 24, "held in the buffer");
+        r.flush_due(&mut st, t + RECORD_FLUSH_NS);
+        assert_eq!(len(), 24 + record);
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
+        r.flush_due(&mut st, t - RECORD_FLUSH_NS);
+        assert_eq!(len(), 24 + 2 * record, "the clock stepped back");
+        assert_eq!((st.unrecorded, st.record_stopped), (0, false));
+
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut r = Recorder::new(full, None).unwrap();
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
+        r.flush_due(&mut st, t);
+        assert!(st.record_stopped);
+        assert_eq!((st.unrecorded, st.record_errno), (2, libc::ENOSPC));
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"three"));
+        assert_eq!(st.unrecorded, 3, "stopped for good");
     }
 
     /// The end of a recording writes out its buffer and syncs a regular

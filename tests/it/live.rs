@@ -327,6 +327,49 @@ fn a_killed_writer_reads_stale_within_the_bound() {
     );
 }
 
+/// A sidecar killed (no chance to finish its recording) leaves a file
+/// holding every datagram it applied more than a second before: the
+/// recording's buffer is written out every second, not only when full.
+#[test]
+fn a_killed_sidecar_leaves_its_recording_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = shm_path("kill-record");
+    let ports = (free_port(), free_port());
+    let cfg = config(dir.path(), &shm, "full", ports, 1000);
+    let rec = dir.path().join("tap.pcap");
+    let mut sidecar = start(&cfg, &shm, Some(&rec));
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sent = 5u64;
+    for seq in 1..=sent {
+        let mut b = PacketBuilder::new(now_ns());
+        b.quote(sym("EURUSD"), seq, now_ns(), 1.0, 1.1);
+        tx.send_to(&b.finish(), ("127.0.0.1", ports.0)).unwrap();
+    }
+    wait_packets(&shm, sent);
+    let records = || {
+        let Ok(mut capture) = tickguard::capture::CaptureReader::open(&rec) else {
+            return 0;
+        };
+        let mut n = 0u64;
+        let _ = capture.for_each(|_| n += 1);
+        n
+    };
+    // Five small datagrams stay far below the buffer's size: only the
+    // periodic write-out brings them to the file.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while records() < sent {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {sent} recorded",
+            records()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sidecar.child.kill().unwrap();
+    sidecar.child.wait().unwrap();
+    assert_eq!(records(), sent);
+}
+
 #[test]
 fn missing_publication_reads_stale() {
     let shm = shm_path("missing");
