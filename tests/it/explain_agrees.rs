@@ -167,6 +167,21 @@ fn a_snapshot_resent_on_the_line_that_lost_it_is_explained_as_the_handler_takes_
     .unwrap();
 }
 
+/// A provider reset on line A (a Snapshot behind the symbol's sequence),
+/// then line B's late copy of a Quote from before it: the handler drops
+/// the copy, and the explanation follows it.
+#[test]
+fn a_quote_from_before_a_reset_on_the_lagging_line_is_explained_as_the_handler_takes_it() {
+    agrees(&[
+        (0, 0, vec![(0, 0, 100, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 1, vec![(0, 0, 100, 3, 200)]),
+        (100, 0, vec![(0, 0, 4, 5, 0)]),
+        (100, 1, vec![(0, 0, 99, 3, 400)]),
+    ])
+    .unwrap();
+}
+
 /// The same under `--feed` (every datagram line A's, whatever its
 /// destination): the handler takes B's copy as the first line's again, a
 /// reset, and the explanation follows it, telling lines apart as the

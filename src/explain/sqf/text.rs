@@ -178,6 +178,9 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
             Step::Duplicate { last } => {
                 format!("duplicate quote seq {seq} (last seq {last}), ignored")
             }
+            Step::BeforeReset { reset } => format!(
+                "quote seq {seq} from before the provider reset to seq {reset} (a lagging line's copy), ignored"
+            ),
         },
         Cause::Heartbeat {
             next_expected,

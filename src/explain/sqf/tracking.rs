@@ -50,6 +50,10 @@ pub(super) struct Tracker {
     /// and `COPY_SEEN`): a line that brought it can no longer bring its
     /// copy of an older Snapshot.
     pub(super) latest_line: (bool, bool),
+    /// The last Snapshot applied reset the symbol: until the other line's
+    /// copy of it comes, a Quote no newer at its source than it is from
+    /// before the reset (the handler's `SNAPSHOT_RESET`).
+    pub(super) snapshot_reset: bool,
 }
 
 impl Tracker {
@@ -173,20 +177,38 @@ impl Tracker {
             Message::Quote(q) => {
                 let seq = q.sequence();
                 let price = price_of(q);
-                let step = match rules::quote_outcome(&mut s, self.kind, seq, price, a) {
-                    QuoteOutcome::Duplicate => {
+                // As the handler has it: a lagging line's copy from before
+                // the reset the last Snapshot made, dropped.
+                let before_reset = self.snapshot_reset
+                    && s0.seq.baseline
+                    && seq > last
+                    && self.last_snapshot.is_some_and(|((_, at), from_b, seen)| {
+                        from_b != on_b && !seen && q.source_time() <= at
+                    });
+                let outcome = match before_reset {
+                    true => {
+                        s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                        None
+                    }
+                    false => Some(rules::quote_outcome(&mut s, self.kind, seq, price, a)),
+                };
+                let step = match outcome {
+                    None => Step::BeforeReset {
+                        reset: self.last_snapshot.map_or(0, |((seq, _), _, _)| seq),
+                    },
+                    Some(QuoteOutcome::Duplicate) => {
                         // The other line's copy of the latest sequence.
                         if self.latest_line.0 != on_b && seq == last {
                             self.latest_line.1 = true;
                         }
                         Step::Duplicate { last }
                     }
-                    QuoteOutcome::Applied {
+                    Some(QuoteOutcome::Applied {
                         lost,
                         first,
                         suspect,
                         price: check,
-                    } => {
+                    }) => {
                         self.latest_line = (on_b, false);
                         price_message = Some((price, check));
                         cleared = suspect == Suspect::Cleared;
@@ -228,6 +250,7 @@ impl Tracker {
                     }
                 } else {
                     self.last_snapshot = Some((key, on_b, false));
+                    self.snapshot_reset = behind;
                 }
                 self.latest_line = (on_b, false);
                 let price = price_of(v);
@@ -422,6 +445,7 @@ impl Forensics {
             first_seen: a,
             last_snapshot: None,
             latest_line: (false, false),
+            snapshot_reset: false,
         });
         f.trackers.push(i);
         self.index.insert((feed, symbol), i);

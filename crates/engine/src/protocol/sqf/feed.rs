@@ -30,8 +30,13 @@ const SNAPSHOT_FROM_B: u8 = 4;
 const SNAPSHOT_SEEN: u8 = 8;
 /// ... and the other line's copy of it has come.
 const SNAPSHOT_COPY_SEEN: u8 = 16;
+/// ... and it reset the symbol (applied behind its sequence): until the
+/// other line's copy of it comes, that line lags behind the reset, and a
+/// Quote stamped at its source at or before the Snapshot is from before
+/// the reset (see `before_reset`).
+const SNAPSHOT_RESET: u8 = 32;
 /// The bits about the slot's last Snapshot, kept as Quotes come.
-const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN;
+const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN | SNAPSHOT_RESET;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -226,16 +231,29 @@ impl FeedEngine for Feed {
                     // Quotes and Snapshots carry a sequence: they set the line.
                     let applied = match packet.message_at(p.at as usize) {
                         Message::Quote(q) => {
-                            // With a duplicate: whether its sequence is the last one.
-                            let (applied, latest) = slot.update(|s| {
+                            let i = p.slot as usize;
+                            let old = before_reset(
+                                last_line.get(i).copied().unwrap_or(0),
+                                on_b,
+                                last_snapshot.get(i),
+                                q.source_time(),
+                            );
+                            // With a duplicate: whether its sequence is the
+                            // last one, or it came from before a reset.
+                            let (applied, latest, stale) = slot.update(|s| {
+                                if old && q.sequence() > s.last_seq() {
+                                    s.add_duplicate();
+                                    return (Applied::Duplicate, false, true);
+                                }
                                 let a = rules::quote(s, kind, q.sequence(), price(q), t);
-                                (a, q.sequence() == s.last_seq())
+                                (a, q.sequence() == s.last_seq(), false)
                             });
-                            if let Some(bits) = last_line.get_mut(p.slot as usize) {
+                            if let Some(bits) = last_line.get_mut(i) {
                                 match applied {
                                     Applied::Changed { .. } => {
                                         *bits = (*bits & SNAPSHOT_BITS) | on_b
                                     }
+                                    Applied::Duplicate if stale => c.line_copies += 1,
                                     Applied::Duplicate => {
                                         c.line_copies += line_copy(bits, on_b, latest) as u64
                                     }
@@ -259,6 +277,7 @@ impl FeedEngine for Feed {
                             // failover, the line that lost the original
                             // bringing it first): a reset.
                             let passed = b & FROM_B == on_b || b & COPY_SEEN != 0;
+                            let resets = c.resets;
                             let (applied, copy) = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
                                 let copy = candidate && !(behind && passed);
@@ -285,7 +304,11 @@ impl FeedEngine for Feed {
                                     }
                                 } else if let Some(last) = last_snapshot.get_mut(i) {
                                     let from_b = if on_b == 1 { SNAPSHOT_FROM_B } else { 0 };
-                                    *bits = on_b | SNAPSHOT_SEEN | from_b;
+                                    let reset = match c.resets != resets {
+                                        true => SNAPSHOT_RESET,
+                                        false => 0,
+                                    };
+                                    *bits = on_b | SNAPSHOT_SEEN | from_b | reset;
                                     *last = key;
                                 }
                             }
@@ -333,6 +356,24 @@ impl FeedEngine for Feed {
 
     /// SQF counts nothing beyond the common counters.
     fn write_counters(&self, _: &Publication, _: u16) {}
+}
+
+/// Whether a Quote stamped `source` at its source, come on line `on_b`
+/// (1: B) to a slot with `bits` whose last Snapshot is `snapshot`
+/// (sequence, source time), comes from before the provider reset that
+/// Snapshot made: the reset's Snapshot is the slot's last, it came on the
+/// other line, this line's copy of it has not come (this line lags behind
+/// the reset: what it brings first was sent before it), and the Quote is
+/// no newer at its source than the Snapshot. Such a Quote ahead of the
+/// reset sequence is the lagging line's copy, not a gap: taken, it put the
+/// symbol back on the price from before the reset, alive and not suspect,
+/// and every newer Quote up to its sequence was then dropped as a
+/// duplicate.
+#[inline]
+fn before_reset(bits: u8, on_b: u8, snapshot: Option<&(u64, u64)>, source: u64) -> bool {
+    bits & SNAPSHOT_RESET != 0
+        && awaits_snapshot_copy(bits, on_b)
+        && snapshot.is_some_and(|&(_, at)| source <= at)
 }
 
 /// Whether the slot's last Snapshot (see `Feed::last_snapshot`) came on
@@ -633,6 +674,51 @@ clock_offset = 0
         // Again on A (its copy come): a reset.
         h.on_datagram_line(0, 0, &s0, 11).unwrap();
         assert_eq!(bid(&h), (0, Some(3.0)));
+    }
+
+    /// After a provider reset (a Snapshot behind the symbol's sequence,
+    /// on line A), line B's late copy of a Quote from before it, ahead of
+    /// the reset sequence, is that line's copy: dropped, not a gap that
+    /// puts the symbol back on the old price (alive on a full feed) and
+    /// drops every newer Quote up to its sequence as a duplicate. Once
+    /// B's copy of the reset Snapshot came, B is past the reset.
+    #[test]
+    fn a_lagging_copy_of_a_quote_from_before_a_reset_is_dropped() {
+        let mut h = Handler::new(&config("full"));
+        let quote = |seq: u64, source: u64, bid: f64| {
+            let mut b = PacketBuilder::new(0);
+            b.quote(sym("A"), seq, source, bid, bid + 1.0);
+            b.finish()
+        };
+        let mut b = PacketBuilder::new(0);
+        b.snapshot(sym("A"), 3, 200, 2.0, 3.0);
+        let s3 = b.finish();
+        let q100 = quote(100, 100, 1.0);
+        h.on_datagram_line(0, 0, &q100, 1).unwrap();
+        h.on_datagram_line(0, 0, &s3, 2).unwrap();
+        h.on_datagram_line(0, 1, &q100, 3).unwrap();
+        h.on_datagram_line(0, 0, &quote(4, 300, 4.0), 4).unwrap();
+        // Later still, B's copies of older Quotes: behind the reset too.
+        h.on_datagram_line(0, 1, &quote(99, 99, 0.5), 5).unwrap();
+        let state = |h: &Handler| {
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            (r.state.seq.last_seq, r.state.price.map(|p| p.bid))
+        };
+        assert_eq!(state(&h), (4, Some(4.0)));
+        let c = &h.feeds()[0].counters;
+        assert_eq!(
+            (c.duplicates, c.line_copies, c.resets, c.ticks_lost),
+            (2, 2, 1, 0)
+        );
+        // A Quote newer than the reset.
+        h.on_datagram_line(0, 0, &quote(6, 400, 6.0), 6).unwrap();
+        assert_eq!(state(&h), (6, Some(6.0)));
+        assert_eq!(h.feeds()[0].counters.ticks_lost, 1);
+        // B's copy of the Snapshot: B is past the reset, and a Quote
+        // stamped before it is taken by the letter again (a gap).
+        h.on_datagram_line(0, 1, &s3, 7).unwrap();
+        h.on_datagram_line(0, 1, &quote(9, 150, 9.0), 8).unwrap();
+        assert_eq!(state(&h), (9, Some(9.0)));
     }
 
     /// A provider's re-send of its last Snapshot (a failover) that comes
