@@ -1207,6 +1207,13 @@ impl Model {
                 self.reset_channel(&|_| true);
                 self.void_before = None;
                 self.statuses_emptied = Some((self.c.sequence_restarts, (0, 0)));
+                // Not in the contract (docs/mdp3.md): snapshots whose
+                // instrument's last event is no later than this packet's
+                // sending are of the sequence before, whatever their
+                // LastMsgSeqNumProcessed.
+                let floor = self.reset_tt.map_or(0, |(f, _)| f);
+                self.reset_tt = Some((floor.max(p.sending), 0));
+                self.reset_place = None;
             }
         }
         let mut fill = false;

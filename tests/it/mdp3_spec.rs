@@ -1084,6 +1084,66 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
     has(out.sym(1), json!({"status": "closed", "trading_status": 4}));
 }
 
+/// A loop taken before a weekly restart, come after it: its
+/// LastMsgSeqNumProcessed, of the old numbering, is not far enough past
+/// the new sequence to be told by its place (the old sequence ended just
+/// past `restart_margin`), so it is told by its instrument's last event,
+/// no later than the restart's sending: ignored, as one from before a
+/// ChannelReset. Applied, it set an instrument of the new sequence to
+/// the old book at the old RptSeq, took the new entries for duplicates
+/// and answered `ok` on the old prices. One taken after the restart
+/// applies.
+#[test]
+fn a_snapshot_from_before_a_weekly_restart_is_ignored() {
+    let mut ch = Channel::new("restart_margin = 100\n");
+    ch.send(0, A, event(150, &[bid(1, 1, 100)]));
+    let restart = T0 + MS;
+    ch.send(MS, A, encode::packet(1, restart, &[encode::heartbeat(V)]));
+    let old = snapshot_at(
+        T0,
+        60,
+        2,
+        7,
+        None,
+        &[level(Bid, 1, 100), level(Offer, 1, 101)],
+    );
+    ch.send(2 * MS, SNAP_A, snapshots(&[old]));
+    let new = |s, tt, entries: &[BookEntry]| encode::packet(s, tt, &[book_at(tt, EOE, entries)]);
+    ch.send(
+        3 * MS,
+        A,
+        new(2, restart + MS, &[bid(2, 1, 200), offer(2, 2, 201)]),
+    );
+    let first = ch.check(4 * MS, "#2");
+    // RptSeq 3 missing: suspect, until a snapshot taken after it.
+    ch.send(5 * MS, A, new(3, restart + 3 * MS, &[change(2, 4, 199)]));
+    let suspect = ch.check(6 * MS, "#2");
+    let fresh = snapshot_at(
+        restart + 3 * MS,
+        3,
+        2,
+        4,
+        None,
+        &[level(Bid, 1, 199), level(Offer, 1, 201)],
+    );
+    ch.send(7 * MS, SNAP_A, snapshots(&[fresh]));
+    let healed = ch.check(8 * MS, "#2");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(first), out.top(first)),
+        (ok(), (Some(200), Some(201)))
+    );
+    assert_eq!(out.reasons(suspect), r(&["suspect"]));
+    assert_eq!(
+        (out.reasons(healed), out.top(healed)),
+        (ok(), (Some(199), Some(201)))
+    );
+    has(
+        out.feed(),
+        json!({"sequence_restarts": 1, "snapshots_ignored": 1, "snapshots_applied": 1}),
+    );
+}
+
 /// At a restart, weekly or after a ChannelReset, "gaps are dropped
 /// uncounted" (spec mdp3 §3.1): nothing is lost and nobody turns
 /// unverified when their deadline passes.

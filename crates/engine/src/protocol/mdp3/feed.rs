@@ -271,8 +271,9 @@ pub struct Feed {
     /// Sequence restarts so far: the first part of a status's
     /// [`Stamp`](status::Stamp).
     restarts: u32,
-    /// The TransactTime of the latest ChannelReset processed, or the
-    /// latest time an inferred one is known not to be later than (venue
+    /// The TransactTime of the latest ChannelReset processed, the latest
+    /// time an inferred one is known not to be later than, or the sending
+    /// time of the packet that restarted the sequence weekly (venue
     /// clock, ns since the Unix epoch), and the snapshot loops begun since (a
     /// packet numbered 1 on either snapshot line): a snapshot whose
     /// instrument's last event is no later, yet past RptSeq 0, shows the
@@ -966,6 +967,14 @@ impl Feed {
                         Restart::Weekly => {
                             self.reset_channel(false, Statuses::All);
                             self.statuses_emptied = Some((self.restarts, (0, 0)));
+                            // As after a ChannelReset: a loop taken before
+                            // the restart may still come, its instruments'
+                            // last events no later than this packet's
+                            // sending. Its LastMsgSeqNumProcessed, of the
+                            // old numbering, may be anywhere in the new
+                            // one's: no place tells it apart.
+                            self.screen_snapshots_to(packet.sending_time());
+                            self.reset_place = None;
                         }
                         Restart::AfterReset => self.restart_positions(),
                     }
