@@ -808,7 +808,9 @@ pub fn fit(frame: &Frame, size: Size) -> String {
     let cut = |l: &str| -> String { l.chars().take(size.cols.max(1)).collect() };
     let rows = size.rows.max(2);
     let header: Vec<&str> = frame.header.lines().collect();
-    let mut out = Vec::with_capacity(rows);
+    // (`rows` may be any number a caller passes: no more lines than the
+    // frame has are kept.)
+    let mut out = Vec::with_capacity(rows.min(header.len() + frame.rows.len() + 1));
     let more = if header.len() + 1 > rows {
         out.extend(header[..rows - 1].iter().map(|l| cut(l)));
         format!(

@@ -1756,3 +1756,31 @@ fn replay_logs_a_few_rejected_packets_then_counts_them() {
         run.stderr
     );
 }
+
+/// A `RUST_LOG` that is not a filter (a typo) is said once on stderr,
+/// naming it, and the command goes on at its default level; a valid one,
+/// or an empty one, says nothing of it.
+#[test]
+fn a_rust_log_that_is_not_a_filter_is_named() {
+    let stderr = |value: &str| {
+        let out = tickguard()
+            .env("RUST_LOG", value)
+            .args([
+                "check",
+                "lp1",
+                "EURUSD",
+                "--shm",
+                "/nonexistent/tickguard-test",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let bad = stderr("tickguard=dbug");
+    assert_eq!(bad.matches("RUST_LOG").count(), 1, "{bad}");
+    assert!(bad.contains("not a log filter"), "{bad}");
+    for good in ["tickguard=debug", "warn", ""] {
+        let err = stderr(good);
+        assert!(!err.contains("RUST_LOG"), "{good}: {err}");
+    }
+}

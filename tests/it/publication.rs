@@ -353,6 +353,7 @@ fn a_start_that_fails_leaves_the_previous_publication_untouched() {
     .unwrap();
     let err = refused_run(&bad_interface);
     assert!(err.contains("239.255.7.1"), "{err}");
+    assert!(err.contains("interface 10.255.255.1"), "{err}");
     assert!(snapshot(&shm) == before, "bad interface: file changed");
     // Nothing left behind (no half-built file) but the new configurations.
     assert_eq!(names(dir.path()).len(), files.len() + 2);

@@ -402,6 +402,14 @@ fn the_live_view_of_2000_symbols_fits_40_rows() {
     };
     let text = tickguard::stat::fit(&snap.text(), size);
     let tiny = tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows: 5, cols: 60 });
+    // Any size a caller passes ($LINES and $COLUMNS are read up to
+    // 100,000): the whole frame, as on a tall terminal.
+    let huge = tickguard::stat::Size {
+        rows: usize::MAX,
+        cols: usize::MAX,
+    };
+    let whole = tickguard::stat::fit(&snap.text(), huge);
+    assert!(whole.lines().count() > 2000, "{whole}");
     // `--top 3`: three rows, the rest counted, however tall the terminal.
     let top = tickguard::stat::Filter {
         top: Some(3),

@@ -275,9 +275,13 @@ pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Resul
     Ok(n as usize)
 }
 
+/// Most rows or columns taken from `$LINES` or `$COLUMNS`: larger is no
+/// terminal's.
+const TERMINAL_MAX: usize = 100_000;
+
 /// The terminal's size as (rows, columns): `$LINES` and `$COLUMNS` when both
-/// are set to positive numbers, else the TIOCGWINSZ ioctl on stdout; `None`
-/// when stdout is not a terminal.
+/// are set to numbers from 1 to [`TERMINAL_MAX`], else the TIOCGWINSZ ioctl
+/// on stdout; `None` when stdout is not a terminal.
 pub fn terminal_size() -> Option<(usize, usize)> {
     let env = |k: &str| {
         std::env::var(k)
@@ -285,7 +289,7 @@ pub fn terminal_size() -> Option<(usize, usize)> {
             .trim()
             .parse::<usize>()
             .ok()
-            .filter(|&n| n > 0)
+            .filter(|&n| (1..=TERMINAL_MAX).contains(&n))
     };
     if let (Some(rows), Some(cols)) = (env("LINES"), env("COLUMNS")) {
         return Some((rows, cols));

@@ -177,13 +177,21 @@ impl LineSocket {
             // Binding to the group address makes the kernel filter on it.
             socket.bind(&addr.into())?;
             socket.set_multicast_all_v4(false)?;
+            // The error names the interface: an address not of this host
+            // (a typo, an interface not up yet) fails here, ENODEV.
+            let joined = |r: io::Result<()>| {
+                r.map_err(|e| {
+                    let what = format!("joining the group on interface {interface}: {e}");
+                    io::Error::new(e.kind(), what)
+                })
+            };
             match source {
                 Some(src) => {
-                    socket.join_ssm_v4(&src, addr.ip(), &interface)?;
+                    joined(socket.join_ssm_v4(&src, addr.ip(), &interface))?;
                     format!("joined {} from {src} on {interface}", addr.ip())
                 }
                 None => {
-                    socket.join_multicast_v4(addr.ip(), &interface)?;
+                    joined(socket.join_multicast_v4(addr.ip(), &interface))?;
                     format!("joined {} on {interface}", addr.ip())
                 }
             }
