@@ -937,14 +937,16 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
     }
     // Everything that can fail comes before the publication is touched:
-    // the writer lock, the line sockets, the recording, the metrics listener.
+    // the writer lock, the line sockets, the metrics listener, then the
+    // recording (last: it empties its file, which a start failing after
+    // it would have emptied for nothing).
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
+    if config.metrics.enabled {
+        tickguard::metrics::install(config.metrics.listen)?;
+    }
     if let Some(path) = &args.record {
         Inputs::of_config(&args.config, &config).refuse("--record", path)?;
         sidecar.record(path, args.record_max_mb.map(|mb| mb << 20))?;
-    }
-    if config.metrics.enabled {
-        tickguard::metrics::install(config.metrics.listen)?;
     }
     // What runs, once nothing before the publication can fail: a start
     // that fails ends in its one line, not after the banner.

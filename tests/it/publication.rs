@@ -1441,6 +1441,24 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
             .unwrap();
     sidecar.record(Path::new("/dev/null"), None).unwrap();
     sidecar.record(&file, None).unwrap();
+    // A second instance (its own publication) started on the same
+    // recording while this one writes it: refused, the file untouched
+    // (emptied under the first, the first's recording would have a hole).
+    let second = config(
+        dir.path(),
+        "second",
+        &dir.path().join("shm2"),
+        "",
+        NO_METRICS,
+    );
+    let err = recording_refused(&second, &file);
+    assert!(err.contains("being written by another process"), "{err}");
+    assert!(err.contains("tap2.pcap"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        0,
+        "header still buffered"
+    );
     drop(sidecar);
     // The pcap header alone: nothing of the old bytes after it.
     assert_eq!(std::fs::metadata(&file).unwrap().len(), 24);

@@ -55,7 +55,10 @@ pub fn open_regular(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// reader, a socket, a terminal, another device) is refused,
 /// `InvalidInput` "not a regular file", and left as it was. The open does
 /// not block (a FIFO without a reader fails it at once) and nothing is
-/// truncated before the check.
+/// truncated before the check. A regular file is locked (`flock`, held
+/// while the file is open): one another process writes through this
+/// function (a second instance started on the same path) is refused,
+/// `WouldBlock`, untouched.
 pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
@@ -68,6 +71,12 @@ pub fn create_output(path: &std::path::Path) -> io::Result<std::fs::File> {
     let meta = file.metadata()?;
     let never_waits = |rdev: u64| libc::major(rdev) == 1 && matches!(libc::minor(rdev), 3 | 7);
     if meta.is_file() {
+        if !file::try_lock_exclusive(&file)? {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "being written by another process (it holds the file's lock)",
+            ));
+        }
         file.set_len(0)?;
     } else if !(meta.file_type().is_char_device() && never_waits(meta.rdev())) {
         return Err(not_regular());
