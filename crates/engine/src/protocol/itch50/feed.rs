@@ -1063,12 +1063,15 @@ impl Feed {
             return out;
         }
         self.raise_watermark();
+        // A new session forgets the old one's end first: its own end, in
+        // the same packet (one that starts a wait), closes the hours
+        // through the merge.
+        if out.new_session {
+            self.closed_awaiting = false;
+        }
         if out.end_of_session {
             self.state.hours = Hours::Closed;
             self.closed_awaiting |= self.seq.awaiting();
-        }
-        if out.new_session {
-            self.closed_awaiting = false;
         }
         if out.alive {
             self.last_alive = Some(t);

@@ -1664,6 +1664,22 @@ mod tests {
         assert_eq!(r.seq.counters().ticks_lost, 0);
     }
 
+    /// While awaiting, an end of session ahead of `high` raises it as a
+    /// heartbeat does (glimpse G3.2): the merge opens the tail up to it
+    /// as a gap.
+    #[test]
+    fn an_end_of_session_ahead_raises_high_while_awaiting() {
+        let mut r = snapshots(settings(), BOTH);
+        r.packet(&data(S1, 50_000, 3), 1);
+        assert!(r.seq.awaiting());
+        let o = r.packet(&PacketBuilder::end_of_session(S1, 50_010), 2);
+        assert!(o.end_of_session && !o.alive);
+        assert_eq!(r.seq.high(), 50_010);
+        r.merge(50_003, 10);
+        let gaps: Vec<_> = r.seq.gaps().collect();
+        assert_eq!(gaps, [(50_003, 50_010, 7, 10 + 5 * MS)]);
+    }
+
     /// A snapshot taken after everything received (N above `high`):
     /// everything held is discarded, no gap opens, the stream is trusted.
     #[test]

@@ -985,6 +985,24 @@ fn hours_closed_while_awaiting_stay_closed() {
     assert_eq!(v.summary().hours, "closed");
 }
 
+/// The same when the end of session that starts the wait is the first
+/// packet of a new session (joined past `join_gap_max`): the hours stay
+/// closed through a merge whose spin sent the venue's opening events.
+#[test]
+fn hours_closed_by_a_new_sessions_end_stay_closed() {
+    let mut v = Venue::new("");
+    v.datagrams(1..30);
+    assert_eq!(v.summary().hours, "open");
+    let t = v.tick();
+    let _ =
+        v.h.on_datagram_line(0, 0, &PacketBuilder::end_of_session(S2, 100), t);
+    assert_eq!(v.summary().hours, "closed");
+    let open = encode::system_event(34_200_000_000_000, b'Q');
+    v.connection(&spin_with(100, S2, false, &[open]), 1, true);
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshots, s.hours), (1, "closed"));
+}
+
 /// The hours after a merge are the spin's when it sent a system event,
 /// else the feed's as they were (glimpse G3.4 step 1): an open feed takes
 /// a spin's end of system hours; a closed one keeps its hours through a
