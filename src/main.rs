@@ -175,6 +175,18 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     if path.is_dir() {
         anyhow::bail!("{flag} {}: is a directory", path.display());
     }
+    // A name ending in '/' names a directory, which no file can become.
+    if std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).ends_with(b"/") {
+        anyhow::bail!("{flag} {}: names a directory (ends in '/')", path.display());
+    }
+    // A link is written through, in place: to a file that must exist.
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if link && !path.exists() {
+        anyhow::bail!(
+            "{flag} {}: a link to a file that does not exist",
+            path.display()
+        );
+    }
     // A file to be replaced is staged beside it: that the directory takes
     // a new file is tried now, not found out after the whole replay.
     if let Some(staging) = staging(path) {

@@ -1353,8 +1353,25 @@ fn replay_output_paths_are_checked_before_any_work() {
     let d = dir.path();
     let cfg = write(d, "c.toml", SMALL_CONFIG);
     let missing = d.join("no-such-dir");
+    let dangling = d.join("dangling.json");
+    std::os::unix::fs::symlink(d.join("nowhere.json"), &dangling).unwrap();
+    let file = write(d, "out", "");
+    let mut slashed = file.clone().into_os_string();
+    slashed.push("/");
     for (flag, path, needle) in [
         ("--summary", missing.join("s.json"), "does not exist"),
+        // Names ending in '/': a directory that does not exist, a file.
+        (
+            "--summary",
+            PathBuf::from(format!("{}/", missing.display())),
+            "names a directory",
+        ),
+        ("--timeline", PathBuf::from(slashed), "names a directory"),
+        (
+            "--summary",
+            dangling,
+            "a link to a file that does not exist",
+        ),
         ("--timeline", missing.join("t.svg"), "does not exist"),
         ("--summary", d.to_path_buf(), "is a directory"),
         // A directory that takes no new file (even for root).

@@ -1138,11 +1138,16 @@ fn resolve(raw: RawConfig) -> Result<Config, Problem> {
 }
 
 /// The directory a configuration file's relative paths are taken from:
-/// the file's own, or the current directory for a configuration that is
-/// not a file (`--config <(...)`, whose "directory" is `/dev/fd`).
+/// the file's own, links followed (so that `run` and `check --config`
+/// meet whichever name of it each is given), or the current directory for
+/// a configuration that is not a file (`--config <(...)`, whose
+/// "directory" is `/dev/fd`).
 fn base_dir(path: &Path) -> std::path::PathBuf {
     match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => path.parent().unwrap_or(Path::new("")).to_path_buf(),
+        Ok(m) if m.is_file() => {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            real.parent().unwrap_or(Path::new("")).to_path_buf()
+        }
         _ => std::path::PathBuf::new(),
     }
 }
@@ -2087,8 +2092,9 @@ source_threshold_ms = 9
     #[test]
     fn a_relative_shm_path_is_taken_from_the_configurations_directory() {
         let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
         for (written, want) in [
-            ("pub/tg", dir.path().join("pub/tg")),
+            ("pub/tg", real.join("pub/tg")),
             ("/dev/shm/tg", "/dev/shm/tg".into()),
         ] {
             let path = dir.path().join("c.toml");
@@ -2101,7 +2107,13 @@ source_threshold_ms = 9
         // Not a file (a pipe, as `--config <(...)` gives): the current
         // directory's.
         assert_eq!(base_dir(Path::new("/dev/null")), Path::new(""));
-        assert_eq!(base_dir(&dir.path().join("c.toml")), dir.path());
+        assert_eq!(base_dir(&dir.path().join("c.toml")), real);
+        // Reached through a link elsewhere: the file's own directory, as
+        // by its own name (`run` and `check --config` meet either way).
+        let other = tempfile::tempdir().unwrap();
+        let link = other.path().join("link.toml");
+        std::os::unix::fs::symlink(dir.path().join("c.toml"), &link).unwrap();
+        assert_eq!(base_dir(&link), real);
     }
 
     /// Feeds none of which bounds its symbols need a slot each.
