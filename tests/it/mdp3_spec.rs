@@ -1986,6 +1986,26 @@ fn statuses_and_rpt_seq_act_without_an_end_of_event() {
     );
 }
 
+/// "Statuses, liveness, **counters** and RptSeq act per message"
+/// (spec mdp3 §3.4): an event never ended still counts its entry's
+/// anomaly (a Change without a price) and moves its instrument's RptSeq,
+/// though its book change is never shown.
+#[test]
+fn counters_act_without_an_end_of_event() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    let no_price = BookEntry {
+        price: None,
+        ..change(1, 2, 0)
+    };
+    ch.send(MS, A, packet(2, &[book(0, &[no_price, change(1, 3, 106)])]));
+    let open = ch.check(MS + MS / 2, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(open), out.top(open).0), (ok(), Some(100)));
+    has(out.feed(), json!({"anomalies": 1}));
+    has(out.sym(1), json!({"rpt_seq": 3}));
+}
+
 // ---------------------------------------------------------------------------
 // §3.5 Snapshot feed
 
