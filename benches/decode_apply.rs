@@ -25,6 +25,8 @@ const PER_PACKET: usize = 10;
 struct Stream {
     bytes: Vec<u8>,
     packets: Vec<(usize, usize)>,
+    /// Quotes in it (the rest are heartbeats).
+    quotes: u64,
 }
 
 impl Stream {
@@ -56,6 +58,7 @@ fn streams(n: usize) -> (Stream, Stream) {
         let mut s = Stream {
             bytes: Vec::new(),
             packets: Vec::new(),
+            quotes: 0,
         };
         let mut i = 0;
         while i < messages {
@@ -70,6 +73,7 @@ fn streams(n: usize) -> (Stream, Stream) {
                     b.heartbeat(symbols[k], seq[k] + 1);
                 } else {
                     seq[k] += 1;
+                    s.quotes += 1;
                     b.quote(
                         symbols[k],
                         seq[k],
@@ -180,7 +184,10 @@ fn bench(c: &mut Criterion) {
                         let _ = h.on_datagram(0, black_box(p), 1_000_000 + i as u64);
                     }
                     total += start.elapsed();
-                    black_box(h.feeds()[0].counters.messages);
+                    // Applied, not only read: every quote taken in order.
+                    let c = &h.feeds()[0].counters;
+                    assert_eq!(c.quotes, warm.quotes + s.quotes);
+                    assert_eq!((c.ticks_lost, c.duplicates, c.rejected), (0, 0, 0));
                 }
                 total
             })

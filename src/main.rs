@@ -102,20 +102,20 @@ fn report(e: &anyhow::Error) {
 fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
     // Unset or empty: the default, quietly; set but not a filter: the
     // default, said once (a typo would otherwise pass unseen).
-    let env = std::env::var_os("RUST_LOG").filter(|v| !v.is_empty());
-    let filter = match tracing_subscriber::EnvFilter::try_from_default_env() {
-        Ok(f) => f,
-        Err(e) => {
-            if env.is_some() {
-                logq::line(
-                    logq::Level::Warn,
-                    &format!(
-                        "tickguard: RUST_LOG is not a log filter ({e}): logging at {default_level}"
-                    ),
-                );
-            }
+    // (An empty one is no filter at all, which would log nothing.)
+    let set = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    let filter = match set.then(tracing_subscriber::EnvFilter::try_from_default_env) {
+        Some(Ok(f)) => f,
+        Some(Err(e)) => {
+            logq::line(
+                logq::Level::Warn,
+                &format!(
+                    "tickguard: RUST_LOG is not a log filter ({e}): logging at {default_level}"
+                ),
+            );
             tracing_subscriber::EnvFilter::new(default_level)
         }
+        None => tracing_subscriber::EnvFilter::new(default_level),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

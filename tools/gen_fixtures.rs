@@ -233,8 +233,9 @@ fn scenario() -> Vec<Sent> {
         let (s, seq, px) = &mut eq.symbols[k];
         let mut b = PacketBuilder::new(pt);
         let name = s.to_string();
-        // Snapshots for every symbol every second, from 0.5 s (before that a
-        // delta feed is suspect: no snapshot yet).
+        // Snapshots for every symbol in the first 60 ms of every second from
+        // 0.5 s on, so from 1.0 s (before that a delta feed is suspect: no
+        // snapshot yet).
         let snapshot_due = phase >= 500 * MS && phase % SECOND < 60 * MS;
         // Provider reset at 3.2 s for MSFT: sequence restarts at 1 via a snapshot of 0.
         if name == "MSFT" && (3_200 * MS..3_260 * MS).contains(&phase) {

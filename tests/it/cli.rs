@@ -1800,4 +1800,16 @@ fn a_rust_log_that_is_not_a_filter_is_named() {
         let err = stderr(good);
         assert!(!err.contains("RUST_LOG"), "{good}: {err}");
     }
+    // Empty is unset: the default level (warn for a replay, which logs a
+    // rejected packet of the fixture), not a filter that logs nothing.
+    let out = tickguard()
+        .env("RUST_LOG", "")
+        .arg("replay")
+        .arg(capture_of("scenario-eth-us"))
+        .arg("--config")
+        .arg(fixtures().join("config.toml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("rejected malformed packet"), "{err}");
 }

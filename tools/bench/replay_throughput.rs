@@ -60,7 +60,9 @@ impl Runs {
 
 const LINE: &str = "239.1.1.1:30001";
 
-fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
+/// Writes the capture; returns its datagrams, its quotes and each
+/// symbol's last sequence (what the replay must end on).
+fn generate(path: &Path, a: &Args) -> anyhow::Result<(u64, u64, Vec<u64>)> {
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet)?;
     let symbols: Vec<Symbol> = (0..a.symbols)
@@ -71,7 +73,7 @@ fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
     let dst: SocketAddrV4 = LINE.parse()?;
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let t0 = 1_767_603_600_000_000_000u64;
-    let (mut written, mut packets) = (0u64, 0u64);
+    let (mut written, mut packets, mut quotes) = (0u64, 0u64, 0u64);
     while written < a.messages {
         let t = t0 + packets * 2_000;
         let mut b = PacketBuilder::new(t - 50_000);
@@ -84,6 +86,7 @@ fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
                 b.heartbeat(symbols[k], seq[k] + 1);
             } else {
                 seq[k] += 1;
+                quotes += 1;
                 b.quote(symbols[k], seq[k], t - 60_000, 1.0, 1.0001);
             }
             written += 1;
@@ -92,7 +95,7 @@ fn generate(path: &Path, a: &Args) -> anyhow::Result<u64> {
         packets += 1;
     }
     w.finish()?;
-    Ok(packets)
+    Ok((packets, quotes, seq))
 }
 
 fn config(dir: &Path, symbols: usize) -> anyhow::Result<PathBuf> {
@@ -143,7 +146,7 @@ fn end_to_end(a: &Args, capture: &Path, config: &Path, dir: &Path) -> anyhow::Re
 pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
     let dir = tempfile::tempdir()?;
     let capture = dir.path().join("bench.pcap");
-    let packets = generate(&capture, a)?;
+    let (packets, quotes, last_seq) = generate(&capture, a)?;
     let bytes = std::fs::metadata(&capture)?.len();
     let cfg = config(dir.path(), a.symbols)?;
     if let Some(keep) = &a.keep {
@@ -164,12 +167,31 @@ pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
     let (best_ceiling, best_replay) = (ceilings.best(), replays.best());
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("summary.json"))?)?;
-    let messages = summary["feeds"]["b"]["messages"].as_u64().unwrap_or(0);
+    // What the replay applied, not only read: every quote taken, none
+    // lost or duplicated, and every symbol on its last sequence.
+    let feed = &summary["feeds"]["b"];
+    let count = |k: &str| feed[k].as_u64().unwrap_or(u64::MAX);
     anyhow::ensure!(
-        messages == a.messages,
-        "replay applied {messages} of {} messages",
-        a.messages
+        count("messages") == a.messages && count("quotes") == quotes,
+        "replay applied {} of {} messages, {} of {quotes} quotes",
+        count("messages"),
+        a.messages,
+        count("quotes")
     );
+    anyhow::ensure!(
+        count("ticks_lost") == 0 && count("duplicates") == 0 && count("rejected") == 0,
+        "replay lost {}, duplicated {}, rejected {}",
+        count("ticks_lost"),
+        count("duplicates"),
+        count("rejected")
+    );
+    for (k, &want) in last_seq.iter().enumerate() {
+        let got = feed["symbols"][format!("S{k:07}")]["last_seq"].as_u64();
+        anyhow::ensure!(
+            want == 0 || got == Some(want),
+            "symbol S{k:07} ended on sequence {got:?}, not {want}"
+        );
+    }
     let rate = |secs: f64| a.messages as f64 / secs;
     Ok(json!({
         "row": "replay_throughput",
