@@ -1009,16 +1009,27 @@ impl Model {
             i.rpt_seq = None;
         }
         self.unplace_below_newest();
-        let floor = self.reset_tt.map_or(0, |(f, _)| f);
-        self.reset_tt = Some((floor.max(tt), 0));
         // Not at the first packet (`at` none): the snapshots that showed
         // it are of a sequence before, their positions not comparable.
-        self.reset_place = at.and(
-            self.high
-                .map(|h| (self.c.sequence_restarts, (h - 1) as u32)),
-        );
+        self.screen(tt, at.is_some());
         self.c.resets_inferred += 1;
         self.c.anomalies += 1;
+    }
+
+    /// Snapshots no later than `tt` and past RptSeq 0 screened, unless
+    /// taken at or past the newest packet (`placed`, and no screen
+    /// without a place in force: snapshots of another numbering may
+    /// still come).
+    fn screen(&mut self, tt: u64, placed: bool) {
+        let placeless = self.reset_tt.is_some() && self.reset_place.is_none();
+        let floor = self.reset_tt.map_or(0, |(f, _)| f);
+        self.reset_tt = Some((floor.max(tt), 0));
+        self.reset_place = match placed && !placeless {
+            true => self
+                .high
+                .map(|h| (self.c.sequence_restarts, (h - 1) as u32)),
+            false => None,
+        };
     }
 
     fn unplace_below_newest(&mut self) {
@@ -1211,9 +1222,7 @@ impl Model {
                 // instrument's last event is no later than this packet's
                 // sending are of the sequence before, whatever their
                 // LastMsgSeqNumProcessed.
-                let floor = self.reset_tt.map_or(0, |(f, _)| f);
-                self.reset_tt = Some((floor.max(p.sending), 0));
-                self.reset_place = None;
+                self.screen(p.sending, false);
             }
         }
         let mut fill = false;
@@ -1297,11 +1306,7 @@ impl Model {
                         self.reset_channel(&|_| true);
                         self.void_before = None;
                     }
-                    let floor = self.reset_tt.map_or(0, |(f, _)| f);
-                    self.reset_tt = Some((floor.max(*tt), 0));
-                    self.reset_place = self
-                        .high
-                        .map(|h| (self.c.sequence_restarts, (h - 1) as u32));
+                    self.screen(*tt, true);
                     // Nothing missing below it matters any more.
                     self.gaps.retain_mut(|g| {
                         if g.hi <= s + 1 {

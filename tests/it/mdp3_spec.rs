@@ -1095,53 +1095,70 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
 /// applies.
 #[test]
 fn a_snapshot_from_before_a_weekly_restart_is_ignored() {
-    let mut ch = Channel::new("restart_margin = 100\n");
-    ch.send(0, A, event(150, &[bid(1, 1, 100)]));
-    let restart = T0 + MS;
-    ch.send(MS, A, encode::packet(1, restart, &[encode::heartbeat(V)]));
-    let old = snapshot_at(
-        T0,
-        60,
-        2,
-        7,
-        None,
-        &[level(Bid, 1, 100), level(Offer, 1, 101)],
-    );
-    ch.send(2 * MS, SNAP_A, snapshots(&[old]));
-    let new = |s, tt, entries: &[BookEntry]| encode::packet(s, tt, &[book_at(tt, EOE, entries)]);
-    ch.send(
-        3 * MS,
-        A,
-        new(2, restart + MS, &[bid(2, 1, 200), offer(2, 2, 201)]),
-    );
-    let first = ch.check(4 * MS, "#2");
-    // RptSeq 3 missing: suspect, until a snapshot taken after it.
-    ch.send(5 * MS, A, new(3, restart + 3 * MS, &[change(2, 4, 199)]));
-    let suspect = ch.check(6 * MS, "#2");
-    let fresh = snapshot_at(
-        restart + 3 * MS,
-        3,
-        2,
-        4,
-        None,
-        &[level(Bid, 1, 199), level(Offer, 1, 201)],
-    );
-    ch.send(7 * MS, SNAP_A, snapshots(&[fresh]));
-    let healed = ch.check(8 * MS, "#2");
-    let out = ch.run();
-    assert_eq!(
-        (out.reasons(first), out.top(first)),
-        (ok(), (Some(200), Some(201)))
-    );
-    assert_eq!(out.reasons(suspect), r(&["suspect"]));
-    assert_eq!(
-        (out.reasons(healed), out.top(healed)),
-        (ok(), (Some(199), Some(201)))
-    );
-    has(
-        out.feed(),
-        json!({"sequence_restarts": 1, "snapshots_ignored": 1, "snapshots_applied": 1}),
-    );
+    // Also with a ChannelReset right after the restart (MsgSeqNum going
+    // on): its place in the new numbering tells nothing of the old one's.
+    for reset in [false, true] {
+        let mut ch = Channel::new("restart_margin = 100\n");
+        ch.send(0, A, event(150, &[bid(1, 1, 100)]));
+        let restart = T0 + MS;
+        ch.send(MS, A, encode::packet(1, restart, &[encode::heartbeat(V)]));
+        let k = u32::from(reset);
+        if reset {
+            let tt = restart + MS / 2;
+            let r = encode::channel_reset(V, tt, EOE, 310);
+            ch.send(MS + MS / 2, A, encode::packet(2, tt, &[r]));
+        }
+        let old = snapshot_at(
+            T0,
+            60,
+            2,
+            7,
+            None,
+            &[level(Bid, 1, 100), level(Offer, 1, 101)],
+        );
+        ch.send(2 * MS, SNAP_A, snapshots(&[old]));
+        let new =
+            |s, tt, entries: &[BookEntry]| encode::packet(s, tt, &[book_at(tt, EOE, entries)]);
+        ch.send(
+            3 * MS,
+            A,
+            new(2 + k, restart + MS, &[bid(2, 1, 200), offer(2, 2, 201)]),
+        );
+        let first = ch.check(4 * MS, "#2");
+        // RptSeq 3 missing: suspect, until a snapshot taken after it.
+        ch.send(
+            5 * MS,
+            A,
+            new(3 + k, restart + 3 * MS, &[change(2, 4, 199)]),
+        );
+        let suspect = ch.check(6 * MS, "#2");
+        let fresh = snapshot_at(
+            restart + 3 * MS,
+            3 + k,
+            2,
+            4,
+            None,
+            &[level(Bid, 1, 199), level(Offer, 1, 201)],
+        );
+        ch.send(7 * MS, SNAP_A, snapshots(&[fresh]));
+        let healed = ch.check(8 * MS, "#2");
+        let out = ch.run();
+        assert_eq!(
+            (out.reasons(first), out.top(first)),
+            (ok(), (Some(200), Some(201))),
+            "reset {reset}"
+        );
+        assert_eq!(out.reasons(suspect), r(&["suspect"]), "reset {reset}");
+        assert_eq!(
+            (out.reasons(healed), out.top(healed)),
+            (ok(), (Some(199), Some(201))),
+            "reset {reset}"
+        );
+        has(
+            out.feed(),
+            json!({"sequence_restarts": 1, "snapshots_ignored": 1, "snapshots_applied": 1, "channel_resets": k}),
+        );
+    }
 }
 
 /// At a restart, weekly or after a ChannelReset, "gaps are dropped
@@ -2004,6 +2021,30 @@ fn counters_act_without_an_end_of_event() {
     assert_eq!((out.reasons(open), out.top(open).0), (ok(), Some(100)));
     has(out.feed(), json!({"anomalies": 1}));
     has(out.sym(1), json!({"rpt_seq": 3}));
+}
+
+/// Decided where the contract is silent (docs/mdp3.md, "An end of event
+/// on a template stepped over"): a 47 (market by order, stepped over
+/// unread) ends no event whatever its MatchEventIndicator says; the book
+/// change before it shows at the next end of event on the channel.
+#[test]
+fn an_end_of_event_on_a_template_stepped_over_ends_no_event() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 110)]));
+    let mut root = [0u8; 11];
+    root[8] = EOE;
+    let mbo = encode::raw(47, 9, &root, &[24, 0, 0]);
+    ch.send(MS, A, packet(2, &[book(0, &[change(1, 3, 101)]), mbo]));
+    let unshown = ch.check(MS + MS / 2, "#1");
+    ch.send(2 * MS, A, event(3, &[change(1, 4, 102)]));
+    let shown = ch.check(2 * MS + MS / 2, "#1");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(unshown), out.top(unshown)),
+        (ok(), (Some(100), Some(110)))
+    );
+    assert_eq!(out.top(shown), (Some(102), Some(110)));
+    has(out.feed(), json!({"mbo_messages": 1}));
 }
 
 // ---------------------------------------------------------------------------

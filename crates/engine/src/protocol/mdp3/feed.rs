@@ -1321,10 +1321,18 @@ impl Feed {
     /// past RptSeq 0 are ignored for the next snapshot loops (see
     /// [`reset_floor`](Self::reset_floor)).
     fn screen_snapshots_to(&mut self, tt: u64) {
+        // A screen set without a place (a weekly restart, a reset inferred
+        // at the lines' first packet) still in force: snapshots from
+        // before it carry another numbering, which a place in this one
+        // cannot tell apart, so none is set while it lasts.
+        let placeless = self.reset_floor.is_some() && self.reset_place.is_none();
         let floor = self.reset_floor.map_or(0, |(f, _)| f);
         self.reset_floor = Some((floor.max(tt), 0));
         // `high` is at least 1 and at most 2^32 here: `high − 1` is a u32.
-        self.reset_place = self.seq.high().map(|h| (self.restarts, (h - 1) as u32));
+        self.reset_place = match placeless {
+            true => None,
+            false => self.seq.high().map(|h| (self.restarts, (h - 1) as u32)),
+        };
     }
 
     /// A book entry applied at once if it is its instrument's next
