@@ -182,6 +182,37 @@ fn a_quote_from_before_a_reset_on_the_lagging_line_is_explained_as_the_handler_t
     .unwrap();
 }
 
+/// A reset stays open whatever its own line brings until the lagging
+/// line is past it: a routine Snapshot after the reset, the lagging line's
+/// copy of a Snapshot from before it, and its Heartbeat naming the old
+/// sequence; the handler and the explanation alike.
+#[test]
+fn a_reset_open_until_the_lagging_line_is_past_it_is_explained_as_the_handler_takes_it() {
+    agrees(&[
+        (0, 0, vec![(0, 0, 100, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 0, vec![(0, 0, 4, 5, 0)]),
+        (100, 0, vec![(3, 0, 4, 5, 0)]),
+        (100, 1, vec![(0, 0, 100, 3, 400)]),
+        (100, 1, vec![(2, 0, 101, 0, 0)]),
+        (100, 1, vec![(3, 0, 3, 4, 500)]),
+        (100, 1, vec![(0, 0, 4, 5, 500)]),
+        (100, 1, vec![(2, 0, 7, 0, 0)]),
+    ])
+    .unwrap();
+    agrees(&[
+        (0, 0, vec![(3, 0, 90, 3, 0)]),
+        (100, 0, vec![(0, 0, 91, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 0, vec![(0, 0, 4, 5, 0)]),
+        (100, 1, vec![(3, 0, 90, 3, 400)]),
+        (100, 1, vec![(0, 0, 91, 3, 400)]),
+        (100, 1, vec![(2, 0, 92, 0, 0)]),
+        (100, 1, vec![(3, 0, 3, 4, 500)]),
+    ])
+    .unwrap();
+}
+
 /// The same under `--feed` (every datagram line A's, whatever its
 /// destination): the handler takes B's copy as the first line's again, a
 /// reset, and the explanation follows it, telling lines apart as the

@@ -8,7 +8,8 @@ use super::{AtState, BeatStep, Cause, Event, Forensics, Note, Scope, Step, MAX_D
 use crate::capture::Datagram;
 use crate::handler::Handler;
 use crate::protocol::sqf::rules::{
-    self, BeatOutcome, FeedKind, Price, PriceCheck, QuoteOutcome, SnapStep, Suspect, SymbolState,
+    self, BeatOutcome, FeedKind, Lag, Price, PriceCheck, QuoteOutcome, SnapStep, Suspect,
+    SymbolState,
 };
 use crate::protocol::sqf::{Message, Packet, PriceView};
 use crate::replay::Observer;
@@ -50,13 +51,22 @@ pub(super) struct Tracker {
     /// and `COPY_SEEN`): a line that brought it can no longer bring its
     /// copy of an older Snapshot.
     pub(super) latest_line: (bool, bool),
-    /// The last Snapshot applied reset the symbol: until the other line's
-    /// copy of it comes, a Quote no newer at its source than it is from
-    /// before the reset (the handler's `SNAPSHOT_RESET`).
-    pub(super) snapshot_reset: bool,
+    /// The Snapshot that last reset the symbol (sequence, source time) and
+    /// whether it came on line B, while the reset is open: the other line
+    /// lags behind it (the handler's `open_reset`, `RESET_OPEN`).
+    pub(super) open_reset: Option<((u64, u64), bool)>,
 }
 
 impl Tracker {
+    /// What a message on line `on_b` is to the open reset, as the handler
+    /// has it.
+    fn lag(&self, on_b: bool, seq: Option<u64>, source: u64) -> Lag {
+        match self.open_reset {
+            Some((reset, from_b)) if from_b != on_b => Lag::behind(reset, seq, source),
+            _ => Lag::No,
+        }
+    }
+
     fn verdict_at(&self, t: u64) -> Reasons {
         evaluate(self.state.as_ref(), self.th, self.offset, t)
     }
@@ -177,15 +187,13 @@ impl Tracker {
             Message::Quote(q) => {
                 let seq = q.sequence();
                 let price = price_of(q);
-                // As the handler has it: a lagging line's copy from before
-                // the reset the last Snapshot made, dropped.
-                let before_reset = self.snapshot_reset
-                    && s0.seq.baseline
-                    && seq > last
-                    && self.last_snapshot.is_some_and(|((_, at), from_b, seen)| {
-                        from_b != on_b && !seen && q.source_time() <= at
-                    });
-                let outcome = match before_reset {
+                // As the handler has it: the lagging line's, from before
+                // the reset, dropped; one newer closes the reset.
+                let lag = self.lag(on_b, None, q.source_time());
+                if lag == Lag::Past {
+                    self.open_reset = None;
+                }
+                let outcome = match lag == Lag::Before && seq > last {
                     true => {
                         s.seq.duplicates = s.seq.duplicates.saturating_add(1);
                         None
@@ -194,7 +202,7 @@ impl Tracker {
                 };
                 let step = match outcome {
                     None => Step::BeforeReset {
-                        reset: self.last_snapshot.map_or(0, |((seq, _), _, _)| seq),
+                        reset: self.open_reset.map_or(0, |((seq, _), _)| seq),
                     },
                     Some(QuoteOutcome::Duplicate) => {
                         // The other line's copy of the latest sequence.
@@ -235,6 +243,21 @@ impl Tracker {
                 // As the handler has it: not that line's copy once the line
                 // brought the latest sequence past it.
                 let passed = self.latest_line.0 == on_b || self.latest_line.1;
+                // The lagging line's, from before the reset or its copy of
+                // it once the symbol moved on: dropped.
+                let lag = self.lag(on_b, Some(seq), key.1);
+                let candidate = self
+                    .last_snapshot
+                    .is_some_and(|(k, from_b, seen)| k == key && from_b != on_b && !seen);
+                if matches!(lag, Lag::Copy | Lag::Past) {
+                    self.open_reset = None;
+                }
+                if lag == Lag::Before || (lag == Lag::Copy && !candidate && behind && !passed) {
+                    let mut s = s0;
+                    s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                    self.state = Some(s);
+                    return;
+                }
                 let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
                     *k == key && *from_b != on_b && !*seen && !(behind && passed)
                 });
@@ -250,7 +273,9 @@ impl Tracker {
                     }
                 } else {
                     self.last_snapshot = Some((key, on_b, false));
-                    self.snapshot_reset = behind;
+                    if behind {
+                        self.open_reset = Some((key, on_b));
+                    }
                 }
                 self.latest_line = (on_b, false);
                 let price = price_of(v);
@@ -270,6 +295,11 @@ impl Tracker {
                 (Cause::Snapshot { seq, last }, notable)
             }
             Message::Heartbeat(h) => {
+                if self.open_reset.is_some_and(|(_, from_b)| from_b != on_b) {
+                    // The lagging line's, naming the old sequence: dropped
+                    // by the handler.
+                    return;
+                }
                 let next_expected = h.next_expected();
                 let step = match rules::heartbeat_outcome(&mut s, next_expected, a) {
                     BeatOutcome::First => BeatStep::First,
@@ -445,7 +475,7 @@ impl Forensics {
             first_seen: a,
             last_snapshot: None,
             latest_line: (false, false),
-            snapshot_reset: false,
+            open_reset: None,
         });
         f.trackers.push(i);
         self.index.insert((feed, symbol), i);

@@ -9,7 +9,7 @@
 //! never shows a slot fresher at the source than before or after. No
 //! allocation, no lock, no clock read.
 
-use super::rules::{self, Applied, FeedKind, Price, Sequence};
+use super::rules::{self, Applied, FeedKind, Lag, Price, Sequence};
 use super::wire::{msg_type, HEARTBEAT_LEN};
 use super::{Known, Message, Packet, Reject, MAX_MESSAGES};
 use crate::clock::OffsetEstimator;
@@ -30,13 +30,18 @@ const SNAPSHOT_FROM_B: u8 = 4;
 const SNAPSHOT_SEEN: u8 = 8;
 /// ... and the other line's copy of it has come.
 const SNAPSHOT_COPY_SEEN: u8 = 16;
-/// ... and it reset the symbol (applied behind its sequence): until the
-/// other line's copy of it comes, that line lags behind the reset, and a
-/// Quote stamped at its source at or before the Snapshot is from before
-/// the reset (see `before_reset`).
-const SNAPSHOT_RESET: u8 = 32;
 /// The bits about the slot's last Snapshot, kept as Quotes come.
-const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN | SNAPSHOT_RESET;
+const SNAPSHOT_BITS: u8 = SNAPSHOT_FROM_B | SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN;
+/// A Snapshot reset the symbol (applied behind its sequence) and the
+/// other line has brought neither its copy of it nor anything newer at its
+/// source: that line lags behind the reset (`Feed::open_reset`).
+const RESET_OPEN: u8 = 32;
+/// ... that Snapshot came on line B.
+const RESET_FROM_B: u8 = 64;
+/// The bits about the slot's open reset, kept until it closes.
+const RESET_BITS: u8 = RESET_OPEN | RESET_FROM_B;
+/// What an applied Quote keeps of a slot's byte.
+const KEPT: u8 = SNAPSHOT_BITS | RESET_BITS;
 /// Messages whose memory loads are started together.
 const BATCH: usize = 16;
 /// No slot: the table was full.
@@ -95,6 +100,20 @@ pub struct Feed {
     /// provider re-sending it after a failover) is applied, as is a
     /// Snapshot with a new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
+    /// Per slot of the table: the sequence and source time of the Snapshot
+    /// that last reset the symbol, while the reset is open ([`RESET_OPEN`]:
+    /// the other line has brought neither its copy of it nor anything
+    /// newer at its source). That line lags behind the reset: what it
+    /// brings no newer at its source than the Snapshot was sent before it
+    /// ([`Lag`]), and taken by the letter it would put the symbol back on
+    /// the price from before the reset (a Quote ahead of the reset's
+    /// sequence read as a gap: on a full feed alive and not suspect, every
+    /// newer Quote up to its old sequence then dropped as a duplicate; an
+    /// older Snapshot; a Heartbeat naming the old sequence, a gap that kept
+    /// the symbol suspect until the new sequence got there). Closed by
+    /// that line's copy of the Snapshot, or by anything newer it brings.
+    /// 16 bytes a slot (1 MiB for 65,536).
+    open_reset: Vec<(u64, u64)>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
     /// (grown only for a larger capture record, see `on_datagram`).
@@ -110,6 +129,7 @@ impl Feed {
             clock,
             last_line: vec![0; capacity],
             last_snapshot: vec![(0, 0); capacity],
+            open_reset: vec![(0, 0); capacity],
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
     }
@@ -157,6 +177,7 @@ impl FeedEngine for Feed {
             clock,
             last_line,
             last_snapshot,
+            open_reset,
             pending,
         } = self;
         let on_b = (line != 0) as u8;
@@ -232,16 +253,13 @@ impl FeedEngine for Feed {
                     let applied = match packet.message_at(p.at as usize) {
                         Message::Quote(q) => {
                             let i = p.slot as usize;
-                            let old = before_reset(
-                                last_line.get(i).copied().unwrap_or(0),
-                                on_b,
-                                last_snapshot.get(i),
-                                q.source_time(),
-                            );
+                            let b = last_line.get(i).copied().unwrap_or(0);
+                            let lag = lag(b, on_b, open_reset.get(i), None, q.source_time());
                             // With a duplicate: whether its sequence is the
-                            // last one, or it came from before a reset.
-                            let (applied, latest, stale) = slot.update(|s| {
-                                if old && q.sequence() > s.last_seq() {
+                            // last one, or it came from before a reset
+                            // (ahead of the sequence, not by the letter).
+                            let (applied, latest, before) = slot.update(|s| {
+                                if lag == Lag::Before && q.sequence() > s.last_seq() {
                                     s.add_duplicate();
                                     return (Applied::Duplicate, false, true);
                                 }
@@ -249,11 +267,12 @@ impl FeedEngine for Feed {
                                 (a, q.sequence() == s.last_seq(), false)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
+                                if lag == Lag::Past {
+                                    *bits &= !RESET_OPEN;
+                                }
                                 match applied {
-                                    Applied::Changed { .. } => {
-                                        *bits = (*bits & SNAPSHOT_BITS) | on_b
-                                    }
-                                    Applied::Duplicate if stale => c.line_copies += 1,
+                                    Applied::Changed { .. } => *bits = (*bits & KEPT) | on_b,
+                                    Applied::Duplicate if before => c.line_copies += 1,
                                     Applied::Duplicate => {
                                         c.line_copies += line_copy(bits, on_b, latest) as u64
                                     }
@@ -277,11 +296,17 @@ impl FeedEngine for Feed {
                             // failover, the line that lost the original
                             // bringing it first): a reset.
                             let passed = b & FROM_B == on_b || b & COPY_SEEN != 0;
+                            let lag = lag(b, on_b, open_reset.get(i), Some(key.0), key.1);
                             let resets = c.resets;
                             let (applied, copy) = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
-                                let copy = candidate && !(behind && passed);
-                                if copy && behind {
+                                // The lagging line's: sent before the reset,
+                                // or its copy of the reset once the symbol
+                                // moved on (the last Snapshot since another).
+                                let lagging = lag == Lag::Before
+                                    || (lag == Lag::Copy && !candidate && behind && !passed);
+                                let copy = lagging || (candidate && !(behind && passed));
+                                if copy && (behind || lagging) {
                                     s.add_duplicate();
                                     return (Applied::Duplicate, true);
                                 }
@@ -291,22 +316,34 @@ impl FeedEngine for Feed {
                                 (rules::snapshot(s, q.sequence(), price(q), t), copy)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
-                                if copy {
+                                if matches!(lag, Lag::Copy | Lag::Past) {
+                                    *bits &= !RESET_OPEN;
+                                }
+                                if copy && lag != Lag::No && !candidate {
+                                    // The lagging line's, dropped.
+                                    c.line_copies += 1;
+                                } else if copy {
                                     // Arbitrated: whether dropped (behind)
                                     // or applied (the same state again), the
                                     // Snapshot stays its first line's.
                                     *bits |= SNAPSHOT_COPY_SEEN;
                                     match applied {
                                         Applied::Duplicate => c.line_copies += 1,
-                                        Applied::Changed { .. } => {
-                                            *bits = (*bits & SNAPSHOT_BITS) | on_b
-                                        }
+                                        Applied::Changed { .. } => *bits = (*bits & KEPT) | on_b,
                                     }
                                 } else if let Some(last) = last_snapshot.get_mut(i) {
                                     let from_b = if on_b == 1 { SNAPSHOT_FROM_B } else { 0 };
+                                    // A reset opens (this line's); any other
+                                    // Snapshot leaves an open one as it is.
                                     let reset = match c.resets != resets {
-                                        true => SNAPSHOT_RESET,
-                                        false => 0,
+                                        true => match open_reset.get_mut(i) {
+                                            Some(r) => {
+                                                *r = key;
+                                                RESET_OPEN | (on_b * RESET_FROM_B)
+                                            }
+                                            None => 0,
+                                        },
+                                        false => *bits & RESET_BITS,
                                     };
                                     *bits = on_b | SNAPSHOT_SEEN | from_b | reset;
                                     *last = key;
@@ -315,6 +352,13 @@ impl FeedEngine for Feed {
                             applied
                         }
                         Message::Heartbeat(h) => {
+                            let b = last_line.get(p.slot as usize).copied().unwrap_or(0);
+                            if lagging(b, on_b) {
+                                // The lagging line's, from before the reset:
+                                // its sequence is the old one's.
+                                c.line_copies += 1;
+                                continue;
+                            }
                             slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
                         }
                         Message::Unknown { .. } => continue,
@@ -358,22 +402,22 @@ impl FeedEngine for Feed {
     fn write_counters(&self, _: &Publication, _: u16) {}
 }
 
-/// Whether a Quote stamped `source` at its source, come on line `on_b`
-/// (1: B) to a slot with `bits` whose last Snapshot is `snapshot`
-/// (sequence, source time), comes from before the provider reset that
-/// Snapshot made: the reset's Snapshot is the slot's last, it came on the
-/// other line, this line's copy of it has not come (this line lags behind
-/// the reset: what it brings first was sent before it), and the Quote is
-/// no newer at its source than the Snapshot. Such a Quote ahead of the
-/// reset sequence is the lagging line's copy, not a gap: taken, it put the
-/// symbol back on the price from before the reset, alive and not suspect,
-/// and every newer Quote up to its sequence was then dropped as a
-/// duplicate.
+/// Whether a slot with `bits` has a reset open that a message on line
+/// `on_b` (1: B) lags behind: the reset came on the other line.
 #[inline]
-fn before_reset(bits: u8, on_b: u8, snapshot: Option<&(u64, u64)>, source: u64) -> bool {
-    bits & SNAPSHOT_RESET != 0
-        && awaits_snapshot_copy(bits, on_b)
-        && snapshot.is_some_and(|&(_, at)| source <= at)
+fn lagging(bits: u8, on_b: u8) -> bool {
+    bits & RESET_OPEN != 0 && (bits & RESET_FROM_B != 0) != (on_b == 1)
+}
+
+/// What a message on line `on_b` stamped `source` at its source (with
+/// `seq`, a Snapshot's sequence) is to the reset `reset` (sequence, source
+/// time) a slot with `bits` may keep open.
+#[inline]
+fn lag(bits: u8, on_b: u8, reset: Option<&(u64, u64)>, seq: Option<u64>, source: u64) -> Lag {
+    match reset.filter(|_| lagging(bits, on_b)) {
+        Some(&reset) => Lag::behind(reset, seq, source),
+        None => Lag::No,
+    }
 }
 
 /// Whether the slot's last Snapshot (see `Feed::last_snapshot`) came on
@@ -719,6 +763,103 @@ clock_offset = 0
         h.on_datagram_line(0, 1, &s3, 7).unwrap();
         h.on_datagram_line(0, 1, &quote(9, 150, 9.0), 8).unwrap();
         assert_eq!(state(&h), (9, Some(9.0)));
+    }
+
+    /// The reset stays open, whatever comes on its own line, until the
+    /// lagging line brings its copy of the reset's Snapshot or anything
+    /// newer: the reset's Snapshot repeated on its line, a routine
+    /// Snapshot after it, the lagging line's copy of a Snapshot from
+    /// before it, and its Heartbeat naming the old sequence change
+    /// nothing of the reset.
+    #[test]
+    fn a_reset_stays_open_until_the_lagging_line_is_past_it() {
+        let quote = |seq: u64, source: u64, bid: f64| {
+            let mut b = PacketBuilder::new(0);
+            b.quote(sym("A"), seq, source, bid, bid + 1.0);
+            b.finish()
+        };
+        let snapshot = |seq: u64, source: u64, bid: f64| {
+            let mut b = PacketBuilder::new(0);
+            b.snapshot(sym("A"), seq, source, bid, bid + 1.0);
+            b.finish()
+        };
+        let heartbeat = |next: u64| {
+            let mut b = PacketBuilder::new(0);
+            b.heartbeat(sym("A"), next);
+            b.finish()
+        };
+        let state = |h: &Handler| {
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            (
+                r.state.seq.last_seq,
+                r.state.price.map(|p| p.bid),
+                r.state.suspect,
+            )
+        };
+        let s3 = snapshot(3, 200, 2.0);
+        // Each case ends line A on Quote 4.
+        // (What, line A's datagrams, then line B's.)
+        type Case<'a> = (&'a str, Vec<Vec<u8>>, Vec<Vec<u8>>);
+        let cases: [Case; 3] = [
+            (
+                "the reset repeated on its line",
+                vec![
+                    quote(100, 100, 1.0),
+                    s3.clone(),
+                    s3.clone(),
+                    quote(4, 300, 4.0),
+                ],
+                vec![quote(100, 100, 1.0), heartbeat(101), s3.clone()],
+            ),
+            (
+                "a routine Snapshot after it",
+                vec![
+                    quote(100, 100, 1.0),
+                    s3.clone(),
+                    quote(4, 300, 4.0),
+                    snapshot(4, 300, 4.0),
+                ],
+                vec![
+                    quote(100, 100, 1.0),
+                    heartbeat(101),
+                    s3.clone(),
+                    quote(4, 300, 4.0),
+                ],
+            ),
+            (
+                "a Snapshot from before it",
+                vec![
+                    snapshot(90, 90, 0.9),
+                    quote(91, 100, 1.0),
+                    s3.clone(),
+                    quote(4, 300, 4.0),
+                ],
+                vec![
+                    snapshot(90, 90, 0.9),
+                    quote(91, 100, 1.0),
+                    heartbeat(92),
+                    s3.clone(),
+                ],
+            ),
+        ];
+        for (case, a, b) in cases {
+            let mut h = Handler::new(&config("full"));
+            let mut t = 0;
+            for d in &a {
+                t += 1;
+                h.on_datagram_line(0, 0, d, t).unwrap();
+            }
+            for d in &b {
+                t += 1;
+                h.on_datagram_line(0, 1, d, t).unwrap();
+                assert_eq!(state(&h), (4, Some(4.0), false), "{case}");
+            }
+            let c = &h.feeds()[0].counters;
+            assert_eq!((c.resets, c.ticks_lost), (1, 0), "{case}");
+            // Past the reset: B's Heartbeat now counts (a gap).
+            h.on_datagram_line(0, 1, &heartbeat(7), t + 1).unwrap();
+            assert_eq!(state(&h), (6, Some(4.0), true), "{case}");
+        }
     }
 
     /// A provider's re-send of its last Snapshot (a failover) that comes

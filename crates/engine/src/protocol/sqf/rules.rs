@@ -24,6 +24,41 @@ pub enum SeqOutcome {
     Gap(u64),
 }
 
+/// What a message on one line is to a provider reset that came on the
+/// other line and is still open there: that line has brought neither its
+/// copy of the reset's Snapshot nor anything newer at its source, so it
+/// lags behind the reset (the line arbitration of §1, not in §3: see
+/// docs/architecture.md, "A message from before a provider reset").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lag {
+    /// No reset open, or the message came on the reset's own line.
+    No,
+    /// On the lagging line, no newer at its source than the reset's
+    /// Snapshot (and not that line's copy of it): sent before the reset.
+    Before,
+    /// On the lagging line: its copy of the reset's Snapshot (same
+    /// sequence and source time). The line is past the reset.
+    Copy,
+    /// On the lagging line, newer at its source than the reset's Snapshot:
+    /// the line is past the reset (its copy of it lost).
+    Past,
+}
+
+impl Lag {
+    /// A message on the lagging line of the open reset `reset` (its
+    /// Snapshot's sequence and source time), stamped `source` at its
+    /// source; `seq`: a Snapshot's sequence.
+    pub fn behind(reset: (u64, u64), seq: Option<u64>, source: u64) -> Lag {
+        if seq == Some(reset.0) && source == reset.1 {
+            Lag::Copy
+        } else if source <= reset.1 {
+            Lag::Before
+        } else {
+            Lag::Past
+        }
+    }
+}
+
 /// What a heartbeat meant for the sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BeatOutcome {
