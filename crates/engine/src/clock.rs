@@ -297,6 +297,20 @@ pub fn heartbeat_watermark(
     }
 }
 
+/// Forgets the last heartbeat's arrival `heartbeat_at` (local ns) when a
+/// packet taken at `t` (local ns) arrived more than
+/// [`MAX_AHEAD_NS`](crate::verdict::MAX_AHEAD_NS) before it: the clock
+/// stepped back (or a capture's time did). Kept, the heartbeat would hold
+/// the source watermark ahead of the clock, its part of the source age
+/// negative, for as long as the step, hiding a source delay that the
+/// messages since show; the next heartbeat raises the watermark again.
+#[inline]
+pub fn forget_beat_ahead(heartbeat_at: &mut Option<u64>, t: u64) {
+    if heartbeat_at.is_some_and(|h| h > t.saturating_add(crate::verdict::MAX_AHEAD_NS)) {
+        *heartbeat_at = None;
+    }
+}
+
 /// One feed's clock-offset estimate.
 #[derive(Debug, Clone)]
 pub struct OffsetEstimator {

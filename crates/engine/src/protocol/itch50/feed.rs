@@ -1062,6 +1062,7 @@ impl Feed {
         if out.stale_session {
             return out;
         }
+        crate::clock::forget_beat_ahead(&mut self.heartbeat_at, t);
         self.raise_watermark();
         // A new session forgets the old one's end first: its own end, in
         // the same packet (one that starts a wait), closes the hours
@@ -1683,6 +1684,29 @@ mod tests {
             b.message(m);
         }
         b.finish()
+    }
+
+    /// A heartbeat left ahead of the clock by a step back is forgotten at
+    /// the next packet taken: its part of the source watermark would hide
+    /// the source delay of the messages since for as long as the step.
+    #[test]
+    fn a_heartbeat_ahead_of_a_clock_stepped_back_is_forgotten() {
+        let mut f = feed();
+        let event = |ts| encode::system_event(ts, b'Q');
+        f.on_datagram(&packet(1, &[event(OPEN)]), T0).unwrap();
+        f.on_datagram(&PacketBuilder::heartbeat(S1, 2), T0 + 60_000 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some((T0 + 60_000 * MS) as i128));
+        // A minute back: the message's own time is the watermark.
+        f.on_datagram(&packet(2, &[event(OPEN + 1_000 * MS)]), T0 + 1_000 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some((T0 + 1_000 * MS) as i128));
+        // Within the bound, a heartbeat stays (kernel stamps out of order).
+        f.on_datagram(&PacketBuilder::heartbeat(S1, 3), T0 + 1_050 * MS)
+            .unwrap();
+        f.on_datagram(&packet(3, &[event(OPEN + 1_000 * MS)]), T0 + 1_000 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some((T0 + 1_050 * MS) as i128));
     }
 
     /// A packet stamped hours ahead (a duplicate: anyone's copy, its time

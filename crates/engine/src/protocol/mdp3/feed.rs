@@ -1089,6 +1089,7 @@ impl Feed {
             self.compact_undo();
         }
         self.clock.on_packet(t, packet.sending_time());
+        crate::clock::forget_beat_ahead(&mut self.heartbeat_at, t);
         if self.seq.gaps_open() == 0 {
             self.last_alive = Some(t);
             match source {
@@ -3924,6 +3925,25 @@ mod tests {
         assert!(!f
             .verdict("#1", TH, T0 + 30_001 * MS)
             .contains(Reasons::STALE));
+    }
+
+    /// A heartbeat left ahead of the clock by a step back is forgotten at
+    /// the next packet processed: its part of the source watermark would
+    /// hide the source delay of the events since for as long as the step.
+    #[test]
+    fn a_heartbeat_ahead_of_a_clock_stepped_back_is_forgotten() {
+        let mut f = feed();
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        let hb = encode::packet(2, T0, &[encode::heartbeat(V)]);
+        f.on_incremental(&hb, T0 + 60_000 * MS).unwrap();
+        let change = bid(1, 2, 1, UpdateAction::Change, 11);
+        f.on_incremental(&book(3, true, &[change]), T0 + 1_000 * MS)
+            .unwrap();
+        // The events' time, T0, is 31 s old: past the threshold.
+        assert!(f
+            .verdict("#1", TH, T0 + 31_000 * MS)
+            .contains(Reasons::STALE_AT_SOURCE));
     }
 
     /// A definition repeated keeps its Symbol's mapping; a new Symbol
