@@ -108,6 +108,9 @@ struct FeedMetrics {
     /// carried on).
     exported: Option<(usize, Vec<Descriptor>, Vec<Exported>)>,
     verdicts: Vec<Gauge>,
+    /// Symbols rejected, `closed` not among their reasons: a venue's close
+    /// is not an outage, whatever else its quiet adds (`stale`).
+    rejected_open: Gauge,
     offset: Gauge,
     silence: Gauge,
     last_lost: u64,
@@ -202,6 +205,10 @@ fn describe_fixed() {
     describe_gauge!(
         "tickguard_symbols",
         "Symbols of a feed by verdict (a rejected one under each of its reasons), as a gateway reads them now."
+    );
+    describe_gauge!(
+        "tickguard_symbols_rejected_open",
+        "Symbols of a feed rejected while not closed (closed not among their reasons), as a gateway reads them now."
     );
     describe_gauge!(
         "tickguard_clock_offset_seconds",
@@ -384,6 +391,7 @@ impl Monitor {
                         .iter()
                         .map(|v| metrics::gauge!("tickguard_symbols", "feed" => feed.clone(), "verdict" => *v))
                         .collect(),
+                    rejected_open: metrics::gauge!("tickguard_symbols_rejected_open", "feed" => feed.clone()),
                     offset: metrics::gauge!("tickguard_clock_offset_seconds", "feed" => feed.clone()),
                     silence: metrics::gauge!("tickguard_feed_silence_seconds", "feed" => feed.clone()),
                     last_lost: 0,
@@ -448,6 +456,11 @@ impl Monitor {
         if !self.reader.health(now).is_ok() {
             self.reader.refresh();
         }
+        // Counters only from a publication in good health: a file cut
+        // under the writer maps as zeros (its stamp consistent), and a
+        // zero read there would be taken for a restart, the count before
+        // it added again once the file made anew carries it on.
+        let healthy = self.reader.health(now).is_ok();
         let r = &self.reader;
         // One consistent set each: the receiver's statistics, and every
         // feed's counters (feed and line counters of one heartbeat).
@@ -481,13 +494,13 @@ impl Monitor {
             );
             rm.record_stop_logged = true;
         }
-        if let Some(beat) = r.heartbeat_ns() {
+        if let Some(beat) = r.heartbeat_ns().filter(|&b| b > 0) {
             rm.heartbeat_age.set(now.saturating_sub(beat) as f64 / 1e9);
         }
 
         self.counters.clear();
         self.counters
-            .extend((0..self.feeds.len() as u16).map(|id| r.counters(id)));
+            .extend((0..self.feeds.len() as u16).map(|id| r.counters(id).filter(|_| healthy)));
         // A feed whose counters could not be read consistently this time
         // (the writer taken off its core mid-publication) is skipped, not
         // read as zeros: a zero would end a line's silence and then report
@@ -569,11 +582,14 @@ impl Monitor {
             }
             f.offset.set(offset as f64 / 1e9);
             let mut by = [0u64; VERDICTS.len()];
+            let mut rejected_open = 0u64;
             let mut last_alive = status.last_alive;
             for (rec, reasons) in judged.iter().filter(|(rec, _)| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
                 if reasons.is_ok() {
                     by[0] += 1;
+                } else if !reasons.contains(Reasons::CLOSED) {
+                    rejected_open += 1;
                 }
                 for (i, (bit, _)) in Reasons::ORDER.iter().enumerate() {
                     if reasons.contains(*bit) {
@@ -584,6 +600,7 @@ impl Monitor {
             for (g, v) in f.verdicts.iter().zip(by) {
                 g.set(v as f64);
             }
+            f.rejected_open.set(rejected_open as f64);
             // 0 before the first packet (of this publication: a recreated
             // one starts over).
             f.silence.set(match last_alive {
@@ -677,6 +694,41 @@ mod tests {
         let log = logs_of(|| m.sample(t + 2));
         assert!(!log.contains("kernel dropped"), "{log}");
         assert!(!log.contains("gap burst started"), "{log}");
+    }
+
+    /// Counters are read only from a publication in good health: one cut
+    /// under the writer maps as zeros, which read would pass for a
+    /// restart, and every count so far would be added again (and logged
+    /// as new) once the file made anew carried it on.
+    #[test]
+    fn counters_of_a_publication_in_bad_health_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = crate::demo::free_port().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
+                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\nclock_offset = 0\n",
+                dir.path().join("shm").display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        let p = sidecar.publication();
+        let drops = |n| p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, n));
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        p.heartbeat(t);
+        drops(7);
+        assert!(logs_of(|| m.sample(t)).contains("kernel dropped datagrams"));
+        // The writer's heartbeat a minute old: not in good health.
+        drops(0);
+        let log = logs_of(|| m.sample(t + 60_000_000_000));
+        assert!(!log.contains("kernel dropped"), "{log}");
+        drops(7);
+        let log = logs_of(|| m.sample(t + 1));
+        assert!(!log.contains("kernel dropped"), "{log}");
     }
 
     /// The receive thread only counts socket errors and a recording's

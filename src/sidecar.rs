@@ -1146,7 +1146,11 @@ impl Sidecar {
         // the feeds' files read again), under the heartbeat this writer
         // keeps beating into it.
         self.close_if_untrue();
-        match self.publication.recreate(now, lock) {
+        let carry = |p: &Publication| {
+            p.write_counters(|| self.publish_line_counters(p));
+            p.set_receiver(self.stats.worst_cycle_ns, self.stats.datagrams);
+        };
+        match self.publication.recreate(now, lock, carry) {
             Ok(p) => {
                 let p = Arc::new(p);
                 let table = StateTable::shared(p.clone());
@@ -1257,8 +1261,13 @@ impl Sidecar {
 
     /// Feed and line counters; inside [`Publication::write_counters`].
     fn publish_feed_counters(&self) {
-        let p = &self.publication;
         self.handler.publish_counters();
+        self.publish_line_counters(&self.publication);
+    }
+
+    /// The counters the receive loop keeps of the lines, into `p`: carried
+    /// on across publications made anew.
+    fn publish_line_counters(&self, p: &Publication) {
         for id in 0..self.config.feeds.len() as u16 {
             let (mut drops, mut unwanted) = (0, 0);
             for l in self.lines.iter().filter(|l| l.feed == id) {

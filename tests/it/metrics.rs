@@ -575,6 +575,10 @@ mod described {
             ..FeedStatus::default()
         };
         table.set_feed_status(1, &status);
+        // An SQF symbol without a quote yet: rejected (no_quote), not closed.
+        table
+            .insert(0, tickguard::symbol::Symbol::parse("EURUSD").unwrap(), th)
+            .unwrap();
         p.write_counters(|| {
             p.set_counter(1, counter::GAPS_OPEN, 4);
             p.set_counter(1, counter::RECOVERY_LATENCY, 2);
@@ -596,6 +600,9 @@ mod described {
             r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 1"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 1"#,
             r#"tickguard_symbols{feed="lp1",verdict="closed"} 0"#,
+            r#"tickguard_symbols{feed="lp1",verdict="no_quote"} 1"#,
+            r#"tickguard_symbols_rejected_open{feed="nasdaq"} 0"#,
+            r#"tickguard_symbols_rejected_open{feed="lp1"} 1"#,
             r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
             r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
             r#"tickguard_feed_joined{feed="nasdaq"} 1"#,

@@ -1657,9 +1657,23 @@ fn a_clock_stepped_back_before_the_start_time_has_the_file_recreated() {
         reader.health(back),
         tickguard::Health::WriterAhead { .. }
     ));
-    let q = p.recreate(back, p.lock()).unwrap();
+    // What the writer carries on is written before the new file is
+    // published: no reader ever sees it at zero.
+    let (inode, _) = snapshot(&shm);
+    let q = p
+        .recreate(back, p.lock(), |q| {
+            assert_eq!(snapshot(&shm).0, inode, "published before carrying");
+            q.write_counters(|| q.set_counter(0, tickguard::shm::counter::LINE_PACKETS, 9));
+        })
+        .unwrap();
+    assert_ne!(snapshot(&shm).0, inode);
     q.ready();
     q.heartbeat(back);
     assert!(!q.lost());
-    assert!(Reader::open(&shm).health(back).is_ok());
+    let reader = Reader::open(&shm);
+    assert!(reader.health(back).is_ok());
+    assert_eq!(
+        reader.counter(0, tickguard::shm::counter::LINE_PACKETS),
+        Some(9)
+    );
 }

@@ -931,12 +931,20 @@ impl Publication {
     /// then builds a new publication as this one was built, under `lock`
     /// (its own, or one taken again: [`should_republish`](Self::should_republish)),
     /// empty, and publishes it in place of the old file. Its slots,
-    /// directory and counters start over.
-    pub fn recreate(&self, now_ns: u64, lock: Arc<WriterLock>) -> io::Result<Publication> {
+    /// directory and counters start over, but for what `carry` writes into
+    /// it before it is published (the counts its writer carries on: read
+    /// as zeros first, they would pass for a restart).
+    pub fn recreate(
+        &self,
+        now_ns: u64,
+        lock: Arc<WriterLock>,
+        carry: impl FnOnce(&Publication),
+    ) -> io::Result<Publication> {
         // Best effort: without the room, readers still mapping the old file
         // fault on it (into their own guard, or die) until they re-open.
         let _ = crate::sys::file::reserve(&self.file, self.views.shape().file_len as u64);
         let p = Publication::build_with(lock, self.spec.clone(), now_ns, Some(self.dev_ino))?;
+        carry(&p);
         p.publish()?;
         Ok(p)
     }
