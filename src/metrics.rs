@@ -658,6 +658,24 @@ mod tests {
     use crate::sidecar::RunStats;
     use crate::test_log::logs_of;
 
+    /// A sidecar of one SQF feed on a free loopback port, publishing in
+    /// `dir`, metrics off.
+    fn one_feed_sidecar(dir: &std::path::Path) -> (Config, crate::sidecar::Sidecar) {
+        let port = crate::demo::free_port().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
+                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\nclock_offset = 0\n",
+                dir.join("shm").display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        (config, sidecar)
+    }
+
     /// A feed whose counters cannot be read consistently (the writer in the
     /// middle of publishing them) is skipped for that sample: read as
     /// zeros, the next sample would report every drop and loss so far as
@@ -665,18 +683,7 @@ mod tests {
     #[test]
     fn unreadable_counters_are_skipped_not_read_as_zeros() {
         let dir = tempfile::tempdir().unwrap();
-        let port = crate::demo::free_port().unwrap();
-        let config = Config::parse(
-            &format!(
-                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
-                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
-                 source_threshold_ms = 2000\nclock_offset = 0\n",
-                dir.path().join("shm").display()
-            ),
-            "test.toml",
-        )
-        .unwrap();
-        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
         let p = sidecar.publication();
         p.write_counters(|| {
             p.set_counter(0, counter::TICKS_LOST, 5);
@@ -703,18 +710,7 @@ mod tests {
     #[test]
     fn counters_of_a_publication_in_bad_health_are_not_read() {
         let dir = tempfile::tempdir().unwrap();
-        let port = crate::demo::free_port().unwrap();
-        let config = Config::parse(
-            &format!(
-                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
-                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
-                 source_threshold_ms = 2000\nclock_offset = 0\n",
-                dir.path().join("shm").display()
-            ),
-            "test.toml",
-        )
-        .unwrap();
-        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
         let p = sidecar.publication();
         let drops = |n| p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, n));
         let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
