@@ -226,6 +226,44 @@ fn scenario_verdicts_tell_the_story() {
             "the feed ended at 6 s"
         );
     }
+    // Moments of the story the committed checks do not fall in, asked
+    // here: the loss on both lines (a full feed is not suspect), the
+    // heartbeat that reveals USDJPY's lost quotes (suspect until the next
+    // quote, 2.6 s), and the NaN bid (invalid until the next quote).
+    let dir = tempfile::tempdir().unwrap();
+    let checks = dir.path().join("checks.csv");
+    let story = [
+        ("fx", "EURUSD", 1_050, none.clone()),
+        ("fx", "USDJPY", 2_580, vec!["suspect".to_string()]),
+        ("fx", "USDJPY", 2_650, none.clone()),
+        ("fx", "EURUSD", 4_010, vec!["invalid_price".to_string()]),
+    ];
+    let mut csv = "time_ns,feed,symbol\n".to_string();
+    for (feed, symbol, ms, _) in &story {
+        csv.push_str(&format!("{},{feed},{symbol}\n", T0 + ms * MS));
+    }
+    std::fs::write(&checks, csv).unwrap();
+    let dir_fx = fixtures();
+    let more = replay(
+        &capture_of("scenario-vlan-ns"),
+        &dir_fx.join("config.toml"),
+        Some(&checks),
+    );
+    let answers: Vec<serde_json::Value> = more
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), story.len());
+    for ((feed, symbol, ms, want), got) in story.iter().zip(&answers) {
+        let reasons: Vec<String> = got["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(&reasons, want, "{feed} {symbol} at {ms} ms");
+    }
 
     let s: serde_json::Value = serde_json::from_str(run.summary.as_deref().unwrap()).unwrap();
     let fx = &s["feeds"]["fx"];

@@ -152,3 +152,65 @@ fn both_sessions_send_heartbeats_when_idle() {
     // two lines less what they lose.
     assert!(by_session.iter().all(|&n| n >= 2), "{by_session:?}");
 }
+
+/// The session capture tells the story fixtures/README.md writes, checked
+/// by hand at its moments (the goldens only detect changes): TSLA halted
+/// at 09:30:02–03; NVDA in an operational halt on Nasdaq at 07.0–07.5,
+/// AMZN's on BX not a halt here; every stock suspect once a packet is
+/// given up at 08.0 (until the session changes), and closed too from the
+/// end of session; the new session's stocks without a book until its
+/// flow, then quoted.
+#[test]
+fn the_session_capture_tells_its_story() {
+    const OPEN: u64 = 1_767_623_400_000_000_000;
+    const MS: u64 = 1_000_000;
+    let story: [(&str, u64, &[&str]); 14] = [
+        ("TSLA", 2_500, &["halted"]),
+        ("NVDA", 2_500, &[]),
+        ("TSLA", 7_250, &[]),
+        ("NVDA", 7_250, &["halted"]),
+        ("AMZN", 7_250, &[]),
+        ("AAPL", 7_250, &[]),
+        ("AAPL", 8_500, &["suspect"]),
+        ("TSLA", 8_500, &["suspect"]),
+        ("AMZN", 9_300, &["suspect", "closed"]),
+        ("NVDA", 9_300, &["suspect", "closed"]),
+        ("AAPL", 10_500, &["no_quote"]),
+        ("TSLA", 10_500, &["no_quote"]),
+        ("AAPL", 11_500, &[]),
+        ("NVDA", 11_500, &[]),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let checks = tmp.path().join("checks.csv");
+    let mut csv = "time_ns,feed,symbol\n".to_string();
+    for (symbol, ms, _) in &story {
+        csv.push_str(&format!("{},nasdaq,{symbol}\n", OPEN + ms * MS));
+    }
+    std::fs::write(&checks, csv).unwrap();
+    let out = Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(dir().join("session.pcap"))
+        .arg("--config")
+        .arg(dir().join("config.toml"))
+        .arg("--checks")
+        .arg(&checks)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), story.len());
+    for ((symbol, ms, want), got) in story.iter().zip(&answers) {
+        let reasons: Vec<&str> = got["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert_eq!(&reasons, want, "{symbol} at 09:30:{ms} ms");
+    }
+}
