@@ -31,8 +31,10 @@
 //!
 //! Then the line with the lowest horizon can apply everything it holds
 //! stamped up to `now`: a line is never starved by one datagram stamped
-//! later than its neighbours, and nothing waits longer than [`AHEAD_NS`].
-//! Within a line, datagrams are applied in queue order.
+//! later than its neighbours, and nothing waits for the clock longer than
+//! [`AHEAD_NS`] (a datagram can wait longer behind another line of its
+//! feed with a backlog stamped earlier, which is applied first, as it
+//! should be). Within a line, datagrams are applied in queue order.
 //!
 //! What the merge cannot see: a datagram the kernel stamped before `now`
 //! but had not yet queued to its socket when that socket was read (its
