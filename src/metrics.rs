@@ -588,7 +588,9 @@ impl Monitor {
                 last_alive = last_alive.max(rec.state.last_alive);
                 if reasons.is_ok() {
                     by[0] += 1;
-                } else if !reasons.contains(Reasons::CLOSED) {
+                } else if !(reasons.contains(Reasons::CLOSED) || rec.closed || status.closed) {
+                    // (`no_quote` stands alone: a closed instrument whose
+                    // book emptied at the close reads it without `closed`.)
                     rejected_open += 1;
                 }
                 for (i, (bit, _)) in Reasons::ORDER.iter().enumerate() {
@@ -658,7 +660,7 @@ mod tests {
     use crate::sidecar::RunStats;
     use crate::test_log::logs_of;
 
-    /// A sidecar of one SQF feed on a free loopback port, publishing in
+    /// A sidecar of one feed (kind full) on a free loopback port, publishing in
     /// `dir`, metrics off.
     fn one_feed_sidecar(dir: &std::path::Path) -> (Config, crate::sidecar::Sidecar) {
         let port = crate::demo::free_port().unwrap();

@@ -30,7 +30,7 @@ use crate::state::seqlock::SeqLock;
 use crate::state::verdict;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
-use crate::sys::udp::{Batch, LineSocket};
+use crate::sys::udp::{Batch, LineSocket, STEP_BACK_NS};
 use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
@@ -554,6 +554,9 @@ pub struct Sidecar {
     stats: RunStats,
     shared: Arc<SharedStats>,
     last_beat: u64,
+    /// The last cycle's time, ns: one more than [`STEP_BACK_NS`] above
+    /// this cycle's is a clock stepped back.
+    last_now: u64,
     /// When a lost publication may next be recreated (after a failure).
     recreate_at: u64,
     /// Failures to recreate it: a line a minute.
@@ -774,6 +777,7 @@ impl Sidecar {
             stats: RunStats::default(),
             shared: Arc::new(SharedStats::default()),
             last_beat: now,
+            last_now: now,
             recreate_at: 0,
             recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
             orphan_truncated: false,
@@ -972,6 +976,12 @@ impl Sidecar {
     #[inline]
     pub fn cycle_with(&mut self, now: u64, mut applied: impl FnMut(u64)) -> usize {
         self.stats.cycles += 1;
+        if now.saturating_add(STEP_BACK_NS) < self.last_now {
+            // Deadlines set by the time before the step would otherwise
+            // hold for as long as the step.
+            self.handler.on_clock_stepped_back(now);
+        }
+        self.last_now = now;
         let mut work = 0;
         // Receive on every line whose last batch is applied; a line still
         // holding datagrams keeps them for this cycle's merge.

@@ -211,6 +211,27 @@ fn a_reset_open_until_the_lagging_line_is_past_it_is_explained_as_the_handler_ta
         (100, 1, vec![(3, 0, 3, 4, 500)]),
     ])
     .unwrap();
+    // The lagging line's duplicate from before the reset marks nothing;
+    // a reset opened on line B.
+    agrees(&[
+        (0, 0, vec![(0, 0, 4, 3, 0)]),
+        (100, 0, vec![(0, 0, 5, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 0, vec![(0, 0, 4, 5, 0)]),
+        (100, 1, vec![(0, 0, 4, 3, 400)]),
+        (100, 1, vec![(0, 0, 5, 3, 400)]),
+        (100, 1, vec![(3, 0, 3, 4, 400)]),
+    ])
+    .unwrap();
+    agrees(&[
+        (0, 1, vec![(0, 0, 100, 3, 0)]),
+        (100, 1, vec![(3, 0, 3, 4, 0)]),
+        (100, 0, vec![(0, 0, 100, 3, 200)]),
+        (100, 0, vec![(2, 0, 101, 0, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 300)]),
+        (100, 0, vec![(2, 0, 5, 0, 0)]),
+    ])
+    .unwrap();
 }
 
 /// The same under `--feed` (every datagram line A's, whatever its

@@ -558,6 +558,11 @@ mod described {
             stale_ns: 500_000_000,
             source_ns: 2_000_000_000,
         };
+        // Of the closed ITCH feed, with its book empty: no_quote alone, but
+        // its market closed.
+        table
+            .insert(1, tickguard::symbol::Symbol::parse("MSFT").unwrap(), th)
+            .unwrap();
         let id = table
             .insert(1, tickguard::symbol::Symbol::parse("AAPL").unwrap(), th)
             .unwrap();
@@ -601,6 +606,7 @@ mod described {
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 1"#,
             r#"tickguard_symbols{feed="lp1",verdict="closed"} 0"#,
             r#"tickguard_symbols{feed="lp1",verdict="no_quote"} 1"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="no_quote"} 1"#,
             r#"tickguard_symbols_rejected_open{feed="nasdaq"} 0"#,
             r#"tickguard_symbols_rejected_open{feed="lp1"} 1"#,
             r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
@@ -649,7 +655,7 @@ mod described {
         metrics::with_local_recorder(&recorder, || m.sample(t + 10_000_000_000));
         let text = handle.render();
         for line in [
-            r#"tickguard_symbols{feed="nasdaq",verdict="stale"} 1"#,
+            r#"tickguard_symbols{feed="nasdaq",verdict="stale"} 2"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 0"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 0"#,
         ] {

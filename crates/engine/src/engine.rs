@@ -352,6 +352,11 @@ pub trait FeedEngine {
         0
     }
 
+    /// The receive loop's clock stepped back to `now` (live only): deadlines
+    /// and waits set by the time before the step are brought within their
+    /// own length of `now`, so that none holds for as long as the step.
+    fn on_clock_stepped_back(&mut self, _now: u64) {}
+
     /// Lets the engine apply part of its work on a second thread (`on`),
     /// for a replay where nothing reads the feed between checks; or all of
     /// it on the calling thread again. Results never depend on it.

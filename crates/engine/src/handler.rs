@@ -522,6 +522,15 @@ impl Handler {
         }
     }
 
+    /// The receive loop's clock stepped back to `now` (live only): every
+    /// feed's deadlines are brought within their own length of it
+    /// ([`FeedEngine::on_clock_stepped_back`]).
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        for f in &mut self.feeds {
+            f.engine.on_clock_stepped_back(now);
+        }
+    }
+
     /// Lets every feed apply part of its work on a second thread (`on`; a
     /// replay, where nothing reads the feeds between checks), or all of it
     /// on the calling thread again. [`before_check`](Self::before_check)

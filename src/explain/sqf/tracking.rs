@@ -205,8 +205,9 @@ impl Tracker {
                         reset: self.open_reset.map_or(0, |((seq, _), _)| seq),
                     },
                     Some(QuoteOutcome::Duplicate) => {
-                        // The other line's copy of the latest sequence.
-                        if self.latest_line.0 != on_b && seq == last {
+                        // The other line's copy of the latest sequence
+                        // (not one sent before the reset).
+                        if self.latest_line.0 != on_b && seq == last && lag != Lag::Before {
                             self.latest_line.1 = true;
                         }
                         Step::Duplicate { last }
@@ -297,7 +298,10 @@ impl Tracker {
             Message::Heartbeat(h) => {
                 if self.open_reset.is_some_and(|(_, from_b)| from_b != on_b) {
                     // The lagging line's, naming the old sequence: dropped
-                    // by the handler.
+                    // by the handler, a duplicate.
+                    let mut s = s0;
+                    s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                    self.state = Some(s);
                     return;
                 }
                 let next_expected = h.next_expected();

@@ -324,6 +324,11 @@ impl Engine {
         each!(self, e => e.requests_sent())
     }
 
+    /// See [`FeedEngine::on_clock_stepped_back`].
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        each!(self, e => e.on_clock_stepped_back(now))
+    }
+
     /// See [`FeedEngine::pipeline`].
     pub fn pipeline(&mut self, on: bool) {
         each!(self, e => e.pipeline(on))

@@ -71,12 +71,16 @@ impl Client {
         let changed = seen != self.seen;
         self.seen = seen;
         let Some(session) = session else { return 0 };
-        if seen.1 == 0 || (!changed && now < self.next_poll) {
+        // Not due before `next_poll`, unless the clock stepped back to
+        // before the last poll (it would wait for the whole step).
+        let quarter = (self.interval_ns / 4).max(1);
+        let due = crate::time::retry_due(now, self.next_poll, quarter);
+        if seen.1 == 0 || (!changed && !due) {
             return 0;
         }
         // Re-sends fall due one interval after a request: look again at a
         // quarter of it.
-        self.next_poll = now.saturating_add((self.interval_ns / 4).max(1));
+        self.next_poll = now.saturating_add(quarter);
         self.ranges.clear();
         let ranges = &mut self.ranges;
         seq.missing(|lo, hi, deadline| {
@@ -112,5 +116,43 @@ impl Client {
     /// Times the rate held requests back for a later poll.
     pub fn deferred(&self) -> u64 {
         self.requester.deferred()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::itch50::message::encode;
+    use crate::protocol::itch50::mold::{Packet, PacketBuilder};
+    use crate::protocol::itch50::sequencer::Settings;
+
+    const MS: u64 = 1_000_000;
+    const S1: Session = Session(*b"20260105XA");
+
+    /// Re-sends fall due a quarter interval after a poll, and at once
+    /// after the clock stepped back to before it (not once it caught up
+    /// with the step).
+    #[test]
+    fn a_clock_stepped_back_polls_again() {
+        let mut seq = Sequencer::new(Settings {
+            gap_timeout_ns: 1_000_000 * MS,
+            max_held: 1_000,
+            join_gap_max: 10_000,
+        });
+        let t = 60_000 * MS;
+        for first in [1, 5] {
+            let mut b = PacketBuilder::new(S1, first);
+            b.message(&encode::delete(0, first, first));
+            let p = Packet::new_checked(b.finish()).unwrap();
+            seq.on_packet(&p, t, &mut |_, _| {});
+        }
+        assert_eq!(seq.gaps_open(), 1);
+        let mut c = Client::new(Requester::new(64, 100 * MS, 100), 100 * MS);
+        let poll = |c: &mut Client, now| c.poll(&seq, Some(S1), now, |_| true);
+        assert_eq!(poll(&mut c, t), 1, "the gap [2, 5)");
+        assert_eq!(poll(&mut c, t + 10 * MS), 0, "within a quarter interval");
+        assert_eq!(poll(&mut c, t + 100 * MS), 1, "re-sent after the interval");
+        assert_eq!(poll(&mut c, 1_000 * MS), 1, "a minute back: at once");
+        assert_eq!(poll(&mut c, 1_010 * MS), 0);
     }
 }

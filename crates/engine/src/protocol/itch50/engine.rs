@@ -430,6 +430,10 @@ impl FeedEngine for Engine {
         self.client.as_ref().map_or(0, |c| c.sent)
     }
 
+    fn on_clock_stepped_back(&mut self, now: u64) {
+        self.feed.on_clock_stepped_back(now);
+    }
+
     /// The shared counters, the symbols the full table refused, the feed
     /// status flags, then the stream's (spec itch50 §3): its sequence,
     /// gaps and their recovery, sessions, books.

@@ -1341,6 +1341,12 @@ impl Feed {
         }
     }
 
+    /// The receive loop's clock stepped back to `now` (live only): see
+    /// [`Sequencer::on_clock_stepped_back`].
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        self.seq.on_clock_stepped_back(now);
+    }
+
     /// The stream's sequencing.
     pub fn sequencer(&self) -> &Sequencer {
         &self.seq

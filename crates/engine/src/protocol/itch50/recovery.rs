@@ -134,14 +134,18 @@ impl Requester {
         mut send: impl FnMut(Request),
     ) -> usize {
         let interval = self.interval;
+        // A request made "after" now (the clock stepped back since) no
+        // longer covers its sequences: kept, they were not asked for again
+        // until the clock caught up with the step.
         self.recent
-            .retain(|s| s.at.saturating_add(interval) > now || s.at > now);
-        // Credit earned since the last poll (none for time going back).
+            .retain(|s| s.at <= now && now < s.at.saturating_add(interval));
+        // Credit earned since the last poll (none for time going back,
+        // which earns again from now on, not from before the step).
         if let Some(at) = self.earned_at {
             let earned = now.saturating_sub(at);
             self.credit = self.credit.saturating_add(earned).min(self.burst);
         }
-        self.earned_at = Some(self.earned_at.map_or(now, |at| at.max(now)));
+        self.earned_at = Some(now);
         let mut sent = 0;
         for m in missing {
             if m.deadline < now {
@@ -246,6 +250,25 @@ mod tests {
         assert!(poll(&mut r, 40 * MS, &g).is_empty(), "past the deadline");
     }
 
+    /// A request made "after" now (the clock stepped back since) covers
+    /// nothing: its sequences are asked for again at once, not once the
+    /// clock caught up with the step.
+    #[test]
+    fn a_clock_stepped_back_asks_again() {
+        let mut r = Requester::new(64, 10 * MS, 100);
+        let g = [gap(10, 20, 100_000 * MS)];
+        assert_eq!(poll(&mut r, 60_000 * MS, &g), [(10, 10)]);
+        assert!(
+            poll(&mut r, 60_005 * MS, &g).is_empty(),
+            "within the interval"
+        );
+        assert_eq!(poll(&mut r, 1_000 * MS, &g), [(10, 10)], "a minute back");
+        assert!(
+            poll(&mut r, 1_005 * MS, &g).is_empty(),
+            "within the interval"
+        );
+    }
+
     #[test]
     fn a_fill_splits_the_range_and_nothing_filled_is_asked() {
         let mut r = Requester::new(4, 10 * MS, 100);
@@ -287,9 +310,11 @@ mod tests {
         assert_eq!(poll(&mut r, 900 * MS, &g).len(), 10);
         assert!(poll(&mut r, 900 * MS, &g).is_empty());
         assert_eq!(r.deferred(), 5);
-        // Time going back earns nothing and breaks nothing.
+        // Time going back earns nothing then, and earns from there on (not
+        // from before the step, which would hold every request back for
+        // as long as the step).
         assert!(poll(&mut r, 500 * MS, &g).is_empty());
-        assert_eq!(poll(&mut r, 901 * MS, &g).len(), 1);
+        assert_eq!(poll(&mut r, 501 * MS, &g).len(), 1);
         // A rate below a hundred a second still sends one at a time.
         let mut r = Requester::new(1, 1_000 * MS, 1_000).with_rate(2);
         assert_eq!(poll(&mut r, 0, &g), [(0, 1)]);

@@ -655,6 +655,20 @@ impl Sequencer {
         }
     }
 
+    /// The clock stepped back to `now` (live: the receive loop saw it): the
+    /// latest time seen is `now` again, and no open gap's deadline lies more
+    /// than `gap_timeout` after it. Kept, the step's time would hold every
+    /// gap open, and every new gap's deadline, for as long as the step
+    /// (deadlines stay in order: each is lowered alike). A replay never
+    /// calls it: a capture's time stepping back is clamped instead.
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        self.latest_t = now;
+        let bound = now.saturating_add(self.settings.gap_timeout_ns);
+        for g in &mut self.gaps {
+            g.deadline = g.deadline.min(bound);
+        }
+    }
+
     /// Gives up every open gap whose deadline is strictly before `t`, lowest
     /// first, applying what each unblocks. Call before every datagram routed
     /// to the stream (rejected ones too) and before every check. Returns the
@@ -1309,6 +1323,28 @@ mod tests {
         assert!(!r.seq.suspect());
         let c = r.seq.counters();
         assert_eq!((c.duplicates, c.recovered), (2, 2));
+    }
+
+    /// The clock stepped back (live): open gaps are given up a timeout
+    /// after the step's time, not held until the clock caught up with
+    /// their old deadlines; a gap opened after it has its own timeout, not
+    /// the latest time before the step's (deadlines stay in order).
+    #[test]
+    fn a_clock_stepped_back_does_not_hold_gaps_for_the_step() {
+        let minute = 60_000 * MS;
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 1), minute);
+        r.packet(&data(S1, 3, 1), minute); // gap [2, 3), deadline 1 min + 5 ms
+        r.seq.on_clock_stepped_back(MS);
+        r.packet(&data(S1, 5, 1), 2 * MS); // gap [4, 5), deadline 7 ms
+        assert_eq!(
+            r.seq.gaps().map(|g| g.3).collect::<Vec<_>>(),
+            [6 * MS, 7 * MS]
+        );
+        assert_eq!(r.expire(6 * MS), 0);
+        assert_eq!(r.expire(6 * MS + 1), 1);
+        assert_eq!(r.expire(7 * MS + 1), 1);
+        assert_eq!(r.seq.counters().ticks_lost, 2);
     }
 
     #[test]

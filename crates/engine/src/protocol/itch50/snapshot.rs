@@ -160,12 +160,17 @@ impl Snapshots {
     /// `retry_ns` has passed since the last one started, however many
     /// triggers came since (each new session starts a wait afresh: forged
     /// ones must not make the handler log in to the venue over and over).
+    /// A clock stepped back to before the last start (or the failure a due
+    /// time counts from) makes them due at once, not once it caught up.
     pub fn should_start(&self, now: u64) -> bool {
+        let retry = self.settings.retry_ns;
         !self.open
-            && self.due.is_some_and(|d| d <= now)
+            && self
+                .due
+                .is_some_and(|d| crate::time::retry_due(now, d, self.settings.retry_max_ns))
             && self
                 .started
-                .is_none_or(|s| now >= s.saturating_add(self.settings.retry_ns))
+                .is_none_or(|s| crate::time::retry_due(now, s.saturating_add(retry), retry))
     }
 
     /// A connection started at `t` (live: the connect; replay: its SYN).

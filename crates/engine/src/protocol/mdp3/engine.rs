@@ -561,6 +561,10 @@ impl FeedEngine for Engine {
         self.feed.offset()
     }
 
+    fn on_clock_stepped_back(&mut self, now: u64) {
+        self.feed.on_clock_stepped_back(now);
+    }
+
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
         self.feed.expire(now);
         copy_counters(&self.feed, cx.counters);

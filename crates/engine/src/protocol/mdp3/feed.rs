@@ -553,6 +553,16 @@ impl Feed {
         &self.seq
     }
 
+    /// The receive loop's clock stepped back to `now` (live only): see
+    /// [`Sequence::on_clock_stepped_back`]; the window after a restart of
+    /// MsgSeqNum ends within its length of `now`.
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        self.seq.on_clock_stepped_back(now);
+        if let Some((_, until)) = &mut self.since_restart {
+            *until = (*until).min(now.saturating_add(RESTART_WINDOW_NS));
+        }
+    }
+
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -238,6 +238,22 @@ impl Sequence {
         }
     }
 
+    /// The clock stepped back to `now` (live: the receive loop saw it): no
+    /// open gap's deadline lies more than `gap_timeout` after it, and the
+    /// window of late copies of an older sequence ends by then too. Kept,
+    /// the step's time would hold every gap open for as long as the step
+    /// (deadlines stay in order: each is lowered alike). A replay never
+    /// calls it.
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        let bound = now.saturating_add(self.settings.gap_timeout_ns);
+        for g in &mut self.gaps {
+            g.deadline = g.deadline.min(bound);
+        }
+        if let Some((_, until)) = &mut self.old {
+            *until = (*until).min(bound);
+        }
+    }
+
     /// Gives up every gap whose deadline is strictly before `t`, lowest
     /// first; returns how many.
     pub fn expire(&mut self, t: u64) -> usize {
@@ -549,6 +565,22 @@ mod tests {
         assert_eq!(s.first_missing(), Some(6));
         s.expire(u64::MAX);
         assert_eq!(s.first_missing(), None);
+    }
+
+    /// The clock stepped back (live): open gaps are given up a timeout
+    /// after the step's time, not held until the clock caught up with
+    /// their old deadlines (deadlines stay in order).
+    #[test]
+    fn a_clock_stepped_back_does_not_hold_gaps_for_the_step() {
+        let minute = 60_000 * MS;
+        let mut s = seq();
+        s.on_packet(1, minute, 0);
+        s.on_packet(3, minute, 0); // [2, 3), deadline 1 min + 5 ms
+        s.on_clock_stepped_back(MS);
+        s.on_packet(5, 2 * MS, 0); // [4, 5), deadline 7 ms
+        assert_eq!(s.expire(6 * MS), 0);
+        assert_eq!(s.expire(6 * MS + 1), 1);
+        assert_eq!(s.expire(7 * MS + 1), 1);
     }
 
     #[test]

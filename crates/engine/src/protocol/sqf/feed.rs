@@ -272,7 +272,12 @@ impl FeedEngine for Feed {
                                 }
                                 match applied {
                                     Applied::Changed { .. } => *bits = (*bits & KEPT) | on_b,
-                                    Applied::Duplicate if before => c.line_copies += 1,
+                                    // Sent before the reset: not that line's
+                                    // copy of the latest sequence, whatever
+                                    // its number (it marks nothing passed).
+                                    Applied::Duplicate if before || lag == Lag::Before => {
+                                        c.line_copies += 1
+                                    }
                                     Applied::Duplicate => {
                                         c.line_copies += line_copy(bits, on_b, latest) as u64
                                     }
@@ -298,29 +303,29 @@ impl FeedEngine for Feed {
                             let passed = b & FROM_B == on_b || b & COPY_SEEN != 0;
                             let lag = lag(b, on_b, open_reset.get(i), Some(key.0), key.1);
                             let resets = c.resets;
-                            let (applied, copy) = slot.update(|s| {
+                            let (applied, copy, lagging) = slot.update(|s| {
                                 let behind = s.baseline() && q.sequence() < s.last_seq();
-                                // The lagging line's: sent before the reset,
-                                // or its copy of the reset once the symbol
-                                // moved on (the last Snapshot since another).
+                                // The lagging line's, dropped: sent before
+                                // the reset, or its copy of the reset once
+                                // the symbol moved on (the last Snapshot
+                                // another).
                                 let lagging = lag == Lag::Before
                                     || (lag == Lag::Copy && !candidate && behind && !passed);
-                                let copy = lagging || (candidate && !(behind && passed));
-                                if copy && (behind || lagging) {
+                                let copy = candidate && !(behind && passed);
+                                if lagging || (copy && behind) {
                                     s.add_duplicate();
-                                    return (Applied::Duplicate, true);
+                                    return (Applied::Duplicate, copy, lagging);
                                 }
                                 if behind {
                                     c.resets += 1;
                                 }
-                                (rules::snapshot(s, q.sequence(), price(q), t), copy)
+                                (rules::snapshot(s, q.sequence(), price(q), t), copy, false)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
                                 if matches!(lag, Lag::Copy | Lag::Past) {
                                     *bits &= !RESET_OPEN;
                                 }
-                                if copy && lag != Lag::No && !candidate {
-                                    // The lagging line's, dropped.
+                                if lagging {
                                     c.line_copies += 1;
                                 } else if copy {
                                     // Arbitrated: whether dropped (behind)
@@ -355,11 +360,14 @@ impl FeedEngine for Feed {
                             let b = last_line.get(p.slot as usize).copied().unwrap_or(0);
                             if lagging(b, on_b) {
                                 // The lagging line's, from before the reset:
-                                // its sequence is the old one's.
+                                // its sequence is the old one's. Dropped,
+                                // a duplicate and a line copy as a Quote.
                                 c.line_copies += 1;
-                                continue;
+                                slot.update(|s| s.add_duplicate());
+                                Applied::Duplicate
+                            } else {
+                                slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
                             }
-                            slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
                         }
                         Message::Unknown { .. } => continue,
                     };
@@ -720,6 +728,27 @@ clock_offset = 0
         assert_eq!(bid(&h), (0, Some(3.0)));
     }
 
+    /// A datagram of one Quote of symbol A, its bid `bid` (ask one above).
+    fn quote_a(seq: u64, source: u64, bid: f64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(0);
+        b.quote(sym("A"), seq, source, bid, bid + 1.0);
+        b.finish()
+    }
+
+    /// A datagram of one Snapshot of symbol A.
+    fn snapshot_a(seq: u64, source: u64, bid: f64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(0);
+        b.snapshot(sym("A"), seq, source, bid, bid + 1.0);
+        b.finish()
+    }
+
+    /// A datagram of one Heartbeat of symbol A.
+    fn heartbeat_a(next: u64) -> Vec<u8> {
+        let mut b = PacketBuilder::new(0);
+        b.heartbeat(sym("A"), next);
+        b.finish()
+    }
+
     /// After a provider reset (a Snapshot behind the symbol's sequence,
     /// on line A), line B's late copy of a Quote from before it, ahead of
     /// the reset sequence, is that line's copy: dropped, not a gap that
@@ -729,14 +758,8 @@ clock_offset = 0
     #[test]
     fn a_lagging_copy_of_a_quote_from_before_a_reset_is_dropped() {
         let mut h = Handler::new(&config("full"));
-        let quote = |seq: u64, source: u64, bid: f64| {
-            let mut b = PacketBuilder::new(0);
-            b.quote(sym("A"), seq, source, bid, bid + 1.0);
-            b.finish()
-        };
-        let mut b = PacketBuilder::new(0);
-        b.snapshot(sym("A"), 3, 200, 2.0, 3.0);
-        let s3 = b.finish();
+        let quote = quote_a;
+        let s3 = snapshot_a(3, 200, 2.0);
         let q100 = quote(100, 100, 1.0);
         h.on_datagram_line(0, 0, &q100, 1).unwrap();
         h.on_datagram_line(0, 0, &s3, 2).unwrap();
@@ -773,21 +796,7 @@ clock_offset = 0
     /// nothing of the reset.
     #[test]
     fn a_reset_stays_open_until_the_lagging_line_is_past_it() {
-        let quote = |seq: u64, source: u64, bid: f64| {
-            let mut b = PacketBuilder::new(0);
-            b.quote(sym("A"), seq, source, bid, bid + 1.0);
-            b.finish()
-        };
-        let snapshot = |seq: u64, source: u64, bid: f64| {
-            let mut b = PacketBuilder::new(0);
-            b.snapshot(sym("A"), seq, source, bid, bid + 1.0);
-            b.finish()
-        };
-        let heartbeat = |next: u64| {
-            let mut b = PacketBuilder::new(0);
-            b.heartbeat(sym("A"), next);
-            b.finish()
-        };
+        let (quote, snapshot, heartbeat) = (quote_a, snapshot_a, heartbeat_a);
         let state = |h: &Handler| {
             let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
             (
@@ -856,10 +865,79 @@ clock_offset = 0
             }
             let c = &h.feeds()[0].counters;
             assert_eq!((c.resets, c.ticks_lost), (1, 0), "{case}");
+            assert!(c.line_copies <= c.duplicates, "{case}: {c:?}");
             // Past the reset: B's Heartbeat now counts (a gap).
             h.on_datagram_line(0, 1, &heartbeat(7), t + 1).unwrap();
             assert_eq!(state(&h), (6, Some(4.0), true), "{case}");
         }
+    }
+
+    /// More of the open reset: a duplicate the lagging line brings from
+    /// before it marks nothing (its copy of the reset is still dropped);
+    /// a reset opened on line B holds line A; a second reset replaces the
+    /// first (the first's copy is from before it); something newer than
+    /// the reset on the lagging line closes it (that line lost its copy).
+    #[test]
+    fn the_open_reset_in_more_orderings() {
+        let (quote, snapshot, heartbeat) = (quote_a, snapshot_a, heartbeat_a);
+        let run = |datagrams: &[(usize, Vec<u8>)]| {
+            let mut h = Handler::new(&config("full"));
+            for (t, (line, d)) in datagrams.iter().enumerate() {
+                h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+            }
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            let state = (
+                r.state.seq.last_seq,
+                r.state.price.map(|p| p.bid),
+                r.state.suspect,
+            );
+            let c = h.feeds()[0].counters.clone();
+            assert!(c.line_copies <= c.duplicates, "{c:?}");
+            (state, c.resets)
+        };
+        let s3 = snapshot(3, 200, 2.0);
+        // B's old Quote 4 equals the sequence after the reset: a duplicate
+        // that does not make B's copy of the reset a second reset.
+        let got = run(&[
+            (0, quote(4, 40, 0.4)),
+            (0, quote(5, 50, 0.5)),
+            (0, s3.clone()),
+            (0, quote(4, 300, 4.0)),
+            (1, quote(4, 40, 0.4)),
+            (1, quote(5, 50, 0.5)),
+            (1, s3.clone()),
+        ]);
+        assert_eq!(got, ((4, Some(4.0), false), 1));
+        // Opened on line B: line A lags.
+        let got = run(&[
+            (1, quote(100, 100, 1.0)),
+            (1, s3.clone()),
+            (1, quote(4, 300, 4.0)),
+            (0, quote(100, 100, 1.0)),
+            (0, heartbeat(101)),
+        ]);
+        assert_eq!(got, ((4, Some(4.0), false), 1));
+        // A second reset replaces the first: B's copy of the first is
+        // from before it, its copy of the second closes it.
+        let got = run(&[
+            (0, quote(100, 100, 1.0)),
+            (0, s3.clone()),
+            (0, snapshot(1, 250, 0.1)),
+            (1, quote(100, 100, 1.0)),
+            (1, s3.clone()),
+            (1, snapshot(1, 250, 0.1)),
+            (1, heartbeat(3)),
+        ]);
+        assert_eq!(got, ((2, Some(0.1), true), 2));
+        // Newer on the lagging line (its copy of the reset lost): closed,
+        // its Heartbeat counts again.
+        let got = run(&[
+            (0, quote(100, 100, 1.0)),
+            (0, s3.clone()),
+            (1, quote(5, 300, 5.0)),
+            (1, heartbeat(7)),
+        ]);
+        assert_eq!(got, ((6, Some(5.0), true), 1));
     }
 
     /// A provider's re-send of its last Snapshot (a failover) that comes

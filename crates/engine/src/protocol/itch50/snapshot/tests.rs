@@ -1834,6 +1834,16 @@ fn fresh_waits_start_connections_no_closer_than_the_retry_delay() {
         assert!(!s.should_start(t), "at {t}");
     }
     assert!(s.should_start(retry));
+    // The clock stepped back a minute after a start: the next is due once
+    // the delay has passed from the new time, not from before the step.
+    let minute = 60_000 * 1_000_000;
+    s.note_start(minute);
+    s.on_abandoned();
+    s.on_trigger(minute);
+    assert!(!s.should_start(minute + retry - 1));
+    s.on_abandoned();
+    s.on_trigger(1_000);
+    assert!(s.should_start(1_000), "a minute back: at once");
 }
 
 /// A recorded connection that got no byte before the next one started (a
