@@ -1187,12 +1187,17 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
     let (shm, dead_after_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
     // A publication names instruments with up to 32 bytes (an SQF or ITCH
-    // symbol has 8 at most, an MDP3 Symbol 20, `#SecurityID` 12).
-    let name_ok =
-        |n: &str| (1..=32).contains(&n.len()) && n.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    // symbol has 8 at most, an MDP3 Symbol 20, `#SecurityID` 12); an MDP3
+    // Symbol may hold spaces (an option's), never at either end.
+    let name_ok = |n: &str| {
+        (1..=32).contains(&n.len())
+            && n.bytes().all(|b| (0x20..=0x7e).contains(&b))
+            && !n.starts_with(' ')
+            && !n.ends_with(' ')
+    };
     if !name_ok(&args.symbol) {
         anyhow::bail!(
-            "'{}' is not a valid instrument name (1 to 32 printable ASCII characters, no spaces)",
+            "'{}' is not a valid instrument name (1 to 32 printable ASCII characters, spaces only between others)",
             args.symbol.escape_debug()
         );
     }

@@ -612,7 +612,8 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
 
 /// `tickguard check` takes an instrument's Symbol longer than 8
 /// characters (a calendar spread's) and its `#SecurityID`; a name with a
-/// space is still refused as a mistake in the question.
+/// space between others is a name (an option's Symbol holds one), one
+/// at either end is refused as a mistake in the question.
 #[test]
 fn check_names_an_instrument_by_a_long_symbol() {
     let mut rig = Rig::new("on_demand");
@@ -650,9 +651,17 @@ fn check_names_an_instrument_by_a_long_symbol() {
         let bid = book.bids.first().map(|l| l.price);
         assert_eq!(v["bid"]["price"].is_null(), bid.is_none(), "{name}: {v}");
     }
-    let out = check("ESZ6 ESH7");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid instrument name"));
+    let out = check("ESZ6 C5000");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (out.status.code(), &v["symbol_known"]),
+        (Some(1), &serde_json::json!(false))
+    );
+    for name in [" ESZ6", "ESZ6 "] {
+        let out = check(name);
+        assert_eq!(out.status.code(), Some(2), "'{name}'");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("is not a valid instrument name"));
+    }
 }
 
 /// `Reader::names` (what `stat` shows) names each instrument by its

@@ -767,7 +767,8 @@ fn unknown_and_mbo_templates_are_counted_on_every_service() {
 #[test]
 fn every_answer_has_a_security_id_key() {
     let mut ch = Channel::new("");
-    // A Symbol with a space maps to #1, but no check can name it.
+    // A Symbol with a space maps to #1, and names it (an option's holds
+    // one); a name of 21 characters or a padded SecurityID names nothing.
     ch.send(0, DEF_A, def(1, "ES Z6", "ES", "ES").packet());
     ch.send(0, A, event(1, &[bid(1, 1, 100)]));
     let names = ["#1", "ESZ6", "ES Z6", "ABCDEFGHIJKLMNOPQRSTU", "#01"];
@@ -782,7 +783,7 @@ fn every_answer_has_a_security_id_key() {
         [
             Some(json!(1)),
             Some(Value::Null),
-            Some(Value::Null),
+            Some(json!(1)),
             Some(Value::Null),
             Some(Value::Null)
         ]
@@ -3747,6 +3748,27 @@ fn an_override_names_a_symbol_or_a_security_id() {
         c.map(|i| out.reasons(i)),
         [stale.clone(), stale.clone(), stale.clone(), stale, ok()]
     );
+}
+
+/// A Symbol with a space between others (an option's) names its
+/// instrument in a check and an override, as live publishes it; one
+/// with a space at an end is no name (answered `no_quote`).
+#[test]
+fn an_options_symbol_with_a_space_names_its_instrument() {
+    let keys = "[[feed.symbol]]\nname = \"ESZ6 C5000\"\nstale_threshold_ms = 100\n";
+    let mut ch = Channel::new(keys);
+    ch.send(0, DEF_A, def(1, "ESZ6 C5000", "ES", "ES").packet());
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 110)]));
+    let fresh = ch.check(50 * MS, "ESZ6 C5000");
+    let late = ch.check(150 * MS, "ESZ6 C5000");
+    let padded = ch.check(50 * MS, "ESZ6 C5000 ");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(fresh), out.top(fresh)),
+        (ok(), (Some(100), Some(110)))
+    );
+    assert_eq!(out.reasons(late), r(&["stale"]), "the override's threshold");
+    assert_eq!(out.reasons(padded), r(&["no_quote"]));
 }
 
 /// An instrument named by an override of both its `#SecurityID` and its

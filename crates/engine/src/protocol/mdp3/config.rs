@@ -333,8 +333,9 @@ impl FeedProtocol for Mdp3Config {
         ]
     }
 
-    /// A Symbol (1 to 20 printable ASCII characters, no spaces: CME's is a
-    /// `char[20]`) or `#` and a SecurityID in decimal.
+    /// A Symbol (1 to 20 printable ASCII characters, spaces only between
+    /// others: CME's is a `char[20]`, an option's holds one) or `#` and a
+    /// SecurityID in decimal.
     fn name_problem(name: &str) -> Option<&'static str> {
         (!instrument_name_ok(name)).then_some(INSTRUMENT_RULE)
     }
@@ -359,17 +360,23 @@ impl FeedProtocol for Mdp3Config {
 
 /// What an MDP3 instrument's name is, as errors say it.
 pub const INSTRUMENT_RULE: &str = "not a valid instrument (a Symbol of 1 to 20 printable ASCII \
-characters without spaces, or # and a SecurityID written in decimal as the channel names it: \
+characters, spaces only between others, or # and a SecurityID written in decimal as the channel names it: \
 a minus sign only for a negative one, no plus sign, no leading zero)";
 
 /// Whether `name` can name an MDP3 instrument: `#` and a SecurityID (an
 /// `Int32`, decimal, as the channel names it: no `+`, no leading zero, so
 /// that an override is never accepted under a name no check resolves), or
-/// a Symbol of 1 to 20 printable ASCII characters without spaces.
+/// a Symbol of 1 to 20 printable ASCII characters, spaces only between
+/// others (an option's, `ESZ6 C5000`; the channel drops trailing ones).
 pub fn instrument_name_ok(name: &str) -> bool {
     match name.strip_prefix('#') {
         Some(id) => id.parse::<i32>().is_ok_and(|n| n.to_string() == id),
-        None => (1..=20).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic()),
+        None => {
+            (1..=20).contains(&name.len())
+                && name.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+                && !name.starts_with(' ')
+                && !name.ends_with(' ')
+        }
     }
 }
 

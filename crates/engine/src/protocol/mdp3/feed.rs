@@ -1779,10 +1779,10 @@ impl Feed {
         self.clear_verified();
         match statuses {
             Statuses::All => {
-                self.groups.clear_statuses();
+                self.groups.clear_statuses(self.touched.on);
                 self.void_trading_before = None;
             }
-            Statuses::Before(at) => self.groups.clear_statuses_before(at),
+            Statuses::Before(at) => self.groups.clear_statuses_before(at, self.touched.on),
             Statuses::Kept => {}
         }
         self.unblock();

@@ -185,7 +185,9 @@ impl Groups {
     }
 
     /// Forgets every status (a channel reset); memberships stay, as the
-    /// definitions do.
+    /// definitions do. With `track`, members of a key that had one are
+    /// listed for [`drain_changed`](Self::drain_changed) (without, the list
+    /// nobody drains would grow with every reset).
     ///
     /// Going over the statuses and clearing them costs the table's
     /// capacity, not its length: a table grown past the keys with members
@@ -194,12 +196,12 @@ impl Groups {
     /// what those cost, not what the flood left (which costs it once, O(1)
     /// a status it sent). A table within what the definitions name keeps
     /// its capacity, and a reset allocates nothing.
-    pub fn clear_statuses(&mut self) {
+    pub fn clear_statuses(&mut self, track: bool) {
         let named = self.members.len();
         let oversized = self.statuses.capacity() > 4 * self.statuses.len().max(named) + 64;
         // The status in force changes for every key that had one: its
         // members are listed as for any change (O(1) a status kept).
-        for k in self.statuses.keys() {
+        for k in self.statuses.keys().filter(|_| track) {
             if let Some(m) = self.members.get_mut(k).filter(|m| !m.changed) {
                 m.changed = true;
                 self.changed.push(*k);
@@ -216,16 +218,16 @@ impl Groups {
     /// Forgets the statuses sent before `at` (a ChannelReset that came
     /// late: those of the packets after it, processed first, stay), as
     /// [`clear_statuses`](Self::clear_statuses) does when none is later.
-    pub fn clear_statuses_before(&mut self, at: Stamp) {
+    pub fn clear_statuses_before(&mut self, at: Stamp, track: bool) {
         if self.statuses.values().all(|s| s.at < at) {
-            return self.clear_statuses();
+            return self.clear_statuses(track);
         }
         let (members, changed) = (&mut self.members, &mut self.changed);
         self.statuses.retain(|k, s| {
             if s.at >= at {
                 return true;
             }
-            if let Some(m) = members.get_mut(k).filter(|m| !m.changed) {
+            if let Some(m) = members.get_mut(k).filter(|m| track && !m.changed) {
                 m.changed = true;
                 changed.push(*k);
             }
@@ -317,6 +319,22 @@ mod tests {
     /// A reset after a flood of made-up groups gives the flood's memory
     /// back, so that the resets after it each cost what the statuses since
     /// cost; a table of the usual size keeps its capacity.
+    /// Untracked (a replay, which reads statuses when it judges), a reset
+    /// lists nobody: the list nobody drains stays empty however many
+    /// resets follow a status, members leaving and coming back between.
+    #[test]
+    fn resets_list_nobody_untracked() {
+        let mut g = Groups::default();
+        let (g1, g2) = (key(b"G1", b""), key(b"G2", b""));
+        for _ in 0..100 {
+            g.set_member(1, g1);
+            g.record(b"G1", b"", 17, AT, usize::MAX, false);
+            g.clear_statuses(false);
+            g.set_member(1, g2);
+        }
+        assert!(g.changed.is_empty(), "{}", g.changed.len());
+    }
+
     #[test]
     fn a_reset_after_a_flood_of_groups_gives_its_room_back() {
         let mut g = Groups::default();
@@ -325,11 +343,11 @@ mod tests {
             g.record(name.as_bytes(), b"", 17, AT, usize::MAX, false);
         }
         // The reset right after the flood costs the flood's statuses.
-        g.clear_statuses();
+        g.clear_statuses(false);
         assert!(g.statuses.capacity() >= 10_000);
         // The next, after one status, gives the room back.
         g.record(b"ES", b"", 17, AT, usize::MAX, false);
-        g.clear_statuses();
+        g.clear_statuses(false);
         assert!(g.is_empty());
         assert!(g.statuses.capacity() < 100, "{}", g.statuses.capacity());
         // A channel's own groups: 300 named by definitions, each with a
@@ -339,11 +357,11 @@ mod tests {
             g.set_member(i, key(name.as_bytes(), b""));
             g.record(name.as_bytes(), b"", 17, AT, usize::MAX, false);
         }
-        g.clear_statuses();
+        g.clear_statuses(false);
         let usual = g.statuses.capacity();
         assert!(usual >= 300);
         g.record(b"R1", b"", 17, AT, usize::MAX, false);
-        g.clear_statuses();
+        g.clear_statuses(false);
         assert_eq!(g.statuses.capacity(), usual);
     }
 
