@@ -221,8 +221,11 @@ fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
     let (code, v) = check(&shm, "NZDUSD");
     assert_eq!(code, 1);
     assert_eq!(v["reasons"], serde_json::json!(["no_quote"]));
-    let (code, _) = check(&shm, "not a symbol");
-    assert_eq!(code, 2);
+    // Not a name (a space at an end, a control character): exit 2.
+    for name in [" EURUSD", "EUR\tUSD"] {
+        let (code, _) = check(&shm, name);
+        assert_eq!(code, 2, "{name:?}");
+    }
 
     // The reader API, with the change counter.
     let reader = Reader::open(&shm);
