@@ -232,6 +232,16 @@ fn a_reset_open_until_the_lagging_line_is_past_it_is_explained_as_the_handler_ta
         (100, 0, vec![(2, 0, 5, 0, 0)]),
     ])
     .unwrap();
+    // The lagging line lost its copy of the reset: its Heartbeat naming
+    // the next sequence is liveness, one naming the old sequence dropped.
+    agrees(&[
+        (0, 0, vec![(0, 0, 100, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 1, vec![(0, 0, 100, 3, 200)]),
+        (100, 1, vec![(2, 0, 4, 0, 0)]),
+        (100, 1, vec![(2, 0, 101, 0, 0)]),
+    ])
+    .unwrap();
 }
 
 /// The same under `--feed` (every datagram line A's, whatever its

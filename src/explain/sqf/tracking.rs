@@ -296,7 +296,8 @@ impl Tracker {
                 (Cause::Snapshot { seq, last }, notable)
             }
             Message::Heartbeat(h) => {
-                if self.open_reset.is_some_and(|(_, from_b)| from_b != on_b) {
+                let old = s0.seq.baseline && h.next_expected() > last.saturating_add(1);
+                if old && self.open_reset.is_some_and(|(_, from_b)| from_b != on_b) {
                     // The lagging line's, naming the old sequence: dropped
                     // by the handler, a duplicate.
                     let mut s = s0;

@@ -164,10 +164,16 @@ impl Snapshots {
     /// time counts from) makes them due at once, not once it caught up.
     pub fn should_start(&self, now: u64) -> bool {
         let retry = self.settings.retry_ns;
+        // The wait the due time was set for: none after a trigger, the
+        // backoff after a failure.
+        let wait = match self.failed {
+            0 => 0,
+            f => self.settings.backoff(f + 1),
+        };
         !self.open
             && self
                 .due
-                .is_some_and(|d| crate::time::retry_due(now, d, self.settings.retry_max_ns))
+                .is_some_and(|d| crate::time::retry_due(now, d, wait))
             && self
                 .started
                 .is_none_or(|s| crate::time::retry_due(now, s.saturating_add(retry), retry))

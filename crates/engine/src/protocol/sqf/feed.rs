@@ -358,16 +358,23 @@ impl FeedEngine for Feed {
                         }
                         Message::Heartbeat(h) => {
                             let b = last_line.get(p.slot as usize).copied().unwrap_or(0);
-                            if lagging(b, on_b) {
-                                // The lagging line's, from before the reset:
-                                // its sequence is the old one's. Dropped,
-                                // a duplicate and a line copy as a Quote.
-                                c.line_copies += 1;
-                                slot.update(|s| s.add_duplicate());
-                                Applied::Duplicate
-                            } else {
-                                slot.update(|s| rules::heartbeat(s, h.next_expected(), t))
-                            }
+                            let lag = lagging(b, on_b);
+                            let (applied, dropped) = slot.update(|s| {
+                                // The lagging line's naming a sequence past
+                                // the next: the old one's, from before the
+                                // reset. Dropped, a duplicate and a line
+                                // copy as a Quote. (One naming the next is
+                                // liveness as the letter has it: that line
+                                // may have lost its copy of the reset.)
+                                let next = h.next_expected();
+                                if lag && s.baseline() && next > s.last_seq().saturating_add(1) {
+                                    s.add_duplicate();
+                                    return (Applied::Duplicate, true);
+                                }
+                                (rules::heartbeat(s, next, t), false)
+                            });
+                            c.line_copies += u64::from(dropped);
+                            applied
                         }
                         Message::Unknown { .. } => continue,
                     };
@@ -929,6 +936,22 @@ clock_offset = 0
             (1, heartbeat(3)),
         ]);
         assert_eq!(got, ((2, Some(0.1), true), 2));
+        // The lagging line lost its copy of the reset, the other went
+        // quiet: its Heartbeat naming the next sequence is liveness.
+        let mut h = Handler::new(&config("full"));
+        for (t, (line, d)) in [
+            (0, quote(100, 100, 1.0)),
+            (0, s3.clone()),
+            (1, quote(100, 100, 1.0)),
+            (1, heartbeat(4)),
+        ]
+        .iter()
+        .enumerate()
+        {
+            h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+        }
+        let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+        assert_eq!((r.state.last_alive, r.state.seq.duplicates), (4, 1));
         // Newer on the lagging line (its copy of the reset lost): closed,
         // its Heartbeat counts again.
         let got = run(&[

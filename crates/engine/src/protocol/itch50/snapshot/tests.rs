@@ -1846,6 +1846,31 @@ fn fresh_waits_start_connections_no_closer_than_the_retry_delay() {
     assert!(s.should_start(1_000), "a minute back: at once");
 }
 
+/// A retry after a failure is due its backoff after the failure, and
+/// after the clock stepped back to before it, at once (not the backoff
+/// plus the step).
+#[test]
+fn a_retry_after_a_failure_does_not_wait_for_a_clock_stepped_back() {
+    let retry = 500 * 1_000_000;
+    let minute = 60_000 * 1_000_000;
+    let mut s = Snapshots::new(Settings {
+        max_attempts: 5,
+        retry_ns: retry,
+        retry_max_ns: 60 * retry,
+    });
+    s.on_trigger(minute);
+    s.note_start(minute);
+    // What a failure at one minute leaves (`on_end`, `fail`): the
+    // connection over, the first backoff scheduled.
+    s.open = false;
+    s.failed = 1;
+    s.due = Some(minute + s.settings.backoff(2));
+    assert!(!s.should_start(minute + retry - 1));
+    assert!(s.should_start(minute + retry));
+    // Ten seconds back, within the longest backoff: at once.
+    assert!(s.should_start(minute - 10_000 * 1_000_000));
+}
+
 /// A recorded connection that got no byte before the next one started (a
 /// connect nobody answered: nothing on the wire ends it) fails as
 /// `refused`, as live counted it; one that got bytes, as `closed`.
