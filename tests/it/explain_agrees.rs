@@ -232,6 +232,18 @@ fn a_reset_open_until_the_lagging_line_is_past_it_is_explained_as_the_handler_ta
         (100, 0, vec![(2, 0, 5, 0, 0)]),
     ])
     .unwrap();
+    // One loss on each line: B lost the Quotes before a reset that then
+    // looked in step there, A lost the reset.
+    agrees(&[
+        (0, 0, vec![(0, 0, 1, 3, 0)]),
+        (0, 1, vec![(0, 0, 1, 3, 0)]),
+        (300, 1, vec![(3, 0, 1, 4, 0)]),
+        (0, 0, vec![(0, 0, 2, 5, 200)]),
+        (0, 0, vec![(0, 0, 3, 6, 100)]),
+        (100, 0, vec![(0, 0, 2, 7, 0)]),
+        (0, 1, vec![(0, 0, 2, 7, 0)]),
+    ])
+    .unwrap();
     // The lagging line lost its copy of the reset: its Heartbeat naming
     // the next sequence is liveness, one naming the old sequence dropped.
     agrees(&[

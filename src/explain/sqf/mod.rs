@@ -88,9 +88,10 @@ pub enum Step {
         /// Last sequence.
         last: u64,
     },
-    /// Ahead of the last sequence, but no newer at its source than the
-    /// Snapshot that reset the symbol, which the other line has not
-    /// brought yet: that line's late copy from before the reset, ignored.
+    /// Ahead of the last sequence, but older at its source than the
+    /// Snapshot that reset the symbol (or looked in step on the other
+    /// line, its earlier messages lost there), which this line has not
+    /// brought yet: its late copy from before the reset, ignored.
     BeforeReset {
         /// The sequence the Snapshot reset the symbol to.
         reset: u64,

@@ -179,7 +179,7 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
                 format!("duplicate quote seq {seq} (last seq {last}), ignored")
             }
             Step::BeforeReset { reset } => format!(
-                "quote seq {seq} from before the provider reset to seq {reset} (a lagging line's copy), ignored"
+                "quote seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
             ),
         },
         Cause::Heartbeat {

@@ -193,7 +193,13 @@ impl Tracker {
                 if lag == Lag::Past {
                     self.open_reset = None;
                 }
-                let outcome = match lag == Lag::Before && seq > last {
+                // Or older than the last Snapshot, from the other line, whose
+                // copy this line has not brought.
+                let before_snapshot = lag == Lag::No
+                    && self.last_snapshot.is_some_and(|((_, at), from_b, seen)| {
+                        from_b != on_b && !seen && q.source_time() < at
+                    });
+                let outcome = match (lag == Lag::Before || before_snapshot) && seq > last {
                     true => {
                         s.seq.duplicates = s.seq.duplicates.saturating_add(1);
                         None
@@ -202,7 +208,10 @@ impl Tracker {
                 };
                 let step = match outcome {
                     None => Step::BeforeReset {
-                        reset: self.open_reset.map_or(0, |((seq, _), _)| seq),
+                        reset: match self.open_reset {
+                            Some(((seq, _), _)) => seq,
+                            None => self.last_snapshot.map_or(0, |((seq, _), _, _)| seq),
+                        },
                     },
                     Some(QuoteOutcome::Duplicate) => {
                         // The other line's copy of the latest sequence

@@ -255,11 +255,23 @@ impl FeedEngine for Feed {
                             let i = p.slot as usize;
                             let b = last_line.get(i).copied().unwrap_or(0);
                             let lag = lag(b, on_b, open_reset.get(i), None, q.source_time());
+                            // Older at its source than the last Snapshot,
+                            // which came on the other line and whose copy
+                            // this line has not brought: sent before it.
+                            // Ahead of the sequence, that Snapshot was a
+                            // reset this line lost (the other having lost
+                            // what came before it, it looked in step).
+                            let before_snapshot = lag == Lag::No
+                                && awaits_snapshot_copy(b, on_b)
+                                && last_snapshot
+                                    .get(i)
+                                    .is_some_and(|&(_, at)| q.source_time() < at);
                             // With a duplicate: whether its sequence is the
                             // last one, or it came from before a reset
                             // (ahead of the sequence, not by the letter).
                             let (applied, latest, before) = slot.update(|s| {
-                                if lag == Lag::Before && q.sequence() > s.last_seq() {
+                                let old = lag == Lag::Before || before_snapshot;
+                                if old && q.sequence() > s.last_seq() {
                                     s.add_duplicate();
                                     return (Applied::Duplicate, false, true);
                                 }
@@ -952,6 +964,23 @@ clock_offset = 0
         }
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         assert_eq!((r.state.last_alive, r.state.seq.duplicates), (4, 1));
+        // One loss on each line: B lost the Quotes before the reset (its
+        // Snapshot looked in step there), A lost the Snapshot. A's Quotes
+        // older than it, ahead of its sequence, are from before it.
+        let got = run(&[
+            (0, quote(1, 10, 1.0)),
+            (1, quote(1, 10, 1.0)),
+            (1, snapshot(1, 40, 1.5)),
+            (0, quote(2, 20, 2.0)),
+            (0, quote(3, 30, 3.0)),
+            (0, quote(2, 50, 20.0)),
+            (0, quote(3, 60, 30.0)),
+            (0, heartbeat(4)),
+            (1, quote(2, 50, 20.0)),
+            (1, quote(3, 60, 30.0)),
+            (1, heartbeat(4)),
+        ]);
+        assert_eq!(got, ((3, Some(30.0), false), 0));
         // Newer on the lagging line (its copy of the reset lost): closed,
         // its Heartbeat counts again.
         let got = run(&[
