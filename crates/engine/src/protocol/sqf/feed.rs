@@ -899,11 +899,16 @@ clock_offset = 0
     #[test]
     fn the_open_reset_in_more_orderings() {
         let (quote, snapshot, heartbeat) = (quote_a, snapshot_a, heartbeat_a);
-        let run = |datagrams: &[(usize, Vec<u8>)]| {
+        // A full feed given `datagrams` (line, bytes) at 1, 2, … ns.
+        let fed = |datagrams: &[(usize, Vec<u8>)]| {
             let mut h = Handler::new(&config("full"));
             for (t, (line, d)) in datagrams.iter().enumerate() {
                 h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
             }
+            h
+        };
+        let run = |datagrams: &[(usize, Vec<u8>)]| {
+            let h = fed(datagrams);
             let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
             let state = (
                 r.state.seq.last_seq,
@@ -950,18 +955,12 @@ clock_offset = 0
         assert_eq!(got, ((2, Some(0.1), true), 2));
         // The lagging line lost its copy of the reset, the other went
         // quiet: its Heartbeat naming the next sequence is liveness.
-        let mut h = Handler::new(&config("full"));
-        for (t, (line, d)) in [
+        let h = fed(&[
             (0, quote(100, 100, 1.0)),
             (0, s3.clone()),
             (1, quote(100, 100, 1.0)),
             (1, heartbeat(4)),
-        ]
-        .iter()
-        .enumerate()
-        {
-            h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
-        }
+        ]);
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         assert_eq!((r.state.last_alive, r.state.seq.duplicates), (4, 1));
         // One loss on each line: B lost the Quotes before the reset (its
