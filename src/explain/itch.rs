@@ -816,7 +816,11 @@ fn event_text(e: &Event, origin: u64, decimals: u8) -> String {
         }
         Event::OrdersRefused { order, live } => format!(
             "order {order} refused: the books hold {live} live orders (max_orders); \
-             the feed is suspect until the session changes"
+             the feed is suspect until the session changes or a snapshot merges"
+        ),
+        Event::SymbolsRefused { stock, symbols } => format!(
+            "{stock} refused a symbol: the session holds {symbols} symbols (max_symbols); \
+             the feed is suspect until the session changes or a snapshot merges"
         ),
         Event::NewSession { session } => format!(
             "session {} begins: books and symbols start empty",

@@ -378,6 +378,56 @@ fn crafted_capture_shows_each_cause_at_its_time() {
     }
 }
 
+/// A symbol refused under `max_symbols` makes the whole feed suspect: the
+/// explanation of another symbol names the refusal at that step, and the
+/// verdict there is the replay's.
+#[test]
+fn a_symbol_refused_for_room_is_the_cause_of_suspect() {
+    let (x, y) = (sym("XYZ"), sym("ABC"));
+    let packets = vec![
+        (
+            T0,
+            packet(
+                S1,
+                1,
+                &[
+                    encode::stock_directory(5, OPEN, x),
+                    encode::add_order(5, OPEN + 1, 1, Side::Buy, 100, x, 100_000, None),
+                ],
+            ),
+        ),
+        (
+            T0 + MS,
+            packet(S1, 3, &[encode::stock_directory(6, OPEN + 2, y)]),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("refused.pcap");
+    write_capture(&cap, &packets);
+    let text = std::fs::read_to_string(dir().join("config.toml")).unwrap();
+    let config = Config::parse(&format!("{text}max_symbols = 1\n"), "c").unwrap();
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    replay_with(&config, &mut reader, &[], |_| {}, &mut xp);
+    let text = xp.explanation(false);
+    let step = xp
+        .steps()
+        .iter()
+        .find(|s| s.time == T0 + MS)
+        .unwrap_or_else(|| panic!("no step at the refusal:\n{text}"));
+    assert_eq!(
+        (step.before, step.after),
+        (Reasons::empty(), Reasons::SUSPECT)
+    );
+    assert!(
+        text.contains("ABC refused a symbol: the session holds 1 symbols (max_symbols)"),
+        "{text}"
+    );
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let out = replay(&config, &mut reader, &checks("XYZ", [T0 + MS]), |_| {});
+    assert_eq!(out.answers[0].reasons, Reasons::SUSPECT);
+}
+
 /// Watching a feed changes none of the replay's answers or its summary
 /// when the capture ends with a gap open: nothing expires at the end, and
 /// the summary still shows it, however far the explanation looks ahead.

@@ -61,10 +61,11 @@ pub struct ItchConfig {
     /// Most messages held back after a packet.
     pub max_held: usize,
     /// Most live orders the feed's books hold; an add beyond is refused and
-    /// the feed is `suspect` until the session changes.
+    /// the feed is `suspect` until the session changes or a snapshot merges.
     pub max_orders: usize,
     /// Most symbols a session holds; a message naming one more is refused
-    /// its symbol and the feed is `suspect` until the session changes.
+    /// its symbol and the feed is `suspect` until the session changes or a
+    /// snapshot merges.
     pub max_symbols: usize,
     /// A session's first packet beyond `1 + join_gap_max` is a mid-session join.
     pub join_gap_max: u64,

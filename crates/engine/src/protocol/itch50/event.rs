@@ -109,12 +109,22 @@ pub enum Event {
         first: u64,
     },
     /// The books held `max_orders` live orders and refused an add: the
-    /// first this session (the feed is suspect from here to its end).
+    /// first this session (the feed is suspect from here until the session
+    /// changes or a snapshot merges).
     OrdersRefused {
         /// The refused order's reference.
         order: u64,
         /// Live orders at the time.
         live: u64,
+    },
+    /// The session held `max_symbols` symbols and refused a new one: the
+    /// first this session (the feed is suspect from here until the session
+    /// changes or a snapshot merges).
+    SymbolsRefused {
+        /// The stock refused a symbol.
+        stock: Symbol,
+        /// Symbols the session held.
+        symbols: u64,
     },
     /// A new session began: books and symbols were dropped.
     NewSession {
@@ -128,9 +138,10 @@ pub enum Event {
         /// Its timestamp, ns since midnight.
         timestamp: u64,
     },
-    /// A Stock Trading Action (`H`) for the watched symbol.
+    /// A Stock Trading Action (`H`) applied to the watched symbol (the one
+    /// its locate maps to, whatever its `stock` field names).
     TradingAction {
-        /// The stock.
+        /// The message's `stock` field.
         stock: Symbol,
         /// `H`, `P`, `Q` or `T`.
         state: u8,
@@ -139,9 +150,10 @@ pub enum Event {
         /// Its timestamp, ns since midnight.
         timestamp: u64,
     },
-    /// An Operational Halt (`h`) for the watched symbol.
+    /// An Operational Halt (`h`) applied to the watched symbol (by its
+    /// locate, as a trading action).
     OperationalHalt {
-        /// The stock.
+        /// The message's `stock` field.
         stock: Symbol,
         /// Market code (`Q` is Nasdaq's).
         market: u8,

@@ -38,11 +38,12 @@ pub struct Settings {
     pub orders: usize,
     /// Most live orders (`max_orders`): an add beyond is refused, counted
     /// and makes the feed [`suspect`](Feed::suspect) until the session
-    /// changes.
+    /// changes or a snapshot merges.
     pub max_orders: usize,
     /// Most symbols a session holds (`max_symbols`): a message that would
     /// make one more is refused a symbol, counted, and makes the feed
-    /// [`suspect`](Feed::suspect) until the session changes.
+    /// [`suspect`](Feed::suspect) until the session changes or a snapshot
+    /// merges.
     pub max_symbols: usize,
 }
 
@@ -177,11 +178,12 @@ struct State {
     max_symbols: usize,
     /// A symbol was refused this session (`max_symbols`): messages of its
     /// locate change no book, so the feed is suspect until the session
-    /// changes.
+    /// changes or a snapshot merges.
     symbols_full: bool,
     hours: Hours,
     /// An add was refused this session (`max_orders`): the books miss an
-    /// order, so the feed is suspect until the session changes.
+    /// order, so the feed is suspect until the session changes or a
+    /// snapshot (whose books are whole) merges.
     refused: bool,
     counters: Counters,
     /// Epoch ns of the session date's midnight in the feed's zone.
@@ -351,8 +353,8 @@ impl State {
         i
     }
 
-    /// A new symbol refused for room: counted, and the feed suspect to
-    /// the session's end. Returns `NONE`.
+    /// A new symbol refused for room: counted, and the feed suspect until
+    /// the session changes or a snapshot merges. Returns `NONE`.
     #[cold]
     fn refuse_symbol(&mut self) -> u32 {
         self.counters.symbols_refused += 1;
@@ -583,7 +585,8 @@ impl State {
     }
 
     /// An add refused for room: counted, and the feed suspect from here
-    /// to the session's end (the first refusal is an event).
+    /// until the session changes or a snapshot merges (the first refusal
+    /// is an event).
     #[cold]
     fn refuse(&mut self) {
         self.counters.orders_refused += 1;
@@ -718,7 +721,7 @@ impl State {
             _ => None,
         };
         let was = reference.and_then(|r| self.books.order(r));
-        let refused = self.refused;
+        let (refused, symbols_full) = (self.refused, self.symbols_full);
         self.apply(m);
         if let (false, true, Body::AddOrder { order, .. }) = (refused, self.refused, body) {
             log.events.push(Event::OrdersRefused {
@@ -726,15 +729,27 @@ impl State {
                 live: self.books.len() as u64,
             });
         }
+        if let (false, true, Some(stock)) = (symbols_full, self.symbols_full, m.stock()) {
+            log.events.push(Event::SymbolsRefused {
+                stock,
+                symbols: self.symbols.len() as u64,
+            });
+        }
         let timestamp = m.timestamp().unwrap_or(0);
-        let watched = |stock: Symbol| Some(stock) == log.watch;
+        // The symbol the message was applied to: its locate's (mapped by
+        // now if it ever will be), whatever its `stock` field names.
+        let target = match m.locate() {
+            0 => NONE,
+            l => self.locates[usize::from(l)],
+        };
+        let watched = target != NONE && Some(target) == book(self);
         let e = match body {
             Body::SystemEvent { code } => Some(Event::SystemEvent { code, timestamp }),
             Body::TradingAction {
                 stock,
                 state,
                 reason,
-            } if watched(stock) => Some(Event::TradingAction {
+            } if watched => Some(Event::TradingAction {
                 stock,
                 state,
                 reason,
@@ -744,7 +759,7 @@ impl State {
                 stock,
                 market,
                 action,
-            } if watched(stock) => Some(Event::OperationalHalt {
+            } if watched => Some(Event::OperationalHalt {
                 stock,
                 market,
                 action,
@@ -2513,6 +2528,39 @@ mod tests {
         );
     }
 
+    /// A merged snapshot's books are whole: it ends the suspicion an add
+    /// or a symbol refused for room left, unless the spin itself refused
+    /// one (glimpse G3.4: the feed's books are the snapshot's).
+    #[test]
+    fn a_merged_snapshot_ends_a_refusal_unless_it_refused_too() {
+        let aapl = sym("AAPL");
+        let add = |order: u64| encode::add_order(7, OPEN, order, Side::Buy, 100, aapl, 10, None);
+        for spin_orders in [2u64, 3] {
+            let mut f = Feed::new(Settings {
+                max_orders: 2,
+                ..feed().settings
+            });
+            f.on_datagram(&packet(1, &[add(1), add(2), add(3)]), T0)
+                .unwrap();
+            assert!(f.suspect() && f.orders_refused());
+            let mut staging = f.staging();
+            let spin: Vec<Vec<u8>> = (1..=spin_orders).map(add).collect();
+            for m in &spin {
+                staging.apply(Message::new(m));
+            }
+            f.merge_snapshot(&mut staging, 4, T0 + MS);
+            let refused = spin_orders > 2;
+            assert_eq!(f.orders_refused(), refused, "spin of {spin_orders}");
+            assert_eq!(f.suspect(), refused, "spin of {spin_orders}");
+            let want = if refused {
+                Reasons::SUSPECT
+            } else {
+                Reasons::empty()
+            };
+            assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), want);
+        }
+    }
+
     proptest::proptest! {
         // Each case builds a feed (its 16 MiB order window): few cases.
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
@@ -2686,6 +2734,41 @@ mod tests {
         );
     }
 
+    /// A trading action or operational halt is the watched symbol's event
+    /// when it applies to it: by its locate, whatever its `stock` field
+    /// names (§3.3), as the feed applies it.
+    #[test]
+    fn a_halt_is_the_event_of_the_symbol_its_locate_maps_to() {
+        let (aapl, msft) = (sym("AAPL"), sym("MSFT"));
+        for (watch, halted) in [(aapl, true), (msft, false)] {
+            let mut f = feed();
+            f.watch(watch);
+            let messages = [
+                encode::stock_directory(1, OPEN, aapl),
+                encode::stock_directory(2, OPEN, msft),
+                encode::add_order(1, OPEN, 1, Side::Buy, 100, aapl, 10, None),
+                encode::trading_action(1, OPEN + 1, msft, b'H'),
+                encode::operational_halt(1, OPEN + 2, msft, b'Q', b'H'),
+            ];
+            f.on_datagram(&packet(1, &messages), T0).unwrap();
+            assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::HALTED);
+            assert_eq!(f.settled().verdict(msft, th(), T0), Reasons::NO_QUOTE);
+            let mut events = Vec::new();
+            f.take_events(&mut events);
+            let halts = events
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e,
+                        Event::TradingAction { state: b'H', .. }
+                            | Event::OperationalHalt { action: b'H', .. }
+                    )
+                })
+                .count();
+            assert_eq!(halts, if halted { 2 } else { 0 }, "watching {watch}");
+        }
+    }
+
     /// A session holds at most `max_symbols` symbols: a directory of ever
     /// new stocks is refused past it (each refusal counted), the refused
     /// stocks' orders change no book, and the feed is suspect until the
@@ -2697,6 +2780,7 @@ mod tests {
             ..feed().settings
         });
         let stock = |j: u64| sym(&format!("S{j:05}"));
+        f.watch(stock(0));
         let directory: Vec<Vec<u8>> = (0..300)
             .map(|j| encode::stock_directory(1 + j as u16, OPEN, stock(j)))
             .collect();
@@ -2706,6 +2790,20 @@ mod tests {
         assert_eq!(f.settled().symbols().count(), 100);
         assert_eq!(f.counters().symbols_refused, 200);
         assert!(f.suspect() && f.symbols_refused() && !f.sequencer().suspect());
+        let mut events = Vec::new();
+        f.take_events(&mut events);
+        let refused: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, Event::SymbolsRefused { .. }))
+            .collect();
+        assert_eq!(
+            refused,
+            [&Event::SymbolsRefused {
+                stock: stock(100),
+                symbols: 100
+            }],
+            "the first refusal of the session is the event"
+        );
         // A known stock maps again; an order on a refused one is dropped.
         let add = |locate: u16, order: u64| {
             encode::add_order(
