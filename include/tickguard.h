@@ -71,7 +71,9 @@
  * Only the owner (or root) can then truncate the file; the sidecar never
  * does. A reader that maps a file which is later truncated by them still
  * gets SIGBUS: that is why ownership and mode are checked. (The sidecar
- * survives it and publishes a new file within a heartbeat, giving the old
+ * survives it and publishes a new file (within a heartbeat when the cut
+ * faults its mapping; a cut inside the last page is found by the length
+ * it reads back every 128 heartbeats), giving the old
  * one its length back; the Rust reader's guard maps zero pages over a
  * faulting mapping, which then answers stale. This header installs no
  * signal handler: a C program that must survive a truncation handles

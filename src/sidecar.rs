@@ -1097,6 +1097,13 @@ impl Sidecar {
     #[cold]
     fn recreate_publication(&mut self, now: u64) {
         if !crate::time::retry_due(now, self.recreate_at, RECREATE_RETRY_NS) {
+            // A copy written over the file while a retry waits (or after
+            // the path was given up) is closed at once: this writer's
+            // heartbeat would otherwise keep its quiet symbols `ok` on the
+            // copy's prices until the retry.
+            if self.publication.overwritten() {
+                self.publication.close();
+            }
             return;
         }
         let lock = if self.publication.moved() {

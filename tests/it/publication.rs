@@ -1115,6 +1115,19 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(!reader.check(&eurusd, now_ns()).is_ok());
+    // Written over again while the next try (a second after the failed
+    // one) waits: closed again at once, not left running on the copy
+    // under the writer's heartbeat until that try.
+    write_over(&shm, &copy);
+    let written = Instant::now();
+    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(
+            written.elapsed() < Duration::from_millis(500),
+            "the copy written over again is served until the next try: {}",
+            reader.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     mode(dir.path(), 0o755);
     wait_replaced(
         &shm,

@@ -8,7 +8,7 @@
 //!                   (= FEEDS + 1024 × feeds)
 //! DIRECTORY         96 × capacity      DirEntry per name, in insertion order (2 × capacity)
 //!                   (= align(DESCRIPTORS + 32768 × feeds, 128))
-//! SLOTS (4096-al.)  128 × capacity     Slot (see `state::slot`), one per (feed, symbol)
+//! SLOTS (4096-al.)  128 × capacity     Slot (see `slot`), one per (feed, symbol)
 //! ```
 //!
 //! Header (every field a little-endian u64):
