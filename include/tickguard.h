@@ -730,9 +730,11 @@ static inline int tg_open_owned(tg_reader *r, const char *path, uint64_t dead_af
         return r->open_error = hw[TG_H_VERSION] == 0 ? EAGAIN : EINVAL;
 #endif
     }
-    /* Bounds first so the layout formula below cannot overflow. */
+    /* Bounds first so the layout formula below cannot overflow; no writer
+     * makes more than 65535 feeds (16-bit ids) or 2^24 slots, whatever
+     * length a sparse file claims. */
     if (hw[TG_H_MAGIC] != TG_MAGIC || feeds > len / (TG_FEED_LEN + TG_DESC_TABLE_LEN) ||
-        capacity > len / TG_SLOT_LEN ||
+        capacity > len / TG_SLOT_LEN || feeds > 0xffff || capacity > ((uint64_t)1 << 24) ||
         len > (uint64_t)SIZE_MAX) {
         close(fd);
         return r->open_error = EINVAL;

@@ -685,6 +685,32 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         Err(e) => eprintln!("wrapping shape not tried: {e}"),
     }
 
+    // A consistent shape no writer makes: 2^28 feeds (ids are 16 bits) in
+    // a sparse file of some 9 TB that holds it. Both readers refuse it
+    // (the Rust one listed its feeds first: 26 GB, and an abort).
+    let mut b = original[..0x7000.min(original.len())].to_vec();
+    for (at, v) in [
+        (56, 1),
+        (64, 1 << 28),
+        (72, 0),
+        (88, 0x840_0000_0080),
+        (96, 0x840_0000_1000),
+        (104, 0x840_0000_2000),
+    ] {
+        put(&mut b, at, v);
+    }
+    std::fs::write(&copy, &b).unwrap();
+    let sparse = std::fs::OpenOptions::new().write(true).open(&copy).unwrap();
+    match sparse.set_len(0x840_0000_2000) {
+        Ok(()) => {
+            drop(sparse);
+            same(bin, &copy, "lp1", "EURUSD", Some(LONG_BOUND_MS), "stale");
+            let rust = Reader::open(&copy).health(now_ns());
+            assert!(rust.to_string().contains("header inconsistent"), "{rust}");
+        }
+        Err(e) => eprintln!("a shape of 2^28 feeds not tried: {e}"),
+    }
+
     // A feed named with a byte no configuration gives (a forged file): the
     // Rust reader shows it escaped (`lp\x01`), so asked for by its raw
     // bytes neither reader finds it.

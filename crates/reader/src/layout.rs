@@ -746,9 +746,20 @@ pub struct Shape {
     pub file_len: usize,
 }
 
+/// Most feeds a file holds: feed ids are 16 bits (a header naming more is
+/// forged, however long the file).
+pub const MAX_FEEDS: usize = u16::MAX as usize;
+/// Most slots a file holds (`[state] capacity`'s top: a header naming
+/// more is forged, however long a sparse file makes it look).
+pub const MAX_CAPACITY: usize = 1 << 24;
+
 impl Shape {
-    /// The layout of a file with `feeds` feeds and `capacity` slots.
+    /// The layout of a file with `feeds` feeds and `capacity` slots; `None`
+    /// beyond [`MAX_FEEDS`] or [`MAX_CAPACITY`].
     pub fn new(feeds: usize, capacity: usize) -> Option<Shape> {
+        if feeds > MAX_FEEDS || capacity > MAX_CAPACITY {
+            return None;
+        }
         let feeds_offset = HEADER_LEN;
         let descriptors_offset = feeds_offset.checked_add(feeds.checked_mul(FEED_LEN)?)?;
         let directory_offset = align(

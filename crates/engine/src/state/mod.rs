@@ -12,6 +12,7 @@
 mod index;
 pub use crate::sys::memory::prefetch;
 pub mod region;
+use tickguard_reader::reader::MAX_RETRIES;
 pub use tickguard_reader::status::{feed_flag, verdict, FeedStatus, FeedStatusWords};
 pub use tickguard_reader::{price, quote, seqlock, slot};
 
@@ -377,18 +378,33 @@ pub struct TableReader {
 }
 
 impl TableReader {
-    /// A consistent copy of slot `id`, or `None` past the capacity.
+    /// A consistent copy of slot `id`; `None` past the capacity, or when
+    /// the slot stayed mid-update for [`MAX_RETRIES`] reads (a live writer
+    /// finishes within a few; a stamp left odd in a shared-memory file
+    /// written over in place never would).
     #[inline]
     pub fn read(&self, id: SlotId) -> Option<Record> {
-        self.store.slots().get(id as usize).map(|s| s.read().0)
+        let slot = self.store.slots().get(id as usize)?;
+        bounded(|| slot.try_read())
     }
 
-    /// `feed`'s status (all zero for an unknown feed).
-    pub fn feed_status(&self, feed: u16) -> FeedStatus {
-        self.store
-            .feed_status(feed)
-            .map_or(FeedStatus::default(), |w| w.read())
+    /// `feed`'s status; `None` for an unknown feed, or one that stayed
+    /// mid-update for [`MAX_RETRIES`] reads.
+    pub fn feed_status(&self, feed: u16) -> Option<FeedStatus> {
+        let words = self.store.feed_status(feed)?;
+        bounded(|| words.try_read())
     }
+}
+
+/// The first of up to [`MAX_RETRIES`] attempts that gives a copy.
+fn bounded<T>(mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
+    (0..MAX_RETRIES).find_map(|_| {
+        let copy = attempt();
+        if copy.is_none() {
+            std::hint::spin_loop();
+        }
+        copy
+    })
 }
 
 #[cfg(test)]
@@ -514,6 +530,10 @@ mod tests {
         assert_eq!(r.feed, 3);
         assert_eq!(r.state.seq.last_seq, 9);
         assert!(reader.read(4).is_none());
+        // A slot that stays mid-update (as a stamp left odd would) gives
+        // no copy after a bounded number of reads, rather than a hang.
+        t.slots()[id as usize].update(|_| assert!(reader.read(id).is_none()));
+        assert!(reader.read(id).is_some());
     }
 
     /// The protocol-neutral verdict: the feed's liveness, watermark,
@@ -570,7 +590,7 @@ mod tests {
         };
         t.set_feed_status(1, &status);
         assert_eq!(t.feed_status(1), status);
-        assert_eq!(t.reader().feed_status(1), status);
+        assert_eq!(t.reader().feed_status(1), Some(status));
         assert_eq!(
             check(&t, b),
             Reasons::SUSPECT | Reasons::HALTED | Reasons::CLOSED
