@@ -168,12 +168,20 @@ impl<T: Copy> Stores<T> {
 
     /// Empties the run's buffer once everything is behind its head, or
     /// moves the entries down once half of it is: O(1) a pop, amortised.
+    /// The room a long hole took is given back as the run drains (at most
+    /// about eight times what it holds, and [`KEPT`]), not only once it
+    /// empties: a hole closed with one entry left above the next would
+    /// otherwise keep it all.
     fn settle(&mut self) {
         if self.head == self.run.len() {
             self.empty_run();
         } else if self.head > self.run.len() / 2 {
             self.run.drain(..self.head);
             self.head = 0;
+            let len = self.run.len();
+            if self.run.capacity() > 4 * len + KEPT {
+                self.run.shrink_to(2 * len + KEPT);
+            }
         }
     }
 
@@ -342,5 +350,18 @@ mod tests {
         fill(&mut c);
         c.clear();
         assert!(room(&c) <= KEPT, "{}", room(&c));
+        // Closed with one entry left above the next hole: the room goes
+        // back as the run drains, not only once it empties.
+        fill(&mut c);
+        c.insert(10_002, 0);
+        for _ in 0..10_000 {
+            c.pop_first();
+        }
+        assert!(room(&c) <= 4 + KEPT, "{}", room(&c));
+        c.clear();
+        fill(&mut c);
+        c.insert(10_002, 0);
+        assert_eq!(c.drop_through(10_000), 10_000);
+        assert!(room(&c) <= 4 + KEPT, "{}", room(&c));
     }
 }

@@ -100,7 +100,9 @@ pub struct Counters {
     pub mbo_messages: u64,
     /// Order entries of the second group of book and trade messages.
     pub mbo_order_entries: u64,
-    /// Entries dropped because the feed's cache was full.
+    /// Times an instrument's cache overflowed (the feed's cache full: its
+    /// cached entries dropped, the instrument overflowed until a
+    /// snapshot), once each time, not per entry dropped.
     pub cache_overflows: u64,
     /// RptSeq values skipped for good by snapshots, every instrument.
     pub ticks_lost: u64,
@@ -259,6 +261,15 @@ pub struct Feed {
     /// the work).
     #[cfg(test)]
     examined: u64,
+    /// Instruments gone over by [`fold_pending`](Self::fold_pending) so far.
+    #[cfg(test)]
+    fold_examined: u64,
+    /// Entries processed since the last [`fold_pending`](Self::fold_pending)
+    /// pass: the next waits until they are as many as the instruments it
+    /// goes over, so that its cost is paid by entries (instruments left
+    /// waiting for an end of event never sent cost a flood of datagrams
+    /// nothing).
+    since_fold: usize,
     /// What reverts those changes, for every instrument.
     undo: UndoLog,
     /// `dirty` sorted, for a compaction of `undo`.
@@ -483,6 +494,9 @@ impl Feed {
             deferred_ends: 0,
             #[cfg(test)]
             examined: 0,
+            #[cfg(test)]
+            fold_examined: 0,
+            since_fold: 0,
             undo: UndoLog::default(),
             compacting: Vec::new(),
             groups: Groups::default(),
@@ -847,8 +861,15 @@ impl Feed {
     /// packet ([`Instrument::fold_pending`]) once they have doubled since
     /// the last fold: however long an event stays unfinished, its
     /// instruments keep about a position per change past the first
-    /// missing packet, not one per message for ever.
+    /// missing packet, not one per message for ever. Run once the entries
+    /// since the last pass are as many as the instruments pending
+    /// ([`since_fold`](Self::since_fold)): what grew meanwhile is at most
+    /// those entries.
     fn fold_pending(&mut self) {
+        #[cfg(test)]
+        {
+            self.fold_examined += self.dirty.len() as u64;
+        }
         let (seq, entries) = (&self.seq, &mut self.entries);
         let mut m = None;
         for &i in &self.dirty {
@@ -1059,6 +1080,7 @@ impl Feed {
                 }
                 Body::Incremental(inc) => {
                     self.counters.mbo_order_entries += u64::from(inc.mbo_order_entries());
+                    self.since_fold += usize::from(inc.entry_count());
                     let tt = inc.transact_time();
                     source = Some(tt);
                     if unplaced {
@@ -1092,7 +1114,8 @@ impl Feed {
             self.deferred = false;
             self.cover();
         }
-        if !self.dirty.is_empty() {
+        if !self.dirty.is_empty() && self.since_fold >= self.dirty.len() {
+            self.since_fold = 0;
             self.fold_pending();
         }
         if self.undo.wants_compaction() {
@@ -2828,6 +2851,54 @@ mod tests {
         f.on_incremental(&book(1401, true, &[last]), T0).unwrap();
         assert_eq!((positions(&f), top(&f, "ESZ6")), (0, (Some(99), None)));
         assert_eq!(top(&f, "NQZ6"), (Some(50), None));
+    }
+
+    /// Instruments left with a change whose event never ends (no gap
+    /// open) are gone over by the fold of pending positions as entries
+    /// come, not once a datagram: a flood of heartbeats after them costs
+    /// nothing per datagram.
+    #[test]
+    fn instruments_left_unfinished_cost_a_heartbeat_flood_nothing() {
+        let mut f = feed();
+        let waiting = 5_000u32;
+        let bids = bids_from_one(waiting as i32);
+        let changes: Vec<_> = bids
+            .chunks(250)
+            .map(|c| encode::book(46, V, T0, 0, c, 0))
+            .collect();
+        f.on_incremental(&encode::packet(1, T0, &changes), T0)
+            .unwrap();
+        assert_eq!(f.dirty.len(), waiting as usize);
+        let before = f.fold_examined;
+        let datagrams = 1_000u32;
+        for s in 2..2 + datagrams {
+            f.on_incremental(&encode::packet(s, T0, &[encode::heartbeat(V)]), T0 + 1)
+                .unwrap();
+        }
+        assert_eq!(f.fold_examined - before, 0, "{datagrams} heartbeats");
+        // Entries pay for the pass: one per as many entries as wait.
+        let before = f.fold_examined;
+        let mut r = 1;
+        for s in 2 + datagrams..2 + datagrams + 100 {
+            r += 1;
+            let c = [bid(1, r, 1, UpdateAction::Change, 100)];
+            f.on_incremental(
+                &encode::packet(s, T0, &[encode::book(46, V, T0, 0, &c, 0)]),
+                T0 + 2,
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            f.fold_examined - before,
+            0,
+            "100 entries, {waiting} waiting"
+        );
+        // Their end still publishes every book.
+        let end = encode::book(46, V, T0, EOE, &[], 0);
+        f.on_incremental(&encode::packet(2 + datagrams + 100, T0, &[end]), T0 + 3)
+            .unwrap();
+        assert!(f.dirty.is_empty());
+        assert_eq!(top(&f, &format!("#{waiting}")).0, Some(100));
     }
 
     /// A gap given up unverifies every instrument; once all are, the next

@@ -182,6 +182,12 @@ impl Pending {
     fn clear(&mut self) {
         self.head = None;
         self.more.clear();
+        // Room for a fold's worth kept; more, which a long gap once took,
+        // is given back (or a sender could leave every instrument holding
+        // its peak).
+        if self.more.capacity() > 2 * FOLD_AT {
+            self.more.shrink_to(2 * FOLD_AT);
+        }
         self.folded = 0;
     }
 
@@ -251,7 +257,7 @@ pub struct Instrument {
     /// Positions of the changes not visible yet and not yet known
     /// covered (ascending but for fills and cached entries). Usually one;
     /// more grow to the most an instrument had waiting at once (a gap
-    /// open) and are reused.
+    /// open), room for a fold's worth kept once they clear.
     pending: Pending,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
@@ -707,6 +713,12 @@ mod tests {
         p.push((5, 0));
         p.clear();
         assert!(p.is_empty());
+        // What a long gap took is given back once they clear.
+        for k in 0..10_000 {
+            p.push((k, 0));
+        }
+        p.clear();
+        assert!(p.more.capacity() <= 2 * FOLD_AT, "{}", p.more.capacity());
     }
 
     /// The bids of `b`, level 1 first (`0`: empty).
