@@ -600,7 +600,8 @@ clock_offset = 0
         "{texts:#?}"
     );
     assert!(texts[1].starts_with("gap: 2 ticks lost (seq 10 -> 13)"));
-    assert!(texts[2].starts_with("quote seq 14; invalid price (bid 2.00000, ask 1.00000)"));
+    assert!(texts[2]
+        .starts_with("quote seq 14; invalid price (bid 2.00000, ask 1.00000: bid above ask)"));
     assert!(texts[3]
         .starts_with("provider reset: seq 14 -> 3 (snapshot); valid price again; repairs suspect"));
     assert!(texts[4].starts_with(
@@ -705,6 +706,57 @@ fn at_answers_why_with_the_event_behind_each_reason() {
         "1767603604500000000",
     ]);
     assert_eq!(no_explain.code, 2, "--at needs --explain");
+}
+
+/// `--at` keeps nothing after its time: a long capture whose later
+/// events would push the earlier ones out of what is kept still answers
+/// for the earlier moment whole.
+#[test]
+fn at_answers_an_early_moment_of_a_long_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::parse(
+        r#"
+[[feed]]
+name = "f"
+kind = "full"
+lines = ["239.9.9.9:9000"]
+stale_threshold_ms = 100000
+source_threshold_ms = 100000
+clock_offset = 0
+"#,
+        "t.toml",
+    )
+    .unwrap();
+    let line = "239.9.9.9:9000";
+    // Quote 1, then quotes each skipping a sequence (each gap an event
+    // kept, the verdict staying ok), past twice what an explanation keeps.
+    let n = 2 * tickguard::explain::KEEP as u64 + 1;
+    let packets: Vec<_> = (0..=n)
+        .map(|i| {
+            let t = T0 + i * 1_000;
+            let mut b = PacketBuilder::new(t);
+            b.quote(sym("A"), 1 + 2 * i, t, 1.0, 1.1);
+            (t, line, b.finish())
+        })
+        .collect();
+    let cap = dir.path().join("long.pcap");
+    write_capture(&cap, &packets);
+    let at = T0 + 500;
+    let mut x = Forensics::new(&config.feeds, Some((0, sym("A"))), false, Some(at));
+    let check = Check {
+        time_ns: at,
+        feed: "f".into(),
+        symbol: "A".into(),
+    };
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let out = replay_with(&config, &mut reader, &[check], |_| {}, &mut x);
+    x.finish();
+    assert_eq!(out.answers[0].reasons, Reasons::empty());
+    let text = x.answer_at(at, out.answers[0].reasons);
+    assert!(
+        text.contains("ok since") && !text.contains("not seen yet"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -337,6 +337,77 @@ fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The lagging line's messages from before a reset, dropped by the
+/// handler, are events of the explanation, each saying why: a Quote, a
+/// Snapshot from before the reset and a Heartbeat naming the old sequence.
+#[test]
+fn what_the_lagging_line_brings_from_before_a_reset_is_explained() {
+    let stream = [
+        (0, 0, vec![(0, 0, 100, 3, 0)]),
+        (100, 0, vec![(3, 0, 3, 4, 0)]),
+        (100, 0, vec![(0, 0, 4, 5, 0)]),
+        (100, 1, vec![(3, 0, 90, 3, 250)]),
+        (100, 1, vec![(0, 0, 100, 3, 400)]),
+        (100, 1, vec![(2, 0, 101, 0, 0)]),
+    ];
+    agrees(&stream).unwrap();
+    let config = Config::parse(CONFIG, "agree.toml").unwrap();
+    let (bytes, _) = capture(&stream);
+    let id = config.feed_id("d").unwrap();
+    let mut f = Forensics::new(
+        &config.feeds,
+        Some((id, Symbol::parse("A").unwrap())),
+        false,
+        None,
+    );
+    replay_with(&config, &mut reader(&bytes), &[], |_| {}, &mut f);
+    f.finish();
+    let text = f.explanation(true);
+    for said in [
+        "snapshot seq 90 from before the snapshot that reset the symbol to seq 3 (a lagging line's copy), ignored",
+        "quote seq 100 from before the snapshot that reset the symbol to seq 3 (a lagging line's copy), ignored",
+        "heartbeat (next expected 101) from before the snapshot that reset the symbol to seq 3 (a lagging line's), ignored",
+    ] {
+        assert!(text.contains(said), "{said}:\n{text}");
+    }
+}
+
+/// A delta feed joined by a Heartbeat: its first price, in order, shows
+/// `suspect`, and `--at` says it waits for a snapshot (not only that the
+/// price came).
+#[test]
+fn a_delta_feeds_first_price_after_a_heartbeat_says_it_waits_for_a_snapshot() {
+    let stream = [
+        (0, 0, vec![(2, 0, 5, 0, 0)]),
+        (100, 0, vec![(0, 0, 5, 3, 0)]),
+    ];
+    agrees(&stream).unwrap();
+    let config = Config::parse(CONFIG, "agree.toml").unwrap();
+    let (bytes, times) = capture(&stream);
+    let id = config.feed_id("d").unwrap();
+    let at = times[1];
+    let mut f = Forensics::new(
+        &config.feeds,
+        Some((id, Symbol::parse("A").unwrap())),
+        false,
+        Some(at),
+    );
+    let check = Check {
+        time_ns: at,
+        feed: "d".into(),
+        symbol: "A".into(),
+    };
+    let out = replay_with(&config, &mut reader(&bytes), &[check], |_| {}, &mut f);
+    f.finish();
+    assert_eq!(out.answers[0].reasons, Reasons::SUSPECT);
+    let text = f.answer_at(at, out.answers[0].reasons);
+    let suspect = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("suspect"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(suspect.contains("until a snapshot"), "{text}");
+}
+
 /// `--at`'s state is the target feed's when its check is answered: with
 /// another feed's datagram stamped after the time recorded before the
 /// target's own up to it (a recording interleaving feeds), the state shown

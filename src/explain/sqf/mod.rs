@@ -11,10 +11,15 @@
 //! that returns the whole outcome ([`quote_outcome`], [`heartbeat_outcome`],
 //! [`snapshot_outcome`]). The outcome is the cause (a gap of N, a heartbeat
 //! revealing one, a snapshot, a provider reset, an invalid price, suspect
-//! cleared, …); nothing is worked out again here. After each datagram the
-//! copy is checked against the handler's slot; they always agree (a test
-//! holds this on random streams). If they ever did not, the handler's state
-//! would be adopted and a `reconciled` event listed.
+//! cleared, …). The sequencing rules are not worked out again here; the
+//! handler's arbitration between lines A and B (which line's copy of a
+//! Snapshot is one, a reset left open on the lagging line and what that
+//! line brings from before it) is, in `tracking`, since the handler keeps
+//! it beside the slot, not in it. After each datagram the copy is checked
+//! against the handler's slot; they always agree (a test holds this on
+//! random streams, the arbitration's orderings among them). If they ever
+//! did not, the handler's state would be adopted and a `reconciled` event
+//! listed.
 //!
 //! The module by job: `tracking` follows the replay and records events,
 //! `text` writes `--explain`, `--explain-all` and `--at`, `svg` draws
@@ -112,6 +117,13 @@ pub enum BeatStep {
     },
     /// Nothing missing: liveness.
     Alive,
+    /// Naming a sequence past the next, on the line lagging behind a
+    /// Snapshot that reset the symbol (come on the other line): the old
+    /// sequence's, from before the reset, ignored.
+    BeforeReset {
+        /// The sequence the Snapshot reset the symbol to.
+        reset: u64,
+    },
 }
 
 /// What caused an event.
@@ -137,6 +149,16 @@ pub enum Cause {
         seq: u64,
         /// The last sequence before it, if any: a Snapshot behind it is a provider reset.
         last: Option<u64>,
+    },
+    /// A Snapshot on the line lagging behind a Snapshot that reset the
+    /// symbol (come on the other line), sent before it (or that line's
+    /// copy of it once the symbol moved on): ignored, so that it does not
+    /// put the price from before the reset back.
+    SnapshotBeforeReset {
+        /// Its sequence.
+        seq: u64,
+        /// The sequence the Snapshot reset the symbol to.
+        reset: u64,
     },
     /// Silence crossed the stale threshold.
     Silence {

@@ -25,7 +25,9 @@ const TOP: f64 = 78.0;
 const BAND_H: f64 = 16.0;
 const BAND_STEP: f64 = 30.0;
 
-/// Escapes text for XML content and attribute values.
+/// Escapes text for XML content and attribute values; a character XML 1.0
+/// does not allow at all (a control character of a file name: not even as
+/// a reference) is shown as U+FFFD.
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -35,6 +37,8 @@ fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c.is_control() => out.push(char::REPLACEMENT_CHARACTER),
             c => out.push(c),
         }
     }
@@ -375,6 +379,14 @@ fn mark_title(kind: MarkKind, m: &Mark, origin: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_text_is_well_formed_xml_whatever_a_file_name_holds() {
+        assert_eq!(
+            esc("a<b>&\"c'\u{1b}[0m\u{0}\td"),
+            "a&lt;b&gt;&amp;&quot;c&apos;\u{fffd}[0m\u{fffd}\td"
+        );
+    }
 
     #[test]
     fn axis_steps_are_round() {

@@ -168,6 +168,28 @@ impl Forensics {
     }
 }
 
+/// An invalid pair and why (valid: finite, positive, bid at most ask),
+/// printed to the feed's decimals unless that shows a crossed pair as
+/// equal (then as read).
+fn invalid(bid: f64, ask: f64, decimals: u8) -> String {
+    let why = if bid.is_nan() || ask.is_nan() {
+        "not a number"
+    } else if bid <= 0.0 || ask <= 0.0 {
+        "not positive"
+    } else if bid.is_infinite() || ask.is_infinite() {
+        "infinite"
+    } else {
+        "bid above ask"
+    };
+    let price = |v: f64| crate::state::Price::F64(v).fixed(decimals);
+    let (b, a) = (price(bid), price(ask));
+    if b == a && bid > ask {
+        format!("bid {bid}, ask {ask}: {why}")
+    } else {
+        format!("bid {b}, ask {a}: {why}")
+    }
+}
+
 fn describe(e: &Event, origin: u64, decimals: u8) -> String {
     let price = |v: f64| crate::state::Price::F64(v).fixed(decimals);
     let mut s = match e.cause {
@@ -194,7 +216,16 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
                 ticks(lost)
             ),
             BeatStep::Alive => format!("heartbeat (next expected {next_expected})"),
+            BeatStep::BeforeReset { reset } => format!(
+                "heartbeat (next expected {next_expected}) from before the snapshot that reset the symbol to seq {reset} (a lagging line's), ignored"
+            ),
         },
+        Cause::SnapshotBeforeReset { seq, reset } if seq == reset => format!(
+            "snapshot seq {seq}: the lagging line's copy of the reset, the symbol since moved on, ignored"
+        ),
+        Cause::SnapshotBeforeReset { seq, reset } => format!(
+            "snapshot seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
+        ),
         Cause::Snapshot { seq, last } => match last {
             None => format!("first snapshot seq {seq}"),
             Some(l) if seq < l => format!("provider reset: seq {l} -> {seq} (snapshot)"),
@@ -236,15 +267,10 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
                 );
             }
             Note::InvalidPrice { bid, ask } => {
-                let _ = write!(s, "invalid price (bid {}, ask {})", price(bid), price(ask));
+                let _ = write!(s, "invalid price ({})", invalid(bid, ask, decimals));
             }
             Note::StillInvalid { bid, ask } => {
-                let _ = write!(
-                    s,
-                    "price still invalid (bid {}, ask {})",
-                    price(bid),
-                    price(ask)
-                );
+                let _ = write!(s, "price still invalid ({})", invalid(bid, ask, decimals));
             }
             Note::ValidAgain => s.push_str("valid price again"),
             Note::RepairsSuspect => s.push_str("repairs suspect"),
@@ -323,6 +349,21 @@ fn state_line(a: &AtState, time: u64, origin: u64, decimals: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_price_says_why_and_never_reads_as_a_valid_pair() {
+        assert_eq!(
+            invalid(1.085004, 1.085001, 5),
+            "bid 1.085004, ask 1.085001: bid above ask"
+        );
+        assert_eq!(
+            invalid(1.08630, 1.08609, 5),
+            "bid 1.08630, ask 1.08609: bid above ask"
+        );
+        assert_eq!(invalid(f64::NAN, 1.0, 2), "bid NaN, ask 1.00: not a number");
+        assert_eq!(invalid(0.0, 1.0, 2), "bid 0.00, ask 1.00: not positive");
+        assert!(invalid(1.0, f64::INFINITY, 2).ends_with(": infinite"));
+    }
 
     #[test]
     fn durations_and_relative_times() {

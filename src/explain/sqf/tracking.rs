@@ -32,6 +32,9 @@ pub(super) struct Tracker {
     pub(super) verdict: Reasons,
     /// Keep events (the `--explain` target).
     pub(super) keep: bool,
+    /// `--at`: no event after it is kept (an answer at it reads nothing
+    /// later, so that it reaches an earlier moment whole).
+    pub(super) at: Option<u64>,
     pub(super) events: Vec<Event>,
     /// Events forgotten, the oldest ([`crate::explain::keep`]).
     pub(super) forgotten: u64,
@@ -79,7 +82,7 @@ impl Tracker {
         }
         self.verdict = e.after;
         if self.keep && (e.changed() || notable) {
-            crate::explain::keep(&mut self.events, &mut self.forgotten, None, e);
+            crate::explain::keep(&mut self.events, &mut self.forgotten, self.at, e);
         }
     }
 
@@ -230,6 +233,16 @@ impl Tracker {
                         self.latest_line = (on_b, false);
                         price_message = Some((price, check));
                         cleared = suspect == Suspect::Cleared;
+                        // A delta feed's first price after a Heartbeat set
+                        // the baseline: suspect shows now, until a snapshot.
+                        if !first
+                            && self.kind == FeedKind::Delta
+                            && s.suspect
+                            && s0.price.is_none()
+                            && check == PriceCheck::Valid
+                        {
+                            notes.push(Note::NoSnapshotYet);
+                        }
                         if first {
                             if suspect == Suspect::Set {
                                 notes.push(Note::NoSnapshotYet);
@@ -262,76 +275,88 @@ impl Tracker {
                 if matches!(lag, Lag::Copy | Lag::Past) {
                     self.open_reset = None;
                 }
-                if lag == Lag::Before || (lag == Lag::Copy && !candidate && behind && !passed) {
-                    let mut s = s0;
-                    s.seq.duplicates = s.seq.duplicates.saturating_add(1);
-                    self.state = Some(s);
-                    return;
-                }
-                let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
-                    *k == key && *from_b != on_b && !*seen && !(behind && passed)
-                });
-                if let Some((_, _, seen)) = copy {
-                    *seen = true;
-                    if behind {
-                        // The other line's copy, behind the symbol: dropped
-                        // by the handler's line arbitration, as a duplicate.
-                        let mut s = s0;
-                        s.seq.duplicates = s.seq.duplicates.saturating_add(1);
-                        self.state = Some(s);
-                        return;
-                    }
-                } else {
-                    self.last_snapshot = Some((key, on_b, false));
-                    if behind {
-                        self.open_reset = Some((key, on_b));
-                    }
-                }
-                self.latest_line = (on_b, false);
-                let price = price_of(v);
-                let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
-                price_message = Some((price, outcome.price));
-                cleared = true;
-                let (kind, from) = match outcome.step {
-                    SnapStep::Reset => (MarkKind::Reset, last),
-                    SnapStep::First => (MarkKind::Snapshot, seq),
-                    SnapStep::InStep | SnapStep::Ahead => (MarkKind::Snapshot, last),
+                let reset = match (lag, self.open_reset) {
+                    (Lag::Before, Some(((reset, _), _))) => Some(reset),
+                    (Lag::Copy, _) if !candidate && behind && !passed => Some(seq),
+                    _ => None,
                 };
-                mark = Some((kind, from, seq, 0));
-                // A snapshot in step with the sequence (the routine one, or
-                // line B's copy of it) explains nothing unless it repairs.
-                let notable = outcome.step != SnapStep::InStep || s0.suspect;
-                let last = (outcome.step != SnapStep::First).then_some(last);
-                (Cause::Snapshot { seq, last }, notable)
+                if let Some(reset) = reset {
+                    s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                    (Cause::SnapshotBeforeReset { seq, reset }, true)
+                } else {
+                    let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
+                        *k == key && *from_b != on_b && !*seen && !(behind && passed)
+                    });
+                    if let Some((_, _, seen)) = copy {
+                        *seen = true;
+                        if behind {
+                            // The other line's copy, behind the symbol: dropped
+                            // by the handler's line arbitration, as a duplicate.
+                            let mut s = s0;
+                            s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                            self.state = Some(s);
+                            return;
+                        }
+                    } else {
+                        self.last_snapshot = Some((key, on_b, false));
+                        if behind {
+                            self.open_reset = Some((key, on_b));
+                        }
+                    }
+                    self.latest_line = (on_b, false);
+                    let price = price_of(v);
+                    let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
+                    price_message = Some((price, outcome.price));
+                    cleared = true;
+                    let (kind, from) = match outcome.step {
+                        SnapStep::Reset => (MarkKind::Reset, last),
+                        SnapStep::First => (MarkKind::Snapshot, seq),
+                        SnapStep::InStep | SnapStep::Ahead => (MarkKind::Snapshot, last),
+                    };
+                    mark = Some((kind, from, seq, 0));
+                    // A snapshot in step with the sequence (the routine one, or
+                    // line B's copy of it) explains nothing unless it repairs.
+                    let notable = outcome.step != SnapStep::InStep || s0.suspect;
+                    let last = (outcome.step != SnapStep::First).then_some(last);
+                    (Cause::Snapshot { seq, last }, notable)
+                }
             }
             Message::Heartbeat(h) => {
                 let old = s0.seq.baseline && h.next_expected() > last.saturating_add(1);
-                if old && self.open_reset.is_some_and(|(_, from_b)| from_b != on_b) {
+                let next_expected = h.next_expected();
+                if let Some(((reset, _), _)) =
+                    self.open_reset.filter(|&(_, from_b)| old && from_b != on_b)
+                {
                     // The lagging line's, naming the old sequence: dropped
                     // by the handler, a duplicate.
-                    let mut s = s0;
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
-                    self.state = Some(s);
-                    return;
+                    let step = BeatStep::BeforeReset { reset };
+                    (
+                        Cause::Heartbeat {
+                            next_expected,
+                            step,
+                        },
+                        true,
+                    )
+                } else {
+                    let step = match rules::heartbeat_outcome(&mut s, next_expected, a) {
+                        BeatOutcome::First => BeatStep::First,
+                        BeatOutcome::Gap(lost) => {
+                            notes.push(Note::NotLiveness);
+                            mark = Some((MarkKind::HeartbeatGap, last, next_expected, lost));
+                            BeatStep::Gap { last, lost }
+                        }
+                        BeatOutcome::Alive => BeatStep::Alive,
+                    };
+                    let notable = step != BeatStep::Alive;
+                    (
+                        Cause::Heartbeat {
+                            next_expected,
+                            step,
+                        },
+                        notable,
+                    )
                 }
-                let next_expected = h.next_expected();
-                let step = match rules::heartbeat_outcome(&mut s, next_expected, a) {
-                    BeatOutcome::First => BeatStep::First,
-                    BeatOutcome::Gap(lost) => {
-                        notes.push(Note::NotLiveness);
-                        mark = Some((MarkKind::HeartbeatGap, last, next_expected, lost));
-                        BeatStep::Gap { last, lost }
-                    }
-                    BeatOutcome::Alive => BeatStep::Alive,
-                };
-                let notable = step != BeatStep::Alive;
-                (
-                    Cause::Heartbeat {
-                        next_expected,
-                        step,
-                    },
-                    notable,
-                )
             }
             Message::Unknown { .. } => return,
         };
@@ -481,6 +506,7 @@ impl Forensics {
             t: a,
             verdict: Reasons::NO_QUOTE,
             keep: self.target == Some((feed, symbol)),
+            at: self.at,
             events: Vec::new(),
             forgotten: 0,
             band: self.timeline.then(Band::new),
