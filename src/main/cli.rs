@@ -489,6 +489,17 @@ impl SimulateArgs {
         Some((flag, names))
     }
 
+    /// The address to send from for `feed` of `--config`: `--source` when
+    /// set to other than the default (127.0.0.1), else the feed's own
+    /// `source` (a source-specific join would filter out any other), else
+    /// the default.
+    fn source_for(&self, feed: &tickguard::config::FeedConfig) -> std::net::Ipv4Addr {
+        match feed.source {
+            Some(s) if self.source == std::net::Ipv4Addr::LOCALHOST => s,
+            _ => self.source,
+        }
+    }
+
     /// The MDP3 channel's parameters: its lines from `--config`'s mdp3
     /// feed (required; the feeds' files are not opened: `Config::read`).
     pub fn mdp3_params(&self) -> anyhow::Result<tickguard::simulate::mdp3::Params> {
@@ -505,7 +516,7 @@ impl SimulateArgs {
             lines: feed.lines.clone(),
             snapshot_lines: settings.snapshot_lines.clone(),
             definition_lines: settings.definition_lines.clone(),
-            source: self.source,
+            source: self.source_for(feed),
             rate: self.rate,
             loss_a: self.loss_a,
             loss_b: self.loss_b,
@@ -569,12 +580,24 @@ impl SimulateArgs {
             ..Default::default()
         };
         if let Some(path) = &self.config {
+            let default_a: std::net::SocketAddrV4 = "239.1.1.1:30001".parse()?;
+            let given = [
+                ("--line-a", self.line_a != default_a),
+                ("--line-b", self.line_b.is_some()),
+                ("--recovery", self.recovery.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                anyhow::bail!(
+                    "simulate: {flag} does not apply with --config (the feed's lines and recovery are its)"
+                );
+            }
             let config = tickguard::config::Config::read(path)?;
             let (feed, settings) =
                 config_feed(&config, path, self.feed.as_deref(), "itch50", |s| match s {
                     ProtocolSettings::Itch50(c) => Some(c),
                     _ => None,
                 })?;
+            p.source = self.source_for(feed);
             p.line_a = feed.lines[0];
             p.line_b = feed.lines.get(1).copied();
             p.recovery = settings.recovery;

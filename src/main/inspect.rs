@@ -430,8 +430,39 @@ impl Inventory {
                 sanitised_feeds.join(", ")
             );
         }
-        out
+        with_capacity(out)
     }
+}
+
+/// `draft` with a `[state] capacity` that holds the slots its feeds
+/// reserve when the default does not (two feeds, one of which bounds its
+/// symbols by the default of a key the draft leaves unset, would be
+/// refused otherwise). The feeds' reservations are read by parsing the
+/// draft under the largest capacity; a draft that does not parse is left
+/// as it is (replay names the problem).
+fn with_capacity(draft: String) -> String {
+    use tickguard::config::{Config, CAPACITY, DEFAULT_CAPACITY};
+    let max = CAPACITY.max as usize;
+    let Ok(config) = Config::parse(&format!("[state]\ncapacity = {max}\n{draft}"), "draft") else {
+        return draft;
+    };
+    let held = config
+        .reservations()
+        .iter()
+        .fold(0usize, |n, r| n.saturating_add(*r));
+    if config.feeds.len() < 2 || held <= DEFAULT_CAPACITY {
+        return draft;
+    }
+    // After the draft's two lines of heading.
+    let at = draft
+        .match_indices('\n')
+        .nth(1)
+        .map_or(draft.len(), |(i, _)| i + 1);
+    let (head, feeds) = draft.split_at(at);
+    format!(
+        "{head}[state]\n# the slots the feeds below reserve together (each feed's default bound on its symbols)\ncapacity = {}\n{feeds}",
+        held.min(max)
+    )
 }
 
 /// The destinations a draft gathers into one feed: those carrying the same

@@ -252,6 +252,25 @@ fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
         draft.contains("# also MoldUDP64/ITCH 5.0 on 239.2.1.4:26477"),
         "{draft}"
     );
+    // Two feeds each reserving their default bound on symbols: the draft
+    // sizes the table for both, so that it loads, and replays the capture.
+    assert!(draft.contains("[state]\n"), "{draft}");
+    tickguard::config::Config::parse(&draft, "draft.toml").unwrap();
+    let config = dir.path().join("draft.toml");
+    std::fs::write(&config, &draft).unwrap();
+    let replayed = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .arg("replay")
+        .arg(&cap)
+        .arg("--config")
+        .arg(&config)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    assert!(
+        replayed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replayed.stderr)
+    );
 }
 
 /// An MDP3 packet: sequence `seq`, one message of template 46 and a 11-byte

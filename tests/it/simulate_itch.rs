@@ -384,6 +384,18 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         "[[feed]]\nname = \"x\"\nkind = \"full\"\nlines = [\"127.0.0.1:4000\"]\nstale_threshold_ms = 1\nsource_threshold_ms = 1\n",
     )
     .unwrap();
+    let itch = dir.path().join("itch.toml");
+    std::fs::write(
+        &itch,
+        "[[feed]]\nname = \"x\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:4000\"]\nstale_threshold_ms = 1\nsource_threshold_ms = 1\n",
+    )
+    .unwrap();
+    let sourced = dir.path().join("sourced.toml");
+    std::fs::write(
+        &sourced,
+        "[[feed]]\nname = \"x\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.9:4000\"]\nsource = \"10.9.9.9\"\nstale_threshold_ms = 1\nsource_threshold_ms = 1\n",
+    )
+    .unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--config".into(), sqf_only.display().to_string()],
@@ -407,6 +419,27 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
             "stall needs a value: stall:N",
         ),
         (vec!["--glimpse-fault=reject-a".into()], "--glimpse <ADDR>"),
+        (
+            vec![
+                "--config".into(),
+                itch.display().to_string(),
+                "--line-a=127.0.0.1:5000".into(),
+            ],
+            "--line-a does not apply with --config",
+        ),
+        (
+            vec![
+                "--config".into(),
+                itch.display().to_string(),
+                "--recovery=127.0.0.1:5001".into(),
+            ],
+            "--recovery does not apply with --config",
+        ),
+        // The feed's own source is sent from (here one no simulator may use).
+        (
+            vec!["--config".into(), sourced.display().to_string()],
+            "--source 10.9.9.9 is not a loopback address",
+        ),
     ];
     for (args, needle) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_tickguard"))
