@@ -177,9 +177,17 @@ impl Running {
 /// Between two looks at the publication, ms.
 const WATCH_MS: u64 = 10;
 
+/// How long the screen goes on after the source ended on its own (a
+/// venue's close, which the screen shows [`AFTER_CLOSE_S`] and ends on; or
+/// a failure, which is then said rather than left behind a table of
+/// symbols going stale until Ctrl-C), ns.
+const SOURCE_ENDED_NS: u64 = (AFTER_CLOSE_S as u64 + 2) * 1_000_000_000;
+
 /// Runs `config`'s sidecar and a `source` thread (`provide`, stopped by its
 /// flag) and shows `screen`'s frames of the publication, refreshed, until
-/// Ctrl-C, `args.duration_s` or the screen says it is over; `restart_after_ns`
+/// Ctrl-C, `args.duration_s` or the screen says it is over (or the source
+/// ended on its own [`SOURCE_ENDED_NS`] ago, or the receiver ended: what
+/// they returned or why they ended is then said); `restart_after_ns`
 /// into the demo, stops the sidecar and starts another on the same path
 /// (as a deploy would). Then stops both and removes the demo's file.
 /// Returns what the source returned, the statistics of each receiver run in
@@ -217,11 +225,17 @@ fn show<R: Send + 'static>(
     let result = (|| -> anyhow::Result<()> {
         let mut next_frame = started;
         let mut restarted = false;
+        let mut source_ended = None;
         loop {
             let now = now_ns();
+            if provider.is_finished() {
+                source_ended.get_or_insert(now);
+            }
             if shutdown.load(Ordering::Relaxed)
                 || deadline.is_some_and(|d| now >= d)
                 || screen.watch(&reader, now)
+                || source_ended.is_some_and(|e| now.saturating_sub(e) >= SOURCE_ENDED_NS)
+                || running.as_ref().is_some_and(|r| r.rx.is_finished())
             {
                 return Ok(());
             }
@@ -312,5 +326,50 @@ fn exact(s: Option<Side>, exponent: i8) -> Option<(Option<i64>, u64)> {
             size,
         } if e == exponent => Some((Some(mantissa), size)),
         _ => Some((None, 0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Blank;
+
+    impl Screen for Blank {
+        fn render(&mut self, _: &Reader, _: u64, _: u64, _: bool) -> String {
+            String::new()
+        }
+    }
+
+    /// A source that fails at once ends the demo soon after, with what it
+    /// returned, rather than leaving a table going stale until Ctrl-C.
+    #[test]
+    fn a_source_that_fails_ends_the_demo() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = Params {
+            symbols: 1,
+            rate: 1.0,
+            duration_s: 600.0,
+            shm: dir.path().join("demo"),
+            seed: 1,
+        };
+        let line = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port().unwrap());
+        let feed = format!(
+            "[[feed]]\nname = \"{FEED}\"\nkind = \"full\"\nlines = [\"{line}\"]\nstale_threshold_ms = 500\nsource_threshold_ms = 500\n"
+        );
+        let config = config(&args, 16, &feed).unwrap();
+        let started = std::time::Instant::now();
+        let (provided, _, _) = show(
+            &config,
+            &args,
+            "provider",
+            |_| Err::<(), _>("no route"),
+            None,
+            &mut Blank,
+        )
+        .unwrap();
+        assert_eq!(provided, Err("no route"));
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(60), "{waited:?}");
     }
 }
