@@ -1101,7 +1101,7 @@ impl Sidecar {
             // the path was given up) is closed at once: this writer's
             // heartbeat would otherwise keep its quiet symbols `ok` on the
             // copy's prices until the retry.
-            if self.publication.overwritten() {
+            if self.publication.untrue_in_place() {
                 self.publication.close();
             }
             return;

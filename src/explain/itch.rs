@@ -822,6 +822,14 @@ fn event_text(e: &Event, origin: u64, decimals: u8) -> String {
             "{stock} refused a symbol: the session holds {symbols} symbols (max_symbols); \
              the feed is suspect until the session changes or a snapshot merges"
         ),
+        Event::SnapshotRefused { orders, symbols } => format!(
+            "the snapshot refused {}: the feed is suspect until the session changes or a snapshot merges",
+            match (orders, symbols) {
+                (true, true) => "adds (max_orders) and symbols (max_symbols)",
+                (true, false) => "adds (max_orders)",
+                _ => "symbols (max_symbols)",
+            }
+        ),
         Event::NewSession { session } => format!(
             "session {} begins: books and symbols start empty",
             session.display()

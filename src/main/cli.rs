@@ -293,9 +293,9 @@ pub struct SimulateArgs {
     /// Destination of line B; omit for a single-line feed.
     #[arg(long)]
     pub line_b: Option<std::net::SocketAddrV4>,
-    /// Send from this loopback address (the source a source-specific join filters on).
-    #[arg(long, default_value = "127.0.0.1")]
-    pub source: std::net::Ipv4Addr,
+    /// Send from this loopback address (the source a source-specific join filters on; default: the --config feed's `source`, else 127.0.0.1).
+    #[arg(long)]
+    pub source: Option<std::net::Ipv4Addr>,
     /// Number of symbols, named SYM00000, SYM00001, ...: sqf 1 to 100,000, itch50 1 to 65,535 (ignored when --names is given; mdp3 takes its configuration's channel).
     #[arg(long, default_value_t = 8)]
     pub symbols: usize,
@@ -393,7 +393,7 @@ impl SimulateArgs {
         tickguard::simulate::sqf::Params {
             line_a: self.line_a,
             line_b: self.line_b,
-            source: self.source,
+            source: self.source.unwrap_or(std::net::Ipv4Addr::LOCALHOST),
             symbols: self.symbols,
             names: self.names.clone(),
             rate: self.rate,
@@ -489,14 +489,22 @@ impl SimulateArgs {
         Some((flag, names))
     }
 
-    /// The address to send from for `feed` of `--config`: `--source` when
-    /// set to other than the default (127.0.0.1), else the feed's own
-    /// `source` (a source-specific join would filter out any other), else
-    /// the default.
-    fn source_for(&self, feed: &tickguard::config::FeedConfig) -> std::net::Ipv4Addr {
-        match feed.source {
-            Some(s) if self.source == std::net::Ipv4Addr::LOCALHOST => s,
-            _ => self.source,
+    /// The address to send from for `feed` of `--config`: `--source`,
+    /// else the feed's own `source` (a source-specific join would filter
+    /// out any other; one not on loopback is refused, naming it), else
+    /// 127.0.0.1.
+    fn source_for(
+        &self,
+        feed: &tickguard::config::FeedConfig,
+    ) -> anyhow::Result<std::net::Ipv4Addr> {
+        match (self.source, feed.source) {
+            (Some(s), _) => Ok(s),
+            (None, Some(s)) if !s.is_loopback() => anyhow::bail!(
+                "simulate: feed '{}' joins from source {s}, not a loopback address a simulator may send from: give --source 127.0.0.x (and a configuration whose source it is)",
+                feed.name
+            ),
+            (None, Some(s)) => Ok(s),
+            (None, None) => Ok(std::net::Ipv4Addr::LOCALHOST),
         }
     }
 
@@ -516,7 +524,7 @@ impl SimulateArgs {
             lines: feed.lines.clone(),
             snapshot_lines: settings.snapshot_lines.clone(),
             definition_lines: settings.definition_lines.clone(),
-            source: self.source_for(feed),
+            source: self.source_for(feed)?,
             rate: self.rate,
             loss_a: self.loss_a,
             loss_b: self.loss_b,
@@ -545,7 +553,7 @@ impl SimulateArgs {
         let mut p = tickguard::simulate::itch50::Params {
             line_a: self.line_a,
             line_b: self.line_b,
-            source: self.source,
+            source: self.source.unwrap_or(std::net::Ipv4Addr::LOCALHOST),
             recovery: self.recovery,
             session: self.session.clone(),
             symbols: self.symbols,
@@ -597,7 +605,7 @@ impl SimulateArgs {
                     ProtocolSettings::Itch50(c) => Some(c),
                     _ => None,
                 })?;
-            p.source = self.source_for(feed);
+            p.source = self.source_for(feed)?;
             p.line_a = feed.lines[0];
             p.line_b = feed.lines.get(1).copied();
             p.recovery = settings.recovery;

@@ -1135,6 +1135,40 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
         &mut service.child,
         "not recreated once it could be",
     );
+    // Cut inside its last page (nothing faults; the length read back
+    // finds it) while no new one can be made, then a copy written back
+    // over it whole: closed at once again, not served until the next try.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reader = loop {
+        quote(&cfg, "EURUSD");
+        let reader = Reader::open_with(&shm, options);
+        if let Some(h) = reader.lookup("lp1", "EURUSD") {
+            if reader.check(&h, now_ns()).is_ok() {
+                break reader;
+            }
+        }
+        assert!(Instant::now() < deadline, "the new file never answered ok");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (_, copy) = snapshot(&shm);
+    mode(dir.path(), 0o555);
+    truncate(&shm, "-1");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(Instant::now() < deadline, "the cut went unseen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    write_over(&shm, &copy);
+    let written = Instant::now();
+    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(
+            written.elapsed() < Duration::from_millis(500),
+            "a copy written back over the cut file is served until the next try: {}",
+            reader.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    mode(dir.path(), 0o755);
 }
 
 /// A publication removed, then one renamed, under a live writer: within

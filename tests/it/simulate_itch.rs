@@ -438,7 +438,7 @@ fn bad_itch_arguments_are_one_line_and_exit_2() {
         // The feed's own source is sent from (here one no simulator may use).
         (
             vec!["--config".into(), sourced.display().to_string()],
-            "--source 10.9.9.9 is not a loopback address",
+            "feed 'x' joins from source 10.9.9.9, not a loopback address",
         ),
     ];
     for (args, needle) in cases {

@@ -870,6 +870,16 @@ impl Publication {
         self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
     }
 
+    /// True once the file no longer holds this writer's state while the
+    /// mapping still reaches it (written over, or cut inside its last page:
+    /// a copy written back over a cut file is served under this writer's
+    /// heartbeat): [`close`](Self::close) it. A mapping the guard turned to
+    /// zeros reaches nothing of the file, and is not.
+    pub fn untrue_in_place(&self) -> bool {
+        let faulted = self.guard.as_ref().is_some_and(Guard::faulted);
+        self.overwritten() || (self.shrunk.load(Ordering::Relaxed) && !faulted)
+    }
+
     /// True once the file's header was found no longer this writer's
     /// (its heartbeat at the next [`heartbeat`](Self::heartbeat), the rest
     /// every [`LENGTH_EVERY`] probes):

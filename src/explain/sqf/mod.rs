@@ -159,6 +159,9 @@ pub enum Cause {
         seq: u64,
         /// The sequence the Snapshot reset the symbol to.
         reset: u64,
+        /// It is that line's copy of the reset, come once the symbol moved
+        /// on (not a Snapshot sent before the reset).
+        copy: bool,
     },
     /// Silence crossed the stale threshold.
     Silence {

@@ -38,7 +38,9 @@ fn esc(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
             '\t' | '\n' | '\r' => out.push(c),
-            c if c.is_control() => out.push(char::REPLACEMENT_CHARACTER),
+            c if c.is_control() || matches!(c, '\u{fffe}' | '\u{ffff}') => {
+                out.push(char::REPLACEMENT_CHARACTER)
+            }
             c => out.push(c),
         }
     }
@@ -383,8 +385,8 @@ mod tests {
     #[test]
     fn escaped_text_is_well_formed_xml_whatever_a_file_name_holds() {
         assert_eq!(
-            esc("a<b>&\"c'\u{1b}[0m\u{0}\td"),
-            "a&lt;b&gt;&amp;&quot;c&apos;\u{fffd}[0m\u{fffd}\td"
+            esc("a<b>&\"c'\u{1b}[0m\u{0}\td\u{fffe}\u{ffff}"),
+            "a&lt;b&gt;&amp;&quot;c&apos;\u{fffd}[0m\u{fffd}\td\u{fffd}\u{fffd}"
         );
     }
 

@@ -220,10 +220,10 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
                 "heartbeat (next expected {next_expected}) from before the snapshot that reset the symbol to seq {reset} (a lagging line's), ignored"
             ),
         },
-        Cause::SnapshotBeforeReset { seq, reset } if seq == reset => format!(
+        Cause::SnapshotBeforeReset { seq, copy: true, .. } => format!(
             "snapshot seq {seq}: the lagging line's copy of the reset, the symbol since moved on, ignored"
         ),
-        Cause::SnapshotBeforeReset { seq, reset } => format!(
+        Cause::SnapshotBeforeReset { seq, reset, .. } => format!(
             "snapshot seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
         ),
         Cause::Snapshot { seq, last } => match last {

@@ -276,13 +276,13 @@ impl Tracker {
                     self.open_reset = None;
                 }
                 let reset = match (lag, self.open_reset) {
-                    (Lag::Before, Some(((reset, _), _))) => Some(reset),
-                    (Lag::Copy, _) if !candidate && behind && !passed => Some(seq),
+                    (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
+                    (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),
                     _ => None,
                 };
-                if let Some(reset) = reset {
+                if let Some((reset, copy)) = reset {
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
-                    (Cause::SnapshotBeforeReset { seq, reset }, true)
+                    (Cause::SnapshotBeforeReset { seq, reset, copy }, true)
                 } else {
                     let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
                         *k == key && *from_b != on_b && !*seen && !(behind && passed)

@@ -486,10 +486,21 @@ fn watching_changes_nothing_when_a_gap_is_left_open() {
 /// replay answers at every instant, not only from the next datagram.
 #[test]
 fn a_glimpse_merge_is_explained_at_its_segment() {
-    use crate::common::glimpse::{message, spin, Venue, SESSION};
+    glimpse_merge_explained(1, 100);
+    glimpse_merge_explained(3, 2);
+}
+
+/// [`a_glimpse_merge_is_explained_at_its_segment`] with a spin of `orders`
+/// orders under `max_orders`: past it, the merge says what it refused.
+fn glimpse_merge_explained(orders: u64, max_orders: usize) {
+    use crate::common::glimpse::{message, spin_of, Venue, SESSION};
     use tickguard::capture::link::Tcp;
     let tmp = tempfile::tempdir().unwrap();
-    let config = Venue::new(&tmp.path().join("shm")).config;
+    let mut config = Venue::new(&tmp.path().join("shm")).config;
+    match &mut config.feeds[0].settings {
+        tickguard::config::ProtocolSettings::Itch50(c) => c.max_orders = max_orders,
+        _ => unreachable!("an itch50 venue"),
+    }
     let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
     let from: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
     let server: SocketAddrV4 = "127.0.0.1:18100".parse().unwrap();
@@ -512,7 +523,7 @@ fn a_glimpse_merge_is_explained_at_its_segment() {
     }
     // The spin, N = 105, completed by its segment at 150 ms; the next
     // datagram 300 ms later.
-    let spin = spin(105);
+    let spin = spin_of(105, orders);
     w.write_tcp(T0 + 140 * MS, local, server, 7, Tcp::SYN, b"")
         .unwrap();
     w.write_tcp(
@@ -545,11 +556,19 @@ fn a_glimpse_merge_is_explained_at_its_segment() {
         Reasons::NO_QUOTE,
         "books wait for the snapshot:\n{text}"
     );
-    assert!(merged.after.is_ok(), "{text}");
-    assert!(
-        text.contains("snapshot merged: GLIMPSE spin of 2 messages up to seq 104, the stream going on from seq 105"),
-        "{text}"
+    let said = format!(
+        "snapshot merged: GLIMPSE spin of {} messages up to seq 104, the stream going on from seq 105",
+        orders + 1
     );
+    assert!(text.contains(&said), "{text}");
+    let refused = "; the snapshot refused adds (max_orders): the feed is suspect";
+    if orders as usize > max_orders {
+        assert_eq!(merged.after, Reasons::SUSPECT, "{text}");
+        assert!(text.contains(&format!("{said}{refused}")), "{text}");
+    } else {
+        assert!(merged.after.is_ok(), "{text}");
+        assert!(!text.contains(refused), "{text}");
+    }
     let times = [149, 150, 151, 300, 449, 451].map(|ms| T0 + ms * MS);
     let mut reader = CaptureReader::open(&cap).unwrap();
     let asked: Vec<Check> = times

@@ -126,6 +126,15 @@ pub enum Event {
         /// Symbols the session held.
         symbols: u64,
     },
+    /// A merged snapshot's spin refused adds under `max_orders` or symbols
+    /// under `max_symbols` (its books are not whole: the feed is suspect
+    /// until the session changes or another snapshot merges).
+    SnapshotRefused {
+        /// Adds were refused.
+        orders: bool,
+        /// Symbols were refused.
+        symbols: bool,
+    },
     /// A new session began: books and symbols were dropped.
     NewSession {
         /// The new session.

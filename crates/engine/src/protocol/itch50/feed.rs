@@ -894,6 +894,10 @@ impl Feed {
         let pipelined = self.state.books.pipelined();
         self.state.books.pipeline(false);
         self.state.adopt(staging);
+        let (orders, symbols) = (self.state.refused, self.state.symbols_full);
+        if let (Some(log), true) = (&mut self.state.log, orders || symbols) {
+            log.events.push(Event::SnapshotRefused { orders, symbols });
+        }
         if self.closed_awaiting {
             self.state.hours = Hours::Closed;
         }

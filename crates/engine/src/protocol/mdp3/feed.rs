@@ -2901,6 +2901,37 @@ mod tests {
         assert_eq!(top(&f, &format!("#{waiting}")).0, Some(100));
     }
 
+    /// Positions folded give their room back: instrument after instrument
+    /// given as many changes as there are instruments waiting, an event
+    /// never ended, does not leave each holding room for them all.
+    #[test]
+    fn folded_positions_give_their_room_back() {
+        let mut f = feed();
+        let waiting = 200u32;
+        let bids = bids_from_one(waiting as i32);
+        f.on_incremental(
+            &encode::packet(1, T0, &[encode::book(46, V, T0, 0, &bids, 0)]),
+            T0,
+        )
+        .unwrap();
+        let mut s = 1;
+        for id in 1..=waiting as i32 {
+            for r in 2..=waiting {
+                s += 1;
+                let c = [bid(id, r, 1, UpdateAction::Change, 100 + i64::from(r % 2))];
+                f.on_incremental(
+                    &encode::packet(s, T0, &[encode::book(46, V, T0, 0, &c, 0)]),
+                    T0,
+                )
+                .unwrap();
+            }
+        }
+        let room: usize = (1..=waiting)
+            .map(|id| f.find(&format!("#{id}")).unwrap().instrument.pending_room())
+            .sum();
+        assert!(room <= 64 * waiting as usize, "{room}");
+    }
+
     /// A gap given up unverifies every instrument; once all are, the next
     /// goes over (and republishes) only those verified again since.
     #[test]

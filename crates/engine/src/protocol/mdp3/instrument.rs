@@ -219,6 +219,13 @@ impl Pending {
             self.retain(|p| !below(p));
             self.push(top);
         }
+        // The room the positions folded took is given back (an event never
+        // ended, on instrument after instrument, would otherwise leave each
+        // holding its peak).
+        let len = self.more.len();
+        if self.more.capacity() > 4 * len + 2 * FOLD_AT {
+            self.more.shrink_to(2 * len + FOLD_AT);
+        }
         self.folded = self.more.len() as u32;
     }
 
@@ -363,6 +370,12 @@ impl Instrument {
     #[cfg(test)]
     pub(super) fn pending_positions(&self) -> usize {
         usize::from(self.pending.head.is_some()) + self.pending.more.len()
+    }
+
+    /// Positions the pending changes have room for past the first.
+    #[cfg(test)]
+    pub(super) fn pending_room(&self) -> usize {
+        self.pending.more.capacity()
     }
 
     /// TransactTime of the last applied entry.
