@@ -236,9 +236,10 @@ pub struct Feed {
     /// most one per instrument, grown amortised to the most pending at
     /// once, its capacity kept when it empties.
     dirty: Vec<u32>,
-    /// An end of event came in this datagram while a packet was missing:
-    /// `dirty` is then examined once, at the datagram's end, and an
-    /// instrument in it before its next entry if one came since, not at every end (see
+    /// An end of event came in this datagram while a packet was missing,
+    /// or in a datagram that filled a gap: `dirty` is then examined once,
+    /// at the datagram's end, and an instrument in it before its next
+    /// entry if one came since, not at every end (see
     /// [`cover`](Self::cover)).
     deferred: bool,
     /// Instruments with changes waiting that no end of event still to
@@ -830,8 +831,9 @@ impl Feed {
     /// last entry, before its next (its changes are covered all together
     /// or not at all; with no end since, the contract has not looked). With no
     /// packet missing this runs at each end of event (usually over one
-    /// instrument or none); with one missing, instruments may wait in
-    /// numbers, and it runs once at the datagram's end
+    /// instrument or none); with one missing, or in a datagram that filled
+    /// one (the instruments that waited past it are all listed again),
+    /// instruments may wait in numbers, and it runs once at the datagram's end
     /// ([`deferred`](Self::deferred), [`examine`]), so a
     /// datagram costs what waits once, not once per end of event.
     #[inline]
@@ -1101,7 +1103,9 @@ impl Feed {
             };
             if mei.is_some_and(|e| e.end_of_event()) {
                 self.ends.push(at, &self.seq);
-                if self.seq.gaps_open() != 0 {
+                // A datagram that fills a gap defers too: it may end the
+                // events of instruments waiting in numbers past the gap.
+                if fill || self.seq.gaps_open() != 0 {
                     self.deferred = true;
                     self.deferred_ends = self.deferred_ends.wrapping_add(1);
                 } else if !self.dirty.is_empty() {
@@ -1222,7 +1226,7 @@ impl Feed {
         }
         self.touched.one(i);
         let max = self.settings.max_cached;
-        if self.seq.gaps_open() != 0 {
+        if self.deferred || self.seq.gaps_open() != 0 {
             self.look_if_due(i);
         }
         let inst = &mut self.entries[i as usize].instrument;
@@ -1387,7 +1391,7 @@ impl Feed {
             // New: made (or refused) by `on_entry`.
             return false;
         };
-        if self.seq.gaps_open() != 0 {
+        if self.deferred || self.seq.gaps_open() != 0 {
             self.look_if_due(i);
         }
         self.touched.one(i);
@@ -1931,8 +1935,8 @@ pub struct Shown {
 /// `#` and the decimal SecurityID `id`, as a check names an instrument,
 /// written into `buf` (no allocation).
 impl Feed {
-    /// Before an entry of instrument `i` while a packet is missing: with
-    /// coverage deferred, it is looked at as the last end of event would
+    /// Before an entry of instrument `i` while a packet is missing or once
+    /// coverage was deferred in this datagram: with coverage deferred, it is looked at as the last end of event would
     /// have, if one came since its last entry and it has changes waiting
     /// ([`examine`]); its [`Entry::changed`] then says none came since.
     #[cold]
@@ -2851,6 +2855,96 @@ mod tests {
         f.on_incremental(&book(1401, true, &[last]), T0).unwrap();
         assert_eq!((positions(&f), top(&f, "ESZ6")), (0, (Some(99), None)));
         assert_eq!(top(&f, "NQZ6"), (Some(50), None));
+    }
+
+    /// A fill closing the last gap, of many ends, over many instruments
+    /// waiting past it: they are examined once, not once per end.
+    #[test]
+    fn a_fill_of_many_ends_examines_the_waiting_once() {
+        let mut f = feed();
+        let (waiting, ends) = (2_000u32, 300u32);
+        f.on_incremental(&book(1, true, &[]), T0).unwrap();
+        // 2 missing; 3 changes every instrument, its event unfinished.
+        let bids = bids_from_one(waiting as i32);
+        let changes: Vec<_> = bids
+            .chunks(250)
+            .map(|c| encode::book(46, V, T0, 0, c, 0))
+            .collect();
+        f.on_incremental(&encode::packet(3, T0, &changes), T0)
+            .unwrap();
+        assert_eq!(f.dirty.len(), waiting as usize);
+        let end = encode::book(46, V, T0, EOE, &[], 0);
+        let before = f.examined;
+        let p = encode::packet(2, T0, &vec![end.clone(); ends as usize]);
+        f.on_incremental(&p, T0 + 1).unwrap();
+        assert_eq!(f.seq.gaps_open(), 0);
+        let examined = f.examined - before;
+        assert!(examined <= u64::from(waiting), "{examined}");
+        assert_eq!(top(&f, "#1").0, None);
+        f.on_incremental(&book(4, true, &[]), T0 + 2).unwrap();
+        assert_eq!(top(&f, "#1").0, Some(100));
+        assert_eq!(top(&f, &format!("#{waiting}")).0, Some(100));
+    }
+
+    /// Inside a fill closing the last gap, an end covers a change
+    /// made before the gap (via the fill's own end): the contract publishes
+    /// it at that end, before the instrument's next entry pulls in a cached
+    /// change above every end. Needs a look before that next entry.
+    #[test]
+    fn a_fill_end_publishes_before_a_replayed_change() {
+        let mut f = feed();
+        let x = |r, p| bid(9, r, 1, UpdateAction::Change, p);
+        let one = [
+            encode::book(46, V, T0, EOE, &[bid(9, 1, 1, UpdateAction::New, 100)], 0),
+            encode::book(46, V, T0, 0, &[x(2, 102)], 0),
+        ];
+        f.on_incremental(&encode::packet(1, T0, &one), T0).unwrap();
+        assert_eq!(top(&f, "#9").0, Some(100));
+        // 2 missing; 3: an end, then RptSeq 4 (cached, 3 is in 2).
+        let three = [
+            encode::book(46, V, T0, EOE, &[], 0),
+            encode::book(46, V, T0, 0, &[x(4, 104)], 0),
+        ];
+        f.on_incremental(&encode::packet(3, T0, &three), T0 + 1)
+            .unwrap();
+        assert_eq!(top(&f, "#9").0, Some(100));
+        // The fill: an end at (2,0) covers (1,1) (102 visible there), then
+        // RptSeq 3 at (2,1) and 4 replayed at (3,1), above every end.
+        let two = [
+            encode::book(46, V, T0, EOE, &[], 0),
+            encode::book(46, V, T0, 0, &[x(3, 103)], 0),
+        ];
+        f.on_incremental(&encode::packet(2, T0, &two), T0 + 2)
+            .unwrap();
+        assert_eq!(f.seq.gaps_open(), 0);
+        assert_eq!(top(&f, "#9").0, Some(102));
+    }
+
+    /// A look with no end since the instrument's last entry is
+    /// not the contract's: (2,1) is covered by (3,0), an end of a later
+    /// packet, but the contract looks only at the fill's end, when (3,1)
+    /// (replayed) is not covered.
+    #[test]
+    fn no_look_without_an_end_since_the_last_entry() {
+        let mut f = feed();
+        let x = |r, p| bid(9, r, 1, UpdateAction::Change, p);
+        f.on_incremental(&book(1, true, &[bid(9, 1, 1, UpdateAction::New, 100)]), T0)
+            .unwrap();
+        let three = [
+            encode::book(46, V, T0, EOE, &[], 0),
+            encode::book(46, V, T0, 0, &[x(4, 104)], 0),
+        ];
+        f.on_incremental(&encode::packet(3, T0, &three), T0 + 1)
+            .unwrap();
+        let two = [
+            encode::book(46, V, T0, EOE, &[], 0),
+            encode::book(46, V, T0, 0, &[x(2, 102)], 0),
+            encode::book(46, V, T0, 0, &[x(3, 103)], 0),
+        ];
+        f.on_incremental(&encode::packet(2, T0, &two), T0 + 2)
+            .unwrap();
+        assert_eq!(f.seq.gaps_open(), 0);
+        assert_eq!(top(&f, "#9").0, Some(100));
     }
 
     /// Instruments left with a change whose event never ends (no gap
