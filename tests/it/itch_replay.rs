@@ -688,6 +688,44 @@ fn a_binary_file_replay_ignores_the_configured_clock_offset() {
     );
 }
 
+/// A BinaryFILE record stamped an hour ahead of those after it: each of
+/// those is a step back in time, counted and warned about as a capture's
+/// datagrams out of order are (checks between answered from the state at
+/// the forward stamp).
+#[test]
+fn a_binary_file_out_of_time_order_is_counted_and_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = std::fs::read(itch_fixtures().join("session.itch")).unwrap();
+    // Record 700: a 2-byte length, then the message, its timestamp 48
+    // bits at bytes 5..11.
+    let mut at = 0;
+    for _ in 0..700 {
+        at += 2 + usize::from(u16::from_be_bytes([file[at], file[at + 1]]));
+    }
+    let ts = &mut file[at + 2 + 5..at + 2 + 11];
+    let mut raw = [0u8; 8];
+    raw[2..].copy_from_slice(ts);
+    let later = u64::from_be_bytes(raw) + 3_600_000_000_000;
+    ts.copy_from_slice(&later.to_be_bytes()[2..]);
+    let path = dir.path().join("ahead.itch");
+    std::fs::write(&path, &file).unwrap();
+    let (code, _, stderr, summary) = replay_itch(
+        path.to_str().unwrap(),
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("time steps back"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
+    let steps = json["capture"]["time_steps_back"].as_u64().unwrap_or(0);
+    assert!(steps > 0, "{json}");
+    // The file as committed steps back nowhere.
+    let (_, _, stderr, _) = replay_itch(
+        "session.itch",
+        &["--feed", "nasdaq", "--date", "2026-01-05"],
+    );
+    assert!(!stderr.contains("time steps back"), "{stderr}");
+}
+
 /// The committed BinaryFILE session cut 3 bytes short (its last record
 /// truncated), written in `dir`; and the whole file's bytes.
 fn cut_session(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {

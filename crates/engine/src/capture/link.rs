@@ -77,7 +77,7 @@ pub enum Parsed<'a> {
     },
     /// IPv4 carrying another protocol than UDP or TCP.
     NotUdp,
-    /// A UDP/IPv4 fragment (MF set or fragment offset != 0); fragments are not reassembled.
+    /// A UDP or TCP over IPv4 fragment (MF set or fragment offset != 0); fragments are not reassembled.
     Fragment,
     /// Inconsistent headers: IHL < 5, total length < header length, bad UDP length, ...
     Malformed,

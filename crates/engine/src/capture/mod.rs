@@ -57,7 +57,7 @@ pub struct CaptureStats {
     pub not_ipv4: u64,
     /// IPv4 but neither UDP nor TCP.
     pub not_udp: u64,
-    /// UDP/IPv4 fragments (MF set or offset != 0): not reassembled.
+    /// UDP or TCP over IPv4 fragments (MF set or offset != 0): not reassembled.
     pub ip_fragments: u64,
     /// Bad IHL, total length, UDP length < 8 or past the IP payload, ...
     pub malformed: u64,

@@ -276,6 +276,10 @@ pub fn replay_file_until(
         // The file's records are the input's: the capture object counts
         // them as a capture's (a file has no datagrams).
         summary.capture.reader.records = s.messages;
+        // And those out of time order, as a capture's (warned about).
+        let (steps, largest) = it.file_steps_back();
+        summary.capture.time_steps_back = steps;
+        summary.capture.largest_step_back_ns = largest;
     }
     let input_error = error.map(|error| InputError::File {
         format: "BinaryFILE",

@@ -844,6 +844,10 @@ pub struct Feed {
     /// A BinaryFILE's first valid record's raw timestamp within the day,
     /// and the latest such (ns since midnight): the time it spans.
     file_span: Option<(u64, u64)>,
+    /// A BinaryFILE's latest valid record's raw timestamp so far, and the
+    /// records stamped before it (each applied at its stamp: checks
+    /// between answered from the state then) with the largest step, ns.
+    file_order: (u64, u64, u64),
 }
 
 impl Feed {
@@ -856,6 +860,7 @@ impl Feed {
             last_alive: None,
             watermark: None,
             file_span: None,
+            file_order: (0, 0, 0),
             heartbeat_at: None,
             lines: LineCheck::default(),
             closed_awaiting: false,
@@ -1138,6 +1143,13 @@ impl Feed {
     pub fn file_span(&self) -> Option<(u64, u64)> {
         self.file_span
             .map(|(first, last)| (self.source_time(first), self.source_time(last)))
+    }
+
+    /// A BinaryFILE's valid records stamped before one applied earlier,
+    /// and the largest such step back, ns (a replay counts and tells them
+    /// as a capture's datagrams out of time order).
+    pub fn file_steps_back(&self) -> (u64, u64) {
+        (self.file_order.1, self.file_order.2)
     }
 
     /// Record `index` (0-based) of a BinaryFILE (spec §5): sequence
@@ -1604,6 +1616,12 @@ impl FileBatch<'_> {
     /// Applies valid record `index`, whose raw timestamp is `ts`.
     #[inline(always)]
     fn apply(&mut self, index: u64, record: &[u8], ts: u64) {
+        let order = &mut self.feed.file_order;
+        if ts < order.0 {
+            order.1 += 1;
+            order.2 = order.2.max(order.0 - ts);
+        }
+        order.0 = order.0.max(ts);
         self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
