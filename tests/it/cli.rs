@@ -628,7 +628,11 @@ fn truncated_capture_replays_what_it_can_then_fails() {
     let checks = write(
         dir.path(),
         "k.csv",
-        &format!("time_ns,feed,symbol\n{},lp1,EURUSD\n", t + 100 * MS),
+        &format!(
+            "time_ns,feed,symbol\n{},lp1,EURUSD\n{},lp1,EURUSD\n",
+            t + 100 * MS,
+            t + 5 * MS
+        ),
     );
     let run = replay(&cap, &cfg, Some(&checks));
     assert_eq!(run.code, 2);
@@ -638,7 +642,11 @@ fn truncated_capture_replays_what_it_can_then_fails() {
         "{}",
         run.stderr
     );
-    assert_eq!(run.stdout.lines().count(), 1, "checks still answered");
+    assert_eq!(run.stdout.lines().count(), 2, "checks still answered");
+    // The one later than the break says so; the one before it does not.
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].ends_with(",\"past_break\":true}"), "{}", lines[0]);
+    assert!(!lines[1].contains("past_break"), "{}", lines[1]);
     let s: serde_json::Value =
         serde_json::from_str(&run.summary.expect("summary still written")).unwrap();
     assert_eq!(s["feeds"]["lp1"]["symbols"]["EURUSD"]["last_seq"], 19);

@@ -837,8 +837,25 @@ fn a_truncated_binary_file_is_replayed_up_to_the_break() {
         &["--feed", "nasdaq", "--date", "2026-01-05"],
     );
     assert_eq!(clean_code, 0, "{stderr}");
+    // The checks later than the last record read are marked: answered
+    // from the state at the break, what came after it unread.
+    let mut r = BinFile::open(&clean).unwrap();
+    let mut read_ns = 0;
+    while let Some((_, rec)) = r.next_record().unwrap() {
+        let ts = u64::from_be_bytes([0, 0, rec[5], rec[6], rec[7], rec[8], rec[9], rec[10]]);
+        read_ns = read_ns.max(T0 - OPEN + ts);
+    }
+    let marked = ",\"past_break\":true}";
+    for (line, check) in lines.iter().zip(&checks) {
+        assert_eq!(
+            line.ends_with(marked),
+            check.time_ns > read_ns,
+            "{line} (last record read at {read_ns})"
+        );
+    }
+    assert!(lines.iter().any(|l| l.ends_with(marked)));
     assert!(
-        stdout == clean_stdout,
+        stdout.replace(marked, "}") == clean_stdout,
         "results differ from the file without the cut record"
     );
     let s: serde_json::Value = serde_json::from_str(&summary.expect("summary written")).unwrap();

@@ -226,6 +226,18 @@ pub struct Answer {
     pub reasons: Reasons,
     /// What the check's line adds, for a protocol that adds anything.
     pub detail: Option<CheckDetail>,
+    /// The input broke before the check's time: answered from the state
+    /// at the break, what came after it unread (its line says so).
+    pub past_break: bool,
+}
+
+/// Marks the answers of `checks` later than `last` (the latest arrival read
+/// before the input broke; `None`: nothing read) as
+/// [`past_break`](Answer::past_break).
+fn mark_past_break(answers: &mut [Answer], checks: &[Check], last: Option<u64>) {
+    for (a, c) in answers.iter_mut().zip(checks) {
+        a.past_break = last.is_none_or(|l| c.time_ns > l);
+    }
 }
 
 /// What a replay produced.
@@ -686,6 +698,7 @@ impl<'a> Pending<'a> {
                 Answer {
                     reasons: Reasons::NO_QUOTE,
                     detail: None,
+                    past_break: false,
                 };
                 checks.len()
             ],
@@ -765,7 +778,11 @@ impl<'a> Pending<'a> {
             _ => handler.verdict_named(feed, name, at),
         };
         let detail = handler.detail(feed, name);
-        self.answers[i] = Answer { reasons, detail };
+        self.answers[i] = Answer {
+            reasons,
+            detail,
+            past_break: false,
+        };
     }
 
     /// Answers the rest (after the input's end) and returns every answer,
@@ -888,7 +905,10 @@ pub fn replay_until(
             });
         }
     });
-    let answers = pending.finish(&mut handler, observer);
+    let mut answers = pending.finish(&mut handler, observer);
+    if result.is_err() {
+        mark_past_break(&mut answers, checks, span_ns.map(|(_, last)| last));
+    }
     let mut summary = wind_up(
         &mut handler,
         until,
@@ -1221,6 +1241,10 @@ pub fn answer_json(check: &Check, answer: Answer) -> String {
         }
         json.push('}');
     }
+    if answer.past_break {
+        json.pop();
+        json.push_str(",\"past_break\":true}");
+    }
     json
 }
 
@@ -1432,6 +1456,7 @@ recovery_listen = "{listen}"
                 Answer {
                     reasons: Reasons::STALE | Reasons::SUSPECT,
                     detail: None,
+                    past_break: false,
                 }
             ),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":false,"reasons":["stale","suspect"]}"#
@@ -1442,9 +1467,21 @@ recovery_listen = "{listen}"
                 Answer {
                     reasons: Reasons::empty(),
                     detail: None,
+                    past_break: false,
                 }
             ),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[]}"#
+        );
+        assert_eq!(
+            answer_json(
+                &c,
+                Answer {
+                    reasons: Reasons::empty(),
+                    detail: None,
+                    past_break: true,
+                }
+            ),
+            r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[],"past_break":true}"#
         );
     }
 
@@ -1466,6 +1503,7 @@ recovery_listen = "{listen}"
                 bid,
                 ask,
             }),
+            past_break: false,
         };
         assert_eq!(
             answer_json(&c, detail(Some(42), Some(9_007_199_254_740_993), None)),
