@@ -437,7 +437,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &mut x,
         );
         let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
-        warn_at_after_end(&args, x.last_arrival());
+        warn_at_after_end(&args, x.last_arrival(), &outcome);
         let text = match (args.at, outcome.answers.last()) {
             (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
             _ => x.explanation(args.explain_all),
@@ -487,7 +487,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     };
     let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
     if let Some(f) = &forensics {
-        warn_at_after_end(&args, f.last_arrival());
+        warn_at_after_end(&args, f.last_arrival(), &outcome);
     }
 
     let shown = (|| -> Result<()> {
@@ -618,7 +618,7 @@ fn finish_itch_explain(
     x: &tickguard::explain::itch::ItchExplain,
     outcome: tickguard::replay::Outcome,
 ) -> Result<()> {
-    warn_at_after_end(args, x.last_arrival());
+    warn_at_after_end(args, x.last_arrival(), &outcome);
     let text = match (args.at, outcome.answers.last()) {
         (Some(at), Some(answer)) => x.answer_at(at, answer.reasons),
         _ => x.explanation(args.explain_all),
@@ -634,10 +634,18 @@ fn clear_progress(bar: &Option<indicatif::ProgressBar>) {
 }
 
 /// Warns when `--at` is after the input's last arrival (or there was none).
-fn warn_at_after_end(args: &ReplayArgs, last: Option<u64>) {
+fn warn_at_after_end(args: &ReplayArgs, last: Option<u64>, outcome: &tickguard::replay::Outcome) {
     let Some(at) = args.at else {
         return;
     };
+    // The --at check is the last one asked.
+    if outcome.answers.last().is_some_and(|a| a.past_break) {
+        warn(&format!(
+            "--at {} is past the input's break: the answer is from the state at the break, what came after it unread",
+            tickguard::explain::iso(at)
+        ));
+        return;
+    }
     match last {
         Some(last) if at > last => warn(&format!(
             "--at {} is {:.3} ms after the capture's last datagram ({}): the answer assumes nothing arrived after it",

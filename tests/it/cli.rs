@@ -652,6 +652,57 @@ fn truncated_capture_replays_what_it_can_then_fails() {
     assert_eq!(s["feeds"]["lp1"]["symbols"]["EURUSD"]["last_seq"], 19);
 }
 
+/// In a capture whose feeds are not in time order with each other (one
+/// feed's datagrams, then the other's), a break leaves unread what each
+/// feed had after its own latest datagram read: a check on the second
+/// feed before the first feed's last datagram, but after its own, is
+/// marked too.
+#[test]
+fn past_the_break_is_per_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let mut packets: Vec<_> = (1..=20)
+        .map(|i| {
+            (
+                t + i * 100 * MS,
+                "239.1.1.1:30001",
+                quote(i, t + i * 100 * MS),
+            )
+        })
+        .collect();
+    packets.extend((1..=20).map(|i| (t + i * MS, "239.1.1.9:30009", quote(i, t + i * MS))));
+    let cap = small_capture(dir.path(), &packets);
+    let bytes = std::fs::read(&cap).unwrap();
+    std::fs::write(&cap, &bytes[..bytes.len() - 30]).unwrap();
+    let cfg = write(
+        dir.path(),
+        "c.toml",
+        &format!(
+            "{SMALL_CONFIG}[[feed]]\nname = \"lp2\"\nkind = \"full\"\nlines = [\"239.1.1.9:30009\"]\nstale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n"
+        ),
+    );
+    // lp2's last datagram read is at 19 ms (the one at 20 ms cut); lp1's
+    // last at 2 s.
+    let checks = write(
+        dir.path(),
+        "k.csv",
+        &format!(
+            "time_ns,feed,symbol\n{},lp2,EURUSD\n{},lp2,EURUSD\n{},lp1,EURUSD\n",
+            t + 10 * MS,
+            t + 500 * MS,
+            t + 1_500 * MS
+        ),
+    );
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let marked: Vec<bool> = run
+        .stdout
+        .lines()
+        .map(|l| l.ends_with(",\"past_break\":true}"))
+        .collect();
+    assert_eq!(marked, [false, true, false], "{}", run.stdout);
+}
+
 #[test]
 fn bad_packets_inside_a_capture_are_counted_not_fatal() {
     let dir = tempfile::tempdir().unwrap();

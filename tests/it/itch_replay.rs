@@ -714,7 +714,11 @@ fn a_binary_file_out_of_time_order_is_counted_and_warned_about() {
         &["--feed", "nasdaq", "--date", "2026-01-05"],
     );
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("time steps back"), "{stderr}");
+    assert!(
+        stderr.contains("the file's record stamps step back"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("reordercap"), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&summary.unwrap()).unwrap();
     let steps = json["capture"]["time_steps_back"].as_u64().unwrap_or(0);
     assert!(steps > 0, "{json}");
@@ -723,7 +727,7 @@ fn a_binary_file_out_of_time_order_is_counted_and_warned_about() {
         "session.itch",
         &["--feed", "nasdaq", "--date", "2026-01-05"],
     );
-    assert!(!stderr.contains("time steps back"), "{stderr}");
+    assert!(!stderr.contains("step back"), "{stderr}");
 }
 
 /// The committed BinaryFILE session cut 3 bytes short (its last record
@@ -772,6 +776,34 @@ fn a_reader_that_stops_early_loses_neither_the_break_nor_the_summary() {
             serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
         assert!(json.get("feeds").is_some(), "{json}");
     }
+}
+
+/// `--explain --at` past the break of a broken BinaryFILE says the answer
+/// is from the state at the break, not that nothing arrived after it.
+#[test]
+fn explain_at_past_a_break_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cut, _) = cut_session(dir.path());
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(&cut)
+        .arg("--config")
+        .arg(itch_fixtures().join("config.toml"))
+        .args(["--feed", "nasdaq", "--date", "2026-01-05", "--no-progress"])
+        .args([
+            "--explain",
+            "nasdaq",
+            "AAPL",
+            "--at",
+            "2026-01-05T20:00:00Z",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is past the input's break"), "{stderr}");
+    assert!(!stderr.contains("assumes nothing arrived"), "{stderr}");
 }
 
 /// "A truncated last record makes the file unreadable: results so far are

@@ -270,7 +270,7 @@ pub fn replay_file_until(
             .engine()
             .itch()
             .and_then(|it| it.file_latest());
-        super::mark_past_break(&mut answers, checks, last);
+        super::mark_past_break(&mut answers, checks, |_| last);
     }
     let mut summary = super::wind_up(&mut handler, until, observer, CaptureStats::default(), 0);
     if let (Some(FeedSummary::Itch50(s)), Some(it)) = (

@@ -231,12 +231,13 @@ pub struct Answer {
     pub past_break: bool,
 }
 
-/// Marks the answers of `checks` later than `last` (the latest arrival read
-/// before the input broke; `None`: nothing read) as
-/// [`past_break`](Answer::past_break).
-fn mark_past_break(answers: &mut [Answer], checks: &[Check], last: Option<u64>) {
+/// Marks the answers of `checks` at or after `last(check)` (the latest
+/// arrival of the check's feed read before the input broke; `None`: none
+/// read) as [`past_break`](Answer::past_break): at that very time too,
+/// since a datagram of the same stamp may be among those unread.
+fn mark_past_break(answers: &mut [Answer], checks: &[Check], last: impl Fn(&Check) -> Option<u64>) {
     for (a, c) in answers.iter_mut().zip(checks) {
-        a.past_break = last.is_none_or(|l| c.time_ns > l);
+        a.past_break = last(c).is_none_or(|l| c.time_ns >= l);
     }
 }
 
@@ -857,6 +858,8 @@ pub fn replay_until(
     let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
+    // Each feed's latest arrival read (what a break leaves unread of it).
+    let mut latest = vec![None::<u64>; config.feeds.len()];
 
     let result = capture.for_each(|d: &Datagram<'_>| {
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
@@ -866,6 +869,8 @@ pub fn replay_until(
         if let Some(tcp) = d.tcp {
             // A snapshot connection's segment: its feed puts it together.
             if let Some((feed, local, from_server)) = router.route_segment(d.src, d.dst) {
+                let l = &mut latest[feed as usize];
+                *l = Some(l.map_or(d.time_ns, |l| l.max(d.time_ns)));
                 pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
                 let segment = Segment {
                     local,
@@ -883,6 +888,8 @@ pub fn replay_until(
         let route = router.route_from(d.src, d.dst);
         let feed = route.ok().flatten().map(|(feed, _)| feed);
         if let Some(feed) = feed {
+            let l = &mut latest[feed as usize];
+            *l = Some(l.map_or(d.time_ns, |l| l.max(d.time_ns)));
             pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
         }
         observer.before(&mut handler, feed, d);
@@ -907,7 +914,9 @@ pub fn replay_until(
     });
     let mut answers = pending.finish(&mut handler, observer);
     if result.is_err() {
-        mark_past_break(&mut answers, checks, span_ns.map(|(_, last)| last));
+        mark_past_break(&mut answers, checks, |c| {
+            config.feed_id(&c.feed).and_then(|f| latest[f as usize])
+        });
     }
     let mut summary = wind_up(
         &mut handler,
@@ -1072,14 +1081,23 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             true => format!("{:.3} ms", step / 1e6),
             false => format!("{:.3} s", step / 1e9),
         };
-        lines.push(format!(
-            "the capture's time steps back at {} of the records its feeds took (by up to {step}): \
-             each was applied at its own stamp, after what the file put before it, and checks are \
-             answered in the file's order of their feed's records; if that is not the order they \
-             arrived in (a feed's lines captured on several interfaces, `mergecap -a`), sort it \
-             first (`reordercap`)",
-            c.time_steps_back
-        ));
+        lines.push(match file {
+            // Its order is its sequence: nothing to sort.
+            true => format!(
+                "the file's record stamps step back at {} of its records (by up to {step}): each \
+                 was applied in the file's order, its sequence, and checks between are answered \
+                 from the state at the first record stamped later than them",
+                c.time_steps_back
+            ),
+            false => format!(
+                "the capture's time steps back at {} of the records its feeds took (by up to {step}): \
+                 each was applied at its own stamp, after what the file put before it, and checks are \
+                 answered in the file's order of their feed's records; if that is not the order they \
+                 arrived in (a feed's lines captured on several interfaces, `mergecap -a`), sort it \
+                 first (`reordercap`)",
+                c.time_steps_back
+            ),
+        });
     }
     if c.wrong_source > 0 {
         lines.push(format!(

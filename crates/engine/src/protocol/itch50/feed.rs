@@ -1155,8 +1155,7 @@ impl Feed {
     /// The latest source time of a BinaryFILE's valid records so far, ns
     /// since the Unix epoch; `None` before any.
     pub fn file_latest(&self) -> Option<u64> {
-        self.file_span
-            .is_some()
+        (self.file_span.is_some() || self.file_order.0 > 0)
             .then(|| self.source_time(self.file_order.0))
     }
 
