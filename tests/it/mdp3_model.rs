@@ -34,6 +34,9 @@
 //!   the definition had.
 //! - A definition without a positive MarketDepth for `GBX` (`GBI`) sets the
 //!   default depth; the last entry of a type wins.
+//! - A definition that makes a book deeper than it was kept, after entries
+//!   (RptSeq past 0), leaves the instrument without a baseline: the levels
+//!   it never held are unknown until a snapshot.
 //! - A snapshot's entry with a null size sets a level of size 0.
 //!
 //! And its own readings of the text (the implementation's too, since the
@@ -1144,6 +1147,17 @@ impl Model {
         };
         let (dd, di) = (self.depth, self.implied_depth);
         let i = self.inst(d.id);
+        // Deeper than the book was kept, after entries: the levels it
+        // never held are unknown, so no baseline until a snapshot.
+        let (nd, ni) = (
+            usize::from(depth.unwrap_or(dd)),
+            usize::from(implied.unwrap_or(di)),
+        );
+        if (nd > i.working.bid.len() || ni > i.working.implied_bid.len())
+            && i.rpt_seq.is_some_and(|r| r > 0)
+        {
+            i.rpt_seq = None;
+        }
         i.working.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
         i.visible.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
         let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();

@@ -2947,6 +2947,41 @@ mod tests {
         assert_eq!(top(&f, "#9").0, Some(100));
     }
 
+    /// A definition that makes a book deeper than it was kept, after its
+    /// entries: the levels it never held are unknown (a Delete would
+    /// shift an empty one up where the venue has a price), so the
+    /// instrument is suspect until a snapshot fills it.
+    #[test]
+    fn a_definition_deeper_than_the_book_was_kept_waits_for_a_snapshot() {
+        use UpdateAction::{Delete, New};
+        let mut f = Feed::new(Settings {
+            default_depth: 2,
+            ..settings()
+        });
+        let first = [
+            bid(7, 1, 1, New, 100),
+            bid(7, 2, 2, New, 99),
+            bid(7, 3, 3, New, 98),
+            offer(7, 4, 101),
+        ];
+        f.on_incremental(&book(1, true, &first), T0).unwrap();
+        assert_eq!(f.verdict("#7", TH, T0), Reasons::empty());
+        define(&mut f, 7, "ESZ6", 10);
+        assert!(f.verdict("ESZ6", TH, T0).contains(Reasons::SUSPECT));
+        let deletes = [bid(7, 5, 1, Delete, 0), bid(7, 6, 1, Delete, 0)];
+        f.on_incremental(&book(2, true, &deletes), T0 + MS).unwrap();
+        assert!(
+            f.verdict("ESZ6", TH, T0 + MS).contains(Reasons::SUSPECT),
+            "never ok on levels it never held"
+        );
+        // The same depth again, or a shallower one, changes nothing.
+        let mut g = Feed::new(settings());
+        g.on_incremental(&book(1, true, &first), T0).unwrap();
+        define(&mut g, 7, "ESZ6", 10);
+        define(&mut g, 7, "ESZ6", 5);
+        assert_eq!(g.verdict("ESZ6", TH, T0), Reasons::empty());
+    }
+
     /// Instruments left with a change whose event never ends (no gap
     /// open) are gone over by the fold of pending positions as entries
     /// come, not once a datagram: a flood of heartbeats after them costs

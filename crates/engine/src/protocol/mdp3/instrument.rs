@@ -35,7 +35,7 @@
 //! a fill or a give-up lets a later end of event publish them. A snapshot
 //! replaces the books, visible at once, and drops what was pending.
 
-use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update};
+use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update, MAX_DEPTH};
 use super::rptseq::{Next, RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
@@ -563,6 +563,16 @@ impl Instrument {
         // nothing, and an unfinished event keeps recording its changes.
         if self.books.has_depths(depth, implied_depth) {
             return;
+        }
+        // A book kept shallower than the venue's lost the levels below it:
+        // once deeper, a Delete would shift an empty level up where the
+        // venue has a price. With entries applied, no baseline until a
+        // snapshot fills it (suspect).
+        let books = &self.books;
+        let deeper = depth.min(MAX_DEPTH) > books.outright.bid.depth()
+            || implied_depth.min(MAX_DEPTH) > books.implied.bid.depth();
+        if deeper && self.seq.rpt_seq().is_some_and(|r| r > 0) {
+            self.seq.forget_baseline();
         }
         self.undo.set_depths(&self.books, log, depth, implied_depth);
         self.books.set_depths(depth, implied_depth);
