@@ -113,6 +113,8 @@ struct Seen {
     /// The instrument, once the name resolves.
     id: Option<i32>,
     symbol: Option<String>,
+    /// Its definition's SecurityGroup and Asset (its group statuses').
+    group: Option<(String, String)>,
     depths: (u8, u8),
     rpt_seq: Option<u32>,
     suspect: bool,
@@ -150,6 +152,10 @@ impl Seen {
                 |l: Option<crate::protocol::mdp3::book::Level>| l.map(|l| (l.price, l.size));
             s.id = Some(e.security_id);
             s.symbol = e.definition.as_ref().map(|d| d.symbol.clone());
+            s.group = e
+                .definition
+                .as_ref()
+                .map(|d| (d.group.clone(), d.asset.clone()));
             s.depths = (book.bid.depth(), books.implied.bid.depth());
             s.rpt_seq = seq.rpt_seq();
             s.suspect = seq.suspect();
@@ -176,12 +182,15 @@ struct Said {
     end_of_event: bool,
     /// A snapshot of the instrument: (RptSeq, LastMsgSeqNumProcessed).
     snapshot: Option<(u32, u32)>,
-    /// A SecurityStatus naming it (true) or a group (false).
+    /// A SecurityStatus naming it (true) or its SecurityGroup or Asset
+    /// (false).
     status: Option<bool>,
 }
 
 impl Said {
-    fn read(payload: &[u8], id: Option<i32>) -> Said {
+    /// What `payload` said of instrument `id`, of SecurityGroup and Asset
+    /// `group` (its definition's).
+    fn read(payload: &[u8], id: Option<i32>, group: Option<&(String, String)>) -> Said {
         let mut said = Said::default();
         let Ok(packet) = Packet::new_checked(payload) else {
             return said;
@@ -199,7 +208,16 @@ impl Said {
                 }
                 Body::SecurityStatus(st) => match st.security_id() {
                     Some(x) if Some(x) == id => said.status = Some(true),
-                    None => said.status = said.status.or(Some(false)),
+                    None if group.is_some_and(|(g, a)| {
+                        let is = |field: &[u8], its: &str| {
+                            let f = crate::protocol::mdp3::template::trim(field);
+                            !f.is_empty() && f == its.as_bytes()
+                        };
+                        is(st.security_group(), g) || is(st.asset(), a)
+                    }) =>
+                    {
+                        said.status = said.status.or(Some(false))
+                    }
                     _ => {}
                 },
                 _ => {}
@@ -529,7 +547,11 @@ impl Mdp3Explain {
 fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     let mut v = Vec::new();
     if b.channel_resets > a.channel_resets {
-        v.push("ChannelReset: every book, status and cache of the channel emptied, RptSeq restarts at 1".into());
+        v.push(match b.rpt_seq {
+            // Late: packets after it were processed before it.
+            None if b.id.is_some() => "ChannelReset come late (in a packet filling a gap, after packets that follow it were processed): every book and cache of the channel emptied, the statuses sent before it emptied (those after it kept), no instrument trusted until its snapshot".into(),
+            _ => "ChannelReset: every book, status and cache of the channel emptied, RptSeq restarts at 1".into(),
+        });
     }
     if b.resets_inferred > a.resets_inferred {
         v.push("ChannelReset inferred (RptSeq went back in the newest packet, or the snapshots applied were taken past the first packet): every book and cache of the channel emptied, the statuses before it void if trading (all emptied before the first packet), no instrument trusted until its snapshot or RptSeq 1".into());
@@ -583,6 +605,11 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     }
     if b.symbol != a.symbol || (b.depths != a.depths && a.id.is_some()) {
         if let Some(sym) = &b.symbol {
+            let sym = match sym.is_empty() {
+                // Refused (a `#` first, or a byte no Symbol has).
+                true => "none usable".to_string(),
+                false => sym.clone(),
+            };
             v.push(format!(
                 "definition: Symbol {sym}, depth {} outright, {} implied",
                 b.depths.0, b.depths.1
@@ -682,10 +709,13 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         v.push(format!("book {how}: {}", top_text(b.top)));
     }
     if b.status != a.status {
+        let emptied = b.emptied > a.emptied || b.resets_inferred > a.resets_inferred;
         let from = match (said.status, said.snapshot.is_some()) {
             (Some(true), _) => " (SecurityStatus of the instrument)",
             (Some(false), _) => " (SecurityStatus of its group)",
             (None, true) => " (from the snapshot)",
+            _ if emptied => " (the statuses emptied: its definition's in force)",
+            _ if b.group != a.group => " (its definition: another group)",
             _ => "",
         };
         v.push(match b.status {
@@ -782,7 +812,7 @@ impl Observer for Mdp3Explain {
                 .map(|e| e.security_id)
         });
         let said = match result {
-            Ok(()) => Said::read(d.payload, id),
+            Ok(()) => Said::read(d.payload, id, self.seen.group.as_ref()),
             Err(_) => Said::default(),
         };
         let trigger = Trigger::Datagram {
@@ -816,6 +846,80 @@ impl Observer for Mdp3Explain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ChannelReset come late says what a late one does: the statuses
+    /// sent after it kept, no instrument trusted until its snapshot.
+    #[test]
+    fn a_late_channel_reset_is_told_as_late() {
+        let a = Seen {
+            id: Some(7),
+            rpt_seq: Some(4),
+            ..Seen::default()
+        };
+        let late = Seen {
+            channel_resets: 1,
+            emptied: 1,
+            rpt_seq: None,
+            ..a.clone()
+        };
+        let lines = events(&a, &late, &Said::default(), Some(9));
+        assert!(lines[0].starts_with("ChannelReset come late"), "{lines:?}");
+        let in_order = Seen {
+            rpt_seq: Some(0),
+            ..late
+        };
+        let lines = events(&a, &in_order, &Said::default(), Some(9));
+        assert!(
+            lines[0].starts_with("ChannelReset: every book"),
+            "{lines:?}"
+        );
+    }
+
+    /// A status in force changed with no SecurityStatus of the instrument
+    /// or its group in the datagram is not laid on another group's.
+    #[test]
+    fn a_status_is_laid_only_on_its_own_groups_security_status() {
+        let group = Some(("ES".to_string(), "ES".to_string()));
+        let a = Seen {
+            id: Some(7),
+            group: group.clone(),
+            status: Some(2),
+            ..Seen::default()
+        };
+        let b = Seen {
+            channel_resets: 1,
+            emptied: 1,
+            status: Some(17),
+            ..a.clone()
+        };
+        let st = |g: &str| {
+            let s = crate::protocol::mdp3::encode::Status {
+                transact_time: 0,
+                security_group: g,
+                asset: g,
+                security_id: None,
+                match_event_indicator: 0x80,
+                trading_status: Some(17),
+            };
+            let v = crate::protocol::mdp3::encode::Shape::new(13);
+            let m = crate::protocol::mdp3::encode::security_status(v, &s);
+            crate::protocol::mdp3::encode::packet(1, 0, &[m])
+        };
+        let other = Said::read(&st("NQ"), Some(7), group.as_ref());
+        let lines = events(&a, &b, &other, Some(1));
+        let status = lines.iter().find(|l| l.starts_with("status")).unwrap();
+        assert!(
+            status.ends_with("(the statuses emptied: its definition's in force)"),
+            "{lines:?}"
+        );
+        let own = Said::read(&st("ES"), Some(7), group.as_ref());
+        let lines = events(&a, &b, &own, Some(1));
+        let status = lines.iter().find(|l| l.starts_with("status")).unwrap();
+        assert!(
+            status.ends_with("(SecurityStatus of its group)"),
+            "{lines:?}"
+        );
+    }
 
     /// A ChannelReset inferred is told, and the book it emptied said to
     /// be emptied by it.
