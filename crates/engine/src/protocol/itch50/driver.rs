@@ -227,6 +227,13 @@ impl Driver {
         }
     }
 
+    /// An operator's request at `t`: a connection is due (at once, or
+    /// `retry` after the last one started), and the feed awaits from its
+    /// start ([`Snapshots::on_start`]).
+    pub fn request(&mut self, t: u64) {
+        self.snapshots.on_trigger(t);
+    }
+
     /// Brings the snapshots up to `now` (live): ends the connection thread
     /// reported are applied, and a connection starts when one is due.
     pub fn poll(&mut self, feed: &mut Feed, now: u64, name: &str) {

@@ -371,14 +371,18 @@ impl FeedEngine for Engine {
 
     /// A snapshot for a feed with `glimpse` and a session, `auto` or not
     /// (glimpse G3.1).
-    fn resync(&mut self, cx: View<'_>, now: u64) -> bool {
+    /// The feed starts awaiting when the connection starts, as a replay
+    /// of the recording starts it at its SYN: what arrives until then is
+    /// applied in both (awaiting from the request, live held it, and the
+    /// replay applied it).
+    fn resync(&mut self, _cx: View<'_>, now: u64) -> bool {
         let Some(d) = &mut self.snapshot else {
             return false;
         };
-        if !self.feed.request_snapshot() {
+        if !self.feed.sequencer().may_request() {
             return false;
         }
-        d.after(&mut self.feed, false, now, &cx.config.name);
+        d.request(now);
         true
     }
 

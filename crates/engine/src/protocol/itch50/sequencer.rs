@@ -396,11 +396,17 @@ impl Sequencer {
         self.triggered.take()
     }
 
+    /// Whether an operator's request would start awaiting now
+    /// ([`request_snapshot`](Self::request_snapshot)).
+    pub fn may_request(&self) -> bool {
+        self.snapshots.is_some() && self.session.is_some() && !self.awaiting
+    }
+
     /// An operator's request for a snapshot (glimpse G3.1): starts
     /// awaiting when snapshots are enabled, the stream has a session and
     /// is not awaiting already. Returns whether it did.
     pub fn request_snapshot(&mut self) -> bool {
-        if self.snapshots.is_none() || self.session.is_none() || self.awaiting {
+        if !self.may_request() {
             return false;
         }
         self.await_snapshot(Trigger::Operator);

@@ -180,13 +180,17 @@ impl Snapshots {
     }
 
     /// A connection started at `t` (live: the connect; replay: its SYN).
-    /// A connection with no wait on is an operator's request (replay
-    /// reads it so): the feed starts awaiting at `t`.
+    /// A connection with no wait on is an operator's request (live starts
+    /// one so, and replay reads its SYN so): the feed starts awaiting at
+    /// `t`.
     /// Returns false, counting nothing, when the feed cannot await one
     /// (no session yet, or snapshots not enabled).
     pub fn on_start(&mut self, feed: &mut Feed, t: u64) -> bool {
         if !feed.sequencer().awaiting() {
             if !feed.request_snapshot() {
+                // (An operator's request the feed can no longer take, its
+                // session gone: not due any more.)
+                self.due = None;
                 return false;
             }
             feed.take_trigger();

@@ -1469,6 +1469,101 @@ glimpse_password_file = "{}"
         assert!(!json.contains("Pw9!live"));
     }
 
+    /// An operator's request (SIGUSR1) live, with datagrams applied in the
+    /// cycle before the connection starts: the feed awaits from the start,
+    /// as the replay of the recording does from its SYN, so both apply
+    /// those datagrams and end alike.
+    #[test]
+    fn an_operators_request_replays_as_it_ran_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, PASSWORD).unwrap();
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (addr, server) = server(spin(35, S1, false));
+        let text = format!(
+            r#"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.9.9.1:9000"]
+stale_threshold_ms = 1000
+source_threshold_ms = 1000
+snapshot_triggers = []
+glimpse = "{addr}"
+glimpse_user = "tgsim"
+glimpse_password_file = "{}"
+"#,
+            pw.display()
+        );
+        let config = Config::parse(&text, "t").unwrap();
+        let mut h = Handler::new(&config);
+        h.go_live().unwrap();
+        h.record_wire();
+        let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
+        let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
+        let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
+        let send = |h: &mut Handler, w: &mut CaptureWriter<Vec<u8>>, q: u64| {
+            let t = now_ns();
+            let mut b = PacketBuilder::new(S1, q);
+            b.message(&message(q));
+            let d = b.finish();
+            w.write_udp(t, from, line, &d).unwrap();
+            let _ = h.on_datagram_line(0, 0, &d, t);
+        };
+        let upkeep = |h: &mut Handler, w: &mut CaptureWriter<Vec<u8>>| {
+            h.upkeep(now_ns());
+            h.drain_wire(&mut |t, s| {
+                w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
+                    .unwrap()
+            });
+        };
+        for q in 1..30 {
+            send(&mut h, &mut w, q);
+            upkeep(&mut h, &mut w);
+        }
+        // The request, then a cycle's datagrams before its upkeep.
+        assert_eq!(h.resync(now_ns()), 1);
+        for q in 30..35 {
+            send(&mut h, &mut w, q);
+        }
+        let merged = |h: &mut Handler| match h.summaries().remove("nq") {
+            Some(Summary::Itch50(s)) => s.snapshot.map_or(0, |s| s.snapshots),
+            _ => 0,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut q = 35;
+        while merged(&mut h) == 0 {
+            assert!(Instant::now() < deadline, "no snapshot merged in 10 s");
+            upkeep(&mut h, &mut w);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for _ in 0..5 {
+            send(&mut h, &mut w, q);
+            upkeep(&mut h, &mut w);
+            q += 1;
+        }
+        server.join().unwrap();
+        let live = match h.summaries().remove("nq") {
+            Some(Summary::Itch50(s)) => s,
+            _ => unreachable!(),
+        };
+        assert!(!live.suspect);
+        let bytes = w.finish().unwrap();
+        let mut capture =
+            CaptureReader::from_reader("rec", Box::new(std::io::Cursor::new(bytes))).unwrap();
+        let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
+        let replayed = match out.summary.feeds.get("nq") {
+            Some(Summary::Itch50(s)) => s,
+            _ => unreachable!(),
+        };
+        assert_eq!(replayed.snapshot, live.snapshot);
+        assert_eq!(replayed.symbols, live.symbols);
+        assert_eq!(
+            (replayed.next, replayed.duplicates, replayed.suspect),
+            (live.next, live.duplicates, live.suspect)
+        );
+    }
+
     /// One scripted connection: what the server does with it.
     type Script = Box<dyn FnOnce(std::net::TcpStream) + Send>;
 
