@@ -662,6 +662,9 @@ struct Waiting {
 struct MInst {
     def: Option<MDef>,
     rpt_seq: Option<u32>,
+    /// The last RptSeq applied before a definition made its book deeper
+    /// (no baseline since; 0: none): a snapshot counts nothing lost below.
+    applied: u32,
     /// Suspect with a baseline: a hole in its RptSeq.
     hole: bool,
     unverified: bool,
@@ -901,6 +904,7 @@ impl Model {
         self.insts.entry(id).or_insert_with(|| MInst {
             def: None,
             rpt_seq: None,
+            applied: 0,
             hole: false,
             unverified: false,
             overflowed: false,
@@ -979,6 +983,7 @@ impl Model {
             i.visible.clear();
             i.pending.clear();
             i.rpt_seq = Some(0);
+            i.applied = 0;
             i.high_seen = None;
             i.watch_from = None;
             i.hole = false;
@@ -1153,10 +1158,12 @@ impl Model {
             usize::from(depth.unwrap_or(dd)),
             usize::from(implied.unwrap_or(di)),
         );
-        if (nd > i.working.bid.len() || ni > i.working.implied_bid.len())
-            && i.rpt_seq.is_some_and(|r| r > 0)
+        if let Some(r) = i
+            .rpt_seq
+            .filter(|&r| r > 0 && (nd > i.working.bid.len() || ni > i.working.implied_bid.len()))
         {
             i.rpt_seq = None;
+            i.applied = r;
         }
         i.working.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
         i.visible.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
@@ -1467,7 +1474,7 @@ impl Model {
             return;
         }
         if let Some(w) = i.watch_from {
-            let from = u64::from(i.rpt_seq.unwrap_or(0)).max(u64::from(w) - 1);
+            let from = u64::from(i.rpt_seq.unwrap_or(i.applied)).max(u64::from(w) - 1);
             i.ticks_lost += (from + 1..=u64::from(r))
                 .filter(|&v| !i.cache.contains_key(&(v as u32)))
                 .count() as u64;
@@ -1489,6 +1496,7 @@ impl Model {
         i.visible = i.working.clone();
         i.pending.clear();
         i.rpt_seq = Some(r);
+        i.applied = 0;
         i.overflowed = false;
         let below: Vec<u32> = i.cache.range(..=r).map(|(&q, _)| q).collect();
         for q in below {

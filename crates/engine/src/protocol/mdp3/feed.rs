@@ -2974,6 +2974,21 @@ mod tests {
             f.verdict("ESZ6", TH, T0 + MS).contains(Reasons::SUSPECT),
             "never ok on levels it never held"
         );
+        // A snapshot at the last RptSeq applied loses nothing; the two
+        // Deletes cached past it are applied after it.
+        let root = SnapshotRoot {
+            last_msg_seq_num_processed: 2,
+            tot_num_reports: 1,
+            security_id: 7,
+            rpt_seq: 4,
+            transact_time: T0,
+            trading_status: None,
+        };
+        let snap = encode::packet(1, T0, &[encode::snapshot(52, V, &root, &[])]);
+        f.on_snapshot(&snap, T0 + 2 * MS).unwrap();
+        let e = f.find("ESZ6").unwrap();
+        assert_eq!(e.instrument.seq.ticks_lost(), 0);
+        assert_eq!(e.instrument.seq.rpt_seq(), Some(6));
         // The same depth again, or a shallower one, changes nothing.
         let mut g = Feed::new(settings());
         g.on_incremental(&book(1, true, &first), T0).unwrap();

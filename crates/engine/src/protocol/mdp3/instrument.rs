@@ -572,7 +572,7 @@ impl Instrument {
         let deeper = depth.min(MAX_DEPTH) > books.outright.bid.depth()
             || implied_depth.min(MAX_DEPTH) > books.implied.bid.depth();
         if deeper && self.seq.rpt_seq().is_some_and(|r| r > 0) {
-            self.seq.forget_baseline();
+            self.seq.forget_applied();
         }
         self.undo.set_depths(&self.books, log, depth, implied_depth);
         self.books.set_depths(depth, implied_depth);

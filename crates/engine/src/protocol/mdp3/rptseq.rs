@@ -58,6 +58,10 @@ pub struct RptSeq<T> {
     /// verified, nothing cached and nothing higher received; kept by
     /// [`refresh`](Self::refresh) after every other change.
     fast: u32,
+    /// Without a baseline since [`forget_applied`](Self::forget_applied):
+    /// the last RptSeq applied before (0: none), below which a snapshot
+    /// counts nothing lost.
+    applied: u32,
     /// Entries waiting for a hole to close, ascending by RptSeq.
     cache: Cache<T>,
     /// Values lost for good (skipped by a snapshot).
@@ -110,6 +114,7 @@ impl<T: Copy> RptSeq<T> {
             rpt_seq: None,
             high_seen: None,
             watch_from: None,
+            applied: 0,
             suspect: false,
             unverified: false,
             overflowed: false,
@@ -378,7 +383,10 @@ impl<T: Copy> RptSeq<T> {
         let lost = match self.watch_from {
             None => 0,
             Some(w) => {
-                let from = self.rpt_seq.unwrap_or(0).max(w.saturating_sub(1));
+                let from = self
+                    .rpt_seq
+                    .unwrap_or(self.applied)
+                    .max(w.saturating_sub(1));
                 // The cached values in (from, r]: those dropped below, so
                 // counting them costs what dropping them does.
                 let cached_in = match from.checked_add(1) {
@@ -390,6 +398,7 @@ impl<T: Copy> RptSeq<T> {
         };
         self.ticks_lost += lost;
         self.rpt_seq = Some(r);
+        self.applied = 0;
         self.overflowed = false;
         *cached -= self.cache.drop_through(r);
         self.drain(cached, &mut apply);
@@ -435,6 +444,16 @@ impl<T: Copy> RptSeq<T> {
         self.refresh();
     }
 
+    /// No baseline, though the values up to the last one applied were
+    /// applied (its book made deeper than it was kept): suspect until a
+    /// snapshot, which counts lost only values past those.
+    pub fn forget_applied(&mut self) {
+        if let Some(r) = self.rpt_seq.take() {
+            self.applied = r;
+        }
+        self.refresh();
+    }
+
     /// A channel reset (or weekly restart): RptSeq starts again at 1, the
     /// cache is dropped, the instrument healthy.
     pub fn reset(&mut self, cached: &mut usize) {
@@ -443,6 +462,7 @@ impl<T: Copy> RptSeq<T> {
         self.rpt_seq = Some(0);
         self.high_seen = None;
         self.watch_from = None;
+        self.applied = 0;
         self.suspect = false;
         self.unverified = false;
         self.overflowed = false;
