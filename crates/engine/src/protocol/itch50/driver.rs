@@ -148,6 +148,9 @@ pub struct Driver {
     failures: Limiter,
     abandons: Limiter,
     triggers: Limiter,
+    /// An operator's request not started yet: the session it was made in
+    /// (a new session drops it, as it abandons a wait).
+    requested: Option<Option<super::Session>>,
 }
 
 impl Driver {
@@ -161,6 +164,7 @@ impl Driver {
             failures: Limiter::new(LOG_INTERVAL_NS),
             abandons: Limiter::new(LOG_INTERVAL_NS),
             triggers: Limiter::new(LOG_INTERVAL_NS),
+            requested: None,
         }
     }
 
@@ -227,11 +231,17 @@ impl Driver {
         }
     }
 
-    /// An operator's request at `t`: a connection is due (at once, or
-    /// `retry` after the last one started), and the feed awaits from its
-    /// start ([`Snapshots::on_start`]).
-    pub fn request(&mut self, t: u64) {
+    /// An operator's request at `t`, for `feed` (which may take one): a
+    /// connection is due (at once, or `retry` after the last one
+    /// started), and the feed awaits from its start
+    /// ([`Snapshots::on_start`]). False when one is already pending.
+    pub fn request(&mut self, feed: &Feed, t: u64) -> bool {
+        if self.requested.is_some() {
+            return false;
+        }
+        self.requested = Some(feed.session());
         self.snapshots.on_trigger(t);
+        true
     }
 
     /// Brings the snapshots up to `now` (live): ends the connection thread
@@ -251,7 +261,22 @@ impl Driver {
             live.recycle(staging);
             self.log(step, now, name);
         }
+        // A request made in a session since ended is dropped, as a wait
+        // is abandoned by a new session.
+        if let Some(session) = self.requested {
+            if feed.sequencer().awaiting() || feed.session() != session {
+                self.requested = None;
+                if !feed.sequencer().awaiting() {
+                    self.snapshots.cancel();
+                }
+            }
+        }
         if self.snapshots.should_start(now) && self.snapshots.on_start(feed, now) {
+            if self.requested.take().is_some() {
+                if let Some(unlogged) = self.triggers.due(now, false) {
+                    tracing::info!(feed = %name, trigger = "operator", unlogged, "awaiting a snapshot: the feed is suspect until it merges");
+                }
+            }
             let (id, local) = live.start(self.recorded.settings().for_feed(feed));
             // Our SYN, recorded when the attempt starts (as replay starts it).
             if let Some(log) = wire.as_mut() {

@@ -379,11 +379,7 @@ impl FeedEngine for Engine {
         let Some(d) = &mut self.snapshot else {
             return false;
         };
-        if !self.feed.sequencer().may_request() {
-            return false;
-        }
-        d.request(now);
-        true
+        self.feed.sequencer().may_request() && d.request(&self.feed, now)
     }
 
     fn record_wire(&mut self) {

@@ -156,6 +156,12 @@ impl Snapshots {
         self.since = Some(t);
     }
 
+    /// No connection is due any more (an operator's request dropped
+    /// before it started).
+    pub fn cancel(&mut self) {
+        self.due = None;
+    }
+
     /// Whether a connection should start at `now`: one is due, and
     /// `retry_ns` has passed since the last one started, however many
     /// triggers came since (each new session starts a wait afresh: forged

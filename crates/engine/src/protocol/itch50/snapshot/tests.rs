@@ -1564,6 +1564,49 @@ glimpse_password_file = "{}"
         );
     }
 
+    /// An operator's request not started yet is dropped by a new session,
+    /// as a wait is abandoned by one: the new session starts clean, no
+    /// connection made for it. A second request while one is pending is
+    /// not counted again.
+    #[test]
+    fn an_operators_request_is_dropped_by_a_new_session() {
+        let text = r#"
+[[feed]]
+name = "nq"
+protocol = "itch50"
+lines = ["239.9.9.1:9000"]
+stale_threshold_ms = 1000
+source_threshold_ms = 1000
+snapshot_triggers = []
+glimpse = "127.0.0.1:9"
+glimpse_user = "tgsim"
+glimpse_password_env = "TG_TEST_PW_UNUSED"
+"#;
+        std::env::set_var("TG_TEST_PW_UNUSED", "x");
+        let config = Config::parse(text, "t").unwrap();
+        let mut h = Handler::new(&config);
+        h.go_live().unwrap();
+        let datagram = |session: Session, q: u64| {
+            let mut b = PacketBuilder::new(session, q);
+            b.message(&message(q));
+            b.finish()
+        };
+        let t = now_ns();
+        let _ = h.on_datagram_line(0, 0, &datagram(S1, 1), t);
+        h.upkeep(t);
+        assert_eq!(h.resync(t), 1);
+        assert_eq!(h.resync(t), 0, "pending already");
+        let _ = h.on_datagram_line(0, 0, &datagram(S2, 1), t + 1);
+        h.upkeep(t + 2);
+        let s = match h.summaries().remove("nq") {
+            Some(Summary::Itch50(s)) => s,
+            _ => unreachable!(),
+        };
+        let snap = s.snapshot.unwrap();
+        assert_eq!((snap.snapshot_attempts, snap.snapshot_state), (0, "idle"));
+        assert!(!s.suspect);
+    }
+
     /// One scripted connection: what the server does with it.
     type Script = Box<dyn FnOnce(std::net::TcpStream) + Send>;
 
