@@ -208,12 +208,13 @@ impl Said {
                 }
                 Body::SecurityStatus(st) => match st.security_id() {
                     Some(x) if Some(x) == id => said.status = Some(true),
+                    // Its group's: each of the status's non-blank
+                    // SecurityGroup and Asset its definition's.
                     None if group.is_some_and(|(g, a)| {
-                        let is = |field: &[u8], its: &str| {
-                            let f = crate::protocol::mdp3::template::trim(field);
-                            !f.is_empty() && f == its.as_bytes()
-                        };
-                        is(st.security_group(), g) || is(st.asset(), a)
+                        let trim = crate::protocol::mdp3::template::trim;
+                        let (sg, sa) = (trim(st.security_group()), trim(st.asset()));
+                        let fits = |f: &[u8], its: &str| f.is_empty() || f == its.as_bytes();
+                        !(sg.is_empty() && sa.is_empty()) && fits(sg, g) && fits(sa, a)
                     }) =>
                     {
                         said.status = said.status.or(Some(false))
@@ -650,6 +651,11 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             v.push("healthy again: the channel restarted, RptSeq starts over".into())
         }
         (false, true) => v.push(match b.rpt_seq {
+            // A definition made its book deeper than it was kept.
+            None if a.rpt_seq.is_some_and(|r| r > 0) && (b.depths.0 > a.depths.0 || b.depths.1 > a.depths.1) => format!(
+                "no baseline: its definition made its book deeper than it was kept (depth {} outright, {} implied, was {}, {}), the levels it never held unknown; suspect until a snapshot",
+                b.depths.0, b.depths.1, a.depths.0, a.depths.1
+            ),
             None => "no baseline: its history did not start at RptSeq 1; suspect until a snapshot"
                 .into(),
             Some(r) => format!(
@@ -709,12 +715,14 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         v.push(format!("book {how}: {}", top_text(b.top)));
     }
     if b.status != a.status {
-        let emptied = b.emptied > a.emptied || b.resets_inferred > a.resets_inferred;
         let from = match (said.status, said.snapshot.is_some()) {
             (Some(true), _) => " (SecurityStatus of the instrument)",
             (Some(false), _) => " (SecurityStatus of its group)",
             (None, true) => " (from the snapshot)",
-            _ if emptied => " (the statuses emptied: its definition's in force)",
+            _ if b.resets_inferred > a.resets_inferred => {
+                " (the trading statuses from before the ChannelReset inferred void)"
+            }
+            _ if b.emptied > a.emptied => " (the statuses emptied: its definition's in force)",
             _ if b.group != a.group => " (its definition: another group)",
             _ => "",
         };
@@ -847,6 +855,31 @@ impl Observer for Mdp3Explain {
 mod tests {
     use super::*;
 
+    /// A definition that made the book deeper than it was kept is named
+    /// as the cause of the lost baseline.
+    #[test]
+    fn a_deeper_definition_is_the_cause_of_no_baseline() {
+        let a = Seen {
+            id: Some(7),
+            rpt_seq: Some(4),
+            depths: (2, 2),
+            ..Seen::default()
+        };
+        let b = Seen {
+            rpt_seq: None,
+            suspect: true,
+            depths: (10, 2),
+            ..a.clone()
+        };
+        let lines = events(&a, &b, &Said::default(), Some(9));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("made its book deeper than it was kept")),
+            "{lines:?}"
+        );
+    }
+
     /// A ChannelReset come late says what a late one does: the statuses
     /// sent after it kept, no instrument trusted until its snapshot.
     #[test]
@@ -892,11 +925,11 @@ mod tests {
             status: Some(17),
             ..a.clone()
         };
-        let st = |g: &str| {
+        let st2 = |g: &str, asset: &str| {
             let s = crate::protocol::mdp3::encode::Status {
                 transact_time: 0,
                 security_group: g,
-                asset: g,
+                asset,
                 security_id: None,
                 match_event_indicator: 0x80,
                 trading_status: Some(17),
@@ -905,6 +938,7 @@ mod tests {
             let m = crate::protocol::mdp3::encode::security_status(v, &s);
             crate::protocol::mdp3::encode::packet(1, 0, &[m])
         };
+        let st = |g: &str| st2(g, g);
         let other = Said::read(&st("NQ"), Some(7), group.as_ref());
         let lines = events(&a, &b, &other, Some(1));
         let status = lines.iter().find(|l| l.starts_with("status")).unwrap();
@@ -912,6 +946,9 @@ mod tests {
             status.ends_with("(the statuses emptied: its definition's in force)"),
             "{lines:?}"
         );
+        // Both named: both must be its own.
+        let mixed = Said::read(&st2("ES", "NQ"), Some(7), group.as_ref());
+        assert_eq!(mixed.status, None);
         let own = Said::read(&st("ES"), Some(7), group.as_ref());
         let lines = events(&a, &b, &own, Some(1));
         let status = lines.iter().find(|l| l.starts_with("status")).unwrap();
