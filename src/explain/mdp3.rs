@@ -110,6 +110,8 @@ struct Seen {
     sequence_restarts: u64,
     /// Times the channel was emptied (ChannelResets, weekly restarts).
     emptied: u64,
+    /// Trading statuses before a ChannelReset inferred at a place void.
+    voided: bool,
     /// The instrument, once the name resolves.
     id: Option<i32>,
     symbol: Option<String>,
@@ -142,6 +144,7 @@ impl Seen {
             resets_inferred: feed.counters().resets_inferred,
             sequence_restarts: q.sequence_restarts,
             emptied: feed.emptied(),
+            voided: feed.trading_voided(),
             ..Seen::default()
         };
         if let Some(e) = feed.find(name) {
@@ -719,7 +722,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             (Some(true), _) => " (SecurityStatus of the instrument)",
             (Some(false), _) => " (SecurityStatus of its group)",
             (None, true) => " (from the snapshot)",
-            _ if b.resets_inferred > a.resets_inferred => {
+            _ if b.resets_inferred > a.resets_inferred && b.voided => {
                 " (the trading statuses from before the ChannelReset inferred void)"
             }
             _ if b.emptied > a.emptied => " (the statuses emptied: its definition's in force)",
@@ -878,6 +881,36 @@ mod tests {
                 .any(|l| l.contains("made its book deeper than it was kept")),
             "{lines:?}"
         );
+    }
+
+    /// A ChannelReset inferred at a place voids trading statuses before
+    /// it; one inferred at the first packet empties them all: the status
+    /// change is laid on what the engine did.
+    #[test]
+    fn a_status_after_a_reset_inferred_is_laid_on_what_it_did() {
+        let a = Seen {
+            id: Some(7),
+            status: Some(2),
+            ..Seen::default()
+        };
+        for (voided, said) in [
+            (
+                true,
+                "(the trading statuses from before the ChannelReset inferred void)",
+            ),
+            (false, "(the statuses emptied: its definition's in force)"),
+        ] {
+            let b = Seen {
+                resets_inferred: 1,
+                emptied: 1,
+                voided,
+                status: Some(17),
+                ..a.clone()
+            };
+            let lines = events(&a, &b, &Said::default(), Some(1));
+            let status = lines.iter().find(|l| l.starts_with("status")).unwrap();
+            assert!(status.ends_with(said), "{lines:?}");
+        }
     }
 
     /// A ChannelReset come late says what a late one does: the statuses

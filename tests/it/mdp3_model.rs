@@ -1474,7 +1474,7 @@ impl Model {
             return;
         }
         if let Some(w) = i.watch_from {
-            let from = u64::from(i.rpt_seq.unwrap_or(i.applied)).max(u64::from(w) - 1);
+            let from = u64::from(i.rpt_seq.unwrap_or(0).max(i.applied)).max(u64::from(w) - 1);
             i.ticks_lost += (from + 1..=u64::from(r))
                 .filter(|&v| !i.cache.contains_key(&(v as u32)))
                 .count() as u64;
@@ -1496,7 +1496,9 @@ impl Model {
         i.visible = i.working.clone();
         i.pending.clear();
         i.rpt_seq = Some(r);
-        i.applied = 0;
+        if r >= i.applied {
+            i.applied = 0;
+        }
         i.overflowed = false;
         let below: Vec<u32> = i.cache.range(..=r).map(|(&q, _)| q).collect();
         for q in below {

@@ -268,6 +268,9 @@ impl Driver {
                 self.requested = None;
                 if !feed.sequencer().awaiting() {
                     self.snapshots.cancel();
+                    if let Some(unlogged) = self.abandons.due(now, false) {
+                        tracing::warn!(feed = %name, unlogged, "an operator's snapshot request dropped: a new session began before its connection started");
+                    }
                 }
             }
         }

@@ -556,6 +556,12 @@ impl Feed {
         self.touched = t;
     }
 
+    /// Trading statuses sent before a ChannelReset inferred at a place no
+    /// longer count (halts and closes do).
+    pub fn trading_voided(&self) -> bool {
+        self.void_trading_before.is_some()
+    }
+
     /// Times the channel was emptied: by a ChannelReset or the weekly
     /// restart (not the restart of the sequence after a ChannelReset,
     /// which empties nothing more).

@@ -58,9 +58,9 @@ pub struct RptSeq<T> {
     /// verified, nothing cached and nothing higher received; kept by
     /// [`refresh`](Self::refresh) after every other change.
     fast: u32,
-    /// Without a baseline since [`forget_applied`](Self::forget_applied):
-    /// the last RptSeq applied before (0: none), below which a snapshot
-    /// counts nothing lost.
+    /// Since [`forget_applied`](Self::forget_applied), until a snapshot
+    /// at or past it: the last RptSeq applied before (0: none), at or
+    /// below which a snapshot counts nothing lost.
     applied: u32,
     /// Entries waiting for a hole to close, ascending by RptSeq.
     cache: Cache<T>,
@@ -385,7 +385,8 @@ impl<T: Copy> RptSeq<T> {
             Some(w) => {
                 let from = self
                     .rpt_seq
-                    .unwrap_or(self.applied)
+                    .unwrap_or(0)
+                    .max(self.applied)
                     .max(w.saturating_sub(1));
                 // The cached values in (from, r]: those dropped below, so
                 // counting them costs what dropping them does.
@@ -398,7 +399,11 @@ impl<T: Copy> RptSeq<T> {
         };
         self.ticks_lost += lost;
         self.rpt_seq = Some(r);
-        self.applied = 0;
+        // (One older than what was applied before the baseline went, from
+        // an older loop, leaves those values counted applied still.)
+        if r >= self.applied {
+            self.applied = 0;
+        }
         self.overflowed = false;
         *cached -= self.cache.drop_through(r);
         self.drain(cached, &mut apply);
@@ -767,6 +772,26 @@ mod tests {
         assert_eq!(r.entry(2), Took::Dropped);
         assert_eq!(r.snapshot(1), Snapshot::Applied { lost: 0 });
         assert!(r.i.suspect() && r.i.missing() == 1);
+    }
+
+    /// Forgetting the baseline of values applied (a book made deeper):
+    /// no snapshot counts those lost, an older one from an older loop
+    /// included, nor the one after it that heals.
+    #[test]
+    fn values_applied_before_a_forgotten_baseline_are_never_lost() {
+        let mut r = Run::new(100);
+        for v in 1..=4 {
+            assert_eq!(r.entry(v), Took::Applied);
+        }
+        r.i.forget_applied();
+        assert!(r.i.suspect() && r.i.rpt_seq().is_none());
+        assert_eq!(r.entry(5), Took::Cached);
+        assert_eq!(r.snapshot(2), Snapshot::Applied { lost: 0 });
+        assert!(r.i.suspect(), "behind what it had received");
+        assert_eq!(r.snapshot(4), Snapshot::Applied { lost: 0 });
+        assert_eq!(r.i.rpt_seq(), Some(5), "the cached entry after it");
+        assert!(!r.i.suspect());
+        assert_eq!(r.i.ticks_lost(), 0);
     }
 
     #[test]
