@@ -458,6 +458,11 @@ impl Router {
         else {
             return Ok(None);
         };
+        // A request of ours to the server, captured on the host (its
+        // port the one answers come to): not an answer.
+        if server == Some(dst) {
+            return Ok(None);
+        }
         match server.is_none_or(|s| unnamed(src) || s == src) {
             true => Ok(Some((feed, line as usize))),
             false => Err(WrongSource),
@@ -1459,6 +1464,13 @@ recovery_listen = "{listen}"
         assert_eq!(r.route_from(at("0.0.0.0:18000"), to), Err(WrongSource));
         let any = itch_router("0.0.0.0:18001");
         assert_eq!(any.route_from(at("10.0.0.6:18000"), to), ok);
+        // Our own request, captured on the host whose port the answers
+        // come to is the server's too: not an answer, not a wrong source.
+        let same = itch_router_with("0.0.0.0:18000", "recovery = \"10.0.0.5:18000\"");
+        assert_eq!(
+            same.route_from(at("10.0.0.9:18000"), at("10.0.0.5:18000")),
+            Ok(None)
+        );
     }
 
     #[test]

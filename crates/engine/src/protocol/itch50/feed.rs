@@ -2116,6 +2116,11 @@ mod tests {
         f.on_datagram_line(&next(1), RECOVERY_LINE, T0 + 6).unwrap();
         assert_eq!(f.sequencer().counters().duplicates, 1);
         assert_eq!(f.counters().recovery_wrong_session, 2);
+        // A replay's summary says so too.
+        let s = super::super::summary::FeedSummary::new(&Default::default(), &mut f);
+        assert_eq!(s.recovery_wrong_session, 2);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"recovery_wrong_session\":2"), "{json}");
     }
 
     /// A `U` whose new reference is a live order's: that order is

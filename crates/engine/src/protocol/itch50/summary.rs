@@ -54,6 +54,10 @@ pub struct FeedSummary {
     /// `max_symbols` symbols (left out when none).
     #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub symbols_refused: u64,
+    /// Recovery answers of another session than the lines', ignored
+    /// (left out when none).
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
+    pub recovery_wrong_session: u64,
     /// Applied messages by type letter.
     pub messages_by_type: BTreeMap<String, u64>,
     /// BinaryFILE records that failed validation (only in a BinaryFILE replay).
@@ -199,6 +203,7 @@ impl FeedSummary {
             anomalies: mc.anomalies,
             orders_refused: mc.orders_refused,
             symbols_refused: mc.symbols_refused,
+            recovery_wrong_session: mc.recovery_wrong_session,
             messages_by_type: mc
                 .by_type
                 .iter()
