@@ -1368,13 +1368,24 @@ mod live {
         (addr, t)
     }
 
-    #[test]
-    fn a_live_snapshot_merges_and_its_recording_replays_the_same() {
+    /// A GLIMPSE server answering `spin` once, and a live, recording
+    /// handler of an itch50 feed on it (`extra`: its keys beyond the
+    /// usual); the directory holds the password file.
+    fn recording(
+        spin: Vec<u8>,
+        extra: &str,
+    ) -> (
+        tempfile::TempDir,
+        SocketAddrV4,
+        std::thread::JoinHandle<Vec<u8>>,
+        Config,
+        Handler,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let pw = dir.path().join("pw");
         std::fs::write(&pw, PASSWORD).unwrap();
         std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (addr, server) = server(spin(105, S1, false));
+        let (addr, server) = server(spin);
         let text = format!(
             r#"
 [[feed]]
@@ -1383,7 +1394,7 @@ protocol = "itch50"
 lines = ["239.9.9.1:9000"]
 stale_threshold_ms = 1000
 source_threshold_ms = 1000
-join_gap_max = 10
+{extra}
 glimpse = "{addr}"
 glimpse_user = "tgsim"
 glimpse_password_file = "{}"
@@ -1394,6 +1405,13 @@ glimpse_password_file = "{}"
         let mut h = Handler::new(&config);
         h.go_live().unwrap();
         h.record_wire();
+        (dir, addr, server, config, h)
+    }
+
+    #[test]
+    fn a_live_snapshot_merges_and_its_recording_replays_the_same() {
+        let (_dir, addr, server, config, mut h) =
+            recording(spin(105, S1, false), "join_gap_max = 10");
         let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
         let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
         let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
@@ -1475,30 +1493,8 @@ glimpse_password_file = "{}"
     /// those datagrams and end alike.
     #[test]
     fn an_operators_request_replays_as_it_ran_live() {
-        let dir = tempfile::tempdir().unwrap();
-        let pw = dir.path().join("pw");
-        std::fs::write(&pw, PASSWORD).unwrap();
-        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (addr, server) = server(spin(35, S1, false));
-        let text = format!(
-            r#"
-[[feed]]
-name = "nq"
-protocol = "itch50"
-lines = ["239.9.9.1:9000"]
-stale_threshold_ms = 1000
-source_threshold_ms = 1000
-snapshot_triggers = []
-glimpse = "{addr}"
-glimpse_user = "tgsim"
-glimpse_password_file = "{}"
-"#,
-            pw.display()
-        );
-        let config = Config::parse(&text, "t").unwrap();
-        let mut h = Handler::new(&config);
-        h.go_live().unwrap();
-        h.record_wire();
+        let (_dir, _, server, config, mut h) =
+            recording(spin(35, S1, false), "snapshot_triggers = []");
         let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
         let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
         let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
