@@ -1163,7 +1163,7 @@ impl Model {
             .filter(|&r| r > 0 && (nd > i.working.bid.len() || ni > i.working.implied_bid.len()))
         {
             i.rpt_seq = None;
-            i.applied = r;
+            i.applied = i.applied.max(r);
         }
         i.working.resize(depth.unwrap_or(dd), implied.unwrap_or(di));
         i.visible.resize(depth.unwrap_or(dd), implied.unwrap_or(di));

@@ -458,9 +458,9 @@ impl Router {
         else {
             return Ok(None);
         };
-        // A request of ours to the server, captured on the host (its
+        // A request of ours to a feed's server, captured on the host (its
         // port the one answers come to): not an answer.
-        if server == Some(dst) {
+        if self.channels.iter().any(|&(_, s, ..)| s == Some(dst)) {
             return Ok(None);
         }
         match server.is_none_or(|s| unnamed(src) || s == src) {
@@ -1469,6 +1469,16 @@ recovery_listen = "{listen}"
         let same = itch_router_with("0.0.0.0:18000", "recovery = \"10.0.0.5:18000\"");
         assert_eq!(
             same.route_from(at("10.0.0.9:18000"), at("10.0.0.5:18000")),
+            Ok(None)
+        );
+        // Another feed's request to its own server, on a port this
+        // feed's channel takes: not an answer of either.
+        let two = itch_router_with(
+            "0.0.0.0:18000",
+            "recovery = \"10.0.0.5:18000\"\n[state]\ncapacity = 200000\n[[feed]]\nname = \"b\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.9:26477\"]\nstale_threshold_ms = 1500\nsource_threshold_ms = 2000\nrecovery_listen = \"0.0.0.0:18001\"\nrecovery = \"10.0.0.7:18000\"",
+        );
+        assert_eq!(
+            two.route_from(at("10.0.0.9:18001"), at("10.0.0.7:18000")),
             Ok(None)
         );
     }

@@ -1,8 +1,8 @@
 //! The re-request client of a feed with a recovery server (spec itch50
 //! §3.2): which requests are due for the stream's open gaps (the time each
 //! took to fill is the sequencer's, `fill_latency`). The bytes go to whatever `send` the caller gives
-//! (the sidecar's socket connected to the server, whose answers come back
-//! as the feed's recovery line).
+//! (the sidecar's channel socket, which sends to the server unconnected
+//! and takes its answers, by their sender, as the feed's recovery line).
 //!
 //! Polled once per receive cycle, after the cycle's datagrams are applied,
 //! so a request never delays applying data that is already in hand. Which

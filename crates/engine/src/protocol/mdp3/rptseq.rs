@@ -454,7 +454,8 @@ impl<T: Copy> RptSeq<T> {
     /// snapshot, which counts lost only values past those.
     pub fn forget_applied(&mut self) {
         if let Some(r) = self.rpt_seq.take() {
-            self.applied = r;
+            // (After an older snapshot, what was applied before it stays.)
+            self.applied = self.applied.max(r);
         }
         self.refresh();
     }
@@ -792,6 +793,16 @@ mod tests {
         assert_eq!(r.i.rpt_seq(), Some(5), "the cached entry after it");
         assert!(!r.i.suspect());
         assert_eq!(r.i.ticks_lost(), 0);
+        // Forgotten again after an older snapshot: still from 4 on.
+        let mut r = Run::new(100);
+        for v in 1..=4 {
+            r.entry(v);
+        }
+        r.i.forget_applied();
+        assert_eq!(r.entry(5), Took::Cached);
+        assert_eq!(r.snapshot(2), Snapshot::Applied { lost: 0 });
+        r.i.forget_applied();
+        assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 1 }, "6 alone");
     }
 
     #[test]
