@@ -5,6 +5,9 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use tickguard::config::ProtocolSettings;
 
+/// `simulate --line-a`'s default (told apart from one given by its value).
+const DEFAULT_LINE_A: &str = "239.1.1.1:30001";
+
 /// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64, CME MDP 3.0): per-instrument freshness verdicts for pre-trade checks.
 #[derive(Debug, Parser)]
 #[command(name = "tickguard", version, about)]
@@ -288,7 +291,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub mid_week: bool,
     /// Destination of line A (ip:port; multicast goes out on loopback with TTL 0).
-    #[arg(long, default_value = "239.1.1.1:30001")]
+    #[arg(long, default_value = DEFAULT_LINE_A)]
     pub line_a: std::net::SocketAddrV4,
     /// Destination of line B; omit for a single-line feed.
     #[arg(long)]
@@ -440,7 +443,7 @@ impl SimulateArgs {
         const MDP3: &[SimProtocol] = &[Mdp3];
         const VENUES: &[SimProtocol] = &[Itch50, Mdp3];
         const NOT_MDP3: &[SimProtocol] = &[Sqf, Itch50];
-        let default_a: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().ok()?;
+        let default_a: std::net::SocketAddrV4 = DEFAULT_LINE_A.parse().ok()?;
         let given: [(&str, bool, &[SimProtocol]); 25] = [
             ("--config", self.config.is_some(), VENUES),
             ("--recovery", self.recovery.is_some(), ITCH),
@@ -588,7 +591,7 @@ impl SimulateArgs {
             ..Default::default()
         };
         if let Some(path) = &self.config {
-            let default_a: std::net::SocketAddrV4 = "239.1.1.1:30001".parse()?;
+            let default_a: std::net::SocketAddrV4 = DEFAULT_LINE_A.parse()?;
             let given = [
                 ("--line-a", self.line_a != default_a),
                 ("--line-b", self.line_b.is_some()),

@@ -264,14 +264,7 @@ pub fn replay_file_until(
             });
         }
     };
-    let mut answers = pending.finish(&mut handler, observer);
-    if error.is_some() {
-        let last = handler.feeds()[id as usize]
-            .engine()
-            .itch()
-            .and_then(|it| it.file_latest());
-        super::mark_past_break(&mut answers, checks, |_| last);
-    }
+    let answers = pending.finish(&mut handler, observer, error.is_some());
     let mut summary = super::wind_up(&mut handler, until, observer, CaptureStats::default(), 0);
     if let (Some(FeedSummary::Itch50(s)), Some(it)) = (
         summary.feeds.get_mut(feed),

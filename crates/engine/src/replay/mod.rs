@@ -231,16 +231,6 @@ pub struct Answer {
     pub past_break: bool,
 }
 
-/// Marks the answers of `checks` at or after `last(check)` (the latest
-/// arrival of the check's feed read before the input broke; `None`: none
-/// read) as [`past_break`](Answer::past_break): at that very time too,
-/// since a datagram of the same stamp may be among those unread.
-fn mark_past_break(answers: &mut [Answer], checks: &[Check], last: impl Fn(&Check) -> Option<u64>) {
-    for (a, c) in answers.iter_mut().zip(checks) {
-        a.past_break = last(c).is_none_or(|l| c.time_ns >= l);
-    }
-}
-
 /// What a replay produced.
 pub struct Outcome {
     /// One answer per check, in input order.
@@ -792,11 +782,20 @@ impl<'a> Pending<'a> {
     }
 
     /// Answers the rest (after the input's end) and returns every answer,
-    /// in input order.
-    fn finish(mut self, handler: &mut Handler, observer: &mut impl Observer) -> Vec<Answer> {
+    /// in input order. After a break (`broke`), the rest are the checks at
+    /// or after their feed's latest arrival read (a datagram of that very
+    /// stamp may be among those unread): each marked
+    /// [`past_break`](Answer::past_break).
+    fn finish(
+        mut self,
+        handler: &mut Handler,
+        observer: &mut impl Observer,
+        broke: bool,
+    ) -> Vec<Answer> {
         for f in 0..self.orders.len() {
             while let Some(&i) = self.orders[f].get(self.nexts[f]) {
                 self.answer(handler, i, observer);
+                self.answers[i].past_break = broke;
                 self.nexts[f] += 1;
             }
         }
@@ -863,8 +862,6 @@ pub fn replay_until(
     let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
-    // Each feed's latest arrival read (what a break leaves unread of it).
-    let mut latest = vec![None::<u64>; config.feeds.len()];
 
     let result = capture.for_each(|d: &Datagram<'_>| {
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
@@ -874,8 +871,6 @@ pub fn replay_until(
         if let Some(tcp) = d.tcp {
             // A snapshot connection's segment: its feed puts it together.
             if let Some((feed, local, from_server)) = router.route_segment(d.src, d.dst) {
-                let l = &mut latest[feed as usize];
-                *l = Some(l.map_or(d.time_ns, |l| l.max(d.time_ns)));
                 pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
                 let segment = Segment {
                     local,
@@ -893,8 +888,6 @@ pub fn replay_until(
         let route = router.route_from(d.src, d.dst);
         let feed = route.ok().flatten().map(|(feed, _)| feed);
         if let Some(feed) = feed {
-            let l = &mut latest[feed as usize];
-            *l = Some(l.map_or(d.time_ns, |l| l.max(d.time_ns)));
             pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
         }
         observer.before(&mut handler, feed, d);
@@ -917,12 +910,7 @@ pub fn replay_until(
             });
         }
     });
-    let mut answers = pending.finish(&mut handler, observer);
-    if result.is_err() {
-        mark_past_break(&mut answers, checks, |c| {
-            config.feed_id(&c.feed).and_then(|f| latest[f as usize])
-        });
-    }
+    let answers = pending.finish(&mut handler, observer, result.is_err());
     let mut summary = wind_up(
         &mut handler,
         until,

@@ -150,7 +150,7 @@ pub struct Driver {
     triggers: Limiter,
     /// An operator's request not started yet: the session it was made in
     /// (a new session drops it, as it abandons a wait).
-    requested: Option<Option<super::Session>>,
+    requested: Option<super::Session>,
 }
 
 impl Driver {
@@ -239,7 +239,7 @@ impl Driver {
         if self.requested.is_some() {
             return false;
         }
-        self.requested = Some(feed.session());
+        self.requested = feed.session();
         self.snapshots.on_trigger(t);
         true
     }
@@ -264,7 +264,7 @@ impl Driver {
         // A request made in a session since ended is dropped, as a wait
         // is abandoned by a new session.
         if let Some(session) = self.requested {
-            if feed.sequencer().awaiting() || feed.session() != session {
+            if feed.sequencer().awaiting() || feed.session() != Some(session) {
                 self.requested = None;
                 if !feed.sequencer().awaiting() {
                     self.snapshots.cancel();

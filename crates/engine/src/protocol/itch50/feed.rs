@@ -1152,13 +1152,6 @@ impl Feed {
         (self.file_order.1, self.file_order.2)
     }
 
-    /// The latest source time of a BinaryFILE's valid records so far, ns
-    /// since the Unix epoch; `None` before any.
-    pub fn file_latest(&self) -> Option<u64> {
-        (self.file_span.is_some() || self.file_order.0 > 0)
-            .then(|| self.source_time(self.file_order.0))
-    }
-
     /// Record `index` (0-based) of a BinaryFILE (spec §5): sequence
     /// `index + 1`. A valid record is applied at its own source time, which
     /// is also its arrival (the offset is 0); returns that time, ns since the

@@ -194,9 +194,6 @@ impl Snapshots {
     pub fn on_start(&mut self, feed: &mut Feed, t: u64) -> bool {
         if !feed.sequencer().awaiting() {
             if !feed.request_snapshot() {
-                // (An operator's request the feed can no longer take, its
-                // session gone: not due any more.)
-                self.due = None;
                 return false;
             }
             feed.take_trigger();

@@ -1232,7 +1232,7 @@ impl Feed {
         }
         self.touched.one(i);
         let max = self.settings.max_cached;
-        if self.deferred || self.seq.gaps_open() != 0 {
+        if self.deferred {
             self.look_if_due(i);
         }
         let inst = &mut self.entries[i as usize].instrument;
@@ -1397,7 +1397,7 @@ impl Feed {
             // New: made (or refused) by `on_entry`.
             return false;
         };
-        if self.deferred || self.seq.gaps_open() != 0 {
+        if self.deferred {
             self.look_if_due(i);
         }
         self.touched.one(i);
@@ -1941,8 +1941,9 @@ pub struct Shown {
 /// `#` and the decimal SecurityID `id`, as a check names an instrument,
 /// written into `buf` (no allocation).
 impl Feed {
-    /// Before an entry of instrument `i` while a packet is missing or once
-    /// coverage was deferred in this datagram: with coverage deferred, it is looked at as the last end of event would
+    /// Before an entry of instrument `i` once coverage was deferred in this
+    /// datagram (an end of event came while a packet was missing, or in a
+    /// datagram that filled one): with coverage deferred, it is looked at as the last end of event would
     /// have, if one came since its last entry and it has changes waiting
     /// ([`examine`]); its [`Entry::changed`] then says none came since.
     #[cold]

@@ -263,8 +263,8 @@ pub struct Instrument {
     pub seq: RptSeq<Cached>,
     /// Positions of the changes not visible yet and not yet known
     /// covered (ascending but for fills and cached entries). Usually one;
-    /// more grow to the most an instrument had waiting at once (a gap
-    /// open), room for a fold's worth kept once they clear.
+    /// more while a gap is open or an event spans messages, their room
+    /// given back as they fold and clear.
     pending: Pending,
     /// TransactTime of the last applied entry, ns.
     last_transact_time: Option<u64>,
@@ -546,7 +546,8 @@ impl Instrument {
     /// No baseline any more (a ChannelReset that came after packets that
     /// follow it): suspect until a snapshot.
     pub fn forget_baseline(&mut self) {
-        self.seq.forget_baseline();
+        // Just reset: nothing applied to keep (see `RptSeq::forget_applied`).
+        self.seq.forget_applied();
     }
 
     /// The incremental sequence restarted: pending changes and cached

@@ -443,12 +443,6 @@ impl<T: Copy> RptSeq<T> {
         }
     }
 
-    /// No baseline, as before the first entry (the cache is kept).
-    pub fn forget_baseline(&mut self) {
-        self.rpt_seq = None;
-        self.refresh();
-    }
-
     /// No baseline, though the values up to the last one applied were
     /// applied (its book made deeper than it was kept): suspect until a
     /// snapshot, which counts lost only values past those.
