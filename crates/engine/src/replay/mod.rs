@@ -783,9 +783,9 @@ impl<'a> Pending<'a> {
 
     /// Answers the rest (after the input's end) and returns every answer,
     /// in input order. After a break (`broke`), the rest are the checks at
-    /// or after their feed's latest arrival read (a datagram of that very
-    /// stamp may be among those unread): each marked
-    /// [`past_break`](Answer::past_break).
+    /// or after their feed's latest arrival read (a BinaryFILE's: the
+    /// file's, whatever feed they name; a datagram of that very stamp may
+    /// be among those unread): each marked [`past_break`](Answer::past_break).
     fn finish(
         mut self,
         handler: &mut Handler,
