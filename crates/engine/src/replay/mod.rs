@@ -1478,37 +1478,27 @@ recovery_listen = "{listen}"
             feed: "lp\"1".into(),
             symbol: "EURUSD".into(),
         };
-        assert_eq!(
+        let line = |reasons, past_break| {
+            let detail = None;
             answer_json(
                 &c,
                 Answer {
-                    reasons: Reasons::STALE | Reasons::SUSPECT,
-                    detail: None,
-                    past_break: false,
-                }
-            ),
+                    reasons,
+                    detail,
+                    past_break,
+                },
+            )
+        };
+        assert_eq!(
+            line(Reasons::STALE | Reasons::SUSPECT, false),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":false,"reasons":["stale","suspect"]}"#
         );
         assert_eq!(
-            answer_json(
-                &c,
-                Answer {
-                    reasons: Reasons::empty(),
-                    detail: None,
-                    past_break: false,
-                }
-            ),
+            line(Reasons::empty(), false),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[]}"#
         );
         assert_eq!(
-            answer_json(
-                &c,
-                Answer {
-                    reasons: Reasons::empty(),
-                    detail: None,
-                    past_break: true,
-                }
-            ),
+            line(Reasons::empty(), true),
             r#"{"time_ns":7,"feed":"lp\"1","symbol":"EURUSD","ok":true,"reasons":[],"past_break":true}"#
         );
     }

@@ -235,10 +235,15 @@ impl Venue {
     }
 
     fn summary(&mut self) -> FeedSummary {
-        match self.h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => panic!("no itch50 summary"),
-        }
+        summary_of(&mut self.h)
+    }
+}
+
+/// The summary of `h`'s feed `nq`.
+fn summary_of(h: &mut Handler) -> FeedSummary {
+    match h.summaries().remove("nq") {
+        Some(Summary::Itch50(s)) => s,
+        _ => panic!("no itch50 summary"),
     }
 }
 
@@ -1368,6 +1373,29 @@ mod live {
         (addr, t)
     }
 
+    /// Replays the recording `bytes` under `config`: feed `nq` ends as
+    /// `live` (books, snapshots, stream); returns the replay's summary.
+    fn replays_as_live(
+        config: &Config,
+        bytes: Vec<u8>,
+        live: &FeedSummary,
+    ) -> crate::replay::Summary {
+        let mut capture =
+            CaptureReader::from_reader("rec", Box::new(std::io::Cursor::new(bytes))).unwrap();
+        let out = crate::replay::replay(config, &mut capture, &[], |_| {});
+        let replayed = match out.summary.feeds.get("nq") {
+            Some(Summary::Itch50(s)) => s,
+            _ => unreachable!(),
+        };
+        assert_eq!(replayed.symbols, live.symbols);
+        assert_eq!(replayed.snapshot, live.snapshot);
+        assert_eq!(
+            (replayed.next, replayed.duplicates, replayed.suspect),
+            (live.next, live.duplicates, live.suspect)
+        );
+        out.summary
+    }
+
     /// A GLIMPSE server answering `spin` once, and a live, recording
     /// handler of an itch50 feed on it (`extra`: its keys beyond the
     /// usual); the directory holds the password file.
@@ -1417,10 +1445,7 @@ glimpse_password_file = "{}"
         let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
         let mut q = 100;
         let deadline = Instant::now() + Duration::from_secs(10);
-        let merged = |h: &mut Handler| match h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s.snapshot.map_or(0, |s| s.snapshots),
-            _ => 0,
-        };
+        let merged = |h: &mut Handler| summary_of(h).snapshot.map_or(0, |s| s.snapshots);
         while merged(&mut h) == 0 {
             assert!(Instant::now() < deadline, "no snapshot merged in 10 s");
             let t = now_ns();
@@ -1459,10 +1484,7 @@ glimpse_password_file = "{}"
         let login = server.join().unwrap();
         assert_eq!(&login[..3], b"\x00\x2fL");
         assert_eq!(&login[9..17], b"Pw9!live");
-        let live = match h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => unreachable!(),
-        };
+        let live = summary_of(&mut h);
         assert!(!live.suspect);
         assert_eq!(live.symbols, reference(q + 20).symbols);
         let bytes = w.finish().unwrap();
@@ -1470,20 +1492,8 @@ glimpse_password_file = "{}"
             !bytes.windows(PASSWORD.len()).any(|x| x == PASSWORD),
             "the password is in the recording"
         );
-        let mut capture =
-            CaptureReader::from_reader("rec", Box::new(std::io::Cursor::new(bytes))).unwrap();
-        let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
-        let replayed = match out.summary.feeds.get("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => unreachable!(),
-        };
-        assert_eq!(replayed.symbols, live.symbols);
-        assert_eq!(replayed.snapshot, live.snapshot);
-        assert_eq!(
-            (replayed.next, replayed.duplicates, replayed.suspect),
-            (live.next, live.duplicates, live.suspect)
-        );
-        let json = serde_json::to_string(&out.summary).unwrap();
+        let replayed = replays_as_live(&config, bytes, &live);
+        let json = serde_json::to_string(&replayed).unwrap();
         assert!(!json.contains("Pw9!live"));
     }
 
@@ -1522,10 +1532,7 @@ glimpse_password_file = "{}"
         for q in 30..35 {
             send(&mut h, &mut w, q);
         }
-        let merged = |h: &mut Handler| match h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s.snapshot.map_or(0, |s| s.snapshots),
-            _ => 0,
-        };
+        let merged = |h: &mut Handler| summary_of(h).snapshot.map_or(0, |s| s.snapshots);
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut q = 35;
         while merged(&mut h) == 0 {
@@ -1539,25 +1546,10 @@ glimpse_password_file = "{}"
             q += 1;
         }
         server.join().unwrap();
-        let live = match h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => unreachable!(),
-        };
+        let live = summary_of(&mut h);
         assert!(!live.suspect);
         let bytes = w.finish().unwrap();
-        let mut capture =
-            CaptureReader::from_reader("rec", Box::new(std::io::Cursor::new(bytes))).unwrap();
-        let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
-        let replayed = match out.summary.feeds.get("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => unreachable!(),
-        };
-        assert_eq!(replayed.snapshot, live.snapshot);
-        assert_eq!(replayed.symbols, live.symbols);
-        assert_eq!(
-            (replayed.next, replayed.duplicates, replayed.suspect),
-            (live.next, live.duplicates, live.suspect)
-        );
+        replays_as_live(&config, bytes, &live);
     }
 
     /// An operator's request not started yet is dropped by a new session,
@@ -1594,10 +1586,7 @@ glimpse_password_env = "TG_TEST_PW_UNUSED"
         assert_eq!(h.resync(t), 0, "pending already");
         let _ = h.on_datagram_line(0, 0, &datagram(S2, 1), t + 1);
         h.upkeep(t + 2);
-        let s = match h.summaries().remove("nq") {
-            Some(Summary::Itch50(s)) => s,
-            _ => unreachable!(),
-        };
+        let s = summary_of(&mut h);
         let snap = s.snapshot.unwrap();
         assert_eq!((snap.snapshot_attempts, snap.snapshot_state), (0, "idle"));
         assert!(!s.suspect);
@@ -1671,10 +1660,7 @@ glimpse_password_env = "TG_TEST_PW_UNUSED"
         let deadline = Instant::now() + within;
         loop {
             h.upkeep(now_ns());
-            let s = match h.summaries().remove("nq") {
-                Some(Summary::Itch50(s)) => s,
-                _ => unreachable!(),
-            };
+            let s = summary_of(h);
             if done(&s) || Instant::now() > deadline {
                 return s;
             }
