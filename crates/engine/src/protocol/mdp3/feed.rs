@@ -176,7 +176,7 @@ pub struct Entry {
     /// The feed's count of deferred ends of event when an entry of it
     /// last came (and it was looked at if due): an end came since unless
     /// they are equal (see `Feed::cover`).
-    changed: u32,
+    changed: u64,
     /// Listed in [`Feed::blocked`].
     blocked: bool,
     /// Listed in [`Feed::verified`].
@@ -254,10 +254,10 @@ pub struct Feed {
     /// changed in it, not every instrument a gap keeps waiting. Grown
     /// amortised to the most at once, its capacity kept.
     blocked: Vec<u32>,
-    /// Ends of event processed while a packet was missing, wrapping: an
-    /// instrument whose [`Entry::changed`] differs had one since its last
-    /// change.
-    deferred_ends: u32,
+    /// Ends of event processed while a packet was missing (64 bits: never
+    /// wraps back onto an instrument's [`Entry::changed`]): an instrument
+    /// whose `changed` differs had one since its last change.
+    deferred_ends: u64,
     /// Instruments examined by the passes over `dirty` so far (tests bound
     /// the work).
     #[cfg(test)]
@@ -1113,7 +1113,7 @@ impl Feed {
                 // events of instruments waiting in numbers past the gap.
                 if fill || self.seq.gaps_open() != 0 {
                     self.deferred = true;
-                    self.deferred_ends = self.deferred_ends.wrapping_add(1);
+                    self.deferred_ends += 1;
                 } else if !self.dirty.is_empty() {
                     // (Nothing pending: the ends settle at the next look.)
                     self.cover();
