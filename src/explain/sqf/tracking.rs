@@ -339,6 +339,12 @@ impl Tracker {
                         true,
                     )
                 } else {
+                    // The lagging line's naming the next: sent after the
+                    // reset, which the handler closes.
+                    let lagging = self.open_reset.is_some_and(|(_, from_b)| from_b != on_b);
+                    if lagging && s0.seq.baseline && next_expected == last.saturating_add(1) {
+                        self.open_reset = None;
+                    }
                     let step = match rules::heartbeat_outcome(&mut s, next_expected, a) {
                         BeatOutcome::First => BeatStep::First,
                         BeatOutcome::Gap(lost) => {

@@ -369,22 +369,36 @@ impl FeedEngine for Feed {
                             applied
                         }
                         Message::Heartbeat(h) => {
-                            let b = last_line.get(p.slot as usize).copied().unwrap_or(0);
+                            let i = p.slot as usize;
+                            let b = last_line.get(i).copied().unwrap_or(0);
                             let lag = lagging(b, on_b);
-                            let (applied, dropped) = slot.update(|s| {
+                            let (applied, dropped, past) = slot.update(|s| {
                                 // The lagging line's naming a sequence past
                                 // the next: the old one's, from before the
                                 // reset. Dropped, a duplicate and a line
-                                // copy as a Quote. (One naming the next is
-                                // liveness as the letter has it: that line
-                                // may have lost its copy of the reset.)
+                                // copy as a Quote.
                                 let next = h.next_expected();
-                                if lag && s.baseline() && next > s.last_seq().saturating_add(1) {
+                                let step = next.cmp(&s.last_seq().saturating_add(1));
+                                if lag && s.baseline() && step.is_gt() {
                                     s.add_duplicate();
-                                    return (Applied::Duplicate, true);
+                                    return (Applied::Duplicate, true, false);
                                 }
-                                (rules::heartbeat(s, next, t), false)
+                                // One naming the next is liveness as the
+                                // letter has it, and was sent after the
+                                // reset (whose sequence is below the old
+                                // one's): that line lost its copy of the
+                                // reset and is past it. The reset closes, so
+                                // that its next Heartbeat naming a sequence
+                                // past the next is a loss, not the old
+                                // sequence's.
+                                let past = lag && s.baseline() && step.is_eq();
+                                (rules::heartbeat(s, next, t), false, past)
                             });
+                            if past {
+                                if let Some(bits) = last_line.get_mut(i) {
+                                    *bits &= !RESET_OPEN;
+                                }
+                            }
                             c.line_copies += u64::from(dropped);
                             applied
                         }
@@ -963,6 +977,17 @@ clock_offset = 0
         ]);
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         assert_eq!((r.state.last_alive, r.state.seq.duplicates), (4, 1));
+        // That Heartbeat was sent after the reset: the line is past it, and
+        // its next Heartbeat naming past the next sequence reveals a loss
+        // (the Quote 4 neither line brought), not the old sequence.
+        let got = run(&[
+            (0, quote(100, 100, 1.0)),
+            (0, s3.clone()),
+            (1, quote(100, 100, 1.0)),
+            (1, heartbeat(4)),
+            (1, heartbeat(5)),
+        ]);
+        assert_eq!(got, ((4, Some(2.0), true), 1));
         // One loss on each line: B lost the Quotes before the reset (its
         // Snapshot looked in step there), A lost the Snapshot. A's Quotes
         // older than it, ahead of its sequence, are from before it.
