@@ -527,6 +527,7 @@ impl Handler {
     /// ([`FeedEngine::on_clock_stepped_back`]).
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         for f in &mut self.feeds {
+            f.on_clock_stepped_back(now);
             f.engine.on_clock_stepped_back(now);
         }
     }
@@ -625,6 +626,20 @@ impl Handler {
 }
 
 impl Feed {
+    /// The live clock stepped back to `now`: a run of rejected packets
+    /// moves back with it, keeping its length (else the run would read as
+    /// no time at all, and "every packet rejected" end, until the clock
+    /// came back to where it was), and the log lines' last times are
+    /// brought to `now` at the latest (due again within their interval).
+    fn on_clock_stepped_back(&mut self, now: u64) {
+        let run = &mut self.run;
+        let back = run.last_ns.saturating_sub(now);
+        run.first_ns = run.first_ns.saturating_sub(back);
+        run.last_ns -= back;
+        run.warned_ns = run.warned_ns.map(|w| w.min(now));
+        self.last_reject_log = self.last_reject_log.map(|l| l.min(now));
+    }
+
     /// Counts a rejected packet and logs at most once per interval, saying
     /// how many were held back.
     #[cold]
