@@ -62,8 +62,9 @@
 //!
 //! The clarifications are taken as written, where they surprise too: a
 //! packet numbered 1 while a ChannelReset is pending restarts the sequence
-//! before any duplicate test (a line-B copy of a reset numbered 1 does),
-//! and for `gap_timeout` after a restart every packet in
+//! before any duplicate test (a line-B copy of a reset numbered 1 does;
+//! one sent before the reset's packet does not, a departure the
+//! implementation documents), and for `gap_timeout` after a restart every packet in
 //! `[H − restart_margin, H)` is a late copy, those of the new sequence
 //! included when `H` is small.
 //!
@@ -1204,10 +1205,11 @@ impl Model {
         // Clarification 1: S = 1 after a ChannelReset first, then far
         // below `high`; not in the contract (docs/mdp3.md): right after a
         // ChannelReset, far below, or nearer 1 than `high` and sent after
-        // it, is not weekly nor a copy.
+        // it, is not weekly nor a copy, and 1 is not its restart when sent
+        // before it (the other line's copy of the old sequence's 1).
         let restart = match (self.high, pending) {
             (Some(h), Some(r))
-                if s == 1
+                if (s == 1 && p.sending >= r)
                     || u64::from(s) + u64::from(self.margin) < h
                     || (2 * u64::from(s) < h + 1 && p.sending > r) =>
             {

@@ -3544,6 +3544,25 @@ mod tests {
         assert_eq!(f.verdict("#1", TH, T0 + 1), Reasons::empty());
     }
 
+    /// The other line's copy of packet 1, come after a ChannelReset in
+    /// packet 2 and sent before it, is a duplicate: the books stay empty
+    /// (by the letter it was the new sequence's packet 1, and put the book
+    /// from before the reset back, `ok`).
+    #[test]
+    fn a_copy_of_packet_1_after_a_channel_reset_is_a_duplicate() {
+        let mut f = feed();
+        let one = book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]);
+        f.on_incremental(&one, T0).unwrap();
+        let reset = encode::channel_reset(V, T0 + 1, EOE, 1);
+        f.on_incremental(&encode::packet(2, T0 + 1, &[reset]), T0 + 1)
+            .unwrap();
+        f.on_incremental(&one, T0 + 2).unwrap();
+        assert_eq!(top(&f, "#1"), (None, None));
+        assert_ne!(f.verdict("#1", TH, T0 + 2), Reasons::empty());
+        let c = f.sequence().counters();
+        assert_eq!((c.sequence_restarts, c.duplicates), (0, 1));
+    }
+
     /// Packet `s` of one 46 at TransactTime `tt` with `entries`, ending
     /// its event.
     fn book_at(s: u32, tt: u64, entries: &[BookEntry]) -> Vec<u8> {

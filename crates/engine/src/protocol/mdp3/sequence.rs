@@ -316,13 +316,18 @@ impl Sequence {
     /// than `high` and sent after the reset's packet (a copy of an older
     /// packet lags by less than half the sequence and was sent before the
     /// reset), is that reset's restart with its first packets missing, not
-    /// the weekly restart or a copy.
+    /// the weekly restart or a copy. MsgSeqNum 1 is its restart (the
+    /// contract) unless sent before the reset's packet: then it is the
+    /// other line's copy of the old sequence's packet 1 (a reset early in
+    /// it), a duplicate (applied, it put back a book the reset emptied).
     #[inline]
     fn restart(&self, s: u32, sent: u64, reset_pending: Option<u64>) -> Option<Restart> {
         let h = self.high?;
         let far = u64::from(s) + u64::from(self.settings.restart_margin) < h;
         match reset_pending {
-            Some(r) if s == 1 || far || (near_one(s, h) && sent > r) => Some(Restart::AfterReset),
+            Some(r) if far || (s == 1 && sent >= r) || (near_one(s, h) && sent > r) => {
+                Some(Restart::AfterReset)
+            }
             None if far => Some(Restart::Weekly),
             _ => None,
         }
@@ -676,6 +681,23 @@ mod tests {
         assert_eq!(s.on_packet(995, 2, 0).0, Packet::Stale);
         assert_eq!(s.on_packet(1, 3, 0).0, AFTER_RESET);
         assert_eq!(s.counters().sequence_restarts, 2);
+    }
+
+    /// Not in the contract's letter (docs/mdp3.md): MsgSeqNum 1 right after
+    /// a ChannelReset, sent before the reset's packet, is the other line's
+    /// copy of the old sequence's packet 1 (a reset in packet 2), a
+    /// duplicate: taken for the new sequence, it put back the book the
+    /// reset emptied. Sent with it or after, the reset's restart.
+    #[test]
+    fn one_sent_before_a_channel_reset_is_a_copy() {
+        let mut s = seq();
+        s.on_packet(1, 0, 100);
+        s.on_packet(2, 1, 200);
+        s.channel_reset(2, 200);
+        assert!(s.ignores(1, 2, 100));
+        assert_eq!(s.on_packet(1, 2, 100).0, Packet::Duplicate);
+        assert!(!s.ignores(1, 3, 200));
+        assert_eq!(s.on_packet(1, 3, 200).0, AFTER_RESET);
     }
 
     #[test]
