@@ -740,9 +740,13 @@ impl Publication {
     /// file was written over in place since (an earlier copy of this very
     /// file passes every other check of [`lost`](Self::lost), while its
     /// quiet symbols would show the copy's prices under this writer's
-    /// fresh heartbeat).
+    /// fresh heartbeat). Such a file is never given the heartbeat: until
+    /// the caller closes it, readers judge the copy by its own, old one.
     #[inline]
     pub fn heartbeat(&self, now_ns: u64) {
+        if now_ns.saturating_add(tickguard_reader::verdict::MAX_AHEAD_NS) < self.start_time_ns {
+            self.behind_start.store(true, Ordering::Relaxed);
+        }
         let word = &self.views.header().heartbeat_ns;
         // Relaxed: a timestamp on its own; readers compare it with their
         // clock, and only this writer (or a forger) stores it.
@@ -752,11 +756,11 @@ impl Publication {
             // truncation, told as such.)
             self.overwritten.store(true, Ordering::Relaxed);
         }
+        if self.overwritten() {
+            return;
+        }
         word.store(now_ns, Ordering::Relaxed);
         self.last_heartbeat_ns.store(now_ns, Ordering::Relaxed);
-        if now_ns.saturating_add(tickguard_reader::verdict::MAX_AHEAD_NS) < self.start_time_ns {
-            self.behind_start.store(true, Ordering::Relaxed);
-        }
     }
 
     /// True once the clock was found stepped back to before the start
@@ -1227,6 +1231,11 @@ mod tests {
         assert!(!p.lost(), "the header alone passes");
         p.heartbeat(4_000_000);
         assert!(p.overwritten() && p.lost() && !p.truncated());
+        // Not given the heartbeat, then or after: until it is closed, its
+        // readers judge the copy by the copy's own.
+        p.heartbeat(5_000_000);
+        let header = p.views.header();
+        assert_eq!(header.heartbeat_ns.load(Ordering::Relaxed), 2_000_000);
     }
 
     /// The word a seqlock's stamp is, in place.
