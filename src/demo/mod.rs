@@ -108,23 +108,24 @@ fn session_s(args: &Params) -> f64 {
     }
 }
 
-/// The demo's sidecar: a table of `capacity` slots published at
-/// `args.shm`, a receiver that sleeps when idle, and `feed` (one
-/// `[[feed]]` table, as TOML).
 /// State table slots for a demo of `symbols`: at least `least`, and room
 /// for every symbol with the table at most half full.
 fn table_slots(symbols: usize, least: usize) -> usize {
     symbols.saturating_mul(2).next_power_of_two().max(least)
 }
 
+/// The demo's sidecar: a table of `capacity` slots published at
+/// `args.shm` (the path as given, where the demo's reader opens it: not
+/// through TOML, whose escapes would change it), a receiver that sleeps
+/// when idle, and `feed` (one `[[feed]]` table, as TOML).
 fn config(args: &Params, capacity: usize, feed: &str) -> anyhow::Result<Config> {
-    Ok(Config::parse(
-        &format!(
-            "[state]\ncapacity = {capacity}\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\nidle_sleep_us = 100\n{feed}",
-            args.shm.display()
-        ),
+    anyhow::ensure!(!args.shm.as_os_str().is_empty(), "--shm must name a file");
+    let mut config = Config::parse(
+        &format!("[state]\ncapacity = {capacity}\n[sidecar]\nidle = \"sleep\"\nidle_sleep_us = 100\n{feed}"),
         "demo",
-    )?)
+    )?;
+    config.sidecar.shm_path = args.shm.clone();
+    Ok(config)
 }
 
 /// A sidecar receiving on its own thread, stopped by its own flag.

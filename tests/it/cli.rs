@@ -989,7 +989,12 @@ fn demo_on_a_full_stdout_stops_with_one_line() {
 
 #[test]
 fn demo_runs_and_shows_every_symbol() {
-    let shm = format!("/dev/shm/tickguard-demo-test-{}", std::process::id());
+    // A name with what TOML would read as an escape and a quote: the
+    // sidecar publishes where the demo's reader looks, as given.
+    let shm = format!(
+        "/dev/shm/tickguard-demo-test-{}-\\u0041\"",
+        std::process::id()
+    );
     let out = tickguard()
         .args([
             "demo",
