@@ -115,6 +115,10 @@ struct FeedView {
     samples: Vec<Sample>,
     /// The counters by id (one consistent copy).
     values: [u64; counter::ALL],
+    /// Whether `values` (and so `samples`) and `offset` were read: a
+    /// writer killed in the middle of writing them leaves them unreadable
+    /// for good, shown as unknown, never as zeros.
+    read: (bool, bool),
     /// Each slot counts its symbol's own lost ticks and duplicates.
     symbol_counts: bool,
     offset: i128,
@@ -260,6 +264,9 @@ impl FeedView {
     }
 }
 
+/// What the text view shows for counters a writer left mid-write.
+const UNREADABLE: &str = "counters unreadable (the writer stopped while writing them)";
+
 /// Width the counters of a feed are wrapped to in the text view.
 const TEXT_WIDTH: usize = 118;
 
@@ -286,7 +293,13 @@ impl FeedView {
             .into_iter()
             .map(|(n, on)| (n.to_string(), json!(on)))
             .collect();
-        doc.insert("flags".into(), Value::Object(flags));
+        doc.insert(
+            "flags".into(),
+            match self.read.0 {
+                true => Value::Object(flags),
+                false => Value::Null,
+            },
+        );
         let st = &self.status;
         doc.insert(
             "last_alive_ns".into(),
@@ -296,8 +309,10 @@ impl FeedView {
             "source_watermark_ns".into(),
             json!((st.source_watermark != 0).then_some(st.source_watermark)),
         );
-        doc.insert("clock_offset_ns".into(), json!(saturated(self.offset)));
-        for f in self.families() {
+        let offset = self.read.1.then(|| saturated(self.offset));
+        doc.insert("clock_offset_ns".into(), json!(offset));
+        doc.insert("counters_unreadable".into(), json!(!self.read.0));
+        for f in self.families().into_iter().filter(|_| self.read.0) {
             let buckets: Vec<Value> = self
                 .samples
                 .iter()
@@ -332,9 +347,10 @@ impl FeedView {
                 doc.insert(name, Value::Object(by));
             }
         }
+        let all_rejected = self.all_rejected().filter(|_| self.read.0);
         doc.insert(
             "all_rejected".into(),
-            json!(self.all_rejected().map(|(since, packets, reason)| json!({
+            json!(all_rejected.map(|(since, packets, reason)| json!({
                 "since_ns": since,
                 "packets": packets,
                 "reason": reason.map(|r| r.value.as_str()),
@@ -508,9 +524,12 @@ impl Snapshot {
             // A writer killed mid-publication leaves its seqlock held for
             // good: waited for only while the writer is alive.
             let wait = if healthy { PATIENCE } else { Duration::ZERO };
-            let values = patiently(wait, || reader.counters(id)).unwrap_or([0; counter::ALL]);
+            let values = patiently(wait, || reader.counters(id));
             // (A writer killed inside the offset's write: its status alone.)
-            let (status, offset) = patiently(wait, || reader.feed_state(id))
+            let state = patiently(wait, || reader.feed_state(id));
+            let read = (values.is_some(), state.is_some());
+            let values = values.unwrap_or([0; counter::ALL]);
+            let (status, offset) = state
                 .or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)))
                 .unwrap_or_default();
             let flags = status.flags();
@@ -529,6 +548,7 @@ impl Snapshot {
                     })
                     .collect(),
                 values,
+                read,
                 symbol_counts: f.symbol_counts(),
                 offset,
                 tally: [0; 1 + Reasons::ORDER.len()],
@@ -630,15 +650,19 @@ impl Snapshot {
                     "delta"
                 },
             );
-            if let Some(flags) = f.flags_text() {
+            if let Some(flags) = f.flags_text().filter(|_| f.read.0) {
                 let _ = write!(s, "  flags {flags}");
             }
-            let _ = writeln!(s, "  clock offset {}", ms(f.offset));
-            let (items, lines) = f.items();
+            let offset = if f.read.1 { ms(f.offset) } else { "?".into() };
+            let _ = writeln!(s, "  clock offset {offset}");
+            let (items, lines) = match f.read.0 {
+                true => f.items(),
+                false => (vec![UNREADABLE.to_string()], vec![]),
+            };
             for l in wrap(&items, TEXT_WIDTH) {
                 let _ = writeln!(s, "{l}");
             }
-            if let Some((since, packets, reason)) = f.all_rejected() {
+            if let Some((since, packets, reason)) = f.all_rejected().filter(|_| f.read.0) {
                 let _ = writeln!(
                     s,
                     "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",

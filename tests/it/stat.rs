@@ -279,6 +279,30 @@ fn temp_shm(name: &str) -> PathBuf {
     PathBuf::from(format!("/dev/shm/tickguard-{name}-{}", std::process::id()))
 }
 
+/// A writer stopped while writing its counters (killed, or here held in
+/// the middle) leaves them unreadable: shown as unknown, not as zeros.
+#[test]
+fn counters_left_mid_write_are_unknown_not_zeros() {
+    let shm = temp_shm("stat-mid-write");
+    let p = three_feeds(&shm);
+    let mut doc = serde_json::Value::Null;
+    let mut text = String::new();
+    p.write_counters(|| {
+        doc = stat_json(&shm, &[]);
+        text = String::from_utf8(stat_args(&shm, &[]).stdout).unwrap();
+    });
+    let whole = stat_json(&shm, &[]);
+    crate::common::remove_publication(&shm);
+    let feed = &doc["feeds"][0];
+    assert_eq!(feed["counters_unreadable"], true, "{feed}");
+    assert_eq!(feed.get("duplicates"), None, "{feed}");
+    assert_eq!(feed["flags"], serde_json::Value::Null, "{feed}");
+    assert_eq!(whole["feeds"][0]["counters_unreadable"], false);
+    assert_eq!(whole["feeds"][0]["duplicates"], 4_000);
+    assert!(text.contains("counters unreadable"), "{text}");
+    assert!(!text.contains("duplicates 0"), "{text}");
+}
+
 #[test]
 fn stat_json_tells_line_copies_from_duplicates_and_flags_a_rejected_feed() {
     let shm = temp_shm("stat-json");
