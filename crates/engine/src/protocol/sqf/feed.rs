@@ -71,10 +71,10 @@ pub struct Feed {
     kind: FeedKind,
     /// Clock-offset estimate, from the send time of every accepted packet
     /// (spec sqf §4): one of duplicates only, an empty one, one of unknown
-    /// types or of symbols the full table refused included. More samples
-    /// only ever lower the window's minimum (a line copy carries the first
-    /// copy's send time and arrives after it, so it never is the lower), so
-    /// a sample can make symbols `stale_at_source`, never hide a delay.
+    /// types or of symbols the full table refused included. Within a
+    /// window more samples only lower its minimum (a line copy carries the
+    /// first copy's send time and arrives after it); a line copy alone in
+    /// the window raises the estimate by its line's delay (docs).
     clock: OffsetEstimator,
     /// Per slot of the table, one byte: [`FROM_B`], the line its sequence
     /// was last applied from, and [`COPY_SEEN`], the other line's copy of
