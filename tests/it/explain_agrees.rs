@@ -339,7 +339,8 @@ fn agrees(stream: &[(u64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {
 
 /// The lagging line's messages from before a reset, dropped by the
 /// handler, are events of the explanation, each saying why: a Quote, a
-/// Snapshot from before the reset and a Heartbeat naming the old sequence.
+/// Snapshot from before the reset and a Heartbeat naming past the next
+/// sequence (the old one's, or a loss: suspect).
 #[test]
 fn what_the_lagging_line_brings_from_before_a_reset_is_explained() {
     let stream = [
@@ -366,7 +367,7 @@ fn what_the_lagging_line_brings_from_before_a_reset_is_explained() {
     for said in [
         "snapshot seq 90 from before the snapshot that reset the symbol to seq 3 (a lagging line's copy), ignored",
         "quote seq 100 from before the snapshot that reset the symbol to seq 3 (a lagging line's copy), ignored",
-        "heartbeat (next expected 101) from before the snapshot that reset the symbol to seq 3 (a lagging line's), ignored",
+        "heartbeat (next expected 101) on the line lagging the snapshot that reset the symbol to seq 3: from before it, or past a loss; its sequence ignored, suspect",
     ] {
         assert!(text.contains(said), "{said}:\n{text}");
     }

@@ -44,4 +44,5 @@ mod replay_bounds;
 mod simulate;
 mod simulate_itch;
 mod simulate_mdp3;
+mod sqf_lines;
 mod stat;

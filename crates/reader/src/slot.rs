@@ -432,6 +432,15 @@ impl InPlace<'_> {
         // Relaxed: published by the Release store of the stamp.
         self.words[i].store(v, Ordering::Relaxed);
     }
+
+    /// The source time of the price held (ns since the Unix epoch, the
+    /// provider's clock), `None` before the first.
+    #[inline(always)]
+    pub fn source_time(&self) -> Option<u64> {
+        // Relaxed: this writer's own store.
+        (self.meta & meta::HAS_PRICE != 0)
+            .then(|| self.words[word::SOURCE_TIME].load(Ordering::Relaxed))
+    }
 }
 
 impl Sequence for InPlace<'_> {

@@ -163,6 +163,14 @@ pub enum Cause {
         /// on (not a Snapshot sent before the reset).
         copy: bool,
     },
+    /// A Snapshot behind the sequence, never applied (the other line lost
+    /// it), older at its source than the price held, on the line that has
+    /// not brought that price: that line's late copy, dropped (a reset is
+    /// newer than all before it).
+    SnapshotLate {
+        /// Its sequence.
+        seq: u64,
+    },
     /// Silence crossed the stale threshold.
     Silence {
         /// Last arrival that proved the symbol alive, ns.

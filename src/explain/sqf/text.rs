@@ -217,7 +217,7 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
             ),
             BeatStep::Alive => format!("heartbeat (next expected {next_expected})"),
             BeatStep::BeforeReset { reset } => format!(
-                "heartbeat (next expected {next_expected}) from before the snapshot that reset the symbol to seq {reset} (a lagging line's), ignored"
+                "heartbeat (next expected {next_expected}) on the line lagging the snapshot that reset the symbol to seq {reset}: from before it, or past a loss; its sequence ignored, suspect"
             ),
         },
         Cause::SnapshotBeforeReset { seq, copy: true, .. } => format!(
@@ -225,6 +225,9 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
         ),
         Cause::SnapshotBeforeReset { seq, reset, .. } => format!(
             "snapshot seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
+        ),
+        Cause::SnapshotLate { seq } => format!(
+            "snapshot seq {seq} older at its source than the price held: a lagging line's copy of one the other line lost, ignored"
         ),
         Cause::Snapshot { seq, last } => match last {
             None => format!("first snapshot seq {seq}"),

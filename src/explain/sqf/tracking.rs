@@ -219,7 +219,9 @@ impl Tracker {
                     Some(QuoteOutcome::Duplicate) => {
                         // The other line's copy of the latest sequence
                         // (not one sent before the reset).
-                        if self.latest_line.0 != on_b && seq == last && lag != Lag::Before {
+                        let latest = seq == last
+                            && s0.price.is_some_and(|p| p.source_time == q.source_time());
+                        if self.latest_line.0 != on_b && latest && lag != Lag::Before {
                             self.latest_line.1 = true;
                         }
                         Step::Duplicate { last }
@@ -275,6 +277,11 @@ impl Tracker {
                 if matches!(lag, Lag::Copy | Lag::Past) {
                     self.open_reset = None;
                 }
+                // One never applied (the other line lost it), older at its
+                // source than the price held, on the line that has not
+                // brought that price: that line's late copy.
+                let older = s0.price.is_some_and(|p| key.1 < p.source_time)
+                    && self.last_snapshot.is_none_or(|(k, _, _)| k != key);
                 let reset = match (lag, self.open_reset) {
                     (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
                     (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),
@@ -283,6 +290,9 @@ impl Tracker {
                 if let Some((reset, copy)) = reset {
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
                     (Cause::SnapshotBeforeReset { seq, reset, copy }, true)
+                } else if lag == Lag::No && behind && !passed && older {
+                    s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                    (Cause::SnapshotLate { seq }, true)
                 } else {
                     let copy = self.last_snapshot.as_mut().filter(|(k, from_b, seen)| {
                         *k == key && *from_b != on_b && !*seen && !(behind && passed)
@@ -327,9 +337,10 @@ impl Tracker {
                 if let Some(((reset, _), _)) =
                     self.open_reset.filter(|&(_, from_b)| old && from_b != on_b)
                 {
-                    // The lagging line's, naming the old sequence: dropped
-                    // by the handler, a duplicate.
+                    // The lagging line's, naming the old sequence or a
+                    // loss: dropped by the handler, a duplicate, suspect.
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                    s.suspect = true;
                     let step = BeatStep::BeforeReset { reset };
                     (
                         Cause::Heartbeat {
@@ -339,12 +350,6 @@ impl Tracker {
                         true,
                     )
                 } else {
-                    // The lagging line's naming the next: sent after the
-                    // reset, which the handler closes.
-                    let lagging = self.open_reset.is_some_and(|(_, from_b)| from_b != on_b);
-                    if lagging && s0.seq.baseline && next_expected == last.saturating_add(1) {
-                        self.open_reset = None;
-                    }
                     let step = match rules::heartbeat_outcome(&mut s, next_expected, a) {
                         BeatOutcome::First => BeatStep::First,
                         BeatOutcome::Gap(lost) => {

@@ -9,7 +9,7 @@
 //! never shows a slot fresher at the source than before or after. No
 //! allocation, no lock, no clock read.
 
-use super::rules::{self, Applied, FeedKind, Lag, Price, Sequence};
+use super::rules::{self, Applied, FeedKind, Lag, Price, RuleState, Sequence};
 use super::wire::{msg_type, HEARTBEAT_LEN};
 use super::{Known, Message, Packet, Reject, MAX_MESSAGES};
 use crate::clock::OffsetEstimator;
@@ -275,8 +275,13 @@ impl FeedEngine for Feed {
                                     s.add_duplicate();
                                     return (Applied::Duplicate, false, true);
                                 }
+                                // (The latest: its sequence, and its
+                                // source time, which a Quote of the same
+                                // number from before a reset has not.)
+                                let latest = q.sequence() == s.last_seq()
+                                    && s.source_time() == Some(q.source_time());
                                 let a = rules::quote(s, kind, q.sequence(), price(q), t);
-                                (a, q.sequence() == s.last_seq(), false)
+                                (a, latest, false)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
                                 if lag == Lag::Past {
@@ -320,9 +325,16 @@ impl FeedEngine for Feed {
                                 // The lagging line's, dropped: sent before
                                 // the reset, or its copy of the reset once
                                 // the symbol moved on (the last Snapshot
-                                // another).
+                                // another), or one never applied (the other
+                                // line lost it) older at its source than the
+                                // price that line brought since: a reset is
+                                // newer than all before it, and a re-send
+                                // after a failover is of one applied.
+                                let older = s.source_time().is_some_and(|at| key.1 < at)
+                                    && last_snapshot.get(i) != Some(&key);
                                 let lagging = lag == Lag::Before
-                                    || (lag == Lag::Copy && !candidate && behind && !passed);
+                                    || (lag == Lag::Copy && !candidate && behind && !passed)
+                                    || (lag == Lag::No && behind && !passed && older);
                                 let copy = candidate && !(behind && passed);
                                 if lagging || (copy && behind) {
                                     s.add_duplicate();
@@ -369,36 +381,29 @@ impl FeedEngine for Feed {
                             applied
                         }
                         Message::Heartbeat(h) => {
-                            let i = p.slot as usize;
-                            let b = last_line.get(i).copied().unwrap_or(0);
+                            let b = last_line.get(p.slot as usize).copied().unwrap_or(0);
                             let lag = lagging(b, on_b);
-                            let (applied, dropped, past) = slot.update(|s| {
+                            let (applied, dropped) = slot.update(|s| {
                                 // The lagging line's naming a sequence past
                                 // the next: the old one's, from before the
-                                // reset. Dropped, a duplicate and a line
-                                // copy as a Quote.
+                                // reset, or the new one's past a Quote both
+                                // lines lost (that line having lost its copy
+                                // of the reset): the numbers cannot tell.
+                                // Dropped (a duplicate and a line copy as a
+                                // Quote, the sequence kept), but the symbol
+                                // is suspect: never trusted on a possible
+                                // loss.
+                                // (One naming the next is liveness as the
+                                // letter has it: that line may have lost
+                                // its copy of the reset.)
                                 let next = h.next_expected();
-                                let step = next.cmp(&s.last_seq().saturating_add(1));
-                                if lag && s.baseline() && step.is_gt() {
+                                if lag && s.baseline() && next > s.last_seq().saturating_add(1) {
                                     s.add_duplicate();
-                                    return (Applied::Duplicate, true, false);
+                                    s.set_suspect(true);
+                                    return (Applied::Duplicate, true);
                                 }
-                                // One naming the next is liveness as the
-                                // letter has it, and was sent after the
-                                // reset (whose sequence is below the old
-                                // one's): that line lost its copy of the
-                                // reset and is past it. The reset closes, so
-                                // that its next Heartbeat naming a sequence
-                                // past the next is a loss, not the old
-                                // sequence's.
-                                let past = lag && s.baseline() && step.is_eq();
-                                (rules::heartbeat(s, next, t), false, past)
+                                (rules::heartbeat(s, next, t), false)
                             });
-                            if past {
-                                if let Some(bits) = last_line.get_mut(i) {
-                                    *bits &= !RESET_OPEN;
-                                }
-                            }
                             c.line_copies += u64::from(dropped);
                             applied
                         }
@@ -891,10 +896,14 @@ clock_offset = 0
                 t += 1;
                 h.on_datagram_line(0, 0, d, t).unwrap();
             }
+            // B's Heartbeat past the next sequence may be the old one's or
+            // tell of a loss: dropped, the symbol suspect until a price.
+            let mut beat = false;
             for d in &b {
                 t += 1;
                 h.on_datagram_line(0, 1, d, t).unwrap();
-                assert_eq!(state(&h), (4, Some(4.0), false), "{case}");
+                beat |= *d == heartbeat(101) || *d == heartbeat(92);
+                assert_eq!(state(&h), (4, Some(4.0), beat), "{case}");
             }
             let c = &h.feeds()[0].counters;
             assert_eq!((c.resets, c.ticks_lost), (1, 0), "{case}");
@@ -903,6 +912,27 @@ clock_offset = 0
             h.on_datagram_line(0, 1, &heartbeat(7), t + 1).unwrap();
             assert_eq!(state(&h), (6, Some(4.0), true), "{case}");
         }
+    }
+
+    /// A routine Snapshot line B lost, come late on line A behind B's
+    /// newer Quote (older at its source than it): A's late copy, dropped,
+    /// not a reset that puts the older price back (alive, not suspect)
+    /// until A's copy of the Quote comes.
+    #[test]
+    fn a_late_snapshot_the_other_line_lost_is_no_reset() {
+        let mut h = Handler::new(&config("full"));
+        let datagrams = [
+            (0, quote_a(1, 10, 1.0)),
+            (1, quote_a(1, 10, 1.0)),
+            (1, quote_a(2, 30, 3.0)),
+            (0, snapshot_a(1, 20, 1.0)),
+        ];
+        for (t, (line, d)) in datagrams.iter().enumerate() {
+            h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+        }
+        let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+        let s = (r.state.seq.last_seq, r.state.price.map(|p| p.bid));
+        assert_eq!((s, h.feeds()[0].counters.resets), ((2, Some(3.0)), 0));
     }
 
     /// More of the open reset: a duplicate the lagging line brings from
@@ -946,7 +976,8 @@ clock_offset = 0
             (1, s3.clone()),
         ]);
         assert_eq!(got, ((4, Some(4.0), false), 1));
-        // Opened on line B: line A lags.
+        // Opened on line B: line A lags (its Heartbeat past the next
+        // sequence dropped, suspect: it may tell of a loss).
         let got = run(&[
             (1, quote(100, 100, 1.0)),
             (1, s3.clone()),
@@ -954,7 +985,7 @@ clock_offset = 0
             (0, quote(100, 100, 1.0)),
             (0, heartbeat(101)),
         ]);
-        assert_eq!(got, ((4, Some(4.0), false), 1));
+        assert_eq!(got, ((4, Some(4.0), true), 1));
         // A second reset replaces the first: B's copy of the first is
         // from before it, its copy of the second closes it.
         let got = run(&[
@@ -977,9 +1008,9 @@ clock_offset = 0
         ]);
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         assert_eq!((r.state.last_alive, r.state.seq.duplicates), (4, 1));
-        // That Heartbeat was sent after the reset: the line is past it, and
-        // its next Heartbeat naming past the next sequence reveals a loss
-        // (the Quote 4 neither line brought), not the old sequence.
+        // Its next Heartbeat naming past the next sequence may be the old
+        // sequence's (which passed 3 too) or tell of the Quote 4 neither
+        // line brought: dropped, its sequence kept, but suspect.
         let got = run(&[
             (0, quote(100, 100, 1.0)),
             (0, s3.clone()),
@@ -987,7 +1018,7 @@ clock_offset = 0
             (1, heartbeat(4)),
             (1, heartbeat(5)),
         ]);
-        assert_eq!(got, ((4, Some(2.0), true), 1));
+        assert_eq!(got, ((3, Some(2.0), true), 1));
         // One loss on each line: B lost the Quotes before the reset (its
         // Snapshot looked in step there), A lost the Snapshot. A's Quotes
         // older than it, ahead of its sequence, are from before it.
