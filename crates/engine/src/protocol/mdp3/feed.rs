@@ -275,6 +275,9 @@ pub struct Feed {
     undo: UndoLog,
     /// `dirty` sorted, for a compaction of `undo`.
     compacting: Vec<u32>,
+    /// The instruments whose snapshots applied in the snapshot datagram at
+    /// hand, looked at (alone) at its end; capacity kept.
+    snapshots_now: Vec<u32>,
     /// Group statuses, by (SecurityGroup, Asset): one per pair a status
     /// named, at most [`max_groups`](Self::max_groups) (a new pair may
     /// rehash, amortised), which a ChannelReset empties; and the
@@ -500,6 +503,7 @@ impl Feed {
             since_fold: 0,
             undo: UndoLog::default(),
             compacting: Vec::new(),
+            snapshots_now: Vec::new(),
             groups: Groups::default(),
             restarts: 0,
             reset_floor: None,
@@ -1608,6 +1612,7 @@ impl Feed {
             }
         }
         let mut applied = false;
+        self.snapshots_now.clear();
         for m in packet.messages() {
             let Body::Snapshot(snap) = m.body() else {
                 self.count_unread(m.kind());
@@ -1693,6 +1698,7 @@ impl Feed {
                     if e.instrument.list() {
                         self.dirty.push(i);
                     }
+                    self.snapshots_now.push(i);
                 }
                 Matched::Ignored => {
                     e.snapshots_ignored += 1;
@@ -1732,10 +1738,27 @@ impl Feed {
             }
         }
         // Coverage is examined again after an applied snapshot only
-        // (clarification 4): one ignored changes nothing it depends on.
+        // (clarification 4): one ignored changes nothing it depends on. And
+        // only that snapshot's instrument: a snapshot changes neither the
+        // ends of event processed nor the packets missing, only its own
+        // instrument's changes (replaced, and the cached ones applied after
+        // it), so the others pending are as covered as they were (a
+        // sender leaving thousands with an event never ended made every
+        // applied snapshot go over all of them).
         if applied {
-            self.cover();
+            self.ends.settle(&self.seq);
+            #[cfg(test)]
+            {
+                self.examined += self.snapshots_now.len() as u64;
+            }
+            for &i in &self.snapshots_now {
+                let inst = &mut self.entries[i as usize].instrument;
+                if inst.cover(&self.ends, &self.seq, &mut self.undo) {
+                    self.touched.one(i);
+                }
+            }
         }
+        self.snapshots_now.clear();
         Ok(())
     }
 
@@ -3055,6 +3078,31 @@ mod tests {
     /// Positions folded give their room back: instrument after instrument
     /// given as many changes as there are instruments waiting, an event
     /// never ended, does not leave each holding room for them all.
+    /// Instruments left with an event never ended cost an applied snapshot
+    /// of another instrument nothing: it is the only one looked at.
+    #[test]
+    fn instruments_left_unfinished_cost_a_snapshot_flood_nothing() {
+        let mut f = feed();
+        let bids = bids_from_one(5_000);
+        let changes: Vec<_> = bids
+            .chunks(250)
+            .map(|c| encode::book(46, V, T0, 0, c, 0))
+            .collect();
+        f.on_incremental(&encode::packet(1, T0, &changes), T0)
+            .unwrap();
+        // Another instrument suspect, far ahead: each snapshot of it applies.
+        let far = [bid(9_999, 1_000_000, 1, UpdateAction::New, 100)];
+        f.on_incremental(&book(2, false, &far), T0).unwrap();
+        assert!(f.dirty.len() >= 5_000);
+        let before = f.examined;
+        for r in 1..=1_000 {
+            f.on_snapshot(&snapshot_of(9_999, r, 2, T0, 100), T0 + 1)
+                .unwrap();
+        }
+        assert_eq!(f.counters.snapshots_applied, 1_000);
+        assert!(f.examined - before <= 1_000, "{}", f.examined - before);
+    }
+
     #[test]
     fn folded_positions_give_their_room_back() {
         let mut f = feed();
