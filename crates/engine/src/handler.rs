@@ -107,6 +107,10 @@ pub struct RejectRun {
     by_reason: [u64; MAX_REJECT_REASONS],
     /// Arrival time of the last "every packet rejected" warning, ns.
     warned_ns: Option<u64>,
+    /// The first run since the live clock stepped back: a rejection stamped
+    /// before its first (the run began with a datagram queued before the
+    /// step) begins a new one.
+    stepped: bool,
 }
 
 /// A feed all of whose packets are rejected, for now.
@@ -627,16 +631,18 @@ impl Handler {
 
 impl Feed {
     /// The live clock stepped back to `now`: a run of rejected packets
-    /// moves back with it, keeping its length (else the run would read as
-    /// no time at all, and "every packet rejected" end, until the clock
-    /// came back to where it was), and the log lines' last times are
-    /// brought to `now` at the latest (due again within their interval).
+    /// ends (its times and those to come are not of one clock: kept, the
+    /// run read as no time at all, "every packet rejected" quiet, until
+    /// the clock came back to where it was; moved back, a datagram queued
+    /// before the step, stamped before it, stretched it by the step), and
+    /// the log lines' last times are brought to `now` at the latest (due
+    /// again within their interval).
     fn on_clock_stepped_back(&mut self, now: u64) {
-        let run = &mut self.run;
-        let back = run.last_ns.saturating_sub(now);
-        run.first_ns = run.first_ns.saturating_sub(back);
-        run.last_ns -= back;
-        run.warned_ns = run.warned_ns.map(|w| w.min(now));
+        self.run = RejectRun {
+            warned_ns: self.run.warned_ns.map(|w| w.min(now)),
+            stepped: true,
+            ..RejectRun::default()
+        };
         self.last_reject_log = self.last_reject_log.map(|l| l.min(now));
     }
 
@@ -673,10 +679,12 @@ impl Feed {
             self.reject_log_held += 1;
         }
         let run = &mut self.run;
-        if run.packets == 0 || run.at_packet + 1 != self.counters.packets {
+        let before_step = run.stepped && run.packets > 0 && t < run.first_ns;
+        if run.packets == 0 || run.at_packet + 1 != self.counters.packets || before_step {
             *run = RejectRun {
                 first_ns: t,
                 warned_ns: run.warned_ns,
+                stepped: run.stepped && run.packets == 0,
                 ..RejectRun::default()
             };
         }

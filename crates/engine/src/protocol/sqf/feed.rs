@@ -1154,18 +1154,21 @@ clock_offset = 0
         assert_eq!(h.feeds()[0].all_rejected(), None);
         let _ = h.on_datagram(0, &bad, t + ALL_REJECTED_MIN_NS);
         assert_eq!(h.feeds()[0].all_rejected().unwrap().packets, 2);
-        // The live clock steps back by half: the run keeps its length, and
-        // the state goes on.
+        // The live clock steps back by half: the run ends, one queued
+        // before the step (stamped before it) stretches no run by the step,
+        // and a new run grows on the new clock.
         let t = t + ALL_REJECTED_MIN_NS * 2;
         let _ = h.on_datagram(0, &bad, t);
         let back = t / 2;
         h.on_clock_stepped_back(back);
-        let _ = h.on_datagram(0, &bad, back + 1);
-        let all = h.feeds()[0].all_rejected().expect("still every packet");
-        assert_eq!(
-            (all.packets, back + 1 - all.since_ns),
-            (4, 2 * ALL_REJECTED_MIN_NS + 1)
-        );
+        let _ = h.on_datagram(0, &bad, t + 1);
+        for k in 1..=2 {
+            let _ = h.on_datagram(0, &bad, back + k);
+            assert_eq!(h.feeds()[0].all_rejected(), None);
+        }
+        let _ = h.on_datagram(0, &bad, back + 2 + ALL_REJECTED_MIN_NS);
+        let all = h.feeds()[0].all_rejected().expect("a new run");
+        assert_eq!((all.since_ns, all.packets), (back + 1, 3));
     }
 
     /// A quiet feed (a heartbeat a second for a symbol stale after 1.5 s,
