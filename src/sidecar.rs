@@ -674,8 +674,8 @@ impl Sidecar {
         Ok(sidecar)
     }
 
-    /// Takes the publication path's writer lock, opens every line, then
-    /// builds the publication under a temporary name: the file at
+    /// Takes the publication path's writer lock, builds the publication
+    /// under a temporary name, then opens every line: the file at
     /// `shm_path` is not touched until [`publish`](Self::publish), so a
     /// start that fails leaves a running writer's publication (or any other
     /// file) as it was. Fails with a message naming the file or line that

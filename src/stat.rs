@@ -115,10 +115,9 @@ struct FeedView {
     samples: Vec<Sample>,
     /// The counters by id (one consistent copy).
     values: [u64; counter::ALL],
-    /// Whether `values` (and so `samples`) and `offset` were read: a
-    /// writer killed in the middle of writing them leaves them unreadable
-    /// for good, shown as unknown, never as zeros.
-    read: (bool, bool),
+    /// What could be read: a writer killed in the middle of writing it
+    /// leaves it unreadable for good, shown as unknown, never as zeros.
+    read: Readable,
     /// Each slot counts its symbol's own lost ticks and duplicates.
     symbol_counts: bool,
     offset: i128,
@@ -264,6 +263,17 @@ impl FeedView {
     }
 }
 
+/// Which of a feed's parts, each behind a seqlock of its own, were read.
+#[derive(Debug, Clone, Copy)]
+struct Readable {
+    /// The counters (`values`, `samples` but the flags).
+    counters: bool,
+    /// The clock offset.
+    offset: bool,
+    /// The status (its flags, its times).
+    status: bool,
+}
+
 /// What the text view shows for counters a writer left mid-write.
 const UNREADABLE: &str = "counters unreadable (the writer stopped while writing them)";
 
@@ -295,7 +305,7 @@ impl FeedView {
             .collect();
         doc.insert(
             "flags".into(),
-            match self.read.0 {
+            match self.read.status {
                 true => Value::Object(flags),
                 false => Value::Null,
             },
@@ -309,10 +319,10 @@ impl FeedView {
             "source_watermark_ns".into(),
             json!((st.source_watermark != 0).then_some(st.source_watermark)),
         );
-        let offset = self.read.1.then(|| saturated(self.offset));
+        let offset = self.read.offset.then(|| saturated(self.offset));
         doc.insert("clock_offset_ns".into(), json!(offset));
-        doc.insert("counters_unreadable".into(), json!(!self.read.0));
-        for f in self.families().into_iter().filter(|_| self.read.0) {
+        doc.insert("counters_unreadable".into(), json!(!self.read.counters));
+        for f in self.families().into_iter().filter(|_| self.read.counters) {
             let buckets: Vec<Value> = self
                 .samples
                 .iter()
@@ -347,7 +357,7 @@ impl FeedView {
                 doc.insert(name, Value::Object(by));
             }
         }
-        let all_rejected = self.all_rejected().filter(|_| self.read.0);
+        let all_rejected = self.all_rejected().filter(|_| self.read.counters);
         doc.insert(
             "all_rejected".into(),
             json!(all_rejected.map(|(since, packets, reason)| json!({
@@ -393,7 +403,8 @@ struct Row {
     name: String,
     reasons: Reasons,
     record: Record,
-    offset: i128,
+    /// Its feed's clock offset, `None` when unreadable.
+    offset: Option<i128>,
     /// The feed's status at the read (liveness and source time count with the slot's).
     status: FeedStatus,
     /// The symbol counts its own lost ticks and duplicates (its feed's
@@ -425,7 +436,7 @@ impl Row {
             .price
             .map(|p| p.source_time)?
             .max(self.status.source_watermark);
-        Some(now as i128 - source as i128 - self.offset)
+        Some(now as i128 - source as i128 - self.offset?)
     }
 }
 
@@ -527,11 +538,15 @@ impl Snapshot {
             let values = patiently(wait, || reader.counters(id));
             // (A writer killed inside the offset's write: its status alone.)
             let state = patiently(wait, || reader.feed_state(id));
-            let read = (values.is_some(), state.is_some());
+            let offset_read = state.is_some();
+            let state = state.or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)));
+            let read = Readable {
+                counters: values.is_some(),
+                offset: offset_read,
+                status: state.is_some(),
+            };
             let values = values.unwrap_or([0; counter::ALL]);
-            let (status, offset) = state
-                .or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)))
-                .unwrap_or_default();
+            let (status, offset) = state.unwrap_or_default();
             let flags = status.flags();
             let mut view = FeedView {
                 name: f.name.clone(),
@@ -577,7 +592,7 @@ impl Snapshot {
                     name,
                     reasons,
                     record: *r,
-                    offset: view.offset,
+                    offset: view.read.offset.then_some(view.offset),
                     status: view.status,
                     own_counts: view.symbol_counts,
                     decimals: f.price_decimals(),
@@ -650,19 +665,23 @@ impl Snapshot {
                     "delta"
                 },
             );
-            if let Some(flags) = f.flags_text().filter(|_| f.read.0) {
+            if let Some(flags) = f.flags_text().filter(|_| f.read.status) {
                 let _ = write!(s, "  flags {flags}");
             }
-            let offset = if f.read.1 { ms(f.offset) } else { "?".into() };
+            let offset = if f.read.offset {
+                ms(f.offset)
+            } else {
+                "?".into()
+            };
             let _ = writeln!(s, "  clock offset {offset}");
-            let (items, lines) = match f.read.0 {
+            let (items, lines) = match f.read.counters {
                 true => f.items(),
                 false => (vec![UNREADABLE.to_string()], vec![]),
             };
             for l in wrap(&items, TEXT_WIDTH) {
                 let _ = writeln!(s, "{l}");
             }
-            if let Some((since, packets, reason)) = f.all_rejected().filter(|_| f.read.0) {
+            if let Some((since, packets, reason)) = f.all_rejected().filter(|_| f.read.counters) {
                 let _ = writeln!(
                     s,
                     "  EVERY PACKET REJECTED for {:.1} s: {packets} in a row, mostly {}{}",

@@ -296,7 +296,8 @@ fn counters_left_mid_write_are_unknown_not_zeros() {
     let feed = &doc["feeds"][0];
     assert_eq!(feed["counters_unreadable"], true, "{feed}");
     assert_eq!(feed.get("duplicates"), None, "{feed}");
-    assert_eq!(feed["flags"], serde_json::Value::Null, "{feed}");
+    // (The flags are the status's, read.)
+    assert!(feed["flags"].is_object(), "{feed}");
     assert_eq!(whole["feeds"][0]["counters_unreadable"], false);
     assert_eq!(whole["feeds"][0]["duplicates"], 4_000);
     assert!(text.contains("counters unreadable"), "{text}");
