@@ -18,8 +18,9 @@
 //! the packet's arrival for every data packet of the session (one of
 //! duplicates only too: line B's copy, a late answer); with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
-//! the window, its sample being its own arrival − send time; message
-//! sequences within a packet wrap past `u64::MAX`, and once the last
+//! the window, its sample being its own arrival − send time; no message
+//! of a packet follows sequence `u64::MAX` (blocks past it are not
+//! read), and once the last
 //! sequence is applied `next` stays on it, every later message of the
 //! session is a duplicate (the last sequence is applied once, however many
 //! copies come) and `ticks_lost` saturates. Its own
@@ -418,7 +419,11 @@ impl Model {
                 let mut alive = false;
                 let mut send = None;
                 for (i, m) in blocks.into_iter().enumerate() {
-                    let q = s.wrapping_add(i as u64);
+                    // No message follows 2^64 − 1: the blocks past it are
+                    // not read (counted in `messages` only).
+                    let Some(q) = s.checked_add(i as u64) else {
+                        break;
+                    };
                     if m.len() >= 11 {
                         send = Some(self.midnight + be(&m[5..11]) as i128);
                     }

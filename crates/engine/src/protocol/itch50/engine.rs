@@ -672,6 +672,18 @@ source_threshold_ms = 1000
         h.on_datagram_line(0, 1, &old, 33).unwrap();
         let c = &h.feeds()[0].counters;
         assert_eq!((c.duplicates, c.line_copies), (24, 20));
+        // A packet running past 2^64 − 1 on both lines: only its numbered
+        // messages are copies (the rest are not read), so the duplicates
+        // that were not line copies never fall.
+        let mut b = PacketBuilder::new(Session(*b"SESSION002"), u64::MAX - 1);
+        for _ in 0..5 {
+            b.message(&encode::system_event(0, b'Q'));
+        }
+        let end = b.finish();
+        h.on_datagram_line(0, 0, &end, 34).unwrap();
+        h.on_datagram_line(0, 1, &end, 35).unwrap();
+        let c = &h.feeds()[0].counters;
+        assert_eq!((c.duplicates, c.line_copies), (26, 22));
     }
 
     /// A handler whose table lives in a publication under `dir`.

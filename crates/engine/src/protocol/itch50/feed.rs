@@ -2116,6 +2116,30 @@ mod tests {
         assert!(json.contains("\"recovery_wrong_session\":2"), "{json}");
     }
 
+    /// Gaps expire before every datagram routed to the feed (spec itch50
+    /// §3.2), a recovery answer of another session included, though it is
+    /// otherwise ignored.
+    #[test]
+    fn a_recovery_answer_of_another_session_still_expires_gaps() {
+        let mut f = feed();
+        let aapl = sym("AAPL");
+        let book = [
+            encode::stock_directory(7, OPEN, aapl),
+            encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+        ];
+        f.on_datagram_line(&packet(1, &book), 0, T0).unwrap();
+        let later = [encode::system_event(OPEN, b'O')];
+        f.on_datagram_line(&packet(5, &later), 0, T0 + 1).unwrap();
+        assert_eq!(f.sequencer().gaps_open(), 1);
+        let mut b = PacketBuilder::new(Session(*b"20260106XA"), 1);
+        b.message(&encode::system_event(OPEN, b'C'));
+        f.on_datagram_line(&b.finish(), RECOVERY_LINE, T0 + 7 * MS)
+            .unwrap();
+        assert_eq!(f.counters().recovery_wrong_session, 1);
+        assert_eq!(f.sequencer().gaps_open(), 0);
+        assert_eq!(f.sequencer().counters().gaps_given_up, 1);
+    }
+
     /// A `U` whose new reference is a live order's: that order is
     /// replaced (counted in `anomalies`), and the new one takes the
     /// original's side, with its own shares and price.
