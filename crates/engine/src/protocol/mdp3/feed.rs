@@ -2141,6 +2141,18 @@ mod tests {
     }
 
     /// Instruments 1 to `n`, each a bid at 100 (RptSeq 1), in one message.
+    /// Packet `s` changing instruments 1 to `n` (a bid each), its event
+    /// left unfinished.
+    fn unfinished(f: &mut Feed, s: u32, n: i32) {
+        let bids = bids_from_one(n);
+        let changes: Vec<_> = bids
+            .chunks(250)
+            .map(|c| encode::book(46, V, T0, 0, c, 0))
+            .collect();
+        f.on_incremental(&encode::packet(s, T0, &changes), T0)
+            .unwrap();
+    }
+
     fn bids_from_one(n: i32) -> Vec<BookEntry> {
         (1..=n)
             .map(|id| bid(id, 1, 1, UpdateAction::New, 100))
@@ -2500,13 +2512,7 @@ mod tests {
         let (waiting, ends, datagrams) = (2_000u32, 200u32, 20u32);
         // Packet 1 changes every instrument, its event unfinished; packet
         // 2, which ends it, is missing.
-        let bids = bids_from_one(waiting as i32);
-        let changes: Vec<_> = bids
-            .chunks(250)
-            .map(|c| encode::book(46, V, T0, 0, c, 0))
-            .collect();
-        f.on_incremental(&encode::packet(1, T0, &changes), T0)
-            .unwrap();
+        unfinished(&mut f, 1, waiting as i32);
         let end = encode::book(46, V, T0, EOE, &[], 0);
         let before = f.examined;
         for s in 3..3 + datagrams {
@@ -2895,13 +2901,7 @@ mod tests {
         let (waiting, ends) = (2_000u32, 300u32);
         f.on_incremental(&book(1, true, &[]), T0).unwrap();
         // 2 missing; 3 changes every instrument, its event unfinished.
-        let bids = bids_from_one(waiting as i32);
-        let changes: Vec<_> = bids
-            .chunks(250)
-            .map(|c| encode::book(46, V, T0, 0, c, 0))
-            .collect();
-        f.on_incremental(&encode::packet(3, T0, &changes), T0)
-            .unwrap();
+        unfinished(&mut f, 3, waiting as i32);
         assert_eq!(f.dirty.len(), waiting as usize);
         let end = encode::book(46, V, T0, EOE, &[], 0);
         let before = f.examined;
@@ -3035,13 +3035,7 @@ mod tests {
     fn instruments_left_unfinished_cost_a_heartbeat_flood_nothing() {
         let mut f = feed();
         let waiting = 5_000u32;
-        let bids = bids_from_one(waiting as i32);
-        let changes: Vec<_> = bids
-            .chunks(250)
-            .map(|c| encode::book(46, V, T0, 0, c, 0))
-            .collect();
-        f.on_incremental(&encode::packet(1, T0, &changes), T0)
-            .unwrap();
+        unfinished(&mut f, 1, waiting as i32);
         assert_eq!(f.dirty.len(), waiting as usize);
         let before = f.fold_examined;
         let datagrams = 1_000u32;
@@ -3075,21 +3069,12 @@ mod tests {
         assert_eq!(top(&f, &format!("#{waiting}")).0, Some(100));
     }
 
-    /// Positions folded give their room back: instrument after instrument
-    /// given as many changes as there are instruments waiting, an event
-    /// never ended, does not leave each holding room for them all.
     /// Instruments left with an event never ended cost an applied snapshot
     /// of another instrument nothing: it is the only one looked at.
     #[test]
     fn instruments_left_unfinished_cost_a_snapshot_flood_nothing() {
         let mut f = feed();
-        let bids = bids_from_one(5_000);
-        let changes: Vec<_> = bids
-            .chunks(250)
-            .map(|c| encode::book(46, V, T0, 0, c, 0))
-            .collect();
-        f.on_incremental(&encode::packet(1, T0, &changes), T0)
-            .unwrap();
+        unfinished(&mut f, 1, 5_000);
         // Another instrument suspect, far ahead: each snapshot of it applies.
         let far = [bid(9_999, 1_000_000, 1, UpdateAction::New, 100)];
         f.on_incremental(&book(2, false, &far), T0).unwrap();
@@ -3103,6 +3088,9 @@ mod tests {
         assert!(f.examined - before <= 1_000, "{}", f.examined - before);
     }
 
+    /// Positions folded give their room back: instrument after instrument
+    /// given as many changes as there are instruments waiting, an event
+    /// never ended, does not leave each holding room for them all.
     #[test]
     fn folded_positions_give_their_room_back() {
         let mut f = feed();
