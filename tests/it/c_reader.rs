@@ -2223,3 +2223,92 @@ fn c_decimal_prices_print_as_rust_prints_them() {
     }
     dir.close().expect("remove the scratch dir");
 }
+
+/// The C reader's comparisons at their exact bounds, against the Rust
+/// reader's: strict (`>`) for silence and source age (spec sqf §5), and a
+/// last sign of life more than `TG_MAX_AHEAD_NS` ahead of now read as
+/// `stale`, not one exactly that far.
+#[test]
+fn c_and_rust_readers_agree_at_every_bound() {
+    use tickguard::state::{FeedStatus, Level, Top};
+    use tickguard::verdict::Thresholds;
+    let Some(cc) = compiler("CC", "cc") else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let dir = scratch();
+    let bin = c_program(
+        dir.path(),
+        &cc,
+        "-std=c99",
+        "bounds.c",
+        r#"#include "tickguard.h"
+#include <stdio.h>
+#include <stdlib.h>
+/* bounds SHM NOW...: the reasons (a bit mask) of lp2-delta EDGE at each NOW. */
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h;
+    int i;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp2-delta", "EDGE", &h) != 0) return 3;
+    for (i = 2; i < argc; i++) {
+        printf("%u\n", tg_check(&r, &h, strtoull(argv[i], NULL, 10), NULL));
+    }
+    tg_close(&r);
+    return 0;
+}
+"#,
+    );
+    let shm = dir.path().join("tickguard");
+    let t = now_ns();
+    let (_, p) = published(&shm, t);
+    let mut table = StateTable::shared(p.clone());
+    let th = Thresholds {
+        stale_ns: 5 * S,
+        source_ns: 2 * S,
+    };
+    let id = table.insert(1, sym("EDGE"), th).unwrap();
+    let level = |price| Some(Level { price, size: 1 });
+    table.slots()[id as usize].write_top(&Top {
+        bid: level(100),
+        ask: level(101),
+        exponent: -2,
+        source_time: t - S,
+        ..Top::default()
+    });
+    let status = FeedStatus {
+        last_alive: t,
+        ..FeedStatus::default()
+    };
+    table.set_feed_status(1, &status);
+    p.ready();
+    p.heartbeat(t);
+    let ahead = tickguard::verdict::MAX_AHEAD_NS;
+    // Source age 2 s (the bound) and past it; silence 5 s and past it;
+    // alive exactly the most ahead allowed, and past it.
+    let nows = [
+        t + S,
+        t + S + 1,
+        t + 5 * S,
+        t + 5 * S + 1,
+        t - ahead,
+        t - ahead - 1,
+    ];
+    let r = run(Command::new(&bin)
+        .arg(&shm)
+        .args(nows.iter().map(|n| n.to_string())));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let c: Vec<u32> = r.stdout.lines().map(|l| l.parse().unwrap()).collect();
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp2-delta", "EDGE").unwrap();
+    let rust: Vec<u32> = nows
+        .iter()
+        .map(|&n| u32::from(reader.check(&handle, n).reasons.bits()))
+        .collect();
+    assert_eq!(c, rust);
+    let (stale, source) = (2, 4);
+    assert_eq!(rust, [0, source, source, stale | source, 0, stale]);
+    drop(table);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
+}
