@@ -57,6 +57,10 @@ pub struct Publisher {
     pub table_full: u64,
     /// The symbols counted in `table_full` (made on the first refusal).
     refused: std::collections::HashSet<Symbol>,
+    /// The feed status in the table as each slot was written (tests: what
+    /// a reader pairing that slot with its feed could see).
+    #[cfg(test)]
+    seen_with: Vec<FeedStatus>,
 }
 
 impl Publisher {
@@ -71,6 +75,8 @@ impl Publisher {
             status: None,
             table_full: 0,
             refused: std::collections::HashSet::new(),
+            #[cfg(test)]
+            seen_with: Vec::new(),
         }
     }
 
@@ -128,6 +134,8 @@ impl Publisher {
             slots,
             table_full,
             refused,
+            #[cfg(test)]
+            seen_with,
             ..
         } = self;
         // A cycle touches hundreds of symbols whose slots are rarely in
@@ -164,6 +172,8 @@ impl Publisher {
             if slots[i] == REFUSED {
                 return;
             }
+            #[cfg(test)]
+            seen_with.push(table.feed_status(feed));
             table.slots()[slots[i] as usize].write_top(&slot_top(&top, s.halted(), last_seq));
         });
         if self.status != Some(status) {
@@ -271,6 +281,35 @@ mod tests {
     fn step(f: &mut Feed, p: &mut Publisher, table: &mut StateTable, datagram: &[u8], t: u64) {
         f.on_datagram(datagram, t).unwrap();
         p.publish(0, f, table, th);
+    }
+
+    /// A new session joined mid-session (suspect) is published suspect
+    /// before its books: no reader pairs a joined book with the healthy
+    /// session's status before it (itch50 §3.1: a joined stream is
+    /// `suspect`), which would read `ok`.
+    #[test]
+    fn a_joined_sessions_books_are_written_under_its_suspect_status() {
+        let mut f = feed();
+        let mut p = Publisher::new(1 << 16);
+        let mut table = StateTable::with_feeds(8, 1);
+        let aapl = sym("AAPL");
+        let book = |locate| {
+            [
+                encode::stock_directory(locate, OPEN, aapl),
+                encode::add_order(locate, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+                encode::add_order(locate, OPEN, 2, Side::Sell, 100, aapl, 1_901_000, None),
+            ]
+        };
+        let healthy = packet(b"20260105XA", 1, &book(1));
+        step(&mut f, &mut p, &mut table, &healthy, T0);
+        assert!(!table.feed_status(0).suspect);
+        p.seen_with.clear();
+        // The next session, joined far past its start.
+        let joined = packet(b"20260105XB", 50_000, &book(2));
+        step(&mut f, &mut p, &mut table, &joined, T0 + MS);
+        assert!(f.sequencer().joined() && f.suspect());
+        assert!(!p.seen_with.is_empty());
+        assert!(p.seen_with.iter().all(|s| s.suspect), "{:?}", p.seen_with);
     }
 
     /// `table_full` counts the symbols that found the table full, each
