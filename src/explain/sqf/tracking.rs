@@ -198,7 +198,7 @@ impl Tracker {
                 }
                 // Or older than the last Snapshot, from the other line, whose
                 // copy this line has not brought.
-                let before_snapshot = lag == Lag::No
+                let before_snapshot = matches!(lag, Lag::No | Lag::Past)
                     && self.last_snapshot.is_some_and(|((_, at), from_b, seen)| {
                         from_b != on_b && !seen && q.source_time() < at
                     });
@@ -277,11 +277,11 @@ impl Tracker {
                 if matches!(lag, Lag::Copy | Lag::Past) {
                     self.open_reset = None;
                 }
-                // One never applied (the other line lost it), older at its
-                // source than the price held, on the line that has not
-                // brought that price: that line's late copy.
-                let older = s0.price.is_some_and(|p| key.1 < p.source_time)
-                    && self.last_snapshot.is_none_or(|(k, _, _)| k != key);
+                // A routine one the other line lost, newer than the last
+                // applied but older at its source than the price held, on
+                // the line that has not brought that price: its late copy.
+                let since = self.last_snapshot.map_or(0, |((_, at), _, _)| at);
+                let late = s0.price.is_some_and(|p| key.1 < p.source_time) && key.1 > since;
                 let reset = match (lag, self.open_reset) {
                     (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
                     (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),
@@ -290,7 +290,7 @@ impl Tracker {
                 if let Some((reset, copy)) = reset {
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
                     (Cause::SnapshotBeforeReset { seq, reset, copy }, true)
-                } else if lag == Lag::No && behind && !passed && older {
+                } else if matches!(lag, Lag::No | Lag::Past) && behind && !passed && late {
                     s.seq.duplicates = s.seq.duplicates.saturating_add(1);
                     (Cause::SnapshotLate { seq }, true)
                 } else {

@@ -261,7 +261,9 @@ impl FeedEngine for Feed {
                             // Ahead of the sequence, that Snapshot was a
                             // reset this line lost (the other having lost
                             // what came before it, it looked in step).
-                            let before_snapshot = lag == Lag::No
+                            // (So is one newer than an open reset, which
+                            // it closes: the last Snapshot may be newer.)
+                            let before_snapshot = matches!(lag, Lag::No | Lag::Past)
                                 && awaits_snapshot_copy(b, on_b)
                                 && last_snapshot
                                     .get(i)
@@ -325,16 +327,22 @@ impl FeedEngine for Feed {
                                 // The lagging line's, dropped: sent before
                                 // the reset, or its copy of the reset once
                                 // the symbol moved on (the last Snapshot
-                                // another), or one never applied (the other
-                                // line lost it) older at its source than the
-                                // price that line brought since: a reset is
-                                // newer than all before it, and a re-send
-                                // after a failover is of one applied.
-                                let older = s.source_time().is_some_and(|at| key.1 < at)
-                                    && last_snapshot.get(i) != Some(&key);
+                                // another), or a routine one the other line
+                                // lost: newer than the last Snapshot applied
+                                // but older at its source than the price the
+                                // other line brought since (a reset is newer
+                                // than all before it; a re-send after a
+                                // failover is of a Snapshot no newer than
+                                // the last applied).
+                                let since = last_snapshot.get(i).map_or(0, |&(_, at)| at);
+                                let late =
+                                    s.source_time().is_some_and(|at| key.1 < at) && key.1 > since;
                                 let lagging = lag == Lag::Before
                                     || (lag == Lag::Copy && !candidate && behind && !passed)
-                                    || (lag == Lag::No && behind && !passed && older);
+                                    || (matches!(lag, Lag::No | Lag::Past)
+                                        && behind
+                                        && !passed
+                                        && late);
                                 let copy = candidate && !(behind && passed);
                                 if lagging || (copy && behind) {
                                     s.add_duplicate();
@@ -933,6 +941,49 @@ clock_offset = 0
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         let s = (r.state.seq.last_seq, r.state.price.map(|p| p.bid));
         assert_eq!((s, h.feeds()[0].counters.resets), ((2, Some(3.0)), 0));
+    }
+
+    /// A message newer than an open reset closes it, and is still judged
+    /// against the last Snapshot: a Quote older than it, ahead of the
+    /// sequence, from the line that has not brought its copy, was sent
+    /// before it (dropped); a routine Snapshot the other line lost, older
+    /// than the price that line brought since, is a late copy (dropped).
+    #[test]
+    fn a_message_past_an_open_reset_is_still_judged_against_the_last_snapshot() {
+        let run = |datagrams: &[(usize, Vec<u8>)]| {
+            let mut h = Handler::new(&config("full"));
+            for (t, (line, d)) in datagrams.iter().enumerate() {
+                h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+            }
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            let s = &r.state;
+            (s.seq.last_seq, s.price.map(|p| p.bid), s.suspect)
+        };
+        let (q, s) = (quote_a, snapshot_a);
+        let before = [
+            (0, q(1, 1000, 1.0)),
+            (1, q(1, 1000, 1.0)),
+            (0, q(2, 2000, 2.0)),
+            (1, q(2, 2000, 2.0)),
+        ];
+        let mut quote = before.to_vec();
+        quote.extend([
+            (0, s(1, 3000, 3.0)),
+            (0, q(2, 4000, 4.0)),
+            (0, q(3, 5000, 5.0)),
+            (0, s(3, 8000, 8.0)),
+            (1, q(5, 7000, 7.0)),
+        ]);
+        assert_eq!(run(&quote), (3, Some(8.0), false));
+        let mut snapshot = before.to_vec();
+        snapshot.extend([
+            (1, s(1, 3000, 3.0)),
+            (1, q(2, 4000, 4.0)),
+            (1, q(3, 5000, 5.0)),
+            (1, q(4, 9000, 9.0)),
+            (0, s(3, 8000, 8.0)),
+        ]);
+        assert_eq!(run(&snapshot), (4, Some(9.0), false));
     }
 
     /// More of the open reset: a duplicate the lagging line brings from
