@@ -173,8 +173,12 @@ fn parse_checks_up_to(text: &str, max_rows: usize) -> Result<Vec<Check>, String>
     Ok(checks)
 }
 
+/// The fields of one row of the checks file, at most 3 kept: a row of
+/// more is refused, its fields counted but not kept (a row of a million
+/// commas costs no more memory than its own bytes).
 fn split_csv(line: &str) -> Result<Vec<String>, String> {
     let mut fields = Vec::with_capacity(3);
+    let mut more = 0usize;
     let mut chars = line.trim_end_matches('\r').chars().peekable();
     loop {
         while chars.peek() == Some(&' ') {
@@ -211,9 +215,19 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
             }
             field = field.trim().to_string();
         }
-        fields.push(field);
+        if fields.len() < 3 {
+            fields.push(field);
+        } else {
+            more += 1;
+        }
         match chars.next() {
             Some(',') => continue,
+            _ if more > 0 => {
+                return Err(format!(
+                    "expected 3 fields (time_ns,feed,symbol), got {}",
+                    3 + more
+                ))
+            }
             _ => return Ok(fields),
         }
     }
@@ -1330,6 +1344,25 @@ mod tests {
             "line 5: more than 2 checks"
         );
         assert_eq!(CHECKS_MAX_ROWS, 8_388_608);
+    }
+
+    #[test]
+    fn a_row_of_many_fields_is_refused_without_keeping_them() {
+        let text = format!("time_ns,feed,symbol\n{}\n", ",".repeat(1 << 20));
+        let (peak, e) = crate::test_alloc::peak_during(|| parse_checks(&text).unwrap_err());
+        assert_eq!(
+            e,
+            format!(
+                "line 2: expected 3 fields (time_ns,feed,symbol), got {}",
+                (1 << 20) + 1
+            )
+        );
+        // Its own bytes at most (each field was a Vec entry of 24 bytes).
+        assert!(peak < 1 << 20, "{peak} bytes");
+        assert_eq!(
+            parse_checks("time_ns,feed,symbol\n1,a,b,c\n").unwrap_err(),
+            "line 2: expected 3 fields (time_ns,feed,symbol), got 4"
+        );
     }
 
     #[test]
