@@ -405,8 +405,9 @@ struct Row {
     record: Record,
     /// Its feed's clock offset, `None` when unreadable.
     offset: Option<i128>,
-    /// The feed's status at the read (liveness and source time count with the slot's).
-    status: FeedStatus,
+    /// The feed's status at the read (liveness and source time count with
+    /// the slot's), `None` when unreadable.
+    status: Option<FeedStatus>,
     /// The symbol counts its own lost ticks and duplicates (its feed's
     /// `SYMBOL_COUNTS` trait); other feeds count them per feed only.
     own_counts: bool,
@@ -422,9 +423,11 @@ impl Row {
         self.own_counts.then_some((seq.ticks_lost, seq.duplicates))
     }
 
-    /// Last sign of life, the symbol's or its feed's; 0 none.
+    /// Last sign of life, the symbol's or its feed's; 0 none or unknown
+    /// (the feed's status unreadable: the symbol's own may be the older).
     fn last_alive(&self) -> u64 {
-        self.record.state.last_alive.max(self.status.last_alive)
+        self.status
+            .map_or(0, |s| self.record.state.last_alive.max(s.last_alive))
     }
 
     /// Source age at `now` (ns, on the provider's clock through the offset):
@@ -435,7 +438,7 @@ impl Row {
             .state
             .price
             .map(|p| p.source_time)?
-            .max(self.status.source_watermark);
+            .max(self.status?.source_watermark);
         Some(now as i128 - source as i128 - self.offset?)
     }
 }
@@ -593,7 +596,7 @@ impl Snapshot {
                     reasons,
                     record: *r,
                     offset: view.read.offset.then_some(view.offset),
-                    status: view.status,
+                    status: view.read.status.then_some(view.status),
                     own_counts: view.symbol_counts,
                     decimals: f.price_decimals(),
                 });
