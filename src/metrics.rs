@@ -554,15 +554,19 @@ impl Monitor {
                     (i.lines, i.counters.clone(), e)
                 });
             }
-            // (A writer killed inside the offset's write: its status alone.)
-            let (status, offset) = r
-                .feed_state(id)
-                .or_else(|| Some((r.feed_status(id)?, 0)))
-                .unwrap_or_default();
-            if let (Some((_, _, exported)), Some(info), Some(values)) = (
+            // A writer killed inside the offset's write leaves its status
+            // alone readable, inside the status's neither: what cannot be
+            // read is skipped (the gauges keep their last values), never
+            // read as zeros.
+            let state = r.feed_state(id);
+            let offset = state.map(|(_, o)| o);
+            let status = state.map(|(s, _)| s).or_else(|| r.feed_status(id));
+            let status_read = status.is_some();
+            if let (Some((_, _, exported)), Some(info), Some(values), Some(status)) = (
                 &mut f.exported,
                 info,
                 counters.get(id as usize).copied().flatten(),
+                status,
             ) {
                 let value = |i: usize| info.counters[i].value(&values, status.flags());
                 for e in exported {
@@ -580,7 +584,10 @@ impl Monitor {
                     }
                 }
             }
-            f.offset.set(offset as f64 / 1e9);
+            if let Some(offset) = offset {
+                f.offset.set(offset as f64 / 1e9);
+            }
+            let status = status.unwrap_or_default();
             let mut by = [0u64; VERDICTS.len()];
             let mut rejected_open = 0u64;
             let mut last_alive = status.last_alive;
@@ -605,10 +612,12 @@ impl Monitor {
             f.rejected_open.set(rejected_open as f64);
             // 0 before the first packet (of this publication: a recreated
             // one starts over).
-            f.silence.set(match last_alive {
-                0 => 0.0,
-                t => now.saturating_sub(t) as f64 / 1e9,
-            });
+            if status_read {
+                f.silence.set(match last_alive {
+                    0 => 0.0,
+                    t => now.saturating_sub(t) as f64 / 1e9,
+                });
+            }
             // Symbols without a slot are not published: a check finds
             // nothing and answers no_quote, whatever their books say.
             if let Some(refused) = get(counter::TABLE_FULL).filter(|&n| n > 0) {
