@@ -163,8 +163,9 @@ pub enum Cause {
         /// on (not a Snapshot sent before the reset).
         copy: bool,
     },
-    /// A Snapshot behind the sequence, never applied (the other line lost
-    /// it), older at its source than the price held, on the line that has
+    /// A Snapshot behind the sequence, never applied (neither of the last
+    /// two: the other line lost it), older at its source than the price
+    /// held, on the line that has
     /// not brought that price: that line's late copy, dropped (a reset is
     /// newer than all before it).
     SnapshotLate {

@@ -49,6 +49,9 @@ pub(super) struct Tracker {
     /// handler's line arbitration of Snapshots (`sqf::feed`,
     /// `last_snapshot`).
     pub(super) last_snapshot: Option<((u64, u64), bool, bool)>,
+    /// The Snapshot applied before the last one (the handler's
+    /// `earlier_snapshot`).
+    pub(super) earlier_snapshot: Option<(u64, u64)>,
     /// Whether the symbol's latest sequence was applied from line B, and
     /// whether the other line's copy of it came (the handler's `FROM_B`
     /// and `COPY_SEEN`): a line that brought it can no longer bring its
@@ -277,11 +280,16 @@ impl Tracker {
                 if matches!(lag, Lag::Copy | Lag::Past) {
                     self.open_reset = None;
                 }
-                // A routine one the other line lost, newer than the last
-                // applied but older at its source than the price held, on
-                // the line that has not brought that price: its late copy.
-                let since = self.last_snapshot.map_or(0, |((_, at), _, _)| at);
-                let late = s0.price.is_some_and(|p| key.1 < p.source_time) && key.1 > since;
+                // A routine one the other line lost, never applied (neither
+                // of the last two; the handler's start at (0, 0)) and older
+                // at its source than the price held, on the line that has not
+                // brought that price: its late copy.
+                let applied_before = [
+                    self.last_snapshot.map_or((0, 0), |(k, _, _)| k),
+                    self.earlier_snapshot.unwrap_or((0, 0)),
+                ]
+                .contains(&key);
+                let late = s0.price.is_some_and(|p| key.1 < p.source_time) && !applied_before;
                 let reset = match (lag, self.open_reset) {
                     (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
                     (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),
@@ -308,6 +316,10 @@ impl Tracker {
                             return;
                         }
                     } else {
+                        let last = self.last_snapshot.map_or((0, 0), |(k, _, _)| k);
+                        if last != key {
+                            self.earlier_snapshot = Some(last);
+                        }
                         self.last_snapshot = Some((key, on_b, false));
                         if behind {
                             self.open_reset = Some((key, on_b));
@@ -525,6 +537,7 @@ impl Forensics {
             dropped: false,
             first_seen: a,
             last_snapshot: None,
+            earlier_snapshot: None,
             latest_line: (false, false),
             open_reset: None,
         });

@@ -100,6 +100,10 @@ pub struct Feed {
     /// provider re-sending it after a failover) is applied, as is a
     /// Snapshot with a new source time. 16 bytes a slot (1 MiB for 65,536).
     last_snapshot: Vec<(u64, u64)>,
+    /// Per slot of the table, the Snapshot applied before the last one (as
+    /// `last_snapshot`): a re-send after a failover may be of it, and is
+    /// then no late copy (see the Snapshot rules). 16 bytes a slot.
+    earlier_snapshot: Vec<(u64, u64)>,
     /// Per slot of the table: the sequence and source time of the Snapshot
     /// that last reset the symbol, while the reset is open ([`RESET_OPEN`]:
     /// the other line has brought neither its copy of it nor anything
@@ -129,6 +133,7 @@ impl Feed {
             clock,
             last_line: vec![0; capacity],
             last_snapshot: vec![(0, 0); capacity],
+            earlier_snapshot: vec![(0, 0); capacity],
             open_reset: vec![(0, 0); capacity],
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
@@ -177,6 +182,7 @@ impl FeedEngine for Feed {
             clock,
             last_line,
             last_snapshot,
+            earlier_snapshot,
             open_reset,
             pending,
         } = self;
@@ -328,15 +334,16 @@ impl FeedEngine for Feed {
                                 // the reset, or its copy of the reset once
                                 // the symbol moved on (the last Snapshot
                                 // another), or a routine one the other line
-                                // lost: newer than the last Snapshot applied
-                                // but older at its source than the price the
-                                // other line brought since (a reset is newer
-                                // than all before it; a re-send after a
-                                // failover is of a Snapshot no newer than
-                                // the last applied).
-                                let since = last_snapshot.get(i).map_or(0, |&(_, at)| at);
+                                // lost: never applied (neither of the last
+                                // two) and older at its source than the price
+                                // the other line brought since (a reset is
+                                // newer than all before it; a re-send after a
+                                // failover is of a Snapshot applied).
+                                let applied_before = [&*last_snapshot, &*earlier_snapshot]
+                                    .iter()
+                                    .any(|v| v.get(i) == Some(&key));
                                 let late =
-                                    s.source_time().is_some_and(|at| key.1 < at) && key.1 > since;
+                                    s.source_time().is_some_and(|at| key.1 < at) && !applied_before;
                                 let lagging = lag == Lag::Before
                                     || (lag == Lag::Copy && !candidate && behind && !passed)
                                     || (matches!(lag, Lag::No | Lag::Past)
@@ -383,6 +390,11 @@ impl FeedEngine for Feed {
                                         false => *bits & RESET_BITS,
                                     };
                                     *bits = on_b | SNAPSHOT_SEEN | from_b | reset;
+                                    if *last != key {
+                                        if let Some(e) = earlier_snapshot.get_mut(i) {
+                                            *e = *last;
+                                        }
+                                    }
                                     *last = key;
                                 }
                             }
@@ -984,6 +996,29 @@ clock_offset = 0
             (0, s(3, 8000, 8.0)),
         ]);
         assert_eq!(run(&snapshot), (4, Some(9.0), false));
+        // A routine Snapshot B lost, then a reset A brought in step (it had
+        // lost what came before): B's late copy of the routine one, older
+        // than the reset, is still dropped.
+        let mut after_reset = before.to_vec();
+        after_reset.extend([
+            (0, s(2, 60, 6.0)),
+            (0, q(3, 70, 7.0)),
+            (0, q(4, 80, 8.0)),
+            (1, s(3, 40, 3.0)),
+        ]);
+        assert_eq!(run(&after_reset), (4, Some(8.0), false));
+        // A re-send of the Snapshot applied before the last (a failover),
+        // brought first by the line that lost the last: a reset.
+        let resend = [
+            (0, s(10, 100, 1.0)),
+            (1, s(10, 100, 1.0)),
+            (0, q(11, 110, 2.0)),
+            (1, q(11, 110, 2.0)),
+            (0, s(11, 120, 2.0)),
+            (1, s(11, 120, 2.0)),
+            (0, s(10, 100, 1.0)),
+        ];
+        assert_eq!(run(&resend), (10, Some(1.0), false));
     }
 
     /// More of the open reset: a duplicate the lagging line brings from
