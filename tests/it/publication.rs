@@ -1072,10 +1072,17 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
     std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
     let shm = dir.path().join("tickguard");
     let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    // A copy of the program in a directory uid 65534 may enter (the
+    // checkout's may be one it cannot, under /root).
+    let tools = tempfile::tempdir().unwrap();
+    mode(tools.path(), 0o755);
+    let program = tools.path().join("tickguard");
+    std::fs::copy(bin(), &program).unwrap();
+    mode(&program, 0o755);
     let mut service = Running {
         child: Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-            .arg(bin())
+            .arg(&program)
             .args(["run", "--config"])
             .arg(&cfg)
             .stdout(Stdio::null())
@@ -1099,6 +1106,9 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
             }
         }
         assert!(Instant::now() < deadline, "the service never answered ok");
+        if let Some(status) = service.child.try_wait().unwrap() {
+            panic!("the service ended before it answered ok: {status}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     let (inode, copy) = snapshot(&shm);
