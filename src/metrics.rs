@@ -606,10 +606,14 @@ impl Monitor {
                     }
                 }
             }
-            for (g, v) in f.verdicts.iter().zip(by) {
-                g.set(v as f64);
+            // Its symbols are judged with its offset and status: unread,
+            // none is, and the counts keep their last values.
+            if state.is_some() {
+                for (g, v) in f.verdicts.iter().zip(by) {
+                    g.set(v as f64);
+                }
+                f.rejected_open.set(rejected_open as f64);
             }
-            f.rejected_open.set(rejected_open as f64);
             // 0 before the first packet (of this publication: a recreated
             // one starts over).
             if status_read {

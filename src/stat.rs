@@ -371,7 +371,16 @@ impl FeedView {
             .zip(self.tally)
             .map(|(v, n)| (v.to_string(), json!(n)))
             .collect();
-        doc.insert("symbols".into(), Value::Object(verdicts));
+        // Its symbols are judged with its offset and status: neither read,
+        // none is (a count of none would read as zeros).
+        let judged = self.read.offset && self.read.status;
+        doc.insert(
+            "symbols".into(),
+            match judged {
+                true => Value::Object(verdicts),
+                false => Value::Null,
+            },
+        );
         Value::Object(doc)
     }
 }
@@ -701,7 +710,11 @@ impl Snapshot {
                 .zip(f.tally)
                 .map(|(v, n)| format!("{v} {n}"))
                 .collect();
-            let _ = writeln!(s, "  symbols: {}", tally.join("  "));
+            if f.read.offset && f.read.status {
+                let _ = writeln!(s, "  symbols: {}", tally.join("  "));
+            } else {
+                let _ = writeln!(s, "  symbols: unknown (the feed's status unreadable)");
+            }
         }
         // Names wider than a symbol's nine columns widen the column.
         let width = self
