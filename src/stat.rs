@@ -713,7 +713,10 @@ impl Snapshot {
             if f.read.offset && f.read.status {
                 let _ = writeln!(s, "  symbols: {}", tally.join("  "));
             } else {
-                let _ = writeln!(s, "  symbols: unknown (the feed's status unreadable)");
+                let _ = writeln!(
+                    s,
+                    "  symbols: unknown (the feed's status or offset unreadable)"
+                );
             }
         }
         // Names wider than a symbol's nine columns widen the column.

@@ -107,10 +107,6 @@ pub struct RejectRun {
     by_reason: [u64; MAX_REJECT_REASONS],
     /// Arrival time of the last "every packet rejected" warning, ns.
     warned_ns: Option<u64>,
-    /// The first run since the live clock stepped back: a rejection stamped
-    /// before its first (the run began with a datagram queued before the
-    /// step) begins a new one.
-    stepped: bool,
 }
 
 /// A feed all of whose packets are rejected, for now.
@@ -633,14 +629,13 @@ impl Feed {
     /// The live clock stepped back to `now`: a run of rejected packets
     /// ends (its times and those to come are not of one clock: kept, the
     /// run read as no time at all, "every packet rejected" quiet, until
-    /// the clock came back to where it was; moved back, a datagram queued
-    /// before the step, stamped before it, stretched it by the step), and
-    /// the log lines' last times are brought to `now` at the latest (due
-    /// again within their interval).
+    /// the clock came back to where it was; the live merge stamps a
+    /// datagram queued before the step at `now`), and the log lines' last
+    /// times are brought to `now` at the latest (due again within their
+    /// interval).
     fn on_clock_stepped_back(&mut self, now: u64) {
         self.run = RejectRun {
             warned_ns: self.run.warned_ns.map(|w| w.min(now)),
-            stepped: true,
             ..RejectRun::default()
         };
         self.last_reject_log = self.last_reject_log.map(|l| l.min(now));
@@ -679,12 +674,10 @@ impl Feed {
             self.reject_log_held += 1;
         }
         let run = &mut self.run;
-        let before_step = run.stepped && run.packets > 0 && t < run.first_ns;
-        if run.packets == 0 || run.at_packet + 1 != self.counters.packets || before_step {
+        if run.packets == 0 || run.at_packet + 1 != self.counters.packets {
             *run = RejectRun {
                 first_ns: t,
                 warned_ns: run.warned_ns,
-                stepped: run.stepped && run.packets == 0,
                 ..RejectRun::default()
             };
         }

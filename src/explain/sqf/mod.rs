@@ -119,7 +119,8 @@ pub enum BeatStep {
     Alive,
     /// Naming a sequence past the next, on the line lagging behind a
     /// Snapshot that reset the symbol (come on the other line): the old
-    /// sequence's, from before the reset, ignored.
+    /// sequence's, or telling of a loss past the reset; its sequence
+    /// ignored, the symbol suspect.
     BeforeReset {
         /// The sequence the Snapshot reset the symbol to.
         reset: u64,

@@ -50,8 +50,8 @@ pub(super) struct Tracker {
     /// `last_snapshot`).
     pub(super) last_snapshot: Option<((u64, u64), bool, bool)>,
     /// The Snapshot applied before the last one (the handler's
-    /// `earlier_snapshot`).
-    pub(super) earlier_snapshot: Option<(u64, u64)>,
+    /// `earlier_snapshot`, (0, 0) before one).
+    pub(super) earlier_snapshot: (u64, u64),
     /// Whether the symbol's latest sequence was applied from line B, and
     /// whether the other line's copy of it came (the handler's `FROM_B`
     /// and `COPY_SEEN`): a line that brought it can no longer bring its
@@ -286,7 +286,7 @@ impl Tracker {
                 // brought that price: its late copy.
                 let applied_before = [
                     self.last_snapshot.map_or((0, 0), |(k, _, _)| k),
-                    self.earlier_snapshot.unwrap_or((0, 0)),
+                    self.earlier_snapshot,
                 ]
                 .contains(&key);
                 let late = s0.price.is_some_and(|p| key.1 < p.source_time) && !applied_before;
@@ -318,7 +318,7 @@ impl Tracker {
                     } else {
                         let last = self.last_snapshot.map_or((0, 0), |(k, _, _)| k);
                         if last != key {
-                            self.earlier_snapshot = Some(last);
+                            self.earlier_snapshot = last;
                         }
                         self.last_snapshot = Some((key, on_b, false));
                         if behind {
@@ -537,7 +537,7 @@ impl Forensics {
             dropped: false,
             first_seen: a,
             last_snapshot: None,
-            earlier_snapshot: None,
+            earlier_snapshot: (0, 0),
             latest_line: (false, false),
             open_reset: None,
         });

@@ -1113,9 +1113,9 @@ impl Feed {
     /// and packets of duplicates only (line B's copy, a late answer)
     /// included; a packet of an earlier session has no effect. A packet
     /// held behind a gap counts at its arrival, when its delay is measured
-    /// (waiting for the fill would add the wait to it). More samples only
-    /// ever lower the window's minimum, so a sample can make symbols
-    /// `stale_at_source`, never hide a source's delay.
+    /// (waiting for the fill would add the wait to it). Within a window
+    /// more samples only lower its minimum; a late copy alone in one
+    /// raises it by its delay (docs/itch.md).
     #[inline]
     fn time_packet(&mut self, p: &Packet<&[u8]>, out: &Outcome, t: u64) {
         let accepted = matches!(p.kind(), Kind::Data(_)) && !out.stale_session;
@@ -2001,8 +2001,7 @@ mod tests {
     /// duplicates only (here a forged copy of an old one, its timestamps
     /// four hours ahead) is an accepted data packet, so it is timed too
     /// (spec itch50 §3.1): the offset falls, and the symbol reads
-    /// `stale_at_source` while the sample is in the window (more samples
-    /// only make the verdict stricter).
+    /// `stale_at_source` while the sample is in the window.
     #[test]
     fn every_data_packet_of_the_session_is_timed_duplicates_included() {
         let mut f = Feed::new(Settings {

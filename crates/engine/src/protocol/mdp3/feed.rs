@@ -1758,7 +1758,6 @@ impl Feed {
                 }
             }
         }
-        self.snapshots_now.clear();
         Ok(())
     }
 
