@@ -1055,6 +1055,18 @@ fn readers_refuse_other_layout_versions() {
 /// Writes `source` to `dir/name` and compiles it against the header with
 /// `compiler` in language standard `std`, every warning an error,
 /// pedantic: the binary, `dir/name` without its extension.
+/// The C99 program `name` of `source`, built in a scratch directory
+/// (returned with it); `None`, said skipped, without a C compiler.
+fn c99(name: &str, source: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let Some(cc) = compiler("CC", "cc") else {
+        skipped_without("a working C compiler (cc or $CC)");
+        return None;
+    };
+    let dir = scratch();
+    let bin = c_program(dir.path(), &cc, "-std=c99", name, source);
+    Some((dir, bin))
+}
+
 fn c_program(dir: &Path, compiler: &str, std: &str, name: &str, source: &str) -> PathBuf {
     let src = dir.join(name);
     std::fs::write(&src, source).unwrap();
@@ -1082,14 +1094,7 @@ fn c_reader_prints_every_counter_as_described() {
     use tickguard::config::Protocol;
     use tickguard::shm::{counter, FeedInfo};
     use tickguard::state::FeedKind;
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
-    };
-    let dir = scratch();
-    let bin = c_program(
-        dir.path(),
-        &cc,
-        "-std=c99",
+    let Some((dir, bin)) = c99(
         "counters.c",
         r#"#include "tickguard.h"
 #include <inttypes.h>
@@ -1120,7 +1125,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    );
+    ) else {
+        return;
+    };
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
@@ -1231,14 +1238,7 @@ int main(int argc, char **argv) {
 /// field is derived from the sequence number.
 #[test]
 fn c_slot_reads_are_not_torn() {
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
-    };
-    let dir = scratch();
-    let bin = c_program(
-        dir.path(),
-        &cc,
-        "-std=c99",
+    let Some((dir, bin)) = c99(
         "torn.c",
         r#"#include "tickguard.h"
 #include <inttypes.h>
@@ -1280,7 +1280,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    );
+    ) else {
+        return;
+    };
 
     let shm = dir.path().join("tickguard");
     let base = now_ns();
@@ -1751,14 +1753,7 @@ int main(int argc, char **argv) {
 #[test]
 fn no_check_pairs_a_book_with_a_later_feed_status() {
     use tickguard::state::{FeedStatus, Level, Top};
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
-    };
-    let dir = scratch();
-    let bin = c_program(
-        dir.path(),
-        &cc,
-        "-std=c99",
+    let Some((dir, bin)) = c99(
         "pairs.c",
         r#"#include "tickguard.h"
 #include <inttypes.h>
@@ -1800,7 +1795,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    );
+    ) else {
+        return;
+    };
 
     let shm = dir.path().join("tickguard");
     let now = now_ns();
@@ -2040,11 +2037,9 @@ int main(int argc, char **argv) {
 /// published after the slots, as before, this test failed).
 #[test]
 fn no_sqf_check_pairs_a_quote_with_an_offset_published_after_it() {
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
+    let Some((dir, bin)) = c99("offsets.c", OFFSETS_C) else {
+        return;
     };
-    let dir = scratch();
-    let bin = c_program(dir.path(), &cc, "-std=c99", "offsets.c", OFFSETS_C);
     let shm = dir.path().join("tickguard");
     let text = "[state]\ncapacity = 16\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
                 lines = [\"239.1.1.1:30001\"]\nstale_threshold_ms = 600000\n\
@@ -2100,11 +2095,9 @@ fn no_sqf_check_pairs_a_quote_with_an_offset_published_after_it() {
 #[test]
 fn no_check_pairs_an_offset_with_a_watermark_of_another() {
     use tickguard::state::{FeedStatus, Level, Top};
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
+    let Some((dir, bin)) = c99("offsets.c", OFFSETS_C) else {
+        return;
     };
-    let dir = scratch();
-    let bin = c_program(dir.path(), &cc, "-std=c99", "offsets.c", OFFSETS_C);
     let shm = dir.path().join("tickguard");
     let now = now_ns();
     let (p, table, id) = pair_table(&shm, now, 5 * S);
@@ -2189,11 +2182,9 @@ int main(int argc, char **argv) {
 #[test]
 fn c_decimal_prices_print_as_rust_prints_them() {
     use tickguard::state::price::Price;
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
+    let Some((dir, bin)) = c99("prices.c", PRICES_C) else {
+        return;
     };
-    let dir = scratch();
-    let bin = c_program(dir.path(), &cc, "-std=c99", "prices.c", PRICES_C);
     let mut cases: Vec<(i64, i32)> = Vec::new();
     for mantissa in [0, 1, -1, 7, 10, 1_234_500, -1_234_500, i64::MAX, i64::MIN] {
         for exponent in [-128, -19, -18, -4, -1, 0, 1, 4, 127] {
@@ -2232,14 +2223,7 @@ fn c_decimal_prices_print_as_rust_prints_them() {
 fn c_and_rust_readers_agree_at_every_bound() {
     use tickguard::state::{FeedStatus, Level, Top};
     use tickguard::verdict::Thresholds;
-    let Some(cc) = compiler("CC", "cc") else {
-        return skipped_without("a working C compiler (cc or $CC)");
-    };
-    let dir = scratch();
-    let bin = c_program(
-        dir.path(),
-        &cc,
-        "-std=c99",
+    let Some((dir, bin)) = c99(
         "bounds.c",
         r#"#include "tickguard.h"
 #include <stdio.h>
@@ -2258,7 +2242,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    );
+    ) else {
+        return;
+    };
     let shm = dir.path().join("tickguard");
     let t = now_ns();
     let (_, p) = published(&shm, t);
