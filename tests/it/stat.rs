@@ -1081,3 +1081,64 @@ fn the_default_dead_writer_bound_follows_the_writers_heartbeat() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("stale"));
 }
+
+/// Holds the seqlock stamp at byte `at` of feed 0's block in the
+/// publication at `shm` odd, a write in progress (as a writer killed inside
+/// it leaves it), while `f` runs; then puts it back.
+fn held_mid_write(shm: &Path, at: usize, f: impl FnOnce()) {
+    use std::os::unix::fs::FileExt;
+    use tickguard_reader::layout::Header;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(shm)
+        .unwrap();
+    let word = |at: u64| {
+        let mut b = [0; 8];
+        file.read_at(&mut b, at).unwrap();
+        u64::from_le_bytes(b)
+    };
+    let stamp_at = word(std::mem::offset_of!(Header, feeds_offset) as u64) + at as u64;
+    let stamp = word(stamp_at);
+    assert_eq!(stamp % 2, 0, "no write in progress before");
+    file.write_at(&(stamp + 1).to_le_bytes(), stamp_at).unwrap();
+    f();
+    file.write_at(&stamp.to_le_bytes(), stamp_at).unwrap();
+}
+
+/// A writer stopped inside the write of a feed's clock offset, or of its
+/// status: the offset (and, for the status, the flags) shown as unknown,
+/// and the feed's symbols counted by verdict as unknown, not as zeros (each
+/// is judged with both); the other feeds as before.
+#[test]
+fn offset_or_status_left_mid_write_leave_the_feeds_symbols_unknown() {
+    use tickguard_reader::layout::FeedBlock;
+    let shm = temp_shm("stat-offset-mid-write");
+    let _p = three_feeds(&shm);
+    let whole = stat_json(&shm, &[]);
+    let feed = &whole["feeds"][0];
+    assert_eq!(feed["clock_offset_ns"], 0, "{feed}");
+    assert!(feed["symbols"]["ok"].as_u64().unwrap() > 0, "{feed}");
+    let offset = std::mem::offset_of!(FeedBlock, offset_stamp);
+    let status = std::mem::offset_of!(FeedBlock, status);
+    for (part, at) in [("offset", offset), ("status", status)] {
+        let (mut doc, mut text) = (serde_json::Value::Null, String::new());
+        held_mid_write(&shm, at, || {
+            doc = stat_json(&shm, &[]);
+            text = String::from_utf8(stat_args(&shm, &[]).stdout).unwrap();
+        });
+        let feed = &doc["feeds"][0];
+        assert_eq!(feed["symbols"], serde_json::Value::Null, "{part}: {feed}");
+        assert_eq!(feed["clock_offset_ns"], serde_json::Value::Null, "{part}");
+        assert_eq!(feed["flags"].is_null(), part == "status", "{part}: {feed}");
+        assert_eq!(doc["feeds"][1]["symbols"], whole["feeds"][1]["symbols"]);
+        assert_eq!(
+            text.matches("symbols: unknown (the feed's status or offset unreadable)")
+                .count(),
+            1,
+            "{part}: {text}"
+        );
+    }
+    assert_eq!(stat_json(&shm, &[]), whole);
+    crate::common::remove_publication(&shm);
+}
