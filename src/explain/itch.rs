@@ -272,7 +272,8 @@ impl ItchExplain {
                 .sequencer()
                 .gaps()
                 .next()
-                .map(|(.., deadline)| deadline.saturating_add(1))
+                // (A deadline at the largest time never passes.)
+                .and_then(|(.., deadline)| deadline.checked_add(1))
                 .filter(|&e| e <= to);
             let crossing = self.crossing(handler, to);
             match (deadline, crossing) {

@@ -344,7 +344,8 @@ impl Mdp3Explain {
             let deadline = f
                 .sequence()
                 .next_deadline()
-                .map(|d| d.saturating_add(1))
+                // (A deadline at the largest time never passes.)
+                .and_then(|d| d.checked_add(1))
                 .filter(|&e| e <= to);
             let crossing = self.crossing(handler, to);
             match (deadline, crossing) {

@@ -194,8 +194,12 @@ fn channel() -> Vec<(u64, SocketAddrV4, Vec<u8>)> {
 
 /// A capture of `datagrams`, as (time offset from `T0`, destination, bytes).
 fn write_capture(path: &Path, datagrams: &[(u64, SocketAddrV4, Vec<u8>)]) {
+    write_capture_as(path, Format::PcapNanos, datagrams);
+}
+
+fn write_capture_as(path: &Path, format: Format, datagrams: &[(u64, SocketAddrV4, Vec<u8>)]) {
     let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let mut w = CaptureWriter::new(file, format, Link::Ethernet).unwrap();
     let src = addr("10.3.3.3:5000");
     for (dt, dst, bytes) in datagrams {
         w.write_udp(T0 + dt, src, *dst, bytes).unwrap();
@@ -678,6 +682,44 @@ fn explain_names_the_definition_that_deletes_a_symbol() {
             && line.ends_with("-> no_quote"),
         "{text}"
     );
+}
+
+/// A packet gap whose deadline saturates at the largest time (the packet
+/// that opened it stamped within the gap timeout of 2^64 ns) never passes:
+/// the explanation ends, as the replay does, with the gap told open.
+#[test]
+fn explain_ends_when_a_gap_deadline_is_the_largest_time() {
+    use EntryType::{Bid, Offer};
+    use UpdateAction::New;
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let p1 = book(
+        1,
+        &[
+            entry(ES, 1, Bid, New, 5_000_000_000_000),
+            entry(ES, 2, Offer, New, 5_000_250_000_000),
+        ],
+    );
+    let p3 = book(3, &[entry(ES, 3, Bid, New, 5_000_100_000_000)]);
+    let far = u64::MAX - 1 - T0;
+    write_capture_as(
+        &dir.path().join("cme.pcap"),
+        Format::PcapNg { tsresol: 9 },
+        &[(0, line_a(), p1), (far, line_a(), p3)],
+    );
+    let out = replay_in(dir.path())
+        .args(["--explain", "cme", "ESZ6", "--explain-all"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}\n{text}");
+    assert!(
+        text.contains("packet gap opened: MsgSeqNum 2 missing"),
+        "{text}"
+    );
+    assert!(!text.contains("packet gap given up"), "{text}");
 }
 
 #[test]

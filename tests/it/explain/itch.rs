@@ -264,8 +264,12 @@ fn packet(session: Session, first: u64, messages: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn write_capture(path: &Path, packets: &[(u64, Vec<u8>)]) {
+    write_capture_as(path, Format::PcapNanos, packets);
+}
+
+fn write_capture_as(path: &Path, format: Format, packets: &[(u64, Vec<u8>)]) {
     let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    let mut w = CaptureWriter::new(file, format, Link::Ethernet).unwrap();
     let src: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
     for (t, p) in packets {
         w.write_udp(*t, src, A.parse().unwrap(), p).unwrap();
@@ -478,6 +482,40 @@ fn watching_changes_nothing_when_a_gap_is_left_open() {
         text.contains("gap seq 20..29 expired (deadline +350.000000 ms): 10 ticks lost"),
         "{text}"
     );
+}
+
+/// A gap whose deadline saturates at the largest time (its datagram
+/// stamped within the gap timeout of 2^64 ns) never passes: the
+/// explanation ends, as the replay does, with the gap told open.
+#[test]
+fn a_gap_deadline_at_the_end_of_time_ends_the_explanation() {
+    let x = sym("XYZ");
+    let add = |seq: u64| encode::add_order(5, OPEN + seq, seq, Side::Buy, 100, x, 100_000, None);
+    let packets = vec![
+        (
+            T0,
+            packet(S1, 1, &[encode::stock_directory(5, OPEN, x), add(2)]),
+        ),
+        (u64::MAX - 1, packet(S1, 5, &[add(5)])),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("end.pcapng");
+    write_capture_as(&cap, Format::PcapNg { tsresol: 9 }, &packets);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let config = config();
+        let mut xp = explainer(&config, "XYZ");
+        let mut reader = CaptureReader::open(&cap).unwrap();
+        let asked = checks("XYZ", [T0 + MS]);
+        let out = replay_with(&config, &mut reader, &asked, |_| {}, &mut xp);
+        let _ = tx.send((out.answers.len(), xp.explanation(true)));
+    });
+    let (answers, text) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the explanation ends");
+    assert_eq!(answers, 1, "{text}");
+    assert!(text.contains("gap opened: seq 3..4 missing"), "{text}");
+    assert!(!text.contains("expired"), "{text}");
 }
 
 /// A GLIMPSE snapshot merged from the capture's snapshot connection (TCP)
