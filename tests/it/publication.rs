@@ -233,6 +233,31 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// The lock file removed under a live writer (a cleanup of `*.lock`): a
+/// second writer started on the path still refuses, naming the first, whose
+/// file stays the one at the path, in good health.
+#[test]
+fn a_second_writer_refuses_a_live_path_whose_lock_file_is_gone() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let first_cfg = config(dir.path(), "first", &shm, "", NO_METRICS);
+    let first = start(&first_cfg, &shm);
+    let pid = first.child.id();
+    let inode = std::fs::metadata(&shm).unwrap().ino();
+    std::fs::remove_file(dir.path().join("tickguard.lock")).unwrap();
+    let second = config(dir.path(), "second", &shm, "", NO_METRICS);
+    let err = refused_run(&second);
+    assert!(
+        err.contains(&format!("in use by another writer, pid {pid}"))
+            && err.contains("lock file is gone"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&shm).unwrap().ino(), inode);
+    let reader = Reader::open(&shm);
+    assert!(reader.health(now_ns()).is_ok());
+    assert_eq!(reader.writer_pid(), Some(u64::from(pid)));
+}
+
 #[test]
 fn a_second_writer_on_a_live_path_refuses_and_the_first_stays_ok() {
     let dir = scratch();

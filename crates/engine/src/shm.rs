@@ -391,8 +391,54 @@ fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result
         _ if u64::from_le_bytes(magic) != MAGIC => Err(not_ours(
             "is not a tickguard publication (no TKGUARD1 magic)",
         )),
-        _ => Ok(()),
+        _ => match live_writer(path) {
+            // Its lock file removed (a cleanup of `*.lock`), the lock alone
+            // would let a second writer take the path from a live one.
+            Some(pid) => Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "in use by another writer, pid {pid} (its publication {} is running, \
+                     though its lock file is gone): one writer per path",
+                    path.display()
+                ),
+            )),
+            None => Ok(()),
+        },
     }
+}
+
+/// How recent a publication's heartbeat is for its writer to count as
+/// alive when its lock file is gone, ns (wall clock): far longer than any
+/// heartbeat period, so that only a writer dead (or stopped) that long
+/// has its path taken.
+const LIVE_HEARTBEAT_NS: u64 = 10_000_000_000;
+
+/// The pid of the writer of the publication at `path`, if it is another
+/// process of this machine still running it: its header says running,
+/// the process exists and its heartbeat is less than
+/// [`LIVE_HEARTBEAT_NS`] old (or ahead). A writer killed leaves its
+/// header running, and its pid may be reused: its heartbeat has aged.
+fn live_writer(path: &Path) -> Option<u64> {
+    use std::mem::offset_of;
+    use tickguard_reader::layout::Header;
+    let file = crate::sys::file::open_read(path).ok()?;
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        file.read_exact_at(&mut b, at as u64).ok()?;
+        Some(u64::from_le_bytes(b))
+    };
+    let state = word(offset_of!(Header, state))?;
+    let pid = word(offset_of!(Header, writer_pid))?;
+    let beat = word(offset_of!(Header, heartbeat_ns))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let alive = state == STATE_RUNNING
+        && pid != 0
+        && pid != u64::from(std::process::id())
+        && now.saturating_sub(beat) < LIVE_HEARTBEAT_NS
+        && Path::new(&format!("/proc/{pid}")).exists();
+    alive.then_some(pid)
 }
 
 impl std::fmt::Debug for Publication {
@@ -545,7 +591,14 @@ impl Publication {
         // writer's, killed before it renamed it (each as large as a
         // publication, on a tmpfs that is memory).
         remove_leftovers(&path);
-        let file = crate::sys::file::create_new(&staging, mode)?;
+        // Named: a file left there (another user's, say) blocks every
+        // start and recreation of this writer until it is removed.
+        let file = crate::sys::file::create_new(&staging, mode).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("creating its staging file {}: {e}", staging.display()),
+            )
+        })?;
         let (file, map, dev_ino) = match Publication::reserve_and_map(file, shape, mode) {
             Ok(f) => f,
             Err(e) => {
@@ -1201,6 +1254,29 @@ mod tests {
             assert!(dir.path().join(k).exists(), "{k}");
         }
         drop(p);
+    }
+
+    /// Something at this writer's staging name that is not a staging file
+    /// (a link another user left, say) is not removed: the start fails
+    /// naming it, and nothing is published.
+    #[test]
+    fn a_staging_name_taken_fails_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickguard");
+        let taken = dir
+            .path()
+            .join(format!(".tickguard.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink("/nonexistent", &taken).unwrap();
+        let line: std::net::SocketAddrV4 = "239.1.1.1:30001".parse().unwrap();
+        let feeds = [feed_info("lp1", FeedKind::Delta, vec![line])];
+        let e = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("creating its staging file {}", taken.display())),
+            "{text}"
+        );
+        assert!(!path.exists());
     }
 
     /// A publication at `path` of one delta feed, lp1, on 239.1.1.1:30001.
