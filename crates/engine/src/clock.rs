@@ -291,10 +291,15 @@ pub fn heartbeat_watermark(
     offset: i128,
 ) -> Option<i128> {
     let beat = heartbeat_at.map(|t| t as i128 - offset);
-    match (applied, beat) {
+    let w = match (applied, beat) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
-    }
+    };
+    // Within the published word's range (ns since the epoch, a u64): a
+    // check in process (a replay's) reads what a reader of the publication
+    // reads, an offset pulled down past 2^64 ns by a forged SendingTime
+    // included.
+    w.map(|w| w.clamp(0, u64::MAX as i128))
 }
 
 /// Forgets the last heartbeat's arrival `heartbeat_at` (local ns) when a

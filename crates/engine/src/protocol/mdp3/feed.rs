@@ -4224,6 +4224,57 @@ mod tests {
             .contains(Reasons::STALE_AT_SOURCE));
     }
 
+    /// A heartbeat stamped at the largest SendingTime pulls the auto
+    /// offset down by nearly 2^64 ns, so the heartbeat part of the
+    /// watermark after it (an arrival less that offset) lies past the
+    /// publication's word: read as published (the largest time), in
+    /// process as by a reader, so a replay answers as the live readers do
+    /// (`stale_at_source` once the source age, now − that − offset, passes
+    /// the threshold).
+    #[test]
+    fn the_watermark_past_the_largest_time_reads_as_published() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 60_000 * MS,
+            },
+            ..super::super::testing::settings()
+        });
+        let hb = |s: u32, sent: u64| encode::packet(s, sent, &[encode::heartbeat(V)]);
+        f.on_incremental(&book(1, true, &[bid(1, 1, 1, UpdateAction::New, 10)]), T0)
+            .unwrap();
+        f.on_incremental(&hb(2, u64::MAX), T0 + 1_000 * MS).unwrap();
+        f.on_incremental(&hb(3, T0 + 5_000 * MS), T0 + 5_000 * MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some(i128::from(u64::MAX)));
+        let th = Thresholds {
+            stale_ns: 60_000 * MS,
+            source_ns: 2_000 * MS,
+        };
+        let now = T0 + 5_001 * MS;
+        let published = tickguard_reader::status::FeedStatus {
+            last_alive: f.last_alive().unwrap(),
+            source_watermark: u64::MAX,
+            ..Default::default()
+        };
+        // The slot's part: quoted, no time of its own.
+        let facts = tickguard_reader::slot::Facts {
+            feed: 0,
+            key: 1,
+            quoted: true,
+            halted: false,
+            closed: false,
+            suspect: false,
+            invalid: false,
+            source_time: None,
+            last_alive: 0,
+            thresholds: th,
+            version: 0,
+        };
+        let read = tickguard_reader::status::verdict(&facts, &published, f.offset(), now);
+        assert_eq!(read, Reasons::STALE_AT_SOURCE);
+        assert_eq!(f.verdict("#1", th, now), read);
+    }
+
     /// Silence past the threshold is stale; a rejected datagram is
     /// counted by the caller and changes nothing.
     #[test]
