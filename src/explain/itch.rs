@@ -427,7 +427,8 @@ impl ItchExplain {
             out.push('\n');
             any = true;
         }
-        if !any && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
+        // (Only when every step was kept: one forgotten may have quoted.)
+        if !any && self.forgotten == 0 && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
             let _ = writeln!(
                 out,
                 "{} {}: never quoted in this {}: every check answers no_quote",
@@ -938,5 +939,25 @@ fn event_text(e: &Event, origin: u64, decimals: u8) -> String {
             );
             s
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "Never quoted" is said only of an explanation that kept every step:
+    /// one that forgot its oldest cannot tell.
+    #[test]
+    fn never_quoted_is_said_only_with_every_step_kept() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/itch");
+        let config = crate::config::Config::load(&dir.join("config.toml")).unwrap();
+        let symbol = crate::symbol::Symbol::parse("XYZ").unwrap();
+        let mut x = ItchExplain::new(0, &config.feeds[0], symbol, None);
+        assert!(x.explanation(false).contains("never quoted"));
+        x.forgotten = super::super::KEEP as u64;
+        let text = x.explanation(false);
+        assert!(!text.contains("never quoted"), "{text}");
+        assert!(text.contains("earlier steps not kept"), "{text}");
     }
 }

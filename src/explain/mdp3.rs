@@ -478,7 +478,8 @@ impl Mdp3Explain {
             out.push('\n');
             any = true;
         }
-        if !any && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
+        // (Only when every step was kept: one forgotten may have quoted.)
+        if !any && self.forgotten == 0 && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
             let _ = writeln!(
                 out,
                 "{} {}: never quoted in this capture: every check answers no_quote",
@@ -858,6 +859,20 @@ impl Observer for Mdp3Explain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Never quoted" is said only of an explanation that kept every step:
+    /// one that forgot its oldest cannot tell.
+    #[test]
+    fn never_quoted_is_said_only_with_every_step_kept() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mdp3");
+        let config = crate::config::Config::load(&dir.join("config.toml")).unwrap();
+        let mut x = Mdp3Explain::new(0, &config.feeds[0], "ESZ6", None);
+        assert!(x.explanation(false).contains("never quoted"));
+        x.forgotten = super::super::KEEP as u64;
+        let text = x.explanation(false);
+        assert!(!text.contains("never quoted"), "{text}");
+        assert!(text.contains("earlier steps not kept"), "{text}");
+    }
 
     /// A definition that made the book deeper than it was kept is named
     /// as the cause of the lost baseline.
