@@ -548,6 +548,29 @@ impl Mdp3Explain {
     }
 }
 
+/// Why a snapshot of RptSeq `r` was ignored by an instrument as `a` was
+/// before it: the RptSeq rule (a snapshot applies to an instrument without
+/// a baseline, to a suspect one when newer, to an unverified one when not
+/// older), or, where that rule would have applied it, the channel's
+/// screen: taken before the last ChannelReset or restart, or far past the
+/// lines (of a sequence before a restart).
+fn ignored_why(a: &Seen, r: Option<u32>) -> String {
+    let Some(r) = r else {
+        return "its RptSeq unread".into();
+    };
+    match a.rpt_seq {
+        Some(s) if a.suspect && r <= s => format!("RptSeq {r} is not newer than {s}"),
+        Some(s) if a.unverified && !a.suspect && r < s => format!("RptSeq {r} is older than {s}"),
+        Some(s) if !a.suspect && !a.unverified => format!(
+            "the instrument is healthy at RptSeq {s} (a snapshot applies only to one suspect, unverified or without a baseline)"
+        ),
+        // The RptSeq rule would have applied it.
+        _ => format!(
+            "RptSeq {r} taken before the last ChannelReset or restart, or far past the lines (of a sequence before a restart)"
+        ),
+    }
+}
+
 /// What changed between two readings, in words: the channel first, then
 /// the instrument.
 fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
@@ -641,9 +664,8 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     }
     if b.ignored > a.ignored {
         v.push(format!(
-            "snapshot ignored: RptSeq {} is not newer than {}",
-            said.snapshot.map_or("?".into(), |(r, _)| r.to_string()),
-            a.rpt_seq.map_or("none".into(), |r| r.to_string())
+            "snapshot ignored: {}",
+            ignored_why(a, said.snapshot.map(|(r, _)| r))
         ));
     }
     // A ChannelReset or the weekly restart makes every instrument healthy
@@ -859,6 +881,56 @@ impl Observer for Mdp3Explain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ignored snapshot is told by why: the RptSeq rule for an
+    /// instrument suspect, unverified or healthy, the channel's screen
+    /// where that rule would have applied it.
+    #[test]
+    fn an_ignored_snapshot_says_why() {
+        let at = |rpt_seq, suspect, unverified| Seen {
+            id: Some(7),
+            rpt_seq,
+            suspect,
+            unverified,
+            ..Seen::default()
+        };
+        let said = Said {
+            snapshot: Some((5, 9)),
+            ..Said::default()
+        };
+        for (a, why) in [
+            (at(Some(5), true, false), "RptSeq 5 is not newer than 5"),
+            (at(Some(6), false, true), "RptSeq 5 is older than 6"),
+            (
+                at(Some(4), false, false),
+                "the instrument is healthy at RptSeq 4",
+            ),
+            (
+                at(None, true, false),
+                "RptSeq 5 taken before the last ChannelReset",
+            ),
+            (
+                at(Some(4), true, false),
+                "RptSeq 5 taken before the last ChannelReset",
+            ),
+            (
+                at(Some(5), false, true),
+                "RptSeq 5 taken before the last ChannelReset",
+            ),
+        ] {
+            let b = Seen {
+                ignored: 1,
+                ..a.clone()
+            };
+            let lines = events(&a, &b, &said, Some(9));
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with(&format!("snapshot ignored: {why}"))),
+                "{a:?}: {lines:?}"
+            );
+        }
+    }
 
     /// "Never quoted" is said only of an explanation that kept every step:
     /// one that forgot its oldest cannot tell.
