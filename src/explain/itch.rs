@@ -87,6 +87,27 @@ pub enum Trigger {
     },
 }
 
+/// The messages' events a step keeps: the first and last half of this many.
+pub const STEP_MESSAGES: usize = 8;
+
+/// [`order`] of a message's event (a system event, a halt, a book change).
+const MESSAGE: u8 = 3;
+
+/// Where an event is told in its step: sessions and joins first, then
+/// gaps and refusals, then the messages' events, in order.
+fn order(e: &Event) -> u8 {
+    match e {
+        Event::NewSession { .. } => 0,
+        Event::Joined { .. } => 1,
+        Event::GapOpened { .. } | Event::GapFilled { .. } | Event::GapGivenUp { .. } => 2,
+        // Once a session each: always told.
+        Event::OrdersRefused { .. }
+        | Event::SymbolsRefused { .. }
+        | Event::SnapshotRefused { .. } => 2,
+        _ => MESSAGE,
+    }
+}
+
 /// One moment of the symbol's history: what happened and the feed's verdict
 /// before and after.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,8 +116,11 @@ pub struct Step {
     pub time: u64,
     /// What made it happen.
     pub trigger: Trigger,
-    /// What the feed reported doing (packet headers are in the trigger).
+    /// What the feed reported doing (packet headers are in the trigger):
+    /// of the messages' events, the first and last [`STEP_MESSAGES`]` / 2`.
     pub events: Vec<Event>,
+    /// The messages' events between those, not kept.
+    pub untold: u64,
     /// The clock offset before and after, when it changed at this step, ns.
     pub offset: Option<(i128, i128)>,
     /// The feed's verdict before.
@@ -317,12 +341,17 @@ impl ItchExplain {
             }
         }
         // Sessions and joins first, then gaps, then the messages in order.
-        events.sort_by_key(|e| match e {
-            Event::NewSession { .. } => 0,
-            Event::Joined { .. } => 1,
-            Event::GapOpened { .. } | Event::GapFilled { .. } | Event::GapGivenUp { .. } => 2,
-            _ => 3,
-        });
+        events.sort_by_key(order);
+        // The messages' events past the first and last few not kept: a
+        // datagram of thousands, or a give-up releasing `max_held`, keeps
+        // a step no larger.
+        let first = events.partition_point(|e| order(e) < MESSAGE);
+        let untold = (events.len() - first).saturating_sub(STEP_MESSAGES);
+        if untold > 0 {
+            let from = first + STEP_MESSAGES / 2;
+            events.drain(from..from + untold);
+            events.shrink_to_fit();
+        }
         let offset_change = (offset != self.offset).then_some((self.offset, offset));
         self.offset = offset;
         let before = self.verdict;
@@ -332,6 +361,7 @@ impl ItchExplain {
                 time: self.t,
                 trigger,
                 events,
+                untold: untold as u64,
                 offset: offset_change,
                 before,
                 after,
@@ -558,7 +588,11 @@ impl ItchExplain {
         if let (Some((from, to)), true) = (s.offset, source_moved) {
             parts.push(format!("clock offset {} -> {}", dur(from), dur(to)));
         }
-        for e in &s.events {
+        let first = s.events.partition_point(|e| order(e) < MESSAGE);
+        for (i, e) in s.events.iter().enumerate() {
+            if s.untold > 0 && i == first + STEP_MESSAGES / 2 {
+                parts.push(format!("... {} more messages' events not kept", s.untold));
+            }
             parts.push(event_text(e, origin, self.decimals));
         }
         parts.join("; ")
@@ -649,6 +683,7 @@ impl Observer for ItchExplain {
                 time: self.t,
                 trigger: Trigger::Segment { merged, failed },
                 events: Vec::new(),
+                untold: 0,
                 offset: None,
                 before: v,
                 after: v,

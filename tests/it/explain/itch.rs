@@ -518,6 +518,58 @@ fn a_gap_deadline_at_the_end_of_time_ends_the_explanation() {
     assert!(!text.contains("expired"), "{text}");
 }
 
+/// A datagram of many messages about the symbol keeps the first and last
+/// few of their events in its step, and says how many between it left out:
+/// a step's memory does not grow with its datagram (or a give-up releasing
+/// `max_held` messages).
+#[test]
+fn a_step_keeps_the_first_and_last_of_many_messages() {
+    let x = sym("XYZ");
+    let mut messages = vec![
+        encode::stock_directory(5, OPEN, x),
+        encode::add_order(5, OPEN + 1, 1, Side::Buy, 100, x, 100_000, None),
+        encode::add_order(5, OPEN + 2, 2, Side::Sell, 50, x, 101_000, None),
+    ];
+    // 20 trading actions, T then H in turn: the last halts it.
+    for k in 0..20u64 {
+        let state = if k % 2 == 0 { b'T' } else { b'H' };
+        messages.push(encode::trading_action(5, OPEN + 10 + k, x, state));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("many.pcap");
+    write_capture(&cap, &[(T0, packet(S1, 1, &messages))]);
+    let config = config();
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let asked = checks("XYZ", [T0 + MS]);
+    let out = replay_with(&config, &mut reader, &asked, |_| {}, &mut xp);
+    assert_eq!(out.answers[0].reasons, Reasons::HALTED);
+    // The session, then 21 messages' events (the bid's book change, the
+    // 20 actions): the first 4 and the last 4 kept.
+    let step = &xp.steps()[0];
+    assert_eq!(step.events.len(), 1 + 8, "{step:?}");
+    assert_eq!(step.untold, 13, "{step:?}");
+    let text = xp.explanation(false);
+    let line = text.lines().nth(1).unwrap();
+    let parts: Vec<&str> = line.split("; ").collect();
+    let told = parts
+        .iter()
+        .position(|p| p.starts_with("... 13 more messages' events not kept"));
+    let actions: Vec<usize> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.starts_with("trading action"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(actions.len(), 7, "{line}");
+    assert_eq!(told, Some(actions[2] + 1), "{line}");
+    assert!(
+        parts[actions[6]].starts_with("trading action H (halted)"),
+        "{line}"
+    );
+    assert!(line.ends_with("-> halted"), "{line}");
+}
+
 /// A GLIMPSE snapshot merged from the capture's snapshot connection (TCP)
 /// is a step of its own, at the segment that completed it: the feed
 /// joined mid-session is suspect until then and `ok` from then on, as the
