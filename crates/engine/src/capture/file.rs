@@ -42,15 +42,16 @@ const PCAP_MAGICS: [([u8; 4], bool, bool); 4] = [
     ([0xa1, 0xb2, 0x3c, 0x4d], true, true),
 ];
 
-/// The modified (Kuznetzov) pcap format's magic: recognised, not read.
-const MODIFIED_PCAP_MAGIC: [u8; 4] = [0x34, 0xcd, 0xb2, 0xa1];
+/// The modified (Kuznetzov) pcap format's magic, in either byte order:
+/// recognised, not read.
+const MODIFIED_PCAP_MAGICS: [[u8; 4]; 2] = [[0x34, 0xcd, 0xb2, 0xa1], [0xa1, 0xb2, 0xcd, 0x34]];
 
 /// True when a file starting with `magic` is a packet capture (pcapng, or
 /// legacy pcap of either byte order and resolution, modified pcap
 /// included): what a BinaryFILE replay refuses.
 pub fn is_capture_magic(magic: [u8; 4]) -> bool {
     magic == SHB_MAGIC
-        || magic == MODIFIED_PCAP_MAGIC
+        || MODIFIED_PCAP_MAGICS.contains(&magic)
         || PCAP_MAGICS.iter().any(|&(m, ..)| m == magic)
 }
 const BOM_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
@@ -237,7 +238,7 @@ impl CaptureFile {
                 file.next_record()?;
                 return Ok(file);
             }
-            (MODIFIED_PCAP_MAGIC, _) => {
+            (m, _) if MODIFIED_PCAP_MAGICS.contains(&m) => {
                 return Err(Fault::Unsupported {
                     offset: 0,
                     detail: "modified (Kuznetzov) pcap format".into(),

@@ -51,7 +51,9 @@ pub struct CaptureStats {
     /// TCP/IPv4 segments handed to the caller.
     #[serde(skip_serializing_if = "is_zero")]
     pub segments: u64,
-    /// caplen < origlen, or headers cut short by snaplen.
+    /// caplen < origlen (the capture cut the frame: its datagram is
+    /// dropped even when only trailer bytes went), or a frame shorter than
+    /// its own headers or IPv4 total length say.
     pub truncated: u64,
     /// Other ethertypes / IP versions (ARP, IPv6, ...).
     pub not_ipv4: u64,

@@ -784,6 +784,23 @@ fn corrupt_lengths_are_reported_with_their_offset() {
     assert!(matches!(err, CaptureError::Corrupt { .. }), "{err}");
     assert_eq!(err.offset(), Some(first_len as u64));
 
+    // pcapng blocks whose length is too short, not a multiple of 4, or
+    // past 32 MiB (its bytes all there: refused before any is buffered).
+    for len in [8u32, 30, (32 << 20) + 4] {
+        let mut bytes = shb(false);
+        let at = bytes.len() as u64;
+        bytes.extend_from_slice(&6u32.to_le_bytes());
+        bytes.extend_from_slice(&len.to_le_bytes());
+        bytes.resize(at as usize + len as usize, 0);
+        let mut reader = CaptureReader::from_reader("c", Box::new(Cursor::new(bytes))).expect("o");
+        let err = reader.for_each(|_| {}).expect_err("corrupt");
+        assert!(
+            matches!(err, CaptureError::Corrupt { offset, .. } if offset == at)
+                && err.to_string().contains("invalid block length"),
+            "{len}: {err}"
+        );
+    }
+
     // Legacy record claiming a gigabyte.
     let mut w = CaptureWriter::new(Vec::new(), Format::PcapMicros, Link::RawIp).expect("w");
     w.write_udp(1, sock("1.1.1.1:1"), sock("2.2.2.2:2"), b"a")
@@ -852,6 +869,19 @@ fn not_a_capture() {
             && err.to_string().contains("pcap version 9.4"),
         "{err}"
     );
+    // Modified (Kuznetzov) pcap, either byte order: named, not read.
+    for magic in [[0x34, 0xcd, 0xb2, 0xa1], [0xa1, 0xb2, 0xcd, 0x34]] {
+        let mut bytes = write_sample(Format::PcapNanos, Link::Ethernet, None);
+        bytes[..4].copy_from_slice(&magic);
+        assert!(crate::capture::file::is_capture_magic(magic));
+        let err = CaptureReader::from_reader("x.pcap", Box::new(Cursor::new(bytes)))
+            .expect_err("modified pcap");
+        assert!(
+            matches!(err, CaptureError::Unsupported { offset: 0, .. })
+                && err.to_string().contains("modified (Kuznetzov) pcap format"),
+            "{err}"
+        );
+    }
     // pcapng version 2.
     let mut bytes = shb(false);
     bytes[12] = 2;
