@@ -1098,12 +1098,12 @@ impl Sidecar {
     fn recreate_publication(&mut self, now: u64) {
         if !crate::time::retry_due(now, self.recreate_at, RECREATE_RETRY_NS) {
             // A copy written over the file while a retry waits (or after
-            // the path was given up) is closed at once: this writer's
-            // heartbeat would otherwise keep its quiet symbols `ok` on the
-            // copy's prices until the retry.
-            if self.publication.untrue_in_place() {
-                self.publication.close();
-            }
+            // the path was given up), or a cut, is closed at once: this
+            // writer's heartbeat would otherwise keep its quiet symbols
+            // `ok` on the copy's prices until the retry, and readers of a
+            // cut file's surviving pages would read it frozen until its
+            // heartbeat aged.
+            self.close_if_untrue();
             return;
         }
         let lock = if self.publication.moved() {

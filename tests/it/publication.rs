@@ -1204,6 +1204,50 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
         std::thread::sleep(Duration::from_millis(2));
     }
     mode(dir.path(), 0o755);
+    // Renamed while no new one can be made (the renamed file still the
+    // writer's, open), then cut by pages while the next try waits: closed
+    // at once through the descriptor, not read frozen until that try or
+    // the heartbeat's age.
+    let (inode, _) = snapshot(&shm);
+    wait_replaced(
+        &shm,
+        inode,
+        &mut service.child,
+        "not recreated after the cut",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reader = loop {
+        quote(&cfg, "EURUSD");
+        let reader = Reader::open_with(&shm, options);
+        if let Some(h) = reader.lookup("lp1", "EURUSD") {
+            if reader.check(&h, now_ns()).is_ok() {
+                break reader;
+            }
+        }
+        assert!(Instant::now() < deadline, "the new file never answered ok");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    mode(dir.path(), 0o555);
+    let old = dir.path().join("tickguard.old");
+    std::fs::rename(&shm, &old).unwrap();
+    // The move found (within about 0.1 s) and its recreation failed.
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        reader.health(now_ns()).is_ok(),
+        "{}",
+        reader.health(now_ns())
+    );
+    truncate(&old, "-8192");
+    let cut = Instant::now();
+    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
+        assert!(
+            cut.elapsed() < Duration::from_millis(500),
+            "a file cut while the next try waits is served frozen: {}",
+            reader.health(now_ns())
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    mode(dir.path(), 0o755);
 }
 
 /// A publication removed, then one renamed, under a live writer: within

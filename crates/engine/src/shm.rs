@@ -43,6 +43,9 @@ pub struct Publication {
     /// The file was found shorter than the mapping: cut inside its last
     /// page, which does not fault.
     shrunk: AtomicBool,
+    /// The closed state was written through the descriptor (the mapping
+    /// faulted): once is enough.
+    closed_through_file: AtomicBool,
     /// The path was found no longer naming the file (removed or renamed):
     /// readers opening it would find nothing, or something else.
     moved: AtomicBool,
@@ -623,6 +626,7 @@ impl Publication {
             file,
             probes: std::sync::atomic::AtomicU32::new(0),
             shrunk: AtomicBool::new(false),
+            closed_through_file: AtomicBool::new(false),
             moved: AtomicBool::new(false),
             overwritten: AtomicBool::new(false),
             last_heartbeat_ns: AtomicU64::new(now_ns),
@@ -927,16 +931,6 @@ impl Publication {
         self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
     }
 
-    /// True once the file no longer holds this writer's state while the
-    /// mapping still reaches it (written over, or cut inside its last page:
-    /// a copy written back over a cut file is served under this writer's
-    /// heartbeat): [`close`](Self::close) it. A mapping the guard turned to
-    /// zeros reaches nothing of the file, and is not.
-    pub fn untrue_in_place(&self) -> bool {
-        let faulted = self.guard.as_ref().is_some_and(Guard::faulted);
-        self.overwritten() || (self.shrunk.load(Ordering::Relaxed) && !faulted)
-    }
-
     /// True once the file's header was found no longer this writer's
     /// (its heartbeat at the next [`heartbeat`](Self::heartbeat), the rest
     /// every [`LENGTH_EVERY`] probes):
@@ -1030,7 +1024,9 @@ impl Publication {
             .header()
             .state
             .store(STATE_CLOSED, Ordering::Release);
-        if self.guard.as_ref().is_some_and(Guard::faulted) {
+        if self.guard.as_ref().is_some_and(Guard::faulted)
+            && !self.closed_through_file.swap(true, Ordering::Relaxed)
+        {
             // The mapping is the guard's zero pages now: the store above
             // reached none of the file. Written through the descriptor, the
             // word reaches the page readers still map, when its page is
