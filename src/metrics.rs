@@ -119,6 +119,8 @@ struct FeedMetrics {
     burst: Option<(u64, u64)>,
     /// Whether the state table's first refusal of one of its symbols is logged.
     table_full_logged: bool,
+    /// Offset samples merged, as last logged.
+    merges_logged: u64,
 }
 
 /// A histogram bucket's `le` label: its bound in seconds, `+Inf` for the
@@ -398,6 +400,7 @@ impl Monitor {
                     last_resets: 0,
                     burst: None,
                     table_full_logged: false,
+                    merges_logged: 0,
                 }
             })
             .collect();
@@ -634,6 +637,18 @@ impl Monitor {
                     f.table_full_logged = true;
                 }
             }
+            // Once, and again only if it grows tenfold: a queue too small
+            // merges on and on.
+            if let Some(merged) = get(counter::OFFSET_MERGES)
+                .filter(|&n| n > 0 && n >= f.merges_logged.saturating_mul(10))
+            {
+                tracing::warn!(
+                    feed = %f.name,
+                    merged,
+                    "clock offset: the estimator's queue was full and merged samples (keeping the lower offset): quotes may read older than a replay of the same datagrams shows (raise [sidecar] offset_queue)"
+                );
+                f.merges_logged = merged;
+            }
             let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
             else {
                 continue;
@@ -716,6 +731,27 @@ mod tests {
         let log = logs_of(|| m.sample(t + 2));
         assert!(!log.contains("kernel dropped"), "{log}");
         assert!(!log.contains("gap burst started"), "{log}");
+    }
+
+    /// Offset samples merged for room are logged when first seen, and
+    /// again only once they have grown tenfold.
+    #[test]
+    fn offset_merges_are_logged_first_and_tenfold() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let p = sidecar.publication();
+        let merges = |n| p.write_counters(|| p.set_counter(0, counter::OFFSET_MERGES, n));
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        p.heartbeat(t);
+        let said = |m: &mut Monitor, k: u64| logs_of(|| m.sample(t + k)).contains("merged samples");
+        assert!(!said(&mut m, 0));
+        merges(3);
+        assert!(said(&mut m, 1));
+        merges(29);
+        assert!(!said(&mut m, 2));
+        merges(30);
+        assert!(said(&mut m, 3));
     }
 
     /// Counters are read only from a publication in good health: one cut

@@ -1142,3 +1142,52 @@ fn offset_or_status_left_mid_write_leave_the_feeds_symbols_unknown() {
     assert_eq!(stat_json(&shm, &[]), whole);
     crate::common::remove_publication(&shm);
 }
+
+/// A live clock-offset estimator whose queue fills merges samples (its
+/// offset may then read quotes older than a replay does): counted per
+/// feed, and shown by `stat`.
+#[test]
+fn offset_samples_merged_for_room_are_counted_and_shown() {
+    let shm = temp_shm("stat-offset-merges");
+    let config = Config::parse(
+        r#"
+[[feed]]
+name = "lp1"
+kind = "full"
+lines = ["239.1.1.1:30001"]
+stale_threshold_ms = 60000
+source_threshold_ms = 60000
+clock_offset = "auto"
+"#,
+        "stat-test.toml",
+    )
+    .unwrap();
+    let p = Arc::new(
+        Publication::create(
+            &shm,
+            0o640,
+            config.capacity,
+            &publication_feeds(&config),
+            T0,
+            1_000_000,
+        )
+        .unwrap(),
+    );
+    // A queue of 2: every delay longer than the one before is one more
+    // sample the window's minimum must keep.
+    let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 2);
+    let sym = tickguard::symbol::Symbol::parse("EURUSD").unwrap();
+    for seq in 1..=10u64 {
+        let mut b = tickguard::protocol::sqf::PacketBuilder::new(T0);
+        b.quote(sym, seq, T0, 1.0, 1.5);
+        h.on_datagram_line(0, 0, &b.finish(), T0 + seq * MS)
+            .unwrap();
+    }
+    h.publish_counters();
+    p.heartbeat(T0 + 1_000 * MS);
+    p.ready();
+    let doc = stat_json(&shm, &[]);
+    crate::common::remove_publication(&shm);
+    let merged = doc["feeds"][0]["offset_merges"].as_u64();
+    assert!(merged.is_some_and(|n| n >= 7), "{doc}");
+}

@@ -114,6 +114,7 @@ pub fn shared_counters<R: Reason>() -> Vec<Descriptor> {
         c(counter::SAME_LINE_DUPLICATES, "same_line_duplicates").metric("duplicate_events_total"),
         c(counter::LINE_COPIES, "line_copies").metric("line_copies_total"),
         c(counter::KERNEL_DROPS, "kernel_drops").metric(""),
+        c(counter::OFFSET_MERGES, "offset_merges").metric("offset_samples_merged_total"),
     ]);
     v.extend(by_line(&|i| {
         c(counter::LINE_KERNEL_DROPS + i, "kernel_drops").metric("kernel_drops_total")
@@ -252,6 +253,10 @@ pub trait FeedEngine {
     /// protocol's guide says which: duplicates are samples on some, not
     /// on others).
     fn offset(&self) -> i128;
+
+    /// Samples its clock-offset estimator merged for room
+    /// ([`crate::clock::OffsetEstimator::merges`]).
+    fn offset_merges(&self) -> u64;
 
     /// Brings the feed up to `now`: deadlines strictly before it expire,
     /// and what changed is published. Called before each check and once

@@ -588,6 +588,7 @@ impl Handler {
                 (counter::TABLE_FULL, c.table_full),
                 (counter::RESETS, c.resets),
                 (counter::LINE_COPIES, c.line_copies),
+                (counter::OFFSET_MERGES, f.engine.offset_merges()),
                 (
                     counter::SAME_LINE_DUPLICATES,
                     c.duplicates.saturating_sub(c.line_copies),

@@ -200,6 +200,10 @@ pub mod counter {
     /// line then (a line it had left), every line (written by the
     /// receiver).
     pub const UNWANTED: usize = 40;
+    /// Clock-offset samples the live estimator merged because its queue
+    /// (`[sidecar] offset_queue`) was full: its offset may read quotes
+    /// older than a replay of the same datagrams does.
+    pub const OFFSET_MERGES: usize = 41;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
     /// First id of the feed extension's counters (bytes 544..1024), written

@@ -234,6 +234,11 @@ impl Engine {
         each!(self, e => e.offset())
     }
 
+    /// See [`FeedEngine::offset_merges`].
+    pub fn offset_merges(&self) -> u64 {
+        each!(self, e => e.offset_merges())
+    }
+
     /// See [`FeedEngine::catch_up`].
     pub fn catch_up(&mut self, cx: Cx<'_>, now: u64) {
         each!(self, e => e.catch_up(cx, now))

@@ -332,6 +332,10 @@ impl FeedEngine for Engine {
         self.feed.offset()
     }
 
+    fn offset_merges(&self) -> u64 {
+        self.feed.offset_merges()
+    }
+
     /// Gives up the gaps whose deadline is strictly before `now` (spec
     /// itch50 §3.2) and publishes what that changed.
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {

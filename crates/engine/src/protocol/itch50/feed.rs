@@ -1431,6 +1431,11 @@ impl Feed {
     pub fn offset(&self) -> i128 {
         self.clock.offset()
     }
+
+    /// Samples the clock-offset estimator merged for room.
+    pub fn offset_merges(&self) -> u64 {
+        self.clock.merges()
+    }
 }
 
 /// The books and symbols a GLIMPSE spin builds, apart from the feed

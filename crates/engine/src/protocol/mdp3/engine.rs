@@ -561,6 +561,10 @@ impl FeedEngine for Engine {
         self.feed.offset()
     }
 
+    fn offset_merges(&self) -> u64 {
+        self.feed.offset_merges()
+    }
+
     fn on_clock_stepped_back(&mut self, now: u64) {
         self.feed.on_clock_stepped_back(now);
     }

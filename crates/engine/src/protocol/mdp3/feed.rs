@@ -621,6 +621,11 @@ impl Feed {
         self.clock.offset()
     }
 
+    /// Samples the clock-offset estimator merged for room.
+    pub fn offset_merges(&self) -> u64 {
+        self.clock.merges()
+    }
+
     /// Every instrument, in order of first appearance.
     pub fn instruments(&self) -> &[Entry] {
         &self.entries

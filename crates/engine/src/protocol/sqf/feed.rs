@@ -453,6 +453,10 @@ impl FeedEngine for Feed {
         self.clock.offset()
     }
 
+    fn offset_merges(&self) -> u64 {
+        self.clock.merges()
+    }
+
     /// SQF has no deadlines: every slot is written as it is applied.
     fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
 
