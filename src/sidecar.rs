@@ -559,6 +559,9 @@ pub struct Sidecar {
     last_now: u64,
     /// When a lost publication may next be recreated (after a failure).
     recreate_at: u64,
+    /// A cut file was closed through its descriptor while the retry at
+    /// `recreate_at` waits.
+    closed_in_wait: bool,
     /// Failures to recreate it: a line a minute.
     recreate_log: crate::ratelimit::Limiter,
     /// The orphaned publication's truncation was said.
@@ -779,6 +782,7 @@ impl Sidecar {
             last_beat: now,
             last_now: now,
             recreate_at: 0,
+            closed_in_wait: false,
             recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
             orphan_truncated: false,
         })
@@ -1102,25 +1106,20 @@ impl Sidecar {
             // writer's heartbeat would otherwise keep its quiet symbols
             // `ok` on the copy's prices until the retry, and readers of a
             // cut file's surviving pages would read it frozen until its
-            // heartbeat aged.
-            self.close_if_untrue();
+            // heartbeat aged. Through the descriptor (a cut by pages) once
+            // a wait: each retry closes again.
+            let untrue = self.publication.overwritten() || self.publication.truncated();
+            if untrue && !(self.publication.faulted() && self.closed_in_wait) {
+                self.publication.close();
+                self.closed_in_wait = true;
+            }
             return;
         }
         let lock = if self.publication.moved() {
             match self.publication.should_republish() {
                 Ok(Republish::No) => return,
                 Ok(Republish::Under(lock)) => lock,
-                Ok(Republish::Taken(e)) => {
-                    // Once: the path is no longer watched.
-                    tracing::error!(
-                        shm = %self.config.sidecar.shm_path.display(),
-                        error = %e,
-                        "publication and its lock file removed under the writer, and another \
-                         writer took the path: not published again; this one serves only the \
-                         readers that mapped its file: stop it"
-                    );
-                    return;
-                }
+                Ok(Republish::Taken(e)) => return self.path_taken(&e),
                 Err(e) => {
                     let what = "publication and its lock file removed under the writer: taking \
                                 the lock again";
@@ -1196,8 +1195,26 @@ impl Sidecar {
                 self.publish_counters();
                 tracing::error!(shm = %shm, "{what}: recreated, every symbol starts over");
             }
+            // Its lock file gone too, another writer's running
+            // publication found at the path.
+            Err(e) if moved && e.kind() == std::io::ErrorKind::AddrInUse => {
+                self.publication.give_up_path();
+                self.path_taken(&e);
+            }
             Err(e) => self.recreate_failed(now, &format!("{what}: recreating it"), &e),
         }
+    }
+
+    /// Another writer took the path (said once: it is no longer watched).
+    #[cold]
+    fn path_taken(&self, e: &std::io::Error) {
+        tracing::error!(
+            shm = %self.config.sidecar.shm_path.display(),
+            error = %e,
+            "publication and its lock file removed under the writer, and another \
+             writer took the path: not published again; this one serves only the \
+             readers that mapped its file: stop it"
+        );
     }
 
     /// Closes the publication if what it holds is no longer what this
@@ -1219,6 +1236,7 @@ impl Sidecar {
     #[cold]
     fn recreate_failed(&mut self, now: u64, what: &str, e: &std::io::Error) {
         self.close_if_untrue();
+        self.closed_in_wait = false;
         self.recreate_at = now.saturating_add(RECREATE_RETRY_NS);
         if let Some(held) = self.recreate_log.due(now, false) {
             let shm = self.config.sidecar.shm_path.display();

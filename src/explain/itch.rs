@@ -87,11 +87,24 @@ pub enum Trigger {
     },
 }
 
-/// The messages' events a step keeps: the first and last half of this many.
+/// The messages' events a step keeps: the first and last half of this many
+/// (and the last of each kind).
 pub const STEP_MESSAGES: usize = 8;
 
 /// [`order`] of a message's event (a system event, a halt, a book change).
 const MESSAGE: u8 = 3;
+
+/// Which kind of a message's event `e` is, as a step keeps the last of
+/// each: the symbol's trading state (a trading action, an operational
+/// halt), a system event, its book.
+fn kind(e: &Event) -> Option<u8> {
+    match e {
+        Event::TradingAction { .. } | Event::OperationalHalt { .. } => Some(0),
+        Event::SystemEvent { .. } => Some(1),
+        Event::Book { .. } => Some(2),
+        _ => None,
+    }
+}
 
 /// Where an event is told in its step: sessions and joins first, then
 /// gaps and refusals, then the messages' events, in order.
@@ -117,7 +130,8 @@ pub struct Step {
     /// What made it happen.
     pub trigger: Trigger,
     /// What the feed reported doing (packet headers are in the trigger):
-    /// of the messages' events, the first and last [`STEP_MESSAGES`]` / 2`.
+    /// of the messages' events, the first and last [`STEP_MESSAGES`]` / 2`
+    /// and the last of each kind.
     pub events: Vec<Event>,
     /// The messages' events between those, not kept.
     pub untold: u64,
@@ -342,14 +356,23 @@ impl ItchExplain {
         }
         // Sessions and joins first, then gaps, then the messages in order.
         events.sort_by_key(order);
-        // The messages' events past the first and last few not kept: a
-        // datagram of thousands, or a give-up releasing `max_held`, keeps
-        // a step no larger.
+        // The messages' events past the first and last few not kept (but
+        // the last of each kind, which leaves the symbol as the step
+        // does): a datagram of thousands, or a give-up releasing
+        // `max_held`, keeps a step no larger.
         let first = events.partition_point(|e| order(e) < MESSAGE);
-        let untold = (events.len() - first).saturating_sub(STEP_MESSAGES);
-        if untold > 0 {
-            let from = first + STEP_MESSAGES / 2;
-            events.drain(from..from + untold);
+        let mut untold = 0;
+        if events.len() - first > STEP_MESSAGES {
+            let middle = first + STEP_MESSAGES / 2..events.len() - STEP_MESSAGES / 2;
+            let last_of = |k: u8| events.iter().rposition(|e| kind(e) == Some(k));
+            let kept = [last_of(0), last_of(1), last_of(2)];
+            let mut i = 0;
+            events.retain(|_| {
+                let keep = !middle.contains(&i) || kept.contains(&Some(i));
+                i += 1;
+                untold += u64::from(!keep);
+                keep
+            });
             events.shrink_to_fit();
         }
         let offset_change = (offset != self.offset).then_some((self.offset, offset));
@@ -361,7 +384,7 @@ impl ItchExplain {
                 time: self.t,
                 trigger,
                 events,
-                untold: untold as u64,
+                untold,
                 offset: offset_change,
                 before,
                 after,

@@ -233,6 +233,41 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// A writer killed and not yet reaped (a zombie: its pid still listed, its
+/// publication's header still running and its heartbeat fresh) does not
+/// hold its path, its lock file removed as well: a new writer starts at
+/// once.
+#[test]
+fn a_writer_killed_and_not_yet_reaped_does_not_hold_its_path() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let first_cfg = config(dir.path(), "first", &shm, "", NO_METRICS);
+    let first = start(&first_cfg, &shm);
+    let pid = first.child.id();
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_file(dir.path().join("tickguard.lock")).unwrap();
+    let second_cfg = config(dir.path(), "second", &shm, "", NO_METRICS);
+    let second = start(&second_cfg, &shm);
+    drop(second);
+    drop(first);
+}
+
 /// The lock file removed under a live writer (a cleanup of `*.lock`): a
 /// second writer started on the path still refuses, naming the first, whose
 /// file stays the one at the path, in good health.
@@ -1155,14 +1190,12 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
     // under the writer's heartbeat until that try.
     write_over(&shm, &copy);
     let written = Instant::now();
-    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
-        assert!(
-            written.elapsed() < Duration::from_millis(500),
-            "the copy written over again is served until the next try: {}",
-            reader.health(now_ns())
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_closed(
+        &reader,
+        written,
+        Duration::from_millis(500),
+        "the copy written over again is served until the next try",
+    );
     mode(dir.path(), 0o755);
     wait_replaced(
         &shm,
@@ -1173,18 +1206,7 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
     // Cut inside its last page (nothing faults; the length read back
     // finds it) while no new one can be made, then a copy written back
     // over it whole: closed at once again, not served until the next try.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let reader = loop {
-        quote(&cfg, "EURUSD");
-        let reader = Reader::open_with(&shm, options);
-        if let Some(h) = reader.lookup("lp1", "EURUSD") {
-            if reader.check(&h, now_ns()).is_ok() {
-                break reader;
-            }
-        }
-        assert!(Instant::now() < deadline, "the new file never answered ok");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let reader = answering_ok(&shm, &cfg, options);
     let (_, copy) = snapshot(&shm);
     mode(dir.path(), 0o555);
     truncate(&shm, "-1");
@@ -1195,14 +1217,12 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
     }
     write_over(&shm, &copy);
     let written = Instant::now();
-    while reader.health(now_ns()) != tickguard::Health::WriterClosed {
-        assert!(
-            written.elapsed() < Duration::from_millis(500),
-            "a copy written back over the cut file is served until the next try: {}",
-            reader.health(now_ns())
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_closed(
+        &reader,
+        written,
+        Duration::from_millis(500),
+        "a copy written back over the cut file is served until the next try",
+    );
     mode(dir.path(), 0o755);
     // Renamed while no new one can be made (the renamed file still the
     // writer's, open), then cut by pages while the next try waits: closed
@@ -1215,39 +1235,78 @@ fn a_publication_written_over_that_cannot_be_recreated_is_closed() {
         &mut service.child,
         "not recreated after the cut",
     );
+    let reader = answering_ok(&shm, &cfg, options);
+    let (_, copy) = snapshot(&shm);
+    mode(dir.path(), 0o555);
+    let old = dir.path().join("tickguard.old");
+    std::fs::rename(&shm, &old).unwrap();
+    // A reader that waits a minute for a silent writer: only a close tells
+    // it the file is no longer the writer's.
+    let patient = Reader::open_with(
+        &old,
+        tickguard::reader::ReaderOptions {
+            dead_after_ns: 60_000_000_000,
+            ..options
+        },
+    );
+    // The move found (within about 0.1 s) and its recreation failed; the
+    // renamed file still the writer's, beating.
+    std::thread::sleep(Duration::from_millis(150));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !reader.health(now_ns()).is_ok() {
+        assert!(Instant::now() < deadline, "{}", reader.health(now_ns()));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    truncate(&old, "-8192");
+    let cut = Instant::now();
+    wait_closed(
+        &reader,
+        cut,
+        Duration::from_millis(500),
+        "a file cut while the next try waits is served frozen",
+    );
+    // A copy written back over the cut file (its length and a running
+    // header again, which the writer's zeroed mapping cannot see): closed
+    // again by the next try, within about a second.
+    write_over(&old, &copy);
+    let written = Instant::now();
+    wait_closed(
+        &patient,
+        written,
+        Duration::from_millis(2_500),
+        "a copy written back over a cut file is served",
+    );
+    mode(dir.path(), 0o755);
+}
+
+/// A reader of `shm` (of `options`) once EURUSD, quoted on `cfg`'s lines
+/// meanwhile, answers `ok` there (within 20 s).
+fn answering_ok(shm: &Path, cfg: &Path, options: tickguard::reader::ReaderOptions) -> Reader {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let reader = loop {
-        quote(&cfg, "EURUSD");
-        let reader = Reader::open_with(&shm, options);
+    loop {
+        quote(cfg, "EURUSD");
+        let reader = Reader::open_with(shm, options);
         if let Some(h) = reader.lookup("lp1", "EURUSD") {
             if reader.check(&h, now_ns()).is_ok() {
-                break reader;
+                return reader;
             }
         }
         assert!(Instant::now() < deadline, "the new file never answered ok");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    mode(dir.path(), 0o555);
-    let old = dir.path().join("tickguard.old");
-    std::fs::rename(&shm, &old).unwrap();
-    // The move found (within about 0.1 s) and its recreation failed.
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        reader.health(now_ns()).is_ok(),
-        "{}",
-        reader.health(now_ns())
-    );
-    truncate(&old, "-8192");
-    let cut = Instant::now();
+    }
+}
+
+/// Waits until `reader` answers `stale`, writer closed, failing with
+/// `served` once `within` has passed since `since`.
+fn wait_closed(reader: &Reader, since: Instant, within: Duration, served: &str) {
     while reader.health(now_ns()) != tickguard::Health::WriterClosed {
         assert!(
-            cut.elapsed() < Duration::from_millis(500),
-            "a file cut while the next try waits is served frozen: {}",
+            since.elapsed() < within,
+            "{served}: {}",
             reader.health(now_ns())
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    mode(dir.path(), 0o755);
 }
 
 /// A publication removed, then one renamed, under a live writer: within

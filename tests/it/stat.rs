@@ -19,21 +19,18 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// A publication at `shm` of `config`'s feeds, made at `now` (ns), a
+/// heartbeat period of 1 ms.
+fn publication(shm: &Path, config: &Config, now: u64) -> Arc<Publication> {
+    let feeds = publication_feeds(config);
+    Arc::new(Publication::create(shm, 0o640, config.capacity, &feeds, now, 1_000_000).unwrap())
+}
+
 /// Replays `capture` into a fresh publication at `shm`, stopping at `until`
 /// (ns), as a sidecar would have published it then.
 fn publish(shm: &Path, capture: &Path, until: u64) -> Arc<Publication> {
     let config = Config::load(&fixtures().join("config.toml")).unwrap();
-    let p = Arc::new(
-        Publication::create(
-            shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            T0 - 1_000 * MS,
-            1_000_000,
-        )
-        .unwrap(),
-    );
+    let p = publication(shm, &config, T0 - 1_000 * MS);
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 4096);
     let router = Router::new(&config);
     let mut reader = CaptureReader::open(capture).unwrap();
@@ -203,17 +200,7 @@ clock_offset = 0
         "stat-test.toml",
     )
     .unwrap();
-    let p = Arc::new(
-        Publication::create(
-            shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            T0,
-            1_000_000,
-        )
-        .unwrap(),
-    );
+    let p = publication(shm, &config, T0);
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 4096);
     let sym = |i: usize| tickguard::symbol::Symbol::parse(&format!("S{i:05}")).unwrap();
     let mut t = T0;
@@ -1162,17 +1149,7 @@ clock_offset = "auto"
         "stat-test.toml",
     )
     .unwrap();
-    let p = Arc::new(
-        Publication::create(
-            &shm,
-            0o640,
-            config.capacity,
-            &publication_feeds(&config),
-            T0,
-            1_000_000,
-        )
-        .unwrap(),
-    );
+    let p = publication(&shm, &config, T0);
     // A queue of 2: every delay longer than the one before is one more
     // sample the window's minimum must keep.
     let mut h = Handler::with_table(&config, StateTable::shared(p.clone()), 2);

@@ -34,6 +34,10 @@ pub struct Publication {
     /// The file a [`recreate`](Self::recreate)d publication replaces even
     /// though it no longer looks like one (truncated): (device, inode).
     predecessor: Option<(u64, u64)>,
+    /// Built under a lock whose file it made itself, no writer's being at
+    /// the path: a running publication of another live writer there is
+    /// refused ([`live_writer`]).
+    fresh_lock: bool,
     /// What it was built from, to build it again.
     spec: Spec,
     /// The file, to restore its length once truncated.
@@ -43,9 +47,6 @@ pub struct Publication {
     /// The file was found shorter than the mapping: cut inside its last
     /// page, which does not fault.
     shrunk: AtomicBool,
-    /// The closed state was written through the descriptor (the mapping
-    /// faulted): once is enough.
-    closed_through_file: AtomicBool,
     /// The path was found no longer naming the file (removed or renamed):
     /// readers opening it would find nothing, or something else.
     moved: AtomicBool,
@@ -117,6 +118,10 @@ pub struct WriterLock {
     shm_path: PathBuf,
     lock_path: PathBuf,
     dev_ino: (u64, u64),
+    /// Its file was made by this writer, none being at the path: no
+    /// writer's lock proves the path free (one that ended removed it, or a
+    /// cleanup did under a live one).
+    created: bool,
     // Closed after `drop` removed the file: the lock is held until then.
     _file: File,
 }
@@ -340,6 +345,7 @@ impl WriterLock {
                 shm_path: shm_path.to_path_buf(),
                 lock_path: path,
                 dev_ino,
+                created,
                 _file: file,
             });
         }
@@ -359,8 +365,9 @@ impl WriterLock {
 
 /// Errors unless a file at `path` may be replaced: nothing there, the
 /// `predecessor` file (device, inode), or a tickguard publication (magic)
-/// this user may replace.
-fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result<()> {
+/// this user may replace; with the lock file `fresh` (made by this writer),
+/// not one a live writer is running ([`live_writer`]).
+fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>, fresh: bool) -> io::Result<()> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -394,7 +401,7 @@ fn check_replaceable(path: &Path, predecessor: Option<(u64, u64)>) -> io::Result
         _ if u64::from_le_bytes(magic) != MAGIC => Err(not_ours(
             "is not a tickguard publication (no TKGUARD1 magic)",
         )),
-        _ => match live_writer(path) {
+        _ => match live_writer(path).filter(|_| fresh) {
             // Its lock file removed (a cleanup of `*.lock`), the lock alone
             // would let a second writer take the path from a live one.
             Some(pid) => Err(io::Error::new(
@@ -418,9 +425,11 @@ const LIVE_HEARTBEAT_NS: u64 = 10_000_000_000;
 
 /// The pid of the writer of the publication at `path`, if it is another
 /// process of this machine still running it: its header says running,
-/// the process exists and its heartbeat is less than
-/// [`LIVE_HEARTBEAT_NS`] old (or ahead). A writer killed leaves its
-/// header running, and its pid may be reused: its heartbeat has aged.
+/// the process exists (a process, not a thread of one; not a zombie) and
+/// its heartbeat is less than [`LIVE_HEARTBEAT_NS`] old (or ahead). A
+/// writer killed leaves its header running, and its pid may be reused:
+/// its heartbeat has aged. (A writer in another pid namespace is not
+/// seen, or seen as whichever process has its number here.)
 fn live_writer(path: &Path) -> Option<u64> {
     use std::mem::offset_of;
     use tickguard_reader::layout::Header;
@@ -440,8 +449,25 @@ fn live_writer(path: &Path) -> Option<u64> {
         && pid != 0
         && pid != u64::from(std::process::id())
         && now.saturating_sub(beat) < LIVE_HEARTBEAT_NS
-        && Path::new(&format!("/proc/{pid}")).exists();
+        && process_running(pid);
     alive.then_some(pid)
+}
+
+/// Whether `pid` is a running process of this pid namespace: its
+/// `/proc/<pid>/status` names it its own thread group (a thread's id
+/// resolves there too) and not a zombie (killed, not yet reaped).
+fn process_running(pid: u64) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    field("Tgid:") == Some(pid.to_string().as_str())
+        && !field("State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
 }
 
 impl std::fmt::Debug for Publication {
@@ -559,7 +585,8 @@ impl Publication {
             feeds: feeds.to_vec(),
             heartbeat_period_ns,
         };
-        Publication::build_with(Arc::new(lock), spec, now_ns, None)
+        let fresh = lock.created;
+        Publication::build_with(Arc::new(lock), spec, now_ns, None, fresh)
     }
 
     /// [`build`](Self::build) from a spec; a file at the path that is
@@ -569,6 +596,7 @@ impl Publication {
         spec: Spec,
         now_ns: u64,
         predecessor: Option<(u64, u64)>,
+        fresh_lock: bool,
     ) -> io::Result<Publication> {
         let (mode, capacity, feeds) = (spec.mode, spec.capacity, &spec.feeds[..]);
         let heartbeat_period_ns = spec.heartbeat_period_ns;
@@ -579,7 +607,7 @@ impl Publication {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, e));
         }
         let path = lock.shm_path().to_path_buf();
-        check_replaceable(&path, predecessor)?;
+        check_replaceable(&path, predecessor, fresh_lock)?;
         let name = path.file_name().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -623,10 +651,10 @@ impl Publication {
             published: AtomicBool::new(false),
             dev_ino,
             predecessor,
+            fresh_lock,
             file,
             probes: std::sync::atomic::AtomicU32::new(0),
             shrunk: AtomicBool::new(false),
-            closed_through_file: AtomicBool::new(false),
             moved: AtomicBool::new(false),
             overwritten: AtomicBool::new(false),
             last_heartbeat_ns: AtomicU64::new(now_ns),
@@ -761,7 +789,7 @@ impl Publication {
         if self.published.load(Ordering::Relaxed) {
             return Ok(());
         }
-        check_replaceable(&self.path, self.predecessor)?;
+        check_replaceable(&self.path, self.predecessor, self.fresh_lock)?;
         std::fs::rename(&self.staging, &self.path)?;
         self.published.store(true, Ordering::Relaxed);
         // Unreadable just after the rename (hardly): the file's own.
@@ -918,17 +946,24 @@ impl Publication {
     /// [`recreate`](Self::recreate) it.
     #[inline]
     pub fn lost(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::faulted)
+        self.faulted()
             || self.shrunk.load(Ordering::Relaxed)
             || self.moved.load(Ordering::Relaxed)
             || self.overwritten()
             || self.behind_start()
     }
 
+    /// True once the file was cut by a page or more under the mapping: the
+    /// guard turned it to zeros, and [`close`](Self::close) writes through
+    /// the descriptor (a syscall).
+    pub fn faulted(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::faulted)
+    }
+
     /// True once the file was found truncated: a fault turned the mapping
     /// to zeros, or its length read back short.
     pub fn truncated(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::faulted) || self.shrunk.load(Ordering::Relaxed)
+        self.faulted() || self.shrunk.load(Ordering::Relaxed)
     }
 
     /// True once the file's header was found no longer this writer's
@@ -974,12 +1009,19 @@ impl Publication {
         match WriterLock::acquire(&self.lock.shm_path) {
             Ok(lock) => Ok(Republish::Under(Arc::new(lock))),
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                self.unwatched.store(true, Ordering::Relaxed);
-                self.moved.store(false, Ordering::Relaxed);
+                self.give_up_path();
                 Ok(Republish::Taken(e))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Another writer holds the path (its lock, or its running
+    /// publication there): it is no longer watched nor published again,
+    /// as [`Republish::Taken`] says.
+    pub fn give_up_path(&self) {
+        self.unwatched.store(true, Ordering::Relaxed);
+        self.moved.store(false, Ordering::Relaxed);
     }
 
     /// This writer's lock.
@@ -1004,7 +1046,11 @@ impl Publication {
         // Best effort: without the room, readers still mapping the old file
         // fault on it (into their own guard, or die) until they re-open.
         let _ = crate::sys::file::reserve(&self.file, self.views.shape().file_len as u64);
-        let p = Publication::build_with(lock, self.spec.clone(), now_ns, Some(self.dev_ino))?;
+        // A lock taken again on a file of its own (the old one removed):
+        // nothing proves the path free of another writer.
+        let fresh = lock.created && !Arc::ptr_eq(&lock, &self.lock);
+        let p =
+            Publication::build_with(lock, self.spec.clone(), now_ns, Some(self.dev_ino), fresh)?;
         carry(&p);
         p.publish()?;
         Ok(p)
@@ -1024,9 +1070,7 @@ impl Publication {
             .header()
             .state
             .store(STATE_CLOSED, Ordering::Release);
-        if self.guard.as_ref().is_some_and(Guard::faulted)
-            && !self.closed_through_file.swap(true, Ordering::Relaxed)
-        {
+        if self.faulted() {
             // The mapping is the guard's zero pages now: the store above
             // reached none of the file. Written through the descriptor, the
             // word reaches the page readers still map, when its page is

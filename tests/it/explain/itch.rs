@@ -568,6 +568,39 @@ fn a_step_keeps_the_first_and_last_of_many_messages() {
         "{line}"
     );
     assert!(line.ends_with("-> halted"), "{line}");
+
+    // The book crossed among the messages left out: its last change is
+    // kept all the same, as the last of each kind is.
+    let mut messages = vec![
+        encode::stock_directory(5, OPEN, x),
+        encode::add_order(5, OPEN + 1, 1, Side::Buy, 100, x, 100_000, None),
+        encode::add_order(5, OPEN + 2, 2, Side::Sell, 50, x, 101_000, None),
+    ];
+    for k in 0..6u64 {
+        messages.push(encode::trading_action(5, OPEN + 10 + k, x, b'T'));
+    }
+    messages.push(encode::add_order(
+        5,
+        OPEN + 20,
+        3,
+        Side::Buy,
+        10,
+        x,
+        102_000,
+        None,
+    ));
+    for k in 0..6u64 {
+        messages.push(encode::trading_action(5, OPEN + 30 + k, x, b'T'));
+    }
+    write_capture(&cap, &[(T0, packet(S1, 1, &messages))]);
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let out = replay_with(&config, &mut reader, &asked, |_| {}, &mut xp);
+    assert_eq!(out.answers[0].reasons, Reasons::INVALID_PRICE);
+    let text = xp.explanation(false);
+    let line = text.lines().nth(1).unwrap();
+    assert!(line.contains("crossed the book"), "{line}");
+    assert!(line.contains("more messages' events not kept"), "{line}");
 }
 
 /// A GLIMPSE snapshot merged from the capture's snapshot connection (TCP)
