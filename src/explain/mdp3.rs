@@ -112,6 +112,10 @@ struct Seen {
     emptied: u64,
     /// Trading statuses before a ChannelReset inferred at a place void.
     voided: bool,
+    /// Instruments the channel knew.
+    known: usize,
+    /// The instrument's place among them, if its name names one.
+    place: Option<usize>,
     /// The instrument, once the name resolves.
     id: Option<i32>,
     symbol: Option<String>,
@@ -145,6 +149,8 @@ impl Seen {
             sequence_restarts: q.sequence_restarts,
             emptied: feed.emptied(),
             voided: feed.trading_voided(),
+            known: feed.instruments().len(),
+            place: feed.position(name),
             ..Seen::default()
         };
         if let Some(e) = feed.find(name) {
@@ -622,6 +628,13 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         return v;
     };
     match a.id {
+        // Known before, though its name named none: as another's below.
+        None if b.place.is_some_and(|p| p < a.known) => {
+            v.push(format!(
+                "definition: its Symbol now names SecurityID {id}, known before: that instrument's book and state from here"
+            ));
+            return v;
+        }
         None => v.push(format!("first seen: SecurityID {id}")),
         Some(was) if was != id => {
             // Another instrument's state from here: nothing to compare.

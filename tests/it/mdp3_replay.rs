@@ -667,21 +667,37 @@ fn explain_names_the_definition_that_deletes_a_symbol() {
         definition_line(),
         definition_as(b'D', 54, ES, "ESZ6", "SP"),
     ));
+    // Named again: an instrument with its history, not one first seen.
+    datagrams.push((
+        50 * MS,
+        definition_line(),
+        definition_as(b'A', 54, ES, "ESZ6", "SP"),
+    ));
     write_capture(&dir.path().join("cme.pcap"), &datagrams);
     let out = replay_in(dir.path())
         .args(["--explain", "cme", "ESZ6"])
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.contains(" +40.000000 ms "))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = |at: &str| {
+        text.lines()
+            .find(|l| l.contains(at))
+            .unwrap_or_else(|| panic!("{text}"))
+    };
+    let deleted = line(" +40.000000 ms ");
     assert!(
-        line.contains("definition: its Symbol deleted (SecurityID 1001 no longer named by it)")
-            && line.ends_with("-> no_quote"),
+        deleted.contains("definition: its Symbol deleted (SecurityID 1001 no longer named by it)")
+            && deleted.ends_with("-> no_quote"),
         "{text}"
     );
+    let named = line(" +50.000000 ms ");
+    assert!(
+        named.contains("definition: its Symbol now names SecurityID 1001, known before"),
+        "{text}"
+    );
+    for wrong in ["first seen", "snapshot applied", "end of event"] {
+        assert!(!named.contains(wrong), "{wrong}: {text}");
+    }
 }
 
 /// A packet gap whose deadline saturates at the largest time (the packet

@@ -677,6 +677,12 @@ impl Feed {
 
     /// The instrument named `name`: its Symbol, or `#SecurityID`.
     pub fn find(&self, name: &str) -> Option<&Entry> {
+        self.entries.get(self.position(name)?)
+    }
+
+    /// Where the instrument named `name` (as [`find`](Self::find) takes
+    /// it) stands in [`instruments`](Self::instruments).
+    pub fn position(&self, name: &str) -> Option<usize> {
         let i = match name.strip_prefix('#') {
             Some(digits) => {
                 // Only as the publication spells it (`#7`, not `#07` or
@@ -691,7 +697,7 @@ impl Feed {
             }
             None => *self.by_symbol.get(name)?,
         };
-        self.entries.get(i as usize)
+        Some(i as usize)
     }
 
     /// Thresholds for the instrument `name` names under `config`: an
