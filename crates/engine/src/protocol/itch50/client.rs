@@ -102,11 +102,12 @@ impl Client {
                 *send_errors += 1;
             }
         });
-        if requester.deferred() != deferred {
+        if requester.deferred() != deferred && requester.credit_in() > 0 {
             // Held back by the rate: look again once a request's credit is
             // earned (a millisecond at least, so that a high rate is not
             // polled for every request), not a quarter interval later (up to
-            // 15 s, past most deadlines).
+            // 15 s, past most deadlines). (Held by a full table, a quarter
+            // interval: its requests age out no sooner.)
             let credit = now.saturating_add(requester.credit_in().max(DEFERRED_POLL_NS));
             self.next_poll = self.next_poll.min(credit);
         }
@@ -154,5 +155,41 @@ mod tests {
         assert_eq!(poll(&mut c, t + 100 * MS), 1, "re-sent after the interval");
         assert_eq!(poll(&mut c, 1_000 * MS), 1, "a minute back: at once");
         assert_eq!(poll(&mut c, 1_010 * MS), 0);
+    }
+
+    /// Requests held back by the rate are looked at again once a
+    /// request's credit is earned (here 10 ms), not a quarter interval
+    /// (15 s) later; those held by a full table of recent requests wait
+    /// for the quarter interval (they age out no sooner).
+    #[test]
+    fn a_rate_hold_looks_again_once_credit_is_earned() {
+        let mut seq = Sequencer::new(Settings {
+            gap_timeout_ns: 1_000_000 * MS,
+            max_held: 1_000,
+            join_gap_max: 10_000,
+        });
+        let t = 60_000 * MS;
+        // Five gaps: 2, 4, 6, 8, 10.
+        for first in [1, 3, 5, 7, 9, 11] {
+            let mut b = PacketBuilder::new(S1, first);
+            b.message(&encode::delete(0, first, first));
+            let p = Packet::new_checked(b.finish()).unwrap();
+            seq.on_packet(&p, t, &mut |_, _| {});
+        }
+        assert_eq!(seq.gaps_open(), 5);
+        let requester = Requester::new(64, 60_000 * MS, 100).with_rate(100);
+        let mut c = Client::new(requester, 60_000 * MS);
+        let poll = |c: &mut Client, now| c.poll(&seq, Some(S1), now, |_| true);
+        assert_eq!(poll(&mut c, t), 1, "a burst of one");
+        assert_eq!(c.deferred(), 1);
+        assert_eq!(poll(&mut c, t + 5 * MS), 0, "before the credit");
+        assert_eq!(poll(&mut c, t + 11 * MS), 1, "once it is earned");
+        // A table of two, full: not looked at again before a quarter.
+        let requester = Requester::new(64, 60_000 * MS, 2);
+        let mut c = Client::new(requester, 60_000 * MS);
+        assert_eq!(poll(&mut c, t), 2);
+        assert_eq!(c.deferred(), 1, "held by the table");
+        assert_eq!(poll(&mut c, t + 11 * MS), 0);
+        assert_eq!(c.deferred(), 1, "not looked at again");
     }
 }

@@ -72,7 +72,7 @@ pub struct Requester {
     burst: u64,
     /// When credit was last earned, ns; `None` before the first poll.
     earned_at: Option<u64>,
-    /// Polls that stopped for want of credit.
+    /// Polls that stopped for want of credit, or of room in the table.
     deferred: u64,
 }
 
@@ -112,8 +112,9 @@ impl Requester {
         Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT).with_rate(c.request_rate)
     }
 
-    /// Polls that stopped because the rate's credit ran out (requests due
-    /// that waited for a later poll).
+    /// Polls that stopped because the rate's credit ran out, or the table
+    /// of recent requests was full (requests due that waited for a later
+    /// poll).
     pub fn deferred(&self) -> u64 {
         self.deferred
     }
@@ -165,6 +166,9 @@ impl Requester {
                     continue;
                 }
                 if self.recent.len() == self.capacity {
+                    // Held back by the table of recent requests (each kept
+                    // an interval): counted, as the rate's holds are.
+                    self.deferred += 1;
                     return sent;
                 }
                 if self.credit < self.cost {
@@ -286,7 +290,9 @@ mod tests {
         let mut r = Requester::new(10, 10 * MS, 3);
         let g = [gap(0, 100, 1000 * MS)];
         assert_eq!(poll(&mut r, 0, &g), [(0, 10), (10, 10), (20, 10)]);
+        assert_eq!(r.deferred(), 1, "held by the table");
         assert!(poll(&mut r, MS, &g).is_empty());
+        assert_eq!(r.deferred(), 2);
         assert_eq!(poll(&mut r, 10 * MS, &g), [(0, 10), (10, 10), (20, 10)]);
         r.reset();
         assert_eq!(poll(&mut r, 11 * MS, &g).len(), 3);
