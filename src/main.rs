@@ -1341,8 +1341,8 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
 
 /// `check`'s answer on stdout: a reader that went away (`| true`) changes
 /// no exit code, which is the verdict (as every other command keeps its
-/// own status when its reader leaves); a full or closed stdout is an
-/// error.
+/// own status when its reader leaves); a full stdout is an error. (One
+/// closed before the start is `/dev/null`: the runtime opens it there.)
 fn answer(text: &str, ok: bool) -> Result<bool> {
     match to_stdout(text) {
         Err(e) if is_broken_pipe(&e) => Ok(ok),

@@ -478,7 +478,9 @@ struct Stream {
 /// `tickguard inspect`.
 pub fn run(args: &crate::cli::InspectArgs) -> Result<()> {
     let inventory = Inventory::read(&args.capture)?;
-    let name = args.capture.display().to_string();
+    // Its control bytes escaped: a newline in a file name would start a
+    // line of the draft's TOML, an escape sequence reach the terminal.
+    let name = tickguard::config::one_line(&args.capture.display().to_string(), usize::MAX);
     let text = if args.config_draft {
         inventory.config_draft(&name)
     } else {

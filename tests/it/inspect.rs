@@ -361,3 +361,25 @@ fn a_broken_capture_is_inspected_up_to_the_break_and_fails() {
         "{err}"
     );
 }
+
+/// A capture whose file name holds a newline and an escape: named with
+/// them escaped, so the draft's TOML gains no line of the name's, and the
+/// terminal no control byte.
+#[test]
+fn a_file_name_with_control_bytes_is_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("cap.pcap\nstale_threshold_ms = 1\n\x1b[2J");
+    std::fs::copy(fixtures().join("itch/session.pcap"), &odd).unwrap();
+    for draft in [true, false] {
+        let out = inspect(&odd, draft);
+        assert!(
+            !out.lines().any(|l| l.starts_with("stale_threshold_ms = 1")),
+            "{out}"
+        );
+        assert!(!out.contains('\x1b'), "{out:?}");
+        assert!(
+            out.contains("cap.pcap\\nstale_threshold_ms = 1\\n"),
+            "{out}"
+        );
+    }
+}

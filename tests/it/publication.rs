@@ -233,6 +233,40 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `check`'s exit status is its verdict whether or not its reader took the
+/// answer (`| true`: a broken pipe), and an error (2) on a full stdout.
+#[test]
+fn check_exits_with_its_verdict_when_its_reader_went_away() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let _p = ready_publication(dir.path(), &shm);
+    let run = |stdout: Stdio| {
+        Command::new(bin())
+            .args(["check", "lp1", "EURUSD", "--shm"])
+            .arg(&shm)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    // A symbol never quoted: no_quote, exit 1.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let gone = run(writer.into());
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    assert!(gone.stderr.is_empty(), "{gone:?}");
+    let full = run(std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+        .into());
+    assert_eq!(full.status.code(), Some(2), "{full:?}");
+    assert!(
+        String::from_utf8_lossy(&full.stderr).contains("writing to stdout"),
+        "{full:?}"
+    );
+}
+
 /// A writer killed and not yet reaped (a zombie: its pid still listed, its
 /// publication's header still running and its heartbeat fresh) does not
 /// hold its path, its lock file removed as well: a new writer starts at
