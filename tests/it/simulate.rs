@@ -289,6 +289,8 @@ fn report_is_printed_on_sigint_and_sigterm() {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
             .args(["simulate", "--line-a", &local(&rx).to_string()])
             .args(["--rate", "2000", "--symbols", "4", "--report"])
+            // Bounded even if this test fails before its signal.
+            .args(["--duration-s", "60"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
