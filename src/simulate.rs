@@ -343,17 +343,21 @@ pub(crate) fn check_percents(flags: &[(&str, f64)]) -> Result<()> {
 }
 
 /// Line A and, optionally, line B (destination, loss percent): their
-/// effects, with draws from `seed`, and their empty reports.
+/// effects, with draws from `seed`, and their empty reports. A loss for a
+/// line B not given is refused (it would be ignored).
 pub(crate) fn lines(
     a: (SocketAddrV4, f64),
-    b: Option<(SocketAddrV4, f64)>,
+    (b, loss_b): (Option<SocketAddrV4>, f64),
     seed: u64,
 ) -> Result<(Vec<Line>, Vec<LineReport>)> {
-    if let Some((b, _)) = b {
-        if b == a.0 {
-            bail!("simulate: line B {b} is the same destination as line A");
-        }
+    match b {
+        Some(b) if b == a.0 => bail!("simulate: line B {b} is the same destination as line A"),
+        None if loss_b != 0.0 => bail!(
+            "simulate: --loss-b {loss_b} without a line B (give --line-b, or a second incremental line in the configuration)"
+        ),
+        _ => {}
     }
+    let b = b.map(|b| (b, loss_b));
     Ok(std::iter::once(a)
         .chain(b)
         .enumerate()

@@ -132,7 +132,9 @@ pub struct DemoArgs {
     /// 1,000,000).
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
-    /// Stop after this many seconds, 0 to 31,536,000 (0: until Ctrl-C).
+    /// Stop after this many seconds, 0 to 31,536,000 (0: sqf until Ctrl-C;
+    /// itch50 and mdp3 a few seconds after their venue's close, or at
+    /// Ctrl-C).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
     /// Shared-memory file for the demo's sidecar.

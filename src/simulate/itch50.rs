@@ -28,7 +28,8 @@
 //!   book), stocks drawn by Zipf rank; due as for SQF (active time × rate,
 //!   capped by `count`), packed up to `batch` messages and
 //!   [`MAX_DATAGRAM`] bytes a packet.
-//! - **Halts**: every `halt_every_s` seconds of active time, the next stock
+//! - **Halts**: every `halt_every_s` seconds of wall time since the start
+//!   (pauses included: one due in a pause comes at its end), the next stock
 //!   in turn is halted (`H` `H`) for half that period, then trades again
 //!   (`H` `T`); a halted stock gets no order flow.
 //! - **Heartbeats**: when nothing was sent for `heartbeat_ms`, a heartbeat
@@ -402,11 +403,7 @@ impl Venue {
         if let Some(g) = &p.glimpse {
             glimpse::check(g)?;
         }
-        let (lines, line_reports) = lines(
-            (p.line_a, p.loss_a),
-            p.line_b.map(|b| (b, p.loss_b)),
-            p.seed,
-        )?;
+        let (lines, line_reports) = lines((p.line_a, p.loss_a), (p.line_b, p.loss_b), p.seed)?;
         let server = p.recovery.map(|_| Server {
             delay_ns: p.answer_delay_ms * NS_PER_MS,
             drop: p.request_drop,

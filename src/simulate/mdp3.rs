@@ -33,7 +33,8 @@
 //!   rate, capped by `count`). An event may span packets.
 //! - **Heartbeats**: an AdminHeartbeat when the incremental lines were
 //!   silent for `heartbeat_ms` (CME: 30 s).
-//! - **Halts**: every `halt_every_s` seconds of active time the next
+//! - **Halts**: every `halt_every_s` seconds of wall time since the start
+//!   (pauses included: one due in a pause comes at its end) the next
 //!   instrument in turn is halted (SecurityStatus 2 naming it) for half the
 //!   period, then ready to trade again (17).
 //! - **ChannelReset**: at each of `channel_reset_at_ms` (active time), and
@@ -397,7 +398,7 @@ impl Venue {
         }
         let (lines, line_stats) = lines(
             (p.lines[0], p.loss_a),
-            p.lines.get(1).map(|&b| (b, p.loss_b)),
+            (p.lines.get(1).copied(), p.loss_b),
             p.seed,
         )?;
         let mut resets: Vec<u64> = p

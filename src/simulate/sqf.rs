@@ -7,7 +7,7 @@
 //!   datagrams due by then, each tagged with its line; [`Simulator::report`]
 //!   says exactly what it did.
 //! - [`run`]: `tickguard simulate`. One UDP socket per line bound to
-//!   `127.0.0.1:0`, a pacing loop around `poll`, and the report as one JSON
+//!   `--source` (a loopback address, port 0), a pacing loop around `poll`, and the report as one JSON
 //!   line at the end.
 //!
 //! # What the provider publishes
@@ -348,7 +348,7 @@ impl Simulator {
         let skew_ns = args.clock_skew_ms * NS_PER_MS as i64;
         let (lines, line_reports) = lines(
             (args.line_a, args.loss_a),
-            args.line_b.map(|b| (b, args.loss_b)),
+            (args.line_b, args.loss_b),
             args.seed,
         )?;
         let report = SimReport {

@@ -201,8 +201,14 @@ fn refuses_a_non_loopback_unicast_destination() {
 #[test]
 fn refuses_bad_arguments_with_one_line() {
     let sim = ["simulate", "--line-a", "127.0.0.1:9"];
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--names", "NOT VALID"], "not a valid SQF symbol"),
+        // A loss for a line not given would be ignored.
+        (&["--loss-b", "50"], "--loss-b 50 without a line B"),
+        (
+            &["--protocol", "itch50", "--loss-b", "5"],
+            "--loss-b 5 without a line B",
+        ),
         // Every rate has a bound (one poll's batch is bounded besides).
         (&["--rate", "1e8"], "at most 10000000 quotes per second"),
         (
