@@ -26,6 +26,24 @@ struct Level {
 /// wait in its far map.
 pub const NEAR: usize = 1024;
 
+/// Room a side's vector keeps however few its levels ([`give_back`]), in
+/// levels: a kilobyte.
+const KEPT: usize = 64;
+
+/// Gives back half of a side's room once its levels fill less than a
+/// quarter of it (above [`KEPT`]): a side that held many levels keeps no
+/// more than four times the room its live levels need, so the levels'
+/// memory stays bounded by the live orders (each level holds one) rather
+/// than by the most a side ever held. Amortised: a side must lose three
+/// quarters of its room's levels between two shrinks.
+#[inline]
+fn give_back(levels: &mut Vec<Level>) {
+    let room = levels.capacity();
+    if room > KEPT && levels.len() < room / 4 {
+        levels.shrink_to(room / 2);
+    }
+}
+
 /// Levels worse than a side's [`NEAR`] best, by price: bids, asks.
 type Far = [BTreeMap<Price, Level>; 2];
 
@@ -251,10 +269,12 @@ impl Levels {
                 l.shares += c.shares as u64;
             }
             Err(i) => {
-                levels.insert(i, new);
-                if levels.len() > near {
-                    // The worst near level goes far.
-                    let worst = levels.remove(0);
+                // A full side's worst near level goes far first (`i` ≥ 1:
+                // the new one is better): the vector never holds, nor has
+                // room for, more than the near levels.
+                let worst = (levels.len() >= near).then(|| levels.remove(0));
+                levels.insert(i - usize::from(worst.is_some()), new);
+                if let Some(worst) = worst {
                     book.far(c.side).insert(worst.price, worst);
                 }
             }
@@ -283,6 +303,7 @@ impl Levels {
                     if let Some(up) = far.and_then(|f| pop_best(f, c.side)) {
                         levels.insert(0, up);
                     }
+                    give_back(levels);
                 }
             }
             Err(_) => {
@@ -301,6 +322,10 @@ impl Levels {
         for b in &mut self.books[..used] {
             b.bids.clear();
             b.asks.clear();
+            // (A new session: the room an old one's depth took is not
+            // kept for every book it touched.)
+            b.bids.shrink_to(KEPT);
+            b.asks.shrink_to(KEPT);
             b.orders = 0;
             b.far = None;
         }
@@ -383,5 +408,48 @@ impl Levels {
     /// `book`'s far bid levels, once it has had any.
     pub(super) fn far_bids(&self, book: u32) -> Option<usize> {
         self.books[book as usize].far.as_ref().map(|f| f[0].len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A side past its near levels never has room for more than them, and
+    /// one whose levels went gives its room back: what the books keep is
+    /// bounded by their live levels, not by the deepest each ever was
+    /// (books filled past `NEAR` one after the other would otherwise keep
+    /// 64 KiB each).
+    #[test]
+    fn a_side_gives_back_the_room_its_levels_left() {
+        let mut levels = Levels::default();
+        let change = |book, price, side, kind| Change {
+            book,
+            price,
+            shares: 100,
+            side,
+            kind,
+        };
+        let depth = NEAR as u32 + 1;
+        for book in 0..4 {
+            for p in 1..=depth {
+                levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Rest));
+                levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Rest));
+            }
+            let b = &levels.books[book as usize];
+            assert!(b.bids.capacity() <= NEAR && b.asks.capacity() <= NEAR);
+            assert_eq!(levels.depth(book).0.len(), depth as usize);
+            // All but the best level go.
+            for p in 1..depth {
+                levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Remove));
+                levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Remove));
+            }
+            let b = &levels.books[book as usize];
+            assert!(b.bids.capacity() <= KEPT, "{}", b.bids.capacity());
+            assert!(b.asks.capacity() <= KEPT, "{}", b.asks.capacity());
+            assert_eq!(levels.top(book).bid.map(|l| l.0), Some(10_000 + depth));
+        }
+        levels.apply(change(0, 0, Side::Buy, Kind::Clear));
+        assert!(levels.books.iter().all(|b| b.bids.capacity() <= KEPT));
     }
 }
