@@ -347,3 +347,66 @@ fn a_symbol_a_snapshot_merge_drops_leaves_its_slot_empty() {
     assert_eq!((ccc.bid, ccc.ask), (None, None), "{ccc:?}");
     assert!(answer("CCC", T0 + 3 * MS).contains("no_quote"));
 }
+
+/// An order message found by its reference changes its own symbol's book
+/// whatever locate it carries (a delete, a replace, an add reusing a live
+/// reference, each sent on another symbol's locate): the slot of the book
+/// it changed is published again, its verdict and best bid as the
+/// handler's.
+#[test]
+fn an_order_changed_under_another_locate_republishes_its_own_book() {
+    let (_dir, p, mut h, reader) = published(CONFIG, 16);
+    let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
+    // Each case 10 s after the one before, in a session of its own.
+    let ts = |k: usize, ms: u64| OPEN + (k as u64 + 1) * 10_000 * MS + ms * MS;
+    // What AAPL's order 1 (a bid at 190) becomes, sent on MSFT's locate
+    // (8); AAPL's best bid after it, in 1/10,000 dollar.
+    let cases: [(&str, Vec<u8>, Option<i64>); 3] = [
+        ("a delete", encode::delete(8, ts(0, 1), 1), None),
+        (
+            "a replace",
+            encode::replace(8, ts(1, 1), 1, 3, 100, 1_905_000),
+            Some(1_905_000),
+        ),
+        (
+            "an add reusing its reference",
+            encode::add_order(8, ts(2, 1), 1, Side::Buy, 100, msft, 3_900_000, None),
+            None,
+        ),
+    ];
+    for (k, (what, message, bid)) in cases.into_iter().enumerate() {
+        // Each in a session of its own: AAPL bid 190 and offered 191.
+        let s = Session(*format!("2026010{k}XA").as_bytes().first_chunk().unwrap());
+        let open = packet(
+            s,
+            1,
+            &[
+                encode::stock_directory(7, ts(k, 0), aapl),
+                encode::stock_directory(8, ts(k, 0), msft),
+                encode::add_order(7, ts(k, 0), 1, Side::Buy, 100, aapl, 1_900_000, None),
+                encode::add_order(7, ts(k, 0), 2, Side::Sell, 100, aapl, 1_910_000, None),
+            ],
+        );
+        let t = T0 + (k as u64 + 1) * 10_000 * MS;
+        for (datagram, at) in [(open, t), (packet(s, 5, &[message]), t + MS)] {
+            h.on_datagram(0, &datagram, at).unwrap();
+            h.before_check(0, at);
+            p.heartbeat(at);
+        }
+        let now = t + MS;
+        let want = h.verdict(0, aapl, now);
+        assert!(want.is_ok(), "{what}: {want:?}");
+        assert_eq!(
+            reader.check_symbol("nasdaq", "AAPL", now).reasons,
+            want,
+            "{what}"
+        );
+        let handle = reader.lookup("nasdaq", "AAPL").unwrap();
+        let record = reader.record(&handle).unwrap();
+        let shown = record.bid.map(|b| match b.price {
+            tickguard_reader::price::Price::Decimal { mantissa, .. } => mantissa,
+            other => panic!("{other:?}"),
+        });
+        assert_eq!(shown, bid, "{what}");
+    }
+}
