@@ -638,7 +638,10 @@ impl Monitor {
                 }
             }
             // Once, and again only if it grows tenfold: a queue too small
-            // merges on and on.
+            // merges on and on. (A publication made anew counts from 0.)
+            if get(counter::OFFSET_MERGES).is_some_and(|n| n < f.merges_logged) {
+                f.merges_logged = 0;
+            }
             if let Some(merged) = get(counter::OFFSET_MERGES)
                 .filter(|&n| n > 0 && n >= f.merges_logged.saturating_mul(10))
             {
@@ -752,6 +755,11 @@ mod tests {
         assert!(!said(&mut m, 2));
         merges(30);
         assert!(said(&mut m, 3));
+        // A publication made anew: counted from 0 again, logged again.
+        merges(0);
+        assert!(!said(&mut m, 4));
+        merges(2);
+        assert!(said(&mut m, 5));
     }
 
     /// Counters are read only from a publication in good health: one cut

@@ -353,7 +353,7 @@ pub(crate) fn lines(
     match b {
         Some(b) if b == a.0 => bail!("simulate: line B {b} is the same destination as line A"),
         None if loss_b != 0.0 => bail!(
-            "simulate: --loss-b {loss_b} without a line B (give --line-b, or a second incremental line in the configuration)"
+            "simulate: --loss-b {loss_b} without a line B (--line-b for sqf, and for itch50 without --config; else a second incremental line in the configuration)"
         ),
         _ => {}
     }

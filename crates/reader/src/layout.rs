@@ -259,8 +259,8 @@ pub mod counter {
     }
     /// Re-requests that could not be sent (a full socket buffer, no route).
     pub const REQUEST_ERRORS: usize = EXT + 32;
-    /// Times the feed's `request_rate` held re-requests back for a later
-    /// cycle.
+    /// Times the feed's `request_rate`, or its full table of recent
+    /// requests, held re-requests back for a later cycle.
     pub const REQUESTS_DEFERRED: usize = EXT + 33;
     /// Answers on the recovery channel of another session than the
     /// current one, ignored.

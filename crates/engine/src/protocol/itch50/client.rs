@@ -114,7 +114,8 @@ impl Client {
         n
     }
 
-    /// Times the rate held requests back for a later poll.
+    /// Times the rate, or a full table of recent requests, held requests
+    /// back for a later poll.
     pub fn deferred(&self) -> u64 {
         self.requester.deferred()
     }

@@ -30,18 +30,28 @@ pub const NEAR: usize = 1024;
 /// levels: a kilobyte.
 const KEPT: usize = 64;
 
-/// Gives back half of a side's room once its levels fill less than a
-/// quarter of it (above [`KEPT`]): a side that held many levels keeps no
-/// more than four times the room its live levels need, so the levels'
-/// memory stays bounded by the live orders (each level holds one) rather
-/// than by the most a side ever held. Amortised: a side must lose three
-/// quarters of its room's levels between two shrinks.
+/// Room every book's near vectors may hold in all, in levels (64 MiB),
+/// before sides give room back ([`give_back`]): far more than a venue's
+/// books take (a normal flow never reaches it, and allocates nothing
+/// after warm-up), and a bound on what books made deep one after the
+/// other keep once emptied.
+const ROOM_BUDGET: usize = 4 << 20;
+
+/// With every book's room over [`ROOM_BUDGET`], gives back half of a
+/// side's room once its levels fill less than a quarter of it (above
+/// [`KEPT`]): the room kept past the budget is at most four times what the
+/// live levels need, bounded by the live orders (each level holds one)
+/// rather than by the most each side ever held. Amortised: a side loses
+/// three quarters of its room's levels between two shrinks. Returns the
+/// room given back, in levels.
 #[inline]
-fn give_back(levels: &mut Vec<Level>) {
+fn give_back(levels: &mut Vec<Level>, over_budget: bool) -> usize {
     let room = levels.capacity();
-    if room > KEPT && levels.len() < room / 4 {
+    if over_budget && room > KEPT && levels.len() < room / 4 {
         levels.shrink_to(room / 2);
+        return room - levels.capacity();
     }
+    0
 }
 
 /// Levels worse than a side's [`NEAR`] best, by price: bids, asks.
@@ -187,6 +197,11 @@ pub struct Levels {
     used: usize,
     /// Levels a side keeps near ([`NEAR`]; smaller in tests).
     near: usize,
+    /// Room every book's near vectors hold, in levels.
+    room: usize,
+    /// Room past which sides give some back ([`ROOM_BUDGET`]; smaller in
+    /// tests).
+    budget: usize,
 }
 
 impl Default for Levels {
@@ -195,6 +210,8 @@ impl Default for Levels {
             books: Vec::new(),
             used: 0,
             near: NEAR,
+            room: 0,
+            budget: ROOM_BUDGET,
         }
     }
 }
@@ -206,6 +223,8 @@ impl Levels {
             books: vec![Book::default(); books],
             used: 0,
             near: NEAR,
+            room: 0,
+            budget: ROOM_BUDGET,
         }
     }
 
@@ -245,6 +264,7 @@ impl Levels {
 
     fn rest(&mut self, c: Change) {
         let near = self.near;
+        let mut grown = 0;
         let book = self.book(c.book);
         book.orders += 1;
         let (levels, _) = book.side(c.side);
@@ -273,17 +293,22 @@ impl Levels {
                 // the new one is better): the vector never holds, nor has
                 // room for, more than the near levels.
                 let worst = (levels.len() >= near).then(|| levels.remove(0));
+                let room = levels.capacity();
                 levels.insert(i - usize::from(worst.is_some()), new);
+                grown = levels.capacity() - room;
                 if let Some(worst) = worst {
                     book.far(c.side).insert(worst.price, worst);
                 }
             }
         }
+        self.room += grown;
     }
 
     /// Takes the change's shares off its level; drops an order from it
     /// when `gone`.
     fn unrest(&mut self, c: Change, gone: bool) {
+        let over_budget = self.room > self.budget;
+        let mut freed = 0;
         let book = self.book(c.book);
         if gone {
             book.orders -= 1;
@@ -303,7 +328,7 @@ impl Levels {
                     if let Some(up) = far.and_then(|f| pop_best(f, c.side)) {
                         levels.insert(0, up);
                     }
-                    give_back(levels);
+                    freed = give_back(levels, over_budget);
                 }
             }
             Err(_) => {
@@ -314,6 +339,7 @@ impl Levels {
                 }
             }
         }
+        self.room -= freed;
     }
 
     /// Empties every book, keeping the memory.
@@ -322,10 +348,6 @@ impl Levels {
         for b in &mut self.books[..used] {
             b.bids.clear();
             b.asks.clear();
-            // (A new session: the room an old one's depth took is not
-            // kept for every book it touched.)
-            b.bids.shrink_to(KEPT);
-            b.asks.shrink_to(KEPT);
             b.orders = 0;
             b.far = None;
         }
@@ -415,14 +437,14 @@ impl Levels {
 mod tests {
     use super::*;
 
-    /// A side past its near levels never has room for more than them, and
-    /// one whose levels went gives its room back: what the books keep is
-    /// bounded by their live levels, not by the deepest each ever was
-    /// (books filled past `NEAR` one after the other would otherwise keep
-    /// 64 KiB each).
+    /// A side past its near levels never has room for more than them.
+    /// Under the room budget a side keeps its room as its levels go (a
+    /// normal flow allocates nothing after warm-up, a new session
+    /// included); over it, a side whose levels went gives its room back,
+    /// so books made deep one after the other keep no more than their live
+    /// levels need (64 KiB each before).
     #[test]
-    fn a_side_gives_back_the_room_its_levels_left() {
-        let mut levels = Levels::default();
+    fn a_side_gives_back_the_room_its_levels_left_over_the_budget() {
         let change = |book, price, side, kind| Change {
             book,
             price,
@@ -431,25 +453,41 @@ mod tests {
             kind,
         };
         let depth = NEAR as u32 + 1;
-        for book in 0..4 {
-            for p in 1..=depth {
-                levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Rest));
-                levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Rest));
+        for budget in [ROOM_BUDGET, 0] {
+            let mut levels = Levels {
+                budget,
+                ..Levels::default()
+            };
+            for book in 0..4 {
+                for p in 1..=depth {
+                    levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Rest));
+                    levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Rest));
+                }
+                let b = &levels.books[book as usize];
+                assert!(b.bids.capacity() <= NEAR && b.asks.capacity() <= NEAR);
+                assert_eq!(levels.depth(book).0.len(), depth as usize);
+                // All but the best level go.
+                for p in 1..depth {
+                    levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Remove));
+                    levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Remove));
+                }
+                let b = &levels.books[book as usize];
+                let room = b.bids.capacity().max(b.asks.capacity());
+                match budget {
+                    0 => assert!(room <= KEPT, "{room}"),
+                    _ => assert_eq!(room, NEAR),
+                }
+                assert_eq!(levels.top(book).bid.map(|l| l.0), Some(10_000 + depth));
             }
-            let b = &levels.books[book as usize];
-            assert!(b.bids.capacity() <= NEAR && b.asks.capacity() <= NEAR);
-            assert_eq!(levels.depth(book).0.len(), depth as usize);
-            // All but the best level go.
-            for p in 1..depth {
-                levels.apply(change(book, 10_000 + p, Side::Buy, Kind::Remove));
-                levels.apply(change(book, 30_000 - p, Side::Sell, Kind::Remove));
-            }
-            let b = &levels.books[book as usize];
-            assert!(b.bids.capacity() <= KEPT, "{}", b.bids.capacity());
-            assert!(b.asks.capacity() <= KEPT, "{}", b.asks.capacity());
-            assert_eq!(levels.top(book).bid.map(|l| l.0), Some(10_000 + depth));
+            let held: usize = levels
+                .books
+                .iter()
+                .map(|b| b.bids.capacity() + b.asks.capacity())
+                .sum();
+            assert_eq!(levels.room, held, "the room is kept count of");
+            // A new session keeps the room.
+            levels.apply(change(0, 0, Side::Buy, Kind::Clear));
+            assert_eq!(levels.books[0].bids.capacity(), levels.room / 8);
         }
-        levels.apply(change(0, 0, Side::Buy, Kind::Clear));
-        assert!(levels.books.iter().all(|b| b.bids.capacity() <= KEPT));
     }
 }
