@@ -150,3 +150,20 @@ fn the_guide_gives_the_publications_size_at_the_most_slots() {
         "docs/configuration.md should say: {said}"
     );
 }
+
+/// The line arbitration's memory an SQF feed keeps, as the configuration
+/// guide gives it: bytes a slot, and what that is at the default and the
+/// most slots.
+#[test]
+fn the_guide_gives_an_sqf_feeds_bytes_a_slot() {
+    let per_slot = tickguard::protocol::sqf::feed::BYTES_A_SLOT;
+    let mib = |slots: usize| (slots * per_slot) as f64 / f64::from(1u32 << 20);
+    let default = mib(65_536);
+    let most = mib(tickguard::config::CAPACITY.max as usize);
+    let text = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let said = format!("each `sqf` feed also keeps {per_slot} bytes a slot");
+    let sizes = format!("{default:.1} MiB at the default, {most:.0} MiB at the most");
+    for s in [said, sizes] {
+        assert!(text.contains(&s), "docs/configuration.md should say: {s}");
+    }
+}

@@ -342,12 +342,24 @@ impl Levels {
         self.room -= freed;
     }
 
-    /// Empties every book, keeping the memory.
+    /// Empties every book, keeping the memory (over the room budget, each
+    /// side keeps [`KEPT`] levels' room: forged sessions making books deep
+    /// in turn leave no more).
     fn clear(&mut self) {
         let used = std::mem::take(&mut self.used);
+        let over_budget = self.room > self.budget;
+        let room = &mut self.room;
         for b in &mut self.books[..used] {
             b.bids.clear();
             b.asks.clear();
+            for side in [&mut b.bids, &mut b.asks]
+                .into_iter()
+                .filter(|_| over_budget)
+            {
+                let had = side.capacity();
+                side.shrink_to(KEPT);
+                *room -= had - side.capacity();
+            }
             b.orders = 0;
             b.far = None;
         }
@@ -437,6 +449,25 @@ impl Levels {
 mod tests {
     use super::*;
 
+    /// A side's `room` once its levels went: kept under the room budget,
+    /// given back (to `KEPT` at most) over it (`budget` 0).
+    fn assert_kept(budget: usize, room: usize) {
+        match budget {
+            0 => assert!(room <= KEPT, "{room}"),
+            _ => assert_eq!(room, NEAR),
+        }
+    }
+
+    /// The room kept count of is every side's.
+    fn assert_room_counted(levels: &Levels) {
+        let held: usize = levels
+            .books
+            .iter()
+            .map(|b| b.bids.capacity() + b.asks.capacity())
+            .sum();
+        assert_eq!(levels.room, held, "the room is kept count of");
+    }
+
     /// A side past its near levels never has room for more than them.
     /// Under the room budget a side keeps its room as its levels go (a
     /// normal flow allocates nothing after warm-up, a new session
@@ -473,21 +504,19 @@ mod tests {
                 }
                 let b = &levels.books[book as usize];
                 let room = b.bids.capacity().max(b.asks.capacity());
-                match budget {
-                    0 => assert!(room <= KEPT, "{room}"),
-                    _ => assert_eq!(room, NEAR),
-                }
+                assert_kept(budget, room);
                 assert_eq!(levels.top(book).bid.map(|l| l.0), Some(10_000 + depth));
             }
-            let held: usize = levels
-                .books
-                .iter()
-                .map(|b| b.bids.capacity() + b.asks.capacity())
-                .sum();
-            assert_eq!(levels.room, held, "the room is kept count of");
-            // A new session keeps the room.
+            assert_room_counted(&levels);
+            // A new session keeps the room under the budget; over it, a
+            // side deep again keeps no more than `KEPT` once cleared.
+            for p in 1..=depth {
+                levels.apply(change(0, 10_000 + p, Side::Buy, Kind::Rest));
+            }
             levels.apply(change(0, 0, Side::Buy, Kind::Clear));
-            assert_eq!(levels.books[0].bids.capacity(), levels.room / 8);
+            let room = levels.books[0].bids.capacity();
+            assert_kept(budget, room);
+            assert_room_counted(&levels);
         }
     }
 }

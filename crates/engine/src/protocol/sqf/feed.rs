@@ -126,6 +126,11 @@ pub struct Feed {
     pending: Vec<Pending>,
 }
 
+/// Bytes a feed keeps for each slot of the table, for its line
+/// arbitration: `last_line`, `last_snapshot`, `earlier_snapshot`,
+/// `open_reset` (the configuration guide gives it).
+pub const BYTES_A_SLOT: usize = 1 + 3 * std::mem::size_of::<(u64, u64)>();
+
 impl Feed {
     /// A feed of `kind` over a table of `capacity` slots, its clock-offset
     /// estimator in `clock`. Everything is allocated now.
@@ -598,6 +603,23 @@ fn price(p: super::PriceView<'_>) -> Price {
 #[cfg(test)]
 mod tests {
     use super::UDP_MAX_PAYLOAD;
+
+    /// A feed keeps [`super::BYTES_A_SLOT`] for each slot of the table, as
+    /// the configuration guide says, and nothing else grows with it.
+    #[test]
+    fn a_feed_keeps_its_bytes_a_slot() {
+        use super::{Feed, BYTES_A_SLOT};
+        use crate::clock::{OffsetEstimator, OffsetMode};
+        let made = |capacity: usize| {
+            let clock = OffsetEstimator::new(OffsetMode::Fixed(0), 2);
+            crate::test_alloc::peak_during(|| {
+                Feed::new(crate::state::FeedKind::Full, clock, capacity)
+            })
+            .0
+        };
+        let slots = 1 << 16;
+        assert_eq!(made(slots) - made(0), slots * BYTES_A_SLOT);
+    }
     use crate::config::Config;
     use crate::handler::{
         Handler, ALL_REJECTED_MIN_NS, ALL_REJECTED_MIN_PACKETS, ALL_REJECTED_MIN_RUN_NS,
