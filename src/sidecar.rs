@@ -559,9 +559,9 @@ pub struct Sidecar {
     last_now: u64,
     /// When a lost publication may next be recreated (after a failure).
     recreate_at: u64,
-    /// A cut file was closed through its descriptor while the retry at
-    /// `recreate_at` waits.
-    closed_in_wait: bool,
+    /// When a cut file may next be closed through its descriptor while no
+    /// recreation replaces it (a syscall: once a retry period).
+    fd_close_at: u64,
     /// Failures to recreate it: a line a minute.
     recreate_log: crate::ratelimit::Limiter,
     /// The orphaned publication's truncation was said.
@@ -782,7 +782,7 @@ impl Sidecar {
             last_beat: now,
             last_now: now,
             recreate_at: 0,
-            closed_in_wait: false,
+            fd_close_at: 0,
             recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
             orphan_truncated: false,
         })
@@ -1106,12 +1106,18 @@ impl Sidecar {
             // writer's heartbeat would otherwise keep its quiet symbols
             // `ok` on the copy's prices until the retry, and readers of a
             // cut file's surviving pages would read it frozen until its
-            // heartbeat aged. Through the descriptor (a cut by pages) once
-            // a wait: each retry closes again.
+            // heartbeat aged. Through the descriptor (a cut by pages: a
+            // copy may be written back over it, which the zeroed mapping
+            // cannot see) once a retry period, a path given up included.
             let untrue = self.publication.overwritten() || self.publication.truncated();
-            if untrue && !(self.publication.faulted() && self.closed_in_wait) {
+            let faulted = self.publication.faulted();
+            if untrue
+                && (!faulted || crate::time::retry_due(now, self.fd_close_at, RECREATE_RETRY_NS))
+            {
                 self.publication.close();
-                self.closed_in_wait = true;
+                if faulted {
+                    self.fd_close_at = now.saturating_add(RECREATE_RETRY_NS);
+                }
             }
             return;
         }
@@ -1236,7 +1242,6 @@ impl Sidecar {
     #[cold]
     fn recreate_failed(&mut self, now: u64, what: &str, e: &std::io::Error) {
         self.close_if_untrue();
-        self.closed_in_wait = false;
         self.recreate_at = now.saturating_add(RECREATE_RETRY_NS);
         if let Some(held) = self.recreate_log.due(now, false) {
             let shm = self.config.sidecar.shm_path.display();
