@@ -639,18 +639,18 @@ impl Monitor {
             }
             // Once, and again only if it grows tenfold: a queue too small
             // merges on and on. (A publication made anew counts from 0.)
-            if get(counter::OFFSET_MERGES).is_some_and(|n| n < f.merges_logged) {
-                f.merges_logged = 0;
-            }
-            if let Some(merged) = get(counter::OFFSET_MERGES)
-                .filter(|&n| n > 0 && n >= f.merges_logged.saturating_mul(10))
-            {
-                tracing::warn!(
-                    feed = %f.name,
-                    merged,
-                    "clock offset: the estimator's queue was full and merged samples (keeping the lower offset): quotes may read older than a replay of the same datagrams shows (raise [sidecar] offset_queue)"
-                );
-                f.merges_logged = merged;
+            if let Some(merged) = get(counter::OFFSET_MERGES) {
+                if merged < f.merges_logged {
+                    f.merges_logged = 0;
+                }
+                if merged > 0 && merged >= f.merges_logged.saturating_mul(10) {
+                    tracing::warn!(
+                        feed = %f.name,
+                        merged,
+                        "clock offset: the estimator's queue was full and merged samples (keeping the lower offset): quotes may read older than a replay of the same datagrams shows (raise [sidecar] offset_queue)"
+                    );
+                    f.merges_logged = merged;
+                }
             }
             let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
             else {

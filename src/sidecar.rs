@@ -1109,9 +1109,8 @@ impl Sidecar {
             // heartbeat aged. Through the descriptor (a cut by pages: a
             // copy may be written back over it, which the zeroed mapping
             // cannot see) once a retry period, a path given up included.
-            let untrue = self.publication.overwritten() || self.publication.truncated();
             let faulted = self.publication.faulted();
-            if untrue
+            if self.untrue()
                 && (!faulted || crate::time::retry_due(now, self.fd_close_at, RECREATE_RETRY_NS))
             {
                 self.publication.close();
@@ -1230,9 +1229,15 @@ impl Sidecar {
     /// Closed, they answer `stale` (writer closed). One that only lost its
     /// path stays open: it still holds the writer's state.
     fn close_if_untrue(&self) {
-        if self.publication.overwritten() || self.publication.truncated() {
+        if self.untrue() {
             self.publication.close();
         }
+    }
+
+    /// Whether the publication no longer holds what this writer wrote
+    /// (written over, or cut).
+    fn untrue(&self) -> bool {
+        self.publication.overwritten() || self.publication.truncated()
     }
 
     /// `what` failed at `now` with `e`: the publication closed if it no
