@@ -1221,7 +1221,8 @@ impl Model {
         if let Some(weekly) = restart {
             // Not in the contract (docs/mdp3.md): the new sequence began
             // at 1, so packets below this one are missing.
-            let h = self.high.replace(1).unwrap();
+            // (A packet numbered 0 is its first.)
+            let h = self.high.replace(u64::from(s.min(1))).unwrap();
             self.gaps.clear();
             self.unseen = None;
             self.c.sequence_restarts += 1;

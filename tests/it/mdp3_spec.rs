@@ -1085,6 +1085,30 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
     has(out.sym(1), json!({"status": "closed", "trading_status": 4}));
 }
 
+/// A packet numbered 0 (which no venue sends; a forger on the group may)
+/// far below `high` is "S + `restart_margin` < `high`" (spec mdp3 §3.1)
+/// like any other: the weekly restart empties the channel, and the packet
+/// is then the new sequence's first, processed. Told as a duplicate
+/// after the restart had dropped the open gaps, it left an instrument
+/// that missed a packet `ok` on the book without it.
+#[test]
+fn a_packet_numbered_0_far_below_high_is_the_weekly_restart() {
+    let mut ch = Channel::new("restart_margin = 100\n");
+    ch.send(0, A, event(1000, &[bid(1, 1, 100), offer(1, 2, 110)]));
+    // 1001 (RptSeq 3 of instrument 1, say) lost on both lines.
+    ch.send(MS, A, heartbeat(1002));
+    ch.send(2 * MS, A, heartbeat(0));
+    let after = ch.check(2 * MS + MS / 2, "#1");
+    let late = ch.check(20 * MS, "#1");
+    let out = ch.run();
+    assert_eq!(out.reasons(after), r(&["no_quote"]));
+    assert_eq!(out.reasons(late), r(&["no_quote"]));
+    has(
+        out.feed(),
+        json!({"sequence_restarts": 1, "duplicates": 0, "next": 1, "gaps_open": 0}),
+    );
+}
+
 /// A loop taken before a weekly restart, come after it: its
 /// LastMsgSeqNumProcessed, of the old numbering, is not far enough past
 /// the new sequence to be told by its place (the old sequence ended just
@@ -3991,7 +4015,8 @@ fn explaining_changes_nothing_when_time_steps_back_or_a_gap_is_left_open() {
 /// packet given up cannot show what that packet did to its instrument,
 /// so it applies but leaves the instrument unverified (`suspect`), where
 /// matched by RptSeq alone it would answer `ok` on the book before the
-/// lost update; one taken after the packet verifies it.
+/// lost update; one taken after the packet verifies it. The other
+/// line's copy of the first applies again, leaving it as it was.
 #[test]
 fn a_snapshot_taken_before_a_packet_given_up_leaves_its_instrument_unverified() {
     let mut ch = Channel::new("");
@@ -4003,6 +4028,13 @@ fn a_snapshot_taken_before_a_packet_given_up_leaves_its_instrument_unverified() 
     ch.send(
         8 * MS,
         SNAP_A,
+        snapshots(&[snapshot(1, 7, 1, None, &[level(Bid, 1, 100)])]),
+    );
+    // Line B's copy: the instrument, unverified and not past it, takes it
+    // again (docs/mdp3.md): the same book, counted again.
+    ch.send(
+        8 * MS + MS / 2,
+        SNAP_B,
         snapshots(&[snapshot(1, 7, 1, None, &[level(Bid, 1, 100)])]),
     );
     let before = ch.check(9 * MS, "#7");
@@ -4020,7 +4052,7 @@ fn a_snapshot_taken_before_a_packet_given_up_leaves_its_instrument_unverified() 
         (r(&["suspect"]), Some(100))
     );
     assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(101)));
-    assert_eq!(out.sym(7)["snapshots_applied"].as_u64(), Some(2));
+    assert_eq!(out.sym(7)["snapshots_applied"].as_u64(), Some(3));
 }
 
 /// Not in the contract (docs/mdp3.md, "A snapshot taken before a packet

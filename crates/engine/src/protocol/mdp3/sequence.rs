@@ -372,8 +372,10 @@ impl Sequence {
         let pending = std::mem::take(&mut self.reset_pending);
         let restart = self.restart(s, sent, pending);
         if restart.is_some() {
-            // The new sequence began at 1.
-            let h = self.high.replace(1).unwrap_or(0);
+            // The new sequence began at 1 (a packet numbered 0, which no
+            // venue sends, is its first: processed, as the contract's
+            // `high` unset then takes it, not a duplicate of nothing).
+            let h = self.high.replace(u64::from(s.min(1))).unwrap_or(0);
             while let Some(g) = self.gaps.pop_front() {
                 self.keep_spare(g);
             }
@@ -499,6 +501,50 @@ mod tests {
         s.on_packet(101, 2, 0);
         s.channel_reset(101, 0);
         assert_eq!(s.gaps_open(), 0);
+    }
+
+    /// A packet numbered 0 far below `high` restarts the sequence as any
+    /// packet there does, and is then processed (the new sequence's
+    /// first), never a duplicate: the feed empties the channel only for a
+    /// packet it processes, so a restart told as a duplicate would drop
+    /// the open gaps without giving them up, and their instruments would
+    /// stay `ok` without the packets lost.
+    #[test]
+    fn a_packet_numbered_0_restarts_and_is_processed() {
+        let mut s = seq();
+        s.on_packet(1_000, 0, 0);
+        s.on_packet(1_002, 0, 0);
+        assert_eq!(s.gaps_open(), 1);
+        assert!(!s.ignores(0, 1, 0), "told to the feed");
+        assert_eq!(
+            s.on_packet(0, 1, 0).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::Weekly)
+            }
+        );
+        assert_eq!((s.high(), s.gaps_open()), (Some(1), 0));
+        assert_eq!(s.counters().duplicates, 0);
+        // The new sequence goes on from it.
+        assert!(process(s.on_packet(1, 2, 0)));
+        assert_eq!((s.high(), s.gaps_open()), (Some(2), 0));
+        // Right after a ChannelReset, it is that reset's restart.
+        let mut s = seq();
+        s.on_packet(1_000, 0, 0);
+        s.channel_reset(1_000, 5);
+        assert_eq!(
+            s.on_packet(0, 1, 6).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::AfterReset)
+            }
+        );
+        // Near `high` it is below every gap: the other line's copy of
+        // nothing, a duplicate, as `ignores` foretells.
+        let mut s = seq();
+        s.on_packet(50, 0, 0);
+        assert!(s.ignores(0, 1, 0));
+        assert_eq!(s.on_packet(0, 1, 0).0, Packet::Duplicate);
     }
 
     #[test]
@@ -940,7 +986,8 @@ mod tests {
                 s.expire(t);
                 let n = match op {
                     // Near the highest seen: ahead (gaps), copies and fills.
-                    0..=4 => (last + k).saturating_sub(20).max(1),
+                    // (0 too: no venue sends it, a forger may.)
+                    0..=4 => (last + k).saturating_sub(20),
                     // The reset's restart and the weekly one, and stale
                     // copies of the old sequence after them.
                     5 => 1,
