@@ -465,7 +465,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     let h = probe.header();
     // Acquire: pairs with the writer's Release store of the version, so the
     // header fields read below are the ones it wrote.
-    version_known(h.version.load(Ordering::Acquire), path)?;
+    version_known(crate::memory::load_acquire(&h.version), path)?;
     let feeds = h.feed_count.load(Ordering::Relaxed) as usize;
     let capacity = h.capacity.load(Ordering::Relaxed) as usize;
     let shape = Shape::new(feeds, capacity).filter(|s| {
@@ -613,7 +613,8 @@ impl Reader {
         let dir = m.views.directory();
         // Acquire: pairs with the writer's Release store of directory_len,
         // so the entries below it are complete.
-        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        let n =
+            (crate::memory::load_acquire(&m.views.header().directory_len) as usize).min(dir.len());
         // The last entry of a name is in force (a name entered again
         // points at another instrument now).
         let found = dir[..n].iter().rev().find_map(|e| {
@@ -726,7 +727,8 @@ impl Reader {
             return Default::default();
         };
         let dir = m.views.directory();
-        let n = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+        let n =
+            (crate::memory::load_acquire(&m.views.header().directory_len) as usize).min(dir.len());
         // Relaxed (all): ordered by the Acquire load of directory_len.
         let entries: Vec<(u16, u64, [u64; layout::NAME_LEN / 8])> = dir[..n]
             .iter()
@@ -938,7 +940,8 @@ impl Reader {
 /// densely).
 fn occupied(m: &Mapped) -> usize {
     let dir = m.views.directory();
-    let entries = (m.views.header().directory_len.load(Ordering::Acquire) as usize).min(dir.len());
+    let entries =
+        (crate::memory::load_acquire(&m.views.header().directory_len) as usize).min(dir.len());
     dir[..entries]
         .iter()
         // Relaxed: ordered by the Acquire load of directory_len.
@@ -952,7 +955,7 @@ fn occupied(m: &Mapped) -> usize {
 fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     let h = m.views.header();
     // Acquire: pairs with the Release store of `state` on close.
-    match h.state.load(Ordering::Acquire) {
+    match crate::memory::load_acquire(&h.state) {
         STATE_RUNNING => {}
         STATE_CLOSED => return Health::WriterClosed,
         // A word the writer never stores: no allocation, as any check.

@@ -68,9 +68,12 @@ impl SeqLock {
     /// write was in progress or overlapped.
     #[inline(always)]
     pub fn try_read<T>(&self, load: impl FnOnce() -> T) -> Option<(T, u64)> {
-        // Acquire: pairs with the Release store of the even stamp in `write`,
-        // so the words stored before it are visible to `load`.
-        let s1 = self.stamp.load(Ordering::Acquire);
+        // Relaxed, then an Acquire fence: pairs with the Release store of
+        // the even stamp in `write`, so the words stored before it are
+        // visible to `load`. (Not an Acquire load: readers map the file
+        // read-only, where only Relaxed atomic loads are defined.)
+        let s1 = self.stamp.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
         if s1 & 1 == 1 {
             return None;
         }
@@ -96,7 +99,10 @@ impl SeqLock {
     }
 
     /// A consistent copy, spinning while writes overlap: the copy, its
-    /// stamp and the number of retries.
+    /// stamp and the number of retries. Only for memory this process's
+    /// own writer keeps (a stamp a killed writer or a copied file left odd
+    /// would keep it spinning): readers of the mapped file use
+    /// [`try_read`](Self::try_read) with a bound.
     #[inline]
     pub fn read<T>(&self, mut load: impl FnMut() -> T) -> (T, u64, u32) {
         let mut retries = 0u32;

@@ -142,16 +142,6 @@ impl FeedStatusWords {
         })?;
         Some(FeedStatus::from_words(flags, last_alive, source_watermark))
     }
-
-    /// A consistent copy, retrying while a write is in progress.
-    pub fn read(&self) -> FeedStatus {
-        loop {
-            if let Some(s) = self.try_read() {
-                return s;
-            }
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// The verdict for what a check read of a slot ([`Facts`]: of a
