@@ -311,6 +311,7 @@ struct ReceiverMetrics {
     batches: Vec<Counter>,
     change_drops: Counter,
     oversized: Counter,
+    last_oversized: u64,
     socket_errors: Counter,
     /// Socket errors already logged.
     last_socket_errors: u64,
@@ -436,6 +437,7 @@ impl Monitor {
                 .collect(),
             change_drops: metrics::counter!("tickguard_verdict_change_drops_total"),
             oversized: metrics::counter!("tickguard_oversized_datagrams_total"),
+            last_oversized: 0,
             socket_errors: metrics::counter!("tickguard_socket_errors_total"),
             last_socket_errors: 0,
             record_stop_logged: false,
@@ -479,6 +481,16 @@ impl Monitor {
         }
         rm.change_drops.absolute(s.change_drops);
         rm.oversized.absolute(s.oversized);
+        if s.oversized > rm.last_oversized {
+            // No feed counts them (dropped before any sees them), so the
+            // log is where one without metrics hears of them.
+            tracing::warn!(
+                new = s.oversized - rm.last_oversized,
+                total = s.oversized,
+                "datagrams larger than the receive buffer (9,216 bytes) dropped on the receive thread"
+            );
+        }
+        rm.last_oversized = s.oversized;
         rm.socket_errors.absolute(s.socket_errors);
         if s.socket_errors > rm.last_socket_errors {
             tracing::warn!(
@@ -786,9 +798,10 @@ mod tests {
         assert!(!log.contains("kernel dropped"), "{log}");
     }
 
-    /// The receive thread only counts socket errors and a recording's
-    /// failed write; the metrics thread logs each change of the count, once,
-    /// with the last error, and the recording's stop once.
+    /// The receive thread only counts socket errors, oversized datagrams
+    /// and a recording's failed write; the metrics thread logs each change
+    /// of a count, once (socket errors with the last error), and the
+    /// recording's stop once.
     #[test]
     fn socket_errors_are_logged_once_per_change_with_the_last_error() {
         let dir = tempfile::tempdir().unwrap();
@@ -820,6 +833,13 @@ mod tests {
             "{log}"
         );
         assert!(!logs_of(|| m.sample(t + 2)).contains("socket errors"));
+        // Oversized datagrams, which no feed counts: logged per change too.
+        st.oversized = 2;
+        shared.store(&st);
+        let log = logs_of(|| m.sample(t + 2));
+        assert!(log.contains("larger than the receive buffer"), "{log}");
+        assert!(log.contains("new=2 total=2"), "{log}");
+        assert!(!logs_of(|| m.sample(t + 2)).contains("larger than"));
         st.socket_errors = 4;
         st.last_socket_errno = libc::ENOBUFS;
         shared.store(&st);

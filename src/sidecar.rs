@@ -302,6 +302,12 @@ trait Lost {
     fn lost(&self) -> u64 {
         0
     }
+
+    /// Whether what it holds is whole and may still be written out (a
+    /// write refused by the bound, not failed below).
+    fn intact(&self) -> bool {
+        false
+    }
 }
 
 /// The recording's output, refusing to grow past a bound in bytes
@@ -346,6 +352,10 @@ impl<W> Bounded<W> {
 impl<W> Lost for Bounded<W> {
     fn lost(&self) -> u64 {
         self.lost
+    }
+
+    fn intact(&self) -> bool {
+        !self.failed
     }
 }
 
@@ -480,11 +490,18 @@ impl<W: std::io::Write + Lost> Recorder<W> {
     /// A write failed with `e`: `records` not written, and those the
     /// buffer held lost with it, are counted; the recording stops.
     fn stop(&mut self, stats: &mut RunStats, e: &std::io::Error, records: u64) {
-        let lost = self.writer.as_ref().map_or(0, |w| w.get_ref().lost());
+        let mut writer = self.writer.take();
+        if let Some(w) = writer.as_mut().filter(|w| w.get_ref().intact()) {
+            // Stopped by the bound: the records its buffer holds are whole
+            // and counted recorded, so written out now, not at the end of
+            // the run (which a kill would leave them short of).
+            let _ = w.get_mut().flush();
+        }
+        let lost = writer.as_ref().map_or(0, |w| w.get_ref().lost());
         stats.unrecorded += records + lost;
         stats.record_errno = e.raw_os_error().unwrap_or(0);
         stats.record_stopped = true;
-        self.stopped = self.writer.take();
+        self.stopped = writer;
     }
 }
 
@@ -1594,6 +1611,36 @@ mod tests {
         assert_eq!((st.unrecorded, st.record_errno), (2, libc::ENOSPC));
         r.write(&mut st, |w| w.write_udp(t, src, dst, b"three"));
         assert_eq!(st.unrecorded, 3, "stopped for good");
+    }
+
+    /// A recording stopped by its bound writes out at once the whole
+    /// records its buffer holds (counted recorded): a sidecar killed later
+    /// leaves them in the file, not in a buffer that dies with it.
+    #[test]
+    fn a_recording_stopped_by_its_bound_writes_out_its_buffer_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.pcap");
+        let record = 16 + 20 + 8 + 3;
+        let bound = 24 + 2 * record as u64;
+        let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), Some(bound)).unwrap();
+        let mut st = RunStats::default();
+        let (src, dst) = (
+            "10.0.0.1:1".parse().unwrap(),
+            "239.1.1.1:2".parse().unwrap(),
+        );
+        let t = 1_700_000_000_000_000_000;
+        for b in [b"one", b"two", b"333"] {
+            r.write(&mut st, |w| w.write_udp(t, src, dst, b));
+        }
+        assert_eq!((st.unrecorded, st.record_errno), (1, libc::EFBIG));
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(
+            len, bound,
+            "the header and both records, not at the run's end"
+        );
+        // Nothing more, not even at the time a write-out was due.
+        r.flush_due(&mut st, t + 2 * RECORD_FLUSH_NS);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), bound);
     }
 
     /// The end of a recording writes out its buffer and syncs a regular
