@@ -178,7 +178,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The messages with their sequences, in order (none for a heartbeat or
-    /// an end of session). Sequences wrap rather than overflow.
+    /// an end of session). The last sequence is 2^64 − 1: the messages
+    /// past it are not read (their numbers would wrap to 0, 1, …).
     #[inline]
     pub fn messages(&self) -> Messages<'_> {
         let left = match self.kind() {

@@ -107,9 +107,13 @@ pub struct Engine {
 /// Snapshot loops begun, counted on each snapshot line (A, B) alone: a
 /// packet of MsgSeqNum 1 after one of a higher MsgSeqNum on the same line
 /// (or the line's first) begins a loop. The loops seen are the larger
-/// count, so a copy on the other line, early or late, begins nothing. (A
-/// loop of a single packet is counted once: the snapshot lines then stay
-/// joined while an instrument needs healing, the safe side.)
+/// count, so a copy on the other line, early or late, begins nothing. A
+/// line's count never trails the other's by more than the loop it may be
+/// a copy of: a line back from a failure (or joined while the other was
+/// not delivering) counts on from the other's, rather than beginning
+/// nothing until it caught up. (A loop of a single packet is counted
+/// once: the snapshot lines then stay joined while an instrument needs
+/// healing, the safe side.)
 #[derive(Debug, Default, Clone)]
 struct Loops {
     high: [u32; 2],
@@ -118,12 +122,12 @@ struct Loops {
 
 impl Loops {
     fn on_packet(&mut self, copy: usize, seq: u32) {
-        let (high, begun) = (&mut self.high[copy % 2], &mut self.begun[copy % 2]);
-        if seq == 1 && *high != 1 {
-            *begun += 1;
-            *high = 1;
+        let (i, other) = (copy % 2, self.begun[1 - copy % 2]);
+        if seq == 1 && self.high[i] != 1 {
+            self.begun[i] = self.begun[i].max(other.saturating_sub(1)) + 1;
+            self.high[i] = 1;
         } else {
-            *high = (*high).max(seq);
+            self.high[i] = self.high[i].max(seq);
         }
     }
 
@@ -182,9 +186,10 @@ pub struct Joining {
     /// been read since, and the loop's clock (ns) past which the lines
     /// are not kept for it anyway ([`HOLD_MAX_NS`]).
     hold_until: Option<(u64, u64)>,
-    /// Left after `max_loops` idle loops, the publisher's needy ones then
-    /// marked: joined again only when an instrument turns needy after
-    /// that and stays so the grace period (those the loops did not heal,
+    /// Left after `max_loops` idle loops, the publisher's needy ones
+    /// marked at the last whole loop's beginning: joined again only when
+    /// an instrument turns needy after that and stays so the grace period
+    /// (those the loops did not heal,
     /// defined but quiet ones among them, do not count), so a loss the
     /// other line fills does not rejoin while such instruments stay needy.
     left_idle: bool,
@@ -318,6 +323,7 @@ impl Joining {
             // beginning? Several in one cycle count together with what
             // healed across them; the part of a loop before the first
             // beginning since joining is not a whole loop.
+            let first = !self.in_loop;
             let whole = if self.in_loop {
                 new_loops
             } else {
@@ -337,6 +343,16 @@ impl Joining {
                 self.joined = false;
                 self.leaves += 1;
                 self.left_idle = true;
+                // The mark stays where the last whole loop began (made
+                // there, below): an instrument turned needy within that
+                // loop, its snapshot perhaps gone by before, was given no
+                // loop, and joins again once its need lasts. (No beginning
+                // marked since joining: marked now.)
+                if first {
+                    p.mark_needy();
+                }
+            } else {
+                // A loop begins: the instruments needy now are given it.
                 p.mark_needy();
             }
         }
@@ -750,6 +766,18 @@ mod tests {
             }
             assert_eq!(l.begun(), 3, "{order:?}");
         }
+        // Line A alone for 100 loops (B down), then line B alone: B's
+        // first loop may be A's last, each one after it begins one.
+        let mut l = Loops::default();
+        for _ in 0..100 {
+            l.on_packet(0, 1);
+            l.on_packet(0, 2);
+        }
+        for _ in 0..3 {
+            l.on_packet(1, 1);
+            l.on_packet(1, 2);
+        }
+        assert_eq!(l.begun(), 102, "line B counts on from line A's");
         // One line only.
         let mut l = Loops::default();
         for s in [1, 2, 1, 2, 1] {
@@ -851,6 +879,32 @@ mod tests {
         j.update(T + 206 * MS, 2, &mut swapped, (0, 0), false);
         assert!(j.joined(), "a lasting new need joins");
         assert_eq!((j.joins, j.leaves), (2, 1));
+    }
+
+    /// Left after idle loops, the needy are marked as of the last whole
+    /// loop's beginning, not of the leave: an instrument that turned needy
+    /// within that loop (its snapshot perhaps gone by before) was given no
+    /// loop, and joins again once its need lasts the grace period.
+    #[test]
+    fn an_instrument_turned_needy_in_the_last_idle_loop_joins_again() {
+        const T: u64 = 1_000_000_000_000;
+        const MS: u64 = 1_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
+        let mut quiet = Publisher::with_needy(800, 800);
+        j.update(T, 0, &mut quiet, (0, 0), false);
+        // The first beginning: marked there.
+        j.update(T + 1, 1, &mut quiet, (0, 0), false);
+        assert_eq!(quiet.needy_since_mark(), 0);
+        // One turns needy within the loop, and stays so; the next
+        // beginning ends an idle loop: left, the mark kept.
+        let mut one_more = Publisher::with_needy(801, 1);
+        j.update(T + 2, 2, &mut one_more, (0, 0), false);
+        assert!(!j.joined(), "left after a loop that healed nothing");
+        assert_eq!(one_more.needy_since_mark(), 1, "not marked at the leave");
+        j.update(T + 3, 2, &mut one_more, (0, 0), false);
+        assert!(!j.joined(), "within the grace period");
+        j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0), false);
+        assert!(j.joined(), "its need lasted: joined again");
     }
 
     /// A clock stepped back while an instrument is needy starts the grace

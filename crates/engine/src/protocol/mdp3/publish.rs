@@ -589,6 +589,58 @@ mod tests {
         assert_eq!(id_name(i32::MIN, &mut buf), "#-2147483648");
     }
 
+    /// The channel's liveness and source watermark reach the feed's
+    /// status in the table, where a check reads them: a book whose
+    /// TransactTime lags its arrival by 5 s reads `stale_at_source` under
+    /// a 1 s threshold (the slot's own times are 0: the feed's decide),
+    /// and a heartbeat then, proving the channel up to its arrival, clears
+    /// it; nothing received for longer than the stale threshold reads
+    /// `stale`.
+    #[test]
+    fn the_channels_times_are_published_in_the_feeds_status() {
+        use super::super::encode::{self, BookEntry, Shape};
+        use super::super::template::{EntryType, UpdateAction};
+        use crate::verdict::Reasons;
+        const MS: u64 = 1_000_000;
+        const V: Shape = Shape::new(13);
+        let t = super::super::testing::T0;
+        let mut f = super::super::testing::feed();
+        f.track_touched(true);
+        let mut p = Publisher::default();
+        let mut table = StateTable::with_feeds(64, 1);
+        let th = |_: &Feed, _: &str| Thresholds {
+            stale_ns: 10_000 * MS,
+            source_ns: 1_000 * MS,
+        };
+        let entry = |rpt_seq, entry_type| BookEntry {
+            price: Some(100),
+            size: Some(1),
+            security_id: 7,
+            rpt_seq,
+            orders: None,
+            level: 1,
+            action: UpdateAction::New,
+            entry_type,
+        };
+        let behind = t - 5_000 * MS;
+        let books = [entry(1, EntryType::Bid), entry(2, EntryType::Offer)];
+        let book = encode::book(46, V, behind, 0x80, &books, 0);
+        f.on_incremental(&encode::packet(1, t, &[book]), t).unwrap();
+        p.publish(0, &mut f, &mut table, th);
+        let id = table.find(0, key(7)).expect("published");
+        let status = table.feed_status(0);
+        assert_eq!((status.last_alive, status.source_watermark), (t, behind));
+        assert_eq!(table.check(id, 0, t), Reasons::STALE_AT_SOURCE);
+        let beat = encode::packet(2, t + MS, &[encode::heartbeat(V)]);
+        f.on_incremental(&beat, t + MS).unwrap();
+        p.publish(0, &mut f, &mut table, th);
+        assert_eq!(table.check(id, 0, t + MS), Reasons::empty());
+        assert_eq!(
+            table.check(id, 0, t + 10_002 * MS),
+            Reasons::STALE | Reasons::STALE_AT_SOURCE
+        );
+    }
+
     /// The flags are counted over the published instruments, each apart,
     /// and follow them as they turn and heal; the needy count (for the
     /// joining of the snapshot lines) takes every instrument.
