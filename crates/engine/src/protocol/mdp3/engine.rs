@@ -104,35 +104,34 @@ pub struct Engine {
     loops: Loops,
 }
 
-/// Snapshot loops begun, counted on each snapshot line (A, B) alone: a
-/// packet of MsgSeqNum 1 after one of a higher MsgSeqNum on the same line
-/// (or the line's first) begins a loop. The loops seen are the larger
-/// count, so a copy on the other line, early or late, begins nothing. A
-/// line's count never trails the other's by more than the loop it may be
-/// a copy of: a line back from a failure (or joined while the other was
-/// not delivering) counts on from the other's, rather than beginning
-/// nothing until it caught up. (A loop of a single packet is counted
-/// once: the snapshot lines then stay joined while an instrument needs
-/// healing, the safe side.)
+/// Snapshot loops begun: a packet of MsgSeqNum 1 begins one unless its
+/// SendingTime is that of one of the last [`RECENT_LOOPS`] loops' first
+/// packets (the other line's copy, early or late, or the network's
+/// duplicate, is the same datagram). Whichever line delivers a loop, and
+/// however far one lags, each loop counts once; a loop of a single
+/// packet counts at each new sending.
 #[derive(Debug, Default, Clone)]
 struct Loops {
-    high: [u32; 2],
-    begun: [u64; 2],
+    /// SendingTimes of the latest loops' first packets (a ring, `begun`
+    /// its next place).
+    recent: [u64; RECENT_LOOPS],
+    begun: u64,
 }
 
+/// Loops' first packets remembered: a line lagging the other by fewer
+/// loops than this has its copies told apart.
+const RECENT_LOOPS: usize = 8;
+
 impl Loops {
-    fn on_packet(&mut self, copy: usize, seq: u32) {
-        let (i, other) = (copy % 2, self.begun[1 - copy % 2]);
-        if seq == 1 && self.high[i] != 1 {
-            self.begun[i] = self.begun[i].max(other.saturating_sub(1)) + 1;
-            self.high[i] = 1;
-        } else {
-            self.high[i] = self.high[i].max(seq);
+    fn on_packet(&mut self, seq: u32, sent: u64) {
+        if seq == 1 && !self.recent.contains(&sent) {
+            self.recent[self.begun as usize % RECENT_LOOPS] = sent;
+            self.begun += 1;
         }
     }
 
     fn begun(&self) -> u64 {
-        self.begun[0].max(self.begun[1])
+        self.begun
     }
 }
 
@@ -193,6 +192,9 @@ pub struct Joining {
     /// defined but quiet ones among them, do not count), so a loss the
     /// other line fills does not rejoin while such instruments stay needy.
     left_idle: bool,
+    /// The publisher's turns to needy when last looked (before the cycle
+    /// being looked at now was published).
+    turned_seen: u64,
     /// Joins and leaves so far.
     pub joins: u64,
     pub leaves: u64,
@@ -218,6 +220,7 @@ impl Joining {
             lost_seen: 0,
             hold_until: None,
             left_idle: false,
+            turned_seen: 0,
             joins: 1,
             leaves: 0,
             none: false,
@@ -263,6 +266,9 @@ impl Joining {
             self.joined = true;
             return;
         }
+        // Turns in this cycle may have come before or after a loop
+        // beginning in it: a mark taken there counts them after it.
+        let turned_before = std::mem::replace(&mut self.turned_seen, p.turned_needy());
         let new_loops = loops.saturating_sub(self.loops_seen);
         self.loops_seen = loops;
         let given_up = lost > self.lost_seen;
@@ -349,11 +355,12 @@ impl Joining {
                 // loop, and joins again once its need lasts. (No beginning
                 // marked since joining: marked now.)
                 if first {
-                    p.mark_needy();
+                    p.mark_needy_at(turned_before);
                 }
             } else {
-                // A loop begins: the instruments needy now are given it.
-                p.mark_needy();
+                // A loop begins: the instruments needy before this cycle
+                // are given it.
+                p.mark_needy_at(turned_before);
             }
         }
     }
@@ -547,8 +554,9 @@ impl FeedEngine for Engine {
         let result = match service_of(line) {
             Some(SNAPSHOT_SERVICE) => {
                 let r = self.feed.on_snapshot(payload, t);
-                if let (Ok(()), Some(s)) = (r, packet::seq_num(payload)) {
-                    self.loops.on_packet(line, s);
+                let header = packet::seq_num(payload).zip(packet::sending_time(payload));
+                if let (Ok(()), Some((s, sent))) = (r, header) {
+                    self.loops.on_packet(s, sent);
                 }
                 r
             }
@@ -749,48 +757,70 @@ mod tests {
     use crate::shm::CounterKind;
 
     /// A loop begins once whatever the lines' order: line B a packet or a
-    /// whole loop behind line A, or ahead of it.
+    /// whole loop behind line A, or ahead of it, or two loops behind and
+    /// delivered in a burst; a line back from a failure counts on at once.
     #[test]
     fn a_loop_begins_once_whichever_line_brings_it_first() {
-        let orders: [&[(usize, u32)]; 3] = [
-            &[(0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3)],
-            &[(0, 1), (0, 2), (1, 1), (0, 3), (1, 2), (1, 3)],
-            &[(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)],
+        // (line, loop, MsgSeqNum): the loop's packets sent at 1000 × loop
+        // + MsgSeqNum.
+        let orders: [&[(usize, u64, u32)]; 4] = [
+            &[
+                (0, 1, 1),
+                (1, 1, 1),
+                (0, 1, 2),
+                (1, 1, 2),
+                (0, 2, 1),
+                (1, 2, 1),
+            ],
+            &[
+                (0, 1, 1),
+                (0, 1, 2),
+                (1, 1, 1),
+                (0, 2, 1),
+                (1, 1, 2),
+                (1, 2, 1),
+            ],
+            &[
+                (0, 1, 1),
+                (0, 1, 2),
+                (0, 2, 1),
+                (1, 1, 1),
+                (1, 1, 2),
+                (1, 2, 1),
+            ],
+            &[
+                (0, 1, 1),
+                (0, 1, 2),
+                (0, 2, 1),
+                (0, 2, 2),
+                (1, 1, 1),
+                (1, 2, 1),
+            ],
         ];
         for order in orders {
             let mut l = Loops::default();
-            for _ in 0..3 {
-                for &(copy, seq) in order {
-                    l.on_packet(copy, seq);
-                }
+            for &(_, lp, seq) in order {
+                l.on_packet(seq, 1000 * lp + u64::from(seq));
             }
-            assert_eq!(l.begun(), 3, "{order:?}");
+            assert_eq!(l.begun(), 2, "{order:?}");
         }
-        // Line A alone for 100 loops (B down), then line B alone: B's
-        // first loop may be A's last, each one after it begins one.
+        // Line A alone for 100 loops (B down), then line B alone.
         let mut l = Loops::default();
-        for _ in 0..100 {
-            l.on_packet(0, 1);
-            l.on_packet(0, 2);
+        for lp in 1..=100 {
+            l.on_packet(1, 1000 * lp);
+            l.on_packet(2, 1000 * lp + 1);
         }
-        for _ in 0..3 {
-            l.on_packet(1, 1);
-            l.on_packet(1, 2);
+        for lp in 101..=103 {
+            l.on_packet(1, 1000 * lp);
         }
-        assert_eq!(l.begun(), 102, "line B counts on from line A's");
-        // One line only.
+        assert_eq!(l.begun(), 103, "line B's loops count at once");
+        // A loop of a single packet counts at each sending; the same
+        // datagram again (a copy) does not.
         let mut l = Loops::default();
-        for s in [1, 2, 1, 2, 1] {
-            l.on_packet(1, s);
+        for sent in [5, 5, 6, 6, 7] {
+            l.on_packet(1, sent);
         }
         assert_eq!(l.begun(), 3);
-        // A loop of a single packet, MsgSeqNum 1 again and again, is
-        // counted once (it cannot be told from one datagram sent twice).
-        let mut l = Loops::default();
-        for _ in 0..3 {
-            l.on_packet(0, 1);
-        }
-        assert_eq!(l.begun(), 1);
     }
 
     /// A gap given up joins the snapshot lines and keeps them, with no
@@ -905,6 +935,23 @@ mod tests {
         assert!(!j.joined(), "within the grace period");
         j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0), false);
         assert!(j.joined(), "its need lasted: joined again");
+    }
+
+    /// A loop beginning marks the needy as of the cycle before it: one
+    /// that turned needy in the cycle that began the loop (its snapshot
+    /// perhaps in the same cycle, before it) counts as after the mark.
+    #[test]
+    fn a_need_in_the_cycle_a_loop_began_counts_after_its_mark() {
+        const T: u64 = 1_000_000_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
+        let before: Vec<(bool, u64)> = (1..=3).map(|k| (true, k)).collect();
+        let mut p = Publisher::with_turns(&before);
+        j.update(T, 0, &mut p, (0, 0), false);
+        let mut turns = before.clone();
+        turns.push((true, 4));
+        let mut p = Publisher::with_turns(&turns);
+        j.update(T + 1, 1, &mut p, (0, 0), false);
+        assert_eq!(p.needy_since_mark(), 1, "turned in the beginning's cycle");
     }
 
     /// A clock stepped back while an instrument is needy starts the grace

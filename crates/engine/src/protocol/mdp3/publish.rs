@@ -197,6 +197,27 @@ impl Publisher {
         }
     }
 
+    /// A publisher whose instruments are needy or not (`needy`), each
+    /// having turned needy last as turn `turn` (a test's stand-in).
+    #[cfg(test)]
+    pub(crate) fn with_turns(turns: &[(bool, u64)]) -> Publisher {
+        let published: Vec<Published> = turns
+            .iter()
+            .map(|&(needy, turn)| Published {
+                flags: if needy { NEEDY } else { 0 },
+                turn,
+                ..Published::default()
+            })
+            .collect();
+        Publisher {
+            needy: turns.iter().filter(|t| t.0).count(),
+            turned_needy: turns.iter().map(|t| t.1).max().unwrap_or(0),
+            needy_since_mark: turns.iter().filter(|t| t.0).count(),
+            published,
+            ..Publisher::default()
+        }
+    }
+
     /// Instruments that turned suspect or unverified so far.
     pub fn turned_needy(&self) -> u64 {
         self.turned_needy
@@ -207,6 +228,20 @@ impl Publisher {
     pub fn mark_needy(&mut self) {
         self.mark = self.turned_needy;
         self.needy_since_mark = 0;
+    }
+
+    /// As [`mark_needy`](Self::mark_needy) when [`turned_needy`](Self::turned_needy)
+    /// was `turn`: the instruments needy now that turned needy after that
+    /// are counted since the mark. (A pass over the instruments: once a
+    /// snapshot loop.)
+    pub fn mark_needy_at(&mut self, turn: u64) {
+        self.mark = turn.min(self.turned_needy);
+        let mark = self.mark;
+        self.needy_since_mark = self
+            .published
+            .iter()
+            .filter(|p| p.flags & NEEDY != 0 && p.turn > mark)
+            .count();
     }
 
     /// Instruments needy now that turned needy after the last
