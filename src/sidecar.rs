@@ -436,11 +436,16 @@ const RECORD_FLUSH_NS: u64 = 1_000_000_000;
 impl Recorder {
     /// A recording into `file` of at most `max_bytes`, its header buffered.
     fn new(file: std::fs::File, max_bytes: Option<u64>) -> std::io::Result<Recorder> {
-        let out = Bounded::new(
-            std::io::BufWriter::with_capacity(RECORD_BUFFER, file),
-            max_bytes,
-        );
-        let mut writer = CaptureWriter::new(out, Format::PcapNanos, Link::RawIp)?;
+        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, file);
+        Recorder::bounded(buffer, max_bytes)
+    }
+}
+
+impl<W: std::io::Write> Recorder<Bounded<W>> {
+    /// A recording into `out` of at most `max_bytes`, its header written.
+    fn bounded(out: W, max_bytes: Option<u64>) -> std::io::Result<Recorder<Bounded<W>>> {
+        let mut writer =
+            CaptureWriter::new(Bounded::new(out, max_bytes), Format::PcapNanos, Link::RawIp)?;
         writer.get_mut().header_taken();
         Ok(Recorder {
             stopped: None,
@@ -491,15 +496,20 @@ impl<W: std::io::Write + Lost> Recorder<W> {
     /// buffer held lost with it, are counted; the recording stops.
     fn stop(&mut self, stats: &mut RunStats, e: &std::io::Error, records: u64) {
         let mut writer = self.writer.take();
+        let mut errno = e.raw_os_error().unwrap_or(0);
         if let Some(w) = writer.as_mut().filter(|w| w.get_ref().intact()) {
             // Stopped by the bound: the records its buffer holds are whole
             // and counted recorded, so written out now, not at the end of
-            // the run (which a kill would leave them short of).
-            let _ = w.get_mut().flush();
+            // the run (which a kill would leave them short of). Failing,
+            // they are lost (counted below), and that failure is the one
+            // told.
+            if let Err(f) = w.get_mut().flush() {
+                errno = f.raw_os_error().unwrap_or(errno);
+            }
         }
         let lost = writer.as_ref().map_or(0, |w| w.get_ref().lost());
         stats.unrecorded += records + lost;
-        stats.record_errno = e.raw_os_error().unwrap_or(0);
+        stats.record_errno = errno;
         stats.record_stopped = true;
         self.stopped = writer;
     }
@@ -1515,6 +1525,27 @@ mod tests {
 
     impl Lost for Disk {}
 
+    impl Disk {
+        /// A disk with room, and its bytes and failing count, shared.
+        #[allow(clippy::type_complexity)]
+        fn new() -> (Disk, Rc<RefCell<Vec<u8>>>, Rc<RefCell<usize>>) {
+            let (bytes, failing) = (Rc::default(), Rc::default());
+            let disk = Disk {
+                bytes: Rc::clone(&bytes),
+                failing: Rc::clone(&failing),
+            };
+            (disk, bytes, failing)
+        }
+    }
+
+    /// The source and destination of the records the tests write.
+    fn ends() -> (std::net::SocketAddrV4, std::net::SocketAddrV4) {
+        (
+            "10.0.0.1:1".parse().unwrap(),
+            "239.1.1.1:2".parse().unwrap(),
+        )
+    }
+
     impl std::io::Write for Disk {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             let mut failing = self.failing.borrow_mut();
@@ -1533,12 +1564,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_stops_the_recording_and_a_time_out_of_range_skips_one() {
-        let bytes = Rc::new(RefCell::new(Vec::new()));
-        let failing = Rc::new(RefCell::new(0));
-        let disk = Disk {
-            bytes: bytes.clone(),
-            failing: failing.clone(),
-        };
+        let (disk, bytes, failing) = Disk::new();
         let writer = CaptureWriter::new(disk, Format::PcapNanos, Link::RawIp).unwrap();
         let mut r = Recorder {
             writer: Some(writer),
@@ -1546,10 +1572,7 @@ mod tests {
             flushed_at: 0,
         };
         let mut st = RunStats::default();
-        let (src, dst) = (
-            "10.0.0.1:1".parse().unwrap(),
-            "239.1.1.1:2".parse().unwrap(),
-        );
+        let (src, dst) = ends();
         let t = 1_700_000_000_000_000_000;
         r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
         // Past 2106: nothing written, the recording goes on.
@@ -1581,10 +1604,7 @@ mod tests {
         let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), None).unwrap();
         let mut st = RunStats::default();
         let len = || std::fs::metadata(&path).unwrap().len();
-        let (src, dst) = (
-            "10.0.0.1:1".parse().unwrap(),
-            "239.1.1.1:2".parse().unwrap(),
-        );
+        let (src, dst) = ends();
         let t = 1_700_000_000_000_000_000;
         let record = 16 + 20 + 8 + 3;
         r.flush_due(&mut st, t);
@@ -1624,10 +1644,7 @@ mod tests {
         let bound = 24 + 2 * record as u64;
         let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), Some(bound)).unwrap();
         let mut st = RunStats::default();
-        let (src, dst) = (
-            "10.0.0.1:1".parse().unwrap(),
-            "239.1.1.1:2".parse().unwrap(),
-        );
+        let (src, dst) = ends();
         let t = 1_700_000_000_000_000_000;
         for b in [b"one", b"two", b"333"] {
             r.write(&mut st, |w| w.write_udp(t, src, dst, b));
@@ -1641,6 +1658,27 @@ mod tests {
         // Nothing more, not even at the time a write-out was due.
         r.flush_due(&mut st, t + 2 * RECORD_FLUSH_NS);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), bound);
+    }
+
+    /// A recording stopped by its bound whose buffer then fails to be
+    /// written out counts the records the buffer held as unrecorded, and
+    /// tells the write's error, not the bound's.
+    #[test]
+    fn a_failed_write_out_at_the_bound_is_counted_and_told() {
+        let (disk, bytes, failing) = Disk::new();
+        let record = 16 + 20 + 8 + 3;
+        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
+        let mut r = Recorder::bounded(buffer, Some(24 + 2 * record)).unwrap();
+        let mut st = RunStats::default();
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
+        *failing.borrow_mut() = 1;
+        r.write(&mut st, |w| w.write_udp(t, src, dst, b"333"));
+        assert!(st.record_stopped);
+        assert_eq!((st.unrecorded, st.record_errno), (3, libc::ENOSPC));
+        assert!(bytes.borrow().is_empty(), "nothing reached the disk");
     }
 
     /// The end of a recording writes out its buffer and syncs a regular
