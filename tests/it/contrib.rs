@@ -482,7 +482,7 @@ fn alert_rules_use_only_exported_metrics() {
 fn skip(missing: &str) {
     let required = std::env::var_os("TICKGUARD_REQUIRE_VALIDATORS").is_some_and(|v| v == "1");
     assert!(!required, "TICKGUARD_REQUIRE_VALIDATORS=1 but {missing}");
-    eprintln!("skipped: {missing}");
+    crate::common::note_skip(missing);
 }
 
 fn tool_available(program: &str, arg: &str) -> bool {

@@ -838,12 +838,13 @@ fn assert_well_formed(svg_path: &Path) {
         ])
         .arg(svg_path)
         .output();
-    if let Ok(out) = python {
-        assert!(
+    match python {
+        Ok(out) => assert!(
             out.status.success(),
             "python3 cannot parse the SVG: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ),
+        Err(e) => crate::common::skip(&format!("python3's XML parser on the SVG: {e}")),
     }
 }
 

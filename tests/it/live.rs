@@ -236,15 +236,9 @@ fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
     assert_eq!(v1.version, v2.version, "nothing changed in between");
 
     // Clean shutdown closes the publication: every reader answers stale.
-    let pid = sidecar.child.id() as i32;
     // SIGTERM, as a service manager would send.
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
     let mut sidecar = sidecar;
-    let status = sidecar.child.wait().unwrap();
+    let status = crate::common::terminate(&mut sidecar.child);
     assert!(status.success(), "{status:?}");
     let closed = reader.check(&h, now_ns());
     assert_eq!(closed.health, Health::WriterClosed);

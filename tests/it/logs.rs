@@ -433,9 +433,7 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
     );
     assert!(logged(), "{}", std::fs::read_to_string(&log).unwrap());
     // Stopped, it says the recording is cut, as its last line, and exits 2.
-    // SAFETY: `kill` sends a signal to the child this test spawned.
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
-    let status = child.0.wait().unwrap();
+    let status = crate::common::terminate(&mut child.0);
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(2), "{text}");
     let last = text.lines().last().unwrap_or("");

@@ -734,7 +734,7 @@ fn bids(seq: u32, id: i32, rpt: &[u32]) -> Vec<u8> {
 fn an_instrument_healed_by_its_own_entries_does_not_make_a_loop_useful() {
     // A gap timeout the fill below comes well within, however loaded the
     // machine; the lines are joined once a need lasted as long.
-    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 50");
+    let mut rig = Rig::with("on_demand", "gap_timeout_ms = 1000");
     let t = now_ns();
     let mut venue = Channel::new(3, equity_channel());
     rig.send(&venue.fill_books(t), &[0, 1]);
@@ -742,7 +742,7 @@ fn an_instrument_healed_by_its_own_entries_does_not_make_a_loop_useful() {
     // An instrument the venue's loop does not carry turns suspect.
     let seq = venue.next_seq_num();
     rig.send_raw(&[new_then_hole(seq, 999_001)], 0);
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(Duration::from_millis(1_100));
     rig.settle();
     assert!(rig.snapshot_wanted(), "joined for it");
     for loop_no in 0..3u64 {

@@ -142,11 +142,7 @@ fn can_create_namespaces() -> bool {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false);
     if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run this test as root"
-        );
-        eprintln!("skipped: needs root to create a network namespace");
+        crate::common::skip("needs root to create a network namespace");
     }
     root
 }
@@ -730,12 +726,7 @@ fn stat_feed(shm: &Path) -> serde_json::Value {
 
 /// Stops the sidecar cleanly (SIGTERM: its recording finished).
 fn stop(mut sidecar: Killed) {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(sidecar.0.id().to_string())
-        .status()
-        .unwrap();
-    assert!(sidecar.0.wait().unwrap().success());
+    assert!(crate::common::terminate(&mut sidecar.0).success());
 }
 
 /// `replay` of `rec` with `cfg`, its summary in `dir`: the summary of `feed`.
@@ -1267,11 +1258,7 @@ fn another_user_cannot_bind_the_recovery_port() {
             .output()
             .is_ok_and(|o| o.status.success())
     }) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have a C compiler"
-        );
-        eprintln!("skipped: no C compiler");
+        crate::common::skip("no C compiler");
         return;
     };
     let Scene { ns, dir, shm } = &Scene::new("steal");

@@ -962,7 +962,7 @@ fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
             .recv_timeout(std::time::Duration::from_secs(20))
             .is_err()
         {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
+            crate::common::signal(pid, libc::SIGKILL);
         }
     });
     let (mut text, mut buf) = (Vec::new(), [0u8; 4096]);

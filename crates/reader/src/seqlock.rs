@@ -4,7 +4,8 @@
 //!
 //! The protected data are `AtomicU64` words next to the stamp, stored and
 //! loaded `Relaxed` inside [`SeqLock::write`] and [`SeqLock::try_read`]; the
-//! stamp and two fences order them. The stamp is odd while a write is in
+//! stamp and fences order them (all of a reader's loads Relaxed: readers
+//! map the file read-only). The stamp is odd while a write is in
 //! progress and grows by 2 per write, so it also counts changes. The layout
 //! is one `u64` (`include/tickguard.h` repeats the protocol for C).
 //!
@@ -57,8 +58,9 @@ impl SeqLock {
         // (or a later one), so it discards its copy.
         fence(Ordering::Release);
         let r = store();
-        // Release: pairs with the Acquire load of the stamp in `try_read`; a
-        // reader that loads this even stamp sees every word stored above.
+        // Release: pairs with the load of the stamp and the Acquire fence
+        // after it in `try_read`; a reader that loads this even stamp sees
+        // every word stored above.
         self.stamp.store(s.wrapping_add(2), Ordering::Release);
         r
     }

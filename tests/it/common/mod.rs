@@ -2,7 +2,7 @@
 //! comparing it with what the sidecar published; checking that proptest
 //! finds a module's recorded failures; a CME MDP3 channel ([`mdp3`]); an
 //! ITCH feed with GLIMPSE snapshots publishing ([`glimpse`]); a child
-//! process waited for with a deadline ([`Killed`]).
+//! process waited for with a deadline ([`Killed`], [`terminate`]).
 
 pub mod glimpse;
 pub mod mdp3;
@@ -132,14 +132,7 @@ impl Killed {
         deadline: std::time::Duration,
     ) -> (std::process::ExitStatus, String, String) {
         use std::io::Read;
-        let start = std::time::Instant::now();
-        let status = loop {
-            if let Some(s) = self.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(start.elapsed() < deadline, "the child did not stop");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        };
+        let status = wait_at_most(&mut self.0, deadline);
         let (mut out, mut err) = (String::new(), String::new());
         self.0
             .stdout
@@ -154,6 +147,78 @@ impl Killed {
             .read_to_string(&mut err)
             .unwrap();
         (status, out, err)
+    }
+}
+
+/// Says a test is skipped for want of `what` (root, a compiler, a tool),
+/// or fails it under CI, whose machine has everything the tests need
+/// (`.ci/run` installs it): a skip there would pass without testing.
+pub fn skip(what: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must not skip this test: {what}"
+    );
+    note_skip(what);
+}
+
+/// Says a test is skipped for want of `what`: on stderr, and in the list
+/// `tools/test` prints at its end (a line in the file `TICKGUARD_SKIP_LOG`
+/// names, which it sets: nextest shows no passing test's output).
+pub fn note_skip(what: &str) {
+    use std::io::Write;
+    eprintln!("skipped: {what}");
+    let Some(log) = std::env::var_os("TICKGUARD_SKIP_LOG") else {
+        return;
+    };
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    // One short line, appended in one write: tests in other processes
+    // append beside it.
+    let line = format!("{test}: {what}\n");
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// Sends signal `sig` to process `pid` (through libc: no `kill` program
+/// needed); whether it was sent.
+pub fn signal(pid: u32, sig: i32) -> bool {
+    // SAFETY: kill(2) reads no memory of ours; a pid gone gives ESRCH.
+    unsafe { libc::kill(pid as libc::pid_t, sig) == 0 }
+}
+
+/// Stops `child` as a service manager does (SIGTERM) and returns its exit
+/// status, waited for [`STOP_WITHIN`] at most: a sidecar that no longer
+/// stops on SIGTERM fails its test at once, killed, rather than holding
+/// the run until the runner's own limit.
+pub fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    assert!(
+        signal(child.id(), libc::SIGTERM),
+        "SIGTERM to {}",
+        child.id()
+    );
+    wait_at_most(child, STOP_WITHIN)
+}
+
+/// How long a child may take to stop after SIGTERM.
+pub const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// `child`'s exit status, waited for `limit` at most; past it the child
+/// is killed and reaped, and the test fails.
+pub fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child {} did not stop within {limit:?}", child.id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
