@@ -1,5 +1,5 @@
 //! SQF's two lines against the provider's own stream. One provider stream
-//! of a full feed (Quotes, Heartbeats, routine Snapshots and resets) goes
+//! of a full or a delta feed (Quotes, Heartbeats, routine Snapshots and resets) goes
 //! out on lines A and B, each copy lost or delayed on its own, each line
 //! delivering in order; after every datagram the handler takes, a symbol
 //! it holds trustworthy (not suspect, priced) shows the provider's price as
@@ -32,13 +32,14 @@ const US: u64 = 1_000;
 /// The most a copy lags its provider message, in messages.
 const MAX_LAG: usize = 3;
 
-/// A full feed on two lines whose symbols never go stale in a test.
+/// A feed on two lines whose symbols never go stale in a test, `kind`
+/// (full or delta) set by the test.
 const CONFIG: &str = r#"
 [state]
 capacity = 4
 [[feed]]
 name = "f"
-kind = "full"
+kind = "KIND"
 lines = ["239.1.1.1:1000", "239.1.1.2:1000"]
 stale_threshold_ms = 600000
 source_threshold_ms = 600000
@@ -127,9 +128,9 @@ fn arrivals(steps: &[Step]) -> Vec<(usize, usize)> {
 
 /// The first moment the handler trusts a price the provider had replaced
 /// by a message it received, if any.
-fn first_wrong(steps: &[Step]) -> Option<String> {
+fn first_wrong(steps: &[Step], kind: &str) -> Option<String> {
     let (datagrams, truth, resets, routine) = provider(steps);
-    let config = Config::parse(CONFIG, "two lines").unwrap();
+    let config = Config::parse(&CONFIG.replace("KIND", kind), "two lines").unwrap();
     let mut h = Handler::new(&config);
     let mut newest = None::<usize>;
     let mut received = vec![false; datagrams.len()];
@@ -199,10 +200,14 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
+    /// On a full feed, and on a delta feed, whose arbitration drops
+    /// (a Quote or a Snapshot from before a reset) must never leave a
+    /// symbol trusted past a loss either.
     #[test]
-    fn a_trusted_price_is_the_newest_received(steps in steps()) {
-        if let Some(wrong) = first_wrong(&steps) {
-            prop_assert!(false, "{wrong}");
+    fn a_trusted_price_is_the_newest_received(steps in steps(), delta in any::<bool>()) {
+        let kind = if delta { "delta" } else { "full" };
+        if let Some(wrong) = first_wrong(&steps, kind) {
+            prop_assert!(false, "{kind}: {wrong}");
         }
     }
 }
