@@ -67,6 +67,11 @@ pub struct Destination {
     /// the keys a draft needs (with their rank) and the key of its recovery
     /// channel's address.
     protocol: Option<Readable>,
+    /// The highest-ranked keys that decide only a stream none of whose
+    /// datagrams ranks 0 ([`Sniff::draft_alone`](tickguard::protocol::Sniff)),
+    /// and the protocols of which a datagram ranked 0.
+    weak: Option<Readable>,
+    plain: BTreeSet<&'static str>,
     /// Sessions seen (at most [`MAX_NAMED`]).
     pub sessions: BTreeSet<String>,
     /// Lowest and highest sequence number seen.
@@ -76,6 +81,21 @@ pub struct Destination {
 }
 
 impl Destination {
+    /// What a draft needs of it: the keys its datagrams decide, those
+    /// that decide only alone where no datagram of their protocol ranked
+    /// 0 (and they rank higher).
+    fn readable(&self) -> Option<Readable> {
+        match (self.protocol, self.weak) {
+            (p, Some(w))
+                if !self.plain.contains(w.looks_like)
+                    && p.is_none_or(|p| p.looks_like != w.looks_like || p.rank < w.rank) =>
+            {
+                Some(w)
+            }
+            (p, _) => p,
+        }
+    }
+
     /// What most of its datagrams look like, if any protocol accepts them.
     pub fn looks_like(&self) -> Option<&'static str> {
         self.looks
@@ -134,13 +154,24 @@ impl Inventory {
                 rank: f.draft_rank,
                 recovery_keys: f.recovery_keys,
             };
-            e.protocol = match e.protocol {
-                Some(p) if p.looks_like == f.looks_like && p.rank >= f.draft_rank => Some(p),
-                Some(p) if p.looks_like != f.looks_like && e.looks_like() != Some(f.looks_like) => {
-                    Some(p)
+            if f.draft_rank == 0 {
+                e.plain.insert(f.looks_like);
+            }
+            if !f.draft_alone && f.draft_rank > 0 {
+                if e.weak.is_none_or(|w| w.rank < f.draft_rank) {
+                    e.weak = Some(readable);
                 }
-                _ => Some(readable),
-            };
+            } else {
+                e.protocol = match e.protocol {
+                    Some(p) if p.looks_like == f.looks_like && p.rank >= f.draft_rank => Some(p),
+                    Some(p)
+                        if p.looks_like != f.looks_like && e.looks_like() != Some(f.looks_like) =>
+                    {
+                        Some(p)
+                    }
+                    _ => Some(readable),
+                };
+            }
             if let Some(session) = f.session {
                 if e.sessions.len() < MAX_NAMED {
                     e.sessions.insert(session);
@@ -261,7 +292,9 @@ impl Inventory {
         let mut dsts: Vec<_> = self.destinations.iter().collect();
         dsts.sort_by_key(|(dst, d)| (std::cmp::Reverse(d.datagrams), **dst));
         for (dst, d) in dsts {
-            let readable = d.protocol.filter(|r| Some(r.looks_like) == d.looks_like());
+            let readable = d
+                .readable()
+                .filter(|r| Some(r.looks_like) == d.looks_like());
             let Some(
                 r @ Readable {
                     protocol: Some(_), ..

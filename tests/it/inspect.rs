@@ -276,13 +276,64 @@ fn a_destination_sharing_symbols_with_two_feeds_joins_the_first() {
 /// An MDP3 packet: sequence `seq`, one message of template 46 and a 11-byte
 /// root block, CME's schema 1, version 13.
 fn mdp3(seq: u32) -> Vec<u8> {
+    mdp3_of(seq, 46)
+}
+
+/// [`mdp3`] with one message of `template` (its framing only).
+fn mdp3_of(seq: u32, template: u16) -> Vec<u8> {
     let mut p = seq.to_le_bytes().to_vec();
     p.extend_from_slice(&1_767_603_600_000_000_000u64.to_le_bytes());
-    for v in [21u16, 11, 46, 1, 13] {
+    for v in [21u16, 11, template, 1, 13] {
         p.extend_from_slice(&v.to_le_bytes());
     }
     p.resize(p.len() + 11, 0);
     p
+}
+
+/// The draft marks an address carrying snapshots (one is enough: no other
+/// service carries them) and one carrying only definitions; an incremental
+/// line that carries a definition mid-week (as CME's do) stays a feed's
+/// lines.
+#[test]
+fn mdp3_snapshot_and_definition_addresses_are_marked_and_mid_week_definitions_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 1_767_603_600_000_000_000u64;
+    let cap = dir.path().join("channel.pcap");
+    let mut datagrams: Vec<(u64, &str, Vec<u8>)> = vec![];
+    for i in 1..=6u32 {
+        let template = if i == 4 { 56 } else { 46 };
+        datagrams.push((t + u64::from(i), "224.0.31.1:14310", mdp3_of(i, template)));
+        let template = if i == 1 { 52 } else { 53 };
+        datagrams.push((
+            t + 100 + u64::from(i),
+            "224.0.32.1:14311",
+            mdp3_of(i, template),
+        ));
+        datagrams.push((t + 200 + u64::from(i), "224.0.33.1:14312", mdp3_of(i, 56)));
+    }
+    write_capture(&cap, &datagrams);
+    let draft = inspect(&cap, true);
+    let block = |address: &str| {
+        let at = draft
+            .find(&format!("lines = [\"{address}\"]"))
+            .unwrap_or_else(|| panic!("{address}: {draft}"));
+        let start = draft[..at].rfind("[[feed]]").unwrap();
+        let end = draft[at..].find("[[feed]]").map_or(draft.len(), |e| at + e);
+        draft[start..end].to_string()
+    };
+    let incremental = block("224.0.31.1:14310");
+    assert!(
+        !incremental.contains("# this address carries"),
+        "{incremental}"
+    );
+    assert!(
+        block("224.0.32.1:14311").contains("carries snapshots (52, 69)"),
+        "{draft}"
+    );
+    assert!(
+        block("224.0.33.1:14312").contains("carries definitions (54 to 63)"),
+        "{draft}"
+    );
 }
 
 /// MDP3 is recognised (and drafted as a channel's incremental lines);

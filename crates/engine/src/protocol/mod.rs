@@ -72,6 +72,11 @@ pub struct Sniff {
     /// Where datagrams of one stream disagree on `draft_keys`, the keys of
     /// the highest rank win (an SQF snapshot proves a delta feed).
     pub draft_rank: u8,
+    /// Whether one datagram of `draft_rank` decides the stream's keys (a
+    /// snapshot), or only a stream none of whose datagrams ranks 0 is
+    /// drafted by them (definitions, which an incremental line carries
+    /// too, mid-week).
+    pub draft_alone: bool,
     /// For a protocol with a recovery channel, the keys naming its server's
     /// address and the address its answers come to (`recovery`,
     /// `recovery_listen`).

@@ -119,6 +119,7 @@ pub fn sniff(
         sequences,
         draft_keys: "",
         draft_rank: 0,
+        draft_alone: true,
         recovery_keys: Some(["recovery", "recovery_listen"]),
     })
 }

@@ -202,23 +202,26 @@ impl Reject {
 /// A configuration drafted from it takes the address as a feed's
 /// incremental `lines`, unless its messages say it is another service of a
 /// channel: snapshots (52, 69) or definitions (54–63) get a comment saying
-/// which list the address belongs in (ranked above plain lines, so one such
-/// datagram marks the address).
+/// which list the address belongs in (ranked above plain lines: one
+/// snapshot datagram marks the address; definitions only an address that
+/// carries nothing else, an incremental line carrying them too, mid-week).
 pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
     packet::check_framing(payload).ok()?;
     let seq = packet::seq_num(payload)?;
-    let (draft_keys, draft_rank) = match service_of(payload) {
+    let (draft_keys, draft_rank, draft_alone) = match service_of(payload) {
         Service::Snapshot => (
             "# this address carries snapshots (52, 69): list it in the channel's \
              snapshot_lines, not as a feed of its own\n",
             2,
+            true,
         ),
         Service::Definition => (
             "# this address carries definitions (54 to 63): list it in the channel's \
              definition_lines, not as a feed of its own\n",
             1,
+            false,
         ),
-        Service::Incremental => ("", 0),
+        Service::Incremental => ("", 0, true),
     };
     Some(super::Sniff {
         looks_like: "CME MDP3 (SBE)",
@@ -227,6 +230,7 @@ pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
         sequences: Some((u64::from(seq), u64::from(seq))),
         draft_keys,
         draft_rank,
+        draft_alone,
         recovery_keys: None,
     })
 }

@@ -81,6 +81,7 @@ pub fn sniff(
             "kind = \"full\"\n"
         },
         draft_rank: u8::from(snapshots),
+        draft_alone: true,
         recovery_keys: None,
     })
 }
