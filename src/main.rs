@@ -150,6 +150,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// A warning on stderr: one line, never an error (a stderr that cannot be
 /// written loses it, as [`report`] does).
 fn warn(line: &str) {
+    // One line, control bytes escaped, as errors are: a warning may name a
+    // path given on the command line.
+    let line = tickguard::config::one_line(line, 1000);
     logq::line(logq::Level::Warn, &format!("tickguard: warning: {line}"));
 }
 
@@ -298,11 +301,10 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         Some(path) => load_checks(path)?,
         None => Vec::new(),
     };
-    for line in
-        tickguard::replay::check_warnings(&config, &args.config.display().to_string(), &checks)
-    {
-        warn(&line);
-    }
+    // Said once the replay is sure to start: a run refused before it says
+    // one line.
+    let mut warnings =
+        tickguard::replay::check_warnings(&config, &args.config.display().to_string(), &checks);
     let target = explain_target(&config, &args)?;
     let mdp3 = mdp3_target(&config, &args)?;
     // --at is answered by the replay itself, as one more check.
@@ -337,6 +339,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             if target.is_some() {
                 anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
             }
+            warnings.iter().for_each(|line| warn(line));
             let outcome = tickguard::replay::itch50::replay_file_until(
                 &config,
                 feed,
@@ -363,6 +366,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             symbol,
             args.at,
         );
+        warnings.iter().for_each(|line| warn(line));
         let outcome = tickguard::replay::itch50::replay_file_until(
             &config,
             feed,
@@ -407,7 +411,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             .map(|s| s.key)
             .collect();
         if !others.is_empty() {
-            warn(&format!(
+            warnings.push(format!(
                 "--feed {}: every datagram goes to its line A, so datagrams of its {} in the capture would be read as line A's (replay without --feed to route by destination)",
                 f.name,
                 others.join(", ")
@@ -419,6 +423,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         feed,
     };
     let mut capture = CaptureReader::open(&args.capture)?;
+    warnings.iter().for_each(|line| warn(line));
     let bar = progress_bar(&args, capture.len().unwrap_or(0));
     let progress = |p| show_progress(&bar, p);
     if let Some((id, instrument)) = mdp3 {
@@ -1139,11 +1144,16 @@ fn stat(args: cli::StatArgs) -> Result<()> {
             .map_err(anyhow::Error::msg)?;
         if args.once && health.is_unusable() {
             // The JSON form says so as the streaming form does (health
-            // "missing", writer null) before the error line and exit 2.
-            if args.json {
-                to_stdout(&format!("{}\n", snap.json()))?;
-            }
-            anyhow::bail!("{}", unusable(&health, &name));
+            // "missing", writer null) before the error line and exit 2;
+            // its reader gone early stops the JSON, not the error.
+            let printed = match args.json {
+                true => to_stdout(&format!("{}\n", snap.json())),
+                false => Ok(()),
+            };
+            return worst([
+                printed,
+                Err(anyhow::anyhow!("{}", unusable(&health, &name))),
+            ]);
         }
         let text = if args.json {
             format!("{}\n", snap.json())

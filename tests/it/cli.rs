@@ -744,6 +744,10 @@ fn unreadable_inputs_fail_with_one_line() {
     let checks = write(d, "k.csv", "time_ns,feed,symbol\n1,lp1,EURUSD\n");
 
     fails_with(&d.join("missing.pcap"), &cfg, Some(&checks), "missing.pcap");
+    // A check naming no feed is warned about only once the replay starts:
+    // a run refused before that says one line.
+    let odd = write(d, "odd.csv", "time_ns,feed,symbol\n1,nope,EURUSD\n");
+    fails_with(&d.join("missing.pcap"), &cfg, Some(&odd), "missing.pcap");
     fails_with(
         &write(d, "garbage.pcap", "hello world, not a capture"),
         &cfg,
@@ -961,6 +965,27 @@ fn a_summary_into_a_closed_pipe_fails_unless_it_is_stdout() {
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(want), "{target}");
     }
+}
+
+/// `stat --once --json` of no publication fails (exit 2, the error on
+/// stderr) even when its stdout's reader has gone before the JSON: a
+/// script's pipeline still sees the failure.
+#[test]
+fn stat_once_of_no_publication_fails_though_its_reader_left() {
+    let shm = format!("/dev/shm/tickguard-none-{}", std::process::id());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["stat", "--once", "--json", "--shm", &shm])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&shm), "{err}");
 }
 
 /// A demo whose stdout cannot take its table stops, stops its threads and
