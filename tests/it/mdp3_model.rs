@@ -1326,6 +1326,19 @@ impl Model {
                         }
                         self.unplace_below_newest();
                         unplaced = true;
+                        // Not in the contract (docs/mdp3.md): the reset
+                        // inferred at a later packet, nothing missing in
+                        // between, is this one: its trading statuses after
+                        // it count again.
+                        if let Some((epoch, (v, _))) = self.void_before {
+                            let missing = self.gaps.iter().any(|g| {
+                                let (x, y) = (g.lo.max(s), (g.hi - 1).min(v.saturating_sub(1)));
+                                x <= y && g.filled.range(x..=y).count() < (y - x + 1) as usize
+                            });
+                            if epoch == self.c.sequence_restarts && v > s && !missing {
+                                self.void_before = None;
+                            }
+                        }
                     } else {
                         self.reset_channel(&|_| true);
                         self.void_before = None;

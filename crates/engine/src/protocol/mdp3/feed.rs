@@ -1082,6 +1082,7 @@ impl Feed {
                         self.reset_channel(true, Statuses::Before((self.restarts, at)));
                         self.unplace_below_newest();
                         unplaced = true;
+                        self.void_lifted_by(s);
                     } else {
                         self.reset_channel(false, Statuses::All);
                     }
@@ -1889,6 +1890,22 @@ impl Feed {
         self.since_reset.each(entries.len(), |i| {
             entries[i as usize].instrument.restart_positions(BEFORE);
         });
+    }
+
+    /// A ChannelReset come late in packet `s`: if a RptSeq going back in a
+    /// later packet made a reset inferred there, with no packet between
+    /// the two missing (gaps are given up lowest first, and this one was
+    /// still open, so none between was given up: none could hide another
+    /// reset), this is that reset. Its place known, the trading statuses
+    /// after it are the new sequence's (those before it just emptied):
+    /// they count again.
+    fn void_lifted_by(&mut self, s: u32) {
+        let lifted = self.void_trading_before.is_some_and(|(epoch, (v, _))| {
+            epoch == self.restarts && v > s && self.seq.complete(s, v - 1)
+        });
+        if lifted {
+            self.void_trading_before = None;
+        }
     }
 
     /// The status in force for instrument `e`.
@@ -3759,6 +3776,67 @@ mod tests {
         assert_eq!(f.counters().snapshots_applied, 3);
         send(&mut f, 5_010, T0, &[bid(2, 4, 1, UpdateAction::Change, 9)]);
         assert_eq!(f.counters().resets_inferred, 1);
+    }
+
+    /// A ChannelReset inferred, then come late (filling its gap, nothing
+    /// else missing up to the packet that showed it): the trading status
+    /// the new sequence sent between the two counts again (it was voided,
+    /// its place unknown), and the one sent before the reset stays
+    /// emptied. With a packet still missing in between, another reset may
+    /// lie there: the void stays.
+    #[test]
+    fn a_late_reset_lifts_the_void_of_the_one_inferred_for_it() {
+        for missing_between in [false, true] {
+            let mut f = feed();
+            let d = encode::Instrument {
+                match_event_indicator: 0,
+                tot_num_reports: Some(1),
+                security_update_action: b'A',
+                trading_status: Some(21),
+                appl_id: 1,
+                security_group: "ES",
+                asset: "ES",
+                symbol: "ESZ6",
+                security_id: 1,
+                min_price_increment: None,
+                display_factor: 1,
+            };
+            let def = encode::definition(54, V, &d, 0, &[]);
+            f.on_definitions(&encode::packet(1, T0, &[def])).unwrap();
+            let t = |k: u64| T0 + k * MS / 10;
+            let book = |at, price| {
+                encode::book(46, V, at, EOE, &[bid(1, 1, 1, UpdateAction::New, price)], 0)
+            };
+            let p1 = encode::packet(1, t(1), &[instrument_status(1, 17), book(t(1), 100)]);
+            f.on_incremental(&p1, t(1)).unwrap();
+            // 2, the reset, late on both lines; 3 (or 4, 3 missing too)
+            // reopens #1; 5 sends its new RptSeq 1.
+            let reopen = if missing_between { 4 } else { 3 };
+            let p = encode::packet(reopen, t(3), &[instrument_status(1, 17)]);
+            f.on_incremental(&p, t(3)).unwrap();
+            if !missing_between {
+                let p4 = encode::packet(4, t(4), &[encode::heartbeat(V)]);
+                f.on_incremental(&p4, t(4)).unwrap();
+            }
+            f.on_incremental(&encode::packet(5, t(5), &[book(t(5), 110)]), t(5))
+                .unwrap();
+            assert_eq!(f.counters().resets_inferred, 1);
+            assert_eq!(f.state(f.find("ESZ6").unwrap()), Some(State::Closed));
+            let reset = encode::channel_reset(V, t(2), EOE, 310);
+            f.on_incremental(&encode::packet(2, t(2), &[reset]), t(6))
+                .unwrap();
+            assert_eq!(f.counters().channel_resets, 1);
+            let want = if missing_between {
+                State::Closed
+            } else {
+                State::Trading
+            };
+            assert_eq!(
+                f.state(f.find("ESZ6").unwrap()),
+                Some(want),
+                "missing between: {missing_between}"
+            );
+        }
     }
 
     /// The statuses after a ChannelReset inferred: a halt sent after the
