@@ -2186,6 +2186,23 @@ mod tests {
             .collect()
     }
 
+    /// ESZ6 (#1) of SecurityGroup `ES`, defined pre-open (21).
+    fn pre_open_es() -> encode::Instrument<'static> {
+        encode::Instrument {
+            match_event_indicator: 0,
+            tot_num_reports: Some(1),
+            security_update_action: b'A',
+            trading_status: Some(21),
+            appl_id: 1,
+            security_group: "ES",
+            asset: "ES",
+            symbol: "ESZ6",
+            security_id: 1,
+            min_price_increment: None,
+            display_factor: 1,
+        }
+    }
+
     /// A 54 of SecurityGroup `ES`, no status, no feed types, to edit.
     fn bare_definition(id: i32, symbol: &str, asset: &str) -> Vec<u8> {
         let d = encode::Instrument {
@@ -3788,19 +3805,7 @@ mod tests {
     fn a_late_reset_lifts_the_void_of_the_one_inferred_for_it() {
         for missing_between in [false, true] {
             let mut f = feed();
-            let d = encode::Instrument {
-                match_event_indicator: 0,
-                tot_num_reports: Some(1),
-                security_update_action: b'A',
-                trading_status: Some(21),
-                appl_id: 1,
-                security_group: "ES",
-                asset: "ES",
-                symbol: "ESZ6",
-                security_id: 1,
-                min_price_increment: None,
-                display_factor: 1,
-            };
+            let d = pre_open_es();
             let def = encode::definition(54, V, &d, 0, &[]);
             f.on_definitions(&encode::packet(1, T0, &[def])).unwrap();
             let t = |k: u64| T0 + k * MS / 10;
@@ -3849,19 +3854,7 @@ mod tests {
     fn statuses_after_a_channel_reset_inferred() {
         let mut f = feed();
         // #1 defined pre-open (21), then trading by a SecurityStatus.
-        let d = encode::Instrument {
-            match_event_indicator: 0,
-            tot_num_reports: Some(1),
-            security_update_action: b'A',
-            trading_status: Some(21),
-            appl_id: 1,
-            security_group: "ES",
-            asset: "ES",
-            symbol: "ESZ6",
-            security_id: 1,
-            min_price_increment: None,
-            display_factor: 1,
-        };
+        let d = pre_open_es();
         let def = encode::definition(54, V, &d, 0, &[]);
         f.on_definitions(&encode::packet(1, T0, &[def])).unwrap();
         // #5 the same, its trading sent in the packet that shows the reset.
