@@ -100,38 +100,55 @@ pub struct Engine {
     origins: Box<[(u32, u8)]>,
     /// Duplicates that were the other line's copy of a processed packet.
     line_copies: u64,
-    /// Snapshot loops begun, as each snapshot line saw them.
+    /// Snapshot loops begun ([`Loops`]).
     loops: Loops,
 }
 
-/// Snapshot loops begun: a packet of MsgSeqNum 1 begins one unless its
-/// SendingTime is that of one of the last [`RECENT_LOOPS`] loops' first
-/// packets (the other line's copy, early or late, or the network's
-/// duplicate, is the same datagram). Whichever line delivers a loop, and
-/// however far one lags, each loop counts once; a loop of a single
-/// packet counts at each new sending.
+/// Snapshot loops begun, counted on each snapshot line (A, B) alone, the
+/// larger count taken: a copy on the other line, early or late, begins
+/// nothing. A loop begins on a line at a packet of MsgSeqNum 1 after one
+/// of a higher MsgSeqNum, or sent later than the line's last loop began
+/// (a loop of a single packet, sent again). A line behind the other counts
+/// on from the other's count only at a loop sent more than half a loop
+/// (on the venue's clock, the last gap between two beginnings on one
+/// line) after the other's latest: a line back from a failure, not one
+/// delivering copies late. SendingTime is compared within a line, and
+/// across lines only to half a loop: the two lines' copies need not carry
+/// the same one.
 #[derive(Debug, Default, Clone)]
 struct Loops {
-    /// SendingTimes of the latest loops' first packets (a ring, `begun`
-    /// its next place).
-    recent: [u64; RECENT_LOOPS],
-    begun: u64,
+    high: [u32; 2],
+    begun: [u64; 2],
+    /// SendingTime of each line's latest beginning, ns (venue clock).
+    sent: [u64; 2],
+    /// The latest gap between two beginnings on one line, ns (0: none yet).
+    period: u64,
 }
 
-/// Loops' first packets remembered: a line lagging the other by fewer
-/// loops than this has its copies told apart.
-const RECENT_LOOPS: usize = 8;
-
 impl Loops {
-    fn on_packet(&mut self, seq: u32, sent: u64) {
-        if seq == 1 && !self.recent.contains(&sent) {
-            self.recent[self.begun as usize % RECENT_LOOPS] = sent;
-            self.begun += 1;
+    fn on_packet(&mut self, line: usize, seq: u32, sent: u64) {
+        let (i, o) = (line % 2, 1 - line % 2);
+        let begins = seq == 1 && (self.high[i] != 1 || sent > self.sent[i]);
+        if !begins {
+            self.high[i] = self.high[i].max(seq);
+            return;
         }
+        if self.begun[i] > 0 && sent > self.sent[i] {
+            self.period = sent - self.sent[i];
+        }
+        let past_other = self.period > 0
+            && self.begun[i] < self.begun[o]
+            && sent > self.sent[o].saturating_add(self.period / 2);
+        self.begun[i] = match past_other {
+            true => self.begun[o] + 1,
+            false => self.begun[i] + 1,
+        };
+        self.high[i] = 1;
+        self.sent[i] = sent;
     }
 
     fn begun(&self) -> u64 {
-        self.begun
+        self.begun[0].max(self.begun[1])
     }
 }
 
@@ -142,9 +159,10 @@ const ORIGINS: usize = 4096;
 
 /// The longest a gap given up keeps the snapshot lines joined for a whole
 /// loop (ns), counted from the give-up or, within a restart's window (a
-/// minute at most), from the window's last look: a loop of one datagram
-/// (MsgSeqNum 1 again and again) is counted once, and a loop that stopped
-/// is never counted, so the whole loop might never show.
+/// minute at most), from the window's last look: a loop that stopped is
+/// never counted, nor one whose SendingTime stopped rising (a loop of one
+/// datagram, sent again, is told by it), so the whole loop might never
+/// show.
 const HOLD_MAX_NS: u64 = 60_000_000_000;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
@@ -556,7 +574,7 @@ impl FeedEngine for Engine {
                 let r = self.feed.on_snapshot(payload, t);
                 let header = packet::seq_num(payload).zip(packet::sending_time(payload));
                 if let (Ok(()), Some((s, sent))) = (r, header) {
-                    self.loops.on_packet(s, sent);
+                    self.loops.on_packet(line, s, sent);
                 }
                 r
             }
@@ -758,12 +776,14 @@ mod tests {
 
     /// A loop begins once whatever the lines' order: line B a packet or a
     /// whole loop behind line A, or ahead of it, or two loops behind and
-    /// delivered in a burst; a line back from a failure counts on at once.
+    /// delivered in a burst, its copies stamped as A's or a little later;
+    /// a line back from a failure counts on at once; a loop of a single
+    /// packet counts at each sending.
     #[test]
     fn a_loop_begins_once_whichever_line_brings_it_first() {
         // (line, loop, MsgSeqNum): the loop's packets sent at 1000 × loop
-        // + MsgSeqNum.
-        let orders: [&[(usize, u64, u32)]; 4] = [
+        // + MsgSeqNum on line A, `skew` ns later on line B.
+        let orders: [&[(usize, u64, u32)]; 5] = [
             &[
                 (0, 1, 1),
                 (1, 1, 1),
@@ -787,38 +807,55 @@ mod tests {
                 (1, 1, 1),
                 (1, 1, 2),
                 (1, 2, 1),
+            ],
+            &[
+                (1, 1, 1),
+                (0, 1, 1),
+                (1, 1, 2),
+                (0, 1, 2),
+                (1, 2, 1),
+                (0, 2, 1),
             ],
             &[
                 (0, 1, 1),
                 (0, 1, 2),
                 (0, 2, 1),
                 (0, 2, 2),
+                (0, 3, 1),
                 (1, 1, 1),
+                (1, 1, 2),
                 (1, 2, 1),
+                (1, 2, 2),
+                (1, 3, 1),
             ],
         ];
-        for order in orders {
-            let mut l = Loops::default();
-            for &(_, lp, seq) in order {
-                l.on_packet(seq, 1000 * lp + u64::from(seq));
+        for skew in [0, 3] {
+            for order in orders {
+                let mut l = Loops::default();
+                for &(line, lp, seq) in order {
+                    let sent = 1000 * lp + u64::from(seq) + if line == 1 { skew } else { 0 };
+                    l.on_packet(line, seq, sent);
+                }
+                let loops = order.iter().map(|o| o.1).max().unwrap();
+                assert_eq!(l.begun(), loops, "skew {skew}: {order:?}");
             }
-            assert_eq!(l.begun(), 2, "{order:?}");
         }
         // Line A alone for 100 loops (B down), then line B alone.
         let mut l = Loops::default();
         for lp in 1..=100 {
-            l.on_packet(1, 1000 * lp);
-            l.on_packet(2, 1000 * lp + 1);
+            l.on_packet(0, 1, 1000 * lp);
+            l.on_packet(0, 2, 1000 * lp + 1);
         }
         for lp in 101..=103 {
-            l.on_packet(1, 1000 * lp);
+            l.on_packet(1, 1, 1000 * lp);
+            l.on_packet(1, 2, 1000 * lp + 1);
         }
         assert_eq!(l.begun(), 103, "line B's loops count at once");
         // A loop of a single packet counts at each sending; the same
         // datagram again (a copy) does not.
         let mut l = Loops::default();
-        for sent in [5, 5, 6, 6, 7] {
-            l.on_packet(1, sent);
+        for (line, sent) in [(0, 5), (1, 5), (0, 6), (0, 6), (1, 6), (0, 7)] {
+            l.on_packet(line, 1, sent);
         }
         assert_eq!(l.begun(), 3);
     }
