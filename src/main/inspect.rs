@@ -87,7 +87,8 @@ impl Destination {
     fn readable(&self) -> Option<Readable> {
         match (self.protocol, self.weak) {
             (p, Some(w))
-                if !self.plain.contains(w.looks_like)
+                if self.looks_like() == Some(w.looks_like)
+                    && !self.plain.contains(w.looks_like)
                     && p.is_none_or(|p| p.looks_like != w.looks_like || p.rank < w.rank) =>
             {
                 Some(w)
@@ -154,7 +155,7 @@ impl Inventory {
                 rank: f.draft_rank,
                 recovery_keys: f.recovery_keys,
             };
-            if f.draft_rank == 0 {
+            if f.draft_rank == 0 && f.draft_alone {
                 e.plain.insert(f.looks_like);
             }
             if !f.draft_alone && f.draft_rank > 0 {

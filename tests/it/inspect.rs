@@ -309,7 +309,13 @@ fn mdp3_snapshot_and_definition_addresses_are_marked_and_mid_week_definitions_ar
             "224.0.32.1:14311",
             mdp3_of(i, template),
         ));
-        datagrams.push((t + 200 + u64::from(i), "224.0.33.1:14312", mdp3_of(i, 56)));
+        // (A heartbeat among them, as every service sends.)
+        let template = if i == 5 { 12 } else { 56 };
+        datagrams.push((
+            t + 200 + u64::from(i),
+            "224.0.33.1:14312",
+            mdp3_of(i, template),
+        ));
     }
     write_capture(&cap, &datagrams);
     let draft = inspect(&cap, true);

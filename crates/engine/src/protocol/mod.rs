@@ -73,9 +73,10 @@ pub struct Sniff {
     /// the highest rank win (an SQF snapshot proves a delta feed).
     pub draft_rank: u8,
     /// Whether one datagram of `draft_rank` decides the stream's keys (a
-    /// snapshot), or only a stream none of whose datagrams ranks 0 is
-    /// drafted by them (definitions, which an incremental line carries
-    /// too, mid-week).
+    /// snapshot), or only a stream none of whose datagrams ranks 0 (and
+    /// decides) is drafted by them (definitions, which an incremental line
+    /// carries too, mid-week). A datagram of rank 0 that does not decide
+    /// says nothing of the stream (a heartbeat, which every service sends).
     pub draft_alone: bool,
     /// For a protocol with a recovery channel, the keys naming its server's
     /// address and the address its answers come to (`recovery`,

@@ -222,6 +222,8 @@ pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
             false,
         ),
         Service::Incremental => ("", 0, true),
+        // Every service sends heartbeats: they say nothing of which.
+        Service::Heartbeat => ("", 0, false),
     };
     Some(super::Sniff {
         looks_like: "CME MDP3 (SBE)",
@@ -241,17 +243,22 @@ enum Service {
     Incremental,
     Snapshot,
     Definition,
+    /// Only heartbeats (12): any service's.
+    Heartbeat,
 }
 
 /// The service the templates of `payload` belong to: a snapshot or a
-/// definition anywhere in it decides.
+/// definition anywhere in it decides; a packet of heartbeats alone is
+/// any service's.
 fn service_of(payload: &[u8]) -> Service {
     let mut at = packet::HEADER_LEN;
-    let mut service = Service::Incremental;
+    let mut service = Service::Heartbeat;
     while let (Some(size), Some(template)) = (u16_at(payload, at), u16_at(payload, at + 4)) {
         match template {
             52 | 69 => return Service::Snapshot,
             54..=63 => service = Service::Definition,
+            12 => {}
+            _ if service == Service::Heartbeat => service = Service::Incremental,
             _ => {}
         }
         at += usize::from(size.max(1));
