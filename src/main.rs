@@ -150,9 +150,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// A warning on stderr: one line, never an error (a stderr that cannot be
 /// written loses it, as [`report`] does).
 fn warn(line: &str) {
-    // One line, control bytes escaped, as errors are: a warning may name a
-    // path given on the command line.
-    let line = tickguard::config::one_line(line, 1000);
+    // One line, control bytes escaped, as errors are (a warning may name a
+    // path given on the command line), whole.
+    let line = tickguard::config::one_line(line, usize::MAX);
     logq::line(logq::Level::Warn, &format!("tickguard: warning: {line}"));
 }
 
@@ -334,12 +334,23 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
         let bar = progress_bar(&args, total);
-        let progress = |p| show_progress(&bar, p);
+        // The file is opened (or refused) by the replay itself: its first
+        // progress says it started, or its end (a file too short to show
+        // progress).
+        let said = std::cell::Cell::new(false);
+        let say = || {
+            if !said.replace(true) {
+                warnings.iter().for_each(|line| warn(line));
+            }
+        };
+        let progress = |p| {
+            say();
+            show_progress(&bar, p)
+        };
         let Some((id, symbol)) = itch_target else {
             if target.is_some() {
                 anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
             }
-            warnings.iter().for_each(|line| warn(line));
             let outcome = tickguard::replay::itch50::replay_file_until(
                 &config,
                 feed,
@@ -351,6 +362,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
                 &mut (),
             )
             .map_err(anyhow::Error::msg)?;
+            say();
             let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
             return finish_replay(&args, &checks, outcome);
         };
@@ -366,7 +378,6 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             symbol,
             args.at,
         );
-        warnings.iter().for_each(|line| warn(line));
         let outcome = tickguard::replay::itch50::replay_file_until(
             &config,
             feed,
@@ -378,6 +389,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             &mut x,
         )
         .map_err(anyhow::Error::msg)?;
+        say();
         let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
@@ -989,7 +1001,10 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         std::time::Duration::from_nanos(config.metrics.interval_ns),
         config.metrics.enabled,
     )
-    .context("starting the monitor thread")?;
+    .context("starting the monitor thread")
+    // Published already: closed, so that its readers answer stale at
+    // once, not once its heartbeat has aged.
+    .inspect_err(|_| sidecar.close())?;
     let stats = sidecar.run(shutdown);
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
     monitor.thread().unpark();
@@ -1006,6 +1021,9 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     };
     if logq::thread_failed() {
         anyhow::bail!("a thread of the sidecar failed (its message is above): stopped");
+    }
+    if let Some(why) = sidecar.fatal() {
+        anyhow::bail!("{why}: stopped, its publication closed");
     }
     recorded
 }

@@ -745,9 +745,23 @@ fn unreadable_inputs_fail_with_one_line() {
 
     fails_with(&d.join("missing.pcap"), &cfg, Some(&checks), "missing.pcap");
     // A check naming no feed is warned about only once the replay starts:
-    // a run refused before that says one line.
+    // a run refused before that says one line, a BinaryFILE's as a
+    // capture's.
     let odd = write(d, "odd.csv", "time_ns,feed,symbol\n1,nope,EURUSD\n");
     fails_with(&d.join("missing.pcap"), &cfg, Some(&odd), "missing.pcap");
+    let out = tickguard()
+        .arg("replay")
+        .arg(d.join("missing.itch"))
+        .arg("--config")
+        .arg(fixtures().join("itch/config.toml"))
+        .args(["--feed", "nasdaq", "--date", "2026-01-05", "--checks"])
+        .arg(&odd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("missing.itch"), "{err}");
     fails_with(
         &write(d, "garbage.pcap", "hello world, not a capture"),
         &cfg,
