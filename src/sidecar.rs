@@ -593,6 +593,9 @@ pub struct Sidecar {
     recreate_log: crate::ratelimit::Limiter,
     /// The orphaned publication's truncation was said.
     orphan_truncated: bool,
+    /// Why the sidecar must stop, if it must: a feed's file it read at
+    /// start unreadable when the publication was recreated.
+    fatal: Option<String>,
 }
 
 /// Line `addr` of feed `name` open (joined from `source` if set), with the
@@ -812,6 +815,7 @@ impl Sidecar {
             fd_close_at: 0,
             recreate_log: crate::ratelimit::Limiter::new(60_000_000_000),
             orphan_truncated: false,
+            fatal: None,
         })
     }
 
@@ -892,6 +896,12 @@ impl Sidecar {
         &self.stats
     }
 
+    /// Closes the publication (readers answer `stale`, writer closed, at
+    /// once): a start that fails after publishing.
+    pub fn close(&self) {
+        self.publication.close();
+    }
+
     /// Statistics for other threads, refreshed every heartbeat period.
     pub fn shared_stats(&self) -> Arc<SharedStats> {
         self.shared.clone()
@@ -912,8 +922,15 @@ impl Sidecar {
         &self.config
     }
 
+    /// Why the run stopped on its own, if it did (the loop of [`run`](Self::run)
+    /// ended without a signal).
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
     /// Pins the calling thread as configured, then runs duty cycles until
-    /// `shutdown` is set; closes the publication on the way out.
+    /// `shutdown` is set, or the sidecar must stop ([`fatal`](Self::fatal));
+    /// closes the publication on the way out.
     pub fn run(&mut self, shutdown: &AtomicBool) -> RunStats {
         if let Some(cpu) = self.config.sidecar.cpu {
             match crate::sys::pin_to_cpu(cpu) {
@@ -934,7 +951,7 @@ impl Sidecar {
         };
         // Acquire: pairs with a failing thread's Release store of the flag
         // (`logq::on_panic`), so its failure is seen once the loop ends.
-        while !shutdown.load(Ordering::Acquire) {
+        while !shutdown.load(Ordering::Acquire) && self.fatal.is_none() {
             let start = now_ns();
             if resync.is_some_and(|r| r.load(Ordering::Relaxed) && r.swap(false, Ordering::Relaxed))
             {
@@ -1208,8 +1225,15 @@ impl Sidecar {
                 // go on: the password is not read again.
                 handler.carry_over(&mut self.handler);
                 if let Err(e) = handler.preload() {
-                    // Read at start, so it was readable then.
-                    tracing::error!(error = %e, "reading a feed's files again after recreating the publication failed");
+                    // Read at start, so it was readable then: moved or
+                    // changed since. Without it a feed's instruments would
+                    // go unnamed and out of their groups (a group's halt
+                    // unseen): fatal, as at start. The loop ends at once
+                    // and closes the new publication (readers answer
+                    // stale), and `run` exits 2 naming the file.
+                    self.fatal = Some(format!(
+                        "reading a feed's files again after recreating the publication: {e}"
+                    ));
                 }
                 self.handler = handler;
                 // Closed: readers of the old file whose header is whole

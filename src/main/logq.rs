@@ -8,7 +8,7 @@
 //! write their lines to stderr directly, in order with everything else
 //! they print.
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender, TrySendError};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -82,10 +82,11 @@ static QUEUE: OnceLock<Queue> = OnceLock::new();
 /// started) they go to stderr directly, as before.
 pub fn start(json: bool) {
     if let Some(q) = Queue::new(QUEUED, json, std::io::stderr()) {
-        if QUEUE.set(q).is_ok() {
-            std::panic::set_hook(Box::new(on_panic));
-        }
+        let _ = QUEUE.set(q);
     }
+    // With the queue or without it (its thread not started: lines then go
+    // to stderr directly), a helper thread's panic stops the sidecar.
+    std::panic::set_hook(Box::new(on_panic));
 }
 
 /// A panic's message (and its backtrace, when `RUST_BACKTRACE` asks for
@@ -206,6 +207,12 @@ impl Queue {
         let wait = Duration::from_secs(1);
         match self.tx.send_timeout(item, wait) {
             Ok(()) => self.flush(wait),
+            // The writer thread is gone (it panicked): written directly,
+            // so that the last lines (why the sidecar stopped) still say
+            // it; a stderr that blocks may then hold this thread.
+            Err(SendTimeoutError::Disconnected(Item::Line { bytes, .. })) => {
+                let _ = std::io::stderr().write_all(&bytes);
+            }
             // Not written: the count it carried is kept for the next one.
             Err(e) => self.keep_dropped(e.into_inner()),
         }
@@ -326,6 +333,42 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// An output whose first write panics (a writer with a bug).
+    struct Panicking;
+
+    impl Write for Panicking {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            panic!("the log writer's output failed")
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A writer thread gone (panicked): a line is written to stderr
+    /// directly, not counted as dropped for a report that would never
+    /// come.
+    #[test]
+    fn a_line_after_the_writer_died_goes_to_stderr_directly() {
+        let q = Queue::new(4, false, Panicking).unwrap();
+        q.push(b"kills the writer\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q
+            .tx
+            .send(Item::Line {
+                dropped: 0,
+                bytes: vec![],
+            })
+            .is_ok()
+        {
+            assert!(Instant::now() < deadline, "the writer did not end");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        q.line("tickguard: the last line");
+        assert_eq!(q.dropped.load(Ordering::Relaxed), 0);
     }
 
     /// Waits (5 s at most) until the writer has taken every line queued.

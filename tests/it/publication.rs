@@ -1545,6 +1545,46 @@ fn recording_refused(cfg: &Path, to: &Path) -> String {
     )
 }
 
+/// In `dir`: a configuration of one MDP3 feed `cme` publishing at `shm`
+/// whose `definitions` is a copy of the fixtures' (beside it), that copy,
+/// and the fixture.
+fn cme_with_definitions(dir: &Path, shm: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let defs = dir.join("defs.pcap");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mdp3/defs.pcap");
+    std::fs::copy(&fixture, &defs).unwrap();
+    let cfg = dir.join("cme.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\nidle_sleep_us = 100\n[metrics]\n{NO_METRICS}\n[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\ndefinitions = \"defs.pcap\"\nstale_threshold_ms = 2500\nsource_threshold_ms = 2500\n",
+            shm.display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    (cfg, defs, fixture)
+}
+
+/// A feed's file read at start (an MDP3 `definitions` capture) gone when
+/// the publication must be recreated: the sidecar stops as at start (exit
+/// 2), the new publication closed (readers answer `stale`), rather than go
+/// on with the channel's instruments unnamed and out of their groups.
+#[test]
+fn a_definitions_file_gone_when_the_publication_is_recreated_stops_the_sidecar() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let (cfg, defs, _) = cme_with_definitions(dir.path(), &shm);
+    let mut running = start(&cfg, &shm);
+    std::fs::rename(&defs, dir.path().join("defs.moved")).unwrap();
+    truncate(&shm, "0");
+    let status = crate::common::wait_at_most(&mut running.child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(2));
+    assert_eq!(
+        Reader::open(&shm).health(now_ns()),
+        tickguard::Health::WriterClosed
+    );
+}
+
 /// `run --record` onto a file the configuration reads (an MDP3 feed's
 /// `definitions`, a capture itself, so not refused as other data is):
 /// refused at start, in one line naming it, the file untouched; the
@@ -1553,19 +1593,7 @@ fn recording_refused(cfg: &Path, to: &Path) -> String {
 fn a_recording_over_the_configurations_own_files_is_refused() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let defs = dir.path().join("defs.pcap");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mdp3/defs.pcap");
-    std::fs::copy(&fixture, &defs).unwrap();
-    let cfg = dir.path().join("cme.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[sidecar]\nshm_path = \"{}\"\n[metrics]\n{NO_METRICS}\n[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\ndefinitions = \"defs.pcap\"\nstale_threshold_ms = 2500\nsource_threshold_ms = 2500\n",
-            shm.display(),
-            free_port()
-        ),
-    )
-    .unwrap();
+    let (cfg, defs, fixture) = cme_with_definitions(dir.path(), &shm);
     let record_to = |to: &Path| recording_refused(&cfg, to);
     let err = record_to(&defs);
     assert!(

@@ -3799,11 +3799,12 @@ mod tests {
     /// else missing up to the packet that showed it): the trading status
     /// the new sequence sent between the two counts again (it was voided,
     /// its place unknown), and the one sent before the reset stays
-    /// emptied. With a packet still missing in between, another reset may
-    /// lie there: the void stays.
+    /// emptied (the definition's pre-open in force when the new sequence
+    /// sent none). With a packet still missing in between, another reset
+    /// may lie there: the void stays.
     #[test]
     fn a_late_reset_lifts_the_void_of_the_one_inferred_for_it() {
-        for missing_between in [false, true] {
+        for (missing_between, reopened) in [(false, true), (true, true), (false, false)] {
             let mut f = feed();
             let d = pre_open_es();
             let def = encode::definition(54, V, &d, 0, &[]);
@@ -3817,7 +3818,11 @@ mod tests {
             // 2, the reset, late on both lines; 3 (or 4, 3 missing too)
             // reopens #1; 5 sends its new RptSeq 1.
             let reopen = if missing_between { 4 } else { 3 };
-            let p = encode::packet(reopen, t(3), &[instrument_status(1, 17)]);
+            let status = match reopened {
+                true => instrument_status(1, 17),
+                false => encode::heartbeat(V),
+            };
+            let p = encode::packet(reopen, t(3), &[status]);
             f.on_incremental(&p, t(3)).unwrap();
             if !missing_between {
                 let p4 = encode::packet(4, t(4), &[encode::heartbeat(V)]);
@@ -3831,15 +3836,14 @@ mod tests {
             f.on_incremental(&encode::packet(2, t(2), &[reset]), t(6))
                 .unwrap();
             assert_eq!(f.counters().channel_resets, 1);
-            let want = if missing_between {
-                State::Closed
-            } else {
-                State::Trading
+            let want = match missing_between || !reopened {
+                true => State::Closed,
+                false => State::Trading,
             };
             assert_eq!(
                 f.state(f.find("ESZ6").unwrap()),
                 Some(want),
-                "missing between: {missing_between}"
+                "missing between: {missing_between}, reopened: {reopened}"
             );
         }
     }
