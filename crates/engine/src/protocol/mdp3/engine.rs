@@ -106,20 +106,22 @@ pub struct Engine {
 
 /// Snapshot loops begun, counted on each snapshot line (A, B) alone, the
 /// larger count taken: a copy on the other line, early or late, begins
-/// nothing. A loop begins on a line at a packet of MsgSeqNum 1 after one
-/// of a higher MsgSeqNum, or sent later than the line's last loop began
-/// (a loop of a single packet, sent again). A line behind the other counts
-/// on from the other's count only at a loop sent more than half a loop
-/// (on the venue's clock, the last gap between two beginnings on one
-/// line) after the other's latest: a line back from a failure, not one
-/// delivering copies late. SendingTime is compared within a line, and
-/// across lines only to half a loop: the two lines' copies need not carry
-/// the same one.
+/// nothing. A loop begins on a line at a packet of MsgSeqNum 1 sent later
+/// than the line's last beginning (so a loop of a single packet counts at
+/// each sending, and a duplicate, a packet 1 delivered late, or one
+/// stamped back or at 0 begins nothing). A line behind the other takes
+/// the other's count, no more, at a loop sent more than half a loop (on
+/// the venue's clock, the last gap between two beginnings on one line)
+/// after the other's latest: a line back from a failure counts on from
+/// its next loop, not from where it stopped. So each line's count, and
+/// the larger, never passes the loops sent, whatever SendingTime each line
+/// stamps on its copies; odd stamps can only hold a count back (the lines
+/// then stay joined longer).
 #[derive(Debug, Default, Clone)]
 struct Loops {
-    high: [u32; 2],
     begun: [u64; 2],
-    /// SendingTime of each line's latest beginning, ns (venue clock).
+    /// SendingTime of each line's latest beginning, ns (venue clock): only
+    /// ever rises.
     sent: [u64; 2],
     /// The latest gap between two beginnings on one line, ns (0: none yet).
     period: u64,
@@ -128,22 +130,19 @@ struct Loops {
 impl Loops {
     fn on_packet(&mut self, line: usize, seq: u32, sent: u64) {
         let (i, o) = (line % 2, 1 - line % 2);
-        let begins = seq == 1 && (self.high[i] != 1 || sent > self.sent[i]);
-        if !begins {
-            self.high[i] = self.high[i].max(seq);
+        if seq != 1 || sent <= self.sent[i] {
             return;
         }
-        if self.begun[i] > 0 && sent > self.sent[i] {
+        if self.begun[i] > 0 {
             self.period = sent - self.sent[i];
         }
         let past_other = self.period > 0
             && self.begun[i] < self.begun[o]
             && sent > self.sent[o].saturating_add(self.period / 2);
         self.begun[i] = match past_other {
-            true => self.begun[o] + 1,
+            true => self.begun[o],
             false => self.begun[i] + 1,
         };
-        self.high[i] = 1;
         self.sent[i] = sent;
     }
 
@@ -160,9 +159,8 @@ const ORIGINS: usize = 4096;
 /// The longest a gap given up keeps the snapshot lines joined for a whole
 /// loop (ns), counted from the give-up or, within a restart's window (a
 /// minute at most), from the window's last look: a loop that stopped is
-/// never counted, nor one whose SendingTime stopped rising (a loop of one
-/// datagram, sent again, is told by it), so the whole loop might never
-/// show.
+/// never counted, nor one whose SendingTime stopped rising ([`Loops`]),
+/// so the whole loop might never show.
 const HOLD_MAX_NS: u64 = 60_000_000_000;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
@@ -777,8 +775,9 @@ mod tests {
     /// A loop begins once whatever the lines' order: line B a packet or a
     /// whole loop behind line A, or ahead of it, or two loops behind and
     /// delivered in a burst, its copies stamped as A's or a little later;
-    /// a line back from a failure counts on at once; a loop of a single
-    /// packet counts at each sending.
+    /// a line back from a failure counts on (one loop late); a loop of a
+    /// single packet counts at each sending; and no stamp or delivery
+    /// counts one twice.
     #[test]
     fn a_loop_begins_once_whichever_line_brings_it_first() {
         // (line, loop, MsgSeqNum): the loop's packets sent at 1000 × loop
@@ -850,7 +849,65 @@ mod tests {
             l.on_packet(1, 1, 1000 * lp);
             l.on_packet(1, 2, 1000 * lp + 1);
         }
-        assert_eq!(l.begun(), 103, "line B's loops count at once");
+        assert_eq!(
+            l.begun(),
+            102,
+            "line B's loops count on, its first one late"
+        );
+        // Odd stamps and odd deliveries never count a loop twice: a copy
+        // stamped 0 (or back) on the line ahead, one far ahead on the line
+        // behind, a one-packet loop's copies stamped apart by more than
+        // half its period, a duplicate of packet 1 after packet 2, a
+        // packet 1 delivered a loop late.
+        type Run<'a> = &'a [(usize, u32, u64)];
+        let runs: [(Run, u64); 5] = [
+            (
+                &[
+                    (0, 1, 1000),
+                    (1, 1, 1000),
+                    (0, 2, 1001),
+                    (1, 2, 1001),
+                    (0, 1, 2000),
+                    (1, 1, 2000),
+                    (0, 2, 2001),
+                    (1, 2, 2001),
+                    (0, 1, 0),
+                    (1, 1, 3000),
+                ],
+                3,
+            ),
+            (
+                &[
+                    (0, 1, 1000),
+                    (1, 1, 1000),
+                    (0, 2, 1001),
+                    (1, 2, 1001),
+                    (0, 1, 2000),
+                    (0, 2, 2001),
+                    (1, 1, 1 << 63),
+                ],
+                2,
+            ),
+            (&[(0, 1, 1000), (1, 1, 1003), (0, 1, 1004), (1, 1, 1007)], 2),
+            (&[(0, 1, 1000), (0, 2, 1001), (0, 1, 1000)], 1),
+            (
+                &[
+                    (0, 1, 1000),
+                    (0, 2, 1001),
+                    (0, 1, 2000),
+                    (0, 2, 2001),
+                    (0, 1, 1000),
+                ],
+                2,
+            ),
+        ];
+        for (run, loops) in runs {
+            let mut l = Loops::default();
+            for &(line, seq, sent) in run {
+                l.on_packet(line, seq, sent);
+            }
+            assert!(l.begun() <= loops, "{run:?}: {} > {loops}", l.begun());
+        }
         // A loop of a single packet counts at each sending; the same
         // datagram again (a copy) does not.
         let mut l = Loops::default();
