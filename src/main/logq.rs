@@ -76,6 +76,9 @@ impl Queue {
 
 static QUEUE: OnceLock<Queue> = OnceLock::new();
 
+/// The writer thread's name.
+const WRITER: &str = "tickguard-log";
+
 /// From now on, log lines go through the queue and its writer thread
 /// (`json`: the log's format is JSON lines, which the writer's own notice
 /// of dropped lines then follows). Without the thread (it could not be
@@ -110,7 +113,12 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
     if trace.status() == std::backtrace::BacktraceStatus::Captured {
         text.push_str(&format!("\nstack backtrace:\n{trace}"));
     }
-    line(Level::Error, &text);
+    if name == WRITER {
+        // The writer itself: its queue would be dropped with it, unwritten.
+        let _ = writeln!(std::io::stderr(), "{text}");
+    } else {
+        line(Level::Error, &text);
+    }
     if name == "main" {
         return;
     }
@@ -172,7 +180,7 @@ impl Queue {
     fn new(capacity: usize, json: bool, out: impl Write + Send + 'static) -> Option<Queue> {
         let (tx, rx) = bounded(capacity);
         std::thread::Builder::new()
-            .name("tickguard-log".into())
+            .name(WRITER.into())
             .spawn(move || write_out(rx, json, out))
             .ok()?;
         Some(Queue {
@@ -182,19 +190,23 @@ impl Queue {
         })
     }
 
-    /// A log line: queued, or dropped and counted if the queue is full
-    /// (without copying it). Never waits.
+    /// A log line: queued, or dropped and counted if the queue is full.
+    /// Never waits.
     fn push(&self, buf: &[u8]) {
-        if self.tx.is_full() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
         let item = Item::Line {
             dropped: self.take_dropped(),
             bytes: buf.to_vec(),
         };
-        if let Err(TrySendError::Full(Item::Line { dropped, .. })) = self.tx.try_send(item) {
-            self.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
+        match self.tx.try_send(item) {
+            Err(TrySendError::Full(Item::Line { dropped, .. })) => {
+                self.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
+            }
+            // The writer thread is gone (it panicked): written directly, as
+            // without a queue.
+            Err(TrySendError::Disconnected(Item::Line { bytes, .. })) => {
+                let _ = std::io::stderr().write_all(&bytes);
+            }
+            _ => {}
         }
     }
 
@@ -348,9 +360,9 @@ mod tests {
         }
     }
 
-    /// A writer thread gone (panicked): a line is written to stderr
-    /// directly, not counted as dropped for a report that would never
-    /// come.
+    /// A writer thread gone (panicked): lines, final ones and logged ones,
+    /// are written to stderr directly, not counted as dropped for a report
+    /// that would never come.
     #[test]
     fn a_line_after_the_writer_died_goes_to_stderr_directly() {
         let q = Queue::new(4, false, Panicking).unwrap();
@@ -368,6 +380,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         q.line("tickguard: the last line");
+        q.push(b"a log line\n");
         assert_eq!(q.dropped.load(Ordering::Relaxed), 0);
     }
 
