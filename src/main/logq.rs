@@ -114,11 +114,20 @@ fn on_panic(info: &std::panic::PanicHookInfo<'_>) {
         text.push_str(&format!("\nstack backtrace:\n{trace}"));
     }
     if name == WRITER {
-        // The writer itself: its queue would be dropped with it, unwritten.
+        // The writer itself: its queue would be dropped with it, unwritten,
+        // so the message goes to stderr directly, after the stop (a stderr
+        // that blocks must not keep the sidecar from stopping).
+        FAILED.store(true, Ordering::Relaxed);
+        if let Some(stop) = STOP.get() {
+            stop.store(true, Ordering::Release);
+        }
         let _ = writeln!(std::io::stderr(), "{text}");
-    } else {
-        line(Level::Error, &text);
+        if STOP.get().is_none() {
+            std::process::exit(101);
+        }
+        return;
     }
+    line(Level::Error, &text);
     if name == "main" {
         return;
     }

@@ -109,41 +109,26 @@ pub struct Engine {
 /// nothing. A loop begins on a line at a packet of MsgSeqNum 1 sent later
 /// than the line's last beginning (so a loop of a single packet counts at
 /// each sending, and a duplicate, a packet 1 delivered late, or one
-/// stamped back or at 0 begins nothing). A line behind the other takes
-/// the other's count, no more, at a loop sent more than half a loop (on
-/// the venue's clock, the last gap between two beginnings on one line)
-/// after the other's latest: a line back from a failure counts on from
-/// its next loop, not from where it stopped. So each line's count, and
-/// the larger, never passes the loops sent, whatever SendingTime each line
-/// stamps on its copies; odd stamps can only hold a count back (the lines
-/// then stay joined longer).
+/// stamped back or at 0 begins nothing). Neither count can pass the loops
+/// the venue sent, whatever SendingTime each line stamps (a loop counted
+/// twice would end a give-up's hold early); a count held back only keeps
+/// the lines joined longer. So a line back from a failure counts from
+/// where it stopped: the loops count again once it passes the other's.
 #[derive(Debug, Default, Clone)]
 struct Loops {
     begun: [u64; 2],
     /// SendingTime of each line's latest beginning, ns (venue clock): only
     /// ever rises.
     sent: [u64; 2],
-    /// The latest gap between two beginnings on one line, ns (0: none yet).
-    period: u64,
 }
 
 impl Loops {
     fn on_packet(&mut self, line: usize, seq: u32, sent: u64) {
-        let (i, o) = (line % 2, 1 - line % 2);
-        if seq != 1 || sent <= self.sent[i] {
-            return;
+        let i = line % 2;
+        if seq == 1 && sent > self.sent[i] {
+            self.begun[i] += 1;
+            self.sent[i] = sent;
         }
-        if self.begun[i] > 0 {
-            self.period = sent - self.sent[i];
-        }
-        let past_other = self.period > 0
-            && self.begun[i] < self.begun[o]
-            && sent > self.sent[o].saturating_add(self.period / 2);
-        self.begun[i] = match past_other {
-            true => self.begun[o],
-            false => self.begun[i] + 1,
-        };
-        self.sent[i] = sent;
     }
 
     fn begun(&self) -> u64 {
@@ -775,8 +760,8 @@ mod tests {
     /// A loop begins once whatever the lines' order: line B a packet or a
     /// whole loop behind line A, or ahead of it, or two loops behind and
     /// delivered in a burst, its copies stamped as A's or a little later;
-    /// a line back from a failure counts on (one loop late); a loop of a
-    /// single packet counts at each sending; and no stamp or delivery
+    /// a line back from a failure counts from where it stopped; a loop of
+    /// a single packet counts at each sending; and no stamp or delivery
     /// counts one twice.
     #[test]
     fn a_loop_begins_once_whichever_line_brings_it_first() {
@@ -849,18 +834,14 @@ mod tests {
             l.on_packet(1, 1, 1000 * lp);
             l.on_packet(1, 2, 1000 * lp + 1);
         }
-        assert_eq!(
-            l.begun(),
-            102,
-            "line B's loops count on, its first one late"
-        );
+        assert_eq!(l.begun(), 100, "line B counts from where it stopped");
         // Odd stamps and odd deliveries never count a loop twice: a copy
         // stamped 0 (or back) on the line ahead, one far ahead on the line
         // behind, a one-packet loop's copies stamped apart by more than
         // half its period, a duplicate of packet 1 after packet 2, a
         // packet 1 delivered a loop late.
         type Run<'a> = &'a [(usize, u32, u64)];
-        let runs: [(Run, u64); 5] = [
+        let runs: [(Run, u64); 6] = [
             (
                 &[
                     (0, 1, 1000),
@@ -889,6 +870,18 @@ mod tests {
                 2,
             ),
             (&[(0, 1, 1000), (1, 1, 1003), (0, 1, 1004), (1, 1, 1007)], 2),
+            // Line B stamping 1.6 loops after A, and a loop late.
+            (
+                &[
+                    (0, 1, 1000),
+                    (0, 1, 2000),
+                    (1, 1, 2600),
+                    (0, 1, 3000),
+                    (1, 1, 3600),
+                    (1, 1, 4600),
+                ],
+                3,
+            ),
             (&[(0, 1, 1000), (0, 2, 1001), (0, 1, 1000)], 1),
             (
                 &[
