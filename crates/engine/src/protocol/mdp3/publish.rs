@@ -107,7 +107,7 @@ struct Published {
     flags: u8,
     /// The publisher's count of turns to needy when it last turned needy
     /// (its own turn's number), to tell turns after a mark
-    /// ([`Publisher::mark_needy`]).
+    /// ([`Publisher::mark_needy_at`]).
     turn: u64,
     /// The flags counted in [`Publisher::flagged`]: as published
     /// ([`shown`](Published::shown)) once it has a slot, none before.
@@ -154,7 +154,7 @@ pub struct Publisher {
     /// new), and that turned healthy, so far.
     turned_needy: u64,
     healed: u64,
-    /// Turns to needy up to the last [`mark_needy`](Self::mark_needy), and
+    /// Turns to needy up to the last [`mark_needy_at`](Self::mark_needy_at), and
     /// the instruments needy now that turned after it.
     mark: u64,
     needy_since_mark: usize,
@@ -224,16 +224,10 @@ impl Publisher {
     }
 
     /// From now on [`needy_since_mark`](Self::needy_since_mark) counts
-    /// the instruments that turn needy (and are still).
-    pub fn mark_needy(&mut self) {
-        self.mark = self.turned_needy;
-        self.needy_since_mark = 0;
-    }
-
-    /// As [`mark_needy`](Self::mark_needy) when [`turned_needy`](Self::turned_needy)
-    /// was `turn`: the instruments needy now that turned needy after that
-    /// are counted since the mark. (A pass over the instruments: once a
-    /// snapshot loop.)
+    /// the instruments that turn needy (and are still) after
+    /// [`turned_needy`](Self::turned_needy) was `turn`, those needy now
+    /// that turned after it included. (A pass over the instruments: once
+    /// a snapshot loop.)
     pub fn mark_needy_at(&mut self, turn: u64) {
         self.mark = turn.min(self.turned_needy);
         let mark = self.mark;
@@ -245,7 +239,8 @@ impl Publisher {
     }
 
     /// Instruments needy now that turned needy after the last
-    /// [`mark_needy`](Self::mark_needy) (all needy ones without a mark).
+    /// [`mark_needy_at`](Self::mark_needy_at) (all needy ones without a
+    /// mark).
     pub fn needy_since_mark(&self) -> usize {
         self.needy_since_mark
     }
@@ -702,7 +697,7 @@ mod tests {
         assert_eq!((p.needy(), p.flagged()), (n, Flagged::default()));
         // Marked (the snapshot lines left): those needy now do not count
         // as needy since, nor do they when they heal.
-        p.mark_needy();
+        p.mark_needy_at(p.turned_needy());
         assert_eq!(p.needy_since_mark(), 0);
         for d in ch.fill_books(t) {
             f.on_incremental(&d.bytes, t).unwrap();
