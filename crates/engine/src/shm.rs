@@ -98,6 +98,11 @@ impl Drop for Publication {
     fn drop(&mut self) {
         if !self.published.load(Ordering::Relaxed) {
             let _ = std::fs::remove_file(&self.staging);
+        } else if std::thread::panicking() {
+            // Its owner (the receive thread) panicked and the process is
+            // ending: readers answer `stale` now, not once the heartbeat
+            // is `dead_after` old, as they must after a SIGKILL.
+            self.close();
         }
     }
 }
@@ -1317,6 +1322,35 @@ mod tests {
             "{text}"
         );
         assert!(!path.exists());
+    }
+
+    /// A panic unwinding through the publication's owner closes it (the
+    /// process ends with it); a drop without one (a publication replaced
+    /// by a new file at the path) leaves it as it was.
+    #[test]
+    fn a_panic_unwinding_through_the_owner_closes_the_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = |p: &Path| {
+            let mut word = [0u8; 8];
+            let at = std::mem::offset_of!(Header, state) as u64;
+            std::fs::File::open(p)
+                .unwrap()
+                .read_exact_at(&mut word, at)
+                .unwrap();
+            u64::from_le_bytes(word)
+        };
+        let kept = dir.path().join("kept");
+        drop(one_feed(&kept));
+        assert_eq!(state(&kept), STATE_RUNNING);
+        let path = dir.path().join("tickguard");
+        let p = one_feed(&path);
+        assert_eq!(state(&path), STATE_RUNNING);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _owned = p;
+            panic!("the receive thread's bug");
+        }));
+        assert!(caught.is_err());
+        assert_eq!(state(&path), STATE_CLOSED);
     }
 
     /// A publication at `path` of one delta feed, lp1, on 239.1.1.1:30001.
