@@ -1966,6 +1966,27 @@ fn a_snapshot_over_a_pending_change_is_seen_as_sent() {
     );
 }
 
+/// A snapshot naming one level of a side twice keeps its last entry for
+/// it, whatever the order (docs/mdp3.md, "Reading odd wire values"), and
+/// one without a side's level 1 leaves that side empty.
+#[test]
+fn a_snapshot_naming_a_level_twice_keeps_its_last_entry() {
+    let mut ch = Channel::new("");
+    ch.send(
+        0,
+        SNAP_A,
+        snapshots(&[
+            snapshot(0, 1, 3, None, &[level(Bid, 1, 100), level(Bid, 1, 99)]),
+            snapshot(0, 2, 3, None, &[level(Bid, 2, 98), level(Offer, 1, 101)]),
+        ]),
+    );
+    let one = ch.check(MS, "#1");
+    let two = ch.check(MS, "#2");
+    let out = ch.run();
+    assert_eq!(out.top(one), (Some(99), None));
+    assert_eq!(out.top(two), (None, Some(101)));
+}
+
 /// A definition's MDSecurityTradingStatus reads as a SecurityStatus's
 /// code (spec mdp3 §3.6): an unlisted code changes nothing and is an
 /// anomaly, 103 changes nothing; a listed one counts while no other

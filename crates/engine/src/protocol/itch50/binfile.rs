@@ -363,12 +363,12 @@ impl<R: Read> BinFile<R> {
 enum Members<R: Read> {
     /// Inflating a member (boxed: the other states are a few words).
     Member(Box<GzDecoder<Input<R>>>),
-    /// After the member that ended at file offset `at`; `padding` once
-    /// zeros have been skipped.
+    /// After the member that ended at file offset `at`; `padding` the
+    /// zeros skipped since.
     Between {
         input: Box<Input<R>>,
         at: u64,
-        padding: bool,
+        padding: u64,
     },
     /// The input has ended.
     End,
@@ -395,6 +395,11 @@ struct NotGzip {
     at: u64,
     cut: bool,
 }
+
+/// The most zero padding read after a gzip file's last member, bytes
+/// (1 MiB, where padding to a block or tape record is at most tens of KiB):
+/// more zeros are bytes that are not gzip ([`NotGzip`]).
+const MAX_PADDING: u64 = 1 << 20;
 
 /// The first bytes of every gzip member's header: the magic and the
 /// method (8, deflate, the only one defined).
@@ -480,7 +485,7 @@ impl<R: Read> Members<R> {
                     Continue(Members::Between {
                         input: Box::new(input),
                         at,
-                        padding: false,
+                        padding: 0,
                     })
                 }
                 Err(e) if e.kind() != io::ErrorKind::Interrupted => {
@@ -499,7 +504,7 @@ impl<R: Read> Members<R> {
                 };
                 Continue(match first {
                     None => Members::End,
-                    Some(b) if b == GZIP_MAGIC[0] && !padding => {
+                    Some(b) if b == GZIP_MAGIC[0] && padding == 0 => {
                         let mut member = Box::new(GzDecoder::new(*input));
                         if member.header().is_none() {
                             // The header's error, which reading returns.
@@ -521,14 +526,18 @@ impl<R: Read> Members<R> {
                         }
                         Members::Member(member)
                     }
-                    Some(_) if !zeros => Members::NotGzip(at, false),
+                    // Zeros past `MAX_PADDING` are not padding: an input
+                    // of zeros without end (a gzip file followed by
+                    // `/dev/zero`) would otherwise be read for good, in
+                    // one `read`, nothing shown.
+                    Some(_) if !zeros || padding >= MAX_PADDING => Members::NotGzip(at, false),
                     Some(_) => {
                         let n = input.buffer().len();
                         input.consume(n);
                         Members::Between {
                             input,
                             at,
-                            padding: true,
+                            padding: padding + n as u64,
                         }
                     }
                 })
@@ -759,6 +768,28 @@ mod tests {
             step,
             n: 0,
         })
+    }
+
+    /// Zero padding after the last member is read up to `MAX_PADDING`;
+    /// past it the zeros are bytes that are not gzip (an input of zeros
+    /// without end, a gzip file followed by `/dev/zero`, would otherwise be
+    /// read for good).
+    #[test]
+    fn zero_padding_past_its_bound_is_not_gzip() {
+        let recs = sample();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let plain = file_of(&refs);
+        let member = gzip(&plain);
+        let padded = |zeros: u64| Cursor::new(member.clone()).chain(std::io::repeat(0).take(zeros));
+        let (got, err) = read_all_from(padded(MAX_PADDING));
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(got.len(), recs.len());
+        let (got, err) = read_all_from(padded(64 * MAX_PADDING));
+        assert_eq!(got.len(), recs.len());
+        let Some(Error::NotGzip { offset, at }) = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!((offset, at), (plain.len() as u64, member.len() as u64));
     }
 
     #[test]

@@ -23,8 +23,10 @@
 //!
 //! Prices are the wire's mantissas (exponent −9), compared as signed
 //! integers: never floats. The top of book is level 1, read in O(1). The
-//! slots are allocated once, with the instrument; nothing allocates per
-//! update.
+//! slots are allocated once, with the instrument (again when a definition
+//! changes its depths); an update allocates only the first time an
+//! instrument's unfinished event outgrows its undo records (the visible
+//! books then kept whole, [`Undo`]).
 //!
 //! Each change can be recorded as it is made ([`Undo`]), so that the books
 //! as they were before a run of changes (an unfinished event's) can be
