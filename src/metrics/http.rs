@@ -143,7 +143,8 @@ struct AcceptErrors {
 /// once, and answered if its request is in; else it is held, the newest
 /// replacing the oldest still reading when [`MAX_OPEN`] are
 /// ([`make_room`]): a scrape among a flood of connections is answered
-/// before it can be dropped.
+/// before it can be dropped. While every one held is answering, none is
+/// accepted: the rest wait in the kernel's backlog.
 fn accept_some(
     listener: &TcpListener,
     open: &mut Vec<Open>,
@@ -151,6 +152,9 @@ fn accept_some(
     errors: &mut AcceptErrors,
 ) {
     for _ in 0..MAX_OPEN {
+        if open.len() >= MAX_OPEN && open.iter().all(|o| !o.out.is_empty()) {
+            return;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 if stream.set_nonblocking(true).is_err() {
@@ -160,8 +164,12 @@ fn accept_some(
                 if !step(&mut new, handle) {
                     continue;
                 }
-                if open.len() == MAX_OPEN && !make_room(open, handle) {
-                    // Every one held is answering: the new one, idle, goes.
+                if open.len() >= MAX_OPEN && !make_room(open, handle) && new.out.is_empty() {
+                    // Every one held turned to answering as it was moved
+                    // on: the new one, idle, goes. One answering already
+                    // is held past the bound (by one at most: nothing more
+                    // is accepted while every one held answers), its
+                    // answer never cut.
                     continue;
                 }
                 open.push(new);
@@ -326,6 +334,54 @@ mod tests {
             accept_some(&listener, &mut open, &h, &mut errors);
             assert!(open.len() <= MAX_OPEN);
         }
+        scrape
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut got = String::new();
+        scrape.read_to_string(&mut got).unwrap();
+        assert!(got.ends_with("\r\n\r\nOK"), "{got:?}");
+    }
+
+    /// While every one held is answering, a new connection is not
+    /// accepted (its answer could not be held, and would be cut): it
+    /// waits in the backlog, and is answered once one held is done.
+    #[test]
+    fn while_every_one_held_answers_a_scrape_waits_in_the_backlog() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let at = listener.local_addr().unwrap();
+        let mut clients = Vec::new();
+        let mut open = Vec::new();
+        while open.len() < MAX_OPEN {
+            clients.push(TcpStream::connect(at).unwrap());
+            let Ok((stream, _)) = listener.accept() else {
+                continue;
+            };
+            stream.set_nonblocking(true).unwrap();
+            let mut o = Open::new(stream);
+            // Answering: an answer not yet taken by its reader.
+            o.out = vec![b'x'; 1 << 20];
+            open.push(o);
+        }
+        let mut scrape = TcpStream::connect(at).unwrap();
+        scrape.write_all(b"GET /health HTTP/1.0\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let (h, mut errors) = (handle(), AcceptErrors::default());
+        accept_some(&listener, &mut open, &h, &mut errors);
+        assert_eq!(open.len(), MAX_OPEN);
+        scrape.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let waiting = scrape.read(&mut byte);
+        assert!(
+            waiting
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "the scrape was taken and answered or closed: {waiting:?}"
+        );
+        // One held is done: the scrape is taken and answered whole.
+        open.pop();
+        accept_some(&listener, &mut open, &h, &mut errors);
+        scrape.set_nonblocking(false).unwrap();
         scrape
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
