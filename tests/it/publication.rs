@@ -916,6 +916,25 @@ fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
         let err = refused_run(&cfg);
         assert!(err.contains("owner uid 65534"), "{err}");
         assert_eq!(std::fs::read(&lock).unwrap(), b"1\n");
+        // Root's, left by a killed writer (mode 0600), met by a writer of
+        // another user, which cannot open it: named with its owner.
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        std::os::unix::fs::chown(&lock, Some(0), None).unwrap();
+        std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = refused(
+            Command::new(bin())
+                .uid(65534)
+                .gid(65534)
+                .args(["run", "--config"])
+                .arg(&cfg),
+        );
+        assert!(
+            err.contains("owner uid 0, mode 600") && err.contains("remove it"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&lock).unwrap(), b"1\n");
     }
     wait_ok(&live, "EURUSD");
     drop(running);

@@ -264,10 +264,26 @@ impl WriterLock {
                         // Another user's, held by its owner: a writer of
                         // that user (this one not root).
                         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                            let held = std::fs::symlink_metadata(&path)
-                                .ok()
-                                .and_then(|m| held_by_its_owner(&m, &shown));
-                            return Err(held.unwrap_or_else(|| fail(e)));
+                            let meta = std::fs::symlink_metadata(&path).ok();
+                            if let Some(held) =
+                                meta.as_ref().and_then(|m| held_by_its_owner(m, &shown))
+                            {
+                                return Err(held);
+                            }
+                            // Left by a writer of another user (root's,
+                            // killed), or put there: named with its owner
+                            // and mode, left as it is.
+                            return Err(match meta {
+                                Some(m) => refuse(format!(
+                                    "lock {shown} cannot be opened for writing by this user \
+                                     (uid {}; owner uid {}, mode {:o}) and no process of its \
+                                     owner holds it: refusing it (remove it)",
+                                    euid(),
+                                    m.uid(),
+                                    m.mode() & 0o7777
+                                )),
+                                None => fail(e),
+                            });
                         }
                         Err(e) if crate::sys::file::is_symlink_error(&e) => {
                             return Err(refuse(format!(
