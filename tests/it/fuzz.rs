@@ -45,8 +45,39 @@ impl Rng {
     }
 }
 
+/// Inputs each fuzzer runs: 10,000, or `TICKGUARD_FUZZ_INPUTS` (never
+/// fewer under `CI`: a runner's environment cannot cut the gate's run).
 fn inputs() -> usize {
-    env_or("TICKGUARD_FUZZ_INPUTS", 10_000)
+    let n = env_or("TICKGUARD_FUZZ_INPUTS", INPUTS);
+    match std::env::var_os("CI") {
+        Some(_) => n.max(INPUTS),
+        None => n,
+    }
+}
+
+/// The inputs a fuzzer runs by default.
+const INPUTS: usize = 10_000;
+
+/// How many of a fuzzer's inputs got past the door (a capture that opens,
+/// a file that replays), to be held to a share of them once it ends: a
+/// change that had every input refused at once would otherwise pass.
+#[derive(Clone, Default)]
+struct Reached(Arc<AtomicUsize>);
+
+impl Reached {
+    fn one(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// At least `percent` of `n` inputs got through.
+    fn assert_at_least(&self, name: &str, percent: usize, n: usize) {
+        let got = self.0.load(Ordering::Relaxed);
+        eprintln!("{name}: {got} of {n} inputs got past the door");
+        assert!(
+            got * 100 >= percent * n,
+            "{name}: {got} of {n} inputs got past the door, fewer than {percent}%"
+        );
+    }
 }
 
 fn seed() -> u64 {
@@ -187,6 +218,8 @@ fn replay_survives_mutated_and_random_captures() {
     let config = Config::load(&dir.join("config.toml")).unwrap();
     let checks = edge_checks("fx", "EURUSD", 1_767_603_600_000_000_000);
     let seed = seed();
+    let reached = Reached::default();
+    let opened = reached.clone();
     fuzz("replay", Duration::from_secs(300), move |i| {
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let bytes = capture_input(&mut rng, &corpus);
@@ -194,6 +227,7 @@ fn replay_survives_mutated_and_random_captures() {
         else {
             return;
         };
+        opened.one();
         if i % 8 == 0 {
             // The forensics observer too: one symbol's history and the timeline.
             let target = config
@@ -219,7 +253,13 @@ fn replay_survives_mutated_and_random_captures() {
             let _ = serde_json::to_string(&out.summary).unwrap();
         }
     });
+    reached.assert_at_least("replay", PERCENT_REPLAYED, inputs());
 }
+
+/// The share of the capture fuzzer's inputs that must open as captures
+/// and be replayed (8 in 10 are mutated fixtures, most of which open:
+/// 76% at the default seed).
+const PERCENT_REPLAYED: usize = 60;
 
 /// Values that have broken parsers: extremes, wrong types, control bytes,
 /// long strings, deep nesting.
@@ -1148,6 +1188,8 @@ fn binary_file_replay_survives_mutated_files() {
     let checks = edge_checks("nasdaq", "AAPL", 1_767_623_400_000_000_000);
     let scratch = tempfile::tempdir().unwrap();
     let seed = seed();
+    let reached = Reached::default();
+    let replayed = reached.clone();
     // A twentieth of the inputs: each replay sets a feed up (its 16 MiB
     // order window) and reads a file.
     fuzz_n(
@@ -1169,12 +1211,19 @@ fn binary_file_replay_survives_mutated_files() {
                 |_| {},
             );
             if let Ok(out) = out {
+                replayed.one();
                 assert_eq!(out.answers.len(), checks.len());
                 let _ = serde_json::to_string(&out.summary).unwrap();
             }
         },
     );
+    reached.assert_at_least("binfile", PERCENT_BINFILE, inputs() / 20);
 }
+
+/// The share of the BinaryFILE fuzzer's inputs that must replay (all of
+/// them at the default seed: a broken record ends the replay with its
+/// results, not as an error).
+const PERCENT_BINFILE: usize = 80;
 
 /// Every protocol's sniffer (`tickguard inspect`) on mutated datagrams of
 /// the shipped captures and on MDP3-framed bytes: no panic, and what it
@@ -1802,6 +1851,8 @@ fn mdp3_replay_survives_mutated_captures() {
         })
         .collect();
     let seed = seed();
+    let reached = Reached::default();
+    let opened = reached.clone();
     // Every input a replay of its own (about 1.5 ms each in a debug build).
     fuzz("mdp3_replay", Duration::from_secs(300), move |i| {
         let _keep = &dir;
@@ -1842,6 +1893,7 @@ fn mdp3_replay_survives_mutated_captures() {
         else {
             return;
         };
+        opened.one();
         let out = tickguard::replay::replay(config, &mut capture, &checks, |_| {});
         assert_eq!(out.answers.len(), checks.len());
         out.answers.iter().for_each(mdp3_answer_is_consistent);
@@ -1856,6 +1908,8 @@ fn mdp3_replay_survives_mutated_captures() {
             let _ = serde_json::to_string(&out.summary).unwrap();
         }
     });
+    // (Nearly all: a tenth of them mutated as bytes, the rest as datagrams.)
+    reached.assert_at_least("mdp3_replay", 90, inputs());
 }
 
 #[test]

@@ -97,25 +97,27 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     let (mut sidecar, from) = with_a_gap_asked_for(&server, Some(listen), &shm);
     assert_eq!(from, listen);
 
-    // A forged answer from anyone else to the recovery port: not taken.
+    // A forged answer from anyone else to the recovery port, an end of
+    // messages (which would close the feed's hours): read, counted as
+    // another's, not taken.
     let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    forger.send_to(&packet(2, b'S'), listen).unwrap();
-    for _ in 0..1000 {
-        sidecar.cycle(now_ns());
-    }
-    std::thread::sleep(Duration::from_millis(20));
-    for _ in 0..1000 {
-        sidecar.cycle(now_ns());
-    }
+    forger.send_to(&packet(2, b'C'), listen).unwrap();
+    let reader = tickguard_reader::Reader::open(&shm);
+    let wrong = tickguard_reader::layout::counter::CHANNEL_WRONG_SOURCE;
+    cycle_until(&mut sidecar, |_| reader.counter(0, wrong) == Some(1));
     assert_eq!(gaps(&sidecar), 1, "the forged answer filled nothing");
     assert_eq!(sidecar.handler().feeds()[0].counters.packets, 2);
 
-    // The server's answer fills the gap.
+    // The server's answer, a start of system hours, fills the gap: 1 'O'
+    // (closed), 2 'S' (open), 3 'Q' (no change) leave the hours open,
+    // which the forged 'C' in its place would have left closed.
     server.send_to(&packet(2, b'S'), from).unwrap();
     cycle_until(&mut sidecar, |s| gaps(s) == 0);
     let it = sidecar.handler().feeds()[0].engine().itch().unwrap();
     assert_eq!(it.sequencer().counters().recovered, 1);
     assert_eq!(it.sequencer().next(), Some(4));
+    assert_eq!(it.hours(), tickguard::protocol::itch50::feed::Hours::Open);
+    assert_eq!(reader.counter(0, wrong), Some(1));
     drop(sidecar);
     crate::common::remove_publication(&shm);
 }

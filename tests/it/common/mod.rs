@@ -56,12 +56,17 @@ pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
 }
 
 /// Cases a model's property test runs: `default`, or `PROPTEST_CASES`
-/// for a longer search (`tools/search-models`).
+/// for a longer search (`tools/search-models`); never fewer than
+/// `default` under `CI`, whatever the environment says.
 pub fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
+    let n = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+        .unwrap_or(default);
+    match std::env::var_os("CI") {
+        Some(_) => n.max(default),
+        None => n,
+    }
 }
 
 /// Proptest finds every failure recorded in `recorded` (the text of the
