@@ -126,6 +126,8 @@ struct Seen {
     suspect: bool,
     unverified: bool,
     overflowed: bool,
+    /// The channel's clock offset, ns.
+    offset: i128,
     cached: u64,
     missing: u64,
     ticks_lost: u64,
@@ -151,6 +153,7 @@ impl Seen {
             voided: feed.trading_voided(),
             known: feed.instruments().len(),
             place: feed.position(name),
+            offset: feed.offset(),
             ..Seen::default()
         };
         if let Some(e) = feed.find(name) {
@@ -386,11 +389,23 @@ impl Mdp3Explain {
             Trigger::Datagram { seq, .. } => *seq,
             _ => None,
         };
-        let events = events(&self.seen, &seen, said, seq);
+        let mut events = events(&self.seen, &seen, said, seq);
+        let offset = (self.seen.offset, seen.offset);
         self.seen = seen;
         let after = handler.verdict_named(self.feed, &self.instrument, self.t);
         let before = self.verdict;
         self.verdict = after;
+        // A source age that crossed its threshold with the offset moved:
+        // the offset is told (the watermark alone may not have moved).
+        let source_moved =
+            before.contains(Reasons::STALE_AT_SOURCE) != after.contains(Reasons::STALE_AT_SOURCE);
+        if source_moved && offset.0 != offset.1 {
+            events.push(format!(
+                "clock offset {} -> {}",
+                dur(offset.0),
+                dur(offset.1)
+            ));
+        }
         if before != after || !events.is_empty() {
             super::keep(
                 &mut self.steps,

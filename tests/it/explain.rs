@@ -759,6 +759,58 @@ clock_offset = 0
     );
 }
 
+/// `--at` where the event that set a reason was dropped for room: the
+/// reason is told as older than the events kept, not as the symbol's
+/// first state (here a valid price was stored first, then crossed quotes,
+/// each an event kept, pushed the crossing out).
+#[test]
+fn at_tells_a_cause_dropped_for_room_as_older_than_the_events_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::parse(
+        r#"
+[[feed]]
+name = "f"
+kind = "full"
+lines = ["239.9.9.9:9000"]
+stale_threshold_ms = 100000
+source_threshold_ms = 100000
+clock_offset = 0
+"#,
+        "t.toml",
+    )
+    .unwrap();
+    let line = "239.9.9.9:9000";
+    let n = 2 * tickguard::explain::KEEP as u64 + 1;
+    let packets: Vec<_> = (0..=n)
+        .map(|i| {
+            let t = T0 + i * 1_000;
+            let mut b = PacketBuilder::new(t);
+            let bid = if i == 0 { 1.0 } else { 1.2 };
+            b.quote(sym("A"), 1 + i, t, bid, 1.1);
+            (t, line, b.finish())
+        })
+        .collect();
+    let cap = dir.path().join("crossed.pcap");
+    write_capture(&cap, &packets);
+    let at = T0 + n * 1_000;
+    let mut x = Forensics::new(&config.feeds, Some((0, sym("A"))), false, Some(at));
+    let check = Check {
+        time_ns: at,
+        feed: "f".into(),
+        symbol: "A".into(),
+    };
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let out = replay_with(&config, &mut reader, &[check], |_| {}, &mut x);
+    x.finish();
+    assert_eq!(out.answers[0].reasons, Reasons::INVALID_PRICE);
+    let text = x.answer_at(at, out.answers[0].reasons);
+    assert!(
+        text.contains("invalid_price   since before the events kept")
+            && !text.contains("no valid price stored yet"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unknown_feed_is_an_error_and_an_unseen_symbol_one_line() {
     let cap = "scenario-eth-us.pcap";

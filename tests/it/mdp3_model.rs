@@ -2149,8 +2149,9 @@ enum To {
     Definitions,
     /// Checks at these steps after it; the time a ChannelReset lost on
     /// both lines (or late on both) was sent, if one was since the venue
-    /// last sent one the receiver had at once; the venue's statuses.
-    Check(Vec<u64>, Option<u64>, States),
+    /// last sent one the receiver had at once; the venue's statuses; the
+    /// levels 1 it had so far ([`truthful`]).
+    Check(Vec<u64>, Option<u64>, States, Versions),
 }
 
 #[derive(Clone, Debug)]
@@ -2744,7 +2745,12 @@ impl Venue<'_> {
                     )
                 });
                 self.deliver(
-                    To::Check(nows.clone(), self.unseen_reset, states),
+                    To::Check(
+                        nows.clone(),
+                        self.unseen_reset,
+                        states,
+                        self.versions.clone(),
+                    ),
                     Vec::new(),
                     0,
                     *order,
@@ -2757,7 +2763,7 @@ impl Venue<'_> {
 
 /// The definitions read first (the definitions file), and every datagram
 /// of the session with its arrival, in order of arrival.
-fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>, Versions) {
+fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>) {
     let n = setup.insts.len();
     let mut v = Venue {
         setup,
@@ -2811,7 +2817,7 @@ fn session(setup: &Setup, ops: &[Op]) -> (Vec<Vec<u8>>, Vec<Delivery>, Versions)
     // In order of arrival; the venue's order among equals, unless the
     // tie-breakers say otherwise.
     out.sort_by_key(|d| (d.at, d.order));
-    (file, out, v.versions)
+    (file, out)
 }
 
 // ---------------------------------------------------------------------------
@@ -3049,7 +3055,9 @@ fn verdicts(model: &Model, feed: &Feed, name: &str, now: u64) -> Result<(), Stri
 /// whose new RptSeq passed its old one, with no other instrument's
 /// going back first, applies it in order on a book mixing both sequences
 /// (docs/mdp3.md).
-fn truthful(model: &Model, versions: &[Option<Vec<Top>>]) -> Result<(), String> {
+/// Returns how many instruments it compared.
+fn truthful(model: &Model, versions: &[Option<Vec<Top>>]) -> Result<usize, String> {
+    let mut compared = 0;
     for (i, id) in IDS.iter().enumerate().take(versions.len()) {
         let (Some(inst), Some(versions)) = (model.insts.get(id), &versions[i]) else {
             continue;
@@ -3066,8 +3074,31 @@ fn truthful(model: &Model, versions: &[Option<Vec<Top>>]) -> Result<(), String> 
                 "#{id} trusted at {top:?}, a level 1 the venue never had: {versions:?}"
             ));
         }
+        compared += 1;
     }
-    Ok(())
+    Ok(compared)
+}
+
+/// How often the checks of the sessions run on this thread were held to
+/// the venue's own state: checks, those [`truthful`] compared an
+/// instrument at, those [`status_truthful`] ran at.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reach {
+    checks: u64,
+    levels: u64,
+    statuses: u64,
+}
+
+thread_local! {
+    static REACH: std::cell::Cell<Reach> = const { std::cell::Cell::new(Reach { checks: 0, levels: 0, statuses: 0 }) };
+}
+
+fn reached(f: impl FnOnce(&mut Reach)) {
+    REACH.with(|r| {
+        let mut v = r.get();
+        f(&mut v);
+        r.set(v);
+    });
 }
 
 /// What the receiver has had, as the venue sees it ([`status_truthful`]).
@@ -3197,7 +3228,7 @@ fn status_truthful(model: &Model, states: &[Option<VStatus>], heard: &Heard) -> 
 /// Runs a session on the model and the feed side by side, comparing after
 /// every datagram; the model at the end.
 fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
-    let (file, deliveries, versions) = session(setup, ops);
+    let (file, deliveries) = session(setup, ops);
     let mut heard = Heard {
         packets: BTreeSet::new(),
         snapshot: vec![0; setup.insts.len()],
@@ -3247,7 +3278,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                     model.on_definitions(&d.bytes, t).is_ok(),
                 ))
             }
-            To::Check(nows, unseen_reset, states) => {
+            To::Check(nows, unseen_reset, states, versions) => {
                 feed.expire(t);
                 model.expire(t);
                 for later in nows {
@@ -3258,9 +3289,17 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                 // A reset not had at once may leave mixed books until the
                 // receiver empties the channel after it was sent.
                 let emptied_since = |sent: u64| model.emptied_at.is_some_and(|e| e >= sent);
-                if let Some(versions) = &versions {
-                    if unseen_reset.is_none_or(emptied_since) {
-                        truthful(&model, versions).map_err(what)?;
+                // The venue's levels 1 up to the check (none once a short
+                // restart, or a depth change for its instrument, went
+                // before it), unless a datagram sent after the check came
+                // first.
+                reached(|r| r.checks += 1);
+                if let Some(versions) = versions {
+                    if unseen_reset.is_none_or(emptied_since)
+                        && check_op <= d.op
+                        && truthful(&model, versions).map_err(what)? > 0
+                    {
+                        reached(|r| r.levels += 1);
                     }
                 }
                 // Unless a datagram sent after the check came first.
@@ -3271,6 +3310,7 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
                     heard.mixed |= model.c.sequence_restarts > u64::from(*restarts);
                     if unseen_reset.is_none_or(emptied_since) && check_op <= d.op && !heard.mixed {
                         status_truthful(&model, states, &heard).map_err(what)?;
+                        reached(|r| r.statuses += 1);
                     }
                 }
                 None
@@ -3314,6 +3354,33 @@ proptest! {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }
     }
+}
+
+/// The long sessions' checks are held to the venue's own books and
+/// statuses, not only to the model: over sessions drawn as
+/// [`feed_in_long_sessions_matches_model`] draws them (a fixed seed),
+/// enough checks compare a level 1 and a status with the venue's, so that
+/// a change that turned those comparisons off (or left them nothing to
+/// compare) fails here.
+#[test]
+fn long_sessions_are_held_to_the_venues_books_and_statuses() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let setups = setup();
+    let sessions = prop::collection::vec(op_mixed(STATUSES), 100..=240);
+    REACH.with(|r| r.set(Reach::default()));
+    for _ in 0..24 {
+        let setup = setups.new_tree(&mut runner).unwrap().current();
+        let ops = sessions.new_tree(&mut runner).unwrap().current();
+        run(&setup, &ops).unwrap();
+    }
+    // 61 and 89 of 320 checks here; none for nearly every long session
+    // while a short restart anywhere in one turned its levels off whole.
+    let r = REACH.with(|r| r.get());
+    assert!(
+        r.levels * 100 >= r.checks * 10 && r.statuses * 100 >= r.checks * 15,
+        "{r:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -4121,3 +4121,38 @@ fn a_snapshot_taken_before_the_lines_first_packet_leaves_its_instrument_unverifi
         "{text}"
     );
 }
+
+/// The explanation names a clock offset that moved when the source age
+/// crossed its threshold with it: here the watermark stays (the second
+/// packet's TransactTime is the first's), and the auto offset falls from
+/// 3 ms to 0 with the second packet's SendingTime, so the age at its
+/// arrival passes 4 ms.
+#[test]
+fn an_offset_that_moved_the_source_age_across_its_threshold_is_told() {
+    let mut ch = Channel::new("clock_offset = \"auto\"\nsource_threshold_ms = 4\n");
+    let sent = T0 - 3 * MS;
+    ch.send(
+        0,
+        A,
+        encode::packet(1, sent, &[book_at(sent, EOE, &[bid(1, 1, 100)])]),
+    );
+    let before = ch.check(MS, "#1");
+    ch.send(
+        2 * MS,
+        A,
+        encode::packet(2, T0 + 2 * MS, &[book_at(sent, EOE, &[change(1, 2, 101)])]),
+    );
+    let after = ch.check(2 * MS + 1, "#1");
+    let (out, text) = ch.run_explaining(Some("#1"));
+    let text = text.unwrap();
+    assert_eq!(out.reasons(before), ok());
+    assert_eq!(out.reasons(after), r(&["stale_at_source"]), "{text}");
+    let step = text
+        .lines()
+        .find(|l| l.contains("packet MsgSeqNum 2"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        step.contains("clock offset 3 ms -> 0") && step.ends_with("-> stale_at_source"),
+        "{text}"
+    );
+}

@@ -145,6 +145,15 @@ impl Forensics {
                     Some(e) => {
                         let _ = writeln!(out, "  {reason:<15} {}", e.render(origin, decimals));
                     }
+                    // Its cause among the events dropped for room: not
+                    // told as the first one's.
+                    None if self.forgotten() > 0 => {
+                        let _ = writeln!(
+                            out,
+                            "  {reason:<15} since before the events kept; last event: {}",
+                            last.render(origin, decimals)
+                        );
+                    }
                     None => {
                         let _ = writeln!(
                             out,
