@@ -676,6 +676,9 @@ impl Observer for ItchExplain {
 
     fn before_segment(&mut self, handler: &mut Handler, feed: u16, time: u64) {
         self.origin.get_or_insert(time);
+        // A snapshot connection's segments arrive too: `--at` after the
+        // last datagram but before them is within the capture.
+        self.last_arrival = Some(self.last_arrival.map_or(time, |l| l.max(time)));
         if feed == self.feed {
             self.watch(handler);
             self.advance(handler, time);
@@ -1017,5 +1020,20 @@ mod tests {
         let text = x.explanation(false);
         assert!(!text.contains("never quoted"), "{text}");
         assert!(text.contains("earlier steps not kept"), "{text}");
+    }
+
+    /// A snapshot connection's segment is an arrival of the capture: the
+    /// last one bounds what `--at` may ask without a warning, as a
+    /// datagram's does.
+    #[test]
+    fn a_segment_is_an_arrival() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/itch");
+        let config = crate::config::Config::load(&dir.join("config.toml")).unwrap();
+        let mut handler = Handler::new(&config);
+        let symbol = crate::symbol::Symbol::parse("XYZ").unwrap();
+        let mut x = ItchExplain::new(0, &config.feeds[0], symbol, None);
+        x.before_segment(&mut handler, 0, 7_000);
+        x.before_segment(&mut handler, 0, 9_000);
+        assert_eq!(x.last_arrival(), Some(9_000));
     }
 }

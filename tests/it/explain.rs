@@ -549,6 +549,53 @@ offset_window_ms = 100
     );
 }
 
+/// A symbol seen but never given a slot (the state table full) is told
+/// as never quoted, with the event that dropped it, even without
+/// `--explain-all` (its verdict never changed).
+#[test]
+fn a_symbol_the_full_table_dropped_is_told_as_never_quoted_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("c.toml");
+    std::fs::write(
+        &config_path,
+        r#"
+[state]
+capacity = 1
+[[feed]]
+name = "f"
+kind = "full"
+lines = ["239.9.9.9:9000"]
+stale_threshold_ms = 500
+source_threshold_ms = 2000
+clock_offset = 0
+"#,
+    )
+    .unwrap();
+    let line = "239.9.9.9:9000";
+    let mut b = PacketBuilder::new(T0);
+    b.quote(sym("A"), 1, T0, 1.0, 1.1)
+        .quote(sym("Z"), 2, T0, 1.0, 1.1);
+    let cap = dir.path().join("full.pcap");
+    write_capture(&cap, &[(T0, line, b.finish())]);
+    let run = tickguard(&[
+        "replay",
+        path(&cap),
+        "--config",
+        path(&config_path),
+        "--explain",
+        "f",
+        "Z",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("f Z: never quoted in this capture: every check answers no_quote")
+            && run.stdout.contains("state table full for this feed"),
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn several_messages_in_one_packet_are_explained_one_by_one() {
     let dir = tempfile::tempdir().unwrap();

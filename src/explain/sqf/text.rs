@@ -53,9 +53,25 @@ impl Forensics {
         if self.forgotten() > 0 {
             out.push_str(&crate::explain::forgotten_line(self.forgotten()));
         }
+        let mut any = false;
         for e in events.iter().filter(|e| all || e.changed()) {
             out.push_str(&e.render(origin, decimals));
             out.push('\n');
+            any = true;
+        }
+        // Seen (a Heartbeat, a message the full state table dropped) but
+        // never quoted: said, with what kept it from a slot. (Only when
+        // every event was kept: one forgotten may have quoted.)
+        if !any && self.forgotten() == 0 && events.iter().all(|e| e.after == Reasons::NO_QUOTE) {
+            let _ = writeln!(
+                out,
+                "{} {symbol}: never quoted in this capture: every check answers no_quote",
+                f.config.name
+            );
+            if let Some(e) = events.iter().find(|e| matches!(e.cause, Cause::TableFull)) {
+                out.push_str(&e.render(origin, decimals));
+                out.push('\n');
+            }
         }
         out
     }
