@@ -364,7 +364,7 @@ fn explanations_agree_with_the_answers() {
     let checks = load_checks(&dir().join("checks.csv")).unwrap();
     let mut capture = CaptureReader::open(&dir().join("channel.pcap")).unwrap();
     let answers = replay(&config, &mut capture, &checks, |_| {}).answers;
-    let mut compared = 0;
+    let (mut compared, mut stepped) = (0, 0);
     for name in SYMBOLS.iter().chain(&IDS) {
         let mut x = Mdp3Explain::new(0, &config.feeds[0], name, None);
         let mut capture = CaptureReader::open(&dir().join("channel.pcap")).unwrap();
@@ -387,6 +387,35 @@ fn explanations_agree_with_the_answers() {
                 compared += 1;
             }
         }
+        // And at each step ±1 ns, and halfway to the next (a verdict
+        // change the steps missed, a deadline or a crossing, lies between).
+        let mut times: Vec<u64> = x
+            .steps()
+            .iter()
+            .flat_map(|s| [s.time.saturating_sub(1), s.time, s.time.saturating_add(1)])
+            .chain(
+                x.steps()
+                    .windows(2)
+                    .map(|w| w[0].time + w[1].time.saturating_sub(w[0].time) / 2),
+            )
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        let between: Vec<_> = times
+            .iter()
+            .map(|&time_ns| tickguard::replay::Check {
+                time_ns,
+                feed: "cme-310".into(),
+                symbol: name.to_string(),
+            })
+            .collect();
+        let mut capture = CaptureReader::open(&dir().join("channel.pcap")).unwrap();
+        let answers = replay(&config, &mut capture, &between, |_| {}).answers;
+        for (t, a) in times.iter().zip(&answers) {
+            assert_eq!(x.verdict_at(*t), a.reasons, "{name} at {t} (between steps)");
+            stepped += 1;
+        }
     }
     assert!(compared > 300, "{compared}");
+    assert!(stepped > 1000, "{stepped}");
 }
