@@ -141,9 +141,9 @@ pub fn cpus_online() -> Option<String> {
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET
-    // bounds-checks `cpu` against the set's size (it does nothing past it,
-    // which sched_setaffinity then reports as EINVAL).
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. `cpu` is
+    // below CPU_SETSIZE once past the check below, so CPU_SET writes
+    // inside the set (it indexes its words, and would panic past them).
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if cpu >= libc::CPU_SETSIZE as usize {
