@@ -346,17 +346,14 @@ fn render(
         "symbol", "bid", "ask", "verdict"
     ));
     let healthy = reader.health(now).is_ok();
-    let offset = reader.offset(0).unwrap_or(0);
     let decimals = reader.feeds().first().and_then(|f| f.price_decimals());
+    // Each book judged with the status and offset read in force with it,
+    // as a gateway's check reads them (read apart, a book written while
+    // the feed was suspect could be shown with the status before).
     let mut rows: BTreeMap<String, (String, String, Reasons)> = reader
-        .records()
+        .judged(now)
         .into_iter()
-        .filter_map(|r| {
-            let reasons = if healthy {
-                crate::state::verdict(&r.facts(), &status, offset, now)
-            } else {
-                Reasons::STALE
-            };
+        .filter_map(|(r, reasons)| {
             let (bid, ask) = (side(r.bid, true, decimals), side(r.ask, false, decimals));
             Some((r.symbol?.to_string(), (bid, ask, reasons)))
         })

@@ -6,7 +6,6 @@ use super::{config, free_port, show, table_slots, verdict_cell, Params, Screen, 
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::sqf::SimKind;
-use crate::verdict::{evaluate, Reasons};
 use anyhow::Context;
 use std::io::Write;
 use std::net::SocketAddrV4;
@@ -112,18 +111,12 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
     ));
     let offset = reader.offset(0).unwrap_or(0);
     let decimals = reader.feeds().first().and_then(|f| f.price_decimals());
-    let healthy = reader.health(now).is_ok();
+    // Each slot judged with the offset and status read in force with it,
+    // as a gateway's check reads them.
     let mut rows: Vec<_> = reader
-        .records()
+        .judged(now)
         .into_iter()
-        .filter_map(|r| {
-            let reasons = if healthy {
-                evaluate(Some(&r.state), r.thresholds, offset, now)
-            } else {
-                Reasons::STALE
-            };
-            Some((r.symbol?, r, reasons))
-        })
+        .filter_map(|(r, reasons)| Some((r.symbol?, r, reasons)))
         .collect();
     rows.sort_by_cached_key(|(sym, _, reasons)| {
         (
