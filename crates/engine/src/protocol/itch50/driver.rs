@@ -141,11 +141,13 @@ pub struct Driver {
     live: Option<Connection>,
     /// What went over the wire, to record (`run --record`).
     wire: Option<WireLog>,
-    /// The log lines of failures, of waits abandoned for a new session,
-    /// and of waits begun: each at most once a second, so that a flood
-    /// of forged sessions (each abandoning a wait and starting one) is a
-    /// few lines, not two a datagram.
+    /// The log lines of failures (those that give up apart: a give-up is
+    /// never held behind a retried failure's line), of waits abandoned for
+    /// a new session, and of waits begun: each at most once a second, so
+    /// that a flood of forged sessions (each abandoning a wait and
+    /// starting one) is a few lines, not two a datagram.
     failures: Limiter,
+    give_ups: Limiter,
     abandons: Limiter,
     triggers: Limiter,
     /// An operator's request not started yet: the session it was made in
@@ -162,6 +164,7 @@ impl Driver {
             live: None,
             wire: None,
             failures: Limiter::new(LOG_INTERVAL_NS),
+            give_ups: Limiter::new(LOG_INTERVAL_NS),
             abandons: Limiter::new(LOG_INTERVAL_NS),
             triggers: Limiter::new(LOG_INTERVAL_NS),
             requested: None,
@@ -307,7 +310,8 @@ impl Driver {
     }
 
     /// One line per merge; failures at most one line a second, with the
-    /// count of those not logged.
+    /// count of those not logged, and give-ups at most one a second
+    /// beside them.
     fn log(&mut self, step: Step, t: u64, name: &str) {
         match step {
             Step::Ignored => {}
@@ -329,7 +333,11 @@ impl Driver {
                 gave_up,
                 retry_at,
             } => {
-                let Some(unlogged) = self.failures.due(t, gave_up) else {
+                let limiter = match gave_up {
+                    true => &mut self.give_ups,
+                    false => &mut self.failures,
+                };
+                let Some(unlogged) = limiter.due(t, false) else {
                     return;
                 };
                 let detail = &*super::glimpse::logged_detail(detail, reason);
@@ -383,15 +391,23 @@ mod tests {
         };
         let s = 1_000_000_000;
         let state = |d: &Driver| (d.failures.last(), d.failures.held());
+        let given_up = |d: &Driver| (d.give_ups.last(), d.give_ups.held());
         d.log(failed(false), s, "f");
         assert_eq!(state(&d), (Some(s), 0));
         d.log(failed(false), s + s / 2, "f");
         d.log(failed(false), s + s / 2, "f");
         assert_eq!(state(&d), (Some(s), 2));
+        // A give-up is not held behind a retried failure's line, and is
+        // held itself within a second of the last give-up logged.
         d.log(failed(true), s + s / 2 + 1, "f");
-        assert_eq!(state(&d), (Some(s + s / 2 + 1), 0));
+        assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 0));
+        d.log(failed(true), s + s / 2 + 2, "f");
+        assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 1));
+        assert_eq!(state(&d), (Some(s), 2));
         d.log(failed(false), 3 * s, "f");
         assert_eq!(state(&d), (Some(3 * s), 0));
+        d.log(failed(true), 3 * s, "f");
+        assert_eq!(given_up(&d), (Some(3 * s), 0));
     }
 
     /// A driver started over (a recreated publication) takes the old
