@@ -216,7 +216,8 @@ pub struct ServerReport {
     pub listen: String,
     /// Requests received.
     pub requests_received: u64,
-    /// Requests answered (an answer sent).
+    /// Requests answered (an answer handed to the socket: a send that
+    /// fails, the requester gone, still counts).
     pub requests_answered: u64,
     /// Requests dropped on purpose (`request_drop`), or with
     /// [`MAX_WAITING_ANSWERS`] answers already waiting for their time.
