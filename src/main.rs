@@ -1124,8 +1124,9 @@ fn open_reader(
 }
 
 /// The dead-writer bound without one given: 100 ms, raised to three of
-/// the writer's heartbeat periods as the publication states them (the
-/// least a configuration accepts for `dead_after_ms`), so a writer
+/// the writer's heartbeat periods as the publication states them (what a
+/// configuration without `idle = "sleep"` accepts at least for
+/// `dead_after_ms`; one with it asks three sleeps more), so a writer
 /// configured to beat every second is not called dead between beats. The
 /// period is read only from a file the reader trusts, and a configuration
 /// takes at most 1,000 ms, so the raise is at most 3 s.

@@ -126,8 +126,8 @@ struct Seen {
     suspect: bool,
     unverified: bool,
     overflowed: bool,
-    /// The channel's clock offset, ns.
-    offset: i128,
+    /// The channel's clock offset, ns (none before the first reading).
+    offset: Option<i128>,
     cached: u64,
     missing: u64,
     ticks_lost: u64,
@@ -153,7 +153,7 @@ impl Seen {
             voided: feed.trading_voided(),
             known: feed.instruments().len(),
             place: feed.position(name),
-            offset: feed.offset(),
+            offset: Some(feed.offset()),
             ..Seen::default()
         };
         if let Some(e) = feed.find(name) {
@@ -399,12 +399,10 @@ impl Mdp3Explain {
         // the offset is told (the watermark alone may not have moved).
         let source_moved =
             before.contains(Reasons::STALE_AT_SOURCE) != after.contains(Reasons::STALE_AT_SOURCE);
-        if source_moved && offset.0 != offset.1 {
-            events.push(format!(
-                "clock offset {} -> {}",
-                dur(offset.0),
-                dur(offset.1)
-            ));
+        if let (Some(from), Some(to), true) = (offset.0, offset.1, source_moved) {
+            if from != to {
+                events.push(format!("clock offset {} -> {}", dur(from), dur(to)));
+            }
         }
         if before != after || !events.is_empty() {
             super::keep(

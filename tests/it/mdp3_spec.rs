@@ -4155,4 +4155,17 @@ fn an_offset_that_moved_the_source_age_across_its_threshold_is_told() {
         step.contains("clock offset 3 ms -> 0") && step.ends_with("-> stale_at_source"),
         "{text}"
     );
+    // A fixed offset, the channel's first packet already old at its
+    // source: stale_at_source from the first step, no offset moved.
+    let mut ch = Channel::new("clock_offset = 5000000\nsource_threshold_ms = 4\n");
+    ch.send(
+        0,
+        A,
+        encode::packet(1, T0, &[book_at(T0 - 20 * MS, EOE, &[bid(1, 1, 100)])]),
+    );
+    let first = ch.check(1, "#1");
+    let (out, text) = ch.run_explaining(Some("#1"));
+    let text = text.unwrap();
+    assert_eq!(out.reasons(first), r(&["stale_at_source"]), "{text}");
+    assert!(!text.contains("clock offset 0"), "{text}");
 }

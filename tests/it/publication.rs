@@ -923,13 +923,22 @@ fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
         std::os::unix::fs::chown(&lock, Some(0), None).unwrap();
         std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = refused(
-            Command::new(bin())
-                .uid(65534)
-                .gid(65534)
-                .args(["run", "--config"])
-                .arg(&cfg),
-        );
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // The binary as that user runs it: from a copy in the scratch
+        // directory when the build's own path is closed to it (a checkout
+        // under a 0700 home).
+        let as_nobody = |bin: &Path| {
+            let mut c = Command::new(bin);
+            c.uid(65534).gid(65534);
+            c
+        };
+        let mut exe = bin();
+        if as_nobody(&exe).arg("--version").output().is_err() {
+            let copy = dir.path().join("tickguard-as-nobody");
+            std::fs::copy(&exe, &copy).unwrap();
+            exe = copy;
+        }
+        let err = refused(as_nobody(&exe).args(["run", "--config"]).arg(&cfg));
         assert!(
             err.contains("owner uid 0, mode 600") && err.contains("remove it"),
             "{err}"

@@ -59,16 +59,17 @@ impl Forensics {
             out.push('\n');
             any = true;
         }
-        // Seen (a Heartbeat, a message the full state table dropped) but
-        // never quoted: said, with what kept it from a slot. (Only when
-        // every event was kept: one forgotten may have quoted.)
+        // Seen (a Heartbeat, a message the full state table dropped, quotes
+        // whose every price was invalid) but no valid price ever stored:
+        // said, with the first event seen, which tells why. (Only when
+        // every event was kept: one forgotten may have held a price.)
         if !any && self.forgotten() == 0 && events.iter().all(|e| e.after == Reasons::NO_QUOTE) {
             let _ = writeln!(
                 out,
-                "{} {symbol}: never quoted in this capture: every check answers no_quote",
+                "{} {symbol}: no valid price in this capture: every check answers no_quote; first seen:",
                 f.config.name
             );
-            if let Some(e) = events.iter().find(|e| matches!(e.cause, Cause::TableFull)) {
+            if let Some(e) = events.first() {
                 out.push_str(&e.render(origin, decimals));
                 out.push('\n');
             }

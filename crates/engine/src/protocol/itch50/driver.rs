@@ -362,12 +362,9 @@ mod tests {
     use super::*;
     use crate::capture::link::Tcp;
 
-    /// The server's reads become segments of at most 65,495 bytes with
-    /// consecutive sequence numbers; our SYN and FIN carry no payload and
-    /// take one sequence number each; a new connection starts both sides
-    /// at 0 again.
     /// Failures are logged at most once a second, with the count of those
-    /// not logged since; a give-up always is.
+    /// not logged since; give-ups at most once a second too, beside them
+    /// (never held behind a retried failure's line).
     #[test]
     fn failure_logs_are_rate_limited() {
         use super::super::glimpse::Failure;
