@@ -70,15 +70,33 @@ enum Exported {
 
 /// A published count exported as a Prometheus counter, which only rises:
 /// a count that starts over (its publication recreated, every feed's
-/// state with it) is added to what was exported before, rather than
-/// read as a value the exporter keeps the larger of (which froze the
-/// counter until the new count passed the old).
+/// state with it: [`Exported::start_over`], or a count read lower than
+/// before) is added to what was exported before, rather than read as a
+/// value the exporter keeps the larger of (which froze the counter until
+/// the new count passed the old).
 struct Total {
     counter: Counter,
     /// What the counts before the last start over came to.
     base: u64,
     /// The count last read.
     last: u64,
+}
+
+impl Exported {
+    /// Its publication made anew: every count it exports starts over but
+    /// those `carried` (a descriptor's index) over to the new file.
+    fn start_over(&mut self, carried: impl Fn(usize) -> bool) {
+        match self {
+            Exported::Counter(i, t) if !carried(*i) => t.start_over(),
+            Exported::Counter(..) | Exported::Gauge(..) => {}
+            Exported::Histogram(buckets, count) => {
+                if !buckets.iter().any(|(i, _)| carried(*i)) {
+                    buckets.iter_mut().for_each(|(_, t)| t.start_over());
+                    count.start_over();
+                }
+            }
+        }
+    }
 }
 
 impl Total {
@@ -88,6 +106,13 @@ impl Total {
             base: 0,
             last: 0,
         }
+    }
+
+    /// The count starts over from 0 whatever is read next (its
+    /// publication made anew): what it came to is kept in the base.
+    fn start_over(&mut self) {
+        self.base = self.base.saturating_add(self.last);
+        self.last = 0;
     }
 
     /// The count read now.
@@ -121,6 +146,9 @@ struct FeedMetrics {
     table_full_logged: bool,
     /// Offset samples merged, as last logged.
     merges_logged: u64,
+    /// Its publication was made anew since its counters were last read:
+    /// the next read starts its feed-kept counts over.
+    started_over: bool,
 }
 
 /// A histogram bucket's `le` label: its bound in seconds, `+Inf` for the
@@ -373,6 +401,10 @@ pub struct Monitor {
     receiver: ReceiverMetrics,
     /// Each feed's counters as last read (one consistent set per feed).
     counters: Vec<Option<[u64; counter::ALL]>>,
+    /// The writer (pid, start time) whose counters were last read:
+    /// another is a publication made anew, whose feeds' counters started
+    /// over (their lines' carried on).
+    writer: Option<(u64, u64)>,
     /// Whether an exporter reads the metrics: without one, the work that
     /// only feeds them (every slot's verdict) is skipped.
     pub export: bool,
@@ -402,6 +434,7 @@ impl Monitor {
                     burst: None,
                     table_full_logged: false,
                     merges_logged: 0,
+                    started_over: false,
                 }
             })
             .collect();
@@ -450,6 +483,7 @@ impl Monitor {
             lines,
             receiver,
             counters: Vec::new(),
+            writer: None,
             export: true,
         }
     }
@@ -516,6 +550,16 @@ impl Monitor {
         self.counters.clear();
         self.counters
             .extend((0..self.feeds.len() as u16).map(|id| r.counters(id).filter(|_| healthy)));
+        // A publication made anew (by this writer: the monitor lives and
+        // dies with it) since counters were last read: each count the
+        // feeds keep starts over, which a sample would otherwise see only
+        // if it read one lower than before (not one that climbed back
+        // past its old value in between).
+        let writer = r.writer_pid().zip(r.receiver().map(|(start, _, _)| start));
+        let anew = healthy && self.writer.is_some() && writer != self.writer;
+        if healthy {
+            self.writer = writer;
+        }
         // A feed whose counters could not be read consistently this time
         // (the writer taken off its core mid-publication) is skipped, not
         // read as zeros: a zero would end a line's silence and then report
@@ -557,6 +601,7 @@ impl Monitor {
             Vec::new()
         };
         for (id, f) in self.feeds.iter_mut().enumerate() {
+            f.started_over |= anew;
             let id = id as u16;
             let get = |k: usize| get(id, k);
             let info = r.feeds().get(id as usize);
@@ -584,6 +629,11 @@ impl Monitor {
                 status,
             ) {
                 let value = |i: usize| info.counters[i].value(&values, status.flags());
+                if std::mem::take(&mut f.started_over) {
+                    for e in exported.iter_mut() {
+                        e.start_over(|i| crate::sidecar::carried_counter(info.counters[i].id));
+                    }
+                }
                 for e in exported {
                     match e {
                         Exported::Counter(i, c) => c.set(value(*i)),
@@ -719,6 +769,79 @@ mod tests {
         .unwrap();
         let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
         (config, sidecar)
+    }
+
+    /// A publication made anew: each count the feeds keep starts over
+    /// (what it came to kept in the base), those carried over (the lines')
+    /// go on; a histogram's buckets and count start over together.
+    #[test]
+    fn a_publication_made_anew_starts_the_feeds_counts_over() {
+        let total = |count| {
+            let mut t = Total::new(Counter::noop());
+            t.set(count);
+            t
+        };
+        let mut kept = Exported::Counter(0, total(3));
+        let mut carried = Exported::Counter(1, total(7));
+        let mut histogram = Exported::Histogram(vec![(2, total(4)), (3, total(5))], total(5));
+        for e in [&mut kept, &mut carried, &mut histogram] {
+            e.start_over(|i| i == 1);
+        }
+        // The new file's counts: 5 for the feed's (climbed past its old
+        // 3 before any sample), 9 for the carried line's.
+        let (Exported::Counter(_, k), Exported::Counter(_, c)) = (&mut kept, &mut carried) else {
+            unreachable!()
+        };
+        k.set(5);
+        c.set(9);
+        assert_eq!((k.base + k.last, c.base + c.last), (8, 9));
+        let Exported::Histogram(buckets, count) = &histogram else {
+            unreachable!()
+        };
+        assert!(buckets.iter().all(|(_, t)| t.last == 0) && count.last == 0);
+        assert_eq!(
+            (buckets[0].1.base, buckets[1].1.base, count.base),
+            (4, 5, 5)
+        );
+    }
+
+    /// The monitor tells a publication made anew by its writer's start
+    /// time: a feed count that climbed back past its old value before the
+    /// first sample of the new file is added to the old, not taken for
+    /// the same count going on.
+    #[test]
+    fn a_count_that_climbed_back_on_a_new_publication_is_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, first) = one_feed_sidecar(dir.path());
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let lost = |m: &Monitor| {
+            let (_, descriptors, exported) = m.feeds[0].exported.as_ref().unwrap();
+            exported
+                .iter()
+                .find_map(|e| match e {
+                    Exported::Counter(i, t) if descriptors[*i].id == counter::TICKS_LOST => {
+                        Some(t.base + t.last)
+                    }
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let p = first.publication();
+        p.heartbeat(now_ns());
+        p.write_counters(|| p.set_counter(0, counter::TICKS_LOST, 3));
+        m.sample(now_ns());
+        assert_eq!(lost(&m), 3);
+        // The same writer's publication made anew: its feed counts from 0,
+        // 5 by the first sample.
+        p.close();
+        drop((p, first));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (_, second) = one_feed_sidecar(dir.path());
+        let p = second.publication();
+        p.heartbeat(now_ns());
+        p.write_counters(|| p.set_counter(0, counter::TICKS_LOST, 5));
+        m.sample(now_ns());
+        assert_eq!(lost(&m), 8);
     }
 
     /// A feed whose counters cannot be read consistently (the writer in the

@@ -1364,31 +1364,38 @@ impl Sidecar {
     /// The counters the receive loop keeps of the lines, into `p`: carried
     /// on across publications made anew.
     fn publish_line_counters(&self, p: &Publication) {
+        self.line_counters(|feed, id, value| p.set_counter(feed, id, value));
+    }
+
+    /// Hands `set` each (feed, counter id, value) the sidecar keeps for
+    /// the feeds' lines ([`carried_counter`]: carried over to a
+    /// publication made anew).
+    fn line_counters(&self, mut set: impl FnMut(u16, usize, u64)) {
         for id in 0..self.config.feeds.len() as u16 {
             let (mut drops, mut unwanted) = (0, 0);
             for l in self.lines.iter().filter(|l| l.feed == id) {
                 drops += l.kernel_drops;
                 unwanted += l.unwanted;
             }
-            p.set_counter(id, counter::KERNEL_DROPS, drops);
-            p.set_counter(id, counter::UNWANTED, unwanted);
+            set(id, counter::KERNEL_DROPS, drops);
+            set(id, counter::UNWANTED, unwanted);
         }
         for l in self.lines.iter().filter(|l| l.peer.is_some()) {
-            p.set_counter(l.feed, counter::CHANNEL_WRONG_SOURCE, l.wrong_source);
+            set(l.feed, counter::CHANNEL_WRONG_SOURCE, l.wrong_source);
         }
         // The publication counts the feed's `lines` (A and B) one by one.
         for l in self.lines.iter().filter(|l| l.index < COPIES) {
             let i = l.index;
-            p.set_counter(l.feed, counter::LINE_PACKETS + i, l.packets);
-            p.set_counter(l.feed, counter::LINE_MESSAGES + i, l.messages);
-            p.set_counter(l.feed, counter::LINE_REJECTED + i, l.rejected);
-            p.set_counter(l.feed, counter::LINE_KERNEL_DROPS + i, l.kernel_drops);
-            p.set_counter(
+            set(l.feed, counter::LINE_PACKETS + i, l.packets);
+            set(l.feed, counter::LINE_MESSAGES + i, l.messages);
+            set(l.feed, counter::LINE_REJECTED + i, l.rejected);
+            set(l.feed, counter::LINE_KERNEL_DROPS + i, l.kernel_drops);
+            set(
                 l.feed,
                 counter::LINE_RCVBUF + i,
                 l.socket.info.rcvbuf as u64,
             );
-            p.set_counter(
+            set(
                 l.feed,
                 counter::LINE_RCVBUF_CAPPED + i,
                 u64::from(l.socket.info.rcvbuf_capped()),
@@ -1494,6 +1501,26 @@ fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
+/// Whether counter `id` of a feed is one the sidecar keeps for its lines
+/// (`Sidecar::line_counters`), carried over to a publication made anew;
+/// every other starts over there with the feeds' state.
+pub fn carried_counter(id: usize) -> bool {
+    let per_line = [
+        counter::LINE_PACKETS,
+        counter::LINE_MESSAGES,
+        counter::LINE_REJECTED,
+        counter::LINE_KERNEL_DROPS,
+        counter::LINE_RCVBUF,
+        counter::LINE_RCVBUF_CAPPED,
+    ];
+    matches!(
+        id,
+        counter::KERNEL_DROPS | counter::UNWANTED | counter::CHANNEL_WRONG_SOURCE
+    ) || per_line
+        .iter()
+        .any(|&first| (first..first + COPIES).contains(&id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1538,6 +1565,41 @@ mod tests {
             "{settled}"
         );
         assert_eq!(line.membership_log.held(), 0);
+    }
+
+    /// What the sidecar writes for the feeds' lines is exactly what
+    /// [`carried_counter`] names (the metrics monitor starts every other
+    /// count over when the publication is made anew): each id written is
+    /// carried, and each carried id is written for a feed of two lines
+    /// and a recovery channel.
+    #[test]
+    fn the_line_counters_written_are_those_carried() {
+        let port = || crate::demo::free_port().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n\
+                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\n\
+                 lines = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\nrecovery = \"127.0.0.1:{}\"\n\
+                 stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+                dir.path().join("shm").display(),
+                port(),
+                port(),
+                port()
+            ),
+            "t",
+        )
+        .unwrap();
+        let sidecar = Sidecar::start(&config).unwrap();
+        let mut written = std::collections::BTreeSet::new();
+        sidecar.line_counters(|feed, id, _| {
+            assert_eq!(feed, 0);
+            written.insert(id);
+        });
+        let carried: std::collections::BTreeSet<usize> = (0..counter::ALL)
+            .filter(|&id| carried_counter(id))
+            .collect();
+        assert_eq!(written, carried);
     }
 
     /// A file whose next `failing` writes fail with ENOSPC; it shares what
