@@ -763,11 +763,14 @@ fn at_answers_why_with_the_event_behind_each_reason() {
     assert_eq!(no_explain.code, 2, "--at needs --explain");
 }
 
-/// `--at` keeps nothing after its time: a long capture whose later
-/// events would push the earlier ones out of what is kept still answers
-/// for the earlier moment whole.
-#[test]
-fn at_answers_an_early_moment_of_a_long_capture() {
+/// Replays a full feed of one symbol, A, quoted at `T0 + i µs` for each
+/// `i` of `0..=n` (`n` twice what an explanation keeps, plus one) with
+/// the (sequence, bid, ask) `quote(i)` gives, explaining A up to `at`:
+/// the replay's answer at `at`, and `--at`'s text.
+fn at_over_a_long_capture(
+    quote: impl Fn(u64) -> (u64, f64, f64),
+    at: impl Fn(u64) -> u64,
+) -> (Reasons, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::parse(
         r#"
@@ -783,20 +786,19 @@ clock_offset = 0
     )
     .unwrap();
     let line = "239.9.9.9:9000";
-    // Quote 1, then quotes each skipping a sequence (each gap an event
-    // kept, the verdict staying ok), past twice what an explanation keeps.
     let n = 2 * tickguard::explain::KEEP as u64 + 1;
     let packets: Vec<_> = (0..=n)
         .map(|i| {
             let t = T0 + i * 1_000;
             let mut b = PacketBuilder::new(t);
-            b.quote(sym("A"), 1 + 2 * i, t, 1.0, 1.1);
+            let (seq, bid, ask) = quote(i);
+            b.quote(sym("A"), seq, t, bid, ask);
             (t, line, b.finish())
         })
         .collect();
     let cap = dir.path().join("long.pcap");
     write_capture(&cap, &packets);
-    let at = T0 + 500;
+    let at = at(n);
     let mut x = Forensics::new(&config.feeds, Some((0, sym("A"))), false, Some(at));
     let check = Check {
         time_ns: at,
@@ -806,8 +808,19 @@ clock_offset = 0
     let mut reader = CaptureReader::open(&cap).unwrap();
     let out = replay_with(&config, &mut reader, &[check], |_| {}, &mut x);
     x.finish();
-    assert_eq!(out.answers[0].reasons, Reasons::empty());
-    let text = x.answer_at(at, out.answers[0].reasons);
+    let reasons = out.answers[0].reasons;
+    (reasons, x.answer_at(at, reasons))
+}
+
+/// `--at` keeps nothing after its time: a long capture whose later
+/// events would push the earlier ones out of what is kept still answers
+/// for the earlier moment whole.
+#[test]
+fn at_answers_an_early_moment_of_a_long_capture() {
+    // Quote 1, then quotes each skipping a sequence (each gap an event
+    // kept, the verdict staying ok).
+    let (reasons, text) = at_over_a_long_capture(|i| (1 + 2 * i, 1.0, 1.1), |_| T0 + 500);
+    assert_eq!(reasons, Reasons::empty());
     assert!(
         text.contains("ok since") && !text.contains("not seen yet"),
         "{text}"
@@ -820,45 +833,9 @@ clock_offset = 0
 /// each an event kept, pushed the crossing out).
 #[test]
 fn at_tells_a_cause_dropped_for_room_as_older_than_the_events_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config::parse(
-        r#"
-[[feed]]
-name = "f"
-kind = "full"
-lines = ["239.9.9.9:9000"]
-stale_threshold_ms = 100000
-source_threshold_ms = 100000
-clock_offset = 0
-"#,
-        "t.toml",
-    )
-    .unwrap();
-    let line = "239.9.9.9:9000";
-    let n = 2 * tickguard::explain::KEEP as u64 + 1;
-    let packets: Vec<_> = (0..=n)
-        .map(|i| {
-            let t = T0 + i * 1_000;
-            let mut b = PacketBuilder::new(t);
-            let bid = if i == 0 { 1.0 } else { 1.2 };
-            b.quote(sym("A"), 1 + i, t, bid, 1.1);
-            (t, line, b.finish())
-        })
-        .collect();
-    let cap = dir.path().join("crossed.pcap");
-    write_capture(&cap, &packets);
-    let at = T0 + n * 1_000;
-    let mut x = Forensics::new(&config.feeds, Some((0, sym("A"))), false, Some(at));
-    let check = Check {
-        time_ns: at,
-        feed: "f".into(),
-        symbol: "A".into(),
-    };
-    let mut reader = CaptureReader::open(&cap).unwrap();
-    let out = replay_with(&config, &mut reader, &[check], |_| {}, &mut x);
-    x.finish();
-    assert_eq!(out.answers[0].reasons, Reasons::INVALID_PRICE);
-    let text = x.answer_at(at, out.answers[0].reasons);
+    let crossed = |i| (1 + i, if i == 0 { 1.0 } else { 1.2 }, 1.1);
+    let (reasons, text) = at_over_a_long_capture(crossed, |n| T0 + n * 1_000);
+    assert_eq!(reasons, Reasons::INVALID_PRICE);
     assert!(
         text.contains("invalid_price   since before the events kept")
             && !text.contains("no valid price stored yet"),
