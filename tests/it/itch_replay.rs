@@ -345,6 +345,36 @@ fn the_configured_timezone_places_the_message_times() {
 
 /// "The summary is taken after the last datagram and the last check:
 /// nothing expires at the end" (spec itch50 §3.2).
+/// A capture whose clock steps back (here an hour, as a recording of a
+/// live run whose clock did): a gap opened after the step is given up a
+/// timeout after its opening, as live gives it up, not held until the
+/// clock caught up with the time before the step; the copy that comes
+/// later is a duplicate, the message lost.
+#[test]
+fn a_gap_opened_after_the_clock_stepped_back_is_given_up_in_time() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let hour = 3_600_000 * MS;
+    let p1 = packet(1, &[encode::stock_directory(7, OPEN, aapl)]);
+    let p2 = packet(2, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let p3 = packet(3, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let p4 = packet(4, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let datagrams = vec![
+        (hour, a(), p1),
+        (hour + MS, a(), p2),
+        // The clock steps back an hour: 4 opens a gap at 3 (5 ms).
+        (MS, a(), p4),
+        (20 * MS, b(), p3),
+    ];
+    let outcome = replay_datagrams(CONFIG, datagrams, &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(
+        (&f["ticks_lost"], &f["gaps_open"], &f["suspect"]),
+        (&1.into(), &0.into(), &true.into()),
+        "{f}"
+    );
+}
+
 #[test]
 fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
     let aapl = Symbol::parse("AAPL").unwrap();

@@ -19,6 +19,7 @@ use crate::engine::{CheckDetail, Segment};
 use crate::handler::Handler;
 use crate::protocol::Rejected;
 use crate::symbol::Symbol;
+use crate::sys::udp::STEP_BACK_NS;
 use crate::verdict::Reasons;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -876,11 +877,20 @@ pub fn replay_until(
     let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
+    let mut last_ns: Option<u64> = None;
 
     let result = capture.for_each(|d: &Datagram<'_>| {
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
+        // The capture's clock stepped back (a recording of a live run
+        // whose clock did, a tap's clock): as live does at such a step,
+        // open gaps are given up a timeout after the step's time, not
+        // held for as long as the step.
+        if last_ns.is_some_and(|l| d.time_ns.saturating_add(STEP_BACK_NS) < l) {
+            handler.on_clock_stepped_back(d.time_ns);
+        }
+        last_ns = Some(d.time_ns);
         // Each check of the feed a datagram is for is answered before it.
         if let Some(tcp) = d.tcp {
             // A snapshot connection's segment: its feed puts it together.

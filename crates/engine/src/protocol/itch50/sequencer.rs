@@ -665,8 +665,9 @@ impl Sequencer {
     /// latest time seen is `now` again, and no open gap's deadline lies more
     /// than `gap_timeout` after it. Kept, the step's time would hold every
     /// gap open, and every new gap's deadline, for as long as the step
-    /// (deadlines stay in order: each is lowered alike). A replay never
-    /// calls it: a capture's time stepping back is clamped instead.
+    /// (deadlines stay in order: each is lowered alike). A replay calls
+    /// it at a capture time more than `STEP_BACK_NS` behind the one before,
+    /// as live; a smaller step back is clamped instead.
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.latest_t = now;
         let bound = now.saturating_add(self.settings.gap_timeout_ns);

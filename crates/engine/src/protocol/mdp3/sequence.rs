@@ -120,6 +120,10 @@ pub struct Sequence {
     /// Open gaps, lowest first: at most [`MAX_GAPS`], grown amortised
     /// (doubling) to the most open at once, capacity kept.
     gaps: VecDeque<Gap>,
+    /// A gap's deadline may lie before a lower gap's: arrival times
+    /// stepped back (a replay's capture), so deadlines are not in the
+    /// gaps' order and expiry looks past the lowest.
+    unordered: bool,
     /// The `filled` lists of closed gaps, emptied, for the next gaps to
     /// take: once as many lists as gaps open at once were made (at most
     /// [`MAX_GAPS`]), each grown amortised (doubling) to the most packets a
@@ -144,6 +148,7 @@ impl Sequence {
             settings,
             high: None,
             gaps: VecDeque::new(),
+            unordered: false,
             spare: Vec::new(),
             reset_pending: None,
             old: None,
@@ -173,10 +178,13 @@ impl Sequence {
         self.gaps.front().map(|g| g.lo)
     }
 
-    /// The deadline of the lowest gap open (ns): given up by the first
-    /// datagram or check strictly after it.
+    /// The earliest deadline of the gaps open (ns): that gap is given up
+    /// by the first datagram or check strictly after it.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.gaps.front().map(|g| g.deadline)
+        match self.unordered {
+            true => self.gaps.iter().map(|g| g.deadline).min(),
+            false => self.gaps.front().map(|g| g.deadline),
+        }
     }
 
     /// No MsgSeqNum in `[a, b]` is missing (every one received, or its gap
@@ -242,8 +250,9 @@ impl Sequence {
     /// open gap's deadline lies more than `gap_timeout` after it, and the
     /// window of late copies of an older sequence ends by then too. Kept,
     /// the step's time would hold every gap open for as long as the step
-    /// (deadlines stay in order: each is lowered alike). A replay never
-    /// calls it.
+    /// (deadlines stay in order: each is lowered alike). A replay calls
+    /// it at a capture time more than `STEP_BACK_NS` behind the one before,
+    /// as live.
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         let bound = now.saturating_add(self.settings.gap_timeout_ns);
         for g in &mut self.gaps {
@@ -262,6 +271,27 @@ impl Sequence {
             self.give_up_lowest();
             n += 1;
         }
+        if self.unordered {
+            // Arrival times stepped back: a later gap may be due while a
+            // lower one is not. Each due one goes, lowest first.
+            let mut k = 0;
+            while k < self.gaps.len() {
+                match self.gaps[k].deadline < t {
+                    true => {
+                        if let Some(g) = self.gaps.remove(k) {
+                            self.give_up(g);
+                            n += 1;
+                        }
+                    }
+                    false => k += 1,
+                }
+            }
+            self.unordered = self
+                .gaps
+                .iter()
+                .zip(self.gaps.iter().skip(1))
+                .any(|(a, b)| b.deadline < a.deadline);
+        }
         if self.old.is_some_and(|(_, until)| until < t) {
             self.old = None;
         }
@@ -270,12 +300,17 @@ impl Sequence {
 
     fn give_up_lowest(&mut self) {
         if let Some(g) = self.gaps.pop_front() {
-            self.counters.packets_lost += g.missing();
-            self.counters.gaps_given_up += 1;
-            // `hi` is above `lo`: at least 1.
-            self.unseen(g.hi - 1);
-            self.keep_spare(g);
+            self.give_up(g);
         }
+    }
+
+    /// Gap `g`, taken out of the list, given up: its missing packets lost.
+    fn give_up(&mut self, g: Gap) {
+        self.counters.packets_lost += g.missing();
+        self.counters.gaps_given_up += 1;
+        // `hi` is above `lo`: at least 1.
+        self.unseen(g.hi - 1);
+        self.keep_spare(g);
     }
 
     /// MsgSeqNum `s` of this sequence will never be received.
@@ -402,12 +437,14 @@ impl Sequence {
             if u64::from(s) > high {
                 self.counters.packet_gaps += 1;
                 let filled = self.spare.pop().unwrap_or_default();
+                let deadline = t.saturating_add(self.settings.gap_timeout_ns);
+                self.unordered |= self.gaps.back().is_some_and(|b| deadline < b.deadline);
                 self.gaps.push_back(Gap {
                     // Below `s`, so within u32.
                     lo: high as u32,
                     hi: s,
                     filled,
-                    deadline: t.saturating_add(self.settings.gap_timeout_ns),
+                    deadline,
                 });
                 while self.gaps.len() > MAX_GAPS {
                     self.give_up_lowest();
@@ -632,6 +669,27 @@ mod tests {
         assert_eq!(s.expire(6 * MS), 0);
         assert_eq!(s.expire(6 * MS + 1), 1);
         assert_eq!(s.expire(7 * MS + 1), 1);
+    }
+
+    /// Arrival times that step back (a replay's capture) open a later gap
+    /// with an earlier deadline: it is given up at its own deadline,
+    /// though a lower gap is not due yet (the contract: each open gap
+    /// whose deadline is strictly before the event's time).
+    #[test]
+    fn a_later_gap_due_first_is_given_up_at_its_own_deadline() {
+        let mut s = seq();
+        s.on_packet(1, 1000 * MS, 0);
+        s.on_packet(3, 1000 * MS, 0); // [2, 3), deadline 1005 ms
+        s.on_packet(5, 990 * MS, 0); // [4, 5), deadline 995 ms
+        assert_eq!(s.next_deadline(), Some(995 * MS));
+        assert_eq!(s.expire(995 * MS), 0);
+        assert_eq!(s.expire(995 * MS + 1), 1);
+        assert_eq!(
+            (s.lowest_gap(), s.next_deadline(), s.counters().packets_lost),
+            (Some(2), Some(1005 * MS), 1)
+        );
+        assert_eq!(s.expire(1005 * MS + 1), 1);
+        assert_eq!((s.lowest_gap(), s.counters().packets_lost), (None, 2));
     }
 
     #[test]
