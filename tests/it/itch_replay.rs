@@ -343,8 +343,6 @@ fn the_configured_timezone_places_the_message_times() {
     assert_eq!(answer(CONFIG), "");
 }
 
-/// "The summary is taken after the last datagram and the last check:
-/// nothing expires at the end" (spec itch50 §3.2).
 /// A capture whose clock steps back (here an hour, as a recording of a
 /// live run whose clock did): a gap opened after the step is given up a
 /// timeout after its opening, as live gives it up, not held until the
@@ -375,6 +373,51 @@ fn a_gap_opened_after_the_clock_stepped_back_is_given_up_in_time() {
     );
 }
 
+/// Another feed's datagrams (or ones no feed takes) stamped more than
+/// 1 ms before this feed's last are not this feed's clock stepping back
+/// (feeds share nothing: a recording holds each feed's datagrams in its
+/// own order, one behind a backlog recorded after another's later ones):
+/// its gap stays open to its own deadline, and the copy in time fills it.
+#[test]
+fn another_feeds_earlier_stamps_are_not_this_feeds_clock_stepping_back() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let p1 = packet(1, &[encode::stock_directory(7, OPEN, aapl)]);
+    let p2 = packet(2, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let p3 = packet(3, &[encode::trading_action(7, OPEN, aapl, b'T')]);
+    let other: SocketAddrV4 = "239.2.9.9:26477".parse().unwrap();
+    let unrouted: SocketAddrV4 = "239.2.8.8:26477".parse().unwrap();
+    let config = format!(
+        "[state]\ncapacity = 262144\n{CONFIG}[[feed]]\nname = \"other\"\nprotocol = \"itch50\"\nlines = [\"{other}\"]\n\
+         stale_threshold_ms = 1500\nsource_threshold_ms = 2000\nclock_offset = 0\n"
+    );
+    let datagrams = vec![
+        (100 * MS, a(), p1),
+        // 3 opens a gap at 2, deadline 105 ms.
+        (100 * MS, a(), p3),
+        (
+            90 * MS,
+            other,
+            packet(1, &[encode::system_event(OPEN, b'O')]),
+        ),
+        (
+            91 * MS,
+            unrouted,
+            packet(9, &[encode::system_event(OPEN, b'O')]),
+        ),
+        (104 * MS, b(), p2),
+    ];
+    let outcome = replay_datagrams(&config, datagrams, &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(
+        (&f["ticks_lost"], &f["gaps_open"], &f["recovered"]),
+        (&0.into(), &0.into(), &1.into()),
+        "{f}"
+    );
+}
+
+/// "The summary is taken after the last datagram and the last check:
+/// nothing expires at the end" (spec itch50 §3.2).
 #[test]
 fn a_gap_still_open_at_the_end_of_the_capture_is_not_given_up() {
     let aapl = Symbol::parse("AAPL").unwrap();

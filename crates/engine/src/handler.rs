@@ -522,11 +522,20 @@ impl Handler {
         }
     }
 
-    /// The receive loop's clock stepped back to `now` (live only): every
+    /// The receive loop's clock stepped back to `now` (live): every
     /// feed's deadlines are brought within their own length of it
     /// ([`FeedEngine::on_clock_stepped_back`]).
     pub fn on_clock_stepped_back(&mut self, now: u64) {
-        for f in &mut self.feeds {
+        for id in 0..self.feeds.len() as u16 {
+            self.on_feed_clock_stepped_back(id, now);
+        }
+    }
+
+    /// [`on_clock_stepped_back`](Self::on_clock_stepped_back) for `feed`
+    /// alone (a replay: a capture's stamps of one feed stepped back; feeds
+    /// share nothing, so another's order says nothing of this one's).
+    pub fn on_feed_clock_stepped_back(&mut self, feed: u16, now: u64) {
+        if let Some(f) = self.feeds.get_mut(feed as usize) {
             f.on_clock_stepped_back(now);
             f.engine.on_clock_stepped_back(now);
         }

@@ -877,20 +877,26 @@ pub fn replay_until(
     let (mut unrouted, mut wrong_source) = (0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
-    let mut last_ns: Option<u64> = None;
+    // Each feed's last arrival, for its clock's steps back.
+    let mut last_ns: Vec<Option<u64>> = vec![None; config.feeds.len()];
+    let mut stepped = |handler: &mut Handler, feed: u16, t: u64| {
+        let Some(last) = last_ns.get_mut(usize::from(feed)) else {
+            return;
+        };
+        // The capture's clock stepped back for this feed (a recording of
+        // a live run whose clock did, a tap's clock): as live does at such
+        // a step, its open gaps are given up a timeout after the step's
+        // time, not held for as long as the step.
+        if last.is_some_and(|l| t.saturating_add(STEP_BACK_NS) < l) {
+            handler.on_feed_clock_stepped_back(feed, t);
+        }
+        *last = Some(t);
+    };
 
     let result = capture.for_each(|d: &Datagram<'_>| {
         span_ns = Some(span_ns.map_or((d.time_ns, d.time_ns), |(first, last)| {
             (first.min(d.time_ns), last.max(d.time_ns))
         }));
-        // The capture's clock stepped back (a recording of a live run
-        // whose clock did, a tap's clock): as live does at such a step,
-        // open gaps are given up a timeout after the step's time, not
-        // held for as long as the step.
-        if last_ns.is_some_and(|l| d.time_ns.saturating_add(STEP_BACK_NS) < l) {
-            handler.on_clock_stepped_back(d.time_ns);
-        }
-        last_ns = Some(d.time_ns);
         // Each check of the feed a datagram is for is answered before it.
         if let Some(tcp) = d.tcp {
             // A snapshot connection's segment: its feed puts it together.
@@ -903,6 +909,7 @@ pub fn replay_until(
                     flags: tcp.flags,
                     payload: d.payload,
                 };
+                stepped(&mut handler, feed, d.time_ns);
                 observer.before_segment(&mut handler, feed, d.time_ns);
                 handler.on_segment(feed, &segment, d.time_ns);
                 observer.after_segment(&mut handler, feed, d.time_ns);
@@ -917,6 +924,7 @@ pub fn replay_until(
         observer.before(&mut handler, feed, d);
         match route {
             Ok(Some((feed, line))) => {
+                stepped(&mut handler, feed, d.time_ns);
                 observer.routed(line);
                 let result: Result<(), Rejected> =
                     handler.on_datagram_line(feed, line, d.payload, d.time_ns);

@@ -1372,8 +1372,8 @@ impl Feed {
         }
     }
 
-    /// The receive loop's clock stepped back to `now` (live only): see
-    /// [`Sequencer::on_clock_stepped_back`].
+    /// The clock stepped back to `now` (live: the receive loop's; replay:
+    /// the feed's capture stamps): see [`Sequencer::on_clock_stepped_back`].
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.seq.on_clock_stepped_back(now);
     }

@@ -578,7 +578,8 @@ impl Feed {
         &self.seq
     }
 
-    /// The receive loop's clock stepped back to `now` (live only): see
+    /// The clock stepped back to `now` (live: the receive loop's; replay:
+    /// the feed's capture stamps): see
     /// [`Sequence::on_clock_stepped_back`]; the window after a restart of
     /// MsgSeqNum ends within its length of `now`.
     pub fn on_clock_stepped_back(&mut self, now: u64) {

@@ -122,8 +122,10 @@ pub struct Sequence {
     gaps: VecDeque<Gap>,
     /// A gap's deadline may lie before a lower gap's: arrival times
     /// stepped back (a replay's capture), so deadlines are not in the
-    /// gaps' order and expiry looks past the lowest.
-    unordered: bool,
+    /// gaps' order and expiry looks past the lowest, when the earliest
+    /// deadline (this, ns; at most it: a gap closed since may have held
+    /// it) has passed.
+    unordered: Option<u64>,
     /// The `filled` lists of closed gaps, emptied, for the next gaps to
     /// take: once as many lists as gaps open at once were made (at most
     /// [`MAX_GAPS`]), each grown amortised (doubling) to the most packets a
@@ -148,7 +150,7 @@ impl Sequence {
             settings,
             high: None,
             gaps: VecDeque::new(),
-            unordered: false,
+            unordered: None,
             spare: Vec::new(),
             reset_pending: None,
             old: None,
@@ -182,8 +184,8 @@ impl Sequence {
     /// by the first datagram or check strictly after it.
     pub fn next_deadline(&self) -> Option<u64> {
         match self.unordered {
-            true => self.gaps.iter().map(|g| g.deadline).min(),
-            false => self.gaps.front().map(|g| g.deadline),
+            Some(_) => self.gaps.iter().map(|g| g.deadline).min(),
+            None => self.gaps.front().map(|g| g.deadline),
         }
     }
 
@@ -258,6 +260,7 @@ impl Sequence {
         for g in &mut self.gaps {
             g.deadline = g.deadline.min(bound);
         }
+        self.unordered = self.unordered_since();
         if let Some((_, until)) = &mut self.old {
             *until = (*until).min(bound);
         }
@@ -271,7 +274,7 @@ impl Sequence {
             self.give_up_lowest();
             n += 1;
         }
-        if self.unordered {
+        if self.unordered.is_some_and(|earliest| earliest < t) {
             // Arrival times stepped back: a later gap may be due while a
             // lower one is not. Each due one goes, lowest first.
             let mut k = 0;
@@ -286,11 +289,7 @@ impl Sequence {
                     false => k += 1,
                 }
             }
-            self.unordered = self
-                .gaps
-                .iter()
-                .zip(self.gaps.iter().skip(1))
-                .any(|(a, b)| b.deadline < a.deadline);
+            self.unordered = self.unordered_since();
         }
         if self.old.is_some_and(|(_, until)| until < t) {
             self.old = None;
@@ -302,6 +301,17 @@ impl Sequence {
         if let Some(g) = self.gaps.pop_front() {
             self.give_up(g);
         }
+    }
+
+    /// The earliest deadline of the gaps open if their deadlines are out of
+    /// their order ([`unordered`](Self::unordered)), else `None`.
+    fn unordered_since(&self) -> Option<u64> {
+        let out_of_order = self
+            .gaps
+            .iter()
+            .zip(self.gaps.iter().skip(1))
+            .any(|(a, b)| b.deadline < a.deadline);
+        out_of_order.then(|| self.gaps.iter().map(|g| g.deadline).min())?
     }
 
     /// Gap `g`, taken out of the list, given up: its missing packets lost.
@@ -438,7 +448,7 @@ impl Sequence {
                 self.counters.packet_gaps += 1;
                 let filled = self.spare.pop().unwrap_or_default();
                 let deadline = t.saturating_add(self.settings.gap_timeout_ns);
-                self.unordered |= self.gaps.back().is_some_and(|b| deadline < b.deadline);
+                let behind = self.gaps.back().is_some_and(|b| deadline < b.deadline);
                 self.gaps.push_back(Gap {
                     // Below `s`, so within u32.
                     lo: high as u32,
@@ -446,6 +456,12 @@ impl Sequence {
                     filled,
                     deadline,
                 });
+                self.unordered = match (self.unordered, behind) {
+                    (Some(earliest), _) => Some(earliest.min(deadline)),
+                    // Just out of order: the earliest found once.
+                    (None, true) => self.unordered_since(),
+                    (None, false) => None,
+                };
                 while self.gaps.len() > MAX_GAPS {
                     self.give_up_lowest();
                     given_up += 1;
