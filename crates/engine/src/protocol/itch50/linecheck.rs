@@ -4,17 +4,20 @@
 //! network corrupted one of them; the sequencer cannot see it (it keeps
 //! whichever copy came first), so it is checked here.
 //!
-//! A window of the last [`WINDOW`] packets' fingerprints, indexed by
-//! sequence: fixed memory, one hash of the blocks per data packet, no
-//! allocation after construction. A copy arriving more than a window's
-//! worth of packets after the first is not compared (counted as nothing).
+//! A window of packets' fingerprints indexed by their first sequence
+//! number modulo [`WINDOW`]: fixed memory, one hash of the blocks per data
+//! packet, no allocation after construction. A packet is forgotten once
+//! one starting [`WINDOW`] sequence numbers (or a multiple) after it is
+//! kept (with 16 messages a packet, about 256 packets later); a copy
+//! arriving after that is not compared (counted as nothing).
 //! Entries carry their session, so a new session needs no clearing: an
 //! old entry never matches a new session's packet.
 
 use super::mold::{Kind, Packet, Session};
 use crate::sys::memory::prefetch;
 
-/// Packets remembered, by sequence (a power of two).
+/// Slots of the window, by first sequence number modulo it (a power of
+/// two).
 pub const WINDOW: usize = 4096;
 
 /// One remembered packet.
@@ -134,8 +137,8 @@ impl LineCheck {
     }
 
     /// Messages in the second copies compared so far: the other line's
-    /// copies (a copy arriving more than [`WINDOW`] packets after the first
-    /// is not counted).
+    /// copies (a copy arriving after its first's slot was taken by a
+    /// packet [`WINDOW`] sequence numbers on is not counted).
     pub fn copied_messages(&self) -> u64 {
         self.copied
     }
