@@ -4169,3 +4169,27 @@ fn an_offset_that_moved_the_source_age_across_its_threshold_is_told() {
     assert_eq!(out.reasons(first), r(&["stale_at_source"]), "{text}");
     assert!(!text.contains("clock offset 0"), "{text}");
 }
+
+/// A capture whose clock steps back (a recording of a live run whose
+/// clock did): the channel's gaps open before the step are given up a
+/// timeout after the step's time, as live gives them up, not held for
+/// as long as the step; a gap opened after it, at its own deadline.
+#[test]
+fn a_capture_clock_stepped_back_gives_gaps_up_as_live_does() {
+    let mut ch = Channel {
+        as_sent: true,
+        ..Channel::new("")
+    };
+    ch.send(1000 * MS, A, heartbeat(1));
+    ch.send(1000 * MS, A, heartbeat(3)); // [2, 3), deadline 1005 ms
+                                         // The clock steps back a second: 5 opens [4, 5), deadline 6 ms; the
+                                         // gap before the step is due by then too.
+    ch.send(MS, A, heartbeat(5));
+    ch.send(20 * MS, B, heartbeat(2));
+    ch.send(20 * MS, B, heartbeat(4));
+    let out = ch.run();
+    has(
+        out.feed(),
+        json!({"packet_gaps": 2, "packets_lost": 2, "gaps_open": 0}),
+    );
+}

@@ -636,7 +636,8 @@ impl Handler {
 }
 
 impl Feed {
-    /// The live clock stepped back to `now`: a run of rejected packets
+    /// The clock stepped back to `now` (live; in a replay, the feed's
+    /// capture stamps, where only the log lines' cadence changes): a run of rejected packets
     /// ends (its times and those to come are not of one clock: kept, the
     /// run read as no time at all, "every packet rejected" quiet, until
     /// the clock came back to where it was; the live merge stamps a

@@ -7,8 +7,9 @@
 //! A window of packets' fingerprints indexed by their first sequence
 //! number modulo [`WINDOW`]: fixed memory, one hash of the blocks per data
 //! packet, no allocation after construction. A packet is forgotten once
-//! one starting [`WINDOW`] sequence numbers (or a multiple) after it is
-//! kept (with 16 messages a packet, about 256 packets later); a copy
+//! another with the same first number modulo [`WINDOW`] is kept (one
+//! [`WINDOW`] sequence numbers on: with 16 messages a packet, about 256
+//! packets later; or an old late copy, or another session's); a copy
 //! arriving after that is not compared (counted as nothing).
 //! Entries carry their session, so a new session needs no clearing: an
 //! old entry never matches a new session's packet.
@@ -197,6 +198,29 @@ mod tests {
 
     fn check(c: &mut LineCheck, line: usize, bytes: &[u8]) -> bool {
         c.on_packet(line, &Packet::new_checked(bytes).unwrap())
+    }
+
+    /// The window is one of sequence numbers: a packet whose first number
+    /// is [`WINDOW`] past another's takes its slot, and the other line's
+    /// copy of the first, arriving after, is not compared.
+    #[test]
+    fn the_window_is_of_sequence_numbers() {
+        let mut c = LineCheck::default();
+        let first = packet(1, &[b"Sabcdefghijk"]);
+        check(&mut c, 0, &first);
+        check(&mut c, 0, &packet(1 + WINDOW as u64, &[b"Sabcdefghijk"]));
+        check(&mut c, 1, &first);
+        assert_eq!((c.compared(), c.copied_messages()), (0, 0));
+        // Within the window the copy is compared.
+        let second = packet(2, &[b"Sabcdefghijk"]);
+        check(&mut c, 0, &second);
+        check(
+            &mut c,
+            0,
+            &packet(1 + WINDOW as u64 / 2, &[b"Sabcdefghijk"]),
+        );
+        check(&mut c, 1, &second);
+        assert_eq!((c.compared(), c.copied_messages()), (1, 1));
     }
 
     #[test]
