@@ -93,11 +93,10 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
         // Every connection answering: none is accepted until one is done
         // (they wait in the kernel's backlog), so that a flood of
         // requests nobody reads cannot push out a scrape being answered.
-        let accepting = open.len() < MAX_OPEN || open.iter().any(|o| o.out.is_empty());
         fds.clear();
         fds.push(pollfd(
             listener.as_raw_fd(),
-            if accepting { libc::POLLIN } else { 0 },
+            if accepting(&open) { libc::POLLIN } else { 0 },
         ));
         fds.extend(
             open.iter()
@@ -121,6 +120,13 @@ pub fn serve(listener: TcpListener, handle: PrometheusHandle) {
             accept_some(&listener, &mut open, &handle, &mut errors);
         }
     }
+}
+
+/// Whether a new connection may be taken: room among those held, or one
+/// of them still reading (it can make room). With every one held
+/// answering, new ones wait in the kernel's backlog.
+fn accepting(open: &[Open]) -> bool {
+    open.len() < MAX_OPEN || open.iter().any(|o| o.out.is_empty())
 }
 
 fn pollfd(fd: std::os::fd::RawFd, events: libc::c_short) -> libc::pollfd {
@@ -152,7 +158,7 @@ fn accept_some(
     errors: &mut AcceptErrors,
 ) {
     for _ in 0..MAX_OPEN {
-        if open.len() >= MAX_OPEN && open.iter().all(|o| !o.out.is_empty()) {
+        if !accepting(open) {
             return;
         }
         match listener.accept() {
