@@ -321,13 +321,37 @@ pub struct Bounded<W> {
     inner: W,
     /// Bytes it may still take.
     left: u64,
-    /// Bytes and records in the buffer, as a `BufWriter` keeps them (it
-    /// writes them out when the next record does not fit beside them).
-    held: (usize, u64),
-    /// Records the buffer held when writing them out failed.
+    /// Bytes at the buffer's start that are no record (the file's header,
+    /// until written out).
+    lead: usize,
+    /// The length of each record in the buffer, in order, as a
+    /// `BufWriter` keeps them (it writes them out when the next record
+    /// does not fit beside them). Room for a full buffer of the smallest
+    /// records, allocated once.
+    held: Vec<u32>,
+    /// Bytes in the buffer: `lead` and every record of `held`.
+    held_bytes: usize,
+    /// Bytes the file holds whole: the header and the records written out
+    /// before a failure (a failed write-out may leave a record cut).
+    whole: u64,
+    /// Records the buffer held when writing them out failed, and that
+    /// did not reach the file whole.
     lost: u64,
     /// A write below failed: what the buffer holds is never written.
     failed: bool,
+}
+
+/// A buffer that can tell how many of the bytes it took are not written
+/// out yet.
+pub trait Unwritten {
+    /// Bytes taken and not yet handed to what it writes into.
+    fn unwritten(&self) -> usize;
+}
+
+impl<W: std::io::Write> Unwritten for std::io::BufWriter<W> {
+    fn unwritten(&self) -> usize {
+        self.buffer().len()
+    }
 }
 
 impl<W> Bounded<W> {
@@ -335,17 +359,51 @@ impl<W> Bounded<W> {
         Bounded {
             inner,
             left: max_bytes.unwrap_or(u64::MAX),
-            held: (0, 0),
+            lead: 0,
+            // A record is 16 bytes at least (its header).
+            held: Vec::with_capacity(RECORD_BUFFER / 16 + 1),
+            held_bytes: 0,
+            whole: 0,
             lost: 0,
             failed: false,
         }
     }
-}
 
-impl<W> Bounded<W> {
     /// What it took so far was the file's header, not a record.
     fn header_taken(&mut self) {
-        self.held.1 = 0;
+        self.lead = self.held_bytes;
+        self.held.clear();
+    }
+
+    /// The buffer was written out whole.
+    fn written_out(&mut self) {
+        self.whole += self.held_bytes as u64;
+        (self.lead, self.held_bytes) = (0, 0);
+        self.held.clear();
+    }
+}
+
+impl<W: Unwritten> Bounded<W> {
+    /// Writing the buffer out failed: a write before the failure may have
+    /// taken part of it (a disk filling takes what fits). The records it
+    /// took whole are in the file; the rest are lost.
+    fn write_out_failed(&mut self) {
+        self.failed = true;
+        let written = self.held_bytes.saturating_sub(self.inner.unwritten());
+        let Some(mut rest) = written.checked_sub(self.lead) else {
+            self.lost = self.held.len() as u64;
+            return;
+        };
+        self.whole += self.lead as u64;
+        let mut taken = 0;
+        for &len in &self.held {
+            let Some(r) = rest.checked_sub(len as usize) else {
+                break;
+            };
+            (rest, taken) = (r, taken + 1);
+            self.whole += u64::from(len);
+        }
+        self.lost = (self.held.len() - taken) as u64;
     }
 }
 
@@ -359,26 +417,28 @@ impl<W> Lost for Bounded<W> {
     }
 }
 
-impl<W: std::io::Write> std::io::Write for Bounded<W> {
+impl<W: std::io::Write + Unwritten> std::io::Write for Bounded<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if buf.len() as u64 > self.left {
             return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
         }
         // The buffer writes out what it holds first.
-        let flushes = self.held.0 + buf.len() > RECORD_BUFFER;
+        let flushes = self.held_bytes + buf.len() > RECORD_BUFFER;
         match self.inner.write(buf) {
             Ok(n) => {
                 self.left -= n as u64;
-                self.held = match flushes {
-                    true => (n, 1),
-                    false => (self.held.0 + n, self.held.1 + 1),
-                };
+                if flushes {
+                    self.written_out();
+                }
+                self.held.push(n as u32);
+                self.held_bytes += n;
                 Ok(n)
             }
             Err(e) => {
-                self.failed = true;
                 if flushes {
-                    self.lost = self.held.1;
+                    self.write_out_failed();
+                } else {
+                    self.failed = true;
                 }
                 Err(e)
             }
@@ -388,12 +448,11 @@ impl<W: std::io::Write> std::io::Write for Bounded<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         match self.inner.flush() {
             Ok(()) => {
-                self.held = (0, 0);
+                self.written_out();
                 Ok(())
             }
             Err(e) => {
-                self.failed = true;
-                self.lost = self.held.1;
+                self.write_out_failed();
                 Err(e)
             }
         }
@@ -407,7 +466,8 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
     /// makes the recording incomplete instead of letting it pass for
     /// whole. A device (`/dev/null`) has nothing to sync.
     fn finish(self) -> std::io::Result<()> {
-        let file = match self.failed {
+        let (failed, whole) = (self.failed, self.whole);
+        let file = match failed {
             // Its failed write counted what the buffer held as lost: not
             // written now (a disk with room again would add them after a
             // count that says they are missing).
@@ -416,6 +476,13 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
             false => self.inner.into_inner().map_err(|e| e.into_error())?,
         };
         if file.metadata()?.file_type().is_file() {
+            if failed {
+                // A write-out cut short (a disk filling takes what fits)
+                // may have left part of a record counted lost: the file
+                // ends at the last whole one, so that it replays to its
+                // end. (Shrinking needs no room.)
+                file.set_len(whole)?;
+            }
             file.sync_data()?;
         }
         Ok(())
@@ -441,7 +508,7 @@ impl Recorder {
     }
 }
 
-impl<W: std::io::Write> Recorder<Bounded<W>> {
+impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
     /// A recording into `out` of at most `max_bytes`, its header written.
     fn bounded(out: W, max_bytes: Option<u64>) -> std::io::Result<Recorder<Bounded<W>>> {
         let mut writer =
@@ -981,9 +1048,10 @@ impl Sidecar {
         // writer for a running one.
         self.publication.close();
         if let Some(r) = self.recorder.take() {
-            // (A writer stopped by a failed write is synced as it is: the
-            // file is a prefix of the record stream, which may end in a cut
-            // record; what its buffer held was counted lost.)
+            // (A writer stopped by a failed write is cut back to its last
+            // whole record and synced: the file is a prefix of the record
+            // stream; what its buffer held and did not write whole was
+            // counted lost.)
             if let Some(w) = r.stopped {
                 if let Err(e) = w.into_inner().finish() {
                     tracing::error!(error = %e, "syncing the stopped recording");
@@ -1744,6 +1812,61 @@ mod tests {
         // Nothing more, not even at the time a write-out was due.
         r.flush_due(&mut st, t + 2 * RECORD_FLUSH_NS);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), bound);
+    }
+
+    /// A disk with `room` bytes left: a write takes what fits of it, and
+    /// fails with ENOSPC once nothing does (as a filling disk, or a
+    /// file-size limit, answers).
+    struct Filling {
+        bytes: Rc<RefCell<Vec<u8>>>,
+        room: usize,
+    }
+
+    impl std::io::Write for Filling {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            self.bytes.borrow_mut().extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A disk that fills while the buffer is written out takes part of
+    /// it: the records it took whole are recorded, and only the rest are
+    /// counted out; the file is known whole up to the last of them (where
+    /// the end of the run cuts it, dropping the part of a record after).
+    #[test]
+    fn a_disk_filling_during_a_write_out_counts_out_only_what_it_did_not_take() {
+        let record = 16 + 20 + 8 + 3;
+        let bytes = Rc::default();
+        let disk = Filling {
+            bytes: Rc::clone(&bytes),
+            // The header, ten records and part of an eleventh.
+            room: 24 + 10 * record + 20,
+        };
+        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
+        let mut r = Recorder::bounded(buffer, None).unwrap();
+        let mut st = RunStats::default();
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        // Past the buffer's 128 KiB: its write-out fails.
+        let sent = 3_000;
+        for i in 0..sent {
+            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
+        }
+        assert!(st.record_stopped);
+        assert_eq!(st.record_errno, libc::ENOSPC);
+        assert_eq!(bytes.borrow().len(), 24 + 10 * record + 20);
+        assert_eq!(10 + st.unrecorded, sent, "in the file or counted out");
+        let stopped = r.stopped.as_ref().unwrap().get_ref();
+        assert_eq!(stopped.whole, (24 + 10 * record) as u64);
     }
 
     /// A recording stopped by its bound whose buffer then fails to be

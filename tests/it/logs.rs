@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tickguard::protocol::sqf::PacketBuilder;
+use tickguard::shm::counter;
 use tickguard::symbol::Symbol;
 use tickguard::time::now_ns;
 use tickguard::Reader;
@@ -432,6 +433,20 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
         std::fs::read_to_string(&log).unwrap()
     );
     assert!(logged(), "{}", std::fs::read_to_string(&log).unwrap());
+    // Every datagram it received, once they stop coming in.
+    let received = || {
+        let r = Reader::open(&shm);
+        let c = |id| r.counter(0, id).unwrap_or(0);
+        c(counter::PACKETS) + c(counter::REJECTED)
+    };
+    let mut seen = received();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        match received() {
+            n if n == seen => break,
+            n => seen = n,
+        }
+    }
     // Stopped, it says the recording is cut, as its last line, and exits 2.
     let status = crate::common::terminate(&mut child.0);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -443,4 +458,19 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
             && last.contains("datagrams and segments were not recorded"),
         "{text}"
     );
+    if !std::fs::metadata(record).is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    // The file ends at its last whole record (a write cut short by the
+    // limit took part of one: cut off at the end), and every datagram
+    // received is in it or counted out of it.
+    let unrecorded: u64 = last
+        .split(" datagrams and segments were not recorded")
+        .next()
+        .and_then(|before| before.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {last}"));
+    let mut reader = tickguard::capture::CaptureReader::open(record).unwrap();
+    let mut records = 0u64;
+    reader.for_each(|_| records += 1).unwrap();
+    assert_eq!(records + unrecorded, seen, "{text}");
 }
