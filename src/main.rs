@@ -23,6 +23,10 @@ fn main() -> ExitCode {
     // Whatever `run` queued is written before the process ends, a panic
     // unwinding through here included.
     let _flush = logq::FlushOnDrop;
+    if let Err(e) = tickguard::sys::fail_writes_past_the_size_limit() {
+        report(&anyhow::Error::new(e).context("ignoring SIGXFSZ"));
+        return ExitCode::from(2);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage(&e),
@@ -262,7 +266,13 @@ fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
     let name = path.file_name().filter(|_| regular)?;
     let mut staged = std::ffi::OsString::from(".");
     staged.push(name);
-    staged.push(format!(".{}.tmp", std::process::id()));
+    // The process and the time: one a replay killed part way left (a
+    // process of the same number later, PID 1 in a container) is never
+    // in the way.
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    staged.push(format!(".{}.{ns}.tmp", std::process::id()));
     Some(path.with_file_name(staged))
 }
 
@@ -841,8 +851,11 @@ fn worst<const N: usize>(results: [Result<()>; N]) -> Result<()> {
 /// link) is written in place.
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    if path.as_os_str() == STDOUT {
-        // This process's own stdout, where it stands (after the results).
+    if path.as_os_str() == STDOUT || is_own_stdout(path) {
+        // This process's own stdout, where it stands (after the results),
+        // by `-` or by a name (`/dev/stdout`: which could not be opened
+        // were it a socket, as under systemd, and would be cut to nothing
+        // were it a file).
         let mut out = std::io::stdout().lock();
         return out.write_all(bytes).and_then(|()| out.flush());
     }
@@ -870,24 +883,26 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 /// `| head` (which [`is_broken_pipe`] lets exit 0), unless `path` is this
 /// process's own standard output.
 fn lost_reader(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
-    use std::os::unix::fs::MetadataExt;
-    if e.kind() != std::io::ErrorKind::BrokenPipe {
+    if e.kind() != std::io::ErrorKind::BrokenPipe || is_own_stdout(path) {
         return e;
     }
+    std::io::Error::other("the pipe's reader went away before it was written")
+}
+
+/// Whether `path` names this process's standard output (the same device
+/// and inode: `/dev/stdout`, `/proc/self/fd/1`, the file it goes to).
+fn is_own_stdout(path: &std::path::Path) -> bool {
     use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
     let id = |m: std::fs::Metadata| (m.dev(), m.ino());
     let stdout = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
         .and_then(|fd| std::fs::File::from(fd).metadata())
         .map(id);
-    if std::fs::metadata(path)
+    std::fs::metadata(path)
         .map(id)
         .is_ok_and(|p| stdout.is_ok_and(|o| o == p))
-    {
-        return e;
-    }
-    std::io::Error::other("the pipe's reader went away before it was written")
 }
 
 /// What `run` logs before it starts, in an operator's words: the

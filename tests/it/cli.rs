@@ -1954,3 +1954,101 @@ fn a_rust_log_that_is_not_a_filter_is_named() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("rejected malformed packet"), "{err}");
 }
+
+/// Under a file-size limit (`ulimit -f`, systemd's `LimitFSIZE=`) the
+/// summary's write past it fails with one line (the last) and exit 2, as a full disk
+/// does, instead of SIGXFSZ ending the replay with no word and a staged
+/// file left half-written beside the summary.
+#[test]
+fn a_file_size_limit_fails_the_summary_with_one_line() {
+    use std::os::unix::process::CommandExt;
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"));
+    cmd.arg("replay")
+        .arg(capture_of("scenario-vlan-ns"))
+        .arg("--config")
+        .arg(fx.join("config.toml"))
+        .arg("--summary")
+        .arg(dir.path().join("s.json"))
+        .arg("--no-progress");
+    // SAFETY: setrlimit between fork and exec touches no lock nor
+    // allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit {
+                rlim_cur: 100,
+                rlim_max: 100,
+            };
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &l) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{:?}: {err}", out.status);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("File too large") && last.contains("s.json"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// `--summary /dev/stdout` where standard output is a socket (as systemd
+/// gives a service, the journal's stream): written through standard
+/// output after the results, as `-` is, not refused after the whole
+/// replay because a socket cannot be opened by name.
+#[test]
+fn a_summary_to_dev_stdout_reaches_a_socket() {
+    use std::io::Read as _;
+    let fx = fixtures();
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .arg("replay")
+        .arg(capture_of("scenario-vlan-ns"))
+        .arg("--config")
+        .arg(fx.join("config.toml"))
+        .args(["--summary", "/dev/stdout", "--no-progress"])
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    ours.read_to_string(&mut out).unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(out.contains("\"feeds\""), "{out}");
+}
+
+/// A staging file a killed replay left beside the summary, named for a
+/// process of the number this one has now (PID 1 in a container, run
+/// again): not in the way of this replay's summary.
+#[test]
+fn a_staging_file_left_by_a_killed_replay_is_not_in_the_way() {
+    let fx = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"touch "$1/.s.json.$$.tmp" && exec "$2" replay "$3" --config "$4" --summary "$1/s.json" --no-progress"#)
+        .arg("sh")
+        .arg(dir.path())
+        .arg(env!("CARGO_BIN_EXE_tickguard"))
+        .arg(capture_of("scenario-vlan-ns"))
+        .arg(fx.join("config.toml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(dir.path().join("s.json").is_file());
+}

@@ -196,20 +196,26 @@ extern "C" fn on_signal(_: libc::c_int) {
     SHUTDOWN.store(true, Ordering::Relaxed);
 }
 
+/// A write past the file-size limit (`ulimit -f`, systemd's
+/// `LimitFSIZE=`) fails with EFBIG instead of ending the process
+/// (SIGXFSZ's default action, which leaves no line saying why and a
+/// half-written file): a recording growing past it stops alone, as on a
+/// full disk, and any other command's output fails with one line.
+pub fn fail_writes_past_the_size_limit() -> io::Result<()> {
+    // SAFETY: sets a signal's disposition to ignore; no handler runs.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Makes SIGINT, SIGTERM and SIGHUP (the terminal or ssh session that
 /// started it closing) set a flag instead of killing the process, and
 /// returns that flag. A SIGHUP ignored when the process started (`nohup`)
 /// stays ignored. SIGXFSZ is ignored: a write past a file-size limit fails
 /// (EFBIG) instead of ending the process.
 pub fn shutdown_on_signals() -> io::Result<&'static AtomicBool> {
-    // A file-size limit (`ulimit -f`, systemd's LimitFSIZE=) would end the
-    // process at the first write past it (SIGXFSZ's default action: a
-    // recording growing past it, say); ignored, that write fails with
-    // EFBIG instead, which stops the recording alone, as a full disk does.
-    // SAFETY: sets a signal's disposition to ignore; no handler runs.
-    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(io::Error::last_os_error());
-    }
+    fail_writes_past_the_size_limit()?;
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         if sig == libc::SIGHUP && ignored(sig)? {
             continue;
