@@ -21,7 +21,9 @@
  *     if (tg_lookup(&r, "lp1", "EURUSD", &h) == 0) {
  *         uint32_t reasons = tg_check(&r, &h, tg_now_ns(), &version);
  *         if (reasons == 0) { ... send the order ... }
- *         (tg_read_quote(&r, &h, &q) gives the book top, prices exact)
+ *         (tg_read_quote(&r, &h, &q) gives the book top, prices exact: a
+ *         read of its own, so price from it only when q.version == version,
+ *         else check again; examples/c/check.c shows the loop)
  *     }
  *     tg_close(&r);
  *
@@ -992,7 +994,10 @@ static inline tg_price tg__price(uint64_t meta, uint64_t word) {
 /* The book top of a looked-up symbol, exactly as published (one consistent
  * read of its slot): 0, or -1 when the reader is not mapped, the handle is not
  * from it, the slot holds another (feed, symbol), or it stayed mid-update.
- * Does not check the writer's health (tg_check does). */
+ * Does not check the writer's health (tg_check does). A read of its own: a
+ * write since the tg_check it follows may hold a book no check judged (a
+ * crossed one where the check answered ok), so price from it only when
+ * out->version is the version tg_check gave, else check again. */
 static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote *out) {
     uint64_t w[TG_S_USED], meta;
     uint32_t budget = TG_MAX_RETRIES;
@@ -1225,8 +1230,10 @@ static inline const char *tg_reason_name(uint32_t bit) {
 
 /* Writes the reasons as the Rust reader displays them ("ok", or names in
  * report order joined by '|', e.g. "stale|suspect") into buf (always NUL
- * terminated when len > 0). Returns the length the full text needs; 64
- * bytes always suffice. */
+ * terminated when len > 0). Returns the length the full text needs;
+ * TG_REASONS_TEXT_LEN bytes always suffice (every reason and "unknown" for
+ * bits past them: 74 and the NUL). */
+#define TG_REASONS_TEXT_LEN 80
 static inline size_t tg_reasons_format(uint32_t reasons, char *buf, size_t len) {
     size_t need = 0;
     uint32_t bit;

@@ -8,7 +8,9 @@
  * Prints "ok" or "rejected: REASON|REASON..." (the Rust reader's names and
  * order), then "version: N" when a slot was read, then the book top as
  * published: "bid: PRICE SIZE" and "ask: PRICE SIZE" for each side there is
- * (prices exact, sizes 0 when unknown) and "halted" when trading is halted.
+ * (prices exact, sizes 0 when unknown) and "halted" when trading is halted,
+ * of the same version of the slot as the verdict (none when no read of the
+ * top matched one of the verdict in PAIR_TRIES tries).
  * Why the writer is not
  * trusted, if it is not, goes to stderr. DEAD_AFTER_MS bounds the writer
  * heartbeat's age (default 100). OWNER_UID is the user that must own the
@@ -21,6 +23,32 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Tries at pairing a verdict with the book top it judged before giving up
+ * on the top (a symbol changing all the time). */
+#define PAIR_TRIES 100
+
+/* The verdict of h at now and, in *quote (*have_quote 1), the book top of
+ * the same version of the slot: the top is a read of its own, after the
+ * check's, and a write between the two may hold a book no check judged
+ * (crossed, say, where the check answered ok), so a top of another version
+ * is checked again. None alike in PAIR_TRIES tries: the last verdict, no
+ * top. */
+static uint32_t check_with_top(const tg_reader *r, const tg_handle *h, uint64_t now, uint64_t *version,
+                               tg_quote *quote, int *have_quote) {
+    uint32_t reasons = 0;
+    int i;
+    *have_quote = 0;
+    for (i = 0; i < PAIR_TRIES; i++) {
+        reasons = tg_check(r, h, now, version);
+        if (*version == 0) return reasons; /* no slot read: no top */
+        if (tg_read_quote(r, h, quote) == 0 && quote->version == *version) {
+            *have_quote = 1;
+            return reasons;
+        }
+    }
+    return reasons;
+}
 
 static int usage(void) {
     fprintf(stderr, "usage: check SHM_PATH FEED SYMBOL [DEAD_AFTER_MS [OWNER_UID]]\n");
@@ -35,7 +63,7 @@ int main(int argc, char **argv) {
     tg_handle handle;
     tg_quote quote;
     int have_quote = 0;
-    char text[64], price[TG_PRICE_TEXT_LEN];
+    char text[TG_REASONS_TEXT_LEN], price[TG_PRICE_TEXT_LEN];
     int err;
     uid_t owner = geteuid();
 
@@ -77,8 +105,7 @@ int main(int argc, char **argv) {
 
     now = tg_now_ns();
     if (tg_lookup(&reader, feed, symbol, &handle) == 0) {
-        reasons = tg_check(&reader, &handle, now, &version);
-        have_quote = version != 0 && tg_read_quote(&reader, &handle, &quote) == 0;
+        reasons = check_with_top(&reader, &handle, now, &version, &quote, &have_quote);
     } else
         reasons = tg_check_symbol(&reader, feed, symbol, now); /* no_quote, or stale */
 

@@ -1871,6 +1871,143 @@ int main(int argc, char **argv) {
     dir.close().expect("remove the scratch dir");
 }
 
+/// `examples/c/check.c` prints a book top only of the version its verdict
+/// judged: the writer here turns a good book into a crossed one (answered
+/// `invalid_price`) and back, and a top read after the check without
+/// comparing versions was printed crossed beside `ok` (tens of thousands
+/// of times in 2 s). The example itself is compiled, its `main` renamed,
+/// and its check called over and over for 2 s.
+#[test]
+fn the_c_example_prints_only_the_top_its_verdict_judged() {
+    use tickguard::state::{Level, Top};
+    let example = crate_dir().join("examples/c/check.c");
+    let Some((dir, bin)) = c99(
+        "example_pairs.c",
+        &format!(
+            r#"#define main check_main
+#include "{}"
+#undef main
+/* example_pairs SHM: check_with_top of lp1/PAIR for 2 s; prints "oks
+   invalids busy", or the first top of another version than its verdict's,
+   or crossed beside ok, and exits 1. `busy`: no slot read, or no top
+   alike in the tries (stale, or ok without a top). */
+int main(int argc, char **argv) {{
+    tg_reader r;
+    tg_handle h;
+    tg_quote q;
+    uint64_t v, oks = 0, invalids = 0, busy = 0, deadline;
+    int have;
+    (void)argc;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "PAIR", &h) != 0) return 3;
+    printf("ready\n");
+    fflush(stdout);
+    deadline = tg_now_ns() + 2000000000ull;
+    while (tg_now_ns() < deadline) {{
+        uint32_t reasons = check_with_top(&r, &h, tg_now_ns(), &v, &q, &have);
+        if (have && q.version != v) {{
+            printf("top of version %" PRIu64 " beside a verdict of %" PRIu64 "\n", q.version, v);
+            return 1;
+        }}
+        if (reasons == 0 && have) {{
+            if (q.has_bid && q.has_ask && q.bid.mantissa > q.ask.mantissa) {{
+                printf("ok beside a crossed top at version %" PRIu64 "\n", v);
+                return 1;
+            }}
+            oks++;
+        }} else if (reasons == TG_INVALID_PRICE) {{
+            invalids++;
+        }} else if (reasons == 0 || (reasons == TG_STALE && v == 0)) {{
+            busy++;
+        }} else {{
+            printf("unexpected reasons %" PRIu32 "\n", reasons);
+            return 5;
+        }}
+    }}
+    printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", oks, invalids, busy);
+    tg_close(&r);
+    return 0;
+}}
+"#,
+            example.display()
+        ),
+    ) else {
+        return;
+    };
+
+    let shm = dir.path().join("tickguard");
+    let now = now_ns();
+    let (p, table, id) = pair_table(&shm, now, 600 * S);
+    let top = |bid, ask, invalid| Top {
+        bid: Some(Level {
+            price: bid,
+            size: 1,
+        }),
+        ask: Some(Level {
+            price: ask,
+            size: 1,
+        }),
+        exponent: -2,
+        invalid,
+        source_time: now,
+        ..Top::default()
+    };
+    let slot = &table.slots()[id as usize];
+    slot.write_top(&top(100, 101, false));
+    table.set_feed_status(
+        0,
+        &tickguard::state::FeedStatus {
+            last_alive: now,
+            source_watermark: now,
+            ..Default::default()
+        },
+    );
+    p.ready();
+    p.heartbeat(now);
+
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let handle = reader.lookup("lp1", "PAIR").unwrap();
+    // Each book held about 2 µs.
+    let hold = || {
+        let from = Instant::now();
+        while from.elapsed() < Duration::from_micros(2) {
+            std::hint::spin_loop();
+        }
+    };
+    let (rust, turns, code, c) = race(
+        &bin,
+        &shm,
+        || {
+            let v = reader.check(&handle, now_ns());
+            if v.is_ok() {
+                0
+            } else if v.health == tickguard::Health::Busy {
+                2
+            } else {
+                assert_eq!(v.reasons.names().collect::<Vec<_>>(), ["invalid_price"]);
+                1
+            }
+        },
+        |turn| {
+            let price = 200 + (turn % 64) as i64;
+            slot.write_top(&top(price, price + 1, false));
+            hold();
+            slot.write_top(&top(price + 5, price, true));
+            hold();
+        },
+    );
+    assert_eq!(code, Some(0), "the example: {c}");
+    let c: Vec<u64> = c.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    eprintln!("example pairs: writer turns {turns}; oks, invalids, busy: Rust {rust:?}, C {c:?}");
+    assert!(
+        c.len() == 3 && c[0] > 100 && c[1] > 100,
+        "the example: {c:?}"
+    );
+    drop(table);
+    drop(p);
+    dir.close().expect("remove the scratch dir");
+}
+
 /// The publication at `shm` (as [`published`]) and its table with lp1's
 /// `PAIR` in it, stale after 600 s, stale at the source after `source_ns`.
 fn pair_table(shm: &Path, now: u64, source_ns: u64) -> (Arc<Publication>, StateTable, u32) {
@@ -2208,6 +2345,51 @@ fn c_decimal_prices_print_as_rust_prints_them() {
             Err(_) => "nan".to_string(),
         };
         assert_eq!(line, want, "mantissa {mantissa}, exponent {exponent}");
+    }
+    dir.close().expect("remove the scratch dir");
+}
+
+/// `tg_reasons_format` prints every set of reasons as the Rust reader's
+/// `Display` does, and within `TG_REASONS_TEXT_LEN` whatever the bits
+/// (every one set, unknown ones too: the bound the header once gave, 64
+/// bytes, was short of it).
+#[test]
+fn c_reasons_print_as_rust_prints_them_within_their_bound() {
+    let Some((dir, bin)) = c99(
+        "reasons.c",
+        r#"#include "tickguard.h"
+#include <stdio.h>
+#include <stdlib.h>
+/* reasons MASK...: each mask's text, or exit 3 when it needs more than
+   TG_REASONS_TEXT_LEN bytes. */
+int main(int argc, char **argv) {
+    int i;
+    for (i = 1; i < argc; i++) {
+        char text[TG_REASONS_TEXT_LEN];
+        size_t n = tg_reasons_format((uint32_t)strtoul(argv[i], NULL, 10), text, sizeof text);
+        if (n >= sizeof text) return 3;
+        printf("%s\n", text);
+    }
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let masks: Vec<u32> = (0..=0x7f).chain([u32::MAX]).collect();
+    let mut cmd = Command::new(&bin);
+    cmd.args(masks.iter().map(u32::to_string));
+    let r = run(&mut cmd);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), masks.len());
+    for (mask, line) in masks.iter().zip(&lines) {
+        let rust = tickguard::verdict::Reasons::from_bits(*mask as u8).to_string();
+        let want = match mask {
+            0x00..=0x7f => rust,
+            _ => format!("{rust}|unknown"),
+        };
+        assert_eq!(*line, want, "mask {mask:#x}");
     }
     dir.close().expect("remove the scratch dir");
 }
