@@ -150,6 +150,17 @@ fn keys_that_would_do_nothing() {
             &format!("{name} needs snapshot_lines"),
         );
     }
+    // Lines joined always are never left: no loops to count.
+    rejected(
+        "",
+        "",
+        &format!(
+            "{mdp3}snapshot_lines = [\"239.3.1.3:14311\"]\nsnapshot_join = \"always\"\n\
+             snapshot_max_loops = 2\n"
+        ),
+        "snapshot_max_loops",
+        "snapshot_max_loops needs snapshot_join = \"on_demand\"",
+    );
     // With what they need, each is taken.
     for ok in [
         format!("[sidecar]\nidle = \"sleep\"\nidle_sleep_us = 200\n{FEED}"),
@@ -210,6 +221,9 @@ fn thresholds_window_and_fixed_offset_out_of_range() {
         "source_threshold_ms = 0",
         "source_threshold_ms",
     );
+    // A symbol's table with its name alone would do nothing.
+    let bare = format!("{FEED}[[feed.symbol]]\nname = \"XAU\"\n");
+    rejected("", "", &bare, "name = \"XAU\"", "overrides nothing");
 }
 
 #[test]

@@ -1615,6 +1615,13 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         if named_overrides.iter().any(|(o, _)| o == name) {
             return Err(sctx(Problem::at(&s.name, "listed twice".into())));
         }
+        if s.stale_threshold_ms.is_none() && s.source_threshold_ms.is_none() {
+            // Valid, but it would do nothing.
+            return Err(sctx(Problem::at(
+                &s.name,
+                "overrides nothing: give it stale_threshold_ms or source_threshold_ms".into(),
+            )));
+        }
         let th = Thresholds {
             stale_ns: match &s.stale_threshold_ms {
                 Some(v) => ms_to_ns(&STALE_THRESHOLD_MS, v).map_err(sctx)?,

@@ -331,7 +331,9 @@ impl FeedKeys {
             // The reader's words quote the value.
             let msg = match names_secret(key) {
                 true => "not a quoted string".to_string(),
-                false => e.message().trim().to_string(),
+                // In an operator's words, as the shared keys' ("an
+                // integer", not "i64").
+                false => super::plain_words(e.message().trim()),
             };
             let about_type = match named {
                 true => msg.contains("wanted string"),
@@ -489,7 +491,12 @@ mod tests {
         assert!(e.quote);
         assert_eq!(
             e.msg,
-            "invalid type: string \"1\", expected i64 (n is 1 to 9 things)"
+            "invalid type: string \"1\", expected an integer (n is 1 to 9 things)"
+        );
+        let e = keys("n = [1]\n").int(&R).unwrap_err();
+        assert_eq!(
+            e.msg,
+            "invalid type: list, expected an integer (n is 1 to 9 things)"
         );
         let e = keys("a = \"x\"\n").addr("a").unwrap_err();
         assert_eq!(e.msg, "a: 'x' is not an IPv4 ip:port");
