@@ -655,10 +655,11 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
         );
     }
 
-    // A shape whose size arithmetic wraps 64 bits (a sparse file some
-    // 2^63 bytes long, which the bounds on each count alone let through,
-    // its offsets and file_len set to the wrapped values): both readers
-    // refuse it, neither reads past what it mapped.
+    // A shape whose size arithmetic would wrap 64 bits (a sparse file some
+    // 2^63 bytes long, its offsets and file_len set to the wrapped
+    // values): both readers refuse it, neither reads past what it mapped.
+    // (Its slot count is past the bound on slots, which now refuses it
+    // first: within the bounds on each count no sum wraps.)
     let mut b = original[..0x7000.min(original.len())].to_vec();
     for (at, v) in [
         (56, 0x00ff_ffff_ffff_ffe0),
@@ -967,6 +968,36 @@ fn c_reader_agrees_on_exchange_feeds() {
         assert_eq!(c.quote, quote, "C book top, {f}/{s}");
         assert_eq!(rust_quote(&shm, f, s), quote, "Rust book top, {f}/{s}");
     }
+    // The name directory as a venue moves a Symbol: the later entry of a
+    // name is the one found (the Symbol given to another instrument, here
+    // halted), each id name keeps its own slot, and an entry whose key is
+    // no symbol withdraws the name (the Symbol deleted) while the older
+    // entries stay behind it in the directory.
+    let key2 = tickguard::protocol::mdp3::publish::key(118_062);
+    let id2 = table.insert_named(0, key2, b"#118062", th).unwrap();
+    table.slots()[id2 as usize].write_top(&Top {
+        halted: true,
+        ..top(level(40_000, 1), level(40_100, 1))
+    });
+    assert!(table.alias(0, key2, b"ESZ6-ESH7", id2));
+    let halted = ["bid: 4 1", "ask: 4.01 1", "halted"];
+    for (name, expected, quote) in [
+        ("ESZ6-ESH7", "halted", &halted[..]),
+        ("#118062", "halted", &halted[..]),
+        ("#118061", "ok", &["bid: 3 4", "ask: 3.05 2"][..]),
+    ] {
+        let c = same(&bin, &shm, "itch", name, long, expected);
+        assert_eq!(c.quote, quote, "C book top, moved, {name}");
+    }
+    assert!(table.withdraw(0, b"ESZ6-ESH7"));
+    let c = same(&bin, &shm, "itch", "ESZ6-ESH7", long, "no_quote");
+    assert_eq!(c.quote, [] as [&str; 0], "withdrawn");
+    same(&bin, &shm, "itch", "#118061", long, "ok");
+    same(&bin, &shm, "itch", "#118062", long, "halted");
+    // A name of the most bytes an entry holds (32) is found whole.
+    let longest = "N".repeat(32);
+    assert!(table.alias(0, key2, longest.as_bytes(), id2));
+    same(&bin, &shm, "itch", &longest, long, "halted");
     // The feed's liveness is what keeps these symbols fresh: without it,
     // stale and stale at the source.
     table.set_feed_status(0, &FeedStatus::default());
@@ -1734,6 +1765,132 @@ int main(int argc, char **argv) {
         assert_eq!(v.reasons.to_string(), want, "{offset}");
         same(&check, &shm, "lp1", "EURUSD", Some(LONG_BOUND_MS), want);
     }
+}
+
+/// The writer's own recreation of its file (`Publication::recreate`, as
+/// after a clock step back or a cut file) under a C reader holding the old
+/// mapping: the old file, closed, answers `stale` with `writer_closed`;
+/// `tg_refresh` maps the new one, where the old handle answers `stale` and
+/// a fresh lookup `ok`. Then another writer's header written in place (its
+/// pid, then its start time): `stale` with `writer_restarted`, the one
+/// guard a mapped file has against that.
+#[test]
+fn a_c_reader_follows_a_recreation_and_refuses_another_writers_header() {
+    use std::os::unix::fs::FileExt;
+    use tickguard::state::{FeedStatus, Level, Top};
+    use tickguard::verdict::Thresholds;
+    let Some((dir, bin)) = c99(
+        "recreated.c",
+        r#"#include "tickguard.h"
+#include <stdio.h>
+/* recreated SHM: "reasons health" of lp1 EURUSD at each step, a step
+   taken at each line read on stdin: the old handle; after tg_refresh
+   (its answer), the old handle and a fresh one; then the fresh one. */
+static void show(const tg_reader *r, const tg_handle *h) {
+    uint64_t now = tg_now_ns();
+    printf("%u %u\n", tg_check(r, h, now, NULL), tg_health(r, now));
+    fflush(stdout);
+}
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle old, fresh;
+    char line[8];
+    (void)argc;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    if (tg_lookup(&r, "lp1", "EURUSD", &old) != 0) return 3;
+    show(&r, &old);
+    if (fgets(line, sizeof line, stdin) == NULL) return 4;
+    show(&r, &old);
+    printf("%d\n", tg_refresh(&r, argv[1]));
+    show(&r, &old);
+    if (tg_lookup(&r, "lp1", "EURUSD", &fresh) != 0) return 5;
+    show(&r, &fresh);
+    while (fgets(line, sizeof line, stdin) != NULL) show(&r, &fresh);
+    tg_close(&r);
+    return 0;
+}
+"#,
+    ) else {
+        return;
+    };
+    let shm = dir.path().join("tickguard");
+    let th = Thresholds {
+        stale_ns: 600 * S,
+        source_ns: 600 * S,
+    };
+    // EURUSD of lp1 quoted and its feed alive, the publication ready.
+    let fill = |p: &Arc<Publication>| {
+        let now = now_ns();
+        let mut table = StateTable::shared(p.clone());
+        let level = |price| Some(Level { price, size: 1 });
+        let id = table.insert(0, sym("EURUSD"), th).unwrap();
+        table.slots()[id as usize].write_top(&Top {
+            bid: level(100),
+            ask: level(101),
+            exponent: -4,
+            ..Top::default()
+        });
+        let alive = FeedStatus {
+            last_alive: now,
+            source_watermark: now,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(0, &alive);
+        p.ready();
+        p.heartbeat(now);
+        table
+    };
+    let (_, first) = published(&shm, now_ns());
+    let _first_table = fill(&first);
+    let mut child = Command::new(&bin)
+        .arg(&shm)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        line.trim().to_string()
+    };
+    assert_eq!(next(), "0 0", "ok, before");
+
+    let second = Arc::new(first.recreate(now_ns(), first.lock(), |_| {}).unwrap());
+    let _second_table = fill(&second);
+    first.close();
+    use std::io::Write as _;
+    stdin.write_all(b"go\n").unwrap();
+    assert_eq!(next(), "2 4", "the old file closed: stale, writer_closed");
+    assert_eq!(next(), "1", "refreshed to the new file");
+    assert_eq!(next(), "2 0", "the old handle on the new file: stale");
+    assert_eq!(next(), "0 0", "a fresh lookup: ok");
+
+    // Another writer's header in place: its pid, then its start time.
+    let file = std::fs::OpenOptions::new().write(true).open(&shm).unwrap();
+    let pid = u64::from(std::process::id());
+    for (at, word) in [(24u64, pid + 1), (32, now_ns() - S)] {
+        let mut was = [0u8; 8];
+        std::fs::File::open(&shm)
+            .unwrap()
+            .read_exact_at(&mut was, at)
+            .unwrap();
+        file.write_all_at(&word.to_le_bytes(), at).unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        assert_eq!(next(), "2 5", "another writer's header (word at {at})");
+        file.write_all_at(&was, at).unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        assert_eq!(next(), "0 0", "ours again (word at {at})");
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    drop(_second_table);
+    drop(second);
+    drop(_first_table);
+    drop(first);
+    dir.close().expect("remove the scratch dir");
 }
 
 /// A check reads the slot, then its feed's status, then the slot's stamp
