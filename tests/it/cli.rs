@@ -2052,3 +2052,34 @@ fn a_staging_file_left_by_a_killed_replay_is_not_in_the_way() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(dir.path().join("s.json").is_file());
 }
+
+/// The summary's per-symbol `suspect` and `invalid` keys (spec §6) say
+/// so: a Heartbeat naming a sequence past the last Quote leaves EURUSD
+/// suspect, a crossed Quote leaves GBPUSD invalid, and a clean Quote
+/// leaves USDJPY neither.
+#[test]
+fn the_summary_tells_a_suspect_and_an_invalid_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let sym = |s| Symbol::parse(s).unwrap();
+    let mut b = PacketBuilder::new(t);
+    b.quote(sym("EURUSD"), 1, t, 1.0, 1.1)
+        .quote(sym("GBPUSD"), 1, t, 1.3, 1.2)
+        .quote(sym("USDJPY"), 1, t, 150.0, 150.1)
+        .heartbeat(sym("EURUSD"), 5);
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", b.finish())]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let run = replay(&cap, &cfg, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s: serde_json::Value = serde_json::from_str(&run.summary.unwrap()).unwrap();
+    let symbols = &s["feeds"]["lp1"]["symbols"];
+    let flags = |name: &str| {
+        (
+            symbols[name]["suspect"].clone(),
+            symbols[name]["invalid"].clone(),
+        )
+    };
+    assert_eq!(flags("EURUSD"), (true.into(), false.into()), "{symbols}");
+    assert_eq!(flags("GBPUSD"), (false.into(), true.into()), "{symbols}");
+    assert_eq!(flags("USDJPY"), (false.into(), false.into()), "{symbols}");
+}

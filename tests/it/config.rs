@@ -548,3 +548,31 @@ fn run_refuses_to_start_without_the_snapshot_password() {
         assert!(!err.contains("password"), "replay: {err}");
     }
 }
+
+/// A configuration refused exits before any socket is opened (spec sqf
+/// §7): its first line's port is held here, so a socket opened first
+/// would fail on it, and the one line says what is wrong with the file,
+/// not that the port is taken.
+#[test]
+fn a_bad_configuration_fails_before_any_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let feed = |name: &str, port: u16| {
+        format!(
+            "[[feed]]\nname = \"{name}\"\nkind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\n\
+             stale_threshold_ms = 500\nsource_threshold_ms = 2000\n"
+        )
+    };
+    let text = config_text(
+        dir.path(),
+        "",
+        "",
+        &format!("{}{}", feed("lp1", port), feed("lp1", port + 1)),
+    );
+    let (code, err) = fails(dir.path(), &text, &["run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("duplicate feed name"), "{err}");
+    assert!(!err.contains("in use"), "{err}");
+    drop(held);
+}
