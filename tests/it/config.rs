@@ -150,17 +150,6 @@ fn keys_that_would_do_nothing() {
             &format!("{name} needs snapshot_lines"),
         );
     }
-    // Lines joined always are never left: no loops to count.
-    rejected(
-        "",
-        "",
-        &format!(
-            "{mdp3}snapshot_lines = [\"239.3.1.3:14311\"]\nsnapshot_join = \"always\"\n\
-             snapshot_max_loops = 2\n"
-        ),
-        "snapshot_max_loops",
-        "snapshot_max_loops needs snapshot_join = \"on_demand\"",
-    );
     // With what they need, each is taken.
     for ok in [
         format!("[sidecar]\nidle = \"sleep\"\nidle_sleep_us = 200\n{FEED}"),

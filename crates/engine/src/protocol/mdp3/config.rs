@@ -295,14 +295,6 @@ impl FeedProtocol for Mdp3Config {
                 "snapshot_lines: without them no snapshot line is joined",
             )?;
         }
-        if snapshot_join == SnapshotJoin::Always {
-            // Valid, but it would do nothing: lines joined for good are
-            // never left after idle loops.
-            keys.refuse_without(
-                &["snapshot_max_loops"],
-                "snapshot_join = \"on_demand\": lines joined always are never left",
-            )?;
-        }
         let max_instruments = keys.int(&MAX_INSTRUMENTS)?;
         Ok(Mdp3Config {
             snapshot_lines,
@@ -512,6 +504,7 @@ mod tests {
             "snapshot_lines = [\"239.3.1.3:14311\", \"239.3.1.4:15311\"]\n\
              definition_lines = [\"239.3.1.5:14312\"]\n\
              definitions = \"defs/defs-310.pcap\"\n\
+             snapshot_join = \"always\"\n\
              snapshot_max_loops = 7\n\
              gap_timeout_ms = 20\n\
              max_cached = 0\n\
@@ -526,7 +519,7 @@ mod tests {
                 snapshot_lines: vec![addr("239.3.1.3:14311"), addr("239.3.1.4:15311")],
                 definition_lines: vec![addr("239.3.1.5:14312")],
                 definitions: Some("defs/defs-310.pcap".into()),
-                snapshot_join: SnapshotJoin::OnDemand,
+                snapshot_join: SnapshotJoin::Always,
                 snapshot_max_loops: 7,
                 gap_timeout_ns: 20 * NS_PER_MS,
                 max_cached: 0,
