@@ -34,9 +34,10 @@
 //!   the definition had.
 //! - A definition without a positive MarketDepth for `GBX` (`GBI`) sets the
 //!   default depth; the last entry of a type wins.
-//! - A definition that makes a book deeper than it was kept, after entries
-//!   (RptSeq past 0), leaves the instrument without a baseline: the levels
-//!   it never held are unknown until a snapshot.
+//! - A definition that makes a book deeper or shallower than it was kept,
+//!   after entries (RptSeq past 0), leaves the instrument without a
+//!   baseline: the levels it never held, or a level the venue dropped past
+//!   its depth and the book kept, are unknown until a snapshot.
 //! - A snapshot's entry with a null size sets a level of size 0.
 //!
 //! And its own readings of the text (the implementation's too, since the
@@ -663,7 +664,7 @@ struct Waiting {
 struct MInst {
     def: Option<MDef>,
     rpt_seq: Option<u32>,
-    /// The last RptSeq applied before a definition made its book deeper
+    /// The last RptSeq applied before a definition changed its book's depth
     /// (no baseline since; 0: none): a snapshot counts nothing lost below.
     applied: u32,
     /// Suspect with a baseline: a hole in its RptSeq.
@@ -1153,15 +1154,16 @@ impl Model {
         };
         let (dd, di) = (self.depth, self.implied_depth);
         let i = self.inst(d.id);
-        // Deeper than the book was kept, after entries: the levels it
-        // never held are unknown, so no baseline until a snapshot.
+        // Another depth than the book was kept at, after entries: deeper,
+        // the levels it never held are unknown; shallower, it may hold a
+        // level the venue dropped. No baseline until a snapshot.
         let (nd, ni) = (
             usize::from(depth.unwrap_or(dd)),
             usize::from(implied.unwrap_or(di)),
         );
         if let Some(r) = i
             .rpt_seq
-            .filter(|&r| r > 0 && (nd > i.working.bid.len() || ni > i.working.implied_bid.len()))
+            .filter(|&r| r > 0 && (nd != i.working.bid.len() || ni != i.working.implied_bid.len()))
         {
             i.rpt_seq = None;
             i.applied = i.applied.max(r);

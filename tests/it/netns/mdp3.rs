@@ -679,9 +679,12 @@ fn mdp3_channel_reset_refills_the_venues_books() {
         .contains("ChannelReset"));
 }
 
-/// A quiet lossless channel needs no snapshot: the snapshot groups are not
-/// joined in the namespace while the incremental and definition groups
-/// are; with `snapshot_join = "always"` they stay joined.
+/// A quiet lossless channel needs no snapshot once its instruments are
+/// defined: the snapshot groups are not joined in the namespace while the
+/// incremental and definition groups are (joined once at the start, for
+/// the books filled before their definitions came round the loop at
+/// another depth than the default, and left once the loop healed them);
+/// with `snapshot_join = "always"` they stay joined.
 #[test]
 fn mdp3_snapshot_groups_are_left_when_nothing_needs_them() {
     if !can_create_namespaces() {
@@ -705,8 +708,15 @@ fn mdp3_snapshot_groups_are_left_when_nothing_needs_them() {
         assert_eq!(report["lost_on_both_lines"], 0);
         assert_venue_books(reader, &report);
         let logged = joins_logged(&live.log);
-        let expected: &[bool] = if want { &[] } else { &[false] };
-        assert_eq!(logged, expected, "{join}: joins and leaves logged");
+        let expected: &[&[bool]] = if want {
+            &[&[]]
+        } else {
+            &[&[false], &[false, true, false]]
+        };
+        assert!(
+            expected.contains(&logged.as_slice()),
+            "{join}: joins and leaves logged: {logged:?}"
+        );
     }
 }
 

@@ -3064,12 +3064,55 @@ mod tests {
         let e = f.find("ESZ6").unwrap();
         assert_eq!(e.instrument.seq.ticks_lost(), 0);
         assert_eq!(e.instrument.seq.rpt_seq(), Some(6));
-        // The same depth again, or a shallower one, changes nothing.
+        // The same depth again changes nothing.
         let mut g = Feed::new(settings());
         g.on_incremental(&book(1, true, &first), T0).unwrap();
         define(&mut g, 7, "ESZ6", 10);
-        define(&mut g, 7, "ESZ6", 5);
+        define(&mut g, 7, "ESZ6", 10);
         assert_eq!(g.verdict("ESZ6", TH, T0), Reasons::empty());
+    }
+
+    /// A definition that makes a book shallower than it was kept, after
+    /// its entries: a New pushed a level past the venue's depth, which
+    /// the venue dropped and the book kept; a Delete then shifted it up
+    /// within the venue's depth, where the venue has no such level (and
+    /// more Deletes would bring it to the top: a price no one quotes). The
+    /// cut alone leaves it there: the instrument is suspect until a
+    /// snapshot.
+    #[test]
+    fn a_definition_shallower_than_the_book_was_kept_waits_for_a_snapshot() {
+        use UpdateAction::{Delete, New};
+        let mut f = Feed::new(settings());
+        // The venue's depth is 3: its 98 is dropped by the New at 101,
+        // kept here (10 deep) at level 4; the Delete brings it to 3.
+        let entries = [
+            bid(7, 1, 1, New, 100),
+            bid(7, 2, 2, New, 99),
+            bid(7, 3, 3, New, 98),
+            bid(7, 4, 1, New, 101),
+            bid(7, 5, 1, Delete, 0),
+            offer(7, 6, 102),
+        ];
+        f.on_incremental(&book(1, true, &entries), T0).unwrap();
+        assert_eq!(f.verdict("#7", TH, T0), Reasons::empty());
+        define(&mut f, 7, "ESZ6", 3);
+        let books = f.visible(f.find("ESZ6").unwrap());
+        let side = &books.outright.bid;
+        let bids: Vec<_> = (1..=4).map(|n| side.level(n).map(|l| l.price)).collect();
+        assert_eq!(bids, [Some(100), Some(99), Some(98), None], "cut to 3");
+        assert!(
+            f.verdict("ESZ6", TH, T0).contains(Reasons::SUSPECT),
+            "never ok on a level the venue dropped"
+        );
+        // Before any entry, a definition's depth is taken as it comes.
+        let mut g = Feed::new(settings());
+        define(&mut g, 8, "NQZ6", 3);
+        g.on_incremental(
+            &book(1, true, &[bid(8, 1, 1, New, 100), offer(8, 2, 101)]),
+            T0,
+        )
+        .unwrap();
+        assert_eq!(g.verdict("NQZ6", TH, T0), Reasons::empty());
     }
 
     /// Instruments left with a change whose event never ends (no gap

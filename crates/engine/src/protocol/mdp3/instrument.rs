@@ -35,7 +35,7 @@
 //! a fill or a give-up lets a later end of event publish them. A snapshot
 //! replaces the books, visible at once, and drops what was pending.
 
-use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update, MAX_DEPTH};
+use super::book::{Applied, Books, Level, Recorder, Undo, UndoLog, Update};
 use super::rptseq::{Next, RptSeq, Snapshot, Took};
 use super::sequence::Sequence;
 use super::status::Position;
@@ -565,14 +565,15 @@ impl Instrument {
         if self.books.has_depths(depth, implied_depth) {
             return;
         }
-        // A book kept shallower than the venue's lost the levels below it:
-        // once deeper, a Delete would shift an empty level up where the
-        // venue has a price. With entries applied, no baseline until a
-        // snapshot fills it (suspect).
-        let books = &self.books;
-        let deeper = depth.min(MAX_DEPTH) > books.outright.bid.depth()
-            || implied_depth.min(MAX_DEPTH) > books.implied.bid.depth();
-        if deeper && self.seq.rpt_seq().is_some_and(|r| r > 0) {
+        // Entries applied at another depth than the venue's leave a book
+        // that may not be its: kept shallower, it lost the levels below it
+        // (once deeper, a Delete would shift an empty level up where the
+        // venue has a price); kept deeper, it kept a level a New pushed
+        // past the venue's depth, which the venue dropped (a Delete would
+        // shift that level up where the venue has none, to the top in
+        // the end: a price no one quotes, read `ok`). With entries
+        // applied, no baseline until a snapshot fills it (suspect).
+        if self.seq.rpt_seq().is_some_and(|r| r > 0) {
             self.seq.forget_applied();
         }
         self.undo.set_depths(&self.books, log, depth, implied_depth);
@@ -754,9 +755,10 @@ mod tests {
     }
 
     /// While an event is unfinished the visible books stay those before
-    /// it, exactly, through a definition lowering the depth (each copy
-    /// cut) and through more changes than the records kept; the end of
-    /// the event shows every change.
+    /// it, exactly, through more changes than the records kept and
+    /// through a definition lowering the depth (each copy cut; the
+    /// instrument then without a baseline, its entries waiting for a
+    /// snapshot); the end of the event shows every change applied.
     #[test]
     fn an_unfinished_event_hides_its_changes_through_depth_changes_and_long_runs() {
         let (mut seq, mut i, mut cached, mut log) = fresh(4);
@@ -778,26 +780,26 @@ mod tests {
         i.set_depths(4, 2, &mut log);
         assert!(!i.undo.keeps_whole());
         assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
-        // A lower depth cuts both.
-        i.set_depths(3, 2, &mut log);
-        assert!(i.undo.keeps_whole());
-        assert_eq!(bids(i.working()), [50, 40, 30]);
-        assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
-        assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
         // Many more changes in the same event.
         for r in 6..300 {
             i.on_entry(r, new_bid(i64::from(r), (2, 0)), &mut cached, 10, &mut log);
         }
-        assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
+        assert!(i.undo.keeps_whole());
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20, 10]);
         assert_eq!(i.visible_top(&log).0.map(|l| l.price), Some(40));
+        // A lower depth cuts both copies, and leaves no baseline.
+        i.set_depths(3, 2, &mut log);
+        assert_eq!(bids(i.working()), [299, 298, 297]);
+        assert_eq!(bids(&i.visible(&log)), [40, 30, 20]);
+        assert!(i.seq.suspect());
         assert!(i.cover(&ends(&[(2, 0)], &seq), &seq, &mut log));
         assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
         assert_eq!(*i.visible(&log), *i.working());
-        // The next event records again.
+        // The next event's entry waits for a snapshot.
         seq.on_packet(3, 2, 0);
         i.on_entry(300, new_bid(1, (3, 0)), &mut cached, 10, &mut log);
-        assert_eq!(bids(&i.visible(&log)), [299, 298, 297]);
-        assert_eq!(bids(i.working()), [1, 299, 298]);
+        assert_eq!(bids(i.working()), [299, 298, 297]);
+        assert_eq!(i.seq.cached(), 1);
     }
 
     #[test]
