@@ -196,6 +196,8 @@ pub struct Joining {
     /// The publisher's turns to needy when last looked (before the cycle
     /// being looked at now was published).
     turned_seen: u64,
+    /// The feed's book entries waiting for a snapshot at an idle leave.
+    waiting_seen: u64,
     /// Joins and leaves so far.
     pub joins: u64,
     pub leaves: u64,
@@ -222,6 +224,7 @@ impl Joining {
             hold_until: None,
             left_idle: false,
             turned_seen: 0,
+            waiting_seen: 0,
             joins: 1,
             leaves: 0,
             none: false,
@@ -257,7 +260,7 @@ impl Joining {
         now: u64,
         loops: u64,
         p: &mut Publisher,
-        (applied, lost): (u64, u64),
+        (applied, lost, waiting): (u64, u64, u64),
         restart_window: bool,
     ) {
         if self.none {
@@ -295,8 +298,12 @@ impl Joining {
             self.hold_until = None;
         }
         if !self.joined {
+            // Left after loops that healed nothing: an instrument that
+            // turned needy since, or one needy then that took a book
+            // entry since (quiet then, trading now: its snapshot is in the
+            // loop from now on; its flags did not turn, its entries wait).
             let fresh = match self.left_idle {
-                true => p.needy_since_mark() > 0,
+                true => p.needy_since_mark() > 0 || waiting > self.waiting_seen,
                 false => p.needy() > 0,
             };
             if !given_up && !fresh {
@@ -350,6 +357,7 @@ impl Joining {
                 self.joined = false;
                 self.leaves += 1;
                 self.left_idle = true;
+                self.waiting_seen = waiting;
                 // The mark stays where the last whole loop began (made
                 // there, below): an instrument turned needy within that
                 // loop, its snapshot perhaps gone by before, was given no
@@ -457,6 +465,7 @@ impl Engine {
             (
                 self.feed.counters().snapshots_applied,
                 self.feed.sequence().counters().packets_lost,
+                self.feed.waiting_book_entries(),
             ),
             self.feed.restart_window_open(now),
         );
@@ -919,21 +928,21 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &mut p, (0, 0), false);
+        j.update(T, 0, &mut p, (0, 0, 0), false);
         assert!(!j.joined(), "nothing needs them");
         // Given up: joined, kept through one loop begun.
-        j.update(T + 1, 0, &mut p, (0, 1), false);
+        j.update(T + 1, 0, &mut p, (0, 1, 0), false);
         assert!(j.joined(), "joined for the give-up");
-        j.update(T + 2, 1, &mut p, (0, 1), false);
+        j.update(T + 2, 1, &mut p, (0, 1, 0), false);
         assert!(j.joined(), "the first loop may have been read in part");
-        j.update(T + 3, 2, &mut p, (0, 1), false);
+        j.update(T + 3, 2, &mut p, (0, 1, 0), false);
         assert!(!j.joined(), "left once a whole loop was read");
         // Given up again, loops never counted: left after the bound.
-        j.update(T + 4, 2, &mut p, (0, 2), false);
+        j.update(T + 4, 2, &mut p, (0, 2, 0), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &mut p, (0, 2), false);
+        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &mut p, (0, 2, 0), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS, 3, &mut p, (0, 2), false);
+        j.update(T + 4 + HOLD_MAX_NS, 3, &mut p, (0, 2, 0), false);
         assert!(!j.joined(), "left at the bound");
         assert_eq!((j.joins, j.leaves), (3, 3));
     }
@@ -947,17 +956,17 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &mut p, (0, 0), true);
+        j.update(T, 0, &mut p, (0, 0, 0), true);
         assert!(!j.joined());
-        j.update(T + 1, 0, &mut p, (0, 1), true);
+        j.update(T + 1, 0, &mut p, (0, 1, 0), true);
         for loops in 1..=5 {
-            j.update(T + 1 + loops, loops, &mut p, (0, 1), true);
+            j.update(T + 1 + loops, loops, &mut p, (0, 1, 0), true);
             assert!(j.joined(), "loop {loops}: the window is open");
         }
         // Closed at loop 5: loop 6 may be read in part, loop 7 whole.
-        j.update(T + 7, 6, &mut p, (0, 1), false);
+        j.update(T + 7, 6, &mut p, (0, 1, 0), false);
         assert!(j.joined(), "the first loop past the window may be in part");
-        j.update(T + 8, 7, &mut p, (0, 1), false);
+        j.update(T + 8, 7, &mut p, (0, 1, 0), false);
         assert!(!j.joined(), "left once a whole loop past it was read");
     }
 
@@ -973,9 +982,9 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut quiet = Publisher::with_needy(800, 800);
-        j.update(T, 0, &mut quiet, (0, 0), false);
-        j.update(T + 1, 1, &mut quiet, (0, 0), false);
-        j.update(T + 2, 2, &mut quiet, (0, 0), false);
+        j.update(T, 0, &mut quiet, (0, 0, 0), false);
+        j.update(T + 1, 1, &mut quiet, (0, 0, 0), false);
+        j.update(T + 2, 2, &mut quiet, (0, 0, 0), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
         assert_eq!(quiet.needy_since_mark(), 0, "marked when left");
         for k in 0..10u64 {
@@ -983,17 +992,17 @@ mod tests {
             // One more needy (a loss on line A), healed 0.2 ms later (B's copy).
             let mut loss = Publisher::with_needy(801, 1);
             let mut healed = Publisher::with_needy(800, 0);
-            j.update(at, 2, &mut loss, (0, 0), false);
-            j.update(at + MS / 5, 2, &mut healed, (0, 0), false);
-            j.update(at + 6 * MS, 2, &mut healed, (0, 0), false);
+            j.update(at, 2, &mut loss, (0, 0, 0), false);
+            j.update(at + MS / 5, 2, &mut healed, (0, 0, 0), false);
+            j.update(at + 6 * MS, 2, &mut healed, (0, 0, 0), false);
             assert!(!j.joined(), "loss {k}: joined for a need that ended");
         }
         // A new need that lasts while an old one healed: joined after the
         // grace period.
         let mut swapped = Publisher::with_needy(800, 1);
-        j.update(T + 200 * MS, 2, &mut swapped, (0, 0), false);
+        j.update(T + 200 * MS, 2, &mut swapped, (0, 0, 0), false);
         assert!(!j.joined());
-        j.update(T + 206 * MS, 2, &mut swapped, (0, 0), false);
+        j.update(T + 206 * MS, 2, &mut swapped, (0, 0, 0), false);
         assert!(j.joined(), "a lasting new need joins");
         assert_eq!((j.joins, j.leaves), (2, 1));
     }
@@ -1008,20 +1017,44 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut quiet = Publisher::with_needy(800, 800);
-        j.update(T, 0, &mut quiet, (0, 0), false);
+        j.update(T, 0, &mut quiet, (0, 0, 0), false);
         // The first beginning: marked there.
-        j.update(T + 1, 1, &mut quiet, (0, 0), false);
+        j.update(T + 1, 1, &mut quiet, (0, 0, 0), false);
         assert_eq!(quiet.needy_since_mark(), 0);
         // One turns needy within the loop, and stays so; the next
         // beginning ends an idle loop: left, the mark kept.
         let mut one_more = Publisher::with_needy(801, 1);
-        j.update(T + 2, 2, &mut one_more, (0, 0), false);
+        j.update(T + 2, 2, &mut one_more, (0, 0, 0), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
         assert_eq!(one_more.needy_since_mark(), 1, "not marked at the leave");
-        j.update(T + 3, 2, &mut one_more, (0, 0), false);
+        j.update(T + 3, 2, &mut one_more, (0, 0, 0), false);
         assert!(!j.joined(), "within the grace period");
-        j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0), false);
+        j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0, 0), false);
         assert!(j.joined(), "its need lasted: joined again");
+    }
+
+    /// Left after idle loops while instruments stay needy (quiet ones the
+    /// loop does not carry): one of them that takes a book entry (its
+    /// flags unchanged, the entry waiting) has its snapshot in the loop
+    /// from then on, so the lines are joined again once the grace period
+    /// passed; entries of no book, or none at all, join nothing.
+    #[test]
+    fn a_needy_instrument_that_starts_trading_joins_again() {
+        const T: u64 = 1_000_000_000_000;
+        const MS: u64 = 1_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
+        let mut quiet = Publisher::with_needy(800, 0);
+        j.update(T, 0, &mut quiet, (0, 0, 7), false);
+        j.update(T + 1, 1, &mut quiet, (0, 0, 7), false);
+        j.update(T + 2, 2, &mut quiet, (0, 0, 7), false);
+        assert!(!j.joined(), "left after a loop that healed nothing");
+        j.update(T + 2 + 10 * MS, 2, &mut quiet, (0, 0, 7), false);
+        assert!(!j.joined(), "nothing new: left");
+        // A book entry waits: joined once the grace period passed.
+        j.update(T + 3 + 10 * MS, 2, &mut quiet, (0, 0, 8), false);
+        assert!(!j.joined(), "within the grace period");
+        j.update(T + 3 + 15 * MS, 2, &mut quiet, (0, 0, 8), false);
+        assert!(j.joined(), "its snapshot is in the loop now: joined");
     }
 
     /// A loop beginning marks the needy as of the cycle before it: one
@@ -1033,11 +1066,11 @@ mod tests {
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
         let before: Vec<(bool, u64)> = (1..=3).map(|k| (true, k)).collect();
         let mut p = Publisher::with_turns(&before);
-        j.update(T, 0, &mut p, (0, 0), false);
+        j.update(T, 0, &mut p, (0, 0, 0), false);
         let mut turns = before.clone();
         turns.push((true, 4));
         let mut p = Publisher::with_turns(&turns);
-        j.update(T + 1, 1, &mut p, (0, 0), false);
+        j.update(T + 1, 1, &mut p, (0, 0, 0), false);
         assert_eq!(p.needy_since_mark(), 1, "turned in the beginning's cycle");
     }
 
@@ -1050,16 +1083,16 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut calm = Publisher::default();
-        j.update(T, 0, &mut calm, (0, 0), false);
-        j.update(T + 1, 1, &mut calm, (0, 0), false);
-        j.update(T + 2, 2, &mut calm, (0, 0), false);
+        j.update(T, 0, &mut calm, (0, 0, 0), false);
+        j.update(T + 1, 1, &mut calm, (0, 0, 0), false);
+        j.update(T + 2, 2, &mut calm, (0, 0, 0), false);
         assert!(!j.joined(), "left");
         let mut needy = Publisher::with_needy(1, 1);
-        j.update(T + MS, 2, &mut needy, (0, 0), false);
+        j.update(T + MS, 2, &mut needy, (0, 0, 0), false);
         let back = T - 10_000 * MS;
-        j.update(back, 2, &mut needy, (0, 0), false);
+        j.update(back, 2, &mut needy, (0, 0, 0), false);
         assert!(!j.joined(), "within the grace period");
-        j.update(back + 5 * MS, 2, &mut needy, (0, 0), false);
+        j.update(back + 5 * MS, 2, &mut needy, (0, 0, 0), false);
         assert!(j.joined(), "a grace period after the step");
     }
 
@@ -1069,7 +1102,7 @@ mod tests {
     fn a_feed_without_snapshot_lines_never_joins() {
         let mut p = Publisher::default();
         let mut j = Joining::none();
-        j.update(1, 0, &mut p, (0, 1), false);
+        j.update(1, 0, &mut p, (0, 1, 0), false);
         assert!(!j.joined());
         assert_eq!((j.joins, j.leaves), (0, 0));
     }

@@ -229,6 +229,10 @@ pub struct Feed {
     renamed: Vec<String>,
     /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
+    /// Book entries an instrument took while waiting for a snapshot
+    /// (cached, or dropped by a full cache), ever: an instrument needy and
+    /// quiet that starts trading has one in the loop from then on.
+    waiting_book_entries: u64,
     /// The ends of event processed (what coverage needs of them).
     ends: Ends,
     /// Instruments with changes not visible yet, but those
@@ -491,6 +495,7 @@ impl Feed {
             by_symbol: HashMap::new(),
             renamed: Vec::new(),
             cached: 0,
+            waiting_book_entries: 0,
             ends: Ends::default(),
             dirty: Vec::new(),
             blocked: Vec::new(),
@@ -592,6 +597,12 @@ impl Feed {
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Book entries taken by instruments waiting for a snapshot (cached,
+    /// or dropped by a full cache), ever.
+    pub fn waiting_book_entries(&self) -> u64 {
+        self.waiting_book_entries
     }
 
     /// Entries cached now.
@@ -1256,8 +1267,13 @@ impl Feed {
         let anomalies = inst.anomalies();
         let was = inst.seq.overflowed();
         let unverified = self.all_unverified && inst.seq.unverified();
-        if inst.on_entry(r, entry, &mut self.cached, max, &mut self.undo) == Took::Dropped && !was {
+        let book = entry.update.is_some();
+        let took = inst.on_entry(r, entry, &mut self.cached, max, &mut self.undo);
+        if took == Took::Dropped && !was {
             self.counters.cache_overflows += 1;
+        }
+        if book && matches!(took, Took::Cached | Took::Dropped) {
+            self.waiting_book_entries += 1;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
         if inst.list() {
@@ -3070,6 +3086,22 @@ mod tests {
         define(&mut g, 7, "ESZ6", 10);
         define(&mut g, 7, "ESZ6", 10);
         assert_eq!(g.verdict("ESZ6", TH, T0), Reasons::empty());
+    }
+
+    /// Book entries of an instrument waiting for a snapshot are counted
+    /// (what joins the snapshot lines again after they were left idle);
+    /// entries applied are not.
+    #[test]
+    fn book_entries_waiting_for_a_snapshot_are_counted() {
+        use UpdateAction::New;
+        let mut f = Feed::new(settings());
+        f.on_incremental(&book(1, true, &[bid(7, 1, 1, New, 100)]), T0)
+            .unwrap();
+        assert_eq!(f.waiting_book_entries(), 0, "applied");
+        // #8 first seen past RptSeq 1: no baseline, its entries wait.
+        let waiting = [bid(8, 5, 1, New, 100), bid(8, 6, 2, New, 99)];
+        f.on_incremental(&book(2, true, &waiting), T0 + MS).unwrap();
+        assert_eq!(f.waiting_book_entries(), 2);
     }
 
     /// A definition that makes a book shallower than it was kept, after
