@@ -114,20 +114,32 @@ pub struct Engine {
 /// twice would end a give-up's hold early); a count held back only keeps
 /// the lines joined longer. So a line back from a failure counts from
 /// where it stopped: the loops count again once it passes the other's.
+/// A beginning stamped far ahead (a corrupt or forged SendingTime) would
+/// hold its line's count back for good: a packet 1 that comes
+/// [`HOLD_MAX_NS`] of local time after its line's last beginning begins
+/// a loop whatever its stamp.
 #[derive(Debug, Default, Clone)]
 struct Loops {
     begun: [u64; 2],
     /// SendingTime of each line's latest beginning, ns (venue clock): only
-    /// ever rises.
+    /// ever rises, but for a beginning taken by its arrival.
     sent: [u64; 2],
+    /// Arrival of each line's latest beginning, ns (local clock).
+    at: [Option<u64>; 2],
 }
 
 impl Loops {
-    fn on_packet(&mut self, line: usize, seq: u32, sent: u64) {
+    /// Packet `seq` of snapshot line `line`, stamped `sent` (venue clock),
+    /// arrived at `t` (local clock).
+    fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) {
         let i = line % 2;
-        if seq == 1 && sent > self.sent[i] {
+        let stalled = self.at[i].is_some_and(|at| {
+            crate::time::retry_due(t, at.saturating_add(HOLD_MAX_NS), HOLD_MAX_NS)
+        });
+        if seq == 1 && (sent > self.sent[i] || stalled) {
             self.begun[i] += 1;
             self.sent[i] = sent;
+            self.at[i] = Some(t);
         }
     }
 
@@ -290,6 +302,11 @@ impl Joining {
             // lasts a minute at most).
             *until = (*until).max(loops + 2);
             *deadline = (*deadline).max(now.saturating_add(HOLD_MAX_NS));
+        }
+        if let Some((_, deadline)) = &mut self.hold_until {
+            // A clock stepped back holds a minute at most from the new
+            // time, not for the whole step as well.
+            *deadline = (*deadline).min(now.saturating_add(HOLD_MAX_NS));
         }
         let held = self
             .hold_until
@@ -566,7 +583,7 @@ impl FeedEngine for Engine {
                 let r = self.feed.on_snapshot(payload, t);
                 let header = packet::seq_num(payload).zip(packet::sending_time(payload));
                 if let (Ok(()), Some((s, sent))) = (r, header) {
-                    self.loops.on_packet(line, s, sent);
+                    self.loops.on_packet(line, s, sent, t);
                 }
                 r
             }
@@ -774,6 +791,8 @@ mod tests {
     /// counts one twice.
     #[test]
     fn a_loop_begins_once_whichever_line_brings_it_first() {
+        // Every packet arrives at once (local clock): only the stamps tell.
+        const T: u64 = 1_000_000_000_000;
         // (line, loop, MsgSeqNum): the loop's packets sent at 1000 × loop
         // + MsgSeqNum on line A, `skew` ns later on line B.
         let orders: [&[(usize, u64, u32)]; 5] = [
@@ -827,7 +846,7 @@ mod tests {
                 let mut l = Loops::default();
                 for &(line, lp, seq) in order {
                     let sent = 1000 * lp + u64::from(seq) + if line == 1 { skew } else { 0 };
-                    l.on_packet(line, seq, sent);
+                    l.on_packet(line, seq, sent, T);
                 }
                 let loops = order.iter().map(|o| o.1).max().unwrap();
                 assert_eq!(l.begun(), loops, "skew {skew}: {order:?}");
@@ -836,12 +855,12 @@ mod tests {
         // Line A alone for 100 loops (B down), then line B alone.
         let mut l = Loops::default();
         for lp in 1..=100 {
-            l.on_packet(0, 1, 1000 * lp);
-            l.on_packet(0, 2, 1000 * lp + 1);
+            l.on_packet(0, 1, 1000 * lp, T);
+            l.on_packet(0, 2, 1000 * lp + 1, T);
         }
         for lp in 101..=103 {
-            l.on_packet(1, 1, 1000 * lp);
-            l.on_packet(1, 2, 1000 * lp + 1);
+            l.on_packet(1, 1, 1000 * lp, T);
+            l.on_packet(1, 2, 1000 * lp + 1, T);
         }
         assert_eq!(l.begun(), 100, "line B counts from where it stopped");
         // Odd stamps and odd deliveries never count a loop twice: a copy
@@ -906,7 +925,7 @@ mod tests {
         for (run, loops) in runs {
             let mut l = Loops::default();
             for &(line, seq, sent) in run {
-                l.on_packet(line, seq, sent);
+                l.on_packet(line, seq, sent, T);
             }
             assert!(l.begun() <= loops, "{run:?}: {} > {loops}", l.begun());
         }
@@ -914,9 +933,37 @@ mod tests {
         // datagram again (a copy) does not.
         let mut l = Loops::default();
         for (line, sent) in [(0, 5), (1, 5), (0, 6), (0, 6), (1, 6), (0, 7)] {
-            l.on_packet(line, 1, sent);
+            l.on_packet(line, 1, sent, T);
         }
         assert_eq!(l.begun(), 3);
+    }
+
+    /// A beginning stamped far ahead (a corrupt or forged SendingTime)
+    /// holds its line's count back no longer than [`HOLD_MAX_NS`] of local
+    /// time: the loops then count again, from where they were.
+    #[test]
+    fn a_beginning_stamped_far_ahead_holds_the_count_back_a_minute_at_most() {
+        const T: u64 = 1_000_000_000_000;
+        const S: u64 = 1_000_000_000;
+        let mut l = Loops::default();
+        for line in [0, 1] {
+            l.on_packet(line, 1, 1000, T);
+            l.on_packet(line, 1, u64::MAX - 1, T + 1);
+        }
+        assert_eq!(l.begun(), 2);
+        // A loop a second, stamped as the venue's clock goes.
+        for k in 1..60 {
+            for line in [0, 1] {
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
+            }
+        }
+        assert_eq!(l.begun(), 2, "held back within the minute");
+        for k in 60..63 {
+            for line in [0, 1] {
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
+            }
+        }
+        assert_eq!(l.begun(), 5, "counted again after it");
     }
 
     /// A gap given up joins the snapshot lines and keeps them, with no
@@ -1031,6 +1078,27 @@ mod tests {
         assert!(!j.joined(), "within the grace period");
         j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0, 0), false);
         assert!(j.joined(), "its need lasted: joined again");
+    }
+
+    /// A gap's hold lasts [`HOLD_MAX_NS`] at most from the clock's time
+    /// after it stepped back, not for the whole step as well.
+    #[test]
+    fn a_clock_stepped_back_holds_the_lines_a_minute_at_most() {
+        const T: u64 = 1_000_000_000_000_000;
+        const H: u64 = 3_600_000_000_000;
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5_000_000);
+        let mut p = Publisher::with_needy(0, 0);
+        j.update(T, 0, &mut p, (0, 0, 0), false);
+        j.update(T + 1, 0, &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "a gap given up: joined, held");
+        let back = T - H;
+        j.update(back, 0, &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "held from the new time");
+        j.update(back + HOLD_MAX_NS, 0, &mut p, (0, 1, 0), false);
+        assert!(
+            !j.joined(),
+            "a minute after the step, not an hour and a minute"
+        );
     }
 
     /// Left after idle loops while instruments stay needy (quiet ones the
