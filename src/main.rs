@@ -1328,8 +1328,8 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .and_then(|i| reader.counter(i as u16, tickguard::shm::counter::TABLE_FULL))
         .filter(|&n| n > 0);
     let unknown = match refused {
-        Some(n) => format!("unknown symbol: never seen on this feed, or one of those the full state table refused a slot (table_full {n}: raise [state] capacity)"),
-        None => "unknown symbol: never seen on this feed".into(),
+        Some(n) => format!("unknown symbol: not published on this feed (never named, not published yet, or refused a slot: table_full {n}, raise [state] capacity or the feed's own limit on symbols)"),
+        None => "unknown symbol: not published on this feed (never named, or not published yet)".into(),
     };
     let quote_state = match known {
         Some(false) => Some(unknown.as_str()),

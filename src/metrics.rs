@@ -694,7 +694,7 @@ impl Monitor {
                     tracing::error!(
                         feed = %f.name,
                         refused,
-                        "state table: no room for this feed's new symbols or names (the table is full, or its free slots are held for other feeds): checks of those are rejected (raise [state] capacity)"
+                        "state table: no room for this feed's new symbols or names (the table is full, its free slots are held for other feeds, or the feed's own limit on symbols over a run is reached): checks of those are rejected (raise [state] capacity, or the feed's own limit)"
                     );
                     f.table_full_logged = true;
                 }

@@ -49,6 +49,23 @@ pub fn key(id: i32) -> Symbol {
     Symbol::from_checked(bytes)
 }
 
+/// The SecurityID whose slot key is `key` ([`key`]'s inverse): `None`
+/// for a key no SecurityID has. A verdict change names an MDP3
+/// instrument by its key; this gives the id (`#` and it is a name
+/// readers look up).
+pub fn security_id(key: Symbol) -> Option<i32> {
+    let bytes = key.to_wire();
+    if bytes[0] != b'#' {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in &bytes[1..] {
+        let d = b.checked_sub(b'0').filter(|&d| d < 64)?;
+        v = v << 6 | u64::from(d);
+    }
+    u32::try_from(v).ok().map(|v| v as i32)
+}
+
 /// An instrument's sequencing flags, as [`Published::flags`] keeps them.
 const SUSPECT: u8 = 1;
 const UNVERIFIED: u8 = 2;
@@ -614,7 +631,11 @@ mod tests {
         assert_eq!(keys.len(), ids.len());
         for &i in &ids {
             assert_eq!(Symbol::from_key(key(i).key()), Some(key(i)));
+            assert_eq!(security_id(key(i)), Some(i));
         }
+        // No SecurityID's key: another symbol, a value past 32 bits.
+        assert_eq!(security_id(Symbol::parse("ESZ6").unwrap()), None);
+        assert_eq!(security_id(Symbol::parse("#o000000").unwrap()), None);
         let mut buf = [0u8; 12];
         assert_eq!(id_name(i32::MIN, &mut buf), "#-2147483648");
     }
