@@ -255,7 +255,7 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.tmp`
+/// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.NS.tmp`
 /// beside it), or `None` when `path` is not a regular file to be replaced
 /// (a device, a FIFO: written in place).
 fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
@@ -282,7 +282,13 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         // The same file by name (`out.json`, `./out.json`) or, when it
         // exists, by inode (a link).
         let absolute = |p: &std::path::Path| std::path::absolute(p).ok();
-        if s == t || absolute(s) == absolute(t) || file_id(s).is_some_and(|s| file_id(t) == Some(s))
+        // (Both this process's standard output, by `-` or a name for it:
+        // one after the other in one stream.)
+        let stdout = |p: &std::path::Path| p.as_os_str() == STDOUT || is_own_stdout(p);
+        if s == t
+            || absolute(s) == absolute(t)
+            || file_id(s).is_some_and(|s| file_id(t) == Some(s))
+            || (stdout(s) && stdout(t))
         {
             anyhow::bail!(
                 "--summary and --timeline both name {}: one would replace the other",

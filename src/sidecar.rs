@@ -287,17 +287,20 @@ struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> 
     /// `None` once a write failed: the file then holds the records of what
     /// was applied up to the failure (the writer hands each record to its
     /// buffer in one piece; a disk filling part-way through a buffer's
-    /// write can cut the last one), never a stream with a hole in it.
+    /// write can cut the last one, which the stop cuts off), never a
+    /// stream with a hole in it.
     writer: Option<CaptureWriter<W>>,
     /// The writer whose write failed, kept to end the file at the stop
-    /// (synced, what its buffer still held not written: counted lost).
+    /// (cut back to its last whole record and synced; what its buffer
+    /// held and did not write whole, counted lost).
     stopped: Option<CaptureWriter<W>>,
     /// When its buffer was last written out, local clock, ns.
     flushed_at: u64,
 }
 
 /// What a recording's output lost with its failed write: the records its
-/// buffer held (none for an output without a buffer).
+/// buffer held that did not reach the file whole (none for an output
+/// without a buffer).
 trait Lost {
     fn lost(&self) -> u64 {
         0
@@ -459,15 +462,39 @@ impl<W: std::io::Write + Unwritten> std::io::Write for Bounded<W> {
     }
 }
 
-impl Bounded<std::io::BufWriter<std::fs::File>> {
+/// Where a recording ends: a file that can be cut back to its last whole
+/// record and synced.
+pub trait RecordingEnd {
+    /// Cuts what follows `len` bytes off (a record cut short by a failed
+    /// write-out), when `cut`, and waits until the disk holds the rest.
+    fn end(&mut self, cut: Option<u64>) -> std::io::Result<()>;
+}
+
+impl RecordingEnd for std::fs::File {
+    /// A device (`/dev/null`) has nothing to cut or sync.
+    fn end(&mut self, cut: Option<u64>) -> std::io::Result<()> {
+        if self.metadata()?.file_type().is_file() {
+            if let Some(len) = cut {
+                // Shrinking needs no room.
+                self.set_len(len)?;
+            }
+            self.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+impl<F: std::io::Write + RecordingEnd> Bounded<std::io::BufWriter<F>> {
     /// Writes out what is buffered and, into a regular file, waits until
     /// the disk holds it (`fdatasync`): a write error the kernel reports
     /// only then (a failing disk, a full one under delayed allocation)
     /// makes the recording incomplete instead of letting it pass for
-    /// whole. A device (`/dev/null`) has nothing to sync.
+    /// whole. A write-out cut short (a disk filling takes what fits) may
+    /// have left part of a record, counted lost: the file is cut back to
+    /// its last whole record, so that it replays to its end.
     fn finish(self) -> std::io::Result<()> {
         let (failed, whole) = (self.failed, self.whole);
-        let file = match failed {
+        let mut file = match failed {
             // Its failed write counted what the buffer held as lost: not
             // written now (a disk with room again would add them after a
             // count that says they are missing).
@@ -475,17 +502,28 @@ impl Bounded<std::io::BufWriter<std::fs::File>> {
             // Stopped by the bound: the buffer holds whole records.
             false => self.inner.into_inner().map_err(|e| e.into_error())?,
         };
-        if file.metadata()?.file_type().is_file() {
-            if failed {
-                // A write-out cut short (a disk filling takes what fits)
-                // may have left part of a record counted lost: the file
-                // ends at the last whole one, so that it replays to its
-                // end. (Shrinking needs no room.)
-                file.set_len(whole)?;
+        file.end(failed.then_some(whole))
+    }
+}
+
+impl<F: std::io::Write + RecordingEnd> Recorder<Bounded<std::io::BufWriter<F>>> {
+    /// Ends the recording at the sidecar's stop: what its buffer holds
+    /// written out (a write-out cut short counting what it did not take
+    /// whole, as a failed write does), the file cut back to its last whole
+    /// record and synced. The error that made it incomplete, if one did.
+    fn finish(self, stats: &mut RunStats) -> Option<std::io::Error> {
+        if let Some(w) = self.stopped {
+            // (Stopped by a failed write: its count already taken.)
+            if let Err(e) = w.into_inner().finish() {
+                tracing::error!(error = %e, "syncing the stopped recording");
             }
-            file.sync_data()?;
         }
-        Ok(())
+        let mut w = self.writer?;
+        let flushed = std::io::Write::flush(w.get_mut());
+        if flushed.is_err() {
+            stats.unrecorded += w.get_ref().lost();
+        }
+        flushed.and(w.into_inner().finish()).err()
     }
 }
 
@@ -1048,17 +1086,7 @@ impl Sidecar {
         // writer for a running one.
         self.publication.close();
         if let Some(r) = self.recorder.take() {
-            // (A writer stopped by a failed write is cut back to its last
-            // whole record and synced: the file is a prefix of the record
-            // stream; what its buffer held and did not write whole was
-            // counted lost.)
-            if let Some(w) = r.stopped {
-                if let Err(e) = w.into_inner().finish() {
-                    tracing::error!(error = %e, "syncing the stopped recording");
-                }
-            }
-            let finished = r.writer.map(|w| w.finish().and_then(Bounded::finish));
-            if let Some(Err(e)) = finished {
+            if let Some(e) = r.finish(&mut self.stats) {
                 tracing::error!(error = %e, "finishing the recording");
                 // Its last records may be lost.
                 self.stats.record_unfinished = Some(e.to_string());
@@ -1816,10 +1844,19 @@ mod tests {
 
     /// A disk with `room` bytes left: a write takes what fits of it, and
     /// fails with ENOSPC once nothing does (as a filling disk, or a
-    /// file-size limit, answers).
+    /// file-size limit, answers). Its end cuts the bytes as a file's does.
     struct Filling {
         bytes: Rc<RefCell<Vec<u8>>>,
         room: usize,
+    }
+
+    impl RecordingEnd for Filling {
+        fn end(&mut self, cut: Option<u64>) -> std::io::Result<()> {
+            if let Some(len) = cut {
+                self.bytes.borrow_mut().truncate(len as usize);
+            }
+            Ok(())
+        }
     }
 
     impl std::io::Write for Filling {
@@ -1867,6 +1904,34 @@ mod tests {
         assert_eq!(10 + st.unrecorded, sent, "in the file or counted out");
         let stopped = r.stopped.as_ref().unwrap().get_ref();
         assert_eq!(stopped.whole, (24 + 10 * record) as u64);
+    }
+
+    /// The disk filling in the write-out at the sidecar's stop: the
+    /// record it cut is counted out with those it did not take, and the
+    /// file is cut back to the last whole record, as after a failed write
+    /// while running.
+    #[test]
+    fn a_disk_filling_at_the_stop_cuts_back_to_the_last_whole_record() {
+        let record = 16 + 20 + 8 + 3;
+        let bytes = Rc::default();
+        let disk = Filling {
+            bytes: Rc::clone(&bytes),
+            // The header, one record and half of the second.
+            room: 24 + record + record / 2,
+        };
+        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
+        let mut r = Recorder::bounded(buffer, None).unwrap();
+        let mut st = RunStats::default();
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        for i in 0..3 {
+            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
+        }
+        assert_eq!(st.unrecorded, 0, "all in the buffer");
+        let e = r.finish(&mut st).expect("the write-out failed");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(st.unrecorded, 2, "the cut record and the one not taken");
+        assert_eq!(bytes.borrow().len(), 24 + record, "cut back");
     }
 
     /// A recording stopped by its bound whose buffer then fails to be

@@ -704,11 +704,23 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             v.push("healthy again: the channel restarted, RptSeq starts over".into())
         }
         (false, true) => v.push(match b.rpt_seq {
-            // A definition made its book deeper than it was kept.
-            None if a.rpt_seq.is_some_and(|r| r > 0) && (b.depths.0 > a.depths.0 || b.depths.1 > a.depths.1) => format!(
-                "no baseline: its definition made its book deeper than it was kept (depth {} outright, {} implied, was {}, {}), the levels it never held unknown; suspect until a snapshot",
-                b.depths.0, b.depths.1, a.depths.0, a.depths.1
-            ),
+            // A definition changed the depth its book was kept at.
+            None if a.rpt_seq.is_some_and(|r| r > 0) && b.depths != a.depths => {
+                let deeper = b.depths.0 > a.depths.0 || b.depths.1 > a.depths.1;
+                format!(
+                    "no baseline: its definition made its book {} than it was kept (depth {} outright, {} implied, was {}, {}), {}; suspect until a snapshot",
+                    if deeper { "deeper" } else { "shallower" },
+                    b.depths.0,
+                    b.depths.1,
+                    a.depths.0,
+                    a.depths.1,
+                    if deeper {
+                        "the levels it never held unknown"
+                    } else {
+                        "a level the venue dropped past its depth perhaps kept"
+                    }
+                )
+            }
             None => "no baseline: its history did not start at RptSeq 1; suspect until a snapshot"
                 .into(),
             Some(r) => format!(
@@ -993,6 +1005,30 @@ mod tests {
             lines
                 .iter()
                 .any(|l| l.contains("made its book deeper than it was kept")),
+            "{lines:?}"
+        );
+        // Shallower, as the venue's book was (kept 10 deep before its
+        // definition came): the definition is the cause too, not its
+        // history.
+        let a = Seen {
+            depths: (10, 2),
+            ..a
+        };
+        let b = Seen {
+            depths: (3, 2),
+            ..b
+        };
+        let lines = events(&a, &b, &Said::default(), Some(9));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("made its book shallower than it was kept")),
+            "{lines:?}"
+        );
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("did not start at RptSeq 1")),
             "{lines:?}"
         );
     }

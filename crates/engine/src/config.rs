@@ -68,7 +68,9 @@ use crate::state::FeedKind;
 use crate::symbol::Symbol;
 use crate::verdict::Thresholds;
 pub use keys::Range;
-use keys::{echo, names_secret, variants, FeedKeys, FeedProtocol, Problem, Sp, NS_PER_MS};
+use keys::{
+    echo, names_secret, plain_words, variants, FeedKeys, FeedProtocol, Problem, Sp, NS_PER_MS,
+};
 use serde::Deserialize;
 use services::{listen_takes, Receive, Service};
 use std::fmt;
@@ -981,49 +983,6 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
         }
         None => located(name, text, None, &msg),
     }
-}
-
-/// `msg` with the reader's type names in an operator's words: "expected
-/// i64" reads "expected an integer", a sequence reads a list, a map a table.
-fn plain_words(msg: &str) -> String {
-    const WORDS: [(&str, &str); 14] = [
-        ("i8", "an integer"),
-        ("i16", "an integer"),
-        ("i32", "an integer"),
-        ("i64", "an integer"),
-        ("u8", "a whole number"),
-        ("u16", "a whole number"),
-        ("u32", "a whole number"),
-        ("u64", "a whole number"),
-        ("usize", "a whole number"),
-        ("f32", "a number"),
-        ("f64", "a number"),
-        ("a sequence", "a list"),
-        ("a map", "a table"),
-        ("struct", "table"),
-    ];
-    let msg = msg
-        .replace("invalid type: sequence", "invalid type: list")
-        .replace("invalid type: map", "invalid type: table");
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg.as_str();
-    while let Some(at) = rest.find("expected ") {
-        let (head, tail) = rest.split_at(at + "expected ".len());
-        out.push_str(head);
-        let word = WORDS.iter().find(|(rust, _)| {
-            tail.strip_prefix(rust)
-                .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
-        });
-        rest = match word {
-            Some((rust, plain)) => {
-                out.push_str(plain);
-                &tail[rust.len()..]
-            }
-            None => tail,
-        };
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The line of `text` holding byte `at`, trimmed.

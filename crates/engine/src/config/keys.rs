@@ -333,7 +333,7 @@ impl FeedKeys {
                 true => "not a quoted string".to_string(),
                 // In an operator's words, as the shared keys' ("an
                 // integer", not "i64").
-                false => super::plain_words(e.message().trim()),
+                false => plain_words(e.message().trim()),
             };
             let about_type = match named {
                 true => msg.contains("wanted string"),
@@ -420,6 +420,49 @@ impl FeedKeys {
 /// This reaches a protocol's [`FeedProtocol::resolve`] before the
 /// protocol is in the configuration's switch (where `Config::parse` could
 /// not name it), and its problems' text without an error line around it.
+/// `msg` with the reader's type names in an operator's words: "expected
+/// i64" reads "expected an integer", a sequence reads a list, a map a table.
+pub(super) fn plain_words(msg: &str) -> String {
+    const WORDS: [(&str, &str); 14] = [
+        ("i8", "an integer"),
+        ("i16", "an integer"),
+        ("i32", "an integer"),
+        ("i64", "an integer"),
+        ("u8", "a whole number"),
+        ("u16", "a whole number"),
+        ("u32", "a whole number"),
+        ("u64", "a whole number"),
+        ("usize", "a whole number"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+        ("a sequence", "a list"),
+        ("a map", "a table"),
+        ("struct", "table"),
+    ];
+    let msg = msg
+        .replace("invalid type: sequence", "invalid type: list")
+        .replace("invalid type: map", "invalid type: table");
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg.as_str();
+    while let Some(at) = rest.find("expected ") {
+        let (head, tail) = rest.split_at(at + "expected ".len());
+        out.push_str(head);
+        let word = WORDS.iter().find(|(rust, _)| {
+            tail.strip_prefix(rust)
+                .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        });
+        rest = match word {
+            Some((rust, plain)) => {
+                out.push_str(plain);
+                &tail[rust.len()..]
+            }
+            None => tail,
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 impl FeedKeys {
     /// The keys of `text` (TOML: the protocol's keys only, none of the

@@ -133,9 +133,9 @@ impl Loops {
     /// arrived at `t` (local clock).
     fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) {
         let i = line % 2;
-        let stalled = self.at[i].is_some_and(|at| {
-            crate::time::retry_due(t, at.saturating_add(HOLD_MAX_NS), HOLD_MAX_NS)
-        });
+        // (Not at a clock stepped back: a duplicate would begin a loop
+        // again. A step back holds a stalled line back by the step too.)
+        let stalled = self.at[i].is_some_and(|at| t >= at.saturating_add(HOLD_MAX_NS));
         if seq == 1 && (sent > self.sent[i] || stalled) {
             self.begun[i] += 1;
             self.sent[i] = sent;
@@ -964,6 +964,12 @@ mod tests {
             }
         }
         assert_eq!(l.begun(), 5, "counted again after it");
+        // A clock stepped back begins nothing by itself: a duplicate of a
+        // beginning is still a duplicate.
+        let mut l = Loops::default();
+        l.on_packet(0, 1, 1000, T);
+        l.on_packet(0, 1, 1000, T - 1);
+        assert_eq!(l.begun(), 1);
     }
 
     /// A gap given up joins the snapshot lines and keeps them, with no

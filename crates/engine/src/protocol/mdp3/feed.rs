@@ -229,9 +229,11 @@ pub struct Feed {
     renamed: Vec<String>,
     /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
-    /// Book entries an instrument took while waiting for a snapshot
-    /// (cached, or dropped by a full cache), ever: an instrument needy and
-    /// quiet that starts trading has one in the loop from then on.
+    /// Book entries an instrument took while only a snapshot could make it
+    /// whole (no baseline, or overflowed), cached or dropped, ever: an
+    /// instrument needy and quiet that starts trading has one in the loop
+    /// from then on. (Not those waiting in a RptSeq hole, which the other
+    /// line's copy of a packet may fill.)
     waiting_book_entries: u64,
     /// The ends of event processed (what coverage needs of them).
     ends: Ends,
@@ -599,8 +601,8 @@ impl Feed {
         &self.counters
     }
 
-    /// Book entries taken by instruments waiting for a snapshot (cached,
-    /// or dropped by a full cache), ever.
+    /// Book entries taken by instruments only a snapshot can make whole
+    /// (no baseline, or overflowed), cached or dropped, ever.
     pub fn waiting_book_entries(&self) -> u64 {
         self.waiting_book_entries
     }
@@ -1267,12 +1269,15 @@ impl Feed {
         let anomalies = inst.anomalies();
         let was = inst.seq.overflowed();
         let unverified = self.all_unverified && inst.seq.unverified();
-        let book = entry.update.is_some();
+        // A book entry of an instrument that only a snapshot can make
+        // whole (no baseline, or its cache overflowed): not one waiting
+        // in a hole, which the other line's copy may fill.
+        let for_a_snapshot = entry.update.is_some() && (inst.seq.rpt_seq().is_none() || was);
         let took = inst.on_entry(r, entry, &mut self.cached, max, &mut self.undo);
         if took == Took::Dropped && !was {
             self.counters.cache_overflows += 1;
         }
-        if book && matches!(took, Took::Cached | Took::Dropped) {
+        if for_a_snapshot && matches!(took, Took::Cached | Took::Dropped) {
             self.waiting_book_entries += 1;
         }
         self.counters.anomalies += inst.anomalies() - anomalies;
@@ -3088,9 +3093,10 @@ mod tests {
         assert_eq!(g.verdict("ESZ6", TH, T0), Reasons::empty());
     }
 
-    /// Book entries of an instrument waiting for a snapshot are counted
-    /// (what joins the snapshot lines again after they were left idle);
-    /// entries applied are not.
+    /// Book entries of an instrument only a snapshot can make whole are
+    /// counted (what joins the snapshot lines again after they were left
+    /// idle); entries applied are not, nor those waiting in a RptSeq hole
+    /// (the other line's copy may fill it).
     #[test]
     fn book_entries_waiting_for_a_snapshot_are_counted() {
         use UpdateAction::New;
@@ -3098,9 +3104,14 @@ mod tests {
         f.on_incremental(&book(1, true, &[bid(7, 1, 1, New, 100)]), T0)
             .unwrap();
         assert_eq!(f.waiting_book_entries(), 0, "applied");
+        // #7's RptSeq 2 lost: 3 waits in the hole, not for a snapshot.
+        f.on_incremental(&book(2, true, &[bid(7, 3, 1, New, 101)]), T0)
+            .unwrap();
+        assert_eq!(f.cached(), 1);
+        assert_eq!(f.waiting_book_entries(), 0, "in a hole");
         // #8 first seen past RptSeq 1: no baseline, its entries wait.
         let waiting = [bid(8, 5, 1, New, 100), bid(8, 6, 2, New, 99)];
-        f.on_incremental(&book(2, true, &waiting), T0 + MS).unwrap();
+        f.on_incremental(&book(3, true, &waiting), T0 + MS).unwrap();
         assert_eq!(f.waiting_book_entries(), 2);
     }
 

@@ -444,7 +444,7 @@ impl<T: Copy> RptSeq<T> {
     }
 
     /// No baseline, though the values up to the last one applied were
-    /// applied (its book made deeper than it was kept): suspect until a
+    /// applied (its book kept at another depth than its definition came with): suspect until a
     /// snapshot, which counts lost only values past those.
     pub fn forget_applied(&mut self) {
         if let Some(r) = self.rpt_seq.take() {
@@ -769,7 +769,7 @@ mod tests {
         assert!(r.i.suspect() && r.i.missing() == 1);
     }
 
-    /// Forgetting the baseline of values applied (a book made deeper):
+    /// Forgetting the baseline of values applied (a book kept at another depth than its definition):
     /// no snapshot counts those lost, an older one from an older loop
     /// included, nor the one after it that heals.
     #[test]
