@@ -346,6 +346,9 @@ struct ReceiverMetrics {
     /// Whether the recording's stop is logged.
     record_stop_logged: bool,
     heartbeat_age: Gauge,
+    /// The last heartbeat read (writer's clock, ns), for the age when the
+    /// header cannot be read.
+    last_beat: Option<u64>,
 }
 
 /// Installs the Prometheus recorder and serves it over HTTP on `listen`
@@ -475,6 +478,7 @@ impl Monitor {
             last_socket_errors: 0,
             record_stop_logged: false,
             heartbeat_age: metrics::gauge!("tickguard_writer_heartbeat_age_seconds"),
+            last_beat: None,
         };
         Monitor {
             reader: Reader::open_with(&config.sidecar.shm_path, config.sidecar.dead_after_ns),
@@ -543,9 +547,9 @@ impl Monitor {
             );
             rm.record_stop_logged = true;
         }
-        if let Some(beat) = r.heartbeat_ns().filter(|&b| b > 0) {
-            rm.heartbeat_age.set(now.saturating_sub(beat) as f64 / 1e9);
-        }
+        let beat = r.heartbeat_ns().filter(|&b| b > 0);
+        rm.heartbeat_age
+            .set(heartbeat_age(beat, &mut rm.last_beat, now));
 
         self.counters.clear();
         self.counters
@@ -608,7 +612,10 @@ impl Monitor {
             let described = |e: &(usize, Vec<Descriptor>, Vec<Exported>)| {
                 info.is_some_and(|i| i.lines == e.0 && i.counters == e.1)
             };
-            if !f.exported.as_ref().is_some_and(described) {
+            // (A sample that reads no feed, the file unreadable, keeps what
+            // is exported: registered anew, every count would start from 0
+            // and stay at its old value until it passed it.)
+            if info.is_some() && !f.exported.as_ref().is_some_and(described) {
                 f.exported = info.filter(|i| !i.counters.is_empty()).map(|i| {
                     let e = register(&f.name, i.lines, &i.counters);
                     (i.lines, i.counters.clone(), e)
@@ -747,10 +754,35 @@ impl Monitor {
     }
 }
 
+/// The writer's heartbeat age at `now` (s), from the heartbeat read
+/// (`None`: the header unreadable, or read as zeros, a file cut under a
+/// writer): since the last one read, which ages on (an age kept at its
+/// last healthy value would hide a publication no reader can use), or
+/// infinite before any.
+fn heartbeat_age(beat: Option<u64>, last: &mut Option<u64>, now: u64) -> f64 {
+    if beat.is_some() {
+        *last = beat;
+    }
+    last.map_or(f64::INFINITY, |b| now.saturating_sub(b) as f64 / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sidecar::RunStats;
+
+    /// A header that cannot be read (or reads as zeros) ages the
+    /// heartbeat from the last one read, rather than keeping its last
+    /// healthy age.
+    #[test]
+    fn an_unreadable_heartbeat_ages_from_the_last_one_read() {
+        const S: u64 = 1_000_000_000;
+        let mut last = None;
+        assert_eq!(heartbeat_age(None, &mut last, 10 * S), f64::INFINITY);
+        assert_eq!(heartbeat_age(Some(10 * S), &mut last, 10 * S), 0.0);
+        assert_eq!(heartbeat_age(None, &mut last, 13 * S), 3.0);
+        assert_eq!(heartbeat_age(Some(14 * S), &mut last, 14 * S), 0.0);
+    }
     use crate::test_log::logs_of;
 
     /// A sidecar of one feed (kind full) on a free loopback port, publishing in
@@ -835,6 +867,9 @@ mod tests {
         // 5 by the first sample.
         p.close();
         drop((p, first));
+        // A sample while no file is there: what is exported is kept.
+        std::fs::remove_file(dir.path().join("shm")).ok();
+        m.sample(now_ns());
         std::thread::sleep(std::time::Duration::from_millis(2));
         let (_, second) = one_feed_sidecar(dir.path());
         let p = second.publication();

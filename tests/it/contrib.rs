@@ -470,11 +470,24 @@ fn alert_rules_use_only_exported_metrics() {
     );
     assert_label_values_exist("the alert rules", ALERTS);
     assert_label_values_exist("the alert rule tests", ALERT_TESTS);
-    // The unit tests cover every alert at least once.
+    // The unit tests cover every alert at least once, firing: a case that
+    // expects it with its labels (an alert only ever expected silent
+    // would pass the tests with an expression that never fires).
     for (name, _) in alert_rules(ALERTS) {
         let covered = ALERT_TESTS.contains(&format!("alertname: {name},"))
             || ALERT_TESTS.contains(&format!("alertname: {name}\n"));
         assert!(covered, "no promtool test mentions {name}");
+        let fires = ALERT_TESTS
+            .split(&format!("alertname: {name}\n"))
+            .skip(1)
+            .any(|after| {
+                let mut lines = after.lines();
+                lines.next().is_some_and(|l| l.trim() == "exp_alerts:")
+                    && lines
+                        .next()
+                        .is_some_and(|l| l.trim_start().starts_with("- exp_labels:"))
+            });
+        assert!(fires, "no promtool test expects {name} to fire");
     }
 }
 
