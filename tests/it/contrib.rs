@@ -31,8 +31,9 @@ fn contrib(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// Every identifier `tickguard_[a-z_]+` in `text` that is not part of a
-/// longer identifier.
+/// Every identifier `tickguard_[a-z0-9_]+` in `text` that is not part of
+/// a longer identifier (digits included: a name with a stray digit is
+/// flagged as not exported, not skipped).
 fn metric_names(text: &str) -> BTreeSet<String> {
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let bytes = text.as_bytes();
@@ -41,7 +42,11 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     while let Some(at) = text[from..].find("tickguard_") {
         let start = from + at;
         let mut end = start + "tickguard_".len();
-        while end < bytes.len() && (bytes[end].is_ascii_lowercase() || bytes[end] == b'_') {
+        while end < bytes.len()
+            && (bytes[end].is_ascii_lowercase()
+                || bytes[end].is_ascii_digit()
+                || bytes[end] == b'_')
+        {
             end += 1;
         }
         let bounded =
@@ -698,7 +703,7 @@ fn metric_name_extraction() {
     let found = metric_names("rate(tickguard_packets_total{x=\"y\"}[1m]) / my_tickguard_x + tickguard_up2 tickguard_symbols");
     assert_eq!(
         found.into_iter().collect::<Vec<_>>(),
-        ["tickguard_packets_total", "tickguard_symbols"]
+        ["tickguard_packets_total", "tickguard_symbols", "tickguard_up2"]
     );
     assert_eq!(
         label_values(
