@@ -175,7 +175,8 @@ pub struct ReplayArgs {
     /// Explain one symbol: stdout carries, instead of the check results, every
     /// event that changed its verdict, in time order, with its cause (the
     /// summary is still written).
-    #[arg(long, num_args = 2, value_names = ["FEED", "SYMBOL"])]
+    // (Set: given twice, refused, as every other single-valued flag.)
+    #[arg(long, num_args = 2, value_names = ["FEED", "SYMBOL"], action = clap::ArgAction::Set)]
     pub explain: Option<Vec<String>>,
     /// With --explain: also list the events that did not change the verdict
     /// but explain it (gaps on a full feed, snapshots, heartbeat gaps, invalid prices).
@@ -210,9 +211,21 @@ pub struct ReplayArgs {
 /// zone, plus a timestamp's 2^48 ns) are ns since the Unix epoch in a u64.
 fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
     use jiff::civil::date;
-    let d = s
-        .parse::<jiff::civil::Date>()
-        .map_err(|_| format!("'{s}' is not a date (YYYY-MM-DD)"))?;
+    // The date alone: a time, an offset or a zone written with it would be
+    // read and dropped (midnight is the feed's time zone's), and a time
+    // zone the operator meant ignored.
+    let shaped = s.len() == 10
+        && s.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    let d = shaped
+        .then(|| s.parse::<jiff::civil::Date>().ok())
+        .flatten()
+        .ok_or_else(|| format!("'{s}' is not a date (YYYY-MM-DD)"))?;
     let (first, last) = (date(1970, 1, 2), date(2554, 7, 17));
     if d < first || d > last {
         return Err(format!("{s} is out of range: {first} to {last}"));

@@ -954,6 +954,31 @@ fn usage_errors_exit_non_zero() {
             "{err}"
         );
     }
+    // The date alone: a time, an offset or a zone with it (which would be
+    // read and dropped, midnight being the feed's zone's) is refused.
+    for date in [
+        "2026-01-05T23:00-05:00",
+        "2026-01-05[Asia/Tokyo]",
+        "20260105",
+    ] {
+        let out = tickguard()
+            .args(["replay", "x.itch", "--config", "c.toml", "--feed", "n"])
+            .args(["--date", date])
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{date}: {err}");
+        assert!(err.contains("is not a date (YYYY-MM-DD)"), "{err}");
+    }
+    // --explain given twice: refused, not the second pair dropped.
+    let out = tickguard()
+        .args(["replay", "x.pcap", "--config", "c.toml"])
+        .args(["--explain", "fx", "EURUSD", "--explain", "fx", "GBPUSD"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--explain"), "{err}");
     // The configuration's range of dead_after_ms, 3 to 60000.
     for (cmd, ms) in [("check", "0"), ("check", "60001"), ("stat", "2")] {
         let args = match cmd {

@@ -703,7 +703,11 @@ fn metric_name_extraction() {
     let found = metric_names("rate(tickguard_packets_total{x=\"y\"}[1m]) / my_tickguard_x + tickguard_up2 tickguard_symbols");
     assert_eq!(
         found.into_iter().collect::<Vec<_>>(),
-        ["tickguard_packets_total", "tickguard_symbols", "tickguard_up2"]
+        [
+            "tickguard_packets_total",
+            "tickguard_symbols",
+            "tickguard_up2"
+        ]
     );
     assert_eq!(
         label_values(

@@ -182,7 +182,9 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
     let mut more = 0usize;
     let mut chars = line.trim_end_matches('\r').chars().peekable();
     loop {
-        while chars.peek() == Some(&' ') {
+        // Surrounding whitespace (a tab too: `trim`'s) is no part of a
+        // field, quoted or not.
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
         }
         let mut field = String::new();
@@ -199,7 +201,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
                     None => return Err("unterminated quoted field".into()),
                 }
             }
-            while chars.peek() == Some(&' ') {
+            while chars.peek().is_some_and(|c| c.is_whitespace()) {
                 chars.next();
             }
             match chars.peek() {
@@ -1313,6 +1315,13 @@ mod tests {
         assert!(parse_checks("\u{feff}time_ns,feed,symbol\n")
             .unwrap()
             .is_empty());
+        // A tab around a quoted field is trimmed as around a bare one: the
+        // quotes are not kept in the symbol.
+        let tabbed = parse_checks("time_ns,feed,symbol\n5,\tlp1,\t\"EURUSD\"\t\n").unwrap();
+        assert_eq!(
+            tabbed,
+            parse_checks("time_ns,feed,symbol\n5,lp1,EURUSD\n").unwrap()
+        );
     }
 
     proptest::proptest! {
