@@ -191,6 +191,100 @@ fn published_itch_verdicts_equal_the_handlers() {
     assert_eq!(verdicts, [Reasons::NO_QUOTE, Reasons::empty()]);
 }
 
+/// "`halted`: `trading_state` is `H`, `P` or `Q`, or `operational_halt`"
+/// (spec itch50 §4), as a gateway reads it from the publication: a stock
+/// paused (`P`), in a quotation-only period (`Q`), and one halted by an
+/// operational halt of its own market (`h`, market `Q`) that another
+/// market's resume does not lift, its own does.
+#[test]
+fn paused_quotation_only_and_operational_halts_are_published_halted() {
+    let (_dir, p, mut h, reader) = published(CONFIG, 16);
+    let [aapl, msft] = ["AAPL", "MSFT"].map(|s| Symbol::parse(s).unwrap());
+    let book = |locate, stock, first| {
+        [
+            encode::stock_directory(locate, OPEN, stock),
+            encode::trading_action(locate, OPEN, stock, b'T'),
+            encode::add_order(locate, OPEN, first, Side::Buy, 100, stock, 1_900_000, None),
+            encode::add_order(
+                locate,
+                OPEN,
+                first + 1,
+                Side::Sell,
+                100,
+                stock,
+                1_901_000,
+                None,
+            ),
+        ]
+    };
+    let mut messages = book(7, aapl, 1).to_vec();
+    messages.extend(book(8, msft, 3));
+    // (datagram, AAPL halted, MSFT halted) after it.
+    let steps: Vec<(Vec<u8>, bool, bool)> = vec![
+        (packet(S1, 1, &messages), false, false),
+        (
+            packet(S1, 9, &[encode::trading_action(7, OPEN, aapl, b'P')]),
+            true,
+            false,
+        ),
+        (
+            packet(S1, 10, &[encode::trading_action(7, OPEN, aapl, b'Q')]),
+            true,
+            false,
+        ),
+        (
+            packet(S1, 11, &[encode::trading_action(7, OPEN, aapl, b'T')]),
+            false,
+            false,
+        ),
+        (
+            packet(
+                S1,
+                12,
+                &[encode::operational_halt(8, OPEN, msft, b'Q', b'H')],
+            ),
+            false,
+            true,
+        ),
+        (
+            packet(
+                S1,
+                13,
+                &[encode::operational_halt(8, OPEN, msft, b'B', b'T')],
+            ),
+            false,
+            true,
+        ),
+        (
+            packet(
+                S1,
+                14,
+                &[encode::operational_halt(8, OPEN, msft, b'Q', b'T')],
+            ),
+            false,
+            false,
+        ),
+    ];
+    for (k, (datagram, aapl_halted, msft_halted)) in steps.into_iter().enumerate() {
+        let t = T0 + (k as u64 + 1) * MS;
+        h.on_datagram(0, &datagram, t).unwrap();
+        h.before_check(0, t);
+        p.heartbeat(t);
+        for (stock, halted) in [(aapl, aapl_halted), (msft, msft_halted)] {
+            let want = h.verdict(0, stock, t);
+            let got = reader.check_symbol("nasdaq", &stock.to_string(), t);
+            assert!(got.health.is_ok(), "{:?}", got.health);
+            assert_eq!(got.reasons, want, "{stock} after step {k}");
+            let expected = if halted {
+                Reasons::HALTED
+            } else {
+                Reasons::empty()
+            };
+            assert_eq!(got.reasons, expected, "{stock} after step {k}");
+        }
+    }
+}
+
 /// A flood of new symbols on an SQF feed does not take the slots the
 /// ITCH feed beside it reserves (its `max_symbols`): the ITCH feed's
 /// symbols are still published, with the handler's verdicts, and the

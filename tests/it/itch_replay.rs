@@ -241,6 +241,36 @@ fn an_itch_capture_replays_with_gaps_fills_halts_and_the_close() {
 /// replay does the same: an answer from another sender is dropped and
 /// counted (`capture.wrong_source`), the server's fills the gap. Without a
 /// server configured, any sender's answer is the channel's.
+/// "`messages_by_type` (applied messages by type letter, unknown letters
+/// included)" (spec itch50 §5): an unknown `z` and an unknown byte 0x01,
+/// skipped, are counted under their letter (a byte no letter prints as
+/// `\xNN`), beside the known ones.
+#[test]
+fn messages_of_unknown_types_are_counted_by_their_letter() {
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let datagrams = vec![(
+        T0,
+        a(),
+        packet(
+            1,
+            &[
+                encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None),
+                b"zab".to_vec(),
+                vec![0x01, 0, 0, 0],
+                b"zcd".to_vec(),
+            ],
+        ),
+    )];
+    let outcome = replay_datagrams(CONFIG, datagrams, &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(
+        f["messages_by_type"],
+        serde_json::json!({ "A": 1, "z": 2, "\\x01": 1 }),
+        "{f}"
+    );
+}
+
 #[test]
 fn a_replay_takes_recovery_answers_from_the_server_only() {
     let aapl = Symbol::parse("AAPL").unwrap();

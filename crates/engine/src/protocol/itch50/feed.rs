@@ -2469,6 +2469,47 @@ mod tests {
         }
     }
 
+    /// A packet is "rejected whole (... nothing applied ...)" (spec itch50
+    /// §1): one whose valid first block would cross AAPL's book and whose
+    /// second names a stock no venue spells applies neither, moves no
+    /// sequence, proves nothing alive; the valid packet of the same
+    /// number after it is applied.
+    #[test]
+    fn a_packet_rejected_for_a_later_block_applies_none_of_its_blocks() {
+        let aapl = sym("AAPL");
+        let mut f = feed();
+        let book = [
+            encode::add_order(7, OPEN, 1, Side::Buy, 5, aapl, 100, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 5, aapl, 110, None),
+        ];
+        f.on_datagram(&packet(1, &book), T0).unwrap();
+        let state = |f: &mut Feed| {
+            (
+                f.sequencer().next(),
+                f.sequencer().counters().messages,
+                f.last_alive(),
+                format!("{:?}", f.settled().symbol(aapl)),
+            )
+        };
+        let before = state(&mut f);
+        let crossing = encode::add_order(7, OPEN, 3, Side::Sell, 5, aapl, 90, None);
+        let mut bad = encode::add_order(7, OPEN, 4, Side::Buy, 5, aapl, 95, None);
+        // The stock (bytes 24..32 of an `A`): a space inside it.
+        assert_eq!(&bad[24..32], b"AAPL    ");
+        bad[24..32].copy_from_slice(b"A PL    ");
+        assert!(f
+            .on_datagram(&packet(3, &[crossing.clone(), bad]), T0 + MS)
+            .is_err());
+        assert_eq!(state(&mut f), before, "nothing applied");
+        assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), Reasons::empty());
+        f.on_datagram(&packet(3, &[crossing]), T0 + 2 * MS).unwrap();
+        assert_eq!(f.sequencer().next(), Some(4));
+        assert!(f
+            .settled()
+            .verdict(aapl, th(), T0 + 2 * MS)
+            .contains(Reasons::INVALID_PRICE));
+    }
+
     #[test]
     fn a_session_of_any_ten_bytes_is_taken_as_it_comes() {
         // Spec §1: the session is 10 raw bytes, printable or not; the
