@@ -496,6 +496,91 @@ fn a_capture_without_the_snapshot_stream_replays_as_a_spin_never_come() {
     assert_eq!(out.answers[0].reasons.to_string(), "no_quote");
 }
 
+/// "`replay` routes an IPv4 TCP segment to the feed whose `glimpse` is its
+/// source or destination" (glimpse G5): of two feeds joined mid-session,
+/// each with its own server, the spin of the second's server merges into
+/// the second alone; the first stays awaiting, its books not replaced; a
+/// segment between two other ends goes to neither.
+#[test]
+fn a_recorded_spin_goes_to_the_feed_of_its_server_only() {
+    use crate::capture::link::Link;
+    use crate::capture::write::{CaptureWriter, Format};
+    use crate::capture::CaptureReader;
+    let feed = |name: &str, line: &str, server: &str| {
+        format!(
+            "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\njoin_gap_max = 10\n\
+             gap_timeout_ms = 5\nglimpse = \"{server}\"\nglimpse_user = \"tgsim\"\n\
+             glimpse_password_env = \"TG_TEST_NEVER_READ\"\nmax_symbols = 100\n"
+        )
+    };
+    let text = feed("nq", "239.9.9.1:9000", "127.0.0.1:18100")
+        + &feed("nq2", "239.9.9.2:9000", "127.0.0.1:18101");
+    let config = Config::parse(&text, "t").unwrap();
+    let mut w = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
+    let from: SocketAddrV4 = "127.0.0.1:1".parse().unwrap();
+    let mut t = T0;
+    for line in ["239.9.9.1:9000", "239.9.9.2:9000"] {
+        let line: SocketAddrV4 = line.parse().unwrap();
+        for q in 100..150 {
+            let mut b = PacketBuilder::new(S1, q);
+            b.message(&message(q));
+            t += MS;
+            w.write_udp(t, from, line, &b.finish()).unwrap();
+        }
+    }
+    // The second feed's connection: our SYN, the spin, the server's FIN.
+    let (local, server): (SocketAddrV4, SocketAddrV4) = (
+        "127.0.0.1:40001".parse().unwrap(),
+        "127.0.0.1:18101".parse().unwrap(),
+    );
+    t += MS;
+    w.write_tcp(t, local, server, 7, Tcp::SYN, b"").unwrap();
+    let mut seq = 1_000u32;
+    for chunk in spin(120, S1, false).chunks(700) {
+        t += MS;
+        w.write_tcp(t, server, local, seq, Tcp::ACK | Tcp::PSH, chunk)
+            .unwrap();
+        seq = seq.wrapping_add(chunk.len() as u32);
+    }
+    t += MS;
+    w.write_tcp(t, server, local, seq, Tcp::FIN | Tcp::ACK, b"")
+        .unwrap();
+    // Between two other ends: no feed's.
+    let (x, y): (SocketAddrV4, SocketAddrV4) = (
+        "127.0.0.1:5000".parse().unwrap(),
+        "127.0.0.1:6000".parse().unwrap(),
+    );
+    t += MS;
+    w.write_tcp(t, x, y, 1, Tcp::ACK | Tcp::PSH, &spin(120, S1, false))
+        .unwrap();
+    let bytes = w.finish().unwrap();
+    let mut capture =
+        CaptureReader::from_reader("two", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
+    let feed = |name: &str| match out.summary.feeds.get(name) {
+        Some(Summary::Itch50(s)) => s.clone(),
+        _ => panic!("no itch50 summary of {name}"),
+    };
+    let (first, second) = (feed("nq"), feed("nq2"));
+    assert_eq!(
+        (snap(&second).snapshot_state, snap(&second).snapshots),
+        ("idle", 1),
+        "the spin merged into its server's feed"
+    );
+    assert!(!second.suspect);
+    assert_eq!(
+        (
+            snap(&first).snapshot_state,
+            snap(&first).snapshots,
+            snap(&first).snapshot_attempts
+        ),
+        ("awaiting", 0, 0),
+        "nothing of it reached the other feed"
+    );
+    assert!(first.suspect && first.symbols.values().all(|x| x.orders == 0));
+}
+
 /// `snapshot_max_messages` as configured bounds a spin (glimpse G4): one
 /// message more is `too_large`, not merged; exactly as many merges.
 #[test]
