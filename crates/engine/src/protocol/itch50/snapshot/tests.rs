@@ -559,21 +559,21 @@ fn a_recorded_spin_goes_to_the_feed_of_its_server_only() {
         CaptureReader::from_reader("two", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let out = crate::replay::replay(&config, &mut capture, &[], |_| {});
     let feed = |name: &str| match out.summary.feeds.get(name) {
-        Some(Summary::Itch50(s)) => s.clone(),
+        Some(Summary::Itch50(s)) => s,
         _ => panic!("no itch50 summary of {name}"),
     };
     let (first, second) = (feed("nq"), feed("nq2"));
     assert_eq!(
-        (snap(&second).snapshot_state, snap(&second).snapshots),
+        (snap(second).snapshot_state, snap(second).snapshots),
         ("idle", 1),
         "the spin merged into its server's feed"
     );
     assert!(!second.suspect);
     assert_eq!(
         (
-            snap(&first).snapshot_state,
-            snap(&first).snapshots,
-            snap(&first).snapshot_attempts
+            snap(first).snapshot_state,
+            snap(first).snapshots,
+            snap(first).snapshot_attempts
         ),
         ("awaiting", 0, 0),
         "nothing of it reached the other feed"
