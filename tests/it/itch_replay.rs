@@ -1308,3 +1308,11 @@ fn a_binary_file_replay_stops_only_at_each_checks_time() {
     };
     assert_eq!(replay(&inside, &mut forced).0, answers);
 }
+
+/// Every test docs/itch-coverage.md names for a rule of the ITCH or the
+/// GLIMPSE contract exists, and is a test that runs.
+#[test]
+fn the_coverage_table_names_tests_that_exist() {
+    let named = crate::common::coverage_table_tests("docs/itch-coverage.md", "itch50", "itch_");
+    assert!(named > 200, "{named} tests named");
+}

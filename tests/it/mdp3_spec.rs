@@ -3967,45 +3967,7 @@ fn every_decision_in_the_docs_is_held_by_tests() {
 /// `mdp3_*.rs` one an integration test, any other a path from the root.
 #[test]
 fn the_coverage_table_names_tests_that_exist() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let table = std::fs::read_to_string(root.join("docs/mdp3-coverage.md")).unwrap();
-    let mut named = 0;
-    for cell in table.split('`').skip(1).step_by(2) {
-        let Some((file, test)) = cell.split_once(".rs::") else {
-            continue;
-        };
-        let file = format!("{file}.rs");
-        let path = if file.contains('/') {
-            root.join(&file)
-        } else if file.starts_with("mdp3_") {
-            root.join("tests/it").join(&file)
-        } else {
-            root.join("crates/engine/src/protocol/mdp3").join(&file)
-        };
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{cell}: {e}"));
-        let at = text
-            .find(&format!("fn {test}("))
-            .unwrap_or_else(|| panic!("{cell}: no such test"));
-        // A test, run: its attributes (above it, past its doc comment)
-        // say `#[test]` and not `#[ignore]`; a helper of that name is no test.
-        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
-        let attributes: Vec<&str> = text[..line_start]
-            .lines()
-            .rev()
-            .map(str::trim)
-            .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
-            .filter(|l| l.starts_with("#["))
-            .collect();
-        assert!(
-            attributes.iter().any(|a| a.starts_with("#[test")),
-            "{cell}: not a test (attributes {attributes:?})"
-        );
-        assert!(
-            !attributes.iter().any(|a| a.contains("ignore")),
-            "{cell}: ignored"
-        );
-        named += 1;
-    }
+    let named = crate::common::coverage_table_tests("docs/mdp3-coverage.md", "mdp3", "mdp3_");
     assert!(named > 150, "{named} tests named");
 }
 

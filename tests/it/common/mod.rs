@@ -261,3 +261,53 @@ pub fn with_reader_gone(cmd: &mut std::process::Command) -> (Option<i32>, String
     let out = child.wait_with_output().unwrap();
     (out.status.code(), String::from_utf8(out.stderr).unwrap())
 }
+
+/// Checks that every test a coverage table (`table`, from the root) names
+/// exists and runs: `file::test` cells, a bare `.rs` name (or one under a
+/// folder of it, `snapshot/tests.rs`) a file of the protocol's folder
+/// `crates/engine/src/protocol/<protocol>/`, one starting `integration` an
+/// integration test of `tests/it/`, any other a path from the root.
+/// Returns how many cells it checked.
+pub fn coverage_table_tests(table: &str, protocol: &str, integration: &str) -> usize {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let folder = root.join("crates/engine/src/protocol").join(protocol);
+    let table = std::fs::read_to_string(root.join(table)).unwrap();
+    let mut named = 0;
+    for cell in table.split('`').skip(1).step_by(2) {
+        let Some((file, test)) = cell.split_once(".rs::") else {
+            continue;
+        };
+        let file = format!("{file}.rs");
+        let path = if file.starts_with(integration) {
+            root.join("tests/it").join(&file)
+        } else if folder.join(&file).is_file() {
+            folder.join(&file)
+        } else {
+            root.join(&file)
+        };
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{cell}: {e}"));
+        let at = text
+            .find(&format!("fn {test}("))
+            .unwrap_or_else(|| panic!("{cell}: no such test"));
+        // A test, run: its attributes (above it, past its doc comment)
+        // say `#[test]` and not `#[ignore]`; a helper of that name is no test.
+        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+        let attributes: Vec<&str> = text[..line_start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+            .filter(|l| l.starts_with("#["))
+            .collect();
+        assert!(
+            attributes.iter().any(|a| a.starts_with("#[test")),
+            "{cell}: not a test (attributes {attributes:?})"
+        );
+        assert!(
+            !attributes.iter().any(|a| a.contains("ignore")),
+            "{cell}: ignored"
+        );
+        named += 1;
+    }
+    named
+}

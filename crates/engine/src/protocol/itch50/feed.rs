@@ -2469,6 +2469,28 @@ mod tests {
         }
     }
 
+    /// Prices are taken as sent (docs/itch.md: `invalid_price` is a
+    /// crossed book only): an order at 0, and one at the most a price
+    /// field holds (above ITCH's 199,999.9900), are kept and are the
+    /// sides' best prices, `ok`.
+    #[test]
+    fn prices_are_taken_as_sent() {
+        let aapl = sym("AAPL");
+        let mut f = feed();
+        let orders = [
+            encode::add_order(7, OPEN, 1, Side::Buy, 5, aapl, 0, None),
+            encode::add_order(7, OPEN, 2, Side::Sell, 5, aapl, u32::MAX, None),
+        ];
+        f.on_datagram(&packet(1, &orders), T0).unwrap();
+        let (_, top, orders) = f.settled().symbol(aapl).unwrap();
+        assert_eq!(orders, 2);
+        assert_eq!(
+            (top.bid.map(|(p, _)| p), top.ask.map(|(p, _)| p)),
+            (Some(0), Some(u32::MAX))
+        );
+        assert_eq!(f.settled().verdict(aapl, th(), T0), Reasons::empty());
+    }
+
     /// A packet is "rejected whole (... nothing applied ...)" (spec itch50
     /// §1): one whose valid first block would cross AAPL's book and whose
     /// second names a stock no venue spells applies neither, moves no
