@@ -1983,12 +1983,6 @@ int main(int argc, char **argv) {
     let first = reader.check(&handle, now_ns());
     assert!(first.is_ok(), "{first:?}");
     // Each state held about 2 µs, the change between them quick.
-    let hold = || {
-        let from = Instant::now();
-        while from.elapsed() < Duration::from_micros(2) {
-            std::hint::spin_loop();
-        }
-    };
     let (rust, turns, status_code, c) = race(
         &bin,
         &shm,
@@ -2125,12 +2119,6 @@ int main(int argc, char **argv) {{
     let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
     let handle = reader.lookup("lp1", "PAIR").unwrap();
     // Each book held about 2 µs.
-    let hold = || {
-        let from = Instant::now();
-        while from.elapsed() < Duration::from_micros(2) {
-            std::hint::spin_loop();
-        }
-    };
     let (rust, turns, code, c) = race(
         &bin,
         &shm,
@@ -2176,6 +2164,15 @@ fn pair_table(shm: &Path, now: u64, source_ns: u64) -> (Arc<Publication>, StateT
     };
     let id = table.insert(0, sym("PAIR"), th).unwrap();
     (p, table, id)
+}
+
+/// A writer's state held about 2 µs by a [`race`]'s turn (spinning: a
+/// sleep would hold it far longer).
+fn hold() {
+    let from = Instant::now();
+    while from.elapsed() < Duration::from_micros(2) {
+        std::hint::spin_loop();
+    }
 }
 
 /// Readers racing a writer: two Rust threads calling `check` for 2 s each
@@ -2432,10 +2429,7 @@ fn no_check_pairs_an_offset_with_a_watermark_of_another() {
     }
     always_stale_at_source(&bin, &shm, &reader, &handle, "offsets", |turn| {
         publish(offsets[(turn % 2) as usize]);
-        let from = Instant::now();
-        while from.elapsed() < Duration::from_micros(2) {
-            std::hint::spin_loop();
-        }
+        hold();
     });
     drop(table);
     drop(p);

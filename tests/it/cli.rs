@@ -446,38 +446,25 @@ fn outputs_never_write_over_the_replays_inputs() {
         .map(|f| std::fs::read(d.join(f)).unwrap())
         .collect();
     assert!(before == after, "an input was changed");
-    let run = tickguard_in(
-        d,
-        &[
-            "replay",
-            "channel.pcap",
-            "--config",
-            "config.toml",
-            "--summary",
-            "out.json",
-            "--timeline",
-            "./out.json",
-        ],
-    );
-    assert_eq!(run.0, Some(2), "{}", run.1);
-    assert!(run.1.contains("both name"), "{}", run.1);
-    // Standard output by `-` and by a name for it: one stream, the two
-    // would run together in it.
-    let run = tickguard_in(
-        d,
-        &[
-            "replay",
-            "channel.pcap",
-            "--config",
-            "config.toml",
-            "--summary",
-            "-",
-            "--timeline",
-            "/dev/stdout",
-        ],
-    );
-    assert_eq!(run.0, Some(2), "{}", run.1);
-    assert!(run.1.contains("both name"), "{}", run.1);
+    // The same file by two spellings; standard output by `-` and by a
+    // name for it (one stream: the two would run together in it).
+    for (summary, timeline) in [("out.json", "./out.json"), ("-", "/dev/stdout")] {
+        let run = tickguard_in(
+            d,
+            &[
+                "replay",
+                "channel.pcap",
+                "--config",
+                "config.toml",
+                "--summary",
+                summary,
+                "--timeline",
+                timeline,
+            ],
+        );
+        assert_eq!(run.0, Some(2), "{}", run.1);
+        assert!(run.1.contains("both name"), "{}", run.1);
+    }
     // A device is no file to replace: /dev/null may be an input (empty
     // checks) and an output alike.
     let run = tickguard_in(
