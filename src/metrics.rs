@@ -136,6 +136,8 @@ struct FeedMetrics {
     /// Symbols rejected, `closed` not among their reasons: a venue's close
     /// is not an outage, whatever else its quiet adds (`stale`).
     rejected_open: Gauge,
+    /// Symbols stale, their market not closed: quiet while it is open.
+    stale_open: Gauge,
     offset: Gauge,
     silence: Gauge,
     last_lost: u64,
@@ -239,6 +241,10 @@ fn describe_fixed() {
     describe_gauge!(
         "tickguard_symbols_rejected_open",
         "Symbols of a feed rejected while not closed (closed not among their reasons), as a gateway reads them now."
+    );
+    describe_gauge!(
+        "tickguard_symbols_stale_open",
+        "Symbols of a feed stale while not closed (closed neither among their reasons nor set on them or their feed), as a gateway reads them now."
     );
     describe_gauge!(
         "tickguard_clock_offset_seconds",
@@ -430,6 +436,7 @@ impl Monitor {
                         .map(|v| metrics::gauge!("tickguard_symbols", "feed" => feed.clone(), "verdict" => *v))
                         .collect(),
                     rejected_open: metrics::gauge!("tickguard_symbols_rejected_open", "feed" => feed.clone()),
+                    stale_open: metrics::gauge!("tickguard_symbols_stale_open", "feed" => feed.clone()),
                     offset: metrics::gauge!("tickguard_clock_offset_seconds", "feed" => feed.clone()),
                     silence: metrics::gauge!("tickguard_feed_silence_seconds", "feed" => feed.clone()),
                     last_lost: 0,
@@ -661,7 +668,7 @@ impl Monitor {
             }
             let status = status.unwrap_or_default();
             let mut by = [0u64; VERDICTS.len()];
-            let mut rejected_open = 0u64;
+            let (mut rejected_open, mut stale_open) = (0u64, 0u64);
             let mut last_alive = status.last_alive;
             for (rec, reasons) in judged.iter().filter(|(rec, _)| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
@@ -671,6 +678,7 @@ impl Monitor {
                     // (`no_quote` stands alone: a closed instrument whose
                     // book emptied at the close reads it without `closed`.)
                     rejected_open += 1;
+                    stale_open += u64::from(reasons.contains(Reasons::STALE));
                 }
                 for (i, (bit, _)) in Reasons::ORDER.iter().enumerate() {
                     if reasons.contains(*bit) {
@@ -685,6 +693,7 @@ impl Monitor {
                     g.set(v as f64);
                 }
                 f.rejected_open.set(rejected_open as f64);
+                f.stale_open.set(stale_open as f64);
             }
             // 0 before the first packet (of this publication: a recreated
             // one starts over).

@@ -236,11 +236,6 @@ fn an_itch_capture_replays_with_gaps_fills_halts_and_the_close() {
     assert_eq!(aapl["last_timestamp"], OPEN + 6);
 }
 
-/// Live, the recovery channel takes the `recovery` server's answers only
-/// (a forged answer would fill a gap with whatever its sender chose); a
-/// replay does the same: an answer from another sender is dropped and
-/// counted (`capture.wrong_source`), the server's fills the gap. Without a
-/// server configured, any sender's answer is the channel's.
 /// "`messages_by_type` (applied messages by type letter, unknown letters
 /// included)" (spec itch50 §5): an unknown `z` and an unknown byte 0x01,
 /// skipped, are counted under their letter (a byte no letter prints as
@@ -271,6 +266,11 @@ fn messages_of_unknown_types_are_counted_by_their_letter() {
     );
 }
 
+/// Live, the recovery channel takes the `recovery` server's answers only
+/// (a forged answer would fill a gap with whatever its sender chose); a
+/// replay does the same: an answer from another sender is dropped and
+/// counted (`capture.wrong_source`), the server's fills the gap. Without a
+/// server configured, any sender's answer is the channel's.
 #[test]
 fn a_replay_takes_recovery_answers_from_the_server_only() {
     let aapl = Symbol::parse("AAPL").unwrap();

@@ -609,6 +609,8 @@ mod described {
             r#"tickguard_symbols{feed="nasdaq",verdict="no_quote"} 1"#,
             r#"tickguard_symbols_rejected_open{feed="nasdaq"} 0"#,
             r#"tickguard_symbols_rejected_open{feed="lp1"} 1"#,
+            r#"tickguard_symbols_stale_open{feed="nasdaq"} 0"#,
+            r#"tickguard_symbols_stale_open{feed="lp1"} 0"#,
             r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
             r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
             r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
@@ -658,6 +660,9 @@ mod described {
             r#"tickguard_symbols{feed="nasdaq",verdict="stale"} 2"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="halted"} 0"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 0"#,
+            // Stale while not closed: lp1's, not the closed feed's.
+            r#"tickguard_symbols_stale_open{feed="nasdaq"} 0"#,
+            r#"tickguard_symbols_stale_open{feed="lp1"} 1"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
