@@ -812,6 +812,40 @@ mod tests {
         (config, sidecar)
     }
 
+    /// The exported heartbeat age, sampled with the publication's file
+    /// gone (unreadable): it grows from the last heartbeat read, not kept
+    /// at its last healthy value.
+    #[test]
+    fn the_exported_heartbeat_age_grows_while_the_header_is_unreadable() {
+        const S: u64 = 1_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let t = now_ns();
+        let p = sidecar.publication();
+        p.heartbeat(t);
+        let mut m = metrics::with_local_recorder(&recorder, || {
+            let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+            m.sample(t);
+            m
+        });
+        let age = || {
+            handle
+                .render()
+                .lines()
+                .find_map(|l| l.strip_prefix("tickguard_writer_heartbeat_age_seconds "))
+                .and_then(|v| v.parse::<f64>().ok())
+                .expect("the age exported")
+        };
+        assert!(age() < 1.0);
+        p.close();
+        drop((p, sidecar));
+        std::fs::remove_file(dir.path().join("shm")).ok();
+        metrics::with_local_recorder(&recorder, || m.sample(t + 3 * S));
+        assert_eq!(age(), 3.0);
+    }
+
     /// A publication made anew: each count the feeds keep starts over
     /// (what it came to kept in the base), those carried over (the lines')
     /// go on; a histogram's buckets and count start over together.

