@@ -974,6 +974,11 @@ fn startup_lines(path: &std::path::Path, config: &Config) -> Vec<String> {
 }
 
 fn run_sidecar(args: RunArgs) -> Result<()> {
+    // An operator's SIGUSR1 from the start on is a request, not the end of
+    // the process (the receive loop looks at it once running): handled
+    // before the configuration is read, which a large or piped one makes
+    // long; a failure to install it is told once logging is up.
+    let resync = tickguard::sys::resync_on_sigusr1();
     let config = match Config::load(&args.config) {
         Ok(c) => c,
         Err(e) => {
@@ -989,9 +994,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     init_logging("info", config.log_format);
     let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
     logq::stop_on_failure(shutdown);
-    // An operator's SIGUSR1 during the start is a request too, not the
-    // end of the process (the receive loop looks at it once running).
-    if let Err(e) = tickguard::sys::resync_on_sigusr1() {
+    if let Err(e) = resync {
         tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
     }
     // Everything that can fail comes before the publication is touched:

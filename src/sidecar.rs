@@ -2,7 +2,8 @@
 //! applying datagrams through the [`Handler`] into the shared-memory
 //! publication, and keeping the writer heartbeat fresh.
 //!
-//! It is a duty cycle: read the clock once, take one `recvmmsg` batch from
+//! It is a duty cycle: read the wall clock once (and the monotonic one
+//! around the cycle, for its length), take one `recvmmsg` batch from
 //! every socket, apply the datagrams of all lines merged in kernel-timestamp
 //! order, then (every heartbeat period) refresh the heartbeat and publish
 //! counters; when a cycle found nothing, idle as configured.
@@ -16,8 +17,10 @@
 //! whatever the kernel timestamps do. The kernel's drop counter is read from
 //! every batch received, applied or not.
 //!
-//! The clock read is the arrival time only of datagrams the kernel did not
-//! timestamp. Nothing in the cycle allocates, locks or logs.
+//! The wall clock read is the cycle's `now`: the arrival time of datagrams
+//! the kernel did not timestamp, the bound of the merge's horizon, and the
+//! time gaps are given up at and the heartbeat and a clock step are told
+//! by. Nothing in the cycle allocates, locks or logs.
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};

@@ -26,8 +26,9 @@
 //!   datagram stamped after it arrived during this cycle's receives, while
 //!   another line's earlier copy may still be on its way into the kernel, so
 //!   it waits for the next cycle — unless it is more than [`AHEAD_NS`] ahead,
-//!   which only a clock stepped back explains: then it counts as arriving
-//!   at `now`.
+//!   which only a clock stepped back explains (a receive held up after the
+//!   clock read, the thread preempted or a softirq on its core, stamps a
+//!   few ms after it at most): then it counts as arriving at `now`.
 //!
 //! Then the line with the lowest horizon can apply everything it holds
 //! stamped up to `now`: a line is never starved by one datagram stamped
@@ -48,8 +49,12 @@
 //! tick, so it is not done; losses are over-counted, never hidden.
 
 /// Furthest a kernel timestamp may be ahead of the receiver's clock before
-/// it counts as a clock step and the datagram as arriving at `now`, ns.
-pub(crate) const AHEAD_NS: u64 = 1_000_000;
+/// it counts as a clock step and the datagram as arriving at `now`, ns:
+/// past what a receive held up after the clock read stamps (taken at 1 ms,
+/// a datagram received 2 ms late jumped ahead of the other line's earlier
+/// copy: a false loss), and the longest a datagram waits for the clock
+/// after a smaller step back.
+pub(crate) const AHEAD_NS: u64 = 10_000_000;
 
 /// The arrival the merge orders by: `t`, or `now` when `t` is more than
 /// [`AHEAD_NS`] ahead of it.
@@ -253,6 +258,31 @@ mod tests {
         let out = run(&mut lines, 2, |_| 100).expect("no stall");
         assert_eq!(out.len(), 3);
         assert!(out.iter().all(|o| o.2 == 100));
+    }
+
+    /// A receive held up 2 ms after the clock read (the thread preempted,
+    /// a softirq on its core): line A's tick stamped 2 ms after the clock
+    /// is no clock step, and waits with line B's earlier copy (0.5 ms)
+    /// rather than jump ahead of it as arriving at the clock (a false
+    /// loss on an SQF feed, taken at a 1 ms bound).
+    #[test]
+    fn a_receive_held_up_a_few_ms_is_no_clock_step() {
+        let now = 100;
+        let mut lines = [
+            TestLine::new(vec![now + 2_000_000], 8),
+            TestLine::new(vec![now + 500_000], 8),
+        ];
+        for line in &mut lines {
+            line.queued = 1;
+            line.receive();
+        }
+        let mut h = [0];
+        horizons(&lines, now, &mut h);
+        assert_eq!(pick(&lines, now, &h), None, "both wait for the clock");
+        // The next cycle: B's copy first.
+        let later = now + 3_000_000;
+        horizons(&lines, later, &mut h);
+        assert_eq!(pick(&lines, later, &h), Some((1, now + 500_000)));
     }
 
     #[test]
