@@ -1606,7 +1606,7 @@ fn readers_refuse_files_they_cannot_trust() {
 fn a_handle_from_a_replaced_writer_answers_stale() {
     use tickguard::config::Protocol;
     use tickguard::shm::FeedInfo;
-    use tickguard::state::{FeedKind, FeedStatus, Level, Top};
+    use tickguard::state::{FeedKind, FeedStatus};
     use tickguard::verdict::Thresholds;
     let dir = scratch();
     let Some(cc) = compiler("CC", "cc") else {
@@ -1664,28 +1664,10 @@ int main(int argc, char **argv) {
     };
     // A writer of `feeds`, EURUSD quoted and healthy on each, in order.
     let writer = |feeds: [&str; 2]| {
-        let now = now_ns();
         let infos = feeds.map(info);
-        let p = Arc::new(Publication::create(&shm, 0o640, 16, &infos, now, 1_000_000).unwrap());
-        let mut table = StateTable::shared(p.clone());
-        let level = |price| Some(Level { price, size: 1 });
-        for feed in 0..2 {
-            let id = table.insert(feed, sym("EURUSD"), th).unwrap();
-            table.slots()[id as usize].write_top(&Top {
-                bid: level(100),
-                ask: level(101),
-                exponent: -4,
-                ..Top::default()
-            });
-            let alive = FeedStatus {
-                last_alive: now,
-                source_watermark: now,
-                ..FeedStatus::default()
-            };
-            table.set_feed_status(feed, &alive);
-        }
-        p.ready();
-        p.heartbeat(now);
+        let p =
+            Arc::new(Publication::create(&shm, 0o640, 16, &infos, now_ns(), 1_000_000).unwrap());
+        let table = eurusd_quoted(&p, 0..2, th);
         (p, table)
     };
     let first = writer(["lp1", "lp2"]);
@@ -1777,7 +1759,6 @@ int main(int argc, char **argv) {
 #[test]
 fn a_c_reader_follows_a_recreation_and_refuses_another_writers_header() {
     use std::os::unix::fs::FileExt;
-    use tickguard::state::{FeedStatus, Level, Top};
     use tickguard::verdict::Thresholds;
     let Some((dir, bin)) = c99(
         "recreated.c",
@@ -1819,27 +1800,7 @@ int main(int argc, char **argv) {
         source_ns: 600 * S,
     };
     // EURUSD of lp1 quoted and its feed alive, the publication ready.
-    let fill = |p: &Arc<Publication>| {
-        let now = now_ns();
-        let mut table = StateTable::shared(p.clone());
-        let level = |price| Some(Level { price, size: 1 });
-        let id = table.insert(0, sym("EURUSD"), th).unwrap();
-        table.slots()[id as usize].write_top(&Top {
-            bid: level(100),
-            ask: level(101),
-            exponent: -4,
-            ..Top::default()
-        });
-        let alive = FeedStatus {
-            last_alive: now,
-            source_watermark: now,
-            ..FeedStatus::default()
-        };
-        table.set_feed_status(0, &alive);
-        p.ready();
-        p.heartbeat(now);
-        table
-    };
+    let fill = |p: &Arc<Publication>| eurusd_quoted(p, 0..1, th);
     let (_, first) = published(&shm, now_ns());
     let _first_table = fill(&first);
     let mut child = Command::new(&bin)
@@ -2164,6 +2125,37 @@ fn pair_table(shm: &Path, now: u64, source_ns: u64) -> (Arc<Publication>, StateT
     };
     let id = table.insert(0, sym("PAIR"), th).unwrap();
     (p, table, id)
+}
+
+/// A table over `p` with EURUSD quoted (0.0100 × 0.0101) on each of
+/// `feeds`, each feed alive now; the publication ready, its heartbeat now.
+fn eurusd_quoted(
+    p: &Arc<Publication>,
+    feeds: std::ops::Range<u16>,
+    th: tickguard::verdict::Thresholds,
+) -> StateTable {
+    use tickguard::state::{FeedStatus, Level, Top};
+    let now = now_ns();
+    let mut table = StateTable::shared(p.clone());
+    let level = |price| Some(Level { price, size: 1 });
+    for feed in feeds {
+        let id = table.insert(feed, sym("EURUSD"), th).unwrap();
+        table.slots()[id as usize].write_top(&Top {
+            bid: level(100),
+            ask: level(101),
+            exponent: -4,
+            ..Top::default()
+        });
+        let alive = FeedStatus {
+            last_alive: now,
+            source_watermark: now,
+            ..FeedStatus::default()
+        };
+        table.set_feed_status(feed, &alive);
+    }
+    p.ready();
+    p.heartbeat(now);
+    table
 }
 
 /// A writer's state held about 2 µs by a [`race`]'s turn (spinning: a

@@ -549,6 +549,22 @@ offset_window_ms = 100
     );
 }
 
+/// A configuration in `dir` of one feed `name` of `kind` on line
+/// 239.9.9.9:9000, in a state table of one slot; its path.
+fn one_slot_config(dir: &Path, name: &str, kind: &str) -> PathBuf {
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[state]\ncapacity = 1\n[[feed]]\nname = \"{name}\"\nkind = \"{kind}\"\n\
+             lines = [\"239.9.9.9:9000\"]\nstale_threshold_ms = 500\n\
+             source_threshold_ms = 2000\nclock_offset = 0\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
 /// A symbol seen but never given a slot (the state table full), or
 /// quoted only with invalid prices, is told as without a valid price,
 /// with the first event seen (which says why), even without
@@ -556,22 +572,7 @@ offset_window_ms = 100
 #[test]
 fn a_symbol_without_a_valid_price_is_told_so_with_why() {
     let dir = tempfile::tempdir().unwrap();
-    let config_path = dir.path().join("c.toml");
-    std::fs::write(
-        &config_path,
-        r#"
-[state]
-capacity = 1
-[[feed]]
-name = "f"
-kind = "full"
-lines = ["239.9.9.9:9000"]
-stale_threshold_ms = 500
-source_threshold_ms = 2000
-clock_offset = 0
-"#,
-    )
-    .unwrap();
+    let config_path = one_slot_config(dir.path(), "f", "full");
     let line = "239.9.9.9:9000";
     let mut b = PacketBuilder::new(T0);
     b.quote(sym("A"), 1, T0, 1.2, 1.1)
@@ -607,22 +608,7 @@ clock_offset = 0
 #[test]
 fn several_messages_in_one_packet_are_explained_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
-    let config_path = dir.path().join("c.toml");
-    std::fs::write(
-        &config_path,
-        r#"
-[state]
-capacity = 1
-[[feed]]
-name = "d"
-kind = "delta"
-lines = ["239.9.9.9:9000"]
-stale_threshold_ms = 500
-source_threshold_ms = 2000
-clock_offset = 0
-"#,
-    )
-    .unwrap();
+    let config_path = one_slot_config(dir.path(), "d", "delta");
     let line = "239.9.9.9:9000";
     let mut b = PacketBuilder::new(T0);
     b.snapshot(sym("A"), 10, T0, 1.0, 1.1)
