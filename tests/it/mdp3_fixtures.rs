@@ -389,18 +389,8 @@ fn explanations_agree_with_the_answers() {
         }
         // And at each step ±1 ns, and halfway to the next (a verdict
         // change the steps missed, a deadline or a crossing, lies between).
-        let mut times: Vec<u64> = x
-            .steps()
-            .iter()
-            .flat_map(|s| [s.time.saturating_sub(1), s.time, s.time.saturating_add(1)])
-            .chain(
-                x.steps()
-                    .windows(2)
-                    .map(|w| w[0].time + w[1].time.saturating_sub(w[0].time) / 2),
-            )
-            .collect();
-        times.sort_unstable();
-        times.dedup();
+        let steps: Vec<u64> = x.steps().iter().map(|s| s.time).collect();
+        let times = crate::common::around(&steps, []);
         let between: Vec<_> = times
             .iter()
             .map(|&time_ns| tickguard::replay::Check {

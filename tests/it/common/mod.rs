@@ -311,3 +311,23 @@ pub fn coverage_table_tests(table: &str, protocol: &str, integration: &str) -> u
     }
     named
 }
+
+/// The times to check an explanation's `steps` (its verdict changes, in
+/// time order) at: each step ±1 ns, and halfway to the next (a change the
+/// steps missed, a deadline or a crossing, lies between), with `more`;
+/// sorted, once each.
+pub fn around(steps: &[u64], more: impl IntoIterator<Item = u64>) -> Vec<u64> {
+    let mut times: Vec<u64> = steps
+        .iter()
+        .flat_map(|&t| [t.saturating_sub(1), t, t.saturating_add(1)])
+        .chain(
+            steps
+                .windows(2)
+                .map(|w| w[0] + w[1].saturating_sub(w[0]) / 2),
+        )
+        .chain(more)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    times
+}

@@ -116,19 +116,8 @@ fn explanation_agrees_with_the_feeds_own_verdict_at_every_change() {
             );
             // Each step ±1 ns, and halfway to the next (a verdict change
             // the steps missed, a deadline or a crossing, lies between).
-            let mut times: Vec<u64> = x
-                .steps()
-                .iter()
-                .flat_map(|s| [s.time.saturating_sub(1), s.time, s.time.saturating_add(1)])
-                .chain(
-                    x.steps()
-                        .windows(2)
-                        .map(|w| w[0].time + w[1].time.saturating_sub(w[0].time) / 2),
-                )
-                .chain(fixture_times())
-                .collect();
-            times.sort_unstable();
-            times.dedup();
+            let steps: Vec<u64> = x.steps().iter().map(|s| s.time).collect();
+            let times = crate::common::around(&steps, fixture_times());
             let answers = run(&config, input, &checks(symbol, times.clone()), None).answers;
             for (t, a) in times.iter().zip(&answers) {
                 assert_eq!(
