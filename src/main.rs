@@ -1330,14 +1330,21 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     let known = v.health.is_ok().then_some(handle.is_some());
     // The state table refused this feed symbols: an unknown one may be one
     // of them, its book kept by the writer but not published.
+    // Named as `stat` names it (the feed's own counter: symbols refused,
+    // or messages dropped for them).
     let refused = reader
         .feeds()
         .iter()
-        .position(|f| f.name == args.feed)
-        .and_then(|i| reader.counter(i as u16, tickguard::shm::counter::TABLE_FULL))
-        .filter(|&n| n > 0);
+        .enumerate()
+        .find(|(_, f)| f.name == args.feed)
+        .and_then(|(i, f)| {
+            let id = tickguard::shm::counter::TABLE_FULL;
+            let n = reader.counter(i as u16, id).filter(|&n| n > 0)?;
+            let name = f.counters.iter().find(|d| d.id == id)?.name.clone();
+            Some((name, n))
+        });
     let unknown = match refused {
-        Some(n) => format!("unknown symbol: not published on this feed (never named, not published yet, or refused a slot: table_full {n}, raise [state] capacity or the feed's own limit on symbols)"),
+        Some((name, n)) => format!("unknown symbol: not published on this feed (never named, not published yet, or refused a slot: {name} {n}, raise [state] capacity or the feed's own limit on symbols)"),
         None => "unknown symbol: not published on this feed (never named, or not published yet)".into(),
     };
     let quote_state = match known {

@@ -42,7 +42,7 @@ pub enum Command {
 pub struct InspectArgs {
     /// The packet capture (pcap or pcapng).
     pub capture: PathBuf,
-    /// Print a configuration that replays the capture instead (one feed per protocol read).
+    /// Print a configuration that replays the capture instead (one feed per stream read: lines A and B of one stream make one feed).
     #[arg(long)]
     pub config_draft: bool,
 }

@@ -2620,3 +2620,58 @@ int main(int argc, char **argv) {
     drop(p);
     dir.close().expect("remove the scratch dir");
 }
+
+/// The C header's seqlock reads order their loads as the Rust reader's
+/// do: x86 keeps loads in order whatever the source says, so the stress
+/// tests above would pass without the fences; this reads them off the
+/// source. In `tg__seqlock_read`, the stamp loaded Acquire, the words
+/// Relaxed, an Acquire fence, then the stamp again; in `tg_check`, the
+/// three reads, an Acquire fence, then both stamps again.
+#[test]
+fn the_c_readers_seqlock_loads_are_fenced() {
+    let src = std::fs::read_to_string(crate_dir().join("include/tickguard.h")).unwrap();
+    // The body of the function defined by `start`, to its closing brace.
+    let body = |start: &str| -> String {
+        let from = src.find(start).unwrap_or_else(|| panic!("no {start}"));
+        let rest = &src[from..];
+        rest[..rest.find("\n}\n").unwrap()]
+            .lines()
+            .map(|l| l.split("/*").next().unwrap_or(""))
+            .collect()
+    };
+    // Each of `steps` found after the one before it.
+    let in_order = |name: &str, code: &str, steps: &[&str]| {
+        let mut at = 0;
+        for step in steps {
+            let found = code[at..]
+                .find(step)
+                .unwrap_or_else(|| panic!("{name}: no {step} after {at} in {code}"));
+            at += found + step.len();
+        }
+    };
+    let read = body("static inline uint64_t tg__seqlock_read(");
+    in_order(
+        "tg__seqlock_read",
+        &read,
+        &[
+            "s1 = __atomic_load_n(stamp, __ATOMIC_ACQUIRE);",
+            "out[i] = __atomic_load_n(words + i, __ATOMIC_RELAXED);",
+            "__atomic_thread_fence(__ATOMIC_ACQUIRE);",
+            "s2 = __atomic_load_n(stamp, __ATOMIC_RELAXED);",
+            "if (s1 == s2) return s1;",
+        ],
+    );
+    let check = body("static inline uint32_t tg_check(");
+    in_order(
+        "tg_check",
+        &check,
+        &[
+            "tg__read_slot(",
+            "tg__read_offset(",
+            "tg__read_feed_status(",
+            "__atomic_thread_fence(__ATOMIC_ACQUIRE);",
+            "__atomic_load_n(stamp + TG_S_STAMP, __ATOMIC_RELAXED) == w[TG_S_STAMP]",
+            "__atomic_load_n(offset_words + TG_F_OFFSET_STAMP, __ATOMIC_RELAXED) == offset_stamp",
+        ],
+    );
+}

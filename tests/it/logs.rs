@@ -340,7 +340,7 @@ fn a_full_state_table_is_logged_once_and_check_says_so() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout);
-    assert!(out.contains("refused a slot: table_full"), "{out}");
+    assert!(out.contains("refused a slot: table_full_drops "), "{out}");
     assert!(child.0.try_wait().unwrap().is_none(), "the sidecar died");
 }
 

@@ -858,7 +858,7 @@ fn check_tells_an_unknown_symbol_from_an_empty_book() {
         check_nasdaq(&shm, "MSFTT", false),
         (
             Some(1),
-            "nasdaq MSFTT: rejected: no_quote (writer alive; unknown symbol: not published on this feed (never named, not published yet, or refused a slot: table_full 3, raise [state] capacity or the feed's own limit on symbols))\n"
+            "nasdaq MSFTT: rejected: no_quote (writer alive; unknown symbol: not published on this feed (never named, not published yet, or refused a slot: table_full_symbols 3, raise [state] capacity or the feed's own limit on symbols))\n"
                 .to_string()
         )
     );

@@ -156,6 +156,21 @@ pub fn mode_problem(mode: u32) -> Option<String> {
     })
 }
 
+/// The pid a held lock names: the file's text when it is one, else (the
+/// holder caught between emptying the file and writing its pid) the
+/// holders `/proc/locks` lists, else `unknown`.
+fn holder_pid(text: &str, holders: &[(u32, Option<u32>)]) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.to_string();
+    }
+    let pids: Vec<String> = holders.iter().map(|(pid, _)| pid.to_string()).collect();
+    if pids.is_empty() {
+        "unknown".into()
+    } else {
+        pids.join(", ")
+    }
+}
+
 /// `<path>.lock`.
 pub fn lock_path(shm_path: &Path) -> PathBuf {
     let mut s = OsString::from(shm_path.as_os_str());
@@ -338,7 +353,7 @@ impl WriterLock {
                     io::ErrorKind::AddrInUse,
                     format!(
                         "in use by another writer, pid {} (it holds {shown}): one writer per path",
-                        text.trim(),
+                        holder_pid(text.trim(), &holders),
                     ),
                 ));
             }
@@ -1256,6 +1271,16 @@ fn write_all(blocks: &[FeedBlock], store: impl FnOnce()) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused second writer names the holder's pid even when it caught
+    /// the holder between emptying the lock file and writing its pid.
+    #[test]
+    fn a_held_lock_names_its_holder_whatever_the_file_holds() {
+        assert_eq!(holder_pid("4242", &[(7, Some(0))]), "4242");
+        assert_eq!(holder_pid("", &[(4242, Some(0))]), "4242");
+        assert_eq!(holder_pid("42x", &[(1, None), (2, None)]), "1, 2");
+        assert_eq!(holder_pid("", &[]), "unknown");
+    }
 
     /// A feed block's description with a few counters of its own (what a
     /// protocol declares is the registry's business, tested there).
