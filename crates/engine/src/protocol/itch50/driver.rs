@@ -319,12 +319,25 @@ impl Driver {
                 next,
                 messages,
                 latency_ns,
+                refused: false,
             } => tracing::info!(
                 feed = %name,
                 next,
                 messages,
                 duration_ms = latency_ns / 1_000_000,
                 "snapshot merged: the stream goes on from its next sequence"
+            ),
+            Step::Merged {
+                next,
+                messages,
+                latency_ns,
+                refused: true,
+            } => tracing::warn!(
+                feed = %name,
+                next,
+                messages,
+                duration_ms = latency_ns / 1_000_000,
+                "snapshot merged, but it held more orders or symbols than max_orders or max_symbols allow: the feed stays suspect until the session changes or a snapshot within them merges"
             ),
             Step::Failed {
                 class,

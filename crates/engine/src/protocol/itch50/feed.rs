@@ -899,6 +899,13 @@ impl Feed {
         let pipelined = self.state.books.pipelined();
         self.state.books.pipeline(false);
         self.state.adopt(staging);
+        // What the spin refused for room is counted as the stream's own
+        // refusals are (the spin counts nothing else: glimpse G3.4): the
+        // feed stays suspect for it, and an operator sees why.
+        let spun = &mut staging.state.counters;
+        let counters = &mut self.state.counters;
+        counters.orders_refused += std::mem::take(&mut spun.orders_refused);
+        counters.symbols_refused += std::mem::take(&mut spun.symbols_refused);
         let (orders, symbols) = (self.state.refused, self.state.symbols_full);
         if let (Some(log), true) = (&mut self.state.log, orders || symbols) {
             log.events.push(Event::SnapshotRefused { orders, symbols });
@@ -1490,9 +1497,11 @@ impl Staging {
         self.state.symbols.len()
     }
 
-    /// Empties it for the next spin, keeping its memory.
+    /// Empties it for the next spin, keeping its memory (its counters
+    /// zeroed: a spin that never merged counts nothing).
     pub fn clear(&mut self) {
         self.state.clear();
+        self.state.counters = Counters::default();
         self.system_event = false;
     }
 }
@@ -2669,6 +2678,12 @@ mod tests {
             f.merge_snapshot(&mut staging, 4, T0 + MS);
             let refused = spin_orders > 2;
             assert_eq!(f.orders_refused(), refused, "spin of {spin_orders}");
+            // The stream's refusal, and the spin's own if it refused one.
+            assert_eq!(
+                f.counters().orders_refused,
+                1 + u64::from(refused),
+                "spin of {spin_orders}"
+            );
             assert_eq!(f.suspect(), refused, "spin of {spin_orders}");
             let want = if refused {
                 Reasons::SUSPECT
@@ -2677,6 +2692,35 @@ mod tests {
             };
             assert_eq!(f.settled().verdict(aapl, th(), T0 + MS), want);
         }
+    }
+
+    /// Symbols a spin refused for room (`max_symbols`) are counted in
+    /// `symbols_refused` when it merges, the feed suspect for them; a spin
+    /// that never merged (its staging emptied for the next) counts none.
+    #[test]
+    fn a_spins_refused_symbols_are_counted_when_it_merges() {
+        let mut f = Feed::new(Settings {
+            max_symbols: 1,
+            ..feed().settings
+        });
+        let directory = |locate: u16, s: &str| encode::stock_directory(locate, OPEN, sym(s));
+        let spin = |staging: &mut Staging| {
+            for (locate, s) in [(1, "AAPL"), (2, "MSFT"), (3, "IBM")] {
+                staging.apply(Message::new(&directory(locate, s)));
+            }
+        };
+        // A spin abandoned (its connection dropped), then one merged.
+        let mut staging = f.staging();
+        spin(&mut staging);
+        staging.clear();
+        spin(&mut staging);
+        f.merge_snapshot(&mut staging, 1, T0);
+        assert_eq!(f.counters().symbols_refused, 2);
+        assert!(f.suspect() && f.symbols_refused());
+        // The staging given back counts nothing of it again.
+        staging.clear();
+        f.merge_snapshot(&mut staging, 1, T0 + MS);
+        assert_eq!(f.counters().symbols_refused, 2);
     }
 
     proptest::proptest! {

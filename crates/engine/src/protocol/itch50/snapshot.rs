@@ -85,6 +85,9 @@ pub enum Step {
         messages: u64,
         /// From the trigger to the merge, ns.
         latency_ns: u64,
+        /// The spin held more orders or symbols than the feed's bounds
+        /// (`max_orders`, `max_symbols`): refused, the feed suspect.
+        refused: bool,
     },
     /// The connection failed.
     Failed {
@@ -250,6 +253,7 @@ impl Snapshots {
                     next,
                     messages,
                     latency_ns,
+                    refused: feed.orders_refused() || feed.symbols_refused(),
                 }
             }
             End::Failed {

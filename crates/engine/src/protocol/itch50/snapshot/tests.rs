@@ -1230,6 +1230,31 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     assert!(!halted(&mut v), "no halt for a symbol the spin lacks");
 }
 
+/// A spin holding more orders than `max_orders` merges refused: a
+/// warning says the feed stays suspect and why, and its refusals are
+/// counted in `orders_refused`.
+#[test]
+fn a_merge_refused_for_room_is_a_warning_and_counted() {
+    let mut v = Venue::new("max_orders = 1");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&spin(105, S1, false), 1, true);
+    });
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert!(s.suspect && s.orders_refused > 0, "{s:?}");
+    let merged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .collect();
+    assert_eq!(merged.len(), 1, "{log}");
+    assert!(
+        merged[0].contains(" WARN ") && merged[0].contains("the feed stays suspect"),
+        "{}",
+        merged[0]
+    );
+}
+
 /// A BinaryFILE replay ignores `glimpse`: a day from sequence 1 needs
 /// no snapshot, and nothing in a file can ask for one.
 #[test]
