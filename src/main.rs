@@ -1183,6 +1183,19 @@ fn stat(args: cli::StatArgs) -> Result<()> {
             follow_the_heartbeat(&mut reader);
         }
         let health = reader.health(now);
+        // The live view on a terminal: its size this frame, and no more
+        // rows read than it shows (the rest counted).
+        let screen = match args.json || args.once || !std::io::stdout().is_terminal() {
+            true => None,
+            false => tickguard::sys::terminal_size(),
+        };
+        let filter = tickguard::stat::Filter {
+            top: match (filter.top, screen) {
+                (Some(n), Some((rows, _))) => Some(n.min(rows)),
+                (top, screen) => top.or(screen.map(|(rows, _)| rows)),
+            },
+            ..filter.clone()
+        };
         let snap = tickguard::stat::Snapshot::read(&reader, &name, now, &filter)
             .map_err(anyhow::Error::msg)?;
         if args.once && health.is_unusable() {
@@ -1208,13 +1221,12 @@ fn stat(args: cli::StatArgs) -> Result<()> {
             format!("{}\n", snap.text().full())
         } else {
             // The live view fits the terminal: header and worst rows stay.
-            let frame = match tickguard::sys::terminal_size() {
+            match screen {
                 Some((rows, cols)) => {
-                    tickguard::stat::fit(&snap.text(), tickguard::stat::Size { rows, cols })
+                    tickguard::stat::screen(&snap.text(), tickguard::stat::Size { rows, cols })
                 }
-                None => snap.text().full(),
-            };
-            format!("\x1b[H\x1b[2J{frame}")
+                None => format!("\x1b[H\x1b[2J{}", snap.text().full()),
+            }
         };
         to_stdout(&text)?;
         if args.once {

@@ -15,7 +15,7 @@
 mod http;
 
 use crate::config::Config;
-use crate::reader::Reader;
+use crate::reader::{Health, Reader};
 use crate::shm::{counter, CounterKind, Descriptor};
 use crate::sidecar::{SharedStats, BATCH_BUCKETS};
 use crate::time::now_ns;
@@ -40,7 +40,11 @@ pub const VERDICTS: [&str; 8] = [
     "halted",
     "closed",
 ];
-/// A line silent for this long (while its feed was flowing) is logged as down, ns.
+/// A line silent for this long while another line of its feed received
+/// is logged as down (the feed's redundancy lost), ns. A feed's lines all
+/// silent are logged down only past the feed's `stale_threshold_ms` as
+/// well: a quiet market (a CME channel sends a heartbeat after 30 s of
+/// silence) is no line lost.
 const LINE_DOWN_NS: u64 = 1_000_000_000;
 /// The prefix of every metric name.
 const PREFIX: &str = "tickguard_";
@@ -55,6 +59,10 @@ struct LineState {
     last_change_ns: u64,
     down: bool,
     last_drops: u64,
+    /// Its feed's `stale_threshold_ms`, ns.
+    quiet_ns: u64,
+    /// Its counters were read this sample.
+    read: bool,
 }
 
 /// One exported metric of a feed, from its counter descriptors.
@@ -397,7 +405,7 @@ pub fn spawn(
                 m.sample(now_ns());
                 std::thread::park_timeout(interval);
             }
-            m.sample(now_ns());
+            m.last_sample(now_ns());
         })
 }
 
@@ -460,6 +468,8 @@ impl Monitor {
                     last_change_ns: now_ns(),
                     down: false,
                     last_drops: 0,
+                    quiet_ns: f.thresholds.stale_ns,
+                    read: false,
                 });
             }
         }
@@ -501,6 +511,18 @@ impl Monitor {
 
     /// One sample at local time `now` (ns since the Unix epoch).
     pub fn sample(&mut self, now: u64) {
+        self.sample_with(now, false);
+    }
+
+    /// The sample after the receive thread ended: the publication this
+    /// process's writer closed (its counters published last, just before)
+    /// is read as a healthy one, so that what changed in the last interval
+    /// is logged and exported too.
+    pub fn last_sample(&mut self, now: u64) {
+        self.sample_with(now, true);
+    }
+
+    fn sample_with(&mut self, now: u64, closing: bool) {
         // Another file (after a refresh): its descriptors are compared
         // with those registered below.
         if !self.reader.health(now).is_ok() {
@@ -509,8 +531,10 @@ impl Monitor {
         // Counters only from a publication in good health: a file cut
         // under the writer maps as zeros (its stamp consistent), and a
         // zero read there would be taken for a restart, the count before
-        // it added again once the file made anew carries it on.
-        let healthy = self.reader.health(now).is_ok();
+        // it added again once the file made anew carries it on. (Closed
+        // by the writer of this process at its end: whole.)
+        let health = self.reader.health(now);
+        let healthy = health.is_ok() || (closing && health == Health::WriterClosed);
         let r = &self.reader;
         // One consistent set each: the receiver's statistics, and every
         // feed's counters (feed and line counters of one heartbeat).
@@ -571,6 +595,20 @@ impl Monitor {
         if healthy {
             self.writer = writer;
         }
+        if anew {
+            // What the logs compare with starts over with the counts.
+            for l in &mut self.lines {
+                l.last_drops = 0;
+            }
+            for f in &mut self.feeds {
+                f.last_lost = 0;
+                f.last_resets = 0;
+                f.merges_logged = 0;
+                if let Some((since, _)) = f.burst {
+                    f.burst = Some((since, 0));
+                }
+            }
+        }
         // A feed whose counters could not be read consistently this time
         // (the writer taken off its core mid-publication) is skipped, not
         // read as zeros: a zero would end a line's silence and then report
@@ -583,8 +621,10 @@ impl Monitor {
             let (Some(packets), Some(drops)) =
                 (get(counter::LINE_PACKETS), get(counter::LINE_KERNEL_DROPS))
             else {
+                l.read = false;
                 continue;
             };
+            l.read = true;
             if drops > l.last_drops {
                 tracing::warn!(feed = %l.name, line = %l.addr, dropped = drops - l.last_drops, "kernel dropped datagrams: receive buffer overflow");
             }
@@ -596,10 +636,24 @@ impl Monitor {
                 }
                 l.last_packets = packets;
                 l.last_change_ns = now;
-            } else if !l.down && packets > 0 && now.saturating_sub(l.last_change_ns) > LINE_DOWN_NS
-            {
-                tracing::warn!(feed = %l.name, line = %l.addr, silent_ms = (now - l.last_change_ns) / 1_000_000, "line down");
-                l.down = true;
+            }
+        }
+        // Down: silent past LINE_DOWN_NS while a line of its feed received
+        // within it, or past the feed's stale threshold too.
+        for k in 0..self.lines.len() {
+            let l = &self.lines[k];
+            let silent = now.saturating_sub(l.last_change_ns);
+            if !l.read || l.down || l.last_packets == 0 || silent <= LINE_DOWN_NS {
+                continue;
+            }
+            let others_flowing = self.lines.iter().any(|o| {
+                o.feed == l.feed
+                    && o.index != l.index
+                    && now.saturating_sub(o.last_change_ns) <= LINE_DOWN_NS
+            });
+            if others_flowing || silent > l.quiet_ns {
+                tracing::warn!(feed = %l.name, line = %l.addr, silent_ms = silent / 1_000_000, "line down");
+                self.lines[k].down = true;
             }
         }
 
@@ -797,13 +851,26 @@ mod tests {
     /// A sidecar of one feed (kind full) on a free loopback port, publishing in
     /// `dir`, metrics off.
     fn one_feed_sidecar(dir: &std::path::Path) -> (Config, crate::sidecar::Sidecar) {
-        let port = crate::demo::free_port().unwrap();
+        sidecar_of(dir, 1, 500)
+    }
+
+    /// A sidecar of one feed of `lines` lines (1 or 2) and
+    /// `stale_threshold_ms`, publishing in `dir`.
+    fn sidecar_of(
+        dir: &std::path::Path,
+        lines: usize,
+        stale_ms: u64,
+    ) -> (Config, crate::sidecar::Sidecar) {
+        let lines: Vec<String> = (0..lines)
+            .map(|_| format!("\"127.0.0.1:{}\"", crate::demo::free_port().unwrap()))
+            .collect();
         let config = Config::parse(
             &format!(
                 "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
-                 kind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
+                 kind = \"full\"\nlines = [{}]\nstale_threshold_ms = {stale_ms}\n\
                  source_threshold_ms = 2000\nclock_offset = 0\n",
-                dir.join("shm").display()
+                dir.join("shm").display(),
+                lines.join(", ")
             ),
             "test.toml",
         )
@@ -920,6 +987,90 @@ mod tests {
         p.write_counters(|| p.set_counter(0, counter::TICKS_LOST, 5));
         m.sample(now_ns());
         assert_eq!(lost(&m), 8);
+    }
+
+    /// The logs compare a publication made anew with its own counts: a
+    /// loss on it below the old file's total is logged, by its amount.
+    #[test]
+    fn losses_on_a_publication_made_anew_are_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, first) = one_feed_sidecar(dir.path());
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let sample = |m: &mut Monitor, p: &crate::shm::Publication, lost: u64| {
+            p.heartbeat(now_ns());
+            p.write_counters(|| p.set_counter(0, counter::TICKS_LOST, lost));
+            logs_of(|| m.sample(now_ns()))
+        };
+        let p = first.publication();
+        assert!(sample(&mut m, &p, 10).contains("gap burst started"));
+        assert!(sample(&mut m, &p, 10).contains("gap burst ended"));
+        p.close();
+        drop((p, first));
+        std::fs::remove_file(dir.path().join("shm")).ok();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (_, second) = one_feed_sidecar(dir.path());
+        let log = sample(&mut m, &second.publication(), 3);
+        assert!(
+            log.contains("gap burst started") && log.contains("lost=3"),
+            "{log}"
+        );
+    }
+
+    /// A line is logged down when silent for a second while the other
+    /// line of its feed receives (redundancy lost); both lines silent (a
+    /// quiet market) only past the feed's stale threshold.
+    #[test]
+    fn a_line_is_down_when_the_other_flows_or_past_the_stale_threshold() {
+        const S: u64 = 1_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = sidecar_of(dir.path(), 2, 5_000);
+        let p = sidecar.publication();
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        let at = |m: &mut Monitor, dt: u64, a: u64, b: u64| {
+            p.heartbeat(t + dt);
+            p.write_counters(|| {
+                p.set_counter(0, counter::LINE_PACKETS, a);
+                p.set_counter(0, counter::LINE_PACKETS + 1, b);
+            });
+            logs_of(|| m.sample(t + dt))
+        };
+        let downs = |log: &str| log.matches("line down").count();
+        assert_eq!(downs(&at(&mut m, 0, 5, 5)), 0);
+        // Both silent 2 s, the threshold 5 s: a quiet market.
+        assert_eq!(downs(&at(&mut m, 2 * S, 5, 5)), 0);
+        // A receives, B does not: B down.
+        let log = at(&mut m, 2 * S + S / 2, 6, 5);
+        assert_eq!(downs(&log), 1, "{log}");
+        assert!(log.contains(&config.feeds[0].lines[1].to_string()), "{log}");
+        // A silent past the threshold: down too.
+        assert_eq!(downs(&at(&mut m, 5 * S, 6, 5)), 0);
+        let log = at(&mut m, 8 * S, 6, 5);
+        assert_eq!(downs(&log), 1, "{log}");
+        assert!(log.contains(&config.feeds[0].lines[0].to_string()), "{log}");
+        // Both back.
+        assert_eq!(at(&mut m, 9 * S, 7, 6).matches("line up").count(), 2);
+    }
+
+    /// What changed in the last interval before the writer closed its
+    /// publication (a stop) is logged by the last sample, which reads the
+    /// file this process's writer closed; a sample of a closed file while
+    /// running reads none of its counters.
+    #[test]
+    fn the_last_sample_reads_the_counters_of_the_closed_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let p = sidecar.publication();
+        let t = now_ns();
+        p.heartbeat(t);
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        m.sample(t);
+        p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 7));
+        p.close();
+        let log = logs_of(|| m.sample(t + 1));
+        assert!(!log.contains("kernel dropped"), "{log}");
+        let log = logs_of(|| m.last_sample(t + 2));
+        assert!(log.contains("kernel dropped datagrams"), "{log}");
     }
 
     /// A feed whose counters cannot be read consistently (the writer in the

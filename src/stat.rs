@@ -539,6 +539,14 @@ impl Snapshot {
         // What each instrument is shown by: the name readers find it by.
         let names = reader.names();
         let healthy = snap.health.is_ok();
+        // Each feed's records together (a stable sort: slot order kept),
+        // so that the feeds' loop reads each record once.
+        judged.sort_by_key(|(r, _)| r.feed);
+        // With `top`, the rows kept are trimmed to the worst `top` whenever
+        // they reach twice that: memory for the rows shown, however many
+        // symbols the table holds.
+        let keep = filter.top.map(|n| n.max(1) * 2);
+        let mut total = 0usize;
         for (id, f) in feeds.iter().enumerate() {
             if filter.feed.as_ref().is_some_and(|n| n != &f.name) {
                 continue;
@@ -547,7 +555,10 @@ impl Snapshot {
             // A writer killed mid-publication leaves its seqlock held for
             // good: waited for only while the writer is alive.
             let wait = if healthy { PATIENCE } else { Duration::ZERO };
-            let values = patiently(wait, || reader.counters(id));
+            // A file cut under its mapping reads as zeros (health
+            // `bad_state`): its counters are unknown, not zero.
+            let cut = matches!(snap.health, Health::BadState(_));
+            let values = patiently(wait, || reader.counters(id)).filter(|_| !cut);
             // (A writer killed inside the offset's write: its status alone.)
             let state = patiently(wait, || reader.feed_state(id));
             let offset_read = state.is_some();
@@ -580,7 +591,9 @@ impl Snapshot {
                 offset,
                 tally: [0; 1 + Reasons::ORDER.len()],
             };
-            for (r, reasons) in judged.iter().filter(|(r, _)| r.feed == id) {
+            let from = judged.partition_point(|(r, _)| r.feed < id);
+            let to = judged.partition_point(|(r, _)| r.feed <= id);
+            for (r, reasons) in &judged[from..to] {
                 let (Some(symbol), reasons) = (r.symbol, *reasons) else {
                     continue;
                 };
@@ -609,20 +622,17 @@ impl Snapshot {
                     own_counts: view.symbol_counts,
                     decimals: f.price_decimals(),
                 });
+                total += 1;
+                if let (Some(n), Some(keep)) = (filter.top, keep) {
+                    if snap.rows.len() >= keep {
+                        worst_first(&mut snap.rows, n);
+                    }
+                }
             }
             snap.feeds.push(view);
         }
-        snap.rows.sort_by_cached_key(|r| {
-            (
-                std::cmp::Reverse(severity(r.reasons)),
-                r.feed.clone(),
-                r.name.clone(),
-            )
-        });
-        if let Some(n) = filter.top {
-            snap.left_out = snap.rows.len().saturating_sub(n);
-            snap.rows.truncate(n);
-        }
+        worst_first(&mut snap.rows, filter.top.unwrap_or(usize::MAX));
+        snap.left_out = total - snap.rows.len();
         Ok(snap)
     }
 
@@ -631,9 +641,17 @@ impl Snapshot {
     pub fn text(&self) -> Frame {
         let now = self.now;
         let mut s = String::new();
-        let _ = writeln!(s, "tickguard stat  {}", self.path);
+        // The path as the operator gave it, and a health naming it: made
+        // safe for a terminal (an escape sequence in a path is printed,
+        // not obeyed).
+        let safe = |s: &str| crate::config::one_line(s, usize::MAX);
+        let _ = writeln!(s, "tickguard stat  {}", safe(&self.path));
         let Some(w) = self.writer else {
-            let _ = writeln!(s, "{}: every check answers stale", self.health);
+            let _ = writeln!(
+                s,
+                "{}: every check answers stale",
+                safe(&self.health.to_string())
+            );
             return Frame {
                 header: s,
                 rows: Vec::new(),
@@ -862,6 +880,22 @@ impl Frame {
     }
 }
 
+/// Keeps the worst `n` of `rows` (severity, then feed and name), worst
+/// first.
+fn worst_first(rows: &mut Vec<Row>, n: usize) {
+    let order = |a: &Row, b: &Row| {
+        severity(b.reasons)
+            .cmp(&severity(a.reasons))
+            .then_with(|| a.feed.cmp(&b.feed))
+            .then_with(|| a.name.cmp(&b.name))
+    };
+    if n < rows.len() {
+        rows.select_nth_unstable_by(n, order);
+        rows.truncate(n);
+    }
+    rows.sort_unstable_by(order);
+}
+
 /// The frame cut to `size`: every line at most `cols` characters, at most
 /// `rows` lines. The header stays (its end first cut if even it does not
 /// fit); the worst symbols fill what is left but one line, which says how
@@ -907,6 +941,17 @@ pub fn fit(frame: &Frame, size: Size) -> String {
         s.push('\n');
     }
     s
+}
+
+/// The live view's screen: the terminal cleared, then [`fit`] without its
+/// last line's end, so that the last line written does not scroll the
+/// first off a terminal of `size.rows`.
+pub fn screen(frame: &Frame, size: Size) -> String {
+    let fitted = fit(frame, size);
+    format!(
+        "\x1b[H\x1b[2J{}",
+        fitted.strip_suffix('\n').unwrap_or(&fitted)
+    )
 }
 
 /// One snapshot of the publication at local time `now` (ns since the Unix

@@ -185,14 +185,18 @@ fn compare_books(reader: &Reader, report: &crate::simulate::itch50::VenueReport)
         return "books not compared: a gap was still open".into();
     }
     let side = |s| exact(s, -4);
-    let records = reader.records();
+    // By name, once: a venue of 65,535 stocks is compared in one pass.
+    let mut records = std::collections::HashMap::new();
+    for r in reader.records() {
+        if let Some(s) = r.symbol {
+            records.entry(s.to_string()).or_insert(r);
+        }
+    }
     let differ: Vec<&str> = report
         .books
         .iter()
         .filter(|(name, b)| {
-            let published = records
-                .iter()
-                .find(|r| r.symbol.is_some_and(|s| s.to_string() == **name));
+            let published = records.get(name.as_str());
             let venue = (
                 b.bid.map(|p| (Some(i64::from(p)), b.bid_size.unwrap_or(0))),
                 b.ask.map(|p| (Some(i64::from(p)), b.ask_size.unwrap_or(0))),

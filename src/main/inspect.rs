@@ -63,10 +63,12 @@ pub struct Destination {
     more_sources: bool,
     /// Datagrams by what they look like (`None`: no protocol accepts them).
     pub looks: BTreeMap<Option<&'static str>, u64>,
-    /// For the protocol most of them look like: its configuration switch,
-    /// the keys a draft needs (with their rank) and the key of its recovery
-    /// channel's address.
-    protocol: Option<Readable>,
+    /// For each protocol some of them look like: its configuration
+    /// switch, the highest-ranked keys a draft needs (with their rank) and
+    /// the key of its recovery channel's address. Kept per protocol, so
+    /// that another protocol's datagrams between them (a mixed
+    /// destination) never lose what one of its datagrams decided.
+    protocols: BTreeMap<&'static str, Readable>,
     /// The highest-ranked keys that decide only a stream none of whose
     /// datagrams ranks 0 ([`Sniff::draft_alone`](tickguard::protocol::Sniff)),
     /// and the protocols of which a datagram ranked 0.
@@ -85,7 +87,11 @@ impl Destination {
     /// that decide only alone where no datagram of their protocol ranked
     /// 0 (and they rank higher).
     fn readable(&self) -> Option<Readable> {
-        match (self.protocol, self.weak) {
+        let protocol = self
+            .looks_like()
+            .and_then(|l| self.protocols.get(l))
+            .copied();
+        match (protocol, self.weak) {
             (p, Some(w))
                 if self.looks_like() == Some(w.looks_like)
                     && !self.plain.contains(w.looks_like)
@@ -163,15 +169,10 @@ impl Inventory {
                     e.weak = Some(readable);
                 }
             } else {
-                e.protocol = match e.protocol {
-                    Some(p) if p.looks_like == f.looks_like && p.rank >= f.draft_rank => Some(p),
-                    Some(p)
-                        if p.looks_like != f.looks_like && e.looks_like() != Some(f.looks_like) =>
-                    {
-                        Some(p)
-                    }
-                    _ => Some(readable),
-                };
+                let best = e.protocols.entry(f.looks_like).or_insert(readable);
+                if best.rank < f.draft_rank {
+                    *best = readable;
+                }
             }
             if let Some(session) = f.session {
                 if e.sessions.len() < MAX_NAMED {
@@ -311,7 +312,9 @@ impl Inventory {
             };
             // A protocol with a recovery channel gets its answers on a
             // unicast address, where a venue's lines are multicast groups.
-            let answer = r.recovery_keys.is_some() && !dst.ip().is_multicast();
+            // (Nor a broadcast, which no recovery_listen may be.)
+            let answer =
+                r.recovery_keys.is_some() && !dst.ip().is_multicast() && !dst.ip().is_broadcast();
             let symbols = by_symbol.entry(r.looks_like).or_default();
             let sessions = by_session.entry(r.looks_like).or_default();
             let same = d
@@ -419,10 +422,18 @@ impl Inventory {
                 // keeps its answers only, as live: one sender named, or
                 // none set.
                 let d = &self.destinations[first];
+                // Only a sender a re-request could go to (a sanitised
+                // capture's 0.0.0.0:PORT or a port 0 names none).
                 let named: Vec<_> = d
                     .sources
                     .iter()
-                    .filter(|s| !tickguard::replay::unnamed(**s))
+                    .filter(|s| {
+                        let ip = s.ip();
+                        s.port() != 0
+                            && !ip.is_unspecified()
+                            && !ip.is_multicast()
+                            && !ip.is_broadcast()
+                    })
                     .collect();
                 match (named.as_slice(), d.more_sources) {
                     ([from], false) => {
@@ -431,7 +442,7 @@ impl Inventory {
                     ([], _) => {
                         let _ = writeln!(
                             out,
-                            "# {server}: the answers name no sender (a recording): set it to the server's ip:port to run live"
+                            "# {server}: the answers name no sender a re-request could go to (a recording, a sanitised capture): set it to the server's ip:port to run live"
                         );
                     }
                     (several, _) => {
@@ -527,5 +538,14 @@ pub fn run(args: &crate::cli::InspectArgs) -> Result<()> {
         Some(e) => Err(anyhow::anyhow!("{e}: inspected up to there")),
         None => Ok(()),
     };
-    crate::worst([broken, shown])
+    // A draft is only worth its name if `run` and `replay` take it: one
+    // they would refuse (a capture of nothing this version reads, say)
+    // fails the command with their error line, the draft printed above.
+    let refused = match args.config_draft {
+        true => tickguard::config::Config::parse(&text, "the draft")
+            .map(drop)
+            .map_err(|e| anyhow::anyhow!("{e}")),
+        false => Ok(()),
+    };
+    crate::worst([broken, refused, shown])
 }

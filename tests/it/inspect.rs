@@ -161,7 +161,7 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
         p.message(&tickguard::protocol::itch50::message::encode::stock_directory(1, 0, aapl));
         p.finish()
     };
-    let draft_of = |senders: &[&str]| {
+    let draft_of = |senders: &[&str], to: &str| {
         let cap = dir.path().join("answers.pcap");
         let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
         let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
@@ -171,7 +171,7 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
             w.write_udp(t + q, feed, line, &packet(q)).unwrap();
         }
         for (k, from) in senders.iter().enumerate() {
-            let to: SocketAddrV4 = "127.0.0.1:17000".parse().unwrap();
+            let to: SocketAddrV4 = to.parse().unwrap();
             let q = 21 + k as u64;
             w.write_udp(t + q, from.parse().unwrap(), to, &packet(q))
                 .unwrap();
@@ -182,14 +182,14 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
         std::fs::write(&config, &draft).unwrap();
         (draft, summary(&cap, &config, &[]))
     };
-    let (draft, s) = draft_of(&["10.0.2.2:18000"]);
+    let (draft, s) = draft_of(&["10.0.2.2:18000"], "127.0.0.1:17000");
     assert!(
         draft.contains("recovery = \"10.0.2.2:18000\"\nrecovery_listen = \"127.0.0.1:17000\"\n"),
         "{draft}"
     );
     assert!(s["capture"].get("wrong_source").is_none(), "{s}");
     assert_eq!(s["feeds"]["itch50_1"]["packets"], 21, "{s}");
-    let (draft, s) = draft_of(&["10.0.2.2:18000", "10.0.2.2:18001"]);
+    let (draft, s) = draft_of(&["10.0.2.2:18000", "10.0.2.2:18001"], "127.0.0.1:17000");
     assert!(!draft.contains("recovery = "), "{draft}");
     assert!(
         draft.contains(
@@ -203,6 +203,48 @@ fn a_draft_names_the_recovery_server_only_when_one_sent_the_answers() {
     );
     assert!(s["capture"].get("wrong_source").is_none(), "{s}");
     assert_eq!(s["feeds"]["itch50_1"]["packets"], 22, "{s}");
+    // A sender no re-request could go to (a sanitised capture's
+    // 0.0.0.0:PORT, a port 0) is not named: the draft would be refused.
+    for sender in ["0.0.0.0:18000", "10.0.2.2:0"] {
+        let (draft, s) = draft_of(&[sender], "127.0.0.1:17000");
+        assert!(!draft.contains("recovery = "), "{draft}");
+        assert!(
+            draft.contains("# recovery: the answers name no sender"),
+            "{draft}"
+        );
+        assert_eq!(s["feeds"]["itch50_1"]["packets"], 21, "{s}");
+    }
+    // Datagrams to a broadcast address are no recovery answers (no
+    // recovery_listen may be one): a line of the stream.
+    let (draft, s) = draft_of(&["10.0.2.2:18000"], "255.255.255.255:17000");
+    assert!(!draft.contains("recovery_listen"), "{draft}");
+    assert!(draft.contains("\"255.255.255.255:17000\"]"), "{draft}");
+    assert_eq!(s["feeds"]["itch50_1"]["packets"], 21, "{s}");
+}
+
+/// A draft `run` and `replay` would refuse fails the command with their
+/// error line, the draft printed: here a capture of nothing this version
+/// reads (a draft of comments and no feed).
+#[test]
+fn a_draft_of_nothing_readable_fails_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("garbage.pcap");
+    write_capture(
+        &cap,
+        &[(1_767_623_400_000_000_000, "239.1.1.1:9000", vec![0xAB; 40])],
+    );
+    let (code, out, err) = tickguard(&[
+        "inspect".as_ref(),
+        cap.as_os_str(),
+        "--config-draft".as_ref(),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("# 239.1.1.1:9000 (1 datagrams)"), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the draft") && err.contains("[[feed]]"),
+        "{err}"
+    );
 }
 
 /// A destination sharing symbols with two drafted feeds joins the first
@@ -439,4 +481,49 @@ fn a_file_name_with_control_bytes_is_escaped() {
             "{out}"
         );
     }
+}
+
+/// A destination mixing protocols keeps what each protocol's datagrams
+/// decided: an SQF snapshot (a `delta` stream) stays decided however the
+/// counts of the other protocol's datagrams between them swing.
+#[test]
+fn a_mixed_destination_keeps_an_sqf_snapshots_delta() {
+    use tickguard::protocol::itch50::{PacketBuilder as Mold, Session};
+    use tickguard::protocol::sqf::PacketBuilder;
+    let t = 1_767_623_400_000_000_000u64;
+    let eur = tickguard::symbol::Symbol::parse("EURUSD").unwrap();
+    let sqf = |snapshot: bool, seq: u64| {
+        let mut b = PacketBuilder::new(t);
+        match snapshot {
+            true => b.snapshot(eur, seq, t, 1.0, 1.1),
+            false => b.quote(eur, seq, t, 1.0, 1.1),
+        };
+        b.finish()
+    };
+    let itch = |q: u64| {
+        let mut p = Mold::new(Session(*b"20260105XA"), q);
+        p.message(
+            &tickguard::protocol::itch50::message::encode::stock_directory(
+                1,
+                0,
+                tickguard::symbol::Symbol::parse("AAPL").unwrap(),
+            ),
+        );
+        p.finish()
+    };
+    let dst = "239.1.1.1:30001";
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("mixed.pcap");
+    write_capture(
+        &cap,
+        &[
+            (t + 1, dst, sqf(true, 10)),
+            (t + 2, dst, itch(1)),
+            (t + 3, dst, itch(2)),
+            (t + 4, dst, sqf(false, 11)),
+            (t + 5, dst, sqf(false, 12)),
+        ],
+    );
+    let draft = inspect(&cap, true);
+    assert!(draft.contains("kind = \"delta\""), "{draft}");
 }

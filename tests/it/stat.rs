@@ -291,6 +291,29 @@ fn counters_left_mid_write_are_unknown_not_zeros() {
     assert!(!text.contains("duplicates 0"), "{text}");
 }
 
+/// A publication in bad state (a state word no writer stores, as a file
+/// cut under its mapping reads, zeros): its counters are unknown, never
+/// shown as zeros.
+#[test]
+fn counters_of_a_publication_in_bad_state_are_unknown() {
+    use std::os::unix::fs::FileExt;
+    let shm = temp_shm("stat-bad-state");
+    let _p = three_feeds(&shm);
+    let file = std::fs::OpenOptions::new().write(true).open(&shm).unwrap();
+    // Header word 2, the state.
+    file.write_all_at(&7u64.to_le_bytes(), 16).unwrap();
+    let out = stat_args(&shm, &["--json"]);
+    crate::common::remove_publication(&shm);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value =
+        serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(doc["health"], "bad_state", "{doc}");
+    for feed in doc["feeds"].as_array().unwrap() {
+        assert_eq!(feed["counters_unreadable"], true, "{feed}");
+        assert_eq!(feed.get("duplicates"), None, "{feed}");
+    }
+}
+
 #[test]
 fn stat_json_tells_line_copies_from_duplicates_and_flags_a_rejected_feed() {
     let shm = temp_shm("stat-json");
@@ -472,6 +495,65 @@ fn the_live_view_of_2000_symbols_fits_40_rows() {
     let tiny: Vec<&str> = tiny.lines().collect();
     assert_eq!(tiny.len(), 5, "{tiny:?}");
     assert!(tiny[4].starts_with("... "), "{tiny:?}");
+    // The screen: cleared, the 40 lines, the last without its end (a
+    // 40th newline on a 40-line terminal would scroll the title off).
+    let screen = tickguard::stat::screen(&snap.text(), size);
+    assert_eq!(
+        screen,
+        format!("\x1b[H\x1b[2J{}", text.trim_end_matches('\n'))
+    );
+    assert_eq!(screen.matches('\n').count(), 39);
+}
+
+/// A path holding terminal codes (an operator's paste, a hostile
+/// directory name) is printed escaped, never obeyed; the JSON form keeps
+/// it as it is (JSON escapes it).
+#[test]
+fn a_path_with_terminal_codes_is_printed_escaped() {
+    let shm = temp_shm("stat-\u{1b}]0;owned\u{7}-\u{202e}");
+    let _p = three_feeds(&shm);
+    let out = stat_args(&shm, &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    crate::common::remove_publication(&shm);
+    assert!(out.status.success(), "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains(r"stat-\u{1b}]0;owned\u{7}-\u{202e}"),
+        "{first}"
+    );
+    assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text}");
+}
+
+/// `--top N` (and the live view, which reads no more rows than its
+/// terminal shows) keeps the N worst rows, in the order the whole
+/// snapshot has them, and counts the rest, whatever N.
+#[test]
+fn the_worst_rows_kept_are_those_of_the_whole_snapshot() {
+    let shm = temp_shm("stat-top");
+    let _p = three_feeds(&shm);
+    let reader = tickguard::Reader::open_with(&shm, 1_000 * MS);
+    let now = T0 + 1_000 * MS;
+    let read = |top| {
+        let filter = tickguard::stat::Filter {
+            top,
+            ..Default::default()
+        };
+        tickguard::stat::Snapshot::read(&reader, "SHM", now, &filter)
+            .unwrap()
+            .text()
+    };
+    let whole = read(None);
+    assert_eq!(whole.left_out, 0);
+    let all = whole.rows.len();
+    assert!(all > 2_000);
+    for n in [0, 1, 3, 4, 5, 7, 100, 1_500, all - 1, all, all + 1] {
+        let top = read(Some(n));
+        let kept = n.min(all);
+        assert_eq!(top.rows, whole.rows[..kept], "--top {n}");
+        assert_eq!(top.left_out, all - kept, "--top {n}");
+        assert_eq!(top.header, whole.header, "--top {n}");
+    }
+    crate::common::remove_publication(&shm);
 }
 
 /// Descriptor-driven `stat` on a publication built in the test: an SQF

@@ -777,6 +777,13 @@ pub const FILE_MAX: u64 = 1 << 20;
 /// Characters of a whole error line.
 const ERROR_MAX: usize = 400;
 
+/// A Unicode format character that reorders the text around it on a
+/// terminal (the bidirectional marks, embeddings, overrides and
+/// isolates): a name holding one could print as another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}')
+}
+
 /// `s` made safe for one line on a terminal: every control character
 /// escaped, at most `max` characters (the last an ellipsis when cut).
 pub fn one_line(s: &str, max: usize) -> String {
@@ -787,7 +794,7 @@ pub fn one_line(s: &str, max: usize) -> String {
     let mut len = 0;
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
-        let piece: String = match c.is_control() {
+        let piece: String = match c.is_control() || is_bidi_control(c) {
             true => c.escape_default().collect(),
             false => c.into(),
         };
@@ -1826,6 +1833,9 @@ source_threshold_ms = 9
         assert_eq!(one_line("abcd", 3), "ab…");
         assert_eq!(one_line("a\nb", 4), "a\\nb");
         assert_eq!(one_line("a\nb", 3), "a…", "an escape is not split");
+        // A right-to-left override would print "gsm" as "msg".
+        assert_eq!(one_line("a\u{202e}gsm", 20), "a\\u{202e}gsm");
+        assert_eq!(one_line("\u{2066}x\u{200f}", 20), "\\u{2066}x\\u{200f}");
         for text in ["x".repeat(500), "\u{1}".repeat(500), "é\t".repeat(300)] {
             for max in [0, 1, 2, 7, 400] {
                 assert!(one_line(&text, max).chars().count() <= max);

@@ -1121,7 +1121,8 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
                  each was applied at its own stamp, after what the file put before it, and checks are \
                  answered in the file's order of their feed's records; if that is not the order they \
                  arrived in (a feed's lines captured on several interfaces, `mergecap -a`), sort it \
-                 first (`reordercap`)",
+                 first (`reordercap`); a `run --record` recording is in the order live applied it: \
+                 never sort one",
                 c.time_steps_back
             ),
         });
