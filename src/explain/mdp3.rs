@@ -192,10 +192,12 @@ struct Said {
     entries: Vec<u32>,
     /// It ended an event.
     end_of_event: bool,
-    /// A snapshot of the instrument: (RptSeq, LastMsgSeqNumProcessed).
-    snapshot: Option<(u32, u32)>,
-    /// A SecurityStatus naming it (true) or its SecurityGroup or Asset
-    /// (false).
+    /// Its snapshots, in the datagram's order: (RptSeq,
+    /// LastMsgSeqNumProcessed).
+    snapshots: Vec<(u32, u32)>,
+    /// The last SecurityStatus that sets a status for it (the one in
+    /// force, as the channel keeps the newest): one naming it (true) or
+    /// its SecurityGroup or Asset (false).
     status: Option<bool>,
 }
 
@@ -216,8 +218,16 @@ impl Said {
                         .map(|e| e.rpt_seq()),
                 ),
                 Body::Snapshot(s) if Some(s.security_id()) == id => {
-                    said.snapshot = Some((s.rpt_seq(), s.last_msg_seq_num_processed()));
+                    said.snapshots
+                        .push((s.rpt_seq(), s.last_msg_seq_num_processed()));
                 }
+                // A code that sets no status (103, NoChange; an unknown
+                // one) leaves the one in force.
+                Body::SecurityStatus(st)
+                    if !matches!(
+                        crate::protocol::mdp3::status::meaning(st.trading_status().unwrap_or(255)),
+                        crate::protocol::mdp3::status::Meaning::Is(_)
+                    ) => {}
                 Body::SecurityStatus(st) => match st.security_id() {
                     Some(x) if Some(x) == id => said.status = Some(true),
                     // Its group's: each of the status's non-blank
@@ -229,7 +239,7 @@ impl Said {
                         !(sg.is_empty() && sa.is_empty()) && fits(sg, g) && fits(sa, a)
                     }) =>
                     {
-                        said.status = said.status.or(Some(false))
+                        said.status = Some(false)
                     }
                     _ => {}
                 },
@@ -573,6 +583,40 @@ impl Mdp3Explain {
 /// older), or, where that rule would have applied it, the channel's
 /// screen: taken before the last ChannelReset or restart, or far past the
 /// lines (of a sequence before a restart).
+/// Which of a datagram's `snapshots` of the instrument applied (the last
+/// that did) and why each other was ignored, told by the RptSeq rule from
+/// its state before (`a`), each judged on the state the ones before it
+/// left; when that rule does not account for the counts the channel kept
+/// (`b`: a snapshot refused for another reason), the last snapshot is
+/// named for what applied and the reasons are judged on `a`.
+fn snapshots_told(
+    a: &Seen,
+    b: &Seen,
+    snapshots: &[(u32, u32)],
+) -> (Option<(u32, u32)>, Vec<String>) {
+    let (applied_n, ignored_n) = (b.applied - a.applied, b.ignored - a.ignored);
+    let mut state = a.clone();
+    let (mut applied, mut n, mut ignored) = (None, 0, Vec::new());
+    for &(r, last) in snapshots {
+        let applies = match state.rpt_seq {
+            None => true,
+            Some(s) => (state.suspect && r > s) || (state.unverified && !state.suspect && r >= s),
+        };
+        if applies {
+            (applied, n) = (Some((r, last)), n + 1);
+            (state.rpt_seq, state.suspect, state.unverified) = (Some(r), false, false);
+        } else {
+            ignored.push(ignored_why(&state, Some(r)));
+        }
+    }
+    if (n, ignored.len() as u64) == (applied_n, ignored_n) {
+        return (applied, ignored);
+    }
+    let last = snapshots.last().copied();
+    let why = (0..ignored_n).map(|_| ignored_why(a, last.map(|(r, _)| r)));
+    (last, why.collect())
+}
+
 fn ignored_why(a: &Seen, r: Option<u32>) -> String {
     let Some(r) = r else {
         return "its RptSeq unread".into();
@@ -676,8 +720,9 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     if sequencing_moved && !said.entries.is_empty() {
         v.push(format!("entries {}", rpt_list(&said.entries)));
     }
+    let (applied, ignored) = snapshots_told(a, b, &said.snapshots);
     if b.applied > a.applied {
-        let (r, last) = said.snapshot.unwrap_or((b.rpt_seq.unwrap_or(0), 0));
+        let (r, last) = applied.unwrap_or((b.rpt_seq.unwrap_or(0), 0));
         let lost = b.ticks_lost.saturating_sub(a.ticks_lost);
         v.push(format!(
             "snapshot applied: RptSeq {r}, after MsgSeqNum {last}; both books replaced and published{}",
@@ -688,11 +733,8 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             }
         ));
     }
-    if b.ignored > a.ignored {
-        v.push(format!(
-            "snapshot ignored: {}",
-            ignored_why(a, said.snapshot.map(|(r, _)| r))
-        ));
+    for why in ignored {
+        v.push(format!("snapshot ignored: {why}"));
     }
     // A ChannelReset or the weekly restart makes every instrument healthy
     // and verified (RptSeq starts over); a snapshot applied heals or
@@ -720,6 +762,12 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
                         "a level the venue dropped past its depth perhaps kept"
                     }
                 )
+            }
+            // The ChannelReset told above forgot it (come late, or inferred).
+            None if b.channel_resets > a.channel_resets
+                || b.resets_inferred > a.resets_inferred =>
+            {
+                "no baseline since the ChannelReset: suspect until its snapshot".into()
             }
             None => "no baseline: its history did not start at RptSeq 1; suspect until a snapshot"
                 .into(),
@@ -773,6 +821,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             _ if b.resets_inferred > a.resets_inferred => {
                 "emptied by the ChannelReset inferred".to_string()
             }
+            _ if restarted => "emptied by the channel's restart".to_string(),
             (_, _, true) => "published by the snapshot".to_string(),
             (true, Some(s), _) => format!("published at the end of event in MsgSeqNum {s}"),
             _ => "published (its event covered)".to_string(),
@@ -780,7 +829,7 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         v.push(format!("book {how}: {}", top_text(b.top)));
     }
     if b.status != a.status {
-        let from = match (said.status, said.snapshot.is_some()) {
+        let from = match (said.status, !said.snapshots.is_empty()) {
             (Some(true), _) => " (SecurityStatus of the instrument)",
             (Some(false), _) => " (SecurityStatus of its group)",
             (None, true) => " (from the snapshot)",
@@ -933,7 +982,7 @@ mod tests {
             ..Seen::default()
         };
         let said = Said {
-            snapshot: Some((5, 9)),
+            snapshots: vec![(5, 9)],
             ..Said::default()
         };
         for (a, why) in [

@@ -1065,6 +1065,16 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
         (out.reasons(after), out.top(after)),
         (r(&["closed"]), (Some(200), Some(210)))
     );
+    // The explanation credits the emptied book to the restart.
+    let text = ch.run_explaining(Some("ESZ6")).1.unwrap();
+    let step = text
+        .lines()
+        .find(|l| l.contains("packet MsgSeqNum 1 on incremental"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        step.contains("book emptied by the channel's restart: bid none, ask none"),
+        "{text}"
+    );
     let f = out.feed();
     has(
         f,
@@ -4162,4 +4172,91 @@ fn a_capture_clock_stepped_back_gives_gaps_up_as_live_does() {
         out.feed(),
         json!({"packet_gaps": 2, "packets_lost": 2, "gaps_open": 0}),
     );
+}
+
+/// The line of `text` for the step at MsgSeqNum `s` (of `what`: a packet
+/// or a snapshot packet).
+fn explained<'t>(text: &'t str, what: &str) -> &'t str {
+    text.lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no {what} in {text}"))
+}
+
+/// A ChannelReset come late (in a packet filling a gap) leaves the
+/// instrument without a baseline: the explanation names the reset, not a
+/// history that did not start at RptSeq 1.
+#[test]
+fn explain_names_a_late_channel_reset_for_the_lost_baseline() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(100, &[bid(7, 1, 100)]));
+    ch.send(MS, A, heartbeat(102));
+    ch.send(
+        2 * MS,
+        B,
+        packet(101, &[encode::channel_reset(V, T0, EOE, 310)]),
+    );
+    let after = ch.check(3 * MS, "#7");
+    let (out, text) = ch.run_explaining(Some("#7"));
+    let text = text.unwrap();
+    assert_eq!(out.reasons(after), r(&["no_quote"]), "{text}");
+    let step = explained(&text, "packet MsgSeqNum 101");
+    assert!(
+        step.contains("no baseline since the ChannelReset")
+            && !step.contains("did not start at RptSeq 1"),
+        "{text}"
+    );
+}
+
+/// Two snapshots of one instrument in one datagram: the first heals it,
+/// the second (older) is ignored because the first made it healthy; each
+/// is told with its own RptSeq.
+#[test]
+fn explain_tells_each_snapshot_of_one_datagram() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(100, &[bid(7, 1, 100)]));
+    ch.send(MS, A, event(101, &[change(7, 3, 101)]));
+    ch.send(
+        2 * MS,
+        SNAP_A,
+        snapshots(&[
+            snapshot(101, 7, 5, None, &[level(Bid, 1, 105)]),
+            snapshot(100, 7, 4, None, &[level(Bid, 1, 104)]),
+        ]),
+    );
+    let after = ch.check(3 * MS, "#7");
+    let (out, text) = ch.run_explaining(Some("#7"));
+    let text = text.unwrap();
+    assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(105)));
+    let step = explained(&text, "snapshot");
+    assert!(
+        step.contains("snapshot applied: RptSeq 5, after MsgSeqNum 101")
+            && step.contains("snapshot ignored: the instrument is healthy at RptSeq 5"),
+        "{text}"
+    );
+}
+
+/// A status is credited to the message in force (the newest that sets
+/// one): a group halt after the instrument's own status, or before an
+/// instrument's NoChange (103), is its group's.
+#[test]
+fn explain_credits_the_status_in_force() {
+    for own in [17, 103] {
+        let mut ch = Channel::new("");
+        ch.send(0, DEF_A, def(7, "ESZ6", "ES", "ES").packet());
+        ch.send(MS, A, event(1, &[bid(7, 1, 100), offer(7, 2, 101)]));
+        let messages = match own {
+            17 => [status(Some(7), "", "", 17), status(None, "ES", "ES", 2)],
+            _ => [status(None, "ES", "ES", 2), status(Some(7), "", "", 103)],
+        };
+        ch.send(2 * MS, A, packet(2, &messages));
+        let after = ch.check(3 * MS, "ESZ6");
+        let (out, text) = ch.run_explaining(Some("ESZ6"));
+        let text = text.unwrap();
+        assert_eq!(out.reasons(after), r(&["halted"]), "{text}");
+        let step = explained(&text, "packet MsgSeqNum 2");
+        assert!(
+            step.contains("(SecurityStatus of its group)"),
+            "{own}: {text}"
+        );
+    }
 }
