@@ -315,7 +315,9 @@ fn metrics_match_what_the_simulator_injected() {
             "rmem_max {rmem_max}: {text}"
         );
     }
-    assert_eq!(held == 2.0 * rmem_max, capped == 1.0, "{text}");
+    // (Linux holds twice what it grants: the 8 MiB asked, or rmem_max
+    // below it. At exactly 8 MiB it grants the whole, uncapped.)
+    assert_eq!(held, 2.0 * rmem_max.min(f64::from(8u32 << 20)), "{text}");
     assert_eq!(
         value(
             &text,

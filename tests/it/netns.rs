@@ -1252,12 +1252,19 @@ fn another_user_cannot_bind_the_recovery_port() {
     if !can_create_namespaces() {
         return;
     }
-    let Some(cc) = ["cc", "gcc"].into_iter().find(|cc| {
-        Command::new(cc)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) else {
+    // `$CC` first, as `.ci/run` looks for it.
+    let named = std::env::var("CC").ok();
+    let Some(cc) = named
+        .iter()
+        .map(String::as_str)
+        .chain(["cc", "gcc"])
+        .find(|cc| {
+            Command::new(cc)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
         crate::common::skip("no C compiler");
         return;
     };
