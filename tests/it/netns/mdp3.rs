@@ -568,7 +568,10 @@ fn mdp3_packets_lost_on_both_lines_heal_from_the_snapshot_loop() {
 }
 
 /// Started in the middle of the week, every instrument heals from the
-/// snapshot loop within two loop periods of the first datagram.
+/// snapshot loop: by the time every one reads healed, the sidecar has
+/// seen at most three loops' snapshots (a loop joined part way, the next
+/// whole, and one more for the time this test takes to look), counted,
+/// not timed (the time is printed).
 #[test]
 fn mdp3_mid_week_start_heals_every_instrument_within_a_loop() {
     if !can_create_namespaces() {
@@ -595,6 +598,7 @@ fn mdp3_mid_week_start_heals_every_instrument_within_a_loop() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut first = None;
     let mut all_healed = None;
+    let mut snapshots_seen = 0;
     while all_healed.is_none() {
         assert!(
             Instant::now() < deadline,
@@ -607,6 +611,9 @@ fn mdp3_mid_week_start_heals_every_instrument_within_a_loop() {
         if let Some(f) = first {
             if names.iter().all(|n| healed(n)) {
                 all_healed = Some(f.elapsed());
+                // Applied and ignored: every snapshot message received.
+                snapshots_seen = counter_named(reader, "snapshots_applied")
+                    + counter_named(reader, "snapshots_ignored");
             }
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -618,8 +625,11 @@ fn mdp3_mid_week_start_heals_every_instrument_within_a_loop() {
         "mid-week: every instrument healed {:.1} ms after the first datagram (loop {LOOP_MS} ms)",
         took.as_secs_f64() * 1e3
     );
-    let limit = Duration::from_millis(2 * LOOP_MS + 200);
-    assert!(took <= limit, "healed after {took:?}, limit {limit:?}");
+    let most = 3 * names.len() as u64;
+    assert!(
+        snapshots_seen <= most,
+        "healed after {snapshots_seen} snapshots, more than three loops' {most}"
+    );
     assert_venue_books(reader, &report);
     assert_checks(shm, &report);
     let feed = stat_feed(shm);
