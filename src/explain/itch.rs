@@ -61,6 +61,9 @@ pub enum Trigger {
         merged: Option<(u64, u64)>,
         /// The attempt failed (and the wait was given up, if so).
         failed: Option<bool>,
+        /// The connection's start set the feed waiting for its snapshot
+        /// (a recorded snapshot request: the stream held, suspect).
+        awaiting: bool,
     },
     /// A BinaryFILE record (`index` is 0-based; its sequence is `index + 1`).
     Record {
@@ -186,6 +189,8 @@ pub struct ItchExplain {
     /// The feed's snapshot tally before the segment at hand
     /// ([`snapshot_tally`]).
     snapshots: (u64, u64, u64),
+    /// Whether the feed awaited a snapshot before the segment.
+    awaiting: bool,
     file: bool,
     scratch: Vec<Event>,
     steps: Vec<Step>,
@@ -223,6 +228,7 @@ impl ItchExplain {
             origin: None,
             last_arrival: None,
             snapshots: (0, 0, 0),
+            awaiting: false,
             file: false,
             scratch: Vec::new(),
             steps: Vec::new(),
@@ -566,7 +572,15 @@ impl ItchExplain {
                 let _ = write!(p, " on {} {dst}", self.line_name(line));
                 parts.push(p);
             }
-            Trigger::Segment { merged, failed } => parts.push(match (merged, failed) {
+            Trigger::Segment {
+                merged,
+                failed,
+                awaiting,
+            } => parts.push(match (merged, failed) {
+                (None, None) if awaiting => {
+                    "snapshot connection opened: the feed awaits its snapshot, the stream held until it merges"
+                        .into()
+                }
                 (Some((n, messages)), _) => format!(
                     "snapshot merged: GLIMPSE spin of {messages} messages up to seq {}, the stream going on from seq {n}",
                     n.saturating_sub(1)
@@ -683,6 +697,7 @@ impl Observer for ItchExplain {
             self.watch(handler);
             self.advance(handler, time);
             self.snapshots = snapshot_tally(handler, feed);
+            self.awaiting = awaiting(handler, feed);
         }
     }
 
@@ -699,15 +714,21 @@ impl Observer for ItchExplain {
             })
             .flatten();
         let failed = (failures > failures_was).then_some(gave_up > gave_up_was);
-        let something = merged.is_some() || failed.is_some();
+        let awaiting = awaiting(handler, feed) && !self.awaiting;
+        let something = merged.is_some() || failed.is_some() || awaiting;
         let kept = self.steps.len();
-        self.step(handler, time, Trigger::Segment { merged, failed });
+        let trigger = Trigger::Segment {
+            merged,
+            failed,
+            awaiting,
+        };
+        self.step(handler, time, trigger);
         if something && self.steps.len() == kept {
             // Nothing changed the verdict, but the snapshot is told.
             let v = self.verdict;
             self.keep(Step {
                 time: self.t,
-                trigger: Trigger::Segment { merged, failed },
+                trigger,
                 events: Vec::new(),
                 untold: 0,
                 offset: None,
@@ -768,6 +789,15 @@ impl Observer for ItchExplain {
 
 /// `feed`'s snapshots so far: merges, failed attempts, waits given up
 /// (zeros without GLIMPSE).
+/// Whether `feed` waits for a snapshot (its stream held).
+fn awaiting(handler: &Handler, feed: u16) -> bool {
+    handler
+        .feeds()
+        .get(feed as usize)
+        .and_then(|f| f.engine().itch())
+        .is_some_and(|it| it.sequencer().awaiting())
+}
+
 fn snapshot_tally(handler: &Handler, feed: u16) -> (u64, u64, u64) {
     glimpse(handler, feed).map_or((0, 0, 0), |c| {
         (c.latency.iter().sum(), c.failures.iter().sum(), c.gave_up)
@@ -943,14 +973,19 @@ fn event_text(e: &Event, origin: u64, decimals: u8) -> String {
             timestamp,
             ..
         } => format!(
-            "operational halt on market {}: {} at {}",
+            "operational halt on market {}: {} at {}{}",
             market.escape_ascii(),
             match action {
                 b'H' => "halted",
                 b'T' => "resumed",
                 _ => "unknown action",
             },
-            clock(timestamp)
+            clock(timestamp),
+            // As the feed applies it: Nasdaq's own market only.
+            match market {
+                b'Q' => "",
+                _ => " (another market's: no effect on the verdict)",
+            }
         ),
         Event::Book {
             change,

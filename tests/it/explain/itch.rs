@@ -660,11 +660,7 @@ fn glimpse_merge_explained(orders: u64, max_orders: usize) {
     w.write_udp(T0 + 450 * MS, from, line, &datagram(110))
         .unwrap();
     w.finish().unwrap();
-    let mut xp = ItchExplain::new(0, &config.feeds[0], sym("AAA"), None);
-    let mut reader = CaptureReader::open(&cap).unwrap();
-    let watched = replay_with(&config, &mut reader, &[], |_| {}, &mut xp);
-    assert!(watched.input_error.is_none(), "{:?}", watched.input_error);
-    let text = xp.explanation(true);
+    let (xp, text) = explain_aaa(&config, &cap);
     let merged = xp
         .steps()
         .iter()
@@ -702,6 +698,58 @@ fn glimpse_merge_explained(orders: u64, max_orders: usize) {
     for (t, a) in times.iter().zip(&out.answers) {
         assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
     }
+}
+
+/// `cap` replayed under `config`, explaining AAA of its first feed: the
+/// explainer and its whole text.
+fn explain_aaa(config: &tickguard::config::Config, cap: &std::path::Path) -> (ItchExplain, String) {
+    let mut xp = ItchExplain::new(0, &config.feeds[0], sym("AAA"), None);
+    let mut reader = CaptureReader::open(cap).unwrap();
+    let watched = replay_with(config, &mut reader, &[], |_| {}, &mut xp);
+    assert!(watched.input_error.is_none(), "{:?}", watched.input_error);
+    let text = xp.explanation(true);
+    (xp, text)
+}
+
+/// A recorded snapshot request on a healthy feed (its connection's SYN:
+/// an operator's SIGUSR1, say) holds the stream and makes the feed
+/// suspect: the explanation says the feed awaits its snapshot.
+#[test]
+fn a_snapshot_connection_opened_is_told_as_the_wait() {
+    use crate::common::glimpse::{message, Venue, SESSION};
+    use tickguard::capture::link::Tcp;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Venue::new(&tmp.path().join("shm")).config;
+    let line: SocketAddrV4 = "239.9.9.1:9000".parse().unwrap();
+    let from: SocketAddrV4 = "10.0.0.1:5000".parse().unwrap();
+    let server: SocketAddrV4 = "127.0.0.1:18100".parse().unwrap();
+    let local: SocketAddrV4 = "127.0.0.1:40001".parse().unwrap();
+    let cap = tmp.path().join("request.pcap");
+    let mut w = CaptureWriter::new(
+        std::io::BufWriter::new(std::fs::File::create(&cap).unwrap()),
+        Format::PcapNanos,
+        Link::Ethernet,
+    )
+    .unwrap();
+    for q in 1..=60 {
+        let mut b = PacketBuilder::new(SESSION, q);
+        b.message(&message(q));
+        w.write_udp(T0 + q * MS, from, line, &b.finish()).unwrap();
+    }
+    w.write_tcp(T0 + 140 * MS, local, server, 7, Tcp::SYN, b"")
+        .unwrap();
+    w.finish().unwrap();
+    let (xp, text) = explain_aaa(&config, &cap);
+    let step = xp
+        .steps()
+        .iter()
+        .find(|s| s.time == T0 + 140 * MS)
+        .unwrap_or_else(|| panic!("no step at the SYN:\n{text}"));
+    assert!(step.after.contains(Reasons::SUSPECT), "{text}");
+    assert!(
+        text.contains("snapshot connection opened: the feed awaits its snapshot"),
+        "{text}"
+    );
 }
 
 /// Under `--feed` every datagram is line A's, whatever its destination
