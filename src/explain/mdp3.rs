@@ -270,6 +270,9 @@ pub struct Mdp3Explain {
     steps: Vec<Step>,
     /// Steps forgotten, the oldest ([`super::keep`]).
     forgotten: u64,
+    /// Instruments the channel refused for room (`max_instruments`), at
+    /// the last step.
+    refused: u64,
 }
 
 /// The service and copy of each line number (`line_index`), as a step
@@ -308,6 +311,7 @@ impl Mdp3Explain {
             last_arrival: None,
             steps: Vec::new(),
             forgotten: 0,
+            refused: 0,
         }
     }
 
@@ -395,6 +399,7 @@ impl Mdp3Explain {
             self.th = f.thresholds(config, &self.instrument);
         }
         let seen = Seen::read(f, &self.instrument);
+        self.refused = f.counters().instruments_refused;
         let seq = match &trigger {
             Trigger::Datagram { seq, .. } => *seq,
             _ => None,
@@ -511,8 +516,16 @@ impl Mdp3Explain {
         if !any && self.forgotten == 0 && self.steps.iter().all(|s| s.after == Reasons::NO_QUOTE) {
             let _ = writeln!(
                 out,
-                "{} {}: never quoted in this capture: every check answers no_quote",
-                self.name, self.instrument
+                "{} {}: never quoted in this capture: every check answers no_quote{}",
+                self.name,
+                self.instrument,
+                match self.refused {
+                    0 => String::new(),
+                    1 => " (the channel refused 1 instrument for room, max_instruments: it may be this one)".into(),
+                    n => format!(
+                        " (the channel refused {n} instruments for room, max_instruments: it may be one)"
+                    ),
+                }
             );
         }
         out

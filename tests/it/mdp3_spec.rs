@@ -4260,3 +4260,18 @@ fn explain_credits_the_status_in_force() {
         );
     }
 }
+
+/// An instrument the channel refused for room (`max_instruments`) is
+/// never quoted: the explanation says the channel refused instruments.
+#[test]
+fn explain_of_a_refused_instrument_says_the_channel_refused_some() {
+    let mut ch = Channel::new("max_instruments = 1\n");
+    ch.send(0, A, event(1, &[bid(7, 1, 100), bid(8, 1, 200)]));
+    let text = ch.run_explaining(Some("#8")).1.unwrap();
+    assert!(
+        text.contains("never quoted in this capture: every check answers no_quote (the channel refused 1 instrument for room, max_instruments: it may be this one)"),
+        "{text}"
+    );
+    let text = ch.run_explaining(Some("#7")).1.unwrap();
+    assert!(!text.contains("refused"), "{text}");
+}
