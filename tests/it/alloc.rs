@@ -652,8 +652,9 @@ max_cached = 1000
 
 /// The live MDP3 duty cycle — receive on the incremental, snapshot and
 /// definition lines, sequence, books, publishing the touched instruments
-/// (by `#SecurityID` and Symbol) and the feed status, joining and leaving
-/// the snapshot lines — allocates nothing once a first run of the channel
+/// (by `#SecurityID` and Symbol) and the feed status, the snapshot lines
+/// joined for good (`snapshot_join = "always"`: joining and leaving them
+/// on demand is not measured here) — allocates nothing once a first run of the channel
 /// has grown its stores: a second run of the same shape (losses on both
 /// lines healed from the loop, a ChannelReset) allocates nothing.
 #[test]

@@ -63,7 +63,10 @@ impl WireLog {
 
     fn drain(&mut self, f: &mut dyn FnMut(u64, &crate::engine::WireSegment<'_>)) {
         use crate::capture::link::Tcp;
-        for (t, w) in std::mem::take(&mut self.events) {
+        // Drained in place and given back: its room kept for the next
+        // cycle's events (drained every cycle of a recorded run).
+        let mut events = std::mem::take(&mut self.events);
+        for (t, w) in events.drain(..) {
             let (ours, flags, payload): (bool, u8, &[u8]) = match &w {
                 Wire::Open(local) => {
                     self.local = *local;
@@ -124,6 +127,7 @@ impl WireLog {
                 self.server_seq = seq.wrapping_add(piece.len() as u32);
             }
         }
+        self.events = events;
     }
 }
 
@@ -374,6 +378,22 @@ impl Driver {
 mod tests {
     use super::*;
     use crate::capture::link::Tcp;
+
+    /// The wire log keeps its room across drains: a recorded run drains it
+    /// every cycle, and a new buffer each time would allocate on the
+    /// receive thread.
+    #[test]
+    fn the_wire_log_keeps_its_room_across_drains() {
+        let server = "127.0.0.1:18100".parse().unwrap();
+        let mut log = WireLog::new(server);
+        log.open(1, 7, "127.0.0.1:40000".parse().unwrap());
+        log.push(2, 7, Wire::Fin);
+        let room = log.events.capacity();
+        let mut segments = 0;
+        log.drain(&mut |_, _| segments += 1);
+        assert_eq!((segments, log.events.len()), (2, 0));
+        assert_eq!(log.events.capacity(), room);
+    }
 
     /// Failures are logged at most once a second, with the count of those
     /// not logged since; give-ups at most once a second too, beside them
