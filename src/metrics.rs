@@ -532,10 +532,16 @@ impl Monitor {
         // under the writer maps as zeros (its stamp consistent), and a
         // zero read there would be taken for a restart, the count before
         // it added again once the file made anew carries it on. (Closed
-        // by the writer of this process at its end: whole.)
+        // at its end by the writer of this process, the one last read:
+        // whole. Another writer's closed file at the path is not read.)
         let health = self.reader.health(now);
-        let healthy = health.is_ok() || (closing && health == Health::WriterClosed);
         let r = &self.reader;
+        let writer = r.writer_pid().zip(r.receiver().map(|(start, _, _)| start));
+        let healthy = health.is_ok()
+            || (closing
+                && health == Health::WriterClosed
+                && self.writer.is_some()
+                && writer == self.writer);
         // One consistent set each: the receiver's statistics, and every
         // feed's counters (feed and line counters of one heartbeat).
         let s = self.shared.load();
@@ -590,16 +596,13 @@ impl Monitor {
         // feeds keep starts over, which a sample would otherwise see only
         // if it read one lower than before (not one that climbed back
         // past its old value in between).
-        let writer = r.writer_pid().zip(r.receiver().map(|(start, _, _)| start));
         let anew = healthy && self.writer.is_some() && writer != self.writer;
         if healthy {
             self.writer = writer;
         }
         if anew {
-            // What the logs compare with starts over with the counts.
-            for l in &mut self.lines {
-                l.last_drops = 0;
-            }
+            // What the logs compare with starts over with the feeds' own
+            // counts (the lines' are carried on into the new file).
             for f in &mut self.feeds {
                 f.last_lost = 0;
                 f.last_resets = 0;
@@ -996,13 +999,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (config, first) = one_feed_sidecar(dir.path());
         let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        // The lines' counts are carried into a file made anew (as the
+        // sidecar's `carry` does): 7 kernel drops stay 7, nothing new.
         let sample = |m: &mut Monitor, p: &crate::shm::Publication, lost: u64| {
             p.heartbeat(now_ns());
-            p.write_counters(|| p.set_counter(0, counter::TICKS_LOST, lost));
+            p.write_counters(|| {
+                p.set_counter(0, counter::TICKS_LOST, lost);
+                p.set_counter(0, counter::LINE_KERNEL_DROPS, 7);
+            });
             logs_of(|| m.sample(now_ns()))
         };
         let p = first.publication();
-        assert!(sample(&mut m, &p, 10).contains("gap burst started"));
+        let log = sample(&mut m, &p, 10);
+        assert!(
+            log.contains("gap burst started") && log.contains("kernel dropped"),
+            "{log}"
+        );
         assert!(sample(&mut m, &p, 10).contains("gap burst ended"));
         p.close();
         drop((p, first));
@@ -1014,6 +1026,7 @@ mod tests {
             log.contains("gap burst started") && log.contains("lost=3"),
             "{log}"
         );
+        assert!(!log.contains("kernel dropped"), "{log}");
     }
 
     /// A line is logged down when silent for a second while the other
@@ -1064,13 +1077,27 @@ mod tests {
         let t = now_ns();
         p.heartbeat(t);
         let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let mut other = Monitor::new(&config, Arc::new(SharedStats::default()));
         m.sample(t);
+        other.sample(t);
         p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 7));
         p.close();
         let log = logs_of(|| m.sample(t + 1));
         assert!(!log.contains("kernel dropped"), "{log}");
         let log = logs_of(|| m.last_sample(t + 2));
         assert!(log.contains("kernel dropped datagrams"), "{log}");
+        // Another writer's publication closed at the path by then: not
+        // this run's, not read.
+        drop((p, sidecar));
+        std::fs::remove_file(dir.path().join("shm")).ok();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (_, second) = one_feed_sidecar(dir.path());
+        let p = second.publication();
+        p.heartbeat(t + 3);
+        p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 20));
+        p.close();
+        let log = logs_of(|| other.last_sample(t + 4));
+        assert!(!log.contains("kernel dropped"), "{log}");
     }
 
     /// A feed whose counters cannot be read consistently (the writer in the

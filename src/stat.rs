@@ -276,6 +276,9 @@ struct Readable {
 
 /// What the text view shows for counters a writer left mid-write.
 const UNREADABLE: &str = "counters unreadable (the writer stopped while writing them)";
+/// What the text view says of a feed's counters in a publication in bad
+/// state (a file cut under its mapping reads as zeros).
+const UNREADABLE_CUT: &str = "counters unknown (the publication is in bad state: a file cut under its mapping reads as zeros)";
 
 /// Width the counters of a feed are wrapped to in the text view.
 const TEXT_WIDTH: usize = 118;
@@ -704,9 +707,10 @@ impl Snapshot {
                 "?".into()
             };
             let _ = writeln!(s, "  clock offset {offset}");
-            let (items, lines) = match f.read.counters {
-                true => f.items(),
-                false => (vec![UNREADABLE.to_string()], vec![]),
+            let (items, lines) = match (f.read.counters, &self.health) {
+                (true, _) => f.items(),
+                (false, Health::BadState(_)) => (vec![UNREADABLE_CUT.to_string()], vec![]),
+                (false, _) => (vec![UNREADABLE.to_string()], vec![]),
             };
             for l in wrap(&items, TEXT_WIDTH) {
                 let _ = writeln!(s, "{l}");
@@ -945,7 +949,8 @@ pub fn fit(frame: &Frame, size: Size) -> String {
 
 /// The live view's screen: the terminal cleared, then [`fit`] without its
 /// last line's end, so that the last line written does not scroll the
-/// first off a terminal of `size.rows`.
+/// first off a terminal of `size.rows` (of 2 rows or more: [`fit`] keeps
+/// two lines, the title and what was left out, however short).
 pub fn screen(frame: &Frame, size: Size) -> String {
     let fitted = fit(frame, size);
     format!(

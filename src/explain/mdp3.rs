@@ -829,12 +829,16 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
         );
     }
     if b.top != a.top {
+        // Emptied only if nothing after the reset or restart filled it.
+        let empty = b.top == (None, None);
         let how = match (said.end_of_event, seq, b.applied > a.applied) {
-            _ if b.channel_resets > a.channel_resets => "emptied by the ChannelReset".to_string(),
-            _ if b.resets_inferred > a.resets_inferred => {
+            _ if empty && b.channel_resets > a.channel_resets => {
+                "emptied by the ChannelReset".to_string()
+            }
+            _ if empty && b.resets_inferred > a.resets_inferred => {
                 "emptied by the ChannelReset inferred".to_string()
             }
-            _ if restarted => "emptied by the channel's restart".to_string(),
+            _ if empty && restarted => "emptied by the channel's restart".to_string(),
             (_, _, true) => "published by the snapshot".to_string(),
             (true, Some(s), _) => format!("published at the end of event in MsgSeqNum {s}"),
             _ => "published (its event covered)".to_string(),

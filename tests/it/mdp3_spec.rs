@@ -4275,3 +4275,22 @@ fn explain_of_a_refused_instrument_says_the_channel_refused_some() {
     let text = ch.run_explaining(Some("#7")).1.unwrap();
     assert!(!text.contains("refused"), "{text}");
 }
+
+/// A restart packet that also fills the book: the explanation says the
+/// book was published at its end of event, not emptied by the restart.
+#[test]
+fn explain_of_a_restart_packet_with_entries_says_published() {
+    let mut ch = Channel::new("restart_margin = 100\n");
+    ch.send(0, A, event(1000, &[bid(1, 1, 100)]));
+    ch.send(MS, A, event(1, &[bid(1, 1, 300)]));
+    let after = ch.check(2 * MS, "#1");
+    let (out, text) = ch.run_explaining(Some("#1"));
+    let text = text.unwrap();
+    assert_eq!(out.top(after).0, Some(300), "{text}");
+    let step = explained(&text, "packet MsgSeqNum 1 on incremental");
+    assert!(
+        step.contains("book published at the end of event in MsgSeqNum 1: bid")
+            && !step.contains("emptied"),
+        "{text}"
+    );
+}

@@ -303,7 +303,17 @@ fn counters_of_a_publication_in_bad_state_are_unknown() {
     // Header word 2, the state.
     file.write_all_at(&7u64.to_le_bytes(), 16).unwrap();
     let out = stat_args(&shm, &["--json"]);
+    // The text view (the live one: `--once` prints no text of an
+    // unusable publication, only its error line).
+    let reader = tickguard::Reader::open_with(&shm, 1_000 * MS);
+    let filter = tickguard::stat::Filter::default();
+    let snap = tickguard::stat::Snapshot::read(&reader, "SHM", T0 + 1_000 * MS, &filter);
+    let text = snap.unwrap().text().full();
     crate::common::remove_publication(&shm);
+    assert!(
+        text.contains("counters unknown (the publication is in bad state"),
+        "{text}"
+    );
     assert_eq!(out.status.code(), Some(2));
     let doc: serde_json::Value =
         serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
