@@ -575,10 +575,15 @@ fn explain_target(
             known.join(", ")
         );
     };
-    let protocol = config.feeds[id as usize].protocol;
-    if protocol == tickguard::config::Protocol::Mdp3 {
+    // Which explanation, by protocol (no arm for "any other": a protocol
+    // added without its explanation would otherwise get SQF's, which
+    // reads none of its datagrams and says its symbols were never seen).
+    use tickguard::config::Protocol;
+    match config.feeds[id as usize].protocol {
         // Named by Symbol or #SecurityID: see `mdp3_target`.
-        return Ok(None);
+        Protocol::Mdp3 => return Ok(None),
+        // By symbol: ITCH's (`ItchExplain`) or SQF's (`Forensics`).
+        Protocol::Sqf | Protocol::Itch50 => {}
     }
     let Some(sym) = tickguard::symbol::Symbol::parse(symbol) else {
         anyhow::bail!(

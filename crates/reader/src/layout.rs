@@ -208,6 +208,14 @@ pub mod counter {
     pub const MORE: usize = 13;
     /// First id of the feed extension's counters (bytes 544..1024), written
     /// by protocols that sequence a whole feed (ITCH).
+    ///
+    /// The named ids from here on are an ITCH feed's: each protocol lays
+    /// out this range for itself (an MDP3 channel's `EXT + 10` is
+    /// `stale_sequence`, not [`GAPS_EXPIRED`]), and its descriptors
+    /// (`Reader::readings`, `FeedInfo::counters`) say which id is which.
+    /// Read another protocol's counters by descriptor name, never by
+    /// these constants. [`CHANNEL_WRONG_SOURCE`] alone is written by the
+    /// receiver itself, for any feed with a channel.
     pub const EXT: usize = 64;
     /// Counter slots in the feed extension (ids `EXT..EXT + EXT_COUNT`).
     pub const EXT_COUNT: usize = 60;

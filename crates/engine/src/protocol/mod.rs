@@ -580,6 +580,18 @@ mod tests {
                     "{protocol:?}: labels repeat"
                 );
             }
+            // The receiver writes `CHANNEL_WRONG_SOURCE` itself for a
+            // feed with a channel: no protocol counts something else there.
+            if let Some(d) = expected
+                .iter()
+                .find(|d| d.id == crate::shm::counter::CHANNEL_WRONG_SOURCE)
+            {
+                assert_eq!(
+                    (protocol, d.name.as_str()),
+                    (Protocol::Itch50, "recovery_wrong_source"),
+                    "the receiver's wrong-sender count"
+                );
+            }
             // Prometheus's naming: a total ends in `_total`, and nothing
             // else does.
             for d in expected.iter().filter(|d| !d.metric.is_empty()) {
