@@ -1112,8 +1112,8 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
 /// A Symbol with an override moved to another instrument while the
 /// directory is full (the name's entry cannot follow it): the limits go
 /// with the Symbol all the same, so a check by `#SecurityID` answers as
-/// in-process: the instrument that took it is held to the override; an
-/// instrument whose definition no longer says it, to the feed's.
+/// in-process: the instrument that took it is held to the override; the
+/// one it left (whose definition may still say it), to the feed's.
 #[test]
 fn an_override_follows_its_symbol_when_the_directory_is_full() {
     let t = now_ns();
@@ -1163,10 +1163,12 @@ fn an_override_follows_its_symbol_when_the_directory_is_full() {
     };
     agree(&rig);
     assert!(reasons(&reader, &b).contains("stale"));
-    // The first, whose definition still says the Symbol, loses it to a
-    // blank one (no mapping moves: the second holds the name); the second
-    // is renamed again. Both leave the override behind.
-    assert!(reasons(&reader, &a).contains("stale"));
+    // The first, whose definition still says the Symbol, no longer has
+    // it: the override is the second's alone.
+    assert!(!reasons(&reader, &a).contains("stale"));
+    // The first's definition then turns blank (no mapping moves: the
+    // second holds the name); the second is renamed again. Both are
+    // left without the override.
     rig.send_raw(&[definition(101, specs[0].security_id, "", b'M')], 4);
     rig.send_raw(&[definition(102, specs[1].security_id, "ZZZ9", b'M')], 4);
     rig.events(&mut venue, t, 20..40u64);

@@ -4294,3 +4294,53 @@ fn explain_of_a_restart_packet_with_entries_says_published() {
         "{text}"
     );
 }
+
+/// An override of a Symbol holds the instrument the Symbol names: one
+/// whose Symbol was deleted (`D`), or given to another instrument, is held
+/// to the feed's thresholds, though its definition still says it.
+#[test]
+fn an_override_leaves_with_its_symbol() {
+    let keys =
+        "[[feed.symbol]]\nname = \"ESZ6\"\nstale_threshold_ms = 5000\nsource_threshold_ms = 5000\n";
+    for how in ["deleted", "moved"] {
+        let mut ch = Channel::new(keys);
+        ch.send(0, DEF_A, def(1, "ESZ6", "ES", "ES").packet());
+        ch.send(0, A, event(1, &[bid(1, 1, 100), bid(2, 1, 200)]));
+        let before = ch.check(1500 * MS, "#1");
+        let left = match how {
+            "deleted" => Def {
+                action: b'D',
+                ..def(1, "ESZ6", "ES", "ES")
+            },
+            _ => Def {
+                action: b'M',
+                ..def(2, "ESZ6", "ES", "ES")
+            },
+        };
+        ch.send(2000 * MS, DEF_A, left.packet());
+        let after = ch.check(2500 * MS, "#1");
+        let out = ch.run();
+        assert_eq!(out.reasons(before), ok(), "{how}");
+        assert_eq!(
+            out.reasons(after),
+            r(&["stale", "stale_at_source"]),
+            "{how}"
+        );
+    }
+}
+
+/// A replay's summary counts what `max_instruments` refused (left out
+/// when nothing was).
+#[test]
+fn the_summary_counts_instruments_refused() {
+    let mut ch = Channel::new("max_instruments = 1\n");
+    ch.send(
+        0,
+        A,
+        event(1, &[bid(7, 1, 100), bid(8, 1, 200), bid(9, 1, 300)]),
+    );
+    has(ch.run().feed(), json!({"instruments_refused": 2}));
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(7, 1, 100)]));
+    assert!(ch.run().feed().get("instruments_refused").is_none());
+}

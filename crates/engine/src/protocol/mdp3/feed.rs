@@ -716,19 +716,25 @@ impl Feed {
 
     /// Thresholds for the instrument `name` names under `config`: an
     /// override of its `#SecurityID` first, then of its Symbol (whichever
-    /// name the check used), then the feed's; for a name nothing resolves,
-    /// an override of that name, else the feed's.
+    /// name the check used) while the Symbol names it, then the feed's;
+    /// for a name nothing resolves, an override of that name, else the
+    /// feed's. (A Symbol deleted, or moved to another instrument, takes
+    /// its override with it: the instrument whose definition still says
+    /// it is held to the feed's.)
     pub fn thresholds(&self, config: &crate::config::FeedConfig, name: &str) -> Thresholds {
-        let Some(e) = self.find(name) else {
+        let Some(i) = self.position(name) else {
             return config.override_named(name).unwrap_or(config.thresholds);
         };
+        let e = &self.entries[i];
         let mut buf = [0u8; 12];
         let id = id_name(e.security_id, &mut buf);
+        let named = |s: &str| self.symbol_index(s) == Some(i as u32);
         config
             .override_named(id)
             .or_else(|| {
                 e.definition
                     .as_ref()
+                    .filter(|d| named(&d.symbol))
                     .and_then(|d| config.override_named(&d.symbol))
             })
             .unwrap_or(config.thresholds)

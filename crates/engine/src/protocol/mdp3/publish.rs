@@ -292,6 +292,7 @@ impl Publisher {
             owners,
             ..
         } = self;
+        let thresholds = &thresholds;
         it.drain_touched(|f, i, e| {
             let i = i as usize;
             if i >= published.len() {
@@ -382,7 +383,21 @@ impl Publisher {
         if names_moved {
             let stale = &mut self.stale;
             it.drain_renamed(|f, symbol| {
+                let was = owners.get(symbol).copied();
                 let wrong = settle_name(f, symbol, published, owners, feed, table);
+                // The instrument the name left keeps no override of it:
+                // its limits as a check by its `#SecurityID` finds them.
+                if let Some(j) = was.filter(|&j| f.symbol_index(symbol) != Some(j)) {
+                    if let (Some(p), Some(e)) =
+                        (published.get(j as usize), f.instruments().get(j as usize))
+                    {
+                        if slotted(p) {
+                            let mut buf = [0u8; 12];
+                            let id = id_name(e.security_id, &mut buf);
+                            table.set_thresholds(p.slot, thresholds(f, id));
+                        }
+                    }
+                }
                 // A name the full directory could not withdraw: the
                 // instrument it still finds counted once (as one refused a
                 // name is: an entry refused was counted for the instrument

@@ -71,6 +71,10 @@ pub struct FeedSummary {
     pub mbo_messages: u64,
     /// Order entries of book and trade messages, skipped.
     pub mbo_order_entries: u64,
+    /// Messages (or entries) naming a SecurityID past `max_instruments`,
+    /// ignored for it (left out when none).
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
+    pub instruments_refused: u64,
     /// Each instrument, keyed `#<SecurityID>`.
     pub symbols: BTreeMap<String, InstrumentSummary>,
 }
@@ -205,6 +209,7 @@ impl FeedSummary {
             anomalies: n.anomalies,
             mbo_messages: n.mbo_messages,
             mbo_order_entries: n.mbo_order_entries,
+            instruments_refused: n.instruments_refused,
             symbols,
         }
     }
