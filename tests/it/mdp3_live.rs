@@ -1116,11 +1116,28 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
 /// one it left (whose definition may still say it), to the feed's.
 #[test]
 fn an_override_follows_its_symbol_when_the_directory_is_full() {
+    an_override_follows_its_symbol(true);
+}
+
+/// As [`an_override_follows_its_symbol_when_the_directory_is_full`], the
+/// directory with room: the name's entry follows the Symbol, and the
+/// instrument it left (untouched meanwhile) is held to the feed's limits.
+#[test]
+fn an_override_follows_its_symbol_into_the_directory() {
+    an_override_follows_its_symbol(false);
+}
+
+fn an_override_follows_its_symbol(directory_full: bool) {
     let t = now_ns();
     let mut venue = Channel::new(7, equity_channel());
     let specs: Vec<_> = venue.specs().cloned().collect();
+    let capacity = if directory_full {
+        "[state]\ncapacity = 5\n"
+    } else {
+        ""
+    };
     let keys = format!(
-        "[[feed.symbol]]\nname = \"{}\"\nstale_threshold_ms = 1\n[state]\ncapacity = 5\n",
+        "[[feed.symbol]]\nname = \"{}\"\nstale_threshold_ms = 1\n{capacity}",
         specs[0].symbol
     );
     let mut rig = Rig::with("on_demand", &keys);
@@ -1134,19 +1151,6 @@ fn an_override_follows_its_symbol_when_the_directory_is_full() {
     let reader = Reader::open(&rig.shm);
     assert!(reasons(&reader, &a).contains("stale"));
     assert!(!reasons(&reader, &b).contains("stale"));
-    // The second instrument takes the first one's Symbol; the directory,
-    // full, keeps the name's entry on the first.
-    rig.send_raw(
-        &[definition(
-            100,
-            specs[1].security_id,
-            &specs[0].symbol,
-            b'M',
-        )],
-        4,
-    );
-    rig.events(&mut venue, t, 1..20u64);
-    assert_eq!(rig.sidecar.handler().feeds()[0].counters.table_full, 1);
     let agree = |rig: &Rig| {
         std::thread::sleep(Duration::from_millis(5));
         let config = &rig.sidecar.config().feeds[0];
@@ -1161,6 +1165,22 @@ fn an_override_follows_its_symbol_when_the_directory_is_full() {
             );
         }
     };
+    // The second instrument takes the first one's Symbol (a full
+    // directory keeps the name's entry on the first): at once, before
+    // anything touches the first, each is held to its own limits.
+    rig.send_raw(
+        &[definition(
+            100,
+            specs[1].security_id,
+            &specs[0].symbol,
+            b'M',
+        )],
+        4,
+    );
+    agree(&rig);
+    rig.events(&mut venue, t, 1..20u64);
+    let full = u64::from(directory_full);
+    assert_eq!(rig.sidecar.handler().feeds()[0].counters.table_full, full);
     agree(&rig);
     assert!(reasons(&reader, &b).contains("stale"));
     // The first, whose definition still says the Symbol, no longer has

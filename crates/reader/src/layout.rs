@@ -206,8 +206,8 @@ pub mod counter {
     pub const OFFSET_MERGES: usize = 41;
     /// Counter slots at 152..256 of a block (ids `COUNT..COUNT + MORE`).
     pub const MORE: usize = 13;
-    /// First id of the feed extension's counters (bytes 544..1024), written
-    /// by protocols that sequence a whole feed (ITCH).
+    /// First id of the feed extension's counters (bytes 544..1024), where
+    /// each protocol writes its own.
     ///
     /// The named ids from here on are an ITCH feed's: each protocol lays
     /// out this range for itself (an MDP3 channel's `EXT + 10` is

@@ -224,9 +224,10 @@ pub struct Feed {
     /// maps a Symbol anew; the same definition again changes nothing.
     by_symbol: HashMap<String, u32>,
     /// Symbols whose mapping changed since the last
-    /// [`drain_renamed`](Self::drain_renamed), kept only while touched
-    /// instruments are tracked (live: the publisher enters them again).
-    renamed: Vec<String>,
+    /// [`drain_renamed`](Self::drain_renamed), each with the instrument it
+    /// left (if it named one), kept only while touched instruments are
+    /// tracked (live: the publisher enters them again).
+    renamed: Vec<(String, Option<u32>)>,
     /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
     /// Book entries an instrument took while only a snapshot could make it
@@ -673,12 +674,13 @@ impl Feed {
 
     /// Hands `f` each Symbol whose mapping changed since the last call
     /// (an instrument's old and new Symbol at each add, rename, move or
-    /// delete; one may come more than once), then forgets them (their
-    /// room kept). Only while touched instruments are tracked.
-    pub fn drain_renamed(&mut self, mut f: impl FnMut(&Feed, &str)) {
+    /// delete; one may come more than once), with the instrument it left
+    /// then (its index; `None` when it named none), then forgets them
+    /// (their room kept). Only while touched instruments are tracked.
+    pub fn drain_renamed(&mut self, mut f: impl FnMut(&Feed, &str, Option<u32>)) {
         let mut renamed = std::mem::take(&mut self.renamed);
-        for s in &renamed {
-            f(self, s);
+        for (s, left) in &renamed {
+            f(self, s, *left);
         }
         renamed.clear();
         self.renamed = renamed;
@@ -1583,9 +1585,11 @@ impl Feed {
         if dropped.is_some() || taken || retitled {
             self.symbol_moves += 1;
             if self.touched.on {
-                self.renamed.extend(dropped.map(str::to_owned));
+                self.renamed
+                    .extend(dropped.map(|o| (o.to_owned(), Some(i))));
                 if taken {
-                    self.renamed.push(symbol.clone().into_owned());
+                    let left = self.by_symbol.get(&*symbol).copied();
+                    self.renamed.push((symbol.clone().into_owned(), left));
                 }
             }
             if let Some(old) = dropped {
@@ -1621,10 +1625,10 @@ impl Feed {
     /// move the publisher settles (the directory's entry withdrawn).
     #[cold]
     fn unmap_symbol(&mut self, symbol: &str) {
-        if self.by_symbol.remove(symbol).is_some() {
+        if let Some(left) = self.by_symbol.remove(symbol) {
             self.symbol_moves += 1;
             if self.touched.on {
-                self.renamed.push(symbol.to_owned());
+                self.renamed.push((symbol.to_owned(), Some(left)));
             }
         }
     }

@@ -382,12 +382,12 @@ impl Publisher {
         });
         if names_moved {
             let stale = &mut self.stale;
-            it.drain_renamed(|f, symbol| {
-                let was = owners.get(symbol).copied();
+            it.drain_renamed(|f, symbol, left| {
                 let wrong = settle_name(f, symbol, published, owners, feed, table);
                 // The instrument the name left keeps no override of it:
-                // its limits as a check by its `#SecurityID` finds them.
-                if let Some(j) = was.filter(|&j| f.symbol_index(symbol) != Some(j)) {
+                // its limits as a check by its `#SecurityID` finds them
+                // (whether or not the directory named it by the Symbol).
+                if let Some(j) = left.filter(|&j| f.symbol_index(symbol) != Some(j)) {
                     if let (Some(p), Some(e)) =
                         (published.get(j as usize), f.instruments().get(j as usize))
                     {

@@ -71,7 +71,7 @@ pub struct FeedSummary {
     pub mbo_messages: u64,
     /// Order entries of book and trade messages, skipped.
     pub mbo_order_entries: u64,
-    /// Messages (or entries) naming a SecurityID past `max_instruments`,
+    /// Messages, or their entries, naming a SecurityID past `max_instruments`,
     /// ignored for it (left out when none).
     #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub instruments_refused: u64,
