@@ -12,6 +12,7 @@
 //! only the thread under measurement.
 
 mod alloc;
+mod bench_gen;
 mod c_reader;
 mod cli;
 mod common;

@@ -246,10 +246,12 @@ fn mdp3_rows(r: &Value, t: &mut String) {
         .into_iter()
         .flatten()
     {
+        // A ratio the row's run did not measure (an older JSON) is "–".
+        let times = |v: &Value| v.as_f64().map_or("–".into(), |x| format!("{x:.1}×"));
         t.push_str(&format!(
-            "| MDP3 decode + apply, {} instruments | {} ns/book entry | decoding alone {} ns/book entry; the least work (walk, index, RptSeq, level) {} ns | {:.1}× decode, {:.1}× the least | ≤ {} ns ({}) |\n",
+            "| MDP3 decode + apply, {} instruments | {} ns/book entry | decoding alone {} ns/book entry; the least work (walk, index, RptSeq, level) {} ns | {} decode, {} the least | ≤ {} ns ({}) |\n",
             d["instruments"], ns(&d["decode_apply_ns"]), ns(&d["decode_ns"]), ns(&d["floor_ns"]),
-            f(&d["decode_apply_over_decode"]), f(&d["decode_apply_over_floor"]), d["target_ns"], met(&d["met"])
+            times(&d["decode_apply_over_decode"]), times(&d["decode_apply_over_floor"]), d["target_ns"], met(&d["met"])
         ));
     }
     let m = &r["mdp3_memory"];

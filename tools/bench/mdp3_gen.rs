@@ -555,8 +555,13 @@ impl Channel {
         sink: &mut impl FnMut(u64, Service, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         self.stats.events += 1;
-        // The packet the event's first message goes in.
-        let first_packet = self.seq + u32::from(self.packet.is_none());
+        // The packets the event's first and last messages went in (a
+        // message that did not fit the open packet starts the next one:
+        // its event spans nothing for that).
+        let mut packets: Option<(u32, u32)> = None;
+        let mut placed = |at: u32| {
+            packets = Some(packets.map_or((at, at), |(first, _)| (first, at)));
+        };
         let transact_time = self.t;
         let book: Vec<BookEntry> = items
             .iter()
@@ -580,7 +585,7 @@ impl Channel {
                 let m = encode::statistics(template, V, transact_time, mei, &other, 0);
                 self.stats.other_entries += other.len() as u64;
                 let ids: Vec<i32> = other.iter().map(|e| e.0).collect();
-                self.message(&m, &ids, sink)?;
+                placed(self.message(&m, &ids, sink)?);
             }
         }
         let mut rest = &book[..];
@@ -598,10 +603,10 @@ impl Channel {
             let m = encode::book(46, V, transact_time, mei, now, 0);
             self.stats.book_entries += n as u64;
             let ids: Vec<i32> = now.iter().map(|e| e.security_id).collect();
-            self.message(&m, &ids, sink)?;
+            placed(self.message(&m, &ids, sink)?);
             rest = after;
         }
-        if self.seq > first_packet {
+        if packets.is_some_and(|(first, last)| last > first) {
             self.stats.events_spanning += 1;
         }
         if self.rng.chance(self.p.send_percent) {
@@ -635,12 +640,14 @@ impl Channel {
         self.packet = Some(PacketBuilder::new(self.seq, self.t - 20_000));
     }
 
+    /// Puts `m` in the open packet, or the next one when it does not
+    /// fit; the MsgSeqNum of the packet it went in.
     fn message(
         &mut self,
         m: &[u8],
         ids: &[i32],
         sink: &mut impl FnMut(u64, Service, &[u8]) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<u32> {
         if self.room() < m.len() && self.packet.as_ref().is_some_and(|p| !p.is_empty()) {
             self.flush(sink)?;
             self.start();
@@ -648,13 +655,14 @@ impl Channel {
         if let Some(p) = self.packet.as_mut() {
             p.message(m);
         }
+        let at = self.seq;
         self.stats.messages += 1;
         self.in_packet.extend_from_slice(ids);
         self.entries_in_packet += ids.len() as u64;
         if self.room() == 0 {
             self.flush(sink)?;
         }
-        Ok(())
+        Ok(at)
     }
 
     /// Sends the packet being built, on the lines that do not lose it.
