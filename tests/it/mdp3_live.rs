@@ -1114,6 +1114,63 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
 /// with the Symbol all the same, so a check by `#SecurityID` answers as
 /// in-process: the instrument that took it is held to the override; the
 /// one it left (whose definition may still say it), to the feed's.
+/// Whether each of `names` reads `stale` from the publication as the
+/// in-process verdict (its limits as `Feed::thresholds` gives them) does,
+/// a few ms after the last publish.
+fn limits_agree(rig: &Rig, reader: &Reader, names: &[&str]) {
+    std::thread::sleep(Duration::from_millis(5));
+    let config = &rig.sidecar.config().feeds[0];
+    let now = now_ns();
+    for name in names {
+        let th = rig.feed().thresholds(config, name);
+        let inside = rig.feed().verdict(name, th, now).to_string();
+        assert_eq!(
+            reasons(reader, name).contains("stale"),
+            inside.contains("stale"),
+            "{name}: in-process {inside}"
+        );
+    }
+}
+
+/// A Symbol with an override that leaves an instrument untouched by the
+/// batch (moved on twice in one batch, or given to an instrument past
+/// `max_instruments`) leaves it held to its own limits, live as in
+/// process: only the Symbol's record of whom it left says so.
+#[test]
+fn an_override_leaves_an_instrument_the_batch_did_not_touch() {
+    for how in ["twice", "not kept"] {
+        // (The channel `equity_defined_with` defines.)
+        let name = Channel::new(7, equity_channel())
+            .specs()
+            .next()
+            .unwrap()
+            .symbol
+            .clone();
+        let keys = format!(
+            "max_instruments = 5\n[[feed.symbol]]\nname = \"{name}\"\nstale_threshold_ms = 1\n"
+        );
+        let (mut rig, specs) = Rig::equity_defined_with(&keys);
+        let reader = Reader::open(&rig.shm);
+        let ids: Vec<String> = specs
+            .iter()
+            .map(|s| format!("#{}", s.security_id))
+            .collect();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(reasons(&reader, &ids[0]).contains("stale"), "{how}");
+        let moves = match how {
+            "twice" => vec![
+                definition(100, specs[1].security_id, &name, b'M'),
+                definition(101, specs[2].security_id, &name, b'M'),
+            ],
+            _ => vec![definition(100, 999_009, &name, b'A')],
+        };
+        rig.send_raw(&moves, 4);
+        let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+        limits_agree(&rig, &reader, &names);
+        assert!(!reasons(&reader, &ids[0]).contains("stale"), "{how}");
+    }
+}
+
 #[test]
 fn an_override_follows_its_symbol_when_the_directory_is_full() {
     an_override_follows_its_symbol(true);
@@ -1151,20 +1208,7 @@ fn an_override_follows_its_symbol(directory_full: bool) {
     let reader = Reader::open(&rig.shm);
     assert!(reasons(&reader, &a).contains("stale"));
     assert!(!reasons(&reader, &b).contains("stale"));
-    let agree = |rig: &Rig| {
-        std::thread::sleep(Duration::from_millis(5));
-        let config = &rig.sidecar.config().feeds[0];
-        let now = now_ns();
-        for name in [&a, &b] {
-            let th = rig.feed().thresholds(config, name);
-            let inside = rig.feed().verdict(name, th, now).to_string();
-            assert_eq!(
-                reasons(&reader, name).contains("stale"),
-                inside.contains("stale"),
-                "{name}: in-process {inside}"
-            );
-        }
-    };
+    let agree = |rig: &Rig| limits_agree(rig, &reader, &[&a, &b]);
     // The second instrument takes the first one's Symbol (a full
     // directory keeps the name's entry on the first): at once, before
     // anything touches the first, each is held to its own limits.
