@@ -1091,6 +1091,36 @@ fn binfile(records: &[Vec<u8>]) -> Vec<u8> {
     bytes
 }
 
+/// The date of the BinaryFILEs these tests write.
+fn file_date() -> jiff::civil::Date {
+    jiff::civil::date(2026, 1, 5)
+}
+
+/// The reasons a check `dt` after T0 gets from the BinaryFILE at `path`,
+/// record by record (an observer of every record) and in batches (up to
+/// the check, and after it): `want` both ways.
+fn file_answers(path: &std::path::Path, dt: u64, want: &[&str]) {
+    let config = Config::parse(CONFIG, "itch.toml").unwrap();
+    for all in [true, false] {
+        let mut o = OneByOne {
+            all,
+            ..OneByOne::default()
+        };
+        let checks = [check(dt)];
+        let outcome = replay_file_with(
+            &config,
+            "nasdaq",
+            file_date(),
+            path,
+            &checks,
+            |_| {},
+            &mut o,
+        );
+        let got: Vec<&str> = outcome.unwrap().answers[0].reasons.names().collect();
+        assert_eq!(got, want, "one by one: {all}");
+    }
+}
+
 /// The feed's last proof of life and source watermark at the end of a replay.
 #[derive(Default)]
 struct TimesAtEnd(Option<(Option<u64>, Option<i128>)>);
@@ -1116,20 +1146,10 @@ fn an_invalid_binary_file_record_changes_no_time() {
     assert!(tickguard::protocol::itch50::message::check(&late).is_err());
     let valid = encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None);
     std::fs::write(&path, binfile(&[valid, late])).unwrap();
-    let config = Config::parse(CONFIG, "itch.toml").unwrap();
-    let date = jiff::civil::date(2026, 1, 5);
+    let (config, date) = (Config::parse(CONFIG, "itch.toml").unwrap(), file_date());
     // 2.5 s after the valid record: past both thresholds (1.5 s, 2 s); 1.5 s
     // after the invalid one's header time: within both.
-    for all in [true, false] {
-        let mut o = OneByOne {
-            all,
-            ..OneByOne::default()
-        };
-        let checks = [check(2_500 * MS)];
-        let outcome = replay_file_with(&config, "nasdaq", date, &path, &checks, |_| {}, &mut o);
-        let got: Vec<&str> = outcome.unwrap().answers[0].reasons.names().collect();
-        assert_eq!(got, ["stale", "stale_at_source"], "one by one: {all}");
-    }
+    file_answers(&path, 2_500 * MS, &["stale", "stale_at_source"]);
     let mut at_end = TimesAtEnd::default();
     replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut at_end).unwrap();
     assert_eq!(at_end.0, Some((Some(T0), Some(T0 as i128))));
@@ -1166,6 +1186,34 @@ struct OneThread;
 impl Observer for OneThread {
     fn books_on_one_thread(&self) -> bool {
         true
+    }
+}
+
+/// A record stamped past the day (25 h or more after midnight: no time of
+/// the session) changes no time in a file replay either: no check waits
+/// on it, it proves nothing alive and raises no watermark, and the file's
+/// later records are answered in their turn (the halt after it, here).
+#[test]
+fn a_binary_file_record_past_the_day_changes_no_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("past.itch");
+    let aapl = Symbol::parse("AAPL").unwrap();
+    let valid = encode::add_order(7, OPEN, 1, Side::Buy, 100, aapl, 1_900_000, None);
+    let past = encode::system_event((1 << 48) - 1, b'Q');
+    let halt = encode::trading_action(7, OPEN + 100 * MS, aapl, b'H');
+    std::fs::write(&path, binfile(&[valid.clone(), past.clone(), halt.clone()])).unwrap();
+    let (config, date) = (Config::parse(CONFIG, "itch.toml").unwrap(), file_date());
+    file_answers(&path, 500 * MS, &["halted"]);
+    // The record past the day last: the proof of life is still the halt's.
+    let halted_at = T0 + 100 * MS;
+    for records in [
+        [valid.clone(), past.clone(), halt.clone()],
+        [valid, halt, past],
+    ] {
+        std::fs::write(&path, binfile(&records)).unwrap();
+        let mut at_end = TimesAtEnd::default();
+        replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut at_end).unwrap();
+        assert_eq!(at_end.0, Some((Some(halted_at), Some(halted_at as i128))));
     }
 }
 

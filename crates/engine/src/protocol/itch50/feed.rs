@@ -1182,14 +1182,18 @@ impl Feed {
             records: 0,
             last_index: 0,
             max_ts: None,
+            last_in_day: None,
         }
     }
 
     /// A BinaryFILE record's source time (its arrival), ns since the Unix
-    /// epoch; `None` when it is shorter than the 11-byte header or fails a
-    /// message check.
+    /// epoch; `None` when it is shorter than the 11-byte header, fails a
+    /// message check, or is stamped past the day (no time of the session).
     pub fn record_time(&self, record: &[u8]) -> Option<u64> {
-        file_timestamp(record).map(|ts| self.source_time(ts))
+        // (A stamp past the day is no time of the session: none.)
+        file_timestamp(record)
+            .filter(|&ts| ts < DAY_END_NS)
+            .map(|ts| self.source_time(ts))
     }
 
     /// Epoch ns of raw timestamp `ts` (ns since the session's midnight),
@@ -1575,6 +1579,10 @@ pub struct FileBatch<'a> {
     /// The highest raw timestamp of a valid record within the day
     /// ([`DAY_END_NS`]), if any; the last one's is the state's `last_ts`.
     max_ts: Option<u64>,
+    /// The raw timestamp of the last valid record within the day: its
+    /// arrival, the proof of life (a stamp past the day is no time of
+    /// the session: it proves nothing alive, and no check waits on it).
+    last_in_day: Option<u64>,
 }
 
 impl FileBatch<'_> {
@@ -1618,7 +1626,7 @@ impl FileBatch<'_> {
             self.feed.state.counters.invalid_records += 1;
             return Some(false);
         };
-        if self.feed.source_time(ts) > until {
+        if ts < DAY_END_NS && self.feed.source_time(ts) > until {
             return None;
         }
         self.records += 1;
@@ -1630,16 +1638,20 @@ impl FileBatch<'_> {
     /// Applies valid record `index`, whose raw timestamp is `ts`.
     #[inline(always)]
     fn apply(&mut self, index: u64, record: &[u8], ts: u64) {
+        // (The file's order is told by its stamps within the day.)
         let order = &mut self.feed.file_order;
-        if ts < order.0 {
+        if ts < order.0 && ts < DAY_END_NS {
             order.1 += 1;
             order.2 = order.2.max(order.0 - ts);
         }
-        order.0 = order.0.max(ts);
+        if ts < DAY_END_NS {
+            order.0 = order.0.max(ts);
+        }
         self.feed.state.seq = index.saturating_add(1);
         // Sets the state's `last_ts` to `ts`.
         self.feed.state.apply(Message::new(record));
         if ts < DAY_END_NS {
+            self.last_in_day = Some(ts);
             self.max_ts = Some(self.max_ts.map_or(ts, |m| m.max(ts)));
             if self.feed.file_span.is_none() {
                 self.feed.file_span = Some((ts, ts));
@@ -1666,7 +1678,9 @@ impl Drop for FileBatch<'_> {
                     *latest = (*latest).max(ts);
                 }
             }
-            f.last_alive = Some(f.source_time(last));
+            if let Some(at) = self.last_in_day {
+                f.last_alive = Some(f.source_time(at));
+            }
         }
     }
 }
