@@ -343,6 +343,13 @@ impl Channel {
 
     /// Replays the capture with the checks, explaining instrument `name`
     /// when given: the outcome, and the explanation (`--explain-all`'s).
+    /// [`run`](Self::run), explaining `name`: the outcome and the whole
+    /// explanation.
+    fn explain(&self, name: &str) -> (Out, String) {
+        let (out, text) = self.run_explaining(Some(name));
+        (out, text.expect("an explanation"))
+    }
+
     fn run_explaining(&self, name: Option<&str>) -> (Out, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::load(&self.write(dir.path())).unwrap();
@@ -1066,11 +1073,8 @@ fn a_weekly_restart_empties_the_channel_without_a_channel_reset() {
         (r(&["closed"]), (Some(200), Some(210)))
     );
     // The explanation credits the emptied book to the restart.
-    let text = ch.run_explaining(Some("ESZ6")).1.unwrap();
-    let step = text
-        .lines()
-        .find(|l| l.contains("packet MsgSeqNum 1 on incremental"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let text = ch.explain("ESZ6").1;
+    let step = explained(&text, "packet MsgSeqNum 1 on incremental");
     assert!(
         step.contains("book emptied by the channel's restart: bid none, ask none"),
         "{text}"
@@ -4090,11 +4094,8 @@ fn a_snapshot_taken_before_the_lines_first_packet_leaves_its_instrument_unverifi
     assert_eq!(out.reasons(eight), ok());
     assert_eq!(out.reasons(verified), ok());
     // The explanation says why at the lines' first packet.
-    let text = ch.run_explaining(Some("#7")).1.unwrap();
-    let first = text
-        .lines()
-        .find(|l| l.contains("packet MsgSeqNum 1000"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let text = ch.explain("#7").1;
+    let first = explained(&text, "packet MsgSeqNum 1000");
     assert!(
         first.contains("unverified: its snapshot was taken before packets never received")
             && first.ends_with("-> suspect"),
@@ -4123,14 +4124,10 @@ fn an_offset_that_moved_the_source_age_across_its_threshold_is_told() {
         encode::packet(2, T0 + 2 * MS, &[book_at(sent, EOE, &[change(1, 2, 101)])]),
     );
     let after = ch.check(2 * MS + 1, "#1");
-    let (out, text) = ch.run_explaining(Some("#1"));
-    let text = text.unwrap();
+    let (out, text) = ch.explain("#1");
     assert_eq!(out.reasons(before), ok());
     assert_eq!(out.reasons(after), r(&["stale_at_source"]), "{text}");
-    let step = text
-        .lines()
-        .find(|l| l.contains("packet MsgSeqNum 2"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let step = explained(&text, "packet MsgSeqNum 2");
     assert!(
         step.contains("clock offset 3 ms -> 0") && step.ends_with("-> stale_at_source"),
         "{text}"
@@ -4144,8 +4141,7 @@ fn an_offset_that_moved_the_source_age_across_its_threshold_is_told() {
         encode::packet(1, T0, &[book_at(T0 - 20 * MS, EOE, &[bid(1, 1, 100)])]),
     );
     let first = ch.check(1, "#1");
-    let (out, text) = ch.run_explaining(Some("#1"));
-    let text = text.unwrap();
+    let (out, text) = ch.explain("#1");
     assert_eq!(out.reasons(first), r(&["stale_at_source"]), "{text}");
     assert!(!text.contains("clock offset 0"), "{text}");
 }
@@ -4196,8 +4192,7 @@ fn explain_names_a_late_channel_reset_for_the_lost_baseline() {
         packet(101, &[encode::channel_reset(V, T0, EOE, 310)]),
     );
     let after = ch.check(3 * MS, "#7");
-    let (out, text) = ch.run_explaining(Some("#7"));
-    let text = text.unwrap();
+    let (out, text) = ch.explain("#7");
     assert_eq!(out.reasons(after), r(&["no_quote"]), "{text}");
     let step = explained(&text, "packet MsgSeqNum 101");
     assert!(
@@ -4224,8 +4219,7 @@ fn explain_tells_each_snapshot_of_one_datagram() {
         ]),
     );
     let after = ch.check(3 * MS, "#7");
-    let (out, text) = ch.run_explaining(Some("#7"));
-    let text = text.unwrap();
+    let (out, text) = ch.explain("#7");
     assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(105)));
     let step = explained(&text, "snapshot");
     assert!(
@@ -4250,8 +4244,7 @@ fn explain_credits_the_status_in_force() {
         };
         ch.send(2 * MS, A, packet(2, &messages));
         let after = ch.check(3 * MS, "ESZ6");
-        let (out, text) = ch.run_explaining(Some("ESZ6"));
-        let text = text.unwrap();
+        let (out, text) = ch.explain("ESZ6");
         assert_eq!(out.reasons(after), r(&["halted"]), "{text}");
         let step = explained(&text, "packet MsgSeqNum 2");
         assert!(
@@ -4267,12 +4260,12 @@ fn explain_credits_the_status_in_force() {
 fn explain_of_a_refused_instrument_says_the_channel_refused_some() {
     let mut ch = Channel::new("max_instruments = 1\n");
     ch.send(0, A, event(1, &[bid(7, 1, 100), bid(8, 1, 200)]));
-    let text = ch.run_explaining(Some("#8")).1.unwrap();
+    let text = ch.explain("#8").1;
     assert!(
         text.contains("never quoted in this capture: every check answers no_quote (the channel refused 1 instrument for room, max_instruments: it may be this one)"),
         "{text}"
     );
-    let text = ch.run_explaining(Some("#7")).1.unwrap();
+    let text = ch.explain("#7").1;
     assert!(!text.contains("refused"), "{text}");
 }
 
@@ -4284,8 +4277,7 @@ fn explain_of_a_restart_packet_with_entries_says_published() {
     ch.send(0, A, event(1000, &[bid(1, 1, 100)]));
     ch.send(MS, A, event(1, &[bid(1, 1, 300)]));
     let after = ch.check(2 * MS, "#1");
-    let (out, text) = ch.run_explaining(Some("#1"));
-    let text = text.unwrap();
+    let (out, text) = ch.explain("#1");
     assert_eq!(out.top(after).0, Some(300), "{text}");
     let step = explained(&text, "packet MsgSeqNum 1 on incremental");
     assert!(
