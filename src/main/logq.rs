@@ -298,15 +298,17 @@ fn write_out(rx: Receiver<Item>, json: bool, mut out: impl Write) {
 
 /// Stderr for log lines: through the queue when [`start`]ed, else
 /// directly. Either way a line that cannot be written is dropped and the
-/// write reports success, so that logging never stops the program.
+/// write reports success, so that logging never stops the program. Each
+/// write is one event, kept on one line ([`one_event_one_line`]).
 pub struct Stderr;
 
 impl Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = one_event_one_line(buf);
         match QUEUE.get() {
-            Some(q) => q.push(buf),
+            Some(q) => q.push(&line),
             None => {
-                let _ = std::io::stderr().write_all(buf);
+                let _ = std::io::stderr().write_all(&line);
             }
         }
         Ok(buf.len())
@@ -318,6 +320,37 @@ impl Write for Stderr {
         }
         Ok(())
     }
+}
+
+/// One formatted event (the formatter writes each whole, ending in its
+/// newline) with the line breaks and other control characters inside it
+/// escaped (`\n`, `\r`, `\x0b`): a value that holds them (a path given
+/// on the command line or in the configuration) must not start a line of
+/// its own that reads as another event. The formatter escapes ESC and
+/// the rest itself; a tab and ESC (the terminal's colours) stay. The line
+/// as it is, without a copy, when it holds none.
+fn one_event_one_line(buf: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let (body, end): (&[u8], &[u8]) = match buf.split_last() {
+        Some((b'\n', body)) => (body, b"\n"),
+        _ => (buf, b""),
+    };
+    let breaks = |b: u8| b < 0x20 && b != b'\t' && b != 0x1b;
+    if !body.iter().any(|&b| breaks(b)) {
+        return std::borrow::Cow::Borrowed(buf);
+    }
+    let mut out = Vec::with_capacity(buf.len() + 8);
+    for &b in body {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b if breaks(b) => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+            b => out.push(b),
+        }
+    }
+    out.extend_from_slice(end);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Flushes the queue when dropped: at the end of `main`, and when a panic
@@ -333,6 +366,19 @@ impl Drop for FlushOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_stays_on_its_line() {
+        let one = |b: &[u8]| one_event_one_line(b).into_owned();
+        assert_eq!(one(b"a\tb \x1b[1mc\n"), b"a\tb \x1b[1mc\n");
+        assert!(matches!(
+            one_event_one_line(b"plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(one(b"a\nb\rc\x0bd\x00\n"), b"a\\nb\\rc\\x0bd\\x00\n");
+        // Without its newline (never so from the formatter): all escaped.
+        assert_eq!(one(b"a\nb"), b"a\\nb");
+    }
     use std::sync::{Arc, Mutex};
 
     /// An output whose first write waits until `gate` opens (a stderr

@@ -296,6 +296,53 @@ fn any_source_multicast_is_warned_about_at_start() {
     assert!(!warned("feed=pinned"), "{text}");
 }
 
+/// A path holding a line break (the configuration's, given on the command
+/// line, and the publication's, given in it) is logged on its line, the
+/// break escaped: it cannot start a line that reads as another event.
+#[test]
+fn a_line_break_in_a_logged_path_forges_no_line() {
+    let top = tempfile::tempdir().unwrap();
+    let forged = "2026-01-01T00:00:00Z ERROR forged";
+    let dir = top.path().join(format!("x\n{forged}\r"));
+    std::fs::create_dir(&dir).unwrap();
+    let shm = dir.join("shm");
+    let port = crate::common::socket().1.port();
+    let cfg = dir.join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
+             dead_after_ms = 1000\n[[feed]]\nname = \"lp1\"\nkind = \"full\"\n\
+             lines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 60000\n\
+             source_threshold_ms = 60000\nclock_offset = 0\n",
+            shm.display()
+                .to_string()
+                .replace('\n', "\\n")
+                .replace('\r', "\\r")
+        ),
+    )
+    .unwrap();
+    let log = top.path().join("run.log");
+    let child = crate::common::run_logged(&[], &cfg, &log);
+    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
+    drop(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(up, "the sidecar did not come up: {text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with(forged)) && !text.contains('\r'),
+        "{text}"
+    );
+    let starting = text
+        .lines()
+        .find(|l| l.contains("starting from"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        starting.contains(&format!("x\\n{forged}\\r/config.toml"))
+            && starting.contains(&format!("x\\n{forged}\\r/shm")),
+        "{starting}"
+    );
+}
+
 /// A state table too small for the feed's symbols: the monitor logs it
 /// once (not the receive thread), naming the feed and the setting, and
 /// `check` of a refused symbol says it may be one the table refused.
