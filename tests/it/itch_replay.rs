@@ -1035,8 +1035,13 @@ fn a_truncated_binary_file_is_replayed_up_to_the_break() {
         &["--feed", "nasdaq", "--date", "2026-01-05"],
     );
     assert_eq!(code, 2);
+    // Told to decompress it: replayed without --feed and --date as it is,
+    // a gzip'd capture is refused too.
     assert!(
-        stderr.contains("a packet capture (pcap or pcapng), not a BinaryFILE"),
+        stderr.contains(
+            "a gzip-compressed packet capture (pcap or pcapng), not a BinaryFILE: decompress \
+             it, then replay it without --feed and --date"
+        ),
         "{stderr}"
     );
 }

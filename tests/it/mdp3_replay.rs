@@ -425,6 +425,85 @@ fn a_definitions_file_with_a_record_cut_short_stops_the_replay() {
     );
 }
 
+/// Records of a definitions file plainly not the lines' are passed over,
+/// whole or not: an ARP frame or an ICMP packet cut by the snaplen, and a
+/// TCP segment cut short, fragmented or malformed (a connection's, never a
+/// datagram's), as a capture of the definition lines taken with a snaplen
+/// on a busy host holds them.
+#[test]
+fn a_definitions_file_passes_over_what_is_not_the_lines_read_whole_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    let defs = dir.path().join("defs.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&defs).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
+    w.write_udp(
+        T0,
+        addr("10.3.3.3:5000"),
+        addr("10.1.1.1:9"),
+        &definition(54, ES, "ESZ6", "SP"),
+    )
+    .unwrap();
+    // Ethernet, then IPv4 of `protocol` (1,500 bytes on the wire, `frag`
+    // its flags and offset), then a 20-byte TCP header (`offset_words`
+    // its data offset), the rest zeros.
+    let frame = |ethertype: u16, protocol: u8, frag: u16, offset_words: u8| {
+        let mut f = vec![0u8; 1514];
+        f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&1500u16.to_be_bytes());
+        f[20..22].copy_from_slice(&frag.to_be_bytes());
+        f[22] = 64;
+        f[23] = protocol;
+        f[26..30].copy_from_slice(&[10, 9, 9, 9]);
+        f[30..34].copy_from_slice(&[10, 9, 9, 8]);
+        f[34 + 12] = offset_words << 4;
+        f
+    };
+    let (ipv4, arp, tcp, icmp) = (0x0800, 0x0806, 6, 1);
+    let cut = |f: Vec<u8>| (f[..96].to_vec(), 1514);
+    for (i, (bytes, origlen)) in [
+        cut(frame(arp, 0, 0, 5)),
+        cut(frame(ipv4, icmp, 0, 5)),
+        cut(frame(ipv4, tcp, 0x4000, 5)),
+        (frame(ipv4, tcp, 0x2000, 5), 1514),
+        (frame(ipv4, tcp, 0x4000, 2), 1514),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        w.write_record(T0 + 1 + i as u64, &bytes, origlen).unwrap();
+    }
+    w.finish().unwrap();
+    let mut read = tickguard::capture::CaptureReader::open(&defs).unwrap();
+    read.for_each(|_| {}).unwrap();
+    let st = read.stats();
+    assert_eq!(
+        (
+            st.not_ipv4,
+            st.not_udp,
+            st.truncated,
+            st.ip_fragments,
+            st.malformed
+        ),
+        (1, 1, 1, 1, 1),
+        "{st:?}"
+    );
+    let mut capture =
+        tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &[check(MS / 2, "ESZ6")], |_| {});
+    assert!(
+        outcome.input_error.is_none(),
+        "{:?}",
+        outcome.input_error.map(|e| e.to_string())
+    );
+    assert!(
+        outcome.answers[0].reasons.is_ok(),
+        "{:?}",
+        outcome.answers[0]
+    );
+}
+
 /// The definitions file may be pcapng as well as pcap; one that is no
 /// capture at all stops the replay at once with one line naming it (exit
 /// 2), before any datagram of the capture.

@@ -246,8 +246,8 @@ impl CaptureFile {
             }
             ([0x1f, 0x8b, ..], _) => {
                 return Err(Fault::NotCapture {
-                    hint: " (gzip-compressed: decompress a capture first; a Nasdaq \
-                           BinaryFILE replays as it is, with --feed and --date)",
+                    hint: " (gzip-compressed: decompress it first; only a Nasdaq \
+                           BinaryFILE is read compressed, by `replay --feed --date`)",
                 })
             }
             _ => return Err(Fault::NotCapture { hint: "" }),

@@ -85,56 +85,58 @@ pub enum Parsed<'a> {
 
 /// Parses one frame of `link` down to its UDP payload. Checksums are not verified.
 pub fn parse(link: Link, frame: &[u8]) -> Parsed<'_> {
-    match link {
-        Link::Ethernet => {
-            let Some(ethertype) = be16(frame, 12) else {
-                return Parsed::Truncated;
-            };
-            after_ethertype(ethertype, frame, ETHERNET_HEADER_LEN)
-        }
-        Link::LinuxSll => {
-            if frame.len() < SLL_HEADER_LEN {
-                return Parsed::Truncated;
-            }
-            match be16(frame, 14) {
-                Some(protocol) => after_ethertype(protocol, frame, SLL_HEADER_LEN),
-                None => Parsed::Truncated,
-            }
-        }
-        Link::LinuxSll2 => {
-            if frame.len() < SLL2_HEADER_LEN {
-                return Parsed::Truncated;
-            }
-            match be16(frame, 0) {
-                Some(protocol) => after_ethertype(protocol, frame, SLL2_HEADER_LEN),
-                None => Parsed::Truncated,
-            }
-        }
-        Link::RawIp => match frame.first() {
-            None => Parsed::Truncated,
-            Some(b) if b >> 4 == 4 => ipv4(frame),
-            Some(_) => Parsed::NotIpv4,
-        },
+    match ip_packet(link, frame) {
+        Ok(packet) => ipv4(packet),
+        Err(not) => not,
     }
 }
 
-/// Skips any VLAN tags starting at `at` (announced by `ethertype`), then parses IPv4.
-fn after_ethertype(mut ethertype: u16, frame: &[u8], mut at: usize) -> Parsed<'_> {
+/// Whether `frame`'s IPv4 header, as far as it was captured, names TCP:
+/// a frame [`parse`] could not read whole (cut, a fragment, malformed) is
+/// then no datagram's.
+pub fn names_tcp(link: Link, frame: &[u8]) -> bool {
+    ip_packet(link, frame).is_ok_and(|p| p.len() >= IPV4_MIN_HEADER_LEN && p[9] == IPPROTO_TCP)
+}
+
+/// The IPv4 packet `frame` carries (from its header on, padding
+/// included), or what else it is.
+fn ip_packet(link: Link, frame: &[u8]) -> Result<&[u8], Parsed<'_>> {
+    let (protocol, at) = match link {
+        Link::Ethernet => (be16(frame, 12), ETHERNET_HEADER_LEN),
+        Link::LinuxSll => (be16(frame, 14), SLL_HEADER_LEN),
+        Link::LinuxSll2 => (be16(frame, 0), SLL2_HEADER_LEN),
+        Link::RawIp => {
+            return match frame.first() {
+                None => Err(Parsed::Truncated),
+                Some(b) if b >> 4 == 4 => Ok(frame),
+                Some(_) => Err(Parsed::NotIpv4),
+            }
+        }
+    };
+    if frame.len() < at {
+        return Err(Parsed::Truncated);
+    }
+    let Some(protocol) = protocol else {
+        return Err(Parsed::Truncated);
+    };
+    after_ethertype(protocol, frame, at)
+}
+
+/// Skips any VLAN tags starting at `at` (announced by `ethertype`), then
+/// the IPv4 packet.
+fn after_ethertype(mut ethertype: u16, frame: &[u8], mut at: usize) -> Result<&[u8], Parsed<'_>> {
     while ETHERTYPE_VLANS.contains(&ethertype) {
         // A tag is TCI (2 bytes) then the next ethertype (2 bytes).
         let Some(next) = at.checked_add(2).and_then(|i| be16(frame, i)) else {
-            return Parsed::Truncated;
+            return Err(Parsed::Truncated);
         };
         ethertype = next;
         at += VLAN_TAG_LEN;
     }
     if ethertype != ETHERTYPE_IPV4 {
-        return Parsed::NotIpv4;
+        return Err(Parsed::NotIpv4);
     }
-    match frame.get(at..) {
-        Some(packet) => ipv4(packet),
-        None => Parsed::Truncated,
-    }
+    frame.get(at..).ok_or(Parsed::Truncated)
 }
 
 /// Parses an IPv4 packet (possibly followed by link padding) down to UDP.
@@ -148,6 +150,12 @@ fn ipv4(packet: &[u8]) -> Parsed<'_> {
     if packet.len() < IPV4_MIN_HEADER_LEN {
         return Parsed::Truncated;
     }
+    // Told before the lengths are: a packet of another protocol is none
+    // of the lines', whole, cut short or malformed.
+    let protocol = packet[9];
+    if protocol != IPPROTO_UDP && protocol != IPPROTO_TCP {
+        return Parsed::NotUdp;
+    }
     let header_len = usize::from(version_ihl & 0x0f) * 4;
     if header_len < IPV4_MIN_HEADER_LEN {
         return Parsed::Malformed;
@@ -160,10 +168,6 @@ fn ipv4(packet: &[u8]) -> Parsed<'_> {
     let Some(packet) = packet.get(..total_len) else {
         return Parsed::Truncated;
     };
-    let protocol = packet[9];
-    if protocol != IPPROTO_UDP && protocol != IPPROTO_TCP {
-        return Parsed::NotUdp;
-    }
     let flags_fragment = u16::from_be_bytes([packet[6], packet[7]]);
     // MF flag or a nonzero fragment offset.
     if flags_fragment & 0x3fff != 0 {

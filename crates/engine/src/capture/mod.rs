@@ -53,7 +53,8 @@ pub struct CaptureStats {
     pub segments: u64,
     /// caplen < origlen (the capture cut the frame: its datagram is
     /// dropped even when only trailer bytes went), or a frame shorter than
-    /// its own headers or IPv4 total length say.
+    /// its own headers or IPv4 total length say. A cut frame whose bytes
+    /// show it another ethertype or IP protocol counts there instead.
     pub truncated: u64,
     /// Other ethertypes / IP versions (ARP, IPv6, ...).
     pub not_ipv4: u64,
@@ -67,6 +68,18 @@ pub struct CaptureStats {
     pub unsupported_link: u64,
     /// pcapng Simple Packet Blocks (they carry no timestamp).
     pub no_timestamp: u64,
+    /// Of `truncated`, `ip_fragments` and `malformed`: the records whose
+    /// IPv4 header names TCP (a connection's segments, no datagram's).
+    #[serde(skip)]
+    pub unread_tcp: UnreadTcp,
+}
+
+/// The TCP records among those not read whole ([`CaptureStats::unread_tcp`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UnreadTcp {
+    pub truncated: u64,
+    pub ip_fragments: u64,
+    pub malformed: u64,
 }
 
 impl CaptureStats {
@@ -277,12 +290,18 @@ impl CaptureReader {
                 stats.unsupported_link += 1;
                 continue;
             };
-            // Cut by snaplen: the live socket would have had the whole datagram.
-            if (frame.len() as u64) < u64::from(origlen) {
-                stats.truncated += 1;
-                continue;
-            }
+            // Cut by snaplen: the live socket would have had the whole
+            // datagram. (What the bytes kept show to be another ethertype
+            // or IP protocol counts as such.)
+            let cut = (frame.len() as u64) < u64::from(origlen);
+            let tcp = || link::names_tcp(link, frame);
             match link::parse(link, frame) {
+                Parsed::NotIpv4 => stats.not_ipv4 += 1,
+                Parsed::NotUdp => stats.not_udp += 1,
+                _ if cut => {
+                    stats.truncated += 1;
+                    stats.unread_tcp.truncated += u64::from(tcp());
+                }
                 Parsed::Udp { src, dst, payload } => {
                     stats.datagrams += 1;
                     f(&Datagram {
@@ -310,11 +329,18 @@ impl CaptureReader {
                         tcp: Some(tcp),
                     });
                 }
-                Parsed::Truncated => stats.truncated += 1,
-                Parsed::NotIpv4 => stats.not_ipv4 += 1,
-                Parsed::NotUdp => stats.not_udp += 1,
-                Parsed::Fragment => stats.ip_fragments += 1,
-                Parsed::Malformed => stats.malformed += 1,
+                Parsed::Truncated => {
+                    stats.truncated += 1;
+                    stats.unread_tcp.truncated += u64::from(tcp());
+                }
+                Parsed::Fragment => {
+                    stats.ip_fragments += 1;
+                    stats.unread_tcp.ip_fragments += u64::from(tcp());
+                }
+                Parsed::Malformed => {
+                    stats.malformed += 1;
+                    stats.unread_tcp.malformed += u64::from(tcp());
+                }
             }
         }
     }

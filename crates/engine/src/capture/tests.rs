@@ -825,8 +825,8 @@ fn not_a_capture() {
         (b"\x0a\x0d\x0d", ""),
         (
             b"\x1f\x8b\x08\x00gzip",
-            " (gzip-compressed: decompress a capture first; a Nasdaq BinaryFILE replays \
-             as it is, with --feed and --date)",
+            " (gzip-compressed: decompress it first; only a Nasdaq BinaryFILE is read \
+             compressed, by `replay --feed --date`)",
         ),
     ];
     for (bytes, hint) in cases {

@@ -32,11 +32,15 @@ pub enum Error {
     /// The file could not be opened or read, or its gzip stream is corrupt.
     #[error("read error at byte {offset} of the uncompressed stream: {io}")]
     Io { offset: u64, io: io::Error },
-    /// The file is a packet capture, named with `--feed` by mistake.
+    /// The file is a packet capture (`gzip`: compressed), named with
+    /// `--feed` by mistake.
     #[error(
-        "a packet capture (pcap or pcapng), not a BinaryFILE: replay it without --feed and --date"
+        "a {}packet capture (pcap or pcapng), not a BinaryFILE: {}replay it without --feed and \
+         --date",
+        if *gzip { "gzip-compressed " } else { "" },
+        if *gzip { "decompress it, then " } else { "" }
     )]
-    Capture,
+    Capture { gzip: bool },
     /// The file ends one byte into a record's 2-byte length.
     #[error("truncated record at byte {offset} of the uncompressed stream: 1 of 2 length bytes")]
     TruncatedLength { offset: u64 },
@@ -112,7 +116,7 @@ impl BinFile<Boxed> {
         let mut magic = [0u8; 4];
         let got = read_full(&mut source, &mut magic).map_err(|io| Error::Io { offset: 0, io })?;
         if got == magic.len() && crate::capture::is_capture_magic(magic) {
-            return Err(Error::Capture);
+            return Err(Error::Capture { gzip: false });
         }
         let raw = Cursor::new(magic[..got].to_vec()).chain(source);
         let input: Boxed = if magic[..got].starts_with(&GZIP_MAGIC) {
@@ -135,7 +139,7 @@ impl BinFile<Boxed> {
                 }
             }
             if got == inner.len() && crate::capture::is_capture_magic(inner) {
-                return Err(Error::Capture);
+                return Err(Error::Capture { gzip: true });
             }
             let head = Cursor::new(inner[..got].to_vec());
             match failed {
@@ -926,7 +930,7 @@ mod tests {
             bytes.extend_from_slice(&[0; 40]);
             assert!(matches!(
                 BinFile::detect(Cursor::new(bytes)),
-                Err(Error::Capture)
+                Err(Error::Capture { gzip: false })
             ));
         }
         // The same bytes further in are records like any other.
@@ -1141,7 +1145,7 @@ mod tests {
                 Err(e) => {
                     // Only a capture's magic (plain or inflated) is
                     // refused up front.
-                    proptest::prop_assert!(matches!(e, Error::Capture));
+                    proptest::prop_assert!(matches!(e, Error::Capture { gzip: _ }), "{e}");
                     proptest::prop_assert!(
                         crate::capture::is_capture_magic(input[..4].try_into().unwrap())
                             || input.starts_with(&GZIP_MAGIC)

@@ -730,12 +730,14 @@ impl FeedEngine for Engine {
             .map_err(|e| format!("definitions {name}: {e}"))?;
         // Records that may have held a definition but were not read as
         // one whole datagram: a definition lost with them would leave its
-        // instrument outside its group's statuses, without a word.
+        // instrument outside its group's statuses, without a word. (A TCP
+        // segment's never did: passed over, as whole ones are.)
         let st = reader.stats();
+        let tcp = st.unread_tcp;
         let unread: Vec<String> = [
-            ("cut short", st.truncated),
-            ("IP fragments", st.ip_fragments),
-            ("malformed", st.malformed),
+            ("cut short", st.truncated - tcp.truncated),
+            ("IP fragments", st.ip_fragments - tcp.ip_fragments),
+            ("malformed", st.malformed - tcp.malformed),
             ("on a link type not read", st.unsupported_link),
             ("without a timestamp", st.no_timestamp),
         ]
