@@ -730,7 +730,13 @@ impl MInst {
         let Some(r) = self.rpt_seq else {
             return;
         };
-        if self.cache.is_empty() && !self.overflowed && self.high_seen.is_none_or(|h| r >= h) {
+        // (Nor is a book older than values it already had: a snapshot
+        // below those applied before a depth change forgot the baseline.)
+        if self.cache.is_empty()
+            && !self.overflowed
+            && self.high_seen.is_none_or(|h| r >= h)
+            && r >= self.applied
+        {
             self.hole = false;
             self.unverified = false;
         }
@@ -825,6 +831,10 @@ struct Model {
     /// after it: the status of a snapshot not applied meanwhile stands as
     /// of the sequence before (docs/mdp3.md).
     since_restart: Option<(u8, u64)>,
+    /// SendingTimes of the snapshot datagrams numbered 1 of the latest
+    /// four loops, newest first, and how many times each came: a loop
+    /// begun is each line's copy, the first two.
+    loop_copies: std::collections::VecDeque<(u64, u32)>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -883,6 +893,7 @@ impl Model {
             void_before: None,
             statuses_emptied: None,
             since_restart: None,
+            loop_copies: std::collections::VecDeque::new(),
             now: 0,
             emptied_at: None,
             old: None,
@@ -1554,7 +1565,19 @@ impl Model {
         if self.since_restart.is_some_and(|(_, until)| t >= until) {
             self.since_restart = None;
         }
-        if p.seq == 1 {
+        let begun = p.seq == 1
+            && match self.loop_copies.iter_mut().find(|(s, _)| *s == p.sending) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n <= 2
+                }
+                None => {
+                    self.loop_copies.push_front((p.sending, 1));
+                    self.loop_copies.truncate(4);
+                    true
+                }
+            };
+        if begun {
             if let Some((_, loops)) = &mut self.reset_tt {
                 *loops += 1;
                 if *loops >= 4 {

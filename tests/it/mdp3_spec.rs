@@ -2628,14 +2628,16 @@ fn a_snapshot_not_applied_gives_no_status_from_before_a_reset_or_ahead_of_the_li
     ch.send(16 * MS, A, packet(2, &[status(Some(1), "", "", 2)]));
     ch.send(17 * MS, A, event(3, &[change(1, 3, 201)]));
     let between = snapshot_at(T0 + MS, 2, 1, 1, Some(17), &[level(Bid, 1, 150)]);
-    ch.send(18 * MS, SNAP_A, snapshots(&[between]));
+    // Each loop's first datagram, sent at T0 + `at` (one sent twice
+    // begins no loop).
+    let loop_at = |at: u64, m: &Vec<u8>| encode::packet(1, T0 + at, std::slice::from_ref(m));
+    ch.send(18 * MS, SNAP_A, loop_at(18 * MS, &between));
     let halted = ch.check(18 * MS + 1, "#1");
     let new = snapshot_at(T0 + 17 * MS, 3, 1, 3, Some(17), &[level(Bid, 1, 201)]);
-    let loop_packet = snapshots(&[new]);
-    ch.send(19 * MS, SNAP_B, loop_packet.clone());
-    ch.send(20 * MS, SNAP_A, loop_packet.clone());
+    ch.send(19 * MS, SNAP_B, loop_at(19 * MS, &new));
+    ch.send(20 * MS, SNAP_A, loop_at(20 * MS, &new));
     let third_loop = ch.check(20 * MS + 1, "#1");
-    ch.send(21 * MS, SNAP_B, loop_packet);
+    ch.send(21 * MS, SNAP_B, loop_at(21 * MS, &new));
     let trading = ch.check(21 * MS + 1, "#1");
     let out = ch.run();
     assert_eq!(
@@ -2997,9 +2999,11 @@ fn a_snapshot_from_before_a_channel_reset_is_ignored() {
 /// makes every snapshot look older than it once MsgSeqNum restarted after
 /// it (positions of the two sequences compare nothing): the screen holds
 /// only until the snapshot lines have begun four loops (two on each
-/// line), after which a snapshot heals the instrument as before. (In the
-/// same sequence, a snapshot taken at or past the reset's packet is not
-/// screened at all.)
+/// line), after which a snapshot heals the instrument as before. A loop's
+/// first datagram sent again on a line begins no loop (copies would end
+/// the screen of a real reset while its loop from before still comes).
+/// (In the same sequence, a snapshot taken at or past the reset's packet
+/// is not screened at all.)
 #[test]
 fn a_channel_reset_dated_ahead_holds_snapshots_back_for_two_loops_only() {
     let mut ch = Channel::new("");
@@ -3012,23 +3016,38 @@ fn a_channel_reset_dated_ahead_holds_snapshots_back_for_two_loops_only() {
     );
     ch.send(2 * MS, A, event(1, &[bid(1, 1, 200), offer(1, 2, 210)]));
     ch.send(3 * MS, A, event(2, &[change(1, 4, 201)]));
-    let fresh = || {
-        snapshots(&[snapshot_at(
-            T0 + 3 * MS,
-            2,
+    // Loop `k`'s first datagram (sent at T0 + k ms).
+    let fresh = |k: u64| {
+        encode::packet(
             1,
-            4,
-            None,
-            &[level(Bid, 1, 201), level(Offer, 1, 210)],
-        )])
+            T0 + k * MS,
+            &[snapshot_at(
+                T0 + 3 * MS,
+                2,
+                1,
+                4,
+                None,
+                &[level(Bid, 1, 201), level(Offer, 1, 210)],
+            )],
+        )
     };
     let mut held = Vec::new();
-    for k in 0..3 {
-        let line = if k % 2 == 0 { SNAP_A } else { SNAP_B };
-        ch.send((10 + k) * MS, line, fresh());
-        held.push(ch.check((10 + k) * MS + 1, "#1"));
+    // Loop 10 on each line, each line sending it twice; loop 11 on A.
+    for (k, (line, loop_)) in [
+        (SNAP_A, 10),
+        (SNAP_B, 10),
+        (SNAP_A, 10),
+        (SNAP_B, 10),
+        (SNAP_A, 11),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let at = (10 + k as u64) * MS;
+        ch.send(at, line, fresh(loop_));
+        held.push(ch.check(at + 1, "#1"));
     }
-    ch.send(20 * MS, SNAP_B, fresh());
+    ch.send(20 * MS, SNAP_B, fresh(11));
     let healed = ch.check(20 * MS + 1, "#1");
     let out = ch.run();
     for c in held {
@@ -3040,7 +3059,7 @@ fn a_channel_reset_dated_ahead_holds_snapshots_back_for_two_loops_only() {
     );
     has(
         out.sym(1),
-        json!({"snapshots_ignored": 3, "snapshots_applied": 1}),
+        json!({"snapshots_ignored": 5, "snapshots_applied": 1}),
     );
 }
 

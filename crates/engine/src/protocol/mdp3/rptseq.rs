@@ -339,6 +339,7 @@ impl<T: Copy> RptSeq<T> {
             || !self.cache.is_empty()
             || self.overflowed
             || self.high_seen.is_some_and(|h| r <= h)
+            || r < self.applied
         {
             return Next::Left;
         }
@@ -412,7 +413,10 @@ impl<T: Copy> RptSeq<T> {
 
     /// Applies cached entries while they continue `rpt_seq`, then heals:
     /// with the cache empty, no overflow and `rpt_seq` at the highest value
-    /// received, the instrument is healthy and verified again.
+    /// received, and at least at the last one applied before the baseline
+    /// was forgotten (an older snapshot from a lagging loop shows a book
+    /// from before values this instrument already had), the instrument is
+    /// healthy and verified again.
     fn drain(&mut self, cached: &mut usize, apply: &mut impl FnMut(u32, T)) {
         while let (Some(s), Some(q)) = (self.rpt_seq, self.cache.first()) {
             if Some(q) != s.checked_add(1) {
@@ -429,7 +433,7 @@ impl<T: Copy> RptSeq<T> {
             && !self.overflowed
             && self
                 .rpt_seq
-                .is_some_and(|s| self.high_seen.is_none_or(|h| s >= h));
+                .is_some_and(|s| self.high_seen.is_none_or(|h| s >= h) && s >= self.applied);
         if whole {
             self.suspect = false;
             self.unverified = false;
@@ -797,6 +801,24 @@ mod tests {
         assert_eq!(r.snapshot(2), Snapshot::Applied { lost: 0 });
         r.i.forget_applied();
         assert_eq!(r.snapshot(6), Snapshot::Applied { lost: 1 }, "6 alone");
+    }
+
+    /// A baseline a snapshot alone set (no entry received), forgotten by
+    /// a depth change: an older snapshot from a lagging loop does not
+    /// read whole (its book is from before values the instrument had),
+    /// nor does an entry continuing it; one at or past them does.
+    #[test]
+    fn an_older_snapshot_after_a_forgotten_baseline_is_not_whole() {
+        let mut r = Run::new(100);
+        assert_eq!(r.snapshot(50), Snapshot::Applied { lost: 0 });
+        assert!(!r.i.suspect());
+        r.i.forget_applied();
+        assert_eq!(r.snapshot(40), Snapshot::Applied { lost: 0 });
+        assert!(r.i.suspect(), "a book from before RptSeq 50");
+        assert_eq!(r.entry(41), Took::Applied);
+        assert!(r.i.suspect(), "still before RptSeq 50");
+        assert_eq!(r.snapshot(50), Snapshot::Applied { lost: 0 });
+        assert!(!r.i.suspect());
     }
 
     #[test]
