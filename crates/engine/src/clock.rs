@@ -21,7 +21,8 @@
 //! stored as the two differences from the one before it, as LEB128 varints
 //! (3 bytes for packets a microsecond apart whose delay rises by a few ns;
 //! 20 at most, against 32 for the entry itself), and the window is at most
-//! an hour (`offset_window_ms`). The newest few entries stay whole, so a
+//! an hour (`offset_window_ms`) of arrivals in order (a capture stamp far
+//! ahead anchors it there: after it, nothing leaves the window). The newest few entries stay whole, so a
 //! short queue — the usual one — never pays for the coding; a bounded
 //! (live) queue keeps every entry whole, 32 bytes each, preallocated.
 //!
@@ -376,11 +377,17 @@ impl OffsetEstimator {
 
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
     ///
-    /// Arrival times are expected in order (they are, live). A capture whose
-    /// timestamps step back keeps the window anchored at the latest arrival
-    /// seen (it never moves backwards), while the packet's sample is its own
-    /// arrival − `send_time`: lower than one at the latest arrival, so the
-    /// offset it gives errs to quotes looking older.
+    /// Arrival times are expected in order (they are, live, to within the
+    /// microseconds a receive batch spans). A capture whose timestamps step
+    /// back keeps the window anchored at the latest arrival seen (it never
+    /// moves backwards), while the packet's sample is its own arrival −
+    /// `send_time`. The offset after it can then differ from the
+    /// contract's formula evaluated at its own stamp either way: lower (its
+    /// sample is), or higher, by a sample the formula still counts at the
+    /// earlier stamp that the window anchored later has already dropped
+    /// (quotes then look younger than the formula says; only a stamp
+    /// stepped back to the window's old edge shows it). A capture's steps
+    /// back are counted and warned about (docs/replay.md).
     #[inline]
     pub fn on_packet(&mut self, arrival: u64, send_time: u64) {
         let OffsetMode::Auto { window_ns } = self.mode else {
