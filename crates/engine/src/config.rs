@@ -2203,6 +2203,55 @@ source_threshold_ms = 9
         );
     }
 
+    /// Refusals of the sidecar's, the metrics' and a line's values, and
+    /// of two snapshot streams from one server: each names its key.
+    #[test]
+    fn addresses_and_paths_refused() {
+        let line0 = SPEC_EXAMPLE.replace("\"239.1.1.2:30002\"", "\"239.1.1.2:0\"");
+        assert!(
+            err(&line0).contains("lines: '239.1.1.2:0' has port 0"),
+            "{}",
+            err(&line0)
+        );
+        for (table, text, says) in [
+            (
+                "sidecar",
+                "interface = \"::1\"",
+                "[sidecar] interface must be an IPv4 address",
+            ),
+            (
+                "sidecar",
+                "shm_path = \"\"",
+                "[sidecar] shm_path must be a non-empty path",
+            ),
+            (
+                "sidecar",
+                "shm_path = \"a\\u0000b\"",
+                "[sidecar] shm_path must be a non-empty path",
+            ),
+            (
+                "metrics",
+                "listen = \"localhost\"",
+                "[metrics] listen must be ip:port",
+            ),
+        ] {
+            let e = err(&format!("[{table}]\n{text}\n{SPEC_EXAMPLE}"));
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let itch = |name: &str, group: u8| {
+            format!(
+                "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.{group}:26477\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\nglimpse = \"127.0.0.1:18100\"\n\
+                 glimpse_user = \"u\"\nglimpse_password_env = \"TG_PW\"\n"
+            )
+        };
+        let e = err(&format!("{}{}", itch("a", 1), itch("b", 2)));
+        assert!(
+            e.contains("feed 'b': glimpse 127.0.0.1:18100 is already used by feed 'a'"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn other_errors() {
         assert!(err("").contains("no [[feed]]"));
@@ -2214,8 +2263,13 @@ source_threshold_ms = 9
             "lines = [\"239.1.1.1:1\", \"239.1.1.1:1\"]",
         );
         assert!(err(&twice).contains("twice"));
-        let dup_sym = format!("{SPEC_EXAMPLE}\n[[feed.symbol]]\nname = \"XAUUSD\"\n");
-        assert!(err(&dup_sym).contains("XAUUSD"));
+        let dup_sym =
+            format!("{SPEC_EXAMPLE}\n[[feed.symbol]]\nname = \"XAUUSD\"\nstale_threshold_ms = 1\n");
+        assert!(
+            err(&dup_sym).contains("XAUUSD") && err(&dup_sym).contains("listed twice"),
+            "{}",
+            err(&dup_sym)
+        );
         let missing = SPEC_EXAMPLE.replace("kind = \"full\"", "");
         assert!(err(&missing).contains("kind"), "{}", err(&missing));
         assert!(Config::load(Path::new("/nonexistent/x.toml"))
