@@ -2482,6 +2482,47 @@ fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
     );
 }
 
+/// §3.6: "103 and null → unchanged" for an applied snapshot's
+/// MDSecurityTradingStatus too: a halt stands through a snapshot that
+/// applies with NoChange (103) or no status, while one saying trading (17)
+/// ends it.
+#[test]
+fn an_applied_snapshot_of_no_change_or_no_status_leaves_the_halt() {
+    let mut ch = Channel::new("");
+    for (id, symbol) in [(1, "ESZ6"), (2, "ESH7"), (3, "ESM7")] {
+        ch.send(0, DEF_A, def(id, symbol, "ES", "ES").packet());
+    }
+    ch.send(MS, A, packet(1, &[status(None, "ES", "", 2)]));
+    // No baseline yet: each snapshot applies.
+    for (k, (id, code)) in [(1, Some(103)), (2, None), (3, Some(17))]
+        .into_iter()
+        .enumerate()
+    {
+        ch.send(
+            (2 + k as u64) * MS,
+            SNAP_A,
+            snapshots(&[snapshot(
+                1,
+                id,
+                1,
+                code,
+                &[level(Bid, 1, 100), level(Offer, 1, 101)],
+            )]),
+        );
+    }
+    let checks: Vec<_> = ["ESZ6", "ESH7", "ESM7"]
+        .into_iter()
+        .map(|s| ch.check(5 * MS, s))
+        .collect();
+    let out = ch.run();
+    let want = [r(&["halted"]), r(&["halted"]), ok()];
+    for (c, want) in checks.into_iter().zip(want) {
+        assert_eq!(out.reasons(c), want, "{}", out.lines[c]);
+    }
+    has(out.sym(1), json!({"snapshots_applied": 1}));
+    has(out.sym(2), json!({"snapshots_applied": 1}));
+}
+
 /// Not in the contract (docs/mdp3.md, "A snapshot's status"): a halt lost
 /// on both lines leaves no mark on RptSeq, so once its gap is given up the
 /// instrument's next entry in order verifies it again and, by the letter,
