@@ -831,10 +831,11 @@ struct Model {
     /// after it: the status of a snapshot not applied meanwhile stands as
     /// of the sequence before (docs/mdp3.md).
     since_restart: Option<(u8, u64)>,
-    /// SendingTimes of the snapshot datagrams numbered 1 of the latest
-    /// four loops, newest first, and how many times each came: a loop
-    /// begun is each line's copy, the first two.
-    loop_copies: std::collections::VecDeque<(u64, u32)>,
+    /// The snapshot line's last loop begun (a packet numbered 1): its
+    /// SendingTime and arrival. One begins a loop only stamped later, or
+    /// a minute after it arrived (docs/mdp3.md; every snapshot datagram of
+    /// the model comes as of line A).
+    loop_begun: Option<(u64, u64)>,
     /// Arrival of the datagram being processed, and of the last that
     /// emptied the channel (a ChannelReset, a restart, one inferred).
     now: u64,
@@ -893,7 +894,7 @@ impl Model {
             void_before: None,
             statuses_emptied: None,
             since_restart: None,
-            loop_copies: std::collections::VecDeque::new(),
+            loop_begun: None,
             now: 0,
             emptied_at: None,
             old: None,
@@ -1566,18 +1567,12 @@ impl Model {
             self.since_restart = None;
         }
         let begun = p.seq == 1
-            && match self.loop_copies.iter_mut().find(|(s, _)| *s == p.sending) {
-                Some((_, n)) => {
-                    *n += 1;
-                    *n <= 2
-                }
-                None => {
-                    self.loop_copies.push_front((p.sending, 1));
-                    self.loop_copies.truncate(4);
-                    true
-                }
-            };
+            && self.loop_begun.is_none_or(|(sent, at)| {
+                p.sending > sent || t >= at.saturating_add(60_000_000_000)
+            })
+            && (p.sending > 0 || self.loop_begun.is_some());
         if begun {
+            self.loop_begun = Some((p.sending, t));
             if let Some((_, loops)) = &mut self.reset_tt {
                 *loops += 1;
                 if *loops >= 4 {

@@ -3047,61 +3047,79 @@ fn a_snapshot_from_before_a_channel_reset_is_ignored() {
 /// is not screened at all.)
 #[test]
 fn a_channel_reset_dated_ahead_holds_snapshots_back_for_two_loops_only() {
-    let mut ch = Channel::new("");
-    let ahead = T0 + 3_600_000 * MS;
-    ch.send(0, A, event(50_000, &[bid(1, 1, 100), offer(1, 2, 110)]));
-    ch.send(
-        MS,
-        A,
-        packet(50_001, &[encode::channel_reset(V, ahead, EOE, 310)]),
-    );
-    ch.send(2 * MS, A, event(1, &[bid(1, 1, 200), offer(1, 2, 210)]));
-    ch.send(3 * MS, A, event(2, &[change(1, 4, 201)]));
-    // Loop `k`'s first datagram (sent at T0 + k ms).
-    let fresh = |k: u64| {
-        encode::packet(
-            1,
-            T0 + k * MS,
-            &[snapshot_at(
-                T0 + 3 * MS,
-                2,
+    // Line B stamping as line A or its own SendingTimes (`skew` ns later),
+    // or every loop's first datagram stamped alike (a clock stuck:
+    // `stuck`, a loop then begun on a line a minute after its last).
+    for (skew, stuck) in [(0, false), (1, false), (0, true)] {
+        let mut ch = Channel::new("");
+        let ahead = T0 + 3_600_000 * MS;
+        ch.send(0, A, event(50_000, &[bid(1, 1, 100), offer(1, 2, 110)]));
+        ch.send(
+            MS,
+            A,
+            packet(50_001, &[encode::channel_reset(V, ahead, EOE, 310)]),
+        );
+        ch.send(2 * MS, A, event(1, &[bid(1, 1, 200), offer(1, 2, 210)]));
+        ch.send(3 * MS, A, event(2, &[change(1, 4, 201)]));
+        // Loop `k`'s first datagram on `line`.
+        let fresh = |k: u64, line| {
+            let sent = match (stuck, line == SNAP_B) {
+                (true, _) => T0,
+                (false, b) => T0 + k * MS + if b { skew } else { 0 },
+            };
+            encode::packet(
                 1,
-                4,
-                None,
-                &[level(Bid, 1, 201), level(Offer, 1, 210)],
-            )],
-        )
-    };
-    let mut held = Vec::new();
-    // Loop 10 on each line, each line sending it twice; loop 11 on A.
-    for (k, (line, loop_)) in [
-        (SNAP_A, 10),
-        (SNAP_B, 10),
-        (SNAP_A, 10),
-        (SNAP_B, 10),
-        (SNAP_A, 11),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let at = (10 + k as u64) * MS;
-        ch.send(at, line, fresh(loop_));
-        held.push(ch.check(at + 1, "#1"));
+                sent,
+                &[snapshot_at(
+                    T0 + 3 * MS,
+                    2,
+                    1,
+                    4,
+                    None,
+                    &[level(Bid, 1, 201), level(Offer, 1, 210)],
+                )],
+            )
+        };
+        // A loop a minute after the last on each line, when stuck.
+        let later = if stuck { 60_000 * MS } else { 0 };
+        let mut held = Vec::new();
+        // Loop 10 on each line, each line sending it twice; loop 11 on A.
+        for (k, (line, loop_)) in [
+            (SNAP_A, 10),
+            (SNAP_B, 10),
+            (SNAP_A, 10),
+            (SNAP_B, 10),
+            (SNAP_A, 11),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = (10 + k as u64) * MS + if loop_ == 11 { later } else { 0 };
+            ch.send(at, line, fresh(loop_, line));
+            held.push(ch.check(at + 1, "#1"));
+        }
+        ch.send(20 * MS + later, SNAP_B, fresh(11, SNAP_B));
+        let healed = ch.check(20 * MS + later + 1, "#1");
+        let out = ch.run();
+        let case = format!("skew {skew}, stuck {stuck}");
+        for c in held {
+            assert!(
+                out.reasons(c).contains(&"suspect".to_string()),
+                "{case}: {}",
+                out.lines[c]
+            );
+        }
+        assert!(
+            !out.reasons(healed).contains(&"suspect".to_string())
+                && out.top(healed) == (Some(201), Some(210)),
+            "{case}: {}",
+            out.lines[healed]
+        );
+        has(
+            out.sym(1),
+            json!({"snapshots_ignored": 5, "snapshots_applied": 1}),
+        );
     }
-    ch.send(20 * MS, SNAP_B, fresh(11));
-    let healed = ch.check(20 * MS + 1, "#1");
-    let out = ch.run();
-    for c in held {
-        assert_eq!(out.reasons(c), r(&["suspect"]), "{}", out.lines[c]);
-    }
-    assert_eq!(
-        (out.reasons(healed), out.top(healed)),
-        (ok(), (Some(201), Some(210)))
-    );
-    has(
-        out.sym(1),
-        json!({"snapshots_ignored": 5, "snapshots_applied": 1}),
-    );
 }
 
 /// ChannelReset: "`channel_resets += 1`, logged once" (spec mdp3 §3.7):

@@ -10,6 +10,7 @@
 
 use super::config::{service_of, Mdp3Config, SnapshotJoin, DEFINITION_SERVICE, SNAPSHOT_SERVICE};
 use super::feed::{Feed, Settings};
+use super::loops::HOLD_MAX_NS;
 use super::packet;
 use super::publish::Publisher;
 use super::summary::FeedSummary;
@@ -100,65 +101,12 @@ pub struct Engine {
     origins: Box<[(u32, u8)]>,
     /// Duplicates that were the other line's copy of a processed packet.
     line_copies: u64,
-    /// Snapshot loops begun ([`Loops`]).
-    loops: Loops,
-}
-
-/// Snapshot loops begun, counted on each snapshot line (A, B) alone, the
-/// larger count taken: a copy on the other line, early or late, begins
-/// nothing. A loop begins on a line at a packet of MsgSeqNum 1 sent later
-/// than the line's last beginning (so a loop of a single packet counts at
-/// each sending, and a duplicate, a packet 1 delivered late, or one
-/// stamped back or at 0 begins nothing). Neither count can pass the loops
-/// the venue sent, whatever SendingTime each line stamps (a loop counted
-/// twice would end a give-up's hold early); a count held back only keeps
-/// the lines joined longer. So a line back from a failure counts from
-/// where it stopped: the loops count again once it passes the other's.
-/// A beginning stamped far ahead (a corrupt or forged SendingTime) would
-/// hold its line's count back for good: a packet 1 that comes
-/// [`HOLD_MAX_NS`] of local time after its line's last beginning begins
-/// a loop whatever its stamp.
-#[derive(Debug, Default, Clone)]
-struct Loops {
-    begun: [u64; 2],
-    /// SendingTime of each line's latest beginning, ns (venue clock): only
-    /// ever rises, but for a beginning taken by its arrival.
-    sent: [u64; 2],
-    /// Arrival of each line's latest beginning, ns (local clock).
-    at: [Option<u64>; 2],
-}
-
-impl Loops {
-    /// Packet `seq` of snapshot line `line`, stamped `sent` (venue clock),
-    /// arrived at `t` (local clock).
-    fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) {
-        let i = line % 2;
-        // (Not at a clock stepped back: a duplicate would begin a loop
-        // again. A step back holds a stalled line back by the step too.)
-        let stalled = self.at[i].is_some_and(|at| t >= at.saturating_add(HOLD_MAX_NS));
-        if seq == 1 && (sent > self.sent[i] || stalled) {
-            self.begun[i] += 1;
-            self.sent[i] = sent;
-            self.at[i] = Some(t);
-        }
-    }
-
-    fn begun(&self) -> u64 {
-        self.begun[0].max(self.begun[1])
-    }
 }
 
 /// Incremental packets whose line is remembered, to tell line B's copy
 /// of a packet (A/B arbitration at work) from a packet sent twice on one
 /// line: far more than the lines can be apart.
 const ORIGINS: usize = 4096;
-
-/// The longest a gap given up keeps the snapshot lines joined for a whole
-/// loop (ns), counted from the give-up or, within a restart's window (a
-/// minute at most), from the window's last look: a loop that stopped is
-/// never counted, nor one whose SendingTime stopped rising ([`Loops`]),
-/// so the whole loop might never show.
-const HOLD_MAX_NS: u64 = 60_000_000_000;
 
 /// Whether the snapshot lines are wanted now (spec mdp3 §3.5): always, or
 /// while some instrument is suspect or unverified, but not after
@@ -425,7 +373,6 @@ impl Engine {
             },
             origins: vec![(0, u8::MAX); ORIGINS].into_boxed_slice(),
             line_copies: 0,
-            loops: Loops::default(),
         }
     }
 
@@ -477,7 +424,7 @@ impl Engine {
         cx.counters.table_full = p.table_full;
         self.joining.update(
             now,
-            self.loops.begun(),
+            self.feed.loops().begun(),
             p,
             (
                 self.feed.counters().snapshots_applied,
@@ -579,14 +526,7 @@ impl FeedEngine for Engine {
         // The incremental and snapshot paths expire gaps themselves; a
         // definition packet is not timed, so its arrival expires them here.
         let result = match service_of(line) {
-            Some(SNAPSHOT_SERVICE) => {
-                let r = self.feed.on_snapshot(payload, t);
-                let header = packet::seq_num(payload).zip(packet::sending_time(payload));
-                if let (Ok(()), Some((s, sent))) = (r, header) {
-                    self.loops.on_packet(line, s, sent, t);
-                }
-                r
-            }
+            Some(SNAPSHOT_SERVICE) => self.feed.on_snapshot_from(line, payload, t),
             Some(DEFINITION_SERVICE) => {
                 self.feed.expire(t);
                 self.feed.on_definitions(payload)
@@ -782,6 +722,7 @@ impl FeedEngine for Engine {
 
 #[cfg(test)]
 mod tests {
+    use super::super::loops::Loops;
     use super::*;
     use crate::shm::CounterKind;
 

@@ -20,6 +20,7 @@ use super::book::{Books, Level, UndoLog, Update};
 use super::groups::{self, Groups};
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
+use super::loops::Loops;
 use super::packet::Packet;
 use super::rptseq::{Next, Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
@@ -372,11 +373,11 @@ pub struct Feed {
     /// the new one's; meanwhile the status of a snapshot not applied
     /// stands as of the old sequence (below every status of the new one).
     since_restart: Option<(u8, u64)>,
-    /// The latest snapshot loops' beginnings (a packet numbered 1's
-    /// SendingTime, and its copies counted, at most 2): each line's copy
-    /// counts as a loop begun, a further copy (a line that sent it twice)
-    /// does not, or copies would end the screens above early.
-    loop_starts: [(u64, u8); 4],
+    /// The snapshot loops begun on each snapshot line: what ends the
+    /// screens above (a line's copy sent again, or stamped no later than
+    /// its last beginning, begins none: copies cannot end a screen while
+    /// the loop from before the reset still comes).
+    loops: Loops,
     /// Changes of the Symbol → instrument mapping so far.
     symbol_moves: u64,
     /// Times the channel was emptied (ChannelResets and weekly restarts).
@@ -536,7 +537,7 @@ impl Feed {
             inferred_in: None,
             statuses_emptied: None,
             since_restart: None,
-            loop_starts: [(0, 0); 4],
+            loops: Loops::default(),
             symbol_moves: 0,
             emptied: 0,
         }
@@ -1639,32 +1640,29 @@ impl Feed {
         }
     }
 
-    /// Whether a snapshot datagram numbered 1 sent at `sent` (venue
-    /// clock) counts as a loop begun ([`loop_starts`](Self::loop_starts)):
-    /// a copy beyond the two lines' is none.
-    fn loop_begun(&mut self, sent: u64) -> bool {
-        if let Some((_, n)) = self
-            .loop_starts
-            .iter_mut()
-            .find(|(s, n)| *n > 0 && *s == sent)
-        {
-            *n = n.saturating_add(1);
-            return *n <= 2;
-        }
-        self.loop_starts.rotate_right(1);
-        self.loop_starts[0] = (sent, 1);
-        true
+    /// One datagram of the snapshot lines (the market recovery loop), as
+    /// of snapshot line A ([`on_snapshot_from`](Self::on_snapshot_from)).
+    pub fn on_snapshot(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
+        self.on_snapshot_from(0, payload, t)
     }
 
-    /// One datagram of the snapshot lines (the market recovery loop).
-    pub fn on_snapshot(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
+    /// The snapshot loops begun on the snapshot lines.
+    pub fn loops(&self) -> &Loops {
+        &self.loops
+    }
+
+    /// One datagram of snapshot line `line` (0: A, 1: B).
+    pub fn on_snapshot_from(&mut self, line: usize, payload: &[u8], t: u64) -> Result<(), Reject> {
         self.expire(t);
         let packet = Packet::new_checked(payload)?;
         self.counters.snapshot_packets += 1;
         if self.since_restart.is_some_and(|(_, until)| t >= until) {
             self.since_restart = None;
         }
-        if packet.seq_num() == 1 && self.loop_begun(packet.sending_time()) {
+        if self
+            .loops
+            .on_packet(line, packet.seq_num(), packet.sending_time(), t)
+        {
             if let Some((_, loops)) = &mut self.reset_floor {
                 *loops += 1;
                 if *loops >= RESET_FLOOR_LOOPS {

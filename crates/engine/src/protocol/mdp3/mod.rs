@@ -120,6 +120,7 @@ pub mod feed;
 pub mod groups;
 pub mod index;
 pub mod instrument;
+pub mod loops;
 pub mod packet;
 pub mod publish;
 pub mod rptseq;

@@ -21,8 +21,10 @@
 //!   and applies nothing until a snapshot.
 //!
 //! After every application the instrument heals when its cache is empty,
-//! it has not overflowed and `rpt_seq` reaches the highest value received:
-//! a late copy of the lost packet closes a hole without a snapshot.
+//! it has not overflowed and `rpt_seq` reaches the highest value received
+//! (and the last one applied before a depth change forgot its baseline,
+//! [`forget_applied`](RptSeq::forget_applied)): a late copy of the lost
+//! packet closes a hole without a snapshot.
 //! Otherwise it is suspect, whatever it was: a baseline (RptSeq 1, or a
 //! snapshot) with later entries still waiting in the cache leaves a hole.
 //!

@@ -1,0 +1,57 @@
+//! The snapshot loop's beginnings, counted on each snapshot line: what
+//! ends the reset screen ([`Feed`](super::feed::Feed)) and a give-up's
+//! hold on the snapshot lines ([`engine`](super::engine)).
+
+/// The longest a gap given up keeps the snapshot lines joined for a whole
+/// loop (ns), counted from the give-up or, within a restart's window (a
+/// minute at most), from the window's last look: a loop that stopped is
+/// never counted, nor one whose SendingTime stopped rising ([`Loops`]),
+/// so the whole loop might never show.
+pub const HOLD_MAX_NS: u64 = 60_000_000_000;
+
+/// Snapshot loops begun, counted on each snapshot line (A, B) alone, the
+/// larger count taken: a copy on the other line, early or late, begins
+/// nothing. A loop begins on a line at a packet of MsgSeqNum 1 sent later
+/// than the line's last beginning (so a loop of a single packet counts at
+/// each sending, and a duplicate, a packet 1 delivered late, or one
+/// stamped back or at 0 begins nothing). Neither count can pass the loops
+/// the venue sent, whatever SendingTime each line stamps (a loop counted
+/// twice would end a give-up's hold early); a count held back only keeps
+/// the lines joined longer. So a line back from a failure counts from
+/// where it stopped: the loops count again once it passes the other's.
+/// A beginning stamped far ahead (a corrupt or forged SendingTime) would
+/// hold its line's count back for good: a packet 1 that comes
+/// [`HOLD_MAX_NS`] of local time after its line's last beginning begins
+/// a loop whatever its stamp.
+#[derive(Debug, Default, Clone)]
+pub struct Loops {
+    begun: [u64; 2],
+    /// SendingTime of each line's latest beginning, ns (venue clock): only
+    /// ever rises, but for a beginning taken by its arrival.
+    sent: [u64; 2],
+    /// Arrival of each line's latest beginning, ns (local clock).
+    at: [Option<u64>; 2],
+}
+
+impl Loops {
+    /// Packet `seq` of snapshot line `line`, stamped `sent` (venue clock),
+    /// arrived at `t` (local clock): whether it begins a loop.
+    pub fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) -> bool {
+        let i = line % 2;
+        // (Not at a clock stepped back: a duplicate would begin a loop
+        // again. A step back holds a stalled line back by the step too.)
+        let stalled = self.at[i].is_some_and(|at| t >= at.saturating_add(HOLD_MAX_NS));
+        let begins = seq == 1 && (sent > self.sent[i] || stalled);
+        if begins {
+            self.begun[i] += 1;
+            self.sent[i] = sent;
+            self.at[i] = Some(t);
+        }
+        begins
+    }
+
+    /// Loops begun: the larger of the two lines' counts.
+    pub fn begun(&self) -> u64 {
+        self.begun[0].max(self.begun[1])
+    }
+}
