@@ -127,7 +127,9 @@ fn init_logging(default_level: &str, format: tickguard::config::LogFormat) {
         .log_internal_errors(false);
     match format {
         tickguard::config::LogFormat::Plain => {
-            builder.with_ansi(std::io::stderr().is_terminal()).init()
+            let colours = std::io::stderr().is_terminal();
+            logq::set_colours(colours);
+            builder.with_ansi(colours).init()
         }
         tickguard::config::LogFormat::Json => builder.json().init(),
     }

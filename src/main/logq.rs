@@ -322,19 +322,36 @@ impl Write for Stderr {
     }
 }
 
+/// Whether the log's lines carry the terminal's colours (ANSI escape
+/// sequences the formatter writes itself): [`set_colours`].
+static COLOURS: AtomicBool = AtomicBool::new(false);
+
+/// Says whether the formatter writes colours: without, an ESC in a line
+/// is a value's, escaped like the other control characters.
+pub fn set_colours(on: bool) {
+    COLOURS.store(on, Ordering::Relaxed);
+}
+
 /// One formatted event (the formatter writes each whole, ending in its
 /// newline) with the line breaks and other control characters inside it
-/// escaped (`\n`, `\r`, `\x0b`): a value that holds them (a path given
-/// on the command line or in the configuration) must not start a line of
-/// its own that reads as another event. The formatter escapes ESC and
-/// the rest itself; a tab and ESC (the terminal's colours) stay. The line
-/// as it is, without a copy, when it holds none.
+/// escaped (`\n`, `\r`, `\x0b`, `\x1b`): a value that holds them (a
+/// path given on the command line or in the configuration) must not
+/// start a line of its own that reads as another event, nor move the
+/// terminal's cursor over the lines before. A tab stays, and ESC when the
+/// formatter writes colours (the message's own are escaped by the
+/// formatter then; a field's are not). The line as it is, without a
+/// copy, when it holds none.
 fn one_event_one_line(buf: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    escaped(buf, COLOURS.load(Ordering::Relaxed))
+}
+
+/// [`one_event_one_line`], ESC kept when `colours`.
+fn escaped(buf: &[u8], colours: bool) -> std::borrow::Cow<'_, [u8]> {
     let (body, end): (&[u8], &[u8]) = match buf.split_last() {
         Some((b'\n', body)) => (body, b"\n"),
         _ => (buf, b""),
     };
-    let breaks = |b: u8| b < 0x20 && b != b'\t' && b != 0x1b;
+    let breaks = |b: u8| b < 0x20 && b != b'\t' && !(colours && b == 0x1b);
     if !body.iter().any(|&b| breaks(b)) {
         return std::borrow::Cow::Borrowed(buf);
     }
@@ -369,10 +386,14 @@ mod tests {
 
     #[test]
     fn an_event_stays_on_its_line() {
-        let one = |b: &[u8]| one_event_one_line(b).into_owned();
+        let one = |b: &[u8]| escaped(b, true).into_owned();
         assert_eq!(one(b"a\tb \x1b[1mc\n"), b"a\tb \x1b[1mc\n");
+        assert_eq!(
+            escaped(b"a\tb \x1b[1mc\n", false).into_owned(),
+            b"a\tb \\x1b[1mc\n"
+        );
         assert!(matches!(
-            one_event_one_line(b"plain\n"),
+            escaped(b"plain\n", false),
             std::borrow::Cow::Borrowed(_)
         ));
         assert_eq!(one(b"a\nb\rc\x0bd\x00\n"), b"a\\nb\\rc\\x0bd\\x00\n");

@@ -296,14 +296,16 @@ fn any_source_multicast_is_warned_about_at_start() {
     assert!(!warned("feed=pinned"), "{text}");
 }
 
-/// A path holding a line break (the configuration's, given on the command
-/// line, and the publication's, given in it) is logged on its line, the
-/// break escaped: it cannot start a line that reads as another event.
+/// A path holding a line break or an escape sequence (the configuration's,
+/// given on the command line, and the publication's, given in it) is
+/// logged on its line, escaped: it cannot start a line that reads as
+/// another event, nor move a terminal's cursor (a field's value included:
+/// the formatter escapes only the message's).
 #[test]
 fn a_line_break_in_a_logged_path_forges_no_line() {
     let top = tempfile::tempdir().unwrap();
     let forged = "2026-01-01T00:00:00Z ERROR forged";
-    let dir = top.path().join(format!("x\n{forged}\r"));
+    let dir = top.path().join(format!("x\n{forged}\r\x1b[2K"));
     std::fs::create_dir(&dir).unwrap();
     let shm = dir.join("shm");
     let port = crate::common::socket().1.port();
@@ -319,6 +321,7 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
                 .to_string()
                 .replace('\n', "\\n")
                 .replace('\r', "\\r")
+                .replace('\x1b', "\\u001b")
         ),
     )
     .unwrap();
@@ -329,7 +332,9 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(up, "the sidecar did not come up: {text}");
     assert!(
-        !text.lines().any(|l| l.starts_with(forged)) && !text.contains('\r'),
+        !text.lines().any(|l| l.starts_with(forged))
+            && !text.contains('\r')
+            && !text.contains('\x1b'),
         "{text}"
     );
     let starting = text
@@ -337,8 +342,8 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
         .find(|l| l.contains("starting from"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        starting.contains(&format!("x\\n{forged}\\r/config.toml"))
-            && starting.contains(&format!("x\\n{forged}\\r/shm")),
+        starting.contains(&format!("x\\n{forged}\\r\\x1b[2K/config.toml"))
+            && starting.contains(&format!("x\\n{forged}\\r\\x1b[2K/shm")),
         "{starting}"
     );
 }

@@ -385,9 +385,10 @@ impl OffsetEstimator {
     /// contract's formula evaluated at its own stamp either way: lower (its
     /// sample is), or higher, by a sample the formula still counts at the
     /// earlier stamp that the window anchored later has already dropped
-    /// (quotes then look younger than the formula says; only a stamp
-    /// stepped back to the window's old edge shows it). A capture's steps
-    /// back are counted and warned about (docs/replay.md).
+    /// (quotes then look younger than the formula says: a sample that left
+    /// the window anchored later, within the window of the earlier stamp).
+    /// A capture's steps back are counted and warned about
+    /// (docs/replay.md).
     #[inline]
     pub fn on_packet(&mut self, arrival: u64, send_time: u64) {
         let OffsetMode::Auto { window_ns } = self.mode else {
