@@ -975,7 +975,9 @@ impl Model {
         {
             let g = self.gaps.remove(k);
             self.c.packets_lost += u64::from(g.hi - g.lo) - g.filled.len() as u64;
-            self.unseen = self.unseen.max(Some(g.hi - 1));
+            // The highest packet of the gap never received.
+            let top = (g.lo..g.hi).rev().find(|s| !g.filled.contains(s));
+            self.unseen = self.unseen.max(top);
             given_up = true;
         }
         if given_up {

@@ -4138,6 +4138,30 @@ fn a_snapshot_taken_before_a_packet_given_up_leaves_its_instrument_unverified() 
     assert_eq!(out.sym(7)["snapshots_applied"].as_u64(), Some(3));
 }
 
+/// The same, in a gap partly filled: of packets 2 and 3 lost on line A,
+/// line B brings 3; 2 is given up. A snapshot taken at packet 1 leaves the
+/// instrument unverified; one taken at packet 2, the last never received,
+/// verifies it (packet 3, received, is no reason to doubt it).
+#[test]
+fn a_snapshot_taken_at_the_last_packet_given_up_verifies_its_instrument() {
+    for (last, want) in [(1, r(&["suspect"])), (2, ok())] {
+        let mut ch = Channel::new("");
+        ch.send(0, A, event(1, &[bid(7, 1, 100)]));
+        ch.send(MS, A, heartbeat(4));
+        ch.send(2 * MS, B, heartbeat(3));
+        let given_up = ch.check(7 * MS, "#7");
+        ch.send(
+            8 * MS,
+            SNAP_A,
+            snapshots(&[snapshot(last, 7, 1, None, &[level(Bid, 1, 100)])]),
+        );
+        let after = ch.check(9 * MS, "#7");
+        let out = ch.run();
+        assert_eq!(out.reasons(given_up), r(&["suspect"]), "taken at {last}");
+        assert_eq!(out.reasons(after), want, "taken at {last}");
+    }
+}
+
 /// Not in the contract (docs/mdp3.md, "A snapshot taken before a packet
 /// never received"): the lines joined at packet 1000 never receive the
 /// packets below it; an instrument healed before it by a snapshot taken

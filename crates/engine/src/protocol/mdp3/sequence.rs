@@ -318,8 +318,14 @@ impl Sequence {
     fn give_up(&mut self, g: Gap) {
         self.counters.packets_lost += g.missing();
         self.counters.gaps_given_up += 1;
-        // `hi` is above `lo`: at least 1.
-        self.unseen(g.hi - 1);
+        // The highest packet of the gap never received: below the run of
+        // packets filled up to its top, if there is one. (`hi` is above
+        // `lo`: at least 1; a gap given up misses one at least.)
+        let top = match g.filled.runs().last() {
+            Some((l, h)) if h == u64::from(g.hi) && l > u64::from(g.lo) => l as u32 - 1,
+            _ => g.hi - 1,
+        };
+        self.unseen(top);
         self.keep_spare(g);
     }
 
