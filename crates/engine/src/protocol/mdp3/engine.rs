@@ -267,8 +267,10 @@ impl Joining {
             // turned needy since, or one needy then that took a book
             // entry since (quiet then, trading now: its snapshot is in the
             // loop from now on; its flags did not turn, its entries wait).
+            // (A book entry that waited, its instrument whole again since,
+            // a ChannelReset say, needs nothing.)
             let fresh = match self.left_idle {
-                true => p.needy_since_mark() > 0 || waiting > self.waiting_seen,
+                true => p.needy_since_mark() > 0 || (waiting > self.waiting_seen && p.needy() > 0),
                 false => p.needy() > 0,
             };
             if !given_up && !fresh {
@@ -1072,6 +1074,16 @@ mod tests {
         assert!(!j.joined(), "within the grace period");
         j.update(T + 3 + 15 * MS, 2, &mut quiet, (0, 0, 8), false);
         assert!(j.joined(), "its snapshot is in the loop now: joined");
+        // Left idle again; a book entry waits, but its instrument is whole
+        // again (a ChannelReset) before the grace period ends: no join.
+        j.update(T + 4 + 15 * MS, 3, &mut quiet, (0, 0, 8), false);
+        j.update(T + 5 + 15 * MS, 4, &mut quiet, (0, 0, 8), false);
+        assert!(!j.joined(), "left after a loop that healed nothing");
+        let joins = j.joins;
+        j.update(T + 6 + 15 * MS, 4, &mut quiet, (0, 0, 9), false);
+        let mut whole = Publisher::with_needy(0, 0);
+        j.update(T + 6 + 25 * MS, 4, &mut whole, (0, 0, 9), false);
+        assert!(!j.joined() && j.joins == joins, "nothing needs a snapshot");
     }
 
     /// A loop beginning marks the needy as of the cycle before it: one
