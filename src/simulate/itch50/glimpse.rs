@@ -72,7 +72,7 @@
 //! login's fields are ever printed or reported.
 
 use super::Venue;
-use crate::protocol::itch50::config::{read_password, Password, PasswordSource};
+use crate::protocol::itch50::config::{self, read_password, Password, PasswordSource};
 use crate::protocol::itch50::glimpse::{END_OF_SNAPSHOT, END_OF_SNAPSHOT_LEN};
 use crate::protocol::itch50::message::encode;
 use crate::protocol::itch50::soup::{self, kind, Login};
@@ -418,10 +418,15 @@ impl Server {
         let password = read_password(&PasswordSource::Env(p.password_env.clone())).map_err(|e| {
             // read_password's errors begin with its key and the name; the
             // rest says what is wrong, never the value.
-            let why = e.split_once(": ").map_or(e.as_str(), |(_, why)| why);
+            // Named as `run` names it: not when it may be the password.
+            let named = config::password_env_named(&p.password_env);
+            let why = e
+                .strip_prefix(&named)
+                .and_then(|why| why.strip_prefix(": "))
+                .unwrap_or("not read");
+            let name = named.trim_start_matches("glimpse_password_env ");
             anyhow::anyhow!(
-                "simulate: --glimpse reads the password from the environment variable {} (--glimpse-password-env): {why}",
-                p.password_env
+                "simulate: --glimpse reads the password from the environment variable {name} (--glimpse-password-env): {why}"
             )
         })?;
         let (tx, requests) = bounded(MAX_WAITING);
@@ -1230,6 +1235,13 @@ mod tests {
             ),
             (
                 Params {
+                    password_env: "hunter2x".into(),
+                    ..ok.clone()
+                },
+                "the environment variable (its value not shown: not an upper-case variable's name, it may be the password) (--glimpse-password-env): not set",
+            ),
+            (
+                Params {
                     fault: Some(Fault::Absent),
                     fault_logins: 1,
                     ..ok.clone()
@@ -1243,7 +1255,7 @@ mod tests {
                 .unwrap()
                 .to_string();
             assert!(e.contains(needle) && !e.contains('\n'), "{needle}: {e}");
-            assert!(!e.contains(PW), "{e}");
+            assert!(!e.contains(PW) && !e.contains("hunter2x"), "{e}");
         }
         // The venue checks them too, and publish refuses port 0.
         let venue = |g: Params| VenueParams {

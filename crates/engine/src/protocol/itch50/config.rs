@@ -765,25 +765,30 @@ fn wipe(bytes: &mut [u8]) {
 pub fn read_password(source: &PasswordSource) -> Result<Password, String> {
     match source {
         PasswordSource::Env(name) => {
-            // Named only in the usual shape of a variable's name (upper
-            // case): another value may be the password itself, written
-            // there by mistake.
-            let usual = valid_env_name(name)
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-            let what = match usual {
-                true => format!("glimpse_password_env {name}"),
-                false => "glimpse_password_env (its value not shown: not an upper-case \
-                          variable's name, it may be the password)"
-                    .to_string(),
-            };
+            let what = password_env_named(name);
             if !valid_env_name(name) {
                 return Err(format!("{what}: not an environment variable's name"));
             }
             password_from_env(&what, std::env::var_os(name))
         }
         PasswordSource::File(path) => password_from_file(path),
+    }
+}
+
+/// `glimpse_password_env` and the variable `name` as an error names them
+/// (what [`read_password`]'s errors begin with, then `: ` and why): the
+/// name only in the usual shape of a variable's name (upper case), as
+/// another value may be the password itself, written there by mistake.
+pub fn password_env_named(name: &str) -> String {
+    let usual = valid_env_name(name)
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    match usual {
+        true => format!("glimpse_password_env {name}"),
+        false => "glimpse_password_env (its value not shown: not an upper-case variable's \
+                  name, it may be the password)"
+            .to_string(),
     }
 }
 
