@@ -1394,6 +1394,21 @@ mod tests {
         assert!(o.end_of_session && !o.alive);
     }
 
+    /// An end of session ahead of the next expected reveals the gap below
+    /// it as a heartbeat does, outside a snapshot wait too, and proves no
+    /// life.
+    #[test]
+    fn an_end_of_session_ahead_reveals_a_gap() {
+        let mut r = Run::new(settings());
+        r.packet(&data(S1, 1, 2), 0);
+        let o = r.packet(&PacketBuilder::end_of_session(S1, 5), MS);
+        assert_eq!(
+            (o.gap, o.end_of_session, o.alive),
+            (Some((3, 5)), true, false)
+        );
+        assert!(r.seq.suspect());
+    }
+
     #[test]
     fn the_first_gap_of_a_session_given_up_is_a_join_not_a_loss() {
         let mut r = Run::new(settings());
