@@ -770,6 +770,21 @@ fn input_ended(
             ));
         }
     }
+    // Checks after the input's last record: answered from the state at
+    // its end, which no datagram after it could change (a capture stopped
+    // early reads `ok` there until its staleness says otherwise).
+    if let (Some((_, last)), None) = (outcome.summary.capture.span_ns, &outcome.input_error) {
+        let after = checks.iter().filter(|c| c.time_ns > last);
+        if let Some(latest) = after.clone().map(|c| c.time_ns).max() {
+            warn(&format!(
+                "{} of the checks of {} are after the input's last record ({}; the latest at {}): each was answered from the state at the input's end, as if nothing arrived after it",
+                after.count(),
+                args.checks.as_deref().unwrap_or(std::path::Path::new("-")).display(),
+                tickguard::explain::iso(last),
+                tickguard::explain::iso(latest)
+            ));
+        }
+    }
     // Deadlines only run forward: an --until before the input's end reaches
     // only feeds whose last datagram came before it (in seconds or ms by
     // mistake, most likely).

@@ -380,6 +380,49 @@ fn checks_are_answered_after_packets_at_or_before_their_time() {
         "{}",
         run.stderr
     );
+    // None after the last datagram: no warning of those either.
+    assert!(
+        !run.stderr.contains("after the input's last record"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Checks later than the input's last record are answered from the state
+/// at its end (an SQF quote 100 ms old reads `ok`), and said so: nothing
+/// in the input vouches for what came after it.
+#[test]
+fn checks_after_the_inputs_end_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    let cap = small_capture(dir.path(), &[(t, "239.1.1.1:30001", quote(1, t))]);
+    let cfg = write(dir.path(), "c.toml", SMALL_CONFIG);
+    let checks = write(
+        dir.path(),
+        "checks.csv",
+        &format!(
+            "time_ns,feed,symbol\n{},lp1,EURUSD\n{},lp1,EURUSD\n{},lp1,EURUSD\n",
+            t,
+            t + 100 * MS,
+            t + 200 * MS,
+        ),
+    );
+    let run = replay(&cap, &cfg, Some(&checks));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout.matches(r#""reasons":[]"#).count(),
+        3,
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(
+            "checks.csv are after the input's last record \
+             (1970-01-01T00:00:10.000000000Z; the latest at 1970-01-01T00:00:10.200000000Z)"
+        ),
+        "{}",
+        run.stderr
+    );
 }
 
 /// `--summary` or `--timeline` naming one of the replay's own inputs (the
