@@ -101,9 +101,11 @@ use tickguard::protocol::mdp3::encode::{
     self, BookEntry, FeedType, Shape, SnapshotEntry, SnapshotRoot,
 };
 use tickguard::protocol::mdp3::feed::{Feed, Settings};
+use tickguard::protocol::mdp3::publish::{key as mdp3_key, Publisher};
 use tickguard::protocol::mdp3::sequence;
 use tickguard::protocol::mdp3::template::{EntryType, UpdateAction};
-use tickguard::verdict::Thresholds;
+use tickguard::state::StateTable;
+use tickguard::verdict::{Reasons, Thresholds};
 
 /// Time step of the generator, ns: deadlines and thresholds fall on it, so
 /// "exactly at the deadline" happens often.
@@ -3052,6 +3054,38 @@ fn compare(model: &Model, feed: &Feed, now: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The feed's publication, as the live receiver keeps it.
+struct Published {
+    p: Publisher,
+    table: StateTable,
+}
+
+impl Published {
+    /// Publishes what changed in `feed` since the last time.
+    fn publish(&mut self, feed: &mut Feed, th: Thresholds) {
+        self.p.publish(0, feed, &mut self.table, |_, _| th);
+    }
+
+    /// Every instrument's published slot gives the verdict the feed gives
+    /// in process at `now` (none published: `no_quote`, as a reader
+    /// answers), the channel's times and offset as published.
+    fn agrees(&self, feed: &Feed, th: Thresholds, now: u64) -> Result<(), String> {
+        for id in IDS.iter().chain([&STRANGER]) {
+            let got = match self.table.find(0, mdp3_key(*id)) {
+                Some(slot) => self.table.check(slot, feed.offset(), now),
+                None => Reasons::NO_QUOTE,
+            };
+            let want = feed.verdict(&format!("#{id}"), th, now);
+            same(
+                &format!("published verdict of #{id} at T0+{}", now - T0),
+                got.names().collect::<Vec<_>>(),
+                want.names().collect::<Vec<_>>(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 fn verdicts(model: &Model, feed: &Feed, name: &str, now: u64) -> Result<(), String> {
     let got: Vec<&str> = feed.verdict(name, model.th, now).names().collect();
     same(
@@ -3261,6 +3295,12 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
     };
     let mut model = Model::new(setup);
     let mut feed = Feed::new(setup.settings());
+    // What a gateway reads: the feed published as live publishes it.
+    feed.track_touched(true);
+    let mut published = Published {
+        p: Publisher::default(),
+        table: StateTable::with_feeds(4096, 1),
+    };
     for d in &file {
         let got = feed.on_definitions(d).is_ok();
         let want = model.on_definitions(d, T0).is_ok();
@@ -3303,10 +3343,14 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
             To::Check(nows, unseen_reset, states, versions) => {
                 feed.expire(t);
                 model.expire(t);
+                published.publish(&mut feed, model.th);
                 for later in nows {
                     for name in names() {
                         verdicts(&model, &feed, &name, t + later * STEP).map_err(what)?;
                     }
+                    published
+                        .agrees(&feed, model.th, t + later * STEP)
+                        .map_err(what)?;
                 }
                 // A reset not had at once may leave mixed books until the
                 // receiver empties the channel after it was sent.
