@@ -61,10 +61,12 @@ use tickguard::clock::{OffsetMode, UNBOUNDED};
 
 use tickguard::protocol::itch50::feed::{self, Feed, Hours, SymbolState};
 use tickguard::protocol::itch50::message::encode;
+use tickguard::protocol::itch50::publish::Publisher;
 use tickguard::protocol::itch50::sequencer;
 use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+use tickguard::state::StateTable;
 use tickguard::symbol::Symbol;
-use tickguard::verdict::Thresholds;
+use tickguard::verdict::{Reasons, Thresholds};
 
 /// Time step of the generator, ns: deadlines and thresholds fall on it, so
 /// "exactly at the deadline" happens often.
@@ -1121,6 +1123,10 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
         max_symbols: 1 << 16,
     });
     feed.pipeline_books(pipelined);
+    // What a gateway reads: the feed published as live publishes it.
+    feed.track_touched(true);
+    let mut publisher = Publisher::new(1 << 16);
+    let mut table = StateTable::with_feeds(1 << 12, 1);
     let th = setup.th();
     let mut t = setup.t0();
     let mut ex = Exchange {
@@ -1230,14 +1236,45 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
             }
             feed.settle();
         }
-        compare(&model, &mut feed, th, t).map_err(|e| {
-            format!(
-                "step {step} ({op:?}) at t0+{}: {e}",
-                t as i128 - setup.t0() as i128
-            )
-        })?;
+        compare(&model, &mut feed, th, t)
+            .and_then(|()| {
+                publisher.publish(0, &mut feed, &mut table, |_| th);
+                published_agrees(&mut feed, &table, th, t)
+            })
+            .map_err(|e| {
+                format!(
+                    "step {step} ({op:?}) at t0+{}: {e}",
+                    t as i128 - setup.t0() as i128
+                )
+            })?;
     }
     Ok(model)
+}
+
+/// Each stock's published slot gives the verdict the feed gives in process
+/// at `now` (none published: `no_quote`, as a reader answers), the feed's
+/// status and offset as published.
+fn published_agrees(
+    feed: &mut Feed,
+    table: &StateTable,
+    th: Thresholds,
+    now: u64,
+) -> Result<(), String> {
+    let offset = feed.offset();
+    let settled = feed.settled();
+    for (i, name) in STOCKS.iter().enumerate() {
+        let stock = sym(i);
+        let got = match table.find(0, stock) {
+            Some(slot) => table.check(slot, offset, now),
+            None => Reasons::NO_QUOTE,
+        };
+        same(
+            &format!("published verdict of {name} at {now}"),
+            got.names().collect::<Vec<_>>(),
+            settled.verdict(stock, th, now).names().collect::<Vec<_>>(),
+        )?;
+    }
+    Ok(())
 }
 
 /// The failures proptest recorded for this module are found, so that they
