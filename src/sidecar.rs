@@ -20,7 +20,12 @@
 //! The wall clock read is the cycle's `now`: the arrival time of datagrams
 //! the kernel did not timestamp, the bound of the merge's horizon, and the
 //! time gaps are given up at and the heartbeat and a clock step are told
-//! by. Nothing in the cycle allocates, locks or logs.
+//! by. The cycle's datagram path (receive, merge, apply, publish) does not
+//! allocate, lock or log; beside it, rare events do: rate-limited log
+//! lines (a rejected packet, a membership change), a membership
+//! `setsockopt`, a re-request's `send_to`, and a GLIMPSE snapshot attempt
+//! started or finished (a channel send that may wake its thread, taking
+//! the channel's lock).
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
@@ -224,6 +229,9 @@ struct Line {
     /// again and again (a snapshot loop wanted and done with, or forged
     /// packets making it so), a few lines a second, not four a datagram.
     membership_log: crate::ratelimit::Limiter,
+    /// The failed changes' warnings' limit (loop clock): the first, then
+    /// one a minute however the wants turn meanwhile.
+    membership_warn: crate::ratelimit::Limiter,
 }
 
 impl Line {
@@ -248,6 +256,7 @@ impl Line {
             membership_retry_at: None,
             membership_failures: 0,
             membership_log: crate::ratelimit::Limiter::new(MEMBERSHIP_LOG_NS),
+            membership_warn: crate::ratelimit::Limiter::new(MEMBERSHIP_WARN_NS),
         }
     }
 }
@@ -771,13 +780,28 @@ fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
         .feeds
         .get(line.feed as usize)
         .map_or("?", |f| f.name.as_str());
+    let result = line.socket.set_joined(want);
+    membership_result(feed, line, want, result, now);
+}
+
+/// What [`membership_changed`]'s change of `line` to `want` gave
+/// (`result`: whether it changed the membership), logged as it says.
+fn membership_result(
+    feed: &str,
+    line: &mut Line,
+    want: bool,
+    result: std::io::Result<bool>,
+    now: u64,
+) {
     let addr = line.socket.info.addr;
     let change = if want { "join" } else { "leave" };
-    match line.socket.set_joined(want) {
+    match result {
         Ok(changed) => {
             let failed = std::mem::take(&mut line.membership_failures);
             line.membership_retry_at = None;
-            let Some(unlogged) = line.membership_log.due(now, failed > 0) else {
+            // A change done after failures is said at once; nothing to
+            // change (wanted as it stands) waits its turn.
+            let Some(unlogged) = line.membership_log.due(now, failed > 0 && changed) else {
                 return;
             };
             if failed > 0 && changed {
@@ -791,14 +815,19 @@ fn membership_changed(config: &Config, line: &mut Line, want: bool, now: u64) {
         Err(e) => {
             line.membership_failures = line.membership_failures.saturating_add(1);
             line.membership_retry_at = Some(now.saturating_add(MEMBERSHIP_RETRY_NS));
-            // The first failure, then one line a minute while it lasts.
+            // The first failure, then one line a minute while failures go
+            // on, wanted and not wanted in turn or not.
             let n = line.membership_failures;
-            if n == 1 || n.is_multiple_of(60) {
+            if line.membership_warn.due(now, false).is_some() {
                 tracing::warn!(feed = %feed, line = %addr, error = %e, failed = n, "line {change} failed ({n} in a row); tried again every second, and until then what arrives unwanted is dropped");
             }
         }
     }
 }
+
+/// Least time between two warnings of a line's failed membership
+/// changes, ns.
+const MEMBERSHIP_WARN_NS: u64 = 60_000_000_000;
 
 /// Time between attempts at a membership change that failed (an
 /// interface address gone, say), ns.
@@ -888,13 +917,27 @@ impl Sidecar {
                         };
                         let socket = LineSocket::open(listen, None, sc.interface, sc.rcvbuf_bytes)
                             .with_context(|| format!("feed '{}': {key} {listen}", f.name))?;
+                        let i = &socket.info;
                         tracing::info!(
                             feed = %f.name,
                             service = key,
                             server = %server,
-                            listen = %socket.info.addr,
+                            listen = %i.addr,
+                            rcvbuf_bytes = i.rcvbuf,
+                            rcvbuf_requested = sc.rcvbuf_bytes,
+                            rcvbuf_capped = i.rcvbuf_capped(),
+                            kernel_timestamps = i.timestamps,
+                            kernel_drop_counter = i.drop_counter,
                             "channel open"
                         );
+                        // As a line's: its answers are datagrams the kernel
+                        // buffers and stamps alike.
+                        if let Some(line) = i.rcvbuf_shortfall() {
+                            tracing::warn!(feed = %f.name, "{line}");
+                        }
+                        if !i.timestamps {
+                            tracing::warn!(channel = %i.addr, "no kernel receive timestamps: arrival times are read per cycle");
+                        }
                         channels.push((id as u16, lines.len(), server));
                         let mut line = Line::new(id as u16, line_index(s, 0), socket, sc.batch);
                         // Answers are taken from the server only: a forged
@@ -1664,6 +1707,29 @@ mod tests {
             "{settled}"
         );
         assert_eq!(line.membership_log.held(), 0);
+        // A join failing each time it is wanted, wanted and not wanted in
+        // turn (its leave then changes nothing): the first failure is
+        // warned about, then one a minute, and nothing else is logged
+        // meanwhile but at the membership lines' own pace.
+        let t = t + 10 * MEMBERSHIP_LOG_NS;
+        let failing = logs_of(|| {
+            for k in 0..1_000u64 {
+                let want = k % 2 == 0;
+                let result = match want {
+                    true => Err(std::io::Error::from_raw_os_error(libc::ENODEV)),
+                    false => Ok(false),
+                };
+                membership_result("lp1", &mut line, want, result, t + k * 1_000_000);
+            }
+        });
+        let warned = failing.matches("line join failed").count();
+        assert_eq!(warned, 1, "{failing}");
+        assert!(failing.lines().count() <= 1 + 4, "{failing}");
+        let later = logs_of(|| {
+            let e = std::io::Error::from_raw_os_error(libc::ENODEV);
+            membership_result("lp1", &mut line, true, Err(e), t + MEMBERSHIP_WARN_NS);
+        });
+        assert_eq!(later.matches("line join failed").count(), 1, "{later}");
     }
 
     /// What the sidecar writes for the feeds' lines is exactly what

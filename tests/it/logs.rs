@@ -348,6 +348,44 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
     );
 }
 
+/// A recovery channel's socket is told as a line's: its receive buffer as
+/// granted (capped below what was asked: a warning naming its address).
+#[test]
+fn a_recovery_channels_capped_receive_buffer_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("shm");
+    let (line, listen) = (crate::common::socket().1, crate::common::socket().1);
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
+             dead_after_ms = 1000\nrcvbuf_bytes = 1073741823\n[[feed]]\nname = \"nq\"\n\
+             protocol = \"itch50\"\nlines = [\"{line}\"]\nstale_threshold_ms = 60000\n\
+             source_threshold_ms = 60000\nrecovery = \"127.0.0.1:9\"\nrecovery_listen = \"{listen}\"\n",
+            shm.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("run.log");
+    let child = crate::common::run_logged(&[], &cfg, &log);
+    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
+    drop(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(up, "the sidecar did not come up: {text}");
+    let opened = text
+        .lines()
+        .find(|l| l.contains("channel open"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(opened.contains("rcvbuf_requested=1073741823"), "{opened}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("WARN")
+                && l.contains(&format!("line {listen}: receive buffer capped"))),
+        "{text}"
+    );
+}
+
 /// A state table too small for the feed's symbols: the monitor logs it
 /// once (not the receive thread), naming the feed and the setting, and
 /// `check` of a refused symbol says it may be one the table refused.
