@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | stamp | seqlock stamp | odd while a write is in progress; +2 per update, so it also counts changes |
 //! | 0 | symbol | wire bytes as little-endian u64; 0 = empty slot |
-//! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price, 20 halted, 21 has_bid, 22 has_ask, 24..32 price_format (0 f64 bits, 1 decimal), 32..40 decimal exponent (i8) |
+//! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price, 20 halted, 21 has_bid, 22 has_ask, 23 closed, 24..32 price_format (0 f64 bits, 1 decimal), 32..40 decimal exponent (i8) |
 //! | 2 | last_seq | SQF: the symbol's last applied sequence; an exchange feed: the stream sequence of the last message that named the symbol or changed its book |
 //! | 3 | bid | f64 bits, or the decimal's i64 mantissa |
 //! | 4 | ask | as bid |
@@ -757,6 +757,7 @@ mod tests {
             meta::HALTED,
             meta::HAS_BID,
             meta::HAS_ASK,
+            meta::CLOSED,
         ];
         assert_eq!(bits, std::array::from_fn(|i| 1 << (16 + i)));
         assert_eq!(meta::FEED_MASK, 0xffff);
