@@ -21,7 +21,8 @@
 //! the kernel did not timestamp, the bound of the merge's horizon, and the
 //! time gaps are given up at and the heartbeat and a clock step are told
 //! by. The cycle's datagram path (receive, merge, apply, publish) does not
-//! allocate, lock or log; beside it, rare events do: rate-limited log
+//! lock or log, nor allocate after warm-up (a new instrument or Symbol
+//! published takes its room once); beside it, rare events do: rate-limited log
 //! lines (a rejected packet, a membership change), a membership
 //! `setsockopt`, a re-request's `send_to`, and a GLIMPSE snapshot attempt
 //! started or finished (a channel send that may wake its thread, taking
@@ -229,9 +230,15 @@ struct Line {
     /// again and again (a snapshot loop wanted and done with, or forged
     /// packets making it so), a few lines a second, not four a datagram.
     membership_log: crate::ratelimit::Limiter,
-    /// The failed changes' warnings' limit (loop clock): the first, then
-    /// one a minute however the wants turn meanwhile.
+    /// The failed changes' warnings' limit (loop clock): the first of a
+    /// trouble (no change done since the last warning), then one a
+    /// minute however the wants turn meanwhile; and the failures not
+    /// warned about since the last warning.
     membership_warn: crate::ratelimit::Limiter,
+    membership_unwarned: u32,
+    /// A change was done since the last warning: the next failure starts
+    /// a new trouble, warned about at once.
+    membership_recovered: bool,
 }
 
 impl Line {
@@ -257,6 +264,8 @@ impl Line {
             membership_failures: 0,
             membership_log: crate::ratelimit::Limiter::new(MEMBERSHIP_LOG_NS),
             membership_warn: crate::ratelimit::Limiter::new(MEMBERSHIP_WARN_NS),
+            membership_unwarned: 0,
+            membership_recovered: true,
         }
     }
 }
@@ -799,6 +808,7 @@ fn membership_result(
         Ok(changed) => {
             let failed = std::mem::take(&mut line.membership_failures);
             line.membership_retry_at = None;
+            line.membership_recovered |= changed;
             // A change done after failures is said at once; nothing to
             // change (wanted as it stands) waits its turn.
             let Some(unlogged) = line.membership_log.due(now, failed > 0 && changed) else {
@@ -815,11 +825,14 @@ fn membership_result(
         Err(e) => {
             line.membership_failures = line.membership_failures.saturating_add(1);
             line.membership_retry_at = Some(now.saturating_add(MEMBERSHIP_RETRY_NS));
-            // The first failure, then one line a minute while failures go
-            // on, wanted and not wanted in turn or not.
+            // The first failure of a trouble, then one line a minute while
+            // failures go on, wanted and not wanted in turn or not.
             let n = line.membership_failures;
-            if line.membership_warn.due(now, false).is_some() {
-                tracing::warn!(feed = %feed, line = %addr, error = %e, failed = n, "line {change} failed ({n} in a row); tried again every second, and until then what arrives unwanted is dropped");
+            line.membership_unwarned = line.membership_unwarned.saturating_add(1);
+            let first = std::mem::take(&mut line.membership_recovered);
+            if line.membership_warn.due(now, first).is_some() {
+                let since = std::mem::take(&mut line.membership_unwarned);
+                tracing::warn!(feed = %feed, line = %addr, error = %e, failed = n, since_last_warning = since, "line {change} failed ({n} in a row, {since} since the last warning); tried again every second, and until then what arrives unwanted is dropped");
             }
         }
     }
@@ -1730,6 +1743,18 @@ mod tests {
             membership_result("lp1", &mut line, true, Err(e), t + MEMBERSHIP_WARN_NS);
         });
         assert_eq!(later.matches("line join failed").count(), 1, "{later}");
+        assert!(later.contains("since the last warning"), "{later}");
+        // A change done, then a new failure within the minute: a new
+        // trouble, warned about at once.
+        let t = t + 2 * MEMBERSHIP_WARN_NS;
+        let again = logs_of(|| {
+            let e = || Err(std::io::Error::from_raw_os_error(libc::ENODEV));
+            membership_result("lp1", &mut line, true, e(), t);
+            membership_result("lp1", &mut line, true, Ok(true), t + 1_000_000_000);
+            membership_result("lp1", &mut line, false, e(), t + 10_000_000_000);
+        });
+        assert_eq!(again.matches("line join failed").count(), 1, "{again}");
+        assert_eq!(again.matches("line leave failed").count(), 1, "{again}");
     }
 
     /// What the sidecar writes for the feeds' lines is exactly what

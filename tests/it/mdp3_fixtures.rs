@@ -150,8 +150,8 @@ impl Run {
             let f = &mut self.feed;
             let done = if self.incremental.contains(&d.dst) {
                 f.on_incremental(&d.payload, d.time_ns)
-            } else if self.snapshot.contains(&d.dst) {
-                f.on_snapshot(&d.payload, d.time_ns)
+            } else if let Some(line) = self.snapshot.iter().position(|a| *a == d.dst) {
+                f.on_snapshot_from(line, &d.payload, d.time_ns)
             } else if self.definition.contains(&d.dst) {
                 f.expire(d.time_ns);
                 f.on_definitions(&d.payload)

@@ -3068,7 +3068,8 @@ impl Published {
 
     /// Every instrument's published slot gives the verdict the feed gives
     /// in process at `now` (none published: `no_quote`, as a reader
-    /// answers), the channel's times and offset as published.
+    /// answers), the channel's times as published (the offset the feed's own: its
+    /// publication is held by the engines' tests).
     fn agrees(&self, feed: &Feed, th: Thresholds, now: u64) -> Result<(), String> {
         for id in IDS.iter().chain([&STRANGER]) {
             let got = match self.table.find(0, mdp3_key(*id)) {
@@ -3386,6 +3387,9 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
             same("accepted", got, want).map_err(what)?;
         }
         compare(&model, &feed, t).map_err(what)?;
+        // Live publishes after every cycle: a change that did not mark its
+        // instrument is not covered by another's later.
+        published.publish(&mut feed, model.th);
     }
     Ok(model)
 }

@@ -69,7 +69,7 @@ fn feed() -> Feed {
 fn deliver(f: &mut Feed, line: usize, payload: &[u8], t: u64) {
     let done = match line {
         0 | 1 => f.on_incremental(payload, t),
-        2 | 3 => f.on_snapshot(payload, t),
+        2 | 3 => f.on_snapshot_from(line - 2, payload, t),
         _ => {
             f.expire(t);
             f.on_definitions(payload)
