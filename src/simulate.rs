@@ -44,6 +44,10 @@ pub const MAX_PAUSE_EVERY_S: u64 = 86_400;
 pub const MAX_PAUSE_MS: u64 = 86_400_000;
 /// Longest `--duration-s`, s (a year).
 pub const MAX_DURATION_S: f64 = 31_536_000.0;
+/// How long a run given no `--duration-s` (0) lasts at most, s (a day):
+/// one that neither a count it reaches nor a signal ends still stops, as
+/// every load loop must.
+pub const UNTIL_INTERRUPTED_S: u64 = 86_400;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.
@@ -262,7 +266,10 @@ impl Pacing {
             rate,
             pause_every_ns,
             pause_ns,
-            duration_ns: (duration_s * NS_PER_S as f64) as u64,
+            duration_ns: match duration_s {
+                0.0 => UNTIL_INTERRUPTED_S * NS_PER_S,
+                s => (s * NS_PER_S as f64) as u64,
+            },
             count,
         })
     }
@@ -313,12 +320,11 @@ impl Pacing {
         }
     }
 
-    /// True once `sent` reached `count`, or the duration has elapsed at
-    /// `now` since `start`.
+    /// True once `sent` reached `count`, or the duration (a day when none
+    /// was given) has elapsed at `now` since `start`.
     pub(crate) fn done(&self, sent: u64, start: Option<u64>, now: u64) -> bool {
         (self.count > 0 && sent >= self.count)
-            || (self.duration_ns > 0
-                && start.is_some_and(|s| now.saturating_sub(s) >= self.duration_ns))
+            || start.is_some_and(|s| now.saturating_sub(s) >= self.duration_ns)
     }
 }
 
@@ -534,6 +540,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("port 0"));
+    }
+
+    /// A run given no duration stops after a day however it was paced: a
+    /// count the rate never reaches does not keep it going.
+    #[test]
+    fn a_run_without_a_duration_stops_after_a_day() {
+        let day = UNTIL_INTERRUPTED_S * NS_PER_S;
+        let p = Pacing::new((1e-300, "quotes", MAX_RATE), 0.0, (0, 0), 1).unwrap();
+        assert_eq!(p.due(day, 0), 0, "the count is never reached");
+        assert!(!p.done(0, Some(5), 5 + day - 1));
+        assert!(p.done(0, Some(5), 5 + day));
+        let given = Pacing::new((1.0, "quotes", MAX_RATE), 2.0 * 86_400.0, (0, 0), 0).unwrap();
+        assert!(!given.done(0, Some(0), day), "a duration given is kept");
     }
 
     #[test]

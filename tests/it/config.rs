@@ -37,10 +37,15 @@ fn fails(dir: &Path, text: &str, args: &[&str]) -> (Option<i32>, String) {
 }
 
 /// A configuration with `sidecar` and `metrics` keys in their tables (the
-/// shared memory in `dir`, the exporter off), then `rest`.
+/// shared memory in `dir`, lines joined on loopback should a refusal ever
+/// let `run` start, the exporter off), then `rest`.
 fn config_text(dir: &Path, sidecar: &str, metrics: &str, rest: &str) -> String {
+    let interface = match sidecar.contains("interface") {
+        true => "",
+        false => "interface = \"127.0.0.1\"\n",
+    };
     format!(
-        "[sidecar]\nshm_path = \"{}\"\n{sidecar}[metrics]\nenabled = false\n{metrics}{rest}",
+        "[sidecar]\nshm_path = \"{}\"\n{interface}{sidecar}[metrics]\nenabled = false\n{metrics}{rest}",
         dir.join("shm").display()
     )
 }

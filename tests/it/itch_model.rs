@@ -1253,7 +1253,8 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
 
 /// Each stock's published slot gives the verdict the feed gives in process
 /// at `now` (none published: `no_quote`, as a reader answers), the feed's
-/// status and offset as published.
+/// status as published (the offset the feed's own: its publication is held
+/// by the engines' tests).
 fn published_agrees(
     feed: &mut Feed,
     table: &StateTable,

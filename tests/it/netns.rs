@@ -133,8 +133,9 @@ pub(crate) fn sidecar_tables(shm: &Path, dead_after_ms: u64) -> String {
     )
 }
 
-/// True as root; otherwise says the test is skipped (and fails under CI,
-/// which runs as root).
+/// True when a network namespace can be made here (root, with the
+/// capabilities a container may withhold: tried, then removed); otherwise
+/// says the test is skipped (and fails under CI, which runs as root).
 fn can_create_namespaces() -> bool {
     let root = Command::new("id")
         .arg("-u")
@@ -143,8 +144,19 @@ fn can_create_namespaces() -> bool {
         .unwrap_or(false);
     if !root {
         crate::common::skip("needs root to create a network namespace");
+        return false;
     }
-    root
+    let probe = format!("tg-probe-{}", std::process::id());
+    let made = Command::new("ip")
+        .args(["netns", "add", &probe])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if made {
+        let _ = Command::new("ip").args(["netns", "del", &probe]).output();
+    } else {
+        crate::common::skip("needs a network namespace: `ip netns add` failed here");
+    }
+    made
 }
 
 fn json(out: &Output) -> serde_json::Value {
