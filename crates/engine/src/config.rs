@@ -340,6 +340,11 @@ impl ProtocolSettings {
         each_settings!(self, s => s.reserved_slots())
     }
 
+    /// Directory entries it reserves ([`FeedProtocol::reserved_names`]).
+    pub fn reserved_names(&self) -> usize {
+        each_settings!(self, s => s.reserved_names())
+    }
+
     /// Its files taken from `dir`, and checked ([`FeedProtocol::locate_files`]).
     pub fn locate_files(&mut self, dir: &Path) -> Result<(), String> {
         each_settings!(self, s => s.locate_files(dir))
@@ -901,6 +906,15 @@ impl Config {
     /// [`StateTable::reserve`]: crate::state::StateTable::reserve
     pub fn reservations(&self) -> Vec<usize> {
         self.feeds.iter().map(FeedConfig::reservation).collect()
+    }
+
+    /// Each feed's reservation of directory entries beyond its slots'
+    /// first, by feed id ([`ProtocolSettings::reserved_names`]).
+    pub fn name_reservations(&self) -> Vec<usize> {
+        self.feeds
+            .iter()
+            .map(|f| f.settings.reserved_names())
+            .collect()
     }
 
     /// The id (position) of the feed called `name`.

@@ -221,6 +221,7 @@ impl Handler {
     /// holds each feed's reservation ([`Config::reservations`]).
     pub fn with_table(config: &Config, mut table: StateTable, offset_queue: usize) -> Handler {
         table.reserve(&config.reservations());
+        table.reserve_names(&config.name_reservations());
         let publication = Publication::of(&table);
         let shared = publication.is_some();
         let capacity = table.capacity();

@@ -1401,6 +1401,55 @@ mod tests {
         Publication::create(path, 0o600, 16, &feeds, 1, 1_000_000).unwrap()
     }
 
+    /// A feed renaming without end (forged definitions moving a Symbol
+    /// from name to name) takes the directory's names no other feed was
+    /// promised, never those another feed reserves: that feed's
+    /// instruments still get their Symbols; a feed reserving none shares
+    /// what is left.
+    #[test]
+    fn a_feeds_renames_leave_another_feed_its_reserved_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |port| vec![format!("239.1.1.1:{port}").parse().unwrap()];
+        let feeds = [
+            feed_info("a", FeedKind::Delta, line(30001)),
+            feed_info("b", FeedKind::Delta, line(30002)),
+        ];
+        let p =
+            Publication::create(&dir.path().join("tg"), 0o600, 4, &feeds, 1, 1_000_000).unwrap();
+        let mut table = StateTable::shared(Arc::new(p));
+        table.reserve(&[2, 2]);
+        table.reserve_names(&[2, 2]);
+        let th = crate::verdict::Thresholds {
+            stale_ns: 1,
+            source_ns: 1,
+        };
+        let key = |s: &str| crate::symbol::Symbol::parse(s).unwrap();
+        let a = table.insert_named(0, key("A1"), b"#1", th).unwrap();
+        let renamed = (0..100)
+            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a))
+            .count();
+        // Its own 2, and none of b's: 4 slots × 2 names, 1 entered, 3
+        // kept for the slots not handed out, b's 2.
+        assert_eq!(renamed, 2);
+        assert!(!table.withdraw(0, b"X0"));
+        let b = table.insert_named(1, key("B1"), b"#2", th).unwrap();
+        assert!(table.alias(1, key("B1"), b"ESZ6", b));
+        assert!(table.withdraw(1, b"ESZ6"));
+        // Past its reservation, b shares what is left with a: nothing.
+        assert!(!table.alias(1, key("B1"), b"ESH7", b));
+        // Without reservations (one feed, or none reserved), the whole
+        // room is anyone's, as before.
+        let p =
+            Publication::create(&dir.path().join("tg2"), 0o600, 4, &feeds, 1, 1_000_000).unwrap();
+        let mut table = StateTable::shared(Arc::new(p));
+        table.reserve(&[2, 2]);
+        let a = table.insert_named(0, key("A1"), b"#1", th).unwrap();
+        let renamed = (0..100)
+            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a))
+            .count();
+        assert_eq!(renamed, 4);
+    }
+
     /// An earlier copy of this very file written back over it in place
     /// has its identity, directory and shape, so its header passes every
     /// check but one: the heartbeat read back is not the one last stored.

@@ -74,6 +74,14 @@ pub trait FeedProtocol: Sized {
         None
     }
 
+    /// Directory entries beyond each slot's first (another name for a
+    /// slot, or a name withdrawn) its publisher may make, held for it as
+    /// its slots are: no other feed's renames take them. 0 (the default)
+    /// for a feed whose slots have one name each.
+    fn reserved_names(&self) -> usize {
+        0
+    }
+
     /// Takes the paths its keys name from `dir`, the directory of the
     /// configuration file (they are kept as written until then), and
     /// checks that each file read by a replay opens (one read only by

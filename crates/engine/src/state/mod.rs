@@ -87,12 +87,23 @@ impl Store {
 struct Share {
     reserved: usize,
     used: usize,
+    /// Directory entries beyond a slot's first held for the feed
+    /// ([`StateTable::reserve_names`]), and those it made (another name
+    /// for a slot, a name withdrawn).
+    names: usize,
+    aliases: usize,
 }
 
 impl Share {
     /// Slots of the reservation not used yet.
     fn unused(&self) -> usize {
         self.reserved.saturating_sub(self.used)
+    }
+
+    /// Entries of the reservation of names beyond a slot's first not
+    /// used yet.
+    fn aliases_unused(&self) -> usize {
+        self.names.saturating_sub(self.aliases)
     }
 }
 
@@ -108,6 +119,9 @@ pub struct StateTable {
     shares: Box<[Share]>,
     /// The feeds' unused reservations together, slots.
     owed: usize,
+    /// The feeds' unused reservations of directory entries beyond a
+    /// slot's first, together.
+    aliases_owed: usize,
 }
 
 impl StateTable {
@@ -134,6 +148,7 @@ impl StateTable {
             names: 0,
             shares: Box::new([]),
             owed: 0,
+            aliases_owed: 0,
         }
     }
 
@@ -150,6 +165,7 @@ impl StateTable {
             names: 0,
             shares: Box::new([]),
             owed: 0,
+            aliases_owed: 0,
         }
     }
 
@@ -163,7 +179,12 @@ impl StateTable {
     pub fn reserve(&mut self, reserved: &[usize]) {
         let mut shares: Box<[Share]> = reserved
             .iter()
-            .map(|&reserved| Share { reserved, used: 0 })
+            .map(|&reserved| Share {
+                reserved,
+                used: 0,
+                names: 0,
+                aliases: 0,
+            })
             .collect();
         for s in &self.store.slots()[..self.len] {
             if let Some(share) = shares.get_mut(s.load_own().feed as usize) {
@@ -171,7 +192,22 @@ impl StateTable {
             }
         }
         self.owed = shares.iter().map(Share::unused).sum();
+        self.aliases_owed = 0;
         self.shares = shares;
+    }
+
+    /// Holds `names[f]` directory entries beyond its slots' first for
+    /// feed `f` (after [`reserve`](Self::reserve), which lists the feeds):
+    /// from now on a feed makes one more (another name for a slot, a name
+    /// withdrawn) only if the room left still holds every other feed's
+    /// unused reservation of them, as slots are held. The reservations
+    /// together must fit the room the directory keeps beyond one entry a
+    /// slot (the configuration's slot reservations bound them).
+    pub fn reserve_names(&mut self, names: &[usize]) {
+        for (share, &n) in self.shares.iter_mut().zip(names) {
+            share.names = n;
+        }
+        self.aliases_owed = self.shares.iter().map(Share::aliases_unused).sum();
     }
 
     /// Whether `feed` may take a new slot: one is free, and the rest
@@ -306,7 +342,7 @@ impl StateTable {
     /// under that name before. False when the directory is full (it holds
     /// two names per slot of the capacity) or the table is not shared.
     pub fn alias(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
-        self.aliases_fit() && self.enter(feed, key.key(), name, id)
+        self.aliases_fit(feed) && self.enter_alias(feed, key.key(), name, id)
     }
 
     /// Withdraws `name` of `feed`: readers looking it up find nothing (an
@@ -314,15 +350,37 @@ impl StateTable {
     /// directory is full or the table is not shared.
     pub fn withdraw(&mut self, feed: u16, name: &[u8]) -> bool {
         // Key 0 is no symbol: the entry names no slot.
-        self.aliases_fit() && self.enter(feed, 0, name, 0)
+        self.aliases_fit(feed) && self.enter_alias(feed, 0, name, 0)
     }
 
-    /// Whether one more name fits beside one entry kept for each slot not
-    /// handed out yet (so that every slot can still be entered).
-    fn aliases_fit(&self) -> bool {
+    /// Whether one more name of `feed` fits beside one entry kept for each
+    /// slot not handed out yet (so that every slot can still be entered)
+    /// and the other feeds' unused reservations of names (as their slots
+    /// are held: a feed renaming without end does not take the names
+    /// another feed was promised).
+    fn aliases_fit(&self, feed: u16) -> bool {
         let room = tickguard_reader::layout::NAMES_PER_SLOT * self.store.slots().len();
         let kept = self.store.slots().len() - self.len;
-        self.names + kept < room
+        let own = self
+            .shares
+            .get(feed as usize)
+            .map_or(0, Share::aliases_unused);
+        self.names + kept + (self.aliases_owed - own) < room
+    }
+
+    /// [`enter`](Self::enter) of a name beyond a slot's first, counted
+    /// against `feed`'s reservation of names.
+    fn enter_alias(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId) -> bool {
+        if !self.enter(feed, key, name, id) {
+            return false;
+        }
+        if let Some(share) = self.shares.get_mut(feed as usize) {
+            if share.aliases_unused() > 0 {
+                self.aliases_owed -= 1;
+            }
+            share.aliases += 1;
+        }
+        true
     }
 
     fn enter(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId) -> bool {

@@ -325,6 +325,13 @@ impl FeedProtocol for Mdp3Config {
             .then_some((self.max_instruments, "max_instruments"))
     }
 
+    /// A Symbol for each instrument it reserves a slot for (beside its
+    /// `#SecurityID`): another channel's renames, forged or not, never
+    /// take the names of this one's instruments.
+    fn reserved_names(&self) -> usize {
+        self.reserved_slots().map_or(0, |(n, _)| n)
+    }
+
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service> {
         vec![
             Service::lines("lines", lines),
