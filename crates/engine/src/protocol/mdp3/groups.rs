@@ -233,6 +233,15 @@ impl Groups {
             }
             false
         });
+        // As `clear_statuses`: a table a flood grew gives its room back
+        // once, so later late resets cost what they keep.
+        let kept = self.statuses.len().max(self.members.len());
+        if self.statuses.capacity() > 4 * kept + 64 {
+            let statuses = &self.statuses;
+            self.spare.retain(|k| statuses.contains_key(k));
+            self.statuses.shrink_to(kept);
+            self.spare.shrink_to(kept);
+        }
     }
 
     /// Makes instrument `i` a member of the keys its definition's
@@ -363,6 +372,23 @@ mod tests {
         g.record(b"R1", b"", 17, AT, usize::MAX, false);
         g.clear_statuses(false);
         assert_eq!(g.statuses.capacity(), usual);
+    }
+
+    /// A late ChannelReset (statuses after it kept) gives a flood's room
+    /// back too: the resets after it cost what the table keeps.
+    #[test]
+    fn a_late_reset_after_a_flood_of_groups_gives_its_room_back() {
+        let mut g = Groups::default();
+        for n in 0..10_000u32 {
+            let name = format!("G{n}");
+            g.record(name.as_bytes(), b"", 17, AT, usize::MAX, false);
+        }
+        let later = (AT.0, (AT.1 .0 + 10, 0));
+        let mid = (AT.0, (AT.1 .0 + 5, 0));
+        g.record(b"ES", b"", 2, later, usize::MAX, false);
+        g.clear_statuses_before(mid, false);
+        assert_eq!(g.statuses.len(), 1, "the later status stays");
+        assert!(g.statuses.capacity() < 100, "{}", g.statuses.capacity());
     }
 
     /// An empty half names no key of its own, and a key is named once.
