@@ -564,7 +564,9 @@ static inline uint32_t tg__writer_health(const tg_reader *r, uint64_t now_ns) {
     if (r->base == NULL) return r->open_health != TG_HEALTH_OK ? r->open_health : TG_HEALTH_MISSING;
     h = tg__ptr(r, 0);
     /* Acquire: pairs with the writer's Release store of `state` in
-     * Publication::close(), which is ordered after all its slot updates. */
+     * Publication::close(). It orders nothing the check reads after it:
+     * the slots' seqlocks and the feeds' times keep the answer safe
+     * whatever lands meanwhile. */
     state = __atomic_load_n(h + TG_H_STATE, __ATOMIC_ACQUIRE);
     if (state == TG_STATE_CLOSED) return TG_HEALTH_WRITER_CLOSED;
     /* Any other word: cut under the mapping (zeros) or overwritten. */

@@ -32,6 +32,13 @@
 //! handler by itself).
 #![deny(unsafe_code)]
 
+// The publication's words are read with 64-bit atomic loads from a
+// read-only mapping: a 32-bit target may make such a load with a write
+// (`cmpxchg8b`), which faults there. The C header refuses those targets
+// too.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("tickguard-reader needs a 64-bit target: it reads 64-bit words atomically from a read-only mapping");
+
 pub mod clock;
 pub mod file;
 pub mod guard;

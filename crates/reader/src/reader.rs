@@ -954,7 +954,9 @@ fn occupied(m: &Mapped) -> usize {
 #[inline]
 fn writer_health(m: &Mapped, now: u64, dead_after_ns: u64) -> Health {
     let h = m.views.header();
-    // Acquire: pairs with the Release store of `state` on close.
+    // Acquire: pairs with the Release store of `state` on close. (It
+    // orders nothing the check reads after it: the slots' seqlocks and
+    // the feeds' times keep the answer safe whatever lands meanwhile.)
     match crate::memory::load_acquire(&h.state) {
         STATE_RUNNING => {}
         STATE_CLOSED => return Health::WriterClosed,
