@@ -47,3 +47,21 @@ const fn splitmix(x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each table draws its own key: a sender who found keys colliding
+    /// under one table's (or a build's) cannot reuse them on another.
+    #[test]
+    fn each_key_is_drawn_afresh() {
+        let keys: Vec<HashKey> = (0..8).map(|_| HashKey::random()).collect();
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_ne!(HashKey::random(), HashKey::fixed(0));
+    }
+}
