@@ -44,10 +44,10 @@ pub const MAX_PAUSE_EVERY_S: u64 = 86_400;
 pub const MAX_PAUSE_MS: u64 = 86_400_000;
 /// Longest `--duration-s`, s (a year).
 pub const MAX_DURATION_S: f64 = 31_536_000.0;
-/// How long a run given no `--duration-s` (0) lasts at most, s (a day):
-/// one that neither a count it reaches nor a signal ends still stops, as
-/// every load loop must.
-pub const UNTIL_INTERRUPTED_S: u64 = 86_400;
+/// How long a run given no `--duration-s` (0) lasts at most, s (a week,
+/// past every flag's day): one that neither a count it reaches nor a
+/// signal ends still stops, as every load loop must.
+pub const UNTIL_INTERRUPTED_S: u64 = 7 * 86_400;
 /// The most quotes, messages or events one poll makes.
 const MAX_PER_POLL: u64 = 65_536;
 /// Pacing sleep between polls.
@@ -320,8 +320,8 @@ impl Pacing {
         }
     }
 
-    /// True once `sent` reached `count`, or the duration (a day when none
-    /// was given) has elapsed at `now` since `start`.
+    /// True once `sent` reached `count`, or the duration (a week when
+    /// none was given) has elapsed at `now` since `start`.
     pub(crate) fn done(&self, sent: u64, start: Option<u64>, now: u64) -> bool {
         (self.count > 0 && sent >= self.count)
             || start.is_some_and(|s| now.saturating_sub(s) >= self.duration_ns)
@@ -542,16 +542,16 @@ mod tests {
             .contains("port 0"));
     }
 
-    /// A run given no duration stops after a day however it was paced: a
-    /// count the rate never reaches does not keep it going.
+    /// A run given no duration stops after a week however it was paced:
+    /// a count the rate never reaches does not keep it going.
     #[test]
-    fn a_run_without_a_duration_stops_after_a_day() {
+    fn a_run_without_a_duration_stops_after_a_week() {
         let day = UNTIL_INTERRUPTED_S * NS_PER_S;
         let p = Pacing::new((1e-300, "quotes", MAX_RATE), 0.0, (0, 0), 1).unwrap();
         assert_eq!(p.due(day, 0), 0, "the count is never reached");
         assert!(!p.done(0, Some(5), 5 + day - 1));
         assert!(p.done(0, Some(5), 5 + day));
-        let given = Pacing::new((1.0, "quotes", MAX_RATE), 2.0 * 86_400.0, (0, 0), 0).unwrap();
+        let given = Pacing::new((1.0, "quotes", MAX_RATE), 8.0 * 86_400.0, (0, 0), 0).unwrap();
         assert!(!given.done(0, Some(0), day), "a duration given is kept");
     }
 

@@ -132,7 +132,7 @@ pub struct DemoArgs {
     /// 1,000,000).
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
-    /// Stop after this many seconds, 0 to 31,536,000 (0: sqf until Ctrl-C, a day at most;
+    /// Stop after this many seconds, 0 to 31,536,000 (0: sqf until Ctrl-C, a week at most;
     /// itch50 and mdp3 a few seconds after their venue's close, or at
     /// Ctrl-C).
     #[arg(long, default_value_t = 0.0)]
@@ -362,7 +362,7 @@ pub struct SimulateArgs {
     /// sqf: provider clock minus local clock, ms, −86,400,000 to 86,400,000 (a skewed provider clock).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub clock_skew_ms: i64,
-    /// Stop after this many seconds, 0 to 31,536,000 (0: run until interrupted, a day at most).
+    /// Stop after this many seconds, 0 to 31,536,000 (0: run until interrupted, a week at most).
     #[arg(long, default_value_t = 0.0)]
     pub duration_s: f64,
     /// Stop after this many quotes (sqf), messages (itch50) or events (mdp3), 0 to 2^64 − 1 (0: no limit).

@@ -146,7 +146,12 @@ fn can_create_namespaces() -> bool {
         crate::common::skip("needs root to create a network namespace");
         return false;
     }
-    let probe = format!("tg-probe-{}", std::process::id());
+    // Named apart per call: tests of one process (`cargo test`) probe at
+    // once; one a killed run left is removed first.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("tg-probe-{}-{n}", std::process::id());
+    let _ = Command::new("ip").args(["netns", "del", &probe]).output();
     let made = Command::new("ip")
         .args(["netns", "add", &probe])
         .output()

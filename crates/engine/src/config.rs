@@ -2380,6 +2380,15 @@ source_threshold_ms = 9
         let set = format!("{itch}{sqf}{}", mdp3("max_instruments = 300\n"));
         let c = Config::parse(&with(901, &set), "t.toml").unwrap();
         assert_eq!(c.reservations(), [600, 1, 300]);
+        // Names beyond a slot's first: a Symbol for each instrument MDP3
+        // reserves; none for the others. A handler's table holds them.
+        assert_eq!(c.name_reservations(), [0, 0, 300]);
+        let h = crate::handler::Handler::with_table(
+            &c,
+            crate::state::StateTable::with_feeds(901, 3),
+            16,
+        );
+        assert_eq!(h.table().names_owed(), 300);
         let e = err(&with(900, &set));
         assert!(
             e.contains("('nq' max_symbols 600, 'cme' max_instruments 300: 900 together) and a slot for the other feed"),
@@ -2391,6 +2400,7 @@ source_threshold_ms = 9
         let default = format!("{sqf}{}", mdp3(""));
         let c = Config::parse(&default, "t.toml").unwrap();
         assert_eq!((c.capacity, c.reservations()), (65_536, vec![1, 1]));
+        assert_eq!(c.name_reservations(), [0, 0]);
         // Set to the default, it is a bound the configuration states.
         let stated = format!("{sqf}{}", mdp3("max_instruments = 100000\n"));
         assert!(err(&stated).contains("'cme' max_instruments 100000: 100000 together"));

@@ -210,6 +210,12 @@ impl StateTable {
         self.aliases_owed = self.shares.iter().map(Share::aliases_unused).sum();
     }
 
+    /// The feeds' unused reservations of names beyond a slot's first,
+    /// together ([`reserve_names`](Self::reserve_names)).
+    pub fn names_owed(&self) -> usize {
+        self.aliases_owed
+    }
+
     /// Whether `feed` may take a new slot: one is free, and the rest
     /// still hold every other feed's unused reservation.
     fn may_take(&self, feed: u16) -> bool {
