@@ -746,13 +746,20 @@ fn open_line(
         kernel_drop_counter = i.drop_counter,
         "line open"
     );
+    warn_of_socket(name, i);
+    Ok(socket)
+}
+
+/// What an operator must hear of socket `i` of feed `name` (a line's or a
+/// recovery channel's): a receive buffer granted short of what was asked,
+/// arrival times without kernel stamps.
+fn warn_of_socket(name: &str, i: &crate::sys::udp::LineInfo) {
     if let Some(line) = i.rcvbuf_shortfall() {
         tracing::warn!(feed = %name, "{line}");
     }
     if !i.timestamps {
-        tracing::warn!(line = %addr, "no kernel receive timestamps: arrival times are read per cycle");
+        tracing::warn!(line = %i.addr, "no kernel receive timestamps: arrival times are read per cycle");
     }
-    Ok(socket)
 }
 
 /// Membership change lines per line, at most one each this interval (ns
@@ -945,12 +952,7 @@ impl Sidecar {
                         );
                         // As a line's: its answers are datagrams the kernel
                         // buffers and stamps alike.
-                        if let Some(line) = i.rcvbuf_shortfall() {
-                            tracing::warn!(feed = %f.name, "{line}");
-                        }
-                        if !i.timestamps {
-                            tracing::warn!(channel = %i.addr, "no kernel receive timestamps: arrival times are read per cycle");
-                        }
+                        warn_of_socket(&f.name, i);
                         channels.push((id as u16, lines.len(), server));
                         let mut line = Line::new(id as u16, line_index(s, 0), socket, sc.batch);
                         // Answers are taken from the server only: a forged

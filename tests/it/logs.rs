@@ -96,6 +96,17 @@ fn survives(name: &str, stderr: Stdio, close_stderr: bool) {
 }
 
 /// Polls the publication at `shm` until `cond` holds on a healthy writer (20 s at most).
+/// What `run --config cfg` logs into `log` up to its publication at
+/// `shm` (it is stopped then): its start.
+fn start_log(cfg: &Path, shm: &Path, log: &Path) -> String {
+    let child = crate::common::run_logged(&[], cfg, log);
+    let up = wait_for(shm, |r| r.writer_pid() == Some(child.0.id() as u64));
+    drop(child);
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(up, "the sidecar did not come up: {text}");
+    text
+}
+
 fn wait_for(shm: &Path, cond: impl Fn(&Reader) -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
@@ -283,11 +294,7 @@ fn any_source_multicast_is_warned_about_at_start() {
     )
     .unwrap();
     let log = dir.path().join("run.log");
-    let child = crate::common::run_logged(&[], &cfg, &log);
-    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
-    drop(child);
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(up, "the sidecar did not come up: {text}");
+    let text = start_log(&cfg, &shm, &log);
     let warned = |feed: &str| {
         text.lines()
             .any(|l| l.contains("WARN") && l.contains("joined from any source") && l.contains(feed))
@@ -326,11 +333,7 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
     )
     .unwrap();
     let log = top.path().join("run.log");
-    let child = crate::common::run_logged(&[], &cfg, &log);
-    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
-    drop(child);
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(up, "the sidecar did not come up: {text}");
+    let text = start_log(&cfg, &shm, &log);
     assert!(
         !text.lines().any(|l| l.starts_with(forged))
             && !text.contains('\r')
@@ -368,11 +371,7 @@ fn a_recovery_channels_capped_receive_buffer_is_warned_about() {
     )
     .unwrap();
     let log = dir.path().join("run.log");
-    let child = crate::common::run_logged(&[], &cfg, &log);
-    let up = wait_for(&shm, |r| r.writer_pid() == Some(child.0.id() as u64));
-    drop(child);
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(up, "the sidecar did not come up: {text}");
+    let text = start_log(&cfg, &shm, &log);
     let opened = text
         .lines()
         .find(|l| l.contains("channel open"))
