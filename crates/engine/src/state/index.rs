@@ -121,6 +121,15 @@ impl Index {
 mod tests {
     use super::*;
 
+    /// Each index draws its own hash key: symbols found colliding under
+    /// one writer's are no worse than any under the next.
+    #[test]
+    fn each_index_draws_its_own_key() {
+        let (a, b) = (Index::new(4), Index::untouched(4));
+        assert_ne!(a.key, b.key);
+        assert_ne!(a.key, Index::new(4).key);
+    }
+
     #[test]
     fn insert_and_get_across_feeds() {
         for mut ix in [Index::new(100), Index::untouched(100)] {

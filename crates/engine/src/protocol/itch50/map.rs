@@ -570,6 +570,14 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    /// Each map draws its own hash key (order references found colliding
+    /// under one feed's are no worse than any under another's).
+    #[test]
+    fn each_map_draws_its_own_key() {
+        let map = || U64Map::with_capacity(16, 0u64);
+        assert_ne!(map().hash, map().hash);
+    }
+
     #[test]
     fn grows_and_keeps_every_entry() {
         let mut m = U64Map::with_capacity(1, 0u32);

@@ -160,6 +160,13 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// Each index draws its own hash key (SecurityIDs found colliding
+    /// under one channel's are no worse than any under another's).
+    #[test]
+    fn each_index_draws_its_own_key() {
+        assert_ne!(IdIndex::new().hash, IdIndex::new().hash);
+    }
+
     /// Whatever the ids (negative, zero, extremes, runs that collide),
     /// the index answers as a `HashMap` does, through every growth.
     #[test]
