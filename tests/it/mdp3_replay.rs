@@ -425,6 +425,24 @@ fn a_definitions_file_with_a_record_cut_short_stops_the_replay() {
     );
 }
 
+/// A definitions file at `path` in `format` holding ESZ6's definition
+/// (more may be written before it is finished).
+fn esz6_definitions(
+    path: &Path,
+    format: Format,
+) -> CaptureWriter<std::io::BufWriter<std::fs::File>> {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = CaptureWriter::new(file, format, Link::Ethernet).unwrap();
+    w.write_udp(
+        T0,
+        addr("10.3.3.3:5000"),
+        addr("10.1.1.1:9"),
+        &definition(54, ES, "ESZ6", "SP"),
+    )
+    .unwrap();
+    w
+}
+
 /// Records of a definitions file plainly not the lines' are passed over,
 /// whole or not: an ARP frame or an ICMP packet cut by the snaplen, and a
 /// TCP segment cut short, fragmented or malformed (a connection's, never a
@@ -435,15 +453,7 @@ fn a_definitions_file_passes_over_what_is_not_the_lines_read_whole_or_not() {
     let dir = tempfile::tempdir().unwrap();
     let config = setup(dir.path());
     let defs = dir.path().join("defs.pcap");
-    let file = std::io::BufWriter::new(std::fs::File::create(&defs).unwrap());
-    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet).unwrap();
-    w.write_udp(
-        T0,
-        addr("10.3.3.3:5000"),
-        addr("10.1.1.1:9"),
-        &definition(54, ES, "ESZ6", "SP"),
-    )
-    .unwrap();
+    let mut w = esz6_definitions(&defs, Format::PcapNanos);
     // Ethernet, then IPv4 of `protocol` (1,500 bytes on the wire, `frag`
     // its flags and offset), then a 20-byte TCP header (`offset_words`
     // its data offset), the rest zeros.
@@ -512,15 +522,7 @@ fn a_definitions_file_is_read_as_pcapng_and_refused_when_no_capture() {
     let dir = tempfile::tempdir().unwrap();
     let config = setup(dir.path());
     let defs = dir.path().join("defs.pcap");
-    let file = std::io::BufWriter::new(std::fs::File::create(&defs).unwrap());
-    let mut w = CaptureWriter::new(file, Format::PcapNg { tsresol: 9 }, Link::Ethernet).unwrap();
-    w.write_udp(
-        T0,
-        addr("10.3.3.3:5000"),
-        addr("10.1.1.1:9"),
-        &definition(54, ES, "ESZ6", "SP"),
-    )
-    .unwrap();
+    let w = esz6_definitions(&defs, Format::PcapNg { tsresol: 9 });
     w.finish().unwrap();
     let mut capture =
         tickguard::capture::CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
