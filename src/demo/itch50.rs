@@ -23,7 +23,7 @@
 //! last line compares the books the sidecar published with the venue's.
 
 use super::{
-    config, exact, free_port, session_s, side, table_slots, verdict_cell, Params, Screen,
+    config, exact, free_ports, session_s, side, table_slots, verdict_cell, Params, Screen,
     AFTER_CLOSE_S,
 };
 use crate::protocol::itch50::config::GLIMPSE_PASSWORD_MAX;
@@ -50,10 +50,8 @@ const GLIMPSE_DELAY_MS: u64 = 1000;
 pub const PASSWORD_ENV: &str = "TG_DEMO_GLIMPSE_PW";
 
 pub fn run(args: &Params) -> anyhow::Result<()> {
-    let local = |port| SocketAddrV4::new([127, 0, 0, 1].into(), port);
-    let (line_a, line_b) = (local(free_port()?), local(free_port()?));
-    let (server, listen) = (local(free_port()?), local(free_port()?));
-    let glimpse_at = local(free_tcp_port()?);
+    let [line_a, line_b, server, listen] = free_ports()?;
+    let glimpse_at = SocketAddrV4::new([127, 0, 0, 1].into(), free_tcp_port()?);
     let config = config(
         args,
         table_slots(args.symbols, 4096),

@@ -58,6 +58,9 @@ pub struct Params {
     pub seed: u64,
 }
 
+/// A free UDP port on loopback, for tests (released before it returns:
+/// two calls may give the same one, [`free_ports`] does not).
+#[cfg(test)]
 pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }

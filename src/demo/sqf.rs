@@ -2,7 +2,7 @@
 //! both, duplicates, reordering, invalid prices, periodic snapshots, a
 //! pause every 12 s and a reset after 20 s.
 
-use super::{config, free_port, show, table_slots, verdict_cell, Params, Screen, FEED};
+use super::{config, free_ports, show, table_slots, verdict_cell, Params, Screen, FEED};
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::sqf::SimKind;
@@ -12,9 +12,7 @@ use std::net::SocketAddrV4;
 
 /// Runs the SQF demo until Ctrl-C or `--duration-s`.
 pub fn run(args: &Params) -> anyhow::Result<()> {
-    let (a, b) = (free_port()?, free_port()?);
-    let line_a = SocketAddrV4::new([127, 0, 0, 1].into(), a);
-    let line_b = SocketAddrV4::new([127, 0, 0, 1].into(), b);
+    let [line_a, line_b] = free_ports()?;
     let config = config(
         args,
         table_slots(args.symbols, 1024),
@@ -31,31 +29,7 @@ offset_window_ms = 10000
 "#
         ),
     )?;
-    let sim_args = crate::simulate::sqf::Params {
-        line_a,
-        line_b: Some(line_b),
-        source: std::net::Ipv4Addr::LOCALHOST,
-        symbols: args.symbols.max(1),
-        names: Vec::new(),
-        rate: args.rate,
-        batch: 4,
-        kind: SimKind::Delta,
-        loss_a: 2.0,
-        loss_b: 2.0,
-        duplicate: 1.0,
-        reorder: 0.5,
-        invalid: 0.3,
-        heartbeat_ms: 200,
-        snapshot_ms: 3000,
-        pause_every_s: 12,
-        pause_ms: 1500,
-        reset_after_s: 20,
-        clock_skew_ms: -35,
-        duration_s: 0.0,
-        count: 0,
-        seed: args.seed,
-        report: false,
-    };
+    let sim_args = provider(args, line_a, line_b);
     crate::simulate::sqf::Simulator::new(&sim_args).context("demo: simulator")?;
 
     let (report, runs, _) = show(
@@ -152,4 +126,63 @@ fn render(reader: &Reader, now: u64, elapsed_ns: u64, color: bool) -> String {
     }
     s.push_str("\nCtrl-C to stop.");
     s
+}
+
+/// The provider the SQF demo runs: lines `line_a` and `line_b`, for as
+/// long as the demo (`--duration-s`; 0, until Ctrl-C).
+fn provider(
+    args: &Params,
+    line_a: SocketAddrV4,
+    line_b: SocketAddrV4,
+) -> crate::simulate::sqf::Params {
+    crate::simulate::sqf::Params {
+        line_a,
+        line_b: Some(line_b),
+        source: std::net::Ipv4Addr::LOCALHOST,
+        symbols: args.symbols.max(1),
+        names: Vec::new(),
+        rate: args.rate,
+        batch: 4,
+        kind: SimKind::Delta,
+        loss_a: 2.0,
+        loss_b: 2.0,
+        duplicate: 1.0,
+        reorder: 0.5,
+        invalid: 0.3,
+        heartbeat_ms: 200,
+        snapshot_ms: 3000,
+        pause_every_s: 12,
+        pause_ms: 1500,
+        reset_after_s: 20,
+        clock_skew_ms: -35,
+        duration_s: args.duration_s,
+        count: 0,
+        seed: args.seed,
+        report: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The provider runs as long as the demo: a `--duration-s` past the
+    /// simulator's own bound for a run until Ctrl-C (a week) is not cut
+    /// there, and 0 stays "until Ctrl-C".
+    #[test]
+    fn the_provider_runs_as_long_as_the_demo() {
+        let [a, b] = free_ports().unwrap();
+        for duration_s in [0.0, 5.0, 1_000_000.0] {
+            let args = Params {
+                symbols: 4,
+                rate: 100.0,
+                duration_s,
+                shm: "unused".into(),
+                seed: 1,
+            };
+            let p = provider(&args, a, b);
+            assert_eq!(p.duration_s, duration_s);
+            assert_eq!((p.line_a, p.line_b), (a, Some(b)));
+        }
+    }
 }

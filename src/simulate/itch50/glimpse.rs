@@ -5,7 +5,7 @@
 //!
 //! An acceptor thread owns the listener (loopback only) and starts one
 //! thread per connection; connections are served independently, several
-//! at once. The venue stays on the pacing loop's thread: a connection that
+//! at once (at most [`MAX_CONNECTIONS`]: one more is closed on accept). The venue stays on the pacing loop's thread: a connection that
 //! needs the state sends a reply channel through a bounded channel and
 //! waits; the pacing loop, between two polls, takes one copy of the state
 //! ([`super::Venue::glimpse`]: system events, stocks, trading actions and
@@ -111,6 +111,10 @@ const TICK: Duration = Duration::from_millis(2);
 const WRITE_CHUNK: usize = 64 * 1024;
 /// State requests waiting for the pacing loop, at most.
 const MAX_WAITING: usize = 256;
+/// Connections served at once, at most: one more is closed as soon as it
+/// is accepted (counted in [`Report::refused`]), so that a neighbour
+/// opening connections in a loop cannot start a thread for each.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// A fault the server plays (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +292,9 @@ pub struct Report {
     pub fault_logins: u64,
     /// Connections accepted.
     pub connections: u64,
+    /// Of `connections`, those closed at once: [`MAX_CONNECTIONS`] were
+    /// being served.
+    pub refused: u64,
     /// Login Requests with correct credentials.
     pub logins: u64,
     /// Logins refused for their credentials, their session or their form.
@@ -529,8 +536,9 @@ impl Drop for Server {
     }
 }
 
-/// The acceptor thread: a thread per connection until stopped; hands back
-/// the threads still running.
+/// The acceptor thread: a thread per connection (at most
+/// [`MAX_CONNECTIONS`] at once) until stopped; hands back the threads
+/// still running.
 fn accept(listener: TcpListener, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut n = 0u64;
@@ -539,6 +547,12 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
             Ok((stream, _)) => {
                 n += 1;
                 shared.count(|r| r.connections += 1);
+                threads.retain(|t| !t.is_finished());
+                if threads.len() >= MAX_CONNECTIONS {
+                    // Closed as it is dropped.
+                    shared.count(|r| r.refused += 1);
+                    continue;
+                }
                 let shared = Arc::clone(&shared);
                 let t = std::thread::Builder::new()
                     .name(format!("tg-sim-glimpse-{n}"))
@@ -548,7 +562,6 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
                 if let Ok(t) = t {
                     threads.push(t);
                 }
-                threads.retain(|t| !t.is_finished());
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(TICK),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -1614,6 +1627,43 @@ mod tests {
             .local_addr()
             .unwrap()
             .port()
+    }
+
+    /// A neighbour opening connections that never log in gets at most
+    /// `MAX_CONNECTIONS` served; each one past them is closed at once
+    /// (not a thread more), and a login still works once they go.
+    #[test]
+    fn connections_past_the_bound_are_closed_at_once() {
+        let sim = Sim::ended(|_| {});
+        let extra = 4;
+        let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS + extra)
+            .map(|_| {
+                let s =
+                    TcpStream::connect_timeout(&sim.addr().into(), Duration::from_secs(2)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                s
+            })
+            .collect();
+        // Accepted in order: the first ones are served (silent until
+        // their login), the last ones closed.
+        for (k, mut s) in idle.iter().enumerate().rev().take(extra) {
+            let mut b = [0u8; 8];
+            assert_eq!(s.read(&mut b).ok(), Some(0), "connection {k} closed");
+        }
+        drop(idle);
+        // Their threads end as the clients go: a login is served again.
+        let begun = Instant::now();
+        let f = loop {
+            let f = fetch(sim.addr());
+            if matches!(f.end, End::Snapshot { .. }) || begun.elapsed() > Duration::from_secs(10) {
+                break f;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        snapshot(&f);
+        let g = sim.finish().0.glimpse.unwrap();
+        assert_eq!(g.refused, extra as u64);
+        assert!(g.connections > (MAX_CONNECTIONS + extra) as u64);
     }
 
     #[test]
