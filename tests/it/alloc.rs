@@ -758,3 +758,56 @@ fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
     drop(sidecar);
     crate::common::remove_publication(&shm);
 }
+
+/// A gateway's check allocates nothing, whether the publication is usable
+/// or gone (the reason a missing file gives is shared, not copied into
+/// each answer).
+#[test]
+fn a_check_allocates_nothing_even_without_a_publication() {
+    use std::hint::black_box;
+    use std::sync::Arc;
+    use tickguard::protocol::publication_feeds;
+    use tickguard::shm::Publication;
+    use tickguard::state::StateTable;
+
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("publication");
+    let cfg = config("", "delta", "\"127.0.0.1:9\"");
+    let now = 1_767_603_600_000_000_000u64;
+    let p = Publication::create(
+        &shm,
+        0o600,
+        cfg.capacity,
+        &publication_feeds(&cfg),
+        now,
+        1_000_000,
+    );
+    let p = Arc::new(p.unwrap());
+    let mut h = Handler::with_table(&cfg, StateTable::shared(p.clone()), 4096);
+    let s = Symbol::parse("S0").unwrap();
+    let mut b = PacketBuilder::new(now);
+    b.snapshot(s, 1, now, 1.0, 1.1);
+    let _ = h.on_datagram(0, &b.finish(), now);
+    h.publish_counters();
+    p.heartbeat(now);
+    p.ready();
+    let mut reader = tickguard::Reader::open(&shm);
+    let handle = reader.lookup("f", "S0").expect("published");
+    let v = reader.check(&handle, now);
+    assert!(v.is_ok(), "{v:?}");
+    let n = allocations(|| {
+        black_box(reader.check(black_box(&handle), now));
+    });
+    assert_eq!(n, 0, "allocations in a check of a live publication");
+    drop((h, p));
+    std::fs::remove_file(&shm).unwrap();
+    reader.refresh();
+    assert!(matches!(reader.health(now), tickguard::Health::Missing(_)));
+    let n = allocations(|| {
+        black_box(reader.check(black_box(&handle), now));
+        black_box(reader.health(now));
+    });
+    assert!(!reader.check(&handle, now).is_ok());
+    assert_eq!(n, 0, "allocations in a check without a publication");
+}

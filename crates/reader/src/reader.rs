@@ -35,6 +35,7 @@ use crate::symbol::Symbol;
 use crate::verdict::Reasons;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Default bound on the writer heartbeat's age before the writer counts as dead, ns.
 pub const DEFAULT_DEAD_AFTER_NS: u64 = 100_000_000;
@@ -82,14 +83,16 @@ impl ReaderOptions {
 pub enum Health {
     /// The writer is alive.
     Ok,
-    /// No publication at the path (or it could not be opened).
-    Missing(String),
+    /// No publication at the path (or it could not be opened). (The
+    /// texts are shared, not copied: a check while the publication is
+    /// unusable allocates nothing.)
+    Missing(Arc<str>),
     /// A file that is not a publication of this layout, or not ready yet.
-    BadLayout(String),
+    BadLayout(Arc<str>),
     /// A file that cannot be trusted: a symbolic link, not a regular file,
     /// owned by another user than the expected one or root, or writable by
     /// group or others.
-    Untrusted(String),
+    Untrusted(Arc<str>),
     /// The writer's heartbeat or start time is more than [`MAX_AHEAD_NS`]
     /// ahead of the reader's clock: a forged file, or the clock stepped back.
     WriterAhead {
@@ -168,6 +171,18 @@ fn retry<T>(retries: &mut u32, mut attempt: impl FnMut() -> Option<T>) -> Option
 }
 
 impl Health {
+    fn missing(why: String) -> Health {
+        Health::Missing(why.into())
+    }
+
+    fn bad_layout(why: String) -> Health {
+        Health::BadLayout(why.into())
+    }
+
+    fn untrusted(why: String) -> Health {
+        Health::Untrusted(why.into())
+    }
+
     /// True when answers can be trusted.
     pub fn is_ok(&self) -> bool {
         matches!(self, Health::Ok)
@@ -361,7 +376,7 @@ fn read_header(file: &std::fs::File, path: &Path) -> Result<[u64; 16], Health> {
     use std::os::unix::fs::FileExt;
     let mut bytes = [0u8; 128];
     file.read_exact_at(&mut bytes, 0)
-        .map_err(|_| Health::BadLayout(format!("{}: too short for a header", path.display())))?;
+        .map_err(|_| Health::bad_layout(format!("{}: too short for a header", path.display())))?;
     let mut words = [0u64; 16];
     for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
         let mut le = [0u8; 8];
@@ -380,25 +395,25 @@ fn open_trusted(path: &Path, owner: u32) -> Result<(std::fs::File, std::fs::Meta
     let shown = path.display();
     let file = crate::file::open_read(path).map_err(|e| {
         if crate::file::is_symlink_error(&e) {
-            Health::Untrusted(format!("{shown}: a symbolic link"))
+            Health::untrusted(format!("{shown}: a symbolic link"))
         } else {
-            Health::Missing(format!("{shown}: {e}"))
+            Health::missing(format!("{shown}: {e}"))
         }
     })?;
     let meta = file
         .metadata()
-        .map_err(|e| Health::Missing(format!("{shown}: {e}")))?;
+        .map_err(|e| Health::missing(format!("{shown}: {e}")))?;
     if !meta.file_type().is_file() {
-        return Err(Health::Untrusted(format!("{shown}: not a regular file")));
+        return Err(Health::untrusted(format!("{shown}: not a regular file")));
     }
     if meta.uid() != owner && meta.uid() != 0 {
-        return Err(Health::Untrusted(format!(
+        return Err(Health::untrusted(format!(
             "{shown}: owned by uid {}, expected uid {owner} or root",
             meta.uid()
         )));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(Health::Untrusted(format!(
+        return Err(Health::untrusted(format!(
             "{shown}: mode {:04o} lets group or others write it",
             meta.mode() & 0o7777
         )));
@@ -413,7 +428,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     // The length the header claims, checked against the file before mapping.
     let w = read_header(&file, path)?;
     if w[0] != MAGIC {
-        return Err(Health::BadLayout(format!(
+        return Err(Health::bad_layout(format!(
             "{}: not a tickguard publication",
             path.display()
         )));
@@ -426,13 +441,13 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     let map_len = match shape {
         Some(n) if n as u64 == w[13] && n as u64 <= len => n,
         Some(n) if n as u64 == w[13] => {
-            return Err(Health::BadLayout(format!(
+            return Err(Health::bad_layout(format!(
                 "{}: {len} bytes, header says {n} (truncated)",
                 path.display()
             )))
         }
         _ => {
-            return Err(Health::BadLayout(format!(
+            return Err(Health::bad_layout(format!(
                 "{}: header inconsistent: capacity {} and {} feeds make {}, its file_len says {}",
                 path.display(),
                 w[7],
@@ -448,7 +463,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
     // `guard`). Everything read through it is an atomic, valid for any bit
     // pattern.
     let map = unsafe { memmap2::MmapOptions::new().len(map_len).map(&file) }
-        .map_err(|e| Health::Missing(format!("{}: {e}", path.display())))?;
+        .map_err(|e| Health::missing(format!("{}: {e}", path.display())))?;
     // Raw: the views' pointers are the mapping's own, never taken through
     // a reference to its bytes (they are shared memory another process
     // writes: atomics only).
@@ -476,7 +491,7 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
             && s.slots_offset as u64 == h.slots_offset.load(Ordering::Relaxed)
     });
     let Some(shape) = shape else {
-        return Err(Health::BadLayout(format!(
+        return Err(Health::bad_layout(format!(
             "{}: inconsistent header",
             path.display()
         )));
@@ -522,11 +537,11 @@ fn map(path: &Path, owner: u32) -> Result<Mapped, Health> {
 fn version_known(version: u64, path: &Path) -> Result<(), Health> {
     match version {
         LAYOUT_VERSION => Ok(()),
-        0 => Err(Health::BadLayout(format!(
+        0 => Err(Health::bad_layout(format!(
             "{}: not ready (layout version 0)",
             path.display()
         ))),
-        v => Err(Health::BadLayout(format!(
+        v => Err(Health::bad_layout(format!(
             "{}: layout version {v}, expected {LAYOUT_VERSION}",
             path.display()
         ))),
