@@ -53,6 +53,10 @@
  * writer that closed the publication, a writer replaced by another process
  * (pid or start time changed), or a writer heartbeat older than the bound
  * (`dead_after_ns`) make every answer TG_STALE. tg_health() says which.
+ * A check may also answer TG_STALE with tg_health() saying the writer is
+ * alive, for the handle or its slot alone: a handle looked up in another
+ * writer's publication or naming a slot past the capacity, or a slot left
+ * mid-update (see "Threads" and the seqlock paragraph below).
  *
  * Nor does a file someone else made. What a reader must do, and this one
  * does at open (tg_open, tg_refresh), never per check:

@@ -73,9 +73,14 @@ impl Reasons {
         self.0
     }
 
-    /// From raw bits; unknown bits are dropped.
-    pub fn from_bits(bits: u8) -> Reasons {
-        Reasons(bits & 0x7f)
+    /// From raw bits (a `u32`, as the C header's verdict holds them);
+    /// `None` when a bit this version does not know is set: a reason it
+    /// cannot name is never read as `ok`.
+    pub fn from_bits(bits: u32) -> Option<Reasons> {
+        u8::try_from(bits)
+            .ok()
+            .filter(|b| b & !0x7f == 0)
+            .map(Reasons)
     }
 
     /// Reason names in report order.
@@ -232,6 +237,20 @@ mod tests {
             }),
             last_alive: t,
             ..SymbolState::default()
+        }
+    }
+
+    /// Raw bits read back whole; a bit this version does not know is
+    /// refused, never dropped into an `ok`.
+    #[test]
+    fn unknown_reason_bits_are_refused() {
+        for (r, _) in Reasons::ORDER {
+            assert_eq!(Reasons::from_bits(u32::from(r.bits())), Some(r));
+        }
+        assert_eq!(Reasons::from_bits(0), Some(Reasons::empty()));
+        assert_eq!(Reasons::from_bits(0x7f).map(|r| r.names().count()), Some(7));
+        for bits in [0x80, 0x81, 0x100, 1 << 31, u32::MAX] {
+            assert_eq!(Reasons::from_bits(bits), None, "{bits:#x}");
         }
     }
 
