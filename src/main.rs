@@ -686,17 +686,26 @@ fn warn_at_after_end(args: &ReplayArgs, last: Option<u64>, outcome: &tickguard::
         ));
         return;
     }
+    // A BinaryFILE (`--date`) holds records, of which only the valid
+    // ones count.
+    let (last_one, none) = match args.date {
+        Some(_) => (
+            "the file's last valid record",
+            "the file holds no valid record",
+        ),
+        None => (
+            "the capture's last datagram",
+            "the capture holds no datagram",
+        ),
+    };
     match last {
         Some(last) if at > last => warn(&format!(
-            "--at {} is {:.3} ms after the capture's last datagram ({}): the answer assumes nothing arrived after it",
+            "--at {} is {:.3} ms after {last_one} ({}): the answer assumes nothing arrived after it",
             tickguard::explain::iso(at),
             (at - last) as f64 / 1e6,
             tickguard::explain::iso(last)
         )),
-        None => warn(&format!(
-            "--at {}: the capture holds no datagram",
-            tickguard::explain::iso(at)
-        )),
+        None => warn(&format!("--at {}: {none}", tickguard::explain::iso(at))),
         Some(_) => {}
     }
 }

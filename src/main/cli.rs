@@ -180,7 +180,8 @@ pub struct ReplayArgs {
     pub explain: Option<Vec<String>>,
     /// With --explain: also list the events that did not change the verdict
     /// but explain it (gaps on a full feed, snapshots, heartbeat gaps, invalid prices).
-    #[arg(long, requires = "explain")]
+    /// Not with --at, which answers for one instant.
+    #[arg(long, requires = "explain", conflicts_with = "at")]
     pub explain_all: bool,
     /// With --explain: print only the verdict at TIME (ns since the Unix epoch,
     /// or a time with its zone like 2026-01-05T09:00:02.5Z or

@@ -1001,6 +1001,19 @@ fn usage_errors_exit_non_zero() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--explain"), "{err}");
+    // --explain-all with --at: refused (--at answers for one instant),
+    // not silently ignored.
+    let out = tickguard()
+        .args(["replay", "x.pcap", "--config", "c.toml"])
+        .args(["--explain", "fx", "EURUSD", "--explain-all", "--at", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--explain-all") && err.contains("--at"),
+        "{err}"
+    );
     // The configuration's range of dead_after_ms, 3 to 60000.
     for (cmd, ms) in [("check", "0"), ("check", "60001"), ("stat", "2")] {
         let args = match cmd {

@@ -909,6 +909,35 @@ fn explain_at_past_a_break_says_so() {
     assert!(!stderr.contains("assumes nothing arrived"), "{stderr}");
 }
 
+/// `--explain --at` after the last record of a whole BinaryFILE names a
+/// record, not a datagram (a file has none).
+#[test]
+fn explain_at_after_a_files_end_names_its_last_record() {
+    let out = assert_cmd::Command::cargo_bin("tickguard")
+        .unwrap()
+        .arg("replay")
+        .arg(itch_fixtures().join("session.itch"))
+        .arg("--config")
+        .arg(itch_fixtures().join("config.toml"))
+        .args(["--feed", "nasdaq", "--date", "2026-01-05", "--no-progress"])
+        .args([
+            "--explain",
+            "nasdaq",
+            "AAPL",
+            "--at",
+            "2026-01-05T23:00:00Z",
+        ])
+        .output()
+        .unwrap();
+    let stderr = crate::common::without_end_line(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("after the file's last valid record (2026-01-05T")
+            && !stderr.contains("datagram"),
+        "{stderr}"
+    );
+}
+
 /// "A truncated last record makes the file unreadable: results so far are
 /// written, and the exit is non-zero with a message naming the byte offset"
 /// (spec itch50 §5).
