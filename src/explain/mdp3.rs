@@ -133,6 +133,8 @@ struct Seen {
     ticks_lost: u64,
     applied: u64,
     ignored: u64,
+    /// The last snapshot applied: (RptSeq, LastMsgSeqNumProcessed).
+    last_snapshot: Option<(u32, u32)>,
     /// Visible outright level 1: (price, size) per side.
     top: (Side, Side),
     status: Option<u8>,
@@ -178,6 +180,7 @@ impl Seen {
             s.ticks_lost = seq.ticks_lost();
             s.applied = e.snapshots_applied;
             s.ignored = e.snapshots_ignored;
+            s.last_snapshot = e.last_snapshot;
             s.top = (level(book.bid.top()), level(book.offer.top()));
             s.status = feed.status(e);
         }
@@ -597,11 +600,12 @@ impl Mdp3Explain {
 /// screen: taken before the last ChannelReset or restart, or far past the
 /// lines (of a sequence before a restart).
 /// Which of a datagram's `snapshots` of the instrument applied (the last
-/// that did) and why each other was ignored, told by the RptSeq rule from
-/// its state before (`a`), each judged on the state the ones before it
-/// left; when that rule does not account for the counts the channel kept
-/// (`b`: a snapshot refused for another reason), the last snapshot is
-/// named for what applied and the reasons are judged on `a`.
+/// that did, as the channel kept it in `b`) and why each other was
+/// ignored, told by the RptSeq rule from its state before (`a`), each
+/// judged on the state the ones before it left; when that rule does not
+/// account for what the channel kept (the counts, or the snapshot it
+/// applied: one was refused for another reason), the reasons are judged
+/// on `a`.
 fn snapshots_told(
     a: &Seen,
     b: &Seen,
@@ -622,12 +626,17 @@ fn snapshots_told(
             ignored.push(ignored_why(&state, Some(r)));
         }
     }
-    if (n, ignored.len() as u64) == (applied_n, ignored_n) {
+    let kept = (applied_n > 0).then_some(b.last_snapshot).flatten();
+    if (n, ignored.len() as u64) == (applied_n, ignored_n) && applied == kept {
         return (applied, ignored);
     }
-    let last = snapshots.last().copied();
-    let why = (0..ignored_n).map(|_| ignored_why(a, last.map(|(r, _)| r)));
-    (last, why.collect())
+    // Each but the one applied, judged on `a`.
+    let mut skip = kept;
+    let why = snapshots
+        .iter()
+        .filter(|&&x| skip.take_if(|k| *k == x).is_none())
+        .map(|&(r, _)| ignored_why(a, Some(r)));
+    (kept, why.take(ignored_n as usize).collect())
 }
 
 fn ignored_why(a: &Seen, r: Option<u32>) -> String {

@@ -4331,6 +4331,35 @@ fn explain_tells_each_snapshot_of_one_datagram() {
     );
 }
 
+/// Two snapshots of one instrument in one datagram, the first taken far
+/// past the lines (screened), the second applied: the explanation names
+/// the one the channel applied, not the one the RptSeq rule alone would
+/// have picked, and says why the other was ignored.
+#[test]
+fn explain_names_the_snapshot_applied_when_another_was_screened() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(100, &[bid(7, 1, 100)]));
+    ch.send(MS, A, event(101, &[change(7, 3, 101)]));
+    ch.send(
+        2 * MS,
+        SNAP_A,
+        snapshots(&[
+            snapshot(4_000_000_000, 7, 5, None, &[level(Bid, 1, 105)]),
+            snapshot(101, 7, 4, None, &[level(Bid, 1, 104)]),
+        ]),
+    );
+    let after = ch.check(3 * MS, "#7");
+    let (out, text) = ch.explain("#7");
+    assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(104)));
+    let step = explained(&text, "snapshot");
+    assert!(
+        step.contains("snapshot applied: RptSeq 4, after MsgSeqNum 101")
+            && step.contains("snapshot ignored: RptSeq 5 taken before the last ChannelReset or restart, or far past the lines")
+            && !step.contains("MsgSeqNum 4000000000"),
+        "{text}"
+    );
+}
+
 /// A status is credited to the message in force (the newest that sets
 /// one): a group halt after the instrument's own status, or before an
 /// instrument's NoChange (103), is its group's.

@@ -190,6 +190,10 @@ pub struct Entry {
     pub snapshots_applied: u64,
     /// Snapshots ignored (older than what it had).
     pub snapshots_ignored: u64,
+    /// The last snapshot applied to it: (RptSeq,
+    /// LastMsgSeqNumProcessed), as sent (for explanations: which one of a
+    /// datagram's applied, whatever screened the others).
+    pub last_snapshot: Option<(u32, u32)>,
     /// The highest LastMsgSeqNumProcessed of the snapshots applied to it
     /// since the channel was last emptied (0: none): up to that packet the
     /// lines may still bring entries its RptSeq has passed, without
@@ -784,6 +788,7 @@ impl Feed {
             snapshots_applied: 0,
             snapshots_ignored: 0,
             snapshot_at: 0,
+            last_snapshot: None,
             holds: false,
         });
         self.by_id.insert(id, i);
@@ -1756,6 +1761,7 @@ impl Feed {
                     e.snapshot_at = e.snapshot_at.max(last);
                     self.snapshot_reach = self.snapshot_reach.max(last);
                     e.snapshots_applied += 1;
+                    e.last_snapshot = Some((snap.rpt_seq(), last));
                     self.counters.ticks_lost += lost;
                     self.counters.snapshots_applied += 1;
                     // Its changes were replaced: looked at again, even if
