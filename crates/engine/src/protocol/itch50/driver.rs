@@ -266,7 +266,7 @@ impl Driver {
         while let Some((end, mut staging)) = live.poll(&mut on_wire) {
             let step = self.snapshots.on_end(feed, &end, &mut staging, now);
             live.recycle(staging);
-            self.log(step, now, name);
+            self.log(step, now, name, feed.suspect());
         }
         // A request made in a session since ended is dropped, as a wait
         // is abandoned by a new session.
@@ -309,14 +309,16 @@ impl Driver {
             .recorded
             .on_segment(feed, &mut self.snapshots, segment, t);
         for step in steps.into_iter().flatten() {
-            self.log(step, t, name);
+            self.log(step, t, name, feed.suspect());
         }
     }
 
     /// One line per merge; failures at most one line a second, with the
     /// count of those not logged, and give-ups at most one a second
-    /// beside them.
-    fn log(&mut self, step: Step, t: u64, name: &str) {
+    /// beside them; `suspect`: the feed after the step (a wait given up
+    /// that lost nothing, as an operator's on a healthy feed, leaves it
+    /// whole).
+    fn log(&mut self, step: Step, t: u64, name: &str, suspect: bool) {
         match step {
             Step::Ignored => {}
             Step::Merged {
@@ -358,8 +360,10 @@ impl Driver {
                     return;
                 };
                 let detail = &*super::glimpse::logged_detail(detail, reason);
-                if gave_up {
+                if gave_up && suspect {
                     tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
+                } else if gave_up {
+                    tracing::warn!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: nothing was lost while it waited, the feed is whole");
                 } else {
                     // The next attempt's delay (one is always due when the
                     // wait goes on).
@@ -422,21 +426,21 @@ mod tests {
         let s = 1_000_000_000;
         let state = |d: &Driver| (d.failures.last(), d.failures.held());
         let given_up = |d: &Driver| (d.give_ups.last(), d.give_ups.held());
-        d.log(failed(false), s, "f");
+        d.log(failed(false), s, "f", true);
         assert_eq!(state(&d), (Some(s), 0));
-        d.log(failed(false), s + s / 2, "f");
-        d.log(failed(false), s + s / 2, "f");
+        d.log(failed(false), s + s / 2, "f", true);
+        d.log(failed(false), s + s / 2, "f", true);
         assert_eq!(state(&d), (Some(s), 2));
         // A give-up is not held behind a retried failure's line, and is
         // held itself within a second of the last give-up logged.
-        d.log(failed(true), s + s / 2 + 1, "f");
+        d.log(failed(true), s + s / 2 + 1, "f", true);
         assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 0));
-        d.log(failed(true), s + s / 2 + 2, "f");
+        d.log(failed(true), s + s / 2 + 2, "f", true);
         assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 1));
         assert_eq!(state(&d), (Some(s), 2));
-        d.log(failed(false), 3 * s, "f");
+        d.log(failed(false), 3 * s, "f", true);
         assert_eq!(state(&d), (Some(3 * s), 0));
-        d.log(failed(true), 3 * s, "f");
+        d.log(failed(true), 3 * s, "f", true);
         assert_eq!(given_up(&d), (Some(3 * s), 0));
     }
 

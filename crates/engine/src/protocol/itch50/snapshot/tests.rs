@@ -1150,6 +1150,28 @@ fn a_connection_while_idle_is_an_operators_request() {
     assert_eq!(s.symbols, reference(40).symbols);
 }
 
+/// An operator's request on a healthy feed, given up (a login rejected
+/// as not authorised ends the waits), lost nothing: the feed is whole
+/// again, and the log line says so rather than that it stays suspect.
+#[test]
+fn an_operators_wait_given_up_on_a_healthy_feed_is_logged_whole() {
+    let mut v = Venue::new("snapshot_triggers = []");
+    let log = logs_of(|| {
+        v.datagrams(1..30);
+        v.connection(&soup::login_rejected(soup::NOT_AUTHORIZED), 1, true);
+        v.datagrams(30..35);
+    });
+    let s = v.summary();
+    assert_eq!((snap(&s).snapshot_gave_up, s.suspect), (1, false), "{log}");
+    let given_up: Vec<&str> = log.lines().filter(|l| l.contains("given up")).collect();
+    assert_eq!(given_up.len(), 1, "{log}");
+    assert!(
+        given_up[0].contains("the feed is whole") && !given_up[0].contains("suspect"),
+        "{}",
+        given_up[0]
+    );
+}
+
 /// A replayed connection on a quiet feed finds its deadlines run first,
 /// as a live cycle does: the gap given up is a `gap` trigger (its ticks
 /// lost), not dropped by an operator's request.
