@@ -210,6 +210,8 @@ struct Line {
     next: usize,
     /// This cycle received into `batch` (it held nothing unapplied).
     fresh: bool,
+    /// What its receives told of its kernel queue.
+    told: merge::Told,
     /// The socket's cumulative drop count (SO_RXQ_OVFL) last seen.
     drops_seen: u32,
     /// A channel's server: datagrams from any other sender are dropped.
@@ -255,6 +257,7 @@ impl Line {
             received: 0,
             next: 0,
             fresh: true,
+            told: merge::Told::default(),
             drops_seen: 0,
             peer: None,
             wrong_source: 0,
@@ -295,7 +298,7 @@ impl merge::Queue for Line {
         if maybe_more && self.next < self.received {
             self.batch.max_arrival_ns()
         } else {
-            now
+            self.told.horizon(now)
         }
     }
 }
@@ -1196,11 +1199,15 @@ impl Sidecar {
                 continue;
             }
             line.received = match line.batch.recv(&line.socket, now) {
-                Ok(n) => n,
+                Ok(n) => {
+                    line.told.received(now, n < line.batch.capacity());
+                    n
+                }
                 Err(e) => {
                     // Counted here, logged by the metrics thread.
                     self.stats.socket_errors += 1;
                     self.stats.last_socket_errno = e.raw_os_error().unwrap_or(0);
+                    line.told.failed();
                     0
                 }
             };

@@ -47,6 +47,14 @@
 //! messages and the late copy fills the gap. Holding every datagram back a
 //! margin would close this at the cost of that margin's latency on every
 //! tick, so it is not done; losses are over-counted, never hidden.
+//!
+//! A receive that failed (an error other than an empty queue, such as
+//! `ENOMEM`) tells nothing of what waits in its kernel queue: its line
+//! claims no more than its last receive that drained the queue showed
+//! ([`Told`]), so that a copy waiting there is applied in its place and a
+//! gap it fills is not given up meanwhile, as replay of the recording
+//! would see it. Receives that go on failing hold the feed back
+//! [`FAILING_HOLD_NS`] at most.
 
 /// Furthest a kernel timestamp may be ahead of the receiver's clock before
 /// it counts as a clock step and the datagram as arriving at `now`, ns:
@@ -55,6 +63,50 @@
 /// copy: a false loss), and the longest a datagram waits for the clock
 /// after a smaller step back.
 pub(crate) const AHEAD_NS: u64 = 10_000_000;
+
+/// The longest a line whose receives keep failing holds its feed's
+/// horizon back, ns: its datagrams cannot be had meanwhile, and the other
+/// lines' are applied (and the feed's gaps given up) this much late.
+pub(crate) const FAILING_HOLD_NS: u64 = 1_000_000;
+
+/// What a line's receives told of its kernel queue (loop clock, ns).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Told {
+    /// Every datagram that arrived before this was received: the clock of
+    /// the last receive that drained the queue.
+    until: u64,
+    /// The last receive failed.
+    failing: bool,
+}
+
+impl Told {
+    /// A receive at `now` returned; `drained`: fewer than a full batch
+    /// (the kernel held nothing more).
+    #[inline]
+    pub(crate) fn received(&mut self, now: u64, drained: bool) {
+        if drained {
+            self.until = now;
+        }
+        self.failing = false;
+    }
+
+    /// A receive failed.
+    #[inline]
+    pub(crate) fn failed(&mut self) {
+        self.failing = true;
+    }
+
+    /// The time up to which a line holding nothing has every datagram in
+    /// hand at `now`: `now`, unless its last receive failed.
+    #[inline]
+    pub(crate) fn horizon(&self, now: u64) -> u64 {
+        if self.failing {
+            self.until.max(now.saturating_sub(FAILING_HOLD_NS)).min(now)
+        } else {
+            now
+        }
+    }
+}
 
 /// The arrival the merge orders by: `t`, or `now` when `t` is more than
 /// [`AHEAD_NS`] ahead of it.
@@ -131,6 +183,7 @@ mod tests {
         fresh: bool,
         capacity: usize,
         feed: usize,
+        told: Told,
     }
 
     impl Queue for TestLine {
@@ -149,7 +202,7 @@ mod tests {
                     .max()
                     .unwrap_or(now)
             } else {
-                now
+                self.told.horizon(now)
             }
         }
     }
@@ -165,6 +218,7 @@ mod tests {
                 fresh: true,
                 capacity,
                 feed: 0,
+                told: Told::default(),
             }
         }
 
@@ -341,6 +395,51 @@ mod tests {
         let out = run(&mut lines, 3, |_| 1_000).unwrap();
         let times: Vec<u64> = out.iter().map(|o| o.2).collect();
         assert_eq!(times, [10, 11, 21, 30, 31]);
+    }
+
+    /// Line B's receive fails while its kernel holds the copy of a tick
+    /// (150) stamped before line A's next (200): A's waits, and once B
+    /// receives again its copy comes first, as replay of what was
+    /// received orders them. Receives that keep failing hold the feed
+    /// back `FAILING_HOLD_NS` at most.
+    #[test]
+    fn a_failed_receive_claims_no_more_than_the_last_good_one() {
+        let mut lines = [TestLine::new(vec![10, 200], 8), TestLine::new(vec![150], 8)];
+        let mut h = [0];
+        // Cycle at 100: A holds 10, B's queue is empty.
+        lines[0].queued = 1;
+        for l in &mut lines {
+            l.receive();
+        }
+        lines[1].told.received(100, true);
+        horizons(&lines, 100, &mut h);
+        assert_eq!(pick(&lines, 100, &h), Some((0, 10)));
+        lines[0].next += 1;
+        // Cycle at 300: A holds 200; B's kernel holds 150, its receive fails.
+        lines[0].queued = 2;
+        lines[0].receive();
+        lines[1].queued = 1;
+        lines[1].told.failed();
+        horizons(&lines, 300, &mut h);
+        assert_eq!(h, [100]);
+        assert_eq!(pick(&lines, 300, &h), None, "200 waits for B's queue");
+        // Cycle at 400: B receives its copy, applied first.
+        lines[1].receive();
+        lines[1].told.received(400, true);
+        horizons(&lines, 400, &mut h);
+        assert_eq!(pick(&lines, 400, &h), Some((1, 150)));
+        // Failing for good: the feed moves on, FAILING_HOLD_NS behind.
+        let mut t = Told::default();
+        t.received(100, true);
+        t.failed();
+        assert_eq!(t.horizon(100 + FAILING_HOLD_NS / 2), 100);
+        let later = 100 + 3 * FAILING_HOLD_NS;
+        assert_eq!(t.horizon(later), later - FAILING_HOLD_NS);
+        // A full batch tells nothing past the last drain.
+        t.received(later, false);
+        t.failed();
+        assert_eq!(t.horizon(later + 10), later - FAILING_HOLD_NS + 10);
+        assert_eq!(t.horizon(50), 50, "at most the clock");
     }
 
     proptest! {
