@@ -442,6 +442,113 @@ fn a_symbol_a_snapshot_merge_drops_leaves_its_slot_empty() {
     assert!(answer("CCC", T0 + 3 * MS).contains("no_quote"));
 }
 
+/// A merged GLIMPSE spin numbers the feed's symbols anew (its order, not
+/// the stream's): every stock's slot then shows that stock's book from
+/// the spin, never another's whose number it took, and its verdict is
+/// the handler's.
+#[test]
+fn after_a_snapshot_merge_each_slot_shows_its_own_stocks_book() {
+    use tickguard::protocol::itch50::soup;
+    let text = format!(
+        "{CONFIG}glimpse = \"127.0.0.1:18100\"\nglimpse_user = \"tgsim\"\n\
+         glimpse_password_env = \"TG_TEST_NEVER_READ\"\nsnapshot_triggers = []\n"
+    );
+    let (_dir, p, mut h, reader) = published(&text, 16);
+    let names = ["AAA", "BBB", "CCC", "DDD"];
+    let sym = |s: &str| Symbol::parse(s).unwrap();
+    // The stream: each stock bid at 1.00 + its place, offered 0.01 above.
+    let mut stream = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let (l, px) = (k as u16 + 1, 10_000 + k as u32);
+        stream.push(encode::stock_directory(l, OPEN, sym(name)));
+        let r = 2 * k as u64 + 1;
+        stream.push(encode::add_order(
+            l,
+            OPEN,
+            r,
+            Side::Buy,
+            100,
+            sym(name),
+            px,
+            None,
+        ));
+        stream.push(encode::add_order(
+            l,
+            OPEN,
+            r + 1,
+            Side::Sell,
+            100,
+            sym(name),
+            px + 100,
+            None,
+        ));
+    }
+    h.on_datagram(0, &packet(S1, 1, &stream), T0).unwrap();
+    h.before_check(0, T0);
+    // The spin: the same stocks in the other order, each bid at 2.00 +
+    // its place in the stream, orders of references of their own.
+    let mut spin = soup::login_accepted(&S1.0, 1).to_vec();
+    for (k, name) in names.iter().enumerate().rev() {
+        let (l, px) = (k as u16 + 1, 20_000 + k as u32);
+        let r = 100 + 2 * k as u64;
+        for m in [
+            encode::stock_directory(l, OPEN, sym(name)),
+            encode::add_order(l, OPEN, r, Side::Buy, 100, sym(name), px, None),
+            encode::add_order(l, OPEN, r + 1, Side::Sell, 100, sym(name), px + 100, None),
+        ] {
+            soup::sequenced(&m, &mut spin);
+        }
+    }
+    let next = stream.len() + 1;
+    soup::sequenced(format!("G{next:>20}").as_bytes(), &mut spin);
+    let local = "127.0.0.1:40001".parse().unwrap();
+    for (from_server, flags, payload) in [
+        (false, tickguard::capture::link::Tcp::SYN, &b""[..]),
+        (true, tickguard::capture::link::Tcp::ACK, &spin[..]),
+        (true, tickguard::capture::link::Tcp::FIN, &b""[..]),
+    ] {
+        let segment = tickguard::engine::Segment {
+            local,
+            from_server,
+            seq: 1_000,
+            flags,
+            payload,
+        };
+        h.on_segment(0, &segment, T0 + 2 * MS);
+    }
+    let now = T0 + 3 * MS;
+    h.before_check(0, now);
+    p.heartbeat(now);
+    let Some(tickguard::protocol::Summary::Itch50(s)) = h.summaries().remove("nasdaq") else {
+        panic!("no itch50 summary");
+    };
+    assert_eq!(s.snapshot.as_ref().map(|x| x.snapshots), Some(1));
+    for (k, name) in names.iter().enumerate() {
+        let want = h.verdict(0, sym(name), now);
+        assert!(want.is_ok(), "{name}: {want:?}");
+        assert_eq!(
+            reader.check_symbol("nasdaq", name, now).reasons,
+            want,
+            "{name}"
+        );
+        let record = reader
+            .record(&reader.lookup("nasdaq", name).unwrap())
+            .unwrap();
+        let mantissa = |q: Option<tickguard_reader::slot::Side>| {
+            q.map(|b| match b.price {
+                tickguard_reader::price::Price::Decimal { mantissa, .. } => mantissa,
+                other => panic!("{other:?}"),
+            })
+        };
+        let px = 20_000 + k as i64;
+        assert_eq!(
+            (mantissa(record.bid), mantissa(record.ask)),
+            (Some(px), Some(px + 100)),
+            "{name}"
+        );
+    }
+}
+
 /// An order message found by its reference changes its own symbol's book
 /// whatever locate it carries (a delete, a replace, an add reusing a live
 /// reference, each sent on another symbol's locate): the slot of the book
