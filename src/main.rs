@@ -1259,8 +1259,13 @@ fn stat(args: cli::StatArgs) -> Result<()> {
                 None => format!("\x1b[H\x1b[2J{}", snap.text().full()),
             }
         };
-        to_stdout(&text)?;
         if args.once {
+            return to_stdout(&text);
+        }
+        // A reader that stopped reading does not hold Ctrl-C or SIGTERM off.
+        if !tickguard::sys::write_stdout_until(text.as_bytes(), shutdown)
+            .context("writing to stdout")?
+        {
             return Ok(());
         }
         for _ in 0..10 {

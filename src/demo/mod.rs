@@ -258,14 +258,16 @@ fn show<R: Send + 'static>(
             }
             if now >= next_frame {
                 let frame = screen.render(&reader, now, now.saturating_sub(started), tty);
-                let written = if tty {
-                    write!(out, "\x1b[H\x1b[2J{frame}")
-                } else {
-                    writeln!(out, "{frame}")
+                let frame = match tty {
+                    true => format!("\x1b[H\x1b[2J{frame}"),
+                    false => format!("{frame}\n"),
                 };
-                written
-                    .and_then(|()| out.flush())
-                    .context("writing to stdout")?;
+                // A reader that stopped reading does not hold Ctrl-C off.
+                if !crate::sys::write_stdout_until(frame.as_bytes(), shutdown)
+                    .context("writing to stdout")?
+                {
+                    return Ok(());
+                }
                 next_frame = now.saturating_add(frame_ns);
             }
             std::thread::sleep(Duration::from_millis(WATCH_MS));

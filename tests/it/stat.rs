@@ -1029,20 +1029,7 @@ fn stat_and_metrics_name_no_protocol() {
 #[test]
 fn streaming_stat_into_a_pipe_has_no_terminal_codes() {
     use std::io::Read;
-    let shm = PathBuf::from(format!(
-        "/dev/shm/tickguard-stat-pipe-test-{}",
-        std::process::id()
-    ));
-    let at = T0 + 4_300 * MS;
-    let _p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args(["stat", "--dead-after-ms", "1000", "--now"])
-        .arg((at + 50 * MS).to_string())
-        .arg("--shm")
-        .arg(&shm)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (shm, _p, mut child) = live_stat("pipe", std::process::Stdio::inherit());
     let mut stdout = child.stdout.take().unwrap();
     // Two frames come a second apart: read until the second header (the
     // child is killed after 20 s at most, which ends the read; the killer
@@ -1259,4 +1246,55 @@ clock_offset = "auto"
     crate::common::remove_publication(&shm);
     let merged = doc["feeds"][0]["offset_merges"].as_u64();
     assert!(merged.is_some_and(|n| n >= 7), "{doc}");
+}
+
+/// A live `stat` (a frame a second, stdout a pipe, stderr to `stderr`) of
+/// the fixture's publication at 4.3 s, made at a path named for `test`.
+fn live_stat(
+    test: &str,
+    stderr: std::process::Stdio,
+) -> (PathBuf, Arc<Publication>, std::process::Child) {
+    let shm = PathBuf::from(format!(
+        "/dev/shm/tickguard-stat-{test}-test-{}",
+        std::process::id()
+    ));
+    let at = T0 + 4_300 * MS;
+    let p = publish(&shm, &fixtures().join("scenario-vlan-ns.pcap"), at);
+    let child = Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["stat", "--dead-after-ms", "1000", "--now"])
+        .arg((at + 50 * MS).to_string())
+        .arg("--shm")
+        .arg(&shm)
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    (shm, p, child)
+}
+
+/// A live `stat` whose reader stopped reading (its pipe full, a write
+/// blocked) still ends at once on SIGTERM, as its help promises for
+/// Ctrl-C: the write waits for room in slices, looking at the signal's
+/// flag between.
+#[test]
+fn a_live_stat_stuck_on_a_full_pipe_ends_on_sigterm() {
+    use std::os::fd::AsRawFd;
+    let (shm, _p, mut child) = live_stat("full-pipe", std::process::Stdio::null());
+    // The smallest pipe (a page): the second frame (about 2 KB each, one a
+    // second) fills it, the third blocks.
+    let out = child.stdout.take().unwrap();
+    // SAFETY: fcntl on a pipe descriptor this test owns.
+    let set = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(
+        set >= 4096,
+        "F_SETPIPE_SZ: {}",
+        std::io::Error::last_os_error()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(3_500));
+    assert!(child.try_wait().unwrap().is_none(), "stat still runs");
+    assert!(crate::common::signal(child.id(), libc::SIGTERM));
+    let status = crate::common::wait_at_most(&mut child, std::time::Duration::from_secs(2));
+    drop(out);
+    crate::common::remove_publication(&shm);
+    assert!(status.success(), "{status:?}");
 }

@@ -248,6 +248,55 @@ fn ignored(sig: libc::c_int) -> io::Result<bool> {
     }
 }
 
+/// Writes `bytes` to standard output whole, unless `stop` is set first
+/// (then `Ok(false)`): each write waits for room 100 ms at a time, looking
+/// at `stop` between, and writes at most 4,096 bytes (the room a pipe
+/// that polls writable has), so a reader that stopped reading (a full
+/// pipe, a FIFO) cannot hold a signal's stop off. What Rust's own
+/// `stdout` buffers is flushed first.
+pub fn write_stdout_until(bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut fd = libc::pollfd {
+            fd: libc::STDOUT_FILENO,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, ours, for the call's length.
+        let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+        if ready < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if ready == 0 {
+            continue;
+        }
+        let chunk = &rest[..rest.len().min(4096)];
+        // SAFETY: writes from a live slice of `chunk.len()` bytes.
+        let n = unsafe { libc::write(libc::STDOUT_FILENO, chunk.as_ptr().cast(), chunk.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => continue,
+                _ => return Err(e),
+            }
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        rest = &rest[n as usize..];
+    }
+    Ok(true)
+}
+
 static RESYNC: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_resync(_: libc::c_int) {
