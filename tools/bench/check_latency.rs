@@ -4,7 +4,9 @@
 //! request/response query of the same verdict over a Unix socket (a verdict
 //! server in a child process: the hidden `unix-server` row).
 
-use crate::harness::{counters, free_port, start_sidecar, Proc, SidecarSpec, Sim, FEED};
+use crate::harness::{
+    counters, free_port, start_sidecar, within, within_because, Proc, SidecarSpec, Sim, CPUS, FEED,
+};
 use anyhow::{bail, ensure, Context};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
@@ -26,41 +28,73 @@ pub struct LatencyArgs {
     /// The tickguard binary (sidecar and simulator).
     #[arg(long, default_value = "target/release/tickguard")]
     pub(crate) tickguard: PathBuf,
-    /// Target update rate of the first phase, quotes/s on the one symbol.
+    /// Target update rate of the first phase, quotes/s on the one symbol
+    /// (1 to 10,000,000).
     #[arg(long, default_value_t = 1_000_000.0)]
     pub(crate) rate: f64,
-    /// Quotes per datagram in the 1M/s phase.
+    /// Quotes per datagram in the 1M/s phase (1 to 100).
     #[arg(long, default_value_t = 10)]
     pub(crate) batch: usize,
-    /// Quotes per datagram in the full-speed phase (100 is the simulator's most).
+    /// Quotes per datagram in the full-speed phase (1 to 100, the
+    /// simulator's most).
     #[arg(long, default_value_t = 100)]
     pub(crate) full_batch: usize,
-    /// Rate of the full-speed phase, quotes/s (0: what a calibration burst of
-    /// the simulator sustains here, with this process checking meanwhile).
+    /// Rate of the full-speed phase, quotes/s (0 to 10,000,000; 0: what a
+    /// calibration burst of the simulator sustains here, with this process
+    /// checking meanwhile).
     #[arg(long, default_value_t = 0.0)]
     pub(crate) full_rate: f64,
-    /// Seconds of timed checks per phase.
+    /// Seconds of timed checks per phase (0.1 to 60).
     #[arg(long, default_value_t = 5.0)]
     pub(crate) seconds: f64,
-    /// Seconds of Unix-socket round trips (during the 1M/s phase).
+    /// Seconds of Unix-socket round trips (during the 1M/s phase; 0.1 to
+    /// 30: the verdict server stops at 120 s).
     #[arg(long, default_value_t = 4.0)]
     pub(crate) unix_seconds: f64,
     /// Receiver idle strategy: spin, yield or sleep.
     #[arg(long, default_value = "spin")]
     pub(crate) idle: String,
-    /// CPU the sidecar's receiver thread is pinned to.
+    /// CPU the sidecar's receiver thread is pinned to (0 to 1,023).
     #[arg(long, default_value_t = 1)]
     pub(crate) sidecar_cpu: usize,
-    /// CPU this process's checking thread is pinned to.
+    /// CPU this process's checking thread is pinned to (0 to 1,023).
     #[arg(long, default_value_t = 0)]
     pub(crate) reader_cpu: usize,
     /// Pin nothing.
     #[arg(long)]
     pub(crate) no_pin: bool,
     /// Percent of the time the checking thread spends checking (in 1 ms
-    /// slices; the rest it sleeps, leaving the CPU to the simulator).
+    /// slices; the rest it sleeps, leaving the CPU to the simulator; 1 to
+    /// 100).
     #[arg(long, default_value_t = 50)]
     pub(crate) duty_pct: u32,
+}
+
+/// Quotes/s a simulator is offered (`simulate`'s most).
+const MAX_RATE: f64 = tickguard::simulate::MAX_RATE;
+/// The verdict server's default `--max-seconds`.
+const SERVER_SECONDS: u64 = 120;
+
+impl LatencyArgs {
+    /// Refuses a flag out of its range (`check-latency`'s Unix-socket
+    /// round trips, after the timed checks, must end well before the
+    /// verdict server's default `--max-seconds`).
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        within("--rate", self.rate, 1.0..=MAX_RATE)?;
+        within("--batch", self.batch, 1..=100)?;
+        within("--full-batch", self.full_batch, 1..=100)?;
+        within("--full-rate", self.full_rate, 0.0..=MAX_RATE)?;
+        within("--seconds", self.seconds, 0.1..=60.0)?;
+        within_because(
+            "--unix-seconds",
+            self.unix_seconds,
+            0.1..=30.0,
+            &format!(" (the verdict server stops at {SERVER_SECONDS} s)"),
+        )?;
+        within("--sidecar-cpu", self.sidecar_cpu, CPUS)?;
+        within("--reader-cpu", self.reader_cpu, CPUS)?;
+        within("--duty-pct", self.duty_pct, 1..=100)
+    }
 }
 
 /// Flags of the hidden `unix-server` row.
@@ -71,7 +105,7 @@ pub struct ServerArgs {
     /// The sidecar's shared-memory file.
     shm: PathBuf,
     /// Exit after this many seconds whatever happens.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = SERVER_SECONDS)]
     max_seconds: u64,
 }
 
@@ -629,6 +663,7 @@ pub(crate) fn calibrate(
 
 /// The `check-latency` row.
 pub fn latency(a: &LatencyArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
     let sidecar = start_sidecar(

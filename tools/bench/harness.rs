@@ -5,12 +5,16 @@
 //! `itch-recovery-latency`): loopback senders, ports and queue accounting.
 //!
 //! Every child is killed (by its own handle) and every file removed when a
-//! row ends, also on error. Every loop is bounded in count and time.
+//! row ends, also on error. Every loop is bounded in count and time, and
+//! every row refuses a flag out of its range ([`within`]) before it
+//! allocates, spawns or writes anything.
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::fmt::{Debug, Display};
 use std::net::{SocketAddrV4, UdpSocket};
+use std::ops::RangeInclusive;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,6 +28,71 @@ pub(crate) const FEED: &str = "lp1";
 /// Largest simulator RSS tolerated before it is killed (it buffers a whole
 /// poll's datagrams when it falls behind its rate).
 const SIM_RSS_LIMIT: u64 = 1 << 30;
+
+// ---------------------------------------------------------------- flags
+
+/// Flags a row refuses: `main` prints the one line (never a backtrace)
+/// and exits with 2, as clap does for a malformed flag.
+#[derive(Debug)]
+pub(crate) struct BadFlag(String);
+
+impl Display for BadFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadFlag {}
+
+/// Refuses the flags unless `ok`, `why()` the line saying which and why.
+pub(crate) fn require(ok: bool, why: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(BadFlag(why()).into())
+    }
+}
+
+/// Refuses `v` outside `range` (NaN and infinities too) in one line
+/// naming `flag` and the range.
+pub(crate) fn within<T: PartialOrd + Display + Debug>(
+    flag: &str,
+    v: T,
+    range: RangeInclusive<T>,
+) -> anyhow::Result<()> {
+    within_because(flag, v, range, "")
+}
+
+/// [`within`], saying after the range why it ends there (`because`, e.g.
+/// " (the writer stops at 60 s)").
+pub(crate) fn within_because<T: PartialOrd + Display + Debug>(
+    flag: &str,
+    v: T,
+    range: RangeInclusive<T>,
+    because: &str,
+) -> anyhow::Result<()> {
+    // `v` as Debug: a huge float in exponent form, not 300 digits.
+    require(range.contains(&v), || {
+        format!(
+            "{flag} must be from {} to {}{because}, not {v:?}",
+            range.start(),
+            range.end()
+        )
+    })
+}
+
+/// `--runs` of every row that repeats its measurement.
+pub(crate) const RUNS: RangeInclusive<usize> = 1..=100;
+/// A CPU number (`[sidecar] cpu`'s range).
+pub(crate) const CPUS: RangeInclusive<usize> = {
+    let r = tickguard::config::CPU;
+    r.min as usize..=r.max as usize
+};
+/// SO_RCVBUF requested, bytes (`[sidecar] rcvbuf_bytes`'s range).
+pub(crate) const RCVBUF_BYTES: RangeInclusive<usize> = {
+    let r = tickguard::config::RCVBUF_BYTES;
+    r.min as usize..=r.max as usize
+};
 
 // ---------------------------------------------------------------- processes
 

@@ -7,6 +7,7 @@
 //! with none of a feed handler's other work), all from the page cache, in
 //! one run.
 
+use crate::harness::{within, RUNS};
 use crate::replay_throughput::Runs;
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ use tickguard::protocol::itch50::synth::synthetic_day;
 /// Flags shared by `itch-binfile` and `itch-memory`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Messages in the synthetic day.
+    /// Messages in the synthetic day (1 to 200,000,000: about 6.2 GB).
     #[arg(long, default_value_t = 20_000_000)]
     pub messages: u64,
     /// Stocks in its directory (1 to 65,535).
@@ -28,12 +29,24 @@ pub struct Args {
     pub stocks: usize,
 }
 
+impl Args {
+    /// Refuses a flag out of its range, `--messages` from 1 to `max` (a
+    /// row's disk use grows with it).
+    pub fn check(&self, max: u64) -> anyhow::Result<()> {
+        within("--messages", self.messages, 1..=max)?;
+        within("--stocks", self.stocks, 1..=65_535)
+    }
+}
+
+/// Most `--messages` of the BinaryFILE day (ten times the default).
+pub const MAX_MESSAGES: u64 = 200_000_000;
+
 /// Flags of `itch-binfile`.
 #[derive(clap::Args)]
 pub struct RowArgs {
     #[command(flatten)]
     pub day: Args,
-    /// Rounds of the row's runs, interleaved (1 to any): the best of each
+    /// Rounds of the row's runs, interleaved (1 to 100): the best of each
     /// side is the row's figure, as in the replay-throughput row, and
     /// every run is recorded.
     #[arg(long, default_value_t = 3)]
@@ -181,6 +194,8 @@ fn ceiling(bin: &Path, day: &Path) -> anyhow::Result<Option<Value>> {
 
 /// Runs the row.
 pub fn run(a: &RowArgs) -> anyhow::Result<Value> {
+    a.day.check(MAX_MESSAGES)?;
+    within("--runs", a.runs, RUNS)?;
     let (_dir, path, messages) = day(&a.day)?;
     let bytes = std::fs::metadata(&path)?.len();
     let mut ceilings = Vec::new();

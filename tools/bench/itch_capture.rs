@@ -3,6 +3,7 @@
 //! `replay`, against the floor of only reading the same capture with the
 //! same reader, both from the page cache, in one run.
 
+use crate::harness::{within, RUNS};
 use crate::itch_binfile::{self, CONFIG, DATE, SEED};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -14,17 +15,21 @@ use tickguard::protocol::itch50::synth::{two_line_capture, CAPTURE_PER_PACKET};
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Messages in the synthetic day.
+    /// Messages in the synthetic day (1 to 50,000,000: about 3.5 GB of
+    /// capture).
     #[arg(long, default_value_t = 5_000_000)]
     messages: u64,
     /// Stocks in its directory (1 to 65,535).
     #[arg(long, default_value_t = 8_000)]
     stocks: usize,
-    /// Runs of each side, interleaved (1 to any): the best of each is the
+    /// Runs of each side, interleaved (1 to 100): the best of each is the
     /// row's figure, and every run is recorded.
     #[arg(long, default_value_t = 3)]
     runs: usize,
 }
+
+/// Most `--messages` (ten times the default).
+const MAX_MESSAGES: u64 = 50_000_000;
 
 /// Writes the capture of the day at `day`; returns (messages, packets per line).
 fn generate(day: &Path, capture: &Path, config: &Config) -> anyhow::Result<(u64, u64)> {
@@ -43,10 +48,13 @@ fn generate(day: &Path, capture: &Path, config: &Config) -> anyhow::Result<(u64,
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<Value> {
-    let (dir, day, _) = itch_binfile::day(&itch_binfile::Args {
+    let day_args = itch_binfile::Args {
         messages: a.messages,
         stocks: a.stocks,
-    })?;
+    };
+    day_args.check(MAX_MESSAGES)?;
+    within("--runs", a.runs, RUNS)?;
+    let (dir, day, _) = itch_binfile::day(&day_args)?;
     let config = Config::parse(CONFIG, "itch-bench")?;
     let capture = dir.path().join("day.pcap");
     let (messages, packets) = generate(&day, &capture, &config)?;

@@ -108,6 +108,7 @@ fn phases(a: &LatencyArgs, itch: bool) -> anyhow::Result<Value> {
 
 /// Runs the row.
 pub fn run(a: &LatencyArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let pinned = !a.no_pin && tickguard::sys::pin_to_cpu(a.reader_cpu).is_ok();
     let clock = WallClock::new();
     std::thread::sleep(Duration::from_millis(5));

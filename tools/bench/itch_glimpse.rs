@@ -42,7 +42,7 @@
 //!   the cycles after the server wrote the spin: it is a system call).
 
 use crate::check_latency::{histogram, summary};
-use crate::harness::{distinct_ports, median, proc_udp, RmemMax};
+use crate::harness::{distinct_ports, median, proc_udp, require, within, RmemMax, CPUS, RUNS};
 use crate::itch_live::{loopback, ShmFile};
 use anyhow::{bail, ensure, Context};
 use hdrhistogram::Histogram;
@@ -89,37 +89,85 @@ const TARGET_CYCLE_RATIO: f64 = 2.0;
 /// Flags of `itch-glimpse-restart`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Stocks in the directory.
+    /// Stocks in the directory (1 to 65,535).
     #[arg(long, default_value_t = 8_000)]
     stocks: usize,
-    /// Live orders in the snapshot (the day's adds before N).
+    /// Live orders in the snapshot (the day's adds before N; 1 to
+    /// 10,000,000, above --before, not a multiple of 7,919).
     #[arg(long, default_value_t = 1_000_000)]
     orders: u64,
-    /// The multicast starts this many messages before N.
+    /// The multicast starts this many messages before N (above 1,000,
+    /// below --orders).
     #[arg(long, default_value_t = 5_000)]
     before: u64,
-    /// Multicast messages a second.
+    /// Multicast messages a second (1,000 to 2,000,000).
     #[arg(long, default_value_t = 200_000)]
     rate: u64,
-    /// Messages per multicast packet.
+    /// Messages per multicast packet (1 to 100).
     #[arg(long, default_value_t = 20)]
     per_packet: usize,
-    /// After the merge, ms before the normal window.
+    /// After the merge, ms before the normal window (0 to 58,000, and
+    /// --settle-ms + --normal-ms at most 58,000).
     #[arg(long, default_value_t = 200)]
     settle_ms: u64,
-    /// The normal window, ms.
+    /// The normal window, ms (1 to 58,000).
     #[arg(long, default_value_t = 1_000)]
     normal_ms: u64,
-    /// Runs (a new sidecar each, after its own apply reference); the
-    /// median restart is reported with each run's.
+    /// Runs (a new sidecar each, after its own apply reference; 1 to 100);
+    /// the median restart is reported with each run's.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Pin the receive thread (this one) to this CPU from `Sidecar::start`
     /// on, and the server and sender threads to every other CPU (the
     /// connection thread, started inside `Sidecar::start`, is left to the
-    /// scheduler, as `[sidecar] cpu` leaves it).
+    /// scheduler, as `[sidecar] cpu` leaves it; 0 to 1,023).
     #[arg(long)]
     cpu: Option<usize>,
+}
+
+/// Most `--orders`: the spin (about 40 bytes a message) and the
+/// reference's packets are built in memory.
+const MAX_ORDERS: u64 = 10_000_000;
+/// Most `--settle-ms` + `--normal-ms`: a run stops at [`RUN_LIMIT`], the
+/// restart's target of it first.
+const MAX_WINDOWS_MS: u64 = RUN_LIMIT.as_millis() as u64 - TARGET_RESTART_MS as u64;
+
+impl Args {
+    /// Refuses a flag out of its range, and windows after the merge
+    /// longer than a run leaves them.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--stocks", self.stocks, 1..=65_535)?;
+        within("--orders", self.orders, 1..=MAX_ORDERS)?;
+        require(!self.orders.is_multiple_of(STRIDE), || {
+            format!(
+                "--orders must not be a multiple of {STRIDE} (the stride of its deletes), not {}",
+                self.orders
+            )
+        })?;
+        require(self.before > 1_000 && self.before < self.orders, || {
+            format!(
+                "--before must be above join_gap_max (1000) and below --orders ({}), not {}",
+                self.orders, self.before
+            )
+        })?;
+        within("--rate", self.rate, 1_000..=2_000_000)?;
+        within("--per-packet", self.per_packet, 1..=100)?;
+        within("--settle-ms", self.settle_ms, 0..=MAX_WINDOWS_MS)?;
+        within("--normal-ms", self.normal_ms, 1..=MAX_WINDOWS_MS)?;
+        let windows = self.settle_ms + self.normal_ms;
+        require(windows <= MAX_WINDOWS_MS, || {
+            format!(
+                "--settle-ms + --normal-ms must be at most {MAX_WINDOWS_MS} ms (a run stops at {} s, {} s of it for the restart), not {windows}",
+                RUN_LIMIT.as_secs(),
+                TARGET_RESTART_MS / 1e3
+            )
+        })?;
+        within("--runs", self.runs, RUNS)?;
+        if let Some(c) = self.cpu {
+            within("--cpu", c, CPUS)?;
+        }
+        Ok(())
+    }
 }
 
 /// Pins the calling thread to every CPU but `cpu`.
@@ -816,26 +864,7 @@ fn loadavg() -> String {
 
 /// The `itch-glimpse-restart` row.
 pub fn run(a: &Args) -> anyhow::Result<Value> {
-    ensure!(
-        (1..=65_535).contains(&a.stocks),
-        "--stocks must be 1 to 65535"
-    );
-    ensure!(
-        a.orders >= 1 && !a.orders.is_multiple_of(STRIDE),
-        "--orders must be at least 1 and not a multiple of {STRIDE}"
-    );
-    ensure!(
-        (1..=100).contains(&a.per_packet),
-        "--per-packet must be 1 to 100"
-    );
-    ensure!(
-        a.before > 1_000 && a.before < a.orders,
-        "--before must be above join_gap_max (1000) and below --orders"
-    );
-    ensure!(
-        (1_000..=2_000_000).contains(&a.rate),
-        "--rate must be 1000 to 2000000 messages/s"
-    );
+    a.check()?;
     let load_start = loadavg();
     let tz = jiff::tz::db().get(ZONE)?;
     let now = now_ns();

@@ -13,7 +13,10 @@
 //!   included) against its time receiving and applying.
 
 use crate::check_latency::{histogram, summary};
-use crate::harness::{distinct_ports, median, proc_udp, send_all, sockaddr, RmemMax};
+use crate::harness::{
+    distinct_ports, median, proc_udp, require, send_all, sockaddr, within, RmemMax, RCVBUF_BYTES,
+    RUNS,
+};
 use anyhow::{ensure, Context};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
@@ -96,20 +99,23 @@ pub(crate) fn loopback(port: u16) -> SocketAddrV4 {
 /// shares).
 #[derive(clap::Args)]
 pub(crate) struct QueueArgs {
-    /// SO_RCVBUF requested per socket, bytes (as root, net.core.rmem_max is
-    /// raised to it while the sockets are opened, then restored).
+    /// SO_RCVBUF requested per socket, bytes (4,096 to 2^30 − 1; as root,
+    /// net.core.rmem_max is raised to it while the sockets are opened,
+    /// then restored).
     #[arg(long, default_value_t = 64 << 20)]
     rcvbuf: usize,
     /// Never touch net.core.rmem_max.
     #[arg(long)]
     no_sysctl: bool,
-    /// Fraction of the granted receive buffer to fill (kernel accounting).
+    /// Fraction of the granted receive buffer to fill (kernel accounting;
+    /// 0.01 to 0.99).
     #[arg(long, default_value_t = 0.8)]
     fill: f64,
-    /// Most packets per fill (each goes to both lines).
+    /// Most packets per fill (each goes to both lines; 1 to 1,000,000, and
+    /// --runs × --max-packets at most 1,000,000).
     #[arg(long, default_value_t = 100_000)]
     max_packets: usize,
-    /// Fill-and-drain rounds; the median of each side is kept.
+    /// Fill-and-drain rounds (1 to 100); the median of each side is kept.
     #[arg(long, default_value_t = 5)]
     runs: usize,
 }
@@ -118,7 +124,26 @@ pub(crate) struct QueueArgs {
 /// is timed.
 const PROBE: usize = 1000;
 
+/// Most packets of all runs' fills, which are built in memory first.
+const MAX_PACKETS_WANTED: usize = 1_000_000;
+
 impl QueueArgs {
+    /// Refuses a flag out of its range, and more packets than
+    /// [`MAX_PACKETS_WANTED`].
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        within("--rcvbuf", self.rcvbuf, RCVBUF_BYTES)?;
+        within("--fill", self.fill, 0.01..=0.99)?;
+        within("--max-packets", self.max_packets, 1..=MAX_PACKETS_WANTED)?;
+        within("--runs", self.runs, RUNS)?;
+        let wanted = self.runs * self.max_packets;
+        require(wanted <= MAX_PACKETS_WANTED, || {
+            format!(
+                "--runs × --max-packets must be at most {MAX_PACKETS_WANTED} packets (all built in memory first), not {} × {} = {wanted}",
+                self.runs, self.max_packets
+            )
+        })
+    }
+
     /// Packets a drain uses at most: the probe, then every run's fill.
     pub(crate) fn packets_wanted(&self) -> usize {
         PROBE + self.runs.max(1) * self.max_packets
@@ -128,11 +153,19 @@ impl QueueArgs {
 /// Flags of `itch-live-drain`.
 #[derive(clap::Args)]
 pub struct DrainArgs {
-    /// Stocks in the synthetic day's directory.
+    /// Stocks in the synthetic day's directory (1 to 65,535).
     #[arg(long, default_value_t = 8_000)]
     stocks: usize,
     #[command(flatten)]
     queue: QueueArgs,
+}
+
+impl DrainArgs {
+    /// Refuses a flag out of its range.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--stocks", self.stocks, 1..=65_535)?;
+        self.queue.check()
+    }
 }
 
 /// Sends `packets` to both sockets of a pair, none reading.
@@ -235,7 +268,7 @@ pub(crate) fn drain_pair(
     all: &[Vec<u8>],
     config: impl FnOnce(&str, [u16; 2], usize) -> anyhow::Result<Config>,
 ) -> anyhow::Result<Drained> {
-    ensure!(q.fill > 0.0 && q.fill < 1.0, "--fill must be in (0, 1)");
+    q.check()?;
     let ports: [u16; 4] = distinct_ports()?;
     let (side, bare_ports) = ([ports[0], ports[1]], [ports[2], ports[3]]);
     let shm = ShmFile(format!(
@@ -340,6 +373,7 @@ fn apply_only(q: &QueueArgs, d: &Drained, all: &[Vec<u8>]) -> anyhow::Result<Vec
 
 /// The `itch-live-drain` row.
 pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
+    a.check()?;
     // ~20 messages a packet on average.
     let (all, _) = packets(a.queue.packets_wanted() as u64 * 20, a.stocks)?;
     let d = drain_pair(&a.queue, "itch-drain", &all, |shm, lines, rcvbuf| {
@@ -394,18 +428,56 @@ pub(crate) fn merge(v: &mut Value, more: Value) {
 /// Flags of `itch-recovery-latency`.
 #[derive(clap::Args)]
 pub struct RecoveryArgs {
-    /// Gaps to make (one packet dropped on both lines each).
+    /// Gaps to make (one packet dropped on both lines each; 1 to 100,000,
+    /// and --gaps × --drop-every at most 300,000).
     #[arg(long, default_value_t = 3_000)]
     gaps: usize,
     /// One packet in this many is dropped on both lines (2 to 1,000).
     #[arg(long, default_value_t = 10)]
     drop_every: usize,
-    /// Packets sent per second, each on both lines.
+    /// Packets sent per second, each on both lines (1 to 1,000,000; all of
+    /// them sent within 27 s).
     #[arg(long, default_value_t = 5_000)]
     rate: u64,
-    /// Stocks in the synthetic day's directory.
+    /// Stocks in the synthetic day's directory (1 to 65,535).
     #[arg(long, default_value_t = 1_000)]
     stocks: usize,
+}
+
+/// Packets of the opening (directory, trading actions), never dropped.
+const WARM: usize = 200;
+/// Most packets of the gaps' part (`--gaps × --drop-every`), built in
+/// memory first: ten times the default's.
+const MAX_GAP_PACKETS: usize = 300_000;
+/// Longest the sender may need for every packet at `--rate` (it stops at
+/// [`STEP_LIMIT`]).
+const SEND_SECONDS: u64 = 27;
+
+impl RecoveryArgs {
+    /// Refuses a flag out of its range, and a run too large to build or
+    /// too long for the sender.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--gaps", self.gaps, 1..=100_000)?;
+        within("--drop-every", self.drop_every, 2..=1000)?;
+        within("--rate", self.rate, 1..=1_000_000)?;
+        within("--stocks", self.stocks, 1..=65_535)?;
+        let gap_packets = self.gaps * self.drop_every;
+        require(gap_packets <= MAX_GAP_PACKETS, || {
+            format!(
+                "--gaps × --drop-every must be at most {MAX_GAP_PACKETS} packets (all built in memory first), not {} × {} = {gap_packets}",
+                self.gaps, self.drop_every
+            )
+        })?;
+        let packets = (WARM + gap_packets) as u64;
+        require(packets <= self.rate * SEND_SECONDS, || {
+            format!(
+                "--gaps × --drop-every + {WARM} = {packets} packets at --rate {} take {:.1} s: at most {SEND_SECONDS} s (the sender stops at {} s)",
+                self.rate,
+                packets as f64 / self.rate as f64,
+                STEP_LIMIT.as_secs()
+            )
+        })
+    }
 }
 
 /// What is known of one gap, ns since the Unix epoch.
@@ -521,18 +593,7 @@ fn record(h: &mut Histogram<u64>, a: u64, b: u64) {
 
 /// The `itch-recovery-latency` row.
 pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
-    ensure!(
-        (2..=1000).contains(&a.drop_every),
-        "--drop-every must be from 2 to 1000"
-    );
-    ensure!(
-        (1..=1_000_000).contains(&a.rate),
-        "--rate must be from 1 to 1000000 packets/s"
-    );
-    ensure!(
-        (1..=100_000).contains(&a.gaps),
-        "--gaps must be from 1 to 100000"
-    );
+    a.check()?;
     let ports: [u16; 3] = distinct_ports()?;
     let server = UdpSocket::bind(loopback(ports[2]))?;
     let shm = ShmFile(format!(
@@ -548,9 +609,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
     let mut sidecar = Sidecar::start(&config)?;
     drop(rmem);
     let drops0 = drops([ports[0], ports[1]])?;
-    // The opening (directory, trading actions) is never dropped.
-    let warm = 200usize;
-    let count = warm + a.gaps * a.drop_every;
+    let count = WARM + a.gaps * a.drop_every;
     let (mut all, mut starts) = packets(count as u64 * 22, a.stocks)?;
     ensure!(
         all.len() >= count,
@@ -559,7 +618,7 @@ pub fn recovery(a: &RecoveryArgs) -> anyhow::Result<Value> {
     );
     all.truncate(count);
     starts.truncate(count);
-    let dropped = |i: usize| i >= warm && (i - warm) % a.drop_every == a.drop_every / 2;
+    let dropped = |i: usize| i >= WARM && (i - WARM) % a.drop_every == a.drop_every / 2;
     let receipts = Receipts::default();
     let stop = AtomicBool::new(false);
     let progress = AtomicU64::new(0);

@@ -3,7 +3,7 @@
 //! books' dense window of order references is a fixed 4 MiB; orders older
 //! than it sit in 24-byte slots of a table at most 70% full).
 
-use crate::itch_binfile::{day, live_orders, replay, Args};
+use crate::itch_binfile::{day, live_orders, replay, Args, MAX_MESSAGES};
 use serde_json::{json, Value};
 use tickguard::protocol::itch50::book::{Order, ORDER_WINDOW};
 
@@ -22,6 +22,7 @@ fn max_rss_bytes() -> u64 {
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<Value> {
+    a.check(MAX_MESSAGES)?;
     let (_dir, path, messages) = day(a)?;
     let before = max_rss_bytes();
     let (secs, feed) = replay(&path, false)?;

@@ -27,7 +27,8 @@ use tickguard::sys::udp::{Batch, LineSocket};
 use tickguard::time::now_ns;
 
 use crate::harness::{
-    distinct_ports, median, proc_udp, send_all, sockaddr, Queue, RmemMax, RMEM_MAX,
+    distinct_ports, median, proc_udp, require, send_all, sockaddr, within, Queue, RmemMax,
+    RCVBUF_BYTES, RMEM_MAX, RUNS,
 };
 
 #[path = "../../benches/naive_tokio.rs"]
@@ -36,31 +37,53 @@ mod naive_tokio;
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Symbols the quotes are spread over (in-order sequences, full feed).
+    /// Symbols the quotes are spread over (in-order sequences, full feed;
+    /// 1 to 1,000,000).
     #[arg(long, default_value_t = 10_000)]
     symbols: usize,
-    /// SO_RCVBUF requested per socket, bytes. As root, net.core.rmem_max is
-    /// raised to this while the sockets are opened, then restored.
+    /// SO_RCVBUF requested per socket, bytes (4,096 to 2^30 − 1). As root,
+    /// net.core.rmem_max is raised to this while the sockets are opened,
+    /// then restored.
     #[arg(long, default_value_t = 64 << 20)]
     rcvbuf: usize,
     /// Never touch net.core.rmem_max: work within its cap.
     #[arg(long)]
     no_sysctl: bool,
-    /// Fraction of the granted receive buffer to fill (kernel accounting).
+    /// Fraction of the granted receive buffer to fill (kernel accounting;
+    /// 0.01 to 0.99).
     #[arg(long, default_value_t = 0.8)]
     fill: f64,
-    /// Most datagrams per fill.
+    /// Most datagrams per fill (1,000 to 2,000,000).
     #[arg(long, default_value_t = 200_000)]
     max_datagrams: u64,
-    /// Fill-and-drain rounds; the median of each side is kept.
+    /// Fill-and-drain rounds (1 to 100); the median of each side is kept.
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Paced sender rates, datagrams/s; 0 = as fast as the sender can.
+    /// Paced sender rates, datagrams/s (at most 10 rates, each 0 to
+    /// 10,000,000); 0 = as fast as the sender can.
     #[arg(long, value_delimiter = ',', default_value = "100000,200000,400000,0")]
     rates: Vec<u64>,
-    /// Seconds of sending per paced rate.
+    /// Seconds of sending per paced rate (0.1 to 10).
     #[arg(long, default_value_t = 2.0)]
     paced_seconds: f64,
+}
+
+impl Args {
+    /// Refuses a flag out of its range.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--symbols", self.symbols, 1..=1_000_000)?;
+        within("--rcvbuf", self.rcvbuf, RCVBUF_BYTES)?;
+        within("--fill", self.fill, 0.01..=0.99)?;
+        within("--max-datagrams", self.max_datagrams, 1_000..=2_000_000)?;
+        within("--runs", self.runs, RUNS)?;
+        require((1..=10).contains(&self.rates.len()), || {
+            format!("--rates takes from 1 to 10 rates, not {}", self.rates.len())
+        })?;
+        for &r in &self.rates {
+            within("--rates", r, 0..=10_000_000)?;
+        }
+        within("--paced-seconds", self.paced_seconds, 0.1..=10.0)
+    }
 }
 
 const PER_DATAGRAM: usize = 10;
@@ -78,14 +101,14 @@ struct Gen {
 }
 
 impl Gen {
-    fn new(symbols: usize) -> Gen {
-        Gen {
+    fn new(symbols: usize) -> anyhow::Result<Gen> {
+        Ok(Gen {
             names: (0..symbols.max(1))
-                .map(|i| Symbol::parse(&format!("S{i:07}")).expect("valid symbol"))
-                .collect(),
+                .map(|i| Symbol::parse(&format!("S{i:07}")).context("a symbol name"))
+                .collect::<anyhow::Result<_>>()?,
             seq: vec![0; symbols.max(1)],
             x: 0x2545_f491_4f6c_dd1d,
-        }
+        })
     }
 
     fn datagram(&mut self) -> Vec<u8> {
@@ -183,7 +206,7 @@ fn open(a: &Args) -> anyhow::Result<(Rig, serde_json::Value)> {
         naive: Some(naive_tokio::Feed::new(naive_tokio::Kind::Full)),
         ports,
         tx,
-        gen: Gen::new(a.symbols),
+        gen: Gen::new(a.symbols)?,
     };
     Ok((
         rig,
@@ -476,7 +499,7 @@ fn paced(rig: &mut Rig, rate: u64, seconds: f64) -> anyhow::Result<serde_json::V
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
-    anyhow::ensure!(a.fill > 0.0 && a.fill < 1.0, "--fill must be in (0, 1)");
+    a.check()?;
     let (mut rig, mut sockets) = open(a)?;
     let drain = drain(a, &mut rig)?;
     // Published by the sidecar with its counters (every heartbeat period).
@@ -484,7 +507,7 @@ pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
         json!(tickguard::Reader::open(&rig.shm).counter(0, counter::LINE_RCVBUF));
     let mut rows = Vec::new();
     for &rate in &a.rates {
-        rows.push(paced(&mut rig, rate, a.paced_seconds.clamp(0.1, 10.0))?);
+        rows.push(paced(&mut rig, rate, a.paced_seconds)?);
     }
     let stats = rig.sidecar.stats();
     Ok(json!({

@@ -97,7 +97,23 @@ enum Row {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let json = match cli.row {
+    let json = match run(cli.row) {
+        Ok(json) => json,
+        Err(e) => match e.downcast_ref::<harness::BadFlag>() {
+            Some(bad) => {
+                eprintln!("error: {bad}");
+                std::process::exit(2);
+            }
+            None => return Err(e),
+        },
+    };
+    println!("{json}");
+    Ok(())
+}
+
+/// Runs `row`: the JSON object it prints.
+fn run(row: Row) -> anyhow::Result<serde_json::Value> {
+    Ok(match row {
         Row::ReplayThroughput(a) => replay_throughput::run(&a)?,
         Row::DecodeApply(a) => decode_apply::run(&a)?,
         Row::TickToPublish(a) => tick_to_publish::run(&a)?,
@@ -123,7 +139,5 @@ fn main() -> anyhow::Result<()> {
         Row::UnixServer(a) => check_latency::unix_server(&a)?,
         Row::All(a) => all::run(&a)?,
         Row::Table(a) => all::print_table(&a)?,
-    };
-    println!("{json}");
-    Ok(())
+    })
 }

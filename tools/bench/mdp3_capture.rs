@@ -5,6 +5,7 @@
 //! page cache, interleaved in one run. Every replay's visible books are
 //! compared with the generator's at the end, level by level.
 
+use crate::harness::{within, RUNS};
 use crate::mdp3_gen::{self, Channel, Params, Service, Stats};
 use crate::replay_throughput::Runs;
 use serde_json::{json, Value};
@@ -22,23 +23,35 @@ use tickguard::replay::{FeedSummary, Observer};
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Book entries (of 46 messages) in the channel, at least.
+    /// Book entries (of 46 messages) in the channel, at least (1 to
+    /// 50,000,000: about 6.6 GB of capture).
     #[arg(long, default_value_t = 5_000_000)]
     book_entries: u64,
-    /// Instruments.
+    /// Instruments (1 to 100,000).
     #[arg(long, default_value_t = 500)]
     instruments: usize,
-    /// Percent of events after whose end a packet is sent at once (20: a
-    /// busy channel, several events a packet; 100: one event a packet).
+    /// Percent of events after whose end a packet is sent at once (0 to
+    /// 100; 20: a busy channel, several events a packet; 100: one event a
+    /// packet).
     #[arg(long, default_value_t = 20)]
     send_percent: u64,
-    /// Runs of each side, interleaved (1 to any): the best of each is the
+    /// Runs of each side, interleaved (1 to 100): the best of each is the
     /// row's figure, and every run is recorded.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Also write the capture, definitions and config here, and keep them.
     #[arg(long)]
     keep: Option<PathBuf>,
+}
+
+impl Args {
+    /// Refuses a flag out of its range.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--book-entries", self.book_entries, 1..=50_000_000)?;
+        within("--instruments", self.instruments, 1..=100_000)?;
+        within("--send-percent", self.send_percent, 0..=100)?;
+        within("--runs", self.runs, RUNS)
+    }
 }
 
 /// The channel's configuration (its `definitions` beside it).
@@ -252,6 +265,7 @@ pub fn replay<'a>(
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<Value> {
+    a.check()?;
     let tmp = tempfile::tempdir()?;
     let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;

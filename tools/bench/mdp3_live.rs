@@ -19,7 +19,9 @@
 //!   packet touched checks ok from the publication.
 
 use crate::check_latency::{summary, timed_checks, timer_costs, wait_lookup};
-use crate::harness::{distinct_ports, send_all, sockaddr, Proc};
+use crate::harness::{
+    distinct_ports, require, send_all, sockaddr, within, within_because, Proc, CPUS,
+};
 use crate::itch_live::{drain_pair, loopback, merge, QueueArgs, ShmFile};
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
@@ -45,6 +47,11 @@ const SEED: u64 = 20_260_105;
 const STEP_LIMIT: Duration = Duration::from_secs(60);
 /// 10⁹: prices are mantissas of exponent −9.
 const E9: i64 = 1_000_000_000;
+/// Most instruments of a channel (0: the equity channel's five): the
+/// sidecar's table here has 4,096 slots.
+const MAX_INSTRUMENTS: usize = 4_000;
+/// Globex events/s a paced sender is offered (`simulate`'s MDP3 most).
+const RATES: std::ops::RangeInclusive<f64> = 1.0..=tickguard::simulate::mdp3::MAX_RATE;
 
 /// `n` outright futures (10-deep books, 2-deep implied), SecurityIDs
 /// sparse, the first 40 times as busy as the last; 0: the equity channel
@@ -208,15 +215,25 @@ fn checking_ok(reader: &Reader, ids: &[i32], now: u64) -> usize {
 /// Flags of `mdp3-live-drain`.
 #[derive(clap::Args)]
 pub struct DrainArgs {
-    /// Instruments in the channel (0: the five of the equity channel).
+    /// Instruments in the channel (0 to 4,000; 0: the five of the equity
+    /// channel).
     #[arg(long, default_value_t = 500)]
     instruments: usize,
     #[command(flatten)]
     queue: QueueArgs,
 }
 
+impl DrainArgs {
+    /// Refuses a flag out of its range.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--instruments", self.instruments, 0..=MAX_INSTRUMENTS)?;
+        self.queue.check()
+    }
+}
+
 /// The `mdp3-live-drain` row.
 pub fn drain(a: &DrainArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let defs = dir.path().join("defs.pcap");
     let mut venue = Venue::new(a.instruments);
@@ -341,32 +358,61 @@ fn send_paced(
 /// Flags of `mdp3-check`.
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// Instruments in the channel of the first phase (its busiest is checked).
+    /// Instruments in the channel of the first phase (its busiest is
+    /// checked; 0 to 4,000, 0: the equity channel).
     #[arg(long, default_value_t = 500)]
     instruments: usize,
-    /// Globex events/s of the first phase.
+    /// Globex events/s of the first phase (1 to 1,000,000).
     #[arg(long, default_value_t = 100_000.0)]
     rate: f64,
     /// Events/s of the second phase, on the five-instrument equity channel
-    /// (ESZ6, checked, has 40% of them).
+    /// (ESZ6, checked, has 40% of them; 1 to 1,000,000).
     #[arg(long, default_value_t = 100_000.0)]
     hot_rate: f64,
-    /// Seconds of timed checks per phase.
+    /// Seconds of timed checks per phase (0.1 to 56: the writer runs 2 s
+    /// longer and stops at 60 s).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    /// CPU the writer's receive thread is pinned to.
+    /// CPU the writer's receive thread is pinned to (0 to 1,023).
     #[arg(long, default_value_t = 1)]
     sidecar_cpu: usize,
-    /// CPU this process's checking thread is pinned to.
+    /// CPU this process's checking thread is pinned to (0 to 1,023).
     #[arg(long, default_value_t = 0)]
     reader_cpu: usize,
     /// Pin nothing.
     #[arg(long)]
     no_pin: bool,
     /// Percent of the time the checking thread spends checking (in 1 ms
-    /// slices; the rest it sleeps, leaving the CPU to the sender).
+    /// slices; the rest it sleeps, leaving the CPU to the sender; 1 to
+    /// 100).
     #[arg(long, default_value_t = 50)]
     duty_pct: u32,
+}
+
+/// The writer's warm-up before the timed checks, and its tail after, s.
+const WRITER_WARM_S: f64 = 1.0;
+
+impl CheckArgs {
+    /// Refuses a flag out of its range, and `--seconds` the writer (which
+    /// stops at [`STEP_LIMIT`]) cannot serve.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--instruments", self.instruments, 0..=MAX_INSTRUMENTS)?;
+        within("--rate", self.rate, RATES)?;
+        within("--hot-rate", self.hot_rate, RATES)?;
+        within_because(
+            "--seconds",
+            self.seconds,
+            0.1..=WRITER_SECONDS - 2.0 * WRITER_WARM_S,
+            &format!(
+                " (the writer runs {} s longer and stops at {} s)",
+                2.0 * WRITER_WARM_S,
+                STEP_LIMIT.as_secs()
+            ),
+        )?;
+        within("--sidecar-cpu", self.sidecar_cpu, CPUS)?;
+        within("--reader-cpu", self.reader_cpu, CPUS)?;
+        within("--duty-pct", self.duty_pct, 1..=100)
+    }
 }
 
 /// Flags of the hidden `mdp3-writer`.
@@ -375,22 +421,45 @@ pub struct WriterArgs {
     /// The publication to write.
     #[arg(long)]
     shm: PathBuf,
+    /// Instruments (0 to 4,000; 0: the equity channel).
     #[arg(long)]
     instruments: usize,
-    /// Events/s.
+    /// Events/s (1 to 1,000,000).
     #[arg(long)]
     rate: f64,
-    /// Seconds of traffic.
+    /// Seconds of traffic (0.1 to 58: its sender stops at 60 s).
     #[arg(long)]
     seconds: f64,
-    /// CPU of the receive thread.
+    /// CPU of the receive thread (0 to 1,023).
     #[arg(long)]
     cpu: Option<usize>,
+}
+
+/// The writer's longest `--seconds`: its sender stops at [`STEP_LIMIT`].
+const WRITER_SECONDS: f64 = 58.0;
+
+impl WriterArgs {
+    /// Refuses a flag out of its range.
+    fn check(&self) -> anyhow::Result<()> {
+        within("--instruments", self.instruments, 0..=MAX_INSTRUMENTS)?;
+        within("--rate", self.rate, RATES)?;
+        within_because(
+            "--seconds",
+            self.seconds,
+            0.1..=WRITER_SECONDS,
+            &format!(" (its sender stops at {} s)", STEP_LIMIT.as_secs()),
+        )?;
+        if let Some(c) = self.cpu {
+            within("--cpu", c, CPUS)?;
+        }
+        Ok(())
+    }
 }
 
 /// The hidden `mdp3-writer`: the sidecar's receive loop on an mdp3 feed
 /// and a paced sender of the channel, for `--seconds`.
 pub fn writer(a: &WriterArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let defs = dir.path().join("defs.pcap");
     let venue = Venue::new(a.instruments);
@@ -452,8 +521,9 @@ fn check_phase(
         "/dev/shm/tickguard-bench-mdp3-check-{}",
         std::process::id()
     ));
-    let warm = 1.0;
-    let secs = warm + a.seconds + 1.0;
+    let warm = WRITER_WARM_S;
+    // The writer's traffic: the warm-up, the timed checks, a tail as long.
+    let secs = warm + a.seconds + warm;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["mdp3-writer", "--shm", &shm.0])
         .args(["--instruments", &instruments.to_string()])
@@ -500,6 +570,7 @@ fn check_phase(
 
 /// The `mdp3-check` row.
 pub fn check(a: &CheckArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let pinned = !a.no_pin && tickguard::sys::pin_to_cpu(a.reader_cpu).is_ok();
     let clock = WallClock::new();
     std::thread::sleep(Duration::from_millis(5));
@@ -537,18 +608,46 @@ pub fn check(a: &CheckArgs) -> anyhow::Result<Value> {
 /// Flags of `mdp3-heal-time`.
 #[derive(clap::Args)]
 pub struct HealArgs {
-    /// Instruments in the channel.
+    /// Instruments in the channel (0 to 4,000; 0: the equity channel).
     #[arg(long, default_value_t = 500)]
     instruments: usize,
-    /// Globex events/s.
+    /// Globex events/s (1 to 1,000,000).
     #[arg(long, default_value_t = 20_000.0)]
     rate: f64,
-    /// Period of the snapshot loop, ms (each loop sent as a burst).
+    /// Period of the snapshot loop, ms (each loop sent as a burst; 10 to
+    /// 10,000).
     #[arg(long, default_value_t = 100)]
     loop_ms: u64,
-    /// Losses to make (one packet dropped on both lines each).
+    /// Losses to make (one packet dropped on both lines each; 1 to 1,000).
+    /// The run takes 2 + 3 × --losses loop periods and 0.5 s, at most 58 s.
     #[arg(long, default_value_t = 30)]
     losses: u64,
+}
+
+/// Longest run of `mdp3-heal-time`, ms: it stops at [`STEP_LIMIT`].
+const HEAL_RUN_MS: u64 = 58_000;
+
+impl HealArgs {
+    /// Refuses a flag out of its range, and a run longer than
+    /// [`HEAL_RUN_MS`].
+    fn check(&self) -> anyhow::Result<()> {
+        within("--instruments", self.instruments, 0..=MAX_INSTRUMENTS)?;
+        within("--rate", self.rate, RATES)?;
+        within("--loop-ms", self.loop_ms, 10..=10_000)?;
+        within("--losses", self.losses, 1..=1_000)?;
+        let run_ms = (2 + 3 * self.losses) * self.loop_ms + 500;
+        require(run_ms <= HEAL_RUN_MS, || {
+            format!(
+                "--losses {} at --loop-ms {} make a {:.1} s run (2 + 3 × losses periods + 0.5 s): at most {} s (a run stops at {} s); --losses at most {} at that --loop-ms",
+                self.losses,
+                self.loop_ms,
+                run_ms as f64 / 1e3,
+                HEAL_RUN_MS / 1000,
+                STEP_LIMIT.as_secs(),
+                ((HEAL_RUN_MS - 500) / self.loop_ms).saturating_sub(2) / 3
+            )
+        })
+    }
 }
 
 /// One loss: what it touched, when it was lost and when it healed.
@@ -568,14 +667,7 @@ struct Loss {
 
 /// The `mdp3-heal-time` row.
 pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
-    ensure!(
-        (10..=10_000).contains(&a.loop_ms),
-        "--loop-ms must be from 10 to 10000"
-    );
-    ensure!(
-        (1..=1_000).contains(&a.losses),
-        "--losses must be from 1 to 1000"
-    );
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let defs = dir.path().join("defs.pcap");
     let venue = Venue::new(a.instruments);
@@ -707,6 +799,6 @@ pub fn heal(a: &HealArgs) -> anyhow::Result<Value> {
         "packets_lost": m.sequence().counters().packets_lost,
         "ticks_lost": m.ticks_lost(),
         "target_ns": target,
-        "target_met": !h.is_empty() && h.max() <= target,
+        "target_met": !h.is_empty() && unhealed == 0 && h.max() <= target,
     }))
 }

@@ -11,7 +11,7 @@
 //! types say (entry, its four book sides, their undo records, its
 //! definition's strings), for comparison.
 
-use crate::harness::proc_status;
+use crate::harness::{proc_status, require, within};
 use crate::mdp3_capture::{replay, write};
 use crate::mdp3_gen::Params;
 use serde_json::{json, Value};
@@ -22,20 +22,44 @@ use tickguard::protocol::mdp3::feed::Entry;
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Instruments of the small replay.
+    /// Instruments of the small replay (1 to 100,000, below --large).
     #[arg(long, default_value_t = 500)]
     instruments: usize,
-    /// Instruments of the large replay.
+    /// Instruments of the large replay (1 to 100,000).
     #[arg(long, default_value_t = 50_000)]
     large: usize,
-    /// Book entries of each replay (every instrument's first event
-    /// builds 24 levels, so the large replay needs over 1.2 M).
+    /// Book entries of each replay (1 to 30,000,000: about 4 GB of
+    /// capture; every instrument's first event builds 24 levels, so the
+    /// large replay needs over 1.2 M).
     #[arg(long, default_value_t = 3_000_000)]
     book_entries: u64,
     /// Only this many instruments, in this process (what the row runs
     /// in each child).
     #[arg(long, hide = true)]
     only: Option<usize>,
+}
+
+/// Most instruments of a replay.
+const MAX_INSTRUMENTS: usize = 100_000;
+
+impl Args {
+    /// Refuses a flag out of its range, and `--large` not above
+    /// `--instruments` (the growth per instrument divides by their
+    /// difference).
+    fn check(&self) -> anyhow::Result<()> {
+        within("--instruments", self.instruments, 1..=MAX_INSTRUMENTS)?;
+        within("--large", self.large, 1..=MAX_INSTRUMENTS)?;
+        within("--book-entries", self.book_entries, 1..=30_000_000)?;
+        if let Some(n) = self.only {
+            within("--only", n, 1..=MAX_INSTRUMENTS)?;
+        }
+        require(self.large > self.instruments, || {
+            format!(
+                "--large must be above --instruments ({}), not {}",
+                self.instruments, self.large
+            )
+        })
+    }
 }
 
 fn rss() -> (u64, u64) {
@@ -94,6 +118,7 @@ fn one(instruments: usize, book_entries: u64) -> anyhow::Result<Value> {
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<Value> {
+    a.check()?;
     if let Some(n) = a.only {
         return one(n, a.book_entries);
     }

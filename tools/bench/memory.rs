@@ -1,7 +1,9 @@
 //! The `memory` row: the sidecar's resident memory once 100,000 symbols are
 //! in its table.
 
-use crate::harness::{counters, free_port, rss_json, start_sidecar, wait_quiet, SidecarSpec, Sim};
+use crate::harness::{
+    counters, free_port, require, rss_json, start_sidecar, wait_quiet, within, SidecarSpec, Sim,
+};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,16 +15,17 @@ pub struct MemoryArgs {
     /// The tickguard binary (sidecar and simulator).
     #[arg(long, default_value = "target/release/tickguard")]
     tickguard: PathBuf,
-    /// Symbols quoted (the simulator generates at most 100,000 names).
+    /// Symbols quoted (1 to 100,000: the simulator generates at most
+    /// 100,000 names).
     #[arg(long, default_value_t = 100_000)]
     symbols: usize,
-    /// `[state] capacity` of the sidecar.
+    /// `[state] capacity` of the sidecar (1 to 16,777,216).
     #[arg(long, default_value_t = 100_000)]
     capacity: usize,
-    /// Quotes per second.
+    /// Quotes per second (1 to 10,000,000).
     #[arg(long, default_value_t = 400_000.0)]
     rate: f64,
-    /// Quotes in all.
+    /// Quotes in all (1 to 3,000,000, sent within 300 s at --rate).
     #[arg(long, default_value_t = 300_000)]
     count: u64,
     /// Receiver idle strategy: spin, yield or sleep.
@@ -30,8 +33,35 @@ pub struct MemoryArgs {
     idle: String,
 }
 
+/// Longest the simulator may send for (`--count / --rate`), s.
+const SEND_SECONDS: f64 = 300.0;
+
+impl MemoryArgs {
+    /// Refuses a flag out of its range, and a send longer than
+    /// [`SEND_SECONDS`].
+    fn check(&self) -> anyhow::Result<()> {
+        let capacity = tickguard::config::CAPACITY;
+        within("--symbols", self.symbols, 1..=100_000)?;
+        within(
+            "--capacity",
+            self.capacity,
+            capacity.min as usize..=capacity.max as usize,
+        )?;
+        within("--rate", self.rate, 1.0..=tickguard::simulate::MAX_RATE)?;
+        within("--count", self.count, 1..=3_000_000)?;
+        let secs = self.count as f64 / self.rate;
+        require(secs <= SEND_SECONDS, || {
+            format!(
+                "--count {} at --rate {} takes {secs:.1} s: at most {SEND_SECONDS} s",
+                self.count, self.rate
+            )
+        })
+    }
+}
+
 /// The `memory` row.
 pub fn memory(a: &MemoryArgs) -> anyhow::Result<Value> {
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let ports = [free_port()?, free_port()?];
     let sidecar = start_sidecar(

@@ -2,6 +2,7 @@
 //! the ceiling of only iterating the same capture's UDP payloads with the
 //! same reader, both from the page cache, in one run.
 
+use crate::harness::{within, RUNS};
 use anyhow::Context;
 use serde_json::json;
 use std::net::SocketAddrV4;
@@ -16,16 +17,17 @@ use tickguard::symbol::Symbol;
 /// Flags.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Messages in the capture.
+    /// Messages in the capture (1 to 50,000,000: about 2.7 GB of capture).
     #[arg(long, default_value_t = 5_000_000)]
     messages: u64,
-    /// Symbols they are spread over.
+    /// Symbols they are spread over (1 to 10,000,000: `S` and 7 digits).
     #[arg(long, default_value_t = 10_000)]
     symbols: usize,
-    /// Messages per datagram.
+    /// Messages per datagram (1 to 100).
     #[arg(long, default_value_t = 10)]
     per_packet: usize,
-    /// Runs of each side; the best is kept (page cache warm after the first).
+    /// Runs of each side (1 to 100); the best is kept (page cache warm
+    /// after the first).
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Also write the capture and config here, and keep them.
@@ -58,6 +60,16 @@ impl Runs {
     }
 }
 
+impl Args {
+    /// Refuses a flag out of its range.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        within("--messages", self.messages, 1..=50_000_000)?;
+        within("--symbols", self.symbols, 1..=10_000_000)?;
+        within("--per-packet", self.per_packet, 1..=100)?;
+        within("--runs", self.runs, RUNS)
+    }
+}
+
 const LINE: &str = "239.1.1.1:30001";
 
 /// Writes the capture; returns its datagrams, its quotes and each
@@ -66,8 +78,8 @@ fn generate(path: &Path, a: &Args) -> anyhow::Result<(u64, u64, Vec<u64>)> {
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::Ethernet)?;
     let symbols: Vec<Symbol> = (0..a.symbols)
-        .map(|i| Symbol::parse(&format!("S{i:07}")).unwrap())
-        .collect();
+        .map(|i| Symbol::parse(&format!("S{i:07}")).context("a symbol name"))
+        .collect::<anyhow::Result<_>>()?;
     let mut seq = vec![0u64; a.symbols];
     let src: SocketAddrV4 = "10.0.0.1:4000".parse()?;
     let dst: SocketAddrV4 = LINE.parse()?;
@@ -144,6 +156,7 @@ fn end_to_end(a: &Args, capture: &Path, config: &Path, dir: &Path) -> anyhow::Re
 
 /// Runs the row.
 pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
+    a.check()?;
     let dir = tempfile::tempdir()?;
     let capture = dir.path().join("bench.pcap");
     let (packets, quotes, last_seq) = generate(&capture, a)?;

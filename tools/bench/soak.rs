@@ -3,9 +3,8 @@
 //! report.
 
 use crate::harness::{
-    counters, free_port, proc_status, rss_json, start_sidecar, wait_quiet, SidecarSpec, Sim,
+    counters, free_port, proc_status, rss_json, start_sidecar, wait_quiet, within, SidecarSpec, Sim,
 };
-use anyhow::ensure;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,28 +17,30 @@ pub struct SoakArgs {
     /// The tickguard binary (sidecar and simulator).
     #[arg(long, default_value = "target/release/tickguard")]
     tickguard: PathBuf,
-    /// Length of the run, s.
+    /// Length of the run, s (1 to 86,400).
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// The sustained rate, quotes/s; the run goes at --fraction of it.
+    /// The sustained rate, quotes/s (1 to 10,000,000); the run goes at
+    /// --fraction of it.
     #[arg(long, default_value_t = 200_000.0)]
     rate: f64,
-    /// Fraction of --rate sent.
+    /// Fraction of --rate sent (0.01 to 1).
     #[arg(long, default_value_t = 0.5)]
     fraction: f64,
-    /// Symbols quoted.
+    /// Symbols quoted (1 to 1,000,000).
     #[arg(long, default_value_t = 1_000)]
     symbols: usize,
-    /// Quotes per datagram.
+    /// Quotes per datagram (1 to 100).
     #[arg(long, default_value_t = 8)]
     batch: usize,
-    /// Percent of datagrams dropped on line A.
+    /// Percent of datagrams dropped on line A (0 to 100).
     #[arg(long, default_value_t = 2.0)]
     loss_a: f64,
-    /// Percent of datagrams dropped on line B.
+    /// Percent of datagrams dropped on line B (0 to 100).
     #[arg(long, default_value_t = 2.0)]
     loss_b: f64,
-    /// Simulator heartbeat interval per symbol, ms (must be > 0 for exact ticks_lost).
+    /// Simulator heartbeat interval per symbol, ms (1 to 60,000: above 0
+    /// for exact ticks_lost).
     #[arg(long, default_value_t = 250)]
     heartbeat_ms: u64,
     /// Receiver idle strategy: spin, yield or sleep.
@@ -49,10 +50,14 @@ pub struct SoakArgs {
 
 /// The `soak` row.
 pub fn soak(a: &SoakArgs) -> anyhow::Result<Value> {
-    ensure!(
-        a.seconds > 0 && a.seconds <= 24 * 3600,
-        "--seconds 1..=86400"
-    );
+    within("--seconds", a.seconds, 1..=86_400)?;
+    within("--rate", a.rate, 1.0..=10_000_000.0)?;
+    within("--fraction", a.fraction, 0.01..=1.0)?;
+    within("--symbols", a.symbols, 1..=1_000_000)?;
+    within("--batch", a.batch, 1..=100)?;
+    within("--loss-a", a.loss_a, 0.0..=100.0)?;
+    within("--loss-b", a.loss_b, 0.0..=100.0)?;
+    within("--heartbeat-ms", a.heartbeat_ms, 1..=60_000)?;
     let dir = tempfile::tempdir()?;
     let ports = [free_port()?, free_port()?];
     let sidecar = start_sidecar(
