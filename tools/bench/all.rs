@@ -77,14 +77,16 @@ pub struct TableArgs {
     json: PathBuf,
 }
 
-/// Prints the table of an existing BENCHMARKS.json.
+/// Prints the table of an existing BENCHMARKS.json (and no JSON line:
+/// `Value::Null`).
 pub fn print_table(a: &TableArgs) -> anyhow::Result<Value> {
     let r: Value = serde_json::from_slice(&std::fs::read(&a.json)?)?;
     println!("{}", table(&r));
-    Ok(json!({"read": a.json}))
+    Ok(Value::Null)
 }
 
-/// Runs every row and prints the table.
+/// Runs every row, writes their JSON to `--json` and prints the table
+/// (and no JSON line: `Value::Null`).
 pub fn run(a: &Args) -> anyhow::Result<Value> {
     let soak = a.soak_seconds.to_string();
     let rows = json!({
@@ -113,7 +115,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
     println!("{}", table(&rows));
-    Ok(json!({"written": a.json}))
+    Ok(Value::Null)
 }
 
 /// The Markdown table of a BENCHMARKS.json value.

@@ -18,6 +18,10 @@ fn median_ns(dir: &Path, bench: &str, symbols: u32) -> anyhow::Result<f64> {
     group_median_ns(dir, "per_1M_messages", bench, symbols)
 }
 
+/// The oldest criterion estimate a row reports, as measured for this
+/// run (`tools/bench/run` runs the benches right before the rows).
+const MAX_ESTIMATE_AGE: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+
 /// [`median_ns`] in criterion group `group`.
 pub(crate) fn group_median_ns(
     dir: &Path,
@@ -32,6 +36,18 @@ pub(crate) fn group_median_ns(
         .join("new/estimates.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e} (run `cargo bench` first)", path.display()))?;
+    // Never an earlier session's numbers as this run's.
+    let age = std::fs::metadata(&path)?
+        .modified()?
+        .elapsed()
+        .unwrap_or_default();
+    anyhow::ensure!(
+        age <= MAX_ESTIMATE_AGE,
+        "{}: measured {} h ago, more than {} h: run `cargo bench` first",
+        path.display(),
+        age.as_secs() / 3600,
+        MAX_ESTIMATE_AGE.as_secs() / 3600
+    );
     let v: serde_json::Value = serde_json::from_str(&text)?;
     let ns_per_iter = v["median"]["point_estimate"]
         .as_f64()

@@ -94,6 +94,17 @@ pub(crate) const RCVBUF_BYTES: RangeInclusive<usize> = {
     r.min as usize..=r.max as usize
 };
 
+/// Removes the publication, and its writer's lock (a writer process
+/// killed on an error leaves it), when the row ends, also on error.
+pub(crate) struct ShmFile(pub(crate) String);
+
+impl Drop for ShmFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(tickguard::shm::lock_path(Path::new(&self.0)));
+    }
+}
+
 // ---------------------------------------------------------------- processes
 
 /// A child process killed and reaped when dropped.

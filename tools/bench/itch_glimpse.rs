@@ -42,8 +42,9 @@
 //!   the cycles after the server wrote the spin: it is a system call).
 
 use crate::check_latency::{histogram, summary};
+use crate::harness::ShmFile;
 use crate::harness::{distinct_ports, median, proc_udp, require, within, RmemMax, CPUS, RUNS};
-use crate::itch_live::{loopback, ShmFile};
+use crate::itch_live::loopback;
 use anyhow::{bail, ensure, Context};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};

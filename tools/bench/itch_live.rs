@@ -14,8 +14,8 @@
 
 use crate::check_latency::{histogram, summary};
 use crate::harness::{
-    distinct_ports, median, proc_udp, require, send_all, sockaddr, within, RmemMax, RCVBUF_BYTES,
-    RUNS,
+    distinct_ports, median, proc_udp, require, send_all, sockaddr, within, RmemMax, ShmFile,
+    RCVBUF_BYTES, RUNS,
 };
 use anyhow::{ensure, Context};
 use hdrhistogram::Histogram;
@@ -78,15 +78,6 @@ fn config(
         "itch-live-bench",
     )
     .map_err(anyhow::Error::msg)
-}
-
-/// Removes the publication when the row ends.
-pub(crate) struct ShmFile(pub(crate) String);
-
-impl Drop for ShmFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 pub(crate) fn loopback(port: u16) -> SocketAddrV4 {

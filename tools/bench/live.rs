@@ -129,7 +129,8 @@ impl Gen {
 /// The three receivers, the sender socket and the provider.
 struct Rig {
     sidecar: Sidecar,
-    shm: String,
+    /// Removed after the sidecar is dropped (fields drop in order).
+    shm: crate::harness::ShmFile,
     bare: LineSocket,
     bare_batch: Batch,
     bare_kernel_drops: u64,
@@ -142,21 +143,20 @@ struct Rig {
     gen: Gen,
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.shm);
-    }
-}
-
 fn open(a: &Args) -> anyhow::Result<(Rig, serde_json::Value)> {
     let ports = distinct_ports()?;
-    let shm = format!("/dev/shm/tickguard-bench-live-{}", std::process::id());
+    // Removed on any error from here on, or by the rig.
+    let shm = crate::harness::ShmFile(format!(
+        "/dev/shm/tickguard-bench-live-{}",
+        std::process::id()
+    ));
     let config = Config::parse(
         &format!(
-            "[state]\ncapacity = {}\n[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\n\
+            "[state]\ncapacity = {}\n[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n\
              idle = \"spin\"\nrcvbuf_bytes = {}\n[[feed]]\nname = \"live\"\nkind = \"full\"\n\
              lines = [\"127.0.0.1:{}\"]\nstale_threshold_ms = 500\nsource_threshold_ms = 2000\n",
             (a.symbols * 2).next_power_of_two().max(16),
+            shm.0,
             a.rcvbuf,
             ports[0]
         ),
@@ -307,7 +307,7 @@ impl Rig {
     fn sidecar_kernel_drops(&mut self) -> u64 {
         std::thread::sleep(Duration::from_millis(3));
         self.sidecar.cycle(now_ns());
-        tickguard::Reader::open(&self.shm)
+        tickguard::Reader::open(&self.shm.0)
             .counter(0, counter::KERNEL_DROPS)
             .unwrap_or(u64::MAX)
     }
@@ -504,7 +504,7 @@ pub fn run(a: &Args) -> anyhow::Result<serde_json::Value> {
     let drain = drain(a, &mut rig)?;
     // Published by the sidecar with its counters (every heartbeat period).
     sockets["granted"]["sidecar"] =
-        json!(tickguard::Reader::open(&rig.shm).counter(0, counter::LINE_RCVBUF));
+        json!(tickguard::Reader::open(&rig.shm.0).counter(0, counter::LINE_RCVBUF));
     let mut rows = Vec::new();
     for &rate in &a.rates {
         rows.push(paced(&mut rig, rate, a.paced_seconds)?);

@@ -107,11 +107,14 @@ fn main() -> anyhow::Result<()> {
             None => return Err(e),
         },
     };
-    println!("{json}");
+    // `table` and `all` print a table instead.
+    if !json.is_null() {
+        println!("{json}");
+    }
     Ok(())
 }
 
-/// Runs `row`: the JSON object it prints.
+/// Runs `row`: the JSON object it prints (null: none).
 fn run(row: Row) -> anyhow::Result<serde_json::Value> {
     Ok(match row {
         Row::ReplayThroughput(a) => replay_throughput::run(&a)?,

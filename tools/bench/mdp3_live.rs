@@ -19,10 +19,11 @@
 //!   packet touched checks ok from the publication.
 
 use crate::check_latency::{summary, timed_checks, timer_costs, wait_lookup};
+use crate::harness::ShmFile;
 use crate::harness::{
     distinct_ports, require, send_all, sockaddr, within, within_because, Proc, CPUS,
 };
-use crate::itch_live::{drain_pair, loopback, merge, QueueArgs, ShmFile};
+use crate::itch_live::{drain_pair, loopback, merge, QueueArgs};
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use std::io::Read;
@@ -433,6 +434,10 @@ pub struct WriterArgs {
     /// CPU of the receive thread (0 to 1,023).
     #[arg(long)]
     cpu: Option<usize>,
+    /// A directory for its files, the caller's (which removes it, also
+    /// when it had to kill the writer); without it, one of its own.
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 /// The writer's longest `--seconds`: its sender stops at [`STEP_LIMIT`].
@@ -460,8 +465,15 @@ impl WriterArgs {
 /// and a paced sender of the channel, for `--seconds`.
 pub fn writer(a: &WriterArgs) -> anyhow::Result<Value> {
     a.check()?;
-    let dir = tempfile::tempdir()?;
-    let defs = dir.path().join("defs.pcap");
+    let own;
+    let dir = match &a.dir {
+        Some(d) => d.as_path(),
+        None => {
+            own = tempfile::tempdir()?;
+            own.path()
+        }
+    };
+    let defs = dir.join("defs.pcap");
     let venue = Venue::new(a.instruments);
     venue.write_definitions(&defs)?;
     let lines: [u16; 2] = distinct_ports()?;
@@ -524,8 +536,12 @@ fn check_phase(
     let warm = WRITER_WARM_S;
     // The writer's traffic: the warm-up, the timed checks, a tail as long.
     let secs = warm + a.seconds + warm;
+    // The writer's files, removed whatever becomes of it.
+    let work = tempfile::tempdir()?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["mdp3-writer", "--shm", &shm.0])
+        .arg("--dir")
+        .arg(work.path())
         .args(["--instruments", &instruments.to_string()])
         .args(["--rate", &rate.to_string(), "--seconds", &secs.to_string()]);
     if !a.no_pin {

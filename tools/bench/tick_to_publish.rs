@@ -34,13 +34,17 @@ pub struct Args {
 
 fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
     let port = UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
-    let shm = format!("/dev/shm/tickguard-bench-t2p-{}", std::process::id());
+    let shm = crate::harness::ShmFile(format!(
+        "/dev/shm/tickguard-bench-t2p-{}",
+        std::process::id()
+    ));
     let config = Config::parse(
         &format!(
-            "[state]\ncapacity = {}\n[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\nidle = \"spin\"\n\
+            "[state]\ncapacity = {}\n[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"spin\"\n\
              rcvbuf_bytes = 33554432\n[[feed]]\nname = \"b\"\nkind = \"full\"\nlines = [\"127.0.0.1:{port}\"]\n\
              stale_threshold_ms = 500\nsource_threshold_ms = 2000\n",
-            a.symbols.max(16) as usize
+            a.symbols.max(16) as usize,
+            shm.0
         ),
         "bench",
     )?;
@@ -125,7 +129,6 @@ fn level(a: &Args, percent: u64) -> anyhow::Result<serde_json::Value> {
         "samples": hist.len(),
     });
     drop(sidecar);
-    let _ = std::fs::remove_file(&shm);
     Ok(out)
 }
 
