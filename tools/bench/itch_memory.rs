@@ -1,6 +1,6 @@
 //! The `itch-memory` row: this process's peak resident memory at the end of
 //! the `itch-binfile` replay, and the live orders the books then hold (the
-//! books' dense window of order references is a fixed 4 MiB; orders older
+//! books' dense window of order references is a fixed 16 MiB; orders older
 //! than it sit in 24-byte slots of a table at most 70% full).
 
 use crate::itch_binfile::{day, live_orders, replay, Args, MAX_MESSAGES};
