@@ -23,7 +23,7 @@
 //! last line compares the books the sidecar published with the venue's.
 
 use super::{
-    config, exact, free_ports, session_s, side, table_slots, verdict_cell, Params, Screen,
+    config, exact, free_ports, say, session_s, side, table_slots, verdict_cell, Params, Screen,
     AFTER_CLOSE_S,
 };
 use crate::protocol::itch50::config::GLIMPSE_PASSWORD_MAX;
@@ -33,7 +33,7 @@ use crate::simulate::itch50::glimpse;
 use crate::verdict::Reasons;
 use anyhow::Context;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddrV4;
 
 const FEED: &str = "nasdaq";
@@ -130,9 +130,7 @@ glimpse_password_env = "{PASSWORD_ENV}"
         .iter()
         .fold((0, 0), |(d, c), r| (d + r.datagrams, c + r.cycles));
     let g = report.glimpse.clone().unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
+    let ended = format!(
         "demo ended: the venue sent {} messages in {} datagrams ({} lost on both lines) and {} GLIMPSE snapshot{} ({} messages); {} receiver run{} took {} datagrams in {} cycles",
         report.messages,
         report.datagrams,
@@ -144,10 +142,8 @@ glimpse_password_env = "{PASSWORD_ENV}"
         if runs.len() == 1 { "" } else { "s" },
         datagrams,
         cycles
-    )
-    .context("writing to stdout")?;
-    writeln!(out, "{}", compare_books(&reader, &report)).context("writing to stdout")?;
-    Ok(())
+    );
+    say(&format!("{ended}\n{}", compare_books(&reader, &report)))
 }
 
 /// A free TCP port on loopback (for the GLIMPSE server).

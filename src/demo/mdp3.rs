@@ -22,14 +22,14 @@
 //! given up as lost on both lines, the snapshot lines joined and left.
 
 use super::{
-    config, exact, free_ports, session_s, show, side, verdict_cell, Params, Screen, AFTER_CLOSE_S,
+    config, exact, free_ports, say, session_s, show, side, verdict_cell, Params, Screen,
+    AFTER_CLOSE_S,
 };
 use crate::reader::Reader;
 use crate::simulate::mdp3::{BookReport, VenueReport};
 use crate::verdict::Reasons;
 use anyhow::Context;
 use std::collections::{BTreeMap, VecDeque};
-use std::io::Write;
 
 const FEED: &str = "cme";
 
@@ -116,9 +116,7 @@ price_decimals = 2
     let (datagrams, cycles) = runs
         .iter()
         .fold((0, 0), |(d, c), r| (d + r.datagrams, c + r.cycles));
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
+    let ended = format!(
         "demo ended: the venue sent {} events in {} incremental packets ({} lost on both lines), {} halts, {} snapshot loops; the receiver took {} datagrams in {} cycles",
         report.events,
         report.incremental_packets,
@@ -127,10 +125,8 @@ price_decimals = 2
         report.snapshot_loops,
         datagrams,
         cycles
-    )
-    .context("writing to stdout")?;
-    writeln!(out, "{}", compare_books(&reader, &report)).context("writing to stdout")?;
-    Ok(())
+    );
+    say(&format!("{ended}\n{}", compare_books(&reader, &report)))
 }
 
 /// The feed's counter `name` (the feed-wide one), as its descriptor names

@@ -78,6 +78,16 @@ pub(crate) fn free_ports<const N: usize>() -> anyhow::Result<[SocketAddrV4; N]> 
     Ok(ports)
 }
 
+/// Prints a demo's closing `text` (a line is added): whole to a reader
+/// that reads, given up on one that stopped reading once Ctrl-C or
+/// SIGTERM came (a full pipe cannot hold the demo's end off).
+fn say(text: &str) -> anyhow::Result<()> {
+    let stop = crate::sys::shutdown_on_signals().context("installing signal handlers")?;
+    crate::sys::write_stdout_until(format!("{text}\n").as_bytes(), stop)
+        .context("writing to stdout")?;
+    Ok(())
+}
+
 /// What a demo shows of the publication, and when it is over.
 trait Screen {
     /// Looks at the publication at local time `now`, every few

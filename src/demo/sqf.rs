@@ -2,12 +2,11 @@
 //! both, duplicates, reordering, invalid prices, periodic snapshots, a
 //! pause every 12 s and a reset after 20 s.
 
-use super::{config, free_ports, show, table_slots, verdict_cell, Params, Screen, FEED};
+use super::{config, free_ports, say, show, table_slots, verdict_cell, Params, Screen, FEED};
 use crate::reader::Reader;
 use crate::shm::counter;
 use crate::simulate::sqf::SimKind;
 use anyhow::Context;
-use std::io::Write;
 use std::net::SocketAddrV4;
 
 /// Runs the SQF demo until Ctrl-C or `--duration-s`.
@@ -44,13 +43,10 @@ offset_window_ms = 10000
     let (datagrams, cycles) = runs
         .iter()
         .fold((0, 0), |(d, c), r| (d + r.datagrams, c + r.cycles));
-    writeln!(
-        std::io::stdout().lock(),
+    say(&format!(
         "demo ended: provider sent {} quotes in {} datagrams, receiver took {} datagrams in {} cycles",
         report.quotes, report.datagrams, datagrams, cycles
-    )
-    .context("writing to stdout")?;
-    Ok(())
+    ))
 }
 
 /// The provider's table: it runs to the end.

@@ -1103,6 +1103,46 @@ fn demo_on_a_full_stdout_stops_with_one_line() {
     assert!(!Path::new(&shm).exists());
 }
 
+/// A demo whose reader stopped reading (its pipe full, a frame's or the
+/// closing line's write blocked) still ends soon after SIGTERM, its
+/// publication removed.
+#[test]
+fn demo_stuck_on_a_full_pipe_ends_on_sigterm() {
+    use std::os::fd::AsRawFd;
+    let shm = format!("/dev/shm/tickguard-demo-pipe-{}", std::process::id());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args([
+            "demo",
+            "--duration-s",
+            "60",
+            "--symbols",
+            "100",
+            "--shm",
+            &shm,
+        ])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    // SAFETY: fcntl on a pipe descriptor this test owns.
+    let set = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(
+        set >= 4096,
+        "F_SETPIPE_SZ: {}",
+        std::io::Error::last_os_error()
+    );
+    // Frames of about 5 KB a second: the pipe is full after the first.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(child.try_wait().unwrap().is_none(), "the demo still runs");
+    assert!(crate::common::signal(child.id(), libc::SIGTERM));
+    let status = crate::common::wait_at_most(&mut child, std::time::Duration::from_secs(5));
+    drop(out);
+    assert!(status.success(), "{status:?}");
+    assert!(!Path::new(&shm).exists());
+}
+
 #[test]
 fn demo_runs_and_shows_every_symbol() {
     // A name with what TOML would read as an escape and a quote: the

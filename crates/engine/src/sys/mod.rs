@@ -248,27 +248,31 @@ fn ignored(sig: libc::c_int) -> io::Result<bool> {
     }
 }
 
-/// Writes `bytes` to standard output whole, unless `stop` is set first
-/// (then `Ok(false)`): each write waits for room 100 ms at a time, looking
-/// at `stop` between, and writes at most 4,096 bytes (the room a pipe
-/// that polls writable has), so a reader that stopped reading (a full
-/// pipe, a FIFO) cannot hold a signal's stop off. What Rust's own
-/// `stdout` buffers is flushed first.
+/// Writes `bytes` to standard output whole, unless its reader stopped
+/// reading and `stop` is set (then `Ok(false)`): each write waits for room
+/// 100 ms at a time and writes at most 4,096 bytes (the room a pipe that
+/// polls writable has); a wait that found no room gives up once `stop`
+/// is set. So a reader that stopped reading (a full pipe, a FIFO) cannot
+/// hold a signal's stop off, and one that reads gets every frame and
+/// line whole, the last after a stop too. What Rust's own `stdout`
+/// buffers is flushed first.
 pub fn write_stdout_until(bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
     use std::io::Write;
     std::io::stdout().flush()?;
+    write_until(libc::STDOUT_FILENO, bytes, stop)
+}
+
+/// [`write_stdout_until`] on descriptor `fd`, Rust's buffers aside.
+fn write_until(fd: libc::c_int, bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
     let mut rest = bytes;
     while !rest.is_empty() {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
-        let mut fd = libc::pollfd {
-            fd: libc::STDOUT_FILENO,
+        let mut p = libc::pollfd {
+            fd,
             events: libc::POLLOUT,
             revents: 0,
         };
         // SAFETY: one pollfd, ours, for the call's length.
-        let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+        let ready = unsafe { libc::poll(&mut p, 1, 100) };
         if ready < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -277,11 +281,15 @@ pub fn write_stdout_until(bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
             return Err(e);
         }
         if ready == 0 {
+            // No room for 100 ms: the reader stopped reading.
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
             continue;
         }
         let chunk = &rest[..rest.len().min(4096)];
         // SAFETY: writes from a live slice of `chunk.len()` bytes.
-        let n = unsafe { libc::write(libc::STDOUT_FILENO, chunk.as_ptr().cast(), chunk.len()) };
+        let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
             match e.kind() {
@@ -368,4 +376,51 @@ pub fn terminal_size() -> Option<(usize, usize)> {
         ws
     };
     (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row as usize, ws.ws_col as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::{Duration, Instant};
+
+    /// A pipe of one page: (read end, write end).
+    fn small_pipe() -> (std::fs::File, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors, owned from here on.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: each descriptor is open and owned by nothing else.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fcntl on a descriptor this test owns.
+        unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        (std::fs::File::from(r), w)
+    }
+
+    /// A reader that reads (a page at a time here) gets the whole frame
+    /// though the stop came first; one that stopped reading makes the
+    /// write give up soon after the stop.
+    #[test]
+    fn a_write_finishes_for_a_reader_and_gives_up_on_a_stuck_one() {
+        let stop = AtomicBool::new(true);
+        let frame: Vec<u8> = (0..64 * 1024).map(|k| k as u8).collect();
+        let (mut r, w) = small_pipe();
+        let reader = std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), [0u8; 1024]);
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) | Err(_) => return got,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        assert!(write_until(w.as_raw_fd(), &frame, &stop).unwrap());
+        drop(w);
+        assert_eq!(reader.join().unwrap(), frame);
+
+        let (_r, w) = small_pipe();
+        let begun = Instant::now();
+        assert!(!write_until(w.as_raw_fd(), &frame, &stop).unwrap());
+        assert!(begun.elapsed() < Duration::from_secs(5));
+    }
 }
