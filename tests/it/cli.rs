@@ -1108,7 +1108,6 @@ fn demo_on_a_full_stdout_stops_with_one_line() {
 /// publication removed.
 #[test]
 fn demo_stuck_on_a_full_pipe_ends_on_sigterm() {
-    use std::os::fd::AsRawFd;
     let shm = format!("/dev/shm/tickguard-demo-pipe-{}", std::process::id());
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .args([
@@ -1125,20 +1124,12 @@ fn demo_stuck_on_a_full_pipe_ends_on_sigterm() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let out = child.stdout.take().unwrap();
-    // SAFETY: fcntl on a pipe descriptor this test owns.
-    let set = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
-    assert!(
-        set >= 4096,
-        "F_SETPIPE_SZ: {}",
-        std::io::Error::last_os_error()
-    );
     // Frames of about 5 KB a second: the pipe is full after the first.
-    std::thread::sleep(std::time::Duration::from_secs(4));
-    assert!(child.try_wait().unwrap().is_none(), "the demo still runs");
-    assert!(crate::common::signal(child.id(), libc::SIGTERM));
-    let status = crate::common::wait_at_most(&mut child, std::time::Duration::from_secs(5));
-    drop(out);
+    let status = crate::common::stop_on_a_full_pipe(
+        &mut child,
+        std::time::Duration::from_secs(4),
+        std::time::Duration::from_secs(5),
+    );
     assert!(status.success(), "{status:?}");
     assert!(!Path::new(&shm).exists());
 }

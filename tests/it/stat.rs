@@ -1278,23 +1278,14 @@ fn live_stat(
 /// flag between.
 #[test]
 fn a_live_stat_stuck_on_a_full_pipe_ends_on_sigterm() {
-    use std::os::fd::AsRawFd;
     let (shm, _p, mut child) = live_stat("full-pipe", std::process::Stdio::null());
-    // The smallest pipe (a page): the second frame (about 2 KB each, one a
-    // second) fills it, the third blocks.
-    let out = child.stdout.take().unwrap();
-    // SAFETY: fcntl on a pipe descriptor this test owns.
-    let set = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
-    assert!(
-        set >= 4096,
-        "F_SETPIPE_SZ: {}",
-        std::io::Error::last_os_error()
+    // The second frame (about 2 KB each, one a second) fills a page, the
+    // third blocks.
+    let status = crate::common::stop_on_a_full_pipe(
+        &mut child,
+        std::time::Duration::from_millis(3_500),
+        std::time::Duration::from_secs(2),
     );
-    std::thread::sleep(std::time::Duration::from_millis(3_500));
-    assert!(child.try_wait().unwrap().is_none(), "stat still runs");
-    assert!(crate::common::signal(child.id(), libc::SIGTERM));
-    let status = crate::common::wait_at_most(&mut child, std::time::Duration::from_secs(2));
-    drop(out);
     crate::common::remove_publication(&shm);
     assert!(status.success(), "{status:?}");
 }

@@ -331,3 +331,29 @@ pub fn around(steps: &[u64], more: impl IntoIterator<Item = u64>) -> Vec<u64> {
     times.dedup();
     times
 }
+
+/// Stops `child`, whose stdout is a pipe nobody reads, with SIGTERM once
+/// that pipe is full: shrinks the pipe to a page, waits `fill` for the
+/// child's output to fill it (the child must still run then), sends
+/// SIGTERM and returns the exit status, waited for `within` at most.
+pub fn stop_on_a_full_pipe(
+    child: &mut std::process::Child,
+    fill: std::time::Duration,
+    within: std::time::Duration,
+) -> std::process::ExitStatus {
+    use std::os::fd::AsRawFd;
+    let out = child.stdout.take().expect("stdout piped");
+    // SAFETY: fcntl on a pipe descriptor this test owns.
+    let set = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(
+        set >= 4096,
+        "F_SETPIPE_SZ: {}",
+        std::io::Error::last_os_error()
+    );
+    std::thread::sleep(fill);
+    assert!(child.try_wait().unwrap().is_none(), "the child still runs");
+    assert!(signal(child.id(), libc::SIGTERM));
+    let status = wait_at_most(child, within);
+    drop(out);
+    status
+}
