@@ -89,7 +89,8 @@ pub struct RunStats {
     /// after a failed write.
     pub unrecorded: u64,
     /// OS error number of the write that stopped the recording (0: none,
-    /// or not an OS error).
+    /// or not an OS error; [`RECORD_BOUND_REACHED`]: no error, the
+    /// `--record-max-mb` bound).
     pub record_errno: i32,
     /// Whether a failed write stopped the recording.
     pub record_stopped: bool,
@@ -336,6 +337,10 @@ trait Lost {
         false
     }
 }
+
+/// [`RunStats::record_errno`] of a recording stopped by its bound
+/// (`--record-max-mb`), not by a failed write.
+pub const RECORD_BOUND_REACHED: i32 = -1;
 
 /// The recording's output, refusing to grow past a bound in bytes
 /// (`--record-max-mb`): a write that would pass it fails whole with
@@ -598,8 +603,13 @@ impl<W: std::io::Write + Lost> Recorder<W> {
         };
         match write(w) {
             Ok(()) => {}
-            // Nothing written (a time the file cannot hold): the next goes on.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => stats.unrecorded += 1,
+            // Nothing written (a time the file cannot hold, the capture
+            // writer's own refusal, never an OS error): the next goes on.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::InvalidInput && e.raw_os_error().is_none() =>
+            {
+                stats.unrecorded += 1
+            }
             // This record, and those its buffer held and lost.
             Err(e) => self.stop(stats, &e, 1),
         }
@@ -632,8 +642,9 @@ impl<W: std::io::Write + Lost> Recorder<W> {
             // the run (which a kill would leave them short of). Failing,
             // they are lost (counted below), and that failure is the one
             // told.
+            errno = RECORD_BOUND_REACHED;
             if let Err(f) = w.get_mut().flush() {
-                errno = f.raw_os_error().unwrap_or(errno);
+                errno = f.raw_os_error().unwrap_or(0);
             }
         }
         let lost = writer.as_ref().map_or(0, |w| w.get_ref().lost());
@@ -1026,6 +1037,16 @@ impl Sidecar {
     /// the file grows no further: the write that would pass it stops the
     /// recording (EFBIG), as a full disk would.
     pub fn record(&mut self, path: &std::path::Path, max_bytes: Option<u64>) -> anyhow::Result<()> {
+        // By place, not by file: neither may exist yet.
+        let shm = &self.config.sidecar.shm_path;
+        let publication = [shm.clone(), crate::shm::lock_path(shm)];
+        if let Some(p) = publication.iter().find(|p| same_place(p, path)) {
+            anyhow::bail!(
+                "--record {} is the publication's path ({}): refusing to record there (name another file)",
+                path.display(),
+                p.display()
+            );
+        }
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
@@ -1647,6 +1668,20 @@ fn shared_ports(config: &Config) -> anyhow::Result<()> {
 /// Refuses to empty a file that holds something other than a capture (a
 /// configuration, a publication, anyone's data named by mistake): only an
 /// empty file or an earlier capture is replaced.
+/// Whether `a` and `b` name the same place (their directories the same,
+/// links and `..` resolved, and the same name in it), whether or not a
+/// file is there yet.
+fn same_place(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let place = |p: &std::path::Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    place(a).is_some_and(|x| Some(x) == place(b))
+}
+
 fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
     use std::io::Read;
     match std::fs::metadata(path) {
@@ -1934,7 +1969,7 @@ mod tests {
         for b in [b"one", b"two", b"333"] {
             r.write(&mut st, |w| w.write_udp(t, src, dst, b));
         }
-        assert_eq!((st.unrecorded, st.record_errno), (1, libc::EFBIG));
+        assert_eq!((st.unrecorded, st.record_errno), (1, RECORD_BOUND_REACHED));
         let len = std::fs::metadata(&path).unwrap().len();
         assert_eq!(
             len, bound,

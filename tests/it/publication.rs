@@ -1637,6 +1637,15 @@ fn a_recording_over_the_configurations_own_files_is_refused() {
     let err = record_to(&link);
     assert!(err.contains("is the configuration"), "{err}");
     assert!(!shm.exists(), "published before the recording was refused");
+    // The publication's own path and its lock's, before either exists
+    // (by another spelling too): refused, nothing left there.
+    let lock = dir.path().join("tickguard.lock");
+    let dotted = dir.path().join(".").join("tickguard");
+    for to in [&shm, &lock, &dotted] {
+        let err = record_to(to);
+        assert!(err.contains("is the publication's path"), "{err}");
+        assert!(!shm.exists() && !lock.exists(), "left at {}", to.display());
+    }
 }
 
 /// `run --record` writes on the receive thread: a named FIFO (whose writes
