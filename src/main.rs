@@ -1091,6 +1091,9 @@ fn recording_complete(path: &std::path::Path, stats: &tickguard::sidecar::RunSta
     let mut why = Vec::new();
     if stats.record_stopped {
         why.push(match stats.record_errno {
+            tickguard::sidecar::RECORD_BOUND_REACHED => {
+                "it stopped at its --record-max-mb bound".to_string()
+            }
             0 => "it stopped at a failed write".to_string(),
             n => format!(
                 "it stopped at a failed write ({})",

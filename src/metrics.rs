@@ -577,11 +577,18 @@ impl Monitor {
         }
         rm.last_socket_errors = s.socket_errors;
         if s.record_stopped && !rm.record_stop_logged {
-            tracing::error!(
-                error = %std::io::Error::from_raw_os_error(s.record_errno),
-                unrecorded = s.unrecorded,
-                "recording stopped at a failed write; the file holds what was applied before it"
-            );
+            if s.record_errno == crate::sidecar::RECORD_BOUND_REACHED {
+                tracing::warn!(
+                    unrecorded = s.unrecorded,
+                    "recording stopped at its --record-max-mb bound; the file holds what was applied before it"
+                );
+            } else {
+                tracing::error!(
+                    error = %std::io::Error::from_raw_os_error(s.record_errno),
+                    unrecorded = s.unrecorded,
+                    "recording stopped at a failed write; the file holds what was applied before it"
+                );
+            }
             rm.record_stop_logged = true;
         }
         let beat = r.heartbeat_ns().filter(|&b| b > 0);

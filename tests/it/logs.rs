@@ -447,7 +447,12 @@ fn a_full_state_table_is_logged_once_and_check_says_so() {
 /// 128 KiB buffer).
 #[test]
 fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
-    stopped_recording(Path::new("/dev/full"), None, "No space left on device");
+    stopped_recording(
+        Path::new("/dev/full"),
+        None,
+        "No space left on device",
+        None,
+    );
 }
 
 /// Under a file-size limit (`ulimit -f`, systemd's `LimitFSIZE=`) the
@@ -457,13 +462,24 @@ fn a_stopped_recording_is_logged_while_running_with_metrics_off() {
 fn a_file_size_limit_stops_the_recording_not_the_sidecar() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rec.pcap");
-    stopped_recording(&file, Some(100_000), "File too large");
+    stopped_recording(&file, Some(100_000), "File too large", None);
 }
 
-/// `run --record record` (under a file-size limit of `limit` bytes),
-/// then datagrams past its buffer: the recording stops, logged while
-/// running; stopped, `run` says so last, with `errno`, and exits 2.
-fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
+/// A recording that reaches its `--record-max-mb` bound is told so, while
+/// running and at the end, not as a failed write (which a file-size limit
+/// of the system's gives: the operator's own bound is told apart).
+#[test]
+fn a_recording_at_its_bound_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rec.pcap");
+    stopped_recording(&file, None, "its --record-max-mb bound", Some(1));
+}
+
+/// `run --record record` (under a file-size limit of `limit` bytes, with
+/// `--record-max-mb bound_mb`), then datagrams past its buffer (past the
+/// bound): the recording stops, logged while running; stopped, `run` says
+/// so last, with `why`, and exits 2.
+fn stopped_recording(record: &Path, limit: Option<u64>, why: &str, bound_mb: Option<u64>) {
     let dir = tempfile::tempdir().unwrap();
     // A small table: the publication fits the limit well.
     let (cfg, shm, port) = one_feed(dir.path(), "interval_ms = 50\n[state]\ncapacity = 64\n");
@@ -472,6 +488,7 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
     cmd.arg("run")
         .arg("--record")
         .arg(record)
+        .args(bound_mb.map(|mb| format!("--record-max-mb={mb}")))
         .arg("--config")
         .arg(&cfg)
         .env("RUST_LOG", "info")
@@ -498,8 +515,10 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
     assert!(wait_for(&shm, |r| r.writer_pid() == Some(pid)), "not up");
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let t = now_ns();
-    // 200 datagrams of 40 quotes (about 1.3 KB each): past the buffer.
-    for seq in 1..=200u64 {
+    // 200 datagrams of 40 quotes (about 1.3 KB each): past the buffer;
+    // past the bound, 1,000 a MiB.
+    let datagrams = bound_mb.map_or(200, |mb| 1_000 * mb + 200);
+    for seq in 1..=datagrams {
         let mut b = PacketBuilder::new(t);
         for s in 0..40 {
             b.quote(Symbol::parse(&format!("S{s}")).unwrap(), seq, t, 1.0, 1.1);
@@ -512,7 +531,10 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
     let logged = || {
         std::fs::read_to_string(&log)
             .unwrap()
-            .contains("recording stopped at a failed write")
+            .contains(match bound_mb {
+                None => "recording stopped at a failed write",
+                Some(_) => "recording stopped at its --record-max-mb bound",
+            })
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while !logged() && Instant::now() < deadline {
@@ -548,7 +570,7 @@ fn stopped_recording(record: &Path, limit: Option<u64>, errno: &str) {
     let last = text.lines().last().unwrap_or("");
     assert!(
         last.contains(&format!("the recording {} is incomplete", record.display()))
-            && last.contains(errno)
+            && last.contains(why)
             && last.contains("datagrams and segments were not recorded"),
         "{text}"
     );
