@@ -1757,6 +1757,27 @@ mod tests {
         b.finish()
     }
 
+    /// Two gaps given up by one expiry, the messages they release stamped
+    /// falling (the first run's last at 2 s, the second's at 1 s): the
+    /// watermark rises to the last message the whole give-up applied, not
+    /// to each run's last in turn (docs/itch.md, "Several gaps given up at
+    /// once"), which would leave it at 2 s.
+    #[test]
+    fn several_gaps_given_up_at_once_raise_the_watermark_to_the_last_message() {
+        let mut f = feed();
+        let event = |ts| encode::system_event(ts, b'Q');
+        f.on_datagram(&packet(1, &[event(OPEN)]), T0).unwrap();
+        // 2 and 4 missing; 3 and 5 held.
+        f.on_datagram(&packet(3, &[event(OPEN + 2_000 * MS)]), T0 + MS)
+            .unwrap();
+        f.on_datagram(&packet(5, &[event(OPEN + 1_000 * MS)]), T0 + MS)
+            .unwrap();
+        assert_eq!(f.source_watermark(), Some(T0 as i128), "held: no rise");
+        f.expire(T0 + 60_000 * MS);
+        assert_eq!(f.sequencer().counters().gaps_given_up, 2);
+        assert_eq!(f.source_watermark(), Some((T0 + 1_000 * MS) as i128));
+    }
+
     /// A heartbeat left ahead of the clock by a step back is forgotten at
     /// the next packet taken: its part of the source watermark would hide
     /// the source delay of the messages since for as long as the step.
