@@ -266,7 +266,7 @@ impl Driver {
         while let Some((end, mut staging)) = live.poll(&mut on_wire) {
             let step = self.snapshots.on_end(feed, &end, &mut staging, now);
             live.recycle(staging);
-            self.log(step, now, name, feed.suspect());
+            self.log(step, now, name);
         }
         // A request made in a session since ended is dropped, as a wait
         // is abandoned by a new session.
@@ -309,16 +309,17 @@ impl Driver {
             .recorded
             .on_segment(feed, &mut self.snapshots, segment, t);
         for step in steps.into_iter().flatten() {
-            self.log(step, t, name, feed.suspect());
+            self.log(step, t, name);
         }
     }
 
     /// One line per merge; failures at most one line a second, with the
     /// count of those not logged, and give-ups at most one a second
-    /// beside them; `suspect`: the feed after the step (a wait given up
-    /// that lost nothing, as an operator's on a healthy feed, leaves it
-    /// whole).
-    fn log(&mut self, step: Step, t: u64, name: &str, suspect: bool) {
+    /// beside them (a wait given up that lost nothing, as an operator's on
+    /// a healthy feed, is told as leaving it whole: the step says, as the
+    /// feed was once it was taken, in replay too, where the next
+    /// connection's start comes before the log).
+    fn log(&mut self, step: Step, t: u64, name: &str) {
         match step {
             Step::Ignored => {}
             Step::Merged {
@@ -350,6 +351,7 @@ impl Driver {
                 detail,
                 reason,
                 gave_up,
+                suspect,
                 retry_at,
             } => {
                 let limiter = match gave_up {
@@ -421,26 +423,27 @@ mod tests {
             detail: "reset",
             reason: None,
             gave_up,
+            suspect: true,
             retry_at: None,
         };
         let s = 1_000_000_000;
         let state = |d: &Driver| (d.failures.last(), d.failures.held());
         let given_up = |d: &Driver| (d.give_ups.last(), d.give_ups.held());
-        d.log(failed(false), s, "f", true);
+        d.log(failed(false), s, "f");
         assert_eq!(state(&d), (Some(s), 0));
-        d.log(failed(false), s + s / 2, "f", true);
-        d.log(failed(false), s + s / 2, "f", true);
+        d.log(failed(false), s + s / 2, "f");
+        d.log(failed(false), s + s / 2, "f");
         assert_eq!(state(&d), (Some(s), 2));
         // A give-up is not held behind a retried failure's line, and is
         // held itself within a second of the last give-up logged.
-        d.log(failed(true), s + s / 2 + 1, "f", true);
+        d.log(failed(true), s + s / 2 + 1, "f");
         assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 0));
-        d.log(failed(true), s + s / 2 + 2, "f", true);
+        d.log(failed(true), s + s / 2 + 2, "f");
         assert_eq!(given_up(&d), (Some(s + s / 2 + 1), 1));
         assert_eq!(state(&d), (Some(s), 2));
-        d.log(failed(false), 3 * s, "f", true);
+        d.log(failed(false), 3 * s, "f");
         assert_eq!(state(&d), (Some(3 * s), 0));
-        d.log(failed(true), 3 * s, "f", true);
+        d.log(failed(true), 3 * s, "f");
         assert_eq!(given_up(&d), (Some(3 * s), 0));
     }
 

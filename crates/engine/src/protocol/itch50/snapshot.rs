@@ -99,6 +99,9 @@ pub enum Step {
         reason: Option<u8>,
         /// The wait was given up (no more attempts until a new trigger).
         gave_up: bool,
+        /// The feed is suspect once the step is taken (a wait given up
+        /// that lost nothing leaves it whole).
+        suspect: bool,
         /// When the next attempt may start, ns, if one will.
         retry_at: Option<u64>,
     },
@@ -293,6 +296,7 @@ impl Snapshots {
             detail,
             reason,
             gave_up,
+            suspect: feed.suspect(),
             retry_at: self.due,
         }
     }
