@@ -436,7 +436,10 @@ enum Statuses {
 /// restart), each once, or all of them: what the next one has to reset.
 /// A flood of ChannelResets (thousands fit in a datagram) then costs each
 /// what the instruments changed since the one before it cost, not every
-/// instrument. An instrument is listed by the look-ups that may change it
+/// instrument, as long as each forgets baselines as the one before did: a
+/// switch between a reset that forgets them (come late, or inferred) and
+/// one that does not goes over every instrument (docs/security.md, "Known
+/// limits"). An instrument is listed by the look-ups that may change it
 /// (an entry off the fast path, a status, a snapshot, a definition, its
 /// making): after a reset no instrument is on the fast path, so the first
 /// entry to each takes the slow one.
