@@ -146,6 +146,9 @@ struct FeedMetrics {
     rejected_open: Gauge,
     /// Symbols stale, their market not closed: quiet while it is open.
     stale_open: Gauge,
+    /// Symbols stale at the source, their market not closed (a close's
+    /// quiet makes every symbol so in time).
+    stale_at_source_open: Gauge,
     offset: Gauge,
     silence: Gauge,
     last_lost: u64,
@@ -209,20 +212,20 @@ fn describe(name: &str, d: &Descriptor) {
         CounterKind::Flag => "flag (1 when set)",
         _ => "histogram, seconds",
     };
-    let label = if d.key.is_empty() {
-        String::new()
-    } else {
-        format!(", by {}", d.key)
+    // A family of several descriptors (one per label value) is described
+    // once, by the first to come: by its metric, without any one
+    // member's name or hint.
+    let (shown, label, note) = match d.key.is_empty() {
+        true => (d.name.as_str(), String::new(), d.note.trim()),
+        false => (d.metric.as_str(), format!(", by {}", d.key), ""),
     };
-    let note = d.note.trim();
     let note = if note.is_empty() {
         String::new()
     } else {
         format!(" {note}")
     };
     let help = format!(
-        "Per feed: the feed's `{}` {what}{label}, as `tickguard stat` shows it{note}.",
-        d.name
+        "Per feed: the feed's `{shown}` {what}{label}, as `tickguard stat` shows it{note}."
     );
     match d.kind {
         CounterKind::Counter => metrics::describe_counter!(name.to_string(), help),
@@ -253,6 +256,10 @@ fn describe_fixed() {
     describe_gauge!(
         "tickguard_symbols_stale_open",
         "Symbols of a feed stale while not closed (closed neither among their reasons nor set on them or their feed), as a gateway reads them now."
+    );
+    describe_gauge!(
+        "tickguard_symbols_stale_at_source_open",
+        "Symbols of a feed stale at the source while not closed (closed neither among their reasons nor set on them or their feed), as a gateway reads them now."
     );
     describe_gauge!(
         "tickguard_clock_offset_seconds",
@@ -445,6 +452,10 @@ impl Monitor {
                         .collect(),
                     rejected_open: metrics::gauge!("tickguard_symbols_rejected_open", "feed" => feed.clone()),
                     stale_open: metrics::gauge!("tickguard_symbols_stale_open", "feed" => feed.clone()),
+                    stale_at_source_open: metrics::gauge!(
+                        "tickguard_symbols_stale_at_source_open",
+                        "feed" => feed.clone()
+                    ),
                     offset: metrics::gauge!("tickguard_clock_offset_seconds", "feed" => feed.clone()),
                     silence: metrics::gauge!("tickguard_feed_silence_seconds", "feed" => feed.clone()),
                     last_lost: 0,
@@ -537,11 +548,15 @@ impl Monitor {
         let health = self.reader.health(now);
         let r = &self.reader;
         let writer = r.writer_pid().zip(r.receiver().map(|(start, _, _)| start));
-        let healthy = health.is_ok()
-            || (closing
-                && health == Health::WriterClosed
-                && self.writer.is_some()
-                && writer == self.writer);
+        // Only this process's writer's: another writer that took the path
+        // (this one's file lost) is not its to tell.
+        let ours = writer.is_some_and(|(pid, _)| pid == u64::from(std::process::id()));
+        let healthy = ours
+            && (health.is_ok()
+                || (closing
+                    && health == Health::WriterClosed
+                    && self.writer.is_some()
+                    && writer == self.writer));
         // One consistent set each: the receiver's statistics, and every
         // feed's counters (feed and line counters of one heartbeat).
         let s = self.shared.load();
@@ -653,7 +668,13 @@ impl Monitor {
         for k in 0..self.lines.len() {
             let l = &self.lines[k];
             let silent = now.saturating_sub(l.last_change_ns);
-            if !l.read || l.down || l.last_packets == 0 || silent <= LINE_DOWN_NS {
+            // (A line that never received is down too once another line
+            // of its feed did: a join broken from the start.)
+            let fed = self
+                .lines
+                .iter()
+                .any(|o| o.feed == l.feed && o.last_packets > 0);
+            if !l.read || l.down || !fed || silent <= LINE_DOWN_NS {
                 continue;
             }
             let others_flowing = self.lines.iter().any(|o| {
@@ -732,7 +753,7 @@ impl Monitor {
             }
             let status = status.unwrap_or_default();
             let mut by = [0u64; VERDICTS.len()];
-            let (mut rejected_open, mut stale_open) = (0u64, 0u64);
+            let (mut rejected_open, mut stale_open, mut source_open) = (0u64, 0u64, 0u64);
             let mut last_alive = status.last_alive;
             for (rec, reasons) in judged.iter().filter(|(rec, _)| rec.feed == id) {
                 last_alive = last_alive.max(rec.state.last_alive);
@@ -743,6 +764,7 @@ impl Monitor {
                     // book emptied at the close reads it without `closed`.)
                     rejected_open += 1;
                     stale_open += u64::from(reasons.contains(Reasons::STALE));
+                    source_open += u64::from(reasons.contains(Reasons::STALE_AT_SOURCE));
                 }
                 for (i, (bit, _)) in Reasons::ORDER.iter().enumerate() {
                     if reasons.contains(*bit) {
@@ -758,6 +780,7 @@ impl Monitor {
                 }
                 f.rejected_open.set(rejected_open as f64);
                 f.stale_open.set(stale_open as f64);
+                f.stale_at_source_open.set(source_open as f64);
             }
             // 0 before the first packet (of this publication: a recreated
             // one starts over).
@@ -1056,6 +1079,13 @@ mod tests {
             logs_of(|| m.sample(t + dt))
         };
         let downs = |log: &str| log.matches("line down").count();
+        // B never receives while A does (its join broken from the start):
+        // down too, once A has flowed a while.
+        let mut never = Monitor::new(&config, Arc::new(SharedStats::default()));
+        assert_eq!(downs(&at(&mut never, 0, 5, 0)), 0);
+        let log = at(&mut never, 2 * S + S / 2, 6, 0);
+        assert_eq!(downs(&log), 1, "{log}");
+        assert!(log.contains(&config.feeds[0].lines[1].to_string()), "{log}");
         assert_eq!(downs(&at(&mut m, 0, 5, 5)), 0);
         // Both silent 2 s, the threshold 5 s: a quiet market.
         assert_eq!(downs(&at(&mut m, 2 * S, 5, 5)), 0);
@@ -1072,6 +1102,58 @@ mod tests {
         assert_eq!(at(&mut m, 9 * S, 7, 6).matches("line up").count(), 2);
     }
 
+    /// One feed's sidecar in `dir`, its heartbeat at `t` (now), and a
+    /// monitor that sampled it at `t`.
+    fn sampled(dir: &std::path::Path) -> (Config, crate::sidecar::Sidecar, Monitor, u64) {
+        let (config, sidecar) = one_feed_sidecar(dir);
+        let t = now_ns();
+        sidecar.publication().heartbeat(t);
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        m.sample(t);
+        (config, sidecar, m, t)
+    }
+
+    /// A publication at the path that names another writer (this one's
+    /// file lost, another process took the path) is not this monitor's to
+    /// tell: none of its counters is read.
+    #[test]
+    fn another_writers_publication_is_not_read() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar, mut m, t) = sampled(dir.path());
+        let p = sidecar.publication();
+        p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 3));
+        assert!(logs_of(|| m.sample(t + 1)).contains("kernel dropped"));
+        // Another writer's publication (its header naming pid 1) takes
+        // the path, its counters moved on; this writer's file, lost, is
+        // closed.
+        let other_path = dir.path().join("other");
+        let feeds = crate::protocol::publication_feeds(&config);
+        let other = crate::shm::Publication::create(
+            &other_path,
+            0o600,
+            config.capacity,
+            &feeds,
+            t,
+            1_000_000,
+        )
+        .unwrap();
+        other.write_counters(|| other.set_counter(0, counter::LINE_KERNEL_DROPS, 9));
+        other.heartbeat(t + 2);
+        other.ready();
+        let at = std::mem::offset_of!(tickguard_reader::layout::Header, writer_pid) as u64;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&other_path)
+            .unwrap();
+        file.write_all_at(&1u64.to_le_bytes(), at).unwrap();
+        std::fs::rename(&other_path, &config.sidecar.shm_path).unwrap();
+        p.close();
+        let log = logs_of(|| m.sample(t + 2));
+        assert_eq!(m.reader.writer_pid(), Some(1), "the other file is mapped");
+        assert!(!log.contains("kernel dropped"), "{log}");
+    }
+
     /// What changed in the last interval before the writer closed its
     /// publication (a stop) is logged by the last sample, which reads the
     /// file this process's writer closed; a sample of a closed file while
@@ -1079,13 +1161,9 @@ mod tests {
     #[test]
     fn the_last_sample_reads_the_counters_of_the_closed_publication() {
         let dir = tempfile::tempdir().unwrap();
-        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let (config, sidecar, mut m, t) = sampled(dir.path());
         let p = sidecar.publication();
-        let t = now_ns();
-        p.heartbeat(t);
-        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
         let mut other = Monitor::new(&config, Arc::new(SharedStats::default()));
-        m.sample(t);
         other.sample(t);
         p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 7));
         p.close();
@@ -1130,6 +1208,11 @@ mod tests {
         p.write_counters(|| held = logs_of(|| m.sample(t + 1)));
         assert!(!held.contains("WARN"), "{held}");
         let log = logs_of(|| m.sample(t + 2));
+        eprintln!(
+            "DBG health {:?} pid {:?}",
+            m.reader.health(t + 2),
+            m.reader.writer_pid()
+        );
         assert!(!log.contains("kernel dropped"), "{log}");
         assert!(!log.contains("gap burst started"), "{log}");
     }

@@ -452,6 +452,18 @@ fn an_itch_feeds_reject_reasons_are_its_own() {
     // A full table: symbols refused, not messages dropped.
     assert!(text.contains(r#"tickguard_table_full_symbols_total{feed="lp1"}"#));
     assert!(!text.contains("tickguard_table_full_drops_total"), "{text}");
+    // The family's HELP names the family, not the first reason of it
+    // (whose name and hint would read as every reason's).
+    let help = text
+        .lines()
+        .find(|l| l.starts_with("# HELP tickguard_rejected_packets_total "))
+        .unwrap_or_default();
+    assert!(
+        help.contains("`rejected_packets_total`")
+            && help.contains("by reason")
+            && !help.contains("(not"),
+        "{help}"
+    );
 }
 
 /// Packets naming a new session each (forged or not), each followed by an
