@@ -432,6 +432,10 @@ fn attempt(
         return None;
     }
     let _ = stream.set_nodelay(true);
+    // A server that stops reading (its window shut) cannot hold a write,
+    // and with it the attempt's timers and an abort, for good: a write
+    // that waits past the idle bound fails the attempt as a reset.
+    let _ = stream.set_write_timeout(Some(idle.min(timeout)));
     if stream.write_all(login).is_err() {
         return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
     }
