@@ -1127,27 +1127,20 @@ mod tests {
         // Another writer's publication (its header naming pid 1) takes
         // the path, its counters moved on; this writer's file, lost, is
         // closed.
-        let other_path = dir.path().join("other");
-        let feeds = crate::protocol::publication_feeds(&config);
-        let other = crate::shm::Publication::create(
-            &other_path,
-            0o600,
-            config.capacity,
-            &feeds,
-            t,
-            1_000_000,
-        )
-        .unwrap();
+        let other_dir = tempfile::tempdir().unwrap();
+        let (other_config, other_sidecar) = one_feed_sidecar(other_dir.path());
+        let other_path = &other_config.sidecar.shm_path;
+        let other = other_sidecar.publication();
         other.write_counters(|| other.set_counter(0, counter::LINE_KERNEL_DROPS, 9));
         other.heartbeat(t + 2);
         other.ready();
         let at = std::mem::offset_of!(tickguard_reader::layout::Header, writer_pid) as u64;
         let file = std::fs::OpenOptions::new()
             .write(true)
-            .open(&other_path)
+            .open(other_path)
             .unwrap();
         file.write_all_at(&1u64.to_le_bytes(), at).unwrap();
-        std::fs::rename(&other_path, &config.sidecar.shm_path).unwrap();
+        std::fs::rename(other_path, &config.sidecar.shm_path).unwrap();
         p.close();
         let log = logs_of(|| m.sample(t + 2));
         assert_eq!(m.reader.writer_pid(), Some(1), "the other file is mapped");
