@@ -1201,11 +1201,6 @@ mod tests {
         p.write_counters(|| held = logs_of(|| m.sample(t + 1)));
         assert!(!held.contains("WARN"), "{held}");
         let log = logs_of(|| m.sample(t + 2));
-        eprintln!(
-            "DBG health {:?} pid {:?}",
-            m.reader.health(t + 2),
-            m.reader.writer_pid()
-        );
         assert!(!log.contains("kernel dropped"), "{log}");
         assert!(!log.contains("gap burst started"), "{log}");
     }
