@@ -1665,14 +1665,19 @@ fn shared_ports(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses to empty a file that holds something other than a capture (a
-/// configuration, a publication, anyone's data named by mistake): only an
-/// empty file or an earlier capture is replaced.
 /// Whether `a` and `b` name the same place (their directories the same,
 /// links and `..` resolved, and the same name in it), whether or not a
-/// file is there yet.
+/// file is there yet; a symbolic link names where it points (followed
+/// a few times), dangling or not.
 fn same_place(a: &std::path::Path, b: &std::path::Path) -> bool {
     let place = |p: &std::path::Path| {
+        let mut p = p.to_path_buf();
+        for _ in 0..8 {
+            match std::fs::read_link(&p) {
+                Ok(to) => p = p.parent().map_or(to.clone(), |d| d.join(&to)),
+                Err(_) => break,
+            }
+        }
         let dir = match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => std::path::Path::new("."),
@@ -1682,6 +1687,9 @@ fn same_place(a: &std::path::Path, b: &std::path::Path) -> bool {
     place(a).is_some_and(|x| Some(x) == place(b))
 }
 
+/// Refuses to empty a file that holds something other than a capture (a
+/// configuration, a publication, anyone's data named by mistake): only an
+/// empty file or an earlier capture is replaced.
 fn refuse_to_replace(path: &std::path::Path) -> anyhow::Result<()> {
     use std::io::Read;
     match std::fs::metadata(path) {

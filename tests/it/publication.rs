@@ -1641,7 +1641,9 @@ fn a_recording_over_the_configurations_own_files_is_refused() {
     // (by another spelling too): refused, nothing left there.
     let lock = dir.path().join("tickguard.lock");
     let dotted = dir.path().join(".").join("tickguard");
-    for to in [&shm, &lock, &dotted] {
+    let linked = dir.path().join("rec.pcap");
+    std::os::unix::fs::symlink(&shm, &linked).unwrap();
+    for to in [&shm, &lock, &dotted, &linked] {
         let err = record_to(to);
         assert!(err.contains("is the publication's path"), "{err}");
         assert!(!shm.exists() && !lock.exists(), "left at {}", to.display());
