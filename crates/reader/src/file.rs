@@ -97,8 +97,8 @@ pub fn effective_uid() -> u32 {
 }
 
 /// Whether the filesystem holding `file` says it has room for the file to
-/// hold `len` bytes: the blocks free to this user and those the file holds
-/// already. One that reports no size (a tmpfs without a limit, some FUSE
+/// hold `len` bytes: the blocks free to this user (to root, its reserve
+/// too) and those the file holds already. One that reports no size (a tmpfs without a limit, some FUSE
 /// filesystems: no blocks at all) or cannot be asked is taken to have it;
 /// `posix_fallocate` then decides.
 fn room_for(file: &File, len: u64) -> bool {
@@ -112,7 +112,12 @@ fn room_for(file: &File, len: u64) -> bool {
     let held = file
         .metadata()
         .map_or(0, |m| m.blocks().saturating_mul(512));
-    let free = vfs.f_bavail.saturating_mul(vfs.f_frsize);
+    // Root may take the blocks a filesystem keeps in reserve (ext4's 5%).
+    let blocks = match effective_uid() {
+        0 => vfs.f_bfree,
+        _ => vfs.f_bavail,
+    };
+    let free = blocks.saturating_mul(vfs.f_frsize);
     enough(free, held, len)
 }
 
@@ -147,10 +152,18 @@ mod tests {
         // SAFETY: as above, on a descriptor the test owns.
         assert_eq!(unsafe { libc::fstatvfs(file.as_raw_fd(), &mut vfs) }, 0);
         if vfs.f_blocks != 0 {
+            // Asked, not reserved: past the room, told at once; within
+            // what the file holds, always room.
+            use std::os::unix::fs::MetadataExt;
+            let held = file.metadata().unwrap().blocks() * 512;
+            let free = vfs.f_bfree * vfs.f_frsize;
+            assert!(!room_for(&file, free + held + (1 << 30)));
+            assert!(room_for(&file, held));
             let size = vfs.f_blocks * vfs.f_frsize;
             let e = reserve(&file, size.saturating_mul(2)).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
-            assert!(file.metadata().unwrap().len() < size, "nothing reserved");
+            let after = file.metadata().unwrap().blocks() * 512;
+            assert_eq!(after, held, "nothing reserved");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
