@@ -402,9 +402,11 @@ mod tests {
     /// write give up soon after the stop.
     #[test]
     fn a_write_finishes_for_a_reader_and_gives_up_on_a_stuck_one() {
-        let stop = AtomicBool::new(true);
+        static STOP: AtomicBool = AtomicBool::new(false);
         let frame: Vec<u8> = (0..64 * 1024).map(|k| k as u8).collect();
         let (mut r, w) = small_pipe();
+        // The stop comes while the frame is being written (once the reader
+        // has taken its first page), as Ctrl-C would.
         let reader = std::thread::spawn(move || {
             let (mut got, mut buf) = (Vec::new(), [0u8; 1024]);
             loop {
@@ -412,15 +414,19 @@ mod tests {
                     Ok(0) | Err(_) => return got,
                     Ok(n) => got.extend_from_slice(&buf[..n]),
                 }
+                if got.len() >= 4096 {
+                    STOP.store(true, Ordering::Relaxed);
+                }
             }
         });
-        assert!(write_until(w.as_raw_fd(), &frame, &stop).unwrap());
+        assert!(write_until(w.as_raw_fd(), &frame, &STOP).unwrap());
         drop(w);
         assert_eq!(reader.join().unwrap(), frame);
+        assert!(STOP.load(Ordering::Relaxed));
 
         let (_r, w) = small_pipe();
         let begun = Instant::now();
-        assert!(!write_until(w.as_raw_fd(), &frame, &stop).unwrap());
+        assert!(!write_until(w.as_raw_fd(), &frame, &STOP).unwrap());
         assert!(begun.elapsed() < Duration::from_secs(5));
     }
 }
