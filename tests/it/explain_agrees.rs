@@ -152,6 +152,21 @@ fn a_snapshots_lagging_copy_is_explained_as_the_handler_takes_it() {
     .unwrap();
 }
 
+/// Line A's late copy of a Snapshot line B lost, older at its source than
+/// the invalid Quote line B brought since (the price held older still):
+/// dropped by the handler, the invalid price standing, and the
+/// explanation follows it.
+#[test]
+fn a_late_snapshot_after_an_invalid_quote_is_explained_as_the_handler_takes_it() {
+    agrees(&[
+        (0, 0, vec![(3, 0, 1, 3, 0)]),
+        (100, 1, vec![(3, 0, 1, 3, 100)]),
+        (100, 1, vec![(0, 0, 2, 1, 0)]),
+        (100, 0, vec![(3, 0, 1, 3, 200)]),
+    ])
+    .unwrap();
+}
+
 /// A Snapshot sent again (a failover) that comes first on line B, which
 /// lost the original and has since delivered a newer Quote: a reset, for
 /// the handler and the explanation alike.

@@ -61,6 +61,9 @@ pub(super) struct Tracker {
     /// whether it came on line B, while the reset is open: the other line
     /// lags behind it (the handler's `open_reset`, `RESET_OPEN`).
     pub(super) open_reset: Option<((u64, u64), bool)>,
+    /// The source time of the last price message applied, valid or not
+    /// (the handler's `newest_source`; 0 before one).
+    pub(super) newest_source: u64,
 }
 
 impl Tracker {
@@ -222,8 +225,7 @@ impl Tracker {
                     Some(QuoteOutcome::Duplicate) => {
                         // The other line's copy of the latest sequence
                         // (not one sent before the reset).
-                        let latest = seq == last
-                            && s0.price.is_some_and(|p| p.source_time == q.source_time());
+                        let latest = seq == last && self.newest_source == q.source_time();
                         if self.latest_line.0 != on_b && latest && lag != Lag::Before {
                             self.latest_line.1 = true;
                         }
@@ -236,6 +238,7 @@ impl Tracker {
                         price: check,
                     }) => {
                         self.latest_line = (on_b, false);
+                        self.newest_source = q.source_time();
                         price_message = Some((price, check));
                         cleared = suspect == Suspect::Cleared;
                         // A delta feed's first price after a Heartbeat set
@@ -282,14 +285,15 @@ impl Tracker {
                 }
                 // A routine one the other line lost, never applied (neither
                 // of the last two; the handler's start at (0, 0)) and older
-                // at its source than the price held, on the line that has not
-                // brought that price: its late copy.
+                // at its source than the last price message applied (valid
+                // or not), on the line that has not brought it: its late
+                // copy.
                 let applied_before = [
                     self.last_snapshot.map_or((0, 0), |(k, _, _)| k),
                     self.earlier_snapshot,
                 ]
                 .contains(&key);
-                let late = s0.price.is_some_and(|p| key.1 < p.source_time) && !applied_before;
+                let late = key.1 < self.newest_source && !applied_before;
                 let reset = match (lag, self.open_reset) {
                     (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
                     (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),
@@ -328,6 +332,7 @@ impl Tracker {
                     self.latest_line = (on_b, false);
                     let price = price_of(v);
                     let outcome = rules::snapshot_outcome(&mut s, seq, price, a);
+                    self.newest_source = key.1;
                     price_message = Some((price, outcome.price));
                     cleared = true;
                     let (kind, from) = match outcome.step {
@@ -537,6 +542,7 @@ impl Forensics {
             dropped: false,
             first_seen: a,
             last_snapshot: None,
+            newest_source: 0,
             earlier_snapshot: (0, 0),
             latest_line: (false, false),
             open_reset: None,

@@ -120,6 +120,13 @@ pub struct Feed {
     /// that line's copy of the Snapshot, or by anything newer it brings.
     /// 16 bytes a slot (1 MiB for 65,536).
     open_reset: Vec<(u64, u64)>,
+    /// Per slot of the table: the source time of the last price message
+    /// (Quote or Snapshot) applied, valid or not (0: none). What a late
+    /// copy is judged older than: the stored price's own time stays that
+    /// of the last valid one, so an invalid Quote newer than a Snapshot
+    /// the other line lost would let that Snapshot through as a reset,
+    /// clearing `invalid_price` onto the older price. 8 bytes a slot.
+    newest_source: Vec<u64>,
     /// The messages of the datagram being applied, as the validity walk met
     /// them: room for the most a UDP datagram can carry, allocated once
     /// (grown only for a larger capture record, see `on_datagram`).
@@ -128,8 +135,8 @@ pub struct Feed {
 
 /// Bytes a feed keeps for each slot of the table, for its line
 /// arbitration: `last_line`, `last_snapshot`, `earlier_snapshot`,
-/// `open_reset` (the configuration guide gives it).
-pub const BYTES_A_SLOT: usize = 1 + 3 * std::mem::size_of::<(u64, u64)>();
+/// `open_reset`, `newest_source` (the configuration guide gives it).
+pub const BYTES_A_SLOT: usize = 1 + 3 * std::mem::size_of::<(u64, u64)>() + 8;
 
 impl Feed {
     /// A feed of `kind` over a table of `capacity` slots, its clock-offset
@@ -142,6 +149,7 @@ impl Feed {
             last_snapshot: vec![(0, 0); capacity],
             earlier_snapshot: vec![(0, 0); capacity],
             open_reset: vec![(0, 0); capacity],
+            newest_source: vec![0; capacity],
             pending: vec![Pending::EMPTY; room_for(UDP_MAX_PAYLOAD)],
         }
     }
@@ -191,6 +199,7 @@ impl FeedEngine for Feed {
             last_snapshot,
             earlier_snapshot,
             open_reset,
+            newest_source,
             pending,
         } = self;
         let on_b = (line != 0) as u8;
@@ -294,10 +303,11 @@ impl FeedEngine for Feed {
                                 // (A duplicate, unchanged, is the latest's
                                 // copy with its sequence and its source
                                 // time, which a Quote of the same number
-                                // from before a reset has not.)
+                                // from before a reset has not; the latest
+                                // invalid one's too.)
                                 let latest = a == Applied::Duplicate
                                     && q.sequence() == s.last_seq()
-                                    && s.source_time() == Some(q.source_time());
+                                    && newest_source.get(i) == Some(&q.source_time());
                                 (a, latest, false)
                             });
                             if let Some(bits) = last_line.get_mut(i) {
@@ -316,6 +326,11 @@ impl FeedEngine for Feed {
                                         c.line_copies += line_copy(bits, on_b, latest) as u64
                                     }
                                 }
+                            }
+                            if let (Applied::Changed { .. }, Some(at)) =
+                                (applied, newest_source.get_mut(i))
+                            {
+                                *at = q.source_time();
                             }
                             applied
                         }
@@ -348,8 +363,9 @@ impl FeedEngine for Feed {
                                 // the symbol moved on (the last Snapshot
                                 // another), or a routine one the other line
                                 // lost: never applied (neither of the last
-                                // two) and older at its source than the price
-                                // the other line brought since (a reset is
+                                // two) and older at its source than the last
+                                // price message the other line brought since,
+                                // valid or not (a reset is
                                 // newer than all before it; a re-send after a
                                 // failover is of a Snapshot applied).
                                 let lagging = lag == Lag::Before
@@ -358,7 +374,7 @@ impl FeedEngine for Feed {
                                         && behind
                                         && !passed
                                         && !applied_before
-                                        && s.source_time().is_some_and(|at| key.1 < at));
+                                        && newest_source.get(i).is_some_and(|&at| key.1 < at));
                                 let copy = candidate && !(behind && passed);
                                 if lagging || (copy && behind) {
                                     s.add_duplicate();
@@ -406,6 +422,11 @@ impl FeedEngine for Feed {
                                     }
                                     *last = key;
                                 }
+                            }
+                            if let (Applied::Changed { .. }, Some(at)) =
+                                (applied, newest_source.get_mut(i))
+                            {
+                                *at = key.1;
                             }
                             applied
                         }
@@ -983,6 +1004,43 @@ clock_offset = 0
         let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
         let s = (r.state.seq.last_seq, r.state.price.map(|p| p.bid));
         assert_eq!((s, h.feeds()[0].counters.resets), ((2, Some(3.0)), 0));
+    }
+
+    /// The same late copy when the price that line brought since was
+    /// invalid (bid above ask): older at its source than that Quote, it is
+    /// dropped, not taken for a reset that would clear `invalid_price` and
+    /// answer `ok` on the older price (the stored price's time is the last
+    /// valid one's, older than the Snapshot). On a delta feed the Quote
+    /// after a gap is also `suspect`, and stays so. The copy of the invalid
+    /// Quote on the other line counts as a line copy.
+    #[test]
+    fn a_late_snapshot_after_an_invalid_quote_is_no_reset() {
+        let invalid = || {
+            let mut b = PacketBuilder::new(0);
+            b.quote(sym("A"), 2, 30, 3.0, 2.0);
+            b.finish()
+        };
+        for kind in ["full", "delta"] {
+            let mut h = Handler::new(&config(kind));
+            let datagrams = [
+                (0, snapshot_a(1, 10, 1.0)),
+                (1, snapshot_a(1, 10, 1.0)),
+                (1, invalid()),
+                (0, snapshot_a(1, 20, 1.0)),
+                (0, invalid()),
+                (0, invalid()),
+            ];
+            for (t, (line, d)) in datagrams.iter().enumerate() {
+                h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+            }
+            let v = h.verdict(0, sym("A"), 6);
+            assert!(v.contains(Reasons::INVALID_PRICE), "{kind}: {v:?}");
+            let c = &h.feeds()[0].counters;
+            assert_eq!(c.resets, 0, "{kind}");
+            // The late Snapshot and line A's first copy of the Quote; its
+            // second on the same line is no line copy.
+            assert_eq!(c.line_copies, 2, "{kind}");
+        }
     }
 
     /// A message newer than an open reset closes it, and is still judged
