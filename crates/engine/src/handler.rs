@@ -53,6 +53,10 @@ pub struct Feed {
     reject_lines_left: u64,
     /// The packets rejected in a row up to now.
     run: RejectRun,
+    /// The config's longest stale threshold, ns
+    /// ([`FeedConfig::longest_stale_ns`], taken once: its overrides may be
+    /// thousands, and every rejected packet asks).
+    longest_stale_ns: u64,
     /// Arrival times as the feed takes them in a replay ([`Arrivals`]).
     arrivals: Arrivals,
     /// What decodes the feed's datagrams and keeps its state.
@@ -169,7 +173,7 @@ impl Feed {
         self.run.all_rejected(
             self.config.protocol,
             self.counters.packets,
-            self.config.longest_stale_ns(),
+            self.longest_stale_ns,
         )
     }
 
@@ -237,6 +241,7 @@ impl Handler {
                     reject_log_held: 0,
                     reject_lines_left: u64::MAX,
                     run: RejectRun::default(),
+                    longest_stale_ns: f.longest_stale_ns(),
                     arrivals: Arrivals::default(),
                     engine: Engine::new(f, capacity, offset_queue, shared),
                 })
