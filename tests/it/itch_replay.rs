@@ -1398,3 +1398,45 @@ fn the_coverage_table_names_tests_that_exist() {
     let named = crate::common::coverage_table_tests("docs/itch-coverage.md", "itch50", "itch_");
     assert!(named > 200, "{named} tests named");
 }
+
+/// A recording made with `recovery_listen` left at `0.0.0.0:0` names the
+/// port the kernel gave the channel as its answers' destination: "port 0
+/// matches nothing" (spec itch50 §3.2) leaves them unrouted in a replay
+/// with the same configuration, and the replay says so and how to replay
+/// them; a capture's (named senders) or a configured port's are not told.
+#[test]
+fn a_recordings_answers_to_a_kernel_chosen_port_are_told() {
+    let config = CONFIG.replace(
+        "recovery_listen = \"0.0.0.0:18001\"",
+        "recovery = \"10.0.0.5:18000\"",
+    );
+    let told = |src: &str, config: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = dir.path().join("rec.pcap");
+        let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+        let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+        let src: SocketAddrV4 = src.parse().unwrap();
+        let given: SocketAddrV4 = "0.0.0.0:54321".parse().unwrap();
+        w.write_udp(T0, src, a(), &PacketBuilder::heartbeat(S1, 1))
+            .unwrap();
+        w.write_udp(T0 + MS, src, given, &PacketBuilder::heartbeat(S1, 1))
+            .unwrap();
+        w.finish().unwrap();
+        let config = Config::parse(config, "itch.toml").unwrap();
+        let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+        let outcome = replay(&config, &mut capture, &[], |_| {});
+        assert_eq!(outcome.summary.capture.unrouted, 1);
+        tickguard::replay::input_warnings(&config, &outcome.summary)
+            .into_iter()
+            .filter(|l| l.contains("a port the kernel chose"))
+            .collect::<Vec<_>>()
+    };
+    let lines = told("0.0.0.0:0", &config);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("1 datagrams of a recording went to no line or channel: feed nasdaq"),
+        "{lines:?}"
+    );
+    assert!(told("10.9.9.9:5000", &config).is_empty());
+    assert!(told("0.0.0.0:0", CONFIG).is_empty());
+}

@@ -316,6 +316,11 @@ pub struct CaptureSummary {
     pub reader: CaptureStats,
     /// Datagrams whose destination matched no feed's line.
     pub unrouted: u64,
+    /// Of them, a recording's (from `0.0.0.0:0`): told when a feed's
+    /// channel listens on a port the kernel chose, which the recording
+    /// names and the configuration cannot.
+    #[serde(skip)]
+    pub unrouted_recorded: u64,
     /// Datagrams to a line of a feed with `source` from another sender:
     /// dropped, as the live source-specific join has the kernel drop them
     /// (the key is written only when some were).
@@ -876,7 +881,7 @@ pub fn replay_until(
     let mut router = Router::new(config);
     router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);
-    let (mut unrouted, mut wrong_source) = (0u64, 0u64);
+    let (mut unrouted, mut wrong_source, mut unrouted_recorded) = (0u64, 0u64, 0u64);
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
     // Each feed's last arrival, for its clock's steps back.
@@ -932,7 +937,10 @@ pub fn replay_until(
                     handler.on_datagram_line(feed, line, d.payload, d.time_ns);
                 observer.after(&mut handler, feed, d, result);
             }
-            Ok(None) => unrouted += 1,
+            Ok(None) => {
+                unrouted += 1;
+                unrouted_recorded += u64::from(unnamed(d.src));
+            }
             Err(WrongSource) => wrong_source += 1,
         }
         seen += 1;
@@ -954,6 +962,7 @@ pub fn replay_until(
     );
     summary.capture.span_ns = span_ns;
     summary.capture.wrong_source = wrong_source;
+    summary.capture.unrouted_recorded = unrouted_recorded;
     for f in 0..handler.feeds().len() {
         let a = handler.arrivals(f as u16);
         summary.capture.time_steps_back += a.stepped_back;
@@ -998,6 +1007,7 @@ fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summ
             span_ns: None,
             reader,
             unrouted,
+            unrouted_recorded: 0,
             wrong_source: 0,
             time_steps_back: 0,
             largest_step_back_ns: 0,
@@ -1132,6 +1142,27 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             "{} datagrams to a feed's line came from another sender than its `source`, or to its \
              recovery channel from another than its `recovery` server: dropped, as live drops them",
             c.wrong_source
+        ));
+    }
+    // A recording of a channel on a port the kernel chose names that port,
+    // which "port 0 matches nothing" leaves unrouted.
+    let kernel_chosen: Vec<&str> = config
+        .feeds
+        .iter()
+        .filter(|f| {
+            f.services()
+                .iter()
+                .any(|s| matches!(&s.receive, Receive::Channel(c) if c.listen.port() == 0))
+        })
+        .map(|f| f.name.as_str())
+        .collect();
+    if c.unrouted_recorded > 0 && !kernel_chosen.is_empty() {
+        lines.push(format!(
+            "{} datagrams of a recording went to no line or channel: feed {} listens for its \
+             recovery answers on a port the kernel chose (recovery_listen 0.0.0.0:0); to replay \
+             them, set recovery_listen to the port the recording's `channel open` log line gave",
+            c.unrouted_recorded,
+            kernel_chosen.join(", ")
         ));
     }
     for (name, f) in &summary.feeds {
