@@ -1146,21 +1146,23 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     }
     // A recording of a channel on a port the kernel chose names that port,
     // which "port 0 matches nothing" leaves unrouted.
-    let kernel_chosen: Vec<&str> = config
+    let kernel_chosen: Vec<String> = config
         .feeds
         .iter()
-        .filter(|f| {
-            f.services()
-                .iter()
-                .any(|s| matches!(&s.receive, Receive::Channel(c) if c.listen.port() == 0))
+        .flat_map(|f| {
+            f.services().into_iter().filter_map(|s| match s.receive {
+                Receive::Channel(c) if c.listen.port() == 0 => {
+                    Some(format!("feed {}'s {} {}", f.name, s.key, c.listen))
+                }
+                _ => None,
+            })
         })
-        .map(|f| f.name.as_str())
         .collect();
     if c.unrouted_recorded > 0 && !kernel_chosen.is_empty() {
         lines.push(format!(
-            "{} datagrams of a recording went to no line or channel: feed {} listens for its \
-             recovery answers on a port the kernel chose (recovery_listen 0.0.0.0:0); to replay \
-             them, set recovery_listen to the port the recording's `channel open` log line gave",
+            "{} datagrams of a recording went to no line or channel: a channel listens on a port \
+             the kernel chose ({}), which a recording names and port 0 matches not; to replay \
+             them, set it to the port the recording's `channel open` log line gave",
             c.unrouted_recorded,
             kernel_chosen.join(", ")
         ));
