@@ -355,6 +355,26 @@ source_threshold_ms = 2000
     assert_eq!(h.feeds()[1].counters.table_full, (FLOOD - 3) as u64);
 }
 
+/// A recorded GLIMPSE connection of feed 0 at `t`: our SYN, the server's
+/// `spin` (Login Accepted to End of Snapshot) in one segment, its FIN.
+fn snapshot_connection(h: &mut Handler, spin: &[u8], t: u64) {
+    let local = "127.0.0.1:40001".parse().unwrap();
+    for (from_server, flags, payload) in [
+        (false, tickguard::capture::link::Tcp::SYN, &b""[..]),
+        (true, tickguard::capture::link::Tcp::ACK, spin),
+        (true, tickguard::capture::link::Tcp::FIN, &b""[..]),
+    ] {
+        let segment = tickguard::engine::Segment {
+            local,
+            from_server,
+            seq: 1_000,
+            flags,
+            payload,
+        };
+        h.on_segment(0, &segment, t);
+    }
+}
+
 /// A symbol the stream published and a merged GLIMPSE spin lacks, past
 /// `max_symbols` when put back, leaves the feed: its slot is emptied
 /// (`no_quote`) rather than showing its last book for good (once a later
@@ -412,21 +432,7 @@ fn a_symbol_a_snapshot_merge_drops_leaves_its_slot_empty() {
         soup::sequenced(&encode::stock_directory(l, OPEN, sym(s)), &mut spin);
     }
     soup::sequenced(format!("G{:>20}", 7).as_bytes(), &mut spin);
-    let local = "127.0.0.1:40001".parse().unwrap();
-    for (from_server, flags, payload) in [
-        (false, tickguard::capture::link::Tcp::SYN, &b""[..]),
-        (true, tickguard::capture::link::Tcp::ACK, &spin[..]),
-        (true, tickguard::capture::link::Tcp::FIN, &b""[..]),
-    ] {
-        let segment = tickguard::engine::Segment {
-            local,
-            from_server,
-            seq: 1_000,
-            flags,
-            payload,
-        };
-        h.on_segment(0, &segment, T0 + 2 * MS);
-    }
+    snapshot_connection(&mut h, &spin, T0 + 2 * MS);
     h.before_check(0, T0 + 2 * MS);
     let Some(tickguard::protocol::Summary::Itch50(s)) = h.summaries().remove("nasdaq") else {
         panic!("no itch50 summary");
@@ -501,21 +507,7 @@ fn after_a_snapshot_merge_each_slot_shows_its_own_stocks_book() {
     }
     let next = stream.len() + 1;
     soup::sequenced(format!("G{next:>20}").as_bytes(), &mut spin);
-    let local = "127.0.0.1:40001".parse().unwrap();
-    for (from_server, flags, payload) in [
-        (false, tickguard::capture::link::Tcp::SYN, &b""[..]),
-        (true, tickguard::capture::link::Tcp::ACK, &spin[..]),
-        (true, tickguard::capture::link::Tcp::FIN, &b""[..]),
-    ] {
-        let segment = tickguard::engine::Segment {
-            local,
-            from_server,
-            seq: 1_000,
-            flags,
-            payload,
-        };
-        h.on_segment(0, &segment, T0 + 2 * MS);
-    }
+    snapshot_connection(&mut h, &spin, T0 + 2 * MS);
     let now = T0 + 3 * MS;
     h.before_check(0, now);
     p.heartbeat(now);

@@ -4304,11 +4304,11 @@ fn explain_names_a_late_channel_reset_for_the_lost_baseline() {
     );
 }
 
-/// Two snapshots of one instrument in one datagram: the first heals it,
-/// the second (older) is ignored because the first made it healthy; each
-/// is told with its own RptSeq.
-#[test]
-fn explain_tells_each_snapshot_of_one_datagram() {
+/// Instrument 7 suspect at RptSeq 3 (2 missing), then one snapshot-line
+/// datagram of two snapshots of it: RptSeq 5 (bid 105) taken after
+/// MsgSeqNum `first`, RptSeq 4 (bid 104) after `second`. Its top bid once
+/// it reads `ok` (asserted), and its explanation.
+fn two_snapshots_of_a_suspect_instrument(first: u32, second: u32) -> (Option<i64>, String) {
     let mut ch = Channel::new("");
     ch.send(0, A, event(100, &[bid(7, 1, 100)]));
     ch.send(MS, A, event(101, &[change(7, 3, 101)]));
@@ -4316,13 +4316,23 @@ fn explain_tells_each_snapshot_of_one_datagram() {
         2 * MS,
         SNAP_A,
         snapshots(&[
-            snapshot(101, 7, 5, None, &[level(Bid, 1, 105)]),
-            snapshot(100, 7, 4, None, &[level(Bid, 1, 104)]),
+            snapshot(first, 7, 5, None, &[level(Bid, 1, 105)]),
+            snapshot(second, 7, 4, None, &[level(Bid, 1, 104)]),
         ]),
     );
     let after = ch.check(3 * MS, "#7");
     let (out, text) = ch.explain("#7");
-    assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(105)));
+    assert_eq!(out.reasons(after), ok(), "{text}");
+    (out.top(after).0, text)
+}
+
+/// Two snapshots of one instrument in one datagram: the first heals it,
+/// the second (older) is ignored because the first made it healthy; each
+/// is told with its own RptSeq.
+#[test]
+fn explain_tells_each_snapshot_of_one_datagram() {
+    let (top, text) = two_snapshots_of_a_suspect_instrument(101, 100);
+    assert_eq!(top, Some(105));
     let step = explained(&text, "snapshot");
     assert!(
         step.contains("snapshot applied: RptSeq 5, after MsgSeqNum 101")
@@ -4337,20 +4347,8 @@ fn explain_tells_each_snapshot_of_one_datagram() {
 /// have picked, and says why the other was ignored.
 #[test]
 fn explain_names_the_snapshot_applied_when_another_was_screened() {
-    let mut ch = Channel::new("");
-    ch.send(0, A, event(100, &[bid(7, 1, 100)]));
-    ch.send(MS, A, event(101, &[change(7, 3, 101)]));
-    ch.send(
-        2 * MS,
-        SNAP_A,
-        snapshots(&[
-            snapshot(4_000_000_000, 7, 5, None, &[level(Bid, 1, 105)]),
-            snapshot(101, 7, 4, None, &[level(Bid, 1, 104)]),
-        ]),
-    );
-    let after = ch.check(3 * MS, "#7");
-    let (out, text) = ch.explain("#7");
-    assert_eq!((out.reasons(after), out.top(after).0), (ok(), Some(104)));
+    let (top, text) = two_snapshots_of_a_suspect_instrument(4_000_000_000, 101);
+    assert_eq!(top, Some(104));
     let step = explained(&text, "snapshot");
     assert!(
         step.contains("snapshot applied: RptSeq 4, after MsgSeqNum 101")
