@@ -165,6 +165,16 @@ fn a_late_snapshot_after_an_invalid_quote_is_explained_as_the_handler_takes_it()
         (100, 0, vec![(3, 0, 1, 3, 200)]),
     ])
     .unwrap();
+    // The invalid Quote stamped older than the price held: the copy,
+    // between the two, is still dropped.
+    agrees(&[
+        (0, 0, vec![(0, 0, 1, 3, 0)]),
+        (100, 1, vec![(0, 0, 1, 3, 100)]),
+        (100, 1, vec![(0, 0, 2, 4, 0)]),
+        (100, 1, vec![(0, 0, 3, 1, 250)]),
+        (100, 0, vec![(3, 0, 1, 3, 300)]),
+    ])
+    .unwrap();
 }
 
 /// A Snapshot sent again (a failover) that comes first on line B, which

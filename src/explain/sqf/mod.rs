@@ -165,9 +165,9 @@ pub enum Cause {
         copy: bool,
     },
     /// A Snapshot behind the sequence, never applied (neither of the last
-    /// two: the other line lost it), older at its source than the price
-    /// held, on the line that has
-    /// not brought that price: that line's late copy, dropped (a reset is
+    /// two: the other line lost it), older at its source than the last
+    /// price message applied (valid or not) or the price held, on the line
+    /// that has not brought it: that line's late copy, dropped (a reset is
     /// newer than all before it).
     SnapshotLate {
         /// Its sequence.

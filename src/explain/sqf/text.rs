@@ -253,7 +253,7 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
             "snapshot seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
         ),
         Cause::SnapshotLate { seq } => format!(
-            "snapshot seq {seq} older at its source than the price held: a lagging line's copy of one the other line lost, ignored"
+            "snapshot seq {seq} older at its source than the last price message (or the price held): a lagging line's copy of one the other line lost, ignored"
         ),
         Cause::Snapshot { seq, last } => match last {
             None => format!("first snapshot seq {seq}"),

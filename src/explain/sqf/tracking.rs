@@ -286,14 +286,15 @@ impl Tracker {
                 // A routine one the other line lost, never applied (neither
                 // of the last two; the handler's start at (0, 0)) and older
                 // at its source than the last price message applied (valid
-                // or not), on the line that has not brought it: its late
-                // copy.
+                // or not) or the price held, on the line that has not
+                // brought it: its late copy.
                 let applied_before = [
                     self.last_snapshot.map_or((0, 0), |(k, _, _)| k),
                     self.earlier_snapshot,
                 ]
                 .contains(&key);
-                let late = key.1 < self.newest_source && !applied_before;
+                let held = s0.price.map_or(0, |p| p.source_time);
+                let late = key.1 < self.newest_source.max(held) && !applied_before;
                 let reset = match (lag, self.open_reset) {
                     (Lag::Before, Some(((reset, _), _))) => Some((reset, false)),
                     (Lag::Copy, _) if !candidate && behind && !passed => Some((seq, true)),

@@ -365,7 +365,8 @@ impl FeedEngine for Feed {
                                 // lost: never applied (neither of the last
                                 // two) and older at its source than the last
                                 // price message the other line brought since,
-                                // valid or not (a reset is
+                                // valid or not, or than the price held (an
+                                // invalid one stamped older) (a reset is
                                 // newer than all before it; a re-send after a
                                 // failover is of a Snapshot applied).
                                 let lagging = lag == Lag::Before
@@ -374,7 +375,7 @@ impl FeedEngine for Feed {
                                         && behind
                                         && !passed
                                         && !applied_before
-                                        && newest_source.get(i).is_some_and(|&at| key.1 < at));
+                                        && key.1 < newer(newest_source.get(i), s.source_time()));
                                 let copy = candidate && !(behind && passed);
                                 if lagging || (copy && behind) {
                                     s.add_duplicate();
@@ -527,6 +528,13 @@ fn lag(bits: u8, on_b: u8, reset: Option<&(u64, u64)>, seq: Option<u64>, source:
 fn awaits_snapshot_copy(bits: u8, on_b: u8) -> bool {
     bits & (SNAPSHOT_SEEN | SNAPSHOT_COPY_SEEN) == SNAPSHOT_SEEN
         && (bits & SNAPSHOT_FROM_B != 0) != (on_b == 1)
+}
+
+/// The later of a slot's last price message's source time and its price
+/// held's (0: neither), what a late Snapshot copy is judged older than.
+#[inline]
+fn newer(newest: Option<&u64>, held: Option<u64>) -> u64 {
+    newest.copied().unwrap_or(0).max(held.unwrap_or(0))
 }
 
 /// Whether a duplicate quote that came on line `on_b` (1: B) is a line
@@ -1010,9 +1018,11 @@ clock_offset = 0
     /// invalid (bid above ask): older at its source than that Quote, it is
     /// dropped, not taken for a reset that would clear `invalid_price` and
     /// answer `ok` on the older price (the stored price's time is the last
-    /// valid one's, older than the Snapshot). On a delta feed the Quote
-    /// after a gap is also `suspect`, and stays so. The copy of the invalid
-    /// Quote on the other line counts as a line copy.
+    /// valid one's, older than the Snapshot), on a full feed and a delta
+    /// one alike. The other line's copy of the invalid Quote is its line
+    /// copy, a repeat of it on that line is not. An invalid Quote stamped
+    /// older than the price held leaves a copy older than that price
+    /// dropped too.
     #[test]
     fn a_late_snapshot_after_an_invalid_quote_is_no_reset() {
         let invalid = || {
@@ -1020,6 +1030,22 @@ clock_offset = 0
             b.quote(sym("A"), 2, 30, 3.0, 2.0);
             b.finish()
         };
+        let mut h = Handler::new(&config("full"));
+        let mut stale_stamp = PacketBuilder::new(0);
+        stale_stamp.quote(sym("A"), 3, 15, 3.0, 2.0);
+        let datagrams = [
+            (0, quote_a(1, 10, 1.0)),
+            (1, quote_a(1, 10, 1.0)),
+            (1, quote_a(2, 30, 3.0)),
+            (1, stale_stamp.finish()),
+            (0, snapshot_a(1, 20, 1.0)),
+        ];
+        for (t, (line, d)) in datagrams.iter().enumerate() {
+            h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+        }
+        let v = h.verdict(0, sym("A"), 5);
+        assert!(v.contains(Reasons::INVALID_PRICE), "{v:?}");
+        assert_eq!(h.feeds()[0].counters.resets, 0);
         for kind in ["full", "delta"] {
             let mut h = Handler::new(&config(kind));
             let datagrams = [
