@@ -1428,4 +1428,7 @@ fn a_recordings_answers_to_a_kernel_chosen_port_are_told() {
     );
     assert!(told("10.9.9.9:5000", &config).is_empty());
     assert!(told("0.0.0.0:0", CONFIG).is_empty());
+    // No server: live opens no channel.
+    let no_server = CONFIG.replace("recovery_listen = \"0.0.0.0:18001\"", "");
+    assert!(told("0.0.0.0:0", &no_server).is_empty());
 }

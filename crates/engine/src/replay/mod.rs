@@ -316,9 +316,9 @@ pub struct CaptureSummary {
     pub reader: CaptureStats,
     /// Datagrams whose destination matched no feed's line.
     pub unrouted: u64,
-    /// Of them, a recording's (from `0.0.0.0:0`): told when a feed's
-    /// channel listens on a port the kernel chose, which the recording
-    /// names and the configuration cannot.
+    /// Of them, a recording's (from `0.0.0.0:0`) to a unicast address:
+    /// told when a feed's channel listens on a port the kernel chose,
+    /// which the recording names and the configuration cannot.
     #[serde(skip)]
     pub unrouted_recorded: u64,
     /// Datagrams to a line of a feed with `source` from another sender:
@@ -939,7 +939,8 @@ pub fn replay_until(
             }
             Ok(None) => {
                 unrouted += 1;
-                unrouted_recorded += u64::from(unnamed(d.src));
+                // (A recording's line datagrams go to groups.)
+                unrouted_recorded += u64::from(unnamed(d.src) && !d.dst.ip().is_multicast());
             }
             Err(WrongSource) => wrong_source += 1,
         }
@@ -1151,7 +1152,8 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         .iter()
         .flat_map(|f| {
             f.services().into_iter().filter_map(|s| match s.receive {
-                Receive::Channel(c) if c.listen.port() == 0 => {
+                // (Without a server live opens none.)
+                Receive::Channel(c) if c.listen.port() == 0 && c.server.is_some() => {
                     Some(format!("feed {}'s {} {}", f.name, s.key, c.listen))
                 }
                 _ => None,
