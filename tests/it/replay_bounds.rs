@@ -304,6 +304,47 @@ fn a_replay_drops_what_a_source_specific_join_would() {
     );
 }
 
+/// A datagram larger than the live receive buffer (9,216 bytes: a jumbo
+/// frame's payload) is dropped live before any feed sees it; the replay
+/// skips it as well, counts it and says so, so the symbol it carried a
+/// quote of shows the same gap as live (ticks lost, not a quote applied).
+#[test]
+fn a_replay_skips_a_datagram_live_could_not_receive() {
+    let dir = tempfile::tempdir().unwrap();
+    let jumbo = |t: u64| {
+        let mut b = PacketBuilder::new(t - MS);
+        let eurusd = tickguard::symbol::Symbol::parse("EURUSD").unwrap();
+        b.quote(eurusd, 2, t - MS, 1.1, 1.2);
+        for k in 0..400 {
+            let other = tickguard::symbol::Symbol::parse(&format!("S{k}")).unwrap();
+            b.heartbeat(other, 1);
+        }
+        let bytes = b.finish();
+        assert!(bytes.len() > 9_216, "{}", bytes.len());
+        bytes
+    };
+    let cap = capture(dir.path(), 3, |i| {
+        let t = T0 + (i + 1) * 100 * MS;
+        match i {
+            1 => (t, jumbo(t)),
+            _ => (t, quote(t, i + 1, 1.1, 1.2)),
+        }
+    });
+    let cfg = config(dir.path());
+    let (_, summary, stderr) = replay_checks(dir.path(), &cap, &cfg, &[T0 + 400 * MS]);
+    assert_eq!(summary["capture"]["oversized"], 1, "{summary}");
+    let eurusd = &summary["feeds"]["lp1"]["symbols"]["EURUSD"];
+    assert_eq!(
+        (&eurusd["last_seq"], &eurusd["ticks_lost"]),
+        (&3.into(), &1.into()),
+        "{summary}"
+    );
+    assert!(
+        stderr.contains("1 datagrams larger than 9216 bytes (the live receive buffer) skipped"),
+        "{stderr}"
+    );
+}
+
 const T0: u64 = 1_767_600_000_000_000_000;
 
 /// Packets a microsecond apart whose delay rises by a nanosecond each

@@ -316,6 +316,12 @@ pub struct CaptureSummary {
     pub reader: CaptureStats,
     /// Datagrams whose destination matched no feed's line.
     pub unrouted: u64,
+    /// Datagrams larger than the live receive buffer
+    /// ([`crate::sys::udp::MAX_DATAGRAM`] bytes): skipped, as the live
+    /// receiver drops them before any feed sees them (the key is written
+    /// only when some were).
+    #[serde(skip_serializing_if = "crate::capture::is_zero")]
+    pub oversized: u64,
     /// Of them, a recording's (from `0.0.0.0:0`) to a unicast address:
     /// told when a feed's channel listens on a port the kernel chose,
     /// which the recording names and the configuration cannot.
@@ -882,6 +888,7 @@ pub fn replay_until(
     router.all_to = options.feed;
     let mut pending = Pending::new(config, checks);
     let (mut unrouted, mut wrong_source, mut unrouted_recorded) = (0u64, 0u64, 0u64);
+    let mut oversized = 0u64;
     let mut seen = 0u64;
     let mut span_ns: Option<(u64, u64)> = None;
     // Each feed's last arrival, for its clock's steps back.
@@ -921,6 +928,11 @@ pub fn replay_until(
                 handler.on_segment(feed, &segment, d.time_ns);
                 observer.after_segment(&mut handler, feed, d.time_ns);
             }
+            return;
+        }
+        // Past the live receive buffer: live drops it unread.
+        if d.payload.len() > crate::sys::udp::MAX_DATAGRAM {
+            oversized += 1;
             return;
         }
         let route = router.route_from(d.src, d.dst);
@@ -964,6 +976,7 @@ pub fn replay_until(
     summary.capture.span_ns = span_ns;
     summary.capture.wrong_source = wrong_source;
     summary.capture.unrouted_recorded = unrouted_recorded;
+    summary.capture.oversized = oversized;
     for f in 0..handler.feeds().len() {
         let a = handler.arrivals(f as u16);
         summary.capture.time_steps_back += a.stepped_back;
@@ -1009,6 +1022,7 @@ fn summarize(handler: &mut Handler, reader: CaptureStats, unrouted: u64) -> Summ
             reader,
             unrouted,
             unrouted_recorded: 0,
+            oversized: 0,
             wrong_source: 0,
             time_steps_back: 0,
             largest_step_back_ns: 0,
@@ -1143,6 +1157,14 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             "{} datagrams to a feed's line came from another sender than its `source`, or to its \
              recovery channel from another than its `recovery` server: dropped, as live drops them",
             c.wrong_source
+        ));
+    }
+    if c.oversized > 0 {
+        lines.push(format!(
+            "{} datagrams larger than {} bytes (the live receive buffer) skipped, as live drops them \
+             unread (a jumbo frame's payload)",
+            c.oversized,
+            crate::sys::udp::MAX_DATAGRAM
         ));
     }
     // A recording of a channel on a port the kernel chose names that port,
