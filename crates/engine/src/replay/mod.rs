@@ -96,7 +96,14 @@ pub fn load_checks(path: &Path) -> Result<Vec<Check>, ChecksError> {
             return Err(too_large());
         }
     }
-    let text = String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".into()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        // Where: the line (as the other errors say) and the byte.
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        fail(format!(
+            "line {line}: not UTF-8 text (invalid byte at offset {at})"
+        ))
+    })?;
     parse_checks(&text).map_err(fail)
 }
 
@@ -1420,6 +1427,23 @@ mod tests {
 
     /// Rows past the most allowed are refused at the first one, naming
     /// its line; the bound itself is 2^23.
+    /// A checks file that is not UTF-8 is refused in one line naming the
+    /// line and the byte, as its other errors name the line.
+    #[test]
+    fn a_checks_file_not_utf8_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checks.csv");
+        let mut bytes = b"time_ns,feed,symbol\n1,lp1,EURUSD\n2,lp1,EUR".to_vec();
+        bytes.push(0xE9);
+        bytes.extend_from_slice(b"\n");
+        std::fs::write(&path, &bytes).unwrap();
+        let e = load_checks(&path).unwrap_err().0;
+        assert!(
+            e.ends_with(": line 3: not UTF-8 text (invalid byte at offset 42)"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn checks_past_the_most_rows_are_refused() {
         let text = "time_ns,feed,symbol\n1,a,b\n2,a,b\n\n3,a,b\n";
