@@ -24,7 +24,7 @@
 //! lock or log, nor allocate after warm-up (a new instrument or Symbol
 //! published takes its room once); beside it, rare events do: rate-limited log
 //! lines (a rejected packet, a membership change), a membership
-//! `setsockopt`, a re-request's `send_to`, and a GLIMPSE snapshot attempt
+//! `setsockopt`, a re-request's `send_to`, and a snapshot connection attempt
 //! started or finished (a channel send that may wake its thread, taking
 //! the channel's lock).
 
