@@ -8,7 +8,10 @@
 //! arbitration, which departs from the letter, to what it is for: a copy
 //! lost on one line is taken from the other, a message sent before a reset
 //! never puts an older price back, and a loss on both lines is never
-//! trusted once a later message shows it.
+//! trusted once a later message shows it. Some price messages (Quotes and
+//! reset Snapshots; a routine Snapshot repeats the last price message
+//! sent, valid or not) carry an invalid price: a symbol shown `ok` (priced,
+//! neither suspect nor invalid) shows a valid price, the newest's.
 //!
 //! Not generated, being left as the letter has it (docs/architecture.md):
 //! a provider re-sending an older Snapshot after a failover, a network
@@ -48,28 +51,58 @@ clock_offset = 0
 
 /// One provider message as generated: what (0–11 a Quote, 12–14 a
 /// Heartbeat, 15–16 a routine Snapshot, 17–19 a reset), the sequence a
-/// reset goes back to, and for lines A and B: lost, lag in messages.
-type Step = (u8, u64, (bool, usize), (bool, usize));
+/// reset goes back to, for lines A and B: lost, lag in messages, and how
+/// a Quote's or a reset's price is invalid (0: valid; 1: bid above ask,
+/// 2: a zero bid, 3: an infinite ask).
+type Step = (u8, u64, (bool, usize), (bool, usize), u8);
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let copy = || (prop::bool::weighted(0.25), 0..=MAX_LAG);
-    prop::collection::vec((0u8..20, 1u64..6, copy(), copy()), 1..80)
+    let invalid = prop_oneof![8 => Just(0u8), 1 => 1u8..=3];
+    prop::collection::vec((0u8..20, 1u64..6, copy(), copy(), invalid), 1..80)
 }
 
-/// The provider's datagrams, its bid after each (`None` before the first
-/// price), and whether each is a reset, and a routine Snapshot.
-type Provider = (Vec<Vec<u8>>, Vec<Option<f64>>, Vec<bool>, Vec<bool>);
+/// What the provider's stream says of the symbol after a message: the
+/// last valid price's bid (`None` before one), and whether the last price
+/// message was invalid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Truth {
+    bid: Option<f64>,
+    invalid: bool,
+}
+
+/// The provider's datagrams, the truth after each, and whether each is a
+/// reset, and a routine Snapshot.
+type Provider = (Vec<Vec<u8>>, Vec<Truth>, Vec<bool>, Vec<bool>);
+
+/// A price numbered `n`, made invalid as `how` says ([`Step`]).
+fn priced(n: u32, how: u8) -> (f64, f64) {
+    let p = 1.0 + f64::from(n);
+    match how {
+        0 => (p, p + 0.5),
+        1 => (p + 1.0, p),
+        2 => (0.0, p),
+        _ => (p, f64::INFINITY),
+    }
+}
 
 fn provider(steps: &[Step]) -> Provider {
     let symbol = Symbol::parse("A").unwrap();
-    let (mut seq, mut bid) = (0u64, None::<f64>);
+    let mut seq = 0u64;
+    let mut truth_now = Truth {
+        bid: None,
+        invalid: false,
+    };
+    // The last price message's (bid, ask), valid or not: what a routine
+    // Snapshot repeats.
+    let mut sent = None::<(f64, f64)>;
     let mut prices = 0u32;
     // The last Snapshot's message, so that Snapshots stay further apart
     // than any line lags.
     let mut last_snapshot: Option<usize> = None;
     let (mut datagrams, mut truth) = (vec![], vec![]);
     let (mut resets, mut routine) = (vec![], vec![]);
-    for (k, &(what, back, _, _)) in steps.iter().enumerate() {
+    for (k, &(what, back, _, _, how)) in steps.iter().enumerate() {
         // Strictly later at the source than every message before.
         let source = T0 + (k as u64 + 1) * US;
         let mut b = PacketBuilder::new(source);
@@ -81,28 +114,37 @@ fn provider(steps: &[Step]) -> Provider {
                 b.heartbeat(symbol, seq + 1);
             }
             15..=16 if routine_due => {
-                let p = bid.unwrap();
-                b.snapshot(symbol, seq, source, p, p + 0.5);
+                let (bid, ask) = sent.unwrap();
+                b.snapshot(symbol, seq, source, bid, ask);
                 last_snapshot = Some(k);
             }
             17..=19 if reset => {
                 seq = back;
                 prices += 1;
-                let p = 1.0 + f64::from(prices);
-                b.snapshot(symbol, seq, source, p, p + 0.5);
-                bid = Some(p);
+                let (bid, ask) = priced(prices, how);
+                b.snapshot(symbol, seq, source, bid, ask);
+                sent = Some((bid, ask));
                 last_snapshot = Some(k);
             }
             _ => {
                 seq += 1;
                 prices += 1;
-                let p = 1.0 + f64::from(prices);
-                b.quote(symbol, seq, source, p, p + 0.5);
-                bid = Some(p);
+                let (bid, ask) = priced(prices, how);
+                b.quote(symbol, seq, source, bid, ask);
+                sent = Some((bid, ask));
+            }
+        }
+        // Quote step 6 (and a Snapshot's price rule): a valid price is
+        // stored, an invalid one leaves the stored price and marks it.
+        if let Some((bid, ask)) = sent.filter(|_| !matches!(what, 12..=14)) {
+            let valid = bid.is_finite() && ask.is_finite() && bid > 0.0 && bid <= ask;
+            truth_now.invalid = !valid;
+            if valid {
+                truth_now.bid = Some(bid);
             }
         }
         datagrams.push(b.finish());
-        truth.push(bid);
+        truth.push(truth_now);
         resets.push(reset);
         routine.push(routine_due);
     }
@@ -114,7 +156,7 @@ fn arrivals(steps: &[Step]) -> Vec<(usize, usize)> {
     let mut out = vec![];
     for line in 0..2 {
         let mut at = 0;
-        for (k, &(_, _, a, b)) in steps.iter().enumerate() {
+        for (k, &(_, _, a, b, _)) in steps.iter().enumerate() {
             let (lost, lag) = if line == 0 { a } else { b };
             if !lost {
                 at = (k + lag).max(at);
@@ -180,15 +222,20 @@ fn first_wrong(steps: &[Step], kind: &str) -> Option<String> {
             continue;
         };
         let s = &r.state;
-        let Some(price) = s.price.filter(|_| !s.suspect) else {
+        let Some(price) = s.price.filter(|_| !s.suspect && !s.invalid) else {
             continue;
         };
-        // (Or the price of the newest received at all: one come before its
-        // reset may yet be applied, newer than the reset.)
-        let want = newest.and_then(|n| truth[n]);
-        let latest = received.iter().rposition(|&r| r).and_then(|n| truth[n]);
+        // Shown `ok` (thresholds aside): the newest received message's
+        // price, valid. (Or the price of the newest received at all: one
+        // come before its reset may yet be applied, newer than the reset.)
+        let shown = Truth {
+            bid: Some(price.bid),
+            invalid: false,
+        };
+        let want = newest.map(|n| truth[n]);
+        let latest = received.iter().rposition(|&r| r).map(|n| truth[n]);
         COMPARED.with(|c| c.set(c.get() + 1));
-        if Some(price.bid) != want && Some(price.bid) != latest {
+        if Some(shown) != want && Some(shown) != latest {
             return Some(format!(
                 "after datagram {i} (message {k} on line {line}): trusted bid {} where the \
                  provider's newest received message {newest:?} has {want:?}",
