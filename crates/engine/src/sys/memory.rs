@@ -29,22 +29,39 @@ pub fn huge_vec<T: Clone>(n: usize, value: T) -> Vec<T> {
     };
     let mut v: Vec<T> = Vec::with_capacity(n.saturating_add(slack));
     if big {
-        let start = v.as_mut_ptr() as usize;
-        let from = start.next_multiple_of(HUGE);
-        let to = (start + bytes + slack * std::mem::size_of::<T>()) / HUGE * HUGE;
-        if to > from {
-            // SAFETY: `from..to` lies inside the allocation `v` owns (its
-            // capacity is `bytes` plus the slack from `start`), is page-aligned, and no
-            // reference into it exists yet. MADV_HUGEPAGE is advice: it
-            // changes how the kernel backs these pages, never their
-            // contents or validity, and its failure is harmless.
-            unsafe {
-                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
-            }
-        }
+        advise_huge(v.as_mut_ptr(), bytes + slack * std::mem::size_of::<T>());
     }
     v.resize(n, value);
     v
+}
+
+/// Advises the whole 2 MiB pages of `v`'s elements onto transparent huge
+/// pages, for a table written already (filled a few slots at a time on
+/// ordinary pages, so that no first write waited on the kernel finding a
+/// huge page): the kernel's background collapse may then move it onto
+/// them. Advice only; nothing changes where it fails.
+pub fn advise_huge_written<T>(v: &mut [T]) {
+    let bytes = std::mem::size_of_val(v);
+    if bytes >= HUGE {
+        advise_huge(v.as_mut_ptr(), bytes);
+    }
+}
+
+/// `MADV_HUGEPAGE` over the whole 2 MiB pages of the `bytes` from `start`,
+/// memory the caller owns.
+fn advise_huge<T>(start: *mut T, bytes: usize) {
+    let start = start as usize;
+    let from = start.next_multiple_of(HUGE);
+    let to = (start + bytes) / HUGE * HUGE;
+    if to > from {
+        // SAFETY: `from..to` lies inside memory the caller owns (`bytes`
+        // from `start`) and is page-aligned. MADV_HUGEPAGE is advice: it
+        // changes how the kernel backs these pages, never their contents
+        // or validity, and its failure is harmless.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
 }
 
 /// A type whose all-zero bytes are a valid value, the same as its

@@ -1,9 +1,17 @@
 //! A map from `u64` keys (order references, sequence numbers) to small
 //! `Copy` values: open addressing with linear probing, deletion by backward
 //! shift (no tombstones build up over a day of inserts and removals). It
-//! doubles when it would be more than 70% full: the only allocation,
-//! amortised over the inserts; sized up front it allocates nothing after
-//! warm-up.
+//! doubles as it fills, a few slots at each insert, never all at once: past
+//! 60% full, a table twice the size is allocated (the only allocation;
+//! sized up front the map allocates nothing after warm-up) and each insert
+//! fills [`FILL_STEP`] of its slots; once filled it takes the inserts, and
+//! each moves up to [`MOVE_STEP`] entries of the old table into it (the old
+//! one still answers for those not moved yet) until the old one is empty;
+//! then each releases [`FREE_STEP`] of its slots. A whole rehash on one
+//! insert held the receive thread 0.35 s at 3 M entries and 0.7 s at 6 M,
+//! and freeing the old table at once 7 to 16 ms (`examples/map_growth.rs`);
+//! the steps finish long before the old table would pass 70% full, which
+//! still forces a whole rehash (a safety net the step sizes never reach).
 //!
 //! The keys come off the wire, so a sender may choose them to collide: the
 //! hash is keyed ([`HashKey`], random per map), so that which keys share a
@@ -15,7 +23,7 @@
 //! eighth of a slot's cost per insert), and only their probe runs are
 //! emptied.
 
-use crate::sys::memory::{huge_vec, prefetch};
+use crate::sys::memory::{advise_huge_written, huge_vec, prefetch};
 
 /// Marks an empty slot. A real entry with this key is kept apart.
 const EMPTY: u64 = u64::MAX;
@@ -24,6 +32,26 @@ const EMPTY: u64 = u64::MAX;
 /// and rehashes (slots). At 70% load, random keys make runs of a few dozen
 /// slots in the largest tables.
 pub const MAX_PROBE: usize = 512;
+
+/// Slots of a growing map's next table filled with empty ones at each
+/// insert: it has twice the slots of the old table, which takes at most a
+/// tenth of its slots more inserts (60% to 70% full) meanwhile, so any
+/// step above 20 finishes first.
+pub const FILL_STEP: usize = 64;
+
+/// Entries of a growing map's old table moved into the new one at each
+/// insert (looking at no more than [`SCAN_STEP`] of its slots): the old
+/// table empties within its slots ÷ 8 inserts, while the new one, twice
+/// as large, takes half its slots' inserts before it would grow again.
+pub const MOVE_STEP: usize = 8;
+
+/// Most slots of the old table one insert looks at while moving entries.
+pub const SCAN_STEP: usize = 64;
+
+/// Slots of an emptied old table released at each insert (its memory
+/// given back as its vectors shrink; one release of a table of millions
+/// of slots took 7 to 16 ms).
+pub const FREE_STEP: usize = 1 << 15;
 
 pub use crate::sys::hash::HashKey;
 
@@ -49,6 +77,36 @@ pub struct U64Map<V: Copy> {
     inserted: Vec<u64>,
     /// More keys were inserted since the last clear than `inserted` holds.
     uncounted: bool,
+    /// A growth under way, if any.
+    growth: Option<Growth<V>>,
+}
+
+/// A [`U64Map`]'s growth, step by step (see the module documentation).
+#[derive(Debug, Clone)]
+enum Growth<V: Copy> {
+    /// The next table, `slots` long once filled: inserts fill it.
+    Filling {
+        keys: Vec<u64>,
+        values: Vec<V>,
+        slots: usize,
+    },
+    /// The map's table before the growth: inserts move its entries, from
+    /// slot `cursor` up, into the map's (every slot below `cursor` is
+    /// empty). Lookups not found in the map's table look here.
+    Moving(Old<V>),
+    /// The old table, emptied: inserts release it a piece at a time.
+    Freeing { keys: Vec<u64>, values: Vec<V> },
+}
+
+/// The table a growth replaces, hashed with the map's key into its
+/// `keys.len()` slots.
+#[derive(Debug, Clone)]
+struct Old<V: Copy> {
+    keys: Vec<u64>,
+    values: Vec<V>,
+    bits: u32,
+    len: usize,
+    cursor: usize,
 }
 
 impl<V: Copy> U64Map<V> {
@@ -79,6 +137,7 @@ impl<V: Copy> U64Map<V> {
             fixed,
             inserted: Vec::with_capacity(want / 8),
             uncounted: false,
+            growth: None,
         }
     }
 
@@ -90,19 +149,17 @@ impl<V: Copy> U64Map<V> {
     /// Where `key` is, or the empty slot where it would go.
     #[inline]
     fn find(&self, key: u64) -> (usize, bool) {
-        let mut i = self.home(key);
-        loop {
-            #[cfg(test)]
-            crate::test_work::add(1);
-            let k = self.keys[i];
-            if k == key {
-                return (i, true);
-            }
-            if k == EMPTY {
-                return (i, false);
-            }
-            i = (i + 1) & self.mask;
-        }
+        find(&self.keys, self.home(key), key)
+    }
+
+    /// The growth's old table and where `key` is in it, if it is there.
+    #[inline]
+    fn find_old(&self, key: u64) -> Option<(&Old<V>, usize)> {
+        let Some(Growth::Moving(old)) = &self.growth else {
+            return None;
+        };
+        let (i, found) = find(&old.keys, old.home(self.hash, key), key);
+        found.then_some((old, i))
     }
 
     /// Starts loading the slots where `key` would be found (its home), so
@@ -112,6 +169,11 @@ impl<V: Copy> U64Map<V> {
         let i = self.home(key);
         prefetch(&self.keys[i]);
         prefetch(&self.values[i]);
+        if let Some(Growth::Moving(old)) = &self.growth {
+            let i = old.home(self.hash, key);
+            prefetch(&old.keys[i]);
+            prefetch(&old.values[i]);
+        }
     }
 
     /// The value under `key`.
@@ -121,7 +183,10 @@ impl<V: Copy> U64Map<V> {
             return self.max_key;
         }
         let (i, found) = self.find(key);
-        found.then(|| self.values[i])
+        if found {
+            return Some(self.values[i]);
+        }
+        self.find_old(key).map(|(old, i)| old.values[i])
     }
 
     /// True when `key` is present.
@@ -137,7 +202,20 @@ impl<V: Copy> U64Map<V> {
             return self.max_key.as_mut();
         }
         let (i, found) = self.find(key);
-        found.then(move || &mut self.values[i])
+        if found {
+            return Some(&mut self.values[i]);
+        }
+        self.get_mut_old(key)
+    }
+
+    /// The value under `key` in the growth's old table, to change in place.
+    #[inline]
+    fn get_mut_old(&mut self, key: u64) -> Option<&mut V> {
+        let i = self.find_old(key)?.1;
+        match &mut self.growth {
+            Some(Growth::Moving(old)) => Some(&mut old.values[i]),
+            _ => None,
+        }
     }
 
     /// Inserts or replaces; returns the value replaced.
@@ -146,13 +224,26 @@ impl<V: Copy> U64Map<V> {
         if key == EMPTY {
             return self.max_key.replace(value);
         }
+        if self.growth.is_some() {
+            self.grow_step();
+        }
         let (i, found) = self.find(key);
         if found {
             return Some(std::mem::replace(&mut self.values[i], value));
         }
+        if let Some(v) = self.get_mut_old(key) {
+            return Some(std::mem::replace(v, value));
+        }
         if (self.len + 1) * 10 > self.keys.len() * 7 {
-            self.rehash(self.keys.len() * 2, self.hash);
+            // Past the steps' reach (they finish first): all at once.
+            self.finish_growth();
+            if (self.len + 1) * 10 > self.keys.len() * 7 {
+                self.rehash(self.keys.len() * 2, self.hash);
+            }
             return self.insert(key, value);
+        }
+        if self.growth.is_none() && (self.len + 1) * 10 > self.keys.len() * 6 {
+            self.start_growth();
         }
         if (i.wrapping_sub(self.home(key)) & self.mask) > MAX_PROBE {
             self.rekey();
@@ -180,6 +271,7 @@ impl<V: Copy> U64Map<V> {
     /// happen often; a rare long run of honest keys costs one rehash.
     #[cold]
     fn rekey(&mut self) {
+        self.finish_growth();
         let key = self.hash.next(self.fixed);
         self.rehash(self.keys.len(), key);
     }
@@ -190,35 +282,153 @@ impl<V: Copy> U64Map<V> {
         if key == EMPTY {
             return self.max_key.take();
         }
-        let (mut i, found) = self.find(key);
-        if !found {
-            return None;
+        let (i, found) = self.find(key);
+        if found {
+            self.len -= 1;
+            let hash = self.hash;
+            let bits = self.bits;
+            return Some(remove_at(&mut self.keys, &mut self.values, i, |k| {
+                home(hash, bits, k)
+            }));
         }
-        let removed = self.values[i];
-        self.len -= 1;
-        // Backward shift: pull later members of the probe run into the hole
-        // when the hole lies between their home and where they sit.
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let k = self.keys[j];
+        let i = self.find_old(key)?.1;
+        let hash = self.hash;
+        match &mut self.growth {
+            Some(Growth::Moving(old)) => Some(old.remove_at(hash, i)),
+            _ => None,
+        }
+    }
+
+    /// A growth begins: the next table, twice the size, allocated (not
+    /// yet filled, nor advised onto huge pages: a first write into a
+    /// huge page waits while the kernel finds or makes one, 4 ms here,
+    /// where an ordinary page costs a microsecond; it is advised once
+    /// filled).
+    #[cold]
+    fn start_growth(&mut self) {
+        let slots = self.keys.len() * 2;
+        self.growth = Some(Growth::Filling {
+            keys: Vec::with_capacity(slots),
+            values: Vec::with_capacity(slots),
+            slots,
+        });
+    }
+
+    /// One insert's share of the growth under way: [`FILL_STEP`] slots of
+    /// the next table filled (which, once full, becomes the map's table),
+    /// up to [`MOVE_STEP`] entries moved out of the old one, or
+    /// [`FREE_STEP`] of its emptied slots released.
+    fn grow_step(&mut self) {
+        self.advance(FILL_STEP, MOVE_STEP, SCAN_STEP, FREE_STEP);
+    }
+
+    /// Ends a growth under way at once (a rekey, or the 70% safety net).
+    #[cold]
+    fn finish_growth(&mut self) {
+        while self.growth.is_some() {
+            self.advance(usize::MAX, usize::MAX, usize::MAX, usize::MAX);
+        }
+    }
+
+    /// The growth's next step: `fill` slots filled, or up to `moves`
+    /// entries moved (looking at up to `scan` slots), or `free` slots
+    /// released.
+    fn advance(&mut self, fill: usize, moves: usize, scan: usize, free: usize) {
+        match self.growth.take() {
+            Some(Growth::Filling {
+                mut keys,
+                mut values,
+                slots,
+            }) => {
+                let upto = keys.len().saturating_add(fill).min(slots);
+                #[cfg(test)]
+                crate::test_work::add((upto - keys.len()) as u64);
+                keys.resize(upto, EMPTY);
+                values.resize(upto, self.vacant);
+                self.growth = Some(if upto < slots {
+                    Growth::Filling {
+                        keys,
+                        values,
+                        slots,
+                    }
+                } else {
+                    self.swap_in(keys, values)
+                });
+            }
+            Some(Growth::Moving(mut old)) => {
+                self.move_from(&mut old, moves, scan);
+                self.growth = Some(if old.cursor < old.keys.len() {
+                    Growth::Moving(old)
+                } else {
+                    Growth::Freeing {
+                        keys: old.keys,
+                        values: old.values,
+                    }
+                });
+            }
+            Some(Growth::Freeing {
+                mut keys,
+                mut values,
+            }) => {
+                keys.truncate(keys.len().saturating_sub(free));
+                keys.shrink_to_fit();
+                values.truncate(values.len().saturating_sub(free));
+                values.shrink_to_fit();
+                if !keys.is_empty() {
+                    self.growth = Some(Growth::Freeing { keys, values });
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The filled next table becomes the map's; the one it replaces is
+    /// returned to be moved out of.
+    fn swap_in(&mut self, mut keys: Vec<u64>, mut values: Vec<V>) -> Growth<V> {
+        advise_huge_written(&mut keys);
+        advise_huge_written(&mut values);
+        let n = keys.len();
+        let old = Old {
+            keys: std::mem::replace(&mut self.keys, keys),
+            values: std::mem::replace(&mut self.values, values),
+            bits: self.bits,
+            len: self.len,
+            cursor: 0,
+        };
+        self.mask = n - 1;
+        self.bits = n.trailing_zeros();
+        self.len = 0;
+        Growth::Moving(old)
+    }
+
+    /// Moves up to `entries` entries of `old`, looking at up to `slots` of
+    /// its slots, into the map's table.
+    fn move_from(&mut self, old: &mut Old<V>, entries: usize, slots: usize) {
+        let (mut moved, mut looked) = (0, 0);
+        while moved < entries && looked < slots && old.cursor < old.keys.len() {
+            let k = old.keys[old.cursor];
+            looked += 1;
+            #[cfg(test)]
+            crate::test_work::add(1);
             if k == EMPTY {
-                break;
+                old.cursor += 1;
+                continue;
             }
-            let home = self.home(k);
-            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(i) & self.mask) {
-                self.keys[i] = k;
-                self.values[i] = self.values[j];
-                i = j;
-            }
+            // Removed by backward shift, as any removal: a later member
+            // of its probe run may move into the slot, looked at again.
+            let v = old.remove_at(self.hash, old.cursor);
+            let (i, _) = self.find(k);
+            self.keys[i] = k;
+            self.values[i] = v;
+            self.len += 1;
+            moved += 1;
         }
-        self.keys[i] = EMPTY;
-        Some(removed)
     }
 
     /// Moves every entry into a table of `n` slots hashed with `key`.
     #[cold]
     fn rehash(&mut self, n: usize, key: HashKey) {
+        debug_assert!(self.growth.is_none());
         let keys = std::mem::take(&mut self.keys);
         let values = std::mem::take(&mut self.values);
         self.keys = huge_vec(n, EMPTY);
@@ -239,8 +449,11 @@ impl<V: Copy> U64Map<V> {
 
     /// Removes every entry, keeping the memory: empties the probe runs of
     /// the keys inserted since the last clear (every live key is one), or,
-    /// when there were more than the notes hold, the whole table.
+    /// when there were more than the notes hold, the whole table. A
+    /// growth under way ends: the table it was replacing, or the one it
+    /// was filling, is freed.
     pub fn clear(&mut self) {
+        self.growth = None;
         if self.uncounted {
             #[cfg(test)]
             crate::test_work::add(self.keys.len() as u64);
@@ -268,7 +481,11 @@ impl<V: Copy> U64Map<V> {
 
     /// Entries.
     pub fn len(&self) -> usize {
-        self.len + self.max_key.is_some() as usize
+        let old = match &self.growth {
+            Some(Growth::Moving(old)) => old.len,
+            _ => 0,
+        };
+        self.len + old + self.max_key.is_some() as usize
     }
 
     /// True when there are none.
@@ -278,6 +495,76 @@ impl<V: Copy> U64Map<V> {
 
     /// Bytes of one slot (key and value), for memory accounting.
     pub const SLOT_BYTES: usize = 8 + std::mem::size_of::<V>();
+}
+
+impl<V: Copy> Old<V> {
+    #[inline]
+    fn home(&self, hash: HashKey, key: u64) -> usize {
+        home(hash, self.bits, key)
+    }
+
+    /// Removes the entry at slot `i`; returns its value.
+    fn remove_at(&mut self, hash: HashKey, i: usize) -> V {
+        self.len -= 1;
+        let bits = self.bits;
+        remove_at(&mut self.keys, &mut self.values, i, |k| home(hash, bits, k))
+    }
+}
+
+/// The home slot of `key` in a table of 2^`bits` slots hashed with `hash`.
+#[inline]
+fn home(hash: HashKey, bits: u32, key: u64) -> usize {
+    (hash.hash(key) >> (64 - bits)) as usize
+}
+
+/// Where `key` is in `keys` (a power of two long), probing from its
+/// `home`, or the empty slot where it would go.
+#[inline]
+fn find(keys: &[u64], home: usize, key: u64) -> (usize, bool) {
+    let mask = keys.len() - 1;
+    let mut i = home;
+    loop {
+        #[cfg(test)]
+        crate::test_work::add(1);
+        let k = keys[i];
+        if k == key {
+            return (i, true);
+        }
+        if k == EMPTY {
+            return (i, false);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Empties slot `i` of a table by backward shift (later members of its
+/// probe run move into the hole when it lies between their home and where
+/// they sit); returns the value it held.
+#[inline]
+fn remove_at<V: Copy>(
+    keys: &mut [u64],
+    values: &mut [V],
+    mut i: usize,
+    home: impl Fn(u64) -> usize,
+) -> V {
+    let mask = keys.len() - 1;
+    let removed = values[i];
+    let mut j = i;
+    loop {
+        j = (j + 1) & mask;
+        let k = keys[j];
+        if k == EMPTY {
+            break;
+        }
+        let h = home(k);
+        if (j.wrapping_sub(h) & mask) >= (j.wrapping_sub(i) & mask) {
+            keys[i] = k;
+            values[i] = values[j];
+            i = j;
+        }
+    }
+    keys[i] = EMPTY;
+    removed
 }
 
 /// A map from `u64` keys that mostly rise, such as a day's order
@@ -742,8 +1029,169 @@ mod tests {
         }
     }
 
+    /// Whether `m` is growing, and how far: filling the next table, or
+    /// moving out of the old one.
+    fn phase<V: Copy>(m: &U64Map<V>) -> &'static str {
+        match &m.growth {
+            None => "none",
+            Some(Growth::Filling { .. }) => "filling",
+            Some(Growth::Moving(_)) => "moving",
+            Some(Growth::Freeing { .. }) => "freeing",
+        }
+    }
+
+    /// A growing map's old table: every slot below the cursor empty, and
+    /// each entry found from its home.
+    fn check_old<V: Copy>(m: &U64Map<V>) {
+        if let Some(Growth::Moving(old)) = &m.growth {
+            assert!(old.keys[..old.cursor].iter().all(|&k| k == EMPTY));
+            let live = old.keys.iter().filter(|&&k| k != EMPTY).count();
+            assert_eq!(live, old.len);
+            for &k in old.keys.iter().filter(|&&k| k != EMPTY) {
+                assert!(find(&old.keys, old.home(m.hash, k), k).1, "{k} lost");
+            }
+        }
+    }
+
+    /// A map grows through tables of 2^15 to 2^19 slots a few slots at
+    /// each insert: no insert takes more than a few hundred steps (the
+    /// probes, slots filled and slots looked at), where one rehash of the
+    /// whole table took one for each entry (tens of thousands here), and
+    /// every entry stays.
+    #[test]
+    fn a_growth_costs_each_insert_a_few_steps() {
+        let mut m = U64Map::with_capacity(1 << 14, 0u64);
+        let key = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 3;
+        let (mut worst, mut phases) = (0, std::collections::BTreeSet::new());
+        for k in 0..300_000u64 {
+            let (steps, old) = crate::test_work::during(|| m.insert(key(k), k));
+            assert_eq!(old, None);
+            worst = worst.max(steps);
+            phases.insert(phase(&m));
+        }
+        assert!(worst <= 300, "an insert took {worst} steps");
+        assert_eq!(phases.len(), 4, "{phases:?}");
+        assert_eq!(m.keys.len(), 1 << 19);
+        assert_eq!(m.len(), 300_000);
+        for k in 0..300_000u64 {
+            assert_eq!(m.get(key(k)), Some(k));
+        }
+    }
+
+    /// The safety net: a rekey (a probe run too long) in the middle of a
+    /// growth finishes it first, and keeps every entry.
+    #[test]
+    fn a_rekey_during_a_growth_finishes_it_first() {
+        let mut m = U64Map::with_capacity(700, 0u32);
+        let mut k = 0u64;
+        while phase(&m) != "moving" {
+            k += 1;
+            m.insert(k, k as u32);
+        }
+        m.rekey();
+        assert_eq!(phase(&m), "none");
+        assert_eq!(m.len(), k as usize);
+        for j in 1..=k {
+            assert_eq!(m.get(j), Some(j as u32));
+        }
+    }
+
+    /// What [`step`] asks of a map.
+    trait TestMap {
+        fn insert(&mut self, k: u64, v: u16) -> Option<u16>;
+        fn remove(&mut self, k: u64) -> Option<u16>;
+        fn get_mut(&mut self, k: u64) -> Option<&mut u16>;
+        fn clear(&mut self);
+        fn len(&self) -> usize;
+    }
+
+    macro_rules! test_map {
+        ($t:ty) => {
+            impl TestMap for $t {
+                fn insert(&mut self, k: u64, v: u16) -> Option<u16> {
+                    <$t>::insert(self, k, v)
+                }
+                fn remove(&mut self, k: u64) -> Option<u16> {
+                    <$t>::remove(self, k)
+                }
+                fn get_mut(&mut self, k: u64) -> Option<&mut u16> {
+                    <$t>::get_mut(self, k)
+                }
+                fn clear(&mut self) {
+                    <$t>::clear(self)
+                }
+                fn len(&self) -> usize {
+                    <$t>::len(self)
+                }
+            }
+        };
+    }
+    test_map!(U64Map<u16>);
+    test_map!(WindowMap<u16>);
+
+    /// One operation on `m` and on std's map alike, the answers and the
+    /// lengths compared: 0 inserts, 1 removes, any other now and then
+    /// (`v` a multiple of 32) clears, as a new session does, or else
+    /// changes the value in place.
+    fn step<M: TestMap>(
+        m: &mut M,
+        model: &mut HashMap<u64, u16>,
+        op: u8,
+        k: u64,
+        v: u16,
+    ) -> Result<(), TestCaseError> {
+        match op {
+            0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
+            1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
+            _ if v.is_multiple_of(32) => {
+                m.clear();
+                model.clear();
+            }
+            _ => {
+                if let Some(x) = m.get_mut(k) {
+                    *x = x.wrapping_add(1);
+                }
+                if let Some(x) = model.get_mut(&k) {
+                    *x = x.wrapping_add(1);
+                }
+            }
+        }
+        prop_assert_eq!(m.len(), model.len());
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Against std's map while a map of 1,024 slots grows: inserts,
+        /// removals, changes and now and then a clear, on keys it held
+        /// before the growth (in the old table until moved) and new ones.
+        #[test]
+        fn a_growing_map_matches_a_hash_map(
+            seed in any::<u64>(),
+            ops in proptest::collection::vec((0u8..3, 0u64..1_400, any::<u16>()), 0..300),
+        ) {
+            let mut m = U64Map::with_key(700, 0u16, HashKey::fixed(seed));
+            let mut model = HashMap::new();
+            // 60% full: the next insert begins the growth.
+            for k in 0..615u64 {
+                m.insert(k << 8, 1);
+                model.insert(k << 8, 1);
+            }
+            prop_assert_eq!(phase(&m), "filling");
+            for (n, (op, k, v)) in ops.into_iter().enumerate() {
+                let k = k << 8;
+                if n % 16 == 0 {
+                    check_old(&m);
+                }
+                step(&mut m, &mut model, op, k, v)?;
+                prop_assert_eq!(m.get(k), model.get(&k).copied());
+            }
+            check_old(&m);
+            for k in 0..1_400u64 {
+                prop_assert_eq!(m.get(k << 8), model.get(&(k << 8)).copied());
+            }
+        }
 
         /// Against std's map: keys that mostly rise (a window of 128 slides
         /// often), now and then far ahead, below the window, or the largest.
@@ -759,20 +1207,7 @@ mod tests {
                     100.. => top.saturating_sub(k - 100),
                     _ => { top += k / 20; top }
                 };
-                match op {
-                    0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
-                    1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
-                    // Now and then a new session.
-                    _ if v % 32 == 0 => {
-                        m.clear();
-                        model.clear();
-                    }
-                    _ => {
-                        if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
-                        if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }
-                    }
-                }
-                prop_assert_eq!(m.len(), model.len());
+                step(&mut m, &mut model, op, k, v)?;
                 prop_assert_eq!(m.in_ring, m.ring.iter().flatten().count());
                 for (c, &count) in m.chunks.iter().enumerate() {
                     let live = m.ring[c * CHUNK..(c + 1) * CHUNK].iter().flatten().count();
@@ -796,20 +1231,7 @@ mod tests {
             let mut model = HashMap::new();
             for (op, k, v) in ops {
                 let k = if k == 63 { u64::MAX } else { k << 20 };
-                match op {
-                    0 => prop_assert_eq!(m.insert(k, v), model.insert(k, v)),
-                    1 => prop_assert_eq!(m.remove(k), model.remove(&k)),
-                    // Now and then a new session.
-                    _ if v % 32 == 0 => {
-                        m.clear();
-                        model.clear();
-                    }
-                    _ => {
-                        if let Some(x) = m.get_mut(k) { *x = x.wrapping_add(1); }
-                        if let Some(x) = model.get_mut(&k) { *x = x.wrapping_add(1); }
-                    }
-                }
-                prop_assert_eq!(m.len(), model.len());
+                step(&mut m, &mut model, op, k, v)?;
                 for probe in (0..64u64).map(|k| if k == 63 { u64::MAX } else { k << 20 }) {
                     prop_assert_eq!(m.get(probe), model.get(&probe).copied());
                 }
