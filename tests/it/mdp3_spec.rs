@@ -1285,6 +1285,45 @@ fn late_copies_of_the_old_sequence_have_no_effect_for_gap_timeout() {
     has(f, json!({"stale_sequence": 0, "packet_gaps": 1}));
 }
 
+/// §9.2 after a weekly restart (a packet far below `high`, no
+/// ChannelReset): `H` is the old `high` (50,000), and for `gap_timeout`
+/// (5 ms from the restart at 2 ms) a packet in `[H − margin, H)` is a late
+/// copy; after that window it is a new packet.
+#[test]
+fn late_copies_after_a_weekly_restart_have_no_effect_for_gap_timeout() {
+    let mut base = Channel::new("");
+    base.send(0, A, event(49_999, &[bid(1, 1, 100)]));
+    base.send(2 * MS, A, event(1, &[bid(1, 1, 200)]));
+    let late = |s: u32| event(s, &[change(1, 2, 300)]);
+
+    let mut ch = base.clone();
+    ch.send(3 * MS, B, late(40_000));
+    ch.send(7 * MS, B, late(49_999));
+    let c = ch.check(7 * MS + MS / 2, "#1");
+    let out = ch.run();
+    assert_eq!((out.reasons(c), out.top(c).0), (ok(), Some(200)));
+    has(
+        out.feed(),
+        json!({"stale_sequence": 2, "next": 2, "packet_gaps": 0, "sequence_restarts": 1}),
+    );
+
+    // Below the range, and after the window: new packets.
+    let mut ch = base.clone();
+    ch.send(3 * MS, B, late(39_999));
+    let out = ch.run();
+    has(
+        out.feed(),
+        json!({"stale_sequence": 0, "packet_gaps": 1, "next": 40_000}),
+    );
+    let mut ch = base;
+    ch.send(7 * MS + 1, B, late(45_000));
+    let out = ch.run();
+    has(
+        out.feed(),
+        json!({"stale_sequence": 0, "packet_gaps": 1, "next": 45_001}),
+    );
+}
+
 /// The decision "late copies after a restart go by MsgSeqNum alone"
 /// (docs/mdp3.md): after a ChannelReset early in the week (packet 2, so
 /// `H` is 3), the new sequence's packet 2 falls in `[H − margin, H)`
@@ -3138,6 +3177,29 @@ fn a_channel_reset_is_logged_once() {
     assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
 }
 
+/// A second ChannelReset within the line's interval, and none after: it
+/// is told at the first datagram once the interval has passed (held back,
+/// then never named, before).
+#[test]
+fn a_channel_reset_held_back_is_told_once_the_interval_passes() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    let reset = |s| packet(s, &[encode::channel_reset(V, T0, EOE, 310)]);
+    ch.send(MS, A, reset(2));
+    ch.send(2 * MS, A, heartbeat(1));
+    ch.send(200 * MS, A, reset(2));
+    ch.send(201 * MS, A, heartbeat(1));
+    for k in 1..=5u64 {
+        ch.send(k * 1_000 * MS, A, heartbeat(1 + k as u32));
+    }
+    let stderr = ch.stderr();
+    assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
+    assert!(
+        stderr.contains("ChannelReset processed 1 more time(s)"),
+        "{stderr}"
+    );
+}
+
 /// A ChannelReset lost on both lines, MsgSeqNum going on (a departure:
 /// docs/mdp3.md). By the letter the new sequence's RptSeq values read as
 /// duplicates of the old until one passes an instrument's old RptSeq,
@@ -3954,20 +4016,7 @@ fn an_override_of_the_security_id_comes_before_the_symbols() {
 /// (the minimum of arrival − SendingTime).
 #[test]
 fn offset_samples_come_from_processed_incremental_packets_only() {
-    let mut f = Feed::new(Settings {
-        sequencing: sequence::Settings {
-            gap_timeout_ns: 5 * MS,
-            restart_margin: 10_000,
-        },
-        max_cached: 1_000,
-        max_instruments: 100_000,
-        default_depth: 10,
-        default_implied_depth: 2,
-        offset: OffsetMode::Auto {
-            window_ns: 60_000 * MS,
-        },
-        offset_queue: 64,
-    });
+    let mut f = auto_offset_feed();
     let t = T0 + 100 * MS;
     let hb = || vec![encode::heartbeat(V)];
     f.on_incremental(&encode::packet(1, t - 10 * MS, &hb()), t)
@@ -4003,6 +4052,42 @@ fn offset_samples_come_from_processed_incremental_packets_only() {
     let q = f.sequence().counters();
     assert_eq!((q.sequence_restarts, q.stale_sequence), (1, 1));
     assert_eq!(f.offset(), i128::from(2 * MS));
+}
+
+/// A feed whose offset is `auto` (a window of a minute).
+fn auto_offset_feed() -> Feed {
+    Feed::new(Settings {
+        sequencing: sequence::Settings {
+            gap_timeout_ns: 5 * MS,
+            restart_margin: 10_000,
+        },
+        max_cached: 1_000,
+        max_instruments: 100_000,
+        default_depth: 10,
+        default_implied_depth: 2,
+        offset: OffsetMode::Auto {
+            window_ns: 60_000 * MS,
+        },
+        offset_queue: 64,
+    })
+}
+
+/// §9.5: a packet that fills a gap is processed, so it samples the
+/// offset as a new one does.
+#[test]
+fn a_packet_filling_a_gap_samples_the_offset() {
+    let mut f = auto_offset_feed();
+    let t = T0 + 100 * MS;
+    let hb = || vec![encode::heartbeat(V)];
+    f.on_incremental(&encode::packet(1, t - 10 * MS, &hb()), t)
+        .unwrap();
+    f.on_incremental(&encode::packet(3, t - 9 * MS, &hb()), t + MS)
+        .unwrap();
+    assert_eq!(f.offset(), i128::from(10 * MS));
+    f.on_incremental(&encode::packet(2, t + MS, &hb()), t + 2 * MS)
+        .unwrap();
+    assert_eq!(f.sequence().counters().recovered, 1);
+    assert_eq!(f.offset(), i128::from(MS));
 }
 
 // ---------------------------------------------------------------------------

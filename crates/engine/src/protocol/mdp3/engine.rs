@@ -451,6 +451,21 @@ impl Engine {
         }
     }
 
+    /// ChannelResets (processed or inferred) the interval held back are
+    /// told at the first datagram or check once it has passed, not only
+    /// with the next reset, which may never come.
+    #[inline]
+    fn log_held(&mut self, name: &str, t: u64) {
+        for (limiter, what) in [
+            (&mut self.reset_log, "processed"),
+            (&mut self.inferred_log, "inferred"),
+        ] {
+            if limiter.held() > 0 && limiter.is_due(t) {
+                held_logged(limiter, name, what, t);
+            }
+        }
+    }
+
     /// Logs a ChannelReset inferred at `t` ([`Feed::infer_reset`]), at
     /// most one line per interval.
     #[cold]
@@ -473,6 +488,19 @@ impl Engine {
     /// The same, to watch it (`--explain`).
     pub fn feed_mut(&mut self) -> &mut Feed {
         &mut self.feed
+    }
+}
+
+/// Logs the ChannelResets (`what`: processed or inferred) `limiter` held
+/// back, at `t`.
+#[cold]
+fn held_logged(limiter: &mut Limiter, name: &str, what: &str, t: u64) {
+    if let Some(held) = limiter.due(t, false) {
+        tracing::warn!(
+            feed = %name,
+            held,
+            "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel as that line says"
+        );
     }
 }
 
@@ -523,6 +551,7 @@ impl FeedEngine for Engine {
         payload: &[u8],
         t: u64,
     ) -> Result<(), Reject> {
+        self.log_held(&cx.config.name, t);
         let resets = self.feed.counters().channel_resets;
         let inferred = self.feed.counters().resets_inferred;
         // The incremental and snapshot paths expire gaps themselves; a
@@ -563,6 +592,7 @@ impl FeedEngine for Engine {
     }
 
     fn catch_up(&mut self, mut cx: Cx<'_>, now: u64) {
+        self.log_held(&cx.config.name, now);
         self.feed.expire(now);
         copy_counters(&self.feed, cx.counters);
         self.publish(&mut cx, now);
