@@ -185,10 +185,11 @@
  *                     18 invalid, 19 has_price, 20 halted, 21 has_bid,
  *                     22 has_ask, 23 closed, 24..32 price format (0 f64 bits,
  *                     1 decimal: i64 mantissa), 32..40 decimal exponent (i8)
- *   24   last_seq     SQF: the symbol's last applied sequence; an exchange
- *                     feed: the stream sequence of the last message that
- *                     named the symbol or changed its book (not the
- *                     stream's position); 0 = none
+ *   24   last_seq     SQF: the symbol's last applied sequence; ITCH: the
+ *                     stream sequence of the last message that named the
+ *                     symbol or changed its book (not the stream's
+ *                     position); MDP3: the instrument's RptSeq (its own
+ *                     count, not the channel's MsgSeqNum); 0 = none
  *   32   bid          f64 bits, or the decimal's i64 mantissa
  *   40   ask          as bid
  *   48   source_time  ns since the Unix epoch, provider clock; 0 = none
@@ -457,6 +458,7 @@ typedef struct tg_quote {
     tg_price bid, ask;
     uint64_t bid_size, ask_size;
     int halted;
+    int closed; /* the symbol's own closed flag (MDP3: its status in force) */
     uint64_t last_seq; /* the symbol's last message's sequence (see the slot layout) */
     uint64_t version; /* the slot's change counter at the read */
 } tg_quote;
@@ -1023,6 +1025,7 @@ static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote
         out->ask_size = w[TG_S_ASK_SIZE];
     }
     out->halted = (meta & TG_META_HALTED) != 0;
+    out->closed = (meta & TG_META_CLOSED) != 0;
     out->last_seq = w[TG_S_LAST_SEQ];
     out->version = w[TG_S_STAMP];
     return 0;

@@ -8,7 +8,9 @@
  * Prints "ok" or "rejected: REASON|REASON..." (the Rust reader's names and
  * order), then "version: N" when a slot was read, then the book top as
  * published: "bid: PRICE SIZE" and "ask: PRICE SIZE" for each side there is
- * (prices exact, sizes 0 when unknown) and "halted" when trading is halted,
+ * (prices exact; sizes as published: an SQF feed has none, 0) and
+ * "halted" when trading is halted, "closed" when the symbol's own flag says
+ * closed (an MDP3 instrument's status; a whole feed's close is a reason only),
  * of the same version of the slot as the verdict (none when no read of the
  * top matched one of the verdict in PAIR_TRIES tries).
  * Why the writer is not
@@ -127,6 +129,7 @@ int main(int argc, char **argv) {
         printf("ask: %s %" PRIu64 "\n", price, quote.ask_size);
     }
     if (have_quote && quote.halted) printf("halted\n");
+    if (have_quote && quote.closed) printf("closed\n");
 
     tg_close(&reader);
     return reasons == 0 ? 0 : 1;

@@ -141,7 +141,8 @@ struct CAnswer {
     line: String,
     /// From "version: N", 0 when absent.
     version: u64,
-    /// The book top lines ("bid: PRICE SIZE", "ask: PRICE SIZE", "halted").
+    /// The book top lines ("bid: PRICE SIZE", "ask: PRICE SIZE", "halted",
+    /// "closed").
     quote: Vec<String>,
     stderr: String,
 }
@@ -174,7 +175,7 @@ fn c_check_owned(
     let mut version = 0;
     let mut quote = Vec::new();
     for l in lines {
-        if l.starts_with("bid: ") || l.starts_with("ask: ") || l == "halted" {
+        if l.starts_with("bid: ") || l.starts_with("ask: ") || l == "halted" || l == "closed" {
             quote.push(l.to_string());
             continue;
         }
@@ -781,6 +782,9 @@ fn rust_quote(shm: &Path, feed: &str, symbol: &str) -> Vec<String> {
     if rec.halted {
         lines.push("halted".into());
     }
+    if rec.closed {
+        lines.push("closed".into());
+    }
     lines
 }
 
@@ -937,7 +941,7 @@ fn c_reader_agrees_on_exchange_feeds() {
             "itch",
             "CLOSED",
             "closed",
-            &["bid: 0.0001 1", "ask: 0.0002 1"],
+            &["bid: 0.0001 1", "ask: 0.0002 1", "closed"],
         ),
         (
             "itch",

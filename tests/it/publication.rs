@@ -744,7 +744,9 @@ fn check_nasdaq(shm: &Path, symbol: &str, json: bool) -> (Option<i32>, String) {
 }
 
 /// `check` on an exchange feed: the reasons include `halted` and `closed`,
-/// the book top is printed with exact prices and sizes, in text and JSON.
+/// the book top is printed with exact prices and sizes, in text and JSON;
+/// a size of 0 is shown as such (ITCH keeps an order of 0 shares live; an
+/// SQF feed, which has no sizes, shows none).
 #[test]
 fn check_prints_exchange_reasons_and_exact_prices() {
     let dir = scratch();
@@ -757,7 +759,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     };
     assert_eq!(
         run(false),
-        "nasdaq AAPL: rejected: halted, closed (writer alive)\n  bid 123.4500 × 300  ask 123.5000\n"
+        "nasdaq AAPL: rejected: halted, closed (writer alive)\n  bid 123.4500 × 300  ask 123.5000 × 0\n"
     );
     let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
     assert_eq!(v["reasons"], serde_json::json!(["halted", "closed"]));
@@ -768,7 +770,7 @@ fn check_prints_exchange_reasons_and_exact_prices() {
     );
     assert_eq!(
         v["ask"],
-        serde_json::json!({"price": "123.5000", "size": null})
+        serde_json::json!({"price": "123.5000", "size": 0})
     );
     drop(table);
 }

@@ -9,7 +9,7 @@
 //! | stamp | seqlock stamp | odd while a write is in progress; +2 per update, so it also counts changes |
 //! | 0 | symbol | wire bytes as little-endian u64; 0 = empty slot |
 //! | 1 | meta | bits 0..16 feed id, 16 baseline, 17 suspect, 18 invalid, 19 has_price, 20 halted, 21 has_bid, 22 has_ask, 23 closed, 24..32 price_format (0 f64 bits, 1 decimal), 32..40 decimal exponent (i8) |
-//! | 2 | last_seq | SQF: the symbol's last applied sequence; an exchange feed: the stream sequence of the last message that named the symbol or changed its book |
+//! | 2 | last_seq | SQF: the symbol's last applied sequence; ITCH: the stream sequence of the last message that named the symbol or changed its book; MDP3: the instrument's RptSeq |
 //! | 3 | bid | f64 bits, or the decimal's i64 mantissa |
 //! | 4 | ask | as bid |
 //! | 5 | source_time | ns since the Unix epoch, provider clock; 0 = none |
@@ -120,7 +120,8 @@ pub struct Top {
     /// Stream sequence of the last message that named the symbol or
     /// changed its book (ITCH: its MoldUDP64 sequence, or a BinaryFILE
     /// record's index + 1) — the symbol's own, not the stream's position;
-    /// 0 before any.
+    /// MDP3: the instrument's RptSeq (its own count, not the channel's
+    /// MsgSeqNum); 0 before any.
     pub last_seq: u64,
     /// Source time of the symbol's last change, ns since the Unix epoch
     /// (provider clock); 0 = none (ITCH keeps source time per feed).
