@@ -138,6 +138,8 @@ struct Seen {
     /// Visible outright level 1: (price, size) per side.
     top: (Side, Side),
     status: Option<u8>,
+    /// Its last definition deleted it (`D`).
+    deleted: bool,
 }
 
 impl Seen {
@@ -183,6 +185,7 @@ impl Seen {
             s.last_snapshot = e.last_snapshot;
             s.top = (level(book.bid.top()), level(book.offer.top()));
             s.status = feed.status(e);
+            s.deleted = e.definition.as_ref().is_some_and(|d| d.deleted);
         }
         s
     }
@@ -870,6 +873,16 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
             Some(c) => format!("status {}{from}", status_text(c)),
             None => "status cleared".into(),
         });
+    }
+    if b.deleted != a.deleted {
+        v.push(
+            if b.deleted {
+                "definition: deleted by the venue (D): closed until a definition lists it again"
+            } else {
+                "definition: listed again after its deletion"
+            }
+            .into(),
+        );
     }
     v
 }

@@ -654,6 +654,8 @@ struct MDef {
     depth: Option<u8>,
     implied: Option<u8>,
     status: Option<u8>,
+    /// A `D`: the venue deleted the instrument (closed until listed again).
+    deleted: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -1194,6 +1196,7 @@ impl Model {
             depth,
             implied,
             status,
+            deleted: d.action == b'D',
         });
         if let Some(old) = old {
             if self.symbols.get(&old.symbol) == Some(&d.id) {
@@ -1682,10 +1685,14 @@ impl Model {
                 r.push("invalid_price");
             }
         }
+        let deleted = i.def.as_ref().is_some_and(|d| d.deleted);
         match self.effective(i).and_then(meaning) {
             Some("halted") => r.push("halted"),
             Some("closed") => r.push("closed"),
             _ => {}
+        }
+        if deleted && r.last() != Some(&"closed") {
+            r.push("closed");
         }
         r
     }
@@ -3011,6 +3018,7 @@ fn compare(model: &Model, feed: &Feed, now: u64) -> Result<(), String> {
             depth: d.depth,
             implied: d.implied_depth,
             status: d.status,
+            deleted: d.deleted,
         });
         same(&format!("#{id} definition"), &def, &i.def)?;
         let own = e.status.map(|s| {

@@ -2843,9 +2843,32 @@ fn statuses_kept_across_a_restart_keep_their_order() {
 // §3.7 Definitions and ChannelReset
 
 /// "A definition sets the instrument's fields (`D` drops the Symbol
-/// mapping, not the state)" (spec mdp3 §3.7).
+/// mapping, not the state)" (spec mdp3 §3.7). The instrument deleted
+/// answers `closed` by its `#SecurityID` (its book and RptSeq kept) until
+/// a definition lists it again (not in the contract: a handle a gateway
+/// looked up by the Symbol before the `D` reads the same slot, whose book
+/// no longer moves while the channel is alive: docs/mdp3.md).
 #[test]
 fn a_delete_definition_drops_the_symbol_not_the_state() {
+    let mut ch = deleted_then_listed();
+    let by_symbol = ch.check(3 * MS, "ESZ6");
+    let by_id = ch.check(3 * MS, "#7");
+    let listed = ch.check(5 * MS, "ESZ6");
+    let out = ch.run();
+    assert_eq!(out.reasons(by_symbol), r(&["no_quote"]));
+    assert_eq!(out.answer(by_symbol)["security_id"], Value::Null);
+    assert_eq!(
+        (out.reasons(by_id), out.top(by_id).0),
+        (r(&["closed"]), Some(100))
+    );
+    assert_eq!((out.reasons(listed), out.top(listed).0), (ok(), Some(100)));
+    assert_eq!(out.sym(7)["rpt_seq"], 1);
+    assert_eq!(out.feed()["definitions"], 3);
+}
+
+/// #7 (ESZ6) defined, its bid at 100, deleted (`D`) at 2 ms, defined
+/// again at 4 ms.
+fn deleted_then_listed() -> Channel {
     let mut ch = Channel::new("");
     ch.send(0, DEF_A, def(7, "ESZ6", "ES", "ES").packet());
     ch.send(MS, A, event(1, &[bid(7, 1, 100)]));
@@ -2854,14 +2877,8 @@ fn a_delete_definition_drops_the_symbol_not_the_state() {
         ..def(7, "ESZ6", "ES", "ES")
     };
     ch.send(2 * MS, DEF_A, deleted.packet());
-    let by_symbol = ch.check(3 * MS, "ESZ6");
-    let by_id = ch.check(3 * MS, "#7");
-    let out = ch.run();
-    assert_eq!(out.reasons(by_symbol), r(&["no_quote"]));
-    assert_eq!(out.answer(by_symbol)["security_id"], Value::Null);
-    assert_eq!((out.reasons(by_id), out.top(by_id).0), (ok(), Some(100)));
-    assert_eq!(out.sym(7)["rpt_seq"], 1);
-    assert_eq!(out.feed()["definitions"], 2);
+    ch.send(4 * MS, DEF_A, def(7, "ESZ6", "ES", "ES").packet());
+    ch
 }
 
 /// "**ChannelReset 4**: every book (working, visible) and status of the
@@ -4365,6 +4382,17 @@ fn explained<'t>(text: &'t str, what: &str) -> &'t str {
         .unwrap_or_else(|| panic!("no {what} in {text}"))
 }
 
+/// `replay --explain` names an instrument's deletion (`D`), which closes
+/// it, and its listing again, which opens it.
+#[test]
+fn explain_names_a_deletion_and_a_listing_again() {
+    let (_, text) = deleted_then_listed().explain("#7");
+    let gone = explained(&text, "deleted by the venue (D)");
+    assert!(gone.ends_with("ok -> closed"), "{text}");
+    let back = explained(&text, "listed again after its deletion");
+    assert!(back.ends_with("closed -> ok"), "{text}");
+}
+
 /// A ChannelReset come late (in a packet filling a gap) leaves the
 /// instrument without a baseline: the explanation names the reset, not a
 /// history that did not start at RptSeq 1.
@@ -4527,11 +4555,12 @@ fn an_override_leaves_with_its_symbol() {
         let after = ch.check(2500 * MS, "#1");
         let out = ch.run();
         assert_eq!(out.reasons(before), ok(), "{how}");
-        assert_eq!(
-            out.reasons(after),
-            r(&["stale", "stale_at_source"]),
-            "{how}"
-        );
+        // (Deleted, it is closed too: "A deleted instrument".)
+        let want: &[&str] = match how {
+            "deleted" => &["stale", "stale_at_source", "closed"],
+            _ => &["stale", "stale_at_source"],
+        };
+        assert_eq!(out.reasons(after), r(want), "{how}");
     }
 }
 

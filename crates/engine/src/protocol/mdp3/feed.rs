@@ -157,6 +157,10 @@ pub struct Definition {
     pub display_factor: i64,
     /// MinPriceIncrement mantissa (exponent −9), if known.
     pub min_price_increment: Option<i64>,
+    /// The last definition was a `D`: the venue deleted the instrument,
+    /// which answers `closed` until a definition lists it again (not in
+    /// the contract: docs/mdp3.md, "A deleted instrument").
+    pub deleted: bool,
 }
 
 /// Bodies of a packet kept from its validity walk for the pass that
@@ -1633,6 +1637,7 @@ impl Feed {
         }
         def.display_factor = d.display_factor();
         def.min_price_increment = d.min_price_increment();
+        def.deleted = d.security_update_action() == b'D';
     }
 
     /// `symbol` no longer names the instrument it named, if any (a
@@ -2008,7 +2013,8 @@ impl Feed {
             invalid: matches!((bid, ask), (Some(b), Some(a)) if b.price > a.price),
             suspect: e.instrument.seq.suspect() || e.instrument.seq.unverified(),
             halted: state == Some(State::Halted),
-            closed: state == Some(State::Closed),
+            closed: state == Some(State::Closed)
+                || e.definition.as_ref().is_some_and(|d| d.deleted),
         }
     }
 
@@ -2046,7 +2052,7 @@ pub struct Shown {
     pub suspect: bool,
     /// The status in force halts it.
     pub halted: bool,
-    /// The status in force closes it.
+    /// The status in force closes it, or its last definition deleted it.
     pub closed: bool,
 }
 
