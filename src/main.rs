@@ -1294,13 +1294,6 @@ fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
-/// Whether a side's size is shown: an exchange feed's (a decimal price)
-/// always, 0 included (ITCH keeps an order of 0 shares live at its
-/// price); an SQF feed has none (0).
-fn has_size(s: &tickguard::reader::Side) -> bool {
-    s.size != 0 || matches!(s.price, tickguard::reader::Price::Decimal { .. })
-}
-
 fn check_inner(args: &CheckArgs) -> Result<bool> {
     // A publication truncated while mapped answers `stale`, not SIGBUS.
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
@@ -1412,7 +1405,9 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     };
     if args.json {
         let side = |s: Option<tickguard::reader::Side>| {
-            s.map(|s| serde_json::json!({ "price": s.price.exact(decimals), "size": has_size(&s).then_some(s.size) }))
+            s.map(
+                |s| serde_json::json!({ "price": s.price.exact(decimals), "size": s.known_size() }),
+            )
         };
         let line = serde_json::json!({
             "time_ns": now,
@@ -1445,9 +1440,9 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
         .zip(sides)
         .filter_map(|(name, s)| {
             let s = s?;
-            Some(match has_size(&s) {
-                false => format!("{name} {}", s.price.show(decimals)),
-                true => format!("{name} {} × {}", s.price.show(decimals), s.size),
+            Some(match s.known_size() {
+                None => format!("{name} {}", s.price.show(decimals)),
+                Some(n) => format!("{name} {} × {n}", s.price.show(decimals)),
             })
         })
         .collect();

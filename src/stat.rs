@@ -456,17 +456,18 @@ impl Row {
 }
 
 /// A side as `stat` shows it: the price with the feed's decimals
-/// ([`Price::fixed`](crate::state::Price::fixed)), with its size when
-/// known: bid `size×price`, ask `price×size`.
+/// ([`Price::fixed`](crate::state::Price::fixed)), with its size where
+/// the feed has sizes ([`Side::known_size`]): bid `size×price`, ask
+/// `price×size`.
 fn side_text(side: Option<Side>, bid: bool, decimals: Option<u8>) -> String {
     let Some(s) = side else {
         return "-".into();
     };
     let price = s.price.show(decimals);
-    match (s.size, bid) {
-        (0, _) => price,
-        (n, true) => format!("{n}×{price}"),
-        (n, false) => format!("{price}×{n}"),
+    match (s.known_size(), bid) {
+        (None, _) => price,
+        (Some(n), true) => format!("{n}×{price}"),
+        (Some(n), false) => format!("{price}×{n}"),
     }
 }
 
@@ -791,7 +792,7 @@ impl Snapshot {
             .map(|r| {
                 let st = &r.record.state;
                 let (bid, ask) = (r.record.bid, r.record.ask);
-                let size = |s: Option<Side>| s.map(|s| s.size).filter(|&n| n != 0);
+                let size = |s: Option<Side>| s.and_then(|s| s.known_size());
                 json!({
                     "feed": r.feed,
                     "symbol": r.name,

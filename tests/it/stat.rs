@@ -631,8 +631,13 @@ mod described {
         let id = t.insert(1, sym("AAPL"), th).unwrap();
         t.slots()[id as usize].write_top(&top);
         let id = t.insert(1, sym("HALTD"), th).unwrap();
+        // (A bid of 0 shares: ITCH keeps such an order live.)
         t.slots()[id as usize].write_top(&Top {
             halted: true,
+            bid: Some(Level {
+                price: 1_234_500,
+                size: 0,
+            }),
             ask: None,
             ..top
         });
@@ -746,6 +751,7 @@ mod described {
             "{aapl}"
         );
         assert!(row("HALTD").contains("suspect,halted,closed"), "{text}");
+        assert!(row("HALTD").contains("0×123.45"), "{text}");
         assert!(row("EURUSD").contains(" 1.08500 "), "{text}");
 
         let doc = snap.json();
@@ -784,6 +790,9 @@ mod described {
         let sym = symbol("AAPL");
         assert_eq!(sym["bid_exact"], "123.4500");
         assert_eq!(sym["bid_size"], 300);
+        // An exchange feed's size 0 is one; an SQF feed has none.
+        assert_eq!(symbol("HALTD")["bid_size"], 0);
+        assert_eq!(symbol("EURUSD")["bid_size"], json!(null));
         assert_eq!(sym["ask"], 123.5);
         assert_eq!(sym["silence_ns"], at - NOW, "the feed's liveness");
         // Lost ticks and duplicates are the stream's, not the symbol's.

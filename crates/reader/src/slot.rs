@@ -132,8 +132,19 @@ pub struct Top {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Side {
     pub price: Exact,
-    /// 0 when unknown (SQF carries no sizes).
+    /// As published: 0 on an SQF feed, which carries no sizes; an
+    /// exchange feed's, 0 included ([`Side::known_size`]).
     pub size: u64,
+}
+
+impl Side {
+    /// The size where the feed has sizes: an exchange feed's (a decimal
+    /// price) as published, 0 included (ITCH keeps an order of 0 shares
+    /// live at its price); `None` on an SQF feed (an `f64` price).
+    pub fn known_size(&self) -> Option<u64> {
+        let exchange = matches!(self.price, Exact::Decimal { .. });
+        (exchange || self.size != 0).then_some(self.size)
+    }
 }
 
 /// A seqlock-protected slot.
