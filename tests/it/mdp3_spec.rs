@@ -3199,22 +3199,34 @@ fn a_channel_reset_is_logged_once() {
 /// then never named, before).
 #[test]
 fn a_channel_reset_held_back_is_told_once_the_interval_passes() {
-    let mut ch = Channel::new("");
-    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
-    let reset = |s| packet(s, &[encode::channel_reset(V, T0, EOE, 310)]);
-    ch.send(MS, A, reset(2));
-    ch.send(2 * MS, A, heartbeat(1));
-    ch.send(200 * MS, A, reset(2));
-    ch.send(201 * MS, A, heartbeat(1));
-    for k in 1..=5u64 {
-        ch.send(k * 1_000 * MS, A, heartbeat(1 + k as u32));
-    }
-    let stderr = ch.stderr();
+    // #1 bid at 100, then a ChannelReset at each of `ms` (each followed
+    // by the new sequence's first packet), then heartbeats at `beats`.
+    let resets_at = |ms: &[u64], beats: &[u64]| {
+        let mut ch = Channel::new("");
+        ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+        for &t in ms {
+            let reset = packet(2, &[encode::channel_reset(V, T0, EOE, 310)]);
+            ch.send(t * MS, A, reset);
+            ch.send(t * MS + 1, A, heartbeat(1));
+        }
+        for (k, &t) in beats.iter().enumerate() {
+            ch.send(t * MS, A, heartbeat(2 + k as u32));
+        }
+        ch.stderr()
+    };
+    let stderr = resets_at(&[1, 200], &[1_000, 2_000, 3_000, 4_000, 5_000]);
     assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
     assert!(
         stderr.contains("ChannelReset processed 1 more time(s)"),
         "{stderr}"
     );
+
+    // A reset due in the datagram past the interval has its own line,
+    // which counts the one held.
+    let stderr = resets_at(&[1, 200, 1_100], &[1_900]);
+    assert_eq!(stderr.matches("ChannelReset: every").count(), 2, "{stderr}");
+    assert_eq!(stderr.matches("unlogged=1").count(), 1, "{stderr}");
+    assert!(!stderr.contains("more time(s)"), "{stderr}");
 }
 
 /// A ChannelReset lost on both lines, MsgSeqNum going on (a departure:

@@ -267,7 +267,7 @@ proptest! {
 
 /// The property compares trusted prices, not only skips: over sessions
 /// drawn as it draws them (a fixed seed), many arrivals reach the
-/// comparison (69% here), so a handler that trusted nothing (always
+/// comparison (61% here), so a handler that trusted nothing (always
 /// suspect) or a skip grown too wide fails here.
 #[test]
 fn the_newest_received_is_compared_often() {

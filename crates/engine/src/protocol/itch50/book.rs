@@ -10,9 +10,9 @@
 //! one indexed access. Orders
 //! older than the window (a quiet stock's resting orders) move to an
 //! open-addressing table ([`super::map::U64Map`], 24-byte slots and a
-//! byte a slot of clear notes, doubling when more than 70% full: 36 to 72
+//! byte a slot of clear notes, doubling in steps from 60% full: 42 to 83
 //! bytes per order there). Its growth is
-//! the only allocation, amortised over the orders added; size it up front
+//! the only allocation, spread over the inserts that follow it; size it up front
 //! ([`Books::with_capacity`]) and a day allocates nothing after warm-up
 //! (price levels aside: a new level may grow its side's vector, amortised
 //! likewise, or on a side deeper than [`NEAR`] levels add a node to its

@@ -158,7 +158,7 @@ pub const MAX_HELD: Range = Range {
 };
 
 /// `max_orders`: live orders the feed's books hold. A real day peaks at a
-/// few million; the order table beyond the fixed window takes 36 to 72
+/// few million; the order table beyond the fixed window takes 42 to 83
 /// bytes an order, so the default bounds it near 1.2 GiB and the most near
 /// 9 GiB. An add beyond is refused, counted (`orders_refused`) and makes
 /// the feed `suspect` until the session changes: memory stays bounded when

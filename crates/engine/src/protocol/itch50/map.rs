@@ -73,7 +73,7 @@ pub struct U64Map<V: Copy> {
     /// `hash` is fixed ([`with_key`](Self::with_key)), its successors too.
     fixed: bool,
     /// Keys inserted since the last clear, up to an eighth of the slots
-    /// (allocated with the table).
+    /// (allocated with the table, and with each next table as it grows).
     inserted: Vec<u64>,
     /// More keys were inserted since the last clear than `inserted` holds.
     uncounted: bool,
@@ -84,11 +84,13 @@ pub struct U64Map<V: Copy> {
 /// A [`U64Map`]'s growth, step by step (see the module documentation).
 #[derive(Debug, Clone)]
 enum Growth<V: Copy> {
-    /// The next table, `slots` long once filled: inserts fill it.
+    /// The next table, `slots` long once filled: inserts fill it, and
+    /// copy the clear's notes into room for an eighth of its slots.
     Filling {
         keys: Vec<u64>,
         values: Vec<V>,
         slots: usize,
+        notes: Vec<u64>,
     },
     /// The map's table before the growth: inserts move its entries, from
     /// slot `cursor` up, into the map's (every slot below `cursor` is
@@ -311,6 +313,7 @@ impl<V: Copy> U64Map<V> {
             keys: Vec::with_capacity(slots),
             values: Vec::with_capacity(slots),
             slots,
+            notes: Vec::with_capacity(slots / 8),
         });
     }
 
@@ -339,20 +342,27 @@ impl<V: Copy> U64Map<V> {
                 mut keys,
                 mut values,
                 slots,
+                mut notes,
             }) => {
                 let upto = keys.len().saturating_add(fill).min(slots);
                 #[cfg(test)]
                 crate::test_work::add((upto - keys.len()) as u64);
                 keys.resize(upto, EMPTY);
                 values.resize(upto, self.vacant);
+                // The notes so far copied as many (they only grow
+                // meanwhile: a clear ends the growth).
+                let copied = notes.len();
+                let more = (copied.saturating_add(fill)).min(self.inserted.len());
+                notes.extend_from_slice(&self.inserted[copied..more]);
                 self.growth = Some(if upto < slots {
                     Growth::Filling {
                         keys,
                         values,
                         slots,
+                        notes,
                     }
                 } else {
-                    self.swap_in(keys, values)
+                    self.swap_in(keys, values, notes)
                 });
             }
             Some(Growth::Moving(mut old)) => {
@@ -382,11 +392,19 @@ impl<V: Copy> U64Map<V> {
         }
     }
 
-    /// The filled next table becomes the map's; the one it replaces is
-    /// returned to be moved out of.
-    fn swap_in(&mut self, mut keys: Vec<u64>, mut values: Vec<V>) -> Growth<V> {
+    /// The filled next table becomes the map's, with the notes copied
+    /// (the few left copied now); the one it replaces is returned to be
+    /// moved out of.
+    fn swap_in(
+        &mut self,
+        mut keys: Vec<u64>,
+        mut values: Vec<V>,
+        mut notes: Vec<u64>,
+    ) -> Growth<V> {
         advise_huge_written(&mut keys);
         advise_huge_written(&mut values);
+        notes.extend_from_slice(&self.inserted[notes.len()..]);
+        self.inserted = notes;
         let n = keys.len();
         let old = Old {
             keys: std::mem::replace(&mut self.keys, keys),
@@ -1076,6 +1094,27 @@ mod tests {
         for k in 0..300_000u64 {
             assert_eq!(m.get(key(k)), Some(k));
         }
+    }
+
+    /// The clear's notes grow with the table, a growth in steps too: a
+    /// clear after fewer inserts than an eighth of the grown table's slots
+    /// empties their probe runs, not the whole table.
+    #[test]
+    fn a_grown_table_keeps_notes_for_an_eighth_of_its_slots() {
+        let mut m = U64Map::with_capacity(64, 0u32);
+        assert_eq!(m.keys.len(), 128);
+        let mut k = 0u64;
+        while m.keys.len() < 1024 || phase(&m) != "none" {
+            k += 1;
+            m.insert(k, 1);
+        }
+        m.clear();
+        for j in 0..100u64 {
+            m.insert(j << 32, 1);
+        }
+        let (steps, ()) = crate::test_work::during(|| m.clear());
+        assert!(steps < 300, "{steps} steps to clear 100 entries");
+        assert!(m.is_empty() && m.keys.iter().all(|&k| k == EMPTY));
     }
 
     /// The safety net: a rekey (a probe run too long) in the middle of a

@@ -551,7 +551,6 @@ impl FeedEngine for Engine {
         payload: &[u8],
         t: u64,
     ) -> Result<(), Reject> {
-        self.log_held(&cx.config.name, t);
         let resets = self.feed.counters().channel_resets;
         let inferred = self.feed.counters().resets_inferred;
         // The incremental and snapshot paths expire gaps themselves; a
@@ -570,6 +569,9 @@ impl FeedEngine for Engine {
         if self.feed.counters().resets_inferred > inferred {
             self.inferred_logged(&cx.config.name, t);
         }
+        // After this datagram's own resets: one due was logged with the
+        // count held before it.
+        self.log_held(&cx.config.name, t);
         copy_counters(&self.feed, cx.counters);
         cx.counters.line_copies = self.line_copies;
         result
