@@ -1506,7 +1506,7 @@ mod tests {
 
     fn failure(f: &Fetched) -> (Failure, Option<u8>) {
         match f.end {
-            End::Failed { class, reason, .. } => (class, reason),
+            End::Failed { class, cause, .. } => (class, cause.rejected()),
             _ => panic!("a snapshot: {f:?}"),
         }
     }

@@ -411,15 +411,28 @@ fn attempt(
     let idle = Duration::from_nanos(target.idle_ns);
     let timeout = Duration::from_nanos(target.timeout_ns);
     let server = SockAddr::from(SocketAddr::V4(target.server));
-    let Ok((socket, _)) = socket else {
-        return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
+    let socket = match socket {
+        Ok((socket, _)) => socket,
+        Err(e) => {
+            return Some((
+                caused(spin.client().on_reset(), &e),
+                out.event(|| Wire::Rst),
+                false,
+            ))
+        }
     };
     match socket.connect_timeout(&server, idle.min(timeout)) {
         Ok(()) => {}
         Err(e) if is_timeout(e.kind()) => {
             return Some((spin.client().on_idle(), out.event(|| Wire::Close), false));
         }
-        Err(_) => return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false)),
+        Err(e) => {
+            return Some((
+                caused(spin.client().on_reset(), &e),
+                out.event(|| Wire::Rst),
+                false,
+            ))
+        }
     }
     // `snapshot_timeout_ms` runs from the connection.
     let begun = Instant::now();
@@ -436,8 +449,12 @@ fn attempt(
     // and with it the attempt's timers and an abort, for good: a write
     // that waits past the idle bound fails the attempt as a reset.
     let _ = stream.set_write_timeout(Some(idle.min(timeout)));
-    if stream.write_all(login).is_err() {
-        return Some((spin.client().on_reset(), out.event(|| Wire::Rst), false));
+    if let Err(e) = stream.write_all(login) {
+        return Some((
+            caused(spin.client().on_reset(), &e),
+            out.event(|| Wire::Rst),
+            false,
+        ));
     }
     let mut last_sent = Instant::now();
     let mut last_byte = started;
@@ -459,8 +476,12 @@ fn attempt(
             break (spin.client().on_idle(), out.event(|| Wire::Close), false);
         }
         if now.duration_since(last_sent) >= HEARTBEAT {
-            if stream.write_all(&soup::CLIENT_HEARTBEAT).is_err() {
-                break (spin.client().on_reset(), out.event(|| Wire::Rst), true);
+            if let Err(e) = stream.write_all(&soup::CLIENT_HEARTBEAT) {
+                break (
+                    caused(spin.client().on_reset(), &e),
+                    out.event(|| Wire::Rst),
+                    true,
+                );
             }
             last_sent = now;
         }
@@ -485,7 +506,13 @@ fn attempt(
                 out.wire(id, || Wire::Bytes(buf[..n].to_vec()));
             }
             Err(e) if is_timeout(e.kind()) || e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break (spin.client().on_reset(), out.event(|| Wire::Rst), true),
+            Err(e) => {
+                break (
+                    caused(spin.client().on_reset(), &e),
+                    out.event(|| Wire::Rst),
+                    true,
+                )
+            }
         }
     };
     if matches!(end, End::Snapshot { .. }) {
@@ -493,6 +520,27 @@ fn attempt(
     }
     let _ = stream.shutdown(Shutdown::Both);
     Some((end, decided, close_after))
+}
+
+/// `end` naming the OS error `e` that decided it, when it failed with
+/// nothing else to name (a write that timed out names none: the error
+/// would read "temporarily unavailable").
+fn caused(end: End, e: &std::io::Error) -> End {
+    match (end, e.raw_os_error()) {
+        (
+            End::Failed {
+                class,
+                detail,
+                cause: glimpse::Cause::None,
+            },
+            Some(errno),
+        ) if !is_timeout(e.kind()) => End::Failed {
+            class,
+            detail,
+            cause: glimpse::Cause::Os(errno),
+        },
+        (end, _) => end,
+    }
 }
 
 fn is_timeout(kind: ErrorKind) -> bool {
@@ -636,13 +684,31 @@ mod tests {
             while let Ok(Report::Wire(_, w)) = c.reports.try_recv() {
                 before.push(w);
             }
-            (end.failure(), decided, close_after, before)
+            (end, decided, close_after, before)
         };
-        // Refused: nothing listens at the address any more.
+        // Refused: nothing listens at the address any more; the OS error
+        // is named for the log.
         let (listener, target) = server(10_000_000_000);
         drop(listener);
-        let (failure, decided, _, before) = run(&target);
-        assert_eq!(failure, Some(glimpse::Failure::Refused));
+        let (end, decided, _, before) = run(&target);
+        assert_eq!(
+            end,
+            End::Failed {
+                class: glimpse::Failure::Refused,
+                detail: "refused or reset before any byte",
+                cause: glimpse::Cause::Os(libc::ECONNREFUSED),
+            }
+        );
+        let End::Failed { detail, cause, .. } = end else {
+            unreachable!()
+        };
+        assert_eq!(
+            glimpse::logged_detail(detail, cause),
+            format!(
+                "refused or reset before any byte: {}",
+                std::io::Error::from_raw_os_error(libc::ECONNREFUSED)
+            )
+        );
         assert!(matches!(decided, Some(Wire::Rst)), "{decided:?}");
         assert!(before.is_empty(), "{before:?}");
         // A server that accepts the login, then closes (FIN) or resets.
@@ -662,7 +728,8 @@ mod tests {
                         .unwrap();
                 }
             });
-            let (failure, decided, close_after, before) = run(&target);
+            let (end, decided, close_after, before) = run(&target);
+            let failure = end.failure();
             server.join().unwrap();
             assert!(close_after, "our close comes after the server's");
             if reset {

@@ -349,7 +349,7 @@ impl Driver {
             Step::Failed {
                 class,
                 detail,
-                reason,
+                cause,
                 gave_up,
                 suspect,
                 retry_at,
@@ -361,7 +361,7 @@ impl Driver {
                 let Some(unlogged) = limiter.due(t, false) else {
                     return;
                 };
-                let detail = &*super::glimpse::logged_detail(detail, reason);
+                let detail = &*super::glimpse::logged_detail(detail, cause);
                 if gave_up && suspect {
                     tracing::error!(feed = %name, class = class.as_str(), detail, unlogged, "snapshot failed and given up: the feed stays suspect");
                 } else if gave_up {
@@ -421,7 +421,7 @@ mod tests {
         let failed = |gave_up| Step::Failed {
             class: Failure::Closed,
             detail: "reset",
-            reason: None,
+            cause: crate::protocol::itch50::glimpse::Cause::None,
             gave_up,
             suspect: true,
             retry_at: None,

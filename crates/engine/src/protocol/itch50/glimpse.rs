@@ -126,9 +126,38 @@ pub enum End {
         class: Failure,
         /// Short human detail, e.g. "login rejected: not authorized".
         detail: &'static str,
-        /// `J`'s reason byte.
-        reason: Option<u8>,
+        /// What the detail names besides its text.
+        cause: Cause,
     },
+}
+
+/// What a failure's detail names besides its text: logged after it
+/// ([`logged_detail`]), for the operator's question to the venue or to
+/// the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cause {
+    /// Nothing more.
+    #[default]
+    None,
+    /// `J`'s reason byte.
+    Rejected(u8),
+    /// The session `A` named (padding kept).
+    Session([u8; SESSION_LEN]),
+    /// The sequence `A` (or End of Snapshot) named.
+    Sequence(u64),
+    /// The OS error of a failed connect, write or read (live only: a
+    /// recording holds the reset, not its cause).
+    Os(i32),
+}
+
+impl Cause {
+    /// `J`'s reason byte, if a Login Rejected ended it.
+    pub fn rejected(self) -> Option<u8> {
+        match self {
+            Cause::Rejected(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 impl End {
@@ -141,28 +170,33 @@ impl End {
     }
 }
 
-/// A failure's `detail` as logged: a Login Rejected whose reason byte
-/// SoupBinTCP does not define carries that byte, in hex, for the
-/// operator's question to the venue.
-pub fn logged_detail(detail: &'static str, reason: Option<u8>) -> std::borrow::Cow<'static, str> {
-    match reason {
-        Some(r) if r != soup::NOT_AUTHORIZED && r != soup::SESSION_NOT_AVAILABLE => {
+/// A failure's `detail` as logged, with its cause: a Login Rejected whose
+/// reason byte SoupBinTCP does not define carries that byte, in hex; a
+/// Login Accepted for another session or sequence, what it named (bytes
+/// outside printable ASCII escaped); a connection's failure, the OS
+/// error.
+pub fn logged_detail(detail: &'static str, cause: Cause) -> std::borrow::Cow<'static, str> {
+    match cause {
+        Cause::Rejected(r) if r != soup::NOT_AUTHORIZED && r != soup::SESSION_NOT_AVAILABLE => {
             format!("{detail} 0x{r:02x}").into()
         }
-        _ => detail.into(),
+        Cause::Session(s) => format!("{detail}: {}", soup::trim(&s).escape_ascii()).into(),
+        Cause::Sequence(n) => format!("{detail}: {n}").into(),
+        Cause::Os(e) => format!("{detail}: {}", std::io::Error::from_raw_os_error(e)).into(),
+        Cause::Rejected(_) | Cause::None => detail.into(),
     }
 }
 
-fn failed(class: Failure, detail: &'static str) -> Option<End> {
+fn failed(class: Failure, detail: &'static str, cause: Cause) -> Option<End> {
     Some(End::Failed {
         class,
         detail,
-        reason: None,
+        cause,
     })
 }
 
 fn malformed(detail: &'static str) -> Option<End> {
-    failed(Failure::Malformed, detail)
+    failed(Failure::Malformed, detail, Cause::None)
 }
 
 /// One snapshot connection's client side, from the bytes after its Login
@@ -283,12 +317,12 @@ impl Client {
             false => End::Failed {
                 class: Failure::Refused,
                 detail: before,
-                reason: None,
+                cause: Cause::None,
             },
             true => End::Failed {
                 class: Failure::Closed,
                 detail: after,
-                reason: None,
+                cause: Cause::None,
             },
         };
         *self.state.end.insert(end)
@@ -321,7 +355,7 @@ impl State {
                 Some(End::Failed {
                     class: Failure::Rejected,
                     detail,
-                    reason,
+                    cause: reason.map_or(Cause::None, Cause::Rejected),
                 })
             }
             kind::LOGIN_ACCEPTED => {
@@ -329,13 +363,19 @@ impl State {
                     return malformed("bad Login Accepted");
                 };
                 if sequence != 1 {
-                    return malformed("Login Accepted at a sequence other than 1");
+                    return failed(
+                        Failure::Malformed,
+                        "Login Accepted at a sequence other than 1",
+                        Cause::Sequence(sequence),
+                    );
                 }
                 self.session = Some(session);
                 match self.settings.session {
-                    Some(want) if soup::trim(&want) != soup::trim(&session) => {
-                        failed(Failure::Session, "Login Accepted for another session")
-                    }
+                    Some(want) if soup::trim(&want) != soup::trim(&session) => failed(
+                        Failure::Session,
+                        "Login Accepted for another session",
+                        Cause::Session(session),
+                    ),
                     _ => None,
                 }
             }
@@ -356,9 +396,11 @@ impl State {
         match k {
             kind::DEBUG | kind::SERVER_HEARTBEAT | kind::UNSEQUENCED => None,
             kind::SEQUENCED => self.sequenced(payload, session, apply),
-            kind::END_OF_SESSION => {
-                failed(Failure::Closed, "end of session before the snapshot ended")
-            }
+            kind::END_OF_SESSION => failed(
+                Failure::Closed,
+                "end of session before the snapshot ended",
+                Cause::None,
+            ),
             kind::LOGIN_ACCEPTED => malformed("second Login Accepted"),
             kind::LOGIN_REJECTED => malformed("Login Rejected after Login Accepted"),
             _ => malformed("packet of a type servers do not send"),
@@ -393,7 +435,11 @@ impl State {
         }
         self.messages += 1;
         if self.messages > self.settings.max_messages {
-            return failed(Failure::TooLarge, "more messages than max_messages");
+            return failed(
+                Failure::TooLarge,
+                "more messages than max_messages",
+                Cause::None,
+            );
         }
         let m = Message::new(msg);
         if m.is_known() {
@@ -592,7 +638,7 @@ mod tests {
                 End::Failed {
                     class: Failure::Rejected,
                     detail: said,
-                    reason
+                    cause: reason.map_or(Cause::None, Cause::Rejected),
                 }
             );
         }

@@ -14,7 +14,7 @@
 //! Time is passed in: ns since the Unix epoch, local clock.
 
 use super::feed::{Feed, Staging};
-use super::glimpse::{self, End, Failure};
+use super::glimpse::{self, Cause, End, Failure};
 use super::soup::SESSION_LEN;
 
 /// How attempts are spaced and how many are made (spec glimpse G4).
@@ -95,8 +95,8 @@ pub enum Step {
         class: Failure,
         /// What ended it, for the log.
         detail: &'static str,
-        /// Login Rejected's reason byte, if that ended it.
-        reason: Option<u8>,
+        /// What the detail names besides its text.
+        cause: Cause,
         /// The wait was given up (no more attempts until a new trigger).
         gave_up: bool,
         /// The feed is suspect once the step is taken (a wait given up
@@ -236,7 +236,7 @@ impl Snapshots {
                 feed,
                 Failure::Malformed,
                 "End of Snapshot far ahead of the stream",
-                None,
+                Cause::Sequence(next),
                 t,
             ),
             End::Snapshot {
@@ -262,26 +262,26 @@ impl Snapshots {
             End::Failed {
                 class,
                 detail,
-                reason,
-            } => self.fail(feed, class, detail, reason, t),
+                cause,
+            } => self.fail(feed, class, detail, cause, t),
         }
     }
 
-    /// The running connection failed at `t` (of `class`, Login Rejected's
-    /// `reason` if any): counted, and the wait given up or the next
-    /// attempt scheduled.
+    /// The running connection failed at `t` (of `class`, `cause` as it
+    /// came): counted, and the wait given up or the next attempt
+    /// scheduled.
     fn fail(
         &mut self,
         feed: &mut Feed,
         class: Failure,
         detail: &'static str,
-        reason: Option<u8>,
+        cause: Cause,
         t: u64,
     ) -> Step {
         self.counters.failures[class.index()] += 1;
         self.failed += 1;
         let not_authorized =
-            class == Failure::Rejected && reason == Some(super::soup::NOT_AUTHORIZED);
+            class == Failure::Rejected && cause.rejected() == Some(super::soup::NOT_AUTHORIZED);
         if not_authorized {
             feed.set_snapshot_auto(false);
         }
@@ -294,7 +294,7 @@ impl Snapshots {
         Step::Failed {
             class,
             detail,
-            reason,
+            cause,
             gave_up,
             suspect: feed.suspect(),
             retry_at: self.due,
@@ -467,7 +467,7 @@ impl Recorded {
                 end = Some(End::Failed {
                     class: Failure::Closed,
                     detail: "bytes missing from the recorded stream",
-                    reason: None,
+                    cause: Cause::None,
                 });
             } else {
                 let seen = ahead.unsigned_abs() as usize;
@@ -523,7 +523,7 @@ impl Recorded {
             let end = End::Failed {
                 class,
                 detail: "another connection started",
-                reason: None,
+                cause: Cause::None,
             };
             closed = Some(snapshots.on_end(feed, &end, &mut staging, t));
             self.spare = Some(staging);

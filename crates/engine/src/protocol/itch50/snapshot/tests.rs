@@ -1408,6 +1408,14 @@ fn a_recorded_connection_closed_by_the_next_is_logged() {
     );
 }
 
+/// The detail of each "snapshot failed" line of `log`, in order.
+fn failure_details(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("snapshot failed"))
+        .filter_map(|l| l.split("detail=\"").nth(1)?.split("\" ").next())
+        .collect()
+}
+
 /// A Login Rejected of a reason byte SoupBinTCP does not define is
 /// logged with the byte; the two it defines, in words only.
 #[test]
@@ -1420,17 +1428,36 @@ fn a_login_rejected_for_an_unknown_reason_logs_the_byte() {
             v.connection(&soup::login_rejected(reason), 1, true);
         }
     });
-    let details: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("snapshot failed"))
-        .filter_map(|l| l.split("detail=\"").nth(1)?.split('"').next())
-        .collect();
+    let details = failure_details(&log);
     assert_eq!(
         details,
         [
             "login rejected: unknown reason 0x3f",
             "login rejected: unknown reason 0x07",
             "login rejected: not authorized",
+        ],
+        "{log}"
+    );
+}
+
+/// A Login Accepted for another session, or at another sequence than 1,
+/// is logged with what it named (trimmed of its padding, bytes outside
+/// printable ASCII escaped), for the operator's question to the venue.
+#[test]
+fn a_login_accepted_for_another_session_or_sequence_logs_what_it_named() {
+    let mut v = Venue::new("snapshot_max_attempts = 4");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&soup::login_accepted(b"XB\x07      \0", 1), 1, true);
+        v.t += 2_000 * MS;
+        v.connection(&soup::login_accepted(&S1.0, 7), 1, true);
+    });
+    let details = failure_details(&log);
+    assert_eq!(
+        details,
+        [
+            "Login Accepted for another session: XB\\\\x07",
+            "Login Accepted at a sequence other than 1: 7",
         ],
         "{log}"
     );
