@@ -93,13 +93,21 @@ pub enum Step {
         /// Last sequence.
         last: u64,
     },
-    /// Ahead of the last sequence, but older at its source than the
-    /// Snapshot that reset the symbol (or looked in step on the other
-    /// line, its earlier messages lost there), which this line has not
-    /// brought yet: its late copy from before the reset, ignored.
+    /// Ahead of the last sequence, on the line lagging the Snapshot that
+    /// reset the symbol (come on the other line): its late copy from
+    /// before the reset, ignored.
     BeforeReset {
         /// The sequence the Snapshot reset the symbol to.
         reset: u64,
+    },
+    /// Ahead of the last sequence, but older at its source than the last
+    /// Snapshot, come on the other line, which this line has not brought
+    /// yet: sent before it (a reset that looked in step there, its
+    /// earlier messages lost), or by a provider whose stamps do not rise
+    /// with its sequence; ignored, the symbol suspect.
+    BeforeSnapshot {
+        /// The Snapshot's sequence.
+        snapshot: u64,
     },
 }
 

@@ -229,6 +229,9 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
             Step::BeforeReset { reset } => format!(
                 "quote seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
             ),
+            Step::BeforeSnapshot { snapshot } => format!(
+                "quote seq {seq} older at its source than snapshot seq {snapshot}, which the other line brought and this one not yet: sent before it (a reset this line lost) or stamped out of order, ignored, suspect"
+            ),
         },
         Cause::Heartbeat {
             next_expected,

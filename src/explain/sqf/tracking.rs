@@ -211,11 +211,17 @@ impl Tracker {
                 let outcome = match (lag == Lag::Before || before_snapshot) && seq > last {
                     true => {
                         s.seq.duplicates = s.seq.duplicates.saturating_add(1);
+                        // As the handler: told by its source time alone,
+                        // the symbol is suspect.
+                        s.suspect |= lag != Lag::Before;
                         None
                     }
                     false => Some(rules::quote_outcome(&mut s, self.kind, seq, price, a)),
                 };
                 let step = match outcome {
+                    None if lag != Lag::Before => Step::BeforeSnapshot {
+                        snapshot: self.last_snapshot.map_or(0, |((seq, _), _, _)| seq),
+                    },
                     None => Step::BeforeReset {
                         reset: match self.open_reset {
                             Some(((seq, _), _)) => seq,

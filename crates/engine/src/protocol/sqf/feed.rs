@@ -297,6 +297,16 @@ impl FeedEngine for Feed {
                                 let old = lag == Lag::Before || before_snapshot;
                                 if old && q.sequence() > s.last_seq() {
                                     s.add_duplicate();
+                                    // Told by its source time alone (not a
+                                    // line lagging a reset it opened): a
+                                    // provider whose stamps do not rise with
+                                    // its sequence sends one newer than the
+                                    // Snapshot, an invalid price perhaps.
+                                    // Never trusted on a message dropped
+                                    // that may have been the newest.
+                                    if lag != Lag::Before {
+                                        s.set_suspect(true);
+                                    }
                                     return (Applied::Duplicate, false, true);
                                 }
                                 let a = rules::quote(s, kind, q.sequence(), price(q), t);
@@ -1069,10 +1079,44 @@ clock_offset = 0
         }
     }
 
+    /// A Quote ahead of the sequence, older at its source than the last
+    /// Snapshot (come on the other line, whose copy this line has not
+    /// brought), is dropped as sent before it, and the symbol is suspect:
+    /// a provider whose stamps do not rise with its sequence sends such a
+    /// Quote after the Snapshot, an invalid price perhaps, which the letter
+    /// applies (it answered `ok` on the Snapshot's price).
+    #[test]
+    fn a_quote_stamped_before_the_other_lines_snapshot_is_dropped_suspect() {
+        for (bid, ask) in [(2.0, 1.9), (2.0, 2.1)] {
+            let mut h = Handler::new(&config("full"));
+            let mut newer = PacketBuilder::new(0);
+            newer.quote(sym("A"), 2, 250, bid, ask);
+            let datagrams = [
+                (0, quote_a(1, 100, 1.0)),
+                (1, quote_a(1, 100, 1.0)),
+                (0, snapshot_a(1, 300, 1.0)),
+                (1, newer.finish()),
+            ];
+            for (t, (line, d)) in datagrams.iter().enumerate() {
+                h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+            }
+            let v = h.verdict(0, sym("A"), 5);
+            assert!(v.contains(Reasons::SUSPECT), "{bid}/{ask}: {v:?}");
+            // Dropped: the sequence and the price are the Snapshot's.
+            let r = h.records().find(|r| r.symbol == Some(sym("A"))).unwrap();
+            assert_eq!(
+                (r.state.seq.last_seq, r.state.price.map(|p| p.bid)),
+                (1, Some(1.0))
+            );
+        }
+    }
+
     /// A message newer than an open reset closes it, and is still judged
     /// against the last Snapshot: a Quote older than it, ahead of the
     /// sequence, from the line that has not brought its copy, was sent
-    /// before it (dropped); a routine Snapshot the other line lost, older
+    /// before it (dropped, the symbol suspect: see
+    /// `a_quote_stamped_before_the_other_lines_snapshot_is_dropped_suspect`);
+    /// a routine Snapshot the other line lost, older
     /// than the price that line brought since, is a late copy (dropped).
     #[test]
     fn a_message_past_an_open_reset_is_still_judged_against_the_last_snapshot() {
@@ -1100,7 +1144,7 @@ clock_offset = 0
             (0, s(3, 8000, 8.0)),
             (1, q(5, 7000, 7.0)),
         ]);
-        assert_eq!(run(&quote), (3, Some(8.0), false));
+        assert_eq!(run(&quote), (3, Some(8.0), true));
         let mut snapshot = before.to_vec();
         snapshot.extend([
             (1, s(1, 3000, 3.0)),
