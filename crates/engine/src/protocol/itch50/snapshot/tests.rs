@@ -2150,6 +2150,63 @@ fn a_retry_after_a_failure_does_not_wait_for_a_clock_stepped_back() {
     assert!(s.should_start(minute - 10_000 * 1_000_000));
 }
 
+/// Attempt k comes `min(retry × 2^(k−2), retry_max)` after attempt k − 1
+/// failed (glimpse G3.3): from the failure, however long the attempt
+/// ran, not from its start.
+#[test]
+fn the_next_attempt_is_due_the_backoff_after_the_failure() {
+    let mut v = Venue::new("");
+    v.datagrams(100..110);
+    let retry = 100 * MS;
+    let mut s = Snapshots::new(Settings {
+        max_attempts: 5,
+        retry_ns: retry,
+        retry_max_ns: 10 * retry,
+    });
+    let (engine, _) = v.h.engine_mut(0).unwrap();
+    let feed = engine.itch_mut().unwrap();
+    let mut staging = feed.staging();
+    let closed = End::Failed {
+        class: Failure::Closed,
+        detail: "idle before the snapshot ended",
+        cause: Cause::None,
+    };
+    s.on_trigger(T0);
+    let mut start = T0;
+    for (k, wait) in [(2, retry), (3, 2 * retry)] {
+        assert!(s.on_start(feed, start), "attempt {}", k - 1);
+        // The attempt runs ten seconds before it fails.
+        let failed = start + 10_000 * MS;
+        s.on_end(feed, &closed, &mut staging, failed);
+        assert!(!s.should_start(failed + wait - 1), "attempt {k}");
+        assert!(s.should_start(failed + wait), "attempt {k}");
+        start = failed + wait;
+    }
+}
+
+/// A failure takes effect at the arrival of the FIN (or RST) that
+/// decided it, not at the connection's start (glimpse G3.4): a wait given
+/// up by a FIN 100 ms after the SYN opens the gap it left with its
+/// deadline (`gap_timeout_ms`, 5) from the FIN.
+#[test]
+fn a_failure_takes_effect_when_its_fin_arrives() {
+    let mut v = Venue::new("snapshot_max_attempts = 1");
+    v.datagrams(100..105);
+    v.datagrams(107..110);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    let bytes = spin(105, S1, false);
+    v.segment(true, Tcp::ACK | Tcp::PSH, &bytes[..bytes.len() / 2]);
+    v.t += 100 * MS;
+    v.segment(true, Tcp::FIN | Tcp::ACK, b"");
+    let fin = v.t;
+    assert_eq!(snap(&v.summary()).snapshot_failures["closed"], 1);
+    v.expire(fin + 5 * MS);
+    assert_eq!(v.summary().gaps_open, 1, "the deadline counts from the FIN");
+    v.expire(fin + 5 * MS + 1);
+    assert_eq!(v.summary().gaps_open, 0);
+}
+
 /// A recorded connection that got no byte before the next one started (a
 /// connect nobody answered: nothing on the wire ends it) fails as
 /// `refused`, as live counted it; one that got bytes, as `closed`.
