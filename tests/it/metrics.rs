@@ -598,6 +598,18 @@ mod described {
         table
             .insert(0, tickguard::symbol::Symbol::parse("EURUSD").unwrap(), th)
             .unwrap();
+        // One alive whose price is ten seconds old at its source (the
+        // threshold two): stale_at_source while its market is open.
+        let id = table
+            .insert(0, tickguard::symbol::Symbol::parse("GBPUSD").unwrap(), th)
+            .unwrap();
+        let px = tickguard::protocol::sqf::rules::Price {
+            bid: 1.25,
+            ask: 1.2501,
+            source_time: t - 10_000_000_000,
+        };
+        table.slots()[id as usize]
+            .update(|s| tickguard::protocol::sqf::rules::snapshot(s, 1, px, t));
         p.write_counters(|| {
             p.set_counter(1, counter::GAPS_OPEN, 4);
             p.set_counter(1, counter::RECOVERY_LATENCY, 2);
@@ -622,9 +634,12 @@ mod described {
             r#"tickguard_symbols{feed="lp1",verdict="no_quote"} 1"#,
             r#"tickguard_symbols{feed="nasdaq",verdict="no_quote"} 1"#,
             r#"tickguard_symbols_rejected_open{feed="nasdaq"} 0"#,
-            r#"tickguard_symbols_rejected_open{feed="lp1"} 1"#,
+            r#"tickguard_symbols_rejected_open{feed="lp1"} 2"#,
             r#"tickguard_symbols_stale_open{feed="nasdaq"} 0"#,
             r#"tickguard_symbols_stale_open{feed="lp1"} 0"#,
+            r#"tickguard_symbols_stale_at_source_open{feed="nasdaq"} 0"#,
+            r#"tickguard_symbols_stale_at_source_open{feed="lp1"} 1"#,
+            r#"tickguard_symbols{feed="lp1",verdict="stale_at_source"} 1"#,
             r#"tickguard_feed_closed{feed="nasdaq"} 1"#,
             r#"tickguard_feed_suspect{feed="nasdaq"} 0"#,
             r#"tickguard_feed_joined{feed="nasdaq"} 1"#,
@@ -676,7 +691,7 @@ mod described {
             r#"tickguard_symbols{feed="nasdaq",verdict="closed"} 0"#,
             // Stale while not closed: lp1's, not the closed feed's.
             r#"tickguard_symbols_stale_open{feed="nasdaq"} 0"#,
-            r#"tickguard_symbols_stale_open{feed="lp1"} 1"#,
+            r#"tickguard_symbols_stale_open{feed="lp1"} 2"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
