@@ -96,8 +96,13 @@ enum Growth<V: Copy> {
     /// slot `cursor` up, into the map's (every slot below `cursor` is
     /// empty). Lookups not found in the map's table look here.
     Moving(Old<V>),
-    /// The old table, emptied: inserts release it a piece at a time.
-    Freeing { keys: Vec<u64>, values: Vec<V> },
+    /// The old table, emptied, and its notes: inserts release them a
+    /// piece at a time.
+    Freeing {
+        keys: Vec<u64>,
+        values: Vec<V>,
+        notes: Vec<u64>,
+    },
 }
 
 /// The table a growth replaces, hashed with the map's key into its
@@ -109,6 +114,9 @@ struct Old<V: Copy> {
     bits: u32,
     len: usize,
     cursor: usize,
+    /// The clear's notes the map kept before the growth (copied), to be
+    /// released with the table.
+    notes: Vec<u64>,
 }
 
 impl<V: Copy> U64Map<V> {
@@ -373,19 +381,27 @@ impl<V: Copy> U64Map<V> {
                     Growth::Freeing {
                         keys: old.keys,
                         values: old.values,
+                        notes: old.notes,
                     }
                 });
             }
             Some(Growth::Freeing {
                 mut keys,
                 mut values,
+                mut notes,
             }) => {
-                keys.truncate(keys.len().saturating_sub(free));
-                keys.shrink_to_fit();
+                for v in [&mut keys, &mut notes] {
+                    v.truncate(v.len().saturating_sub(free));
+                    v.shrink_to_fit();
+                }
                 values.truncate(values.len().saturating_sub(free));
                 values.shrink_to_fit();
-                if !keys.is_empty() {
-                    self.growth = Some(Growth::Freeing { keys, values });
+                if !(keys.is_empty() && notes.is_empty()) {
+                    self.growth = Some(Growth::Freeing {
+                        keys,
+                        values,
+                        notes,
+                    });
                 }
             }
             None => {}
@@ -393,8 +409,9 @@ impl<V: Copy> U64Map<V> {
     }
 
     /// The filled next table becomes the map's, with the notes copied
-    /// (the few left copied now); the one it replaces is returned to be
-    /// moved out of.
+    /// (the few left copied now); the one it replaces, with the notes it
+    /// had, is returned to be moved out of (and released in steps: one
+    /// release of millions of notes would be a pause of its own).
     fn swap_in(
         &mut self,
         mut keys: Vec<u64>,
@@ -404,7 +421,6 @@ impl<V: Copy> U64Map<V> {
         advise_huge_written(&mut keys);
         advise_huge_written(&mut values);
         notes.extend_from_slice(&self.inserted[notes.len()..]);
-        self.inserted = notes;
         let n = keys.len();
         let old = Old {
             keys: std::mem::replace(&mut self.keys, keys),
@@ -412,6 +428,7 @@ impl<V: Copy> U64Map<V> {
             bits: self.bits,
             len: self.len,
             cursor: 0,
+            notes: std::mem::replace(&mut self.inserted, notes),
         };
         self.mask = n - 1;
         self.bits = n.trailing_zeros();
@@ -1107,6 +1124,10 @@ mod tests {
         while m.keys.len() < 1024 || phase(&m) != "none" {
             k += 1;
             m.insert(k, 1);
+            // The notes the old table had go with it, released in steps.
+            if let Some(Growth::Moving(old)) = &m.growth {
+                assert_eq!(old.notes.capacity(), old.keys.len() / 8);
+            }
         }
         m.clear();
         for j in 0..100u64 {
