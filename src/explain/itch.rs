@@ -458,8 +458,8 @@ impl ItchExplain {
                     ", book {} ({orders} orders)",
                     top_text(&top, self.decimals)
                 );
-                if s.trading_state != 0 {
-                    let _ = write!(line, ", trading state {}", char::from(s.trading_state));
+                if let Some(state) = s.trading_state {
+                    let _ = write!(line, ", trading state {}", crate::shm::printable(&[state]));
                 }
                 if s.operational_halt {
                     line.push_str(", operational halt");

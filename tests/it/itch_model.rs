@@ -480,7 +480,7 @@ impl Model {
         self.symbols.entry(stock.key()).or_insert(SymbolState {
             stock,
             locate,
-            trading_state: 0,
+            trading_state: None,
             operational_halt: false,
             last_timestamp: None,
         })
@@ -572,7 +572,7 @@ impl Model {
         if let Some(stock) = sym {
             let s = self.symbol_mut(stock, locate);
             match code {
-                b'H' => s.trading_state = m[19],
+                b'H' => s.trading_state = Some(m[19]),
                 b'h' if m[19] == b'Q' => s.operational_halt = m[20] == b'H',
                 _ => {}
             }
@@ -630,7 +630,7 @@ impl Model {
                 r.push("invalid_price");
             }
         }
-        if matches!(s.trading_state, b'H' | b'P' | b'Q') || s.operational_halt {
+        if matches!(s.trading_state, Some(b'H' | b'P' | b'Q')) || s.operational_halt {
             r.push("halted");
         }
         if !self.open {

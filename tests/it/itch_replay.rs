@@ -1194,6 +1194,13 @@ fn summary_nulls_before_any_halt_and_before_any_packet() {
     let f = &json["feeds"]["nasdaq"];
     assert_eq!(f["symbols"]["AAPL"]["trading_state"], "T", "{f}");
     assert_eq!(f["symbols"]["MSFT"].get("trading_state"), null, "{f}");
+    // An `H` whose state byte is 0: after it, not null (the byte, escaped).
+    let mut messages = aapl_and_msft_bids().to_vec();
+    messages.push(encode::trading_action(7, OPEN, aapl, 0));
+    let outcome = replay_datagrams(&config, vec![(0, a(), packet(1, &messages))], &[]);
+    let json = serde_json::to_value(&outcome.summary).unwrap();
+    let f = &json["feeds"]["nasdaq"];
+    assert_eq!(f["symbols"]["AAPL"]["trading_state"], "\\x00", "{f}");
     let q = &json["feeds"]["quiet"];
     assert_eq!((q.get("next"), q.get("session")), (null, null), "{q}");
     assert_eq!(

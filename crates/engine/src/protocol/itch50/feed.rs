@@ -132,8 +132,9 @@ pub struct SymbolState {
     pub stock: Symbol,
     /// The locate code that last mapped to it.
     pub locate: u16,
-    /// The last trading state letter (`H`, `P`, `Q`, `T`), 0 before any.
-    pub trading_state: u8,
+    /// The last trading state byte (`H`, `P`, `Q`, `T`, or whatever the
+    /// last `H` carried), `None` before any.
+    pub trading_state: Option<u8>,
     /// Nasdaq (market `Q`) operational halt in force.
     pub operational_halt: bool,
     /// The last message's raw 48-bit timestamp, `None` before any.
@@ -143,7 +144,7 @@ pub struct SymbolState {
 impl SymbolState {
     /// Halted, paused or quotation-only, or under an operational halt.
     pub fn halted(&self) -> bool {
-        matches!(self.trading_state, b'H' | b'P' | b'Q') || self.operational_halt
+        matches!(self.trading_state, Some(b'H' | b'P' | b'Q')) || self.operational_halt
     }
 }
 
@@ -341,7 +342,7 @@ impl State {
                 self.symbols.push(SymbolState {
                     stock,
                     locate,
-                    trading_state: 0,
+                    trading_state: None,
                     operational_halt: false,
                     last_timestamp: None,
                 });
@@ -547,7 +548,7 @@ impl State {
                 price,
             } => self.replace(original, new, shares, price),
             Body::TradingAction { state, .. } if sym != NONE => {
-                self.symbols[sym as usize].trading_state = state;
+                self.symbols[sym as usize].trading_state = Some(state);
             }
             Body::OperationalHalt { market, action, .. } if sym != NONE && market == b'Q' => {
                 self.symbols[sym as usize].operational_halt = action == b'H';

@@ -232,6 +232,28 @@ mod tests {
         Missing { lo, hi, deadline }
     }
 
+    /// A feed's `request_max`, `request_rate` and `request_interval_ms`
+    /// reach its requester: 8 sequences a request, 100 requests a second
+    /// (a burst of one), a range asked again after 50 ms.
+    #[test]
+    fn the_configured_keys_shape_the_requests() {
+        let text = "[[feed]]\nname = \"n\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:4000\"]\n\
+                    stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n\
+                    recovery = \"127.0.0.1:18000\"\nrequest_max = 8\nrequest_rate = 100\n\
+                    request_interval_ms = 50\n";
+        let config = crate::config::Config::parse(text, "t").unwrap();
+        let crate::config::ProtocolSettings::Itch50(c) = &config.feeds[0].settings else {
+            panic!("not an itch50 feed");
+        };
+        let mut r = Requester::from_config(c);
+        let missing = [gap(1, 1_000, 10_000 * MS)];
+        assert_eq!(poll(&mut r, 0, &missing), [(1, 8)]);
+        assert_eq!(poll(&mut r, 5 * MS, &missing), []);
+        assert_eq!(poll(&mut r, 10 * MS, &missing), [(9, 8)]);
+        // The first request's interval over: its range asked again.
+        assert_eq!(poll(&mut r, 50 * MS, &missing), [(1, 8)]);
+    }
+
     #[test]
     fn splits_to_the_maximum_and_stays_inside_the_range() {
         let mut r = Requester::new(64, 10 * MS, 100);

@@ -169,7 +169,7 @@ impl FeedSummary {
                         ask: top.ask.map(|a| a.0),
                         ask_size: top.ask.map(|a| a.1),
                         orders,
-                        trading_state: (s.trading_state != 0).then(|| letter(s.trading_state)),
+                        trading_state: s.trading_state.map(letter),
                         last_timestamp: s.last_timestamp,
                     },
                 )

@@ -1109,6 +1109,28 @@ clock_offset = 0
                 (1, Some(1.0))
             );
         }
+        // As any suspect: the next Quote applied clears it on a full feed;
+        // on a delta feed only a Snapshot does.
+        for kind in ["full", "delta"] {
+            let mut h = Handler::new(&config(kind));
+            let mut newer = PacketBuilder::new(0);
+            newer.quote(sym("A"), 2, 250, 2.0, 2.1);
+            let datagrams = [
+                (0, snapshot_a(1, 100, 1.0)),
+                (1, snapshot_a(1, 100, 1.0)),
+                (0, snapshot_a(1, 300, 1.0)),
+                (1, newer.finish()),
+                (0, quote_a(3, 400, 3.0)),
+            ];
+            for (t, (line, d)) in datagrams.iter().enumerate() {
+                h.on_datagram_line(0, *line, d, t as u64 + 1).unwrap();
+            }
+            let suspect = h.verdict(0, sym("A"), 6).contains(Reasons::SUSPECT);
+            assert_eq!(suspect, kind == "delta", "{kind}");
+            h.on_datagram_line(0, 0, &snapshot_a(3, 500, 3.0), 7)
+                .unwrap();
+            assert!(h.verdict(0, sym("A"), 8).is_ok(), "{kind}");
+        }
     }
 
     /// A message newer than an open reset closes it, and is still judged

@@ -714,9 +714,21 @@ fn n_beyond_max_held_past_high_is_refused_and_retried() {
         out
     };
     let mut v = Venue::new("max_held = 50");
-    v.datagrams(100..110);
-    v.connection(&far(u64::MAX), 1, true);
-    v.connection(&spin(161, S1, false), 2, true);
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&far(u64::MAX), 1, true);
+        v.t += 2_000 * MS;
+        v.connection(&spin(161, S1, false), 2, true);
+    });
+    // Each logged with the N it named.
+    assert_eq!(
+        failure_details(&log),
+        [
+            format!("End of Snapshot far ahead of the stream: {}", u64::MAX),
+            "End of Snapshot far ahead of the stream: 161".to_string(),
+        ],
+        "{log}"
+    );
     let s = v.summary();
     let sn = snap(&s);
     assert_eq!((sn.snapshot_failures["malformed"], sn.snapshots), (2, 0));
