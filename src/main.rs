@@ -1199,7 +1199,14 @@ fn follow_the_heartbeat(reader: &mut tickguard::Reader) {
 
 fn stat(args: cli::StatArgs) -> Result<()> {
     let (path, bound_ms) = shm_target(&args.shm, &args.config, args.dead_after_ms)?;
-    let shutdown = tickguard::sys::shutdown_on_signals().context("installing signal handlers")?;
+    // One read (`--once`) keeps the default dispositions: a signal ends
+    // it even while its write waits on a reader that stopped reading (a
+    // handler would only set a flag nobody looks at then).
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let shutdown = match args.once {
+        true => &NEVER,
+        false => tickguard::sys::shutdown_on_signals().context("installing signal handlers")?,
+    };
     // A publication truncated while mapped answers `stale`, not SIGBUS.
     tickguard::sys::guard::install().context("installing the SIGBUS handler")?;
     let owner = args.owner.as_deref().map(user::user_id).transpose()?;

@@ -19,8 +19,8 @@ pub mod sqf;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -438,12 +438,17 @@ pub(crate) fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Re
 }
 
 /// Prints `report` as one JSON line on stdout.
-pub(crate) fn print_report(report: &impl Serialize) -> Result<()> {
+pub(crate) fn print_report(report: &impl Serialize, stop: &AtomicBool) -> Result<()> {
     let json = serde_json::to_string(report).context("simulate: encoding the report")?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{json}")
-        .and_then(|()| stdout.flush())
-        .context("simulate: writing the report")
+    // A reader that stopped reading does not hold a signal off: the write
+    // gives up once a stop came and no room did for 100 ms.
+    let whole = crate::sys::write_stdout_until(format!("{json}\n").as_bytes(), stop)
+        .context("simulate: writing the report")?;
+    anyhow::ensure!(
+        whole,
+        "simulate: the report was not written whole: stdout is not read, and a signal asked to stop"
+    );
+    Ok(())
 }
 
 /// One socket per line, each sending to its destination; a line is its

@@ -824,7 +824,7 @@ pub fn run(p: &Params) -> Result<()> {
     let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
     let report = publish(p, stop)?;
     if p.report {
-        print_report(&report)?;
+        print_report(&report, stop)?;
     }
     Ok(())
 }

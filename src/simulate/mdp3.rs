@@ -792,7 +792,7 @@ pub fn run(p: &Params) -> Result<()> {
     let reset = crate::sys::resync_on_sigusr1().context("simulate: installing SIGUSR1")?;
     let report = publish(p, stop, Some(reset))?;
     if p.report {
-        print_report(&report)?;
+        print_report(&report, stop)?;
     }
     Ok(())
 }

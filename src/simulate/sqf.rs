@@ -576,12 +576,13 @@ impl Simulator {
 /// Runs `tickguard simulate`: publishes until `--count` quotes,
 /// `--duration-s` seconds, or SIGINT/SIGTERM (Ctrl-C), sends the closing
 /// round, then prints the report as one JSON line when `--report` and exits
-/// 0. Only SIGKILL ends it without a report.
+/// 0. A signal while the report waits on a stdout nobody reads ends it
+/// without the report (an error); otherwise only SIGKILL does.
 pub fn run(args: &Params) -> Result<()> {
     let stop = crate::sys::shutdown_on_signals().context("simulate: installing signal handlers")?;
     let report = publish(args, stop)?;
     if args.report {
-        print_report(&report)?;
+        print_report(&report, stop)?;
     }
     Ok(())
 }

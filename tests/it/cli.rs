@@ -1109,24 +1109,19 @@ fn demo_on_a_full_stdout_stops_with_one_line() {
 #[test]
 fn demo_stuck_on_a_full_pipe_ends_on_sigterm() {
     let shm = format!("/dev/shm/tickguard-demo-pipe-{}", std::process::id());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
-        .args([
-            "demo",
-            "--duration-s",
-            "60",
-            "--symbols",
-            "100",
-            "--shm",
-            &shm,
-        ])
-        .env("RUST_LOG", "error")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     // Frames of about 5 KB a second: the pipe is full after the first.
-    let status = crate::common::stop_on_a_full_pipe(
-        &mut child,
+    let status = crate::common::stop_cmd_on_a_full_pipe(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args([
+                "demo",
+                "--duration-s",
+                "60",
+                "--symbols",
+                "100",
+                "--shm",
+                &shm,
+            ])
+            .env("RUST_LOG", "error"),
         std::time::Duration::from_secs(4),
         std::time::Duration::from_secs(5),
     );

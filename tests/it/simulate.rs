@@ -339,3 +339,47 @@ fn report_is_printed_on_sigint_and_sigterm() {
         assert_eq!(sent, drain(&rx).len() as u64 + before, "{text}");
     }
 }
+
+/// The report written to a stdout nobody reads (its pipe full before the
+/// simulator starts) does not hold SIGTERM off: the write gives up once
+/// the signal came and no room did, and the simulator exits 2 saying so
+/// (it stayed blocked until SIGKILL).
+#[test]
+fn a_report_stuck_on_a_full_pipe_ends_on_sigterm() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (_rx, dest) = crate::common::socket();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given,
+    // each then owned once below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl and write on descriptors this test owns; the write
+    // end is non-blocking only while the test fills it.
+    unsafe {
+        assert!(libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) >= 4096);
+        let flags = libc::fcntl(write.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let page = [b'x'; 4096];
+        while libc::write(write.as_raw_fd(), page.as_ptr().cast(), page.len()) > 0 {}
+        libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags);
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args(["simulate", "--line-a", &dest.to_string()])
+        .args(["--count", "20", "--rate", "1000", "--report"])
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(child.try_wait().unwrap().is_none(), "blocked on its report");
+    assert!(crate::common::signal(child.id(), libc::SIGTERM));
+    let status = crate::common::wait_at_most(&mut child, Duration::from_secs(2));
+    drop(read);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the report was not written whole"),
+        "{stderr}"
+    );
+}

@@ -1281,6 +1281,27 @@ fn live_stat(
     (shm, p, child)
 }
 
+/// `stat --once` whose reader stopped reading (2,000 symbols, more than
+/// a pipe holds) ends on SIGTERM, by the signal: a handler that only set
+/// a flag left it blocked in its write until SIGKILL.
+#[test]
+fn stat_once_stuck_on_a_full_pipe_ends_on_sigterm() {
+    use std::os::unix::process::ExitStatusExt;
+    let shm = temp_shm("stat-once-full-pipe");
+    let _p = three_feeds(&shm);
+    let status = crate::common::stop_cmd_on_a_full_pipe(
+        Command::new(env!("CARGO_BIN_EXE_tickguard"))
+            .args(["stat", "--once", "--dead-after-ms", "1000", "--now"])
+            .arg((T0 + 1_000 * MS).to_string())
+            .arg("--shm")
+            .arg(&shm),
+        std::time::Duration::from_millis(1_000),
+        std::time::Duration::from_secs(2),
+    );
+    crate::common::remove_publication(&shm);
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
 /// A live `stat` whose reader stopped reading (its pipe full, a write
 /// blocked) still ends at once on SIGTERM, as its help promises for
 /// Ctrl-C: the write waits for room in slices, looking at the signal's

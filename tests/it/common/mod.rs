@@ -332,6 +332,21 @@ pub fn around(steps: &[u64], more: impl IntoIterator<Item = u64>) -> Vec<u64> {
     times
 }
 
+/// Starts `cmd`, its stdout a pipe nobody reads and its stderr discarded,
+/// and stops it as [`stop_on_a_full_pipe`] does.
+pub fn stop_cmd_on_a_full_pipe(
+    cmd: &mut std::process::Command,
+    fill: std::time::Duration,
+    within: std::time::Duration,
+) -> std::process::ExitStatus {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    stop_on_a_full_pipe(&mut child, fill, within)
+}
+
 /// Stops `child`, whose stdout is a pipe nobody reads, with SIGTERM once
 /// that pipe is full: shrinks the pipe to a page, waits `fill` for the
 /// child's output to fill it (the child must still run then), sends
