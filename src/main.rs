@@ -198,18 +198,42 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
     }
     // A file to be replaced is staged beside it: that the directory takes
     // a new file is tried now, not found out after the whole replay.
-    if let Some(staging) = staging(path) {
-        let cannot = |what: &str| {
-            format!(
-                "{flag} {}: cannot {what} {}",
-                path.display(),
-                staging.display()
-            )
-        };
-        std::fs::File::create_new(&staging).with_context(|| cannot("create"))?;
-        std::fs::remove_file(&staging).with_context(|| cannot("remove the trial file"))?;
+    match staging(path) {
+        Some(staging) => {
+            let cannot = |what: &str| {
+                format!(
+                    "{flag} {}: cannot {what} {}",
+                    path.display(),
+                    staging.display()
+                )
+            };
+            std::fs::File::create_new(&staging).with_context(|| cannot("create"))?;
+            std::fs::remove_file(&staging).with_context(|| cannot("remove the trial file"))?;
+        }
+        // One written in place (behind a link, or one no file may be
+        // renamed over): that it opens for writing, without cutting it.
+        None if std::fs::metadata(path).is_ok_and(|m| m.is_file()) => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("{flag} {}: cannot write it", path.display()))?;
+        }
+        None => {}
     }
     Ok(())
+}
+
+/// Whether a file may be renamed over `file` (an existing regular file)
+/// in `dir`, as user `euid`: not onto a mount point (a file bind-mounted
+/// there, as `docker -v out.json:/out/summary.json` does: its device is
+/// not its directory's), nor in a sticky directory (`/tmp`) over another
+/// user's file, unless the directory is this user's or this is root.
+fn rename_over_allowed(file: &std::fs::Metadata, dir: &std::fs::Metadata, euid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mount_point = file.dev() != dir.dev();
+    let sticky = dir.mode() & libc::S_ISVTX != 0;
+    let not_ours = euid != 0 && file.uid() != euid && dir.uid() != euid;
+    !(mount_point || sticky && not_ours)
 }
 
 /// The output path that means this process's standard output.
@@ -259,10 +283,19 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
 
 /// Where [`replace_file`] stages `path`'s new content (`.NAME.PID.NS.tmp`
 /// beside it), or `None` when `path` is not a regular file to be replaced
-/// (a device, a FIFO: written in place).
+/// (a device, a FIFO, a link, or a file no other may be renamed over
+/// ([`rename_over_allowed`]): written in place).
 fn staging(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
     let regular = match std::fs::symlink_metadata(path) {
-        Ok(m) => m.is_file(),
+        Ok(m) => {
+            m.is_file() && std::fs::metadata(dir).is_ok_and(|d| rename_over_allowed(&m, &d, euid))
+        }
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     };
     let name = path.file_name().filter(|_| regular)?;
@@ -909,8 +942,16 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     let written = std::fs::File::create_new(&staging)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
-        .and_then(|()| std::fs::rename(&staging, path));
-    if written.is_err() {
+        .and_then(|()| match std::fs::rename(&staging, path) {
+            // A mount point the check could not tell (a file bind-mounted
+            // from the same filesystem): written in place instead.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && path.is_file() => {
+                std::fs::write(path, bytes)
+            }
+            other => other,
+        });
+    // (Left behind by a failure, or by the write in place.)
+    if staging.exists() {
         let _ = std::fs::remove_file(&staging);
     }
     written
@@ -1477,4 +1518,36 @@ fn to_stdout(text: &str) -> Result<()> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .context("writing to stdout")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// A rename over a file is allowed as the kernel allows it: not in a
+    /// sticky directory over another user's file (unless the directory is
+    /// this user's, or this is root), nor onto a mount point (a device
+    /// other than its directory's).
+    #[test]
+    fn a_rename_over_a_file_is_allowed_as_the_kernel_allows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.json");
+        std::fs::write(&path, b"{}").unwrap();
+        let file = std::fs::metadata(&path).unwrap();
+        let (owner, other) = (file.uid(), file.uid() + 1);
+        let meta = |p: &std::path::Path| std::fs::metadata(p).unwrap();
+        assert!(super::rename_over_allowed(&file, &meta(dir.path()), other));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let sticky = meta(dir.path());
+        assert_eq!(sticky.uid(), owner);
+        assert!(!super::rename_over_allowed(&file, &sticky, other));
+        assert!(super::rename_over_allowed(&file, &sticky, owner));
+        assert!(super::rename_over_allowed(&file, &sticky, 0));
+        // A tmpfs mounted inside another filesystem's directory: the same
+        // test the kernel's EBUSY answers for a file mounted there.
+        let (mounted, parent) = (meta("/dev/shm".as_ref()), meta("/dev".as_ref()));
+        if mounted.dev() != parent.dev() {
+            assert!(!super::rename_over_allowed(&mounted, &parent, 0));
+        }
+    }
 }

@@ -10,7 +10,7 @@ const DEFAULT_LINE_A: &str = "239.1.1.1:30001";
 
 /// Market-data feed handler (SQF, ITCH 5.0 over MoldUDP64, CME MDP 3.0): per-instrument freshness verdicts for pre-trade checks.
 #[derive(Debug, Parser)]
-#[command(name = "tickguard", version, about)]
+#[command(name = "tickguard", version, about, propagate_version = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -128,8 +128,8 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = DEMO_SYMBOLS)]
     pub symbols: usize,
     /// sqf: quotes per second over all symbols; itch50: messages per second
-    /// (each at most 10,000,000); mdp3: Globex events per second (at most
-    /// 1,000,000).
+    /// (each above 0, at most 10,000,000); mdp3: Globex events per second
+    /// (above 0, at most 1,000,000).
     #[arg(long, default_value_t = 400.0)]
     pub rate: f64,
     /// Stop after this many seconds, 0 to 31,536,000 (0: sqf until Ctrl-C, a week at most;
@@ -300,7 +300,7 @@ pub struct SimulateArgs {
     /// mdp3: period of the definition loop, ms, 10 to 600,000.
     #[arg(long, default_value_t = 5000)]
     pub definition_loop_ms: u64,
-    /// mdp3: send a ChannelReset at these times of active time, ms, comma separated, each 0 to 86,400,000 (SIGUSR1 sends one too).
+    /// mdp3: send a ChannelReset at these times of active time, ms, comma separated, each 0 to 86,400,000, at most 1,000 times (SIGUSR1 sends one too).
     #[arg(long, value_delimiter = ',', value_name = "MS")]
     pub channel_reset_at_ms: Vec<u64>,
     /// mdp3: start in the middle of the week (MsgSeqNum and RptSeqs far from 1, books full): a receiver must heal every instrument from the snapshot loop.
@@ -321,7 +321,7 @@ pub struct SimulateArgs {
     /// Explicit symbol names, comma separated (overrides --symbols), e.g. --names AAPL,MSFT.
     #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// sqf: quotes per second over all symbols; itch50: messages per second (each at most 10,000,000); mdp3: Globex events per second (at most 1,000,000).
+    /// sqf: quotes per second over all symbols; itch50: messages per second (each above 0, at most 10,000,000); mdp3: Globex events per second (above 0, at most 1,000,000).
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
     /// Most quotes (sqf) or messages (itch50) packed into one datagram: sqf 1 to 100, itch50 1 to 64.

@@ -936,7 +936,11 @@ fn usage_errors_exit_non_zero() {
         "{err}"
     );
     // Help and version on stdout, exit 0.
-    for args in [&["--version"][..], &["replay", "--help"][..]] {
+    for args in [
+        &["--version"][..],
+        &["replay", "--help"][..],
+        &["replay", "--version"][..],
+    ] {
         let out = tickguard().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
