@@ -84,6 +84,29 @@ fn usage(e: &clap::Error) -> ExitCode {
             let _ = e.print();
             ExitCode::from(2)
         }
+        // clap's text names no argument: each one not valid UTF-8 is named
+        // here, by its place and the word before it (a path may be any
+        // bytes; a name, a feed or a user may not).
+        ErrorKind::InvalidUtf8 => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            let named: Vec<String> = args
+                .iter()
+                .enumerate()
+                .filter(|(i, a)| *i > 0 && a.to_str().is_none())
+                .map(|(i, a)| {
+                    let before = args[i - 1].to_string_lossy();
+                    format!(
+                        "argument {i} ({}, after {before})",
+                        a.as_encoded_bytes().escape_ascii()
+                    )
+                })
+                .collect();
+            report(&anyhow::anyhow!(
+                "not valid UTF-8, where text is wanted: {} (see --help)",
+                named.join(", ")
+            ));
+            ExitCode::from(2)
+        }
         _ => {
             // clap's message, and its tip if it has one ("a similar
             // subcommand exists"), without its usage and hint, on one line.

@@ -945,6 +945,21 @@ fn usage_errors_exit_non_zero() {
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
     }
+    // Text that is not UTF-8 where a name is wanted: named by its place
+    // and the word before it (clap's own line names neither).
+    let out = tickguard()
+        .args(["check", "--shm", "/nonexistent"])
+        .arg(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"lp\xff1"))
+        .arg("EURUSD")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("argument 4 (lp\\xff1, after /nonexistent)"),
+        "{err}"
+    );
     // One line naming the problem (and clap's tip, when it has one), exit 2.
     for (args, want) in [
         (&["replay", "x.pcap"][..], "--config <CONFIG>"),
