@@ -31,12 +31,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage(&e),
     };
-    // `run` sets up logging once it has read its configuration. A demo
-    // runs a sidecar in process, whose receive thread logs too: through
-    // the queue, never waiting on a stderr nobody reads.
-    if matches!(cli.command, Command::Demo(_)) {
-        logq::start(false);
-    }
+    // `run` sets up logging once it has read its configuration.
     if !matches!(cli.command, Command::Run(_)) {
         init_logging("warn", tickguard::config::LogFormat::Plain);
     }
