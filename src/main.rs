@@ -234,7 +234,10 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<()> {
             std::fs::remove_file(&staging).with_context(|| cannot("remove the trial file"))?;
         }
         // One written in place (behind a link, or one no file may be
-        // renamed over): that it opens for writing, without cutting it.
+        // renamed over): that it opens for writing as [`write_in_place`]
+        // opens it (without creating: a sticky directory's
+        // `protected_regular` refuses O_CREAT on another user's file),
+        // without cutting it.
         None if std::fs::metadata(path).is_ok_and(|m| m.is_file()) => {
             std::fs::OpenOptions::new()
                 .write(true)
@@ -942,6 +945,17 @@ fn worst<const N: usize>(results: [Result<()>; N]) -> Result<()> {
 /// way leaves the previous file (or none), never a torn one. A path that
 /// exists and is not a regular file (`/dev/stdout`, a pipe, a symbolic
 /// link) is written in place.
+/// Rewrites the existing regular file `path` whole, in place: opened
+/// for writing and cut, never created (as [`check_output`] tried it).
+fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+}
+
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     if path.as_os_str() == STDOUT || is_own_stdout(path) {
@@ -957,7 +971,7 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         // pipe or a device is written without waiting on a FIFO no one
         // reads.
         if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            return std::fs::write(path, bytes);
+            return write_in_place(path, bytes);
         }
         return tickguard::sys::open_writer(path)
             .and_then(|mut f| f.write_all(bytes))
@@ -969,7 +983,7 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
             // A mount point the check could not tell (a file bind-mounted
             // from the same filesystem): written in place instead.
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) && path.is_file() => {
-                std::fs::write(path, bytes)
+                write_in_place(path, bytes)
             }
             other => other,
         });

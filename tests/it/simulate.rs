@@ -383,3 +383,46 @@ fn a_report_stuck_on_a_full_pipe_ends_on_sigterm() {
         "{stderr}"
     );
 }
+
+/// After Ctrl-C a report longer than a pipe holds still reaches a reader
+/// that reads it slowly (a page every 150 ms) whole: the stop that ended
+/// the run does not give the report up (it did, cut at the first wait).
+#[test]
+fn a_report_after_ctrl_c_reaches_a_slow_reader_whole() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let (_rx, dest) = crate::common::socket();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
+        .args([
+            "simulate",
+            "--protocol",
+            "itch50",
+            "--line-a",
+            &dest.to_string(),
+        ])
+        .args(["--symbols", "1000", "--rate", "1000", "--report"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    // SAFETY: fcntl on a pipe descriptor this test owns.
+    assert!(unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) } >= 4096);
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(crate::common::signal(child.id(), libc::SIGINT));
+    let mut report = Vec::new();
+    let mut page = [0u8; 4096];
+    loop {
+        std::thread::sleep(Duration::from_millis(150));
+        match out.read(&mut page).unwrap() {
+            0 => break,
+            n => report.extend_from_slice(&page[..n]),
+        }
+    }
+    let status = crate::common::wait_at_most(&mut child, Duration::from_secs(5));
+    assert!(status.success(), "{status:?}");
+    assert!(report.len() > 64 * 1024, "{} bytes", report.len());
+    let text = String::from_utf8(report).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    serde_json::from_str::<serde_json::Value>(text.trim()).unwrap();
+}

@@ -253,9 +253,10 @@ fn ignored(sig: libc::c_int) -> io::Result<bool> {
 /// 100 ms at a time and writes at most 4,096 bytes (the room a pipe that
 /// polls writable has); a wait that found no room gives up once `stop`
 /// is set. So a reader that stopped reading (a full pipe, a FIFO) cannot
-/// hold a signal's stop off, and one that reads gets every frame and
-/// line whole, the last after a stop too. What Rust's own `stdout`
-/// buffers is flushed first.
+/// hold a signal's stop off, and one that makes room at least every
+/// 100 ms gets every frame and line whole, the last after a stop too (a
+/// slower one gets it whole unless a stop is set while it writes). What
+/// Rust's own `stdout` buffers is flushed first.
 pub fn write_stdout_until(bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
     use std::io::Write;
     std::io::stdout().flush()?;
