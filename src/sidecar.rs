@@ -22,10 +22,8 @@
 //! time gaps are given up at and the heartbeat and a clock step are told
 //! by. The cycle's datagram path (receive, merge, apply, publish) does not
 //! lock or log, nor allocate after warm-up (a new instrument or Symbol
-//! published takes its room once); beside it, rare events do: an MDP3
-//! definition that moves a Symbol to another instrument, or drops or
-//! takes one (its name's key and the publisher's note of the move, a
-//! group's member list made again), rate-limited log
+//! published takes its room once; an MDP3 Symbol or group membership
+//! that moves takes none); beside it, rare events do: rate-limited log
 //! lines (a rejected packet, a membership change), a membership
 //! `setsockopt`, a re-request's `send_to`, and a snapshot connection attempt
 //! started or finished (a channel send that may wake its thread, taking

@@ -661,7 +661,9 @@ max_cached = 1000
 /// joined for good (`snapshot_join = "always"`: joining and leaving them
 /// on demand is not measured here) — allocates nothing once a first run of the channel
 /// has grown its stores: a second run of the same shape (losses on both
-/// lines healed from the loop, a ChannelReset) allocates nothing.
+/// lines healed from the loop, a ChannelReset, two instruments trading
+/// Symbols and one changing group, and back) allocates nothing (12
+/// allocations a run when names were `String` keys).
 #[test]
 fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
     let _serial = serial();
@@ -702,6 +704,11 @@ fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
         for r in 0..24 {
             if r == 12 {
                 c.channel_reset();
+            }
+            // Two instruments trade Symbols, one changes group, and back:
+            // names and members move without allocating once warmed up.
+            if r == 6 || r == 18 {
+                c.swap_names(r == 6);
             }
             c.round();
         }

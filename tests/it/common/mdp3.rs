@@ -218,15 +218,22 @@ impl Channel {
     /// Instrument `i`'s definition message.
     pub fn definition(&self, i: usize) -> Vec<u8> {
         let x = &INSTRUMENTS[i];
+        self.definition_as(i, x.symbol, x.group, b'A')
+    }
+
+    /// Instrument `i`'s definition message of SecurityUpdateAction
+    /// `action`, naming it `symbol` in SecurityGroup `group`.
+    fn definition_as(&self, i: usize, symbol: &str, group: &str, action: u8) -> Vec<u8> {
+        let x = &INSTRUMENTS[i];
         let d = encode::Instrument {
             match_event_indicator: EOE,
             tot_num_reports: Some(INSTRUMENTS.len() as u32),
-            security_update_action: b'A',
+            security_update_action: action,
             trading_status: Some(17),
             appl_id: 310,
-            security_group: x.group,
+            security_group: group,
             asset: x.asset,
-            symbol: x.symbol,
+            symbol,
             security_id: x.id,
             min_price_increment: Some(TICK),
             display_factor: 1_000_000_000,
@@ -243,6 +250,28 @@ impl Channel {
         ];
         let events = (i % 3) as u8;
         encode::definition(self.definition_template(i), self.shape, &d, events, &types)
+    }
+
+    /// Instruments 0 and 1 trade Symbols and instrument 0 moves to another
+    /// SecurityGroup (`swapped`), or both go back: a packet of their
+    /// definitions on the definition lines A and B.
+    pub fn swap_names(&mut self, swapped: bool) {
+        let (a, b) = (&INSTRUMENTS[0], &INSTRUMENTS[1]);
+        let ms = match swapped {
+            true => [
+                self.definition_as(0, b.symbol, "ZZ", b'M'),
+                self.definition_as(1, a.symbol, b.group, b'M'),
+            ],
+            false => [
+                self.definition_as(0, a.symbol, a.group, b'M'),
+                self.definition_as(1, b.symbol, b.group, b'M'),
+            ],
+        };
+        let p = encode::packet(self.def_seq, self.t, &ms);
+        self.def_seq += 1;
+        self.out.push((DEFINITION[0], self.t, p.clone()));
+        self.out.push((DEFINITION[1], self.t + 20 * US, p));
+        self.t += 100 * US;
     }
 
     /// The definition loop: a packet of three definitions at a time, on

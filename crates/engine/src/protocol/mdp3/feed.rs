@@ -21,6 +21,7 @@ use super::groups::{self, Groups};
 use super::index::IdIndex;
 use super::instrument::{Cached, Ends, Instrument};
 use super::loops::Loops;
+use super::name::SymbolKey;
 use super::packet::Packet;
 use super::rptseq::{Next, Snapshot as Matched, Took};
 use super::sequence::{self, Packet as Seen, Restart, Sequence};
@@ -229,14 +230,14 @@ pub struct Feed {
     /// SecurityID → index in `entries`: an open-addressing index kept at
     /// most a quarter full, grown (doubling, amortised) with it.
     by_id: IdIndex,
-    /// Symbol → index in `entries`: a key allocated when a definition
-    /// maps a Symbol anew; the same definition again changes nothing.
-    by_symbol: HashMap<String, u32>,
+    /// Symbol → index in `entries` (keys inline: a Symbol moved, dropped
+    /// or taken allocates nothing once the map has its room).
+    by_symbol: HashMap<SymbolKey, u32>,
     /// Symbols whose mapping changed since the last
     /// [`drain_renamed`](Self::drain_renamed), each with the instrument it
     /// left (if it named one), kept only while touched instruments are
     /// tracked (live: the publisher enters them again).
-    renamed: Vec<(String, Option<u32>)>,
+    renamed: Vec<(SymbolKey, Option<u32>)>,
     /// Entries cached over every instrument (at most `max_cached`).
     cached: usize,
     /// Book entries an instrument took while only a snapshot could make it
@@ -698,7 +699,7 @@ impl Feed {
     pub fn drain_renamed(&mut self, mut f: impl FnMut(&Feed, &str, Option<u32>)) {
         let mut renamed = std::mem::take(&mut self.renamed);
         for (s, left) in &renamed {
-            f(self, s, *left);
+            f(self, s.as_str(), *left);
         }
         renamed.clear();
         self.renamed = renamed;
@@ -1605,17 +1606,17 @@ impl Feed {
             self.symbol_moves += 1;
             if self.touched.on {
                 self.renamed
-                    .extend(dropped.map(|o| (o.to_owned(), Some(i))));
+                    .extend(dropped.map(|o| (SymbolKey::new(o), Some(i))));
                 if taken {
                     let left = self.by_symbol.get(&*symbol).copied();
-                    self.renamed.push((symbol.clone().into_owned(), left));
+                    self.renamed.push((SymbolKey::new(&symbol), left));
                 }
             }
             if let Some(old) = dropped {
                 self.by_symbol.remove(old);
             }
             if taken {
-                self.by_symbol.insert(symbol.clone().into_owned(), i);
+                self.by_symbol.insert(SymbolKey::new(&symbol), i);
             }
         }
         // Its fields rewritten in place: a text's capacity is kept (grown
@@ -1648,7 +1649,7 @@ impl Feed {
         if let Some(left) = self.by_symbol.remove(symbol) {
             self.symbol_moves += 1;
             if self.touched.on {
-                self.renamed.push((symbol.to_owned(), Some(left)));
+                self.renamed.push((SymbolKey::new(symbol), Some(left)));
             }
         }
     }

@@ -89,6 +89,11 @@ pub struct Groups {
     /// may have gained members since, or been listed twice), so taking
     /// one costs O(1) amortised; tidied when it outgrows the statuses.
     spare: Vec<Key>,
+    /// The member lists of keys forgotten, emptied, for the next key
+    /// named (a definition moving an instrument between groups allocates
+    /// nothing once these are there; no more than the most keys that had
+    /// members at once).
+    lists: Vec<Vec<u32>>,
 }
 
 impl Groups {
@@ -247,8 +252,8 @@ impl Groups {
     /// Makes instrument `i` a member of the keys its definition's
     /// SecurityGroup and Asset (`k`) name, and of no other: it stays where
     /// it is in a key it keeps (each kind of key has its own slot: the
-    /// group's, the asset's, both's). Allocates only for a key or an
-    /// instrument new here.
+    /// group's, the asset's, both's). Allocates only for an instrument new
+    /// here, or a key when no forgotten key left its list.
     pub fn set_member(&mut self, i: u32, k: Key) {
         let keys = keys_of(k);
         let at = i as usize;
@@ -263,8 +268,12 @@ impl Groups {
             if let Some((k, p)) = old {
                 self.leave(i, k, p);
             }
+            let lists = &mut self.lists;
             self.of[at][slot] = new.map(|k| {
-                let m = self.members.entry(k).or_default();
+                let m = self.members.entry(k).or_insert_with(|| Members {
+                    list: lists.pop().unwrap_or_default(),
+                    changed: false,
+                });
                 m.list.push(i);
                 (k, m.list.len() as u32 - 1)
             });
@@ -281,7 +290,10 @@ impl Groups {
         let last = m.list.len() as u32 - 1;
         m.list.swap_remove(p as usize);
         if last == 0 {
-            self.members.remove(&k);
+            if let Some(Members { mut list, .. }) = self.members.remove(&k) {
+                list.clear();
+                self.lists.push(list);
+            }
             if self.statuses.contains_key(&k) {
                 self.note_spare(k);
             }

@@ -121,6 +121,7 @@ pub mod groups;
 pub mod index;
 pub mod instrument;
 pub mod loops;
+pub mod name;
 pub mod packet;
 pub mod publish;
 pub mod rptseq;

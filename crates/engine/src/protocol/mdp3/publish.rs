@@ -22,6 +22,7 @@
 //! compare per touched instrument.
 
 use super::feed::{id_name, Entry, Feed};
+use super::name::SymbolKey;
 use crate::state::slot::{Level, Top};
 use crate::state::{FeedStatus, SlotId, StateTable};
 use crate::symbol::Symbol;
@@ -181,12 +182,12 @@ pub struct Publisher {
     pub table_full: u64,
     /// Symbol → the instrument (index) whose slot the directory's entry in
     /// force for it names; absent: none, or withdrawn.
-    owners: HashMap<String, u32>,
+    owners: HashMap<SymbolKey, u32>,
     /// The channel's Symbol moves when names were last checked.
     symbol_moves: u64,
     /// Symbol → the instrument its stale entry finds
     /// ([`Published::misnamed`]).
-    stale: HashMap<String, u32>,
+    stale: HashMap<SymbolKey, u32>,
 }
 
 impl Publisher {
@@ -365,7 +366,7 @@ impl Publisher {
                         Some(o) => *o = i as u32,
                         // Allocates once per Symbol the channel publishes.
                         None => {
-                            owners.insert(symbol.to_owned(), i as u32);
+                            owners.insert(SymbolKey::new(symbol), i as u32);
                         }
                     }
                     p.symbol.clear();
@@ -465,7 +466,7 @@ fn settle_name(
     f: &Feed,
     symbol: &str,
     published: &mut [Published],
-    owners: &mut HashMap<String, u32>,
+    owners: &mut HashMap<SymbolKey, u32>,
     feed: u16,
     table: &mut StateTable,
 ) -> Option<u32> {
@@ -492,7 +493,7 @@ fn settle_name(
             let p = &mut published[k as usize];
             let id = f.instruments()[k as usize].security_id;
             if table.alias(feed, key(id), symbol.as_bytes(), p.slot) {
-                owners.insert(symbol.to_owned(), k);
+                owners.insert(SymbolKey::new(symbol), k);
                 p.symbol.clear();
                 p.symbol.push_str(symbol);
                 p.name_refused = false;
@@ -516,7 +517,7 @@ fn mark_stale(
     f: &Feed,
     symbol: &str,
     wrong: Option<u32>,
-    stale: &mut HashMap<String, u32>,
+    stale: &mut HashMap<SymbolKey, u32>,
     published: &mut [Published],
     flagged: &mut Flagged,
     table: &StateTable,
@@ -544,7 +545,7 @@ fn mark_stale(
     match wrong {
         Some(j) => {
             count(j, true);
-            stale.insert(symbol.to_owned(), j);
+            stale.insert(SymbolKey::new(symbol), j);
         }
         None => {
             stale.remove(symbol);
@@ -566,7 +567,7 @@ impl Naming {
         e: &'e Entry,
         i: u32,
         p: &mut Published,
-        owners: &mut HashMap<String, u32>,
+        owners: &mut HashMap<SymbolKey, u32>,
         feed: u16,
         table: &mut StateTable,
     ) -> Option<&'e str> {
@@ -591,7 +592,7 @@ impl Naming {
         e: &'e Entry,
         i: u32,
         p: &Published,
-        owners: &HashMap<String, u32>,
+        owners: &HashMap<SymbolKey, u32>,
     ) -> Option<Option<&'e str>> {
         // The usual case, its Symbol entered already: one compare.
         let s = e.definition.as_ref().map(|d| d.symbol.as_str())?;
@@ -604,7 +605,7 @@ impl Naming {
 
     /// `e`'s Symbol, when the directory's entry in force for it is not
     /// `e`'s.
-    fn wanted<'e>(e: &'e Entry, i: u32, owners: &HashMap<String, u32>) -> Option<&'e str> {
+    fn wanted<'e>(e: &'e Entry, i: u32, owners: &HashMap<SymbolKey, u32>) -> Option<&'e str> {
         let s = e.definition.as_ref().map(|d| d.symbol.as_str())?;
         (!s.is_empty() && owners.get(s) != Some(&i)).then_some(s)
     }
