@@ -940,11 +940,6 @@ fn worst<const N: usize>(results: [Result<()>; N]) -> Result<()> {
     pipe.map_or(Ok(()), Err)
 }
 
-/// Writes `bytes` to `path` whole or not at all: into a new file beside
-/// it, renamed over it once written, so that a full disk or a signal part
-/// way leaves the previous file (or none), never a torn one. A path that
-/// exists and is not a regular file (`/dev/stdout`, a pipe, a symbolic
-/// link) is written in place.
 /// Rewrites the existing regular file `path` whole, in place: opened
 /// for writing and cut, never created (as [`check_output`] tried it).
 fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -956,6 +951,12 @@ fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         .and_then(|mut f| f.write_all(bytes))
 }
 
+/// Writes `bytes` to `path` whole or not at all: into a new file beside
+/// it, renamed over it once written, so that a full disk or a signal part
+/// way leaves the previous file (or none), never a torn one. A path that
+/// exists and is not a regular file (`/dev/stdout`, a pipe, a symbolic
+/// link), or one no file may be renamed over ([`rename_over_allowed`]), is
+/// written in place.
 fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     if path.as_os_str() == STDOUT || is_own_stdout(path) {

@@ -441,11 +441,13 @@ pub(crate) fn open_line(which: &str, dest: SocketAddrV4, source: Ipv4Addr) -> Re
 pub(crate) fn print_report(report: &impl Serialize, stop: &AtomicBool) -> Result<()> {
     let json = serde_json::to_string(report).context("simulate: encoding the report")?;
     // A reader that stopped reading does not hold a signal off: the write
-    // gives up once a stop came and no room did for 100 ms. The stop that
-    // ended the run (Ctrl-C) is taken: only one during the write counts,
-    // so a slow reader still gets the report whole.
-    stop.store(false, std::sync::atomic::Ordering::Relaxed);
-    let whole = crate::sys::write_stdout_until(format!("{json}\n").as_bytes(), stop)
+    // gives up once a stop came and no room did for 100 ms; after a stop
+    // that ended the run (Ctrl-C), for 5 s in a row, so that a reader
+    // that reads slowly still gets the report whole (and a second signal,
+    // which a flag cannot tell from the first, is never lost).
+    let stopped = stop.load(std::sync::atomic::Ordering::Relaxed);
+    let waits = if stopped { 50 } else { 1 };
+    let whole = crate::sys::write_stdout_patiently(format!("{json}\n").as_bytes(), stop, waits)
         .context("simulate: writing the report")?;
     anyhow::ensure!(
         whole,

@@ -253,20 +253,14 @@ impl Channel {
     }
 
     /// Instruments 0 and 1 trade Symbols and instrument 0 moves to another
-    /// SecurityGroup (`swapped`), or both go back: a packet of their
-    /// definitions on the definition lines A and B.
-    pub fn swap_names(&mut self, swapped: bool) {
+    /// SecurityGroup (the definition loop puts them back): a packet of
+    /// their definitions on the definition lines A and B.
+    pub fn swap_names(&mut self) {
         let (a, b) = (&INSTRUMENTS[0], &INSTRUMENTS[1]);
-        let ms = match swapped {
-            true => [
-                self.definition_as(0, b.symbol, "ZZ", b'M'),
-                self.definition_as(1, a.symbol, b.group, b'M'),
-            ],
-            false => [
-                self.definition_as(0, a.symbol, a.group, b'M'),
-                self.definition_as(1, b.symbol, b.group, b'M'),
-            ],
-        };
+        let ms = [
+            self.definition_as(0, b.symbol, "ZZ", b'M'),
+            self.definition_as(1, a.symbol, b.group, b'M'),
+        ];
         let p = encode::packet(self.def_seq, self.t, &ms);
         self.def_seq += 1;
         self.out.push((DEFINITION[0], self.t, p.clone()));

@@ -258,14 +258,25 @@ fn ignored(sig: libc::c_int) -> io::Result<bool> {
 /// slower one gets it whole unless a stop is set while it writes). What
 /// Rust's own `stdout` buffers is flushed first.
 pub fn write_stdout_until(bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
-    use std::io::Write;
-    std::io::stdout().flush()?;
-    write_until(libc::STDOUT_FILENO, bytes, stop)
+    write_stdout_patiently(bytes, stop, 1)
 }
 
-/// [`write_stdout_until`] on descriptor `fd`, Rust's buffers aside.
-fn write_until(fd: libc::c_int, bytes: &[u8], stop: &AtomicBool) -> io::Result<bool> {
+/// [`write_stdout_until`], giving up only after `waits` waits of 100 ms in
+/// a row found no room while `stop` is set: for output that follows a
+/// stop already set (a report after Ctrl-C), so that a reader that reads
+/// slowly still gets it whole and one that stopped holds the exit off
+/// for `waits` × 100 ms at most.
+pub fn write_stdout_patiently(bytes: &[u8], stop: &AtomicBool, waits: u32) -> io::Result<bool> {
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    write_until(libc::STDOUT_FILENO, bytes, stop, waits)
+}
+
+/// [`write_stdout_patiently`] on descriptor `fd`, Rust's buffers aside.
+fn write_until(fd: libc::c_int, bytes: &[u8], stop: &AtomicBool, waits: u32) -> io::Result<bool> {
     let mut rest = bytes;
+    // Waits in a row that found no room.
+    let mut idle = 0u32;
     while !rest.is_empty() {
         let mut p = libc::pollfd {
             fd,
@@ -283,11 +294,13 @@ fn write_until(fd: libc::c_int, bytes: &[u8], stop: &AtomicBool) -> io::Result<b
         }
         if ready == 0 {
             // No room for 100 ms: the reader stopped reading.
-            if stop.load(Ordering::Relaxed) {
+            idle = idle.saturating_add(1);
+            if stop.load(Ordering::Relaxed) && idle >= waits {
                 return Ok(false);
             }
             continue;
         }
+        idle = 0;
         let chunk = &rest[..rest.len().min(4096)];
         // SAFETY: writes from a live slice of `chunk.len()` bytes.
         let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
@@ -420,14 +433,47 @@ mod tests {
                 }
             }
         });
-        assert!(write_until(w.as_raw_fd(), &frame, &STOP).unwrap());
+        assert!(write_until(w.as_raw_fd(), &frame, &STOP, 1).unwrap());
         drop(w);
         assert_eq!(reader.join().unwrap(), frame);
         assert!(STOP.load(Ordering::Relaxed));
 
         let (_r, w) = small_pipe();
         let begun = Instant::now();
-        assert!(!write_until(w.as_raw_fd(), &frame, &STOP).unwrap());
+        assert!(!write_until(w.as_raw_fd(), &frame, &STOP, 1).unwrap());
         assert!(begun.elapsed() < Duration::from_secs(5));
+    }
+
+    /// With the stop set before it begins, a patient write still reaches
+    /// a reader that takes a page every 150 ms (more than one wait of
+    /// 100 ms between its reads), and gives up on a stuck one only after
+    /// its waits in a row.
+    #[test]
+    fn a_patient_write_waits_out_a_slow_reader_and_not_a_stuck_one() {
+        static STOP: AtomicBool = AtomicBool::new(true);
+        let frame: Vec<u8> = (0..24 * 1024).map(|k| k as u8).collect();
+        let (mut r, w) = small_pipe();
+        let reader = std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+            loop {
+                std::thread::sleep(Duration::from_millis(150));
+                match r.read(&mut buf) {
+                    Ok(0) | Err(_) => return got,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        assert!(write_until(w.as_raw_fd(), &frame, &STOP, 20).unwrap());
+        drop(w);
+        assert_eq!(reader.join().unwrap(), frame);
+        // One wait, as a write after no stop has it: given up mid-way.
+        let (_r, w) = small_pipe();
+        let begun = Instant::now();
+        assert!(!write_until(w.as_raw_fd(), &frame, &STOP, 5).unwrap());
+        let took = begun.elapsed();
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
     }
 }
