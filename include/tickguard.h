@@ -458,9 +458,9 @@ typedef struct tg_quote {
     tg_price bid, ask;
     uint64_t bid_size, ask_size;
     int halted;
-    int closed; /* the symbol's own closed flag (MDP3: its status in force) */
     uint64_t last_seq; /* the symbol's last message's sequence (see the slot layout) */
     uint64_t version; /* the slot's change counter at the read */
+    int closed; /* the symbol's own closed flag (MDP3: its status in force, or its last definition deleted it) */
 } tg_quote;
 
 /* A looked-up (feed, symbol). */

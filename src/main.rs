@@ -941,12 +941,17 @@ fn worst<const N: usize>(results: [Result<()>; N]) -> Result<()> {
 }
 
 /// Rewrites the existing regular file `path` whole, in place: opened
-/// for writing and cut, never created (as [`check_output`] tried it).
-fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// for writing and cut, never created (as [`check_output`] tried it);
+/// through a link only when `path` was one (a file of another user's,
+/// swapped for a link since, is not followed).
+fn write_in_place(path: &std::path::Path, bytes: &[u8], through_link: bool) -> std::io::Result<()> {
     use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let nofollow = if through_link { 0 } else { libc::O_NOFOLLOW };
     std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
+        .custom_flags(nofollow)
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
 }
@@ -972,27 +977,43 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         // pipe or a device is written without waiting on a FIFO no one
         // reads.
         if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            return write_in_place(path, bytes);
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+            return write_in_place(path, bytes, link);
         }
         return tickguard::sys::open_writer(path)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(|e| lost_reader(path, e));
     };
-    let written = std::fs::File::create_new(&staging)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
-        .and_then(|()| match std::fs::rename(&staging, path) {
-            // A mount point the check could not tell (a file bind-mounted
-            // from the same filesystem): written in place instead.
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && path.is_file() => {
-                write_in_place(path, bytes)
-            }
-            other => other,
-        });
-    // (Left behind by a failure, or by the write in place.)
-    if staging.exists() {
+    let staged = std::fs::File::create_new(&staging)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()));
+    if let Err(e) = staged {
         let _ = std::fs::remove_file(&staging);
+        return Err(e);
     }
-    written
+    let written = match std::fs::rename(&staging, path) {
+        // A mount point the check could not tell (a file bind-mounted
+        // from the same filesystem), or a file another user made in a
+        // sticky directory since the check: written in place instead.
+        Err(e)
+            if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EPERM))
+                && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) =>
+        {
+            write_in_place(path, bytes, false).map_err(|_| e)
+        }
+        other => other,
+    };
+    match written {
+        Ok(()) => {
+            // (The write in place leaves it.)
+            let _ = std::fs::remove_file(&staging);
+            Ok(())
+        }
+        // Whole, but not where it was asked for: kept, and named.
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("{e}; the whole file is kept at {}", staging.display()),
+        )),
+    }
 }
 
 /// A broken pipe writing `path` is an error, not the quiet end of a

@@ -10,7 +10,8 @@
  * published: "bid: PRICE SIZE" and "ask: PRICE SIZE" for each side there is
  * (prices exact; sizes as published: an SQF feed has none, 0) and
  * "halted" when trading is halted, "closed" when the symbol's own flag says
- * closed (an MDP3 instrument's status; a whole feed's close is a reason only),
+ * closed (an MDP3 instrument's status, or its deletion by the venue; a
+ * whole feed's close is a reason only),
  * of the same version of the slot as the verdict (none when no read of the
  * top matched one of the verdict in PAIR_TRIES tries).
  * Why the writer is not
