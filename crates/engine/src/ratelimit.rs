@@ -36,6 +36,16 @@ impl Limiter {
         Some(std::mem::take(&mut self.held))
     }
 
+    /// The count of lines held back, once a line is due at `t` and some
+    /// were (then a line of its own is due, and the count starts again):
+    /// for telling them when no later line comes to carry the count.
+    pub fn overdue(&mut self, t: u64) -> Option<u64> {
+        if self.held == 0 || !self.is_due(t) {
+            return None;
+        }
+        self.due(t, false)
+    }
+
     /// Whether a line would be due at `t` (nothing counted).
     pub fn is_due(&self, t: u64) -> bool {
         self.last
@@ -73,5 +83,20 @@ mod tests {
         assert_eq!(l.due(2 * s + 1, true), Some(0));
         assert_eq!(l.due(s, false), Some(0), "the clock stepped back");
         assert_eq!(l.last(), Some(s));
+    }
+
+    /// Lines held back are overdue once a line is due, and only then; none
+    /// held, nothing is.
+    #[test]
+    fn held_lines_are_overdue_once_a_line_is_due() {
+        let s = 1_000_000_000;
+        let mut l = Limiter::new(s);
+        assert_eq!(l.overdue(s), None, "none held");
+        assert_eq!(l.due(s, false), Some(0));
+        assert_eq!(l.due(s + 1, false), None);
+        assert_eq!(l.overdue(2 * s - 1), None, "not due yet");
+        assert_eq!(l.overdue(2 * s), Some(1));
+        assert_eq!((l.held(), l.last()), (0, Some(2 * s)));
+        assert_eq!(l.overdue(4 * s), None, "told already");
     }
 }

@@ -131,6 +131,16 @@ impl WireLog {
     }
 }
 
+/// Logs the `held` lines of `what` the one-a-second limit held back.
+#[cold]
+fn held_logged(name: &str, what: &str, held: u64) {
+    tracing::warn!(
+        feed = %name,
+        held,
+        "{held} more {what} since the last line of them (at most one line a second)"
+    );
+}
+
 /// At most one failure log line per feed per this interval, ns.
 const LOG_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -234,6 +244,26 @@ impl Driver {
             self.snapshots.on_trigger(t);
             if let Some(unlogged) = self.triggers.due(t, false) {
                 tracing::info!(feed = %name, trigger = trigger.as_str(), unlogged, "awaiting a snapshot: the feed is suspect until it merges");
+            }
+        }
+        self.log_held(t, name);
+    }
+
+    /// Lines the one-a-second limits held back are told once a line is due
+    /// again, not only with the next of their kind, which may never come.
+    #[inline]
+    fn log_held(&mut self, t: u64, name: &str) {
+        for (limiter, what) in [
+            (&mut self.failures, "snapshot attempts failed"),
+            (&mut self.give_ups, "snapshot waits given up"),
+            (
+                &mut self.abandons,
+                "snapshot waits abandoned or requests dropped",
+            ),
+            (&mut self.triggers, "snapshot waits begun"),
+        ] {
+            if let Some(held) = limiter.overdue(t) {
+                held_logged(name, what, held);
             }
         }
     }

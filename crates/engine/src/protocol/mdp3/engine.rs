@@ -460,8 +460,8 @@ impl Engine {
             (&mut self.reset_log, "processed"),
             (&mut self.inferred_log, "inferred"),
         ] {
-            if limiter.held() > 0 && limiter.is_due(t) {
-                held_logged(limiter, name, what, t);
+            if let Some(held) = limiter.overdue(t) {
+                held_logged(name, what, held);
             }
         }
     }
@@ -491,17 +491,15 @@ impl Engine {
     }
 }
 
-/// Logs the ChannelResets (`what`: processed or inferred) `limiter` held
-/// back, at `t`.
+/// Logs the `held` ChannelResets (`what`: processed or inferred) the
+/// limit held back.
 #[cold]
-fn held_logged(limiter: &mut Limiter, name: &str, what: &str, t: u64) {
-    if let Some(held) = limiter.due(t, false) {
-        tracing::warn!(
-            feed = %name,
-            held,
-            "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel as that line says"
-        );
-    }
+fn held_logged(name: &str, what: &str, held: u64) {
+    tracing::warn!(
+        feed = %name,
+        held,
+        "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel as that line says"
+    );
 }
 
 /// Copies what the shared counters show of the channel.

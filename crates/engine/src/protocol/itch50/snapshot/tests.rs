@@ -1428,6 +1428,27 @@ fn failure_details(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// A failure the one-a-second limit held back, with none after it, is
+/// told at the first datagram once the second has passed (it was named
+/// only by the next failure's count, which may never come).
+#[test]
+fn a_failure_held_back_is_told_once_the_second_has_passed() {
+    let mut v = Venue::new("snapshot_max_attempts = 4");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        for _ in 0..2 {
+            v.connection(&soup::login_rejected(soup::SESSION_NOT_AVAILABLE), 1, true);
+        }
+        v.t += 2_000 * MS;
+        v.datagrams(110..112);
+    });
+    assert_eq!(failure_details(&log).len(), 1, "{log}");
+    assert!(
+        log.contains("1 more snapshot attempts failed since the last line of them"),
+        "{log}"
+    );
+}
+
 /// A Login Rejected of a reason byte SoupBinTCP does not define is
 /// logged with the byte; the two it defines, in words only.
 #[test]
