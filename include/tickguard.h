@@ -172,11 +172,13 @@
  *
  * Directory entry (48 bytes):
  *   0   key (SQF, ITCH: the 8 symbol bytes, space padded, as a little-endian u64)
- *   8   feed << 32 | slot
+ *   8   feed << 32 | slot; bit 63 TG_D_MOVABLE: a name that may move
  *   16..48 name, UTF-8, NUL padded (SQF, ITCH: the symbol without its
  *       trailing spaces); tg_lookup compares these words. A slot has an
  *       entry per name (MDP3: "#SecurityID", then its Symbol); the last
- *       entry of a name is the one in force
+ *       entry of a name is the one in force. When a movable name is
+ *       entered again for another slot, or withdrawn, the slot it found
+ *       counts it in names_left after the new entry is published
  *
  * Slot (128 bytes, 128-aligned):
  *   0    stamp        seqlock: odd while a write is in progress, +2 per update
@@ -200,7 +202,10 @@
  *   88   source_ns    source threshold in force for this symbol
  *   96   bid_size     0 = unknown
  *   104  ask_size     0 = unknown
- *   112..128 reserved
+ *   112  names_left   names that left the slot (entered for another slot,
+ *                     or withdrawn); a handle found by a movable name
+ *                     answers for it while the count is the one it saw
+ *   120..128 reserved
  *
  * ---------------------------------------------------------------------------
  * Memory ordering (mirrors crates/reader/src/reader.rs, layout.rs, slot.rs):
@@ -383,6 +388,9 @@ extern "C" {
 #define TG_D_KEY 0
 #define TG_D_FEED_SLOT 1
 #define TG_D_NAME 2 /* 4 words */
+/* Bit 63 of feed_slot: the name may be entered later for another slot, or
+ * withdrawn (an MDP3 Symbol; never a "#SecurityID", SQF or ITCH symbol). */
+#define TG_D_MOVABLE (1ull << 63)
 
 /* Slot word indexes (word 0 is the stamp). */
 #define TG_S_STAMP 0
@@ -399,7 +407,8 @@ extern "C" {
 #define TG_S_SOURCE_NS 11
 #define TG_S_BID_SIZE 12
 #define TG_S_ASK_SIZE 13
-#define TG_S_USED 14 /* stamp + 13 payload words in use */
+#define TG_S_NAMES_LEFT 14
+#define TG_S_USED 15 /* stamp + 14 payload words in use */
 
 /* Slot meta bits. */
 #define TG_META_FEED_MASK 0xffffull
@@ -473,6 +482,12 @@ typedef struct tg_handle {
      * reader) it answers TG_STALE, as its slot may hold another feed's
      * instrument there. Look the symbol up again. */
     uint64_t writer_pid, writer_start_time_ns;
+    /* Found by a name that may move (an MDP3 Symbol): the slot's
+     * names_left when the name was in force there; once the name has left
+     * (entered for another SecurityID, or withdrawn) tg_check answers
+     * TG_NO_QUOTE: look the name up again to follow it. */
+    uint64_t names_left;
+    uint32_t movable; /* 1: found by a movable name; 0: names_left unused */
 } tg_handle;
 
 /* ------------------------------------------------------------------------ */
@@ -652,6 +667,38 @@ static inline int tg__read_slot(const tg_reader *r, uint32_t slot, uint64_t w[TG
     const uint64_t *s = tg__ptr(r, r->slots_offset + (uint64_t)slot * TG_SLOT_LEN);
     w[TG_S_STAMP] = tg__seqlock_read(s + TG_S_STAMP, s + 1, TG_S_USED - 1, w + 1, budget);
     return w[TG_S_STAMP] & 1 ? -1 : 0;
+}
+
+/* A slot read as `w` still answers for the name `h` was found by: the
+ * (feed, instrument) it found, and a movable name not gone since. */
+static inline int tg__handle_holds(const tg_handle *h, const uint64_t w[TG_S_USED]) {
+    return w[TG_S_SYMBOL] == h->symbol && (w[TG_S_META] & TG_META_FEED_MASK) == (h->feed & 0xffffu) &&
+           (!h->movable || w[TG_S_NAMES_LEFT] == h->names_left);
+}
+
+/* The newest entry of (feed, name) among directory entries [from, to):
+ * its index, or -1. */
+static inline long tg__newest_entry(const tg_reader *r, uint16_t feed, const uint64_t name[TG_NAME_LEN / 8],
+                                    uint64_t from, uint64_t to) {
+    uint64_t i;
+    for (i = to; i-- > from;) {
+        uint64_t e = r->directory_offset + i * TG_DIR_LEN;
+        /* Relaxed (all): ordered by the Acquire load of directory_len. */
+        uint64_t fs = tg__word(r, e, TG_D_FEED_SLOT);
+        if ((uint16_t)(fs >> 32) == feed && tg__word(r, e, TG_D_NAME) == name[0] &&
+            tg__word(r, e, TG_D_NAME + 1) == name[1] && tg__word(r, e, TG_D_NAME + 2) == name[2] &&
+            tg__word(r, e, TG_D_NAME + 3) == name[3])
+            return (long)i;
+    }
+    return -1;
+}
+
+/* directory_len, bounded by the directory's room. Acquire: pairs with the
+ * writer's Release store in Publication::publish_entry(), so the entries
+ * below it are complete. */
+static inline uint64_t tg__directory_len(const tg_reader *r) {
+    uint64_t n = __atomic_load_n(tg__ptr(r, 0) + TG_H_DIRECTORY_LEN, __ATOMIC_ACQUIRE);
+    return n > 2 * r->capacity ? 2 * r->capacity : n;
 }
 
 /* The handle was looked up in the publication of the writer `r` maps. */
@@ -878,13 +925,15 @@ static inline const char *tg_health_name(uint32_t health) {
 /* Finds (feed, symbol): 0 and *out filled, or -1 if the feed is unknown, the
  * symbol is not valid, or the writer has not seen it yet (look it up again
  * later). Scans the directory: do it once, not per check. Does not check the
- * writer's health (tg_check does). The handle keeps the instrument it found:
- * when the name is entered again for another (an MDP3 Symbol moved to
- * another SecurityID by a definition), look it up again to follow the
- * name. */
+ * writer's health (tg_check does). Found by a name that may move (an MDP3
+ * Symbol), the handle answers TG_NO_QUOTE once the name is entered for
+ * another instrument or withdrawn (a definition moved or deleted it): look
+ * it up again to follow the name. Found by one that never moves (SQF, ITCH,
+ * an MDP3 "#SecurityID"), it always answers for its slot. */
 static inline int tg_lookup(const tg_reader *r, const char *feed, const char *symbol, tg_handle *out) {
-    long f;
-    uint64_t n, i, name[TG_NAME_LEN / 8];
+    long f, found = -1, at;
+    uint64_t n, scanned = 0, name[TG_NAME_LEN / 8];
+    uint32_t tries;
     size_t len, b;
     if (r == NULL || r->base == NULL || out == NULL || symbol == NULL) return -1;
     f = tg__feed_id(r, feed);
@@ -894,26 +943,41 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
     if (len == 0 || len > TG_NAME_LEN) return -1;
     memset(name, 0, sizeof name);
     for (b = 0; b < len; b++) name[b / 8] |= (uint64_t)(unsigned char)symbol[b] << (8 * (b % 8));
-    /* Acquire: pairs with the writer's Release store of directory_len in
-     * Publication::publish_entry(), so the entries below it are complete. */
-    n = __atomic_load_n(tg__ptr(r, 0) + TG_H_DIRECTORY_LEN, __ATOMIC_ACQUIRE);
-    if (n > 2 * r->capacity) n = 2 * r->capacity;
-    /* The last entry of a name is in force. */
-    for (i = n; i-- > 0;) {
-        uint64_t e = r->directory_offset + i * TG_DIR_LEN;
-        /* Relaxed (all): ordered by the Acquire load of directory_len. */
-        uint64_t fs = tg__word(r, e, TG_D_FEED_SLOT);
-        if ((uint16_t)(fs >> 32) == (uint16_t)f && tg__word(r, e, TG_D_NAME) == name[0] &&
-            tg__word(r, e, TG_D_NAME + 1) == name[1] && tg__word(r, e, TG_D_NAME + 2) == name[2] &&
-            tg__word(r, e, TG_D_NAME + 3) == name[3]) {
-            out->feed = (uint32_t)f;
-            out->slot = (uint32_t)fs;
-            out->symbol = tg__word(r, e, TG_D_KEY);
-            out->writer_pid = r->pid;
-            out->writer_start_time_ns = r->start_time_ns;
-            /* As the Rust reader: a key that is not a symbol has no handle yet. */
-            return tg__symbol_key_valid(out->symbol) ? 0 : -1;
-        }
+    /* Bounded as every seqlock read is: a live writer only appends, so
+     * each round sees new entries, and a file changed under the reader by
+     * other hands cannot keep it here. */
+    for (tries = TG_MAX_RETRIES; tries > 0; tries--) {
+        uint64_t e, fs;
+        n = tg__directory_len(r);
+        /* The last entry of a name is in force. */
+        at = tg__newest_entry(r, (uint16_t)f, name, scanned < n ? scanned : n, n);
+        if (at >= 0) found = at;
+        scanned = n;
+        if (found < 0) return -1;
+        e = r->directory_offset + (uint64_t)found * TG_DIR_LEN;
+        fs = tg__word(r, e, TG_D_FEED_SLOT);
+        out->feed = (uint32_t)f;
+        out->slot = (uint32_t)fs;
+        out->symbol = tg__word(r, e, TG_D_KEY);
+        out->writer_pid = r->pid;
+        out->writer_start_time_ns = r->start_time_ns;
+        out->names_left = 0;
+        out->movable = (fs & TG_D_MOVABLE) != 0;
+        /* As the Rust reader: a key that is not a symbol (a name withdrawn)
+         * has no handle. */
+        if (!tg__symbol_key_valid(out->symbol)) return -1;
+        if (!out->movable) return 0;
+        if (out->slot >= r->capacity) return -1; /* forged: no count to read */
+        /* The count the slot has now, then the directory again: the writer
+         * publishes an entry moving the name before it counts the move in
+         * the slot it left, so a count that includes a move away is read
+         * with that entry visible (and scanned next round); one from before
+         * it is what tg_check will find grown. Acquire: pairs with the
+         * Release fence of the writer's seqlock write of the count. */
+        out->names_left = __atomic_load_n(
+            tg__ptr(r, r->slots_offset + (uint64_t)out->slot * TG_SLOT_LEN) + TG_S_NAMES_LEFT, __ATOMIC_ACQUIRE);
+        if (tg__directory_len(r) == n) return 0;
+        /* Entries came meanwhile: the newer ones decide. */
     }
     return -1;
 }
@@ -961,7 +1025,7 @@ static inline uint32_t tg_check(const tg_reader *r, const tg_handle *h, uint64_t
     }
     if (version_out != NULL) *version_out = w[TG_S_STAMP];
     meta = w[TG_S_META];
-    if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return TG_NO_QUOTE;
+    if (!tg__handle_holds(h, w)) return TG_NO_QUOTE;
     /* status::verdict() in crates/reader/src/status.rs, i.e. verdict::reasons() of the
      * slot's and the feed's inputs: differences in 128 bits, strict `>`. */
     if ((meta & (TG_META_HAS_BID | TG_META_HAS_ASK)) == 0) return TG_NO_QUOTE;
@@ -1001,7 +1065,8 @@ static inline tg_price tg__price(uint64_t meta, uint64_t word) {
 
 /* The book top of a looked-up symbol, exactly as published (one consistent
  * read of its slot): 0, or -1 when the reader is not mapped, the handle is not
- * from it, the slot holds another (feed, symbol), or it stayed mid-update.
+ * from it, the slot holds another (feed, symbol), the movable name it was
+ * found by has left the slot, or it stayed mid-update.
  * Does not check the writer's health (tg_check does). A read of its own: a
  * write since the tg_check it follows may hold a book no check judged (a
  * crossed one where the check answered ok), so price from it only when
@@ -1012,7 +1077,7 @@ static inline int tg_read_quote(const tg_reader *r, const tg_handle *h, tg_quote
     if (r == NULL || r->base == NULL || out == NULL || !tg__handle_ours(r, h)) return -1;
     if (tg__read_slot(r, h->slot, w, &budget) != 0) return -1;
     meta = w[TG_S_META];
-    if (w[TG_S_SYMBOL] != h->symbol || (meta & TG_META_FEED_MASK) != (h->feed & 0xffffu)) return -1;
+    if (!tg__handle_holds(h, w)) return -1;
     memset(out, 0, sizeof *out);
     out->has_bid = (meta & TG_META_HAS_BID) != 0;
     out->has_ask = (meta & TG_META_HAS_ASK) != 0;

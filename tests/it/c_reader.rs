@@ -610,6 +610,22 @@ fn layout_checks(bin: &Path, dir: &Path, shm: &Path) {
             Box::new(move |b| put(b, entry, 0)),
             "no_quote",
         ),
+        // A movable name: the slot's count read at the lookup is the
+        // one the check finds.
+        (
+            "entry movable",
+            Box::new(move |b| {
+                let fs = u64_at(b, entry + 8);
+                put(b, entry + 8, fs | 1 << 63)
+            }),
+            "ok",
+        ),
+        // No slot to read a count from: no handle.
+        (
+            "movable entry points past the slots",
+            Box::new(move |b| put(b, entry + 8, 1 << 63 | (cap + 5))),
+            "no_quote",
+        ),
         (
             "slot holds another symbol",
             Box::new(move |b| put(b, slot + 8, sym("OTHER").key())),
@@ -888,7 +904,7 @@ fn c_reader_agrees_on_exchange_feeds() {
     // (as MDP3 does: `#SecurityID`, then its Symbol, longer than 8).
     let key = tickguard::protocol::mdp3::publish::key(118_061);
     let id = table.insert_named(0, key, b"#118061", th).unwrap();
-    assert!(table.alias(0, key, b"ESZ6-ESH7", id));
+    assert!(table.alias(0, key, b"ESZ6-ESH7", id, None));
     table.slots()[id as usize].write_top(&top(level(30_000, 4), level(30_500, 2)));
     let alive = FeedStatus {
         joined: true,
@@ -983,7 +999,7 @@ fn c_reader_agrees_on_exchange_feeds() {
         halted: true,
         ..top(level(40_000, 1), level(40_100, 1))
     });
-    assert!(table.alias(0, key2, b"ESZ6-ESH7", id2));
+    assert!(table.alias(0, key2, b"ESZ6-ESH7", id2, Some(id)));
     let halted = ["bid: 4 1", "ask: 4.01 1", "halted"];
     for (name, expected, quote) in [
         ("ESZ6-ESH7", "halted", &halted[..]),
@@ -993,14 +1009,14 @@ fn c_reader_agrees_on_exchange_feeds() {
         let c = same(&bin, &shm, "itch", name, long, expected);
         assert_eq!(c.quote, quote, "C book top, moved, {name}");
     }
-    assert!(table.withdraw(0, b"ESZ6-ESH7"));
+    assert!(table.withdraw(0, b"ESZ6-ESH7", Some(id2)));
     let c = same(&bin, &shm, "itch", "ESZ6-ESH7", long, "no_quote");
     assert_eq!(c.quote, [] as [&str; 0], "withdrawn");
     same(&bin, &shm, "itch", "#118061", long, "ok");
     same(&bin, &shm, "itch", "#118062", long, "halted");
     // A name of the most bytes an entry holds (32) is found whole.
     let longest = "N".repeat(32);
-    assert!(table.alias(0, key2, longest.as_bytes(), id2));
+    assert!(table.alias(0, key2, longest.as_bytes(), id2, None));
     same(&bin, &shm, "itch", &longest, long, "halted");
     // The feed's liveness is what keeps these symbols fresh: without it,
     // stale and stale at the source.
@@ -1097,6 +1113,49 @@ fn c99(name: &str, source: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     let dir = scratch();
     let bin = c_program(dir.path(), &cc, "-std=c99", name, source);
     Some((dir, bin))
+}
+
+/// A program spawned to talk with over pipes: its stdin (if piped) and
+/// its stdout, read a line at a time.
+struct Talk {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Talk {
+    /// Spawns `cmd` with stdout piped, and stdin too if `stdin`.
+    fn spawn(cmd: &mut Command, stdin: bool) -> Talk {
+        if stdin {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        let stdin = child.stdin.take();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        Talk { child, stdin, out }
+    }
+
+    /// Its next line of output, without the line end ("" at its end).
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.out, &mut line).unwrap();
+        line.trim_end_matches('\n').to_string()
+    }
+
+    /// Writes `s` to its stdin.
+    fn say(&mut self, s: &[u8]) {
+        use std::io::Write as _;
+        self.stdin.as_mut().unwrap().write_all(s).unwrap();
+    }
+
+    /// Closes its stdin, reads the rest of its output and waits for it:
+    /// (exit code, the rest).
+    fn finish(mut self) -> (Option<i32>, String) {
+        drop(self.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        (self.child.wait().unwrap().code(), rest)
+    }
 }
 
 fn c_program(dir: &Path, compiler: &str, std: &str, name: &str, source: &str) -> PathBuf {
@@ -1674,16 +1733,8 @@ int main(int argc, char **argv) {
     let mut reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
     let old = reader.lookup("lp1", "EURUSD").unwrap();
     assert!(reader.check(&old, now_ns()).is_ok());
-    let mut child = Command::new(&bin)
-        .arg(&shm)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "0", "C, before the restart");
+    let mut c = Talk::spawn(Command::new(&bin).arg(&shm), true);
+    assert_eq!(c.line(), "0", "C, before the restart");
 
     drop(first);
     let _second = writer(["lp2", "lp1"]);
@@ -1696,12 +1747,9 @@ int main(int argc, char **argv) {
     assert_eq!(fresh.feed(), 1);
     assert!(reader.check(&fresh, now_ns()).is_ok());
 
-    use std::io::Write as _;
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{rest}");
+    c.say(b"go\n");
+    let (code, rest) = c.finish();
+    assert_eq!(code, Some(0), "{rest}");
     // TG_STALE (2); then the fresh handle's ok on feed 1.
     assert_eq!(rest, "2\n0 1\n", "C, after the restart");
 
@@ -1803,30 +1851,17 @@ int main(int argc, char **argv) {
     let fill = |p: &Arc<Publication>| eurusd_quoted(p, 0..1, th);
     let (_, first) = published(&shm, now_ns());
     let _first_table = fill(&first);
-    let mut child = Command::new(&bin)
-        .arg(&shm)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut next = || {
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        line.trim().to_string()
-    };
-    assert_eq!(next(), "0 0", "ok, before");
+    let mut c = Talk::spawn(Command::new(&bin).arg(&shm), true);
+    assert_eq!(c.line(), "0 0", "ok, before");
 
     let second = Arc::new(first.recreate(now_ns(), first.lock(), |_| {}).unwrap());
     let _second_table = fill(&second);
     first.close();
-    use std::io::Write as _;
-    stdin.write_all(b"go\n").unwrap();
-    assert_eq!(next(), "2 4", "the old file closed: stale, writer_closed");
-    assert_eq!(next(), "1", "refreshed to the new file");
-    assert_eq!(next(), "2 0", "the old handle on the new file: stale");
-    assert_eq!(next(), "0 0", "a fresh lookup: ok");
+    c.say(b"go\n");
+    assert_eq!(c.line(), "2 4", "the old file closed: stale, writer_closed");
+    assert_eq!(c.line(), "1", "refreshed to the new file");
+    assert_eq!(c.line(), "2 0", "the old handle on the new file: stale");
+    assert_eq!(c.line(), "0 0", "a fresh lookup: ok");
 
     // Another writer's header in place: its pid, then its start time.
     let file = std::fs::OpenOptions::new().write(true).open(&shm).unwrap();
@@ -1838,15 +1873,13 @@ int main(int argc, char **argv) {
             .read_exact_at(&mut was, at)
             .unwrap();
         file.write_all_at(&word.to_le_bytes(), at).unwrap();
-        stdin.write_all(b"go\n").unwrap();
-        assert_eq!(next(), "2 5", "another writer's header (word at {at})");
+        c.say(b"go\n");
+        assert_eq!(c.line(), "2 5", "another writer's header (word at {at})");
         file.write_all_at(&was, at).unwrap();
-        stdin.write_all(b"go\n").unwrap();
-        assert_eq!(next(), "0 0", "ours again (word at {at})");
+        c.say(b"go\n");
+        assert_eq!(c.line(), "0 0", "ours again (word at {at})");
     }
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(c.finish().0, Some(0));
     drop(_second_table);
     drop(second);
     drop(_first_table);
@@ -2675,3 +2708,261 @@ fn the_c_readers_seqlock_loads_are_fenced() {
         ],
     );
 }
+
+/// A publication at `shm` of one MDP3 feed, `cme`, alive, holding an
+/// instrument for each of `ids` named `#SecurityID` and quoted (halted
+/// where `halted` says): the publication, its table and the slots, in
+/// the order of `ids`.
+fn quoted_instruments(
+    shm: &Path,
+    capacity: usize,
+    ids: &[i32],
+    halted: impl Fn(i32) -> bool,
+) -> (Arc<Publication>, StateTable, Vec<u32>) {
+    use tickguard::config::Protocol;
+    use tickguard::protocol::mdp3::publish::key;
+    use tickguard::protocol::sqf::rules::FeedKind;
+    use tickguard::shm::FeedInfo;
+    use tickguard::state::{FeedStatus, Level, Top};
+    use tickguard::verdict::Thresholds;
+    let now = now_ns();
+    let info = FeedInfo::new(
+        "cme",
+        FeedKind::Delta,
+        vec!["239.1.1.1:30001".parse().unwrap()],
+        Protocol::Mdp3,
+    );
+    let p = Arc::new(Publication::create(shm, 0o640, capacity, &[info], now, 1_000_000).unwrap());
+    let mut table = StateTable::shared(p.clone());
+    let th = Thresholds {
+        stale_ns: 600 * S,
+        source_ns: 600 * S,
+    };
+    let level = |price| Some(Level { price, size: 1 });
+    let slots = ids
+        .iter()
+        .map(|&id| {
+            let name = format!("#{id}");
+            let slot = table.insert_named(0, key(id), name.as_bytes(), th).unwrap();
+            table.slots()[slot as usize].write_top(&Top {
+                bid: level(100),
+                ask: level(101),
+                exponent: -9,
+                halted: halted(id),
+                ..Top::default()
+            });
+            slot
+        })
+        .collect();
+    table.set_feed_status(
+        0,
+        &FeedStatus {
+            last_alive: now,
+            source_watermark: now,
+            ..FeedStatus::default()
+        },
+    );
+    p.ready();
+    p.heartbeat(now);
+    (p, table, slots)
+}
+
+/// Handles held while a venue moves a Symbol (as an MDP3 definition
+/// does), in C and Rust alike: the handle found by the Symbol answers
+/// `no_quote` once the name is entered for another instrument (and reads
+/// no quote), where a fresh lookup follows the name; the handles found by
+/// `#SecurityID` names, and by a Symbol that did not move, keep answering
+/// for their slots; once the Symbol is withdrawn, the handle found at its
+/// second instrument answers `no_quote` too and the name finds nothing.
+#[test]
+fn a_handle_found_by_a_symbol_that_moved_answers_no_quote() {
+    use tickguard::protocol::mdp3::publish::key;
+    let Some((dir, bin)) = c99(
+        "moved.c",
+        r##"#include "tickguard.h"
+#include <stdio.h>
+/* Looks names up once, then after each line on stdin checks the handles
+ * it holds again: one line of answers (reason bits) a round. */
+static const char *names[] = {"ESZ6", "#118061", "#118062", "NQZ6"};
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h[4], fresh;
+    tg_quote q;
+    char line[8];
+    int i, round;
+    (void)argc;
+    if (tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    for (i = 0; i < 4; i++)
+        if (tg_lookup(&r, "cme", names[i], &h[i]) != 0) return 3;
+    for (round = 0;; round++) {
+        for (i = 0; i < 4; i++) printf("%u ", tg_check(&r, &h[i], tg_now_ns(), NULL));
+        printf("%d ", tg_read_quote(&r, &h[0], &q));
+        if (tg_lookup(&r, "cme", "ESZ6", &fresh) == 0)
+            printf("%u %u\n", tg_check(&r, &fresh, tg_now_ns(), NULL), fresh.slot);
+        else
+            printf("none\n");
+        fflush(stdout);
+        if (fgets(line, sizeof line, stdin) == NULL) break;
+    }
+    tg_close(&r);
+    return 0;
+}
+"##,
+    ) else {
+        return;
+    };
+    let shm = dir.path().join("tickguard");
+    let ids = [118_061, 118_062, 118_063];
+    let (_p, mut table, slots) = quoted_instruments(&shm, 16, &ids, |id| id == 118_062);
+    let [a, b, c] = [slots[0], slots[1], slots[2]];
+    assert!(table.alias(0, key(118_061), b"ESZ6", a, None));
+    assert!(table.alias(0, key(118_063), b"NQZ6", c, None));
+
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    let names = ["ESZ6", "#118061", "#118062", "NQZ6"];
+    let held = names.map(|n| reader.lookup("cme", n).unwrap());
+    // What the Rust reader says, in the C program's words.
+    let rust = || {
+        let mut words: Vec<String> = held
+            .iter()
+            .map(|h| reader.check(h, now_ns()).reasons.bits().to_string())
+            .collect();
+        words.push(
+            if reader.record(&held[0]).is_some() {
+                "0"
+            } else {
+                "-1"
+            }
+            .into(),
+        );
+        match reader.lookup("cme", "ESZ6") {
+            Some(h) => words.push(format!(
+                "{} {}",
+                reader.check(&h, now_ns()).reasons.bits(),
+                h.slot()
+            )),
+            None => words.push("none".into()),
+        }
+        words.join(" ")
+    };
+    let mut c = Talk::spawn(Command::new(&bin).arg(&shm), true);
+    let round = |c: &mut Talk, want: String| {
+        assert_eq!(c.line(), want, "C");
+        assert_eq!(rust(), want, "Rust");
+    };
+    // TG_NO_QUOTE 1, TG_HALTED 32.
+    round(&mut c, format!("0 0 32 0 0 0 {a}"));
+    // ESZ6 moves to the halted instrument.
+    assert!(table.alias(0, key(118_062), b"ESZ6", b, Some(a)));
+    c.say(b"next\n");
+    round(&mut c, format!("1 0 32 0 -1 32 {b}"));
+    // Withdrawn (deleted there): the handle found at the second
+    // instrument answers no_quote too; its `#SecurityID` still halted.
+    let at_b = reader.lookup("cme", "ESZ6").unwrap();
+    assert!(table.withdraw(0, b"ESZ6", Some(b)));
+    assert_eq!(reader.check(&at_b, now_ns()).reasons.bits(), 1);
+    assert_eq!(reader.record(&at_b), None);
+    c.say(b"next\n");
+    round(&mut c, "1 0 32 0 -1 none".into());
+    assert_eq!(c.finish().0, Some(0));
+}
+
+/// A lookup racing a writer that moves a Symbol from slot to slot (each
+/// slot once, bounded: 50,000 moves) never keeps a count from after the
+/// name left the slot it found: once the name has reached the last slot,
+/// every handle the reader found at another answers `no_quote` (each
+/// quoted). A lookup that read the count without looking at the
+/// directory again could pair a slot with the count the name's leaving
+/// it made, and answer for that slot for good. The C reader races it from
+/// another process, as a gateway would.
+#[test]
+fn a_lookup_racing_moves_never_keeps_a_count_from_after_the_name_left() {
+    use tickguard::protocol::mdp3::publish::key;
+    const SLOTS: usize = 50_000;
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let ids: Vec<i32> = (0..SLOTS as i32).map(|k| 100_000 + k).collect();
+    let (_p, mut table, slots) = quoted_instruments(&shm, SLOTS, &ids, |_| false);
+    assert!(table.alias(0, key(ids[0]), b"ESZ6", slots[0], None));
+    let reader = Reader::open_with(&shm, options(Some(LONG_BOUND_MS), None));
+    // The C reader races the same moves from another process.
+    let last = slots[SLOTS - 1];
+    let c = compiler("CC", "cc").map(|cc| {
+        let bin = c_program(dir.path(), &cc, "-std=c99", "race.c", RACE_C);
+        let mut c = Talk::spawn(Command::new(&bin).arg(&shm).arg(last.to_string()), false);
+        assert_eq!(c.line(), "looking");
+        c
+    });
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let found = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            // Stops the reader whatever happens.
+            let moved = (1..SLOTS)
+                .all(|k| table.alias(0, key(ids[k]), b"ESZ6", slots[k], Some(slots[k - 1])));
+            done.store(true, std::sync::atomic::Ordering::Release);
+            moved
+        });
+        let mut found = Vec::new();
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
+            found.extend(reader.lookup("cme", "ESZ6"));
+        }
+        assert!(writer.join().unwrap(), "every move entered");
+        found
+    });
+    assert_eq!(reader.lookup("cme", "ESZ6").unwrap().slot(), last);
+    let left: Vec<_> = found.iter().filter(|h| h.slot() != last).collect();
+    for h in &left {
+        assert_eq!(
+            reader.check(h, now_ns()).reasons.to_string(),
+            "no_quote",
+            "{h:?}"
+        );
+    }
+    eprintln!(
+        "Rust: {} lookups, {} at slots the name left",
+        found.len(),
+        left.len()
+    );
+    let Some(c) = c else {
+        return skipped_without("a working C compiler (cc or $CC)");
+    };
+    let (code, rest) = c.finish();
+    assert_eq!(code, Some(0), "{rest}");
+    eprintln!("C: {rest}");
+    assert!(rest.ends_with(" 0 wrong\n"), "C: {rest}");
+}
+
+/// Looks `ESZ6` up until it finds it at slot argv[2] (the last the name
+/// moves to), keeping what it found; then checks each handle found at
+/// another slot: "N lookups, M elsewhere, K wrong" (K answering other
+/// than TG_NO_QUOTE). Gives up (exit 4) after 60 s.
+const RACE_C: &str = r##"#include "tickguard.h"
+#include <stdio.h>
+#include <stdlib.h>
+#define KEEP 1000000
+int main(int argc, char **argv) {
+    tg_reader r;
+    tg_handle h, *kept;
+    unsigned long last, n = 0, lookups = 0, wrong = 0, i;
+    uint64_t start;
+    if (argc < 3 || tg_open(&r, argv[1], 600000000000ull) != 0) return 2;
+    last = strtoul(argv[2], NULL, 10);
+    kept = malloc(KEEP * sizeof *kept);
+    if (kept == NULL) return 3;
+    printf("looking\n");
+    fflush(stdout);
+    for (start = tg_now_ns();;) {
+        if (tg_now_ns() - start > 60000000000ull) return 4; /* the writer never got there */
+        if (tg_lookup(&r, "cme", "ESZ6", &h) != 0) continue;
+        lookups++;
+        if (h.slot == last) break;
+        if (n < KEEP) kept[n++] = h;
+    }
+    for (i = 0; i < n; i++)
+        if (tg_check(&r, &kept[i], tg_now_ns(), NULL) != TG_NO_QUOTE) wrong++;
+    printf("%lu lookups, %lu elsewhere, %lu wrong\n", lookups, n, wrong);
+    free(kept);
+    tg_close(&r);
+    return 0;
+}
+"##;

@@ -837,6 +837,49 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
     );
 }
 
+/// A gateway's handle held while definitions move its Symbol: found by
+/// the Symbol, it answers `no_quote` (and reads no quote) once the
+/// channel gives the Symbol to another instrument, with no `D` for the
+/// first, which still quotes; a handle found by `#SecurityID` keeps
+/// answering for its instrument. The Symbol moved back, a handle from
+/// before either move still answers `no_quote` (the name left its slot
+/// since it was found), as does one found at the second instrument;
+/// fresh lookups follow the name each time. Deleted, the Symbol's handle
+/// answers `no_quote` where `#SecurityID` answers `closed`.
+#[test]
+fn a_handle_held_across_a_symbol_move_answers_no_quote() {
+    let (mut rig, specs) = Rig::equity_defined();
+    let reader = Reader::open(&rig.shm);
+    let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
+    let check = |h: &tickguard::Handle| reader.check(h, now_ns()).reasons.to_string();
+    let (by_name, by_id) = (
+        reader.lookup("cme", &name).unwrap(),
+        reader.lookup("cme", &format!("#{a}")).unwrap(),
+    );
+    let quoted = check(&by_id);
+    assert_ne!(quoted, "no_quote");
+    assert_eq!(check(&by_name), quoted);
+    let quiet = 999_001;
+    rig.send_raw(&[definition(100, quiet, &name, b'A')], 4);
+    assert_eq!(check(&by_name), "no_quote", "{name} left its instrument");
+    assert_eq!(reader.record(&by_name), None);
+    assert_eq!(check(&by_id), quoted, "#{a} unmoved");
+    let at_quiet = reader.lookup("cme", &name).unwrap();
+    assert_eq!(slot_key(&reader, &name), key_of(quiet));
+    rig.send_raw(&[definition(101, a, &name, b'M')], 4);
+    assert_eq!(check(&by_name), "no_quote", "found before it left");
+    assert_eq!(check(&at_quiet), "no_quote", "found at the second");
+    let again = reader.lookup("cme", &name).unwrap();
+    assert_eq!(check(&again), quoted, "a fresh lookup follows it back");
+    assert_eq!(check(&by_id), quoted);
+    // Deleted: the Symbol withdrawn, its handle answers no_quote, not the
+    // deleted instrument's `closed` its `#SecurityID` answers.
+    rig.send_raw(&[definition(102, a, &name, b'D')], 4);
+    assert_eq!(check(&again), "no_quote", "withdrawn");
+    assert!(reader.lookup("cme", &name).is_none());
+    assert_eq!(check(&by_id), "closed");
+}
+
 /// A definition whose Symbol is spelled as another instrument's
 /// `#SecurityID` name (forged, or corrupt) does not take that name: a
 /// reader looking up `#SecurityID` finds that instrument's slot, as the
@@ -917,9 +960,10 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     // whose book the name no longer means: never `ok` by that name (the
     // slot is suspect while the stale entry finds it).
     let a = specs[0].security_id;
+    let slot = |n: &str| reader.lookup("cme", n).map(|h| h.slot());
     assert_eq!(
-        reader.lookup("cme", &name),
-        reader.lookup("cme", &format!("#{a}")),
+        slot(&name),
+        slot(&format!("#{a}")),
         "the entry in force is the first instrument's"
     );
     let by_name = reasons(&reader, &name);
@@ -963,8 +1007,9 @@ fn a_symbol_the_full_directory_cannot_withdraw_marks_its_instrument() {
 
 /// A Symbol moved to another instrument and deleted there within one
 /// receive batch finds nothing once published (withdrawn, the directory
-/// having room), as a replay answers; its first instrument, which the
-/// name no longer means, is not marked; the one deleted answers `closed`.
+/// having room), as a replay answers, and a handle found by it before
+/// answers `no_quote`; its first instrument, which the name no longer
+/// means, is not marked; the one deleted answers `closed`.
 #[test]
 fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
     let mut rig = Rig::new("on_demand");
@@ -978,6 +1023,9 @@ fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
         specs[1].security_id,
         specs[0].symbol.clone(),
     );
+    let reader = Reader::open(&rig.shm);
+    let held = reader.lookup("cme", &name).unwrap();
+    assert_eq!(reader.check(&held, now_ns()).reasons.to_string(), "ok");
     rig.send_raw(
         &[
             definition(100, b, &name, b'M'),
@@ -986,8 +1034,9 @@ fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
         4,
     );
     rig.events(&mut venue, t, 1..20u64);
-    let reader = Reader::open(&rig.shm);
     assert!(reader.lookup("cme", &name).is_none(), "{name} withdrawn");
+    let held = reader.check(&held, now_ns());
+    assert_eq!(held.reasons.to_string(), "no_quote", "a handle held");
     assert_eq!(reasons(&reader, &format!("#{a}")), "ok");
     assert_eq!(reasons(&reader, &format!("#{b}")), "closed");
 }

@@ -866,10 +866,10 @@ mod described {
             ..Top::default()
         };
         let es = t.insert_named(1, key(294_973), b"#294973", th).unwrap();
-        assert!(t.alias(1, key(294_973), b"ESZ6", es));
+        assert!(t.alias(1, key(294_973), b"ESZ6", es, None));
         t.slots()[es as usize].write_top(&top);
         let spread = t.insert_named(1, key(118_061), b"#118061", th).unwrap();
-        assert!(t.alias(1, key(118_061), b"ESZ6-ESH7-ESM7", spread));
+        assert!(t.alias(1, key(118_061), b"ESZ6-ESH7-ESM7", spread, None));
         t.slots()[spread as usize].write_top(&top);
         let nq = t.insert_named(1, key(206_323), b"#206323", th).unwrap();
         t.slots()[nq as usize].write_top(&top);

@@ -1126,17 +1126,33 @@ impl Publication {
     }
 
     /// Appends (feed, key, name) → slot to the directory as entry `index`
-    /// (a name longer than [`NAME_LEN`] is cut there).
+    /// (a name longer than [`NAME_LEN`] is cut there), marked
+    /// [`DIR_MOVABLE`](tickguard_reader::layout::DIR_MOVABLE) if `movable`.
     #[inline]
-    fn publish_entry(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: u32) {
+    fn publish_entry(
+        &self,
+        index: usize,
+        feed: u16,
+        key: u64,
+        name: &[u8],
+        slot: u32,
+        movable: bool,
+    ) {
         let Some(e) = self.views.directory().get(index) else {
             return;
         };
         let name = name_words(&name[..name.len().min(NAME_LEN)]).unwrap_or_default();
         // Relaxed: published by the Release store of directory_len below.
         e.key.store(key, Ordering::Relaxed);
-        e.feed_slot
-            .store((feed as u64) << 32 | slot as u64, Ordering::Relaxed);
+        let movable = if movable {
+            tickguard_reader::layout::DIR_MOVABLE
+        } else {
+            0
+        };
+        e.feed_slot.store(
+            movable | (feed as u64) << 32 | slot as u64,
+            Ordering::Relaxed,
+        );
         for (w, v) in e.name.iter().zip(name) {
             w.store(v, Ordering::Relaxed);
         }
@@ -1221,8 +1237,8 @@ impl Publication {
 }
 
 impl Owner for Publication {
-    fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId) {
-        self.publish_entry(index, feed, key, name, slot);
+    fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId, movable: bool) {
+        self.publish_entry(index, feed, key, name, slot, movable);
     }
 }
 
@@ -1426,17 +1442,17 @@ mod tests {
         let key = |s: &str| crate::symbol::Symbol::parse(s).unwrap();
         let a = table.insert_named(0, key("A1"), b"#1", th).unwrap();
         let renamed = (0..100)
-            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a))
+            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a, None))
             .count();
         // Its own 2, and none of b's: 4 slots × 2 names, 1 entered, 3
         // kept for the slots not handed out, b's 2.
         assert_eq!(renamed, 2);
-        assert!(!table.withdraw(0, b"X0"));
+        assert!(!table.withdraw(0, b"X0", None));
         let b = table.insert_named(1, key("B1"), b"#2", th).unwrap();
-        assert!(table.alias(1, key("B1"), b"ESZ6", b));
-        assert!(table.withdraw(1, b"ESZ6"));
+        assert!(table.alias(1, key("B1"), b"ESZ6", b, None));
+        assert!(table.withdraw(1, b"ESZ6", Some(b)));
         // Past its reservation, b shares what is left with a: nothing.
-        assert!(!table.alias(1, key("B1"), b"ESH7", b));
+        assert!(!table.alias(1, key("B1"), b"ESH7", b, None));
         // Without reservations (one feed, or none reserved), the whole
         // room is anyone's, as before.
         let p =
@@ -1445,7 +1461,7 @@ mod tests {
         table.reserve(&[2, 2]);
         let a = table.insert_named(0, key("A1"), b"#1", th).unwrap();
         let renamed = (0..100)
-            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a))
+            .take_while(|n| table.alias(0, key("A1"), format!("X{n}").as_bytes(), a, None))
             .count();
         assert_eq!(renamed, 4);
     }

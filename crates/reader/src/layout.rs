@@ -77,14 +77,17 @@
 //! A reader skips a descriptor of a kind it does not know.
 //!
 //! DirEntry (48 bytes): 0 key (the slot's key word: SQF and ITCH the 8
-//! symbol bytes as a little-endian u64), 8 `feed << 32 | slot`, 16..48 name
-//! (UTF-8, NUL padded; SQF and ITCH: the symbol without its trailing
-//! spaces). Readers look an instrument up by its name. A slot has one entry
-//! per name it is published under, at most [`NAMES_PER_SLOT`] on average
-//! (MDP3: `#SecurityID` when the slot is made, its Symbol when a definition
-//! gives one); a name entered again later (a Symbol given to another
-//! instrument) means the later entry: readers take the last entry of a
-//! name.
+//! symbol bytes as a little-endian u64), 8 `feed << 32 | slot`, bit 63 of
+//! it [`DIR_MOVABLE`], 16..48 name (UTF-8, NUL padded; SQF and ITCH: the
+//! symbol without its trailing spaces). Readers look an instrument up by
+//! its name. A slot has one entry per name it is published under, at most
+//! [`NAMES_PER_SLOT`] on average (MDP3: `#SecurityID` when the slot is
+//! made, its Symbol when a definition gives one); a name entered again
+//! later (a Symbol given to another instrument) means the later entry:
+//! readers take the last entry of a name. The slot the name found until
+//! then counts it in its `names_left` word after the new entry is
+//! published, so a handle found by a movable name (one that kept the
+//! count it saw) learns that the name left.
 //!
 //! One writer per path: it holds an exclusive `flock` on `<path>.lock`
 //! ([`WriterLock`], which also holds its pid) for its whole life. It builds
@@ -708,6 +711,13 @@ pub const NAME_LEN: usize = 32;
 /// `NAMES_PER_SLOT × capacity` entries.
 pub const NAMES_PER_SLOT: usize = 2;
 
+/// Bit 63 of a directory entry's `feed_slot`: the name may be entered
+/// later for another slot, or withdrawn (an MDP3 Symbol, not its
+/// `#SecurityID`). A handle found by such an entry keeps the slot's
+/// `names_left` count it saw, and answers for the name only while the
+/// slot's count is still that one.
+pub const DIR_MOVABLE: u64 = 1 << 63;
+
 /// One directory entry.
 #[repr(C)]
 pub struct DirEntry {
@@ -1094,6 +1104,7 @@ mod tests {
         assert_eq!(offset_of!(DirEntry, key), 0);
         assert_eq!(offset_of!(DirEntry, feed_slot), 8);
         assert_eq!(offset_of!(DirEntry, name), 16);
+        assert_eq!(DIR_MOVABLE, 1 << 63);
         assert_eq!(align_of::<Slot>(), 128);
         let s = Shape::new(2, 100).unwrap();
         assert_eq!(s.feeds_offset, 128);

@@ -283,16 +283,21 @@ impl Verdict {
 
 /// A looked-up (feed, symbol): a slot number and what it must hold, in
 /// the publication of one writer (its pid and start time): checked with
-/// another's, it answers `stale` ([`Health::ForeignHandle`]). It keeps the
-/// instrument it was looked up for: when the name is entered again for
-/// another (an MDP3 Symbol moved to another SecurityID), look it up again
-/// to follow the name.
+/// another's, it answers `stale` ([`Health::ForeignHandle`]). Found by a
+/// name that may move (an MDP3 Symbol), it answers `no_quote` once the
+/// name has left its slot (entered for another SecurityID, or withdrawn):
+/// look the name up again to follow it. Found by a name that never moves
+/// (an SQF or ITCH symbol, an MDP3 `#SecurityID`), it always answers for
+/// its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handle {
     feed: u16,
     slot: u32,
     symbol: Symbol,
     writer: (u64, u64),
+    /// The slot's `names_left` count when the movable name was found in
+    /// force there; `None` for a name that never moves.
+    names_left: Option<u64>,
 }
 
 impl Handle {
@@ -300,9 +305,22 @@ impl Handle {
     pub fn feed(&self) -> u16 {
         self.feed
     }
+    /// Whether a slot read as `facts` still answers for the name this
+    /// handle was found by: the (feed, instrument) it found, and a movable
+    /// name not gone from it since.
+    #[inline]
+    fn holds(&self, facts: &crate::slot::Facts) -> bool {
+        facts.key == self.symbol.key()
+            && facts.feed == self.feed
+            && self.names_left.is_none_or(|n| n == facts.names_left)
+    }
     /// The symbol.
     pub fn symbol(&self) -> Symbol {
         self.symbol
+    }
+    /// The slot's index in the publication.
+    pub fn slot(&self) -> u32 {
+        self.slot
     }
 }
 
@@ -626,34 +644,65 @@ impl Reader {
         let feed = m.feeds.iter().position(|f| f.name == feed)? as u16;
         let name = layout::name_words(symbol.as_bytes()).filter(|w| w[0] != 0)?;
         let dir = m.views.directory();
-        // Acquire: pairs with the writer's Release store of directory_len,
-        // so the entries below it are complete.
-        let n =
-            (crate::memory::load_acquire(&m.views.header().directory_len) as usize).min(dir.len());
+        let len = || {
+            // Acquire: pairs with the writer's Release store of
+            // directory_len, so the entries below it are complete.
+            (crate::memory::load_acquire(&m.views.header().directory_len) as usize).min(dir.len())
+        };
         // The last entry of a name is in force (a name entered again
         // points at another instrument now).
-        let found = dir[..n].iter().rev().find_map(|e| {
-            // Relaxed (all): ordered by the Acquire load of directory_len.
-            let fs = e.feed_slot.load(Ordering::Relaxed);
-            if (fs >> 32) as u16 != feed
-                || e.name
-                    .iter()
-                    .zip(name)
-                    .any(|(w, v)| w.load(Ordering::Relaxed) != v)
-            {
-                return None;
+        let newest = |from: usize, to: usize| {
+            dir[from..to].iter().rev().find_map(|e| {
+                // Relaxed (all): ordered by the Acquire load of directory_len.
+                let fs = e.feed_slot.load(Ordering::Relaxed);
+                let same = (fs >> 32) as u16 == feed
+                    && e.name
+                        .iter()
+                        .zip(name)
+                        .all(|(w, v)| w.load(Ordering::Relaxed) == v);
+                same.then(|| (fs, e.key.load(Ordering::Relaxed)))
+            })
+        };
+        let (mut scanned, mut found) = (0, None);
+        // Bounded as every read of a slot is: a live writer only appends,
+        // so each round sees new entries, and a file changed under the
+        // reader by other hands cannot keep it here.
+        for _ in 0..MAX_RETRIES {
+            let n = len();
+            found = newest(scanned.min(n), n).or(found);
+            scanned = n;
+            // The entry in force decides: one whose key is no symbol (a
+            // name withdrawn) finds nothing, as in tickguard.h.
+            let (fs, key) = found?;
+            let handle = Handle {
+                feed,
+                slot: fs as u32,
+                symbol: Symbol::from_key(key)?,
+                writer: (m.pid, m.start_time_ns),
+                names_left: None,
+            };
+            if fs & layout::DIR_MOVABLE == 0 {
+                return Some(handle);
             }
-            Some((fs, e.key.load(Ordering::Relaxed)))
-        })?;
-        // The entry in force decides: one whose key is no symbol (a name
-        // withdrawn) finds nothing, as in tickguard.h.
-        let (fs, key) = found;
-        Some(Handle {
-            feed,
-            slot: fs as u32,
-            symbol: Symbol::from_key(key)?,
-            writer: (m.pid, m.start_time_ns),
-        })
+            // The count the slot has now, then the directory again: the
+            // writer publishes an entry moving the name before it counts
+            // the move in the slot it left, so a count that includes a
+            // move away is read with that entry visible (and scanned
+            // below); one from before it is what a check will find grown.
+            let left = m
+                .views
+                .slots()
+                .get(handle.slot as usize)?
+                .names_left_acquire();
+            if len() == n {
+                return Some(Handle {
+                    names_left: Some(left),
+                    ..handle
+                });
+            }
+            // Entries came meanwhile: the newer ones decide.
+        }
+        None
     }
 
     /// The verdict for a looked-up symbol at local time `now` (ns since the
@@ -697,7 +746,7 @@ impl Reader {
         let Some((facts, offset, status)) = read else {
             return (Verdict::dead(Health::Busy), retries);
         };
-        let reasons = if facts.key != handle.symbol.key() || facts.feed != handle.feed {
+        let reasons = if !handle.holds(&facts) {
             Reasons::NO_QUOTE
         } else {
             crate::status::verdict(&facts, &status, offset, now)
@@ -885,7 +934,8 @@ impl Reader {
     /// A consistent copy of a looked-up symbol's slot (its exact prices and
     /// sizes: [`Record::bid`], [`Record::ask`]); `None` if not mapped, the
     /// handle is another writer's, the slot holds another (feed, symbol),
-    /// or it stayed mid-update.
+    /// the movable name it was found by has left the slot, or it stayed
+    /// mid-update.
     pub fn record(&self, handle: &Handle) -> Option<Record> {
         let m = self.mapped.as_ref().ok()?;
         if handle.writer != (m.pid, m.start_time_ns) {
@@ -894,7 +944,7 @@ impl Reader {
         let slot = m.views.slots().get(handle.slot as usize)?;
         (0..MAX_RETRIES)
             .find_map(|_| slot.try_read())
-            .filter(|r| r.symbol == Some(handle.symbol) && r.feed == handle.feed)
+            .filter(|r| handle.holds(&r.facts()))
     }
 
     /// A feed's clock offset (local − provider), ns.

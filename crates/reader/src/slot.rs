@@ -20,7 +20,8 @@
 //! | 10 | source_ns | source threshold, ns |
 //! | 11 | bid_size | u64, 0 = unknown |
 //! | 12 | ask_size | u64, 0 = unknown |
-//! | 13, 14 | reserved | zero |
+//! | 13 | names_left | names that left the slot: entered later for another slot, or withdrawn (an MDP3 Symbol); a handle found by a movable name keeps the count it saw |
+//! | 14 | reserved | zero |
 //!
 //! SQF sets has_price, has_bid and has_ask together (format 0, sizes 0); an
 //! exchange feed publishes its book top with [`Slot::write_top`] (format 1).
@@ -35,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Payload words per slot (the layout's size).
 pub const WORDS: usize = 15;
 /// Payload words in use; the rest are reserved and stay zero.
-const USED: usize = 13;
+const USED: usize = 14;
 
 /// Word and bit positions, pinned by `layout_is_pinned` (and repeated in
 /// `include/tickguard.h`).
@@ -53,6 +54,7 @@ pub mod word {
     pub const SOURCE_NS: usize = 10;
     pub const BID_SIZE: usize = 11;
     pub const ASK_SIZE: usize = 12;
+    pub const NAMES_LEFT: usize = 13;
 }
 
 /// Bits of the `meta` word.
@@ -177,6 +179,8 @@ pub struct Record {
     /// The instrument's own market is closed (set only by protocols that
     /// keep trading state per instrument; others close the feed).
     pub closed: bool,
+    /// Names that left the slot so far ([`word::NAMES_LEFT`]).
+    pub names_left: u64,
 }
 
 impl Record {
@@ -196,6 +200,7 @@ impl Record {
             quoted: !self.no_quote(),
             halted: self.halted,
             closed: self.closed,
+            names_left: self.names_left,
             suspect: self.state.suspect,
             invalid: self.state.invalid,
             source_time: self.state.price.map(|p| p.source_time),
@@ -221,6 +226,9 @@ pub struct Facts {
     pub halted: bool,
     /// The instrument's own market is closed.
     pub closed: bool,
+    /// Names that left the slot so far: a handle found by a name that
+    /// may move answers for the name only while this is the count it saw.
+    pub names_left: u64,
     /// The symbol's state may have missed ticks.
     pub suspect: bool,
     /// The price shown is invalid.
@@ -313,6 +321,30 @@ impl Slot {
             self.words[word::STALE_NS].store(th.stale_ns, Ordering::Relaxed);
             self.words[word::SOURCE_NS].store(th.source_ns, Ordering::Relaxed);
         });
+    }
+
+    /// Counts one more name that left the slot (entered for another slot,
+    /// or withdrawn), after the directory entry that moved it is
+    /// published: a handle found by that name answers `no_quote` from
+    /// then on. Single writer only.
+    pub fn name_left(&self) {
+        // Relaxed: the writer reads back its own store.
+        let n = self.words[word::NAMES_LEFT].load(Ordering::Relaxed);
+        self.stamp.write(|| {
+            // Relaxed, inside the write: the Release fence `SeqLock::write`
+            // makes after the odd stamp orders the directory entry before
+            // it for a reader that loads this word with Acquire
+            // ([`names_left_acquire`](Self::names_left_acquire)).
+            self.words[word::NAMES_LEFT].store(n.wrapping_add(1), Ordering::Relaxed);
+        });
+    }
+
+    /// The count of names that left the slot, loaded on its own with
+    /// Acquire: a reader that sees a count [`name_left`](Self::name_left)
+    /// stored also sees the directory entry published before it.
+    #[inline]
+    pub fn names_left_acquire(&self) -> u64 {
+        crate::memory::load_acquire(&self.words[word::NAMES_LEFT])
     }
 
     /// The writer's view of its own slot's state: no seqlock needed, since
@@ -560,6 +592,7 @@ fn decode(w: &[u64; USED], stamp: u64) -> Record {
         ask: side(meta::HAS_ASK, word::ASK, word::ASK_SIZE),
         halted: m & meta::HALTED != 0,
         closed: m & meta::CLOSED != 0,
+        names_left: w[word::NAMES_LEFT],
         feed: (w[word::META] & meta::FEED_MASK) as u16,
         symbol: Symbol::from_key(w[word::SYMBOL]),
         state: decode_state(w),
@@ -582,6 +615,7 @@ fn facts(w: &[u64; USED], stamp: u64) -> Facts {
         quoted: m & (meta::HAS_BID | meta::HAS_ASK) != 0,
         halted: m & meta::HALTED != 0,
         closed: m & meta::CLOSED != 0,
+        names_left: w[word::NAMES_LEFT],
         suspect: m & meta::SUSPECT != 0,
         invalid: m & meta::INVALID != 0,
         source_time: (m & meta::HAS_PRICE != 0).then_some(w[word::SOURCE_TIME]),
@@ -694,7 +728,7 @@ mod tests {
         /// valid symbol's key exactly when the decode's symbol is it.
         #[test]
         fn facts_are_the_decoded_records(
-            w in proptest::array::uniform13(proptest::prelude::any::<u64>()),
+            w in proptest::array::uniform14(proptest::prelude::any::<u64>()),
             bits in proptest::prelude::any::<u64>(),
             stamp in proptest::prelude::any::<u64>(),
         ) {
@@ -758,9 +792,10 @@ mod tests {
             word::SOURCE_NS,
             word::BID_SIZE,
             word::ASK_SIZE,
+            word::NAMES_LEFT,
         ];
         assert_eq!(words, std::array::from_fn(|i| i));
-        assert_eq!((USED, WORDS), (13, 15));
+        assert_eq!((USED, WORDS), (14, 15));
         let bits = [
             meta::BASELINE,
             meta::SUSPECT,

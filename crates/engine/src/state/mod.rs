@@ -339,24 +339,35 @@ impl StateTable {
             }
             share.used += 1;
         }
-        self.enter(feed, key.key(), name, id);
+        self.enter(feed, key.key(), name, id, false);
         Some(id)
     }
 
     /// Publishes slot `id` (of `feed`, key `key`) under one more name:
     /// readers looking `name` up find it, in place of any slot entered
-    /// under that name before. False when the directory is full (it holds
-    /// two names per slot of the capacity) or the table is not shared.
-    pub fn alias(&mut self, feed: u16, key: Symbol, name: &[u8], id: SlotId) -> bool {
-        self.aliases_fit(feed) && self.enter_alias(feed, key.key(), name, id)
+    /// under that name before. `left`: the slot the name found until now,
+    /// if another: counted in its `names_left` once the entry is
+    /// published, so that handles found by the name there answer
+    /// `no_quote`. False when the directory is full (it holds two names
+    /// per slot of the capacity) or the table is not shared.
+    pub fn alias(
+        &mut self,
+        feed: u16,
+        key: Symbol,
+        name: &[u8],
+        id: SlotId,
+        left: Option<SlotId>,
+    ) -> bool {
+        self.enter_alias(feed, key.key(), name, id, left.filter(|&l| l != id))
     }
 
     /// Withdraws `name` of `feed`: readers looking it up find nothing (an
-    /// instrument's Symbol deleted, or moved to none). False when the
-    /// directory is full or the table is not shared.
-    pub fn withdraw(&mut self, feed: u16, name: &[u8]) -> bool {
+    /// instrument's Symbol deleted, or moved to none). `left`: the slot the
+    /// name found until now, counted as in [`alias`](Self::alias). False
+    /// when the directory is full or the table is not shared.
+    pub fn withdraw(&mut self, feed: u16, name: &[u8], left: Option<SlotId>) -> bool {
         // Key 0 is no symbol: the entry names no slot.
-        self.aliases_fit(feed) && self.enter_alias(feed, 0, name, 0)
+        self.enter_alias(feed, 0, name, 0, left)
     }
 
     /// Whether one more name of `feed` fits beside one entry kept for each
@@ -374,10 +385,18 @@ impl StateTable {
         self.names + kept + (self.aliases_owed - own) < room
     }
 
-    /// [`enter`](Self::enter) of a name beyond a slot's first, counted
-    /// against `feed`'s reservation of names.
-    fn enter_alias(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId) -> bool {
-        if !self.enter(feed, key, name, id) {
+    /// [`enter`](Self::enter) of a name beyond a slot's first (movable),
+    /// counted against `feed`'s reservation of names, then the move
+    /// counted in slot `left`.
+    fn enter_alias(
+        &mut self,
+        feed: u16,
+        key: u64,
+        name: &[u8],
+        id: SlotId,
+        left: Option<SlotId>,
+    ) -> bool {
+        if !self.aliases_fit(feed) || !self.enter(feed, key, name, id, true) {
             return false;
         }
         if let Some(share) = self.shares.get_mut(feed as usize) {
@@ -386,10 +405,14 @@ impl StateTable {
             }
             share.aliases += 1;
         }
+        // After the entry: a reader that sees the count sees the entry.
+        if let Some(s) = left.and_then(|l| self.store.slots().get(l as usize)) {
+            s.name_left();
+        }
         true
     }
 
-    fn enter(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId) -> bool {
+    fn enter(&mut self, feed: u16, key: u64, name: &[u8], id: SlotId, movable: bool) -> bool {
         let Store::Shared(r) = &self.store else {
             return false;
         };
@@ -397,7 +420,7 @@ impl StateTable {
         if self.names >= room {
             return false;
         }
-        r.enter(self.names, feed, key, name, id);
+        r.enter(self.names, feed, key, name, id, movable);
         self.names += 1;
         true
     }

@@ -19,9 +19,11 @@ use std::sync::Arc;
 /// shared-memory publication).
 pub trait Owner: Any + Send + Sync {
     /// Enters slot `slot` of (feed, key, name) in the directory, as entry
-    /// `index` (entries are entered in order, once each). Called by the
-    /// table's single writer, once per new slot.
-    fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId);
+    /// `index` (entries are entered in order, once each), marked movable
+    /// ([`DIR_MOVABLE`](tickguard_reader::layout::DIR_MOVABLE)) when the
+    /// name may later be entered for another slot. Called by the table's
+    /// single writer, once per name entered.
+    fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId, movable: bool);
 }
 
 /// A table's slots and its feeds' status words, in memory an [`Owner`]
@@ -101,10 +103,18 @@ impl Region {
         }
     }
 
-    /// Enters a new slot in the owner's directory ([`Owner::enter`]).
+    /// Enters a name of a slot in the owner's directory ([`Owner::enter`]).
     #[inline]
-    pub fn enter(&self, index: usize, feed: u16, key: u64, name: &[u8], slot: SlotId) {
-        self.owner.enter(index, feed, key, name, slot);
+    pub fn enter(
+        &self,
+        index: usize,
+        feed: u16,
+        key: u64,
+        name: &[u8],
+        slot: SlotId,
+        movable: bool,
+    ) {
+        self.owner.enter(index, feed, key, name, slot, movable);
     }
 
     /// The owner of the memory.

@@ -4483,6 +4483,7 @@ mod tests {
             quoted: true,
             halted: false,
             closed: false,
+            names_left: 0,
             suspect: false,
             invalid: false,
             source_time: None,

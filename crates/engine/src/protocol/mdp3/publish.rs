@@ -361,7 +361,9 @@ impl Publisher {
             // shows what the instrument is now.
             write_top(table, p, top);
             if let Some(symbol) = name {
-                if table.alias(feed, key(e.security_id), symbol.as_bytes(), p.slot) {
+                let (slot, left) = (p.slot, found(published, owners, symbol));
+                let p = &mut published[i];
+                if table.alias(feed, key(e.security_id), symbol.as_bytes(), slot, left) {
                     match owners.get_mut(symbol) {
                         Some(o) => *o = i as u32,
                         // Allocates once per Symbol the channel publishes.
@@ -488,11 +490,12 @@ fn settle_name(
     }
     // (The limits of the instrument taking it were set as it was
     // published: its definition changed.)
+    let left = found(published, owners, symbol);
     match want {
         Some(k) => {
             let p = &mut published[k as usize];
             let id = f.instruments()[k as usize].security_id;
-            if table.alias(feed, key(id), symbol.as_bytes(), p.slot) {
+            if table.alias(feed, key(id), symbol.as_bytes(), p.slot, left) {
                 owners.insert(SymbolKey::new(symbol), k);
                 p.symbol.clear();
                 p.symbol.push_str(symbol);
@@ -501,13 +504,23 @@ fn settle_name(
             }
         }
         None => {
-            if table.withdraw(feed, symbol.as_bytes()) {
+            if table.withdraw(feed, symbol.as_bytes(), left) {
                 owners.remove(symbol);
                 return None;
             }
         }
     }
     current
+}
+
+/// The slot the directory's entry in force for `symbol` finds, if any.
+fn found(
+    published: &[Published],
+    owners: &HashMap<SymbolKey, u32>,
+    symbol: &str,
+) -> Option<SlotId> {
+    let p = published.get(*owners.get(symbol)? as usize)?;
+    slotted(p).then_some(p.slot)
 }
 
 /// Records that `symbol`'s entry wrongly finds instrument `wrong` (or no
@@ -576,7 +589,7 @@ impl Naming {
             let gone = f.find(&p.symbol).is_none();
             if gone
                 && owners.get(p.symbol.as_str()) == Some(&i)
-                && table.withdraw(feed, p.symbol.as_bytes())
+                && table.withdraw(feed, p.symbol.as_bytes(), Some(p.slot))
             {
                 owners.remove(p.symbol.as_str());
             }
