@@ -1029,11 +1029,29 @@ fn quoting(name: &str, text: &str, at: usize, msg: &str) -> String {
 /// been pasted there, unquoted, which is what made the line an error).
 fn quoted(line: &str) -> String {
     match line.split_once('=') {
-        Some((key, _)) if names_secret(key) => {
+        Some((key, _)) if may_be_secret(key) => {
             format!("{} (its value not shown)", echo(key.trim()))
         }
         _ => echo(line),
     }
+}
+
+/// Whether an error keeps a key's value out of its line: the key names a
+/// secret ([`names_secret`]), or may be one miswritten (a word of a
+/// secret's in it, or within three edits of a key that names one: a
+/// misspelled key is an error, and the line it quotes would show the
+/// password pasted there).
+fn may_be_secret(key: &str) -> bool {
+    let key = key.trim().trim_matches(['"', '\'']).to_ascii_lowercase();
+    names_secret(&key)
+        || ["pass", "pw", "secret", "token"]
+            .iter()
+            .any(|w| key.contains(w))
+        || Protocol::ALL
+            .into_iter()
+            .flat_map(|p| p.keys())
+            .filter(|k| names_secret(k))
+            .any(|k| edits(&key, k) <= 3)
 }
 
 fn resolve(raw: RawConfig) -> Result<Config, Problem> {
@@ -1392,7 +1410,22 @@ fn resolve_sidecar(s: RawSidecar) -> Result<SidecarConfig, Problem> {
     };
     let interface = match &s.interface {
         None => d.interface,
-        Some(i) => parsed(i, "[sidecar] interface must be an IPv4 address")?,
+        Some(i) => {
+            let a: std::net::Ipv4Addr = parsed(i, "[sidecar] interface must be an IPv4 address")?;
+            // No host has such an address on an interface: refused here,
+            // not at the join.
+            if a.is_multicast() || a.is_broadcast() {
+                return Err(Problem::at(
+                    i,
+                    format!(
+                        "[sidecar] interface must be the address of an interface of this host \
+                         (or 0.0.0.0), not a multicast or broadcast address, got {}",
+                        echo(i.get_ref())
+                    ),
+                ));
+            }
+            a
+        }
     };
     let shm_path = match &s.shm_path {
         None => d.shm_path,
@@ -2108,6 +2141,15 @@ source_threshold_ms = 9
         let link = other.path().join("link.toml");
         std::os::unix::fs::symlink(dir.path().join("c.toml"), &link).unwrap();
         assert_eq!(base_dir(&link), dir.path().canonicalize().unwrap());
+        // A protocol's files are located the same way: an MDP3 feed's
+        // `definitions` beside the file the link reaches.
+        let mdp3 = "[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"239.3.1.1:14310\"]\n\
+                    stale_threshold_ms = 1000\nsource_threshold_ms = 1000\ndefinitions = \"defs.pcap\"\n";
+        std::fs::write(dir.path().join("c.toml"), mdp3).unwrap();
+        std::fs::write(dir.path().join("defs.pcap"), b"").unwrap();
+        let c = Config::load(&link).unwrap();
+        let want = dir.path().canonicalize().unwrap().join("defs.pcap");
+        assert_eq!(c.feeds[0].settings.files(), [want.as_path()]);
     }
 
     /// Feeds none of which bounds its symbols need a slot each.
@@ -2232,6 +2274,16 @@ source_threshold_ms = 9
                 "sidecar",
                 "interface = \"::1\"",
                 "[sidecar] interface must be an IPv4 address",
+            ),
+            (
+                "sidecar",
+                "interface = \"239.1.1.1\"",
+                "[sidecar] interface must be the address of an interface of this host",
+            ),
+            (
+                "sidecar",
+                "interface = \"255.255.255.255\"",
+                "not a multicast or broadcast address, got '255.255.255.255'",
             ),
             (
                 "sidecar",

@@ -422,7 +422,8 @@ impl FeedProtocol for ItchConfig {
                 Some(a)
             }
         };
-        let recovery_listen = match keys.addr("recovery_listen")? {
+        let listen_key = keys.addr("recovery_listen")?;
+        let recovery_listen = match listen_key.clone() {
             None => SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
             Some(r) => {
                 let a = *r.get_ref();
@@ -435,6 +436,21 @@ impl FeedProtocol for ItchConfig {
                 a
             }
         };
+        // Requests sent to this host's own listening port would come back
+        // as the server's answers (and be refused as such): recovery would
+        // never work.
+        if let (Some(r), Some(at)) = (recovery, &listen_key) {
+            let own_ip = recovery_listen.ip().is_unspecified() && r.ip().is_loopback();
+            if r.port() == recovery_listen.port() && (r.ip() == recovery_listen.ip() || own_ip) {
+                return Err(Problem::at(
+                    at,
+                    format!(
+                        "recovery {r} is this feed's own recovery_listen {recovery_listen}: \
+                         requests would be sent to itself"
+                    ),
+                ));
+            }
+        }
         let gap_timeout_ms = match keys.int(&GAP_TIMEOUT_MS)? {
             Some(v) => v as u64,
             None if recovery.is_some() => 1_000,
@@ -1131,6 +1147,61 @@ mod tests {
         assert_eq!(g.retry_ns, g.retry_max_ns);
     }
 
+    /// The re-request server is a unicast ip:port; the channel's local
+    /// end is one of this host's (or any); the two are not one socket.
+    #[test]
+    fn recovery_must_be_a_unicast_server_and_not_the_listener() {
+        for a in [
+            "239.1.1.1:18000",
+            "255.255.255.255:18000",
+            "0.0.0.0:18000",
+            "127.0.0.1:0",
+        ] {
+            let e = err(&itch(&format!("recovery = \"{a}\"\n")));
+            assert!(
+                e.contains(&format!(
+                    "line 7: feed 'n': recovery: {a} must be a unicast address with a port"
+                )),
+                "{e}"
+            );
+        }
+        for a in ["239.1.1.1:18001", "255.255.255.255:18001"] {
+            let e = err(&itch(&format!("recovery_listen = \"{a}\"\n")));
+            assert!(
+                e.contains(&format!(
+                    "line 7: feed 'n': recovery_listen: {a} must be a local unicast address or 0.0.0.0"
+                )),
+                "{e}"
+            );
+        }
+        for (server, listen) in [
+            ("127.0.0.1:18000", "127.0.0.1:18000"),
+            ("127.0.0.1:18000", "0.0.0.0:18000"),
+            ("10.0.0.5:18000", "10.0.0.5:18000"),
+        ] {
+            let e = err(&itch(&format!(
+                "recovery = \"{server}\"\nrecovery_listen = \"{listen}\"\n"
+            )));
+            assert!(
+                e.contains(&format!(
+                    "line 8: feed 'n': recovery {server} is this feed's own recovery_listen {listen}"
+                )),
+                "{e}"
+            );
+        }
+        // The same port on another host, or another port here: a channel.
+        for (server, listen) in [
+            ("10.0.0.5:18000", "0.0.0.0:18000"),
+            ("127.0.0.1:18000", "127.0.0.1:18001"),
+            ("127.0.0.2:18000", "127.0.0.1:18000"),
+        ] {
+            let text = itch(&format!(
+                "recovery = \"{server}\"\nrecovery_listen = \"{listen}\"\n"
+            ));
+            assert!(Config::parse(&text, "t.toml").is_ok(), "{server} {listen}");
+        }
+    }
+
     #[test]
     fn glimpse_must_be_a_unicast_server() {
         for a in [
@@ -1230,6 +1301,25 @@ mod tests {
                     let w = std::str::from_utf8(w).unwrap();
                     assert!(!e.contains(w), "{w:?} of the value shown: {e}");
                 }
+            }
+        }
+        // A key miswritten (an unknown key, an error that quotes its
+        // line), the password pasted as its value, quoted or not.
+        for key in [
+            "glimpse_pasword_env",
+            "glimpse_passwd_file",
+            "glimpse_pw",
+            "glimpse_passwrd",
+            "\"glimpse_password_enc\"",
+        ] {
+            for value in [format!("\"{SECRET}\""), SECRET.to_string()] {
+                let text = snapshots("").replace(
+                    "glimpse_password_env = \"TG_GLIMPSE_PW\"",
+                    &format!("{key} = {value}"),
+                );
+                let e = err(&text);
+                assert!(e.contains("(its value not shown)"), "{e}");
+                no_secret(&e);
             }
         }
         for name in ["_", "a", "TG_PW_2", "_9"] {

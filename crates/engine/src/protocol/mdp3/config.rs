@@ -54,9 +54,11 @@ pub struct Mdp3Config {
     pub snapshot_lines: Vec<SocketAddrV4>,
     /// The instrument definition lines: none, A, or A and B.
     pub definition_lines: Vec<SocketAddrV4>,
-    /// A capture of definition packets read before anything else, as
-    /// written in the file: a relative path is relative to the
-    /// configuration file's directory ([`Mdp3Config::definitions_path`]).
+    /// A capture of definition packets read before anything else: as
+    /// written in the file when parsed, then (`Config::load`, through
+    /// `locate_files`) a relative path joined to the configuration file's
+    /// directory, links to the file followed (the current directory for a
+    /// configuration read from a pipe).
     pub definitions: Option<PathBuf>,
     /// When the snapshot lines are joined.
     pub snapshot_join: SnapshotJoin,
@@ -387,16 +389,6 @@ pub fn instrument_name_ok(name: &str) -> bool {
     }
 }
 
-impl Mdp3Config {
-    /// Where the `definitions` capture is, for a configuration read from
-    /// `config_file`: a relative path is taken from the file's directory.
-    pub fn definitions_path(&self, config_file: &Path) -> Option<PathBuf> {
-        let written = self.definitions.as_deref()?;
-        let dir = config_file.parent().unwrap_or(Path::new(""));
-        Some(dir.join(written))
-    }
-}
-
 /// List `key` of 0 to 2 `ip:port` (line A, optional line B), each with a
 /// port and listed once; none when absent.
 fn lines(keys: &mut FeedKeys, key: &str) -> Result<Vec<SocketAddrV4>, Problem> {
@@ -656,21 +648,26 @@ mod tests {
     fn definitions_is_a_path_taken_from_the_configuration_file() {
         let c = config("definitions = \"defs-310.pcap\"\n");
         assert_eq!(c.definitions, Some(PathBuf::from("defs-310.pcap")));
-        let at = |file: &str| c.definitions_path(Path::new(file));
-        assert_eq!(
-            at("/etc/tickguard/cme.toml"),
-            Some("/etc/tickguard/defs-310.pcap".into())
-        );
-        assert_eq!(at("conf/cme.toml"), Some("conf/defs-310.pcap".into()));
-        assert_eq!(at("cme.toml"), Some("defs-310.pcap".into()));
-        let abs = config("definitions = \"/data/defs.pcap\"\n");
-        assert_eq!(
-            abs.definitions_path(Path::new("/etc/cme.toml")),
-            Some("/data/defs.pcap".into())
-        );
-        assert_eq!(
-            config("").definitions_path(Path::new("/etc/cme.toml")),
-            None
+        // Located from the directory `Config::load` gives (its own rule,
+        // links and pipes, is tested there): joined once, the file there.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("defs-310.pcap");
+        std::fs::write(&file, b"").unwrap();
+        let mut located = c.clone();
+        located.locate_files(dir.path()).unwrap();
+        assert_eq!(located.definitions, Some(file.clone()));
+        assert_eq!(located.files(), [file.as_path()]);
+        let mut abs = config(&format!("definitions = \"{}\"\n", file.display()));
+        abs.locate_files(Path::new("/nonexistent")).unwrap();
+        assert_eq!(abs.definitions, Some(file));
+        let mut none = config("");
+        none.locate_files(dir.path()).unwrap();
+        assert_eq!(none.definitions, None);
+        let mut missing = c.clone();
+        let e = missing.locate_files(Path::new("/nonexistent")).unwrap_err();
+        assert!(
+            e.starts_with("definitions /nonexistent/defs-310.pcap: "),
+            "{e}"
         );
         for bad in ["\"\"", "\"a\\u0000b\""] {
             let e = refused(&format!("definitions = {bad}\n"));
