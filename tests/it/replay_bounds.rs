@@ -345,6 +345,107 @@ fn a_replay_skips_a_datagram_live_could_not_receive() {
     );
 }
 
+/// A datagram too large for the live receive buffer that is addressed to
+/// no feed's line is counted as unrouted, as live never receives it
+/// (not as oversized): a capture none of whose datagrams reach a line
+/// still says so, and only the routed jumbo counts as oversized.
+#[test]
+fn an_oversized_datagram_to_no_line_is_unrouted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("capture.pcap");
+    let file = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let (src, elsewhere) = (SENDER.parse().unwrap(), "239.9.9.9:5000".parse().unwrap());
+    w.write_udp(T0, src, elsewhere, b"hello").unwrap();
+    w.write_udp(T0 + MS, src, elsewhere, &[0u8; 9_300]).unwrap();
+    w.finish().unwrap();
+    let cfg = config(dir.path());
+    let (_, summary, stderr) = replay_checks(dir.path(), &path, &cfg, &[T0 + 2 * MS]);
+    assert_eq!(summary["capture"]["unrouted"], 2, "{summary}");
+    assert!(
+        summary["capture"].get("oversized").is_none_or(|v| v == 0),
+        "{summary}"
+    );
+    assert!(
+        stderr.contains("none of the capture's 2 datagrams is addressed to a feed's line"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("larger than"), "{stderr}");
+}
+
+/// A capture whose snap length cut some of a feed's datagrams (and one
+/// that holds a fragment of one) replays what it can and says why the
+/// feed may show gaps live did not have: one line naming both counts.
+#[test]
+fn records_cut_short_or_fragmented_are_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("capture.pcap");
+    let file = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let (src, dst) = (SENDER.parse().unwrap(), LINE.parse().unwrap());
+    // A raw-IP frame of a datagram, as `write_udp` writes it.
+    let frame = |t: u64, payload: &[u8]| {
+        let mut one = CaptureWriter::new(Vec::new(), Format::PcapNanos, Link::RawIp).unwrap();
+        one.write_udp(t, src, dst, payload).unwrap();
+        // Past the 24-byte file header and the 16-byte record header.
+        one.finish().unwrap()[40..].to_vec()
+    };
+    for i in 0..10u64 {
+        let t = T0 + (i + 1) * MS;
+        let q = quote(t, i + 1, 1.1, 1.2);
+        match i {
+            // Sequence 4 cut short: 100 bytes on the wire not captured.
+            3 => {
+                let f = frame(t, &q);
+                w.write_record(t, &f[..f.len() - 4], f.len() as u32 + 96)
+                    .unwrap();
+            }
+            // Sequence 7 as the first fragment of a datagram (MF set).
+            6 => {
+                let mut f = frame(t, &q);
+                f[6] = 0x20;
+                f[10..12].copy_from_slice(&[0, 0]);
+                let sum = ip_checksum(&f[..20]);
+                f[10..12].copy_from_slice(&sum.to_be_bytes());
+                w.write_frame(t, &f).unwrap();
+            }
+            _ => w.write_udp(t, src, dst, &q).unwrap(),
+        }
+    }
+    w.finish().unwrap();
+    let cfg = config(dir.path());
+    let (_, summary, stderr) = replay_checks(dir.path(), &path, &cfg, &[T0 + 20 * MS]);
+    assert_eq!(
+        (
+            &summary["capture"]["truncated"],
+            &summary["capture"]["ip_fragments"]
+        ),
+        (&1.into(), &1.into()),
+        "{summary}"
+    );
+    assert!(
+        stderr.contains(
+            "2 of the capture's records were not read as whole UDP datagrams (1 cut short by the \
+             capture (its snap length), 1 IP fragments, not reassembled)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["ticks_lost"], 2,
+        "{summary}"
+    );
+}
+
+/// The IPv4 header checksum of `header`.
+fn ip_checksum(header: &[u8]) -> u16 {
+    let sum: u32 = header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    !(((folded & 0xffff) + (folded >> 16)) as u16)
+}
+
 const T0: u64 = 1_767_600_000_000_000_000;
 
 /// Packets a microsecond apart whose delay rises by a nanosecond each

@@ -937,12 +937,16 @@ pub fn replay_until(
             }
             return;
         }
-        // Past the live receive buffer: live drops it unread.
-        if d.payload.len() > crate::sys::udp::MAX_DATAGRAM {
+        let route = router.route_from(d.src, d.dst);
+        // Past the live receive buffer: live drops it unread. Routed
+        // first, as live sees the sender first: a datagram to no line, or
+        // from another sender, counts as that, oversized or not.
+        if route.as_ref().is_ok_and(Option::is_some)
+            && d.payload.len() > crate::sys::udp::MAX_DATAGRAM
+        {
             oversized += 1;
             return;
         }
-        let route = router.route_from(d.src, d.dst);
         let feed = route.ok().flatten().map(|(feed, _)| feed);
         if let Some(feed) = feed {
             pending.answer_feed_before(&mut handler, feed, d.time_ns, observer);
@@ -1098,7 +1102,9 @@ pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String>
 /// must not take its `no_quote` answers for the market's):
 /// [`rejected_feed_warnings`]; a capture none of whose records is a
 /// UDP/IPv4 datagram, or none of whose datagrams is addressed to a feed's
-/// line; a BinaryFILE with no record, or no valid one.
+/// line; a BinaryFILE with no record, or no valid one; and inputs that
+/// differ from what live received (UDP records cut short or fragmented,
+/// time stepping back, other senders, datagrams past the receive buffer).
 pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let mut lines = rejected_feed_warnings(config, summary);
     let c = &summary.capture;
@@ -1133,6 +1139,31 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         ));
     } else if r.records == 0 && summary.feeds.values().all(|f| f.file_records().is_none()) {
         lines.push("the capture holds no packets".into());
+    }
+    // Frames a feed may have needed that the replay cannot read whole,
+    // where live received them (the kernel reassembles fragments, and the
+    // capture's snap length cut only the copy): gaps live did not have.
+    let tcp = r.unread_tcp;
+    let (cut, fragments) = (
+        r.truncated - tcp.truncated,
+        r.ip_fragments - tcp.ip_fragments,
+    );
+    if !file && r.datagrams > 0 && cut + fragments > 0 {
+        let what: Vec<String> = [
+            (cut, "cut short by the capture (its snap length)"),
+            (fragments, "IP fragments, not reassembled"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        lines.push(format!(
+            "{} of the capture's records were not read as whole UDP datagrams ({}): live \
+             received them whole, so a feed whose datagrams they were has gaps here live did \
+             not; capture whole frames (no snap length)",
+            cut + fragments,
+            what.join(", ")
+        ));
     }
     if c.time_steps_back > 0 {
         let step = c.largest_step_back_ns as f64;
