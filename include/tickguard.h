@@ -217,6 +217,12 @@
  * - writer_pid, start_time_ns, heartbeat_ns: Relaxed (plain values).
  * - directory_len: Acquire load, pairs with the Release store in
  *   publish_entry(); the entries below it are complete and read Relaxed.
+ * - names_left (tg_lookup, through a movable entry): Acquire load, pairs
+ *   with the Release fence after the odd stamp of the writer's seqlock
+ *   write of the count, which follows its Release store of directory_len
+ *   for the entry that moved the name; directory_len is then loaded again
+ *   (Acquire), so a count that includes the move is never kept for the
+ *   slot the name left without that entry seen.
  * - slot seqlock: stamp Acquire (pairs with the writer's Release store of
  *   the even stamp), words Relaxed, Acquire fence (pairs with the writer's
  *   Release fence after the odd stamp), stamp Relaxed; equal even stamps
@@ -922,9 +928,11 @@ static inline const char *tg_health_name(uint32_t health) {
     }
 }
 
-/* Finds (feed, symbol): 0 and *out filled, or -1 if the feed is unknown, the
+/* Finds (feed, symbol): 0 and *out filled (untouched on -1), or -1 if the feed is unknown, the
  * symbol is not valid, or the writer has not seen it yet (look it up again
- * later). Scans the directory: do it once, not per check. Does not check the
+ * later); also for a movable entry naming a slot past the file's, or when
+ * the directory grew in each of TG_MAX_RETRIES rounds (look it up again).
+ * Scans the directory: do it once, not per check. Does not check the
  * writer's health (tg_check does). Found by a name that may move (an MDP3
  * Symbol), the handle answers TG_NO_QUOTE once the name is entered for
  * another instrument or withdrawn (a definition moved or deleted it): look
@@ -935,6 +943,7 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
     uint64_t n, scanned = 0, name[TG_NAME_LEN / 8];
     uint32_t tries;
     size_t len, b;
+    tg_handle h;
     if (r == NULL || r->base == NULL || out == NULL || symbol == NULL) return -1;
     f = tg__feed_id(r, feed);
     if (f < 0) return -1;
@@ -949,34 +958,42 @@ static inline int tg_lookup(const tg_reader *r, const char *feed, const char *sy
     for (tries = TG_MAX_RETRIES; tries > 0; tries--) {
         uint64_t e, fs;
         n = tg__directory_len(r);
-        /* The last entry of a name is in force. */
+        /* The last entry of a name is in force. Each entry is looked at
+         * once: a length that went back (a file changed by other hands)
+         * rescans nothing. */
         at = tg__newest_entry(r, (uint16_t)f, name, scanned < n ? scanned : n, n);
         if (at >= 0) found = at;
-        scanned = n;
+        if (n > scanned) scanned = n;
         if (found < 0) return -1;
         e = r->directory_offset + (uint64_t)found * TG_DIR_LEN;
         fs = tg__word(r, e, TG_D_FEED_SLOT);
-        out->feed = (uint32_t)f;
-        out->slot = (uint32_t)fs;
-        out->symbol = tg__word(r, e, TG_D_KEY);
-        out->writer_pid = r->pid;
-        out->writer_start_time_ns = r->start_time_ns;
-        out->names_left = 0;
-        out->movable = (fs & TG_D_MOVABLE) != 0;
+        memset(&h, 0, sizeof h); /* padding too: a handle may be compared whole */
+        h.feed = (uint32_t)f;
+        h.slot = (uint32_t)fs;
+        h.symbol = tg__word(r, e, TG_D_KEY);
+        h.writer_pid = r->pid;
+        h.writer_start_time_ns = r->start_time_ns;
+        h.movable = (fs & TG_D_MOVABLE) != 0;
         /* As the Rust reader: a key that is not a symbol (a name withdrawn)
          * has no handle. */
-        if (!tg__symbol_key_valid(out->symbol)) return -1;
-        if (!out->movable) return 0;
-        if (out->slot >= r->capacity) return -1; /* forged: no count to read */
+        if (!tg__symbol_key_valid(h.symbol)) return -1;
+        if (!h.movable) {
+            *out = h;
+            return 0;
+        }
+        if (h.slot >= r->capacity) return -1; /* forged: no count to read */
         /* The count the slot has now, then the directory again: the writer
          * publishes an entry moving the name before it counts the move in
          * the slot it left, so a count that includes a move away is read
          * with that entry visible (and scanned next round); one from before
          * it is what tg_check will find grown. Acquire: pairs with the
          * Release fence of the writer's seqlock write of the count. */
-        out->names_left = __atomic_load_n(
-            tg__ptr(r, r->slots_offset + (uint64_t)out->slot * TG_SLOT_LEN) + TG_S_NAMES_LEFT, __ATOMIC_ACQUIRE);
-        if (tg__directory_len(r) == n) return 0;
+        h.names_left = __atomic_load_n(
+            tg__ptr(r, r->slots_offset + (uint64_t)h.slot * TG_SLOT_LEN) + TG_S_NAMES_LEFT, __ATOMIC_ACQUIRE);
+        if (tg__directory_len(r) == n) {
+            *out = h;
+            return 0;
+        }
         /* Entries came meanwhile: the newer ones decide. */
     }
     return -1;

@@ -2911,6 +2911,7 @@ fn a_lookup_racing_moves_never_keeps_a_count_from_after_the_name_left() {
     });
     assert_eq!(reader.lookup("cme", "ESZ6").unwrap().slot(), last);
     let left: Vec<_> = found.iter().filter(|h| h.slot() != last).collect();
+    assert!(!left.is_empty(), "the lookups raced no move");
     for h in &left {
         assert_eq!(
             reader.check(h, now_ns()).reasons.to_string(),
@@ -2930,6 +2931,10 @@ fn a_lookup_racing_moves_never_keeps_a_count_from_after_the_name_left() {
     assert_eq!(code, Some(0), "{rest}");
     eprintln!("C: {rest}");
     assert!(rest.ends_with(" 0 wrong\n"), "C: {rest}");
+    assert!(
+        !rest.contains(" 0 elsewhere"),
+        "the C lookups raced no move: {rest}"
+    );
 }
 
 /// Looks `ESZ6` up until it finds it at slot argv[2] (the last the name

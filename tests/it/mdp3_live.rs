@@ -839,8 +839,8 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
 
 /// A gateway's handle held while definitions move its Symbol: found by
 /// the Symbol, it answers `no_quote` (and reads no quote) once the
-/// channel gives the Symbol to another instrument, with no `D` for the
-/// first, which still quotes; a handle found by `#SecurityID` keeps
+/// channel gives the Symbol to another quoted instrument, with no `D` for
+/// the first, which still quotes; a handle found by `#SecurityID` keeps
 /// answering for its instrument. The Symbol moved back, a handle from
 /// before either move still answers `no_quote` (the name left its slot
 /// since it was found), as does one found at the second instrument;
@@ -850,7 +850,11 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
 fn a_handle_held_across_a_symbol_move_answers_no_quote() {
     let (mut rig, specs) = Rig::equity_defined();
     let reader = Reader::open(&rig.shm);
-    let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
+    let (a, b, name) = (
+        specs[0].security_id,
+        specs[1].security_id,
+        specs[0].symbol.clone(),
+    );
     let check = |h: &tickguard::Handle| reader.check(h, now_ns()).reasons.to_string();
     let (by_name, by_id) = (
         reader.lookup("cme", &name).unwrap(),
@@ -859,16 +863,26 @@ fn a_handle_held_across_a_symbol_move_answers_no_quote() {
     let quoted = check(&by_id);
     assert_ne!(quoted, "no_quote");
     assert_eq!(check(&by_name), quoted);
-    let quiet = 999_001;
-    rig.send_raw(&[definition(100, quiet, &name, b'A')], 4);
+    // To a second quoted instrument, with no `D` for the first.
+    rig.send_raw(&[definition(100, b, &name, b'M')], 4);
     assert_eq!(check(&by_name), "no_quote", "{name} left its instrument");
     assert_eq!(reader.record(&by_name), None);
     assert_eq!(check(&by_id), quoted, "#{a} unmoved");
-    let at_quiet = reader.lookup("cme", &name).unwrap();
-    assert_eq!(slot_key(&reader, &name), key_of(quiet));
+    let at_b = reader.lookup("cme", &name).unwrap();
+    assert_eq!(slot_key(&reader, &name), key_of(b));
+    let b_quoted = check(&at_b);
+    assert_ne!(b_quoted, "no_quote", "#{b}'s book by the name");
+    // Back to the first.
     rig.send_raw(&[definition(101, a, &name, b'M')], 4);
     assert_eq!(check(&by_name), "no_quote", "found before it left");
-    assert_eq!(check(&at_quiet), "no_quote", "found at the second");
+    assert_eq!(check(&at_b), "no_quote", "found at the second");
+    assert_eq!(
+        reader
+            .check(&reader.lookup("cme", &format!("#{b}")).unwrap(), now_ns())
+            .reasons
+            .to_string(),
+        b_quoted
+    );
     let again = reader.lookup("cme", &name).unwrap();
     assert_eq!(check(&again), quoted, "a fresh lookup follows it back");
     assert_eq!(check(&by_id), quoted);

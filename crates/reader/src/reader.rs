@@ -637,8 +637,10 @@ impl Reader {
     /// Finds (feed, instrument) by name: the last directory entry of that
     /// feed whose name words equal `symbol`'s. `None` if the feed is unknown, no
     /// entry has that name (the writer has not seen it yet: look it up
-    /// again later), or its key is not a symbol. Scans the directory: do it
-    /// once, not per check.
+    /// again later), or its key is not a symbol; also for a movable entry
+    /// naming a slot past the file's, or when the directory grew in each
+    /// of [`MAX_RETRIES`] rounds (look it up again). Scans the directory:
+    /// do it once, not per check.
     pub fn lookup(&self, feed: &str, symbol: &str) -> Option<Handle> {
         let m = self.mapped.as_ref().ok()?;
         let feed = m.feeds.iter().position(|f| f.name == feed)? as u16;
@@ -669,8 +671,10 @@ impl Reader {
         // reader by other hands cannot keep it here.
         for _ in 0..MAX_RETRIES {
             let n = len();
+            // Each entry is looked at once: a length that went back (a
+            // file changed by other hands) rescans nothing.
             found = newest(scanned.min(n), n).or(found);
-            scanned = n;
+            scanned = scanned.max(n);
             // The entry in force decides: one whose key is no symbol (a
             // name withdrawn) finds nothing, as in tickguard.h.
             let (fs, key) = found?;
