@@ -1132,18 +1132,39 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     // the writer lock, the line sockets, the metrics listener, then the
     // recording (last: it empties its file, which a start failing after
     // it would have emptied for nothing).
+    // A stop asked for while it starts (a slow one: a large table, a
+    // large `definitions` file) ends it before anything visible is done:
+    // the recording is not emptied, the publication not replaced.
+    let stopped_starting = || {
+        let stop = shutdown.load(std::sync::atomic::Ordering::Relaxed);
+        if stop {
+            tracing::info!(
+                "stopped while starting: nothing published (the file at the path left as it was)"
+            );
+        }
+        stop
+    };
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
+    if stopped_starting() {
+        return Ok(());
+    }
     if config.metrics.enabled {
         tickguard::metrics::install(config.metrics.listen)?;
     }
     if let Some(path) = &args.record {
         Inputs::of_config(&args.config, &config).refuse("--record", path)?;
+        if stopped_starting() {
+            return Ok(());
+        }
         sidecar.record(path, args.record_max_mb.map(|mb| mb << 20))?;
     }
     // What runs, once nothing before the publication can fail: a start
     // that fails ends in its one line, not after the banner.
     for line in startup_lines(&args.config, &config) {
         tracing::info!("{line}");
+    }
+    if stopped_starting() {
+        return Ok(());
     }
     sidecar.publish()?;
     // Sampled with metrics off too (its logs are the operator's), from the

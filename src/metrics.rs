@@ -606,7 +606,10 @@ impl Monitor {
             }
             rm.record_stop_logged = true;
         }
-        let beat = r.heartbeat_ns().filter(|&b| b > 0);
+        // Another writer's heartbeat is not this one's: its age grows from
+        // the last of its own (the file gateways find at the path is not
+        // this process's, which the log has said to stop).
+        let beat = r.heartbeat_ns().filter(|&b| b > 0 && ours);
         rm.heartbeat_age
             .set(heartbeat_age(beat, &mut rm.last_beat, now));
 
@@ -691,7 +694,10 @@ impl Monitor {
         // Every slot's verdict feeds gauges alone.
         // Each as a check would answer it now (all stale when the writer
         // is not healthy): its slot read with its feed's offset and status.
-        let judged = if self.export {
+        // Another writer's symbols, offsets and statuses are not this
+        // one's either (nor are its feeds this one's, by index): the
+        // gauges keep their last values.
+        let judged = if self.export && ours {
             r.judged(now)
         } else {
             Vec::new()
@@ -717,9 +723,12 @@ impl Monitor {
             // alone readable, inside the status's neither: what cannot be
             // read is skipped (the gauges keep their last values), never
             // read as zeros.
-            let state = r.feed_state(id);
+            let state = r.feed_state(id).filter(|_| ours);
             let offset = state.map(|(_, o)| o);
-            let status = state.map(|(s, _)| s).or_else(|| r.feed_status(id));
+            let status = state
+                .map(|(s, _)| s)
+                .or_else(|| r.feed_status(id))
+                .filter(|_| ours);
             let status_read = status.is_some();
             if let (Some((_, _, exported)), Some(info), Some(values), Some(status)) = (
                 &mut f.exported,
@@ -1115,7 +1124,8 @@ mod tests {
 
     /// A publication at the path that names another writer (this one's
     /// file lost, another process took the path) is not this monitor's to
-    /// tell: none of its counters is read.
+    /// tell: none of its counters is read, nor its heartbeat (nor its
+    /// symbols, offsets and statuses, read under the same guard).
     #[test]
     fn another_writers_publication_is_not_read() {
         use std::os::unix::fs::FileExt;
@@ -1145,6 +1155,10 @@ mod tests {
         let log = logs_of(|| m.sample(t + 2));
         assert_eq!(m.reader.writer_pid(), Some(1), "the other file is mapped");
         assert!(!log.contains("kernel dropped"), "{log}");
+        // Its heartbeat is not this writer's: the age runs from this
+        // writer's last one (the other's is fresh).
+        assert_eq!(m.reader.heartbeat_ns(), Some(t + 2));
+        assert_eq!(m.receiver.last_beat, Some(t));
     }
 
     /// What changed in the last interval before the writer closed its

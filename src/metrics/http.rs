@@ -412,6 +412,38 @@ mod tests {
         assert_eq!(o.events(), libc::POLLOUT);
     }
 
+    /// A client streaming a request head without end is answered 431
+    /// once it passes [`HEAD_MAX`]: what is held of it stays bounded.
+    #[test]
+    fn a_head_without_end_is_answered_431_at_its_bound() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut o = Open::new(stream);
+        let h = handle();
+        // 64 KiB of header lines and never the blank line: read as it
+        // comes, until the bound answers it.
+        let line = b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+        let mut sent = 0;
+        client.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+        while o.out.is_empty() && sent < 64 << 10 {
+            client.write_all(line).unwrap();
+            sent += line.len();
+            assert!(read_head(&mut o, &h), "kept");
+        }
+        assert!(
+            o.out.starts_with(b"HTTP/1.1 431 "),
+            "{:?}",
+            String::from_utf8_lossy(&o.out)
+        );
+        assert!(
+            o.head.len() <= HEAD_MAX + 2048,
+            "{} bytes held",
+            o.head.len()
+        );
+    }
+
     #[test]
     fn requests_are_answered_by_method_and_path() {
         let h = handle();

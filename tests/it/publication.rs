@@ -1947,3 +1947,99 @@ fn a_clock_stepped_back_before_the_start_time_has_the_file_recreated() {
         Some(9)
     );
 }
+
+/// A stop asked for while `run` starts (here while it reads a large MDP3
+/// `definitions` file) ends it before anything visible is done: exit 0,
+/// no "sidecar ready", the publication already at the path (another
+/// writer's, stopped) left as it was, and `--record` not emptied.
+#[test]
+fn a_stop_while_starting_publishes_nothing() {
+    use tickguard::capture::link::Link;
+    use tickguard::capture::write::{CaptureWriter, Format};
+    use tickguard::protocol::mdp3::encode::{self, FeedType, Instrument, Shape};
+    let dir = scratch();
+    let shm = dir.path().join("shm");
+    // The file a writer before left at the path: it must stay.
+    let before = ready_publication(dir.path(), &shm);
+    before.close();
+    drop(before);
+    let (_, old) = snapshot(&shm);
+    // Definitions enough to keep the start busy for a while (the same
+    // hundred instruments defined over and over).
+    let defs = dir.path().join("defs.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&defs).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let (src, dst) = (
+        "10.3.3.3:5000".parse().unwrap(),
+        "10.1.1.1:9".parse().unwrap(),
+    );
+    let t = now_ns();
+    let feeds = [FeedType {
+        md_feed_type: "GBX",
+        market_depth: 10,
+    }];
+    for k in 0..DEFINITIONS {
+        let symbol = format!("ES{}", k % 100);
+        let d = Instrument {
+            match_event_indicator: 0x80,
+            tot_num_reports: Some(100),
+            security_update_action: b'A',
+            trading_status: None,
+            appl_id: 310,
+            security_group: "ES",
+            asset: "ES",
+            symbol: &symbol,
+            security_id: 1_000 + (k % 100) as i32,
+            min_price_increment: Some(250_000_000),
+            display_factor: 1_000_000_000,
+        };
+        let m = encode::definition(54, Shape::new(13), &d, 0, &feeds);
+        w.write_udp(t, src, dst, &encode::packet(k as u32 + 1, t, &[m]))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let record = dir.path().join("rec.pcap");
+    std::fs::write(&record, b"kept").unwrap();
+    let config = dir.path().join("cme.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"cme\"\n\
+             protocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\nstale_threshold_ms = 1000\n\
+             source_threshold_ms = 1000\ndefinitions = \"{}\"\n",
+            shm.display(),
+            free_port(),
+            defs.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--record")
+        .arg(&record)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lock is taken first thing: the start is under way.
+    let lock = dir.path().join("shm.lock");
+    let deadline = Instant::now() + START_LIMIT;
+    while !std::fs::read(&lock).is_ok_and(|b| b.starts_with(child.id().to_string().as_bytes())) {
+        assert!(Instant::now() < deadline, "no lock");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    crate::common::signal(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped while starting"), "{stderr}");
+    assert!(!stderr.contains("sidecar ready"), "{stderr}");
+    assert_eq!(snapshot(&shm).1, old, "the publication at the path kept");
+    assert_eq!(std::fs::read(&record).unwrap(), b"kept");
+}
+
+/// Definition packets in [`a_stop_while_starting_publishes_nothing`]'s
+/// file: enough that reading them outlasts a signal's delivery.
+const DEFINITIONS: usize = 200_000;
