@@ -1007,6 +1007,33 @@ mod tests {
         assert!(err.is_some());
     }
 
+    /// A gzip file cut short (a download interrupted) inside its deflate
+    /// stream or its trailer is an error, never a clean end: the records
+    /// before the cut are delivered, then the read fails. (A cut that
+    /// read as the end would exit 0, later checks answered as if the file
+    /// were whole.)
+    #[test]
+    fn a_gzip_cut_short_is_an_error_not_an_end() {
+        let recs: Vec<Vec<u8>> = (0..2_000u32)
+            .map(|i| encode::delete(7, 1_000 + u64::from(i), u64::from(i)))
+            .collect();
+        let whole = gzip(&file_of(
+            &recs.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+        ));
+        let n = whole.len();
+        let (all, none) = read_all(whole.clone());
+        assert!(none.is_none() && all.len() == recs.len());
+        // Mid-stream, inside the 8-byte trailer (CRC, size), its last byte.
+        for cut in [n / 2, n - 8, n - 1] {
+            let (got, err) = read_all(whole[..cut].to_vec());
+            assert!(err.is_some(), "cut at {cut} of {n} read as the end");
+            assert!(got.len() <= recs.len(), "cut at {cut}");
+            for (k, (i, rec)) in got.iter().enumerate() {
+                assert_eq!((*i, rec), (k as u64, &recs[k]), "cut at {cut}");
+            }
+        }
+    }
+
     /// Records read: (index, bytes).
     type Records = Vec<(u64, Vec<u8>)>;
 
