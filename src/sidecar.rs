@@ -25,9 +25,11 @@
 //! published takes its room once; an MDP3 Symbol or group membership
 //! that moves takes none); beside it, rare events do: rate-limited log
 //! lines (a rejected packet, a membership change), a membership
-//! `setsockopt`, a re-request's `send_to`, and a snapshot connection attempt
+//! `setsockopt`, a re-request's `send_to`, a snapshot connection attempt
 //! started or finished (a channel send that may wake its thread, taking
-//! the channel's lock).
+//! the channel's lock), and, for a program that subscribed to verdict
+//! changes ([`Sidecar::subscribe`]) and waits on them, a change sent (the
+//! same wake: poll with `try_recv` to spare the receive thread it).
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};
@@ -773,7 +775,10 @@ fn warn_of_socket(name: &str, i: &crate::sys::udp::LineInfo) {
         tracing::warn!(feed = %name, "{line}");
     }
     if !i.timestamps {
-        tracing::warn!(line = %i.addr, "no kernel receive timestamps: arrival times are read per cycle");
+        tracing::warn!(line = %i.addr, "no kernel receive timestamps: arrival times are read per cycle (a datagram that waited in the kernel reads as arriving when it was read, so liveness may look fresher by that wait)");
+    }
+    if !i.drop_counter {
+        tracing::warn!(line = %i.addr, "no kernel drop counter: datagrams the kernel drops for a full receive buffer are not counted (kernel_drops stays 0)");
     }
 }
 
@@ -1060,7 +1065,10 @@ impl Sidecar {
 
     /// Subscribes to verdict changes over a bounded channel of `capacity`.
     /// A subscriber that falls behind misses changes (counted in
-    /// [`RunStats::change_drops`]); the receiver never waits for it.
+    /// [`RunStats::change_drops`]); the receiver never waits for it. A
+    /// subscriber blocked in `recv` is woken by each cycle that sends one
+    /// (a lock and a futex call on the receive thread): poll with
+    /// `try_recv` where that matters.
     pub fn subscribe(&mut self, capacity: usize) -> Receiver<VerdictChange> {
         let (tx, rx) = crossbeam_channel::bounded(capacity.max(1));
         self.changes = Some(Changes {
@@ -1740,6 +1748,27 @@ mod tests {
     /// forged packets making it so) logs at most a line each
     /// [`MEMBERSHIP_LOG_NS`], with the count held back; the state the
     /// held-back changes left is logged once the interval has passed.
+    /// A socket without kernel timestamps or without the kernel's drop
+    /// counter is warned about, each in a line of its own; one with both,
+    /// a receive buffer granted, in none.
+    #[test]
+    fn a_socket_missing_a_kernel_feature_is_warned_about() {
+        let info = |timestamps, drop_counter| crate::sys::udp::LineInfo {
+            addr: "239.1.1.1:30001".parse().unwrap(),
+            membership: "any-source".into(),
+            rcvbuf: 2 << 20,
+            rcvbuf_requested: 1 << 20,
+            rcvbuf_error: None,
+            timestamps,
+            drop_counter,
+        };
+        assert_eq!(logs_of(|| warn_of_socket("lp1", &info(true, true))), "");
+        let log = logs_of(|| warn_of_socket("lp1", &info(true, false)));
+        assert!(log.contains("no kernel drop counter"), "{log}");
+        let log = logs_of(|| warn_of_socket("lp1", &info(false, true)));
+        assert!(log.contains("no kernel receive timestamps"), "{log}");
+    }
+
     #[test]
     fn membership_churn_logs_a_few_lines_and_the_state_it_left() {
         let config = Config::parse(
