@@ -425,8 +425,13 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             show_progress(&bar, p)
         };
         let Some((id, symbol)) = itch_target else {
-            if target.is_some() {
-                anyhow::bail!("--explain: a BinaryFILE replays only its --feed '{feed}'");
+            // Another feed than the file's gets nothing; the file's own
+            // feed, not itch50, is refused by the replay in its words.
+            if let Some((id, _)) = target.filter(|&(id, _)| config.feed_id(feed) != Some(id)) {
+                anyhow::bail!(
+                    "--explain: feed '{}' is not the BinaryFILE's --feed '{feed}'",
+                    config.feeds[id as usize].name
+                );
             }
             let outcome = tickguard::replay::itch50::replay_file_until(
                 &config,
@@ -483,6 +488,18 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         None => None,
     };
     if let Some(id) = feed {
+        // Every datagram goes to this feed: another explained would see
+        // none, which would read as a fact of the capture.
+        let explained = target
+            .map(|(id, _)| id)
+            .or(mdp3.as_ref().map(|(id, _)| *id));
+        if let Some(other) = explained.filter(|&e| e != id) {
+            anyhow::bail!(
+                "--explain: feed '{}' gets no datagram: --feed '{}' sends it every one (explain that feed, or replay without --feed)",
+                config.feeds[other as usize].name,
+                config.feeds[id as usize].name
+            );
+        }
         // Line A takes all: another service's datagrams (snapshots,
         // definitions, recovery) would be read as line A's.
         let f = &config.feeds[usize::from(id)];

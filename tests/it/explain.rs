@@ -1131,3 +1131,45 @@ fn timeline_draws_at_most_a_thousand_symbols_and_says_so() {
     assert_eq!(drawn.len(), 1_001);
     assert!(drawn.iter().any(|b| b == "f S1400"));
 }
+
+/// `--feed` sends every datagram to its feed: explaining another is
+/// refused in one line naming both (it would read "never seen" as a fact
+/// of the capture); with `--date`, an explained feed other than the
+/// file's is refused so, and the file's own feed not itch50 is refused
+/// as without `--explain`.
+#[test]
+fn explaining_a_feed_the_replay_feeds_nothing_is_refused() {
+    let other = explain("scenario-eth-us.pcap", "fx", "GBPUSD", &["--feed", "eq"]);
+    assert_eq!(other.code, 2, "{}", other.stderr);
+    assert_eq!(
+        other.stderr.trim_end(),
+        "tickguard: --explain: feed 'fx' gets no datagram: --feed 'eq' sends it every one (explain that feed, or replay without --feed)"
+    );
+    let own = explain(
+        "scenario-eth-us.pcap",
+        "fx",
+        "GBPUSD",
+        &["--feed", "fx", "--no-progress"],
+    );
+    assert_eq!(own.code, 0, "{}", own.stderr);
+    assert!(own.stdout.starts_with("# fx GBPUSD: "), "{}", own.stdout);
+    let date = ["--feed", "fx", "--date", "2026-01-05"];
+    let not_file = explain("scenario-eth-us.pcap", "eq", "AAPL", &date);
+    assert_eq!(not_file.code, 2);
+    assert!(
+        not_file
+            .stderr
+            .contains("--explain: feed 'eq' is not the BinaryFILE's --feed 'fx'"),
+        "{}",
+        not_file.stderr
+    );
+    let not_itch = explain("scenario-eth-us.pcap", "fx", "GBPUSD", &date);
+    assert_eq!(not_itch.code, 2);
+    assert!(
+        not_itch
+            .stderr
+            .contains("--feed: feed 'fx' is not an itch50 feed"),
+        "{}",
+        not_itch.stderr
+    );
+}

@@ -164,8 +164,11 @@ impl Tracker {
                     threshold_ns: self.th.source_ns,
                 });
             }
+            // At the tracker's time, which a capture stepping back
+            // leaves past `a`: what a check answers from then on (the
+            // replay answers a check before the first datagram later).
             let e = Event {
-                time: a,
+                time: self.t,
                 cause: Cause::Offset { from, to: offset },
                 notes,
                 line: None,
@@ -469,7 +472,7 @@ impl Tracker {
             );
         }
         let e = Event {
-            time: a,
+            time: self.t,
             cause,
             notes,
             line: Some(line),
@@ -644,7 +647,7 @@ impl Observer for Forensics {
                 t.dropped = handler.table().find(feed, symbol).is_none();
                 if t.dropped {
                     let e = Event {
-                        time: a,
+                        time: t.t,
                         cause: Cause::TableFull,
                         notes: Vec::new(),
                         line: Some(d.dst),
@@ -674,7 +677,7 @@ impl Observer for Forensics {
                 let before = t.verdict;
                 let after = t.verdict_at(t.t);
                 let e = Event {
-                    time: a,
+                    time: t.t,
                     cause: Cause::Reconciled,
                     notes: Vec::new(),
                     line: Some(d.dst),
