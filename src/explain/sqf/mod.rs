@@ -314,6 +314,11 @@ struct FeedInfo {
     config: FeedConfig,
     offset: i128,
     trackers: Vec<usize>,
+    /// The latest arrival among the feed's datagrams applied (ns): the
+    /// time its state is judged at, as the replay answers a check before
+    /// the feed's first datagram later than it (a capture stepping back
+    /// leaves an arrival before it).
+    latest: u64,
 }
 
 /// What `--at` needs: the state and offset in force at the time asked.
@@ -378,6 +383,7 @@ impl Forensics {
                         crate::clock::OffsetMode::Auto { .. } => 0,
                     },
                     trackers: Vec::new(),
+                    latest: 0,
                 })
                 .collect(),
             scope,

@@ -519,6 +519,8 @@ impl Forensics {
         }
     }
 
+    /// The tracker of (feed, symbol), made at time `a` (the feed's
+    /// latest arrival) if it has none and is tracked.
     fn tracker(&mut self, feed: u16, symbol: Symbol, a: u64) -> Option<usize> {
         if let Some(&i) = self.index.get(&(feed, symbol)) {
             return Some(i);
@@ -622,10 +624,14 @@ impl Observer for Forensics {
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return;
         };
+        // The state is the handler's at arrival `a`; it is judged, and its
+        // events timed, at the feed's latest arrival.
+        f.latest = f.latest.max(a);
+        let now = f.latest;
         if offset != f.offset {
             f.offset = offset;
             for &i in &f.trackers {
-                self.trackers[i].on_offset(origin, a, offset);
+                self.trackers[i].on_offset(origin, now, offset);
             }
         }
         let Ok(packet) = Packet::new_checked(d.payload) else {
@@ -635,13 +641,13 @@ impl Observer for Forensics {
         let mut touched: Vec<usize> = Vec::new();
         for m in packet.messages() {
             let Some(symbol) = m.symbol() else { continue };
-            let Some(i) = self.tracker(feed, symbol, a) else {
+            let Some(i) = self.tracker(feed, symbol, now) else {
                 continue;
             };
             let t = &mut self.trackers[i];
             if t.prepared != self.packets {
                 t.prepared = self.packets;
-                t.prepare(origin, a);
+                t.prepare(origin, now);
                 // The handler gives a new symbol a slot at its first message,
                 // or never in this packet when the table has none for the feed.
                 t.dropped = handler.table().find(feed, symbol).is_none();
