@@ -63,14 +63,28 @@ pub const KEEP: usize = 100_000;
 
 /// Keeps `step` at the end of `steps` (in time order), unless it comes
 /// after `at` (an `--at` answer reads nothing later); once twice [`KEEP`]
-/// are kept, the oldest [`KEEP`] are forgotten, counted in `forgotten`.
+/// are kept, the oldest [`KEEP`] are forgotten, counted in `forgotten`,
+/// but for the verdict changes among them, kept while they fit in half as
+/// many (the oldest changes go first): a busy instrument's every packet
+/// is a step, and the change that set a reason hours ago (a halt in the
+/// morning) must still be told.
 pub(crate) fn keep<S: Moment>(steps: &mut Vec<S>, forgotten: &mut u64, at: Option<u64>, step: S) {
     if at.is_some_and(|at| step.time() > at) {
         return;
     }
     if steps.len() >= 2 * KEEP {
-        steps.drain(..KEEP);
-        *forgotten += KEEP as u64;
+        let before = steps.len();
+        let mut k = 0;
+        steps.retain(|s| {
+            k += 1;
+            let (from, to) = s.turn();
+            k > KEEP || from != to
+        });
+        // At most KEEP / 2 changes stay of the oldest half (the latest of
+        // them), so that the next forgetting is KEEP / 2 steps away.
+        let changes = steps.len() - KEEP;
+        steps.drain(..changes.saturating_sub(KEEP / 2));
+        *forgotten += (before - steps.len()) as u64;
     }
     steps.push(step);
 }
@@ -78,7 +92,7 @@ pub(crate) fn keep<S: Moment>(steps: &mut Vec<S>, forgotten: &mut u64, at: Optio
 /// The line an explanation that forgot `n` earlier steps starts with.
 pub(crate) fn forgotten_line(n: u64) -> String {
     format!(
-        "... {n} earlier steps not kept (an explanation keeps the latest {KEEP} or more; --at TIME answers for an earlier moment from the steps before it)\n"
+        "... {n} earlier steps not kept (an explanation keeps the latest {KEEP} or more, and earlier verdict changes while they fit; --at TIME answers for an earlier moment from the steps before it)\n"
     )
 }
 
@@ -274,6 +288,49 @@ mod tests {
             keep(&mut steps, &mut forgotten, Some(4), At(t));
         }
         assert_eq!((steps.len(), forgotten), (5, 0));
+    }
+
+    /// A moment at `t` that changed the verdict (`true`) or not.
+    struct Turn(u64, bool);
+
+    impl Moment for Turn {
+        fn time(&self) -> u64 {
+            self.0
+        }
+        fn turn(&self) -> (Reasons, Reasons) {
+            match self.1 {
+                true => (Reasons::NO_QUOTE, Reasons::HALTED),
+                false => (Reasons::HALTED, Reasons::HALTED),
+            }
+        }
+    }
+
+    /// The verdict changes among the steps forgotten are kept, the latest
+    /// KEEP / 2 of them at most: a change followed by millions of steps
+    /// that changed nothing is still told, and what the steps imply at
+    /// any time kept is what they implied before; memory and the work of
+    /// forgetting stay bounded however many changes come.
+    #[test]
+    fn the_verdict_changes_among_the_steps_forgotten_are_kept() {
+        let (mut steps, mut forgotten) = (Vec::new(), 0u64);
+        keep(&mut steps, &mut forgotten, None, Turn(0, true));
+        let n = 5 * KEEP as u64;
+        for t in 1..n {
+            keep(&mut steps, &mut forgotten, None, Turn(t, false));
+        }
+        assert_eq!(steps[0].0, 0, "the change kept");
+        assert_eq!(verdict_at(&steps, n), Reasons::HALTED);
+        assert_eq!(verdict_at(&steps, 0), Reasons::HALTED);
+        assert_eq!(forgotten + steps.len() as u64, n);
+        // Every step a change: the latest kept, bounded.
+        let (mut steps, mut forgotten) = (Vec::new(), 0u64);
+        for t in 0..n {
+            keep(&mut steps, &mut forgotten, None, Turn(t, true));
+            assert!(steps.len() <= 2 * KEEP);
+        }
+        assert_eq!(forgotten + steps.len() as u64, n);
+        assert_eq!(steps.last().map(|s| s.0), Some(n - 1));
+        assert!(steps.len() >= KEEP + KEEP / 2);
     }
 
     #[test]

@@ -757,17 +757,36 @@ fn at_over_a_long_capture(
     quote: impl Fn(u64) -> (u64, f64, f64),
     at: impl Fn(u64) -> u64,
 ) -> (Reasons, String) {
+    at_over_a_long_feed(
+        "full",
+        |b, i, t| {
+            let (seq, bid, ask) = quote(i);
+            b.quote(sym("A"), seq, t, bid, ask);
+        },
+        at,
+    )
+}
+
+/// [`at_over_a_long_capture`] of a feed of `kind` whose packet `i`, sent
+/// and arriving at `t`, `write(builder, i, t)` fills.
+fn at_over_a_long_feed(
+    kind: &str,
+    write: impl Fn(&mut PacketBuilder, u64, u64),
+    at: impl Fn(u64) -> u64,
+) -> (Reasons, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::parse(
-        r#"
+        &format!(
+            r#"
 [[feed]]
 name = "f"
-kind = "full"
+kind = "{kind}"
 lines = ["239.9.9.9:9000"]
 stale_threshold_ms = 100000
 source_threshold_ms = 100000
 clock_offset = 0
-"#,
+"#
+        ),
         "t.toml",
     )
     .unwrap();
@@ -777,8 +796,7 @@ clock_offset = 0
         .map(|i| {
             let t = T0 + i * 1_000;
             let mut b = PacketBuilder::new(t);
-            let (seq, bid, ask) = quote(i);
-            b.quote(sym("A"), seq, t, bid, ask);
+            write(&mut b, i, t);
             (t, line, b.finish())
         })
         .collect();
@@ -813,15 +831,39 @@ fn at_answers_an_early_moment_of_a_long_capture() {
     );
 }
 
-/// `--at` where the event that set a reason was dropped for room: the
-/// reason is told as older than the events kept, not as the symbol's
-/// first state (here a valid price was stored first, then crossed quotes,
-/// each an event kept, pushed the crossing out).
+/// `--at` where the event that set a reason came before more events than
+/// an explanation keeps, none changing the verdict: the change is kept
+/// and told (a valid price stored first, then crossed quotes, each an
+/// event: the crossing, the first of them, is the cause).
 #[test]
-fn at_tells_a_cause_dropped_for_room_as_older_than_the_events_kept() {
+fn at_tells_a_cause_older_than_the_events_kept() {
     let crossed = |i| (1 + i, if i == 0 { 1.0 } else { 1.2 }, 1.1);
     let (reasons, text) = at_over_a_long_capture(crossed, |n| T0 + n * 1_000);
     assert_eq!(reasons, Reasons::INVALID_PRICE);
+    assert!(
+        text.contains("invalid_price   2026-01-05T09:00:00.000001000Z")
+            && text.contains("quote seq 2; invalid price"),
+        "{text}"
+    );
+}
+
+/// `--at` where the event that set a reason was dropped for room, more
+/// verdict changes than are kept coming after it: the reason is told as
+/// older than the events kept, not as the symbol's first state (a delta
+/// feed's crossed snapshot, then quotes each skipping a sequence, turning
+/// it suspect, and crossed snapshots clearing that, each a change).
+#[test]
+fn at_tells_a_cause_dropped_for_room_as_older_than_the_events_kept() {
+    let write = |b: &mut PacketBuilder, i: u64, t: u64| {
+        match i {
+            0 => b.snapshot(sym("A"), 1, t, 1.0, 1.1),
+            1 => b.snapshot(sym("A"), 2, t, 1.2, 1.1),
+            _ if i.is_multiple_of(2) => b.quote(sym("A"), 2 * i, t, 1.2, 1.1),
+            _ => b.snapshot(sym("A"), 2 * i, t, 1.2, 1.1),
+        };
+    };
+    let (reasons, text) = at_over_a_long_feed("delta", write, |n| T0 + n * 1_000);
+    assert!(reasons.contains(Reasons::INVALID_PRICE), "{reasons}");
     assert!(
         text.contains("invalid_price   since before the events kept")
             && !text.contains("no valid price stored yet"),
