@@ -368,6 +368,18 @@ impl Channel {
             Some(name) => {
                 let mut x = Mdp3Explain::new(0, &config.feeds[0], name, None);
                 let outcome = replay_with(&config, &mut capture, &checks, |_| {}, &mut x);
+                // What the steps imply is what the replay answered, at
+                // every check of the instrument explained.
+                for (c, a) in checks.iter().zip(&outcome.answers) {
+                    if c.symbol == name {
+                        assert_eq!(
+                            x.verdict_at(c.time_ns),
+                            a.reasons,
+                            "{name} at {} ns",
+                            c.time_ns - T0
+                        );
+                    }
+                }
                 (outcome, Some(x.explanation(true)))
             }
         };
