@@ -408,6 +408,15 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         // An empty drawing, exit 0, would read as "nothing happened".
         anyhow::bail!("--timeline draws SQF feeds only, and the configuration has none");
     }
+    // --feed names a feed of the configuration, whatever else is asked.
+    if let Some(name) = args.feed.as_ref().filter(|n| config.feed_id(n).is_none()) {
+        let known: Vec<&str> = config.feeds.iter().map(|f| f.name.as_str()).collect();
+        anyhow::bail!(
+            "--feed: no feed '{name}' in {} (feeds: {})",
+            args.config.display(),
+            known.join(", ")
+        );
+    }
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
         let bar = progress_bar(&args, total);
@@ -475,18 +484,9 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         let outcome = input_ended(&bar, &config, &args, &checks[..asked], outcome, started)?;
         return finish_itch_explain(&args, &x, outcome);
     }
-    // --feed without --date: every datagram of the capture to that feed.
-    let feed = match &args.feed {
-        Some(name) => Some(config.feed_id(name).ok_or_else(|| {
-            let known: Vec<&str> = config.feeds.iter().map(|f| f.name.as_str()).collect();
-            anyhow::anyhow!(
-                "--feed: no feed '{name}' in {} (feeds: {})",
-                args.config.display(),
-                known.join(", ")
-            )
-        })?),
-        None => None,
-    };
+    // --feed without --date: every datagram of the capture to that feed
+    // (a feed of the configuration: checked above).
+    let feed = args.feed.as_deref().and_then(|name| config.feed_id(name));
     if let Some(id) = feed {
         // Every datagram goes to this feed: another explained would see
         // none, which would read as a fact of the capture.

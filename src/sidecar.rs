@@ -1744,10 +1744,6 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
-    /// A line wanted and not wanted again and again (a snapshot loop, or
-    /// forged packets making it so) logs at most a line each
-    /// [`MEMBERSHIP_LOG_NS`], with the count held back; the state the
-    /// held-back changes left is logged once the interval has passed.
     /// A socket without kernel timestamps or without the kernel's drop
     /// counter is warned about, each in a line of its own; one with both,
     /// a receive buffer granted, in none.
@@ -1769,6 +1765,10 @@ mod tests {
         assert!(log.contains("no kernel receive timestamps"), "{log}");
     }
 
+    /// A line wanted and not wanted again and again (a snapshot loop, or
+    /// forged packets making it so) logs at most a line each
+    /// [`MEMBERSHIP_LOG_NS`], with the count held back; the state the
+    /// held-back changes left is logged once the interval has passed.
     #[test]
     fn membership_churn_logs_a_few_lines_and_the_state_it_left() {
         let config = Config::parse(

@@ -1205,6 +1205,19 @@ fn explaining_a_feed_the_replay_feeds_nothing_is_refused() {
         "{}",
         not_file.stderr
     );
+    let no_feed = explain(
+        "scenario-eth-us.pcap",
+        "fx",
+        "GBPUSD",
+        &["--feed", "nosuch", "--date", "2026-01-05"],
+    );
+    assert_eq!(no_feed.code, 2);
+    assert!(
+        no_feed.stderr.contains("--feed: no feed 'nosuch' in ")
+            && no_feed.stderr.contains("(feeds: fx, eq)"),
+        "{}",
+        no_feed.stderr
+    );
     let not_itch = explain("scenario-eth-us.pcap", "fx", "GBPUSD", &date);
     assert_eq!(not_itch.code, 2);
     assert!(

@@ -61,15 +61,17 @@ fn message() -> impl Strategy<Value = Msg> {
     )
 }
 
-/// Packets: (µs since the previous one, line, messages); now and then
-/// one stamped before the previous (lines captured on two interfaces),
-/// less than the millisecond past which it is a clock step.
+/// Packets: (µs since the previous one, line, messages, none for a
+/// datagram the feed rejects); now and then one stamped before the
+/// previous (lines captured on two interfaces), less than the millisecond
+/// past which it is a clock step.
 fn stream() -> impl Strategy<Value = Vec<(i64, usize, Vec<Msg>)>> {
     prop::collection::vec(
         (
             prop_oneof![1 => Just(0i64), 4 => 0i64..3000, 1 => -900i64..0],
             0..LINES.len(),
-            prop::collection::vec(message(), 1..4),
+            // None: a datagram the feed rejects (not SQF).
+            prop::collection::vec(message(), 0..4),
         ),
         1..40,
     )
@@ -83,6 +85,11 @@ fn capture(stream: &[(i64, usize, Vec<Msg>)]) -> (Vec<u8>, Vec<u64>) {
     for (dt, line, msgs) in stream {
         t = t.saturating_add_signed(dt * US as i64);
         times.push(t);
+        if msgs.is_empty() {
+            w.write_udp(t, src, LINES[*line].parse().unwrap(), b"not a packet")
+                .unwrap();
+            continue;
+        }
         let mut b = PacketBuilder::new(t);
         for &(kind, s, seq, px, delay) in msgs {
             let symbol = Symbol::parse(SYMBOLS[s]).unwrap();

@@ -434,6 +434,30 @@ fn records_cut_short_or_fragmented_are_told() {
         summary["feeds"]["lp1"]["symbols"]["EURUSD"]["ticks_lost"], 2,
         "{summary}"
     );
+
+    // No datagram read whole, mostly for another cause (TCP segments no
+    // feed takes): the cut ones are still told.
+    let file = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let server = "10.9.9.9:443".parse().unwrap();
+    for i in 0..50u64 {
+        w.write_tcp(T0 + i * MS, server, src, i as u32, 0x10, b"x")
+            .unwrap();
+    }
+    for i in 0..3u64 {
+        let t = T0 + (60 + i) * MS;
+        let f = frame(t, &quote(t, i + 1, 1.1, 1.2));
+        w.write_record(t, &f[..f.len() - 4], f.len() as u32 + 96)
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let (_, summary, stderr) = replay_checks(dir.path(), &path, &cfg, &[T0 + 90 * MS]);
+    assert_eq!(summary["capture"]["truncated"], 3, "{summary}");
+    assert!(stderr.contains("mostly segments: 50"), "{stderr}");
+    assert!(
+        stderr.contains("3 of the capture's records were not read as whole UDP datagrams"),
+        "{stderr}"
+    );
 }
 
 /// The IPv4 header checksum of `header`.

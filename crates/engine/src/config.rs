@@ -1038,20 +1038,27 @@ fn quoted(line: &str) -> String {
 
 /// Whether an error keeps a key's value out of its line: the key names a
 /// secret ([`names_secret`]), or may be one miswritten (a word of a
-/// secret's in it, or within three edits of a key that names one: a
+/// secret's in it, or within three edits of a key that names one or of
+/// that key without its last word: a
 /// misspelled key is an error, and the line it quotes would show the
 /// password pasted there).
 fn may_be_secret(key: &str) -> bool {
     let key = key.trim().trim_matches(['"', '\'']).to_ascii_lowercase();
+    // A secret key, and the same without its last word (`_env`, `_file`):
+    // a misspelling that also drops it is as likely.
+    let near = |k: &str| {
+        let stem = k.rsplit_once('_').map_or(k, |(stem, _)| stem);
+        edits(&key, k) <= 3 || edits(&key, stem) <= 3
+    };
     names_secret(&key)
-        || ["pass", "pw", "secret", "token"]
+        || ["pas", "psw", "pw", "secret", "token"]
             .iter()
             .any(|w| key.contains(w))
         || Protocol::ALL
             .into_iter()
             .flat_map(|p| p.keys())
             .filter(|k| names_secret(k))
-            .any(|k| edits(&key, k) <= 3)
+            .any(|k| near(k))
 }
 
 fn resolve(raw: RawConfig) -> Result<Config, Problem> {

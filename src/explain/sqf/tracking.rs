@@ -611,12 +611,20 @@ impl Observer for Forensics {
         d: &Datagram<'_>,
         result: Result<(), crate::protocol::Rejected>,
     ) {
+        let a = d.time_ns;
+        // The state is the handler's at arrival `a`; it is judged, and its
+        // events timed, at the feed's latest arrival, a rejected datagram's
+        // too (the replay answers the feed's checks before each).
+        let Some(f) = self.feeds.get_mut(feed as usize) else {
+            return;
+        };
+        f.latest = f.latest.max(a);
+        let now = f.latest;
         // A rejected packet changes nothing but counters.
         if result.is_err() || self.scope == Scope::Nothing {
             return;
         }
         let origin = self.origin.unwrap_or(d.time_ns);
-        let a = d.time_ns;
         let Some(hf) = handler.feeds().get(feed as usize) else {
             return;
         };
@@ -624,10 +632,6 @@ impl Observer for Forensics {
         let Some(f) = self.feeds.get_mut(feed as usize) else {
             return;
         };
-        // The state is the handler's at arrival `a`; it is judged, and its
-        // events timed, at the feed's latest arrival.
-        f.latest = f.latest.max(a);
-        let now = f.latest;
         if offset != f.offset {
             f.offset = offset;
             for &i in &f.trackers {

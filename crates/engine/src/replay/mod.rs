@@ -1111,6 +1111,8 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let r = &c.reader;
     // A venue's file has records but never datagrams.
     let file = summary.feeds.values().any(|f| f.file_records().is_some());
+    // The commonest reason a record was no datagram, when none was.
+    let mut none_because = None;
     if !file && r.records > 0 && r.datagrams == 0 {
         let causes = r.not_datagrams();
         let (cause, n) = causes
@@ -1118,6 +1120,7 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
             .max_by_key(|c| c.1)
             .copied()
             .unwrap_or(("", 0));
+        none_because = Some(cause);
         lines.push(format!(
             "none of the capture's {} records is a UDP/IPv4 datagram (mostly {cause}: {n})",
             r.records
@@ -1148,7 +1151,9 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         r.truncated - tcp.truncated,
         r.ip_fragments - tcp.ip_fragments,
     );
-    if !file && r.datagrams > 0 && cut + fragments > 0 {
+    // (Said already when no record was a datagram, mostly for these.)
+    let told = matches!(none_because, Some("truncated" | "ip_fragments"));
+    if !file && !told && cut + fragments > 0 {
         let what: Vec<String> = [
             (cut, "cut short by the capture (its snap length)"),
             (fragments, "IP fragments, not reassembled"),

@@ -1310,6 +1310,10 @@ mod tests {
             "glimpse_passwd_file",
             "glimpse_pw",
             "glimpse_passwrd",
+            "glimpse_pasword",
+            "glimpse_paswd",
+            "glimpse_psswd",
+            "glimpse_passwort_fil",
             "\"glimpse_password_enc\"",
         ] {
             for value in [format!("\"{SECRET}\""), SECRET.to_string()] {
