@@ -2048,6 +2048,12 @@ fn a_stop_while_starting_publishes_nothing() {
     assert!(!stderr.contains("sidecar ready"), "{stderr}");
     assert_eq!(snapshot(&shm).1, old, "the publication at the path kept");
     assert_eq!(std::fs::read(&record).unwrap(), b"kept");
+    // Neither the file it built nor its lock is left behind.
+    assert_eq!(
+        names(dir.path()),
+        ["c.toml", "cme.toml", "defs.pcap", "rec.pcap", "shm"],
+        "{stderr}"
+    );
 }
 
 /// Definition packets in [`a_stop_while_starting_publishes_nothing`]'s

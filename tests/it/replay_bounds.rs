@@ -348,7 +348,8 @@ fn a_replay_skips_a_datagram_live_could_not_receive() {
 /// A datagram too large for the live receive buffer that is addressed to
 /// no feed's line is counted as unrouted, as live never receives it
 /// (not as oversized): a capture none of whose datagrams reach a line
-/// still says so, and only the routed jumbo counts as oversized.
+/// still says so; one to a line from another sender than its `source` is
+/// counted as that sender's.
 #[test]
 fn an_oversized_datagram_to_no_line_is_unrouted() {
     let dir = tempfile::tempdir().unwrap();
@@ -371,6 +372,21 @@ fn an_oversized_datagram_to_no_line_is_unrouted() {
         "{stderr}"
     );
     assert!(!stderr.contains("larger than"), "{stderr}");
+    // To the line from another sender than `source`: another's datagram,
+    // oversized or not, as live counts it.
+    let path = dir.path().join("other.pcap");
+    let file = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let (other, line) = ("10.6.6.6:5000".parse().unwrap(), LINE.parse().unwrap());
+    w.write_udp(T0, other, line, &[0u8; 9_300]).unwrap();
+    w.finish().unwrap();
+    let ssm = config_of(dir.path(), "kind = \"full\"\nsource = \"10.0.0.1\"");
+    let (_, summary, _) = replay_checks(dir.path(), &path, &ssm, &[T0 + MS]);
+    assert_eq!(summary["capture"]["wrong_source"], 1, "{summary}");
+    assert!(
+        summary["capture"].get("oversized").is_none_or(|v| v == 0),
+        "{summary}"
+    );
 }
 
 /// A capture whose snap length cut some of a feed's datagrams (and one
