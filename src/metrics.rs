@@ -549,8 +549,13 @@ impl Monitor {
         let r = &self.reader;
         let writer = r.writer_pid().zip(r.receiver().map(|(start, _, _)| start));
         // Only this process's writer's: another writer that took the path
-        // (this one's file lost) is not its to tell.
-        let ours = writer.is_some_and(|(pid, _)| pid == u64::from(std::process::id()));
+        // (this one's file lost) is not its to tell, one of another pid
+        // namespace with this pid neither (told by its start time, once
+        // this writer published).
+        let own_start = self.shared.publication_start();
+        let ours = writer.is_some_and(|(pid, start)| {
+            pid == u64::from(std::process::id()) && (own_start == 0 || start == own_start)
+        });
         let healthy = ours
             && (health.is_ok()
                 || (closing
@@ -1158,6 +1163,38 @@ mod tests {
         // Its heartbeat is not this writer's: the age runs from this
         // writer's last one (the other's is fresh).
         assert_eq!(m.reader.heartbeat_ns(), Some(t + 2));
+        assert_eq!(m.receiver.last_beat, Some(t));
+    }
+
+    /// A publication at the path whose header names this pid but another
+    /// start time (a sidecar of another pid namespace, pid 1 as this one,
+    /// sharing the path) is not this monitor's either: told by the start
+    /// time of the publication this writer serves.
+    #[test]
+    fn a_publication_of_this_pid_and_another_start_is_not_read() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let t = now_ns();
+        let p = sidecar.publication();
+        p.heartbeat(t);
+        let mut m = Monitor::new(&config, sidecar.shared_stats());
+        m.sample(t);
+        p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 3));
+        assert!(logs_of(|| m.sample(t + 1)).contains("kernel dropped"));
+        // Its start time written over: as another writer's header.
+        let at = std::mem::offset_of!(tickguard_reader::layout::Header, start_time_ns) as u64;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&config.sidecar.shm_path)
+            .unwrap();
+        file.write_all_at(&(p.start_time_ns() - 1).to_le_bytes(), at)
+            .unwrap();
+        p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, 9));
+        p.heartbeat(t + 2);
+        let log = logs_of(|| m.sample(t + 2));
+        assert_eq!(m.reader.writer_pid(), Some(u64::from(std::process::id())));
+        assert!(!log.contains("kernel dropped"), "{log}");
         assert_eq!(m.receiver.last_beat, Some(t));
     }
 

@@ -136,6 +136,19 @@ impl SharedStats {
         })
     }
 
+    /// Records the start time of the publication this writer serves now.
+    pub fn set_publication_start(&self, ns: u64) {
+        // Relaxed: a value of its own, read as one.
+        self.publication_start_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// The start time of the publication this writer serves (0 before one
+    /// is published).
+    pub fn publication_start(&self) -> u64 {
+        // Relaxed: see `set_publication_start`.
+        self.publication_start_ns.load(Ordering::Relaxed)
+    }
+
     /// The last set published (waits out a store in progress).
     pub fn load(&self) -> RunStats {
         let (st, _, _) = self.stamp.read(|| {
@@ -195,6 +208,11 @@ pub struct SharedStats {
     pub record_stopped: AtomicU64,
     /// See [`RunStats::batch_sizes`].
     pub batch_sizes: [AtomicU64; BATCH_BUCKETS],
+    /// The start time in the header of the publication this writer
+    /// serves now (ns; 0 before one is published): with the pid, what
+    /// tells its file from another writer's (another pid namespace's
+    /// sidecar is pid 1 too). Outside the seqlock: one word.
+    publication_start_ns: AtomicU64,
 }
 
 struct Line {
@@ -1016,6 +1034,8 @@ impl Sidecar {
         self.publication
             .publish()
             .with_context(|| format!("shared memory {}", sc.shm_path.display()))?;
+        self.shared
+            .set_publication_start(self.publication.start_time_ns());
         tracing::info!(
             shm = %sc.shm_path.display(),
             capacity = self.config.capacity,
@@ -1439,6 +1459,8 @@ impl Sidecar {
                 self.publication.close();
                 self.publication = p;
                 self.publication.heartbeat(now);
+                self.shared
+                    .set_publication_start(self.publication.start_time_ns());
                 if let Some(ch) = &mut self.changes {
                     ch.start_over(now, &mut self.stats.change_drops);
                 }

@@ -1120,6 +1120,12 @@ impl Publication {
         }
     }
 
+    /// The writer start time its header holds (ns since the Unix epoch):
+    /// with the pid, what tells this writer's file from another's.
+    pub fn start_time_ns(&self) -> u64 {
+        self.start_time_ns
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
