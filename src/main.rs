@@ -1145,10 +1145,6 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     if let Err(e) = resync {
         tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
     }
-    // Everything that can fail comes before the publication is touched:
-    // the writer lock, the line sockets, the metrics listener, then the
-    // recording (last: it empties its file, which a start failing after
-    // it would have emptied for nothing).
     // A stop asked for while it starts (a slow one: a large table, a
     // large `definitions` file) ends it before anything visible is done:
     // the recording is not emptied, the publication not replaced.
@@ -1161,6 +1157,10 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
         }
         stop
     };
+    // Everything that can fail comes before the publication is touched:
+    // the writer lock, the line sockets, the metrics listener, then the
+    // recording (last: it empties its file, which a start failing after
+    // it would have emptied for nothing).
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
     if stopped_starting() {
         return Ok(());
