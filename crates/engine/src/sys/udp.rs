@@ -715,6 +715,109 @@ mod tests {
         );
     }
 
+    /// A header whose control space holds `msgs` (level, type, length
+    /// claimed, payload) laid out as the kernel lays them, `controllen`
+    /// bytes of it filled, and the flags the kernel would set.
+    fn control(
+        buf: &mut [u64; 16],
+        msgs: &[(i32, i32, usize, &[u8])],
+        controllen: usize,
+        flags: i32,
+    ) -> libc::mmsghdr {
+        // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+        h.msg_control = buf.as_mut_ptr().cast();
+        h.msg_controllen = controllen;
+        h.msg_flags = flags;
+        let bytes = buf.as_mut_ptr().cast::<u8>();
+        let mut at = 0;
+        for &(level, ty, len, payload) in msgs {
+            // SAFETY: every write stays inside `buf` (128 bytes, the
+            // messages below take at most 64), at 8-byte aligned headers.
+            unsafe {
+                let c = bytes.add(at).cast::<libc::cmsghdr>();
+                (*c).cmsg_level = level;
+                (*c).cmsg_type = ty;
+                (*c).cmsg_len = len as _;
+                let data = libc::CMSG_DATA(c);
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), data, payload.len());
+                at += libc::CMSG_SPACE(payload.len() as u32) as usize;
+            }
+        }
+        libc::mmsghdr {
+            msg_hdr: h,
+            msg_len: 40,
+        }
+    }
+
+    /// The control messages are read only as far as the kernel filled
+    /// them: a payload whose message was cut short (MSG_CTRUNC: the kernel
+    /// writes the length that fitted) or lies past the space filled is not
+    /// read, and what came before it still is.
+    #[test]
+    fn control_messages_cut_short_are_not_read() {
+        let ts = libc::timespec {
+            tv_sec: 1_800_000_000,
+            tv_nsec: 123,
+        };
+        // SAFETY: timespec is plain data; its bytes are its value.
+        let ts_bytes: [u8; 16] = unsafe { std::mem::transmute(ts) };
+        let drops = 7u32.to_ne_bytes();
+        let len = |n: usize| unsafe { libc::CMSG_LEN(n as u32) } as usize;
+        let space = |n: usize| unsafe { libc::CMSG_SPACE(n as u32) } as usize;
+        let stamp = (
+            libc::SOL_SOCKET,
+            libc::SCM_TIMESTAMPNS,
+            len(16),
+            &ts_bytes[..],
+        );
+        let count = (libc::SOL_SOCKET, libc::SO_RXQ_OVFL, len(4), &drops[..]);
+        let time = Some(1_800_000_000_000_000_123);
+        let mut buf = [0u64; 16];
+
+        // Both whole.
+        let h = control(&mut buf, &[stamp, count], space(16) + space(4), 0);
+        let m = parse_meta(&h);
+        assert_eq!((m.len, m.time_ns, m.drops), (40, time, Some(7)));
+
+        // The count cut short: its header says 2 of its 4 bytes came.
+        let cut = (libc::SOL_SOCKET, libc::SO_RXQ_OVFL, len(2), &drops[..2]);
+        let h = control(
+            &mut buf,
+            &[stamp, cut],
+            space(16) + len(2),
+            libc::MSG_CTRUNC,
+        );
+        let m = parse_meta(&h);
+        assert_eq!((m.time_ns, m.drops), (time, None));
+
+        // The stamp cut short, its header claiming 8 of 16 bytes, and the
+        // count after it never written.
+        buf = [0; 16];
+        let cut = (
+            libc::SOL_SOCKET,
+            libc::SCM_TIMESTAMPNS,
+            len(8),
+            &ts_bytes[..8],
+        );
+        let h = control(&mut buf, &[cut], len(8), libc::MSG_CTRUNC);
+        assert_eq!((parse_meta(&h).time_ns, parse_meta(&h).drops), (None, None));
+
+        // A whole count whose header lies past the space filled: not read.
+        let h = control(&mut buf, &[stamp, count], space(16) + 8, libc::MSG_CTRUNC);
+        assert_eq!((parse_meta(&h).time_ns, parse_meta(&h).drops), (time, None));
+
+        // No control space filled at all.
+        let h = control(&mut buf, &[stamp], 0, libc::MSG_CTRUNC);
+        assert_eq!(
+            parse_meta(&h),
+            Meta {
+                len: 40,
+                ..Meta::default()
+            }
+        );
+    }
+
     #[test]
     fn arrivals_keep_queue_order_and_follow_a_clock_stepped_back() {
         let t = 1_800_000_000_000_000_000;
