@@ -1148,21 +1148,30 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     // A stop asked for while it starts (a slow one: a large table, a
     // large `definitions` file) ends it before anything visible is done:
     // the recording is not emptied, the publication not replaced.
+    // A stop that a helper thread's failure asked for (the metrics
+    // listener's, the log writer's) fails the start instead: exit 2, for
+    // the service manager to start it again.
     let stopped_starting = || {
-        let stop = shutdown.load(std::sync::atomic::Ordering::Relaxed);
+        // Acquire: pairs with the failing thread's Release store of the stop.
+        let stop = shutdown.load(std::sync::atomic::Ordering::Acquire);
+        if logq::thread_failed() {
+            anyhow::bail!(
+                "a thread of the sidecar failed while it started (its message is above): stopped"
+            );
+        }
         if stop {
             tracing::info!(
                 "stopped while starting: nothing published (the file at the path left as it was)"
             );
         }
-        stop
+        Ok(stop)
     };
     // Everything that can fail comes before the publication is touched:
     // the writer lock, the line sockets, the metrics listener, then the
     // recording (last: it empties its file, which a start failing after
     // it would have emptied for nothing).
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
-    if stopped_starting() {
+    if stopped_starting()? {
         return Ok(());
     }
     if config.metrics.enabled {
@@ -1170,7 +1179,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     }
     if let Some(path) = &args.record {
         Inputs::of_config(&args.config, &config).refuse("--record", path)?;
-        if stopped_starting() {
+        if stopped_starting()? {
             return Ok(());
         }
         sidecar.record(path, args.record_max_mb.map(|mb| mb << 20))?;
@@ -1180,7 +1189,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     for line in startup_lines(&args.config, &config) {
         tracing::info!("{line}");
     }
-    if stopped_starting() {
+    if stopped_starting()? {
         return Ok(());
     }
     sidecar.publish()?;

@@ -382,7 +382,10 @@ pub fn install(listen: SocketAddr) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
     std::thread::Builder::new()
         .name("tickguard-http".into())
-        .spawn(move || http::serve(listener, handle))
+        .spawn(move || {
+            injected_panic();
+            http::serve(listener, handle)
+        })
         .map_err(|e| anyhow::anyhow!("metrics listener on {listen}: {e}"))?;
     tracing::info!(%listen, "metrics at http://{listen}/metrics");
     Ok(())
@@ -406,6 +409,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("tickguard-metrics".into())
         .spawn(move || {
+            injected_panic();
             let mut m = Monitor::new(&config, shared);
             m.export = export;
             while !stop.load(Ordering::Relaxed) {
@@ -414,6 +418,18 @@ pub fn spawn(
             }
             m.last_sample(now_ns());
         })
+}
+
+/// Debug builds only (the tests' binaries): a panic on the thread that
+/// `TICKGUARD_TEST_PANIC` names, as a thread's defect would, to show that a
+/// helper thread's failure stops the sidecar. Nothing in release builds.
+fn injected_panic() {
+    #[cfg(debug_assertions)]
+    if let Some(name) = std::thread::current().name() {
+        if std::env::var_os("TICKGUARD_TEST_PANIC").is_some_and(|want| want == name) {
+            panic!("a panic injected for a test on {name}");
+        }
+    }
 }
 
 /// Reads the publication and the receiver's statistics into metrics and logs.

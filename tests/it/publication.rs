@@ -119,6 +119,65 @@ fn start(config: &Path, shm: &Path) -> Running {
     }
 }
 
+/// A helper thread that fails (a panic: a defect; injected by the debug
+/// build's `TICKGUARD_TEST_PANIC`) stops the sidecar: exit 2, the panic's
+/// message and one line saying it stopped. The monitor fails once the
+/// sidecar runs: the publication it made is closed, so readers answer
+/// `stale` at once. The metrics listener fails as the sidecar starts,
+/// before its publication is made or just after (a race this test does
+/// not steer): either way exit 2, not the clean stop a SIGTERM while
+/// starting is (exit 0), so that its service manager starts it again.
+#[test]
+fn a_helper_thread_that_fails_stops_the_sidecar() {
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    for (thread, stopped) in [
+        (
+            "tickguard-metrics",
+            "a thread of the sidecar failed (its message is above): stopped",
+        ),
+        ("tickguard-http", "a thread of the sidecar failed"),
+    ] {
+        crate::common::remove_publication(&shm);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let metrics = format!("listen = \"127.0.0.1:{port}\"");
+        let cfg = config(dir.path(), thread, &shm, "", &metrics);
+        let out = finish(
+            Command::new(bin())
+                .args(["run", "--config"])
+                .arg(&cfg)
+                .env("TICKGUARD_TEST_PANIC", thread),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{thread}: {err}");
+        assert!(
+            err.contains(&format!("thread '{thread}' panicked"))
+                && err.contains("a panic injected for a test"),
+            "{thread}: {err}"
+        );
+        assert!(
+            err.lines().last().unwrap().contains(stopped),
+            "{thread}: {err}"
+        );
+        let health = Reader::open(&shm).health(now_ns());
+        match thread {
+            "tickguard-metrics" => assert_eq!(health, tickguard::Health::WriterClosed, "{err}"),
+            // Failed before the publication or after it: nothing running.
+            _ => assert!(
+                matches!(
+                    health,
+                    tickguard::Health::Missing(_) | tickguard::Health::WriterClosed
+                ),
+                "{health}: {err}"
+            ),
+        }
+    }
+}
+
 /// Runs a command expected to end by itself within [`START_LIMIT`].
 fn finish(cmd: &mut Command) -> Output {
     let mut child = cmd
