@@ -26,7 +26,8 @@ pub fn replay_recording(cfg: &Path, rec: &Path, feed: &str) -> FeedSummary {
     }
 }
 
-/// Every symbol the sidecar published has the state the replay rebuilt.
+/// Every symbol the sidecar published has the state the replay rebuilt,
+/// its price (bid, ask and source time) included.
 pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
     assert_eq!(live.len(), replayed.symbols.len());
     for r in live {
@@ -40,7 +41,8 @@ pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
                 st.seq.duplicates,
                 st.suspect,
                 st.invalid,
-                st.last_alive
+                st.last_alive,
+                st.price.map(|p| (p.bid, p.ask, p.source_time)),
             ),
             (
                 s.last_seq,
@@ -48,7 +50,11 @@ pub fn assert_same_state(live: &[Record], replayed: &FeedSummary) {
                 s.duplicates,
                 s.suspect,
                 s.invalid,
-                s.last_alive
+                s.last_alive,
+                s.bid
+                    .zip(s.ask)
+                    .zip(s.source_time)
+                    .map(|((b, a), t)| (b, a, t)),
             ),
             "{name}"
         );
