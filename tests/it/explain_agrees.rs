@@ -401,7 +401,17 @@ fn a_quote_stamped_before_the_other_lines_snapshot_is_explained() {
         (100, 1, vec![(0, 0, 2, 1, 150)]),
     ];
     let text = agreed_explanation(&stream);
-    let said = "quote seq 2 older at its source than snapshot seq 1, which the other line brought and this one not yet: sent before it (a reset this line lost) or stamped out of order, ignored, suspect";
+    let said = "quote seq 2 stamped at or before snapshot seq 1, which the other line brought and this one not yet: sent before it (a reset this line lost) or stamped out of order, ignored, suspect";
+    assert!(text.contains(said), "{said}:\n{text}");
+    // Stamped the same nanosecond as that Snapshot (a provider stamping a
+    // Snapshot with its price's time): the same.
+    let stream = [
+        (0, 0, vec![(0, 0, 1, 3, 0)]),
+        (100, 1, vec![(0, 0, 1, 3, 100)]),
+        (100, 0, vec![(3, 0, 1, 3, 0)]),
+        (100, 1, vec![(0, 0, 2, 1, 100)]),
+    ];
+    let text = agreed_explanation(&stream);
     assert!(text.contains(said), "{said}:\n{text}");
 }
 

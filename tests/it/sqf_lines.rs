@@ -16,7 +16,8 @@
 //! Not generated, being left as the letter has it (docs/architecture.md):
 //! a provider re-sending an older Snapshot after a failover, a network
 //! repeat on one line, a line lagging by more than the Snapshot period,
-//! and two messages stamped in the same nanosecond at the source. Not
+//! and two messages stamped in the same nanosecond at the source, but for
+//! a reset stamped as the message before it (its price's time). Not
 //! asked, being the letter's too: while a reset neither line brought yet
 //! has a message after it come (its Quotes are behind the old sequence:
 //! duplicates), and after a routine Snapshot one line brings late, behind
@@ -103,7 +104,8 @@ fn provider(steps: &[Step]) -> Provider {
     let (mut datagrams, mut truth) = (vec![], vec![]);
     let (mut resets, mut routine) = (vec![], vec![]);
     for (k, &(what, back, _, _, how)) in steps.iter().enumerate() {
-        // Strictly later at the source than every message before.
+        // Later at the source than every message before (but for some
+        // resets, below).
         let source = T0 + (k as u64 + 1) * US;
         let mut b = PacketBuilder::new(source);
         let snapshot_due = last_snapshot.is_none_or(|s| k > s + MAX_LAG + 1);
@@ -122,6 +124,10 @@ fn provider(steps: &[Step]) -> Provider {
                 seq = back;
                 prices += 1;
                 let (bid, ask) = priced(prices, how);
+                // One reset in three stamped as the message before it (a
+                // provider stamping a Snapshot with its price's time):
+                // the same nanosecond, never earlier.
+                let source = if what == 19 { source - US } else { source };
                 b.snapshot(symbol, seq, source, bid, ask);
                 sent = Some((bid, ask));
                 last_snapshot = Some(k);

@@ -230,7 +230,7 @@ fn describe(e: &Event, origin: u64, decimals: u8) -> String {
                 "quote seq {seq} from before the snapshot that reset the symbol to seq {reset} (a lagging line's copy), ignored"
             ),
             Step::BeforeSnapshot { snapshot } => format!(
-                "quote seq {seq} older at its source than snapshot seq {snapshot}, which the other line brought and this one not yet: sent before it (a reset this line lost) or stamped out of order, ignored, suspect"
+                "quote seq {seq} stamped at or before snapshot seq {snapshot}, which the other line brought and this one not yet: sent before it (a reset this line lost) or stamped out of order, ignored, suspect"
             ),
         },
         Cause::Heartbeat {

@@ -209,7 +209,7 @@ impl Tracker {
                 // copy this line has not brought.
                 let before_snapshot = matches!(lag, Lag::No | Lag::Past)
                     && self.last_snapshot.is_some_and(|((_, at), from_b, seen)| {
-                        from_b != on_b && !seen && q.source_time() < at
+                        from_b != on_b && !seen && q.source_time() <= at
                     });
                 let outcome = match (lag == Lag::Before || before_snapshot) && seq > last {
                     true => {

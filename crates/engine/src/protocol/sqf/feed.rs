@@ -277,9 +277,11 @@ impl FeedEngine for Feed {
                             let i = p.slot as usize;
                             let b = last_line.get(i).copied().unwrap_or(0);
                             let lag = lag(b, on_b, open_reset.get(i), None, q.source_time());
-                            // Older at its source than the last Snapshot,
-                            // which came on the other line and whose copy
-                            // this line has not brought: sent before it.
+                            // Older at its source than the last Snapshot
+                            // (or stamped the same nanosecond, as a reset
+                            // is taken), which came on the other line and
+                            // whose copy this line has not brought: sent
+                            // before it.
                             // Ahead of the sequence, that Snapshot was a
                             // reset this line lost (the other having lost
                             // what came before it, it looked in step).
@@ -289,7 +291,7 @@ impl FeedEngine for Feed {
                                 && awaits_snapshot_copy(b, on_b)
                                 && last_snapshot
                                     .get(i)
-                                    .is_some_and(|&(_, at)| q.source_time() < at);
+                                    .is_some_and(|&(_, at)| q.source_time() <= at);
                             // With a duplicate: whether its sequence is the
                             // last one, or it came from before a reset
                             // (ahead of the sequence, not by the letter).
@@ -1303,6 +1305,34 @@ clock_offset = 0
             (1, heartbeat(4)),
         ]);
         assert_eq!(got, ((3, Some(30.0), false), 0));
+        // The same with the Snapshot stamped as the price it carries, the
+        // last Quote before it (3 at 30): that Quote, ahead of the
+        // sequence on the line that lost the Snapshot, is from before it
+        // too. (Taken as newer, it left the symbol on 3.0, not suspect,
+        // and the new Quotes 2 and 3 counted as duplicates.)
+        let got = run(&[
+            (0, quote(1, 10, 1.0)),
+            (1, quote(1, 10, 1.0)),
+            (1, snapshot(1, 30, 3.0)),
+            (0, quote(2, 20, 2.0)),
+            (0, quote(3, 30, 3.0)),
+            (0, quote(2, 50, 4.0)),
+            (0, quote(3, 60, 5.0)),
+            (0, heartbeat(4)),
+            (1, quote(2, 50, 4.0)),
+            (1, quote(3, 60, 5.0)),
+            (1, heartbeat(4)),
+        ]);
+        assert_eq!(got, ((3, Some(5.0), false), 0));
+        // Stamped the same nanosecond as an open reset, on the line that
+        // lags it: from before it (taken as newer, the old Quote 100
+        // closed the reset and put 9.0 back, not suspect).
+        let got = run(&[
+            (0, quote(100, 100, 1.0)),
+            (0, s3.clone()),
+            (1, quote(100, 200, 9.0)),
+        ]);
+        assert_eq!(got, ((3, Some(2.0), false), 1));
         // Newer on the lagging line (its copy of the reset lost): closed,
         // its Heartbeat counts again.
         let got = run(&[

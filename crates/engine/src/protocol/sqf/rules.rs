@@ -394,6 +394,20 @@ mod tests {
         source_time: 100,
     };
 
+    /// A message on the line lagging a reset (its Snapshot 3 at 200) is
+    /// from before it when stamped at or before 200, the reset's copy
+    /// when it is that Snapshot, and past it only when newer.
+    #[test]
+    fn a_message_stamped_as_the_reset_is_from_before_it() {
+        let reset = (3, 200);
+        assert_eq!(Lag::behind(reset, None, 199), Lag::Before);
+        assert_eq!(Lag::behind(reset, None, 200), Lag::Before);
+        assert_eq!(Lag::behind(reset, None, 201), Lag::Past);
+        assert_eq!(Lag::behind(reset, Some(3), 200), Lag::Copy);
+        assert_eq!(Lag::behind(reset, Some(4), 200), Lag::Before);
+        assert_eq!(Lag::behind(reset, Some(3), 201), Lag::Past);
+    }
+
     #[test]
     fn price_validity() {
         assert!(px(1.0, 1.0, 0).is_valid(), "bid == ask is valid");

@@ -26,7 +26,9 @@ pub struct FeedSummary {
     pub heartbeats: u64,
     /// Unknown message types, skipped.
     pub unknown_messages: u64,
-    /// Duplicate quotes over all symbols.
+    /// Duplicates over all symbols: Quotes at or below a symbol's
+    /// sequence, and messages the two lines' arbitration dropped as sent
+    /// before a reset or as a line's copy (Quotes, Snapshots, Heartbeats).
     pub duplicates: u64,
     /// Ticks lost over all symbols.
     pub ticks_lost: u64,
@@ -45,7 +47,7 @@ pub struct SymbolSummary {
     pub last_seq: u64,
     /// Ticks lost.
     pub ticks_lost: u64,
-    /// Duplicate quotes.
+    /// Duplicates (as the feed's [`FeedSummary::duplicates`] counts them).
     pub duplicates: u64,
     /// Suspect flag.
     pub suspect: bool,
