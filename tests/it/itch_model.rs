@@ -1106,7 +1106,9 @@ fn run(setup: &Setup, ops: &[Op]) -> Result<Model, String> {
 
 /// [`run`], the feed's book levels applied on their own thread
 /// (`pipelined`, as a replay does) and compared only at checks and at the
-/// end, so that changes pile up on that thread between reads.
+/// end, so that changes pile up on that thread between reads. Pipelined,
+/// nothing is published (a live feed, which publishes, applies its books
+/// on its own thread: tracking what changed turns the pipeline off).
 fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String> {
     let mut model = Model::new(setup);
     let mut feed = Feed::new(feed::Settings {
@@ -1123,8 +1125,12 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
         max_symbols: 1 << 16,
     });
     feed.pipeline_books(pipelined);
+    if pipelined && !feed.books_pipelined() {
+        // One core: the level thread is not started.
+        return Err("the books are not pipelined".into());
+    }
     // What a gateway reads: the feed published as live publishes it.
-    feed.track_touched(true);
+    feed.track_touched(!pipelined);
     let mut publisher = Publisher::new(1 << 16);
     let mut table = StateTable::with_feeds(1 << 12, 1);
     let th = setup.th();
@@ -1237,9 +1243,12 @@ fn run_with(setup: &Setup, ops: &[Op], pipelined: bool) -> Result<Model, String>
             feed.settle();
         }
         compare(&model, &mut feed, th, t)
-            .and_then(|()| {
-                publisher.publish(0, &mut feed, &mut table, |_| th);
-                published_agrees(&mut feed, &table, th, t)
+            .and_then(|()| match pipelined {
+                true => same("pipelined", feed.books_pipelined(), true),
+                false => {
+                    publisher.publish(0, &mut feed, &mut table, |_| th);
+                    published_agrees(&mut feed, &table, th, t)
+                }
             })
             .map_err(|e| {
                 format!(
@@ -1311,9 +1320,15 @@ proptest! {
         }
     }
 
-    /// The same with the books' levels on their own thread (a replay).
+    /// The same with the books' levels on their own thread (a replay;
+    /// skipped on one core, where the thread is not started, and failed
+    /// there under CI).
     #[test]
     fn pipelined_feed_matches_model(setup in setup(false), ops in prop::collection::vec(op(), 1..=160)) {
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            crate::common::skip("a second core for the book levels' thread");
+            return Ok(());
+        }
         if let Err(e) = run_with(&setup, &ops, true) {
             prop_assert!(false, "{}\nsetup: {:?}", e, setup);
         }

@@ -1299,6 +1299,13 @@ impl Feed {
         self.state.books.pipeline(on && !reads_as_it_goes);
     }
 
+    /// True while the books' levels are applied on their own thread
+    /// ([`pipeline_books`](Self::pipeline_books) asked for it and it
+    /// started).
+    pub fn books_pipelined(&self) -> bool {
+        self.state.books.pipelined()
+    }
+
     /// Brings the books' levels back from their thread, every change
     /// applied (a no-op unless [pipelined](Self::pipeline_books)).
     pub fn settle(&mut self) {
