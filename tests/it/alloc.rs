@@ -340,6 +340,7 @@ fn itch_path(pipelined: bool) {
     // BinaryFILE records.
     let mut f = feed::Feed::new(settings.clone());
     f.pipeline_books(pipelined);
+    assert_eq!(f.books_pipelined(), pipelined);
     let pass = |f: &mut feed::Feed| {
         f.start_file(date);
         for (i, r) in records.iter().enumerate() {
@@ -370,6 +371,7 @@ fn itch_path(pipelined: bool) {
     let day2 = packets(b"DAY0000002");
     let mut f = feed::Feed::new(settings);
     f.pipeline_books(pipelined);
+    assert_eq!(f.books_pipelined(), pipelined);
     let t0 = 1_767_600_000_000_000_000u64;
     let replay = |f: &mut feed::Feed, day: &[Vec<u8>]| {
         for (k, p) in day.iter().enumerate() {
@@ -381,6 +383,7 @@ fn itch_path(pipelined: bool) {
     assert!(f.sequencer().counters().recovered > 0, "gaps were filled");
     assert_eq!(measure(&mut || replay(&mut f, &day2)), 0, "MoldUDP64 path");
     assert_eq!(f.sequencer().counters().ticks_lost, 0);
+    assert_eq!(f.books_pipelined(), pipelined);
 }
 
 /// The live ITCH duty cycle — receive, sequence, books, publishing the
