@@ -2878,6 +2878,36 @@ fn a_delete_definition_drops_the_symbol_not_the_state() {
     assert_eq!(out.feed()["definitions"], 3);
 }
 
+/// The summary of a deleted instrument says `closed`, as its checks
+/// answer (not in the contract: it said the status its codes had, null
+/// or `trading`, while every check answered `closed`); listed again, its
+/// status is its codes' again.
+#[test]
+fn a_deleted_instruments_summary_says_closed() {
+    let trading = Def {
+        status: Some(17),
+        ..def(7, "ESZ6", "ES", "ES")
+    };
+    let mut ch = Channel::new("");
+    ch.send(0, DEF_A, trading.packet());
+    ch.send(MS, A, event(1, &[bid(7, 1, 100)]));
+    let deleted = Def {
+        action: b'D',
+        ..trading
+    };
+    ch.send(2 * MS, DEF_A, deleted.packet());
+    let check = ch.check(3 * MS, "#7");
+    let out = ch.run();
+    assert_eq!(out.reasons(check), r(&["closed"]));
+    assert_eq!(
+        (&out.sym(7)["status"], &out.sym(7)["trading_status"]),
+        (&Value::from("closed"), &Value::from(17))
+    );
+    let mut ch = deleted_then_listed();
+    ch.send(5 * MS, DEF_A, trading.packet());
+    assert_eq!(ch.run().sym(7)["status"], "trading");
+}
+
 /// #7 (ESZ6) defined, its bid at 100, deleted (`D`) at 2 ms, defined
 /// again at 4 ms.
 fn deleted_then_listed() -> Channel {

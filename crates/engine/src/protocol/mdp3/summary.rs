@@ -8,7 +8,7 @@
 
 use super::book::{Level, Side};
 use super::feed::{Entry, Feed};
-use super::status::{self, Meaning};
+use super::status::{self, Meaning, State};
 use super::Reject;
 use crate::engine::{rejected_by_reason, FeedCounters};
 use serde::Serialize;
@@ -148,7 +148,8 @@ pub struct InstrumentSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub implied_ask_size: Option<u64>,
     /// What the effective status means: "trading", "halted", "closed";
-    /// null when none is known or it changes nothing.
+    /// null when none is known or it changes nothing. A deleted
+    /// instrument (a `D` definition) is "closed", whatever its codes.
     pub status: Option<&'static str>,
     /// The effective SecurityTradingStatus code.
     pub trading_status: Option<u8>,
@@ -254,10 +255,14 @@ impl InstrumentSummary {
             implied_bid_size: size(ibid),
             implied_ask: price(iask),
             implied_ask_size: size(iask),
-            status: code.and_then(|c| match status::meaning(c) {
-                Meaning::Is(s) => Some(s.as_str()),
-                _ => None,
-            }),
+            // A deleted instrument is closed, as its checks answer.
+            status: match def.is_some_and(|d| d.deleted) {
+                true => Some(State::Closed.as_str()),
+                false => code.and_then(|c| match status::meaning(c) {
+                    Meaning::Is(s) => Some(s.as_str()),
+                    _ => None,
+                }),
+            },
             trading_status: code,
             last_transact_time: e.instrument.last_transact_time(),
             display_factor: def.map(|d| d.display_factor),
