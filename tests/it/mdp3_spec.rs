@@ -4633,3 +4633,25 @@ fn the_summary_counts_instruments_refused() {
     ch.send(0, A, event(1, &[bid(7, 1, 100)]));
     assert!(ch.run().feed().get("instruments_refused").is_none());
 }
+
+/// A snapshot and an instrument status naming an instrument past
+/// `max_instruments` are refused as a book entry is: counted, nothing
+/// made or kept for it, its checks `no_quote`.
+#[test]
+fn a_snapshot_and_a_status_past_max_instruments_are_refused() {
+    let mut ch = Channel::new("max_instruments = 1\n");
+    ch.send(0, A, event(1, &[bid(7, 1, 100)]));
+    ch.send(
+        MS,
+        SNAP_A,
+        snapshots(&[snapshot(1, 8, 5, Some(17), &[level(Bid, 1, 200)])]),
+    );
+    ch.send(2 * MS, A, packet(2, &[status(Some(8), "", "", 18)]));
+    let eight = ch.check(3 * MS, "#8");
+    let seven = ch.check(3 * MS, "#7");
+    let out = ch.run();
+    has(out.feed(), json!({"instruments_refused": 2}));
+    assert!(out.feed()["symbols"].get("#8").is_none(), "{}", out.feed());
+    assert_eq!(out.reasons(eight), r(&["no_quote"]));
+    assert_eq!((out.reasons(seven), out.top(seven).0), (ok(), Some(100)));
+}
