@@ -814,10 +814,10 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
     }
     // Unverified but for a gap given up (said above, channel-wide): by a
     // snapshot taken before packets never received, found when applied
-    // or at the lines' first packet.
+    // or at the lines' first packet, or taken past that packet.
     if b.unverified && !a.unverified && b.packets_lost == a.packets_lost && !restarted {
         v.push(
-            "unverified: its snapshot was taken before packets never received (below the lines' first, or given up); suspect until a snapshot taken after them or its next entry in RptSeq order"
+            "unverified: its snapshot was taken before packets never received (below the lines' first, or given up), or at or past the lines' first packet (the lines behind the loop, or a loop of a sequence before an unseen restart); suspect until a snapshot taken after them or its next entry in RptSeq order"
                 .into(),
         );
     }

@@ -1319,10 +1319,13 @@ impl Model {
         }
         // Not in the contract (docs/mdp3.md): the packets below the first
         // were never received; a snapshot taken before the last of them
-        // does not vouch for what they held.
-        if let (true, Some(u)) = (first, self.unseen) {
+        // does not vouch for what they held, nor does one taken at or past
+        // the first (the lines behind the loop, or a loop of the sequence
+        // before a restart unseen).
+        if first {
             for i in self.insts.values_mut() {
-                if i.rpt_seq.is_some() && i.snapshot_at < u {
+                let before_unseen = self.unseen.is_some_and(|u| i.snapshot_at < u);
+                if i.rpt_seq.is_some() && (before_unseen || i.snapshot_at >= s) {
                     i.unverified = true;
                 }
             }

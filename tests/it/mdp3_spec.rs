@@ -4361,6 +4361,36 @@ fn a_snapshot_taken_before_the_lines_first_packet_leaves_its_instrument_unverifi
     );
 }
 
+/// Not in the contract (docs/mdp3.md, "A snapshot taken before a packet
+/// never received"): a snapshot taken at or past the lines' first packet
+/// (1000 here) leaves its instrument unverified from that packet on, and
+/// the explanation says why; its next entry in RptSeq order verifies it.
+#[test]
+fn a_snapshot_taken_past_the_lines_first_packet_leaves_its_instrument_unverified() {
+    let mut ch = Channel::new("");
+    ch.send(
+        0,
+        SNAP_A,
+        snapshots(&[snapshot(1000, 7, 55, None, &[level(Bid, 1, 100)])]),
+    );
+    ch.send(MS, A, heartbeat(1000));
+    let at_first = ch.check(2 * MS, "#7");
+    ch.send(3 * MS, A, event(1001, &[change(7, 56, 101)]));
+    let next = ch.check(4 * MS, "#7");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(at_first), out.top(at_first).0),
+        (r(&["suspect"]), Some(100))
+    );
+    assert_eq!((out.reasons(next), out.top(next).0), (ok(), Some(101)));
+    let text = ch.explain("#7").1;
+    let first = explained(&text, "packet MsgSeqNum 1000");
+    assert!(
+        first.contains("or at or past the lines' first packet") && first.ends_with("-> suspect"),
+        "{text}"
+    );
+}
+
 /// The explanation names a clock offset that moved when the source age
 /// crossed its threshold with it: here the watermark stays (the second
 /// packet's TransactTime is the first's), and the auto offset falls from

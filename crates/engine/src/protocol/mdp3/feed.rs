@@ -1084,7 +1084,7 @@ impl Feed {
                     self.snapshot_reach = 0;
                 }
                 if first {
-                    self.unverify_taken_before_unseen();
+                    self.unverify_not_continued_by(s);
                 }
                 fill
             }
@@ -1335,18 +1335,25 @@ impl Feed {
                 || (s > e.snapshot_at && seq.rpt_seq().is_some_and(|q| r <= q)))
     }
 
-    /// The lines' first packet came: the packets below it were never
-    /// received, so an instrument whose snapshots (applied before it)
-    /// were all taken before the last of them is unverified — one of them
-    /// could hold its update, which the snapshot does not show. (Not in
-    /// the contract, which matches a snapshot by RptSeq alone:
-    /// docs/mdp3.md, "A snapshot taken before a packet never received".)
-    fn unverify_taken_before_unseen(&mut self) {
-        let Some(u) = self.seq.unseen_through() else {
-            return;
-        };
+    /// The lines' first packet, numbered `s`, came: the packets below it
+    /// were never received, so an instrument whose snapshots (applied
+    /// before it) were all taken before the last of them is unverified —
+    /// one of them could hold its update, which the snapshot does not
+    /// show. So is one whose snapshot was taken at or past `s` (less than
+    /// `restart_margin` past it: [`before_snapshots`](Self::before_snapshots)
+    /// takes further ones for an older sequence's): the lines behind the
+    /// loop, whose entries up to it are duplicates, or the loop of a
+    /// sequence before a restart the lines' first packets follow unseen,
+    /// whose RptSeq the new values would read as duplicates of, the old
+    /// book `ok`. Its next entry in order verifies it. Only a snapshot
+    /// taken just before `s` vouches for what follows. (Not in the
+    /// contract, which matches a snapshot by RptSeq alone: docs/mdp3.md,
+    /// "A snapshot taken before a packet never received".)
+    fn unverify_not_continued_by(&mut self, s: u32) {
+        let u = self.seq.unseen_through();
         for (i, e) in self.entries.iter_mut().enumerate() {
-            if e.instrument.seq.rpt_seq().is_some() && e.snapshot_at < u {
+            let taken_before_unseen = u.is_some_and(|u| e.snapshot_at < u);
+            if e.instrument.seq.rpt_seq().is_some() && (taken_before_unseen || e.snapshot_at >= s) {
                 e.instrument.seq.unverify();
                 self.touched.one(i as u32);
                 self.since_reset.one(i as u32);
@@ -4273,6 +4280,43 @@ mod tests {
                 assert_eq!(top(&f, "#1"), (Some(91), None), "first packet {first}");
             }
         }
+    }
+
+    /// A snapshot taken past the lines' first packet, by less than
+    /// `restart_margin`, vouches for nothing after it: a loop of the
+    /// sequence before a restart the lines follow unseen (its RptSeq 300
+    /// makes the new sequence's 1 a duplicate: the old book answered
+    /// `ok`) or the lines behind the loop (its RptSeq 7 comes again as a
+    /// duplicate). Unverified until its next entry in order.
+    #[test]
+    fn a_snapshot_taken_past_the_first_packet_leaves_its_instrument_unverified() {
+        let mut f = feed();
+        f.on_snapshot(&snapshot_of(1, 300, 5_000, T0, 100), T0)
+            .unwrap();
+        let t1 = T0 + MS;
+        let new = bid(1, 1, 1, UpdateAction::New, 200);
+        f.on_incremental(&book_at(3, t1, &[new]), t1).unwrap();
+        assert_eq!(f.counters().resets_inferred, 0);
+        assert!(f.verdict("#1", TH, t1).contains(Reasons::SUSPECT));
+        // The new loop's snapshot is older by RptSeq: not applied.
+        f.on_snapshot(&snapshot_of(1, 5, 4, t1, 200), t1).unwrap();
+        assert!(f.verdict("#1", TH, t1).contains(Reasons::SUSPECT));
+
+        let mut f = feed();
+        f.on_snapshot(&snapshot_of(1, 7, 100, T0, 100), T0).unwrap();
+        let again = bid(1, 7, 1, UpdateAction::Change, 100);
+        f.on_incremental(&book_at(100, t1, &[again]), t1).unwrap();
+        assert!(f.verdict("#1", TH, t1).contains(Reasons::SUSPECT));
+        let next = bid(1, 8, 1, UpdateAction::Change, 101);
+        f.on_incremental(&book_at(101, t1, &[next]), t1).unwrap();
+        assert_eq!(f.verdict("#1", TH, t1), Reasons::empty());
+        assert_eq!(top(&f, "#1"), (Some(101), None));
+
+        // Taken just before the first packet: it continues it.
+        let mut f = feed();
+        f.on_snapshot(&snapshot_of(1, 7, 99, T0, 100), T0).unwrap();
+        f.on_incremental(&book_at(100, t1, &[next]), t1).unwrap();
+        assert_eq!(f.verdict("#1", TH, t1), Reasons::empty());
     }
 
     /// A ChannelReset in the packet of the last MsgSeqNum, 2^32 − 1: line
