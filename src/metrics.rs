@@ -158,10 +158,35 @@ struct FeedMetrics {
     /// Whether the state table's first refusal of one of its symbols is logged.
     table_full_logged: bool,
     /// Offset samples merged, as last logged.
-    merges_logged: u64,
+    merges_logged: Tenfold,
+    /// Re-requests not sent, as last logged.
+    request_errors_logged: Tenfold,
+    /// Datagrams on the feed's channel from another sender than its
+    /// server, as last logged (a line count: carried on).
+    wrong_source_logged: Tenfold,
     /// Its publication was made anew since its counters were last read:
     /// the next read starts its feed-kept counts over.
     started_over: bool,
+}
+
+/// A count logged when first seen and again only once it has grown
+/// tenfold since: the count as last logged.
+#[derive(Default)]
+struct Tenfold(u64);
+
+impl Tenfold {
+    /// Whether `n` is to be logged now (then remembered). A count below
+    /// the last logged one started over (a publication made anew).
+    fn rose(&mut self, n: u64) -> bool {
+        if n < self.0 {
+            self.0 = 0;
+        }
+        let log = n > 0 && n >= self.0.saturating_mul(10);
+        if log {
+            self.0 = n;
+        }
+        log
+    }
 }
 
 /// A histogram bucket's `le` label: its bound in seconds, `+Inf` for the
@@ -478,7 +503,9 @@ impl Monitor {
                     last_resets: 0,
                     burst: None,
                     table_full_logged: false,
-                    merges_logged: 0,
+                    merges_logged: Tenfold::default(),
+                    request_errors_logged: Tenfold::default(),
+                    wrong_source_logged: Tenfold::default(),
                     started_over: false,
                 }
             })
@@ -652,7 +679,8 @@ impl Monitor {
             for f in &mut self.feeds {
                 f.last_lost = 0;
                 f.last_resets = 0;
-                f.merges_logged = 0;
+                f.merges_logged = Tenfold::default();
+                f.request_errors_logged = Tenfold::default();
                 if let Some((since, _)) = f.burst {
                     f.burst = Some((since, 0));
                 }
@@ -834,18 +862,33 @@ impl Monitor {
             }
             // Once, and again only if it grows tenfold: a queue too small
             // merges on and on. (A publication made anew counts from 0.)
-            if let Some(merged) = get(counter::OFFSET_MERGES) {
-                if merged < f.merges_logged {
-                    f.merges_logged = 0;
-                }
-                if merged > 0 && merged >= f.merges_logged.saturating_mul(10) {
-                    tracing::warn!(
-                        feed = %f.name,
-                        merged,
-                        "clock offset: the estimator's queue was full and merged samples (keeping the lower offset): quotes may read older than a replay of the same datagrams shows (raise [sidecar] offset_queue)"
-                    );
-                    f.merges_logged = merged;
-                }
+            if let Some(merged) = get(counter::OFFSET_MERGES).filter(|&n| f.merges_logged.rose(n)) {
+                tracing::warn!(
+                    feed = %f.name,
+                    merged,
+                    "clock offset: the estimator's queue was full and merged samples (keeping the lower offset): quotes may read older than a replay of the same datagrams shows (raise [sidecar] offset_queue)"
+                );
+            }
+            // The re-request server unreachable, or answering from another
+            // address: otherwise told only by gaps given up, which look
+            // like the network's loss. Once, and again tenfold.
+            if let Some(failed) =
+                get(counter::REQUEST_ERRORS).filter(|&n| f.request_errors_logged.rose(n))
+            {
+                tracing::warn!(
+                    feed = %f.name,
+                    failed,
+                    "re-requests could not be sent (no route, a firewall, a full socket buffer): the gaps they ask for are given up at their deadline (check the feed's `recovery` address and the route to it)"
+                );
+            }
+            if let Some(dropped) =
+                get(counter::CHANNEL_WRONG_SOURCE).filter(|&n| f.wrong_source_logged.rose(n))
+            {
+                tracing::warn!(
+                    feed = %f.name,
+                    dropped,
+                    "datagrams on the feed's recovery channel from another address than its `recovery` server, dropped unread: a server answering from another address or port fills no gap (set `recovery` to the address its answers come from)"
+                );
             }
             let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
             else {
@@ -1296,6 +1339,44 @@ mod tests {
         assert!(!said(&mut m, 4));
         merges(2);
         assert!(said(&mut m, 5));
+    }
+
+    /// Re-requests that could not be sent and datagrams from another
+    /// sender than the re-request server are logged when first seen and
+    /// again tenfold, each naming its feed and what to check: the only
+    /// other sign of either is gaps given up, which read as the network's.
+    #[test]
+    fn recovery_failures_are_logged_first_and_tenfold() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let p = sidecar.publication();
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        p.heartbeat(t);
+        for (id, said) in [
+            (counter::REQUEST_ERRORS, "re-requests could not be sent"),
+            (
+                counter::CHANNEL_WRONG_SOURCE,
+                "from another address than its `recovery` server",
+            ),
+        ] {
+            let set = |n| p.write_counters(|| p.set_counter(0, id, n));
+            let logged = |m: &mut Monitor, k: u64| {
+                let log = logs_of(|| m.sample(t + k));
+                log.contains(said)
+                    .then(|| assert!(log.contains("feed=") && log.contains("WARN"), "{log}"))
+                    .is_some()
+            };
+            assert!(!logged(&mut m, 0));
+            set(2);
+            assert!(logged(&mut m, 1));
+            assert!(!logged(&mut m, 2));
+            set(19);
+            assert!(!logged(&mut m, 3));
+            set(20);
+            assert!(logged(&mut m, 4));
+            set(0);
+        }
     }
 
     /// Counters are read only from a publication in good health: one cut
