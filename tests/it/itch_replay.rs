@@ -1398,7 +1398,10 @@ fn the_coverage_table_names_tests_that_exist() {
 /// port the kernel gave the channel as its answers' destination: "port 0
 /// matches nothing" (spec itch50 §3.2) leaves them unrouted in a replay
 /// with the same configuration, and the replay says so and how to replay
-/// them; a capture's (named senders) or a configured port's are not told.
+/// them; so does a capture of the host (the answers from the `recovery`
+/// server to that port: unrouted, the replay gave up the gaps live
+/// filled, without a word); another sender's, or a configured port's,
+/// are not told.
 #[test]
 fn a_recordings_answers_to_a_kernel_chosen_port_are_told() {
     let config = CONFIG.replace(
@@ -1426,14 +1429,18 @@ fn a_recordings_answers_to_a_kernel_chosen_port_are_told() {
             .filter(|l| l.contains("the kernel chose"))
             .collect::<Vec<_>>()
     };
-    let lines = told("0.0.0.0:0", &config);
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(
-        lines[0].starts_with("1 datagrams of a recording went to no line or channel")
-            && lines[0].contains("(feed nasdaq's recovery_listen 0.0.0.0:0)"),
-        "{lines:?}"
-    );
+    for sender in ["0.0.0.0:0", "10.0.0.5:18000"] {
+        let lines = told(sender, &config);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "1 datagrams of a recording, or from a feed's server, went to no line or channel"
+            ) && lines[0].contains("(feed nasdaq's recovery_listen 0.0.0.0:0)"),
+            "{lines:?}"
+        );
+    }
     assert!(told("10.9.9.9:5000", &config).is_empty());
+    assert!(told("10.0.0.5:18001", &config).is_empty());
     assert!(told("0.0.0.0:0", CONFIG).is_empty());
     // No server: live opens no channel.
     let no_server = CONFIG.replace("recovery_listen = \"0.0.0.0:18001\"", "");

@@ -329,9 +329,10 @@ pub struct CaptureSummary {
     /// only when some were).
     #[serde(skip_serializing_if = "crate::capture::is_zero")]
     pub oversized: u64,
-    /// Of them, a recording's (from `0.0.0.0:0`) to a unicast address:
-    /// told when a feed's channel listens on a port the kernel chose,
-    /// which the recording names and the configuration cannot.
+    /// Of them, a recording's (from `0.0.0.0:0`) to a unicast address, or
+    /// one from a feed's channel server (its `recovery`): told when a
+    /// feed's channel listens on a port the kernel chose, which the
+    /// recording or capture names and the configuration cannot.
     #[serde(skip)]
     pub unrouted_recorded: u64,
     /// Datagrams to a line of a feed with `source` from another sender:
@@ -384,10 +385,11 @@ impl Router {
                             .enumerate()
                             .map(|(copy, l)| (route_key(*l), id as u16, line_index(s, copy) as u8)),
                     ),
-                    Receive::Channel(c) if c.listen.port() != 0 => {
+                    // (One on port 0 routes nothing, [`listen_takes`],
+                    // but its server is known: [`is_server`](Self::is_server).)
+                    Receive::Channel(c) => {
                         channels.push((c.listen, c.server, id as u16, line_index(s, 0) as u8))
                     }
-                    Receive::Channel(_) => {}
                     Receive::Stream(server) => streams.push((*server, id as u16)),
                 }
             }
@@ -470,6 +472,11 @@ impl Router {
             Err(_) if self.channels.is_empty() => Ok(None),
             Err(_) => self.channel(src, dst),
         }
+    }
+
+    /// Whether `src` is a feed's channel server (its answers' sender).
+    pub fn is_server(&self, src: SocketAddrV4) -> bool {
+        self.channels.iter().any(|&(_, s, ..)| s == Some(src))
     }
 
     #[cold]
@@ -962,8 +969,10 @@ pub fn replay_until(
             }
             Ok(None) => {
                 unrouted += 1;
-                // (A recording's line datagrams go to groups.)
-                unrouted_recorded += u64::from(unnamed(d.src) && !d.dst.ip().is_multicast());
+                // A recording's (its line datagrams go to groups), or a
+                // capture's answer from a feed's server.
+                let recorded = unnamed(d.src) && !d.dst.ip().is_multicast();
+                unrouted_recorded += u64::from(recorded || router.is_server(d.src));
             }
             Err(WrongSource) => wrong_source += 1,
         }
@@ -1227,9 +1236,10 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         .collect();
     if c.unrouted_recorded > 0 && !kernel_chosen.is_empty() {
         lines.push(format!(
-            "{} datagrams of a recording went to no line or channel: a channel listens on a port \
-             the kernel chose ({}), which a recording names and port 0 matches not; to replay \
-             them, set it to the port the recording's `channel open` log line gave",
+            "{} datagrams of a recording, or from a feed's server, went to no line or channel: a \
+             channel listens on a port the kernel chose ({}), which a recording or capture names \
+             and port 0 matches not; to replay them, set it to the port they went to (a \
+             recording's `channel open` log line gives it)",
             c.unrouted_recorded,
             kernel_chosen.join(", ")
         ));
