@@ -27,7 +27,8 @@ use super::mold::Request;
 use super::Session;
 
 /// Requests remembered per interval by [`Requester::from_config`]: 1,024
-/// requests of 64 messages cover 65,536 missing messages per interval.
+/// requests of 40 messages (the default `request_max`) cover 40,960
+/// missing messages per interval.
 pub const IN_FLIGHT: usize = 1024;
 
 /// ns in a second: the token bucket's unit of account.
