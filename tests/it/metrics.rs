@@ -131,7 +131,7 @@ source_threshold_ms = 60000
 /// of them (not a file descriptor each), and nothing is logged for them.
 #[test]
 fn idle_connections_to_the_metrics_port_cost_a_scrape_little() {
-    let sidecar = start("metrics-idle");
+    let mut sidecar = start("metrics-idle");
     let pid = sidecar._run.0.id();
     let idle: Vec<TcpStream> = (0..300)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", sidecar.http)).ok())
@@ -197,7 +197,10 @@ fn idle_connections_to_the_metrics_port_cost_a_scrape_little() {
         .count();
     assert!(sockets < 64, "{sockets} sockets held");
     drop(idle);
+    // Stopped first: its log lines are queued, then written.
+    assert!(crate::common::terminate(&mut sidecar._run.0).success());
     let log = std::fs::read_to_string(&sidecar.log).unwrap();
+    assert!(log.contains("sidecar stopped"), "{log}");
     assert!(!log.contains("metrics listener"), "{log}");
 }
 

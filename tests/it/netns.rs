@@ -510,22 +510,28 @@ fn flood(ns: &str, lines: &[std::net::SocketAddrV4], rate: u64, duration: Durati
     senders.into_iter().map(|s| s.join().unwrap()).collect()
 }
 
-/// The kernel's drop count per local port, from `/proc/net/udp` inside `ns`.
+/// The kernel's drop count per local port, from `/proc/net/udp` inside
+/// `ns` (failing unless some socket there has that port: a count not read
+/// is no 0).
 fn kernel_drops(ns: &Netns, port: u16) -> u64 {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0, "cat", "/proc/net/udp"])
         .output()
         .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     let hex = format!(":{port:04X}");
-    text.lines()
+    let counts: Vec<u64> = text
+        .lines()
         .filter(|l| {
             l.split_whitespace()
                 .nth(1)
                 .is_some_and(|a| a.ends_with(&hex))
         })
         .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-        .sum()
+        .collect();
+    assert!(!counts.is_empty(), "no socket on port {port}:\n{text}");
+    counts.iter().sum()
 }
 
 /// A flood of garbage on both lines beside a valid feed: the receiver keeps
@@ -641,6 +647,14 @@ source_threshold_ms = 60000
             rejected > 0,
             "run {run}: the garbage was received and rejected"
         );
+        // Drops made certain in the first run: the receiver stopped while
+        // line A floods past its receive buffer.
+        if run == 0 {
+            crate::common::signal(sidecar.0.id(), libc::SIGSTOP);
+            flood(name, &lines[..1], RATE, Duration::from_millis(200));
+            crate::common::signal(sidecar.0.id(), libc::SIGCONT);
+            assert!(kernel_drops(ns, lines[0].port()) > 0, "nothing dropped");
+        }
         // Every drop the kernel counted is published, per line (the count
         // arrives with the next datagram received; the valid feed goes on).
         for (i, line) in lines.iter().enumerate() {
@@ -1358,10 +1372,13 @@ fn send_paced(
 /// map's old fixed hash (references `j × INV`, `INV` the inverse of the
 /// public Fibonacci multiplier), sent live at 5,000 datagrams of 20 a
 /// second after as many random ones: no receive cycle of the crafted
-/// phase takes over 10 ms (or, on a machine so loaded that start-up or
-/// the random phase already had a longer one, over that), read back from
-/// the publication's worst cycle. With the fixed hash 40,000 of them made
-/// a cycle of 1.5 s here, and every reader saw the writer dead.
+/// phase is long enough for a reader to take the writer for dead
+/// (`dead_after_ms`, 100 by default), read back from the publication's
+/// worst cycle. With the fixed hash 40,000 of them made a cycle of 1.5 s
+/// here, and every reader saw the writer dead. (Not a measure of speed:
+/// `feed.rs::keys_crafted_against_a_fixed_hash_cost_what_random_ones_do`
+/// counts the probes; the bound here is the one readers hold the writer
+/// to.)
 #[test]
 fn itch_crafted_order_references_do_not_stall_the_receiver() {
     use tickguard::protocol::itch50::message::encode;
@@ -1434,10 +1451,10 @@ fn itch_crafted_order_references_do_not_stall_the_receiver() {
         );
         worst.push(w);
     }
-    let limit = worst[0].max(10_000_000);
+    let dead_after = 100_000_000;
     assert!(
-        worst[1] <= limit,
-        "the crafted orders made a {:.3} ms receive cycle (random: {:.3} ms)",
+        worst[1] < dead_after,
+        "the crafted orders made a {:.3} ms receive cycle (random: {:.3} ms): readers took the writer for dead",
         worst[1] as f64 / 1e6,
         worst[0] as f64 / 1e6
     );

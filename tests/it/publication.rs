@@ -1464,9 +1464,20 @@ fn a_publication_removed_or_renamed_is_published_again_at_its_path() {
             tickguard::Health::WriterClosed,
             "{how}"
         );
-        // Published once: the new file stays.
+        // Published once: the new file stays while the writer runs half a
+        // second more (five of its checks of the path, 0.1 s apart; its
+        // heartbeat says it ran, where a sleep here would not).
         let (new, _) = snapshot(&shm);
-        std::thread::sleep(Duration::from_millis(500));
+        let fresh = Reader::open(&shm);
+        let since = fresh.heartbeat_ns().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while fresh.heartbeat_ns().unwrap() < since + 500_000_000 {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: the writer stopped beating"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert_eq!(snapshot(&shm).0, new, "{how}: published again");
         assert!(reader.refresh(), "{how}");
         assert!(
