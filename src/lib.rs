@@ -25,6 +25,7 @@ pub use tickguard_reader::{Handle, Health, Reader, Verdict, WallClock};
 
 pub mod demo;
 pub mod explain;
+pub mod fixtures;
 pub mod metrics;
 pub mod sidecar;
 pub mod simulate;

@@ -9,7 +9,7 @@
 //! described in `fixtures/README.md`; the same seed always gives the same bytes.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::capture::CaptureReader;
@@ -421,7 +421,7 @@ fn write_capture(path: &Path, v: &Variant, sent: &[Sent]) -> std::io::Result<()>
 }
 
 fn main() -> anyhow::Result<()> {
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fixtures".into()));
+    let dir = tickguard::fixtures::output_dir("fixtures");
     std::fs::create_dir_all(&dir)?;
     let sent = scenario();
     std::fs::write(dir.join("config.toml"), CONFIG)?;

@@ -9,7 +9,7 @@
 
 use std::io::Write;
 use std::net::SocketAddrV4;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::protocol::itch50::binfile::write_record;
@@ -306,11 +306,7 @@ fn joins_here(s: &Sent) -> bool {
 }
 
 fn main() -> anyhow::Result<()> {
-    let dir = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "fixtures/itch".into()),
-    );
+    let dir = tickguard::fixtures::output_dir("fixtures/itch");
     std::fs::create_dir_all(&dir)?;
     let (session, sent) = scenario();
     let mut file = Vec::new();

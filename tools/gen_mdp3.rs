@@ -11,7 +11,7 @@
 
 use std::io::Write;
 use std::net::SocketAddrV4;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tickguard::capture::link::Link;
 use tickguard::capture::write::{CaptureWriter, Format};
 use tickguard::protocol::mdp3::encode::{self, BookEntry, Len, Shape};
@@ -560,11 +560,7 @@ fn write_capture(path: &Path, format: Format, sent: &[Sent]) -> std::io::Result<
 }
 
 fn main() -> anyhow::Result<()> {
-    let dir = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "fixtures/mdp3".into()),
-    );
+    let dir = tickguard::fixtures::output_dir("fixtures/mdp3");
     std::fs::create_dir_all(&dir)?;
     let (sent, defs) = channel();
     write_capture(&dir.join("channel.pcap"), Format::PcapNanos, &sent)?;

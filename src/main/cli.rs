@@ -122,6 +122,7 @@ pub struct StatArgs {
 
 /// `tickguard demo`.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct DemoArgs {
     /// Symbols to simulate: sqf 1 to 100,000, itch50 1 to 65,535 (the mdp3
     /// channel has its own five instruments).
@@ -236,6 +237,9 @@ fn parse_date(s: &str) -> Result<jiff::civil::Date, String> {
 
 /// `tickguard simulate`: a provider publishing SQF, an ITCH venue, or a CME MDP3 channel.
 #[derive(Debug, Clone, clap::Args)]
+// `--loss-a -1` is a value out of range, told as such (not "unexpected
+// argument '-1'").
+#[command(allow_negative_numbers = true)]
 pub struct SimulateArgs {
     /// Protocol to publish.
     #[arg(long, value_enum, default_value_t = SimProtocol::Sqf)]

@@ -139,6 +139,45 @@ fn generator_reproduces_the_committed_fixtures() {
     assert_eq!(compared, 2 + 3 * SCENARIOS.len() + 11);
 }
 
+/// A fixture generator given an option or a second argument refuses in
+/// one line, exit 2, writing nothing (it took `--help` for its folder and
+/// wrote the fixtures there); `--help` prints its usage.
+#[test]
+fn the_fixture_generators_refuse_what_is_not_a_folder() {
+    for bin in [
+        "tickguard-fixtures",
+        "tickguard-itch-fixtures",
+        "tickguard-mdp3-fixtures",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for args in [&["--out"][..], &["a", "b"], &["-x"]] {
+            let out = Command::cargo_bin(bin)
+                .unwrap()
+                .current_dir(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{bin} {args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{bin} {args:?}: {err}");
+            assert!(err.contains("usage: ") && err.contains(" [DIR]"), "{err}");
+        }
+        let out = Command::cargo_bin(bin)
+            .unwrap()
+            .current_dir(dir.path())
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{bin} --help");
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("usage: "));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{bin} wrote"
+        );
+    }
+}
+
 #[test]
 fn same_answers_across_capture_formats_of_the_same_resolution() {
     let ns: Vec<_> = ["scenario-vlan-ns", "scenario-sll-ns", "scenario-rawip-ns"]

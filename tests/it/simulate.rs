@@ -201,7 +201,7 @@ fn refuses_a_non_loopback_unicast_destination() {
 #[test]
 fn refuses_bad_arguments_with_one_line() {
     let sim = ["simulate", "--line-a", "127.0.0.1:9"];
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--names", "NOT VALID"], "not a valid SQF symbol"),
         // A loss for a line not given would be ignored.
         (&["--loss-b", "50"], "--loss-b 50 without a line B"),
@@ -225,6 +225,16 @@ fn refuses_bad_arguments_with_one_line() {
             &["--pause-every-s", "86401"],
             "--pause-every-s must be from 0 to 86400",
         ),
+        // A negative value given apart is a value out of range, not an
+        // unknown option.
+        (
+            &["--loss-a", "-1"],
+            "--loss-a must be a percentage from 0 to 100",
+        ),
+        (
+            &["--duration-s", "-1"],
+            "--duration-s must be from 0 to 31536000",
+        ),
     ];
     for (extra, want) in cases {
         let out = tickguard().args(sim).args(extra).output().unwrap();
@@ -236,8 +246,7 @@ fn refuses_bad_arguments_with_one_line() {
     // The demo checks its duration before it starts anything.
     for bad in ["NaN", "inf", "-1", "31536001"] {
         let out = tickguard()
-            .args(["demo", "--shm", "/nonexistent/demo"])
-            .arg(format!("--duration-s={bad}"))
+            .args(["demo", "--shm", "/nonexistent/demo", "--duration-s", bad])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad}");
@@ -400,7 +409,10 @@ fn a_report_after_ctrl_c_reaches_a_slow_reader_whole() {
             "--line-a",
             &dest.to_string(),
         ])
+        // Bounded: a failure before the SIGINT leaves no sender behind
+        // for long.
         .args(["--symbols", "1000", "--rate", "1000", "--report"])
+        .args(["--duration-s", "30"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

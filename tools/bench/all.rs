@@ -12,7 +12,7 @@ pub struct Args {
     /// Where to write the JSON.
     #[arg(long, default_value = "BENCHMARKS.json")]
     json: PathBuf,
-    /// Seconds of soak.
+    /// Seconds of soak (1 to 86,400), checked before any row runs.
     #[arg(long, default_value_t = 60)]
     soak_seconds: u64,
 }
@@ -88,6 +88,8 @@ pub fn print_table(a: &TableArgs) -> anyhow::Result<Value> {
 /// Runs every row, writes their JSON to `--json` and prints the table
 /// (and no JSON line: `Value::Null`).
 pub fn run(a: &Args) -> anyhow::Result<Value> {
+    // The soak row checks it too, but only once the rows before it ran.
+    crate::harness::within("--soak-seconds", a.soak_seconds, 1..=86_400)?;
     let soak = a.soak_seconds.to_string();
     let rows = json!({
         "machine": machine(),
