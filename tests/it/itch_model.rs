@@ -802,17 +802,17 @@ fn msg() -> impl Strategy<Value = Msg> {
     prop_oneof![
         8 => (loc(), order.clone(), prop_oneof![10 => 0u8..2, 1 => Just(2u8)], 0u32..=6, 1u32..=5, stock.clone(), any::<bool>())
             .prop_map(|(loc, order, side, shares, price, stock, mpid)| Msg::Add { loc, order, side, shares, price, stock, mpid }),
-        3 => (loc(), order.clone(), 1u32..=4, any::<bool>())
+        3 => (loc(), order.clone(), 0u32..=4, any::<bool>())
             .prop_map(|(loc, order, shares, with_price)| Msg::Exec { loc, order, shares, with_price }),
-        2 => (loc(), order.clone(), 1u32..=4).prop_map(|(loc, order, shares)| Msg::Cancel { loc, order, shares }),
+        2 => (loc(), order.clone(), 0u32..=4).prop_map(|(loc, order, shares)| Msg::Cancel { loc, order, shares }),
         2 => (loc(), order.clone()).prop_map(|(loc, order)| Msg::Delete { loc, order }),
         2 => (loc(), order.clone(), order, 0u32..=6, 1u32..=5)
             .prop_map(|(loc, order, new, shares, price)| Msg::Replace { loc, order, new, shares, price }),
         1 => (loc(), stock.clone()).prop_map(|(loc, stock)| Msg::Trade { loc, stock }),
         3 => (loc(), stock.clone()).prop_map(|(loc, stock)| Msg::Directory { loc, stock }),
-        2 => (loc(), stock.clone(), prop::sample::select(b"HPQT".to_vec()))
+        2 => (loc(), stock.clone(), prop::sample::select(b"HPQT R".to_vec()))
             .prop_map(|(loc, stock, state)| Msg::Action { loc, stock, state }),
-        2 => (loc(), stock.clone(), prop::sample::select(b"QBX".to_vec()), prop::sample::select(b"HT".to_vec()))
+        2 => (loc(), stock.clone(), prop::sample::select(b"QBX".to_vec()), prop::sample::select(b"HTZ".to_vec()))
             .prop_map(|(loc, stock, market, action)| Msg::OpHalt { loc, stock, market, action }),
         1 => (loc(), stock).prop_map(|(loc, stock)| Msg::RegSho { loc, stock }),
         2 => prop::sample::select(b"OSQMECX".to_vec()).prop_map(|code| Msg::System { code }),

@@ -177,8 +177,9 @@ pub const MAX_ORDERS: Range = Range {
 /// Nasdaq lists about 12,000; the default is one per locate code. Each
 /// takes under 300 bytes (its state, book entry, index and slot map), so
 /// the default bounds them near 20 MiB and the most near 300 MiB. A
-/// message that would make one more is refused its symbol (its locate
-/// stays unmapped, so its orders change no book), counted
+/// message that would make one more is refused its symbol (its locate is
+/// left unmapped, a Stock Directory remapping one unmapping it, so its new
+/// orders change no book), counted
 /// (`symbols_refused`), and makes the feed `suspect` until the session
 /// changes: memory stays bounded when a directory never ends.
 pub const MAX_SYMBOLS: Range = Range {
