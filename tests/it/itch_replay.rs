@@ -1394,6 +1394,47 @@ fn the_coverage_table_names_tests_that_exist() {
     assert!(named > 200, "{named} tests named");
 }
 
+/// A replay answers an exchange feed from its books whatever the table's
+/// room, where live gives the symbols past it no slot (`no_quote`): a
+/// replay holding more symbols than live has slots for says so; one
+/// within them, nothing.
+#[test]
+fn a_replay_holding_more_symbols_than_the_table_has_slots_says_so() {
+    let stocks: Vec<Vec<u8>> = ["AAPL", "MSFT", "NVDA"]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| encode::stock_directory(i as u16 + 1, OPEN, Symbol::parse(s).unwrap()))
+        .collect();
+    let told = |capacity: usize, max_symbols: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = dir.path().join("c.pcap");
+        let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+        let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+        let src: SocketAddrV4 = "10.0.0.9:5000".parse().unwrap();
+        w.write_udp(T0, src, a(), &packet(1, &stocks)).unwrap();
+        w.finish().unwrap();
+        let text = format!(
+            "[state]\ncapacity = {capacity}\n{}max_symbols = {max_symbols}\n",
+            CONFIG.trim_start()
+        );
+        let config = Config::parse(&text, "itch.toml").unwrap();
+        let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+        let outcome = replay(&config, &mut capture, &[], |_| {});
+        tickguard::replay::input_warnings(&config, &outcome.summary)
+            .into_iter()
+            .filter(|l| l.contains("slots live has"))
+            .collect::<Vec<_>>()
+    };
+    let lines = told(2, 100);
+    assert_eq!(
+        lines,
+        ["feed 'nasdaq': 3 symbols held, more than the 2 slots live has for them ([state] capacity, or the feed's own limit): live, the ones past them answer no_quote, while this replay answered them from the books"]
+    );
+    assert!(told(3, 100).is_empty());
+    // The feed's own limit refuses the third in the replay too.
+    assert!(told(100, 2).is_empty());
+}
+
 /// A recording made with `recovery_listen` left at `0.0.0.0:0` names the
 /// port the kernel gave the channel as its answers' destination: "port 0
 /// matches nothing" (spec itch50 §3.2) leaves them unrouted in a replay

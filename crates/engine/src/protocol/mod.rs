@@ -147,6 +147,18 @@ impl Summary {
         }
     }
 
+    /// Names a replay answered from the feed's books without the table
+    /// (ITCH: the last session's symbols; MDP3: the instruments), which
+    /// live each take a slot; `None` for a protocol replayed through the
+    /// table ([`table_full`](Self::table_full) tells its refusals).
+    pub fn names_held(&self) -> Option<u64> {
+        match self {
+            Summary::Sqf(_) => None,
+            Summary::Itch50(s) => Some(s.symbols.len() as u64),
+            Summary::Mdp3(s) => Some(s.symbols.len() as u64),
+        }
+    }
+
     /// For a feed replayed from a venue's file rather than a capture: what
     /// the file held.
     pub fn file_records(&self) -> Option<FileRecords> {

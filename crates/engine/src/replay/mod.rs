@@ -1250,6 +1250,20 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
                 "feed '{name}': the state table had no slot for some of its symbols (full, or its free slots held for other feeds): {n} of their messages dropped, those symbols answered no_quote (raise [state] capacity)"
             ));
         }
+        // Answered from the books whatever the table's room: live, the
+        // names past it had no slot and answered no_quote.
+        let feed = config.feeds.iter().find(|c| c.name == *name);
+        if let (Some(held), Some(feed)) = (f.names_held(), feed) {
+            let room = feed
+                .settings
+                .reserved_slots()
+                .map_or(config.capacity, |(n, _)| n.min(config.capacity));
+            if held > room as u64 {
+                lines.push(format!(
+                    "feed '{name}': {held} symbols held, more than the {room} slots live has for them ([state] capacity, or the feed's own limit): live, the ones past them answer no_quote, while this replay answered them from the books"
+                ));
+            }
+        }
         match f.file_records() {
             Some(r) if r.records == 0 => {
                 lines.push(format!("feed '{name}': the {} holds no records", r.format))
