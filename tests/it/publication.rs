@@ -1024,6 +1024,36 @@ fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
 /// even when another user (uid 65534) opened it, while an older writer
 /// left it readable, and holds its lock. The lock file a writer makes is
 /// readable by its owner only.
+/// A writer started under a narrow umask (a service's `UMask=0277`) gives
+/// its publication exactly `shm_mode` (0640: its gateways' group reads it)
+/// and its lock exactly 0600 (0400, the next start after a kill could not
+/// write it).
+#[test]
+fn a_writer_under_a_narrow_umask_sets_its_modes_exactly() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch();
+    let shm = dir.path().join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let child = Command::new("sh")
+        .args(["-c", "umask 0277; exec \"$0\" run --config \"$1\""])
+        .arg(bin())
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = Running { child };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Reader::open(&shm).writer_pid() != Some(u64::from(running.child.id())) {
+        assert!(Instant::now() < deadline, "the writer did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&shm), 0o640);
+    assert_eq!(mode(&tickguard::shm::lock_path(&shm)), 0o600);
+    drop(running);
+}
+
 #[test]
 fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
     use std::os::unix::fs::PermissionsExt;

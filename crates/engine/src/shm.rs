@@ -371,9 +371,12 @@ impl WriterLock {
                         meta.len()
                     )));
                 }
-                file.set_permissions(std::fs::Permissions::from_mode(LOCK_MODE))
-                    .map_err(fail)?;
             }
+            // Exactly 0600, made or found: the umask may have narrowed a
+            // file made here (0400 under umask 0277, which the next start
+            // after a kill could not open for writing).
+            file.set_permissions(std::fs::Permissions::from_mode(LOCK_MODE))
+                .map_err(fail)?;
             file.set_len(0).map_err(fail)?;
             file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)
                 .map_err(fail)?;
