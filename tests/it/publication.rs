@@ -1030,7 +1030,6 @@ fn a_lock_file_that_is_not_a_writers_is_refused_and_left_untouched() {
 /// write it).
 #[test]
 fn a_writer_under_a_narrow_umask_sets_its_modes_exactly() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = scratch();
     let shm = dir.path().join("tickguard");
     let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
