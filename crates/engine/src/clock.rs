@@ -141,6 +141,14 @@ impl Queue {
         self.len = self.len.saturating_sub(1);
     }
 
+    /// Empties the queue, keeping its room.
+    fn clear(&mut self) {
+        self.packed.deltas.clear();
+        self.packed.len = 0;
+        self.tail.clear();
+        self.len = 0;
+    }
+
     /// Merges the two oldest entries (at least two) into one at the time of
     /// the second with the value of the first. Only a bounded queue merges,
     /// and it keeps every entry in the tail.
@@ -375,6 +383,26 @@ impl OffsetEstimator {
         (self.queue.len, self.queue.bytes())
     }
 
+    /// The local clock stepped back to `now` (ns; live, or a capture's
+    /// clock, at a step of more than a millisecond): the window is anchored
+    /// at `now` again. The samples taken before the step stay in it until
+    /// `now` + W, as if taken at `now` (their own times lie ahead of the
+    /// clock): the least of them, the queue's front, is all they can still
+    /// give, so it is kept alone. (Left at their times, nothing left the
+    /// window for as long as the step, and the estimate stayed at their
+    /// least whatever the provider's clock did meanwhile.) Allocates
+    /// nothing.
+    pub fn on_clock_stepped_back(&mut self, now: u64) {
+        if now >= self.latest {
+            return;
+        }
+        self.latest = now;
+        if let Some((_, least)) = self.queue.front() {
+            self.queue.clear();
+            self.queue.push_back((now, least));
+        }
+    }
+
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
     ///
     /// Arrival times are expected in order (they are, live, to within the
@@ -432,6 +460,41 @@ mod tests {
             .map(|&(a, s)| a as i128 - s as i128)
             .min()
             .unwrap()
+    }
+
+    /// The clock stepped forward an hour and back (a bad time source,
+    /// corrected): once told of the step back, the window is anchored at
+    /// the clock again, the samples from before it gone a window after
+    /// the step, and the estimate is the contract's over the packets since
+    /// (here a provider clock 100 µs a second slow: it rises). Not told,
+    /// the window stayed an hour ahead and the estimate at 1 ms.
+    #[test]
+    fn a_clock_stepped_back_anchors_the_window_again() {
+        let w = 60 * S;
+        let ms = S / 1000;
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(1000 * S, 1000 * S - ms);
+        e.on_packet(4600 * S, 1001 * S);
+        e.on_clock_stepped_back(1002 * S);
+        let sent = |i: u64| (1002 + i) * S - ms - i * 100_000;
+        let mut since = Vec::new();
+        for i in 0..=120u64 {
+            let a = (1002 + i) * S;
+            e.on_packet(a, sent(i));
+            since.push((a, sent(i)));
+            let want = match i {
+                // The samples from before the step, taken at it, hold the
+                // least (1 ms) until a window after it.
+                0..60 => ms as i128,
+                _ => brute(&since, since.len() - 1, w),
+            };
+            assert_eq!(e.offset(), want, "{i}");
+        }
+        assert_eq!(e.offset(), (ms + 61 * 100_000) as i128);
+        // A step "back" to a later time changes nothing.
+        let before = e.clone();
+        e.on_clock_stepped_back(2000 * S);
+        assert_eq!((e.offset(), e.latest), (before.offset(), before.latest));
     }
 
     #[test]

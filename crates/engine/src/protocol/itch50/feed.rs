@@ -1395,6 +1395,7 @@ impl Feed {
     /// the feed's capture stamps): see [`Sequencer::on_clock_stepped_back`].
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.seq.on_clock_stepped_back(now);
+        self.clock.on_clock_stepped_back(now);
     }
 
     /// The stream's sequencing.
@@ -2052,6 +2053,33 @@ mod tests {
         // and a timestamp of 09:30 elapsed is 10:30 on the wall clock.
         let t = 1_772_983_800_000_000_000; // 2026-03-08 15:30 UTC
         assert_eq!(midnight(&ny, t), 1_772_946_000_000_000_000);
+    }
+
+    /// The clock stepped back: the offset's window is anchored at the new
+    /// time, and a sample from before the step leaves it a window later
+    /// (anchored an hour ahead, it stayed for the hour).
+    #[test]
+    fn a_clock_stepped_back_anchors_the_offset_window_again() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 1_000 * MS,
+            },
+            ..settings()
+        });
+        let aapl = sym("AAPL");
+        let hour = 3_600_000 * MS;
+        // Sent at `T0 + sent`, the session's clock (T0 is OPEN's time).
+        let directory =
+            |s: u64, sent: u64| packet(s, &[encode::stock_directory(7, OPEN + sent, aapl)]);
+        // At a clock an hour ahead, 1 µs after it was sent; then stepped back.
+        f.on_datagram(&directory(1, hour), T0 + hour + 1_000)
+            .unwrap();
+        f.on_clock_stepped_back(T0);
+        f.on_datagram(&directory(2, 0), T0 + 5_000).unwrap();
+        assert_eq!(f.offset(), 1_000);
+        let t = 1_500 * MS;
+        f.on_datagram(&directory(3, t), T0 + t + 6_000).unwrap();
+        assert_eq!(f.offset(), 6_000);
     }
 
     /// A packet held behind a gap is timed at its arrival; a packet of

@@ -611,6 +611,7 @@ impl Feed {
     /// MsgSeqNum ends within its length of `now`.
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.seq.on_clock_stepped_back(now);
+        self.clock.on_clock_stepped_back(now);
         if let Some((_, until)) = &mut self.since_restart {
             *until = (*until).min(now.saturating_add(RESTART_WINDOW_NS));
         }
@@ -4486,6 +4487,29 @@ mod tests {
         assert!(f
             .verdict("#1", th, late + 2_000 * MS + 1)
             .contains(Reasons::STALE_AT_SOURCE));
+    }
+
+    /// The clock stepped back: the offset's window is anchored at the new
+    /// time, and a sample from before the step leaves it a window later
+    /// (anchored an hour ahead, it stayed for the hour).
+    #[test]
+    fn a_clock_stepped_back_anchors_the_offset_window_again() {
+        let mut f = Feed::new(Settings {
+            offset: OffsetMode::Auto {
+                window_ns: 1_000 * MS,
+            },
+            ..super::super::testing::settings()
+        });
+        let hb = |s: u32, sent: u64| encode::packet(s, sent, &[encode::heartbeat(V)]);
+        let hour = 3_600_000 * MS;
+        f.on_incremental(&hb(1, T0 + hour - 1_000), T0 + hour)
+            .unwrap();
+        f.on_clock_stepped_back(T0);
+        f.on_incremental(&hb(2, T0 - 5_000), T0).unwrap();
+        assert_eq!(f.offset(), 1_000);
+        let t = T0 + 1_500 * MS;
+        f.on_incremental(&hb(3, t - 6_000), t).unwrap();
+        assert_eq!(f.offset(), 6_000);
     }
 
     /// A heartbeat stamped at the largest SendingTime pulls the auto

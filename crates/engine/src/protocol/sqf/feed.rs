@@ -499,6 +499,10 @@ impl FeedEngine for Feed {
     /// SQF has no deadlines: every slot is written as it is applied.
     fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
 
+    fn on_clock_stepped_back(&mut self, now: u64) {
+        self.clock.on_clock_stepped_back(now);
+    }
+
     fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Self::Summary {
         super::summary::FeedSummary::new(cx, counters, self.clock.offset())
     }
@@ -1556,6 +1560,30 @@ clock_offset = 0
         assert!(lines[0].contains("held_back=0 total=1"), "{text}");
         assert!(lines[1].contains("held_back=19 total=21"), "{text}");
         assert!(lines[2].contains("held_back=19 total=41"), "{text}");
+    }
+
+    /// The clock stepped back: the offset's window is anchored at the new
+    /// time, so a sample from before the step leaves it a window later
+    /// (anchored ahead, it stayed for as long as the step).
+    #[test]
+    fn a_clock_stepped_back_anchors_the_offset_window_again() {
+        let mut cfg = config("full");
+        cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
+            window_ns: 1_000_000_000,
+        };
+        let mut h = Handler::new(&cfg);
+        let s = 1_000_000_000;
+        let packet = |send: u64| PacketBuilder::new(send).finish();
+        // At a clock an hour ahead, then stepped back.
+        h.on_datagram(0, &packet(3_700 * s - 1_000), 3_700 * s)
+            .unwrap();
+        h.on_clock_stepped_back(102 * s);
+        h.on_datagram(0, &packet(102 * s - 5_000), 102 * s).unwrap();
+        assert_eq!(h.feeds()[0].offset(), 1_000);
+        // A window after the step, the sample before it is gone.
+        let t = 103 * s + s / 2;
+        h.on_datagram(0, &packet(t - 6_000), t).unwrap();
+        assert_eq!(h.feeds()[0].offset(), 6_000);
     }
 
     #[test]
