@@ -1889,8 +1889,12 @@ mod tests {
             .unwrap();
         assert_eq!(f.sequencer().next(), Some(3), "applied");
         assert_eq!((f.offset(), f.source_watermark()), (offset, watermark));
+        // 25 h exactly is past the day.
+        f.on_datagram(&packet(3, &[event(DAY_END_NS)]), T0 + MS)
+            .unwrap();
+        assert_eq!((f.offset(), f.source_watermark()), (offset, watermark));
         // The last day's last nanosecond is a time.
-        f.on_datagram(&packet(3, &[event(DAY_END_NS - 1)]), T0 + 2 * MS)
+        f.on_datagram(&packet(4, &[event(DAY_END_NS - 1)]), T0 + 2 * MS)
             .unwrap();
         assert_ne!(f.source_watermark(), watermark);
     }
@@ -2053,6 +2057,11 @@ mod tests {
         // and a timestamp of 09:30 elapsed is 10:30 on the wall clock.
         let t = 1_772_983_800_000_000_000; // 2026-03-08 15:30 UTC
         assert_eq!(midnight(&ny, t), 1_772_946_000_000_000_000);
+        // 2026-11-01 is 25 hours long: midnight is 04:00 UTC (EDT), and a
+        // timestamp of 24.5 h elapsed (23:30 on the wall clock) is a time
+        // of the day (below DAY_END_NS).
+        let t = 1_793_545_200_000_000_000; // 2026-11-01 15:00 UTC
+        assert_eq!(midnight(&ny, t), 1_793_505_600_000_000_000);
     }
 
     /// The clock stepped back: the offset's window is anchored at the new
