@@ -6,7 +6,7 @@
 
 use super::connection::{Connection, Wire};
 use super::feed::Feed;
-use super::snapshot::{Recorded, Settings, Snapshots, SpinSettings, Step};
+use super::snapshot::{Recorded, Refused, Settings, Snapshots, SpinSettings, Step};
 use crate::ratelimit::Limiter;
 
 /// What the snapshot connections sent and received, as the receive loop
@@ -356,7 +356,7 @@ impl Driver {
                 next,
                 messages,
                 latency_ns,
-                refused: false,
+                refused: Refused::No,
             } => tracing::info!(
                 feed = %name,
                 next,
@@ -368,13 +368,25 @@ impl Driver {
                 next,
                 messages,
                 latency_ns,
-                refused: true,
+                refused: Refused::Spin,
             } => tracing::warn!(
                 feed = %name,
                 next,
                 messages,
                 duration_ms = latency_ns / 1_000_000,
                 "snapshot merged, but it held more orders or symbols than max_orders or max_symbols allow: the feed stays suspect until the session changes or a snapshot within them merges"
+            ),
+            Step::Merged {
+                next,
+                messages,
+                latency_ns,
+                refused: Refused::Kept,
+            } => tracing::warn!(
+                feed = %name,
+                next,
+                messages,
+                duration_ms = latency_ns / 1_000_000,
+                "snapshot merged, but the symbols the feed had that it lacks, kept with empty books, came to more than max_symbols with its own: some were refused, and the feed stays suspect until the session changes or a snapshot within them merges (raise max_symbols)"
             ),
             Step::Failed {
                 class,

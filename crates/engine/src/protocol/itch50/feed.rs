@@ -1479,6 +1479,12 @@ impl Staging {
         }
     }
 
+    /// The spin held more orders or symbols than the feed's bounds
+    /// (`max_orders`, `max_symbols`): some were refused.
+    pub fn refused(&self) -> bool {
+        self.state.refused || self.state.symbols_full
+    }
+
     /// Applies one spin message (valid: a known type checked by
     /// [`message::check`](super::message::check), or any unknown type).
     /// A symbol's last timestamp is the latest of its messages', so that

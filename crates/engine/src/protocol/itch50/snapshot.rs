@@ -72,6 +72,18 @@ fn latency_bucket(ns: u64) -> usize {
         .unwrap_or(SNAPSHOT_BUCKETS - 1)
 }
 
+/// What a merge's bounds (`max_orders`, `max_symbols`) refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Nothing.
+    No,
+    /// Some of the spin's orders or symbols: it held more than the bounds.
+    Spin,
+    /// Some of the feed's own symbols the spin lacked, kept with empty
+    /// books (glimpse G3.4): with the spin's, more than `max_symbols`.
+    Kept,
+}
+
 /// What a connection's end did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -85,9 +97,8 @@ pub enum Step {
         messages: u64,
         /// From the trigger to the merge, ns.
         latency_ns: u64,
-        /// The spin held more orders or symbols than the feed's bounds
-        /// (`max_orders`, `max_symbols`): refused, the feed suspect.
-        refused: bool,
+        /// What the bounds refused, the feed suspect for it.
+        refused: Refused,
     },
     /// The connection failed.
     Failed {
@@ -244,6 +255,7 @@ impl Snapshots {
                 messages,
                 session,
             } => {
+                let by_spin = staging.refused();
                 feed.merge_snapshot(staging, next, t);
                 self.counters.next = Some(next);
                 self.counters.session = Some(session);
@@ -256,7 +268,11 @@ impl Snapshots {
                     next,
                     messages,
                     latency_ns,
-                    refused: feed.orders_refused() || feed.symbols_refused(),
+                    refused: match feed.orders_refused() || feed.symbols_refused() {
+                        false => Refused::No,
+                        true if by_spin => Refused::Spin,
+                        true => Refused::Kept,
+                    },
                 }
             }
             End::Failed {

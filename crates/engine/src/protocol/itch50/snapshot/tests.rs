@@ -1289,6 +1289,39 @@ fn a_merge_refused_for_room_is_a_warning_and_counted() {
     );
 }
 
+/// A spin within `max_symbols` whose merge refuses some of the feed's own
+/// symbols it lacked (kept with empty books, glimpse G3.4: with its own,
+/// more than `max_symbols`) says that, not that the spin held too many.
+#[test]
+fn a_merge_refused_for_the_symbols_it_kept_says_so() {
+    let mut v = Venue::new("max_symbols = 4");
+    let ts = 34_200_000_000_000;
+    let mut spin = soup::login_accepted(&S1.0, 1).to_vec();
+    for (l, s) in [(1, "AAA"), (5, "EEE"), (6, "FFF")] {
+        soup::sequenced(&encode::stock_directory(l, ts, sym(s)), &mut spin);
+    }
+    soup::sequenced(&end_of_snapshot(105), &mut spin);
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&spin, 1, true);
+    });
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert!(s.suspect, "{s:?}");
+    let merged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .collect();
+    assert_eq!(merged.len(), 1, "{log}");
+    assert!(
+        merged[0].contains(" WARN ")
+            && merged[0].contains("the symbols the feed had that it lacks")
+            && !merged[0].contains("it held more"),
+        "{}",
+        merged[0]
+    );
+}
+
 /// A BinaryFILE replay ignores `glimpse`: a day from sequence 1 needs
 /// no snapshot, and nothing in a file can ask for one.
 #[test]
