@@ -1162,6 +1162,31 @@ fn a_connection_while_idle_is_an_operators_request() {
     assert_eq!(s.symbols, reference(40).symbols);
 }
 
+/// A snapshot taken before messages the feed had already applied (an
+/// operator's request, the lines running ahead of the spin): its N lies
+/// below the stream's next, so the books no longer reflect 20..29, which
+/// become a gap (`next` moves back to N), filled by the lines' copies;
+/// the books end the venue's. (Kept at the stream's next, the merge would
+/// have left 20..29 out of the books, trusted.)
+#[test]
+fn a_merge_below_what_was_applied_opens_a_gap_over_it() {
+    let mut v = Venue::new("snapshot_triggers = []");
+    v.datagrams(1..30);
+    v.local.set_port(v.local.port() + 1);
+    v.segment(false, Tcp::SYN, b"");
+    v.segment(true, Tcp::ACK, &spin(20, S1, false));
+    let s = v.summary();
+    assert_eq!(
+        (snap(&s).snapshots, s.gaps_open, s.suspect, s.next),
+        (1, 1, true, Some(20))
+    );
+    v.datagrams(20..30);
+    let s = v.summary();
+    assert_eq!((s.gaps_open, s.suspect, s.ticks_lost), (0, false, 0));
+    v.datagrams(30..40);
+    assert_eq!(v.summary().symbols, reference(40).symbols);
+}
+
 /// An operator's request on a healthy feed, given up (a login rejected
 /// as not authorised ends the waits), lost nothing: the feed is whole
 /// again, and the log line says so rather than that it stays suspect.
