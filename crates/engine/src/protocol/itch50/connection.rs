@@ -208,7 +208,13 @@ impl Connection {
     /// Starts a connection checked by `settings`; returns its attempt's
     /// number and the local end it connects from (the socket the thread
     /// holds bound for it), so that a recorded run writes our SYN now,
-    /// when the attempt starts.
+    /// when the attempt starts. The thread binds that socket when an
+    /// attempt ends (the address is `0.0.0.0`, bound before connecting):
+    /// a start while the last attempt still runs, or before the thread's
+    /// first turn, gets `0.0.0.0:0`, or the port the last attempt left, and
+    /// connects from another. A recording is read by these labels alone,
+    /// so its replay is the same; only lining it up with a host's own
+    /// capture by port is lost.
     pub fn start(&mut self, settings: glimpse::Settings) -> (u64, SocketAddrV4) {
         self.attempt += 1;
         // Pairs with the Acquire load of `Commands::wants`.
