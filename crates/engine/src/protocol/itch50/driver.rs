@@ -5,8 +5,8 @@
 //! run, what went over the wire handed out as TCP segments.
 
 use super::connection::{Connection, Wire};
-use super::feed::Feed;
-use super::snapshot::{Recorded, Refused, Settings, Snapshots, SpinSettings, Step};
+use super::feed::{Feed, Refused};
+use super::snapshot::{Recorded, Settings, Snapshots, SpinSettings, Step};
 use crate::ratelimit::Limiter;
 
 /// What the snapshot connections sent and received, as the receive loop
@@ -387,6 +387,18 @@ impl Driver {
                 messages,
                 duration_ms = latency_ns / 1_000_000,
                 "snapshot merged, but the symbols the feed had that it lacks, kept with empty books, came to more than max_symbols with its own: some were refused, and the feed stays suspect until the session changes or a snapshot within them merges (raise max_symbols)"
+            ),
+            Step::Merged {
+                next,
+                messages,
+                latency_ns,
+                refused: Refused::Held,
+            } => tracing::warn!(
+                feed = %name,
+                next,
+                messages,
+                duration_ms = latency_ns / 1_000_000,
+                "snapshot merged, but the messages held while it came, applied after it, held more orders or symbols than max_orders or max_symbols allow: the feed stays suspect until the session changes or a snapshot within them merges"
             ),
             Step::Failed {
                 class,

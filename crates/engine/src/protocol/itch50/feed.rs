@@ -896,10 +896,14 @@ impl Feed {
     /// the stream goes on from `n`, the first message the snapshot does
     /// not reflect. `staging` is left holding what the feed held before
     /// (to be dropped off the receive thread).
-    pub fn merge_snapshot(&mut self, staging: &mut Staging, n: u64, t: u64) {
+    /// Returns what the bounds (`max_orders`, `max_symbols`) refused, the
+    /// feed suspect for it.
+    pub fn merge_snapshot(&mut self, staging: &mut Staging, n: u64, t: u64) -> Refused {
         let pipelined = self.state.books.pipelined();
         self.state.books.pipeline(false);
+        let by_spin = staging.refused();
         self.state.adopt(staging);
+        let kept = self.state.refused || self.state.symbols_full;
         // What the spin refused for room is counted as the stream's own
         // refusals are (the spin counts nothing else: glimpse G3.4): the
         // feed stays suspect for it, and an operator sees why.
@@ -931,6 +935,12 @@ impl Feed {
         seq.merge(n, t, state);
         self.raise_watermark();
         self.state.books.pipeline(pipelined);
+        match () {
+            _ if by_spin => Refused::Spin,
+            _ if kept => Refused::Kept,
+            _ if self.state.refused || self.state.symbols_full => Refused::Held,
+            _ => Refused::No,
+        }
     }
 
     /// Ends a wait for a snapshot that will not come (glimpse G3.3, giving
@@ -1456,6 +1466,22 @@ impl Feed {
     pub fn offset_merges(&self) -> u64 {
         self.clock.merges()
     }
+}
+
+/// What a snapshot merge's bounds (`max_orders`, `max_symbols`) refused
+/// ([`Feed::merge_snapshot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Nothing.
+    No,
+    /// Some of the spin's orders or symbols: it held more than the bounds.
+    Spin,
+    /// Some of the feed's own symbols the spin lacked, kept with empty
+    /// books (glimpse G3.4): with the spin's, more than `max_symbols`.
+    Kept,
+    /// Some orders or symbols of the messages held while awaiting, applied
+    /// after the merge: the stream's own, as any message's.
+    Held,
 }
 
 /// The books and symbols a GLIMPSE spin builds, apart from the feed

@@ -13,7 +13,7 @@
 //!
 //! Time is passed in: ns since the Unix epoch, local clock.
 
-use super::feed::{Feed, Staging};
+use super::feed::{Feed, Refused, Staging};
 use super::glimpse::{self, Cause, End, Failure};
 use super::soup::SESSION_LEN;
 
@@ -70,18 +70,6 @@ fn latency_bucket(ns: u64) -> usize {
     (0..SNAPSHOT_BUCKETS - 1)
         .find(|&i| ns <= snapshot_bucket_bound_ns(i))
         .unwrap_or(SNAPSHOT_BUCKETS - 1)
-}
-
-/// What a merge's bounds (`max_orders`, `max_symbols`) refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// Nothing.
-    No,
-    /// Some of the spin's orders or symbols: it held more than the bounds.
-    Spin,
-    /// Some of the feed's own symbols the spin lacked, kept with empty
-    /// books (glimpse G3.4): with the spin's, more than `max_symbols`.
-    Kept,
 }
 
 /// What a connection's end did.
@@ -255,8 +243,7 @@ impl Snapshots {
                 messages,
                 session,
             } => {
-                let by_spin = staging.refused();
-                feed.merge_snapshot(staging, next, t);
+                let refused = feed.merge_snapshot(staging, next, t);
                 self.counters.next = Some(next);
                 self.counters.session = Some(session);
                 self.counters.messages = messages;
@@ -268,11 +255,7 @@ impl Snapshots {
                     next,
                     messages,
                     latency_ns,
-                    refused: match feed.orders_refused() || feed.symbols_refused() {
-                        false => Refused::No,
-                        true if by_spin => Refused::Spin,
-                        true => Refused::Kept,
-                    },
+                    refused,
                 }
             }
             End::Failed {

@@ -1319,15 +1319,17 @@ fn a_merge_refused_for_room_is_a_warning_and_counted() {
 /// more than `max_symbols`) says that, not that the spin held too many.
 #[test]
 fn a_merge_refused_for_the_symbols_it_kept_says_so() {
-    let mut v = Venue::new("max_symbols = 4");
+    // The day from its start (AAA to DDD listed), then an operator's
+    // request answered by a spin of AAA, EEE and FFF.
+    let mut v = Venue::new("max_symbols = 4\nsnapshot_triggers = []");
     let ts = 34_200_000_000_000;
     let mut spin = soup::login_accepted(&S1.0, 1).to_vec();
     for (l, s) in [(1, "AAA"), (5, "EEE"), (6, "FFF")] {
         soup::sequenced(&encode::stock_directory(l, ts, sym(s)), &mut spin);
     }
-    soup::sequenced(&end_of_snapshot(105), &mut spin);
+    soup::sequenced(&end_of_snapshot(30), &mut spin);
     let log = logs_of(|| {
-        v.datagrams(100..110);
+        v.datagrams(1..30);
         v.connection(&spin, 1, true);
     });
     let s = v.summary();
@@ -1342,6 +1344,31 @@ fn a_merge_refused_for_the_symbols_it_kept_says_so() {
         merged[0].contains(" WARN ")
             && merged[0].contains("the symbols the feed had that it lacks")
             && !merged[0].contains("it held more"),
+        "{}",
+        merged[0]
+    );
+}
+
+/// A spin within `max_orders` whose merge is followed by held messages
+/// that pass it: the refusal is the stream's, and the warning says so,
+/// not that the spin held too many.
+#[test]
+fn a_merge_whose_held_messages_pass_max_orders_says_so() {
+    let live: u64 = reference(105).symbols.values().map(|s| s.orders).sum();
+    let mut v = Venue::new(&format!("max_orders = {live}"));
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&spin(105, S1, false), 1, true);
+    });
+    let s = v.summary();
+    assert!(s.suspect && s.orders_refused > 0, "{s:?}");
+    let merged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .collect();
+    assert_eq!(merged.len(), 1, "{log}");
+    assert!(
+        merged[0].contains(" WARN ") && merged[0].contains("the messages held while it came"),
         "{}",
         merged[0]
     );
