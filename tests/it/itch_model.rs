@@ -18,7 +18,9 @@
 //! the packet's arrival for every data packet of the session (one of
 //! duplicates only too: line B's copy, a late answer); with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
-//! the window, its sample being its own arrival − send time; no message
+//! the window, its sample being its own arrival − send time (more than
+//! 1 ms back, the clock stepped back: the samples then in the window
+//! count as taken at it); no message
 //! of a packet follows sequence `u64::MAX` (blocks past it are not
 //! read), and once the last
 //! sequence is applied `next` stays on it, every later message of the
@@ -453,7 +455,17 @@ impl Model {
                 if let (OffsetMode::Auto { window_ns }, Some(send)) = (self.offset_mode, send) {
                     // An arrival that steps back counts as at the latest
                     // one for the window (`clock` documents it); the sample
-                    // is the packet's own arrival − send.
+                    // is the packet's own arrival − send. By more than
+                    // 1 ms, it is the clock stepped back: the samples
+                    // still in the window count as taken at it, the others
+                    // are gone.
+                    if let Some(&(l, _)) = self.samples.last().filter(|&&(l, _)| t + 1_000_000 < l)
+                    {
+                        self.samples.retain(|&(q, _)| q + window_ns > l);
+                        for s in &mut self.samples {
+                            s.0 = t;
+                        }
+                    }
                     let a = self.samples.last().map_or(t, |&(l, _)| l.max(t));
                     self.samples.push((a, t as i128 - send));
                     self.offset = self

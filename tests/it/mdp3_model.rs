@@ -1425,6 +1425,17 @@ impl Model {
         }
         // Clarification 5: processed incremental packets only.
         if let Some(w) = self.window {
+            // More than 1 ms back, the clock stepped back: the samples
+            // then in the window count as taken at it, the others are gone
+            // (`clock` documents it).
+            if t + 1_000_000 < self.latest {
+                let l = self.latest;
+                self.samples.retain(|&(q, _)| l - q < w);
+                for s in &mut self.samples {
+                    s.0 = t;
+                }
+                self.latest = t;
+            }
             let a = t.max(self.latest);
             self.latest = a;
             self.samples.push((a, t as i128 - p.sending as i128));

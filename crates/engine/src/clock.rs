@@ -21,8 +21,10 @@
 //! stored as the two differences from the one before it, as LEB128 varints
 //! (3 bytes for packets a microsecond apart whose delay rises by a few ns;
 //! 20 at most, against 32 for the entry itself), and the window is at most
-//! an hour (`offset_window_ms`) of arrivals in order (a capture stamp far
-//! ahead anchors it there: after it, nothing leaves the window). The newest few entries stay whole, so a
+//! an hour (`offset_window_ms`) of arrivals in order. An arrival more than
+//! [`STEP_BACK_NS`] before the latest is the clock stepped back (live, or a
+//! capture's), and the window is anchored at it again
+//! ([`OffsetEstimator::on_packet`]). The newest few entries stay whole, so a
 //! short queue — the usual one — never pays for the coding; a bounded
 //! (live) queue keeps every entry whole, 32 bytes each, preallocated.
 //!
@@ -32,8 +34,11 @@
 //! cap, the two oldest entries are merged keeping the *lower* value for the
 //! later time: the estimate can then only be lower than exact, which makes
 //! source ages larger — never a falsely fresh quote — and
-//! [`OffsetEstimator::merges`] counts it.
+//! [`OffsetEstimator::merges`] counts it. (After a clock step back the
+//! samples from before it are kept as one, their least, until a window
+//! after the step: see [`OffsetEstimator::on_packet`].)
 
+use crate::sys::udp::STEP_BACK_NS;
 use std::collections::VecDeque;
 
 /// How a feed's offset is obtained.
@@ -383,19 +388,16 @@ impl OffsetEstimator {
         (self.queue.len, self.queue.bytes())
     }
 
-    /// The local clock stepped back to `now` (ns; live, or a capture's
-    /// clock, at a step of more than a millisecond): the window is anchored
-    /// at `now` again. The samples taken before the step stay in it until
+    /// The clock stepped back to `now` (ns): the window is anchored at
+    /// `now` again. The samples taken before the step stay in it until
     /// `now` + W, as if taken at `now` (their own times lie ahead of the
     /// clock): the least of them, the queue's front, is all they can still
     /// give, so it is kept alone. (Left at their times, nothing left the
     /// window for as long as the step, and the estimate stayed at their
     /// least whatever the provider's clock did meanwhile.) Allocates
     /// nothing.
-    pub fn on_clock_stepped_back(&mut self, now: u64) {
-        if now >= self.latest {
-            return;
-        }
+    #[cold]
+    fn anchor_again(&mut self, now: u64) {
         self.latest = now;
         if let Some((_, least)) = self.queue.front() {
             self.queue.clear();
@@ -406,10 +408,14 @@ impl OffsetEstimator {
     /// An accepted packet: arrival `arrival` (local ns), `send_time` (provider ns).
     ///
     /// Arrival times are expected in order (they are, live, to within the
-    /// microseconds a receive batch spans). A capture whose timestamps step
-    /// back keeps the window anchored at the latest arrival seen (it never
-    /// moves backwards), while the packet's sample is its own arrival −
-    /// `send_time`. The offset after it can then differ from the
+    /// microseconds a receive batch spans). One more than [`STEP_BACK_NS`]
+    /// before the latest is the clock stepped back (live, or a capture's
+    /// clock: the same arrivals either way, so a replay of a recording
+    /// anchors where live did), and the window is anchored at it again
+    /// ([`anchor_again`](Self::anchor_again)). A capture whose timestamps
+    /// step back by less keeps the window anchored at the latest arrival
+    /// seen (it never moves backwards), while the packet's sample is its
+    /// own arrival − `send_time`. The offset after it can then differ from the
     /// contract's formula evaluated at its own stamp either way: lower (its
     /// sample is), or higher, by a sample the formula still counts at the
     /// earlier stamp that the window anchored later has already dropped
@@ -422,6 +428,9 @@ impl OffsetEstimator {
         let OffsetMode::Auto { window_ns } = self.mode else {
             return;
         };
+        if arrival.saturating_add(STEP_BACK_NS) < self.latest {
+            self.anchor_again(arrival);
+        }
         let a = arrival.max(self.latest);
         self.latest = a;
         let v = arrival as i128 - send_time as i128;
@@ -475,7 +484,6 @@ mod tests {
         let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
         e.on_packet(1000 * S, 1000 * S - ms);
         e.on_packet(4600 * S, 1001 * S);
-        e.on_clock_stepped_back(1002 * S);
         let sent = |i: u64| (1002 + i) * S - ms - i * 100_000;
         let mut since = Vec::new();
         for i in 0..=120u64 {
@@ -491,10 +499,22 @@ mod tests {
             assert_eq!(e.offset(), want, "{i}");
         }
         assert_eq!(e.offset(), (ms + 61 * 100_000) as i128);
-        // A step "back" to a later time changes nothing.
-        let before = e.clone();
-        e.on_clock_stepped_back(2000 * S);
-        assert_eq!((e.offset(), e.latest), (before.offset(), before.latest));
+    }
+
+    /// Arrivals behind the latest by at most [`STEP_BACK_NS`] are out of
+    /// order, not a step: the window stays anchored at the latest.
+    #[test]
+    fn arrivals_behind_by_a_millisecond_at_most_keep_the_anchor() {
+        let w = 10 * S;
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(100 * S, 100 * S - 1_000);
+        e.on_packet(105 * S, 105 * S - 5_000);
+        // 1 ms behind: raised to 105 s, the 100 s sample kept (it leaves
+        // at 110 s of the anchor, not of the stamp).
+        e.on_packet(105 * S - STEP_BACK_NS, 105 * S - STEP_BACK_NS - 7_000);
+        assert_eq!((e.offset(), e.latest), (1_000, 105 * S));
+        e.on_packet(110 * S, 110 * S - 9_000);
+        assert_eq!(e.offset(), 5_000);
     }
 
     #[test]

@@ -1405,7 +1405,6 @@ impl Feed {
     /// the feed's capture stamps): see [`Sequencer::on_clock_stepped_back`].
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.seq.on_clock_stepped_back(now);
-        self.clock.on_clock_stepped_back(now);
     }
 
     /// The stream's sequencing.

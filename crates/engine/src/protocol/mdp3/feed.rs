@@ -611,7 +611,6 @@ impl Feed {
     /// MsgSeqNum ends within its length of `now`.
     pub fn on_clock_stepped_back(&mut self, now: u64) {
         self.seq.on_clock_stepped_back(now);
-        self.clock.on_clock_stepped_back(now);
         if let Some((_, until)) = &mut self.since_restart {
             *until = (*until).min(now.saturating_add(RESTART_WINDOW_NS));
         }

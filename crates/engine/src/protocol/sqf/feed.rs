@@ -499,10 +499,6 @@ impl FeedEngine for Feed {
     /// SQF has no deadlines: every slot is written as it is applied.
     fn catch_up(&mut self, _: Cx<'_>, _: u64) {}
 
-    fn on_clock_stepped_back(&mut self, now: u64) {
-        self.clock.on_clock_stepped_back(now);
-    }
-
     fn summary(&mut self, cx: View<'_>, counters: &FeedCounters) -> Self::Summary {
         super::summary::FeedSummary::new(cx, counters, self.clock.offset())
     }
@@ -1571,19 +1567,27 @@ clock_offset = 0
         cfg.feeds[0].offset = crate::clock::OffsetMode::Auto {
             window_ns: 1_000_000_000,
         };
-        let mut h = Handler::new(&cfg);
         let s = 1_000_000_000;
         let packet = |send: u64| PacketBuilder::new(send).finish();
-        // At a clock an hour ahead, then stepped back.
-        h.on_datagram(0, &packet(3_700 * s - 1_000), 3_700 * s)
-            .unwrap();
-        h.on_clock_stepped_back(102 * s);
-        h.on_datagram(0, &packet(102 * s - 5_000), 102 * s).unwrap();
-        assert_eq!(h.feeds()[0].offset(), 1_000);
-        // A window after the step, the sample before it is gone.
-        let t = 103 * s + s / 2;
-        h.on_datagram(0, &packet(t - 6_000), t).unwrap();
-        assert_eq!(h.feeds()[0].offset(), 6_000);
+        // Live (told of the step at the loop's time, 0.5 ms after the
+        // next datagram's arrival) and a replay of its recording (the
+        // arrivals alone) anchor the window at the same arrival.
+        for told in [Some(102 * s + 500_000), None] {
+            let mut h = Handler::new(&cfg);
+            // At a clock an hour ahead, then stepped back.
+            h.on_datagram(0, &packet(3_700 * s - 1_000), 3_700 * s)
+                .unwrap();
+            if let Some(now) = told {
+                h.on_clock_stepped_back(now);
+            }
+            h.on_datagram(0, &packet(102 * s - 5_000), 102 * s).unwrap();
+            assert_eq!(h.feeds()[0].offset(), 1_000);
+            // A window after the step's first arrival, the sample before
+            // it is gone.
+            let t = 103 * s;
+            h.on_datagram(0, &packet(t - 6_000), t).unwrap();
+            assert_eq!(h.feeds()[0].offset(), 6_000, "{told:?}");
+        }
     }
 
     #[test]
