@@ -4664,6 +4664,32 @@ fn the_summary_counts_instruments_refused() {
     assert!(ch.run().feed().get("instruments_refused").is_none());
 }
 
+/// A replay answers from the books whatever the table's room: one holding
+/// more instruments than live has slots for the feed (the table less what
+/// the other feeds reserve) says so (not in the contract: live, those past
+/// them answer `no_quote`).
+#[test]
+fn more_instruments_than_the_slots_other_feeds_leave_are_told() {
+    let itch = "[state]\ncapacity = 6\n[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\n\
+                lines = [\"239.9.9.9:9000\"]\nstale_threshold_ms = 1000\n\
+                source_threshold_ms = 1000\nmax_symbols = 3\n";
+    let mut ch = Channel::new(itch);
+    let four: Vec<BookEntry> = (1..=4).map(|id| bid(id, 1, 100)).collect();
+    ch.send(0, A, event(1, &four));
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::load(&ch.write(dir.path())).unwrap();
+    let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+    let outcome = replay(&config, &mut capture, &[], |_| {});
+    let told: Vec<String> = tickguard::replay::input_warnings(&config, &outcome.summary)
+        .into_iter()
+        .filter(|l| l.contains("slots live has"))
+        .collect();
+    assert_eq!(
+        told,
+        ["feed 'cme': 4 symbols held, more than the 3 slots live has for them ([state] capacity, or the feed's own limit): live, the ones past them answer no_quote, while this replay answered them from the books"]
+    );
+}
+
 /// A snapshot and an instrument status naming an instrument past
 /// `max_instruments` are refused as a book entry is: counted, nothing
 /// made or kept for it, its checks `no_quote`.

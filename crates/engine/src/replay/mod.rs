@@ -14,7 +14,7 @@
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::keys::echo;
 use crate::config::services::{line_index, listen_takes, Receive};
-use crate::config::Config;
+use crate::config::{Config, FeedConfig};
 use crate::engine::{CheckDetail, Segment};
 use crate::handler::Handler;
 use crate::protocol::Rejected;
@@ -1254,10 +1254,18 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         // names past it had no slot and answered no_quote.
         let feed = config.feeds.iter().find(|c| c.name == *name);
         if let (Some(held), Some(feed)) = (f.names_held(), feed) {
+            // Its own bound, and what the other feeds' reservations leave.
+            let others: usize = config
+                .feeds
+                .iter()
+                .filter(|c| c.name != *name)
+                .map(FeedConfig::reservation)
+                .sum();
+            let left = config.capacity.saturating_sub(others);
             let room = feed
                 .settings
                 .reserved_slots()
-                .map_or(config.capacity, |(n, _)| n.min(config.capacity));
+                .map_or(left, |(n, _)| n.min(left));
             if held > room as u64 {
                 lines.push(format!(
                     "feed '{name}': {held} symbols held, more than the {room} slots live has for them ([state] capacity, or the feed's own limit): live, the ones past them answer no_quote, while this replay answered them from the books"
