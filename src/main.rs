@@ -1145,33 +1145,13 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     if let Err(e) = resync {
         tracing::warn!(error = %e, "no SIGUSR1 handler: operators cannot ask for snapshots");
     }
-    // A stop asked for while it starts (a slow one: a large table, a
-    // large `definitions` file) ends it before anything visible is done:
-    // the recording is not emptied, the publication not replaced.
-    // A stop that a helper thread's failure asked for (the metrics
-    // listener's, the log writer's) fails the start instead: exit 2, for
-    // the service manager to start it again.
-    let stopped_starting = || {
-        // Acquire: pairs with the failing thread's Release store of the stop.
-        let stop = shutdown.load(std::sync::atomic::Ordering::Acquire);
-        if logq::thread_failed() {
-            anyhow::bail!(
-                "a thread of the sidecar failed while it started (its message is above): stopped"
-            );
-        }
-        if stop {
-            tracing::info!(
-                "stopped while starting: nothing published (the file at the path left as it was)"
-            );
-        }
-        Ok(stop)
-    };
+    let stop_while_starting = || stopped_starting(shutdown, logq::thread_failed);
     // Everything that can fail comes before the publication is touched:
     // the writer lock, the line sockets, the metrics listener, then the
     // recording (last: it empties its file, which a start failing after
     // it would have emptied for nothing).
     let mut sidecar = tickguard::sidecar::Sidecar::prepare(&config)?;
-    if stopped_starting()? {
+    if stop_while_starting()? {
         return Ok(());
     }
     if config.metrics.enabled {
@@ -1179,7 +1159,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     }
     if let Some(path) = &args.record {
         Inputs::of_config(&args.config, &config).refuse("--record", path)?;
-        if stopped_starting()? {
+        if stop_while_starting()? {
             return Ok(());
         }
         sidecar.record(path, args.record_max_mb.map(|mb| mb << 20))?;
@@ -1189,7 +1169,7 @@ fn run_sidecar(args: RunArgs) -> Result<()> {
     for line in startup_lines(&args.config, &config) {
         tracing::info!("{line}");
     }
-    if stopped_starting()? {
+    if stop_while_starting()? {
         return Ok(());
     }
     sidecar.publish()?;
@@ -1626,9 +1606,51 @@ fn to_stdout(text: &str) -> Result<()> {
         .context("writing to stdout")
 }
 
+/// Whether a stop came while the sidecar starts (a slow start: a large
+/// table, a large `definitions` file): it then ends before anything
+/// visible is done (the recording not emptied, the publication not
+/// replaced), exit 0. A stop that a helper thread's failure asked for
+/// (the metrics listener's, the log writer's: `failed` says so) fails the
+/// start instead, exit 2, for the service manager to start it again.
+fn stopped_starting(
+    shutdown: &std::sync::atomic::AtomicBool,
+    failed: impl Fn() -> bool,
+) -> anyhow::Result<bool> {
+    // Acquire: pairs with the failing thread's Release store of the stop.
+    let stop = shutdown.load(std::sync::atomic::Ordering::Acquire);
+    if failed() {
+        anyhow::bail!(
+            "a thread of the sidecar failed while it started (its message is above): stopped"
+        );
+    }
+    if stop {
+        tracing::info!(
+            "stopped while starting: nothing published (the file at the path left as it was)"
+        );
+    }
+    Ok(stop)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::sync::atomic::AtomicBool;
+
+    /// A stop while starting ends the start cleanly; one a helper thread's
+    /// failure asked for fails it (the listener's panic while the sidecar
+    /// started once ended it with exit 0, which `Restart=on-failure` does
+    /// not restart).
+    #[test]
+    fn a_stop_while_starting_fails_the_start_when_a_thread_failed() {
+        let (running, stopped) = (AtomicBool::new(false), AtomicBool::new(true));
+        assert!(!super::stopped_starting(&running, || false).unwrap());
+        assert!(super::stopped_starting(&stopped, || false).unwrap());
+        let e = super::stopped_starting(&stopped, || true).unwrap_err();
+        assert!(
+            e.to_string().starts_with("a thread of the sidecar failed"),
+            "{e}"
+        );
+    }
 
     /// A rename over a file is allowed as the kernel allows it: not in a
     /// sticky directory over another user's file (unless the directory is
