@@ -401,6 +401,7 @@ fn explanations_agree_with_the_answers() {
             .collect();
         let mut capture = CaptureReader::open(&dir().join("channel.pcap")).unwrap();
         let answers = replay(&config, &mut capture, &between, |_| {}).answers;
+        assert_eq!(answers.len(), times.len(), "{name}: every check answered");
         for (t, a) in times.iter().zip(&answers) {
             assert_eq!(x.verdict_at(*t), a.reasons, "{name} at {t} (between steps)");
             stepped += 1;

@@ -119,6 +119,11 @@ fn explanation_agrees_with_the_feeds_own_verdict_at_every_change() {
             let steps: Vec<u64> = x.steps().iter().map(|s| s.time).collect();
             let times = crate::common::around(&steps, fixture_times());
             let answers = run(&config, input, &checks(symbol, times.clone()), None).answers;
+            assert_eq!(
+                answers.len(),
+                times.len(),
+                "{input} {symbol}: every check answered"
+            );
             for (t, a) in times.iter().zip(&answers) {
                 assert_eq!(
                     x.verdict_at(*t),
@@ -373,6 +378,7 @@ fn crafted_capture_shows_each_cause_at_its_time() {
         .collect();
     let mut reader = CaptureReader::open(&cap).unwrap();
     let out = replay(&config, &mut reader, &checks("XYZ", times.clone()), |_| {});
+    assert_eq!(out.answers.len(), times.len(), "every check answered");
     for (t, a) in times.iter().zip(&out.answers) {
         assert_eq!(xp.verdict_at(*t), a.reasons, "at {t}:\n{text}");
     }
