@@ -19,7 +19,7 @@
 //! duplicates only too: line B's copy, a late answer); with
 //! `auto`, an arrival that steps back counts as at the latest arrival for
 //! the window, its sample being its own arrival − send time (more than
-//! 1 ms back, the clock stepped back: the samples then in the window
+//! 100 ms back, the clock stepped back: the samples then in the window
 //! count as taken at it); no message
 //! of a packet follows sequence `u64::MAX` (blocks past it are not
 //! read), and once the last
@@ -456,10 +456,11 @@ impl Model {
                     // An arrival that steps back counts as at the latest
                     // one for the window (`clock` documents it); the sample
                     // is the packet's own arrival − send. By more than
-                    // 1 ms, it is the clock stepped back: the samples
+                    // 100 ms, it is the clock stepped back: the samples
                     // still in the window count as taken at it, the others
                     // are gone.
-                    if let Some(&(l, _)) = self.samples.last().filter(|&&(l, _)| t + 1_000_000 < l)
+                    if let Some(&(l, _)) =
+                        self.samples.last().filter(|&&(l, _)| t + 100_000_000 < l)
                     {
                         self.samples.retain(|&(q, _)| q + window_ns > l);
                         for s in &mut self.samples {

@@ -1425,10 +1425,10 @@ impl Model {
         }
         // Clarification 5: processed incremental packets only.
         if let Some(w) = self.window {
-            // More than 1 ms back, the clock stepped back: the samples
+            // More than 100 ms back, the clock stepped back: the samples
             // then in the window count as taken at it, the others are gone
             // (`clock` documents it).
-            if t + 1_000_000 < self.latest {
+            if t + 100_000_000 < self.latest {
                 let l = self.latest;
                 self.samples.retain(|&(q, _)| l - q < w);
                 for s in &mut self.samples {

@@ -22,8 +22,8 @@
 //! (3 bytes for packets a microsecond apart whose delay rises by a few ns;
 //! 20 at most, against 32 for the entry itself), and the window is at most
 //! an hour (`offset_window_ms`) of arrivals in order. An arrival more than
-//! [`STEP_BACK_NS`] before the latest is the clock stepped back (live, or a
-//! capture's), and the window is anchored at it again
+//! [`STEP_BACK_NS`] (100 ms) before the latest is the clock stepped back
+//! (live, or a capture's), and the window is anchored at it again
 //! ([`OffsetEstimator::on_packet`]). The newest few entries stay whole, so a
 //! short queue — the usual one — never pays for the coding; a bounded
 //! (live) queue keeps every entry whole, 32 bytes each, preallocated.
@@ -38,8 +38,17 @@
 //! samples from before it are kept as one, their least, until a window
 //! after the step: see [`OffsetEstimator::on_packet`].)
 
-use crate::sys::udp::STEP_BACK_NS;
 use std::collections::VecDeque;
+
+/// How far before the latest arrival one must come for the offset's
+/// window to take it for the clock stepped back, ns: the bound a reader
+/// takes a writer's time ahead of its own for one
+/// ([`MAX_AHEAD_NS`](crate::verdict::MAX_AHEAD_NS)). Less is a datagram
+/// late (queued behind a busy receive thread, or a capture's interfaces
+/// interleaved), which keeps the window where it was: re-anchored at it,
+/// the samples a few ms newer would leave the window early, and source
+/// ages read younger.
+pub const STEP_BACK_NS: u64 = crate::verdict::MAX_AHEAD_NS;
 
 /// How a feed's offset is obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,11 +481,12 @@ mod tests {
     }
 
     /// The clock stepped forward an hour and back (a bad time source,
-    /// corrected): once told of the step back, the window is anchored at
-    /// the clock again, the samples from before it gone a window after
-    /// the step, and the estimate is the contract's over the packets since
-    /// (here a provider clock 100 µs a second slow: it rises). Not told,
-    /// the window stayed an hour ahead and the estimate at 1 ms.
+    /// corrected): the first arrival after the step, an hour behind the
+    /// latest, anchors the window again, the samples from before it gone
+    /// a window after it, and the estimate is the contract's over the
+    /// packets since (here a provider clock 100 µs a second slow: it
+    /// rises). Anchored an hour ahead, the window kept the estimate at the
+    /// first packet's 1 ms.
     #[test]
     fn a_clock_stepped_back_anchors_the_window_again() {
         let w = 60 * S;
@@ -491,8 +501,9 @@ mod tests {
             e.on_packet(a, sent(i));
             since.push((a, sent(i)));
             let want = match i {
-                // The samples from before the step, taken at it, hold the
-                // least (1 ms) until a window after it.
+                // The first after the step (1 ms) is the least until a
+                // window after it: the one sample from before the step
+                // left (an hour's delay) lies above it.
                 0..60 => ms as i128,
                 _ => brute(&since, since.len() - 1, w),
             };
@@ -502,15 +513,34 @@ mod tests {
     }
 
     /// Arrivals behind the latest by at most [`STEP_BACK_NS`] are out of
-    /// order, not a step: the window stays anchored at the latest.
+    /// order, not a step: the window stays anchored at the latest. A
+    /// datagram 3 ms late (queued behind a busy receive thread) leaves the
+    /// 6 ms sample its window (re-anchored at it, the window dropped that
+    /// sample 3 ms early, and the offset read 8 ms: source ages younger).
     #[test]
-    fn arrivals_behind_by_a_millisecond_at_most_keep_the_anchor() {
+    fn arrivals_behind_by_less_than_a_step_keep_the_anchor() {
+        let ms = S / 1000;
+        let w = 2 * S;
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(100 * S, 100 * S - 5 * ms);
+        e.on_packet(101_500 * ms, 101_500 * ms - 6 * ms);
+        e.on_packet(101_497 * ms, 101_497 * ms - 7 * ms);
+        e.on_packet(102 * S, 102 * S - 8 * ms);
+        e.on_packet(103_498 * ms, 103_498 * ms - 9 * ms);
+        assert_eq!(e.offset(), (6 * ms) as i128);
+        e.on_packet(103_500 * ms, 103_500 * ms - 9 * ms);
+        assert_eq!(e.offset(), (8 * ms) as i128);
+    }
+
+    /// At the bound itself: behind by [`STEP_BACK_NS`] exactly is no step.
+    #[test]
+    fn an_arrival_behind_by_the_bound_keeps_the_anchor() {
         let w = 10 * S;
         let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
         e.on_packet(100 * S, 100 * S - 1_000);
         e.on_packet(105 * S, 105 * S - 5_000);
-        // 1 ms behind: raised to 105 s, the 100 s sample kept (it leaves
-        // at 110 s of the anchor, not of the stamp).
+        // Behind by the bound: raised to 105 s, the 100 s sample kept (it
+        // leaves at 110 s of the anchor, not of the stamp).
         e.on_packet(105 * S - STEP_BACK_NS, 105 * S - STEP_BACK_NS - 7_000);
         assert_eq!((e.offset(), e.latest), (1_000, 105 * S));
         e.on_packet(110 * S, 110 * S - 9_000);
