@@ -154,8 +154,16 @@ impl Summary {
     pub fn names_held(&self) -> Option<u64> {
         match self {
             Summary::Sqf(_) => None,
-            Summary::Itch50(s) => Some(s.symbols.len() as u64),
-            Summary::Mdp3(s) => Some(s.symbols.len() as u64),
+            Summary::Itch50(_) | Summary::Mdp3(_) => Some(self.symbols_held()),
+        }
+    }
+
+    /// Symbols (instruments) the summary holds.
+    pub fn symbols_held(&self) -> u64 {
+        match self {
+            Summary::Sqf(s) => s.symbols.len() as u64,
+            Summary::Itch50(s) => s.symbols.len() as u64,
+            Summary::Mdp3(s) => s.symbols.len() as u64,
         }
     }
 

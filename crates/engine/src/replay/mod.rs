@@ -14,7 +14,7 @@
 use crate::capture::{CaptureError, CaptureReader, CaptureStats, Datagram};
 use crate::config::keys::echo;
 use crate::config::services::{line_index, listen_takes, Receive};
-use crate::config::{Config, FeedConfig};
+use crate::config::Config;
 use crate::engine::{CheckDetail, Segment};
 use crate::handler::Handler;
 use crate::protocol::Rejected;
@@ -1254,13 +1254,18 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
         // names past it had no slot and answered no_quote.
         let feed = config.feeds.iter().find(|c| c.name == *name);
         if let (Some(held), Some(feed)) = (f.names_held(), feed) {
-            // Its own bound, and what the other feeds' reservations leave.
-            let others: usize = config
+            // Its own bound, and what the other feeds leave: their
+            // reservations, or the slots they took, if more.
+            let others: u64 = config
                 .feeds
                 .iter()
                 .filter(|c| c.name != *name)
-                .map(FeedConfig::reservation)
+                .map(|c| {
+                    let took = summary.feeds.get(&c.name).map_or(0, |s| s.symbols_held());
+                    took.max(c.reservation() as u64)
+                })
                 .sum();
+            let others = usize::try_from(others).unwrap_or(usize::MAX);
             let left = config.capacity.saturating_sub(others);
             let room = feed
                 .settings
