@@ -4673,19 +4673,22 @@ fn more_instruments_than_the_slots_other_feeds_leave_are_told() {
     let itch = "[state]\ncapacity = 6\n[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\n\
                 lines = [\"239.9.9.9:9000\"]\nstale_threshold_ms = 1000\n\
                 source_threshold_ms = 1000\nmax_symbols = 3\n";
+    // The replay's warnings of symbols past live's slots.
+    let told = |ch: &Channel| -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::load(&ch.write(dir.path())).unwrap();
+        let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+        let outcome = replay(&config, &mut capture, &[], |_| {});
+        tickguard::replay::input_warnings(&config, &outcome.summary)
+            .into_iter()
+            .filter(|l| l.contains("slots live has"))
+            .collect()
+    };
     let mut ch = Channel::new(itch);
     let four: Vec<BookEntry> = (1..=4).map(|id| bid(id, 1, 100)).collect();
     ch.send(0, A, event(1, &four));
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config::load(&ch.write(dir.path())).unwrap();
-    let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
-    let outcome = replay(&config, &mut capture, &[], |_| {});
-    let told: Vec<String> = tickguard::replay::input_warnings(&config, &outcome.summary)
-        .into_iter()
-        .filter(|l| l.contains("slots live has"))
-        .collect();
     assert_eq!(
-        told,
+        told(&ch),
         ["feed 'cme': 4 symbols held, more than the 3 slots live has for them ([state] capacity, or the feed's own limit): live, the ones past them answer no_quote, while this replay answered them from the books"]
     );
     // An SQF feed reserves one slot but takes what it needs: three here.
@@ -4700,14 +4703,7 @@ fn more_instruments_than_the_slots_other_feeds_leave_are_told() {
         b.quote(symbol, 1, T0, 1.0, 2.0);
     }
     ch.send(0, "239.9.9.9:9000", b.finish());
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config::load(&ch.write(dir.path())).unwrap();
-    let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
-    let outcome = replay(&config, &mut capture, &[], |_| {});
-    let told: Vec<String> = tickguard::replay::input_warnings(&config, &outcome.summary)
-        .into_iter()
-        .filter(|l| l.contains("slots live has"))
-        .collect();
+    let told = told(&ch);
     assert_eq!(told.len(), 1, "{told:?}");
     assert!(
         told[0].starts_with("feed 'cme': 4 symbols held, more than the 3 slots"),

@@ -356,50 +356,38 @@ impl Driver {
                 next,
                 messages,
                 latency_ns,
-                refused: Refused::No,
-            } => tracing::info!(
-                feed = %name,
-                next,
-                messages,
-                duration_ms = latency_ns / 1_000_000,
-                "snapshot merged: the stream goes on from its next sequence"
-            ),
-            Step::Merged {
-                next,
-                messages,
-                latency_ns,
-                refused: Refused::Spin,
-            } => tracing::warn!(
-                feed = %name,
-                next,
-                messages,
-                duration_ms = latency_ns / 1_000_000,
-                "snapshot merged, but it held more orders or symbols than max_orders or max_symbols allow: the feed stays suspect until the session changes or a snapshot within them merges"
-            ),
-            Step::Merged {
-                next,
-                messages,
-                latency_ns,
-                refused: Refused::Kept,
-            } => tracing::warn!(
-                feed = %name,
-                next,
-                messages,
-                duration_ms = latency_ns / 1_000_000,
-                "snapshot merged, but the symbols the feed had that it lacks, kept with empty books, came to more than max_symbols with its own: some were refused, and the feed stays suspect until the session changes or a snapshot within them merges (raise max_symbols)"
-            ),
-            Step::Merged {
-                next,
-                messages,
-                latency_ns,
-                refused: Refused::Held,
-            } => tracing::warn!(
-                feed = %name,
-                next,
-                messages,
-                duration_ms = latency_ns / 1_000_000,
-                "snapshot merged, but the messages held while it came, applied after it, held more orders or symbols than max_orders or max_symbols allow: the feed stays suspect until the session changes or a snapshot within them merges"
-            ),
+                refused,
+            } => {
+                let duration_ms = latency_ns / 1_000_000;
+                let why = match refused {
+                    Refused::No => {
+                        tracing::info!(
+                            feed = %name,
+                            next,
+                            messages,
+                            duration_ms,
+                            "snapshot merged: the stream goes on from its next sequence"
+                        );
+                        return;
+                    }
+                    Refused::Spin => {
+                        "it held more orders or symbols than max_orders or max_symbols allow"
+                    }
+                    Refused::Kept => {
+                        "the symbols the feed had that it lacks, kept with empty books, came to more than max_symbols with its own (raise max_symbols)"
+                    }
+                    Refused::Held => {
+                        "the messages held while it came, applied after it, held more orders or symbols than max_orders or max_symbols allow"
+                    }
+                };
+                tracing::warn!(
+                    feed = %name,
+                    next,
+                    messages,
+                    duration_ms,
+                    "snapshot merged, but {why}: some were refused, and the feed stays suspect until the session changes or a snapshot within them merges"
+                );
+            }
             Step::Failed {
                 class,
                 detail,

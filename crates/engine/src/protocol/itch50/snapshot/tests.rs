@@ -1289,6 +1289,16 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     assert!(!halted(&mut v), "no halt for a symbol the spin lacks");
 }
 
+/// The one "snapshot merged" line of `log`.
+fn merged_line(log: &str) -> &str {
+    let merged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .collect();
+    assert_eq!(merged.len(), 1, "{log}");
+    merged[0]
+}
+
 /// A spin holding more orders than `max_orders` merges refused: a
 /// warning says the feed stays suspect and why, and its refusals are
 /// counted in `orders_refused`.
@@ -1302,15 +1312,11 @@ fn a_merge_refused_for_room_is_a_warning_and_counted() {
     let s = v.summary();
     assert_eq!(snap(&s).snapshots, 1);
     assert!(s.suspect && s.orders_refused > 0, "{s:?}");
-    let merged: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("snapshot merged"))
-        .collect();
-    assert_eq!(merged.len(), 1, "{log}");
+    let merged = merged_line(&log);
     assert!(
-        merged[0].contains(" WARN ") && merged[0].contains("the feed stays suspect"),
+        merged.contains(" WARN ") && merged.contains("the feed stays suspect"),
         "{}",
-        merged[0]
+        merged
     );
 }
 
@@ -1335,17 +1341,13 @@ fn a_merge_refused_for_the_symbols_it_kept_says_so() {
     let s = v.summary();
     assert_eq!(snap(&s).snapshots, 1);
     assert!(s.suspect, "{s:?}");
-    let merged: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("snapshot merged"))
-        .collect();
-    assert_eq!(merged.len(), 1, "{log}");
+    let merged = merged_line(&log);
     assert!(
-        merged[0].contains(" WARN ")
-            && merged[0].contains("the symbols the feed had that it lacks")
-            && !merged[0].contains("it held more"),
+        merged.contains(" WARN ")
+            && merged.contains("the symbols the feed had that it lacks")
+            && !merged.contains("it held more"),
         "{}",
-        merged[0]
+        merged
     );
 }
 
@@ -1362,15 +1364,11 @@ fn a_merge_whose_held_messages_pass_max_orders_says_so() {
     });
     let s = v.summary();
     assert!(s.suspect && s.orders_refused > 0, "{s:?}");
-    let merged: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("snapshot merged"))
-        .collect();
-    assert_eq!(merged.len(), 1, "{log}");
+    let merged = merged_line(&log);
     assert!(
-        merged[0].contains(" WARN ") && merged[0].contains("the messages held while it came"),
+        merged.contains(" WARN ") && merged.contains("the messages held while it came"),
         "{}",
-        merged[0]
+        merged
     );
 }
 
@@ -1417,12 +1415,7 @@ fn a_merge_is_logged_with_its_n_messages_and_duration() {
         v.connection(&spin(105, S1, false), 1, true);
     });
     assert_eq!(snap(&v.summary()).snapshots, 1);
-    let merged: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("snapshot merged"))
-        .collect();
-    assert_eq!(merged.len(), 1, "{log}");
-    let line = merged[0];
+    let line = merged_line(&log);
     assert!(line.contains(" INFO "), "{line}");
     let fields = format!(
         "feed=nq next=105 messages={} duration_ms=2345",
