@@ -2103,6 +2103,34 @@ fn a_definitions_status_code_reads_as_a_status_messages() {
     assert_eq!(out.sym(1)["trading_status"], 2);
 }
 
+/// "103 and null → unchanged" (spec mdp3 §3.6) in a SecurityStatus: after
+/// a halt, a 103 and a status sent null keep it in force, neither an
+/// anomaly; the group's trading status after them counts.
+#[test]
+fn a_status_of_no_change_or_null_keeps_the_halt() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100), offer(1, 2, 101)]));
+    ch.send(MS, A, packet(2, &[status(Some(1), "", "", 2)]));
+    ch.send(2 * MS, A, packet(3, &[status(Some(1), "", "", 103)]));
+    let null = encode::Status {
+        transact_time: T0,
+        security_group: "",
+        asset: "",
+        security_id: Some(1),
+        match_event_indicator: 0,
+        trading_status: None,
+    };
+    ch.send(3 * MS, A, packet(4, &[encode::security_status(V, &null)]));
+    let kept = ch.check(4 * MS, "#1");
+    ch.send(5 * MS, A, packet(5, &[status(Some(1), "", "", 17)]));
+    let open = ch.check(6 * MS, "#1");
+    let out = ch.run();
+    assert_eq!(out.reasons(kept), r(&["halted"]));
+    assert_eq!(out.reasons(open), ok());
+    assert_eq!(out.feed()["anomalies"], 0);
+    assert_eq!(out.sym(1)["trading_status"], 17);
+}
+
 /// "Statuses, liveness, counters and RptSeq act per message/packet"
 /// (spec mdp3 §3.4): a status and an RptSeq hole count at once, in the
 /// middle of an event.

@@ -870,6 +870,25 @@ mod tests {
         );
     }
 
+    /// "S + `restart_margin` < `high`" (spec mdp3 §3.1) at its boundary:
+    /// `high` 1,001 after packet 1,000, margin 100: 900 is the weekly
+    /// restart, 901 (901 + 100 = `high`) a late copy.
+    #[test]
+    fn the_weekly_restart_begins_one_past_the_margin() {
+        let mut s = seq();
+        s.on_packet(1_000, 0, 0);
+        assert_eq!(s.on_packet(901, 1, 0).0, Packet::Duplicate);
+        assert_eq!(
+            s.on_packet(900, 2, 0).0,
+            Packet::Process {
+                fill: false,
+                restart: Some(Restart::Weekly)
+            }
+        );
+        assert_eq!(s.high(), Some(901));
+        assert_eq!(s.counters().sequence_restarts, 1);
+    }
+
     /// Not in the contract (docs/mdp3.md): right after a ChannelReset, a
     /// packet nearer 1 than `high` and sent after the reset's packet is of
     /// the new sequence, its first packets missing, not a copy: its
