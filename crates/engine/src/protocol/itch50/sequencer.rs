@@ -1701,6 +1701,10 @@ mod tests {
         let o = r.packet(&data(S1, 50_000, 1), 4);
         assert!(o.duplicates == 1 && !o.alive);
         assert_eq!(r.expire(u64::MAX / 2), 0);
+        // Awaiting, every block is counted at its arrival, the copy's too,
+        // and every count-0 datagram (spec itch50 §5).
+        let c = r.seq.counters();
+        assert_eq!((c.messages, c.heartbeats), (3 + 2 + 1, 2));
         // N = 50,002: 50,000 and 50,001 are discarded, 50,002 applied;
         // 50,003, 50,004 and 50,007 are missing: one gap from `next`.
         r.merge(50_002, 10);

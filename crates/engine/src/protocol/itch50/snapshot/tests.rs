@@ -351,6 +351,36 @@ fn a_spin_changes_no_count_and_no_liveness_of_the_feed() {
     assert!(stale(&mut v, last + 1_000 * MS + 1));
 }
 
+/// "Spin messages change … [no] itch50-v1 counter" (glimpse G3.4), the
+/// spin's own oddities included: an add onto a live reference and a
+/// delete of an order never added count in neither the feed's
+/// `anomalies` nor its `unknown_orders`.
+#[test]
+fn a_spins_odd_messages_count_nothing_of_the_feed() {
+    let mut v = Venue::new("");
+    v.datagrams(100..150);
+    let before = v.summary();
+    let ts = 34_200_000_000_000 + 120_000;
+    let again = encode::add_order(
+        locate(11),
+        ts,
+        11,
+        Side::Buy,
+        100,
+        sym(STOCKS[locate(11) as usize - 1]),
+        1_000_000,
+        None,
+    );
+    let unknown = encode::delete(locate(11), ts, 999_999);
+    v.connection(&spin_with(120, S1, false, &[again, unknown]), 3, true);
+    let s = v.summary();
+    assert_eq!(snap(&s).snapshots, 1);
+    assert_eq!(
+        (s.anomalies, s.unknown_orders),
+        (before.anomalies, before.unknown_orders)
+    );
+}
+
 /// "Spin messages change neither `source_watermark`, offset, …" (glimpse
 /// G3.4): a spin whose messages are stamped an hour past the multicast's
 /// leaves the feed's clock offset as the multicast set it.
@@ -1249,6 +1279,10 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
     let t = v.tick();
     let _ = v.h.on_datagram_line(0, 0, &b.finish(), t);
     assert!(halted(&mut v));
+    assert_eq!(
+        v.summary().symbols["AAA"].trading_state.as_deref(),
+        Some("T")
+    );
     // A spin of only AAA's directory and its orders.
     let mut bytes = soup::login_accepted(&S1.0, 1).to_vec();
     soup::sequenced(&message(2), &mut bytes);
@@ -1262,6 +1296,9 @@ fn a_symbol_the_spin_lacks_keeps_its_name_and_locate() {
         (2, 0, None)
     );
     assert_eq!(s.symbols["AAA"].orders, 0);
+    // AAA's directory without an H: its state is the spin's, none (G3.4
+    // step 1), not the stream's "T" from before.
+    assert_eq!(s.symbols["AAA"].trading_state, None);
     // Locate 2 still maps to BBB: a message without a stock on it (a
     // delete of an order nobody knows) is BBB's, its time BBB's last.
     let t = v.tick();
