@@ -254,8 +254,7 @@ fn first_wrong(steps: &[Step], kind: &str) -> Option<String> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 2_000,
-        failure_persistence: None,
+        cases: crate::common::cases(2_000),
         ..ProptestConfig::default()
     })]
 

@@ -688,6 +688,29 @@ mod tests {
         b.finish()
     }
 
+    /// Each reason's name, as the summary's `rejected_by_reason`, the
+    /// metrics' `reason` label and the logs give it: operators' rules and
+    /// dashboards name them, so a swap would count one under another.
+    #[test]
+    fn each_reason_is_counted_under_its_own_name() {
+        let names = [
+            (Reject::Short, "short"),
+            (Reject::Magic, "bad_magic"),
+            (Reject::Version, "bad_version"),
+            (Reject::HeaderOverrun, "header_overrun"),
+            (Reject::LengthTooSmall, "length_too_small"),
+            (Reject::LengthOverrun, "length_overrun"),
+            (Reject::TooShortForType, "too_short_for_type"),
+            (Reject::BadSymbol, "bad_symbol"),
+            (Reject::TrailingBytes, "trailing_bytes"),
+        ];
+        assert_eq!(names.len(), Reject::ALL.len());
+        for (r, name) in names {
+            assert_eq!(r.as_str(), name);
+            assert_eq!(Reject::ALL[r.index()], r);
+        }
+    }
+
     #[test]
     fn rejects_each_validity_rule() {
         let ok = one_quote();
