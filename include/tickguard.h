@@ -1270,7 +1270,7 @@ static inline uint64_t tg_counter_value(const tg_counter *c, const uint64_t valu
     return values[c->id];
 }
 
-/* A text counter's bytes (up to the first NUL, trailing spaces dropped) into
+/* A text counter's bytes (up to the first NUL, trailing ASCII whitespace dropped) into
  * buf, NUL terminated when len > 0; returns the length the text needs. Bytes
  * off the network: sanitize before printing to a terminal. */
 static inline size_t tg_counter_text(const tg_counter *c, const uint64_t values[TG_COUNTER_IDS], char *buf, size_t len) {
@@ -1287,7 +1287,11 @@ static inline size_t tg_counter_text(const tg_counter *c, const uint64_t values[
         }
     }
 done:
-    while (n > 0 && text[n - 1] == ' ') n--;
+    /* Trailing ASCII whitespace dropped (space, tab, LF, FF, CR), as the
+     * Rust reader's Descriptor::text drops it. */
+    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\n' ||
+                     text[n - 1] == '\f' || text[n - 1] == '\r'))
+        n--;
     for (i = 0; i < n && i + 1 < len; i++) buf[i] = text[i];
     if (len > 0) buf[n < len ? n : len - 1] = '\0';
     return n;

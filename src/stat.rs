@@ -562,11 +562,15 @@ impl Snapshot {
             // A file cut under its mapping reads as zeros (health
             // `bad_state`): its counters are unknown, not zero.
             let cut = matches!(snap.health, Health::BadState(_));
+            // So are its status and offset, and the symbols judged with
+            // them (a flag of zeros would read as a healthy feed).
             let values = patiently(wait, || reader.counters(id)).filter(|_| !cut);
             // (A writer killed inside the offset's write: its status alone.)
-            let state = patiently(wait, || reader.feed_state(id));
+            let state = patiently(wait, || reader.feed_state(id)).filter(|_| !cut);
             let offset_read = state.is_some();
-            let state = state.or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)));
+            let state = state
+                .or_else(|| Some((patiently(wait, || reader.feed_status(id))?, 0)))
+                .filter(|_| !cut);
             let read = Readable {
                 counters: values.is_some(),
                 offset: offset_read,

@@ -1242,7 +1242,8 @@ int main(int argc, char **argv) {
         p.set_counter(
             1,
             counter::SESSION_HI,
-            u64::from_le_bytes(*b"CD\0\0\0\0\0\0"),
+            // Trailing whitespace, not only spaces, dropped by both.
+            u64::from_le_bytes(*b"CD\t \n\r\0\0"),
         );
     });
     let table = StateTable::shared(Arc::new(p));

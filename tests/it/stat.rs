@@ -318,9 +318,19 @@ fn counters_of_a_publication_in_bad_state_are_unknown() {
     let doc: serde_json::Value =
         serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
     assert_eq!(doc["health"], "bad_state", "{doc}");
+    // Its status, offset and the symbols judged with them are unknown
+    // too: a file cut under its mapping reads as zeros, a healthy feed's
+    // flags and no symbol.
+    assert!(
+        text.contains("symbols: unknown (the feed's status or offset unreadable)"),
+        "{text}"
+    );
     for feed in doc["feeds"].as_array().unwrap() {
         assert_eq!(feed["counters_unreadable"], true, "{feed}");
         assert_eq!(feed.get("duplicates"), None, "{feed}");
+        assert_eq!(feed["flags"], serde_json::Value::Null, "{feed}");
+        assert_eq!(feed["clock_offset_ns"], serde_json::Value::Null, "{feed}");
+        assert_eq!(feed["symbols"], serde_json::Value::Null, "{feed}");
     }
 }
 

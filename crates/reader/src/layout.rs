@@ -626,8 +626,8 @@ impl Descriptor {
         }
     }
 
-    /// A text counter's text ([`printable`], trailing spaces dropped, up to
-    /// the first NUL); empty for other kinds.
+    /// A text counter's text ([`printable`], trailing ASCII whitespace
+    /// dropped, up to the first NUL); empty for other kinds.
     pub fn text(&self, counters: &[u64; counter::ALL]) -> String {
         if self.kind != CounterKind::Text {
             return String::new();
