@@ -7,7 +7,7 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 use tickguard::config::Config;
 use tickguard::protocol::mdp3::feed::Feed;
-use tickguard::protocol::mdp3::synth::{equity_channel, Channel, Datagram};
+use tickguard::protocol::mdp3::synth::{equity_channel, Activity, Channel, Datagram, Scope};
 use tickguard::sidecar::Sidecar;
 use tickguard::state::price::Price as Exact;
 use tickguard::time::now_ns;
@@ -181,6 +181,18 @@ clock_offset = 0
         let t = now_ns();
         let mut venue = Channel::new(11, equity_channel());
         rig.send(&venue.fill_books(t), &[0, 1]);
+        (rig, t, venue)
+    }
+
+    /// Joining on demand with `extra` configuration lines, the equity
+    /// channel (seed 3) with its books filled and 20 events sent on both
+    /// lines: the rig, the venue's clock and the venue.
+    fn equity_traded(extra: &str) -> (Rig, u64, Channel) {
+        let mut rig = Rig::with("on_demand", extra);
+        let t = now_ns();
+        let mut venue = Channel::new(3, equity_channel());
+        rig.send(&venue.fill_books(t), &[0, 1]);
+        rig.events(&mut venue, t, 0..20u64);
         (rig, t, venue)
     }
 }
@@ -471,11 +483,7 @@ fn a_channel_reset_empties_every_book_until_it_is_refilled() {
     // sequence this short, a margin of 1 keeps the new sequence's first
     // packets from being taken for late copies of the old one (spec mdp3
     // §9.2 judges by MsgSeqNum alone).
-    let mut rig = Rig::with("on_demand", "restart_margin = 1");
-    let t = now_ns();
-    let mut venue = Channel::new(3, equity_channel());
-    rig.send(&venue.fill_books(t), &[0, 1]);
-    rig.events(&mut venue, t, 0..20u64);
+    let (mut rig, t, mut venue) = Rig::equity_traded("restart_margin = 1");
     let reader = Reader::open(&rig.shm);
     all_answer_their_books(&reader, &venue, "before the reset");
     rig.send(&venue.channel_reset(t + 50_000), &[0, 1]);
@@ -510,17 +518,56 @@ fn lose_an_event_on_both_lines(rig: &mut Rig, venue: &mut Channel, t: u64) {
     rig.settle();
 }
 
+/// A gap given up keeps the snapshot lines until a loop begun after it has
+/// been read whole: an instrument's status lost with the gap (its next
+/// entry in order verifying it again, so it reads `ok`), its snapshot lost
+/// in the first loop too, is said again by the next loop, which the lines
+/// are not left before, however many loops have begun.
+#[test]
+fn a_status_lost_with_a_gap_and_in_a_loop_comes_with_the_next_whole_loop() {
+    let (mut rig, t, mut venue) = Rig::equity_traded("");
+    assert!(!rig.snapshot_wanted());
+    let x = venue.specs().nth(1).unwrap().security_id;
+    let id = format!("#{x}");
+    // Pre-open (21: `closed`), lost on both lines; once the gap is given
+    // up, X's next quote in order verifies X again.
+    let _lost = venue.status(t + 30_000, Scope::Instrument(x), 21);
+    rig.send(&venue.event(t + 31_000, x, Activity::Quote), &[0, 1]);
+    std::thread::sleep(Duration::from_millis(10));
+    rig.settle();
+    assert!(rig.snapshot_wanted(), "joined after the give-up");
+    let quote = venue.event(t + 32_000, x, Activity::Quote);
+    assert!(!quote.is_empty());
+    rig.send(&quote, &[0, 1]);
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(reasons(&reader, &id), "ok", "the status is lost");
+    // The first loop, X's snapshot (its second packet) lost on both lines:
+    // every other instrument heals from it.
+    let mut first = venue.snapshot_loop(t + 40_000);
+    first.remove(1);
+    rig.send(&first, &[2, 3]);
+    assert!(!any_needy(&rig), "healed, or verified by an entry");
+    // The next loop's beginning ends a loop read with a hole: still joined.
+    let next = venue.snapshot_loop(t + 50_000);
+    rig.send(&next[..1], &[2, 3]);
+    assert!(
+        rig.snapshot_wanted(),
+        "no loop read whole since the give-up"
+    );
+    rig.send(&next[1..], &[2, 3]);
+    assert_eq!(reasons(&reader, &id), "closed", "said again by the loop");
+    // That loop read whole, the lines are left at the next beginning.
+    rig.send(&venue.snapshot_loop(t + 60_000)[..1], &[2, 3]);
+    assert!(!rig.snapshot_wanted(), "left once a loop was read whole");
+}
+
 /// Loops that heal nothing (the instruments that need healing have no
 /// snapshot in them) are left after `snapshot_max_loops` (2 here), and
 /// joined again only when another instrument turns suspect or unverified;
 /// with `always` the lines are never left.
 #[test]
 fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
-    let mut rig = Rig::new("on_demand");
-    let t = now_ns();
-    let mut venue = Channel::new(3, equity_channel());
-    rig.send(&venue.fill_books(t), &[0, 1]);
-    rig.events(&mut venue, t, 0..20u64);
+    let (mut rig, t, mut venue) = Rig::equity_traded("");
     assert!(!rig.snapshot_wanted());
     lose_an_event_on_both_lines(&mut rig, &mut venue, t + 30_000);
     assert!(rig.snapshot_wanted(), "joined after the give-up");

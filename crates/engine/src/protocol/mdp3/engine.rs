@@ -10,7 +10,7 @@
 
 use super::config::{service_of, Mdp3Config, SnapshotJoin, DEFINITION_SERVICE, SNAPSHOT_SERVICE};
 use super::feed::{Feed, Settings};
-use super::loops::HOLD_MAX_NS;
+use super::loops::{LoopCount, HOLD_MAX_NS};
 use super::packet;
 use super::publish::Publisher;
 use super::summary::FeedSummary;
@@ -142,10 +142,10 @@ pub struct Joining {
     applied_seen: u64,
     /// Packets given up for lost when last looked.
     lost_seen: u64,
-    /// After a gap given up: the loop count at which a whole loop has
-    /// been read since, and the loop's clock (ns) past which the lines
-    /// are not kept for it anyway ([`HOLD_MAX_NS`]).
-    hold_until: Option<(u64, u64)>,
+    /// After a gap given up: each line's loops begun then (a loop begun
+    /// after them and read whole ends the hold), and the loop's clock (ns)
+    /// past which the lines are not kept for it anyway ([`HOLD_MAX_NS`]).
+    hold_until: Option<([u64; 2], u64)>,
     /// Left after `max_loops` idle loops, the publisher's needy ones
     /// marked at the last whole loop's beginning: joined again only when
     /// an instrument turns needy after that and stays so the grace period
@@ -218,7 +218,7 @@ impl Joining {
     fn update(
         &mut self,
         now: u64,
-        loops: u64,
+        count: LoopCount,
         p: &mut Publisher,
         (applied, lost, waiting): (u64, u64, u64),
         restart_window: bool,
@@ -233,22 +233,25 @@ impl Joining {
         // Turns in this cycle may have come before or after a loop
         // beginning in it: a mark taken there counts them after it.
         let turned_before = std::mem::replace(&mut self.turned_seen, p.turned_needy());
+        let loops = count.begun;
         let new_loops = loops.saturating_sub(self.loops_seen);
         self.loops_seen = loops;
         let given_up = lost > self.lost_seen;
         self.lost_seen = lost;
         if given_up {
-            // The loop under way, if joined, is read in part: a whole one
-            // has been read at the second beginning from now.
-            self.hold_until = Some((loops + 2, now.saturating_add(HOLD_MAX_NS)));
+            // The loop under way, if joined, is read in part: held until
+            // a line has read whole a loop begun after now (every packet
+            // of it, TotNumReports snapshots), a status lost with the gap
+            // said again in it.
+            self.hold_until = Some((count.each, now.saturating_add(HOLD_MAX_NS)));
         }
-        if let (true, Some((until, deadline))) = (restart_window, &mut self.hold_until) {
+        if let (true, Some((after, deadline))) = (restart_window, &mut self.hold_until) {
             // Within a restart's window a snapshot not applied gives no
             // status (it may be of the sequence before): a status lost with
             // the gap is said again only by a loop read after the window,
             // so the hold lasts a whole loop past it (the window itself
             // lasts a minute at most).
-            *until = (*until).max(loops + 2);
+            *after = [after[0].max(count.each[0]), after[1].max(count.each[1])];
             *deadline = (*deadline).max(now.saturating_add(HOLD_MAX_NS));
         }
         if let Some((_, deadline)) = &mut self.hold_until {
@@ -258,7 +261,7 @@ impl Joining {
         }
         let held = self
             .hold_until
-            .is_some_and(|(until, deadline)| loops < until && now < deadline);
+            .is_some_and(|(after, deadline)| !count.whole_since(after) && now < deadline);
         if !held {
             self.hold_until = None;
         }
@@ -426,7 +429,7 @@ impl Engine {
         cx.counters.table_full = p.table_full;
         self.joining.update(
             now,
-            self.feed.loops().begun(),
+            self.feed.loops().count(),
             p,
             (
                 self.feed.counters().snapshots_applied,
@@ -758,6 +761,18 @@ mod tests {
     use super::*;
     use crate::shm::CounterKind;
 
+    /// A packet of no snapshot.
+    const NONE: (u64, Option<u32>) = (0, None);
+
+    /// `n` loops begun on line A, each before the last read whole.
+    fn read(n: u64) -> LoopCount {
+        LoopCount {
+            begun: n,
+            each: [n, 0],
+            whole: [n.saturating_sub(1), 0],
+        }
+    }
+
     /// A loop begins once whatever the lines' order: line B a packet or a
     /// whole loop behind line A, or ahead of it, or two loops behind and
     /// delivered in a burst, its copies stamped as A's or a little later;
@@ -821,7 +836,7 @@ mod tests {
                 let mut l = Loops::default();
                 for &(line, lp, seq) in order {
                     let sent = 1000 * lp + u64::from(seq) + if line == 1 { skew } else { 0 };
-                    l.on_packet(line, seq, sent, T);
+                    l.on_packet(line, seq, sent, T, NONE);
                 }
                 let loops = order.iter().map(|o| o.1).max().unwrap();
                 assert_eq!(l.begun(), loops, "skew {skew}: {order:?}");
@@ -830,12 +845,12 @@ mod tests {
         // Line A alone for 100 loops (B down), then line B alone.
         let mut l = Loops::default();
         for lp in 1..=100 {
-            l.on_packet(0, 1, 1000 * lp, T);
-            l.on_packet(0, 2, 1000 * lp + 1, T);
+            l.on_packet(0, 1, 1000 * lp, T, NONE);
+            l.on_packet(0, 2, 1000 * lp + 1, T, NONE);
         }
         for lp in 101..=103 {
-            l.on_packet(1, 1, 1000 * lp, T);
-            l.on_packet(1, 2, 1000 * lp + 1, T);
+            l.on_packet(1, 1, 1000 * lp, T, NONE);
+            l.on_packet(1, 2, 1000 * lp + 1, T, NONE);
         }
         assert_eq!(l.begun(), 100, "line B counts from where it stopped");
         // Odd stamps and odd deliveries never count a loop twice: a copy
@@ -900,7 +915,7 @@ mod tests {
         for (run, loops) in runs {
             let mut l = Loops::default();
             for &(line, seq, sent) in run {
-                l.on_packet(line, seq, sent, T);
+                l.on_packet(line, seq, sent, T, NONE);
             }
             assert!(l.begun() <= loops, "{run:?}: {} > {loops}", l.begun());
         }
@@ -908,7 +923,7 @@ mod tests {
         // datagram again (a copy) does not.
         let mut l = Loops::default();
         for (line, sent) in [(0, 5), (1, 5), (0, 6), (0, 6), (1, 6), (0, 7)] {
-            l.on_packet(line, 1, sent, T);
+            l.on_packet(line, 1, sent, T, NONE);
         }
         assert_eq!(l.begun(), 3);
     }
@@ -922,57 +937,130 @@ mod tests {
         const S: u64 = 1_000_000_000;
         let mut l = Loops::default();
         for line in [0, 1] {
-            l.on_packet(line, 1, 1000, T);
-            l.on_packet(line, 1, u64::MAX - 1, T + 1);
+            l.on_packet(line, 1, 1000, T, NONE);
+            l.on_packet(line, 1, u64::MAX - 1, T + 1, NONE);
         }
         assert_eq!(l.begun(), 2);
         // A loop a second, stamped as the venue's clock goes.
         for k in 1..60 {
             for line in [0, 1] {
-                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S, NONE);
             }
         }
         assert_eq!(l.begun(), 2, "held back within the minute");
         for k in 60..63 {
             for line in [0, 1] {
-                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S, NONE);
             }
         }
         assert_eq!(l.begun(), 5, "counted again after it");
         // A clock stepped back begins nothing by itself: a duplicate of a
         // beginning is still a duplicate.
         let mut l = Loops::default();
-        l.on_packet(0, 1, 1000, T);
-        l.on_packet(0, 1, 1000, T - 1);
+        l.on_packet(0, 1, 1000, T, NONE);
+        l.on_packet(0, 1, 1000, T - 1, NONE);
         assert_eq!(l.begun(), 1);
     }
 
     /// A gap given up joins the snapshot lines and keeps them, with no
-    /// instrument in need, until two loops have begun (a whole one read)
-    /// or [`HOLD_MAX_NS`] has passed, whichever comes first; without a
-    /// give-up, nothing needing them, they are left.
+    /// instrument in need, until a loop begun after it was read whole
+    /// ([`read`]: each loop before the latest) or [`HOLD_MAX_NS`] has
+    /// passed, whichever comes first; without a give-up, nothing needing
+    /// them, they are left.
     #[test]
     fn a_gap_given_up_keeps_the_snapshot_lines_a_whole_loop_at_most_a_minute() {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &mut p, (0, 0, 0), false);
+        j.update(T, read(0), &mut p, (0, 0, 0), false);
         assert!(!j.joined(), "nothing needs them");
         // Given up: joined, kept through one loop begun.
-        j.update(T + 1, 0, &mut p, (0, 1, 0), false);
+        j.update(T + 1, read(0), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "joined for the give-up");
-        j.update(T + 2, 1, &mut p, (0, 1, 0), false);
+        j.update(T + 2, read(1), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "the first loop may have been read in part");
-        j.update(T + 3, 2, &mut p, (0, 1, 0), false);
+        j.update(T + 3, read(2), &mut p, (0, 1, 0), false);
         assert!(!j.joined(), "left once a whole loop was read");
         // Given up again, loops never counted: left after the bound.
-        j.update(T + 4, 2, &mut p, (0, 2, 0), false);
+        j.update(T + 4, read(2), &mut p, (0, 2, 0), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS - 1, 3, &mut p, (0, 2, 0), false);
+        j.update(T + 4 + HOLD_MAX_NS - 1, read(3), &mut p, (0, 2, 0), false);
         assert!(j.joined());
-        j.update(T + 4 + HOLD_MAX_NS, 3, &mut p, (0, 2, 0), false);
+        j.update(T + 4 + HOLD_MAX_NS, read(3), &mut p, (0, 2, 0), false);
         assert!(!j.joined(), "left at the bound");
         assert_eq!((j.joins, j.leaves), (3, 3));
+    }
+
+    /// A loop is read whole on a line with every MsgSeqNum from its 1 in
+    /// order, and as many snapshots as its TotNumReports; either line's
+    /// whole loop counts.
+    #[test]
+    fn a_loop_is_read_whole_only_with_every_packet_and_snapshot() {
+        const T: u64 = 1_000_000_000_000;
+        // Each packet one snapshot of a loop of three.
+        const ONE: (u64, Option<u32>) = (1, Some(3));
+        let mut l = Loops::default();
+        let send = |l: &mut Loops, line, lp: u64, seqs: &[u32]| {
+            for &seq in seqs {
+                l.on_packet(line, seq, 1000 * lp + u64::from(seq), T, ONE);
+            }
+        };
+        // Loop 1 on A, all of it; loop 2's beginning ends it.
+        send(&mut l, 0, 1, &[1, 2, 3]);
+        send(&mut l, 0, 2, &[1]);
+        assert_eq!(l.count().whole, [1, 0]);
+        // Loop 2: packet 2 lost on A; line B, from its first beginning,
+        // reads it all.
+        send(&mut l, 0, 2, &[3]);
+        send(&mut l, 1, 2, &[1, 2, 3]);
+        send(&mut l, 0, 3, &[1]);
+        assert_eq!(l.count().whole, [1, 0], "A's loop 2 had a hole");
+        send(&mut l, 1, 3, &[1]);
+        assert_eq!(l.count().whole, [1, 1], "B's first loop, read whole");
+        // Loop 3 on A: its last packet lost (no hole in the numbers, two
+        // snapshots of three).
+        send(&mut l, 0, 3, &[2]);
+        send(&mut l, 0, 4, &[1]);
+        assert_eq!(l.count().whole, [1, 1], "a loop's tail lost");
+        // Loop 4 on A: a copy sent twice on the line reads nothing new;
+        // out of order is a hole.
+        send(&mut l, 0, 4, &[2, 2, 3]);
+        send(&mut l, 0, 5, &[1, 3, 2]);
+        assert_eq!(l.count().whole, [4, 1]);
+        send(&mut l, 0, 6, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "out of order");
+        let count = l.count();
+        assert_eq!((count.begun, count.each), (6, [6, 2]));
+        assert!(count.whole_since([3, 0]) && !count.whole_since([4, 1]));
+    }
+
+    /// A gap given up keeps the snapshot lines, however many loops begin,
+    /// until a line has read whole a loop begun after it: a status lost
+    /// with the gap whose snapshot was lost too is said again only there.
+    #[test]
+    fn a_gap_given_up_keeps_the_lines_until_a_loop_is_read_whole() {
+        const T: u64 = 1_000_000_000_000;
+        let mut p = Publisher::default();
+        let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
+        let at = |begun: u64, whole: [u64; 2]| LoopCount {
+            begun,
+            each: [begun, begun],
+            whole,
+        };
+        j.update(T, at(3, [2, 2]), &mut p, (0, 0, 0), false);
+        assert!(!j.joined());
+        j.update(T + 1, at(3, [2, 2]), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "joined for the give-up");
+        // Loop 3, under way at the give-up, read whole: begun before it.
+        j.update(T + 2, at(4, [3, 3]), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "the loop under way began before the give-up");
+        // Loops 4 and 5 begin and end with holes on both lines.
+        j.update(T + 3, at(5, [3, 3]), &mut p, (0, 1, 0), false);
+        j.update(T + 4, at(6, [3, 3]), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "no loop read whole since");
+        // Loop 6 read whole on line B alone.
+        j.update(T + 5, at(7, [3, 6]), &mut p, (0, 1, 0), false);
+        assert!(!j.joined(), "left once a line read a loop whole");
     }
 
     /// A gap given up within a restart's window keeps the snapshot lines
@@ -984,17 +1072,17 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        j.update(T, 0, &mut p, (0, 0, 0), true);
+        j.update(T, read(0), &mut p, (0, 0, 0), true);
         assert!(!j.joined());
-        j.update(T + 1, 0, &mut p, (0, 1, 0), true);
+        j.update(T + 1, read(0), &mut p, (0, 1, 0), true);
         for loops in 1..=5 {
-            j.update(T + 1 + loops, loops, &mut p, (0, 1, 0), true);
+            j.update(T + 1 + loops, read(loops), &mut p, (0, 1, 0), true);
             assert!(j.joined(), "loop {loops}: the window is open");
         }
         // Closed at loop 5: loop 6 may be read in part, loop 7 whole.
-        j.update(T + 7, 6, &mut p, (0, 1, 0), false);
+        j.update(T + 7, read(6), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "the first loop past the window may be in part");
-        j.update(T + 8, 7, &mut p, (0, 1, 0), false);
+        j.update(T + 8, read(7), &mut p, (0, 1, 0), false);
         assert!(!j.joined(), "left once a whole loop past it was read");
     }
 
@@ -1010,9 +1098,9 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut quiet = Publisher::with_needy(800, 800);
-        j.update(T, 0, &mut quiet, (0, 0, 0), false);
-        j.update(T + 1, 1, &mut quiet, (0, 0, 0), false);
-        j.update(T + 2, 2, &mut quiet, (0, 0, 0), false);
+        j.update(T, read(0), &mut quiet, (0, 0, 0), false);
+        j.update(T + 1, read(1), &mut quiet, (0, 0, 0), false);
+        j.update(T + 2, read(2), &mut quiet, (0, 0, 0), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
         assert_eq!(quiet.needy_since_mark(), 0, "marked when left");
         for k in 0..10u64 {
@@ -1020,17 +1108,17 @@ mod tests {
             // One more needy (a loss on line A), healed 0.2 ms later (B's copy).
             let mut loss = Publisher::with_needy(801, 1);
             let mut healed = Publisher::with_needy(800, 0);
-            j.update(at, 2, &mut loss, (0, 0, 0), false);
-            j.update(at + MS / 5, 2, &mut healed, (0, 0, 0), false);
-            j.update(at + 6 * MS, 2, &mut healed, (0, 0, 0), false);
+            j.update(at, read(2), &mut loss, (0, 0, 0), false);
+            j.update(at + MS / 5, read(2), &mut healed, (0, 0, 0), false);
+            j.update(at + 6 * MS, read(2), &mut healed, (0, 0, 0), false);
             assert!(!j.joined(), "loss {k}: joined for a need that ended");
         }
         // A new need that lasts while an old one healed: joined after the
         // grace period.
         let mut swapped = Publisher::with_needy(800, 1);
-        j.update(T + 200 * MS, 2, &mut swapped, (0, 0, 0), false);
+        j.update(T + 200 * MS, read(2), &mut swapped, (0, 0, 0), false);
         assert!(!j.joined());
-        j.update(T + 206 * MS, 2, &mut swapped, (0, 0, 0), false);
+        j.update(T + 206 * MS, read(2), &mut swapped, (0, 0, 0), false);
         assert!(j.joined(), "a lasting new need joins");
         assert_eq!((j.joins, j.leaves), (2, 1));
     }
@@ -1045,19 +1133,19 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut quiet = Publisher::with_needy(800, 800);
-        j.update(T, 0, &mut quiet, (0, 0, 0), false);
+        j.update(T, read(0), &mut quiet, (0, 0, 0), false);
         // The first beginning: marked there.
-        j.update(T + 1, 1, &mut quiet, (0, 0, 0), false);
+        j.update(T + 1, read(1), &mut quiet, (0, 0, 0), false);
         assert_eq!(quiet.needy_since_mark(), 0);
         // One turns needy within the loop, and stays so; the next
         // beginning ends an idle loop: left, the mark kept.
         let mut one_more = Publisher::with_needy(801, 1);
-        j.update(T + 2, 2, &mut one_more, (0, 0, 0), false);
+        j.update(T + 2, read(2), &mut one_more, (0, 0, 0), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
         assert_eq!(one_more.needy_since_mark(), 1, "not marked at the leave");
-        j.update(T + 3, 2, &mut one_more, (0, 0, 0), false);
+        j.update(T + 3, read(2), &mut one_more, (0, 0, 0), false);
         assert!(!j.joined(), "within the grace period");
-        j.update(T + 3 + 5 * MS, 2, &mut one_more, (0, 0, 0), false);
+        j.update(T + 3 + 5 * MS, read(2), &mut one_more, (0, 0, 0), false);
         assert!(j.joined(), "its need lasted: joined again");
     }
 
@@ -1069,13 +1157,13 @@ mod tests {
         const H: u64 = 3_600_000_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5_000_000);
         let mut p = Publisher::with_needy(0, 0);
-        j.update(T, 0, &mut p, (0, 0, 0), false);
-        j.update(T + 1, 0, &mut p, (0, 1, 0), false);
+        j.update(T, read(0), &mut p, (0, 0, 0), false);
+        j.update(T + 1, read(0), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "a gap given up: joined, held");
         let back = T - H;
-        j.update(back, 0, &mut p, (0, 1, 0), false);
+        j.update(back, read(0), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "held from the new time");
-        j.update(back + HOLD_MAX_NS, 0, &mut p, (0, 1, 0), false);
+        j.update(back + HOLD_MAX_NS, read(0), &mut p, (0, 1, 0), false);
         assert!(
             !j.joined(),
             "a minute after the step, not an hour and a minute"
@@ -1093,26 +1181,26 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut quiet = Publisher::with_needy(800, 0);
-        j.update(T, 0, &mut quiet, (0, 0, 7), false);
-        j.update(T + 1, 1, &mut quiet, (0, 0, 7), false);
-        j.update(T + 2, 2, &mut quiet, (0, 0, 7), false);
+        j.update(T, read(0), &mut quiet, (0, 0, 7), false);
+        j.update(T + 1, read(1), &mut quiet, (0, 0, 7), false);
+        j.update(T + 2, read(2), &mut quiet, (0, 0, 7), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
-        j.update(T + 2 + 10 * MS, 2, &mut quiet, (0, 0, 7), false);
+        j.update(T + 2 + 10 * MS, read(2), &mut quiet, (0, 0, 7), false);
         assert!(!j.joined(), "nothing new: left");
         // A book entry waits: joined once the grace period passed.
-        j.update(T + 3 + 10 * MS, 2, &mut quiet, (0, 0, 8), false);
+        j.update(T + 3 + 10 * MS, read(2), &mut quiet, (0, 0, 8), false);
         assert!(!j.joined(), "within the grace period");
-        j.update(T + 3 + 15 * MS, 2, &mut quiet, (0, 0, 8), false);
+        j.update(T + 3 + 15 * MS, read(2), &mut quiet, (0, 0, 8), false);
         assert!(j.joined(), "its snapshot is in the loop now: joined");
         // Left idle again; a book entry waits, but its instrument is whole
         // again (a ChannelReset) before the grace period ends: no join.
-        j.update(T + 4 + 15 * MS, 3, &mut quiet, (0, 0, 8), false);
-        j.update(T + 5 + 15 * MS, 4, &mut quiet, (0, 0, 8), false);
+        j.update(T + 4 + 15 * MS, read(3), &mut quiet, (0, 0, 8), false);
+        j.update(T + 5 + 15 * MS, read(4), &mut quiet, (0, 0, 8), false);
         assert!(!j.joined(), "left after a loop that healed nothing");
         let joins = j.joins;
-        j.update(T + 6 + 15 * MS, 4, &mut quiet, (0, 0, 9), false);
+        j.update(T + 6 + 15 * MS, read(4), &mut quiet, (0, 0, 9), false);
         let mut whole = Publisher::with_needy(0, 0);
-        j.update(T + 6 + 25 * MS, 4, &mut whole, (0, 0, 9), false);
+        j.update(T + 6 + 25 * MS, read(4), &mut whole, (0, 0, 9), false);
         assert!(!j.joined() && j.joins == joins, "nothing needs a snapshot");
     }
 
@@ -1125,11 +1213,11 @@ mod tests {
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
         let before: Vec<(bool, u64)> = (1..=3).map(|k| (true, k)).collect();
         let mut p = Publisher::with_turns(&before);
-        j.update(T, 0, &mut p, (0, 0, 0), false);
+        j.update(T, read(0), &mut p, (0, 0, 0), false);
         let mut turns = before.clone();
         turns.push((true, 4));
         let mut p = Publisher::with_turns(&turns);
-        j.update(T + 1, 1, &mut p, (0, 0, 0), false);
+        j.update(T + 1, read(1), &mut p, (0, 0, 0), false);
         assert_eq!(p.needy_since_mark(), 1, "turned in the beginning's cycle");
     }
 
@@ -1142,16 +1230,16 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut j = Joining::new(SnapshotJoin::OnDemand, 1, 5 * MS);
         let mut calm = Publisher::default();
-        j.update(T, 0, &mut calm, (0, 0, 0), false);
-        j.update(T + 1, 1, &mut calm, (0, 0, 0), false);
-        j.update(T + 2, 2, &mut calm, (0, 0, 0), false);
+        j.update(T, read(0), &mut calm, (0, 0, 0), false);
+        j.update(T + 1, read(1), &mut calm, (0, 0, 0), false);
+        j.update(T + 2, read(2), &mut calm, (0, 0, 0), false);
         assert!(!j.joined(), "left");
         let mut needy = Publisher::with_needy(1, 1);
-        j.update(T + MS, 2, &mut needy, (0, 0, 0), false);
+        j.update(T + MS, read(2), &mut needy, (0, 0, 0), false);
         let back = T - 10_000 * MS;
-        j.update(back, 2, &mut needy, (0, 0, 0), false);
+        j.update(back, read(2), &mut needy, (0, 0, 0), false);
         assert!(!j.joined(), "within the grace period");
-        j.update(back + 5 * MS, 2, &mut needy, (0, 0, 0), false);
+        j.update(back + 5 * MS, read(2), &mut needy, (0, 0, 0), false);
         assert!(j.joined(), "a grace period after the step");
     }
 
@@ -1161,7 +1249,7 @@ mod tests {
     fn a_feed_without_snapshot_lines_never_joins() {
         let mut p = Publisher::default();
         let mut j = Joining::none();
-        j.update(1, 0, &mut p, (0, 1, 0), false);
+        j.update(1, read(0), &mut p, (0, 1, 0), false);
         assert!(!j.joined());
         assert_eq!((j.joins, j.leaves), (0, 0));
     }

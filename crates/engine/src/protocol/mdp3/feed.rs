@@ -1680,9 +1680,17 @@ impl Feed {
         if self.since_restart.is_some_and(|(_, until)| t >= until) {
             self.since_restart = None;
         }
+        // What the loop under way holds of its TotNumReports: a loop read
+        // whole ends a give-up's hold on the lines.
+        let reports = packet
+            .messages()
+            .fold((0, None), |(n, total), m| match m.body() {
+                Body::Snapshot(s) => (n + 1, total.max(Some(s.tot_num_reports()))),
+                _ => (n, total),
+            });
         if self
             .loops
-            .on_packet(line, packet.seq_num(), packet.sending_time(), t)
+            .on_packet(line, packet.seq_num(), packet.sending_time(), t, reports)
         {
             if let Some((_, loops)) = &mut self.reset_floor {
                 *loops += 1;

@@ -23,6 +23,12 @@ pub const HOLD_MAX_NS: u64 = 60_000_000_000;
 /// hold its line's count back for good: a packet 1 that comes
 /// [`HOLD_MAX_NS`] of local time after its line's last beginning begins
 /// a loop whatever its stamp.
+///
+/// Each line also tells the loops it read whole: from its packet 1, every
+/// MsgSeqNum in order up to the next beginning (a packet missing or out
+/// of order is a hole), and at least
+/// TotNumReports snapshots among them (a loop's last packets lost leave
+/// no hole in the numbers).
 #[derive(Debug, Default, Clone)]
 pub struct Loops {
     begun: [u64; 2],
@@ -31,27 +37,93 @@ pub struct Loops {
     sent: [u64; 2],
     /// Arrival of each line's latest beginning, ns (local clock).
     at: [Option<u64>; 2],
+    /// The loop under way on each line, as read so far.
+    reading: [Reading; 2],
+    /// On each line, the number (its `begun` then) of the latest loop it
+    /// read whole; 0 none.
+    whole: [u64; 2],
+}
+
+/// A line's loop under way, as read.
+#[derive(Debug, Default, Clone, Copy)]
+struct Reading {
+    /// The MsgSeqNum that continues it; 0: a hole (or no beginning seen).
+    next: u32,
+    /// Snapshots read in it.
+    reports: u64,
+    /// Its TotNumReports (the largest a snapshot of it gave).
+    total: Option<u32>,
+}
+
+/// What [`Loops`] tells of the loops: begun (the larger count of the two
+/// lines), and on each line those begun and the latest read whole.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LoopCount {
+    pub begun: u64,
+    pub each: [u64; 2],
+    pub whole: [u64; 2],
+}
+
+impl LoopCount {
+    /// Whether some line read whole a loop it began after `each` (its
+    /// counts at some earlier time).
+    pub fn whole_since(&self, each: [u64; 2]) -> bool {
+        self.whole[0] > each[0] || self.whole[1] > each[1]
+    }
 }
 
 impl Loops {
     /// Packet `seq` of snapshot line `line`, stamped `sent` (venue clock),
-    /// arrived at `t` (local clock): whether it begins a loop.
-    pub fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) -> bool {
+    /// arrived at `t` (local clock), holding `reports` snapshots whose
+    /// largest TotNumReports is `total`: whether it begins a loop.
+    pub fn on_packet(
+        &mut self,
+        line: usize,
+        seq: u32,
+        sent: u64,
+        t: u64,
+        (reports, total): (u64, Option<u32>),
+    ) -> bool {
         let i = line % 2;
         // (Not at a clock stepped back: a duplicate would begin a loop
         // again. A step back holds a stalled line back by the step too.)
         let stalled = self.at[i].is_some_and(|at| t >= at.saturating_add(HOLD_MAX_NS));
         let begins = seq == 1 && (sent > self.sent[i] || stalled);
+        let r = &mut self.reading[i];
         if begins {
+            let read = r.next != 0 && r.total.is_some_and(|n| r.reports >= u64::from(n));
+            if read {
+                self.whole[i] = self.begun[i];
+            }
             self.begun[i] += 1;
             self.sent[i] = sent;
             self.at[i] = Some(t);
+            *r = Reading::default();
+        } else if r.next == 0 || seq != r.next {
+            // Out of order, or a packet before this one missing: a
+            // duplicate on one line (seq below `next`) reads nothing new.
+            if r.next == 0 || seq > r.next {
+                r.next = 0;
+            }
+            return false;
         }
+        r.next = seq.wrapping_add(1).max(1);
+        r.reports += reports;
+        r.total = r.total.max(total);
         begins
     }
 
     /// Loops begun: the larger of the two lines' counts.
     pub fn begun(&self) -> u64 {
         self.begun[0].max(self.begun[1])
+    }
+
+    /// Loops begun and read whole.
+    pub fn count(&self) -> LoopCount {
+        LoopCount {
+            begun: self.begun(),
+            each: self.begun,
+            whole: self.whole,
+        }
     }
 }
