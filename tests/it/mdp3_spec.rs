@@ -3264,6 +3264,29 @@ fn a_channel_reset_is_logged_once() {
     assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
 }
 
+/// A ChannelReset come late (in a packet filling a gap) is logged as what
+/// it does (docs/mdp3.md, "A late ChannelReset"): the statuses after it
+/// kept, no instrument trusted until its snapshot; not as one in order.
+#[test]
+fn a_late_channel_reset_is_logged_as_late() {
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(3, &[status(Some(1), "", "", 2)]));
+    ch.send(
+        MS + 1,
+        B,
+        packet(2, &[encode::channel_reset(V, T0, EOE, 310)]),
+    );
+    let stderr = ch.stderr();
+    assert_eq!(stderr.matches("ChannelReset").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ChannelReset come late, in a packet filling a gap")
+            && stderr.contains("no instrument trusted until its snapshot"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("RptSeq restarts at 1"), "{stderr}");
+}
+
 /// A second ChannelReset within the line's interval, and none after: it
 /// is told at the first datagram once the interval has passed (held back,
 /// then never named, before).

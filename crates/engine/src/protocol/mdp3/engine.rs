@@ -444,10 +444,23 @@ impl Engine {
     /// processed again), at most one line per interval.
     #[cold]
     fn reset_logged(&mut self, name: &str, t: u64) {
-        if let Some(unlogged) = self.reset_log.due(t, false) {
+        let Some(unlogged) = self.reset_log.due(t, false) else {
+            return;
+        };
+        let total = self.feed.counters().channel_resets;
+        if self.feed.last_reset_late() {
             tracing::warn!(
                 feed = %name,
-                total = self.feed.counters().channel_resets,
+                total,
+                unlogged,
+                "ChannelReset come late, in a packet filling a gap: every book and cache of the channel \
+                 emptied and the statuses sent before it; no instrument trusted until its snapshot, \
+                 the entries after it in packets below the newest not applied"
+            );
+        } else {
+            tracing::warn!(
+                feed = %name,
+                total,
                 unlogged,
                 "ChannelReset: every book, status and cache of the channel emptied; RptSeq restarts at 1"
             );

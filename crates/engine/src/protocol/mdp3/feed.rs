@@ -374,6 +374,10 @@ pub struct Feed {
     /// in order or late; the weekly restart): a snapshot's status stamped
     /// before it is of what the reset emptied and is not taken.
     statuses_emptied: Option<status::Stamp>,
+    /// The last ChannelReset processed came late (in a packet filling a
+    /// gap, after packets that follow it): what it did differs, and so
+    /// does its log line.
+    last_reset_late: bool,
     /// Snapshot loops begun (packets numbered 1, either line) since the
     /// last restart of MsgSeqNum, and the arrival time (ns, the loop's
     /// clock) it ends at anyway, until [`RESET_FLOOR_LOOPS`] or then ([`RESTART_WINDOW_NS`]):
@@ -548,6 +552,7 @@ impl Feed {
             void_trading_before: None,
             inferred_in: None,
             statuses_emptied: None,
+            last_reset_late: false,
             since_restart: None,
             loops: Loops::default(),
             symbol_moves: 0,
@@ -1116,6 +1121,7 @@ impl Feed {
             let mei = match body {
                 Body::ChannelReset(reset) => {
                     self.statuses_emptied = Some((self.restarts, at));
+                    self.last_reset_late = fill;
                     if fill {
                         // Packets after it were processed before it, on
                         // books it now empties: none is trusted until its
@@ -1665,6 +1671,12 @@ impl Feed {
     /// of snapshot line A ([`on_snapshot_from`](Self::on_snapshot_from)).
     pub fn on_snapshot(&mut self, payload: &[u8], t: u64) -> Result<(), Reject> {
         self.on_snapshot_from(0, payload, t)
+    }
+
+    /// Whether the last ChannelReset processed came late, in a packet
+    /// filling a gap (docs/mdp3.md, "A late ChannelReset").
+    pub fn last_reset_late(&self) -> bool {
+        self.last_reset_late
     }
 
     /// The snapshot loops begun on the snapshot lines.
