@@ -1236,7 +1236,7 @@ fn recording_complete(path: &std::path::Path, stats: &tickguard::sidecar::RunSta
     }
     if let Some(e) = &stats.record_unfinished {
         why.push(format!(
-            "finishing it failed ({e}): its last records may be missing"
+            "finishing it failed ({e}): the disk may not hold all of what was written"
         ));
     }
     if why.is_empty() {

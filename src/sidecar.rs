@@ -562,13 +562,13 @@ impl<F: std::io::Write + RecordingEnd> Recorder<Bounded<std::io::BufWriter<F>>> 
     /// whole, as a failed write does), the file cut back to its last whole
     /// record and synced. The error that made it incomplete, if one did.
     fn finish(self, stats: &mut RunStats) -> Option<std::io::Error> {
-        if let Some(w) = self.stopped {
-            // (Stopped by a failed write: its count already taken.)
-            if let Err(e) = w.into_inner().finish() {
-                tracing::error!(error = %e, "syncing the stopped recording");
-            }
-        }
-        let mut w = self.writer?;
+        // Stopped (by a failed write, its count already taken, or by the
+        // bound, its buffer written out then): cut back and synced, a
+        // failure of which makes it incomplete as a running one's does.
+        let stopped = self.stopped.and_then(|w| w.into_inner().finish().err());
+        let Some(mut w) = self.writer else {
+            return stopped;
+        };
         let flushed = std::io::Write::flush(w.get_mut());
         if flushed.is_err() {
             stats.unrecorded += w.get_ref().lost();
@@ -2151,6 +2151,49 @@ mod tests {
         assert!(st.record_stopped);
         assert_eq!((st.unrecorded, st.record_errno), (3, libc::ENOSPC));
         assert!(bytes.borrow().is_empty(), "nothing reached the disk");
+    }
+
+    /// A disk that takes every write and fails the sync at the end (a
+    /// write error the kernel reports only at `fdatasync`).
+    struct Unsynced(Rc<RefCell<Vec<u8>>>);
+
+    impl std::io::Write for Unsynced {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl RecordingEnd for Unsynced {
+        fn end(&mut self, _: Option<u64>) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EIO))
+        }
+    }
+
+    /// A recording stopped by its bound whose sync fails at the stop is
+    /// incomplete, as a running one whose sync fails is: the error is
+    /// told, not only logged.
+    #[test]
+    fn a_stopped_recording_whose_sync_fails_is_incomplete() {
+        let record = 16 + 20 + 8 + 3;
+        let bytes = Rc::default();
+        let disk = Unsynced(Rc::clone(&bytes));
+        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
+        let mut r = Recorder::bounded(buffer, Some(24 + 2 * record)).unwrap();
+        let mut st = RunStats::default();
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        for i in 0..3 {
+            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
+        }
+        assert!(st.record_stopped);
+        assert_eq!(bytes.borrow().len() as u64, 24 + 2 * record, "written out");
+        let e = r.finish(&mut st).expect("the sync failed");
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
     }
 
     /// The end of a recording writes out its buffer and syncs a regular

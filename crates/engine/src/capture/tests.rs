@@ -1166,3 +1166,60 @@ fn pcapng_blocks_full_of_empty_options_read_in_bounded_memory() {
         assert!(many <= 3 * file::MAX_BLOCK + (1 << 20), "{many} bytes");
     }
 }
+
+/// A replay whose capture holds records it cannot read at all (an
+/// interface of a link type not read, Simple Packet Blocks) beside
+/// datagrams it reads says so: a line written so is lost whole, where
+/// live received it (the summary's counts alone said so before).
+#[test]
+fn records_not_read_at_all_are_warned_of_beside_datagrams() {
+    let config = crate::config::Config::parse(
+        "[[feed]]\nname = \"lp1\"\nkind = \"full\"\nlines = [\"239.1.1.1:30001\", \"239.1.1.2:30002\"]\n\
+         stale_threshold_ms = 500\nsource_threshold_ms = 1000\n",
+        "t.toml",
+    )
+    .unwrap();
+    let a = ethernet(&ip_udp([10, 0, 0, 1], 1, [239, 1, 1, 1], 30001, b"a"));
+    let b = ip_udp([10, 0, 0, 1], 1, [239, 1, 1, 2], 30002, b"b");
+    let mut file = shb(false);
+    // Line A on Ethernet; line B on a BSD loopback interface (LINKTYPE_NULL).
+    file.extend(idb(false, 1, None, None));
+    file.extend(idb(false, 0, None, None));
+    file.extend(epb(false, 0, 1_000, &a, a.len() as u32));
+    file.extend(epb(false, 1, 2_000, &b, b.len() as u32));
+    file.extend(epb(false, 1, 3_000, &b, b.len() as u32));
+    file.extend(spb(false, &a));
+    let mut capture =
+        CaptureReader::from_reader("test", Box::new(Cursor::new(file))).expect("open");
+    let outcome = crate::replay::replay(&config, &mut capture, &[], |_| {});
+    let lines = crate::replay::input_warnings(&config, &outcome.summary);
+    let told: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("not read at all"))
+        .collect();
+    assert_eq!(told.len(), 1, "{lines:?}");
+    assert!(
+        told[0].starts_with(
+            "3 of the capture's records were not read at all (2 on an interface whose link \
+             type is not read, 1 without a timestamp (pcapng Simple Packet Blocks))"
+        ),
+        "{lines:?}"
+    );
+    // When no record was read at all for that reason, the line saying so
+    // is the only one.
+    let mut file = shb(false);
+    file.extend(idb(false, 0, None, None));
+    file.extend(epb(false, 0, 2_000, &b, b.len() as u32));
+    let mut capture =
+        CaptureReader::from_reader("test", Box::new(Cursor::new(file))).expect("open");
+    let outcome = crate::replay::replay(&config, &mut capture, &[], |_| {});
+    let lines = crate::replay::input_warnings(&config, &outcome.summary);
+    assert!(
+        lines.iter().all(|l| !l.contains("not read at all")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("mostly unsupported_link")),
+        "{lines:?}"
+    );
+}

@@ -1113,7 +1113,8 @@ pub fn rejected_feed_warnings(config: &Config, summary: &Summary) -> Vec<String>
 /// UDP/IPv4 datagram, or none of whose datagrams is addressed to a feed's
 /// line; a BinaryFILE with no record, or no valid one; and inputs that
 /// differ from what live received (UDP records cut short or fragmented,
-/// time stepping back, other senders, datagrams past the receive buffer).
+/// records not read at all, time stepping back, other senders, datagrams
+/// past the receive buffer).
 pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let mut lines = rejected_feed_warnings(config, summary);
     let c = &summary.capture;
@@ -1155,27 +1156,58 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     // Frames a feed may have needed that the replay cannot read whole,
     // where live received them (the kernel reassembles fragments, and the
     // capture's snap length cut only the copy): gaps live did not have.
+    // And records it cannot read at all (an interface of a link type it
+    // does not read, a block without a timestamp): one line of a pcapng so
+    // written is lost whole, silently but for the summary's counts.
     let tcp = r.unread_tcp;
-    let (cut, fragments) = (
-        r.truncated - tcp.truncated,
-        r.ip_fragments - tcp.ip_fragments,
-    );
-    // (Said already when no record was a datagram, mostly for these.)
-    let told = matches!(none_because, Some("truncated" | "ip_fragments"));
-    if !file && !told && cut + fragments > 0 {
-        let what: Vec<String> = [
-            (cut, "cut short by the capture (its snap length)"),
-            (fragments, "IP fragments, not reassembled"),
-        ]
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
+    let unread = [
+        (
+            ["truncated", "ip_fragments"],
+            [
+                (
+                    r.truncated - tcp.truncated,
+                    "cut short by the capture (its snap length)",
+                ),
+                (
+                    r.ip_fragments - tcp.ip_fragments,
+                    "IP fragments, not reassembled",
+                ),
+            ],
+            "not read as whole UDP datagrams",
+            "live received them whole, so a feed whose datagrams they were has gaps here live \
+             did not; capture whole frames (no snap length)",
+        ),
+        (
+            ["unsupported_link", "no_timestamp"],
+            [
+                (
+                    r.unsupported_link,
+                    "on an interface whose link type is not read",
+                ),
+                (
+                    r.no_timestamp,
+                    "without a timestamp (pcapng Simple Packet Blocks)",
+                ),
+            ],
+            "not read at all",
+            "a feed whose datagrams they held has gaps here live did not; capture with \
+             Enhanced Packet Blocks on an Ethernet, Linux cooked or raw IP interface",
+        ),
+    ];
+    for (causes, counts, how, remedy) in unread {
+        // (Said already when no record was a datagram, mostly for these.)
+        let told = none_because.is_some_and(|c| causes.contains(&c));
+        let n: u64 = counts.iter().map(|c| c.0).sum();
+        if file || told || n == 0 {
+            continue;
+        }
+        let what: Vec<String> = counts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
         lines.push(format!(
-            "{} of the capture's records were not read as whole UDP datagrams ({}): live \
-             received them whole, so a feed whose datagrams they were has gaps here live did \
-             not; capture whole frames (no snap length)",
-            cut + fragments,
+            "{n} of the capture's records were {how} ({}): {remedy}",
             what.join(", ")
         ));
     }
