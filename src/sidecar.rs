@@ -29,7 +29,13 @@
 //! started or finished (a channel send that may wake its thread, taking
 //! the channel's lock), and, for a program that subscribed to verdict
 //! changes ([`Sidecar::subscribe`]) and waits on them, a change sent (the
-//! same wake: poll with `try_recv` to spare the receive thread it).
+//! same wake: poll with `try_recv` to spare the receive thread it). A
+//! recording (`--record`) copies each record into its buffer, allocating
+//! nothing, and writes the buffer out on this thread (a `write(2)` each
+//! 128 KiB, and at least once a second): a disk that blocks blocks the
+//! receive loop with it (readers answer `stale` once its heartbeat
+//! ages past their bound), and a GLIMPSE snapshot's segments, handed
+//! over from the connection thread, are freed here once recorded.
 
 use crate::capture::link::Link;
 use crate::capture::write::{CaptureWriter, Format};

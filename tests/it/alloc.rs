@@ -227,6 +227,18 @@ fn handler_path_allocates_nothing_after_start() {
 
 #[test]
 fn live_duty_cycle_allocates_nothing_after_start() {
+    live_duty_cycle(false);
+}
+
+/// Recording too (`run --record`): its buffers are sized for the largest
+/// record from the start, so datagrams larger than any before allocate
+/// nothing either.
+#[test]
+fn live_duty_cycle_allocates_nothing_after_start_while_recording() {
+    live_duty_cycle(true);
+}
+
+fn live_duty_cycle(record: bool) {
     let _serial = serial();
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -242,22 +254,37 @@ fn live_duty_cycle_allocates_nothing_after_start() {
         &format!("\"127.0.0.1:{port}\""),
     );
     let mut sidecar = tickguard::sidecar::Sidecar::start(&cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("r.pcap");
+    if record {
+        sidecar.record(&recording, None).unwrap();
+    }
     let _changes = sidecar.subscribe(1 << 16);
     let symbols: Vec<Symbol> = (0..50)
         .map(|i| Symbol::parse(&format!("L{i}")).unwrap())
         .collect();
-    let packets = traffic(&symbols, 300);
+    // Start-up: the first packets create the slots, half of the symbols
+    // each (datagrams half as large as those after).
+    let mut packets = traffic(&symbols[..25], 1);
+    packets.extend(traffic(&symbols[25..], 1));
+    let first = packets.len();
+    let largest_first = packets.iter().map(Vec::len).max().unwrap();
+    packets.extend(traffic(&symbols, 300));
+    let largest = packets[first..].iter().map(Vec::len).max().unwrap();
+    assert!(
+        largest > largest_first + 1_000,
+        "{largest_first} then {largest}"
+    );
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    // Start-up: the first packets create the slots.
-    for p in packets.iter().take(2) {
+    for p in packets.iter().take(first) {
         tx.send_to(p, ("127.0.0.1", port)).unwrap();
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sidecar.handler().feeds()[0].counters.packets < 2 {
+    while sidecar.handler().feeds()[0].counters.packets < first as u64 {
         sidecar.cycle(tickguard::time::now_ns());
         assert!(std::time::Instant::now() < deadline);
     }
-    for p in &packets[2..] {
+    for p in &packets[first..] {
         tx.send_to(p, ("127.0.0.1", port)).unwrap();
     }
     let want = packets.len() as u64;
@@ -275,6 +302,11 @@ fn live_duty_cycle_allocates_nothing_after_start() {
     );
     assert_eq!(n, 0, "allocations in {cycles} duty cycles");
     drop(sidecar);
+    if record {
+        let bytes = std::fs::metadata(&recording).unwrap().len();
+        let sent: usize = packets.iter().map(Vec::len).sum();
+        assert!(bytes > sent as u64, "recorded: {bytes} bytes");
+    }
     crate::common::remove_publication(&shm);
 }
 

@@ -30,6 +30,17 @@ pub enum Format {
     PcapNg { tsresol: u8 },
 }
 
+/// The largest frame a datagram or segment makes, bytes: an IPv4 packet
+/// of 65,535 under the largest link header written (SLL2's 20) and a VLAN
+/// tag. Its buffers are this large from the start, so that recording a
+/// jumbo datagram or a snapshot's segment allocates nothing on the receive
+/// thread.
+const FRAME_MAX: usize = 65_535 + 20 + 4;
+
+/// What a record adds to its frame at most, bytes: a pcapng Enhanced
+/// Packet Block's 32 and 3 of padding (a pcap record's header is 16).
+const RECORD_OVERHEAD: usize = 32 + 3;
+
 /// Writes a capture of one link type, record by record.
 pub struct CaptureWriter<W: Write> {
     out: W,
@@ -102,8 +113,8 @@ impl<W: Write> CaptureWriter<W> {
             link,
             vlan: None,
             ip_id: 1,
-            frame: Vec::with_capacity(2048),
-            record: Vec::with_capacity(2048),
+            frame: Vec::with_capacity(FRAME_MAX),
+            record: Vec::with_capacity(FRAME_MAX + RECORD_OVERHEAD),
         })
     }
 
