@@ -4762,6 +4762,34 @@ fn more_instruments_than_the_slots_other_feeds_leave_are_told() {
     );
 }
 
+/// Instruments refused past `max_instruments` are told by the replay, not
+/// only counted in the summary: their checks answer `no_quote` whatever
+/// the lines say of them.
+#[test]
+fn instruments_refused_past_the_bound_are_told() {
+    let told = |ch: &Channel| -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::load(&ch.write(dir.path())).unwrap();
+        let mut capture = CaptureReader::open(&dir.path().join("cme.pcap")).unwrap();
+        let outcome = replay(&config, &mut capture, &[], |_| {});
+        tickguard::replay::input_warnings(&config, &outcome.summary)
+            .into_iter()
+            .filter(|l| l.contains("max_instruments"))
+            .collect()
+    };
+    let mut ch = Channel::new("max_instruments = 2\n");
+    let three: Vec<BookEntry> = (1..=3).map(|id| bid(id, 1, 100)).collect();
+    ch.send(0, A, event(1, &three));
+    ch.send(MS, A, event(2, &[bid(3, 2, 101)]));
+    assert_eq!(
+        told(&ch),
+        ["feed 'cme': 2 messages or entries naming an instrument past its max_instruments, ignored (those instruments answer no_quote: raise max_instruments)"]
+    );
+    let mut ch = Channel::new("max_instruments = 3\n");
+    ch.send(0, A, event(1, &three));
+    assert!(told(&ch).is_empty());
+}
+
 /// A snapshot and an instrument status naming an instrument past
 /// `max_instruments` are refused as a book entry is: counted, nothing
 /// made or kept for it, its checks `no_quote`.

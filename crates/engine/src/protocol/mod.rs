@@ -167,6 +167,34 @@ impl Summary {
         }
     }
 
+    /// What the feed refused past its own bounds, with what that did and
+    /// the setting to raise: counts a replay warns of (0: nothing).
+    pub fn refused_past_bounds(&self) -> [(u64, &'static str); 2] {
+        match self {
+            Summary::Sqf(_) => [(0, ""), (0, "")],
+            Summary::Itch50(s) => [
+                (
+                    s.symbols_refused,
+                    "messages refused a new symbol past its max_symbols (the feed suspect until \
+                     the session changes, those symbols no_quote: raise max_symbols)",
+                ),
+                (
+                    s.orders_refused,
+                    "adds refused past its max_orders (the feed suspect until the session \
+                     changes, its books short of them: raise max_orders)",
+                ),
+            ],
+            Summary::Mdp3(s) => [
+                (
+                    s.instruments_refused,
+                    "messages or entries naming an instrument past its max_instruments, ignored \
+                     (those instruments answer no_quote: raise max_instruments)",
+                ),
+                (0, ""),
+            ],
+        }
+    }
+
     /// For a feed replayed from a venue's file rather than a capture: what
     /// the file held.
     pub fn file_records(&self) -> Option<FileRecords> {

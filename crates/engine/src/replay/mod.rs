@@ -1309,6 +1309,11 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
                 ));
             }
         }
+        for (n, what) in f.refused_past_bounds() {
+            if n > 0 {
+                lines.push(format!("feed '{name}': {n} {what}"));
+            }
+        }
         match f.file_records() {
             Some(r) if r.records == 0 => {
                 lines.push(format!("feed '{name}': the {} holds no records", r.format))
