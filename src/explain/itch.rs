@@ -771,9 +771,13 @@ impl Observer for ItchExplain {
         }
     }
 
+    /// A record without a time (one stamped past the day, applied with no
+    /// check waiting on it, or one not valid, which changes nothing) is a
+    /// step at the time reached: the replay's checks see its change from
+    /// there on.
     fn after_record(&mut self, handler: &mut Handler, feed: u16, index: u64, time: Option<u64>) {
-        if let (true, Some(t)) = (feed == self.feed, time) {
-            self.step(handler, t, Trigger::Record { index });
+        if feed == self.feed {
+            self.step(handler, time.unwrap_or(self.t), Trigger::Record { index });
         }
     }
 

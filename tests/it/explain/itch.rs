@@ -806,3 +806,54 @@ fn under_feed_every_datagram_is_explained_as_line_as() {
         "{text}"
     );
 }
+
+/// A BinaryFILE record stamped past the day (25 h or more after midnight)
+/// is applied with no check waiting on it: the replay shows its change
+/// from the record before it on, and so does the explanation (which told
+/// it only at the next record in the day, its verdict between not the
+/// replay's).
+#[test]
+fn a_record_stamped_past_the_day_is_explained_where_the_replay_applies_it() {
+    let config = config();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("past.itch");
+    let x = sym("XYZ");
+    let past_the_day = 25 * 3_600 * 1_000_000_000 + 1;
+    let records = [
+        encode::system_event(OPEN, b'O'),
+        encode::stock_directory(5, OPEN, x),
+        encode::add_order(5, OPEN, 1, Side::Buy, 100, x, 100_000, None),
+        encode::add_order(5, OPEN, 2, Side::Sell, 50, x, 101_000, None),
+        encode::trading_action(5, past_the_day, x, b'H'),
+        encode::add_order(5, OPEN + 5_000 * MS, 3, Side::Buy, 10, x, 99_000, None),
+    ];
+    let mut bytes = Vec::new();
+    for r in &records {
+        bytes.extend_from_slice(&(r.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(r);
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let date = DATE.parse().unwrap();
+    let times: Vec<u64> = [0, 1, 1_000, 4_999, 5_000, 6_000]
+        .iter()
+        .map(|ms| T0 + ms * MS)
+        .collect();
+    let mut watch = explainer(&config, "XYZ");
+    let checks = checks("XYZ", times.clone());
+    let outcome =
+        replay_file_with(&config, "nasdaq", date, &path, &checks, |_| {}, &mut watch).unwrap();
+    assert!(
+        outcome.answers[2].reasons.contains(Reasons::HALTED),
+        "the replay applied the halt before the check at +1 s: {}",
+        outcome.answers[2].reasons
+    );
+    for (t, a) in times.iter().zip(&outcome.answers) {
+        assert_eq!(
+            watch.verdict_at(*t),
+            a.reasons,
+            "at {t}: the steps imply {}, the replay answered {}",
+            watch.verdict_at(*t),
+            a.reasons
+        );
+    }
+}
