@@ -78,6 +78,9 @@ pub enum Trigger {
         last_alive: u64,
         /// Stale threshold, ns.
         threshold_ns: u64,
+        /// The source age crossed in the same nanosecond: the source
+        /// watermark and the clock offset, ns.
+        and_source: Option<(i128, i128)>,
     },
     /// The latest complete source time is older than the source threshold.
     SourceAge {
@@ -277,7 +280,7 @@ impl ItchExplain {
     /// The next threshold crossing in `(self.t, to]`, with its trigger.
     fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
         let it = handler.feeds().get(self.feed as usize)?.engine().itch()?;
-        let (at, c) = super::next_crossing(
+        let (at, c, tied) = super::next_crossing(
             self.t,
             to,
             self.th,
@@ -291,6 +294,7 @@ impl ItchExplain {
                 super::Crossing::Silence { last_alive } => Trigger::Silence {
                     last_alive,
                     threshold_ns: self.th.stale_ns,
+                    and_source: tied.and_then(super::Crossing::source_age),
                 },
                 super::Crossing::SourceAge { watermark, offset } => Trigger::SourceAge {
                     watermark,
@@ -603,22 +607,23 @@ impl ItchExplain {
             Trigger::Silence {
                 last_alive,
                 threshold_ns,
-            } => parts.push(format!(
-                "silence: no {} proving the feed alive since {}, over the {} stale threshold",
-                if self.file { "record" } else { "packet" },
-                rel(last_alive, origin),
-                dur(threshold_ns as i128)
-            )),
+                and_source,
+            } => {
+                parts.push(format!(
+                    "silence: no {} proving the feed alive since {}, over the {} stale threshold",
+                    if self.file { "record" } else { "packet" },
+                    rel(last_alive, origin),
+                    dur(threshold_ns as i128)
+                ));
+                if let Some((watermark, offset)) = and_source {
+                    parts.push(source_age(watermark, offset, self.th.source_ns, origin));
+                }
+            }
             Trigger::SourceAge {
                 watermark,
                 offset,
                 threshold_ns,
-            } => parts.push(format!(
-                "source age: the feed's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
-                rel_i(watermark + offset, origin),
-                dur(offset),
-                dur(threshold_ns as i128)
-            )),
+            } => parts.push(source_age(watermark, offset, threshold_ns, origin)),
         }
         let source_moved = s.before.contains(Reasons::STALE_AT_SOURCE)
             != s.after.contains(Reasons::STALE_AT_SOURCE);
@@ -874,6 +879,17 @@ fn packet_text(p: &PacketInfo, o: &Outcome, ends_stale: bool) -> String {
         s.push_str(" (all duplicates)");
     }
     s
+}
+
+/// The source age crossing its threshold: the watermark and the clock
+/// offset in force, ns.
+fn source_age(watermark: i128, offset: i128, threshold_ns: u64, origin: u64) -> String {
+    format!(
+        "source age: the feed's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
+        rel_i(watermark + offset, origin),
+        dur(offset),
+        dur(threshold_ns as i128)
+    )
 }
 
 fn event_text(e: &Event, origin: u64, decimals: u8) -> String {

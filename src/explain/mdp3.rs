@@ -53,6 +53,9 @@ pub enum Trigger {
     Silence {
         /// Last arrival that proved the channel alive, ns.
         last_alive: u64,
+        /// The source age crossed in the same nanosecond: the source
+        /// watermark and the clock offset, ns.
+        and_source: Option<(i128, i128)>,
     },
     /// The latest complete source time is older than the source threshold.
     SourceAge {
@@ -344,7 +347,7 @@ impl Mdp3Explain {
     /// The next threshold crossing in `(self.t, to]`, with its trigger.
     fn crossing(&self, handler: &Handler, to: u64) -> Option<(u64, Trigger)> {
         let f = self.channel(handler)?;
-        let (at, c) = super::next_crossing(
+        let (at, c, tied) = super::next_crossing(
             self.t,
             to,
             self.th,
@@ -355,7 +358,10 @@ impl Mdp3Explain {
         Some((
             at,
             match c {
-                super::Crossing::Silence { last_alive } => Trigger::Silence { last_alive },
+                super::Crossing::Silence { last_alive } => Trigger::Silence {
+                    last_alive,
+                    and_source: tied.and_then(super::Crossing::source_age),
+                },
                 super::Crossing::SourceAge { watermark, offset } => {
                     Trigger::SourceAge { watermark, offset }
                 }
@@ -537,6 +543,17 @@ impl Mdp3Explain {
         out
     }
 
+    /// The source age crossing its threshold: the watermark and the clock
+    /// offset in force, ns.
+    fn source_age(&self, watermark: i128, offset: i128, origin: u64) -> String {
+        format!(
+            "source age: the channel's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
+            rel_i(watermark + offset, origin),
+            dur(offset),
+            dur(self.th.source_ns as i128)
+        )
+    }
+
     /// One step as a line of `--explain` output (no newline).
     pub fn render(&self, s: &Step, origin: u64) -> String {
         let mut parts: Vec<String> = Vec::new();
@@ -552,17 +569,22 @@ impl Mdp3Explain {
                 (None, None) => format!("packet on {on} {dst}"),
             }),
             Trigger::Deadline => {}
-            Trigger::Silence { last_alive } => parts.push(format!(
-                "silence: no gap-free incremental packet since {}, over the {} stale threshold",
-                rel(*last_alive, origin),
-                dur(self.th.stale_ns as i128)
-            )),
-            Trigger::SourceAge { watermark, offset } => parts.push(format!(
-                "source age: the channel's latest complete source time, {} (+ clock offset {}), is now older than the {} source threshold",
-                rel_i(watermark + offset, origin),
-                dur(*offset),
-                dur(self.th.source_ns as i128)
-            )),
+            Trigger::Silence {
+                last_alive,
+                and_source,
+            } => {
+                parts.push(format!(
+                    "silence: no gap-free incremental packet since {}, over the {} stale threshold",
+                    rel(*last_alive, origin),
+                    dur(self.th.stale_ns as i128)
+                ));
+                if let Some((watermark, offset)) = and_source {
+                    parts.push(self.source_age(*watermark, *offset, origin));
+                }
+            }
+            Trigger::SourceAge { watermark, offset } => {
+                parts.push(self.source_age(*watermark, *offset, origin))
+            }
         }
         parts.extend(s.events.iter().cloned());
         let mut out = format!(
@@ -866,6 +888,8 @@ fn events(a: &Seen, b: &Seen, said: &Said, seq: Option<u32>) -> Vec<String> {
                 " (the trading statuses from before the ChannelReset inferred void)"
             }
             _ if b.emptied > a.emptied => " (the statuses emptied: its definition's in force)",
+            // (Its definition's, or its group's, held before it was seen.)
+            _ if a.id.is_none() => " (in force when first seen)",
             _ if b.group != a.group => " (its definition: another group)",
             _ => "",
         };

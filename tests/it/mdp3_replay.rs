@@ -837,7 +837,7 @@ fn explain_tells_why_an_instrument_changed() {
     let want: [(&str, &[&str], &str); 6] = [
         (
             "+0.000000 ms",
-            &["packet MsgSeqNum 1 on incremental line A", "first seen: SecurityID 1001", "entries RptSeq 1, 2", "book published at the end of event in MsgSeqNum 1: bid 5000.00 x 10, ask 5000.25 x 10"],
+            &["packet MsgSeqNum 1 on incremental line A", "first seen: SecurityID 1001", "entries RptSeq 1, 2", "book published at the end of event in MsgSeqNum 1: bid 5000.00 x 10, ask 5000.25 x 10", "status 17 (trading) (in force when first seen)   "],
             "no_quote -> ok",
         ),
         (
@@ -852,7 +852,8 @@ fn explain_tells_why_an_instrument_changed() {
             "suspect -> ok",
         ),
         ("+30.000000 ms", &["status 2 (halted) (SecurityStatus of its group)"], "ok -> halted"),
-        ("+32030.000001 ms", &["silence: no gap-free incremental packet since +30.000000 ms"], "halted -> stale|stale_at_source|halted"),
+        // Both thresholds crossed in one nanosecond: both told.
+        ("+32030.000001 ms", &["silence: no gap-free incremental packet since +30.000000 ms", "; source age: the channel's latest complete source time, +30.000000 ms"], "halted -> stale|stale_at_source|halted"),
     ];
     assert_eq!(lines.len(), 1 + want.len(), "{text}");
     assert!(

@@ -857,3 +857,47 @@ fn a_record_stamped_past_the_day_is_explained_where_the_replay_applies_it() {
         );
     }
 }
+
+/// Silence and source age crossing their thresholds in one nanosecond (the
+/// two thresholds equal, the last message's source time its arrival): the
+/// step tells both, as the verdict gains both reasons there.
+#[test]
+fn both_thresholds_crossed_in_one_nanosecond_are_both_told() {
+    let x = sym("XYZ");
+    let text = std::fs::read_to_string(dir().join("config.toml"))
+        .unwrap()
+        .replace("source_threshold_ms = 2000", "source_threshold_ms = 1500");
+    let config = Config::parse(&text, "config.toml").unwrap();
+    let packets = vec![(
+        T0,
+        packet(
+            S1,
+            1,
+            &[
+                encode::stock_directory(5, OPEN, x),
+                encode::add_order(5, OPEN, 1, Side::Buy, 100, x, 100_000, None),
+                encode::add_order(5, OPEN, 2, Side::Sell, 50, x, 101_000, None),
+            ],
+        ),
+    )];
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("tie.pcap");
+    write_capture(&cap, &packets);
+    let mut xp = explainer(&config, "XYZ");
+    let mut reader = CaptureReader::open(&cap).unwrap();
+    let at = T0 + 1500 * MS + 1;
+    replay_with(&config, &mut reader, &checks("XYZ", [at]), |_| {}, &mut xp);
+    let text = xp.explanation(false);
+    let line = text
+        .lines()
+        .find(|l| l.ends_with("ok -> stale|stale_at_source"))
+        .unwrap_or_else(|| panic!("no step gaining both:\n{text}"));
+    assert!(
+        line.contains("silence: no packet proving the feed alive"),
+        "{line}"
+    );
+    assert!(
+        line.contains("; source age: the feed's latest complete source time"),
+        "{line}"
+    );
+}
