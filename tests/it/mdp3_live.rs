@@ -504,6 +504,16 @@ fn a_channel_reset_empties_every_book_until_it_is_refilled() {
     assert!(!rig.snapshot_wanted());
     let f = rig.feed();
     assert_eq!(f.counters().channel_resets, 1);
+    // Published as the channel's own count, not as the provider resets
+    // (SQF's word), which the monitor would log a second time, unlimited,
+    // as "sequences went back": the engine logs a ChannelReset itself.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while counter(&reader, "channel_resets") < 1 {
+        assert!(Instant::now() < deadline, "counters not published");
+        std::thread::sleep(Duration::from_millis(2));
+        rig.settle();
+    }
+    assert_eq!(reader.counter(0, tickguard::shm::counter::RESETS), Some(0));
 }
 
 /// Loses one event on both lines and lets its gap be given up: every

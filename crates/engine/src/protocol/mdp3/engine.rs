@@ -527,7 +527,9 @@ fn copy_counters(feed: &Feed, c: &mut FeedCounters) {
     c.duplicates = q.duplicates;
     c.ticks_lost = feed.ticks_lost();
     c.snapshots = n.snapshots_applied;
-    c.resets = n.channel_resets;
+    // (Not `resets`: SQF's provider resets, which the monitor logs as
+    // sequences gone back; a ChannelReset is counted in the channel's own
+    // `channel_resets` and logged by this engine, at most once a second.)
     c.unknown = n.unknown_templates;
 }
 
