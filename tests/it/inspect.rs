@@ -379,7 +379,7 @@ fn mdp3_snapshot_and_definition_addresses_are_marked_and_mid_week_definitions_ar
         "{draft}"
     );
     assert!(
-        block("224.0.33.1:14312").contains("carries definitions (54 to 63)"),
+        block("224.0.33.1:14312").contains("carries definitions (54 to 58, 63)"),
         "{draft}"
     );
 }

@@ -756,7 +756,7 @@ impl FeedEngine for Engine {
             tracing::warn!(
                 feed = %cx.config.name,
                 datagrams = index,
-                "definitions {name}: no instrument definition in it (templates 54 to 63): instruments are known by SecurityID only until the definition lines name them"
+                "definitions {name}: no instrument definition in it (templates 54 to 58, 63): instruments are known by SecurityID only until the definition lines name them"
             );
         }
         copy_counters(&self.feed, cx.counters);

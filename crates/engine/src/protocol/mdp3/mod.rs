@@ -203,7 +203,7 @@ impl Reject {
 ///
 /// A configuration drafted from it takes the address as a feed's
 /// incremental `lines`, unless its messages say it is another service of a
-/// channel: snapshots (52, 69) or definitions (54–63) get a comment saying
+/// channel: snapshots (52, 69) or definitions (54 to 58, 63) get a comment saying
 /// which list the address belongs in (ranked above plain lines: one
 /// snapshot datagram marks the address; definitions only an address that
 /// carries nothing else, an incremental line carrying them too, mid-week).
@@ -218,7 +218,7 @@ pub fn sniff(payload: &[u8]) -> Option<super::Sniff> {
             true,
         ),
         Service::Definition => (
-            "# this address carries definitions (54 to 63): list it in the channel's \
+            "# this address carries definitions (54 to 58, 63): list it in the channel's \
              definition_lines, not as a feed of its own\n",
             1,
             false,
@@ -258,7 +258,7 @@ fn service_of(payload: &[u8]) -> Service {
     while let (Some(size), Some(template)) = (u16_at(payload, at), u16_at(payload, at + 4)) {
         match template {
             52 | 69 => return Service::Snapshot,
-            54..=63 => service = Service::Definition,
+            54..=58 | 63 => service = Service::Definition,
             12 => {}
             _ if service == Service::Heartbeat => service = Service::Incremental,
             _ => {}
@@ -313,6 +313,17 @@ mod tests {
         assert!(keys(&[(11, 46, 1, 13), (59, 52, 1, 13)]).contains("snapshot_lines"));
         assert!(keys(&[(213, 54, 1, 13)]).contains("definition_lines"));
         assert!(keys(&[(213, 54, 1, 13), (59, 69, 1, 13)]).contains("snapshot_lines"));
+        // The definitions are 54 to 58 and 63 (spec mdp3 §2); 59 to 62
+        // are skipped templates, no definition.
+        for t in [55, 56, 57, 58, 63] {
+            assert!(keys(&[(213, t, 1, 13)]).contains("definition_lines"), "{t}");
+        }
+        for t in [59, 60, 61, 62] {
+            assert!(
+                !keys(&[(213, t, 1, 13)]).contains("definition_lines"),
+                "{t}"
+            );
+        }
     }
 
     #[test]
