@@ -326,6 +326,10 @@ fn describe_fixed() {
         "tickguard_writer_heartbeat_age_seconds",
         "Age of the publication's heartbeat (seconds): over dead_after_ms, readers call the writer dead."
     );
+    describe_counter!(
+        "tickguard_writer_dead_samples_total",
+        "Samples of the heartbeat (one per [metrics] interval_ms) that found it older than [sidecar] dead_after_ms: readers took the writer for dead then."
+    );
 }
 
 /// Registers the metrics of feed `feed`'s counters as `descriptors`
@@ -392,6 +396,12 @@ struct ReceiverMetrics {
     /// Whether the recording's stop is logged.
     record_stop_logged: bool,
     heartbeat_age: Gauge,
+    /// Samples that found the heartbeat older than `dead_after_ns`: a
+    /// stall between two scrapes, which the age's gauge, read only at
+    /// each scrape, misses.
+    dead_samples: Counter,
+    /// [sidecar] dead_after_ms, ns.
+    dead_after_ns: u64,
     /// The last heartbeat read (writer's clock, ns), for the age when the
     /// header cannot be read.
     last_beat: Option<u64>,
@@ -549,6 +559,8 @@ impl Monitor {
             last_socket_errors: 0,
             record_stop_logged: false,
             heartbeat_age: metrics::gauge!("tickguard_writer_heartbeat_age_seconds"),
+            dead_samples: metrics::counter!("tickguard_writer_dead_samples_total"),
+            dead_after_ns: config.sidecar.dead_after_ns,
             last_beat: None,
         };
         Monitor {
@@ -658,8 +670,12 @@ impl Monitor {
         // the last of its own (the file gateways find at the path is not
         // this process's, which the log has said to stop).
         let beat = r.heartbeat_ns().filter(|&b| b > 0 && ours);
-        rm.heartbeat_age
-            .set(heartbeat_age(beat, &mut rm.last_beat, now));
+        let age = heartbeat_age(beat, &mut rm.last_beat, now);
+        rm.heartbeat_age.set(age);
+        // (Before the first heartbeat, none is late.)
+        if age.is_finite() && age > rm.dead_after_ns as f64 / 1e9 {
+            rm.dead_samples.increment(1);
+        }
 
         self.counters.clear();
         self.counters
@@ -1017,6 +1033,41 @@ mod tests {
         std::fs::remove_file(dir.path().join("shm")).ok();
         metrics::with_local_recorder(&recorder, || m.sample(t + 3 * S));
         assert_eq!(age(), 3.0);
+    }
+
+    /// A stall between two scrapes: the age's gauge reads young again at
+    /// the scrape, the count of samples that found the writer dead (past
+    /// [sidecar] dead_after_ms, 100 ms here) keeps it.
+    #[test]
+    fn samples_finding_the_writer_dead_are_counted() {
+        const MS: u64 = 1_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let t = now_ns();
+        let p = sidecar.publication();
+        let mut m = metrics::with_local_recorder(&recorder, || {
+            Monitor::new(&config, Arc::new(SharedStats::default()))
+        });
+        let dead = || {
+            handle
+                .render()
+                .lines()
+                .find_map(|l| l.strip_prefix("tickguard_writer_dead_samples_total "))
+                .and_then(|v| v.parse::<u64>().ok())
+                .expect("the count exported")
+        };
+        p.heartbeat(t);
+        for (beat, at) in [(t, t + 50 * MS), (t, t + 100 * MS), (t, t + 350 * MS)] {
+            p.heartbeat(beat);
+            metrics::with_local_recorder(&recorder, || m.sample(at));
+        }
+        assert_eq!(dead(), 1, "past 100 ms once");
+        p.heartbeat(t + 700 * MS);
+        metrics::with_local_recorder(&recorder, || m.sample(t + 701 * MS));
+        assert_eq!(dead(), 1, "alive again");
+        drop((p, sidecar));
     }
 
     /// A publication made anew: each count the feeds keep starts over
