@@ -672,8 +672,10 @@ impl Monitor {
         let beat = r.heartbeat_ns().filter(|&b| b > 0 && ours);
         let age = heartbeat_age(beat, &mut rm.last_beat, now);
         rm.heartbeat_age.set(age);
-        // (Before the first heartbeat, none is late.)
-        if age.is_finite() && age > rm.dead_after_ns as f64 / 1e9 {
+        // (Before the first heartbeat, none is late; after the writer
+        // closed the publication, readers see it closed, not dead.)
+        let open = !closing && health != Health::WriterClosed;
+        if open && age.is_finite() && age > rm.dead_after_ns as f64 / 1e9 {
             rm.dead_samples.increment(1);
         }
 
@@ -1067,7 +1069,47 @@ mod tests {
         p.heartbeat(t + 700 * MS);
         metrics::with_local_recorder(&recorder, || m.sample(t + 701 * MS));
         assert_eq!(dead(), 1, "alive again");
+        // Closed by its writer (a stop, the recording's sync still to
+        // come): readers see it closed, not dead.
+        p.close();
+        metrics::with_local_recorder(&recorder, || m.sample(t + 2_000 * MS));
+        metrics::with_local_recorder(&recorder, || m.last_sample(t + 3_000 * MS));
+        assert_eq!(dead(), 1, "closed, not dead");
         drop((p, sidecar));
+    }
+
+    /// Before any heartbeat of this writer's (none read yet: another
+    /// process's file at the path, or none), no sample finds it dead.
+    #[test]
+    fn no_sample_before_the_first_heartbeat_finds_the_writer_dead() {
+        const MS: u64 = 1_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::config::Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"lp1\"\n\
+                 kind = \"full\"\nlines = [\"127.0.0.1:1\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\n",
+                dir.path().join("none").display()
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        config.sidecar.dead_after_ns = 100 * MS;
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let t = now_ns();
+        let mut m = metrics::with_local_recorder(&recorder, || {
+            Monitor::new(&config, Arc::new(SharedStats::default()))
+        });
+        for k in 0..3 {
+            metrics::with_local_recorder(&recorder, || m.sample(t + k * 500 * MS));
+        }
+        let dead = handle
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix("tickguard_writer_dead_samples_total "))
+            .and_then(|v| v.parse::<u64>().ok());
+        assert_eq!(dead, Some(0));
     }
 
     /// A publication made anew: each count the feeds keep starts over

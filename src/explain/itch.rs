@@ -536,12 +536,16 @@ impl ItchExplain {
 
     /// One step as a line of `--explain` output (no newline).
     pub fn render(&self, s: &Step, origin: u64) -> String {
-        let mut out = format!(
-            "{}  {:>15}  {}",
-            iso(s.time),
-            rel(s.time, origin),
-            self.describe(s, origin)
-        );
+        // A file's records stamped past the day before its first in the
+        // day: applied before any check, at no time of their own.
+        let (at, since) = match s.time < origin && self.file {
+            true => (
+                "before the first record in the day".to_string(),
+                String::new(),
+            ),
+            false => (iso(s.time), rel(s.time, origin)),
+        };
+        let mut out = format!("{at}  {since:>15}  {}", self.describe(s, origin));
         if s.changed() {
             let _ = write!(out, "   {} -> {}", s.before, s.after);
         } else {

@@ -1243,7 +1243,7 @@ int main(int argc, char **argv) {
             1,
             counter::SESSION_HI,
             // Trailing whitespace, not only spaces, dropped by both.
-            u64::from_le_bytes(*b"CD\t \n\r\0\0"),
+            u64::from_le_bytes(*b"CD\t\x0c\n\r \0"),
         );
     });
     let table = StateTable::shared(Arc::new(p));

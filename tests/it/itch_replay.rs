@@ -1406,21 +1406,7 @@ fn a_replay_holding_more_symbols_than_the_table_has_slots_says_so() {
         .map(|(i, s)| encode::stock_directory(i as u16 + 1, OPEN, Symbol::parse(s).unwrap()))
         .collect();
     let told = |capacity: usize, max_symbols: usize| {
-        let dir = tempfile::tempdir().unwrap();
-        let cap = dir.path().join("c.pcap");
-        let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
-        let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
-        let src: SocketAddrV4 = "10.0.0.9:5000".parse().unwrap();
-        w.write_udp(T0, src, a(), &packet(1, &stocks)).unwrap();
-        w.finish().unwrap();
-        let text = format!(
-            "[state]\ncapacity = {capacity}\n{}max_symbols = {max_symbols}\n",
-            CONFIG.trim_start()
-        );
-        let config = Config::parse(&text, "itch.toml").unwrap();
-        let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
-        let outcome = replay(&config, &mut capture, &[], |_| {});
-        tickguard::replay::input_warnings(&config, &outcome.summary)
+        warned(&stocks, &format!("max_symbols = {max_symbols}\n"), capacity)
             .into_iter()
             .filter(|l| l.contains("slots live has"))
             .collect::<Vec<_>>()
@@ -1433,6 +1419,56 @@ fn a_replay_holding_more_symbols_than_the_table_has_slots_says_so() {
     assert!(told(3, 100).is_empty());
     // The feed's own limit refuses the third in the replay too.
     assert!(told(100, 2).is_empty());
+    // Which the replay tells, and adds refused past max_orders likewise.
+    let mut messages = stocks.clone();
+    let aapl = Symbol::parse("AAPL").unwrap();
+    for r in 1..=3 {
+        messages.push(encode::add_order(
+            1,
+            OPEN,
+            r,
+            Side::Buy,
+            100,
+            aapl,
+            100_000,
+            None,
+        ));
+    }
+    let refused = |extra: &str| -> Vec<String> {
+        warned(&messages, extra, 100)
+            .into_iter()
+            .filter(|l| l.contains("refused"))
+            .collect()
+    };
+    assert_eq!(
+        refused("max_symbols = 2\n"),
+        ["feed 'nasdaq': 1 messages refused a new symbol past its max_symbols (the feed suspect until the session changes or a snapshot that refused nothing merges, those symbols no_quote: raise max_symbols)"]
+    );
+    assert_eq!(
+        refused("max_orders = 1\n"),
+        ["feed 'nasdaq': 2 adds refused past its max_orders (the feed suspect until the session changes or a snapshot that refused nothing merges, its books short of them: raise max_orders)"]
+    );
+    assert!(refused("").is_empty());
+}
+
+/// The replay's input warnings for one datagram of `messages` on line A,
+/// the feed configured with `extra` keys and the table's `capacity`.
+fn warned(messages: &[Vec<u8>], extra: &str, capacity: usize) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("c.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&cap).unwrap());
+    let mut w = CaptureWriter::new(file, Format::PcapNanos, Link::RawIp).unwrap();
+    let src: SocketAddrV4 = "10.0.0.9:5000".parse().unwrap();
+    w.write_udp(T0, src, a(), &packet(1, messages)).unwrap();
+    w.finish().unwrap();
+    let text = format!(
+        "[state]\ncapacity = {capacity}\n{}{extra}",
+        CONFIG.trim_start()
+    );
+    let config = Config::parse(&text, "itch.toml").unwrap();
+    let mut capture = tickguard::capture::CaptureReader::open(&cap).unwrap();
+    let outcome = replay(&config, &mut capture, &[], |_| {});
+    tickguard::replay::input_warnings(&config, &outcome.summary)
 }
 
 /// A recording made with `recovery_listen` left at `0.0.0.0:0` names the

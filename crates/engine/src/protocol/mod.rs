@@ -176,12 +176,14 @@ impl Summary {
                 (
                     s.symbols_refused,
                     "messages refused a new symbol past its max_symbols (the feed suspect until \
-                     the session changes, those symbols no_quote: raise max_symbols)",
+                     the session changes or a snapshot that refused nothing merges, those \
+                     symbols no_quote: raise max_symbols)",
                 ),
                 (
                     s.orders_refused,
                     "adds refused past its max_orders (the feed suspect until the session \
-                     changes, its books short of them: raise max_orders)",
+                     changes or a snapshot that refused nothing merges, its books short of \
+                     them: raise max_orders)",
                 ),
             ],
             Summary::Mdp3(s) => [
