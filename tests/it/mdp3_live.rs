@@ -438,8 +438,8 @@ fn a_gap_given_up_joins_the_snapshot_lines_at_once() {
     let reader = Reader::open(&rig.shm);
     all_answer_their_books(&reader, &venue, "healed by the loop");
     // Kept until a whole loop was read after the give-up (a status lost
-    // with the gap is said again only by the loop's snapshots): the first
-    // loop began before the lines were joined, as far as they can tell.
+    // with the gap is said again only by the loop's snapshots): the loop
+    // read counts as whole once the next one begins.
     assert!(
         rig.snapshot_wanted(),
         "kept for a whole loop after the give-up"

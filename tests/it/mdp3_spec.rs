@@ -3285,6 +3285,27 @@ fn a_late_channel_reset_is_logged_as_late() {
         "{stderr}"
     );
     assert!(!stderr.contains("RptSeq restarts at 1"), "{stderr}");
+    // A reset in order after it, past the line's second: told as such.
+    let mut ch = Channel::new("");
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(3, &[status(Some(1), "", "", 2)]));
+    ch.send(
+        MS + 1,
+        B,
+        packet(2, &[encode::channel_reset(V, T0, EOE, 310)]),
+    );
+    ch.send(
+        2_000 * MS,
+        A,
+        packet(4, &[encode::channel_reset(V, T0, EOE, 310)]),
+    );
+    let stderr = ch.stderr();
+    assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
+    assert_eq!(
+        stderr.matches("RptSeq restarts at 1").count(),
+        1,
+        "{stderr}"
+    );
 }
 
 /// A second ChannelReset within the line's interval, and none after: it

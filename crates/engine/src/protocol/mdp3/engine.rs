@@ -142,10 +142,11 @@ pub struct Joining {
     applied_seen: u64,
     /// Packets given up for lost when last looked.
     lost_seen: u64,
-    /// After a gap given up: each line's loops begun then (a loop begun
-    /// after them and read whole ends the hold), and the loop's clock (ns)
-    /// past which the lines are not kept for it anyway ([`HOLD_MAX_NS`]).
-    hold_until: Option<([u64; 2], u64)>,
+    /// After a gap given up: the loops begun then (a loop numbered past
+    /// them on a line and read whole there ends the hold), and the loop's
+    /// clock (ns) past which the lines are not kept for it anyway
+    /// ([`HOLD_MAX_NS`]).
+    hold_until: Option<(u64, u64)>,
     /// Left after `max_loops` idle loops, the publisher's needy ones
     /// marked at the last whole loop's beginning: joined again only when
     /// an instrument turns needy after that and stays so the grace period
@@ -243,7 +244,7 @@ impl Joining {
             // a line has read whole a loop begun after now (every packet
             // of it, TotNumReports snapshots), a status lost with the gap
             // said again in it.
-            self.hold_until = Some((count.each, now.saturating_add(HOLD_MAX_NS)));
+            self.hold_until = Some((loops, now.saturating_add(HOLD_MAX_NS)));
         }
         if let (true, Some((after, deadline))) = (restart_window, &mut self.hold_until) {
             // Within a restart's window a snapshot not applied gives no
@@ -251,7 +252,7 @@ impl Joining {
             // the gap is said again only by a loop read after the window,
             // so the hold lasts a whole loop past it (the window itself
             // lasts a minute at most).
-            *after = [after[0].max(count.each[0]), after[1].max(count.each[1])];
+            *after = (*after).max(loops);
             *deadline = (*deadline).max(now.saturating_add(HOLD_MAX_NS));
         }
         if let Some((_, deadline)) = &mut self.hold_until {
@@ -514,7 +515,7 @@ fn held_logged(name: &str, what: &str, held: u64) {
     tracing::warn!(
         feed = %name,
         held,
-        "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel as that line says"
+        "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel (one come late in a packet filling a gap, as the late one's line says)"
     );
 }
 
@@ -776,14 +777,10 @@ mod tests {
     use super::*;
     use crate::shm::CounterKind;
 
-    /// A packet of no snapshot.
-    const NONE: (u64, Option<u32>) = (0, None);
-
     /// `n` loops begun on line A, each before the last read whole.
     fn read(n: u64) -> LoopCount {
         LoopCount {
             begun: n,
-            each: [n, 0],
             whole: [n.saturating_sub(1), 0],
         }
     }
@@ -851,7 +848,7 @@ mod tests {
                 let mut l = Loops::default();
                 for &(line, lp, seq) in order {
                     let sent = 1000 * lp + u64::from(seq) + if line == 1 { skew } else { 0 };
-                    l.on_packet(line, seq, sent, T, NONE);
+                    l.on_packet(line, seq, sent, T);
                 }
                 let loops = order.iter().map(|o| o.1).max().unwrap();
                 assert_eq!(l.begun(), loops, "skew {skew}: {order:?}");
@@ -860,12 +857,12 @@ mod tests {
         // Line A alone for 100 loops (B down), then line B alone.
         let mut l = Loops::default();
         for lp in 1..=100 {
-            l.on_packet(0, 1, 1000 * lp, T, NONE);
-            l.on_packet(0, 2, 1000 * lp + 1, T, NONE);
+            l.on_packet(0, 1, 1000 * lp, T);
+            l.on_packet(0, 2, 1000 * lp + 1, T);
         }
         for lp in 101..=103 {
-            l.on_packet(1, 1, 1000 * lp, T, NONE);
-            l.on_packet(1, 2, 1000 * lp + 1, T, NONE);
+            l.on_packet(1, 1, 1000 * lp, T);
+            l.on_packet(1, 2, 1000 * lp + 1, T);
         }
         assert_eq!(l.begun(), 100, "line B counts from where it stopped");
         // Odd stamps and odd deliveries never count a loop twice: a copy
@@ -930,7 +927,7 @@ mod tests {
         for (run, loops) in runs {
             let mut l = Loops::default();
             for &(line, seq, sent) in run {
-                l.on_packet(line, seq, sent, T, NONE);
+                l.on_packet(line, seq, sent, T);
             }
             assert!(l.begun() <= loops, "{run:?}: {} > {loops}", l.begun());
         }
@@ -938,7 +935,7 @@ mod tests {
         // datagram again (a copy) does not.
         let mut l = Loops::default();
         for (line, sent) in [(0, 5), (1, 5), (0, 6), (0, 6), (1, 6), (0, 7)] {
-            l.on_packet(line, 1, sent, T, NONE);
+            l.on_packet(line, 1, sent, T);
         }
         assert_eq!(l.begun(), 3);
     }
@@ -952,28 +949,28 @@ mod tests {
         const S: u64 = 1_000_000_000;
         let mut l = Loops::default();
         for line in [0, 1] {
-            l.on_packet(line, 1, 1000, T, NONE);
-            l.on_packet(line, 1, u64::MAX - 1, T + 1, NONE);
+            l.on_packet(line, 1, 1000, T);
+            l.on_packet(line, 1, u64::MAX - 1, T + 1);
         }
         assert_eq!(l.begun(), 2);
         // A loop a second, stamped as the venue's clock goes.
         for k in 1..60 {
             for line in [0, 1] {
-                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S, NONE);
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
             }
         }
         assert_eq!(l.begun(), 2, "held back within the minute");
         for k in 60..63 {
             for line in [0, 1] {
-                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S, NONE);
+                l.on_packet(line, 1, 1000 + k * S, T + 1 + k * S);
             }
         }
         assert_eq!(l.begun(), 5, "counted again after it");
         // A clock stepped back begins nothing by itself: a duplicate of a
         // beginning is still a duplicate.
         let mut l = Loops::default();
-        l.on_packet(0, 1, 1000, T, NONE);
-        l.on_packet(0, 1, 1000, T - 1, NONE);
+        l.on_packet(0, 1, 1000, T);
+        l.on_packet(0, 1, 1000, T - 1);
         assert_eq!(l.begun(), 1);
     }
 
@@ -1006,76 +1003,115 @@ mod tests {
         assert_eq!((j.joins, j.leaves), (3, 3));
     }
 
+    /// Packets of snapshot line `line` of loop `lp`, each `seq` stamped
+    /// 1000 × `lp` + `seq` and holding one snapshot of TotNumReports
+    /// `total`.
+    fn send(l: &mut Loops, line: usize, lp: u64, total: u32, seqs: &[u32]) {
+        const T: u64 = 1_000_000_000_000;
+        for &seq in seqs {
+            l.on_packet(line, seq, 1000 * lp + u64::from(seq), T);
+            l.on_snapshot(line, total);
+        }
+    }
+
     /// A loop is read whole on a line with every MsgSeqNum from its 1 in
     /// order, and as many snapshots as its TotNumReports; either line's
     /// whole loop counts.
     #[test]
     fn a_loop_is_read_whole_only_with_every_packet_and_snapshot() {
-        const T: u64 = 1_000_000_000_000;
-        // Each packet one snapshot of a loop of three.
-        const ONE: (u64, Option<u32>) = (1, Some(3));
         let mut l = Loops::default();
-        let send = |l: &mut Loops, line, lp: u64, seqs: &[u32]| {
-            for &seq in seqs {
-                l.on_packet(line, seq, 1000 * lp + u64::from(seq), T, ONE);
-            }
-        };
         // Loop 1 on A, all of it; loop 2's beginning ends it.
-        send(&mut l, 0, 1, &[1, 2, 3]);
-        send(&mut l, 0, 2, &[1]);
+        send(&mut l, 0, 1, 3, &[1, 2, 3]);
+        send(&mut l, 0, 2, 3, &[1]);
         assert_eq!(l.count().whole, [1, 0]);
         // Loop 2: packet 2 lost on A; line B, from its first beginning,
         // reads it all.
-        send(&mut l, 0, 2, &[3]);
-        send(&mut l, 1, 2, &[1, 2, 3]);
-        send(&mut l, 0, 3, &[1]);
+        send(&mut l, 0, 2, 3, &[3]);
+        send(&mut l, 1, 2, 3, &[1, 2, 3]);
+        send(&mut l, 0, 3, 3, &[1]);
         assert_eq!(l.count().whole, [1, 0], "A's loop 2 had a hole");
-        send(&mut l, 1, 3, &[1]);
+        send(&mut l, 1, 3, 3, &[1]);
         assert_eq!(l.count().whole, [1, 1], "B's first loop, read whole");
         // Loop 3 on A: its last packet lost (no hole in the numbers, two
         // snapshots of three).
-        send(&mut l, 0, 3, &[2]);
-        send(&mut l, 0, 4, &[1]);
+        send(&mut l, 0, 3, 3, &[2]);
+        send(&mut l, 0, 4, 3, &[1]);
         assert_eq!(l.count().whole, [1, 1], "a loop's tail lost");
         // Loop 4 on A: a copy sent twice on the line reads nothing new;
         // out of order is a hole.
-        send(&mut l, 0, 4, &[2, 2, 3]);
-        send(&mut l, 0, 5, &[1, 3, 2]);
+        send(&mut l, 0, 4, 3, &[2, 2, 3]);
+        send(&mut l, 0, 5, 3, &[1, 3, 2]);
         assert_eq!(l.count().whole, [4, 1]);
-        send(&mut l, 0, 6, &[1]);
+        send(&mut l, 0, 6, 3, &[1]);
         assert_eq!(l.count().whole, [4, 1], "out of order");
+        // Loop 6: a copy sent twice adds no snapshot (two of three).
+        send(&mut l, 0, 6, 3, &[2, 2]);
+        send(&mut l, 0, 7, 3, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "a copy is no snapshot more");
+        // Loop 7: the largest TotNumReports of the loop counts.
+        send(&mut l, 0, 7, 2, &[2]);
+        send(&mut l, 0, 7, 4, &[3]);
+        send(&mut l, 0, 8, 4, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "three of four");
+        // Loop 8's tail lost, loop 9's packet 1 lost: its packets 2 and 3
+        // (numbered below the next, stamped later) do not complete loop 8.
+        send(&mut l, 0, 8, 3, &[2]);
+        send(&mut l, 0, 9, 3, &[2, 3, 4]);
+        send(&mut l, 0, 10, 3, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "two loops are not one");
         let count = l.count();
-        assert_eq!((count.begun, count.each), (6, [6, 2]));
-        assert!(count.whole_since([3, 0]) && !count.whole_since([4, 1]));
+        assert_eq!(count.begun, 9);
+        assert!(count.whole_since(3) && !count.whole_since(4));
     }
 
     /// A gap given up keeps the snapshot lines, however many loops begin,
     /// until a line has read whole a loop begun after it: a status lost
     /// with the gap whose snapshot was lost too is said again only there.
+    /// A line two loops behind, delivering them in a burst, reads whole
+    /// loops the other began before the give-up: they end nothing.
     #[test]
     fn a_gap_given_up_keeps_the_lines_until_a_loop_is_read_whole() {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
-        let at = |begun: u64, whole: [u64; 2]| LoopCount {
-            begun,
-            each: [begun, begun],
-            whole,
-        };
-        j.update(T, at(3, [2, 2]), &mut p, (0, 0, 0), false);
+        let mut l = Loops::default();
+        // Line A at loop 4; line B two loops behind.
+        for lp in 1..=3 {
+            send(&mut l, 0, lp, 2, &[1, 2]);
+        }
+        send(&mut l, 0, 4, 2, &[1]);
+        send(&mut l, 1, 1, 2, &[1, 2]);
+        send(&mut l, 1, 2, 2, &[1]);
+        j.update(T, l.count(), &mut p, (0, 0, 0), false);
         assert!(!j.joined());
-        j.update(T + 1, at(3, [2, 2]), &mut p, (0, 1, 0), false);
+        j.update(T + 1, l.count(), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "joined for the give-up");
-        // Loop 3, under way at the give-up, read whole: begun before it.
-        j.update(T + 2, at(4, [3, 3]), &mut p, (0, 1, 0), false);
+        // B's burst: loops 2 and 3 whole, both begun before the give-up.
+        send(&mut l, 1, 2, 2, &[2]);
+        send(&mut l, 1, 3, 2, &[1, 2]);
+        send(&mut l, 1, 4, 2, &[1]);
+        j.update(T + 2, l.count(), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "a lagging line's loops begun before it");
+        // Loop 4, under way at the give-up, read whole on A: begun before.
+        send(&mut l, 0, 4, 2, &[2]);
+        send(&mut l, 0, 5, 2, &[1]);
+        j.update(T + 3, l.count(), &mut p, (0, 1, 0), false);
         assert!(j.joined(), "the loop under way began before the give-up");
-        // Loops 4 and 5 begin and end with holes on both lines.
-        j.update(T + 3, at(5, [3, 3]), &mut p, (0, 1, 0), false);
-        j.update(T + 4, at(6, [3, 3]), &mut p, (0, 1, 0), false);
-        assert!(j.joined(), "no loop read whole since");
+        // Loop 5 lost in part on both lines: a hole each.
+        send(&mut l, 1, 4, 2, &[2]);
+        send(&mut l, 1, 5, 2, &[1]);
+        send(&mut l, 0, 6, 2, &[1]);
+        send(&mut l, 1, 6, 2, &[1]);
+        j.update(T + 4, l.count(), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "no loop begun since read whole");
         // Loop 6 read whole on line B alone.
-        j.update(T + 5, at(7, [3, 6]), &mut p, (0, 1, 0), false);
-        assert!(!j.joined(), "left once a line read a loop whole");
+        send(&mut l, 1, 6, 2, &[2]);
+        send(&mut l, 1, 7, 2, &[1]);
+        j.update(T + 5, l.count(), &mut p, (0, 1, 0), false);
+        assert!(
+            !j.joined(),
+            "left once a line read a loop begun since whole"
+        );
     }
 
     /// A gap given up within a restart's window keeps the snapshot lines

@@ -1692,17 +1692,9 @@ impl Feed {
         if self.since_restart.is_some_and(|(_, until)| t >= until) {
             self.since_restart = None;
         }
-        // What the loop under way holds of its TotNumReports: a loop read
-        // whole ends a give-up's hold on the lines.
-        let reports = packet
-            .messages()
-            .fold((0, None), |(n, total), m| match m.body() {
-                Body::Snapshot(s) => (n + 1, total.max(Some(s.tot_num_reports()))),
-                _ => (n, total),
-            });
         if self
             .loops
-            .on_packet(line, packet.seq_num(), packet.sending_time(), t, reports)
+            .on_packet(line, packet.seq_num(), packet.sending_time(), t)
         {
             if let Some((_, loops)) = &mut self.reset_floor {
                 *loops += 1;
@@ -1724,6 +1716,9 @@ impl Feed {
                 self.count_unread(m.kind());
                 continue;
             };
+            // What the loop under way holds of its TotNumReports: a loop
+            // read whole ends a give-up's hold on the lines.
+            self.loops.on_snapshot(line, snap.tot_num_reports());
             let Some(i) = self.instrument(snap.security_id()) else {
                 continue;
             };

@@ -26,9 +26,11 @@ pub const HOLD_MAX_NS: u64 = 60_000_000_000;
 ///
 /// Each line also tells the loops it read whole: from its packet 1, every
 /// MsgSeqNum in order up to the next beginning (a packet missing or out
-/// of order is a hole), and at least
-/// TotNumReports snapshots among them (a loop's last packets lost leave
-/// no hole in the numbers).
+/// of order is a hole, and so is one numbered below the next but stamped
+/// later: a later loop's, its packet 1 lost), and at least TotNumReports
+/// snapshots among them (a loop's last packets lost leave no hole in the
+/// numbers; a TotNumReports null or past what the loop holds never reads
+/// whole).
 #[derive(Debug, Default, Clone)]
 pub struct Loops {
     begun: [u64; 2],
@@ -49,6 +51,10 @@ pub struct Loops {
 struct Reading {
     /// The MsgSeqNum that continues it; 0: a hole (or no beginning seen).
     next: u32,
+    /// SendingTime of its last packet read, ns (venue clock).
+    last_sent: u64,
+    /// The packet being read continues it: its snapshots count.
+    counting: bool,
     /// Snapshots read in it.
     reports: u64,
     /// Its TotNumReports (the largest a snapshot of it gave).
@@ -56,40 +62,36 @@ struct Reading {
 }
 
 /// What [`Loops`] tells of the loops: begun (the larger count of the two
-/// lines), and on each line those begun and the latest read whole.
+/// lines), and on each line the number of the latest loop read whole.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LoopCount {
     pub begun: u64,
-    pub each: [u64; 2],
     pub whole: [u64; 2],
 }
 
 impl LoopCount {
-    /// Whether some line read whole a loop it began after `each` (its
-    /// counts at some earlier time).
-    pub fn whole_since(&self, each: [u64; 2]) -> bool {
-        self.whole[0] > each[0] || self.whole[1] > each[1]
+    /// Whether some line read whole a loop it numbered past `begun` (the
+    /// larger count at some earlier time): begun since on that line, and
+    /// on the other one too, however far behind a line delivers its
+    /// copies (a line two loops behind reads whole a loop the other began
+    /// long before).
+    pub fn whole_since(&self, begun: u64) -> bool {
+        self.whole[0] > begun || self.whole[1] > begun
     }
 }
 
 impl Loops {
     /// Packet `seq` of snapshot line `line`, stamped `sent` (venue clock),
-    /// arrived at `t` (local clock), holding `reports` snapshots whose
-    /// largest TotNumReports is `total`: whether it begins a loop.
-    pub fn on_packet(
-        &mut self,
-        line: usize,
-        seq: u32,
-        sent: u64,
-        t: u64,
-        (reports, total): (u64, Option<u32>),
-    ) -> bool {
+    /// arrived at `t` (local clock): whether it begins a loop. Its
+    /// snapshots are then told by [`on_snapshot`](Self::on_snapshot).
+    pub fn on_packet(&mut self, line: usize, seq: u32, sent: u64, t: u64) -> bool {
         let i = line % 2;
         // (Not at a clock stepped back: a duplicate would begin a loop
         // again. A step back holds a stalled line back by the step too.)
         let stalled = self.at[i].is_some_and(|at| t >= at.saturating_add(HOLD_MAX_NS));
         let begins = seq == 1 && (sent > self.sent[i] || stalled);
         let r = &mut self.reading[i];
+        r.counting = false;
         if begins {
             let read = r.next != 0 && r.total.is_some_and(|n| r.reports >= u64::from(n));
             if read {
@@ -99,18 +101,32 @@ impl Loops {
             self.sent[i] = sent;
             self.at[i] = Some(t);
             *r = Reading::default();
-        } else if r.next == 0 || seq != r.next {
-            // Out of order, or a packet before this one missing: a
-            // duplicate on one line (seq below `next`) reads nothing new.
-            if r.next == 0 || seq > r.next {
+        } else if r.next == 0 {
+            return false;
+        } else if seq != r.next {
+            // A copy sent twice on one line (below `next`, stamped as what
+            // it repeats) reads nothing new. A packet missing before this
+            // one, one out of order, or one of a later loop whose packet 1
+            // was lost (below `next`, stamped later) is a hole.
+            if seq > r.next || sent > r.last_sent {
                 r.next = 0;
             }
             return false;
         }
         r.next = seq.wrapping_add(1).max(1);
-        r.reports += reports;
-        r.total = r.total.max(total);
+        r.last_sent = sent;
+        r.counting = true;
         begins
+    }
+
+    /// A snapshot of TotNumReports `total` in the packet of `line` last
+    /// given to [`on_packet`](Self::on_packet).
+    pub fn on_snapshot(&mut self, line: usize, total: u32) {
+        let r = &mut self.reading[line % 2];
+        if r.counting {
+            r.reports += 1;
+            r.total = r.total.max(Some(total));
+        }
     }
 
     /// Loops begun: the larger of the two lines' counts.
@@ -122,7 +138,6 @@ impl Loops {
     pub fn count(&self) -> LoopCount {
         LoopCount {
             begun: self.begun(),
-            each: self.begun,
             whole: self.whole,
         }
     }
