@@ -3269,15 +3269,20 @@ fn a_channel_reset_is_logged_once() {
 /// kept, no instrument trusted until its snapshot; not as one in order.
 #[test]
 fn a_late_channel_reset_is_logged_as_late() {
-    let mut ch = Channel::new("");
-    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
-    ch.send(MS, A, packet(3, &[status(Some(1), "", "", 2)]));
-    ch.send(
-        MS + 1,
-        B,
-        packet(2, &[encode::channel_reset(V, T0, EOE, 310)]),
-    );
-    let stderr = ch.stderr();
+    let reset = |s| packet(s, &[encode::channel_reset(V, T0, EOE, 310)]);
+    // Packet 2, the reset, late on line B after 3; then, when `again`, a
+    // reset in order past the log line's second.
+    let logged = |again: bool| {
+        let mut ch = Channel::new("");
+        ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+        ch.send(MS, A, packet(3, &[status(Some(1), "", "", 2)]));
+        ch.send(MS + 1, B, reset(2));
+        if again {
+            ch.send(2_000 * MS, A, reset(4));
+        }
+        ch.stderr()
+    };
+    let stderr = logged(false);
     assert_eq!(stderr.matches("ChannelReset").count(), 1, "{stderr}");
     assert!(
         stderr.contains("ChannelReset come late, in a packet filling a gap")
@@ -3285,21 +3290,7 @@ fn a_late_channel_reset_is_logged_as_late() {
         "{stderr}"
     );
     assert!(!stderr.contains("RptSeq restarts at 1"), "{stderr}");
-    // A reset in order after it, past the line's second: told as such.
-    let mut ch = Channel::new("");
-    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
-    ch.send(MS, A, packet(3, &[status(Some(1), "", "", 2)]));
-    ch.send(
-        MS + 1,
-        B,
-        packet(2, &[encode::channel_reset(V, T0, EOE, 310)]),
-    );
-    ch.send(
-        2_000 * MS,
-        A,
-        packet(4, &[encode::channel_reset(V, T0, EOE, 310)]),
-    );
-    let stderr = ch.stderr();
+    let stderr = logged(true);
     assert_eq!(stderr.matches("ChannelReset").count(), 2, "{stderr}");
     assert_eq!(
         stderr.matches("RptSeq restarts at 1").count(),
