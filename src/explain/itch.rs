@@ -530,7 +530,11 @@ impl ItchExplain {
             dur(self.th.stale_ns as i128),
             if self.file { "record" } else { "packet" },
             dur(self.th.source_ns as i128),
-            iso(self.origin.unwrap_or(0)),
+            match self.origin {
+                Some(t) => iso(t),
+                // A file none of whose records is stamped in the day.
+                None => "no time (none in the day)".to_string(),
+            },
         )
     }
 
@@ -538,7 +542,7 @@ impl ItchExplain {
     pub fn render(&self, s: &Step, origin: u64) -> String {
         // A file's records stamped past the day before its first in the
         // day: applied before any check, at no time of their own.
-        let (at, since) = match s.time < origin && self.file {
+        let (at, since) = match self.file && (self.origin.is_none() || s.time < origin) {
             true => (
                 "before the first record in the day".to_string(),
                 String::new(),

@@ -588,6 +588,12 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
     }
     let mut other = Channel::new(9, specs);
     other.fill_books(t);
+    // Its loops taken past this channel's lost packet (their
+    // LastMsgSeqNumProcessed above it), as this channel's would be: loops
+    // read whole since the give-up, which end its hold.
+    while other.next_seq_num() <= venue.next_seq_num() {
+        other.next_event(t);
+    }
     for loop_no in 0..3u64 {
         rig.send(&other.snapshot_loop(t + 40_000 + loop_no * 10_000), &[2, 3]);
         // A loop ends when the next begins: two whole loops are behind

@@ -3325,6 +3325,7 @@ fn a_channel_reset_held_back_is_told_once_the_interval_passes() {
         stderr.contains("ChannelReset processed 1 more time(s)"),
         "{stderr}"
     );
+    assert!(!stderr.contains("come late"), "{stderr}");
 
     // A reset due in the datagram past the interval has its own line,
     // which counts the one held.

@@ -877,6 +877,19 @@ fn a_record_stamped_past_the_day_is_explained_where_the_replay_applies_it() {
         text.contains("before the first record in the day"),
         "{text}"
     );
+    // A file none of whose records is in the day.
+    let r = encode::system_event(past_the_day, b'O');
+    let mut bytes = (r.len() as u16).to_be_bytes().to_vec();
+    bytes.extend_from_slice(&r);
+    std::fs::write(&path, bytes).unwrap();
+    let mut watch = explainer(&config, "XYZ");
+    replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut watch).unwrap();
+    let text = watch.explanation(true);
+    assert!(!text.contains("1970"), "{text}");
+    assert!(
+        text.contains("before the first record in the day"),
+        "{text}"
+    );
 }
 
 /// Silence and source age crossing their thresholds in one nanosecond (the

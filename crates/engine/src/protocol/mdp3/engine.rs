@@ -262,7 +262,7 @@ impl Joining {
         }
         let held = self
             .hold_until
-            .is_some_and(|(after, deadline)| !count.whole_since(after) && now < deadline);
+            .is_some_and(|(after, deadline)| !count.read_since(after) && now < deadline);
         if !held {
             self.hold_until = None;
         }
@@ -428,9 +428,13 @@ impl Engine {
             })
         });
         cx.counters.table_full = p.table_full;
+        let loops = LoopCount {
+            unseen: self.feed.sequence().unseen_through(),
+            ..self.feed.loops().count()
+        };
         self.joining.update(
             now,
-            self.feed.loops().count(),
+            loops,
             p,
             (
                 self.feed.counters().snapshots_applied,
@@ -515,7 +519,7 @@ fn held_logged(name: &str, what: &str, held: u64) {
     tracing::warn!(
         feed = %name,
         held,
-        "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second), each emptying the channel (one come late in a packet filling a gap, as the late one's line says)"
+        "ChannelReset {what} {held} more time(s) since the last line of it (at most one line a second)"
     );
 }
 
@@ -782,6 +786,7 @@ mod tests {
         LoopCount {
             begun: n,
             whole: [n.saturating_sub(1), 0],
+            ..LoopCount::default()
         }
     }
 
@@ -1005,12 +1010,12 @@ mod tests {
 
     /// Packets of snapshot line `line` of loop `lp`, each `seq` stamped
     /// 1000 × `lp` + `seq` and holding one snapshot of TotNumReports
-    /// `total`.
+    /// `total`, taken after incremental packet 10 × `lp`.
     fn send(l: &mut Loops, line: usize, lp: u64, total: u32, seqs: &[u32]) {
         const T: u64 = 1_000_000_000_000;
         for &seq in seqs {
             l.on_packet(line, seq, 1000 * lp + u64::from(seq), T);
-            l.on_snapshot(line, total);
+            l.on_snapshot(line, total, 10 * lp as u32);
         }
     }
 
@@ -1023,7 +1028,7 @@ mod tests {
         // Loop 1 on A, all of it; loop 2's beginning ends it.
         send(&mut l, 0, 1, 3, &[1, 2, 3]);
         send(&mut l, 0, 2, 3, &[1]);
-        assert_eq!(l.count().whole, [1, 0]);
+        assert_eq!((l.count().whole, l.count().taken_from), ([1, 0], [10, 0]));
         // Loop 2: packet 2 lost on A; line B, from its first beginning,
         // reads it all.
         send(&mut l, 0, 2, 3, &[3]);
@@ -1032,6 +1037,7 @@ mod tests {
         assert_eq!(l.count().whole, [1, 0], "A's loop 2 had a hole");
         send(&mut l, 1, 3, 3, &[1]);
         assert_eq!(l.count().whole, [1, 1], "B's first loop, read whole");
+        assert_eq!(l.count().taken_from, [10, 20]);
         // Loop 3 on A: its last packet lost (no hole in the numbers, two
         // snapshots of three).
         send(&mut l, 0, 3, 3, &[2]);
@@ -1048,70 +1054,100 @@ mod tests {
         send(&mut l, 0, 6, 3, &[2, 2]);
         send(&mut l, 0, 7, 3, &[1]);
         assert_eq!(l.count().whole, [4, 1], "a copy is no snapshot more");
-        // Loop 7: the largest TotNumReports of the loop counts.
-        send(&mut l, 0, 7, 2, &[2]);
+        // Loop 7: its TotNumReports changes (two loops' packets): a hole.
+        send(&mut l, 0, 7, 4, &[2]);
         send(&mut l, 0, 7, 4, &[3]);
         send(&mut l, 0, 8, 4, &[1]);
-        assert_eq!(l.count().whole, [4, 1], "three of four");
+        assert_eq!(l.count().whole, [4, 1], "TotNumReports changed");
         // Loop 8's tail lost, loop 9's packet 1 lost: its packets 2 and 3
         // (numbered below the next, stamped later) do not complete loop 8.
         send(&mut l, 0, 8, 3, &[2]);
         send(&mut l, 0, 9, 3, &[2, 3, 4]);
         send(&mut l, 0, 10, 3, &[1]);
         assert_eq!(l.count().whole, [4, 1], "two loops are not one");
-        let count = l.count();
-        assert_eq!(count.begun, 9);
-        assert!(count.whole_since(3) && !count.whole_since(4));
+        // Loop 10's packet 2 lost, an older loop's packet 2 in its place
+        // (stamped before loop 10's packet 1): a hole.
+        send(&mut l, 0, 9, 3, &[2]);
+        send(&mut l, 0, 10, 3, &[3]);
+        send(&mut l, 0, 11, 3, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "an older loop's copy");
+        let count = LoopCount {
+            unseen: Some(40),
+            ..l.count()
+        };
+        assert_eq!(count.begun, 10, "loop 9 began unseen");
+        assert!(count.read_since(3) && !count.read_since(4));
+        assert!(!LoopCount {
+            unseen: Some(41),
+            ..count
+        }
+        .read_since(3));
+    }
+
+    /// A one-packet loop of two snapshots, then a loop of three (an
+    /// instrument begun), its packet 1 lost: its packet 2, numbered next,
+    /// does not complete the first.
+    #[test]
+    fn a_loop_grown_by_an_instrument_is_not_spliced_onto_the_last() {
+        const T: u64 = 1_000_000_000_000;
+        let mut l = Loops::default();
+        l.on_packet(0, 1, 1001, T);
+        l.on_snapshot(0, 2, 10);
+        l.on_snapshot(0, 2, 10);
+        l.on_packet(0, 2, 2002, T);
+        l.on_snapshot(0, 3, 20);
+        l.on_packet(0, 1, 3001, T);
+        assert_eq!(l.count().whole, [0, 0]);
     }
 
     /// A gap given up keeps the snapshot lines, however many loops begin,
-    /// until a line has read whole a loop begun after it: a status lost
-    /// with the gap whose snapshot was lost too is said again only there.
-    /// A line two loops behind, delivering them in a burst, reads whole
-    /// loops the other began before the give-up: they end nothing.
+    /// until a line has read whole a loop begun after it and taken with
+    /// the packets it lost: a status lost with the gap whose snapshot was
+    /// lost too is said again only there. A line whose copies come two
+    /// loops late numbers its loops as the other does, from its own first
+    /// beginning: the loops it reads whole after the give-up were taken
+    /// before the lost packet, and end nothing.
     #[test]
     fn a_gap_given_up_keeps_the_lines_until_a_loop_is_read_whole() {
         const T: u64 = 1_000_000_000_000;
         let mut p = Publisher::default();
         let mut j = Joining::new(SnapshotJoin::OnDemand, 3, 5_000_000);
         let mut l = Loops::default();
-        // Line A at loop 4; line B two loops behind.
-        for lp in 1..=3 {
-            send(&mut l, 0, lp, 2, &[1, 2]);
-        }
-        send(&mut l, 0, 4, 2, &[1]);
-        send(&mut l, 1, 1, 2, &[1, 2]);
-        send(&mut l, 1, 2, 2, &[1]);
-        j.update(T, l.count(), &mut p, (0, 0, 0), false);
-        assert!(!j.joined());
-        j.update(T + 1, l.count(), &mut p, (0, 1, 0), false);
-        assert!(j.joined(), "joined for the give-up");
-        // B's burst: loops 2 and 3 whole, both begun before the give-up.
-        send(&mut l, 1, 2, 2, &[2]);
-        send(&mut l, 1, 3, 2, &[1, 2]);
-        send(&mut l, 1, 4, 2, &[1]);
-        j.update(T + 2, l.count(), &mut p, (0, 1, 0), false);
-        assert!(j.joined(), "a lagging line's loops begun before it");
-        // Loop 4, under way at the give-up, read whole on A: begun before.
-        send(&mut l, 0, 4, 2, &[2]);
+        // Packet 45 lost: loop 4's snapshots were taken before it (40),
+        // loop 5's after (50).
+        let count = |l: &Loops| LoopCount {
+            unseen: Some(45),
+            ..l.count()
+        };
+        // Line A: loops 3 and 4 read, 5 begun; line B two loops behind.
+        send(&mut l, 0, 3, 2, &[1, 2]);
+        send(&mut l, 0, 4, 2, &[1, 2]);
         send(&mut l, 0, 5, 2, &[1]);
-        j.update(T + 3, l.count(), &mut p, (0, 1, 0), false);
-        assert!(j.joined(), "the loop under way began before the give-up");
-        // Loop 5 lost in part on both lines: a hole each.
-        send(&mut l, 1, 4, 2, &[2]);
+        send(&mut l, 1, 1, 2, &[1, 2]);
+        send(&mut l, 1, 2, 2, &[1, 2]);
+        send(&mut l, 1, 3, 2, &[1]);
+        j.update(T, count(&l), &mut p, (0, 0, 0), false);
+        assert!(!j.joined());
+        j.update(T + 1, count(&l), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "joined for the give-up");
+        // B's burst: loops 3 and 4 whole, numbered past the give-up's
+        // count on B, taken before the lost packet.
+        send(&mut l, 1, 3, 2, &[2]);
+        send(&mut l, 1, 4, 2, &[1, 2]);
         send(&mut l, 1, 5, 2, &[1]);
+        j.update(T + 2, count(&l), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "a lagging line's loops taken before it");
+        // Loop 5, under way at the give-up, read whole on A.
+        send(&mut l, 0, 5, 2, &[2]);
         send(&mut l, 0, 6, 2, &[1]);
+        j.update(T + 3, count(&l), &mut p, (0, 1, 0), false);
+        assert!(j.joined(), "the loop under way began before the give-up");
+        // Loop 6 lost in part on A; B reads loop 5 whole.
+        send(&mut l, 0, 7, 2, &[1]);
+        send(&mut l, 1, 5, 2, &[2]);
         send(&mut l, 1, 6, 2, &[1]);
-        j.update(T + 4, l.count(), &mut p, (0, 1, 0), false);
-        assert!(j.joined(), "no loop begun since read whole");
-        // Loop 6 read whole on line B alone.
-        send(&mut l, 1, 6, 2, &[2]);
-        send(&mut l, 1, 7, 2, &[1]);
-        j.update(T + 5, l.count(), &mut p, (0, 1, 0), false);
-        assert!(
-            !j.joined(),
-            "left once a line read a loop begun since whole"
-        );
+        j.update(T + 4, count(&l), &mut p, (0, 1, 0), false);
+        assert!(!j.joined(), "left once a loop begun since is read whole");
     }
 
     /// A gap given up within a restart's window keeps the snapshot lines

@@ -1718,7 +1718,11 @@ impl Feed {
             };
             // What the loop under way holds of its TotNumReports: a loop
             // read whole ends a give-up's hold on the lines.
-            self.loops.on_snapshot(line, snap.tot_num_reports());
+            self.loops.on_snapshot(
+                line,
+                snap.tot_num_reports(),
+                snap.last_msg_seq_num_processed(),
+            );
             let Some(i) = self.instrument(snap.security_id()) else {
                 continue;
             };

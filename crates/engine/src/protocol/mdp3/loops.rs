@@ -30,7 +30,7 @@ pub const HOLD_MAX_NS: u64 = 60_000_000_000;
 /// later: a later loop's, its packet 1 lost), and at least TotNumReports
 /// snapshots among them (a loop's last packets lost leave no hole in the
 /// numbers; a TotNumReports null or past what the loop holds never reads
-/// whole).
+/// whole, and one that changes within it is a hole).
 #[derive(Debug, Default, Clone)]
 pub struct Loops {
     begun: [u64; 2],
@@ -44,6 +44,10 @@ pub struct Loops {
     /// On each line, the number (its `begun` then) of the latest loop it
     /// read whole; 0 none.
     whole: [u64; 2],
+    /// On each line, the least LastMsgSeqNumProcessed of the snapshots of
+    /// the latest loop it read whole: every one of them was taken with the
+    /// incremental packets up to it.
+    taken_from: [u32; 2],
 }
 
 /// A line's loop under way, as read.
@@ -57,26 +61,36 @@ struct Reading {
     counting: bool,
     /// Snapshots read in it.
     reports: u64,
-    /// Its TotNumReports (the largest a snapshot of it gave).
+    /// Its TotNumReports (its first snapshot's: another is a hole).
     total: Option<u32>,
+    /// The least LastMsgSeqNumProcessed of its snapshots.
+    taken_from: u32,
 }
 
 /// What [`Loops`] tells of the loops: begun (the larger count of the two
-/// lines), and on each line the number of the latest loop read whole.
+/// lines), and on each line the number of the latest loop read whole and
+/// the least LastMsgSeqNumProcessed of its snapshots; with the highest
+/// MsgSeqNum of the incremental lines never to be received (`unseen`, set
+/// by whoever asks: [`Sequence::unseen_through`](super::sequence::Sequence::unseen_through)).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LoopCount {
     pub begun: u64,
     pub whole: [u64; 2],
+    pub taken_from: [u32; 2],
+    pub unseen: Option<u32>,
 }
 
 impl LoopCount {
     /// Whether some line read whole a loop it numbered past `begun` (the
-    /// larger count at some earlier time): begun since on that line, and
-    /// on the other one too, however far behind a line delivers its
-    /// copies (a line two loops behind reads whole a loop the other began
-    /// long before).
-    pub fn whole_since(&self, begun: u64) -> bool {
-        self.whole[0] > begun || self.whole[1] > begun
+    /// larger count at some earlier time) every snapshot of which was
+    /// taken with the packets never to be received (LastMsgSeqNumProcessed
+    /// at `unseen` or past it: a status they held is in it). The numbers
+    /// alone do not tell a loop begun since: a line whose copies come late
+    /// counts from its own first beginning, so its loop N may be the
+    /// other's N − 2; the snapshots' places do. (After a restart, with no
+    /// packet of the new sequence unseen, the numbers alone.)
+    pub fn read_since(&self, begun: u64) -> bool {
+        (0..2).any(|i| self.whole[i] > begun && self.unseen.is_none_or(|u| self.taken_from[i] >= u))
     }
 }
 
@@ -96,6 +110,7 @@ impl Loops {
             let read = r.next != 0 && r.total.is_some_and(|n| r.reports >= u64::from(n));
             if read {
                 self.whole[i] = self.begun[i];
+                self.taken_from[i] = r.taken_from;
             }
             self.begun[i] += 1;
             self.sent[i] = sent;
@@ -103,12 +118,13 @@ impl Loops {
             *r = Reading::default();
         } else if r.next == 0 {
             return false;
-        } else if seq != r.next {
+        } else if seq != r.next || sent < r.last_sent {
             // A copy sent twice on one line (below `next`, stamped as what
             // it repeats) reads nothing new. A packet missing before this
-            // one, one out of order, or one of a later loop whose packet 1
-            // was lost (below `next`, stamped later) is a hole.
-            if seq > r.next || sent > r.last_sent {
+            // one, one out of order, one of a later loop whose packet 1
+            // was lost (below `next`, stamped later), or one stamped before
+            // the last (an older loop's copy, late) is a hole.
+            if seq >= r.next || sent > r.last_sent {
                 r.next = 0;
             }
             return false;
@@ -119,14 +135,26 @@ impl Loops {
         begins
     }
 
-    /// A snapshot of TotNumReports `total` in the packet of `line` last
-    /// given to [`on_packet`](Self::on_packet).
-    pub fn on_snapshot(&mut self, line: usize, total: u32) {
+    /// A snapshot of TotNumReports `total`, taken after incremental packet
+    /// `last` (its LastMsgSeqNumProcessed), in the packet of `line` last
+    /// given to [`on_packet`](Self::on_packet). A TotNumReports other
+    /// than the loop's first is a hole: the packets read may be of two
+    /// loops, an instrument begun or ended between them.
+    pub fn on_snapshot(&mut self, line: usize, total: u32, last: u32) {
         let r = &mut self.reading[line % 2];
-        if r.counting {
-            r.reports += 1;
-            r.total = r.total.max(Some(total));
+        if !r.counting {
+            return;
         }
+        if r.total.is_some_and(|n| n != total) {
+            (r.next, r.counting) = (0, false);
+            return;
+        }
+        r.taken_from = match r.total {
+            None => last,
+            Some(_) => r.taken_from.min(last),
+        };
+        r.total = Some(total);
+        r.reports += 1;
     }
 
     /// Loops begun: the larger of the two lines' counts.
@@ -134,11 +162,13 @@ impl Loops {
         self.begun[0].max(self.begun[1])
     }
 
-    /// Loops begun and read whole.
+    /// Loops begun and read whole (`unseen` unset).
     pub fn count(&self) -> LoopCount {
         LoopCount {
             begun: self.begun(),
             whole: self.whole,
+            taken_from: self.taken_from,
+            unseen: None,
         }
     }
 }
