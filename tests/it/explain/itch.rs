@@ -856,40 +856,32 @@ fn a_record_stamped_past_the_day_is_explained_where_the_replay_applies_it() {
             a.reasons
         );
     }
-    // One before the file's first record in the day: told as such, not
-    // dated at the epoch.
-    let mut bytes = Vec::new();
+    // One before the file's first record in the day, or in a file with
+    // none in the day: told as such, not dated at the epoch.
+    let explained = |records: &[Vec<u8>]| {
+        let mut bytes = Vec::new();
+        for r in records {
+            bytes.extend_from_slice(&(r.len() as u16).to_be_bytes());
+            bytes.extend_from_slice(r);
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let mut watch = explainer(&config, "XYZ");
+        replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut watch).unwrap();
+        watch.explanation(true)
+    };
+    let late = encode::system_event(past_the_day, b'O');
     let first = [
-        encode::system_event(past_the_day, b'O'),
+        late.clone(),
         encode::stock_directory(5, OPEN, x),
         encode::add_order(5, OPEN, 1, Side::Buy, 100, x, 100_000, None),
     ];
-    for r in &first {
-        bytes.extend_from_slice(&(r.len() as u16).to_be_bytes());
-        bytes.extend_from_slice(r);
+    for text in [explained(&first), explained(&[late])] {
+        assert!(!text.contains("1970"), "{text}");
+        assert!(
+            text.contains("before the first record in the day"),
+            "{text}"
+        );
     }
-    std::fs::write(&path, bytes).unwrap();
-    let mut watch = explainer(&config, "XYZ");
-    replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut watch).unwrap();
-    let text = watch.explanation(true);
-    assert!(!text.contains("1970"), "{text}");
-    assert!(
-        text.contains("before the first record in the day"),
-        "{text}"
-    );
-    // A file none of whose records is in the day.
-    let r = encode::system_event(past_the_day, b'O');
-    let mut bytes = (r.len() as u16).to_be_bytes().to_vec();
-    bytes.extend_from_slice(&r);
-    std::fs::write(&path, bytes).unwrap();
-    let mut watch = explainer(&config, "XYZ");
-    replay_file_with(&config, "nasdaq", date, &path, &[], |_| {}, &mut watch).unwrap();
-    let text = watch.explanation(true);
-    assert!(!text.contains("1970"), "{text}");
-    assert!(
-        text.contains("before the first record in the day"),
-        "{text}"
-    );
 }
 
 /// Silence and source age crossing their thresholds in one nanosecond (the
