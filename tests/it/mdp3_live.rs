@@ -528,6 +528,17 @@ fn lose_an_event_on_both_lines(rig: &mut Rig, venue: &mut Channel, t: u64) {
     rig.settle();
 }
 
+/// Instrument `x`'s pre-open (21: `closed`) lost on both lines at `t`,
+/// the packet after it (an entry of `then`) received, and the gap given
+/// up: every instrument unverified, the snapshot lines joined.
+fn lose_a_status_on_both_lines(rig: &mut Rig, venue: &mut Channel, t: u64, x: i32, then: i32) {
+    let _lost = venue.status(t, Scope::Instrument(x), 21);
+    rig.send(&venue.event(t + 1_000, then, Activity::Quote), &[0, 1]);
+    std::thread::sleep(Duration::from_millis(10));
+    rig.settle();
+    assert!(rig.snapshot_wanted(), "joined after the give-up");
+}
+
 /// A gap given up keeps the snapshot lines until a loop begun after it has
 /// been read whole: an instrument's status lost with the gap (its next
 /// entry in order verifying it again, so it reads `ok`), its snapshot lost
@@ -539,13 +550,8 @@ fn a_status_lost_with_a_gap_and_in_a_loop_comes_with_the_next_whole_loop() {
     assert!(!rig.snapshot_wanted());
     let x = venue.specs().nth(1).unwrap().security_id;
     let id = format!("#{x}");
-    // Pre-open (21: `closed`), lost on both lines; once the gap is given
-    // up, X's next quote in order verifies X again.
-    let _lost = venue.status(t + 30_000, Scope::Instrument(x), 21);
-    rig.send(&venue.event(t + 31_000, x, Activity::Quote), &[0, 1]);
-    std::thread::sleep(Duration::from_millis(10));
-    rig.settle();
-    assert!(rig.snapshot_wanted(), "joined after the give-up");
+    // Once the gap is given up, X's next quote in order verifies X again.
+    lose_a_status_on_both_lines(&mut rig, &mut venue, t + 30_000, x, x);
     let quote = venue.event(t + 32_000, x, Activity::Quote);
     assert!(!quote.is_empty());
     rig.send(&quote, &[0, 1]);
@@ -569,6 +575,67 @@ fn a_status_lost_with_a_gap_and_in_a_loop_comes_with_the_next_whole_loop() {
     // That loop read whole, the lines are left at the next beginning.
     rig.send(&venue.snapshot_loop(t + 60_000)[..1], &[2, 3]);
     assert!(!rig.snapshot_wanted(), "left once a loop was read whole");
+}
+
+/// A snapshot loop taken ahead of the incremental lines (its snapshots
+/// past the packets received, their statuses not placed) says no status
+/// again: it ends no hold, though read whole, and the next loop says the
+/// status lost with the gap.
+#[test]
+fn a_loop_ahead_of_the_lines_does_not_end_a_give_ups_hold() {
+    let (mut rig, t, mut venue) = Rig::equity_traded("");
+    let ids: Vec<i32> = venue.specs().map(|s| s.security_id).collect();
+    let (y, x) = (ids[0], ids[1]);
+    let id = format!("#{x}");
+    lose_a_status_on_both_lines(&mut rig, &mut venue, t + 30_000, x, x);
+    rig.send(&venue.event(t + 32_000, x, Activity::Quote), &[0, 1]);
+    // The venue's next packet, still on its way when its loop comes.
+    let pending = venue.event(t + 33_000, y, Activity::Quote);
+    assert!(!pending.is_empty());
+    rig.send(&venue.snapshot_loop(t + 40_000), &[2, 3]);
+    rig.send(&pending, &[0, 1]);
+    let next = venue.snapshot_loop(t + 50_000);
+    rig.send(&next[..1], &[2, 3]);
+    assert!(!any_needy(&rig), "healed, or verified by an entry");
+    assert!(
+        rig.snapshot_wanted(),
+        "a loop ahead of the lines said nothing"
+    );
+    rig.send(&next[1..], &[2, 3]);
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(reasons(&reader, &id), "closed", "said again by the loop");
+}
+
+/// Snapshots taken before the packets a gap lost say none of what those
+/// held: a loop of them, read whole after the give-up (a line's copies
+/// late, say), ends no hold, however its line numbers it.
+#[test]
+fn a_loop_taken_before_the_lost_packets_does_not_end_a_give_ups_hold() {
+    let (mut rig, t, mut venue) = Rig::equity_traded("");
+    let (first, second) = (
+        venue.snapshot_loop(t + 25_000),
+        venue.snapshot_loop(t + 26_000),
+    );
+    let ids: Vec<i32> = venue.specs().map(|s| s.security_id).collect();
+    // A status lost on both lines (no RptSeq hole), given up.
+    lose_a_status_on_both_lines(&mut rig, &mut venue, t + 30_000, ids[1], ids[0]);
+    // Every instrument verified again by an entry in order.
+    for (k, &id) in ids.iter().enumerate() {
+        rig.send(
+            &venue.event(t + 31_000 + k as u64 * 1000, id, Activity::Quote),
+            &[0, 1],
+        );
+    }
+    assert!(!any_needy(&rig), "verified by their entries");
+    rig.send(&first, &[2, 3]);
+    rig.send(&second[..1], &[2, 3]);
+    assert!(rig.snapshot_wanted(), "a loop taken before the lost packet");
+    rig.send(&second[1..], &[2, 3]);
+    rig.send(&venue.snapshot_loop(t + 60_000), &[2, 3]);
+    rig.send(&venue.snapshot_loop(t + 70_000)[..1], &[2, 3]);
+    assert!(!rig.snapshot_wanted(), "left after a loop taken since");
+    let reader = Reader::open(&rig.shm);
+    assert_eq!(reasons(&reader, &format!("#{}", ids[1])), "closed");
 }
 
 /// Loops that heal nothing (the instruments that need healing have no

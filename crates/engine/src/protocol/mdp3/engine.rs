@@ -1015,7 +1015,7 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         for &seq in seqs {
             l.on_packet(line, seq, 1000 * lp + u64::from(seq), T);
-            l.on_snapshot(line, total, 10 * lp as u32);
+            l.on_snapshot(line, total, 10 * lp as u32, true);
         }
     }
 
@@ -1071,11 +1071,18 @@ mod tests {
         send(&mut l, 0, 10, 3, &[3]);
         send(&mut l, 0, 11, 3, &[1]);
         assert_eq!(l.count().whole, [4, 1], "an older loop's copy");
+        // Loop 11: a snapshot that said nothing (screened, ahead of the
+        // lines): a hole.
+        send(&mut l, 0, 11, 3, &[2]);
+        l.on_packet(0, 3, 11_003, 1_000_000_000_000);
+        l.on_snapshot(0, 3, 110, false);
+        send(&mut l, 0, 12, 3, &[1]);
+        assert_eq!(l.count().whole, [4, 1], "a snapshot said nothing");
         let count = LoopCount {
             unseen: Some(40),
             ..l.count()
         };
-        assert_eq!(count.begun, 10, "loop 9 began unseen");
+        assert_eq!(count.begun, 11, "loop 9 began unseen");
         assert!(count.read_since(3) && !count.read_since(4));
         assert!(!LoopCount {
             unseen: Some(41),
@@ -1092,10 +1099,10 @@ mod tests {
         const T: u64 = 1_000_000_000_000;
         let mut l = Loops::default();
         l.on_packet(0, 1, 1001, T);
-        l.on_snapshot(0, 2, 10);
-        l.on_snapshot(0, 2, 10);
+        l.on_snapshot(0, 2, 10, true);
+        l.on_snapshot(0, 2, 10, true);
         l.on_packet(0, 2, 2002, T);
-        l.on_snapshot(0, 3, 20);
+        l.on_snapshot(0, 3, 20, true);
         l.on_packet(0, 1, 3001, T);
         assert_eq!(l.count().whole, [0, 0]);
     }

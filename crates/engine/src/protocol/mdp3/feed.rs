@@ -1716,14 +1716,14 @@ impl Feed {
                 self.count_unread(m.kind());
                 continue;
             };
-            // What the loop under way holds of its TotNumReports: a loop
-            // read whole ends a give-up's hold on the lines.
-            self.loops.on_snapshot(
-                line,
-                snap.tot_num_reports(),
-                snap.last_msg_seq_num_processed(),
-            );
+            // What the loop under way holds of its TotNumReports, and
+            // whether each snapshot said its instrument's status in this
+            // sequence: a loop read whole ends a give-up's hold on the
+            // lines ([`Loops::on_snapshot`]).
+            let (total, last) = (snap.tot_num_reports(), snap.last_msg_seq_num_processed());
             let Some(i) = self.instrument(snap.security_id()) else {
+                // (None of this channel's: nothing to say.)
+                self.loops.on_snapshot(line, total, last, true);
                 continue;
             };
             // Taken before the last ChannelReset (its instrument's last
@@ -1750,6 +1750,7 @@ impl Feed {
                 e.snapshots_ignored += 1;
                 self.counters.snapshots_ignored += 1;
                 self.counters.anomalies += 1;
+                self.loops.on_snapshot(line, total, last, false);
                 continue;
             }
             self.touched.one(i);
@@ -1831,8 +1832,11 @@ impl Feed {
             let at = (epoch, (last, u16::MAX));
             let placed = is_applied
                 || (snap.rpt_seq() > 0 && self.seq.high().is_some_and(|h| u64::from(last) < h));
+            let counts = placed && self.statuses_emptied.is_none_or(|e| at > e);
+            self.loops
+                .on_snapshot(line, total, last, counts && epoch == self.restarts);
             if let Some(code) = snap.trading_status() {
-                if placed && self.statuses_emptied.is_none_or(|e| at > e) {
+                if counts {
                     self.record_status(i, code, at);
                 }
                 if is_applied && status::meaning(code) == status::Meaning::Unknown {

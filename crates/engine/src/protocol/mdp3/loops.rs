@@ -137,15 +137,20 @@ impl Loops {
 
     /// A snapshot of TotNumReports `total`, taken after incremental packet
     /// `last` (its LastMsgSeqNumProcessed), in the packet of `line` last
-    /// given to [`on_packet`](Self::on_packet). A TotNumReports other
-    /// than the loop's first is a hole: the packets read may be of two
-    /// loops, an instrument begun or ended between them.
-    pub fn on_snapshot(&mut self, line: usize, total: u32, last: u32) {
+    /// given to [`on_packet`](Self::on_packet); `said` whether the feed
+    /// took its instrument's status at its place in this sequence (or it
+    /// names none of the channel's). A TotNumReports other than the
+    /// loop's first is a hole: the packets read may be of two loops, an
+    /// instrument begun or ended between them. So is a snapshot that said
+    /// nothing (screened, taken past the packets received, of the
+    /// sequence before a restart): the loop did not say every status
+    /// again.
+    pub fn on_snapshot(&mut self, line: usize, total: u32, last: u32, said: bool) {
         let r = &mut self.reading[line % 2];
         if !r.counting {
             return;
         }
-        if r.total.is_some_and(|n| n != total) {
+        if !said || r.total.is_some_and(|n| n != total) {
             (r.next, r.counting) = (0, false);
             return;
         }
