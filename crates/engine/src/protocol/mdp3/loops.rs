@@ -142,9 +142,9 @@ impl Loops {
     /// names none of the channel's). A TotNumReports other than the
     /// loop's first is a hole: the packets read may be of two loops, an
     /// instrument begun or ended between them. So is a snapshot that said
-    /// nothing (screened, taken past the packets received, of the
-    /// sequence before a restart): the loop did not say every status
-    /// again.
+    /// nothing (screened, taken past the packets received, placed before
+    /// the last reset, of the sequence before a restart, not applied at
+    /// RptSeq 0): the loop did not say every status again.
     pub fn on_snapshot(&mut self, line: usize, total: u32, last: u32, said: bool) {
         let r = &mut self.reading[line % 2];
         if !r.counting {
