@@ -1003,6 +1003,14 @@ mod tests {
         (config, sidecar)
     }
 
+    /// The value `handle` renders for the series `name` (no labels).
+    fn exported(handle: &metrics_exporter_prometheus::PrometheusHandle, name: &str) -> Option<f64> {
+        handle
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+
     /// The exported heartbeat age, sampled with the publication's file
     /// gone (unreadable): it grows from the last heartbeat read, not kept
     /// at its last healthy value.
@@ -1021,14 +1029,7 @@ mod tests {
             m.sample(t);
             m
         });
-        let age = || {
-            handle
-                .render()
-                .lines()
-                .find_map(|l| l.strip_prefix("tickguard_writer_heartbeat_age_seconds "))
-                .and_then(|v| v.parse::<f64>().ok())
-                .expect("the age exported")
-        };
+        let age = || exported(&handle, "tickguard_writer_heartbeat_age_seconds").expect("the age");
         assert!(age() < 1.0);
         p.close();
         drop((p, sidecar));
@@ -1052,29 +1053,22 @@ mod tests {
         let mut m = metrics::with_local_recorder(&recorder, || {
             Monitor::new(&config, Arc::new(SharedStats::default()))
         });
-        let dead = || {
-            handle
-                .render()
-                .lines()
-                .find_map(|l| l.strip_prefix("tickguard_writer_dead_samples_total "))
-                .and_then(|v| v.parse::<u64>().ok())
-                .expect("the count exported")
-        };
+        let dead = || exported(&handle, "tickguard_writer_dead_samples_total").expect("the count");
         p.heartbeat(t);
         for (beat, at) in [(t, t + 50 * MS), (t, t + 100 * MS), (t, t + 350 * MS)] {
             p.heartbeat(beat);
             metrics::with_local_recorder(&recorder, || m.sample(at));
         }
-        assert_eq!(dead(), 1, "past 100 ms once");
+        assert_eq!(dead(), 1.0, "past 100 ms once");
         p.heartbeat(t + 700 * MS);
         metrics::with_local_recorder(&recorder, || m.sample(t + 701 * MS));
-        assert_eq!(dead(), 1, "alive again");
+        assert_eq!(dead(), 1.0, "alive again");
         // Closed by its writer (a stop, the recording's sync still to
         // come): readers see it closed, not dead.
         p.close();
         metrics::with_local_recorder(&recorder, || m.sample(t + 2_000 * MS));
         metrics::with_local_recorder(&recorder, || m.last_sample(t + 3_000 * MS));
-        assert_eq!(dead(), 1, "closed, not dead");
+        assert_eq!(dead(), 1.0, "closed, not dead");
         drop((p, sidecar));
     }
 
@@ -1104,12 +1098,8 @@ mod tests {
         for k in 0..3 {
             metrics::with_local_recorder(&recorder, || m.sample(t + k * 500 * MS));
         }
-        let dead = handle
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix("tickguard_writer_dead_samples_total "))
-            .and_then(|v| v.parse::<u64>().ok());
-        assert_eq!(dead, Some(0));
+        let dead = exported(&handle, "tickguard_writer_dead_samples_total");
+        assert_eq!(dead, Some(0.0));
     }
 
     /// A publication made anew: each count the feeds keep starts over

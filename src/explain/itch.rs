@@ -80,7 +80,7 @@ pub enum Trigger {
         threshold_ns: u64,
         /// The source age crossed in the same nanosecond: the source
         /// watermark and the clock offset, ns.
-        and_source: Option<(i128, i128)>,
+        and_source: Option<super::SourceAge>,
     },
     /// The latest complete source time is older than the source threshold.
     SourceAge {
@@ -294,7 +294,7 @@ impl ItchExplain {
                 super::Crossing::Silence { last_alive } => Trigger::Silence {
                     last_alive,
                     threshold_ns: self.th.stale_ns,
-                    and_source: tied.and_then(super::Crossing::source_age),
+                    and_source: tied,
                 },
                 super::Crossing::SourceAge { watermark, offset } => Trigger::SourceAge {
                     watermark,

@@ -21,21 +21,15 @@ pub(crate) enum Crossing {
     SourceAge { watermark: i128, offset: i128 },
 }
 
-impl Crossing {
-    /// A source age's watermark and clock offset, ns.
-    pub(crate) fn source_age(self) -> Option<(i128, i128)> {
-        match self {
-            Crossing::SourceAge { watermark, offset } => Some((watermark, offset)),
-            Crossing::Silence { .. } => None,
-        }
-    }
-}
+/// A source age crossing: the source watermark and the clock offset, ns.
+pub(crate) type SourceAge = (i128, i128);
 
 /// The first threshold crossing in `(after, to]`: `last_alive + stale + 1`
 /// (stale) or `watermark + offset + source + 1` (stale_at_source), the
 /// first nanoseconds where the verdict's strict comparisons hold; on a tie
-/// the silence, with the source age crossed in the same nanosecond (both
-/// reasons come in one step, and both are told).
+/// the silence, with the source age crossed in the same nanosecond as its
+/// watermark and offset (both reasons come in one step, and both are
+/// told).
 pub(crate) fn next_crossing(
     after: u64,
     to: u64,
@@ -43,7 +37,7 @@ pub(crate) fn next_crossing(
     last_alive: Option<u64>,
     watermark: Option<i128>,
     offset: i128,
-) -> Option<(u64, Crossing, Option<Crossing>)> {
+) -> Option<(u64, Crossing, Option<SourceAge>)> {
     let silence = last_alive.map(|a| {
         (
             a as i128 + th.stale_ns as i128 + 1,
@@ -59,14 +53,16 @@ pub(crate) fn next_crossing(
             },
         )
     });
-    let within = |&(c, _): &(i128, Crossing)| c > after as i128 && c <= to as i128;
     let (c, first) = [silence, age]
         .into_iter()
         .flatten()
-        .filter(within)
+        .filter(|&(c, _)| c > after as i128 && c <= to as i128)
         .min_by_key(|&(c, _)| c)?;
-    let tied = age.filter(|&(a, _)| a == c && matches!(first, Crossing::Silence { .. }));
-    Some((c as u64, first, tied.map(|(_, x)| x)))
+    let tied = match (first, age) {
+        (Crossing::Silence { .. }, Some((a, _))) if a == c => watermark.map(|w| (w, offset)),
+        _ => None,
+    };
+    Some((c as u64, first, tied))
 }
 
 /// The steps an explanation keeps at most: the latest, between this many

@@ -241,9 +241,10 @@ impl Joining {
         self.lost_seen = lost;
         if given_up {
             // The loop under way, if joined, is read in part: held until
-            // a line has read whole a loop begun after now (every packet
-            // of it, TotNumReports snapshots), a status lost with the gap
-            // said again in it.
+            // a line has read whole a loop begun after now, every snapshot
+            // of it taken with the packets lost and its status placed
+            // ([`LoopCount::read_since`]): a status lost with the gap said
+            // again in it.
             self.hold_until = Some((loops, now.saturating_add(HOLD_MAX_NS)));
         }
         if let (true, Some((after, deadline))) = (restart_window, &mut self.hold_until) {
@@ -452,24 +453,22 @@ impl Engine {
         let Some(unlogged) = self.reset_log.due(t, false) else {
             return;
         };
-        let total = self.feed.counters().channel_resets;
-        if self.feed.last_reset_late() {
-            tracing::warn!(
-                feed = %name,
-                total,
-                unlogged,
-                "ChannelReset come late, in a packet filling a gap: every book and cache of the channel \
-                 emptied and the statuses sent before it; no instrument trusted until its snapshot, \
-                 the entries after it in packets below the newest not applied"
-            );
-        } else {
-            tracing::warn!(
-                feed = %name,
-                total,
-                unlogged,
+        let what = match self.feed.last_reset_late() {
+            true => {
+                "ChannelReset come late, in a packet filling a gap: every book and cache of the \
+                 channel emptied and the statuses sent before it; no instrument trusted until its \
+                 snapshot, the entries after it in packets below the newest not applied"
+            }
+            false => {
                 "ChannelReset: every book, status and cache of the channel emptied; RptSeq restarts at 1"
-            );
-        }
+            }
+        };
+        tracing::warn!(
+            feed = %name,
+            total = self.feed.counters().channel_resets,
+            unlogged,
+            "{what}"
+        );
     }
 
     /// ChannelResets (processed or inferred) the interval held back are

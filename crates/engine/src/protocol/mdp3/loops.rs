@@ -30,7 +30,9 @@ pub const HOLD_MAX_NS: u64 = 60_000_000_000;
 /// later: a later loop's, its packet 1 lost), and at least TotNumReports
 /// snapshots among them (a loop's last packets lost leave no hole in the
 /// numbers; a TotNumReports null or past what the loop holds never reads
-/// whole, and one that changes within it is a hole).
+/// whole, and one that changes within it is a hole, as is a snapshot that
+/// said no status: [`on_snapshot`](Self::on_snapshot)), with the least
+/// LastMsgSeqNumProcessed of its snapshots.
 #[derive(Debug, Default, Clone)]
 pub struct Loops {
     begun: [u64; 2],
