@@ -1221,6 +1221,9 @@ fn recording_complete(path: &std::path::Path, stats: &tickguard::sidecar::RunSta
             tickguard::sidecar::RECORD_BOUND_REACHED => {
                 "it stopped at its --record-max-mb bound".to_string()
             }
+            tickguard::sidecar::RECORD_FELL_BEHIND => {
+                "it stopped when the disk fell behind the feed".to_string()
+            }
             0 => "it stopped at a failed write".to_string(),
             n => format!(
                 "it stopped at a failed write ({})",

@@ -657,6 +657,12 @@ impl Monitor {
                     unrecorded = s.unrecorded,
                     "recording stopped at its --record-max-mb bound; the file holds what was applied before it"
                 );
+            } else if s.record_errno == crate::sidecar::RECORD_FELL_BEHIND {
+                tracing::error!(
+                    unrecorded = s.unrecorded,
+                    queue_bytes = crate::sidecar::RECORD_QUEUE_BYTES,
+                    "recording stopped: the disk fell behind the feed by its whole queue; the file holds what was applied before it"
+                );
             } else {
                 tracing::error!(
                     error = %std::io::Error::from_raw_os_error(s.record_errno),

@@ -30,15 +30,13 @@
 //! the channel's lock), and, for a program that subscribed to verdict
 //! changes ([`Sidecar::subscribe`]) and waits on them, a change sent (the
 //! same wake: poll with `try_recv` to spare the receive thread it). A
-//! recording (`--record`) copies each record into its buffer, allocating
-//! nothing, and writes the buffer out on this thread (a `write(2)` each
-//! 128 KiB, and at least once a second): a disk that blocks blocks the
-//! receive loop with it (readers answer `stale` once its heartbeat
-//! ages past their bound), and a GLIMPSE snapshot's segments, handed
-//! over from the connection thread, are freed here once recorded.
+//! recording (`--record`) copies each record into a chunk of a pool
+//! allocated at its start, and hands full chunks to a thread of its own
+//! that writes them (see `record`): a disk that blocks stops the
+//! recording once the pool is spent, never the receive loop; a GLIMPSE
+//! snapshot's segments, handed over from the connection thread, are
+//! freed here once copied.
 
-use crate::capture::link::Link;
-use crate::capture::write::{CaptureWriter, Format};
 use crate::config::services::{line_index, listen_takes, Receive, COPIES};
 use crate::config::{Config, Idle};
 use crate::handler::Handler;
@@ -58,6 +56,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod merge;
+mod record;
+
+pub use record::{RECORD_BOUND_REACHED, RECORD_FELL_BEHIND, RECORD_QUEUE_BYTES};
 
 /// A symbol's verdict changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,13 +96,16 @@ pub struct RunStats {
     pub change_drops: u64,
     /// Datagrams and stream segments left out of the recording (`run
     /// --record`): those whose time does not fit the file, and every one
-    /// after a failed write.
+    /// after it stopped. Its thread writes behind the receive thread: the
+    /// count is whole once [`Sidecar::end_recording`] returned.
     pub unrecorded: u64,
     /// OS error number of the write that stopped the recording (0: none,
     /// or not an OS error; [`RECORD_BOUND_REACHED`]: no error, the
-    /// `--record-max-mb` bound).
+    /// `--record-max-mb` bound; [`RECORD_FELL_BEHIND`]: no error, the disk
+    /// fell [`RECORD_QUEUE_BYTES`] behind).
     pub record_errno: i32,
-    /// Whether a failed write stopped the recording.
+    /// Whether the recording stopped (a failed write, its bound, the disk
+    /// fallen behind).
     pub record_stopped: bool,
     /// Why finishing the recording at the stop failed, if it did (its
     /// last records may be missing); not shared while running.
@@ -331,357 +335,6 @@ impl merge::Queue for Line {
     }
 }
 
-/// Writes every datagram the receiver applies, in the order applied, with
-/// its arrival time: a capture that `tickguard replay` turns into the same
-/// state. A diagnostic tap: it writes from the receive thread.
-/// The recording of `run --record`, stopped at its first failed write.
-struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> {
-    /// `None` once a write failed: the file then holds the records of what
-    /// was applied up to the failure (the writer hands each record to its
-    /// buffer in one piece; a disk filling part-way through a buffer's
-    /// write can cut the last one, which the stop cuts off), never a
-    /// stream with a hole in it.
-    writer: Option<CaptureWriter<W>>,
-    /// The writer whose write failed, kept to end the file at the stop
-    /// (cut back to its last whole record and synced; what its buffer
-    /// held and did not write whole, counted lost).
-    stopped: Option<CaptureWriter<W>>,
-    /// When its buffer was last written out, local clock, ns.
-    flushed_at: u64,
-}
-
-/// What a recording's output lost with its failed write: the records its
-/// buffer held that did not reach the file whole (none for an output
-/// without a buffer).
-trait Lost {
-    fn lost(&self) -> u64 {
-        0
-    }
-
-    /// Whether what it holds is whole and may still be written out (a
-    /// write refused by the bound, not failed below).
-    fn intact(&self) -> bool {
-        false
-    }
-}
-
-/// [`RunStats::record_errno`] of a recording stopped by its bound
-/// (`--record-max-mb`), not by a failed write.
-pub const RECORD_BOUND_REACHED: i32 = -1;
-
-/// The recording's output, refusing to grow past a bound in bytes
-/// (`--record-max-mb`): a write that would pass it fails whole with
-/// EFBIG, which stops the recording as a full disk would. It sits above
-/// the buffer, so it sees each record as one write: the record that would
-/// pass the bound is the first refused (and counted unrecorded), every
-/// one before it reaches the file.
-pub struct Bounded<W> {
-    /// The recording's buffer ([`RECORD_BUFFER`] bytes) over the file.
-    inner: W,
-    /// Bytes it may still take.
-    left: u64,
-    /// Bytes at the buffer's start that are no record (the file's header,
-    /// until written out).
-    lead: usize,
-    /// The length of each record in the buffer, in order, as a
-    /// `BufWriter` keeps them (it writes them out when the next record
-    /// does not fit beside them). Room for a full buffer of the smallest
-    /// records, allocated once.
-    held: Vec<u32>,
-    /// Bytes in the buffer: `lead` and every record of `held`.
-    held_bytes: usize,
-    /// Bytes the file holds whole: the header and the records written out
-    /// before a failure (a failed write-out may leave a record cut).
-    whole: u64,
-    /// Records the buffer held when writing them out failed, and that
-    /// did not reach the file whole.
-    lost: u64,
-    /// A write below failed: what the buffer holds is never written.
-    failed: bool,
-}
-
-/// A buffer that can tell how many of the bytes it took are not written
-/// out yet.
-pub trait Unwritten {
-    /// Bytes taken and not yet handed to what it writes into.
-    fn unwritten(&self) -> usize;
-}
-
-impl<W: std::io::Write> Unwritten for std::io::BufWriter<W> {
-    fn unwritten(&self) -> usize {
-        self.buffer().len()
-    }
-}
-
-impl<W> Bounded<W> {
-    fn new(inner: W, max_bytes: Option<u64>) -> Bounded<W> {
-        Bounded {
-            inner,
-            left: max_bytes.unwrap_or(u64::MAX),
-            lead: 0,
-            // A record is 16 bytes at least (its header).
-            held: Vec::with_capacity(RECORD_BUFFER / 16 + 1),
-            held_bytes: 0,
-            whole: 0,
-            lost: 0,
-            failed: false,
-        }
-    }
-
-    /// What it took so far was the file's header, not a record.
-    fn header_taken(&mut self) {
-        self.lead = self.held_bytes;
-        self.held.clear();
-    }
-
-    /// The buffer was written out whole.
-    fn written_out(&mut self) {
-        self.whole += self.held_bytes as u64;
-        (self.lead, self.held_bytes) = (0, 0);
-        self.held.clear();
-    }
-}
-
-impl<W: Unwritten> Bounded<W> {
-    /// Writing the buffer out failed: a write before the failure may have
-    /// taken part of it (a disk filling takes what fits). The records it
-    /// took whole are in the file; the rest are lost.
-    fn write_out_failed(&mut self) {
-        self.failed = true;
-        let written = self.held_bytes.saturating_sub(self.inner.unwritten());
-        let Some(mut rest) = written.checked_sub(self.lead) else {
-            self.lost = self.held.len() as u64;
-            return;
-        };
-        self.whole += self.lead as u64;
-        let mut taken = 0;
-        for &len in &self.held {
-            let Some(r) = rest.checked_sub(len as usize) else {
-                break;
-            };
-            (rest, taken) = (r, taken + 1);
-            self.whole += u64::from(len);
-        }
-        self.lost = (self.held.len() - taken) as u64;
-    }
-}
-
-impl<W> Lost for Bounded<W> {
-    fn lost(&self) -> u64 {
-        self.lost
-    }
-
-    fn intact(&self) -> bool {
-        !self.failed
-    }
-}
-
-impl<W: std::io::Write + Unwritten> std::io::Write for Bounded<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if buf.len() as u64 > self.left {
-            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
-        }
-        // The buffer writes out what it holds first.
-        let flushes = self.held_bytes + buf.len() > RECORD_BUFFER;
-        match self.inner.write(buf) {
-            Ok(n) => {
-                self.left -= n as u64;
-                if flushes {
-                    self.written_out();
-                }
-                self.held.push(n as u32);
-                self.held_bytes += n;
-                Ok(n)
-            }
-            Err(e) => {
-                if flushes {
-                    self.write_out_failed();
-                } else {
-                    self.failed = true;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self.inner.flush() {
-            Ok(()) => {
-                self.written_out();
-                Ok(())
-            }
-            Err(e) => {
-                self.write_out_failed();
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Where a recording ends: a file that can be cut back to its last whole
-/// record and synced.
-pub trait RecordingEnd {
-    /// Cuts what follows `len` bytes off (a record cut short by a failed
-    /// write-out), when `cut`, and waits until the disk holds the rest.
-    fn end(&mut self, cut: Option<u64>) -> std::io::Result<()>;
-}
-
-impl RecordingEnd for std::fs::File {
-    /// A device (`/dev/null`) has nothing to cut or sync.
-    fn end(&mut self, cut: Option<u64>) -> std::io::Result<()> {
-        if self.metadata()?.file_type().is_file() {
-            if let Some(len) = cut {
-                // Shrinking needs no room.
-                self.set_len(len)?;
-            }
-            self.sync_data()?;
-        }
-        Ok(())
-    }
-}
-
-impl<F: std::io::Write + RecordingEnd> Bounded<std::io::BufWriter<F>> {
-    /// Writes out what is buffered and, into a regular file, waits until
-    /// the disk holds it (`fdatasync`): a write error the kernel reports
-    /// only then (a failing disk, a full one under delayed allocation)
-    /// makes the recording incomplete instead of letting it pass for
-    /// whole. A write-out cut short (a disk filling takes what fits) may
-    /// have left part of a record, counted lost: the file is cut back to
-    /// its last whole record, so that it replays to its end.
-    fn finish(self) -> std::io::Result<()> {
-        let (failed, whole) = (self.failed, self.whole);
-        let mut file = match failed {
-            // Its failed write counted what the buffer held as lost: not
-            // written now (a disk with room again would add them after a
-            // count that says they are missing).
-            true => self.inner.into_parts().0,
-            // Stopped by the bound: the buffer holds whole records.
-            false => self.inner.into_inner().map_err(|e| e.into_error())?,
-        };
-        file.end(failed.then_some(whole))
-    }
-}
-
-impl<F: std::io::Write + RecordingEnd> Recorder<Bounded<std::io::BufWriter<F>>> {
-    /// Ends the recording at the sidecar's stop: what its buffer holds
-    /// written out (a write-out cut short counting what it did not take
-    /// whole, as a failed write does), the file cut back to its last whole
-    /// record and synced. The error that made it incomplete, if one did.
-    fn finish(self, stats: &mut RunStats) -> Option<std::io::Error> {
-        // Stopped (by a failed write, its count already taken, or by the
-        // bound, its buffer written out then): cut back and synced, a
-        // failure of which makes it incomplete as a running one's does.
-        let stopped = self.stopped.and_then(|w| w.into_inner().finish().err());
-        let Some(mut w) = self.writer else {
-            return stopped;
-        };
-        let flushed = std::io::Write::flush(w.get_mut());
-        if flushed.is_err() {
-            stats.unrecorded += w.get_ref().lost();
-        }
-        flushed.and(w.into_inner().finish()).err()
-    }
-}
-
-/// Buffer of the recording: larger than any record (a 65,535-byte IPv4
-/// packet and its header), so every record reaches the buffer whole.
-const RECORD_BUFFER: usize = 128 * 1024;
-
-/// The recording's buffer is written out at least this often, ns: a
-/// sidecar killed (SIGKILL, the OOM killer, a crash that does not unwind)
-/// leaves a file lacking at most the last second, not a buffer's worth,
-/// which a quiet feed takes hours to fill. Written to the page cache, not
-/// synced: it outlives the process, not the machine.
-const RECORD_FLUSH_NS: u64 = 1_000_000_000;
-
-impl Recorder {
-    /// A recording into `file` of at most `max_bytes`, its header buffered.
-    fn new(file: std::fs::File, max_bytes: Option<u64>) -> std::io::Result<Recorder> {
-        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, file);
-        Recorder::bounded(buffer, max_bytes)
-    }
-}
-
-impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
-    /// A recording into `out` of at most `max_bytes`, its header written.
-    fn bounded(out: W, max_bytes: Option<u64>) -> std::io::Result<Recorder<Bounded<W>>> {
-        let mut writer =
-            CaptureWriter::new(Bounded::new(out, max_bytes), Format::PcapNanos, Link::RawIp)?;
-        writer.get_mut().header_taken();
-        Ok(Recorder {
-            stopped: None,
-            writer: Some(writer),
-            flushed_at: 0,
-        })
-    }
-}
-
-impl<W: std::io::Write + Lost> Recorder<W> {
-    /// Writes one record with `write`; a failed write stops the recording,
-    /// counted in `stats` (the metrics thread logs it).
-    fn write(
-        &mut self,
-        stats: &mut RunStats,
-        write: impl FnOnce(&mut CaptureWriter<W>) -> std::io::Result<()>,
-    ) {
-        let Some(w) = &mut self.writer else {
-            stats.unrecorded += 1;
-            return;
-        };
-        match write(w) {
-            Ok(()) => {}
-            // Nothing written (a time the file cannot hold, the capture
-            // writer's own refusal, never an OS error): the next goes on.
-            Err(e)
-                if e.kind() == std::io::ErrorKind::InvalidInput && e.raw_os_error().is_none() =>
-            {
-                stats.unrecorded += 1
-            }
-            // This record, and those its buffer held and lost.
-            Err(e) => self.stop(stats, &e, 1),
-        }
-    }
-
-    /// Writes out what the buffer holds if [`RECORD_FLUSH_NS`] passed
-    /// since it last did at `now` (local clock, ns), or the clock stepped
-    /// back past it. A failed write stops the recording, as a failed
-    /// record's does.
-    fn flush_due(&mut self, stats: &mut RunStats, now: u64) {
-        let at = self.flushed_at.saturating_add(RECORD_FLUSH_NS);
-        if !crate::time::retry_due(now, at, RECORD_FLUSH_NS) {
-            return;
-        }
-        self.flushed_at = now;
-        let Some(w) = &mut self.writer else { return };
-        if let Err(e) = w.get_mut().flush() {
-            self.stop(stats, &e, 0);
-        }
-    }
-
-    /// A write failed with `e`: `records` not written, and those the
-    /// buffer held lost with it, are counted; the recording stops.
-    fn stop(&mut self, stats: &mut RunStats, e: &std::io::Error, records: u64) {
-        let mut writer = self.writer.take();
-        let mut errno = e.raw_os_error().unwrap_or(0);
-        if let Some(w) = writer.as_mut().filter(|w| w.get_ref().intact()) {
-            // Stopped by the bound: the records its buffer holds are whole
-            // and counted recorded, so written out now, not at the end of
-            // the run (which a kill would leave them short of). Failing,
-            // they are lost (counted below), and that failure is the one
-            // told.
-            errno = RECORD_BOUND_REACHED;
-            if let Err(f) = w.get_mut().flush() {
-                errno = f.raw_os_error().unwrap_or(0);
-            }
-        }
-        let lost = writer.as_ref().map_or(0, |w| w.get_ref().lost());
-        stats.unrecorded += records + lost;
-        stats.record_errno = errno;
-        stats.record_stopped = true;
-        self.stopped = writer;
-    }
-}
-
 struct Changes {
     tx: Sender<VerdictChange>,
     /// Per slot, the (feed, symbol) it held and its verdict, when last
@@ -744,7 +397,7 @@ pub struct Sidecar {
     /// `lines`, the server).
     channels: Vec<(u16, usize, SocketAddrV4)>,
     changes: Option<Changes>,
-    recorder: Option<Recorder>,
+    recording: Option<record::Tap>,
     stats: RunStats,
     shared: Arc<SharedStats>,
     last_beat: u64,
@@ -1016,7 +669,7 @@ impl Sidecar {
             horizons: vec![0; config.feeds.len()],
             channels,
             changes: None,
-            recorder: None,
+            recording: None,
             stats: RunStats::default(),
             shared: Arc::new(SharedStats::default()),
             last_beat: now,
@@ -1061,13 +714,15 @@ impl Sidecar {
     }
 
     /// Records every applied datagram into a pcap (ns, raw IPv4) at `path`,
-    /// in the order applied. For diagnosis and tests: it does file I/O on
-    /// the receive thread, so `path` must be a regular file (created or
-    /// emptied), or `/dev/null` or `/dev/full`: a FIFO, a socket, a
-    /// terminal or another device, whose writes could wait, is refused
+    /// in the order applied, written by a thread of its own (see the
+    /// `record` module: the receive thread only copies each record). `path`
+    /// must be a regular file (created or emptied), or `/dev/null` or
+    /// `/dev/full`: a FIFO, a socket, a terminal or another device, whose
+    /// open or writes could wait, is refused
     /// ([`create_output`](crate::sys::create_output)). With `max_bytes`,
     /// the file grows no further: the write that would pass it stops the
-    /// recording (EFBIG), as a full disk would.
+    /// recording (EFBIG), as a full disk would. [`end_recording`]
+    /// (Self::end_recording) ends it; [`run`](Self::run) does at its end.
     pub fn record(&mut self, path: &std::path::Path, max_bytes: Option<u64>) -> anyhow::Result<()> {
         // By place, not by file: neither may exist yet.
         let shm = &self.config.sidecar.shm_path;
@@ -1082,9 +737,9 @@ impl Sidecar {
         refuse_to_replace(path).with_context(|| format!("record {}", path.display()))?;
         let file = crate::sys::create_output(path)
             .with_context(|| format!("record {}", path.display()))?;
-        let recorder =
-            Recorder::new(file, max_bytes).with_context(|| format!("record {}", path.display()))?;
-        self.recorder = Some(recorder);
+        let tap = record::Tap::start(file, max_bytes)
+            .with_context(|| format!("record {}", path.display()))?;
+        self.recording = Some(tap);
         self.handler.record_wire();
         Ok(())
     }
@@ -1205,25 +860,33 @@ impl Sidecar {
         // take seconds, in which readers would still take the stopped
         // writer for a running one.
         self.publication.close();
-        if let Some(r) = self.recorder.take() {
-            if let Some(e) = r.finish(&mut self.stats) {
-                tracing::error!(error = %e, "finishing the recording");
-                // Its last records may be lost.
-                self.stats.record_unfinished = Some(e.to_string());
-            }
-            if self.stats.unrecorded > 0 {
-                tracing::error!(
-                    unrecorded = self.stats.unrecorded,
-                    stopped = self.stats.record_stopped,
-                    "datagrams and segments not recorded"
-                );
-            }
-        }
+        self.end_recording();
         tracing::info!(
             datagrams = self.stats.datagrams,
             "sidecar stopped; publication closed"
         );
         self.stats.clone()
+    }
+
+    /// Ends the recording (`run --record`), if one runs: every record
+    /// taken written, the file cut back to its last whole record and
+    /// synced, its counts into [`stats`](Self::stats). Waits for the disk.
+    pub fn end_recording(&mut self) {
+        let Some(tap) = self.recording.take() else {
+            return;
+        };
+        if let Some(e) = tap.finish(&mut self.stats) {
+            tracing::error!(error = %e, "finishing the recording");
+            // Its last records may be lost.
+            self.stats.record_unfinished = Some(e.to_string());
+        }
+        if self.stats.unrecorded > 0 {
+            tracing::error!(
+                unrecorded = self.stats.unrecorded,
+                stopped = self.stats.record_stopped,
+                "datagrams and segments not recorded"
+            );
+        }
     }
 
     /// One duty cycle at local time `now` (ns since the Unix epoch). Returns
@@ -1302,10 +965,10 @@ impl Sidecar {
                 line.unwanted += 1;
                 continue;
             }
-            if let Some(r) = &mut self.recorder {
+            if let Some(r) = &mut self.recording {
                 let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
                 let dst = line.socket.info.addr;
-                r.write(&mut self.stats, |w| w.write_udp(t, src, dst, payload));
+                r.write(|w| w.write_udp(t, src, dst, payload));
             }
             line.packets += 1;
             match self
@@ -1325,16 +988,14 @@ impl Sidecar {
             self.handler.before_check(feed as u16, at);
         }
         self.follow_wants(now);
-        if let Some(r) = &mut self.recorder {
+        if let Some(r) = &mut self.recording {
             // What the feeds' streams exchanged this cycle, after the
             // datagrams applied before it (as a replay reads them).
-            let stats = &mut self.stats;
             self.handler.drain_wire(&mut |t, s| {
-                r.write(stats, |w| {
-                    w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload)
-                });
+                r.write(|w| w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload));
             });
-            r.flush_due(stats, now);
+            r.tick(now);
+            r.count(&mut self.stats);
         }
         self.request_gaps(now);
         self.stats.datagrams += work as u64;
@@ -1769,8 +1430,6 @@ pub fn carried_counter(id: usize) -> bool {
 mod tests {
     use super::*;
     use crate::test_log::logs_of;
-    use std::cell::RefCell;
-    use std::rc::Rc;
 
     /// A socket without kernel timestamps or without the kernel's drop
     /// counter is warned about, each in a line of its own; one with both,
@@ -1900,327 +1559,5 @@ mod tests {
             .filter(|&id| carried_counter(id))
             .collect();
         assert_eq!(written, carried);
-    }
-
-    /// A file whose next `failing` writes fail with ENOSPC; it shares what
-    /// it took.
-    struct Disk {
-        bytes: Rc<RefCell<Vec<u8>>>,
-        failing: Rc<RefCell<usize>>,
-    }
-
-    impl Lost for Disk {}
-
-    impl Disk {
-        /// A disk with room, and its bytes and failing count, shared.
-        #[allow(clippy::type_complexity)]
-        fn new() -> (Disk, Rc<RefCell<Vec<u8>>>, Rc<RefCell<usize>>) {
-            let (bytes, failing) = (Rc::default(), Rc::default());
-            let disk = Disk {
-                bytes: Rc::clone(&bytes),
-                failing: Rc::clone(&failing),
-            };
-            (disk, bytes, failing)
-        }
-    }
-
-    /// The source and destination of the records the tests write.
-    fn ends() -> (std::net::SocketAddrV4, std::net::SocketAddrV4) {
-        (
-            "10.0.0.1:1".parse().unwrap(),
-            "239.1.1.1:2".parse().unwrap(),
-        )
-    }
-
-    impl std::io::Write for Disk {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let mut failing = self.failing.borrow_mut();
-            if *failing > 0 {
-                *failing -= 1;
-                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
-            }
-            self.bytes.borrow_mut().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_failed_write_stops_the_recording_and_a_time_out_of_range_skips_one() {
-        let (disk, bytes, failing) = Disk::new();
-        let writer = CaptureWriter::new(disk, Format::PcapNanos, Link::RawIp).unwrap();
-        let mut r = Recorder {
-            writer: Some(writer),
-            stopped: None,
-            flushed_at: 0,
-        };
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
-        // Past 2106: nothing written, the recording goes on.
-        r.write(&mut st, |w| w.write_udp(u64::MAX, src, dst, b"late"));
-        r.write(&mut st, |w| w.write_udp(t + 1, src, dst, b"two"));
-        assert_eq!((st.unrecorded, st.record_stopped), (1, false));
-        let before = bytes.borrow().len();
-        // The disk is full for one write, then has room again: the
-        // recording has stopped for good, so the file has no hole.
-        *failing.borrow_mut() = 1;
-        for i in 0..3 {
-            r.write(&mut st, |w| w.write_udp(t + 2 + i, src, dst, b"more"));
-        }
-        assert!(st.record_stopped);
-        assert_eq!((st.unrecorded, st.record_errno), (4, libc::ENOSPC));
-        assert_eq!(bytes.borrow().len(), before);
-        assert_eq!(before, 24 + 2 * (16 + 20 + 8 + 3));
-    }
-
-    /// The buffer is written out a second after it last was (or at once
-    /// after the clock stepped back), so a sidecar killed without a
-    /// chance to finish leaves its recording at most a second short; a
-    /// write-out that fails stops the recording, counting what the buffer
-    /// held.
-    #[test]
-    fn a_recording_is_written_out_every_second() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r.pcap");
-        let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), None).unwrap();
-        let mut st = RunStats::default();
-        let len = || std::fs::metadata(&path).unwrap().len();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        let record = 16 + 20 + 8 + 3;
-        r.flush_due(&mut st, t);
-        assert_eq!(len(), 24, "the header, at the first cycle");
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
-        r.flush_due(&mut st, t + RECORD_FLUSH_NS - 1);
-        assert_eq!(len(), 24, "held in the buffer");
-        r.flush_due(&mut st, t + RECORD_FLUSH_NS);
-        assert_eq!(len(), 24 + record);
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
-        r.flush_due(&mut st, t - RECORD_FLUSH_NS);
-        assert_eq!(len(), 24 + 2 * record, "the clock stepped back");
-        assert_eq!((st.unrecorded, st.record_stopped), (0, false));
-
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let mut r = Recorder::new(full, None).unwrap();
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
-        r.flush_due(&mut st, t);
-        assert!(st.record_stopped);
-        assert_eq!((st.unrecorded, st.record_errno), (2, libc::ENOSPC));
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"three"));
-        assert_eq!(st.unrecorded, 3, "stopped for good");
-    }
-
-    /// A recording stopped by its bound writes out at once the whole
-    /// records its buffer holds (counted recorded): a sidecar killed later
-    /// leaves them in the file, not in a buffer that dies with it.
-    #[test]
-    fn a_recording_stopped_by_its_bound_writes_out_its_buffer_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r.pcap");
-        let record = 16 + 20 + 8 + 3;
-        let bound = 24 + 2 * record as u64;
-        let mut r = Recorder::new(std::fs::File::create(&path).unwrap(), Some(bound)).unwrap();
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        for b in [b"one", b"two", b"333"] {
-            r.write(&mut st, |w| w.write_udp(t, src, dst, b));
-        }
-        assert_eq!((st.unrecorded, st.record_errno), (1, RECORD_BOUND_REACHED));
-        let len = std::fs::metadata(&path).unwrap().len();
-        assert_eq!(
-            len, bound,
-            "the header and both records, not at the run's end"
-        );
-        // Nothing more, not even at the time a write-out was due.
-        r.flush_due(&mut st, t + 2 * RECORD_FLUSH_NS);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), bound);
-    }
-
-    /// A disk with `room` bytes left: a write takes what fits of it, and
-    /// fails with ENOSPC once nothing does (as a filling disk, or a
-    /// file-size limit, answers). Its end cuts the bytes as a file's does.
-    struct Filling {
-        bytes: Rc<RefCell<Vec<u8>>>,
-        room: usize,
-    }
-
-    impl RecordingEnd for Filling {
-        fn end(&mut self, cut: Option<u64>) -> std::io::Result<()> {
-            if let Some(len) = cut {
-                self.bytes.borrow_mut().truncate(len as usize);
-            }
-            Ok(())
-        }
-    }
-
-    impl std::io::Write for Filling {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.room == 0 {
-                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
-            }
-            let n = buf.len().min(self.room);
-            self.room -= n;
-            self.bytes.borrow_mut().extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// A disk that fills while the buffer is written out takes part of
-    /// it: the records it took whole are recorded, and only the rest are
-    /// counted out; the file is known whole up to the last of them (where
-    /// the end of the run cuts it, dropping the part of a record after).
-    #[test]
-    fn a_disk_filling_during_a_write_out_counts_out_only_what_it_did_not_take() {
-        let record = 16 + 20 + 8 + 3;
-        let bytes = Rc::default();
-        let disk = Filling {
-            bytes: Rc::clone(&bytes),
-            // The header, ten records and part of an eleventh.
-            room: 24 + 10 * record + 20,
-        };
-        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
-        let mut r = Recorder::bounded(buffer, None).unwrap();
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        // Past the buffer's 128 KiB: its write-out fails.
-        let sent = 3_000;
-        for i in 0..sent {
-            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
-        }
-        assert!(st.record_stopped);
-        assert_eq!(st.record_errno, libc::ENOSPC);
-        assert_eq!(bytes.borrow().len(), 24 + 10 * record + 20);
-        assert_eq!(10 + st.unrecorded, sent, "in the file or counted out");
-        let stopped = r.stopped.as_ref().unwrap().get_ref();
-        assert_eq!(stopped.whole, (24 + 10 * record) as u64);
-    }
-
-    /// The disk filling in the write-out at the sidecar's stop: the
-    /// record it cut is counted out with those it did not take, and the
-    /// file is cut back to the last whole record, as after a failed write
-    /// while running.
-    #[test]
-    fn a_disk_filling_at_the_stop_cuts_back_to_the_last_whole_record() {
-        let record = 16 + 20 + 8 + 3;
-        let bytes = Rc::default();
-        let disk = Filling {
-            bytes: Rc::clone(&bytes),
-            // The header, one record and half of the second.
-            room: 24 + record + record / 2,
-        };
-        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
-        let mut r = Recorder::bounded(buffer, None).unwrap();
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        for i in 0..3 {
-            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
-        }
-        assert_eq!(st.unrecorded, 0, "all in the buffer");
-        let e = r.finish(&mut st).expect("the write-out failed");
-        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
-        assert_eq!(st.unrecorded, 2, "the cut record and the one not taken");
-        assert_eq!(bytes.borrow().len(), 24 + record, "cut back");
-    }
-
-    /// A recording stopped by its bound whose buffer then fails to be
-    /// written out counts the records the buffer held as unrecorded, and
-    /// tells the write's error, not the bound's.
-    #[test]
-    fn a_failed_write_out_at_the_bound_is_counted_and_told() {
-        let (disk, bytes, failing) = Disk::new();
-        let record = 16 + 20 + 8 + 3;
-        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
-        let mut r = Recorder::bounded(buffer, Some(24 + 2 * record)).unwrap();
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"one"));
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"two"));
-        *failing.borrow_mut() = 1;
-        r.write(&mut st, |w| w.write_udp(t, src, dst, b"333"));
-        assert!(st.record_stopped);
-        assert_eq!((st.unrecorded, st.record_errno), (3, libc::ENOSPC));
-        assert!(bytes.borrow().is_empty(), "nothing reached the disk");
-    }
-
-    /// A disk that takes every write and fails the sync at the end (a
-    /// write error the kernel reports only at `fdatasync`).
-    struct Unsynced(Rc<RefCell<Vec<u8>>>);
-
-    impl std::io::Write for Unsynced {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl RecordingEnd for Unsynced {
-        fn end(&mut self, _: Option<u64>) -> std::io::Result<()> {
-            Err(std::io::Error::from_raw_os_error(libc::EIO))
-        }
-    }
-
-    /// A recording stopped by its bound whose sync fails at the stop is
-    /// incomplete, as a running one whose sync fails is: the error is
-    /// told, not only logged.
-    #[test]
-    fn a_stopped_recording_whose_sync_fails_is_incomplete() {
-        let record = 16 + 20 + 8 + 3;
-        let bytes = Rc::default();
-        let disk = Unsynced(Rc::clone(&bytes));
-        let buffer = std::io::BufWriter::with_capacity(RECORD_BUFFER, disk);
-        let mut r = Recorder::bounded(buffer, Some(24 + 2 * record)).unwrap();
-        let mut st = RunStats::default();
-        let (src, dst) = ends();
-        let t = 1_700_000_000_000_000_000;
-        for i in 0..3 {
-            r.write(&mut st, |w| w.write_udp(t + i, src, dst, b"abc"));
-        }
-        assert!(st.record_stopped);
-        assert_eq!(bytes.borrow().len() as u64, 24 + 2 * record, "written out");
-        let e = r.finish(&mut st).expect("the sync failed");
-        assert_eq!(e.raw_os_error(), Some(libc::EIO));
-    }
-
-    /// The end of a recording writes out its buffer and syncs a regular
-    /// file; into `/dev/null` (a device: no sync to ask for) it ends
-    /// without an error, which would call the recording incomplete.
-    #[test]
-    fn finishing_a_recording_syncs_a_file_and_not_a_device() {
-        let bounded =
-            |file| Bounded::new(std::io::BufWriter::with_capacity(RECORD_BUFFER, file), None);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r.pcap");
-        let mut file = bounded(std::fs::File::create(&path).unwrap());
-        std::io::Write::write_all(&mut file, b"records").unwrap();
-        file.finish().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"records");
-        let null = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/null")
-            .unwrap();
-        let mut null = bounded(null);
-        std::io::Write::write_all(&mut null, b"records").unwrap();
-        null.finish().unwrap();
     }
 }

@@ -608,6 +608,8 @@ fn a_recording_stops_at_its_bound_with_whole_records() {
     // 400 datagrams of about 1.3 KB: 500 KB, past the bound.
     let (rounds, per_round) = (20u64, 20u64);
     send_and_apply(&mut sidecar, ports.0, rounds, per_round);
+    // Every record taken written (on the recording's thread) or counted.
+    sidecar.end_recording();
     let st = sidecar.stats().clone();
     assert!(st.record_stopped, "{st:?}");
     assert_eq!(
@@ -650,6 +652,7 @@ fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
     // recording's buffer.
     let (rounds, per_round) = (20u64, 20u64);
     send_and_apply(&mut sidecar, ports.0, rounds, per_round);
+    sidecar.end_recording();
     let st = sidecar.stats();
     assert!(st.record_stopped, "{st:?}");
     assert_eq!(st.record_errno, libc::ENOSPC, "{st:?}");

@@ -1761,8 +1761,9 @@ fn a_recording_over_the_configurations_own_files_is_refused() {
     }
 }
 
-/// `run --record` writes on the receive thread: a named FIFO (whose writes
-/// wait for a reader, and whose open waits for one) is refused at start,
+/// `run --record` writes only where writes never wait: a named FIFO
+/// (whose writes wait for a reader, and whose open, on the receive thread
+/// at start, waits for one) is refused at start,
 /// with or without a reader, in one line, and nothing is published; so
 /// are a terminal, a socket and other devices, not /dev/null.
 #[test]
@@ -1820,6 +1821,12 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
             .unwrap();
     sidecar.record(Path::new("/dev/null"), None).unwrap();
     sidecar.record(&file, None).unwrap();
+    // The recording's thread writes the header out at once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::metadata(&file).unwrap().len() < 24 {
+        assert!(std::time::Instant::now() < deadline, "no header written");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // A second instance (its own publication) started on the same
     // recording while this one writes it: refused, the file untouched
     // (emptied under the first, the first's recording would have a hole).
@@ -1834,10 +1841,11 @@ fn a_recording_into_a_fifo_is_refused_at_start() {
     assert!(err.contains("being written by another process"), "{err}");
     assert!(err.contains("tap2.pcap"), "{err}");
     assert_eq!(
-        std::fs::metadata(&file).unwrap().len(),
-        0,
-        "header still buffered"
+        std::fs::read(&file).unwrap()[..4],
+        [0x4d, 0x3c, 0xb2, 0xa1],
+        "the header, left as it was"
     );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 24);
     drop(sidecar);
     // The pcap header alone: nothing of the old bytes after it.
     assert_eq!(std::fs::metadata(&file).unwrap().len(), 24);

@@ -107,7 +107,14 @@ impl<W: Write> CaptureWriter<W> {
                 out.write_all(&idb)?;
             }
         }
-        Ok(CaptureWriter {
+        Ok(CaptureWriter::after_header(out, format, link))
+    }
+
+    /// Writes records of `format` and `link` into `out`, whose file header
+    /// another writer wrote (a recording formatted on one thread and
+    /// written on another).
+    pub fn after_header(out: W, format: Format, link: Link) -> Self {
+        CaptureWriter {
             out,
             format,
             link,
@@ -115,7 +122,7 @@ impl<W: Write> CaptureWriter<W> {
             ip_id: 1,
             frame: Vec::with_capacity(FRAME_MAX),
             record: Vec::with_capacity(FRAME_MAX + RECORD_OVERHEAD),
-        })
+        }
     }
 
     /// Tags the following Ethernet frames with one 802.1Q tag of VLAN `vlan` (12 bits),
