@@ -1655,6 +1655,33 @@ mod tests {
         );
     }
 
+    /// A recording that stopped says why in `run`'s last line: its bound,
+    /// the disk fallen behind, or the failed write's error.
+    #[test]
+    fn an_incomplete_recording_says_why_it_stopped() {
+        let path = std::path::Path::new("r.pcap");
+        let why = |errno| {
+            let stats = tickguard::sidecar::RunStats {
+                record_stopped: true,
+                record_errno: errno,
+                unrecorded: 3,
+                ..Default::default()
+            };
+            super::recording_complete(path, &stats)
+                .unwrap_err()
+                .to_string()
+        };
+        let bound = why(tickguard::sidecar::RECORD_BOUND_REACHED);
+        assert!(bound.contains("at its --record-max-mb bound"), "{bound}");
+        let behind = why(tickguard::sidecar::RECORD_FELL_BEHIND);
+        assert!(behind.contains("the disk fell behind the feed"), "{behind}");
+        assert!(behind.contains("3 datagrams and segments were not recorded"));
+        let full = why(libc::ENOSPC);
+        assert!(full.contains("a failed write (No space left"), "{full}");
+        let ok = tickguard::sidecar::RunStats::default();
+        assert!(super::recording_complete(path, &ok).is_ok());
+    }
+
     /// A rename over a file is allowed as the kernel allows it: not in a
     /// sticky directory over another user's file (unless the directory is
     /// this user's, or this is root), nor onto a mount point (a device

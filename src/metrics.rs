@@ -1552,5 +1552,15 @@ mod tests {
         st.unrecorded = 9;
         shared.store(&st);
         assert!(!logs_of(|| m.sample(t + 5)).contains("recording stopped"));
+        // Another run's recording, stopped by a disk fallen behind: told
+        // as that, not as a failed write of no error.
+        let shared = Arc::new(SharedStats::default());
+        let mut m = Monitor::new(&config, shared.clone());
+        st.record_errno = crate::sidecar::RECORD_FELL_BEHIND;
+        shared.store(&st);
+        let log = logs_of(|| m.sample(t + 6));
+        assert!(log.contains("the disk fell behind the feed"), "{log}");
+        assert!(log.contains("queue_bytes=33554432"), "{log}");
+        assert!(!log.contains("failed write"), "{log}");
     }
 }
