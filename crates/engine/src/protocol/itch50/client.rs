@@ -63,12 +63,15 @@ impl Client {
         now: u64,
         mut send: impl FnMut(&[u8]) -> bool,
     ) -> usize {
-        if session != self.session {
+        // A new session's gaps are its own: none was asked yet, however
+        // like the last session's its sequences look.
+        let new_session = session != self.session;
+        if new_session {
             self.session = session;
             self.requester.reset();
         }
         let seen = (seq.high(), seq.gaps_open(), seq.counters().gaps_given_up);
-        let changed = seen != self.seen;
+        let changed = new_session || seen != self.seen;
         self.seen = seen;
         let Some(session) = session else { return 0 };
         // Not due before `next_poll`, unless the clock stepped back to
@@ -156,6 +159,43 @@ mod tests {
         assert_eq!(poll(&mut c, t + 100 * MS), 1, "re-sent after the interval");
         assert_eq!(poll(&mut c, 1_000 * MS), 1, "a minute back: at once");
         assert_eq!(poll(&mut c, 1_010 * MS), 0);
+    }
+
+    /// A session change asks for the new session's gaps at once, though
+    /// they lie where the last session's were asked for within the
+    /// interval: the requests of one session do not cover another's.
+    #[test]
+    fn a_new_sessions_gaps_are_asked_at_once() {
+        let sequencer = |session| {
+            let mut seq = Sequencer::new(Settings {
+                gap_timeout_ns: 1_000 * MS,
+                max_held: 1_000,
+                join_gap_max: 10_000,
+            });
+            for first in [1, 5] {
+                let mut b = PacketBuilder::new(session, first);
+                b.message(&encode::delete(0, first, first));
+                let p = Packet::new_checked(b.finish()).unwrap();
+                seq.on_packet(&p, 60_000 * MS, &mut |_, _| {});
+            }
+            seq
+        };
+        let s2 = Session(*b"20260105XB");
+        let (one, two) = (sequencer(S1), sequencer(s2));
+        let mut c = Client::new(Requester::new(64, 60_000 * MS, 100), 60_000 * MS);
+        let mut asked = Vec::new();
+        let t = 60_000 * MS;
+        let mut poll = |c: &mut Client, seq, session, now| {
+            c.poll(seq, Some(session), now, |r| {
+                asked.push(r.to_vec());
+                true
+            })
+        };
+        assert_eq!(poll(&mut c, &one, S1, t), 1, "[2, 5) of the first");
+        assert_eq!(poll(&mut c, &two, s2, t + MS), 1, "[2, 5) of the second");
+        assert_eq!(poll(&mut c, &two, s2, t + 2 * MS), 0);
+        assert_eq!(&asked[1][..10], b"20260105XB", "{:?}", asked[1]);
+        assert_eq!(asked[0][10..], asked[1][10..], "the same sequences");
     }
 
     /// Requests held back by the rate are looked at again once a
