@@ -988,12 +988,17 @@ impl Sidecar {
             self.handler.before_check(feed as u16, at);
         }
         self.follow_wants(now);
-        if let Some(r) = &mut self.recording {
-            // What the feeds' streams exchanged this cycle, after the
-            // datagrams applied before it (as a replay reads them).
-            self.handler.drain_wire(&mut |t, s| {
+        // What the feeds' streams exchanged this cycle, after the datagrams
+        // applied before it (as a replay reads them). Drained with no
+        // recording too: a recording ended while the loop goes on leaves
+        // its feeds' streams recorded, which must not pile up.
+        let recording = &mut self.recording;
+        self.handler.drain_wire(&mut |t, s| {
+            if let Some(r) = recording {
                 r.write(|w| w.write_tcp(t, s.src, s.dst, s.seq, s.flags, s.payload));
-            });
+            }
+        });
+        if let Some(r) = &mut self.recording {
             r.tick(now);
             r.count(&mut self.stats);
         }

@@ -1298,16 +1298,62 @@ fn shared_address(
                         Receive::Lines(a) => a.contains(line),
                         Receive::Channel(_) | Receive::Stream(_) => false,
                     });
-                    if let Some((g, _)) = user {
+                    if let Some((g, s)) = user {
                         return problem(format!(
-                            "feed {}: line {line} is already used by feed {}",
+                            "feed {}: {} {line} is already feed {}'s {}",
                             echo(name),
+                            service.key,
+                            echo(&g.name),
+                            s.key
+                        ));
+                    }
+                    // Requests sent to a line arrive as its datagrams
+                    // (malformed there), never as answers: recovery would
+                    // never work, and nothing else would say why.
+                    let asks = |s: &Service| match &s.receive {
+                        Receive::Channel(c) => (c.server == Some(*line)).then_some(c.server_key),
+                        Receive::Lines(_) | Receive::Stream(_) => None,
+                    };
+                    if let Some(k) = services.iter().find_map(asks) {
+                        return Err(Problem::at_offset(
+                            at(k),
+                            format!(
+                                "feed {}: {k} {line} is its own {}: requests would arrive as \
+                                 that line's datagrams, never as answers",
+                                echo(name),
+                                service.key
+                            ),
+                        ));
+                    }
+                    if let Some((g, k)) = others().find_map(|(g, s)| Some((g, asks(s)?))) {
+                        return problem(format!(
+                            "feed {}: {} {line} is where feed {}'s {k} sends requests: they \
+                             would arrive as that line's datagrams, never as answers",
+                            echo(name),
+                            service.key,
                             echo(&g.name)
                         ));
                     }
                 }
             }
             Receive::Channel(c) => {
+                let line_of = |s: &Service| match &s.receive {
+                    Receive::Lines(a) => c.server.filter(|srv| a.contains(srv)).map(|_| s.key),
+                    Receive::Channel(_) | Receive::Stream(_) => None,
+                };
+                if let Some((g, key)) = others().find_map(|(g, s)| Some((g, line_of(s)?))) {
+                    let server = c.server.expect("a line's address");
+                    return Err(Problem::at_offset(
+                        at(c.server_key),
+                        format!(
+                            "feed {}: {} {server} is feed {}'s {key}: requests would arrive \
+                             as that line's datagrams, never as answers",
+                            echo(name),
+                            c.server_key,
+                            echo(&g.name)
+                        ),
+                    ));
+                }
                 let listen = c.listen;
                 let overlap = others().find_map(|(g, s)| match &s.receive {
                     Receive::Channel(o) => (listen_takes(listen, o.listen)
@@ -2032,6 +2078,7 @@ source_threshold_ms = 9
         // A channel listening on a line's address is not a line.
         let channel = Channel {
             server: None,
+            server_key: "recovery",
             listen: a,
         };
         let with_channel = [
@@ -2323,6 +2370,72 @@ source_threshold_ms = 9
             e.contains("feed 'b': glimpse 127.0.0.1:18100 is already used by feed 'a'"),
             "{e}"
         );
+    }
+
+    /// An address two feeds' services share is told with both keys; a
+    /// `recovery` server at a line of this feed or another (its requests
+    /// would arrive as that line's datagrams, and recovery never answer)
+    /// is refused, whichever feed comes first.
+    #[test]
+    fn a_line_shared_or_asked_for_recovery_names_both_keys() {
+        let itch = |name: &str, lines: &str, extra: &str| {
+            format!(
+                "[[feed]]\nname = \"{name}\"\nprotocol = \"itch50\"\nlines = [{lines}]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\n{extra}"
+            )
+        };
+        let mdp3 = |name: &str, extra: &str| {
+            format!(
+                "[[feed]]\nname = \"{name}\"\nprotocol = \"mdp3\"\n\
+                 lines = [\"239.3.1.1:14310\"]\nsnapshot_lines = [\"239.3.1.3:14311\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\n{extra}"
+            )
+        };
+        let e = err(&format!(
+            "{}{}",
+            mdp3("a", ""),
+            itch("b", "\"239.3.1.3:14311\"", "")
+        ));
+        assert!(
+            e.contains("feed 'b': lines 239.3.1.3:14311 is already feed 'a''s snapshot_lines"),
+            "{e}"
+        );
+        let own = itch(
+            "a",
+            "\"127.0.0.1:26477\"",
+            "recovery = \"127.0.0.1:26477\"\n",
+        );
+        let e = err(&own);
+        assert!(
+            e.contains("line 7: feed 'a': recovery 127.0.0.1:26477 is its own lines"),
+            "{e}"
+        );
+        let sqf = "[[feed]]\nname = \"s\"\nkind = \"full\"\nlines = [\"127.0.0.1:30001\"]\n\
+                   stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n";
+        let asks = itch(
+            "i",
+            "\"239.2.1.1:26477\"",
+            "recovery = \"127.0.0.1:30001\"\n",
+        );
+        let e = err(&format!("{sqf}{asks}"));
+        assert!(
+            e.contains("feed 'i': recovery 127.0.0.1:30001 is feed 's''s lines"),
+            "{e}"
+        );
+        let e = err(&format!("{asks}{sqf}"));
+        assert!(
+            e.contains(
+                "feed 's': lines 127.0.0.1:30001 is where feed 'i''s recovery sends requests"
+            ),
+            "{e}"
+        );
+        // A server elsewhere is taken.
+        let fine = itch(
+            "i",
+            "\"239.2.1.1:26477\"",
+            "recovery = \"127.0.0.1:30002\"\nmax_symbols = 1000\n",
+        );
+        Config::parse(&format!("{sqf}{fine}"), "t.toml").unwrap();
     }
 
     #[test]

@@ -87,6 +87,8 @@ impl Service {
 pub struct Channel {
     /// Where requests go (none: answers are only replayed).
     pub server: Option<SocketAddrV4>,
+    /// The configuration key that sets `server`: errors name it.
+    pub server_key: &'static str,
     /// Where answers arrive (`0.0.0.0:P`: any address, port P; port 0: an
     /// ephemeral port live, none in replay).
     pub listen: SocketAddrV4,

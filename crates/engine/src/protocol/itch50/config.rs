@@ -488,6 +488,7 @@ impl FeedProtocol for ItchConfig {
     fn services(&self, lines: &[SocketAddrV4]) -> Vec<Service> {
         let recovery = Channel {
             server: self.recovery,
+            server_key: "recovery",
             listen: self.recovery_listen,
         };
         let mut services = vec![
