@@ -6,17 +6,22 @@
 //! It has two halves, so that the receive thread makes no system call for
 //! it and never waits on a disk. On the receive thread, a [`Tap`] formats
 //! each record into a chunk of memory taken from a fixed pool
-//! ([`CHUNKS`] of [`CHUNK_BYTES`], allocated when the recording starts),
-//! and hands each chunk over when it is full, and at least every
-//! [`HANDOFF_NS`]. On the recording's own thread, a [`Recorder`] writes
-//! the chunks' records into the file and gives the chunks back. Neither
-//! side ever waits on the other: the recording's thread looks for chunks
-//! every [`POLL`] rather than sleeping in the channel (where each hand-over
-//! would have to wake it, a system call on the receive thread).
+//! ([`CHUNKS`] of [`CHUNK_BYTES`], allocated and written when the
+//! recording starts: 32 MiB resident, no page fault on the receive thread
+//! after), and hands each chunk over when it is full, or after
+//! [`HANDOFF_NS`] if the recording's thread took the last one. On the
+//! recording's own thread, a [`Recorder`] writes the chunks' records into
+//! the file and gives the chunks back. Neither side ever waits on the
+//! other: the recording's thread looks for chunks every [`POLL`] rather
+//! than sleeping in the channel (where each hand-over would have to wake
+//! it, a system call on the receive thread).
 //!
-//! A disk slower than the feed for longer than the pool holds leaves no
-//! chunk free: the recording then stops ([`RECORD_FELL_BEHIND`]), as at a
-//! failed write, rather than keep going with a hole in it.
+//! A disk slower than the feed until the pool is spent leaves no chunk
+//! free: the recording then stops ([`RECORD_FELL_BEHIND`]), as at a failed
+//! write, rather than keep going with a hole in it. Since a chunk handed
+//! over on time waits alone (the rest go full), that is once the writes
+//! are at least [`CHUNKS`] − 2 chunks (31.5 MiB) behind, however sparse
+//! the feed.
 
 use super::RunStats;
 use crate::capture::link::Link;
@@ -42,7 +47,8 @@ pub const CHUNK_BYTES: usize = 256 * 1024;
 /// recording thread's [`RECORD_FLUSH_NS`] at most.
 pub const HANDOFF_NS: u64 = 100_000_000;
 
-/// Bytes of records the pool holds: what the disk may fall behind by.
+/// Bytes of records the pool holds: about what the disk may fall behind
+/// by (see the module's doc).
 pub const RECORD_QUEUE_BYTES: usize = CHUNKS * CHUNK_BYTES;
 
 /// How long the recording's thread sleeps when no chunk waits.
@@ -67,6 +73,11 @@ pub struct Tap {
     unrecorded: u64,
     /// The pool ran out of chunks: the recording stopped here.
     fell_behind: bool,
+    /// The file's descriptor, kept until the tap ends: the recording's
+    /// lock (`flock`, taken at its creation) lasts while the sidecar runs,
+    /// though the recording stopped and its thread closed the file, so
+    /// that a second instance named the same file is still refused.
+    _lock: Option<std::fs::File>,
 }
 
 /// What the recording's thread counted, for the receive thread to read.
@@ -146,6 +157,14 @@ impl Write for Chunks {
     }
 }
 
+/// An empty chunk of `bytes`, its pages written once: the receive thread
+/// takes no page fault filling it.
+fn chunk(bytes: usize) -> Vec<u8> {
+    let mut c = vec![1u8; bytes];
+    c.clear();
+    c
+}
+
 /// Whether `e` is the capture writer's own refusal of one record (a time
 /// the file cannot hold; never an OS error): nothing written, the next
 /// goes on.
@@ -167,7 +186,10 @@ fn records(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
 impl Tap {
     /// A recording into `file` of at most `max_bytes`, its thread started.
     pub fn start(file: std::fs::File, max_bytes: Option<u64>) -> std::io::Result<Tap> {
-        Tap::start_with(file, max_bytes, CHUNKS, CHUNK_BYTES)
+        let lock = file.try_clone()?;
+        let mut tap = Tap::start_with(file, max_bytes, CHUNKS, CHUNK_BYTES)?;
+        tap._lock = Some(lock);
+        Ok(tap)
     }
 
     /// A recording into `out` through a pool of `chunks` of `chunk_bytes`
@@ -186,7 +208,7 @@ impl Tap {
         let (to_tap, free) = crossbeam_channel::bounded(chunks);
         for _ in 1..chunks {
             to_tap
-                .try_send(Vec::with_capacity(chunk_bytes))
+                .try_send(chunk(chunk_bytes))
                 .expect("room for every chunk");
         }
         let shared = Arc::new(Shared::default());
@@ -197,7 +219,7 @@ impl Tap {
                 move || write_chunks(recorder, from_tap, to_tap, &shared)
             })?;
         let chunks = Chunks {
-            chunk: Vec::with_capacity(chunk_bytes),
+            chunk: chunk(chunk_bytes),
             records: 0,
             since: None,
             full,
@@ -209,6 +231,7 @@ impl Tap {
             shared,
             unrecorded: 0,
             fell_behind: false,
+            _lock: None,
         })
     }
 
@@ -232,8 +255,8 @@ impl Tap {
 
     /// Once a cycle at `now` (local clock, ns): hands the chunk over when
     /// [`HANDOFF_NS`] passed since it was first seen holding a record (or
-    /// the clock stepped back past that), and stops when the recording's
-    /// thread did.
+    /// the clock stepped back past that) and the recording's thread took
+    /// the last chunk handed over; stops when the recording's thread did.
     pub fn tick(&mut self, now: u64) {
         let Some(w) = &mut self.writer else { return };
         if self.shared.stopped().0 {
@@ -245,7 +268,11 @@ impl Tap {
             return;
         }
         let since = *c.since.get_or_insert(now);
-        if crate::time::retry_due(now, since.saturating_add(HANDOFF_NS), HANDOFF_NS) {
+        // Only when the recording's thread took the last one: a thread
+        // held up by its disk is handed full chunks, so that the pool
+        // holds its bytes of records however sparse the feed.
+        let due = crate::time::retry_due(now, since.saturating_add(HANDOFF_NS), HANDOFF_NS);
+        if due && c.full.is_empty() {
             c.hand_off();
         }
     }
@@ -1006,6 +1033,8 @@ mod tests {
     struct Gate {
         open: crossbeam_channel::Receiver<()>,
         waited: bool,
+        /// Set when its first write began waiting.
+        entered: Arc<std::sync::atomic::AtomicBool>,
         timed_out: Arc<std::sync::atomic::AtomicBool>,
         bytes: Arc<std::sync::Mutex<Vec<u8>>>,
     }
@@ -1014,6 +1043,7 @@ mod tests {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             if !self.waited {
                 self.waited = true;
+                self.entered.store(true, Ordering::Relaxed);
                 if self
                     .open
                     .recv_timeout(std::time::Duration::from_secs(60))
@@ -1050,6 +1080,7 @@ mod tests {
         let disk = Gate {
             open,
             waited: false,
+            entered: Arc::default(),
             timed_out: Arc::clone(&timed_out),
             bytes: Arc::clone(&bytes),
         };
@@ -1104,6 +1135,13 @@ mod tests {
         assert_eq!(held(&tap), 1, "seen first at t + 1");
         tap.tick(t + 1 + HANDOFF_NS);
         assert_eq!(held(&tap), 0, "handed over");
+        // Once the recording's thread took it (none is handed over while
+        // the last waits).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !tap.writer.as_ref().unwrap().get_ref().full.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never taken");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         tap.write(|w| w.write_udp(t, src, dst, b"two"));
         tap.tick(t + 2 * HANDOFF_NS);
         tap.tick(t);
@@ -1141,5 +1179,95 @@ mod tests {
         tap.write(|w| w.write_udp(t, src, dst, b"two"));
         assert!(tap.finish(&mut st).is_none());
         assert_eq!((st.unrecorded, st.record_errno), (2, libc::ENOSPC));
+    }
+
+    /// A disk that stalls while the feed is sparse: the chunks handed over
+    /// on time (a record or two each) do not spend the pool, since only
+    /// one waits for the recording's thread at a time; the rest are handed
+    /// over full, so the pool holds its bytes of records.
+    #[test]
+    fn a_sparse_feed_spends_the_pool_by_its_bytes_while_the_disk_stalls() {
+        let (gate, open) = crossbeam_channel::bounded(1);
+        let entered = Arc::<std::sync::atomic::AtomicBool>::default();
+        let bytes = Arc::<std::sync::Mutex<Vec<u8>>>::default();
+        let disk = Gate {
+            open,
+            waited: false,
+            entered: Arc::clone(&entered),
+            timed_out: Arc::default(),
+            bytes: Arc::clone(&bytes),
+        };
+        let mut tap = Tap::start_with(disk, None, 3, 4096).unwrap();
+        // The thread waits on the disk from its first write-out (the
+        // header), before any chunk.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !entered.load(Ordering::Relaxed) {
+            assert!(std::time::Instant::now() < deadline, "never wrote");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        let mut st = RunStats::default();
+        // A record every hand-over time, ten times.
+        for i in 0..10 {
+            tap.write(|w| w.write_udp(t + i, src, dst, b"abc"));
+            tap.tick(t + i * HANDOFF_NS);
+            tap.tick(t + (i + 1) * HANDOFF_NS);
+        }
+        tap.count(&mut st);
+        assert!(!st.record_stopped, "{st:?}");
+        // Then as fast as they come: the first chunk went with one record,
+        // the next two fill (80 records of 51 bytes each) before none is
+        // free.
+        let mut taken = 10;
+        while !st.record_stopped {
+            tap.write(|w| w.write_udp(t + taken, src, dst, b"abc"));
+            tap.count(&mut st);
+            taken += 1;
+        }
+        assert_eq!(taken - 1, 1 + 80 + 80);
+        gate.send(()).unwrap();
+        assert!(tap.finish(&mut st).is_none());
+        assert_eq!(bytes.lock().unwrap().len(), 24 + 161 * 47);
+        assert_eq!(st.unrecorded, 1);
+    }
+
+    /// A recording stopped (here by its bound) keeps its file's lock until
+    /// it ends, though its thread closed the file: a second instance named
+    /// the same file is refused meanwhile, not let empty it.
+    #[test]
+    fn a_stopped_recording_keeps_its_file_locked_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.pcap");
+        let file = crate::sys::create_output(&path).unwrap();
+        let mut tap = Tap::start(file, Some(24 + 10)).unwrap();
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        tap.write(|w| w.write_udp(t, src, dst, b"abc"));
+        let mut st = RunStats::default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut now = t;
+        while tap.writer.is_some() {
+            assert!(std::time::Instant::now() < deadline, "never stopped");
+            now += HANDOFF_NS;
+            tap.tick(now);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Stopped on both sides: the thread ends the file once the tap's
+        // half is gone.
+        let thread = tap.thread.as_ref().unwrap();
+        while !thread.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "never ended");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let e = crate::sys::create_output(&path).unwrap_err();
+        assert!(
+            e.to_string().contains("being written by another process"),
+            "{e}"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
+        assert!(tap.finish(&mut st).is_none());
+        assert_eq!((st.unrecorded, st.record_errno), (1, RECORD_BOUND_REACHED));
+        crate::sys::create_output(&path).expect("ended: free");
     }
 }
