@@ -402,6 +402,9 @@ struct ReceiverMetrics {
     dead_samples: Counter,
     /// [sidecar] dead_after_ms, ns.
     dead_after_ns: u64,
+    /// While samples find the heartbeat past `dead_after_ns`: the oldest
+    /// age one found, s (logged when the stall began and when it ended).
+    stalled: Option<f64>,
     /// The last heartbeat read (writer's clock, ns), for the age when the
     /// header cannot be read.
     last_beat: Option<u64>,
@@ -561,6 +564,7 @@ impl Monitor {
             heartbeat_age: metrics::gauge!("tickguard_writer_heartbeat_age_seconds"),
             dead_samples: metrics::counter!("tickguard_writer_dead_samples_total"),
             dead_after_ns: config.sidecar.dead_after_ns,
+            stalled: None,
             last_beat: None,
         };
         Monitor {
@@ -683,6 +687,20 @@ impl Monitor {
         let open = !closing && health != Health::WriterClosed;
         if open && age.is_finite() && age > rm.dead_after_ns as f64 / 1e9 {
             rm.dead_samples.increment(1);
+            if rm.stalled.is_none() {
+                tracing::error!(
+                    heartbeat_age_s = age,
+                    dead_after_ms = rm.dead_after_ns / 1_000_000,
+                    "the receive thread's heartbeat is older than [sidecar] dead_after_ms: \
+                     every reader answers stale until it beats again"
+                );
+            }
+            rm.stalled = Some(rm.stalled.map_or(age, |a| a.max(age)));
+        } else if let Some(oldest) = rm.stalled.take().filter(|_| open) {
+            tracing::warn!(
+                oldest_heartbeat_age_s = oldest,
+                "the receive thread beats again"
+            );
         }
 
         self.counters.clear();
@@ -1061,20 +1079,32 @@ mod tests {
         });
         let dead = || exported(&handle, "tickguard_writer_dead_samples_total").expect("the count");
         p.heartbeat(t);
+        let mut log = String::new();
         for (beat, at) in [(t, t + 50 * MS), (t, t + 100 * MS), (t, t + 350 * MS)] {
             p.heartbeat(beat);
-            metrics::with_local_recorder(&recorder, || m.sample(at));
+            log += &logs_of(|| metrics::with_local_recorder(&recorder, || m.sample(at)));
         }
         assert_eq!(dead(), 1.0, "past 100 ms once");
+        // Told in one line when the stall is first seen, and once more
+        // when it ends, with the oldest age seen.
+        assert_eq!(log.matches("heartbeat is older than").count(), 1, "{log}");
+        assert!(
+            log.contains("heartbeat_age_s=0.35 dead_after_ms=100"),
+            "{log}"
+        );
+        log = logs_of(|| metrics::with_local_recorder(&recorder, || m.sample(t + 400 * MS)));
+        assert!(log.is_empty(), "once a stall: {log}");
         p.heartbeat(t + 700 * MS);
-        metrics::with_local_recorder(&recorder, || m.sample(t + 701 * MS));
-        assert_eq!(dead(), 1.0, "alive again");
+        log = logs_of(|| metrics::with_local_recorder(&recorder, || m.sample(t + 701 * MS)));
+        assert_eq!(dead(), 2.0, "still dead at 400 ms");
+        assert!(log.contains("beats again"), "{log}");
+        assert!(log.contains("oldest_heartbeat_age_s=0.4"), "{log}");
         // Closed by its writer (a stop, the recording's sync still to
         // come): readers see it closed, not dead.
         p.close();
         metrics::with_local_recorder(&recorder, || m.sample(t + 2_000 * MS));
         metrics::with_local_recorder(&recorder, || m.last_sample(t + 3_000 * MS));
-        assert_eq!(dead(), 1.0, "closed, not dead");
+        assert_eq!(dead(), 2.0, "closed, not dead");
         drop((p, sidecar));
     }
 
