@@ -164,6 +164,29 @@ mod loom_model {
     use super::*;
     use loom::sync::Arc;
 
+    /// Runs `f` under loom, every interleaving up to the preemption
+    /// bound: no limit the environment sets (`LOOM_MAX_PERMUTATIONS`,
+    /// `LOOM_MAX_DURATION`, a `LOOM_CHECKPOINT_FILE` to resume from) cuts
+    /// the exploration short, and a run of fewer than two interleavings
+    /// fails (a model that explored nothing would pass).
+    fn explore(f: impl Fn() + Sync + Send + 'static) {
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mut model = loom::model::Builder::new();
+        if model.preemption_bound.is_none() {
+            model.preemption_bound = Some(3);
+        }
+        model.max_permutations = None;
+        model.max_duration = None;
+        model.checkpoint_file = None;
+        let before = RUNS.load(Ordering::Relaxed);
+        model.check(move || {
+            RUNS.fetch_add(1, Ordering::Relaxed);
+            f()
+        });
+        let runs = RUNS.load(Ordering::Relaxed) - before;
+        assert!(runs > 1, "{runs} interleavings explored");
+    }
+
     #[derive(Default)]
     struct Pair {
         lock: SeqLock,
@@ -172,11 +195,7 @@ mod loom_model {
 
     #[test]
     fn seqlock_reader_never_sees_a_torn_write() {
-        let mut model = loom::model::Builder::new();
-        if model.preemption_bound.is_none() {
-            model.preemption_bound = Some(3);
-        }
-        model.check(|| {
+        explore(|| {
             let pair = Arc::new(Pair::default());
             let writer = {
                 let pair = pair.clone();
@@ -213,11 +232,7 @@ mod loom_model {
     /// the old book with the new flag.
     #[test]
     fn a_recheck_of_the_first_stamp_never_pairs_an_old_word_with_a_newer() {
-        let mut model = loom::model::Builder::new();
-        if model.preemption_bound.is_none() {
-            model.preemption_bound = Some(3);
-        }
-        model.check(|| {
+        explore(|| {
             let (book, flag) = (Arc::new(Pair::default()), Arc::new(Pair::default()));
             let writer = {
                 let (book, flag) = (book.clone(), flag.clone());
