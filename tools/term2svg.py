@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders terminal text (stdin) as an SVG picture for the docs:
     tickguard stat --once | tools/term2svg.py > docs/stat.svg
-Rows whose verdict column says stale are drawn red, suspect/invalid amber, ok green."""
+Rows whose verdict column says ok are drawn green, stale (either) red, any other verdict amber."""
 import html
 import sys
 

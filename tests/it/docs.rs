@@ -167,3 +167,63 @@ fn the_guide_gives_an_sqf_feeds_bytes_a_slot() {
         assert!(text.contains(&s), "docs/configuration.md should say: {s}");
     }
 }
+
+/// The operator guide's picture of `stat` (`docs/stat.svg`, drawn by
+/// `tools/term2svg.py` from `stat --once`) shows the lines `stat` prints
+/// now: a feed's header with its protocol and kind, the symbols' tally of
+/// every verdict, and the symbol table's header as the committed stat
+/// golden has them.
+#[test]
+fn the_stat_picture_shows_what_stat_prints() {
+    let svg = std::fs::read_to_string(root().join("docs/stat.svg")).unwrap();
+    let lines: Vec<String> = svg
+        .lines()
+        .filter_map(|l| {
+            let text = l.split_once("xml:space=\"preserve\">")?.1;
+            let text = text.strip_suffix("</text>")?;
+            Some(
+                text.replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&quot;", "\"")
+                    .replace("&#x27;", "'")
+                    .replace("&amp;", "&"),
+            )
+        })
+        .collect();
+    let golden =
+        std::fs::read_to_string(root().join("fixtures/scenario-vlan-ns.stat-4350ms.txt")).unwrap();
+    let table = golden
+        .lines()
+        .find(|l| l.starts_with("feed       symbol"))
+        .unwrap();
+    assert!(lines.iter().any(|l| l == table), "{lines:#?}");
+    let feeds: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("feed ") && !l.starts_with("feed       symbol"))
+        .collect();
+    assert!(!feeds.is_empty(), "{lines:#?}");
+    for f in feeds {
+        let kind = f.split_once(" (").and_then(|(_, k)| k.split_once(')'));
+        let ok = kind.is_some_and(|(k, _)| {
+            let (protocol, kind) = k.split_once(", ").unwrap_or(("", ""));
+            ["sqf", "itch50", "mdp3"].contains(&protocol) && ["full", "delta"].contains(&kind)
+        });
+        assert!(ok, "a feed's header as stat prints it: {f}");
+    }
+    let tally = golden
+        .lines()
+        .find(|l| l.starts_with("  symbols: "))
+        .unwrap();
+    let words = |l: &str| -> Vec<String> {
+        l.split_whitespace()
+            .filter(|w| w.parse::<u64>().is_err())
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  symbols: ") && words(l) == words(tally)),
+        "{lines:#?}"
+    );
+}
