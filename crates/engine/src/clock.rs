@@ -62,14 +62,18 @@ pub enum OffsetMode {
     },
 }
 
-/// How an operator reads it: `fixed 250 ms`, `auto over 2000 ms`.
+/// How an operator reads it: `fixed 250 ms`, `auto over 2000 ms`,
+/// `fixed 500 ns`.
 impl std::fmt::Display for OffsetMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Exact, in the largest unit that holds it whole.
         let ms = |ns: i128| {
             if ns % 1_000_000 == 0 {
                 format!("{} ms", ns / 1_000_000)
-            } else {
+            } else if ns % 1_000 == 0 {
                 format!("{} µs", ns / 1_000)
+            } else {
+                format!("{ns} ns")
             }
         };
         match *self {
@@ -468,6 +472,22 @@ mod tests {
     use super::*;
 
     const S: u64 = 1_000_000_000;
+
+    /// A mode is shown exactly: a configured offset below a millisecond
+    /// or between two microseconds is not truncated.
+    #[test]
+    fn a_mode_is_shown_exactly() {
+        let shown = |m: OffsetMode| m.to_string();
+        assert_eq!(shown(OffsetMode::Fixed(250_000_000)), "fixed 250 ms");
+        assert_eq!(shown(OffsetMode::Fixed(-1_500_000)), "fixed -1500 µs");
+        assert_eq!(shown(OffsetMode::Fixed(500)), "fixed 500 ns");
+        assert_eq!(shown(OffsetMode::Fixed(-1_500)), "fixed -1500 ns");
+        assert_eq!(shown(OffsetMode::Fixed(0)), "fixed 0 ms");
+        let auto = OffsetMode::Auto {
+            window_ns: 2_000_000_000,
+        };
+        assert_eq!(shown(auto), "auto over 2000 ms");
+    }
 
     /// Straight from the spec: min over packets with a_p − W < a_q <= a_p.
     fn brute(packets: &[(u64, u64)], upto: usize, window: u64) -> i128 {

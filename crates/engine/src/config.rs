@@ -889,8 +889,9 @@ impl Config {
 
     /// Parses and validates configuration text; `name` is used in errors.
     pub fn parse(text: &str, name: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig =
-            toml::from_str(text).map_err(|e| ConfigError(toml_error(name, text, &e)))?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            ConfigError(not_a_table(name, text).unwrap_or_else(|| toml_error(name, text, &e)))
+        })?;
         resolve(raw).map_err(|p| {
             ConfigError(match (p.quote, p.at) {
                 (true, Some(at)) => quoting(name, text, at, &p.msg),
@@ -985,6 +986,45 @@ fn takes(key: &str, msg: &str) -> Option<String> {
     }
 }
 
+/// The error line for a table of one section (`[state]`, `[sidecar]`,
+/// `[metrics]`, `[log]`) written as an array of tables (`[[state]]`) or a
+/// value (`state = 5`), if the text has one: the reader's own words for it
+/// would be about a field it read in its place.
+fn not_a_table(name: &str, text: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    let (key, value) = ["state", "sidecar", "metrics", "log"]
+        .into_iter()
+        .find_map(|k| Some((k, table.get(k).filter(|v| !v.is_table())?)))?;
+    let what = match value {
+        toml::Value::Array(_) => format!("an array of tables ([[{key}]])"),
+        v => match v.type_str() {
+            t if t.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {t}"),
+            t => format!("a {t}"),
+        },
+    };
+    // Where it is written: its header or its key.
+    let at = text.lines().scan(0, |offset, line| {
+        let at = *offset;
+        *offset += line.len() + 1;
+        Some((at, line.trim_start()))
+    });
+    let at = at
+        .filter(|(_, l)| {
+            let header = l.strip_prefix("[[").and_then(|l| l.split_once("]]"));
+            let assigned = l.strip_prefix(key).map(str::trim_start);
+            header.is_some_and(|(h, _)| h.trim() == key)
+                || assigned.is_some_and(|rest| rest.starts_with('='))
+        })
+        .map(|(at, _)| at)
+        .next();
+    Some(located(
+        name,
+        text,
+        at,
+        &format!("[{key}] must be one table ([{key}]), not {what}"),
+    ))
+}
+
 /// One line from a TOML error: file, line, the offending line's text, and the message.
 fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     let mut msg = plain_words(&e.message().trim().replace('\n', " "));
@@ -994,16 +1034,40 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
     }
     match e.span() {
         Some(span) => {
-            let key = line_at(text, span.start)
-                .split('=')
-                .next()
-                .unwrap_or("")
-                .trim();
+            // The key of the line, or of the list the line is in (a list
+            // written over several lines).
+            let (key, within) = match line_at(text, span.start).split_once('=') {
+                Some((key, _)) => (key.trim(), false),
+                None => (list_key(text, span.start).unwrap_or(""), true),
+            };
             let accepts = takes(key, &msg).map_or(String::new(), |t| format!(" ({key} is {t})"));
-            quoting(name, text, span.start, &format!("{msg}{accepts}"))
+            let msg = match within && !key.is_empty() {
+                true => format!("in {key}: {msg}{accepts}"),
+                false => format!("{msg}{accepts}"),
+            };
+            quoting(name, text, span.start, &msg)
         }
         None => located(name, text, None, &msg),
     }
+}
+
+/// The key of the list that byte `at` of `text` stands in, when that list
+/// opened on an earlier line (`lines = [` and its items below it).
+fn list_key(text: &str, at: usize) -> Option<&str> {
+    let before = &text[..text[..at.min(text.len())].rfind('\n')?];
+    for line in before.rsplit('\n').map(str::trim) {
+        if line.starts_with('[') {
+            // A table's header: no list open across it.
+            return None;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            let value = value.trim();
+            let open =
+                value.starts_with('[') && value.matches('[').count() > value.matches(']').count();
+            return open.then_some(key.trim());
+        }
+    }
+    None
 }
 
 /// The line of `text` holding byte `at`, trimmed.
@@ -2436,6 +2500,38 @@ source_threshold_ms = 9
             "recovery = \"127.0.0.1:30002\"\nmax_symbols = 1000\n",
         );
         Config::parse(&format!("{sqf}{fine}"), "t.toml").unwrap();
+    }
+
+    /// A section written as an array of tables or as a value is told so,
+    /// not as the field the reader took in its place; an error inside a
+    /// list written over several lines names the list's key; no type name
+    /// of the reader's own leaks.
+    #[test]
+    fn misshapen_tables_and_lists_are_told_in_the_files_words() {
+        let e = err(&format!("state = 5\n{SPEC_EXAMPLE}"));
+        assert!(
+            e.contains("line 1: [state] must be one table ([state]), not an integer"),
+            "{e}"
+        );
+        let e = err(&format!("{SPEC_EXAMPLE}\n[[state]]\ncapacity = 5\n"));
+        assert!(
+            e.contains("[state] must be one table ([state]), not an array of tables ([[state]])"),
+            "{e}"
+        );
+        let at = SPEC_EXAMPLE.lines().count() + 2;
+        assert!(e.contains(&format!("line {at}:")), "{e}");
+        let e = err(&format!("{SPEC_EXAMPLE}\n[[sidecar]]\n"));
+        assert!(e.contains("[sidecar] must be one table"), "{e}");
+        let e = err(
+            "[[feed]]\nname = \"a\"\nkind = \"full\"\nlines = [\n  \"239.1.1.1:30001\",\n  5,\n]\n\
+             stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n",
+        );
+        assert!(e.contains("line 6: '5,': in lines: invalid type"), "{e}");
+        assert_eq!(
+            keys::plain_words("invalid type: integer `5`, expected struct RawState"),
+            "invalid type: integer `5`, expected a table"
+        );
+        assert!(!err("[[feed]]\nsymbol = 5\n").contains("Raw"));
     }
 
     #[test]

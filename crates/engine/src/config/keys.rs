@@ -460,6 +460,16 @@ pub(super) fn plain_words(msg: &str) -> String {
                 .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
         });
         rest = match word {
+            // A table of the reader's own type: its name says nothing.
+            Some(("struct", _)) => {
+                out.push_str("a table");
+                let after = &tail["struct".len()..];
+                let name = after.trim_start_matches(' ');
+                let len = name
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(name.len());
+                &name[len..]
+            }
             Some((rust, plain)) => {
                 out.push_str(plain);
                 &tail[rust.len()..]
