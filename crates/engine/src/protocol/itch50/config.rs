@@ -93,9 +93,10 @@ pub struct GlimpseConfig {
     pub session_check: bool,
     /// What asks for a snapshot (`snapshot_triggers`).
     pub triggers: Triggers,
-    /// A whole snapshot is given up after this, ns.
+    /// An attempt fails this long after its connection was made, ns.
     pub timeout_ns: u64,
-    /// A snapshot silent this long is given up, ns; at most `timeout_ns`.
+    /// An attempt fails when its connect or its server is silent this
+    /// long, ns; at most `timeout_ns`.
     pub idle_ns: u64,
     /// First wait before another attempt, ns.
     pub retry_ns: u64,
@@ -241,9 +242,11 @@ pub const REQUEST_RATE: Range = Range {
     unit: "requests/s",
 };
 
-/// `snapshot_timeout_ms`: a whole snapshot, from connecting to its end, is
-/// given up after this; at least `snapshot_idle_ms`'s least (an idle bound
-/// above the whole would never act), at most an hour.
+/// `snapshot_timeout_ms`: an attempt at a snapshot fails (and is retried)
+/// this long after its connection was made, if it has not ended (the
+/// connect has `snapshot_idle_ms` of its own); at least
+/// `snapshot_idle_ms`'s least (an idle bound above the whole would never
+/// act), at most an hour.
 pub const SNAPSHOT_TIMEOUT_MS: Range = Range {
     table: "[[feed]] itch50",
     key: "snapshot_timeout_ms",
@@ -253,9 +256,10 @@ pub const SNAPSHOT_TIMEOUT_MS: Range = Range {
     unit: "ms",
 };
 
-/// `snapshot_idle_ms`: a snapshot connection silent this long is given up
-/// (the server sends heartbeats every second); at most a minute, and at
-/// most `snapshot_timeout_ms`.
+/// `snapshot_idle_ms`: an attempt whose connect is not answered, or whose
+/// server is silent, this long fails (and is retried; the server sends
+/// heartbeats every second); at most a minute, and at most
+/// `snapshot_timeout_ms`.
 pub const SNAPSHOT_IDLE_MS: Range = Range {
     table: "[[feed]] itch50",
     key: "snapshot_idle_ms",

@@ -429,8 +429,19 @@ fn attempt(
     };
     match socket.connect_timeout(&server, idle.min(timeout)) {
         Ok(()) => {}
+        // The idle bound (never above the whole attempt's): named as the
+        // connect's, which nothing answered (a server that answers and
+        // then says nothing is idle with no cause).
         Err(e) if is_timeout(e.kind()) => {
-            return Some((spin.client().on_idle(), out.event(|| Wire::Close), false));
+            let end = match spin.client().on_idle() {
+                End::Failed { class, detail, .. } => End::Failed {
+                    class,
+                    detail,
+                    cause: glimpse::Cause::Os(libc::ETIMEDOUT),
+                },
+                end => end,
+            };
+            return Some((end, out.event(|| Wire::Close), false));
         }
         Err(e) => {
             return Some((
@@ -749,6 +760,54 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A connect nothing answers (its SYN dropped: here a listener whose
+    /// queue is full) ends at the idle bound naming the connect's timeout,
+    /// so that it reads apart from a server that answered and then said
+    /// nothing; refused, as any attempt that got no byte.
+    #[test]
+    fn a_connect_never_answered_is_named() {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        listener
+            .bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+            .unwrap();
+        listener.listen(0).unwrap();
+        let at = listener.local_addr().unwrap();
+        let Some(SocketAddr::V4(server)) = at.as_socket() else {
+            panic!("an IPv4 listener");
+        };
+        // Its queue filled by connections never accepted: the kernel drops
+        // the SYNs after them.
+        let fillers: Vec<Socket> = (0..4)
+            .map(|_| {
+                let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+                s.set_nonblocking(true).unwrap();
+                let _ = s.connect(&at);
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let target = Target {
+            server,
+            user: "u".into(),
+            idle_ns: 300_000_000,
+            timeout_ns: 300_000_000,
+        };
+        let (c, commands, out) = Connection::ends();
+        c.record(true);
+        let (end, decided, _) = attempt_once(0, &target, &commands, &out).expect("wanted");
+        assert_eq!(
+            end,
+            End::Failed {
+                class: glimpse::Failure::Refused,
+                detail: "idle before any byte",
+                cause: glimpse::Cause::Os(libc::ETIMEDOUT),
+            }
+        );
+        assert!(matches!(decided, Some(Wire::Close)), "{decided:?}");
+        drop((fillers, listener));
     }
 
     /// An abort, a number the thread looks at every turn of its reads,

@@ -458,6 +458,8 @@ mod tests {
             SpinSettings {
                 session_check: true,
                 max_messages: 1_000,
+                idle_ns: 5_000_000_000,
+                timeout_ns: 60_000_000_000,
             },
         );
         let failed = |gave_up| Step::Failed {
@@ -503,6 +505,8 @@ mod tests {
                 SpinSettings {
                     session_check: true,
                     max_messages: 1_000,
+                    idle_ns: 5_000_000_000,
+                    timeout_ns: 60_000_000_000,
                 },
             )
         };

@@ -111,6 +111,8 @@ impl Engine {
                 SpinSettings {
                     session_check: g.session_check,
                     max_messages: g.max_messages,
+                    idle_ns: g.idle_ns,
+                    timeout_ns: g.timeout_ns,
                 },
             ))
         });

@@ -367,6 +367,10 @@ pub struct SpinSettings {
     pub session_check: bool,
     /// Most `S` packets before `G` (`snapshot_max_messages`).
     pub max_messages: u64,
+    /// An attempt's timers, ns (`snapshot_idle_ms`, `snapshot_timeout_ms`):
+    /// which of them ended a recorded attempt that we closed.
+    pub idle_ns: u64,
+    pub timeout_ns: u64,
 }
 
 impl SpinSettings {
@@ -404,6 +408,10 @@ const EARLIER: usize = 8;
 #[derive(Debug)]
 struct Conn {
     local: std::net::SocketAddrV4,
+    /// When it started (our SYN), and when the server's last byte came
+    /// (or its start): capture time, ns.
+    opened_at: u64,
+    heard_at: u64,
     /// TCP sequence of the next server byte; `None` before the first.
     next_seq: Option<u32>,
     /// `None` once the connection's end is decided.
@@ -460,6 +468,7 @@ impl Recorded {
         let spin = conn.spin.as_mut()?;
         let mut end = None;
         if segment.from_server && !segment.payload.is_empty() {
+            conn.heard_at = t;
             let expected = *conn.next_seq.get_or_insert(segment.seq);
             let ahead = segment.seq.wrapping_sub(expected) as i32;
             if ahead > 0 {
@@ -480,8 +489,20 @@ impl Recorded {
             end = match (segment.from_server, segment.flags) {
                 (_, f) if f & Tcp::RST != 0 => Some(spin.client().on_reset()),
                 (true, f) if f & Tcp::FIN != 0 => Some(spin.client().on_eof()),
-                // Our own close before the end: a timer ended it live.
-                (false, f) if f & Tcp::FIN != 0 => Some(spin.client().on_timeout()),
+                // Our own close before the end: a timer ended it live,
+                // told by the times as live checks them (the whole
+                // attempt's first; the recorded times are the receive
+                // loop's, so a tie within a cycle may read either way).
+                (false, f) if f & Tcp::FIN != 0 => {
+                    let s = &self.settings;
+                    let idle = t.saturating_sub(conn.heard_at) >= s.idle_ns;
+                    Some(
+                        match t.saturating_sub(conn.opened_at) < s.timeout_ns && idle {
+                            true => spin.client().on_idle(),
+                            false => spin.client().on_timeout(),
+                        },
+                    )
+                }
                 _ => None,
             };
         }
@@ -536,6 +557,8 @@ impl Recorded {
             .unwrap_or_else(|| Box::new(feed.staging()));
         self.conn = Some(Conn {
             local,
+            opened_at: t,
+            heard_at: t,
             next_seq: None,
             spin: Some(Spin::new(self.settings.for_feed(feed), staging)),
         });

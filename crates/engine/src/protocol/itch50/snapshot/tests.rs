@@ -1514,6 +1514,54 @@ fn a_failure_is_logged_with_its_detail() {
     assert!(failed[0].contains("retry_in=500 ms"), "{}", failed[0]);
 }
 
+/// Our close of a recorded connection is told as the timer that fired
+/// live, from the recorded times: the idle bound when the server was
+/// silent that long within the whole attempt's bound, else the whole
+/// attempt's (which live checks first).
+#[test]
+fn a_recorded_close_is_told_as_the_timer_that_fired_live() {
+    let mut v = Venue::new(
+        "snapshot_idle_ms = 2000\nsnapshot_timeout_ms = 10000\nsnapshot_max_attempts = 8",
+    );
+    let bytes = spin(105, S1, false);
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.t += 2_000 * MS;
+        // Nothing answered for the idle bound.
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+        v.t += 2_000 * MS;
+        v.segment(false, Tcp::FIN, b"");
+        v.t += 2_000 * MS;
+        // Some bytes, then silent for the idle bound.
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+        v.t += 1_000 * MS;
+        v.segment(true, Tcp::ACK, &bytes[..40]);
+        v.t += 2_000 * MS;
+        v.segment(false, Tcp::FIN, b"");
+        v.t += 2_000 * MS;
+        // Bytes every second, closed at the whole attempt's bound.
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+        for k in 0..10 {
+            v.t += 1_000 * MS - 20_000;
+            v.segment(true, Tcp::ACK, &bytes[40 + k..41 + k]);
+        }
+        v.t += 200 * MS;
+        v.segment(false, Tcp::FIN, b"");
+    });
+    assert_eq!(
+        failure_details(&log),
+        [
+            "idle before any byte",
+            "idle before the snapshot ended",
+            "timed out before the snapshot ended"
+        ],
+        "{log}"
+    );
+}
+
 /// A recorded connection left open when the next one starts fails as
 /// `closed`, and is logged as any failure is (live never shows it).
 #[test]
