@@ -35,6 +35,11 @@ pub struct Client {
     /// Requests sent, and sends that failed.
     pub sent: u64,
     pub send_errors: u64,
+    /// Since the server last answered: when the first request went, and
+    /// the requests sent (ns, count).
+    unanswered: Option<(u64, u64)>,
+    /// The server's silence was told, not its answering again yet.
+    silence_told: bool,
 }
 
 impl Client {
@@ -50,7 +55,32 @@ impl Client {
             next_poll: 0,
             sent: 0,
             send_errors: 0,
+            unanswered: None,
+            silence_told: false,
         }
+    }
+
+    /// The server answered (a datagram from it on the channel): true when
+    /// its silence had been told.
+    pub fn on_answer(&mut self) -> bool {
+        self.unanswered = None;
+        std::mem::take(&mut self.silence_told)
+    }
+
+    /// Once per silence of the server: the requests it left unanswered and
+    /// for how long (ns), when at least two went and the first is
+    /// `after_ns` old at `now` (the gap it asked for given up unfilled).
+    /// A server that never answers is otherwise told by nothing but gaps
+    /// given up, which look like the network's loss: every send succeeds
+    /// (the socket is not connected, so an ICMP unreachable is lost).
+    pub fn silence(&mut self, now: u64, after_ns: u64) -> Option<(u64, u64)> {
+        let (first, n) = self.unanswered?;
+        let silent = now.saturating_sub(first);
+        if self.silence_told || n < 2 || silent < after_ns {
+            return None;
+        }
+        self.silence_told = true;
+        Some((n, silent))
     }
 
     /// Hands the requests due at `now` (ns since the Unix epoch) for the
@@ -95,12 +125,15 @@ impl Client {
             ranges,
             sent,
             send_errors,
+            unanswered,
             ..
         } = self;
         let deferred = requester.deferred();
         let n = requester.poll(session, now, ranges.iter().copied(), |r| {
             if send(&r.encode()) {
                 *sent += 1;
+                let (first, n) = unanswered.get_or_insert((now, 0));
+                *unanswered = Some((*first, *n + 1));
             } else {
                 *send_errors += 1;
             }

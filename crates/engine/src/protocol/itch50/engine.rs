@@ -69,6 +69,9 @@ pub struct Engine {
     session_unlogged: bool,
     /// The re-request client, with a recovery server.
     client: Option<Client>,
+    /// The recovery server, and the gap timeout (ns): a silence of the
+    /// server as long is told.
+    recovery: Option<(std::net::SocketAddrV4, u64)>,
     /// GLIMPSE snapshots, with a snapshot server.
     snapshot: Option<Box<Driver>>,
     /// The snapshot server's settings (to go live).
@@ -131,6 +134,7 @@ impl Engine {
             client: c
                 .recovery
                 .map(|_| Client::new(Requester::from_config(c), c.request_interval_ns)),
+            recovery: c.recovery.map(|r| (r, c.gap_timeout_ns)),
             snapshot,
             glimpse: c.glimpse.clone(),
             settings,
@@ -299,6 +303,15 @@ impl FeedEngine for Engine {
         {
             self.publish(&mut cx);
         }
+        if let Some(c) = self.client.as_mut().filter(|_| line == RECOVERY_LINE) {
+            if c.on_answer() {
+                tracing::info!(
+                    feed = %cx.config.name,
+                    requests_sent = c.sent,
+                    "the recovery server answers again"
+                );
+            }
+        }
         let result = self
             .feed
             .on_datagram_line(payload, line, t)
@@ -345,6 +358,17 @@ impl FeedEngine for Engine {
             self.session_settled(&cx.config.name, now);
         }
         self.feed.expire(now);
+        if let (Some(c), Some((server, after))) = (&mut self.client, self.recovery) {
+            if let Some((unanswered, for_ns)) = c.silence(now, after) {
+                tracing::warn!(
+                    feed = %cx.config.name,
+                    recovery = %server,
+                    unanswered,
+                    silent_ms = for_ns / 1_000_000,
+                    "re-requests got no answer from the recovery server: the gaps they ask for are given up at their deadline (check `recovery`: the server's address and port, the server running, a firewall on the way back)"
+                );
+            }
+        }
         if let Some(d) = &mut self.snapshot {
             d.after(&mut self.feed, false, now, &cx.config.name);
             d.poll(&mut self.feed, now, &cx.config.name);
@@ -640,6 +664,79 @@ stale_threshold_ms = 1000
 source_threshold_ms = 1000
 "#;
         Config::parse(&format!("{head}{feed}"), "t").unwrap()
+    }
+
+    /// A recovery server that answers nothing is told once its silence
+    /// outlasts a gap's deadline with two requests or more unanswered
+    /// (every send succeeds: nothing else says so), and its answering
+    /// again is told too; a server that answers is never told silent.
+    #[test]
+    fn a_silent_recovery_server_is_told_once() {
+        const MS: u64 = 1_000_000;
+        let mut h_rec = Handler::new(
+            &Config::parse(
+                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+                "t",
+            )
+            .unwrap(),
+        );
+        let packet = |seq: u64| {
+            let mut b = PacketBuilder::new(Session(*b"SESSION001"), seq);
+            b.message(&encode::system_event(seq, b'Q'));
+            b.finish()
+        };
+        let t = 1_000 * MS;
+        let log = crate::test_log::logs_of(|| {
+            let h = &mut h_rec;
+            h.on_datagram_line(0, 0, &packet(1), t).unwrap();
+            h.on_datagram_line(0, 0, &packet(3), t).unwrap();
+            // A request every 100 ms, for 1.5 s: the gap given up at 1 s,
+            // another opened and asked for at once.
+            for k in 0..15 {
+                let now = t + k * 100 * MS;
+                if k == 11 {
+                    h.on_datagram_line(0, 0, &packet(5 + k), now).unwrap();
+                }
+                h.poll_requests(0, now, |_| true);
+                h.before_check(0, now);
+            }
+        });
+        let told: Vec<&str> = log.lines().filter(|l| l.contains("no answer")).collect();
+        assert_eq!(told.len(), 1, "{log}");
+        assert!(told[0].contains("recovery=127.0.0.1:18000"), "{log}");
+        assert!(told[0].contains("silent_ms=1000"), "{log}");
+        // An answer (here the server's copy of 4, on the recovery line).
+        let log = crate::test_log::logs_of(|| {
+            h_rec
+                .on_datagram_line(0, super::RECOVERY_LINE, &packet(4), t + 2_000 * MS)
+                .unwrap();
+        });
+        assert!(log.contains("answers again"), "{log}");
+        // Answered within the gap's time: never told.
+        let mut h = Handler::new(
+            &Config::parse(
+                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+                "t",
+            )
+            .unwrap(),
+        );
+        let log = crate::test_log::logs_of(|| {
+            h.on_datagram_line(0, 0, &packet(1), t).unwrap();
+            for k in 0..30 {
+                let now = t + k * 100 * MS;
+                // A new gap each time, the last one answered.
+                h.on_datagram_line(0, 0, &packet(3 + 2 * k), now).unwrap();
+                h.poll_requests(0, now, |_| true);
+                h.on_datagram_line(0, super::RECOVERY_LINE, &packet(2 + 2 * k), now + MS)
+                    .unwrap();
+                h.before_check(0, now + MS);
+            }
+        });
+        assert!(!log.contains("no answer"), "{log}");
     }
 
     /// An ITCH feed's duplicates split as SQF's do: the other line's copy
