@@ -129,15 +129,24 @@ impl Client {
             ..
         } = self;
         let deferred = requester.deferred();
+        let mut failed = false;
         let n = requester.poll(session, now, ranges.iter().copied(), |r| {
-            if send(&r.encode()) {
+            let went = send(&r.encode());
+            if went {
                 *sent += 1;
                 let (first, n) = unanswered.get_or_insert((now, 0));
                 *unanswered = Some((*first, *n + 1));
             } else {
                 *send_errors += 1;
+                failed = true;
             }
+            went
         });
+        if failed {
+            // Not taken as asked: asked again soon, not a quarter
+            // interval later.
+            self.next_poll = self.next_poll.min(now.saturating_add(DEFERRED_POLL_NS));
+        }
         if requester.deferred() != deferred && requester.credit_in() > 0 {
             // Held back by the rate: look again once a request's credit is
             // earned (a millisecond at least, so that a high rate is not
@@ -192,6 +201,48 @@ mod tests {
         assert_eq!(poll(&mut c, t + 100 * MS), 1, "re-sent after the interval");
         assert_eq!(poll(&mut c, 1_000 * MS), 1, "a minute back: at once");
         assert_eq!(poll(&mut c, 1_010 * MS), 0);
+    }
+
+    /// A request that could not be sent (a full socket buffer) is asked
+    /// again at the next poll a millisecond on, not an interval later;
+    /// the poll it failed in sends nothing after it.
+    #[test]
+    fn a_request_not_sent_is_asked_again_soon() {
+        let mut seq = Sequencer::new(Settings {
+            gap_timeout_ns: 60_000 * MS,
+            max_held: 1_000,
+            join_gap_max: 10_000,
+        });
+        let t = 60_000 * MS;
+        // Gaps at 2 and 4.
+        for first in [1, 3, 5] {
+            let mut b = PacketBuilder::new(S1, first);
+            b.message(&encode::delete(0, first, first));
+            let p = Packet::new_checked(b.finish()).unwrap();
+            seq.on_packet(&p, t, &mut |_, _| {});
+        }
+        let mut c = Client::new(Requester::new(64, 60_000 * MS, 100), 60_000 * MS);
+        let mut tries = 0;
+        assert_eq!(
+            c.poll(&seq, Some(S1), t, |_| {
+                tries += 1;
+                false
+            }),
+            0
+        );
+        assert_eq!(
+            (tries, c.sent, c.send_errors),
+            (1, 0, 1),
+            "the rest not tried"
+        );
+        assert_eq!(c.poll(&seq, Some(S1), t + MS / 2, |_| true), 0, "not yet");
+        let mut asked = Vec::new();
+        let n = c.poll(&seq, Some(S1), t + MS, |r| {
+            asked.push(r[10..18].to_vec());
+            true
+        });
+        assert_eq!((n, c.sent), (2, 2), "both, the failed one again");
+        assert_eq!(asked[0], 2u64.to_be_bytes());
     }
 
     /// A session change asks for the new session's gaps at once, though

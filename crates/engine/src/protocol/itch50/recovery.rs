@@ -127,13 +127,16 @@ impl Requester {
     }
 
     /// Hands `send` the requests due at `now` (ns) for `session`, given
-    /// its missing ranges (disjoint, any order). Returns how many.
+    /// its missing ranges (disjoint, any order). Returns how many went:
+    /// a request `send` could not send (false: a full socket buffer, no
+    /// route) is not taken as asked, so the next poll asks it again, and
+    /// ends this poll (the next send would fail as well).
     pub fn poll(
         &mut self,
         session: Session,
         now: u64,
         missing: impl IntoIterator<Item = Missing>,
-        mut send: impl FnMut(Request),
+        mut send: impl FnMut(Request) -> bool,
     ) -> usize {
         let interval = self.interval;
         // A request made "after" now (the clock stepped back since) no
@@ -183,12 +186,15 @@ impl Requester {
                 if let Some(next) = self.recent.get(i) {
                     end = end.min(next.lo);
                 }
-                send(Request {
+                let went = send(Request {
                     session,
                     sequence: a,
                     // end - a ≤ max ≤ 65,535.
                     count: (end - a) as u16,
                 });
+                if !went {
+                    return sent;
+                }
                 self.recent.insert(
                     i,
                     Sent {
@@ -224,6 +230,7 @@ mod tests {
         let n = r.poll(S, now, missing.iter().copied(), |q| {
             assert_eq!(q.session, S);
             out.push((q.sequence, q.count));
+            true
         });
         assert_eq!(n, out.len());
         out
@@ -480,7 +487,10 @@ mod tests {
                     }
                 }
                 let mut reqs = Vec::new();
-                r.poll(S, now, missing.iter().copied(), |q| reqs.push(q));
+                r.poll(S, now, missing.iter().copied(), |q| {
+                    reqs.push(q);
+                    true
+                });
                 for q in &reqs {
                     prop_assert!(q.count >= 1 && q.count <= run.max, "{q:?}");
                     let (a, b) = (q.sequence, q.sequence + u64::from(q.count));
