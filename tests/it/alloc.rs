@@ -535,6 +535,7 @@ fn recovery_requests_allocate_nothing() {
             }
             let n = requester.poll(session, step * MS, gaps.iter().copied(), |r| {
                 sent += u64::from(r.count);
+                true
             });
             std::hint::black_box(n);
         }

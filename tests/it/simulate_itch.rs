@@ -278,6 +278,7 @@ fn losses_on_both_lines_are_recovered_from_the_server_and_replay_to_the_venues_b
             |r| {
                 client.send_to(&r.encode(), recovery).unwrap();
                 requests += 1;
+                true
             },
         );
         while let Ok((n, from)) = client.recv_from(&mut buf) {
