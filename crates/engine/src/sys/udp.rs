@@ -275,6 +275,11 @@ pub struct Batch {
     /// [`with_senders`](Self::with_senders) (a line needs none; a channel
     /// checks its answers' sender).
     name_len: libc::socklen_t,
+    /// Headers from the first the kernel may have written into since they
+    /// were last reset: those the last receive filled, and the one after
+    /// (a receive that failed there). The rest are as reset: an idle
+    /// receive of a batch of 1,024 resets one header, not 1,024.
+    touched: usize,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `hdrs` (to buffers, control
@@ -328,6 +333,7 @@ impl Batch {
             max_arrival_ns: 0,
             drops: None,
             name_len: 0,
+            touched: n,
         }
     }
 
@@ -335,6 +341,7 @@ impl Batch {
     /// ([`Meta::from`]); without it the kernel copies no address.
     pub fn with_senders(mut self) -> Batch {
         self.name_len = NAME_LEN;
+        self.touched = self.hdrs.len();
         self
     }
 
@@ -344,7 +351,7 @@ impl Batch {
     /// the arrival time of datagrams the kernel did not timestamp.
     #[inline]
     pub fn recv(&mut self, socket: &LineSocket, now_ns: u64) -> io::Result<usize> {
-        for h in self.hdrs.iter_mut() {
+        for h in self.hdrs[..self.touched].iter_mut() {
             // The kernel overwrites these on every call: reset them.
             h.msg_hdr.msg_controllen = CMSG_SPACE;
             h.msg_hdr.msg_namelen = self.name_len;
@@ -362,6 +369,7 @@ impl Batch {
                 std::ptr::null_mut(),
             )
         };
+        self.touched = (n.max(0) as usize + 1).min(self.hdrs.len());
         if n < 0 {
             let e = io::Error::last_os_error();
             self.len = 0;
