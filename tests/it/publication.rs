@@ -579,6 +579,111 @@ fn a_filesystem_too_small_is_a_clear_start_up_error() {
     assert_eq!(names(&small), Vec::<String>::new());
 }
 
+/// A publication written over while its filesystem (a tmpfs, as
+/// `/dev/shm`) is full: recreating it fails, said with the error, readers
+/// answer other than `ok` meanwhile (it was closed), the sidecar goes on
+/// and tries again every second, and once there is room the publication
+/// is made anew and answers again. The tmpfs is private to a mount
+/// namespace; the test reaches it through `/proc/PID/root`.
+#[test]
+fn a_publication_lost_on_a_full_tmpfs_is_made_again_once_there_is_room() {
+    if !root("mount a tmpfs in a private mount namespace") {
+        return;
+    }
+    let can_mount = Command::new("unshare")
+        .args(["--mount", "sh", "-c", "mount -t tmpfs -o size=1m none /mnt"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !can_mount {
+        crate::common::skip("needs a mount namespace with a tmpfs (root without CAP_SYS_ADMIN?)");
+        return;
+    }
+    let dir = scratch();
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let shm = small.join("tickguard");
+    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    let log = dir.path().join("run.log");
+    let child = Command::new("unshare")
+        .args([
+            "--mount",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=8m none \"$1\" && exec \"$2\" run --config \"$3\"",
+            "sh",
+        ])
+        .arg(&small)
+        .arg(bin())
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut running = Running { child };
+    let pid = running.child.id();
+    // The tmpfs as the sidecar sees it.
+    let inner = PathBuf::from(format!("/proc/{pid}/root")).join(small.strip_prefix("/").unwrap());
+    let publication = inner.join("tickguard");
+    let logged = |what: &str| std::fs::read_to_string(&log).unwrap().contains(what);
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let healthy = || {
+        let r = Reader::open(&publication);
+        r.health(now_ns()).is_ok() && r.writer_pid() == Some(u64::from(pid))
+    };
+    wait("up", &healthy);
+    // The rest of the tmpfs filled.
+    let filler = inner.join("filler");
+    {
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![7u8; 64 * 1024];
+        while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    }
+    // Its header written over: the sidecar must make it anew, and has no
+    // room to.
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::OpenOptions::new()
+            .write(true)
+            .open(&publication)
+            .unwrap(),
+        &[0u8; 4096],
+        0,
+    )
+    .unwrap();
+    wait("the failure told", &|| {
+        logged("recreating it failed; retrying every second") && logged("No space left on device")
+    });
+    assert!(!healthy(), "readers answer ok on a file written over");
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the sidecar died"
+    );
+    // Room again: made anew at the next try.
+    std::fs::remove_file(&filler).unwrap();
+    wait("made anew", &|| {
+        healthy() && logged("recreated, every symbol starts over")
+    });
+    // SAFETY: a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let status = running.child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+}
+
 #[test]
 fn check_and_stat_exit_2_without_a_usable_publication() {
     let dir = scratch();
