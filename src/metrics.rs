@@ -664,8 +664,8 @@ impl Monitor {
             } else if s.record_errno == crate::sidecar::RECORD_FELL_BEHIND {
                 tracing::error!(
                     unrecorded = s.unrecorded,
-                    queue_bytes = crate::sidecar::RECORD_QUEUE_BYTES,
-                    "recording stopped: the disk fell behind the feed by its whole queue; the file holds what was applied before it"
+                    pool_bytes = crate::sidecar::RECORD_QUEUE_BYTES,
+                    "recording stopped: the disk fell behind the feed by its queue (about the pool's bytes); the file holds what was applied before it"
                 );
             } else {
                 tracing::error!(
@@ -1590,7 +1590,7 @@ mod tests {
         shared.store(&st);
         let log = logs_of(|| m.sample(t + 6));
         assert!(log.contains("the disk fell behind the feed"), "{log}");
-        assert!(log.contains("queue_bytes=33554432"), "{log}");
+        assert!(log.contains("pool_bytes=33554432"), "{log}");
         assert!(!log.contains("failed write"), "{log}");
     }
 }

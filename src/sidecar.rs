@@ -102,7 +102,7 @@ pub struct RunStats {
     /// OS error number of the write that stopped the recording (0: none,
     /// or not an OS error; [`RECORD_BOUND_REACHED`]: no error, the
     /// `--record-max-mb` bound; [`RECORD_FELL_BEHIND`]: no error, the disk
-    /// fell [`RECORD_QUEUE_BYTES`] behind).
+    /// fell behind by its queue, about [`RECORD_QUEUE_BYTES`]).
     pub record_errno: i32,
     /// Whether the recording stopped (a failed write, its bound, the disk
     /// fallen behind).

@@ -19,9 +19,11 @@
 //! A disk slower than the feed until the pool is spent leaves no chunk
 //! free: the recording then stops ([`RECORD_FELL_BEHIND`]), as at a failed
 //! write, rather than keep going with a hole in it. Since a chunk handed
-//! over on time waits alone (the rest go full), that is once the writes
-//! are at least [`CHUNKS`] − 2 chunks (31.5 MiB) behind, however sparse
-//! the feed.
+//! over on time waits alone and the rest go full (a chunk goes when the
+//! next record does not fit it: at least three quarters full with records
+//! of 64 KiB, the largest, nearly full with a feed's datagrams), that is
+//! once the writes are from about 23.5 MiB (the largest records) to
+//! 31.5 MiB (small ones) behind, however sparse the feed.
 
 use super::RunStats;
 use crate::capture::link::Link;
@@ -47,8 +49,8 @@ pub const CHUNK_BYTES: usize = 256 * 1024;
 /// recording thread's [`RECORD_FLUSH_NS`] at most.
 pub const HANDOFF_NS: u64 = 100_000_000;
 
-/// Bytes of records the pool holds: about what the disk may fall behind
-/// by (see the module's doc).
+/// Bytes the pool holds: the most the disk may fall behind by (less by
+/// what chunks handed over leave unfilled: see the module's doc).
 pub const RECORD_QUEUE_BYTES: usize = CHUNKS * CHUNK_BYTES;
 
 /// How long the recording's thread sleeps when no chunk waits.
@@ -61,8 +63,12 @@ pub const RECORD_FELL_BEHIND: i32 = -2;
 /// The receive thread's half of a recording: formats each record into a
 /// chunk and hands the chunks to the recording's thread; never waits.
 pub struct Tap {
-    /// Formats records into the chunk being filled; `None` once stopped.
+    /// Formats records into the chunk being filled; kept once stopped
+    /// (dropped with the last reference to the pool only at the end: not
+    /// on the receive thread while it runs); `None` once ended.
     writer: Option<CaptureWriter<Chunks>>,
+    /// The recording stopped on this side: nothing more is taken.
+    stopped: bool,
     /// The recording's thread, until it ended (with the error that made
     /// the recording incomplete, if one did).
     thread: Option<std::thread::JoinHandle<Option<std::io::Error>>>,
@@ -75,8 +81,8 @@ pub struct Tap {
     fell_behind: bool,
     /// The file's descriptor, kept until the tap ends: the recording's
     /// lock (`flock`, taken at its creation) lasts while the sidecar runs,
-    /// though the recording stopped and its thread closed the file, so
-    /// that a second instance named the same file is still refused.
+    /// whatever became of the recording's thread and its file, so that a
+    /// second instance named the same file is still refused.
     _lock: Option<std::fs::File>,
 }
 
@@ -85,6 +91,10 @@ pub struct Tap {
 struct Shared {
     /// [`RunStats::unrecorded`] there.
     unrecorded: AtomicU64,
+    /// Records it took out of the chunks handed over and settled: in the
+    /// file, or counted there (not those in its buffer). Those handed
+    /// over and not settled are lost with a panic.
+    settled: AtomicU64,
     /// [`RunStats::record_errno`] (as `u32`), bit 32 set once it stopped.
     stopped: AtomicU64,
 }
@@ -111,6 +121,10 @@ pub struct Chunks {
     chunk: Vec<u8>,
     /// Records in it.
     records: u64,
+    /// Records handed over in chunks, in all; and those of chunks that
+    /// could not be (the recording's thread gone: a panic).
+    handed: u64,
+    lost: u64,
     /// When a cycle first saw it hold a record, local clock, ns.
     since: Option<u64>,
     /// To the recording's thread (room for every chunk: never full).
@@ -126,7 +140,10 @@ impl Chunks {
             let chunk = std::mem::take(&mut self.chunk);
             // Never full: it has room for every chunk of the pool. Gone
             // (the thread ended on a panic), the chunk's records are lost.
-            let _ = self.full.try_send(chunk);
+            match self.full.try_send(chunk) {
+                Ok(()) => self.handed += self.records,
+                Err(_) => self.lost += self.records,
+            }
             self.records = 0;
             self.since = None;
         }
@@ -221,12 +238,15 @@ impl Tap {
         let chunks = Chunks {
             chunk: chunk(chunk_bytes),
             records: 0,
+            handed: 0,
+            lost: 0,
             since: None,
             full,
             free,
         };
         Ok(Tap {
             writer: Some(CaptureWriter::after_header(chunks, FORMAT, LINK)),
+            stopped: false,
             thread: Some(thread),
             shared,
             unrecorded: 0,
@@ -238,7 +258,7 @@ impl Tap {
     /// Records one datagram or segment with `write`; after the recording
     /// stopped, counts it out.
     pub fn write(&mut self, write: impl FnOnce(&mut CaptureWriter<Chunks>) -> std::io::Result<()>) {
-        let Some(w) = &mut self.writer else {
+        let Some(w) = self.writer.as_mut().filter(|_| !self.stopped) else {
             self.unrecorded += 1;
             return;
         };
@@ -258,7 +278,9 @@ impl Tap {
     /// the clock stepped back past that) and the recording's thread took
     /// the last chunk handed over; stops when the recording's thread did.
     pub fn tick(&mut self, now: u64) {
-        let Some(w) = &mut self.writer else { return };
+        let Some(w) = self.writer.as_mut().filter(|_| !self.stopped) else {
+            return;
+        };
         if self.shared.stopped().0 {
             self.stop(0);
             return;
@@ -278,19 +300,27 @@ impl Tap {
     }
 
     /// Stops on this side: `records` refused now, and those the chunk
-    /// being filled holds, counted out. Chunks handed over before are the
-    /// recording's thread's to write or count.
+    /// being filled holds, counted out (and never handed over). Chunks
+    /// handed over before are the recording's thread's to write or count.
     fn stop(&mut self, records: u64) {
-        let held = self.writer.take().map_or(0, |w| w.get_ref().records);
-        self.unrecorded += records + held;
+        self.stopped = true;
+        self.unrecorded += records;
+        if let Some(c) = self.writer.as_mut().map(|w| w.get_mut()) {
+            self.unrecorded += std::mem::take(&mut c.records);
+            c.chunk.clear();
+        }
     }
 
-    /// The recording's counts into `stats`, both halves'.
+    /// The recording's counts into `stats`, both halves'. Stopped, the
+    /// cause told is the recording thread's (a failed write, the bound:
+    /// a disk that failed after it fell behind too), else the disk fallen
+    /// behind.
     pub fn count(&self, stats: &mut RunStats) {
-        stats.unrecorded = self.unrecorded + self.shared.unrecorded.load(Ordering::Relaxed);
-        (stats.record_stopped, stats.record_errno) = match self.fell_behind {
-            true => (true, RECORD_FELL_BEHIND),
-            false => self.shared.stopped(),
+        let lost = self.writer.as_ref().map_or(0, |w| w.get_ref().lost);
+        stats.unrecorded = self.unrecorded + lost + self.shared.unrecorded.load(Ordering::Relaxed);
+        (stats.record_stopped, stats.record_errno) = match self.shared.stopped() {
+            (false, _) if self.fell_behind => (true, RECORD_FELL_BEHIND),
+            thread => thread,
         };
     }
 
@@ -308,12 +338,24 @@ impl Tap {
     /// and waits for it to end; the error that made the recording
     /// incomplete, if one did.
     fn end(&mut self) -> Option<std::io::Error> {
+        let (mut handed, mut lost) = (0, 0);
         if let Some(mut w) = self.writer.take() {
-            w.get_mut().hand_off();
+            let c = w.get_mut();
+            if !self.stopped {
+                c.hand_off();
+            }
+            (handed, lost) = (c.handed, c.lost);
         }
+        self.stopped = true;
+        self.unrecorded += lost;
         match self.thread.take()?.join() {
             Ok(error) => error,
-            Err(_) => Some(std::io::Error::other("the recording's thread panicked")),
+            Err(_) => {
+                // What it had not settled is in no file nor count.
+                let settled = self.shared.settled.load(Ordering::Relaxed);
+                self.unrecorded += handed.saturating_sub(settled);
+                Some(std::io::Error::other("the recording's thread panicked"))
+            }
         }
     }
 }
@@ -336,11 +378,13 @@ fn write_chunks<F: Write + RecordingEnd>(
     shared: &Shared,
 ) -> Option<std::io::Error> {
     let mut stats = RunStats::default();
+    let mut taken = 0u64;
     loop {
         match full.try_recv() {
             Ok(mut chunk) => {
                 for record in records(&chunk) {
                     recorder.write(&mut stats, |w| w.get_mut().write_all(record));
+                    taken += 1;
                 }
                 chunk.clear();
                 // Never full; the tap gone, nobody wants it back.
@@ -353,6 +397,9 @@ fn write_chunks<F: Write + RecordingEnd>(
             Err(TryRecvError::Disconnected) => break,
         }
         shared.store(&stats);
+        shared
+            .settled
+            .store(taken - recorder.buffered(), Ordering::Relaxed);
     }
     let error = recorder.finish(&mut stats);
     shared.store(&stats);
@@ -637,6 +684,15 @@ impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
             writer: Some(writer),
             flushed_at: 0,
         })
+    }
+}
+
+impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
+    /// Records taken and still in its buffer, not yet in the file.
+    fn buffered(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or(0, |w| w.get_ref().held.len() as u64)
     }
 }
 
@@ -1175,7 +1231,7 @@ mod tests {
         }
         tap.write(|w| w.write_udp(t, src, dst, b"one"));
         tap.tick(t);
-        assert!(tap.writer.is_none(), "stopped here too");
+        assert!(tap.stopped, "stopped here too");
         tap.write(|w| w.write_udp(t, src, dst, b"two"));
         assert!(tap.finish(&mut st).is_none());
         assert_eq!((st.unrecorded, st.record_errno), (2, libc::ENOSPC));
@@ -1233,8 +1289,8 @@ mod tests {
     }
 
     /// A recording stopped (here by its bound) keeps its file's lock until
-    /// it ends, though its thread closed the file: a second instance named
-    /// the same file is refused meanwhile, not let empty it.
+    /// it ends: a second instance named the same file is refused
+    /// meanwhile, not let empty it.
     #[test]
     fn a_stopped_recording_keeps_its_file_locked_until_it_ends() {
         let dir = tempfile::tempdir().unwrap();
@@ -1247,17 +1303,10 @@ mod tests {
         let mut st = RunStats::default();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let mut now = t;
-        while tap.writer.is_some() {
+        while !tap.stopped {
             assert!(std::time::Instant::now() < deadline, "never stopped");
             now += HANDOFF_NS;
             tap.tick(now);
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        // Stopped on both sides: the thread ends the file once the tap's
-        // half is gone.
-        let thread = tap.thread.as_ref().unwrap();
-        while !thread.is_finished() {
-            assert!(std::time::Instant::now() < deadline, "never ended");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let e = crate::sys::create_output(&path).unwrap_err();
@@ -1269,5 +1318,64 @@ mod tests {
         assert!(tap.finish(&mut st).is_none());
         assert_eq!((st.unrecorded, st.record_errno), (1, RECORD_BOUND_REACHED));
         crate::sys::create_output(&path).expect("ended: free");
+    }
+
+    /// A disk whose every write panics (a defect below the recording),
+    /// once `gate` (if any) opens.
+    struct Panicking(Option<crossbeam_channel::Receiver<()>>);
+
+    impl Write for Panicking {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            if let Some(gate) = &self.0 {
+                let _ = gate.recv_timeout(std::time::Duration::from_secs(60));
+            }
+            panic!("a write that panics, for a test");
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl RecordingEnd for Panicking {
+        fn end(&mut self, _: Option<u64>) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The recording's thread ended by a panic: the records it never took
+    /// (handed over, or no longer able to be) are counted out with the
+    /// rest, and the recording ends incomplete, naming the panic.
+    #[test]
+    fn records_lost_with_a_panic_of_the_recordings_thread_are_counted() {
+        let mut tap = Tap::start_with(Panicking(None), None, 3, 4096).unwrap();
+        // It panics at its first write-out (the header), at once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !tap.thread.as_ref().unwrap().is_finished() {
+            assert!(std::time::Instant::now() < deadline, "never panicked");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (src, dst) = ends();
+        let t = 1_700_000_000_000_000_000;
+        let sent = 500;
+        for i in 0..sent {
+            tap.write(|w| w.write_udp(t + i, src, dst, b"abc"));
+        }
+        let mut st = RunStats::default();
+        let e = tap.finish(&mut st).expect("incomplete");
+        assert!(e.to_string().contains("panicked"), "{e}");
+        assert_eq!(st.unrecorded, sent, "{st:?}");
+        // Chunks handed over while it waited on its disk, then a panic:
+        // counted too.
+        let (gate, open) = crossbeam_channel::bounded(1);
+        let mut tap = Tap::start_with(Panicking(Some(open)), None, 3, 4096).unwrap();
+        for i in 0..150 {
+            tap.write(|w| w.write_udp(t + i, src, dst, b"abc"));
+        }
+        assert!(tap.writer.as_ref().unwrap().get_ref().handed > 0);
+        gate.send(()).unwrap();
+        let mut st = RunStats::default();
+        assert!(tap.finish(&mut st).is_some());
+        assert_eq!(st.unrecorded, 150, "{st:?}");
     }
 }

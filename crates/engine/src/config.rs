@@ -1003,7 +1003,9 @@ fn not_a_table(name: &str, text: &str) -> Option<String> {
         },
     };
     // Where it is written: its header or its key.
-    let at = text.lines().scan(0, |offset, line| {
+    // By `\n` (a line's `\r` kept, and trimmed below): offsets exact in
+    // a file of CRLF lines too.
+    let at = text.split('\n').scan(0, |offset, line| {
         let at = *offset;
         *offset += line.len() + 1;
         Some((at, line.trim_start()))
@@ -1055,17 +1057,21 @@ fn toml_error(name: &str, text: &str, e: &toml::de::Error) -> String {
 /// opened on an earlier line (`lines = [` and its items below it).
 fn list_key(text: &str, at: usize) -> Option<&str> {
     let before = &text[..text[..at.min(text.len())].rfind('\n')?];
+    // Brackets closed by the lines walked over (those after the key's).
+    let mut closed = 0usize;
     for line in before.rsplit('\n').map(str::trim) {
-        if line.starts_with('[') {
+        let (opens, closes) = (line.matches('[').count(), line.matches(']').count());
+        if let Some((key, value)) = line.split_once('=') {
+            let value = value.trim();
+            let (opens, closes) = (value.matches('[').count(), value.matches(']').count());
+            let open = value.starts_with('[') && opens > closes + closed;
+            return open.then_some(key.trim());
+        }
+        if line.starts_with('[') && !line.starts_with(['"', '\'']) && opens == closes {
             // A table's header: no list open across it.
             return None;
         }
-        if let Some((key, value)) = line.split_once('=') {
-            let value = value.trim();
-            let open =
-                value.starts_with('[') && value.matches('[').count() > value.matches(']').count();
-            return open.then_some(key.trim());
-        }
+        closed = (closed + closes).saturating_sub(opens);
     }
     None
 }
@@ -2527,6 +2533,18 @@ source_threshold_ms = 9
              stale_threshold_ms = 500\nsource_threshold_ms = 2000\nclock_offset = 0\n",
         );
         assert!(e.contains("line 6: '5,': in lines: invalid type"), "{e}");
+        // A list closed before the error is not named.
+        let e = err(
+            "[[feed]]\nname = \"a\"\nkind = \"full\"\nlines = [\n  \"239.1.1.1:30001\",\n]\n\
+             stale_threshold_ms 500\n",
+        );
+        assert!(e.contains("line 7:") && !e.contains("in lines"), "{e}");
+        // A nested list still open is.
+        let e = err("[[feed]]\nname = \"a\"\nkind = \"full\"\nlines = [\n  [\"x\"],\n  5,\n]\n");
+        assert!(e.contains("in lines:"), "{e}");
+        // A file of CRLF lines: the section's line counted right.
+        let e = err(&format!("{}state = 5\r\n{SPEC_EXAMPLE}", "\r\n".repeat(10)));
+        assert!(e.contains("line 11: [state] must be one table"), "{e}");
         assert_eq!(
             keys::plain_words("invalid type: integer `5`, expected struct RawState"),
             "invalid type: integer `5`, expected a table"

@@ -170,7 +170,6 @@ mod loom_model {
     /// the exploration short, and a run of fewer than two interleavings
     /// fails (a model that explored nothing would pass).
     fn explore(f: impl Fn() + Sync + Send + 'static) {
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let mut model = loom::model::Builder::new();
         if model.preemption_bound.is_none() {
             model.preemption_bound = Some(3);
@@ -178,12 +177,14 @@ mod loom_model {
         model.max_permutations = None;
         model.max_duration = None;
         model.checkpoint_file = None;
-        let before = RUNS.load(Ordering::Relaxed);
+        // This model's own count (the models run in parallel threads).
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&runs);
         model.check(move || {
-            RUNS.fetch_add(1, Ordering::Relaxed);
+            counted.fetch_add(1, Ordering::Relaxed);
             f()
         });
-        let runs = RUNS.load(Ordering::Relaxed) - before;
+        let runs = runs.load(Ordering::Relaxed);
         assert!(runs > 1, "{runs} interleavings explored");
     }
 

@@ -706,7 +706,8 @@ source_threshold_ms = 1000
         let told: Vec<&str> = log.lines().filter(|l| l.contains("no answer")).collect();
         assert_eq!(told.len(), 1, "{log}");
         assert!(told[0].contains("recovery=127.0.0.1:18000"), "{log}");
-        assert!(told[0].contains("silent_ms=1000"), "{log}");
+        // The second request (at 100 ms) unanswered for the gap's second.
+        assert!(told[0].contains("silent_ms=1100"), "{log}");
         // An answer (here the server's copy of 4, on the recovery line).
         let log = crate::test_log::logs_of(|| {
             h_rec
@@ -737,6 +738,32 @@ source_threshold_ms = 1000
             }
         });
         assert!(!log.contains("no answer"), "{log}");
+        // One answer lost (its gap filled by the line), then another
+        // request an hour later: no silence told before that one too went
+        // unanswered for the gap's second.
+        let mut h = Handler::new(
+            &Config::parse(
+                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
+             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+                "t",
+            )
+            .unwrap(),
+        );
+        let hour = 3_600_000 * MS;
+        let log = crate::test_log::logs_of(|| {
+            h.on_datagram_line(0, 0, &packet(1), t).unwrap();
+            h.on_datagram_line(0, 0, &packet(3), t).unwrap();
+            assert_eq!(h.poll_requests(0, t, |_| true), 1);
+            h.on_datagram_line(0, 0, &packet(2), t + MS).unwrap();
+            h.on_datagram_line(0, 0, &packet(5), t + hour).unwrap();
+            assert_eq!(h.poll_requests(0, t + hour, |_| true), 1);
+            h.before_check(0, t + hour + MS);
+            h.before_check(0, t + hour + 999 * MS);
+        });
+        assert!(!log.contains("no answer"), "{log}");
+        let log = crate::test_log::logs_of(|| h.before_check(0, t + hour + 1_000 * MS));
+        assert!(log.contains("no answer"), "{log}");
     }
 
     /// An ITCH feed's duplicates split as SQF's do: the other line's copy

@@ -129,8 +129,9 @@ impl Requester {
     /// Hands `send` the requests due at `now` (ns) for `session`, given
     /// its missing ranges (disjoint, any order). Returns how many went:
     /// a request `send` could not send (false: a full socket buffer, no
-    /// route) is not taken as asked, so the next poll asks it again, and
-    /// ends this poll (the next send would fail as well).
+    /// route) is not taken as asked nor spends the rate's credit, so the
+    /// next poll asks it again, and ends this poll (the next send would
+    /// fail as well).
     pub fn poll(
         &mut self,
         session: Session,
@@ -193,6 +194,8 @@ impl Requester {
                     count: (end - a) as u16,
                 });
                 if !went {
+                    // Not sent: its credit kept for the next poll's try.
+                    self.credit += self.cost;
                     return sent;
                 }
                 self.recent.insert(

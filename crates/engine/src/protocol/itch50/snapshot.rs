@@ -383,6 +383,12 @@ impl SpinSettings {
     }
 }
 
+/// How much earlier than its deadline a recorded close may be stamped and
+/// still be taken for that deadline's timer, ns: the receive loop stamps
+/// the server's bytes and our close each when it takes them, a cycle or
+/// so late.
+const STAMP_SLACK_NS: u64 = 100_000_000;
+
 /// Recorded snapshot connections put together again (glimpse G5): one
 /// per local `ip:port`, from our SYN (or the server's first segment to a
 /// new local end) to a FIN or RST either way. The server's payload is
@@ -490,18 +496,22 @@ impl Recorded {
                 (_, f) if f & Tcp::RST != 0 => Some(spin.client().on_reset()),
                 (true, f) if f & Tcp::FIN != 0 => Some(spin.client().on_eof()),
                 // Our own close before the end: a timer ended it live,
-                // told by the times as live checks them (the whole
-                // attempt's first; the recorded times are the receive
-                // loop's, so a tie within a cycle may read either way).
+                // the one whose deadline came first. The idle bound runs
+                // from the start (our SYN) or the server's last byte; the
+                // whole attempt's from the connection made, which is not
+                // recorded: taken at the SYN, so a connect that took long
+                // may read as timed out where live was idle. (A close
+                // recorded before the idle deadline, less the receive
+                // loop's delays in stamping, was no idle bound's.)
                 (false, f) if f & Tcp::FIN != 0 => {
                     let s = &self.settings;
-                    let idle = t.saturating_sub(conn.heard_at) >= s.idle_ns;
-                    Some(
-                        match t.saturating_sub(conn.opened_at) < s.timeout_ns && idle {
-                            true => spin.client().on_idle(),
-                            false => spin.client().on_timeout(),
-                        },
-                    )
+                    let idle_at = conn.heard_at.saturating_add(s.idle_ns);
+                    let timeout_at = conn.opened_at.saturating_add(s.timeout_ns);
+                    let reached = t >= idle_at.saturating_sub(STAMP_SLACK_NS);
+                    Some(match idle_at <= timeout_at && reached {
+                        true => spin.client().on_idle(),
+                        false => spin.client().on_timeout(),
+                    })
                 }
                 _ => None,
             };

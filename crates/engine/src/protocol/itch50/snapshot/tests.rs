@@ -1560,6 +1560,19 @@ fn a_recorded_close_is_told_as_the_timer_that_fired_live() {
         ],
         "{log}"
     );
+    // Both bounds the same: a server silent from the start is idle live
+    // (its bound runs from before the connect), whenever the close is
+    // recorded.
+    let mut v = Venue::new("snapshot_idle_ms = 5000\nsnapshot_timeout_ms = 5000");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.t += 2_000 * MS;
+        v.local.set_port(v.local.port() + 1);
+        v.segment(false, Tcp::SYN, b"");
+        v.t += 5_000 * MS;
+        v.segment(false, Tcp::FIN, b"");
+    });
+    assert_eq!(failure_details(&log), ["idle before any byte"], "{log}");
 }
 
 /// A recorded connection left open when the next one starts fails as
