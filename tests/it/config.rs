@@ -77,6 +77,35 @@ fn rejected(sidecar: &str, metrics: &str, rest: &str, at: &str, key: &str) {
     }
 }
 
+/// A key no table takes, outside a feed as inside one, is refused
+/// naming it: a typo (`shm_pth`, `dead_after_m`) is not left to its
+/// default, a publication at another path or another dead writer's bound.
+#[test]
+fn unknown_keys_of_every_table_are_refused() {
+    rejected("shm_pth = \"/x\"\n", "", FEED, "shm_pth", "shm_pth");
+    rejected(
+        "dead_after_m = 20\n",
+        "",
+        FEED,
+        "dead_after_m",
+        "dead_after_m",
+    );
+    rejected("", "enable = true\n", FEED, "enable =", "enable");
+    for (rest, key) in [
+        (format!("[state]\ncapcity = 16\n{FEED}"), "capcity"),
+        (format!("[log]\nfromat = \"json\"\n{FEED}"), "fromat"),
+    ] {
+        rejected("", "", &rest, key, key);
+    }
+    // At the top, before any table.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("verbose = true\n{}", config_text(dir.path(), "", "", FEED));
+    let (code, err) = fails(dir.path(), &text, &["run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("line 1:") && err.contains("verbose"), "{err}");
+    assert!(!dir.path().join("shm").exists());
+}
+
 #[test]
 fn capacity_beyond_16m_slots() {
     for v in ["4294967295", "16777217", "0"] {

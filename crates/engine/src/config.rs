@@ -2552,6 +2552,48 @@ source_threshold_ms = 9
         assert!(!err("[[feed]]\nsymbol = 5\n").contains("Raw"));
     }
 
+    /// Each overridden symbol gets its own thresholds, and every other
+    /// the feed's, however the overrides are listed (they are looked up
+    /// by binary search: sorted when read).
+    #[test]
+    fn each_override_holds_for_its_own_symbol_in_any_order() {
+        let feed = |a: &str, b: &str| {
+            format!(
+                "[[feed]]\nname = \"f\"\nkind = \"full\"\nlines = [\"127.0.0.1:30001\"]\n\
+                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\n{a}{b}"
+            )
+        };
+        let zzz = "[[feed.symbol]]\nname = \"ZZZ\"\nstale_threshold_ms = 2000\n";
+        let aaa = "[[feed.symbol]]\nname = \"AAA\"\nstale_threshold_ms = 100\n";
+        let mmm = "[[feed.symbol]]\nname = \"MMM\"\nsource_threshold_ms = 9000\n";
+        let ms = 1_000_000;
+        for text in [
+            feed(zzz, &format!("{aaa}{mmm}")),
+            feed(aaa, &format!("{mmm}{zzz}")),
+            feed(mmm, &format!("{zzz}{aaa}")),
+        ] {
+            let c = Config::parse(&text, "t.toml").unwrap();
+            let f = &c.feeds[0];
+            let th = |s: &str| f.thresholds_for(Symbol::parse(s).unwrap());
+            assert_eq!(
+                (th("ZZZ").stale_ns, th("ZZZ").source_ns),
+                (2000 * ms, 2000 * ms)
+            );
+            assert_eq!(
+                (th("AAA").stale_ns, th("AAA").source_ns),
+                (100 * ms, 2000 * ms)
+            );
+            assert_eq!(
+                (th("MMM").stale_ns, th("MMM").source_ns),
+                (500 * ms, 9000 * ms)
+            );
+            assert_eq!(
+                (th("BBB").stale_ns, th("BBB").source_ns),
+                (500 * ms, 2000 * ms)
+            );
+        }
+    }
+
     #[test]
     fn other_errors() {
         assert!(err("").contains("no [[feed]]"));
