@@ -164,6 +164,9 @@ pub struct Driver {
     give_ups: Limiter,
     abandons: Limiter,
     triggers: Limiter,
+    /// Merges (glimpse G4: rate-limited as failures are; a replay has no
+    /// timer to space them).
+    merges: Limiter,
     /// An operator's request not started yet: the session it was made in
     /// (a new session drops it, as it abandons a wait).
     requested: Option<super::Session>,
@@ -181,6 +184,7 @@ impl Driver {
             give_ups: Limiter::new(LOG_INTERVAL_NS),
             abandons: Limiter::new(LOG_INTERVAL_NS),
             triggers: Limiter::new(LOG_INTERVAL_NS),
+            merges: Limiter::new(LOG_INTERVAL_NS),
             requested: None,
         }
     }
@@ -261,6 +265,7 @@ impl Driver {
                 "snapshot waits abandoned or requests dropped",
             ),
             (&mut self.triggers, "snapshot waits begun"),
+            (&mut self.merges, "snapshots merged"),
         ] {
             if let Some(held) = limiter.overdue(t) {
                 held_logged(name, what, held);
@@ -343,7 +348,7 @@ impl Driver {
         }
     }
 
-    /// One line per merge; failures at most one line a second, with the
+    /// Merges and failures at most one line a second each, with the
     /// count of those not logged, and give-ups at most one a second
     /// beside them (a wait given up that lost nothing, as an operator's on
     /// a healthy feed, is told as leaving it whole: the step says, as the
@@ -358,6 +363,9 @@ impl Driver {
                 latency_ns,
                 refused,
             } => {
+                let Some(unlogged) = self.merges.due(t, false) else {
+                    return;
+                };
                 let duration_ms = latency_ns / 1_000_000;
                 let why = match refused {
                     Refused::No => {
@@ -366,6 +374,7 @@ impl Driver {
                             next,
                             messages,
                             duration_ms,
+                            unlogged,
                             "snapshot merged: the stream goes on from its next sequence"
                         );
                         return;
@@ -385,6 +394,7 @@ impl Driver {
                     next,
                     messages,
                     duration_ms,
+                    unlogged,
                     "snapshot merged, but {why}: some were refused, and the feed stays suspect until the session changes or a snapshot within them merges"
                 );
             }

@@ -2093,6 +2093,11 @@ mod tests {
         // of the day (below DAY_END_NS).
         let t = 1_793_545_200_000_000_000; // 2026-11-01 15:00 UTC
         assert_eq!(midnight(&ny, t), 1_793_505_600_000_000_000);
+        // The date is the zone's, not UTC's: 2026-03-08 04:30 UTC is
+        // 23:30 on the 7th in New York, whose midnight is 05:00 UTC on
+        // the 7th.
+        let t = 1_772_944_200_000_000_000; // 2026-03-08 04:30 UTC
+        assert_eq!(midnight(&ny, t), 1_772_859_600_000_000_000);
     }
 
     /// The clock stepped back: the offset's window is anchored at the new

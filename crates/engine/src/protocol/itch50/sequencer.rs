@@ -1290,6 +1290,20 @@ mod tests {
         assert_eq!(r.seq.counters().messages, 5);
     }
 
+    /// A packet whose messages start at sequence 0 (sanitised captures)
+    /// takes the rules of any other (spec itch50 §1): first, the stream
+    /// starts at 1, so its message 0 is a duplicate and the rest apply.
+    #[test]
+    fn a_first_packet_from_sequence_0_is_taken_as_any_other() {
+        let mut r = Run::new(settings());
+        let o = r.packet(&data(S1, 0, 3), 10);
+        assert_eq!((o.applied, o.gap), (2, None));
+        assert_eq!(r.applied, [1, 2]);
+        assert_eq!(r.seq.counters().duplicates, 1);
+        assert_eq!(r.seq.next(), Some(3));
+        assert!(!r.seq.suspect());
+    }
+
     #[test]
     fn a_line_b_copy_fills_the_gap_in_time() {
         let mut r = Run::new(settings());

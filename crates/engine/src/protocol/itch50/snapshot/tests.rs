@@ -1455,11 +1455,43 @@ fn a_merge_is_logged_with_its_n_messages_and_duration() {
     let line = merged_line(&log);
     assert!(line.contains(" INFO "), "{line}");
     let fields = format!(
-        "feed=nq next=105 messages={} duration_ms=2345",
+        "feed=nq next=105 messages={} duration_ms=2345 unlogged=0",
         spin_messages(105)
     );
     assert!(line.ends_with(&fields), "{fields} in {line}");
     assert!(spin_messages(105) > 1);
+}
+
+/// Merges are logged at most once a second, as failures are (glimpse
+/// G4): a replay, which has no timer to space the attempts, of merges
+/// 10 ms apart logs the first, and the rest as a count at the next
+/// datagram once the second has passed.
+#[test]
+fn merges_are_logged_at_a_limited_rate() {
+    let mut v = Venue::new("");
+    let log = logs_of(|| {
+        v.datagrams(100..110);
+        v.connection(&spin(105, S1, false), 1, true);
+        for next in [110, 110] {
+            // An operator's request (our SYN while idle), then the spin.
+            v.t += 10 * MS;
+            v.connection(&spin(next, S1, false), 1, true);
+        }
+    });
+    assert_eq!(snap(&v.summary()).snapshots, 3);
+    let merged = log
+        .lines()
+        .filter(|l| l.contains("snapshot merged"))
+        .count();
+    assert_eq!(merged, 1, "{log}");
+    let log = logs_of(|| {
+        v.t += 2_000 * MS;
+        v.datagrams(110..111);
+    });
+    assert!(
+        log.contains("2 more snapshots merged since the last line"),
+        "{log}"
+    );
 }
 
 /// A failure is logged with its class and what ended it: a login
