@@ -2561,6 +2561,28 @@ fn a_snapshots_status_stands_after_the_packet_it_was_taken_after() {
     );
 }
 
+/// §3.6: a snapshot taken after packet L gives its status after L's last
+/// message: an instrument's status in the first message of packet L + 1
+/// is newer, whichever arrives first.
+#[test]
+fn a_status_first_in_the_next_packet_is_newer_than_the_snapshot() {
+    let mut ch = Channel::new("");
+    ch.send(0, DEF_A, def(1, "ESZ6", "ES", "ES").packet());
+    ch.send(0, A, event(1, &[bid(1, 1, 100)]));
+    ch.send(MS, A, packet(2, &[status(Some(1), "", "", 2)]));
+    ch.send(
+        2 * MS,
+        SNAP_A,
+        snapshots(&[snapshot(1, 1, 1, Some(17), &[level(Bid, 1, 100)])]),
+    );
+    let after = ch.check(2 * MS + MS / 2, "ESZ6");
+    let out = ch.run();
+    assert_eq!(
+        (out.reasons(after), out.top(after).0),
+        (r(&["halted"]), Some(100))
+    );
+}
+
 /// §3.6: "103 and null → unchanged" for an applied snapshot's
 /// MDSecurityTradingStatus too: a halt stands through a snapshot that
 /// applies with NoChange (103) or no status, while one saying trading (17)
