@@ -25,7 +25,7 @@
 //! published takes its room once; an MDP3 Symbol or group membership
 //! that moves takes none); beside it, rare events do: rate-limited log
 //! lines (a rejected packet, a membership change), a membership
-//! `setsockopt`, a re-request's `send_to`, a snapshot connection attempt
+//! `setsockopt`, a cycle's re-requests (one `sendmmsg` a channel), a snapshot connection attempt
 //! started or finished (a channel send that may wake its thread, taking
 //! the channel's lock), and, for a program that subscribed to verdict
 //! changes ([`Sidecar::subscribe`]) and waits on them, a change sent (the
@@ -46,7 +46,7 @@ use crate::state::seqlock::SeqLock;
 use crate::state::verdict;
 use crate::state::StateTable;
 use crate::symbol::Symbol;
-use crate::sys::udp::{Batch, LineSocket, STEP_BACK_NS};
+use crate::sys::udp::{Batch, LineSocket, SendBatch, STEP_BACK_NS};
 use crate::time::now_ns;
 use crate::verdict::Reasons;
 use anyhow::Context;
@@ -396,6 +396,8 @@ pub struct Sidecar {
     /// Feeds with a unicast channel: (feed, its channel's index in
     /// `lines`, the server).
     channels: Vec<(u16, usize, SocketAddrV4)>,
+    /// A channel's requests of one cycle, sent in one `sendmmsg`.
+    requests: SendBatch,
     changes: Option<Changes>,
     recording: Option<record::Tap>,
     stats: RunStats,
@@ -550,6 +552,14 @@ const MEMBERSHIP_WARN_NS: u64 = 60_000_000_000;
 /// interface address gone, say), ns.
 const MEMBERSHIP_RETRY_NS: u64 = 1_000_000_000;
 
+/// Requests a feed's channel may send in one cycle, in one `sendmmsg`:
+/// more are refused for that cycle (counted as send errors, asked again
+/// a millisecond on).
+const REQUESTS_A_CYCLE: usize = 1024;
+
+/// Bytes a channel's request holds at most.
+const REQUEST_MAX_BYTES: usize = 128;
+
 /// Time between attempts at recreating a lost publication, ns.
 const RECREATE_RETRY_NS: u64 = 1_000_000_000;
 
@@ -668,6 +678,7 @@ impl Sidecar {
             lines,
             horizons: vec![0; config.feeds.len()],
             channels,
+            requests: SendBatch::new(REQUESTS_A_CYCLE, REQUEST_MAX_BYTES),
             changes: None,
             recording: None,
             stats: RunStats::default(),
@@ -1227,9 +1238,16 @@ impl Sidecar {
     /// open gaps), after the cycle's data is applied.
     fn request_gaps(&mut self, now: u64) {
         for &(feed, line, server) in &self.channels {
-            let socket = &self.lines[line].socket;
-            self.handler
-                .poll_requests(feed, now, |b| socket.send_to(b, server).is_ok());
+            let batch = &mut self.requests;
+            self.handler.poll_requests(feed, now, |b| batch.push(b));
+            if batch.is_empty() {
+                continue;
+            }
+            let queued = batch.len();
+            let (sent, _) = batch.send(&self.lines[line].socket, server);
+            if sent < queued {
+                self.handler.requests_unsent(feed, queued - sent, now);
+            }
         }
     }
 

@@ -352,6 +352,12 @@ pub trait FeedEngine {
         0
     }
 
+    /// The last `n` requests [`poll_requests`](Self::poll_requests)
+    /// handed out at `now` did not go (the caller queues them and sends
+    /// them in one batch after the poll): not taken as sent, so that they
+    /// are asked again soon.
+    fn requests_unsent(&mut self, _n: usize, _now: u64) {}
+
     /// Requests sent on the feed's channel so far (send errors not included).
     fn requests_sent(&self) -> u64 {
         0

@@ -580,6 +580,15 @@ impl Handler {
             .map_or(0, |f| f.engine.poll_requests(now, send))
     }
 
+    /// The last `n` requests `feed`'s [`poll_requests`](Self::poll_requests)
+    /// handed out at `now` did not go (see
+    /// [`FeedEngine::requests_unsent`](crate::engine::FeedEngine::requests_unsent)).
+    pub fn requests_unsent(&mut self, feed: u16, n: usize, now: u64) {
+        if let Some(f) = self.feeds.get_mut(feed as usize) {
+            f.engine.requests_unsent(n, now);
+        }
+    }
+
     /// Copies the feeds' counters into the shared-memory publication, if the
     /// table lives in one (the receiver calls this once per heartbeat).
     pub fn publish_counters(&self) {

@@ -380,6 +380,11 @@ impl Engine {
         each!(self, e => e.poll_requests(now, send))
     }
 
+    /// See [`FeedEngine::requests_unsent`].
+    pub fn requests_unsent(&mut self, n: usize, now: u64) {
+        each!(self, e => e.requests_unsent(n, now))
+    }
+
     /// See [`FeedEngine::requests_sent`].
     pub fn requests_sent(&self) -> u64 {
         each!(self, e => e.requests_sent())

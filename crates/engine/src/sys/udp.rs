@@ -1,5 +1,6 @@
-//! UDP line sockets and `recvmmsg` batch receive with kernel timestamps and
-//! the kernel's drop counter.
+//! UDP line sockets, `recvmmsg` batch receive with kernel timestamps and
+//! the kernel's drop counter, and `sendmmsg` batch send (a channel's
+//! requests).
 
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -103,8 +104,8 @@ impl LineInfo {
 }
 
 impl LineSocket {
-    /// Sends one datagram to `to` without blocking (a re-request from the
-    /// recovery channel's socket). `WouldBlock` when the send buffer is full.
+    /// Sends one datagram to `to` without blocking. `WouldBlock` when the
+    /// send buffer is full.
     pub fn send_to(&self, payload: &[u8], to: SocketAddrV4) -> io::Result<usize> {
         self.socket.send_to(payload, &to.into())
     }
@@ -243,6 +244,132 @@ pub struct Meta {
 
 /// Control-message space per datagram: a timespec and a u32, with headers.
 const CMSG_SPACE: usize = 64;
+
+/// Preallocated `sendmmsg` state: up to `n` datagrams of at most `size`
+/// bytes each, queued with [`push`](Self::push) and sent to one
+/// destination in one call ([`send`](Self::send)). Built once; each send
+/// reuses it.
+pub struct SendBatch {
+    bufs: Box<[u8]>,
+    /// One iovec per buffer; only reached through `hdrs`' pointers.
+    iovecs: Box<[libc::iovec]>,
+    /// The destination, read by the kernel through `hdrs`' pointers.
+    name: Box<libc::sockaddr_in>,
+    hdrs: Box<[libc::mmsghdr]>,
+    /// Bytes a datagram holds at most.
+    size: usize,
+    /// Datagrams queued.
+    len: usize,
+}
+
+// SAFETY: the raw pointers inside `iovecs` and `hdrs` point only into this
+// struct's own boxed buffers and address, which move with it.
+unsafe impl Send for SendBatch {}
+
+impl SendBatch {
+    /// Room for `n` datagrams (at least 1) of at most `size` bytes.
+    pub fn new(n: usize, size: usize) -> SendBatch {
+        let n = n.max(1);
+        let mut bufs = vec![0u8; n * size].into_boxed_slice();
+        let mut iovecs: Box<[libc::iovec]> = (0..n)
+            .map(|i| libc::iovec {
+                iov_base: bufs[i * size..].as_mut_ptr().cast(),
+                iov_len: 0,
+            })
+            .collect();
+        // SAFETY: sockaddr_in is plain data; zeroed is a valid address.
+        let mut name: Box<libc::sockaddr_in> = Box::new(unsafe { std::mem::zeroed() });
+        let hdrs: Box<[libc::mmsghdr]> = (0..n)
+            .map(|i| {
+                // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_name = (&mut *name as *mut libc::sockaddr_in).cast();
+                h.msg_namelen = NAME_LEN;
+                h.msg_iov = &mut iovecs[i];
+                h.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        SendBatch {
+            bufs,
+            iovecs,
+            name,
+            hdrs,
+            size,
+            len: 0,
+        }
+    }
+
+    /// Queues `payload`; false (nothing queued) when the batch is full or
+    /// `payload` longer than its datagrams.
+    pub fn push(&mut self, payload: &[u8]) -> bool {
+        if self.len == self.hdrs.len() || payload.len() > self.size {
+            return false;
+        }
+        let at = self.len * self.size;
+        self.bufs[at..at + payload.len()].copy_from_slice(payload);
+        self.iovecs[self.len].iov_len = payload.len();
+        self.len += 1;
+        true
+    }
+
+    /// Datagrams queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sends the queued datagrams to `to` from `socket`, in order, without
+    /// blocking, and empties the batch: one `sendmmsg` for them all (one
+    /// more after a partial send, to learn its error). How many went, and
+    /// the error that stopped the rest (`WouldBlock`: the send buffer
+    /// full).
+    pub fn send(&mut self, socket: &LineSocket, to: SocketAddrV4) -> (usize, Option<io::Error>) {
+        *self.name = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: to.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*to.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let (len, mut sent, mut error) = (self.len, 0, None);
+        while sent < len {
+            // SAFETY: headers `sent..len` point at this batch's own
+            // address and iovecs, each over its own buffer with the length
+            // queued; the kernel only reads them (and writes `msg_len`).
+            let n = unsafe {
+                libc::sendmmsg(
+                    socket.socket.as_raw_fd(),
+                    self.hdrs[sent..].as_mut_ptr(),
+                    (len - sent) as u32,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match n {
+                n if n > 0 => sent += n as usize,
+                0 => break,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        self.len = 0;
+        (sent, error)
+    }
+}
 
 /// Preallocated `recvmmsg` state: buffers, iovecs, headers and control
 /// space for `n` datagrams. Built once; each receive reuses it.
@@ -540,14 +667,8 @@ mod tests {
 
     #[test]
     fn batch_receives_with_kernel_timestamps_on_loopback() {
-        let line = LineSocket::open(
-            "127.0.0.1:0".parse().unwrap(),
-            None,
-            Ipv4Addr::LOCALHOST,
-            1 << 20,
-        );
         // Port 0: bind picks one; read it back.
-        let line = line.unwrap();
+        let line = loopback_line();
         let local = line.socket.local_addr().unwrap().as_socket_ipv4().unwrap();
         assert!(
             line.info.timestamps && line.info.drop_counter,
@@ -588,18 +709,70 @@ mod tests {
         );
     }
 
-    /// A datagram longer than [`MAX_DATAGRAM`] is cut to it and marked
-    /// truncated (the sidecar drops it whole, counted as oversized); one
-    /// exactly as long is not.
-    #[test]
-    fn a_datagram_past_the_largest_is_cut_and_marked() {
-        let line = LineSocket::open(
+    /// A line socket on a loopback port the kernel picks.
+    fn loopback_line() -> LineSocket {
+        LineSocket::open(
             "127.0.0.1:0".parse().unwrap(),
             None,
             Ipv4Addr::LOCALHOST,
             1 << 20,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A plain socket on a loopback port, reads waiting 5 s at most, and
+    /// its address.
+    fn receiver() -> (UdpSocket, SocketAddrV4) {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let SocketAddr::V4(at) = rx.local_addr().unwrap() else {
+            panic!("an IPv4 socket");
+        };
+        (rx, at)
+    }
+
+    /// A batch sends its datagrams in order, each whole, to the address
+    /// given, in one call; it refuses one past its room or its size, and
+    /// is empty after a send.
+    #[test]
+    fn a_send_batch_sends_its_datagrams_in_order() {
+        let line = loopback_line();
+        let (rx, to) = receiver();
+        let mut batch = SendBatch::new(3, 20);
+        assert!(batch.is_empty());
+        assert!(!batch.push(&[0; 21]), "longer than its datagrams");
+        for i in 0..3u8 {
+            assert!(batch.push(&vec![i; 5 + usize::from(i)]));
+        }
+        assert!(!batch.push(&[9]), "full");
+        assert_eq!(batch.len(), 3);
+        let (sent, error) = batch.send(&line, to);
+        assert_eq!((sent, error.is_none()), (3, true));
+        assert!(batch.is_empty());
+        let from = line.socket.local_addr().unwrap().as_socket().unwrap();
+        let mut buf = [0u8; 64];
+        for i in 0..3u8 {
+            let (n, sender) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!(
+                (&buf[..n], sender),
+                (&vec![i; 5 + usize::from(i)][..], from)
+            );
+        }
+        // Used again, to another address.
+        let (rx2, to2) = receiver();
+        assert!(batch.push(b"again"));
+        assert_eq!(batch.send(&line, to2).0, 1);
+        let (n, _) = rx2.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"again");
+    }
+
+    /// A datagram longer than [`MAX_DATAGRAM`] is cut to it and marked
+    /// truncated (the sidecar drops it whole, counted as oversized); one
+    /// exactly as long is not.
+    #[test]
+    fn a_datagram_past_the_largest_is_cut_and_marked() {
+        let line = loopback_line();
         let local = line.socket.local_addr().unwrap().as_socket_ipv4().unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.send_to(&[7; 10_000], local).unwrap();

@@ -40,6 +40,11 @@ pub struct Client {
     unanswered: Option<(u64, Option<u64>, u64)>,
     /// The server's silence was told, not its answering again yet.
     silence_told: bool,
+    /// The first sequence of each request the last poll handed out, in
+    /// order (room for a poll's most), and `unanswered` before it: what
+    /// [`unsent`](Self::unsent) takes back.
+    polled: Vec<u64>,
+    unanswered_before: Option<(u64, Option<u64>, u64)>,
 }
 
 impl Client {
@@ -47,6 +52,8 @@ impl Client {
     /// re-sending after `interval_ns`.
     pub fn new(requester: Requester, interval_ns: u64) -> Client {
         Client {
+            polled: Vec::with_capacity(requester.capacity()),
+            unanswered_before: None,
             requester,
             interval_ns,
             ranges: Vec::with_capacity(RANGES),
@@ -124,12 +131,15 @@ impl Client {
             ranges.push(Missing { lo, hi, deadline });
             ranges.len() < RANGES
         });
+        self.polled.clear();
+        self.unanswered_before = self.unanswered;
         let Client {
             requester,
             ranges,
             sent,
             send_errors,
             unanswered,
+            polled,
             ..
         } = self;
         let deferred = requester.deferred();
@@ -138,6 +148,7 @@ impl Client {
             let went = send(&r.encode());
             if went {
                 *sent += 1;
+                polled.push(r.sequence);
                 *unanswered = Some(match *unanswered {
                     None => (now, None, 1),
                     Some((first, second, n)) => (first, second.or(Some(now)), n + 1),
@@ -165,6 +176,25 @@ impl Client {
         n
     }
 
+    /// The last `n` requests the last poll (at `now`) handed out did not
+    /// go (queued by the caller, then refused by the socket): taken back,
+    /// counted as send errors, and asked again at the next poll, a
+    /// millisecond on.
+    pub fn unsent(&mut self, n: usize, now: u64) {
+        let n = n.min(self.polled.len());
+        let kept = self.polled.len() - n;
+        for &lo in &self.polled[kept..] {
+            self.requester.forget(lo, now);
+        }
+        self.polled.truncate(kept);
+        self.sent -= n as u64;
+        self.send_errors += n as u64;
+        if kept == 0 {
+            self.unanswered = self.unanswered_before;
+        }
+        self.next_poll = self.next_poll.min(now.saturating_add(DEFERRED_POLL_NS));
+    }
+
     /// Times the rate, or a full table of recent requests, held requests
     /// back for a later poll.
     pub fn deferred(&self) -> u64 {
@@ -182,23 +212,30 @@ mod tests {
     const MS: u64 = 1_000_000;
     const S1: Session = Session(*b"20260105XA");
 
+    /// A stream with gap timeout `gap_timeout_ns` that received, at `t`,
+    /// one message packets of `session` at each of `firsts`.
+    fn with_packets(gap_timeout_ns: u64, session: Session, firsts: &[u64], t: u64) -> Sequencer {
+        let mut seq = Sequencer::new(Settings {
+            gap_timeout_ns,
+            max_held: 1_000,
+            join_gap_max: 10_000,
+        });
+        for &first in firsts {
+            let mut b = PacketBuilder::new(session, first);
+            b.message(&encode::delete(0, first, first));
+            let p = Packet::new_checked(b.finish()).unwrap();
+            seq.on_packet(&p, t, &mut |_, _| {});
+        }
+        seq
+    }
+
     /// Re-sends fall due a quarter interval after a poll, and at once
     /// after the clock stepped back to before it (not once it caught up
     /// with the step).
     #[test]
     fn a_clock_stepped_back_polls_again() {
-        let mut seq = Sequencer::new(Settings {
-            gap_timeout_ns: 1_000_000 * MS,
-            max_held: 1_000,
-            join_gap_max: 10_000,
-        });
         let t = 60_000 * MS;
-        for first in [1, 5] {
-            let mut b = PacketBuilder::new(S1, first);
-            b.message(&encode::delete(0, first, first));
-            let p = Packet::new_checked(b.finish()).unwrap();
-            seq.on_packet(&p, t, &mut |_, _| {});
-        }
+        let seq = with_packets(1_000_000 * MS, S1, &[1, 5], t);
         assert_eq!(seq.gaps_open(), 1);
         let mut c = Client::new(Requester::new(64, 100 * MS, 100), 100 * MS);
         let poll = |c: &mut Client, now| c.poll(&seq, Some(S1), now, |_| true);
@@ -214,19 +251,9 @@ mod tests {
     /// the poll it failed in sends nothing after it.
     #[test]
     fn a_request_not_sent_is_asked_again_soon() {
-        let mut seq = Sequencer::new(Settings {
-            gap_timeout_ns: 60_000 * MS,
-            max_held: 1_000,
-            join_gap_max: 10_000,
-        });
         let t = 60_000 * MS;
         // Gaps at 2 and 4.
-        for first in [1, 3, 5] {
-            let mut b = PacketBuilder::new(S1, first);
-            b.message(&encode::delete(0, first, first));
-            let p = Packet::new_checked(b.finish()).unwrap();
-            seq.on_packet(&p, t, &mut |_, _| {});
-        }
+        let seq = with_packets(60_000 * MS, S1, &[1, 3, 5], t);
         // A rate of 10 a second, a burst of one: the failed send keeps its
         // credit.
         let requester = Requester::new(64, 60_000 * MS, 100).with_rate(10);
@@ -254,25 +281,40 @@ mod tests {
         assert_eq!(asked[0], 2u64.to_be_bytes());
     }
 
+    /// Requests handed out and then refused by the socket (sent in a
+    /// batch after the poll) are taken back: counted as send errors, not
+    /// sent, and asked again at the next poll a millisecond on, their
+    /// credit given back.
+    #[test]
+    fn requests_the_batch_could_not_send_are_asked_again() {
+        let t = 60_000 * MS;
+        let seq = with_packets(60_000 * MS, S1, &[1, 3, 5, 7], t);
+        // A burst of three: the gaps 2, 4 and 6, all handed out.
+        let requester = Requester::new(64, 60_000 * MS, 100).with_rate(300);
+        let mut c = Client::new(requester, 60_000 * MS);
+        assert_eq!(c.poll(&seq, Some(S1), t, |_| true), 3);
+        // The last two did not go.
+        c.unsent(2, t);
+        assert_eq!((c.sent, c.send_errors), (1, 2));
+        let mut asked = Vec::new();
+        let n = c.poll(&seq, Some(S1), t + MS, |r| {
+            asked.push(u64::from_be_bytes(r[10..18].try_into().unwrap()));
+            true
+        });
+        assert_eq!(
+            (n, asked),
+            (2, vec![4, 6]),
+            "the two again, with their credit"
+        );
+        assert_eq!(c.sent, 3);
+    }
+
     /// A session change asks for the new session's gaps at once, though
     /// they lie where the last session's were asked for within the
     /// interval: the requests of one session do not cover another's.
     #[test]
     fn a_new_sessions_gaps_are_asked_at_once() {
-        let sequencer = |session| {
-            let mut seq = Sequencer::new(Settings {
-                gap_timeout_ns: 1_000 * MS,
-                max_held: 1_000,
-                join_gap_max: 10_000,
-            });
-            for first in [1, 5] {
-                let mut b = PacketBuilder::new(session, first);
-                b.message(&encode::delete(0, first, first));
-                let p = Packet::new_checked(b.finish()).unwrap();
-                seq.on_packet(&p, 60_000 * MS, &mut |_, _| {});
-            }
-            seq
-        };
+        let sequencer = |session| with_packets(1_000 * MS, session, &[1, 5], 60_000 * MS);
         let s2 = Session(*b"20260105XB");
         let (one, two) = (sequencer(S1), sequencer(s2));
         let mut c = Client::new(Requester::new(64, 60_000 * MS, 100), 60_000 * MS);
@@ -297,19 +339,9 @@ mod tests {
     /// for the quarter interval (they age out no sooner).
     #[test]
     fn a_rate_hold_looks_again_once_credit_is_earned() {
-        let mut seq = Sequencer::new(Settings {
-            gap_timeout_ns: 1_000_000 * MS,
-            max_held: 1_000,
-            join_gap_max: 10_000,
-        });
         let t = 60_000 * MS;
         // Five gaps: 2, 4, 6, 8, 10.
-        for first in [1, 3, 5, 7, 9, 11] {
-            let mut b = PacketBuilder::new(S1, first);
-            b.message(&encode::delete(0, first, first));
-            let p = Packet::new_checked(b.finish()).unwrap();
-            seq.on_packet(&p, t, &mut |_, _| {});
-        }
+        let seq = with_packets(1_000_000 * MS, S1, &[1, 3, 5, 7, 9, 11], t);
         assert_eq!(seq.gaps_open(), 5);
         let requester = Requester::new(64, 60_000 * MS, 100).with_rate(100);
         let mut c = Client::new(requester, 60_000 * MS);

@@ -456,6 +456,12 @@ impl FeedEngine for Engine {
         client.poll(self.feed.sequencer(), self.feed.session(), now, send)
     }
 
+    fn requests_unsent(&mut self, n: usize, now: u64) {
+        if let Some(c) = &mut self.client {
+            c.unsent(n, now);
+        }
+    }
+
     fn requests_sent(&self) -> u64 {
         self.client.as_ref().map_or(0, |c| c.sent)
     }

@@ -113,6 +113,11 @@ impl Requester {
         Requester::new(c.request_max, c.request_interval_ns, IN_FLIGHT).with_rate(c.request_rate)
     }
 
+    /// The most requests one poll hands out (its table's room).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Polls that stopped because the rate's credit ran out, or the table
     /// of recent requests was full (requests due that waited for a later
     /// poll).
@@ -211,6 +216,17 @@ impl Requester {
             }
         }
         sent
+    }
+
+    /// Forgets the request from `lo` made at `now` (it did not go), giving
+    /// its credit back: the next poll asks it again.
+    pub fn forget(&mut self, lo: u64, now: u64) {
+        if let Ok(i) = self.recent.binary_search_by_key(&lo, |s| s.lo) {
+            if self.recent[i].at == now {
+                self.recent.remove(i);
+                self.credit = self.credit.saturating_add(self.cost).min(self.burst);
+            }
+        }
     }
 
     /// Forgets every request (a new session: its sequences are new). The
