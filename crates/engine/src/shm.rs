@@ -1697,21 +1697,33 @@ mod tests {
         )];
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
+        let (done, reading) = (AtomicBool::new(false), AtomicBool::new(false));
+        // Reads tried while the writer wrote (refused, or whole: a torn
+        // copy taken then would fail the test).
+        let within = std::thread::scope(|s| {
             s.spawn(|| {
+                while !reading.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
                 for n in 1..=SETS {
                     p.write_counters(|| {
                         p.set_counter(0, counter::LINE_PACKETS, n);
                         p.set_counter(0, counter::PACKETS, n);
                     });
+                    if n.is_multiple_of(100) {
+                        // The reader gets its turns on a busy machine.
+                        std::thread::yield_now();
+                    }
                 }
                 done.store(true, Ordering::Relaxed);
             });
             let block = &p.views.feeds()[0];
-            let (mut copies, mut last) = (0u64, 0);
+            let (mut copies, mut last, mut within) = (0u64, 0, 0u64);
             while !done.load(Ordering::Relaxed) || copies == 0 {
-                if let Some(c) = read_counters(block) {
+                let copy = read_counters(block);
+                let writing = reading.load(Ordering::Relaxed) && !done.load(Ordering::Relaxed);
+                within += u64::from(writing);
+                if let Some(c) = copy {
                     assert_eq!(
                         c[counter::PACKETS],
                         c[counter::LINE_PACKETS],
@@ -1720,9 +1732,12 @@ mod tests {
                     assert!(c[counter::PACKETS] >= last);
                     last = c[counter::PACKETS];
                     copies += 1;
+                    reading.store(true, Ordering::Relaxed);
                 }
             }
+            within
         });
+        assert!(within >= 100, "{within} reads while the writer wrote");
         assert_eq!(
             read_counters(&p.views.feeds()[0]).unwrap()[counter::PACKETS],
             SETS

@@ -1016,12 +1016,14 @@ mod tests {
         };
         slot.init(1, sym, th(7));
         slot.publish(1, &state(0));
+        let started = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {
-                let (slot, stop) = (slot.clone(), stop.clone());
+                let (slot, stop, started) = (slot.clone(), stop.clone(), started.clone());
                 std::thread::spawn(move || {
-                    let mut reads = 0u64;
+                    let (mut reads, mut changes) = (0u64, 0u64);
                     let mut last_version = 0;
+                    let mut last = None;
                     while !stop.load(Ordering::Relaxed) || reads < 1000 {
                         let (r, _) = slot.read();
                         let i = r.state.seq.last_seq;
@@ -1031,18 +1033,44 @@ mod tests {
                         assert_eq!(r.version % 2, 0);
                         assert!(r.version >= last_version, "versions go forward");
                         last_version = r.version;
+                        changes += u64::from(last.is_some_and(|l| l != i));
+                        if last.replace(i).is_none() {
+                            started.fetch_add(1, Ordering::Relaxed);
+                        }
                         reads += 1;
                     }
-                    reads
+                    (reads, changes)
                 })
             })
             .collect();
+        wait_for_readers(&started, 3);
         for i in 1..=300_000u64 {
             slot.publish(1, &state(i));
+            if i.is_multiple_of(1_000) {
+                // Readers on a busy machine get their turns meanwhile.
+                std::thread::yield_now();
+            }
         }
         stop.store(true, Ordering::Relaxed);
+        let mut changes = 0;
         for r in readers {
-            assert!(r.join().unwrap() >= 1000);
+            let (reads, seen) = r.join().unwrap();
+            assert!(reads >= 1000);
+            changes += seen;
+        }
+        // Copies taken while the writer wrote: the seqlock was raced.
+        assert!(changes >= 100, "{changes} changes seen");
+    }
+
+    /// Until `n` readers counted in `started` took their first copy.
+    fn wait_for_readers(started: &AtomicU64, n: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while started.load(Ordering::Relaxed) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "readers never started"
+            );
+            std::thread::yield_now();
         }
     }
 
@@ -1111,29 +1139,47 @@ mod tests {
         let base = slot.load_own().version;
         let expected = Arc::new(expected);
         let stop = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {
                 let (slot, stop, expected) = (slot.clone(), stop.clone(), expected.clone());
+                let started = started.clone();
                 std::thread::spawn(move || {
-                    let mut reads = 0u64;
+                    let (mut reads, mut changes) = (0u64, 0u64);
+                    let mut last = None;
                     while !stop.load(Ordering::Relaxed) || reads < 1000 {
                         let (r, _) = slot.read();
                         let k = ((r.version - base) / 2) as usize;
                         assert_eq!(r.state, expected[k], "torn read after {k} updates");
                         assert_eq!((r.feed, r.symbol, r.thresholds), (2, Some(sym), th));
+                        changes += u64::from(last.is_some_and(|l| l != k));
+                        if last.replace(k).is_none() {
+                            started.fetch_add(1, Ordering::Relaxed);
+                        }
                         reads += 1;
                     }
-                    reads
+                    (reads, changes)
                 })
             })
             .collect();
+        wait_for_readers(&started, 3);
         for k in 1..=UPDATES as u64 {
             slot.update(|s| step(s, k));
+            if k.is_multiple_of(1_000) {
+                std::thread::yield_now();
+            }
         }
         stop.store(true, Ordering::Relaxed);
+        let mut changes = 0;
         for r in readers {
-            assert!(r.join().unwrap() >= 1000);
+            let (reads, seen) = r.join().unwrap();
+            assert!(reads >= 1000);
+            changes += seen;
         }
+        assert!(
+            changes >= 100,
+            "{changes} changes seen: no read raced the writer"
+        );
         assert_eq!(slot.load_own().state, expected[UPDATES]);
     }
 }
