@@ -478,8 +478,10 @@ mod tests {
             a.sort_unstable();
             b.sort_unstable();
             // Everything is queued before the first receive.
+            let all = a.len() + b.len();
             let mut lines = [TestLine::new(a, cap), TestLine::new(b, cap)];
             let out = run(&mut lines, usize::MAX / 4, |_| 10_000).expect("stalled");
+            prop_assert_eq!(out.len(), all);
             let times: Vec<u64> = out.iter().map(|o| o.2).collect();
             let mut sorted = times.clone();
             sorted.sort_unstable();

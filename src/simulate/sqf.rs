@@ -1231,15 +1231,18 @@ clock_offset = 0
             "20",
         ]);
         let sent = drive(&mut s, MS, u64::MAX);
+        let mut quotes = 0;
         for d in &sent {
             let (send_time, msgs) = decode(&d.payload);
             assert_eq!(send_time, d.t - 1_500 * MS);
             for m in msgs {
                 if let Msg::Quote(_, _, source_time, _) = m {
                     assert_eq!(source_time, d.t - 1_500 * MS);
+                    quotes += 1;
                 }
             }
         }
+        assert!(quotes > 0, "no quote sent");
     }
 
     #[test]

@@ -318,6 +318,27 @@ fn under_feed_a_snapshots_copy_is_explained_as_the_handler_takes_it() {
         !events.iter().any(|e| e.cause == Cause::Reconciled),
         "{events:#?}"
     );
+    // B's copy of the Snapshot, taken as line A's: behind the Quote's
+    // sequence, a reset.
+    let snapshots: Vec<Cause> = events
+        .iter()
+        .map(|e| e.cause)
+        .filter(|c| matches!(c, Cause::Snapshot { .. }))
+        .collect();
+    assert_eq!(
+        snapshots,
+        [
+            Cause::Snapshot {
+                seq: 10,
+                last: None
+            },
+            Cause::Snapshot {
+                seq: 10,
+                last: Some(11)
+            }
+        ],
+        "{events:#?}"
+    );
 }
 
 fn agrees(stream: &[(i64, usize, Vec<Msg>)]) -> Result<(), TestCaseError> {

@@ -437,11 +437,16 @@ fn config_parser_survives_mutated_and_random_text() {
         Config::parse(c, "corpus").expect("the corpus is valid");
     }
     let seed = seed();
+    let reached = Reached::default();
+    let accepted = reached.clone();
     fuzz("config", Duration::from_secs(300), move |i| {
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let text = config_input(&mut rng, &corpus);
         match Config::parse(&text, "fuzz.toml") {
-            Ok(c) => accepted_config_is_in_range(&c),
+            Ok(c) => {
+                accepted.one();
+                accepted_config_is_in_range(&c)
+            }
             Err(e) => {
                 let e = e.to_string();
                 assert!(e.starts_with("config fuzz.toml: "), "{e}");
@@ -450,7 +455,12 @@ fn config_parser_survives_mutated_and_random_text() {
             }
         }
     });
+    // Enough accepted for the ranges' checks to mean something.
+    reached.assert_at_least("config", PERCENT_CONFIG_ACCEPTED, inputs());
 }
+
+/// Mutated configurations the parser accepts, at least, percent.
+const PERCENT_CONFIG_ACCEPTED: usize = 7;
 
 /// What an accepted configuration promises, whatever the text was.
 fn accepted_config_is_in_range(c: &Config) {
@@ -1263,19 +1273,26 @@ fn sniffers_survive_mutated_datagrams() {
     corpus.push(mdp3);
     assert!(corpus.len() > 1000, "the fixtures' datagrams");
     let seed = seed();
+    let reached = Reached::default();
+    let recognised = reached.clone();
     fuzz("sniff", Duration::from_secs(120), move |i| {
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03));
         let mut bytes = rng.pick(&corpus).clone();
         mutate(&mut rng, &mut bytes);
         let mut symbols = 0usize;
         if let Some(s) = tickguard::protocol::sniff(&bytes, |_| symbols += 1) {
+            recognised.one();
             if let Some((lo, hi)) = s.sequences {
                 assert!(lo <= hi, "{s:?}");
             }
             assert!(symbols <= bytes.len(), "{s:?}");
         }
     });
+    reached.assert_at_least("sniff", PERCENT_SNIFFED, inputs());
 }
+
+/// Mutated datagrams a sniffer still recognises, at least, percent.
+const PERCENT_SNIFFED: usize = 5;
 
 // ---------------------------------------------------------------------------
 // CME MDP3: captures of realistic channels, and their datagrams, mutated.

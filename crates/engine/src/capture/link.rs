@@ -564,7 +564,28 @@ mod tests {
                 frame[i] = v;
             }
             frame.truncate(cut % (frame.len() + 1));
-            let _ = parse(link, &frame);
+            // Near a valid frame, most parse to a datagram: within the frame.
+            if let Parsed::Udp { payload, .. } = parse(link, &frame) {
+                let inside = frame.as_ptr_range();
+                let p = payload.as_ptr_range();
+                prop_assert!(inside.start <= p.start && p.end <= inside.end);
+            }
+        }
+    }
+
+    /// The near-valid frames parse to a datagram untouched (so the bound
+    /// checked above is reached).
+    #[test]
+    fn the_near_valid_frames_parse_untouched() {
+        for (link, bytes) in [
+            (Link::Ethernet, &ETH[..]),
+            (Link::Ethernet, &ETH_QINQ[..]),
+            (Link::RawIp, &RAW_OPTIONS[..]),
+            (Link::LinuxSll, &SLL[..]),
+            (Link::LinuxSll, &SLL_VLAN[..]),
+            (Link::LinuxSll2, &SLL2[..]),
+        ] {
+            assert!(matches!(parse(link, bytes), Parsed::Udp { .. }), "{link:?}");
         }
     }
 }

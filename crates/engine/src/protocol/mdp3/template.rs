@@ -2239,6 +2239,7 @@ mod tests {
                 }
             }
             with_message(&m, |msg| {
+                assert_eq!(incremental_of(&msg).entries().count(), 3, "case {case}");
                 for e in incremental_of(&msg).entries() {
                     let b = e.book().unwrap();
                     let want = Book46 {
