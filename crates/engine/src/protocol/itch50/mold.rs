@@ -543,6 +543,72 @@ mod tests {
         );
     }
 
+    /// Framed packets (real messages, then now and then a byte changed,
+    /// a block cut or the count off by one): an accepted one's messages
+    /// are exactly `count` blocks, and its last timestamp is the last
+    /// stamped message's, the value the watermark takes in O(1). Most are
+    /// accepted, so the checks are reached.
+    #[test]
+    fn framed_packets_keep_their_count_and_last_timestamp() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut accepted, cases) = (0, 5_000);
+        for _ in 0..cases {
+            let n = next() % 5;
+            let mut b = PacketBuilder::new(SESSION, 1 + next() % 1_000);
+            for k in 0..n {
+                let t = next() % 100_000;
+                let m = match next() % 3 {
+                    0 => encode::system_event(t, b'Q'),
+                    1 => encode::delete(1, t, k),
+                    _ => encode::add_order(
+                        2,
+                        t,
+                        k,
+                        Side::Buy,
+                        100,
+                        Symbol::parse("AB").unwrap(),
+                        1_000,
+                        None,
+                    ),
+                };
+                b.message(&m);
+            }
+            let mut bytes = b.finish().to_vec();
+            match next() % 8 {
+                0 if bytes.len() > 20 => {
+                    let i = 20 + (next() as usize) % (bytes.len() - 20);
+                    bytes[i] = next() as u8;
+                }
+                1 => bytes.truncate(bytes.len().saturating_sub(1 + (next() as usize) % 4)),
+                2 => bytes[19] = bytes[19].wrapping_add(1),
+                _ => {}
+            }
+            let Ok(p) = Packet::new_checked(&bytes) else {
+                continue;
+            };
+            accepted += 1;
+            let count = p
+                .messages()
+                .inspect(|(_, m)| {
+                    let _ = m.body();
+                })
+                .count();
+            let last = p.messages().filter_map(|(_, m)| m.timestamp()).last();
+            assert_eq!(p.last_timestamp(), last);
+            match p.kind() {
+                Kind::Data(c) => assert_eq!(count, c as usize),
+                _ => assert_eq!(count, 0),
+            }
+        }
+        assert!(accepted * 2 > cases, "{accepted} of {cases} accepted");
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
         /// Any bytes: a verdict, never a panic; an accepted packet's
