@@ -398,6 +398,10 @@ pub struct Sidecar {
     channels: Vec<(u16, usize, SocketAddrV4)>,
     /// A channel's requests of one cycle, sent in one `sendmmsg`.
     requests: SendBatch,
+    /// By channel (as `channels`): its last cycle's requests all failed,
+    /// so this cycle's send one (the rest wait, as a failed request ends a
+    /// poll), not a burst a millisecond for as long as the error lasts.
+    requests_failing: Vec<bool>,
     changes: Option<Changes>,
     recording: Option<record::Tap>,
     stats: RunStats,
@@ -677,6 +681,7 @@ impl Sidecar {
             publication,
             lines,
             horizons: vec![0; config.feeds.len()],
+            requests_failing: vec![false; channels.len()],
             channels,
             requests: SendBatch::new(REQUESTS_A_CYCLE, REQUEST_MAX_BYTES),
             changes: None,
@@ -1237,9 +1242,11 @@ impl Sidecar {
     /// Sends the requests due on the feeds' channels (re-requests for
     /// open gaps), after the cycle's data is applied.
     fn request_gaps(&mut self, now: u64) {
-        for &(feed, line, server) in &self.channels {
+        for (k, &(feed, line, server)) in self.channels.iter().enumerate() {
             let batch = &mut self.requests;
-            self.handler.poll_requests(feed, now, |b| batch.push(b));
+            let probe = self.requests_failing[k];
+            self.handler
+                .poll_requests(feed, now, |b| (batch.is_empty() || !probe) && batch.push(b));
             if batch.is_empty() {
                 continue;
             }
@@ -1248,6 +1255,7 @@ impl Sidecar {
             if sent < queued {
                 self.handler.requests_unsent(feed, queued - sent, now);
             }
+            self.requests_failing[k] = sent == 0;
         }
     }
 

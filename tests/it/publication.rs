@@ -529,28 +529,38 @@ fn a_file_that_is_not_a_publication_is_never_replaced() {
     assert!(shm.is_dir());
 }
 
-/// A filesystem too small for the publication is a start-up error, not a
-/// SIGBUS once the sidecar runs: a 1 MiB tmpfs in a private mount namespace.
-#[test]
-fn a_filesystem_too_small_is_a_clear_start_up_error() {
+/// For a test of a tmpfs of its own in a private mount namespace (root
+/// with CAP_SYS_ADMIN; skipped otherwise, which fails under CI, as the
+/// namespace tests): a scratch directory, the empty directory `small` in
+/// it to mount the tmpfs on, the publication's path there, and a
+/// configuration publishing at it.
+fn tmpfs_set_up() -> Option<(tempfile::TempDir, PathBuf, PathBuf, PathBuf)> {
     if !root("mount a tmpfs in a private mount namespace") {
-        return;
+        return None;
     }
-    // Root without CAP_SYS_ADMIN (a default container) cannot: skipped
-    // (failed under CI, which runs privileged), as the namespace tests.
     let can_mount = Command::new("unshare")
         .args(["--mount", "sh", "-c", "mount -t tmpfs -o size=1m none /mnt"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !can_mount {
         crate::common::skip("needs a mount namespace with a tmpfs (root without CAP_SYS_ADMIN?)");
-        return;
+        return None;
     }
     let dir = scratch();
     let small = dir.path().join("small");
     std::fs::create_dir(&small).unwrap();
     let shm = small.join("tickguard");
     let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    Some((dir, small, shm, cfg))
+}
+
+/// A filesystem too small for the publication is a start-up error, not a
+/// SIGBUS once the sidecar runs: a 1 MiB tmpfs in a private mount namespace.
+#[test]
+fn a_filesystem_too_small_is_a_clear_start_up_error() {
+    let Some((_dir, small, shm, cfg)) = tmpfs_set_up() else {
+        return;
+    };
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("capacity = 1024", "capacity = 65536");
@@ -587,22 +597,9 @@ fn a_filesystem_too_small_is_a_clear_start_up_error() {
 /// namespace; the test reaches it through `/proc/PID/root`.
 #[test]
 fn a_publication_lost_on_a_full_tmpfs_is_made_again_once_there_is_room() {
-    if !root("mount a tmpfs in a private mount namespace") {
+    let Some((dir, small, _shm, cfg)) = tmpfs_set_up() else {
         return;
-    }
-    let can_mount = Command::new("unshare")
-        .args(["--mount", "sh", "-c", "mount -t tmpfs -o size=1m none /mnt"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !can_mount {
-        crate::common::skip("needs a mount namespace with a tmpfs (root without CAP_SYS_ADMIN?)");
-        return;
-    }
-    let dir = scratch();
-    let small = dir.path().join("small");
-    std::fs::create_dir(&small).unwrap();
-    let shm = small.join("tickguard");
-    let cfg = config(dir.path(), "c", &shm, "", NO_METRICS);
+    };
     let log = dir.path().join("run.log");
     let child = Command::new("unshare")
         .args([

@@ -38,5 +38,7 @@ mod test_alloc;
 #[cfg(test)]
 mod test_log;
 #[cfg(test)]
+mod test_rng;
+#[cfg(test)]
 mod test_work;
 pub mod time;

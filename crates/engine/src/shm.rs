@@ -1698,8 +1698,10 @@ mod tests {
         let p = Publication::create(&path, 0o600, 16, &feeds, 1, 1_000_000).unwrap();
         const SETS: u64 = 200_000;
         let (done, reading) = (AtomicBool::new(false), AtomicBool::new(false));
-        // Reads tried while the writer wrote (refused, or whole: a torn
-        // copy taken then would fail the test).
+        // Sets written so far: a read tried between the writer's first and
+        // last, as the writer counts them, raced it (refused, or whole: a
+        // torn copy taken then would fail the test).
+        let written = std::sync::atomic::AtomicU64::new(0);
         let within = std::thread::scope(|s| {
             s.spawn(|| {
                 while !reading.load(Ordering::Relaxed) {
@@ -1710,6 +1712,7 @@ mod tests {
                         p.set_counter(0, counter::LINE_PACKETS, n);
                         p.set_counter(0, counter::PACKETS, n);
                     });
+                    written.store(n, Ordering::Relaxed);
                     if n.is_multiple_of(100) {
                         // The reader gets its turns on a busy machine.
                         std::thread::yield_now();
@@ -1720,9 +1723,10 @@ mod tests {
             let block = &p.views.feeds()[0];
             let (mut copies, mut last, mut within) = (0u64, 0, 0u64);
             while !done.load(Ordering::Relaxed) || copies == 0 {
+                let before = written.load(Ordering::Relaxed);
                 let copy = read_counters(block);
-                let writing = reading.load(Ordering::Relaxed) && !done.load(Ordering::Relaxed);
-                within += u64::from(writing);
+                let after = written.load(Ordering::Relaxed);
+                within += u64::from(before > 0 && after < SETS);
                 if let Some(c) = copy {
                     assert_eq!(
                         c[counter::PACKETS],

@@ -765,6 +765,13 @@ mod tests {
         assert_eq!(batch.send(&line, to2).0, 1);
         let (n, _) = rx2.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"again");
+        // Refused by the kernel (broadcast without SO_BROADCAST): none
+        // sent, the error told, the batch emptied all the same.
+        assert!(batch.push(b"one") && batch.push(b"two"));
+        let (sent, error) = batch.send(&line, "255.255.255.255:9".parse().unwrap());
+        assert_eq!(sent, 0);
+        assert_eq!(error.and_then(|e| e.raw_os_error()), Some(libc::EACCES));
+        assert!(batch.is_empty());
     }
 
     /// A datagram longer than [`MAX_DATAGRAM`] is cut to it and marked

@@ -149,10 +149,7 @@ impl Client {
             if went {
                 *sent += 1;
                 polled.push(r.sequence);
-                *unanswered = Some(match *unanswered {
-                    None => (now, None, 1),
-                    Some((first, second, n)) => (first, second.or(Some(now)), n + 1),
-                });
+                note_sent(unanswered, now);
             } else {
                 *send_errors += 1;
                 failed = true;
@@ -183,14 +180,17 @@ impl Client {
     pub fn unsent(&mut self, n: usize, now: u64) {
         let n = n.min(self.polled.len());
         let kept = self.polled.len() - n;
-        for &lo in &self.polled[kept..] {
+        // From the highest: each removal shifts only what lies above it.
+        for &lo in self.polled[kept..].iter().rev() {
             self.requester.forget(lo, now);
         }
         self.polled.truncate(kept);
         self.sent -= n as u64;
         self.send_errors += n as u64;
-        if kept == 0 {
-            self.unanswered = self.unanswered_before;
+        // As if only the requests that went had been sent.
+        self.unanswered = self.unanswered_before;
+        for _ in 0..kept {
+            note_sent(&mut self.unanswered, now);
         }
         self.next_poll = self.next_poll.min(now.saturating_add(DEFERRED_POLL_NS));
     }
@@ -200,6 +200,15 @@ impl Client {
     pub fn deferred(&self) -> u64 {
         self.requester.deferred()
     }
+}
+
+/// A request sent at `now`, into the record of those unanswered since
+/// the server last answered: (first, second, count).
+fn note_sent(unanswered: &mut Option<(u64, Option<u64>, u64)>, now: u64) {
+    *unanswered = Some(match *unanswered {
+        None => (now, None, 1),
+        Some((first, second, n)) => (first, second.or(Some(now)), n + 1),
+    });
 }
 
 #[cfg(test)]
@@ -307,6 +316,13 @@ mod tests {
             "the two again, with their credit"
         );
         assert_eq!(c.sent, 3);
+        // The one that went at `t` counts alone among those unanswered:
+        // one request, no silence however long.
+        let requester = Requester::new(64, 60_000 * MS, 100).with_rate(300);
+        let mut c = Client::new(requester, 60_000 * MS);
+        assert_eq!(c.poll(&seq, Some(S1), t, |_| true), 3);
+        c.unsent(2, t);
+        assert_eq!(c.silence(t + 10_000 * MS, 10 * MS), None);
     }
 
     /// A session change asks for the new session's gaps at once, though

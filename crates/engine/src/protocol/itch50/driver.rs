@@ -165,8 +165,10 @@ pub struct Driver {
     abandons: Limiter,
     triggers: Limiter,
     /// Merges (glimpse G4: rate-limited as failures are; a replay has no
-    /// timer to space them).
+    /// timer to space them); those that refused some of what they held,
+    /// apart, never held behind a whole one's line.
     merges: Limiter,
+    refused_merges: Limiter,
     /// An operator's request not started yet: the session it was made in
     /// (a new session drops it, as it abandons a wait).
     requested: Option<super::Session>,
@@ -185,6 +187,7 @@ impl Driver {
             abandons: Limiter::new(LOG_INTERVAL_NS),
             triggers: Limiter::new(LOG_INTERVAL_NS),
             merges: Limiter::new(LOG_INTERVAL_NS),
+            refused_merges: Limiter::new(LOG_INTERVAL_NS),
             requested: None,
         }
     }
@@ -266,6 +269,10 @@ impl Driver {
             ),
             (&mut self.triggers, "snapshot waits begun"),
             (&mut self.merges, "snapshots merged"),
+            (
+                &mut self.refused_merges,
+                "snapshots merged that refused some of what they held",
+            ),
         ] {
             if let Some(held) = limiter.overdue(t) {
                 held_logged(name, what, held);
@@ -363,7 +370,11 @@ impl Driver {
                 latency_ns,
                 refused,
             } => {
-                let Some(unlogged) = self.merges.due(t, false) else {
+                let limiter = match refused {
+                    Refused::No => &mut self.merges,
+                    _ => &mut self.refused_merges,
+                };
+                let Some(unlogged) = limiter.due(t, false) else {
                     return;
                 };
                 let duration_ms = latency_ns / 1_000_000;

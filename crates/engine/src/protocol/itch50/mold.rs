@@ -550,13 +550,7 @@ mod tests {
     /// accepted, so the checks are reached.
     #[test]
     fn framed_packets_keep_their_count_and_last_timestamp() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1du64);
         let (mut accepted, cases) = (0, 5_000);
         for _ in 0..cases {
             let n = next() % 5;

@@ -2212,13 +2212,7 @@ mod tests {
     /// blockLength and in longer ones.
     #[test]
     fn book_46_reads_what_the_getters_read() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let nulls = [PRICE_NULL.to_le_bytes(), (I32_NULL as i64).to_le_bytes()];
         for case in 0..2_000 {
             let extra = (case % 3) as u16 * 4;

@@ -809,13 +809,7 @@ mod tests {
     /// was written. Most are accepted, so the checks are reached.
     #[test]
     fn framed_packets_read_back_what_they_hold() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let (mut accepted, cases) = (0, 5_000);
         for _ in 0..cases {
             let n = next() % 6;
