@@ -510,6 +510,22 @@ mod tests {
         assert_eq!(state(&d), (Some(3 * s), 0));
         d.log(failed(true), 3 * s, "f");
         assert_eq!(given_up(&d), (Some(3 * s), 0));
+        // A merge that refused some of what it held is told though a
+        // whole one was, the same millisecond; a second whole one is held.
+        let merged = |refused| Step::Merged {
+            next: 7,
+            messages: 3,
+            latency_ns: 0,
+            refused,
+        };
+        let log = crate::test_log::logs_of(|| {
+            d.log(merged(Refused::No), 5 * s, "f");
+            d.log(merged(Refused::Spin), 5 * s + 1, "f");
+            d.log(merged(Refused::No), 5 * s + 2, "f");
+        });
+        assert_eq!(log.matches("snapshot merged").count(), 2, "{log}");
+        assert!(log.contains("some were refused"), "{log}");
+        assert_eq!(d.merges.held(), 1);
     }
 
     /// A driver started over (a recreated publication) takes the old
