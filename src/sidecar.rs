@@ -1591,4 +1591,69 @@ mod tests {
             .collect();
         assert_eq!(written, carried);
     }
+
+    /// One ITCH data packet of session `LIVE000001` holding one System
+    /// Event message at sequence `seq`.
+    fn itch_packet(seq: u64) -> Vec<u8> {
+        let event = [b'S', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'Q'];
+        let mut b = crate::protocol::itch50::PacketBuilder::new(
+            crate::protocol::itch50::Session(*b"LIVE000001"),
+            seq,
+        );
+        b.message(&event);
+        b.finish().to_vec()
+    }
+
+    /// A channel whose last cycle's requests all failed sends one request
+    /// the next cycle, not its burst; once one went, the rest follow at
+    /// the next poll, a millisecond on.
+    #[test]
+    fn after_requests_all_failed_a_channel_tries_one() {
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        server.set_nonblocking(true).unwrap();
+        let line = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n\
+                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{line}\"]\n\
+                 recovery = \"{}\"\ngap_timeout_ms = 60000\nrequest_interval_ms = 60000\n\
+                 stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
+                dir.path().join("shm").display(),
+                server.local_addr().unwrap()
+            ),
+            "test",
+        )
+        .unwrap();
+        let mut sidecar = Sidecar::start(&cfg).unwrap();
+        // As after a cycle whose every request failed.
+        sidecar.requests_failing[0] = true;
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for seq in [1, 3, 5, 7] {
+            tx.send_to(&itch_packet(seq), line).unwrap();
+        }
+        // All four queued before the cycle that takes them: three gaps.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let received = |sidecar: &Sidecar| sidecar.handler().feeds()[0].counters.packets;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut now = now_ns();
+        while received(&sidecar) < 4 {
+            assert!(std::time::Instant::now() < deadline, "not received");
+            sidecar.cycle(now);
+            now += 100_000;
+        }
+        let asked = || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut buf = [0u8; 64];
+            std::iter::from_fn(|| server.recv_from(&mut buf).ok()).count()
+        };
+        assert_eq!(asked(), 1, "one, not the burst");
+        assert!(!sidecar.requests_failing[0], "it went");
+        sidecar.cycle(now + 2_000_000);
+        assert_eq!(asked(), 2, "the rest");
+        drop(sidecar);
+    }
 }
