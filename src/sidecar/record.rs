@@ -407,7 +407,7 @@ fn write_chunks<F: Write + RecordingEnd>(
 }
 /// The file half of a recording, on the recording's thread: the records
 /// handed over, written in order, stopped at its first failed write.
-struct Recorder<W: std::io::Write = Bounded<std::io::BufWriter<std::fs::File>>> {
+struct Recorder<W: std::io::Write> {
     /// `None` once a write failed: the file then holds the records of what
     /// was applied up to the failure (the writer hands each record to its
     /// buffer in one piece; a disk filling part-way through a buffer's
@@ -685,9 +685,7 @@ impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
             flushed_at: 0,
         })
     }
-}
 
-impl<W: std::io::Write + Unwritten> Recorder<Bounded<W>> {
     /// Records taken and still in its buffer, not yet in the file.
     fn buffered(&self) -> u64 {
         self.writer

@@ -104,12 +104,6 @@ impl LineInfo {
 }
 
 impl LineSocket {
-    /// Sends one datagram to `to` without blocking. `WouldBlock` when the
-    /// send buffer is full.
-    pub fn send_to(&self, payload: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        self.socket.send_to(payload, &to.into())
-    }
-
     /// Whether the line's group is joined (a unicast line's socket is
     /// always bound).
     pub fn joined(&self) -> bool {

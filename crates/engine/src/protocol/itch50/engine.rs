@@ -679,15 +679,20 @@ source_threshold_ms = 1000
     #[test]
     fn a_silent_recovery_server_is_told_once() {
         const MS: u64 = 1_000_000;
-        let mut h_rec = Handler::new(
-            &Config::parse(
-                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
-             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
-             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
-                "t",
+        // A feed re-requesting from a server on loopback, a second's gaps.
+        let recovering = || {
+            Handler::new(
+                &Config::parse(
+                    "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
+                     recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\n\
+                     request_interval_ms = 100\nstale_threshold_ms = 1000\n\
+                     source_threshold_ms = 1000\n",
+                    "t",
+                )
+                .unwrap(),
             )
-            .unwrap(),
-        );
+        };
+        let mut h = recovering();
         let packet = |seq: u64| {
             let mut b = PacketBuilder::new(Session(*b"SESSION001"), seq);
             b.message(&encode::system_event(seq, b'Q'));
@@ -695,7 +700,6 @@ source_threshold_ms = 1000
         };
         let t = 1_000 * MS;
         let log = crate::test_log::logs_of(|| {
-            let h = &mut h_rec;
             h.on_datagram_line(0, 0, &packet(1), t).unwrap();
             h.on_datagram_line(0, 0, &packet(3), t).unwrap();
             // A request every 100 ms, for 1.5 s: the gap given up at 1 s,
@@ -716,21 +720,12 @@ source_threshold_ms = 1000
         assert!(told[0].contains("silent_ms=1100"), "{log}");
         // An answer (here the server's copy of 4, on the recovery line).
         let log = crate::test_log::logs_of(|| {
-            h_rec
-                .on_datagram_line(0, super::RECOVERY_LINE, &packet(4), t + 2_000 * MS)
+            h.on_datagram_line(0, super::RECOVERY_LINE, &packet(4), t + 2_000 * MS)
                 .unwrap();
         });
         assert!(log.contains("answers again"), "{log}");
         // Answered within the gap's time: never told.
-        let mut h = Handler::new(
-            &Config::parse(
-                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
-             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
-             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
-                "t",
-            )
-            .unwrap(),
-        );
+        let mut h = recovering();
         let log = crate::test_log::logs_of(|| {
             h.on_datagram_line(0, 0, &packet(1), t).unwrap();
             for k in 0..30 {
@@ -747,15 +742,7 @@ source_threshold_ms = 1000
         // One answer lost (its gap filled by the line), then another
         // request an hour later: no silence told before that one too went
         // unanswered for the gap's second.
-        let mut h = Handler::new(
-            &Config::parse(
-                "[[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"239.9.9.1:9000\"]\n\
-             recovery = \"127.0.0.1:18000\"\ngap_timeout_ms = 1000\nrequest_interval_ms = 100\n\
-             stale_threshold_ms = 1000\nsource_threshold_ms = 1000\n",
-                "t",
-            )
-            .unwrap(),
-        );
+        let mut h = recovering();
         let hour = 3_600_000 * MS;
         let log = crate::test_log::logs_of(|| {
             h.on_datagram_line(0, 0, &packet(1), t).unwrap();
