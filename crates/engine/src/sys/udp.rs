@@ -791,6 +791,52 @@ mod tests {
         assert_eq!(got, [(7, MAX_DATAGRAM, true), (8, MAX_DATAGRAM, false)]);
     }
 
+    /// The kernel shortens a header's control space to what it wrote (a
+    /// timestamp); a later receive must give it back whole, or a datagram
+    /// that brings the drop count as well has it cut off. Three datagrams
+    /// fill three headers, the socket then overflows and is drained, and
+    /// three datagrams received after each carry the count.
+    #[test]
+    fn headers_a_receive_filled_get_their_whole_control_space_back() {
+        let line = loopback_line();
+        let local = line.socket.local_addr().unwrap().as_socket_ipv4().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = Batch::new(4);
+        let take = |batch: &mut Batch, want: usize| {
+            let mut got = Vec::new();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while got.len() < want && std::time::Instant::now() < deadline {
+                let n = batch.recv(&line, 0).unwrap();
+                got.extend((0..n).map(|i| batch.get(i).unwrap().1));
+            }
+            got
+        };
+        for i in 0..3u8 {
+            tx.send_to(&[i; 40], local).unwrap();
+        }
+        let first = take(&mut batch, 3);
+        assert_eq!(first.len(), 3);
+        assert!(first
+            .iter()
+            .all(|m| m.time_ns.is_some() && m.drops.is_none()));
+        // Overflow the receive buffer (a few MiB at most; loopback only),
+        // then drain what it kept: all of it was queued before any drop.
+        let sent = (0..4_000)
+            .filter(|_| tx.send_to(&[0; 1_400], local).is_ok())
+            .count();
+        assert!(sent > 0);
+        while batch.recv(&line, 0).unwrap() > 0 {}
+        for i in 0..3u8 {
+            tx.send_to(&[i; 40], local).unwrap();
+        }
+        let after = take(&mut batch, 3);
+        assert_eq!(after.len(), 3);
+        for (i, m) in after.iter().enumerate() {
+            assert!(m.time_ns.is_some(), "datagram {i}: {m:?}");
+            assert!(m.drops.is_some_and(|d| d > 0), "datagram {i}: {m:?}");
+        }
+    }
+
     /// A request above `net.core.rmem_max` is capped by the kernel (root
     /// too: only SO_RCVBUFFORCE passes the cap), and says so in one line
     /// with what was granted; a granted request says nothing. It asks 1 GiB,
