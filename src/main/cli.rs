@@ -47,8 +47,10 @@ pub struct InspectArgs {
     pub config_draft: bool,
 }
 
-/// `tickguard run`.
+/// `tickguard run`. (Every subcommand takes `-1` given apart as a value,
+/// told as out of range under its flag, not as an unknown option.)
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Configuration file (TOML).
     #[arg(long, default_value = "config.toml")]
@@ -63,6 +65,7 @@ pub struct RunArgs {
 
 /// `tickguard check`.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct CheckArgs {
     /// Feed name, as configured.
     pub feed: String,
@@ -87,6 +90,7 @@ pub struct CheckArgs {
 
 /// `tickguard stat`.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct StatArgs {
     /// Shared-memory file of the sidecar (default: the config's, else /dev/shm/tickguard).
     #[arg(long)]
@@ -158,6 +162,7 @@ const DEMO_SYMBOLS: usize = 12;
 
 /// `tickguard replay`.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct ReplayArgs {
     /// Capture file: pcap (µs or ns) or pcapng.
     pub capture: PathBuf,

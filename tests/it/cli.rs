@@ -1087,6 +1087,33 @@ fn usage_errors_exit_non_zero() {
         assert_eq!(out.status.code(), Some(2), "{cmd} {ms}: {err}");
         assert!(err.contains("3..=60000"), "{cmd} {ms}: {err}");
     }
+    // A negative number given apart: out of range under its flag, not an
+    // unknown option (whose tip, `-- -5`, would make it a positional).
+    for (args, want) in [
+        (
+            &["check", "lp1", "EURUSD", "--dead-after-ms", "-5"][..],
+            "--dead-after-ms",
+        ),
+        (&["stat", "--once", "--top", "-1"][..], "--top"),
+        (&["stat", "--once", "--now", "-1"][..], "--now"),
+        (
+            &["run", "--record", "r.pcap", "--record-max-mb", "-1"][..],
+            "--record-max-mb",
+        ),
+        (
+            &["replay", "x.pcap", "--config", "c.toml", "--until", "-1"][..],
+            "--until",
+        ),
+    ] {
+        let out = tickguard().args(args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '-")) && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// A summary written to a pipe whose reader went away is an error (exit
