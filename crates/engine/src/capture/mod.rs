@@ -51,10 +51,11 @@ pub struct CaptureStats {
     /// TCP/IPv4 segments handed to the caller.
     #[serde(skip_serializing_if = "is_zero")]
     pub segments: u64,
-    /// caplen < origlen (the capture cut the frame: its datagram is
-    /// dropped even when only trailer bytes went), or a frame shorter than
-    /// its own headers or IPv4 total length say. A cut frame whose bytes
-    /// show it another ethertype or IP protocol counts there instead.
+    /// caplen < origlen and the bytes kept end before the IPv4 packet
+    /// does (by its total length): the capture cut the datagram. (A cut
+    /// frame that still holds its packet whole, only its trailer gone,
+    /// gives its datagram; one whose bytes show it another ethertype or
+    /// IP protocol counts there.)
     pub truncated: u64,
     /// Other ethertypes / IP versions (ARP, IPv6, ...).
     pub not_ipv4: u64,
@@ -62,7 +63,9 @@ pub struct CaptureStats {
     pub not_udp: u64,
     /// UDP or TCP over IPv4 fragments (MF set or offset != 0): not reassembled.
     pub ip_fragments: u64,
-    /// Bad IHL, total length, UDP length < 8 or past the IP payload, ...
+    /// Bad IHL, total length, UDP length < 8 or past the IP payload, or a
+    /// frame captured whole (caplen = origlen) yet shorter than its own
+    /// headers or IPv4 total length say.
     pub malformed: u64,
     /// Records on an interface whose link type we do not read.
     pub unsupported_link: u64,
@@ -290,18 +293,17 @@ impl CaptureReader {
                 stats.unsupported_link += 1;
                 continue;
             };
-            // Cut by snaplen: the live socket would have had the whole
-            // datagram. (What the bytes kept show to be another ethertype
-            // or IP protocol counts as such.)
+            // A frame the capture cut (caplen < origlen) still gives its
+            // datagram when the bytes kept hold the IPv4 packet whole, by
+            // its total length: only the trailer (an FCS, padding) went,
+            // and live had the same datagram. One whose packet runs past
+            // them is `truncated`; the same in a frame captured whole is
+            // `malformed` (its headers claim bytes that never were).
             let cut = (frame.len() as u64) < u64::from(origlen);
             let tcp = || link::names_tcp(link, frame);
             match link::parse(link, frame) {
                 Parsed::NotIpv4 => stats.not_ipv4 += 1,
                 Parsed::NotUdp => stats.not_udp += 1,
-                _ if cut => {
-                    stats.truncated += 1;
-                    stats.unread_tcp.truncated += u64::from(tcp());
-                }
                 Parsed::Udp { src, dst, payload } => {
                     stats.datagrams += 1;
                     f(&Datagram {
@@ -329,7 +331,7 @@ impl CaptureReader {
                         tcp: Some(tcp),
                     });
                 }
-                Parsed::Truncated => {
+                Parsed::Truncated if cut => {
                     stats.truncated += 1;
                     stats.unread_tcp.truncated += u64::from(tcp());
                 }
@@ -337,7 +339,7 @@ impl CaptureReader {
                     stats.ip_fragments += 1;
                     stats.unread_tcp.ip_fragments += u64::from(tcp());
                 }
-                Parsed::Malformed => {
+                Parsed::Malformed | Parsed::Truncated => {
                     stats.malformed += 1;
                     stats.unread_tcp.malformed += u64::from(tcp());
                 }

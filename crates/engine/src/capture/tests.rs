@@ -621,17 +621,29 @@ fn caplen_below_origlen_is_truncated_not_delivered() {
         // Headers and part of the payload captured: the datagram is incomplete.
         w.write_record(1_000, &full[..96], full.len() as u32)
             .expect("w");
-        // Whole IP packet captured but the record still says more was on the wire.
+        // The whole IP packet captured, the record saying the wire had
+        // more (an FCS the capture dropped): the datagram live had.
         w.write_record(2_000, &full, full.len() as u32 + 4)
             .expect("w");
-        // Headers cut by snaplen inside the IP header, with caplen == origlen.
-        w.write_frame(3_000, &full[..20]).expect("w");
+        // Padding after the packet, cut: the datagram is still whole.
+        let mut padded = full.clone();
+        padded.extend_from_slice(&[0; 8]);
+        w.write_record(3_000, &padded[..full.len() + 2], padded.len() as u32)
+            .expect("w");
+        // A frame captured whole that ends inside its IP header: not cut
+        // by the capture, its headers claim bytes that never were.
+        w.write_frame(3_500, &full[..20]).expect("w");
         w.write_udp(4_000, sock("1.1.1.1:1"), sock("2.2.2.2:2"), b"ok")
             .expect("w");
         let (got, stats) = read_all(w.finish().expect("finish"));
-        assert_eq!(got.len(), 1, "{format:?}");
-        assert_eq!(stats.records, 4, "{format:?}");
-        assert_eq!(stats.truncated, 3, "{format:?}");
+        let seen: Vec<_> = got
+            .iter()
+            .map(|(d, p)| ((d.time_ns + 500) / 1_000, p.len()))
+            .collect();
+        assert_eq!(seen, [(2, 100), (3, 100), (4, 2)], "{format:?}");
+        assert_eq!(stats.records, 5, "{format:?}");
+        assert_eq!(stats.truncated, 1, "{format:?}");
+        assert_eq!(stats.malformed, 1, "{format:?}");
     }
 }
 
@@ -702,18 +714,21 @@ fn every_reject_counter() {
     ] {
         w.write_frame(1, frame).expect("w");
     }
+    // The same ten bytes cut by the capture, not kept whole.
+    w.write_record(1, &good[..10], good.len() as u32)
+        .expect("w");
     let (got, stats) = read_all(w.finish().expect("finish"));
     assert_eq!(got.len(), 1);
     assert_eq!(
         stats,
         CaptureStats {
-            records: 6,
+            records: 7,
             datagrams: 1,
             truncated: 1,
             not_ipv4: 1,
             not_udp: 1,
             ip_fragments: 1,
-            malformed: 1,
+            malformed: 2,
             ..CaptureStats::default()
         }
     );
@@ -757,6 +772,38 @@ fn cut_file_delivers_records_before_the_break() {
         // Cut on a record boundary: a clean end.
         let (got, _) = read_all(two);
         assert_eq!(got.len(), 2);
+    }
+}
+
+/// A legacy capture whose tail is zeros (written to no further, as a
+/// crash leaves it): the records before are read, then the first header
+/// of zeros is an error at its own offset, however many zeros follow
+/// (a whole number of record headers of them read as records of 0 bytes
+/// and ended cleanly).
+#[test]
+fn a_zero_filled_tail_is_an_error_where_it_starts() {
+    for format in [Format::PcapMicros, Format::PcapNanos] {
+        let mut w = CaptureWriter::new(Vec::new(), format, Link::Ethernet).expect("w");
+        for t in [1_000, 2_000] {
+            w.write_udp(t, sock("1.1.1.1:1"), sock("2.2.2.2:2"), b"ab")
+                .expect("w");
+        }
+        let mut bytes = w.finish().expect("finish");
+        let at = bytes.len() as u64;
+        for zeros in [16, 4_096, 4_100] {
+            let mut file = bytes.clone();
+            file.resize(at as usize + zeros, 0);
+            let mut reader =
+                CaptureReader::from_reader("c", Box::new(Cursor::new(file))).expect("o");
+            let mut n = 0;
+            let err = reader.for_each(|_| n += 1).expect_err("zeros");
+            assert_eq!(n, 2, "{format:?} {zeros}");
+            assert!(
+                matches!(err, CaptureError::Corrupt { offset, .. } if offset == at)
+                    && err.to_string().contains("0 bytes long on the wire"),
+                "{format:?} {zeros}: {err}"
+            );
+        }
     }
 }
 
