@@ -385,7 +385,9 @@ fn a_definitions_file_that_is_not_mdp3_stops_the_replay_naming_it() {
     };
     assert!(e.starts_with("feed cme: definitions "), "{e}");
     assert!(
-        e.ends_with("defs.pcap: datagram 1 is not a valid MDP3 packet (short (not CME MDP3?))"),
+        e.ends_with(
+            "defs.pcap: datagram 1 (its record at byte 24) is not a valid MDP3 packet (short (not CME MDP3?))"
+        ),
         "{e}"
     );
     assert_eq!(

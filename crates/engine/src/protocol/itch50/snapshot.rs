@@ -480,7 +480,8 @@ impl Recorded {
             if ahead > 0 {
                 end = Some(End::Failed {
                     class: Failure::Closed,
-                    detail: "bytes missing from the recorded stream",
+                    detail:
+                        "bytes missing from the recorded stream (a segment the capture lost or cut)",
                     cause: Cause::None,
                 });
             } else {

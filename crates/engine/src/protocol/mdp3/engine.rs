@@ -708,7 +708,7 @@ impl FeedEngine for Engine {
         let mut reader = CaptureReader::from_file(&name.to_string(), file)
             .map_err(|e| format!("definitions {name}: {e}"))?;
         let mut index = 0u64;
-        let mut bad: Option<(u64, Reject)> = None;
+        let mut bad: Option<(u64, u64, Reject)> = None;
         let before = self.feed.counters().definitions;
         let feed = &mut self.feed;
         reader
@@ -718,7 +718,7 @@ impl FeedEngine for Engine {
                 }
                 index += 1;
                 if let Err(r) = feed.on_definitions(d.payload) {
-                    bad.get_or_insert((index, r));
+                    bad.get_or_insert((index, d.offset, r));
                 }
             })
             .map_err(|e| format!("definitions {name}: {e}"))?;
@@ -746,9 +746,10 @@ impl FeedEngine for Engine {
                 unread.join(", ")
             ));
         }
-        if let Some((i, r)) = bad {
+        if let Some((i, at, r)) = bad {
             return Err(format!(
-                "definitions {name}: datagram {i} is not a valid MDP3 packet ({}{})",
+                "definitions {name}: datagram {i} (its record at byte {at}) is not a valid MDP3 \
+                 packet ({}{})",
                 r.as_str(),
                 r.hint()
             ));
