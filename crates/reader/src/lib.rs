@@ -38,6 +38,12 @@
 // too.
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("tickguard-reader needs a 64-bit target: it reads 64-bit words atomically from a read-only mapping");
+// The publication's words are little-endian, and the writer and reader
+// store and load them natively: on a big-endian host the file would not
+// be the documented format (and every reader would refuse it). The C
+// header refuses those hosts too.
+#[cfg(target_endian = "big")]
+compile_error!("tickguard-reader needs a little-endian target: the publication's words are little-endian and are read natively");
 
 pub mod clock;
 pub mod file;

@@ -601,7 +601,8 @@ impl Reader {
 
     /// Re-opens the file if it is a different one than mapped (a restarted
     /// writer) or was not usable. Makes system calls: call it when a check's
-    /// health is not ok, not before every check. Returns true if it re-mapped.
+    /// health is not ok, not before every check. Returns true if it tried
+    /// to open the file again (whether that worked is the next health's).
     pub fn refresh(&mut self) -> bool {
         use std::os::unix::fs::MetadataExt;
         let current = std::fs::symlink_metadata(&self.path)
