@@ -417,6 +417,9 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
             known.join(", ")
         );
     }
+    if let Some(only) = args.feed.as_deref() {
+        warnings.extend(checks_of_other_feeds(only, &checks[..asked]));
+    }
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
         let bar = progress_bar(&args, total);
@@ -633,6 +636,43 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     };
     let summary = write_summary(&args, outcome);
     worst([shown, timeline, summary])
+}
+
+/// One warning for the checks of feeds other than `--feed`'s (`only`):
+/// every datagram goes to that feed, so theirs answer `no_quote`, which
+/// would read as the market's. (Checks of no feed at all are warned of
+/// apart.)
+fn checks_of_other_feeds(only: &str, checks: &[tickguard::replay::Check]) -> Option<String> {
+    let mut others: Vec<&str> = Vec::new();
+    let mut n = 0usize;
+    for c in checks.iter().filter(|c| c.feed != only) {
+        n += 1;
+        if !others.contains(&c.feed.as_str()) {
+            others.push(&c.feed);
+        }
+    }
+    let shown = others.len().min(4);
+    let more = match others.len() - shown {
+        0 => String::new(),
+        k => format!(" and {k} more"),
+    };
+    let names: Vec<String> = others[..shown]
+        .iter()
+        .map(|f| tickguard::config::keys::echo(f))
+        .collect();
+    let (checks, feeds) = match (n, others.len()) {
+        (1, _) => ("check", "feed"),
+        (_, 1) => ("checks", "feed"),
+        _ => ("checks", "feeds"),
+    };
+    (n > 0).then(|| {
+        format!(
+            "{n} {checks} of {feeds} {}{more} answered no_quote whatever the capture holds: \
+             --feed {} takes every datagram (replay without --feed, or check that feed only)",
+            names.join(", "),
+            tickguard::config::keys::echo(only)
+        )
+    })
 }
 
 /// `--explain FEED SYMBOL`, resolved: a feed the configuration lacks is an

@@ -1509,6 +1509,59 @@ fn check_warnings_escape_and_cut_what_the_checks_file_says() {
     assert!(lines[1].len() < 300, "{}", lines[1]);
 }
 
+/// `--feed` gives every datagram to its feed: checks of another feed of
+/// the configuration answer `no_quote` whatever the capture holds, which
+/// would read as the market's; one line says so (checks of no feed at
+/// all are warned of apart), and nothing when every check is the feed's.
+#[test]
+fn replay_with_feed_warns_about_checks_of_the_other_feeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = 10 * 1_000_000_000u64;
+    // Sanitised: the capture's address is no line's.
+    let cap = small_capture(dir.path(), &[(t, "10.9.9.9:1", quote(1, t))]);
+    let two = format!(
+        "{SMALL_CONFIG}{}",
+        SMALL_CONFIG
+            .replace("lp1", "lp2")
+            .replace("239.1.1.", "239.1.2.")
+    );
+    let cfg = write(dir.path(), "c.toml", &two);
+    let run = |rows: &str| {
+        let checks = write(dir.path(), "k.csv", &format!("time_ns,feed,symbol\n{rows}"));
+        let out = tickguard()
+            .arg("replay")
+            .arg(&cap)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--checks")
+            .arg(&checks)
+            .args(["--feed", "lp1", "--no-progress"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        (stdout, stderr)
+    };
+    let (stdout, stderr) = run(&format!("{t},lp1,EURUSD\n{t},lp2,EURUSD\n{t},lp2,GBPUSD\n"));
+    assert!(
+        stdout.lines().next().unwrap().contains(r#""ok":true"#),
+        "{stdout}"
+    );
+    let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("--feed")).collect();
+    assert_eq!(
+        warned,
+        [
+            "tickguard: warning: 2 checks of feed 'lp2' answered no_quote whatever the capture \
+          holds: --feed 'lp1' takes every datagram (replay without --feed, or check that feed \
+          only)"
+        ],
+        "{stderr}"
+    );
+    let (_, stderr) = run(&format!("{t},lp1,EURUSD\n"));
+    assert!(!stderr.contains("--feed"), "{stderr}");
+}
+
 #[test]
 fn replay_warns_about_checks_naming_an_unknown_feed_or_an_invalid_symbol() {
     let dir = tempfile::tempdir().unwrap();
