@@ -16,7 +16,7 @@ use cli::{CheckArgs, Cli, Command, ReplayArgs, RunArgs};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use tickguard::capture::CaptureReader;
-use tickguard::config::Config;
+use tickguard::config::{Config, Protocol};
 use tickguard::replay::{answer_json, load_checks};
 
 fn main() -> ExitCode {
@@ -1513,6 +1513,24 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
             args.feed,
             shm.display(),
             known.join(", ")
+        );
+    }
+    // A name the feed's protocol can never publish (a 9-character SQF
+    // symbol) is a wrong question too, not a rejection: a script taking
+    // exit 1 for the market's answer would never see the typo.
+    let protocol = reader
+        .feeds()
+        .iter()
+        .find(|f| f.name == args.feed)
+        .and_then(|f| Protocol::ALL.into_iter().find(|p| p.as_str() == f.protocol));
+    if let Some((p, problem)) =
+        protocol.and_then(|p| p.name_problem(&args.symbol).map(|why| (p, why)))
+    {
+        anyhow::bail!(
+            "'{}' is {problem}: feed '{}' ({}) publishes no such name",
+            args.symbol.escape_debug(),
+            args.feed,
+            p.as_str()
         );
     }
     // The verdict, and the book top as published (prices exact) when the

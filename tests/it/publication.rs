@@ -996,7 +996,8 @@ fn check_of_a_feed_the_publication_lacks_is_a_wrong_question() {
 
 /// `check` tells a symbol the feed never named (a typo, another venue's
 /// name) from a known one whose book is empty: both are `no_quote` with
-/// exit 1, told apart in the text and by `symbol_known` in the JSON.
+/// exit 1, told apart in the text and by `symbol_known` in the JSON; a
+/// name the feed's protocol cannot publish is exit 2.
 #[test]
 fn check_tells_an_unknown_symbol_from_an_empty_book() {
     let dir = scratch();
@@ -1024,6 +1025,28 @@ fn check_tells_an_unknown_symbol_from_an_empty_book() {
         assert_eq!(v["symbol_known"], serde_json::json!(known), "{out}");
         assert_eq!(v["reasons"][0], "no_quote", "{out}");
     }
+    // A name the feed's protocol cannot publish (nine characters on an
+    // ITCH feed) is a wrong question, exit 2, not a rejection.
+    let out = finish(
+        Command::new(bin())
+            .args([
+                "check",
+                "nasdaq",
+                "MSFTTTTTT",
+                "--dead-after-ms",
+                "60000",
+                "--shm",
+            ])
+            .arg(&shm),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "tickguard: 'MSFTTTTTT' is not a valid symbol (1 to 8 printable ASCII characters, no \
+         spaces): feed 'nasdaq' (itch50) publishes no such name\n"
+    );
+    assert!(out.stdout.is_empty());
     // Once the table has refused the feed symbols, an unknown one may be
     // one of them (its book kept, not published): said so, with the count.
     p.set_counter(0, tickguard::shm::counter::TABLE_FULL, 3);
