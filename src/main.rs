@@ -1697,6 +1697,189 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::sync::atomic::AtomicBool;
 
+    /// The commands the README and the guides show, in code blocks
+    /// (`tickguard …`, `$ tickguard …`, continued over `\` lines) and in
+    /// prose (`` `tickguard …` ``, `` `simulate …` ``), each parsed as
+    /// the binary parses it; a simulator's also built as `simulate` builds
+    /// it (nothing sent), so a flag it refuses with another (a line B's
+    /// loss without a line B) is caught. Shapes with placeholders in
+    /// brackets or alternatives (`[--at TIME | …]`) are usage lines, not
+    /// commands, and are passed over.
+    #[test]
+    fn the_commands_the_docs_show_are_accepted() {
+        use clap::Parser;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md")];
+        let mut guides: Vec<_> = std::fs::read_dir(root.join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        guides.sort();
+        files.extend(guides);
+        let mut commands: Vec<(String, String)> = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            commands.extend(shown_commands(&text).into_iter().map(|c| (name.clone(), c)));
+        }
+        assert!(commands.len() >= 40, "{} commands found", commands.len());
+        let mut wrong = Vec::new();
+        for (file, command) in &commands {
+            if command.contains('[') || command.contains('|') || command.contains('…') {
+                continue;
+            }
+            let words = shell_words(command);
+            let problem = match super::cli::Cli::try_parse_from(&words) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        clap::error::ErrorKind::DisplayHelp
+                            | clap::error::ErrorKind::DisplayVersion
+                    ) =>
+                {
+                    None
+                }
+                Err(e) => Some(e.to_string().lines().next().unwrap_or("").to_string()),
+                Ok(cli) => match cli.command {
+                    super::cli::Command::Simulate(args) => simulator_problem(root, &args),
+                    _ => None,
+                },
+            };
+            if let Some(problem) = problem {
+                wrong.push(format!("{file}: {command}: {problem}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// What `simulate` with `args` would refuse before sending: a flag
+    /// of another protocol, or (SQF, or a venue whose configuration is in
+    /// the tree) its parameters.
+    fn simulator_problem(
+        root: &std::path::Path,
+        args: &super::cli::SimulateArgs,
+    ) -> Option<String> {
+        use super::cli::SimProtocol;
+        if let Some((flag, protocols)) = args.foreign_flag() {
+            return Some(format!("{flag} applies to --protocol {protocols} only"));
+        }
+        let in_tree = args.config.as_ref().is_some_and(|c| root.join(c).is_file());
+        let mut args = args.clone();
+        args.config = args.config.map(|c| root.join(c));
+        let built = match args.protocol {
+            SimProtocol::Sqf => {
+                tickguard::simulate::sqf::Simulator::new(&args.params()).map(|_| ())
+            }
+            SimProtocol::Mdp3 if in_tree => args.mdp3_params().map(|_| ()),
+            SimProtocol::Itch50 if in_tree => args.itch_params().map(|_| ()),
+            _ => Ok(()),
+        };
+        built.err().map(|e| e.to_string())
+    }
+
+    /// Commands in `text`: code lines starting `tickguard ` (in a block
+    /// that shows a prompt, only those starting `$ tickguard `: the rest
+    /// is output), joined over a trailing `\\`, a `  #` comment and a
+    /// trailing `&` cut off; and code spans in prose of a whole command,
+    /// `tickguard ` or `simulate ` and two words more at least (a span
+    /// may wrap a line; `simulate --reorder` names a flag).
+    fn shown_commands(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut prose = String::new();
+        let mut block: Vec<&str> = Vec::new();
+        let mut fenced = false;
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            if line.trim_start().starts_with("```") {
+                if fenced {
+                    out.extend(block_commands(&block));
+                    block.clear();
+                }
+                fenced = !fenced;
+            } else if fenced {
+                block.push(line);
+            } else if line.starts_with("    ") {
+                block.push(line);
+                if !lines.peek().is_some_and(|l| l.starts_with("    ")) {
+                    out.extend(block_commands(&block));
+                    block.clear();
+                }
+            } else {
+                prose.push_str(line);
+                prose.push(' ');
+            }
+        }
+        for span in prose.split('`').skip(1).step_by(2) {
+            let words: Vec<&str> = span.split_whitespace().collect();
+            match words.first() {
+                Some(&"tickguard") if words.len() >= 3 => out.push(words.join(" ")),
+                Some(&"simulate") if words.len() >= 3 => {
+                    out.push(format!("tickguard {}", words.join(" ")))
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The commands of one code block's lines (see [`shown_commands`]).
+    fn block_commands(block: &[&str]) -> Vec<String> {
+        let prompt = block.iter().any(|l| l.trim_start().starts_with("$ "));
+        let mut out = Vec::new();
+        let mut open: Option<String> = None;
+        for line in block {
+            let t = line.trim();
+            let t = match open.take() {
+                Some(so_far) => format!("{so_far} {t}"),
+                None => {
+                    let t = if prompt {
+                        match t.strip_prefix("$ ") {
+                            Some(t) => t,
+                            None => continue,
+                        }
+                    } else {
+                        t
+                    };
+                    if !t.starts_with("tickguard ") {
+                        continue;
+                    }
+                    t.to_string()
+                }
+            };
+            let t = match t.find("  #") {
+                Some(i) => t[..i].to_string(),
+                None => t,
+            };
+            match t.strip_suffix('\\') {
+                Some(head) => open = Some(head.trim().to_string()),
+                None => out.push(t.trim().trim_end_matches('&').trim().to_string()),
+            }
+        }
+        out
+    }
+
+    /// `command` split as a shell would (single and double quotes).
+    fn shell_words(command: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word: Option<String> = None;
+        let mut quote = None;
+        for c in command.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.get_or_insert_default().push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    word.get_or_insert_default();
+                }
+                (None, c) if c.is_whitespace() => words.extend(word.take()),
+                (None, c) => word.get_or_insert_default().push(c),
+            }
+        }
+        words.extend(word);
+        words
+    }
+
     /// A stop while starting ends the start cleanly; one a helper thread's
     /// failure asked for fails it (the listener's panic while the sidecar
     /// started once ended it with exit 0, which `Restart=on-failure` does

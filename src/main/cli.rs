@@ -461,7 +461,7 @@ impl SimulateArgs {
 
     /// The first flag given a value other than its default that does not
     /// apply to `--protocol`, and the protocols it applies to.
-    fn foreign_flag(&self) -> Option<(&'static str, &'static str)> {
+    pub(crate) fn foreign_flag(&self) -> Option<(&'static str, &'static str)> {
         use SimProtocol::{Itch50, Mdp3, Sqf};
         const ITCH: &[SimProtocol] = &[Itch50];
         const SQF: &[SimProtocol] = &[Sqf];

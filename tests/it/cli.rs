@@ -1110,7 +1110,7 @@ fn usage_errors_exit_non_zero() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(
-            err.contains(&format!("invalid value '-")) && err.contains(want),
+            err.contains("invalid value '-") && err.contains(want),
             "{args:?}: {err}"
         );
     }

@@ -788,7 +788,7 @@ fn a_zero_filled_tail_is_an_error_where_it_starts() {
             w.write_udp(t, sock("1.1.1.1:1"), sock("2.2.2.2:2"), b"ab")
                 .expect("w");
         }
-        let mut bytes = w.finish().expect("finish");
+        let bytes = w.finish().expect("finish");
         let at = bytes.len() as u64;
         for zeros in [16, 4_096, 4_100] {
             let mut file = bytes.clone();
