@@ -3914,6 +3914,45 @@ mod tests {
         assert_eq!(f.verdict("#2", TH, t2), Reasons::empty());
     }
 
+    /// An RptSeq far ahead (forged, or corrupt behind a good checksum) in
+    /// the newest packet makes its instrument's next real entry one that
+    /// goes back: the channel is emptied as by a ChannelReset (as a forged
+    /// ChannelReset would), and every instrument, the others included,
+    /// waits for its snapshot or its RptSeq 1, none read `ok` on the
+    /// book it had (docs/security.md says so).
+    #[test]
+    fn an_rpt_seq_far_ahead_then_the_real_one_is_taken_for_a_reset() {
+        let mut f = feed();
+        send(
+            &mut f,
+            1,
+            T0,
+            &[
+                bid(1, 1, 1, UpdateAction::New, 100),
+                bid(2, 1, 1, UpdateAction::New, 200),
+            ],
+        );
+        send(
+            &mut f,
+            2,
+            T0,
+            &[bid(1, 1_000_000, 1, UpdateAction::Change, 9)],
+        );
+        assert_eq!(top(&f, "#1"), (Some(100), None));
+        assert_ne!(f.verdict("#1", TH, T0), Reasons::empty());
+        assert_eq!(f.verdict("#2", TH, T0), Reasons::empty());
+        send(&mut f, 3, T0, &[bid(1, 2, 1, UpdateAction::Change, 101)]);
+        assert_eq!(f.counters().resets_inferred, 1);
+        for id in ["#1", "#2"] {
+            assert_eq!(top(&f, id), (None, None), "{id}");
+            assert!(f.verdict(id, TH, T0).contains(Reasons::NO_QUOTE), "{id}");
+        }
+        // #2's own snapshot, taken after, gives it back.
+        f.on_snapshot(&snapshot_of(2, 1, 3, T0 + 1, 200), T0)
+            .unwrap();
+        assert_eq!(f.verdict("#2", TH, T0), Reasons::empty());
+    }
+
     /// Each instrument's snapshot is measured against its own packet: one
     /// taken ahead of the lines (down a while) lets the lines' entries
     /// behind it be duplicates when they come back, and another
