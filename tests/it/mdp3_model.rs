@@ -824,6 +824,10 @@ struct Model {
     /// ChannelReset was inferred or came late; the entries of a packet
     /// below it filling a gap are not applied.
     unplaced_below: Option<u32>,
+    /// The packet (restarts, MsgSeqNum) a reset was last inferred in: once
+    /// a packet (docs/mdp3.md): an entry going back after one in the same
+    /// packet went back from one of the packet's own.
+    inferred_in: Option<(u64, u32)>,
     /// Not in the contract: a ChannelReset was inferred at this place;
     /// trading statuses sent before it no longer count.
     void_before: Option<Stamp>,
@@ -895,6 +899,7 @@ impl Model {
             reset_place: None,
             reach: 0,
             unplaced_below: None,
+            inferred_in: None,
             void_before: None,
             statuses_emptied: None,
             since_restart: None,
@@ -1076,12 +1081,14 @@ impl Model {
     /// was taken at or after this packet, shows a ChannelReset lost on
     /// both lines ([`infer_reset`](Self::infer_reset)).
     fn on_entry(&mut self, e: &WEntry, at: Pos, tt: u64, newest: bool) {
-        if newest && e.rpt != 0 {
+        let packet = (self.c.sequence_restarts, at.0);
+        if newest && e.rpt != 0 && self.inferred_in != Some(packet) {
             let back = self.insts.get(&e.id).is_some_and(|i| {
                 i.high_seen.is_some_and(|h| e.rpt <= h)
                     || (at.0 > i.snapshot_at && i.rpt_seq.is_some_and(|q| e.rpt <= q))
             });
             if back {
+                self.inferred_in = Some(packet);
                 let stamp = (self.c.sequence_restarts, (at.0, 0));
                 self.infer_reset(tt, Some(stamp));
             }

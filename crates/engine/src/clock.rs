@@ -356,6 +356,11 @@ pub struct OffsetEstimator {
     offset: i128,
     /// Times the queue was full and two entries were merged.
     merges: u64,
+    /// The latest arrival before the last forward move of more than
+    /// [`STEP_BACK_NS`], ns, and the least sample then: what a step back
+    /// after it finds in its window though the move expired it
+    /// ([`anchor_again`](Self::anchor_again)).
+    before_jump: Option<(u64, i128)>,
 }
 
 impl OffsetEstimator {
@@ -380,6 +385,7 @@ impl OffsetEstimator {
                 OffsetMode::Auto { .. } => 0,
             },
             merges: 0,
+            before_jump: None,
         }
     }
 
@@ -407,12 +413,26 @@ impl OffsetEstimator {
     /// clock): the least of them, the queue's front, is all they can still
     /// give, so it is kept alone. (Left at their times, nothing left the
     /// window for as long as the step, and the estimate stayed at their
-    /// least whatever the provider's clock did meanwhile.) Allocates
-    /// nothing.
+    /// least whatever the provider's clock did meanwhile.) The samples a
+    /// forward move before the step expired count too while the latest of
+    /// them lies within W of `now`: the contract's window at `now` holds
+    /// them (a bad time source stepped forward, then corrected: without
+    /// them the estimate rose to the samples since, and source ages read
+    /// younger). Their least stands for them all, older ones included
+    /// (lower, so ages older: the safe side). Allocates nothing.
     #[cold]
-    fn anchor_again(&mut self, now: u64) {
+    fn anchor_again(&mut self, now: u64, window_ns: u64) {
         self.latest = now;
-        if let Some((_, least)) = self.queue.front() {
+        let before = self
+            .before_jump
+            .take()
+            .filter(|&(t, _)| t.saturating_add(window_ns) > now)
+            .map(|(_, v)| v);
+        let least = match (self.queue.front().map(|(_, v)| v), before) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(least) = least {
             self.queue.clear();
             self.queue.push_back((now, least));
         }
@@ -442,7 +462,11 @@ impl OffsetEstimator {
             return;
         };
         if arrival.saturating_add(STEP_BACK_NS) < self.latest {
-            self.anchor_again(arrival);
+            self.anchor_again(arrival, window_ns);
+        } else if arrival > self.latest.saturating_add(STEP_BACK_NS) {
+            if let Some((_, least)) = self.queue.front() {
+                self.before_jump = Some((self.latest, least));
+            }
         }
         let a = arrival.max(self.latest);
         self.latest = a;
@@ -530,6 +554,31 @@ mod tests {
             assert_eq!(e.offset(), want, "{i}");
         }
         assert_eq!(e.offset(), (ms + 61 * 100_000) as i128);
+    }
+
+    /// A clock stepped forward (an hour) then back: the samples from
+    /// before the forward step, which it expired, are in the contract's
+    /// window at the arrival after the step back, and count (the estimate
+    /// read the later sample's 1 ms for 0.5: source ages 0.5 ms younger).
+    /// Once the latest of them is a window old, they no longer count.
+    #[test]
+    fn samples_a_forward_step_expired_count_after_the_step_back() {
+        let w = 60 * S;
+        let ms = S / 1000;
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(1000 * S, 1000 * S - ms / 2);
+        e.on_packet(4600 * S, 1001 * S);
+        e.on_packet(1002 * S, 1002 * S - ms);
+        assert_eq!(e.offset(), (ms / 2) as i128);
+        e.on_packet(1030 * S, 1030 * S - ms);
+        assert_eq!(e.offset(), (ms / 2) as i128);
+        // A step back more than a window after the samples before the
+        // forward step: they are out of its window.
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(1000 * S, 1000 * S - ms / 2);
+        e.on_packet(4600 * S, 1001 * S);
+        e.on_packet(1061 * S, 1061 * S - ms);
+        assert_eq!(e.offset(), ms as i128);
     }
 
     /// Arrivals behind the latest by at most [`STEP_BACK_NS`] are out of
