@@ -146,14 +146,10 @@ fn keys_that_would_do_nothing() {
         "idle_sleep_us",
         "idle_sleep_us needs idle = \"sleep\"",
     );
-    let fixed = format!("{FEED}clock_offset = 0\noffset_window_ms = 1000\n");
-    rejected(
-        "",
-        "",
-        &fixed,
-        "offset_window_ms",
-        "offset_window_ms needs clock_offset = \"auto\"",
-    );
+    // Kept though idle, its range checked: the contract's template puts
+    // it under `clock_offset`, and one edit turns the file back to "auto".
+    let fixed = format!("{FEED}clock_offset = 0\noffset_window_ms = 0\n");
+    rejected("", "", &fixed, "offset_window_ms", "offset_window_ms");
     let itch = "[[feed]]\nname = \"n\"\nprotocol = \"itch50\"\nlines = [\"239.2.1.1:26477\"]\n\
                 stale_threshold_ms = 500\nsource_threshold_ms = 2000\ntimezone = \"America/New_York\"\n";
     for key in [
@@ -188,6 +184,7 @@ fn keys_that_would_do_nothing() {
     for ok in [
         format!("[sidecar]\nidle = \"sleep\"\nidle_sleep_us = 200\n{FEED}"),
         format!("{FEED}clock_offset = \"auto\"\noffset_window_ms = 1000\n"),
+        format!("{FEED}clock_offset = 0\noffset_window_ms = 1000\n"),
         format!("{itch}recovery = \"127.0.0.1:18000\"\nrequest_rate = 10\n"),
         format!("{mdp3}snapshot_lines = [\"239.3.1.3:14311\"]\nsnapshot_max_loops = 2\n"),
     ] {

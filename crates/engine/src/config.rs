@@ -1724,15 +1724,11 @@ fn resolve_feed(f: RawFeed) -> Result<(FeedConfig, FeedKeys), Problem> {
         None => OffsetMode::Auto { window_ns },
         Some(o) => match o.get_ref() {
             RawOffset::Auto => OffsetMode::Auto { window_ns },
+            // An `offset_window_ms` beside it is kept though idle (checked
+            // for its range all the same): the contract's own template
+            // puts it under `clock_offset`, "used by auto", and a file so
+            // written turns back to "auto" with one edit.
             RawOffset::Fixed(ns) => {
-                if let Some(w) = &f.offset_window_ms {
-                    // It would do nothing: a fixed offset is not estimated.
-                    return Err(Problem::at(
-                        w,
-                        "offset_window_ms needs clock_offset = \"auto\": a fixed offset has no window".into(),
-                    )
-                    .within(&ctx));
-                }
                 let v = Sp::new(o.span(), *ns);
                 OffsetMode::Fixed(CLOCK_OFFSET.check(&v).map_err(in_feed)?)
             }
@@ -1957,6 +1953,12 @@ source_threshold_ms = 5000
                 window_ns: 60_000_000_000
             }
         );
+        // The template with its offset made fixed, its window left as
+        // written beneath it: taken, the window idle.
+        let fixed = SPEC_EXAMPLE.replacen("clock_offset = \"auto\"", "clock_offset = 0", 1);
+        assert_ne!(fixed, SPEC_EXAMPLE);
+        let c = Config::parse(&fixed, "t.toml").unwrap();
+        assert_eq!(c.feeds[0].offset, OffsetMode::Fixed(0));
         // A third line is refused: line A and an optional line B.
         let three = SPEC_EXAMPLE.replacen(
             "lines = [\"239.1.1.1:30001\", \"239.1.1.2:30002\"]",
