@@ -418,7 +418,7 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         );
     }
     if let Some(only) = args.feed.as_deref() {
-        warnings.extend(checks_of_other_feeds(only, &checks[..asked]));
+        warnings.extend(checks_of_other_feeds(&config, only, &checks[..asked]));
     }
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
@@ -638,29 +638,45 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     worst([shown, timeline, summary])
 }
 
-/// One warning for the checks of feeds other than `--feed`'s (`only`):
-/// every datagram goes to that feed, so theirs answer `no_quote`, which
-/// would read as the market's. (Checks of no feed at all are warned of
-/// apart.)
-fn checks_of_other_feeds(only: &str, checks: &[tickguard::replay::Check]) -> Option<String> {
+/// One warning for the checks of the configuration's feeds other than
+/// `--feed`'s (`only`): every datagram goes to that feed, so theirs answer
+/// `no_quote`, which would read as the market's. (Checks of no feed of the
+/// configuration, or of a name their feed cannot publish, are warned of
+/// apart.) Linear in the checks: a checks file may name millions of feeds.
+fn checks_of_other_feeds(
+    config: &Config,
+    only: &str,
+    checks: &[tickguard::replay::Check],
+) -> Option<String> {
+    const SHOWN: usize = 4;
     let mut others: Vec<&str> = Vec::new();
+    let mut distinct = std::collections::HashSet::new();
     let mut n = 0usize;
     for c in checks.iter().filter(|c| c.feed != only) {
+        let Some(id) = config.feed_id(&c.feed) else {
+            continue;
+        };
+        if config.feeds[usize::from(id)]
+            .protocol
+            .name_problem(&c.symbol)
+            .is_some()
+        {
+            continue;
+        }
         n += 1;
-        if !others.contains(&c.feed.as_str()) {
+        if distinct.insert(c.feed.as_str()) && others.len() < SHOWN {
             others.push(&c.feed);
         }
     }
-    let shown = others.len().min(4);
-    let more = match others.len() - shown {
+    let more = match distinct.len() - others.len() {
         0 => String::new(),
         k => format!(" and {k} more"),
     };
-    let names: Vec<String> = others[..shown]
+    let names: Vec<String> = others
         .iter()
         .map(|f| tickguard::config::keys::echo(f))
         .collect();
-    let (checks, feeds) = match (n, others.len()) {
+    let (checks, feeds) = match (n, distinct.len()) {
         (1, _) => ("check", "feed"),
         (_, 1) => ("checks", "feed"),
         _ => ("checks", "feeds"),

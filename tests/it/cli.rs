@@ -1543,7 +1543,11 @@ fn replay_with_feed_warns_about_checks_of_the_other_feeds() {
         let stderr = String::from_utf8(out.stderr).unwrap();
         (stdout, stderr)
     };
-    let (stdout, stderr) = run(&format!("{t},lp1,EURUSD\n{t},lp2,EURUSD\n{t},lp2,GBPUSD\n"));
+    // A feed of no configuration and a name lp2 cannot publish are warned
+    // of apart, not counted here.
+    let (stdout, stderr) = run(&format!(
+        "{t},lp1,EURUSD\n{t},lp2,EURUSD\n{t},zz,EURUSD\n{t},lp2,TOO LONG NAME\n{t},lp2,GBPUSD\n"
+    ));
     assert!(
         stdout.lines().next().unwrap().contains(r#""ok":true"#),
         "{stdout}"

@@ -416,6 +416,12 @@ fn records_cut_short_or_fragmented_are_told() {
                 w.write_record(t, &f[..f.len() - 4], f.len() as u32 + 96)
                     .unwrap();
             }
+            // Sequence 6 cut too, but recorded as whole (its record's
+            // lengths both the bytes kept).
+            5 => {
+                let f = frame(t, &q);
+                w.write_frame(t, &f[..f.len() - 4]).unwrap();
+            }
             // Sequence 7 as the first fragment of a datagram (MF set).
             6 => {
                 let mut f = frame(t, &q);
@@ -434,20 +440,23 @@ fn records_cut_short_or_fragmented_are_told() {
     assert_eq!(
         (
             &summary["capture"]["truncated"],
-            &summary["capture"]["ip_fragments"]
+            &summary["capture"]["ip_fragments"],
+            &summary["capture"]["malformed"]
         ),
-        (&1.into(), &1.into()),
+        (&1.into(), &1.into(), &1.into()),
         "{summary}"
     );
     assert!(
         stderr.contains(
-            "2 of the capture's records were not read as whole UDP datagrams (1 cut short by the \
-             capture (its snap length), 1 IP fragments, not reassembled)"
+            "3 of the capture's records were not read as whole UDP datagrams (1 cut short by the \
+             capture (its snap length), 1 IP fragments, not reassembled, 1 shorter than their \
+             headers say though recorded whole (cut by a tool that wrote the cut length as the \
+             frame's?))"
         ),
         "{stderr}"
     );
     assert_eq!(
-        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["ticks_lost"], 2,
+        summary["feeds"]["lp1"]["symbols"]["EURUSD"]["ticks_lost"], 3,
         "{summary}"
     );
 

@@ -356,11 +356,16 @@ pub struct OffsetEstimator {
     offset: i128,
     /// Times the queue was full and two entries were merged.
     merges: u64,
-    /// The latest arrival before the last forward move of more than
-    /// [`STEP_BACK_NS`], ns, and the least sample then: what a step back
-    /// after it finds in its window though the move expired it
-    /// ([`anchor_again`](Self::anchor_again)).
-    before_jump: Option<(u64, i128)>,
+    /// The latest arrival before the last forward move of a window or
+    /// more, ns, the least sample then (and before an earlier such move
+    /// landed less than a window before it), and where it landed: what a step back after it finds in its
+    /// window though the move expired it ([`anchor_again`](Self::anchor_again)).
+    /// Moves shorter than a window (a quiet feed's, every second) leave
+    /// it: the samples they expire are lost to a step back that lands
+    /// within a window of them (a departure towards a higher offset,
+    /// docs/architecture.md: a clock stepped by less than a window, then
+    /// back).
+    before_jump: Option<(u64, i128, u64)>,
 }
 
 impl OffsetEstimator {
@@ -426,8 +431,8 @@ impl OffsetEstimator {
         let before = self
             .before_jump
             .take()
-            .filter(|&(t, _)| t.saturating_add(window_ns) > now)
-            .map(|(_, v)| v);
+            .filter(|&(t, _, _)| t.saturating_add(window_ns) > now)
+            .map(|(_, v, _)| v);
         let least = match (self.queue.front().map(|(_, v)| v), before) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -463,9 +468,16 @@ impl OffsetEstimator {
         };
         if arrival.saturating_add(STEP_BACK_NS) < self.latest {
             self.anchor_again(arrival, window_ns);
-        } else if arrival > self.latest.saturating_add(STEP_BACK_NS) {
+        } else if arrival >= self.latest.saturating_add(window_ns) {
+            // A move a window long expires every sample: remember their
+            // least, with the one before (a jump within a window of the
+            // samples it remembered: the moves in between expired them).
             if let Some((_, least)) = self.queue.front() {
-                self.before_jump = Some((self.latest, least));
+                let kept = self
+                    .before_jump
+                    .filter(|&(_, _, landed)| landed.saturating_add(window_ns) > self.latest)
+                    .map_or(least, |(_, v, _)| v.min(least));
+                self.before_jump = Some((self.latest, kept, arrival));
             }
         }
         let a = arrival.max(self.latest);
@@ -561,6 +573,8 @@ mod tests {
     /// window at the arrival after the step back, and count (the estimate
     /// read the later sample's 1 ms for 0.5: source ages 0.5 ms younger).
     /// Once the latest of them is a window old, they no longer count.
+    /// Packets a second apart between the two steps, or a second forward
+    /// step, do not lose them.
     #[test]
     fn samples_a_forward_step_expired_count_after_the_step_back() {
         let w = 60 * S;
@@ -569,6 +583,14 @@ mod tests {
         e.on_packet(1000 * S, 1000 * S - ms / 2);
         e.on_packet(4600 * S, 1001 * S);
         e.on_packet(1002 * S, 1002 * S - ms);
+        assert_eq!(e.offset(), (ms / 2) as i128);
+        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+        e.on_packet(1000 * S, 1000 * S - ms / 2);
+        e.on_packet(4600 * S, 1001 * S);
+        e.on_packet(4601 * S, 1001 * S + ms);
+        e.on_packet(9000 * S, 1002 * S);
+        e.on_packet(9001 * S, 1002 * S + ms);
+        e.on_packet(1003 * S, 1003 * S - ms);
         assert_eq!(e.offset(), (ms / 2) as i128);
         e.on_packet(1030 * S, 1030 * S - ms);
         assert_eq!(e.offset(), (ms / 2) as i128);

@@ -353,14 +353,14 @@ impl CaptureFile {
                 detail: format!("record length {caplen} exceeds the {MAX_BLOCK} byte limit"),
             });
         }
-        // No frame is 0 bytes on the wire: a header of zeros is what a
-        // file whose tail was zero-filled (a crash mid-write) holds where
-        // its records should be, and reading it as records would count
-        // each as cut short and end cleanly.
-        if u32_at(self.input.data(), 12, big_endian) == 0 {
+        // No frame is 0 bytes: a record of none kept of none on the wire
+        // is what a file whose tail was zero-filled (a crash mid-write)
+        // holds where its records should be, and reading such records
+        // would count each as malformed and end cleanly.
+        if caplen == 0 && u32_at(self.input.data(), 12, big_endian) == 0 {
             return Err(Fault::Corrupt {
                 offset,
-                detail: "record of a frame 0 bytes long on the wire (zeros where records \
+                detail: "record of a frame 0 bytes long, none kept (zeros where records \
                          should be: a file written to no further?)"
                     .into(),
             });

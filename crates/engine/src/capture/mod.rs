@@ -75,6 +75,13 @@ pub struct CaptureStats {
     /// IPv4 header names TCP (a connection's segments, no datagram's).
     #[serde(skip)]
     pub unread_tcp: UnreadTcp,
+    /// Of `malformed`, the frames captured whole by their record
+    /// (caplen = origlen) yet shorter than their own headers or IPv4 total
+    /// length say, not naming TCP: a tool that cut them and wrote the cut
+    /// length as the frame's writes such records, and a feed's datagrams
+    /// in them are lost to the replay where live had them.
+    #[serde(skip)]
+    pub short_frames: u64,
 }
 
 /// The TCP records among those not read whole ([`CaptureStats::unread_tcp`]).
@@ -339,9 +346,11 @@ impl CaptureReader {
                     stats.ip_fragments += 1;
                     stats.unread_tcp.ip_fragments += u64::from(tcp());
                 }
-                Parsed::Malformed | Parsed::Truncated => {
+                parsed @ (Parsed::Malformed | Parsed::Truncated) => {
+                    let tcp = tcp();
                     stats.malformed += 1;
-                    stats.unread_tcp.malformed += u64::from(tcp());
+                    stats.unread_tcp.malformed += u64::from(tcp);
+                    stats.short_frames += u64::from(parsed == Parsed::Truncated && !tcp);
                 }
             }
         }

@@ -1162,8 +1162,8 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
     let tcp = r.unread_tcp;
     let unread = [
         (
-            ["truncated", "ip_fragments"],
-            [
+            &["truncated", "ip_fragments", "malformed"][..],
+            &[
                 (
                     r.truncated - tcp.truncated,
                     "cut short by the capture (its snap length)",
@@ -1172,14 +1172,19 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
                     r.ip_fragments - tcp.ip_fragments,
                     "IP fragments, not reassembled",
                 ),
-            ],
+                (
+                    r.short_frames,
+                    "shorter than their headers say though recorded whole (cut by a tool that \
+                     wrote the cut length as the frame's?)",
+                ),
+            ][..],
             "not read as whole UDP datagrams",
             "live received them whole, so a feed whose datagrams they were has gaps here live \
              did not; capture whole frames (no snap length)",
         ),
         (
-            ["unsupported_link", "no_timestamp"],
-            [
+            &["unsupported_link", "no_timestamp"][..],
+            &[
                 (
                     r.unsupported_link,
                     "on an interface whose link type is not read",
@@ -1188,7 +1193,7 @@ pub fn input_warnings(config: &Config, summary: &Summary) -> Vec<String> {
                     r.no_timestamp,
                     "without a timestamp (pcapng Simple Packet Blocks)",
                 ),
-            ],
+            ][..],
             "not read at all",
             "a feed whose datagrams they held has gaps here live did not; capture with \
              Enhanced Packet Blocks on an Ethernet, Linux cooked or raw IP interface",
