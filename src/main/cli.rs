@@ -47,8 +47,9 @@ pub struct InspectArgs {
     pub config_draft: bool,
 }
 
-/// `tickguard run`. (Every subcommand takes `-1` given apart as a value,
-/// told as out of range under its flag, not as an unknown option.)
+/// `tickguard run`. (`run`, `check`, `stat`, `replay`, `simulate` and
+/// `demo` take `-1` given apart as a value, told as out of range under
+/// its flag, not as an unknown option.)
 #[derive(Debug, clap::Args)]
 #[command(allow_negative_numbers = true)]
 pub struct RunArgs {
