@@ -164,6 +164,9 @@ struct FeedMetrics {
     /// Datagrams on the feed's channel from another sender than its
     /// server, as last logged (a line count: carried on).
     wrong_source_logged: Tenfold,
+    /// Orders and symbols refused for room, as last logged.
+    orders_refused_logged: Tenfold,
+    symbols_refused_logged: Tenfold,
     /// Its publication was made anew since its counters were last read:
     /// the next read starts its feed-kept counts over.
     started_over: bool,
@@ -519,6 +522,8 @@ impl Monitor {
                     merges_logged: Tenfold::default(),
                     request_errors_logged: Tenfold::default(),
                     wrong_source_logged: Tenfold::default(),
+                    orders_refused_logged: Tenfold::default(),
+                    symbols_refused_logged: Tenfold::default(),
                     started_over: false,
                 }
             })
@@ -723,6 +728,8 @@ impl Monitor {
                 f.last_resets = 0;
                 f.merges_logged = Tenfold::default();
                 f.request_errors_logged = Tenfold::default();
+                f.orders_refused_logged = Tenfold::default();
+                f.symbols_refused_logged = Tenfold::default();
                 if let Some((since, _)) = f.burst {
                     f.burst = Some((since, 0));
                 }
@@ -931,6 +938,41 @@ impl Monitor {
                     dropped,
                     "datagrams on the feed's recovery channel from another address than its `recovery` server, dropped unread: a server answering from another address or port fills no gap (set `recovery` to the address its answers come from)"
                 );
+            }
+            // A book missing an order, or a stock refused its symbol: the
+            // whole feed reads suspect until the session changes or a
+            // snapshot that refused nothing merges, and only a larger
+            // bound and a restart mend it. Once, and again tenfold.
+            // (By the descriptors' names: another protocol lays out the
+            // extension's ids for itself.)
+            let named = |name: &str| {
+                info.and_then(|i| {
+                    let mut ds = i.counters.iter();
+                    ds.find(|d| d.name == name && d.kind == CounterKind::Counter)
+                })
+                .map(|d| d.id)
+            };
+            for (key, refused, what, logged) in [
+                (
+                    named("orders_refused"),
+                    "orders",
+                    "adds refused for room (the feed's `max_orders` live orders reached): its books miss those orders",
+                    &mut f.orders_refused_logged,
+                ),
+                (
+                    named("symbols_refused"),
+                    "symbols",
+                    "stocks refused a symbol (the feed's `max_symbols` reached): their orders change no book",
+                    &mut f.symbols_refused_logged,
+                ),
+            ] {
+                if let Some(n) = key.and_then(get).filter(|&n| logged.rose(n)) {
+                    tracing::error!(
+                        feed = %f.name,
+                        refused = n,
+                        "{refused} refused: {n} {what}; every symbol of the feed reads suspect until the session changes or a snapshot that refused nothing merges (raise the bound and restart)"
+                    );
+                }
             }
             let (Some(lost), Some(resets)) = (get(counter::TICKS_LOST), get(counter::RESETS))
             else {
@@ -1493,6 +1535,71 @@ mod tests {
             set(19);
             assert!(!logged(&mut m, 3));
             set(20);
+            assert!(logged(&mut m, 4));
+            set(0);
+        }
+    }
+
+    /// Orders and symbols an ITCH feed refused for room are logged when
+    /// first seen and again tenfold, naming the feed and the bound: the
+    /// whole feed reads suspect for the rest of the session, which only a
+    /// larger bound mends (replay warns; live said nothing).
+    #[test]
+    fn orders_and_symbols_refused_are_logged_first_and_tenfold() {
+        // Another protocol's counter at the same id says nothing.
+        let dir = tempfile::tempdir().unwrap();
+        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let p = sidecar.publication();
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        p.heartbeat(t);
+        p.write_counters(|| p.set_counter(0, counter::ORDERS_REFUSED, 5));
+        p.write_counters(|| p.set_counter(0, counter::SYMBOLS_REFUSED, 5));
+        let log = logs_of(|| m.sample(t));
+        assert!(!log.contains("refused"), "{log}");
+        drop((m, sidecar));
+        let dir = tempfile::tempdir().unwrap();
+        let port = crate::demo::free_port().unwrap();
+        let config = Config::parse(
+            &format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n[[feed]]\nname = \"n\"\n\
+                 protocol = \"itch50\"\nlines = [\"127.0.0.1:{port}\"]\nstale_threshold_ms = 500\n\
+                 source_threshold_ms = 2000\ntimezone = \"America/New_York\"\n",
+                dir.path().join("shm").display(),
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let sidecar = crate::sidecar::Sidecar::start(&config).unwrap();
+        let p = sidecar.publication();
+        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        p.heartbeat(t);
+        for (id, said) in [
+            (counter::ORDERS_REFUSED, "`max_orders`"),
+            (counter::SYMBOLS_REFUSED, "`max_symbols`"),
+        ] {
+            let set = |n| p.write_counters(|| p.set_counter(0, id, n));
+            let logged = |m: &mut Monitor, k: u64| {
+                let log = logs_of(|| m.sample(t + k));
+                log.contains(said)
+                    .then(|| {
+                        assert!(
+                            log.contains("feed=")
+                                && log.contains("ERROR")
+                                && log.contains("suspect"),
+                            "{log}"
+                        )
+                    })
+                    .is_some()
+            };
+            assert!(!logged(&mut m, 0));
+            set(1);
+            assert!(logged(&mut m, 1));
+            assert!(!logged(&mut m, 2));
+            set(9);
+            assert!(!logged(&mut m, 3));
+            set(10);
             assert!(logged(&mut m, 4));
             set(0);
         }
