@@ -2594,6 +2594,34 @@ mod tests {
         }
     }
 
+    /// A System Event whose locate maps to a stock moves that stock's
+    /// `last_timestamp` as any message does (spec §3.3: every message whose
+    /// locate maps to a symbol), besides setting the hours; one on locate
+    /// 0 moves none.
+    #[test]
+    fn a_system_event_on_a_mapped_locate_moves_its_stocks_time() {
+        let xyz = sym("XYZ");
+        let mut f = feed();
+        f.on_datagram(&packet(1, &[encode::stock_directory(9, OPEN, xyz)]), T0)
+            .unwrap();
+        let on = |locate: u16, stamp: u64| {
+            let mut m = encode::system_event(stamp, b'Q');
+            m[1..3].copy_from_slice(&locate.to_be_bytes());
+            m
+        };
+        f.on_datagram(&packet(2, &[on(0, OPEN + 5)]), T0).unwrap();
+        assert_eq!(
+            f.settled().symbol(xyz).unwrap().0.last_timestamp,
+            Some(OPEN)
+        );
+        f.on_datagram(&packet(3, &[on(9, OPEN + 7)]), T0).unwrap();
+        assert_eq!(
+            f.settled().symbol(xyz).unwrap().0.last_timestamp,
+            Some(OPEN + 7)
+        );
+        assert_eq!(f.hours(), Hours::Open);
+    }
+
     /// Prices are taken as sent (docs/itch.md: `invalid_price` is a
     /// crossed book only): an order at 0, and one at the most a price
     /// field holds (above ITCH's 199,999.9900), are kept and are the
