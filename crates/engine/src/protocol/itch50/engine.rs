@@ -72,6 +72,12 @@ pub struct Engine {
     /// The recovery server, and the gap timeout (ns): a silence of the
     /// server as long is told.
     recovery: Option<(std::net::SocketAddrV4, u64)>,
+    /// The server's silences told at most once a minute (a server that
+    /// answers now and then, with a gap timeout of a few ms, would start
+    /// and end one every few ms), and whether the last was told (its end
+    /// is told only then).
+    silence_log: crate::ratelimit::Limiter,
+    silence_logged: bool,
     /// GLIMPSE snapshots, with a snapshot server.
     snapshot: Option<Box<Driver>>,
     /// The snapshot server's settings (to go live).
@@ -135,6 +141,8 @@ impl Engine {
                 .recovery
                 .map(|_| Client::new(Requester::from_config(c), c.request_interval_ns)),
             recovery: c.recovery.map(|r| (r, c.gap_timeout_ns)),
+            silence_log: crate::ratelimit::Limiter::new(60_000_000_000),
+            silence_logged: false,
             snapshot,
             glimpse: c.glimpse.clone(),
             settings,
@@ -303,15 +311,7 @@ impl FeedEngine for Engine {
         {
             self.publish(&mut cx);
         }
-        if let Some(c) = self.client.as_mut().filter(|_| line == RECOVERY_LINE) {
-            if c.on_answer() {
-                tracing::info!(
-                    feed = %cx.config.name,
-                    requests_sent = c.sent,
-                    "the recovery server answers again"
-                );
-            }
-        }
+        let wrong_session = self.feed.counters().recovery_wrong_session;
         let result = self
             .feed
             .on_datagram_line(payload, line, t)
@@ -324,6 +324,20 @@ impl FeedEngine for Engine {
                 }
                 out.abandoned
             });
+        // An answer: valid, and of the session in force (a datagram from
+        // the server's address that is neither says nothing of it).
+        let answered = line == RECOVERY_LINE
+            && result.is_ok()
+            && self.feed.counters().recovery_wrong_session == wrong_session;
+        if let Some(c) = self.client.as_mut().filter(|_| answered) {
+            if c.on_answer() && std::mem::take(&mut self.silence_logged) {
+                tracing::info!(
+                    feed = %cx.config.name,
+                    requests_sent = c.sent,
+                    "the recovery server answers again"
+                );
+            }
+        }
         if let Some(d) = &mut self.snapshot {
             // An expiry before the datagram may have triggered one too.
             let abandoned = result.unwrap_or(false);
@@ -359,12 +373,17 @@ impl FeedEngine for Engine {
         }
         self.feed.expire(now);
         if let (Some(c), Some((server, after))) = (&mut self.client, self.recovery) {
-            if let Some((unanswered, for_ns)) = c.silence(now, after) {
+            let silence = c.silence(now, after);
+            if let Some(((unanswered, for_ns), untold)) =
+                silence.and_then(|s| Some((s, self.silence_log.due(now, false)?)))
+            {
+                self.silence_logged = true;
                 tracing::warn!(
                     feed = %cx.config.name,
                     recovery = %server,
                     unanswered,
                     silent_ms = for_ns / 1_000_000,
+                    silences_untold = untold,
                     "re-requests got no answer from the recovery server: the gaps they ask for are given up at their deadline (check `recovery`: the server's address and port, the server running, a firewall on the way back)"
                 );
             }
@@ -718,11 +737,46 @@ source_threshold_ms = 1000
         assert!(told[0].contains("recovery=127.0.0.1:18000"), "{log}");
         // The second request (at 100 ms) unanswered for the gap's second.
         assert!(told[0].contains("silent_ms=1100"), "{log}");
+        // Garbage from the server's address, and a packet of another
+        // session, are no answer.
+        let log = crate::test_log::logs_of(|| {
+            let at = t + 1_990 * MS;
+            let line = super::RECOVERY_LINE;
+            assert!(h.on_datagram_line(0, line, b"garbage", at).is_err());
+            let mut other = PacketBuilder::new(Session(*b"SESSION002"), 4);
+            other.message(&encode::system_event(4, b'Q'));
+            h.on_datagram_line(0, line, &other.finish(), at).unwrap();
+        });
+        assert!(!log.contains("answers again"), "{log}");
         // An answer (here the server's copy of 4, on the recovery line).
         let log = crate::test_log::logs_of(|| {
             h.on_datagram_line(0, super::RECOVERY_LINE, &packet(4), t + 2_000 * MS)
                 .unwrap();
         });
+        assert!(log.contains("answers again"), "{log}");
+        // Silent again within the minute: not told (nor, then, its end);
+        // the next silence past the minute is, with the one untold.
+        let silent_again = |h: &mut Handler, from: u64, seq: u64| {
+            crate::test_log::logs_of(|| {
+                h.on_datagram_line(0, 0, &packet(seq + 2), from).unwrap();
+                for k in 0..15 {
+                    h.poll_requests(0, from + k * 100 * MS, |_| true);
+                    h.before_check(0, from + k * 100 * MS);
+                }
+                h.on_datagram_line(0, super::RECOVERY_LINE, &packet(seq + 1), from + 1_500 * MS)
+                    .unwrap();
+            })
+        };
+        let log = silent_again(&mut h, t + 3_000 * MS, 16);
+        assert!(
+            !log.contains("no answer") && !log.contains("answers again"),
+            "{log}"
+        );
+        let log = silent_again(&mut h, t + 70_000 * MS, 18);
+        assert!(
+            log.contains("no answer") && log.contains("silences_untold=1"),
+            "{log}"
+        );
         assert!(log.contains("answers again"), "{log}");
         // Answered within the gap's time: never told.
         let mut h = recovering();
