@@ -102,7 +102,7 @@ fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     // another's, not taken.
     let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
     forger.send_to(&packet(2, b'C'), listen).unwrap();
-    let reader = tickguard_reader::Reader::open(&shm);
+    let reader = crate::common::live_reader(&shm);
     let wrong = tickguard_reader::layout::counter::CHANNEL_WRONG_SOURCE;
     cycle_until(&mut sidecar, |_| reader.counter(0, wrong) == Some(1));
     assert_eq!(gaps(&sidecar), 1, "the forged answer filled nothing");

@@ -59,7 +59,7 @@ fn published(
     let p = Arc::new(Publication::create(&shm, 0o640, capacity, &feeds, T0, MS).unwrap());
     let h = Handler::with_table(&config, StateTable::shared(p.clone()), 1024);
     p.ready();
-    let reader = Reader::open(&shm);
+    let reader = crate::common::live_reader(&shm);
     (dir, p, h, reader)
 }
 

@@ -237,7 +237,7 @@ fn a_channel_is_published_by_symbol_and_security_id_and_heals_from_the_loop() {
         let d = venue.next_event(t + k * 1000);
         rig.send(&d, &[0, 1]);
     }
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     for spec in venue.specs() {
         let book = venue.book(spec.security_id).unwrap();
         let id = format!("#{}", spec.security_id);
@@ -367,7 +367,7 @@ fn a_b_loss_is_recovered_with_no_instrument_suspect() {
         assert!(!any_needy(&rig), "after event {k}");
         assert!(!rig.snapshot_wanted(), "after event {k}");
     }
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     all_answer_their_books(&reader, &venue, "A/B arbitration");
     let f = rig.feed();
     assert_eq!(f.sequence().counters().packets_lost, 0);
@@ -404,7 +404,7 @@ fn a_gap_the_other_line_fills_joins_no_snapshot_line() {
     // The counters as the next heartbeat publishes them.
     std::thread::sleep(Duration::from_millis(300));
     rig.settle();
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(counter(&reader, "snapshot_joins"), 1, "only at start");
     all_answer_their_books(&reader, &venue, "filled by line B");
 }
@@ -435,7 +435,7 @@ fn a_gap_given_up_joins_the_snapshot_lines_at_once() {
     );
     rig.send(&venue.snapshot_loop(t + 3_000), &[2, 3]);
     assert!(!any_needy(&rig), "healed by the loop");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     all_answer_their_books(&reader, &venue, "healed by the loop");
     // Kept until a whole loop was read after the give-up (a status lost
     // with the gap is said again only by the loop's snapshots): the loop
@@ -465,7 +465,7 @@ fn a_mid_week_start_heals_every_instrument_within_one_loop() {
         "joined: instruments have no baseline"
     );
     rig.send(&venue.snapshot_loop(t + 60_000), &[2, 3]);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     all_answer_their_books(&reader, &venue, "healed by one loop");
     assert!(!any_needy(&rig));
     assert!(!rig.snapshot_wanted(), "left once every instrument healed");
@@ -484,7 +484,7 @@ fn a_channel_reset_empties_every_book_until_it_is_refilled() {
     // packets from being taken for late copies of the old one (spec mdp3
     // §9.2 judges by MsgSeqNum alone).
     let (mut rig, t, mut venue) = Rig::equity_traded("restart_margin = 1");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     all_answer_their_books(&reader, &venue, "before the reset");
     rig.send(&venue.channel_reset(t + 50_000), &[0, 1]);
     for spec in venue.specs() {
@@ -555,7 +555,7 @@ fn a_status_lost_with_a_gap_and_in_a_loop_comes_with_the_next_whole_loop() {
     let quote = venue.event(t + 32_000, x, Activity::Quote);
     assert!(!quote.is_empty());
     rig.send(&quote, &[0, 1]);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(reasons(&reader, &id), "ok", "the status is lost");
     // The first loop, X's snapshot (its second packet) lost on both lines:
     // every other instrument heals from it.
@@ -602,7 +602,7 @@ fn a_loop_ahead_of_the_lines_does_not_end_a_give_ups_hold() {
         "a loop ahead of the lines said nothing"
     );
     rig.send(&next[1..], &[2, 3]);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(reasons(&reader, &id), "closed", "said again by the loop");
 }
 
@@ -634,7 +634,7 @@ fn a_loop_taken_before_the_lost_packets_does_not_end_a_give_ups_hold() {
     rig.send(&venue.snapshot_loop(t + 60_000), &[2, 3]);
     rig.send(&venue.snapshot_loop(t + 70_000)[..1], &[2, 3]);
     assert!(!rig.snapshot_wanted(), "left after a loop taken since");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(reasons(&reader, &format!("#{}", ids[1])), "closed");
 }
 
@@ -692,7 +692,7 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
     for k in 0..30u64 {
         rig.send(&venue.next_event(t + 140_000 + k * 1000), &[0, 1]);
     }
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     all_answer_their_books(&reader, &venue, "healed after joining again");
     // The other channel's instruments, unverified by the second give-up,
     // get no entry and no snapshot here: the lines are left after two
@@ -732,7 +732,7 @@ fn loops_that_heal_nothing_are_left_until_another_instrument_needs_one() {
         );
         assert!(always.snapshot_wanted(), "always: after loop {loop_no}");
     }
-    let reader = Reader::open(&always.shm);
+    let reader = crate::common::live_reader(&always.shm);
     assert!(
         reasons(&reader, "#999001").contains("suspect"),
         "no loop healed it"
@@ -804,7 +804,7 @@ fn instruments_are_shown_by_symbol_then_security_id() {
     let mut venue = Channel::new(7, equity_channel());
     // Books before definitions: shown by #SecurityID.
     rig.send(&venue.fill_books(t), &[0, 1]);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let shown = |reader: &Reader| -> std::collections::BTreeSet<String> {
         let names = reader.names();
         reader
@@ -891,10 +891,10 @@ fn an_instrument_healed_by_its_own_entries_does_not_make_a_loop_useful() {
                 assert!(Instant::now() < deadline, "not received");
                 rig.sidecar.cycle(now_ns());
             }
-            let r = reasons(&Reader::open(&rig.shm), "#999002");
+            let r = reasons(&crate::common::live_reader(&rig.shm), "#999002");
             assert!(r.contains("suspect"), "{r:?}");
             rig.send_raw(&[bids(seq + 2, 999_002, &[2])], 0);
-            let r = reasons(&Reader::open(&rig.shm), "#999002");
+            let r = reasons(&crate::common::live_reader(&rig.shm), "#999002");
             assert!(!r.contains("suspect"), "{r:?}");
         }
     }
@@ -936,7 +936,7 @@ fn definition(seq: u32, id: i32, symbol: &str, action: u8) -> Vec<u8> {
 #[test]
 fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
     let (mut rig, specs) = Rig::equity_defined();
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let (a, name) = (specs[0].security_id, specs[0].symbol.clone());
     let slot_of = |n: &str| slot_key(&reader, n);
     assert_eq!(slot_of(&name), key_of(a));
@@ -979,7 +979,7 @@ fn a_symbol_moved_or_deleted_is_found_where_the_channel_maps_it() {
 #[test]
 fn a_handle_held_across_a_symbol_move_answers_no_quote() {
     let (mut rig, specs) = Rig::equity_defined();
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let (a, b, name) = (
         specs[0].security_id,
         specs[1].security_id,
@@ -1032,7 +1032,7 @@ fn a_handle_held_across_a_symbol_move_answers_no_quote() {
 #[test]
 fn a_symbol_spelled_as_a_security_id_never_takes_that_name() {
     let (mut rig, specs) = Rig::equity_defined();
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let (victim, forged) = (&specs[0], &specs[1]);
     let victim_id = format!("#{}", victim.security_id);
     let slot_of = |n: &str| slot_key(&reader, n);
@@ -1066,7 +1066,7 @@ fn a_symbol_spelled_as_a_security_id_never_takes_that_name() {
 #[test]
 fn a_symbol_given_to_an_instrument_not_kept_finds_nothing() {
     let (mut rig, specs) = Rig::equity_defined_with("max_instruments = 5");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let (kept, name) = (specs[0].security_id, specs[0].symbol.clone());
     assert_eq!(slot_key(&reader, &name), key_of(kept));
     rig.send_raw(&[definition(100, 999_009, &name, b'A')], 4);
@@ -1098,7 +1098,7 @@ fn a_symbol_the_full_directory_refuses_is_counted_once() {
     rig.send_raw(&[definition(100, b, &name, b'M')], 4);
     rig.events(&mut venue, t, 1..20u64);
     assert_eq!(full(&rig), 1, "refused once, published again since");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_ne!(reasons(&reader, &format!("#{b}")), "no_quote");
     // The name's entry in force still finds the first instrument's slot,
     // whose book the name no longer means: never `ok` by that name (the
@@ -1134,7 +1134,7 @@ fn a_symbol_the_full_directory_cannot_withdraw_marks_its_instrument() {
     rig.send_raw(&[definition(100, a, &name, b'D')], 4);
     rig.events(&mut venue, t, 1..20u64);
     assert_eq!(full(&rig), 1);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let by_name = reasons(&reader, &name);
     assert!(by_name.contains("suspect"), "{name}: {by_name}");
     for s in &specs[1..] {
@@ -1167,7 +1167,7 @@ fn a_symbol_moved_and_deleted_in_one_batch_finds_nothing() {
         specs[1].security_id,
         specs[0].symbol.clone(),
     );
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let held = reader.lookup("cme", &name).unwrap();
     assert_eq!(reader.check(&held, now_ns()).reasons.to_string(), "ok");
     rig.send_raw(
@@ -1217,7 +1217,7 @@ fn an_instrument_the_full_table_refuses_is_counted_once() {
     // Settled: idle for longer than the heartbeat (1 ms) that publishes
     // the counters.
     rig.events(&mut venue, t, 1..40u64);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(counter(&reader, "table_full_symbols"), 1);
     let slotted = venue
         .specs()
@@ -1259,7 +1259,7 @@ fn a_definitions_file_names_the_instruments_from_the_start() {
     let n = venue.specs().count() as u64;
     assert_eq!(rig.feed().counters().definitions, n);
     rig.send(&venue.fill_books(t), &[0, 1]);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     for spec in venue.specs() {
         let answer = reasons(&reader, &spec.symbol);
         assert!(
@@ -1294,7 +1294,7 @@ fn an_override_reaches_the_published_slot_once_its_symbol_is_known() {
     rig.send(&venue.fill_books(t), &[0, 1]);
     rig.send(&venue.definition_loop(t), &[4]);
     std::thread::sleep(Duration::from_millis(5));
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let id = format!("#{}", one.security_id);
     for name in [one.symbol.as_str(), id.as_str()] {
         assert!(reasons(&reader, name).contains("stale"), "{name}");
@@ -1343,7 +1343,7 @@ fn an_override_leaves_an_instrument_the_batch_did_not_touch() {
             "max_instruments = 5\n[[feed.symbol]]\nname = \"{name}\"\nstale_threshold_ms = 1\n"
         );
         let (mut rig, specs) = Rig::equity_defined_with(&keys);
-        let reader = Reader::open(&rig.shm);
+        let reader = crate::common::live_reader(&rig.shm);
         let ids: Vec<String> = specs
             .iter()
             .map(|s| format!("#{}", s.security_id))
@@ -1398,7 +1398,7 @@ fn an_override_follows_its_symbol(directory_full: bool) {
         format!("#{}", specs[1].security_id),
     );
     std::thread::sleep(Duration::from_millis(5));
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert!(reasons(&reader, &a).contains("stale"));
     assert!(!reasons(&reader, &b).contains("stale"));
     let agree = |rig: &Rig| limits_agree(rig, &reader, &[&a, &b]);
@@ -1439,7 +1439,7 @@ fn an_override_follows_its_symbol(directory_full: bool) {
 #[test]
 fn instruments_past_the_most_kept_are_counted_where_an_operator_sees_them() {
     let (rig, _, venue) = Rig::equity_filled("max_instruments = 3");
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     assert_eq!(rig.feed().instruments().len(), 3);
     assert!(counter(&reader, "instruments_refused") > 0);
     let published = venue
@@ -1483,7 +1483,7 @@ fn published_counters_are_the_channels_own() {
     // Settled: idle for longer than the heartbeat (1 ms) that publishes
     // the counters.
     rig.send_raw(&[bids(seq + 2, 999_003, &[1])], 0);
-    let reader = Reader::open(&rig.shm);
+    let reader = crate::common::live_reader(&rig.shm);
     let f = rig.feed();
     let (n, q) = (f.counters(), f.sequence().counters());
     let published = |flag: fn(&tickguard::protocol::mdp3::feed::Entry) -> bool| {

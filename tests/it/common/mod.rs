@@ -378,3 +378,12 @@ pub fn stop_on_a_full_pipe(
     drop(out);
     status
 }
+
+/// A reader of the publication at `path` taking its writer as alive for a
+/// minute after the last heartbeat: the tests that are not about a dead
+/// writer ask a verdict of a live one, and a writer (or a test thread
+/// cycling a sidecar) not scheduled for a tenth of a second on a loaded
+/// machine would otherwise read as dead, every answer `stale`.
+pub fn live_reader(path: impl AsRef<Path>) -> tickguard::Reader {
+    tickguard::Reader::open_with(path, 60_000_000_000)
+}

@@ -110,7 +110,7 @@ impl Live {
         let sidecar = mdp3_sidecar(ns, &cfg, shm, record.then_some(rec.as_path()), &log);
         Live {
             sidecar,
-            reader: Reader::open(shm),
+            reader: crate::common::live_reader(shm),
             cfg,
             log,
             rec,
@@ -765,7 +765,7 @@ fn mdp3_a_failed_snapshot_join_is_retried_until_it_succeeds() {
     std::fs::write(&cfg, text).unwrap();
     let log = dir.path().join("run.log");
     let _sidecar = mdp3_sidecar(ns, &cfg, shm, None, &log);
-    let reader = Reader::open(shm);
+    let reader = crate::common::live_reader(shm);
     let deadline = Instant::now() + Duration::from_secs(10);
     while joins_logged(&log) != [false] {
         assert!(
