@@ -705,11 +705,8 @@ max_cached = 1000
 fn the_live_mdp3_cycle_allocates_nothing_after_warm_up() {
     let _serial = serial();
     use crate::common::mdp3::{Channel, Datagram, Options};
-    // Six free loopback ports, held together while chosen so that no two
-    // are the same.
-    let held: Vec<_> = (0..6).map(|_| crate::common::socket()).collect();
-    let lines: Vec<std::net::SocketAddrV4> = held.iter().map(|(_, a)| *a).collect();
-    drop(held);
+    // Six free loopback ports, each a different one.
+    let lines: Vec<std::net::SocketAddrV4> = (0..6).map(|_| crate::common::free_addr()).collect();
     let shm = format!("/dev/shm/tickguard-alloc-mdp3-{}", std::process::id());
     let cfg = Config::parse(
         &format!(

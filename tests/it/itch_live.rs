@@ -55,7 +55,7 @@ fn with_a_gap_asked_for(
     listen: Option<SocketAddr>,
     shm: &str,
 ) -> (Sidecar, SocketAddr) {
-    let line = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let line = SocketAddr::V4(crate::common::free_addr());
     let listen = listen.map_or(String::new(), |l| format!("recovery_listen = \"{l}\"\n"));
     let cfg = Config::parse(
         &format!(
@@ -140,20 +140,21 @@ fn without_recovery_listen_requests_go_from_an_ephemeral_port_that_takes_the_ans
 /// a copy that arrived by a gap's deadline its chance to fill it: gaps are
 /// given up at the merge horizon, never past a datagram still waiting to
 /// be applied, as replay of the same traffic gives them up. Here, one
-/// datagram a receive: line A's 1 and 3 (a gap at 2, 50 ms to fill it),
-/// line B's copy of 2 right after, and the receiver 300 ms late.
+/// datagram a receive: line A's 1 and 3 (a gap at 2, 1 s to fill it: a
+/// sender preempted between the two sends does not miss it), line B's
+/// copy of 2 right after, and the receiver 1.3 s late.
 #[test]
 fn a_copy_in_time_fills_its_gap_however_late_the_receiver_is() {
     let (a, b) = (
-        port(&UdpSocket::bind("127.0.0.1:0").unwrap()),
-        port(&UdpSocket::bind("127.0.0.1:0").unwrap()),
+        SocketAddr::V4(crate::common::free_addr()),
+        SocketAddr::V4(crate::common::free_addr()),
     );
     let shm = format!("/dev/shm/tickguard-itch-late-{}", std::process::id());
     let cfg = Config::parse(
         &format!(
             "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{shm}\"\nbatch = 1\n\
              [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"{a}\", \"{b}\"]\n\
-             gap_timeout_ms = 50\nstale_threshold_ms = 1000\nsource_threshold_ms = 1000\n"
+             gap_timeout_ms = 1000\nstale_threshold_ms = 1000\nsource_threshold_ms = 1000\n"
         ),
         "test",
     )
@@ -163,7 +164,7 @@ fn a_copy_in_time_fills_its_gap_however_late_the_receiver_is() {
     tx.send_to(&packet(1, b'O'), a).unwrap();
     tx.send_to(&packet(3, b'Q'), a).unwrap();
     tx.send_to(&packet(2, b'Q'), b).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(1_300));
     cycle_until(&mut sidecar, |s| {
         s.handler().feeds()[0].counters.packets == 3
     });

@@ -17,13 +17,9 @@ fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
 }
 
-/// A UDP port free right now on 127.0.0.1.
+/// A UDP port free right now on 127.0.0.1 ([`crate::common::free_port`]).
 fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::common::free_port()
 }
 
 struct Sidecar {

@@ -19,11 +19,7 @@ use tickguard::Reader;
 /// `dir`: (the file, the publication's path, the port).
 fn one_feed(dir: &Path, metrics: &str) -> (PathBuf, PathBuf, u16) {
     let shm = dir.join("shm");
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let cfg = dir.join("config.toml");
     std::fs::write(
         &cfg,
@@ -315,7 +311,7 @@ fn a_line_break_in_a_logged_path_forges_no_line() {
     let dir = top.path().join(format!("x\n{forged}\r\x1b[2K"));
     std::fs::create_dir(&dir).unwrap();
     let shm = dir.join("shm");
-    let port = crate::common::socket().1.port();
+    let port = crate::common::free_port();
     let cfg = dir.join("config.toml");
     std::fs::write(
         &cfg,
@@ -365,7 +361,7 @@ fn a_recovery_channels_capped_receive_buffer_is_warned_about() {
     }
     let dir = tempfile::tempdir().unwrap();
     let shm = dir.path().join("shm");
-    let (line, listen) = (crate::common::socket().1, crate::common::socket().1);
+    let (line, listen) = (crate::common::free_addr(), crate::common::free_addr());
     let cfg = dir.path().join("config.toml");
     std::fs::write(
         &cfg,

@@ -23,11 +23,7 @@ fn bin() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::common::free_port()
 }
 
 /// A scratch directory under /dev/shm (where publications live), removed on drop.
@@ -832,6 +828,8 @@ fn another_user_cannot_truncate_the_publication() {
             "0",
         ])
         .arg(&shm)
+        // (Its error in English: the text is matched.)
+        .env("LC_ALL", "C")
         .output()
         .expect("setpriv (util-linux)");
     assert!(!out.status.success(), "truncate as uid 65534 succeeded");
@@ -1220,6 +1218,8 @@ fn a_lock_left_by_a_killed_writer_does_not_block_a_restart() {
             .args(["flock", "--exclusive", "--nonblock"])
             .arg(lock)
             .args(["sleep", "30"])
+            // (Its error in English: the text is matched.)
+            .env("LC_ALL", "C")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         c

@@ -349,6 +349,20 @@ fn report_is_printed_on_sigint_and_sigterm() {
     }
 }
 
+/// Waits (20 s at most) until `rx` has received `n` datagrams.
+fn received(rx: &std::net::UdpSocket, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 2048];
+    let mut got = 0;
+    while got < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{got} of {n} datagrams"
+        );
+        got += usize::from(rx.recv(&mut buf).is_ok());
+    }
+}
+
 /// The report written to a stdout nobody reads (its pipe full before the
 /// simulator starts) does not hold SIGTERM off: the write gives up once
 /// the signal came and no room did, and the simulator exits 2 saying so
@@ -356,7 +370,7 @@ fn report_is_printed_on_sigint_and_sigterm() {
 #[test]
 fn a_report_stuck_on_a_full_pipe_ends_on_sigterm() {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let (_rx, dest) = crate::common::socket();
+    let (rx, dest) = crate::common::socket();
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the array it is given,
     // each then owned once below.
@@ -379,10 +393,13 @@ fn a_report_stuck_on_a_full_pipe_ends_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1_000));
+    // Its 20 datagrams sent (on a loaded machine the start may take a
+    // while): then it is at its report, or about to be.
+    received(&rx, 20);
+    std::thread::sleep(Duration::from_millis(200));
     assert!(child.try_wait().unwrap().is_none(), "blocked on its report");
     assert!(crate::common::signal(child.id(), libc::SIGTERM));
-    let status = crate::common::wait_at_most(&mut child, Duration::from_secs(2));
+    let status = crate::common::wait_at_most(&mut child, Duration::from_secs(10));
     drop(read);
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -400,7 +417,7 @@ fn a_report_stuck_on_a_full_pipe_ends_on_sigterm() {
 fn a_report_after_ctrl_c_reaches_a_slow_reader_whole() {
     use std::io::Read;
     use std::os::fd::AsRawFd;
-    let (_rx, dest) = crate::common::socket();
+    let (rx, dest) = crate::common::socket();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickguard"))
         .args([
             "simulate",
@@ -420,7 +437,9 @@ fn a_report_after_ctrl_c_reaches_a_slow_reader_whole() {
     let mut out = child.stdout.take().unwrap();
     // SAFETY: fcntl on a pipe descriptor this test owns.
     assert!(unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) } >= 4096);
-    std::thread::sleep(Duration::from_millis(1_000));
+    // Running (its signal handlers in place) once it sends.
+    received(&rx, 1);
+    std::thread::sleep(Duration::from_millis(500));
     assert!(crate::common::signal(child.id(), libc::SIGINT));
     let mut report = Vec::new();
     let mut page = [0u8; 4096];

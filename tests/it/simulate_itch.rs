@@ -43,7 +43,7 @@ fn report(v: Killed) -> serde_json::Value {
 
 /// A loopback port nobody uses right now.
 fn free_port() -> SocketAddrV4 {
-    socket().1
+    crate::common::free_addr()
 }
 
 /// One received datagram: arrival (ns), destination, bytes.

@@ -387,3 +387,34 @@ pub fn stop_on_a_full_pipe(
 pub fn live_reader(path: impl AsRef<Path>) -> tickguard::Reader {
     tickguard::Reader::open_with(path, 60_000_000_000)
 }
+
+/// A loopback port, free for UDP and TCP right now, for a sidecar or a
+/// process a test starts to bind. Taken below the kernel's ephemeral
+/// range (from 32768), where every `bind(0)` of the tests running beside
+/// it lands (a port picked by one and released could be taken by another
+/// before the sidecar bound it), in a sequence of this process's own (its
+/// pid sets where it starts, each call the next one), so that tests in
+/// other processes pick other ports but by chance of their sequences.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    // Coprime with SPAN: SPAN calls give SPAN different ports.
+    const STEP: u32 = 7_919;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    for _ in 0..SPAN {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed) % SPAN;
+        let port = (LOW + (start + k * STEP) % SPAN) as u16;
+        let at = (std::net::Ipv4Addr::LOCALHOST, port);
+        if std::net::UdpSocket::bind(at).is_ok() && std::net::TcpListener::bind(at).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port from {LOW} to {}", LOW + SPAN - 1);
+}
+
+/// [`free_port`] on 127.0.0.1.
+pub fn free_addr() -> std::net::SocketAddrV4 {
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, free_port())
+}
