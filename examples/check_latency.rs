@@ -11,14 +11,23 @@ use tickguard::{Reader, WallClock};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() < 4 {
-        eprintln!("usage: check_latency SHM FEED SYMBOL [CHECKS]");
+    const USAGE: &str =
+        "usage: check_latency SHM FEED SYMBOL [CHECKS] (CHECKS 1 to 100000000, default 1000000)";
+    if !(4..=5).contains(&args.len()) {
+        eprintln!("{USAGE}");
         std::process::exit(2);
     }
-    let n: usize = args
-        .get(4)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let n: usize = match args.get(4).map(|s| s.parse::<usize>()) {
+        None => 1_000_000,
+        Some(Ok(n)) if (1..=100_000_000).contains(&n) => n,
+        Some(_) => {
+            eprintln!(
+                "CHECKS {:?} is not a count from 1 to 100000000; {USAGE}",
+                args[4]
+            );
+            std::process::exit(2);
+        }
+    };
     let reader = Reader::open(&args[1]);
     let Some(handle) = reader.lookup(&args[2], &args[3]) else {
         eprintln!(

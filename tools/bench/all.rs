@@ -2,6 +2,7 @@
 //! and memory never disturb the next), then the table: BENCHMARKS.json and a
 //! Markdown table on stdout.
 
+use crate::harness::BadFlag;
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -80,7 +81,14 @@ pub struct TableArgs {
 /// Prints the table of an existing BENCHMARKS.json (and no JSON line:
 /// `Value::Null`).
 pub fn print_table(a: &TableArgs) -> anyhow::Result<Value> {
-    let r: Value = serde_json::from_slice(&std::fs::read(&a.json)?)?;
+    let shown = a.json.display();
+    let r: Value = match std::fs::read(&a.json).map(|b| serde_json::from_slice(&b)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            return Err(BadFlag::new(format!("{shown} is not a BENCHMARKS.json: {e}")).into())
+        }
+        Err(e) => return Err(BadFlag::new(format!("{shown}: {e}")).into()),
+    };
     println!("{}", table(&r));
     Ok(Value::Null)
 }
@@ -90,6 +98,15 @@ pub fn print_table(a: &TableArgs) -> anyhow::Result<Value> {
 pub fn run(a: &Args) -> anyhow::Result<Value> {
     // The soak row checks it too, but only once the rows before it ran.
     crate::harness::within("--soak-seconds", a.soak_seconds, 1..=86_400)?;
+    // Where the rows go, before the minutes they take: a path that cannot
+    // be written would lose them all at the end.
+    if let Err(e) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&a.json)
+    {
+        return Err(BadFlag::new(format!("--json {}: {e}", a.json.display())).into());
+    }
     let soak = a.soak_seconds.to_string();
     let rows = json!({
         "machine": machine(),
@@ -115,7 +132,8 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
         "mdp3_check": row(&["mdp3-check"])?,
         "mdp3_heal_time": row(&["mdp3-heal-time"])?,
     });
-    std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")?;
+    std::fs::write(&a.json, serde_json::to_string_pretty(&rows)? + "\n")
+        .with_context(|| format!("writing {}", a.json.display()))?;
     println!("{}", table(&rows));
     Ok(Value::Null)
 }

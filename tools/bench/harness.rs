@@ -44,6 +44,13 @@ impl Display for BadFlag {
 
 impl std::error::Error for BadFlag {}
 
+impl BadFlag {
+    /// A refusal saying `why` in one line.
+    pub(crate) fn new(why: String) -> BadFlag {
+        BadFlag(why)
+    }
+}
+
 /// Refuses the flags unless `ok`, `why()` the line saying which and why.
 pub(crate) fn require(ok: bool, why: impl FnOnce() -> String) -> anyhow::Result<()> {
     if ok {

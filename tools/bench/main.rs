@@ -104,7 +104,12 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("error: {bad}");
                 std::process::exit(2);
             }
-            None => return Err(e),
+            // One line with its causes, never a backtrace: a row that
+            // failed (a sidecar that did not start, a write refused).
+            None => {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
         },
     };
     // `table` and `all` print a table instead.

@@ -27,7 +27,7 @@ pub struct SoakArgs {
     /// Fraction of --rate sent (0.01 to 1).
     #[arg(long, default_value_t = 0.5)]
     fraction: f64,
-    /// Symbols quoted (1 to 1,000,000).
+    /// Symbols quoted (1 to 100,000: the simulator's generated names).
     #[arg(long, default_value_t = 1_000)]
     symbols: usize,
     /// Quotes per datagram (1 to 100).
@@ -44,7 +44,7 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 250)]
     heartbeat_ms: u64,
     /// Receiver idle strategy: spin, yield or sleep.
-    #[arg(long, default_value = "sleep")]
+    #[arg(long, default_value = "sleep", value_parser = ["spin", "yield", "sleep"])]
     idle: String,
 }
 
@@ -53,7 +53,8 @@ pub fn soak(a: &SoakArgs) -> anyhow::Result<Value> {
     within("--seconds", a.seconds, 1..=86_400)?;
     within("--rate", a.rate, 1.0..=10_000_000.0)?;
     within("--fraction", a.fraction, 0.01..=1.0)?;
-    within("--symbols", a.symbols, 1..=1_000_000)?;
+    // (The simulator makes at most 100,000 names, SYM00000 on.)
+    within("--symbols", a.symbols, 1..=100_000)?;
     within("--batch", a.batch, 1..=100)?;
     within("--loss-a", a.loss_a, 0.0..=100.0)?;
     within("--loss-b", a.loss_b, 0.0..=100.0)?;
