@@ -266,6 +266,12 @@ impl Queue {
     }
 }
 
+/// How often the writer thread looks for lines when it found none, ms.
+/// It polls rather than waits in the channel: a thread waiting there is
+/// woken by the sender (a lock and a futex call), and the sender is the
+/// receive thread; polled, its `try_send` is a few atomic operations.
+const POLL_MS: u64 = 5;
+
 /// The writer thread: each line to `out`, failures ignored (a closed or
 /// full stderr loses lines, never the program).
 fn write_out(rx: Receiver<Item>, json: bool, mut out: impl Write) {
@@ -281,7 +287,15 @@ fn write_out(rx: Receiver<Item>, json: bool, mut out: impl Write) {
         };
         let _ = writeln!(out, "{text}");
     };
-    for item in rx {
+    loop {
+        let item = match rx.try_recv() {
+            Ok(item) => item,
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                std::thread::sleep(Duration::from_millis(POLL_MS));
+                continue;
+            }
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        };
         match item {
             Item::Line { dropped, bytes } => {
                 say_dropped(&mut out, dropped);

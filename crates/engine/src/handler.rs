@@ -5,7 +5,9 @@
 //! listed in [`crate::protocol::Engine`]) and keeps what is the same for
 //! every protocol: packet counters, rejections and their logs. No
 //! allocation, no lock, no clock read; a rejected packet costs a counter
-//! bump and at most one log line a second.
+//! bump and at most one log line a second (a line is formatted, stamped
+//! with the wall clock and copied into the log's queue: see the log
+//! section of docs/operations.md).
 
 use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};
