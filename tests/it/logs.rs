@@ -115,6 +115,80 @@ fn wait_for(shm: &Path, cond: impl Fn(&Reader) -> bool) -> bool {
     false
 }
 
+/// An ITCH feed's add refused for room (`max_orders`) or a stock refused
+/// a symbol (`max_symbols`) is one error line from `run` naming the feed
+/// and the bound: the whole feed reads suspect for the rest of the session
+/// and only a larger bound mends it (it said nothing; replay warned).
+#[test]
+fn refusals_for_room_are_logged_by_run() {
+    use tickguard::protocol::itch50::message::encode;
+    use tickguard::protocol::itch50::{PacketBuilder, Session, Side};
+    let (aapl, msft) = (
+        Symbol::parse("AAPL").unwrap(),
+        Symbol::parse("MSFT").unwrap(),
+    );
+    let orders = vec![
+        encode::stock_directory(1, 1, aapl),
+        encode::add_order(1, 2, 1, Side::Buy, 100, aapl, 1_000_000, None),
+        encode::add_order(1, 3, 2, Side::Buy, 100, aapl, 1_000_000, None),
+    ];
+    let symbols = vec![
+        encode::stock_directory(1, 1, aapl),
+        encode::stock_directory(2, 2, msft),
+    ];
+    for (bound, messages, said) in [
+        ("max_orders = 1", orders, "`max_orders`"),
+        ("max_symbols = 1", symbols, "`max_symbols`"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (shm, log, port) = (
+            dir.path().join("shm"),
+            dir.path().join("log"),
+            crate::common::free_port(),
+        );
+        let cfg = dir.path().join("config.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\n\
+                 [[feed]]\nname = \"nq\"\nprotocol = \"itch50\"\nlines = [\"127.0.0.1:{port}\"]\n\
+                 stale_threshold_ms = 60000\nsource_threshold_ms = 60000\n\
+                 timezone = \"America/New_York\"\n{bound}\n",
+                shm.display()
+            ),
+        )
+        .unwrap();
+        let _run = crate::common::run_logged(&[], &cfg, &log);
+        assert!(
+            wait_for(&shm, |_| true),
+            "{bound}: the sidecar did not come up"
+        );
+        let mut b = PacketBuilder::new(Session(*b"REFUSED001"), 1);
+        for m in &messages {
+            b.message(m);
+        }
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let line = loop {
+            let text = std::fs::read_to_string(&log).unwrap();
+            if let Some(l) = text.lines().find(|l| l.contains(said)) {
+                break l.to_string();
+            }
+            assert!(Instant::now() < deadline, "{bound}: nothing logged: {text}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            line.contains("ERROR") && line.contains("feed=nq") && line.contains("refused=1"),
+            "{line}"
+        );
+        assert!(
+            line.contains("suspect") && line.contains("raise the bound"),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn run_with_stderr_on_a_full_device() {
     survives("/dev/full", full(), false);
