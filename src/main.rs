@@ -1769,7 +1769,7 @@ mod tests {
             }
         }
         assert!(
-            parsed >= 45,
+            parsed >= 46,
             "{parsed} commands parsed of {}",
             commands.len()
         );

@@ -962,7 +962,7 @@ impl Monitor {
                 (
                     named("symbols_refused"),
                     "symbols",
-                    "stocks refused a symbol (the feed's `max_symbols` reached): their orders change no book",
+                    "messages naming a new stock refused it a symbol (the feed's `max_symbols` reached): that stock's orders change no book",
                     &mut f.symbols_refused_logged,
                 ),
             ] {

@@ -100,12 +100,17 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     crate::harness::within("--soak-seconds", a.soak_seconds, 1..=86_400)?;
     // Where the rows go, before the minutes they take: a path that cannot
     // be written would lose them all at the end.
+    let existed = a.json.exists();
     if let Err(e) = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(&a.json)
     {
         return Err(BadFlag::new(format!("--json {}: {e}", a.json.display())).into());
+    }
+    if !existed {
+        // (Made to try: not left empty should a row fail.)
+        let _ = std::fs::remove_file(&a.json);
     }
     let soak = a.soak_seconds.to_string();
     let rows = json!({

@@ -356,17 +356,17 @@ pub struct OffsetEstimator {
     offset: i128,
     /// Times the queue was full and two entries were merged.
     merges: u64,
-    /// The latest arrival before the last forward move of a window or
-    /// more, ns, the least sample then (and before an earlier such move
-    /// landed less than a window before it), and where it landed: what a step back after it finds in its
-    /// window though the move expired it ([`anchor_again`](Self::anchor_again)).
-    /// Moves shorter than a window (a quiet feed's, every second) leave
-    /// it: the samples they expire are lost to a step back that lands
-    /// within a window of them (a departure towards a higher offset,
-    /// docs/architecture.md: a clock stepped by less than a window, then
-    /// back).
-    before_jump: Option<(u64, i128, u64)>,
+    /// The last [`EXPIRED_KEPT`] samples the window let go, oldest first,
+    /// each at its own arrival: a step back lands where the contract's
+    /// window may hold them again ([`anchor_again`](Self::anchor_again)).
+    expired: VecDeque<(u64, i128)>,
 }
+
+/// Samples a window let go that an estimator keeps for a step back
+/// (32 bytes each). A window lets one go when it was the least of the
+/// samples since: a handful a window on a link whose delay jitters, one a
+/// packet only while the delay rises packet after packet.
+pub const EXPIRED_KEPT: usize = 64;
 
 impl OffsetEstimator {
     /// An estimator whose queue holds at most `cap` entries (at least 2), all
@@ -390,7 +390,10 @@ impl OffsetEstimator {
                 OffsetMode::Auto { .. } => 0,
             },
             merges: 0,
-            before_jump: None,
+            expired: VecDeque::with_capacity(match mode {
+                OffsetMode::Fixed(_) => 0,
+                OffsetMode::Auto { .. } => EXPIRED_KEPT,
+            }),
         }
     }
 
@@ -418,22 +421,25 @@ impl OffsetEstimator {
     /// clock): the least of them, the queue's front, is all they can still
     /// give, so it is kept alone. (Left at their times, nothing left the
     /// window for as long as the step, and the estimate stayed at their
-    /// least whatever the provider's clock did meanwhile.) The samples a
-    /// forward move before the step expired count too while the latest of
-    /// them lies within W of `now`: the contract's window at `now` holds
-    /// them (a bad time source stepped forward, then corrected: without
-    /// them the estimate rose to the samples since, and source ages read
-    /// younger). Their least stands for them all, older ones included
-    /// (lower, so ages older: the safe side). Allocates nothing.
+    /// least whatever the provider's clock did meanwhile.) The samples the
+    /// window let go that lie within W of `now` count too: the contract's
+    /// window at `now` holds them again (a time source stepped forward,
+    /// then corrected; a step back of a few seconds: without them the
+    /// estimate rose to the samples since, source ages reading younger).
+    /// Of those the last [`EXPIRED_KEPT`] let go are kept: a step back
+    /// landing before them finds the older ones gone (the offset then no
+    /// lower than theirs would make it). Allocates nothing.
     #[cold]
     fn anchor_again(&mut self, now: u64, window_ns: u64) {
         self.latest = now;
-        let before = self
-            .before_jump
-            .take()
-            .filter(|&(t, _, _)| t.saturating_add(window_ns) > now)
-            .map(|(_, v, _)| v);
-        let least = match (self.queue.front().map(|(_, v)| v), before) {
+        let again = self
+            .expired
+            .iter()
+            .filter(|&&(t, _)| t.saturating_add(window_ns) > now)
+            .map(|&(_, v)| v)
+            .min();
+        self.expired.clear();
+        let least = match (self.queue.front().map(|(_, v)| v), again) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -468,17 +474,6 @@ impl OffsetEstimator {
         };
         if arrival.saturating_add(STEP_BACK_NS) < self.latest {
             self.anchor_again(arrival, window_ns);
-        } else if arrival >= self.latest.saturating_add(window_ns) {
-            // A move a window long expires every sample: remember their
-            // least, with the one before (a jump within a window of the
-            // samples it remembered: the moves in between expired them).
-            if let Some((_, least)) = self.queue.front() {
-                let kept = self
-                    .before_jump
-                    .filter(|&(_, _, landed)| landed.saturating_add(window_ns) > self.latest)
-                    .map_or(least, |(_, v, _)| v.min(least));
-                self.before_jump = Some((self.latest, kept, arrival));
-            }
         }
         let a = arrival.max(self.latest);
         self.latest = a;
@@ -496,8 +491,12 @@ impl OffsetEstimator {
         self.queue.push_back((a, v));
         // Expire from the front: keep a_q > a_p − W. The newest entry has
         // a_q = a_p and W > 0, so the queue never empties here.
-        while self.queue.front().is_some_and(|(t, _)| a - t >= window_ns) {
+        while let Some(gone) = self.queue.front().filter(|(t, _)| a - t >= window_ns) {
             self.queue.pop_front();
+            if self.expired.len() == EXPIRED_KEPT {
+                self.expired.pop_front();
+            }
+            self.expired.push_back(gone);
         }
         self.offset = self.queue.front().map_or(v, |(_, m)| m);
     }
@@ -568,39 +567,100 @@ mod tests {
         assert_eq!(e.offset(), (ms + 61 * 100_000) as i128);
     }
 
-    /// A clock stepped forward (an hour) then back: the samples from
-    /// before the forward step, which it expired, are in the contract's
-    /// window at the arrival after the step back, and count (the estimate
-    /// read the later sample's 1 ms for 0.5: source ages 0.5 ms younger).
-    /// Once the latest of them is a window old, they no longer count.
-    /// Packets a second apart between the two steps, or a second forward
-    /// step, do not lose them.
+    /// The contract's offset after the packets `received` (arrival,
+    /// send time), in the order received, at the last one's arrival `ap`:
+    /// the least delay over those with `ap − W < a ≤ ap`, whatever order
+    /// their arrivals came in.
+    fn formula(received: &[(u64, u64)], window: u64) -> i128 {
+        let ap = i128::from(received.last().unwrap().0);
+        received
+            .iter()
+            .filter(|&&(a, _)| {
+                (ap - i128::from(window)..=ap).contains(&i128::from(a))
+                    && i128::from(a) > ap - i128::from(window)
+            })
+            .map(|&(a, s)| i128::from(a) - i128::from(s))
+            .min()
+            .unwrap()
+    }
+
+    /// A clock stepped forward then back: the samples the window let go
+    /// meanwhile that the contract's window at the arrival after the step
+    /// back holds again count (the estimate read the later samples' 1 ms
+    /// for 0.5: source ages younger than the formula's). An hour's step,
+    /// a two seconds' step amid packets every 100 ms, two steps forward
+    /// with packets between, and a provider clock drifting (the delay
+    /// rising every second, a window of one) stepped back 200 ms: each
+    /// the formula's offset exactly.
     #[test]
-    fn samples_a_forward_step_expired_count_after_the_step_back() {
-        let w = 60 * S;
+    fn samples_the_window_let_go_count_after_a_step_back() {
         let ms = S / 1000;
+        let run = |w: u64, packets: &[(u64, u64)]| {
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+            for &(a, s) in packets {
+                e.on_packet(a, s);
+            }
+            (e.offset(), formula(packets, w))
+        };
+        let delay = |a: u64, d: u64| (a, a - d);
+        // An hour forward, then back.
+        let hour = [
+            delay(1000 * S, ms / 2),
+            delay(4600 * S, ms),
+            delay(1002 * S, ms),
+        ];
+        assert_eq!(run(60 * S, &hour), ((ms / 2) as i128, (ms / 2) as i128));
+        // Two seconds forward amid packets every 100 ms, five packets,
+        // then back: the 0.5 ms sample of 1011.1 s is still in the
+        // window at 1070.5 s.
+        let mut short: Vec<(u64, u64)> = (0..700u64)
+            .map(|k| 1000 * S + k * 100 * ms)
+            .map(|a| delay(a, if a == 1011 * S + 100 * ms { ms / 2 } else { ms }))
+            .collect();
+        short.extend((0..5).map(|k| delay(1072 * S + k * 100 * ms, ms)));
+        short.push(delay(1070 * S + 500 * ms, ms));
+        assert_eq!(run(60 * S, &short), ((ms / 2) as i128, (ms / 2) as i128));
+        // Forward twice, packets between, then back between the two: the
+        // samples before the first step are out of that window.
+        let twice = [
+            delay(1000 * S, ms / 2),
+            delay(4600 * S, ms),
+            delay(4601 * S, ms),
+            delay(9000 * S, 2 * ms),
+            delay(4620 * S, 3 * ms),
+        ];
+        assert_eq!(run(60 * S, &twice).1, ms as i128);
+        assert_eq!(run(60 * S, &twice).0, ms as i128);
+        // A window of a second, a packet a second for an hour, the delay
+        // rising 1 ms a second; then the clock 200 ms back.
+        let mut drift: Vec<(u64, u64)> = (0..3600u64)
+            .map(|k| delay((1000 + k) * S, (k + 1) * ms))
+            .collect();
+        drift.push(delay(4598 * S + 800 * ms, 3600 * ms));
+        let (got, want) = run(S, &drift);
+        assert_eq!(got, want);
+        assert_eq!(want, (3599 * ms) as i128);
+    }
+
+    /// Of the samples the window let go, the last [`EXPIRED_KEPT`] are
+    /// kept: a step back landing among older ones finds them gone, and the
+    /// offset is the least of those kept and the window's (no lower).
+    #[test]
+    fn a_step_back_finds_the_last_samples_let_go() {
+        let ms = S / 1000;
+        let w = S;
+        // The delay rising 1 ms a packet, a packet a second: each one let
+        // go at the next.
         let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
-        e.on_packet(1000 * S, 1000 * S - ms / 2);
-        e.on_packet(4600 * S, 1001 * S);
-        e.on_packet(1002 * S, 1002 * S - ms);
-        assert_eq!(e.offset(), (ms / 2) as i128);
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
-        e.on_packet(1000 * S, 1000 * S - ms / 2);
-        e.on_packet(4600 * S, 1001 * S);
-        e.on_packet(4601 * S, 1001 * S + ms);
-        e.on_packet(9000 * S, 1002 * S);
-        e.on_packet(9001 * S, 1002 * S + ms);
-        e.on_packet(1003 * S, 1003 * S - ms);
-        assert_eq!(e.offset(), (ms / 2) as i128);
-        e.on_packet(1030 * S, 1030 * S - ms);
-        assert_eq!(e.offset(), (ms / 2) as i128);
-        // A step back more than a window after the samples before the
-        // forward step: they are out of its window.
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
-        e.on_packet(1000 * S, 1000 * S - ms / 2);
-        e.on_packet(4600 * S, 1001 * S);
-        e.on_packet(1061 * S, 1061 * S - ms);
-        assert_eq!(e.offset(), ms as i128);
+        for k in 0..200u64 {
+            e.on_packet((1000 + k) * S, (1000 + k) * S - (k + 1) * ms);
+        }
+        assert_eq!(e.expired.len(), EXPIRED_KEPT);
+        // Back to 1010 s: the formula's window holds the 11 ms sample of
+        // 1010 s, long let go; the kept ones start at 1135 s.
+        e.on_packet(1010 * S, 1010 * S - 300 * ms);
+        let oldest_kept = (200 - EXPIRED_KEPT as u64) * ms;
+        assert_eq!(e.offset(), oldest_kept as i128);
     }
 
     /// Arrivals behind the latest by at most [`STEP_BACK_NS`] are out of

@@ -6,8 +6,8 @@
 //! every protocol: packet counters, rejections and their logs. No
 //! allocation, no lock, no clock read; a rejected packet costs a counter
 //! bump and at most one log line a second (a line is formatted, stamped
-//! with the wall clock and copied into the log's queue: see the log
-//! section of docs/operations.md).
+//! with the wall clock and copied into the log's queue, an allocation:
+//! see the log section of docs/operations.md).
 
 use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};

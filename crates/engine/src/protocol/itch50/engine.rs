@@ -74,7 +74,8 @@ pub struct Engine {
     recovery: Option<(std::net::SocketAddrV4, u64)>,
     /// The server's silences told at most once a minute (a server that
     /// answers now and then, with a gap timeout of a few ms, would start
-    /// and end one every few ms), and whether the last was told (its end
+    /// and end one every few ms; one that starts within the minute is told
+    /// when it is up, if it lasts), and whether the last was told (its end
     /// is told only then).
     silence_log: crate::ratelimit::Limiter,
     silence_logged: bool,
@@ -373,17 +374,21 @@ impl FeedEngine for Engine {
         }
         self.feed.expire(now);
         if let (Some(c), Some((server, after))) = (&mut self.client, self.recovery) {
-            let silence = c.silence(now, after);
-            if let Some(((unanswered, for_ns), untold)) =
-                silence.and_then(|s| Some((s, self.silence_log.due(now, false)?)))
-            {
+            // Asked only once a line is due: a silence that starts within
+            // the minute is told when the minute is up, if it lasts.
+            let silence = self
+                .silence_log
+                .is_due(now)
+                .then(|| c.silence(now, after))
+                .flatten();
+            if let Some((unanswered, for_ns)) = silence {
+                self.silence_log.due(now, true);
                 self.silence_logged = true;
                 tracing::warn!(
                     feed = %cx.config.name,
                     recovery = %server,
                     unanswered,
                     silent_ms = for_ns / 1_000_000,
-                    silences_untold = untold,
                     "re-requests got no answer from the recovery server: the gaps they ask for are given up at their deadline (check `recovery`: the server's address and port, the server running, a firewall on the way back)"
                 );
             }
@@ -754,8 +759,8 @@ source_threshold_ms = 1000
                 .unwrap();
         });
         assert!(log.contains("answers again"), "{log}");
-        // Silent again within the minute: not told (nor, then, its end);
-        // the next silence past the minute is, with the one untold.
+        // Silent again within the minute and answered within it: not told
+        // (nor, then, its end); silent past the minute: told once it is up.
         let silent_again = |h: &mut Handler, from: u64, seq: u64| {
             crate::test_log::logs_of(|| {
                 h.on_datagram_line(0, 0, &packet(seq + 2), from).unwrap();
@@ -774,10 +779,21 @@ source_threshold_ms = 1000
         );
         let log = silent_again(&mut h, t + 70_000 * MS, 18);
         assert!(
-            log.contains("no answer") && log.contains("silences_untold=1"),
+            log.contains("no answer") && log.contains("answers again"),
             "{log}"
         );
-        assert!(log.contains("answers again"), "{log}");
+        // Silent again within the minute, and for good: told once the
+        // minute since the last line is up.
+        let log = crate::test_log::logs_of(|| {
+            let from = t + 75_000 * MS;
+            h.on_datagram_line(0, 0, &packet(22), from).unwrap();
+            for k in 0..700 {
+                h.poll_requests(0, from + k * 100 * MS, |_| true);
+                h.before_check(0, from + k * 100 * MS);
+            }
+        });
+        let told: Vec<&str> = log.lines().filter(|l| l.contains("no answer")).collect();
+        assert_eq!(told.len(), 1, "{log}");
         // Answered within the gap's time: never told.
         let mut h = recovering();
         let log = crate::test_log::logs_of(|| {
