@@ -955,14 +955,14 @@ impl Monitor {
             for (key, refused, what, logged) in [
                 (
                     named("orders_refused"),
-                    "orders",
-                    "adds refused for room (the feed's `max_orders` live orders reached): its books miss those orders",
+                    "adds",
+                    "refused for room (the feed's `max_orders` live orders reached): its books miss those orders",
                     &mut f.orders_refused_logged,
                 ),
                 (
                     named("symbols_refused"),
-                    "symbols",
-                    "messages naming a new stock refused it a symbol (the feed's `max_symbols` reached): that stock's orders change no book",
+                    "messages",
+                    "naming a new stock refused it a symbol (the feed's `max_symbols` reached): that stock's orders change no book",
                     &mut f.symbols_refused_logged,
                 ),
             ] {
@@ -970,7 +970,7 @@ impl Monitor {
                     tracing::error!(
                         feed = %f.name,
                         refused = n,
-                        "{refused} refused: {n} {what}; every symbol of the feed reads suspect until the session changes or a snapshot that refused nothing merges (raise the bound and restart)"
+                        "{refused} {what}; every symbol of the feed reads suspect until the session changes or a snapshot that refused nothing merges (raise the bound and restart)"
                     );
                 }
             }

@@ -169,15 +169,26 @@ fn refusals_for_room_are_logged_by_run() {
         }
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let line = loop {
-            let text = std::fs::read_to_string(&log).unwrap();
-            if let Some(l) = text.lines().find(|l| l.contains(said)) {
-                break l.to_string();
+        let lines = |n: usize| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap();
+                let found: Vec<String> = text
+                    .lines()
+                    .filter(|l| l.contains(said))
+                    .map(String::from)
+                    .collect();
+                if found.len() >= n {
+                    return found;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{bound}: {n} lines not logged: {text}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
             }
-            assert!(Instant::now() < deadline, "{bound}: nothing logged: {text}");
-            std::thread::sleep(Duration::from_millis(20));
         };
+        let line = lines(1).remove(0);
         assert!(
             line.contains("ERROR") && line.contains("feed=nq") && line.contains("refused=1"),
             "{line}"
@@ -185,6 +196,45 @@ fn refusals_for_room_are_logged_by_run() {
         assert!(
             line.contains("suspect") && line.contains("raise the bound"),
             "{line}"
+        );
+        // Once, and again when the count has grown tenfold: 2 to 9 say
+        // nothing (the monitor samples every 250 ms: a second is four
+        // samples), 10 a second line.
+        let more = |seq: u64, n: u64| {
+            let mut b = PacketBuilder::new(Session(*b"REFUSED001"), seq);
+            for k in 0..n {
+                let (locate, stock) = if bound == "max_orders = 1" {
+                    (1, aapl)
+                } else {
+                    (2, msft)
+                };
+                let add = encode::add_order(
+                    locate,
+                    4,
+                    100 + seq * 100 + k,
+                    Side::Buy,
+                    100,
+                    stock,
+                    1_000_000,
+                    None,
+                );
+                b.message(&add);
+            }
+            tx.send_to(&b.finish(), ("127.0.0.1", port)).unwrap();
+        };
+        let next = messages.len() as u64 + 1;
+        more(next, 8);
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(
+            lines(1).len(),
+            1,
+            "{bound}: logged before the count grew tenfold"
+        );
+        more(next + 8, 1);
+        assert!(
+            lines(2)[1].contains("refused=10"),
+            "{bound}: {:?}",
+            lines(2)
         );
     }
 }

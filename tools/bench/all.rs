@@ -100,7 +100,7 @@ pub fn run(a: &Args) -> anyhow::Result<Value> {
     crate::harness::within("--soak-seconds", a.soak_seconds, 1..=86_400)?;
     // Where the rows go, before the minutes they take: a path that cannot
     // be written would lose them all at the end.
-    let existed = a.json.exists();
+    let existed = a.json.symlink_metadata().is_ok();
     if let Err(e) = std::fs::OpenOptions::new()
         .append(true)
         .create(true)

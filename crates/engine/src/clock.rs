@@ -356,9 +356,11 @@ pub struct OffsetEstimator {
     offset: i128,
     /// Times the queue was full and two entries were merged.
     merges: u64,
-    /// The last [`EXPIRED_KEPT`] samples the window let go, oldest first,
-    /// each at its own arrival: a step back lands where the contract's
-    /// window may hold them again ([`anchor_again`](Self::anchor_again)).
+    /// The last [`EXPIRED_KEPT`] samples the window let go, in the order
+    /// it let them go, each at the time the queue held it (its arrival,
+    /// or the latest before it for a datagram up to [`STEP_BACK_NS`] late;
+    /// a merged entry's, the later one's): a step back lands where the
+    /// contract's window may hold them again ([`anchor_again`](Self::anchor_again)).
     expired: VecDeque<(u64, i128)>,
 }
 
@@ -422,23 +424,27 @@ impl OffsetEstimator {
     /// give, so it is kept alone. (Left at their times, nothing left the
     /// window for as long as the step, and the estimate stayed at their
     /// least whatever the provider's clock did meanwhile.) The samples the
-    /// window let go that lie within W of `now` count too: the contract's
-    /// window at `now` holds them again (a time source stepped forward,
-    /// then corrected; a step back of a few seconds: without them the
-    /// estimate rose to the samples since, source ages reading younger).
-    /// Of those the last [`EXPIRED_KEPT`] let go are kept: a step back
-    /// landing before them finds the older ones gone (the offset then no
-    /// lower than theirs would make it). Allocates nothing.
+    /// window let go at or before `now` and within W of it count too: the
+    /// contract's window at `now` holds them again (a time source stepped
+    /// forward, then corrected; a step back of a few seconds: without them
+    /// the estimate rose to the samples since, source ages reading
+    /// younger). Of those the last [`EXPIRED_KEPT`] let go are kept: a step
+    /// back landing among older ones finds them gone (the offset then
+    /// higher than the formula's, by as much as they were lower than
+    /// those kept). Allocates nothing.
     #[cold]
     fn anchor_again(&mut self, now: u64, window_ns: u64) {
         self.latest = now;
+        // The contract's window at `now`: `now − W < t ≤ now` (one let go
+        // ahead of `now` is not in it, and one forged far ahead would hold
+        // the offset down for a window). Kept through the step: a second
+        // step back may land where they count again.
         let again = self
             .expired
             .iter()
-            .filter(|&&(t, _)| t.saturating_add(window_ns) > now)
+            .filter(|&&(t, _)| t <= now && t.saturating_add(window_ns) > now)
             .map(|&(_, v)| v)
             .min();
-        self.expired.clear();
         let least = match (self.queue.front().map(|(_, v)| v), again) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -629,38 +635,80 @@ mod tests {
             delay(9000 * S, 2 * ms),
             delay(4620 * S, 3 * ms),
         ];
-        assert_eq!(run(60 * S, &twice).1, ms as i128);
-        assert_eq!(run(60 * S, &twice).0, ms as i128);
+        assert_eq!(run(60 * S, &twice), (ms as i128, ms as i128));
         // A window of a second, a packet a second for an hour, the delay
         // rising 1 ms a second; then the clock 200 ms back.
         let mut drift: Vec<(u64, u64)> = (0..3600u64)
             .map(|k| delay((1000 + k) * S, (k + 1) * ms))
             .collect();
         drift.push(delay(4598 * S + 800 * ms, 3600 * ms));
-        let (got, want) = run(S, &drift);
-        assert_eq!(got, want);
-        assert_eq!(want, (3599 * ms) as i128);
+        assert_eq!(run(S, &drift), ((3599 * ms) as i128, (3599 * ms) as i128));
     }
 
     /// Of the samples the window let go, the last [`EXPIRED_KEPT`] are
     /// kept: a step back landing among older ones finds them gone, and the
-    /// offset is the least of those kept and the window's (no lower).
+    /// offset is the least of those kept in its window (higher than the
+    /// formula's, the older ones lower); one it lands among counts exactly.
     #[test]
     fn a_step_back_finds_the_last_samples_let_go() {
         let ms = S / 1000;
-        let w = S;
-        // The delay rising 1 ms a packet, a packet a second: each one let
-        // go at the next.
-        let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
-        for k in 0..200u64 {
-            e.on_packet((1000 + k) * S, (1000 + k) * S - (k + 1) * ms);
-        }
-        assert_eq!(e.expired.len(), EXPIRED_KEPT);
-        // Back to 1010 s: the formula's window holds the 11 ms sample of
-        // 1010 s, long let go; the kept ones start at 1135 s.
-        e.on_packet(1010 * S, 1010 * S - 300 * ms);
-        let oldest_kept = (200 - EXPIRED_KEPT as u64) * ms;
-        assert_eq!(e.offset(), oldest_kept as i128);
+        let w = 60 * S;
+        // A packet a second, the delay rising 1 ms a packet: each let go a
+        // window after it came, 140 of them by the last.
+        let mut packets: Vec<(u64, u64)> = (0..200u64)
+            .map(|k| ((1000 + k) * S, (1000 + k) * S - (k + 1) * ms))
+            .collect();
+        let run = |packets: &[(u64, u64)]| {
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+            for &(a, s) in packets {
+                e.on_packet(a, s);
+            }
+            assert_eq!(e.expired.len(), EXPIRED_KEPT);
+            e.offset()
+        };
+        // Back to 1160 s: its window (1100, 1160] among the kept (let go
+        // from 1076 s on): the formula's 102 ms.
+        packets.push((1160 * S, 1160 * S - 500 * ms));
+        assert_eq!(
+            (run(&packets), formula(&packets, w)),
+            ((102 * ms) as i128, (102 * ms) as i128)
+        );
+        // Back to 1120 s: (1060, 1120] holds 1061..1075 s too, gone: the
+        // least kept there, 77 ms, where the formula says 62.
+        packets.pop();
+        packets.push((1120 * S, 1120 * S - 500 * ms));
+        assert_eq!(
+            (run(&packets), formula(&packets, w)),
+            ((77 * ms) as i128, (62 * ms) as i128)
+        );
+    }
+
+    /// A sample let go ahead of where a step back lands is not in the
+    /// contract's window there, and does not count: one stamped an hour
+    /// ahead (a forged send time) would hold every source age an hour
+    /// old for a window. Two steps back in a row: the samples the first
+    /// kept count at the second.
+    #[test]
+    fn a_step_back_counts_the_samples_of_its_own_window_only() {
+        let ms = S / 1000;
+        let w = 60 * S;
+        let run = |packets: &[(u64, u64)]| {
+            let mut e = OffsetEstimator::new(OffsetMode::Auto { window_ns: w }, UNBOUNDED);
+            for &(a, s) in packets {
+                e.on_packet(a, s);
+            }
+            (e.offset(), formula(packets, w))
+        };
+        let delay = |a: u64, d: u64| (a, a - d);
+        let mut forged = vec![(1000 * S, 4600 * S)];
+        forged.extend((1001..=1100).map(|k| delay(k * S, ms)));
+        forged.push(delay(950 * S, ms));
+        assert_eq!(run(&forged), (ms as i128, ms as i128));
+        let mut twice = vec![delay(1000 * S, ms / 2)];
+        twice.extend((1001..=1100).map(|k| delay(k * S, ms)));
+        twice.push(delay(1090 * S, ms));
+        twice.push(delay(1030 * S, ms));
+        assert_eq!(run(&twice), ((ms / 2) as i128, (ms / 2) as i128));
     }
 
     /// Arrivals behind the latest by at most [`STEP_BACK_NS`] are out of
