@@ -418,7 +418,11 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
         );
     }
     if let Some(only) = args.feed.as_deref() {
-        warnings.extend(checks_of_other_feeds(&config, only, &checks[..asked]));
+        warnings.extend(tickguard::replay::checks_of_other_feeds(
+            &config,
+            only,
+            &checks[..asked],
+        ));
     }
     if let (Some(feed), Some(date)) = (&args.feed, args.date) {
         let total = std::fs::metadata(&args.capture).map_or(0, |m| m.len());
@@ -636,59 +640,6 @@ fn run_replay(args: ReplayArgs) -> Result<()> {
     };
     let summary = write_summary(&args, outcome);
     worst([shown, timeline, summary])
-}
-
-/// One warning for the checks of the configuration's feeds other than
-/// `--feed`'s (`only`): every datagram goes to that feed, so theirs answer
-/// `no_quote`, which would read as the market's. (Checks of no feed of the
-/// configuration, or of a name their feed cannot publish, are warned of
-/// apart.) Linear in the checks: a checks file may name millions of feeds.
-fn checks_of_other_feeds(
-    config: &Config,
-    only: &str,
-    checks: &[tickguard::replay::Check],
-) -> Option<String> {
-    const SHOWN: usize = 4;
-    let mut others: Vec<&str> = Vec::new();
-    let mut distinct = std::collections::HashSet::new();
-    let mut n = 0usize;
-    for c in checks.iter().filter(|c| c.feed != only) {
-        let Some(id) = config.feed_id(&c.feed) else {
-            continue;
-        };
-        if config.feeds[usize::from(id)]
-            .protocol
-            .name_problem(&c.symbol)
-            .is_some()
-        {
-            continue;
-        }
-        n += 1;
-        if distinct.insert(c.feed.as_str()) && others.len() < SHOWN {
-            others.push(&c.feed);
-        }
-    }
-    let more = match distinct.len() - others.len() {
-        0 => String::new(),
-        k => format!(" and {k} more"),
-    };
-    let names: Vec<String> = others
-        .iter()
-        .map(|f| tickguard::config::keys::echo(f))
-        .collect();
-    let (checks, feeds) = match (n, distinct.len()) {
-        (1, _) => ("check", "feed"),
-        (_, 1) => ("checks", "feed"),
-        _ => ("checks", "feeds"),
-    };
-    (n > 0).then(|| {
-        format!(
-            "{n} {checks} of {feeds} {}{more} answered no_quote whatever the capture holds: \
-             --feed {} takes every datagram (replay without --feed, or check that feed only)",
-            names.join(", "),
-            tickguard::config::keys::echo(only)
-        )
-    })
 }
 
 /// `--explain FEED SYMBOL`, resolved: a feed the configuration lacks is an
@@ -1522,7 +1473,8 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     }
     // The feeds a publication names are fixed when it is made: a name it
     // lacks is a wrong question whether its writer is alive or not.
-    if !reader.feeds().is_empty() && !reader.feeds().iter().any(|f| f.name == args.feed) {
+    let feed = reader.feeds().iter().find(|f| f.name == args.feed);
+    if !reader.feeds().is_empty() && feed.is_none() {
         let known: Vec<_> = reader.feeds().iter().map(|f| f.name.as_str()).collect();
         anyhow::bail!(
             "no feed '{}' in {} (feeds: {})",
@@ -1534,11 +1486,7 @@ fn check_inner(args: &CheckArgs) -> Result<bool> {
     // A name the feed's protocol can never publish (a 9-character SQF
     // symbol) is a wrong question too, not a rejection: a script taking
     // exit 1 for the market's answer would never see the typo.
-    let protocol = reader
-        .feeds()
-        .iter()
-        .find(|f| f.name == args.feed)
-        .and_then(|f| Protocol::ALL.into_iter().find(|p| p.as_str() == f.protocol));
+    let protocol = feed.and_then(|f| Protocol::ALL.into_iter().find(|p| p.as_str() == f.protocol));
     if let Some((p, problem)) =
         protocol.and_then(|p| p.name_problem(&args.symbol).map(|why| (p, why)))
     {
@@ -1713,7 +1661,7 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::sync::atomic::AtomicBool;
 
-    /// The commands the README and the guides show, in code blocks
+    /// The commands the READMEs, the guides and BENCHMARKS.md show, in code blocks
     /// (`tickguard …`, `$ tickguard …`, continued over `\` lines) and in
     /// prose (`` `tickguard …` ``, `` `simulate …` ``), each parsed as
     /// the binary parses it; a simulator's also built as `simulate` builds
@@ -1726,7 +1674,15 @@ mod tests {
     fn the_commands_the_docs_show_are_accepted() {
         use clap::Parser;
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut files = vec![root.join("README.md")];
+        let mut files: Vec<_> = [
+            "README.md",
+            "BENCHMARKS.md",
+            "fixtures/README.md",
+            "contrib/README.md",
+        ]
+        .iter()
+        .map(|f| root.join(f))
+        .collect();
         let mut guides: Vec<_> = std::fs::read_dir(root.join("docs"))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -1769,7 +1725,7 @@ mod tests {
             }
         }
         assert!(
-            parsed >= 46,
+            parsed >= 58,
             "{parsed} commands parsed of {}",
             commands.len()
         );
@@ -1862,15 +1818,12 @@ mod tests {
                 "sudo" => after.strip_prefix("-u ")?.split_once(' ')?.1,
                 // The binary itself, not an example.
                 "cargo" => match after.strip_prefix("run ")?.split_once("-- ")? {
-                    ("" | "--release ", args) => args,
+                    ("" | "--release ", args) => return Some(format!("tickguard {args}")),
                     _ => return None,
                 },
                 "tickguard" => return Some(format!("tickguard {after}")),
                 _ => return None,
             };
-            if word == "cargo" {
-                return Some(format!("tickguard {rest}"));
-            }
         }
     }
 

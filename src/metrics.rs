@@ -947,8 +947,7 @@ impl Monitor {
             // extension's ids for itself.)
             let named = |name: &str| {
                 info.and_then(|i| {
-                    let mut ds = i.counters.iter();
-                    ds.find(|d| d.name == name && d.kind == CounterKind::Counter)
+                    (i.counters.iter()).find(|d| d.name == name && d.kind == CounterKind::Counter)
                 })
                 .map(|d| d.id)
             };

@@ -240,11 +240,7 @@ fn live_duty_cycle_allocates_nothing_after_start_while_recording() {
 
 fn live_duty_cycle(record: bool) {
     let _serial = serial();
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let shm = format!("/dev/shm/tickguard-alloc-{}", std::process::id());
     let cfg = config(
         &format!(
@@ -427,10 +423,7 @@ fn itch_path(pipelined: bool) {
 fn the_live_itch_cycle_allocates_nothing_after_a_first_session() {
     let _serial = serial();
     use tickguard::protocol::itch50::{binfile::BinFile, mold, Session};
-    let line = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let line = std::net::SocketAddr::V4(crate::common::free_addr());
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
     let shm = format!("/dev/shm/tickguard-alloc-itch-{}", std::process::id());
     let cfg = Config::parse(

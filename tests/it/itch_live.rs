@@ -92,7 +92,7 @@ fn with_a_gap_asked_for(
 #[test]
 fn a_forged_recovery_answer_is_not_taken_and_the_servers_is() {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let listen = port(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let listen = SocketAddr::V4(crate::common::free_addr());
     let shm = format!("/dev/shm/tickguard-itch-live-{}", std::process::id());
     let (mut sidecar, from) = with_a_gap_asked_for(&server, Some(listen), &shm);
     assert_eq!(from, listen);

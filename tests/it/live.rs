@@ -17,11 +17,6 @@ fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
 }
 
-/// A UDP port free right now on 127.0.0.1 ([`crate::common::free_port`]).
-fn free_port() -> u16 {
-    crate::common::free_port()
-}
-
 struct Sidecar {
     child: Child,
     shm: PathBuf,
@@ -156,7 +151,7 @@ fn wait_packets(shm: &Path, packets: u64) {
 fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("live");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "delta", ports, 1000);
     let rec = dir.path().join("received.pcap");
     let sidecar = start(&cfg, &shm, Some(&rec));
@@ -234,7 +229,7 @@ fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
     }
 
     // The reader API, with the change counter (a minute's bound, as above).
-    let reader = Reader::open_with(&shm, 60_000_000_000);
+    let reader = crate::common::live_reader(&shm);
     let h = reader.lookup("lp1", "EURUSD").expect("EURUSD published");
     let v1 = reader.check(&h, now_ns());
     assert!(v1.is_ok() && v1.version > 0 && v1.version.is_multiple_of(2));
@@ -270,7 +265,7 @@ fn live_verdicts_reach_other_processes_and_replay_of_the_recording_agrees() {
 fn a_killed_writer_reads_stale_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("kill");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let bound_ms = 50;
     let cfg = config(dir.path(), &shm, "full", ports, bound_ms);
     let mut sidecar = start(&cfg, &shm, None);
@@ -337,7 +332,7 @@ fn a_killed_writer_reads_stale_within_the_bound() {
 fn a_killed_sidecar_leaves_its_recording_readable() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("kill-record");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "full", ports, 1000);
     let rec = dir.path().join("tap.pcap");
     let mut sidecar = start(&cfg, &shm, Some(&rec));
@@ -401,7 +396,7 @@ fn missing_publication_reads_stale() {
 fn an_oversized_datagram_is_dropped_whole_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("oversized");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "full", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
@@ -427,7 +422,7 @@ fn an_oversized_datagram_is_dropped_whole_and_counted() {
 fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_them() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("subscribe");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "delta", ports, 1000);
     let mut config = tickguard::config::Config::load(&cfg).unwrap();
     config.feeds[0].thresholds.stale_ns = 200_000_000;
@@ -504,7 +499,7 @@ fn embedded_sidecar_tells_subscribers_of_verdict_changes_and_never_waits_for_the
 fn subscribers_are_told_every_symbol_starts_over_with_a_new_publication() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("subscribe-recreate");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "delta", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
@@ -553,7 +548,7 @@ fn subscribers_are_told_every_symbol_starts_over_with_a_new_publication() {
 fn the_heartbeat_follows_a_clock_stepped_back() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("stepped");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "delta", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
@@ -604,7 +599,7 @@ fn send_and_apply(
 fn a_recording_stops_at_its_bound_with_whole_records() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("bounded-record");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "full", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();
@@ -648,7 +643,7 @@ fn a_recording_stops_at_its_bound_with_whole_records() {
 fn a_recording_onto_a_full_disk_stops_and_the_feed_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let shm = shm_path("full-disk");
-    let ports = (free_port(), free_port());
+    let ports = (crate::common::free_port(), crate::common::free_port());
     let cfg = config(dir.path(), &shm, "full", ports, 1000);
     let config = tickguard::config::Config::load(&cfg).unwrap();
     let mut sidecar = tickguard::sidecar::Sidecar::start(&config).unwrap();

@@ -336,10 +336,7 @@ fn a_replay_that_warns_on_a_full_stderr_still_finishes() {
 fn check_and_stat_on_a_full_stdout_are_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let shm = dir.path().join("shm");
-    let line = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let line = crate::common::free_addr();
     let cfg = tickguard::config::Config::parse(
         &format!(
             "[metrics]\nenabled = false\n[sidecar]\nshm_path = \"{}\"\n\

@@ -12,14 +12,6 @@ fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
 }
 
-fn free_udp() -> u16 {
-    crate::common::free_port()
-}
-
-fn free_tcp() -> u16 {
-    crate::common::free_port()
-}
-
 fn scrape(port: u16) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -71,7 +63,11 @@ fn start_feed(name: &str, protocol: &str) -> Sidecar {
 /// [`start_feed`] with lp1 stale after `stale_ms`.
 fn start_stale_after(name: &str, protocol: &str, stale_ms: u64) -> Sidecar {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, http) = (free_udp(), free_udp(), free_tcp());
+    let (a, b, http) = (
+        crate::common::free_port(),
+        crate::common::free_port(),
+        crate::common::free_port(),
+    );
     let shm = format!("/dev/shm/tickguard-{name}-{}", std::process::id());
     let cfg = dir.path().join("config.toml");
     std::fs::write(

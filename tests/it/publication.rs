@@ -22,10 +22,6 @@ fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tickguard"))
 }
 
-fn free_port() -> u16 {
-    crate::common::free_port()
-}
-
 /// A scratch directory under /dev/shm (where publications live), removed on drop.
 /// True as root; otherwise says the test is skipped because it needs root
 /// `to` do something (and fails under CI, which runs as root).
@@ -69,8 +65,8 @@ source_threshold_ms = 60000
 clock_offset = 0
 "#,
         shm.display(),
-        free_port(),
-        free_port()
+        crate::common::free_port(),
+        crate::common::free_port()
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
@@ -135,11 +131,7 @@ fn a_helper_thread_that_fails_stops_the_sidecar() {
         ("tickguard-http", "a thread of the sidecar failed"),
     ] {
         crate::common::remove_publication(&shm);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::common::free_port();
         let metrics = format!("listen = \"127.0.0.1:{port}\"");
         let cfg = config(dir.path(), thread, &shm, "", &metrics);
         let out = finish(
@@ -1837,7 +1829,7 @@ fn cme_with_definitions(dir: &Path, shm: &Path) -> (PathBuf, PathBuf, PathBuf) {
         format!(
             "[sidecar]\nshm_path = \"{}\"\nidle = \"sleep\"\nidle_sleep_us = 100\n[metrics]\n{NO_METRICS}\n[[feed]]\nname = \"cme\"\nprotocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\ndefinitions = \"defs.pcap\"\nstale_threshold_ms = 2500\nsource_threshold_ms = 2500\n",
             shm.display(),
-            free_port()
+            crate::common::free_port()
         ),
     )
     .unwrap();
@@ -2031,7 +2023,7 @@ fn a_cpu_the_receiver_cannot_be_pinned_to_is_refused_at_start() {
 fn a_channel_on_a_lines_port_is_refused_live_in_plain_words() {
     let dir = scratch();
     let shm = dir.path().join("tickguard");
-    let (line, server) = (free_port(), free_port());
+    let (line, server) = (crate::common::free_port(), crate::common::free_port());
     let cfg = dir.path().join("itch.toml");
     std::fs::write(
         &cfg,
@@ -2265,7 +2257,7 @@ fn a_stop_while_starting_publishes_nothing() {
              protocol = \"mdp3\"\nlines = [\"127.0.0.1:{}\"]\nstale_threshold_ms = 1000\n\
              source_threshold_ms = 1000\ndefinitions = \"{}\"\n",
             shm.display(),
-            free_port(),
+            crate::common::free_port(),
             defs.display()
         ),
     )

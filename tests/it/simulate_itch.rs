@@ -41,11 +41,6 @@ fn report(v: Killed) -> serde_json::Value {
     serde_json::from_str(out.trim()).unwrap()
 }
 
-/// A loopback port nobody uses right now.
-fn free_port() -> SocketAddrV4 {
-    crate::common::free_addr()
-}
-
 /// One received datagram: arrival (ns), destination, bytes.
 type Got = (u64, SocketAddrV4, Vec<u8>);
 
@@ -225,7 +220,7 @@ fn two_clean_lines_replay_to_the_venues_books_and_heartbeat_when_idle() {
     }
     assert!(beats > 0, "heartbeats when idle");
     assert_eq!(beats, report["heartbeats"]);
-    let config = Config::parse(&config(a, b, free_port(), 0), "venue.toml").unwrap();
+    let config = Config::parse(&config(a, b, crate::common::free_addr(), 0), "venue.toml").unwrap();
     let feed = replay(&config, &mut got);
     assert_eq!(feed["ticks_lost"], 0);
     assert_eq!(feed["hours"], "closed");
@@ -237,7 +232,7 @@ fn two_clean_lines_replay_to_the_venues_books_and_heartbeat_when_idle() {
 fn losses_on_both_lines_are_recovered_from_the_server_and_replay_to_the_venues_books() {
     let ((ra, a), (rb, b)) = (socket(), socket());
     let (client, listen) = socket();
-    let recovery = free_port();
+    let recovery = crate::common::free_addr();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("venue.toml");
     let text = config(a, b, recovery, listen.port());
@@ -342,7 +337,7 @@ fn losses_on_both_lines_are_recovered_from_the_server_and_replay_to_the_venues_b
 fn a_dropping_server_answers_nothing_and_counts_it() {
     let (ra, a) = socket();
     let (client, _) = socket();
-    let recovery = free_port();
+    let recovery = crate::common::free_addr();
     let venue = spawn(&[
         format!("--line-a={a}"),
         format!("--recovery={recovery}"),

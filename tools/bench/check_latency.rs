@@ -52,7 +52,7 @@ pub struct LatencyArgs {
     #[arg(long, default_value_t = 4.0)]
     pub(crate) unix_seconds: f64,
     /// Receiver idle strategy: spin, yield or sleep.
-    #[arg(long, default_value = "spin", value_parser = ["spin", "yield", "sleep"])]
+    #[arg(long, default_value = "spin", value_parser = crate::harness::IDLES)]
     pub(crate) idle: String,
     /// CPU the sidecar's receiver thread is pinned to (0 to 1,023).
     #[arg(long, default_value_t = 1)]

@@ -31,6 +31,10 @@ const SIM_RSS_LIMIT: u64 = 1 << 30;
 
 // ---------------------------------------------------------------- flags
 
+/// The receiver's idle strategies a row's `--idle` takes (clap refuses
+/// the rest).
+pub(crate) const IDLES: [&str; 3] = ["spin", "yield", "sleep"];
+
 /// Flags a row refuses: `main` prints the one line (never a backtrace)
 /// and exits with 2, as clap does for a malformed flag.
 #[derive(Debug)]
@@ -214,11 +218,6 @@ pub(crate) fn start_sidecar_with(
     spec: &SidecarSpec,
     feed_keys: &str,
 ) -> anyhow::Result<Sidecar> {
-    ensure!(
-        ["spin", "yield", "sleep"].contains(&spec.idle),
-        "--idle must be spin, yield or sleep, not {:?}",
-        spec.idle
-    );
     let shm = shm_path();
     let lines: Vec<String> = spec
         .ports

@@ -29,7 +29,7 @@ pub struct MemoryArgs {
     #[arg(long, default_value_t = 300_000)]
     count: u64,
     /// Receiver idle strategy: spin, yield or sleep.
-    #[arg(long, default_value = "sleep", value_parser = ["spin", "yield", "sleep"])]
+    #[arg(long, default_value = "sleep", value_parser = crate::harness::IDLES)]
     idle: String,
 }
 

@@ -44,7 +44,7 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 250)]
     heartbeat_ms: u64,
     /// Receiver idle strategy: spin, yield or sleep.
-    #[arg(long, default_value = "sleep", value_parser = ["spin", "yield", "sleep"])]
+    #[arg(long, default_value = "sleep", value_parser = crate::harness::IDLES)]
     idle: String,
 }
 

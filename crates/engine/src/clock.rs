@@ -368,7 +368,7 @@ pub struct OffsetEstimator {
 /// (32 bytes each). A window lets one go when it was the least of the
 /// samples since: a handful a window on a link whose delay jitters, one a
 /// packet only while the delay rises packet after packet.
-pub const EXPIRED_KEPT: usize = 64;
+const EXPIRED_KEPT: usize = 64;
 
 impl OffsetEstimator {
     /// An estimator whose queue holds at most `cap` entries (at least 2), all
@@ -431,7 +431,9 @@ impl OffsetEstimator {
     /// younger). Of those the last [`EXPIRED_KEPT`] let go are kept: a step
     /// back landing among older ones finds them gone (the offset then
     /// higher than the formula's, by as much as they were lower than
-    /// those kept). Allocates nothing.
+    /// those kept). What they give counts, as the queue's least does, until
+    /// `now` + W, not a window after their own arrivals: lower than the
+    /// formula's meanwhile (source ages older). Allocates nothing.
     #[cold]
     fn anchor_again(&mut self, now: u64, window_ns: u64) {
         self.latest = now;
@@ -439,16 +441,13 @@ impl OffsetEstimator {
         // ahead of `now` is not in it, and one forged far ahead would hold
         // the offset down for a window). Kept through the step: a second
         // step back may land where they count again.
-        let again = self
+        let least = self
             .expired
             .iter()
             .filter(|&&(t, _)| t <= now && t.saturating_add(window_ns) > now)
             .map(|&(_, v)| v)
+            .chain(self.queue.front().map(|(_, v)| v))
             .min();
-        let least = match (self.queue.front().map(|(_, v)| v), again) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         if let Some(least) = least {
             self.queue.clear();
             self.queue.push_back((now, least));
@@ -581,10 +580,7 @@ mod tests {
         let ap = i128::from(received.last().unwrap().0);
         received
             .iter()
-            .filter(|&&(a, _)| {
-                (ap - i128::from(window)..=ap).contains(&i128::from(a))
-                    && i128::from(a) > ap - i128::from(window)
-            })
+            .filter(|&&(a, _)| i128::from(a) > ap - i128::from(window) && i128::from(a) <= ap)
             .map(|&(a, s)| i128::from(a) - i128::from(s))
             .min()
             .unwrap()
@@ -597,7 +593,7 @@ mod tests {
     /// a two seconds' step amid packets every 100 ms, two steps forward
     /// with packets between, and a provider clock drifting (the delay
     /// rising every second, a window of one) stepped back 200 ms: each
-    /// the formula's offset exactly.
+    /// the formula's offset exactly at the step.
     #[test]
     fn samples_the_window_let_go_count_after_a_step_back() {
         let ms = S / 1000;

@@ -4,10 +4,10 @@
 //! The handler routes each datagram to its feed's engine (one per protocol,
 //! listed in [`crate::protocol::Engine`]) and keeps what is the same for
 //! every protocol: packet counters, rejections and their logs. No
-//! allocation, no lock, no clock read; a rejected packet costs a counter
-//! bump and at most one log line a second (a line is formatted, stamped
-//! with the wall clock and copied into the log's queue, an allocation:
-//! see the log section of docs/operations.md).
+//! allocation, no lock, no clock read but a log line's: a rejected packet
+//! costs a counter bump and at most one log line a second (formatted,
+//! stamped with the wall clock and copied into the log's queue, an
+//! allocation: see the log section of docs/operations.md).
 
 use crate::config::Protocol;
 use crate::config::{Config, FeedConfig};

@@ -1434,6 +1434,48 @@ pub fn check_warnings(config: &Config, config_name: &str, checks: &[Check]) -> V
     lines
 }
 
+/// One warning for the checks of the configuration's feeds other than
+/// `--feed`'s (`only`): every datagram goes to that feed, so theirs answer
+/// `no_quote`, which would read as the market's. (Checks of no feed of the
+/// configuration, or of a name their feed cannot publish, are warned of by
+/// [`check_warnings`].)
+pub fn checks_of_other_feeds(config: &Config, only: &str, checks: &[Check]) -> Option<String> {
+    const SHOWN: usize = 4;
+    let mut named = vec![false; config.feeds.len()];
+    let mut others: Vec<&str> = Vec::new();
+    let mut n = 0usize;
+    for c in checks.iter().filter(|c| c.feed != only) {
+        let Some(id) = config.feed_id(&c.feed).map(usize::from) else {
+            continue;
+        };
+        if config.feeds[id].protocol.name_problem(&c.symbol).is_some() {
+            continue;
+        }
+        n += 1;
+        if !std::mem::replace(&mut named[id], true) {
+            others.push(&config.feeds[id].name);
+        }
+    }
+    let shown: Vec<String> = others.iter().take(SHOWN).map(|f| echo(f)).collect();
+    let more = match others.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        k => format!(" and {k} more"),
+    };
+    let (checks, feeds) = match (n, others.len()) {
+        (1, _) => ("check", "feed"),
+        (_, 1) => ("checks", "feed"),
+        _ => ("checks", "feeds"),
+    };
+    (n > 0).then(|| {
+        format!(
+            "{n} {checks} of {feeds} {}{more} answered no_quote whatever the capture holds: \
+             --feed {} takes every datagram (replay without --feed, or check that feed only)",
+            shown.join(", "),
+            echo(only)
+        )
+    })
+}
+
 /// One check result as a JSON line (no trailing newline).
 pub fn answer_json(check: &Check, answer: Answer) -> String {
     #[derive(Serialize)]

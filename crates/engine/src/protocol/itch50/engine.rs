@@ -75,10 +75,9 @@ pub struct Engine {
     /// The server's silences told at most once a minute (a server that
     /// answers now and then, with a gap timeout of a few ms, would start
     /// and end one every few ms; one that starts within the minute is told
-    /// when it is up, if it lasts), and whether the last was told (its end
-    /// is told only then).
+    /// when it is up, if it lasts). Its end is told only after a silence
+    /// was ([`Client::on_answer`]).
     silence_log: crate::ratelimit::Limiter,
-    silence_logged: bool,
     /// GLIMPSE snapshots, with a snapshot server.
     snapshot: Option<Box<Driver>>,
     /// The snapshot server's settings (to go live).
@@ -143,7 +142,6 @@ impl Engine {
                 .map(|_| Client::new(Requester::from_config(c), c.request_interval_ns)),
             recovery: c.recovery.map(|r| (r, c.gap_timeout_ns)),
             silence_log: crate::ratelimit::Limiter::new(60_000_000_000),
-            silence_logged: false,
             snapshot,
             glimpse: c.glimpse.clone(),
             settings,
@@ -312,7 +310,9 @@ impl FeedEngine for Engine {
         {
             self.publish(&mut cx);
         }
-        let wrong_session = self.feed.counters().recovery_wrong_session;
+        // (The recovery line's answers only: read for none else.)
+        let wrong_session =
+            (line == RECOVERY_LINE).then(|| self.feed.counters().recovery_wrong_session);
         let result = self
             .feed
             .on_datagram_line(payload, line, t)
@@ -327,11 +327,10 @@ impl FeedEngine for Engine {
             });
         // An answer: valid, and of the session in force (a datagram from
         // the server's address that is neither says nothing of it).
-        let answered = line == RECOVERY_LINE
-            && result.is_ok()
-            && self.feed.counters().recovery_wrong_session == wrong_session;
+        let answered = wrong_session
+            .is_some_and(|w| result.is_ok() && self.feed.counters().recovery_wrong_session == w);
         if let Some(c) = self.client.as_mut().filter(|_| answered) {
-            if c.on_answer() && std::mem::take(&mut self.silence_logged) {
+            if c.on_answer() {
                 tracing::info!(
                     feed = %cx.config.name,
                     requests_sent = c.sent,
@@ -383,7 +382,6 @@ impl FeedEngine for Engine {
                 .flatten();
             if let Some((unanswered, for_ns)) = silence {
                 self.silence_log.due(now, true);
-                self.silence_logged = true;
                 tracing::warn!(
                     feed = %cx.config.name,
                     recovery = %server,
