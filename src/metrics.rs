@@ -1043,6 +1043,16 @@ mod tests {
         sidecar_of(dir, 1, 500)
     }
 
+    /// [`one_feed_sidecar`] with a monitor of it that no exporter reads,
+    /// its writer having just beat (at the time returned).
+    fn one_feed_monitored(dir: &std::path::Path) -> (crate::sidecar::Sidecar, Monitor, u64) {
+        let (config, sidecar) = one_feed_sidecar(dir);
+        let m = Monitor::new(&config, Arc::new(SharedStats::default()));
+        let t = now_ns();
+        sidecar.publication().heartbeat(t);
+        (sidecar, m, t)
+    }
+
     /// A sidecar of one feed of `lines` lines (1 or 2) and
     /// `stale_threshold_ms`, publishing in `dir`.
     fn sidecar_of(
@@ -1480,12 +1490,9 @@ mod tests {
     #[test]
     fn offset_merges_are_logged_first_and_tenfold() {
         let dir = tempfile::tempdir().unwrap();
-        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let (sidecar, mut m, t) = one_feed_monitored(dir.path());
         let p = sidecar.publication();
         let merges = |n| p.write_counters(|| p.set_counter(0, counter::OFFSET_MERGES, n));
-        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
-        let t = now_ns();
-        p.heartbeat(t);
         let said = |m: &mut Monitor, k: u64| logs_of(|| m.sample(t + k)).contains("merged samples");
         assert!(!said(&mut m, 0));
         merges(3);
@@ -1508,11 +1515,8 @@ mod tests {
     #[test]
     fn recovery_failures_are_logged_first_and_tenfold() {
         let dir = tempfile::tempdir().unwrap();
-        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let (sidecar, mut m, t) = one_feed_monitored(dir.path());
         let p = sidecar.publication();
-        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
-        let t = now_ns();
-        p.heartbeat(t);
         for (id, said) in [
             (counter::REQUEST_ERRORS, "re-requests could not be sent"),
             (
@@ -1546,11 +1550,8 @@ mod tests {
     #[test]
     fn refusals_are_read_by_their_descriptors_names() {
         let dir = tempfile::tempdir().unwrap();
-        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let (sidecar, mut m, t) = one_feed_monitored(dir.path());
         let p = sidecar.publication();
-        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
-        let t = now_ns();
-        p.heartbeat(t);
         p.write_counters(|| p.set_counter(0, counter::ORDERS_REFUSED, 5));
         p.write_counters(|| p.set_counter(0, counter::SYMBOLS_REFUSED, 5));
         let log = logs_of(|| m.sample(t));
@@ -1564,12 +1565,9 @@ mod tests {
     #[test]
     fn counters_of_a_publication_in_bad_health_are_not_read() {
         let dir = tempfile::tempdir().unwrap();
-        let (config, sidecar) = one_feed_sidecar(dir.path());
+        let (sidecar, mut m, t) = one_feed_monitored(dir.path());
         let p = sidecar.publication();
         let drops = |n| p.write_counters(|| p.set_counter(0, counter::LINE_KERNEL_DROPS, n));
-        let mut m = Monitor::new(&config, Arc::new(SharedStats::default()));
-        let t = now_ns();
-        p.heartbeat(t);
         drops(7);
         assert!(logs_of(|| m.sample(t)).contains("kernel dropped datagrams"));
         // The writer's heartbeat a minute old: not in good health.
