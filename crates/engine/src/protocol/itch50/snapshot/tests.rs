@@ -218,9 +218,14 @@ impl Venue {
 
     /// A connection: our SYN, the server's bytes in `chunks` pieces,
     /// then the server's FIN (when `fin`).
-    fn connection(&mut self, bytes: &[u8], chunks: usize, fin: bool) {
+    /// A new connection from the next local port: our SYN.
+    fn connect(&mut self) {
         self.local.set_port(self.local.port() + 1);
         self.segment(false, Tcp::SYN, b"");
+    }
+
+    fn connection(&mut self, bytes: &[u8], chunks: usize, fin: bool) {
+        self.connect();
         for c in bytes.chunks(bytes.len().div_ceil(chunks).max(1)) {
             self.segment(true, Tcp::ACK | Tcp::PSH, c);
         }
@@ -919,8 +924,7 @@ fn a_drop_mid_spin_merges_nothing() {
     assert_eq!((sn.snapshot_failures["closed"], sn.snapshots), (1, 0));
     assert!(s.symbols.values().all(|x| x.orders == 0));
     // A reset mid-spin likewise.
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.segment(true, Tcp::ACK, &bytes[..100]);
     v.segment(true, Tcp::RST, b"");
     assert_eq!(snap(&v.summary()).snapshot_failures["closed"], 2);
@@ -936,8 +940,7 @@ fn recorded_bytes_are_put_together_by_sequence() {
     let mut v = Venue::new("");
     v.datagrams(100..110);
     let bytes = spin(105, S1, false);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     let start = v.seq;
     v.segment(true, Tcp::ACK, &bytes[..200]);
     // A retransmission of bytes 100..300, then the rest.
@@ -948,8 +951,7 @@ fn recorded_bytes_are_put_together_by_sequence() {
     // A hole.
     let mut v = Venue::new("");
     v.datagrams(100..110);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.segment(true, Tcp::ACK, &bytes[..100]);
     v.seq = v.seq.wrapping_add(10);
     v.segment(true, Tcp::ACK, &bytes[110..]);
@@ -1017,8 +1019,7 @@ fn a_resent_syn_or_a_late_segment_to_an_earlier_end_is_no_new_connection() {
     let bytes = spin(105, S1, false);
     let mut v = Venue::new("snapshot_max_attempts = 1");
     v.datagrams(100..110);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.segment(false, Tcp::SYN, b"");
     v.segment(true, Tcp::ACK | Tcp::PSH, &bytes);
     v.segment(true, Tcp::FIN | Tcp::ACK, b"");
@@ -1035,8 +1036,7 @@ fn a_resent_syn_or_a_late_segment_to_an_earlier_end_is_no_new_connection() {
     v.connection(&bytes[..bytes.len() / 2], 1, false);
     let first = v.local;
     let first_seq = v.seq;
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     let (a, b) = bytes.split_at(bytes.len() / 3);
     v.segment(true, Tcp::ACK | Tcp::PSH, a);
     let (second, second_seq) = (v.local, v.seq);
@@ -1057,8 +1057,7 @@ fn a_resent_syn_or_a_late_segment_to_an_earlier_end_is_no_new_connection() {
 fn our_close_before_the_end_is_a_timeout() {
     let mut v = Venue::new("");
     v.datagrams(100..110);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.segment(false, Tcp::FIN, b"");
     v.connection(&spin(105, S1, false)[..50], 1, false);
     v.segment(false, Tcp::FIN, b"");
@@ -1085,8 +1084,7 @@ fn a_new_session_abandons_the_wait() {
     for (first, state, next) in [(1, "idle", Some(2)), (50_000, "awaiting", Some(50_000))] {
         let mut v = Venue::new("");
         v.datagrams(100..110);
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         v.datagram_of(S2, first);
         v.segment(true, Tcp::ACK, &spin(105, S1, false));
         let s = v.summary();
@@ -1180,8 +1178,7 @@ fn a_connection_while_idle_is_an_operators_request() {
     v.datagrams(1..30);
     let s = v.summary();
     assert_eq!((snap(&s).snapshot_state, s.suspect), ("idle", false));
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.datagrams(30..35);
     let s = v.summary();
     assert_eq!((snap(&s).snapshot_state, s.suspect), ("awaiting", true));
@@ -1202,8 +1199,7 @@ fn a_connection_while_idle_is_an_operators_request() {
 fn a_merge_below_what_was_applied_opens_a_gap_over_it() {
     let mut v = Venue::new("snapshot_triggers = []");
     v.datagrams(1..30);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     v.segment(true, Tcp::ACK, &spin(20, S1, false));
     let s = v.summary();
     assert_eq!(
@@ -1248,8 +1244,7 @@ fn a_segment_runs_the_feeds_deadlines_first() {
     v.datagrams(1..5);
     v.datagram_of(S1, 7); // gap [5, 7)
     v.t += 10 * MS;
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     let s = v.summary();
     assert_eq!((s.ticks_lost, snap(&s).snapshot_state), (2, "awaiting"));
     assert_eq!(snap(&s).snapshot_attempts, 1);
@@ -1510,8 +1505,7 @@ fn a_failure_is_logged_with_its_detail() {
         v.connection(&bytes[..100], 1, false);
         v.segment(true, Tcp::RST, b"");
         v.t += 2_000 * MS;
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         v.segment(false, Tcp::FIN, b"");
         v.t += 2_000 * MS;
         v.connection(&bytes[..50], 1, true);
@@ -1560,22 +1554,19 @@ fn a_recorded_close_is_told_as_the_timer_that_fired_live() {
         v.datagrams(100..110);
         v.t += 2_000 * MS;
         // Nothing answered for the idle bound.
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         v.t += 2_000 * MS;
         v.segment(false, Tcp::FIN, b"");
         v.t += 2_000 * MS;
         // Some bytes, then silent for the idle bound.
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         v.t += 1_000 * MS;
         v.segment(true, Tcp::ACK, &bytes[..40]);
         v.t += 2_000 * MS;
         v.segment(false, Tcp::FIN, b"");
         v.t += 2_000 * MS;
         // Bytes every second, closed at the whole attempt's bound.
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         for k in 0..10 {
             v.t += 1_000 * MS - 20_000;
             v.segment(true, Tcp::ACK, &bytes[40 + k..41 + k]);
@@ -1599,8 +1590,7 @@ fn a_recorded_close_is_told_as_the_timer_that_fired_live() {
     let log = logs_of(|| {
         v.datagrams(100..110);
         v.t += 2_000 * MS;
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
         v.t += 5_000 * MS;
         v.segment(false, Tcp::FIN, b"");
     });
@@ -1618,8 +1608,7 @@ fn a_recorded_connection_closed_by_the_next_is_logged() {
         let bytes = spin(105, S1, false);
         v.connection(&bytes[..100], 1, false);
         v.t += 2_000 * MS;
-        v.local.set_port(v.local.port() + 1);
-        v.segment(false, Tcp::SYN, b"");
+        v.connect();
     });
     assert!(
         log.lines().any(|l| l.contains("snapshot failed")
@@ -2434,8 +2423,7 @@ fn a_failure_takes_effect_when_its_fin_arrives() {
     let mut v = Venue::new("snapshot_max_attempts = 1");
     v.datagrams(100..105);
     v.datagrams(107..110);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     let bytes = spin(105, S1, false);
     v.segment(true, Tcp::ACK | Tcp::PSH, &bytes[..bytes.len() / 2]);
     v.t += 100 * MS;
@@ -2455,8 +2443,7 @@ fn a_failure_takes_effect_when_its_fin_arrives() {
 fn a_connection_that_got_no_byte_before_the_next_is_refused() {
     let mut v = Venue::new("");
     v.datagrams(100..110);
-    v.local.set_port(v.local.port() + 1);
-    v.segment(false, Tcp::SYN, b"");
+    v.connect();
     let spun = spin(105, S1, false);
     // Another that got part of a spin, then the one that merges.
     v.connection(&spun[..30], 1, false);
